@@ -1,0 +1,224 @@
+"""Push notifications: SSRF policy, retrying signed delivery, JWKS, config status.
+
+The SDK already stores configs (``Create/Get/List/DeleteTaskPushNotificationConfig`` on
+every binding) and calls a ``PushNotificationSender`` for each task event. This package
+supplies what the SDK leaves out, as one :class:`PushKit` that the server factory wires in:
+
+* ``url_validator`` - the SSRF policy at registration, refusing with ``-32602`` and the reason;
+* ``sender`` - ordered per config, retried with backoff, each POST signed (JWT, ES256);
+* ``config_store`` - the storage layer's store, plus ``active``/``failed`` status tracking;
+* ``routes`` - ``/.well-known/jwks.json`` with the public signing key (auth-exempt);
+* ``middleware`` - merges the status into the config responses (and the 0.3 shapes);
+* ``card_extension`` - an ``AgentExtension`` pointing receivers at the JWKS.
+
+Example::
+
+    kit = build_push(settings, config_store=store, agent_url=settings.public_url())
+    await kit.start()
+    ...
+    await kit.aclose()
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from a2a.server.tasks.push_notification_config_store import PushNotificationConfigStore
+from a2a.types import AgentExtension
+from google.protobuf.struct_pb2 import Struct
+from starlette.middleware import Middleware
+from starlette.routing import BaseRoute, Route
+
+from apcore_a2a.push.policy import PushUrlPolicy, Resolver
+from apcore_a2a.push.responses import PushResponseMiddleware
+from apcore_a2a.push.sender import RetryingPushSender
+from apcore_a2a.push.signing import SigningKey, jwks_endpoint
+from apcore_a2a.push.status import ACTIVE, FAILED, ConfigStatusBook, StatusTrackingConfigStore
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    from sqlalchemy.ext.asyncio import AsyncEngine
+
+    from apcore_a2a.push._sql import PushTables
+    from apcore_a2a.settings import Settings
+
+__all__ = [
+    "ACTIVE",
+    "FAILED",
+    "JWKS_PATH",
+    "PUSH_SIGNING_EXTENSION_URI",
+    "ConfigStatusBook",
+    "PushKit",
+    "PushResponseMiddleware",
+    "PushUrlPolicy",
+    "RetryingPushSender",
+    "SigningKey",
+    "StatusTrackingConfigStore",
+    "build_push",
+]
+
+logger = logging.getLogger("apcore_a2a.push")
+
+JWKS_PATH = "/.well-known/jwks.json"
+#: Card extension that tells receivers where the delivery-signing keys are published.
+PUSH_SIGNING_EXTENSION_URI = "urn:apcore:a2a:push-signing:v1"
+_FERNET_PREFIX = "fernet:"
+
+
+@dataclass(eq=False)
+class PushKit:
+    """Everything the server factory needs to enable push notifications."""
+
+    sender: RetryingPushSender
+    url_validator: Callable[[str], Awaitable[bool]]
+    routes: list[BaseRoute]
+    jwks_url: str
+    config_store: StatusTrackingConfigStore
+    statuses: ConfigStatusBook
+    policy: PushUrlPolicy
+    card_extension: AgentExtension
+    middleware: list[Middleware] = field(default_factory=list)
+    signing_key: SigningKey | None = None
+    drain_timeout: float = 10.0
+    _configured_key: SigningKey | None = None
+    _tables: PushTables | None = None
+    _encryption_key: str | None = None
+
+    async def start(self) -> None:
+        """Load or create the signing key, create tables, start the sender."""
+        if self._tables is not None:
+            await self._tables.initialize()
+        if self._configured_key is not None:
+            self.signing_key = self._configured_key
+        elif self._tables is not None:
+            self.signing_key = await _stored_key(self._tables, self._encryption_key)
+        else:
+            self.signing_key = SigningKey.generate()
+        self.sender.start(self.signing_key)
+        logger.info(
+            "push: signing deliveries with %s key %s",
+            self.signing_key.algorithm,
+            self.signing_key.kid,
+        )
+
+    async def aclose(self) -> None:
+        """Stop the sender after letting queued deliveries finish (bounded)."""
+        await self.sender.aclose(drain_timeout=self.drain_timeout)
+
+
+def build_push(
+    settings: Settings,
+    *,
+    config_store: PushNotificationConfigStore,
+    agent_url: str,
+    engine: AsyncEngine | None = None,
+    resolver: Resolver | None = None,
+) -> PushKit:
+    """Assemble the push components from *settings* (nothing runs until ``start``).
+
+    *agent_url* is the agent's public base URL: the ``iss`` of delivery JWTs and the base of
+    the JWKS URL. With *engine*, a generated signing key and config failures are kept in
+    that database. *resolver* replaces DNS resolution in the SSRF policy (tests).
+    """
+    configured = (
+        SigningKey.from_pem(settings.push_signing_key) if settings.push_signing_key else None
+    )
+    if settings.push_allow_insecure_urls:
+        logger.warning(
+            "push: push_allow_insecure_urls is on - http:// and loopback webhooks are "
+            "accepted; use this for development and tests only"
+        )
+    tables: PushTables | None = None
+    if engine is not None:
+        from apcore_a2a.push._sql import PushTables
+
+        tables = PushTables(engine)
+    statuses = ConfigStatusBook(tables)
+    store = StatusTrackingConfigStore(config_store, statuses)
+    policy = PushUrlPolicy(allow_insecure=settings.push_allow_insecure_urls, resolver=resolver)
+    base = agent_url.rstrip("/")
+    sender = RetryingPushSender(
+        store,
+        policy=policy,
+        statuses=statuses,
+        issuer=base,
+        timeout=settings.push_timeout,
+        retry_delays=settings.push_retry_delays,
+    )
+    jwks_url = base + JWKS_PATH
+    algorithm = configured.algorithm if configured is not None else "ES256"
+    params = Struct()
+    params.update({"jwksUrl": jwks_url, "algorithm": algorithm, "header": "Authorization"})
+    extension = AgentExtension(
+        uri=PUSH_SIGNING_EXTENSION_URI,
+        description=(
+            "Push notifications carry 'Authorization: Bearer <JWT>' signed by this agent; "
+            "verify it with the keys at jwksUrl (claims iss, aud, iat, exp, jti, task_id, "
+            "body_sha256 = hex SHA-256 of the request body)."
+        ),
+        required=False,
+        params=params,
+    )
+    kit = PushKit(
+        sender=sender,
+        url_validator=policy.validate,
+        routes=[],
+        jwks_url=jwks_url,
+        config_store=store,
+        statuses=statuses,
+        policy=policy,
+        card_extension=extension,
+        middleware=[
+            Middleware(PushResponseMiddleware, statuses=statuses, rpc_path=settings.rpc_path)
+        ],
+        drain_timeout=min(10.0, settings.shutdown_timeout),
+        _configured_key=configured,
+        _tables=tables,
+        _encryption_key=settings.push_encryption_key,
+    )
+    kit.routes.append(
+        Route(JWKS_PATH, jwks_endpoint(lambda: kit.signing_key), methods=["GET"], name="jwks")
+    )
+    return kit
+
+
+async def _stored_key(tables: PushTables, encryption_key: str | None) -> SigningKey:
+    """The key kept in the database, generated and stored on first use."""
+    data = await tables.first_key()
+    if data is None:
+        fresh = SigningKey.generate()
+        pem = fresh.to_pem().decode()
+        await tables.add_key(fresh.kid, _seal(pem, encryption_key))
+        data = await tables.first_key()
+        if data is None:  # pragma: no cover - the insert above cannot vanish
+            raise RuntimeError("push: could not store the generated signing key")
+        logger.info("push: generated a new signing key and stored it in the database")
+    return SigningKey.from_pem(_unseal(data, encryption_key))
+
+
+def _seal(pem: str, encryption_key: str | None) -> str:
+    if not encryption_key:
+        return pem
+    from cryptography.fernet import Fernet
+
+    return _FERNET_PREFIX + Fernet(encryption_key.encode()).encrypt(pem.encode()).decode()
+
+
+def _unseal(data: str, encryption_key: str | None) -> str:
+    if not data.startswith(_FERNET_PREFIX):
+        return data
+    if not encryption_key:
+        raise RuntimeError(
+            "push: the stored signing key is encrypted; set push_encryption_key to read it"
+        )
+    from cryptography.fernet import Fernet, InvalidToken
+
+    try:
+        return Fernet(encryption_key.encode()).decrypt(data[len(_FERNET_PREFIX) :]).decode()
+    except InvalidToken:
+        raise RuntimeError(
+            "push: push_encryption_key does not decrypt the stored signing key"
+        ) from None

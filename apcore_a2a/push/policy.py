@@ -1,0 +1,139 @@
+"""Which webhook URLs the agent may POST to (SSRF policy).
+
+A push config names a URL that the *agent* will call, so a caller could aim the agent at
+its own network: the metadata service, a database port on localhost, an admin panel on a
+private range. :class:`PushUrlPolicy` refuses such URLs with a specific reason, once when
+the config is registered (the reason reaches the caller as ``-32602``) and again before
+every delivery, because DNS answers can change after registration.
+
+Example::
+
+    policy = PushUrlPolicy()
+    await policy.check("https://127.0.0.1/hook")
+    # -> "loopback address (127.0.0.1)"
+    await policy.check("https://8.8.8.8/hook")   # -> None (allowed)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import logging
+import socket
+import urllib.parse
+from collections.abc import Awaitable, Callable, Sequence
+
+from a2a.utils.errors import InvalidParamsError
+
+__all__ = ["PushUrlPolicy", "Resolver"]
+
+logger = logging.getLogger("apcore_a2a.push")
+
+#: ``resolve(host, port) -> addresses``; the default asks the event loop's resolver.
+Resolver = Callable[[str, int], Awaitable[Sequence[str]]]
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+_CGNAT = ipaddress.ip_network("100.64.0.0/10")
+# Cloud metadata endpoints (AWS/GCP/Azure use the IPv4 one; AWS also answers on IPv6).
+_METADATA = {ipaddress.ip_address("169.254.169.254"), ipaddress.ip_address("fd00:ec2::254")}
+
+
+async def _loop_resolver(host: str, port: int) -> list[str]:
+    loop = asyncio.get_running_loop()
+    infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return [str(info[4][0]) for info in infos]
+
+
+def _classify(addr: IPAddress, *, allow_loopback: bool) -> str | None:
+    """The reason an address is not a public unicast destination, or ``None``."""
+    mapped = getattr(addr, "ipv4_mapped", None)
+    if mapped is not None:
+        # ::ffff:127.0.0.1 reaches 127.0.0.1; judge the address actually dialled.
+        addr = mapped
+    if addr in _METADATA:
+        return f"cloud metadata service address ({addr})"
+    if addr.is_loopback:
+        return None if allow_loopback else f"loopback address ({addr})"
+    if addr.is_unspecified:
+        return f"unspecified address ({addr})"
+    if addr.is_link_local:
+        return f"link-local address ({addr})"
+    if addr.version == 4 and addr in _CGNAT:
+        return f"carrier-grade NAT address ({addr}, 100.64.0.0/10)"
+    if addr.is_multicast:
+        return f"multicast address ({addr})"
+    if addr.is_private:
+        return f"private address ({addr})"
+    if not addr.is_global or addr.is_reserved:
+        return f"non-public address ({addr})"
+    return None
+
+
+class PushUrlPolicy:
+    """SSRF policy for push-notification webhook URLs.
+
+    Secure mode (the default) accepts only ``https`` URLs whose host resolves exclusively
+    to public unicast addresses. ``allow_insecure=True`` (development and tests) also
+    accepts ``http`` and loopback hosts; private, link-local, CGNAT, multicast and
+    metadata addresses stay refused, and non-http(s) schemes are always refused.
+    """
+
+    def __init__(self, *, allow_insecure: bool = False, resolver: Resolver | None = None) -> None:
+        self.allow_insecure = allow_insecure
+        self._resolve: Resolver = resolver or _loop_resolver
+
+    async def check(self, url: str) -> str | None:
+        """Return why *url* is refused, or ``None`` when it may be called."""
+        try:
+            parsed = urllib.parse.urlsplit(url)
+            port = parsed.port
+        except ValueError:
+            return "URL cannot be parsed"
+        scheme = parsed.scheme.lower()
+        if scheme not in ("http", "https"):
+            shown = scheme or "(none)"
+            return f"URL scheme {shown!r} is not allowed; use https"
+        if scheme == "http" and not self.allow_insecure:
+            return "only https URLs are allowed"
+        host = parsed.hostname
+        if not host:
+            return "URL has no host"
+        if parsed.username is not None or parsed.password is not None:
+            # Credentials in the URL would be sent to the receiver and end up in logs.
+            return "URL must not contain credentials"
+        try:
+            literal: IPAddress | None = ipaddress.ip_address(host.split("%", 1)[0])
+        except ValueError:
+            literal = None
+        if literal is not None:
+            addresses: Sequence[str] = [str(literal)]
+        else:
+            try:
+                addresses = await self._resolve(host, port or (443 if scheme == "https" else 80))
+            except (OSError, UnicodeError):
+                return f"host {host!r} could not be resolved"
+            if not addresses:
+                return f"host {host!r} could not be resolved"
+        for text in addresses:
+            try:
+                addr = ipaddress.ip_address(text.split("%", 1)[0])
+            except ValueError:
+                return f"host {host!r} resolved to an unusable address ({text})"
+            reason = _classify(addr, allow_loopback=self.allow_insecure)
+            if reason is not None:
+                return reason if literal is not None else f"host {host!r} resolves to {reason}"
+        return None
+
+    async def validate(self, url: str) -> bool:
+        """Registration-time check for the SDK handler's ``push_url_validator``.
+
+        Raises ``InvalidParamsError`` (``-32602``) carrying the reason: the SDK turns a
+        plain ``False`` into a generic message, while a raised A2A error reaches the
+        caller as-is.
+        """
+        reason = await self.check(url)
+        if reason is None:
+            return True
+        logger.info("refused push notification URL %s: %s", url, reason)
+        raise InvalidParamsError(message=f"Invalid push notification URL: {reason}")

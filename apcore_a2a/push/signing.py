@@ -1,0 +1,158 @@
+"""The agent's push-signing key: JWTs for deliveries and the JWKS that verifies them.
+
+Every delivery carries ``Authorization: Bearer <JWT>`` signed with this key. The JWT binds
+the delivery to its receiver and its exact body (``aud`` = webhook URL, ``body_sha256`` =
+hex SHA-256 of the request body), so a receiver that checks it knows the POST came from
+this agent and was not altered. The public half is served at ``/.well-known/jwks.json``.
+
+Example::
+
+    key = SigningKey.generate()
+    token = key.sign_delivery(issuer="https://agent.example", audience="https://hook.example/a2a",
+                              task_id="t-1", body=b"{}", jti="d-1")
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import jwt
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
+from jwt.algorithms import ECAlgorithm, OKPAlgorithm, RSAAlgorithm
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+__all__ = ["DELIVERY_TOKEN_TTL", "SigningKey", "jwks_endpoint"]
+
+#: Lifetime of a delivery JWT in seconds; every attempt is signed afresh.
+DELIVERY_TOKEN_TTL = 300
+
+PrivateKey = ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey | ed25519.Ed25519PrivateKey
+
+_EC_ALGS = {"secp256r1": "ES256", "secp384r1": "ES384", "secp521r1": "ES512"}
+# RFC 7638: the members that make up the thumbprint, per key type.
+_THUMBPRINT_MEMBERS = {
+    "EC": ("crv", "kty", "x", "y"),
+    "RSA": ("e", "kty", "n"),
+    "OKP": ("crv", "kty", "x"),
+}
+
+
+def _algorithm_for(key: PrivateKey) -> str:
+    if isinstance(key, ec.EllipticCurvePrivateKey):
+        try:
+            return _EC_ALGS[key.curve.name]
+        except KeyError:
+            raise ValueError(f"unsupported EC curve {key.curve.name!r}") from None
+    if isinstance(key, rsa.RSAPrivateKey):
+        if key.key_size < 2048:
+            raise ValueError("RSA signing keys must have at least 2048 bits")
+        return "RS256"
+    return "EdDSA"
+
+
+def _public_jwk(key: PrivateKey) -> dict[str, Any]:
+    public = key.public_key()
+    jwk: Any
+    if isinstance(public, ec.EllipticCurvePublicKey):
+        jwk = ECAlgorithm.to_jwk(public, as_dict=True)
+    elif isinstance(public, rsa.RSAPublicKey):
+        jwk = RSAAlgorithm.to_jwk(public, as_dict=True)
+    else:
+        jwk = OKPAlgorithm.to_jwk(public, as_dict=True)
+    return dict(jwk)
+
+
+def _thumbprint(jwk: dict[str, Any]) -> str:
+    members = {name: jwk[name] for name in _THUMBPRINT_MEMBERS[str(jwk["kty"])]}
+    canonical = json.dumps(members, separators=(",", ":"), sort_keys=True).encode()
+    digest = hashlib.sha256(canonical).digest()
+    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+
+
+class SigningKey:
+    """A private key plus what is derived from it: algorithm, ``kid`` and public JWK."""
+
+    def __init__(self, private_key: PrivateKey) -> None:
+        self._key = private_key
+        self.algorithm = _algorithm_for(private_key)
+        jwk = _public_jwk(private_key)
+        self.kid = _thumbprint(jwk)
+        jwk.update({"kid": self.kid, "alg": self.algorithm, "use": "sig"})
+        self.public_jwk: dict[str, Any] = jwk
+
+    @classmethod
+    def generate(cls) -> SigningKey:
+        """A fresh ES256 (P-256) key."""
+        return cls(ec.generate_private_key(ec.SECP256R1()))
+
+    @classmethod
+    def from_pem(cls, pem: str | bytes) -> SigningKey:
+        """Load an unencrypted PKCS#8 / traditional PEM private key (EC, RSA or Ed25519)."""
+        data = pem.encode() if isinstance(pem, str) else pem
+        try:
+            key = serialization.load_pem_private_key(data, password=None)
+        except (ValueError, TypeError) as exc:
+            raise ValueError(f"push signing key is not a usable PEM private key: {exc}") from None
+        if not isinstance(
+            key, ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey | ed25519.Ed25519PrivateKey
+        ):
+            raise ValueError(f"unsupported push signing key type {type(key).__name__}")
+        return cls(key)
+
+    def to_pem(self) -> bytes:
+        """The private key as unencrypted PKCS#8 PEM (for storage)."""
+        return self._key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+
+    def jwks(self) -> dict[str, Any]:
+        """The JSON Web Key Set that verifies this key's signatures."""
+        return {"keys": [dict(self.public_jwk)]}
+
+    def sign_delivery(
+        self,
+        *,
+        issuer: str,
+        audience: str,
+        task_id: str,
+        body: bytes,
+        jti: str,
+        now: float | None = None,
+    ) -> str:
+        """Sign the JWT for one delivery attempt of *body* to *audience*."""
+        issued = int(time.time() if now is None else now)
+        claims = {
+            "iss": issuer,
+            "aud": audience,
+            "iat": issued,
+            "exp": issued + DELIVERY_TOKEN_TTL,
+            "jti": jti,
+            "task_id": task_id,
+            "body_sha256": hashlib.sha256(body).hexdigest(),
+        }
+        return jwt.encode(
+            claims, self._key, algorithm=self.algorithm, headers={"kid": self.kid, "typ": "JWT"}
+        )
+
+
+def jwks_endpoint(
+    get_key: Callable[[], SigningKey | None],
+) -> Callable[[Request], Awaitable[Response]]:
+    """A Starlette endpoint serving ``get_key().jwks()``; 503 until a key is loaded."""
+
+    async def endpoint(request: Request) -> Response:
+        key = get_key()
+        if key is None:
+            return JSONResponse({"error": "signing key not loaded yet"}, status_code=503)
+        return JSONResponse(key.jwks(), headers={"Cache-Control": "public, max-age=300"})
+
+    return endpoint
