@@ -1,0 +1,97 @@
+"""``python -m benchmarks [--quick | --smoke] ...``: run S/O/R side by side and report.
+
+Prints the Markdown table and, unless ``--no-append``, appends it to ``benchmarks/RESULTS.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import sys
+from dataclasses import asdict, replace
+from pathlib import Path
+
+from benchmarks import harness, report
+from benchmarks._wrk import wrk_path
+
+RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
+
+
+def _speed_available() -> bool:
+    return all(importlib.util.find_spec(m) is not None for m in ("uvloop", "httptools"))
+
+
+def build_plan(args: argparse.Namespace) -> tuple[harness.Plan, list[str]]:
+    notes: list[str] = []
+    if args.smoke:
+        plan = harness.Plan(
+            rounds=1, duration=1.0, warmup=1.0, workloads=harness.SMOKE_WORKLOADS, r_calls=200,
+            memory_counts=(200,), memory_variants=(harness.OURS,),
+        )  # fmt: skip
+    elif args.quick:
+        plan = harness.Plan(rounds=2, duration=2.0, memory_counts=(1_000, 5_000))
+    else:
+        plan = harness.Plan()
+    if args.rounds is not None:
+        plan = replace(plan, rounds=args.rounds)
+    if args.duration is not None:
+        plan = replace(plan, duration=args.duration)
+    if args.memory is not None:
+        counts = tuple(int(x) for x in args.memory.split(",") if x.strip())
+        plan = replace(plan, memory_counts=counts)
+    if args.r_calls is not None:
+        plan = replace(plan, r_calls=args.r_calls)
+    variants = list(plan.variants)
+    if args.speed and not args.smoke:
+        if _speed_available():
+            variants += [harness.PLAIN_SPEED, harness.OURS_SPEED]
+        else:
+            notes.append("speed variants skipped: uvloop/httptools not installed")
+    if args.only:
+        variants = [v for v in variants if v.kind == args.only]
+        plan = replace(plan, memory_variants=tuple(
+            v for v in plan.memory_variants if v.kind == args.only))  # fmt: skip
+    return replace(plan, variants=tuple(variants)), notes
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--quick", action="store_true", help="2 short rounds, small memory run")
+    mode.add_argument("--smoke", action="store_true", help="seconds-long check that all works")
+    parser.add_argument("--rounds", type=int)
+    parser.add_argument("--duration", type=float, help="seconds per workload")
+    parser.add_argument("--memory", help="comma-separated task counts for RSS ('' = skip)")
+    parser.add_argument("--r-calls", type=int, help="in-process calls per round for R")
+    parser.add_argument("--no-speed", dest="speed", action="store_false",
+                        help="skip the uvloop+httptools variants")  # fmt: skip
+    parser.add_argument("--only", choices=["plain", "ours"], help="run one system only")
+    parser.add_argument("--title", help="heading for the RESULTS.md section")
+    parser.add_argument("--output", type=Path, default=RESULTS, help="Markdown file to append to")
+    parser.add_argument("--no-append", action="store_true", help="print only")
+    parser.add_argument("--json", type=Path, help="also write raw samples as JSON")
+    args = parser.parse_args(argv)
+
+    wrk_path()  # fail early with an install hint
+    plan, notes = build_plan(args)
+    results = harness.run(plan, log=lambda line: print(line, file=sys.stderr, flush=True))
+    results.notes.extend(notes)
+    text = report.render(results, args.title)
+    print(text)
+    if not args.no_append:
+        report.append(args.output, text)
+    if args.json:
+        raw = {
+            "plan": asdict(plan),
+            "samples": {f"{w} | {v}": s for (w, v), s in results.samples.items()},
+            "r": results.r_samples,
+            "memory": results.memory,
+        }
+        args.json.write_text(json.dumps(raw, indent=2))
+    failures = sum(m.get("errors", 0) for s in results.samples.values() for m in s)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,149 @@
+"""The systems under test: S (plain a2a-sdk echo server), O (our server) and the echo module.
+
+Both servers answer the same wire requests with the same event sequence: a Task carrying the
+user message, one artifact with the echoed text, then COMPLETED. S is assembled only from SDK
+classes, the way an SDK user would write it; O is ``A2AServerFactory(registry).create()``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from pydantic import BaseModel
+
+ECHO_MODULE_ID = "bench.echo"
+
+
+class EchoInput(BaseModel):
+    text: str
+
+
+class EchoOutput(BaseModel):
+    text: str
+
+
+class EchoModule:
+    """Trivial apcore module: returns its input text. Async so R measures no thread hop."""
+
+    input_schema = EchoInput
+    output_schema = EchoOutput
+    description = "Echo the given text back."
+    tags = ["bench"]
+
+    async def execute(self, inputs: dict[str, Any], context: Any) -> dict[str, Any]:
+        return {"text": inputs["text"]}
+
+
+def echo_registry() -> Any:
+    """An apcore Registry holding only the echo module (the same for O and R)."""
+    from apcore import Registry
+
+    registry = Registry()
+    registry.register(ECHO_MODULE_ID, EchoModule())
+    return registry
+
+
+def plain_app() -> Any:
+    """S: a plain a2a-sdk 1.x echo server built from SDK classes only."""
+    from a2a.helpers import new_text_artifact
+    from a2a.server.agent_execution import AgentExecutor, RequestContext
+    from a2a.server.events import EventQueue
+    from a2a.server.request_handlers import DefaultRequestHandler
+    from a2a.server.routes import (
+        create_agent_card_routes,
+        create_jsonrpc_routes,
+        create_rest_routes,
+    )
+    from a2a.server.tasks import InMemoryTaskStore
+    from a2a.types import (
+        AgentCapabilities,
+        AgentCard,
+        AgentInterface,
+        AgentSkill,
+        Task,
+        TaskArtifactUpdateEvent,
+        TaskState,
+        TaskStatus,
+        TaskStatusUpdateEvent,
+    )
+    from starlette.applications import Starlette
+
+    class EchoExecutor(AgentExecutor):
+        async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+            task_id = context.task_id or str(uuid.uuid4())
+            context_id = context.context_id or str(uuid.uuid4())
+            history = [context.message] if context.message is not None else []
+            await event_queue.enqueue_event(
+                Task(
+                    id=task_id,
+                    context_id=context_id,
+                    status=TaskStatus(state=TaskState.TASK_STATE_WORKING),
+                    history=history,
+                )
+            )
+            await event_queue.enqueue_event(
+                TaskArtifactUpdateEvent(
+                    task_id=task_id,
+                    context_id=context_id,
+                    artifact=new_text_artifact("result", context.get_user_input()),
+                )
+            )
+            await event_queue.enqueue_event(
+                TaskStatusUpdateEvent(
+                    task_id=task_id,
+                    context_id=context_id,
+                    status=TaskStatus(state=TaskState.TASK_STATE_COMPLETED),
+                )
+            )
+
+        async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
+            return None
+
+    card = AgentCard(
+        name="plain-echo",
+        description="Plain a2a-sdk echo server (benchmark baseline).",
+        version="1.0.0",
+        supported_interfaces=[
+            AgentInterface(
+                url="http://127.0.0.1/", protocol_binding="JSONRPC", protocol_version="1.0"
+            )
+        ],
+        capabilities=AgentCapabilities(streaming=True),
+        default_input_modes=["text/plain"],
+        default_output_modes=["text/plain"],
+        skills=[
+            AgentSkill(
+                id=ECHO_MODULE_ID,
+                name="echo",
+                description=EchoModule.description,
+                tags=["bench"],
+            )
+        ],
+    )
+    handler = DefaultRequestHandler(
+        agent_executor=EchoExecutor(), task_store=InMemoryTaskStore(), agent_card=card
+    )
+    routes = [
+        *create_agent_card_routes(card),
+        *create_jsonrpc_routes(handler, rpc_url="/"),
+        *create_rest_routes(handler),
+    ]
+    return Starlette(routes=routes)
+
+
+def ours_app(**settings: Any) -> Any:
+    """O: our server for the echo registry, as a user gets it from the factory."""
+    from apcore_a2a import A2AServerFactory
+
+    app, _card = A2AServerFactory(echo_registry(), **settings).create()
+    return app
+
+
+def build_app(kind: str, **settings: Any) -> Any:
+    """Build the ASGI app for *kind* (``plain`` or ``ours``)."""
+    if kind == "plain":
+        return plain_app()
+    if kind == "ours":
+        return ours_app(**settings)
+    raise ValueError(f"unknown app kind {kind!r}")
