@@ -1,0 +1,55 @@
+"""Authentication and access control: credentials -> apcore ``Identity`` -> owner + ACL.
+
+* :class:`JWTAuthenticator` (static key or JWKS) and :class:`APIKeyAuthenticator` turn
+  request headers into an apcore ``Identity`` (:class:`Authenticator` protocol).
+* :class:`AuthMiddleware` (pure ASGI) rejects unauthenticated requests with 401 and hands
+  the identity to the SDK call context, which scopes tasks and push configs per owner.
+* :func:`security_for`, :func:`restrict_card` and :func:`extended_card_modifier` put the
+  schemes on the card and list only the skills the caller's ACL allows.
+"""
+
+from apcore_a2a.auth.api_key import APIKeyAuthenticator, parse_api_key_entries
+from apcore_a2a.auth.authenticator import (
+    AnyAuthenticator,
+    Authenticator,
+    InvalidCredentials,
+    identity_from_metadata,
+)
+from apcore_a2a.auth.cards import (
+    LEGACY_EXTENDED_CARD_PATH,
+    extended_card_modifier,
+    legacy_extended_card_route,
+    restrict_card,
+    security_for,
+    visible_modules,
+    visible_modules_async,
+)
+from apcore_a2a.auth.claims import ClaimMapping
+from apcore_a2a.auth.cors import cors_middleware
+from apcore_a2a.auth.from_settings import authenticator_from_settings, security_middleware
+from apcore_a2a.auth.jwt_authenticator import JWTAuthenticator
+from apcore_a2a.auth.middleware import EXEMPT_PATHS, AuthMiddleware, current_identity
+
+__all__ = [
+    "EXEMPT_PATHS",
+    "LEGACY_EXTENDED_CARD_PATH",
+    "APIKeyAuthenticator",
+    "AnyAuthenticator",
+    "AuthMiddleware",
+    "Authenticator",
+    "ClaimMapping",
+    "InvalidCredentials",
+    "JWTAuthenticator",
+    "authenticator_from_settings",
+    "cors_middleware",
+    "current_identity",
+    "extended_card_modifier",
+    "identity_from_metadata",
+    "legacy_extended_card_route",
+    "parse_api_key_entries",
+    "restrict_card",
+    "security_for",
+    "security_middleware",
+    "visible_modules",
+    "visible_modules_async",
+]

@@ -1,0 +1,126 @@
+"""The :class:`Authenticator` protocol and combinators shared by every credential type.
+
+An authenticator looks at request headers and answers one of three ways:
+
+* an apcore ``Identity`` -- the credentials are valid;
+* ``None`` -- the request carries no credentials this authenticator understands;
+* :class:`InvalidCredentials` raised -- credentials were presented but are not acceptable.
+
+The middle case is what lets ``require_auth=False`` admit anonymous callers while still
+rejecting a bad token instead of silently downgrading it to anonymous.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from a2a.types import SecurityScheme
+    from apcore import Identity
+
+__all__ = [
+    "AnyAuthenticator",
+    "Authenticator",
+    "InvalidCredentials",
+    "header_value",
+    "identity_from_metadata",
+]
+
+
+class InvalidCredentials(Exception):
+    """Credentials were presented but rejected.
+
+    The message is a short reason meant for DEBUG logs; it never contains the credential.
+    """
+
+
+@runtime_checkable
+class Authenticator(Protocol):
+    """Turns request headers into an apcore ``Identity``.
+
+    Example::
+
+        class StaticToken:
+            async def authenticate(self, headers):
+                if headers.get("authorization") == "Bearer s3cret":
+                    return Identity(id="ops")
+                return None
+
+            def security_schemes(self):
+                return {"bearer": SecurityScheme(http_auth_security_scheme=...)}
+    """
+
+    async def authenticate(self, headers: Mapping[str, str]) -> Identity | None:
+        """Return the caller's identity, ``None`` without credentials, or raise
+        :class:`InvalidCredentials`."""
+        ...
+
+    def security_schemes(self) -> dict[str, SecurityScheme]:
+        """The A2A security schemes (name -> scheme) this authenticator accepts."""
+        ...
+
+
+class AnyAuthenticator:
+    """Accepts a caller that any of several authenticators accepts (e.g. JWT *or* API key).
+
+    Authenticators are tried in order; the first identity wins. If none succeeds and at
+    least one rejected presented credentials, the request is rejected.
+    """
+
+    def __init__(self, authenticators: Iterable[Authenticator]) -> None:
+        self.authenticators: tuple[Authenticator, ...] = tuple(authenticators)
+        if not self.authenticators:
+            raise ValueError("AnyAuthenticator needs at least one authenticator")
+
+    async def authenticate(self, headers: Mapping[str, str]) -> Identity | None:
+        """Return the first identity any member accepts (see the class docstring)."""
+        rejection: InvalidCredentials | None = None
+        for authenticator in self.authenticators:
+            try:
+                identity = await authenticator.authenticate(headers)
+            except InvalidCredentials as exc:
+                rejection = rejection or exc
+                continue
+            if identity is not None:
+                return identity
+        if rejection is not None:
+            raise rejection
+        return None
+
+    def security_schemes(self) -> dict[str, SecurityScheme]:
+        """The union of every member's schemes."""
+        schemes: dict[str, SecurityScheme] = {}
+        for authenticator in self.authenticators:
+            schemes.update(authenticator.security_schemes())
+        return schemes
+
+
+def header_value(headers: Mapping[str, str], name: str) -> str | None:
+    """Case-insensitive header lookup that works on plain dicts as well as Starlette headers."""
+    value = headers.get(name.lower())
+    if value is not None:
+        return value
+    wanted = name.lower()
+    for key, candidate in headers.items():
+        if key.lower() == wanted:
+            return candidate
+    return None
+
+
+async def identity_from_metadata(
+    authenticator: Authenticator,
+    metadata: Iterable[tuple[str, str | bytes]] | None,
+) -> Identity | None:
+    """Authenticate a gRPC call from its invocation metadata (``authorization`` etc.).
+
+    gRPC metadata keys are lowercase already; binary (``-bin``) entries are ignored.
+    Returns ``None`` without credentials and raises :class:`InvalidCredentials` for bad
+    ones, exactly like :meth:`Authenticator.authenticate`.
+    """
+    headers: dict[str, str] = {}
+    for key, value in metadata or ():
+        if isinstance(value, bytes) or key.endswith("-bin"):
+            continue
+        headers.setdefault(key.lower(), value)
+    return await authenticator.authenticate(headers)

@@ -1,0 +1,173 @@
+"""Security on the agent card and ACL-aware skill lists (public and per caller).
+
+Skill ids are apcore module ids, so "may this caller see skill S" is the apcore ACL
+question "may this identity call module S", asked without executing anything.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Collection, Iterable
+from typing import TYPE_CHECKING, Any
+
+from a2a.server.request_handlers.response_helpers import agent_card_to_dict
+from a2a.types import (
+    AgentCard,
+    GetExtendedAgentCardRequest,
+    SecurityRequirement,
+    SecurityScheme,
+    StringList,
+)
+from a2a.utils.errors import A2A_ERROR_MAPPING, A2AError, InvalidRequestError
+from apcore import Context
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from apcore_a2a.server.call_context import identity_of
+
+if TYPE_CHECKING:
+    from a2a.server.context import ServerCallContext
+    from a2a.server.request_handlers import RequestHandler
+    from a2a.server.routes.common import ServerCallContextBuilder
+    from apcore import ACL, Executor, Identity
+    from starlette.requests import Request
+
+    from apcore_a2a.auth.authenticator import Authenticator
+
+__all__ = [
+    "LEGACY_EXTENDED_CARD_PATH",
+    "acl_of",
+    "extended_card_modifier",
+    "legacy_extended_card_route",
+    "restrict_card",
+    "security_for",
+    "visible_modules",
+    "visible_modules_async",
+]
+
+logger = logging.getLogger("apcore_a2a.auth")
+
+#: The pre-0.3 REST path for the authenticated extended card.
+LEGACY_EXTENDED_CARD_PATH = "/agent/authenticatedExtendedCard"
+
+ExtendedCardModifier = Callable[[AgentCard, "ServerCallContext"], Awaitable[AgentCard]]
+
+
+def security_for(
+    authenticator: Authenticator | None,
+) -> tuple[dict[str, SecurityScheme], list[SecurityRequirement]]:
+    """Card ``securitySchemes`` and ``securityRequirements`` for *authenticator*.
+
+    Each scheme becomes its own requirement, i.e. any one of them is sufficient.
+    """
+    if authenticator is None:
+        return {}, []
+    schemes = authenticator.security_schemes()
+    requirements = []
+    for name in schemes:
+        requirement = SecurityRequirement()
+        requirement.schemes[name].CopyFrom(StringList())
+        requirements.append(requirement)
+    return schemes, requirements
+
+
+def acl_of(executor: Executor) -> ACL | None:
+    """The ACL an apcore ``Executor`` enforces, if any."""
+    # apcore 0.32 exposes no public getter; the attribute is what set_acl() writes.
+    acl: ACL | None = getattr(executor, "_acl", None)
+    return acl
+
+
+def visible_modules(
+    executor: Executor, identity: Identity | None, module_ids: Iterable[str]
+) -> set[str]:
+    """The modules *identity* (``None`` = anonymous) may call, by the executor's ACL."""
+    ids = list(module_ids)
+    acl = acl_of(executor)
+    if acl is None:
+        return set(ids)
+    context = Context.create(identity=identity)
+    return {m for m in ids if acl.check_access(None, m, context).access == "allow"}
+
+
+async def visible_modules_async(
+    executor: Executor, identity: Identity | None, module_ids: Iterable[str]
+) -> set[str]:
+    """Like :func:`visible_modules`, also evaluating async ACL conditions."""
+    ids = list(module_ids)
+    acl = acl_of(executor)
+    if acl is None:
+        return set(ids)
+    context = Context.create(identity=identity)
+    allowed: set[str] = set()
+    for module_id in ids:
+        decision = await acl.async_check_access(None, module_id, context)
+        if decision.access == "allow":
+            allowed.add(module_id)
+    return allowed
+
+
+def restrict_card(card: AgentCard, skill_ids: Collection[str]) -> AgentCard:
+    """A copy of *card* listing only *skill_ids*.
+
+    Per-skill entries in extension params (``params.skills``, e.g. the schema extension)
+    are dropped too, so a hidden skill's schema does not leak through the extension.
+    """
+    out = AgentCard()
+    out.CopyFrom(card)
+    kept = [s for s in out.skills if s.id in skill_ids]
+    del out.skills[:]
+    out.skills.extend(kept)
+    for extension in out.capabilities.extensions:
+        entry = extension.params.fields.get("skills")
+        if entry is None or not entry.HasField("struct_value"):
+            continue
+        fields = entry.struct_value.fields
+        for key in [k for k in fields if k not in skill_ids]:
+            del fields[key]
+    return out
+
+
+def extended_card_modifier(executor: Executor) -> ExtendedCardModifier:
+    """An SDK ``extended_card_modifier``: the extended card restricted to the caller's ACL.
+
+    Anonymous callers are refused; HTTP requests never get here without credentials (the
+    middleware answers 401), so this guards other transports.
+    """
+
+    async def modify(card: AgentCard, context: ServerCallContext) -> AgentCard:
+        identity = identity_of(context)
+        if identity is None:
+            raise InvalidRequestError(message="Authentication required")
+        ids = [s.id for s in card.skills]
+        return restrict_card(card, await visible_modules_async(executor, identity, ids))
+
+    return modify
+
+
+def legacy_extended_card_route(
+    handler: RequestHandler,
+    context_builder: ServerCallContextBuilder,
+    path: str = LEGACY_EXTENDED_CARD_PATH,
+) -> Route:
+    """``GET /agent/authenticatedExtendedCard``: the caller's extended card as JSON.
+
+    Served through ``handler.on_get_extended_agent_card`` so it is the same card as
+    ``GetExtendedAgentCard``. Mount it only when auth is configured, before the REST
+    routes (their ``/{tenant}`` mount would swallow the path).
+    """
+
+    async def endpoint(request: Request) -> JSONResponse:
+        context = context_builder.build(request)
+        try:
+            card = await handler.on_get_extended_agent_card(GetExtendedAgentCardRequest(), context)
+        except A2AError as exc:
+            mapping = A2A_ERROR_MAPPING.get(type(exc))
+            status = mapping.http_code if mapping is not None else 500
+            return JSONResponse({"error": {"code": status, "message": exc.message}}, status)
+        body: dict[str, Any] = agent_card_to_dict(card)
+        return JSONResponse(
+            body, headers={"Cache-Control": "private, no-cache", "Vary": "Authorization"}
+        )
+
+    return Route(path, endpoint, methods=["GET"])

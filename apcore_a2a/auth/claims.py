@@ -1,0 +1,69 @@
+"""Mapping verified JWT claims onto an apcore ``Identity``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from apcore import Identity
+
+__all__ = ["ClaimMapping"]
+
+_MISSING = object()
+
+
+def _claim(claims: Mapping[str, Any], name: str) -> Any:
+    """Look a claim up by exact name, then as a dotted path (``realm_access.roles``).
+
+    Exact names come first because namespaced claims such as
+    ``https://example.com/roles`` contain dots themselves.
+    """
+    if name in claims:
+        return claims[name]
+    node: Any = claims
+    for part in name.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return _MISSING
+        node = node[part]
+    return node
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimMapping:
+    """Which claims become ``Identity.id``, ``type``, ``roles`` and ``attrs``.
+
+    Claim names may be dotted paths into nested objects. ``roles`` accepts a list of
+    strings or a space-separated string (the OAuth ``scope`` style).
+
+    Example::
+
+        ClaimMapping(roles="realm_access.roles", attrs=("email", "tenant"))
+    """
+
+    id: str = "sub"
+    type: str = "type"
+    roles: str = "roles"
+    attrs: tuple[str, ...] = ()
+    default_type: str = "user"
+
+    def to_identity(self, claims: Mapping[str, Any]) -> Identity | None:
+        """Build the identity, or ``None`` when the id claim is missing or not a string."""
+        ident = _claim(claims, self.id)
+        if not isinstance(ident, str) or not ident:
+            return None
+        kind = _claim(claims, self.type)
+        if not isinstance(kind, str) or not kind:
+            kind = self.default_type
+        raw_roles = _claim(claims, self.roles)
+        roles: tuple[str, ...] = ()
+        if isinstance(raw_roles, str):
+            roles = tuple(raw_roles.split())
+        elif isinstance(raw_roles, list | tuple):
+            roles = tuple(r for r in raw_roles if isinstance(r, str) and r)
+        attrs: dict[str, Any] = {}
+        for name in self.attrs:
+            value = _claim(claims, name)
+            if value is not _MISSING:
+                attrs[name] = value
+        return Identity(id=ident, type=kind, roles=roles, attrs=attrs)

@@ -1,0 +1,105 @@
+"""Build the authenticator and the HTTP security middleware from :class:`Settings`."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from starlette.middleware import Middleware
+
+from apcore_a2a.auth.api_key import APIKeyAuthenticator, parse_api_key_entries
+from apcore_a2a.auth.authenticator import AnyAuthenticator, Authenticator
+from apcore_a2a.auth.cors import cors_middleware
+from apcore_a2a.auth.jwt_authenticator import JWTAuthenticator
+from apcore_a2a.auth.middleware import EXEMPT_PATHS, AuthMiddleware
+from apcore_a2a.settings import SettingsError
+
+if TYPE_CHECKING:
+    from apcore_a2a.settings import Settings
+
+__all__ = ["authenticator_from_settings", "security_middleware"]
+
+BEARER_WITHOUT_KEY = (
+    "--auth-type bearer requires --auth-key (JWT_KEY) or --auth-jwks-url (JWT_JWKS_URL)"
+)
+APIKEY_WITHOUT_KEYS = "--auth-type apikey requires at least one --api-key (A2A_API_KEYS)"
+
+
+def _bearer(settings: Settings) -> JWTAuthenticator:
+    if settings.auth_key and settings.auth_jwks_url:
+        raise SettingsError(
+            "give either --auth-key (JWT_KEY) or --auth-jwks-url (JWT_JWKS_URL), not both"
+        )
+    try:
+        return JWTAuthenticator(
+            settings.auth_key or None,
+            jwks_url=settings.auth_jwks_url or None,
+            algorithms=settings.auth_algorithms or None,
+            audience=settings.auth_audience or None,
+            issuer=settings.auth_issuer or None,
+        )
+    except ValueError as exc:
+        raise SettingsError(f"JWT auth: {exc}") from None
+
+
+def _api_keys(settings: Settings) -> APIKeyAuthenticator:
+    try:
+        return APIKeyAuthenticator(parse_api_key_entries(settings.api_keys))
+    except ValueError as exc:
+        raise SettingsError(f"API keys: {exc}") from None
+
+
+def authenticator_from_settings(settings: Settings) -> Authenticator | None:
+    """The authenticator the settings ask for, or ``None`` when auth is off.
+
+    ``auth_type="bearer"`` needs a key or JWKS URL; ``"apikey"`` needs ``api_keys``.
+    Without ``auth_type``, a JWT key / JWKS URL turns on bearer auth and API keys turn on
+    API-key auth; configuring both accepts either credential. Raises
+    :class:`~apcore_a2a.settings.SettingsError` for unusable combinations.
+    """
+    has_bearer = bool(settings.auth_key or settings.auth_jwks_url)
+    has_keys = bool(settings.api_keys)
+    if settings.auth_type == "bearer" and not has_bearer:
+        raise SettingsError(BEARER_WITHOUT_KEY)
+    if settings.auth_type == "apikey" and not has_keys:
+        raise SettingsError(APIKEY_WITHOUT_KEYS)
+    members: list[Authenticator] = []
+    if has_bearer and settings.auth_type in (None, "bearer"):
+        members.append(_bearer(settings))
+    if has_keys:
+        members.append(_api_keys(settings))
+    if not members:
+        return None
+    return members[0] if len(members) == 1 else AnyAuthenticator(members)
+
+
+def security_middleware(
+    settings: Settings, authenticator: Authenticator | None
+) -> list[Middleware]:
+    """CORS (outermost) and authentication middleware entries for the Starlette app."""
+    out: list[Middleware] = []
+    extra_headers = (
+        [a.header for a in _members(authenticator) if isinstance(a, APIKeyAuthenticator)]
+        if authenticator is not None
+        else []
+    )
+    cors = cors_middleware(settings.cors_origins, extra_headers=extra_headers)
+    if cors is not None:
+        out.append(cors)
+    if authenticator is not None:
+        out.append(
+            Middleware(
+                AuthMiddleware,
+                authenticator=authenticator,
+                require_auth=settings.require_auth,
+                exempt_paths=EXEMPT_PATHS,
+                exempt_get_prefixes=[settings.explorer_prefix] if settings.explorer else [],
+                rpc_path=settings.rpc_path,
+            )
+        )
+    return out
+
+
+def _members(authenticator: Authenticator) -> list[Authenticator]:
+    if isinstance(authenticator, AnyAuthenticator):
+        return list(authenticator.authenticators)
+    return [authenticator]
