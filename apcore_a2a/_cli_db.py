@@ -1,0 +1,50 @@
+"""``apcore-a2a db ...``: database maintenance for SQL task stores."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+
+__all__ = ["register"]
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``db`` command group (``db upgrade``) to the CLI."""
+    db = subparsers.add_parser("db", help="manage the task store database")
+    db_commands = db.add_subparsers(dest="db_command", metavar="COMMAND")
+    db_commands.required = True
+    upgrade = db_commands.add_parser(
+        "upgrade",
+        help="create missing tables and apply the a2a-sdk migrations (incl. cluster tables)",
+        description=(
+            "Create the task store tables, apply the a2a-sdk's schema migrations (which add "
+            "the task_versions/task_events tables cluster mode needs), and report what changed."
+        ),
+    )
+    upgrade.add_argument(
+        "--task-store",
+        metavar="URL",
+        default=None,
+        help="sqlite:///path/tasks.db or postgresql://user@host/db (default: A2A_TASK_STORE)",
+    )
+    upgrade.set_defaults(func=_upgrade)
+
+
+def _upgrade(args: argparse.Namespace) -> int:
+    from apcore_a2a.settings import Settings, SettingsError
+    from apcore_a2a.storage.migrations import upgrade_database
+
+    try:
+        url = Settings.resolve({"task_store": args.task_store}).task_store
+        lines = asyncio.run(upgrade_database(url))
+    except (ValueError, SettingsError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:  # connection or SQL failure: say what, without a traceback
+        cause = getattr(exc, "orig", None) or exc
+        print(f"error: upgrade failed: {type(cause).__name__}: {cause}", file=sys.stderr)
+        return 1
+    for line in lines:
+        print(line)
+    return 0

@@ -1,0 +1,30 @@
+"""Task storage: bounded memory, SQLite, PostgreSQL, and multi-replica (cluster) mode.
+
+Example::
+
+    stores = open_stores("sqlite:///tasks.db", settings)
+    await stores.start()
+    handler = DefaultRequestHandler(..., task_store=stores.task_store,
+                                    push_config_store=stores.push_config_store,
+                                    event_stream=stores.event_stream)
+"""
+
+from ._errors import StoreUnavailableError
+from ._recovery import INTERRUPTED_MESSAGE
+from .memory import BoundedMemoryTaskStore
+from .stores import (
+    DEFAULT_HEARTBEAT_INTERVAL,
+    DEFAULT_REPLICA_TIMEOUT,
+    Stores,
+    open_stores,
+)
+
+__all__ = [
+    "DEFAULT_HEARTBEAT_INTERVAL",
+    "DEFAULT_REPLICA_TIMEOUT",
+    "INTERRUPTED_MESSAGE",
+    "BoundedMemoryTaskStore",
+    "StoreUnavailableError",
+    "Stores",
+    "open_stores",
+]

@@ -1,0 +1,170 @@
+"""Fail tasks that a dead process left ``submitted``/``working``.
+
+Nobody will ever finish such a task, and clients polling it would wait forever; moving
+it to ``failed`` with a status message tells them what happened.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from a2a.auth.user import User
+from a2a.server.cluster import ConcurrentTaskModificationError, VersionedDatabaseTaskStore
+from a2a.server.context import ServerCallContext
+from a2a.server.models import TaskModel
+from a2a.server.tasks import DatabaseTaskStore
+from a2a.types import Message, Part, Role, Task, TaskState, TaskStatus, TaskStatusUpdateEvent
+from sqlalchemy import and_, or_, select
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from ._tables import claims_table, replicas_table
+
+__all__ = [
+    "INTERRUPTED_MESSAGE",
+    "fail_tasks",
+    "orphaned_running_tasks",
+    "running_tasks",
+    "running_tasks_of",
+]
+
+logger = logging.getLogger(__name__)
+
+INTERRUPTED_MESSAGE = "Interrupted by server restart"
+
+_RUNNING = (TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING)
+# Stored state strings: 1.0 enum names, plus the v0.3 spellings of rows written by
+# older SDKs, which the SDK still reads.
+_RUNNING_NAMES = [TaskState.Name(s) for s in _RUNNING] + ["submitted", "working"]
+
+_Row = tuple[str, str | None]
+
+
+def _state_column() -> Any:
+    return TaskModel.status["state"].as_string()
+
+
+async def running_tasks(engine: AsyncEngine) -> list[_Row]:
+    """All ``(task_id, owner)`` pairs in a running state."""
+    stmt = select(TaskModel.id, TaskModel.owner).where(_state_column().in_(_RUNNING_NAMES))
+    return await _fetch(engine, stmt)
+
+
+async def orphaned_running_tasks(engine: AsyncEngine, live_cutoff: float) -> list[_Row]:
+    """Running tasks whose claim is missing or names a replica without a recent heartbeat."""
+    live = select(replicas_table.c.replica_id).where(replicas_table.c.heartbeat_at >= live_cutoff)
+    stmt = (
+        select(TaskModel.id, TaskModel.owner)
+        .select_from(TaskModel)
+        .outerjoin(claims_table, claims_table.c.task_id == TaskModel.id)
+        .where(
+            and_(
+                _state_column().in_(_RUNNING_NAMES),
+                or_(
+                    claims_table.c.replica_id.is_(None),
+                    claims_table.c.replica_id.not_in(live.scalar_subquery()),
+                ),
+            )
+        )
+    )
+    return await _fetch(engine, stmt)
+
+
+async def running_tasks_of(engine: AsyncEngine, replica_id: str) -> list[_Row]:
+    """Running tasks claimed by one (dead) replica."""
+    stmt = (
+        select(TaskModel.id, TaskModel.owner)
+        .select_from(TaskModel)
+        .join(claims_table, claims_table.c.task_id == TaskModel.id)
+        .where(and_(_state_column().in_(_RUNNING_NAMES), claims_table.c.replica_id == replica_id))
+    )
+    return await _fetch(engine, stmt)
+
+
+async def _fetch(engine: AsyncEngine, stmt: Any) -> list[_Row]:
+    async with engine.connect() as conn:
+        return [(row[0], row[1]) for row in await conn.execute(stmt)]
+
+
+class _Owner(User):
+    """A stand-in user so the SDK's owner-scoped store methods address *owner*'s bucket."""
+
+    def __init__(self, owner: str) -> None:
+        self._owner = owner
+
+    @property
+    def is_authenticated(self) -> bool:
+        return bool(self._owner)
+
+    @property
+    def user_name(self) -> str:
+        return self._owner
+
+
+def _mark_failed(task: Task) -> None:
+    # Like the SDK's TaskManager: a replaced status message moves into history.
+    if task.status.HasField("message"):
+        task.history.append(task.status.message)
+    status = TaskStatus(
+        state=TaskState.TASK_STATE_FAILED,
+        message=Message(
+            role=Role.ROLE_AGENT,
+            message_id=str(uuid.uuid4()),
+            task_id=task.id,
+            context_id=task.context_id,
+            parts=[Part(text=INTERRUPTED_MESSAGE)],
+        ),
+    )
+    status.timestamp.FromDatetime(datetime.now(UTC))
+    task.status.CopyFrom(status)
+
+
+async def fail_tasks(
+    rows: list[_Row], store: DatabaseTaskStore | VersionedDatabaseTaskStore
+) -> int:
+    """Move each still-running task to ``failed``; returns how many were changed.
+
+    With a versioned (cluster) store the write is a compare-and-swap that also appends a
+    status event, so subscribers on other replicas see the failure; a task another
+    replica advanced meanwhile is left alone.
+    """
+    changed = 0
+    for task_id, owner in rows:
+        context = ServerCallContext(user=_Owner(owner or ""))
+        try:
+            if isinstance(store, VersionedDatabaseTaskStore):
+                changed += await _fail_versioned(store, task_id, context)
+            else:
+                changed += await _fail_plain(store, task_id, context)
+        except ConcurrentTaskModificationError:
+            logger.debug("task %s changed while being marked interrupted; left as is", task_id)
+    if changed:
+        logger.warning("marked %d interrupted task(s) as failed: %s", changed, INTERRUPTED_MESSAGE)
+    return changed
+
+
+async def _fail_plain(store: DatabaseTaskStore, task_id: str, context: ServerCallContext) -> int:
+    task = await store.get(task_id, context)
+    if task is None or task.status.state not in _RUNNING:
+        return 0
+    _mark_failed(task)
+    await store.save(task, context)
+    return 1
+
+
+async def _fail_versioned(
+    store: VersionedDatabaseTaskStore, task_id: str, context: ServerCallContext
+) -> int:
+    stored = await store.get(task_id, context)
+    if stored is None or stored.task.status.state not in _RUNNING:
+        return 0
+    task = Task()
+    task.CopyFrom(stored.task)
+    _mark_failed(task)
+    event = TaskStatusUpdateEvent(task_id=task.id, context_id=task.context_id, status=task.status)
+    await store.save(
+        task, event=event, prev=stored.task, prev_version=stored.version, context=context
+    )
+    return 1

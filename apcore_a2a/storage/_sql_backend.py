@@ -1,0 +1,178 @@
+"""Lifecycle of a SQL-backed store set: tables, recovery, heartbeats, retention, health."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from collections.abc import Awaitable, Callable
+
+from a2a.server.cluster import VersionedDatabaseTaskStore
+from a2a.server.tasks import DatabaseTaskStore
+from sqlalchemy import text
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError, ProgrammingError
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from . import _recovery
+from ._errors import StoreUnavailableError
+from ._replicas import ReplicaRegistry
+from ._retention import purge_finished_tasks, retention_interval
+from ._tables import METADATA
+from ._urls import StoreURL
+
+__all__ = ["SqlBackend"]
+
+logger = logging.getLogger(__name__)
+
+PING_TIMEOUT = 3.0
+# Errors that mean "the database cannot be reached or used right now".
+_UNAVAILABLE: tuple[type[BaseException], ...] = (
+    OSError,
+    TimeoutError,
+    OperationalError,
+    InterfaceError,
+    ConnectionError,
+)
+_DB_ERRORS: tuple[type[BaseException], ...] = (*_UNAVAILABLE, DBAPIError)
+
+
+class SqlBackend:
+    """Owns the engine and the background loops of one SQL store set."""
+
+    def __init__(
+        self,
+        *,
+        store_url: StoreURL,
+        engine: AsyncEngine,
+        task_store: DatabaseTaskStore | VersionedDatabaseTaskStore,
+        initializers: list[Callable[[], Awaitable[None]]],
+        registry: ReplicaRegistry | None,
+        retention_seconds: float | None,
+    ) -> None:
+        self.store_url = store_url
+        self.engine = engine
+        self.task_store = task_store
+        self.registry = registry
+        self.retention_seconds = retention_seconds
+        self._initializers = initializers
+        self._loops: list[asyncio.Task[None]] = []
+        self._started = False
+
+    # -- lifecycle -----------------------------------------------------------------
+    async def start(self) -> None:
+        if self._started:
+            return
+        path = self.store_url.sqlite_path
+        if path is not None:
+            parent = os.path.dirname(os.path.abspath(path))  # noqa: ASYNC240 - no I/O
+            if not await asyncio.to_thread(os.path.isdir, parent):
+                raise StoreUnavailableError(
+                    f"task store {self.store_url.display}: directory {parent} does not exist"
+                )
+        try:
+            await self._create_tables()
+            if self.registry is None:
+                await _recovery.fail_tasks(
+                    await _recovery.running_tasks(self.engine), self.task_store
+                )
+            else:
+                await self.registry.register()
+                await _recovery.fail_tasks(
+                    await _recovery.orphaned_running_tasks(
+                        self.engine, self.registry.live_cutoff()
+                    ),
+                    self.task_store,
+                )
+        except _UNAVAILABLE as exc:
+            raise self._unavailable(exc) from None
+        if self.registry is not None:
+            self._spawn(self._heartbeat_loop(self.registry), "heartbeat")
+        if self.retention_seconds is not None and self.retention_seconds > 0:
+            self._spawn(self._retention_loop(self.retention_seconds), "retention")
+        self._started = True
+
+    async def aclose(self) -> None:
+        loops, self._loops = self._loops, []
+        for loop in loops:
+            loop.cancel()
+        for loop in loops:
+            with contextlib.suppress(asyncio.CancelledError):
+                await loop
+        if self.registry is not None and self._started:
+            try:
+                async with asyncio.timeout(PING_TIMEOUT):
+                    await self.registry.deregister()
+            except _DB_ERRORS:
+                logger.warning("could not deregister replica %s", self.registry.replica_id)
+        self._started = False
+        await self.engine.dispose()
+
+    async def ping(self) -> None:
+        try:
+            async with asyncio.timeout(PING_TIMEOUT):
+                async with self.engine.connect() as conn:
+                    await conn.execute(text("SELECT 1"))
+        except _DB_ERRORS as exc:
+            raise self._unavailable(exc) from None
+
+    # -- internals -----------------------------------------------------------------
+    async def _create_tables(self) -> None:
+        # Two replicas starting together can both see a table missing and race to
+        # create it; the loser sees a duplicate error, and a second pass finds it done.
+        for attempt in range(3):
+            try:
+                for initialize in self._initializers:
+                    await initialize()
+                if self.registry is not None:
+                    async with self.engine.begin() as conn:
+                        await conn.run_sync(METADATA.create_all)
+                return
+            except (ProgrammingError, DBAPIError) as exc:
+                if isinstance(exc, _UNAVAILABLE) or attempt == 2:
+                    raise
+                logger.debug("table creation raced with another process; retrying")
+                await asyncio.sleep(0.1 * (attempt + 1))
+
+    def _spawn(self, coro: Awaitable[None], name: str) -> None:
+        task = asyncio.ensure_future(coro)
+        task.set_name(f"apcore-a2a-store-{name}")
+        self._loops.append(task)
+
+    async def _heartbeat_loop(self, registry: ReplicaRegistry) -> None:
+        while True:
+            await asyncio.sleep(registry.heartbeat_interval)
+            try:
+                await registry.heartbeat()
+                for dead in await registry.dead_replicas():
+                    await _recovery.fail_tasks(
+                        await _recovery.running_tasks_of(self.engine, dead), self.task_store
+                    )
+                    await registry.retire(dead)
+            except _DB_ERRORS as exc:
+                logger.warning("replica heartbeat failed: %s", type(exc).__name__)
+
+    async def _retention_loop(self, retention_seconds: float) -> None:
+        cluster = self.registry is not None
+        while True:
+            await asyncio.sleep(retention_interval(retention_seconds))
+            try:
+                deleted = await purge_finished_tasks(
+                    self.engine, retention_seconds, cluster=cluster
+                )
+            except _DB_ERRORS as exc:
+                logger.warning("task retention purge failed: %s", type(exc).__name__)
+                continue
+            if deleted:
+                logger.info("deleted %d finished task(s) past retention", deleted)
+
+    def _unavailable(self, exc: BaseException) -> StoreUnavailableError:
+        cause = getattr(exc, "orig", None) or exc
+        detail = str(cause).splitlines()[0][:200] if str(cause) else ""
+        password = self.store_url.url.password if self.store_url.url is not None else None
+        if password:
+            detail = detail.replace(str(password), "***")
+        reason = f"{type(cause).__name__}: {detail}" if detail else type(cause).__name__
+        return StoreUnavailableError(
+            f"task store {self.store_url.display} is unreachable ({reason})"
+        )

@@ -1,0 +1,95 @@
+"""Assemble SQL-backed stores (imported only when a SQL URL is used)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+from ._urls import StoreURL
+
+if TYPE_CHECKING:
+    from apcore_a2a.settings import Settings
+
+    from .stores import Stores
+
+__all__ = ["open_sql_stores"]
+
+_INSTALL_HINT = {
+    "sqlite": "pip install 'apcore-a2a[sqlite]'",
+    "postgresql": "pip install 'apcore-a2a[postgres]'",
+}
+
+
+def open_sql_stores(
+    store_url: StoreURL,
+    settings: Settings,
+    *,
+    heartbeat_interval: float,
+    replica_timeout: float,
+) -> Stores:
+    """Engine + SDK SQL stores (+ cluster store and event stream), not yet connected."""
+    try:
+        from a2a.server.cluster import DatabaseTaskEventStream, VersionedDatabaseTaskStore
+        from a2a.server.tasks import DatabasePushNotificationConfigStore, DatabaseTaskStore
+
+        from ._engine import create_engine
+
+        engine = create_engine(store_url)
+    except ImportError as exc:
+        raise ValueError(
+            f"{store_url.kind} task store needs extra packages ({exc.name or exc}); "
+            f"install them with: {_INSTALL_HINT[store_url.kind]}"
+        ) from None
+
+    from ._replicas import ClaimingTaskStore, ReplicaRegistry
+    from ._sql_backend import SqlBackend
+    from .stores import Stores
+
+    if settings.push_encryption_key:
+        try:
+            import cryptography  # noqa: F401
+        except ImportError:
+            raise ValueError(
+                "push_encryption_key needs the 'cryptography' package: "
+                "pip install 'apcore-a2a[encryption]'"
+            ) from None
+    push_store = DatabasePushNotificationConfigStore(
+        engine, encryption_key=settings.push_encryption_key or None
+    )
+    initializers: list[Callable[[], Awaitable[None]]] = [push_store.initialize]
+    if settings.cluster:
+        if settings.cluster_poll_interval <= 0:
+            raise ValueError("cluster_poll_interval must be greater than 0")
+        versioned = VersionedDatabaseTaskStore(engine)
+        registry = ReplicaRegistry(
+            engine, heartbeat_interval=heartbeat_interval, replica_timeout=replica_timeout
+        )
+        event_stream = DatabaseTaskEventStream(
+            engine, poll_interval_s=settings.cluster_poll_interval
+        )
+        initializers = [versioned.initialize, event_stream.initialize, *initializers]
+        backend = SqlBackend(
+            store_url=store_url,
+            engine=engine,
+            task_store=versioned,
+            initializers=initializers,
+            registry=registry,
+            retention_seconds=settings.task_retention_seconds,
+        )
+        return Stores(
+            task_store=ClaimingTaskStore(versioned, registry),
+            push_config_store=push_store,
+            event_stream=event_stream,
+            engine=engine,
+            _backend=backend,
+        )
+    plain = DatabaseTaskStore(engine)
+    backend = SqlBackend(
+        store_url=store_url,
+        engine=engine,
+        task_store=plain,
+        initializers=[plain.initialize, *initializers],
+        registry=None,
+        retention_seconds=settings.task_retention_seconds,
+    )
+    return Stores(task_store=plain, push_config_store=push_store, engine=engine, _backend=backend)

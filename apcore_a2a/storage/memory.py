@@ -1,0 +1,159 @@
+"""A bounded in-memory task store.
+
+Listing, owner scoping, copying and pagination are the SDK's ``InMemoryTaskStore``; this
+class only decides which tasks to forget so memory stays bounded:
+
+* a finished task (completed, failed, canceled, rejected) older than ``ttl_seconds``
+  since its last save is dropped on the next save;
+* when a new task arrives at ``max_capacity``, the least recently saved finished task
+  makes room;
+* a task that is not finished (submitted, working, input-required, auth-required) is
+  never evicted. If every stored task is unfinished, the store grows past
+  ``max_capacity`` rather than lose live work, and logs a warning.
+
+Every operation is O(1) amortized: finished tasks sit in an insertion-ordered dict,
+oldest first, so expiry and eviction only ever look at its head.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+
+from a2a.auth.user import UnauthenticatedUser
+from a2a.server.context import ServerCallContext
+from a2a.server.owner_resolver import OwnerResolver, resolve_user_scope
+from a2a.server.tasks import InMemoryTaskStore, TaskStore
+from a2a.types import ListTasksRequest, ListTasksResponse, Task, TaskState
+
+__all__ = ["BoundedMemoryTaskStore"]
+
+logger = logging.getLogger(__name__)
+
+_TERMINAL = frozenset(
+    {
+        TaskState.TASK_STATE_COMPLETED,
+        TaskState.TASK_STATE_FAILED,
+        TaskState.TASK_STATE_CANCELED,
+        TaskState.TASK_STATE_REJECTED,
+    }
+)
+# Marks contexts we build ourselves to address one owner's bucket when evicting; the
+# SDK store only sees owners through its resolver, so we route ours through it too.
+_OWNER_STATE_KEY = "apcore_a2a.storage.evict_owner"
+
+_Key = tuple[str, str]
+
+
+class BoundedMemoryTaskStore(TaskStore):
+    """In-memory ``TaskStore`` with a capacity and a time-to-live for finished tasks.
+
+    Args:
+        max_capacity: Tasks kept before finished ones are evicted (at least 1).
+        ttl_seconds: How long a finished task is kept after its last save;
+            ``None`` or ``<= 0`` keeps finished tasks until capacity forces them out.
+        owner_resolver: Maps a call context to the owner key (SDK default: user name).
+        clock: Monotonic seconds; injectable for deterministic tests.
+    """
+
+    def __init__(
+        self,
+        max_capacity: int = 10_000,
+        ttl_seconds: float | None = 3600.0,
+        *,
+        owner_resolver: OwnerResolver = resolve_user_scope,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if isinstance(max_capacity, bool) or not isinstance(max_capacity, int):
+            raise TypeError("max_capacity must be an integer")
+        if max_capacity < 1:
+            raise ValueError(f"max_capacity must be at least 1, got {max_capacity}")
+        self._max_capacity = max_capacity
+        self._ttl = ttl_seconds if ttl_seconds is not None and ttl_seconds > 0 else None
+        self._owner_resolver = owner_resolver
+        self._clock = clock
+        self._inner = InMemoryTaskStore(owner_resolver=self._resolve_owner)
+        self._active: set[_Key] = set()
+        self._finished: OrderedDict[_Key, float] = OrderedDict()
+        self._over_capacity_warned = False
+
+    # -- introspection -------------------------------------------------------------
+    @property
+    def max_capacity(self) -> int:
+        """The configured capacity."""
+        return self._max_capacity
+
+    def __len__(self) -> int:
+        """Number of tasks currently stored, across all owners."""
+        return len(self._active) + len(self._finished)
+
+    # -- TaskStore -----------------------------------------------------------------
+    async def save(self, task: Task, context: ServerCallContext) -> None:
+        """Store *task* for the caller, making room first if it is new and the store is full."""
+        key = (self._owner_resolver(context), task.id)
+        now = self._clock()
+        await self._expire(now)
+        is_new = key not in self._active and key not in self._finished
+        if is_new and len(self) >= self._max_capacity:
+            await self._make_room()
+        await self._inner.save(task, context)
+        if task.status.state in _TERMINAL:
+            self._active.discard(key)
+            self._finished[key] = now
+            self._finished.move_to_end(key)
+        else:
+            self._finished.pop(key, None)
+            self._active.add(key)
+
+    async def get(self, task_id: str, context: ServerCallContext) -> Task | None:
+        """The caller's task with this id, or ``None``."""
+        return await self._inner.get(task_id, context)
+
+    async def list(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
+        """The caller's tasks, newest status first, paginated like the SDK store."""
+        return await self._inner.list(params, context)
+
+    async def delete(self, task_id: str, context: ServerCallContext) -> None:
+        """Forget the caller's task with this id (no error if it does not exist)."""
+        key = (self._owner_resolver(context), task_id)
+        await self._inner.delete(task_id, context)
+        self._active.discard(key)
+        self._finished.pop(key, None)
+
+    # -- eviction ------------------------------------------------------------------
+    async def _expire(self, now: float) -> None:
+        if self._ttl is None:
+            return
+        cutoff = now - self._ttl
+        while self._finished:
+            key, saved_at = next(iter(self._finished.items()))
+            if saved_at > cutoff:
+                return
+            await self._evict(key)
+
+    async def _make_room(self) -> None:
+        if self._finished:
+            await self._evict(next(iter(self._finished)))
+            return
+        if not self._over_capacity_warned:
+            self._over_capacity_warned = True
+            logger.warning(
+                "task store is at capacity (%d) and every stored task is still active; "
+                "keeping them all rather than evicting live work",
+                self._max_capacity,
+            )
+
+    async def _evict(self, key: _Key) -> None:
+        owner, task_id = key
+        self._finished.pop(key, None)
+        self._active.discard(key)
+        context = ServerCallContext(user=UnauthenticatedUser(), state={_OWNER_STATE_KEY: owner})
+        await self._inner.delete(task_id, context)
+
+    def _resolve_owner(self, context: ServerCallContext) -> str:
+        owner = context.state.get(_OWNER_STATE_KEY)
+        if isinstance(owner, str):
+            return owner
+        return self._owner_resolver(context)

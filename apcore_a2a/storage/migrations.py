@@ -1,0 +1,97 @@
+"""Bring a SQL task store's schema up to date (``apcore-a2a db upgrade``).
+
+Creates the base tables the SDK stores would create on first use, applies the a2a-sdk's
+own Alembic migrations (which add the cluster tables ``task_versions``/``task_events``
+and upgrade databases written by older SDKs), and creates our cluster bookkeeping tables.
+The SDK's migrations run on our connection through Alembic's programmatic API, recorded
+in the SDK's version table, so ``a2a-db current`` agrees with us afterwards.
+"""
+
+from __future__ import annotations
+
+from importlib.resources import files
+from typing import Any
+
+from sqlalchemy import inspect
+
+from ._engine import create_engine
+from ._tables import METADATA
+from ._urls import parse_store_url
+
+__all__ = ["SDK_VERSION_TABLE", "upgrade_database"]
+
+#: The Alembic version table the a2a-sdk's migrations use.
+SDK_VERSION_TABLE = "a2a_alembic_version"
+
+
+async def upgrade_database(task_store_url: str) -> list[str]:
+    """Upgrade the database behind *task_store_url*; returns human-readable report lines.
+
+    Raises ``ValueError`` for a URL that is not a SQL store, and lets connection errors
+    propagate.
+    """
+    store_url = parse_store_url(task_store_url)
+    if store_url.url is None:
+        raise ValueError(
+            f"{store_url.display} keeps tasks in memory; there is no schema to upgrade"
+        )
+    from a2a.server.tasks import DatabasePushNotificationConfigStore, DatabaseTaskStore
+
+    engine = create_engine(store_url)
+    try:
+        async with engine.connect() as conn:
+            before = set(await conn.run_sync(_table_names))
+        await DatabaseTaskStore(engine).initialize()
+        await DatabasePushNotificationConfigStore(engine).initialize()
+        async with engine.begin() as conn:
+            old_rev, new_rev = await conn.run_sync(_run_sdk_migrations)
+            await conn.run_sync(METADATA.create_all)
+        async with engine.connect() as conn:
+            after = set(await conn.run_sync(_table_names))
+    finally:
+        await engine.dispose()
+
+    lines = [f"database: {store_url.display}"]
+    created = sorted(after - before - {SDK_VERSION_TABLE})
+    lines += [f"created table {name}" for name in created]
+    if old_rev == new_rev:
+        lines.append(f"a2a-sdk schema already at revision {new_rev} (head); nothing to migrate")
+    else:
+        lines.append(f"a2a-sdk schema migrated: {old_rev or 'none'} -> {new_rev}")
+    if not created and old_rev == new_rev:
+        lines.append("schema is up to date")
+    return lines
+
+
+def _table_names(sync_conn: Any) -> list[str]:
+    return list(inspect(sync_conn).get_table_names())
+
+
+def _run_sdk_migrations(sync_conn: Any) -> tuple[str | None, str | None]:
+    from a2a.server.models import Base
+    from alembic.config import Config
+    from alembic.runtime.environment import EnvironmentContext
+    from alembic.runtime.migration import MigrationContext
+    from alembic.script import ScriptDirectory
+
+    config = Config()
+    config.set_main_option("script_location", str(files("a2a").joinpath("migrations")))
+    script = ScriptDirectory.from_config(config)
+
+    def current() -> str | None:
+        ctx = MigrationContext.configure(sync_conn, opts={"version_table": SDK_VERSION_TABLE})
+        rev: str | None = ctx.get_current_revision()
+        return rev
+
+    old = current()
+
+    def upgrade(rev: Any, _context: Any) -> Any:
+        return script._upgrade_revs("head", rev)
+
+    with EnvironmentContext(config, script, fn=upgrade, destination_rev="head") as env:
+        env.configure(
+            connection=sync_conn, target_metadata=Base.metadata, version_table=SDK_VERSION_TABLE
+        )
+        with env.begin_transaction():
+            env.run_migrations()
+    return old, current()

@@ -1,0 +1,129 @@
+"""The task store, push-config store and cluster event stream an agent runs on.
+
+``open_stores`` turns the ``task_store`` setting into a :class:`Stores`; the server
+factory hands its parts to the SDK's ``DefaultRequestHandler`` and drives its lifecycle
+from the app lifespan (``start`` / ``aclose``) and ``/health`` (``ping``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from a2a.server.cluster import TaskEventStream, VersionedTaskStore
+from a2a.server.tasks import (
+    InMemoryPushNotificationConfigStore,
+    PushNotificationConfigStore,
+    TaskStore,
+)
+
+from ._errors import StoreUnavailableError
+from ._urls import parse_store_url
+from .memory import BoundedMemoryTaskStore
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncEngine
+
+    from apcore_a2a.settings import Settings
+
+    from ._sql_backend import SqlBackend
+
+__all__ = [
+    "DEFAULT_HEARTBEAT_INTERVAL",
+    "DEFAULT_REPLICA_TIMEOUT",
+    "StoreUnavailableError",
+    "Stores",
+    "open_stores",
+]
+
+#: Seconds between a cluster replica's heartbeats.
+DEFAULT_HEARTBEAT_INTERVAL = 2.0
+#: Seconds without a heartbeat after which a replica counts as dead.
+DEFAULT_REPLICA_TIMEOUT = 10.0
+
+
+@dataclass
+class Stores:
+    """Everything the request handler needs to keep tasks, plus their lifecycle.
+
+    Attributes:
+        task_store: For ``DefaultRequestHandler(task_store=...)``; a
+            ``VersionedTaskStore`` in cluster mode.
+        push_config_store: Same backend (and database) as the task store, owner-scoped.
+        event_stream: Cluster mode only, for ``DefaultRequestHandler(event_stream=...)``.
+        engine: The SQLAlchemy engine of SQL stores (``None`` otherwise), for features
+            that keep a table of their own next to the tasks.
+    """
+
+    task_store: TaskStore | VersionedTaskStore
+    push_config_store: PushNotificationConfigStore
+    event_stream: TaskEventStream | None = None
+    engine: AsyncEngine | None = None
+    _backend: SqlBackend | None = field(default=None, repr=False)
+
+    async def start(self) -> None:
+        """Create missing tables, fail tasks a dead process left running, start loops.
+
+        Raises :class:`StoreUnavailableError` when the database cannot be reached.
+        """
+        if self._backend is not None:
+            await self._backend.start()
+
+    async def aclose(self) -> None:
+        """Stop background loops and release connections. Safe to call twice."""
+        if self._backend is not None:
+            await self._backend.aclose()
+
+    async def ping(self) -> None:
+        """Cheap liveness probe; raises :class:`StoreUnavailableError` when unreachable."""
+        if self._backend is not None:
+            await self._backend.ping()
+
+
+def open_stores(
+    task_store: str | TaskStore,
+    settings: Settings,
+    *,
+    heartbeat_interval: float = DEFAULT_HEARTBEAT_INTERVAL,
+    replica_timeout: float = DEFAULT_REPLICA_TIMEOUT,
+) -> Stores:
+    """Build the stores for *task_store* (a URL or a ``TaskStore``) without any I/O.
+
+    URL forms: ``memory://`` (bounded, see :class:`BoundedMemoryTaskStore`),
+    ``sqlite:///path/tasks.db``, ``postgresql://user@host/db`` (``postgres://`` and
+    explicit ``+aiosqlite`` / ``+asyncpg`` drivers are accepted; PostgreSQL also takes
+    ``?schema=NAME`` and ``?sslmode=...``). A ``TaskStore`` object is used as is, with an
+    in-memory push-config store beside it.
+
+    Raises ``ValueError`` for an unusable URL or setting combination.
+    """
+    if not isinstance(task_store, str):
+        if settings.cluster:
+            raise ValueError(
+                "cluster mode needs a task store URL (sqlite:///... or postgresql://...), "
+                "not a TaskStore object"
+            )
+        return Stores(
+            task_store=task_store, push_config_store=InMemoryPushNotificationConfigStore()
+        )
+    store_url = parse_store_url(task_store)
+    if store_url.kind == "memory":
+        if settings.cluster:
+            raise ValueError(
+                "cluster mode needs a shared SQL task store (sqlite:///path.db or "
+                "postgresql://user@host/db); memory:// is private to one process"
+            )
+        return Stores(
+            task_store=BoundedMemoryTaskStore(
+                max_capacity=settings.task_max_capacity, ttl_seconds=settings.task_ttl_seconds
+            ),
+            push_config_store=InMemoryPushNotificationConfigStore(),
+        )
+    from ._sql_open import open_sql_stores
+
+    return open_sql_stores(
+        store_url,
+        settings,
+        heartbeat_interval=heartbeat_interval,
+        replica_timeout=replica_timeout,
+    )
