@@ -63,9 +63,11 @@ def _classify(addr: IPAddress, *, allow_loopback: bool) -> str | None:
         return f"carrier-grade NAT address ({addr}, 100.64.0.0/10)"
     if addr.is_multicast:
         return f"multicast address ({addr})"
+    if addr.is_reserved:
+        return f"reserved address ({addr})"
     if addr.is_private:
         return f"private address ({addr})"
-    if not addr.is_global or addr.is_reserved:
+    if not addr.is_global:
         return f"non-public address ({addr})"
     return None
 
