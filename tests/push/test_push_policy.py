@@ -84,7 +84,8 @@ async def test_secure_mode_accepts_public_https(url: str) -> None:
         ),
         (
             "https://metadata.example.com/",
-            "host 'metadata.example.com' resolves to cloud metadata service address (169.254.169.254)",
+            "host 'metadata.example.com' resolves to "
+            "cloud metadata service address (169.254.169.254)",
         ),
         ("https://nowhere.invalid/", "host 'nowhere.invalid' could not be resolved"),
         ("https:///path-only", "URL has no host"),
