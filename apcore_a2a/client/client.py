@@ -1,0 +1,428 @@
+"""``A2AClient``: call any A2A agent (protocol 1.0 or 0.3) with plain dicts."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import AsyncIterator, Callable, Mapping
+from types import TracebackType
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+
+from apcore_a2a.client._asgi import ASGIApp, DirectTransport, Lifespan
+from apcore_a2a.client._dialects import Dialect, Protocol, select_endpoint
+from apcore_a2a.client._messages import MessageInput, build_message, build_push_config
+from apcore_a2a.client._results import (
+    decode_event,
+    decode_list,
+    decode_push_config,
+    decode_push_configs,
+    decode_send_result,
+    decode_task,
+    is_final,
+)
+from apcore_a2a.client._sse import iter_sse
+from apcore_a2a.client.card_fetcher import CARD_PATHS, AgentCardFetcher
+from apcore_a2a.client.errors import (
+    A2AAuthenticationError,
+    A2AClientError,
+    A2AConnectionError,
+    A2ADiscoveryError,
+    InvalidAgentResponseError,
+    UnsupportedOperationError,
+    error_from_rpc,
+)
+
+__all__ = ["A2AClient"]
+
+AuthInput = str | httpx.Auth | tuple[str, str] | None
+
+
+def _normalize_url(url: str) -> str:
+    if not isinstance(url, str):
+        raise ValueError(f"agent URL must be a string, got {type(url).__name__}")
+    parts = urlsplit(url.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"agent URL must be an absolute http(s) URL, got {url!r}")
+    if parts.query or parts.fragment:
+        raise ValueError(f"agent URL must not carry a query or fragment, got {url!r}")
+    base = url.strip().rstrip("/")
+    for path in CARD_PATHS:  # a card URL given by mistake names the same agent
+        base = base.removesuffix(path)
+    return base.rstrip("/")
+
+
+def _json(content: bytes | str) -> Any:
+    try:
+        return json.loads(content)
+    except ValueError as exc:
+        raise InvalidAgentResponseError(f"agent returned invalid JSON: {content[:200]!r}") from exc
+
+
+def _result_of(payload: Any) -> Any:
+    if not isinstance(payload, dict):
+        raise InvalidAgentResponseError(f"agent returned a non-object reply: {payload!r:.200}")
+    if payload.get("error") is not None:
+        raise error_from_rpc(payload["error"])
+    if "result" not in payload:
+        if payload.get("jsonrpc") == "2.0":
+            return None  # some 0.3 servers omit a null result (e.g. push config delete)
+        raise InvalidAgentResponseError("agent reply has neither 'result' nor 'error'")
+    return payload["result"]
+
+
+def _check_status(response: httpx.Response) -> None:
+    if response.is_success:
+        return
+    snippet = response.text[:200].strip()
+    message = f"HTTP {response.status_code} from {response.url}" + (
+        f": {snippet}" if snippet else ""
+    )
+    cls = A2AAuthenticationError if response.status_code in (401, 403) else A2AConnectionError
+    raise cls(message, status_code=response.status_code)
+
+
+def _require_id(value: str, what: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"{what} must be a non-empty string")
+    return value
+
+
+class A2AClient:
+    """An async client for one A2A agent.
+
+    ``url`` is the agent's base URL (its card lives under ``/.well-known/``). With
+    ``protocol="auto"`` the card decides the wire version: 1.0 when it declares a 1.0
+    JSON-RPC interface, else 0.3. ``auth`` is a bearer token string, an ``httpx.Auth``
+    or a ``(user, password)`` pair; ``headers`` are sent with every request (e.g. an API
+    key). Pass ``app=`` to talk to an ASGI app in this process without any socket
+    ("direct mode"); the client then runs the app's lifespan unless ``lifespan=False``.
+
+    All results are plain dicts in one shape whatever the wire version (see
+    docs/client.md). Errors are :class:`~apcore_a2a.client.errors.A2AClientError`
+    subclasses.
+
+    Example::
+
+        async with A2AClient("http://127.0.0.1:8000") as client:
+            task = await client.send_message("hello", skill_id="text.echo")
+            print(task["status"]["state"], task["artifacts"][0]["parts"][0]["text"])
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        auth: AuthInput = None,
+        timeout: float | None = 30.0,
+        card_ttl: float = 300.0,
+        protocol: Protocol = "auto",
+        headers: Mapping[str, str] | None = None,
+        app: ASGIApp | None = None,
+        lifespan: bool = True,
+    ) -> None:
+        self._base = _normalize_url(url)
+        if protocol not in ("auto", "1.0", "0.3"):
+            raise ValueError(f"protocol must be 'auto', '1.0' or '0.3', got {protocol!r}")
+        if timeout is not None and timeout <= 0:
+            raise ValueError("timeout must be positive (or None for no timeout)")
+        self._protocol: Protocol = protocol
+        self._timeout = timeout
+        default_headers = dict(headers or {})
+        httpx_auth: httpx.Auth | tuple[str, str] | None = None
+        if isinstance(auth, str):
+            default_headers["Authorization"] = f"Bearer {auth}"
+        else:
+            httpx_auth = auth
+        self._lifespan = Lifespan(app, timeout=timeout) if app is not None and lifespan else None
+        transport = None
+        if app is not None:
+            state = self._lifespan.state if self._lifespan else None
+            transport = DirectTransport(app, state=state)
+        self._http = httpx.AsyncClient(
+            timeout=timeout, headers=default_headers, auth=httpx_auth, transport=transport
+        )
+        self._cards = AgentCardFetcher(self._http, self._base, ttl=card_ttl)
+        self._pinned: tuple[Dialect, str] | None = None
+        self._started = False
+        self._closed = False
+        self._start_lock = asyncio.Lock()
+
+    @property
+    def url(self) -> str:
+        """The agent's base URL, without a trailing slash."""
+        return self._base
+
+    @property
+    def protocol(self) -> Protocol:
+        """The configured protocol: ``"auto"``, ``"1.0"`` or ``"0.3"``."""
+        return self._protocol
+
+    # -- lifecycle ---------------------------------------------------------------------
+    async def __aenter__(self) -> A2AClient:
+        await self._ensure_open()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the pooled HTTP client (and shut down an in-process app we started)."""
+        if self._closed:
+            return
+        self._closed = True
+        await self._http.aclose()
+        if self._lifespan is not None and self._started:
+            await self._lifespan.shutdown()
+
+    async def _ensure_open(self) -> None:
+        if self._closed:
+            raise A2AClientError("the client is closed")
+        if self._lifespan is None or self._started:
+            return
+        async with self._start_lock:
+            if not self._started:
+                try:
+                    await self._lifespan.startup()
+                except (RuntimeError, TimeoutError) as exc:
+                    raise A2AConnectionError(
+                        f"the in-process agent failed to start: {exc}"
+                    ) from exc
+                self._started = True
+
+    # -- discovery ---------------------------------------------------------------------
+    async def discover(self, *, refresh: bool = False) -> dict[str, Any]:
+        """Return the agent card (cached for ``card_ttl`` seconds) as served."""
+        await self._ensure_open()
+        return await self._cards.fetch(refresh=refresh)
+
+    async def agent_card(self) -> dict[str, Any]:
+        """Same as :meth:`discover`."""
+        return await self.discover()
+
+    async def _endpoint(self) -> tuple[Dialect, str]:
+        await self._ensure_open()
+        if self._protocol == "auto":
+            return select_endpoint(await self._cards.fetch(), self._base, "auto")
+        if self._pinned is None:
+            try:
+                card: dict[str, Any] | None = await self._cards.fetch()
+            except A2ADiscoveryError:
+                card = None  # a pinned version does not need the card
+            self._pinned = select_endpoint(card, self._base, self._protocol)
+        return self._pinned
+
+    # -- transport ---------------------------------------------------------------------
+    @staticmethod
+    def _envelope(method: str, params: Mapping[str, Any]) -> dict[str, Any]:
+        return {"jsonrpc": "2.0", "id": uuid.uuid4().hex, "method": method, "params": params}
+
+    async def _unary(
+        self, dialect: Dialect, url: str, method: str, params: Mapping[str, Any]
+    ) -> Any:
+        headers = {"A2A-Version": dialect.version}
+        try:
+            response = await self._http.post(
+                url, json=self._envelope(method, params), headers=headers
+            )
+        except httpx.TimeoutException as exc:
+            raise A2AConnectionError(f"{method} to {url} timed out") from exc
+        except httpx.TransportError as exc:
+            raise A2AConnectionError(f"cannot reach {url}: {exc}") from exc
+        _check_status(response)
+        return _result_of(_json(response.content))
+
+    async def _stream(
+        self, dialect: Dialect, url: str, method: str, params: Mapping[str, Any]
+    ) -> AsyncIterator[dict[str, Any]]:
+        headers = {"A2A-Version": dialect.version, "Accept": "text/event-stream"}
+        body = self._envelope(method, params)
+        try:
+            async with self._http.stream("POST", url, json=body, headers=headers) as response:
+                if not response.is_success:
+                    await response.aread()
+                    _check_status(response)
+                if "text/event-stream" not in response.headers.get("content-type", ""):
+                    # Errors detected before streaming starts come back as plain JSON.
+                    result = _result_of(_json(await response.aread()))
+                    event = decode_event(result, dialect.version)
+                    if event is not None:
+                        yield event
+                    return
+                async for sse in iter_sse(response.aiter_lines()):
+                    payload = _json(sse.data)
+                    if sse.event == "error" and not (
+                        isinstance(payload, dict) and "error" in payload
+                    ):
+                        raise error_from_rpc(payload)
+                    event = decode_event(_result_of(payload), dialect.version)
+                    if event is None:
+                        continue
+                    yield event
+                    if is_final(event):
+                        return
+        except httpx.TimeoutException as exc:
+            raise A2AConnectionError(f"{method} stream from {url} timed out") from exc
+        except httpx.TransportError as exc:
+            raise A2AConnectionError(f"{method} stream from {url} failed: {exc}") from exc
+
+    async def _events(
+        self, pick: str, build_params: Callable[[Dialect], Mapping[str, Any]]
+    ) -> AsyncIterator[dict[str, Any]]:
+        dialect, url = await self._endpoint()
+        method = getattr(dialect, pick)
+        async for event in self._stream(dialect, url, method, build_params(dialect)):
+            yield event
+
+    # -- messages ----------------------------------------------------------------------
+    async def send_message(
+        self,
+        message: MessageInput,
+        *,
+        metadata: Mapping[str, Any] | None = None,
+        context_id: str | None = None,
+        task_id: str | None = None,
+        return_immediately: bool = False,
+        skill_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Send a message; return the resulting task (or the agent's reply message).
+
+        ``message`` may be a ``str`` (a text part), ``bytes`` (a file part), a mapping
+        without ``parts`` (a data part), a list of parts, or a full message mapping in
+        the seed, 0.3 or 1.0 shape. ``skill_id`` names the skill in
+        ``message.metadata.skillId``; ``metadata`` is request-level metadata. By default
+        the call waits for a terminal or interrupted state; ``return_immediately=True``
+        returns as soon as the task exists.
+        """
+        msg = build_message(message, context_id=context_id, task_id=task_id, skill_id=skill_id)
+        dialect, url = await self._endpoint()
+        params = dialect.send_params(msg, metadata=metadata, return_immediately=return_immediately)
+        return decode_send_result(
+            await self._unary(dialect, url, dialect.send, params), dialect.version
+        )
+
+    def stream_message(
+        self,
+        message: MessageInput,
+        *,
+        metadata: Mapping[str, Any] | None = None,
+        context_id: str | None = None,
+        task_id: str | None = None,
+        skill_id: str | None = None,
+    ) -> AsyncIterator[dict[str, Any]]:
+        """Send a message and iterate over the task's events as they happen.
+
+        The iterator ends after a final event (a terminal task state, an interrupted
+        state such as ``input-required``, or a reply message) or when the agent closes
+        the stream. An error frame raises the matching typed exception.
+        """
+        msg = build_message(message, context_id=context_id, task_id=task_id, skill_id=skill_id)
+        return self._events(
+            "stream",
+            lambda d: d.send_params(msg, metadata=metadata, return_immediately=False),
+        )
+
+    # -- tasks -------------------------------------------------------------------------
+    async def get_task(self, task_id: str, history_length: int | None = None) -> dict[str, Any]:
+        """Return the task with ``task_id`` (its last ``history_length`` messages, if set)."""
+        params: dict[str, Any] = {"id": _require_id(task_id, "task_id")}
+        if history_length is not None:
+            if history_length < 0:
+                raise ValueError("history_length must be >= 0")
+            params["historyLength"] = history_length
+        dialect, url = await self._endpoint()
+        return decode_task(await self._unary(dialect, url, dialect.get, params))
+
+    async def cancel_task(self, task_id: str) -> dict[str, Any]:
+        """Ask the agent to cancel the task; return the task as the agent reports it."""
+        params = {"id": _require_id(task_id, "task_id")}
+        dialect, url = await self._endpoint()
+        return decode_task(await self._unary(dialect, url, dialect.cancel, params))
+
+    async def list_tasks(
+        self,
+        context_id: str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+        *,
+        status: str | None = None,
+        include_artifacts: bool = False,
+    ) -> dict[str, Any]:
+        """Return one page of the caller's tasks, newest first: ``{tasks, nextCursor, totalSize}``.
+
+        Pass the returned ``nextCursor`` as ``cursor`` for the next page; it is ``None``
+        on the last page. A2A 0.3 has no task listing: on a 0.3 agent this raises
+        :class:`UnsupportedOperationError` without a request.
+        """
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise ValueError("limit must be a positive integer")
+        dialect, url = await self._endpoint()
+        if dialect.list is None:
+            raise UnsupportedOperationError(
+                "listing tasks is not part of A2A 0.3 (the protocol spoken to this agent)"
+            )
+        params: dict[str, Any] = {"pageSize": limit}
+        if context_id:
+            params["contextId"] = context_id
+        if cursor:
+            params["pageToken"] = cursor
+        if status:
+            params["status"] = "TASK_STATE_" + status.upper().replace("-", "_").removeprefix(
+                "TASK_STATE_"
+            )
+        if include_artifacts:
+            params["includeArtifacts"] = True
+        return decode_list(await self._unary(dialect, url, dialect.list, params))
+
+    def resubscribe(self, task_id: str) -> AsyncIterator[dict[str, Any]]:
+        """Iterate over a running task's events: first the task as it is now, then updates."""
+        params = {"id": _require_id(task_id, "task_id")}
+        return self._events("subscribe", lambda _d: params)
+
+    # -- push notification configs -----------------------------------------------------
+    async def set_push_config(
+        self, task_id: str, config: str | Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """Register a push endpoint for a task: a URL or ``{url, id?, token?, authentication?}``."""
+        cfg = build_push_config(_require_id(task_id, "task_id"), config)
+        dialect, url = await self._endpoint()
+        result = await self._unary(dialect, url, dialect.push_set, dialect.push_set_params(cfg))
+        return decode_push_config(result)
+
+    async def get_push_config(self, task_id: str, config_id: str) -> dict[str, Any]:
+        """Return one push config of a task."""
+        dialect, url = await self._endpoint()
+        params = dialect.push_ref_params(
+            _require_id(task_id, "task_id"), _require_id(config_id, "config_id")
+        )
+        return decode_push_config(await self._unary(dialect, url, dialect.push_get, params))
+
+    async def list_push_configs(self, task_id: str) -> list[dict[str, Any]]:
+        """Return every push config of a task."""
+        dialect, url = await self._endpoint()
+        params = dialect.push_ref_params(_require_id(task_id, "task_id"), None)
+        return decode_push_configs(await self._unary(dialect, url, dialect.push_list, params))
+
+    async def delete_push_config(self, task_id: str, config_id: str) -> None:
+        """Delete one push config of a task."""
+        dialect, url = await self._endpoint()
+        params = dialect.push_ref_params(
+            _require_id(task_id, "task_id"), _require_id(config_id, "config_id")
+        )
+        await self._unary(dialect, url, dialect.push_delete, params)
+
+    async def get_extended_card(self) -> dict[str, Any]:
+        """Return the agent's extended (authenticated) card as served."""
+        dialect, url = await self._endpoint()
+        card = await self._unary(dialect, url, dialect.extended_card, {})
+        if not isinstance(card, dict):
+            raise InvalidAgentResponseError("the extended card is not an object")
+        return card

@@ -1,0 +1,200 @@
+"""Typed exceptions raised by :class:`~apcore_a2a.client.A2AClient`.
+
+Every error an agent can answer with (a JSON-RPC error object) becomes an
+:class:`A2ARemoteError` subclass chosen by its code, keeping ``code``, ``message`` and
+``data``. Failures to reach the agent at all (network, timeout, non-2xx HTTP status)
+are :class:`A2AConnectionError`. Everything inherits :class:`A2AClientError`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+__all__ = [
+    "A2AAuthenticationError",
+    "A2AClientError",
+    "A2AConnectionError",
+    "A2ADiscoveryError",
+    "A2ARemoteError",
+    "A2AServerError",
+    "ContentTypeNotSupportedError",
+    "ExtendedAgentCardNotConfiguredError",
+    "ExtensionSupportRequiredError",
+    "InvalidAgentResponseError",
+    "InvalidParamsError",
+    "InvalidRequestError",
+    "JSONParseError",
+    "MethodNotFoundError",
+    "PushNotificationNotSupportedError",
+    "TaskNotCancelableError",
+    "TaskNotFoundError",
+    "UnsupportedOperationError",
+    "VersionNotSupportedError",
+    "error_from_rpc",
+]
+
+
+class A2AClientError(Exception):
+    """Base class of every error raised by the A2A client."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class A2AConnectionError(A2AClientError):
+    """The agent could not be reached, timed out, or answered with a non-2xx HTTP status.
+
+    ``status_code`` is the HTTP status when the agent answered, else ``None``.
+    """
+
+    def __init__(self, message: str, *, status_code: int | None = None) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+
+
+class A2AAuthenticationError(A2AConnectionError):
+    """The agent refused the credentials (HTTP 401 or 403)."""
+
+
+class A2ADiscoveryError(A2AClientError):
+    """The agent card could not be fetched or is not a valid card."""
+
+
+class A2ARemoteError(A2AClientError):
+    """The agent answered with an A2A / JSON-RPC error object.
+
+    ``code`` is the JSON-RPC error code and ``data`` the error's ``data`` member as sent.
+    """
+
+    default_code: ClassVar[int] = -32603
+
+    def __init__(self, message: str, *, code: int | None = None, data: Any = None) -> None:
+        super().__init__(message)
+        self.code = self.default_code if code is None else code
+        self.data = data
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(code={self.code}, message={self.message!r})"
+
+
+class TaskNotFoundError(A2ARemoteError):
+    """-32001: the task does not exist (or belongs to another caller)."""
+
+    default_code = -32001
+
+
+class TaskNotCancelableError(A2ARemoteError):
+    """-32002: the task is already in a terminal state."""
+
+    default_code = -32002
+
+
+class PushNotificationNotSupportedError(A2ARemoteError):
+    """-32003: the agent does not support push notifications."""
+
+    default_code = -32003
+
+
+class UnsupportedOperationError(A2ARemoteError):
+    """-32004: the agent does not support this operation (or not in this state)."""
+
+    default_code = -32004
+
+
+class ContentTypeNotSupportedError(A2ARemoteError):
+    """-32005: a part's media type is not accepted by the agent."""
+
+    default_code = -32005
+
+
+class InvalidAgentResponseError(A2ARemoteError):
+    """-32006: the agent produced an invalid response (also raised for unparsable replies)."""
+
+    default_code = -32006
+
+
+class ExtendedAgentCardNotConfiguredError(A2ARemoteError):
+    """-32007: the agent has no extended agent card."""
+
+    default_code = -32007
+
+
+class ExtensionSupportRequiredError(A2ARemoteError):
+    """-32008: the agent requires an extension the client did not declare."""
+
+    default_code = -32008
+
+
+class VersionNotSupportedError(A2ARemoteError):
+    """-32009: the agent does not speak the requested A2A protocol version."""
+
+    default_code = -32009
+
+
+class JSONParseError(A2ARemoteError):
+    """-32700: the agent could not parse the request body."""
+
+    default_code = -32700
+
+
+class InvalidRequestError(A2ARemoteError):
+    """-32600: the request is not a valid JSON-RPC request."""
+
+    default_code = -32600
+
+
+class MethodNotFoundError(A2ARemoteError):
+    """-32601: the agent does not know the method (e.g. a 0.3 call to a 1.0-only agent)."""
+
+    default_code = -32601
+
+
+class InvalidParamsError(A2ARemoteError):
+    """-32602: the request parameters (or the module input) are invalid."""
+
+    default_code = -32602
+
+
+class A2AServerError(A2ARemoteError):
+    """-32603 or any code without a dedicated class; ``code`` and ``data`` are kept."""
+
+    default_code = -32603
+
+
+_BY_CODE: dict[int, type[A2ARemoteError]] = {
+    cls.default_code: cls
+    for cls in (
+        TaskNotFoundError,
+        TaskNotCancelableError,
+        PushNotificationNotSupportedError,
+        UnsupportedOperationError,
+        ContentTypeNotSupportedError,
+        InvalidAgentResponseError,
+        ExtendedAgentCardNotConfiguredError,
+        ExtensionSupportRequiredError,
+        VersionNotSupportedError,
+        JSONParseError,
+        InvalidRequestError,
+        MethodNotFoundError,
+        InvalidParamsError,
+    )
+}
+
+
+def error_from_rpc(error: Any) -> A2ARemoteError:
+    """Build the typed exception for a JSON-RPC ``error`` member.
+
+    Malformed error members (not an object, code not an integer) still produce an
+    :class:`A2AServerError` so that callers never see a raw ``KeyError`` or ``TypeError``.
+    """
+    if not isinstance(error, dict):
+        return A2AServerError(f"agent returned a malformed error: {error!r}")
+    code = error.get("code")
+    message = error.get("message")
+    text = message if isinstance(message, str) and message else "agent returned an error"
+    data = error.get("data")
+    if not isinstance(code, int) or isinstance(code, bool):
+        return A2AServerError(text, data=data)
+    cls = _BY_CODE.get(code, A2AServerError)
+    return cls(text, code=code, data=data)
