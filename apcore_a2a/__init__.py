@@ -1,5 +1,51 @@
-"""apcore-a2a: serve an apcore module registry as an A2A agent."""
+"""apcore-a2a: serve an apcore module registry as an A2A (Agent2Agent) agent.
+
+    from apcore_a2a import serve
+    serve(registry)
+
+Server names are imported lazily so that ``import apcore_a2a.client`` stays light
+(httpx and the standard library only).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 from apcore_a2a._version import __version__
 
-__all__ = ["__version__"]
+if TYPE_CHECKING:
+    from apcore_a2a._serve import async_serve, serve
+    from apcore_a2a.approval import A2AApprovalHandler
+    from apcore_a2a.server.executor import ApCoreAgentExecutor
+    from apcore_a2a.server.factory import A2AServerFactory
+    from apcore_a2a.settings import Settings
+
+__all__ = [
+    "A2AApprovalHandler",
+    "A2AServerFactory",
+    "ApCoreAgentExecutor",
+    "Settings",
+    "__version__",
+    "async_serve",
+    "serve",
+]
+
+_LAZY = {
+    "serve": "apcore_a2a._serve",
+    "async_serve": "apcore_a2a._serve",
+    "A2AServerFactory": "apcore_a2a.server.factory",
+    "ApCoreAgentExecutor": "apcore_a2a.server.executor",
+    "A2AApprovalHandler": "apcore_a2a.approval",
+    "Settings": "apcore_a2a.settings",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'apcore_a2a' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

@@ -90,9 +90,7 @@ class Settings:
         default=(1.0, 2.0, 4.0), metadata=_env("A2A_PUSH_RETRY_DELAYS")
     )
     push_signing_key: str | None = field(default=None, metadata=_env("A2A_PUSH_SIGNING_KEY"))
-    push_encryption_key: str | None = field(
-        default=None, metadata=_env("A2A_PUSH_ENCRYPTION_KEY")
-    )
+    push_encryption_key: str | None = field(default=None, metadata=_env("A2A_PUSH_ENCRYPTION_KEY"))
     # -- gRPC ------------------------------------------------------------------------
     grpc_port: int | None = field(default=None, metadata=_env("A2A_GRPC_PORT"))
     grpc_tls_cert: str | None = field(default=None, metadata=_env("A2A_GRPC_TLS_CERT"))

@@ -1,0 +1,71 @@
+"""``serve()`` and ``async_serve()``: resolve inputs, then run or return the app.
+
+Only :mod:`apcore_a2a.server.factory` knows how the pieces are wired; this module turns
+the caller's arguments into settings and runs uvicorn with graceful shutdown.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from starlette.applications import Starlette
+
+from apcore_a2a.server.factory import A2AServerFactory
+from apcore_a2a.settings import Settings
+
+__all__ = ["async_serve", "serve"]
+
+logger = logging.getLogger("apcore_a2a")
+
+
+def async_serve(registry_or_executor: Any, **kwargs: Any) -> Starlette:
+    """Build the agent as a Starlette (ASGI) app to mount or run yourself.
+
+    Takes the same keyword arguments as :func:`serve`. Example::
+
+        app = async_serve(registry, name="calc")
+        # uvicorn.run(app) or Mount("/agent", app=app)
+    """
+    app, _card = A2AServerFactory(registry_or_executor, **kwargs).create()
+    return app
+
+
+def serve(registry_or_executor: Any, **kwargs: Any) -> None:
+    """Serve an apcore Registry or Executor as an A2A agent (blocks until stopped).
+
+    Keyword arguments are the fields of :class:`~apcore_a2a.settings.Settings` (``host``,
+    ``port``, ``name``, ``url``, ``default_skill``, ``execution_timeout``,
+    ``shutdown_timeout``...), plus ``task_store`` (URL or TaskStore) and ``auth``
+    (Authenticator). SIGINT/SIGTERM stop the server gracefully within ``shutdown_timeout``.
+
+    Example::
+
+        from apcore import Registry
+        from apcore_a2a import serve
+
+        registry = Registry(extensions_dir="./extensions")
+        registry.discover()
+        serve(registry, port=8000)
+    """
+    factory = A2AServerFactory(registry_or_executor, **kwargs)
+    app, _card = factory.create()
+    run_app(app, factory.settings)
+
+
+def run_app(app: Starlette, settings: Settings) -> None:
+    """Run *app* with uvicorn using *settings* (host, port, log level, shutdown timeout)."""
+    import uvicorn
+
+    config = uvicorn.Config(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_level=settings.log_level.lower(),
+        timeout_graceful_shutdown=max(1, round(settings.shutdown_timeout)),
+        lifespan="on",
+        access_log=False,
+    )
+    server = uvicorn.Server(config)
+    logger.info("Serving A2A agent at %s", settings.public_url())
+    server.run()

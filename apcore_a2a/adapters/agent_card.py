@@ -1,0 +1,155 @@
+"""Skills + interfaces + capabilities + security -> ``AgentCard`` (pure).
+
+The card is built once (and again when the registry changes) and served from
+pre-serialized bytes: :class:`CardDocument` holds the 1.0 JSON (with the 0.3 keys merged
+in, as the SDK serves it) for ``/.well-known/agent-card.json``, the pure 0.3 JSON for the
+legacy ``/.well-known/agent.json``, and their ETags.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from a2a.compat.v0_3.conversions import to_compat_agent_card
+from a2a.server.request_handlers.response_helpers import agent_card_to_dict
+from a2a.types import (
+    AgentCapabilities,
+    AgentCard,
+    AgentExtension,
+    AgentInterface,
+    SecurityRequirement,
+    SecurityScheme,
+)
+from google.protobuf.struct_pb2 import Struct
+
+from apcore_a2a.adapters.skills import SCHEMA_EXTENSION_URI, SkillSpec
+
+__all__ = ["AgentCardBuilder", "Binding", "CardDocument", "serialize_card"]
+
+PROTOCOL_VERSIONS = ("1.0", "0.3")
+
+
+@dataclass(frozen=True, slots=True)
+class Binding:
+    """One served transport: ``JSONRPC``, ``HTTP+JSON`` or ``GRPC`` at an address."""
+
+    protocol: str
+    url: str
+    versions: tuple[str, ...] = PROTOCOL_VERSIONS
+
+
+@dataclass(frozen=True, slots=True)
+class CardDocument:
+    """A card and its two pre-serialized JSON forms."""
+
+    card: AgentCard
+    body: bytes
+    etag: str
+    legacy_body: bytes
+    legacy_etag: str
+
+
+def _etag(body: bytes) -> str:
+    return f'W/"{hashlib.sha256(body).hexdigest()[:32]}"'
+
+
+def _dumps(data: Any) -> bytes:
+    return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def serialize_card(card: AgentCard) -> CardDocument:
+    """Serialize *card* for the well-known routes (1.0+0.3 merged, and pure 0.3)."""
+    body = _dumps(agent_card_to_dict(card))
+    legacy = to_compat_agent_card(card).model_dump(mode="json", by_alias=True, exclude_none=True)
+    legacy_body = _dumps(legacy)
+    return CardDocument(card, body, _etag(body), legacy_body, _etag(legacy_body))
+
+
+@dataclass(slots=True)
+class AgentCardBuilder:
+    """Assemble an ``AgentCard`` from skills and deployment facts.
+
+    Example::
+
+        builder = AgentCardBuilder(name="calc", description="Adds numbers", version="1.0.0",
+                                   bindings=[Binding("JSONRPC", "http://127.0.0.1:8000/")])
+        card = builder.build(specs)
+    """
+
+    name: str
+    description: str
+    version: str
+    bindings: Sequence[Binding]
+    streaming: bool = True
+    push_notifications: bool = False
+    extended_agent_card: bool = False
+    security_schemes: Mapping[str, SecurityScheme] = field(default_factory=dict)
+    security_requirements: Sequence[SecurityRequirement] = ()
+    extra_extensions: Sequence[AgentExtension] = ()
+    documentation_url: str | None = None
+
+    def interfaces(self) -> list[AgentInterface]:
+        """1.0 interfaces first (the preferred ones), then the 0.3 ones."""
+        out: list[AgentInterface] = []
+        for version in PROTOCOL_VERSIONS:
+            for binding in self.bindings:
+                if version in binding.versions:
+                    out.append(
+                        AgentInterface(
+                            url=binding.url,
+                            protocol_binding=binding.protocol,
+                            protocol_version=version,
+                        )
+                    )
+        return out
+
+    def build(self, specs: Iterable[SkillSpec]) -> AgentCard:
+        specs = list(specs)
+        params = Struct()
+        params.update({"skills": {s.module_id: s.extension_entry for s in specs}})
+        extensions = [
+            AgentExtension(
+                uri=SCHEMA_EXTENSION_URI,
+                description=(
+                    "Input and output JSON Schema of every skill (refs inlined), its apcore "
+                    "annotations and examples. Send inputs as a data part matching inputSchema "
+                    "and name the skill in message.metadata.skillId."
+                ),
+                required=False,
+                params=params,
+            ),
+            *self.extra_extensions,
+        ]
+        capabilities = AgentCapabilities(
+            streaming=self.streaming,
+            push_notifications=self.push_notifications,
+            extensions=extensions,
+        )
+        if self.extended_agent_card:
+            capabilities.extended_agent_card = True
+        input_modes = sorted({m for s in specs for m in s.skill.input_modes}) or [
+            "application/json"
+        ]
+        output_modes = sorted({m for s in specs for m in s.skill.output_modes}) or [
+            "application/json"
+        ]
+        card = AgentCard(
+            name=self.name,
+            description=self.description,
+            version=self.version,
+            supported_interfaces=self.interfaces(),
+            capabilities=capabilities,
+            default_input_modes=input_modes,
+            default_output_modes=output_modes,
+            skills=[s.skill for s in specs],
+            security_requirements=list(self.security_requirements),
+        )
+        for key, scheme in self.security_schemes.items():
+            card.security_schemes[key].CopyFrom(scheme)
+        if self.documentation_url:
+            card.documentation_url = self.documentation_url
+        return card

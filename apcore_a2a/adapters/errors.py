@@ -1,0 +1,186 @@
+"""apcore errors -> A2A outcomes, with the sanitizing rules (pure).
+
+Every exception that leaves an apcore call is classified by :func:`map_error` into one
+:class:`MappedError`. Its ``outcome`` says what the executor does with it:
+
+* ``"raise"``: the caller's request was wrong or not allowed. The task is marked failed
+  and the JSON-RPC/REST/gRPC call answers with ``a2a_error`` (e.g. -32602 with field
+  errors, -32601, or -32001 for a masked ACL denial).
+* ``"failed"`` / ``"rejected"`` / ``"canceled"``: the call was fine but the work did not
+  succeed. The task ends in that state and the status message carries a text part and a
+  data part ``{"code", "message", "type"}`` a client can act on.
+
+Messages that reach clients are sanitized: no file paths, no traceback lines, at most
+500 characters. :data:`ERROR_TABLE` is the table documented in the README.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from a2a.utils.errors import (
+    A2AError,
+    InternalError,
+    InvalidParamsError,
+    MethodNotFoundError,
+    TaskNotFoundError,
+)
+
+__all__ = [
+    "ERROR_TABLE",
+    "ErrorRule",
+    "MappedError",
+    "clean_for_log",
+    "map_error",
+    "sanitize",
+]
+
+Outcome = Literal["raise", "failed", "rejected", "canceled"]
+
+MAX_MESSAGE = 500
+MAX_LOG = 1000
+
+_PATH_RE = re.compile(
+    r"""(?:[A-Za-z]:)?(?:[\\/][\w.\-+@~ ]+){2,}[\\/]?(?:\.py\w?)?"""
+    r"""|\b[\w.\-]+\.py\b(?::\d+)?"""
+)
+_TRACE_RE = re.compile(r"Traceback \(most recent call last\).*", re.DOTALL)
+_FRAME_RE = re.compile(r'^\s*File ".*$', re.MULTILINE)
+_CONTROL_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def sanitize(text: str, limit: int = MAX_MESSAGE) -> str:
+    """Make *text* safe to show a client: no paths, no traceback, bounded length."""
+    text = _TRACE_RE.sub("", str(text))
+    text = _FRAME_RE.sub("", text)
+    text = _PATH_RE.sub("<path>", text)
+    text = _CONTROL_RE.sub("", text).strip()
+    if len(text) > limit:
+        text = text[: limit - 3] + "..."
+    return text
+
+
+def clean_for_log(value: Any, limit: int = MAX_LOG) -> str:
+    """Client-supplied text for a log line: control characters stripped, truncated."""
+    text = _CONTROL_RE.sub("", str(value))
+    if len(text) > limit:
+        text = text[:limit] + f"...[{len(text) - limit} more chars]"
+    return text
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorRule:
+    """One row of the error table."""
+
+    code: str
+    outcome: Outcome
+    a2a: type[A2AError] | None
+    client_message: str | None  # None: use the (sanitized) apcore message
+    log_level: str = "error"
+
+
+#: apcore error code -> what the client sees. ``a2a`` is the A2A error class raised for
+#: ``outcome == "raise"`` rows.
+ERROR_TABLE: dict[str, ErrorRule] = {
+    r.code: r
+    for r in (
+        ErrorRule("MODULE_NOT_FOUND", "raise", MethodNotFoundError, None, "warning"),
+        ErrorRule("MODULE_DISABLED", "raise", MethodNotFoundError, None, "warning"),
+        ErrorRule("SCHEMA_VALIDATION_ERROR", "raise", InvalidParamsError, None, "info"),
+        ErrorRule("GENERAL_INVALID_INPUT", "raise", InvalidParamsError, None, "info"),
+        ErrorRule("ACL_DENIED", "raise", TaskNotFoundError, "Task not found", "warning"),
+        ErrorRule("APPROVAL_DENIED", "rejected", None, None, "info"),
+        ErrorRule("APPROVAL_TIMEOUT", "failed", None, "Approval timed out", "warning"),
+        ErrorRule("MODULE_TIMEOUT", "failed", None, "Execution timed out", "warning"),
+        ErrorRule("EXECUTION_CANCELLED", "canceled", None, "Canceled", "info"),
+        ErrorRule("MODULE_EXECUTE_ERROR", "failed", None, "Module execution failed", "error"),
+        ErrorRule("CALL_DEPTH_EXCEEDED", "failed", None, "Call depth exceeded", "warning"),
+        ErrorRule("CIRCULAR_CALL", "failed", None, "Circular call detected", "warning"),
+        ErrorRule("CALL_FREQUENCY_EXCEEDED", "failed", None, "Call frequency exceeded", "warning"),
+        ErrorRule("CIRCUIT_BREAKER_OPEN", "failed", None, "Temporarily unavailable; retry later"),
+        ErrorRule("CIRCUIT_OPEN", "failed", None, "Temporarily unavailable; retry later"),
+        ErrorRule("TASK_LIMIT_EXCEEDED", "failed", None, "Too many tasks; retry later"),
+        ErrorRule("GENERAL_INTERNAL_ERROR", "failed", None, "Internal error"),
+    )
+}
+
+#: Unknown apcore codes (custom ``ModuleError`` codes raised by modules on purpose) keep
+#: their code and sanitized message; any other exception becomes an internal error.
+_CUSTOM = ErrorRule("*", "failed", None, None, "warning")
+_UNKNOWN = ErrorRule("INTERNAL_ERROR", "failed", InternalError, "Internal error", "error")
+
+
+@dataclass(frozen=True, slots=True)
+class MappedError:
+    """How one exception is presented over A2A."""
+
+    outcome: Outcome
+    code: str
+    message: str
+    type: str
+    log_level: str
+    a2a_error: A2AError | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def status_data(self) -> dict[str, Any]:
+        """The data part of a failed task's status message."""
+        data: dict[str, Any] = {"code": self.code, "message": self.message, "type": self.type}
+        data.update(self.details)
+        return data
+
+
+def _field_errors(exc: Any) -> list[dict[str, str]]:
+    details = getattr(exc, "details", None) or {}
+    raw = details.get("errors") if isinstance(details, dict) else None
+    out: list[dict[str, str]] = []
+    for item in raw or ():
+        if not isinstance(item, dict):
+            continue
+        path = str(item.get("path") or item.get("field") or "/")
+        out.append({"field": path, "message": sanitize(str(item.get("message", "")), 200)})
+    return out
+
+
+def map_error(exc: BaseException, *, module_id: str | None = None) -> MappedError:
+    """Classify *exc* raised while running *module_id* (see module docstring)."""
+    code = getattr(exc, "code", None)
+    is_module_error = isinstance(code, str) and hasattr(exc, "details")
+    if not is_module_error:
+        rule = _UNKNOWN
+        code = rule.code
+    else:
+        rule = ERROR_TABLE.get(str(code), _CUSTOM)
+    raw_message = getattr(exc, "message", None) or str(exc)
+    message = rule.client_message or sanitize(raw_message)
+    if str(code) == "MODULE_NOT_FOUND" and module_id:
+        message = f"Skill not found: {module_id}"
+    elif str(code) == "MODULE_DISABLED" and module_id:
+        message = f"Skill is disabled: {module_id}"
+    elif str(code) == "APPROVAL_DENIED":
+        reason = getattr(exc, "reason", None)
+        message = f"Approval denied: {sanitize(reason, 300)}" if reason else "Approval denied"
+    type_name = "A2AError" if not is_module_error else type(exc).__name__
+    if not is_module_error:
+        type_name = "InternalError"
+    details: dict[str, Any] = {}
+    a2a_error: A2AError | None = None
+    if rule.outcome == "raise" and rule.a2a is not None:
+        data: dict[str, Any] = {"type": type_name, "apcoreCode": str(code)}
+        errors = _field_errors(exc) if rule.a2a is InvalidParamsError else []
+        if errors:
+            data["errors"] = errors
+            details["errors"] = errors
+        if rule.a2a is TaskNotFoundError:
+            data = {}
+        a2a_error = rule.a2a(message=message, data=data or None)
+    return MappedError(
+        outcome=rule.outcome,
+        code=str(code),
+        message=message,
+        type=type_name,
+        log_level=rule.log_level,
+        a2a_error=a2a_error,
+        details=details,
+    )

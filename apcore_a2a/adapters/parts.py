@@ -1,0 +1,252 @@
+"""A2A Parts <-> apcore module input and output (pure).
+
+apcore modules take one dict. Incoming parts become that dict:
+
+* data parts are objects and are merged (a key given twice with different values is an
+  error naming the key);
+* a text part fills the module's single required string property, or is parsed when it
+  holds a JSON object;
+* file parts (inline bytes or URL) fill the properties the schema declares binary;
+* numbers arrive as protobuf doubles (``2`` travels as ``2.0``), so integral values are
+  turned back into ``int`` wherever the schema says ``integer`` -- apcore validates
+  strictly and would reject them otherwise.
+
+Module output becomes parts: ``dict`` -> data part (``bytes`` values split out as file
+parts), ``str`` -> text part, other JSON values -> a data part holding that value,
+``bytes`` -> file part, ``None`` -> no parts.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import filetype  # type: ignore[import-untyped]
+from a2a.types import Part
+from a2a.utils.errors import InvalidParamsError
+from google.protobuf.struct_pb2 import Value
+
+from apcore_a2a.adapters.schema import SchemaFacts
+
+__all__ = ["input_from_parts", "output_to_parts", "sniff_media_type", "value_to_python"]
+
+_OCTET = "application/octet-stream"
+
+
+def value_to_python(value: Value) -> Any:
+    """Convert a protobuf ``Value`` to plain Python (numbers stay floats)."""
+    kind = value.WhichOneof("kind")
+    if kind == "struct_value":
+        return {k: value_to_python(v) for k, v in value.struct_value.fields.items()}
+    if kind == "list_value":
+        return [value_to_python(v) for v in value.list_value.values]
+    if kind == "string_value":
+        return value.string_value
+    if kind == "number_value":
+        return value.number_value
+    if kind == "bool_value":
+        return value.bool_value
+    return None
+
+
+def _coerce_at(node: Any, path: Sequence[str]) -> Any:
+    if not path:
+        if isinstance(node, float) and node.is_integer():
+            return int(node)
+        return node
+    head, rest = path[0], path[1:]
+    if head == "*":
+        if isinstance(node, list):
+            return [_coerce_at(item, rest) for item in node]
+        return node
+    if isinstance(node, dict) and head in node:
+        node[head] = _coerce_at(node[head], rest)
+    return node
+
+
+def _coerce_integers(data: dict[str, Any], facts: SchemaFacts) -> dict[str, Any]:
+    for path in facts.integer_paths:
+        _coerce_at(data, path)
+    return data
+
+
+def _file_value(part: Part, prop_schema: Any) -> Any:
+    as_string = isinstance(prop_schema, Mapping) and prop_schema.get("type") == "string"
+    if part.HasField("raw"):
+        encoded = base64.b64encode(part.raw).decode("ascii")
+        if as_string:
+            return encoded
+        value: dict[str, Any] = {"bytes": encoded}
+    else:
+        if as_string:
+            return part.url
+        value = {"uri": part.url}
+    value["name"] = part.filename or "file"
+    value["mimeType"] = part.media_type or (sniff_media_type(part.raw) if part.raw else _OCTET)
+    return value
+
+
+def _bad(message: str, **data: Any) -> InvalidParamsError:
+    return InvalidParamsError(message=message, data=data or None)
+
+
+def input_from_parts(parts: Sequence[Part], facts: SchemaFacts) -> dict[str, Any]:
+    """Build the module input dict from message *parts* for a module with *facts*.
+
+    Raises ``InvalidParamsError`` (-32602) with a message a caller can act on.
+    """
+    if not parts:
+        raise _bad(
+            f"Message has no parts; expected a data part matching {facts.summary}",
+            expected=facts.summary,
+        )
+    merged: dict[str, Any] | None = None
+    texts: list[str] = []
+    files: list[Part] = []
+    for part in parts:
+        kind = part.WhichOneof("content")
+        if kind == "data":
+            value = value_to_python(part.data)
+            if not isinstance(value, dict):
+                raise _bad(
+                    f"A data part must hold a JSON object matching {facts.summary}",
+                    expected=facts.summary,
+                )
+            if merged is None:
+                merged = value
+                continue
+            for key, item in value.items():
+                if key in merged and merged[key] != item:
+                    raise _bad(
+                        f"Data parts disagree on key '{key[:100]}'", conflictingKey=key[:100]
+                    )
+                merged[key] = item
+        elif kind == "text":
+            texts.append(part.text)
+        elif kind in ("raw", "url"):
+            files.append(part)
+    result = merged if merged is not None else _input_from_text(texts, facts)
+    if files:
+        _place_files(result, files, facts)
+    return _coerce_integers(result, facts)
+
+
+def _input_from_text(texts: list[str], facts: SchemaFacts) -> dict[str, Any]:
+    if not texts:
+        # Only files: they fill binary properties of an otherwise empty input.
+        return {}
+    text = "\n".join(texts)
+    stripped = text.strip()
+    if stripped.startswith("{"):
+        try:
+            parsed = json.loads(stripped)
+        except ValueError:
+            parsed = None
+        if isinstance(parsed, dict):
+            return parsed
+        if facts.text_property is None:
+            raise _bad(
+                "Text part is not a valid JSON object; expected a data part or JSON object "
+                f"matching {facts.summary}",
+                expected=facts.summary,
+            )
+    if facts.text_property is not None:
+        return {facts.text_property: text}
+    raise _bad(
+        f"expected a data part or JSON object matching {facts.summary}",
+        expected=facts.summary,
+    )
+
+
+def _place_files(result: dict[str, Any], files: list[Part], facts: SchemaFacts) -> None:
+    if not facts.binary:
+        raise _bad("This skill takes no file input", expected=facts.summary)
+    free = [name for name in facts.binary if name not in result]
+    props = facts.schema.get("properties") or {}
+    for part in files:
+        wanted = None
+        if part.HasField("metadata"):
+            field = part.metadata.fields.get("field")
+            if field is not None and field.string_value in facts.binary:
+                wanted = field.string_value
+        if wanted is None:
+            if not free:
+                raise _bad(
+                    f"Too many file parts; this skill takes {len(facts.binary)}",
+                    fileFields=list(facts.binary),
+                )
+            wanted = free[0]
+        if wanted in free:
+            free.remove(wanted)
+        result[wanted] = _file_value(part, props.get(wanted))
+
+
+# -- output -----------------------------------------------------------------------------
+
+
+def sniff_media_type(data: bytes) -> str:
+    """Guess a media type from magic bytes (``application/octet-stream`` if unknown)."""
+    guessed = filetype.guess_mime(data[:8192]) if data else None
+    return str(guessed) if guessed else _OCTET
+
+
+def _data_part(value: Any) -> Part:
+    part = Part()
+    try:
+        if isinstance(value, dict):
+            part.data.struct_value.update(value)
+        elif isinstance(value, list | tuple):
+            part.data.list_value.extend(value)
+        else:
+            _set_scalar(part.data, value)
+    except (TypeError, ValueError):
+        # Values protobuf cannot hold (datetimes, decimals, sets...) go through JSON.
+        part = Part()
+        plain = json.loads(json.dumps(value, default=str))
+        return _data_part(plain)
+    return part
+
+
+def _set_scalar(target: Value, value: Any) -> None:
+    if value is None:
+        target.null_value = 0
+    elif isinstance(value, bool):
+        target.bool_value = value
+    elif isinstance(value, int | float):
+        target.number_value = value
+    elif isinstance(value, str):
+        target.string_value = value
+    else:
+        raise TypeError(type(value).__name__)
+
+
+def _file_part(name: str | None, data: bytes) -> Part:
+    part = Part(raw=bytes(data), media_type=sniff_media_type(data))
+    if name:
+        part.filename = name
+    return part
+
+
+def output_to_parts(value: Any, *, wrapped_result: bool = False) -> list[Part]:
+    """Convert a module's return value to A2A parts (see module docstring)."""
+    if wrapped_result and isinstance(value, dict) and len(value) == 1 and "result" in value:
+        value = value["result"]
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [Part(text=value)]
+    if isinstance(value, bytes | bytearray):
+        return [_file_part(None, bytes(value))]
+    if isinstance(value, dict):
+        files = [
+            _file_part(str(k), bytes(v))
+            for k, v in value.items()
+            if isinstance(v, bytes | bytearray)
+        ]
+        if not files:
+            return [_data_part(value)]
+        rest = {k: v for k, v in value.items() if not isinstance(v, bytes | bytearray)}
+        return ([_data_part(rest)] if rest else []) + files
+    return [_data_part(value)]

@@ -1,0 +1,61 @@
+"""An apcore ``ApprovalHandler`` whose decisions come from A2A follow-up messages.
+
+Use it when the person calling the agent is the one who approves::
+
+    from apcore import Executor
+    from apcore_a2a import A2AApprovalHandler
+
+    executor = Executor(registry, approval_handler=A2AApprovalHandler())
+
+A module that requires approval then parks its task in ``input-required``; the caller
+answers with ``{"approved": true}`` (or ``false`` with a reason) on the same task, and the
+module runs (or the task ends ``rejected``).
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections import OrderedDict
+from typing import Any
+
+from apcore import ApprovalResult
+
+__all__ = ["A2AApprovalHandler"]
+
+
+class A2AApprovalHandler:
+    """apcore approval handler backed by decisions recorded from A2A messages.
+
+    Decisions are remembered for the last *max_entries* approvals (oldest first out).
+    """
+
+    def __init__(self, *, max_entries: int = 10_000) -> None:
+        self._decisions: OrderedDict[str, tuple[str, str | None]] = OrderedDict()
+        self._lock = threading.Lock()
+        self._max = max_entries
+
+    async def request_approval(self, request: Any) -> ApprovalResult:
+        approval_id = uuid.uuid4().hex
+        with self._lock:
+            self._remember(approval_id, "pending", None)
+        description = getattr(request, "description", None) or ""
+        module_id = getattr(request, "module_id", "")
+        reason = description or f"{module_id} requires approval"
+        return ApprovalResult(status="pending", approval_id=approval_id, reason=reason)
+
+    async def check_approval(self, approval_id: str) -> ApprovalResult:
+        with self._lock:
+            status, reason = self._decisions.get(approval_id, ("pending", None))
+        return ApprovalResult(status=status, approval_id=approval_id, reason=reason)
+
+    def record_decision(self, approval_id: str, approved: bool, reason: str | None = None) -> None:
+        """Record the caller's answer for *approval_id*."""
+        with self._lock:
+            self._remember(approval_id, "approved" if approved else "rejected", reason)
+
+    def _remember(self, approval_id: str, status: str, reason: str | None) -> None:
+        self._decisions[approval_id] = (status, reason)
+        self._decisions.move_to_end(approval_id)
+        while len(self._decisions) > self._max:
+            self._decisions.popitem(last=False)

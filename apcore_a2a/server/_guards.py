@@ -1,0 +1,226 @@
+"""Pure-ASGI request guard in front of the SDK routes.
+
+It adds only what the SDK lacks:
+
+* ``415`` for a POST whose Content-Type is not JSON, ``413`` for a body over the limit
+  (checked on ``Content-Length`` and again while reading);
+* the version rule for requests without an ``A2A-Version`` header: the SDK treats a
+  missing header as 0.3 and rejects 1.0 method names with -32009. Here a 1.0 JSON-RPC
+  method name (``SendMessage``...) or a 1.0 REST path is treated as 1.0, a 0.3 name
+  (``message/send``...) or a ``/v1/...`` REST path as 0.3;
+* a cap on concurrent SSE streams: the next one gets ``503`` with ``Retry-After: 5``
+  before any task is created.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+__all__ = ["RequestGuard", "StreamCounter"]
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+_V10_METHODS = frozenset(
+    {
+        "SendMessage",
+        "SendStreamingMessage",
+        "GetTask",
+        "ListTasks",
+        "CancelTask",
+        "SubscribeToTask",
+        "CreateTaskPushNotificationConfig",
+        "GetTaskPushNotificationConfig",
+        "ListTaskPushNotificationConfigs",
+        "DeleteTaskPushNotificationConfig",
+        "GetExtendedAgentCard",
+    }
+)
+_STREAM_METHODS = frozenset(
+    {"SendStreamingMessage", "SubscribeToTask", "message/stream", "tasks/resubscribe"}
+)
+# Byte markers that must appear in a body whose method streams; a cheap pre-check so the
+# common non-streaming request is never JSON-parsed here.
+_STREAM_MARKERS = (b"Stream", b"stream", b"Subscribe", b"resubscribe")
+_JSON_TYPES = ("application/json", "application/a2a+json")
+_VERSION_HEADER = b"a2a-version"
+
+
+class StreamCounter:
+    """Counts open SSE streams (read by ``/metrics``)."""
+
+    __slots__ = ("active", "rejected")
+
+    def __init__(self) -> None:
+        self.active = 0
+        self.rejected = 0
+
+
+def _header(scope: Scope, name: bytes) -> bytes | None:
+    for key, value in scope["headers"]:
+        if key == name:
+            return bytes(value)
+    return None
+
+
+def _is_json_type(value: bytes | None) -> bool:
+    if value is None:
+        return True  # lenient: absent Content-Type is treated as JSON
+    media = value.split(b";", 1)[0].strip().decode("latin-1").lower()
+    return media in _JSON_TYPES or media.endswith("+json")
+
+
+async def _respond(
+    send: Send,
+    status: int,
+    payload: dict[str, Any],
+    extra: list[tuple[bytes, bytes]] = (),  # type: ignore[assignment]
+) -> None:
+    body = json.dumps(payload).encode()
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        *extra,
+    ]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+def _error(jsonrpc: bool, status: int, code: int, message: str) -> dict[str, Any]:
+    if jsonrpc:
+        return {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}
+    names = {413: "PAYLOAD_TOO_LARGE", 415: "INVALID_ARGUMENT", 503: "UNAVAILABLE"}
+    return {"error": {"code": status, "status": names.get(status, "ERROR"), "message": message}}
+
+
+class RequestGuard:
+    """See module docstring. *rpc_path* is the JSON-RPC endpoint path."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        rpc_path: str,
+        max_body_bytes: int,
+        max_streams: int,
+        streams: StreamCounter | None = None,
+        guarded_prefixes: tuple[str, ...] = (),
+    ) -> None:
+        self.app = app
+        self.rpc_path = rpc_path
+        self.max_body = max_body_bytes
+        self.max_streams = max_streams
+        self.streams = streams or StreamCounter()
+        # Paths not served by the A2A routes (explorer, health...) pass straight through.
+        self.skip_prefixes = guarded_prefixes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        path: str = scope["path"]
+        if path.startswith("/.well-known/") or any(path.startswith(p) for p in self.skip_prefixes):
+            await self.app(scope, receive, send)
+            return
+        is_rpc = path == self.rpc_path
+        missing_version = _header(scope, _VERSION_HEADER) is None
+        if scope["method"] != "POST":
+            if missing_version and not is_rpc:
+                self._set_version(scope, b"0.3" if path.startswith("/v1/") else b"1.0")
+            if path.endswith(":subscribe"):
+                await self._stream(scope, receive, send, jsonrpc=False)
+                return
+            await self.app(scope, receive, send)
+            return
+
+        if not _is_json_type(_header(scope, b"content-type")):
+            await _respond(
+                send, 415, _error(is_rpc, 415, -32600, "Unsupported Content-Type: send JSON")
+            )
+            return
+        length = _header(scope, b"content-length")
+        if length is not None and length.isdigit() and int(length) > self.max_body:
+            await _respond(send, 413, _error(is_rpc, 413, -32600, "Payload too large"))
+            return
+        body = await self._read_body(receive)
+        if body is None:
+            await _respond(send, 413, _error(is_rpc, 413, -32600, "Payload too large"))
+            return
+
+        streaming = False
+        if is_rpc:
+            method: Any = None
+            if missing_version or any(m in body for m in _STREAM_MARKERS):
+                try:
+                    parsed = json.loads(body)
+                except ValueError:
+                    parsed = None  # the SDK answers -32700
+                method = parsed.get("method") if isinstance(parsed, dict) else None
+            if missing_version and isinstance(method, str):
+                self._set_version(scope, b"1.0" if method in _V10_METHODS else b"0.3")
+            streaming = method in _STREAM_METHODS
+        else:
+            if missing_version:
+                self._set_version(scope, b"0.3" if path.startswith("/v1/") else b"1.0")
+            streaming = path.endswith((":stream", ":subscribe"))
+
+        replay = _replay(body, receive)
+        if streaming:
+            await self._stream(scope, replay, send, jsonrpc=is_rpc)
+        else:
+            await self.app(scope, replay, send)
+
+    async def _stream(self, scope: Scope, receive: Receive, send: Send, *, jsonrpc: bool) -> None:
+        counter = self.streams
+        if counter.active >= self.max_streams:
+            counter.rejected += 1
+            await _respond(
+                send,
+                503,
+                _error(jsonrpc, 503, -32603, "Too many concurrent streams; retry later"),
+                [(b"retry-after", b"5")],
+            )
+            return
+        counter.active += 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            counter.active -= 1
+
+    async def _read_body(self, receive: Receive) -> bytes | None:
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                break
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_body:
+                return None
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+    @staticmethod
+    def _set_version(scope: Scope, version: bytes) -> None:
+        scope["headers"] = [*scope["headers"], (_VERSION_HEADER, version)]
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay

@@ -1,0 +1,141 @@
+"""Approval as A2A ``input-required``: reading and writing the pending state.
+
+When apcore raises ``ApprovalPendingError`` the task parks in ``input-required``; the
+status message says what is needed (approval id, reason, module) as text and data, and
+the same facts are kept in the task metadata under ``apcore.approval`` so a follow-up
+message -- on this replica or another, now or after a restart -- can resume it.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from a2a.types import Message, Part, Role, Task, TaskState, TaskStatus, TaskStatusUpdateEvent
+
+from apcore_a2a.adapters.errors import sanitize
+from apcore_a2a.adapters.parts import value_to_python
+
+__all__ = [
+    "Decision",
+    "PendingApproval",
+    "from_error",
+    "input_required_event",
+    "pending_approval",
+    "read_decision",
+    "record_decision",
+]
+
+_APPROVE_WORDS = re.compile(r"^\s*(approve|approved|yes|y|ok|allow)\b", re.IGNORECASE)
+_REJECT_WORDS = re.compile(r"^\s*(reject|rejected|deny|denied|no|n|decline)\b", re.IGNORECASE)
+
+
+@dataclass(frozen=True, slots=True)
+class PendingApproval:
+    approval_id: str
+    module_id: str
+    reason: str
+
+    def as_data(self) -> dict[str, Any]:
+        return {
+            "approvalId": self.approval_id,
+            "moduleId": self.module_id,
+            "reason": self.reason,
+            "code": "APPROVAL_PENDING",
+            "expected": {"approved": "boolean", "reason": "string (optional)"},
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    approved: bool
+    reason: str | None = None
+
+
+def from_error(exc: Any, module_id: str) -> PendingApproval:
+    approval_id = getattr(exc, "approval_id", None) or uuid.uuid4().hex
+    reason = getattr(exc, "reason", None) or f"Approval required to run {module_id}"
+    return PendingApproval(str(approval_id), module_id, sanitize(str(reason), 300))
+
+
+def pending_approval(task: Task) -> PendingApproval | None:
+    """The approval a stored task is waiting for, if any."""
+    if not task.HasField("metadata"):
+        return None
+    apcore_meta = (
+        value_to_python(task.metadata.fields["apcore"])
+        if ("apcore" in task.metadata.fields)
+        else None
+    )
+    if not isinstance(apcore_meta, dict):
+        return None
+    entry = apcore_meta.get("approval")
+    if not isinstance(entry, dict) or not entry.get("approvalId"):
+        return None
+    return PendingApproval(
+        str(entry["approvalId"]), str(entry.get("moduleId", "")), str(entry.get("reason", ""))
+    )
+
+
+def input_required_event(
+    task_id: str, context_id: str, pending: PendingApproval, *, again: bool = False
+) -> TaskStatusUpdateEvent:
+    prefix = "Still waiting for approval" if again else "Approval required"
+    text = (
+        f"{prefix} to run {pending.module_id}: {pending.reason}. "
+        'Reply with {"approved": true} to approve or {"approved": false, "reason": "..."} '
+        "(or the text approve / reject) to decide. Approval id: "
+        f"{pending.approval_id}."
+    )
+    data_part = Part()
+    data_part.data.struct_value.update(pending.as_data())
+    message = Message(
+        message_id=uuid.uuid4().hex,
+        role=Role.ROLE_AGENT,
+        task_id=task_id,
+        context_id=context_id,
+        parts=[Part(text=text), data_part],
+    )
+    status = TaskStatus(state=TaskState.TASK_STATE_INPUT_REQUIRED, message=message)
+    status.timestamp.GetCurrentTime()
+    event = TaskStatusUpdateEvent(task_id=task_id, context_id=context_id, status=status)
+    event.metadata.update(
+        {
+            "apcore": {
+                "approval": {
+                    "approvalId": pending.approval_id,
+                    "moduleId": pending.module_id,
+                    "reason": pending.reason,
+                }
+            }
+        }
+    )
+    return event
+
+
+def read_decision(message: Message) -> Decision | None:
+    """An approve/reject answer in a follow-up message, or ``None`` if it holds none."""
+    for part in message.parts:
+        kind = part.WhichOneof("content")
+        if kind == "data":
+            value = value_to_python(part.data)
+            if isinstance(value, dict) and isinstance(value.get("approved"), bool):
+                reason = value.get("reason")
+                return Decision(value["approved"], sanitize(reason, 300) if reason else None)
+        elif kind == "text":
+            if _APPROVE_WORDS.match(part.text):
+                return Decision(True)
+            if _REJECT_WORDS.match(part.text):
+                rest = _REJECT_WORDS.sub("", part.text, count=1).strip(" :,-.")
+                return Decision(False, sanitize(rest, 300) or None)
+    return None
+
+
+def record_decision(executor: Any, approval_id: str, decision: Decision) -> None:
+    """Tell an approval handler that understands A2A decisions what the user said."""
+    handler = getattr(executor, "_approval_handler", None)
+    record = getattr(handler, "record_decision", None)
+    if callable(record):
+        record(approval_id, decision.approved, decision.reason)

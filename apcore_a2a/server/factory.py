@@ -1,0 +1,278 @@
+"""``A2AServerFactory``: the one place that wires the pieces into a Starlette app.
+
+registry/executor -> skill catalog -> card -> SDK ``DefaultRequestHandler`` with our
+``ApCoreAgentExecutor`` and request-context builder -> SDK route factories (card, JSON-RPC
+1.0+0.3, REST 1.0+0.3) -> request guard (+ auth, CORS) -> app with a lifespan that
+starts and stops stores and background work.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from collections.abc import AsyncIterator, Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from a2a.server.request_handlers import DefaultRequestHandler
+from a2a.server.routes import create_jsonrpc_routes, create_rest_routes
+from a2a.types import AgentCard
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.routing import BaseRoute
+
+from apcore_a2a.adapters.agent_card import AgentCardBuilder, Binding, CardDocument
+from apcore_a2a.push import build_push
+from apcore_a2a.push import card_extensions as push_card_extensions
+from apcore_a2a.server._card_routes import card_routes
+from apcore_a2a.server._guards import RequestGuard, StreamCounter
+from apcore_a2a.server.call_context import ApCoreCallContextBuilder
+from apcore_a2a.server.catalog import SkillCatalog
+from apcore_a2a.server.executor import ApCoreAgentExecutor
+from apcore_a2a.server.preflight import Preflight
+from apcore_a2a.server.routing import ApCoreRequestContextBuilder, SkillResolver
+from apcore_a2a.settings import Settings
+from apcore_a2a.storage import Stores, open_stores
+
+__all__ = ["A2AServerFactory", "ServerState", "resolve_executor"]
+
+logger = logging.getLogger("apcore_a2a.server")
+
+_TASK_STORE_METHODS = ("save", "get", "list", "delete")
+_AUTH_METHODS = ("authenticate", "security_schemes")
+
+
+def resolve_executor(obj: Any) -> tuple[Any, Any]:
+    """Return ``(registry, executor)`` for a Registry or an Executor (duck-typed)."""
+    from apcore import Executor
+
+    if callable(getattr(obj, "call_async", None)) and hasattr(obj, "registry"):
+        return obj.registry, obj
+    if callable(getattr(obj, "list", None)) and callable(getattr(obj, "get_definition", None)):
+        return obj, Executor(obj)
+    raise TypeError(
+        "Expected an apcore Registry (list, get_definition) or Executor (call_async, registry), "
+        f"got {type(obj).__name__}"
+    )
+
+
+def _require(obj: Any, methods: tuple[str, ...], what: str) -> None:
+    missing = [m for m in methods if not callable(getattr(obj, m, None))]
+    if missing:
+        raise TypeError(
+            f"{what} object {type(obj).__name__} is missing methods: {', '.join(missing)}"
+        )
+
+
+def _config_value(executor: Any, registry: Any, key: str) -> str | None:
+    for owner in (executor, registry):
+        config = getattr(owner, "_config", None) or getattr(owner, "config", None)
+        getter = getattr(config, "get", None)
+        if callable(getter):
+            try:
+                value = getter(key)
+            except Exception:
+                value = None
+            if value:
+                return str(value)
+    return None
+
+
+@dataclass
+class ServerState:
+    """Live objects of one server, shared with ops endpoints and tests."""
+
+    settings: Settings
+    registry: Any
+    executor: Any
+    catalog: SkillCatalog
+    handler: DefaultRequestHandler
+    stores: Stores
+    streams: StreamCounter
+    agent_executor: ApCoreAgentExecutor
+    started_at: float = 0.0
+    extras: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def card(self) -> AgentCard:
+        return self.catalog.snapshot.card
+
+    def document(self) -> CardDocument:
+        return self.catalog.snapshot.document
+
+
+class A2AServerFactory:
+    """Build the Starlette app and agent card for an apcore registry or executor.
+
+    Example::
+
+        app, card = A2AServerFactory(registry, name="calc", port=9000).create()
+
+    Keyword arguments are :class:`~apcore_a2a.settings.Settings` fields (they win over
+    environment variables), plus ``task_store`` (a URL or a TaskStore object) and
+    ``auth`` (an ``Authenticator`` object).
+    """
+
+    def __init__(
+        self,
+        registry_or_executor: Any,
+        *,
+        settings: Settings | None = None,
+        environ: Mapping[str, str] | None = None,
+        auth: Any = None,
+        task_store: Any = None,
+        **overrides: Any,
+    ) -> None:
+        if auth is not None:
+            _require(auth, _AUTH_METHODS, "auth")
+        if task_store is not None and not isinstance(task_store, str):
+            _require(task_store, _TASK_STORE_METHODS, "task_store")
+        elif isinstance(task_store, str):
+            overrides["task_store"] = task_store
+        self.settings = Settings.resolve(
+            overrides, environ=os.environ if environ is None else environ, base=settings
+        )
+        self.registry, self.executor = resolve_executor(registry_or_executor)
+        self.auth = auth
+        self.task_store_object = task_store if not isinstance(task_store, str) else None
+
+    # -- pieces ------------------------------------------------------------------------
+    def card_builder(self, module_count: int) -> AgentCardBuilder:
+        s = self.settings
+        base = s.public_url()
+        rpc_url = base + (s.rpc_path if s.rpc_path != "/" else "/")
+        bindings = [Binding("JSONRPC", rpc_url), Binding("HTTP+JSON", base)]
+        name = (
+            s.name or _config_value(self.executor, self.registry, "project.name") or "apcore-agent"
+        )
+        version = (
+            s.version or _config_value(self.executor, self.registry, "project.version") or "0.0.0"
+        )
+        description = s.description or f"apcore agent with {module_count} skills"
+        return AgentCardBuilder(
+            name=name,
+            description=description,
+            version=version,
+            bindings=bindings,
+            streaming=True,
+            push_notifications=s.push_notifications,
+            extra_extensions=push_card_extensions(s),
+        )
+
+    def create(self) -> tuple[Starlette, AgentCard]:
+        """Return ``(app, agent_card)``; raises ``ValueError`` for a registry without modules."""
+        s = self.settings
+        public_ids = list(self.registry.list())
+        if not public_ids:
+            raise ValueError("The apcore registry has no modules; nothing to serve")
+        catalog = SkillCatalog(self.registry, self.card_builder(len(public_ids)))
+        if not catalog.ids():
+            raise ValueError("No module has a description; nothing to publish as a skill")
+        if s.default_skill and catalog.get(s.default_skill) is None:
+            raise ValueError(f"default_skill {s.default_skill!r} is not a served skill")
+
+        stores = open_stores(self.task_store_object or s.task_store, s)
+        agent_executor = ApCoreAgentExecutor(self.executor, s)
+        resolver = SkillResolver(catalog, s.default_skill)
+
+        push = (
+            build_push(
+                s,
+                config_store=stores.push_config_store,
+                agent_url=s.public_url(),
+                engine=stores.engine,
+            )
+            if s.push_notifications
+            else None
+        )
+
+        async def lookup(task_id: str, context: Any) -> Any:
+            return await stores.get_task(task_id, context)
+
+        handler = DefaultRequestHandler(
+            agent_executor=agent_executor,
+            task_store=stores.task_store,
+            agent_card=catalog.snapshot.card,
+            push_config_store=push.config_store if push else stores.push_config_store,
+            push_sender=push.sender if push else None,
+            push_url_validator=push.url_validator if push else None,
+            request_context_builder=ApCoreRequestContextBuilder(
+                resolver, lookup, Preflight(self.registry, self.executor)
+            ),
+            event_stream=stores.event_stream,
+        )
+        streams = StreamCounter()
+        state = ServerState(
+            settings=s,
+            registry=self.registry,
+            executor=self.executor,
+            catalog=catalog,
+            handler=handler,
+            stores=stores,
+            streams=streams,
+            agent_executor=agent_executor,
+        )
+        context_builder = ApCoreCallContextBuilder()
+        routes: list[BaseRoute] = [
+            *card_routes(state.document),
+            *create_jsonrpc_routes(
+                handler,
+                rpc_url=s.rpc_path,
+                context_builder=context_builder,
+                enable_v0_3_compat=True,
+            ),
+        ]
+        if push is not None:
+            routes += push.routes
+            state.extras["push"] = push
+        # REST last: its "/{tenant}" mount would otherwise swallow the routes above.
+        routes += create_rest_routes(
+            handler, context_builder=context_builder, enable_v0_3_compat=True
+        )
+        middleware = [
+            Middleware(
+                RequestGuard,
+                rpc_path=s.rpc_path,
+                max_body_bytes=s.max_body_bytes,
+                max_streams=s.max_streams,
+                streams=streams,
+            )
+        ]
+        if push is not None:
+            middleware += push.middleware
+        app = Starlette(routes=routes, middleware=middleware, lifespan=_lifespan(state))
+        app.state.a2a = state
+        return app, catalog.snapshot.card
+
+
+def _lifespan(state: ServerState) -> Callable[[Starlette], Any]:
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        import asyncio
+        import time
+
+        loop = asyncio.get_running_loop()
+        pool = ThreadPoolExecutor(
+            max_workers=state.settings.sync_workers, thread_name_prefix="apcore-a2a"
+        )
+        # apcore runs sync modules on the loop's default executor; size it on purpose.
+        loop.set_default_executor(pool)
+        state.started_at = time.time()
+        await state.stores.start()
+        push = state.extras.get("push")
+        if push is not None:
+            await push.start()
+        state.catalog.watch()
+        try:
+            yield
+        finally:
+            state.catalog.unwatch()
+            await state.handler.aclose()
+            if push is not None:
+                await push.aclose()
+            await state.stores.aclose()
+            pool.shutdown(wait=False, cancel_futures=True)
+
+    return lifespan
