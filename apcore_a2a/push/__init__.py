@@ -58,6 +58,8 @@ __all__ = [
     "SigningKey",
     "StatusTrackingConfigStore",
     "build_push",
+    "card_extensions",
+    "push_card_extension",
 ]
 
 logger = logging.getLogger("apcore_a2a.push")
@@ -149,18 +151,8 @@ def build_push(
         retry_delays=settings.push_retry_delays,
     )
     jwks_url = base + JWKS_PATH
-    algorithm = configured.algorithm if configured is not None else "ES256"
-    params = Struct()
-    params.update({"jwksUrl": jwks_url, "algorithm": algorithm, "header": "Authorization"})
-    extension = AgentExtension(
-        uri=PUSH_SIGNING_EXTENSION_URI,
-        description=(
-            "Push notifications carry 'Authorization: Bearer <JWT>' signed by this agent; "
-            "verify it with the keys at jwksUrl (claims iss, aud, iat, exp, jti, task_id, "
-            "body_sha256 = hex SHA-256 of the request body)."
-        ),
-        required=False,
-        params=params,
+    extension = push_card_extension(
+        agent_url, algorithm=configured.algorithm if configured is not None else "ES256"
     )
     kit = PushKit(
         sender=sender,
@@ -183,6 +175,44 @@ def build_push(
         Route(JWKS_PATH, jwks_endpoint(lambda: kit.signing_key), methods=["GET"], name="jwks")
     )
     return kit
+
+
+def push_card_extension(agent_url: str, *, algorithm: str = "ES256") -> AgentExtension:
+    """The card extension that points receivers at the agent's delivery-signing keys.
+
+    Put it in ``AgentCapabilities.extensions``; its params are ``jwksUrl``, ``algorithm``
+    and ``header`` (where the JWT travels).
+    """
+    params = Struct()
+    params.update(
+        {
+            "jwksUrl": agent_url.rstrip("/") + JWKS_PATH,
+            "algorithm": algorithm,
+            "header": "Authorization",
+        }
+    )
+    return AgentExtension(
+        uri=PUSH_SIGNING_EXTENSION_URI,
+        description=(
+            "Push notifications carry 'Authorization: Bearer <JWT>' signed by this agent; "
+            "verify it with the keys at jwksUrl (claims iss, aud, iat, exp, jti, task_id, "
+            "body_sha256 = hex SHA-256 of the request body)."
+        ),
+        required=False,
+        params=params,
+    )
+
+
+def card_extensions(settings: Settings) -> list[AgentExtension]:
+    """``[push_card_extension(...)]`` when push notifications are on, else ``[]``."""
+    if not settings.push_notifications:
+        return []
+    algorithm = (
+        SigningKey.from_pem(settings.push_signing_key).algorithm
+        if settings.push_signing_key
+        else "ES256"
+    )
+    return [push_card_extension(settings.public_url(), algorithm=algorithm)]
 
 
 async def _stored_key(tables: PushTables, encryption_key: str | None) -> SigningKey:

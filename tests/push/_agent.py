@@ -1,0 +1,184 @@
+"""A push-enabled agent and a recording webhook receiver, both real uvicorn servers."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib.util
+import json
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+from apcore import Registry
+from pydantic import BaseModel
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from apcore_a2a import A2AServerFactory
+
+from .._support import EXAMPLES, running_server
+
+V1 = {"A2A-Version": "1.0"}
+
+
+def _load_example() -> Any:
+    spec = importlib.util.spec_from_file_location("push_receiver", EXAMPLES / "push_receiver.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while being built
+    spec.loader.exec_module(module)
+    return module
+
+
+push_receiver = _load_example()
+
+
+class AddIn(BaseModel):
+    a: int
+    b: int
+
+
+class AddOut(BaseModel):
+    sum: int
+
+
+class AddModule:
+    input_schema = AddIn
+    output_schema = AddOut
+    description = "Add two integers"
+
+    def execute(self, inputs: dict[str, Any], context: Any) -> dict[str, Any]:
+        return {"sum": inputs["a"] + inputs["b"]}
+
+
+class SlowAddModule(AddModule):
+    description = "Add two integers after half a second"
+
+    async def execute(self, inputs: dict[str, Any], context: Any) -> dict[str, Any]:  # type: ignore[override]
+        # Long enough for a test to register a second push config while it runs.
+        await asyncio.sleep(0.5)
+        return {"sum": inputs["a"] + inputs["b"]}
+
+
+def demo_registry() -> Registry:
+    registry = Registry()
+    registry.register("demo.add", AddModule())
+    registry.register("demo.slow_add", SlowAddModule())
+    return registry
+
+
+@contextlib.asynccontextmanager
+async def push_agent(**overrides: Any) -> AsyncIterator[tuple[str, Starlette]]:
+    """A real agent on 127.0.0.1 with push notifications on (insecure URLs allowed)."""
+    settings: dict[str, Any] = {
+        "push_notifications": True,
+        "push_allow_insecure_urls": True,
+        **overrides,
+    }
+    port = settings.pop("port", None) or _free_port()
+    app, _card = A2AServerFactory(demo_registry(), environ={}, port=port, **settings).create()
+    async with running_server(app, port=port) as base:
+        yield base, app
+
+
+def _free_port() -> int:
+    from .._support import free_port
+
+    return free_port()
+
+
+@dataclass
+class Delivery:
+    path: str
+    at: float
+    headers: dict[str, str]
+    body: bytes
+    status: int
+
+    @property
+    def event(self) -> dict[str, Any]:
+        return json.loads(self.body)  # type: ignore[no-any-return]
+
+
+@dataclass
+class Receiver:
+    """Records every POST; ``fail_first[path]`` answers 500 that many times first,
+    ``always[path]`` answers that status every time."""
+
+    fail_first: dict[str, int] = field(default_factory=dict)
+    always: dict[str, int] = field(default_factory=dict)
+    log: list[Delivery] = field(default_factory=list)
+    base: str = ""
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def app(self) -> Starlette:
+        async def hook(request: Request) -> Response:
+            path = request.url.path
+            body = await request.body()
+            if path in self.always:
+                status = self.always[path]
+            elif self.fail_first.get(path, 0) > 0:
+                self.fail_first[path] -= 1
+                status = 500
+            else:
+                status = 204
+            self.log.append(Delivery(path, time.monotonic(), dict(request.headers), body, status))
+            self.changed.set()
+            return Response(status_code=status)
+
+        return Starlette(routes=[Route("/{name:path}", hook, methods=["POST"])])
+
+    def url(self, path: str) -> str:
+        return self.base + path
+
+    def accepted(self, path: str) -> list[Delivery]:
+        return [d for d in self.log if d.path == path and d.status < 300]
+
+    def attempts(self, path: str) -> list[Delivery]:
+        return [d for d in self.log if d.path == path]
+
+    async def wait_for(self, predicate: Any, timeout: float = 10.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not predicate():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise AssertionError(f"receiver condition not met in {timeout}s: {self.log}")
+            self.changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.changed.wait(), remaining)
+
+
+@contextlib.asynccontextmanager
+async def receiver(**kwargs: Any) -> AsyncIterator[Receiver]:
+    rec = Receiver(**kwargs)
+    async with running_server(rec.app()) as base:
+        rec.base = base
+        yield rec
+
+
+def add_message(a: int = 2, b: int = 3) -> dict[str, Any]:
+    return {
+        "messageId": str(uuid.uuid4()),
+        "role": "ROLE_USER",
+        "parts": [{"data": {"a": a, "b": b}, "mediaType": "application/json"}],
+        "metadata": {"skillId": "demo.add"},
+    }
+
+
+async def rpc(
+    client: httpx.AsyncClient, base: str, method: str, params: dict[str, Any], version: str = "1.0"
+) -> dict[str, Any]:
+    response = await client.post(
+        base + "/",
+        json={"jsonrpc": "2.0", "id": 1, "method": method, "params": params},
+        headers={"A2A-Version": version},
+    )
+    assert response.status_code == 200, response.text
+    return response.json()  # type: ignore[no-any-return]

@@ -1,0 +1,275 @@
+"""Webhook delivery through a real agent to a real receiver: retries, order, signatures."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import Any
+
+import httpx
+import pytest
+
+from ._agent import V1, add_message, push_agent, push_receiver, receiver, rpc
+
+
+def _summary(event: dict[str, Any]) -> tuple[str, str]:
+    """(kind, state or artifact name) - what must match between two event sequences."""
+    kind, body = next(iter(event.items()))
+    if kind == "artifactUpdate":
+        return kind, str(body["artifact"].get("name"))
+    return kind, str(body["status"]["state"])
+
+
+async def _streamed_summary(client: httpx.AsyncClient, base: str) -> list[tuple[str, str]]:
+    """The events of the same kind of task, as SendStreamingMessage reports them."""
+    payload = {
+        "jsonrpc": "2.0",
+        "id": 9,
+        "method": "SendStreamingMessage",
+        "params": {"message": add_message()},
+    }
+    out: list[tuple[str, str]] = []
+    async with client.stream("POST", base + "/", json=payload, headers=V1) as response:
+        async for line in response.aiter_lines():
+            if line.startswith("data:"):
+                out.append(_summary(json.loads(line[5:])["result"]))
+    return out
+
+
+async def test_flaky_receiver_gets_every_event_once_in_order_after_1s_2s_retries(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING, logger="apcore_a2a.push")
+    async with (
+        receiver(fail_first={"/flaky": 2}) as rec,
+        push_agent() as (base, app),
+        httpx.AsyncClient(timeout=10) as client,
+    ):
+        hook = rec.url("/flaky")
+        started = time.monotonic()
+        reply = await rpc(
+            client,
+            base,
+            "SendMessage",
+            {
+                "message": add_message(),
+                "configuration": {"taskPushNotificationConfig": {"url": hook, "token": "tok-1"}},
+            },
+        )
+        took = time.monotonic() - started
+        task = reply["result"]["task"]
+        # The failing receiver does not hold the task up: it is done before the first retry.
+        assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+        assert took < 1.0
+
+        expected = await _streamed_summary(client, base)
+        await rec.wait_for(lambda: len(rec.accepted("/flaky")) == len(expected))
+        sender = app.state.a2a.extras["push"].sender
+        await sender.idle()
+
+        accepted = rec.accepted("/flaky")
+        assert [_summary(d.event) for d in accepted] == expected
+        assert expected[0] == ("task", "TASK_STATE_SUBMITTED")
+        assert expected[-1] == ("statusUpdate", "TASK_STATE_COMPLETED")
+        assert all(
+            d.event[next(iter(d.event))].get("taskId", task["id"]) == task["id"] for d in accepted
+        )
+        assert len({d.body for d in accepted}) == len(accepted)
+
+        # The first event was tried 3 times, 1 s then 2 s apart; nothing else was retried.
+        attempts = rec.attempts("/flaky")
+        assert [d.status for d in attempts[:3]] == [500, 500, 204]
+        assert attempts[0].body == attempts[1].body == attempts[2].body
+        assert len(attempts) == len(expected) + 2
+        gap1 = attempts[1].at - attempts[0].at
+        gap2 = attempts[2].at - attempts[1].at
+        assert 0.9 <= gap1 <= 1.6, gap1
+        assert 1.9 <= gap2 <= 2.7, gap2
+        retries = [r for r in caplog.records if "retry" in r.getMessage()]
+        assert [r.levelno for r in retries] == [logging.WARNING, logging.WARNING]
+        assert (sender.sent, sender.failed, sender.retried) == (len(expected), 0, 2)
+
+        # Every delivery verifies against the JWKS fetched from the agent; retries of one
+        # delivery share its jti, different deliveries do not.
+        verifier = push_receiver.DeliveryVerifier(base, hook, token="tok-1")
+        claims = [await verifier.verify(d.headers, d.body) for d in accepted]
+        assert {c["task_id"] for c in claims} == {task["id"]}
+        assert {c["iss"] for c in claims} == {base}
+        assert len({c["jti"] for c in claims}) == len(claims)
+        first_try = await verifier.verify(attempts[0].headers, attempts[0].body)
+        assert first_try["jti"] == claims[0]["jti"]
+        assert all(d.headers["x-a2a-notification-token"] == "tok-1" for d in attempts)
+        assert all(d.headers["content-type"] == "application/json" for d in attempts)
+
+        # A tampered body, a wrong audience, a wrong token and a missing JWT all fail.
+        tampered = accepted[-1].body.replace(b"TASK_STATE_COMPLETED", b"TASK_STATE_FAILED")
+        assert tampered != accepted[-1].body
+        with pytest.raises(push_receiver.DeliveryRejected, match="body_sha256"):
+            await verifier.verify(accepted[-1].headers, tampered)
+        other = push_receiver.DeliveryVerifier(base, rec.url("/other"))
+        with pytest.raises(push_receiver.DeliveryRejected, match="(?i)audience"):
+            await other.verify(accepted[-1].headers, accepted[-1].body)
+        wrong_token = push_receiver.DeliveryVerifier(base, hook, token="nope")
+        with pytest.raises(push_receiver.DeliveryRejected, match="token mismatch"):
+            await wrong_token.verify(accepted[-1].headers, accepted[-1].body)
+        with pytest.raises(push_receiver.DeliveryRejected, match="missing bearer"):
+            await verifier.verify({}, accepted[-1].body)
+
+
+async def test_always_failing_receiver_marks_the_config_failed() -> None:
+    async with (
+        receiver(always={"/dead": 503}) as rec,
+        push_agent(push_retry_delays=(0.05, 0.1, 0.2)) as (base, app),
+        httpx.AsyncClient(timeout=10) as client,
+    ):
+        reply = await rpc(
+            client,
+            base,
+            "SendMessage",
+            {
+                "message": add_message(),
+                "configuration": {
+                    "taskPushNotificationConfig": {"id": "c1", "url": rec.url("/dead")}
+                },
+            },
+        )
+        task_id = reply["result"]["task"]["id"]
+        assert reply["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+        sender = app.state.a2a.extras["push"].sender
+        await sender.idle()
+
+        # 1 try + 3 retries of the first event, then the config is dead: later events dropped.
+        assert len(rec.attempts("/dead")) == 4
+        assert sender.failed == 1
+        assert sender.sent == 0
+        assert sender.retried == 3
+        assert sender.dropped >= 2
+
+        got = await rpc(
+            client, base, "GetTaskPushNotificationConfig", {"taskId": task_id, "id": "c1"}
+        )
+        assert got["result"]["status"] == "failed"
+        assert got["result"]["statusReason"] == "HTTP 503 (after 4 attempts)"
+        assert got["result"]["url"] == rec.url("/dead")
+        listed = await client.get(f"{base}/tasks/{task_id}/pushNotificationConfigs", headers=V1)
+        assert [(c["id"], c["status"]) for c in listed.json()["configs"]] == [("c1", "failed")]
+        old = await rpc(
+            client,
+            base,
+            "tasks/pushNotificationConfig/get",
+            {"id": task_id, "pushNotificationConfigId": "c1"},
+            version="0.3",
+        )
+        assert old["result"]["status"] == "failed"
+
+        # Registering the config again re-enables it.
+        again = await rpc(
+            client,
+            base,
+            "CreateTaskPushNotificationConfig",
+            {"taskId": task_id, "id": "c1", "url": rec.url("/alive")},
+        )
+        assert again["result"]["status"] == "active"
+        got = await rpc(
+            client, base, "GetTaskPushNotificationConfig", {"taskId": task_id, "id": "c1"}
+        )
+        assert got["result"]["status"] == "active"
+        assert "statusReason" not in got["result"]
+
+
+async def test_client_error_is_not_retried() -> None:
+    async with (
+        receiver(always={"/gone": 410}) as rec,
+        push_agent(push_retry_delays=(0.05,)) as (base, app),
+        httpx.AsyncClient(timeout=10) as client,
+    ):
+        reply = await rpc(
+            client,
+            base,
+            "SendMessage",
+            {
+                "message": add_message(),
+                "configuration": {
+                    "taskPushNotificationConfig": {"id": "g", "url": rec.url("/gone")}
+                },
+            },
+        )
+        task_id = reply["result"]["task"]["id"]
+        await app.state.a2a.extras["push"].sender.idle()
+        assert len(rec.attempts("/gone")) == 1
+        got = await rpc(
+            client, base, "GetTaskPushNotificationConfig", {"taskId": task_id, "id": "g"}
+        )
+        assert got["result"]["status"] == "failed"
+        assert got["result"]["statusReason"] == "receiver answered HTTP 410"
+
+
+async def test_unreachable_receiver_is_retried_then_failed() -> None:
+    from .._support import free_port
+
+    closed = f"http://127.0.0.1:{free_port()}/nobody"
+    async with (
+        push_agent(push_retry_delays=(0.05, 0.05)) as (base, app),
+        httpx.AsyncClient(timeout=10) as client,
+    ):
+        reply = await rpc(
+            client,
+            base,
+            "SendMessage",
+            {
+                "message": add_message(),
+                "configuration": {"taskPushNotificationConfig": {"id": "n", "url": closed}},
+            },
+        )
+        task_id = reply["result"]["task"]["id"]
+        sender = app.state.a2a.extras["push"].sender
+        await sender.idle()
+        assert sender.retried == 2
+        got = await rpc(
+            client, base, "GetTaskPushNotificationConfig", {"taskId": task_id, "id": "n"}
+        )
+        assert got["result"]["statusReason"] == "connection error: ConnectError (after 3 attempts)"
+
+
+async def test_config_added_while_running_gets_the_rest_in_order() -> None:
+    async with (
+        receiver() as rec,
+        push_agent() as (base, app),
+        httpx.AsyncClient(timeout=10) as client,
+    ):
+        message = add_message()
+        message["metadata"] = {"skillId": "demo.slow_add"}
+        reply = await rpc(
+            client,
+            base,
+            "SendMessage",
+            {
+                "message": message,
+                "configuration": {
+                    "returnImmediately": True,
+                    "taskPushNotificationConfig": {"id": "first", "url": rec.url("/a")},
+                },
+            },
+        )
+        task_id = reply["result"]["task"]["id"]
+        created = await rpc(
+            client,
+            base,
+            "CreateTaskPushNotificationConfig",
+            {"taskId": task_id, "id": "second", "url": rec.url("/b")},
+        )
+        assert created["result"]["status"] == "active"
+        await rec.wait_for(
+            lambda: any(
+                _summary(d.event) == ("statusUpdate", "TASK_STATE_COMPLETED")
+                for d in rec.accepted("/b")
+            )
+        )
+        await app.state.a2a.extras["push"].sender.idle()
+        seq_a = [d.body for d in rec.accepted("/a")]
+        seq_b = [d.body for d in rec.accepted("/b")]
+        assert _summary(json.loads(seq_a[0])) == ("task", "TASK_STATE_SUBMITTED")
+        assert len(seq_b) < len(seq_a)
+        # Same events, same order: the late config sees a tail of what the first one saw.
+        assert seq_a[-len(seq_b) :] == seq_b
