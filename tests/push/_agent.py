@@ -30,7 +30,8 @@ V1 = {"A2A-Version": "1.0"}
 
 def _load_example() -> Any:
     spec = importlib.util.spec_from_file_location("push_receiver", EXAMPLES / "push_receiver.py")
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
+    assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up while being built
     spec.loader.exec_module(module)

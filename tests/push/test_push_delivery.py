@@ -108,7 +108,7 @@ async def test_flaky_receiver_gets_every_event_once_in_order_after_1s_2s_retries
         with pytest.raises(push_receiver.DeliveryRejected, match="body_sha256"):
             await verifier.verify(accepted[-1].headers, tampered)
         other = push_receiver.DeliveryVerifier(base, rec.url("/other"))
-        with pytest.raises(push_receiver.DeliveryRejected, match="(?i)audience"):
+        with pytest.raises(push_receiver.DeliveryRejected, match=r"(?i)audience"):
             await other.verify(accepted[-1].headers, accepted[-1].body)
         wrong_token = push_receiver.DeliveryVerifier(base, hook, token="nope")
         with pytest.raises(push_receiver.DeliveryRejected, match="token mismatch"):
