@@ -151,9 +151,7 @@ def agent_card(
         ),
         default_input_modes=list(input_modes),
         default_output_modes=["text/plain", "application/json"],
-        skills=[
-            AgentSkill(id="echo", name="Echo", description="Echoes its input", tags=["test"])
-        ],
+        skills=[AgentSkill(id="echo", name="Echo", description="Echoes its input", tags=["test"])],
     )
 
 
