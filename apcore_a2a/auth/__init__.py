@@ -17,6 +17,7 @@ from apcore_a2a.auth.authenticator import (
 )
 from apcore_a2a.auth.cards import (
     LEGACY_EXTENDED_CARD_PATH,
+    acl_card_document,
     extended_card_modifier,
     legacy_extended_card_route,
     restrict_card,
@@ -40,6 +41,7 @@ __all__ = [
     "ClaimMapping",
     "InvalidCredentials",
     "JWTAuthenticator",
+    "acl_card_document",
     "authenticator_from_settings",
     "cors_middleware",
     "current_identity",

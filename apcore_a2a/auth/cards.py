@@ -7,6 +7,7 @@ question "may this identity call module S", asked without executing anything.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable, Collection, Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +24,7 @@ from apcore import Context
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from apcore_a2a.adapters.agent_card import CardDocument, serialize_card
 from apcore_a2a.server.call_context import identity_of
 
 if TYPE_CHECKING:
@@ -36,6 +38,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "LEGACY_EXTENDED_CARD_PATH",
+    "acl_card_document",
     "acl_of",
     "extended_card_modifier",
     "legacy_extended_card_route",
@@ -128,19 +131,56 @@ def restrict_card(card: AgentCard, skill_ids: Collection[str]) -> AgentCard:
     return out
 
 
-def extended_card_modifier(executor: Executor) -> ExtendedCardModifier:
+def acl_card_document(
+    executor: Executor, current: Callable[[], CardDocument], *, ttl: float = 60.0
+) -> Callable[[], CardDocument]:
+    """Wrap a card-document source so it lists only what an anonymous caller may call.
+
+    The filtered document is cached until the source changes (a registry change) or
+    *ttl* seconds pass (to follow ACL reloads without an ACL check, and its audit entry,
+    on every card fetch). Without an ACL the source is returned untouched.
+    """
+    cached: tuple[CardDocument, CardDocument, float] | None = None
+
+    def document() -> CardDocument:
+        nonlocal cached
+        source = current()
+        if acl_of(executor) is None:
+            return source
+        now = time.monotonic()
+        if cached is not None and cached[0] is source and now - cached[2] < ttl:
+            return cached[1]
+        skills = [s.id for s in source.card.skills]
+        allowed = visible_modules(executor, None, skills)
+        filtered = (
+            source
+            if len(allowed) == len(skills)
+            else serialize_card(restrict_card(source.card, allowed))
+        )
+        cached = (source, filtered, now)
+        return filtered
+
+    return document
+
+
+def extended_card_modifier(
+    executor: Executor, current: Callable[[], AgentCard] | None = None
+) -> ExtendedCardModifier:
     """An SDK ``extended_card_modifier``: the extended card restricted to the caller's ACL.
 
-    Anonymous callers are refused; HTTP requests never get here without credentials (the
-    middleware answers 401), so this guards other transports.
+    *current* returns the full, up-to-date card (e.g. after registry changes); without it
+    the card given to the handler is used. Anonymous callers are refused; HTTP requests
+    never get here without credentials (the middleware answers 401), so this guards
+    other transports.
     """
 
     async def modify(card: AgentCard, context: ServerCallContext) -> AgentCard:
         identity = identity_of(context)
         if identity is None:
             raise InvalidRequestError(message="Authentication required")
-        ids = [s.id for s in card.skills]
-        return restrict_card(card, await visible_modules_async(executor, identity, ids))
+        full = current() if current is not None else card
+        ids = [s.id for s in full.skills]
+        return restrict_card(full, await visible_modules_async(executor, identity, ids))
 
     return modify
 

@@ -125,13 +125,16 @@ class JWTAuthenticator:
         if jwks_url is not None:
             allowed: tuple[str, ...] = _RSA + _EC + _OKP
             defaults: tuple[str, ...] = _JWKS_DEFAULT_ALGORITHMS
-            self._jwks = jwt.PyJWKClient(
-                jwks_url,
-                cache_jwk_set=True,
-                lifespan=jwks_cache_seconds,
-                cooldown_duration=jwks_refresh_cooldown,
-                timeout=jwks_timeout,
-            )
+            try:
+                self._jwks = jwt.PyJWKClient(
+                    jwks_url,
+                    cache_jwk_set=True,
+                    lifespan=jwks_cache_seconds,
+                    cooldown_duration=jwks_refresh_cooldown,
+                    timeout=jwks_timeout,
+                )
+            except jwt.PyJWKClientError as exc:
+                raise ValueError(str(exc)) from None
         elif key is not None and _looks_like_pem(key):
             public = _load_pem(key)
             allowed, defaults = _family(public)

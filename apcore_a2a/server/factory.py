@@ -24,6 +24,14 @@ from starlette.middleware import Middleware
 from starlette.routing import BaseRoute
 
 from apcore_a2a.adapters.agent_card import AgentCardBuilder, Binding, CardDocument
+from apcore_a2a.auth import (
+    acl_card_document,
+    authenticator_from_settings,
+    extended_card_modifier,
+    legacy_extended_card_route,
+    security_for,
+    security_middleware,
+)
 from apcore_a2a.push import build_push
 from apcore_a2a.push import card_extensions as push_card_extensions
 from apcore_a2a.server._card_routes import card_routes
@@ -135,7 +143,7 @@ class A2AServerFactory:
             overrides, environ=os.environ if environ is None else environ, base=settings
         )
         self.registry, self.executor = resolve_executor(registry_or_executor)
-        self.auth = auth
+        self.auth = auth if auth is not None else authenticator_from_settings(self.settings)
         self.task_store_object = task_store if not isinstance(task_store, str) else None
 
     # -- pieces ------------------------------------------------------------------------
@@ -159,6 +167,9 @@ class A2AServerFactory:
             streaming=True,
             push_notifications=s.push_notifications,
             extra_extensions=push_card_extensions(s),
+            security_schemes=security_for(self.auth)[0],
+            security_requirements=security_for(self.auth)[1],
+            extended_agent_card=self.auth is not None,
         )
 
     def create(self) -> tuple[Starlette, AgentCard]:
@@ -202,6 +213,12 @@ class A2AServerFactory:
                 resolver, lookup, Preflight(self.registry, self.executor)
             ),
             event_stream=stores.event_stream,
+            extended_agent_card=catalog.snapshot.card if self.auth is not None else None,
+            extended_card_modifier=(
+                extended_card_modifier(self.executor, lambda: catalog.snapshot.card)
+                if self.auth is not None
+                else None
+            ),
         )
         streams = StreamCounter()
         state = ServerState(
@@ -216,7 +233,7 @@ class A2AServerFactory:
         )
         context_builder = ApCoreCallContextBuilder()
         routes: list[BaseRoute] = [
-            *card_routes(state.document),
+            *card_routes(acl_card_document(self.executor, state.document)),
             *create_jsonrpc_routes(
                 handler,
                 rpc_url=s.rpc_path,
@@ -227,18 +244,21 @@ class A2AServerFactory:
         if push is not None:
             routes += push.routes
             state.extras["push"] = push
+        if self.auth is not None:
+            routes.append(legacy_extended_card_route(handler, context_builder))
         # REST last: its "/{tenant}" mount would otherwise swallow the routes above.
         routes += create_rest_routes(
             handler, context_builder=context_builder, enable_v0_3_compat=True
         )
         middleware = [
+            *security_middleware(s, self.auth),
             Middleware(
                 RequestGuard,
                 rpc_path=s.rpc_path,
                 max_body_bytes=s.max_body_bytes,
                 max_streams=s.max_streams,
                 streams=streams,
-            )
+            ),
         ]
         if push is not None:
             middleware += push.middleware
