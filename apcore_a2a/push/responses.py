@@ -10,7 +10,9 @@ official clients ignore (both the 1.0 and the 0.3 SDK clients parse leniently):
 * 0.3 (``tasks/pushNotificationConfig/set|get|list``, REST ``/v1/...``): each config
   keeps the standard ``{"taskId", "pushNotificationConfig"}`` and also carries ``taskId``,
   ``url`` and ``status`` at the top level; ``tasks/pushNotificationConfig/delete``
-  answers ``{"taskId", "deleted": true}`` instead of an empty result.
+  answers ``{"taskId", "deleted": true}`` instead of an empty result, and
+  ``tasks/pushNotificationConfig/get`` with only the task id (allowed in 0.3) is answered
+  with the config whose id defaulted to the task id.
 
 Every other request passes through untouched and unbuffered.
 """
@@ -38,6 +40,7 @@ _RPC_METHODS = {
     "tasks/pushNotificationConfig/delete",
 }
 _V03_DELETE = "tasks/pushNotificationConfig/delete"
+_V03_GET = "tasks/pushNotificationConfig/get"
 # Optional tenant segment and/or the 0.3 "/v1" prefix before the SDK's REST paths.
 _REST_PATH = re.compile(r"^(?:/[^/]+){0,2}/tasks/[^/]+/pushNotificationConfigs(?:/[^/]+)?/?$")
 _NAME = re.compile(r"^tasks/([^/]+)/pushNotificationConfigs/([^/]+)$")
@@ -63,12 +66,22 @@ class PushResponseMiddleware:
             await self._rewrite(scope, receive, send, rpc_method=None, rpc_params={})
             return
         if method == "POST" and (path.rstrip("/") or "/") == self.rpc_path:
-            body, replay = await _buffer(receive)
+            body, pending = await _read_body(receive)
             rpc = _rpc_call(body)
-            if rpc is not None:
-                await self._rewrite(scope, replay, send, rpc_method=rpc[0], rpc_params=rpc[1])
+            if rpc is None:
+                await self.app(scope, _replay(body, pending, receive), send)
                 return
-            await self.app(scope, replay, send)
+            rpc_method, params, fixed = rpc
+            if fixed is not None:
+                body = fixed
+                scope = {**scope, "headers": _with_length(scope["headers"], len(body))}
+            await self._rewrite(
+                scope,
+                _replay(body, pending, receive),
+                send,
+                rpc_method=rpc_method,
+                rpc_params=params,
+            )
             return
         await self.app(scope, receive, send)
 
@@ -152,36 +165,41 @@ class PushResponseMiddleware:
         return value
 
 
-async def _buffer(receive: Receive) -> tuple[bytes, Receive]:
-    """Read the whole request body and return it with a ``receive`` that replays it."""
+async def _read_body(receive: Receive) -> tuple[bytes, Message | None]:
+    """The whole request body, plus a disconnect message that arrived instead of it."""
     chunks: list[bytes] = []
     while True:
         message = await receive()
         if message["type"] != "http.request":
-            # Client went away before sending the body; let the app see the disconnect.
-            pending: list[Message] = [message]
-            break
+            return b"".join(chunks), message
         chunks.append(message.get("body", b""))
         if not message.get("more_body", False):
-            pending = []
-            break
-    body = b"".join(chunks)
-    replayed = False
+            return b"".join(chunks), None
+
+
+def _replay(body: bytes, pending: Message | None, receive: Receive) -> Receive:
+    """A ``receive`` that hands out *body* (or the early disconnect) once, then delegates."""
+    used = False
 
     async def replay() -> Message:
-        nonlocal replayed
-        if not replayed:
-            replayed = True
-            if pending:
-                return pending.pop()
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
+        nonlocal used
+        if used:
+            return await receive()
+        used = True
+        if pending is not None:
+            return pending
+        return {"type": "http.request", "body": body, "more_body": False}
 
-    return body, replay
+    return replay
 
 
-def _rpc_call(body: bytes) -> tuple[str, dict[str, Any]] | None:
-    """``(method, params)`` when *body* is a JSON-RPC push-config call."""
+def _with_length(headers: list[tuple[bytes, bytes]], length: int) -> list[tuple[bytes, bytes]]:
+    kept = [(k, v) for k, v in headers if k.lower() != b"content-length"]
+    return [*kept, (b"content-length", str(length).encode())]
+
+
+def _rpc_call(body: bytes) -> tuple[str, dict[str, Any], bytes | None] | None:
+    """``(method, params, rewritten body or None)`` for a JSON-RPC push-config call."""
     if _MARKER not in body:
         return None
     try:
@@ -190,5 +208,14 @@ def _rpc_call(body: bytes) -> tuple[str, dict[str, Any]] | None:
         return None
     if not isinstance(doc, dict) or doc.get("method") not in _RPC_METHODS:
         return None
+    method = str(doc["method"])
     params = doc.get("params")
-    return str(doc["method"]), params if isinstance(params, dict) else {}
+    if not isinstance(params, dict):
+        return method, {}, None
+    fixed: bytes | None = None
+    if method == _V03_GET and params.get("id") and not params.get("pushNotificationConfigId"):
+        # 0.3 allowed get by task id alone (the config whose id defaulted to the task id);
+        # the SDK's 1.0 request needs the config id, so fill it in.
+        params["pushNotificationConfigId"] = params["id"]
+        fixed = json.dumps(doc).encode("utf-8")
+    return method, params, fixed
