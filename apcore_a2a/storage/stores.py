@@ -10,12 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from a2a.server.cluster import TaskEventStream, VersionedTaskStore
+from a2a.server.cluster import StoredTask, TaskEventStream, VersionedTaskStore
+from a2a.server.context import ServerCallContext
 from a2a.server.tasks import (
     InMemoryPushNotificationConfigStore,
     PushNotificationConfigStore,
     TaskStore,
 )
+from a2a.types import Task
 
 from ._errors import StoreUnavailableError
 from ._urls import parse_store_url
@@ -60,6 +62,11 @@ class Stores:
     event_stream: TaskEventStream | None = None
     engine: AsyncEngine | None = None
     _backend: SqlBackend | None = field(default=None, repr=False)
+
+    async def get_task(self, task_id: str, context: ServerCallContext) -> Task | None:
+        """The caller's task, whichever store kind is in use (unwraps cluster versions)."""
+        found = await self.task_store.get(task_id, context)
+        return found.task if isinstance(found, StoredTask) else found
 
     async def start(self) -> None:
         """Create missing tables, fail tasks a dead process left running, start loops.

@@ -1,0 +1,78 @@
+"""Shared helpers for storage tests: call contexts, tasks, settings."""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from a2a.server.context import ServerCallContext
+from a2a.types import (
+    Artifact,
+    Message,
+    Part,
+    Role,
+    Task,
+    TaskState,
+    TaskStatus,
+)
+from apcore import Identity
+
+from apcore_a2a.server.call_context import IdentityUser
+from apcore_a2a.settings import Settings
+
+TERMINAL = (
+    TaskState.TASK_STATE_COMPLETED,
+    TaskState.TASK_STATE_FAILED,
+    TaskState.TASK_STATE_CANCELED,
+    TaskState.TASK_STATE_REJECTED,
+)
+
+
+def ctx(user: str | None = "alice") -> ServerCallContext:
+    """A call context for *user* (``None``: anonymous), as our server builds it."""
+    if user is None:
+        return ServerCallContext()
+    return ServerCallContext(user=IdentityUser(Identity(id=user)))
+
+
+def settings(**overrides: Any) -> Settings:
+    """Default settings plus *overrides*, ignoring the process environment."""
+    return dataclasses.replace(Settings(), **overrides)
+
+
+def make_task(
+    state: TaskState = TaskState.TASK_STATE_WORKING,
+    *,
+    task_id: str | None = None,
+    context_id: str | None = None,
+    at: datetime | None = None,
+    text: str = "hello",
+) -> Task:
+    """A task with history, an artifact, metadata and a status timestamp."""
+    task_id = task_id or str(uuid.uuid4())
+    context_id = context_id or str(uuid.uuid4())
+    status = TaskStatus(state=state)
+    status.timestamp.FromDatetime(at or datetime.now(UTC))
+    task = Task(
+        id=task_id,
+        context_id=context_id,
+        status=status,
+        history=[
+            Message(
+                role=Role.ROLE_USER,
+                message_id=str(uuid.uuid4()),
+                task_id=task_id,
+                context_id=context_id,
+                parts=[Part(text=text)],
+            )
+        ],
+        artifacts=[Artifact(artifact_id="a1", name="out", parts=[Part(text=text.upper())])],
+    )
+    task.metadata.update({"k": "v", "n": 3})
+    return task
+
+
+def ago(seconds: float) -> datetime:
+    return datetime.now(UTC) - timedelta(seconds=seconds)

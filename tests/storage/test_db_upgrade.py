@@ -1,0 +1,129 @@
+"""``apcore-a2a db upgrade``: creates tables, applies the SDK migrations, says what it did."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+from a2a.types import TaskState
+from sqlalchemy import inspect, text
+
+from apcore_a2a import _cli_db
+from apcore_a2a.storage import open_stores
+from apcore_a2a.storage._engine import create_engine
+from apcore_a2a.storage._urls import parse_store_url
+
+from .._support import free_port
+from ._helpers import ctx, make_task, settings
+from .test_recovery import put
+
+SDK_HEAD = "b5e3d1c8a2f7"
+
+
+def run_cli(*argv: str) -> int:
+    parser = argparse.ArgumentParser(prog="apcore-a2a")
+    commands = parser.add_subparsers(dest="command")
+    _cli_db.register(commands)
+    args = parser.parse_args(list(argv))
+    return int(args.func(args))
+
+
+async def tables_and_revision(url: str) -> tuple[set[str], str | None]:
+    engine = create_engine(parse_store_url(url))
+    try:
+        async with engine.connect() as conn:
+            names = set(await conn.run_sync(lambda c: inspect(c).get_table_names()))
+            revision = None
+            if "a2a_alembic_version" in names:
+                result = await conn.execute(text("SELECT version_num FROM a2a_alembic_version"))
+                revision = result.scalar_one()
+        return names, revision
+    finally:
+        await engine.dispose()
+
+
+def upgrade(url: str) -> int:
+    # The command runs its own event loop (as the CLI does), so call it off ours.
+    return run_cli("db", "upgrade", "--task-store", url)
+
+
+async def test_fresh_database_gets_every_table_and_the_sdk_head(
+    sql_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import asyncio
+
+    assert await asyncio.to_thread(upgrade, sql_url) == 0
+    out = capsys.readouterr().out
+    for table in ("tasks", "push_notification_configs", "task_versions", "task_events"):
+        assert f"created table {table}" in out
+    assert f"a2a-sdk schema migrated: none -> {SDK_HEAD}" in out
+    names, revision = await tables_and_revision(sql_url)
+    assert {"tasks", "task_versions", "task_events", "apcore_a2a_replicas"} <= names
+    assert revision == SDK_HEAD
+
+    assert await asyncio.to_thread(upgrade, sql_url) == 0
+    again = capsys.readouterr().out
+    assert "created table" not in again
+    assert "nothing to migrate" in again
+    assert "schema is up to date" in again
+
+
+async def test_upgrading_a_plain_store_keeps_its_tasks_and_enables_cluster_mode(
+    sql_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import asyncio
+
+    plain = open_stores(sql_url, settings())
+    await plain.start()
+    done = make_task(TaskState.TASK_STATE_COMPLETED)
+    await put(plain, done)
+    await plain.aclose()
+    names, revision = await tables_and_revision(sql_url)
+    assert "task_versions" not in names and revision is None
+
+    assert await asyncio.to_thread(upgrade, sql_url) == 0
+    out = capsys.readouterr().out
+    assert "created table task_versions" in out
+    assert "created table tasks\n" not in out
+
+    cluster = open_stores(sql_url, settings(cluster=True))
+    await cluster.start()
+    try:
+        assert await cluster.get_task(done.id, ctx()) == done
+    finally:
+        await cluster.aclose()
+
+
+def test_memory_store_has_nothing_to_upgrade(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_cli("db", "upgrade", "--task-store", "memory://") == 2
+    assert "no schema to upgrade" in capsys.readouterr().err
+
+
+def test_bad_url_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_cli("db", "upgrade", "--task-store", "mysql://u@h/db") == 2
+    assert "unsupported task store URL scheme" in capsys.readouterr().err
+
+
+def test_unreachable_database_fails_without_leaking_the_password(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    url = f"postgresql://app:hunter2@127.0.0.1:{free_port()}/tasks"
+    assert run_cli("db", "upgrade", "--task-store", url) == 1
+    err = capsys.readouterr().err
+    assert "upgrade failed" in err
+    assert "hunter2" not in err
+
+
+def test_task_store_defaults_to_the_environment_setting(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: object, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = f"sqlite:///{tmp_path}/env.db"
+    monkeypatch.setenv("A2A_TASK_STORE", url)
+    assert run_cli("db", "upgrade") == 0
+    assert "created table tasks" in capsys.readouterr().out
+
+
+def test_db_needs_a_subcommand() -> None:
+    with pytest.raises(SystemExit) as info:
+        run_cli("db")
+    assert info.value.code == 2

@@ -1,0 +1,65 @@
+"""Store liveness: ping fails while the database is unreachable and recovers by itself."""
+
+from __future__ import annotations
+
+import pytest
+from a2a.types import TaskState
+
+from apcore_a2a.storage import StoreUnavailableError, open_stores
+
+from .._support import free_port
+from ._helpers import ctx, make_task, settings
+from ._proxy import TcpProxy
+from .conftest import PG_HOST, PG_PORT
+
+
+async def test_postgres_outage_and_recovery_without_restart(pg_url: str) -> None:
+    proxy = TcpProxy(PG_HOST, PG_PORT)
+    await proxy.start()
+    url = pg_url.replace(f"{PG_HOST}:{PG_PORT}", f"127.0.0.1:{proxy.port}")
+    stores = open_stores(url, settings())
+    try:
+        await stores.start()
+        await stores.ping()
+        task = make_task(TaskState.TASK_STATE_COMPLETED)
+        await stores.task_store.save(task, ctx())
+
+        await proxy.stop()
+        with pytest.raises(StoreUnavailableError, match="unreachable"):
+            await stores.ping()
+
+        await proxy.start()
+        await stores.ping()
+        assert await stores.get_task(task.id, ctx()) == task
+    finally:
+        await stores.aclose()
+        await proxy.stop()
+
+
+async def test_unreachable_postgres_at_start_names_the_store_without_its_password() -> None:
+    port = free_port()
+    stores = open_stores(f"postgresql://app:hunter2@127.0.0.1:{port}/tasks", settings())
+    try:
+        with pytest.raises(StoreUnavailableError) as info:
+            await stores.start()
+        message = str(info.value)
+        assert "hunter2" not in message
+        assert f"127.0.0.1:{port}/tasks" in message
+        with pytest.raises(StoreUnavailableError):
+            await stores.ping()
+    finally:
+        await stores.aclose()
+
+
+async def test_sqlite_in_a_missing_directory_is_reported(tmp_path: object) -> None:
+    stores = open_stores("sqlite:////nonexistent-apcore-a2a-dir/tasks.db", settings())
+    with pytest.raises(StoreUnavailableError, match="does not exist"):
+        await stores.start()
+    await stores.aclose()
+
+
+async def test_memory_store_is_always_healthy() -> None:
+    stores = open_stores("memory://", settings())
+    await stores.start()
+    await stores.ping()
+    await stores.aclose()

@@ -1,0 +1,186 @@
+"""Tasks left running by a dead process are failed; finished tasks stay intact."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+
+from a2a.server.cluster import TaskVersion, VersionedTaskStore
+from a2a.types import Task, TaskState
+
+from apcore_a2a.storage import INTERRUPTED_MESSAGE, Stores, open_stores
+
+from .._support import ROOT
+from ._helpers import ctx, make_task, settings
+
+FAST = {"heartbeat_interval": 0.2, "replica_timeout": 1.0}
+
+
+async def put(stores: Stores, task: Task, user: str = "alice") -> None:
+    store = stores.task_store
+    if isinstance(store, VersionedTaskStore):
+        found = await store.get(task.id, ctx(user))
+        prev = found.version if found else TaskVersion.MISSING
+        await store.save(task, event=None, prev=None, prev_version=prev, context=ctx(user))
+    else:
+        await store.save(task, ctx(user))
+
+
+async def state_of(stores: Stores, task_id: str, user: str = "alice") -> Task:
+    task = await stores.get_task(task_id, ctx(user))
+    assert task is not None
+    return task
+
+
+async def eventually(check: Callable[[], object], timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if asyncio.iscoroutine(result):
+            result = await result
+        if result:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        await asyncio.sleep(0.05)
+
+
+def assert_interrupted(task: Task) -> None:
+    assert task.status.state == TaskState.TASK_STATE_FAILED
+    assert task.status.message.parts[0].text == INTERRUPTED_MESSAGE
+    assert task.status.HasField("timestamp")
+
+
+async def test_restart_fails_running_tasks_and_keeps_the_rest(sql_url: str) -> None:
+    first = open_stores(sql_url, settings())
+    await first.start()
+    submitted = make_task(TaskState.TASK_STATE_SUBMITTED)
+    working = make_task(TaskState.TASK_STATE_WORKING, text="in flight")
+    done = make_task(TaskState.TASK_STATE_COMPLETED)
+    waiting = make_task(TaskState.TASK_STATE_INPUT_REQUIRED)
+    bobs = make_task(TaskState.TASK_STATE_WORKING)
+    for task in (submitted, working, done, waiting):
+        await put(first, task)
+    await put(first, bobs, "bob")
+    # The "crashed" process never closes its stores; a new one starts on the same DB.
+    second = open_stores(sql_url, settings())
+    try:
+        await second.start()
+        assert_interrupted(await state_of(second, submitted.id))
+        interrupted = await state_of(second, working.id)
+        assert_interrupted(interrupted)
+        assert interrupted.history[0].parts[0].text == "in flight"
+        assert interrupted.artifacts == working.artifacts
+        assert_interrupted(await state_of(second, bobs.id, "bob"))
+        assert await state_of(second, done.id) == done
+        assert await state_of(second, waiting.id) == waiting
+    finally:
+        await second.aclose()
+        await first.aclose()
+
+
+async def test_cluster_replica_leaves_tasks_of_live_replicas_alone(sql_url: str) -> None:
+    a = open_stores(sql_url, settings(cluster=True), **FAST)
+    await a.start()
+    b = open_stores(sql_url, settings(cluster=True), **FAST)
+    try:
+        running = make_task(TaskState.TASK_STATE_WORKING)
+        await put(a, running)
+        await b.start()
+        await asyncio.sleep(1.5)  # longer than the replica timeout: A keeps heartbeating
+        assert (await state_of(b, running.id)).status.state == TaskState.TASK_STATE_WORKING
+    finally:
+        await b.aclose()
+        await a.aclose()
+
+
+async def test_cluster_startup_fails_unclaimed_running_tasks(sql_url: str) -> None:
+    # A task written outside cluster mode (no claim) has no live replica running it.
+    plain = open_stores(sql_url, settings())
+    await plain.start()
+    orphan = make_task(TaskState.TASK_STATE_WORKING)
+    await put(plain, orphan)
+    await plain.aclose()
+    replica = open_stores(sql_url, settings(cluster=True), **FAST)
+    try:
+        await replica.start()
+        assert_interrupted(await state_of(replica, orphan.id))
+    finally:
+        await replica.aclose()
+
+
+async def test_cluster_graceful_shutdown_hands_orphans_over_at_once(sql_url: str) -> None:
+    a = open_stores(sql_url, settings(cluster=True), **FAST)
+    b = open_stores(sql_url, settings(cluster=True), heartbeat_interval=0.2, replica_timeout=30)
+    await a.start()
+    await b.start()
+    try:
+        running = make_task(TaskState.TASK_STATE_WORKING)
+        await put(a, running)
+        await a.aclose()
+
+        async def failed() -> bool:
+            return (await state_of(b, running.id)).status.state == TaskState.TASK_STATE_FAILED
+
+        # B's replica timeout is 30 s, so only the zeroed heartbeat can explain this.
+        await eventually(failed, timeout=5)
+        assert_interrupted(await state_of(b, running.id))
+    finally:
+        await b.aclose()
+
+
+_CRASHING_REPLICA = """
+import asyncio, sys
+from a2a.server.cluster import TaskVersion
+from a2a.types import TaskState
+from apcore_a2a.storage import open_stores
+from tests.storage._helpers import ctx, make_task, settings
+
+async def main(url, task_id):
+    stores = open_stores(url, settings(cluster=True), heartbeat_interval=0.2, replica_timeout=1.0)
+    await stores.start()
+    task = make_task(TaskState.TASK_STATE_WORKING, task_id=task_id)
+    await stores.task_store.save(task, event=None, prev=None, prev_version=TaskVersion.MISSING,
+                                 context=ctx())
+    print("ready", flush=True)
+    await asyncio.sleep(600)
+
+asyncio.run(main(sys.argv[1], sys.argv[2]))
+"""
+
+
+async def test_cluster_kill_9_replica_tasks_are_failed_by_a_live_one(sql_url: str) -> None:
+    task_id = "0b5b6c1e-6f0b-4c57-9d1e-000000000001"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _CRASHING_REPLICA, sql_url, task_id],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    b = open_stores(sql_url, settings(cluster=True), **FAST)
+    try:
+        assert proc.stdout is not None
+        line = await asyncio.wait_for(asyncio.to_thread(proc.stdout.readline), 30)
+        assert line.strip() == "ready"
+        await b.start()
+        assert (await state_of(b, task_id)).status.state == TaskState.TASK_STATE_WORKING
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+        async def failed() -> bool:
+            return (await state_of(b, task_id)).status.state == TaskState.TASK_STATE_FAILED
+
+        await eventually(failed, timeout=10)
+        assert_interrupted(await state_of(b, task_id))
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if proc.stdout:
+            proc.stdout.close()
+        await b.aclose()

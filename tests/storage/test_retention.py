@@ -1,0 +1,99 @@
+"""SQL retention: finished tasks older than the period are deleted; the rest stay."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from a2a.server.cluster import TaskVersion, VersionedTaskStore
+from a2a.types import TaskPushNotificationConfig, TaskState, TaskStatusUpdateEvent
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from apcore_a2a.storage import open_stores
+
+from ._helpers import ago, ctx, make_task, settings
+from .test_recovery import eventually, put
+
+
+async def test_old_finished_tasks_are_purged_periodically(sql_url: str) -> None:
+    # Retention 2 s -> the purge runs every 0.5 s.
+    stores = open_stores(sql_url, settings(task_retention_seconds=2.0))
+    await stores.start()
+    try:
+        future = datetime.now(UTC) + timedelta(hours=1)  # cannot age out during the test
+        old_done = make_task(TaskState.TASK_STATE_COMPLETED, at=ago(3600))
+        old_failed = make_task(TaskState.TASK_STATE_FAILED, at=ago(3600))
+        old_waiting = make_task(TaskState.TASK_STATE_INPUT_REQUIRED, at=ago(3600))
+        fresh_done = make_task(TaskState.TASK_STATE_COMPLETED, at=future)
+        for task in (old_done, old_failed, old_waiting, fresh_done):
+            await put(stores, task)
+        await stores.push_config_store.set_info(
+            old_done.id,
+            TaskPushNotificationConfig(task_id=old_done.id, id="c", url="https://e.x/h"),
+            ctx(),
+        )
+
+        async def purged() -> bool:
+            return await stores.get_task(old_done.id, ctx()) is None
+
+        await eventually(purged, timeout=5)
+        assert await stores.get_task(old_failed.id, ctx()) is None
+        assert await stores.get_task(old_waiting.id, ctx()) is not None
+        assert await stores.get_task(fresh_done.id, ctx()) is not None
+        assert await stores.push_config_store.get_info(old_done.id, ctx()) == []
+    finally:
+        await stores.aclose()
+
+
+async def test_cluster_retention_also_drops_versions_and_events(sql_url: str) -> None:
+    stores = open_stores(sql_url, settings(task_retention_seconds=2.0, cluster=True))
+    await stores.start()
+    try:
+        # Written while running (never purged), so the event row can be seen first.
+        old_done = make_task(TaskState.TASK_STATE_WORKING, at=ago(3600))
+        store = stores.task_store
+        assert isinstance(store, VersionedTaskStore)
+        version = TaskVersion.MISSING
+        for state in (TaskState.TASK_STATE_WORKING, TaskState.TASK_STATE_COMPLETED):
+            old_done.status.state = state
+            event = TaskStatusUpdateEvent(
+                task_id=old_done.id, context_id=old_done.context_id, status=old_done.status
+            )
+            version = await store.save(
+                old_done, event=event, prev=None, prev_version=version, context=ctx()
+            )
+            assert stores.engine is not None
+            if state == TaskState.TASK_STATE_WORKING:
+                assert await count_rows(stores.engine, "task_events", old_done.id) == 1
+
+        async def purged() -> bool:
+            return await stores.get_task(old_done.id, ctx()) is None
+
+        await eventually(purged, timeout=5)
+        for table in ("task_versions", "task_events"):
+            assert await count_rows(stores.engine, table, old_done.id) == 0, table
+    finally:
+        await stores.aclose()
+
+
+async def count_rows(engine: AsyncEngine, table: str, task_id: str) -> int:
+    async with engine.connect() as conn:
+        result = await conn.execute(
+            text(f"SELECT count(*) FROM {table} WHERE task_id = :id"), {"id": task_id}
+        )
+        return int(result.scalar_one())
+
+
+async def test_without_retention_nothing_is_deleted(sql_url: str) -> None:
+    stores = open_stores(sql_url, settings())
+    await stores.start()
+    try:
+        old_done = make_task(TaskState.TASK_STATE_COMPLETED, at=ago(10 * 365 * 86400))
+        await put(stores, old_done)
+        # Restarting runs every startup step; still nothing goes.
+        await stores.aclose()
+        stores = open_stores(sql_url, settings())
+        await stores.start()
+        assert await stores.get_task(old_done.id, ctx()) is not None
+    finally:
+        await stores.aclose()

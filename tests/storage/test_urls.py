@@ -1,0 +1,117 @@
+"""Task store URLs and the setting combinations open_stores accepts or refuses."""
+
+from __future__ import annotations
+
+import pytest
+from a2a.server.cluster import VersionedTaskStore
+from a2a.server.tasks import InMemoryPushNotificationConfigStore, InMemoryTaskStore
+
+from apcore_a2a.storage import BoundedMemoryTaskStore, open_stores
+from apcore_a2a.storage._urls import parse_store_url
+
+from ._helpers import settings
+
+
+@pytest.mark.parametrize(
+    ("url", "driver", "database"),
+    [
+        ("sqlite:///tasks.db", "sqlite+aiosqlite", "tasks.db"),
+        ("sqlite:////var/lib/a2a/tasks.db", "sqlite+aiosqlite", "/var/lib/a2a/tasks.db"),
+        ("sqlite+aiosqlite:///t.db", "sqlite+aiosqlite", "t.db"),
+        ("postgresql://u@db.internal/app", "postgresql+asyncpg", "app"),
+        ("postgres://u:pw@db.internal:6543/app", "postgresql+asyncpg", "app"),
+        ("postgresql+asyncpg://u@h/app", "postgresql+asyncpg", "app"),
+    ],
+)
+def test_async_driver_is_chosen(url: str, driver: str, database: str) -> None:
+    parsed = parse_store_url(url)
+    assert parsed.url is not None
+    assert parsed.url.drivername == driver
+    assert parsed.url.database == database
+
+
+def test_memory_url() -> None:
+    assert parse_store_url("memory://").kind == "memory"
+    assert parse_store_url(" memory:// ").url is None
+
+
+def test_password_is_masked_in_display() -> None:
+    parsed = parse_store_url("postgresql://app:s3cr3t@db:5432/tasks")
+    assert "s3cr3t" not in parsed.display
+    assert "***" in parsed.display
+    assert parsed.url is not None and parsed.url.password == "s3cr3t"
+
+
+def test_postgres_schema_and_sslmode_become_driver_arguments() -> None:
+    parsed = parse_store_url("postgresql://u@h/db?schema=tenant_1&sslmode=require")
+    assert parsed.connect_args["server_settings"] == {"search_path": "tenant_1"}
+    assert parsed.connect_args["ssl"] == "require"
+    assert parsed.url is not None and not parsed.url.query
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("", "empty"),
+        ("tasks.db", "no scheme"),
+        ("mysql://u@h/db", "unsupported task store URL scheme"),
+        ("redis://localhost", "unsupported task store URL scheme"),
+        ("memory://somewhere", "takes no path"),
+        ("sqlite+pysqlite:///t.db", "driver 'pysqlite' is not supported"),
+        ("sqlite://host/t.db", "host part"),
+        ("sqlite:///t.db?mode=ro", "take no options"),
+        ("postgresql+psycopg2://u@h/db", "driver 'psycopg2' is not supported"),
+        ("postgresql://u@h", "names no database"),
+        ("postgresql://u@h/db?schema=a;drop", "plain SQL identifier"),
+        ("postgresql://u@h/db?sslmode=maybe", "sslmode must be one of"),
+        ("postgresql://u@h/db?pool=3", "unsupported PostgreSQL task store options"),
+    ],
+)
+def test_bad_urls_raise_value_error_naming_the_problem(url: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        open_stores(url, settings())
+
+
+def test_cluster_mode_refuses_memory() -> None:
+    with pytest.raises(ValueError, match="cluster mode needs a shared SQL task store"):
+        open_stores("memory://", settings(cluster=True))
+
+
+def test_cluster_mode_refuses_a_store_object() -> None:
+    with pytest.raises(ValueError, match="cluster mode needs a task store URL"):
+        open_stores(InMemoryTaskStore(), settings(cluster=True))
+
+
+def test_cluster_mode_refuses_a_non_positive_poll_interval() -> None:
+    with pytest.raises(ValueError, match="cluster_poll_interval"):
+        open_stores("sqlite:///x.db", settings(cluster=True, cluster_poll_interval=0))
+
+
+async def test_a_store_object_is_used_as_is() -> None:
+    mine = InMemoryTaskStore()
+    stores = open_stores(mine, settings())
+    assert stores.task_store is mine
+    assert isinstance(stores.push_config_store, InMemoryPushNotificationConfigStore)
+    assert stores.event_stream is None and stores.engine is None
+    await stores.start()
+    await stores.ping()
+    await stores.aclose()
+
+
+def test_defaults_are_bounded_memory() -> None:
+    stores = open_stores(settings().task_store, settings())
+    assert isinstance(stores.task_store, BoundedMemoryTaskStore)
+    assert stores.task_store.max_capacity == 10_000
+
+
+def test_sql_urls_do_no_io_until_started(tmp_path: object) -> None:
+    # Nothing listens on port 1 and the directory does not exist: opening must still work.
+    open_stores("postgresql://u@127.0.0.1:1/db", settings(cluster=True))
+    open_stores("sqlite:////nonexistent-dir/t.db", settings())
+
+
+def test_cluster_sql_store_is_versioned_with_an_event_stream() -> None:
+    stores = open_stores("sqlite:///x.db", settings(cluster=True))
+    assert isinstance(stores.task_store, VersionedTaskStore)
+    assert stores.event_stream is not None
+    assert stores.engine is not None
