@@ -68,8 +68,8 @@ def pg_url() -> Iterator[str]:
 
 
 @pytest.fixture
-def sqlite_url(tmp_path: Path) -> Iterator[str]:
-    yield f"sqlite:///{tmp_path / 'tasks.db'}"
+def sqlite_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'tasks.db'}"
 
 
 @pytest.fixture(params=["memory", "sqlite", "postgresql"])

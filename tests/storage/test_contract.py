@@ -86,7 +86,8 @@ async def test_mutating_a_returned_task_does_not_change_the_store(stores: Stores
     assert got is not None
     got.status.state = TaskState.TASK_STATE_FAILED
     again = await stores.get_task(task.id, ctx())
-    assert again is not None and again.status.state == TaskState.TASK_STATE_WORKING
+    assert again is not None
+    assert again.status.state == TaskState.TASK_STATE_WORKING
 
 
 async def test_tasks_are_scoped_to_their_owner(stores: Stores) -> None:
@@ -197,7 +198,8 @@ async def test_cluster_store_rejects_a_stale_version(sql_url: str) -> None:
         with pytest.raises(ConcurrentTaskModificationError):
             await store.save(task, event=None, prev=task, prev_version=v1, context=ctx())
         stored = await store.get(task.id, ctx())
-        assert isinstance(stored, StoredTask) and stored.version == v2
+        assert isinstance(stored, StoredTask)
+        assert stored.version == v2
         # The event log carries the event for other replicas to replay.
         stream = s.event_stream.subscribe(task.id, after=v1)
         replayed = await anext(stream)

@@ -79,7 +79,8 @@ async def test_upgrading_a_plain_store_keeps_its_tasks_and_enables_cluster_mode(
     await put(plain, done)
     await plain.aclose()
     names, revision = await tables_and_revision(sql_url)
-    assert "task_versions" not in names and revision is None
+    assert "task_versions" not in names
+    assert revision is None
 
     assert await asyncio.to_thread(upgrade, sql_url) == 0
     out = capsys.readouterr().out

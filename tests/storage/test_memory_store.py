@@ -141,7 +141,8 @@ async def test_eviction_only_touches_the_evicted_owners_task() -> None:
     await store.save(make_task(TaskState.TASK_STATE_WORKING), ctx("carol"))
     assert await store.get(shared_id, ctx("alice")) is None  # oldest finished
     kept = await store.get(shared_id, ctx("bob"))
-    assert kept is not None and kept.history[0].parts[0].text == "bob"
+    assert kept is not None
+    assert kept.history[0].parts[0].text == "bob"
 
 
 async def test_delete_frees_capacity() -> None:

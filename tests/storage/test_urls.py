@@ -39,14 +39,16 @@ def test_password_is_masked_in_display() -> None:
     parsed = parse_store_url("postgresql://app:s3cr3t@db:5432/tasks")
     assert "s3cr3t" not in parsed.display
     assert "***" in parsed.display
-    assert parsed.url is not None and parsed.url.password == "s3cr3t"
+    assert parsed.url is not None
+    assert parsed.url.password == "s3cr3t"
 
 
 def test_postgres_schema_and_sslmode_become_driver_arguments() -> None:
     parsed = parse_store_url("postgresql://u@h/db?schema=tenant_1&sslmode=require")
     assert parsed.connect_args["server_settings"] == {"search_path": "tenant_1"}
     assert parsed.connect_args["ssl"] == "require"
-    assert parsed.url is not None and not parsed.url.query
+    assert parsed.url is not None
+    assert not parsed.url.query
 
 
 @pytest.mark.parametrize(
@@ -92,7 +94,8 @@ async def test_a_store_object_is_used_as_is() -> None:
     stores = open_stores(mine, settings())
     assert stores.task_store is mine
     assert isinstance(stores.push_config_store, InMemoryPushNotificationConfigStore)
-    assert stores.event_stream is None and stores.engine is None
+    assert stores.event_stream is None
+    assert stores.engine is None
     await stores.start()
     await stores.ping()
     await stores.aclose()
