@@ -53,6 +53,20 @@ def serve(registry_or_executor: Any, **kwargs: Any) -> None:
     run_app(app, factory.settings)
 
 
+def _graceful_server_class() -> type[Any]:
+    import uvicorn
+
+    class GracefulServer(uvicorn.Server):
+        """uvicorn re-raises SIGTERM/SIGINT after shutting down, ending the process with
+        -15; a graceful stop should exit 0, as service managers and containers expect."""
+
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            super().handle_exit(sig, frame)
+            self._captured_signals.clear()
+
+    return GracefulServer
+
+
 def run_app(app: Starlette, settings: Settings) -> None:
     """Run *app* with uvicorn using *settings* (host, port, log level, shutdown timeout)."""
     import uvicorn
@@ -66,6 +80,6 @@ def run_app(app: Starlette, settings: Settings) -> None:
         lifespan="on",
         access_log=False,
     )
-    server = uvicorn.Server(config)
+    server = _graceful_server_class()(config)
     logger.info("Serving A2A agent at %s", settings.public_url())
     server.run()

@@ -57,7 +57,9 @@ async def running_server(app: Any, *, port: int | None = None, **config: Any) ->
             await asyncio.wait_for(task, timeout=30)
 
 
-def wait_http(url: str, *, timeout: float = 30.0, proc: subprocess.Popen[Any] | None = None) -> None:
+def wait_http(
+    url: str, *, timeout: float = 30.0, proc: subprocess.Popen[Any] | None = None
+) -> None:
     """Poll *url* until it answers (any status) or raise after *timeout* seconds."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -74,16 +76,34 @@ def wait_http(url: str, *, timeout: float = 30.0, proc: subprocess.Popen[Any] | 
 
 @contextlib.contextmanager
 def cli_server(
-    args: Sequence[str], *, port: int | None = None, env: dict[str, str] | None = None,
-    cwd: Path | None = None, ready_path: str = "/.well-known/agent-card.json",
+    args: Sequence[str],
+    *,
+    port: int | None = None,
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
+    ready_path: str = "/.well-known/agent-card.json",
 ) -> Iterator[tuple[str, subprocess.Popen[str]]]:
     """Start ``apcore-a2a serve ...`` (via ``python -m apcore_a2a``) as a subprocess."""
     port = port or free_port()
     full_env = {**os.environ, **(env or {})}
-    cmd = [sys.executable, "-m", "apcore_a2a", "serve", "--host", "127.0.0.1", "--port", str(port), *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "apcore_a2a",
+        "serve",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        *args,
+    ]
     proc = subprocess.Popen(
-        cmd, cwd=str(cwd or ROOT), env=full_env, stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, text=True,
+        cmd,
+        cwd=str(cwd or ROOT),
+        env=full_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     base = f"http://127.0.0.1:{port}"
     try:
@@ -99,3 +119,33 @@ def cli_server(
                 proc.wait()
         if proc.stdout:
             proc.stdout.close()
+
+
+@contextlib.contextmanager
+def threaded_server(app: Any, *, port: int | None = None, **config: Any) -> Iterator[str]:
+    """Run *app* under real uvicorn on 127.0.0.1 in a background thread (own event loop).
+
+    Usable from sync fixtures of any scope; tests talk to it over the network.
+    """
+    import threading
+
+    port = port or free_port()
+    cfg = uvicorn.Config(
+        app, host="127.0.0.1", port=port, log_level="warning", lifespan="on", **config
+    )
+    server = uvicorn.Server(cfg)
+    server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
+    thread = threading.Thread(target=server.run, name=f"uvicorn-{port}", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        if not thread.is_alive():
+            raise RuntimeError("uvicorn exited before it started")
+        if time.monotonic() > deadline:
+            raise RuntimeError("uvicorn did not start in time")
+        time.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)

@@ -44,9 +44,6 @@ _V10_METHODS = frozenset(
 _STREAM_METHODS = frozenset(
     {"SendStreamingMessage", "SubscribeToTask", "message/stream", "tasks/resubscribe"}
 )
-# Byte markers that must appear in a body whose method streams; a cheap pre-check so the
-# common non-streaming request is never JSON-parsed here.
-_STREAM_MARKERS = (b"Stream", b"stream", b"Subscribe", b"resubscribe")
 _JSON_TYPES = ("application/json", "application/a2a+json")
 _VERSION_HEADER = b"a2a-version"
 
@@ -154,13 +151,17 @@ class RequestGuard:
 
         streaming = False
         if is_rpc:
-            method: Any = None
-            if missing_version or any(m in body for m in _STREAM_MARKERS):
-                try:
-                    parsed = json.loads(body)
-                except ValueError:
-                    parsed = None  # the SDK answers -32700
-                method = parsed.get("method") if isinstance(parsed, dict) else None
+            try:
+                parsed = json.loads(body)
+            except ValueError:
+                parsed = None  # the SDK answers -32700
+            method: Any = parsed.get("method") if isinstance(parsed, dict) else None
+            if method is not None and "id" not in parsed:
+                # A2A has no notifications: every call expects an answer.
+                await _respond(
+                    send, 200, _error(True, 200, -32600, "Invalid Request: 'id' is required")
+                )
+                return
             if missing_version and isinstance(method, str):
                 self._set_version(scope, b"1.0" if method in _V10_METHODS else b"0.3")
             streaming = method in _STREAM_METHODS

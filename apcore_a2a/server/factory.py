@@ -152,6 +152,8 @@ class A2AServerFactory:
         base = s.public_url()
         rpc_url = base + (s.rpc_path if s.rpc_path != "/" else "/")
         bindings = [Binding("JSONRPC", rpc_url), Binding("HTTP+JSON", base)]
+        if s.grpc_port is not None:
+            bindings.append(Binding("GRPC", _grpc_binding().grpc_address(s)))
         name = (
             s.name or _config_value(self.executor, self.registry, "project.name") or "apcore-agent"
         )
@@ -231,6 +233,8 @@ class A2AServerFactory:
             streams=streams,
             agent_executor=agent_executor,
         )
+        if s.grpc_port is not None:
+            state.extras["grpc"] = _grpc_binding().GrpcServer(handler, s, authenticator=self.auth)
         context_builder = ApCoreCallContextBuilder()
         routes: list[BaseRoute] = [
             *card_routes(acl_card_document(self.executor, state.document)),
@@ -267,6 +271,15 @@ class A2AServerFactory:
         return app, catalog.snapshot.card
 
 
+def _grpc_binding() -> Any:
+    """The gRPC binding module, or a ``RuntimeError`` naming the extra when grpcio is missing."""
+    try:
+        from apcore_a2a.server import grpc as binding
+    except ImportError as exc:
+        raise RuntimeError(str(exc)) from exc
+    return binding
+
+
 def _lifespan(state: ServerState) -> Callable[[Starlette], Any]:
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -284,11 +297,16 @@ def _lifespan(state: ServerState) -> Callable[[Starlette], Any]:
         push = state.extras.get("push")
         if push is not None:
             await push.start()
+        grpc_server = state.extras.get("grpc")
+        if grpc_server is not None:
+            await grpc_server.start()
         state.catalog.watch()
         try:
             yield
         finally:
             state.catalog.unwatch()
+            if grpc_server is not None:
+                await grpc_server.stop()
             await state.handler.aclose()
             if push is not None:
                 await push.aclose()

@@ -1,0 +1,216 @@
+"""serve(), async_serve(), the factory's argument checks, and ``apcore-a2a serve``."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import httpx
+import pytest
+from a2a.types import Part, TaskState
+from apcore import Config, Executor, Registry
+from starlette.applications import Starlette
+
+from apcore_a2a import A2AServerFactory, async_serve
+from tests._support import EXAMPLES, ROOT, cli_server, free_port, wait_http
+from tests.foundation.modules import Add, build_registry
+from tests.foundation.sdk import data_part, make_client, message, send
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "apcore_a2a", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+        env=env,
+    )
+
+
+def test_async_serve_returns_mountable_app() -> None:
+    app = async_serve(build_registry(), environ={})
+    assert isinstance(app, Starlette)
+
+
+def test_factory_rejects_empty_registry_and_bad_objects() -> None:
+    with pytest.raises(ValueError, match="no modules"):
+        A2AServerFactory(Registry(), environ={}).create()
+    with pytest.raises(TypeError, match="Registry"):
+        A2AServerFactory(object(), environ={})
+
+    class HalfStore:
+        async def get(self, *a: object) -> None: ...
+
+    with pytest.raises(TypeError, match="missing methods: save, list, delete"):
+        A2AServerFactory(build_registry(), environ={}, task_store=HalfStore())
+
+    class NoAuth:
+        pass
+
+    with pytest.raises(TypeError, match="authenticate, security_schemes"):
+        A2AServerFactory(build_registry(), environ={}, auth=NoAuth())
+
+
+def test_card_identity_precedence() -> None:
+    registry = Registry()
+    registry.register("math.add", Add())
+    _, card = A2AServerFactory(registry, environ={}).create()
+    assert (card.name, card.version) == ("apcore-agent", "0.0.0")
+    assert card.description == "apcore agent with 1 skills"
+    config = Config(data={"project": {"name": "from-config", "version": "2.1.0"}})
+    executor = Executor(registry, config=config)
+    _, card = A2AServerFactory(executor, environ={}).create()
+    assert (card.name, card.version) == ("from-config", "2.1.0")
+    _, card = A2AServerFactory(executor, environ={"A2A_NAME": "from-env"}, version="9").create()
+    assert (card.name, card.version) == ("from-env", "9")
+    _, card = A2AServerFactory(executor, environ={"A2A_NAME": "env"}, name="kwarg").create()
+    assert card.name == "kwarg"
+
+
+def test_serve_runs_uvicorn_and_stops_on_sigterm(tmp_path: Path) -> None:
+    port = free_port()
+    script = tmp_path / "run.py"
+    script.write_text(
+        textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {str(ROOT)!r})
+        from tests.foundation.modules import build_registry
+        from apcore_a2a import serve
+        serve(build_registry(), port={port}, shutdown_timeout=2)
+    """)
+    )
+    proc = subprocess.Popen(
+        [sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    try:
+        wait_http(f"http://127.0.0.1:{port}/.well-known/agent-card.json", proc=proc)
+        body = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "SendMessage",
+            "params": {
+                "message": {
+                    "messageId": "x",
+                    "role": "ROLE_USER",
+                    "parts": [{"data": {"a": 1, "b": 1}}],
+                    "metadata": {"skillId": "math.add"},
+                }
+            },
+        }
+        reply = httpx.post(f"http://127.0.0.1:{port}/", json=body, timeout=10).json()
+        assert reply["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=20)
+        out = proc.stdout.read() if proc.stdout else ""
+    assert code == 0, out
+    assert "Traceback" not in out
+
+
+async def test_cli_serves_examples_to_the_official_client() -> None:
+    args = [
+        "--extensions-dir",
+        str(EXAMPLES / "extensions"),
+        "--bindings",
+        str(EXAMPLES / "bindings"),
+        "--name",
+        "examples",
+    ]
+    port = free_port()
+    with cli_server(args, port=port) as (url, _proc):
+        card = httpx.get(url + "/.well-known/agent-card.json").json()
+        ids = {s["id"] for s in card["skills"]}
+        assert {
+            "math.add",
+            "text.stats",
+            "greet.hello",
+            "text.countdown",
+            "jobs.sleep",
+            "bank.transfer",
+        } <= ids
+        assert card["name"] == "examples"
+        for binding, version in [("JSONRPC", "1.0"), ("HTTP+JSON", "1.0"), ("JSONRPC", "0.3")]:
+            client = await make_client(url, binding, version)
+            try:
+                task = await send(client, message(Part(text="Ann"), skill="greet.hello"))
+                assert task.status.state == TaskState.TASK_STATE_COMPLETED
+                assert task.artifacts[0].parts[0].text == "Hello, Ann!"
+                task = await send(client, message(data_part({"a": 2, "b": 40}), skill="math.add"))
+                assert task.artifacts[0].parts[0].data.struct_value["sum"] == 42
+            finally:
+                await client.close()
+
+
+def test_cli_default_skill_and_env(tmp_path: Path) -> None:
+    port = free_port()
+    env = {"A2A_DEFAULT_SKILL": "greet.hello", "A2A_NAME": "env-named"}
+    args = [
+        "--bindings",
+        str(EXAMPLES / "bindings"),
+        "--extensions-dir",
+        str(EXAMPLES / "extensions"),
+    ]
+    with cli_server(args, port=port, env=env) as (url, _proc):
+        assert httpx.get(url + "/.well-known/agent-card.json").json()["name"] == "env-named"
+        body = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "message/send",
+            "params": {
+                "message": {
+                    "kind": "message",
+                    "messageId": "d",
+                    "role": "user",
+                    "parts": [{"kind": "text", "text": "Bo"}],
+                }
+            },
+        }
+        task = httpx.post(url + "/", json=body, timeout=10).json()["result"]
+        assert task["artifacts"][0]["parts"][0]["text"] == "Hello, Bo!"
+
+
+def test_cli_version() -> None:
+    from apcore_a2a import __version__
+
+    result = run_cli("--version")
+    assert result.returncode == 0
+    assert result.stdout.strip() == f"apcore-a2a {__version__}"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--extensions-dir", "/definitely/not/here"], "directory not found: /definitely/not/here"),
+        (["--extensions-dir", "{empty}"], "no apcore modules found in"),
+        (
+            ["--extensions-dir", "{examples}", "--port", "70000"],
+            "--port must be between 1 and 65535",
+        ),
+        ([], "give --extensions-dir DIR or --bindings DIR"),
+        (["--extensions-dir", "{examples}", "--default-skill", "nope"], "default_skill 'nope'"),
+    ],
+)
+def test_cli_validation_errors_exit_1(tmp_path: Path, args: list[str], message: str) -> None:
+    filled = [
+        a.replace("{empty}", str(tmp_path)).replace("{examples}", str(EXAMPLES / "extensions"))
+        for a in args
+    ]
+    env = {
+        k: v for k, v in __import__("os").environ.items() if not k.startswith(("A2A_", "APCORE_"))
+    }
+    result = run_cli("serve", *filled, env=env)
+    assert result.returncode == 1, result.stderr
+    lines = [ln for ln in result.stderr.strip().splitlines() if ln]
+    assert message in lines[-1]
+    assert "Traceback" not in result.stderr
+
+
+def test_cli_usage_error_exits_2() -> None:
+    result = run_cli("serve", "--port", "not-a-number")
+    assert result.returncode == 2
+    result = run_cli("serve", "--no-such-flag")
+    assert result.returncode == 2

@@ -1,0 +1,166 @@
+"""Raw HTTP without an A2A-Version header: 0.3 names act as 0.3, 1.0 names as 1.0."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+
+def rpc(url: str, method: str, params: dict, *, id: int = 1, headers: dict | None = None) -> dict:
+    body = {"jsonrpc": "2.0", "id": id, "method": method, "params": params}
+    response = httpx.post(url + "/", json=body, headers=headers or {}, timeout=10)
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def test_0_3_message_send_with_skill_id(agent_url: str) -> None:
+    reply = rpc(
+        agent_url,
+        "message/send",
+        {
+            "message": {
+                "kind": "message",
+                "messageId": "m-1",
+                "role": "user",
+                "parts": [{"kind": "data", "data": {"a": 2, "b": 40}}],
+            },
+            "metadata": {"skillId": "math.add"},
+        },
+    )
+    task = reply["result"]
+    assert task["kind"] == "task"
+    assert task["status"]["state"] == "completed"
+    assert task["artifacts"][0]["parts"] == [{"kind": "data", "data": {"sum": 42}}]
+    assert task["history"][0]["messageId"] == "m-1"
+    assert task["metadata"] == {"skillId": "math.add"}
+
+
+def test_0_3_text_part_in_message_metadata(agent_url: str) -> None:
+    reply = rpc(
+        agent_url,
+        "message/send",
+        {
+            "message": {
+                "kind": "message",
+                "messageId": "m-2",
+                "role": "user",
+                "parts": [{"kind": "text", "text": "hi"}],
+                "metadata": {"skillId": "text.shout"},
+            }
+        },
+    )
+    assert reply["result"]["artifacts"][0]["parts"] == [{"kind": "text", "text": "HI!"}]
+
+
+def test_1_0_send_message_without_version_header(agent_url: str) -> None:
+    reply = rpc(
+        agent_url,
+        "SendMessage",
+        {
+            "message": {
+                "messageId": "m-3",
+                "role": "ROLE_USER",
+                "parts": [{"data": {"a": 1, "b": 2}}],
+                "metadata": {"skillId": "math.add"},
+            }
+        },
+    )
+    task = reply["result"]["task"]
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert task["artifacts"][0]["parts"] == [{"data": {"sum": 3}}]
+    # and GetTask (1.0 name, no header) finds it
+    got = rpc(agent_url, "GetTask", {"id": task["id"]}, id=2)
+    assert got["result"]["id"] == task["id"]
+    # the 0.3 name reads the same task in the 0.3 shape
+    legacy = rpc(agent_url, "tasks/get", {"id": task["id"]}, id=3)
+    assert legacy["result"]["status"]["state"] == "completed"
+
+
+def test_explicit_version_header_still_enforced(agent_url: str) -> None:
+    reply = rpc(
+        agent_url,
+        "SendMessage",
+        {"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "x"}]}},
+        headers={"A2A-Version": "0.3"},
+    )
+    assert reply["error"]["code"] == -32009
+
+
+def test_rest_1_0_without_header(agent_url: str) -> None:
+    body = {
+        "message": {
+            "messageId": "r-1",
+            "role": "ROLE_USER",
+            "parts": [{"text": "rest"}],
+            "metadata": {"skillId": "text.shout"},
+        }
+    }
+    response = httpx.post(agent_url + "/message:send", json=body, timeout=10)
+    assert response.status_code == 200, response.text
+    task = response.json()["task"]
+    assert task["artifacts"][0]["parts"] == [{"text": "REST!"}]
+    got = httpx.get(agent_url + f"/tasks/{task['id']}", timeout=10)
+    assert got.status_code == 200
+    assert got.json()["status"]["state"] == "TASK_STATE_COMPLETED"
+
+
+def test_rest_0_3_v1_path_without_header(agent_url: str) -> None:
+    body = {
+        "message": {
+            "messageId": "r-2",
+            "role": "ROLE_USER",
+            "content": [{"text": "legacy"}],
+            "metadata": {"skillId": "text.shout"},
+        }
+    }
+    response = httpx.post(agent_url + "/v1/message:send", json=body, timeout=10)
+    assert response.status_code == 200, response.text
+    assert "LEGACY!" in response.text
+
+
+@pytest.mark.parametrize("path", ["/.well-known/agent-card.json", "/.well-known/agent.json"])
+def test_card_paths_cache_and_etag(agent_url: str, path: str) -> None:
+    first = httpx.get(agent_url + path, timeout=10)
+    assert first.status_code == 200
+    assert first.headers["cache-control"] == "public, max-age=300"
+    etag = first.headers["etag"]
+    again = httpx.get(agent_url + path, headers={"If-None-Match": etag}, timeout=10)
+    assert again.status_code == 304
+    assert again.content == b""
+    other = httpx.get(agent_url + path, headers={"If-None-Match": 'W/"nope"'}, timeout=10)
+    assert other.status_code == 200
+
+
+def test_card_content(agent_url: str) -> None:
+    card = httpx.get(agent_url + "/.well-known/agent-card.json", timeout=10).json()
+    assert card["name"] == "test-agent"
+    assert card["version"] == "0.0.0"
+    interfaces = {(i["protocolBinding"], i["protocolVersion"]) for i in card["supportedInterfaces"]}
+    assert interfaces == {
+        ("JSONRPC", "1.0"),
+        ("JSONRPC", "0.3"),
+        ("HTTP+JSON", "1.0"),
+        ("HTTP+JSON", "0.3"),
+    }
+    skills = {s["id"]: s for s in card["skills"]}
+    assert set(skills) == {"math.add", "text.stats", "errors.raise", "text.shout", "data.pair"}
+    assert skills["math.add"]["name"] == "Math Add"
+    assert skills["text.stats"]["inputModes"] == ["application/json", "text/plain"]
+    assert skills["text.shout"]["outputModes"] == ["text/plain"]
+    ext = card["capabilities"]["extensions"][0]
+    assert ext["uri"] == "urn:apcore:a2a:skill-schemas:v1"
+    schema = ext["params"]["skills"]["math.add"]["inputSchema"]
+    assert schema["properties"]["a"]["type"] == "integer"
+    assert card["capabilities"]["streaming"] is True
+    # 0.3 keys merged in for older clients
+    assert card["protocolVersion"] == "0.3"
+    assert card["preferredTransport"] == "JSONRPC"
+
+
+def test_legacy_card_is_0_3_shape(agent_url: str) -> None:
+    card = httpx.get(agent_url + "/.well-known/agent.json", timeout=10).json()
+    assert card["protocolVersion"] == "0.3"
+    assert card["url"].startswith(agent_url)
+    assert card["preferredTransport"] == "JSONRPC"
+    assert {"transport": "HTTP+JSON", "url": agent_url} in card["additionalInterfaces"]
+    assert "supportedInterfaces" not in card
