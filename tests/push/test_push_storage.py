@@ -1,0 +1,161 @@
+"""Configs are owner-scoped, survive a restart on SQLite (with their status and the
+generated signing key), and can be encrypted at rest."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import httpx
+import pytest
+from cryptography.fernet import Fernet
+
+from apcore_a2a import A2AServerFactory
+from apcore_a2a.push import JWKS_PATH
+
+from ._agent import V1, add_message, demo_registry, push_agent, receiver, rpc
+
+ALICE = "alice-key-0123456789abcdef"
+BOB = "bob-key-0123456789abcdef00"
+
+
+async def test_configs_are_invisible_to_other_identities() -> None:
+    async with (
+        push_agent(api_keys=(f"{ALICE}=alice", f"{BOB}=bob")) as (base, _app),
+        httpx.AsyncClient(timeout=10) as alice,
+        httpx.AsyncClient(timeout=10) as bob,
+        httpx.AsyncClient(timeout=10) as anonymous,
+    ):
+        alice.headers["X-API-Key"] = ALICE
+        bob.headers["X-API-Key"] = BOB
+        reply = await rpc(alice, base, "SendMessage", {"message": add_message()})
+        task_id = reply["result"]["task"]["id"]
+        hook = "http://127.0.0.1:9/alice"
+        created = await rpc(
+            alice,
+            base,
+            "CreateTaskPushNotificationConfig",
+            {"taskId": task_id, "id": "a1", "url": hook},
+        )
+        assert created["result"]["status"] == "active"
+
+        # Bob cannot see, read, replace or delete alice's config, on any binding.
+        for method, params, version in [
+            ("ListTaskPushNotificationConfigs", {"taskId": task_id}, "1.0"),
+            ("GetTaskPushNotificationConfig", {"taskId": task_id, "id": "a1"}, "1.0"),
+            (
+                "CreateTaskPushNotificationConfig",
+                {"taskId": task_id, "id": "a1", "url": "http://127.0.0.1:9/bob"},
+                "1.0",
+            ),
+            ("DeleteTaskPushNotificationConfig", {"taskId": task_id, "id": "a1"}, "1.0"),
+            ("tasks/pushNotificationConfig/list", {"id": task_id}, "0.3"),
+        ]:
+            denied = await rpc(bob, base, method, params, version=version)
+            assert denied["error"]["code"] == -32001, (method, denied)
+        rest = await bob.get(f"{base}/tasks/{task_id}/pushNotificationConfigs", headers=V1)
+        assert rest.status_code == 404
+
+        # Anonymous callers are turned away before reaching the configs.
+        anon = await anonymous.post(
+            base + "/",
+            json={
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "ListTaskPushNotificationConfigs",
+                "params": {"taskId": task_id},
+            },
+            headers=V1,
+        )
+        assert anon.status_code == 401
+
+        # Alice still has exactly her config, unchanged.
+        listed = await rpc(alice, base, "ListTaskPushNotificationConfigs", {"taskId": task_id})
+        assert [(c["id"], c["url"]) for c in listed["result"]["configs"]] == [("a1", hook)]
+
+        # Webhook receivers hold no agent credentials: the JWKS is public.
+        jwks = await anonymous.get(base + JWKS_PATH)
+        assert jwks.status_code == 200
+        assert jwks.json()["keys"]
+
+
+async def test_configs_status_and_signing_key_survive_a_restart_on_sqlite(tmp_path: Path) -> None:
+    store = f"sqlite:///{tmp_path / 'tasks.db'}"
+    async with receiver(always={"/dead": 503}) as rec:
+        async with (
+            push_agent(task_store=store, push_retry_delays=(0.05,)) as (base, app),
+            httpx.AsyncClient(timeout=10) as client,
+        ):
+            reply = await rpc(
+                client,
+                base,
+                "SendMessage",
+                {
+                    "message": add_message(),
+                    "configuration": {
+                        "taskPushNotificationConfig": {"id": "dead", "url": rec.url("/dead")}
+                    },
+                },
+            )
+            task_id = reply["result"]["task"]["id"]
+            await rpc(
+                client,
+                base,
+                "CreateTaskPushNotificationConfig",
+                {"taskId": task_id, "id": "live", "url": rec.url("/live"), "token": "t"},
+            )
+            await app.state.a2a.extras["push"].sender.idle()
+            kid_before = (await client.get(base + JWKS_PATH)).json()["keys"][0]["kid"]
+
+        async with (
+            push_agent(task_store=store) as (base, _app),
+            httpx.AsyncClient(timeout=10) as client,
+        ):
+            listed = await rpc(client, base, "ListTaskPushNotificationConfigs", {"taskId": task_id})
+            configs = {c["id"]: c for c in listed["result"]["configs"]}
+            assert set(configs) == {"dead", "live"}
+            assert configs["live"]["url"] == rec.url("/live")
+            assert configs["live"]["token"] == "t"
+            assert configs["live"]["status"] == "active"
+            assert configs["dead"]["status"] == "failed"
+            assert configs["dead"]["statusReason"] == "HTTP 503 (after 2 attempts)"
+            kid_after = (await client.get(base + JWKS_PATH)).json()["keys"][0]["kid"]
+            assert kid_after == kid_before
+
+
+async def test_encryption_at_rest_on_sqlite(tmp_path: Path) -> None:
+    db = tmp_path / "enc.db"
+    key = Fernet.generate_key().decode()
+    secret_url = "http://127.0.0.1:9/very-secret-hook-path"
+    async with (
+        push_agent(task_store=f"sqlite:///{db}", push_encryption_key=key) as (base, _app),
+        httpx.AsyncClient(timeout=10) as client,
+    ):
+        reply = await rpc(client, base, "SendMessage", {"message": add_message()})
+        task_id = reply["result"]["task"]["id"]
+        await rpc(
+            client,
+            base,
+            "CreateTaskPushNotificationConfig",
+            {"taskId": task_id, "id": "s", "url": secret_url, "token": "tok-secret"},
+        )
+        got = await rpc(
+            client, base, "GetTaskPushNotificationConfig", {"taskId": task_id, "id": "s"}
+        )
+        assert got["result"]["url"] == secret_url
+
+    raw = db.read_bytes()
+    assert b"very-secret-hook-path" not in raw
+    assert b"tok-secret" not in raw
+    assert b"PRIVATE KEY" not in raw
+    with sqlite3.connect(db) as conn:
+        (stored,) = conn.execute("SELECT key_data FROM apcore_a2a_push_signing_keys").fetchone()
+    assert stored.startswith("fernet:")
+
+    # Without the key the stored signing key cannot be read: startup fails loudly.
+    app, _card = A2AServerFactory(
+        demo_registry(), environ={}, task_store=f"sqlite:///{db}", push_notifications=True
+    ).create()
+    with pytest.raises(RuntimeError, match="stored signing key is encrypted"):
+        async with app.router.lifespan_context(app):
+            pass
