@@ -1,0 +1,333 @@
+"""gRPC binding: the same ``DefaultRequestHandler`` served over ``grpc.aio``.
+
+One port carries both A2A services: ``lf.a2a.v1.A2AService`` (protocol 1.0, the SDK's
+``GrpcHandler``) and ``a2a.v1.A2AService`` (protocol 0.3, the SDK's ``CompatGrpcHandler``).
+Tasks, streams and push configs live in the handler, so a task created over gRPC is the
+same task JSON-RPC and REST callers see.
+
+Callers authenticate with call metadata (``authorization: Bearer ...`` or the API-key
+header, lowercase as gRPC requires), checked by the same authenticator and rules as the
+HTTP middleware; the identity becomes the SDK user that owns tasks, exactly as on HTTP.
+
+Needs the ``grpc`` extra (``pip install "apcore-a2a[grpc]"``); importing this module
+without it raises an ``ImportError`` that says so.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from contextvars import ContextVar
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from a2a.auth.user import UnauthenticatedUser, User
+from a2a.server.context import ServerCallContext
+from a2a.utils.errors import A2AError, InternalError
+
+from apcore_a2a.server.call_context import IdentityUser
+
+try:
+    import grpc
+    import grpc.aio
+    from a2a.compat.v0_3 import a2a_v0_3_pb2, a2a_v0_3_pb2_grpc
+    from a2a.compat.v0_3.grpc_handler import CompatGrpcHandler
+    from a2a.server.request_handlers.grpc_handler import (
+        DefaultGrpcServerCallContextBuilder,
+        GrpcHandler,
+    )
+    from a2a.types import a2a_pb2, a2a_pb2_grpc
+except ImportError as exc:  # pragma: no cover - exercised in a subprocess without grpc
+    raise ImportError(
+        'gRPC support needs the "grpc" extra: pip install "apcore-a2a[grpc]"'
+    ) from exc
+
+if TYPE_CHECKING:
+    from a2a.server.request_handlers import RequestHandler
+    from apcore import Identity
+
+    from apcore_a2a.auth import Authenticator
+    from apcore_a2a.settings import Settings
+
+__all__ = [
+    "GRPC_EXTRA_HINT",
+    "SERVICE_V0_3",
+    "SERVICE_V1",
+    "GrpcCallContextBuilder",
+    "GrpcServer",
+    "grpc_address",
+]
+
+logger = logging.getLogger("apcore_a2a.grpc")
+
+#: What to tell a user whose installation lacks grpcio (same text as the ImportError).
+GRPC_EXTRA_HINT = 'gRPC support needs the "grpc" extra: pip install "apcore-a2a[grpc]"'
+
+#: Full names of the two A2A services this server hosts.
+SERVICE_V1: str = a2a_pb2.DESCRIPTOR.services_by_name["A2AService"].full_name
+SERVICE_V0_3: str = a2a_v0_3_pb2.DESCRIPTOR.services_by_name["A2AService"].full_name
+
+# Methods that return the (authenticated) extended card: like their HTTP routes they need
+# credentials even when anonymous calls are allowed.
+_EXTENDED_CARD_METHODS = frozenset(
+    {f"/{SERVICE_V1}/GetExtendedAgentCard", f"/{SERVICE_V0_3}/GetAgentCard"}
+)
+_DENIED = "Missing or invalid credentials"
+
+# The interceptor authenticates asynchronously, but the SDK builds the call context
+# synchronously; this hands the identity over. Every RPC runs in its own asyncio task,
+# so a value set for one call is never seen by another.
+_call_identity: ContextVar[Identity | None] = ContextVar("apcore_a2a_grpc_identity", default=None)
+
+_Abort = Callable[[A2AError, grpc.aio.ServicerContext], Awaitable[None]]
+
+
+def _text_metadata(context: grpc.aio.ServicerContext) -> dict[str, str]:
+    headers: dict[str, str] = {}
+    for key, value in context.invocation_metadata() or ():
+        if isinstance(value, str) and not key.endswith("-bin"):
+            headers.setdefault(key.lower(), value)
+    return headers
+
+
+class GrpcCallContextBuilder(DefaultGrpcServerCallContextBuilder):
+    """The SDK default gRPC builder plus the caller's apcore identity and headers.
+
+    ``user`` is an :class:`~apcore_a2a.server.call_context.IdentityUser` for authenticated
+    calls (so owner scoping matches HTTP), and ``state['headers']`` holds the text
+    metadata, so ``traceparent`` propagates into apcore as it does over HTTP.
+    """
+
+    def build(self, context: grpc.aio.ServicerContext) -> ServerCallContext:
+        call_context: ServerCallContext = super().build(context)
+        call_context.state["headers"] = _text_metadata(context)
+        return call_context
+
+    def build_user(self, context: grpc.aio.ServicerContext) -> User:
+        identity = _call_identity.get()
+        return IdentityUser(identity) if identity is not None else UnauthenticatedUser()
+
+
+async def _identity_for(
+    authenticator: Authenticator, context: grpc.aio.ServicerContext
+) -> Identity | None:
+    from apcore_a2a.auth import identity_from_metadata
+
+    return await identity_from_metadata(authenticator, context.invocation_metadata())
+
+
+class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+    """Authenticates A2A calls and turns unexpected exceptions into the SDK's INTERNAL.
+
+    Without this, grpc reports an unhandled exception as UNKNOWN with the exception text,
+    which could leak internals; JSON-RPC and REST report such failures as internal errors.
+    """
+
+    def __init__(
+        self,
+        aborts: dict[str, _Abort],
+        authenticator: Authenticator | None,
+        require_auth: bool,
+    ) -> None:
+        self._aborts = aborts
+        self._authenticator = authenticator
+        self._require_auth = require_auth
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[Any], Awaitable[grpc.RpcMethodHandler | None]],
+        details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler | None:
+        handler = await continuation(details)
+        method: str = details.method
+        abort = self._aborts.get(method.split("/")[1] if method.count("/") == 2 else "")
+        if handler is None or abort is None:
+            return handler  # reflection and unknown methods pass untouched
+        if handler.unary_unary is not None:
+            return grpc.unary_unary_rpc_method_handler(
+                self._unary(handler.unary_unary, method, abort),
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        if handler.unary_stream is not None:
+            return grpc.unary_stream_rpc_method_handler(
+                self._stream(handler.unary_stream, method, abort),
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        return handler
+
+    async def _admit(self, method: str, context: grpc.aio.ServicerContext) -> None:
+        """Set the caller's identity for this call, or abort with UNAUTHENTICATED."""
+        if self._authenticator is None:
+            return
+        from apcore_a2a.auth import InvalidCredentials
+
+        try:
+            identity = await _identity_for(self._authenticator, context)
+        except InvalidCredentials as exc:
+            logger.debug("rejected credentials for %s: %s", method, exc)
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, _DENIED)
+            return
+        if identity is None and (self._require_auth or method in _EXTENDED_CARD_METHODS):
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, _DENIED)
+        _call_identity.set(identity)
+
+    def _unary(
+        self, behavior: Callable[..., Awaitable[Any]], method: str, abort: _Abort
+    ) -> Callable[[Any, grpc.aio.ServicerContext], Awaitable[Any]]:
+        async def call(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            await self._admit(method, context)
+            try:
+                return await behavior(request, context)
+            except grpc.aio.AbortError:
+                raise
+            except Exception:
+                logger.exception("unexpected error in gRPC %s", method)
+                await abort(InternalError(), context)
+                raise  # pragma: no cover - abort() always raises
+
+        return call
+
+    def _stream(
+        self, behavior: Callable[..., AsyncIterator[Any]], method: str, abort: _Abort
+    ) -> Callable[[Any, grpc.aio.ServicerContext], AsyncIterator[Any]]:
+        async def call(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+            await self._admit(method, context)
+            try:
+                async for item in behavior(request, context):
+                    yield item
+            except grpc.aio.AbortError:
+                raise
+            except Exception:
+                logger.exception("unexpected error in gRPC %s", method)
+                await abort(InternalError(), context)
+                raise  # pragma: no cover - abort() always raises
+
+        return call
+
+
+def _host_for(host: str) -> str:
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
+
+
+def grpc_address(settings: Settings) -> str:
+    """The ``host:port`` advertised on the card for the gRPC interfaces.
+
+    The host is the public URL's (so an agent behind a proxy advertises its public name);
+    gRPC addresses carry no scheme.
+    """
+    host = urlsplit(settings.public_url()).hostname or "127.0.0.1"
+    return f"{_host_for(host)}:{settings.grpc_port}"
+
+
+def _read_tls(cert: str | None, key: str | None) -> tuple[bytes, bytes] | None:
+    if not cert and not key:
+        return None
+    if not cert or not key:
+        raise ValueError("grpc_tls_cert and grpc_tls_key must be given together")
+    try:
+        return Path(key).read_bytes(), Path(cert).read_bytes()
+    except OSError as exc:
+        raise ValueError(f"cannot read gRPC TLS file {exc.filename}: {exc.strerror}") from None
+
+
+class GrpcServer:
+    """A ``grpc.aio`` server for an SDK request handler, started and stopped by the app.
+
+    Example::
+
+        server = GrpcServer(handler, Settings(grpc_port=50051))
+        await server.start()
+        ...
+        await server.stop()
+
+    *authenticator* (an :class:`~apcore_a2a.auth.Authenticator`) turns on authentication
+    with the same rules as HTTP: ``settings.require_auth`` decides whether anonymous calls
+    pass, bad credentials are always rejected, and the extended card always needs them.
+    """
+
+    def __init__(
+        self,
+        handler: RequestHandler,
+        settings: Settings,
+        *,
+        authenticator: Authenticator | None = None,
+    ) -> None:
+        port = settings.grpc_port
+        if port is None or not 0 < port < 65536:
+            raise ValueError(f"grpc_port must be between 1 and 65535, got {port!r}")
+        self.settings = settings
+        self.handler = handler
+        self.authenticator = authenticator
+        self.bind_address = f"{_host_for(settings.host or '0.0.0.0')}:{port}"
+        self.address = grpc_address(settings)
+        self._tls = _read_tls(settings.grpc_tls_cert, settings.grpc_tls_key)
+        self._server: grpc.aio.Server | None = None
+
+    @property
+    def tls(self) -> bool:
+        """Whether the server listens with TLS."""
+        return self._tls is not None
+
+    @property
+    def running(self) -> bool:
+        return self._server is not None
+
+    async def start(self) -> None:
+        """Bind the port and start serving; raises ``OSError`` if the port is taken."""
+        if self._server is not None:
+            return
+        builder = GrpcCallContextBuilder()
+        v1 = GrpcHandler(self.handler, context_builder=builder)
+        v03 = CompatGrpcHandler(self.handler, context_builder=builder)
+        interceptor = _A2AInterceptor(
+            {SERVICE_V1: v1.abort_context, SERVICE_V0_3: v03.abort_context},
+            self.authenticator,
+            self.settings.require_auth,
+        )
+        server = grpc.aio.server(
+            interceptors=[interceptor],
+            options=[
+                ("grpc.max_receive_message_length", self.settings.max_body_bytes),
+                # Linux grpc sets SO_REUSEPORT by default, which would let a second agent
+                # "bind" a port that is already serving and split traffic with it.
+                ("grpc.so_reuseport", 0),
+            ],
+        )
+        a2a_pb2_grpc.add_A2AServiceServicer_to_server(v1, server)  # type: ignore[no-untyped-call]
+        a2a_v0_3_pb2_grpc.add_A2AServiceServicer_to_server(v03, server)  # type: ignore[no-untyped-call]
+        if self.settings.grpc_reflection:
+            _enable_reflection(server, (SERVICE_V1, SERVICE_V0_3))
+        try:
+            if self._tls is not None:
+                credentials = grpc.ssl_server_credentials([self._tls])
+                server.add_secure_port(self.bind_address, credentials)
+            else:
+                server.add_insecure_port(self.bind_address)
+        except RuntimeError as exc:
+            raise OSError(f"cannot listen for gRPC on {self.bind_address}: {exc}") from None
+        await server.start()
+        self._server = server
+        logger.info(
+            "Serving A2A over gRPC%s at %s", " (TLS)" if self.tls else "", self.bind_address
+        )
+
+    async def stop(self, grace: float | None = None) -> None:
+        """Stop accepting calls, let running ones finish for *grace* seconds, then cancel.
+
+        *grace* defaults to ``settings.shutdown_timeout``.
+        """
+        server, self._server = self._server, None
+        if server is None:
+            return
+        await server.stop(self.settings.shutdown_timeout if grace is None else grace)
+
+
+def _enable_reflection(server: grpc.aio.Server, services: Iterable[str]) -> None:
+    try:
+        from grpc_reflection.v1alpha import reflection
+    except ImportError as exc:  # pragma: no cover - grpcio-reflection ships with the extra
+        raise ImportError(GRPC_EXTRA_HINT) from exc
+    reflection.enable_server_reflection((*services, reflection.SERVICE_NAME), server)
