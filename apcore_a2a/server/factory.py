@@ -59,7 +59,10 @@ def resolve_executor(obj: Any) -> tuple[Any, Any]:
     if callable(getattr(obj, "call_async", None)) and hasattr(obj, "registry"):
         return obj.registry, obj
     if callable(getattr(obj, "list", None)) and callable(getattr(obj, "get_definition", None)):
-        return obj, Executor(obj)
+        from apcore_a2a.approval import A2AApprovalHandler
+
+        # Approval-gated modules then park in input-required instead of running unchecked.
+        return obj, Executor(obj, approval_handler=A2AApprovalHandler())
     raise TypeError(
         "Expected an apcore Registry (list, get_definition) or Executor (call_async, registry), "
         f"got {type(obj).__name__}"
