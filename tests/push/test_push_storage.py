@@ -79,8 +79,8 @@ async def test_configs_are_invisible_to_other_identities() -> None:
         assert jwks.json()["keys"]
 
 
-async def test_configs_status_and_signing_key_survive_a_restart_on_sqlite(tmp_path: Path) -> None:
-    store = f"sqlite:///{tmp_path / 'tasks.db'}"
+async def test_configs_status_and_signing_key_survive_a_restart(sql_store: str) -> None:
+    store = sql_store
     async with receiver(always={"/dead": 503}) as rec:
         async with (
             push_agent(task_store=store, push_retry_delays=(0.05,)) as (base, app),
