@@ -12,6 +12,7 @@ import argparse
 import asyncio
 import base64
 import json
+import logging
 import mimetypes
 import sys
 from collections.abc import Awaitable, Callable
@@ -70,6 +71,8 @@ def _run(args: argparse.Namespace, body: Callable[[A2AClient], Awaitable[None]])
         async with _client(args) as client:
             await body(client)
 
+    # httpx logs every request at INFO; the commands' output is the JSON, not a log.
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     try:
         asyncio.run(main())
     except A2ARemoteError as exc:

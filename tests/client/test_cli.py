@@ -1,0 +1,157 @@
+"""``apcore-a2a card | call | task`` end-to-end against live agents (real sockets)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from apcore_a2a.client import A2AClient
+from tests._support import ROOT, free_port, running_server
+from tests.client._apcore_agent import build_our_app
+from tests.client._sdk_agent import build_sdk_app
+from tests.client._stub_agent import Recorder
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+async def cli(*args: str) -> tuple[int, str, str]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "apcore_a2a",
+        *args,
+        cwd=ROOT,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()
+
+
+def lines(out: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in out.splitlines()]
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def sdk() -> AsyncIterator[tuple[str, Recorder]]:
+    port = free_port()
+    app = Recorder(build_sdk_app(f"http://127.0.0.1:{port}"))
+    async with running_server(app, port=port) as url:
+        yield url, app
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def ours() -> AsyncIterator[str]:
+    port = free_port()
+    async with running_server(build_our_app(port), port=port) as url:
+        yield url
+
+
+async def test_card_prints_the_card(ours: str) -> None:
+    code, out, err = await cli("card", ours)
+    assert code == 0, err
+    card = json.loads(out)
+    assert {s["id"] for s in card["skills"]} >= {"demo.echo", "demo.add"}
+    assert err == ""
+
+
+async def test_call_text_prints_one_task_line(sdk: tuple[str, Recorder]) -> None:
+    url, recorder = sdk
+    code, out, err = await cli("call", url, "--text", "hi", "--token", "tok-9")
+    assert code == 0, err
+    [task] = lines(out)
+    assert task["kind"] == "task" and task["status"]["state"] == "completed"
+    assert task["artifacts"][0]["parts"][0]["text"] == "echo: hi"
+    assert recorder.seen[-1].headers["authorization"] == "Bearer tok-9"
+
+
+async def test_call_data_with_skill_on_our_server(ours: str) -> None:
+    code, out, err = await cli("call", ours, "--skill", "demo.add", "--data", '{"a": 2, "b": 5}')
+    assert code == 0, err
+    [task] = lines(out)
+    assert task["artifacts"][0]["parts"][0]["data"] == {"sum": 7}
+
+
+@pytest.mark.parametrize("protocol", ["1.0", "0.3"])
+async def test_call_stream_prints_each_event(sdk: tuple[str, Recorder], protocol: str) -> None:
+    url, recorder = sdk
+    context = f"ctx-{protocol}"
+    code, out, err = await cli(
+        "call", url, "--text", "s", "--stream", "--context-id", context, "--protocol", protocol
+    )
+    assert code == 0, err
+    events = lines(out)
+    assert events[0]["kind"] == "task" and events[0]["contextId"] == context
+    assert events[-1]["kind"] == "status-update" and events[-1]["final"] is True
+    expected = "SendStreamingMessage" if protocol == "1.0" else "message/stream"
+    assert recorder.rpc_methods()[-1] == expected
+
+
+async def test_call_file_sends_a_file_part(sdk: tuple[str, Recorder], tmp_path: Path) -> None:
+    url, _ = sdk
+    path = tmp_path / "note.txt"
+    path.write_bytes(b"file body")
+    code, out, err = await cli("call", url, "--file", str(path))
+    assert code == 0, err
+    part = lines(out)[0]["artifacts"][0]["parts"][0]
+    assert part["type"] == "file"
+    assert (part["filename"], part["mediaType"]) == ("note.txt", "text/plain")
+
+
+async def test_task_get_and_cancel(ours: str) -> None:
+    async with A2AClient(ours) as client:
+        task = await client.send_message(
+            {"seconds": 30}, skill_id="demo.slow", return_immediately=True
+        )
+    code, out, err = await cli("task", "cancel", ours, task["id"])
+    assert code == 0, err
+    assert lines(out)[0]["status"]["state"] == "canceled"
+    code, out, err = await cli("task", "get", ours, task["id"], "--history-length", "1")
+    assert code == 0, err
+    got = lines(out)[0]
+    assert got["id"] == task["id"] and got["status"]["state"] == "canceled"
+
+
+async def test_remote_error_exits_1_with_one_line(ours: str) -> None:
+    code, out, err = await cli("task", "get", ours, "no-such-task")
+    assert code == 1 and out == ""
+    assert err.count("\n") == 1
+    assert "TaskNotFoundError (-32001)" in err
+
+
+async def test_unreachable_agent_exits_3() -> None:
+    code, out, err = await cli("card", f"http://127.0.0.1:{free_port()}")
+    assert code == 3 and out == ""
+    assert err.startswith("error: A2AConnectionError") and err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("call", "URL", "--data", "{not json"),
+        ("call", "URL", "--file", "/no/such/file"),
+        ("call", "not-a-url", "--text", "x"),
+    ],
+    ids=["bad-json", "missing-file", "bad-url"],
+)
+async def test_bad_input_exits_2(sdk: tuple[str, Recorder], args: tuple[str, ...]) -> None:
+    url, _ = sdk
+    code, out, err = await cli(*(url if a == "URL" else a for a in args))
+    assert code == 2 and out == ""
+    assert err.startswith("error: ") and err.count("\n") == 1
+
+
+async def test_call_requires_exactly_one_input(sdk: tuple[str, Recorder]) -> None:
+    url, _ = sdk
+    code, _, err = await cli("call", url, "--text", "a", "--data", "{}")
+    assert code == 2 and "not allowed with" in err
+    code, _, err = await cli("call", url)
+    assert code == 2 and "required" in err

@@ -1,0 +1,45 @@
+"""``import apcore_a2a.client`` must stay light: httpx and the standard library only."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from tests._support import ROOT
+
+SERVER_STACK = ("starlette", "uvicorn", "apcore", "a2a", "sse_starlette", "google.protobuf")
+
+
+def _loaded_after(statement: str) -> list[str]:
+    code = (
+        f"import json, sys\n{statement}\n"
+        f"stack = {SERVER_STACK!r}\n"
+        "print(json.dumps(sorted(m for m in sys.modules "
+        "if any(m == s or m.startswith(s + '.') for s in stack))))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
+    return list(json.loads(out))
+
+
+def test_client_package_loads_no_server_stack() -> None:
+    assert _loaded_after("import apcore_a2a.client") == []
+
+
+def test_public_names_load_no_server_stack() -> None:
+    statement = (
+        "from apcore_a2a.client import A2AClient, AgentCardFetcher, TaskNotFoundError\n"
+        "A2AClient('http://agent.local')"
+    )
+    assert _loaded_after(statement) == []
+
+
+def test_client_cli_module_loads_no_server_stack() -> None:
+    assert _loaded_after("import apcore_a2a._cli_client") == []
+
+
+def test_the_check_itself_sees_the_server_stack() -> None:
+    # Guard against a vacuous check: importing the server does show up.
+    assert "a2a" in _loaded_after("import a2a.server")
