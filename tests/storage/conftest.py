@@ -8,6 +8,7 @@ are skipped, except under ``CI`` where they must run and therefore fail.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import concurrent.futures
 import os
 import socket
@@ -55,9 +56,9 @@ def _pg_execute(sql: str) -> None:
         pool.submit(asyncio.run, run()).result()
 
 
-@pytest.fixture
-def pg_url() -> Iterator[str]:
-    """``postgresql://`` URL of a fresh, empty schema in the ``test`` database."""
+@contextlib.contextmanager
+def pg_schema_url() -> Iterator[str]:
+    """A fresh schema in the ``test`` database, dropped on exit; yields its URL."""
     require_postgres()
     schema = f"apcore_a2a_t_{uuid.uuid4().hex[:12]}"
     _pg_execute(f"CREATE SCHEMA {schema}")
@@ -65,6 +66,13 @@ def pg_url() -> Iterator[str]:
         yield f"postgresql://{PG_USER}@{PG_HOST}:{PG_PORT}/{PG_DB}?schema={schema}"
     finally:
         _pg_execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    """``postgresql://`` URL of a fresh, empty schema in the ``test`` database."""
+    with pg_schema_url() as url:
+        yield url
 
 
 @pytest.fixture

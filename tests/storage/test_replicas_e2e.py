@@ -1,0 +1,129 @@
+"""Two real server processes on one database: tasks, cancels, streams and resumes are shared.
+
+Each scenario starts on replica A and continues on replica B through the official
+a2a-sdk client, on PostgreSQL and on one SQLite file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Iterator
+
+import pytest
+from a2a.types import (
+    CancelTaskRequest,
+    GetTaskRequest,
+    ListTasksRequest,
+    SubscribeToTaskRequest,
+    TaskState,
+)
+
+from .._support import cli_server
+from ._a2a import EXTENSIONS, client, request, send
+from .conftest import pg_schema_url
+
+POLL = "0.1"
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def replicas(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[str, str]]:
+    """Replicas A and B (base URLs), shared by this module's tests per backend."""
+    with contextlib.ExitStack() as stack:
+        if request.param == "sqlite":
+            url = f"sqlite:///{tmp_path_factory.mktemp('replicas') / 'tasks.db'}"
+        else:
+            url = stack.enter_context(pg_schema_url())
+        args = ["--extensions-dir", EXTENSIONS, "--task-store", url, "--cluster"]
+        env = {"A2A_CLUSTER_POLL_INTERVAL": POLL}
+        a, _ = stack.enter_context(cli_server(args, env=env))
+        b, _ = stack.enter_context(cli_server(args, env=env))
+        yield a, b
+
+
+async def test_task_from_a_is_fetched_and_listed_on_b(replicas: tuple[str, str]) -> None:
+    a, b = replicas
+    ca, cb = await client(a), await client(b)
+    task = await send(ca, request("math.add", {"a": 2, "b": 40}))
+    assert task.status.state == TaskState.TASK_STATE_COMPLETED
+    fetched = await cb.get_task(GetTaskRequest(id=task.id))
+    assert fetched.status.state == TaskState.TASK_STATE_COMPLETED
+    assert fetched.artifacts == task.artifacts
+    listed = await cb.list_tasks(ListTasksRequest(context_id=task.context_id))
+    assert [t.id for t in listed.tasks] == [task.id]
+
+
+async def test_cancel_on_b_stops_a_task_running_on_a(replicas: tuple[str, str]) -> None:
+    a, b = replicas
+    ca, cb = await client(a), await client(b)
+    started = await send(ca, request("jobs.sleep", {"seconds": 30}, return_immediately=True))
+    canceled = await cb.cancel_task(CancelTaskRequest(id=started.id))
+    assert canceled.status.state == TaskState.TASK_STATE_CANCELED
+    # A notices on its next write and keeps the canceled state.
+    for c in (ca, cb):
+        again = await c.get_task(GetTaskRequest(id=started.id))
+        assert again.status.state == TaskState.TASK_STATE_CANCELED
+
+
+async def test_b_streams_live_events_of_a_task_running_on_a(replicas: tuple[str, str]) -> None:
+    a, b = replicas
+    ca = await client(a)
+    sb = await client(b, streaming=True)
+    started = await send(
+        ca, request("text.countdown", {"start": 5, "delay": 0.3}, return_immediately=True)
+    )
+    kinds: list[str] = []
+    remaining: list[float] = []
+    final = None
+    deadline = time.monotonic() + 20
+    async for response in sb.subscribe(SubscribeToTaskRequest(id=started.id)):
+        kind = response.WhichOneof("payload")
+        kinds.append(kind or "")
+        if kind == "artifact_update":
+            for part in response.artifact_update.artifact.parts:
+                value = part.data.struct_value.fields.get("remaining")
+                if value is not None:
+                    remaining.append(value.number_value)
+        if kind == "status_update":
+            final = response.status_update.status.state
+        assert time.monotonic() < deadline
+    assert kinds[0] == "task"
+    assert "artifact_update" in kinds
+    assert final == TaskState.TASK_STATE_COMPLETED
+    # B relayed A's chunks as they happened, not one snapshot at the end.
+    assert len(remaining) >= 2
+    assert remaining[-1] == 0
+
+
+async def test_input_required_on_a_is_resumed_on_b_with_only_the_task_id(
+    replicas: tuple[str, str],
+) -> None:
+    a, b = replicas
+    ca, cb = await client(a), await client(b)
+    parked = await send(ca, request("bank.transfer", {"to": "acct-9", "amount": 500}))
+    assert parked.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+    # No contextId: B must take it from the stored task.
+    done = await send(cb, request(None, text="approve", task_id=parked.id))
+    assert done.id == parked.id
+    assert done.context_id == parked.context_id
+    assert done.status.state == TaskState.TASK_STATE_COMPLETED
+    seen_on_a = await ca.get_task(GetTaskRequest(id=parked.id))
+    assert seen_on_a.status.state == TaskState.TASK_STATE_COMPLETED
+
+
+async def test_many_tasks_across_both_replicas_are_all_visible_on_each(
+    replicas: tuple[str, str],
+) -> None:
+    a, b = replicas
+    ca, cb = await client(a), await client(b)
+    tasks = await asyncio.gather(
+        *(send(c, request("math.add", {"a": i, "b": 1})) for i, c in enumerate([ca, cb] * 10))
+    )
+    ids = {t.id for t in tasks}
+    for c in (ca, cb):
+        page = await c.list_tasks(ListTasksRequest(page_size=100))
+        assert ids <= {t.id for t in page.tasks}
+        assert page.total_size >= len(ids)
