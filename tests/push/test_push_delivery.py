@@ -273,3 +273,46 @@ async def test_config_added_while_running_gets_the_rest_in_order() -> None:
         assert len(seq_b) < len(seq_a)
         # Same events, same order: the late config sees a tail of what the first one saw.
         assert seq_a[-len(seq_b) :] == seq_b
+
+
+async def test_config_rides_in_the_send_request_on_0_3_and_rest() -> None:
+    async with (
+        receiver() as rec,
+        push_agent() as (base, app),
+        httpx.AsyncClient(timeout=10) as client,
+    ):
+        old = await rpc(
+            client,
+            base,
+            "message/send",
+            {
+                "message": {
+                    "kind": "message",
+                    "messageId": "m-old",
+                    "role": "user",
+                    "parts": [{"kind": "data", "data": {"a": 1, "b": 2}}],
+                    "metadata": {"skillId": "demo.add"},
+                },
+                "configuration": {"pushNotificationConfig": {"url": rec.url("/old"), "token": "o"}},
+            },
+            version="0.3",
+        )
+        assert old["result"]["status"]["state"] == "completed"
+        rest = await client.post(
+            base + "/message:send",
+            headers=V1,
+            json={
+                "message": add_message(),
+                "configuration": {"taskPushNotificationConfig": {"url": rec.url("/rest")}},
+            },
+        )
+        assert rest.status_code == 200
+        await app.state.a2a.extras["push"].sender.idle()
+        for path, task_id in (("/old", old["result"]["id"]), ("/rest", rest.json()["task"]["id"])):
+            events = [d.event for d in rec.accepted(path)]
+            # Deliveries use the 1.0 event JSON whatever the registering client spoke.
+            assert _summary(events[0]) == ("task", "TASK_STATE_SUBMITTED")
+            assert _summary(events[-1]) == ("statusUpdate", "TASK_STATE_COMPLETED")
+            assert events[0]["task"]["id"] == task_id
+        assert {d.headers.get("x-a2a-notification-token") for d in rec.accepted("/old")} == {"o"}
+        assert all("x-a2a-notification-token" not in d.headers for d in rec.accepted("/rest"))
