@@ -8,8 +8,8 @@ are skipped, except under ``CI`` where they must run and therefore fail.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import concurrent.futures
+import contextlib
 import os
 import socket
 import uuid
