@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
-import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from types import TracebackType
 from typing import Any
@@ -12,28 +10,24 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from apcore_a2a.client import _jsonrpc
 from apcore_a2a.client._asgi import ASGIApp, DirectTransport, Lifespan
 from apcore_a2a.client._dialects import Dialect, Protocol, select_endpoint
 from apcore_a2a.client._messages import MessageInput, build_message, build_push_config
 from apcore_a2a.client._results import (
-    decode_event,
     decode_list,
     decode_push_config,
     decode_push_configs,
     decode_send_result,
     decode_task,
-    is_final,
 )
-from apcore_a2a.client._sse import iter_sse
 from apcore_a2a.client.card_fetcher import CARD_PATHS, AgentCardFetcher
 from apcore_a2a.client.errors import (
-    A2AAuthenticationError,
     A2AClientError,
     A2AConnectionError,
     A2ADiscoveryError,
     InvalidAgentResponseError,
     UnsupportedOperationError,
-    error_from_rpc,
 )
 
 __all__ = ["A2AClient"]
@@ -53,36 +47,6 @@ def _normalize_url(url: str) -> str:
     for path in CARD_PATHS:  # a card URL given by mistake names the same agent
         base = base.removesuffix(path)
     return base.rstrip("/")
-
-
-def _json(content: bytes | str) -> Any:
-    try:
-        return json.loads(content)
-    except ValueError as exc:
-        raise InvalidAgentResponseError(f"agent returned invalid JSON: {content[:200]!r}") from exc
-
-
-def _result_of(payload: Any) -> Any:
-    if not isinstance(payload, dict):
-        raise InvalidAgentResponseError(f"agent returned a non-object reply: {payload!r:.200}")
-    if payload.get("error") is not None:
-        raise error_from_rpc(payload["error"])
-    if "result" not in payload:
-        if payload.get("jsonrpc") == "2.0":
-            return None  # some 0.3 servers omit a null result (e.g. push config delete)
-        raise InvalidAgentResponseError("agent reply has neither 'result' nor 'error'")
-    return payload["result"]
-
-
-def _check_status(response: httpx.Response) -> None:
-    if response.is_success:
-        return
-    snippet = response.text[:200].strip()
-    message = f"HTTP {response.status_code} from {response.url}" + (
-        f": {snippet}" if snippet else ""
-    )
-    cls = A2AAuthenticationError if response.status_code in (401, 403) else A2AConnectionError
-    raise cls(message, status_code=response.status_code)
 
 
 def _require_id(value: str, what: str) -> str:
@@ -220,66 +184,14 @@ class A2AClient:
             self._pinned = select_endpoint(card, self._base, self._protocol)
         return self._pinned
 
-    # -- transport ---------------------------------------------------------------------
-    @staticmethod
-    def _envelope(method: str, params: Mapping[str, Any]) -> dict[str, Any]:
-        return {"jsonrpc": "2.0", "id": uuid.uuid4().hex, "method": method, "params": params}
-
-    async def _unary(
-        self, dialect: Dialect, url: str, method: str, params: Mapping[str, Any]
-    ) -> Any:
-        headers = {"A2A-Version": dialect.version}
-        try:
-            response = await self._http.post(
-                url, json=self._envelope(method, params), headers=headers
-            )
-        except httpx.TimeoutException as exc:
-            raise A2AConnectionError(f"{method} to {url} timed out") from exc
-        except httpx.TransportError as exc:
-            raise A2AConnectionError(f"cannot reach {url}: {exc}") from exc
-        _check_status(response)
-        return _result_of(_json(response.content))
-
-    async def _stream(
-        self, dialect: Dialect, url: str, method: str, params: Mapping[str, Any]
-    ) -> AsyncIterator[dict[str, Any]]:
-        headers = {"A2A-Version": dialect.version, "Accept": "text/event-stream"}
-        body = self._envelope(method, params)
-        try:
-            async with self._http.stream("POST", url, json=body, headers=headers) as response:
-                if not response.is_success:
-                    await response.aread()
-                    _check_status(response)
-                if "text/event-stream" not in response.headers.get("content-type", ""):
-                    # Errors detected before streaming starts come back as plain JSON.
-                    result = _result_of(_json(await response.aread()))
-                    event = decode_event(result, dialect.version)
-                    if event is not None:
-                        yield event
-                    return
-                async for sse in iter_sse(response.aiter_lines()):
-                    payload = _json(sse.data)
-                    if sse.event == "error" and not (
-                        isinstance(payload, dict) and "error" in payload
-                    ):
-                        raise error_from_rpc(payload)
-                    event = decode_event(_result_of(payload), dialect.version)
-                    if event is None:
-                        continue
-                    yield event
-                    if is_final(event):
-                        return
-        except httpx.TimeoutException as exc:
-            raise A2AConnectionError(f"{method} stream from {url} timed out") from exc
-        except httpx.TransportError as exc:
-            raise A2AConnectionError(f"{method} stream from {url} failed: {exc}") from exc
-
     async def _events(
         self, pick: str, build_params: Callable[[Dialect], Mapping[str, Any]]
     ) -> AsyncIterator[dict[str, Any]]:
         dialect, url = await self._endpoint()
         method = getattr(dialect, pick)
-        async for event in self._stream(dialect, url, method, build_params(dialect)):
+        async for event in _jsonrpc.stream(
+            self._http, dialect.version, url, method, build_params(dialect)
+        ):
             yield event
 
     # -- messages ----------------------------------------------------------------------
@@ -306,7 +218,8 @@ class A2AClient:
         dialect, url = await self._endpoint()
         params = dialect.send_params(msg, metadata=metadata, return_immediately=return_immediately)
         return decode_send_result(
-            await self._unary(dialect, url, dialect.send, params), dialect.version
+            await _jsonrpc.call(self._http, dialect.version, url, dialect.send, params),
+            dialect.version,
         )
 
     def stream_message(
@@ -339,13 +252,17 @@ class A2AClient:
                 raise ValueError("history_length must be >= 0")
             params["historyLength"] = history_length
         dialect, url = await self._endpoint()
-        return decode_task(await self._unary(dialect, url, dialect.get, params))
+        return decode_task(
+            await _jsonrpc.call(self._http, dialect.version, url, dialect.get, params)
+        )
 
     async def cancel_task(self, task_id: str) -> dict[str, Any]:
         """Ask the agent to cancel the task; return the task as the agent reports it."""
         params = {"id": _require_id(task_id, "task_id")}
         dialect, url = await self._endpoint()
-        return decode_task(await self._unary(dialect, url, dialect.cancel, params))
+        return decode_task(
+            await _jsonrpc.call(self._http, dialect.version, url, dialect.cancel, params)
+        )
 
     async def list_tasks(
         self,
@@ -380,7 +297,9 @@ class A2AClient:
             )
         if include_artifacts:
             params["includeArtifacts"] = True
-        return decode_list(await self._unary(dialect, url, dialect.list, params))
+        return decode_list(
+            await _jsonrpc.call(self._http, dialect.version, url, dialect.list, params)
+        )
 
     def resubscribe(self, task_id: str) -> AsyncIterator[dict[str, Any]]:
         """Iterate over a running task's events: first the task as it is now, then updates."""
@@ -394,7 +313,9 @@ class A2AClient:
         """Register a push endpoint for a task: a URL or ``{url, id?, token?, authentication?}``."""
         cfg = build_push_config(_require_id(task_id, "task_id"), config)
         dialect, url = await self._endpoint()
-        result = await self._unary(dialect, url, dialect.push_set, dialect.push_set_params(cfg))
+        result = await _jsonrpc.call(
+            self._http, dialect.version, url, dialect.push_set, dialect.push_set_params(cfg)
+        )
         return decode_push_config(result)
 
     async def get_push_config(self, task_id: str, config_id: str) -> dict[str, Any]:
@@ -403,13 +324,17 @@ class A2AClient:
         params = dialect.push_ref_params(
             _require_id(task_id, "task_id"), _require_id(config_id, "config_id")
         )
-        return decode_push_config(await self._unary(dialect, url, dialect.push_get, params))
+        return decode_push_config(
+            await _jsonrpc.call(self._http, dialect.version, url, dialect.push_get, params)
+        )
 
     async def list_push_configs(self, task_id: str) -> list[dict[str, Any]]:
         """Return every push config of a task."""
         dialect, url = await self._endpoint()
         params = dialect.push_ref_params(_require_id(task_id, "task_id"), None)
-        return decode_push_configs(await self._unary(dialect, url, dialect.push_list, params))
+        return decode_push_configs(
+            await _jsonrpc.call(self._http, dialect.version, url, dialect.push_list, params)
+        )
 
     async def delete_push_config(self, task_id: str, config_id: str) -> None:
         """Delete one push config of a task."""
@@ -417,12 +342,12 @@ class A2AClient:
         params = dialect.push_ref_params(
             _require_id(task_id, "task_id"), _require_id(config_id, "config_id")
         )
-        await self._unary(dialect, url, dialect.push_delete, params)
+        await _jsonrpc.call(self._http, dialect.version, url, dialect.push_delete, params)
 
     async def get_extended_card(self) -> dict[str, Any]:
         """Return the agent's extended (authenticated) card as served."""
         dialect, url = await self._endpoint()
-        card = await self._unary(dialect, url, dialect.extended_card, {})
+        card = await _jsonrpc.call(self._http, dialect.version, url, dialect.extended_card, {})
         if not isinstance(card, dict):
             raise InvalidAgentResponseError("the extended card is not an object")
         return card
