@@ -138,7 +138,7 @@ def build_push(
         from apcore_a2a.push._sql import PushTables
 
         tables = PushTables(engine)
-    statuses = ConfigStatusBook(tables)
+    statuses = ConfigStatusBook(tables, max_tasks=settings.task_max_capacity)
     store = StatusTrackingConfigStore(config_store, statuses)
     policy = PushUrlPolicy(allow_insecure=settings.push_allow_insecure_urls, resolver=resolver)
     base = agent_url.rstrip("/")

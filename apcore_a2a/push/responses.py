@@ -124,23 +124,24 @@ class PushResponseMiddleware:
             doc = json.loads(body)
         except ValueError:
             return body
+        cache: dict[str, dict[str, str]] = {}
         if rpc_method is None:
-            doc = await self._decorate(doc)
+            doc = await self._decorate(doc, cache)
         elif isinstance(doc, dict) and "error" not in doc:
             if rpc_method == _V03_DELETE:
                 doc["result"] = {"taskId": rpc_params.get("id"), "deleted": True}
             elif "result" in doc:
-                doc["result"] = await self._decorate(doc["result"])
+                doc["result"] = await self._decorate(doc["result"], cache)
         return json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
-    async def _decorate(self, value: Any) -> Any:
+    async def _decorate(self, value: Any, cache: dict[str, dict[str, str]]) -> Any:
         """Add status fields to a config, a list of configs, or ``{"configs": [...]}``."""
         if isinstance(value, list):
-            return [await self._decorate(item) for item in value]
+            return [await self._decorate(item, cache) for item in value]
         if not isinstance(value, dict):
             return value
         if isinstance(value.get("configs"), list):
-            value["configs"] = [await self._decorate(item) for item in value["configs"]]
+            value["configs"] = [await self._decorate(item, cache) for item in value["configs"]]
             return value
         inner = value.get("pushNotificationConfig")
         if isinstance(inner, dict):
@@ -158,7 +159,10 @@ class PushResponseMiddleware:
             config_id = value.get("id")
         else:
             return value
-        reason = await self.statuses.failure(str(task_id), str(config_id or task_id))
+        task_key = str(task_id)
+        if task_key not in cache:
+            cache[task_key] = await self.statuses.failures(task_key)
+        reason = cache[task_key].get(str(config_id or task_id))
         value["status"] = ACTIVE if reason is None else FAILED
         if reason is not None:
             value["statusReason"] = reason

@@ -22,10 +22,15 @@ FAILED = "failed"
 
 
 class ConfigStatusBook:
-    """Where failed configs are recorded: in memory, or in SQL when *tables* are given."""
+    """Where failed configs are recorded: in memory, or in SQL when *tables* are given.
 
-    def __init__(self, tables: PushTables | None = None) -> None:
+    In memory at most *max_tasks* tasks are remembered (oldest failure forgotten first),
+    so a long-running process with many dead webhooks does not grow without bound.
+    """
+
+    def __init__(self, tables: PushTables | None = None, *, max_tasks: int = 10_000) -> None:
         self._tables = tables
+        self._max_tasks = max_tasks
         self._memory: dict[str, dict[str, str]] = {}
 
     async def failures(self, task_id: str) -> dict[str, str]:
@@ -41,8 +46,12 @@ class ConfigStatusBook:
     async def mark_failed(self, task_id: str, config_id: str, reason: str) -> None:
         if self._tables is not None:
             await self._tables.mark_failed(task_id, config_id, reason)
-        else:
-            self._memory.setdefault(task_id, {})[config_id] = reason
+            return
+        configs = self._memory.pop(task_id, {})
+        configs[config_id] = reason
+        self._memory[task_id] = configs  # re-insert: dict order is the eviction order
+        while len(self._memory) > self._max_tasks:
+            del self._memory[next(iter(self._memory))]
 
     async def clear(self, task_id: str, config_id: str | None = None) -> None:
         """Forget the failure of one config, or of every config of the task."""
