@@ -28,6 +28,8 @@ class A2AApprovalHandler:
     """apcore approval handler backed by decisions recorded from A2A messages.
 
     Decisions are remembered for the last *max_entries* approvals (oldest first out).
+    A decision is used once: checking an approved or rejected id consumes it, and an
+    unknown id is rejected, so an approval id cannot be replayed to run a module again.
     """
 
     def __init__(self, *, max_entries: int = 10_000) -> None:
@@ -46,7 +48,14 @@ class A2AApprovalHandler:
 
     async def check_approval(self, approval_id: str) -> ApprovalResult:
         with self._lock:
-            status, reason = self._decisions.get(approval_id, ("pending", None))
+            entry = self._decisions.get(approval_id)
+            if entry is not None and entry[0] != "pending":
+                del self._decisions[approval_id]
+        if entry is None:
+            return ApprovalResult(
+                status="rejected", approval_id=approval_id, reason="Unknown or expired approval"
+            )
+        status, reason = entry
         return ApprovalResult(status=status, approval_id=approval_id, reason=reason)
 
     def record_decision(self, approval_id: str, approved: bool, reason: str | None = None) -> None:

@@ -21,6 +21,7 @@ from apcore_a2a.adapters.parts import value_to_python
 __all__ = [
     "Decision",
     "PendingApproval",
+    "decided_metadata",
     "from_error",
     "input_required_event",
     "pending_approval",
@@ -74,6 +75,8 @@ def pending_approval(task: Task) -> PendingApproval | None:
     entry = apcore_meta.get("approval")
     if not isinstance(entry, dict) or not entry.get("approvalId"):
         return None
+    if entry.get("status", "pending") != "pending":
+        return None  # already decided: a later message is new input, not an answer
     return PendingApproval(
         str(entry["approvalId"]), str(entry.get("moduleId", "")), str(entry.get("reason", ""))
     )
@@ -101,18 +104,26 @@ def input_required_event(
     status = TaskStatus(state=TaskState.TASK_STATE_INPUT_REQUIRED, message=message)
     status.timestamp.GetCurrentTime()
     event = TaskStatusUpdateEvent(task_id=task_id, context_id=context_id, status=status)
-    event.metadata.update(
-        {
-            "apcore": {
-                "approval": {
-                    "approvalId": pending.approval_id,
-                    "moduleId": pending.module_id,
-                    "reason": pending.reason,
-                }
+    event.metadata.update(_metadata(pending, "pending"))
+    return event
+
+
+def decided_metadata(pending: PendingApproval, decision: Decision) -> dict[str, Any]:
+    """Task metadata recording how *pending* was decided (merged over the pending entry)."""
+    return _metadata(pending, "approved" if decision.approved else "rejected")
+
+
+def _metadata(pending: PendingApproval, status: str) -> dict[str, Any]:
+    return {
+        "apcore": {
+            "approval": {
+                "approvalId": pending.approval_id,
+                "moduleId": pending.module_id,
+                "reason": pending.reason,
+                "status": status,
             }
         }
-    )
-    return event
+    }
 
 
 def read_decision(message: Message) -> Decision | None:

@@ -11,10 +11,15 @@ and finish with artifact + ``completed``, ``input-required`` (approval pending),
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 import uuid
-from typing import TYPE_CHECKING, Any
+import weakref
+from collections.abc import Coroutine, Generator
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
@@ -50,6 +55,89 @@ logger = logging.getLogger("apcore_a2a.executor")
 _ARTIFACT_NAME = "result"
 CANCEL_MESSAGE = "Canceled by client"
 TIMEOUT_MESSAGE = "Execution timed out"
+#: a reserved apcore input key; only a resume on the A2A task may set it
+_RESUME_KEY = "_approval_token"
+_TERMINAL = frozenset(
+    {
+        TaskState.TASK_STATE_COMPLETED,
+        TaskState.TASK_STATE_CANCELED,
+        TaskState.TASK_STATE_FAILED,
+        TaskState.TASK_STATE_REJECTED,
+    }
+)
+
+
+@dataclass(slots=True)
+class _Run:
+    """One ``execute()`` in progress.
+
+    The SDK cancels ``execute()`` only after ``cancel()`` has enqueued CANCELED, so a
+    result that lands in between must not follow it into the queue: ``canceled`` stops
+    all further events. ``ended`` records that a terminal event was already enqueued,
+    so a late cancel does not overwrite a finished task.
+    """
+
+    token: CancelToken = field(default_factory=CancelToken)
+    canceled: bool = False
+    ended: bool = False
+    #: asyncio tasks started while the module ran (see _TaskTracker)
+    spawned: weakref.WeakSet[asyncio.Task[Any]] = field(default_factory=weakref.WeakSet)
+
+    async def emit(self, queue: EventQueue, event: Any) -> None:
+        if self.canceled:
+            return
+        if isinstance(event, TaskStatusUpdateEvent) and event.status.state in _TERMINAL:
+            self.ended = True
+        await queue.enqueue_event(event)
+
+    def stop(self) -> None:
+        """Cancel the module: its apcore token, and any task it left running."""
+        self.token.cancel()
+        for task in list(self.spawned):
+            task.cancel()
+
+
+_T = TypeVar("_T")
+
+#: the run whose module is executing in the current asyncio context
+_CURRENT_RUN: ContextVar[_Run | None] = ContextVar("apcore_a2a_run", default=None)
+
+
+class _TaskTracker:
+    """Loop task factory that remembers which run started each task.
+
+    apcore awaits an async module through ``asyncio.wait`` on a task of its own, so
+    cancelling our await (client cancel, execution timeout, shutdown) would leave that
+    task running with nobody waiting for it. Tasks created while a module runs are
+    recorded on its ``_Run`` and cancelled with it. Any factory already installed is
+    kept and called first.
+    """
+
+    def __init__(self, previous: Any) -> None:
+        self.previous = previous
+
+    def __call__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        coro: Coroutine[Any, Any, _T] | Generator[Any, None, _T],
+        /,
+        **kwargs: Any,
+    ) -> asyncio.Future[_T]:
+        task: asyncio.Future[_T]
+        if self.previous is not None:
+            task = self.previous(loop, coro, **kwargs)
+        else:
+            task = asyncio.Task(coro, loop=loop, **kwargs)
+        run = _CURRENT_RUN.get()
+        if run is not None and isinstance(task, asyncio.Task):
+            run.spawned.add(task)
+        return task
+
+    @classmethod
+    def install(cls, loop: asyncio.AbstractEventLoop) -> None:
+        current = loop.get_task_factory()
+        if not isinstance(current, cls):
+            loop.set_task_factory(cls(current))
 
 
 def _agent_message(task_id: str, context_id: str, text: str, data: dict[str, Any]) -> Message:
@@ -93,7 +181,7 @@ class ApCoreAgentExecutor(AgentExecutor):
     def __init__(self, executor: Any, settings: Settings) -> None:
         self._executor = executor
         self._timeout = settings.execution_timeout
-        self._tokens: dict[str, CancelToken] = {}
+        self._runs: dict[str, _Run] = {}
 
     # -- AgentExecutor ---------------------------------------------------------------
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
@@ -105,37 +193,48 @@ class ApCoreAgentExecutor(AgentExecutor):
             raise InvalidParamsError(message="Message could not be routed to a skill")
         assert isinstance(context, ApCoreRequestContext)
         stored = context.current_task or context.stored_task
-        inputs = context.module_input
+        inputs = _without_token(context.module_input)
 
         if stored is None and spec.reply == "message":
-            await self._reply_with_message(context, spec, event_queue)
+            await self._reply_with_message(context, spec, inputs, event_queue)
             return
 
-        if stored is None:
-            task = Task(
-                id=task_id,
-                context_id=context_id,
-                status=TaskStatus(state=TaskState.TASK_STATE_SUBMITTED),
-                history=[message],
-            )
-            task.status.timestamp.GetCurrentTime()
-            task.metadata.update({SKILL_METADATA_KEY: spec.module_id})
-            await event_queue.enqueue_event(task)
-        else:
-            inputs = await self._resume_inputs(stored, message, spec, event_queue)
-            if inputs is None:
-                return
-
-        await event_queue.enqueue_event(_status(task_id, context_id, TaskState.TASK_STATE_WORKING))
-        await self._run(context, spec, inputs or {}, event_queue)
+        run = self._runs[task_id] = _Run()
+        try:
+            if stored is None:
+                task = Task(
+                    id=task_id,
+                    context_id=context_id,
+                    status=TaskStatus(state=TaskState.TASK_STATE_SUBMITTED),
+                    history=[message],
+                )
+                task.status.timestamp.GetCurrentTime()
+                task.metadata.update({SKILL_METADATA_KEY: spec.module_id})
+                await run.emit(event_queue, task)
+                working = _status(task_id, context_id, TaskState.TASK_STATE_WORKING)
+            else:
+                context_id = stored.context_id
+                resumed = await self._resume(run, stored, message, spec, event_queue)
+                if resumed is None:
+                    return
+                inputs, working = resumed
+            await run.emit(event_queue, working)
+            await self._run(run, context, spec, inputs, event_queue)
+        finally:
+            if self._runs.get(task_id) is run:
+                del self._runs[task_id]
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
         task_id = context.task_id or ""
-        token = self._tokens.pop(task_id, None)
-        if token is not None:
-            token.cancel()
-        # The SDK cancels our execute() right after this returns; the canceled status is
-        # written here so it carries a reason and any open stream receives it.
+        run = self._runs.get(task_id)
+        if run is not None:
+            if run.ended:
+                return  # the result is already on its way; CANCELED must not overwrite it
+            run.canceled = True
+            run.stop()
+        # The SDK cancels our execute() right after this returns (a sync module keeps its
+        # thread; its late result is dropped by _Run.emit). The canceled status is written
+        # here so it carries a reason and every open stream receives it.
         await event_queue.enqueue_event(
             _status(
                 task_id,
@@ -176,6 +275,7 @@ class ApCoreAgentExecutor(AgentExecutor):
 
     async def _run(
         self,
+        run: _Run,
         context: RequestContext,
         spec: SkillSpec,
         inputs: dict[str, Any],
@@ -183,128 +283,120 @@ class ApCoreAgentExecutor(AgentExecutor):
     ) -> None:
         task_id = context.task_id or ""
         context_id = context.context_id or ""
-        token = CancelToken()
-        self._tokens[task_id] = token
-        apcore_context = self._apcore_context(context, spec, token)
+        message: Message | None = None
         try:
-            async with asyncio.timeout(self._timeout):
-                if spec.streaming:
-                    result = await self._stream(spec, inputs, apcore_context, context, event_queue)
-                    artifact_id = None if result is None else result[1]
-                    value = None if result is None else result[0]
-                else:
-                    value = await self._executor.call_async(spec.module_id, inputs, apcore_context)
-                    artifact_id = None
+            value, streamed = await self._invoke(run, context, spec, inputs, event_queue)
         except TimeoutError:
-            token.cancel()
-            await self._finish_error(
-                context, spec, event_queue, map_error(_Timeout(), module_id=spec.module_id)
-            )
+            mapped = map_error(_Timeout(), module_id=spec.module_id)
+            self._log(spec, mapped, None)
+            await self._finish_error(run, context, event_queue, mapped)
             return
-        except asyncio.CancelledError:
-            token.cancel()
-            raise
         except Exception as exc:
-            await self._handle_failure(context, spec, event_queue, exc)
+            await self._handle_failure(run, context, spec, event_queue, exc)
             return
-        finally:
-            self._tokens.pop(task_id, None)
 
-        if artifact_id is None:
-            parts = output_to_parts(value, wrapped_result=spec.wrapped_result)
-            if parts:
-                await event_queue.enqueue_event(
-                    TaskArtifactUpdateEvent(
-                        task_id=task_id,
-                        context_id=context_id,
-                        artifact=Artifact(
-                            artifact_id=uuid.uuid4().hex, name=_ARTIFACT_NAME, parts=parts
-                        ),
-                        last_chunk=True,
-                    )
-                )
-            completed = _status(task_id, context_id, TaskState.TASK_STATE_COMPLETED)
-        else:
-            final = output_to_parts(value, wrapped_result=spec.wrapped_result)
+        parts = output_to_parts(value, wrapped_result=spec.wrapped_result)
+        if streamed:
+            # The chunks already built the artifact; the status carries the merged result.
             message = Message(
                 message_id=uuid.uuid4().hex,
                 role=Role.ROLE_AGENT,
                 task_id=task_id,
                 context_id=context_id,
-                parts=final,
+                parts=parts,
             )
-            completed = _status(task_id, context_id, TaskState.TASK_STATE_COMPLETED, message)
-        await event_queue.enqueue_event(completed)
+        elif parts:
+            artifact = Artifact(artifact_id=uuid.uuid4().hex, name=_ARTIFACT_NAME, parts=parts)
+            await run.emit(
+                event_queue,
+                TaskArtifactUpdateEvent(
+                    task_id=task_id, context_id=context_id, artifact=artifact, last_chunk=True
+                ),
+            )
+        await run.emit(
+            event_queue, _status(task_id, context_id, TaskState.TASK_STATE_COMPLETED, message)
+        )
+
+    async def _invoke(
+        self,
+        run: _Run,
+        context: RequestContext,
+        spec: SkillSpec,
+        inputs: dict[str, Any],
+        event_queue: EventQueue | None,
+    ) -> tuple[Any, bool]:
+        """Run the module under ``execution_timeout``; returns (result, streamed).
+
+        *event_queue* receives the chunks of a streaming module; without one the module
+        is called as a whole. Cancellation and timeout stop the module (``_Run.stop``).
+        """
+        _TaskTracker.install(asyncio.get_running_loop())
+        apcore_context = self._apcore_context(context, spec, run.token)
+        marker = _CURRENT_RUN.set(run)
+        try:
+            async with asyncio.timeout(self._timeout):
+                if spec.streaming and event_queue is not None:
+                    return await self._stream(
+                        run, spec, inputs, apcore_context, context, event_queue
+                    )
+                value = await self._executor.call_async(spec.module_id, inputs, apcore_context)
+                return value, False
+        except (TimeoutError, asyncio.CancelledError):
+            run.stop()
+            raise
+        finally:
+            _CURRENT_RUN.reset(marker)
 
     async def _stream(
         self,
+        run: _Run,
         spec: SkillSpec,
         inputs: dict[str, Any],
         apcore_context: Any,
         context: RequestContext,
         event_queue: EventQueue,
-    ) -> tuple[Any, str] | None:
+    ) -> tuple[dict[str, Any] | None, bool]:
         """Run a streaming module; each chunk becomes an artifact update on one id.
 
-        Returns the merged result and the artifact id, or ``None`` when no chunk came.
+        Chunks go out as soon as the module yields them (waiting for the next one to
+        learn which is last would hold every chunk back by one); a closing update with
+        no parts then sets ``last_chunk``. Returns the merged result and whether any
+        chunk came.
         """
         task_id = context.task_id or ""
         context_id = context.context_id or ""
         artifact_id = uuid.uuid4().hex
         merged: dict[str, Any] = {}
-        pending: dict[str, Any] | None = None
         sent = 0
-        async for chunk in self._executor.stream(spec.module_id, inputs, apcore_context):
-            if pending is not None:
-                await self._emit_chunk(
-                    task_id, context_id, artifact_id, pending, sent, False, event_queue
+        stream = self._executor.stream(spec.module_id, inputs, apcore_context)
+        # aclosing: a cancel or timeout closes the module's generator now, not at GC.
+        async with contextlib.aclosing(stream) as chunks:
+            async for chunk in chunks:
+                parts = output_to_parts(chunk) or [Part(text="")]
+                await run.emit(
+                    event_queue,
+                    _chunk_event(task_id, context_id, artifact_id, parts, append=sent > 0),
                 )
                 sent += 1
-            pending = chunk
-            _deep_merge(merged, chunk)
-        if pending is None:
-            return None
-        await self._emit_chunk(task_id, context_id, artifact_id, pending, sent, True, event_queue)
-        return merged, artifact_id
-
-    @staticmethod
-    async def _emit_chunk(
-        task_id: str,
-        context_id: str,
-        artifact_id: str,
-        chunk: Any,
-        index: int,
-        last: bool,
-        event_queue: EventQueue,
-    ) -> None:
-        await event_queue.enqueue_event(
-            TaskArtifactUpdateEvent(
-                task_id=task_id,
-                context_id=context_id,
-                artifact=Artifact(
-                    artifact_id=artifact_id,
-                    name=_ARTIFACT_NAME,
-                    parts=output_to_parts(chunk) or [Part(text="")],
-                ),
-                append=index > 0,
-                last_chunk=last,
+                _deep_merge(merged, chunk)
+        if sent:
+            await run.emit(
+                event_queue,
+                _chunk_event(task_id, context_id, artifact_id, [], append=True, last=True),
             )
-        )
+        return (merged if sent else None), sent > 0
 
     async def _reply_with_message(
-        self, context: RequestContext, spec: SkillSpec, event_queue: EventQueue
+        self,
+        context: RequestContext,
+        spec: SkillSpec,
+        inputs: dict[str, Any],
+        event_queue: EventQueue,
     ) -> None:
         """Skills that opted into stateless replies answer with one ``Message``."""
-        assert isinstance(context, ApCoreRequestContext)
-        token = CancelToken()
-        apcore_context = self._apcore_context(context, spec, token)
         try:
-            async with asyncio.timeout(self._timeout):
-                value = await self._executor.call_async(
-                    spec.module_id, context.module_input or {}, apcore_context
-                )
+            value, _ = await self._invoke(_Run(), context, spec, inputs, None)
         except TimeoutError:
-            token.cancel()
             mapped = map_error(_Timeout(), module_id=spec.module_id)
             self._log(spec, mapped, None)
             raise _as_a2a(mapped) from None
@@ -321,47 +413,52 @@ class ApCoreAgentExecutor(AgentExecutor):
         reply.metadata.update({SKILL_METADATA_KEY: spec.module_id})
         await event_queue.enqueue_event(reply)
 
-    # -- approval (input-required) ---------------------------------------------------
-    async def _resume_inputs(
-        self, stored: Task, message: Message, spec: SkillSpec, event_queue: EventQueue
-    ) -> dict[str, Any] | None:
-        """Inputs for a follow-up message, or ``None`` if the task was finished here."""
+    # -- follow-ups and approval (input-required) ------------------------------------
+    async def _resume(
+        self, run: _Run, stored: Task, message: Message, spec: SkillSpec, event_queue: EventQueue
+    ) -> tuple[dict[str, Any], TaskStatusUpdateEvent] | None:
+        """Inputs and ``working`` event for a follow-up, or ``None`` if it ended here."""
         task_id, context_id = stored.id, stored.context_id
+        working = _status(task_id, context_id, TaskState.TASK_STATE_WORKING)
         pending = approvals.pending_approval(stored)
         if pending is None or stored.status.state != TaskState.TASK_STATE_INPUT_REQUIRED:
             # A follow-up with fresh input re-runs the skill on it.
-            return input_from_parts(message.parts, spec.input_facts)
+            return _without_token(input_from_parts(message.parts, spec.input_facts)), working
         decision = approvals.read_decision(message)
         if decision is None:
-            await event_queue.enqueue_event(
-                approvals.input_required_event(task_id, context_id, pending, again=True)
+            await run.emit(
+                event_queue,
+                approvals.input_required_event(task_id, context_id, pending, again=True),
             )
             return None
         approvals.record_decision(self._executor, pending.approval_id, decision)
         if not decision.approved:
             reason = decision.reason or "Rejected by user"
-            await event_queue.enqueue_event(
-                _status(
+            rejected = _status(
+                task_id,
+                context_id,
+                TaskState.TASK_STATE_REJECTED,
+                _agent_message(
                     task_id,
                     context_id,
-                    TaskState.TASK_STATE_REJECTED,
-                    _agent_message(
-                        task_id,
-                        context_id,
-                        f"Approval rejected: {reason}",
-                        {"code": "APPROVAL_DENIED", "message": reason, "type": "ApprovalRejected"},
-                    ),
-                )
+                    f"Approval rejected: {reason}",
+                    {"code": "APPROVAL_DENIED", "message": reason, "type": "ApprovalRejected"},
+                ),
+                approvals.decided_metadata(pending, decision),
             )
+            await run.emit(event_queue, rejected)
             return None
+        # Re-run on the input that asked for approval, never on the approving message.
         original = stored.history[0] if stored.history else message
-        inputs = input_from_parts(original.parts, spec.input_facts)
-        inputs["_approval_token"] = pending.approval_id
-        return inputs
+        inputs = _without_token(input_from_parts(original.parts, spec.input_facts))
+        inputs[_RESUME_KEY] = pending.approval_id
+        working.metadata.update(approvals.decided_metadata(pending, decision))
+        return inputs, working
 
     # -- failures --------------------------------------------------------------------
     async def _handle_failure(
         self,
+        run: _Run,
         context: RequestContext,
         spec: SkillSpec,
         event_queue: EventQueue,
@@ -369,20 +466,21 @@ class ApCoreAgentExecutor(AgentExecutor):
     ) -> None:
         if getattr(exc, "code", None) == "APPROVAL_PENDING":
             pending = approvals.from_error(exc, spec.module_id)
-            await event_queue.enqueue_event(
+            await run.emit(
+                event_queue,
                 approvals.input_required_event(
                     context.task_id or "", context.context_id or "", pending
-                )
+                ),
             )
             return
         mapped = map_error(exc, module_id=spec.module_id)
         self._log(spec, mapped, exc)
-        await self._finish_error(context, spec, event_queue, mapped)
+        await self._finish_error(run, context, event_queue, mapped)
 
     async def _finish_error(
         self,
+        run: _Run,
         context: RequestContext,
-        spec: SkillSpec,
         event_queue: EventQueue,
         mapped: MappedError,
     ) -> None:
@@ -393,7 +491,7 @@ class ApCoreAgentExecutor(AgentExecutor):
             "canceled": TaskState.TASK_STATE_CANCELED,
         }.get(mapped.outcome, TaskState.TASK_STATE_FAILED)
         message = _agent_message(task_id, context_id, mapped.message, mapped.status_data())
-        await event_queue.enqueue_event(_status(task_id, context_id, state, message))
+        await run.emit(event_queue, _status(task_id, context_id, state, message))
         if mapped.outcome == "raise" and mapped.a2a_error is not None:
             raise mapped.a2a_error
 
@@ -425,6 +523,29 @@ def _as_a2a(mapped: MappedError) -> Exception:
     from a2a.utils.errors import InternalError
 
     return InternalError(message=mapped.message)
+
+
+def _without_token(inputs: dict[str, Any] | None) -> dict[str, Any]:
+    """Client input minus ``_approval_token``: a client-chosen token would skip approval."""
+    return {k: v for k, v in (inputs or {}).items() if k != _RESUME_KEY}
+
+
+def _chunk_event(
+    task_id: str,
+    context_id: str,
+    artifact_id: str,
+    parts: list[Part],
+    *,
+    append: bool,
+    last: bool = False,
+) -> TaskArtifactUpdateEvent:
+    return TaskArtifactUpdateEvent(
+        task_id=task_id,
+        context_id=context_id,
+        artifact=Artifact(artifact_id=artifact_id, name=_ARTIFACT_NAME, parts=parts),
+        append=append,
+        last_chunk=last,
+    )
 
 
 def _deep_merge(target: dict[str, Any], chunk: Any) -> None:

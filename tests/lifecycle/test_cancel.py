@@ -1,0 +1,217 @@
+"""CancelTask / tasks/cancel: cancellation always lands and is never overwritten."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import httpx
+import pytest
+from a2a.types import (
+    CancelTaskRequest,
+    GetTaskRequest,
+    ListTasksRequest,
+    TaskNotCancelableError,
+    TaskNotFoundError,
+    TaskState,
+)
+
+from ._agent import Agent
+from ._client import (
+    TRANSPORTS,
+    V03,
+    V1,
+    parts_data,
+    request,
+    rpc,
+    sdk_client,
+    summarize,
+    wire_message_03,
+)
+
+CANCELED = TaskState.TASK_STATE_CANCELED
+
+
+async def _start(client: object, skill: str, data: dict[str, object]) -> str:
+    """Start a task with returnImmediately; return its id."""
+    async for response in client.send_message(request(skill, data, return_immediately=True)):  # type: ignore[attr-defined]
+        return str(response.task.id)
+    raise AssertionError("no task returned")
+
+
+async def _wait_state(client: object, task_id: str, state: int, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        task = await client.get_task(GetTaskRequest(id=task_id))  # type: ignore[attr-defined]
+        if task.status.state == state:
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"task {task_id} never reached {TaskState.Name(state)}")
+
+
+async def test_cancel_token_ignoring_sync_module_lands_within_one_second(agent: Agent) -> None:
+    client = await sdk_client(agent.url, streaming=False)
+    try:
+        task_id = await _start(client, "life.deaf", {"seconds": 2.0})
+        await _wait_state(client, task_id, TaskState.TASK_STATE_WORKING)
+        started = time.monotonic()
+        canceled = await client.cancel_task(CancelTaskRequest(id=task_id))
+        assert time.monotonic() - started < 1.0
+        assert canceled.status.state == CANCELED
+        assert parts_data(canceled.status.message.parts) == ["Canceled by client"]
+
+        # The module never looked at its token; its thread sleeps on. Once it returns,
+        # its result must be discarded: the task stays canceled, with no artifact.
+        finished = agent.probe.done(task_id)
+        assert not finished.is_set()
+        assert await asyncio.to_thread(finished.wait, 5.0)
+        assert agent.probe.token_seen_cancelled[task_id] is True
+        await asyncio.sleep(0.2)  # room for a late result to (wrongly) reach the store
+        stored = await client.get_task(GetTaskRequest(id=task_id))
+        assert stored.status.state == CANCELED
+        assert parts_data(stored.status.message.parts) == ["Canceled by client"]
+        assert list(stored.artifacts) == []
+        listed = await client.list_tasks(ListTasksRequest())
+        assert [t.status.state for t in listed.tasks if t.id == task_id] == [CANCELED]
+    finally:
+        await client.close()
+
+
+async def test_cancel_during_stream_ends_the_stream_with_canceled(agent: Agent) -> None:
+    streamer = await sdk_client(agent.url)
+    canceller = await sdk_client(agent.url, streaming=False)
+    try:
+        events = []
+        stream = streamer.send_message(request("life.count", {"count": 40, "delay": 0.05}))
+        async for event in stream:
+            events.append(event)
+            if len(events) == 4:  # task, working, two chunks
+                result = await canceller.cancel_task(CancelTaskRequest(id=events[0].task.id))
+                assert result.status.state == CANCELED
+        summary = [summarize(e) for e in events]
+        assert summary[:4] == [
+            ("task", "SUBMITTED"),
+            ("status", "WORKING"),
+            ("artifact", False, False),
+            ("artifact", True, False),
+        ]
+        assert set(summary[4:-1]) <= {("artifact", True, False)}
+        assert summary[-1] == ("status", "CANCELED")
+        assert parts_data(events[-1].status_update.status.message.parts) == ["Canceled by client"]
+
+        task_id = events[0].task.id
+        # The module's generator was closed at once, with its token canceled.
+        assert agent.probe.done(task_id).is_set()
+        assert agent.probe.token_seen_cancelled[task_id] is True
+        stored = await canceller.get_task(GetTaskRequest(id=task_id))
+        assert stored.status.state == CANCELED
+    finally:
+        await streamer.close()
+        await canceller.close()
+
+
+# The SDK's own 0.3 REST client cannot read the error body its 0.3 REST server sends
+# (it raises a generic A2AClientError for HTTP 400/404); that path is checked on the wire.
+@pytest.mark.parametrize(
+    ("binding", "version"), [t for t in TRANSPORTS if t != ("HTTP+JSON", "0.3")]
+)
+async def test_cancel_errors_for_terminal_and_unknown_tasks(
+    agent: Agent, binding: str, version: str
+) -> None:
+    client = await sdk_client(agent.url, binding, version, streaming=False)
+    try:
+        done = None
+        async for response in client.send_message(request("life.echo", {"text": "x"})):
+            done = response.task
+        assert done is not None and done.status.state == TaskState.TASK_STATE_COMPLETED
+        with pytest.raises(TaskNotCancelableError):
+            await client.cancel_task(CancelTaskRequest(id=done.id))
+        with pytest.raises(TaskNotFoundError):
+            await client.cancel_task(CancelTaskRequest(id="no-such-task"))
+        stored = await client.get_task(GetTaskRequest(id=done.id))
+        assert stored.status.state == TaskState.TASK_STATE_COMPLETED
+    finally:
+        await client.close()
+
+
+async def test_cancel_error_codes_on_the_wire(agent: Agent) -> None:
+    async with httpx.AsyncClient(base_url=agent.url) as http:
+        sent = await http.post(
+            "/",
+            json=rpc(
+                "SendMessage",
+                {
+                    "message": {
+                        "messageId": "m1",
+                        "role": "ROLE_USER",
+                        "parts": [{"data": {"text": "x"}}],
+                        "metadata": {"skillId": "life.echo"},
+                    }
+                },
+            ),
+            headers=V1,
+        )
+        task_id = sent.json()["result"]["task"]["id"]
+        terminal = (
+            await http.post("/", json=rpc("CancelTask", {"id": task_id}), headers=V1)
+        ).json()
+        assert terminal["error"]["code"] == -32002
+        unknown = (await http.post("/", json=rpc("CancelTask", {"id": "nope"}), headers=V1)).json()
+        assert unknown["error"]["code"] == -32001
+        old = (await http.post("/", json=rpc("tasks/cancel", {"id": task_id}), headers=V03)).json()
+        assert old["error"]["code"] == -32002
+        for path, headers in (
+            (f"/tasks/{task_id}:cancel", V1),
+            (f"/v1/tasks/{task_id}:cancel", V03),
+        ):
+            rest = await http.post(path, headers=headers)
+            assert rest.status_code == 400
+            assert rest.json()["error"]["details"][0]["reason"] == "TASK_NOT_CANCELABLE"
+        missing = await http.post("/v1/tasks/nope:cancel", headers=V03)
+        assert missing.status_code == 404
+
+
+async def test_v03_cancel_of_a_running_task(agent: Agent) -> None:
+    async with httpx.AsyncClient(base_url=agent.url) as http:
+        sent = await http.post(
+            "/",
+            json=rpc(
+                "message/send",
+                {
+                    "message": wire_message_03("life.nap", {"seconds": 5}),
+                    "configuration": {"blocking": False},
+                },
+            ),
+            headers=V03,
+        )
+        task = sent.json()["result"]
+        assert task["kind"] == "task" and task["status"]["state"] in ("submitted", "working")
+        started = time.monotonic()
+        canceled = (
+            await http.post("/", json=rpc("tasks/cancel", {"id": task["id"]}), headers=V03)
+        ).json()["result"]
+        assert time.monotonic() - started < 1.0
+        assert canceled["status"]["state"] == "canceled"
+        assert canceled["status"]["message"]["parts"] == [
+            {"kind": "text", "text": "Canceled by client"}
+        ]
+
+
+async def test_cancel_task_parked_in_input_required(agent: Agent) -> None:
+    client = await sdk_client(agent.url, streaming=False)
+    try:
+        parked = None
+        async for response in client.send_message(
+            request("life.transfer", {"to": "bob", "amount": 5})
+        ):
+            parked = response.task
+        assert parked is not None
+        assert parked.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+        canceled = await client.cancel_task(CancelTaskRequest(id=parked.id))
+        assert canceled.status.state == CANCELED
+        assert parts_data(canceled.status.message.parts) == ["Canceled by client"]
+        stored = await client.get_task(GetTaskRequest(id=parked.id))
+        assert stored.status.state == CANCELED
+        assert not any(c.get("ran") for c in agent.probe.contexts)
+    finally:
+        await client.close()
