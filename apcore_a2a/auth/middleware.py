@@ -31,9 +31,16 @@ __all__ = [
 
 logger = logging.getLogger("apcore_a2a.auth")
 
-#: Reachable without credentials: discovery and operations endpoints.
+#: Reachable without credentials: discovery and operations endpoints, and the public keys
+#: push-notification receivers use to verify deliveries.
 EXEMPT_PATHS = frozenset(
-    {"/.well-known/agent-card.json", "/.well-known/agent.json", "/health", "/metrics"}
+    {
+        "/.well-known/agent-card.json",
+        "/.well-known/agent.json",
+        "/.well-known/jwks.json",
+        "/health",
+        "/metrics",
+    }
 )
 #: JSON-RPC methods (1.0 and 0.3) that return the authenticated extended card.
 EXTENDED_CARD_RPC_METHODS = frozenset(

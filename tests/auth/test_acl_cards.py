@@ -1,0 +1,181 @@
+"""ACL-aware cards and call-time masking on a real server.
+
+``admin.reset`` is allowed only for the ``admin`` role: it must be absent from the public
+card and a viewer's extended card, present in an admin's, answered -32001 to a viewer
+(logged at WARNING with the real reason), and run with the admin's identity.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import jwt
+import pytest
+from a2a.types import GetExtendedAgentCardRequest, TaskState
+from a2a.utils.errors import MethodNotFoundError, TaskNotFoundError
+from google.protobuf.json_format import MessageToDict
+
+from .agent import BINDINGS, message, sdk_client, send, serve_agent
+from .keys import HMAC_SECRET
+
+VIEWER = {"Authorization": "Bearer " + jwt.encode({"sub": "vic", "roles": ["viewer"]}, HMAC_SECRET)}
+ADMIN = {
+    "Authorization": "Bearer "
+    + jwt.encode({"sub": "root", "roles": ["admin"], "type": "user"}, HMAC_SECRET)
+}
+
+
+@pytest.fixture(scope="module")
+def agent_url() -> Iterator[str]:
+    with serve_agent(auth_key=HMAC_SECRET, require_auth=False) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def open_agent_url() -> Iterator[str]:
+    """The same agent without any auth configured."""
+    with serve_agent() as url:
+        yield url
+
+
+def skill_ids(card: dict[str, Any]) -> set[str]:
+    return {s["id"] for s in card["skills"]}
+
+
+def schema_entries(card: dict[str, Any]) -> set[str]:
+    out: set[str] = set()
+    for ext in card["capabilities"].get("extensions", []):
+        out |= set((ext.get("params") or {}).get("skills", {}))
+    return out
+
+
+async def test_public_card_lists_anonymous_skills_and_security(agent_url: str) -> None:
+    async with httpx.AsyncClient(base_url=agent_url) as http:
+        card = (await http.get("/.well-known/agent-card.json")).json()
+        legacy = (await http.get("/.well-known/agent.json")).json()
+    assert skill_ids(card) == {"demo.add", "demo.wait"}
+    assert schema_entries(card) == {"demo.add", "demo.wait"}, "no schema of hidden skills"
+    assert "admin.reset" not in json.dumps(card)
+    assert card["capabilities"]["extendedAgentCard"] is True
+    assert card["securitySchemes"]["bearer"]["httpAuthSecurityScheme"] == {
+        "scheme": "Bearer",
+        "bearerFormat": "JWT",
+        "description": "JWT in the Authorization header",
+    }
+    assert card["securityRequirements"] == [{"schemes": {"bearer": {}}}]
+    # 0.3 keys for older clients.
+    assert card["supportsAuthenticatedExtendedCard"] is True
+    assert card["security"] == [{"bearer": []}]
+    assert "admin.reset" not in json.dumps(legacy)
+    assert legacy["securitySchemes"]["bearer"]["scheme"] == "Bearer"
+
+
+@pytest.mark.parametrize(("binding", "version"), BINDINGS)
+async def test_extended_card_is_computed_per_identity(
+    agent_url: str, binding: str, version: str
+) -> None:
+    seen = {}
+    for name, headers in (("viewer", VIEWER), ("admin", ADMIN)):
+        async with sdk_client(agent_url, binding, version, headers) as client:
+            card = await client.get_extended_agent_card(GetExtendedAgentCardRequest())
+        seen[name] = MessageToDict(card)
+    assert skill_ids(seen["viewer"]) == {"demo.add", "demo.wait"}
+    assert "admin.reset" not in json.dumps(seen["viewer"])
+    assert skill_ids(seen["admin"]) == {"demo.add", "demo.wait", "admin.reset"}
+    if version == "1.0":  # the 0.3 card has no extension params to compare
+        assert "admin.reset" in schema_entries(seen["admin"])
+
+
+async def test_legacy_extended_card_path(agent_url: str, open_agent_url: str) -> None:
+    async with httpx.AsyncClient(base_url=agent_url) as http:
+        viewer = await http.get("/agent/authenticatedExtendedCard", headers=VIEWER)
+        admin = await http.get("/agent/authenticatedExtendedCard", headers=ADMIN)
+        anonymous = await http.get("/agent/authenticatedExtendedCard")
+    assert viewer.status_code == admin.status_code == 200
+    assert viewer.headers["cache-control"] == "private, no-cache"
+    assert skill_ids(viewer.json()) == {"demo.add", "demo.wait"}
+    assert "admin.reset" in skill_ids(admin.json())
+    assert anonymous.status_code == 401
+    async with httpx.AsyncClient(base_url=open_agent_url) as http:
+        assert (await http.get("/agent/authenticatedExtendedCard")).status_code == 404
+
+
+async def test_extended_card_needs_credentials_even_when_auth_is_optional(agent_url: str) -> None:
+    rpc = {"jsonrpc": "2.0", "id": 1, "params": {}}
+    async with httpx.AsyncClient(base_url=agent_url) as http:
+        for method, version in (
+            ("GetExtendedAgentCard", "1.0"),
+            ("agent/getAuthenticatedExtendedCard", "0.3"),
+        ):
+            resp = await http.post(
+                "/", json={**rpc, "method": method}, headers={"A2A-Version": version}
+            )
+            assert resp.status_code == 401, method
+            assert resp.headers["www-authenticate"] == "Bearer"
+        for path in ("/extendedAgentCard", "/v1/card"):
+            assert (await http.get(path)).status_code == 401, path
+        # ...while everything else is open to anonymous callers in this mode.
+        assert (await http.get("/tasks", headers={"A2A-Version": "1.0"})).status_code == 200
+
+
+async def test_without_auth_there_is_no_extended_card(open_agent_url: str) -> None:
+    async with httpx.AsyncClient(base_url=open_agent_url) as http:
+        card = (await http.get("/.well-known/agent-card.json")).json()
+        rpc = await http.post(
+            "/",
+            json={"jsonrpc": "2.0", "id": 1, "method": "GetExtendedAgentCard", "params": {}},
+            headers={"A2A-Version": "1.0"},
+        )
+        rest = await http.get("/extendedAgentCard", headers={"A2A-Version": "1.0"})
+    assert card["capabilities"].get("extendedAgentCard", False) is False
+    assert "securitySchemes" not in card
+    assert "securityRequirements" not in card
+    # The ACL still hides what an anonymous caller may not call.
+    assert skill_ids(card) == {"demo.add", "demo.wait"}
+    assert rpc.json()["error"]["code"] == -32004
+    assert rest.status_code == 400
+
+
+@pytest.mark.parametrize(("binding", "version"), BINDINGS)
+async def test_acl_denial_is_masked_and_admin_call_sees_identity(
+    agent_url: str, binding: str, version: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING)
+    async with sdk_client(agent_url, binding, version, VIEWER) as viewer:
+        # The 0.3 REST client reports every 404 as MethodNotFoundError.
+        with pytest.raises((TaskNotFoundError, MethodNotFoundError)):
+            await send(viewer, message("admin.reset"))
+    denial = [r for r in caplog.records if "ACL denied" in r.getMessage()]
+    assert denial and denial[-1].levelno == logging.WARNING
+    assert "vic" in denial[-1].getMessage() and "admin.reset" in denial[-1].getMessage()
+
+    async with sdk_client(agent_url, binding, version, ADMIN) as admin:
+        task = await send(admin, message("admin.reset"))
+    assert task.status.state == TaskState.TASK_STATE_COMPLETED
+    data = MessageToDict(task.artifacts[0].parts[0].data)
+    assert data == {"id": "root", "type": "user", "roles": ["admin"]}
+
+
+async def test_masked_denial_on_the_wire(agent_url: str) -> None:
+    params = {
+        "message": {
+            "messageId": "m-1",
+            "role": "ROLE_USER",
+            "parts": [{"data": {}}],
+            "metadata": {"skillId": "admin.reset"},
+        }
+    }
+    async with httpx.AsyncClient(base_url=agent_url) as http:
+        resp = await http.post(
+            "/",
+            json={"jsonrpc": "2.0", "id": 7, "method": "SendMessage", "params": params},
+            headers={**VIEWER, "A2A-Version": "1.0"},
+        )
+    error = resp.json()["error"]
+    assert error["code"] == -32001
+    assert error["message"] == "Task not found"
+    assert "acl" not in resp.text.lower() and "admin" not in resp.text.lower()

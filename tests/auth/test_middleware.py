@@ -1,0 +1,170 @@
+"""AuthMiddleware: exempt paths, optional auth, the extended card rule, identity hand-off."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+import pytest
+from apcore import Identity
+
+from apcore_a2a.auth import AuthMiddleware, JWTAuthenticator, current_identity
+from apcore_a2a.server.call_context import IDENTITY_SCOPE_KEY
+
+from .keys import HMAC_SECRET, bearer
+from .probe import serve_probe
+
+AUTH = JWTAuthenticator(HMAC_SECRET)
+ALICE = {"Authorization": "Bearer " + __import__("jwt").encode({"sub": "alice"}, HMAC_SECRET)}
+
+EXEMPT = [
+    "/.well-known/agent-card.json",
+    "/.well-known/agent.json",
+    "/.well-known/jwks.json",
+    "/health",
+    "/metrics",
+]
+PROTECTED = [
+    ("GET", "/tasks"),
+    ("GET", "/whoami"),
+    ("POST", "/"),
+    ("GET", "/extendedAgentCard"),
+    ("GET", "/v1/card"),
+    ("GET", "/explorer"),
+    ("GET", "/health/"),
+    ("GET", "/.well-known/agent-card.json/../../tasks"),
+]
+
+
+async def test_exempt_paths_open_everything_else_closed() -> None:
+    async with serve_probe(AUTH) as base, httpx.AsyncClient(base_url=base) as client:
+        for path in EXEMPT:
+            resp = await client.get(path)
+            assert (path, resp.status_code, resp.text) == (path, 200, "ok")
+        for method, path in PROTECTED:
+            resp = await client.request(method, path)
+            assert (method, path, resp.status_code) == (method, path, 401)
+            assert resp.headers["www-authenticate"] == "Bearer"
+        assert (await client.get("/tasks", headers=ALICE)).status_code == 200
+
+
+async def test_explorer_prefix_is_open_for_get_only_when_enabled() -> None:
+    async with (
+        serve_probe(AUTH, exempt_get_prefixes=["/explorer/"]) as base,
+        httpx.AsyncClient(base_url=base) as client,
+    ):
+        assert (await client.get("/explorer")).status_code == 200
+        assert (await client.get("/explorer/app.js")).status_code == 200
+        assert (await client.post("/explorer/app.js")).status_code == 401
+        assert (await client.get("/explorer-evil")).status_code == 401
+
+
+async def test_optional_auth_admits_anonymous_but_not_bad_tokens() -> None:
+    async with (
+        serve_probe(AUTH, require_auth=False) as base,
+        httpx.AsyncClient(base_url=base) as client,
+    ):
+        anon = await client.get("/whoami")
+        assert anon.status_code == 200
+        assert anon.json() == {"scope": None, "var": None}
+        assert (await client.get("/whoami", headers=ALICE)).json()["var"] == "alice"
+        assert (await client.get("/whoami", headers=bearer("forged"))).status_code == 401
+
+
+async def test_extended_card_requires_auth_even_when_optional() -> None:
+    rpc = {"jsonrpc": "2.0", "id": 1, "params": {}}
+    async with (
+        serve_probe(AUTH, require_auth=False) as base,
+        httpx.AsyncClient(base_url=base) as client,
+    ):
+        for path in [
+            "/extendedAgentCard",
+            "/acme/extendedAgentCard",
+            "/v1/card",
+            "/agent/authenticatedExtendedCard",
+        ]:
+            assert (await client.get(path)).status_code == 401, path
+            assert (await client.get(path, headers=ALICE)).status_code == 200, path
+        for method in ["GetExtendedAgentCard", "agent/getAuthenticatedExtendedCard"]:
+            resp = await client.post("/", json={**rpc, "method": method})
+            assert resp.status_code == 401, method
+            resp = await client.post("/", json={**rpc, "method": method}, headers=ALICE)
+            assert resp.status_code == 200
+        # Other anonymous JSON-RPC calls pass, with the body replayed intact downstream.
+        body = json.dumps({**rpc, "method": "SendMessage", "params": {"x": "y" * 100_000}})
+        resp = await client.post("/", content=body)
+        assert resp.status_code == 200
+        assert resp.json()["echo"] == body
+        assert resp.json()["scope"] is None
+        # A body that is not JSON is the route's business, not the middleware's.
+        resp = await client.post("/", content=b"{not json")
+        assert resp.json()["echo"] == "{not json"
+
+
+async def _call(mw: AuthMiddleware, headers: list[tuple[bytes, bytes]]) -> list[dict[str, Any]]:
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    scope = {
+        "type": "http",
+        "method": "GET",
+        "path": "/tasks",
+        "headers": headers,
+        IDENTITY_SCOPE_KEY: Identity(id="injected"),
+    }
+    await mw(scope, receive, send)
+    return sent
+
+
+async def test_identity_contextvar_is_reset_even_when_the_app_fails() -> None:
+    seen: list[tuple[Any, Any]] = []
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        seen.append((scope.get(IDENTITY_SCOPE_KEY), current_identity()))
+        raise RuntimeError("boom")
+
+    mw = AuthMiddleware(app, AUTH)
+    header = [(b"authorization", ALICE["Authorization"].encode())]
+    with pytest.raises(RuntimeError, match="boom"):
+        await _call(mw, header)
+    assert seen[0][0] == seen[0][1] == Identity(id="alice")
+    assert current_identity() is None
+
+    # An identity planted in the scope upstream is discarded, never trusted.
+    optional = AuthMiddleware(app, AUTH, require_auth=False)
+    with pytest.raises(RuntimeError):
+        await _call(optional, [])
+    assert seen[1] == (None, None)
+
+
+async def test_root_path_is_stripped_before_matching_exempt_paths() -> None:
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 204, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    mw = AuthMiddleware(app, AUTH)
+    sent: list[dict[str, Any]] = []
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b""}
+
+    for path, status in [("/agent/health", 204), ("/agent/tasks", 401)]:
+        sent.clear()
+        scope = {
+            "type": "http",
+            "method": "GET",
+            "path": path,
+            "root_path": "/agent",
+            "headers": [],
+        }
+        await mw(scope, receive, send)
+        assert sent[0]["status"] == status

@@ -1,0 +1,131 @@
+"""The whole server with required auth: exempt paths, the attack table, the CLI and env."""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import httpx
+import jwt
+import pytest
+
+from tests._support import ROOT, cli_server
+
+from .agent import serve_agent
+from .attacks import ATTACKS, UNAUTHORIZED_BODY
+from .keys import AUDIENCE, HMAC_SECRET, ISSUER, bearer, hs_token
+
+EXEMPT = ["/.well-known/agent-card.json", "/.well-known/agent.json"]
+PROTECTED = [
+    ("POST", "/"),
+    ("GET", "/tasks"),
+    ("GET", "/tasks/some-id"),
+    ("POST", "/message:send"),
+    ("POST", "/message:stream"),
+    ("POST", "/v1/message:send"),
+    ("GET", "/v1/tasks/some-id"),
+    ("GET", "/extendedAgentCard"),
+    ("GET", "/v1/card"),
+    ("GET", "/agent/authenticatedExtendedCard"),
+    ("GET", "/acme/tasks"),
+    ("GET", "/no/such/path"),
+]
+SEND = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "SendMessage",
+    "params": {
+        "message": {
+            "messageId": "m-1",
+            "role": "ROLE_USER",
+            "parts": [{"data": {"a": 1, "b": 2}}],
+            "metadata": {"skillId": "demo.add"},
+        }
+    },
+}
+
+
+@pytest.fixture(scope="module")
+def agent_url() -> Iterator[str]:
+    with serve_agent(auth_key=HMAC_SECRET, auth_issuer=ISSUER, auth_audience=AUDIENCE) as url:
+        yield url
+
+
+async def test_exempt_paths_open_everything_else_closed(agent_url: str) -> None:
+    async with httpx.AsyncClient(base_url=agent_url) as http:
+        for path in EXEMPT:
+            assert (await http.get(path)).status_code == 200, path
+        for path in ("/health", "/metrics", "/.well-known/jwks.json"):
+            assert (await http.get(path)).status_code != 401, path
+        for method, path in PROTECTED:
+            resp = await http.request(method, path, json={})
+            assert resp.status_code == 401, (method, path)
+            assert resp.text == UNAUTHORIZED_BODY
+        ok = await http.post("/", json=SEND, headers={**bearer(hs_token()), "A2A-Version": "1.0"})
+        assert ok.json()["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+
+
+@pytest.mark.parametrize("case", [c for c, (server, _) in ATTACKS.items() if server == "HS"])
+async def test_attack_table_on_the_real_server(
+    agent_url: str, case: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="apcore_a2a.auth")
+    headers = ATTACKS[case][1]()
+    async with httpx.AsyncClient(base_url=agent_url) as http:
+        resp = await http.post("/", json=SEND, headers={**headers, "A2A-Version": "1.0"})
+    assert resp.status_code == 401
+    assert resp.text == UNAUTHORIZED_BODY
+    assert resp.headers["www-authenticate"] == "Bearer"
+    token = headers.get("Authorization", "").partition(" ")[2]
+    if token:
+        assert token not in caplog.text
+        assert all(token not in v for v in resp.headers.values())
+
+
+def test_cli_bearer_without_key_exits_1() -> None:
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "apcore_a2a",
+            "serve",
+            "--extensions-dir",
+            str(ROOT / "examples" / "extensions"),
+            "--auth-type",
+            "bearer",
+            "--port",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+        env={"PATH": "/usr/bin:/bin", "HOME": "/tmp"},
+    )
+    assert proc.returncode == 1
+    assert "--auth-type bearer requires --auth-key" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_cli_env_jwt_key_and_api_key_flag() -> None:
+    key = "k-cli-0123456789abcdef"
+    env = {"JWT_KEY": HMAC_SECRET, "JWT_ISSUER": ISSUER, "JWT_AUDIENCE": AUDIENCE}
+    args = [
+        "--extensions-dir",
+        str(ROOT / "examples" / "extensions"),
+        "--auth-type",
+        "bearer",
+        "--api-key",
+        f"{key}=ci-bot",
+    ]
+    with cli_server(args, env=env) as (base, _proc):
+        card = httpx.get(base + "/.well-known/agent-card.json").json()
+        assert set(card["securitySchemes"]) == {"bearer", "apiKey"}
+        assert httpx.get(base + "/tasks").status_code == 401
+        v10 = {"A2A-Version": "1.0"}
+        assert httpx.get(base + "/tasks", headers={**bearer(hs_token()), **v10}).status_code == 200
+        assert httpx.get(base + "/tasks", headers={"X-API-Key": key, **v10}).status_code == 200
+        wrong_aud = jwt.encode({"sub": "a", "aud": "other", "iss": ISSUER}, HMAC_SECRET)
+        assert httpx.get(base + "/tasks", headers=bearer(wrong_aud)).status_code == 401
