@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from apcore_a2a.client._messages import to_v03_message, to_v03_push_config
+from apcore_a2a.client.errors import A2ADiscoveryError
 
 __all__ = ["V03", "V10", "Dialect", "Protocol", "select_endpoint"]
 
@@ -129,10 +130,17 @@ def select_endpoint(
 
     ``auto`` speaks 1.0 when the card declares a 1.0 JSON-RPC interface, else 0.3. A
     pinned version uses the card's interface for that version when there is one, and
-    the client's own URL otherwise.
+    the client's own URL otherwise. ``auto`` raises :class:`A2ADiscoveryError` when
+    the card lists interfaces but none of them is JSON-RPC.
     """
     v10 = _jsonrpc_urls(card, "1") if card else []
     v03 = _jsonrpc_urls(card, "0") if card else []
+    if protocol == "auto" and card and card.get("supportedInterfaces") and not (v10 or v03):
+        bindings = sorted({str(i.get("protocolBinding")) for i in card["supportedInterfaces"]})
+        raise A2ADiscoveryError(
+            f"the agent offers no JSON-RPC interface (only {', '.join(bindings)}); "
+            "this client speaks JSON-RPC"
+        )
     if protocol == "1.0" or (protocol == "auto" and v10):
         return V10, v10[0] if v10 else base_url
     return V03, v03[0] if v03 else base_url

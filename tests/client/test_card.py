@@ -15,7 +15,7 @@ from apcore_a2a.client import (
 )
 from tests._support import free_port, running_server
 from tests.client._sdk_agent import build_sdk_app
-from tests.client._stub_agent import Recorder, StubAgent, json_reply
+from tests.client._stub_agent import CARD_V10, Recorder, StubAgent, json_reply
 
 STUB = "http://stub.local"
 TASK_RESULT = {"task": {"id": "t-1", "contextId": "c-1", "status": {"state": "TASK_STATE_WORKING"}}}
@@ -142,6 +142,19 @@ async def test_legacy_v03_card_url_is_used() -> None:
     assert stub.seen[-1].path == "/legacy-rpc"
     assert stub.seen[-1].rpc_method == "tasks/pushNotificationConfig/delete"
     assert stub.seen[-1].params == {"id": "t-1", "pushNotificationConfigId": "c-1"}
+
+
+async def test_card_without_jsonrpc_interface_is_refused() -> None:
+    card = dict(CARD_V10)
+    card["supportedInterfaces"] = [
+        {"url": "http://stub.local", "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
+        {"url": "stub.local:50051", "protocolBinding": "GRPC", "protocolVersion": "1.0"},
+    ]
+    stub = StubAgent(card=card)
+    async with A2AClient(STUB, app=stub) as client:
+        with pytest.raises(A2ADiscoveryError, match=r"no JSON-RPC interface.*GRPC, HTTP\+JSON"):
+            await client.send_message("hi")
+    assert [s.method for s in stub.seen] == ["GET"]
 
 
 async def test_pinned_protocol_works_without_a_card() -> None:
