@@ -52,6 +52,21 @@ def _role(role: Any) -> str:
     return str(role or "").removeprefix("ROLE_").lower() or "unknown"
 
 
+def _ints(value: Any) -> Any:
+    """Integral floats → int, recursively.
+
+    Protobuf carries every JSON number as a double, so 1.0 agents send ``7`` back as
+    ``7.0``; restoring the int keeps results equal whatever the agent's wire version.
+    """
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _ints(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_ints(v) for v in value]
+    return value
+
+
 def _part(raw: Any) -> dict[str, Any]:
     part = _obj(raw, "part")
     meta = dict(part.get("metadata") or {})
@@ -73,7 +88,7 @@ def _part(raw: Any) -> dict[str, Any]:
             data = part["data"]
             if meta.pop("data_part_compat", False) and isinstance(data, Mapping):
                 data = data.get("value")
-            out = {"type": "data", "data": data}
+            out = {"type": "data", "data": _ints(data)}
         elif "raw" in part:
             out = {"type": "file", "raw": part["raw"]}
         elif "url" in part:

@@ -157,7 +157,11 @@ async def test_v03_frames_use_kind_and_final() -> None:
         "artifact": {
             "artifactId": "a",
             "parts": [
-                {"kind": "data", "data": {"value": [1, 2]}, "metadata": {"data_part_compat": True}},
+                {
+                    "kind": "data",
+                    "data": {"value": [1, 2.5]},
+                    "metadata": {"data_part_compat": True},
+                },
                 {
                     "kind": "file",
                     "file": {"bytes": "aGk=", "mimeType": "text/plain", "name": "h.txt"},
@@ -178,7 +182,7 @@ async def test_v03_frames_use_kind_and_final() -> None:
     data_part, file_part = events[1]["artifact"]["parts"]
     assert data_part == {
         "type": "data",
-        "data": [1, 2],
+        "data": [1, 2.5],
         "mediaType": None,
         "filename": None,
         "metadata": {},
