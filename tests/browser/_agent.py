@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 from typing import Any, Literal
 
 from apcore import Executor, ModuleAnnotations, ModuleExample, Registry
@@ -47,7 +48,7 @@ class KitchenIn(BaseModel):
     color: Literal["red", "green", "blue"]
     address: Address
     tags: list[str] = Field(default_factory=list)
-    blob: bytes | None = Field(default=None, description="any file")
+    blob: bytes = Field(description="any file")
 
 
 class EchoOut(BaseModel):
@@ -64,9 +65,8 @@ class KitchenModule:
 
     def execute(self, inputs: dict[str, Any], context: Any) -> dict[str, Any]:
         out = {k: v for k, v in inputs.items() if k != "blob"}
-        blob = inputs.get("blob")
-        if blob is not None:
-            out["blob_size"] = len(blob)
+        # apcore hands modules the raw JSON input: binary fields arrive base64-encoded.
+        out["blob_text"] = base64.b64decode(inputs["blob"]).decode()
         return out
 
 
@@ -169,5 +169,11 @@ def demo_executor(gate: Gate | None = None) -> Executor:
 def demo_app(gate: Gate | None = None, **settings: Any) -> Starlette:
     settings.setdefault("name", "Explorer demo")
     settings.setdefault("version", "1.2.3")
-    app, _card = A2AServerFactory(demo_executor(gate), explorer=True, **settings).create()
+    settings.setdefault("explorer", True)
+    app, _card = A2AServerFactory(demo_executor(gate), **settings).create()
+    wired = any(getattr(r, "name", "") == "explorer_page" for r in app.router.routes)
+    if settings["explorer"] and not wired:  # TEMP until the factory mounts it
+        from apcore_a2a.explorer import explorer_routes
+
+        app.router.routes[0:0] = explorer_routes()
     return app

@@ -55,6 +55,7 @@ async def browser() -> AsyncIterator[Any]:
 async def page(browser: Any) -> AsyncIterator[Any]:
     context = await browser.new_context(viewport={"width": 1440, "height": 1000})
     pg = await context.new_page()
+    pg.set_default_timeout(10_000)
     log = PageLog()
     pg.on("console", lambda msg: log.console.append((msg.type, msg.text)))
     pg.on("pageerror", lambda exc: log.errors.append(str(exc)))

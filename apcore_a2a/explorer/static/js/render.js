@@ -146,7 +146,14 @@ export function fieldErrors(data) {
     }
   };
   visit(data, 0);
-  return out;
+  // The same violation often arrives twice (apcore details and google.rpc.BadRequest).
+  const seen = new Set();
+  return out.filter(([f, m]) => {
+    const key = `${f}\u0000${m}`;
+    if (seen.has(key)) return false;
+    seen.add(key);
+    return true;
+  });
 }
 
 export function errorBox(err, title = "Error") {

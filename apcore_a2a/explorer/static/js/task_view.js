@@ -154,7 +154,7 @@ export class TaskView {
     const terminal = TERMINAL_STATES.has(state);
     const cancel = h("button", { type: "button", class: "danger", id: "task-cancel", disabled: terminal || !task.id }, "Cancel");
     cancel.addEventListener("click", () => this.actions.cancel(task));
-    const resub = h("button", { type: "button", id: "task-resubscribe", disabled: terminal || !task.id || this.busy }, "Resubscribe");
+    const resub = h("button", { type: "button", id: "task-resubscribe", disabled: terminal || !task.id }, "Resubscribe");
     resub.addEventListener("click", () => this.actions.resubscribe(task));
     const refresh = h("button", { type: "button", id: "task-refresh" }, "Refresh");
     refresh.addEventListener("click", () => this.actions.refresh(task));
