@@ -75,6 +75,21 @@ def _route_path(scope: Scope) -> str:
     return path
 
 
+def _static_under(path: str, prefix: str) -> bool:
+    """*prefix* itself, its index, or a file (``name.ext``) below it.
+
+    Only file-like paths are exempt so that API-shaped paths under the prefix
+    (``/explorer/tasks``, which the REST ``/{tenant}`` mount would route to ListTasks if
+    the explorer were mounted after it) still require credentials.
+    """
+    if path in (prefix, prefix + "/"):
+        return True
+    if not path.startswith(prefix + "/"):
+        return False
+    last = path.rsplit("/", 1)[-1]
+    return "." in last.strip(".") and ":" not in last
+
+
 def _challenge(authenticator: Authenticator) -> tuple[str, str]:
     """(``WWW-Authenticate`` value, body) for a rejected request."""
     schemes = authenticator.security_schemes().values()
@@ -124,7 +139,7 @@ class AuthMiddleware:
         if path in self.exempt_paths:
             return True
         if method in ("GET", "HEAD"):
-            return any(path == p or path.startswith(p + "/") for p in self.exempt_get_prefixes)
+            return any(_static_under(path, p) for p in self.exempt_get_prefixes)
         return False
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

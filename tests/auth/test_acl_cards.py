@@ -179,3 +179,20 @@ async def test_masked_denial_on_the_wire(agent_url: str) -> None:
     assert error["code"] == -32001
     assert error["message"] == "Task not found"
     assert "acl" not in resp.text.lower() and "admin" not in resp.text.lower()
+
+
+@pytest.mark.parametrize(
+    ("method", "version"),
+    [("GetExtendedAgentCard", "1.0"), ("agent/getAuthenticatedExtendedCard", "0.3")],
+)
+async def test_padded_anonymous_extended_card_request_gets_no_card(
+    agent_url: str, method: str, version: str
+) -> None:
+    # Too large for the middleware to inspect, so the handler-side check must refuse it.
+    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {"pad": "x" * 100_000}}
+    async with httpx.AsyncClient(base_url=agent_url) as http:
+        resp = await http.post("/", json=body, headers={"A2A-Version": version})
+    assert "skills" not in resp.text
+    assert "demo.add" not in resp.text
+    assert resp.json()["error"]["code"] == -32600
+    assert resp.json()["error"]["message"] == "Authentication required"

@@ -58,6 +58,16 @@ async def test_explorer_prefix_is_open_for_get_only_when_enabled() -> None:
         assert (await client.get("/explorer/app.js")).status_code == 200
         assert (await client.post("/explorer/app.js")).status_code == 401
         assert (await client.get("/explorer-evil")).status_code == 401
+        # API-shaped paths under the prefix are not static files and stay protected.
+        for path in (
+            "/explorer/tasks",
+            "/explorer/tasks/abc",
+            "/explorer/tasks/a.b:subscribe",
+            "/explorer/extendedAgentCard",
+            "/explorer/..",
+            "/explorer/x/...",
+        ):
+            assert (await client.get(path)).status_code == 401, path
 
 
 async def test_optional_auth_admits_anonymous_but_not_bad_tokens() -> None:

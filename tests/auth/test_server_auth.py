@@ -129,3 +129,12 @@ def test_cli_env_jwt_key_and_api_key_flag() -> None:
         assert httpx.get(base + "/tasks", headers={"X-API-Key": key, **v10}).status_code == 200
         wrong_aud = jwt.encode({"sub": "a", "aud": "other", "iss": ISSUER}, HMAC_SECRET)
         assert httpx.get(base + "/tasks", headers=bearer(wrong_aud)).status_code == 401
+
+
+async def test_explorer_page_is_public_but_api_paths_below_it_are_not() -> None:
+    with serve_agent(auth_key=HMAC_SECRET, explorer=True) as url:
+        async with httpx.AsyncClient(base_url=url) as http:
+            assert (await http.get("/explorer/")).status_code != 401
+            for path in ("/explorer/tasks", "/explorer/tasks/some-id"):
+                resp = await http.get(path, headers={"A2A-Version": "1.0"})
+                assert resp.status_code == 401, path
