@@ -44,13 +44,6 @@ from a2a.types import (
 from google.protobuf.json_format import MessageToDict
 from starlette.applications import Starlette
 
-TERMINAL = {
-    TaskState.TASK_STATE_COMPLETED,
-    TaskState.TASK_STATE_CANCELED,
-    TaskState.TASK_STATE_FAILED,
-    TaskState.TASK_STATE_REJECTED,
-}
-
 
 def _first_text(message: Message | None) -> str:
     if message is None:
@@ -63,9 +56,6 @@ def _first_text(message: Message | None) -> str:
 
 class EchoExecutor(AgentExecutor):
     """Echo agent with a few scripted behaviours (see the module docstring)."""
-
-    def __init__(self) -> None:
-        self.started: dict[str, asyncio.Event] = {}
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         message = context.message
@@ -101,7 +91,6 @@ class EchoExecutor(AgentExecutor):
             await event_queue.enqueue_event(new_task_from_user_message(message))
         await updater.start_work()
         if text == "slow":
-            self.started.setdefault(task_id, asyncio.Event()).set()
             await asyncio.sleep(30)
             await updater.complete()
             return
