@@ -253,6 +253,10 @@ class A2AServerFactory:
             state.extras["push"] = push
         if self.auth is not None:
             routes.append(legacy_extended_card_route(handler, context_builder))
+        if s.explorer:
+            from apcore_a2a.explorer import explorer_routes
+
+            routes += explorer_routes(s.explorer_prefix)
         # REST last: its "/{tenant}" mount would otherwise swallow the routes above.
         routes += create_rest_routes(
             handler, context_builder=context_builder, enable_v0_3_compat=True

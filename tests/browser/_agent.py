@@ -171,9 +171,4 @@ def demo_app(gate: Gate | None = None, **settings: Any) -> Starlette:
     settings.setdefault("version", "1.2.3")
     settings.setdefault("explorer", True)
     app, _card = A2AServerFactory(demo_executor(gate), **settings).create()
-    wired = any(getattr(r, "name", "") == "explorer_page" for r in app.router.routes)
-    if settings["explorer"] and not wired:  # TEMP until the factory mounts it
-        from apcore_a2a.explorer import explorer_routes
-
-        app.router.routes[0:0] = explorer_routes()
     return app
