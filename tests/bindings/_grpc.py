@@ -1,0 +1,94 @@
+"""Raw gRPC helpers: stubs for both A2A services and the rich status of a failed call."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import ipaddress
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+import grpc.aio
+from a2a.compat.v0_3 import a2a_v0_3_pb2_grpc
+from a2a.types import a2a_pb2_grpc
+from a2a.utils.grpc_status import status_from_call
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+from google.rpc import error_details_pb2
+
+
+@contextlib.asynccontextmanager
+async def stubs(
+    address: str, credentials: grpc.ChannelCredentials | None = None
+) -> AsyncIterator[tuple[Any, Any]]:
+    """``(1.0 stub, 0.3 stub)`` on one channel to *address*."""
+    channel = (
+        grpc.aio.secure_channel(address, credentials)
+        if credentials is not None
+        else grpc.aio.insecure_channel(address)
+    )
+    try:
+        yield a2a_pb2_grpc.A2AServiceStub(channel), a2a_v0_3_pb2_grpc.A2AServiceStub(channel)
+    finally:
+        await channel.close()
+
+
+def rich_status(error: grpc.aio.AioRpcError) -> dict[str, Any]:
+    """Code, message and the ``google.rpc`` details (ErrorInfo, BadRequest) of a failure."""
+    out: dict[str, Any] = {"code": error.code(), "message": error.details()}
+    status = status_from_call(error)
+    for detail in status.details if status is not None else ():
+        info = error_details_pb2.ErrorInfo()
+        bad = error_details_pb2.BadRequest()
+        if detail.Unpack(info):
+            out["reason"], out["domain"] = info.reason, info.domain
+        elif detail.Unpack(bad):
+            out["violations"] = [v.field for v in bad.field_violations]
+    return out
+
+
+async def failure(call: Any) -> grpc.aio.AioRpcError:
+    """Await a gRPC call that must fail, and return its error."""
+    try:
+        await call
+    except grpc.aio.AioRpcError as exc:
+        return exc
+    raise AssertionError("the call succeeded")
+
+
+def self_signed_cert(directory: Path) -> tuple[Path, Path]:
+    """A throwaway certificate for 127.0.0.1/localhost: ``(cert.pem, key.pem)``."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=1))
+        .not_valid_after(now + datetime.timedelta(hours=1))
+        .add_extension(
+            x509.SubjectAlternativeName(
+                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+            ),
+            critical=False,
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = directory / "cert.pem", directory / "key.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return cert_path, key_path

@@ -1,0 +1,216 @@
+"""gRPC callers authenticate with call metadata and get the same identities as over HTTP."""
+
+from __future__ import annotations
+
+import secrets
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import grpc
+import grpc.aio
+import jwt
+import pytest
+from a2a.compat.v0_3 import a2a_v0_3_pb2
+from a2a.types import (
+    GetTaskRequest,
+    ListTasksRequest,
+    Message,
+    Part,
+    Role,
+    SendMessageRequest,
+    TaskNotFoundError,
+    a2a_pb2,
+)
+from apcore import Registry
+from pydantic import BaseModel
+
+from apcore_a2a import A2AServerFactory
+from tests._support import free_port, threaded_server
+from tests.bindings._agent import Agent, build_registry
+from tests.bindings._grpc import failure, stubs
+from tests.bindings._peers import fetch_card, message, open_peer, send, text
+
+ALICE_KEY = "alice-" + secrets.token_hex(16)
+BOB_KEY = "bob-" + secrets.token_hex(16)
+JWT_SECRET = secrets.token_urlsafe(48)
+
+
+def bearer(sub: str, secret: str = JWT_SECRET) -> str:
+    token = jwt.encode({"sub": sub, "exp": int(time.time()) + 600}, secret, algorithm="HS256")
+    return f"Bearer {token}"
+
+
+class WhoIn(BaseModel):
+    text: str = ""
+
+
+class WhoOut(BaseModel):
+    caller: str
+
+
+class WhoAmI:
+    input_schema = WhoIn
+    output_schema = WhoOut
+    description = "Report who apcore thinks the caller is"
+
+    def execute(self, inputs: dict[str, Any], context: Any) -> dict[str, Any]:
+        identity = context.identity
+        return {"caller": identity.id if identity is not None else "anonymous"}
+
+
+def _registry() -> Registry:
+    registry = build_registry()
+    registry.register("demo.whoami", WhoAmI())
+    return registry
+
+
+def _serve(**settings: Any) -> Iterator[Agent]:
+    port, grpc_port = free_port(), free_port()
+    app, _card = A2AServerFactory(
+        _registry(),
+        environ={},
+        port=port,
+        grpc_port=grpc_port,
+        api_keys=(f"{ALICE_KEY}=alice", f"{BOB_KEY}=bob"),
+        auth_key=JWT_SECRET,
+        **settings,
+    ).create()
+    with threaded_server(app, port=port) as url:
+        yield Agent(url=url, grpc_address=f"127.0.0.1:{grpc_port}", app=app)
+
+
+@pytest.fixture(scope="module")
+def secured() -> Iterator[Agent]:
+    """Credentials required (the default)."""
+    yield from _serve()
+
+
+@pytest.fixture(scope="module")
+def open_door() -> Iterator[Agent]:
+    """Anonymous callers allowed; presented credentials are still checked."""
+    yield from _serve(require_auth=False)
+
+
+def _send(skill: str, value: str = "hi") -> a2a_pb2.SendMessageRequest:
+    msg = Message(role=Role.ROLE_USER, message_id=uuid.uuid4().hex, parts=[Part(text=value)])
+    msg.metadata.update({"skillId": skill})
+    return SendMessageRequest(message=msg)
+
+
+def _caller(task: Any) -> str:
+    return str(task.artifacts[0].parts[0].data.struct_value["caller"])
+
+
+@pytest.mark.parametrize(
+    "metadata",
+    [
+        None,
+        (("x-api-key", "not-a-key"),),
+        (("authorization", bearer("mallory", secret="x" * 48)),),
+        (("authorization", "Bearer not.a.jwt"),),
+    ],
+    ids=["none", "unknown-api-key", "jwt-wrong-secret", "garbage-jwt"],
+)
+async def test_calls_without_valid_credentials_are_unauthenticated(
+    secured: Agent, metadata: Any
+) -> None:
+    async with stubs(secured.grpc_address) as (v1, v03):
+        new = await failure(v1.SendMessage(_send("demo.whoami"), metadata=metadata))
+        old = await failure(
+            v03.GetTask(a2a_v0_3_pb2.GetTaskRequest(name="tasks/x"), metadata=metadata)
+        )
+        stream = v1.SubscribeToTask(a2a_pb2.SubscribeToTaskRequest(id="x"), metadata=metadata)
+        streamed = await failure(stream.read())
+    for error in (new, old, streamed):
+        assert error.code() == grpc.StatusCode.UNAUTHENTICATED
+        assert error.details() == "Missing or invalid credentials"
+        assert "not-a-key" not in error.details()
+
+
+@pytest.mark.parametrize(
+    ("metadata", "who"),
+    [
+        ((("x-api-key", ALICE_KEY),), "alice"),
+        ((("authorization", bearer("carol")),), "carol"),
+    ],
+    ids=["api-key", "bearer-jwt"],
+)
+async def test_identity_reaches_the_module(secured: Agent, metadata: Any, who: str) -> None:
+    async with stubs(secured.grpc_address) as (v1, _v03):
+        response = await v1.SendMessage(_send("demo.whoami"), metadata=metadata)
+    assert _caller(response.task) == who
+
+
+async def test_tasks_are_owned_by_the_same_identity_on_every_binding(secured: Agent) -> None:
+    card = await fetch_card(secured.url)
+    alice, bob = {"X-API-Key": ALICE_KEY}, {"X-API-Key": BOB_KEY}
+    async with (
+        open_peer(card, "GRPC", "1.0", headers=alice) as alice_grpc,
+        open_peer(card, "JSONRPC", "1.0", headers=alice) as alice_rpc,
+        open_peer(card, "GRPC", "0.3", headers=alice) as alice_grpc_old,
+        open_peer(card, "GRPC", "1.0", headers=bob) as bob_grpc,
+        open_peer(card, "HTTP+JSON", "1.0", headers=bob) as bob_rest,
+    ):
+        created = await send(alice_grpc, message(text("mine"), skill="demo.whoami"))
+        assert _caller(created) == "alice"
+        request = GetTaskRequest(id=created.id)
+        over_http = await alice_rpc.client.get_task(request, context=alice_rpc.call_context)
+        over_old = await alice_grpc_old.client.get_task(
+            request, context=alice_grpc_old.call_context
+        )
+        assert over_http.id == over_old.id == created.id
+
+        for peer in (bob_grpc, bob_rest):
+            with pytest.raises(TaskNotFoundError):
+                await peer.client.get_task(request, context=peer.call_context)
+            listed = await peer.client.list_tasks(
+                ListTasksRequest(context_id=created.context_id), context=peer.call_context
+            )
+            assert list(listed.tasks) == []
+
+        # and the other way round: created over HTTP, found over gRPC by its owner only
+        via_http = await send(alice_rpc, message(text("also mine"), skill="demo.echo"))
+        found = await alice_grpc.client.get_task(
+            GetTaskRequest(id=via_http.id), context=alice_grpc.call_context
+        )
+        assert found.id == via_http.id
+        with pytest.raises(TaskNotFoundError):
+            await bob_grpc.client.get_task(
+                GetTaskRequest(id=via_http.id), context=bob_grpc.call_context
+            )
+
+
+async def test_extended_card_needs_credentials_on_both_services(secured: Agent) -> None:
+    async with stubs(secured.grpc_address) as (v1, v03):
+        assert (
+            await failure(v1.GetExtendedAgentCard(a2a_pb2.GetExtendedAgentCardRequest()))
+        ).code() == grpc.StatusCode.UNAUTHENTICATED
+        assert (
+            await failure(v03.GetAgentCard(a2a_v0_3_pb2.GetAgentCardRequest()))
+        ).code() == grpc.StatusCode.UNAUTHENTICATED
+        metadata = (("x-api-key", ALICE_KEY),)
+        card = await v1.GetExtendedAgentCard(
+            a2a_pb2.GetExtendedAgentCardRequest(), metadata=metadata
+        )
+        old_card = await v03.GetAgentCard(a2a_v0_3_pb2.GetAgentCardRequest(), metadata=metadata)
+    assert "demo.whoami" in [s.id for s in card.skills]
+    assert old_card.name == card.name
+
+
+async def test_anonymous_calls_pass_when_auth_is_optional(open_door: Agent) -> None:
+    async with stubs(open_door.grpc_address) as (v1, v03):
+        anonymous = await v1.SendMessage(_send("demo.whoami"))
+        assert _caller(anonymous.task) == "anonymous"
+        known = await v1.SendMessage(_send("demo.whoami"), metadata=(("x-api-key", BOB_KEY),))
+        assert _caller(known.task) == "bob"
+        # bad credentials are rejected, never downgraded to anonymous
+        bad = await failure(v1.SendMessage(_send("demo.whoami"), metadata=(("x-api-key", "no"),)))
+        assert bad.code() == grpc.StatusCode.UNAUTHENTICATED
+        # the extended card still needs credentials
+        card = await failure(v03.GetAgentCard(a2a_v0_3_pb2.GetAgentCardRequest()))
+        assert card.code() == grpc.StatusCode.UNAUTHENTICATED
+        # anonymous callers share one bucket, and bob's task is not in it
+        hidden = await failure(v1.GetTask(a2a_pb2.GetTaskRequest(id=known.task.id)))
+        assert hidden.code() == grpc.StatusCode.NOT_FOUND

@@ -1,0 +1,391 @@
+"""The gRPC server itself: card address, status codes and details, reflection, TLS, ports."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import subprocess
+import sys
+import textwrap
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+import grpc.aio
+import pytest
+from a2a.client import ClientConfig, ClientFactory
+from a2a.client.transports.grpc import GrpcTransport
+from a2a.compat.v0_3 import a2a_v0_3_pb2
+from a2a.server.tasks import InMemoryTaskStore
+from a2a.types import (
+    CancelTaskRequest,
+    Message,
+    Part,
+    Role,
+    SendMessageRequest,
+    TaskState,
+    a2a_pb2,
+)
+from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+
+from apcore_a2a import A2AServerFactory
+from apcore_a2a.server.grpc import SERVICE_V0_3, SERVICE_V1
+from tests._support import ROOT, free_port, running_server, threaded_server
+from tests.bindings._agent import GATES, Agent, build_app, build_registry, serve_agent
+from tests.bindings._grpc import failure, rich_status, self_signed_cert, stubs
+from tests.bindings._peers import (
+    Peer,
+    data,
+    fetch_card,
+    make_client,
+    message,
+    send,
+    text,
+    transport_of,
+)
+
+
+def _send_request(skill: str, part: Part) -> a2a_pb2.SendMessageRequest:
+    msg = Message(role=Role.ROLE_USER, message_id=uuid.uuid4().hex, parts=[part])
+    msg.metadata.update({"skillId": skill})
+    return SendMessageRequest(message=msg)
+
+
+# -- the card ----------------------------------------------------------------------------
+async def test_card_lists_grpc_1_0_and_0_3_at_a_scheme_less_address(agent: Agent) -> None:
+    card = await fetch_card(agent.url)
+    grpc_interfaces = [
+        (i.url, i.protocol_version)
+        for i in card.supported_interfaces
+        if i.protocol_binding == "GRPC"
+    ]
+    assert grpc_interfaces == [(agent.grpc_address, "1.0"), (agent.grpc_address, "0.3")]
+
+
+async def test_sdk_client_allowed_only_grpc_connects_from_the_served_card(agent: Agent) -> None:
+    config = ClientConfig(
+        streaming=False,
+        supported_protocol_bindings=["GRPC"],
+        grpc_channel_factory=grpc.aio.insecure_channel,
+    )
+    client = await ClientFactory(config).create_from_url(agent.url)
+    try:
+        assert type(transport_of(client)) is GrpcTransport
+        peer = Peer("GRPC", "1.0", client, client)
+        task = await send(peer, message(data({"a": 20, "b": 22}), skill="demo.add"))
+        assert task.status.state == TaskState.TASK_STATE_COMPLETED
+        assert task.artifacts[0].parts[0].data.struct_value["sum"] == 42
+    finally:
+        await client.close()
+
+
+@pytest.mark.parametrize(
+    ("settings", "address"),
+    [
+        ({"url": "https://agent.example.com/a2a"}, "agent.example.com:7443"),
+        ({"host": "::1"}, "[::1]:7443"),
+        ({"host": "0.0.0.0"}, "127.0.0.1:7443"),
+    ],
+)
+def test_card_address_follows_the_public_url(settings: dict[str, Any], address: str) -> None:
+    _app, card = A2AServerFactory(build_registry(), environ={}, grpc_port=7443, **settings).create()
+    assert [i.url for i in card.supported_interfaces if i.protocol_binding == "GRPC"] == [
+        address,
+        address,
+    ]
+
+
+def test_no_grpc_port_no_grpc_interface() -> None:
+    _app, card = A2AServerFactory(build_registry(), environ={}).create()
+    assert {i.protocol_binding for i in card.supported_interfaces} == {"JSONRPC", "HTTP+JSON"}
+
+
+@pytest.mark.parametrize(
+    ("settings", "match"),
+    [
+        ({"grpc_port": 0}, "grpc_port must be between 1 and 65535"),
+        ({"grpc_port": 70000}, "grpc_port must be between 1 and 65535"),
+        ({"grpc_port": 7443, "grpc_tls_cert": "cert.pem"}, "must be given together"),
+        ({"grpc_port": 7443, "grpc_tls_key": "key.pem"}, "must be given together"),
+        (
+            {"grpc_port": 7443, "grpc_tls_cert": "/nonexistent/c.pem", "grpc_tls_key": "/k"},
+            "cannot read gRPC TLS file",
+        ),
+    ],
+)
+def test_bad_grpc_settings_fail_at_create(settings: dict[str, Any], match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        A2AServerFactory(build_registry(), environ={}, **settings).create()
+
+
+# -- errors: the SDK's status codes and details --------------------------------------------
+async def test_a2a_errors_carry_sdk_status_codes_and_error_info(agent: Agent) -> None:
+    async with stubs(agent.grpc_address) as (v1, _v03):
+        missing = rich_status(await failure(v1.GetTask(a2a_pb2.GetTaskRequest(id="nope"))))
+        assert missing == {
+            "code": grpc.StatusCode.NOT_FOUND,
+            "message": "Task not found",
+            "reason": "TASK_NOT_FOUND",
+            "domain": "a2a-protocol.org",
+        }
+
+        done = await v1.SendMessage(_send_request("demo.echo", Part(text="x")))
+        not_cancelable = rich_status(
+            await failure(v1.CancelTask(CancelTaskRequest(id=done.task.id)))
+        )
+        assert not_cancelable["code"] == grpc.StatusCode.FAILED_PRECONDITION
+        assert not_cancelable["reason"] == "TASK_NOT_CANCELABLE"
+
+        bad_input = rich_status(
+            await failure(v1.SendMessage(_send_request("demo.add", data({"a": "x", "b": 1}))))
+        )
+        assert bad_input["code"] == grpc.StatusCode.INVALID_ARGUMENT
+        assert bad_input["reason"] == "INVALID_PARAMS"
+        assert "/a" in bad_input["message"]
+
+        unknown_skill = rich_status(
+            await failure(v1.SendMessage(_send_request("demo.nope", Part(text="x"))))
+        )
+        assert unknown_skill["code"] == grpc.StatusCode.NOT_FOUND
+        assert unknown_skill["reason"] == "METHOD_NOT_FOUND"
+
+
+async def test_request_validation_errors_list_the_offending_fields(agent: Agent) -> None:
+    async with stubs(agent.grpc_address) as (v1, _v03):
+        empty = rich_status(await failure(v1.SendMessage(a2a_pb2.SendMessageRequest())))
+        assert empty["code"] == grpc.StatusCode.INVALID_ARGUMENT
+        assert empty["reason"] == "INVALID_PARAMS"
+        assert "message" in empty["violations"]
+
+
+async def test_0_3_service_reports_errors_the_0_3_way(agent: Agent) -> None:
+    async with stubs(agent.grpc_address) as (_v1, v03):
+        missing = await failure(v03.GetTask(a2a_v0_3_pb2.GetTaskRequest(name="tasks/nope")))
+        assert missing.code() == grpc.StatusCode.NOT_FOUND
+        assert missing.details() == "TaskNotFoundError: Task not found"
+
+        bad_name = await failure(v03.CancelTask(a2a_v0_3_pb2.CancelTaskRequest(name="nonsense")))
+        assert bad_name.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert bad_name.details().startswith("InvalidParamsError:")
+
+
+class _FailingStore(InMemoryTaskStore):
+    """A store whose reads of one task fail the way a broken database would."""
+
+    async def get(self, task_id: str, context: Any = None) -> Any:
+        if task_id == "explode":
+            raise RuntimeError("connection to db failed: password=hunter2")
+        return await super().get(task_id, context)
+
+
+@pytest.fixture(scope="module")
+def failing_agent() -> Iterator[Agent]:
+    port, grpc_port = free_port(), free_port()
+    app, _card = A2AServerFactory(
+        build_registry(), environ={}, port=port, grpc_port=grpc_port, task_store=_FailingStore()
+    ).create()
+    with threaded_server(app, port=port) as url:
+        yield Agent(url=url, grpc_address=f"127.0.0.1:{grpc_port}", app=app)
+
+
+async def test_unexpected_errors_are_internal_and_do_not_leak(failing_agent: Agent) -> None:
+    async with stubs(failing_agent.grpc_address) as (v1, v03):
+        new = rich_status(await failure(v1.GetTask(a2a_pb2.GetTaskRequest(id="explode"))))
+        assert new == {
+            "code": grpc.StatusCode.INTERNAL,
+            "message": "Internal error",
+            "reason": "INTERNAL_ERROR",
+            "domain": "a2a-protocol.org",
+        }
+        old = await failure(v03.GetTask(a2a_v0_3_pb2.GetTaskRequest(name="tasks/explode")))
+        assert old.code() == grpc.StatusCode.INTERNAL
+        assert "hunter2" not in old.details()
+        # the server keeps serving other calls
+        ok = await v1.SendMessage(_send_request("demo.echo", Part(text="still here")))
+        assert ok.task.status.state == TaskState.TASK_STATE_COMPLETED
+
+
+# -- reflection ----------------------------------------------------------------------------
+async def _list_services(address: str) -> list[str]:
+    async with grpc.aio.insecure_channel(address) as channel:
+        stub = reflection_pb2_grpc.ServerReflectionStub(channel)
+        responses = stub.ServerReflectionInfo(
+            iter([reflection_pb2.ServerReflectionRequest(list_services="")])
+        )
+        async for response in responses:
+            return sorted(s.name for s in response.list_services_response.service)
+    raise AssertionError("no reflection response")
+
+
+async def test_reflection_lists_both_a2a_services_when_enabled() -> None:
+    with serve_agent(grpc_reflection=True) as agent:
+        services = await _list_services(agent.grpc_address)
+    assert SERVICE_V1 in services
+    assert SERVICE_V0_3 in services
+    assert "grpc.reflection.v1alpha.ServerReflection" in services
+
+
+async def test_reflection_is_off_by_default(agent: Agent) -> None:
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await _list_services(agent.grpc_address)
+    assert caught.value.code() == grpc.StatusCode.UNIMPLEMENTED
+
+
+# -- TLS -----------------------------------------------------------------------------------
+async def test_tls_serves_secure_channels_only(tmp_path: Path) -> None:
+    cert, key = self_signed_cert(tmp_path)
+    trusted = grpc.ssl_channel_credentials(root_certificates=cert.read_bytes())
+    with serve_agent(grpc_tls_cert=str(cert), grpc_tls_key=str(key)) as agent:
+        card = await fetch_card(agent.url)
+        client = make_client(
+            card,
+            "GRPC",
+            "1.0",
+            channel_factory=lambda url: grpc.aio.secure_channel(url, trusted),
+        )
+        try:
+            task = await send(
+                Peer("GRPC", "1.0", client, client), message(text("tls"), skill="demo.echo")
+            )
+            assert task.artifacts[0].parts[0].data.struct_value["text"] == "echo: tls"
+        finally:
+            await client.close()
+
+        async with stubs(agent.grpc_address) as (plain, _v03):
+            refused = await failure(plain.GetTask(a2a_pb2.GetTaskRequest(id="x"), timeout=5))
+        assert refused.code() == grpc.StatusCode.UNAVAILABLE
+
+
+def _assert_port_released(port: int) -> None:
+    # SO_REUSEADDR: closed connections may linger in TIME_WAIT; only a listener blocks this.
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as again:
+        again.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        again.bind(("127.0.0.1", port))
+        again.listen()
+
+
+# -- lifecycle -----------------------------------------------------------------------------
+async def test_start_fails_clearly_when_the_port_is_taken() -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = taken.getsockname()[1]
+        app = build_app(free_port(), busy)
+        server = app.state.a2a.extras["grpc"]
+        with pytest.raises(OSError, match=f"cannot listen for gRPC on 127.0.0.1:{busy}"):
+            await server.start()
+        assert not server.running
+
+
+async def test_shutdown_finishes_running_calls_and_refuses_new_ones() -> None:
+    port, grpc_port = free_port(), free_port()
+    address = f"127.0.0.1:{grpc_port}"
+    app = build_app(port, grpc_port, shutdown_timeout=10)
+    key = uuid.uuid4().hex
+    server = running_server(app, port=port)
+    await server.__aenter__()
+    stopping: asyncio.Task[Any] | None = None
+    try:
+        async with stubs(address) as (v1, _v03):
+            running = asyncio.ensure_future(
+                v1.SendMessage(_send_request("demo.gate", data({"key": key})))
+            )
+            await GATES.wait_started(key)
+            stopping = asyncio.ensure_future(server.__aexit__(None, None, None))
+            async with stubs(address) as (late, _):
+                for _ in range(200):
+                    try:
+                        await late.GetTask(a2a_pb2.GetTaskRequest(id="probe"), timeout=2)
+                    except grpc.aio.AioRpcError as exc:
+                        if exc.code() == grpc.StatusCode.UNAVAILABLE:
+                            break  # the server stopped taking calls
+                    await asyncio.sleep(0.02)
+                else:
+                    raise AssertionError("the gRPC server never stopped taking new calls")
+            assert not running.done()
+            GATES.release(key)
+            finished = await asyncio.wait_for(running, timeout=10)
+        assert finished.task.status.state == TaskState.TASK_STATE_COMPLETED
+        await asyncio.wait_for(stopping, timeout=20)
+    finally:
+        GATES.release(key)
+        if stopping is None:
+            await server.__aexit__(None, None, None)
+    _assert_port_released(grpc_port)
+
+
+def test_cli_grpc_port_serves_grpc_and_stops_cleanly_on_sigterm() -> None:
+    import signal
+
+    from tests._support import cli_server
+
+    grpc_port = free_port()
+    args = [
+        "--extensions-dir",
+        str(ROOT / "examples" / "extensions"),
+        "--grpc-port",
+        str(grpc_port),
+    ]
+    with cli_server(args) as (url, proc):
+
+        async def scenario() -> Any:
+            card = await fetch_card(url)
+            assert f"127.0.0.1:{grpc_port}" in [
+                i.url for i in card.supported_interfaces if i.protocol_binding == "GRPC"
+            ]
+            async with stubs(f"127.0.0.1:{grpc_port}") as (v1, _v03):
+                return await v1.SendMessage(_send_request("math.add", data({"a": 2, "b": 40})))
+
+        response = asyncio.run(scenario())
+        assert response.task.artifacts[0].parts[0].data.struct_value["sum"] == 42
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=20) == 0
+    _assert_port_released(grpc_port)
+
+
+# -- without the extra -----------------------------------------------------------------------
+_WITHOUT_GRPC = textwrap.dedent(
+    """
+    import importlib.abc, sys
+
+    class NoGrpc(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path=None, target=None):
+            if name.split(".")[0] in ("grpc", "grpc_reflection", "grpc_tools"):
+                raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+            return None
+
+    sys.meta_path.insert(0, NoGrpc())
+    from tests.bindings._agent import build_registry
+    from apcore_a2a import A2AServerFactory
+
+    try:
+        import apcore_a2a.server.grpc
+    except ImportError as exc:
+        print("IMPORT:", exc)
+    try:
+        A2AServerFactory(build_registry(), environ={}, grpc_port=7443).create()
+    except RuntimeError as exc:
+        print("CREATE:", exc)
+    _app, card = A2AServerFactory(build_registry(), environ={}).create()
+    print("PLAIN:", sorted({i.protocol_binding for i in card.supported_interfaces}))
+    """
+)
+
+
+def test_without_the_grpc_extra_the_message_names_it() -> None:
+    result = subprocess.run(
+        [sys.executable, "-c", _WITHOUT_GRPC],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    hint = 'pip install "apcore-a2a[grpc]"'
+    lines = dict(line.split(": ", 1) for line in result.stdout.splitlines() if ": " in line)
+    assert hint in lines["IMPORT"]
+    assert hint in lines["CREATE"]
+    assert lines["PLAIN"] == "['HTTP+JSON', 'JSONRPC']"
