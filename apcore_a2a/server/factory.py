@@ -35,7 +35,7 @@ from apcore_a2a.auth import (
 from apcore_a2a.push import build_push
 from apcore_a2a.push import card_extensions as push_card_extensions
 from apcore_a2a.server._card_routes import card_routes
-from apcore_a2a.server._guards import RequestGuard, StreamCounter
+from apcore_a2a.server._guards import RequestGuard, StreamCounter, cancel_on_drop
 from apcore_a2a.server.call_context import ApCoreCallContextBuilder
 from apcore_a2a.server.catalog import SkillCatalog
 from apcore_a2a.server.executor import ApCoreAgentExecutor
@@ -269,6 +269,9 @@ class A2AServerFactory:
                 max_body_bytes=s.max_body_bytes,
                 max_streams=s.max_streams,
                 streams=streams,
+                on_stream_dropped=(
+                    cancel_on_drop(handler, context_builder) if s.cancel_on_disconnect else None
+                ),
             ),
         ]
         if push is not None:
