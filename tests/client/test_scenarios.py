@@ -62,7 +62,9 @@ async def test_send_data_returns_data_artifact(agent: Agent) -> None:
     part = _first_part(task)
     _assert_part(part, agent.profile.data_part)
     # Integral numbers come back as ints whatever the wire (protobuf sends 3.0).
-    assert json.dumps(part["data"]) == json.dumps(agent.profile.data_part["data"])
+    assert json.dumps(part["data"], sort_keys=True) == json.dumps(
+        agent.profile.data_part["data"], sort_keys=True
+    )
     assert task["history"][0]["parts"][0]["type"] == "data"
 
 
