@@ -20,9 +20,11 @@ from sqlalchemy.pool import StaticPool
 
 from ._urls import StoreURL
 
-__all__ = ["SQLITE_BUSY_TIMEOUT_MS", "create_engine"]
+__all__ = ["READ_ONLY", "SQLITE_BUSY_TIMEOUT_MS", "create_engine"]
 
 SQLITE_BUSY_TIMEOUT_MS = 15_000
+#: Execution option for connections that only read (SQLite then takes no write lock).
+READ_ONLY = "apcore_a2a_read_only"
 
 
 def create_engine(store_url: StoreURL) -> AsyncEngine:
@@ -68,6 +70,10 @@ def _sqlite_engine(store_url: StoreURL) -> AsyncEngine:
 
     @event.listens_for(engine.sync_engine, "begin")
     def _on_begin(connection: Any) -> None:
-        connection.exec_driver_sql("BEGIN IMMEDIATE")
+        # Our own read-only probes opt out, so a health check never queues for the lock.
+        if connection.get_execution_options().get(READ_ONLY):
+            connection.exec_driver_sql("BEGIN")
+        else:
+            connection.exec_driver_sql("BEGIN IMMEDIATE")
 
     return engine

@@ -20,6 +20,7 @@ from a2a.types import Message, Part, Role, Task, TaskState, TaskStatus, TaskStat
 from sqlalchemy import and_, or_, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from ._engine import READ_ONLY
 from ._tables import claims_table, replicas_table
 
 __all__ = [
@@ -85,6 +86,7 @@ async def running_tasks_of(engine: AsyncEngine, replica_id: str) -> list[_Row]:
 
 async def _fetch(engine: AsyncEngine, stmt: Any) -> list[_Row]:
     async with engine.connect() as conn:
+        conn = await conn.execution_options(**{READ_ONLY: True})
         return [(row[0], row[1]) for row in await conn.execute(stmt)]
 
 

@@ -36,6 +36,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from ._engine import READ_ONLY
 from ._tables import claims_table, replicas_table
 
 __all__ = ["ClaimingTaskStore", "ReplicaRegistry"]
@@ -101,6 +102,7 @@ class ReplicaRegistry:
     async def dead_replicas(self) -> list[str]:
         """Ids of other replicas whose heartbeat is too old."""
         async with self.engine.connect() as conn:
+            conn = await conn.execution_options(**{READ_ONLY: True})
             rows = await conn.execute(
                 select(replicas_table.c.replica_id).where(
                     replicas_table.c.heartbeat_at < self.live_cutoff(),

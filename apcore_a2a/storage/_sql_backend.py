@@ -15,6 +15,7 @@ from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError, Program
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from . import _recovery
+from ._engine import READ_ONLY
 from ._errors import StoreUnavailableError
 from ._replicas import ReplicaRegistry
 from ._retention import purge_finished_tasks, retention_interval
@@ -112,6 +113,7 @@ class SqlBackend:
         try:
             async with asyncio.timeout(PING_TIMEOUT):
                 async with self.engine.connect() as conn:
+                    conn = await conn.execution_options(**{READ_ONLY: True})
                     await conn.execute(text("SELECT 1"))
         except _DB_ERRORS as exc:
             raise self._unavailable(exc) from None

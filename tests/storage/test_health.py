@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import pytest
 from a2a.types import TaskState
+from sqlalchemy import text
 
 from apcore_a2a.storage import StoreUnavailableError, open_stores
+from apcore_a2a.storage._engine import create_engine
+from apcore_a2a.storage._urls import parse_store_url
 
 from .._support import free_port
 from ._helpers import ctx, make_task, settings
@@ -63,3 +66,17 @@ async def test_memory_store_is_always_healthy() -> None:
     await stores.start()
     await stores.ping()
     await stores.aclose()
+
+
+async def test_sqlite_ping_does_not_wait_for_a_writer_holding_the_lock(sqlite_url: str) -> None:
+    stores = open_stores(sqlite_url, settings())
+    await stores.start()
+    writer = create_engine(parse_store_url(sqlite_url))
+    try:
+        async with writer.begin() as conn:  # BEGIN IMMEDIATE: holds the write lock
+            await conn.execute(text("DELETE FROM tasks WHERE id = 'none'"))
+            # Queued behind the lock this would exceed the 3 s ping limit and fail.
+            await stores.ping()
+    finally:
+        await writer.dispose()
+        await stores.aclose()
