@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator
 
@@ -208,3 +209,17 @@ async def test_cluster_store_rejects_a_stale_version(sql_url: str) -> None:
         assert replayed.event == event
     finally:
         await s.aclose()
+
+
+async def test_replicas_starting_together_on_an_empty_database_both_come_up(
+    sql_url: str,
+) -> None:
+    replicas = [open_stores(sql_url, settings(cluster=True)) for _ in range(3)]
+    try:
+        await asyncio.gather(*(r.start() for r in replicas))
+        task = make_task(TaskState.TASK_STATE_COMPLETED)
+        await save(replicas[0], task)
+        for r in replicas:
+            assert await r.get_task(task.id, ctx()) == task
+    finally:
+        await asyncio.gather(*(r.aclose() for r in replicas))

@@ -1,0 +1,61 @@
+"""``/health`` follows the database: 503 while PostgreSQL is unreachable, 200 once it is back."""
+
+from __future__ import annotations
+
+import httpx
+from apcore import Registry
+from pydantic import BaseModel
+
+from apcore_a2a import A2AServerFactory
+
+from .._support import running_server
+from ._proxy import TcpProxy
+from .conftest import PG_HOST, PG_PORT
+
+
+class AddInput(BaseModel):
+    a: int
+    b: int
+
+
+class AddOutput(BaseModel):
+    sum: int
+
+
+class Add:
+    input_schema = AddInput
+    output_schema = AddOutput
+    description = "Add two integers"
+
+    def execute(self, inputs: dict[str, int], context: object) -> dict[str, int]:
+        return {"sum": inputs["a"] + inputs["b"]}
+
+
+async def test_health_tracks_postgres_without_a_restart(pg_url: str) -> None:
+    proxy = TcpProxy(PG_HOST, PG_PORT)
+    await proxy.start()
+    url = pg_url.replace(
+        f"postgresql://postgres@{PG_HOST}:{PG_PORT}",
+        "postgresql://postgres:pw@127.0.0.1:" + str(proxy.port),
+    )
+    registry = Registry()
+    registry.register("demo.add", Add())
+    app, _ = A2AServerFactory(registry, task_store=url).create()
+    try:
+        async with running_server(app) as base, httpx.AsyncClient(base_url=base) as http:
+            healthy = await http.get("/health")
+            assert healthy.status_code == 200
+
+            await proxy.stop()
+            down = await http.get("/health")
+            assert down.status_code == 503
+            body = down.json()
+            assert body["status"] == "unhealthy"
+            assert "unreachable" in body["reason"]
+            assert ":pw@" not in body["reason"]
+
+            await proxy.start()
+            back = await http.get("/health")
+            assert back.status_code == 200
+    finally:
+        await proxy.stop()
