@@ -155,6 +155,25 @@ class WipeModule:
         return {"wiped": inputs["target"]}
 
 
+class GreetIn(BaseModel):
+    name: str = Field(description="who to greet")
+
+
+class GreetOut(BaseModel):
+    greeting: str
+
+
+class GreetModule:
+    input_schema = GreetIn
+    output_schema = GreetOut
+    description = "Greet someone with a plain message (no task)"
+    tags = ["text"]
+    metadata = {"a2a": {"reply": "message"}}
+
+    def execute(self, inputs: dict[str, Any], context: Any) -> dict[str, Any]:
+        return {"greeting": f"Hello, {inputs['name']}!"}
+
+
 def demo_executor(gate: Gate | None = None) -> Executor:
     gate = gate or Gate()
     registry = Registry()
@@ -163,6 +182,7 @@ def demo_executor(gate: Gate | None = None) -> Executor:
     registry.register("demo.ticks", ticks_module(gate))
     registry.register("demo.slow", slow_module(gate))
     registry.register("demo.wipe", WipeModule())
+    registry.register("demo.greet", GreetModule())
     return Executor(registry, approval_handler=A2AApprovalHandler())
 
 

@@ -8,8 +8,12 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
+import jwt
 import pytest
+from starlette.applications import Starlette
 
+from apcore_a2a.explorer import explorer_routes
+from tests._support import running_server
 from tests.browser._agent import Gate, demo_app
 from tests.browser.conftest import serve_app
 
@@ -53,7 +57,7 @@ async def test_page_loads_without_errors_or_foreign_requests(page: Any) -> None:
         await page.wait_for_load_state("networkidle")
 
         assert await page.inner_text("#agent-name") == "Explorer demo"
-        assert await page.inner_text("#skill-count") == "5"
+        assert await page.inner_text("#skill-count") == "6"
         card = await page.inner_text("#card-body")
         assert "v1.2.3" in card
         assert "JSONRPC" in card and "HTTP+JSON" in card
@@ -261,20 +265,92 @@ async def test_reject_a_module_that_requires_approval(page: Any) -> None:
         assert not await page.locator("#task-body .artifact").count()
 
 
-async def test_wrong_token_gives_a_readable_401_and_the_right_one_works(page: Any) -> None:
-    async with serve_app(demo_app, api_keys=("good-key",)) as base:
+JWT_SECRET = "explorer-test-secret-0123456789abcdef"
+GOOD_JWT = jwt.encode({"sub": "ann"}, JWT_SECRET, algorithm="HS256")
+BAD_JWT = jwt.encode({"sub": "ann"}, "another-secret-0123456789abcdef-xyz", algorithm="HS256")
+
+
+@pytest.mark.parametrize(
+    ("settings", "wrong", "good"),
+    [
+        pytest.param({"api_keys": ("good-key",)}, "wrong-key", "good-key", id="api-key"),
+        pytest.param({"auth_key": JWT_SECRET}, BAD_JWT, GOOD_JWT, id="bearer-jwt"),
+    ],
+)
+async def test_wrong_token_gives_a_readable_401_and_the_right_one_works(
+    page: Any, settings: dict[str, Any], wrong: str, good: str
+) -> None:
+    async with serve_app(demo_app, **settings) as base:
         await open_explorer(page, base, "demo.add")
         assert "required" in await page.inner_text("#token-label")
         assert "secured" in await page.inner_text("#card-body")
         await page.fill("[data-path='a']", "1")
         await page.fill("[data-path='b']", "1")
-        await page.fill("#token", "wrong-key")
+        await page.fill("#token", wrong)
         await page.click("#send")
         box = page.locator("#task-body .error-box")
         await box.wait_for()
         text = await box.inner_text()
         assert "HTTP 401 Unauthorized" in text
         assert "Check the token" in text
-        await page.fill("#token", "good-key")
+        await page.fill("#token", good)
         await page.click("#send")
         await page.wait_for_selector(STATE.format("TASK_STATE_COMPLETED"))
+
+
+async def test_message_reply_is_rendered(page: Any) -> None:
+    async with serve_app(demo_app) as base:
+        await open_explorer(page, base, "demo.greet")
+        await page.fill("[data-path='name']", "Ada")
+        await page.click("#send")
+        reply = page.locator("#task-body .message-reply")
+        await reply.wait_for()
+        assert "Hello, Ada!" in await reply.inner_text()
+        assert await page.locator("#timeline li[data-kind='message']").count() == 1
+
+
+async def test_context_lists_its_tasks_and_a_new_context_starts_empty(page: Any) -> None:
+    async with serve_app(demo_app) as base:
+        await open_explorer(page, base, "demo.add")
+        await page.click("button.example")
+        ids = []
+        for _ in range(2):
+            await page.click("#send")
+            await page.wait_for_selector(STATE.format("TASK_STATE_COMPLETED"))
+            ids.append(await page.get_attribute("#task-body .task", "data-task-id"))
+            await page.wait_for_selector(f"#context-tasks [data-task-id='{ids[-1]}']")
+        assert ids[0] != ids[1]
+        assert await page.locator("#context-tasks li[data-task-id]").count() == 2
+        # Picking an earlier task in the list loads it (GetTask).
+        await page.click(f"#context-tasks [data-task-id='{ids[0]}'] button")
+        await page.wait_for_selector(f"#task-body .task[data-task-id='{ids[0]}']")
+        await page.click("#context-new")
+        assert "no context yet" in await page.inner_text("#context-id")
+        await page.click("#send")
+        await page.wait_for_selector(STATE.format("TASK_STATE_COMPLETED"))
+        third = await page.get_attribute("#task-body .task", "data-task-id")
+        await page.wait_for_selector(f"#context-tasks [data-task-id='{third}']")
+        assert await page.locator("#context-tasks li[data-task-id]").count() == 1
+
+
+async def test_skill_filter(page: Any) -> None:
+    async with serve_app(demo_app) as base:
+        await open_explorer(page, base)
+        await page.fill("#skill-filter", "approve")
+        items = page.locator("#skills li[data-skill-id]")
+        assert await items.count() == 1
+        assert await items.first.get_attribute("data-skill-id") == "demo.wipe"
+        await page.fill("#skill-filter", "no-such-skill")
+        assert "No skill matches" in await page.inner_text("#skills")
+
+
+async def test_missing_card_is_reported_not_blank(page: Any) -> None:
+    app = Starlette(routes=explorer_routes())
+    async with running_server(app) as base:
+        await page.goto(base + "/explorer/")
+        box = page.locator("#card-body .error-box")
+        await box.wait_for()
+        text = await box.inner_text()
+        assert "Agent card unavailable" in text
+        assert "HTTP 404" in text
+        assert page.log.errors == []

@@ -192,11 +192,11 @@ function remember(result) {
 }
 
 // Runs one request against the agent and feeds every result into the task view.
-async function execute(label, mode, method, params) {
+async function execute(label, mode, method, params, { fresh = false } = {}) {
   if (state.run) state.run.abort();
   const controller = new AbortController();
   state.run = controller;
-  taskView.startRun(label);
+  taskView.startRun(label, { fresh });
   setBusy(true);
   try {
     if (mode === "stream") {
@@ -252,7 +252,7 @@ function run(mode) {
   const params = { message };
   if (mode === "send" && $("return-immediately") && $("return-immediately").checked) params.configuration = { returnImmediately: true };
   const method = mode === "stream" ? "SendStreamingMessage" : "SendMessage";
-  execute(`${method} → ${state.skill.id}`, mode, method, params);
+  execute(`${method} → ${state.skill.id}`, mode, method, params, { fresh: true });
 }
 
 function reply(task, parts) {

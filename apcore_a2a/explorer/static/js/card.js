@@ -71,7 +71,7 @@ export function renderCard(el, card, endpoint) {
     card.documentationUrl && /^https?:/i.test(card.documentationUrl)
       ? h("a", { href: card.documentationUrl, target: "_blank", rel: "noopener noreferrer" }, "documentation ↗") : null,
     h("h4", {}, "Interfaces"),
-    h("table", { class: "mini" }, h("tbody", {}, (card.supportedInterfaces || []).map((i) => h("tr", {},
+    h("table", { class: "mini ifaces" }, h("tbody", {}, (card.supportedInterfaces || []).map((i) => h("tr", {},
       h("td", {}, i.protocolBinding), h("td", {}, i.protocolVersion || "–"), h("td", {}, h("code", { class: "ellipsis", title: i.url }, i.url)))))),
     endpoint && endpoint.rewritten
       ? h("p", { class: "muted small" }, `Calls go to ${endpoint.url} (same origin as this page).`) : null,

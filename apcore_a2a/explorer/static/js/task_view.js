@@ -38,10 +38,16 @@ export class TaskView {
     this.busy = false;
   }
 
-  // A new send/stream/resubscribe: the timeline restarts, the task stays until replaced.
-  startRun(label) {
+  // A new request: the timeline restarts. A fresh send also forgets the previous task, so
+  // an error is never shown next to a task it does not belong to.
+  startRun(label, { fresh = false } = {}) {
     this.started = performance.now();
     this.error = null;
+    if (fresh) {
+      this.task = null;
+      this.message = null;
+      this.history = [];
+    }
     this.events = 0;
     this.timelineEl.replaceChildren();
     this.note(label);
