@@ -85,7 +85,9 @@ class SqlBackend:
                     ),
                     self.task_store,
                 )
-        except _UNAVAILABLE as exc:
+        except _DB_ERRORS as exc:
+            # Wrong password, missing database, no permission: the store is unusable
+            # either way, and the operator needs the reason, not a traceback.
             raise self._unavailable(exc) from None
         if self.registry is not None:
             self._spawn(self._heartbeat_loop(self.registry), "heartbeat")

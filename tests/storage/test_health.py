@@ -13,7 +13,7 @@ from apcore_a2a.storage._urls import parse_store_url
 from .._support import free_port
 from ._helpers import ctx, make_task, settings
 from ._proxy import TcpProxy
-from .conftest import PG_HOST, PG_PORT
+from .conftest import PG_HOST, PG_PORT, require_postgres
 
 
 async def test_postgres_outage_and_recovery_without_restart(pg_url: str) -> None:
@@ -79,4 +79,16 @@ async def test_sqlite_ping_does_not_wait_for_a_writer_holding_the_lock(sqlite_ur
             await stores.ping()
     finally:
         await writer.dispose()
+        await stores.aclose()
+
+
+async def test_missing_postgres_database_is_reported_as_unavailable() -> None:
+    require_postgres()
+    stores = open_stores(
+        f"postgresql://postgres@{PG_HOST}:{PG_PORT}/apcore_a2a_no_such_db", settings()
+    )
+    try:
+        with pytest.raises(StoreUnavailableError, match="apcore_a2a_no_such_db"):
+            await stores.start()
+    finally:
         await stores.aclose()
