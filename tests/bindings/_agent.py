@@ -5,6 +5,7 @@ Skills:
 * ``demo.echo``      text in, ``{"text": "echo: ..."}`` out
 * ``demo.add``       ``{"a", "b"}`` in, ``{"sum"}`` out (integers, so bad input is easy)
 * ``demo.countdown`` a streaming module: one chunk per step, no delay
+* ``demo.trace``     answers the apcore trace id it runs under (``traceparent`` propagation)
 * ``demo.gate``      blocks until the test releases its ``key`` (see :class:`Gates`); it
                      makes "still running" states deterministic for cancel and subscribe
 """
@@ -121,6 +122,23 @@ class Countdown:
         yield {"remaining": 0, "done": True}
 
 
+class TraceIn(BaseModel):
+    text: str = ""
+
+
+class TraceOut(BaseModel):
+    trace: str
+
+
+class Trace:
+    input_schema = TraceIn
+    output_schema = TraceOut
+    description = "Report the trace id"
+
+    def execute(self, inputs: dict[str, Any], context: Any) -> dict[str, Any]:
+        return {"trace": str(context.trace_id)}
+
+
 class GateIn(BaseModel):
     key: str
 
@@ -144,6 +162,7 @@ def build_registry() -> Registry:
     registry.register("demo.echo", Echo())
     registry.register("demo.add", Add())
     registry.register("demo.countdown", Countdown())
+    registry.register("demo.trace", Trace())
     registry.register("demo.gate", Gate())
     return registry
 

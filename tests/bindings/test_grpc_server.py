@@ -41,6 +41,7 @@ from tests.bindings._peers import (
     fetch_card,
     make_client,
     message,
+    open_peer,
     send,
     text,
     transport_of,
@@ -118,6 +119,19 @@ def test_no_grpc_port_no_grpc_interface() -> None:
 def test_bad_grpc_settings_fail_at_create(settings: dict[str, Any], match: str) -> None:
     with pytest.raises(ValueError, match=match):
         A2AServerFactory(build_registry(), environ={}, **settings).create()
+
+
+async def test_traceparent_metadata_reaches_apcore_like_the_http_header(agent: Agent) -> None:
+    trace_id = uuid.uuid4().hex
+    traceparent = f"00-{trace_id}-{uuid.uuid4().hex[:16]}-01"
+    card = await fetch_card(agent.url)
+    async with (
+        open_peer(card, "GRPC", "1.0", headers={"traceparent": traceparent}) as over_grpc,
+        open_peer(card, "JSONRPC", "1.0", headers={"traceparent": traceparent}) as over_http,
+    ):
+        for peer in (over_grpc, over_http):
+            task = await send(peer, message(text("t"), skill="demo.trace"))
+            assert task.artifacts[0].parts[0].data.struct_value["trace"] == trace_id
 
 
 # -- errors: the SDK's status codes and details --------------------------------------------
@@ -228,9 +242,15 @@ async def test_reflection_lists_both_a2a_services_when_enabled() -> None:
 
 
 async def test_reflection_is_off_by_default(agent: Agent) -> None:
-    with pytest.raises(grpc.aio.AioRpcError) as caught:
-        await _list_services(agent.grpc_address)
-    assert caught.value.code() == grpc.StatusCode.UNIMPLEMENTED
+    # A unary probe: a streaming one races the server's immediate UNIMPLEMENTED answer.
+    async with grpc.aio.insecure_channel(agent.grpc_address) as channel:
+        probe = channel.unary_unary(
+            "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+            request_serializer=reflection_pb2.ServerReflectionRequest.SerializeToString,
+            response_deserializer=reflection_pb2.ServerReflectionResponse.FromString,
+        )
+        refused = await failure(probe(reflection_pb2.ServerReflectionRequest(list_services="")))
+    assert refused.code() == grpc.StatusCode.UNIMPLEMENTED
 
 
 # -- TLS -----------------------------------------------------------------------------------
