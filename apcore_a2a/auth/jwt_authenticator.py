@@ -14,6 +14,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed448, ed25519, rsa
 from cryptography.hazmat.primitives.serialization import load_pem_private_key, load_pem_public_key
 from cryptography.x509 import load_pem_x509_certificate
 
+from apcore_a2a.auth._token_cache import VerifiedTokenCache
 from apcore_a2a.auth.authenticator import InvalidCredentials, header_value
 from apcore_a2a.auth.claims import ClaimMapping
 
@@ -86,6 +87,10 @@ class JWTAuthenticator:
     ``kid`` triggers a refetch (at most once per *jwks_refresh_cooldown* seconds), which
     is how a newly published key is picked up without a restart.
 
+    Verified tokens are remembered (up to *verified_cache_size*, for at most
+    *verified_cache_seconds* and never past their ``exp``), so a client repeating its
+    token is not re-verified on every request; ``verified_cache_size=0`` turns this off.
+
     Example::
 
         auth = JWTAuthenticator(jwks_url="https://idp.example.com/.well-known/jwks.json",
@@ -107,6 +112,8 @@ class JWTAuthenticator:
         jwks_cache_seconds: float = 300,
         jwks_refresh_cooldown: float = 30,
         jwks_timeout: float = 10,
+        verified_cache_size: int = 1024,
+        verified_cache_seconds: float = 60,
     ) -> None:
         if (key is None) == (jwks_url is None):
             raise ValueError("JWTAuthenticator needs exactly one of key= or jwks_url=")
@@ -116,6 +123,7 @@ class JWTAuthenticator:
         self.claim_mapping = claim_mapping or ClaimMapping()
         self.require_claims = list(require_claims)
         self.max_token_bytes = max_token_bytes
+        self._verified = VerifiedTokenCache(verified_cache_size, verified_cache_seconds)
         self._key: str | bytes | PublicKey | None = None
         self._jwks: jwt.PyJWKClient | None = None
 
@@ -186,11 +194,15 @@ class JWTAuthenticator:
             raise InvalidCredentials("Authorization header is not a Bearer token")
         if len(token) > self.max_token_bytes:
             raise InvalidCredentials(f"token longer than {self.max_token_bytes} bytes")
+        cached = self._verified.get(token)
+        if cached is not None:
+            return cached
         key = await self._verification_key(token)
         claims = self.decode(token, key)
         identity = self.claim_mapping.to_identity(claims)
         if identity is None:
             raise InvalidCredentials(f"claim {self.claim_mapping.id!r} missing or not a string")
+        self._verified.put(token, identity, claims, self.leeway)
         return identity
 
     # -- helpers ---------------------------------------------------------------------

@@ -62,7 +62,12 @@ async def test_retired_key_stops_working_once_the_cache_expires() -> None:
     old, new = rsa_pair("old"), rsa_pair("new")
     jwks = JWKSServer(keys=[old, new])
     async with running_server(jwks.app()) as idp:
-        auth = JWTAuthenticator(jwks_url=idp + "/.well-known/jwks.json", jwks_cache_seconds=0.3)
+        # Both caches (key set and verified tokens) bound how long a retired key works.
+        auth = JWTAuthenticator(
+            jwks_url=idp + "/.well-known/jwks.json",
+            jwks_cache_seconds=0.3,
+            verified_cache_seconds=0.3,
+        )
         async with serve_probe(auth) as base, httpx.AsyncClient() as client:
             assert (await whoami(client, base, old.sign({"sub": "a"}))).status_code == 200
             jwks.keys = [new]
