@@ -1,0 +1,141 @@
+"""cancel_on_disconnect: off by default (clients may resubscribe); on, a dropped stream cancels."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import httpx
+import pytest
+from a2a.types import SubscribeToTaskRequest, TaskState
+
+from ._agent import Agent, agent_server
+from ._client import (
+    V03,
+    V1,
+    collect,
+    parts_data,
+    rpc,
+    sdk_client,
+    sse_events,
+    summarize,
+    wire_message,
+    wire_message_03,
+)
+
+COUNT = {"count": 8, "delay": 0.1}
+# (path, body, headers) of a streaming send in each wire shape the guard must understand
+SHAPES = {
+    "jsonrpc-1.0": (
+        "/",
+        rpc("SendStreamingMessage", {"message": wire_message("life.count", COUNT)}),
+        V1,
+    ),
+    "jsonrpc-0.3": (
+        "/",
+        rpc("message/stream", {"message": wire_message_03("life.count", COUNT)}),
+        V03,
+    ),
+    "rest-1.0": ("/message:stream", {"message": wire_message("life.count", COUNT)}, V1),
+}
+
+
+def _task_id(event: dict[str, Any]) -> str:
+    result = event.get("result", event)
+    return str(result["task"]["id"] if "task" in result else result["id"])
+
+
+async def _drop_after(agent: Agent, shape: str, events: int) -> str:
+    """Open a stream, read *events* events, then hang up; return the task id."""
+    path, body, headers = SHAPES[shape]
+    async with (
+        httpx.AsyncClient(base_url=agent.url) as http,
+        http.stream("POST", path, json=body, headers=headers) as response,
+    ):
+        seen = []
+        async for event in sse_events(response):
+            seen.append(event)
+            if len(seen) == events:
+                break
+    return _task_id(seen[0])
+
+
+async def _final_state(agent: Agent, task_id: str, timeout: float = 5.0) -> Any:
+    client = await sdk_client(agent.url, streaming=False)
+    try:
+        from a2a.types import GetTaskRequest
+
+        deadline = time.monotonic() + timeout
+        while True:
+            task = await client.get_task(GetTaskRequest(id=task_id))
+            if task.status.state in (
+                TaskState.TASK_STATE_COMPLETED,
+                TaskState.TASK_STATE_CANCELED,
+                TaskState.TASK_STATE_FAILED,
+            ):
+                return task
+            assert time.monotonic() < deadline, f"still {task.status.state}"
+            await asyncio.sleep(0.02)
+    finally:
+        await client.close()
+
+
+async def test_dropped_stream_keeps_running_by_default(agent: Agent) -> None:
+    task_id = await _drop_after(agent, "jsonrpc-1.0", 3)
+    task = await _final_state(agent, task_id)
+    assert task.status.state == TaskState.TASK_STATE_COMPLETED
+    assert [parts_data(a.parts) for a in task.artifacts] == [
+        [{"n": n} for n in range(1, 9)] + [{"done": True}]
+    ]
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+async def test_dropped_only_stream_cancels_when_enabled(
+    caplog: pytest.LogCaptureFixture, shape: str
+) -> None:
+    async with agent_server(caplog, cancel_on_disconnect=True) as agent:
+        task_id = await _drop_after(agent, shape, 3)
+        task = await _final_state(agent, task_id, timeout=2.0)
+        assert task.status.state == TaskState.TASK_STATE_CANCELED
+        assert parts_data(task.status.message.parts) == ["Canceled by client"]
+        assert agent.probe.done(task_id).is_set()
+        assert agent.probe.token_seen_cancelled[task_id] is True
+
+
+async def test_stream_that_ends_normally_is_not_canceled(caplog: pytest.LogCaptureFixture) -> None:
+    async with agent_server(caplog, cancel_on_disconnect=True) as agent:
+        path, body, headers = SHAPES["jsonrpc-1.0"]
+        async with (
+            httpx.AsyncClient(base_url=agent.url) as http,
+            http.stream("POST", path, json=body, headers=headers) as response,
+        ):
+            events = [e async for e in sse_events(response)]
+        assert events[-1]["result"]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
+        task = await _final_state(agent, _task_id(events[0]))
+        assert task.status.state == TaskState.TASK_STATE_COMPLETED
+
+
+async def test_drop_leaves_task_alone_while_another_stream_follows_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async with agent_server(caplog, cancel_on_disconnect=True) as agent:
+        path, body, headers = SHAPES["jsonrpc-1.0"]
+        follower = await sdk_client(agent.url)
+        try:
+            async with (
+                httpx.AsyncClient(base_url=agent.url) as http,
+                http.stream("POST", path, json=body, headers=headers) as response,
+            ):
+                events = sse_events(response)
+                task_id = _task_id(await events.__anext__())
+                following = asyncio.create_task(
+                    collect(follower.subscribe(SubscribeToTaskRequest(id=task_id)))
+                )
+                await asyncio.sleep(0.2)  # the follower is attached
+            followed = await asyncio.wait_for(following, 5)
+            assert summarize(followed[-1]) == ("status", "COMPLETED")
+            task = await _final_state(agent, task_id)
+            assert task.status.state == TaskState.TASK_STATE_COMPLETED
+        finally:
+            await follower.close()

@@ -1,0 +1,65 @@
+"""At most ``max_streams`` (default 50) concurrent SSE streams; the next gets 503."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+import httpx
+
+from ._agent import Agent
+from ._client import V1, rpc, sse_events, wire_message
+
+
+def _stream_body() -> dict[str, Any]:
+    return rpc("SendStreamingMessage", {"message": wire_message("life.gate", {})})
+
+
+async def test_51st_stream_gets_503_with_retry_after_and_creates_no_task(agent: Agent) -> None:
+    assert agent.state.settings.max_streams == 50
+    limits = httpx.Limits(max_connections=60, max_keepalive_connections=60)
+    async with httpx.AsyncClient(base_url=agent.url, limits=limits, timeout=30) as http:
+        first_events: list[asyncio.Event] = [asyncio.Event() for _ in range(50)]
+        finals: list[str] = []
+
+        async def hold(index: int) -> None:
+            async with http.stream("POST", "/", json=_stream_body(), headers=V1) as response:
+                assert response.status_code == 200
+                async for event in sse_events(response):
+                    first_events[index].set()
+                    finals.append(str(event["result"]))
+
+        holders = [asyncio.create_task(hold(i)) for i in range(50)]
+        try:
+            await asyncio.wait_for(asyncio.gather(*(e.wait() for e in first_events)), 20)
+            assert agent.state.streams.active == 50
+
+            rejected = await http.post("/", json=_stream_body(), headers=V1)
+            assert rejected.status_code == 503
+            assert rejected.headers["retry-after"] == "5"
+            assert rejected.json()["error"]["code"] == -32603
+            rest = await http.post(
+                "/message:stream", json={"message": wire_message("life.gate", {})}, headers=V1
+            )
+            assert rest.status_code == 503
+            assert rest.headers["retry-after"] == "5"
+            assert rest.json()["error"]["status"] == "UNAVAILABLE"
+
+            # A non-streaming call is not a stream and still goes through.
+            listed = await http.post("/", json=rpc("ListTasks", {"pageSize": 100}), headers=V1)
+            assert listed.json()["result"]["totalSize"] == 50
+        finally:
+            assert agent.probe.gate is not None
+            agent.probe.gate.set()
+            results = await asyncio.gather(*holders, return_exceptions=True)
+        assert all(r is None for r in results), results
+        assert sum("TASK_STATE_COMPLETED" in f for f in finals) == 50
+        assert agent.state.streams.active == 0
+        assert agent.state.streams.rejected == 2
+
+        # Slots are released: a new stream is accepted again.
+        async with http.stream("POST", "/", json=_stream_body(), headers=V1) as response:
+            assert response.status_code == 200
+            with contextlib.suppress(StopAsyncIteration):
+                await sse_events(response).__anext__()
