@@ -19,6 +19,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from google.rpc import error_details_pb2
+from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 
 @contextlib.asynccontextmanager
@@ -49,6 +50,18 @@ def rich_status(error: grpc.aio.AioRpcError) -> dict[str, Any]:
         elif detail.Unpack(bad):
             out["violations"] = [v.field for v in bad.field_violations]
     return out
+
+
+async def list_services(address: str) -> list[str]:
+    """Service names the server reports through reflection."""
+    async with grpc.aio.insecure_channel(address) as channel:
+        stub = reflection_pb2_grpc.ServerReflectionStub(channel)
+        responses = stub.ServerReflectionInfo(
+            iter([reflection_pb2.ServerReflectionRequest(list_services="")])
+        )
+        async for response in responses:
+            return sorted(s.name for s in response.list_services_response.service)
+    raise AssertionError("no reflection response")
 
 
 async def failure(call: Any) -> grpc.aio.AioRpcError:

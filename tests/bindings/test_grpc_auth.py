@@ -29,7 +29,7 @@ from pydantic import BaseModel
 from apcore_a2a import A2AServerFactory
 from tests._support import free_port, threaded_server
 from tests.bindings._agent import Agent, build_registry
-from tests.bindings._grpc import failure, stubs
+from tests.bindings._grpc import failure, list_services, stubs
 from tests.bindings._peers import fetch_card, message, open_peer, send, text
 
 ALICE_KEY = "alice-" + secrets.token_hex(16)
@@ -83,8 +83,8 @@ def _serve(**settings: Any) -> Iterator[Agent]:
 
 @pytest.fixture(scope="module")
 def secured() -> Iterator[Agent]:
-    """Credentials required (the default)."""
-    yield from _serve()
+    """Credentials required (the default); reflection on."""
+    yield from _serve(grpc_reflection=True)
 
 
 @pytest.fixture(scope="module")
@@ -197,6 +197,10 @@ async def test_extended_card_needs_credentials_on_both_services(secured: Agent) 
         old_card = await v03.GetAgentCard(a2a_v0_3_pb2.GetAgentCardRequest(), metadata=metadata)
     assert "demo.whoami" in [s.id for s in card.skills]
     assert old_card.name == card.name
+
+
+async def test_reflection_needs_no_credentials(secured: Agent) -> None:
+    assert "lf.a2a.v1.A2AService" in await list_services(secured.grpc_address)
 
 
 async def test_anonymous_calls_pass_when_auth_is_optional(open_door: Agent) -> None:

@@ -28,13 +28,13 @@ from a2a.types import (
     TaskState,
     a2a_pb2,
 )
-from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+from grpc_reflection.v1alpha import reflection_pb2
 
 from apcore_a2a import A2AServerFactory
 from apcore_a2a.server.grpc import SERVICE_V0_3, SERVICE_V1
 from tests._support import ROOT, free_port, running_server, threaded_server
 from tests.bindings._agent import GATES, Agent, build_app, build_registry, serve_agent
-from tests.bindings._grpc import failure, rich_status, self_signed_cert, stubs
+from tests.bindings._grpc import failure, list_services, rich_status, self_signed_cert, stubs
 from tests.bindings._peers import (
     Peer,
     data,
@@ -216,26 +216,20 @@ async def test_unexpected_errors_are_internal_and_do_not_leak(failing_agent: Age
         old = await failure(v03.GetTask(a2a_v0_3_pb2.GetTaskRequest(name="tasks/explode")))
         assert old.code() == grpc.StatusCode.INTERNAL
         assert "hunter2" not in old.details()
+        # push is off on this agent: the SDK's FAILED_PRECONDITION with its reason
+        config = a2a_pb2.TaskPushNotificationConfig(task_id="t", url="https://example.com/h")
+        push_off = rich_status(await failure(v1.CreateTaskPushNotificationConfig(config)))
+        assert push_off["code"] == grpc.StatusCode.FAILED_PRECONDITION
+        assert push_off["reason"] == "PUSH_NOTIFICATION_NOT_SUPPORTED"
         # the server keeps serving other calls
         ok = await v1.SendMessage(_send_request("demo.echo", Part(text="still here")))
         assert ok.task.status.state == TaskState.TASK_STATE_COMPLETED
 
 
 # -- reflection ----------------------------------------------------------------------------
-async def _list_services(address: str) -> list[str]:
-    async with grpc.aio.insecure_channel(address) as channel:
-        stub = reflection_pb2_grpc.ServerReflectionStub(channel)
-        responses = stub.ServerReflectionInfo(
-            iter([reflection_pb2.ServerReflectionRequest(list_services="")])
-        )
-        async for response in responses:
-            return sorted(s.name for s in response.list_services_response.service)
-    raise AssertionError("no reflection response")
-
-
 async def test_reflection_lists_both_a2a_services_when_enabled() -> None:
     with serve_agent(grpc_reflection=True) as agent:
-        services = await _list_services(agent.grpc_address)
+        services = await list_services(agent.grpc_address)
     assert SERVICE_V1 in services
     assert SERVICE_V0_3 in services
     assert "grpc.reflection.v1alpha.ServerReflection" in services
