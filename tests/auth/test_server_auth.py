@@ -134,7 +134,8 @@ def test_cli_env_jwt_key_and_api_key_flag() -> None:
 async def test_explorer_page_is_public_but_api_paths_below_it_are_not() -> None:
     with serve_agent(auth_key=HMAC_SECRET, explorer=True) as url:
         async with httpx.AsyncClient(base_url=url) as http:
-            assert (await http.get("/explorer/")).status_code != 401
+            for path in ("/explorer/", "/explorer/js/app.js", "/explorer/explorer.css"):
+                assert (await http.get(path)).status_code == 200, path
             for path in ("/explorer/tasks", "/explorer/tasks/some-id"):
                 resp = await http.get(path, headers={"A2A-Version": "1.0"})
                 assert resp.status_code == 401, path
