@@ -20,7 +20,9 @@ from a2a.types import (
     Part,
     Role,
     SendMessageRequest,
+    SubscribeToTaskRequest,
     TaskNotFoundError,
+    TaskState,
     a2a_pb2,
 )
 from apcore import Registry
@@ -169,6 +171,25 @@ async def test_tasks_are_owned_by_the_same_identity_on_every_binding(secured: Ag
                 ListTasksRequest(context_id=created.context_id), context=peer.call_context
             )
             assert list(listed.tasks) == []
+
+        # streaming calls carry the identity too
+        events = [
+            e
+            async for e in alice_grpc.streaming.send_message(
+                message(text("streamed"), skill="demo.whoami"), context=alice_grpc.call_context
+            )
+        ]
+        final = [e.status_update for e in events if e.HasField("status_update")][-1]
+        assert final.status.state == TaskState.TASK_STATE_COMPLETED
+        streamed = await alice_rpc.client.get_task(
+            GetTaskRequest(id=final.task_id), context=alice_rpc.call_context
+        )
+        assert _caller(streamed) == "alice"
+        with pytest.raises(TaskNotFoundError):
+            async for _ in bob_grpc.streaming.subscribe(
+                SubscribeToTaskRequest(id=final.task_id), context=bob_grpc.call_context
+            ):
+                pass
 
         # and the other way round: created over HTTP, found over gRPC by its owner only
         via_http = await send(alice_rpc, message(text("also mine"), skill="demo.echo"))
