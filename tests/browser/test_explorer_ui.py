@@ -275,6 +275,12 @@ BAD_JWT = jwt.encode({"sub": "ann"}, "another-secret-0123456789abcdef-xyz", algo
     [
         pytest.param({"api_keys": ("good-key",)}, "wrong-key", "good-key", id="api-key"),
         pytest.param({"auth_key": JWT_SECRET}, BAD_JWT, GOOD_JWT, id="bearer-jwt"),
+        pytest.param(
+            {"auth_key": JWT_SECRET, "api_keys": ("good-key",)}, "wrong", "good-key", id="both-key"
+        ),
+        pytest.param(
+            {"auth_key": JWT_SECRET, "api_keys": ("good-key",)}, BAD_JWT, GOOD_JWT, id="both-jwt"
+        ),
     ],
 )
 async def test_wrong_token_gives_a_readable_401_and_the_right_one_works(
@@ -287,6 +293,8 @@ async def test_wrong_token_gives_a_readable_401_and_the_right_one_works(
         await page.fill("[data-path='a']", "1")
         await page.fill("[data-path='b']", "1")
         await page.fill("#token", wrong)
+        await page.press("#token", "Tab")
+        await page.wait_for_selector("#token-status:text('token rejected (401)')")
         await page.click("#send")
         box = page.locator("#task-body .error-box")
         await box.wait_for()
@@ -294,6 +302,10 @@ async def test_wrong_token_gives_a_readable_401_and_the_right_one_works(
         assert "HTTP 401 Unauthorized" in text
         assert "Check the token" in text
         await page.fill("#token", good)
+        await page.press("#token", "Tab")
+        # With the token accepted, the page switches to the caller's extended card.
+        await page.wait_for_selector("#token-status:text('extended card loaded')")
+        assert "extended card" in await page.inner_text("#card-body")
         await page.click("#send")
         await page.wait_for_selector(STATE.format("TASK_STATE_COMPLETED"))
 

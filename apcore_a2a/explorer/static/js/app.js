@@ -13,7 +13,7 @@ const $ = (id) => document.getElementById(id);
 const POLL_MS = 700;
 
 const state = {
-  card: null, cardUrl: null, endpoint: null, client: null, schemas: {}, skill: null,
+  card: null, publicCard: null, cardUrl: null, endpoint: null, client: null, schemas: {}, skill: null,
   form: null, textInput: null, contextId: null, token: "", run: null, skillOfTask: new Map(),
 };
 
@@ -73,25 +73,63 @@ async function boot() {
     clear($("skill-body"), h("div", { class: "muted" }, "Nothing to try until the card loads."));
     return;
   }
-  const card = state.card;
-  state.schemas = skillSchemas(card);
-  state.endpoint = jsonRpcEndpoint(card, state.cardUrl);
-  document.title = `${card.name || "Agent"} · A2A Explorer`;
-  $("agent-title").textContent = `${card.name || "Agent"}${card.version ? ` v${card.version}` : ""}`;
-  $("token-box").classList.toggle("needed", declaresSecurity(card));
-  $("token-label").textContent = declaresSecurity(card) ? "Token (required by this agent)" : "Token (optional)";
-  renderCard($("card-body"), card, state.endpoint);
+  state.publicCard = state.card;
+  state.endpoint = jsonRpcEndpoint(state.card, state.cardUrl);
   if (state.endpoint) {
-    state.client = new AgentClient(state.endpoint.url, () => authHeaderFor(state.card, state.token));
+    state.client = new AgentClient(state.endpoint.url, () => authHeaderFor(state.publicCard, state.token));
   } else {
     banner("This agent declares no JSON-RPC interface; the Explorer can show the card but not call skills.");
   }
+  $("token").addEventListener("change", loadExtendedCard);
+  applyCard(state.card, false);
+  showContext();
+}
+
+// Shows a card (public, or the caller's extended one) without losing a filled-in form.
+function applyCard(card, extended) {
+  state.card = card;
+  state.schemas = skillSchemas(card);
+  document.title = `${card.name || "Agent"} · A2A Explorer`;
+  $("agent-title").textContent = `${card.name || "Agent"}${card.version ? ` v${card.version}` : ""}`;
+  const secured = declaresSecurity(state.publicCard);
+  $("token-box").classList.toggle("needed", secured);
+  $("token-label").textContent = secured ? "Token (required by this agent)" : "Token (optional)";
+  renderCard($("card-body"), card, state.endpoint, extended);
+  const skills = card.skills || [];
+  const current = state.skill && skills.find((s) => s.id === state.skill.id);
+  if (current) {
+    state.skill = current;
+    renderSkills();
+    return;
+  }
   renderSkills();
   const wanted = decodeURIComponent((location.hash.match(/skill=([^&]+)/) || [])[1] || "");
-  const skills = card.skills || [];
   const first = skills.find((s) => s.id === wanted) || skills[0];
   if (first) selectSkill(first);
-  showContext();
+  else clear($("skill-body"), h("div", { class: "muted" }, "This agent declares no skills."));
+}
+
+// With a token, an agent that offers an extended card may show the caller more skills.
+async function loadExtendedCard() {
+  const status = $("token-status");
+  const caps = state.publicCard.capabilities || {};
+  if (!caps.extendedAgentCard || !state.client) return;
+  if (!state.token.trim()) {
+    status.textContent = "";
+    applyCard(state.publicCard, false);
+    return;
+  }
+  status.textContent = "checking…";
+  status.className = "token-status";
+  try {
+    const card = await state.client.call("GetExtendedAgentCard", {});
+    status.textContent = "extended card loaded";
+    status.className = "token-status ok";
+    applyCard(card, true);
+  } catch (err) {
+    status.textContent = err.httpStatus === 401 ? "token rejected (401)" : `extended card: ${err.message}`;
+    status.className = "token-status bad";
+  }
 }
 
 function renderSkills() {

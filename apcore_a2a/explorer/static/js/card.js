@@ -29,15 +29,18 @@ export function declaresSecurity(card) {
   return Object.keys(card.securitySchemes || {}).length > 0 || (card.securityRequirements || []).length > 0;
 }
 
+const JWT_SHAPE = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$/;
+
 // Header carrying the token: an API-key scheme in a header names its own header,
-// everything else gets "Authorization: Bearer".
+// everything else gets "Authorization: Bearer". When the card offers both, a token shaped
+// like a JWT goes as Bearer and anything else as the API key.
 export function authHeaderFor(card, token) {
   const value = token.trim().replace(/^bearer\s+/i, "");
   if (!value) return {};
   const schemes = Object.values(card.securitySchemes || {});
   const bearer = schemes.find((s) => s.httpAuthSecurityScheme || s.oauth2SecurityScheme || s.openIdConnectSecurityScheme);
   const apiKey = schemes.map((s) => s.apiKeySecurityScheme).find((s) => s && String(s.location).toLowerCase() === "header" && s.name);
-  if (!bearer && apiKey) return { [apiKey.name]: value };
+  if (apiKey && (!bearer || !JWT_SHAPE.test(value))) return { [apiKey.name]: value };
   return { Authorization: `Bearer ${value}` };
 }
 
@@ -58,7 +61,7 @@ function schemeText(scheme) {
 
 const yesNo = (v) => badge(v ? "yes" : "no", v ? "ok" : "off");
 
-export function renderCard(el, card, endpoint) {
+export function renderCard(el, card, endpoint, extended = false) {
   const caps = card.capabilities || {};
   const exts = caps.extensions || [];
   const schemes = Object.entries(card.securitySchemes || {});
@@ -66,7 +69,8 @@ export function renderCard(el, card, endpoint) {
     h("h3", { id: "agent-name" }, card.name || "(unnamed agent)"),
     h("div", { class: "row" }, card.version ? badge(`v${card.version}`) : null,
       card.provider && card.provider.organization ? badge(card.provider.organization, "muted") : null,
-      declaresSecurity(card) ? badge("🔒 secured", "warn") : badge("open", "ok")),
+      declaresSecurity(card) ? badge("🔒 secured", "warn") : badge("open", "ok"),
+      extended ? badge("extended card", "info", "the card this token's caller gets") : null),
     card.description ? h("p", { class: "description" }, card.description) : null,
     card.documentationUrl && /^https?:/i.test(card.documentationUrl)
       ? h("a", { href: card.documentationUrl, target: "_blank", rel: "noopener noreferrer" }, "documentation ↗") : null,
