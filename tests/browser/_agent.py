@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import struct
+import zlib
 from typing import Any, Literal
 
 from apcore import Executor, ModuleAnnotations, ModuleExample, Registry
@@ -174,6 +176,34 @@ class GreetModule:
         return {"greeting": f"Hello, {inputs['name']}!"}
 
 
+def tiny_png() -> bytes:
+    """A valid 1x1 PNG, built here so the tests ship no binary files."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        body = kind + data
+        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
+
+    header = struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0)
+    pixels = zlib.compress(b"\x00\x2f\x5b\xd3")
+    return (
+        b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", pixels) + chunk(b"IEND", b"")
+    )
+
+
+class BadgeIn(BaseModel):
+    caption: str = Field(default="ok", description="text to return next to the image")
+
+
+class BadgeModule:
+    input_schema = BadgeIn
+    output_schema = EchoOut
+    description = "Return a caption and a PNG file"
+    tags = ["files"]
+
+    def execute(self, inputs: dict[str, Any], context: Any) -> dict[str, Any]:
+        return {"caption": inputs["caption"], "badge.png": tiny_png()}
+
+
 def demo_executor(gate: Gate | None = None) -> Executor:
     gate = gate or Gate()
     registry = Registry()
@@ -183,6 +213,7 @@ def demo_executor(gate: Gate | None = None) -> Executor:
     registry.register("demo.slow", slow_module(gate))
     registry.register("demo.wipe", WipeModule())
     registry.register("demo.greet", GreetModule())
+    registry.register("demo.badge", BadgeModule())
     return Executor(registry, approval_handler=A2AApprovalHandler())
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -14,7 +15,7 @@ from starlette.applications import Starlette
 
 from apcore_a2a.explorer import explorer_routes
 from tests._support import running_server
-from tests.browser._agent import Gate, demo_app
+from tests.browser._agent import Gate, demo_app, tiny_png
 from tests.browser.conftest import serve_app
 
 pytestmark = pytest.mark.browser
@@ -57,7 +58,7 @@ async def test_page_loads_without_errors_or_foreign_requests(page: Any) -> None:
         await page.wait_for_load_state("networkidle")
 
         assert await page.inner_text("#agent-name") == "Explorer demo"
-        assert await page.inner_text("#skill-count") == "6"
+        assert await page.inner_text("#skill-count") == "7"
         card = await page.inner_text("#card-body")
         assert "v1.2.3" in card
         assert "JSONRPC" in card and "HTTP+JSON" in card
@@ -366,3 +367,23 @@ async def test_missing_card_is_reported_not_blank(page: Any) -> None:
         assert "Agent card unavailable" in text
         assert "HTTP 404" in text
         assert page.log.errors == []
+
+
+async def test_file_results_download_and_preview(page: Any) -> None:
+    async with serve_app(demo_app) as base:
+        await open_explorer(page, base, "demo.badge")
+        await page.fill("[data-path='caption']", "shiny")
+        await page.click("#send")
+        await page.wait_for_selector(STATE.format("TASK_STATE_COMPLETED"))
+        link = page.locator("#task-body a.file-link")
+        assert (await link.inner_text()).endswith("badge.png")
+        preview = page.locator("#task-body img.preview")
+        await preview.wait_for()
+        assert await preview.evaluate("img => img.complete && img.naturalWidth") == 1
+        async with page.expect_download() as info:
+            await link.click()
+        download = await info.value
+        assert download.suggested_filename == "badge.png"
+        assert Path(await download.path()).read_bytes() == tiny_png()
+        assert "shiny" in await page.inner_text("#task-body .artifact")
+        assert page.log.console_errors() == []
