@@ -45,11 +45,11 @@ def create_engine(store_url: StoreURL) -> AsyncEngine:
 def _sqlite_engine(store_url: StoreURL) -> AsyncEngine:
     assert store_url.url is not None
     in_memory = store_url.sqlite_path is None
-    # One connection per process: SQLite runs one writer at a time anyway, and queueing
-    # in the pool is fair and immediate, whereas SQLite's busy handler polls with
-    # growing sleeps (seconds of tail latency under contention). The busy timeout still
-    # covers other processes sharing the file.
-    kwargs: dict[str, Any] = {"pool_size": 1, "max_overflow": 0}
+    # Few connections: SQLite runs one writer at a time anyway, and waiting in the pool
+    # is fair and immediate, whereas SQLite's busy handler polls with growing sleeps
+    # (seconds of tail latency with many contenders). More than one lets one request's
+    # Python work overlap another's SQL. The busy timeout covers other processes.
+    kwargs: dict[str, Any] = {"pool_size": 4, "max_overflow": 0}
     if in_memory:
         # One shared connection, or every checkout would see a fresh empty database.
         kwargs = {"poolclass": StaticPool, "connect_args": {"check_same_thread": False}}
