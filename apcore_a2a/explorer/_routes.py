@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import html
+import os
 import re
 from pathlib import Path
 
@@ -50,6 +51,32 @@ SECURITY_HEADERS: dict[str, str] = {
 # Asset names are not fingerprinted (no build step), so browsers must revalidate; the ETag
 # turns that into a cheap 304.
 _CACHE_CONTROL = "no-cache"
+
+
+# Module scripts are refused unless served with a JavaScript type, and the platform's
+# mimetypes table is not reliable for that (some hosts map .js to text/plain).
+_MEDIA_TYPES = {
+    ".js": "text/javascript; charset=utf-8",
+    ".css": "text/css; charset=utf-8",
+    ".svg": "image/svg+xml",
+}
+
+
+class _Assets(StaticFiles):
+    """StaticFiles with fixed media types for the asset kinds the page uses."""
+
+    def file_response(
+        self,
+        full_path: str | os.PathLike[str],
+        stat_result: os.stat_result,
+        scope: Scope,
+        status_code: int = 200,
+    ) -> Response:
+        response = super().file_response(full_path, stat_result, scope, status_code)
+        media_type = _MEDIA_TYPES.get(Path(full_path).suffix)
+        if media_type and response.status_code != 304:
+            response.headers["content-type"] = media_type
+        return response
 
 
 class _WithHeaders:
@@ -122,7 +149,7 @@ def explorer_routes(prefix: str = "/explorer") -> list[BaseRoute]:
             page, media_type="text/html; charset=utf-8", headers={**headers, "etag": etag}
         )
 
-    assets = _WithHeaders(StaticFiles(directory=_STATIC_DIR), headers)
+    assets = _WithHeaders(_Assets(directory=_STATIC_DIR), headers)
     return [
         Route(prefix, redirect_to_page, methods=["GET", "HEAD"], name="explorer_redirect"),
         Route(prefix + "/", page_endpoint, methods=["GET", "HEAD"], name="explorer_page"),
