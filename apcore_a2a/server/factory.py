@@ -42,7 +42,7 @@ from apcore_a2a.server.executor import ApCoreAgentExecutor
 from apcore_a2a.server.preflight import Preflight
 from apcore_a2a.server.routing import ApCoreRequestContextBuilder, SkillResolver
 from apcore_a2a.settings import Settings
-from apcore_a2a.storage import Stores, open_stores
+from apcore_a2a.storage import Stores, health_route, open_stores
 
 __all__ = ["A2AServerFactory", "ServerState", "resolve_executor"]
 
@@ -240,6 +240,7 @@ class A2AServerFactory:
             state.extras["grpc"] = _grpc_binding().GrpcServer(handler, s, authenticator=self.auth)
         context_builder = ApCoreCallContextBuilder()
         routes: list[BaseRoute] = [
+            health_route(stores),
             *card_routes(acl_card_document(self.executor, state.document)),
             *create_jsonrpc_routes(
                 handler,
