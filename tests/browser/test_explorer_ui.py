@@ -170,6 +170,11 @@ async def test_schema_errors_are_shown_with_code_and_field(page: Any) -> None:
     async with serve_app(demo_app) as base:
         await open_explorer(page, base, "demo.add")
         await page.fill("[data-path='a']", "1")
+        await page.fill("[data-path='b']", "1")
+        await page.click("#send")
+        await page.wait_for_selector(STATE.format("TASK_STATE_COMPLETED"))
+        assert await page.inner_text("#event-count") == "1"
+        await page.fill("[data-path='b']", "")
         await page.click("#send")
         box = page.locator("#task-body .error-box")
         await box.wait_for()
@@ -177,6 +182,10 @@ async def test_schema_errors_are_shown_with_code_and_field(page: Any) -> None:
         assert "-32602" in text
         assert "/b" in await box.locator(".field-errors").inner_text()
         assert "Field required" in text
+        # The failed request produced no events, and the earlier task is no longer shown.
+        assert await page.inner_text("#event-count") == ""
+        assert await page.locator("#timeline li[data-kind]").count() == 0
+        assert await page.locator("#task-body .task").count() == 0
 
 
 async def test_stream_shows_events_live(page: Any) -> None:

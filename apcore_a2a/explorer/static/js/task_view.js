@@ -49,6 +49,7 @@ export class TaskView {
       this.history = [];
     }
     this.events = 0;
+    this.eventCountEl.textContent = "";
     this.timelineEl.replaceChildren();
     this.note(label);
   }
