@@ -1,8 +1,9 @@
 """The systems under test: S (plain a2a-sdk echo server), O (our server) and the echo module.
 
-Both servers answer the same wire requests with the same event sequence: a Task carrying the
-user message, one artifact with the echoed text, then COMPLETED. S is assembled only from SDK
-classes, the way an SDK user would write it; O is ``A2AServerFactory(registry).create()``.
+Both servers answer the same wire requests with the same event sequence: a submitted Task
+carrying the user message, working, one artifact with the echoed text, then completed. S is
+assembled only from SDK classes, the way an SDK user would write it; O is
+``A2AServerFactory(registry).create()``.
 """
 
 from __future__ import annotations
@@ -69,32 +70,41 @@ def plain_app() -> Any:
     )
     from starlette.applications import Starlette
 
+    def status(task_id: str, context_id: str, state: TaskState) -> TaskStatusUpdateEvent:
+        event = TaskStatusUpdateEvent(
+            task_id=task_id, context_id=context_id, status=TaskStatus(state=state)
+        )
+        event.status.timestamp.GetCurrentTime()
+        return event
+
     class EchoExecutor(AgentExecutor):
+        # The same four events, with timestamps, that our executor emits for a module call,
+        # so both servers do the same store writes and the difference is adapter cost.
         async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
             task_id = context.task_id or str(uuid.uuid4())
             context_id = context.context_id or str(uuid.uuid4())
             history = [context.message] if context.message is not None else []
+            task = Task(
+                id=task_id,
+                context_id=context_id,
+                status=TaskStatus(state=TaskState.TASK_STATE_SUBMITTED),
+                history=history,
+            )
+            task.status.timestamp.GetCurrentTime()
+            await event_queue.enqueue_event(task)
             await event_queue.enqueue_event(
-                Task(
-                    id=task_id,
-                    context_id=context_id,
-                    status=TaskStatus(state=TaskState.TASK_STATE_WORKING),
-                    history=history,
-                )
+                status(task_id, context_id, TaskState.TASK_STATE_WORKING)
             )
             await event_queue.enqueue_event(
                 TaskArtifactUpdateEvent(
                     task_id=task_id,
                     context_id=context_id,
                     artifact=new_text_artifact("result", context.get_user_input()),
+                    last_chunk=True,
                 )
             )
             await event_queue.enqueue_event(
-                TaskStatusUpdateEvent(
-                    task_id=task_id,
-                    context_id=context_id,
-                    status=TaskStatus(state=TaskState.TASK_STATE_COMPLETED),
-                )
+                status(task_id, context_id, TaskState.TASK_STATE_COMPLETED)
             )
 
         async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
