@@ -72,8 +72,22 @@ def _coerce_integers(data: dict[str, Any], facts: SchemaFacts) -> dict[str, Any]
     return data
 
 
+def _takes_string(prop_schema: Any) -> bool:
+    """True when the property is (or may be, as in ``bytes | None``) a JSON string."""
+    if not isinstance(prop_schema, Mapping):
+        return False
+    kind = prop_schema.get("type")
+    if kind == "string" or (isinstance(kind, list) and "string" in kind):
+        return True
+    return any(
+        _takes_string(option)
+        for key in ("anyOf", "oneOf")
+        for option in prop_schema.get(key) or ()
+    )
+
+
 def _file_value(part: Part, prop_schema: Any) -> Any:
-    as_string = isinstance(prop_schema, Mapping) and prop_schema.get("type") == "string"
+    as_string = _takes_string(prop_schema)
     if part.HasField("raw"):
         encoded = base64.b64encode(part.raw).decode("ascii")
         if as_string:

@@ -95,6 +95,10 @@ def test_file_parts_fill_binary_properties() -> None:
         "mimeType": "application/pdf",
     }
     assert result["blob"] == "https://example.com/x.bin"
+    optional = schema_facts(
+        {"properties": {"f": {"anyOf": [{"type": "string", "format": "binary"}, {"type": "null"}]}}}
+    )
+    assert input_from_parts([Part(raw=b"hi")], optional) == {"f": "aGk="}
 
 
 def test_output_parts() -> None:
