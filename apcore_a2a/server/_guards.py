@@ -185,7 +185,7 @@ class RequestGuard:
         if streaming:
             await self._stream(scope, replay, send, jsonrpc=is_rpc)
         else:
-            await self.app(scope, replay, send)
+            await self.app(scope, replay, _without_internal_details(send) if is_rpc else send)
 
     async def _stream(self, scope: Scope, receive: Receive, send: Send, *, jsonrpc: bool) -> None:
         counter = self.streams
@@ -363,3 +363,45 @@ def _replay(body: bytes, receive: Receive) -> Receive:
         return await receive()
 
     return replay
+
+
+def _without_internal_details(send: Send) -> Send:
+    """Replace the text of JSON-RPC -32603 answers with "Internal error".
+
+    The SDK answers unexpected server exceptions (a failing database, say) with -32603
+    carrying ``str(exc)``, which can hold paths, SQL or credentials. The exception is
+    already logged server-side; the client gets the generic message.
+    """
+    start: Message | None = None
+
+    async def wrapped(message: Message) -> None:
+        nonlocal start
+        if message["type"] == "http.response.start":
+            start = message
+            return
+        if start is not None:
+            body = message.get("body", b"")
+            if not message.get("more_body", False) and b"-32603" in body:
+                cleaned = _generic_internal_error(body)
+                if cleaned is not None:
+                    headers = [(k, v) for k, v in start["headers"] if k != b"content-length"]
+                    headers.append((b"content-length", str(len(cleaned)).encode()))
+                    start = {**start, "headers": headers}
+                    message = {**message, "body": cleaned}
+            await send(start)
+            start = None
+        await send(message)
+
+    return wrapped
+
+
+def _generic_internal_error(body: bytes) -> bytes | None:
+    try:
+        payload = json.loads(body)
+    except ValueError:
+        return None
+    error = payload.get("error") if isinstance(payload, dict) else None
+    if not isinstance(error, dict) or error.get("code") != -32603:
+        return None
+    payload["error"] = {"code": -32603, "message": "Internal error"}
+    return json.dumps(payload).encode()
