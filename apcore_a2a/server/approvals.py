@@ -19,8 +19,10 @@ from apcore_a2a.adapters.errors import sanitize
 from apcore_a2a.adapters.parts import value_to_python
 
 __all__ = [
+    "Answer",
     "Decision",
     "PendingApproval",
+    "answer",
     "decided_metadata",
     "from_error",
     "input_required_event",
@@ -53,6 +55,52 @@ class PendingApproval:
 class Decision:
     approved: bool
     reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """What a message on a task parked for approval leads to.
+
+    ``event`` is the next status: ``working`` when approved (resume the module with
+    ``resume_token`` as apcore's ``_approval_token``), ``input-required`` again when the
+    message decided nothing, ``rejected`` when it said no.
+    """
+
+    event: TaskStatusUpdateEvent
+    resume_token: str | None = None
+
+
+def answer(stored: Task, message: Message, executor: Any) -> Answer | None:
+    """Read *message* as the answer to *stored*'s pending approval.
+
+    ``None`` when the task waits for no approval: the message is then fresh input.
+    A decision is passed on to the executor's approval handler (``record_decision``).
+    """
+    pending = pending_approval(stored)
+    if pending is None or stored.status.state != TaskState.TASK_STATE_INPUT_REQUIRED:
+        return None
+    task_id, context_id = stored.id, stored.context_id
+    decision = read_decision(message)
+    if decision is None:
+        return Answer(input_required_event(task_id, context_id, pending, again=True))
+    record_decision(executor, pending.approval_id, decision)
+    if decision.approved:
+        working = _status_event(task_id, context_id, TaskState.TASK_STATE_WORKING, [])
+        working.metadata.update(decided_metadata(pending, decision))
+        return Answer(working, pending.approval_id)
+    reason = decision.reason or "Rejected by user"
+    data = Part()
+    data.data.struct_value.update(
+        {"code": "APPROVAL_DENIED", "message": reason, "type": "ApprovalRejected"}
+    )
+    rejected = _status_event(
+        task_id,
+        context_id,
+        TaskState.TASK_STATE_REJECTED,
+        [Part(text=f"Approval rejected: {reason}"), data],
+    )
+    rejected.metadata.update(decided_metadata(pending, decision))
+    return Answer(rejected)
 
 
 def from_error(exc: Any, module_id: str) -> PendingApproval:
@@ -94,18 +142,29 @@ def input_required_event(
     )
     data_part = Part()
     data_part.data.struct_value.update(pending.as_data())
-    message = Message(
-        message_id=uuid.uuid4().hex,
-        role=Role.ROLE_AGENT,
-        task_id=task_id,
-        context_id=context_id,
-        parts=[Part(text=text), data_part],
+    event = _status_event(
+        task_id, context_id, TaskState.TASK_STATE_INPUT_REQUIRED, [Part(text=text), data_part]
     )
-    status = TaskStatus(state=TaskState.TASK_STATE_INPUT_REQUIRED, message=message)
-    status.timestamp.GetCurrentTime()
-    event = TaskStatusUpdateEvent(task_id=task_id, context_id=context_id, status=status)
     event.metadata.update(_metadata(pending, "pending"))
     return event
+
+
+def _status_event(
+    task_id: str, context_id: str, state: TaskState, parts: list[Part]
+) -> TaskStatusUpdateEvent:
+    status = TaskStatus(state=state)
+    if parts:
+        status.message.CopyFrom(
+            Message(
+                message_id=uuid.uuid4().hex,
+                role=Role.ROLE_AGENT,
+                task_id=task_id,
+                context_id=context_id,
+                parts=parts,
+            )
+        )
+    status.timestamp.GetCurrentTime()
+    return TaskStatusUpdateEvent(task_id=task_id, context_id=context_id, status=status)
 
 
 def decided_metadata(pending: PendingApproval, decision: Decision) -> dict[str, Any]:

@@ -16,7 +16,7 @@ import logging
 import time
 import uuid
 import weakref
-from collections.abc import Coroutine, Generator
+from collections.abc import Coroutine, Generator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -43,6 +43,7 @@ from apcore_a2a.adapters.parts import input_from_parts, output_to_parts
 from apcore_a2a.adapters.skills import SkillSpec
 from apcore_a2a.server import approvals
 from apcore_a2a.server.call_context import identity_of
+from apcore_a2a.server.observer import ExecutionObserver, observe
 from apcore_a2a.server.routing import SKILL_METADATA_KEY, ApCoreRequestContext
 
 if TYPE_CHECKING:
@@ -175,16 +176,28 @@ def _status(
 class ApCoreAgentExecutor(AgentExecutor):
     """Run apcore modules for the a2a-sdk request handler.
 
-    *executor* is an ``apcore.Executor``; *settings* supplies ``execution_timeout``.
+    *executor* is an ``apcore.Executor``; *settings* supplies ``execution_timeout``;
+    *observers* are told when each execution starts and how it ended (metrics, spans).
     """
 
-    def __init__(self, executor: Any, settings: Settings) -> None:
+    def __init__(
+        self, executor: Any, settings: Settings, observers: Sequence[ExecutionObserver] = ()
+    ) -> None:
         self._executor = executor
         self._timeout = settings.execution_timeout
         self._runs: dict[str, _Run] = {}
+        self._observers = tuple(observers)
 
     # -- AgentExecutor ---------------------------------------------------------------
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+        spec = getattr(context, "skill", None)
+        if spec is None or not self._observers:
+            await self._execute(context, event_queue)
+            return
+        with observe(self._observers, context, spec.module_id, event_queue) as queue:
+            await self._execute(context, queue)
+
+    async def _execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         task_id = context.task_id or ""
         context_id = context.context_id or ""
         spec = getattr(context, "skill", None)
@@ -418,42 +431,19 @@ class ApCoreAgentExecutor(AgentExecutor):
         self, run: _Run, stored: Task, message: Message, spec: SkillSpec, event_queue: EventQueue
     ) -> tuple[dict[str, Any], TaskStatusUpdateEvent] | None:
         """Inputs and ``working`` event for a follow-up, or ``None`` if it ended here."""
-        task_id, context_id = stored.id, stored.context_id
-        working = _status(task_id, context_id, TaskState.TASK_STATE_WORKING)
-        pending = approvals.pending_approval(stored)
-        if pending is None or stored.status.state != TaskState.TASK_STATE_INPUT_REQUIRED:
-            # A follow-up with fresh input re-runs the skill on it.
+        reply = approvals.answer(stored, message, self._executor)
+        if reply is None:
+            # Not an approval answer: the follow-up's own input re-runs the skill.
+            working = _status(stored.id, stored.context_id, TaskState.TASK_STATE_WORKING)
             return _without_token(input_from_parts(message.parts, spec.input_facts)), working
-        decision = approvals.read_decision(message)
-        if decision is None:
-            await run.emit(
-                event_queue,
-                approvals.input_required_event(task_id, context_id, pending, again=True),
-            )
-            return None
-        approvals.record_decision(self._executor, pending.approval_id, decision)
-        if not decision.approved:
-            reason = decision.reason or "Rejected by user"
-            rejected = _status(
-                task_id,
-                context_id,
-                TaskState.TASK_STATE_REJECTED,
-                _agent_message(
-                    task_id,
-                    context_id,
-                    f"Approval rejected: {reason}",
-                    {"code": "APPROVAL_DENIED", "message": reason, "type": "ApprovalRejected"},
-                ),
-                approvals.decided_metadata(pending, decision),
-            )
-            await run.emit(event_queue, rejected)
+        if reply.resume_token is None:
+            await run.emit(event_queue, reply.event)
             return None
         # Re-run on the input that asked for approval, never on the approving message.
         original = stored.history[0] if stored.history else message
         inputs = _without_token(input_from_parts(original.parts, spec.input_facts))
-        inputs[_RESUME_KEY] = pending.approval_id
-        working.metadata.update(approvals.decided_metadata(pending, decision))
-        return inputs, working
+        inputs[_RESUME_KEY] = reply.resume_token
+        return inputs, reply.event
 
     # -- failures --------------------------------------------------------------------
     async def _handle_failure(

@@ -162,6 +162,32 @@ class EmptyIn(BaseModel):
     pass
 
 
+class Stall:
+    """Streams two chunks, then waits for ``probe.gate``: a stream with a known middle."""
+
+    input_schema = EmptyIn
+    output_schema = CountOut
+    description = "Stream two chunks, then wait for the gate"
+
+    def __init__(self, probe: Probe) -> None:
+        self.probe = probe
+
+    async def execute(self, inputs: dict[str, Any], context: Any) -> dict[str, Any]:
+        return {"done": True}
+
+    async def stream(self, inputs: dict[str, Any], context: Any) -> AsyncIterator[dict[str, Any]]:
+        key = str(context.data.get("a2a.task_id"))
+        try:
+            yield {"n": 1}
+            yield {"n": 2}
+            assert self.probe.gate is not None
+            await self.probe.gate.wait()
+            yield {"done": True}
+        finally:
+            self.probe.token_seen_cancelled[key] = bool(context.cancel_token.is_cancelled)
+            self.probe.done(key).set()
+
+
 class GateOut(BaseModel):
     opened: bool
 
@@ -281,6 +307,7 @@ def build_executor(probe: Probe) -> Executor:
     registry.register("life.nap", Nap())
     registry.register("life.drip", Drip())
     registry.register("life.gate", Gate(probe))
+    registry.register("life.stall", Stall(probe))
     registry.register("life.peek", Peek(probe))
     registry.register("life.transfer", Transfer(probe))
     registry.register(
