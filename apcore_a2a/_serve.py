@@ -19,7 +19,7 @@ __all__ = ["async_serve", "serve"]
 logger = logging.getLogger("apcore_a2a")
 
 
-def async_serve(registry_or_executor: Any, **kwargs: Any) -> Starlette:
+def async_serve(registry_or_executor: Any = None, **kwargs: Any) -> Starlette:
     """Build the agent as a Starlette (ASGI) app to mount or run yourself.
 
     Takes the same keyword arguments as :func:`serve`. Example::
@@ -31,13 +31,16 @@ def async_serve(registry_or_executor: Any, **kwargs: Any) -> Starlette:
     return app
 
 
-def serve(registry_or_executor: Any, **kwargs: Any) -> None:
+def serve(registry_or_executor: Any = None, **kwargs: Any) -> None:
     """Serve an apcore Registry or Executor as an A2A agent (blocks until stopped).
 
     Keyword arguments are the fields of :class:`~apcore_a2a.settings.Settings` (``host``,
     ``port``, ``name``, ``url``, ``default_skill``, ``execution_timeout``,
-    ``shutdown_timeout``...), plus ``task_store`` (URL or TaskStore) and ``auth``
-    (Authenticator). SIGINT/SIGTERM stop the server gracefully within ``shutdown_timeout``.
+    ``shutdown_timeout``...), plus ``task_store`` (URL or TaskStore), ``auth``
+    (Authenticator) and ``config`` (an agent YAML file; keyword arguments and environment
+    variables win over it; with no registry given, the file's modules are served:
+    ``serve(config="agent.yaml")``). SIGINT/SIGTERM stop the server gracefully within
+    ``shutdown_timeout``.
 
     Example::
 

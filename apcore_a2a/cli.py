@@ -31,8 +31,9 @@ def _add_serve(subparsers: Any) -> None:
         "serve",
         help="serve apcore modules as an A2A agent",
         description="Serve apcore modules as an A2A agent. Flags win over environment "
-        "variables, which win over defaults.",
+        "variables, which win over the --config file, which wins over defaults.",
     )
+    p.add_argument("--config", metavar="FILE", help="agent config file (YAML); see docs")
     src = p.add_argument_group("modules")
     src.add_argument(
         "--extensions-dir",
@@ -174,14 +175,23 @@ def _serve_command(args: argparse.Namespace) -> int:
     port = overrides.get("port")
     if port is not None and not 1 <= port <= 65535:
         raise CLIError("Error: --port must be between 1 and 65535")
-    base = Settings.resolve()
-    extensions = args.extensions_dir or ([base.extensions_dir] if base.extensions_dir else [])
-    bindings = args.bindings or ([base.bindings_dir] if base.bindings_dir else [])
-    if not extensions and not bindings:
-        raise CLIError("Error: give --extensions-dir DIR or --bindings DIR with apcore modules")
-    registry = build_registry(extensions, bindings)
-    executor = build_executor(registry, args.acl)
-    factory = A2AServerFactory(executor, **overrides)
+    if args.config:
+        from apcore_a2a.config_file import load_config
+
+        config = load_config(args.config)
+        sources = config.module_sources(
+            extensions_dirs=args.extensions_dir, bindings_dirs=args.bindings, acl=args.acl
+        )
+        factory = A2AServerFactory(sources.build_executor(), settings=config.base(), **overrides)
+    else:
+        base = Settings.resolve()
+        extensions = args.extensions_dir or ([base.extensions_dir] if base.extensions_dir else [])
+        bindings = args.bindings or ([base.bindings_dir] if base.bindings_dir else [])
+        if not extensions and not bindings:
+            raise CLIError("Error: give --extensions-dir DIR or --bindings DIR with apcore modules")
+        registry = build_registry(extensions, bindings)
+        executor = build_executor(registry, args.acl)
+        factory = A2AServerFactory(executor, **overrides)
     app, card = factory.create()
     print(
         f"apcore-a2a {__version__}: serving {len(card.skills)} skills "

@@ -122,14 +122,17 @@ class A2AServerFactory:
         app, card = A2AServerFactory(registry, name="calc", port=9000).create()
 
     Keyword arguments are :class:`~apcore_a2a.settings.Settings` fields (they win over
-    environment variables), plus ``task_store`` (a URL or a TaskStore object) and
-    ``auth`` (an ``Authenticator`` object).
+    environment variables), plus ``task_store`` (a URL or a TaskStore object),
+    ``auth`` (an ``Authenticator`` object) and ``config`` (the path of an agent YAML file,
+    see :mod:`apcore_a2a.config_file`: its values sit below environment variables and
+    keyword arguments, and without a registry its module sources are loaded).
     """
 
     def __init__(
         self,
-        registry_or_executor: Any,
+        registry_or_executor: Any = None,
         *,
+        config: str | os.PathLike[str] | None = None,
         settings: Settings | None = None,
         environ: Mapping[str, str] | None = None,
         auth: Any = None,
@@ -142,9 +145,18 @@ class A2AServerFactory:
             _require(task_store, _TASK_STORE_METHODS, "task_store")
         elif isinstance(task_store, str):
             overrides["task_store"] = task_store
-        self.settings = Settings.resolve(
-            overrides, environ=os.environ if environ is None else environ, base=settings
-        )
+        environ = os.environ if environ is None else environ
+        if config is not None:
+            from apcore_a2a.config_file import load_config
+
+            if settings is not None:
+                raise TypeError("give config= or settings=, not both")
+            agent_config = load_config(config)
+            settings = agent_config.base()
+            if registry_or_executor is None:
+                sources = agent_config.module_sources(environ=environ)
+                registry_or_executor = sources.build_executor()
+        self.settings = Settings.resolve(overrides, environ=environ, base=settings)
         self.registry, self.executor = resolve_executor(registry_or_executor)
         self.auth = auth if auth is not None else authenticator_from_settings(self.settings)
         self.task_store_object = task_store if not isinstance(task_store, str) else None
