@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -228,9 +227,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
         sys.exit(2)
-    logging.basicConfig(
-        level=getattr(logging, str(getattr(args, "log_level", None) or "info").upper(), 20),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    from apcore_a2a import _logging
+
+    # Refined from the resolved settings (environment included) once serve starts.
+    _logging.configure(
+        level=str(getattr(args, "log_level", None) or "info"),
+        fmt=getattr(args, "log_format", None) or "text",
     )
     try:
         code = args.func(args)

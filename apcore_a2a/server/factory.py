@@ -39,10 +39,12 @@ from apcore_a2a.server._guards import RequestGuard, StreamCounter, cancel_on_dro
 from apcore_a2a.server.call_context import ApCoreCallContextBuilder
 from apcore_a2a.server.catalog import SkillCatalog
 from apcore_a2a.server.executor import ApCoreAgentExecutor
+from apcore_a2a.server.ops import Operations
 from apcore_a2a.server.preflight import Preflight
 from apcore_a2a.server.routing import ApCoreRequestContextBuilder, SkillResolver
+from apcore_a2a.server.shutdown import drain
 from apcore_a2a.settings import Settings
-from apcore_a2a.storage import Stores, health_route, open_stores
+from apcore_a2a.storage import Stores, open_stores
 
 __all__ = ["A2AServerFactory", "ServerState", "resolve_executor"]
 
@@ -103,6 +105,7 @@ class ServerState:
     stores: Stores
     streams: StreamCounter
     agent_executor: ApCoreAgentExecutor
+    ops: Operations
     started_at: float = 0.0
     extras: dict[str, Any] = field(default_factory=dict)
 
@@ -202,7 +205,8 @@ class A2AServerFactory:
             raise ValueError(f"default_skill {s.default_skill!r} is not a served skill")
 
         stores = open_stores(self.task_store_object or s.task_store, s)
-        agent_executor = ApCoreAgentExecutor(self.executor, s)
+        ops = Operations(s)
+        agent_executor = ApCoreAgentExecutor(self.executor, s, ops.observers)
         resolver = SkillResolver(catalog, s.default_skill)
 
         push = (
@@ -247,12 +251,14 @@ class A2AServerFactory:
             stores=stores,
             streams=streams,
             agent_executor=agent_executor,
+            ops=ops,
         )
+        ops.attach(state)
         if s.grpc_port is not None:
             state.extras["grpc"] = _grpc_binding().GrpcServer(handler, s, authenticator=self.auth)
         context_builder = ApCoreCallContextBuilder()
         routes: list[BaseRoute] = [
-            health_route(stores),
+            *ops.routes(),
             *card_routes(acl_card_document(self.executor, state.document)),
             *create_jsonrpc_routes(
                 handler,
@@ -275,6 +281,7 @@ class A2AServerFactory:
             handler, context_builder=context_builder, enable_v0_3_compat=True
         )
         middleware = [
+            *ops.middleware(),
             *security_middleware(s, self.auth),
             Middleware(
                 RequestGuard,
@@ -328,11 +335,14 @@ def _lifespan(state: ServerState) -> Callable[[Starlette], Any]:
             yield
         finally:
             state.catalog.unwatch()
+            # Runs again (within the same deadline) if serve() already drained on SIGTERM.
+            await drain(state, state.settings.shutdown_timeout)
             if grpc_server is not None:
                 await grpc_server.stop()
             await state.handler.aclose()
             if push is not None:
                 await push.aclose()
+            await state.ops.aclose()
             await state.stores.aclose()
             pool.shutdown(wait=False, cancel_futures=True)
 

@@ -1,0 +1,150 @@
+"""Logging setup: plain text or one JSON object per line, with the task in context.
+
+:func:`configure` installs one stderr handler on the root logger (so uvicorn's and the
+SDK's records come out in the same format). Every record it writes carries ``task_id``,
+``skill_id`` and ``trace_id`` when the code that logged it runs inside a task: the
+executor binds them with :func:`bind` for the duration of each execution.
+
+Client-supplied text can reach a log message through an exception or a module's own
+logging, so the formatters strip control characters and cap the message length
+(:func:`apcore_a2a.adapters.errors.clean_for_log`); the text format also escapes line
+breaks so one record is one line.
+
+Example::
+
+    configure(Settings.resolve({"log_format": "json"}))
+    logging.getLogger("apcore_a2a.demo").info("ready")
+    # {"ts": "2025-01-01T12:00:00.000Z", "level": "INFO",
+    #  "logger": "apcore_a2a.demo", "msg": "ready"}
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+from contextvars import ContextVar, Token
+from typing import TYPE_CHECKING, Any, TextIO
+
+from apcore_a2a.adapters.errors import clean_for_log
+
+if TYPE_CHECKING:
+    from apcore_a2a.settings import Settings
+
+__all__ = [
+    "MAX_MESSAGE",
+    "JsonFormatter",
+    "TextFormatter",
+    "bind",
+    "configure",
+    "current_fields",
+    "unbind",
+]
+
+#: Longest message (in characters) a record keeps; the rest is cut with a marker.
+MAX_MESSAGE = 4000
+_FIELDS = ("task_id", "skill_id", "trace_id")
+
+_context: ContextVar[dict[str, str] | None] = ContextVar("apcore_a2a_log_context", default=None)
+
+
+def bind(**fields: str | None) -> Token[dict[str, str] | None]:
+    """Attach *fields* (``task_id``, ``skill_id``, ``trace_id``) to records logged from here.
+
+    Returns a token for :func:`unbind`. ``None`` values are left out.
+    """
+    merged = dict(_context.get() or {})
+    merged.update({k: v for k, v in fields.items() if v})
+    return _context.set(merged)
+
+
+def unbind(token: Token[dict[str, str] | None]) -> None:
+    """Restore the fields that were bound before the matching :func:`bind`."""
+    _context.reset(token)
+
+
+def current_fields() -> dict[str, str]:
+    """The fields bound in the current context (empty outside a task)."""
+    return dict(_context.get() or {})
+
+
+def _message(record: logging.LogRecord) -> str:
+    try:
+        text = record.getMessage()
+    except Exception:  # a bad %-format must not lose the record
+        text = f"{record.msg!r} {record.args!r}"
+    return clean_for_log(text, MAX_MESSAGE)
+
+
+def _utc(created: float) -> str:
+    seconds = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(created))
+    return f"{seconds}.{int(created % 1 * 1000):03d}Z"
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: ``ts, level, logger, msg`` plus the bound fields.
+
+    ``exc`` holds the formatted traceback when the record has one.
+    """
+
+    def format(self, record: logging.LogRecord) -> str:
+        out: dict[str, Any] = {
+            "ts": _utc(record.created),
+            "level": record.levelname,
+            "logger": record.name,
+            "msg": _message(record),
+        }
+        out.update(current_fields())
+        if record.exc_info:
+            out["exc"] = self.formatException(record.exc_info)
+        elif record.exc_text:
+            out["exc"] = record.exc_text
+        return json.dumps(out, ensure_ascii=False, default=str)
+
+
+class TextFormatter(logging.Formatter):
+    """``TIME LEVEL logger: message [task_id=... skill_id=... trace_id=...]``."""
+
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        fields = current_fields()
+        suffix = " [" + " ".join(f"{k}={fields[k]}" for k in _FIELDS if k in fields) + "]"
+        record.message = _message(record).replace("\n", "\\n") + (suffix if fields else "")
+        return super().formatMessage(record)
+
+
+class _Handler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Marks the handler :func:`configure` installed, so a second call replaces it."""
+
+
+def configure(
+    settings: Settings | None = None,
+    *,
+    level: str | None = None,
+    fmt: str | None = None,
+    stream: TextIO | None = None,
+    force: bool = True,
+) -> bool:
+    """Send all records to *stream* (stderr) as ``text`` or ``json``, at *level*.
+
+    *level* and *fmt* default to ``settings.log_level`` / ``settings.log_format``. A
+    handler installed by an earlier call is replaced. With ``force=False`` nothing is
+    changed when the application already put handlers of its own on the root logger;
+    returns whether the handler was installed.
+    """
+    level = level or (settings.log_level if settings is not None else "info")
+    fmt = fmt or (settings.log_format if settings is not None else "text")
+    root = logging.getLogger()
+    ours = [h for h in root.handlers if isinstance(h, _Handler)]
+    if not force and len(ours) != len(root.handlers):
+        return False
+    for handler in ours:
+        root.removeHandler(handler)
+    handler = _Handler(stream if stream is not None else sys.stderr)
+    handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
+    root.addHandler(handler)
+    root.setLevel(getattr(logging, level.upper(), logging.INFO))
+    return True

@@ -1,0 +1,183 @@
+"""Operations endpoints and the pieces behind them: ``/health``, ``/metrics``, telemetry.
+
+:class:`Operations` is built by the server factory from the settings. It supplies the
+execution observers the executor reports to, the routes, and the middleware:
+
+* ``GET /health`` -- ``{"status": "healthy", "module_count", "uptime_seconds",
+  "version"}``, or ``503 {"status": "unhealthy", "reason"}`` when the task store cannot
+  be reached. Concurrent probes share one store ping, bounded by
+  :data:`HEALTH_TIMEOUT`, so the endpoint answers quickly even when the server is busy.
+* ``GET /metrics`` (only with ``settings.metrics``) -- the JSON counters, or the
+  Prometheus exposition for ``Accept: text/plain`` / OpenMetrics or ``?format=prometheus``.
+
+Both paths are exempt from authentication (see :mod:`apcore_a2a.auth.middleware`) and
+carry no task content.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from typing import TYPE_CHECKING, Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from apcore_a2a._version import __version__
+from apcore_a2a.server.metrics import LiveValues, Metrics, wants_prometheus
+from apcore_a2a.server.observer import ExecutionObserver, ExecutionTracker, RequestWatch
+from apcore_a2a.storage import StoreUnavailableError
+
+if TYPE_CHECKING:
+    from starlette.middleware import Middleware
+
+    from apcore_a2a.server.factory import ServerState
+    from apcore_a2a.settings import Settings
+
+__all__ = ["HEALTH_PATH", "HEALTH_TIMEOUT", "METRICS_PATH", "Operations"]
+
+HEALTH_PATH = "/health"
+METRICS_PATH = "/metrics"
+#: Seconds a health probe waits for the task store before reporting it unreachable.
+HEALTH_TIMEOUT = 0.8
+_NO_STORE = {"Cache-Control": "no-store"}
+
+
+class Operations:
+    """Health, metrics, telemetry and the running-execution tracker of one server."""
+
+    def __init__(self, settings: Settings) -> None:
+        from apcore_a2a.server.telemetry import set_sdk_spans
+
+        self.settings = settings
+        self.tracker = ExecutionTracker()
+        self.metrics = Metrics(self._live) if settings.metrics else None
+        self.module_spans: ExecutionObserver | None = None
+        if settings.telemetry:
+            from apcore_a2a.server.telemetry import ModuleSpans
+
+            self.module_spans = ModuleSpans()
+        set_sdk_spans(settings.sdk_telemetry)
+        #: monotonic deadline of a shutdown in progress (see apcore_a2a.server.shutdown)
+        self.shutdown_deadline: float | None = None
+        self._state: ServerState | None = None
+        self._ping: asyncio.Future[None] | None = None
+
+    def attach(self, state: ServerState) -> None:
+        """Read live values (uptime, streams, store, push) from *state* from now on."""
+        self._state = state
+
+    # -- wiring --------------------------------------------------------------------------
+    @property
+    def observers(self) -> list[ExecutionObserver]:
+        """For ``ApCoreAgentExecutor(..., observers=...)``."""
+        found: list[ExecutionObserver] = [self.tracker]
+        if self.metrics is not None:
+            found.append(self.metrics)
+        if self.module_spans is not None:
+            found.append(self.module_spans)
+        return found
+
+    def routes(self) -> list[Route]:
+        routes = [Route(HEALTH_PATH, self.health, methods=["GET"])]
+        if self.metrics is not None:
+            routes.append(Route(METRICS_PATH, self.metrics_endpoint, methods=["GET"]))
+        return routes
+
+    def middleware(self) -> list[Middleware]:
+        """Outermost first: the request span, then the request counter."""
+        from starlette.middleware import Middleware
+
+        from apcore_a2a.server.telemetry import telemetry_middleware
+
+        s = self.settings
+        found: list[Middleware] = []
+        if s.telemetry:
+            found.append(telemetry_middleware())
+        skip: tuple[str, ...] = (HEALTH_PATH, METRICS_PATH, "/.well-known/")
+        if s.explorer:
+            skip += (s.explorer_prefix,)
+        counter = self.metrics.count_request if self.metrics is not None else None
+        found.append(Middleware(RequestWatch, on_request=counter, skip_prefixes=skip))
+        return found
+
+    # -- live values ---------------------------------------------------------------------
+    def uptime(self) -> float:
+        state = self._state
+        if state is None or not state.started_at:
+            return 0.0
+        return max(0.0, time.time() - state.started_at)
+
+    def _live(self) -> LiveValues:
+        state = self._state
+        sender = getattr(state.extras.get("push"), "sender", None) if state else None
+        return LiveValues(
+            active_tasks=self.tracker.active,
+            uptime_seconds=self.uptime(),
+            sse_active_streams=state.streams.active if state is not None else 0,
+            push_notifications_sent=int(getattr(sender, "sent", 0)),
+            push_notifications_failed=int(getattr(sender, "failed", 0)),
+        )
+
+    # -- endpoints -----------------------------------------------------------------------
+    async def health(self, request: Request) -> Response:
+        state = self._state
+        if state is None:
+            return _unhealthy("server not started")
+        try:
+            await self._ping_store(state)
+        except StoreUnavailableError as exc:
+            return _unhealthy(str(exc))
+        except TimeoutError:
+            return _unhealthy(f"task store did not answer within {HEALTH_TIMEOUT} s")
+        except Exception as exc:
+            return _unhealthy(f"task store check failed: {type(exc).__name__}")
+        return JSONResponse(
+            {
+                "status": "healthy",
+                "module_count": len(state.catalog.ids()),
+                "uptime_seconds": round(self.uptime(), 3),
+                "version": __version__,
+            },
+            headers=_NO_STORE,
+        )
+
+    async def metrics_endpoint(self, request: Request) -> Response:
+        metrics = self.metrics
+        if metrics is None:  # pragma: no cover - the route exists only with metrics on
+            return Response(status_code=404)
+        accept = request.headers.get("accept", "")
+        if wants_prometheus(accept, request.query_params.get("format")):
+            body, content_type = metrics.exposition(accept)
+            return Response(body, headers={**_NO_STORE, "Content-Type": content_type})
+        return JSONResponse(metrics.snapshot(), headers=_NO_STORE)
+
+    async def _ping_store(self, state: ServerState) -> None:
+        # One ping serves every probe that arrives while it runs, so a burst of probes
+        # under load costs the store one query; a hung store costs each probe the timeout.
+        ping = self._ping
+        if ping is None or ping.done():
+            ping = self._ping = asyncio.ensure_future(state.stores.ping())
+            ping.add_done_callback(_consume)
+        async with asyncio.timeout(HEALTH_TIMEOUT):
+            await asyncio.shield(ping)
+
+    async def aclose(self) -> None:
+        """Stop a store ping still in flight (a hung database must not outlive the app)."""
+        ping, self._ping = self._ping, None
+        if ping is not None and not ping.done():
+            ping.cancel()
+            with contextlib.suppress(BaseException):
+                await ping
+
+
+def _consume(future: asyncio.Future[Any]) -> None:
+    # Probes that timed out no longer wait for the ping; its outcome is still collected.
+    if not future.cancelled():
+        future.exception()
+
+
+def _unhealthy(reason: str) -> JSONResponse:
+    return JSONResponse({"status": "unhealthy", "reason": reason}, 503, headers=_NO_STORE)

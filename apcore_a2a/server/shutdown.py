@@ -1,0 +1,90 @@
+"""Graceful shutdown: let running tasks finish, then cancel what is left.
+
+:func:`drain` is called when the server stops taking requests (``serve()`` does it on
+SIGTERM/SIGINT right after closing its listeners; the app lifespan does it again on
+shutdown, for apps run by another ASGI server). It stops the gRPC binding from taking
+calls, waits until no execution is running or ``shutdown_timeout`` has passed, and then
+cancels the remaining tasks through the request handler -- the same path as a client's
+``CancelTask`` -- so each is stored as ``canceled`` and open streams receive that event.
+
+Tasks started with ``returnImmediately`` count like any other: their executions are
+tracked, not their connections. Tasks parked in ``input-required`` are not running and
+stay as they are.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from a2a.server.context import ServerCallContext
+from a2a.types import CancelTaskRequest
+from a2a.utils.errors import A2AError
+
+if TYPE_CHECKING:
+    from apcore_a2a.server.factory import ServerState
+    from apcore_a2a.server.observer import Execution
+
+__all__ = ["DrainReport", "drain"]
+
+logger = logging.getLogger("apcore_a2a.server.shutdown")
+
+
+@dataclass(frozen=True, slots=True)
+class DrainReport:
+    """What a drain did: executions it found running, and how many it canceled."""
+
+    running: int
+    canceled: int
+
+
+async def drain(state: ServerState, grace: float) -> DrainReport:
+    """Wait up to *grace* seconds for running executions, then cancel the rest.
+
+    A second call during the same shutdown keeps the first call's deadline.
+    """
+    ops = state.ops
+    now = time.monotonic()
+    if ops.shutdown_deadline is None:
+        ops.shutdown_deadline = now + max(grace, 0.0)
+    deadline = ops.shutdown_deadline
+    grpc_server = state.extras.get("grpc")
+    # gRPC keeps accepting until told; its grace outlasts ours so our cancels, not its
+    # own, end the calls still running at the deadline.
+    stopping = (
+        asyncio.ensure_future(grpc_server.stop(max(deadline - now, 0.0) + 5.0))
+        if grpc_server is not None
+        else None
+    )
+    tracker = ops.tracker
+    running = tracker.active
+    if running:
+        logger.info(
+            "Shutting down: waiting up to %.1f s for %d running task(s)",
+            max(deadline - now, 0.0),
+            running,
+        )
+    await tracker.wait_idle(deadline - time.monotonic())
+    leftover = [e for e in tracker.running() if not e.reply]
+    if leftover:
+        logger.warning("Shutting down: canceling %d task(s) still running", len(leftover))
+        await asyncio.gather(*(_cancel(state, e) for e in leftover))
+    if stopping is not None:
+        with contextlib.suppress(Exception):
+            await stopping
+    return DrainReport(running=running, canceled=len(leftover))
+
+
+async def _cancel(state: ServerState, execution: Execution) -> None:
+    # As the caller who started it: owner scoping applies to this cancel too.
+    context = execution.call_context or ServerCallContext()
+    try:
+        await state.handler.on_cancel_task(CancelTaskRequest(id=execution.task_id), context)
+    except A2AError as exc:
+        logger.debug("Task %s not canceled at shutdown: %s", execution.task_id, exc)
+    except Exception:
+        logger.exception("Task %s could not be canceled at shutdown", execution.task_id)
