@@ -1,0 +1,172 @@
+"""`apcore-a2a config show|check` and `serve --config` with bad files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from apcore_a2a.config_file import load_config
+
+from ._helpers import EXTENSIONS, InProcessCLI, error_line, run_cli, write
+
+
+@pytest.fixture
+def cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> InProcessCLI:
+    return InProcessCLI(monkeypatch, capsys)
+
+
+BAD_FILES = [
+    # (file text, key named in the message, line)
+    ("agent:\n  name: x\nstorage:\n  taskstore: memory://\n", "'storage.taskstore'", 4),
+    ("http:\n  host: 127.0.0.1\n  port: eighty\n", "http.port", 3),
+    ("modules:\n  extensions_dirs: [./nowhere]\n", "modules.extensions_dirs", 2),
+]
+
+
+@pytest.mark.parametrize(("text", "key", "line"), BAD_FILES, ids=["unknown", "type", "missing-dir"])
+@pytest.mark.parametrize("command", ["check", "serve"])
+def test_bad_file_exits_1_with_one_line_naming_key(
+    tmp_path: Path, text: str, key: str, line: int, command: str
+) -> None:
+    """A real `apcore-a2a` process: exit status 1 and one line on stderr."""
+    path = write(tmp_path, text)
+    args = (
+        ["config", "check", str(path)] if command == "check" else ["serve", "--config", str(path)]
+    )
+    result = run_cli(*args)
+    assert result.returncode == 1, result
+    message = error_line(result)
+    assert message.startswith(f"Error: {path}:{line}: ") and key in message
+    assert result.stdout == ""
+
+
+def test_check_accepts_the_example_and_names_what_it_would_serve(cli: InProcessCLI) -> None:
+    result = cli("config", "check", "examples/agent.yaml")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("examples/agent.yaml: OK - 6 skills (")
+    assert "math.add" in result.stdout and "sqlite:///" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        (
+            f"modules:\n  extensions_dirs: [{EXTENSIONS}]\nauth:\n  type: bearer\n",
+            "requires --auth-key",
+        ),
+        (
+            f"modules:\n  extensions_dirs: [{EXTENSIONS}]\nagent:\n  default_skill: no.such\n",
+            "no.such",
+        ),
+        (
+            f"modules:\n  extensions_dirs: [{EXTENSIONS}]\nstorage:\n  cluster: true\n",
+            "cluster mode",
+        ),
+        (
+            f"modules:\n  extensions_dirs: [{EXTENSIONS}]\nstorage:\n  task_store: redis://x\n",
+            "redis",
+        ),
+        ("modules:\n  extensions_dirs: [empty]\n", "no apcore modules found"),
+        ("agent:\n  name: no-modules\n", "give --extensions-dir"),
+    ],
+    ids=[
+        "bearer-without-key",
+        "unknown-default-skill",
+        "cluster-on-memory",
+        "bad-store",
+        "empty-dir",
+        "no-modules",
+    ],
+)
+def test_check_fails_for_a_file_the_server_could_not_start_with(
+    cli: InProcessCLI, tmp_path: Path, text: str, words: str
+) -> None:
+    (tmp_path / "empty").mkdir()
+    result = cli("config", "check", str(write(tmp_path, text)))
+    assert result.returncode == 1
+    assert words in error_line(result)
+
+
+def test_check_sees_the_environment_like_serve_does(cli: InProcessCLI, tmp_path: Path) -> None:
+    path = write(tmp_path, f"modules:\n  extensions_dirs: [{EXTENSIONS}]\n")
+    assert cli("config", "check", str(path)).returncode == 0
+    result = cli("config", "check", str(path), env={"A2A_AUTH_TYPE": "apikey"})
+    assert result.returncode == 1 and "requires at least one --api-key" in error_line(result)
+
+
+SECRET_FILE = f"""
+modules:
+  extensions_dirs: [{EXTENSIONS}]
+agent:
+  name: shown
+auth:
+  jwt_key: file-jwt-secret-value
+  api_keys: [file-api-key-0123456789=ops]
+storage:
+  task_store: postgresql://app:db-password-value@db:5432/agent
+push:
+  signing_key: push-signing-secret
+"""
+
+
+def test_show_masks_secrets_and_names_each_source(cli: InProcessCLI, tmp_path: Path) -> None:
+    path = write(tmp_path, SECRET_FILE)
+    env = {"A2A_PORT": "9123", "A2A_PUSH_ENCRYPTION_KEY": "env-encryption-secret"}
+    result = cli("config", "show", "--config", str(path), env=env)
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    for secret in (
+        "file-jwt-secret",
+        "file-api-key",
+        "db-password",
+        "push-signing",
+        "env-encryption",
+    ):
+        assert secret not in out
+    assert 'jwt_key: "***"  # file line 6' in out
+    assert 'task_store: "postgresql://app:***@db:5432/agent"  # file line 9' in out
+    assert 'encryption_key: "***"  # env A2A_PUSH_ENCRYPTION_KEY' in out
+    assert "port: 9123  # env A2A_PORT" in out
+    assert 'host: "127.0.0.1"  # default' in out
+    assert 'name: "shown"  # file line 4' in out
+    assert f'extensions_dirs: ["{EXTENSIONS}"]  # file line 2' in out
+
+
+def test_show_output_is_a_config_file_with_the_same_settings(
+    cli: InProcessCLI, tmp_path: Path
+) -> None:
+    path = write(tmp_path, SECRET_FILE)
+    shown = cli("config", "show", "--config", str(path), env={"A2A_MAX_STREAMS": "9"})
+    assert shown.returncode == 0
+    assert isinstance(yaml.safe_load(shown.stdout), dict)
+    again = write(tmp_path, shown.stdout, name="shown.yaml")
+    original = load_config(path).settings(environ={"A2A_MAX_STREAMS": "9"})
+    reloaded = load_config(again).base()
+    assert reloaded.max_streams == 9 and reloaded.name == "shown"
+    masked = {"auth_key", "api_keys", "push_signing_key", "task_store"}
+    for field in original.masked():
+        if field not in masked | {"extensions_dir", "bindings_dir"}:
+            assert getattr(reloaded, field) == getattr(original, field), field
+    assert load_config(again).modules == load_config(path).modules
+
+
+def test_show_without_a_file_prints_defaults_and_environment(cli: InProcessCLI) -> None:
+    result = cli("config", "show", env={"A2A_CLUSTER": "true"})
+    assert result.returncode == 0
+    assert "# file: (none)" in result.stdout
+    assert "cluster: true  # env A2A_CLUSTER" in result.stdout
+    assert 'task_store: "memory://"  # default' in result.stdout
+
+
+def test_show_reports_bad_files_and_bad_environment(cli: InProcessCLI, tmp_path: Path) -> None:
+    missing = cli("config", "show", "--config", str(tmp_path / "nope.yaml"))
+    assert missing.returncode == 1 and "cannot read config file" in error_line(missing)
+    bad_env = cli("config", "show", env={"A2A_PORT": "eighty"})
+    assert bad_env.returncode == 1 and "A2A_PORT" in error_line(bad_env)
+
+
+def test_config_needs_a_subcommand(cli: InProcessCLI) -> None:
+    result = cli("config")
+    assert result.returncode == 2 and "COMMAND" in result.stderr
