@@ -98,7 +98,12 @@ async def _respond(
 def _error(jsonrpc: bool, status: int, code: int, message: str) -> dict[str, Any]:
     if jsonrpc:
         return {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}
-    names = {413: "PAYLOAD_TOO_LARGE", 415: "INVALID_ARGUMENT", 503: "UNAVAILABLE"}
+    names = {
+        400: "INVALID_ARGUMENT",
+        413: "PAYLOAD_TOO_LARGE",
+        415: "INVALID_ARGUMENT",
+        503: "UNAVAILABLE",
+    }
     return {"error": {"code": status, "status": names.get(status, "ERROR"), "message": message}}
 
 
@@ -164,6 +169,11 @@ class RequestGuard:
         if is_rpc:
             try:
                 parsed = json.loads(body)
+            except (UnicodeDecodeError, RecursionError) as exc:
+                # The SDK's JSON-RPC dispatcher only maps JSONDecodeError to -32700;
+                # these two would reach the client as -32603 or an HTTP 500.
+                await _respond(send, 200, _error(True, 200, -32700, _parse_error(exc)))
+                return
             except ValueError:
                 parsed = None  # the SDK answers -32700
             method: Any = parsed.get("method") if isinstance(parsed, dict) else None
@@ -177,6 +187,12 @@ class RequestGuard:
                 self._set_version(scope, b"1.0" if method in _V10_METHODS else b"0.3")
             streaming = method in _STREAM_METHODS
         else:
+            try:
+                body.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                # The SDK's REST dispatcher decodes outside its error handling (HTTP 500).
+                await _respond(send, 400, _error(False, 400, -32700, _parse_error(exc)))
+                return
             if missing_version:
                 self._set_version(scope, b"0.3" if path.startswith("/v1/") else b"1.0")
             streaming = path.endswith((":stream", ":subscribe"))
@@ -350,6 +366,12 @@ def cancel_on_drop(handler: Any, context_builder: Any) -> DropHandler:
         logger.info("Client dropped the only stream of task %s; canceled it", task_id)
 
     return cancel
+
+
+def _parse_error(exc: Exception) -> str:
+    if isinstance(exc, RecursionError):
+        return "Parse error: JSON nested too deeply"
+    return "Parse error: body is not valid UTF-8 JSON"
 
 
 def _replay(body: bytes, receive: Receive) -> Receive:
