@@ -4,6 +4,8 @@ It adds only what the SDK lacks:
 
 * ``415`` for a POST whose Content-Type is not JSON, ``413`` for a body over the limit
   (checked on ``Content-Length`` and again while reading);
+* ``-32700`` (JSON-RPC) or ``400`` (REST) for a body that is not UTF-8 or is nested
+  deeper than Python's JSON decoder goes, which the SDK would answer with -32603 or 500;
 * the version rule for requests without an ``A2A-Version`` header: the SDK treats a
   missing header as 0.3 and rejects 1.0 method names with -32009. Here a 1.0 JSON-RPC
   method name (``SendMessage``...) or a 1.0 REST path is treated as 1.0, a 0.3 name
