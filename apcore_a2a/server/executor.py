@@ -226,7 +226,6 @@ class ApCoreAgentExecutor(AgentExecutor):
                 await run.emit(event_queue, task)
                 working = _status(task_id, context_id, TaskState.TASK_STATE_WORKING)
             else:
-                context_id = stored.context_id
                 resumed = await self._resume(run, stored, message, spec, event_queue)
                 if resumed is None:
                     return
