@@ -16,13 +16,25 @@ from apcore_a2a._version import __version__
 if TYPE_CHECKING:
     from apcore_a2a._serve import async_serve, serve
     from apcore_a2a.approval import A2AApprovalHandler
+    from apcore_a2a.client import (
+        A2AClient,
+        A2AClientError,
+        A2AConnectionError,
+        A2ADiscoveryError,
+        AgentCardFetcher,
+    )
     from apcore_a2a.server.executor import ApCoreAgentExecutor
     from apcore_a2a.server.factory import A2AServerFactory
     from apcore_a2a.settings import Settings
 
 __all__ = [
     "A2AApprovalHandler",
+    "A2AClient",
+    "A2AClientError",
+    "A2AConnectionError",
+    "A2ADiscoveryError",
     "A2AServerFactory",
+    "AgentCardFetcher",
     "ApCoreAgentExecutor",
     "Settings",
     "__version__",
@@ -36,6 +48,11 @@ _LAZY = {
     "A2AServerFactory": "apcore_a2a.server.factory",
     "ApCoreAgentExecutor": "apcore_a2a.server.executor",
     "A2AApprovalHandler": "apcore_a2a.approval",
+    "A2AClient": "apcore_a2a.client",
+    "A2AClientError": "apcore_a2a.client",
+    "A2AConnectionError": "apcore_a2a.client",
+    "A2ADiscoveryError": "apcore_a2a.client",
+    "AgentCardFetcher": "apcore_a2a.client",
     "Settings": "apcore_a2a.settings",
 }
 

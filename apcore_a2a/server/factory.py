@@ -320,7 +320,9 @@ def _lifespan(state: ServerState) -> Callable[[Starlette], Any]:
         pool = ThreadPoolExecutor(
             max_workers=state.settings.sync_workers, thread_name_prefix="apcore-a2a"
         )
-        # apcore runs sync modules on the loop's default executor; size it on purpose.
+        # apcore runs sync modules on the loop's default executor; size it on purpose, and
+        # give the host loop its previous executor back on shutdown (embedded apps).
+        previous_pool = getattr(loop, "_default_executor", None)
         loop.set_default_executor(pool)
         state.started_at = time.time()
         await state.stores.start()
@@ -344,6 +346,11 @@ def _lifespan(state: ServerState) -> Callable[[Starlette], Any]:
                 await push.aclose()
             await state.ops.aclose()
             await state.stores.aclose()
+            if getattr(loop, "_default_executor", None) is pool:
+                if previous_pool is not None:
+                    loop.set_default_executor(previous_pool)
+                else:
+                    loop._default_executor = None  # type: ignore[attr-defined]
             pool.shutdown(wait=False, cancel_futures=True)
 
     return lifespan
