@@ -4,8 +4,9 @@ It adds only what the SDK lacks:
 
 * ``415`` for a POST whose Content-Type is not JSON, ``413`` for a body over the limit
   (checked on ``Content-Length`` and again while reading);
-* ``-32700`` (JSON-RPC) or ``400`` (REST) for a body that is not UTF-8 or is nested
-  deeper than Python's JSON decoder goes, which the SDK would answer with -32603 or 500;
+* ``-32700`` (JSON-RPC) or ``400`` (REST) for a body that is not UTF-8, is nested
+  deeper than Python's JSON decoder goes, or (JSON-RPC) holds an unpaired surrogate
+  escape, which the SDK would answer with -32603 or 500;
 * the version rule for requests without an ``A2A-Version`` header: the SDK treats a
   missing header as 0.3 and rejects 1.0 method names with -32009. Here a 1.0 JSON-RPC
   method name (``SendMessage``...) or a 1.0 REST path is treated as 1.0, a 0.3 name
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
@@ -178,6 +180,11 @@ class RequestGuard:
                 return
             except ValueError:
                 parsed = None  # the SDK answers -32700
+            if _SURROGATE_HINT.search(body) and _has_lone_surrogate(parsed):
+                # The SDK echoes such strings in its errors and then fails to encode its
+                # own answer (-32603, or HTTP 500 for an id).
+                await _respond(send, 200, _error(True, 200, -32700, _LONE_SURROGATE))
+                return
             method: Any = parsed.get("method") if isinstance(parsed, dict) else None
             if method is not None and "id" not in parsed:
                 # A2A has no notifications: every call expects an answer.
@@ -368,6 +375,18 @@ def cancel_on_drop(handler: Any, context_builder: Any) -> DropHandler:
         logger.info("Client dropped the only stream of task %s; canceled it", task_id)
 
     return cancel
+
+
+_SURROGATE_HINT = re.compile(rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]")
+_LONE_SURROGATE = "Parse error: a string holds an unpaired UTF-16 surrogate"
+
+
+def _has_lone_surrogate(value: Any) -> bool:
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def _parse_error(exc: Exception) -> str:
