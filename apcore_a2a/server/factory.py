@@ -265,6 +265,7 @@ class A2AServerFactory:
                 rpc_url=s.rpc_path,
                 context_builder=context_builder,
                 enable_v0_3_compat=True,
+                shutdown_grace_period=_stream_grace(s),
             ),
         ]
         if push is not None:
@@ -278,7 +279,10 @@ class A2AServerFactory:
             routes += explorer_routes(s.explorer_prefix)
         # REST last: its "/{tenant}" mount would otherwise swallow the routes above.
         routes += create_rest_routes(
-            handler, context_builder=context_builder, enable_v0_3_compat=True
+            handler,
+            context_builder=context_builder,
+            enable_v0_3_compat=True,
+            shutdown_grace_period=_stream_grace(s),
         )
         middleware = [
             *ops.middleware(),
@@ -299,6 +303,12 @@ class A2AServerFactory:
         app = Starlette(routes=routes, middleware=middleware, lifespan=_lifespan(state))
         app.state.a2a = state
         return app, catalog.snapshot.card
+
+
+def _stream_grace(settings: Settings) -> float:
+    # sse-starlette ends every open stream as soon as uvicorn begins to stop; the grace
+    # keeps them open until the drain has finished or canceled their tasks.
+    return settings.shutdown_timeout + 1.0
 
 
 def _grpc_binding() -> Any:

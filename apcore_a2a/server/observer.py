@@ -106,10 +106,20 @@ class ExecutionTracker:
         self._running: set[Execution] = set()
         self._idle = asyncio.Event()
         self._idle.set()
+        #: while recording (a shutdown), every execution seen, running or started since
+        self.recorded: list[Execution] | None = None
 
     def started(self, execution: Execution) -> None:
         self._running.add(execution)
         self._idle.clear()
+        if self.recorded is not None:
+            self.recorded.append(execution)
+
+    def record(self) -> list[Execution]:
+        """Start recording: the running executions now, and those started from now on."""
+        if self.recorded is None:
+            self.recorded = self.running()
+        return self.recorded
 
     def finished(self, execution: Execution) -> None:
         self._running.discard(execution)

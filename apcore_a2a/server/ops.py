@@ -52,6 +52,8 @@ class Operations:
         from apcore_a2a.server.telemetry import set_sdk_spans
 
         self.settings = settings
+        self._state: ServerState | None = None
+        self._ping: asyncio.Future[None] | None = None
         self.tracker = ExecutionTracker()
         self.metrics = Metrics(self._live) if settings.metrics else None
         self.module_spans: ExecutionObserver | None = None
@@ -62,8 +64,6 @@ class Operations:
         set_sdk_spans(settings.sdk_telemetry)
         #: monotonic deadline of a shutdown in progress (see apcore_a2a.server.shutdown)
         self.shutdown_deadline: float | None = None
-        self._state: ServerState | None = None
-        self._ping: asyncio.Future[None] | None = None
 
     def attach(self, state: ServerState) -> None:
         """Read live values (uptime, streams, store, push) from *state* from now on."""
@@ -81,10 +81,12 @@ class Operations:
         return found
 
     def routes(self) -> list[Route]:
-        routes = [Route(HEALTH_PATH, self.health, methods=["GET"])]
-        if self.metrics is not None:
-            routes.append(Route(METRICS_PATH, self.metrics_endpoint, methods=["GET"]))
-        return routes
+        # With metrics off the path still answers (404): unclaimed, the REST tenant
+        # mount would redirect it to "/metrics/".
+        return [
+            Route(HEALTH_PATH, self.health, methods=["GET"]),
+            Route(METRICS_PATH, self.metrics_endpoint, methods=["GET"]),
+        ]
 
     def middleware(self) -> list[Middleware]:
         """Outermost first: the request span, then the request counter."""
@@ -146,8 +148,8 @@ class Operations:
 
     async def metrics_endpoint(self, request: Request) -> Response:
         metrics = self.metrics
-        if metrics is None:  # pragma: no cover - the route exists only with metrics on
-            return Response(status_code=404)
+        if metrics is None:
+            return JSONResponse({"error": "metrics are disabled"}, 404, headers=_NO_STORE)
         accept = request.headers.get("accept", "")
         if wants_prometheus(accept, request.query_params.get("format")):
             body, content_type = metrics.exposition(accept)

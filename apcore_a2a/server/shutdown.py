@@ -25,6 +25,8 @@ from a2a.server.context import ServerCallContext
 from a2a.types import CancelTaskRequest
 from a2a.utils.errors import A2AError
 
+from apcore_a2a.server.observer import TERMINAL_STATES, state_name
+
 if TYPE_CHECKING:
     from apcore_a2a.server.factory import ServerState
     from apcore_a2a.server.observer import Execution
@@ -32,6 +34,11 @@ if TYPE_CHECKING:
 __all__ = ["DrainReport", "drain"]
 
 logger = logging.getLogger("apcore_a2a.server.shutdown")
+
+#: Longest wait for the final state of a finished task to reach the store.
+_SETTLE_SECONDS = 2.0
+#: states an execution can be left in without a final event to wait for
+_UNSETTLED = frozenset({"submitted", "working"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +68,7 @@ async def drain(state: ServerState, grace: float) -> DrainReport:
         else None
     )
     tracker = ops.tracker
+    seen = tracker.record()
     running = tracker.active
     if running:
         logger.info(
@@ -73,10 +81,29 @@ async def drain(state: ServerState, grace: float) -> DrainReport:
     if leftover:
         logger.warning("Shutting down: canceling %d task(s) still running", len(leftover))
         await asyncio.gather(*(_cancel(state, e) for e in leftover))
+    # An execution has ended once its last event is queued; the SDK stores it a moment
+    # later, and closing the handler before that would lose it.
+    finished = [e for e in seen if e.state not in _UNSETTLED and not e.reply]
+    await asyncio.gather(*(_stored(state, e) for e in finished))
     if stopping is not None:
         with contextlib.suppress(Exception):
             await stopping
     return DrainReport(running=running, canceled=len(leftover))
+
+
+async def _stored(state: ServerState, execution: Execution) -> None:
+    context = execution.call_context or ServerCallContext()
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(_SETTLE_SECONDS):
+            while True:
+                try:
+                    task = await state.stores.get_task(execution.task_id, context)
+                except Exception:
+                    return  # the store is failing; nothing to wait for
+                stored = state_name(task.status.state) if task is not None else None
+                if stored == execution.state or stored in TERMINAL_STATES:
+                    return
+                await asyncio.sleep(0.01)
 
 
 async def _cancel(state: ServerState, execution: Execution) -> None:

@@ -1,0 +1,177 @@
+"""The agent the operations tests run: a few apcore modules and JSON-RPC helpers."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+from apcore import ModuleError, Registry
+from pydantic import BaseModel, Field
+
+from .._support import free_port
+
+V1 = {"A2A-Version": "1.0"}
+
+
+class AddIn(BaseModel):
+    a: int
+    b: int
+
+
+class AddOut(BaseModel):
+    sum: int
+
+
+class Add:
+    input_schema = AddIn
+    output_schema = AddOut
+    description = "Add two integers"
+
+    def execute(self, inputs: dict[str, Any], context: Any) -> dict[str, Any]:
+        return {"sum": inputs["a"] + inputs["b"]}
+
+
+class TextIn(BaseModel):
+    text: str = Field(max_length=100_000)
+
+
+class TextOut(BaseModel):
+    text: str
+
+
+class Fail:
+    """Fails with a custom apcore code; the message repeats the client's text."""
+
+    input_schema = TextIn
+    output_schema = TextOut
+    description = "Always fails"
+
+    async def execute(self, inputs: dict[str, Any], context: Any) -> dict[str, Any]:
+        raise ModuleError(code="OPS_BROKEN", message=f"cannot handle {inputs['text']}")
+
+
+class SleepIn(BaseModel):
+    seconds: float = Field(ge=0, le=60)
+
+
+class SleepOut(BaseModel):
+    slept: float
+
+
+class Sleep:
+    input_schema = SleepIn
+    output_schema = SleepOut
+    description = "Sleep, then answer"
+
+    async def execute(self, inputs: dict[str, Any], context: Any) -> dict[str, Any]:
+        await asyncio.sleep(inputs["seconds"])
+        return {"slept": inputs["seconds"]}
+
+
+class Extra:
+    """Registered at runtime by the live-registry tests."""
+
+    input_schema = TextIn
+    output_schema = TextOut
+    description = "Shout the text"
+
+    def execute(self, inputs: dict[str, Any], context: Any) -> dict[str, Any]:
+        return {"text": inputs["text"].upper()}
+
+
+def build_registry() -> Registry:
+    registry = Registry()
+    registry.register("ops.add", Add())
+    registry.register("ops.fail", Fail())
+    registry.register("ops.sleep", Sleep())
+    return registry
+
+
+def message_params(
+    skill: str, data: dict[str, Any], *, return_immediately: bool = False
+) -> dict[str, Any]:
+    params: dict[str, Any] = {
+        "message": {
+            "messageId": uuid.uuid4().hex,
+            "role": "ROLE_USER",
+            "parts": [{"data": data}],
+            "metadata": {"skillId": skill},
+        }
+    }
+    if return_immediately:
+        params["configuration"] = {"returnImmediately": True}
+    return params
+
+
+async def rpc(
+    http: httpx.AsyncClient,
+    method: str,
+    params: dict[str, Any],
+    headers: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """One JSON-RPC 1.0 call; returns the whole response object (result or error)."""
+    body = {"jsonrpc": "2.0", "id": uuid.uuid4().hex, "method": method, "params": params}
+    response = await http.post("/", json=body, headers={**V1, **(headers or {})})
+    assert response.status_code == 200, response.text
+    payload: dict[str, Any] = response.json()
+    return payload
+
+
+async def send(
+    http: httpx.AsyncClient,
+    skill: str,
+    data: dict[str, Any],
+    *,
+    return_immediately: bool = False,
+    headers: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """SendMessage; returns the task (asserts the call did not fail)."""
+    reply = await rpc(
+        http,
+        "SendMessage",
+        message_params(skill, data, return_immediately=return_immediately),
+        headers,
+    )
+    assert "result" in reply, reply
+    task: dict[str, Any] = reply["result"]["task"]
+    return task
+
+
+async def wait_state(
+    http: httpx.AsyncClient, task_id: str, states: set[str], timeout: float = 10.0
+) -> dict[str, Any]:
+    """Poll GetTask until the task is in one of *states*."""
+    async with asyncio.timeout(timeout):
+        while True:
+            reply = await rpc(http, "GetTask", {"id": task_id})
+            task: dict[str, Any] = reply["result"]
+            if task["status"]["state"] in states:
+                return task
+            await asyncio.sleep(0.02)
+
+
+@contextlib.asynccontextmanager
+async def served(
+    registry: Any = None, **settings: Any
+) -> AsyncIterator[tuple[httpx.AsyncClient, Any]]:
+    """The ops agent under real uvicorn on 127.0.0.1; yields an HTTP client and the app."""
+    from apcore_a2a import A2AServerFactory
+
+    from .._support import running_server
+
+    port = free_port()
+    app, _card = A2AServerFactory(
+        registry if registry is not None else build_registry(),
+        environ={},
+        port=port,
+        **settings,
+    ).create()
+    async with (
+        running_server(app, port=port) as url,
+        httpx.AsyncClient(base_url=url, timeout=20) as http,
+    ):
+        yield http, app
