@@ -10,6 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 from a2a.client import ClientConfig, ClientFactory
+from a2a.client.errors import A2AClientError
 from a2a.types import GetTaskRequest, TaskState
 
 from tests._support import ROOT, cli_server, free_port, wait_http
@@ -23,7 +24,9 @@ KEY = "example-key-0123456789"  # the demo key in examples/agent.yaml
 
 async def _client(base: str, headers: dict[str, str]) -> object:
     http = httpx.AsyncClient(headers=headers, timeout=30)
-    return await ClientFactory(ClientConfig(streaming=False, httpx_client=http)).create_from_url(base)
+    return await ClientFactory(ClientConfig(streaming=False, httpx_client=http)).create_from_url(
+        base
+    )
 
 
 async def test_example_serves_with_api_key_sqlite_and_explorer(tmp_path: Path) -> None:
@@ -46,7 +49,7 @@ async def test_example_serves_with_api_key_sqlite_and_explorer(tmp_path: Path) -
         )
         assert anonymous.status_code == 401
         client = await _client(base, {"X-API-Key": "wrong-key-0123456789"})
-        with pytest.raises(Exception, match="401|nauthori|nauthenti"):
+        with pytest.raises(A2AClientError, match=r"401|nauthori|nauthenti"):
             await send(client, request("math.add", {"a": 1, "b": 2}))
 
         client = await _client(base, {"X-API-Key": KEY})
