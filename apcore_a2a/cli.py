@@ -152,17 +152,17 @@ def build_registry(extensions: Sequence[str], bindings: Sequence[str]) -> Any:
     return registry
 
 
-def build_executor(registry: Any, acl_path: str | None) -> Any:
-    from apcore import ACL, Executor
+def build_executor(registry: Any, acl_path: str | None, execution_timeout: float = 300.0) -> Any:
+    from apcore import ACL
 
-    from apcore_a2a.approval import A2AApprovalHandler
+    from apcore_a2a.server.factory import default_executor
 
     acl = None
     if acl_path:
         if not Path(acl_path).is_file():
             raise CLIError(f"Error: ACL file not found: {acl_path}")
         acl = ACL.load(acl_path)
-    return Executor(registry, acl=acl, approval_handler=A2AApprovalHandler())
+    return default_executor(registry, acl=acl, execution_timeout=execution_timeout)
 
 
 def _serve_command(args: argparse.Namespace) -> int:
@@ -189,7 +189,8 @@ def _serve_command(args: argparse.Namespace) -> int:
         if not extensions and not bindings:
             raise CLIError("Error: give --extensions-dir DIR or --bindings DIR with apcore modules")
         registry = build_registry(extensions, bindings)
-        executor = build_executor(registry, args.acl)
+        timeout = Settings.resolve(overrides).execution_timeout
+        executor = build_executor(registry, args.acl, timeout)
         factory = A2AServerFactory(executor, **overrides)
     app, card = factory.create()
     print(

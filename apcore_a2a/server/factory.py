@@ -46,7 +46,7 @@ from apcore_a2a.server.shutdown import drain
 from apcore_a2a.settings import Settings
 from apcore_a2a.storage import Stores, open_stores
 
-__all__ = ["A2AServerFactory", "ServerState", "resolve_executor"]
+__all__ = ["A2AServerFactory", "ServerState", "default_executor", "resolve_executor"]
 
 logger = logging.getLogger("apcore_a2a.server")
 
@@ -54,17 +54,28 @@ _TASK_STORE_METHODS = ("save", "get", "list", "delete")
 _AUTH_METHODS = ("authenticate", "security_schemes")
 
 
-def resolve_executor(obj: Any) -> tuple[Any, Any]:
-    """Return ``(registry, executor)`` for a Registry or an Executor (duck-typed)."""
-    from apcore import Executor
+def default_executor(registry: Any, *, acl: Any = None, execution_timeout: float = 300.0) -> Any:
+    """The apcore ``Executor`` we build when given a bare registry.
 
+    Approval-gated modules get the :class:`A2AApprovalHandler` (they park in
+    ``input-required`` instead of running unchecked), and apcore's own per-call timeouts
+    (30 s by default) are raised to ``execution_timeout`` so that one setting governs.
+    """
+    from apcore import Config, Executor
+
+    from apcore_a2a.approval import A2AApprovalHandler
+
+    limit_ms = max(1, int(execution_timeout * 1000))
+    config = Config(data={"executor": {"default_timeout": limit_ms, "global_timeout": limit_ms}})
+    return Executor(registry, acl=acl, config=config, approval_handler=A2AApprovalHandler())
+
+
+def resolve_executor(obj: Any, *, execution_timeout: float = 300.0) -> tuple[Any, Any]:
+    """Return ``(registry, executor)`` for a Registry or an Executor (duck-typed)."""
     if callable(getattr(obj, "call_async", None)) and hasattr(obj, "registry"):
         return obj.registry, obj
     if callable(getattr(obj, "list", None)) and callable(getattr(obj, "get_definition", None)):
-        from apcore_a2a.approval import A2AApprovalHandler
-
-        # Approval-gated modules then park in input-required instead of running unchecked.
-        return obj, Executor(obj, approval_handler=A2AApprovalHandler())
+        return obj, default_executor(obj, execution_timeout=execution_timeout)
     raise TypeError(
         "Expected an apcore Registry (list, get_definition) or Executor (call_async, registry), "
         f"got {type(obj).__name__}"
@@ -160,7 +171,9 @@ class A2AServerFactory:
                 sources = agent_config.module_sources(environ=environ)
                 registry_or_executor = sources.build_executor()
         self.settings = Settings.resolve(overrides, environ=environ, base=settings)
-        self.registry, self.executor = resolve_executor(registry_or_executor)
+        self.registry, self.executor = resolve_executor(
+            registry_or_executor, execution_timeout=self.settings.execution_timeout
+        )
         self.auth = auth if auth is not None else authenticator_from_settings(self.settings)
         self.task_store_object = task_store if not isinstance(task_store, str) else None
 

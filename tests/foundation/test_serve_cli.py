@@ -214,3 +214,12 @@ def test_cli_usage_error_exits_2() -> None:
     assert result.returncode == 2
     result = run_cli("serve", "--no-such-flag")
     assert result.returncode == 2
+
+
+def test_built_executor_uses_execution_timeout_for_apcore_limits() -> None:
+    factory = A2AServerFactory(build_registry(), environ={}, execution_timeout=45)
+    config = factory.executor._config  # apcore has no public getter for it
+    assert config.get("executor.default_timeout") == 45_000
+    assert config.get("executor.global_timeout") == 45_000
+    mine = Executor(build_registry())
+    assert A2AServerFactory(mine, environ={}).executor is mine
