@@ -39,6 +39,7 @@ from apcore_a2a.server._guards import RequestGuard, StreamCounter, cancel_on_dro
 from apcore_a2a.server.call_context import ApCoreCallContextBuilder
 from apcore_a2a.server.catalog import SkillCatalog
 from apcore_a2a.server.executor import ApCoreAgentExecutor
+from apcore_a2a.server.handler import ApCoreRequestHandler
 from apcore_a2a.server.ops import Operations
 from apcore_a2a.server.preflight import Preflight
 from apcore_a2a.server.routing import ApCoreRequestContextBuilder, SkillResolver
@@ -236,7 +237,8 @@ class A2AServerFactory:
         async def lookup(task_id: str, context: Any) -> Any:
             return await stores.get_task(task_id, context)
 
-        handler = DefaultRequestHandler(
+        handler = ApCoreRequestHandler(
+            task_lookup=lookup,
             agent_executor=agent_executor,
             task_store=stores.task_store,
             agent_card=catalog.snapshot.card,

@@ -157,10 +157,12 @@ async def test_cancel_error_codes_on_the_wire(agent: Agent) -> None:
             await http.post("/", json=rpc("CancelTask", {"id": task_id}), headers=V1)
         ).json()
         assert terminal["error"]["code"] == -32002
+        assert terminal["error"]["message"] == "Task is not cancelable: current state is completed"
         unknown = (await http.post("/", json=rpc("CancelTask", {"id": "nope"}), headers=V1)).json()
         assert unknown["error"]["code"] == -32001
         old = (await http.post("/", json=rpc("tasks/cancel", {"id": task_id}), headers=V03)).json()
         assert old["error"]["code"] == -32002
+        assert old["error"]["message"] == "Task is not cancelable: current state is completed"
         for path, headers in (
             (f"/tasks/{task_id}:cancel", V1),
             (f"/v1/tasks/{task_id}:cancel", V03),
@@ -168,6 +170,7 @@ async def test_cancel_error_codes_on_the_wire(agent: Agent) -> None:
             rest = await http.post(path, headers=headers)
             assert rest.status_code == 400
             assert rest.json()["error"]["details"][0]["reason"] == "TASK_NOT_CANCELABLE"
+            assert "current state is completed" in rest.json()["error"]["message"]
         missing = await http.post("/v1/tasks/nope:cancel", headers=V03)
         assert missing.status_code == 404
 
