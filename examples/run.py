@@ -1,8 +1,7 @@
 """Serve the example modules programmatically: ``python examples/run.py``.
 
-Equivalent to::
-
-    apcore-a2a serve --extensions-dir examples/extensions --bindings examples/bindings
+Like ``apcore-a2a serve --extensions-dir examples/extensions --bindings examples/bindings``,
+plus the approval policy of ``approvals.py`` (small transfers approved at once).
 """
 
 import sys
@@ -10,7 +9,7 @@ from pathlib import Path
 
 from apcore import BindingLoader, Executor, Registry
 
-from apcore_a2a import A2AApprovalHandler, serve
+from apcore_a2a import serve
 
 HERE = Path(__file__).resolve().parent
 
@@ -20,7 +19,10 @@ def main() -> None:
     registry.discover()
     sys.path.insert(0, str(HERE / "bindings"))
     BindingLoader().load_binding_dir(str(HERE / "bindings"), registry)
-    executor = Executor(registry, approval_handler=A2AApprovalHandler())
+    sys.path.insert(0, str(HERE))
+    from approvals import SmallTransfersApproved
+
+    executor = Executor(registry, approval_handler=SmallTransfersApproved(limit=10_000))
     serve(executor, name="apcore-examples", version="1.0.0", port=8000)
 
 
