@@ -7,8 +7,8 @@ executor binds them with :func:`bind` for the duration of each execution.
 
 Client-supplied text can reach a log message through an exception or a module's own
 logging, so the formatters strip control characters and cap the message length
-(:func:`apcore_a2a.adapters.errors.clean_for_log`); the text format also escapes line
-breaks so one record is one line.
+(:func:`apcore_a2a.adapters.errors.clean_for_log`) and escape line breaks, so one
+record is one line in either format.
 
 Example::
 
@@ -74,7 +74,9 @@ def _message(record: logging.LogRecord) -> str:
         text = record.getMessage()
     except Exception:  # a bad %-format must not lose the record
         text = f"{record.msg!r} {record.args!r}"
-    return clean_for_log(text, MAX_MESSAGE)
+    # clean_for_log keeps line breaks and tabs; escaped here, one record stays one line.
+    cleaned = clean_for_log(text, MAX_MESSAGE)
+    return cleaned.replace("\r", "").replace("\n", "\\n").replace("\t", " ")
 
 
 def _utc(created: float) -> str:
@@ -109,11 +111,14 @@ class TextFormatter(logging.Formatter):
     def __init__(self) -> None:
         super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s")
 
-    def formatMessage(self, record: logging.LogRecord) -> str:
+    def format(self, record: logging.LogRecord) -> str:
+        # A copy: other handlers must still see the record as it was logged.
+        clean = logging.makeLogRecord(record.__dict__)
+        clean.msg, clean.args = _message(record), None
         fields = current_fields()
-        suffix = " [" + " ".join(f"{k}={fields[k]}" for k in _FIELDS if k in fields) + "]"
-        record.message = _message(record).replace("\n", "\\n") + (suffix if fields else "")
-        return super().formatMessage(record)
+        if fields:
+            clean.msg += " [" + " ".join(f"{k}={fields[k]}" for k in _FIELDS if k in fields) + "]"
+        return super().format(clean)
 
 
 class _Handler(logging.StreamHandler):  # type: ignore[type-arg]

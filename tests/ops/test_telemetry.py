@@ -1,0 +1,222 @@
+"""OpenTelemetry: request span -> module span, inbound traceparent, SDK spans switch.
+
+Spans are read back with the OpenTelemetry SDK's in-memory exporter on the global
+tracer provider (the provider an application would configure).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind, StatusCode
+
+from ._agent import V1, message_params, rpc, send, served, wait_state
+
+_EXPORTER = InMemorySpanExporter()
+
+
+@pytest.fixture
+def spans() -> Iterator[InMemorySpanExporter]:
+    provider = trace.get_tracer_provider()
+    if not isinstance(provider, TracerProvider):
+        provider = TracerProvider()
+        trace.set_tracer_provider(provider)
+    if not getattr(provider, "_apcore_a2a_test_exporter", False):
+        provider.add_span_processor(SimpleSpanProcessor(_EXPORTER))
+        provider._apcore_a2a_test_exporter = True  # type: ignore[attr-defined]
+    _EXPORTER.clear()
+    yield _EXPORTER
+    _EXPORTER.clear()
+
+
+def _traceparent() -> tuple[str, int, int]:
+    trace_id, span_id = uuid.uuid4().hex, uuid.uuid4().hex[:16]
+    return f"00-{trace_id}-{span_id}-01", int(trace_id, 16), int(span_id, 16)
+
+
+def _in_trace(exporter: InMemorySpanExporter, trace_id: int) -> list[ReadableSpan]:
+    return [s for s in exporter.get_finished_spans() if s.context.trace_id == trace_id]
+
+
+def _ancestors(span: ReadableSpan, spans: list[ReadableSpan]) -> list[ReadableSpan]:
+    by_id = {s.context.span_id: s for s in spans}
+    chain = []
+    parent = span.parent
+    while parent is not None and parent.span_id in by_id:
+        chain.append(by_id[parent.span_id])
+        parent = chain[-1].parent
+    return chain
+
+
+async def _module_span(
+    exporter: InMemorySpanExporter, trace_id: int, skill: str
+) -> tuple[ReadableSpan, list[ReadableSpan]]:
+    async with asyncio.timeout(10):
+        while True:
+            spans = _in_trace(exporter, trace_id)
+            found = [s for s in spans if s.name == f"execute {skill}"]
+            if found:
+                assert len(found) == 1
+                return found[0], spans
+            await asyncio.sleep(0.02)
+
+
+def _request_span(module: ReadableSpan, spans: list[ReadableSpan]) -> ReadableSpan:
+    servers = [s for s in _ancestors(module, spans) if s.kind == SpanKind.SERVER]
+    assert servers, "the module span has no request span above it"
+    return servers[-1]
+
+
+async def test_module_span_is_a_child_of_the_request_in_the_inbound_trace(
+    spans: InMemorySpanExporter,
+) -> None:
+    header, trace_id, remote_parent = _traceparent()
+    async with served(telemetry=True) as (http, _app):
+        task = await send(http, "ops.add", {"a": 2, "b": 3}, headers={"traceparent": header})
+        module, in_trace = await _module_span(spans, trace_id, "ops.add")
+    request = _request_span(module, in_trace)
+    assert request.parent is not None and request.parent.span_id == remote_parent
+    assert request.parent.is_remote
+    assert request.name.startswith("POST")
+    assert module.attributes is not None
+    assert dict(module.attributes) == {
+        "a2a.task_id": task["id"],
+        "a2a.context_id": task["contextId"],
+        "a2a.skill_id": "ops.add",
+        "a2a.method": "SendMessage",
+        "a2a.task_state": "completed",
+    }
+    assert module.kind == SpanKind.INTERNAL
+    assert module.status.status_code != StatusCode.ERROR
+    # one trace per request: every other span of the trace hangs below the request span
+    for span in in_trace:
+        if span is not request:
+            assert request in _ancestors(span, in_trace), span.name
+
+
+async def test_without_traceparent_each_request_starts_its_own_trace(
+    spans: InMemorySpanExporter,
+) -> None:
+    async with served(telemetry=True) as (http, _app):
+        first = await send(http, "ops.add", {"a": 1, "b": 1})
+        second = await send(http, "ops.add", {"a": 2, "b": 2})
+    modules = {
+        s.attributes["a2a.task_id"]: s
+        for s in spans.get_finished_spans()
+        if s.name == "execute ops.add" and s.attributes
+    }
+    one, two = modules[first["id"]], modules[second["id"]]
+    assert one.context.trace_id != two.context.trace_id
+    for module in (one, two):
+        in_trace = _in_trace(spans, module.context.trace_id)
+        request = _request_span(module, in_trace)
+        assert request.parent is None
+
+
+async def test_rest_streaming_and_background_runs_keep_the_parent(
+    spans: InMemorySpanExporter,
+) -> None:
+    async with served(telemetry=True) as (http, _app):
+        header, rest_trace, _ = _traceparent()
+        params = message_params("ops.add", {"a": 1, "b": 2})
+        reply = await http.post("/message:send", json=params, headers={**V1, "traceparent": header})
+        assert reply.status_code == 200
+        module, in_trace = await _module_span(spans, rest_trace, "ops.add")
+        assert module.attributes and module.attributes["a2a.method"] == "SendMessage"
+        _request_span(module, in_trace)
+
+        header, stream_trace, _ = _traceparent()
+        body = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "SendStreamingMessage",
+            "params": message_params("ops.add", {"a": 1, "b": 2}),
+        }
+        async with http.stream(
+            "POST", "/", json=body, headers={**V1, "traceparent": header}
+        ) as stream:
+            async for _ in stream.aiter_lines():
+                pass
+        module, in_trace = await _module_span(spans, stream_trace, "ops.add")
+        assert module.attributes and module.attributes["a2a.method"] == "SendStreamingMessage"
+        _request_span(module, in_trace)
+
+        header, background_trace, _ = _traceparent()
+        task = await send(
+            http,
+            "ops.sleep",
+            {"seconds": 0.3},
+            return_immediately=True,
+            headers={"traceparent": header},
+        )
+        await wait_state(http, task["id"], {"TASK_STATE_COMPLETED"})
+        module, in_trace = await _module_span(spans, background_trace, "ops.sleep")
+        request = _request_span(module, in_trace)
+        # the request answered before the module finished; the span still hangs below it
+        assert request.end_time is not None and module.end_time is not None
+        assert request.end_time < module.end_time
+
+
+async def test_failed_run_marks_its_span(spans: InMemorySpanExporter) -> None:
+    header, trace_id, _ = _traceparent()
+    async with served(telemetry=True) as (http, _app):
+        task = await send(http, "ops.fail", {"text": "x"}, headers={"traceparent": header})
+        assert task["status"]["state"] == "TASK_STATE_FAILED"
+        module, _ = await _module_span(spans, trace_id, "ops.fail")
+    assert module.status.status_code == StatusCode.ERROR
+    assert module.attributes is not None
+    assert module.attributes["apcore.error_code"] == "OPS_BROKEN"
+    assert module.attributes["a2a.task_state"] == "failed"
+
+
+async def test_sdk_spans_are_switched_separately(spans: InMemorySpanExporter) -> None:
+    async def run(**settings: Any) -> tuple[list[ReadableSpan], ReadableSpan]:
+        header, trace_id, _ = _traceparent()
+        async with served(telemetry=True, **settings) as (http, _app):
+            await send(http, "ops.add", {"a": 1, "b": 1}, headers={"traceparent": header})
+            module, _ = await _module_span(spans, trace_id, "ops.add")
+        in_trace = _in_trace(spans, trace_id)
+        return [s for s in in_trace if s.instrumentation_scope.name == "a2a-python-sdk"], module
+
+    sdk, module = await run(sdk_telemetry=True)
+    assert sdk, "the SDK produced no spans with sdk_telemetry=True"
+    in_trace = _in_trace(spans, module.context.trace_id)
+    _request_span(module, in_trace)
+
+    sdk, module = await run()
+    assert sdk == []
+    _request_span(module, _in_trace(spans, module.context.trace_id))
+
+
+async def test_nothing_is_traced_unless_enabled(spans: InMemorySpanExporter) -> None:
+    header, trace_id, _ = _traceparent()
+    async with served(metrics=True) as (http, _app):
+        task = await send(http, "ops.add", {"a": 1, "b": 1}, headers={"traceparent": header})
+        assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert _in_trace(spans, trace_id) == []
+    assert spans.get_finished_spans() == ()
+
+
+async def test_health_and_metrics_are_not_traced(spans: InMemorySpanExporter) -> None:
+    async with served(telemetry=True, metrics=True) as (http, _app):
+        assert (await http.get("/health")).status_code == 200
+        assert (await http.get("/metrics?format=prometheus")).status_code == 200
+        assert (await http.get("/.well-known/agent-card.json")).status_code == 200
+        reply = await rpc(http, "GetTask", {"id": "missing"})
+        assert reply["error"]["code"] == -32001
+    targets = {
+        str((s.attributes or {}).get("url.path") or (s.attributes or {}).get("http.target"))
+        for s in spans.get_finished_spans()
+        if s.kind == SpanKind.SERVER
+    }
+    assert "/health" not in targets
+    assert not any(t.startswith("/metrics") for t in targets)
+    assert {"/.well-known/agent-card.json", "/"} <= targets
