@@ -15,11 +15,8 @@ import contextlib
 import logging
 import time
 import uuid
-import weakref
-from collections.abc import Coroutine, Generator, Sequence
-from contextvars import ContextVar
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
@@ -42,6 +39,14 @@ from apcore_a2a.adapters.errors import MappedError, clean_for_log, map_error
 from apcore_a2a.adapters.parts import input_from_parts, output_to_parts
 from apcore_a2a.adapters.skills import SkillSpec
 from apcore_a2a.server import approvals
+from apcore_a2a.server._events import (
+    ARTIFACT_NAME,
+    agent_message,
+    chunk_event,
+    deep_merge,
+    status_event,
+)
+from apcore_a2a.server._runs import CURRENT_RUN, Run, TaskTracker
 from apcore_a2a.server.call_context import identity_of
 from apcore_a2a.server.observer import ExecutionObserver, observe
 from apcore_a2a.server.routing import SKILL_METADATA_KEY, ApCoreRequestContext
@@ -53,124 +58,10 @@ __all__ = ["ApCoreAgentExecutor"]
 
 logger = logging.getLogger("apcore_a2a.executor")
 
-_ARTIFACT_NAME = "result"
 CANCEL_MESSAGE = "Canceled by client"
 TIMEOUT_MESSAGE = "Execution timed out"
 #: a reserved apcore input key; only a resume on the A2A task may set it
 _RESUME_KEY = "_approval_token"
-_TERMINAL = frozenset(
-    {
-        TaskState.TASK_STATE_COMPLETED,
-        TaskState.TASK_STATE_CANCELED,
-        TaskState.TASK_STATE_FAILED,
-        TaskState.TASK_STATE_REJECTED,
-    }
-)
-
-
-@dataclass(slots=True)
-class _Run:
-    """One ``execute()`` in progress.
-
-    The SDK cancels ``execute()`` only after ``cancel()`` has enqueued CANCELED, so a
-    result that lands in between must not follow it into the queue: ``canceled`` stops
-    all further events. ``ended`` records that a terminal event was already enqueued,
-    so a late cancel does not overwrite a finished task.
-    """
-
-    token: CancelToken = field(default_factory=CancelToken)
-    canceled: bool = False
-    ended: bool = False
-    #: asyncio tasks started while the module ran (see _TaskTracker)
-    spawned: weakref.WeakSet[asyncio.Task[Any]] = field(default_factory=weakref.WeakSet)
-
-    async def emit(self, queue: EventQueue, event: Any) -> None:
-        if self.canceled:
-            return
-        if isinstance(event, TaskStatusUpdateEvent) and event.status.state in _TERMINAL:
-            self.ended = True
-        await queue.enqueue_event(event)
-
-    def stop(self) -> None:
-        """Cancel the module: its apcore token, and any task it left running."""
-        self.token.cancel()
-        for task in list(self.spawned):
-            task.cancel()
-
-
-_T = TypeVar("_T")
-
-#: the run whose module is executing in the current asyncio context
-_CURRENT_RUN: ContextVar[_Run | None] = ContextVar("apcore_a2a_run", default=None)
-
-
-class _TaskTracker:
-    """Loop task factory that remembers which run started each task.
-
-    apcore awaits an async module through ``asyncio.wait`` on a task of its own, so
-    cancelling our await (client cancel, execution timeout, shutdown) would leave that
-    task running with nobody waiting for it. Tasks created while a module runs are
-    recorded on its ``_Run`` and cancelled with it. Any factory already installed is
-    kept and called first.
-    """
-
-    def __init__(self, previous: Any) -> None:
-        self.previous = previous
-
-    def __call__(
-        self,
-        loop: asyncio.AbstractEventLoop,
-        coro: Coroutine[Any, Any, _T] | Generator[Any, None, _T],
-        /,
-        **kwargs: Any,
-    ) -> asyncio.Future[_T]:
-        task: asyncio.Future[_T]
-        if self.previous is not None:
-            task = self.previous(loop, coro, **kwargs)
-        else:
-            task = asyncio.Task(coro, loop=loop, **kwargs)
-        run = _CURRENT_RUN.get()
-        if run is not None and isinstance(task, asyncio.Task):
-            run.spawned.add(task)
-        return task
-
-    @classmethod
-    def install(cls, loop: asyncio.AbstractEventLoop) -> None:
-        current = loop.get_task_factory()
-        if not isinstance(current, cls):
-            loop.set_task_factory(cls(current))
-
-
-def _agent_message(task_id: str, context_id: str, text: str, data: dict[str, Any]) -> Message:
-    parts = [Part(text=text)]
-    if data:
-        part = Part()
-        part.data.struct_value.update(data)
-        parts.append(part)
-    return Message(
-        message_id=uuid.uuid4().hex,
-        role=Role.ROLE_AGENT,
-        task_id=task_id,
-        context_id=context_id,
-        parts=parts,
-    )
-
-
-def _status(
-    task_id: str,
-    context_id: str,
-    state: TaskState,
-    message: Message | None = None,
-    metadata: dict[str, Any] | None = None,
-) -> TaskStatusUpdateEvent:
-    status = TaskStatus(state=state)
-    status.timestamp.GetCurrentTime()
-    if message is not None:
-        status.message.CopyFrom(message)
-    event = TaskStatusUpdateEvent(task_id=task_id, context_id=context_id, status=status)
-    if metadata:
-        event.metadata.update(metadata)
-    return event
 
 
 class ApCoreAgentExecutor(AgentExecutor):
@@ -185,7 +76,7 @@ class ApCoreAgentExecutor(AgentExecutor):
     ) -> None:
         self._executor = executor
         self._timeout = settings.execution_timeout
-        self._runs: dict[str, _Run] = {}
+        self._runs: dict[str, Run] = {}
         self._observers = tuple(observers)
 
     # -- AgentExecutor ---------------------------------------------------------------
@@ -212,7 +103,7 @@ class ApCoreAgentExecutor(AgentExecutor):
             await self._reply_with_message(context, spec, inputs, event_queue)
             return
 
-        run = self._runs[task_id] = _Run()
+        run = self._runs[task_id] = Run()
         try:
             if stored is None:
                 task = Task(
@@ -224,7 +115,7 @@ class ApCoreAgentExecutor(AgentExecutor):
                 task.status.timestamp.GetCurrentTime()
                 task.metadata.update({SKILL_METADATA_KEY: spec.module_id})
                 await run.emit(event_queue, task)
-                working = _status(task_id, context_id, TaskState.TASK_STATE_WORKING)
+                working = status_event(task_id, context_id, TaskState.TASK_STATE_WORKING)
             else:
                 resumed = await self._resume(run, stored, message, spec, event_queue)
                 if resumed is None:
@@ -245,14 +136,14 @@ class ApCoreAgentExecutor(AgentExecutor):
             run.canceled = True
             run.stop()
         # The SDK cancels our execute() right after this returns (a sync module keeps its
-        # thread; its late result is dropped by _Run.emit). The canceled status is written
+        # thread; its late result is dropped by Run.emit). The canceled status is written
         # here so it carries a reason and every open stream receives it.
         await event_queue.enqueue_event(
-            _status(
+            status_event(
                 task_id,
                 context.context_id or "",
                 TaskState.TASK_STATE_CANCELED,
-                _agent_message(task_id, context.context_id or "", CANCEL_MESSAGE, {}),
+                agent_message(task_id, context.context_id or "", CANCEL_MESSAGE, {}),
             )
         )
 
@@ -287,7 +178,7 @@ class ApCoreAgentExecutor(AgentExecutor):
 
     async def _run(
         self,
-        run: _Run,
+        run: Run,
         context: RequestContext,
         spec: SkillSpec,
         inputs: dict[str, Any],
@@ -318,7 +209,7 @@ class ApCoreAgentExecutor(AgentExecutor):
                 parts=parts,
             )
         elif parts:
-            artifact = Artifact(artifact_id=uuid.uuid4().hex, name=_ARTIFACT_NAME, parts=parts)
+            artifact = Artifact(artifact_id=uuid.uuid4().hex, name=ARTIFACT_NAME, parts=parts)
             await run.emit(
                 event_queue,
                 TaskArtifactUpdateEvent(
@@ -326,12 +217,12 @@ class ApCoreAgentExecutor(AgentExecutor):
                 ),
             )
         await run.emit(
-            event_queue, _status(task_id, context_id, TaskState.TASK_STATE_COMPLETED, message)
+            event_queue, status_event(task_id, context_id, TaskState.TASK_STATE_COMPLETED, message)
         )
 
     async def _invoke(
         self,
-        run: _Run,
+        run: Run,
         context: RequestContext,
         spec: SkillSpec,
         inputs: dict[str, Any],
@@ -340,11 +231,11 @@ class ApCoreAgentExecutor(AgentExecutor):
         """Run the module under ``execution_timeout``; returns (result, streamed).
 
         *event_queue* receives the chunks of a streaming module; without one the module
-        is called as a whole. Cancellation and timeout stop the module (``_Run.stop``).
+        is called as a whole. Cancellation and timeout stop the module (``Run.stop``).
         """
-        _TaskTracker.install(asyncio.get_running_loop())
+        TaskTracker.install(asyncio.get_running_loop())
         apcore_context = self._apcore_context(context, spec, run.token)
-        marker = _CURRENT_RUN.set(run)
+        marker = CURRENT_RUN.set(run)
         try:
             async with asyncio.timeout(self._timeout):
                 if spec.streaming and event_queue is not None:
@@ -357,11 +248,11 @@ class ApCoreAgentExecutor(AgentExecutor):
             run.stop()
             raise
         finally:
-            _CURRENT_RUN.reset(marker)
+            CURRENT_RUN.reset(marker)
 
     async def _stream(
         self,
-        run: _Run,
+        run: Run,
         spec: SkillSpec,
         inputs: dict[str, Any],
         apcore_context: Any,
@@ -387,14 +278,14 @@ class ApCoreAgentExecutor(AgentExecutor):
                 parts = output_to_parts(chunk) or [Part(text="")]
                 await run.emit(
                     event_queue,
-                    _chunk_event(task_id, context_id, artifact_id, parts, append=sent > 0),
+                    chunk_event(task_id, context_id, artifact_id, parts, append=sent > 0),
                 )
                 sent += 1
-                _deep_merge(merged, chunk)
+                deep_merge(merged, chunk)
         if sent:
             await run.emit(
                 event_queue,
-                _chunk_event(task_id, context_id, artifact_id, [], append=True, last=True),
+                chunk_event(task_id, context_id, artifact_id, [], append=True, last=True),
             )
         return (merged if sent else None), sent > 0
 
@@ -407,7 +298,7 @@ class ApCoreAgentExecutor(AgentExecutor):
     ) -> None:
         """Skills that opted into stateless replies answer with one ``Message``."""
         try:
-            value, _ = await self._invoke(_Run(), context, spec, inputs, None)
+            value, _ = await self._invoke(Run(), context, spec, inputs, None)
         except TimeoutError:
             mapped = map_error(_Timeout(), module_id=spec.module_id)
             self._log(spec, mapped, None)
@@ -427,13 +318,13 @@ class ApCoreAgentExecutor(AgentExecutor):
 
     # -- follow-ups and approval (input-required) ------------------------------------
     async def _resume(
-        self, run: _Run, stored: Task, message: Message, spec: SkillSpec, event_queue: EventQueue
+        self, run: Run, stored: Task, message: Message, spec: SkillSpec, event_queue: EventQueue
     ) -> tuple[dict[str, Any], TaskStatusUpdateEvent] | None:
         """Inputs and ``working`` event for a follow-up, or ``None`` if it ended here."""
         reply = approvals.answer(stored, message, self._executor)
         if reply is None:
             # Not an approval answer: the follow-up's own input re-runs the skill.
-            working = _status(stored.id, stored.context_id, TaskState.TASK_STATE_WORKING)
+            working = status_event(stored.id, stored.context_id, TaskState.TASK_STATE_WORKING)
             return _without_token(input_from_parts(message.parts, spec.input_facts)), working
         if reply.resume_token is None:
             await run.emit(event_queue, reply.event)
@@ -447,7 +338,7 @@ class ApCoreAgentExecutor(AgentExecutor):
     # -- failures --------------------------------------------------------------------
     async def _handle_failure(
         self,
-        run: _Run,
+        run: Run,
         context: RequestContext,
         spec: SkillSpec,
         event_queue: EventQueue,
@@ -468,7 +359,7 @@ class ApCoreAgentExecutor(AgentExecutor):
 
     async def _finish_error(
         self,
-        run: _Run,
+        run: Run,
         context: RequestContext,
         event_queue: EventQueue,
         mapped: MappedError,
@@ -479,8 +370,8 @@ class ApCoreAgentExecutor(AgentExecutor):
             "rejected": TaskState.TASK_STATE_REJECTED,
             "canceled": TaskState.TASK_STATE_CANCELED,
         }.get(mapped.outcome, TaskState.TASK_STATE_FAILED)
-        message = _agent_message(task_id, context_id, mapped.message, mapped.status_data())
-        await run.emit(event_queue, _status(task_id, context_id, state, message))
+        message = agent_message(task_id, context_id, mapped.message, mapped.status_data())
+        await run.emit(event_queue, status_event(task_id, context_id, state, message))
         if mapped.outcome == "raise" and mapped.a2a_error is not None:
             raise mapped.a2a_error
 
@@ -517,31 +408,3 @@ def _as_a2a(mapped: MappedError) -> Exception:
 def _without_token(inputs: dict[str, Any] | None) -> dict[str, Any]:
     """Client input minus ``_approval_token``: a client-chosen token would skip approval."""
     return {k: v for k, v in (inputs or {}).items() if k != _RESUME_KEY}
-
-
-def _chunk_event(
-    task_id: str,
-    context_id: str,
-    artifact_id: str,
-    parts: list[Part],
-    *,
-    append: bool,
-    last: bool = False,
-) -> TaskArtifactUpdateEvent:
-    return TaskArtifactUpdateEvent(
-        task_id=task_id,
-        context_id=context_id,
-        artifact=Artifact(artifact_id=artifact_id, name=_ARTIFACT_NAME, parts=parts),
-        append=append,
-        last_chunk=last,
-    )
-
-
-def _deep_merge(target: dict[str, Any], chunk: Any) -> None:
-    if not isinstance(chunk, dict):
-        return
-    for key, value in chunk.items():
-        if isinstance(value, dict) and isinstance(target.get(key), dict):
-            _deep_merge(target[key], value)
-        else:
-            target[key] = value
