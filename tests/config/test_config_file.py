@@ -281,3 +281,17 @@ def test_any_structured_value_for_a_scalar_setting_is_rejected(
     path = write(tmp_path_factory.mktemp("bad"), f"{section}:\n  {name}: {json.dumps(value)}\n")
     with pytest.raises(ConfigFileError, match=rf":2: {key}: expected "):
         load_config(path)
+
+
+def test_the_precedence_table_in_the_docs_lists_every_key() -> None:
+    from apcore_a2a.settings import ENV_VARS
+    from tests._support import ROOT
+
+    doc = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
+    rows = [line for line in doc.splitlines() if line.startswith("| `")]
+    for section, keys in SECTIONS.items():
+        for key, name in keys.items():
+            env = next(var for var, field in ENV_VARS.items() if field == name)
+            assert any(f"`{section}.{key}`" in row and f"`{env}`" in row for row in rows), key
+    for key in ("extensions_dirs", "bindings_dirs", "apcore_config", "acl"):
+        assert any(f"`modules.{key}`" in row for row in rows), key
