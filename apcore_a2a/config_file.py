@@ -113,6 +113,8 @@ _PATH_SETTINGS = ("grpc_tls_cert", "grpc_tls_key")
 _PORTS = ("port", "grpc_port")
 _SQLITE = re.compile(r"^(sqlite(?:\+\w+)?):///(.*)$")
 _HINTS = get_type_hints(Settings)
+_STR_TAG = "tag:yaml.org,2002:str"
+_EXPONENT = re.compile(r"^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)[eE][-+]?[0-9]+$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -307,9 +309,9 @@ class _Reader:
 
     def unknown(self, node: yaml.Node, key: str, known: list[str], prefix: str) -> Exception:
         close = difflib.get_close_matches(key, known, n=1)
-        hint = f"; did you mean {prefix}{close[0]!r}?" if close else ""
+        hint = f"; did you mean {prefix + close[0]!r}?" if close else ""
         return self.fail(
-            node, f"unknown key {prefix}{key!r} (expected one of: {', '.join(known)}){hint}"
+            node, f"unknown key {prefix + key!r} (expected one of: {', '.join(known)}){hint}"
         )
 
     def read_section(self, section: str, node: yaml.Node) -> None:
@@ -368,8 +370,10 @@ class _Reader:
             if _optional(hint):
                 return None
             raise self.fail(node, f"{where}: expected {_describe(hint)}, got nothing (null)")
-        value = self.loader.construct_object(node, deep=True)
         core = _core(hint)
+        if float in (core, *get_args(core)):
+            _retag_plain_floats(node)
+        value = self.loader.construct_object(node, deep=True)
         if get_origin(core) is tuple:
             item_type = get_args(core)[0]
             if not isinstance(value, list) or not all(_is(item, item_type) for item in value):
@@ -391,6 +395,15 @@ class _Reader:
                 raise self.fail(node, f"{where}: must not be negative, got {value}")
             return float(value) if core is float else value
         return value
+
+
+def _retag_plain_floats(node: yaml.Node) -> None:
+    # YAML 1.1 (PyYAML) reads an unquoted 1e-3 as a string; YAML 1.2 and people read a number.
+    nodes = node.value if isinstance(node, yaml.SequenceNode) else [node]
+    for item in nodes:
+        plain = isinstance(item, yaml.ScalarNode) and item.style is None
+        if plain and item.tag == _STR_TAG and _EXPONENT.match(item.value):
+            item.tag = "tag:yaml.org,2002:float"
 
 
 def _optional(hint: Any) -> bool:
@@ -416,7 +429,8 @@ def _is(value: Any, kind: Any) -> bool:
 def _describe(hint: Any) -> str:
     core = _core(hint)
     if get_origin(core) is tuple:
-        return f"a list of {_describe(get_args(core)[0])}s"
+        plural = {str: "strings", float: "numbers"}
+        return f"a list of {plural[get_args(core)[0]]}"
     names = {str: "a string", int: "an integer", float: "a number", bool: "true or false"}
     if core in names:
         return names[core]

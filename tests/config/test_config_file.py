@@ -295,3 +295,16 @@ def test_the_precedence_table_in_the_docs_lists_every_key() -> None:
             assert any(f"`{section}.{key}`" in row and f"`{env}`" in row for row in rows), key
     for key in ("extensions_dirs", "bindings_dirs", "apcore_config", "acl"):
         assert any(f"`modules.{key}`" in row for row in rows), key
+
+
+def test_exponent_numbers_are_numbers_but_quoted_ones_are_not(tmp_path: Path) -> None:
+    path = write(
+        tmp_path, "limits:\n  execution_timeout: 1e-3\npush:\n  retry_delays: [5e-1, 2E+0]\n"
+    )
+    s = load_config(path).base()
+    assert s.execution_timeout == 0.001 and s.push_retry_delays == (0.5, 2.0)
+    path = write(tmp_path, "limits:\n  execution_timeout: '1e-3'\n")
+    with pytest.raises(ConfigFileError, match="expected a number, got string '1e-3'"):
+        load_config(path)
+    path = write(tmp_path, "agent:\n  name: 1e3\n")  # a string setting keeps its text
+    assert load_config(path).base().name == "1e3"
