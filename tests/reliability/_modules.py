@@ -10,6 +10,7 @@ secret and a file path that must never reach a client).
 from __future__ import annotations
 
 import asyncio
+import base64
 import threading
 import time
 from collections.abc import AsyncIterator
@@ -17,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from apcore import Config, Executor, ModuleAnnotations, Registry
+from apcore.errors import InvalidInputError
 from pydantic import BaseModel, Field
 
 from apcore_a2a import A2AApprovalHandler
@@ -150,8 +152,13 @@ class Blob:
     description = "Measure a file"
 
     async def execute(self, inputs: dict[str, Any], context: Any) -> dict[str, Any]:
+        # Binary fields arrive base64-encoded (docs: parts); Pydantic made them bytes.
         data = inputs["data"]
-        return {"size": len(data)}
+        try:
+            raw = base64.b64decode(data, validate=True)
+        except (ValueError, TypeError):
+            raise InvalidInputError("data is not base64") from None
+        return {"size": len(raw)}
 
 
 class LeakIn(BaseModel):

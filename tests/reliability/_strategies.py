@@ -325,3 +325,48 @@ _BASE = settings(
 def profile(ci_examples: int) -> settings:
     """Stable (derandomized) settings with *ci_examples* scaled by ``A2A_RELIABILITY_SCALE``."""
     return settings(_BASE, max_examples=examples(ci_examples))
+
+
+def from_schema(schema: Any) -> st.SearchStrategy[Any]:
+    """Instances valid under the JSON Schema subset Pydantic emits for our modules.
+
+    (hypothesis-jsonschema would be the library for this, but 0.23 fails against current
+    Hypothesis internals; our card schemas use only the keywords handled here.)
+    """
+    if not isinstance(schema, dict):
+        return json_values
+    if "enum" in schema:
+        return st.sampled_from(schema["enum"])
+    if "anyOf" in schema:
+        return st.one_of([from_schema(option) for option in schema["anyOf"]])
+    kind = schema.get("type")
+    if kind == "object":
+        props: dict[str, Any] = schema.get("properties", {})
+        required = [k for k in schema.get("required", []) if k in props]
+        optional = {k: from_schema(v) for k, v in props.items() if k not in required}
+        if not props:
+            return st.dictionaries(st.text(max_size=8), json_values, max_size=3)
+        return st.fixed_dictionaries(
+            {k: from_schema(props[k]) for k in required}, optional=optional
+        )
+    if kind == "array":
+        return st.lists(
+            from_schema(schema.get("items", {})),
+            min_size=schema.get("minItems", 0),
+            max_size=schema.get("maxItems", 5),
+        )
+    if kind == "string":
+        if "pattern" in schema:
+            return st.from_regex(schema["pattern"], fullmatch=True)
+        return st.text(min_size=schema.get("minLength", 0), max_size=schema.get("maxLength", 40))
+    if kind == "integer":
+        return st.integers(schema.get("minimum", -(2**40)), schema.get("maximum", 2**40))
+    if kind == "number":
+        return st.floats(
+            schema.get("minimum"), schema.get("maximum"), allow_nan=False, allow_infinity=False
+        )
+    if kind == "boolean":
+        return st.booleans()
+    if kind == "null":
+        return st.none()
+    return json_values
