@@ -132,3 +132,41 @@ def test_cli_flag_env_file_default_on_a_running_server(tmp_path: Path) -> None:
             base + "/", content=b"x" * 5000, headers={"Content-Type": "application/json"}
         )
         assert big.status_code == 413  # env's 2000-byte limit, not the file's 100000
+
+
+def test_module_sources_flag_env_file(tmp_path: Path) -> None:
+    for name in ("file-ext", "env-ext", "flag-ext", "file-bind", "env-bind"):
+        (tmp_path / name).mkdir()
+    (tmp_path / "acl.yaml").write_text("rules: []\n")
+    path = write(
+        tmp_path,
+        "modules:\n  extensions_dirs: [file-ext]\n  bindings_dirs: [file-bind]\n  acl: acl.yaml\n",
+    )
+    from apcore_a2a.config_file import load_config
+
+    config = load_config(path)
+    file_only = config.module_sources(environ={})
+    assert file_only.extensions_dirs == (str(tmp_path / "file-ext"),)
+    assert file_only.acl == str(tmp_path / "acl.yaml")
+    env = {"APCORE_EXTENSIONS_DIR": "env-ext", "APCORE_BINDINGS_DIR": "env-bind"}
+    with_env = config.module_sources(environ=env)
+    assert (with_env.extensions_dirs, with_env.bindings_dirs) == (("env-ext",), ("env-bind",))
+    with_flag = config.module_sources(extensions_dirs=["flag-ext"], acl="other.yaml", environ=env)
+    assert with_flag.extensions_dirs == ("flag-ext",) and with_flag.bindings_dirs == ("env-bind",)
+    assert with_flag.acl == "other.yaml"
+
+
+def test_serve_config_extensions_flag_beats_the_file(tmp_path: Path) -> None:
+    """`serve --config` with --extensions-dir: the flag's modules are served, not the file's."""
+    (tmp_path / "empty").mkdir()
+    path = write(tmp_path, "modules:\n  extensions_dirs: [empty]\n")
+    with cli_server(
+        ["--config", str(path), "--extensions-dir", str(EXTENSIONS)], env=clean_env()
+    ) as (
+        base,
+        _proc,
+    ):
+        skills = {
+            s["id"] for s in httpx.get(base + "/.well-known/agent-card.json").json()["skills"]
+        }
+        assert "math.add" in skills
