@@ -26,7 +26,7 @@ def build_plan(args: argparse.Namespace) -> tuple[harness.Plan, list[str]]:
     notes: list[str] = []
     if args.smoke:
         plan = harness.Plan(
-            rounds=1, duration=1.0, warmup=1.0, workloads=harness.SMOKE_WORKLOADS, r_calls=200,
+            rounds=1, duration=1.0, warmup=0.0, workloads=harness.SMOKE_WORKLOADS, r_calls=200,
             memory_counts=(200,), memory_variants=(harness.OURS,),
         )  # fmt: skip
     elif args.quick:

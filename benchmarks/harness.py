@@ -106,6 +106,8 @@ def _run_workload(server: Server, workload: Workload, duration: float) -> Metric
 
 
 def _warm_up(server: Server, plan: Plan) -> None:
+    if plan.warmup <= 0:
+        return
     kinds = {w.kind for w in plan.workloads}
     if "card" in kinds:
         run_wrk(server.base_url + CARD_PATH, "card", connections=4, duration=plan.warmup)

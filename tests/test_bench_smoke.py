@@ -1,0 +1,147 @@
+"""The benchmark harness runs end to end, and its report judges targets correctly.
+
+No timing is asserted anywhere here: the smoke run only proves that every part of the
+harness (both servers, wrk, the SSE client, R, RSS) works and that every request answered
+correctly. Real numbers come from ``nox -s bench``.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from apcore import Registry
+from pydantic import BaseModel
+
+from benchmarks import harness, report
+from benchmarks._wrk import _parse
+from tests._support import ROOT, running_server
+
+needs_wrk = pytest.mark.skipif(
+    shutil.which("wrk") is None and not os.environ.get("CI"),
+    reason="wrk is not installed (apt-get install -y wrk); CI installs it",
+)
+
+
+@needs_wrk
+def test_smoke_run_measures_both_servers_and_the_floor(tmp_path: Path) -> None:
+    out_json = tmp_path / "raw.json"
+    results_md = tmp_path / "RESULTS.md"
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "--smoke", "--output", str(results_md),
+         "--json", str(out_json)],
+        cwd=ROOT, capture_output=True, text=True, timeout=240, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    raw = json.loads(out_json.read_text())
+    samples: dict[str, list[dict[str, float]]] = raw["samples"]
+    for workload in ("card GET c=4", "SendMessage c=4", "SendStreamingMessage c=4"):
+        for system in ("S", "O"):
+            (metrics,) = samples[f"{workload} | {system}"]
+            assert metrics["errors"] == 0, (workload, system, metrics)
+            assert metrics["rps"] > 0, (workload, system, metrics)
+            assert metrics["cpu_us"] > 0, (workload, system, metrics)
+    stream = samples["SendStreamingMessage c=4 | O"][0]
+    assert stream["events_per_s"] > stream["rps"]  # several events per streamed task
+    assert stream["ttfe_p50_ms"] > 0
+    (r,) = raw["r"]
+    assert r["cpu_us"] > 0
+    ((tasks, rss_mib),) = raw["memory"]["O"]
+    assert tasks >= 200 and rss_mib > 10
+    # The printed and appended report carries the table, the pair ratios and the targets.
+    text = results_md.read_text()
+    assert text.strip().endswith(done.stdout.strip())
+    assert "| SendMessage c=4 | O / S |" in text
+    assert "Targets:" in text and "a2a-sdk 1.3" in text
+
+
+def test_wrk_output_without_a_summary_is_an_error() -> None:
+    with pytest.raises(RuntimeError, match="no summary"):
+        _parse("Running 1s test @ http://127.0.0.1:1/\n  0 requests in 1.00s\n")
+    parsed = _parse(
+        'WRKJSON {"requests":10,"duration_us":2000000,"replies":10,"bad":1,'
+        '"socket_errors":2,"p50_us":1500,"p90_us":2000,"p99_us":9000}\n'
+    )
+    assert parsed.rps == 5.0 and parsed.failed == 3 and parsed.p99_ms == 9.0
+
+
+def _results(o_cpu: float, card_o: float, ttfe: float, rss: tuple[float, float]) -> Any:
+    plan = harness.Plan(memory_counts=(10_000, 50_000, 200_000))
+    res = harness.Results(plan)
+    send, card = harness.Workload("SendMessage", "send", 16), harness.FULL_WORKLOADS[0]
+    stream = harness.Workload("SendStreamingMessage", "stream", 16)
+    for cpu_s, cpu_o in ((2000.0, o_cpu), (2100.0, o_cpu + 50)):
+        res.add(send, harness.PLAIN, {"rps": 300, "cpu_us": cpu_s, "errors": 0})
+        res.add(send, harness.OURS, {"rps": 250, "cpu_us": cpu_o, "errors": 0})
+        res.add(card, harness.PLAIN, {"rps": 1000, "cpu_us": 300, "errors": 0})
+        res.add(card, harness.OURS, {"rps": card_o, "cpu_us": 100, "errors": 0})
+        res.add(stream, harness.OURS, {"rps": 100, "cpu_us": 900, "ttfe_p50_ms": ttfe,
+                                        "ttfe_p99_ms": ttfe * 2, "events_per_s": 400,
+                                        "errors": 0})  # fmt: skip
+    res.r_samples = [{"cpu_us": 600.0, "wall_us": 610.0}]
+    res.memory["O"] = [(10_000, 80.0), (50_000, rss[0]), (200_000, rss[1])]
+    return res
+
+
+def test_targets_are_marked_met_and_not_met_from_the_medians() -> None:
+    good = "\n".join(report.targets(_results(2700.0, 1600.0, 12.0, (100.0, 105.0))))
+    # O - S - R = median(2700, 2750) - median(2000, 2100) - 600 = 75 µs
+    assert "75 µs: **met**" in good
+    assert "1.60x: **met**" in good
+    assert "12.0 ms: **met**" in good
+    assert "+5.0%: **met**" in good
+    bad = "\n".join(report.targets(_results(3000.0, 1400.0, 25.0, (100.0, 120.0))))
+    assert "375 µs: **not met**" in bad
+    assert "1.40x: **not met**" in bad
+    assert "25.0 ms: **not met**" in bad
+    assert "+20.0%: **not met**" in bad
+    assert "**met**" not in bad
+
+
+def test_a_plan_without_memory_or_stream_reports_not_measured() -> None:
+    res = harness.Results(harness.Plan(memory_counts=()))
+    lines = report.targets(res)
+    assert len(lines) == 4 and all("not measured" in line for line in lines)
+    assert "Memory: not measured" in report.render(res)
+
+
+class _In(BaseModel):
+    text: str
+
+
+class _Out(BaseModel):
+    text: str
+
+
+class _Echo:
+    input_schema = _In
+    output_schema = _Out
+    description = "Echo."
+
+    async def execute(self, inputs: dict[str, Any], context: Any) -> dict[str, Any]:
+        return {"text": inputs["text"]}
+
+
+async def test_server_freezes_startup_objects_while_it_runs() -> None:
+    from apcore_a2a import A2AServerFactory
+
+    registry = Registry()
+    registry.register("demo.echo", _Echo())
+    app, _card = A2AServerFactory(registry).create()
+    gc.unfreeze()
+    async with running_server(app) as base:
+        # Startup objects are out of the collector's way while requests are served.
+        assert gc.get_freeze_count() > 1000
+        async with httpx.AsyncClient() as client:
+            card = await client.get(base + "/.well-known/agent-card.json")
+        assert card.status_code == 200
+    # After shutdown the app's own cycles are collectable again.
+    assert gc.get_freeze_count() == 0
