@@ -145,7 +145,7 @@ def test_configure_leaves_foreign_handlers_alone_unless_forced(captured: io.Stri
 
 
 def test_cli_json_logs_parse_line_by_line() -> None:
-    args = ["--extensions-dir", str(EXTENSIONS), "--log-format", "json"]
+    args = ["--extensions-dir", str(EXTENSIONS), "--log-format", "json", "--metrics", "--telemetry"]
     # the environment says text; the flag wins once the settings are resolved
     with cli_server(args, env={"A2A_LOG_FORMAT": "text"}) as (url, proc):
 
@@ -155,6 +155,10 @@ def test_cli_json_logs_parse_line_by_line() -> None:
 
         reply = asyncio.run(call())
         task_id = reply["result"]["task"]["id"]
+        # --metrics and --telemetry take effect too (no tracer provider: spans are no-ops)
+        metrics = httpx.get(url + "/metrics").json()
+        assert metrics["failed_tasks"] == 1
+        assert metrics["total_requests"] == 1
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=20) == 0
         out = proc.stdout.read() if proc.stdout else ""

@@ -7,6 +7,7 @@ tracer provider (the provider an application would configure).
 from __future__ import annotations
 
 import asyncio
+import sys
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -220,3 +221,16 @@ async def test_health_and_metrics_are_not_traced(spans: InMemorySpanExporter) ->
     assert "/health" not in targets
     assert not any(t.startswith("/metrics") for t in targets)
     assert {"/.well-known/agent-card.json", "/"} <= targets
+
+
+def test_telemetry_without_the_extra_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    from apcore_a2a import A2AServerFactory
+
+    from ._agent import build_registry
+
+    # as if opentelemetry-instrumentation-asgi were not installed
+    monkeypatch.setitem(sys.modules, "opentelemetry.instrumentation.asgi", None)
+    with pytest.raises(RuntimeError, match=r"apcore-a2a\[telemetry\]"):
+        A2AServerFactory(build_registry(), environ={}, telemetry=True).create()
+    # off, nothing of it is needed
+    A2AServerFactory(build_registry(), environ={}).create()
