@@ -46,22 +46,15 @@ class ConfigFileError(SettingsError):
     """The config file cannot be used; the message names the file, line and key."""
 
 
+def _same(*names: str) -> dict[str, str]:
+    return {name: name for name in names}
+
+
 # section -> key in the file -> Settings field. Module sources are not settings; they
 # live under ``modules`` and are checked on their own.
 SECTIONS: dict[str, dict[str, str]] = {
-    "agent": {
-        "name": "name",
-        "description": "description",
-        "version": "version",
-        "url": "url",
-        "default_skill": "default_skill",
-    },
-    "http": {
-        "host": "host",
-        "port": "port",
-        "rpc_path": "rpc_path",
-        "cors_origins": "cors_origins",
-    },
+    "agent": _same("name", "description", "version", "url", "default_skill"),
+    "http": _same("host", "port", "rpc_path", "cors_origins"),
     "logging": {"level": "log_level", "format": "log_format"},
     "grpc": {
         "port": "grpc_port",
@@ -79,14 +72,14 @@ SECTIONS: dict[str, dict[str, str]] = {
         "api_keys": "api_keys",
         "require": "require_auth",
     },
-    "storage": {
-        "task_store": "task_store",
-        "cluster": "cluster",
-        "cluster_poll_interval": "cluster_poll_interval",
-        "task_max_capacity": "task_max_capacity",
-        "task_ttl_seconds": "task_ttl_seconds",
-        "task_retention_seconds": "task_retention_seconds",
-    },
+    "storage": _same(
+        "task_store",
+        "cluster",
+        "cluster_poll_interval",
+        "task_max_capacity",
+        "task_ttl_seconds",
+        "task_retention_seconds",
+    ),
     "push": {
         "enabled": "push_notifications",
         "allow_insecure_urls": "push_allow_insecure_urls",
@@ -98,14 +91,14 @@ SECTIONS: dict[str, dict[str, str]] = {
     "explorer": {"enabled": "explorer", "prefix": "explorer_prefix"},
     "metrics": {"enabled": "metrics"},
     "telemetry": {"enabled": "telemetry", "sdk": "sdk_telemetry"},
-    "limits": {
-        "execution_timeout": "execution_timeout",
-        "shutdown_timeout": "shutdown_timeout",
-        "max_body_bytes": "max_body_bytes",
-        "max_streams": "max_streams",
-        "sync_workers": "sync_workers",
-        "cancel_on_disconnect": "cancel_on_disconnect",
-    },
+    "limits": _same(
+        "execution_timeout",
+        "shutdown_timeout",
+        "max_body_bytes",
+        "max_streams",
+        "sync_workers",
+        "cancel_on_disconnect",
+    ),
 }
 _MODULE_KEYS = ("extensions_dirs", "bindings_dirs", "apcore_config", "acl")
 # Settings whose values are file paths, resolved against the config file's folder.
@@ -216,26 +209,15 @@ class AgentConfig:
         environ: Mapping[str, str] | None = None,
     ) -> ModuleSources:
         """Module sources with flags > environment (``APCORE_*_DIR``) > file."""
-        return merge_sources(self.modules, extensions_dirs, bindings_dirs, acl, environ)
-
-
-def merge_sources(
-    file: ModuleSources,
-    extensions_dirs: Sequence[str] | None = None,
-    bindings_dirs: Sequence[str] | None = None,
-    acl: str | None = None,
-    environ: Mapping[str, str] | None = None,
-) -> ModuleSources:
-    """Module sources with flags > environment (``APCORE_*_DIR``) > *file*."""
-    env = Settings.resolve(environ=os.environ if environ is None else environ)
-    ext = extensions_dirs or ((env.extensions_dir,) if env.extensions_dir else None)
-    bnd = bindings_dirs or ((env.bindings_dir,) if env.bindings_dir else None)
-    return dataclasses.replace(
-        file,
-        extensions_dirs=tuple(ext) if ext else file.extensions_dirs,
-        bindings_dirs=tuple(bnd) if bnd else file.bindings_dirs,
-        acl=acl or file.acl,
-    )
+        env = Settings.resolve(environ=os.environ if environ is None else environ)
+        ext = extensions_dirs or ((env.extensions_dir,) if env.extensions_dir else None)
+        bnd = bindings_dirs or ((env.bindings_dir,) if env.bindings_dir else None)
+        return dataclasses.replace(
+            self.modules,
+            extensions_dirs=tuple(ext) if ext else self.modules.extensions_dirs,
+            bindings_dirs=tuple(bnd) if bnd else self.modules.bindings_dirs,
+            acl=acl or self.modules.acl,
+        )
 
 
 def load_config(path: str | os.PathLike[str]) -> AgentConfig:
