@@ -10,7 +10,6 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from apcore_a2a._version import __version__
@@ -130,41 +129,6 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
     return {k: getattr(args, k, None) for k in _SETTING_FLAGS if getattr(args, k, None) is not None}
 
 
-def build_registry(extensions: Sequence[str], bindings: Sequence[str]) -> Any:
-    """Discover modules from extension folders and YAML binding folders."""
-    from apcore import BindingLoader, Registry
-
-    for directory in [*extensions, *bindings]:
-        if not Path(directory).is_dir():
-            raise CLIError(f"Error: directory not found: {directory}")
-    registry = Registry(extensions_dirs=list(extensions)) if extensions else Registry()
-    if extensions:
-        registry.discover()
-    for directory in bindings:
-        folder = str(Path(directory).resolve())
-        # Binding targets are usually modules beside the YAML files.
-        if folder not in sys.path:
-            sys.path.insert(0, folder)
-        BindingLoader().load_binding_dir(folder, registry)
-    if not registry.list():
-        where = ", ".join([*extensions, *bindings]) or "(no --extensions-dir or --bindings given)"
-        raise CLIError(f"Error: no apcore modules found in {where}")
-    return registry
-
-
-def build_executor(registry: Any, acl_path: str | None, execution_timeout: float = 300.0) -> Any:
-    from apcore import ACL
-
-    from apcore_a2a.server.factory import default_executor
-
-    acl = None
-    if acl_path:
-        if not Path(acl_path).is_file():
-            raise CLIError(f"Error: ACL file not found: {acl_path}")
-        acl = ACL.load(acl_path)
-    return default_executor(registry, acl=acl, execution_timeout=execution_timeout)
-
-
 def _serve_command(args: argparse.Namespace) -> int:
     from apcore_a2a._serve import run_app
     from apcore_a2a.server.factory import A2AServerFactory
@@ -174,24 +138,26 @@ def _serve_command(args: argparse.Namespace) -> int:
     port = overrides.get("port")
     if port is not None and not 1 <= port <= 65535:
         raise CLIError("Error: --port must be between 1 and 65535")
-    if args.config:
-        from apcore_a2a.config_file import load_config
+    from apcore_a2a.config_file import ModuleSources, load_config
 
+    if args.config:
         config = load_config(args.config)
         sources = config.module_sources(
             extensions_dirs=args.extensions_dir, bindings_dirs=args.bindings, acl=args.acl
         )
-        factory = A2AServerFactory(sources.build_executor(), settings=config.base(), **overrides)
+        base = config.base()
     else:
-        base = Settings.resolve()
-        extensions = args.extensions_dir or ([base.extensions_dir] if base.extensions_dir else [])
-        bindings = args.bindings or ([base.bindings_dir] if base.bindings_dir else [])
-        if not extensions and not bindings:
-            raise CLIError("Error: give --extensions-dir DIR or --bindings DIR with apcore modules")
-        registry = build_registry(extensions, bindings)
-        timeout = Settings.resolve(overrides).execution_timeout
-        executor = build_executor(registry, args.acl, timeout)
-        factory = A2AServerFactory(executor, **overrides)
+        env = Settings.resolve()
+        sources = ModuleSources(
+            extensions_dirs=tuple(
+                args.extensions_dir or ([env.extensions_dir] if env.extensions_dir else [])
+            ),
+            bindings_dirs=tuple(args.bindings or ([env.bindings_dir] if env.bindings_dir else [])),
+            acl=args.acl,
+        )
+        base = None
+    timeout = Settings.resolve(overrides, base=base).execution_timeout
+    factory = A2AServerFactory(sources.build_executor(timeout), settings=base, **overrides)
     app, card = factory.create()
     print(
         f"apcore-a2a {__version__}: serving {len(card.skills)} skills "

@@ -119,7 +119,7 @@ class ModuleSources:
     apcore_config: str | None = None
     acl: str | None = None
 
-    def build_executor(self) -> Any:
+    def build_executor(self, execution_timeout: float | None = None) -> Any:
         """Discover the modules and return an apcore ``Executor`` over them.
 
         Raises :class:`ConfigFileError` for a missing folder or file, an unusable apcore
@@ -128,6 +128,7 @@ class ModuleSources:
         from apcore import ACL, BindingLoader, Config, Executor, Registry
 
         from apcore_a2a.approval import A2AApprovalHandler
+        from apcore_a2a.server.factory import default_executor
 
         if not self.extensions_dirs and not self.bindings_dirs:
             raise ConfigFileError(
@@ -163,6 +164,9 @@ class ModuleSources:
             where = ", ".join((*self.extensions_dirs, *self.bindings_dirs))
             raise ConfigFileError(f"no apcore modules found in {where}")
         acl = _apcore_call("modules.acl", ACL.load, self.acl) if self.acl else None
+        if config is None:
+            # No apcore config of the user's: one setting (execution_timeout) governs.
+            return default_executor(registry, acl=acl, execution_timeout=execution_timeout or 300.0)
         return Executor(registry, acl=acl, config=config, approval_handler=A2AApprovalHandler())
 
 
