@@ -56,7 +56,7 @@ def _post(agent: Hostile, raw: bytes, headers: dict[str, Any], body: Any = None)
     return ORACLE.check(response, internal_ok=_internal_ok(body, headers))
 
 
-@profile(700)
+@profile(600)
 @given(
     body=st.one_of(
         json_values,
@@ -106,7 +106,7 @@ def _calls(draw: st.DrawFn, task_ids: list[str]) -> dict[str, Any]:
     }
 
 
-@profile(1200)
+@profile(600)
 @given(data=st.data(), version=st.sampled_from([None, b"1.0", b"0.3"]), ascii_only=st.booleans())
 def test_method_params(
     hostile_agent: Hostile, data: st.DataObject, version: bytes | None, ascii_only: bool
@@ -126,7 +126,7 @@ def test_method_params(
 _VALID = b'{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"x"}}'
 
 
-@profile(500)
+@profile(400)
 @given(
     raw=st.one_of(
         st.binary(max_size=200),
@@ -176,7 +176,7 @@ def _is_utf8(raw: bytes) -> bool:
     return True
 
 
-@profile(500)
+@profile(250)
 @given(
     method=st.one_of(
         st.text(max_size=40),

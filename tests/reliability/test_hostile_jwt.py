@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import jwt
 import pytest
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from . import _report
@@ -101,7 +101,7 @@ claim_values = st.one_of(
 )
 
 
-@profile(180)
+@profile(120)
 @given(
     claims=st.dictionaries(
         st.sampled_from(["sub", "exp", "nbf", "iat", "aud", "iss", "roles", "scope", "tenant"]),
@@ -147,10 +147,12 @@ def test_forged_and_malformed_tokens(
             token = f"{_b64(head)}.{_b64(body)}.{signature}"
         except (TypeError, ValueError, OverflowError):
             return
+    # Past ~64 KiB of headers uvicorn refuses the request itself (400, connection closed).
+    assume(len(token) < 32_000)
     _call(auth_agent, f"Bearer {token}", token)
 
 
-@profile(150)
+@profile(120)
 @given(
     value=st.one_of(
         header_bytes, hostile_text().map(lambda t: t.encode("utf-8", "surrogatepass")[:9000])

@@ -93,7 +93,7 @@ def _outcome(payload: Any, skill: str) -> tuple[str, Any]:
     return "task", (state, output)
 
 
-@profile(200)
+@profile(150)
 @given(data=st.data(), skill=st.sampled_from(["rel.add", "rel.echo", "rel.profile", "rel.tree"]))
 def test_valid_instances_run_and_answer_right(
     hostile_agent: Hostile, schemas: dict[str, Any], data: st.DataObject, skill: str
@@ -135,7 +135,7 @@ def _mutations(schema: dict[str, Any]) -> st.SearchStrategy[Any]:
     )
 
 
-@profile(500)
+@profile(300)
 @given(
     data=st.data(),
     skill=st.sampled_from(
@@ -189,7 +189,7 @@ def _file_part() -> st.SearchStrategy[dict[str, Any]]:
     )
 
 
-@profile(400)
+@profile(250)
 @given(
     skill=st.sampled_from(["rel.blob", "rel.echo", "rel.add", "rel.tree", "rel.profile"]),
     parts=st.lists(

@@ -110,7 +110,7 @@ def _query() -> st.SearchStrategy[dict[str, str]]:
     )
 
 
-@profile(700)
+@profile(500)
 @given(
     template=st.sampled_from(POST_PATHS),
     segment=_segment(),
@@ -141,7 +141,7 @@ def test_post_bodies(
     ORACLE.check(response)
 
 
-@profile(300)
+@profile(250)
 @given(
     template=st.sampled_from(POST_PATHS[:3]),
     raw=st.one_of(
@@ -174,7 +174,7 @@ def test_post_raw_bytes(
     ORACLE.check(response)
 
 
-@profile(800)
+@profile(900)
 @given(
     template=st.sampled_from(GET_PATHS + POST_PATHS),
     segment=_segment(),
@@ -195,7 +195,7 @@ def test_paths_and_queries(
     ORACLE.check(response)
 
 
-@profile(200)
+@profile(150)
 @given(task_id=st.one_of(hostile_text(), scalars.map(str)), query=_query())
 def test_real_and_fake_task_ids(
     hostile_agent: Hostile, task_id: str, query: dict[str, str]
