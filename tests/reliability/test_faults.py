@@ -1,0 +1,141 @@
+"""Faults around the tasks: a push receiver that is down, a module that hangs."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import httpx
+import pytest
+
+from apcore_a2a import A2AServerFactory
+
+from .._support import free_port, running_server
+from . import _report
+from ._load import call, message, send, wait_all_terminal
+from ._modules import Controls, build_executor
+
+PUSHED = 40
+TALLY_PUSH = _report.tally("fault: push receiver down")
+TALLY_HANG = _report.tally("fault: hanging module")
+
+
+async def test_push_receiver_down_retries_then_fails_the_config_and_tasks_are_unaffected() -> None:
+    dead = f"http://127.0.0.1:{free_port()}/hook"  # nothing listens there
+    port = free_port()
+    app, _ = A2AServerFactory(
+        build_executor(),
+        environ={},
+        port=port,
+        push_notifications=True,
+        push_allow_insecure_urls=True,
+        push_retry_delays=(0.05, 0.1),
+    ).create()
+    async with (
+        running_server(app, port=port) as url,
+        httpx.AsyncClient(base_url=url, timeout=30) as http,
+    ):
+        started = time.monotonic()
+
+        async def one(i: int) -> dict[str, object]:
+            params = {
+                "message": message("rel.add", {"a": i, "b": 1}),
+                "configuration": {"taskPushNotificationConfig": {"id": f"c{i}", "url": dead}},
+            }
+            reply = await call(http, "SendMessage", params)
+            return reply["result"]["task"]  # type: ignore[no-any-return]
+
+        tasks = await asyncio.gather(*(one(i) for i in range(PUSHED)))
+        elapsed = time.monotonic() - started
+        # Tasks finish on their own time: delivery is queued, not awaited.
+        assert [t["status"]["state"] for t in tasks] == ["TASK_STATE_COMPLETED"] * PUSHED  # type: ignore[index]
+        assert [t["artifacts"][0]["parts"][0]["data"]["sum"] for t in tasks] == [
+            i + 1 for i in range(PUSHED)
+        ]  # type: ignore[index]
+
+        sender = app.state.a2a.extras["push"].sender
+        await asyncio.wait_for(sender.idle(), 30)
+        configs = await asyncio.gather(
+            *(
+                call(http, "GetTaskPushNotificationConfig", {"taskId": t["id"], "id": f"c{i}"})
+                for i, t in enumerate(tasks)
+            )
+        )
+        statuses = {c["result"]["status"] for c in configs}
+        reasons = {c["result"]["statusReason"] for c in configs}
+        assert statuses == {"failed"}
+        assert reasons == {"connection error: ConnectError (after 3 attempts)"}
+        assert sender.retried >= 2 * PUSHED and sender.sent == 0
+        # The agent keeps serving, and a task without push is untouched by the dead hook.
+        later = await send(http, message("rel.add", {"a": 2, "b": 2}))
+        assert later["status"]["state"] == "TASK_STATE_COMPLETED"
+        assert (await http.get("/health")).status_code == 200
+    TALLY_PUSH.cases += PUSHED
+    TALLY_PUSH.lost_tasks = 0
+    TALLY_PUSH.notes.append(
+        f"{PUSHED} tasks completed in {elapsed:.2f}s with a dead hook; retried {sender.retried}, failed {sender.failed}"
+    )
+
+
+@pytest.mark.parametrize("workers", [4])
+async def test_hanging_module_times_out_and_the_pool_serves_the_rest(workers: int) -> None:
+    controls = Controls()
+    port = free_port()
+    app, _ = A2AServerFactory(
+        build_executor(controls), environ={}, port=port, execution_timeout=0.5, sync_workers=workers
+    ).create()
+    try:
+        async with (
+            running_server(app, port=port) as url,
+            httpx.AsyncClient(base_url=url, timeout=30) as http,
+        ):
+            # Two hung threads out of four: the timeout ends their tasks, the rest still runs.
+            started = time.monotonic()
+            hung = await asyncio.gather(
+                *(send(http, message("rel.hang", {})) for _ in range(workers // 2))
+            )
+            assert time.monotonic() - started < 1.5
+            for task in hung:
+                assert task["status"]["state"] == "TASK_STATE_FAILED"
+                assert task["status"]["message"]["parts"][0]["text"] == "Execution timed out"
+            quick = await asyncio.gather(
+                *(send(http, message("rel.add", {"a": i, "b": i})) for i in range(20))
+            )
+            assert [t["artifacts"][0]["parts"][0]["data"]["sum"] for t in quick] == [
+                2 * i for i in range(20)
+            ]
+
+            # Every worker thread hung: sync modules wait for a thread, async ones do not.
+            more = await asyncio.gather(
+                *(send(http, message("rel.hang", {})) for _ in range(workers - workers // 2))
+            )
+            assert {t["status"]["state"] for t in more} == {"TASK_STATE_FAILED"}
+            assert controls.hung == workers
+            waiting = await send(
+                http, message("rel.add", {"a": 1, "b": 1}), return_immediately=True
+            )
+            echo = await send(http, message("rel.echo", {"text": "still here"}))
+            assert echo["status"]["state"] == "TASK_STATE_COMPLETED"
+            assert (await http.get("/health")).status_code == 200
+            await asyncio.sleep(0.2)
+            stuck = (await call(http, "GetTask", {"id": waiting["id"]}))["result"]
+            assert stuck["status"]["state"] in ("TASK_STATE_SUBMITTED", "TASK_STATE_WORKING")
+
+            # Once the module lets go, the waiting call runs; late results change nothing.
+            controls.hang.set()
+            final = await wait_all_terminal(
+                http, [waiting["id"], *(t["id"] for t in hung + more)], timeout=10
+            )
+            assert final[waiting["id"]]["status"]["state"] in (
+                "TASK_STATE_COMPLETED",
+                "TASK_STATE_FAILED",
+            )
+            assert {final[t["id"]]["status"]["state"] for t in hung + more} == {"TASK_STATE_FAILED"}
+            outcome = final[waiting["id"]]["status"]["state"]
+    finally:
+        controls.hang.set()
+    TALLY_HANG.cases += 2 * workers + 22
+    TALLY_HANG.notes.append(
+        f"timeouts fired < 1.5 s; with all {workers} sync workers hung, async skills and /health kept "
+        f"answering, a sync call waited for a thread ({outcome} once released)"
+    )
