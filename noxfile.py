@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import nox
 
 nox.options.sessions = ["tests", "lint", "typecheck"]
@@ -30,3 +33,46 @@ def typecheck(session: nox.Session) -> None:
     """mypy --strict on the package."""
     session.install("-e", ".[dev]")
     session.run("mypy", "--strict", "apcore_a2a")
+
+
+def _reliability_run(session: nox.Session, paths: list[str], scale: str) -> None:
+    tmp = Path(session.create_tmp())
+    report, junit = tmp / "reliability.jsonl", tmp / "reliability.xml"
+    report.unlink(missing_ok=True)
+    env = {
+        "A2A_RELIABILITY_SCALE": os.environ.get("A2A_RELIABILITY_SCALE", scale),
+        "A2A_RELIABILITY_FULL": "1",
+        "A2A_RELIABILITY_REPORT": str(report),
+    }
+    session.run(
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "-o",
+        "timeout=3600",
+        f"--junitxml={junit}",
+        *paths,
+        *session.posargs,
+        env=env,
+        success_codes=[0, 1],
+    )
+    session.run("python", "-m", "tests.reliability.summary", str(report), str(junit))
+
+
+@nox.session(python=PYTHON)
+def reliability(session: nox.Session) -> None:
+    """Reliability suite at full size: 10x hostile cases, PostgreSQL restart, soak; prints a table.
+
+    ``A2A_RELIABILITY_SCALE`` changes the multiplier, ``A2A_SOAK_TASKS`` the soak length.
+    Restarts the local PostgreSQL cluster (pg_ctlcluster): not for shared CI machines.
+    """
+    session.install("-e", ".[dev]")
+    _reliability_run(session, ["tests/reliability"], "10")
+
+
+@nox.session(python=PYTHON)
+def soak(session: nox.Session) -> None:
+    """Only the soak: 200k tasks through the memory store with RSS sampled."""
+    session.install("-e", ".[dev]")
+    _reliability_run(session, ["tests/reliability/test_soak.py"], "1")
