@@ -35,6 +35,26 @@ def typecheck(session: nox.Session) -> None:
     session.run("mypy", "--strict", "apcore_a2a")
 
 
+@nox.session(python=PYTHON)
+def bench(session: nox.Session) -> None:
+    """Benchmark against a plain a2a-sdk server (``-- --quick`` short, ``-- --smoke`` seconds).
+
+    Installs Debian's ``wrk`` when it is missing (as root); appends to benchmarks/RESULTS.md.
+    """
+    import os
+    import shutil
+
+    if shutil.which("wrk") is None:
+        if shutil.which("apt-get") is None or os.geteuid() != 0:
+            session.error("wrk is required: apt-get install -y wrk")
+        session.run("apt-get", "update", "-qq", external=True)
+        session.run("apt-get", "install", "-y", "-qq", "wrk", external=True)
+    # sqlite/metrics only because apcore_a2a.push and server.ops import sqlalchemy and
+    # prometheus_client unconditionally; no OpenTelemetry, as in a plain install.
+    session.install("-e", ".[speed,sqlite,metrics]")
+    session.run("python", "-m", "benchmarks", *session.posargs)
+
+
 def _reliability_run(session: nox.Session, paths: list[str], scale: str) -> None:
     tmp = Path(session.create_tmp())
     report, junit = tmp / "reliability.jsonl", tmp / "reliability.xml"

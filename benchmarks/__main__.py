@@ -40,6 +40,10 @@ def build_plan(args: argparse.Namespace) -> tuple[harness.Plan, list[str]]:
     if args.memory is not None:
         counts = tuple(int(x) for x in args.memory.split(",") if x.strip())
         plan = replace(plan, memory_counts=counts)
+    if args.memory_systems is not None:
+        chosen = {x.strip() for x in args.memory_systems.split(",")}
+        by_label = {v.label: v for v in (harness.PLAIN, harness.OURS)}
+        plan = replace(plan, memory_variants=tuple(v for k, v in by_label.items() if k in chosen))
     if args.r_calls is not None:
         plan = replace(plan, r_calls=args.r_calls)
     variants = list(plan.variants)
@@ -63,6 +67,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int)
     parser.add_argument("--duration", type=float, help="seconds per workload")
     parser.add_argument("--memory", help="comma-separated task counts for RSS ('' = skip)")
+    parser.add_argument("--memory-systems", default=None,
+                        help="systems for the RSS run: 'O' (default) or 'S,O'")  # fmt: skip
     parser.add_argument("--r-calls", type=int, help="in-process calls per round for R")
     parser.add_argument("--no-speed", dest="speed", action="store_false",
                         help="skip the uvloop+httptools variants")  # fmt: skip
