@@ -15,7 +15,7 @@ from pathlib import Path
 from benchmarks._proc import ROOT
 from benchmarks.harness import Metrics, Results
 
-# The targets (see benchmarks/README.md).
+# The targets (see docs/benchmarks.md).
 TARGET_OVERHEAD_US = 150.0
 TARGET_CARD_RATIO = 1.5
 TARGET_TTFE_MS = 20.0
@@ -233,6 +233,6 @@ def render(res: Results, title: str | None = None) -> str:
 
 def append(path: Path, text: str) -> None:
     if not path.exists():
-        path.write_text("# Benchmark results\n\nNewest run last. See benchmarks/README.md.\n\n")
+        path.write_text("# Benchmark results\n\nNewest run last. See docs/benchmarks.md.\n\n")
     with path.open("a") as fh:
         fh.write("\n" + text)

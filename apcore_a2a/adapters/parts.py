@@ -80,9 +80,7 @@ def _takes_string(prop_schema: Any) -> bool:
     if kind == "string" or (isinstance(kind, list) and "string" in kind):
         return True
     return any(
-        _takes_string(option)
-        for key in ("anyOf", "oneOf")
-        for option in prop_schema.get(key) or ()
+        _takes_string(option) for key in ("anyOf", "oneOf") for option in prop_schema.get(key) or ()
     )
 
 

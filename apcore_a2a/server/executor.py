@@ -59,6 +59,8 @@ __all__ = ["ApCoreAgentExecutor"]
 logger = logging.getLogger("apcore_a2a.executor")
 
 CANCEL_MESSAGE = "Canceled by client"
+#: call_context.state key naming why the server itself canceled (e.g. shutting down)
+CANCEL_REASON_KEY = "apcore_a2a.cancel_reason"
 TIMEOUT_MESSAGE = "Execution timed out"
 #: a reserved apcore input key; only a resume on the A2A task may set it
 _RESUME_KEY = "_approval_token"
@@ -138,12 +140,14 @@ class ApCoreAgentExecutor(AgentExecutor):
         # The SDK cancels our execute() right after this returns (a sync module keeps its
         # thread; its late result is dropped by Run.emit). The canceled status is written
         # here so it carries a reason and every open stream receives it.
+        state = context.call_context.state if context.call_context is not None else {}
+        reason = str(state.get(CANCEL_REASON_KEY) or CANCEL_MESSAGE)
         await event_queue.enqueue_event(
             status_event(
                 task_id,
                 context.context_id or "",
                 TaskState.TASK_STATE_CANCELED,
-                agent_message(task_id, context.context_id or "", CANCEL_MESSAGE, {}),
+                agent_message(task_id, context.context_id or "", reason, {}),
             )
         )
 

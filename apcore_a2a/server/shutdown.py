@@ -25,16 +25,19 @@ from a2a.server.context import ServerCallContext
 from a2a.types import CancelTaskRequest
 from a2a.utils.errors import A2AError
 
+from apcore_a2a.server.executor import CANCEL_REASON_KEY
 from apcore_a2a.server.observer import TERMINAL_STATES, state_name
 
 if TYPE_CHECKING:
     from apcore_a2a.server.factory import ServerState
     from apcore_a2a.server.observer import Execution
 
-__all__ = ["DrainReport", "drain"]
+__all__ = ["SHUTDOWN_MESSAGE", "DrainReport", "drain"]
 
 logger = logging.getLogger("apcore_a2a.server.shutdown")
 
+#: Status message of the tasks canceled because the server stopped.
+SHUTDOWN_MESSAGE = "Canceled: the server is shutting down"
 #: Longest wait for the final state of a finished task to reach the store.
 _SETTLE_SECONDS = 2.0
 #: states an execution can be left in without a final event to wait for
@@ -107,8 +110,10 @@ async def _stored(state: ServerState, execution: Execution) -> None:
 
 
 async def _cancel(state: ServerState, execution: Execution) -> None:
-    # As the caller who started it: owner scoping applies to this cancel too.
+    # As the caller who started it (owner scoping applies), with the reason to show.
     context = execution.call_context or ServerCallContext()
+    reasoned = {**context.state, CANCEL_REASON_KEY: SHUTDOWN_MESSAGE}
+    context = context.model_copy(update={"state": reasoned})
     try:
         await state.handler.on_cancel_task(CancelTaskRequest(id=execution.task_id), context)
     except A2AError as exc:

@@ -18,6 +18,7 @@ import httpx
 from a2a.server.context import ServerCallContext
 from a2a.types import TaskState
 
+from apcore_a2a.server.shutdown import SHUTDOWN_MESSAGE
 from apcore_a2a.settings import Settings
 from apcore_a2a.storage import open_stores
 
@@ -125,6 +126,8 @@ async def test_sigterm_cancels_what_outlives_the_timeout(tmp_path: Path) -> None
     assert answered["result"]["task"]["status"]["state"] == "TASK_STATE_CANCELED"
     last = stream_events[-1]["result"]["statusUpdate"]["status"]
     assert last["state"] == "TASK_STATE_CANCELED"
+    assert last["message"]["parts"][0]["text"] == SHUTDOWN_MESSAGE
+    assert answered["result"]["task"]["status"]["message"]["parts"][0]["text"] == SHUTDOWN_MESSAGE
     states = await _stored_states(store, [*ids, stream_id, blocking_id, quick["id"]])
     assert states == ["TASK_STATE_CANCELED"] * (TASKS + 2) + ["TASK_STATE_COMPLETED"]
     assert f"canceling {TASKS + 2} task(s)" in out
