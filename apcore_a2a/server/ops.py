@@ -26,7 +26,6 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from apcore_a2a._version import __version__
-from apcore_a2a.server.metrics import LiveValues, Metrics, wants_prometheus
 from apcore_a2a.server.observer import ExecutionObserver, ExecutionTracker, RequestWatch
 from apcore_a2a.storage import StoreUnavailableError
 
@@ -34,15 +33,17 @@ if TYPE_CHECKING:
     from starlette.middleware import Middleware
 
     from apcore_a2a.server.factory import ServerState
+    from apcore_a2a.server.metrics import LiveValues, Metrics
     from apcore_a2a.settings import Settings
 
-__all__ = ["HEALTH_PATH", "HEALTH_TIMEOUT", "METRICS_PATH", "Operations"]
+__all__ = ["HEALTH_PATH", "HEALTH_TIMEOUT", "METRICS_EXTRA_HINT", "METRICS_PATH", "Operations"]
 
 HEALTH_PATH = "/health"
 METRICS_PATH = "/metrics"
 #: Seconds a health probe waits for the task store before reporting it unreachable.
 HEALTH_TIMEOUT = 0.8
 _NO_STORE = {"Cache-Control": "no-store"}
+METRICS_EXTRA_HINT = "metrics=True needs prometheus-client: pip install 'apcore-a2a[metrics]'"
 
 
 class Operations:
@@ -55,7 +56,13 @@ class Operations:
         self._state: ServerState | None = None
         self._ping: asyncio.Future[None] | None = None
         self.tracker = ExecutionTracker()
-        self.metrics = Metrics(self._live) if settings.metrics else None
+        self.metrics: Metrics | None = None
+        if settings.metrics:
+            try:
+                from apcore_a2a.server.metrics import Metrics
+            except ImportError as exc:
+                raise RuntimeError(METRICS_EXTRA_HINT) from exc
+            self.metrics = Metrics(self._live)
         self.module_spans: ExecutionObserver | None = None
         if settings.telemetry:
             from apcore_a2a.server.telemetry import ModuleSpans
@@ -113,6 +120,8 @@ class Operations:
         return max(0.0, time.time() - state.started_at)
 
     def _live(self) -> LiveValues:
+        from apcore_a2a.server.metrics import LiveValues
+
         state = self._state
         sender = getattr(state.extras.get("push"), "sender", None) if state else None
         return LiveValues(
@@ -150,6 +159,8 @@ class Operations:
         metrics = self.metrics
         if metrics is None:
             return JSONResponse({"error": "metrics are disabled"}, 404, headers=_NO_STORE)
+        from apcore_a2a.server.metrics import wants_prometheus
+
         accept = request.headers.get("accept", "")
         if wants_prometheus(accept, request.query_params.get("format")):
             body, content_type = metrics.exposition(accept)

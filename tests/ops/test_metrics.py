@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 from typing import Any
 
 import httpx
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from ._agent import V1, build_registry, message_params, rpc, send, served, wait_state
@@ -249,3 +251,17 @@ async def test_push_delivery_counters_follow_the_receiver() -> None:
         samples = await _prometheus(http, params={"format": "prometheus"})
         assert samples[("apcore_a2a_push_notifications_sent_total", ())] == len(seen["ok"])
         assert samples[("apcore_a2a_push_notifications_failed_total", ())] == 1
+
+
+def test_metrics_without_prometheus_client_names_the_extra(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from apcore_a2a import A2AServerFactory
+
+    # as if the "metrics" extra (prometheus-client) were not installed
+    monkeypatch.setitem(sys.modules, "prometheus_client", None)
+    monkeypatch.delitem(sys.modules, "apcore_a2a.server.metrics", raising=False)
+    with pytest.raises(RuntimeError, match=r"apcore-a2a\[metrics\]"):
+        A2AServerFactory(build_registry(), environ={}, metrics=True).create()
+    app, _card = A2AServerFactory(build_registry(), environ={}).create()
+    assert app.state.a2a.ops.metrics is None
