@@ -11,7 +11,6 @@ Example::
 
 from ._errors import StoreUnavailableError
 from ._recovery import INTERRUPTED_MESSAGE
-from .health import health_route
 from .memory import BoundedMemoryTaskStore
 from .stores import (
     DEFAULT_HEARTBEAT_INTERVAL,
@@ -27,6 +26,5 @@ __all__ = [
     "BoundedMemoryTaskStore",
     "StoreUnavailableError",
     "Stores",
-    "health_route",
     "open_stores",
 ]
