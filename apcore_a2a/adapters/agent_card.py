@@ -81,7 +81,8 @@ class AgentCardBuilder:
     """
 
     name: str
-    description: str
+    #: ``None``: "apcore agent with N skills", N counted at each build
+    description: str | None
     version: str
     bindings: Sequence[Binding]
     streaming: bool = True
@@ -139,7 +140,7 @@ class AgentCardBuilder:
         ]
         card = AgentCard(
             name=self.name,
-            description=self.description,
+            description=self.description or f"apcore agent with {len(specs)} skills",
             version=self.version,
             supported_interfaces=self.interfaces(),
             capabilities=capabilities,

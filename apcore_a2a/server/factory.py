@@ -179,7 +179,7 @@ class A2AServerFactory:
         self.task_store_object = task_store if not isinstance(task_store, str) else None
 
     # -- pieces ------------------------------------------------------------------------
-    def card_builder(self, module_count: int) -> AgentCardBuilder:
+    def card_builder(self) -> AgentCardBuilder:
         s = self.settings
         base = s.public_url()
         rpc_url = base + (s.rpc_path if s.rpc_path != "/" else "/")
@@ -192,10 +192,9 @@ class A2AServerFactory:
         version = (
             s.version or _config_value(self.executor, self.registry, "project.version") or "0.0.0"
         )
-        description = s.description or f"apcore agent with {module_count} skills"
         return AgentCardBuilder(
             name=name,
-            description=description,
+            description=s.description,
             version=version,
             bindings=bindings,
             streaming=True,
@@ -212,7 +211,7 @@ class A2AServerFactory:
         public_ids = list(self.registry.list())
         if not public_ids:
             raise ValueError("The apcore registry has no modules; nothing to serve")
-        catalog = SkillCatalog(self.registry, self.card_builder(len(public_ids)))
+        catalog = SkillCatalog(self.registry, self.card_builder())
         if not catalog.ids():
             raise ValueError("No module has a description; nothing to publish as a skill")
         if s.default_skill and catalog.get(s.default_skill) is None:

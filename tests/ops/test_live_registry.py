@@ -32,8 +32,10 @@ async def test_register_and_unregister_at_runtime() -> None:
         assert skills == legacy_skills == BASE
         assert (await http.get(CARD, headers={"If-None-Match": etag})).status_code == 304
 
+        description = (await http.get(CARD)).json()["description"]
         registry.register("ops.extra", Extra())
         added, added_etag = await _card(http)
+        assert (await http.get(CARD)).json()["description"] != description
         assert added == BASE | {"ops.extra"}
         assert added_etag != etag
         assert (await _card(http, LEGACY))[0] == added
