@@ -25,8 +25,9 @@ from ._strategies import encode, from_schema, hostile_text, json_values, profile
 TALLY = _report.tally("hostile: Parts vs schemas")
 ORACLE = Oracle(TALLY)
 SCHEMA_EXTENSION = "urn:apcore:a2a:skill-schemas:v1"
-#: invalid params, unsupported content type, or an unpaired surrogate (parse error)
-PART_ERRORS = (-32602, -32005, -32700)
+#: invalid params, unsupported content type, an unpaired surrogate (parse error), or a
+#: body over max_body_bytes (HTTP 413 with -32600)
+PART_ERRORS = (-32602, -32005, -32700, -32600)
 #: skills whose valid input runs to completion, and what their answer must be
 ANSWERS = {
     "rel.add": lambda i: {"sum": i["a"] + i["b"]},

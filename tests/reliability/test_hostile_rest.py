@@ -174,7 +174,7 @@ def test_post_raw_bytes(
     ORACLE.check(response)
 
 
-@profile(900)
+@profile(1000)
 @given(
     template=st.sampled_from(GET_PATHS + POST_PATHS),
     segment=_segment(),
