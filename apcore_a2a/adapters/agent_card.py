@@ -61,11 +61,23 @@ def _dumps(data: Any) -> bytes:
     return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
+def _whole_numbers(value: Any) -> Any:
+    """Integral floats back to ints: protobuf ``Struct`` keeps every JSON number as a
+    double, which would publish ``"maxItems": 8.0`` in the skill schemas."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _whole_numbers(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_whole_numbers(v) for v in value]
+    return value
+
+
 def serialize_card(card: AgentCard) -> CardDocument:
     """Serialize *card* for the well-known routes (1.0+0.3 merged, and pure 0.3)."""
-    body = _dumps(agent_card_to_dict(card))
+    body = _dumps(_whole_numbers(agent_card_to_dict(card)))
     legacy = to_compat_agent_card(card).model_dump(mode="json", by_alias=True, exclude_none=True)
-    legacy_body = _dumps(legacy)
+    legacy_body = _dumps(_whole_numbers(legacy))
     return CardDocument(card, body, _etag(body), legacy_body, _etag(legacy_body))
 
 

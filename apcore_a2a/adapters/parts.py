@@ -28,7 +28,7 @@ from a2a.types import Part
 from a2a.utils.errors import InvalidParamsError
 from google.protobuf.struct_pb2 import Value
 
-from apcore_a2a.adapters.schema import SchemaFacts
+from apcore_a2a.adapters.schema import SchemaFacts, coerce_integers
 
 __all__ = ["input_from_parts", "output_to_parts", "sniff_media_type", "value_to_python"]
 
@@ -49,27 +49,6 @@ def value_to_python(value: Value) -> Any:
     if kind == "bool_value":
         return value.bool_value
     return None
-
-
-def _coerce_at(node: Any, path: Sequence[str]) -> Any:
-    if not path:
-        if isinstance(node, float) and node.is_integer():
-            return int(node)
-        return node
-    head, rest = path[0], path[1:]
-    if head == "*":
-        if isinstance(node, list):
-            return [_coerce_at(item, rest) for item in node]
-        return node
-    if isinstance(node, dict) and head in node:
-        node[head] = _coerce_at(node[head], rest)
-    return node
-
-
-def _coerce_integers(data: dict[str, Any], facts: SchemaFacts) -> dict[str, Any]:
-    for path in facts.integer_paths:
-        _coerce_at(data, path)
-    return data
 
 
 def _takes_string(prop_schema: Any) -> bool:
@@ -142,7 +121,8 @@ def input_from_parts(parts: Sequence[Part], facts: SchemaFacts) -> dict[str, Any
     result = merged if merged is not None else _input_from_text(texts, facts)
     if files:
         _place_files(result, files, facts)
-    return _coerce_integers(result, facts)
+    coerced: dict[str, Any] = coerce_integers(result, facts)
+    return coerced
 
 
 def _input_from_text(texts: list[str], facts: SchemaFacts) -> dict[str, Any]:

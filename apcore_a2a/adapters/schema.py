@@ -9,11 +9,19 @@ by the caller (see :class:`SchemaFacts`).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["SchemaFacts", "inline_refs", "root_type", "schema_facts", "summarize"]
+__all__ = [
+    "SchemaFacts",
+    "coerce_integers",
+    "inline_refs",
+    "root_type",
+    "schema_facts",
+    "summarize",
+]
 
 _MAX_DEPTH = 32
 
@@ -126,31 +134,79 @@ class SchemaFacts:
     binary: tuple[str, ...] = ()
     #: the one required string property a plain text part may fill, if exactly one exists
     text_property: str | None = None
-    #: paths (tuples of keys; ``"*"`` for array items) whose schema type is integer
-    integer_paths: tuple[tuple[str, ...], ...] = ()
     summary: str = field(default="")
+    #: the schema as the module declared it ($defs kept), for walking recursive refs
+    source: Mapping[str, Any] = field(default_factory=dict)
+    #: whether any property anywhere is typed integer (else coercion is skipped)
+    has_integers: bool = False
 
 
-def _integer_paths(
-    node: Mapping[str, Any], prefix: tuple[str, ...], out: list[tuple[str, ...]], depth: int
-) -> None:
-    if depth > 8:
-        return
-    types = _types_of(node)
-    if "integer" in types and "number" not in types:
-        out.append(prefix)
-    props = node.get("properties")
-    if isinstance(props, Mapping):
-        for name, sub in props.items():
-            if isinstance(sub, Mapping):
-                _integer_paths(sub, (*prefix, name), out, depth + 1)
-    items = node.get("items")
-    if isinstance(items, Mapping):
-        _integer_paths(items, (*prefix, "*"), out, depth + 1)
+def _resolve(node: Any, root: Mapping[str, Any]) -> Any:
+    """Follow a chain of local ``$ref`` pointers (bounded) to the schema they name."""
+    for _ in range(32):
+        if not isinstance(node, Mapping):
+            return node
+        ref = node.get("$ref")
+        if not isinstance(ref, str):
+            return node
+        target = _resolve_pointer(root, ref)
+        if target is None:
+            return {k: v for k, v in node.items() if k != "$ref"}
+        node = target
+    return {}
+
+
+def _integral_types(node: Any, root: Mapping[str, Any], depth: int = 0) -> set[str]:
+    node = _resolve(node, root)
+    if not isinstance(node, Mapping) or depth > 8:
+        return set()
+    found = _types_of({"type": node.get("type")}) if "type" in node else set()
     for key in ("anyOf", "oneOf", "allOf"):
         for option in node.get(key) or ():
-            if isinstance(option, Mapping) and option.get("type") != "null":
-                _integer_paths(option, prefix, out, depth + 1)
+            found |= _integral_types(option, root, depth + 1)
+    return found
+
+
+def _coerce(value: Any, node: Any, root: Mapping[str, Any], depth: int) -> Any:
+    node = _resolve(node, root)
+    if not isinstance(node, Mapping) or depth > 256:
+        return value
+    if isinstance(value, float):
+        if value.is_integer():
+            types = _integral_types(node, root)
+            if "integer" in types and "number" not in types:
+                return int(value)
+        return value
+    if isinstance(value, dict):
+        props = node.get("properties")
+        extra = node.get("additionalProperties")
+        for key, item in value.items():
+            sub = props.get(key) if isinstance(props, Mapping) else None
+            if sub is None and isinstance(extra, Mapping):
+                sub = extra
+            if sub is not None:
+                value[key] = _coerce(item, sub, root, depth + 1)
+    elif isinstance(value, list):
+        items = node.get("items")
+        if isinstance(items, Mapping):
+            value[:] = [_coerce(item, items, root, depth + 1) for item in value]
+    else:
+        return value
+    for key in ("anyOf", "oneOf", "allOf"):
+        for option in node.get(key) or ():
+            value = _coerce(value, option, root, depth + 1)
+    return value
+
+
+def coerce_integers(value: Any, facts: SchemaFacts) -> Any:
+    """Turn integral floats back into ``int`` wherever the schema says ``integer``.
+
+    Walks the *value* against the original schema, resolving ``$ref`` as it goes, so
+    recursive schemas (trees, linked lists) are followed as deep as the data goes.
+    """
+    if not facts.has_integers:
+        return value
+    return _coerce(value, facts.source, facts.source, 0)
 
 
 def summarize(schema: Mapping[str, Any], limit: int = 200) -> str:
@@ -187,14 +243,13 @@ def schema_facts(input_schema: Mapping[str, Any]) -> SchemaFacts:
         ]
         if len(props) == 1 and len(optional_strings) == 1:
             text_property = optional_strings[0]
-    paths: list[tuple[str, ...]] = []
-    _integer_paths(schema, (), paths, 0)
     return SchemaFacts(
         schema=schema,
         properties=frozenset(props),
         required=required,
         binary=binary,
         text_property=text_property,
-        integer_paths=tuple(p for p in paths if p),
         summary=summarize(schema),
+        source=input_schema,
+        has_integers='"integer"' in json.dumps(input_schema, default=str),
     )

@@ -60,6 +60,34 @@ def test_integer_coercion_follows_schema() -> None:
     assert input_from_parts([data({"count": 2.5})], facts)["count"] == 2.5
 
 
+def test_integers_below_a_recursive_ref() -> None:
+    tree = {
+        "$defs": {
+            "Node": {
+                "type": "object",
+                "properties": {
+                    "value": {"type": "integer"},
+                    "weight": {"type": "number"},
+                    "children": {"type": "array", "items": {"$ref": "#/$defs/Node"}},
+                },
+            }
+        },
+        "properties": {"root": {"$ref": "#/$defs/Node"}},
+    }
+    facts = schema_facts(tree)
+    deep: dict[str, object] = {"value": 3, "weight": 1}
+    for level in (2, 1):
+        deep = {"value": level, "weight": 1, "children": [deep]}
+    result = input_from_parts([data({"root": deep})], facts)
+    node = result["root"]
+    while True:
+        assert type(node["value"]) is int and type(node["weight"]) is float
+        if not node.get("children"):
+            break
+        node = node["children"][0]
+    assert node["value"] == 3
+
+
 def test_text_part_rules() -> None:
     one_string = schema_facts({"properties": {"text": {"type": "string"}}, "required": ["text"]})
     assert input_from_parts([Part(text="hi")], one_string) == {"text": "hi"}
@@ -146,3 +174,33 @@ def test_settings_precedence_and_types() -> None:
         Settings.resolve({"nope": 1}, environ={})
     masked = Settings.resolve({"auth_key": "s3cret", "api_keys": ["k1"]}, environ={}).masked()
     assert masked["auth_key"] == "***" and masked["api_keys"] == ["***"]
+
+
+def test_card_publishes_whole_numbers_as_integers() -> None:
+    import json
+
+    from apcore_a2a.adapters.agent_card import AgentCardBuilder, Binding, serialize_card
+    from apcore_a2a.adapters.skills import skill_from_descriptor
+
+    class Descriptor:
+        module_id = "list.take"
+        description = "Take items"
+        input_schema = {
+            "type": "object",
+            "properties": {"items": {"type": "array", "maxItems": 8}, "ratio": {"default": 0.5}},
+        }
+        output_schema = {"type": "object"}
+
+    spec = skill_from_descriptor(Descriptor())
+    assert spec is not None
+    card = AgentCardBuilder(
+        name="n", description=None, version="1", bindings=[Binding("JSONRPC", "http://x/")]
+    ).build([spec])
+    document = serialize_card(card)
+    for body in (document.body, document.legacy_body):
+        params = json.loads(body)["capabilities"]["extensions"][0]["params"]
+        schema = params["skills"]["list.take"]["inputSchema"]
+        assert schema["properties"]["items"]["maxItems"] == 8
+        assert type(schema["properties"]["items"]["maxItems"]) is int
+        assert schema["properties"]["ratio"]["default"] == 0.5
+    assert json.loads(document.body)["description"] == "apcore agent with 1 skills"

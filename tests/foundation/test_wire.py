@@ -151,6 +151,8 @@ def test_card_content(agent_url: str) -> None:
     assert ext["uri"] == "urn:apcore:a2a:skill-schemas:v1"
     schema = ext["params"]["skills"]["math.add"]["inputSchema"]
     assert schema["properties"]["a"]["type"] == "integer"
+    raw = httpx.get(agent_url + "/.well-known/agent-card.json", timeout=10).text
+    assert ".0," not in raw and ".0}" not in raw  # whole numbers are published as integers
     assert card["capabilities"]["streaming"] is True
     # 0.3 keys merged in for older clients
     assert card["protocolVersion"] == "0.3"

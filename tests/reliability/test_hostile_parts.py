@@ -262,13 +262,6 @@ def test_card_shows_the_cycle_cut_and_deep_trees_are_refused_cleanly(
     assert payload["error"]["code"] == -32602  # protobuf's Struct depth limit (100)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "integral numbers below a recursive $ref (Node.children[].value) stay floats: the part "
-        "converter's integer paths come from the cut schema, so apcore rejects 2.0 as not an int"
-    ),
-)
 def test_nested_integers_below_a_ref_cycle_are_accepted(hostile_agent: Hostile) -> None:
     tree = {"root": {"value": 1, "children": [{"value": 2, "children": [{"value": 3}]}]}}
     reply = rpc(hostile_agent.http, "SendMessage", {"message": message("rel.tree", tree)}).json()
