@@ -59,9 +59,10 @@ def _parse(output: str) -> WrkResult:
 
 def _cmd(url: str, mode: str, connections: int, duration: float, threads: int) -> list[str]:
     threads = max(1, min(threads, connections))
+    # A generous --timeout: on a busy machine a slow reply is latency, not an error.
     return [
         wrk_path(), f"-t{threads}", f"-c{connections}", f"-d{max(1, round(duration))}s",
-        "--latency", "-s", str(SCRIPT), url, "--", mode,
+        "--timeout", "30s", "--latency", "-s", str(SCRIPT), url, "--", mode,
     ]  # fmt: skip
 
 
