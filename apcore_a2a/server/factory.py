@@ -36,6 +36,7 @@ from apcore_a2a.push import build_push
 from apcore_a2a.push import card_extensions as push_card_extensions
 from apcore_a2a.server._card_routes import card_routes
 from apcore_a2a.server._guards import RequestGuard, StreamCounter, cancel_on_drop
+from apcore_a2a.server._rest03 import eager_legacy_streams
 from apcore_a2a.server.call_context import ApCoreCallContextBuilder
 from apcore_a2a.server.catalog import SkillCatalog
 from apcore_a2a.server.executor import ApCoreAgentExecutor
@@ -292,11 +293,13 @@ class A2AServerFactory:
 
             routes += explorer_routes(s.explorer_prefix)
         # REST last: its "/{tenant}" mount would otherwise swallow the routes above.
-        routes += create_rest_routes(
-            handler,
-            context_builder=context_builder,
-            enable_v0_3_compat=True,
-            shutdown_grace_period=_stream_grace(s),
+        routes += eager_legacy_streams(
+            create_rest_routes(
+                handler,
+                context_builder=context_builder,
+                enable_v0_3_compat=True,
+                shutdown_grace_period=_stream_grace(s),
+            )
         )
         middleware = [
             *ops.middleware(),

@@ -47,9 +47,6 @@ VERSION_DIFFERENCES: dict[str, list[str]] = {
 SDK_GAPS: dict[tuple[str, str, str], list[str]] = {
     # CompatRestTransport raises NotImplementedError for list/delete push configs.
     ("push_config_crud", "HTTP+JSON", "0.3"): ["listed", "deleted", "after_delete"],
-    # The SDK's 0.3 REST subscribe route raises TaskNotFoundError after the SSE response
-    # started, so the client sees a dropped connection instead of the error.
-    ("unknown_task", "HTTP+JSON", "0.3"): ["subscribe"],
 }
 
 

@@ -210,13 +210,6 @@ def test_real_and_fake_task_ids(
         ORACLE.check(hostile_agent.http.get(path, params=query, headers={"A2A-Version": "1.0"}))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "a2a-sdk 1.3 v0.3 REST streaming parses the body inside the SSE generator: any bad "
-        "body or unknown skill aborts the connection after the 200 header (no error body)"
-    ),
-)
 @pytest.mark.parametrize(
     "body",
     [
@@ -226,11 +219,22 @@ def test_real_and_fake_task_ids(
     ],
 )
 def test_v03_rest_stream_rejects_bad_bodies_cleanly(hostile_agent: Hostile, body: bytes) -> None:
+    # The SDK alone fails these inside the SSE stream (cut connection after the 200);
+    # apcore_a2a.server._rest03 pulls the first event before answering.
     response = hostile_agent.http.post(
         "/v1/message:stream", content=body, headers={"content-type": "application/json"}
     )
     ORACLE.check(response)
     assert response.status_code in (400, 404)
+    assert response.json()["error"]["message"]
+
+
+def test_v03_rest_subscribe_to_unknown_task_is_404(hostile_agent: Hostile) -> None:
+    response = hostile_agent.http.get(
+        "/v1/tasks/no-such-task:subscribe", headers={"A2A-Version": "0.3"}
+    )
+    ORACLE.check(response)
+    assert response.status_code == 404
 
 
 def test_agent_still_healthy_after_hostile_rest(hostile_agent: Hostile) -> None:
