@@ -119,6 +119,42 @@ class ModuleSpans:
         self._context.detach(token)
 
 
+def _ignore(*args: Any, **kwargs: Any) -> None:
+    return None
+
+
+class _Silent:
+    """Tracer, span and context manager in one, recording nothing.
+
+    The SDK wraps ~55 calls of every request in spans. OpenTelemetry's ``NoOpTracer`` still
+    attaches and detaches a context for each (about 4 µs); this shared object does nothing
+    at all, which saves about 0.2 ms of CPU per SendMessage while SDK spans are off.
+    """
+
+    __slots__ = ()
+
+    def start_as_current_span(self, *args: Any, **kwargs: Any) -> _Silent:
+        return self
+
+    def start_span(self, *args: Any, **kwargs: Any) -> _Silent:
+        return self
+
+    def __enter__(self) -> _Silent:
+        return self
+
+    def __exit__(self, *args: object) -> None:
+        return None
+
+    def is_recording(self) -> bool:
+        return False
+
+    def __getattr__(self, name: str) -> Any:
+        return _ignore
+
+
+_SILENT = _Silent()
+
+
 class _SdkTracerGate:
     """Stands in for ``opentelemetry.trace`` inside ``a2a.utils.telemetry``.
 
@@ -134,7 +170,7 @@ class _SdkTracerGate:
     def get_tracer(self, *args: Any, **kwargs: Any) -> Any:
         if self.enabled:
             return self.real.get_tracer(*args, **kwargs)
-        return self.real.NoOpTracer()
+        return _SILENT
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.real, name)
