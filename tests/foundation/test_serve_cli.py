@@ -71,7 +71,7 @@ def test_card_identity_precedence() -> None:
     assert card.name == "kwarg"
 
 
-def test_serve_runs_uvicorn_and_stops_on_sigterm(tmp_path: Path) -> None:
+async def test_serve_runs_uvicorn_and_stops_on_sigterm(tmp_path: Path) -> None:
     port = free_port()
     script = tmp_path / "run.py"
     script.write_text(
@@ -86,23 +86,19 @@ def test_serve_runs_uvicorn_and_stops_on_sigterm(tmp_path: Path) -> None:
     proc = subprocess.Popen(
         [sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
+    url = f"http://127.0.0.1:{port}"
     try:
-        wait_http(f"http://127.0.0.1:{port}/.well-known/agent-card.json", proc=proc)
-        body = {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "SendMessage",
-            "params": {
-                "message": {
-                    "messageId": "x",
-                    "role": "ROLE_USER",
-                    "parts": [{"data": {"a": 1, "b": 1}}],
-                    "metadata": {"skillId": "math.add"},
-                }
-            },
-        }
-        reply = httpx.post(f"http://127.0.0.1:{port}/", json=body, timeout=10).json()
-        assert reply["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+        wait_http(url + "/.well-known/agent-card.json", proc=proc)
+        for binding, version in [("JSONRPC", "1.0"), ("HTTP+JSON", "1.0"), ("JSONRPC", "0.3")]:
+            client = await make_client(url, binding, version)
+            try:
+                task = await send(client, message(data_part({"a": 1, "b": 1}), skill="math.add"))
+                assert task.status.state == TaskState.TASK_STATE_COMPLETED
+                assert task.artifacts[0].parts[0].data.struct_value["sum"] == 2
+                task = await send(client, message(Part(text="hey"), skill="text.shout"))
+                assert task.artifacts[0].parts[0].text == "HEY!"
+            finally:
+                await client.close()
     finally:
         proc.send_signal(signal.SIGTERM)
         code = proc.wait(timeout=20)
