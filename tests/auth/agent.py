@@ -16,27 +16,10 @@ from google.protobuf.struct_pb2 import Struct
 from pydantic import BaseModel
 
 from apcore_a2a import A2AServerFactory
+from tests._modules import Add
 from tests._support import free_port, threaded_server
 
 BINDINGS = [("JSONRPC", "1.0"), ("JSONRPC", "0.3"), ("HTTP+JSON", "1.0"), ("HTTP+JSON", "0.3")]
-
-
-class AddIn(BaseModel):
-    a: int
-    b: int
-
-
-class AddOut(BaseModel):
-    sum: int
-
-
-class Add:
-    input_schema = AddIn
-    output_schema = AddOut
-    description = "Add two integers"
-
-    def execute(self, inputs: dict[str, Any], context: Any) -> dict[str, Any]:
-        return {"sum": inputs["a"] + inputs["b"]}
 
 
 class Empty(BaseModel):

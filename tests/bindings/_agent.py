@@ -24,6 +24,7 @@ from apcore import ModuleAnnotations, Registry
 from pydantic import BaseModel, Field
 
 from apcore_a2a import A2AServerFactory
+from tests._modules import Add, Echo
 from tests._support import free_port, threaded_server
 
 
@@ -61,41 +62,6 @@ class Gates:
 
 
 GATES = Gates()
-
-
-class EchoIn(BaseModel):
-    text: str
-
-
-class EchoOut(BaseModel):
-    text: str
-
-
-class Echo:
-    input_schema = EchoIn
-    output_schema = EchoOut
-    description = "Echo the text back"
-
-    def execute(self, inputs: dict[str, Any], context: Any) -> dict[str, Any]:
-        return {"text": "echo: " + inputs["text"]}
-
-
-class AddIn(BaseModel):
-    a: int
-    b: int
-
-
-class AddOut(BaseModel):
-    sum: int
-
-
-class Add:
-    input_schema = AddIn
-    output_schema = AddOut
-    description = "Add two integers"
-
-    def execute(self, inputs: dict[str, Any], context: Any) -> dict[str, Any]:
-        return {"sum": inputs["a"] + inputs["b"]}
 
 
 class CountdownIn(BaseModel):

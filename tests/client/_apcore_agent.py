@@ -8,40 +8,7 @@ from typing import Any
 from apcore import Registry
 from pydantic import BaseModel
 
-
-class EchoIn(BaseModel):
-    text: str
-
-
-class EchoOut(BaseModel):
-    text: str
-
-
-class EchoModule:
-    input_schema = EchoIn
-    output_schema = EchoOut
-    description = "Echo the text back"
-
-    def execute(self, inputs: dict[str, Any], context: Any) -> dict[str, Any]:
-        return {"text": "echo: " + inputs["text"]}
-
-
-class AddIn(BaseModel):
-    a: int
-    b: int
-
-
-class AddOut(BaseModel):
-    sum: int
-
-
-class AddModule:
-    input_schema = AddIn
-    output_schema = AddOut
-    description = "Add two integers"
-
-    def execute(self, inputs: dict[str, Any], context: Any) -> dict[str, Any]:
-        return {"sum": inputs["a"] + inputs["b"]}
+from tests._modules import Add, Echo
 
 
 class SlowIn(BaseModel):
@@ -77,8 +44,8 @@ class FailModule:
 
 def build_registry() -> Registry:
     registry = Registry()
-    registry.register("demo.echo", EchoModule())
-    registry.register("demo.add", AddModule())
+    registry.register("demo.echo", Echo())
+    registry.register("demo.add", Add())
     registry.register("demo.slow", SlowModule())
     registry.register("demo.fail", FailModule())
     return registry

@@ -8,24 +8,11 @@ from apcore import Registry
 from apcore.decorator import module
 from pydantic import BaseModel, Field
 
-
-class AddIn(BaseModel):
-    a: int
-    b: int
+from tests import _modules
 
 
-class AddOut(BaseModel):
-    sum: int
-
-
-class Add:
-    input_schema = AddIn
-    output_schema = AddOut
-    description = "Add two integers"
+class Add(_modules.Add):
     tags = ["math"]
-
-    def execute(self, inputs: dict[str, Any], context: Any) -> dict[str, Any]:
-        return {"sum": inputs["a"] + inputs["b"]}
 
 
 class StatsIn(BaseModel):

@@ -12,27 +12,10 @@ import httpx
 from apcore import ModuleError, Registry
 from pydantic import BaseModel, Field
 
+from .._modules import Add
 from .._support import free_port
 
 V1 = {"A2A-Version": "1.0"}
-
-
-class AddIn(BaseModel):
-    a: int
-    b: int
-
-
-class AddOut(BaseModel):
-    sum: int
-
-
-class Add:
-    input_schema = AddIn
-    output_schema = AddOut
-    description = "Add two integers"
-
-    def execute(self, inputs: dict[str, Any], context: Any) -> dict[str, Any]:
-        return {"sum": inputs["a"] + inputs["b"]}
 
 
 class TextIn(BaseModel):

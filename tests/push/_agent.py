@@ -15,7 +15,6 @@ from typing import Any
 
 import httpx
 from apcore import Registry
-from pydantic import BaseModel
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
@@ -23,6 +22,7 @@ from starlette.routing import Route
 
 from apcore_a2a import A2AServerFactory
 
+from .._modules import Add
 from .._support import EXAMPLES, running_server
 
 V1 = {"A2A-Version": "1.0"}
@@ -41,25 +41,7 @@ def _load_example() -> Any:
 push_receiver = _load_example()
 
 
-class AddIn(BaseModel):
-    a: int
-    b: int
-
-
-class AddOut(BaseModel):
-    sum: int
-
-
-class AddModule:
-    input_schema = AddIn
-    output_schema = AddOut
-    description = "Add two integers"
-
-    def execute(self, inputs: dict[str, Any], context: Any) -> dict[str, Any]:
-        return {"sum": inputs["a"] + inputs["b"]}
-
-
-class SlowAddModule(AddModule):
+class SlowAdd(Add):
     description = "Add two integers after half a second"
 
     async def execute(self, inputs: dict[str, Any], context: Any) -> dict[str, Any]:  # type: ignore[override]
@@ -70,8 +52,8 @@ class SlowAddModule(AddModule):
 
 def demo_registry() -> Registry:
     registry = Registry()
-    registry.register("demo.add", AddModule())
-    registry.register("demo.slow_add", SlowAddModule())
+    registry.register("demo.add", Add())
+    registry.register("demo.slow_add", SlowAdd())
     return registry
 
 

@@ -22,6 +22,7 @@ from apcore.errors import InvalidInputError
 from pydantic import BaseModel, Field
 
 from apcore_a2a import A2AApprovalHandler
+from tests import _modules
 
 #: text that must never appear in any response body
 SECRET = "hunter2-5f3a9c"
@@ -39,19 +40,8 @@ class Controls:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
-class AddIn(BaseModel):
-    a: int
-    b: int
-
-
-class AddOut(BaseModel):
-    sum: int
-
-
-class Add:
-    input_schema = AddIn
-    output_schema = AddOut
-    description = "Add two integers"
+class Add(_modules.Add):
+    """The shared adder, counting its runs in ``controls.quick_runs``."""
 
     def __init__(self, controls: Controls) -> None:
         self.controls = controls
@@ -59,7 +49,7 @@ class Add:
     def execute(self, inputs: dict[str, Any], context: Any) -> dict[str, Any]:
         with self.controls.lock:
             self.controls.quick_runs += 1
-        return {"sum": inputs["a"] + inputs["b"]}
+        return super().execute(inputs, context)
 
 
 class TextIn(BaseModel):

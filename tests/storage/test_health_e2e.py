@@ -4,31 +4,13 @@ from __future__ import annotations
 
 import httpx
 from apcore import Registry
-from pydantic import BaseModel
 
 from apcore_a2a import A2AServerFactory
 
+from .._modules import Add
 from .._support import running_server
 from ._proxy import TcpProxy
 from .conftest import PG_HOST, PG_PORT
-
-
-class AddInput(BaseModel):
-    a: int
-    b: int
-
-
-class AddOutput(BaseModel):
-    sum: int
-
-
-class Add:
-    input_schema = AddInput
-    output_schema = AddOutput
-    description = "Add two integers"
-
-    def execute(self, inputs: dict[str, int], context: object) -> dict[str, int]:
-        return {"sum": inputs["a"] + inputs["b"]}
 
 
 async def test_health_tracks_postgres_without_a_restart(pg_url: str) -> None:
