@@ -9,10 +9,10 @@ import httpx
 
 from apcore_a2a import __version__
 
+from .._proxy import TcpProxy
 from ..storage.conftest import PG_HOST, PG_PORT, pg_schema_url
 from ._agent import Extra, build_registry, send, served, wait_state
 from ._proc import serve_process
-from ._proxy import FreezableProxy
 
 
 async def test_healthy_document() -> None:
@@ -80,7 +80,7 @@ async def test_health_answers_within_a_second_while_the_agent_is_busy() -> None:
 
 async def test_postgres_that_hangs_or_is_gone_makes_health_503_within_a_second() -> None:
     with pg_schema_url() as url:
-        proxy = FreezableProxy(PG_HOST, PG_PORT)
+        proxy = TcpProxy(PG_HOST, PG_PORT)
         await proxy.start()
         proxied = url.replace(f"{PG_HOST}:{PG_PORT}", f"127.0.0.1:{proxy.port}")
         try:
@@ -99,12 +99,12 @@ async def test_postgres_that_hangs_or_is_gone_makes_health_503_within_a_second()
                 proxy.thaw()
                 await _until_status(http, 200)
 
-                await proxy.aclose()
+                await proxy.stop()
                 down = await _until_status(http, 503)
                 assert down.json()["status"] == "unhealthy"
                 assert "unreachable" in down.json()["reason"]
         finally:
-            await proxy.aclose()
+            await proxy.stop()
 
 
 async def _until_status(http: httpx.AsyncClient, status: int) -> httpx.Response:

@@ -10,9 +10,9 @@ from apcore_a2a.storage import StoreUnavailableError, open_stores
 from apcore_a2a.storage._engine import create_engine
 from apcore_a2a.storage._urls import parse_store_url
 
+from .._proxy import TcpProxy
 from .._support import free_port
 from ._helpers import ctx, make_task, settings
-from ._proxy import TcpProxy
 from .conftest import PG_HOST, PG_PORT, require_postgres
 
 

@@ -8,8 +8,8 @@ from apcore import Registry
 from apcore_a2a import A2AServerFactory
 
 from .._modules import Add
+from .._proxy import TcpProxy
 from .._support import running_server
-from ._proxy import TcpProxy
 from .conftest import PG_HOST, PG_PORT
 
 
