@@ -22,8 +22,9 @@ import yaml
 from a2a.client import ClientConfig, ClientFactory
 from a2a.types import GetTaskRequest, TaskState
 
+from tests._sdk import request
 from tests._support import EXAMPLES, ROOT, free_port, wait_http
-from tests.storage._a2a import request, send
+from tests.storage._a2a import send
 from tests.storage.conftest import pg_schema_url
 
 from ._image import ImageRoot

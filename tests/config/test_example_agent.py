@@ -13,8 +13,9 @@ from a2a.client import ClientConfig, ClientFactory
 from a2a.client.errors import A2AClientError
 from a2a.types import GetTaskRequest, TaskState
 
+from tests._sdk import request
 from tests._support import ROOT, cli_server, free_port, wait_http
-from tests.storage._a2a import request, send
+from tests.storage._a2a import send
 
 from ._helpers import clean_env
 

@@ -6,7 +6,8 @@ import pytest
 from a2a.types import GetTaskRequest, ListTasksRequest, Part, TaskState
 from google.protobuf.json_format import MessageToDict
 
-from tests.foundation.sdk import BINDINGS, data_part, make_client, message, send
+from tests._sdk import data_part, make_client
+from tests.foundation.sdk import BINDINGS, message, send
 
 
 @pytest.mark.parametrize(("binding", "version"), BINDINGS)

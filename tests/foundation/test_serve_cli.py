@@ -15,9 +15,10 @@ from apcore import Config, Executor, Registry
 from starlette.applications import Starlette
 
 from apcore_a2a import A2AServerFactory, async_serve
+from tests._sdk import data_part, make_client
 from tests._support import EXAMPLES, ROOT, cli_server, free_port, wait_http
 from tests.foundation.modules import Add, build_registry
-from tests.foundation.sdk import data_part, make_client, message, send
+from tests.foundation.sdk import message, send
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

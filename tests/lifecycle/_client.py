@@ -8,10 +8,10 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
-from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
-from a2a.types import Message, Part, Role, SendMessageRequest, StreamResponse, TaskState
+from a2a.types import StreamResponse, TaskState
 from google.protobuf.json_format import MessageToDict
-from google.protobuf.struct_pb2 import Struct
+
+from tests._sdk import make_client
 
 V1 = {"A2A-Version": "1.0"}
 V03 = {"A2A-Version": "0.3"}
@@ -23,56 +23,8 @@ TRANSPORTS = [("JSONRPC", "1.0"), ("HTTP+JSON", "1.0"), ("JSONRPC", "0.3"), ("HT
 async def sdk_client(
     url: str, binding: str = "JSONRPC", version: str = "1.0", *, streaming: bool = True
 ) -> Any:
-    """An SDK ``Client`` that can only use *binding* at protocol *version*."""
-    async with httpx.AsyncClient() as http:
-        card = await A2ACardResolver(http, url).get_agent_card()
-    keep = [
-        i
-        for i in card.supported_interfaces
-        if i.protocol_binding == binding and i.protocol_version == version
-    ]
-    assert keep, f"card does not declare {binding} {version}"
-    del card.supported_interfaces[:]
-    card.supported_interfaces.extend(keep)
-    config = ClientConfig(streaming=streaming, supported_protocol_bindings=[binding])
-    return ClientFactory(config).create(card)
-
-
-def data_part(value: dict[str, Any]) -> Part:
-    struct = Struct()
-    struct.update(value)
-    part = Part()
-    part.data.struct_value.CopyFrom(struct)
-    return part
-
-
-def request(
-    skill: str | None,
-    data: dict[str, Any] | None = None,
-    *,
-    text: str | None = None,
-    task_id: str = "",
-    context_id: str = "",
-    return_immediately: bool = False,
-) -> SendMessageRequest:
-    parts = []
-    if data is not None:
-        parts.append(data_part(data))
-    if text is not None:
-        parts.append(Part(text=text))
-    msg = Message(
-        role=Role.ROLE_USER,
-        message_id=uuid.uuid4().hex,
-        parts=parts,
-        task_id=task_id,
-        context_id=context_id,
-    )
-    if skill:
-        msg.metadata.update({"skillId": skill})
-    req = SendMessageRequest(message=msg)
-    if return_immediately:
-        req.configuration.return_immediately = True
-    return req
+    """An SDK ``Client`` that can only use *binding* at protocol *version* (streaming by default)."""
+    return await make_client(url, binding, version, streaming=streaming)
 
 
 def state_name(state: int) -> str:

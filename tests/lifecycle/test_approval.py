@@ -8,8 +8,10 @@ import pytest
 from a2a.types import GetTaskRequest, ListTasksRequest, Task, TaskState
 from google.protobuf.json_format import MessageToDict
 
+from tests._sdk import request
+
 from ._agent import Agent
-from ._client import collect, parts_data, request, sdk_client, summarize
+from ._client import collect, parts_data, sdk_client, summarize
 
 INPUT_REQUIRED = TaskState.TASK_STATE_INPUT_REQUIRED
 

@@ -16,18 +16,10 @@ from a2a.types import (
     TaskState,
 )
 
+from tests._sdk import request
+
 from ._agent import Agent
-from ._client import (
-    TRANSPORTS,
-    V03,
-    V1,
-    parts_data,
-    request,
-    rpc,
-    sdk_client,
-    summarize,
-    wire_message_03,
-)
+from ._client import TRANSPORTS, V03, V1, parts_data, rpc, sdk_client, summarize, wire_message_03
 
 CANCELED = TaskState.TASK_STATE_CANCELED
 

@@ -16,8 +16,10 @@ import logging
 import pytest
 from a2a.types import CancelTaskRequest, TaskState
 
+from tests._sdk import request
+
 from ._agent import DESTROYED, agent_server
-from ._client import collect, request, sdk_client
+from ._client import collect, sdk_client
 
 
 async def _every_path(caplog: pytest.LogCaptureFixture) -> None:

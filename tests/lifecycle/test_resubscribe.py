@@ -14,13 +14,14 @@ from a2a.types import (
     UnsupportedOperationError,
 )
 
+from tests._sdk import request
+
 from ._agent import Agent
 from ._client import (
     V03,
     V1,
     collect,
     parts_data,
-    request,
     rpc,
     sdk_client,
     sse_post,

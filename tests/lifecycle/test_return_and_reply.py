@@ -9,18 +9,10 @@ import httpx
 import pytest
 from a2a.types import GetTaskRequest, InternalError, TaskState
 
+from tests._sdk import request
+
 from ._agent import Agent
-from ._client import (
-    V03,
-    V1,
-    collect,
-    parts_data,
-    request,
-    rpc,
-    sdk_client,
-    wire_message,
-    wire_message_03,
-)
+from ._client import V03, V1, collect, parts_data, rpc, sdk_client, wire_message, wire_message_03
 
 
 async def _wait_completed(client: object, task_id: str) -> object:

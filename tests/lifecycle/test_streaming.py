@@ -8,13 +8,14 @@ import httpx
 import pytest
 from a2a.types import GetTaskRequest
 
+from tests._sdk import request
+
 from ._agent import Agent
 from ._client import (
     TRANSPORTS,
     V03,
     collect,
     parts_data,
-    request,
     rpc,
     sdk_client,
     sse_post,

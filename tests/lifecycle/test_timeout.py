@@ -8,8 +8,10 @@ import time
 import pytest
 from a2a.types import GetTaskRequest, TaskState
 
+from tests._sdk import request
+
 from ._agent import agent_server
-from ._client import collect, parts_data, request, sdk_client, summarize
+from ._client import collect, parts_data, sdk_client, summarize
 
 FAILED = TaskState.TASK_STATE_FAILED
 

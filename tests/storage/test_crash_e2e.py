@@ -9,9 +9,10 @@ from pathlib import Path
 from a2a.types import ListTasksRequest, Task, TaskState
 
 from apcore_a2a.storage import INTERRUPTED_MESSAGE
+from tests._sdk import request
 
 from .._support import cli_server
-from ._a2a import EXTENSIONS, client, request, send
+from ._a2a import EXTENSIONS, client, send
 
 TOTAL = 500
 CONCURRENCY = 16

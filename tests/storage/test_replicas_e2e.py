@@ -20,8 +20,10 @@ from a2a.types import (
     TaskState,
 )
 
+from tests._sdk import request
+
 from .._support import cli_server
-from ._a2a import EXTENSIONS, client, request, send
+from ._a2a import EXTENSIONS, client, send
 from .conftest import pg_schema_url
 
 POLL = "0.1"

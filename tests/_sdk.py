@@ -1,0 +1,66 @@
+"""Official a2a-sdk clients pinned to one binding and protocol version, and their requests."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import httpx
+from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
+from a2a.types import Message, Part, Role, SendMessageRequest
+from google.protobuf.struct_pb2 import Struct
+
+
+async def make_client(url: str, binding: str, version: str, *, streaming: bool = False) -> Any:
+    """An SDK client that talks to *url* only over *binding* at protocol *version*."""
+    async with httpx.AsyncClient() as http:
+        card = await A2ACardResolver(http, url).get_agent_card()
+    keep = [
+        i
+        for i in card.supported_interfaces
+        if i.protocol_binding == binding and i.protocol_version == version
+    ]
+    assert keep, f"card does not declare {binding} {version}"
+    del card.supported_interfaces[:]
+    card.supported_interfaces.extend(keep)
+    config = ClientConfig(streaming=streaming, supported_protocol_bindings=[binding])
+    return ClientFactory(config).create(card)
+
+
+def data_part(value: dict[str, Any]) -> Part:
+    part = Part()
+    struct = Struct()
+    struct.update(value)
+    part.data.struct_value.CopyFrom(struct)
+    return part
+
+
+def request(
+    skill: str | None,
+    data: dict[str, Any] | None = None,
+    *,
+    text: str | None = None,
+    task_id: str = "",
+    context_id: str = "",
+    return_immediately: bool = False,
+    message_id: str | None = None,
+) -> SendMessageRequest:
+    """A SendMessage request: an optional data part, then an optional text part."""
+    parts: list[Part] = []
+    if data is not None:
+        parts.append(data_part(data))
+    if text is not None:
+        parts.append(Part(text=text))
+    msg = Message(
+        role=Role.ROLE_USER,
+        message_id=message_id or uuid.uuid4().hex,
+        parts=parts,
+        task_id=task_id,
+        context_id=context_id,
+    )
+    if skill:
+        msg.metadata.update({"skillId": skill})
+    req = SendMessageRequest(message=msg)
+    if return_immediately:
+        req.configuration.return_immediately = True
+    return req
