@@ -74,6 +74,17 @@ def wait_http(
     raise RuntimeError(f"{url} did not answer within {timeout}s")
 
 
+def stop_process(proc: subprocess.Popen[Any], *, timeout: float) -> None:
+    """SIGTERM *proc* if it still runs and reap it; SIGKILL if it outlives *timeout* seconds."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
 @contextlib.contextmanager
 def cli_server(
     args: Sequence[str],
@@ -110,13 +121,7 @@ def cli_server(
         wait_http(base + ready_path, proc=proc)
         yield base, proc
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop_process(proc, timeout=20)
         if proc.stdout:
             proc.stdout.close()
 

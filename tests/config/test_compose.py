@@ -23,7 +23,7 @@ from a2a.client import ClientConfig, ClientFactory
 from a2a.types import GetTaskRequest, TaskState
 
 from tests._sdk import request
-from tests._support import EXAMPLES, ROOT, free_port, wait_http
+from tests._support import EXAMPLES, ROOT, free_port, stop_process, wait_http
 from tests.storage._a2a import send
 from tests.storage.conftest import pg_schema_url
 
@@ -135,13 +135,7 @@ def _replica(image: ImageRoot, env: dict[str, str]) -> Iterator[tuple[str, subpr
         wait_http(base + "/health", proc=proc, timeout=60)
         yield base, proc
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop_process(proc, timeout=30)
 
 
 def _stop(proc: subprocess.Popen[str]) -> None:

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import json
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
 from typing import Any
 
-from .._support import ROOT, free_port, wait_http
+from .._support import ROOT, free_port, stop_process, wait_http
 
 _SCRIPT = """
 import json, sys
@@ -41,12 +40,6 @@ def serve_process(**settings: Any) -> Iterator[tuple[str, subprocess.Popen[str]]
         wait_http(url + "/health", proc=proc)
         yield url, proc
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop_process(proc, timeout=30)
         if proc.stdout:
             proc.stdout.close()

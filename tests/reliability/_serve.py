@@ -11,7 +11,6 @@ import argparse
 import contextlib
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -23,7 +22,7 @@ from typing import Any
 
 import httpx
 
-from .._support import ROOT, free_port
+from .._support import ROOT, free_port, stop_process
 
 
 def main() -> None:
@@ -111,13 +110,7 @@ def agent_process(port: int | None = None, **settings: Any) -> Iterator[Served]:
         wait_ready(url, proc, log)
         yield Served(url, proc, log)
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop_process(proc, timeout=20)
         log.unlink(missing_ok=True)
 
 
