@@ -124,7 +124,7 @@ class SqlBackend:
     async def _create_tables(self) -> None:
         # Two replicas starting together can both see a table missing and race to
         # create it; the loser sees a duplicate error, and a second pass finds it done.
-        for attempt in range(3):
+        for attempt in range(5):
             try:
                 for initialize in self._initializers:
                     await initialize()
@@ -133,7 +133,11 @@ class SqlBackend:
                         await conn.run_sync(METADATA.create_all)
                 return
             except (ProgrammingError, DBAPIError) as exc:
-                if isinstance(exc, _UNAVAILABLE) or attempt == 2:
+                text = str(exc).lower()
+                # SQLite reports the lost race ("already exists", "locked") as an
+                # OperationalError, the same class as an unreachable database.
+                raced = "already exists" in text or "database is locked" in text
+                if (isinstance(exc, _UNAVAILABLE) and not raced) or attempt == 4:
                     raise
                 logger.debug("table creation raced with another process; retrying")
                 await asyncio.sleep(0.1 * (attempt + 1))

@@ -6,6 +6,7 @@ import asyncio
 import hashlib
 import json
 import threading
+import time
 from typing import Any
 
 import httpx
@@ -105,6 +106,9 @@ async def test_readers_never_see_a_half_built_card() -> None:
             registry.register("ops.extra", Extra())
             registry.unregister("ops.extra")
             flips += 1
+            # Yield the GIL now and then: a tight loop of card rebuilds would starve the
+            # server's event loop until keep-alive connections time out under the client.
+            time.sleep(0.002)
 
     async with served(registry) as (http, _app):
         worker = threading.Thread(target=churn, daemon=True)
