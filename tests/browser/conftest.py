@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -38,7 +40,11 @@ class PageLog:
 @pytest.fixture
 async def browser() -> AsyncIterator[Any]:
     if not CHROMIUM.exists():
-        pytest.skip("Debian's chromium is not installed (apt-get install chromium)")
+        if os.environ.get("CI"):
+            pytest.fail(
+                "Debian's chromium is missing; .ci/run installs it (apt-get install chromium)"
+            )
+        pytest.skip("Debian's chromium is not installed (apt-get install chromium; CI installs it)")
     from playwright.async_api import async_playwright
 
     async with async_playwright() as pw:
