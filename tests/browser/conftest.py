@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import os
-
 import contextlib
+import os
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
