@@ -169,10 +169,10 @@ class A2AServerFactory:
                 raise TypeError("give config= or settings=, not both")
             agent_config = load_config(config)
             settings = agent_config.base()
-            if registry_or_executor is None:
-                sources = agent_config.module_sources(environ=environ)
-                registry_or_executor = sources.build_executor()
         self.settings = Settings.resolve(overrides, environ=environ, base=settings)
+        if config is not None and registry_or_executor is None:
+            sources = agent_config.module_sources(environ=environ)
+            registry_or_executor = sources.build_executor(self.settings.execution_timeout)
         self.registry, self.executor = resolve_executor(
             registry_or_executor, execution_timeout=self.settings.execution_timeout
         )
@@ -193,6 +193,7 @@ class A2AServerFactory:
         version = (
             s.version or _config_value(self.executor, self.registry, "project.version") or "0.0.0"
         )
+        schemes, requirements = security_for(self.auth)
         return AgentCardBuilder(
             name=name,
             description=s.description,
@@ -201,8 +202,8 @@ class A2AServerFactory:
             streaming=True,
             push_notifications=s.push_notifications,
             extra_extensions=push_card_extensions(s),
-            security_schemes=security_for(self.auth)[0],
-            security_requirements=security_for(self.auth)[1],
+            security_schemes=schemes,
+            security_requirements=requirements,
             extended_agent_card=self.auth is not None,
         )
 

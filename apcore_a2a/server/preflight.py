@@ -16,6 +16,7 @@ from typing import Any
 from a2a.utils.errors import InvalidParamsError, TaskNotFoundError
 
 from apcore_a2a.adapters.errors import sanitize
+from apcore_a2a.auth.cards import acl_of
 
 __all__ = ["Preflight"]
 
@@ -55,7 +56,7 @@ class Preflight:
             ) from None
 
     def check_access(self, module_id: str, identity: Any) -> None:
-        acl = getattr(self._executor, "_acl", None)
+        acl = acl_of(self._executor)
         if acl is None:
             return
         from apcore import Context

@@ -97,3 +97,19 @@ def test_serve_config_from_python(tmp_path: Path) -> None:
         assert proc.wait(timeout=20) == 0
         if proc.stdout:
             proc.stdout.close()
+
+
+def test_config_file_timeout_governs_the_built_executor(tmp_path: Path) -> None:
+    from apcore_a2a import A2AServerFactory
+
+    examples = Path(__file__).resolve().parents[2] / "examples" / "extensions"
+    config = tmp_path / "agent.yaml"
+    config.write_text(
+        f"modules:\n  extensions_dirs: [{examples}]\nlimits:\n  execution_timeout: 45\n"
+    )
+    factory = A2AServerFactory(config=config, environ={})
+    assert factory.settings.execution_timeout == 45
+    apcore_config = factory.executor._config  # apcore has no public getter for it
+    assert apcore_config.get("executor.default_timeout") == 45_000
+    flagged = A2AServerFactory(config=config, environ={}, execution_timeout=7)
+    assert flagged.executor._config.get("executor.default_timeout") == 7_000
