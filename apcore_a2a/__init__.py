@@ -23,7 +23,7 @@ if TYPE_CHECKING:
         A2ADiscoveryError,
         AgentCardFetcher,
     )
-    from apcore_a2a.server.executor import ApCoreAgentExecutor
+    from apcore_a2a.execution.executor import ApCoreAgentExecutor
     from apcore_a2a.server.factory import A2AServerFactory
     from apcore_a2a.settings import Settings
 
@@ -46,7 +46,7 @@ _LAZY = {
     "serve": "apcore_a2a._serve",
     "async_serve": "apcore_a2a._serve",
     "A2AServerFactory": "apcore_a2a.server.factory",
-    "ApCoreAgentExecutor": "apcore_a2a.server.executor",
+    "ApCoreAgentExecutor": "apcore_a2a.execution.executor",
     "A2AApprovalHandler": "apcore_a2a.approval",
     "A2AClient": "apcore_a2a.client",
     "A2AClientError": "apcore_a2a.client",

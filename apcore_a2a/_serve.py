@@ -51,7 +51,7 @@ def serve(registry_or_executor: Any = None, **kwargs: Any) -> None:
         registry.discover()
         serve(registry, port=8000)
     """
-    factory = A2AServerFactory(registry_or_executor, **kwargs)
+    factory = A2AServerFactory(registry_or_executor, standalone=True, **kwargs)
     app, _card = factory.create()
     run_app(app, factory.settings)
 
@@ -61,7 +61,7 @@ def _graceful_server_class() -> type[Any]:
 
     import uvicorn
 
-    from apcore_a2a.server.shutdown import drain
+    from apcore_a2a.ops.shutdown import drain
 
     class GracefulServer(uvicorn.Server):
         """uvicorn re-raises SIGTERM/SIGINT after shutting down, ending the process with

@@ -1,14 +1,16 @@
 """A webhook receiver that verifies apcore-a2a push notifications before trusting them.
 
-Every delivery is a JSON ``POST`` of one task event (``{"task": ...}``,
-``{"statusUpdate": ...}`` or ``{"artifactUpdate": ...}``) with
-``Authorization: Bearer <JWT>``. The JWT is signed by the agent; its public keys are at
+Every delivery is a JSON ``POST`` of one task update: for a config registered over A2A
+1.0 one event (``{"task": ...}``, ``{"statusUpdate": ...}`` or ``{"artifactUpdate": ...}``),
+for one registered over 0.3 the whole task (``{"kind": "task", ...}``). It carries
+``X-A2A-Signature: <JWT>``, signed by the agent; the public keys are at
 ``<agent>/.well-known/jwks.json``. Checking a delivery means:
 
 1. the signature verifies with the agent's key named by the JWT's ``kid``;
 2. ``iss`` is the agent's URL, ``aud`` is *this* webhook's URL, ``exp`` has not passed;
 3. ``body_sha256`` equals the hex SHA-256 of the exact request body bytes;
-4. optionally, ``X-A2A-Notification-Token`` equals the token you registered.
+4. optionally, ``X-A2A-Notification-Token`` equals the token you registered, and
+   ``Authorization`` equals ``<scheme> <credentials>`` of the config's ``authentication``.
 
 ``jti`` identifies the delivery and is the same on retries of it, so you can use it to
 drop duplicates.
@@ -18,7 +20,8 @@ Run it (the agent needs ``--push-notifications --push-allow-insecure-urls`` to c
 
     python examples/push_receiver.py --agent http://127.0.0.1:8000 --port 9000 --token s3cret
 
-then register ``http://127.0.0.1:9000/webhook`` with token ``s3cret`` as a push config.
+then register ``http://127.0.0.1:9000/webhook`` with token ``s3cret`` as a push config
+(docs/push.md ends with the commands).
 """
 
 from __future__ import annotations
@@ -52,7 +55,9 @@ class DeliveryVerifier:
     agent_url: str
     webhook_url: str
     token: str | None = None
+    authorization: str | None = None
     jwks_path: str = "/.well-known/jwks.json"
+    signature_header: str = "x-a2a-signature"
     _keys: dict[str, jwt.PyJWK] = field(default_factory=dict)
 
     async def refresh_keys(self) -> None:
@@ -65,10 +70,9 @@ class DeliveryVerifier:
 
     async def verify(self, headers: Any, body: bytes) -> dict[str, Any]:
         """Return the JWT claims of an authentic delivery, else raise ``DeliveryRejected``."""
-        auth = headers.get("authorization", "")
-        scheme, _, token = auth.partition(" ")
-        if scheme.lower() != "bearer" or not token:
-            raise DeliveryRejected("missing bearer token")
+        token = headers.get(self.signature_header, "")
+        if not token:
+            raise DeliveryRejected(f"missing {self.signature_header} header")
         try:
             kid = jwt.get_unverified_header(token).get("kid")
         except jwt.PyJWTError as exc:
@@ -96,6 +100,10 @@ class DeliveryVerifier:
             headers.get("x-a2a-notification-token", ""), self.token
         ):
             raise DeliveryRejected("notification token mismatch")
+        if self.authorization is not None and not hmac.compare_digest(
+            headers.get("authorization", ""), self.authorization
+        ):
+            raise DeliveryRejected("authorization mismatch")
         return claims
 
 
@@ -114,8 +122,12 @@ def create_app(verifier: DeliveryVerifier, path: str = "/webhook") -> Starlette:
             return Response(status_code=204)  # a retry of something we already have
         seen.add(claims["jti"])
         event = json.loads(body)
-        kind = next(iter(event), "?")
-        logger.info("task %s: %s %s", claims["task_id"], kind, json.dumps(event[kind])[:200])
+        if event.get("kind") == "task":  # a config registered over A2A 0.3: the whole task
+            kind, shown = "task (0.3)", event.get("status", {})
+        else:
+            kind = next(iter(event), "?")
+            shown = event[kind]
+        logger.info("task %s: %s %s", claims["task_id"], kind, json.dumps(shown)[:200])
         return Response(status_code=204)
 
     return Starlette(routes=[Route(path, webhook, methods=["POST"])])
@@ -128,11 +140,16 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=9000)
     parser.add_argument("--path", default="/webhook")
     parser.add_argument("--token", default=None, help="expected X-A2A-Notification-Token")
+    parser.add_argument(
+        "--authorization", default=None, help="expected Authorization, e.g. 'Bearer abc'"
+    )
     parser.add_argument("--public-url", default=None, help="URL the agent posts to (aud)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     webhook_url = args.public_url or f"http://{args.host}:{args.port}{args.path}"
-    verifier = DeliveryVerifier(args.agent, webhook_url, token=args.token)
+    verifier = DeliveryVerifier(
+        args.agent, webhook_url, token=args.token, authorization=args.authorization
+    )
 
     import uvicorn
 

@@ -23,8 +23,26 @@ async def make_client(url: str, binding: str, version: str, *, streaming: bool =
     assert keep, f"card does not declare {binding} {version}"
     del card.supported_interfaces[:]
     card.supported_interfaces.extend(keep)
-    config = ClientConfig(streaming=streaming, supported_protocol_bindings=[binding])
+    config = ClientConfig(
+        streaming=streaming,
+        supported_protocol_bindings=[binding],
+        httpx_client=peer_http(),
+    )
+    if binding == "GRPC":
+        import grpc
+
+        config.grpc_channel_factory = grpc.aio.insecure_channel
     return ClientFactory(config).create(card)
+
+
+#: Seconds an SDK client in the tests waits for an answer. The SDK's default (httpx's 5 s)
+#: is a wall-clock bound a busy 2-core machine can exceed; this is only a deadline.
+PEER_TIMEOUT = 60.0
+
+
+def peer_http(**kwargs: Any) -> httpx.AsyncClient:
+    """The HTTP client an SDK peer uses in the tests (a generous deadline, see above)."""
+    return httpx.AsyncClient(timeout=PEER_TIMEOUT, **kwargs)
 
 
 def data_part(value: dict[str, Any]) -> Part:

@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
+import weakref
 from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 import uvicorn
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -41,7 +45,7 @@ async def running_server(app: Any, *, port: int | None = None, **config: Any) ->
     server = uvicorn.Server(cfg)
     server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
     task = asyncio.create_task(server.serve())
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + 60
     while not server.started:
         if task.done():
             task.result()
@@ -58,14 +62,13 @@ async def running_server(app: Any, *, port: int | None = None, **config: Any) ->
 
 
 def wait_http(
-    url: str, *, timeout: float = 30.0, proc: subprocess.Popen[Any] | None = None
+    url: str, *, timeout: float = 180.0, proc: subprocess.Popen[Any] | None = None
 ) -> None:
     """Poll *url* until it answers (any status) or raise after *timeout* seconds."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
-            out = proc.stdout.read() if proc.stdout else ""
-            raise RuntimeError(f"process exited with {proc.returncode}: {out!r}")
+            raise RuntimeError(f"process exited with {proc.returncode}: {_output_of(proc)}")
         try:
             httpx.get(url, timeout=1.0)
             return
@@ -74,8 +77,66 @@ def wait_http(
     raise RuntimeError(f"{url} did not answer within {timeout}s")
 
 
+class ServerProcess(subprocess.Popen[str]):
+    """A server started by a test, its stdout and stderr captured in a log file.
+
+    A file rather than a pipe: a chatty server never blocks on a full pipe nobody reads,
+    and the whole output is still there for the failure message when it misbehaves.
+    """
+
+    def __init__(
+        self,
+        args: Sequence[str],
+        *,
+        cwd: Path | str | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        fd, name = tempfile.mkstemp(prefix="apcore-a2a-test-server-", suffix=".log")
+        self.log = Path(name)
+        weakref.finalize(self, self.log.unlink, missing_ok=True)
+        #: set by :meth:`kill9`: the test crashes this process on purpose
+        self.killed_on_purpose = False
+        #: set by :func:`stop_process` once it has judged the exit (reported only once)
+        self.judged = False
+        with os.fdopen(fd, "wb") as sink:
+            super().__init__(
+                list(args),
+                cwd=None if cwd is None else str(cwd),
+                env=env,
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+
+    def output(self) -> str:
+        """Everything the process printed so far."""
+        return self.log.read_text(errors="replace")
+
+    def kill9(self) -> None:
+        """SIGKILL the process on purpose (a crash test): :func:`stop_process` accepts it."""
+        self.killed_on_purpose = True
+        self.kill()
+
+
+def _output_of(proc: subprocess.Popen[Any]) -> str:
+    if isinstance(proc, ServerProcess):
+        return proc.output()[-6000:]
+    return "(output not captured)"
+
+
 def stop_process(proc: subprocess.Popen[Any], *, timeout: float) -> None:
-    """SIGTERM *proc* if it still runs and reap it; SIGKILL if it outlives *timeout* seconds."""
+    """SIGTERM *proc* if it still runs and reap it; fail the test unless it exits cleanly.
+
+    A server the test started must stop by itself within *timeout* seconds of SIGTERM and
+    exit 0. One that has to be SIGKILLed, or exits with another code, fails the test with
+    its output, so a hang or a crash at shutdown cannot pass unseen. A process the test
+    killed on purpose (:meth:`ServerProcess.kill9`) is only reaped.
+    """
+    if isinstance(proc, ServerProcess):
+        if proc.judged:
+            return
+        proc.judged = True
+    failure = None
     if proc.poll() is None:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -83,6 +144,20 @@ def stop_process(proc: subprocess.Popen[Any], *, timeout: float) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+            failure = f"still running {timeout}s after SIGTERM; it was SIGKILLed"
+    killed = isinstance(proc, ServerProcess) and proc.killed_on_purpose
+    if failure is None and proc.returncode != 0 and not killed:
+        failure = f"exited with {proc.returncode}"
+    if failure is not None:
+        pytest.fail(
+            f"server process {proc.args!r} {failure}; its output:\n{_output_of(proc)}",
+            pytrace=False,
+        )
+
+
+#: Seconds a ``cli_server`` gets to exit after SIGTERM: the default ``shutdown_timeout``
+#: (30 s, the drain of running tasks) plus room for a busy machine.
+CLI_STOP_TIMEOUT = 45.0
 
 
 @contextlib.contextmanager
@@ -93,8 +168,13 @@ def cli_server(
     env: dict[str, str] | None = None,
     cwd: Path | None = None,
     ready_path: str = "/.well-known/agent-card.json",
-) -> Iterator[tuple[str, subprocess.Popen[str]]]:
-    """Start ``apcore-a2a serve ...`` (via ``python -m apcore_a2a``) as a subprocess."""
+    stop_timeout: float = CLI_STOP_TIMEOUT,
+) -> Iterator[tuple[str, ServerProcess]]:
+    """Start ``apcore-a2a serve ...`` (via ``python -m apcore_a2a``) as a subprocess.
+
+    On exit the server gets SIGTERM and must exit 0 within *stop_timeout* seconds, else
+    the test fails (see :func:`stop_process`).
+    """
     port = port or free_port()
     full_env = {**os.environ, **(env or {})}
     cmd = [
@@ -108,22 +188,13 @@ def cli_server(
         str(port),
         *args,
     ]
-    proc = subprocess.Popen(
-        cmd,
-        cwd=str(cwd or ROOT),
-        env=full_env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    proc = ServerProcess(cmd, cwd=cwd or ROOT, env=full_env)
     base = f"http://127.0.0.1:{port}"
     try:
         wait_http(base + ready_path, proc=proc)
         yield base, proc
     finally:
-        stop_process(proc, timeout=20)
-        if proc.stdout:
-            proc.stdout.close()
+        stop_process(proc, timeout=stop_timeout)
 
 
 @contextlib.contextmanager
@@ -142,7 +213,7 @@ def threaded_server(app: Any, *, port: int | None = None, **config: Any) -> Iter
     server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
     thread = threading.Thread(target=server.run, name=f"uvicorn-{port}", daemon=True)
     thread.start()
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + 60
     while not server.started:
         if not thread.is_alive():
             raise RuntimeError("uvicorn exited before it started")
@@ -154,3 +225,26 @@ def threaded_server(app: Any, *, port: int | None = None, **config: Any) -> Iter
     finally:
         server.should_exit = True
         thread.join(timeout=30)
+        if thread.is_alive():
+            pytest.fail(f"uvicorn on port {port} did not stop within 30s", pytrace=False)
+
+
+async def cli(*args: str) -> tuple[int, str, str]:
+    """Run ``python -m apcore_a2a ARGS`` at the repo root: (exit code, stdout, stderr)."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "apcore_a2a",
+        *args,
+        cwd=ROOT,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()
+
+
+def json_lines(out: str) -> list[dict[str, Any]]:
+    """One JSON object per line of *out*."""
+    return [json.loads(line) for line in out.splitlines()]

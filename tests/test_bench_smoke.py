@@ -135,7 +135,8 @@ async def test_server_freezes_startup_objects_while_it_runs() -> None:
 
     registry = Registry()
     registry.register("demo.echo", _Echo())
-    app, _card = A2AServerFactory(registry).create()
+    # gc.freeze() is process tuning: on under serve() and the CLI, off for a mounted app.
+    app, _card = A2AServerFactory(registry, process_tuning=True).create()
     gc.unfreeze()
     async with running_server(app) as base:
         # Startup objects are out of the collector's way while requests are served.
@@ -145,3 +146,8 @@ async def test_server_freezes_startup_objects_while_it_runs() -> None:
         assert card.status_code == 200
     # After shutdown the app's own cycles are collectable again.
     assert gc.get_freeze_count() == 0
+
+    # Without process tuning (an app a host mounts) the host's collector is left alone.
+    plain, _card = A2AServerFactory(registry).create()
+    async with running_server(plain):
+        assert gc.get_freeze_count() == 0

@@ -1,15 +1,24 @@
 """Skills + interfaces + capabilities + security -> ``AgentCard`` (pure).
 
 The card is built once (and again when the registry changes) and served from
-pre-serialized bytes: :class:`CardDocument` holds the 1.0 JSON (with the 0.3 keys merged
-in, as the SDK serves it) for ``/.well-known/agent-card.json``, the pure 0.3 JSON for the
-legacy ``/.well-known/agent.json``, and their ETags.
+pre-serialized bytes: :class:`CardDocument` holds three JSON forms and their ETags:
+
+* ``v1_body``: the pure 1.0 card, valid against the 1.0 ``AgentCard`` schema, for clients
+  that announce ``A2A-Version: 1.x`` on ``/.well-known/agent-card.json``;
+* ``body``: the 1.0 card with the 0.3 keys merged in (as the SDK serves it), for requests
+  without a version (the spec reads those as 0.3): 0.3 clients find their bindings in
+  ``url``/``preferredTransport``/``additionalInterfaces``, 1.0 parsers skip those keys;
+* ``legacy_body``: the pure 0.3 card for the legacy ``/.well-known/agent.json``.
+
+``last_modified`` (seconds since the epoch) is when the content last changed, for
+``Last-Modified``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,11 +33,12 @@ from a2a.types import (
     SecurityRequirement,
     SecurityScheme,
 )
+from google.protobuf.json_format import MessageToDict
 from google.protobuf.struct_pb2 import Struct
 
 from apcore_a2a.adapters.skills import SCHEMA_EXTENSION_URI, SkillSpec
 
-__all__ = ["AgentCardBuilder", "Binding", "CardDocument", "serialize_card"]
+__all__ = ["AgentCardBuilder", "Binding", "CardDocument", "rebase_card", "serialize_card"]
 
 PROTOCOL_VERSIONS = ("1.0", "0.3")
 
@@ -44,13 +54,24 @@ class Binding:
 
 @dataclass(frozen=True, slots=True)
 class CardDocument:
-    """A card and its two pre-serialized JSON forms."""
+    """A card and its pre-serialized JSON forms (see the module docstring)."""
 
     card: AgentCard
     body: bytes
     etag: str
     legacy_body: bytes
     legacy_etag: str
+    v1_body: bytes = b""
+    v1_etag: str = ""
+    last_modified: float = 0.0
+
+    def same_content(self, other: CardDocument | None) -> bool:
+        """True when *other* serves exactly the same bytes in every form."""
+        return other is not None and (self.etag, self.v1_etag, self.legacy_etag) == (
+            other.etag,
+            other.v1_etag,
+            other.legacy_etag,
+        )
 
 
 def _etag(body: bytes) -> str:
@@ -73,12 +94,53 @@ def _whole_numbers(value: Any) -> Any:
     return value
 
 
-def serialize_card(card: AgentCard) -> CardDocument:
-    """Serialize *card* for the well-known routes (1.0+0.3 merged, and pure 0.3)."""
+def serialize_card(card: AgentCard, *, last_modified: float | None = None) -> CardDocument:
+    """Serialize *card* for the well-known routes (pure 1.0, 1.0+0.3 merged, pure 0.3).
+
+    *last_modified* defaults to now.
+    """
     body = _dumps(_whole_numbers(agent_card_to_dict(card)))
+    v1_body = _dumps(_whole_numbers(MessageToDict(card)))
     legacy = to_compat_agent_card(card).model_dump(mode="json", by_alias=True, exclude_none=True)
     legacy_body = _dumps(_whole_numbers(legacy))
-    return CardDocument(card, body, _etag(body), legacy_body, _etag(legacy_body))
+    return CardDocument(
+        card,
+        body,
+        _etag(body),
+        legacy_body,
+        _etag(legacy_body),
+        v1_body,
+        _etag(v1_body),
+        time.time() if last_modified is None else last_modified,
+    )
+
+
+def rebase_card(card: AgentCard, old: str, new: str) -> AgentCard:
+    """A copy of *card* whose URLs under *old* (interfaces, extension params) are under *new*.
+
+    An agent that does not know its public URL builds its card for its bind address; when
+    it is reached elsewhere (mounted under a path in a host app, say), the card names that.
+    """
+    old, new = old.rstrip("/"), new.rstrip("/")
+    out = AgentCard()
+    out.CopyFrom(card)
+    if old == new:
+        return out
+    for interface in out.supported_interfaces:
+        interface.url = _rebased(interface.url, old, new)
+    for extension in out.capabilities.extensions:
+        for key, value in extension.params.fields.items():
+            if value.WhichOneof("kind") == "string_value":
+                rebased = _rebased(value.string_value, old, new)
+                if rebased != value.string_value:
+                    extension.params.fields[key].string_value = rebased
+    return out
+
+
+def _rebased(url: str, old: str, new: str) -> str:
+    if url == old or url.startswith(old + "/"):
+        return new + url[len(old) :]
+    return url
 
 
 @dataclass(slots=True)

@@ -25,7 +25,7 @@ from typing import Any
 
 import filetype  # type: ignore[import-untyped]
 from a2a.types import Part
-from a2a.utils.errors import InvalidParamsError
+from a2a.utils.errors import ContentTypeNotSupportedError, InvalidParamsError
 from google.protobuf.struct_pb2 import Value
 
 from apcore_a2a.adapters.schema import SchemaFacts, coerce_integers
@@ -77,6 +77,12 @@ def _file_value(part: Part, prop_schema: Any) -> Any:
     value["name"] = part.filename or "file"
     value["mimeType"] = part.media_type or (sniff_media_type(part.raw) if part.raw else _OCTET)
     return value
+
+
+def _media_type_of(part: Part) -> str:
+    # Echoed back to the caller: keep it short and printable.
+    cleaned = "".join(c for c in part.media_type[:100] if c.isprintable())
+    return cleaned or _OCTET
 
 
 def _bad(message: str, **data: Any) -> InvalidParamsError:
@@ -154,7 +160,12 @@ def _input_from_text(texts: list[str], facts: SchemaFacts) -> dict[str, Any]:
 
 def _place_files(result: dict[str, Any], files: list[Part], facts: SchemaFacts) -> None:
     if not facts.binary:
-        raise _bad("This skill takes no file input", expected=facts.summary)
+        # A2A: a part of a media type the agent does not accept is ContentTypeNotSupported.
+        media = sorted({_media_type_of(part) for part in files})
+        raise ContentTypeNotSupportedError(
+            message=f"This skill takes no file input (got {', '.join(media)})",
+            data={"mediaTypes": media, "expected": facts.summary},
+        )
     free = [name for name in facts.binary if name not in result]
     props = facts.schema.get("properties") or {}
     for part in files:

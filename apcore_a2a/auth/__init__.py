@@ -14,6 +14,7 @@ from apcore_a2a.auth.authenticator import (
     Authenticator,
     InvalidCredentials,
     identity_from_metadata,
+    stamp_identity,
 )
 from apcore_a2a.auth.cards import (
     LEGACY_EXTENDED_CARD_PATH,
@@ -28,11 +29,14 @@ from apcore_a2a.auth.cards import (
 from apcore_a2a.auth.claims import ClaimMapping
 from apcore_a2a.auth.cors import cors_middleware
 from apcore_a2a.auth.from_settings import authenticator_from_settings, security_middleware
+from apcore_a2a.auth.jwks import JWKSKeySource
 from apcore_a2a.auth.jwt_authenticator import JWTAuthenticator
-from apcore_a2a.auth.middleware import EXEMPT_PATHS, AuthMiddleware, current_identity
+from apcore_a2a.auth.middleware import AuthMiddleware, current_identity, needs_credentials
+from apcore_a2a.execution.identity import AUTH_ISSUER_ATTR, AUTH_SCHEME_ATTR, owner_key
 
 __all__ = [
-    "EXEMPT_PATHS",
+    "AUTH_ISSUER_ATTR",
+    "AUTH_SCHEME_ATTR",
     "LEGACY_EXTENDED_CARD_PATH",
     "APIKeyAuthenticator",
     "AnyAuthenticator",
@@ -40,6 +44,7 @@ __all__ = [
     "Authenticator",
     "ClaimMapping",
     "InvalidCredentials",
+    "JWKSKeySource",
     "JWTAuthenticator",
     "acl_card_document",
     "authenticator_from_settings",
@@ -48,10 +53,13 @@ __all__ = [
     "extended_card_modifier",
     "identity_from_metadata",
     "legacy_extended_card_route",
+    "needs_credentials",
+    "owner_key",
     "parse_api_key_entries",
     "restrict_card",
     "security_for",
     "security_middleware",
+    "stamp_identity",
     "visible_modules",
     "visible_modules_async",
 ]

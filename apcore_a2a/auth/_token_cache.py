@@ -1,4 +1,4 @@
-"""A small LRU of recently verified bearer tokens.
+"""A small LRU of recently verified bearer tokens (``cachetools.TLRUCache``).
 
 Verifying a JWT costs tens to hundreds of microseconds (parsing plus the signature); a
 client usually sends the same token on every request until it expires. Entries are keyed
@@ -11,10 +11,10 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import time
-from collections import OrderedDict
 from typing import Any
 
 from apcore import Identity
+from cachetools import TLRUCache
 
 __all__ = ["VerifiedTokenCache"]
 
@@ -23,7 +23,10 @@ class VerifiedTokenCache:
     def __init__(self, size: int, max_age: float) -> None:
         self.size = size
         self.max_age = max_age
-        self._entries: OrderedDict[bytes, tuple[float, Identity]] = OrderedDict()
+        # Each entry lives until its own deadline: min(now + max_age, exp + leeway).
+        self._entries: TLRUCache[bytes, tuple[float, Identity]] = TLRUCache(
+            maxsize=max(size, 1), ttu=lambda _key, value, _now: value[0], timer=time.time
+        )
 
     @property
     def enabled(self) -> bool:
@@ -37,14 +40,9 @@ class VerifiedTokenCache:
         """A fresh copy of the cached identity, or ``None`` (missing or expired)."""
         if not self.enabled:
             return None
-        key = self._key(token)
-        entry = self._entries.get(key)
+        entry = self._entries.get(self._key(token))
         if entry is None:
             return None
-        if time.time() >= entry[0]:
-            del self._entries[key]
-            return None
-        self._entries.move_to_end(key)
         # A copy, so a module mutating identity.attrs cannot affect later requests.
         return dataclasses.replace(entry[1])
 
@@ -56,5 +54,3 @@ class VerifiedTokenCache:
         if isinstance(exp, int | float) and not isinstance(exp, bool):
             expires = min(expires, float(exp) + leeway)
         self._entries[self._key(token)] = (expires, dataclasses.replace(identity))
-        while len(self._entries) > self.size:
-            self._entries.popitem(last=False)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import hmac
 import logging
@@ -10,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from a2a.types import APIKeySecurityScheme, SecurityScheme
 from apcore import Identity
 
-from apcore_a2a.auth.authenticator import InvalidCredentials, header_value
+from apcore_a2a.auth.authenticator import InvalidCredentials, header_value, stamp_identity
 
 __all__ = ["APIKeyAuthenticator", "parse_api_key_entries"]
 
@@ -19,6 +20,8 @@ logger = logging.getLogger("apcore_a2a.auth")
 _MIN_KEY_CHARS = 16
 #: Identity type given to keys configured with a bare identity id.
 API_KEY_IDENTITY_TYPE = "service"
+#: ``auth_scheme`` of API-key identities (their tasks are owned by ``apikey::<id>``).
+API_KEY_SCHEME = "apikey"
 
 
 def _digest(key: str) -> bytes:
@@ -47,7 +50,8 @@ class APIKeyAuthenticator:
 
     *keys* maps each key to an ``Identity`` or to a bare identity id (which becomes an
     identity of type ``"service"``). Keys are held only as SHA-256 digests and compared
-    in constant time.
+    in constant time. Identities are stamped ``auth_scheme="apikey"``, so their tasks are
+    owned by ``apikey::<id>`` (see :func:`~apcore_a2a.auth.owner_key`).
 
     Example::
 
@@ -76,7 +80,7 @@ class APIKeyAuthenticator:
             identity = (
                 who if isinstance(who, Identity) else Identity(id=who, type=API_KEY_IDENTITY_TYPE)
             )
-            self._keys.append((_digest(key), identity))
+            self._keys.append((_digest(key), stamp_identity(identity, API_KEY_SCHEME)))
 
     def security_schemes(self) -> dict[str, SecurityScheme]:
         """``{"apiKey": API key in the configured header}``."""
@@ -101,4 +105,5 @@ class APIKeyAuthenticator:
                 found = identity
         if found is None:
             raise InvalidCredentials("unknown API key")
-        return found
+        # A copy, so a module mutating identity.attrs cannot affect later requests.
+        return dataclasses.replace(found)

@@ -12,12 +12,16 @@ rejecting a bad token instead of silently downgrading it to anonymous.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+from apcore import Identity
+
+from apcore_a2a.execution.identity import AUTH_ISSUER_ATTR, AUTH_SCHEME_ATTR
+
 if TYPE_CHECKING:
     from a2a.types import SecurityScheme
-    from apcore import Identity
 
 __all__ = [
     "AnyAuthenticator",
@@ -25,6 +29,7 @@ __all__ = [
     "InvalidCredentials",
     "header_value",
     "identity_from_metadata",
+    "stamp_identity",
 ]
 
 
@@ -94,6 +99,29 @@ class AnyAuthenticator:
         for authenticator in self.authenticators:
             schemes.update(authenticator.security_schemes())
         return schemes
+
+    async def aclose(self) -> None:
+        """Close every member that has an ``aclose()`` (e.g. a JWKS fetch in flight)."""
+        for authenticator in self.authenticators:
+            close = getattr(authenticator, "aclose", None)
+            if close is not None:
+                with contextlib.suppress(Exception):
+                    await close()
+
+
+def stamp_identity(identity: Identity, scheme: str, issuer: str | None = None) -> Identity:
+    """A copy of *identity* recording how the caller authenticated.
+
+    Sets :data:`~apcore_a2a.server.call_context.AUTH_SCHEME_ATTR` (and the issuer, when
+    there is one) in ``attrs``; the task owner is derived from them, so callers of two
+    authenticators never share tasks even when their ids are equal. Values already in
+    ``attrs`` under those names are replaced: only the authenticator may say this.
+    """
+    attrs = {k: v for k, v in identity.attrs.items() if k != AUTH_ISSUER_ATTR}
+    attrs[AUTH_SCHEME_ATTR] = scheme
+    if issuer:
+        attrs[AUTH_ISSUER_ATTR] = issuer
+    return Identity(id=identity.id, type=identity.type, roles=identity.roles, attrs=attrs)
 
 
 def header_value(headers: Mapping[str, str], name: str) -> str | None:

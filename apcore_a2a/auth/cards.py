@@ -6,9 +6,11 @@ question "may this identity call module S", asked without executing anything.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import math
 import time
-from collections.abc import Awaitable, Callable, Collection, Iterable
+from collections.abc import Awaitable, Callable, Collection
 from typing import TYPE_CHECKING, Any
 
 from a2a.server.request_handlers.response_helpers import agent_card_to_dict
@@ -20,18 +22,18 @@ from a2a.types import (
     StringList,
 )
 from a2a.utils.errors import A2A_ERROR_MAPPING, A2AError, InvalidRequestError
-from apcore import Context
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from apcore_a2a.adapters.agent_card import CardDocument, serialize_card
-from apcore_a2a.server.call_context import identity_of
+from apcore_a2a.execution.access import acl_of, visible_modules, visible_modules_async
+from apcore_a2a.execution.identity import identity_of
 
 if TYPE_CHECKING:
     from a2a.server.context import ServerCallContext
     from a2a.server.request_handlers import RequestHandler
     from a2a.server.routes.common import ServerCallContextBuilder
-    from apcore import ACL, Executor, Identity
+    from apcore import Executor
     from starlette.requests import Request
 
     from apcore_a2a.auth.authenticator import Authenticator
@@ -72,42 +74,6 @@ def security_for(
         requirement.schemes[name].CopyFrom(StringList())
         requirements.append(requirement)
     return schemes, requirements
-
-
-def acl_of(executor: Executor) -> ACL | None:
-    """The ACL an apcore ``Executor`` enforces, if any."""
-    # apcore 0.32 exposes no public getter; the attribute is what set_acl() writes.
-    acl: ACL | None = getattr(executor, "_acl", None)
-    return acl
-
-
-def visible_modules(
-    executor: Executor, identity: Identity | None, module_ids: Iterable[str]
-) -> set[str]:
-    """The modules *identity* (``None`` = anonymous) may call, by the executor's ACL."""
-    ids = list(module_ids)
-    acl = acl_of(executor)
-    if acl is None:
-        return set(ids)
-    context = Context.create(identity=identity)
-    return {m for m in ids if acl.check_access(None, m, context).access == "allow"}
-
-
-async def visible_modules_async(
-    executor: Executor, identity: Identity | None, module_ids: Iterable[str]
-) -> set[str]:
-    """Like :func:`visible_modules`, also evaluating async ACL conditions."""
-    ids = list(module_ids)
-    acl = acl_of(executor)
-    if acl is None:
-        return set(ids)
-    context = Context.create(identity=identity)
-    allowed: set[str] = set()
-    for module_id in ids:
-        decision = await acl.async_check_access(None, module_id, context)
-        if decision.access == "allow":
-            allowed.add(module_id)
-    return allowed
 
 
 def restrict_card(card: AgentCard, skill_ids: Collection[str]) -> AgentCard:
@@ -155,8 +121,19 @@ def acl_card_document(
         filtered = (
             source
             if len(allowed) == len(skills)
-            else serialize_card(restrict_card(source.card, allowed))
+            else serialize_card(
+                restrict_card(source.card, allowed), last_modified=source.last_modified
+            )
         )
+        if cached is not None and filtered is not source:
+            # An ACL reload can change the filtered card while its source stays the same:
+            # keep Last-Modified truthful for If-Modified-Since (see SkillCatalog._build).
+            before = cached[1]
+            if filtered.same_content(before):
+                filtered = before
+            elif before.last_modified >= filtered.last_modified:
+                later = math.floor(before.last_modified) + 1
+                filtered = dataclasses.replace(filtered, last_modified=later)
         cached = (source, filtered, now)
         return filtered
 

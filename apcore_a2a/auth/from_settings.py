@@ -10,7 +10,7 @@ from apcore_a2a.auth.api_key import APIKeyAuthenticator, parse_api_key_entries
 from apcore_a2a.auth.authenticator import AnyAuthenticator, Authenticator
 from apcore_a2a.auth.cors import cors_middleware
 from apcore_a2a.auth.jwt_authenticator import JWTAuthenticator
-from apcore_a2a.auth.middleware import EXEMPT_PATHS, AuthMiddleware
+from apcore_a2a.auth.middleware import AuthMiddleware
 from apcore_a2a.settings import SettingsError
 
 if TYPE_CHECKING:
@@ -36,6 +36,12 @@ def _bearer(settings: Settings) -> JWTAuthenticator:
             algorithms=settings.auth_algorithms or None,
             audience=settings.auth_audience or None,
             issuer=settings.auth_issuer or None,
+            require_exp=settings.auth_require_exp,
+            jwks_cache_seconds=settings.auth_jwks_cache_seconds,
+            jwks_refresh_cooldown=settings.auth_jwks_refresh_cooldown,
+            jwks_timeout=settings.auth_jwks_timeout,
+            jwks_unknown_kid_seconds=settings.auth_jwks_unknown_kid_seconds,
+            jwks_backoff_max=settings.auth_jwks_backoff_max,
         )
     except ValueError as exc:
         raise SettingsError(f"JWT auth: {exc}") from None
@@ -74,29 +80,26 @@ def authenticator_from_settings(settings: Settings) -> Authenticator | None:
 
 def security_middleware(
     settings: Settings, authenticator: Authenticator | None
-) -> list[Middleware]:
-    """CORS (outermost) and authentication middleware entries for the Starlette app."""
-    out: list[Middleware] = []
+) -> tuple[Middleware | None, Middleware | None]:
+    """``(CORS, authentication)`` middleware entries; CORS goes outermost."""
     extra_headers = (
         [a.header for a in _members(authenticator) if isinstance(a, APIKeyAuthenticator)]
         if authenticator is not None
         else []
     )
     cors = cors_middleware(settings.cors_origins, extra_headers=extra_headers)
-    if cors is not None:
-        out.append(cors)
-    if authenticator is not None:
-        out.append(
-            Middleware(
-                AuthMiddleware,
-                authenticator=authenticator,
-                require_auth=settings.require_auth,
-                exempt_paths=EXEMPT_PATHS,
-                exempt_get_prefixes=[settings.explorer_prefix] if settings.explorer else [],
-                rpc_path=settings.rpc_path,
-            )
+    auth = (
+        Middleware(
+            AuthMiddleware,
+            authenticator=authenticator,
+            require_auth=settings.require_auth,
+            ops_public=settings.ops_details_public,
+            max_body_bytes=settings.max_body_bytes,
         )
-    return out
+        if authenticator is not None
+        else None
+    )
+    return cors, auth
 
 
 def _members(authenticator: Authenticator) -> list[Authenticator]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -15,8 +14,9 @@ from cryptography.hazmat.primitives.serialization import load_pem_private_key, l
 from cryptography.x509 import load_pem_x509_certificate
 
 from apcore_a2a.auth._token_cache import VerifiedTokenCache
-from apcore_a2a.auth.authenticator import InvalidCredentials, header_value
+from apcore_a2a.auth.authenticator import InvalidCredentials, header_value, stamp_identity
 from apcore_a2a.auth.claims import ClaimMapping
+from apcore_a2a.auth.jwks import JWKSKeySource, KeyLookupError
 
 __all__ = ["JWTAuthenticator"]
 
@@ -29,6 +29,8 @@ _OKP = ("EdDSA",)
 _CURVE_ALG = {"secp256r1": "ES256", "secp384r1": "ES384", "secp521r1": "ES512"}
 _MIN_HMAC_BYTES = {"HS256": 32, "HS384": 48, "HS512": 64}
 _JWKS_DEFAULT_ALGORITHMS = ("RS256", "ES256")
+#: ``auth_scheme`` of JWT identities (tasks owned by ``jwt:<issuer tag>:<sub>``).
+JWT_SCHEME = "jwt"
 
 PublicKey = (
     rsa.RSAPublicKey | ec.EllipticCurvePublicKey | ed25519.Ed25519PublicKey | ed448.Ed448PublicKey
@@ -82,10 +84,22 @@ class JWTAuthenticator:
     HMAC with asymmetric algorithms, so a token "signed" with the public key as an HMAC
     secret is rejected. ``alg: none`` is never accepted.
 
-    With *jwks_url* keys are looked up by the token's ``kid`` through PyJWT's
-    ``PyJWKClient``: the key set is cached for *jwks_cache_seconds*, and an unknown
-    ``kid`` triggers a refetch (at most once per *jwks_refresh_cooldown* seconds), which
-    is how a newly published key is picked up without a restart.
+    With *jwks_url* keys are looked up by the token's ``kid`` in a
+    :class:`~apcore_a2a.auth.jwks.JWKSKeySource`: fetched with async HTTP on the event
+    loop (never on the thread pool that runs sync modules), one fetch at a time for
+    everyone, each within *jwks_timeout* seconds. The key set is refreshed after
+    *jwks_cache_seconds* (in the background: requests with a known ``kid`` never wait),
+    an unknown ``kid`` triggers a refetch at most once per *jwks_refresh_cooldown* seconds
+    (how a newly published key is picked up without a restart) and is then refused
+    without a fetch for *jwks_unknown_kid_seconds*; failed fetches back off up to
+    *jwks_backoff_max* seconds while the last good key set stays in use.
+
+    Tokens must carry ``exp`` unless *require_exp* is false (a token without one would
+    be valid forever); *require_claims* lists further required claims (``sub`` by default).
+
+    Identities are stamped with how the caller authenticated (``auth_scheme="jwt"`` and
+    the token's ``iss`` in ``auth_issuer``), so the task owner of JWT ``sub=alice`` is not
+    the owner of an API key named ``alice`` (see :func:`~apcore_a2a.auth.owner_key`).
 
     Verified tokens are remembered (up to *verified_cache_size*, for at most
     *verified_cache_seconds* and never past their ``exp``), so a client repeating its
@@ -108,10 +122,13 @@ class JWTAuthenticator:
         leeway: float = 0,
         claim_mapping: ClaimMapping | None = None,
         require_claims: Sequence[str] = ("sub",),
+        require_exp: bool = True,
         max_token_bytes: int = 8192,
         jwks_cache_seconds: float = 300,
         jwks_refresh_cooldown: float = 30,
         jwks_timeout: float = 10,
+        jwks_unknown_kid_seconds: float = 60,
+        jwks_backoff_max: float = 60,
         verified_cache_size: int = 1024,
         verified_cache_seconds: float = 60,
     ) -> None:
@@ -122,10 +139,12 @@ class JWTAuthenticator:
         self.leeway = leeway
         self.claim_mapping = claim_mapping or ClaimMapping()
         self.require_claims = list(require_claims)
+        if require_exp and "exp" not in self.require_claims:
+            self.require_claims.append("exp")
         self.max_token_bytes = max_token_bytes
         self._verified = VerifiedTokenCache(verified_cache_size, verified_cache_seconds)
         self._key: str | bytes | PublicKey | None = None
-        self._jwks: jwt.PyJWKClient | None = None
+        self._jwks: JWKSKeySource | None = None
 
         requested = tuple(algorithms or ())
         if "none" in (a.lower() for a in requested):
@@ -133,16 +152,14 @@ class JWTAuthenticator:
         if jwks_url is not None:
             allowed: tuple[str, ...] = _RSA + _EC + _OKP
             defaults: tuple[str, ...] = _JWKS_DEFAULT_ALGORITHMS
-            try:
-                self._jwks = jwt.PyJWKClient(
-                    jwks_url,
-                    cache_jwk_set=True,
-                    lifespan=jwks_cache_seconds,
-                    cooldown_duration=jwks_refresh_cooldown,
-                    timeout=jwks_timeout,
-                )
-            except jwt.PyJWKClientError as exc:
-                raise ValueError(str(exc)) from None
+            self._jwks = JWKSKeySource(
+                jwks_url,
+                cache_seconds=jwks_cache_seconds,
+                refresh_cooldown=jwks_refresh_cooldown,
+                timeout=jwks_timeout,
+                unknown_kid_seconds=jwks_unknown_kid_seconds,
+                backoff_max=jwks_backoff_max,
+            )
         elif key is not None and _looks_like_pem(key):
             public = _load_pem(key)
             allowed, defaults = _family(public)
@@ -202,6 +219,8 @@ class JWTAuthenticator:
         identity = self.claim_mapping.to_identity(claims)
         if identity is None:
             raise InvalidCredentials(f"claim {self.claim_mapping.id!r} missing or not a string")
+        issuer = claims.get("iss")
+        identity = stamp_identity(identity, JWT_SCHEME, issuer if isinstance(issuer, str) else None)
         self._verified.put(token, identity, claims, self.leeway)
         return identity
 
@@ -234,30 +253,17 @@ class JWTAuthenticator:
         kid = header.get("kid")
         if not isinstance(kid, str) or not kid:
             raise InvalidCredentials("token has no 'kid' header; required with a JWKS URL")
-        cached = self._cached_key(kid)
-        if cached is not None:
-            return cached
-        # A cache miss may mean a network fetch; PyJWKClient is blocking, so keep it off
-        # the event loop. Its lock serialises concurrent misses into one fetch.
         try:
-            return await asyncio.to_thread(self._jwks.get_signing_key, kid)
-        except jwt.PyJWKClientConnectionError as exc:
-            logger.warning("JWKS fetch from %s failed: %s", self._jwks.uri, exc)
-            raise InvalidCredentials("JWKS unavailable") from None
-        except (jwt.PyJWKClientError, jwt.PyJWKError, jwt.PyJWKSetError) as exc:
-            raise InvalidCredentials(f"{type(exc).__name__}: {exc}") from None
-        except Exception as exc:  # e.g. a JWKS endpoint answering with non-JSON
-            logger.warning("JWKS from %s unusable: %s", self._jwks.uri, type(exc).__name__)
-            raise InvalidCredentials("JWKS unusable") from None
+            return await self._jwks.get(kid)
+        except KeyLookupError as exc:
+            raise InvalidCredentials(str(exc)) from None
 
-    def _cached_key(self, kid: str) -> jwt.PyJWK | None:
-        """The signing key for *kid* from a still-fresh cached key set, without I/O."""
-        assert self._jwks is not None
-        cache = self._jwks.jwk_set_cache
-        jwk_set = cache.get() if cache is not None else None
-        if not isinstance(jwk_set, jwt.PyJWKSet):
-            return None
-        for candidate in jwk_set.keys:
-            if candidate.key_id == kid and candidate.public_key_use in ("sig", None):
-                return candidate
-        return None
+    @property
+    def jwks(self) -> JWKSKeySource | None:
+        """The JWKS key source (``None`` with a static key)."""
+        return self._jwks
+
+    async def aclose(self) -> None:
+        """Cancel a JWKS fetch in flight (called when the server stops)."""
+        if self._jwks is not None:
+            await self._jwks.aclose()

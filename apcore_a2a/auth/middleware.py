@@ -1,56 +1,37 @@
 """Pure-ASGI authentication in front of the A2A routes.
 
+Which requests need credentials is read from the request record of
+:mod:`apcore_a2a.classify`: the card and JWKS are public, the Explorer's static files too,
+``/health`` answers everyone (details only for authenticated callers), ``/metrics`` and
+every A2A call need credentials (unless anonymous calls are allowed), and the extended
+card always does.
+
 Streaming responses (SSE) pass straight through: the middleware never wraps ``send``, so
 it adds no per-event cost, and the identity ContextVar stays set until the response ends.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-from collections.abc import Iterable
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from starlette.datastructures import Headers
 
 from apcore_a2a.auth.authenticator import Authenticator, InvalidCredentials
-from apcore_a2a.server.call_context import IDENTITY_SCOPE_KEY
+from apcore_a2a.classify import RequestInfo, Routes, request_info
+from apcore_a2a.execution.identity import IDENTITY_SCOPE_KEY
 
 if TYPE_CHECKING:
     from apcore import Identity
-    from starlette.types import ASGIApp, Message, Receive, Scope, Send
+    from starlette.types import ASGIApp, Receive, Scope, Send
 
-__all__ = [
-    "EXEMPT_PATHS",
-    "EXTENDED_CARD_RPC_METHODS",
-    "AuthMiddleware",
-    "current_identity",
-    "is_extended_card_path",
-]
+__all__ = ["AuthMiddleware", "current_identity", "needs_credentials"]
 
 logger = logging.getLogger("apcore_a2a.auth")
 
-#: Reachable without credentials: discovery and operations endpoints, and the public keys
-#: push-notification receivers use to verify deliveries.
-EXEMPT_PATHS = frozenset(
-    {
-        "/.well-known/agent-card.json",
-        "/.well-known/agent.json",
-        "/.well-known/jwks.json",
-        "/health",
-        "/metrics",
-    }
-)
-#: JSON-RPC methods (1.0 and 0.3) that return the authenticated extended card.
-EXTENDED_CARD_RPC_METHODS = frozenset(
-    {"GetExtendedAgentCard", "agent/getAuthenticatedExtendedCard"}
-)
-# The extended card must require authentication even where anonymous calls are allowed;
-# JSON-RPC bodies up to this size are inspected for that method.
-_PEEK_LIMIT = 64 * 1024
-
 _identity_var: ContextVar[Identity | None] = ContextVar("apcore_a2a_identity", default=None)
+_DEFAULT_ROUTES = Routes()
 
 
 def current_identity() -> Identity | None:
@@ -58,36 +39,24 @@ def current_identity() -> Identity | None:
     return _identity_var.get()
 
 
-def is_extended_card_path(path: str) -> bool:
-    """REST/legacy paths that serve the extended card (1.0 incl. tenant prefix, 0.3, legacy)."""
-    return (
-        path == "/extendedAgentCard"
-        or path.endswith("/extendedAgentCard")
-        or path in ("/v1/card", "/agent/authenticatedExtendedCard")
-    )
+def needs_credentials(info: RequestInfo | None, *, ops_public: bool) -> bool | None:
+    """``True``: refuse without credentials; ``False``: public; ``None``: optional.
 
-
-def _route_path(scope: Scope) -> str:
-    path: str = scope["path"]
-    root: str = scope.get("root_path", "")
-    if root and path.startswith(root):
-        path = path[len(root) :] or "/"
-    return path
-
-
-def _static_under(path: str, prefix: str) -> bool:
-    """*prefix* itself, its index, or a file (``name.ext``) below it.
-
-    Only file-like paths are exempt so that API-shaped paths under the prefix
-    (``/explorer/tasks``, which the REST ``/{tenant}`` mount would route to ListTasks if
-    the explorer were mounted after it) still require credentials.
+    Optional means credentials are checked when given (a bad one is refused) and the
+    request is served either way (``/health`` answers anonymous probes briefly).
     """
-    if path in (prefix, prefix + "/"):
+    if info is None:
         return True
-    if not path.startswith(prefix + "/"):
+    kind = info.kind
+    if kind in ("card", "jwks"):
         return False
-    last = path.rsplit("/", 1)[-1]
-    return "." in last.strip(".") and ":" not in last
+    if kind == "explorer":
+        return not info.static_file
+    if kind == "health":
+        return None
+    if kind == "metrics":
+        return None if ops_public else True
+    return True
 
 
 def _challenge(authenticator: Authenticator) -> tuple[str, str]:
@@ -99,19 +68,20 @@ def _challenge(authenticator: Authenticator) -> tuple[str, str]:
 
 
 class AuthMiddleware:
-    """Authenticate every request except discovery/ops endpoints.
+    """Authenticate every request that needs it (see :func:`needs_credentials`).
 
     On success the apcore ``Identity`` is stored in ``scope[IDENTITY_SCOPE_KEY]`` (the SDK
     call-context builder turns it into the task owner) and in a ContextVar (see
     :func:`current_identity`), which is reset when the request ends. Missing or invalid
     credentials get ``401`` with ``WWW-Authenticate`` and a fixed body; nothing from the
-    credential is echoed or logged above DEBUG. With ``require_auth=False`` requests
+    credential is echoed or logged above DEBUG. With ``require_auth=False`` A2A requests
     *without* credentials pass as anonymous, but bad credentials are still rejected and
     the extended agent card still requires authentication.
 
     Example::
 
         app = Starlette(routes=..., middleware=[
+            Middleware(Classifier, routes=Routes()),
             Middleware(AuthMiddleware, authenticator=JWTAuthenticator(key=secret))])
     """
 
@@ -121,26 +91,17 @@ class AuthMiddleware:
         authenticator: Authenticator,
         *,
         require_auth: bool = True,
-        exempt_paths: Iterable[str] = EXEMPT_PATHS,
-        exempt_get_prefixes: Iterable[str] = (),
-        rpc_path: str = "/",
+        ops_public: bool = False,
+        max_body_bytes: int = 10 * 1024 * 1024,
     ) -> None:
         self.app = app
         self.authenticator = authenticator
         self.require_auth = require_auth
-        self.exempt_paths = frozenset(exempt_paths)
-        self.exempt_get_prefixes = tuple(p.rstrip("/") for p in exempt_get_prefixes if p)
-        self.rpc_path = rpc_path
+        self.ops_public = ops_public
+        self.max_body = max_body_bytes
         challenge, message = _challenge(authenticator)
         self._challenge = challenge.encode("latin-1")
         self._body = message.encode("utf-8")
-
-    def _exempt(self, method: str, path: str) -> bool:
-        if path in self.exempt_paths:
-            return True
-        if method in ("GET", "HEAD"):
-            return any(_static_under(path, p) for p in self.exempt_get_prefixes)
-        return False
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
@@ -148,26 +109,27 @@ class AuthMiddleware:
             return
         # Only this middleware may decide who the caller is.
         scope.pop(IDENTITY_SCOPE_KEY, None)
-        method: str = scope.get("method", "GET")
-        path = _route_path(scope)
-        if self._exempt(method, path):
+        # Behind the agent's classifier the record is there; used on its own, classify here.
+        info = request_info(scope) or _DEFAULT_ROUTES.classify(scope)
+        need = needs_credentials(info, ops_public=self.ops_public)
+        if need is False:
             await self.app(scope, receive, send)
             return
         try:
             identity = await self.authenticator.authenticate(Headers(scope=scope))
         except InvalidCredentials as exc:
-            logger.debug("rejected credentials for %s %s: %s", method, path, exc)
+            logger.debug("rejected credentials: %s", exc)
+            if need is None:  # optional (a health probe): served, as anonymous
+                await self.app(scope, receive, send)
+                return
             await self._deny(scope, send)
             return
+        if identity is None and need and await self._must_authenticate(info, receive):
+            await self._deny(scope, send)
+            return
+        if info is not None:
+            receive = info.replay(receive)  # the body, if we had to read it
         if identity is None:
-            if self.require_auth or is_extended_card_path(path):
-                await self._deny(scope, send)
-                return
-            if method == "POST" and path == self.rpc_path:
-                receive, rpc_method = await _peek_rpc_method(receive)
-                if rpc_method in EXTENDED_CARD_RPC_METHODS:
-                    await self._deny(scope, send)
-                    return
             await self.app(scope, receive, send)
             return
         scope[IDENTITY_SCOPE_KEY] = identity
@@ -176,6 +138,16 @@ class AuthMiddleware:
             await self.app(scope, receive, send)
         finally:
             _identity_var.reset(token)
+
+    async def _must_authenticate(self, info: RequestInfo | None, receive: Receive) -> bool:
+        if info is None or self.require_auth or info.kind == "metrics":
+            return True
+        # The method of a JSON-RPC call is in its body; the record reads and parses it once,
+        # for everyone after us too.
+        jsonrpc = info.binding == "jsonrpc" and info.http_method == "POST"
+        if jsonrpc and await info.load_body(receive, self.max_body):
+            _ = info.payload
+        return info.method == "GetExtendedAgentCard"
 
     async def _deny(self, scope: Scope, send: Send) -> None:
         if scope["type"] == "websocket":
@@ -193,35 +165,3 @@ class AuthMiddleware:
             }
         )
         await send({"type": "http.response.body", "body": self._body})
-
-
-async def _peek_rpc_method(receive: Receive) -> tuple[Receive, str | None]:
-    """Read (up to a limit) a JSON-RPC body to learn its method; return a replaying receive."""
-    buffered: list[Message] = []
-    size = 0
-    complete = False
-    while size <= _PEEK_LIMIT:
-        message = await receive()
-        buffered.append(message)
-        if message["type"] != "http.request":
-            break
-        size += len(message.get("body", b""))
-        if not message.get("more_body", False):
-            complete = True
-            break
-
-    method: str | None = None
-    if complete and size <= _PEEK_LIMIT:
-        try:
-            payload: Any = json.loads(b"".join(m.get("body", b"") for m in buffered))
-        except ValueError:
-            payload = None
-        if isinstance(payload, dict) and isinstance(payload.get("method"), str):
-            method = payload["method"]
-
-    async def replay() -> Message:
-        if buffered:
-            return buffered.pop(0)
-        return await receive()
-
-    return replay, method

@@ -18,6 +18,9 @@ from typing import Any
 
 import httpx
 
+#: ASGI scope extension marking a request made in the same process (no socket).
+IN_PROCESS_EXTENSION = "apcore_a2a.in_process"
+
 __all__ = ["ASGIApp", "DirectTransport", "Lifespan"]
 
 Message = MutableMapping[str, Any]
@@ -98,6 +101,9 @@ class DirectTransport(httpx.AsyncBaseTransport):
             "client": ("127.0.0.1", 0),
             "root_path": "",
             "state": dict(self.state),
+            # No network between us and the app: its Host check (DNS rebinding) has
+            # nothing to protect here, whatever name the caller used for it.
+            "extensions": {IN_PROCESS_EXTENSION: {}},
         }
         queue: asyncio.Queue[object] = asyncio.Queue()
         loop = asyncio.get_running_loop()

@@ -257,7 +257,12 @@ def decode_list(raw: Any) -> dict[str, Any]:
 
 
 def decode_push_config(raw: Any) -> dict[str, Any]:
-    """A 1.0 (flat) or 0.3 (nested) push config → ``{id, taskId, url, token, authentication}``."""
+    """A 1.0 (flat) or 0.3 (nested) push config →
+    ``{id, taskId, url, token, authentication, status, statusReason}``.
+
+    ``status`` (``"active"`` / ``"failed"``) and ``statusReason`` are what an apcore-a2a
+    agent reports about deliveries to the config; ``None`` from agents that do not.
+    """
     obj = _obj(raw, "push config")
     inner = obj.get("pushNotificationConfig")
     src = _obj(inner, "push config") if inner is not None else obj
@@ -273,7 +278,13 @@ def decode_push_config(raw: Any) -> dict[str, Any]:
         "url": src.get("url"),
         "token": src.get("token") or None,
         "authentication": auth,
+        "status": _text_or_none(obj.get("status")),
+        "statusReason": _text_or_none(obj.get("statusReason")),
     }
+
+
+def _text_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
 
 
 def decode_push_configs(raw: Any) -> list[dict[str, Any]]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import httpx
@@ -19,6 +19,10 @@ CARD_PATHS = ("/.well-known/agent-card.json", "/.well-known/agent.json")
 
 class AgentCardFetcher:
     """Fetches an agent's card and keeps it for ``ttl`` seconds.
+
+    With *verify* (e.g. :meth:`CardVerifier.verify
+    <apcore_a2a.client.card_verify.CardVerifier.verify>`), every card fetched is passed
+    through it before it is cached, and what it returns is the card.
 
     The cache uses a monotonic clock, so wall-clock jumps neither expire nor extend it.
     When the cached card is stale and the agent sent an ``ETag``, the refetch is
@@ -39,6 +43,7 @@ class AgentCardFetcher:
         *,
         ttl: float = 300.0,
         clock: Callable[[], float] = time.monotonic,
+        verify: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]] | None = None,
     ) -> None:
         if ttl < 0:
             raise ValueError("ttl must be >= 0")
@@ -46,6 +51,7 @@ class AgentCardFetcher:
         self._base = base_url.rstrip("/")
         self._ttl = ttl
         self._clock = clock
+        self._verify = verify
         self._card: dict[str, Any] | None = None
         self._fetched_at = 0.0
         self._etag: str | None = None
@@ -83,6 +89,8 @@ class AgentCardFetcher:
                 return self._card
             if response.is_success:
                 card = self._parse(response)
+                if self._verify is not None:
+                    card = await self._verify(card)
                 self._card, self._path = card, path
                 self._etag = response.headers.get("etag")
                 self._fetched_at = self._clock()

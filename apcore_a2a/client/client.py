@@ -14,6 +14,7 @@ from apcore_a2a.client import _jsonrpc
 from apcore_a2a.client._asgi import ASGIApp, DirectTransport, Lifespan
 from apcore_a2a.client._dialects import Dialect, Protocol, select_endpoint
 from apcore_a2a.client._messages import MessageInput, build_message, build_push_config
+from apcore_a2a.client._origin import OriginGuard, check_endpoint, origin_of
 from apcore_a2a.client._results import (
     decode_list,
     decode_push_config,
@@ -22,6 +23,7 @@ from apcore_a2a.client._results import (
     decode_task,
 )
 from apcore_a2a.client.card_fetcher import CARD_PATHS, AgentCardFetcher
+from apcore_a2a.client.card_verify import CardKeys, CardVerifier
 from apcore_a2a.client.errors import (
     A2AClientError,
     A2AConnectionError,
@@ -65,6 +67,18 @@ class A2AClient:
     key). Pass ``app=`` to talk to an ASGI app in this process without any socket
     ("direct mode"); the client then runs the app's lifespan unless ``lifespan=False``.
 
+    The client calls the interface URLs the card names only when they have the origin
+    (scheme, host, port) of ``url``; another origin -- including ``http`` under an
+    ``https`` agent -- raises :class:`~apcore_a2a.client.errors.CrossOriginEndpointError`
+    unless ``allow_other_origins=True``. Credentials (``auth`` and ``headers``) are only
+    ever sent to the origin of ``url``.
+
+    With ``verify_card=True`` every card (public and extended) must carry a signature that
+    the a2a-sdk's verifier accepts with the agent's ``/.well-known/jwks.json`` -- or with
+    ``card_keys`` (a JWKS, a JWK or a PEM public key; giving them implies verification) --
+    else :class:`~apcore_a2a.client.errors.CardVerificationError`. The card the client then
+    uses (and :meth:`discover` returns) is the signed view: the A2A 1.0 fields only.
+
     All results are plain dicts in one shape whatever the wire version (see
     docs/client.md). Errors are :class:`~apcore_a2a.client.errors.A2AClientError`
     subclasses.
@@ -87,8 +101,13 @@ class A2AClient:
         headers: Mapping[str, str] | None = None,
         app: ASGIApp | None = None,
         lifespan: bool = True,
+        allow_other_origins: bool = False,
+        verify_card: bool = False,
+        card_keys: CardKeys | None = None,
     ) -> None:
         self._base = _normalize_url(url)
+        self._allow_other_origins = allow_other_origins
+        self._direct = app is not None
         if protocol not in ("auto", "1.0", "0.3"):
             raise ValueError(f"protocol must be 'auto', '1.0' or '0.3', got {protocol!r}")
         if timeout is not None and timeout <= 0:
@@ -96,20 +115,33 @@ class A2AClient:
         self._protocol: Protocol = protocol
         self._timeout = timeout
         default_headers = dict(headers or {})
-        httpx_auth: httpx.Auth | tuple[str, str] | None = None
+        inner_auth: httpx.Auth | None = None
         if isinstance(auth, str):
             default_headers["Authorization"] = f"Bearer {auth}"
+        elif isinstance(auth, tuple):
+            inner_auth = httpx.BasicAuth(*auth)
         else:
-            httpx_auth = auth
+            inner_auth = auth
+        guard = OriginGuard(origin_of(self._base), inner_auth, default_headers)
         self._lifespan = Lifespan(app, timeout=timeout) if app is not None and lifespan else None
         transport = None
         if app is not None:
             state = self._lifespan.state if self._lifespan else None
             transport = DirectTransport(app, state=state)
         self._http = httpx.AsyncClient(
-            timeout=timeout, headers=default_headers, auth=httpx_auth, transport=transport
+            timeout=timeout, headers=default_headers, auth=guard, transport=transport
         )
-        self._cards = AgentCardFetcher(self._http, self._base, ttl=card_ttl)
+        self._verifier = (
+            CardVerifier(self._http, self._base, card_keys)
+            if verify_card or card_keys is not None
+            else None
+        )
+        self._cards = AgentCardFetcher(
+            self._http,
+            self._base,
+            ttl=card_ttl,
+            verify=self._verifier.verify if self._verifier is not None else None,
+        )
         self._pinned: tuple[Dialect, str] | None = None
         self._started = False
         self._closed = False
@@ -175,14 +207,21 @@ class A2AClient:
     async def _endpoint(self) -> tuple[Dialect, str]:
         await self._ensure_open()
         if self._protocol == "auto":
-            return select_endpoint(await self._cards.fetch(), self._base, "auto")
+            return self._checked(*select_endpoint(await self._cards.fetch(), self._base, "auto"))
         if self._pinned is None:
             try:
                 card: dict[str, Any] | None = await self._cards.fetch()
             except A2ADiscoveryError:
+                if self._verifier is not None:
+                    raise  # asked to verify: no card (or a bad one) is never worked around
                 card = None  # a pinned version does not need the card
-            self._pinned = select_endpoint(card, self._base, self._protocol)
+            self._pinned = self._checked(*select_endpoint(card, self._base, self._protocol))
         return self._pinned
+
+    def _checked(self, dialect: Dialect, url: str) -> tuple[Dialect, str]:
+        return dialect, check_endpoint(
+            url, self._base, allow_other_origins=self._allow_other_origins, direct=self._direct
+        )
 
     async def _events(
         self, pick: str, build_params: Callable[[Dialect], Mapping[str, Any]]
@@ -350,4 +389,6 @@ class A2AClient:
         card = await _jsonrpc.call(self._http, dialect.version, url, dialect.extended_card, {})
         if not isinstance(card, dict):
             raise InvalidAgentResponseError("the extended card is not an object")
+        if self._verifier is not None:
+            return await self._verifier.verify(card)
         return card

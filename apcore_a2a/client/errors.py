@@ -17,7 +17,9 @@ __all__ = [
     "A2ADiscoveryError",
     "A2ARemoteError",
     "A2AServerError",
+    "CardVerificationError",
     "ContentTypeNotSupportedError",
+    "CrossOriginEndpointError",
     "ExtendedAgentCardNotConfiguredError",
     "ExtensionSupportRequiredError",
     "InvalidAgentResponseError",
@@ -26,6 +28,9 @@ __all__ = [
     "JSONParseError",
     "MethodNotFoundError",
     "PushNotificationNotSupportedError",
+    "QuotaExceededError",
+    "StoreUnavailableError",
+    "TaskBusyError",
     "TaskNotCancelableError",
     "TaskNotFoundError",
     "UnsupportedOperationError",
@@ -59,6 +64,35 @@ class A2AAuthenticationError(A2AConnectionError):
 
 class A2ADiscoveryError(A2AClientError):
     """The agent card could not be fetched or is not a valid card."""
+
+
+class CrossOriginEndpointError(A2ADiscoveryError):
+    """The agent card names an interface URL outside the agent's origin.
+
+    Origin = scheme, host and port of the URL the client was given (where the card came
+    from); ``https`` to ``http`` counts as another origin. ``url`` is the URL the card
+    named, ``agent_origin`` the agent's origin. Pass ``allow_other_origins=True`` to
+    follow such URLs; the client's credentials are never sent to them.
+    """
+
+    def __init__(self, message: str, *, url: str, agent_origin: str) -> None:
+        super().__init__(message)
+        self.url = url
+        self.agent_origin = agent_origin
+
+
+class CardVerificationError(A2ADiscoveryError):
+    """The agent card's signature is missing, does not verify, or cannot be checked.
+
+    ``reason`` says which: ``"missing"`` (no signature), ``"invalid"`` (no signature
+    verifies: the card was changed after signing, or signed with another key),
+    ``"unknown_key"`` (signed with a key not in the key set), ``"no_keys"`` (no usable key
+    set) or ``"unavailable"`` (the a2a-sdk / PyJWT needed to verify is not installed).
+    """
+
+    def __init__(self, message: str, *, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 class A2ARemoteError(A2AClientError):
@@ -156,6 +190,24 @@ class InvalidParamsError(A2ARemoteError):
     default_code = -32602
 
 
+class TaskBusyError(A2ARemoteError):
+    """-32090: the task is running (or another follow-up won it); try again later."""
+
+    default_code = -32090
+
+
+class QuotaExceededError(A2ARemoteError):
+    """-32091: a per-caller or per-task limit is reached (e.g. push configs per task)."""
+
+    default_code = -32091
+
+
+class StoreUnavailableError(A2ARemoteError):
+    """-32092: the agent's task store is unreachable right now; retryable."""
+
+    default_code = -32092
+
+
 class A2AServerError(A2ARemoteError):
     """-32603 or any code without a dedicated class; ``code`` and ``data`` are kept."""
 
@@ -178,6 +230,9 @@ _BY_CODE: dict[int, type[A2ARemoteError]] = {
         InvalidRequestError,
         MethodNotFoundError,
         InvalidParamsError,
+        TaskBusyError,
+        QuotaExceededError,
+        StoreUnavailableError,
     )
 }
 

@@ -1,19 +1,28 @@
-"""Push notifications: SSRF policy, retrying signed delivery, JWKS, config status.
+"""Push notifications: SSRF policy, bounded retrying signed delivery, JWKS, config status.
 
 The SDK already stores configs (``Create/Get/List/DeleteTaskPushNotificationConfig`` on
 every binding) and calls a ``PushNotificationSender`` for each task event. This package
 supplies what the SDK leaves out, as one :class:`PushKit` that the server factory wires in:
 
 * ``url_validator`` - the SSRF policy at registration, refusing with ``-32602`` and the reason;
-* ``sender`` - ordered per config, retried with backoff, each POST signed (JWT, ES256);
-* ``config_store`` - the storage layer's store, plus ``active``/``failed`` status tracking;
-* ``routes`` - ``/.well-known/jwks.json`` with the public signing key (auth-exempt);
-* ``middleware`` - merges the status into the config responses (and the 0.3 shapes);
+* ``sender`` - ordered per config, retried with backoff, bounded in time and memory, each
+  POST signed (JWT in ``X-A2A-Signature``) and shaped by the config's protocol version;
+* ``config_store`` - the storage layer's store, plus the per-task cap, header checks and
+  the ``active``/``failed`` status and protocol version of each config;
+* ``observe(task_store)`` - the task store as the handler should see it (0.3 deliveries
+  carry the whole task as just saved);
+* ``routes_for(handler, ...)`` - ``/.well-known/jwks.json`` (auth-exempt) and the REST 0.3
+  create/delete routes the SDK gets wrong;
+* ``middleware`` - merges the status into the config answers where the shape allows;
 * ``card_extension`` - an ``AgentExtension`` pointing receivers at the JWKS.
 
 Example::
 
     kit = build_push(settings, config_store=store, agent_url=settings.public_url())
+    handler = DefaultRequestHandler(task_store=kit.observe(task_store),
+                                    push_config_store=kit.config_store,
+                                    push_sender=kit.sender, ...)
+    routes += kit.routes_for(handler, context_builder)
     await kit.start()
     ...
     await kit.aclose()
@@ -31,15 +40,24 @@ from google.protobuf.struct_pb2 import Struct
 from starlette.middleware import Middleware
 from starlette.routing import BaseRoute, Route
 
+from apcore_a2a.push.bodies import PROTOCOL_VERSION_STATE_KEY, protocol_version
+from apcore_a2a.push.configs import PushConfigStore
 from apcore_a2a.push.policy import PushUrlPolicy, Resolver
 from apcore_a2a.push.responses import PushResponseMiddleware
-from apcore_a2a.push.sender import RetryingPushSender
+from apcore_a2a.push.rest03 import rest03_push_routes
+from apcore_a2a.push.sealing import seal, unseal
+from apcore_a2a.push.sender import SIGNATURE_HEADER, RetryingPushSender
 from apcore_a2a.push.signing import SigningKey, jwks_endpoint
-from apcore_a2a.push.status import ACTIVE, FAILED, ConfigStatusBook, StatusTrackingConfigStore
+from apcore_a2a.push.snapshots import TaskSnapshots
+from apcore_a2a.push.status import ACTIVE, FAILED, ConfigStatusBook
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
+    from a2a.server.cluster import VersionedTaskStore
+    from a2a.server.request_handlers import RequestHandler
+    from a2a.server.routes.common import ServerCallContextBuilder
+    from a2a.server.tasks import TaskStore
     from sqlalchemy.ext.asyncio import AsyncEngine
 
     from apcore_a2a.push._sql import PushTables
@@ -49,16 +67,20 @@ __all__ = [
     "ACTIVE",
     "FAILED",
     "JWKS_PATH",
+    "PROTOCOL_VERSION_STATE_KEY",
     "PUSH_SIGNING_EXTENSION_URI",
+    "SIGNATURE_HEADER",
     "ConfigStatusBook",
+    "PushConfigStore",
     "PushKit",
     "PushResponseMiddleware",
     "PushUrlPolicy",
     "RetryingPushSender",
     "SigningKey",
-    "StatusTrackingConfigStore",
+    "TaskSnapshots",
     "build_push",
     "card_extensions",
+    "protocol_version",
     "push_card_extension",
 ]
 
@@ -67,7 +89,6 @@ logger = logging.getLogger("apcore_a2a.push")
 JWKS_PATH = "/.well-known/jwks.json"
 #: Card extension that tells receivers where the delivery-signing keys are published.
 PUSH_SIGNING_EXTENSION_URI = "urn:apcore:a2a:push-signing:v1"
-_FERNET_PREFIX = "fernet:"
 
 
 @dataclass(eq=False)
@@ -78,7 +99,7 @@ class PushKit:
     url_validator: Callable[[str], Awaitable[bool]]
     routes: list[BaseRoute]
     jwks_url: str
-    config_store: StatusTrackingConfigStore
+    config_store: PushConfigStore
     statuses: ConfigStatusBook
     policy: PushUrlPolicy
     card_extension: AgentExtension
@@ -88,6 +109,17 @@ class PushKit:
     _configured_key: SigningKey | None = None
     _tables: PushTables | None = None
     _encryption_key: str | None = None
+
+    def observe(self, task_store: TaskStore | VersionedTaskStore) -> TaskStore | VersionedTaskStore:
+        """*task_store* as the request handler should get it (remembers saved tasks for
+        the 0.3 deliveries, which carry the whole task)."""
+        return self.sender.snapshots.observe(task_store)
+
+    def routes_for(
+        self, handler: RequestHandler, context_builder: ServerCallContextBuilder | None = None
+    ) -> list[BaseRoute]:
+        """The JWKS route and the REST 0.3 config routes; mount before the SDK's REST."""
+        return [*self.routes, *rest03_push_routes(handler, context_builder)]
 
     async def start(self) -> None:
         """Load or create the signing key, create tables, start the sender."""
@@ -125,6 +157,9 @@ def build_push(
     the JWKS URL. With *engine*, a generated signing key and config failures are kept in
     that database. *resolver* replaces DNS resolution in the SSRF policy (tests).
     """
+    from apcore_a2a.errors import register
+
+    register()  # QuotaExceededError (the per-task cap) answers with its own codes
     configured = (
         SigningKey.from_pem(settings.push_signing_key) if settings.push_signing_key else None
     )
@@ -139,7 +174,7 @@ def build_push(
 
         tables = PushTables(engine)
     statuses = ConfigStatusBook(tables, max_tasks=settings.task_max_capacity)
-    store = StatusTrackingConfigStore(config_store, statuses)
+    store = PushConfigStore(config_store, statuses, max_per_task=settings.push_max_configs_per_task)
     policy = PushUrlPolicy(allow_insecure=settings.push_allow_insecure_urls, resolver=resolver)
     base = agent_url.rstrip("/")
     sender = RetryingPushSender(
@@ -149,6 +184,8 @@ def build_push(
         issuer=base,
         timeout=settings.push_timeout,
         retry_delays=settings.push_retry_delays,
+        queue_size=settings.push_queue_size,
+        snapshots=TaskSnapshots(),
     )
     jwks_url = base + JWKS_PATH
     extension = push_card_extension(
@@ -163,9 +200,7 @@ def build_push(
         statuses=statuses,
         policy=policy,
         card_extension=extension,
-        middleware=[
-            Middleware(PushResponseMiddleware, statuses=statuses, rpc_path=settings.rpc_path)
-        ],
+        middleware=[Middleware(PushResponseMiddleware, statuses=statuses)],
         drain_timeout=min(10.0, settings.shutdown_timeout),
         _configured_key=configured,
         _tables=tables,
@@ -188,15 +223,16 @@ def push_card_extension(agent_url: str, *, algorithm: str = "ES256") -> AgentExt
         {
             "jwksUrl": agent_url.rstrip("/") + JWKS_PATH,
             "algorithm": algorithm,
-            "header": "Authorization",
+            "header": SIGNATURE_HEADER,
         }
     )
     return AgentExtension(
         uri=PUSH_SIGNING_EXTENSION_URI,
         description=(
-            "Push notifications carry 'Authorization: Bearer <JWT>' signed by this agent; "
+            f"Push notifications carry '{SIGNATURE_HEADER}: <JWT>' signed by this agent; "
             "verify it with the keys at jwksUrl (claims iss, aud, iat, exp, jti, task_id, "
-            "body_sha256 = hex SHA-256 of the request body)."
+            "body_sha256 = hex SHA-256 of the request body). 'Authorization' carries the "
+            "credentials of the push config's own 'authentication', when it has them."
         ),
         required=False,
         params=params,
@@ -221,34 +257,9 @@ async def _stored_key(tables: PushTables, encryption_key: str | None) -> Signing
     if data is None:
         fresh = SigningKey.generate()
         pem = fresh.to_pem().decode()
-        await tables.add_key(fresh.kid, _seal(pem, encryption_key))
+        await tables.add_key(fresh.kid, seal(pem, encryption_key))
         data = await tables.first_key()
         if data is None:  # pragma: no cover - the insert above cannot vanish
             raise RuntimeError("push: could not store the generated signing key")
         logger.info("push: generated a new signing key and stored it in the database")
-    return SigningKey.from_pem(_unseal(data, encryption_key))
-
-
-def _seal(pem: str, encryption_key: str | None) -> str:
-    if not encryption_key:
-        return pem
-    from cryptography.fernet import Fernet
-
-    return _FERNET_PREFIX + Fernet(encryption_key.encode()).encrypt(pem.encode()).decode()
-
-
-def _unseal(data: str, encryption_key: str | None) -> str:
-    if not data.startswith(_FERNET_PREFIX):
-        return data
-    if not encryption_key:
-        raise RuntimeError(
-            "push: the stored signing key is encrypted; set push_encryption_key to read it"
-        )
-    from cryptography.fernet import Fernet, InvalidToken
-
-    try:
-        return Fernet(encryption_key.encode()).decrypt(data[len(_FERNET_PREFIX) :]).decode()
-    except InvalidToken:
-        raise RuntimeError(
-            "push: push_encryption_key does not decrypt the stored signing key"
-        ) from None
+    return SigningKey.from_pem(unseal(data, encryption_key, "push signing key"))

@@ -1,8 +1,9 @@
-"""SQL tables owned by the push package: the generated signing key and failed configs.
+"""SQL tables owned by the push package: signing key, failed configs, config versions.
 
 They live in the same database as the tasks and push configs (the engine the storage
-layer opened), so a generated key survives restarts and is shared by every replica, and a
-config marked ``failed`` reads ``failed`` on every replica.
+layer opened), so a generated key survives restarts and is shared by every replica, a
+config marked ``failed`` reads ``failed`` on every replica, and a config registered by a
+0.3 client is delivered in the 0.3 shape whichever replica sends it, after restarts too.
 """
 
 from __future__ import annotations
@@ -44,6 +45,16 @@ failed_configs = Table(
     Column("config_id", String(255), primary_key=True),
     Column("reason", Text, nullable=False),
     Column("failed_at", Float, nullable=False),
+)
+
+# Only configs registered under another protocol version than 1.0 have a row: configs
+# stored before this table existed, and all 1.0 ones, read as 1.0.
+config_versions = Table(
+    "apcore_a2a_push_config_versions",
+    _metadata,
+    Column("task_id", String(255), primary_key=True),
+    Column("config_id", String(255), primary_key=True),
+    Column("protocol_version", String(16), nullable=False),
 )
 
 
@@ -103,9 +114,41 @@ class PushTables:
         async with self.engine.begin() as conn:
             await conn.execute(delete(failed_configs).where(_matching(task_id, config_id)))
 
+    # -- protocol versions -------------------------------------------------------------
+    async def versions(self, task_id: str) -> dict[str, str]:
+        query = select(config_versions.c.config_id, config_versions.c.protocol_version).where(
+            config_versions.c.task_id == task_id
+        )
+        async with self.engine.connect() as conn:
+            rows = (await conn.execute(query)).all()
+        return {str(config_id): str(version) for config_id, version in rows}
 
-def _matching(task_id: str, config_id: str | None) -> ColumnElement[bool]:
-    condition = failed_configs.c.task_id == task_id
+    async def set_version(self, task_id: str, config_id: str, version: str | None) -> None:
+        """Record *version* for the config; ``None`` removes the record (reads as 1.0)."""
+        condition = _matching(task_id, config_id, config_versions)
+        try:
+            async with self.engine.begin() as conn:
+                await conn.execute(delete(config_versions).where(condition))
+                if version is not None:
+                    await conn.execute(
+                        insert(config_versions).values(
+                            task_id=task_id, config_id=config_id, protocol_version=version
+                        )
+                    )
+        except IntegrityError:
+            pass  # a concurrent registration of the same config id wrote its row first
+
+    async def forget_versions(self, task_id: str, config_id: str | None) -> None:
+        async with self.engine.begin() as conn:
+            await conn.execute(
+                delete(config_versions).where(_matching(task_id, config_id, config_versions))
+            )
+
+
+def _matching(
+    task_id: str, config_id: str | None, table: Table = failed_configs
+) -> ColumnElement[bool]:
+    condition = table.c.task_id == task_id
     if config_id is not None:
-        condition = and_(condition, failed_configs.c.config_id == config_id)
+        condition = and_(condition, table.c.config_id == config_id)
     return condition

@@ -35,6 +35,9 @@ Resolver = Callable[[str, int], Awaitable[Sequence[str]]]
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 _CGNAT = ipaddress.ip_network("100.64.0.0/10")
+# RFC 6052 well-known prefix; the local-use 64:ff9b:1::/48 has operator-chosen layouts
+# and stays refused as reserved.
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")
 # Cloud metadata endpoints (AWS/GCP/Azure use the IPv4 one; AWS also answers on IPv6).
 _METADATA = {ipaddress.ip_address("169.254.169.254"), ipaddress.ip_address("fd00:ec2::254")}
 
@@ -45,12 +48,40 @@ async def _loop_resolver(host: str, port: int) -> list[str]:
     return [str(info[4][0]) for info in infos]
 
 
+def _embedded_ipv4(addr: IPAddress) -> tuple[str, list[ipaddress.IPv4Address]] | None:
+    """``(kind, [IPv4, ...])`` for IPv6 forms that deliver to an IPv4 address inside them.
+
+    IPv4-mapped (``::ffff:a.b.c.d``) reaches the IPv4 address on a dual-stack host; 6to4
+    (``2002::/16``) and the well-known NAT64 prefix (``64:ff9b::/96``) are translated to
+    the IPv4 address they carry by any relay or translator on the path; Teredo
+    (``2001::/32``) tunnels to its client address through its server, so both count.
+    """
+    if addr.version != 6:
+        return None
+    assert isinstance(addr, ipaddress.IPv6Address)
+    if addr.ipv4_mapped is not None:
+        return "IPv4-mapped", [addr.ipv4_mapped]
+    if addr.sixtofour is not None:
+        return "6to4", [addr.sixtofour]
+    if addr.teredo is not None:
+        server, client = addr.teredo
+        return "Teredo", [client, server]
+    if addr in _NAT64:
+        return "NAT64", [ipaddress.IPv4Address(int(addr) & 0xFFFFFFFF)]
+    return None
+
+
 def _classify(addr: IPAddress, *, allow_loopback: bool) -> str | None:
     """The reason an address is not a public unicast destination, or ``None``."""
-    mapped = getattr(addr, "ipv4_mapped", None)
-    if mapped is not None:
-        # ::ffff:127.0.0.1 reaches 127.0.0.1; judge the address actually dialled.
-        addr = mapped
+    embedded = _embedded_ipv4(addr)
+    if embedded is not None:
+        # Judge the address the packets are finally delivered to, not the wrapper.
+        kind, inner = embedded
+        for ipv4 in inner:
+            reason = _classify(ipv4, allow_loopback=allow_loopback)
+            if reason is not None:
+                return reason if kind == "IPv4-mapped" else f"{reason} inside {kind} {addr}"
+        return None
     if addr in _METADATA:
         return f"cloud metadata service address ({addr})"
     if addr.is_loopback:

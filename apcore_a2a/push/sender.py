@@ -1,43 +1,61 @@
-"""Retrying, ordered, signed webhook delivery of task events.
+"""Retrying, ordered, signed webhook delivery of task events that cannot hurt the agent.
 
 The SDK calls :meth:`RetryingPushSender.send_notification` inline while it persists each
 task event, so this method only serializes the event and queues it; one worker per
 ``(task_id, config_id)`` then POSTs the queued events in order. A slow or dead receiver
 therefore never delays the task, and never reorders what another receiver sees.
 
-Per attempt: the URL passes the SSRF policy again, a fresh JWT is signed over the exact
-body, and the POST gets ``push_timeout`` seconds. Connection errors, timeouts, 5xx and
-429 are retried after each of ``push_retry_delays``; when those are used up (or the
-receiver answers another 4xx, or the URL is now refused) the delivery is abandoned, the
-config is marked ``failed`` and later events for it are dropped until it is registered
-again.
+What a receiver can cost the agent is bounded:
+
+* time: every attempt has ONE deadline, ``push_timeout`` seconds for everything (URL check,
+  connect, sending, the answer's headers and the bounded read of its body), so a receiver
+  that drips a byte at a time is cut off at the deadline like one that never answers;
+* memory: the answer body is never buffered, at most :data:`MAX_ANSWER_BYTES` are read
+  (undecoded, so a compressed answer cannot expand) before the connection is closed; a
+  config's queue holds at most ``push_queue_size`` events, and overflowing it marks the
+  config ``failed`` with the reason instead of growing;
+* fan-out: the number of configs per task is capped where they are registered
+  (:mod:`apcore_a2a.push.configs`).
+
+Per attempt the URL passes the SSRF policy again, a fresh JWT is signed over the exact body
+(sent in :data:`SIGNATURE_HEADER`), and the config's own ``authentication`` travels as
+``Authorization: <scheme> <credentials>`` (A2A spec). Connection errors, timeouts, 5xx and
+429 are retried after each of ``push_retry_delays``; when those are used up (or the receiver
+answers another non-2xx, or the URL is now refused) the config is marked ``failed`` and
+later events for it are dropped until it is registered again.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
 import logging
 import time
 import uuid
+from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import httpx
 from a2a.server.tasks.push_notification_config_store import PushNotificationConfigStore
 from a2a.server.tasks.push_notification_sender import PushNotificationEvent, PushNotificationSender
 from a2a.types import TaskPushNotificationConfig
-from a2a.utils.proto_utils import to_stream_response
-from google.protobuf.json_format import MessageToDict
 
+from apcore_a2a.push.bodies import V0_3, body_v03, body_v10
 from apcore_a2a.push.policy import PushUrlPolicy
 from apcore_a2a.push.signing import SigningKey
+from apcore_a2a.push.snapshots import TaskSnapshots
 from apcore_a2a.push.status import ConfigStatusBook
 
-__all__ = ["RetryingPushSender"]
+__all__ = ["DEFAULT_QUEUE_SIZE", "MAX_ANSWER_BYTES", "SIGNATURE_HEADER", "RetryingPushSender"]
 
 logger = logging.getLogger("apcore_a2a.push")
+
+#: The header that carries the agent's signed JWT on every delivery.
+SIGNATURE_HEADER = "X-A2A-Signature"
+#: At most this much of a receiver's answer body is read; the rest is never received.
+MAX_ANSWER_BYTES = 4096
+#: Events that may wait for one config before it is marked failed.
+DEFAULT_QUEUE_SIZE = 100
 
 _Key = tuple[str, str]
 
@@ -47,9 +65,15 @@ class _Delivery:
     task_id: str
     config_id: str
     url: str
-    token: str
+    headers: dict[str, str]
     body: bytes
     delivery_id: str
+
+
+@dataclass(eq=False)
+class _Queue:
+    items: deque[_Delivery] = field(default_factory=deque)
+    overflowed: bool = False
 
 
 class _GiveUp(Exception):
@@ -60,12 +84,30 @@ def _retryable(status: int) -> bool:
     return status >= 500 or status == 429
 
 
+def _config_headers(config: TaskPushNotificationConfig) -> dict[str, str]:
+    headers = {"Content-Type": "application/json"}
+    if config.token:
+        headers["X-A2A-Notification-Token"] = config.token
+    if config.HasField("authentication"):
+        auth = config.authentication
+        if auth.scheme and auth.credentials:
+            headers["Authorization"] = f"{auth.scheme} {auth.credentials}"
+        elif auth.scheme:
+            logger.warning(
+                "push: config %s names authentication scheme %r without credentials; "
+                "no Authorization header is sent",
+                config.id,
+                auth.scheme,
+            )
+    return headers
+
+
 class RetryingPushSender(PushNotificationSender):
-    """A ``PushNotificationSender`` with per-config ordering, retries and JWT signing.
+    """A ``PushNotificationSender`` with per-config ordering, retries, bounds and signing.
 
     Counters (plain ints, read them for metrics): ``sent`` deliveries acknowledged with
     2xx, ``failed`` deliveries abandoned, ``retried`` retry attempts made, ``dropped``
-    events skipped because their config had already failed.
+    events skipped because their config had failed or its queue overflowed.
     """
 
     def __init__(
@@ -77,18 +119,26 @@ class RetryingPushSender(PushNotificationSender):
         issuer: str,
         timeout: float = 10.0,
         retry_delays: Sequence[float] = (1.0, 2.0, 4.0),
+        queue_size: int = DEFAULT_QUEUE_SIZE,
+        snapshots: TaskSnapshots | None = None,
         client: httpx.AsyncClient | None = None,
     ) -> None:
+        if timeout <= 0:
+            raise ValueError(f"push_timeout must be positive, got {timeout}")
+        if queue_size < 1:
+            raise ValueError(f"push_queue_size must be at least 1, got {queue_size}")
         self._store = config_store
         self._policy = policy
         self._statuses = statuses
         self._issuer = issuer
         self._timeout = timeout
         self._delays = tuple(retry_delays)
+        self._queue_size = queue_size
+        self.snapshots = snapshots if snapshots is not None else TaskSnapshots()
         self._client = client
         self._owns_client = client is None
         self._key: SigningKey | None = None
-        self._queues: dict[_Key, asyncio.Queue[_Delivery]] = {}
+        self._queues: dict[_Key, _Queue] = {}
         self._workers: dict[_Key, asyncio.Task[None]] = {}
         self._closing = False
         self.sent = 0
@@ -123,7 +173,7 @@ class RetryingPushSender(PushNotificationSender):
     @property
     def pending(self) -> int:
         """Events queued or being delivered right now."""
-        return sum(q.qsize() for q in self._queues.values()) + len(self._workers)
+        return sum(len(q.items) for q in self._queues.values()) + len(self._workers)
 
     async def idle(self) -> None:
         """Wait until every queued event has been delivered or abandoned."""
@@ -132,50 +182,72 @@ class RetryingPushSender(PushNotificationSender):
 
     # -- PushNotificationSender --------------------------------------------------------
     async def send_notification(self, task_id: str, event: PushNotificationEvent) -> None:
+        snapshot = self.snapshots.take(task_id)
         if self._closing or self._key is None:
             logger.warning("push: sender not running, event for task %s not delivered", task_id)
             return
         try:
             configs = await self._store.get_info_for_dispatch(task_id)
+            versions = await self._statuses.versions(task_id) if configs else {}
         except Exception:
             logger.exception("push: cannot read push configs of task %s", task_id)
             return
-        if not configs:
-            return
-        # Serialized once, now: the body is what gets hashed into every attempt's JWT.
-        body = json.dumps(
-            MessageToDict(to_stream_response(event)), separators=(",", ":"), ensure_ascii=False
-        ).encode("utf-8")
+        # Serialized once per version, now: the body is what each attempt's JWT signs.
+        bodies: dict[str, bytes] = {}
         for config in configs:
-            self._enqueue(task_id, config, body)
+            config_id = config.id or task_id
+            version = versions.get(config_id, "1.0")
+            body = bodies.get(version)
+            if body is None:
+                body = body_v03(event, snapshot) if version == V0_3 else body_v10(event)
+                bodies[version] = body
+            await self._enqueue(task_id, config_id, config, body)
 
-    def _enqueue(self, task_id: str, config: TaskPushNotificationConfig, body: bytes) -> None:
-        config_id = config.id or task_id
+    async def _enqueue(
+        self, task_id: str, config_id: str, config: TaskPushNotificationConfig, body: bytes
+    ) -> None:
         key = (task_id, config_id)
-        delivery = _Delivery(task_id, config_id, config.url, config.token, body, str(uuid.uuid4()))
         queue = self._queues.get(key)
         if queue is None:
-            queue = self._queues[key] = asyncio.Queue()
-        queue.put_nowait(delivery)
+            queue = self._queues[key] = _Queue()
+        if queue.overflowed:
+            self.dropped += 1
+            return
+        if len(queue.items) >= self._queue_size:
+            # The receiver cannot keep up: stop queueing for it rather than grow.
+            queue.overflowed = True
+            self.dropped += len(queue.items) + 1
+            queue.items.clear()
+            reason = (
+                f"more than {self._queue_size} events were waiting for this receiver; "
+                "deliveries stopped"
+            )
+            logger.error("push: config %s of task %s: %s", config_id, task_id, reason)
+            await self._statuses.mark_failed(task_id, config_id, reason)
+            return
+        headers = _config_headers(config)
+        queue.items.append(
+            _Delivery(task_id, config_id, config.url, headers, body, str(uuid.uuid4()))
+        )
         if key not in self._workers:
             self._workers[key] = asyncio.create_task(
                 self._work(key, queue), name=f"a2a-push:{task_id}:{config_id}"
             )
 
     # -- delivery ----------------------------------------------------------------------
-    async def _work(self, key: _Key, queue: asyncio.Queue[_Delivery]) -> None:
+    async def _work(self, key: _Key, queue: _Queue) -> None:
         try:
-            while not queue.empty():
-                delivery = queue.get_nowait()
+            while queue.items:
+                delivery = queue.items.popleft()
                 try:
                     await self._deliver_once(delivery)
                 except Exception:
                     logger.exception("push: unexpected error delivering to %s", delivery.url)
         finally:
-            # No await between the empty() check above and here, so no event can slip
+            # No await between the emptiness check above and here, so no event can slip
             # into a queue whose worker is gone.
             self._workers.pop(key, None)
-            if self._queues.get(key) is queue and queue.empty():
+            if self._queues.get(key) is queue and not queue.items:
                 del self._queues[key]
 
     async def _deliver_once(self, delivery: _Delivery) -> None:
@@ -194,17 +266,16 @@ class RetryingPushSender(PushNotificationSender):
                 delivery.url,
                 reason,
             )
-            await self._statuses.mark_failed(delivery.task_id, delivery.config_id, reason)
+            # The first reason stays: a queue overflow while this attempt ran says more.
+            if await self._statuses.failure(delivery.task_id, delivery.config_id) is None:
+                await self._statuses.mark_failed(delivery.task_id, delivery.config_id, reason)
         else:
             self.sent += 1
 
     async def _attempt_all(self, delivery: _Delivery) -> None:
         attempts = len(self._delays) + 1
         for attempt in range(1, attempts + 1):
-            refused = await self._policy.check(delivery.url)
-            if refused is not None:
-                raise _GiveUp(f"URL refused at delivery: {refused}")
-            problem = await self._post(delivery)
+            problem = await self._attempt(delivery)
             if problem is None:
                 return
             if attempt == attempts:
@@ -222,8 +293,31 @@ class RetryingPushSender(PushNotificationSender):
             )
             await asyncio.sleep(delay)
 
-    async def _post(self, delivery: _Delivery) -> str | None:
-        """One attempt: ``None`` on success, a retryable problem, or raise ``_GiveUp``."""
+    async def _attempt(self, delivery: _Delivery) -> str | None:
+        """One attempt under one deadline: ``None`` on success, a retryable problem, or
+        raise ``_GiveUp``."""
+        answer: list[int] = []  # the status, as soon as the answer's headers are in
+        try:
+            async with asyncio.timeout(self._timeout):
+                refused = await self._policy.check(delivery.url)
+                if refused is not None:
+                    raise _GiveUp(f"URL refused at delivery: {refused}")
+                await self._post(delivery, answer)
+        except (TimeoutError, httpx.TimeoutException):
+            if not answer:
+                return f"no complete answer within {self._timeout:g} s"
+            # The status came in time; only the (ignored) body was still dripping.
+        except httpx.TransportError as exc:
+            if not answer:
+                return f"connection error: {type(exc).__name__}"
+        status = answer[0]
+        if 200 <= status < 300:
+            return None
+        if _retryable(status):
+            return f"HTTP {status}"
+        raise _GiveUp(f"receiver answered HTTP {status}")
+
+    async def _post(self, delivery: _Delivery, answer: list[int]) -> None:
         if self._key is None or self._client is None:
             raise _GiveUp("sender is not running")
         token = self._key.sign_delivery(
@@ -234,21 +328,19 @@ class RetryingPushSender(PushNotificationSender):
             jti=delivery.delivery_id,
             now=time.time(),
         )
-        headers = {"Content-Type": "application/json", "Authorization": f"Bearer {token}"}
-        if delivery.token:
-            headers["X-A2A-Notification-Token"] = delivery.token
+        headers = {**delivery.headers, SIGNATURE_HEADER: token}
+        request = self._client.build_request(
+            "POST", delivery.url, content=delivery.body, headers=headers
+        )
+        response = await self._client.send(request, stream=True)
+        answer.append(response.status_code)
         try:
-            response = await self._client.post(
-                delivery.url, content=delivery.body, headers=headers, timeout=self._timeout
-            )
-        except httpx.TimeoutException:
-            return f"no answer within {self._timeout:g} s"
-        except httpx.TransportError as exc:
-            return f"connection error: {type(exc).__name__}"
-        with contextlib.suppress(httpx.HTTPError):
+            # Raw bytes: a compressed answer is never inflated. Reading stops at the cap;
+            # closing an unfinished body drops the connection instead of draining it.
+            received = 0
+            async for chunk in response.aiter_raw():
+                received += len(chunk)
+                if received >= MAX_ANSWER_BYTES:
+                    break
+        finally:
             await response.aclose()
-        if response.is_success:
-            return None
-        if _retryable(response.status_code):
-            return f"HTTP {response.status_code}"
-        raise _GiveUp(f"receiver answered HTTP {response.status_code}")

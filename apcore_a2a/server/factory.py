@@ -8,45 +8,56 @@ starts and stops stores and background work.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
-from collections.abc import AsyncIterator, Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from typing import Any
 
-from a2a.server.request_handlers import DefaultRequestHandler
-from a2a.server.routes import create_jsonrpc_routes, create_rest_routes
 from a2a.types import AgentCard
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.routing import BaseRoute
 
-from apcore_a2a.adapters.agent_card import AgentCardBuilder, Binding, CardDocument
+from apcore_a2a import errors
+from apcore_a2a.adapters.agent_card import AgentCardBuilder, Binding
 from apcore_a2a.auth import (
     acl_card_document,
     authenticator_from_settings,
     extended_card_modifier,
-    legacy_extended_card_route,
     security_for,
-    security_middleware,
 )
+from apcore_a2a.classify import Classifier, Routes
+from apcore_a2a.execution.catalog import SkillCatalog
+from apcore_a2a.execution.executor import ApCoreAgentExecutor
+from apcore_a2a.execution.executors import default_executor, resolve_executor
+from apcore_a2a.execution.preflight import Preflight
+from apcore_a2a.execution.routing import ApCoreRequestContextBuilder, SkillResolver
+from apcore_a2a.keys import CardSigner, card_signer_from_settings
+from apcore_a2a.ops.operations import Operations
 from apcore_a2a.push import build_push
 from apcore_a2a.push import card_extensions as push_card_extensions
-from apcore_a2a.server._card_routes import card_routes
-from apcore_a2a.server._guards import RequestGuard, StreamCounter, cancel_on_drop
-from apcore_a2a.server._rest03 import eager_legacy_streams
 from apcore_a2a.server.call_context import ApCoreCallContextBuilder
-from apcore_a2a.server.catalog import SkillCatalog
-from apcore_a2a.server.executor import ApCoreAgentExecutor
+from apcore_a2a.server.card_routes import card_routes
+from apcore_a2a.server.conformance import RestMediaType
+from apcore_a2a.server.features import (
+    CLASSIFY,
+    GUARD,
+    INNER,
+    middleware_stack,
+)
+from apcore_a2a.server.guards import RequestGuard, cancel_on_drop
 from apcore_a2a.server.handler import ApCoreRequestHandler
-from apcore_a2a.server.ops import Operations
-from apcore_a2a.server.preflight import Preflight
-from apcore_a2a.server.routing import ApCoreRequestContextBuilder, SkillResolver
-from apcore_a2a.server.shutdown import drain
-from apcore_a2a.settings import Settings
+from apcore_a2a.server.lifecycle import Lifecycle, StartOnFirstRequest
+from apcore_a2a.server.limits import StreamLimiter
+from apcore_a2a.server.modules import config_value, executor_for, require_methods
+from apcore_a2a.server.optional import grpc_binding, optional_features
+from apcore_a2a.server.public_url import CardBase
+from apcore_a2a.server.routes import a2a_routes
+from apcore_a2a.server.state import ServerState
+from apcore_a2a.server.task_quota import TaskQuota
+from apcore_a2a.settings import Settings, SettingsError, config_path
 from apcore_a2a.storage import Stores, open_stores
+from apcore_a2a.storage.observed import observe_saves
 
 __all__ = ["A2AServerFactory", "ServerState", "default_executor", "resolve_executor"]
 
@@ -54,80 +65,6 @@ logger = logging.getLogger("apcore_a2a.server")
 
 _TASK_STORE_METHODS = ("save", "get", "list", "delete")
 _AUTH_METHODS = ("authenticate", "security_schemes")
-
-
-def default_executor(registry: Any, *, acl: Any = None, execution_timeout: float = 300.0) -> Any:
-    """The apcore ``Executor`` we build when given a bare registry.
-
-    Approval-gated modules get the :class:`A2AApprovalHandler` (they park in
-    ``input-required`` instead of running unchecked), and apcore's own per-call timeouts
-    (30 s by default) are raised to ``execution_timeout`` so that one setting governs.
-    """
-    from apcore import Config, Executor
-
-    from apcore_a2a.approval import A2AApprovalHandler
-
-    limit_ms = max(1, int(execution_timeout * 1000))
-    config = Config(data={"executor": {"default_timeout": limit_ms, "global_timeout": limit_ms}})
-    return Executor(registry, acl=acl, config=config, approval_handler=A2AApprovalHandler())
-
-
-def resolve_executor(obj: Any, *, execution_timeout: float = 300.0) -> tuple[Any, Any]:
-    """Return ``(registry, executor)`` for a Registry or an Executor (duck-typed)."""
-    if callable(getattr(obj, "call_async", None)) and hasattr(obj, "registry"):
-        return obj.registry, obj
-    if callable(getattr(obj, "list", None)) and callable(getattr(obj, "get_definition", None)):
-        return obj, default_executor(obj, execution_timeout=execution_timeout)
-    raise TypeError(
-        "Expected an apcore Registry (list, get_definition) or Executor (call_async, registry), "
-        f"got {type(obj).__name__}"
-    )
-
-
-def _require(obj: Any, methods: tuple[str, ...], what: str) -> None:
-    missing = [m for m in methods if not callable(getattr(obj, m, None))]
-    if missing:
-        raise TypeError(
-            f"{what} object {type(obj).__name__} is missing methods: {', '.join(missing)}"
-        )
-
-
-def _config_value(executor: Any, registry: Any, key: str) -> str | None:
-    for owner in (executor, registry):
-        config = getattr(owner, "_config", None) or getattr(owner, "config", None)
-        getter = getattr(config, "get", None)
-        if callable(getter):
-            try:
-                value = getter(key)
-            except Exception:
-                value = None
-            if value:
-                return str(value)
-    return None
-
-
-@dataclass
-class ServerState:
-    """Live objects of one server, shared with ops endpoints and tests."""
-
-    settings: Settings
-    registry: Any
-    executor: Any
-    catalog: SkillCatalog
-    handler: DefaultRequestHandler
-    stores: Stores
-    streams: StreamCounter
-    agent_executor: ApCoreAgentExecutor
-    ops: Operations
-    started_at: float = 0.0
-    extras: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def card(self) -> AgentCard:
-        return self.catalog.snapshot.card
-
-    def document(self) -> CardDocument:
-        return self.catalog.snapshot.document
 
 
 class A2AServerFactory:
@@ -140,7 +77,7 @@ class A2AServerFactory:
     Keyword arguments are :class:`~apcore_a2a.settings.Settings` fields (they win over
     environment variables), plus ``task_store`` (a URL or a TaskStore object),
     ``auth`` (an ``Authenticator`` object) and ``config`` (the path of an agent YAML file,
-    see :mod:`apcore_a2a.config_file`: its values sit below environment variables and
+    see :mod:`apcore_a2a.config`: its values sit below environment variables and
     keyword arguments, and without a registry its module sources are loaded).
     """
 
@@ -153,31 +90,32 @@ class A2AServerFactory:
         environ: Mapping[str, str] | None = None,
         auth: Any = None,
         task_store: Any = None,
+        standalone: bool = False,
         **overrides: Any,
     ) -> None:
         if auth is not None:
-            _require(auth, _AUTH_METHODS, "auth")
+            require_methods(auth, _AUTH_METHODS, "auth")
         if task_store is not None and not isinstance(task_store, str):
-            _require(task_store, _TASK_STORE_METHODS, "task_store")
+            require_methods(task_store, _TASK_STORE_METHODS, "task_store")
         elif isinstance(task_store, str):
             overrides["task_store"] = task_store
         environ = os.environ if environ is None else environ
+        if config is None:
+            config = config_path(environ)
         if config is not None:
-            from apcore_a2a.config_file import load_config
+            from apcore_a2a.config import load_config
 
             if settings is not None:
                 raise TypeError("give config= or settings=, not both")
-            agent_config = load_config(config)
-            settings = agent_config.base()
-        self.settings = Settings.resolve(overrides, environ=environ, base=settings)
-        if config is not None and registry_or_executor is None:
-            sources = agent_config.module_sources(environ=environ)
-            registry_or_executor = sources.build_executor(self.settings.execution_timeout)
-        self.registry, self.executor = resolve_executor(
-            registry_or_executor, execution_timeout=self.settings.execution_timeout
-        )
+            base: Settings | Mapping[str, Any] | None = load_config(config).values
+        else:
+            base = settings
+        self.settings = Settings.resolve(overrides, environ=environ, base=base)
+        self.registry, self.executor = executor_for(registry_or_executor, self.settings)
         self.auth = auth if auth is not None else authenticator_from_settings(self.settings)
         self.task_store_object = task_store if not isinstance(task_store, str) else None
+        #: served by serve() or the CLI (which own the process): process_tuning defaults on
+        self.standalone = standalone
 
     # -- pieces ------------------------------------------------------------------------
     def card_builder(self) -> AgentCardBuilder:
@@ -186,12 +124,12 @@ class A2AServerFactory:
         rpc_url = base + (s.rpc_path if s.rpc_path != "/" else "/")
         bindings = [Binding("JSONRPC", rpc_url), Binding("HTTP+JSON", base)]
         if s.grpc_port is not None:
-            bindings.append(Binding("GRPC", _grpc_binding().grpc_address(s)))
+            bindings.append(Binding("GRPC", grpc_binding().grpc_address(s)))
         name = (
-            s.name or _config_value(self.executor, self.registry, "project.name") or "apcore-agent"
+            s.name or config_value(self.executor, self.registry, "project.name") or "apcore-agent"
         )
         version = (
-            s.version or _config_value(self.executor, self.registry, "project.version") or "0.0.0"
+            s.version or config_value(self.executor, self.registry, "project.version") or "0.0.0"
         )
         schemes, requirements = security_for(self.auth)
         return AgentCardBuilder(
@@ -210,8 +148,8 @@ class A2AServerFactory:
     def create(self) -> tuple[Starlette, AgentCard]:
         """Return ``(app, agent_card)``; raises ``ValueError`` for a registry without modules."""
         s = self.settings
-        public_ids = list(self.registry.list())
-        if not public_ids:
+        errors.register()
+        if not list(self.registry.list()):
             raise ValueError("The apcore registry has no modules; nothing to serve")
         catalog = SkillCatalog(self.registry, self.card_builder())
         if not catalog.ids():
@@ -219,11 +157,22 @@ class A2AServerFactory:
         if s.default_skill and catalog.get(s.default_skill) is None:
             raise ValueError(f"default_skill {s.default_skill!r} is not a served skill")
 
-        stores = open_stores(self.task_store_object or s.task_store, s)
+        try:
+            signer = card_signer_from_settings(s)
+        except ValueError as exc:
+            raise SettingsError(str(exc)) from None
+        store = self.task_store_object
+        stores = open_stores(
+            store if store is not None else s.task_store,
+            s,
+            heartbeat_interval=s.cluster_heartbeat_interval,
+            replica_timeout=s.cluster_replica_timeout,
+        )
         ops = Operations(s)
         agent_executor = ApCoreAgentExecutor(self.executor, s, ops.observers)
-        resolver = SkillResolver(catalog, s.default_skill)
-
+        stores.watch_cancels(
+            agent_executor.running_task_ids, agent_executor.stop_canceled_elsewhere
+        )
         push = (
             build_push(
                 s,
@@ -234,30 +183,9 @@ class A2AServerFactory:
             if s.push_notifications
             else None
         )
-
-        async def lookup(task_id: str, context: Any) -> Any:
-            return await stores.get_task(task_id, context)
-
-        handler = ApCoreRequestHandler(
-            task_lookup=lookup,
-            agent_executor=agent_executor,
-            task_store=stores.task_store,
-            agent_card=catalog.snapshot.card,
-            push_config_store=push.config_store if push else stores.push_config_store,
-            push_sender=push.sender if push else None,
-            push_url_validator=push.url_validator if push else None,
-            request_context_builder=ApCoreRequestContextBuilder(
-                resolver, lookup, Preflight(self.registry, self.executor)
-            ),
-            event_stream=stores.event_stream,
-            extended_agent_card=catalog.snapshot.card if self.auth is not None else None,
-            extended_card_modifier=(
-                extended_card_modifier(self.executor, lambda: catalog.snapshot.card)
-                if self.auth is not None
-                else None
-            ),
-        )
-        streams = StreamCounter()
+        card_base = CardBase(s.public_url(), fixed=bool(s.url))
+        handler = self._handler(catalog, stores, agent_executor, push, card_base, signer)
+        streams = StreamLimiter(s.max_streams, s.max_streams_per_caller)
         state = ServerState(
             settings=s,
             registry=self.registry,
@@ -270,122 +198,97 @@ class A2AServerFactory:
             ops=ops,
         )
         ops.attach(state)
-        if s.grpc_port is not None:
-            state.extras["grpc"] = _grpc_binding().GrpcServer(handler, s, authenticator=self.auth)
         context_builder = ApCoreCallContextBuilder()
-        routes: list[BaseRoute] = [
-            *ops.routes(),
-            *card_routes(acl_card_document(self.executor, state.document)),
-            *create_jsonrpc_routes(
-                handler,
-                rpc_url=s.rpc_path,
-                context_builder=context_builder,
-                enable_v0_3_compat=True,
-                shutdown_grace_period=_stream_grace(s),
-            ),
-        ]
-        if push is not None:
-            routes += push.routes
-            state.extras["push"] = push
-        if self.auth is not None:
-            routes.append(legacy_extended_card_route(handler, context_builder))
-        if s.explorer:
-            from apcore_a2a.explorer import explorer_routes
-
-            routes += explorer_routes(s.explorer_prefix)
-        # REST last: its "/{tenant}" mount would otherwise swallow the routes above.
-        routes += eager_legacy_streams(
-            create_rest_routes(
-                handler,
-                context_builder=context_builder,
-                enable_v0_3_compat=True,
-                shutdown_grace_period=_stream_grace(s),
-            )
+        features = optional_features(
+            state,
+            authenticator=self.auth,
+            push=push,
+            signer=signer,
+            context_builder=context_builder,
         )
-        middleware = [
-            *ops.middleware(),
-            *security_middleware(s, self.auth),
-            Middleware(
-                RequestGuard,
-                rpc_path=s.rpc_path,
-                max_body_bytes=s.max_body_bytes,
-                max_streams=s.max_streams,
-                streams=streams,
-                on_stream_dropped=(
-                    cancel_on_drop(handler, context_builder) if s.cancel_on_disconnect else None
+        rpc_routes, rest_routes = a2a_routes(
+            handler,
+            rpc_path=s.rpc_path,
+            context_builder=context_builder,
+            stream_grace=s.shutdown_timeout + 1.0,
+        )
+        # Rebased onto where the caller reached us, then signed: the signature covers the
+        # URLs the caller is given.
+        card_source = card_base.document(acl_card_document(self.executor, state.document))
+        if signer is not None:
+            card_source = signer.documents(card_source)
+        routes: list[BaseRoute] = [
+            *card_routes(card_source),
+            *rpc_routes,
+            *(route for feature in features for route in feature.routes),
+            *rest_routes,
+        ]
+        drop = cancel_on_drop(handler, context_builder) if s.cancel_on_disconnect else None
+        explorer = s.explorer_prefix if s.explorer else None
+        core = [
+            (CLASSIFY, Middleware(Classifier, routes=Routes(s.rpc_path, explorer))),
+            (
+                GUARD,
+                Middleware(
+                    RequestGuard,
+                    max_body_bytes=s.max_body_bytes,
+                    streams=streams,
+                    on_stream_dropped=drop,
                 ),
             ),
+            (INNER, Middleware(RestMediaType)),
         ]
-        if push is not None:
-            middleware += push.middleware
-        app = Starlette(routes=routes, middleware=middleware, lifespan=_lifespan(state))
+        tuning = s.process_tuning if s.process_tuning is not None else self.standalone
+        lifecycle = Lifecycle(state, features, tuning=tuning)
+        middleware = [
+            Middleware(StartOnFirstRequest, lifecycle=lifecycle),
+            *middleware_stack(features, core),
+        ]
+        app = Starlette(routes=routes, middleware=middleware, lifespan=lifecycle.lifespan)
         app.state.a2a = state
+        state.extras.update({f.name: f.handle for f in features if f.handle is not None})
         return app, catalog.snapshot.card
 
+    def _handler(
+        self,
+        catalog: SkillCatalog,
+        stores: Stores,
+        agent_executor: ApCoreAgentExecutor,
+        push: Any,
+        card_base: CardBase,
+        signer: CardSigner | None,
+    ) -> ApCoreRequestHandler:
+        async def lookup(task_id: str, context: Any) -> Any:
+            return await stores.get_task(task_id, context)
 
-def _stream_grace(settings: Settings) -> float:
-    # sse-starlette ends every open stream as soon as uvicorn begins to stop; the grace
-    # keeps them open until the drain has finished or canceled their tasks.
-    return settings.shutdown_timeout + 1.0
-
-
-def _grpc_binding() -> Any:
-    """The gRPC binding module, or a ``RuntimeError`` naming the extra when grpcio is missing."""
-    try:
-        from apcore_a2a.server import grpc as binding
-    except ImportError as exc:
-        raise RuntimeError(str(exc)) from exc
-    return binding
-
-
-def _lifespan(state: ServerState) -> Callable[[Starlette], Any]:
-    @contextlib.asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        import asyncio
-        import gc
-        import time
-
-        loop = asyncio.get_running_loop()
-        pool = ThreadPoolExecutor(
-            max_workers=state.settings.sync_workers, thread_name_prefix="apcore-a2a"
+        resolver = SkillResolver(
+            catalog, self.settings.default_skill, by_schema=self.settings.route_by_schema
         )
-        # apcore runs sync modules on the loop's default executor; size it on purpose, and
-        # give the host loop its previous executor back on shutdown (embedded apps).
-        previous_pool = getattr(loop, "_default_executor", None)
-        loop.set_default_executor(pool)
-        state.started_at = time.time()
-        await state.stores.start()
-        push = state.extras.get("push")
-        if push is not None:
-            await push.start()
-        grpc_server = state.extras.get("grpc")
-        if grpc_server is not None:
-            await grpc_server.start()
-        state.catalog.watch()
-        # What exists now (modules, schemas, SDK, card) lives as long as the server. Frozen,
-        # the cyclic GC stops re-scanning it in every full collection, which otherwise
-        # costs a few hundred µs per request (see benchmarks/RESULTS.md). No collect()
-        # first: it would add ~70 ms to every start to free a few kB.
-        gc.freeze()
-        try:
-            yield
-        finally:
-            state.catalog.unwatch()
-            # Runs again (within the same deadline) if serve() already drained on SIGTERM.
-            await drain(state, state.settings.shutdown_timeout)
-            if grpc_server is not None:
-                await grpc_server.stop()
-            await state.handler.aclose()
-            if push is not None:
-                await push.aclose()
-            await state.ops.aclose()
-            await state.stores.aclose()
-            if getattr(loop, "_default_executor", None) is pool:
-                if previous_pool is not None:
-                    loop.set_default_executor(previous_pool)
-                else:
-                    loop._default_executor = None  # type: ignore[attr-defined]
-            pool.shutdown(wait=False, cancel_futures=True)
-            gc.unfreeze()  # let this app's own cycles be collected once it is gone
-
-    return lifespan
+        modifier = card_base.modifier(
+            extended_card_modifier(self.executor, lambda: catalog.snapshot.card)
+            if self.auth is not None
+            else None
+        )
+        if signer is not None and modifier is not None:
+            modifier = signer.extended_modifier(modifier)
+        quota = TaskQuota(self.settings.max_unfinished_tasks_per_caller)
+        task_store = push.observe(stores.task_store) if push else stores.task_store
+        if quota.limit:
+            task_store = observe_saves(task_store, quota.saved)
+        return ApCoreRequestHandler(
+            task_lookup=lookup,
+            turns=stores.turns,
+            quota=quota,
+            agent_executor=agent_executor,
+            task_store=task_store,
+            agent_card=catalog.snapshot.card,
+            push_config_store=push.config_store if push else stores.push_config_store,
+            push_sender=push.sender if push else None,
+            push_url_validator=push.url_validator if push else None,
+            request_context_builder=ApCoreRequestContextBuilder(
+                resolver, lookup, Preflight(self.registry, self.executor)
+            ),
+            event_stream=stores.event_stream,
+            extended_agent_card=catalog.snapshot.card if self.auth is not None else None,
+            extended_card_modifier=modifier,
+        )

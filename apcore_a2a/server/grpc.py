@@ -26,7 +26,17 @@ from a2a.auth.user import UnauthenticatedUser, User
 from a2a.server.context import ServerCallContext
 from a2a.utils.errors import A2AError, InternalError
 
-from apcore_a2a.server.call_context import IdentityUser
+from apcore_a2a import errors
+from apcore_a2a.adapters.file_bytes import (
+    is_python_client,
+    proto_request_to_sdk,
+    proto_response_to_wire,
+)
+from apcore_a2a.execution.identity import IdentityUser
+from apcore_a2a.push.bodies import PROTOCOL_VERSION_STATE_KEY
+from apcore_a2a.server.conformance import grpc_version_error
+from apcore_a2a.server.limits import StreamLimiter
+from apcore_a2a.server.task_quota import CALLER_STATE_KEY
 
 try:
     import grpc
@@ -94,14 +104,25 @@ def _text_metadata(context: grpc.aio.ServicerContext) -> dict[str, str]:
 class GrpcCallContextBuilder(DefaultGrpcServerCallContextBuilder):
     """The SDK default gRPC builder plus the caller's apcore identity and headers.
 
-    ``user`` is an :class:`~apcore_a2a.server.call_context.IdentityUser` for authenticated
+    ``user`` is an :class:`~apcore_a2a.execution.identity.IdentityUser` for authenticated
     calls (so owner scoping matches HTTP), and ``state['headers']`` holds the text
-    metadata, so ``traceparent`` propagates into apcore as it does over HTTP.
+    metadata, so ``traceparent`` propagates into apcore as it does over HTTP. With
+    *protocol_version*, the context also records which A2A service (1.0 or 0.3) the call
+    reached, which gRPC callers do not have to state in metadata.
     """
+
+    def __init__(self, protocol_version: str | None = None) -> None:
+        self.protocol_version = protocol_version
 
     def build(self, context: grpc.aio.ServicerContext) -> ServerCallContext:
         call_context: ServerCallContext = super().build(context)
         call_context.state["headers"] = _text_metadata(context)
+        identity = _call_identity.get()
+        call_context.state[CALLER_STATE_KEY] = (
+            IdentityUser(identity).user_name if identity is not None else _peer(context)
+        )
+        if self.protocol_version is not None:
+            call_context.state[PROTOCOL_VERSION_STATE_KEY] = self.protocol_version
         return call_context
 
     def build_user(self, context: grpc.aio.ServicerContext) -> User:
@@ -129,10 +150,12 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         aborts: dict[str, _Abort],
         authenticator: Authenticator | None,
         require_auth: bool,
+        streams: StreamLimiter | None = None,
     ) -> None:
         self._aborts = aborts
         self._authenticator = authenticator
         self._require_auth = require_auth
+        self._streams = streams
 
     async def intercept_service(
         self,
@@ -158,10 +181,23 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
             )
         return handler
 
-    async def _admit(self, method: str, context: grpc.aio.ServicerContext) -> None:
+    async def _admit(
+        self, method: str, context: grpc.aio.ServicerContext, abort: _Abort
+    ) -> Identity | None:
+        """Authenticate, then check the announced protocol version (as HTTP does), or abort."""
+        identity = await self._authenticate(method, context)
+        major = "0" if method.startswith(f"/{SERVICE_V0_3}/") else "1"
+        wrong = grpc_version_error(major, _text_metadata(context).get("a2a-version"))
+        if wrong is not None:
+            await abort(wrong, context)
+        return identity
+
+    async def _authenticate(
+        self, method: str, context: grpc.aio.ServicerContext
+    ) -> Identity | None:
         """Set the caller's identity for this call, or abort with UNAUTHENTICATED."""
         if self._authenticator is None:
-            return
+            return None
         from apcore_a2a.auth import InvalidCredentials
 
         try:
@@ -169,17 +205,40 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         except InvalidCredentials as exc:
             logger.debug("rejected credentials for %s: %s", method, exc)
             await context.abort(grpc.StatusCode.UNAUTHENTICATED, _DENIED)
-            return
+            return None
         if identity is None and (self._require_auth or method in _EXTENDED_CARD_METHODS):
             await context.abort(grpc.StatusCode.UNAUTHENTICATED, _DENIED)
         _call_identity.set(identity)
+        return identity
+
+    async def _take_stream(
+        self, identity: Identity | None, context: grpc.aio.ServicerContext
+    ) -> str | None:
+        """Take a stream slot (the same limits as SSE streams), or abort the call."""
+        if self._streams is None:
+            return None
+        caller = IdentityUser(identity).user_name if identity is not None else _peer(context)
+        refusal = self._streams.acquire(caller)
+        if refusal is None:
+            return caller
+        if refusal.scope == "agent":
+            await context.abort(grpc.StatusCode.UNAVAILABLE, refusal.message)
+        await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, refusal.message)
+        return None  # pragma: no cover - abort() always raises
 
     def _unary(
         self, behavior: Callable[..., Awaitable[Any]], method: str, abort: _Abort
     ) -> Callable[[Any, grpc.aio.ServicerContext], Awaitable[Any]]:
+        legacy = method.startswith(f"/{SERVICE_V0_3}/")
+
         async def call(request: Any, context: grpc.aio.ServicerContext) -> Any:
-            await self._admit(method, context)
+            await self._admit(method, context, abort)
             try:
+                if legacy:
+                    python = await _legacy_request(request, context, abort)
+                    response = await behavior(request, context)
+                    proto_response_to_wire(response, python_client=python)
+                    return response
                 return await behavior(request, context)
             except grpc.aio.AbortError:
                 raise
@@ -193,10 +252,16 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
     def _stream(
         self, behavior: Callable[..., AsyncIterator[Any]], method: str, abort: _Abort
     ) -> Callable[[Any, grpc.aio.ServicerContext], AsyncIterator[Any]]:
+        legacy = method.startswith(f"/{SERVICE_V0_3}/")
+
         async def call(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-            await self._admit(method, context)
+            identity = await self._admit(method, context, abort)
+            caller = await self._take_stream(identity, context)
             try:
+                python = await _legacy_request(request, context, abort) if legacy else False
                 async for item in behavior(request, context):
+                    if legacy:
+                        proto_response_to_wire(item, python_client=python)
                     yield item
             except grpc.aio.AbortError:
                 raise
@@ -204,8 +269,34 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
                 logger.exception("unexpected error in gRPC %s", method)
                 await abort(InternalError(), context)
                 raise  # pragma: no cover - abort() always raises
+            finally:
+                if caller is not None and self._streams is not None:
+                    self._streams.release(caller)
 
         return call
+
+
+def _peer(context: grpc.aio.ServicerContext) -> str:
+    """``ip:<address>`` of an anonymous caller (the key its stream quota counts by)."""
+    peer = str(context.peer() or "unknown")  # e.g. "ipv4:127.0.0.1:53422"
+    kind, _, rest = peer.partition(":")
+    address = rest.rsplit(":", 1)[0] if kind in ("ipv4", "ipv6") else peer
+    return f"ip:{address.strip('[]')}"
+
+
+async def _legacy_request(request: Any, context: grpc.aio.ServicerContext, abort: _Abort) -> bool:
+    """Put a 0.3 request's file bytes in the form the SDK's 0.3 conversion decodes correctly.
+
+    The spec's raw bytes win; see :mod:`apcore_a2a.adapters.file_bytes` for what else is
+    accepted and why. A part without content aborts with INVALID_ARGUMENT. Returns whether
+    the caller is a Python SDK client.
+    """
+    python = is_python_client(_text_metadata(context).get("user-agent"))
+    try:
+        proto_request_to_sdk(request, python_client=python)
+    except A2AError as exc:
+        await abort(exc, context)
+    return python
 
 
 def _host_for(host: str) -> str:
@@ -254,6 +345,7 @@ class GrpcServer:
         settings: Settings,
         *,
         authenticator: Authenticator | None = None,
+        streams: StreamLimiter | None = None,
     ) -> None:
         port = settings.grpc_port
         if port is None or not 0 < port < 65536:
@@ -261,6 +353,8 @@ class GrpcServer:
         self.settings = settings
         self.handler = handler
         self.authenticator = authenticator
+        #: shared with the HTTP request guard, so SSE and gRPC streams count together
+        self.streams = streams
         self.bind_address = f"{_host_for(settings.host or '0.0.0.0')}:{port}"
         self.address = grpc_address(settings)
         self._tls = _read_tls(settings.grpc_tls_cert, settings.grpc_tls_key)
@@ -279,13 +373,14 @@ class GrpcServer:
         """Bind the port and start serving; raises ``OSError`` if the port is taken."""
         if self._server is not None:
             return
-        builder = GrpcCallContextBuilder()
-        v1 = GrpcHandler(self.handler, context_builder=builder)
-        v03 = CompatGrpcHandler(self.handler, context_builder=builder)
+        errors.register()
+        v1 = GrpcHandler(self.handler, context_builder=GrpcCallContextBuilder("1.0"))
+        v03 = CompatGrpcHandler(self.handler, context_builder=GrpcCallContextBuilder("0.3"))
         interceptor = _A2AInterceptor(
             {SERVICE_V1: v1.abort_context, SERVICE_V0_3: v03.abort_context},
             self.authenticator,
             self.settings.require_auth,
+            self.streams,
         )
         server = grpc.aio.server(
             interceptors=[interceptor],

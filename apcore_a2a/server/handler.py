@@ -1,18 +1,33 @@
-"""The SDK request handler with the few answers apcore-a2a words differently."""
+"""The SDK request handler with the rules apcore-a2a adds to it.
+
+* **One execution per task.** a2a-sdk queues a message for a task that is still running
+  behind the running execution and then runs it too. Here a message may continue a task
+  only while it waits for input, and only one message per wait: the others get
+  :class:`~apcore_a2a.errors.TaskBusyError` at once (see ``storage/turns.py``).
+* **Unfinished tasks per caller** are capped (``server/task_quota.py``).
+* The not-cancelable error names the task's state.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any
 
 from a2a.server.context import ServerCallContext
 from a2a.server.request_handlers import DefaultRequestHandler
-from a2a.types import CancelTaskRequest, Task, TaskState
+from a2a.types import CancelTaskRequest, SendMessageRequest, Task, TaskState
 from a2a.utils.errors import TaskNotCancelableError
+
+from apcore_a2a.errors import TaskBusyError
+from apcore_a2a.server.task_quota import TaskQuota
+from apcore_a2a.storage.turns import MemoryTurnClaims, TurnClaims
 
 __all__ = ["ApCoreRequestHandler", "state_label"]
 
 TaskLookup = Callable[[str, ServerCallContext], Awaitable[Task | None]]
+
+_RUNNING = frozenset({TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING})
+_WAITING = frozenset({TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.TASK_STATE_AUTH_REQUIRED})
 
 
 def state_label(state: int) -> str:
@@ -22,11 +37,52 @@ def state_label(state: int) -> str:
 
 
 class ApCoreRequestHandler(DefaultRequestHandler):
-    """``DefaultRequestHandler`` whose not-cancelable error names the task's state."""
+    """``DefaultRequestHandler`` with the rules of the module docstring."""
 
-    def __init__(self, *args: Any, task_lookup: TaskLookup, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *args: Any,
+        task_lookup: TaskLookup,
+        turns: TurnClaims | None = None,
+        quota: TaskQuota | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(*args, **kwargs)
         self._task_lookup = task_lookup
+        self._turns = turns if turns is not None else MemoryTurnClaims()
+        self._quota = quota if quota is not None else TaskQuota(0)
+
+    async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Any:
+        await self._take_turn(params, context)
+        return await super().on_message_send(params, context)
+
+    async def on_message_send_stream(
+        self, params: SendMessageRequest, context: ServerCallContext
+    ) -> AsyncGenerator[Any, None]:
+        await self._take_turn(params, context)
+        async for event in super().on_message_send_stream(params, context):
+            yield event
+
+    async def _take_turn(self, params: SendMessageRequest, context: ServerCallContext) -> None:
+        task_id = params.message.task_id
+        if not task_id:
+            await self._quota.check(context, self._task_lookup)
+            return
+        stored = await self._task_lookup(task_id, context)
+        if stored is None:
+            return  # the SDK answers TaskNotFoundError
+        state = stored.status.state
+        if state in _RUNNING:
+            raise TaskBusyError(
+                message=f"Task is busy: it is {state_label(state)}; send the next message "
+                "when it asks for input"
+            )
+        if state in _WAITING:
+            turn = f"{state}:{stored.status.timestamp.ToJsonString()}"
+            if not await self._turns.claim(task_id, turn):
+                raise TaskBusyError(
+                    message="Task is busy: another message is already continuing it"
+                )
 
     async def on_cancel_task(
         self, params: CancelTaskRequest, context: ServerCallContext

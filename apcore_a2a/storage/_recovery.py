@@ -25,6 +25,7 @@ from ._tables import claims_table, replicas_table
 
 __all__ = [
     "INTERRUPTED_MESSAGE",
+    "canceled_among",
     "fail_tasks",
     "orphaned_running_tasks",
     "running_tasks",
@@ -39,6 +40,8 @@ _RUNNING = (TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING)
 # Stored state strings: 1.0 enum names, plus the v0.3 spellings of rows written by
 # older SDKs, which the SDK still reads.
 _RUNNING_NAMES = [TaskState.Name(s) for s in _RUNNING] + ["submitted", "working"]
+
+_CANCELED_NAMES = [TaskState.Name(TaskState.TASK_STATE_CANCELED), "canceled"]
 
 _Row = tuple[str, str | None]
 
@@ -82,6 +85,14 @@ async def running_tasks_of(engine: AsyncEngine, replica_id: str) -> list[_Row]:
         .where(and_(_state_column().in_(_RUNNING_NAMES), claims_table.c.replica_id == replica_id))
     )
     return await _fetch(engine, stmt)
+
+
+async def canceled_among(engine: AsyncEngine, task_ids: list[str]) -> set[str]:
+    """Which of *task_ids* the store holds as ``canceled`` (one query)."""
+    stmt = select(TaskModel.id, TaskModel.owner).where(
+        and_(TaskModel.id.in_(task_ids), _state_column().in_(_CANCELED_NAMES))
+    )
+    return {task_id for task_id, _ in await _fetch(engine, stmt)}
 
 
 async def _fetch(engine: AsyncEngine, stmt: Any) -> list[_Row]:

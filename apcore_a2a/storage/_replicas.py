@@ -34,12 +34,13 @@ from a2a.types import ListTasksRequest, ListTasksResponse, Task, TaskState
 from sqlalchemy import delete, insert, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ._engine import READ_ONLY
-from ._tables import claims_table, replicas_table
+from ._tables import claims_table, replicas_table, turns_table
 
-__all__ = ["ClaimingTaskStore", "ReplicaRegistry"]
+__all__ = ["ClaimingTaskStore", "ReplicaRegistry", "SqlTurnClaims"]
 
 _RUNNING = frozenset({TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING})
 _CLAIM_CACHE_SIZE = 10_000
@@ -204,3 +205,18 @@ class ClaimingTaskStore(VersionedTaskStore):
         """Delete the task and its version row."""
         self.registry.release(task_id)
         await self.inner.delete(task_id, context)
+
+
+class SqlTurnClaims:
+    """Claims shared by every replica on one database (cluster mode)."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self._engine = engine
+
+    async def claim(self, task_id: str, turn: str) -> bool:
+        try:
+            async with self._engine.begin() as conn:
+                await conn.execute(insert(turns_table).values(task_id=task_id, turn=turn[:64]))
+        except IntegrityError:
+            return False
+        return True

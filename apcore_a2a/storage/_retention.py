@@ -15,7 +15,7 @@ from a2a.types import TaskState
 from sqlalchemy import delete, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from ._tables import claims_table
+from ._tables import claims_table, turns_table
 
 __all__ = ["purge_finished_tasks", "retention_interval"]
 
@@ -51,7 +51,12 @@ async def purge_finished_tasks(
     cutoff = datetime.now(UTC).replace(tzinfo=None) - timedelta(seconds=retention_seconds)
     dependents: list[Any] = [PushNotificationConfigModel.__table__]
     if cluster:
-        dependents += [TaskVersionModel.__table__, TaskEventModel.__table__, claims_table]
+        dependents += [
+            TaskVersionModel.__table__,
+            TaskEventModel.__table__,
+            claims_table,
+            turns_table,
+        ]
     total = 0
     while True:
         async with engine.begin() as conn:

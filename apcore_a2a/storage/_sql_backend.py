@@ -22,7 +22,10 @@ from ._retention import purge_finished_tasks, retention_interval
 from ._tables import METADATA
 from ._urls import StoreURL
 
-__all__ = ["SqlBackend"]
+__all__ = ["CancelWatch", "SqlBackend"]
+
+#: (the task ids running here, stop one of them)
+CancelWatch = tuple[Callable[[], list[str]], Callable[[str], None]]
 
 logger = logging.getLogger(__name__)
 
@@ -50,14 +53,17 @@ class SqlBackend:
         initializers: list[Callable[[], Awaitable[None]]],
         registry: ReplicaRegistry | None,
         retention_seconds: float | None,
+        poll_interval: float = 0.5,
     ) -> None:
         self.store_url = store_url
         self.engine = engine
         self.task_store = task_store
         self.registry = registry
         self.retention_seconds = retention_seconds
+        self.poll_interval = poll_interval
         self._initializers = initializers
         self._loops: list[asyncio.Task[None]] = []
+        self._cancel_watch: CancelWatch | None = None
         self._started = False
 
     # -- lifecycle -----------------------------------------------------------------
@@ -91,6 +97,8 @@ class SqlBackend:
             raise self._unavailable(exc) from None
         if self.registry is not None:
             self._spawn(self._heartbeat_loop(self.registry), "heartbeat")
+            if self._cancel_watch is not None:
+                self._spawn(self._cancel_loop(*self._cancel_watch), "cancels")
         if self.retention_seconds is not None and self.retention_seconds > 0:
             self._spawn(self._retention_loop(self.retention_seconds), "retention")
         self._started = True
@@ -119,6 +127,10 @@ class SqlBackend:
                     await conn.execute(text("SELECT 1"))
         except _DB_ERRORS as exc:
             raise self._unavailable(exc) from None
+
+    def watch_cancels(self, running: Callable[[], list[str]], stop: Callable[[str], None]) -> None:
+        """Cluster mode: call ``stop(task_id)`` for a local run another replica canceled."""
+        self._cancel_watch = (running, stop)
 
     # -- internals -----------------------------------------------------------------
     async def _create_tables(self) -> None:
@@ -159,6 +171,26 @@ class SqlBackend:
                     await registry.retire(dead)
             except _DB_ERRORS as exc:
                 logger.warning("replica heartbeat failed: %s", type(exc).__name__)
+
+    async def _cancel_loop(
+        self, running: Callable[[], list[str]], stop: Callable[[str], None]
+    ) -> None:
+        # A CancelTask answered by another replica only writes CANCELED to the store; the
+        # SDK's own signal (a version conflict) reaches this replica at the run's next
+        # write, which a long module without output never makes. One query per poll
+        # interval, and none while nothing runs here.
+        while True:
+            await asyncio.sleep(self.poll_interval)
+            ids = running()
+            if not ids:
+                continue
+            try:
+                canceled = await _recovery.canceled_among(self.engine, ids)
+            except _DB_ERRORS as exc:
+                logger.warning("cancel check failed: %s", type(exc).__name__)
+                continue
+            for task_id in canceled:
+                stop(task_id)
 
     async def _retention_loop(self, retention_seconds: float) -> None:
         cluster = self.registry is not None

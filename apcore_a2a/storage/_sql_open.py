@@ -10,7 +10,7 @@ from ._urls import StoreURL
 if TYPE_CHECKING:
     from apcore_a2a.settings import Settings
 
-    from .stores import Stores
+    from ._set import Stores
 
 __all__ = ["open_sql_stores"]
 
@@ -41,9 +41,9 @@ def open_sql_stores(
             f"install them with: {_INSTALL_HINT[store_url.kind]}"
         ) from None
 
-    from ._replicas import ClaimingTaskStore, ReplicaRegistry
+    from ._replicas import ClaimingTaskStore, ReplicaRegistry, SqlTurnClaims
+    from ._set import Stores
     from ._sql_backend import SqlBackend
-    from .stores import Stores
 
     if settings.push_encryption_key:
         try:
@@ -75,12 +75,14 @@ def open_sql_stores(
             initializers=initializers,
             registry=registry,
             retention_seconds=settings.task_retention_seconds,
+            poll_interval=settings.cluster_poll_interval,
         )
         return Stores(
             task_store=ClaimingTaskStore(versioned, registry),
             push_config_store=push_store,
             event_stream=event_stream,
             engine=engine,
+            turns=SqlTurnClaims(engine),
             _backend=backend,
         )
     plain = DatabaseTaskStore(engine)

@@ -7,28 +7,20 @@ from the app lifespan (``start`` / ``aclose``) and ``/health`` (``ping``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from a2a.server.cluster import StoredTask, TaskEventStream, VersionedTaskStore
-from a2a.server.context import ServerCallContext
 from a2a.server.tasks import (
     InMemoryPushNotificationConfigStore,
-    PushNotificationConfigStore,
     TaskStore,
 )
-from a2a.types import Task
 
 from ._errors import StoreUnavailableError
+from ._set import Stores
 from ._urls import parse_store_url
 from .memory import BoundedMemoryTaskStore
 
 if TYPE_CHECKING:
-    from sqlalchemy.ext.asyncio import AsyncEngine
-
     from apcore_a2a.settings import Settings
-
-    from ._sql_backend import SqlBackend
 
 __all__ = [
     "DEFAULT_HEARTBEAT_INTERVAL",
@@ -42,49 +34,6 @@ __all__ = [
 DEFAULT_HEARTBEAT_INTERVAL = 2.0
 #: Seconds without a heartbeat after which a replica counts as dead.
 DEFAULT_REPLICA_TIMEOUT = 10.0
-
-
-@dataclass
-class Stores:
-    """Everything the request handler needs to keep tasks, plus their lifecycle.
-
-    Attributes:
-        task_store: For ``DefaultRequestHandler(task_store=...)``; a
-            ``VersionedTaskStore`` in cluster mode.
-        push_config_store: Same backend (and database) as the task store, owner-scoped.
-        event_stream: Cluster mode only, for ``DefaultRequestHandler(event_stream=...)``.
-        engine: The SQLAlchemy engine of SQL stores (``None`` otherwise), for features
-            that keep a table of their own next to the tasks.
-    """
-
-    task_store: TaskStore | VersionedTaskStore
-    push_config_store: PushNotificationConfigStore
-    event_stream: TaskEventStream | None = None
-    engine: AsyncEngine | None = None
-    _backend: SqlBackend | None = field(default=None, repr=False)
-
-    async def get_task(self, task_id: str, context: ServerCallContext) -> Task | None:
-        """The caller's task, whichever store kind is in use (unwraps cluster versions)."""
-        found = await self.task_store.get(task_id, context)
-        return found.task if isinstance(found, StoredTask) else found
-
-    async def start(self) -> None:
-        """Create missing tables, fail tasks a dead process left running, start loops.
-
-        Raises :class:`StoreUnavailableError` when the database cannot be reached.
-        """
-        if self._backend is not None:
-            await self._backend.start()
-
-    async def aclose(self) -> None:
-        """Stop background loops and release connections. Safe to call twice."""
-        if self._backend is not None:
-            await self._backend.aclose()
-
-    async def ping(self) -> None:
-        """Cheap liveness probe; raises :class:`StoreUnavailableError` when unreachable."""
-        if self._backend is not None:
-            await self._backend.ping()
 
 
 def open_stores(

@@ -75,6 +75,12 @@ def hs_token(
     return jwt.encode(claims(sub, **extra), secret, algorithm=alg)
 
 
+def hs_plain(**payload: Any) -> str:
+    """An HS256 token over exactly *payload* plus an ``exp`` 10 minutes ahead (no iss/aud)."""
+    payload.setdefault("exp", int(time.time()) + 600)
+    return jwt.encode(payload, HMAC_SECRET, algorithm="HS256")
+
+
 def bearer(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
 

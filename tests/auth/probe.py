@@ -13,7 +13,8 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from apcore_a2a.auth import Authenticator, AuthMiddleware, current_identity
-from apcore_a2a.server.call_context import IDENTITY_SCOPE_KEY
+from apcore_a2a.classify import Classifier, Routes
+from apcore_a2a.execution.identity import IDENTITY_SCOPE_KEY
 from tests._support import running_server
 
 
@@ -57,10 +58,16 @@ ROUTES = [
 ]
 
 
-def probe_app(authenticator: Authenticator, **options: Any) -> Starlette:
+def probe_app(
+    authenticator: Authenticator, *, explorer: str | None = None, **options: Any
+) -> Starlette:
+    """*authenticator* behind the request classifier, as in the agent (*explorer*: prefix)."""
     return Starlette(
         routes=ROUTES,
-        middleware=[Middleware(AuthMiddleware, authenticator=authenticator, **options)],
+        middleware=[
+            Middleware(Classifier, routes=Routes("/", explorer)),
+            Middleware(AuthMiddleware, authenticator=authenticator, **options),
+        ],
     )
 
 

@@ -1,32 +1,30 @@
 """ACL-aware cards and call-time masking on a real server.
 
 ``admin.reset`` is allowed only for the ``admin`` role: it must be absent from the public
-card and a viewer's extended card, present in an admin's, answered -32001 to a viewer
-(logged at WARNING with the real reason), and run with the admin's identity.
+card and a viewer's extended card, present in an admin's, answered to a viewer exactly
+like a skill id that does not exist (-32601, logged at WARNING with the real reason), and
+run with the admin's identity.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
-import jwt
 import pytest
 from a2a.types import GetExtendedAgentCardRequest, TaskState
-from a2a.utils.errors import MethodNotFoundError, TaskNotFoundError
+from a2a.utils.errors import MethodNotFoundError
 from google.protobuf.json_format import MessageToDict
 
 from .agent import BINDINGS, message, sdk_client, send, serve_agent
-from .keys import HMAC_SECRET
+from .keys import HMAC_SECRET, bearer, hs_plain
 
-VIEWER = {"Authorization": "Bearer " + jwt.encode({"sub": "vic", "roles": ["viewer"]}, HMAC_SECRET)}
-ADMIN = {
-    "Authorization": "Bearer "
-    + jwt.encode({"sub": "root", "roles": ["admin"], "type": "user"}, HMAC_SECRET)
-}
+VIEWER = bearer(hs_plain(sub="vic", roles=["viewer"], exp=int(time.time()) + 3600))
+ADMIN = bearer(hs_plain(sub="root", roles=["admin"], type="user", exp=int(time.time()) + 3600))
 
 
 @pytest.fixture(scope="module")
@@ -146,9 +144,10 @@ async def test_acl_denial_is_masked_and_admin_call_sees_identity(
 ) -> None:
     caplog.set_level(logging.WARNING)
     async with sdk_client(agent_url, binding, version, VIEWER) as viewer:
-        # The 0.3 REST client reports every 404 as MethodNotFoundError.
-        with pytest.raises((TaskNotFoundError, MethodNotFoundError)):
+        # The denial is masked as an unknown skill.
+        with pytest.raises(MethodNotFoundError) as denied:
             await send(viewer, message("admin.reset"))
+        assert type(denied.value) is MethodNotFoundError
     denial = [r for r in caplog.records if "ACL denied" in r.getMessage()]
     assert denial and denial[-1].levelno == logging.WARNING
     assert "vic" in denial[-1].getMessage() and "admin.reset" in denial[-1].getMessage()
@@ -161,24 +160,33 @@ async def test_acl_denial_is_masked_and_admin_call_sees_identity(
 
 
 async def test_masked_denial_on_the_wire(agent_url: str) -> None:
-    params = {
-        "message": {
-            "messageId": "m-1",
-            "role": "ROLE_USER",
-            "parts": [{"data": {}}],
-            "metadata": {"skillId": "admin.reset"},
+    """A hidden id and an id that does not exist get the same answer, listing only what
+    the caller may call."""
+
+    async def ask(skill_id: str) -> Any:
+        params = {
+            "message": {
+                "messageId": "m-1",
+                "role": "ROLE_USER",
+                "parts": [{"data": {}}],
+                "metadata": {"skillId": skill_id},
+            }
         }
-    }
-    async with httpx.AsyncClient(base_url=agent_url) as http:
-        resp = await http.post(
-            "/",
-            json={"jsonrpc": "2.0", "id": 7, "method": "SendMessage", "params": params},
-            headers={**VIEWER, "A2A-Version": "1.0"},
-        )
-    error = resp.json()["error"]
-    assert error["code"] == -32001
-    assert error["message"] == "Task not found"
-    assert "acl" not in resp.text.lower() and "admin" not in resp.text.lower()
+        async with httpx.AsyncClient(base_url=agent_url) as http:
+            resp = await http.post(
+                "/",
+                json={"jsonrpc": "2.0", "id": 7, "method": "SendMessage", "params": params},
+                headers={**VIEWER, "A2A-Version": "1.0"},
+            )
+        return resp.json()["error"]
+
+    hidden, unknown = await ask("admin.reset"), await ask("admin.resex")
+    assert hidden["code"] == unknown["code"] == -32601
+    assert hidden["message"] == "Skill not found: admin.reset"
+    assert unknown["message"] == "Skill not found: admin.resex"
+    assert hidden["data"] == unknown["data"]
+    assert "admin.reset" not in json.dumps(hidden["data"])
+    assert "acl" not in json.dumps(hidden).lower()
 
 
 @pytest.mark.parametrize(
@@ -188,11 +196,11 @@ async def test_masked_denial_on_the_wire(agent_url: str) -> None:
 async def test_padded_anonymous_extended_card_request_gets_no_card(
     agent_url: str, method: str, version: str
 ) -> None:
-    # Too large for the middleware to inspect, so the handler-side check must refuse it.
+    # However large the body, the request record names the method: refused before routing.
     body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {"pad": "x" * 100_000}}
     async with httpx.AsyncClient(base_url=agent_url) as http:
         resp = await http.post("/", json=body, headers={"A2A-Version": version})
     assert "skills" not in resp.text
     assert "demo.add" not in resp.text
-    assert resp.json()["error"]["code"] == -32600
-    assert resp.json()["error"]["message"] == "Authentication required"
+    assert resp.status_code == 401
+    assert resp.headers["www-authenticate"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import httpx
 import jwt
 import pytest
@@ -32,7 +34,7 @@ async def test_api_key_maps_to_identity_and_rejects_others() -> None:
             "id": "ops",
             "type": "service",
             "roles": ["admin"],
-            "attrs": {},
+            "attrs": {"auth_scheme": "apikey"},
         }
         resp = await client.get("/whoami", headers={"X-Agent-Key": PLAIN_KEY})
         assert resp.json()["scope"]["id"] == "billing"
@@ -65,7 +67,9 @@ async def test_jwt_or_api_key() -> None:
         [JWTAuthenticator(HMAC_SECRET), APIKeyAuthenticator({ADMIN_KEY: "ops"})]
     )
     assert set(auth.security_schemes()) == {"bearer", "apiKey"}
-    token = jwt.encode({"sub": "alice"}, HMAC_SECRET, algorithm="HS256")
+    token = jwt.encode(
+        {"sub": "alice", "exp": int(time.time()) + 600}, HMAC_SECRET, algorithm="HS256"
+    )
     async with serve_probe(auth) as base, httpx.AsyncClient(base_url=base) as client:
         assert (await client.get("/whoami", headers=bearer(token))).json()["var"] == "alice"
         assert (await client.get("/whoami", headers={"X-API-Key": ADMIN_KEY})).json()[

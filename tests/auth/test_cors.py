@@ -21,7 +21,8 @@ ORIGIN = "https://app.example"
 def app_for(**values: object) -> Starlette:
     s = Settings.resolve(values, environ={})
     return Starlette(
-        routes=ROUTES, middleware=security_middleware(s, authenticator_from_settings(s))
+        routes=ROUTES,
+        middleware=[m for m in security_middleware(s, authenticator_from_settings(s)) if m],
     )
 
 

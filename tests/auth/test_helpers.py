@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import jwt
 import pytest
 from a2a.server.context import ServerCallContext
@@ -22,7 +24,7 @@ from apcore_a2a.auth import (
     security_for,
     visible_modules,
 )
-from apcore_a2a.server.call_context import IdentityUser
+from apcore_a2a.execution.identity import IdentityUser
 
 from .agent import build_executor
 from .keys import HMAC_SECRET
@@ -30,14 +32,16 @@ from .keys import HMAC_SECRET
 
 async def test_identity_from_grpc_metadata() -> None:
     auth = JWTAuthenticator(HMAC_SECRET)
-    token = jwt.encode({"sub": "grpc-user", "roles": ["admin"]}, HMAC_SECRET)
+    token = jwt.encode(
+        {"sub": "grpc-user", "roles": ["admin"], "exp": int(time.time()) + 600}, HMAC_SECRET
+    )
     metadata = [
         ("user-agent", "grpc-python"),
         ("trace-bin", b"\x00\x01"),
         ("authorization", f"Bearer {token}"),
     ]
     identity = await identity_from_metadata(auth, metadata)
-    assert identity == Identity(id="grpc-user", roles=("admin",))
+    assert identity == Identity(id="grpc-user", roles=("admin",), attrs={"auth_scheme": "jwt"})
     assert await identity_from_metadata(auth, None) is None
     assert await identity_from_metadata(auth, [("x-other", "1")]) is None
     with pytest.raises(InvalidCredentials):

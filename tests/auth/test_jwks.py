@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
+from collections.abc import Callable
+from typing import Any
 
 import httpx
 import pytest
@@ -17,6 +20,18 @@ from .probe import serve_probe
 
 async def whoami(client: httpx.AsyncClient, base: str, token: str) -> httpx.Response:
     return await client.get(base + "/whoami", headers=bearer(token))
+
+
+def sub(name: str) -> dict[str, Any]:
+    """Claims for an authenticator without issuer/audience checks: ``sub`` and ``exp``."""
+    return {"sub": name, "exp": int(time.time()) + 300}
+
+
+async def wait_for(condition: Callable[[], bool], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        await asyncio.sleep(0.01)
 
 
 async def test_rotation_unknown_kid_and_caching() -> None:
@@ -58,7 +73,7 @@ async def test_rotation_unknown_kid_and_caching() -> None:
             assert (await whoami(client, base, old.sign(claims("alice")))).status_code == 200
 
 
-async def test_retired_key_stops_working_once_the_cache_expires() -> None:
+async def test_retired_key_stops_working_once_a_refresh_drops_it() -> None:
     old, new = rsa_pair("old"), rsa_pair("new")
     jwks = JWKSServer(keys=[old, new])
     async with running_server(jwks.app()) as idp:
@@ -69,11 +84,15 @@ async def test_retired_key_stops_working_once_the_cache_expires() -> None:
             verified_cache_seconds=0.3,
         )
         async with serve_probe(auth) as base, httpx.AsyncClient() as client:
-            assert (await whoami(client, base, old.sign({"sub": "a"}))).status_code == 200
+            assert (await whoami(client, base, old.sign(sub("a")))).status_code == 200
             jwks.keys = [new]
             await asyncio.sleep(0.35)
-            assert (await whoami(client, base, old.sign({"sub": "a"}))).status_code == 401
-            assert (await whoami(client, base, new.sign({"sub": "b"}))).status_code == 200
+            # A known kid never waits for the refresh the stale set triggers; once that
+            # refresh has landed, the retired key is refused.
+            await whoami(client, base, old.sign(sub("a")))
+            await wait_for(lambda: jwks.fetches == 2)
+            assert (await whoami(client, base, old.sign(sub("a2")))).status_code == 401
+            assert (await whoami(client, base, new.sign(sub("b")))).status_code == 200
 
 
 async def test_refresh_cooldown_limits_refetches_for_unknown_kids() -> None:
@@ -82,9 +101,9 @@ async def test_refresh_cooldown_limits_refetches_for_unknown_kids() -> None:
     async with running_server(jwks.app()) as idp:
         auth = JWTAuthenticator(jwks_url=idp + "/.well-known/jwks.json", jwks_refresh_cooldown=60)
         async with serve_probe(auth) as base, httpx.AsyncClient() as client:
-            assert (await whoami(client, base, key.sign({"sub": "a"}))).status_code == 200
+            assert (await whoami(client, base, key.sign(sub("a")))).status_code == 200
             for i in range(10):
-                spray = ec_pair(f"spray-{i}").sign({"sub": "x"})
+                spray = ec_pair(f"spray-{i}").sign(sub("x"))
                 assert (await whoami(client, base, spray)).status_code == 401
             assert jwks.fetches == 1
 
@@ -97,7 +116,7 @@ async def test_token_without_kid_is_rejected_without_fetching() -> None:
         async with serve_probe(auth) as base, httpx.AsyncClient() as client:
             import jwt as pyjwt
 
-            token = pyjwt.encode({"sub": "a"}, key.private, algorithm="RS256")
+            token = pyjwt.encode(sub("a"), key.private, algorithm="RS256")
             assert (await whoami(client, base, token)).status_code == 401
             assert jwks.fetches == 0
 
@@ -115,7 +134,7 @@ async def test_jwks_failure_is_401_and_a_warning(
         auth = JWTAuthenticator(jwks_url=url, jwks_timeout=2)
         caplog.set_level(logging.WARNING, logger="apcore_a2a.auth")
         async with serve_probe(auth) as base, httpx.AsyncClient() as client:
-            token = key.sign({"sub": "a"})
+            token = key.sign(sub("a"))
             resp = await whoami(client, base, token)
             assert resp.status_code == 401
             assert resp.text == "Missing or invalid Bearer token"

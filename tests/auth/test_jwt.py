@@ -11,7 +11,7 @@ import jwt
 import pytest
 import pytest_asyncio
 
-from apcore_a2a.auth import ClaimMapping, JWTAuthenticator
+from apcore_a2a.auth import ClaimMapping, InvalidCredentials, JWTAuthenticator
 
 from .attacks import ATTACKS, EC, RSA, UNAUTHORIZED_BODY
 from .keys import (
@@ -25,6 +25,8 @@ from .keys import (
 from .probe import serve_probe
 
 module_loop = pytest.mark.asyncio(loop_scope="module")
+#: What the authenticator adds to every identity: how the caller authenticated.
+STAMP = {"auth_scheme": "jwt", "auth_issuer": ISSUER}
 
 
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
@@ -62,7 +64,7 @@ async def whoami(base: str, headers: dict[str, str]) -> httpx.Response:
 async def test_hmac_algorithms_accepted(servers: dict[str, str], alg: str) -> None:
     resp = await whoami(servers["HS"], bearer(hs_token("alice", alg=alg)))
     assert resp.status_code == 200
-    assert resp.json()["scope"] == {"id": "alice", "type": "user", "roles": [], "attrs": {}}
+    assert resp.json()["scope"] == {"id": "alice", "type": "user", "roles": [], "attrs": STAMP}
     assert resp.json()["var"] == "alice"
 
 
@@ -78,7 +80,7 @@ async def test_asymmetric_algorithms_accepted(
         "id": "bob",
         "type": "service",
         "roles": ["viewer", "ops"],
-        "attrs": {},
+        "attrs": STAMP,
     }
 
 
@@ -99,7 +101,7 @@ async def test_claim_mapping_nested_roles_attrs_and_leeway(servers: dict[str, st
         "id": "u-42",
         "type": "agent",
         "roles": ["admin"],
-        "attrs": {"email": "u42@example.com", "https://x.io/org": "acme"},
+        "attrs": {"email": "u42@example.com", "https://x.io/org": "acme", **STAMP},
     }
 
 
@@ -137,7 +139,9 @@ async def test_token_with_aud_rejected_when_no_audience_configured() -> None:
     auth = JWTAuthenticator(HMAC_SECRET)
     async with serve_probe(auth) as base:
         assert (await whoami(base, bearer(hs_token("alice")))).status_code == 401
-        no_aud = jwt.encode({"sub": "alice"}, HMAC_SECRET, algorithm="HS256")
+        no_aud = jwt.encode(
+            {"sub": "alice", "exp": int(time.time()) + 60}, HMAC_SECRET, algorithm="HS256"
+        )
         assert (await whoami(base, bearer(no_aud))).status_code == 200
 
 
@@ -177,5 +181,20 @@ async def test_private_key_pem_is_reduced_to_public_key() -> None:
     ).decode()
     auth = JWTAuthenticator(private_pem)
     assert auth.algorithms == ["RS256"]
-    identity = await auth.authenticate({"Authorization": "Bearer " + RSA.sign({"sub": "x"})})
+    token = RSA.sign({"sub": "x", "exp": int(time.time()) + 60})
+    identity = await auth.authenticate({"Authorization": "Bearer " + token})
     assert identity is not None and identity.id == "x"
+
+
+async def test_token_without_exp_is_refused_unless_allowed() -> None:
+    forever = bearer(jwt.encode({"sub": "alice"}, HMAC_SECRET, algorithm="HS256"))
+    strict = JWTAuthenticator(HMAC_SECRET)
+    with pytest.raises(InvalidCredentials, match="exp"):
+        await strict.authenticate(forever)
+    lenient = JWTAuthenticator(HMAC_SECRET, require_exp=False)
+    identity = await lenient.authenticate(forever)
+    assert identity is not None and identity.id == "alice"
+    # Allowing tokens without exp does not stop an exp that is there from being checked.
+    expired = jwt.encode({"sub": "a", "exp": int(time.time()) - 60}, HMAC_SECRET)
+    with pytest.raises(InvalidCredentials, match="ExpiredSignature"):
+        await lenient.authenticate(bearer(expired))

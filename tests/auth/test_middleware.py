@@ -3,27 +3,28 @@
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import httpx
+import jwt
 import pytest
 from apcore import Identity
 
 from apcore_a2a.auth import AuthMiddleware, JWTAuthenticator, current_identity
-from apcore_a2a.server.call_context import IDENTITY_SCOPE_KEY
+from apcore_a2a.execution.identity import IDENTITY_SCOPE_KEY
 
 from .keys import HMAC_SECRET, bearer
 from .probe import serve_probe
 
 AUTH = JWTAuthenticator(HMAC_SECRET)
-ALICE = {"Authorization": "Bearer " + __import__("jwt").encode({"sub": "alice"}, HMAC_SECRET)}
+ALICE = bearer(jwt.encode({"sub": "alice", "exp": int(time.time()) + 3600}, HMAC_SECRET))
 
 EXEMPT = [
     "/.well-known/agent-card.json",
     "/.well-known/agent.json",
     "/.well-known/jwks.json",
-    "/health",
-    "/metrics",
+    "/health",  # anonymous probes get the brief answer (see tests/ops/test_health.py)
 ]
 PROTECTED = [
     ("GET", "/tasks"),
@@ -32,9 +33,13 @@ PROTECTED = [
     ("GET", "/extendedAgentCard"),
     ("GET", "/v1/card"),
     ("GET", "/explorer"),
-    ("GET", "/health/"),
+    ("GET", "/metrics"),
     ("GET", "/.well-known/agent-card.json/../../tasks"),
+    # An A2A route under a reserved segment is checked like one (then answered 404).
+    ("POST", "/.well-known/message:send"),
 ]
+# Paths under a reserved segment that are not the reserved route: no tenant, no route.
+NOWHERE = [("GET", "/health/"), ("GET", "/metrics/x"), ("GET", "/.well-known/x")]
 
 
 async def test_exempt_paths_open_everything_else_closed() -> None:
@@ -46,18 +51,22 @@ async def test_exempt_paths_open_everything_else_closed() -> None:
             resp = await client.request(method, path)
             assert (method, path, resp.status_code) == (method, path, 401)
             assert resp.headers["www-authenticate"] == "Bearer"
+        for method, path in NOWHERE:
+            resp = await client.request(method, path)
+            assert (method, path, resp.status_code) == (method, path, 404)
         assert (await client.get("/tasks", headers=ALICE)).status_code == 200
 
 
 async def test_explorer_prefix_is_open_for_get_only_when_enabled() -> None:
     async with (
-        serve_probe(AUTH, exempt_get_prefixes=["/explorer/"]) as base,
+        serve_probe(AUTH, explorer="/explorer") as base,
         httpx.AsyncClient(base_url=base) as client,
     ):
         assert (await client.get("/explorer")).status_code == 200
         assert (await client.get("/explorer/app.js")).status_code == 200
         assert (await client.post("/explorer/app.js")).status_code == 401
         assert (await client.get("/explorer-evil")).status_code == 401
+        # The Explorer's path is never a tenant: API-shaped paths under it are refused.
         # API-shaped paths under the prefix are not static files and stay protected.
         for path in (
             "/explorer/tasks",
@@ -67,7 +76,20 @@ async def test_explorer_prefix_is_open_for_get_only_when_enabled() -> None:
             "/explorer/..",
             "/explorer/x/...",
         ):
-            assert (await client.get(path)).status_code == 401, path
+            assert (await client.get(path)).status_code in (401, 404), path
+
+
+async def test_metrics_need_credentials_unless_ops_details_are_public() -> None:
+    async with serve_probe(AUTH) as base, httpx.AsyncClient(base_url=base) as client:
+        assert (await client.get("/metrics")).status_code == 401
+        assert (await client.get("/metrics", headers=ALICE)).status_code == 200
+    async with (
+        serve_probe(AUTH, ops_public=True) as base,
+        httpx.AsyncClient(base_url=base) as client,
+    ):
+        assert (await client.get("/metrics")).status_code == 200
+        # Public means public: a bad token is ignored here, as on a health probe.
+        assert (await client.get("/metrics", headers=bearer("forged"))).status_code == 200
 
 
 async def test_optional_auth_admits_anonymous_but_not_bad_tokens() -> None:
@@ -143,7 +165,7 @@ async def test_identity_contextvar_is_reset_even_when_the_app_fails() -> None:
     header = [(b"authorization", ALICE["Authorization"].encode())]
     with pytest.raises(RuntimeError, match="boom"):
         await _call(mw, header)
-    assert seen[0][0] == seen[0][1] == Identity(id="alice")
+    assert seen[0][0] == seen[0][1] == Identity(id="alice", attrs={"auth_scheme": "jwt"})
     assert current_identity() is None
 
     # An identity planted in the scope upstream is discarded, never trusted.

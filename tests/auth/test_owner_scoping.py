@@ -12,7 +12,6 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 
 import httpx
-import jwt
 import pytest
 from a2a.client.errors import A2AClientError
 from a2a.types import (
@@ -29,7 +28,7 @@ from a2a.types import (
 from a2a.utils.errors import MethodNotFoundError, TaskNotFoundError
 
 from .agent import BINDINGS, message, sdk_client, send, serve_agent
-from .keys import HMAC_SECRET
+from .keys import HMAC_SECRET, bearer, hs_plain
 
 # The SDK's 0.3 REST client reports every 404 as MethodNotFoundError.
 NOT_FOUND = (TaskNotFoundError, MethodNotFoundError)
@@ -39,7 +38,7 @@ HOOK = "http://127.0.0.1:9/hook"
 def auth(sub: str | None) -> dict[str, str]:
     if sub is None:
         return {}
-    return {"Authorization": "Bearer " + jwt.encode({"sub": sub}, HMAC_SECRET)}
+    return bearer(hs_plain(sub=sub))
 
 
 async def collect(stream: AsyncIterator[object], into: list[object]) -> None:
@@ -204,3 +203,47 @@ async def test_raw_wire_answers_for_someone_elses_task(agent_url: str) -> None:
         mine = await http.get(f"/tasks/{task.id}", headers={**auth("alice"), "A2A-Version": "1.0"})
         assert mine.status_code == 200
         assert mine.json()["id"] == task.id
+
+
+API_KEY = "k-owner-0123456789abcdef"
+
+
+@pytest.fixture(scope="module")
+def mixed_agent_url() -> Iterator[str]:
+    """JWT (any issuer, one key) and an API key whose identity is also named ``alice``."""
+    with serve_agent(auth_key=HMAC_SECRET, api_keys=(f"{API_KEY}=alice",)) as url:
+        yield url
+
+
+@pytest.mark.parametrize(("binding", "version"), BINDINGS)
+async def test_equal_names_from_different_authenticators_never_share_tasks(
+    mixed_agent_url: str, binding: str, version: str
+) -> None:
+    jwt_alice = bearer(hs_plain(sub="alice", iss="https://idp-a.example/"))
+    other_idp_alice = bearer(hs_plain(sub="alice", iss="https://idp-b.example/"))
+    no_iss_alice = bearer(hs_plain(sub="alice"))
+    key_alice = {"X-API-Key": API_KEY}
+    callers = {
+        "jwt": jwt_alice,
+        "other issuer": other_idp_alice,
+        "no issuer": no_iss_alice,
+        "api key": key_alice,
+    }
+    tasks: dict[str, str] = {}
+    for name, headers in callers.items():
+        async with sdk_client(mixed_agent_url, binding, version, headers) as client:
+            task = await send(client, message("demo.add", {"a": 1, "b": 1}))
+            assert task.status.state == TaskState.TASK_STATE_COMPLETED
+            tasks[name] = task.id
+    for name, headers in callers.items():
+        async with sdk_client(mixed_agent_url, binding, version, headers) as client:
+            assert (await client.get_task(GetTaskRequest(id=tasks[name]))).id == tasks[name]
+            for other, task_id in tasks.items():
+                if other == name:
+                    continue
+                with pytest.raises(NOT_FOUND):
+                    await client.get_task(GetTaskRequest(id=task_id))
+            if version == "1.0":
+                listed = {t.id for t in (await client.list_tasks(ListTasksRequest())).tasks}
+                assert tasks[name] in listed
+                assert listed.isdisjoint(v for k, v in tasks.items() if k != name)

@@ -24,7 +24,7 @@ def settings(**values: object) -> Settings:
 
 def test_no_auth_configured() -> None:
     assert authenticator_from_settings(settings()) is None
-    assert security_middleware(settings(), None) == []
+    assert security_middleware(settings(), None) == (None, None)
 
 
 def test_bearer_from_key_with_issuer_audience_and_algorithms() -> None:
@@ -123,8 +123,40 @@ def test_security_middleware_order_and_options() -> None:
     assert "X-API-Key" in cors.kwargs["allow_headers"]
     assert mw.cls is AuthMiddleware
     assert mw.kwargs["require_auth"] is False
-    assert mw.kwargs["exempt_get_prefixes"] == ["/ui"]
-    assert mw.kwargs["rpc_path"] == "/a2a"
-    no_explorer = security_middleware(settings(auth_key=HMAC_SECRET), auth)
-    assert [m.cls for m in no_explorer] == [AuthMiddleware]
-    assert no_explorer[0].kwargs["exempt_get_prefixes"] == []
+    assert mw.kwargs["ops_public"] is False
+    # Which paths are public is the request record's business (see test_middleware.py).
+    no_cors = security_middleware(settings(auth_key=HMAC_SECRET), auth)
+    assert no_cors[0] is None and no_cors[1].cls is AuthMiddleware
+
+
+def test_jwt_exp_and_jwks_knobs_from_the_environment() -> None:
+    environ = {
+        "JWT_JWKS_URL": "https://idp.example/jwks.json",
+        "JWT_REQUIRE_EXP": "false",
+        "JWT_JWKS_CACHE_SECONDS": "120",
+        "JWT_JWKS_REFRESH_COOLDOWN": "5",
+        "JWT_JWKS_TIMEOUT": "2.5",
+        "JWT_JWKS_UNKNOWN_KID_SECONDS": "90",
+        "JWT_JWKS_BACKOFF_MAX": "15",
+    }
+    auth = authenticator_from_settings(Settings.resolve({}, environ=environ))
+    assert isinstance(auth, JWTAuthenticator)
+    assert "exp" not in auth.require_claims
+    keys = auth.jwks
+    assert keys is not None
+    assert (keys.cache_seconds, keys.refresh_cooldown, keys.timeout) == (120, 5, 2.5)
+    assert (keys.unknown_kid_seconds, keys.backoff_max) == (90, 15)
+    strict = authenticator_from_settings(settings(auth_key=HMAC_SECRET))
+    assert isinstance(strict, JWTAuthenticator) and "exp" in strict.require_claims
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"auth_jwks_timeout": 0}, "auth_jwks_timeout"),
+        ({"auth_jwks_backoff_max": -1}, "auth_jwks_backoff_max"),
+    ],
+)
+def test_unusable_jwks_knobs(values: dict[str, object], message: str) -> None:
+    with pytest.raises(SettingsError, match=message):
+        settings(auth_jwks_url="https://idp/jwks", **values)

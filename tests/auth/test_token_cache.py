@@ -14,6 +14,7 @@ from .keys import HMAC_SECRET
 
 
 def header(**claims: object) -> dict[str, str]:
+    claims.setdefault("exp", int(time.time()) + 600)
     return {"Authorization": "Bearer " + jwt.encode(claims, HMAC_SECRET)}
 
 
@@ -35,7 +36,8 @@ async def test_cache_returns_copies() -> None:
     assert first is not None
     first.attrs["tampered"] = True
     second = await auth.authenticate(headers)
-    assert second is not None and second.attrs == {} and second is not first
+    assert second is not None and second is not first
+    assert second.attrs == {"auth_scheme": "jwt"}
     for name in ("bob", "carol", "dave", "alice"):
         assert (await auth.authenticate(header(sub=name))).id == name  # type: ignore[union-attr]
 

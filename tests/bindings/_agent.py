@@ -149,10 +149,47 @@ def build_app(port: int, grpc_port: int, **settings: Any) -> Any:
     return app
 
 
+#: where the agent runs: on its own, or mounted at MOUNT_PATH in a host app that does not
+#: run the agent's lifespan (the README's way)
+HOSTS = ("root", "starlette", "fastapi")
+MOUNT_PATH = "/agent"
+
+
+def host_app(host: str, agent_app: Any) -> Any:
+    """*agent_app* as the host *host* serves it (``root``: itself), wired as the README
+    shows: mounted, with the agent's lifespan run by the host's for a clean shutdown (an
+    agent started by its first request would leave its gRPC server running)."""
+    if host == "root":
+        return agent_app
+    if host == "starlette":
+        from starlette.applications import Starlette
+        from starlette.routing import Mount
+
+        return Starlette(
+            routes=[Mount(MOUNT_PATH, app=agent_app)],
+            lifespan=lambda _app: agent_app.router.lifespan_context(agent_app),
+        )
+    from fastapi import FastAPI
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: Any) -> AsyncIterator[None]:
+        async with agent_app.router.lifespan_context(agent_app):
+            yield
+
+    api = FastAPI(lifespan=lifespan)
+    api.mount(MOUNT_PATH, agent_app)
+    return api
+
+
 @contextlib.contextmanager
-def serve_agent(**settings: Any) -> Iterator[Agent]:
-    """Serve the registry over JSON-RPC, REST and gRPC (1.0 + 0.3) in a background thread."""
+def serve_agent(host: str = "root", **settings: Any) -> Iterator[Agent]:
+    """Serve the registry over JSON-RPC, REST and gRPC (1.0 + 0.3) in a background thread.
+
+    With *host* ``starlette`` or ``fastapi`` the agent is mounted under ``/agent`` in such a
+    host app and its URL is the mount's.
+    """
     port, grpc_port = free_port(), free_port()
     app = build_app(port, grpc_port, **settings)
-    with threaded_server(app, port=port) as url:
-        yield Agent(url=url, grpc_address=f"127.0.0.1:{grpc_port}", app=app)
+    with threaded_server(host_app(host, app), port=port) as url:
+        base = url if host == "root" else url + MOUNT_PATH
+        yield Agent(url=base, grpc_address=f"127.0.0.1:{grpc_port}", app=app)

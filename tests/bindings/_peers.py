@@ -27,6 +27,8 @@ from a2a.compat.v0_3.rest_transport import CompatRestTransport
 from a2a.types import AgentCard, Message, Part, Role, SendMessageRequest
 from google.protobuf.struct_pb2 import Struct
 
+from .._sdk import peer_http
+
 # a2a-sdk 1.3 has an import cycle (server routes -> compat extension_headers -> a2a.client
 # -> client_factory -> compat grpc_transport -> extension_headers): when server code is
 # imported before the client, ``client_factory.CompatGrpcTransport`` silently becomes None
@@ -90,6 +92,7 @@ def make_client(
         streaming=streaming,
         supported_protocol_bindings=[binding],
         grpc_channel_factory=channel_factory or grpc.aio.insecure_channel,
+        httpx_client=peer_http(),
     )
     return ClientFactory(config).create(pinned_card(card, binding, version))
 

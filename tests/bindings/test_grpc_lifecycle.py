@@ -16,7 +16,7 @@ import grpc.aio
 import pytest
 from a2a.types import Message, Part, Role, SendMessageRequest, TaskState, a2a_pb2
 
-from tests._support import ROOT, cli_server, free_port, running_server
+from tests._support import CLI_STOP_TIMEOUT, ROOT, cli_server, free_port, running_server
 from tests.bindings._agent import GATES, build_app
 from tests.bindings._grpc import stubs
 from tests.bindings._peers import data, fetch_card
@@ -107,7 +107,7 @@ def test_cli_grpc_port_serves_grpc_and_stops_cleanly_on_sigterm() -> None:
         response = asyncio.run(scenario())
         assert response.task.artifacts[0].parts[0].data.struct_value["sum"] == 42
         proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=20) == 0
+        assert proc.wait(timeout=CLI_STOP_TIMEOUT) == 0, proc.output()
     _assert_port_released(grpc_port)
 
 
@@ -146,7 +146,7 @@ def test_without_the_grpc_extra_the_message_names_it() -> None:
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=300,
         check=False,
     )
     assert result.returncode == 0, result.stderr

@@ -189,8 +189,8 @@ def test_every_scenario_has_expectations() -> None:
 
 
 @pytest.mark.parametrize("name", list(SCENARIOS))
-async def test_scenario_is_the_same_on_every_binding(agent: Agent, name: str) -> None:
-    results = await _run_everywhere(agent, name)
+async def test_scenario_is_the_same_on_every_binding(hosted_agent: Agent, name: str) -> None:
+    results = await _run_everywhere(hosted_agent, name)
     EXPECTATIONS[name](results)
 
     problems: list[str] = []

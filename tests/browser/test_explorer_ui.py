@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -216,7 +217,7 @@ async def test_cancel_a_slow_task(page: Any) -> None:
         await page.wait_for_selector(STATE.format("TASK_STATE_WORKING"))
         await page.click("#task-cancel")
         await page.wait_for_selector(STATE.format("TASK_STATE_CANCELED"), timeout=5000)
-        await asyncio.wait_for(gate.cancelled.wait(), timeout=5)
+        await asyncio.wait_for(gate.cancelled.wait(), timeout=30)
         assert await page.is_disabled("#task-cancel")
 
 
@@ -276,8 +277,10 @@ async def test_reject_a_module_that_requires_approval(page: Any) -> None:
 
 
 JWT_SECRET = "explorer-test-secret-0123456789abcdef"
-GOOD_JWT = jwt.encode({"sub": "ann"}, JWT_SECRET, algorithm="HS256")
-BAD_JWT = jwt.encode({"sub": "ann"}, "another-secret-0123456789abcdef-xyz", algorithm="HS256")
+# exp is required (issue 17); an hour outlives any run of this module.
+_CLAIMS = {"sub": "ann", "exp": int(time.time()) + 3600}
+GOOD_JWT = jwt.encode(_CLAIMS, JWT_SECRET, algorithm="HS256")
+BAD_JWT = jwt.encode(_CLAIMS, "another-secret-0123456789abcdef-xyz", algorithm="HS256")
 
 
 @pytest.mark.parametrize(

@@ -2,42 +2,21 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import pytest_asyncio
 
 from apcore_a2a.client import A2AClient
-from tests._support import ROOT, free_port, running_server
+from tests._support import cli, free_port, running_server
+from tests._support import json_lines as lines
 from tests.client._apcore_agent import build_our_app
 from tests.client._sdk_agent import build_sdk_app
 from tests.client._stub_agent import Recorder
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
-
-
-async def cli(*args: str) -> tuple[int, str, str]:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "apcore_a2a",
-        *args,
-        cwd=ROOT,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(proc.communicate(), 60)
-    assert proc.returncode is not None
-    return proc.returncode, out.decode(), err.decode()
-
-
-def lines(out: str) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in out.splitlines()]
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
@@ -155,3 +134,62 @@ async def test_call_requires_exactly_one_input(sdk: tuple[str, Recorder]) -> Non
     assert code == 2 and "not allowed with" in err
     code, _, err = await cli("call", url)
     assert code == 2 and "required" in err
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def signed() -> AsyncIterator[str]:
+    port = free_port()
+    async with running_server(build_our_app(port, card_signing=True), port=port) as url:
+        yield url
+
+
+async def test_card_verify_prints_the_signed_card(signed: str, tmp_path: Path) -> None:
+    code, out, err = await cli("card", signed, "--verify")
+    assert code == 0, err
+    card = json.loads(out)
+    assert card["signatures"] and "url" not in card
+    assert err == "card signature verified\n"
+    # The same with the agent's keys given as a file (a pinned JWKS).
+    import httpx
+
+    async with httpx.AsyncClient() as http:
+        jwks = (await http.get(signed + "/.well-known/jwks.json")).text
+    keys = tmp_path / "jwks.json"
+    keys.write_text(jwks)
+    code, _out, err = await cli("card", signed, "--verify", "--keys", str(keys))
+    assert code == 0, err
+
+
+async def test_card_verify_exits_4_for_an_unsigned_or_foreign_card(
+    ours: str, signed: str, tmp_path: Path
+) -> None:
+    code, out, err = await cli("card", ours, "--verify")
+    assert (code, out) == (4, "")
+    assert err.startswith("error: CardVerificationError (missing)") and err.count("\n") == 1
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    other = tmp_path / "other.pem"
+    other.write_bytes(
+        ec.generate_private_key(ec.SECP256R1())
+        .public_key()
+        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    )
+    code, out, err = await cli("card", signed, "--verify", "--keys", str(other))
+    assert (code, out) == (4, "")
+    assert "CardVerificationError (invalid)" in err
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (("--keys", "/no/such/keys.json"), "--keys needs --verify"),
+        (("--verify", "--keys", "/no/such/keys.json"), "cannot read --keys"),
+    ],
+)
+async def test_card_verify_usage_errors_exit_2(
+    ours: str, extra: tuple[str, ...], message: str
+) -> None:
+    code, out, err = await cli("card", ours, *extra)
+    assert (code, out) == (2, "")
+    assert message in err

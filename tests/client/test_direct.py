@@ -150,7 +150,7 @@ async def test_direct_stream_delivers_events_before_the_task_ends() -> None:
         async with A2AClient(URL, app=build_sdk_app(URL)) as client:
             task = await client.send_message("slow", return_immediately=True)
             stream = client.resubscribe(task["id"])
-            first = await asyncio.wait_for(anext(stream), 5)
+            first = await asyncio.wait_for(anext(stream), 30)
             assert first["kind"] == "task" and first["status"]["state"] == "working"
             await client.cancel_task(task["id"])
             rest = [e async for e in stream]
@@ -164,6 +164,6 @@ async def test_abandoned_stream_is_closed_in_the_app() -> None:
         task = await client.send_message("slow", return_immediately=True)
         stream = client.resubscribe(task["id"])
         await anext(stream)
-        await asyncio.wait_for(stream.aclose(), 5)  # type: ignore[attr-defined]
+        await asyncio.wait_for(stream.aclose(), 30)  # type: ignore[attr-defined]
         canceled = await client.cancel_task(task["id"])
     assert canceled["status"]["state"] == "canceled"

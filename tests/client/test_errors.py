@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import Any
 
 import pytest
@@ -132,37 +131,43 @@ async def test_connection_refused() -> None:
 
 
 class _SlowApp:
-    """Answers the card at once and every POST after ``delay`` seconds."""
+    """Answers the card at once and every POST only once the test releases it."""
 
-    def __init__(self, delay: float) -> None:
-        self.delay = delay
+    def __init__(self) -> None:
         # No card: the pinned protocol then posts to the agent's own URL.
         self.stub = StubAgent(rpc=lambda _b: rpc_error(-32001), card_paths=())
+        self.release = asyncio.Event()
+        self.posts = 0
+        self.replied = 0
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "http" and scope["method"] == "POST":
-            await asyncio.sleep(self.delay)
+            self.posts += 1
+            await self.release.wait()
+            self.replied += 1
         await self.stub(scope, receive, send)
 
 
-async def _expect_timeout(client: A2AClient) -> float:
-    started = time.monotonic()
-    async with client:
-        with pytest.raises(A2AConnectionError, match="timed out"):
-            await client.get_task("t-1")
-    return time.monotonic() - started
+async def _expect_timeout(client: A2AClient, app: _SlowApp) -> None:
+    try:
+        async with client:
+            with pytest.raises(A2AConnectionError, match="timed out"):
+                await client.get_task("t-1")
+        # The client's 0.3 s timeout fired while the server still held the request (order,
+        # not a stopwatch): a reply never came.
+        assert (app.posts, app.replied) == (1, 0)
+    finally:
+        app.release.set()
 
 
 @pytest.mark.parametrize("direct", [False, True], ids=["socket", "direct"])
 async def test_timeout_is_a_connection_error(direct: bool) -> None:
-    app = _SlowApp(delay=2.0)
+    app = _SlowApp()
     if direct:
-        elapsed = await _expect_timeout(A2AClient(STUB, app=app, timeout=0.3, protocol="1.0"))
+        await _expect_timeout(A2AClient(STUB, app=app, timeout=0.3, protocol="1.0"), app)
     else:
         async with running_server(app) as url:
-            elapsed = await _expect_timeout(A2AClient(url, timeout=0.3, protocol="1.0"))
-    # Functional bound: the 0.3 s timeout fired, not the 2 s reply.
-    assert elapsed < 1.5
+            await _expect_timeout(A2AClient(url, timeout=0.3, protocol="1.0"), app)
 
 
 @pytest.mark.parametrize("protocol", ["1.0", "0.3"])

@@ -31,13 +31,14 @@ def test_client_package_loads_no_server_stack() -> None:
 def test_public_names_load_no_server_stack() -> None:
     statement = (
         "from apcore_a2a.client import A2AClient, AgentCardFetcher, TaskNotFoundError\n"
-        "A2AClient('http://agent.local')"
+        "A2AClient('http://agent.local')\n"
+        "A2AClient('http://agent.local', verify_card=True, allow_other_origins=True)"
     )
     assert _loaded_after(statement) == []
 
 
 def test_client_cli_module_loads_no_server_stack() -> None:
-    assert _loaded_after("import apcore_a2a._cli_client") == []
+    assert _loaded_after("import apcore_a2a.cli.client") == []
 
 
 def test_the_check_itself_sees_the_server_stack() -> None:

@@ -177,6 +177,7 @@ async def test_push_config_forms_on_the_wire() -> None:
     }
     assert stub.seen[2].params == {"taskId": "t-1", "url": "https://plain"}
     assert created["authentication"] == {"scheme": "Bearer", "credentials": None}
+    assert (created["status"], created["statusReason"]) == (None, None)
 
 
 BAD_MESSAGES: list[tuple[str, Any]] = [
@@ -201,12 +202,16 @@ BAD_MESSAGES: list[tuple[str, Any]] = [
 
 @pytest.mark.parametrize(("case", "message"), BAD_MESSAGES, ids=[c for c, _ in BAD_MESSAGES])
 async def test_bad_messages_are_refused_before_any_request(case: str, message: Any) -> None:
+    # Something that is no message at all is a TypeError; a message with bad content a
+    # ValueError.
+    expected = TypeError if case in ("none", "int") else ValueError
     stub = _stub("1.0")
     async with A2AClient(STUB, app=stub) as client:
-        with pytest.raises((ValueError, TypeError)):
+        with pytest.raises(expected) as sent:
             await client.send_message(message)
-        with pytest.raises((ValueError, TypeError)):
+        with pytest.raises(expected) as streamed:
             client.stream_message(message)
+    assert type(sent.value) is type(streamed.value) is expected
     assert stub.seen == []
 
 

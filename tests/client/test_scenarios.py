@@ -217,6 +217,10 @@ async def test_push_config_round_trip(agent: Agent) -> None:
         "url": hook,
         "token": "tok",
         "authentication": {"scheme": "Bearer", "credentials": "s3cret"},
+        # Our agent reports the delivery status on both protocol versions; a plain SDK
+        # agent has none to report.
+        "status": "active" if agent.profile.name == "ours" else None,
+        "statusReason": None,
     }
     assert created == expected
     assert listed == [expected]

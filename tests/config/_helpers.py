@@ -35,7 +35,7 @@ def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.Complet
         [sys.executable, "-m", "apcore_a2a", *args],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=300,
         cwd=ROOT,
         env=env if env is not None else clean_env(),
     )

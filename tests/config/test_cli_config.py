@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from apcore_a2a.config_file import load_config
+from apcore_a2a.config import load_config
 
 from ._helpers import EXTENSIONS, InProcessCLI, error_line, run_cli, write
 
@@ -69,7 +69,7 @@ def test_check_accepts_the_example_and_names_what_it_would_serve(cli: InProcessC
             "redis",
         ),
         ("modules:\n  extensions_dirs: [empty]\n", "no apcore modules found"),
-        ("agent:\n  name: no-modules\n", "give --extensions-dir"),
+        ("agent:\n  name: no-modules\n", "no modules to serve"),
     ],
     ids=[
         "bearer-without-key",
@@ -147,7 +147,7 @@ def test_show_output_is_a_config_file_with_the_same_settings(
     assert reloaded.max_streams == 9 and reloaded.name == "shown"
     masked = {"auth_key", "api_keys", "push_signing_key", "task_store"}
     for field in original.masked():
-        if field not in masked | {"extensions_dir", "bindings_dir"}:
+        if field not in masked:
             assert getattr(reloaded, field) == getattr(original, field), field
     assert load_config(again).modules == load_config(path).modules
 

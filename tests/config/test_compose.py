@@ -10,7 +10,6 @@ import contextlib
 import json
 import os
 import shutil
-import signal
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,10 +19,11 @@ import httpx
 import pytest
 import yaml
 from a2a.client import ClientConfig, ClientFactory
+from a2a.client.errors import A2AClientError
 from a2a.types import GetTaskRequest, TaskState
 
-from tests._sdk import request
-from tests._support import EXAMPLES, ROOT, free_port, stop_process, wait_http
+from tests._sdk import peer_http, request
+from tests._support import EXAMPLES, ROOT, ServerProcess, free_port, stop_process, wait_http
 from tests.storage._a2a import send
 from tests.storage.conftest import pg_schema_url
 
@@ -54,7 +54,7 @@ def _compose_config(path: Path = COMPOSE) -> subprocess.CompletedProcess[str]:
         ["docker", "compose", "-f", str(path), "config", "--format", "json"],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=300,
         env=env,
     )
 
@@ -119,28 +119,27 @@ def test_caddyfile_balances_over_the_agent_services() -> None:
 # -- the topology, without containers ------------------------------------------------------
 
 
+def _grace(compose: dict[str, Any]) -> float:
+    """The compose file's stop_grace_period: docker SIGKILLs a replica still running then."""
+    return float(compose["services"][AGENTS[0]]["stop_grace_period"].removesuffix("s"))
+
+
 @contextlib.contextmanager
-def _replica(image: ImageRoot, env: dict[str, str]) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+def _replica(
+    image: ImageRoot, env: dict[str, str], grace: float
+) -> Iterator[tuple[str, ServerProcess]]:
     port = free_port()
-    proc = subprocess.Popen(
+    proc = ServerProcess(
         image.command(),
         cwd=image.workdir(),
         env=image.env(**env, A2A_HOST="127.0.0.1", A2A_PORT=str(port)),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        text=True,
     )
     base = f"http://127.0.0.1:{port}"
     try:
-        wait_http(base + "/health", proc=proc, timeout=60)
+        wait_http(base + "/health", proc=proc, timeout=180)
         yield base, proc
     finally:
-        stop_process(proc, timeout=30)
-
-
-def _stop(proc: subprocess.Popen[str]) -> None:
-    proc.send_signal(signal.SIGTERM)
-    assert proc.wait(timeout=30) == 0
+        stop_process(proc, timeout=grace)
 
 
 @contextlib.contextmanager
@@ -152,10 +151,8 @@ def _caddy(tmp_path: Path, port: int, upstreams: dict[str, str]) -> Iterator[str
     config = tmp_path / "Caddyfile"
     config.write_text(text)
     home = {"HOME": str(tmp_path), "XDG_DATA_HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path)}
-    proc = subprocess.Popen(
+    proc = ServerProcess(
         ["caddy", "run", "--adapter", "caddyfile", "--config", str(config)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
         env={**os.environ, **home},
     )
     base = f"http://127.0.0.1:{port}"
@@ -163,8 +160,7 @@ def _caddy(tmp_path: Path, port: int, upstreams: dict[str, str]) -> Iterator[str
         wait_http(base + "/health", proc=proc, timeout=30)
         yield base
     finally:
-        proc.terminate()
-        proc.wait(timeout=20)
+        stop_process(proc, timeout=20)
 
 
 async def test_two_replicas_behind_caddy_share_tasks_and_survive_one_stopping(
@@ -182,12 +178,14 @@ async def test_two_replicas_behind_caddy_share_tasks_and_survive_one_stopping(
         env = {k: v for k, v in compose["services"]["agent-1"]["environment"].items() if v}
         env["A2A_TASK_STORE"] = stack.enter_context(pg_schema_url())
         env["A2A_URL"] = f"http://127.0.0.1:{proxy_port}"
-        a, proc_a = stack.enter_context(_replica(image, env))
-        b, proc_b = stack.enter_context(_replica(image, env))
+        grace = _grace(compose)
+        a, proc_a = stack.enter_context(_replica(image, env, grace))
+        b, proc_b = stack.enter_context(_replica(image, env, grace))
         upstreams = {"agent-1": a.removeprefix("http://"), "agent-2": b.removeprefix("http://")}
         proxy = stack.enter_context(_caddy(tmp_path, proxy_port, upstreams))
 
-        client = await ClientFactory(ClientConfig(streaming=False)).create_from_url(proxy)
+        config = ClientConfig(streaming=False, httpx_client=peer_http())
+        client = await ClientFactory(config).create_from_url(proxy)
         tasks = [await send(client, request("math.add", {"a": i, "b": 1})) for i in range(4)]
         assert all(t.status.state == TaskState.TASK_STATE_COMPLETED for t in tasks)
         for replica in (a, b):  # every task is visible on each replica
@@ -196,14 +194,17 @@ async def test_two_replicas_behind_caddy_share_tasks_and_survive_one_stopping(
                 assert (await direct.get_task(GetTaskRequest(id=t.id))).artifacts == t.artifacts
 
         # One replica stops: the proxy keeps serving through the other, and back.
-        _stop(proc_a)
+        stop_process(proc_a, timeout=grace)
         late = await send(client, request("math.add", {"a": 5, "b": 5}))
         assert late.status.state == TaskState.TASK_STATE_COMPLETED
         assert httpx.get(proxy + "/health").status_code == 200
-        a2, _proc = stack.enter_context(_replica(image, env))
+        a2, _proc = stack.enter_context(_replica(image, env, grace))
         assert a2 != a  # a new port; the proxy only knows the stopped address and b
-        _stop(proc_b)
-        with pytest.raises(Exception):  # noqa: B017 - no upstream left: any failure
+        stop_process(proc_b, timeout=grace)
+        # No upstream left: the proxy answers a gateway error, which the SDK client raises
+        # with its status: 502 while Caddy still dials the stopped replicas, 503 once its
+        # health check has marked them down.
+        with pytest.raises(A2AClientError, match=r"HTTP Error 50[23]"):
             await send(client, request("math.add", {"a": 1, "b": 1}))
         direct = await _bound_client(a2)
         got = await direct.get_task(GetTaskRequest(id=late.id))
@@ -219,4 +220,4 @@ async def _bound_client(base: str) -> Any:
     public = card.supported_interfaces[0].url.split("/")[:3]
     for interface in card.supported_interfaces:
         interface.url = interface.url.replace("/".join(public), base, 1)
-    return ClientFactory(ClientConfig(streaming=False)).create(card)
+    return ClientFactory(ClientConfig(streaming=False, httpx_client=peer_http())).create(card)

@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import re
 import shutil
-import signal
 import subprocess
-import time
 from collections.abc import Iterator
 
 import httpx
 import pytest
+import yaml
 
-from tests._support import EXAMPLES, ROOT, free_port, wait_http
+from tests._support import EXAMPLES, ROOT, ServerProcess, free_port, stop_process, wait_http
 
 from ._dockerfile import dockerignore_allows, instructions
 from ._image import DOCKERFILE, IMAGE_PATHS, SYSTEM_PATHS, ImageRoot
@@ -51,7 +50,7 @@ def test_dockerfile_shape() -> None:
 
 
 @pytest.fixture
-def container(image: ImageRoot) -> Iterator[tuple[str, subprocess.Popen[str], ImageRoot]]:
+def container(image: ImageRoot) -> Iterator[tuple[str, ServerProcess, ImageRoot]]:
     """`docker run -v examples/extensions:/app/extensions:ro IMAGE` (default command)."""
     extensions = image.path("/app/extensions")
     shutil.rmtree(extensions)
@@ -60,33 +59,28 @@ def container(image: ImageRoot) -> Iterator[tuple[str, subprocess.Popen[str], Im
     )
     port = free_port()
     env = image.env(A2A_HOST="127.0.0.1", A2A_PORT=str(port))
-    proc = subprocess.Popen(
-        image.command(),
-        cwd=image.workdir(),
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    proc = ServerProcess(image.command(), cwd=image.workdir(), env=env)
     base = f"http://127.0.0.1:{port}"
     try:
-        wait_http(base + "/health", proc=proc, timeout=60)
+        wait_http(base + "/health", proc=proc, timeout=180)
         yield base, proc, image
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        if proc.stdout:
-            proc.stdout.close()
+        stop_process(proc, timeout=_shutdown_timeout())
+
+
+def _shutdown_timeout() -> float:
+    """The image's ``limits.shutdown_timeout`` (deploy/agent.yaml)."""
+    config = yaml.safe_load((ROOT / "deploy" / "agent.yaml").read_text())
+    return float(config["limits"]["shutdown_timeout"])
 
 
 def _healthcheck(image: ImageRoot, port: str) -> int:
     env = image.env(A2A_HOST="127.0.0.1", A2A_PORT=port)
-    return subprocess.run(image.healthcheck(), env=env, capture_output=True, timeout=30).returncode
+    return subprocess.run(image.healthcheck(), env=env, capture_output=True, timeout=120).returncode
 
 
 def test_image_serves_checks_health_and_stops_on_sigterm(
-    container: tuple[str, subprocess.Popen[str], ImageRoot],
+    container: tuple[str, ServerProcess, ImageRoot],
 ) -> None:
     base, proc, image = container
     port = base.rsplit(":", 1)[1]
@@ -120,14 +114,13 @@ def test_image_serves_checks_health_and_stops_on_sigterm(
     # The image's default store: SQLite on the /data volume.
     assert image.path("/data/tasks.db").is_file()
 
-    started = time.monotonic()
-    proc.send_signal(signal.SIGTERM)
-    assert proc.wait(timeout=30) == 0
-    assert time.monotonic() - started < 20  # within the image's shutdown timeout
+    # Nothing runs: the server exits 0 within the image's shutdown timeout (the compose
+    # file's stop_grace_period outlasts it), so docker never has to SIGKILL it.
+    stop_process(proc, timeout=_shutdown_timeout())
     assert _healthcheck(image, port) != 0  # the HEALTHCHECK does fail when nothing answers
     # Extensions can be mounted read-only: nothing was written beside them.
     assert not list(image.path("/app/extensions").rglob("__pycache__"))
-    log = proc.stdout.read() if proc.stdout else ""
+    log = proc.output()
     assert "Traceback" not in log, log
 
 
@@ -144,7 +137,7 @@ def test_image_takes_a_mounted_config_file(
         env=env,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=300,
     )
     assert result.returncode == 1
     assert result.stderr.strip().endswith("did you mean 'storage.task_store'?")

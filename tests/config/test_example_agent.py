@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -14,7 +13,15 @@ from a2a.client.errors import A2AClientError
 from a2a.types import GetTaskRequest, TaskState
 
 from tests._sdk import request
-from tests._support import ROOT, cli_server, free_port, wait_http
+from tests._support import (
+    CLI_STOP_TIMEOUT,
+    ROOT,
+    ServerProcess,
+    cli_server,
+    free_port,
+    stop_process,
+    wait_http,
+)
 from tests.storage._a2a import send
 
 from ._helpers import clean_env
@@ -77,13 +84,8 @@ def test_serve_config_from_python(tmp_path: Path) -> None:
               task_store={f"sqlite:///{tmp_path / 'py.db'}"!r})
         """)
     )
-    proc = subprocess.Popen(
-        [sys.executable, str(script)],
-        cwd=str(tmp_path),
-        env={**clean_env(), "PYTHONPATH": str(ROOT)},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
+    proc = ServerProcess(
+        [sys.executable, str(script)], cwd=tmp_path, env={**clean_env(), "PYTHONPATH": str(ROOT)}
     )
     try:
         base = f"http://127.0.0.1:{port}"
@@ -93,10 +95,7 @@ def test_serve_config_from_python(tmp_path: Path) -> None:
         assert "apiKey" in card["securitySchemes"]
         assert httpx.get(base + "/explorer/").status_code == 200
     finally:
-        proc.terminate()
-        assert proc.wait(timeout=20) == 0
-        if proc.stdout:
-            proc.stdout.close()
+        stop_process(proc, timeout=CLI_STOP_TIMEOUT)
 
 
 def test_config_file_timeout_governs_the_built_executor(tmp_path: Path) -> None:

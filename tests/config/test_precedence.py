@@ -142,16 +142,16 @@ def test_module_sources_flag_env_file(tmp_path: Path) -> None:
         tmp_path,
         "modules:\n  extensions_dirs: [file-ext]\n  bindings_dirs: [file-bind]\n  acl: acl.yaml\n",
     )
-    from apcore_a2a.config_file import load_config
+    from apcore_a2a.config import load_config
 
     config = load_config(path)
-    file_only = config.module_sources(environ={})
+    file_only = config.settings(environ={})
     assert file_only.extensions_dirs == (str(tmp_path / "file-ext"),)
     assert file_only.acl == str(tmp_path / "acl.yaml")
     env = {"APCORE_EXTENSIONS_DIR": "env-ext", "APCORE_BINDINGS_DIR": "env-bind"}
-    with_env = config.module_sources(environ=env)
+    with_env = config.settings(environ=env)
     assert (with_env.extensions_dirs, with_env.bindings_dirs) == (("env-ext",), ("env-bind",))
-    with_flag = config.module_sources(extensions_dirs=["flag-ext"], acl="other.yaml", environ=env)
+    with_flag = config.settings({"extensions_dirs": ["flag-ext"], "acl": "other.yaml"}, environ=env)
     assert with_flag.extensions_dirs == ("flag-ext",) and with_flag.bindings_dirs == ("env-bind",)
     assert with_flag.acl == "other.yaml"
 

@@ -82,6 +82,10 @@ def make_error(kind: str) -> BaseException:
             "errors.raise", 4, 3, ["errors.raise"] * 4
         ),
         "CIRCUIT_BREAKER_OPEN": lambda: e.CircuitBreakerOpenError("errors.raise", None),
+        # the legacy code an older apcore (or a custom breaker) still raises
+        "CIRCUIT_OPEN": lambda: e.CircuitOpenError(
+            "errors.raise", None, code=e.ErrorCodes.CIRCUIT_OPEN
+        ),
         "TASK_LIMIT_EXCEEDED": lambda: e.TaskLimitExceededError(10),
         "GENERAL_INTERNAL_ERROR": lambda: e.InternalError("db password=hunter2 leaked"),
         "CUSTOM_QUOTA": lambda: e.ModuleError("BILLING_QUOTA", "quota exhausted"),

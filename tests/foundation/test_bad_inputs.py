@@ -85,7 +85,7 @@ CASES: list[tuple[str, Any, int]] = [
             "method": SEND,
             "params": send_params([{"raw": "aGVsbG8=", "mediaType": "text/plain"}]),
         },
-        -32602,
+        -32005,  # ContentTypeNotSupportedError (A2A §3.3.2)
     ),
     (
         "unknown skill",

@@ -34,7 +34,7 @@ SCRIPT = textwrap.dedent(
         app = async_serve(build_registry(), environ={{}}, task_store="sqlite:///:memory:")
         transport = httpx.ASGITransport(app=app)
         async with app.router.lifespan_context(app):
-            async with httpx.AsyncClient(transport=transport, base_url="http://agent") as c:
+            async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as c:
                 body = {{"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {{
                     "message": {{"messageId": "m", "role": "ROLE_USER",
                                 "parts": [{{"data": {{"a": 2, "b": 40}}}}],
@@ -52,7 +52,7 @@ SCRIPT = textwrap.dedent(
 def test_serves_without_optional_packages() -> None:
     code = SCRIPT.format(blocked=OPTIONAL, root=str(ROOT))
     result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT
     )
     assert result.returncode == 0, result.stderr[-3000:]
     total, health, loaded = result.stdout.split()
@@ -79,7 +79,7 @@ def test_features_name_their_missing_extra() -> None:
         """
     )
     result = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=ROOT
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300, cwd=ROOT
     )
     lines = result.stdout.strip().splitlines()
     assert len(lines) == 2, result.stdout + result.stderr[-2000:]

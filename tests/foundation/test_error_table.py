@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import uuid
+from typing import Any
 
 import httpx
 import pytest
+from apcore import Executor, ModuleError, Registry
+from apcore.middleware import CircuitBreakerMiddleware
 
+from apcore_a2a import A2AServerFactory
 from apcore_a2a.adapters.errors import ERROR_TABLE
+from tests._support import free_port, running_server
+from tests.foundation.modules import RaiseIn, RaiseOut
 
 RAISED = {
     "MODULE_NOT_FOUND": (-32601, "Skill not found: errors.raise"),
@@ -26,6 +34,7 @@ FINAL = {
     "CIRCULAR_CALL": ("failed", "Circular call detected"),
     "CALL_FREQUENCY_EXCEEDED": ("failed", "Call frequency exceeded"),
     "CIRCUIT_BREAKER_OPEN": ("failed", "Temporarily unavailable; retry later"),
+    "CIRCUIT_OPEN": ("failed", "Temporarily unavailable; retry later"),
     "TASK_LIMIT_EXCEEDED": ("failed", "Too many tasks; retry later"),
     "GENERAL_INTERNAL_ERROR": ("failed", "Internal error"),
     "CUSTOM_QUOTA": ("failed", "quota exhausted"),
@@ -33,7 +42,7 @@ FINAL = {
 
 
 def test_every_table_row_is_tested() -> None:
-    tested = set(RAISED) | set(FINAL) | {"CIRCUIT_OPEN"}
+    tested = set(RAISED) | set(FINAL)
     assert set(ERROR_TABLE) <= tested
 
 
@@ -80,3 +89,63 @@ def test_execution_errors_end_the_task(agent_url: str, kind: str) -> None:
     assert data["message"] == message
     assert data["type"]
     assert len(json.dumps(data)) < 1000
+
+
+class Flaky:
+    """Fails every call; counts how often it really ran."""
+
+    input_schema = RaiseIn
+    output_schema = RaiseOut
+    description = "Always fails"
+
+    def __init__(self) -> None:
+        self.runs = 0
+
+    def execute(self, inputs: dict[str, Any], context: Any) -> dict[str, Any]:
+        self.runs += 1
+        raise ModuleError(code="FLAKY_DOWN", message="backend down")
+
+
+async def test_apcore_circuit_breaker_opens_and_the_task_says_retry_later() -> None:
+    """apcore's own CircuitBreakerMiddleware, driven for real: after two failures in a
+    window of two the circuit opens, and the next call fails without running the module."""
+    flaky = Flaky()
+    registry = Registry()
+    registry.register("flaky.call", flaky)
+    executor = Executor(registry)
+    executor.use(
+        CircuitBreakerMiddleware(
+            open_threshold=0.5, window_size=2, min_samples=2, recovery_window_ms=600_000
+        )
+    )
+    port = free_port()
+    app, _card = A2AServerFactory(executor, environ={}, port=port).create()
+    async with running_server(app, port=port) as url:
+
+        def send() -> dict[str, Any]:
+            body = {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "SendMessage",
+                "params": {
+                    "message": {
+                        "messageId": uuid.uuid4().hex,
+                        "role": "ROLE_USER",
+                        "parts": [{"data": {"kind": "x"}}],
+                        "metadata": {"skillId": "flaky.call"},
+                    }
+                },
+            }
+            response = httpx.post(url + "/", json=body, headers={"A2A-Version": "1.0"}, timeout=20)
+            assert response.status_code == 200, response.text
+            task: dict[str, Any] = response.json()["result"]["task"]
+            return task
+
+        codes = []
+        for _ in range(3):
+            task = await asyncio.to_thread(send)
+            assert task["status"]["state"] == "TASK_STATE_FAILED"
+            codes.append(task["status"]["message"]["parts"][1]["data"]["code"])
+        assert codes == ["FLAKY_DOWN", "FLAKY_DOWN", "CIRCUIT_BREAKER_OPEN"]
+        assert task["status"]["message"]["parts"][0]["text"] == FINAL["CIRCUIT_BREAKER_OPEN"][1]
+        assert flaky.runs == 2  # the open circuit kept the third call from the module

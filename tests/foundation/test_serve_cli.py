@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import signal
 import subprocess
 import sys
 import textwrap
@@ -13,10 +12,22 @@ import pytest
 from a2a.types import Part, TaskState
 from apcore import Config, Executor, Registry
 from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse
+from starlette.routing import Mount, Route
 
 from apcore_a2a import A2AServerFactory, async_serve
 from tests._sdk import data_part, make_client
-from tests._support import EXAMPLES, ROOT, cli_server, free_port, wait_http
+from tests._support import (
+    EXAMPLES,
+    ROOT,
+    ServerProcess,
+    cli_server,
+    free_port,
+    running_server,
+    stop_process,
+    wait_http,
+)
 from tests.foundation.modules import Add, build_registry
 from tests.foundation.sdk import message, send
 
@@ -26,15 +37,49 @@ def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.Complet
         [sys.executable, "-m", "apcore_a2a", *args],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=300,
         cwd=ROOT,
         env=env,
     )
 
 
-def test_async_serve_returns_mountable_app() -> None:
-    app = async_serve(build_registry(), environ={})
-    assert isinstance(app, Starlette)
+async def test_async_serve_app_answers_when_mounted_in_a_host_app() -> None:
+    """As the README shows: ``Mount("/agent", app=async_serve(registry))`` in a host app
+    under a real uvicorn, with no lifespan wiring; A2A calls through the mount work."""
+    agent = async_serve(build_registry(), environ={})
+
+    async def ping(_request: Request) -> PlainTextResponse:
+        return PlainTextResponse("host")
+
+    host = Starlette(routes=[Route("/ping", ping), Mount("/agent", app=agent)])
+    async with running_server(host) as url, httpx.AsyncClient(base_url=url, timeout=20) as http:
+        assert (await http.get("/ping")).text == "host"
+        card = await http.get("/agent/.well-known/agent-card.json")
+        assert card.status_code == 200
+        assert "math.add" in {skill["id"] for skill in card.json()["skills"]}
+        body = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "SendMessage",
+            "params": {
+                "message": {
+                    "messageId": "mounted-1",
+                    "role": "ROLE_USER",
+                    "parts": [{"data": {"a": 40, "b": 2}}],
+                    "metadata": {"skillId": "math.add"},
+                }
+            },
+        }
+        headers = {"A2A-Version": "1.0"}
+        sent = (await http.post("/agent/", json=body, headers=headers)).json()
+        task = sent["result"]["task"]
+        assert task["status"]["state"] == "TASK_STATE_COMPLETED", sent
+        assert task["artifacts"][0]["parts"] == [{"data": {"sum": 42}}]
+        get = {"jsonrpc": "2.0", "id": 2, "method": "GetTask", "params": {"id": task["id"]}}
+        fetched = (await http.post("/agent/", json=get, headers=headers)).json()
+        assert fetched["result"]["status"]["state"] == "TASK_STATE_COMPLETED"
+        # the host's own paths stay the host's: the agent only answers under its mount
+        assert (await http.post("/", json=body, headers=headers)).status_code == 404
 
 
 def test_factory_rejects_empty_registry_and_bad_objects() -> None:
@@ -84,9 +129,7 @@ async def test_serve_runs_uvicorn_and_stops_on_sigterm(tmp_path: Path) -> None:
         serve(build_registry(), port={port}, shutdown_timeout=2)
     """)
     )
-    proc = subprocess.Popen(
-        [sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-    )
+    proc = ServerProcess([sys.executable, str(script)])
     url = f"http://127.0.0.1:{port}"
     try:
         wait_http(url + "/.well-known/agent-card.json", proc=proc)
@@ -100,11 +143,10 @@ async def test_serve_runs_uvicorn_and_stops_on_sigterm(tmp_path: Path) -> None:
                 assert task.artifacts[0].parts[0].text == "HEY!"
             finally:
                 await client.close()
+        out = proc.output()
     finally:
-        proc.send_signal(signal.SIGTERM)
-        code = proc.wait(timeout=20)
-        out = proc.stdout.read() if proc.stdout else ""
-    assert code == 0, out
+        # shutdown_timeout=2 and nothing runs: it must exit 0 well within the margin
+        stop_process(proc, timeout=2 + 15)
     assert "Traceback" not in out
 
 
@@ -185,9 +227,9 @@ def test_cli_version() -> None:
         (["--extensions-dir", "{empty}"], "no apcore modules found in"),
         (
             ["--extensions-dir", "{examples}", "--port", "70000"],
-            "--port must be between 1 and 65535",
+            "--port: must be between 1 and 65535",
         ),
-        ([], "give --extensions-dir DIR or --bindings DIR"),
+        ([], "no modules to serve: give a registry, or module folders"),
         (["--extensions-dir", "{examples}", "--default-skill", "nope"], "default_skill 'nope'"),
     ],
 )

@@ -41,6 +41,8 @@ async def agent_server(caplog: pytest.LogCaptureFixture, **settings: Any) -> Asy
     """Serve the lifecycle modules on 127.0.0.1; check for leaked tasks after shutdown."""
     probe = Probe(gate=asyncio.Event())
     port = free_port()
+    # Served as serve() serves it: with the process tuning (the sized thread pool).
+    settings.setdefault("process_tuning", True)
     app, _card = A2AServerFactory(
         build_executor(probe), environ={}, port=port, name="lifecycle", **settings
     ).create()

@@ -30,6 +30,8 @@ class Probe:
     running: int = 0
     peak: int = 0
     gate: asyncio.Event | None = None
+    #: opened by the test to let every ``life.hold`` call finish
+    release: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def done(self, key: str) -> threading.Event:
@@ -208,6 +210,28 @@ class Gate:
         return {"opened": True}
 
 
+class Hold:
+    """Sync module that blocks its worker thread until the test sets ``probe.release``."""
+
+    input_schema = EmptyIn
+    output_schema = GateOut
+    description = "Hold a worker thread until the test releases it"
+
+    def __init__(self, probe: Probe) -> None:
+        self.probe = probe
+
+    def execute(self, inputs: dict[str, Any], context: Any) -> dict[str, Any]:
+        with self.probe.lock:
+            self.probe.running += 1
+            self.probe.peak = max(self.probe.peak, self.probe.running)
+        try:
+            opened = self.probe.release.wait(timeout=60)
+        finally:
+            with self.probe.lock:
+                self.probe.running -= 1
+        return {"opened": opened}
+
+
 class PeekOut(BaseModel):
     task_id: str | None = None
     context_id: str | None = None
@@ -304,6 +328,7 @@ def build_executor(probe: Probe) -> Executor:
     registry.register("life.echo", Echo())
     registry.register("life.count", Count(probe))
     registry.register("life.deaf", DeafSleep(probe))
+    registry.register("life.hold", Hold(probe))
     registry.register("life.nap", Nap())
     registry.register("life.drip", Drip())
     registry.register("life.gate", Gate(probe))

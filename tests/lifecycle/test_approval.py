@@ -79,7 +79,6 @@ async def test_pending_then_approved_streaming_exact_order(agent: Agent) -> None
         assert [summarize(e) for e in second] == [
             ("status", "WORKING"),
             ("artifact", False, False),
-            ("artifact", True, False),
             ("artifact", True, True),
             ("status", "COMPLETED"),
         ]

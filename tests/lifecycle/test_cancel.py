@@ -31,7 +31,7 @@ async def _start(client: object, skill: str, data: dict[str, object]) -> str:
     raise AssertionError("no task returned")
 
 
-async def _wait_state(client: object, task_id: str, state: int, timeout: float = 5.0) -> None:
+async def _wait_state(client: object, task_id: str, state: int, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         task = await client.get_task(GetTaskRequest(id=task_id))  # type: ignore[attr-defined]
@@ -41,24 +41,28 @@ async def _wait_state(client: object, task_id: str, state: int, timeout: float =
     raise AssertionError(f"task {task_id} never reached {TaskState.Name(state)}")
 
 
-async def test_cancel_token_ignoring_sync_module_lands_within_one_second(agent: Agent) -> None:
+async def test_cancel_token_ignoring_sync_module_lands_before_the_module_returns(
+    agent: Agent,
+) -> None:
     client = await sdk_client(agent.url, streaming=False)
     try:
-        task_id = await _start(client, "life.deaf", {"seconds": 2.0})
+        task_id = await _start(client, "life.deaf", {"seconds": 3.0})
         await _wait_state(client, task_id, TaskState.TASK_STATE_WORKING)
-        started = time.monotonic()
         canceled = await client.cancel_task(CancelTaskRequest(id=task_id))
-        assert time.monotonic() - started < 1.0
+        # The cancel answered while the module's thread still sleeps: it did not wait
+        # for the module (order, not a stopwatch).
+        finished = agent.probe.done(task_id)
+        assert not finished.is_set()
         assert canceled.status.state == CANCELED
         assert parts_data(canceled.status.message.parts) == ["Canceled by client"]
 
         # The module never looked at its token; its thread sleeps on. Once it returns,
         # its result must be discarded: the task stays canceled, with no artifact.
-        finished = agent.probe.done(task_id)
-        assert not finished.is_set()
-        assert await asyncio.to_thread(finished.wait, 5.0)
+        assert await asyncio.to_thread(finished.wait, 30.0)
         assert agent.probe.token_seen_cancelled[task_id] is True
-        await asyncio.sleep(0.2)  # room for a late result to (wrongly) reach the store
+        # A window for a late result to (wrongly) reach the store: nothing signals a
+        # write that must not happen, so this wait is the scenario, not a synchronisation.
+        await asyncio.sleep(0.2)
         stored = await client.get_task(GetTaskRequest(id=task_id))
         assert stored.status.state == CANCELED
         assert parts_data(stored.status.message.parts) == ["Canceled by client"]
@@ -160,7 +164,7 @@ async def test_cancel_error_codes_on_the_wire(agent: Agent) -> None:
             (f"/v1/tasks/{task_id}:cancel", V03),
         ):
             rest = await http.post(path, headers=headers)
-            assert rest.status_code == 400
+            assert rest.status_code == 409  # spec §5.4 (the SDK alone answers 400)
             assert rest.json()["error"]["details"][0]["reason"] == "TASK_NOT_CANCELABLE"
             assert "current state is completed" in rest.json()["error"]["message"]
         missing = await http.post("/v1/tasks/nope:cancel", headers=V03)
@@ -174,19 +178,19 @@ async def test_v03_cancel_of_a_running_task(agent: Agent) -> None:
             json=rpc(
                 "message/send",
                 {
-                    "message": wire_message_03("life.nap", {"seconds": 5}),
+                    # waits until the test opens the gate, which it never does
+                    "message": wire_message_03("life.gate", {}),
                     "configuration": {"blocking": False},
                 },
             ),
             headers=V03,
         )
         task = sent.json()["result"]
-        assert task["kind"] == "task" and task["status"]["state"] in ("submitted", "working")
-        started = time.monotonic()
+        assert task["kind"] == "task" and task["status"]["state"] == "submitted"
         canceled = (
             await http.post("/", json=rpc("tasks/cancel", {"id": task["id"]}), headers=V03)
         ).json()["result"]
-        assert time.monotonic() - started < 1.0
+        assert not agent.probe.gate.is_set()  # answered without the module ever ending
         assert canceled["status"]["state"] == "canceled"
         assert canceled["status"]["message"]["parts"] == [
             {"kind": "text", "text": "Canceled by client"}

@@ -25,20 +25,30 @@ from ._client import (
 )
 
 COUNT = {"count": 8, "delay": 0.1}
-# (path, body, headers) of a streaming send in each wire shape the guard must understand
-SHAPES = {
-    "jsonrpc-1.0": (
-        "/",
-        rpc("SendStreamingMessage", {"message": wire_message("life.count", COUNT)}),
-        V1,
-    ),
-    "jsonrpc-0.3": (
-        "/",
-        rpc("message/stream", {"message": wire_message_03("life.count", COUNT)}),
-        V03,
-    ),
-    "rest-1.0": ("/message:stream", {"message": wire_message("life.count", COUNT)}, V1),
-}
+#: long enough that a dropped stream's cancel lands long before the module would end
+SLOW = {"count": 50, "delay": 0.4}
+
+
+def _shapes(count: dict[str, Any]) -> dict[str, tuple[str, dict[str, Any], dict[str, str]]]:
+    """(path, body, headers) of a streaming send in each wire shape the guard must
+    understand, counting with *count*."""
+    return {
+        "jsonrpc-1.0": (
+            "/",
+            rpc("SendStreamingMessage", {"message": wire_message("life.count", count)}),
+            V1,
+        ),
+        "jsonrpc-0.3": (
+            "/",
+            rpc("message/stream", {"message": wire_message_03("life.count", count)}),
+            V03,
+        ),
+        "rest-1.0": ("/message:stream", {"message": wire_message("life.count", count)}, V1),
+    }
+
+
+SHAPES = _shapes(COUNT)
+SLOW_SHAPES = _shapes(SLOW)
 
 
 def _task_id(event: dict[str, Any]) -> str:
@@ -46,9 +56,11 @@ def _task_id(event: dict[str, Any]) -> str:
     return str(result["task"]["id"] if "task" in result else result["id"])
 
 
-async def _drop_after(agent: Agent, shape: str, events: int) -> str:
+async def _drop_after(
+    agent: Agent, shape: str, events: int, shapes: dict[str, Any] | None = None
+) -> str:
     """Open a stream, read *events* events, then hang up; return the task id."""
-    path, body, headers = SHAPES[shape]
+    path, body, headers = (shapes or SHAPES)[shape]
     async with (
         httpx.AsyncClient(base_url=agent.url) as http,
         http.stream("POST", path, json=body, headers=headers) as response,
@@ -61,7 +73,7 @@ async def _drop_after(agent: Agent, shape: str, events: int) -> str:
     return _task_id(seen[0])
 
 
-async def _final_state(agent: Agent, task_id: str, timeout: float = 5.0) -> Any:
+async def _final_state(agent: Agent, task_id: str, timeout: float = 30.0) -> Any:
     client = await sdk_client(agent.url, streaming=False)
     try:
         from a2a.types import GetTaskRequest
@@ -95,8 +107,8 @@ async def test_dropped_only_stream_cancels_when_enabled(
     caplog: pytest.LogCaptureFixture, shape: str
 ) -> None:
     async with agent_server(caplog, cancel_on_disconnect=True) as agent:
-        task_id = await _drop_after(agent, shape, 3)
-        task = await _final_state(agent, task_id, timeout=2.0)
+        task_id = await _drop_after(agent, shape, 3, SLOW_SHAPES)
+        task = await _final_state(agent, task_id)
         assert task.status.state == TaskState.TASK_STATE_CANCELED
         assert parts_data(task.status.message.parts) == ["Canceled by client"]
         assert agent.probe.done(task_id).is_set()
@@ -129,11 +141,11 @@ async def test_drop_leaves_task_alone_while_another_stream_follows_it(
             ):
                 events = sse_events(response)
                 task_id = _task_id(await events.__anext__())
-                following = asyncio.create_task(
-                    collect(follower.subscribe(SubscribeToTaskRequest(id=task_id)))
-                )
-                await asyncio.sleep(0.2)  # the follower is attached
-            followed = await asyncio.wait_for(following, 5)
+                subscription = follower.subscribe(SubscribeToTaskRequest(id=task_id))
+                # the follower is attached once it has the task's current snapshot
+                attached = await anext(subscription)
+                following = asyncio.create_task(collect(subscription))
+            followed = [attached, *await asyncio.wait_for(following, 30)]
             assert summarize(followed[-1]) == ("status", "COMPLETED")
             task = await _final_state(agent, task_id)
             assert task.status.state == TaskState.TASK_STATE_COMPLETED

@@ -12,14 +12,25 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import time
+from typing import Any
 
 import pytest
-from a2a.types import CancelTaskRequest, TaskState
+from a2a.types import CancelTaskRequest, GetTaskRequest, TaskState
 
 from tests._sdk import request
 
 from ._agent import DESTROYED, agent_server
 from ._client import collect, sdk_client
+
+
+async def _until_working(client: Any, task_id: str) -> None:
+    deadline = time.monotonic() + 30
+    while (task := await client.get_task(GetTaskRequest(id=task_id))).status.state != (
+        TaskState.TASK_STATE_WORKING
+    ):
+        assert time.monotonic() < deadline, task
+        await asyncio.sleep(0.02)
 
 
 async def _every_path(caplog: pytest.LogCaptureFixture) -> None:
@@ -41,7 +52,7 @@ async def _every_path(caplog: pytest.LogCaptureFixture) -> None:
                 [started] = await collect(
                     polling.send_message(request(skill, data, return_immediately=True))
                 )
-                await asyncio.sleep(0.1)
+                await _until_working(polling, started.task.id)  # cancel a running module
                 canceled = await polling.cancel_task(CancelTaskRequest(id=started.task.id))
                 assert canceled.status.state == TaskState.TASK_STATE_CANCELED
             parked = await collect(

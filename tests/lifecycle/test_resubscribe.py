@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import httpx
 import pytest
 from a2a.types import (
     CancelTaskRequest,
+    GetTaskRequest,
     SubscribeToTaskRequest,
     TaskNotFoundError,
     UnsupportedOperationError,
@@ -24,6 +26,7 @@ from ._client import (
     parts_data,
     rpc,
     sdk_client,
+    sse_events,
     sse_post,
     summarize,
     wire_message,
@@ -44,16 +47,22 @@ async def test_resubscribe_to_active_task_gets_current_task_then_live_events(
 ) -> None:
     client = await sdk_client(agent.url, binding, version)
     try:
-        task_id = await _start(client, "life.count", {"count": 6, "delay": 0.1})
-        await asyncio.sleep(0.15)
-        events = await collect(client.subscribe(SubscribeToTaskRequest(id=task_id)))
+        # life.stall streams two chunks, then waits for the gate the test opens
+        task_id = await _start(client, "life.stall", {})
+        await _until_chunks(client, task_id, 2)
+        subscription = client.subscribe(SubscribeToTaskRequest(id=task_id))
+        snapshot = await anext(subscription)
+        assert agent.probe.gate is not None
+        agent.probe.gate.set()
+        events = [snapshot, *await collect(subscription)]
         summary = [summarize(e) for e in events]
-        assert summary[0] in (("task", "SUBMITTED"), ("task", "WORKING"))
+        assert summary[0] == ("task", "WORKING")
         assert events[0].task.id == task_id
         assert summary[-2:] == [("artifact", True, True), ("status", "COMPLETED")]
         assert set(summary[1:-2]) <= {("artifact", True, False), ("status", "WORKING")}
         # Snapshot chunks plus live chunks add up to the whole stream, each exactly once.
         seen = [parts_data(a.parts) for a in events[0].task.artifacts]
+        assert seen == [[{"n": 1}, {"n": 2}]]
         chunks = [p for parts in seen for p in parts]
         chunks += [
             p
@@ -61,9 +70,20 @@ async def test_resubscribe_to_active_task_gets_current_task_then_live_events(
             if e.HasField("artifact_update")
             for p in parts_data(e.artifact_update.artifact.parts)
         ]
-        assert chunks == [{"n": n} for n in range(1, 7)] + [{"done": True}]
+        assert chunks == [{"n": 1}, {"n": 2}, {"done": True}]
     finally:
         await client.close()
+
+
+async def _until_chunks(client: Any, task_id: str, count: int) -> None:
+    """Poll GetTask until the running task's artifact holds *count* chunks."""
+    deadline = time.monotonic() + 30
+    while True:
+        task = await client.get_task(GetTaskRequest(id=task_id))
+        if sum(len(a.parts) for a in task.artifacts) >= count:
+            return
+        assert time.monotonic() < deadline, task
+        await asyncio.sleep(0.02)
 
 
 async def test_resubscribe_errors_for_terminal_and_unknown(agent: Agent) -> None:
@@ -97,16 +117,20 @@ async def test_v03_resubscribe_wire(agent: Agent) -> None:
             json=rpc(
                 "SendMessage",
                 {
-                    "message": wire_message("life.count", {"count": 4, "delay": 0.1}),
+                    "message": wire_message("life.stall", {}),
                     "configuration": {"returnImmediately": True},
                 },
             ),
             headers=V1,
         )
         task_id = sent.json()["result"]["task"]["id"]
-        _, events = await sse_post(
-            http, agent.url + "/", rpc("tasks/resubscribe", {"id": task_id}), V03
-        )
+        body = rpc("tasks/resubscribe", {"id": task_id})
+        async with http.stream("POST", "/", json=body, headers=V03) as response:
+            stream = sse_events(response)
+            events = [await anext(stream)]  # the current task: the stall is still open
+            assert agent.probe.gate is not None
+            agent.probe.gate.set()
+            events += [e async for e in stream]
     results = [e["result"] for e in events]
     assert results[0]["kind"] == "task" and results[0]["id"] == task_id
     assert results[-1]["kind"] == "status-update"
@@ -129,18 +153,16 @@ async def test_every_open_stream_receives_the_cancel(agent: Agent) -> None:
                     joined.set()
 
         reader = asyncio.create_task(original())
-        await asyncio.wait_for(joined.wait(), 5)
+        await asyncio.wait_for(joined.wait(), 30)
         task_id = origin[0].task.id
 
-        async def resubscribe() -> list[Any]:
-            return await collect(second.subscribe(SubscribeToTaskRequest(id=task_id)))
-
-        follower = asyncio.create_task(resubscribe())
-        await asyncio.sleep(0.2)
+        subscription = second.subscribe(SubscribeToTaskRequest(id=task_id))
+        attached = await anext(subscription)  # the follower holds the task's snapshot
+        follower = asyncio.create_task(collect(subscription))
         canceled = await canceller.cancel_task(CancelTaskRequest(id=task_id))
         assert parts_data(canceled.status.message.parts) == ["Canceled by client"]
-        await asyncio.wait_for(reader, 5)
-        follow = await asyncio.wait_for(follower, 5)
+        await asyncio.wait_for(reader, 30)
+        follow = [attached, *await asyncio.wait_for(follower, 30)]
         assert [summarize(e) for e in origin] == [
             ("task", "SUBMITTED"),
             ("status", "WORKING"),

@@ -16,37 +16,36 @@ from ._client import V03, V1, collect, parts_data, rpc, sdk_client, wire_message
 
 
 async def _wait_completed(client: object, task_id: str) -> object:
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 30
     while True:
         task = await client.get_task(GetTaskRequest(id=task_id))  # type: ignore[attr-defined]
         if task.status.state == TaskState.TASK_STATE_COMPLETED:
             return task
-        assert time.monotonic() < deadline
+        assert time.monotonic() < deadline, f"task {task_id} never completed"
         await asyncio.sleep(0.05)
 
 
 @pytest.mark.parametrize("version", ["1.0", "0.3"])
-async def test_return_immediately_while_a_two_second_module_runs(
-    agent: Agent, version: str
-) -> None:
+async def test_return_immediately_while_the_module_runs(agent: Agent, version: str) -> None:
     client = await sdk_client(agent.url, "JSONRPC", version, streaming=False)
     try:
-        started = time.monotonic()
+        # life.hold keeps its worker thread until the test releases it
         events = await collect(
-            client.send_message(request("life.deaf", {"seconds": 2.0}, return_immediately=True))
+            client.send_message(request("life.hold", {}, return_immediately=True))
         )
-        assert time.monotonic() - started < 1.0
         [event] = events
-        assert event.task.status.state in (
-            TaskState.TASK_STATE_SUBMITTED,
-            TaskState.TASK_STATE_WORKING,
-        )
+        assert event.task.status.state == TaskState.TASK_STATE_SUBMITTED
         task_id = event.task.id
-        midway = await client.get_task(GetTaskRequest(id=task_id))
-        assert midway.status.state == TaskState.TASK_STATE_WORKING
+        deadline = time.monotonic() + 30
+        while (midway := await client.get_task(GetTaskRequest(id=task_id))).status.state != (
+            TaskState.TASK_STATE_WORKING
+        ):
+            assert time.monotonic() < deadline, midway
+            await asyncio.sleep(0.02)
+        assert agent.probe.running == 1  # the answer came while the module was running
+        agent.probe.release.set()
         done = await _wait_completed(client, task_id)
-        assert time.monotonic() - started >= 2.0
-        assert [parts_data(a.parts) for a in done.artifacts] == [[{"slept": 2.0}]]  # type: ignore[attr-defined]
+        assert [parts_data(a.parts) for a in done.artifacts] == [[{"opened": True}]]  # type: ignore[attr-defined]
     finally:
         await client.close()
 
@@ -77,16 +76,20 @@ async def test_non_blocking_on_the_wire(agent: Agent) -> None:
             headers=V03,
         )
         assert old.json()["result"]["status"]["state"] == "submitted"
-        await asyncio.sleep(0.8)
-        for task_id, method, headers in (
-            (new.json()["result"]["task"]["id"], "GetTask", V1),
-            (old.json()["result"]["id"], "tasks/get", V03),
+        for task_id, method, headers, completed in (
+            (new.json()["result"]["task"]["id"], "GetTask", V1, "TASK_STATE_COMPLETED"),
+            (old.json()["result"]["id"], "tasks/get", V03, "completed"),
         ):
-            got = (await http.post("/", json=rpc(method, {"id": task_id}), headers=headers)).json()
-            result = (
-                got["result"].get("task", got["result"]) if method == "GetTask" else got["result"]
-            )
-            assert result["status"]["state"] in ("TASK_STATE_COMPLETED", "completed")
+            deadline = time.monotonic() + 30
+            while True:
+                got = (
+                    await http.post("/", json=rpc(method, {"id": task_id}), headers=headers)
+                ).json()
+                result = got["result"].get("task", got["result"])
+                if result["status"]["state"] == completed:
+                    break
+                assert time.monotonic() < deadline, result
+                await asyncio.sleep(0.05)
 
 
 @pytest.mark.parametrize(
@@ -122,8 +125,9 @@ async def test_message_reply_error_is_a_sanitized_jsonrpc_error(agent: Agent) ->
     async with httpx.AsyncClient(base_url=agent.url) as http:
         body = rpc("SendMessage", {"message": wire_message("life.quick", {"text": "boom"})})
         error = (await http.post("/", json=body, headers=V1)).json()["error"]
+        # Worded by the executor (sanitized), so every binding says the same.
         assert error["code"] == -32603
-        assert error["message"] == "Internal error"
+        assert error["message"] == "Module execution failed"
         rest = await http.post(
             "/message:send",
             json={"message": wire_message("life.quick", {"text": "boom"})},

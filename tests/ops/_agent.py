@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import uuid
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -55,6 +56,31 @@ class Sleep:
         return {"slept": inputs["seconds"]}
 
 
+class GateIn(BaseModel):
+    path: str = Field(description="File whose appearance lets the module finish")
+
+
+class GateOut(BaseModel):
+    released: bool
+
+
+class AwaitFile:
+    """Runs until the file at *path* exists (at most 60 s): a task the test ends at a
+    moment it chooses, even in another process."""
+
+    input_schema = GateIn
+    output_schema = GateOut
+    description = "Wait until a file exists"
+
+    async def execute(self, inputs: dict[str, Any], context: Any) -> dict[str, Any]:
+        gate = Path(inputs["path"])
+        for _ in range(3000):
+            if gate.exists():
+                return {"released": True}
+            await asyncio.sleep(0.02)
+        return {"released": False}
+
+
 class Extra:
     """Registered at runtime by the live-registry tests."""
 
@@ -66,11 +92,14 @@ class Extra:
         return {"text": inputs["text"].upper()}
 
 
-def build_registry() -> Registry:
+def build_registry(*, gated: bool = False) -> Registry:
+    """The ops modules; *gated* adds ``ops.await_file`` (for the shutdown tests)."""
     registry = Registry()
     registry.register("ops.add", Add())
     registry.register("ops.fail", Fail())
     registry.register("ops.sleep", Sleep())
+    if gated:
+        registry.register("ops.await_file", AwaitFile())
     return registry
 
 
@@ -125,12 +154,16 @@ async def send(
 
 
 async def wait_state(
-    http: httpx.AsyncClient, task_id: str, states: set[str], timeout: float = 10.0
+    http: httpx.AsyncClient,
+    task_id: str,
+    states: set[str],
+    timeout: float = 30.0,
+    headers: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """Poll GetTask until the task is in one of *states*."""
     async with asyncio.timeout(timeout):
         while True:
-            reply = await rpc(http, "GetTask", {"id": task_id})
+            reply = await rpc(http, "GetTask", {"id": task_id}, headers)
             task: dict[str, Any] = reply["result"]
             if task["status"]["state"] in states:
                 return task

@@ -21,7 +21,7 @@ from apcore_a2a import _logging
 from apcore_a2a._logging import JsonFormatter, TextFormatter
 from apcore_a2a.settings import Settings
 
-from .._support import ROOT, cli_server
+from .._support import CLI_STOP_TIMEOUT, ROOT, cli_server
 from ._agent import message_params, rpc, send, served
 
 EXTENSIONS = Path(__file__).parent / "extensions"
@@ -160,8 +160,8 @@ def test_cli_json_logs_parse_line_by_line() -> None:
         assert metrics["failed_tasks"] == 1
         assert metrics["total_requests"] == 1
         proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=20) == 0
-        out = proc.stdout.read() if proc.stdout else ""
+        assert proc.wait(timeout=CLI_STOP_TIMEOUT) == 0, proc.output()
+        out = proc.output()
     # the CLI's one-line banner is printed, not logged; everything else is JSON
     lines = [line for line in out.splitlines() if not line.startswith("apcore-a2a ")]
     records = [json.loads(line) for line in lines]

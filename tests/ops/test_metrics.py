@@ -42,6 +42,16 @@ async def test_metrics_is_404_unless_enabled() -> None:
 async def test_counters_match_a_known_sequence_in_both_formats() -> None:
     completed, failed, canceled = 3, 2, 1
     async with served(metrics=True) as (http, _app):
+        # The expected request count comes from the client: every A2A call it sends
+        # (POST /), GetTask polls included; card, health and metrics GETs are not A2A.
+        sent_by_client = 0
+
+        async def count(request: httpx.Request) -> None:
+            nonlocal sent_by_client
+            if request.method == "POST" and request.url.path == "/":
+                sent_by_client += 1
+
+        http.event_hooks["request"].append(count)
         for i in range(completed):
             task = await send(http, "ops.add", {"a": i, "b": 1})
             assert task["status"]["state"] == "TASK_STATE_COMPLETED"
@@ -52,13 +62,14 @@ async def test_counters_match_a_known_sequence_in_both_formats() -> None:
         await wait_state(http, slow["id"], {"TASK_STATE_WORKING"})
         running = (await http.get("/metrics")).json()
         assert running["active_tasks"] == 1
+        assert running["total_requests"] == sent_by_client
         cancel = await rpc(http, "CancelTask", {"id": slow["id"]})
         assert cancel["result"]["status"]["state"] == "TASK_STATE_CANCELED"
-        # sends + GetTask polls + one CancelTask; card, health and metrics are not counted
         await http.get("/.well-known/agent-card.json")
         await http.get("/health")
-        polls = running["total_requests"] - (completed + failed + 1)
-        sent = completed + failed + 1 + polls + 1
+        # sends + GetTask polls + one CancelTask
+        sent = sent_by_client
+        assert sent >= completed + failed + 1 + 1 + 1
 
         body = (await http.get("/metrics")).json()
         assert body["completed_tasks"] == completed
@@ -138,15 +149,16 @@ async def test_no_task_content_or_identity_in_metrics() -> None:
             "/", json={"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "x"}}
         )
         assert unauthenticated.status_code == 401
-        # the endpoint itself needs no credentials
+        # with auth on, the per-skill figures are for callers with credentials only
+        assert (await http.get("/metrics")).status_code == 401
         for text in (
-            (await http.get("/metrics")).text,
-            (await http.get("/metrics?format=prometheus")).text,
+            (await http.get("/metrics", headers=auth)).text,
+            (await http.get("/metrics?format=prometheus", headers=auth)).text,
         ):
             assert secret not in text
             assert "alice" not in text
             assert "key-of" not in text
-        samples = await _prometheus(http, params={"format": "prometheus"})
+        samples = await _prometheus(http, params={"format": "prometheus"}, headers=auth)
         labels = {dict(key[1]).get("skill") for key in samples} - {None}
         assert labels == {"ops.add", "ops.fail"}
 
@@ -260,7 +272,7 @@ def test_metrics_without_prometheus_client_names_the_extra(
 
     # as if the "metrics" extra (prometheus-client) were not installed
     monkeypatch.setitem(sys.modules, "prometheus_client", None)
-    monkeypatch.delitem(sys.modules, "apcore_a2a.server.metrics", raising=False)
+    monkeypatch.delitem(sys.modules, "apcore_a2a.ops.metrics", raising=False)
     with pytest.raises(RuntimeError, match=r"apcore-a2a\[metrics\]"):
         A2AServerFactory(build_registry(), environ={}, metrics=True).create()
     app, _card = A2AServerFactory(build_registry(), environ={}).create()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-import subprocess
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -18,11 +18,12 @@ import httpx
 from a2a.server.context import ServerCallContext
 from a2a.types import TaskState
 
-from apcore_a2a.server.shutdown import SHUTDOWN_MESSAGE
+from apcore_a2a.ops.shutdown import SHUTDOWN_MESSAGE
 from apcore_a2a.settings import Settings
 from apcore_a2a.storage import open_stores
 
-from ._agent import V1, message_params, send, served, wait_state
+from .._support import ServerProcess
+from ._agent import V1, build_registry, message_params, send, served, wait_state
 from ._proc import serve_process
 
 TASKS = 20
@@ -40,6 +41,7 @@ async def _stored_states(url: str, task_ids: list[str]) -> list[str]:
 
 
 async def _start_sleepers(http: httpx.AsyncClient, seconds: float) -> list[str]:
+    """Start TASKS sleepers; return once each runs."""
     tasks = await asyncio.gather(
         *(
             send(http, "ops.sleep", {"seconds": seconds}, return_immediately=True)
@@ -52,15 +54,26 @@ async def _start_sleepers(http: httpx.AsyncClient, seconds: float) -> list[str]:
     return ids
 
 
-async def _terminate(proc: subprocess.Popen[str]) -> tuple[int, str]:
+async def _start_gated(http: httpx.AsyncClient, gate: Path, count: int, **kwargs: Any) -> list[str]:
+    """Start *count* tasks that run until *gate* exists; return once each runs."""
+    tasks = [
+        await send(http, "ops.await_file", {"path": str(gate)}, return_immediately=True, **kwargs)
+        for _ in range(count)
+    ]
+    ids = [t["id"] for t in tasks]
+    for task_id in ids:
+        await wait_state(http, task_id, {"TASK_STATE_WORKING"}, **kwargs)
+    return ids
+
+
+async def _terminate(proc: ServerProcess) -> tuple[int, str]:
     proc.send_signal(signal.SIGTERM)
     code = await asyncio.to_thread(proc.wait, 30)
-    out = proc.stdout.read() if proc.stdout else ""
-    return code, out
+    return code, proc.output()
 
 
 async def _refused(url: str) -> bool:
-    async with asyncio.timeout(5):
+    async with asyncio.timeout(30):
         while True:
             try:
                 async with httpx.AsyncClient(timeout=1) as fresh:
@@ -72,22 +85,27 @@ async def _refused(url: str) -> bool:
 
 async def test_sigterm_lets_running_tasks_finish_within_the_timeout(tmp_path: Path) -> None:
     store = f"sqlite:///{tmp_path / 'tasks.db'}"
-    with serve_process(task_store=store, shutdown_timeout=5) as (url, proc):
-        async with httpx.AsyncClient(base_url=url, timeout=20) as http:
-            ids = await _start_sleepers(http, 2.0)
+    gate = tmp_path / "release"
+    with serve_process(task_store=store, shutdown_timeout=30) as (url, proc):
+        async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+            ids = await _start_gated(http, gate, TASKS)
             proc.send_signal(signal.SIGTERM)
-            # new connections are refused while the running tasks finish
+            # new connections are refused: the shutdown has begun, with every task running
             assert await _refused(url)
-            code = await asyncio.to_thread(proc.wait, 30)
-            out = proc.stdout.read() if proc.stdout else ""
+            gate.touch()  # only now can the tasks finish: inside the drain
+            code = await asyncio.to_thread(proc.wait, 60)
+            out = proc.output()
     assert code == 0, out
     assert "Traceback" not in out
+    assert f"waiting up to 30.0 s for {TASKS} running task(s)" in out, out
     assert await _stored_states(store, ids) == ["TASK_STATE_COMPLETED"] * TASKS
 
 
 async def test_sigterm_cancels_what_outlives_the_timeout(tmp_path: Path) -> None:
     store = f"sqlite:///{tmp_path / 'tasks.db'}"
-    with serve_process(task_store=store, shutdown_timeout=1) as (url, proc):
+    # 3 s: what outlives it is canceled, and uvicorn then gives open streams as long to
+    # receive that final event (1 s was too short for a busy machine)
+    with serve_process(task_store=store, shutdown_timeout=3) as (url, proc):
         async with httpx.AsyncClient(base_url=url, timeout=20) as http:
             quick = await send(http, "ops.sleep", {"seconds": 0.3}, return_immediately=True)
             ids = await _start_sleepers(http, 30.0)
@@ -133,31 +151,40 @@ async def test_sigterm_cancels_what_outlives_the_timeout(tmp_path: Path) -> None
     assert f"canceling {TASKS + 2} task(s)" in out
 
 
-async def _lifespan_drain(shutdown_timeout: float, seconds: float, **settings: Any) -> list[str]:
+async def _lifespan_drain(shutdown_timeout: float, release: bool, **settings: Any) -> list[str]:
     """Tasks in an app served in-process (no serve(), no signal): the app's lifespan
-    drains them when the server stops. Returns their stored states afterwards."""
+    drains them when the server stops. With *release* they are let finish once the drain
+    has begun, otherwise they would run on. Returns their stored states afterwards."""
     keys = settings.get("api_keys", ())
     auth = {"X-API-Key": keys[0]} if keys else {}
-    async with served(shutdown_timeout=shutdown_timeout, **settings) as (http, app):
-        tasks = [
-            await send(
-                http, "ops.sleep", {"seconds": seconds}, return_immediately=True, headers=auth
-            )
-            for _ in range(3)
-        ]
-        running = app.state.a2a.ops.tracker.running()
-        assert {e.task_id for e in running} == {t["id"] for t in tasks}
-        # the caller's own context: the store is owner-scoped
-        owner = running[0].call_context
+    with tempfile.TemporaryDirectory() as folder:
+        gate = Path(folder) / "release"
+        registry = build_registry(gated=True)
+        async with served(registry, shutdown_timeout=shutdown_timeout, **settings) as (http, app):
+            ids = await _start_gated(http, gate, 3, headers=auth)
+            tracker = app.state.a2a.ops.tracker
+            running = tracker.running()
+            assert {e.task_id for e in running} == set(ids)
+            # the caller's own context: the store is owner-scoped
+            owner = running[0].call_context
+
+            async def release_once_draining() -> None:
+                while tracker.recorded is None:  # the drain records what it waits for
+                    await asyncio.sleep(0.01)
+                gate.touch()
+
+            releaser = asyncio.ensure_future(release_once_draining()) if release else None
+        if releaser is not None:
+            assert releaser.done()
     store = app.state.a2a.stores
-    found = [await store.get_task(t["id"], owner) for t in tasks]
+    found = [await store.get_task(task_id, owner) for task_id in ids]
     return [TaskState.Name(t.status.state) for t in found if t is not None]
 
 
 async def test_app_lifespan_waits_for_running_tasks() -> None:
-    assert await _lifespan_drain(5, 0.3) == ["TASK_STATE_COMPLETED"] * 3
+    assert await _lifespan_drain(30, release=True) == ["TASK_STATE_COMPLETED"] * 3
 
 
 async def test_app_lifespan_cancels_tasks_that_outlive_the_timeout_as_their_owner() -> None:
-    states = await _lifespan_drain(0.2, 30, api_keys=("key-of-alice",))
+    states = await _lifespan_drain(0.2, release=False, api_keys=("key-of-alice",))
     assert states == ["TASK_STATE_CANCELED"] * 3

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
-from apcore import Registry
+from apcore import ModuleAnnotations, Registry
+from pydantic import BaseModel
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
@@ -42,23 +43,88 @@ push_receiver = _load_example()
 
 
 class SlowAdd(Add):
-    description = "Add two integers after half a second"
+    """Adds once the test calls :meth:`release`: a task that is surely still running
+    while the test registers a second push config (the agent runs in the test's loop)."""
+
+    description = "Add two integers once released"
+
+    def __init__(self) -> None:
+        self._released = asyncio.Event()
+
+    def release(self) -> None:
+        self._released.set()
 
     async def execute(self, inputs: dict[str, Any], context: Any) -> dict[str, Any]:  # type: ignore[override]
-        # Long enough for a test to register a second push config while it runs.
-        await asyncio.sleep(0.5)
+        await self._released.wait()
         return {"sum": inputs["a"] + inputs["b"]}
 
 
-def demo_registry() -> Registry:
+class ChunksIn(BaseModel):
+    n: int
+
+
+class ChunksOut(BaseModel):
+    i: int
+
+
+class Chunks:
+    """Streams ``n`` chunks: ``n`` artifact updates, so one task has many events."""
+
+    input_schema = ChunksIn
+    output_schema = ChunksOut
+    description = "Stream n chunks"
+    annotations = ModuleAnnotations(streaming=True)
+
+    async def execute(self, inputs: dict[str, Any], context: Any) -> dict[str, Any]:
+        return {"i": inputs["n"]}
+
+    async def stream(self, inputs: dict[str, Any], context: Any) -> AsyncIterator[dict[str, Any]]:
+        for i in range(inputs["n"]):
+            yield {"i": i}
+
+
+class Gate:
+    """Waits until the test opens :data:`GATE` (a task that stays working on purpose)."""
+
+    input_schema = ChunksIn
+    output_schema = ChunksOut
+    description = "Wait for the test's gate, then answer"
+
+    async def execute(self, inputs: dict[str, Any], context: Any) -> dict[str, Any]:
+        await GATES[inputs["n"]].wait()
+        return {"i": inputs["n"]}
+
+
+#: Gates by number, created by the tests that use ``demo.gate`` (``{"n": k}``).
+GATES: dict[int, asyncio.Event] = {}
+
+
+class Transfer:
+    """Needs approval: the task parks in input-required until a follow-up decides."""
+
+    input_schema = ChunksIn
+    output_schema = ChunksOut
+    description = "Do something that needs approval"
+    annotations = ModuleAnnotations(requires_approval=True)
+
+    async def execute(self, inputs: dict[str, Any], context: Any) -> dict[str, Any]:
+        return {"i": inputs["n"]}
+
+
+def demo_registry(slow: SlowAdd | None = None) -> Registry:
     registry = Registry()
     registry.register("demo.add", Add())
-    registry.register("demo.slow_add", SlowAdd())
+    registry.register("demo.slow_add", slow or SlowAdd())
+    registry.register("demo.chunks", Chunks())
+    registry.register("demo.gate", Gate())
+    registry.register("demo.transfer", Transfer())
     return registry
 
 
 @contextlib.asynccontextmanager
-async def push_agent(**overrides: Any) -> AsyncIterator[tuple[str, Starlette]]:
+async def push_agent(
+    registry: Registry | None = None, **overrides: Any
+) -> AsyncIterator[tuple[str, Starlette]]:
     """A real agent on 127.0.0.1 with push notifications on (insecure URLs allowed)."""
     settings: dict[str, Any] = {
         "push_notifications": True,
@@ -66,7 +132,9 @@ async def push_agent(**overrides: Any) -> AsyncIterator[tuple[str, Starlette]]:
         **overrides,
     }
     port = settings.pop("port", None) or _free_port()
-    app, _card = A2AServerFactory(demo_registry(), environ={}, port=port, **settings).create()
+    app, _card = A2AServerFactory(
+        registry or demo_registry(), environ={}, port=port, **settings
+    ).create()
     async with running_server(app, port=port) as base:
         yield base, app
 
@@ -127,7 +195,7 @@ class Receiver:
     def attempts(self, path: str) -> list[Delivery]:
         return [d for d in self.log if d.path == path]
 
-    async def wait_for(self, predicate: Any, timeout: float = 10.0) -> None:
+    async def wait_for(self, predicate: Any, timeout: float = 30.0) -> None:
         deadline = time.monotonic() + timeout
         while not predicate():
             remaining = deadline - time.monotonic()
@@ -152,6 +220,16 @@ def add_message(a: int = 2, b: int = 3) -> dict[str, Any]:
         "role": "ROLE_USER",
         "parts": [{"data": {"a": a, "b": b}, "mediaType": "application/json"}],
         "metadata": {"skillId": "demo.add"},
+    }
+
+
+def skill_message(skill: str, n: int) -> dict[str, Any]:
+    """A 1.0 message for ``demo.chunks`` / ``demo.gate`` / ``demo.transfer`` with ``{"n": n}``."""
+    return {
+        "messageId": str(uuid.uuid4()),
+        "role": "ROLE_USER",
+        "parts": [{"data": {"n": n}, "mediaType": "application/json"}],
+        "metadata": {"skillId": skill},
     }
 
 

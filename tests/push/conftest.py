@@ -59,3 +59,9 @@ def sql_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         yield f"sqlite:///{tmp_path / 'tasks.db'}"
     else:
         yield from _pg_schema()
+
+
+@pytest.fixture
+def pg_store() -> Iterator[str]:
+    """A task store URL on PostgreSQL (cluster mode across replicas)."""
+    yield from _pg_schema()

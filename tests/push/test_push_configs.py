@@ -88,7 +88,7 @@ async def test_card_advertises_push_and_the_jwks() -> None:
         assert ext["params"] == {
             "jwksUrl": base + JWKS_PATH,
             "algorithm": "ES256",
-            "header": "Authorization",
+            "header": "X-A2A-Signature",
         }
         jwks = await client.get(ext["params"]["jwksUrl"])
         assert jwks.status_code == 200
@@ -189,7 +189,7 @@ async def test_response_shapes_on_json_rpc_and_rest() -> None:
             client, base, "GetTaskPushNotificationConfig", {"taskId": task_id, "id": "n1"}
         )
         assert got["result"] == created["result"]
-        # 0.3: the standard {taskId, pushNotificationConfig} plus the seed's url/status.
+        # 0.3 JSON-RPC: the standard {taskId, pushNotificationConfig} plus the status.
         old_set = await rpc(
             client,
             base,
@@ -202,7 +202,6 @@ async def test_response_shapes_on_json_rpc_and_rest() -> None:
         )
         assert old_set["result"] == {
             "taskId": task_id,
-            "url": hook + "/old",
             "status": "active",
             "pushNotificationConfig": {"id": "o1", "url": hook + "/old"},
         }
@@ -226,7 +225,7 @@ async def test_response_shapes_on_json_rpc_and_rest() -> None:
             client, base, "tasks/pushNotificationConfig/get", {"id": task_id}, version="0.3"
         )
         assert by_task["result"]["pushNotificationConfig"]["id"] == task_id
-        assert by_task["result"]["url"] == hook + "/dflt"
+        assert by_task["result"]["pushNotificationConfig"]["url"] == hook + "/dflt"
         await rpc(
             client, base, "DeleteTaskPushNotificationConfig", {"taskId": task_id, "id": task_id}
         )
@@ -234,7 +233,8 @@ async def test_response_shapes_on_json_rpc_and_rest() -> None:
             client, base, "tasks/pushNotificationConfig/list", {"id": task_id}, version="0.3"
         )
         assert sorted(
-            (c["pushNotificationConfig"]["id"], c["url"], c["status"]) for c in old_list["result"]
+            (c["pushNotificationConfig"]["id"], c["pushNotificationConfig"]["url"], c["status"])
+            for c in old_list["result"]
         ) == [("n1", hook, "active"), ("o1", hook + "/old", "active")]
         new_list = await rpc(client, base, "ListTaskPushNotificationConfigs", {"taskId": task_id})
         assert sorted((c["id"], c["status"]) for c in new_list["result"]["configs"]) == [
@@ -259,12 +259,16 @@ async def test_response_shapes_on_json_rpc_and_rest() -> None:
         )
         assert rest_get.json()["status"] == "active"
         assert int(rest_get.headers["content-length"]) == len(rest_get.content)
+        # REST 0.3 answers exactly the 0.3 schema: {name, pushNotificationConfig}.
         v1_list = await client.get(f"{base}/v1/tasks/{task_id}/pushNotificationConfigs")
         assert sorted(
-            (c["pushNotificationConfig"]["id"], c["taskId"], c["status"])
+            (c["name"], c["pushNotificationConfig"]["id"], sorted(c))
             for c in v1_list.json()["configs"]
-        ) == [("n1", task_id, "active"), ("o1", task_id, "active"), ("r1", task_id, "active")]
-        # Deletes: 0.3 answers the seed's {taskId, deleted}; 1.0 keeps its empty result.
+        ) == [
+            (f"tasks/{task_id}/pushNotificationConfigs/{i}", i, ["name", "pushNotificationConfig"])
+            for i in ("n1", "o1", "r1")
+        ]
+        # Deletes: 0.3 answers null as the 0.3 schema says; 1.0 keeps its empty result.
         old_del = await rpc(
             client,
             base,
@@ -272,7 +276,8 @@ async def test_response_shapes_on_json_rpc_and_rest() -> None:
             {"id": task_id, "pushNotificationConfigId": "o1"},
             version="0.3",
         )
-        assert old_del["result"] == {"taskId": task_id, "deleted": True}
+        assert "result" in old_del
+        assert old_del["result"] is None
         new_del = await rpc(
             client, base, "DeleteTaskPushNotificationConfig", {"taskId": task_id, "id": "n1"}
         )

@@ -71,7 +71,7 @@ async def test_secure_mode_accepts_public_https(url: str) -> None:
         ("https://[::ffff:10.0.0.1]/", "private address (10.0.0.1)"),
         ("https://[fd00:ec2::254]/", "cloud metadata service address (fd00:ec2::254)"),
         ("https://240.0.0.1/", "reserved address (240.0.0.1)"),
-        ("https://[64:ff9b::7f00:1]/", "reserved address (64:ff9b::7f00:1)"),
+        ("https://[64:ff9b:1::a00:1]/", "reserved address (64:ff9b:1::a00:1)"),
         ("https://192.0.2.10/", "private address (192.0.2.10)"),
         (
             "https://intranet.example.com/",
@@ -97,6 +97,63 @@ async def test_secure_mode_accepts_public_https(url: str) -> None:
 )
 async def test_other_refusals(url: str, reason: str) -> None:
     assert await PushUrlPolicy(resolver=fake_resolve).check(url) == reason
+
+
+# IPv6 forms that deliver to the IPv4 address inside them are judged by that address.
+TUNNELLED = [
+    # 6to4 around 127.0.0.1 (the form reported in issue 17), 10.0.0.1 and the metadata IP.
+    ("https://[2002:7f00:1::]/", "loopback address (127.0.0.1) inside 6to4 2002:7f00:1::"),
+    ("https://[2002:a00:1::1]/", "private address (10.0.0.1) inside 6to4 2002:a00:1::1"),
+    (
+        "https://[2002:a9fe:a9fe::]/",
+        "cloud metadata service address (169.254.169.254) inside 6to4 2002:a9fe:a9fe::",
+    ),
+    # Teredo: client 127.0.0.1 (stored XOR-ed as 80ff:fffe), public server 65.54.227.120.
+    (
+        "https://[2001:0:4136:e378:8000:63bf:80ff:fffe]/",
+        "loopback address (127.0.0.1) inside Teredo 2001:0:4136:e378:8000:63bf:80ff:fffe",
+    ),
+    # Teredo whose server is private (10.0.0.1) and client public (93.184.215.14).
+    (
+        "https://[2001:0:a00:1:8000:63bf:a247:28f1]/",
+        "private address (10.0.0.1) inside Teredo 2001:0:a00:1:8000:63bf:a247:28f1",
+    ),
+    # NAT64 well-known prefix around 127.0.0.1 and 192.168.1.1.
+    ("https://[64:ff9b::7f00:1]/", "loopback address (127.0.0.1) inside NAT64 64:ff9b::7f00:1"),
+    (
+        "https://[64:ff9b::c0a8:101]/",
+        "private address (192.168.1.1) inside NAT64 64:ff9b::c0a8:101",
+    ),
+]
+
+
+@pytest.mark.parametrize(("url", "reason"), TUNNELLED)
+async def test_tunnelled_ipv4_is_judged_by_the_address_inside(url: str, reason: str) -> None:
+    assert await PushUrlPolicy(resolver=fake_resolve).check(url) == reason
+    # Allowing loopback (insecure mode) relaxes only the loopback cases.
+    insecure = await PushUrlPolicy(allow_insecure=True, resolver=fake_resolve).check(url)
+    assert insecure == (None if reason.startswith("loopback") else reason)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://[2002:5db8:d70e::1]/",  # 6to4 around 93.184.215.14
+        "https://[64:ff9b::5db8:d70e]/",  # what DNS64 synthesizes for 93.184.215.14
+        "https://[2001:0:4136:e378:8000:63bf:a247:28f1]/",  # Teredo, both ends public
+    ],
+)
+async def test_tunnelled_public_ipv4_is_accepted(url: str) -> None:
+    assert await PushUrlPolicy(resolver=fake_resolve).check(url) is None
+
+
+async def test_a_name_resolving_to_6to4_loopback_is_refused() -> None:
+    async def resolve(host: str, port: int) -> Sequence[str]:
+        return ["2002:7f00:1::"]
+
+    assert await PushUrlPolicy(resolver=resolve).check("https://sneaky.example/") == (
+        "host 'sneaky.example' resolves to loopback address (127.0.0.1) inside 6to4 2002:7f00:1::"
+    )
 
 
 async def test_insecure_mode_allows_http_and_loopback_only() -> None:

@@ -156,6 +156,6 @@ async def test_encryption_at_rest_on_sqlite(tmp_path: Path) -> None:
     app, _card = A2AServerFactory(
         demo_registry(), environ={}, task_store=f"sqlite:///{db}", push_notifications=True
     ).create()
-    with pytest.raises(RuntimeError, match="stored signing key is encrypted"):
+    with pytest.raises(RuntimeError, match="stored push signing key is encrypted"):
         async with app.router.lifespan_context(app):
             pass

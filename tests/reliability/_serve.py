@@ -11,9 +11,7 @@ import argparse
 import contextlib
 import json
 import os
-import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -22,7 +20,11 @@ from typing import Any
 
 import httpx
 
-from .._support import ROOT, free_port, stop_process
+from .._support import ROOT, ServerProcess, free_port, stop_process
+
+#: Seconds the agent gets to exit after SIGTERM: the default ``shutdown_timeout`` (30 s)
+#: plus room for a busy machine.
+STOP_TIMEOUT = 45.0
 
 
 def main() -> None:
@@ -31,27 +33,33 @@ def main() -> None:
     parser.add_argument("--settings", default="{}")
     args = parser.parse_args()
 
-    import uvicorn
-
     from apcore_a2a import A2AServerFactory
+    from apcore_a2a._serve import run_app
 
     from ._modules import build_executor
 
     overrides: dict[str, Any] = json.loads(args.settings)
-    app, _card = A2AServerFactory(
-        build_executor(), environ={}, port=args.port, name="reliability", **overrides
-    ).create()
-    uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning", access_log=False)
+    overrides.setdefault("log_level", "warning")
+    factory = A2AServerFactory(
+        build_executor(),
+        environ={},
+        host="127.0.0.1",
+        port=args.port,
+        name="reliability",
+        **overrides,
+    )
+    app, _card = factory.create()
+    # serve()'s own runner: a graceful SIGTERM drains the tasks and exits 0, like the product
+    run_app(app, factory.settings)
 
 
 @dataclass
 class Served:
     url: str
-    proc: subprocess.Popen[bytes]
-    log: Path
+    proc: ServerProcess
 
     def log_text(self) -> str:
-        return self.log.read_text(errors="replace")
+        return self.proc.output()
 
     def rss_kib(self) -> int:
         return proc_rss_kib(self.proc.pid)
@@ -68,11 +76,11 @@ def proc_rss_kib(pid: int) -> int:
     raise RuntimeError(f"no VmRSS for pid {pid}")
 
 
-def wait_ready(url: str, proc: subprocess.Popen[bytes], log: Path, timeout: float = 30) -> None:
+def wait_ready(url: str, proc: ServerProcess, timeout: float = 180) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"agent exited with {proc.returncode}: {log.read_text()[-2000:]}")
+            raise RuntimeError(f"agent exited with {proc.returncode}: {proc.output()[-2000:]}")
         try:
             if httpx.get(url + "/.well-known/agent-card.json", timeout=1).status_code == 200:
                 return
@@ -84,34 +92,32 @@ def wait_ready(url: str, proc: subprocess.Popen[bytes], log: Path, timeout: floa
 
 @contextlib.contextmanager
 def agent_process(port: int | None = None, **settings: Any) -> Iterator[Served]:
-    """Start the agent as a subprocess on 127.0.0.1; SIGTERM (then SIGKILL) on exit."""
+    """Start the agent as a subprocess on 127.0.0.1.
+
+    On exit it gets SIGTERM and must exit 0 within :data:`STOP_TIMEOUT` seconds, else the
+    test fails (unless the test crashed it on purpose with ``served.proc.kill9()``).
+    """
     port = port or free_port()
-    fd, name = tempfile.mkstemp(prefix="reliability-agent-", suffix=".log")
-    log = Path(name)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("A2A_", "JWT_"))}
-    with os.fdopen(fd, "wb") as sink:
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "tests.reliability._serve",
-                "--port",
-                str(port),
-                "--settings",
-                json.dumps(settings),
-            ],
-            cwd=str(ROOT),
-            env=env,
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-        )
+    proc = ServerProcess(
+        [
+            sys.executable,
+            "-m",
+            "tests.reliability._serve",
+            "--port",
+            str(port),
+            "--settings",
+            json.dumps(settings),
+        ],
+        cwd=ROOT,
+        env=env,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
-        wait_ready(url, proc, log)
-        yield Served(url, proc, log)
+        wait_ready(url, proc)
+        yield Served(url, proc)
     finally:
-        stop_process(proc, timeout=20)
-        log.unlink(missing_ok=True)
+        stop_process(proc, timeout=STOP_TIMEOUT)
 
 
 if __name__ == "__main__":

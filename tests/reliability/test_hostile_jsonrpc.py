@@ -6,9 +6,10 @@ internal error from our code, never a traceback, path or secret; the agent stays
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from . import _report
@@ -168,6 +169,14 @@ def test_raw_bytes(hostile_agent: Hostile, raw: bytes, content_type: str | None)
     _post(hostile_agent, raw, headers)
 
 
+def _holds_lone_surrogate(value: Any) -> bool:
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
 def _is_utf8(raw: bytes) -> bool:
     try:
         raw.decode("utf-8")
@@ -198,19 +207,30 @@ def _is_utf8(raw: bytes) -> bool:
 def test_unknown_methods_and_versions(
     hostile_agent: Hostile, method: str, version: bytes | None, params: Any
 ) -> None:
-    known = method in METHODS_10 or method in METHODS_03
-    body = {
-        "jsonrpc": "2.0",
-        "id": 7,
-        "method": method,
-        "params": {"id": "no-such-task"} if method in SUBSCRIBE_METHODS else params,
-    }
+    assume(method not in METHODS_10 and method not in METHODS_03)
+    body = {"jsonrpc": "2.0", "id": 7, "method": method, "params": params}
     headers: dict[str, Any] = dict(JSON)
     if version is not None:
         headers["A2A-Version"] = version
-    payload = _post(hostile_agent, encode(body, False), headers, body)
-    if not known and isinstance(payload, dict) and "error" in payload:
-        assert payload["error"]["code"] in (-32700, -32601, -32600, -32602, -32009), payload
+    raw = encode(body, False)
+    payload = _post(hostile_agent, raw, headers, body)
+    # JSON-RPC 2.0: a body that is not UTF-8 JSON, or whose strings hold a lone surrogate
+    # (raw or as a \\u escape; no valid Unicode text has one), is a parse error (-32700,
+    # id null); a request whose method is empty or whose params are neither an
+    # object nor an array (null counts as absent) is not a valid request (-32600); any
+    # other request for a method the agent does not have is -32601, whatever version it
+    # names.
+    structured = params is None or isinstance(params, (dict, list))
+    if not _is_utf8(raw) or _holds_lone_surrogate(body):
+        expected = -32700
+    elif method == "" or not structured:
+        expected = -32600
+    else:
+        expected = -32601
+    assert isinstance(payload, dict), payload
+    assert "result" not in payload, payload
+    assert payload["error"]["code"] == expected, payload
+    assert payload["id"] == (None if expected == -32700 else 7), payload
 
 
 def test_agent_still_healthy_after_hostile_rpc(hostile_agent: Hostile) -> None:

@@ -220,7 +220,7 @@ def test_real_and_fake_task_ids(
 )
 def test_v03_rest_stream_rejects_bad_bodies_cleanly(hostile_agent: Hostile, body: bytes) -> None:
     # The SDK alone fails these inside the SSE stream (cut connection after the 200);
-    # apcore_a2a.server._rest03 pulls the first event before answering.
+    # apcore_a2a.server.rest03 pulls the first event before answering.
     response = hostile_agent.http.post(
         "/v1/message:stream", content=body, headers={"content-type": "application/json"}
     )

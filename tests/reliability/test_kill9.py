@@ -7,7 +7,7 @@ SIGKILL (no shutdown hook runs). After a restart on the same file:
 
 * every acknowledged terminal task is there, in the state the client saw;
 * no task is ``submitted``/``working`` (the restart failed them with a reason);
-* parked approvals are still ``input-required``, and answering one gets a clean reply.
+* parked approvals are still ``input-required``, and approving one completes it.
 """
 
 from __future__ import annotations
@@ -66,9 +66,11 @@ async def test_kill_9_under_mixed_load_loses_nothing(tmp_path: Path) -> None:
                     try:
                         await one(next(counter))
                     except (httpx.HTTPError, AssertionError):
+                        if not killed.is_set():
+                            raise  # a wrong answer from a live agent is a failure
                         return  # the agent died under us: that answer never came
                     if sum(s in TERMINAL for s in seen.values()) >= KILL_AT and not killed.is_set():
-                        served.proc.kill()
+                        served.proc.kill9()
                         killed.set()
 
             await asyncio.gather(*(worker() for _ in range(WORKERS)))
@@ -105,7 +107,8 @@ async def test_kill_9_under_mixed_load_loses_nothing(tmp_path: Path) -> None:
             ]  # type: ignore[index, union-attr]
             still_parked = [i for i in parked if states.get(i) == "TASK_STATE_INPUT_REQUIRED"]
 
-            # An approval given after the restart: the decision book was in memory.
+            # An approval given after the restart of a durable store is honoured: the task
+            # resumes and completes (docs/reliability.md).
             oracle = Oracle(TALLY)
             answer = await http.post(
                 "/",
@@ -134,6 +137,4 @@ async def test_kill_9_under_mixed_load_loses_nothing(tmp_path: Path) -> None:
     assert not running, f"{len(running)} tasks still running after restart"
     assert all(states[i] == "TASK_STATE_FAILED" for i in interrupted)
     assert still_parked == [i for i in parked if i in states], "parked approvals changed state"
-    assert after in ("TASK_STATE_COMPLETED", "TASK_STATE_REJECTED", "TASK_STATE_INPUT_REQUIRED"), (
-        after
-    )
+    assert after == "TASK_STATE_COMPLETED", reply

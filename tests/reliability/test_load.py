@@ -94,8 +94,16 @@ async def test_1000_tasks_end_as_their_scenario_says(caplog: pytest.LogCaptureFi
     tasks_before = len(_pending_tasks())
     controls = Controls(gate=asyncio.Event())
     port = free_port()
+    # One client plays every caller here: the per-caller quotas (tested on their own in
+    # tests/lifecycle) are off, so the agent-wide limits are what this load meets.
     app, _ = A2AServerFactory(
-        build_executor(controls), environ={}, port=port, name="load", max_streams=STREAMS
+        build_executor(controls),
+        environ={},
+        port=port,
+        name="load",
+        max_streams=STREAMS,
+        max_streams_per_caller=0,
+        max_unfinished_tasks_per_caller=0,
     ).create()
     limits = httpx.Limits(
         max_connections=BLOCKING + STREAMS + EXTRA_STREAMS + 40, max_keepalive_connections=40

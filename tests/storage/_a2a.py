@@ -5,13 +5,15 @@ from __future__ import annotations
 from a2a.client import Client, ClientConfig, ClientFactory
 from a2a.types import SendMessageRequest, Task
 
+from .._sdk import peer_http
 from .._support import ROOT
 
 EXTENSIONS = str(ROOT / "examples" / "extensions")
 
 
 async def client(base_url: str, *, streaming: bool = False) -> Client:
-    return await ClientFactory(ClientConfig(streaming=streaming)).create_from_url(base_url)
+    config = ClientConfig(streaming=streaming, httpx_client=peer_http())
+    return await ClientFactory(config).create_from_url(base_url)
 
 
 async def send(c: Client, req: SendMessageRequest) -> Task:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -19,7 +18,7 @@ from a2a.types import (
 )
 from apcore import Identity
 
-from apcore_a2a.server.call_context import IdentityUser
+from apcore_a2a.execution.identity import IdentityUser
 from apcore_a2a.settings import Settings
 
 TERMINAL = (
@@ -39,7 +38,7 @@ def ctx(user: str | None = "alice") -> ServerCallContext:
 
 def settings(**overrides: Any) -> Settings:
     """Default settings plus *overrides*, ignoring the process environment."""
-    return dataclasses.replace(Settings(), **overrides)
+    return Settings.defaults().replace(**overrides)
 
 
 def make_task(

@@ -169,15 +169,24 @@ async def test_push_configs_are_owner_scoped(stores: Stores) -> None:
 
 
 async def test_ping_succeeds_while_reachable(stores: Stores) -> None:
-    await stores.ping()
+    task = make_task(TaskState.TASK_STATE_WORKING)
+    await save(stores, task)
+    # concurrent probes all answer (None: healthy) and a probe changes nothing
+    assert await asyncio.gather(*(stores.ping() for _ in range(5))) == [None] * 5
+    assert await stores.get_task(task.id, ctx()) == task
 
 
 async def test_start_and_aclose_are_idempotent(store_url: str) -> None:
     s = open_stores(store_url, settings())
     await s.start()
+    running = make_task(TaskState.TASK_STATE_WORKING)
+    await s.task_store.save(running, ctx())  # type: ignore[call-arg]
+    # A second start is a no-op: it must not run the restart recovery again, which
+    # would fail this process's own running task as "interrupted".
     await s.start()
+    assert await s.get_task(running.id, ctx()) == running
     await s.aclose()
-    await s.aclose()
+    assert await s.aclose() is None  # closing twice is harmless
 
 
 async def test_cluster_store_rejects_a_stale_version(sql_url: str) -> None:

@@ -8,7 +8,7 @@ import pytest
 from a2a.types import TaskState
 from sqlalchemy import inspect, text
 
-from apcore_a2a import _cli_db
+from apcore_a2a.cli import db as _cli_db
 from apcore_a2a.storage import open_stores
 from apcore_a2a.storage._engine import create_engine
 from apcore_a2a.storage._urls import parse_store_url

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import sqlite3
+
 import pytest
 from a2a.types import TaskState
 from sqlalchemy import text
@@ -62,21 +65,44 @@ async def test_sqlite_in_a_missing_directory_is_reported(tmp_path: object) -> No
 
 
 async def test_memory_store_is_always_healthy() -> None:
-    stores = open_stores("memory://", settings())
+    stores = open_stores("memory://", settings(task_max_capacity=2))
+    assert await stores.ping() is None  # nothing to reach, even before start
     await stores.start()
-    await stores.ping()
+    for _ in range(3):  # one more than it holds: the oldest is evicted, not an error
+        await stores.task_store.save(make_task(TaskState.TASK_STATE_COMPLETED), ctx())  # type: ignore[call-arg]
+    assert await stores.ping() is None
     await stores.aclose()
+    assert await stores.ping() is None
+
+
+def _write_lock_is_taken(path: str) -> bool:
+    """Whether another connection is refused the SQLite write lock right now."""
+    probe = sqlite3.connect(path, timeout=0)
+    try:
+        probe.execute("BEGIN IMMEDIATE")
+    except sqlite3.OperationalError as exc:
+        return "locked" in str(exc)
+    else:
+        probe.rollback()
+        return False
+    finally:
+        probe.close()
 
 
 async def test_sqlite_ping_does_not_wait_for_a_writer_holding_the_lock(sqlite_url: str) -> None:
     stores = open_stores(sqlite_url, settings())
     await stores.start()
+    path = sqlite_url.removeprefix("sqlite:///")
     writer = create_engine(parse_store_url(sqlite_url))
     try:
         async with writer.begin() as conn:  # BEGIN IMMEDIATE: holds the write lock
             await conn.execute(text("DELETE FROM tasks WHERE id = 'none'"))
-            # Queued behind the lock this would exceed the 3 s ping limit and fail.
-            await stores.ping()
+            assert await asyncio.to_thread(_write_lock_is_taken, path)
+            # Queued behind the lock this would exceed the 3 s ping limit and fail; it
+            # answers while the writer still holds the lock.
+            assert await stores.ping() is None
+            assert await asyncio.to_thread(_write_lock_is_taken, path)
+        assert not await asyncio.to_thread(_write_lock_is_taken, path)
     finally:
         await writer.dispose()
         await stores.aclose()

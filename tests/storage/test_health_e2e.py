@@ -22,7 +22,8 @@ async def test_health_tracks_postgres_without_a_restart(pg_url: str) -> None:
     )
     registry = Registry()
     registry.register("demo.add", Add())
-    app, _ = A2AServerFactory(registry, task_store=url).create()
+    # The reason is a detail: shown to anonymous callers only with ops_details_public.
+    app, _ = A2AServerFactory(registry, task_store=url, ops_details_public=True).create()
     try:
         async with running_server(app) as base, httpx.AsyncClient(base_url=base) as http:
             healthy = await http.get("/health")

@@ -37,7 +37,7 @@ async def state_of(stores: Stores, task_id: str, user: str = "alice") -> Task:
     return task
 
 
-async def eventually(check: Callable[[], object], timeout: float = 5.0) -> None:
+async def eventually(check: Callable[[], object], timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while True:
         result = check()
@@ -128,7 +128,7 @@ async def test_cluster_graceful_shutdown_hands_orphans_over_at_once(sql_url: str
             return (await state_of(b, running.id)).status.state == TaskState.TASK_STATE_FAILED
 
         # B's replica timeout is 30 s, so only the zeroed heartbeat can explain this.
-        await eventually(failed, timeout=5)
+        await eventually(failed, timeout=20)
         assert_interrupted(await state_of(b, running.id))
     finally:
         await b.aclose()
@@ -175,7 +175,7 @@ async def test_cluster_kill_9_replica_tasks_are_failed_by_a_live_one(sql_url: st
         async def failed() -> bool:
             return (await state_of(b, task_id)).status.state == TaskState.TASK_STATE_FAILED
 
-        await eventually(failed, timeout=10)
+        await eventually(failed)
         assert_interrupted(await state_of(b, task_id))
     finally:
         if proc.poll() is None:

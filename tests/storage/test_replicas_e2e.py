@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from a2a.types import (
@@ -22,11 +23,34 @@ from a2a.types import (
 
 from tests._sdk import request
 
-from .._support import cli_server
+from .._support import ServerProcess, cli_server, stop_process
 from ._a2a import EXTENSIONS, client, send
 from .conftest import pg_schema_url
 
 POLL = "0.1"
+#: test-only modules (``probe.work`` journals what happens to it)
+PROBES = str(Path(__file__).resolve().parent / "probes")
+#: how long a replica may drain running tasks after SIGTERM in the cancel test
+SHUTDOWN_TIMEOUT = 10.0
+#: how long a cancel may take to reach the module on the other replica
+CANCEL_REACH = 20.0
+
+
+@contextlib.contextmanager
+def _pair(
+    backend: str, folder: Path, *extra: str, extensions: str = EXTENSIONS
+) -> Iterator[tuple[tuple[str, ServerProcess], tuple[str, ServerProcess]]]:
+    """Two cluster replicas on one fresh store: ((url A, process A), (url B, process B))."""
+    with contextlib.ExitStack() as stack:
+        if backend == "sqlite":
+            url = f"sqlite:///{folder / 'tasks.db'}"
+        else:
+            url = stack.enter_context(pg_schema_url())
+        args = ["--extensions-dir", extensions, "--task-store", url, "--cluster", *extra]
+        env = {"A2A_CLUSTER_POLL_INTERVAL": POLL}
+        a = stack.enter_context(cli_server(args, env=env))
+        b = stack.enter_context(cli_server(args, env=env))
+        yield a, b
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])
@@ -34,16 +58,18 @@ def replicas(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[str, str]]:
     """Replicas A and B (base URLs), shared by this module's tests per backend."""
-    with contextlib.ExitStack() as stack:
-        if request.param == "sqlite":
-            url = f"sqlite:///{tmp_path_factory.mktemp('replicas') / 'tasks.db'}"
-        else:
-            url = stack.enter_context(pg_schema_url())
-        args = ["--extensions-dir", EXTENSIONS, "--task-store", url, "--cluster"]
-        env = {"A2A_CLUSTER_POLL_INTERVAL": POLL}
-        a, _ = stack.enter_context(cli_server(args, env=env))
-        b, _ = stack.enter_context(cli_server(args, env=env))
+    with _pair(request.param, tmp_path_factory.mktemp("replicas")) as ((a, _pa), (b, _pb)):
         yield a, b
+
+
+async def _journal_says(journal: Path, word: str, within: float) -> bool:
+    """Whether the probe module wrote *word* to its journal within *within* seconds."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if journal.exists() and word in journal.read_text().split():
+            return True
+        await asyncio.sleep(0.05)
+    return False
 
 
 async def test_task_from_a_is_fetched_and_listed_on_b(replicas: tuple[str, str]) -> None:
@@ -58,16 +84,46 @@ async def test_task_from_a_is_fetched_and_listed_on_b(replicas: tuple[str, str])
     assert [t.id for t in listed.tasks] == [task.id]
 
 
-async def test_cancel_on_b_stops_a_task_running_on_a(replicas: tuple[str, str]) -> None:
-    a, b = replicas
-    ca, cb = await client(a), await client(b)
-    started = await send(ca, request("jobs.sleep", {"seconds": 30}, return_immediately=True))
-    canceled = await cb.cancel_task(CancelTaskRequest(id=started.id))
-    assert canceled.status.state == TaskState.TASK_STATE_CANCELED
-    # A notices on its next write and keeps the canceled state.
-    for c in (ca, cb):
-        again = await c.get_task(GetTaskRequest(id=started.id))
-        assert again.status.state == TaskState.TASK_STATE_CANCELED
+async def _cancel_stops_the_module_on_a(backend: str, canceller: str, tmp_path: Path) -> None:
+    """A task runs ``probe.work`` on replica A; *canceller* ("A" or "B") cancels it."""
+    journal = tmp_path / "journal.txt"
+    extra = ("--shutdown-timeout", str(SHUTDOWN_TIMEOUT))
+    with _pair(backend, tmp_path, *extra, extensions=PROBES) as ((a, proc_a), (b, _proc_b)):
+        ca, cb = await client(a), await client(b)
+        work = {"journal": str(journal), "seconds": 300}
+        started = await send(ca, request("probe.work", work, return_immediately=True))
+        assert await _journal_says(journal, "started", 30), "the module never started on A"
+        canceled = await {"A": ca, "B": cb}[canceller].cancel_task(CancelTaskRequest(id=started.id))
+        assert canceled.status.state == TaskState.TASK_STATE_CANCELED
+        for c in (ca, cb):
+            again = await c.get_task(GetTaskRequest(id=started.id))
+            assert again.status.state == TaskState.TASK_STATE_CANCELED
+        # The module itself saw the cancel on A: it stopped working, it did not finish.
+        reached = await _journal_says(journal, "canceled", CANCEL_REACH)
+        # Nothing runs on A any more, so it stops at once: exit 0 within its shutdown
+        # timeout (a module still running would hold the drain until then, and past it
+        # the harness SIGKILLs A).
+        try:
+            stop_process(proc_a, timeout=SHUTDOWN_TIMEOUT)
+            stopped = "A exited 0 after SIGTERM"
+        except pytest.fail.Exception as failure:
+            stopped = str(failure)
+        seen = "saw" if reached else "did NOT see"
+        assert reached and stopped == "A exited 0 after SIGTERM", (
+            f"after CancelTask on {canceller}, the module running on A {seen} the cancel "
+            f"within {CANCEL_REACH}s (its journal: {journal.read_text()!r}); {stopped}"
+        )
+        assert "finished" not in journal.read_text().split()
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+async def test_cancel_on_b_stops_a_task_running_on_a(backend: str, tmp_path: Path) -> None:
+    await _cancel_stops_the_module_on_a(backend, "B", tmp_path)
+
+
+async def test_cancel_on_a_stops_its_own_task(tmp_path: Path) -> None:
+    """The control for the test above: the same oracle, the cancel sent where it runs."""
+    await _cancel_stops_the_module_on_a("sqlite", "A", tmp_path)
 
 
 async def test_b_streams_live_events_of_a_task_running_on_a(replicas: tuple[str, str]) -> None:

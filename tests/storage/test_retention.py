@@ -16,27 +16,34 @@ from .test_recovery import eventually, put
 
 
 async def test_old_finished_tasks_are_purged_periodically(sql_url: str) -> None:
-    # Retention 2 s -> the purge runs every 0.5 s.
-    stores = open_stores(sql_url, settings(task_retention_seconds=2.0))
-    await stores.start()
+    future = datetime.now(UTC) + timedelta(hours=1)  # cannot age out during the test
+    old_done = make_task(TaskState.TASK_STATE_COMPLETED, at=ago(3600))
+    old_failed = make_task(TaskState.TASK_STATE_FAILED, at=ago(3600))
+    old_waiting = make_task(TaskState.TASK_STATE_INPUT_REQUIRED, at=ago(3600))
+    fresh_done = make_task(TaskState.TASK_STATE_COMPLETED, at=future)
+    # Everything is written before any purge can run: a purge between the task and its
+    # push config would leave the config behind (it belongs to no purged task then).
+    writer = open_stores(sql_url, settings())
+    await writer.start()
     try:
-        future = datetime.now(UTC) + timedelta(hours=1)  # cannot age out during the test
-        old_done = make_task(TaskState.TASK_STATE_COMPLETED, at=ago(3600))
-        old_failed = make_task(TaskState.TASK_STATE_FAILED, at=ago(3600))
-        old_waiting = make_task(TaskState.TASK_STATE_INPUT_REQUIRED, at=ago(3600))
-        fresh_done = make_task(TaskState.TASK_STATE_COMPLETED, at=future)
         for task in (old_done, old_failed, old_waiting, fresh_done):
-            await put(stores, task)
-        await stores.push_config_store.set_info(
+            await put(writer, task)
+        await writer.push_config_store.set_info(
             old_done.id,
             TaskPushNotificationConfig(task_id=old_done.id, id="c", url="https://e.x/h"),
             ctx(),
         )
+    finally:
+        await writer.aclose()
+    # Retention 2 s -> the purge runs every 0.5 s.
+    stores = open_stores(sql_url, settings(task_retention_seconds=2.0))
+    await stores.start()
+    try:
 
         async def purged() -> bool:
             return await stores.get_task(old_done.id, ctx()) is None
 
-        await eventually(purged, timeout=5)
+        await eventually(purged)
         assert await stores.get_task(old_failed.id, ctx()) is None
         assert await stores.get_task(old_waiting.id, ctx()) is not None
         assert await stores.get_task(fresh_done.id, ctx()) is not None
@@ -69,7 +76,7 @@ async def test_cluster_retention_also_drops_versions_and_events(sql_url: str) ->
         async def purged() -> bool:
             return await stores.get_task(old_done.id, ctx()) is None
 
-        await eventually(purged, timeout=5)
+        await eventually(purged)
         for table in ("task_versions", "task_events"):
             assert await count_rows(stores.engine, table, old_done.id) == 0, table
     finally:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from a2a.server.cluster import VersionedTaskStore
 from a2a.server.tasks import InMemoryPushNotificationConfigStore, InMemoryTaskStore
 
-from apcore_a2a.storage import BoundedMemoryTaskStore, open_stores
+from apcore_a2a.storage import BoundedMemoryTaskStore, StoreUnavailableError, open_stores
 from apcore_a2a.storage._urls import parse_store_url
 
 from ._helpers import settings
@@ -107,10 +109,22 @@ def test_defaults_are_bounded_memory() -> None:
     assert stores.task_store.max_capacity == 10_000
 
 
-def test_sql_urls_do_no_io_until_started(tmp_path: object) -> None:
-    # Nothing listens on port 1 and the directory does not exist: opening must still work.
-    open_stores("postgresql://u@127.0.0.1:1/db", settings(cluster=True))
-    open_stores("sqlite:////nonexistent-dir/t.db", settings())
+async def test_sql_urls_do_no_io_until_started(tmp_path: Path) -> None:
+    db = tmp_path / "t.db"
+    sqlite = open_stores(f"sqlite:///{db}", settings())
+    assert not db.exists()  # opening created nothing
+    await sqlite.start()
+    assert db.exists()  # start did
+    await sqlite.aclose()
+    # Nothing listens on port 1 and the directory does not exist: opening still works,
+    # and the failure comes at start, where the database is first reached.
+    for url in ("postgresql://u@127.0.0.1:1/db", "sqlite:////nonexistent-dir/t.db"):
+        stores = open_stores(url, settings(cluster=url.startswith("postgresql")))
+        try:
+            with pytest.raises(StoreUnavailableError):
+                await stores.start()
+        finally:
+            await stores.aclose()
 
 
 def test_cluster_sql_store_is_versioned_with_an_event_stream() -> None:

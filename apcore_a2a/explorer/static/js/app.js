@@ -3,8 +3,9 @@
 import { AgentClient, AgentError, newId } from "./rpc.js";
 import {
   annotationBadges, authHeaderFor, declaresSecurity, jsonRpcEndpoint, renderCard,
-  renderSkillList, skillSchemas,
+  renderSignature, renderSkillList, skillSchemas,
 } from "./card.js";
+import { checkSignature } from "./card_sig.js";
 import { INTERRUPTED_STATES, TERMINAL_STATES, clear, errorBox, h, jsonBlock } from "./render.js";
 import { FormError, SchemaForm } from "./schema_form.js";
 import { TaskView, renderContextTasks } from "./task_view.js";
@@ -95,6 +96,7 @@ function applyCard(card, extended) {
   $("token-box").classList.toggle("needed", secured);
   $("token-label").textContent = secured ? "Token (required by this agent)" : "Token (optional)";
   renderCard($("card-body"), card, state.endpoint, extended);
+  showSignature(card);
   const skills = card.skills || [];
   const current = state.skill && skills.find((s) => s.id === state.skill.id);
   if (current) {
@@ -107,6 +109,15 @@ function applyCard(card, extended) {
   const first = skills.find((s) => s.id === wanted) || skills[0];
   if (first) selectSkill(first);
   else clear($("skill-body"), h("div", { class: "muted" }, "This agent declares no skills."));
+}
+
+// The signature check is asynchronous; a result for a card no longer shown is dropped.
+function showSignature(card) {
+  if (!(card.signatures || []).length) return;
+  const jwksUrl = new URL("jwks.json", state.cardUrl).href;
+  checkSignature(card, jwksUrl).then((result) => {
+    if (state.card === card) renderSignature($("card-signature"), result);
+  });
 }
 
 // With a token, an agent that offers an extended card may show the caller more skills.

@@ -70,7 +70,10 @@ export function renderCard(el, card, endpoint, extended = false) {
     h("div", { class: "row" }, card.version ? badge(`v${card.version}`) : null,
       card.provider && card.provider.organization ? badge(card.provider.organization, "muted") : null,
       declaresSecurity(card) ? badge("🔒 secured", "warn") : badge("open", "ok"),
-      extended ? badge("extended card", "info", "the card this token's caller gets") : null),
+      extended ? badge("extended card", "info", "the card this token's caller gets") : null,
+      h("span", { id: "card-signature" }, (card.signatures || []).length
+        ? badge("signature: checking…", "muted")
+        : badge("unsigned", "muted", "the card carries no A2A signature"))),
     card.description ? h("p", { class: "description" }, card.description) : null,
     card.documentationUrl && /^https?:/i.test(card.documentationUrl)
       ? h("a", { href: card.documentationUrl, target: "_blank", rel: "noopener noreferrer" }, "documentation ↗") : null,
@@ -92,6 +95,19 @@ export function renderCard(el, card, endpoint, extended = false) {
     h("h4", {}, "Modes"),
     h("div", { class: "small" }, "in: ", (card.defaultInputModes || []).join(", ") || "–", " · out: ", (card.defaultOutputModes || []).join(", ") || "–"),
     h("details", { class: "small" }, h("summary", {}, "raw card"), jsonBlock(card)));
+}
+
+// Replaces the signature badge with the outcome of checkSignature (card_sig.js).
+export function renderSignature(el, result) {
+  if (!el) return;
+  const views = {
+    verified: () => badge("✓ signed", "ok", `signature verified (${result.alg}, key ${result.kid}) against the agent's /.well-known/jwks.json`),
+    invalid: () => badge("signature does not verify", "danger", result.reason),
+    unchecked: () => badge("signature not checked", "warn", result.reason),
+    unsigned: () => badge("unsigned", "muted", "the card carries no A2A signature"),
+  };
+  clear(el, (views[result.state] || views.unchecked)());
+  el.dataset.state = result.state;
 }
 
 export function annotationBadges(annotations) {

@@ -1,0 +1,200 @@
+"""Inline file bytes on the A2A 0.3 proto bindings (REST 0.3 and gRPC 0.3), as the spec says.
+
+In 0.3, ``FilePart.file_with_bytes`` is a proto ``bytes`` field: on gRPC it carries the file
+itself, and in REST's proto JSON it is the file's base64 -- once. a2a-sdk 1.3's 0.3
+conversions (``a2a.compat.v0_3.proto_utils``) treat that field as the *text* of a second
+base64 layer, both ways: a server decodes what a spec client sends twice (a 14-byte file
+arrives as 9 bytes; binary content fails), and its answers carry base64 of base64. The
+Python SDK's own 0.3 clients (a2a-sdk 0.3.x and 1.3's compat transports) make the same
+mistake when they send, which is why Python-to-Python looked right.
+
+This module translates at our boundary, without touching the SDK:
+
+* requests: the spec's single encoding is what we read. The SDK expects an extra layer, so
+  we add it. The Python SDK's double encoding is still accepted where it can be told apart
+  safely: the caller identifies as a Python HTTP/gRPC stack (:func:`is_python_client`)
+  *and* the once-decoded field is itself canonical, padded base64
+  (:func:`looks_base64`). A file sent with the spec's encoding by such a caller whose
+  content is itself canonical base64 text is the one case read the other way.
+* answers: the spec's single encoding (the extra layer is removed), except to a caller that
+  identifies as a Python HTTP/gRPC stack: the Python SDK clients decode file bytes in
+  answers (the history of every task they send a file to) twice as well, and binary
+  content would break them (``UnicodeDecodeError``), so they get the SDK's encoding back.
+
+Walks skip ``data`` and ``metadata`` members: user data may use any key names.
+
+The same walk also refuses a part with no content (:func:`require_part_content`): the
+SDK's 0.3 conversion raises a bare ``ValueError`` for it, which reached the caller as HTTP
+500 / gRPC INTERNAL although the mistake is the caller's.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from collections.abc import Callable
+from typing import Any
+
+from a2a.utils.errors import InvalidParamsError
+
+__all__ = [
+    "FILE_PART_03",
+    "is_python_client",
+    "looks_base64",
+    "proto_request_to_sdk",
+    "proto_response_to_wire",
+    "require_part_content",
+    "rest_request_to_sdk",
+    "rest_response_to_wire",
+]
+
+#: Full names of the 0.3 proto messages holding the bytes, and a part.
+FILE_PART_03 = "a2a.v1.FilePart"
+PART_03 = "a2a.v1.Part"
+_PART_KINDS = ("text", "file", "data")
+_EMPTY_PART = "A message part has no content: give text, file or data"
+
+_JSON_KEY = "fileWithBytes"
+_OPAQUE = frozenset({"data", "metadata"})
+_BASE64 = re.compile(rb"(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?")
+# User-Agent prefixes of the stacks the Python SDK clients run on (httpx for JSON-RPC and
+# REST, grpcio for gRPC); other clients never get the double encoding read as such.
+_PYTHON_AGENTS = ("python-httpx/", "grpc-python/", "grpc-python-asyncio/")
+
+
+def is_python_client(user_agent: str | None) -> bool:
+    """True when *user_agent* names the HTTP or gRPC stack of the Python SDK clients."""
+    if not user_agent:
+        return False
+    first = user_agent.strip().lower()
+    return first.startswith(_PYTHON_AGENTS)
+
+
+def looks_base64(payload: bytes) -> bool:
+    """True when *payload* is non-empty, canonical, padded standard base64 text."""
+    if not payload or len(payload) % 4 or _BASE64.fullmatch(payload) is None:
+        return False
+    try:
+        return base64.b64encode(base64.b64decode(payload, validate=True)) == payload
+    except (binascii.Error, ValueError):
+        return False
+
+
+def _sdk_bytes(payload: bytes, python_client: bool) -> bytes:
+    """What the SDK must find in the proto field so that it ends up with the file."""
+    if python_client and looks_base64(payload):
+        return payload  # the Python SDK's double encoding: the SDK's decoding is right for it
+    return base64.b64encode(payload)
+
+
+def _spec_bytes(sdk_value: bytes) -> bytes:
+    """The file, from the base64 text the SDK put into the proto field."""
+    try:
+        return base64.b64decode(sdk_value, validate=True)
+    except (binascii.Error, ValueError):
+        return sdk_value  # not produced by the SDK's encoder; leave it alone
+
+
+def _walk_json(node: Any, fix: Callable[[str], str | None]) -> bool:
+    changed = False
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key in _OPAQUE:
+                continue
+            if key == _JSON_KEY and isinstance(value, str):
+                new = fix(value)
+                if new is not None and new != value:
+                    node[key] = new
+                    changed = True
+            elif isinstance(value, dict | list):
+                changed = _walk_json(value, fix) or changed
+    elif isinstance(node, list):
+        for item in node:
+            changed = _walk_json(item, fix) or changed
+    return changed
+
+
+def require_part_content(body: Any) -> None:
+    """Raise ``InvalidParamsError`` if the REST 0.3 request *body* has a part without content."""
+    request = body.get("request") if isinstance(body, dict) else None
+    content = request.get("content") if isinstance(request, dict) else None
+    for part in content if isinstance(content, list) else ():
+        if isinstance(part, dict) and not any(part.get(k) is not None for k in _PART_KINDS):
+            raise InvalidParamsError(message=_EMPTY_PART)
+
+
+def rest_request_to_sdk(body: Any, *, python_client: bool) -> bool:
+    """Rewrite a parsed REST 0.3 request body in place; ``True`` if anything changed."""
+
+    def fix(value: str) -> str | None:
+        try:
+            payload = base64.b64decode(value, validate=True)
+        except (binascii.Error, ValueError):
+            return None  # not base64 at all: let the SDK report the bad request
+        return base64.b64encode(_sdk_bytes(payload, python_client)).decode("ascii")
+
+    return _walk_json(body, fix)
+
+
+def rest_response_to_wire(body: Any, *, python_client: bool) -> bool:
+    """Rewrite a parsed REST 0.3 answer (or stream event) in place; ``True`` if changed.
+
+    The Python SDK clients keep the SDK's encoding: it is the one they decode.
+    """
+    if python_client:
+        return False
+
+    def fix(value: str) -> str | None:
+        try:
+            sdk_value = base64.b64decode(value, validate=True)
+        except (binascii.Error, ValueError):
+            return None
+        return base64.b64encode(_spec_bytes(sdk_value)).decode("ascii")
+
+    return _walk_json(body, fix)
+
+
+def _walk_proto(message: Any, fix: Callable[[Any], None], *, request: bool = False) -> None:
+    name = message.DESCRIPTOR.full_name
+    if name == FILE_PART_03:
+        fix(message)
+        return
+    if request and name == PART_03 and message.WhichOneof("part") is None:
+        raise InvalidParamsError(message=_EMPTY_PART)
+    for field, value in message.ListFields():
+        kind = field.message_type
+        if kind is None or kind.GetOptions().map_entry or field.name in _OPAQUE:
+            continue
+        if kind.full_name.startswith("google.protobuf."):
+            continue  # Struct, Value, Timestamp: no parts inside
+        for item in (value,) if hasattr(value, "DESCRIPTOR") else value:
+            _walk_proto(item, fix, request=request)
+
+
+def proto_request_to_sdk(message: Any, *, python_client: bool) -> None:
+    """Rewrite a gRPC 0.3 request message in place for the SDK's conversion.
+
+    Raises ``InvalidParamsError`` for a part without content.
+    """
+
+    def fix(part: Any) -> None:
+        if part.WhichOneof("file") == "file_with_bytes":
+            part.file_with_bytes = _sdk_bytes(part.file_with_bytes, python_client)
+
+    _walk_proto(message, fix, request=True)
+
+
+def proto_response_to_wire(message: Any, *, python_client: bool) -> None:
+    """Rewrite a gRPC 0.3 answer (or stream item) in place: file bytes are the file.
+
+    The Python SDK clients keep the SDK's encoding: it is the one they decode.
+    """
+    if python_client:
+        return
+
+    def fix(part: Any) -> None:
+        if part.WhichOneof("file") == "file_with_bytes":
+            part.file_with_bytes = _spec_bytes(part.file_with_bytes)
+
+    _walk_proto(message, fix)

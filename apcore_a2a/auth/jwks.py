@@ -1,0 +1,284 @@
+"""The verification keys of a JWKS endpoint, fetched without ever blocking a request.
+
+A JWKS outage must not take the agent down with it. So, unlike PyJWT's ``PyJWKClient``
+(blocking ``urllib``, which would have to run on the thread pool that also runs sync
+modules), :class:`JWKSKeySource` fetches with async ``httpx`` on the event loop, and:
+
+* **single flight** -- at most one fetch is in flight; every request that needs it awaits
+  that one (``asyncio.shield``, so a caller that gives up does not abort it for the rest);
+* **one deadline per fetch** -- connect, headers and a bounded body read together take at
+  most *timeout* seconds; a hanging endpoint costs one timeout, not one per request;
+* **back-off** -- after a failed fetch, no new fetch for 1, 2, 4 ... *backoff_max* seconds
+  (with a little jitter so replicas do not retry in step); requests that would need one
+  are refused at once instead of queueing;
+* **known keys keep working** -- a key already fetched is used without waiting, also
+  after the cache lifetime (the set is refreshed in the background) and through an
+  outage (the last good set stays in use until a fetch succeeds);
+* **unknown ``kid``s are remembered** -- a ``kid`` missing from a fresh set is refused
+  without a fetch for *unknown_kid_seconds* (bounded LRU), and whatever the ``kid``s, a
+  refetch happens at most once per *refresh_cooldown*.
+
+Example::
+
+    keys = JWKSKeySource("https://idp.example.com/.well-known/jwks.json")
+    key = await keys.get("2025-01")      # a PyJWK, or KeyLookupError
+    await keys.aclose()
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import random
+import ssl
+import time
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import jwt
+from cachetools import TLRUCache
+
+__all__ = ["JWKSKeySource", "JWKSUnavailable", "KeyLookupError", "UnknownKeyId"]
+
+logger = logging.getLogger("apcore_a2a.auth")
+
+#: A key set is a few kB; anything much larger is not one.
+MAX_JWKS_BYTES = 512 * 1024
+#: Unknown kids remembered at most (a spray of random kids cannot grow memory).
+MAX_UNKNOWN_KIDS = 4096
+#: The first back-off after a failed fetch, doubled on each further failure.
+FIRST_BACKOFF = 1.0
+
+
+class KeyLookupError(Exception):
+    """No verification key for a ``kid``; the message is a short reason for DEBUG logs."""
+
+
+class UnknownKeyId(KeyLookupError):
+    """The key set (fresh enough) has no key with this ``kid``."""
+
+
+class JWKSUnavailable(KeyLookupError):
+    """A fetch would be needed but failed, or is backing off after failures."""
+
+
+class JWKSKeySource:
+    """Signing keys by ``kid`` from a JWKS URL; see the module docstring for the policy.
+
+    *transport* (an ``httpx.AsyncBaseTransport``) is for embedding and tests; by default
+    each fetch opens its own short-lived connection, so the source is not tied to one
+    event loop and holds no socket between fetches.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        cache_seconds: float = 300.0,
+        refresh_cooldown: float = 30.0,
+        timeout: float = 10.0,
+        unknown_kid_seconds: float = 60.0,
+        backoff_max: float = 60.0,
+        transport: httpx.AsyncBaseTransport | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        try:
+            parts = httpx.URL(url)
+        except httpx.InvalidURL:
+            raise ValueError(f"the JWKS URL is not a URL: {url!r}") from None
+        if parts.scheme not in ("http", "https") or not parts.host:
+            raise ValueError(f"the JWKS URL needs the http or https scheme and a host: {url!r}")
+        for name, value in (
+            ("jwks_cache_seconds", cache_seconds),
+            ("jwks_refresh_cooldown", refresh_cooldown),
+            ("jwks_unknown_kid_seconds", unknown_kid_seconds),
+            ("jwks_backoff_max", backoff_max),
+        ):
+            if value < 0:
+                raise ValueError(f"{name} must be >= 0")
+        if timeout <= 0:
+            raise ValueError("jwks_timeout must be positive")
+        self.url = url
+        self.cache_seconds = cache_seconds
+        self.refresh_cooldown = refresh_cooldown
+        self.timeout = timeout
+        self.unknown_kid_seconds = unknown_kid_seconds
+        self.backoff_max = backoff_max
+        self._transport = transport
+        # Built once: loading the CA bundle blocks the event loop for ~10 ms.
+        self._verify: ssl.SSLContext | bool = (
+            httpx.create_ssl_context() if parts.scheme == "https" and transport is None else True
+        )
+        self._clock = clock
+        self._keys: dict[str, jwt.PyJWK] = {}
+        self._fetched_at: float | None = None
+        self._failures = 0
+        self._retry_at = 0.0
+        # kid -> when to forget it; a refused kid is remembered (bounded) for a while.
+        self._unknown: TLRUCache[str, float] = TLRUCache(
+            maxsize=MAX_UNKNOWN_KIDS, ttu=lambda _kid, until, _now: until, timer=clock
+        )
+        self._inflight: asyncio.Task[None] | None = None
+        #: Completed fetch attempts (successful or not), for operations and tests.
+        self.fetches = 0
+
+    # -- lookups -----------------------------------------------------------------------
+    def cached(self, kid: str) -> jwt.PyJWK | None:
+        """The key for *kid* if it was fetched already (however long ago), without I/O."""
+        return self._keys.get(kid)
+
+    async def get(self, kid: str) -> jwt.PyJWK:
+        """The key for *kid*; raise :class:`UnknownKeyId` or :class:`JWKSUnavailable`."""
+        now = self._clock()
+        key = self._keys.get(kid)
+        if key is not None:
+            if self._stale(now) and now >= self._retry_at:
+                self._start_fetch()  # refresh in the background; this request does not wait
+            return key
+        if kid in self._unknown:
+            raise UnknownKeyId("kid not in the key set (remembered)")
+        if self._fetched_at is not None and now - self._fetched_at < self.refresh_cooldown:
+            # The set was fetched moments ago: a refetch would only let a stream of made-up
+            # kids turn into a stream of fetches.
+            self._remember_unknown(kid, now)
+            raise UnknownKeyId("kid not in the key set (fetched recently)")
+        if now < self._retry_at:
+            raise JWKSUnavailable("JWKS endpoint failing; backing off")
+        await self._join_fetch()
+        key = self._keys.get(kid)
+        if key is not None:
+            return key
+        if self._failures:
+            raise JWKSUnavailable("JWKS fetch failed")
+        self._remember_unknown(kid, self._clock())
+        raise UnknownKeyId("kid not in the key set")
+
+    def _stale(self, now: float) -> bool:
+        return self._fetched_at is None or now - self._fetched_at >= self.cache_seconds
+
+    def _remember_unknown(self, kid: str, now: float) -> None:
+        if self.unknown_kid_seconds <= 0:
+            return
+        self._unknown[kid] = now + self.unknown_kid_seconds
+
+    # -- fetching ----------------------------------------------------------------------
+    def _start_fetch(self) -> asyncio.Task[None]:
+        task = self._inflight
+        loop = asyncio.get_running_loop()
+        if task is None or task.done() or task.get_loop() is not loop:
+            task = loop.create_task(self._fetch(), name="apcore-a2a-jwks-fetch")
+            self._inflight = task
+        return task
+
+    async def _join_fetch(self) -> None:
+        task = self._start_fetch()
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():
+                raise  # this request itself is being canceled
+            # The shared fetch was canceled (shutdown): a refusal, not a cancellation.
+            raise JWKSUnavailable("JWKS fetch canceled") from None
+
+    async def _fetch(self) -> None:
+        try:
+            async with asyncio.timeout(self.timeout):
+                keys = await self._download()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # any failure of a hostile or broken endpoint
+            self._failed(exc)
+        else:
+            self._succeeded(keys)
+        finally:
+            self.fetches += 1
+
+    async def _download(self) -> dict[str, jwt.PyJWK]:
+        async with (
+            httpx.AsyncClient(
+                transport=self._transport,
+                verify=self._verify,
+                follow_redirects=True,
+                max_redirects=3,
+                timeout=self.timeout,
+            ) as http,
+            http.stream("GET", self.url, headers={"Accept": "application/json"}) as response,
+        ):
+            if response.status_code != 200:
+                raise ValueError(f"HTTP {response.status_code}")
+            body = bytearray()
+            async for chunk in response.aiter_bytes():
+                body += chunk
+                if len(body) > MAX_JWKS_BYTES:
+                    raise ValueError(f"key set larger than {MAX_JWKS_BYTES} bytes")
+        return parse_jwks(bytes(body))
+
+    def _succeeded(self, keys: dict[str, jwt.PyJWK]) -> None:
+        if self._failures:
+            logger.warning("JWKS from %s reachable again", self.url)
+        self._keys = keys
+        self._fetched_at = self._clock()
+        self._failures = 0
+        self._retry_at = 0.0
+        # Kids that are in the new set are no longer unknown.
+        for kid in [k for k in self._unknown if k in keys]:
+            del self._unknown[kid]
+
+    def _failed(self, exc: BaseException) -> None:
+        self._failures += 1
+        delay = min(self.backoff_max, FIRST_BACKOFF * 2 ** min(self._failures - 1, 30))
+        delay *= random.uniform(0.8, 1.0)  # noqa: S311 -- jitter, not a secret
+        self._retry_at = self._clock() + delay
+        reason = "timed out" if isinstance(exc, TimeoutError) else f"{type(exc).__name__}: {exc}"
+        level = logging.WARNING if self._failures == 1 else logging.DEBUG
+        logger.log(
+            level,
+            "JWKS fetch from %s failed (%s); %s; next attempt in %.1f s at the earliest",
+            self.url,
+            reason[:200],
+            "keeping the last key set" if self._keys else "no keys yet",
+            delay,
+        )
+
+    async def aclose(self) -> None:
+        """Cancel a fetch in flight (waiting requests are refused); the source stays usable."""
+        task, self._inflight = self._inflight, None
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, RuntimeError):
+                await task
+
+
+def parse_jwks(body: bytes) -> dict[str, jwt.PyJWK]:
+    """The signature keys of a JWKS document by ``kid``; ``ValueError`` if it has none.
+
+    Keys without a ``kid``, keys for encryption (``use: enc``), symmetric keys (a public
+    key set has no business publishing a secret) and keys PyJWT cannot load are skipped.
+    """
+    try:
+        document: Any = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        raise ValueError("not JSON") from None
+    members = document.get("keys") if isinstance(document, dict) else None
+    if not isinstance(members, list):
+        raise ValueError("no 'keys' array")
+    keys: dict[str, jwt.PyJWK] = {}
+    for member in members:
+        if not isinstance(member, dict):
+            continue
+        kid = member.get("kid")
+        if not isinstance(kid, str) or not kid or member.get("kty") == "oct":
+            continue
+        if member.get("use", "sig") != "sig":
+            continue
+        try:
+            keys[kid] = jwt.PyJWK(member)
+        except (jwt.PyJWTError, ValueError, TypeError):
+            continue
+    if not keys:
+        raise ValueError("no usable signature keys")
+    return keys

@@ -1,0 +1,70 @@
+"""The ``apcore-a2a`` command: ``serve`` plus the client, storage and config commands.
+
+Exit codes: 0 success, 1 invalid configuration or runtime failure (one-line message on
+stderr), 2 command-line usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from apcore_a2a._version import __version__
+from apcore_a2a.cli._errors import CLIError
+
+__all__ = ["build_parser", "main"]
+
+# Subcommand groups owned by other modules; each exposes ``register(subparsers)``.
+_COMMAND_MODULES = (
+    "apcore_a2a.cli.serve",
+    "apcore_a2a.cli.client",
+    "apcore_a2a.cli.push",
+    "apcore_a2a.cli.db",
+    "apcore_a2a.cli.config",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="apcore-a2a", description="Serve and call A2A agents built from apcore modules."
+    )
+    parser.add_argument("--version", action="version", version=f"apcore-a2a {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in _COMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name != name:
+                raise
+            continue
+        module.register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Entry point of the ``apcore-a2a`` console script."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help(sys.stderr)
+        sys.exit(2)
+    from apcore_a2a import _logging
+
+    # Refined from the resolved settings (environment included) once serve starts.
+    _logging.configure(
+        level=str(getattr(args, "log_level", None) or "info"),
+        fmt=getattr(args, "log_format", None) or "text",
+    )
+    try:
+        code = args.func(args)
+    except CLIError as exc:
+        print(str(exc), file=sys.stderr)
+        code = 1
+    except (ValueError, TypeError) as exc:
+        print(f"Error: {exc}", file=sys.stderr)
+        code = 1
+    except KeyboardInterrupt:
+        code = 0
+    sys.exit(code)

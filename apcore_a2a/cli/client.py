@@ -1,0 +1,260 @@
+"""Client commands of ``apcore-a2a``: ``card``, ``call`` and ``task get|cancel``.
+
+Each command prints JSON on stdout (the card indented; a task, a message or each stream
+event as one line) and, on failure, one line on stderr with a non-zero exit code:
+1 when the agent answered with an A2A error, 2 for bad command input, 3 when the agent
+could not be reached or has no usable card, 4 when ``card --verify`` finds the card's
+signature missing or not verifying.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import json
+import logging
+import mimetypes
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from apcore_a2a.client import (
+    A2AClient,
+    A2AClientError,
+    A2AConnectionError,
+    A2ADiscoveryError,
+    A2ARemoteError,
+    CardVerificationError,
+)
+
+__all__ = ["register"]
+
+EXIT_REMOTE = 1
+EXIT_USAGE = 2
+EXIT_UNREACHABLE = 3
+EXIT_UNVERIFIED = 4
+
+
+def _fail(code: int, message: str) -> int:
+    print(f"error: {' '.join(message.split())}", file=sys.stderr)
+    return code
+
+
+def _parse_headers(values: list[str] | None) -> dict[str, str]:
+    headers: dict[str, str] = {}
+    for item in values or []:
+        name, sep, value = item.partition(":")
+        if not sep or not name.strip():
+            raise ValueError(f"--header must look like 'Name: value', got {item!r}")
+        headers[name.strip()] = value.strip()
+    return headers
+
+
+def _card_keys(path: str | None) -> Any:
+    """The ``--keys`` file: a JWKS or JWK (JSON) or a PEM public key."""
+    if path is None:
+        return None
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = getattr(exc, "strerror", None) or exc
+        raise ValueError(f"cannot read --keys {path}: {reason}") from None
+    if text.lstrip().startswith(("{", "[")):
+        try:
+            return json.loads(text)
+        except ValueError as exc:
+            raise ValueError(f"--keys {path} is not valid JSON: {exc}") from exc
+    return text
+
+
+def _client(args: argparse.Namespace) -> A2AClient:
+    keys = _card_keys(getattr(args, "keys", None))
+    try:
+        return A2AClient(
+            args.url,
+            auth=args.token,
+            timeout=args.timeout,
+            protocol=args.protocol,
+            headers=_parse_headers(args.header),
+            allow_other_origins=args.allow_other_origins,
+            verify_card=bool(getattr(args, "verify", False)),
+            card_keys=keys,
+        )
+    except CardVerificationError as exc:  # keys that verify nothing are bad input
+        raise ValueError(f"--keys: {exc.message}") from None
+
+
+def _emit(obj: Any, *, indent: int | None = None) -> None:
+    sys.stdout.write(json.dumps(obj, indent=indent, ensure_ascii=False) + "\n")
+    sys.stdout.flush()
+
+
+def _run(args: argparse.Namespace, body: Callable[[A2AClient], Awaitable[None]]) -> int:
+    """Run *body* with a client and turn every failure into one stderr line + exit code."""
+
+    async def main() -> None:
+        async with _client(args) as client:
+            await body(client)
+
+    # httpx logs every request at INFO; the commands' output is the JSON, not a log.
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    try:
+        asyncio.run(main())
+    except A2ARemoteError as exc:
+        return _fail(EXIT_REMOTE, f"{type(exc).__name__} ({exc.code}): {exc.message}")
+    except CardVerificationError as exc:
+        return _fail(EXIT_UNVERIFIED, f"{type(exc).__name__} ({exc.reason}): {exc.message}")
+    except (A2AConnectionError, A2ADiscoveryError) as exc:
+        return _fail(EXIT_UNREACHABLE, f"{type(exc).__name__}: {exc.message}")
+    except A2AClientError as exc:
+        return _fail(EXIT_REMOTE, f"{type(exc).__name__}: {exc.message}")
+    except (ValueError, TypeError) as exc:
+        return _fail(EXIT_USAGE, str(exc))
+    return 0
+
+
+def _message_from(args: argparse.Namespace) -> Any:
+    if args.text is not None:
+        return args.text
+    if args.data is not None:
+        try:
+            data = json.loads(args.data)
+        except ValueError as exc:
+            raise ValueError(f"--data is not valid JSON: {exc}") from exc
+        return {"parts": [{"type": "data", "data": data}]}
+    path = Path(args.file)
+    try:
+        content = path.read_bytes()
+    except OSError as exc:
+        raise ValueError(f"cannot read --file {path}: {exc.strerror or exc}") from exc
+    media_type = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+    part = {
+        "type": "file",
+        "raw": base64.b64encode(content).decode("ascii"),
+        "mediaType": media_type,
+        "filename": path.name,
+    }
+    return {"parts": [part]}
+
+
+def _cmd_card(args: argparse.Namespace) -> int:
+    if args.keys and not args.verify:
+        return _fail(EXIT_USAGE, "--keys needs --verify")
+
+    async def body(client: A2AClient) -> None:
+        card = await client.discover()
+        _emit(card, indent=2)
+        if args.verify:
+            print("card signature verified", file=sys.stderr)
+
+    return _run(args, body)
+
+
+def _cmd_call(args: argparse.Namespace) -> int:
+    try:
+        message = _message_from(args)
+    except ValueError as exc:
+        return _fail(EXIT_USAGE, str(exc))
+
+    async def body(client: A2AClient) -> None:
+        options: dict[str, Any] = {"context_id": args.context_id, "skill_id": args.skill}
+        if args.task_id:
+            options["task_id"] = args.task_id
+        if args.stream:
+            async for event in client.stream_message(message, **options):
+                _emit(event)
+        else:
+            _emit(await client.send_message(message, **options))
+
+    return _run(args, body)
+
+
+def _cmd_task(args: argparse.Namespace) -> int:
+    async def body(client: A2AClient) -> None:
+        if args.action == "get":
+            _emit(await client.get_task(args.task_id, history_length=args.history_length))
+        else:
+            _emit(await client.cancel_task(args.task_id))
+
+    return _run(args, body)
+
+
+def _positive(value: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {value!r}") from None
+    if number <= 0:
+        raise argparse.ArgumentTypeError("must be positive")
+    return number
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("url", metavar="URL", help="base URL of the agent")
+    parser.add_argument("--token", help="bearer token sent as 'Authorization: Bearer TOKEN'")
+    parser.add_argument(
+        "--header",
+        action="append",
+        metavar="'NAME: VALUE'",
+        help="extra HTTP header, e.g. an API key (repeatable)",
+    )
+    parser.add_argument(
+        "--protocol",
+        choices=("auto", "1.0", "0.3"),
+        default="auto",
+        help="A2A protocol version (default: from the agent card)",
+    )
+    parser.add_argument(
+        "--timeout", type=_positive, default=30.0, help="seconds per request (default 30)"
+    )
+    parser.add_argument(
+        "--allow-other-origins",
+        action="store_true",
+        help="follow card interface URLs on another origin (credentials are never sent there)",
+    )
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``card``, ``call`` and ``task`` subcommands to the ``apcore-a2a`` parser."""
+    card = subparsers.add_parser("card", help="print an agent's card as JSON")
+    _common(card)
+    card.add_argument(
+        "--verify",
+        action="store_true",
+        help="require a valid A2A signature (keys: the agent's /.well-known/jwks.json); "
+        "prints the signed card, exit 4 when it does not verify",
+    )
+    card.add_argument(
+        "--keys",
+        metavar="FILE",
+        help="with --verify: verify with these keys (JWKS or JWK JSON, or a PEM public key)",
+    )
+    card.set_defaults(func=_cmd_card)
+
+    call = subparsers.add_parser(
+        "call", help="send a message to an agent and print the task (or each streamed event)"
+    )
+    _common(call)
+    call.add_argument("--skill", metavar="ID", help="skill to run (message.metadata.skillId)")
+    source = call.add_mutually_exclusive_group(required=True)
+    source.add_argument("--text", metavar="T", help="send a text part")
+    source.add_argument("--data", metavar="JSON", help="send a data part (a JSON value)")
+    source.add_argument("--file", metavar="PATH", help="send a file part")
+    call.add_argument("--stream", action="store_true", help="stream events, one JSON per line")
+    call.add_argument("--context-id", metavar="ID", help="continue this conversation")
+    call.add_argument("--task-id", metavar="ID", help="continue this task (e.g. input-required)")
+    call.set_defaults(func=_cmd_call)
+
+    task = subparsers.add_parser("task", help="get or cancel a task")
+    actions = task.add_subparsers(dest="action", metavar="ACTION", required=True)
+    get = actions.add_parser("get", help="print a task as JSON")
+    _common(get)
+    get.add_argument("task_id", metavar="TASK_ID")
+    get.add_argument("--history-length", type=int, metavar="N", help="last N history messages")
+    get.set_defaults(func=_cmd_task)
+    cancel = actions.add_parser("cancel", help="cancel a task and print it")
+    _common(cancel)
+    cancel.add_argument("task_id", metavar="TASK_ID")
+    cancel.set_defaults(func=_cmd_task)

@@ -1,0 +1,138 @@
+"""``apcore-a2a config show|check``: inspect and validate the agent's configuration.
+
+``config show [--config FILE]`` prints the effective settings (environment over file over
+defaults) as YAML in the config file's own layout, secrets masked, each line marked with
+where its value came from. ``config check FILE`` loads the file, finds the modules and
+builds the app without serving it. Both exit 1 with one line on stderr when something
+is wrong.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+from apcore_a2a.config import SECTIONS, AgentConfig, load_config
+from apcore_a2a.settings import Settings, settings_specs
+
+__all__ = ["register"]
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``config`` command group (``config show``, ``config check``) to the CLI."""
+    config = subparsers.add_parser("config", help="show or check the agent's configuration")
+    commands = config.add_subparsers(dest="config_command", metavar="COMMAND")
+    commands.required = True
+    show = commands.add_parser(
+        "show",
+        help="print the effective settings (secrets masked)",
+        description="Print the settings `serve` would use, from environment variables, the "
+        "config file and defaults, with secrets masked and each value's source noted.",
+    )
+    show.add_argument("--config", metavar="FILE", help="agent config file (YAML)")
+    show.set_defaults(func=_show)
+    check = commands.add_parser(
+        "check",
+        help="validate a config file without starting the server",
+        description="Load FILE, discover its modules and build the agent without serving "
+        "it. Exit 0 when it would start, 1 (with the reason) when it would not.",
+    )
+    check.add_argument("file", metavar="FILE", help="agent config file (YAML)")
+    check.set_defaults(func=_check)
+    table = commands.add_parser(
+        "table",
+        help="print every setting as a Markdown table (file key, env var, flag, default)",
+    )
+    table.set_defaults(func=lambda _args: print(settings_table(), end="") or 0)
+
+
+def _fail(exc: Exception) -> int:
+    print(f"Error: {' '.join(str(exc).split())}", file=sys.stderr)
+    return 1
+
+
+def _show(args: argparse.Namespace) -> int:
+    try:
+        config = load_config(args.config) if args.config else AgentConfig(path="")
+        settings = config.settings()
+    except ValueError as exc:
+        return _fail(exc)
+    print(render(settings, config, os.environ), end="")
+    return 0
+
+
+def _check(args: argparse.Namespace) -> int:
+    from apcore_a2a.server.factory import A2AServerFactory
+
+    try:
+        factory = A2AServerFactory(None, config=args.file)
+        _app, card = factory.create()
+    except Exception as exc:  # any reason the agent would not start, as one line
+        return _fail(exc)
+    skills = ", ".join(skill.id for skill in card.skills)
+    store = _hide_password(factory.settings.task_store)
+    print(
+        f"{args.file}: OK - {len(card.skills)} skills ({skills}) at "
+        f"{factory.settings.public_url()}, task store {store}"
+    )
+    return 0
+
+
+def render(settings: Settings, config: AgentConfig, environ: Mapping[str, str]) -> str:
+    """The settings as YAML in the config file's layout, each value with its source."""
+    masked = {k: _hide_password(v) for k, v in settings.masked().items()}
+    env_names = {spec.name: spec.env for spec in settings_specs()}
+    lines = [
+        "# effective settings: flags > environment > file > defaults (secrets masked)",
+        f"# file: {config.path or '(none)'}",
+    ]
+
+    def source(name: str) -> str:
+        env = env_names[name]
+        if environ.get(env):
+            return f"env {env}"
+        if name in config.lines:
+            return f"file line {config.lines[name]}"
+        return "default"
+
+    for section, keys in SECTIONS.items():
+        lines.append(f"{section}:")
+        for key, name in keys.items():
+            lines.append(f"  {key}: {_flow(masked[name])}  # {source(name)}")
+    return "\n".join(lines) + "\n"
+
+
+def settings_table() -> str:
+    """Every setting as the Markdown table of docs/configuration.md."""
+    defaults = Settings.defaults().model_dump()
+    rows = [
+        "| file key | environment variable | CLI flag | default |",
+        "| --- | --- | --- | --- |",
+    ]
+    for spec in settings_specs():
+        default = defaults[spec.name]
+        shown = "-" if default in (None, ()) else f"`{_flow(default).strip(chr(34))}`"
+        flag = f"`{spec.flag}`" if spec.flag else "-"
+        if spec.secret and spec.flag:
+            flag += f", `{spec.flag}-file`"
+        env = f"`{spec.env}`" + (f", `{spec.env}_FILE`" if spec.secret else "")
+        rows.append(f"| `{spec.key}` | {env} | {flag} | {shown} |")
+    return "\n".join(rows) + "\n"
+
+
+_USERINFO = re.compile(r"^(\w[\w+.-]*://[^:/@]*):[^@/]*@")
+
+
+def _hide_password(value: Any) -> Any:
+    # Database and JWKS URLs may carry a password in their user-info part.
+    return _USERINFO.sub(r"\1:***@", value) if isinstance(value, str) else value
+
+
+def _flow(value: Any) -> str:
+    # JSON is valid YAML flow syntax, so the output can be read back as a config file.
+    return json.dumps(list(value) if isinstance(value, tuple) else value)

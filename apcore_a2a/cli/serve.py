@@ -1,0 +1,137 @@
+"""``apcore-a2a serve``: serve apcore modules as an A2A agent.
+
+Its flags are generated from :mod:`apcore_a2a.settings`: every setting with a flag gets one
+(booleans also a ``--no-`` form, list settings repeat), and every secret also a
+``--<flag>-file PATH`` form.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import types
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal, Union, get_args, get_origin
+
+from apcore_a2a._version import __version__
+from apcore_a2a.settings import Setting, SettingsError, read_secret_file, settings_specs
+
+__all__ = ["extension_ids_notice", "overrides_from", "register"]
+
+_FILE_SUFFIX = "__file"
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "serve",
+        help="serve apcore modules as an A2A agent",
+        description="Serve apcore modules as an A2A agent. Flags win over environment "
+        "variables, which win over the --config file, which wins over defaults.",
+    )
+    p.add_argument("--config", metavar="FILE", help="agent config file (YAML) [env A2A_CONFIG]")
+    groups: dict[str, Any] = {}
+    for spec in settings_specs():
+        if spec.flag is None:
+            continue
+        section = spec.key.split(".", 1)[0]
+        if section not in groups:
+            groups[section] = p.add_argument_group(section)
+        _add_flag(groups[section], spec)
+    p.set_defaults(func=_serve_command)
+
+
+def _core(annotation: Any) -> Any:
+    if get_origin(annotation) in (Union, types.UnionType):
+        return next(a for a in get_args(annotation) if a is not type(None))
+    return annotation
+
+
+def _add_flag(group: Any, spec: Setting) -> None:
+    kind = _core(spec.annotation)
+    help_text = f"{spec.help} [env {spec.env}]"
+    flag = spec.flag
+    assert flag is not None
+    if kind is bool:
+        group.add_argument(
+            flag, dest=spec.name, action=argparse.BooleanOptionalAction, help=help_text
+        )
+    elif get_origin(kind) is tuple:
+        item = get_args(kind)[0]
+        group.add_argument(
+            flag, dest=spec.name, action="append", type=item, metavar="VALUE", help=help_text
+        )
+    elif get_origin(kind) is Literal:
+        group.add_argument(flag, dest=spec.name, choices=get_args(kind), help=help_text)
+    else:
+        metavar = {int: "N", float: "SECONDS"}.get(kind, "VALUE")
+        group.add_argument(flag, dest=spec.name, type=kind, metavar=metavar, help=help_text)
+    if spec.secret:
+        group.add_argument(
+            flag + "-file",
+            dest=spec.name + _FILE_SUFFIX,
+            metavar="PATH",
+            help=f"read {flag} from a file (keeps it out of ps and the environment)",
+        )
+
+
+def overrides_from(args: argparse.Namespace) -> dict[str, Any]:
+    """The settings the command line gives explicitly (flags and secret files)."""
+    out: dict[str, Any] = {}
+    for spec in settings_specs():
+        value = getattr(args, spec.name, None)
+        path = getattr(args, spec.name + _FILE_SUFFIX, None)
+        if value is None and path is not None:
+            text = read_secret_file(path, f"{spec.flag}-file")
+            is_list = get_origin(_core(spec.annotation)) is tuple
+            value = [ln.strip() for ln in text.splitlines() if ln.strip()] if is_list else text
+        if value is not None:
+            out[spec.name] = value
+    return out
+
+
+def extension_ids_notice(extensions_dirs: Sequence[str]) -> str | None:
+    """The startup line that explains module ids when several extension folders are given.
+
+    apcore scans one folder with ids from the file paths (``math/add.py`` -> ``math.add``);
+    given several, it prefixes each id with its folder's name (``ext/math/add.py`` ->
+    ``ext.math.add``) so equal paths in two folders cannot collide.
+    """
+    if len(extensions_dirs) < 2:
+        return None
+    names = ", ".join(Path(d).resolve().name for d in extensions_dirs)
+    return (
+        f"apcore-a2a: {len(extensions_dirs)} extension folders ({names}): each module id "
+        "starts with its folder's name"
+    )
+
+
+def _flag_named(message: str, overrides: dict[str, Any]) -> str:
+    """*message* with a setting given by flag named as that flag."""
+    for spec in settings_specs():
+        if spec.flag and spec.name in overrides and message.startswith(spec.name + ":"):
+            return spec.flag + message[len(spec.name) :]
+    return message
+
+
+def _serve_command(args: argparse.Namespace) -> int:
+    from apcore_a2a._serve import run_app
+    from apcore_a2a.server.factory import A2AServerFactory
+
+    overrides = overrides_from(args)
+    try:
+        factory = A2AServerFactory(None, config=args.config, standalone=True, **overrides)
+    except SettingsError as exc:
+        raise SettingsError(_flag_named(str(exc), overrides)) from None
+    app, card = factory.create()
+    notice = extension_ids_notice(factory.settings.extensions_dirs)
+    if notice:
+        print(notice, file=sys.stderr, flush=True)
+    print(
+        f"apcore-a2a {__version__}: serving {len(card.skills)} skills "
+        f"({', '.join(s.id for s in card.skills)}) at {factory.settings.public_url()}",
+        file=sys.stderr,
+        flush=True,
+    )
+    run_app(app, factory.settings)
+    return 0

@@ -1,0 +1,254 @@
+"""Verify an agent card's signature (A2A 1.0 ``signatures``) with the a2a-sdk's verifier.
+
+The keys are the caller's (a JWKS, one JWK or a PEM public key) or, by default, the
+agent's own ``/.well-known/jwks.json`` (fetched from the agent's URL, never from the
+``jku`` a card names: a card cannot choose who vouches for it). Verification is the
+SDK's (``a2a.utils.signing``), run on the card the way the SDK client reads it *and* the
+way a strict A2A 1.0 reader does -- a served card may carry a field twice (1.0 and a 0.3
+copy), and a change to either copy must fail. The card handed back is the signed view
+(A2A 1.0 fields only), so nothing the client acts on lies outside the signature.
+
+This module imports the a2a-sdk, PyJWT and protobuf only when a card is verified, so
+``import apcore_a2a.client`` stays light.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import httpx
+
+from apcore_a2a.client.errors import A2AConnectionError, CardVerificationError
+
+__all__ = ["JWKS_PATH", "CardKeys", "CardVerifier"]
+
+#: Where an apcore-a2a agent (and many others) publishes its public keys.
+JWKS_PATH = "/.well-known/jwks.json"
+#: A key set is a few kB; refuse to read much more.
+_MAX_JWKS_BYTES = 512 * 1024
+#: Asymmetric algorithms only: a card signed with a shared secret proves nothing.
+ALGORITHMS = (
+    "ES256",
+    "ES384",
+    "ES512",
+    "RS256",
+    "RS384",
+    "RS512",
+    "PS256",
+    "PS384",
+    "PS512",
+    "EdDSA",
+)
+
+#: A JWKS (``{"keys": [...]}``), one JWK, a list of JWKs, or a PEM public key.
+CardKeys = Mapping[str, Any] | Sequence[Mapping[str, Any]] | str | bytes
+
+
+def _header(protected: str) -> dict[str, Any]:
+    try:
+        padded = protected + "=" * (-len(protected) % 4)
+        value = json.loads(base64.urlsafe_b64decode(padded))
+    except (ValueError, TypeError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+class CardVerifier:
+    """Checks card signatures for one agent; keys are loaded once and refreshed on a miss.
+
+    Example::
+
+        verifier = CardVerifier(http, "https://agent.example")          # agent's JWKS
+        signed_view = await verifier.verify(card_dict)
+    """
+
+    def __init__(
+        self, http: httpx.AsyncClient, base_url: str, keys: CardKeys | None = None
+    ) -> None:
+        self._http = http
+        self._jwks_url = base_url.rstrip("/") + JWKS_PATH
+        self._given = keys
+        # Keys the caller gives are checked now, so a bad one fails where it is configured.
+        self._keys: dict[str | None, Any] | None = _parse_keys(keys) if keys is not None else None
+
+    async def verify(self, card: Mapping[str, Any]) -> dict[str, Any]:
+        """The signed view of *card*; raise :class:`CardVerificationError` if it does not verify."""
+        sdk = _sdk()
+        signatures = card.get("signatures")
+        if not isinstance(signatures, list) or not signatures:
+            raise CardVerificationError("the agent card is not signed", reason="missing")
+        kids = {
+            _header(str(s.get("protected", ""))).get("kid")
+            for s in signatures
+            if isinstance(s, Mapping)
+        }
+        keys = await self._load(kids)
+        try:
+            as_sdk_reads = sdk.parse_agent_card(copy.deepcopy(dict(card)))
+            as_strict_reads = sdk.ParseDict(
+                copy.deepcopy(dict(card)), sdk.AgentCard(), ignore_unknown_fields=True
+            )
+        except Exception as exc:  # a card the SDK cannot even parse has nothing to verify
+            raise CardVerificationError(
+                f"the agent card cannot be read for verification: {type(exc).__name__}",
+                reason="invalid",
+            ) from None
+
+        def provider(kid: str | None, jku: str | None) -> Any:
+            key = keys.get(kid) if kid in keys else keys.get(None)
+            if key is None:
+                raise sdk.PyJWKError(f"no key for kid {kid!r}")
+            return key
+
+        verify = sdk.create_signature_verifier(provider, list(ALGORITHMS))
+        for view in (as_sdk_reads, as_strict_reads):
+            try:
+                verify(view)
+            except sdk.NoSignatureError:
+                raise CardVerificationError(
+                    "the agent card is not signed", reason="missing"
+                ) from None
+            except sdk.SignatureVerificationError:
+                known = any(k in keys for k in kids) or None in keys
+                raise CardVerificationError(
+                    "no signature on the agent card verifies: the card was changed after "
+                    "it was signed, or signed with another key"
+                    if known
+                    else f"the agent card is signed with a key not in {self._source()}",
+                    reason="invalid" if known else "unknown_key",
+                ) from None
+        signed: dict[str, Any] = sdk.MessageToDict(as_sdk_reads)
+        return signed
+
+    def _source(self) -> str:
+        return "the keys given" if self._given is not None else self._jwks_url
+
+    async def _load(self, kids: set[Any]) -> dict[str | None, Any]:
+        if self._given is not None and self._keys is not None:
+            return self._keys
+        if self._keys is None or not any(k in self._keys for k in kids):
+            # First use, or a kid we have not seen: the agent may have rotated its key.
+            self._keys = _parse_keys(await self._fetch_jwks())
+        return self._keys
+
+    async def _fetch_jwks(self) -> Mapping[str, Any]:
+        try:
+            async with self._http.stream("GET", self._jwks_url) as response:
+                if response.status_code != 200:
+                    raise CardVerificationError(
+                        f"no key set at {self._jwks_url} (HTTP {response.status_code})",
+                        reason="no_keys",
+                    )
+                body = bytearray()
+                async for chunk in response.aiter_bytes():
+                    body += chunk
+                    if len(body) > _MAX_JWKS_BYTES:
+                        raise CardVerificationError(
+                            f"the key set at {self._jwks_url} is too large", reason="no_keys"
+                        )
+        except httpx.HTTPError as exc:
+            raise A2AConnectionError(f"cannot fetch {self._jwks_url}: {exc}") from exc
+        try:
+            document = json.loads(bytes(body))
+        except ValueError:
+            raise CardVerificationError(
+                f"the key set at {self._jwks_url} is not JSON", reason="no_keys"
+            ) from None
+        if not isinstance(document, Mapping):
+            raise CardVerificationError(
+                f"the key set at {self._jwks_url} is not a JWKS", reason="no_keys"
+            )
+        return document
+
+
+def _parse_keys(given: CardKeys | Mapping[str, Any]) -> dict[str | None, Any]:
+    """``{kid: PyJWK}`` (a PEM key, which has no kid, is stored under ``None``)."""
+    import jwt
+
+    if isinstance(given, str | bytes):
+        from cryptography.hazmat.primitives.serialization import load_pem_public_key
+
+        try:
+            public = load_pem_public_key(given.encode() if isinstance(given, str) else given)
+            algorithm = _algorithm_for(public)
+            jwk = json.loads(jwt.get_algorithm_by_name(algorithm).to_jwk(public))
+            return {None: jwt.PyJWK(jwk, algorithm)}
+        except (ValueError, TypeError, jwt.PyJWTError) as exc:
+            raise ValueError(f"card_keys is not a usable PEM public key: {exc}") from None
+    members: Sequence[Any]
+    if isinstance(given, Mapping):
+        members = given["keys"] if isinstance(given.get("keys"), list) else [given]
+    else:
+        members = list(given)
+    keys: dict[str | None, Any] = {}
+    for member in members:
+        if not isinstance(member, Mapping) or member.get("kty") == "oct" or "d" in member:
+            continue  # secrets and private keys have no place in a verification key set
+        if member.get("use", "sig") != "sig":
+            continue
+        try:
+            key = jwt.PyJWK(dict(member))
+        except (jwt.PyJWTError, ValueError, TypeError):
+            continue
+        kid = member.get("kid")
+        keys[kid if isinstance(kid, str) else None] = key
+    if not keys:
+        raise CardVerificationError("no usable public signature keys", reason="no_keys")
+    return keys
+
+
+def _algorithm_for(public: Any) -> str:
+    from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
+
+    if isinstance(public, ec.EllipticCurvePublicKey):
+        return {"secp256r1": "ES256", "secp384r1": "ES384", "secp521r1": "ES512"}[public.curve.name]
+    if isinstance(public, rsa.RSAPublicKey):
+        return "RS256"
+    if isinstance(public, ed25519.Ed25519PublicKey):
+        return "EdDSA"
+    raise ValueError(f"unsupported key type {type(public).__name__}")
+
+
+class _SDK:
+    """The a2a-sdk pieces verification needs, imported on first use."""
+
+    def __init__(self) -> None:
+        from a2a.client.card_resolver import parse_agent_card
+        from a2a.types import AgentCard
+        from a2a.utils.signing import (
+            NoSignatureError,
+            SignatureVerificationError,
+            create_signature_verifier,
+        )
+        from google.protobuf.json_format import MessageToDict, ParseDict
+        from jwt import PyJWKError
+
+        self.parse_agent_card = parse_agent_card
+        self.AgentCard = AgentCard
+        self.NoSignatureError = NoSignatureError
+        self.SignatureVerificationError = SignatureVerificationError
+        self.create_signature_verifier = create_signature_verifier
+        self.MessageToDict = MessageToDict
+        self.ParseDict = ParseDict
+        self.PyJWKError = PyJWKError
+
+
+_loaded: _SDK | None = None
+
+
+def _sdk() -> _SDK:
+    global _loaded
+    if _loaded is None:
+        try:
+            _loaded = _SDK()
+        except ImportError as exc:
+            raise CardVerificationError(
+                f"verifying agent cards needs the a2a-sdk with PyJWT ({exc.name} is missing; "
+                "pip install 'a2a-sdk[signing]')",
+                reason="unavailable",
+            ) from None
+    return _loaded

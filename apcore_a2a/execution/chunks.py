@@ -1,0 +1,73 @@
+"""Learn which streamed chunk is the last one without holding every chunk back.
+
+A2A marks the final chunk of an artifact with ``lastChunk``, and the proto requires
+every artifact update to carry at least one part, so an empty closing update is not
+allowed. The server only learns that a chunk was the last when the module's generator
+ends. ``with_last_flag`` keeps each chunk back for at most ``grace`` seconds while it
+waits for the next one: when the generator ends inside that window the chunk goes out
+with ``last=True``; when the window passes first, the chunk goes out with ``last=False``
+and a generator that ends later is closed by the task's terminal status alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncGenerator, AsyncIterator
+from typing import Any
+
+__all__ = ["LAST_CHUNK_GRACE", "with_last_flag"]
+
+# Long enough for a generator that returns right after its final yield (apcore's
+# stream pipeline adds a few awaits), short enough that a slow stream barely notices.
+LAST_CHUNK_GRACE = 0.02
+
+_END = object()
+
+
+async def _next(iterator: AsyncIterator[Any]) -> Any:
+    try:
+        return await anext(iterator)
+    except StopAsyncIteration:
+        return _END
+
+
+async def with_last_flag(
+    chunks: AsyncIterator[Any], grace: float = LAST_CHUNK_GRACE
+) -> AsyncGenerator[tuple[Any, bool], None]:
+    """Yield ``(chunk, is_last)`` for each chunk of ``chunks``, in order.
+
+    The caller owns ``chunks`` (and closes it); a pending read is cancelled here when
+    the consumer stops early, so the generator is never closed while it is running.
+    """
+    held: Any = _END
+    pending: asyncio.Task[Any] | None = None
+    try:
+        while True:
+            pending = asyncio.ensure_future(_next(chunks))
+            if held is not _END:
+                done, _ = await asyncio.wait({pending}, timeout=grace)
+                if not done:
+                    yield held, False
+                    held = _END
+            try:
+                following = await pending
+            except Exception:
+                # A module that fails mid-stream still delivers what it yielded before.
+                pending = None
+                if held is not _END:
+                    yield held, False
+                raise
+            pending = None
+            if following is _END:
+                if held is not _END:
+                    yield held, True
+                return
+            if held is not _END:
+                yield held, False
+            held = following
+    finally:
+        if pending is not None and not pending.done():
+            pending.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await pending

@@ -1,0 +1,241 @@
+"""Watching executions: what runs right now, and how each run ended.
+
+The executor wraps every ``execute()`` in :func:`observe`. Observers (metrics,
+telemetry, the :class:`ExecutionTracker` used by graceful shutdown) get ``started`` and
+``finished`` with one :class:`Execution`; its final ``state`` and ``error_code`` are read
+off the events the executor enqueues, so the executor itself keeps no counters.
+
+An execution knows which A2A call started it from the request record
+(:func:`apcore_a2a.classify.current_request`), whatever the binding.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from a2a.server.events import EventQueue
+from a2a.types import Message, Task, TaskState, TaskStatusUpdateEvent
+
+from apcore_a2a import _logging
+from apcore_a2a.classify import current_request
+
+if TYPE_CHECKING:
+    from a2a.server.agent_execution import RequestContext
+    from a2a.server.context import ServerCallContext
+
+__all__ = [
+    "TERMINAL_STATES",
+    "Execution",
+    "ExecutionObserver",
+    "ExecutionTracker",
+    "observe",
+    "state_name",
+]
+
+logger = logging.getLogger("apcore_a2a.execution.observer")
+
+
+TERMINAL_STATES = frozenset({"completed", "failed", "canceled", "rejected"})
+
+
+def state_name(state: int) -> str:
+    """``TASK_STATE_INPUT_REQUIRED`` -> ``"input-required"``."""
+    return str(TaskState.Name(state)).removeprefix("TASK_STATE_").lower().replace("_", "-")
+
+
+@dataclass(slots=True, eq=False)
+class Execution:
+    """One ``execute()`` call: which task and skill, and (once it ended) how it ended.
+
+    ``state`` follows the events the executor enqueues (``submitted``, ``working``, then
+    e.g. ``completed``, ``failed``, ``canceled``, ``rejected`` or ``input-required``);
+    ``error_code`` is the apcore error code of a failed run. ``reply`` marks a skill
+    that answered with a message instead of a task.
+    """
+
+    task_id: str
+    context_id: str
+    skill_id: str
+    method: str | None
+    call_context: ServerCallContext | None
+    trace_id: str | None = None
+    started_at: float = field(default_factory=time.monotonic)
+    state: str = "working"
+    error_code: str | None = None
+    reply: bool = False
+    seconds: float = 0.0
+
+    @property
+    def ended(self) -> bool:
+        return self.state in TERMINAL_STATES
+
+
+class ExecutionObserver(Protocol):
+    """Told when an execution starts and when it has ended (in the executing task)."""
+
+    def started(self, execution: Execution) -> None: ...
+
+    def finished(self, execution: Execution) -> None: ...
+
+
+class ExecutionTracker:
+    """The executions in progress, for ``active_tasks`` and for draining on shutdown."""
+
+    def __init__(self) -> None:
+        self._running: set[Execution] = set()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        #: while recording (a shutdown), every execution seen, running or started since
+        self.recorded: list[Execution] | None = None
+
+    def started(self, execution: Execution) -> None:
+        self._running.add(execution)
+        self._idle.clear()
+        if self.recorded is not None:
+            self.recorded.append(execution)
+
+    def record(self) -> list[Execution]:
+        """Start recording: the running executions now, and those started from now on."""
+        if self.recorded is None:
+            self.recorded = self.running()
+        return self.recorded
+
+    def finished(self, execution: Execution) -> None:
+        self._running.discard(execution)
+        if not self._running:
+            self._idle.set()
+
+    @property
+    def active(self) -> int:
+        return len(self._running)
+
+    def running(self) -> list[Execution]:
+        """A snapshot of the executions in progress, oldest first."""
+        return sorted(self._running, key=lambda e: e.started_at)
+
+    async def wait_idle(self, seconds: float) -> bool:
+        """Wait up to *seconds* for no execution to be running; ``True`` if none is."""
+        if not self._running:
+            return True
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(max(seconds, 0.0)):
+                await self._idle.wait()
+        return not self._running
+
+
+class _WatchedQueue(EventQueue):
+    """Passes events on, noting the task state (and error code) they carry."""
+
+    def __init__(self, inner: EventQueue, execution: Execution) -> None:
+        self._inner = inner
+        self._execution = execution
+
+    async def enqueue_event(self, event: Any) -> None:
+        execution = self._execution
+        if isinstance(event, TaskStatusUpdateEvent | Task):
+            execution.state = state_name(event.status.state)
+            if event.status.HasField("message"):
+                code = _error_code(event.status.message)
+                if code is not None:
+                    execution.error_code = code
+        elif isinstance(event, Message):
+            execution.state = "completed"
+            execution.reply = True
+        await self._inner.enqueue_event(event)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def _error_code(message: Message) -> str | None:
+    for part in message.parts:
+        if part.HasField("data") and part.data.HasField("struct_value"):
+            code = part.data.struct_value.fields.get("code")
+            if code is not None and code.HasField("string_value"):
+                return str(code.string_value)
+    return None
+
+
+def _trace_id_of(call_context: ServerCallContext | None) -> str | None:
+    """The trace id of an inbound W3C ``traceparent`` header, if well-formed."""
+    headers = call_context.state.get("headers") if call_context is not None else None
+    if not isinstance(headers, dict):
+        return None
+    value = headers.get("traceparent")
+    if not isinstance(value, str):
+        return None
+    parts = value.strip().split("-")
+    if len(parts) < 4 or len(parts[1]) != 32 or parts[1] == "0" * 32:
+        return None
+    try:
+        int(parts[1], 16)
+    except ValueError:
+        return None
+    return parts[1].lower()
+
+
+def _method_of(call_context: ServerCallContext | None) -> str | None:
+    info = current_request()
+    if info is not None and info.method is not None:
+        return info.method
+    method = call_context.state.get("method") if call_context is not None else None
+    return method if isinstance(method, str) else None
+
+
+@contextlib.contextmanager
+def observe(
+    observers: Sequence[ExecutionObserver],
+    context: RequestContext,
+    skill_id: str,
+    event_queue: EventQueue,
+) -> Iterator[EventQueue]:
+    """Run one execution under *observers*; yields the queue the executor must use.
+
+    Records logged inside carry the task id, skill id and trace id. An observer that
+    raises is logged and skipped: watching must never break a task.
+    """
+    call_context = context.call_context
+    execution = Execution(
+        task_id=context.task_id or "",
+        context_id=context.context_id or "",
+        skill_id=skill_id,
+        method=_method_of(call_context),
+        call_context=call_context,
+        trace_id=_trace_id_of(call_context),
+    )
+    notified: list[ExecutionObserver] = []
+    for observer in observers:
+        _call(observer.started, execution)
+        notified.append(observer)
+    token = _logging.bind(task_id=execution.task_id, skill_id=skill_id, trace_id=execution.trace_id)
+    try:
+        yield _WatchedQueue(event_queue, execution)
+    except asyncio.CancelledError:
+        if not execution.ended:
+            execution.state = "canceled"
+        raise
+    except BaseException as exc:
+        if not execution.ended:
+            execution.state = "failed"
+            execution.error_code = execution.error_code or str(
+                getattr(exc, "code", None) or type(exc).__name__
+            )
+        raise
+    finally:
+        execution.seconds = time.monotonic() - execution.started_at
+        _logging.unbind(token)
+        for observer in reversed(notified):
+            _call(observer.finished, execution)
+
+
+def _call(hook: Callable[[Execution], None], execution: Execution) -> None:
+    try:
+        hook(execution)
+    except Exception:
+        logger.exception("Execution observer %r failed", hook)

@@ -1,0 +1,193 @@
+"""Signed agent cards (A2A 1.0 ``signatures``), made with the a2a-sdk's own signer.
+
+The signature is a detached JWS over the RFC 8785 canonical form of the card as the SDK
+defines it (``a2a.utils.signing``): the A2A 1.0 fields, without ``signatures`` and empty
+values. The public card and every extended card are signed; the public key is published
+in ``/.well-known/jwks.json`` under its ``kid`` (the RFC 7638 thumbprint), and the
+protected header names that URL as ``jku``.
+
+What is covered: everything an A2A 1.0 client reads. A client announcing
+``A2A-Version: 1.x`` gets the pure 1.0 card; one without a version gets it with the 0.3
+keys the SDK merges in for older clients (``url``, ``preferredTransport``, ...), which are
+outside the 1.0 canonical form and so not covered. The pure 0.3 card
+(``/.well-known/agent.json``) is served unsigned rather than with a signature a 0.3
+verifier could not check.
+
+Example::
+
+    signer = CardSigner(agent_url="https://agent.example", key=SigningKey.generate())
+    signed = signer.sign(card)           # a signed copy; ``card`` is not changed
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import logging
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from a2a.types import AgentCard
+from a2a.utils.signing import ProtectedHeader, create_agent_card_signer
+from cryptography.hazmat.primitives.serialization import load_pem_private_key
+
+from apcore_a2a.adapters.agent_card import CardDocument, serialize_card
+from apcore_a2a.keys.material import load_key_file, stored_key
+
+if TYPE_CHECKING:
+    from a2a.server.context import ServerCallContext
+    from sqlalchemy.ext.asyncio import AsyncEngine
+
+    from apcore_a2a.push.signing import SigningKey
+    from apcore_a2a.settings import Settings
+
+__all__ = ["JWKS_PATH", "CardSigner", "card_signer_from_settings"]
+
+logger = logging.getLogger("apcore_a2a.keys")
+
+#: Where the agent publishes its public keys (card and push-delivery signatures).
+JWKS_PATH = "/.well-known/jwks.json"
+#: Signed extended cards remembered (one per distinct skill set a caller may see).
+_EXTENDED_CACHE = 64
+
+Modifier = Callable[[AgentCard, "ServerCallContext"], Awaitable[AgentCard]]
+
+
+class CardSigner:
+    """Signs agent cards with one key; the key is given, read from a file, or stored.
+
+    *key* is used as is. Otherwise :meth:`start` loads it: from *key_file* (generated
+    there when missing), else from the database behind *engine* (generated once), else a
+    key generated in memory. Until a key is loaded, cards are served unsigned.
+    """
+
+    def __init__(
+        self,
+        *,
+        agent_url: str,
+        key: SigningKey | None = None,
+        key_file: str | None = None,
+        encryption_key: str | None = None,
+    ) -> None:
+        self.jku = agent_url.rstrip("/") + JWKS_PATH
+        self._key = key
+        self._key_file = key_file
+        self._encryption_key = encryption_key
+        self._sign: Callable[[AgentCard], AgentCard] | None = None
+        self._extended: OrderedDict[bytes, AgentCard] = OrderedDict()
+        if key is not None:
+            self._use(key)
+        elif key_file:
+            # Read now, so a bad file stops the agent at build time with a clear error.
+            self._use(load_key_file(key_file))
+
+    @property
+    def key(self) -> SigningKey | None:
+        """The signing key, once loaded."""
+        return self._key
+
+    def public_jwk(self) -> dict[str, Any] | None:
+        """The public key as a JWK (with ``kid``, ``alg``, ``use``), once loaded."""
+        return dict(self._key.public_jwk) if self._key is not None else None
+
+    async def start(self, engine: AsyncEngine | None) -> None:
+        """Load the key if it is not loaded yet (see the class docstring for the order)."""
+        if self._key is not None:
+            return
+        if engine is not None:
+            self._use(await stored_key(engine, self._encryption_key))
+            return
+        from apcore_a2a.push.signing import SigningKey
+
+        logger.warning(
+            "card signing: no card_signing_key file and no SQL store; using a key generated "
+            "in memory, which changes on every restart"
+        )
+        self._use(SigningKey.generate())
+
+    def _use(self, key: SigningKey) -> None:
+        header: ProtectedHeader = {
+            "kid": key.kid,
+            "alg": key.algorithm,
+            "jku": self.jku,
+            "typ": "JOSE",
+        }
+        # The signer needs the private key object; SigningKey hands it out only as PEM.
+        private = load_pem_private_key(key.to_pem(), password=None)
+        self._sign = create_agent_card_signer(private, header)  # type: ignore[arg-type]
+        self._key = key
+        self._extended.clear()
+        logger.info("card signing: signing agent cards with %s key %s", key.algorithm, key.kid)
+
+    # -- signing -------------------------------------------------------------------------
+    def sign(self, card: AgentCard) -> AgentCard:
+        """A copy of *card* carrying this key's signature (and no other)."""
+        if self._sign is None:
+            raise RuntimeError("card signing: the key is not loaded yet")
+        out = AgentCard()
+        out.CopyFrom(card)
+        del out.signatures[:]
+        return self._sign(out)
+
+    def documents(self, current: Callable[[], CardDocument]) -> Callable[[], CardDocument]:
+        """Wrap a card-document source so the bodies with the 1.0 card are signed.
+
+        Both the pure 1.0 body and the one with the 0.3 keys merged in carry the signature;
+        the pure 0.3 body stays unsigned. Signing (canonicalization mostly) takes
+        milliseconds, so the signed document is kept until the source or the key changes.
+        """
+        cached: tuple[CardDocument, SigningKey, CardDocument] | None = None
+
+        def document() -> CardDocument:
+            nonlocal cached
+            source = current()
+            key = self._key
+            if key is None:
+                return source
+            if cached is not None and cached[0] is source and cached[1] is key:
+                return cached[2]
+            signed = serialize_card(self.sign(source.card), last_modified=source.last_modified)
+            result = dataclasses.replace(
+                signed, legacy_body=source.legacy_body, legacy_etag=source.legacy_etag
+            )
+            cached = (source, key, result)
+            return result
+
+        return document
+
+    def extended_modifier(self, modifier: Modifier | None) -> Modifier:
+        """An SDK ``extended_card_modifier`` whose result is signed (cached per content)."""
+
+        async def modify(card: AgentCard, context: ServerCallContext) -> AgentCard:
+            out = await modifier(card, context) if modifier is not None else card
+            if self._key is None:
+                return out
+            digest = hashlib.sha256(out.SerializeToString(deterministic=True)).digest()
+            signed = self._extended.get(digest)
+            if signed is None:
+                signed = self.sign(out)
+                self._extended[digest] = signed
+                while len(self._extended) > _EXTENDED_CACHE:
+                    self._extended.popitem(last=False)
+            else:
+                self._extended.move_to_end(digest)
+            copy = AgentCard()
+            copy.CopyFrom(signed)
+            return copy
+
+        return modify
+
+
+def card_signer_from_settings(settings: Settings) -> CardSigner | None:
+    """The signer the settings ask for (``card_signing`` or ``card_signing_key``), or ``None``.
+
+    Raises ``ValueError`` for an unreadable or unusable key file.
+    """
+    if not (settings.card_signing or settings.card_signing_key):
+        return None
+    return CardSigner(
+        agent_url=settings.public_url(),
+        key_file=settings.card_signing_key,
+        encryption_key=settings.push_encryption_key,
+    )

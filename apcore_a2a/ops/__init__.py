@@ -1,0 +1,1 @@
+"""Operations: health, metrics, telemetry, graceful shutdown."""

@@ -1,0 +1,157 @@
+"""Counters behind ``/metrics``: JSON for people, Prometheus exposition for scrapers.
+
+:class:`Metrics` is an execution observer (see :mod:`apcore_a2a.execution.observer`): each
+finished execution counts once, by skill and final state, with its duration and, for a
+run that did not complete, its apcore error code. Values that exist elsewhere (open SSE
+streams, push deliveries, running tasks, uptime) are read when a scrape asks for them.
+
+Every app has its own ``prometheus_client`` registry, never the process-global one, so
+two agents in one process (or one test session) never share or clash on metrics.
+Labels are skill ids (from the registry, not from clients), task states and apcore
+error codes: no identities, no task content.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.exposition import choose_encoder
+from prometheus_client.registry import Collector
+
+from apcore_a2a.execution.observer import Execution
+
+__all__ = ["DURATION_BUCKETS", "LiveValues", "Metrics", "wants_prometheus"]
+
+#: Histogram buckets (seconds) for skill durations: 5 ms to 30 s (longer runs land in +Inf).
+DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+_PREFIX = "apcore_a2a"
+
+
+@dataclass(frozen=True, slots=True)
+class LiveValues:
+    """Values read from the running server at scrape time."""
+
+    active_tasks: int = 0
+    uptime_seconds: float = 0.0
+    sse_active_streams: int = 0
+    push_notifications_sent: int = 0
+    push_notifications_failed: int = 0
+
+
+class Metrics:
+    """Execution and request counters of one agent.
+
+    *live* returns the :class:`LiveValues` of the running server; it is called once per
+    JSON or Prometheus rendering.
+    """
+
+    def __init__(self, live: Callable[[], LiveValues] | None = None) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.live: Callable[[], LiveValues] = live or LiveValues
+        self.total_requests = 0
+        self.by_skill_state: Counter[tuple[str, str]] = Counter()
+        self.errors: Counter[tuple[str, str]] = Counter()
+        self._tasks: Counter[str] = Counter()
+        self._duration = Histogram(
+            f"{_PREFIX}_skill_duration_seconds",
+            "Time from the start of an execution to its final event, by skill",
+            ["skill"],
+            buckets=DURATION_BUCKETS,
+            registry=self.registry,
+        )
+        self.registry.register(_Collector(self))
+
+    # -- feeding -------------------------------------------------------------------------
+    def count_request(self) -> None:
+        """One more A2A request received (any method, any outcome)."""
+        self.total_requests += 1
+
+    def started(self, execution: Execution) -> None:
+        """Running executions are read from the tracker; nothing to count yet."""
+
+    def finished(self, execution: Execution) -> None:
+        self.by_skill_state[(execution.skill_id, execution.state)] += 1
+        if not execution.reply:
+            self._tasks[execution.state] += 1
+        if execution.error_code and execution.state != "completed":
+            self.errors[(execution.skill_id, execution.error_code)] += 1
+        self._duration.labels(execution.skill_id).observe(execution.seconds)
+
+    # -- reading -------------------------------------------------------------------------
+    def snapshot(self) -> dict[str, Any]:
+        """The JSON document of ``GET /metrics``."""
+        live = self.live()
+        return {
+            "active_tasks": live.active_tasks,
+            "completed_tasks": self._tasks["completed"],
+            "failed_tasks": self._tasks["failed"],
+            "canceled_tasks": self._tasks["canceled"],
+            "total_requests": self.total_requests,
+            "uptime_seconds": round(live.uptime_seconds, 3),
+            "sse_active_streams": live.sse_active_streams,
+            "push_notifications_sent": live.push_notifications_sent,
+            "push_notifications_failed": live.push_notifications_failed,
+        }
+
+    def exposition(self, accept: str = "") -> tuple[bytes, str]:
+        """Prometheus text (or OpenMetrics, if *accept* asks for it) and its content type."""
+        encoder, content_type = choose_encoder(accept)
+        return encoder(self.registry), content_type
+
+    def _families(self) -> Iterator[Metric]:
+        snapshot = self.snapshot()
+        gauges = (
+            ("active_tasks", "Executions running now"),
+            ("uptime_seconds", "Seconds since the server started"),
+            ("sse_active_streams", "Open SSE streams"),
+        )
+        for key, text in gauges:
+            yield GaugeMetricFamily(f"{_PREFIX}_{key}", text, value=snapshot[key])
+        counters = (
+            ("completed_tasks", "Tasks that ended completed"),
+            ("failed_tasks", "Tasks that ended failed"),
+            ("canceled_tasks", "Tasks that ended canceled"),
+            ("requests", "A2A requests received"),
+            ("push_notifications_sent", "Push deliveries acknowledged by the receiver"),
+            ("push_notifications_failed", "Push deliveries abandoned"),
+        )
+        for key, text in counters:
+            value = snapshot["total_requests" if key == "requests" else key]
+            yield CounterMetricFamily(f"{_PREFIX}_{key}", text, value=value)
+        executions = CounterMetricFamily(
+            f"{_PREFIX}_skill_executions",
+            "Executions by skill and final state",
+            labels=["skill", "state"],
+        )
+        for (skill, state), count in sorted(self.by_skill_state.items()):
+            executions.add_metric([skill, state], count)
+        yield executions
+        errors = CounterMetricFamily(
+            f"{_PREFIX}_skill_errors",
+            "Executions that did not complete, by skill and apcore error code",
+            labels=["skill", "code"],
+        )
+        for (skill, code), count in sorted(self.errors.items()):
+            errors.add_metric([skill, code], count)
+        yield errors
+
+
+class _Collector(Collector):
+    def __init__(self, metrics: Metrics) -> None:
+        self._metrics = metrics
+
+    def collect(self) -> Iterator[Metric]:
+        return self._metrics._families()
+
+
+def wants_prometheus(accept: str, format_param: str | None) -> bool:
+    """``?format=prometheus``, or an ``Accept`` naming text/plain or OpenMetrics (a scraper)."""
+    if format_param is not None:
+        return format_param.lower() in ("prometheus", "openmetrics", "text")
+    accept = accept.lower()
+    return "text/plain" in accept or "application/openmetrics-text" in accept

@@ -1,0 +1,210 @@
+"""Operations endpoints and the pieces behind them: ``/health``, ``/metrics``, telemetry.
+
+:class:`Operations` is built by the server factory from the settings. It supplies the
+execution observers the executor reports to, the routes, and the middleware:
+
+* ``GET /health`` -- ``{"status": "healthy"}``, or ``503 {"status": "unhealthy"}`` when
+  the task store cannot be reached (the reason is logged). Authenticated callers (or
+  everyone, with ``ops_details_public``) also get ``module_count``, ``uptime_seconds``,
+  ``version`` and the ``reason``. Concurrent probes share one store ping, bounded by
+  :data:`HEALTH_TIMEOUT`, so the endpoint answers quickly even when the server is busy.
+* ``GET /metrics`` (only with ``settings.metrics``) -- the JSON counters, or the
+  Prometheus exposition for ``Accept: text/plain`` / OpenMetrics or ``?format=prometheus``.
+  With authentication on it needs credentials unless ``ops_details_public`` is set.
+
+Neither carries task content.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from apcore_a2a._version import __version__
+from apcore_a2a.classify import HEALTH_PATH, METRICS_PATH
+from apcore_a2a.execution.identity import IDENTITY_SCOPE_KEY
+from apcore_a2a.execution.observer import ExecutionObserver, ExecutionTracker
+from apcore_a2a.ops.requests import RequestWatch
+from apcore_a2a.storage import StoreUnavailableError
+
+if TYPE_CHECKING:
+    from starlette.middleware import Middleware
+
+    from apcore_a2a.ops.metrics import LiveValues, Metrics
+    from apcore_a2a.ops.view import ServerView
+    from apcore_a2a.settings import Settings
+
+__all__ = ["HEALTH_PATH", "HEALTH_TIMEOUT", "METRICS_EXTRA_HINT", "METRICS_PATH", "Operations"]
+
+logger = logging.getLogger("apcore_a2a.ops")
+
+#: Seconds a health probe waits for the task store before reporting it unreachable.
+HEALTH_TIMEOUT = 0.8
+_NO_STORE = {"Cache-Control": "no-store"}
+METRICS_EXTRA_HINT = "metrics=True needs prometheus-client: pip install 'apcore-a2a[metrics]'"
+
+
+class Operations:
+    """Health, metrics, telemetry and the running-execution tracker of one server."""
+
+    def __init__(self, settings: Settings) -> None:
+        from apcore_a2a.ops.telemetry import set_sdk_spans
+
+        self.settings = settings
+        self._state: ServerView | None = None
+        self._ping: asyncio.Future[None] | None = None
+        self.tracker = ExecutionTracker()
+        self.metrics: Metrics | None = None
+        if settings.metrics:
+            try:
+                from apcore_a2a.ops.metrics import Metrics
+            except ImportError as exc:
+                raise RuntimeError(METRICS_EXTRA_HINT) from exc
+            self.metrics = Metrics(self._live)
+        self.module_spans: ExecutionObserver | None = None
+        if settings.telemetry:
+            from apcore_a2a.ops.telemetry import ModuleSpans
+
+            self.module_spans = ModuleSpans()
+        set_sdk_spans(settings.sdk_telemetry)
+        #: monotonic deadline of a shutdown in progress (see apcore_a2a.ops.shutdown)
+        self.shutdown_deadline: float | None = None
+        self._last_problem: str | None = None
+
+    def attach(self, state: ServerView) -> None:
+        """Read live values (uptime, streams, store, push) from *state* from now on."""
+        self._state = state
+
+    # -- wiring --------------------------------------------------------------------------
+    @property
+    def observers(self) -> list[ExecutionObserver]:
+        """For ``ApCoreAgentExecutor(..., observers=...)``."""
+        found: list[ExecutionObserver] = [self.tracker]
+        if self.metrics is not None:
+            found.append(self.metrics)
+        if self.module_spans is not None:
+            found.append(self.module_spans)
+        return found
+
+    def routes(self) -> list[Route]:
+        # With metrics off the path still answers (404): unclaimed, the REST tenant
+        # mount would redirect it to "/metrics/".
+        return [
+            Route(HEALTH_PATH, self.health, methods=["GET"]),
+            Route(METRICS_PATH, self.metrics_endpoint, methods=["GET"]),
+        ]
+
+    def middleware(self) -> list[Middleware]:
+        """Outermost first: the request span, then the request counter."""
+        from starlette.middleware import Middleware
+
+        from apcore_a2a.ops.telemetry import telemetry_middleware
+
+        found: list[Middleware] = []
+        if self.settings.telemetry:
+            found.append(telemetry_middleware())
+        if self.metrics is not None:
+            found.append(Middleware(RequestWatch, on_request=self.metrics.count_request))
+        return found
+
+    # -- live values ---------------------------------------------------------------------
+    def uptime(self) -> float:
+        state = self._state
+        if state is None or not state.started_at:
+            return 0.0
+        return max(0.0, time.time() - state.started_at)
+
+    def _live(self) -> LiveValues:
+        from apcore_a2a.ops.metrics import LiveValues
+
+        state = self._state
+        sender = getattr(state.extras.get("push"), "sender", None) if state else None
+        return LiveValues(
+            active_tasks=self.tracker.active,
+            uptime_seconds=self.uptime(),
+            sse_active_streams=state.streams.active if state is not None else 0,
+            push_notifications_sent=int(getattr(sender, "sent", 0)),
+            push_notifications_failed=int(getattr(sender, "failed", 0)),
+        )
+
+    # -- endpoints -----------------------------------------------------------------------
+    async def health(self, request: Request) -> Response:
+        # Anonymous probes learn healthy/unhealthy only: the reason can name the database
+        # host and user, and the details tell a stranger how many skills exist.
+        detailed = self.settings.ops_details_public or IDENTITY_SCOPE_KEY in request.scope
+        reason = await self._problem()
+        if reason is not None:
+            if reason != self._last_problem:
+                logger.warning("health check: unhealthy: %s", reason)
+            self._last_problem = reason
+            body: dict[str, Any] = {"status": "unhealthy"}
+            if detailed:
+                body["reason"] = reason
+            return JSONResponse(body, 503, headers=_NO_STORE)
+        self._last_problem = None
+        body = {"status": "healthy"}
+        if detailed and self._state is not None:
+            body.update(
+                module_count=len(self._state.catalog.ids()),
+                uptime_seconds=round(self.uptime(), 3),
+                version=__version__,
+            )
+        return JSONResponse(body, headers=_NO_STORE)
+
+    async def _problem(self) -> str | None:
+        """Why the server is unhealthy, or ``None``."""
+        state = self._state
+        if state is None:
+            return "server not started"
+        try:
+            await self._ping_store(state)
+        except StoreUnavailableError as exc:
+            return str(exc)
+        except TimeoutError:
+            return f"task store did not answer within {HEALTH_TIMEOUT} s"
+        except Exception as exc:
+            return f"task store check failed: {type(exc).__name__}"
+        return None
+
+    async def metrics_endpoint(self, request: Request) -> Response:
+        metrics = self.metrics
+        if metrics is None:
+            return JSONResponse({"error": "metrics are disabled"}, 404, headers=_NO_STORE)
+        from apcore_a2a.ops.metrics import wants_prometheus
+
+        accept = request.headers.get("accept", "")
+        if wants_prometheus(accept, request.query_params.get("format")):
+            body, content_type = metrics.exposition(accept)
+            return Response(body, headers={**_NO_STORE, "Content-Type": content_type})
+        return JSONResponse(metrics.snapshot(), headers=_NO_STORE)
+
+    async def _ping_store(self, state: ServerView) -> None:
+        # One ping serves every probe that arrives while it runs, so a burst of probes
+        # under load costs the store one query; a hung store costs each probe the timeout.
+        ping = self._ping
+        if ping is None or ping.done():
+            ping = self._ping = asyncio.ensure_future(state.stores.ping())
+            ping.add_done_callback(_consume)
+        async with asyncio.timeout(HEALTH_TIMEOUT):
+            await asyncio.shield(ping)
+
+    async def aclose(self) -> None:
+        """Stop a store ping still in flight (a hung database must not outlive the app)."""
+        ping, self._ping = self._ping, None
+        if ping is not None and not ping.done():
+            ping.cancel()
+            with contextlib.suppress(BaseException):
+                await ping
+
+
+def _consume(future: asyncio.Future[Any]) -> None:
+    # Probes that timed out no longer wait for the ping; its outcome is still collected.
+    if not future.cancelled():
+        future.exception()

@@ -1,0 +1,134 @@
+"""Graceful shutdown: let running tasks finish, then cancel what is left.
+
+:func:`drain` is called when the server stops taking requests (``serve()`` does it on
+SIGTERM/SIGINT right after closing its listeners; the app lifespan does it again on
+shutdown, for apps run by another ASGI server). It stops the gRPC binding from taking
+calls, waits until no execution is running or ``shutdown_timeout`` has passed, and then
+cancels the remaining tasks through the request handler -- the same path as a client's
+``CancelTask`` -- so each is stored as ``canceled`` and open streams receive that event.
+
+Tasks started with ``returnImmediately`` count like any other: their executions are
+tracked, not their connections. Tasks parked in ``input-required`` are not running and
+stay as they are.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from a2a.server.context import ServerCallContext
+from a2a.types import CancelTaskRequest
+from a2a.utils.errors import A2AError
+
+from apcore_a2a.execution.executor import CANCEL_REASON_KEY
+from apcore_a2a.execution.observer import TERMINAL_STATES, state_name
+
+if TYPE_CHECKING:
+    from apcore_a2a.execution.observer import Execution
+    from apcore_a2a.ops.view import ServerView
+
+__all__ = ["SHUTDOWN_MESSAGE", "DrainReport", "drain"]
+
+logger = logging.getLogger("apcore_a2a.ops.shutdown")
+
+#: Status message of the tasks canceled because the server stopped.
+SHUTDOWN_MESSAGE = "Canceled: the server is shutting down"
+#: Longest wait for the final state of a finished task to reach the store.
+_SETTLE_SECONDS = 2.0
+#: states an execution can be left in without a final event to wait for
+_UNSETTLED = frozenset({"submitted", "working"})
+
+
+@dataclass(frozen=True, slots=True)
+class DrainReport:
+    """What a drain did: executions it found running, and how many it canceled."""
+
+    running: int
+    canceled: int
+
+
+async def drain(state: ServerView, grace: float) -> DrainReport:
+    """Wait up to *grace* seconds for running executions, then cancel the rest.
+
+    A second call during the same shutdown keeps the first call's deadline.
+    """
+    ops = state.ops
+    now = time.monotonic()
+    if ops.shutdown_deadline is None:
+        ops.shutdown_deadline = now + max(grace, 0.0)
+        # Requests waiting on a key fetch (a JWKS endpoint that hangs) are refused now
+        # rather than canceled with a 500 when the grace period ends.
+        await _close_authenticator(state)
+    deadline = ops.shutdown_deadline
+    grpc_server = state.extras.get("grpc")
+    # gRPC keeps accepting until told; its grace outlasts ours so our cancels, not its
+    # own, end the calls still running at the deadline.
+    stopping = (
+        asyncio.ensure_future(grpc_server.stop(max(deadline - now, 0.0) + 5.0))
+        if grpc_server is not None
+        else None
+    )
+    tracker = ops.tracker
+    seen = tracker.record()
+    running = tracker.active
+    if running:
+        logger.info(
+            "Shutting down: waiting up to %.1f s for %d running task(s)",
+            max(deadline - now, 0.0),
+            running,
+        )
+    await tracker.wait_idle(deadline - time.monotonic())
+    leftover = [e for e in tracker.running() if not e.reply]
+    if leftover:
+        logger.warning("Shutting down: canceling %d task(s) still running", len(leftover))
+        await asyncio.gather(*(_cancel(state, e) for e in leftover))
+    # An execution has ended once its last event is queued; the SDK stores it a moment
+    # later, and closing the handler before that would lose it.
+    finished = [e for e in seen if e.state not in _UNSETTLED and not e.reply]
+    await asyncio.gather(*(_stored(state, e) for e in finished))
+    if stopping is not None:
+        with contextlib.suppress(Exception):
+            await stopping
+    return DrainReport(running=running, canceled=len(leftover))
+
+
+async def _close_authenticator(state: ServerView) -> None:
+    close = getattr(state.extras.get("auth"), "aclose", None)
+    if close is not None:
+        try:
+            await close()
+        except Exception:
+            logger.exception("The authenticator could not be closed")
+
+
+async def _stored(state: ServerView, execution: Execution) -> None:
+    context = execution.call_context or ServerCallContext()
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(_SETTLE_SECONDS):
+            while True:
+                try:
+                    task = await state.stores.get_task(execution.task_id, context)
+                except Exception:
+                    return  # the store is failing; nothing to wait for
+                stored = state_name(task.status.state) if task is not None else None
+                if stored == execution.state or stored in TERMINAL_STATES:
+                    return
+                await asyncio.sleep(0.01)
+
+
+async def _cancel(state: ServerView, execution: Execution) -> None:
+    # As the caller who started it (owner scoping applies), with the reason to show.
+    context = execution.call_context or ServerCallContext()
+    reasoned = {**context.state, CANCEL_REASON_KEY: SHUTDOWN_MESSAGE}
+    context = context.model_copy(update={"state": reasoned})
+    try:
+        await state.handler.on_cancel_task(CancelTaskRequest(id=execution.task_id), context)
+    except A2AError as exc:
+        logger.debug("Task %s not canceled at shutdown: %s", execution.task_id, exc)
+    except Exception:
+        logger.exception("Task %s could not be canceled at shutdown", execution.task_id)

@@ -1,0 +1,151 @@
+"""The push-config store the request handler sees: limits, header safety, bookkeeping.
+
+It wraps the storage layer's store (which keeps the configs, scoped by owner and, with
+SQL, encrypted at rest) and adds what the SDK leaves out:
+
+* a cap on configs per task (``push_max_configs_per_task``): a new config over the cap is
+  refused with :class:`~apcore_a2a.errors.QuotaExceededError` (JSON-RPC ``-32091``, HTTP
+  429, gRPC ``RESOURCE_EXHAUSTED``), so one task can never fan out into hundreds of POSTs;
+  replacing a config that exists (same id) is always allowed;
+* ``token`` and ``authentication`` values that could not travel in an HTTP header (control
+  characters, e.g. a line break that would smuggle another header) are refused at
+  registration with ``-32602``, not discovered at delivery;
+* the protocol version of the registering call is recorded (deliveries follow it), and the
+  config's failure record is reset on (re)registration and deletion.
+
+The cap holds under concurrency: registrations of one task are serialized inside a process,
+and across replicas each one counts again after its insert and withdraws itself when the
+task went over the cap (so concurrent writers can only err on the side of refusing).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from a2a.server.context import ServerCallContext
+from a2a.server.tasks.push_notification_config_store import PushNotificationConfigStore
+from a2a.types import TaskPushNotificationConfig
+from a2a.utils.errors import InvalidParamsError
+
+from apcore_a2a.errors import QuotaExceededError
+from apcore_a2a.push.bodies import protocol_version
+from apcore_a2a.push.status import ConfigStatusBook
+
+__all__ = ["DEFAULT_MAX_CONFIGS_PER_TASK", "PushConfigStore"]
+
+DEFAULT_MAX_CONFIGS_PER_TASK = 10
+
+# RFC 9110 field values: visible ASCII, space and tab, obs-text; nothing else.
+_HEADER_UNSAFE = re.compile(r"[^\t\x20-\x7e\x80-\xff]")
+# A scheme is an RFC 9110 token: it is followed by a space in the header.
+_TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+
+
+class _TaskLocks:
+    """One ``asyncio.Lock`` per task id, dropped when nobody holds or awaits it."""
+
+    def __init__(self) -> None:
+        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
+
+    @asynccontextmanager
+    async def hold(self, task_id: str) -> AsyncIterator[None]:
+        lock, users = self._locks.get(task_id, (asyncio.Lock(), 0))
+        self._locks[task_id] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._locks[task_id]
+            if users == 1:
+                del self._locks[task_id]
+            else:
+                self._locks[task_id] = (lock, users - 1)
+
+
+def _check_header_safe(config: TaskPushNotificationConfig) -> None:
+    if config.token and _HEADER_UNSAFE.search(config.token):
+        raise InvalidParamsError(
+            message="Invalid push notification config: the token contains characters "
+            "that cannot be sent in an HTTP header"
+        )
+    if not config.HasField("authentication"):
+        return
+    auth = config.authentication
+    if auth.scheme and not _TOKEN.match(auth.scheme):
+        raise InvalidParamsError(
+            message="Invalid push notification config: authentication.scheme must be a "
+            "single word such as Bearer or Basic"
+        )
+    if auth.credentials and _HEADER_UNSAFE.search(auth.credentials):
+        raise InvalidParamsError(
+            message="Invalid push notification config: authentication.credentials "
+            "contain characters that cannot be sent in an HTTP header"
+        )
+
+
+class PushConfigStore(PushNotificationConfigStore):
+    """A config store with a per-task cap, header checks and status/version bookkeeping.
+
+    Owner scoping and encryption at rest stay the wrapped store's job.
+    """
+
+    def __init__(
+        self,
+        inner: PushNotificationConfigStore,
+        statuses: ConfigStatusBook,
+        *,
+        max_per_task: int = DEFAULT_MAX_CONFIGS_PER_TASK,
+    ) -> None:
+        if max_per_task < 1:
+            raise ValueError(f"push_max_configs_per_task must be at least 1, got {max_per_task}")
+        self.inner = inner
+        self.statuses = statuses
+        self.max_per_task = max_per_task
+        self._locks = _TaskLocks()
+
+    def _over_cap(self) -> QuotaExceededError:
+        return QuotaExceededError(
+            f"This task already has {self.max_per_task} push notification configs, the "
+            "most allowed; delete one or replace one by registering its id again"
+        )
+
+    async def set_info(
+        self,
+        task_id: str,
+        notification_config: TaskPushNotificationConfig,
+        context: ServerCallContext,
+    ) -> TaskPushNotificationConfig | None:
+        _check_header_safe(notification_config)
+        config_id = notification_config.id or task_id
+        async with self._locks.hold(task_id):
+            existing = {c.id or task_id for c in await self.inner.get_info_for_dispatch(task_id)}
+            is_new = config_id not in existing
+            if is_new and len(existing) >= self.max_per_task:
+                raise self._over_cap()
+            stored = await self.inner.set_info(task_id, notification_config, context)
+            if stored is not None:
+                config_id = stored.id or config_id
+            if is_new and len(await self.inner.get_info_for_dispatch(task_id)) > self.max_per_task:
+                # Another replica registered at the same moment: withdraw this one.
+                await self.inner.delete_info(task_id, context, config_id)
+                raise self._over_cap()
+            await self.statuses.clear(task_id, config_id)
+            await self.statuses.set_version(task_id, config_id, protocol_version(context))
+        return stored
+
+    async def get_info(
+        self, task_id: str, context: ServerCallContext
+    ) -> list[TaskPushNotificationConfig]:
+        return await self.inner.get_info(task_id, context)
+
+    async def get_info_for_dispatch(self, task_id: str) -> list[TaskPushNotificationConfig]:
+        return await self.inner.get_info_for_dispatch(task_id)
+
+    async def delete_info(
+        self, task_id: str, context: ServerCallContext, config_id: str | None = None
+    ) -> None:
+        await self.inner.delete_info(task_id, context, config_id)
+        await self.statuses.forget(task_id, config_id)

@@ -1,0 +1,132 @@
+"""REST 0.3 push-config routes the way 0.3 clients call them (a2a-sdk 1.3 does not).
+
+The 0.3 HTTP binding (``google.api.http`` in the 0.3 proto) posts the *config* as the body
+of ``POST /v1/tasks/{id}/pushNotificationConfigs``: ``{"name", "pushNotificationConfig"}``,
+as the JS SDK sends it. The a2a-sdk parses the body as the whole RPC request
+(``{"parent", "configId", "config"}``, what its Python clients send) and answers the spec's
+form with 400 ``No task for``; it also has no 0.3 ``DELETE`` route, so such a call falls
+through to the 1.0 route and is refused for its version. These routes replace the SDK's
+0.3 create and add the delete:
+
+* ``POST``: both bodies are accepted (told apart by their keys); the task is the one in the
+  path, and a body naming another task is refused. The answer is the 0.3
+  ``TaskPushNotificationConfig`` JSON, ``{"name", "pushNotificationConfig"}``, nothing more
+  (the genuine 0.3 Python client parses it strictly);
+* ``DELETE /v1/tasks/{id}/pushNotificationConfigs/{push_id}``: answers ``{}``, the JSON
+  form of the ``google.protobuf.Empty`` the 0.3 RPC returns.
+
+Both check the ``A2A-Version`` header like the SDK's 0.3 routes (missing means 0.3).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from a2a.compat.v0_3 import a2a_v0_3_pb2 as pb2_v03
+from a2a.compat.v0_3 import proto_utils
+from a2a.compat.v0_3.context_builders import V03ServerCallContextBuilder
+from a2a.compat.v0_3.conversions import (
+    to_compat_task_push_notification_config,
+    to_core_push_notification_config,
+)
+from a2a.server.context import ServerCallContext
+from a2a.server.request_handlers import RequestHandler
+from a2a.server.routes.common import DefaultServerCallContextBuilder, ServerCallContextBuilder
+from a2a.types import DeleteTaskPushNotificationConfigRequest, TaskPushNotificationConfig
+from a2a.utils import constants
+from a2a.utils.error_handlers import rest_error_handler
+from a2a.utils.errors import InvalidParamsError
+from a2a.utils.version_validator import validate_version
+from google.protobuf.json_format import MessageToDict, ParseDict
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+__all__ = ["rest03_push_routes", "v03_rest_config"]
+
+_CONFIGS = "/v1/tasks/{id}/pushNotificationConfigs"
+# Keys of the RPC request form; the spec's config form has "name"/"pushNotificationConfig".
+_REQUEST_KEYS = frozenset({"parent", "config", "configId", "config_id"})
+
+
+def v03_rest_config(config: TaskPushNotificationConfig) -> dict[str, Any]:
+    """A stored 1.0 config as the 0.3 REST ``TaskPushNotificationConfig`` JSON."""
+    compat = to_compat_task_push_notification_config(config)
+    doc: dict[str, Any] = MessageToDict(proto_utils.ToProto.task_push_notification_config(compat))
+    return doc
+
+
+def _named_task(name: str) -> str | None:
+    """The task id in ``tasks/{id}`` or ``tasks/{id}/pushNotificationConfigs/...``."""
+    parts = name.split("/")
+    if len(parts) >= 2 and parts[0] == "tasks" and parts[1]:
+        return parts[1]
+    return None
+
+
+def _parse_config(raw: bytes, task_id: str) -> TaskPushNotificationConfig:
+    """The 1.0 config for a 0.3 REST create body of either form."""
+    try:
+        doc = json.loads(raw or b"null")
+    except ValueError:
+        raise InvalidParamsError(message="The request body is not valid JSON") from None
+    if not isinstance(doc, dict):
+        raise InvalidParamsError(message="The request body must be a JSON object")
+    config_id = ""
+    named: list[str] = []
+    if _REQUEST_KEYS & doc.keys():
+        request = pb2_v03.CreateTaskPushNotificationConfigRequest()
+        ParseDict(doc, request, ignore_unknown_fields=True)
+        config, config_id, named = request.config, request.config_id, [request.parent]
+    else:
+        config = pb2_v03.TaskPushNotificationConfig()
+        ParseDict(doc, config, ignore_unknown_fields=True)
+    named.append(config.name)
+    for name in named:
+        other = _named_task(name) if name else None
+        if other is not None and other != task_id:
+            raise InvalidParamsError(
+                message=f"The body names task {other!r} but the path names task {task_id!r}"
+            )
+    inner = proto_utils.FromProto.push_notification_config(config.push_notification_config)
+    core = to_core_push_notification_config(inner)
+    core.task_id = task_id
+    if not core.id:
+        name_parts = config.name.split("/")
+        core.id = config_id or (name_parts[3] if len(name_parts) == 4 else "")
+    return core
+
+
+def rest03_push_routes(
+    handler: RequestHandler, context_builder: ServerCallContextBuilder | None = None
+) -> list[BaseRoute]:
+    """The 0.3 REST create and delete routes; mount them before the SDK's REST routes."""
+    builder = V03ServerCallContextBuilder(context_builder or DefaultServerCallContextBuilder())
+
+    @validate_version(constants.PROTOCOL_VERSION_0_3)
+    async def create(request: Request, context: ServerCallContext) -> dict[str, Any]:
+        config = _parse_config(await request.body(), request.path_params["id"])
+        stored = await handler.on_create_task_push_notification_config(config, context)
+        return v03_rest_config(stored)
+
+    @validate_version(constants.PROTOCOL_VERSION_0_3)
+    async def delete(request: Request, context: ServerCallContext) -> dict[str, Any]:
+        params = DeleteTaskPushNotificationConfigRequest(
+            task_id=request.path_params["id"], id=request.path_params["push_id"]
+        )
+        await handler.on_delete_task_push_notification_config(params, context)
+        return {}
+
+    @rest_error_handler
+    async def create_endpoint(request: Request) -> Response:
+        return JSONResponse(await create(request, builder.build(request)))
+
+    @rest_error_handler
+    async def delete_endpoint(request: Request) -> Response:
+        return JSONResponse(await delete(request, builder.build(request)))
+
+    return [
+        Route(_CONFIGS, create_endpoint, methods=["POST"]),
+        Route(_CONFIGS + "/{push_id}", delete_endpoint, methods=["DELETE"]),
+    ]

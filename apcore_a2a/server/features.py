@@ -1,0 +1,130 @@
+"""Optional parts of an agent, plugged into the factory through one small interface.
+
+A :class:`Feature` brings routes, middleware at a named place in the stack, and a
+start/stop pair the app's lifecycle runs (in order, and in reverse on the way down). The
+factory builds the features the settings ask for and never special-cases one of them.
+
+Middleware places, outermost first:
+
+* :data:`EDGE` -- before anything looks at the request (trusted hosts, CORS);
+* :data:`OBSERVE` -- around the classified request (telemetry spans, request counters);
+* :data:`AUTH` -- who is calling;
+* :data:`INNER` -- between the request guard and the routes (response shaping).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from starlette.middleware import Middleware
+from starlette.routing import BaseRoute
+
+if TYPE_CHECKING:
+    from apcore_a2a.settings import Settings
+
+__all__ = [
+    "AUTH",
+    "CLASSIFY",
+    "EDGE",
+    "GUARD",
+    "INNER",
+    "OBSERVE",
+    "Feature",
+    "explorer_feature",
+    "grpc_feature",
+    "host_feature",
+    "middleware_stack",
+]
+
+EDGE, OBSERVE, AUTH, INNER = 10, 20, 30, 50
+#: scope extension set by ``A2AClient(app=...)`` (kept in step with apcore_a2a.client)
+IN_PROCESS = "apcore_a2a.in_process"
+#: places of the core layers: the request record, then the guard
+CLASSIFY, GUARD = 15, 40
+
+Hook = Callable[[], Awaitable[None]]
+
+
+@dataclass
+class Feature:
+    """One optional part of the agent (see the module docstring)."""
+
+    name: str
+    routes: Sequence[BaseRoute] = ()
+    #: (place, middleware) pairs; the place is one of EDGE, OBSERVE, AUTH, INNER
+    middleware: Sequence[tuple[int, Middleware]] = ()
+    start: Hook | None = None
+    stop: Hook | None = None
+    #: the feature's own object (a push kit, a gRPC server...), for operations to read
+    handle: Any = field(default=None)
+
+
+def middleware_stack(
+    features: Iterable[Feature], core: Sequence[tuple[int, Middleware]]
+) -> list[Middleware]:
+    """All middleware, outermost first: by place, then in the order given."""
+    entries = [*core, *(entry for f in features for entry in f.middleware)]
+    return [m for _, m in sorted(entries, key=lambda pair: pair[0])]
+
+
+def host_feature(settings: Settings) -> Feature | None:
+    """Refuse ``Host`` headers the agent does not answer to (DNS rebinding) with 400."""
+    hosts = allowed_hosts(settings)
+    if hosts is None:
+        return None
+    return Feature("allowed-hosts", middleware=[(EDGE, Middleware(HostCheck, allowed_hosts=hosts))])
+
+
+class HostCheck:
+    """Starlette's ``TrustedHostMiddleware``, except for calls made in this process.
+
+    ``A2AClient(app=...)`` talks to the app without a socket (scope extension
+    ``apcore_a2a.in_process``): no browser can be in between, whatever Host it names.
+    """
+
+    def __init__(self, app: Any, *, allowed_hosts: Sequence[str]) -> None:
+        from starlette.middleware.trustedhost import TrustedHostMiddleware
+
+        self.app = app
+        self.checked = TrustedHostMiddleware(app, allowed_hosts=allowed_hosts)
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if IN_PROCESS in (scope.get("extensions") or {}):
+            await self.app(scope, receive, send)
+        else:
+            await self.checked(scope, receive, send)
+
+
+def allowed_hosts(settings: Settings) -> list[str] | None:
+    """The Host names to answer, or ``None`` for any (a bind on every interface, no url)."""
+    if settings.allowed_hosts:
+        return None if "*" in settings.allowed_hosts else list(settings.allowed_hosts)
+    from urllib.parse import urlsplit
+
+    # "testserver" is the name Starlette's TestClient sends; it resolves nowhere, so it
+    # opens no door to DNS rebinding.
+    hosts = {"localhost", "127.0.0.1", "[::1]", "::1", "testserver"}
+    if settings.url:
+        name = urlsplit(settings.url).hostname
+        if name:
+            hosts.add(name)
+    elif settings.host in ("0.0.0.0", "::", ""):
+        return None
+    else:
+        hosts.add(settings.host)
+    return sorted(hosts)
+
+
+def explorer_feature(settings: Settings) -> Feature | None:
+    if not settings.explorer:
+        return None
+    from apcore_a2a.explorer import explorer_routes
+
+    return Feature("explorer", routes=explorer_routes(settings.explorer_prefix))
+
+
+def grpc_feature(server: Any) -> Feature:
+    """The gRPC binding as a feature: it listens from start to stop."""
+    return Feature("grpc", start=server.start, stop=server.stop, handle=server)

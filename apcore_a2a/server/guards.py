@@ -1,0 +1,230 @@
+"""Pure-ASGI request guard in front of the SDK routes, on every A2A route.
+
+It reads the request record of :mod:`apcore_a2a.classify` (never the path or a method
+table) and adds only what the SDK lacks:
+
+* ``415`` for a POST with a body whose Content-Type is not JSON (also when it has none:
+  a browser page sends such a request cross-origin without asking first; body-less POSTs
+  such as ``:cancel`` need none), ``413`` for a body over the limit (on
+  ``Content-Length`` and again while reading);
+* ``-32700`` (JSON-RPC) or ``400`` (REST) for a body that is not UTF-8, is nested deeper
+  than Python's JSON decoder goes, or (JSON-RPC) holds an unpaired surrogate escape or no
+  ``id``, which the SDK would answer with -32603, an HTTP 500, or not at all;
+* the version rule for requests without an ``A2A-Version`` header: the SDK treats a
+  missing header as 0.3; here a 1.0 method name or REST path is served as 1.0;
+* stream limits (:class:`~apcore_a2a.server.limits.StreamLimiter`): over the agent's cap
+  ``503`` + ``Retry-After``, over the caller's quota ``429`` (``QuotaExceededError``);
+* ``cancel_on_disconnect`` (see :class:`~apcore_a2a.server.streams.StreamWatch`);
+* error scrubbing of every response (:mod:`apcore_a2a.server.scrub`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+from apcore_a2a.classify import VERSION_HEADER, RequestInfo, request_info
+from apcore_a2a.errors import QuotaExceededError
+from apcore_a2a.execution.identity import IDENTITY_SCOPE_KEY, IdentityUser
+from apcore_a2a.server.limits import GLOBAL_RETRY_AFTER, StreamLimiter
+from apcore_a2a.server.scrub import scrubbing_send
+from apcore_a2a.server.streams import DropHandler, StreamWatch, cancel_on_drop
+
+__all__ = ["DropHandler", "RequestGuard", "StreamWatch", "caller_of", "cancel_on_drop"]
+
+logger = logging.getLogger("apcore_a2a.server")
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+_JSON_TYPES = ("application/json", "application/a2a+json")
+_STATUS_NAMES = {
+    400: "INVALID_ARGUMENT",
+    404: "NOT_FOUND",
+    413: "PAYLOAD_TOO_LARGE",
+    415: "INVALID_ARGUMENT",
+    429: "RESOURCE_EXHAUSTED",
+    503: "UNAVAILABLE",
+}
+
+
+def caller_of(scope: Scope) -> str:
+    """The key quotas count by: the task owner, or ``ip:<address>`` for anonymous callers."""
+    identity = scope.get(IDENTITY_SCOPE_KEY)
+    if identity is not None:
+        return IdentityUser(identity).user_name
+    client = scope.get("client")
+    return f"ip:{client[0]}" if client else "ip:unknown"
+
+
+def _header(scope: Scope, name: bytes) -> bytes | None:
+    for key, value in scope["headers"]:
+        if key == name:
+            return bytes(value)
+    return None
+
+
+def _is_json_type(value: bytes | None) -> bool:
+    if value is None:
+        return False
+    media = value.split(b";", 1)[0].strip().decode("latin-1").lower()
+    return media in _JSON_TYPES or media.endswith("+json")
+
+
+def error_payload(info: RequestInfo, status: int, code: int, message: str) -> dict[str, Any]:
+    """An error in the shape of the request's binding (JSON-RPC or REST)."""
+    if info.binding == "jsonrpc":
+        request_id = info.payload.get("id") if isinstance(info.payload, dict) else None
+        if code == -32700:
+            request_id = None  # JSON-RPC 2.0 §5: a request that could not be parsed has no id
+        elif not isinstance(request_id, str | int) or isinstance(request_id, bool):
+            request_id = None
+        return {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
+    name = _STATUS_NAMES.get(status, "ERROR")
+    return {"error": {"code": status, "status": name, "message": message}}
+
+
+async def respond(
+    send: Send,
+    status: int,
+    payload: dict[str, Any],
+    extra: tuple[tuple[bytes, bytes], ...] = (),
+) -> None:
+    body = json.dumps(payload).encode()
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        *extra,
+    ]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+class RequestGuard:
+    """See the module docstring."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        max_body_bytes: int,
+        streams: StreamLimiter,
+        on_stream_dropped: DropHandler | None = None,
+    ) -> None:
+        self.app = app
+        self.max_body = max_body_bytes
+        self.streams = streams
+        self.on_stream_dropped = on_stream_dropped
+        #: open watched streams per task id (only with on_stream_dropped)
+        self.task_streams: dict[str, int] = {}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        info = request_info(scope) if scope["type"] == "http" else None
+        if info is None or not info.is_a2a:
+            await self.app(scope, receive, send)
+            return
+        rejection = await self._check(scope, info, receive)
+        if rejection is not None:
+            status, code, message = rejection
+            await respond(send, status, error_payload(info, status, code, message))
+            return
+        if not info.explicit_version and info.version is not None:
+            scope["headers"] = [*scope["headers"], (VERSION_HEADER, info.version.encode())]
+        receive = info.replay(receive)
+        send = scrubbing_send(send)
+        if info.streaming:
+            await self._stream(scope, info, receive, send)
+        elif info.routable:
+            await self.app(scope, receive, send)
+        else:
+            await respond(send, 404, error_payload(info, 404, -32601, "Not Found"))
+
+    async def _check(
+        self, scope: Scope, info: RequestInfo, receive: Receive
+    ) -> tuple[int, int, str] | None:
+        """``(HTTP status, JSON-RPC code, message)`` for a request to refuse, else ``None``."""
+        if info.http_method != "POST":
+            return None
+        length = _header(scope, b"content-length")
+        has_body = length != b"0" and (
+            length is not None or _header(scope, b"transfer-encoding") is not None
+        )
+        if has_body and not _is_json_type(_header(scope, b"content-type")):
+            # Also without any Content-Type: what a cross-origin page can send unasked.
+            # -32005 ContentTypeNotSupported: the spec's only media-type error (JSONRPC-SSE-002).
+            return 415, -32005, "Unsupported Content-Type: send JSON (application/json)"
+        too_large = length is not None and length.isdigit() and int(length) > self.max_body
+        if too_large or not await info.load_body(receive, self.max_body):
+            return 413, -32600, "Payload too large"
+        body = info.body or b""
+        if info.binding == "rest":
+            try:
+                body.decode("utf-8")
+            except UnicodeDecodeError:
+                # The SDK's REST dispatcher decodes outside its error handling (HTTP 500).
+                return 400, -32700, "Parse error: body is not valid UTF-8 JSON"
+            return None
+        payload = info.payload
+        if info.parse_error is not None:
+            # The SDK maps only JSONDecodeError to -32700; these reach it as -32603 or 500.
+            return 200, -32700, _parse_error(info.parse_error)
+        if _SURROGATE_HINT.search(body) and _has_lone_surrogate(payload):
+            # The SDK echoes such strings in its errors, then fails to encode its own answer.
+            return 200, -32700, _LONE_SURROGATE
+        if isinstance(payload, dict) and "method" in payload and "id" not in payload:
+            return 200, -32600, "Invalid Request: 'id' is required (A2A has no notifications)"
+        return None
+
+    async def _stream(self, scope: Scope, info: RequestInfo, receive: Receive, send: Send) -> None:
+        caller = caller_of(scope)
+        refusal = self.streams.acquire(caller)
+        if refusal is not None:
+            if refusal.scope == "agent":
+                status, code, retry = 503, -32603, GLOBAL_RETRY_AFTER
+                payload = error_payload(info, status, code, refusal.message)
+            else:
+                error = QuotaExceededError(refusal.message)
+                status, code, retry = 429, -32091, int(error.data["retryAfter"])  # type: ignore[index]
+                payload = error_payload(info, status, code, refusal.message)
+                payload["error"]["data"] = error.data
+            await respond(send, status, payload, ((b"retry-after", str(retry).encode()),))
+            return
+        watch = StreamWatch(self.task_streams) if self.on_stream_dropped is not None else None
+        try:
+            if not info.routable:
+                await respond(send, 404, error_payload(info, 404, -32601, "Not Found"))
+            elif watch is None:
+                await self.app(scope, receive, send)
+            else:
+                await self.app(scope, watch.wrap_receive(receive), watch.wrap_send(send))
+        finally:
+            self.streams.release(caller)
+            if watch is not None and watch.close() and self.on_stream_dropped is not None:
+                assert watch.task_id is not None
+                await self.on_stream_dropped(scope, watch.task_id)
+
+
+_SURROGATE_HINT = re.compile(rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]")
+_LONE_SURROGATE = "Parse error: a string holds an unpaired UTF-16 surrogate"
+
+
+def _has_lone_surrogate(value: Any) -> bool:
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def _parse_error(exc: Exception) -> str:
+    if isinstance(exc, RecursionError):
+        return "Parse error: JSON nested too deeply"
+    if isinstance(exc, UnicodeDecodeError):
+        return "Parse error: body is not valid UTF-8 JSON"
+    return "Parse error: body is not valid JSON"

@@ -1,0 +1,150 @@
+"""Starting and stopping one agent's background work, with or without a lifespan.
+
+The app's lifespan runs :class:`Lifecycle` when the agent is served on its own. A host app
+that mounts the agent (``Mount("/agent", app=async_serve(registry))``) usually does not run
+a mounted app's lifespan, so :class:`StartOnFirstRequest` starts the same work on the first
+request instead: task store, push delivery, gRPC, module watching. For a clean shutdown
+the host wires our lifespan into its own (see docs/deployment.md).
+
+Process-wide tuning -- the event loop's default thread pool sized ``sync_workers`` (apcore
+runs sync modules there) and ``gc.freeze()`` after start -- is applied only when
+``process_tuning`` is on (by default under ``serve()`` and the CLI, which own the process),
+and undone on stop, so an app that mounts ours keeps its loop as it was.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from apcore_a2a.ops.shutdown import drain
+from apcore_a2a.server.features import Feature
+from apcore_a2a.server.state import ServerState
+
+__all__ = ["Lifecycle", "StartOnFirstRequest"]
+
+logger = logging.getLogger("apcore_a2a.server")
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+class Lifecycle:
+    """Start (once) and stop the stores, the features and module watching of one app."""
+
+    def __init__(self, state: ServerState, features: Sequence[Feature], *, tuning: bool) -> None:
+        self.state = state
+        self.features = tuple(features)
+        self.tuning = tuning
+        self.started = False
+        #: stopped for good (a request arriving during or after shutdown starts nothing)
+        self.closed = False
+        self._lock = asyncio.Lock()
+        self._stopped: list[Feature] = []
+        self._pool: ThreadPoolExecutor | None = None
+        self._previous_pool: Any = None
+
+    async def start(self) -> None:
+        """Start everything; a second call (or a concurrent one) does nothing."""
+        async with self._lock:
+            if self.started or self.closed:
+                return
+            self._tune()
+            self.state.started_at = time.time()
+            await self.state.stores.start()
+            for feature in self.features:
+                if feature.start is not None:
+                    await feature.start()
+                self._stopped.append(feature)
+            self.state.catalog.watch()
+            self.started = True
+            if self.tuning:
+                # What exists now (modules, schemas, SDK, card) lives as long as the server.
+                # Frozen, the cyclic GC stops re-scanning it in every full collection, which
+                # otherwise costs a few hundred µs per request (see benchmarks/RESULTS.md).
+                gc.freeze()
+
+    async def stop(self) -> None:
+        """Drain running tasks within ``shutdown_timeout``, then stop in reverse order."""
+        async with self._lock:
+            self.closed = True
+            if not self.started:
+                return
+            self.started = False
+            state = self.state
+            state.catalog.unwatch()
+            # Runs again (within the same deadline) if serve() already drained on SIGTERM.
+            await drain(state, state.settings.shutdown_timeout)
+            await state.handler.aclose()
+            for feature in reversed(self._stopped):
+                if feature.stop is not None:
+                    try:
+                        await feature.stop()
+                    except Exception:
+                        logger.exception("stopping %s failed", feature.name)
+            self._stopped.clear()
+            await state.ops.aclose()
+            await state.stores.aclose()
+            self._untune()
+
+    @contextlib.asynccontextmanager
+    async def lifespan(self, _app: Any) -> AsyncIterator[None]:
+        """The app's lifespan; also what a host app runs to wire ours into its own."""
+        await self.start()
+        try:
+            yield
+        finally:
+            await self.stop()
+
+    def _tune(self) -> None:
+        if not self.tuning:
+            return
+        loop = asyncio.get_running_loop()
+        self._pool = ThreadPoolExecutor(
+            max_workers=self.state.settings.sync_workers, thread_name_prefix="apcore-a2a"
+        )
+        self._previous_pool = getattr(loop, "_default_executor", None)
+        loop.set_default_executor(self._pool)
+
+    def _untune(self) -> None:
+        pool: ThreadPoolExecutor | None = self._pool
+        self._pool = None
+        if pool is None:
+            return
+        loop = asyncio.get_running_loop()
+        current: object = getattr(loop, "_default_executor", None)
+        if current is pool:
+            if self._previous_pool is not None:
+                loop.set_default_executor(self._previous_pool)
+            else:
+                loop._default_executor = None  # type: ignore[attr-defined]
+        pool.shutdown(wait=False, cancel_futures=True)
+        gc.unfreeze()  # let this app's own cycles be collected once it is gone
+
+
+class StartOnFirstRequest:
+    """Outermost middleware: start the lifecycle if no lifespan did (a mounted app)."""
+
+    def __init__(self, app: ASGIApp, *, lifecycle: Lifecycle) -> None:
+        self.app = app
+        self.lifecycle = lifecycle
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        lifecycle = self.lifecycle
+        if not lifecycle.started and not lifecycle.closed and scope["type"] != "lifespan":
+            logger.info(
+                "the host app did not run this agent's lifespan: starting its background "
+                "work now (wire agent.router.lifespan_context into the host's lifespan for "
+                "a clean shutdown)"
+            )
+            await lifecycle.start()
+        await self.app(scope, receive, send)

@@ -1,0 +1,195 @@
+"""Every error the agent sends, ours or the SDK's, is sanitized and bounded.
+
+The SDK answers some failures with raw exception text: -32603 carries ``str(exc)`` (a
+database URL, a path), request-validation errors carry pages of pydantic text with
+documentation links, and errors inside an SSE stream are sent as they are. The request
+guard passes every A2A response through :func:`scrubbing_send`, which rewrites only error
+payloads -- a JSON-RPC ``error`` object, a REST ``{"error": ...}`` body, or such an object
+in an SSE ``data:`` line -- and leaves everything else untouched and unbuffered:
+
+* the message loses paths, traceback lines and links and is cut to 500 characters;
+  -32603 (and HTTP 500) say only "Internal error" and drop their data, unless the
+  executor worded them (their data names the apcore error code);
+* every string inside the error's data is cut to 200 characters the same way.
+
+REST 429/503 answers also get the ``Retry-After`` header from the error's ``retryAfter``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+from apcore_a2a.adapters.errors import sanitize
+from apcore_a2a.errors import RETRY_AFTER_KEY
+
+__all__ = ["MAX_DATA_TEXT", "MAX_MESSAGE", "scrub_error", "scrubbing_send"]
+
+Message = MutableMapping[str, Any]
+Send = Callable[[Message], Awaitable[None]]
+
+MAX_MESSAGE = 500
+MAX_DATA_TEXT = 200
+INTERNAL = "Internal error"
+#: error-data key with which the executor marks its own (already sanitized) wording
+OURS_KEY = "apcoreCode"
+_LINK = re.compile(r"\s*(?:For further information visit\s+)?https?://\S+")
+_MARKER = b'"error"'
+
+
+def _clean(text: str, limit: int) -> str:
+    if "validation error" in text and "[type=" in text:
+        text = _summarize_validation(text)
+    return sanitize(_LINK.sub("", text), limit)
+
+
+def _summarize_validation(text: str) -> str:
+    """A pydantic ValidationError dump as ``field: problem; ...``, without echoed input.
+
+    The dump alternates a location line and an indented ``problem [type=..., input_value=
+    ..., input_type=...]`` line; the bracket (which echoes what the caller sent) is dropped.
+    """
+    problems: list[str] = []
+    location = ""
+    for line in text.splitlines()[1:]:
+        if not line.startswith(" "):
+            location = line.strip()
+            continue
+        problem = line.strip().split(" [type=", 1)[0]
+        if problem.startswith("For further information"):
+            continue
+        problems.append(f"{location}: {problem}" if location else problem)
+    shown = "; ".join(problems[:3])
+    more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
+    return f"Invalid request: {shown}{more}" if shown else "Invalid request"
+
+
+def _clean_data(value: Any) -> Any:
+    if isinstance(value, str):
+        return _clean(value, MAX_DATA_TEXT)
+    if isinstance(value, list):
+        return [_clean_data(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _clean_data(v) for k, v in value.items()}
+    return value
+
+
+def _ours(error: dict[str, Any]) -> bool:
+    """Whether an internal error is one the executor worded (it names the apcore code)."""
+    holders = [error.get("data"), *(error.get("details") or ())]
+    for holder in holders:
+        items = holder if isinstance(holder, list) else [holder]
+        for item in items:
+            metadata = item.get("metadata") if isinstance(item, dict) else None
+            if isinstance(metadata, dict) and isinstance(metadata.get(OURS_KEY), str):
+                return True
+    return False
+
+
+def scrub_error(error: dict[str, Any]) -> dict[str, Any]:
+    """A sanitized copy of one error object (JSON-RPC or REST shape)."""
+    code = error.get("code")
+    if code in (-32603, 500) and not _ours(error):
+        out = {k: v for k, v in error.items() if k in ("code", "status")}
+        out["message"] = INTERNAL
+        return out
+    out = dict(error)
+    message = error.get("message")
+    if isinstance(message, str):
+        out["message"] = _clean(message, MAX_MESSAGE) or "Error"
+    for key in ("data", "details"):
+        if key in out:
+            out[key] = _clean_data(out[key])
+    return out
+
+
+def _scrub_document(doc: Any) -> tuple[Any, int | None]:
+    """(*doc* with its error scrubbed, the error's retry-after seconds if any)."""
+    if not isinstance(doc, dict) or not isinstance(doc.get("error"), dict):
+        return doc, None
+    error = scrub_error(doc["error"])
+    return {**doc, "error": error}, _retry_after(error)
+
+
+def _retry_after(error: dict[str, Any]) -> int | None:
+    for holder in (error.get("data"), *(error.get("details") or ())):
+        if isinstance(holder, dict):
+            found = holder.get(RETRY_AFTER_KEY)
+            if found is None and isinstance(holder.get("metadata"), dict):
+                found = holder["metadata"].get(RETRY_AFTER_KEY)
+            if isinstance(found, int | float) and not isinstance(found, bool):
+                return max(1, round(found))
+        elif isinstance(holder, list):
+            for item in holder:
+                metadata = item.get("metadata") if isinstance(item, dict) else None
+                if isinstance(metadata, dict) and RETRY_AFTER_KEY in metadata:
+                    value = metadata[RETRY_AFTER_KEY]
+                    if isinstance(value, int | float) and not isinstance(value, bool):
+                        return max(1, round(value))
+    return None
+
+
+def _scrub_sse(chunk: bytes) -> bytes:
+    lines = chunk.split(b"\n")
+    for i, line in enumerate(lines):
+        if line.startswith(b"data:") and _MARKER in line:
+            try:
+                doc = json.loads(line[5:])
+            except ValueError:
+                continue
+            cleaned, _ = _scrub_document(doc)
+            if cleaned is not doc:
+                lines[i] = b"data: " + json.dumps(cleaned, ensure_ascii=False).encode()
+    return b"\n".join(lines)
+
+
+def scrubbing_send(send: Send) -> Send:
+    """Wrap *send* so error payloads leave sanitized (see the module docstring)."""
+    start: Message | None = None
+    streaming = False
+
+    async def wrapped(message: Message) -> None:
+        nonlocal start, streaming
+        if message["type"] == "http.response.start":
+            content_type = dict(message.get("headers") or ()).get(b"content-type", b"")
+            streaming = content_type.startswith(b"text/event-stream")
+            if streaming:
+                await send(message)
+            else:
+                start = message
+            return
+        if message["type"] != "http.response.body":
+            await send(message)
+            return
+        body: bytes = message.get("body", b"")
+        if streaming:
+            if _MARKER in body:
+                message = {**message, "body": _scrub_sse(body)}
+            await send(message)
+            return
+        if start is not None and (message.get("more_body", False) or _MARKER not in body):
+            await send(start)
+            start = None
+        if start is None:
+            await send(message)
+            return
+        try:
+            doc = json.loads(body)
+        except ValueError:
+            doc = None
+        cleaned, retry_after = _scrub_document(doc)
+        headers = list(start.get("headers") or ())
+        if cleaned is not doc:
+            body = json.dumps(cleaned, ensure_ascii=False).encode()
+            headers = [(k, v) for k, v in headers if k != b"content-length"]
+            headers.append((b"content-length", str(len(body)).encode()))
+        if retry_after is not None and start.get("status") in (429, 503):
+            headers = [(k, v) for k, v in headers if k != b"retry-after"]
+            headers.append((b"retry-after", str(retry_after).encode()))
+        await send({**start, "headers": headers})
+        start = None
+        await send({**message, "body": body})
+
+    return wrapped

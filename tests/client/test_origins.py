@@ -1,0 +1,153 @@
+"""The client follows card URLs of the agent's origin only, and never leaks credentials.
+
+Two real servers on 127.0.0.1: the agent (its card names an interface) and "elsewhere"
+(another port, so another origin), both recording what reaches them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Generator
+
+import httpx
+import pytest
+
+from apcore_a2a.client import A2AClient, A2ADiscoveryError, CrossOriginEndpointError
+from apcore_a2a.client._origin import check_endpoint
+from tests._support import running_server
+
+from ._stub_agent import CARD_V10, StubAgent, json_reply
+
+TASK = {
+    "id": "t-1",
+    "contextId": "c-1",
+    "status": {"state": "TASK_STATE_COMPLETED"},
+}
+
+
+def task_reply(_body: object) -> tuple[int, dict[str, str], list[bytes]]:
+    return json_reply({"jsonrpc": "2.0", "id": 1, "result": TASK})
+
+
+class Signed(httpx.Auth):
+    """A caller's own auth flow: adds a header (a stand-in for any signing scheme)."""
+
+    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response]:
+        request.headers["X-Signature"] = "sig-1"
+        yield request
+
+
+@contextlib.asynccontextmanager
+async def agent_pointing_elsewhere(
+    path: str = "/rpc",
+) -> AsyncIterator[tuple[str, StubAgent, StubAgent]]:
+    elsewhere = StubAgent(rpc=task_reply)
+    async with running_server(elsewhere) as other:
+        card = dict(CARD_V10)
+        card["supportedInterfaces"] = [
+            {"url": other + path, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}
+        ]
+        agent = StubAgent(rpc=task_reply, card=card)
+        async with running_server(agent) as url:
+            yield url, agent, elsewhere
+
+
+async def test_card_naming_another_origin_is_refused_with_a_typed_error() -> None:
+    async with agent_pointing_elsewhere() as (url, agent, elsewhere):
+        async with A2AClient(url, auth="tok-secret", headers={"X-API-Key": "k-1"}) as client:
+            with pytest.raises(CrossOriginEndpointError) as err:
+                await client.get_task("t-1")
+        assert isinstance(err.value, A2ADiscoveryError)
+        assert err.value.url.startswith(elsewhere_url(agent))
+        assert "allow_other_origins=True" in err.value.message
+        assert elsewhere.seen == [], "nothing was sent to the other origin"
+        assert [s.method for s in agent.seen] == ["GET"], "only the card was fetched"
+
+
+def elsewhere_url(agent: StubAgent) -> str:
+    return str(agent.card["supportedInterfaces"][0]["url"]).rsplit("/", 1)[0]
+
+
+async def test_opting_in_follows_the_url_without_credentials() -> None:
+    async with agent_pointing_elsewhere() as (url, agent, elsewhere):
+        headers = {"X-API-Key": "k-1", "X-Trace": "on"}
+        async with A2AClient(
+            url, auth="tok-secret", headers=headers, allow_other_origins=True
+        ) as client:
+            task = await client.get_task("t-1")
+        async with A2AClient(url, auth=Signed(), allow_other_origins=True) as signed:
+            await signed.get_task("t-1")
+    assert task["status"]["state"] == "completed"
+    assert [s.rpc_method for s in elsewhere.seen] == ["GetTask", "GetTask"]
+    for seen in elsewhere.seen:
+        for name in ("authorization", "x-api-key", "x-trace", "x-signature", "cookie"):
+            assert name not in seen.headers, name
+        assert seen.headers["a2a-version"] == "1.0", "protocol headers still go"
+    # The agent's own origin got the credentials with the card fetches.
+    assert agent.seen[0].headers["authorization"] == "Bearer tok-secret"
+    assert agent.seen[0].headers["x-api-key"] == "k-1"
+    assert agent.seen[-1].headers["x-signature"] == "sig-1"
+
+
+async def test_same_origin_interfaces_get_the_credentials() -> None:
+    agent = StubAgent(rpc=task_reply)
+    async with running_server(agent) as url:
+        card = dict(CARD_V10)
+        card["supportedInterfaces"] = [
+            {"url": "/a2a", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}
+        ]
+        agent.card = card
+        async with A2AClient(url, auth=Signed(), headers={"X-API-Key": "k-1"}) as client:
+            await client.get_task("t-1")
+    post = agent.seen[-1]
+    assert (post.method, post.path) == ("POST", "/a2a"), "a relative URL is the agent's"
+    assert post.headers["x-signature"] == "sig-1"
+    assert post.headers["x-api-key"] == "k-1"
+
+
+@pytest.mark.parametrize(
+    ("named", "base", "allowed"),
+    [
+        ("https://agent.example/rpc", "https://agent.example", True),
+        ("https://agent.example:443/rpc", "https://agent.example", True),
+        ("HTTPS://Agent.Example/rpc", "https://agent.example/base", True),
+        ("http://agent.example/rpc", "https://agent.example", False),
+        ("https://agent.example:8443/rpc", "https://agent.example", False),
+        ("https://evil.example/rpc", "https://agent.example", False),
+        ("https://agent.example.evil.example/rpc", "https://agent.example", False),
+        ("https://agent.example@evil.example/rpc", "https://agent.example", False),
+        ("ftp://agent.example/rpc", "https://agent.example", False),
+        ("/rpc", "https://agent.example/base", True),
+    ],
+)
+def test_origin_rule(named: str, base: str, allowed: bool) -> None:
+    if allowed:
+        assert check_endpoint(named, base, allow_other_origins=False, direct=False)
+        return
+    with pytest.raises(CrossOriginEndpointError):
+        check_endpoint(named, base, allow_other_origins=False, direct=False)
+
+
+def test_https_downgrade_is_named_in_the_error() -> None:
+    with pytest.raises(CrossOriginEndpointError, match="https downgraded to http"):
+        check_endpoint(
+            "http://agent.example/rpc",
+            "https://agent.example",
+            allow_other_origins=False,
+            direct=False,
+        )
+    with pytest.raises(CrossOriginEndpointError):
+        # Opting in covers other http(s) origins, never another scheme.
+        check_endpoint(
+            "file:///etc/passwd", "https://agent.example", allow_other_origins=True, direct=False
+        )
+
+
+def test_direct_mode_keeps_requests_on_the_in_process_app() -> None:
+    moved = check_endpoint(
+        "http://127.0.0.1:8000/a2a?x=1",
+        "http://agent.local",
+        allow_other_origins=False,
+        direct=True,
+    )
+    assert moved == "http://agent.local/a2a?x=1"

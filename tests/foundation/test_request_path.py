@@ -1,0 +1,125 @@
+"""What the request path promises beyond the per-route checks (issues 17 and 18).
+
+* A foreign ``Host`` is refused (DNS rebinding): 400, before anything runs.
+* An error inside an SSE stream is scrubbed like any other: no exception text.
+* A task-store object is used as given, even while it is empty (an empty store is falsy).
+* An anonymous ``/health`` says healthy or unhealthy, never where the database is.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+import pytest
+from a2a.server.context import ServerCallContext
+from a2a.server.tasks import InMemoryTaskStore
+from a2a.types import Task
+
+from apcore_a2a import A2AServerFactory
+from apcore_a2a.storage import BoundedMemoryTaskStore
+from tests._proxy import TcpProxy
+from tests._support import running_server
+from tests.foundation.modules import build_registry
+from tests.storage.conftest import PG_HOST, PG_PORT, pg_schema_url
+
+SEND = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "SendMessage",
+    "params": {
+        "message": {
+            "messageId": "m-1",
+            "role": "ROLE_USER",
+            "parts": [{"data": {"a": 1, "b": 2}}],
+            "metadata": {"skillId": "math.add"},
+        }
+    },
+}
+V1 = {"A2A-Version": "1.0"}
+
+
+async def test_a_foreign_host_header_is_refused() -> None:
+    app, _card = A2AServerFactory(build_registry(), environ={}).create()
+    async with running_server(app) as url, httpx.AsyncClient(base_url=url) as http:
+        ours = await http.post("/", json=SEND, headers=V1)
+        assert ours.json()["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+        for host in ("evil.example", "attacker.example:8000", "192.168.1.5"):
+            foreign = await http.post("/", json=SEND, headers={**V1, "Host": host})
+            assert foreign.status_code == 400, host
+        assert (await http.get("/health", headers={"Host": "localhost"})).status_code == 200
+
+
+async def test_allowed_hosts_setting_replaces_the_default() -> None:
+    app, _card = A2AServerFactory(
+        build_registry(), environ={}, allowed_hosts=["agents.example"]
+    ).create()
+    async with running_server(app) as url, httpx.AsyncClient(base_url=url) as http:
+        assert (await http.get("/health")).status_code == 400  # 127.0.0.1 is not listed now
+        named = await http.get("/health", headers={"Host": "agents.example"})
+        assert named.status_code == 200
+
+
+class _FailingStore(InMemoryTaskStore):
+    """Saves the first state, then fails the way a lost database connection does."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.saves = 0
+
+    async def save(self, task: Task, context: ServerCallContext | None = None) -> None:
+        self.saves += 1
+        if self.saves > 1:
+            raise ConnectionRefusedError(
+                111, "Connect call failed ('10.0.0.5', 5432) user=agent db=/srv/secret/db"
+            )
+        await super().save(task, context)  # type: ignore[arg-type]
+
+
+async def test_an_error_inside_a_stream_is_scrubbed() -> None:
+    app, _card = A2AServerFactory(build_registry(), environ={}, task_store=_FailingStore()).create()
+    body = {**SEND, "method": "SendStreamingMessage"}
+    async with (
+        running_server(app) as url,
+        httpx.AsyncClient(base_url=url) as http,
+        http.stream("POST", "/", json=body, headers=V1) as response,
+    ):
+        text = (await response.aread()).decode()
+    frames = [json.loads(line[5:]) for line in text.splitlines() if line.startswith("data:")]
+    errors = [f["error"] for f in frames if "error" in f]
+    assert errors, text
+    for error in errors:
+        assert error == {"code": -32603, "message": "Internal error"}, error
+    for leak in ("Errno", "10.0.0.5", "5432", "/srv/secret", "Connect call failed"):
+        assert leak not in text
+
+
+@pytest.mark.parametrize("store", [BoundedMemoryTaskStore(max_capacity=5), InMemoryTaskStore()])
+async def test_a_task_store_object_is_used_even_while_empty(store: Any) -> None:
+    app, _card = A2AServerFactory(build_registry(), environ={}, task_store=store).create()
+    async with running_server(app) as url, httpx.AsyncClient(base_url=url) as http:
+        reply = (await http.post("/", json=SEND, headers=V1)).json()
+    task_id = reply["result"]["task"]["id"]
+    assert await store.get(task_id, ServerCallContext()) is not None
+
+
+async def test_anonymous_health_names_no_database_while_it_is_down() -> None:
+    with pg_schema_url() as url:
+        proxy = TcpProxy(PG_HOST, PG_PORT)
+        await proxy.start()
+        proxied = url.replace(f"{PG_HOST}:{PG_PORT}", f"127.0.0.1:{proxy.port}")
+        app, _card = A2AServerFactory(
+            build_registry(), environ={}, task_store=proxied, api_keys=("ops-key-123456789",)
+        ).create()
+        try:
+            async with running_server(app) as base, httpx.AsyncClient(base_url=base) as http:
+                assert (await http.get("/health")).json() == {"status": "healthy"}
+                await proxy.stop()
+                down = await http.get("/health")
+                assert (down.status_code, down.json()) == (503, {"status": "unhealthy"})
+                detailed = await http.get("/health", headers={"X-API-Key": "ops-key-123456789"})
+                assert detailed.status_code == 503
+                assert "unreachable" in detailed.json()["reason"]
+        finally:
+            await proxy.stop()

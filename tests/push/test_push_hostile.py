@@ -1,0 +1,175 @@
+"""Hostile webhooks cannot hurt the agent (issue 17): huge answers, drips, floods.
+
+The receivers are raw asyncio servers (tests/push/_hostile.py) so that nothing between
+them and the agent smooths their behaviour.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from .._support import cli_server
+from ._agent import add_message, push_agent, rpc, skill_message
+from ._hostile import hostile
+
+
+def _rss_bytes(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS line")
+
+
+def _finished(rec: Any) -> int:
+    """Connections done that delivered a task's last event (its completed status)."""
+    return sum(b"TASK_STATE_COMPLETED" in c.request for c in rec.closed())
+
+
+def _send(url: str) -> dict[str, Any]:
+    return {
+        "message": {
+            "messageId": os.urandom(8).hex(),
+            "role": "ROLE_USER",
+            "parts": [{"data": {"a": 1, "b": 2}, "mediaType": "application/json"}],
+            "metadata": {"skillId": "math.add"},
+        },
+        "configuration": {"taskPushNotificationConfig": {"url": url}},
+    }
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads RSS from /proc")
+async def test_a_receiver_answering_1_gib_leaves_agent_memory_flat() -> None:
+    env = {"A2A_PUSH_TIMEOUT": "10", "A2A_PUSH_RETRY_DELAYS": "0.05"}
+    args = ["--extensions-dir", "examples/extensions", "--push-notifications"]
+    args.append("--push-allow-insecure-urls")
+    with cli_server(args, env=env) as (base, proc):
+        async with (
+            hostile("ok") as polite,
+            hostile("huge", size=1 << 30) as huge,
+            httpx.AsyncClient(timeout=30) as client,
+        ):
+            # Warm up every code path of a delivery first, so the baseline includes them.
+            for _ in range(3):
+                await rpc(client, base, "SendMessage", _send(polite.url))
+            # Per config, events arrive in order: the completed status is each one's last.
+            await polite.wait_for(lambda: _finished(polite) == 3)
+            per_task = len(polite.conns) // 3
+            before = _rss_bytes(proc.pid)
+
+            tasks = 10
+            for _ in range(tasks):
+                reply = await rpc(client, base, "SendMessage", _send(huge.url))
+                assert reply["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+            # Every event of every task, each answered with 1 GiB.
+            await huge.wait_for(lambda: _finished(huge) == tasks)
+            growth = _rss_bytes(proc.pid) - before
+            sent = [c.sent for c in huge.closed()]
+            print(f"RSS growth {growth / 1e6:.1f} MB; receiver got to send {max(sent)} bytes max")
+            assert growth < 20 * 1024 * 1024, f"agent RSS grew by {growth / 1e6:.1f} MB"
+            # The agent hung up long before the gigabyte: nothing read it to the end.
+            assert max(sent) < (1 << 30) // 4
+            # The deliveries still count as accepted (2xx): no retry was made.
+            assert len(huge.conns) == per_task * tasks
+
+
+async def test_a_header_drip_ends_each_attempt_at_push_timeout() -> None:
+    # One byte every 0.2 s never trips a per-read timeout; only a deadline per attempt
+    # stops it. The receiver would drip for 2000 s.
+    async with (
+        hostile("drip-headers", interval=0.2) as drip,
+        push_agent(push_timeout=1.0, push_retry_delays=(0.1,)) as (base, app),
+        httpx.AsyncClient(timeout=10) as client,
+    ):
+        reply = await rpc(client, base, "SendMessage", _config(drip.url, "d"))
+        task_id = reply["result"]["task"]["id"]
+        await app.state.a2a.extras["push"].sender.idle()
+        # One try and its one retry, then the config failed (the receiver sees each
+        # hang-up at its next drip).
+        await drip.wait_for(lambda: len(drip.closed()) == 2)
+        attempts = drip.closed()
+        assert len(drip.conns) == 2
+        # Each attempt ended after ~5 dripped bytes (1 s), far from the 10 000 it had left.
+        assert all(c.sent <= 15 for c in attempts), [c.sent for c in attempts]
+        print("drip attempt durations:", [round(c.duration, 3) for c in attempts])
+        got = await rpc(
+            client, base, "GetTaskPushNotificationConfig", {"taskId": task_id, "id": "d"}
+        )
+        assert got["result"]["status"] == "failed"
+        assert got["result"]["statusReason"] == "no complete answer within 1 s (after 2 attempts)"
+
+
+async def test_a_body_drip_after_a_2xx_is_cut_at_push_timeout_and_counts_as_delivered() -> None:
+    async with (
+        hostile("drip-body", interval=0.2) as drip,
+        push_agent(push_timeout=1.0, push_retry_delays=(0.1,)) as (base, app),
+        httpx.AsyncClient(timeout=10) as client,
+    ):
+        reply = await rpc(client, base, "SendMessage", _config(drip.url, "b"))
+        task_id = reply["result"]["task"]["id"]
+        sender = app.state.a2a.extras["push"].sender
+        await sender.idle()
+        await drip.wait_for(lambda: len(drip.closed()) == len(drip.conns) == sender.sent)
+        attempts = drip.closed()
+        # Every event was delivered once (the status arrived in time), none retried.
+        assert sender.sent == len(attempts) >= 3
+        assert sender.retried == 0
+        assert all(c.sent <= 15 for c in attempts), [c.sent for c in attempts]
+        got = await rpc(
+            client, base, "GetTaskPushNotificationConfig", {"taskId": task_id, "id": "b"}
+        )
+        assert got["result"]["status"] == "active"
+
+
+def _config(url: str, config_id: str, skill: str = "demo.add") -> dict[str, Any]:
+    message = add_message()
+    message["metadata"] = {"skillId": skill}
+    return {
+        "message": message,
+        "configuration": {"taskPushNotificationConfig": {"id": config_id, "url": url}},
+    }
+
+
+async def test_a_stalled_receiver_overflows_its_bounded_queue_and_is_marked_failed() -> None:
+    async with (
+        hostile("stall") as stall,
+        push_agent(
+            push_timeout=30.0, push_retry_delays=(), push_queue_size=5, shutdown_timeout=1.0
+        ) as (base, app),
+        httpx.AsyncClient(timeout=10) as client,
+    ):
+        sender = app.state.a2a.extras["push"].sender
+        reply = await rpc(
+            client,
+            base,
+            "SendMessage",
+            {
+                "message": skill_message("demo.chunks", 40),
+                "configuration": {"taskPushNotificationConfig": {"id": "s", "url": stall.url}},
+            },
+        )
+        task_id = reply["result"]["task"]["id"]
+        assert reply["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+        # ~43 events: one in flight (stalled), five queued, the sixth overflowed the queue.
+        await stall.wait_for(lambda: len(stall.conns) == 1)
+        got = await rpc(
+            client, base, "GetTaskPushNotificationConfig", {"taskId": task_id, "id": "s"}
+        )
+        assert got["result"]["status"] == "failed"
+        assert got["result"]["statusReason"] == (
+            "more than 5 events were waiting for this receiver; deliveries stopped"
+        )
+        assert sender.dropped >= 40 - 5
+        assert sender.pending <= 1  # nothing queued any more, only the stalled attempt
+        stall.release()
+        await sender.idle()
+        # The stalled attempt then failed too; the first reason (the overflow) is kept.
+        again = await rpc(
+            client, base, "GetTaskPushNotificationConfig", {"taskId": task_id, "id": "s"}
+        )
+        assert again["result"]["statusReason"] == got["result"]["statusReason"]
+        assert len(stall.conns) == 1

@@ -1,0 +1,182 @@
+"""At most one execution per task, on a real server and across two PostgreSQL replicas.
+
+* 50 approvals of one parked payment sent at once (alternating between the replicas):
+  exactly one resumes it, the module runs once, the other 49 are refused
+  (``TaskBusyError`` while it runs, -32004 once it has finished).
+* A message for a task that is still running is refused at once (JSON-RPC -32090,
+  REST 409, gRPC FAILED_PRECONDITION), not queued behind it.
+* A finished task stays finished: cancel answers -32002 and the task is unchanged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from a2a.client.errors import A2AClientError
+
+from apcore_a2a.errors import TaskBusyError
+from tests._sdk import make_client, request
+
+from .._support import cli_server, free_port
+from .conftest import pg_schema_url
+from .test_replicas_e2e import PROBES
+
+V10 = {"A2A-Version": "1.0"}
+
+
+@contextlib.contextmanager
+def _deployment(backend: str, grpc: bool = False) -> Iterator[list[str]]:
+    """Base URLs: one memory-store server, or two cluster replicas on PostgreSQL."""
+    with contextlib.ExitStack() as stack:
+        args = ["--extensions-dir", PROBES]
+        grpc_args = ["--grpc-port", str(free_port())] if grpc else []
+        if backend == "memory":
+            url, _ = stack.enter_context(cli_server([*args, *grpc_args]))
+            yield [url]
+            return
+        store = stack.enter_context(pg_schema_url())
+        args += ["--task-store", store, "--cluster"]
+        a, _ = stack.enter_context(cli_server([*args, *grpc_args]))
+        b, _ = stack.enter_context(cli_server(args))
+        yield [a, b]
+
+
+def _message(skill: str | None, data: dict[str, Any], task_id: str = "") -> dict[str, Any]:
+    msg: dict[str, Any] = {
+        "messageId": uuid.uuid4().hex,
+        "role": "ROLE_USER",
+        "parts": [{"data": data}],
+    }
+    if skill:
+        msg["metadata"] = {"skillId": skill}
+    if task_id:
+        msg["taskId"] = task_id
+    return msg
+
+
+async def _rpc(http: httpx.AsyncClient, url: str, method: str, params: dict[str, Any]) -> Any:
+    body = {"jsonrpc": "2.0", "id": uuid.uuid4().hex, "method": method, "params": params}
+    response = await http.post(url + "/", json=body, headers=V10)
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def _state(payload: dict[str, Any]) -> str:
+    return str(payload["result"]["task"]["status"]["state"])
+
+
+async def _journal_lines(journal: Path, word: str) -> list[str]:
+    if not journal.exists():
+        return []
+    return [line for line in journal.read_text().splitlines() if line.startswith(word)]
+
+
+@pytest.mark.parametrize("backend", ["memory", "postgresql"])
+async def test_fifty_concurrent_approvals_run_the_payment_once(
+    backend: str, tmp_path: Path
+) -> None:
+    journal = tmp_path / "journal.txt"
+    with _deployment(backend) as urls:
+        async with httpx.AsyncClient(timeout=120, limits=httpx.Limits(max_connections=60)) as http:
+            parked = await _rpc(
+                http,
+                urls[0],
+                "SendMessage",
+                {"message": _message("probe.pay", {"journal": str(journal), "amount": 500})},
+            )
+            assert _state(parked) == "TASK_STATE_INPUT_REQUIRED", parked
+            task_id = parked["result"]["task"]["id"]
+            approve = {"message": _message(None, {"approved": True}, task_id)}
+            answers = await asyncio.gather(
+                *(_rpc(http, urls[i % len(urls)], "SendMessage", approve) for i in range(50))
+            )
+            completed = [a for a in answers if "result" in a]
+            refused = [a for a in answers if "error" in a]
+            assert len(completed) == 1, answers
+            assert _state(completed[0]) == "TASK_STATE_COMPLETED"
+            # Busy while the winner runs; once it has finished, the SDK's answer for a
+            # message to a terminal task (UnsupportedOperationError).
+            assert {a["error"]["code"] for a in refused} <= {-32090, -32004}, refused
+            assert len(refused) == 49
+            # A repeated approval of the finished task is refused too, never new input.
+            again = await _rpc(http, urls[-1], "SendMessage", approve)
+            assert again["error"]["code"] == -32004, again
+            stored = await _rpc(http, urls[-1], "GetTask", {"id": task_id})
+            assert stored["result"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert len(await _journal_lines(journal, "paid")) == 1, journal.read_text()
+
+
+@pytest.mark.parametrize("backend", ["memory", "postgresql"])
+async def test_a_message_for_a_running_task_is_refused_on_every_binding(
+    backend: str, tmp_path: Path
+) -> None:
+    journal = tmp_path / "journal.txt"
+    with _deployment(backend, grpc=True) as urls:
+        async with httpx.AsyncClient(timeout=60) as http:
+            work = {"journal": str(journal), "seconds": 300}
+            started = await _rpc(
+                http,
+                urls[0],
+                "SendMessage",
+                {
+                    "message": _message("probe.work", work),
+                    "configuration": {"returnImmediately": True},
+                },
+            )
+            task_id = started["result"]["task"]["id"]
+            deadline = time.monotonic() + 30
+            while not await _journal_lines(journal, "started"):
+                assert time.monotonic() < deadline, "the module never started"
+                await asyncio.sleep(0.05)
+            follow_up = {"message": _message("probe.work", work, task_id)}
+            for url in urls:
+                answer = await _rpc(http, url, "SendMessage", follow_up)
+                assert answer["error"]["code"] == -32090, answer
+                assert "busy" in answer["error"]["message"]
+                rest = await http.post(url + "/message:send", json=follow_up, headers=V10)
+                assert rest.status_code == 409, rest.text
+            grpc_client = await make_client(urls[0], "GRPC", "1.0")
+            try:
+                # A plain SDK client reports FAILED_PRECONDITION; one whose error map knows
+                # our reasons (apcore_a2a.errors.register() ran) raises TaskBusyError.
+                with pytest.raises((A2AClientError, TaskBusyError), match="busy"):
+                    async for _ in grpc_client.send_message(
+                        request("probe.work", work, task_id=task_id)
+                    ):
+                        pass
+            finally:
+                await grpc_client.close()
+            # The refused messages changed nothing: the task still runs, once.
+            stored = await _rpc(http, urls[-1], "GetTask", {"id": task_id})
+            assert stored["result"]["status"]["state"] == "TASK_STATE_WORKING"
+            assert len(await _journal_lines(journal, "started")) == 1
+            canceled = await _rpc(http, urls[-1], "CancelTask", {"id": task_id})
+            assert canceled["result"]["status"]["state"] == "TASK_STATE_CANCELED"
+
+
+@pytest.mark.parametrize("backend", ["memory", "postgresql"])
+async def test_a_finished_task_stays_finished(backend: str, tmp_path: Path) -> None:
+    journal = tmp_path / "journal.txt"
+    with _deployment(backend) as urls:
+        async with httpx.AsyncClient(timeout=60) as http:
+            done = await _rpc(
+                http,
+                urls[0],
+                "SendMessage",
+                {"message": _message("probe.work", {"journal": str(journal), "seconds": 0})},
+            )
+            assert _state(done) == "TASK_STATE_COMPLETED"
+            task_id = done["result"]["task"]["id"]
+            for url in urls:
+                answer = await _rpc(http, url, "CancelTask", {"id": task_id})
+                assert answer["error"]["code"] == -32002, answer
+                stored = await _rpc(http, url, "GetTask", {"id": task_id})
+                assert stored["result"]["status"]["state"] == "TASK_STATE_COMPLETED"

@@ -1,0 +1,151 @@
+"""The package's import graph: no cycles, and each room imports only the rooms below it.
+
+Every ``import`` statement counts, including those inside functions and under
+``TYPE_CHECKING``: a lazy import still ties two modules together.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent.parent / "apcore_a2a"
+MAX_LINES = 450
+
+#: room -> rooms (and top-level modules) it may import; a room may always import itself.
+ALLOWED: dict[str, set[str]] = {
+    "adapters": set(),
+    "execution": {"adapters", "settings", "errors", "approval", "classify", "_logging"},
+    "storage": {"settings", "errors"},
+    "auth": {"adapters", "execution", "settings", "errors", "classify"},
+    "push": {"adapters", "settings", "errors", "storage", "classify"},
+    "ops": {"execution", "storage", "settings", "errors", "classify", "_version", "_logging"},
+    "explorer": {"_version"},
+    "client": {"_version"},
+    "config": {"settings", "execution", "approval"},
+    # the agent's own keys (card signing); the key class is push's SigningKey for now
+    "keys": {"adapters", "settings", "push"},
+    "server": {
+        *("adapters", "execution", "storage", "auth", "push", "ops", "explorer", "config"),
+        "keys",
+        *("settings", "errors", "classify", "approval", "_version", "_logging"),
+    },
+}
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _modules() -> dict[str, Path]:
+    return {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+
+
+def _imports(name: str, path: Path, known: set[str]) -> Iterator[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                module = f"{base}.{node.module}" if node.module else base
+            else:
+                module = node.module or ""
+            targets = [module] + [f"{module}.{alias.name}" for alias in node.names]
+        else:
+            continue
+        for target in targets:
+            if target in known:
+                yield target
+
+
+def _graph() -> dict[str, set[str]]:
+    modules = _modules()
+    known = set(modules)
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        edges = set(_imports(name, path, known))
+        # Importing a.b.c runs a/__init__ and a/b/__init__ first, except the packages
+        # that contain the importing module: those are already being imported.
+        own = {".".join(name.split(".")[:i]) for i in range(1, name.count(".") + 1)}
+        for target in list(edges):
+            parts = target.split(".")
+            edges.update(".".join(parts[:i]) for i in range(2, len(parts)))
+        graph[name] = edges - own - {name, "apcore_a2a"}
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    counter = 0
+
+    def visit(node: str) -> None:
+        nonlocal counter
+        index[node] = low[node] = counter
+        counter += 1
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph[node]):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                item = stack.pop()
+                on_stack.discard(item)
+                component.append(item)
+                if item == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def _room(module: str) -> str:
+    return module.split(".")[1] if "." in module else ""
+
+
+def test_no_import_cycles() -> None:
+    assert _cycles(_graph()) == []
+
+
+def test_rooms_import_only_what_they_may() -> None:
+    wrong = []
+    for module, targets in sorted(_graph().items()):
+        room = _room(module)
+        if room not in ALLOWED:
+            continue
+        for target in sorted(targets):
+            other = _room(target)
+            if other != room and other not in ALLOWED[room]:
+                wrong.append(f"{module} -> {target}")
+    assert wrong == []
+
+
+def test_no_module_is_too_long() -> None:
+    long = {
+        _module_name(p): n
+        for p in PACKAGE.rglob("*.py")
+        if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES
+    }
+    assert long == {}
+
+
+def test_the_checker_sees_a_cycle() -> None:
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == [["a", "b", "c"]]

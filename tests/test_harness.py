@@ -1,0 +1,66 @@
+"""The test harness reports what its servers do at shutdown (``tests/_support.py``).
+
+A server a test started must exit 0 on SIGTERM within its stop timeout. One that has to
+be SIGKILLed, or exits with another code, fails the test that started it, with the
+server's output in the message; only a process the test crashed on purpose is forgiven.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+
+import pytest
+
+from tests._support import ServerProcess, stop_process
+
+# Each child prints "ready" once its SIGTERM handling is in place.
+CLEAN = "import signal, sys, time\nsignal.signal(signal.SIGTERM, lambda *a: sys.exit(0))\n"
+STUBBORN = "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+CRASHING = "import signal, sys, time\nsignal.signal(signal.SIGTERM, lambda *a: sys.exit(3))\n"
+FOREVER = "print('ready', flush=True)\nwhile True: time.sleep(1)\n"
+
+
+def _start(setup: str) -> ServerProcess:
+    proc = ServerProcess([sys.executable, "-c", setup + FOREVER])
+    deadline = time.monotonic() + 60
+    while "ready" not in proc.output():
+        assert proc.poll() is None, proc.output()
+        assert time.monotonic() < deadline, "the child never got ready"
+        time.sleep(0.02)
+    return proc
+
+
+def test_a_clean_exit_passes() -> None:
+    proc = _start(CLEAN)
+    stop_process(proc, timeout=30)
+    assert proc.returncode == 0
+
+
+def test_a_server_that_must_be_sigkilled_fails_the_test_with_its_output() -> None:
+    proc = _start(STUBBORN)
+    with pytest.raises(pytest.fail.Exception, match="SIGKILLed") as failed:
+        stop_process(proc, timeout=0.5)
+    assert proc.returncode == -signal.SIGKILL
+    assert "ready" in str(failed.value)  # what the server printed
+
+
+def test_a_non_zero_exit_fails_the_test() -> None:
+    proc = _start(CRASHING)
+    with pytest.raises(pytest.fail.Exception, match="exited with 3"):
+        stop_process(proc, timeout=30)
+
+
+def test_a_process_killed_on_purpose_is_only_reaped() -> None:
+    proc = _start(STUBBORN)
+    proc.kill9()
+    stop_process(proc, timeout=30)
+    assert proc.returncode == -signal.SIGKILL
+
+
+def test_an_exit_is_judged_once() -> None:
+    proc = _start(CRASHING)
+    with pytest.raises(pytest.fail.Exception):
+        stop_process(proc, timeout=30)
+    stop_process(proc, timeout=30)  # the context manager's second look stays quiet
