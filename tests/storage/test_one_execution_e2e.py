@@ -1,6 +1,7 @@
 """At most one execution per task, on a real server and across two PostgreSQL replicas.
 
-* 50 approvals of one parked payment sent at once (alternating between the replicas):
+* 50 approvals of one parked payment sent at once over JSON-RPC, REST and gRPC
+  (alternating between the replicas):
   exactly one resumes it, the module runs once, the other 49 are refused
   (``TaskBusyError`` while it runs, -32004 once it has finished).
 * A message for a task that is still running is refused at once (JSON-RPC -32090,
@@ -21,6 +22,8 @@ from typing import Any
 import httpx
 import pytest
 from a2a.client.errors import A2AClientError
+from a2a.types import TaskState
+from a2a.utils.errors import A2AError
 
 from apcore_a2a.errors import TaskBusyError
 from tests._sdk import make_client, request
@@ -84,7 +87,7 @@ async def test_fifty_concurrent_approvals_run_the_payment_once(
     backend: str, tmp_path: Path
 ) -> None:
     journal = tmp_path / "journal.txt"
-    with _deployment(backend) as urls:
+    with _deployment(backend, grpc=True) as urls:
         async with httpx.AsyncClient(timeout=120, limits=httpx.Limits(max_connections=60)) as http:
             parked = await _rpc(
                 http,
@@ -95,17 +98,56 @@ async def test_fifty_concurrent_approvals_run_the_payment_once(
             assert _state(parked) == "TASK_STATE_INPUT_REQUIRED", parked
             task_id = parked["result"]["task"]["id"]
             approve = {"message": _message(None, {"approved": True}, task_id)}
-            answers = await asyncio.gather(
-                *(_rpc(http, urls[i % len(urls)], "SendMessage", approve) for i in range(50))
-            )
-            completed = [a for a in answers if "result" in a]
-            refused = [a for a in answers if "error" in a]
-            assert len(completed) == 1, answers
-            assert _state(completed[0]) == "TASK_STATE_COMPLETED"
-            # Busy while the winner runs; once it has finished, the SDK's answer for a
-            # message to a terminal task (UnsupportedOperationError).
-            assert {a["error"]["code"] for a in refused} <= {-32090, -32004}, refused
-            assert len(refused) == 49
+            grpc_client = await make_client(urls[0], "GRPC", "1.0")
+
+            async def over_jsonrpc(url: str) -> str:
+                answer = await _rpc(http, url, "SendMessage", approve)
+                if "result" in answer:
+                    return _state(answer)
+                return f"refused {answer['error']['code']}"
+
+            async def over_rest(url: str) -> str:
+                answer = await http.post(url + "/message:send", json=approve, headers=V10)
+                if answer.status_code == 200:
+                    return str(answer.json()["task"]["status"]["state"])
+                return f"refused {answer.status_code}"
+
+            async def over_grpc() -> str:
+                try:
+                    states = [
+                        TaskState.Name(r.task.status.state)
+                        async for r in grpc_client.send_message(
+                            request(None, {"approved": True}, task_id=task_id)
+                        )
+                        if r.HasField("task")
+                    ]
+                except (A2AClientError, A2AError) as refused:
+                    return f"refused {type(refused).__name__}"
+                return states[-1]
+
+            calls = [
+                over_jsonrpc(urls[i % len(urls)])
+                if i % 3 == 0
+                else over_rest(urls[i % len(urls)])
+                if i % 3 == 1
+                else over_grpc()
+                for i in range(50)
+            ]
+            try:
+                outcomes = await asyncio.gather(*calls)
+            finally:
+                await grpc_client.close()
+            assert outcomes.count("TASK_STATE_COMPLETED") == 1, outcomes
+            refused = [o for o in outcomes if o != "TASK_STATE_COMPLETED"]
+            # Busy while the winner runs (-32090 / 409 / FAILED_PRECONDITION); once it has
+            # finished, the SDK's answer for a message to a terminal task (-32004, 400).
+            assert all(o.startswith("refused") for o in refused), outcomes
+            assert {o for o in refused if not o.endswith("Error")} <= {
+                "refused -32090",
+                "refused -32004",
+                "refused 409",
+                "refused 400",
+            }, outcomes
             # A repeated approval of the finished task is refused too, never new input.
             again = await _rpc(http, urls[-1], "SendMessage", approve)
             assert again["error"]["code"] == -32004, again
