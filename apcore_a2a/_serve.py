@@ -36,7 +36,7 @@ def serve(registry_or_executor: Any = None, **kwargs: Any) -> None:
 
     Keyword arguments are the fields of :class:`~apcore_a2a.settings.Settings` (``host``,
     ``port``, ``name``, ``url``, ``default_skill``, ``execution_timeout``,
-    ``shutdown_timeout``...), plus ``task_store`` (URL or TaskStore), ``auth``
+    ``shutdown_timeout``, ``workers``...), plus ``task_store`` (URL or TaskStore), ``auth``
     (Authenticator) and ``config`` (an agent YAML file; keyword arguments and environment
     variables win over it; with no registry given, the file's modules are served:
     ``serve(config="agent.yaml")``). SIGINT/SIGTERM stop the server gracefully within
@@ -52,6 +52,13 @@ def serve(registry_or_executor: Any = None, **kwargs: Any) -> None:
         serve(registry, port=8000)
     """
     factory = A2AServerFactory(registry_or_executor, standalone=True, **kwargs)
+    if factory.settings.workers > 1:
+        from apcore_a2a._workers import run_workers
+
+        code = run_workers(factory)
+        if code:
+            raise SystemExit(code)
+        return
     app, _card = factory.create()
     run_app(app, factory.settings)
 
@@ -96,8 +103,10 @@ def _graceful_server_class() -> type[Any]:
     return GracefulServer
 
 
-def run_app(app: Starlette, settings: Settings) -> None:
+def run_app(app: Starlette, settings: Settings, sockets: list[Any] | None = None) -> None:
     """Run *app* with uvicorn using *settings* (host, port, log level, shutdown timeout).
+
+    With *sockets* (a worker of ``workers=N``) uvicorn serves those instead of binding.
 
     Logging is set up from *settings* (``log_level``, ``log_format``) unless the
     application configured handlers of its own; uvicorn's records use the same format.
@@ -118,5 +127,6 @@ def run_app(app: Starlette, settings: Settings) -> None:
         log_config=None,
     )
     server = _graceful_server_class()(config)
-    logger.info("Serving A2A agent at %s", settings.public_url())
-    server.run()
+    if sockets is None:
+        logger.info("Serving A2A agent at %s", settings.public_url())
+    server.run(sockets=sockets)

@@ -147,7 +147,10 @@ def describe_error(
 ) -> str:
     """One line naming where the first bad value came from and what was wrong."""
     error = exc.errors(include_url=False)[0]
-    name = str(error["loc"][0]) if error["loc"] else ""
+    if not error["loc"]:
+        # A rule across settings (model validator): its message names them itself.
+        return str(error["msg"]).removeprefix("Value error, ")
+    name = str(error["loc"][0])
     spec = specs.get(name)
     if name in given or spec is None:
         where = name

@@ -22,7 +22,7 @@ import os
 from collections.abc import Iterator, Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import field_validator
+from pydantic import field_validator, model_validator
 from pydantic_settings import NoDecode, SettingsConfigDict
 
 from apcore_a2a._settings_support import (
@@ -108,6 +108,13 @@ class Settings(SettingsBase):
     # -- HTTP server -----------------------------------------------------------------
     host: str = setting("127.0.0.1", "A2A_HOST", "http.host", "address to listen on")
     port: int = setting(8000, "A2A_PORT", "http.port", "port to listen on")
+    workers: int = setting(
+        1,
+        "A2A_WORKERS",
+        "http.workers",
+        "server processes on this host (2+: needs --cluster)",
+        ge=1,
+    )
     rpc_path: str = setting("/", "A2A_RPC_PATH", "http.rpc_path", "JSON-RPC endpoint path")
     cors_origins: Strings = setting(
         (),
@@ -135,25 +142,13 @@ class Settings(SettingsBase):
         ge=1,
     )
     shutdown_timeout: float = setting(
-        30.0,
-        "A2A_SHUTDOWN_TIMEOUT",
-        "limits.shutdown_timeout",
-        "seconds to drain on stop",
-        ge=0,
+        30.0, "A2A_SHUTDOWN_TIMEOUT", "limits.shutdown_timeout", "seconds to drain on stop", ge=0
     )
     execution_timeout: float = setting(
-        300.0,
-        "A2A_EXECUTION_TIMEOUT",
-        "limits.execution_timeout",
-        "seconds a run may take",
-        gt=0,
+        300.0, "A2A_EXECUTION_TIMEOUT", "limits.execution_timeout", "seconds a run may take", gt=0
     )
     max_streams: int = setting(
-        50,
-        "A2A_MAX_STREAMS",
-        "limits.max_streams",
-        "concurrent SSE/gRPC streams",
-        ge=0,
+        50, "A2A_MAX_STREAMS", "limits.max_streams", "concurrent SSE/gRPC streams", ge=0
     )
     max_streams_per_caller: int = setting(
         20,
@@ -176,11 +171,7 @@ class Settings(SettingsBase):
         "cancel a task when its only stream is dropped",
     )
     sync_workers: int = setting(
-        32,
-        "A2A_SYNC_WORKERS",
-        "limits.sync_workers",
-        "threads for sync modules",
-        ge=1,
+        32, "A2A_SYNC_WORKERS", "limits.sync_workers", "threads for sync modules", ge=1
     )
     # -- storage ---------------------------------------------------------------------
     task_store: str = setting(
@@ -190,11 +181,7 @@ class Settings(SettingsBase):
         "memory://, sqlite:///path.db or postgresql://...",
     )
     task_max_capacity: int = setting(
-        10_000,
-        "A2A_TASK_MAX_CAPACITY",
-        "storage.task_max_capacity",
-        "tasks kept in memory",
-        ge=1,
+        10_000, "A2A_TASK_MAX_CAPACITY", "storage.task_max_capacity", "tasks kept in memory", ge=1
     )
     task_ttl_seconds: float = setting(
         3600.0,
@@ -311,11 +298,7 @@ class Settings(SettingsBase):
         "accept http:// and loopback webhooks (development only)",
     )
     push_timeout: float = setting(
-        10.0,
-        "A2A_PUSH_TIMEOUT",
-        "push.timeout",
-        "seconds per delivery attempt",
-        gt=0,
+        10.0, "A2A_PUSH_TIMEOUT", "push.timeout", "seconds per delivery attempt", gt=0
     )
     push_retry_delays: Numbers = setting(
         (1.0, 2.0, 4.0),
@@ -428,6 +411,15 @@ class Settings(SettingsBase):
         if isinstance(value, str):
             return [v for v in value.split(os.pathsep) if v]
         return value
+
+    @model_validator(mode="after")
+    def _workers_share_tasks(self) -> Settings:
+        if self.workers > 1 and not self.cluster:
+            raise ValueError(
+                f"workers={self.workers} needs a shared SQL task store in cluster mode "
+                "(--cluster --task-store sqlite:///path.db or postgresql://...)"
+            )
+        return self
 
     def public_url(self) -> str:
         """The base URL advertised on the card when ``url`` is not set."""

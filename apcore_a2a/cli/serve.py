@@ -133,5 +133,9 @@ def _serve_command(args: argparse.Namespace) -> int:
         file=sys.stderr,
         flush=True,
     )
+    if factory.settings.workers > 1:
+        from apcore_a2a._workers import run_workers
+
+        return run_workers(factory)
     run_app(app, factory.settings)
     return 0

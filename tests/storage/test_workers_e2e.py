@@ -1,0 +1,131 @@
+"""``--workers 2``: two server processes on one port, one SQLite cluster store.
+
+Connections land on either worker (the kernel spreads them), so each scenario below
+crosses workers on most runs: work is done by both processes, a task is canceled and an
+approval resumed from any connection, and SIGTERM stops the whole group with exit 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from .._support import ROOT, cli_server
+from .test_replicas_e2e import PROBES
+
+V10 = {"A2A-Version": "1.0"}
+
+
+@pytest.fixture(scope="module")
+def workers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    store = tmp_path_factory.mktemp("workers") / "tasks.db"
+    args = ["--extensions-dir", PROBES, "--workers", "2", "--cluster"]
+    args += ["--task-store", f"sqlite:///{store}"]
+    with cli_server(args, env={"A2A_CLUSTER_POLL_INTERVAL": "0.1"}) as (url, _proc):
+        yield url
+
+
+async def _rpc(url: str, method: str, params: dict[str, Any]) -> Any:
+    # A fresh connection per call, so the kernel may pick either worker.
+    async with httpx.AsyncClient(timeout=60) as http:
+        body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+        response = await http.post(url + "/", json=body, headers=V10)
+    return response.json()
+
+
+def _message(skill: str | None, data: dict[str, Any], task_id: str = "") -> dict[str, Any]:
+    msg: dict[str, Any] = {
+        "messageId": uuid.uuid4().hex,
+        "role": "ROLE_USER",
+        "parts": [{"data": data}],
+    }
+    if skill:
+        msg["metadata"] = {"skillId": skill}
+    if task_id:
+        msg["taskId"] = task_id
+    return msg
+
+
+def _journal(path: Path) -> list[list[str]]:
+    return [line.split() for line in path.read_text().splitlines()] if path.exists() else []
+
+
+async def test_both_workers_serve_and_share_tasks(workers: str, tmp_path: Path) -> None:
+    journal = tmp_path / "journal.txt"
+    work = {"journal": str(journal), "seconds": 0}
+    done = await asyncio.gather(
+        *(
+            _rpc(workers, "SendMessage", {"message": _message("probe.work", work)})
+            for _ in range(40)
+        )
+    )
+    assert {d["result"]["task"]["status"]["state"] for d in done} == {"TASK_STATE_COMPLETED"}
+    pids = {pid for word, pid in _journal(journal) if word == "finished"}
+    assert len(pids) == 2, f"one worker did all the work: {pids}"
+    # Every task is visible from every connection, whichever worker ran it.
+    found = await asyncio.gather(
+        *(_rpc(workers, "GetTask", {"id": d["result"]["task"]["id"]}) for d in done)
+    )
+    assert {f["result"]["status"]["state"] for f in found} == {"TASK_STATE_COMPLETED"}
+
+
+async def test_cancel_and_approval_from_any_connection(workers: str, tmp_path: Path) -> None:
+    journal = tmp_path / "journal.txt"
+    started = await _rpc(
+        workers,
+        "SendMessage",
+        {
+            "message": _message("probe.work", {"journal": str(journal), "seconds": 300}),
+            "configuration": {"returnImmediately": True},
+        },
+    )
+    task_id = started["result"]["task"]["id"]
+    deadline = time.monotonic() + 30
+    while not any(word == "started" for word, _ in _journal(journal)):
+        assert time.monotonic() < deadline, "the module never started"
+        await asyncio.sleep(0.05)
+    canceled = await _rpc(workers, "CancelTask", {"id": task_id})
+    assert canceled["result"]["status"]["state"] == "TASK_STATE_CANCELED"
+    while not any(word == "canceled" for word, _ in _journal(journal)):
+        assert time.monotonic() < deadline, (
+            f"the cancel never reached the module: {_journal(journal)}"
+        )
+        await asyncio.sleep(0.05)
+
+    pay = tmp_path / "pay.txt"
+    parked = await _rpc(
+        workers,
+        "SendMessage",
+        {"message": _message("probe.pay", {"journal": str(pay), "amount": 7})},
+    )
+    assert parked["result"]["task"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+    approved = await _rpc(
+        workers,
+        "SendMessage",
+        {"message": _message(None, {"approved": True}, parked["result"]["task"]["id"])},
+    )
+    assert approved["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert [w for w, *_ in _journal(pay)] == ["paid"]
+
+
+def test_workers_without_a_shared_store_are_refused_in_one_line() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "apcore_a2a", "serve", "--extensions-dir", PROBES, "--workers", "2"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode != 0
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "workers=2 needs a shared SQL task store in cluster mode" in lines[0]
