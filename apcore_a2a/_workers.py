@@ -109,7 +109,7 @@ def _child(factory: A2AServerFactory) -> None:
     # The parent's handlers forward signals; a worker stops the way a single server does.
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, signal.SIG_DFL)
-    from apcore_a2a._serve import run_app
+    from apcore_a2a._runner import run_app
 
     settings = factory.settings
     listener = _bind(settings.host, settings.port)

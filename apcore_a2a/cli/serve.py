@@ -115,7 +115,7 @@ def _flag_named(message: str, overrides: dict[str, Any]) -> str:
 
 
 def _serve_command(args: argparse.Namespace) -> int:
-    from apcore_a2a._serve import run_app
+    from apcore_a2a._runner import run_app
     from apcore_a2a.server.factory import A2AServerFactory
 
     overrides = overrides_from(args)

@@ -34,7 +34,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from apcore_a2a import A2AServerFactory
-    from apcore_a2a._serve import run_app
+    from apcore_a2a._runner import run_app
 
     from ._modules import build_executor
 
