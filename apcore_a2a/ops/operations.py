@@ -139,7 +139,7 @@ class Operations:
         # Anonymous probes learn healthy/unhealthy only: the reason can name the database
         # host and user, and the details tell a stranger how many skills exist.
         detailed = self.settings.ops_details_public or IDENTITY_SCOPE_KEY in request.scope
-        reason = await self._problem()
+        reason = await self.problem()
         if reason is not None:
             if reason != self._last_problem:
                 logger.warning("health check: unhealthy: %s", reason)
@@ -158,8 +158,8 @@ class Operations:
             )
         return JSONResponse(body, headers=_NO_STORE)
 
-    async def _problem(self) -> str | None:
-        """Why the server is unhealthy, or ``None``."""
+    async def problem(self) -> str | None:
+        """Why the server is unhealthy, or ``None`` (``/health`` and gRPC health)."""
         state = self._state
         if state is None:
             return "server not started"

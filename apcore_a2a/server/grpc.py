@@ -15,12 +15,11 @@ without it raises an ``ImportError`` that says so.
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextvars import ContextVar
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 from a2a.auth.user import UnauthenticatedUser, User
 from a2a.server.context import ServerCallContext
@@ -35,6 +34,14 @@ from apcore_a2a.adapters.file_bytes import (
 from apcore_a2a.execution.identity import IdentityUser
 from apcore_a2a.push.bodies import PROTOCOL_VERSION_STATE_KEY
 from apcore_a2a.server.conformance import grpc_version_error
+from apcore_a2a.server.grpc_listen import (
+    GRPC_EXTRA_HINT,
+    bind_host,
+    enable_reflection,
+    grpc_address,
+    read_tls,
+)
+from apcore_a2a.server.grpc_ops import CallObserver, add_health_service
 from apcore_a2a.server.limits import StreamLimiter
 from apcore_a2a.server.task_quota import CALLER_STATE_KEY
 
@@ -72,7 +79,6 @@ __all__ = [
 logger = logging.getLogger("apcore_a2a.grpc")
 
 #: What to tell a user whose installation lacks grpcio (same text as the ImportError).
-GRPC_EXTRA_HINT = 'gRPC support needs the "grpc" extra: pip install "apcore-a2a[grpc]"'
 
 #: Full names of the two A2A services this server hosts.
 SERVICE_V1: str = a2a_pb2.DESCRIPTOR.services_by_name["A2AService"].full_name
@@ -151,11 +157,16 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         authenticator: Authenticator | None,
         require_auth: bool,
         streams: StreamLimiter | None = None,
+        observer: CallObserver | None = None,
     ) -> None:
         self._aborts = aborts
         self._authenticator = authenticator
         self._require_auth = require_auth
         self._streams = streams
+        self._observer = observer
+
+    def _observe(self, method: str) -> contextlib.AbstractContextManager[None]:
+        return self._observer.call(method) if self._observer else contextlib.nullcontext()
 
     async def intercept_service(
         self,
@@ -232,6 +243,10 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         legacy = method.startswith(f"/{SERVICE_V0_3}/")
 
         async def call(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            with self._observe(method):
+                return await admitted(request, context)
+
+        async def admitted(request: Any, context: grpc.aio.ServicerContext) -> Any:
             await self._admit(method, context, abort)
             try:
                 if legacy:
@@ -255,6 +270,11 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         legacy = method.startswith(f"/{SERVICE_V0_3}/")
 
         async def call(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+            with self._observe(method):
+                async for item in admitted(request, context):
+                    yield item
+
+        async def admitted(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
             identity = await self._admit(method, context, abort)
             caller = await self._take_stream(identity, context)
             try:
@@ -299,31 +319,6 @@ async def _legacy_request(request: Any, context: grpc.aio.ServicerContext, abort
     return python
 
 
-def _host_for(host: str) -> str:
-    return f"[{host}]" if ":" in host and not host.startswith("[") else host
-
-
-def grpc_address(settings: Settings) -> str:
-    """The ``host:port`` advertised on the card for the gRPC interfaces.
-
-    The host is the public URL's (so an agent behind a proxy advertises its public name);
-    gRPC addresses carry no scheme.
-    """
-    host = urlsplit(settings.public_url()).hostname or "127.0.0.1"
-    return f"{_host_for(host)}:{settings.grpc_port}"
-
-
-def _read_tls(cert: str | None, key: str | None) -> tuple[bytes, bytes] | None:
-    if not cert and not key:
-        return None
-    if not cert or not key:
-        raise ValueError("grpc_tls_cert and grpc_tls_key must be given together")
-    try:
-        return Path(key).read_bytes(), Path(cert).read_bytes()
-    except OSError as exc:
-        raise ValueError(f"cannot read gRPC TLS file {exc.filename}: {exc.strerror}") from None
-
-
 class GrpcServer:
     """A ``grpc.aio`` server for an SDK request handler, started and stopped by the app.
 
@@ -346,6 +341,7 @@ class GrpcServer:
         *,
         authenticator: Authenticator | None = None,
         streams: StreamLimiter | None = None,
+        operations: Any = None,
     ) -> None:
         port = settings.grpc_port
         if port is None or not 0 < port < 65536:
@@ -355,9 +351,12 @@ class GrpcServer:
         self.authenticator = authenticator
         #: shared with the HTTP request guard, so SSE and gRPC streams count together
         self.streams = streams
-        self.bind_address = f"{_host_for(settings.host or '0.0.0.0')}:{port}"
+        #: counts and traces calls, and feeds grpc.health.v1 (``ops.Operations``)
+        self.operations = operations
+        self._health_stop: Callable[[], Awaitable[None]] | None = None
+        self.bind_address = f"{bind_host(settings.host or '0.0.0.0')}:{port}"
         self.address = grpc_address(settings)
-        self._tls = _read_tls(settings.grpc_tls_cert, settings.grpc_tls_key)
+        self._tls = read_tls(settings.grpc_tls_cert, settings.grpc_tls_key)
         self._server: grpc.aio.Server | None = None
 
     @property
@@ -381,20 +380,26 @@ class GrpcServer:
             self.authenticator,
             self.settings.require_auth,
             self.streams,
+            CallObserver.for_operations(self.operations) if self.operations else None,
         )
         server = grpc.aio.server(
             interceptors=[interceptor],
             options=[
                 ("grpc.max_receive_message_length", self.settings.max_body_bytes),
                 # Linux grpc sets SO_REUSEPORT by default, which would let a second agent
-                # "bind" a port that is already serving and split traffic with it.
-                ("grpc.so_reuseport", 0),
+                # "bind" a port that is already serving and split traffic with it; only
+                # the worker processes of one agent (workers=N) share it on purpose.
+                ("grpc.so_reuseport", 1 if self.settings.workers > 1 else 0),
             ],
         )
         a2a_pb2_grpc.add_A2AServiceServicer_to_server(v1, server)  # type: ignore[no-untyped-call]
         a2a_v0_3_pb2_grpc.add_A2AServiceServicer_to_server(v03, server)  # type: ignore[no-untyped-call]
         if self.settings.grpc_reflection:
-            _enable_reflection(server, (SERVICE_V1, SERVICE_V0_3))
+            enable_reflection(server, (SERVICE_V1, SERVICE_V0_3))
+        if self.operations is not None:
+            self._health_stop = add_health_service(
+                server, self.operations.problem, (SERVICE_V1, SERVICE_V0_3)
+            )
         try:
             if self._tls is not None:
                 credentials = grpc.ssl_server_credentials([self._tls])
@@ -417,12 +422,7 @@ class GrpcServer:
         server, self._server = self._server, None
         if server is None:
             return
+        health_stop, self._health_stop = self._health_stop, None
+        if health_stop is not None:
+            await health_stop()
         await server.stop(self.settings.shutdown_timeout if grace is None else grace)
-
-
-def _enable_reflection(server: grpc.aio.Server, services: Iterable[str]) -> None:
-    try:
-        from grpc_reflection.v1alpha import reflection
-    except ImportError as exc:  # pragma: no cover - grpcio-reflection ships with the extra
-        raise ImportError(GRPC_EXTRA_HINT) from exc
-    reflection.enable_server_reflection((*services, reflection.SERVICE_NAME), server)

@@ -70,7 +70,11 @@ def optional_features(
         found.append(push_feature(push, state, context_builder, signed=signer is not None))
     if s.grpc_port is not None:
         server = grpc_binding().GrpcServer(
-            state.handler, s, authenticator=authenticator, streams=state.streams
+            state.handler,
+            s,
+            authenticator=authenticator,
+            streams=state.streams,
+            operations=state.ops,
         )
         found.append(grpc_feature(server))
     found.append(explorer_feature(s))
