@@ -76,10 +76,15 @@ def open_stores(
             push_config_store=InMemoryPushNotificationConfigStore(),
         )
     from ._sql_open import open_sql_stores
+    from .outages import guard_outages, guard_push_outages
 
-    return open_sql_stores(
+    stores = open_sql_stores(
         store_url,
         settings,
         heartbeat_interval=heartbeat_interval,
         replica_timeout=replica_timeout,
     )
+    # A database outage answers StoreUnavailableError (retryable), see outages.py.
+    stores.task_store = guard_outages(stores.task_store)
+    stores.push_config_store = guard_push_outages(stores.push_config_store)
+    return stores

@@ -1,0 +1,107 @@
+"""A task store outage is a retryable, typed answer on every binding.
+
+PostgreSQL behind a TCP proxy that the test cuts: while it is down, calls that need the
+store get ``StoreUnavailableError`` (JSON-RPC -32092 with ``retryAfter``, REST 503 with
+``Retry-After``, gRPC ``UNAVAILABLE``), not an internal error; once it is back, the same
+agent serves again and the task written before the outage is intact.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import httpx
+import pytest
+from a2a.types import GetTaskRequest
+from apcore import Registry
+
+from apcore_a2a import A2AServerFactory
+from tests._sdk import make_client
+
+from .._modules import Add
+from .._proxy import TcpProxy
+from .._support import free_port, running_server
+from .conftest import PG_HOST, PG_PORT, pg_schema_url
+
+V10 = {"A2A-Version": "1.0"}
+
+
+def _send(skill: str = "demo.add") -> dict[str, Any]:
+    message = {
+        "messageId": uuid.uuid4().hex,
+        "role": "ROLE_USER",
+        "parts": [{"data": {"a": 1, "b": 2}}],
+        "metadata": {"skillId": skill},
+    }
+    return {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}}
+
+
+@pytest.mark.postgres
+async def test_an_outage_answers_retryable_errors_and_loses_nothing() -> None:
+    proxy = TcpProxy(PG_HOST, PG_PORT)
+    await proxy.start()
+    registry = Registry()
+    registry.register("demo.add", Add())
+    grpc_port = free_port()
+    try:
+        with pg_schema_url() as pg_url:
+            url = pg_url.replace(f"{PG_HOST}:{PG_PORT}", f"127.0.0.1:{proxy.port}")
+            app, _ = A2AServerFactory(
+                registry, environ={}, task_store=url, grpc_port=grpc_port
+            ).create()
+            async with running_server(app) as base, httpx.AsyncClient(base_url=base) as http:
+                before = (await http.post("/", json=_send(), headers=V10)).json()
+                task_id = before["result"]["task"]["id"]
+
+                await proxy.stop()
+                sent = (await http.post("/", json=_send(), headers=V10)).json()
+                assert sent["error"]["code"] == -32092, sent
+                (info,) = sent["error"]["data"]
+                assert info["reason"] == "TASK_STORE_UNAVAILABLE"
+                assert info["metadata"]["retryAfter"] == 2
+                got = (
+                    await http.post(
+                        "/",
+                        json={
+                            "jsonrpc": "2.0",
+                            "id": 2,
+                            "method": "GetTask",
+                            "params": {"id": task_id},
+                        },
+                        headers=V10,
+                    )
+                ).json()
+                assert got["error"]["code"] == -32092, got
+                rest = await http.get(f"/tasks/{task_id}", headers=V10)
+                assert rest.status_code == 503, rest.text
+                assert rest.headers["retry-after"] == "2"
+                client = await make_client(base, "GRPC", "1.0")
+                try:
+                    with pytest.raises(Exception) as refused:
+                        await client.get_task(GetTaskRequest(id=task_id))
+                    cause = refused.value.__cause__ or refused.value
+                    text = f"{type(refused.value).__name__} {refused.value} {cause}"
+                    assert "UNAVAILABLE" in text or "StoreUnavailable" in text, text
+                finally:
+                    await client.close()
+
+                await proxy.start()
+                again = (
+                    await http.post(
+                        "/",
+                        json={
+                            "jsonrpc": "2.0",
+                            "id": 3,
+                            "method": "GetTask",
+                            "params": {"id": task_id},
+                        },
+                        headers=V10,
+                    )
+                ).json()
+                assert again["result"]["status"]["state"] == "TASK_STATE_COMPLETED"
+                assert again["result"]["artifacts"] == before["result"]["task"]["artifacts"]
+                after = (await http.post("/", json=_send(), headers=V10)).json()
+                assert after["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    finally:
+        await proxy.stop()
