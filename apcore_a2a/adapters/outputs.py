@@ -73,7 +73,7 @@ def file_from_value(value: Any) -> File | None:
     """*value* as a :class:`File`: a ``File``, or a dict shaped like its ``model_dump()``.
 
     The dict must say ``"kind": "file"``, carry exactly one of ``raw`` (bytes, or their
-    base64 text as in ``model_dump(mode="json")``) and ``url`` (a string), and no keys
+    base64 text, standard or URL-safe as in ``model_dump(mode="json")``) and ``url`` (a string), and no keys
     besides ``kind``, ``raw``, ``url``, ``media_type``, ``filename``. Anything else is not
     a file (``None``), so ordinary data that merely has a ``url`` key stays data.
     """
@@ -85,8 +85,8 @@ def file_from_value(value: Any) -> File | None:
         return None
     raw, url = value.get("raw"), value.get("url")
     if isinstance(raw, str):
-        try:
-            raw = base64.b64decode(raw, validate=True)
+        try:  # standard or URL-safe alphabet (pydantic's JSON dump uses the latter)
+            raw = base64.b64decode(raw.replace("-", "+").replace("_", "/"), validate=True)
         except (binascii.Error, ValueError):
             return None
     if isinstance(raw, bytearray):
