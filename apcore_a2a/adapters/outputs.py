@@ -73,9 +73,10 @@ def file_from_value(value: Any) -> File | None:
     """*value* as a :class:`File`: a ``File``, or a dict shaped like its ``model_dump()``.
 
     The dict must say ``"kind": "file"``, carry exactly one of ``raw`` (bytes, or their
-    base64 text, standard or URL-safe as in ``model_dump(mode="json")``) and ``url`` (a string), and no keys
-    besides ``kind``, ``raw``, ``url``, ``media_type``, ``filename``. Anything else is not
-    a file (``None``), so ordinary data that merely has a ``url`` key stays data.
+    base64 text, standard or URL-safe as in ``model_dump(mode="json")``) and ``url`` (a
+    string), and no keys besides ``kind``, ``raw``, ``url``, ``media_type``,
+    ``filename``. Anything else is not a file (``None``), so ordinary data that merely
+    has a ``url`` key stays data.
     """
     if isinstance(value, File):
         return value
