@@ -5,6 +5,8 @@
   module's ``output_schema`` and passes apcore's strict output validation. Its
   ``model_dump()`` -- what apcore's ``@module`` functions and pydantic outputs turn it
   into -- is recognised too (:func:`file_from_value`).
+* ``{"kind": "text", "text": ...}`` -- a text part, for streaming modules, whose chunks
+  apcore requires to be dicts (:func:`text_from_value`).
 * :func:`reply_as` -- a module decides, for this call, whether the answer is an A2A
   ``Message`` or a ``Task`` (see docs/lifecycle.md for when each is possible).
 * :class:`InputRequired` -- raised by a module: the task waits in ``input-required``
@@ -31,6 +33,7 @@ __all__ = [
     "input_required_of",
     "reply_as",
     "reply_of",
+    "text_from_value",
 ]
 
 #: apcore ``Context.data`` key holding a module's per-call reply choice (private: the
@@ -103,6 +106,15 @@ def file_from_value(value: Any) -> File | None:
         return File(raw=raw, url=url, media_type=media_type, filename=filename)
     except ValueError:
         return None
+
+
+def text_from_value(value: Any) -> str | None:
+    """The text of a text-shaped dict ``{"kind": "text", "text": "..."}`` (exactly those
+    two keys), else ``None``. Streaming modules yield it: apcore streams only dicts."""
+    if isinstance(value, Mapping) and len(value) == 2 and value.get("kind") == "text":
+        text = value.get("text")
+        return text if isinstance(text, str) else None
+    return None
 
 
 def reply_as(context: Any, kind: Literal["message", "task"]) -> None:

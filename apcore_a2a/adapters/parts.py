@@ -12,9 +12,9 @@ apcore modules take one dict. Incoming parts become that dict:
   strictly and would reject them otherwise.
 
 Module output becomes parts: ``dict`` -> data part (``bytes`` and file values split out
-as file parts), ``str`` -> text part, a file (``bytes``, :class:`~.outputs.File` or its
-dict shape) -> file part, a list of files -> file parts, other JSON values -> a data part
-holding that value, ``None`` -> no parts.
+as file parts), ``str`` or ``{"kind": "text", "text": ...}`` -> text part, a file
+(``bytes``, :class:`~.outputs.File` or its dict shape) -> file part, a list of files ->
+file parts, other JSON values -> a data part holding that value, ``None`` -> no parts.
 """
 
 from __future__ import annotations
@@ -29,10 +29,16 @@ from a2a.types import Part
 from a2a.utils.errors import ContentTypeNotSupportedError, InvalidParamsError
 from google.protobuf.struct_pb2 import Value
 
-from apcore_a2a.adapters.outputs import File, file_from_value
+from apcore_a2a.adapters.outputs import File, file_from_value, text_from_value
 from apcore_a2a.adapters.schema import SchemaFacts, coerce_integers
 
-__all__ = ["input_from_parts", "output_to_parts", "sniff_media_type", "value_to_python"]
+__all__ = [
+    "input_from_parts",
+    "is_file",
+    "output_to_parts",
+    "sniff_media_type",
+    "value_to_python",
+]
 
 _OCTET = "application/octet-stream"
 
@@ -240,6 +246,11 @@ def _file_part(file: File, default_name: str | None = None) -> Part:
     return part
 
 
+def is_file(value: Any) -> bool:
+    """Whether *value* becomes a file part (``bytes``, a ``File`` or its dict shape)."""
+    return _as_file(value) is not None
+
+
 def _as_file(value: Any) -> File | None:
     if isinstance(value, bytes | bytearray):
         return File(raw=bytes(value))
@@ -254,6 +265,9 @@ def output_to_parts(value: Any, *, wrapped_result: bool = False) -> list[Part]:
         return []
     if isinstance(value, str):
         return [Part(text=value)]
+    text = text_from_value(value)
+    if text is not None:
+        return [Part(text=text)]
     file = _as_file(value)
     if file is not None:
         return [_file_part(file)]

@@ -42,13 +42,12 @@ from apcore_a2a.adapters.outputs import input_required_of, reply_of
 from apcore_a2a.adapters.parts import output_to_parts
 from apcore_a2a.adapters.skills import SkillSpec
 from apcore_a2a.execution import approvals, turns
-from apcore_a2a.execution.chunks import with_last_flag
+from apcore_a2a.execution.chunks import StreamSummary, with_last_flag
 from apcore_a2a.execution.context import apcore_context_for
 from apcore_a2a.execution.events import (
     ARTIFACT_NAME,
     agent_message,
     chunk_event,
-    deep_merge,
     status_event,
 )
 from apcore_a2a.execution.observer import ExecutionObserver, observe
@@ -193,7 +192,7 @@ class ApCoreAgentExecutor(AgentExecutor):
         task_id = context.task_id or ""
         context_id = context.context_id or ""
         message: Message | None = None
-        parts = output_to_parts(value, wrapped_result=spec.wrapped_result)
+        parts = value if streamed else output_to_parts(value, wrapped_result=spec.wrapped_result)
         if streamed:
             # The chunks already built the artifact; the status carries the merged result.
             message = Message(
@@ -256,19 +255,18 @@ class ApCoreAgentExecutor(AgentExecutor):
         apcore_context: Any,
         context: RequestContext,
         event_queue: EventQueue,
-    ) -> tuple[dict[str, Any] | None, bool]:
+    ) -> tuple[list[Part] | None, bool]:
         """Run a streaming module; each chunk becomes an artifact update on one id.
 
         A chunk goes out as soon as the next one arrives, the module's generator ends,
         or a short grace passes (see ``chunks.with_last_flag``); the last one carries
-        ``last_chunk`` when the generator ends within that grace. Returns the merged
-        result and whether any chunk came.
+        ``last_chunk`` when the generator ends within that grace. Returns the parts of
+        the whole result (``chunks.StreamSummary``) and whether any chunk came.
         """
         task_id = context.task_id or ""
         context_id = context.context_id or ""
         artifact_id = uuid.uuid4().hex
-        merged: dict[str, Any] = {}
-        sent = 0
+        summary = StreamSummary()
         stream = self._executor.stream(spec.module_id, inputs, apcore_context)
         # aclosing: a cancel or timeout closes the module's generator now, not at GC.
         async with contextlib.aclosing(stream) as chunks:
@@ -277,12 +275,11 @@ class ApCoreAgentExecutor(AgentExecutor):
                 async for chunk, last in flagged:
                     parts = output_to_parts(chunk) or [Part(text="")]
                     event = chunk_event(
-                        task_id, context_id, artifact_id, parts, append=sent > 0, last=last
+                        task_id, context_id, artifact_id, parts, append=summary.count > 0, last=last
                     )
                     await run.emit(event_queue, event)
-                    sent += 1
-                    deep_merge(merged, chunk)
-        return (merged if sent else None), sent > 0
+                    summary.add(chunk)
+        return (summary.parts() if summary.count else None), summary.count > 0
 
     async def _answer_first(
         self,

@@ -12,14 +12,14 @@
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
 from a2a.types import GetTaskRequest, Message, Role, SendMessageRequest, TaskState
 from apcore import Executor, ModuleAnnotations, Registry, module
 from google.protobuf.json_format import MessageToDict
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 from apcore_a2a import A2AApprovalHandler, A2AServerFactory, File, InputRequired, reply_as
 from tests._sdk import make_client, request
@@ -130,6 +130,28 @@ class GuardedTrip(Trip):
     annotations = ModuleAnnotations(requires_approval=True)
 
 
+class StoryOut(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class Story:
+    """Streams text, a file and data: apcore streams dicts only, so text has a dict shape."""
+
+    input_schema = Nothing
+    output_schema = StoryOut
+    description = "Tell a story, streaming"
+    annotations = ModuleAnnotations(streaming=True)
+
+    def execute(self, inputs: dict[str, Any], context: Any) -> dict[str, Any]:
+        return {"kind": "text", "text": "Once upon a time."}
+
+    async def stream(self, inputs: dict[str, Any], context: Any) -> AsyncIterator[dict[str, Any]]:
+        yield {"kind": "text", "text": "Once "}
+        yield {"kind": "text", "text": "upon a time."}
+        yield File(raw=PNG, media_type="image/png", filename="cover.png").model_dump()
+        yield {"pages": 2}
+
+
 def build_executor() -> Executor:
     registry = Registry()
     registry.register("out.files", Files())
@@ -137,6 +159,7 @@ def build_executor() -> Executor:
     registry.register("out.auto", Chooser())
     registry.register("out.trip", Trip())
     registry.register("out.guarded_trip", GuardedTrip())
+    registry.register("out.story", Story())
 
     @module(id="out.dumped", description="A File from a plain function", registry=registry)
     def dumped() -> File:
@@ -238,9 +261,56 @@ def test_file_shaped_dicts_and_plain_data() -> None:
     ):
         [part] = output_to_parts(value)
         assert part.WhichOneof("content") == "data", value
+    [text] = output_to_parts({"kind": "text", "text": "hi"})
+    assert text.text == "hi"
+    [data] = output_to_parts({"kind": "text", "text": "hi", "lang": "en"})
+    assert data.WhichOneof("content") == "data"
     files = output_to_parts([File(url=CHART_URL), File(raw=b"abc")])
     assert [p.WhichOneof("content") for p in files] == ["url", "raw"]
     assert files[0].media_type == ""  # a URL without a media type gets none
+
+
+def _kinds(parts: Any) -> list[tuple[str, Any]]:
+    out: list[tuple[str, Any]] = []
+    for part in parts:
+        kind = part.WhichOneof("content")
+        if kind == "text":
+            out.append(("text", part.text))
+        elif kind == "data":
+            out.append(("data", MessageToDict(part.data)))
+        else:
+            out.append((kind, (part.media_type, part.filename, len(part.raw))))
+    return out
+
+
+@pytest.mark.parametrize(("binding", "version"), BINDINGS)
+async def test_stream_of_text_file_and_data_chunks(
+    agent_url: str, binding: str, version: str
+) -> None:
+    client = await make_client(agent_url, binding, version, streaming=True)
+    try:
+        events = [e async for e in client.send_message(request("out.story", {}))]
+        chunks = [e.artifact_update for e in events if e.HasField("artifact_update")]
+        assert [_kinds(c.artifact.parts) for c in chunks] == [
+            [("text", "Once ")],
+            [("text", "upon a time.")],
+            [("raw", ("image/png", "cover.png", len(PNG)))],
+            [("data", {"pages": 2})],
+        ]
+        assert [c.append for c in chunks] == [False, True, True, True]
+        final = events[-1].status_update.status
+        assert final.state == COMPLETED
+        # The completed status sums the stream up: merged data, joined text, no file again.
+        assert _kinds(final.message.parts) == [
+            ("data", {"pages": 2}),
+            ("text", "Once upon a time."),
+        ]
+        stored = await client.get_task(GetTaskRequest(id=events[0].task.id))
+        [artifact] = stored.artifacts
+        assert [k for k, _ in _kinds(artifact.parts)] == ["text", "text", "raw", "data"]
+        assert artifact.parts[2].raw == PNG
+    finally:
+        await client.close()
 
 
 # -- DM-MSG-001 ----------------------------------------------------------------------------
