@@ -475,3 +475,33 @@ async def test_approval_after_an_answer_resumes_the_merged_input(agent_url: str)
         assert out["trip"] == "SFO -> JFK"
     finally:
         await client.close()
+
+
+async def test_a_question_is_answered_after_a_restart(tmp_path: Any) -> None:
+    """The question lives in the task store: a new server on the same store takes the answer."""
+    store = f"sqlite:///{tmp_path / 'tasks.db'}"
+
+    def app_on(port: int) -> Any:
+        app, _card = A2AServerFactory(
+            build_executor(), environ={}, port=port, task_store=store
+        ).create()
+        return app
+
+    port = free_port()
+    with threaded_server(app_on(port), port=port) as url:
+        client = await make_client(url, "JSONRPC", "1.0")
+        try:
+            asked = await _send(client, request("out.trip", {"destination": "LHR", "seats": 3}))
+            assert _question(asked)[0] == "From where?"
+        finally:
+            await client.close()
+    port = free_port()
+    with threaded_server(app_on(port), port=port) as url:
+        client = await make_client(url, "JSONRPC", "1.0")
+        try:
+            done = await _send(client, _text_request(None, "OSL", task_id=asked.id))
+            assert done.status.state == COMPLETED, done.status
+            out = MessageToDict(done.artifacts[0].parts[0].data)
+            assert (out["trip"], out["seats"]) == ("OSL -> LHR", 3)
+        finally:
+            await client.close()
