@@ -314,7 +314,7 @@ async def test_stream_of_text_file_and_data_chunks(
 
 
 # -- DM-MSG-001 ----------------------------------------------------------------------------
-@pytest.mark.parametrize(("binding", "version"), BINDINGS)
+@pytest.mark.parametrize(("binding", "version"), ALL_TRANSPORTS)
 async def test_module_chooses_message_or_task_per_call(
     agent_url: str, binding: str, version: str
 ) -> None:
@@ -364,7 +364,7 @@ def _question(task: Any) -> tuple[str, dict[str, Any]]:
     return text.text, MessageToDict(data.data)
 
 
-@pytest.mark.parametrize(("binding", "version"), BINDINGS)
+@pytest.mark.parametrize(("binding", "version"), ALL_TRANSPORTS)
 async def test_module_asks_and_gets_the_answer(agent_url: str, binding: str, version: str) -> None:
     client = await make_client(agent_url, binding, version)
     try:
