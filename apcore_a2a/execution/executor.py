@@ -309,11 +309,11 @@ class ApCoreAgentExecutor(AgentExecutor):
             kind = "task"
         if kind == "message":
             if error is not None:
+                timeout = isinstance(error, TimeoutError)
                 mapped = map_error(
-                    ExecutionTimeout() if isinstance(error, TimeoutError) else error,
-                    module_id=spec.module_id,
+                    ExecutionTimeout() if timeout else error, module_id=spec.module_id
                 )
-                self._log(spec, mapped, error)
+                self._log(spec, mapped, None if timeout else error)
                 raise as_a2a_error(mapped) from None
             reply = Message(
                 message_id=uuid.uuid4().hex,
