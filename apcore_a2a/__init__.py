@@ -15,6 +15,7 @@ from apcore_a2a._version import __version__
 
 if TYPE_CHECKING:
     from apcore_a2a._serve import async_serve, serve
+    from apcore_a2a.adapters.outputs import File, InputRequired, reply_as
     from apcore_a2a.approval import A2AApprovalHandler
     from apcore_a2a.client import (
         A2AClient,
@@ -36,9 +37,12 @@ __all__ = [
     "A2AServerFactory",
     "AgentCardFetcher",
     "ApCoreAgentExecutor",
+    "File",
+    "InputRequired",
     "Settings",
     "__version__",
     "async_serve",
+    "reply_as",
     "serve",
 ]
 
@@ -54,6 +58,9 @@ _LAZY = {
     "A2ADiscoveryError": "apcore_a2a.client",
     "AgentCardFetcher": "apcore_a2a.client",
     "Settings": "apcore_a2a.settings",
+    "File": "apcore_a2a.adapters.outputs",
+    "InputRequired": "apcore_a2a.adapters.outputs",
+    "reply_as": "apcore_a2a.adapters.outputs",
 }
 
 

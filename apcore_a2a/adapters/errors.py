@@ -31,7 +31,9 @@ from a2a.utils.errors import (
 __all__ = [
     "ERROR_TABLE",
     "ErrorRule",
+    "ExecutionTimeout",
     "MappedError",
+    "as_a2a_error",
     "clean_for_log",
     "map_error",
     "sanitize",
@@ -184,3 +186,20 @@ def map_error(exc: BaseException, *, module_id: str | None = None) -> MappedErro
         a2a_error=a2a_error,
         details=details,
     )
+
+
+class ExecutionTimeout(Exception):
+    """Stand-in for an apcore ``MODULE_TIMEOUT`` raised by the server's own deadline."""
+
+    code = "MODULE_TIMEOUT"
+    details: dict[str, Any] = {}
+    message = "Execution timed out"
+
+
+def as_a2a_error(mapped: MappedError) -> A2AError:
+    """The A2A error a request answers with when *mapped* cannot become a task state."""
+    if mapped.a2a_error is not None:
+        return mapped.a2a_error
+    # The apcore code marks the message as ours (already sanitized), so the error
+    # scrubbing keeps it instead of answering a bare "Internal error".
+    return InternalError(message=mapped.message, data={"apcoreCode": mapped.code})

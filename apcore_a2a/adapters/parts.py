@@ -11,9 +11,10 @@ apcore modules take one dict. Incoming parts become that dict:
   turned back into ``int`` wherever the schema says ``integer`` -- apcore validates
   strictly and would reject them otherwise.
 
-Module output becomes parts: ``dict`` -> data part (``bytes`` values split out as file
-parts), ``str`` -> text part, other JSON values -> a data part holding that value,
-``bytes`` -> file part, ``None`` -> no parts.
+Module output becomes parts: ``dict`` -> data part (``bytes`` and file values split out
+as file parts), ``str`` or ``{"kind": "text", "text": ...}`` -> text part, a file
+(``bytes``, :class:`~.outputs.File` or its dict shape) -> file part, a list of files ->
+file parts, other JSON values -> a data part holding that value, ``None`` -> no parts.
 """
 
 from __future__ import annotations
@@ -28,9 +29,16 @@ from a2a.types import Part
 from a2a.utils.errors import ContentTypeNotSupportedError, InvalidParamsError
 from google.protobuf.struct_pb2 import Value
 
+from apcore_a2a.adapters.outputs import File, file_from_value, text_from_value
 from apcore_a2a.adapters.schema import SchemaFacts, coerce_integers
 
-__all__ = ["input_from_parts", "output_to_parts", "sniff_media_type", "value_to_python"]
+__all__ = [
+    "input_from_parts",
+    "is_file",
+    "output_to_parts",
+    "sniff_media_type",
+    "value_to_python",
+]
 
 _OCTET = "application/octet-stream"
 
@@ -225,11 +233,28 @@ def _set_scalar(target: Value, value: Any) -> None:
         raise TypeError(type(value).__name__)
 
 
-def _file_part(name: str | None, data: bytes) -> Part:
-    part = Part(raw=bytes(data), media_type=sniff_media_type(data))
+def _file_part(file: File, default_name: str | None = None) -> Part:
+    if file.raw is not None:
+        part = Part(raw=file.raw, media_type=file.media_type or sniff_media_type(file.raw))
+    else:
+        part = Part(url=file.url or "")
+        if file.media_type:
+            part.media_type = file.media_type
+    name = file.filename or default_name
     if name:
         part.filename = name
     return part
+
+
+def is_file(value: Any) -> bool:
+    """Whether *value* becomes a file part (``bytes``, a ``File`` or its dict shape)."""
+    return _as_file(value) is not None
+
+
+def _as_file(value: Any) -> File | None:
+    if isinstance(value, bytes | bytearray):
+        return File(raw=bytes(value))
+    return file_from_value(value)
 
 
 def output_to_parts(value: Any, *, wrapped_result: bool = False) -> list[Part]:
@@ -240,16 +265,21 @@ def output_to_parts(value: Any, *, wrapped_result: bool = False) -> list[Part]:
         return []
     if isinstance(value, str):
         return [Part(text=value)]
-    if isinstance(value, bytes | bytearray):
-        return [_file_part(None, bytes(value))]
+    text = text_from_value(value)
+    if text is not None:
+        return [Part(text=text)]
+    file = _as_file(value)
+    if file is not None:
+        return [_file_part(file)]
     if isinstance(value, dict):
-        files = [
-            _file_part(str(k), bytes(v))
-            for k, v in value.items()
-            if isinstance(v, bytes | bytearray)
-        ]
+        files = [(str(k), f) for k, v in value.items() if (f := _as_file(v)) is not None]
         if not files:
             return [_data_part(value)]
-        rest = {k: v for k, v in value.items() if not isinstance(v, bytes | bytearray)}
-        return ([_data_part(rest)] if rest else []) + files
+        named = {key for key, _ in files}
+        rest = {k: v for k, v in value.items() if k not in named}
+        return ([_data_part(rest)] if rest else []) + [_file_part(f, k) for k, f in files]
+    if isinstance(value, list | tuple) and value:
+        listed = [_as_file(item) for item in value]
+        if all(f is not None for f in listed):
+            return [_file_part(f) for f in listed if f is not None]
     return [_data_part(value)]

@@ -57,7 +57,8 @@ class SkillSpec:
     output_schema: dict[str, Any]
     annotations: dict[str, Any]
     streaming: bool
-    #: how the skill answers: ``"task"`` (default) or ``"message"`` (stateless reply)
+    #: how the skill answers: ``"task"`` (default), ``"message"`` (stateless reply) or
+    #: ``"auto"`` (the module decides per call, a task unless it says otherwise)
     reply: str
     #: the output schema is apcore's ``{"result": X}`` wrapper of a plain function return
     wrapped_result: bool
@@ -148,8 +149,8 @@ def skill_from_descriptor(descriptor: Any, *, streaming: bool = False) -> SkillS
     metadata = getattr(descriptor, "metadata", None) or {}
     a2a_meta = metadata.get("a2a") if isinstance(metadata, Mapping) else None
     reply = "task"
-    if isinstance(a2a_meta, Mapping) and a2a_meta.get("reply") == "message":
-        reply = "message"
+    if isinstance(a2a_meta, Mapping) and a2a_meta.get("reply") in ("message", "auto"):
+        reply = str(a2a_meta["reply"])
     tags = [str(t) for t in (getattr(descriptor, "tags", None) or ())]
     if not tags:
         tags = [module_id.split(".", 1)[0]]

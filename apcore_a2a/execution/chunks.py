@@ -16,7 +16,13 @@ import contextlib
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
-__all__ = ["LAST_CHUNK_GRACE", "with_last_flag"]
+from a2a.types import Part
+
+from apcore_a2a.adapters.outputs import text_from_value
+from apcore_a2a.adapters.parts import is_file, output_to_parts
+from apcore_a2a.execution.events import deep_merge
+
+__all__ = ["LAST_CHUNK_GRACE", "StreamSummary", "with_last_flag"]
 
 # Long enough for a generator that returns right after its final yield (apcore's
 # stream pipeline adds a few awaits), short enough that a slow stream barely notices.
@@ -71,3 +77,30 @@ async def with_last_flag(
             pending.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await pending
+
+
+class StreamSummary:
+    """The result of a whole stream, for the ``completed`` status message.
+
+    Data chunks are deep-merged, text chunks joined in order; files are not repeated
+    (the artifact holds every chunk).
+    """
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._data: dict[str, Any] = {}
+        self._texts: list[str] = []
+
+    def add(self, chunk: Any) -> None:
+        self.count += 1
+        text = text_from_value(chunk)
+        if text is not None:
+            self._texts.append(text)
+        elif isinstance(chunk, dict) and not is_file(chunk):
+            deep_merge(self._data, {k: v for k, v in chunk.items() if not is_file(v)})
+
+    def parts(self) -> list[Part]:
+        parts = output_to_parts(self._data) if self._data else []
+        if self._texts:
+            parts.append(Part(text="".join(self._texts)))
+        return parts

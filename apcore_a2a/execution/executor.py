@@ -4,8 +4,10 @@ One ``execute()`` per message: enqueue the submitted ``Task`` (history holds the
 message, metadata the skill id), then ``working``, then run the module through apcore's
 ``Executor`` -- ``call_async()`` for ordinary modules, ``stream()`` for modules with a
 ``stream()`` method, so ACL, approval, validation, middleware and timeouts always apply --
-and finish with artifact + ``completed``, ``input-required`` (approval pending),
-``rejected``, ``canceled`` or ``failed`` with a sanitized status message.
+and finish with artifact + ``completed``, ``input-required`` (approval pending, or the
+module asked for input: ``execution/turns.py``), ``rejected``, ``canceled`` or ``failed``
+with a sanitized status message. Skills that answer with messages (``reply: "message"``
+or ``"auto"``) run the module first and record a task only when the call needs one.
 """
 
 from __future__ import annotations
@@ -24,25 +26,28 @@ from a2a.types import (
     Message,
     Part,
     Role,
-    Task,
     TaskArtifactUpdateEvent,
     TaskState,
-    TaskStatus,
-    TaskStatusUpdateEvent,
 )
 from a2a.utils.errors import InvalidParamsError
 
-from apcore_a2a.adapters.errors import MappedError, clean_for_log, map_error
-from apcore_a2a.adapters.parts import input_from_parts, output_to_parts
+from apcore_a2a.adapters.errors import (
+    ExecutionTimeout,
+    MappedError,
+    as_a2a_error,
+    clean_for_log,
+    map_error,
+)
+from apcore_a2a.adapters.outputs import input_required_of, reply_of
+from apcore_a2a.adapters.parts import output_to_parts
 from apcore_a2a.adapters.skills import SkillSpec
-from apcore_a2a.execution import approvals
-from apcore_a2a.execution.chunks import with_last_flag
+from apcore_a2a.execution import approvals, turns
+from apcore_a2a.execution.chunks import StreamSummary, with_last_flag
 from apcore_a2a.execution.context import apcore_context_for
 from apcore_a2a.execution.events import (
     ARTIFACT_NAME,
     agent_message,
     chunk_event,
-    deep_merge,
     status_event,
 )
 from apcore_a2a.execution.observer import ExecutionObserver, observe
@@ -59,9 +64,10 @@ logger = logging.getLogger("apcore_a2a.executor")
 CANCEL_MESSAGE = "Canceled by client"
 #: call_context.state key naming why the server itself canceled (e.g. shutting down)
 CANCEL_REASON_KEY = "apcore_a2a.cancel_reason"
-TIMEOUT_MESSAGE = "Execution timed out"
-#: a reserved apcore input key; only a resume on the A2A task may set it
-_RESUME_KEY = "_approval_token"
+#: apcore errors that need a task to continue (the caller must answer on it)
+_NEEDS_TASK = ("APPROVAL_PENDING",)
+#: apcore errors of an input that did not validate
+_BAD_INPUT = ("SCHEMA_VALIDATION_ERROR", "GENERAL_INVALID_INPUT")
 
 
 class ApCoreAgentExecutor(AgentExecutor):
@@ -97,27 +103,21 @@ class ApCoreAgentExecutor(AgentExecutor):
             raise InvalidParamsError(message="Message could not be routed to a skill")
         assert isinstance(context, ApCoreRequestContext)
         stored = context.current_task or context.stored_task
-        inputs = _without_token(context.module_input)
+        inputs = turns.without_token(context.module_input)
 
-        if stored is None and spec.reply == "message":
-            await self._reply_with_message(context, spec, inputs, event_queue)
+        if stored is None and spec.reply != "task":
+            await self._answer_first(context, spec, inputs, event_queue)
             return
 
         run = self._runs[task_id] = Run()
         try:
             if stored is None:
-                task = Task(
-                    id=task_id,
-                    context_id=context_id,
-                    status=TaskStatus(state=TaskState.TASK_STATE_SUBMITTED),
-                    history=[message],
-                )
-                task.status.timestamp.GetCurrentTime()
-                task.metadata.update({SKILL_METADATA_KEY: spec.module_id})
-                await run.emit(event_queue, task)
+                await run.emit(event_queue, turns.new_task(context_id, task_id, message, spec))
                 working = status_event(task_id, context_id, TaskState.TASK_STATE_WORKING)
             else:
-                resumed = await self._resume(run, stored, message, spec, event_queue)
+                resumed = await turns.resume(
+                    self._executor, run, stored, message, spec, event_queue
+                )
                 if resumed is None:
                     return
                 inputs, working = resumed
@@ -172,21 +172,27 @@ class ApCoreAgentExecutor(AgentExecutor):
         inputs: dict[str, Any],
         event_queue: EventQueue,
     ) -> None:
+        try:
+            value, streamed = await self._invoke(run, context, spec, inputs, event_queue)
+        except Exception as exc:
+            await self._handle_failure(run, context, spec, event_queue, exc, inputs)
+            return
+        await self._complete(run, context, spec, value, streamed, event_queue)
+
+    async def _complete(
+        self,
+        run: Run,
+        context: RequestContext,
+        spec: SkillSpec,
+        value: Any,
+        streamed: bool,
+        event_queue: EventQueue,
+    ) -> None:
+        """The result as an artifact (or, streamed, as the status message) + completed."""
         task_id = context.task_id or ""
         context_id = context.context_id or ""
         message: Message | None = None
-        try:
-            value, streamed = await self._invoke(run, context, spec, inputs, event_queue)
-        except TimeoutError:
-            mapped = map_error(_Timeout(), module_id=spec.module_id)
-            self._log(spec, mapped, None)
-            await self._finish_error(run, context, event_queue, mapped)
-            return
-        except Exception as exc:
-            await self._handle_failure(run, context, spec, event_queue, exc)
-            return
-
-        parts = output_to_parts(value, wrapped_result=spec.wrapped_result)
+        parts = value if streamed else output_to_parts(value, wrapped_result=spec.wrapped_result)
         if streamed:
             # The chunks already built the artifact; the status carries the merged result.
             message = Message(
@@ -223,6 +229,9 @@ class ApCoreAgentExecutor(AgentExecutor):
         """
         TaskTracker.install(asyncio.get_running_loop())
         apcore_context = apcore_context_for(context, spec, run.token, self._timeout)
+        run.data = apcore_context.data
+        if run.answering is not None:
+            run.data["a2a.follow_up"] = run.answering.as_context_data()
         marker = CURRENT_RUN.set(run)
         try:
             async with asyncio.timeout(self._timeout):
@@ -246,19 +255,18 @@ class ApCoreAgentExecutor(AgentExecutor):
         apcore_context: Any,
         context: RequestContext,
         event_queue: EventQueue,
-    ) -> tuple[dict[str, Any] | None, bool]:
+    ) -> tuple[list[Part] | None, bool]:
         """Run a streaming module; each chunk becomes an artifact update on one id.
 
         A chunk goes out as soon as the next one arrives, the module's generator ends,
         or a short grace passes (see ``chunks.with_last_flag``); the last one carries
-        ``last_chunk`` when the generator ends within that grace. Returns the merged
-        result and whether any chunk came.
+        ``last_chunk`` when the generator ends within that grace. Returns the parts of
+        the whole result (``chunks.StreamSummary``) and whether any chunk came.
         """
         task_id = context.task_id or ""
         context_id = context.context_id or ""
         artifact_id = uuid.uuid4().hex
-        merged: dict[str, Any] = {}
-        sent = 0
+        summary = StreamSummary()
         stream = self._executor.stream(spec.module_id, inputs, apcore_context)
         # aclosing: a cancel or timeout closes the module's generator now, not at GC.
         async with contextlib.aclosing(stream) as chunks:
@@ -267,62 +275,63 @@ class ApCoreAgentExecutor(AgentExecutor):
                 async for chunk, last in flagged:
                     parts = output_to_parts(chunk) or [Part(text="")]
                     event = chunk_event(
-                        task_id, context_id, artifact_id, parts, append=sent > 0, last=last
+                        task_id, context_id, artifact_id, parts, append=summary.count > 0, last=last
                     )
                     await run.emit(event_queue, event)
-                    sent += 1
-                    deep_merge(merged, chunk)
-        return (merged if sent else None), sent > 0
+                    summary.add(chunk)
+        return (summary.parts() if summary.count else None), summary.count > 0
 
-    async def _reply_with_message(
+    async def _answer_first(
         self,
         context: RequestContext,
         spec: SkillSpec,
         inputs: dict[str, Any],
         event_queue: EventQueue,
     ) -> None:
-        """Skills that opted into stateless replies answer with one ``Message``."""
-        try:
-            value, _ = await self._invoke(Run(), context, spec, inputs, None)
-        except TimeoutError:
-            mapped = map_error(_Timeout(), module_id=spec.module_id)
-            self._log(spec, mapped, None)
-            raise _as_a2a(mapped) from None
-        except Exception as exc:
-            mapped = map_error(exc, module_id=spec.module_id)
-            self._log(spec, mapped, exc)
-            raise _as_a2a(mapped) from None
-        reply = Message(
-            message_id=uuid.uuid4().hex,
-            role=Role.ROLE_AGENT,
-            context_id=context.context_id or "",
-            parts=output_to_parts(value, wrapped_result=spec.wrapped_result),
-        )
-        reply.metadata.update({SKILL_METADATA_KEY: spec.module_id})
-        await event_queue.enqueue_event(reply)
+        """Skills that answer with messages: run the module, then answer as it needs.
 
-    # -- follow-ups and approval (input-required) ------------------------------------
-    async def _resume(
-        self, run: Run, stored: Task, message: Message, spec: SkillSpec, event_queue: EventQueue
-    ) -> tuple[dict[str, Any], TaskStatusUpdateEvent] | None:
-        """Inputs and ``working`` event for a follow-up, or ``None`` if it ended here."""
-        reply = approvals.answer(stored, message, self._executor)
-        if reply is None:
-            # Not an approval answer: the follow-up's own input re-runs the skill.
-            working = status_event(stored.id, stored.context_id, TaskState.TASK_STATE_WORKING)
-            return _without_token(input_from_parts(message.parts, spec.input_facts)), working
-        if reply.resume_token is None:
-            await run.emit(event_queue, reply.event)
-            return None
-        # Re-run on the input that asked for approval, never on the approving message.
-        pending = approvals.pending_approval(stored)
-        original = approvals.asking_message(stored, pending) if pending is not None else None
-        if original is None:
-            await run.emit(event_queue, approvals.lost_input_event(stored))
-            return None
-        inputs = _without_token(input_from_parts(original.parts, spec.input_facts))
-        inputs[_RESUME_KEY] = reply.resume_token
-        return inputs, reply.event
+        A ``Message`` unless the module chose a task for this call (``reply_as``), the
+        skill is ``"auto"`` and the module chose nothing, or the call needs one (the
+        module asked for input or an approval is pending). Such a task is recorded after
+        the module ran: submitted, working, then the outcome as for any task.
+        """
+        run = Run()
+        error: Exception | None = None
+        value: Any = None
+        try:
+            value, _ = await self._invoke(run, context, spec, inputs, None)
+        except Exception as exc:
+            error = exc
+        kind = reply_of(run.data) or ("task" if spec.reply == "auto" else "message")
+        if error is not None and (
+            input_required_of(error) is not None or getattr(error, "code", None) in _NEEDS_TASK
+        ):
+            kind = "task"
+        if kind == "message":
+            if error is not None:
+                timeout = isinstance(error, TimeoutError)
+                mapped = map_error(
+                    ExecutionTimeout() if timeout else error, module_id=spec.module_id
+                )
+                self._log(spec, mapped, None if timeout else error)
+                raise as_a2a_error(mapped) from None
+            reply = Message(
+                message_id=uuid.uuid4().hex,
+                role=Role.ROLE_AGENT,
+                context_id=context.context_id or "",
+                parts=output_to_parts(value, wrapped_result=spec.wrapped_result),
+            )
+            reply.metadata.update({SKILL_METADATA_KEY: spec.module_id})
+            await event_queue.enqueue_event(reply)
+            return
+        task_id, context_id = context.task_id or "", context.context_id or ""
+        assert context.message is not None
+        await run.emit(event_queue, turns.new_task(context_id, task_id, context.message, spec))
+        await run.emit(event_queue, status_event(task_id, context_id, TaskState.TASK_STATE_WORKING))
+        if error is not None:
+            await self._handle_failure(run, context, spec, event_queue, error, inputs)
+        else:
+            await self._complete(run, context, spec, value, False, event_queue)
 
     # -- failures --------------------------------------------------------------------
     async def _handle_failure(
@@ -332,19 +341,30 @@ class ApCoreAgentExecutor(AgentExecutor):
         spec: SkillSpec,
         event_queue: EventQueue,
         exc: BaseException,
+        inputs: dict[str, Any],
     ) -> None:
-        if getattr(exc, "code", None) == "APPROVAL_PENDING":
-            message_id = context.message.message_id if context.message is not None else ""
-            pending = approvals.from_error(exc, spec.module_id, message_id)
-            await run.emit(
-                event_queue,
-                approvals.input_required_event(
-                    context.task_id or "", context.context_id or "", pending
-                ),
-            )
+        task_id, context_id = context.task_id or "", context.context_id or ""
+        message_id = context.message.message_id if context.message is not None else ""
+        asked = input_required_of(exc)
+        if asked is not None:
+            event = turns.asked_event(task_id, context_id, asked, message_id, inputs)
+            await run.emit(event_queue, event)
             return
-        mapped = map_error(exc, module_id=spec.module_id)
-        self._log(spec, mapped, exc)
+        timeout = isinstance(exc, TimeoutError)
+        code = "MODULE_TIMEOUT" if timeout else getattr(exc, "code", None)
+        if run.answering is not None and code in _BAD_INPUT:
+            # The answer made the input invalid: ask again, saying why.
+            mapped = map_error(exc, module_id=spec.module_id)
+            event = turns.reask_event(task_id, context_id, run.answering, mapped.message)
+            await run.emit(event_queue, event)
+            return
+        if code == "APPROVAL_PENDING":
+            pending = approvals.from_error(exc, spec.module_id, message_id)
+            event = approvals.input_required_event(task_id, context_id, pending)
+            await run.emit(event_queue, event)
+            return
+        mapped = map_error(ExecutionTimeout() if timeout else exc, module_id=spec.module_id)
+        self._log(spec, mapped, None if timeout else exc)
         await self._finish_error(run, context, event_queue, mapped)
 
     async def _finish_error(
@@ -377,26 +397,3 @@ class ApCoreAgentExecutor(AgentExecutor):
             detail,
             exc_info=exc if level >= logging.ERROR and exc is not None else None,
         )
-
-
-class _Timeout(Exception):
-    """Stand-in for an apcore MODULE_TIMEOUT raised by our own deadline."""
-
-    code = "MODULE_TIMEOUT"
-    details: dict[str, Any] = {}
-    message = TIMEOUT_MESSAGE
-
-
-def _as_a2a(mapped: MappedError) -> Exception:
-    if mapped.a2a_error is not None:
-        return mapped.a2a_error
-    from a2a.utils.errors import InternalError
-
-    # The apcore code marks the message as ours (already sanitized), so the error
-    # scrubbing keeps it instead of answering a bare "Internal error".
-    return InternalError(message=mapped.message, data={"apcoreCode": mapped.code})
-
-
-def _without_token(inputs: dict[str, Any] | None) -> dict[str, Any]:
-    """Client input minus ``_approval_token``: a client-chosen token would skip approval."""
-    return {k: v for k, v in (inputs or {}).items() if k != _RESUME_KEY}

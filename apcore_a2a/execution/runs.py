@@ -43,6 +43,10 @@ class Run:
     token: CancelToken = field(default_factory=CancelToken)
     canceled: bool = False
     ended: bool = False
+    #: the question (``turns.PendingInput``) this run's input answers, if any
+    answering: Any = None
+    #: the apcore ``Context.data`` the module ran with (read back for ``reply_as``)
+    data: dict[str, Any] | None = None
     #: asyncio tasks started while the module ran (see TaskTracker)
     spawned: weakref.WeakSet[asyncio.Task[Any]] = field(default_factory=weakref.WeakSet)
 

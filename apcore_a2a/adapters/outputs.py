@@ -1,0 +1,174 @@
+"""What a module can answer besides plain values: files, a reply kind, a question (pure).
+
+* :class:`File` -- a file the module returns, inline (``raw``) or by ``url``, with its
+  media type and file name. It is a pydantic model, so it can be (or be a field of) a
+  module's ``output_schema`` and passes apcore's strict output validation. Its
+  ``model_dump()`` -- what apcore's ``@module`` functions and pydantic outputs turn it
+  into -- is recognised too (:func:`file_from_value`).
+* ``{"kind": "text", "text": ...}`` -- a text part, for streaming modules, whose chunks
+  apcore requires to be dicts (:func:`text_from_value`).
+* :func:`reply_as` -- a module decides, for this call, whether the answer is an A2A
+  ``Message`` or a ``Task`` (see docs/lifecycle.md for when each is possible).
+* :class:`InputRequired` -- raised by a module: the task waits in ``input-required``
+  with *prompt*; the caller's next message on the task calls the module again with the
+  answer merged into the input (docs/lifecycle.md, "Asking the caller for input").
+
+No I/O here: these are values and a context flag the execution bridge reads.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, model_validator
+
+__all__ = [
+    "REPLY_KEY",
+    "File",
+    "InputRequired",
+    "file_from_value",
+    "input_required_of",
+    "reply_as",
+    "reply_of",
+    "text_from_value",
+]
+
+#: apcore ``Context.data`` key holding a module's per-call reply choice (private: the
+#: leading underscore keeps it out of apcore's serialized context)
+REPLY_KEY = "_a2a.reply"
+_REPLIES = ("message", "task")
+_FILE_KEYS = frozenset({"kind", "raw", "url", "media_type", "filename"})
+
+
+class File(BaseModel):
+    """A file a module returns: ``raw`` bytes or a ``url``, plus media type and name.
+
+    ``File(raw=pdf, media_type="application/pdf", filename="report.pdf")`` becomes an A2A
+    file part with those bytes, media type and name; ``File(url="https://...",
+    media_type="image/png")`` a part that points at the file. Without ``media_type``,
+    inline bytes get one sniffed from their magic bytes (``application/octet-stream`` if
+    unknown) and a URL gets none. Exactly one of ``raw`` and ``url`` must be given.
+    """
+
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", ser_json_bytes="base64", val_json_bytes="base64"
+    )
+
+    kind: Literal["file"] = "file"
+    raw: bytes | None = None
+    url: str | None = None
+    media_type: str | None = None
+    filename: str | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> File:
+        if (self.raw is None) == (self.url is None):
+            raise ValueError("a File needs exactly one of raw (bytes) and url")
+        if self.url is not None and not self.url.strip():
+            raise ValueError("a File url must not be empty")
+        return self
+
+
+def file_from_value(value: Any) -> File | None:
+    """*value* as a :class:`File`: a ``File``, or a dict shaped like its ``model_dump()``.
+
+    The dict must say ``"kind": "file"``, carry exactly one of ``raw`` (bytes, or their
+    base64 text, standard or URL-safe as in ``model_dump(mode="json")``) and ``url`` (a
+    string), and no keys besides ``kind``, ``raw``, ``url``, ``media_type``,
+    ``filename``. Anything else is not a file (``None``), so ordinary data that merely
+    has a ``url`` key stays data.
+    """
+    if isinstance(value, File):
+        return value
+    if not isinstance(value, Mapping) or value.get("kind") != "file":
+        return None
+    if not set(value) <= _FILE_KEYS:
+        return None
+    raw, url = value.get("raw"), value.get("url")
+    if isinstance(raw, str):
+        try:  # standard or URL-safe alphabet (pydantic's JSON dump uses the latter)
+            raw = base64.b64decode(raw.replace("-", "+").replace("_", "/"), validate=True)
+        except (binascii.Error, ValueError):
+            return None
+    if isinstance(raw, bytearray):
+        raw = bytes(raw)
+    media_type, filename = value.get("media_type"), value.get("filename")
+    if not isinstance(media_type, str | None) or not isinstance(filename, str | None):
+        return None
+    if raw is not None and not isinstance(raw, bytes):
+        return None
+    if url is not None and not isinstance(url, str):
+        return None
+    try:
+        return File(raw=raw, url=url, media_type=media_type, filename=filename)
+    except ValueError:
+        return None
+
+
+def text_from_value(value: Any) -> str | None:
+    """The text of a text-shaped dict ``{"kind": "text", "text": "..."}`` (exactly those
+    two keys), else ``None``. Streaming modules yield it: apcore streams only dicts."""
+    if isinstance(value, Mapping) and len(value) == 2 and value.get("kind") == "text":
+        text = value.get("text")
+        return text if isinstance(text, str) else None
+    return None
+
+
+def reply_as(context: Any, kind: Literal["message", "task"]) -> None:
+    """Choose, for this call, whether the caller gets a ``Message`` or a ``Task``.
+
+    *context* is the apcore ``Context`` the module was called with. The choice only
+    matters where it can still be made: a skill that answers with messages
+    (``metadata={"a2a": {"reply": "message"}}``) runs its module before any task
+    exists, so ``reply_as(context, "task")`` turns this answer into a task; a skill
+    that answers with tasks (the default) has created its task before the module ran,
+    so ``reply_as(context, "message")`` turns it into a message reply only for a skill
+    declared ``"reply": "auto"`` (docs/lifecycle.md).
+    """
+    if kind not in _REPLIES:
+        raise ValueError(f"reply_as: kind must be 'message' or 'task', not {kind!r}")
+    data = getattr(context, "data", None)
+    if not isinstance(data, dict):
+        raise TypeError("reply_as: pass the apcore Context the module was called with")
+    data[REPLY_KEY] = kind
+
+
+def reply_of(data: Mapping[str, Any] | None) -> str | None:
+    """The reply kind a module chose with :func:`reply_as` (``None``: it did not)."""
+    value = (data or {}).get(REPLY_KEY)
+    return value if value in _REPLIES else None
+
+
+class InputRequired(Exception):
+    """Raised by a module to ask the caller for more input.
+
+    The task ends this turn in ``input-required`` with *prompt* as the status message's
+    text (and *data*, if given, as a data part). The caller's next message on the task
+    calls the module again with the input this call ran with, updated by the answer:
+    the answer's data parts are merged over it, and its text fills *field* (or, without
+    *field*, is read as for a new message). *field* must be a property of the input.
+    """
+
+    def __init__(
+        self, prompt: str, *, field: str | None = None, data: Mapping[str, Any] | None = None
+    ) -> None:
+        if not isinstance(prompt, str) or not prompt.strip():
+            raise ValueError("InputRequired needs a non-empty prompt")
+        super().__init__(prompt)
+        self.prompt = prompt
+        self.field = field
+        self.data = dict(data) if data else None
+
+
+def input_required_of(exc: BaseException | None) -> InputRequired | None:
+    """The :class:`InputRequired` behind *exc* (apcore wraps what a module raises)."""
+    seen = 0
+    while exc is not None and seen < 10:
+        if isinstance(exc, InputRequired):
+            return exc
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return None
