@@ -88,11 +88,15 @@ async def running_tasks_of(engine: AsyncEngine, replica_id: str) -> list[_Row]:
 
 
 async def canceled_among(engine: AsyncEngine, task_ids: list[str]) -> set[str]:
-    """Which of *task_ids* the store holds as ``canceled`` (one query)."""
-    stmt = select(TaskModel.id, TaskModel.owner).where(
-        and_(TaskModel.id.in_(task_ids), _state_column().in_(_CANCELED_NAMES))
-    )
-    return {task_id for task_id, _ in await _fetch(engine, stmt)}
+    """Which of *task_ids* the store holds as ``canceled`` (one query per 500 ids)."""
+    found: set[str] = set()
+    for start in range(0, len(task_ids), 500):
+        chunk = task_ids[start : start + 500]
+        stmt = select(TaskModel.id, TaskModel.owner).where(
+            and_(TaskModel.id.in_(chunk), _state_column().in_(_CANCELED_NAMES))
+        )
+        found.update(task_id for task_id, _ in await _fetch(engine, stmt))
+    return found
 
 
 async def _fetch(engine: AsyncEngine, stmt: Any) -> list[_Row]:
