@@ -120,13 +120,12 @@ def text_from_value(value: Any) -> str | None:
 def reply_as(context: Any, kind: Literal["message", "task"]) -> None:
     """Choose, for this call, whether the caller gets a ``Message`` or a ``Task``.
 
-    *context* is the apcore ``Context`` the module was called with. The choice only
-    matters where it can still be made: a skill that answers with messages
-    (``metadata={"a2a": {"reply": "message"}}``) runs its module before any task
-    exists, so ``reply_as(context, "task")`` turns this answer into a task; a skill
-    that answers with tasks (the default) has created its task before the module ran,
-    so ``reply_as(context, "message")`` turns it into a message reply only for a skill
-    declared ``"reply": "auto"`` (docs/lifecycle.md).
+    *context* is the apcore ``Context`` the module was called with. The choice counts
+    in skills that run their module before anything is recorded: ``"reply":
+    "message"`` (a message unless the module says ``"task"``) and ``"reply": "auto"``
+    (a task unless it says ``"message"``). A default skill (``"reply": "task"``) has
+    created its task before the module ran, so there the choice changes nothing
+    (docs/lifecycle.md, "Message or task").
     """
     if kind not in _REPLIES:
         raise ValueError(f"reply_as: kind must be 'message' or 'task', not {kind!r}")

@@ -233,14 +233,18 @@ def _set_scalar(target: Value, value: Any) -> None:
         raise TypeError(type(value).__name__)
 
 
-def _file_part(file: File, default_name: str | None = None) -> Part:
-    if file.raw is not None:
-        part = Part(raw=file.raw, media_type=file.media_type or sniff_media_type(file.raw))
+def _file_part(file: File | bytes, default_name: str | None = None) -> Part:
+    if isinstance(file, bytes):
+        part = Part(raw=file, media_type=sniff_media_type(file))
+        name = default_name
     else:
-        part = Part(url=file.url or "")
-        if file.media_type:
-            part.media_type = file.media_type
-    name = file.filename or default_name
+        if file.raw is not None:
+            part = Part(raw=file.raw, media_type=file.media_type or sniff_media_type(file.raw))
+        else:
+            part = Part(url=file.url or "")
+            if file.media_type:
+                part.media_type = file.media_type
+        name = file.filename or default_name
     if name:
         part.filename = name
     return part
@@ -251,10 +255,14 @@ def is_file(value: Any) -> bool:
     return _as_file(value) is not None
 
 
-def _as_file(value: Any) -> File | None:
+def _as_file(value: Any) -> File | bytes | None:
     if isinstance(value, bytes | bytearray):
-        return File(raw=bytes(value))
-    return file_from_value(value)
+        return bytes(value)
+    if isinstance(value, File):
+        return value
+    if isinstance(value, dict) and value.get("kind") == "file":
+        return file_from_value(value)
+    return None
 
 
 def output_to_parts(value: Any, *, wrapped_result: bool = False) -> list[Part]:
@@ -265,9 +273,10 @@ def output_to_parts(value: Any, *, wrapped_result: bool = False) -> list[Part]:
         return []
     if isinstance(value, str):
         return [Part(text=value)]
-    text = text_from_value(value)
-    if text is not None:
-        return [Part(text=text)]
+    if isinstance(value, dict) and value.get("kind") == "text":
+        text = text_from_value(value)
+        if text is not None:
+            return [Part(text=text)]
     file = _as_file(value)
     if file is not None:
         return [_file_part(file)]
