@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from apcore_a2a._version import __version__
 
 if TYPE_CHECKING:
-    from apcore_a2a._serve import async_serve, serve
+    from apcore_a2a._serve import StartupError, async_serve, serve
     from apcore_a2a.approval import A2AApprovalHandler
     from apcore_a2a.client import (
         A2AClient,
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
         A2ADiscoveryError,
         AgentCardFetcher,
     )
+    from apcore_a2a.errors import MissingExtraError
     from apcore_a2a.execution.executor import ApCoreAgentExecutor
     from apcore_a2a.server.factory import A2AServerFactory
     from apcore_a2a.settings import Settings
@@ -36,7 +37,9 @@ __all__ = [
     "A2AServerFactory",
     "AgentCardFetcher",
     "ApCoreAgentExecutor",
+    "MissingExtraError",
     "Settings",
+    "StartupError",
     "__version__",
     "async_serve",
     "serve",
@@ -54,6 +57,8 @@ _LAZY = {
     "A2ADiscoveryError": "apcore_a2a.client",
     "AgentCardFetcher": "apcore_a2a.client",
     "Settings": "apcore_a2a.settings",
+    "StartupError": "apcore_a2a._serve",
+    "MissingExtraError": "apcore_a2a.errors",
 }
 
 

@@ -7,6 +7,7 @@ the caller's arguments into settings and runs uvicorn with graceful shutdown.
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 from starlette.applications import Starlette
@@ -14,9 +15,22 @@ from starlette.applications import Starlette
 from apcore_a2a.server.factory import A2AServerFactory
 from apcore_a2a.settings import Settings
 
-__all__ = ["async_serve", "serve"]
+__all__ = ["StartupError", "async_serve", "serve"]
 
 logger = logging.getLogger("apcore_a2a")
+
+#: What to check when the task store cannot be reached at start.
+_STORE_HINT = "is the database running, and does --task-store (A2A_TASK_STORE) name it?"
+_PORT_HINT = "is another server on that port? Choose another with --port (A2A_PORT)"
+_UVICORN_FAILED = "Application startup failed. Exiting."
+
+
+class StartupError(RuntimeError):
+    """The agent was built but could not start: its task store unreachable, a port taken.
+
+    The message is one line saying what failed and what to check; the CLI prints it and
+    exits with status 3.
+    """
 
 
 def async_serve(registry_or_executor: Any = None, **kwargs: Any) -> Starlette:
@@ -117,6 +131,92 @@ def run_app(app: Starlette, settings: Settings) -> None:
         access_log=False,
         log_config=None,
     )
+    watch = _StartupWatch(app)
+    config.app = watch
     server = _graceful_server_class()(config)
     logger.info("Serving A2A agent at %s", settings.public_url())
-    server.run()
+    errors = _StartupErrors(server)
+    uvicorn_log = logging.getLogger("uvicorn.error")
+    uvicorn_log.addFilter(errors)
+    try:
+        server.run()
+    except SystemExit as exc:  # uvicorn's exit on a failed start-up
+        if watch.error is not None:
+            raise StartupError(_describe(watch.error)) from None
+        said = [m for m in errors.messages if m != _UVICORN_FAILED]
+        if said and "address already in use" in said[-1]:
+            raise StartupError(f"{said[-1]}; {_PORT_HINT}") from None
+        raise StartupError(said[-1] if said else f"start-up failed (exit {exc.code})") from None
+    finally:
+        uvicorn_log.removeFilter(errors)
+
+
+def store_hint(message: str) -> str:
+    """What to do about a task store that failed with *message* (a clause to append)."""
+    if "no schema has been selected" in message or "InvalidSchemaName" in message:
+        found = re.search(r"[?&]schema=([^&\s)]+)", message)
+        name = found.group(1) if found else "NAME"
+        return (
+            f"the schema {name!r} the URL names does not exist; create it "
+            f"(CREATE SCHEMA {name};) or drop ?schema= from the URL"
+        )
+    return _STORE_HINT
+
+
+def _describe(error: BaseException) -> str:
+    from apcore_a2a.storage import StoreUnavailableError
+
+    message = " ".join(str(error).split()) or type(error).__name__
+    if isinstance(error, StoreUnavailableError):
+        return f"{message}; {store_hint(message)}"
+    if isinstance(error, OSError | ValueError):
+        return message
+    return f"start-up failed: {type(error).__name__}: {message}"
+
+
+class _StartupErrors(logging.Filter):
+    """Keeps uvicorn's error lines until the server has started, for one StartupError."""
+
+    def __init__(self, server: Any) -> None:
+        super().__init__()
+        self.server = server
+        self.messages: list[str] = []
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno >= logging.ERROR and not self.server.started:
+            self.messages.append(record.getMessage())
+            return False
+        return True
+
+
+class _StartupWatch:
+    """Wraps the app for uvicorn: a failed lifespan start-up is kept, not printed.
+
+    Starlette reports the failure to uvicorn with the whole traceback as its message,
+    which uvicorn logs; here the message is dropped and the exception kept, so
+    :func:`run_app` can raise one :class:`StartupError` line instead. Everything else
+    passes through unchanged.
+    """
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.error: BaseException | None = None
+
+    def __getattr__(self, name: str) -> Any:  # app.state, app.router... for uvicorn/tests
+        return getattr(self.app, name)
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "lifespan":
+            await self.app(scope, receive, send)
+            return
+
+        async def quiet_send(message: Any) -> None:
+            if message.get("type") == "lifespan.startup.failed":
+                message = {"type": "lifespan.startup.failed", "message": ""}
+            await send(message)
+
+        try:
+            await self.app(scope, receive, quiet_send)
+        except Exception as exc:
+            if self.error is None:
+                self.error = exc
