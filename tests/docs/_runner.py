@@ -18,6 +18,9 @@ What each fenced block does:
   above (built in-process from the recorded arguments, environment and folder); ``pip``
   only says what it would install (the test environment has every extra); every other
   command runs for real.
+* ``console``: a terminal transcript. Each ``$ `` line (with its ``\\`` continuations) runs
+  in the page's bash as above, and what it prints must match the lines below it, where
+  ``...`` stands for any text.
 * ``json`` / ``yaml``: must parse.
 
 Every page runs in a scratch folder holding ``extensions``, ``bindings`` and ``examples``
@@ -333,6 +336,41 @@ def evaluate_bash(example: Example) -> None:
         check_serve(argv, serve_env, cwd)
 
 
+def _transcript(source: str) -> list[tuple[str, str]]:
+    """``(command, expected output)`` pairs of a console block."""
+    pairs: list[tuple[str, list[str]]] = []
+    continued = False
+    for line in source.splitlines():
+        if continued:
+            pairs[-1] = (pairs[-1][0] + "\n" + line, pairs[-1][1])
+        elif line.startswith("$ "):
+            pairs.append((line[2:], []))
+        elif pairs:
+            pairs[-1][1].append(line)
+        else:
+            raise ValueError(f"a console block starts with a '$ ' command line, not {line!r}")
+        continued = line.endswith("\\")
+    return [(command, "\n".join(lines).strip()) for command, lines in pairs]
+
+
+def _matches(expected: str, output: str) -> bool:
+    pattern = ".*?".join(re.escape(part) for part in expected.split("..."))
+    return re.fullmatch(pattern, output.strip(), flags=re.DOTALL) is not None
+
+
+def evaluate_console(example: Example) -> None:
+    env = _env_of(example)
+    shell: _Shell | None = example.namespace.get("__docs_shell__")
+    if shell is None or not shell.alive:
+        shell = example.namespace["__docs_shell__"] = _Shell(env.workdir)
+    for command, expected in _transcript(str(example.parsed)):
+        status, output = shell.run(env.substitute(command, _page(example)))
+        if status != 0:
+            raise AssertionError(f"$ {command}\nexited {status}; its output:\n{output}")
+        if not _matches(expected, output):
+            raise AssertionError(f"$ {command}\nprinted:\n{output}\nnot as documented:\n{expected}")
+
+
 # -- data ----------------------------------------------------------------------------------
 
 
@@ -349,6 +387,7 @@ def docs_sybil() -> Sybil:
         parsers=[
             CodeBlockParser(language="python", evaluator=evaluate_python),
             CodeBlockParser(language="bash", evaluator=evaluate_bash),
+            CodeBlockParser(language="console", evaluator=evaluate_console),
             CodeBlockParser(language="json", evaluator=evaluate_json),
             CodeBlockParser(language="yaml", evaluator=evaluate_yaml),
             SkipParser(),
