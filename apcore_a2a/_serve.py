@@ -23,6 +23,10 @@ logger = logging.getLogger("apcore_a2a")
 _STORE_HINT = "is the database running, and does --task-store (A2A_TASK_STORE) name it?"
 _PORT_HINT = "is another server on that port? Choose another with --port (A2A_PORT)"
 _UVICORN_FAILED = "Application startup failed. Exiting."
+#: SQLite's and PostgreSQL's words for a table or column the running code expects.
+_OLD_SCHEMA = re.compile(
+    r"no such (column|table)|(column|relation) \S+ does not exist|Undefined(Column|Table)"
+)
 
 
 class StartupError(RuntimeError):
@@ -159,6 +163,11 @@ def store_hint(message: str) -> str:
         return (
             f"the schema {name!r} the URL names does not exist; create it "
             f"(CREATE SCHEMA {name};) or drop ?schema= from the URL"
+        )
+    if _OLD_SCHEMA.search(message):
+        return (
+            "the database's tables are from an older version: run "
+            "`apcore-a2a db upgrade` with the same --task-store first"
         )
     return _STORE_HINT
 

@@ -9,6 +9,7 @@ database unreachable or without the schema the URL names, the port taken). And
 from __future__ import annotations
 
 import socket
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -84,6 +85,24 @@ async def test_a_missing_schema_says_to_create_it_at_start_and_in_db_upgrade() -
     assert out == ""
     assert err.startswith("error: upgrade failed: ") and err.count("\n") == 1, err
     assert "CREATE SCHEMA no_such_schema_22;" in err
+
+
+async def test_tables_of_an_older_version_say_to_run_db_upgrade(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    with sqlite3.connect(path) as db:  # the tasks table of an SDK before owners
+        db.execute(
+            "CREATE TABLE tasks (id VARCHAR PRIMARY KEY, context_id VARCHAR, kind VARCHAR,"
+            " status JSON, artifacts JSON, history JSON, metadata JSON)"
+        )
+    store = f"sqlite:///{path}"
+    code, _out, err = await cli("serve", *EXAMPLES, str(free_port()), "--task-store", store)
+    assert code == 3, err
+    line = _one_error_line(err)
+    assert "no such column" in line and "run `apcore-a2a db upgrade`" in line, line
+
+    code, out, err = await cli("db", "upgrade", "--task-store", store)
+    assert code == 0, err
+    assert "a2a-sdk schema migrated: none -> " in out
 
 
 async def test_db_upgrade_prints_its_report_only_unless_verbose(tmp_path: Path) -> None:
