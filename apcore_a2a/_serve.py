@@ -140,8 +140,8 @@ def run_app(app: Starlette, settings: Settings) -> None:
     server = _graceful_server_class()(config)
     logger.info("Serving A2A agent at %s", settings.public_url())
     errors = _StartupErrors(server)
-    uvicorn_log = logging.getLogger("uvicorn.error")
-    uvicorn_log.addFilter(errors)
+    # Not a logger of ours: its start-up error lines are kept for the StartupError.
+    logging.getLogger("uvicorn.error").addFilter(errors)
     try:
         server.run()
     except SystemExit as exc:  # uvicorn's exit on a failed start-up
@@ -152,7 +152,7 @@ def run_app(app: Starlette, settings: Settings) -> None:
             raise StartupError(f"{said[-1]}; {_PORT_HINT}") from None
         raise StartupError(said[-1] if said else f"start-up failed (exit {exc.code})") from None
     finally:
-        uvicorn_log.removeFilter(errors)
+        logging.getLogger("uvicorn.error").removeFilter(errors)
 
 
 def store_hint(message: str) -> str:
