@@ -16,8 +16,8 @@ What each fenced block does:
   the next block), with ``set -eu``; a command that fails, or output carrying a
   JSON-RPC ``"error"``, fails the block. ``apcore-a2a serve ...`` lines are checked as
   above (built in-process from the recorded arguments, environment and folder); ``pip``
-  only says what it would install (the test environment has every extra); every other
-  command runs for real.
+  (and ``python -m pip``) only says what it would install (the test environment has every
+  extra); every other command runs for real.
 * ``console``: a terminal transcript. Each ``$ `` line (with its ``\\`` continuations) runs
   in the page's bash as above, and what it prints must match the lines below it, where
   ``...`` stands for any text.
@@ -81,6 +81,10 @@ apcore-a2a() {
   command apcore-a2a "$@"
 }
 pip() { echo "docs test: not running 'pip $*' (the test environment has every extra)"; }
+python() {
+  if [ "${1:-}" = -m ] && [ "${2:-}" = pip ]; then shift; pip "${@:2}"; return 0; fi
+  command python "$@"
+}
 """
 
 
