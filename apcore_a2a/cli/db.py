@@ -43,11 +43,11 @@ def _upgrade(args: argparse.Namespace) -> int:
     from apcore_a2a.settings import Settings, SettingsError
     from apcore_a2a.storage.migrations import upgrade_database
 
-    if not args.verbose:
-        # The SDK's migrations log each step at INFO (on Alembic's loggers and the root one).
-        for name in ("", "alembic"):
-            logging.getLogger(name).setLevel(logging.WARNING)
-
+    # The SDK's migrations log each step at INFO (on Alembic's loggers and the root one).
+    loggers = [] if args.verbose else [logging.getLogger(name) for name in ("", "alembic")]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.WARNING)
     try:
         url = Settings.resolve({"task_store": args.task_store}).task_store
         lines = asyncio.run(upgrade_database(url))
@@ -60,6 +60,9 @@ def _upgrade(args: argparse.Namespace) -> int:
         hint = store_hint(f"{said} {url}")
         print(f"error: upgrade failed: {said}; {hint}", file=sys.stderr)
         return 1
+    finally:
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)
     for line in lines:
         print(line)
     return 0
