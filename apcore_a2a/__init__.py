@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from apcore_a2a._version import __version__
 
 if TYPE_CHECKING:
-    from apcore_a2a._serve import async_serve, serve
+    from apcore_a2a._serve import StartupError, async_serve, serve
     from apcore_a2a.adapters.outputs import File, InputRequired, reply_as
     from apcore_a2a.approval import A2AApprovalHandler
     from apcore_a2a.client import (
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
         A2ADiscoveryError,
         AgentCardFetcher,
     )
+    from apcore_a2a.errors import MissingExtraError
     from apcore_a2a.execution.executor import ApCoreAgentExecutor
     from apcore_a2a.server.factory import A2AServerFactory
     from apcore_a2a.settings import Settings
@@ -39,7 +40,9 @@ __all__ = [
     "ApCoreAgentExecutor",
     "File",
     "InputRequired",
+    "MissingExtraError",
     "Settings",
+    "StartupError",
     "__version__",
     "async_serve",
     "reply_as",
@@ -61,6 +64,8 @@ _LAZY = {
     "File": "apcore_a2a.adapters.outputs",
     "InputRequired": "apcore_a2a.adapters.outputs",
     "reply_as": "apcore_a2a.adapters.outputs",
+    "StartupError": "apcore_a2a._runner",
+    "MissingExtraError": "apcore_a2a.errors",
 }
 
 

@@ -12,10 +12,10 @@ from typing import Any
 
 from starlette.applications import Starlette
 
-from apcore_a2a._runner import run_app
+from apcore_a2a._runner import StartupError, run_app
 from apcore_a2a.server.factory import A2AServerFactory
 
-__all__ = ["async_serve", "serve"]
+__all__ = ["StartupError", "async_serve", "serve"]
 
 logger = logging.getLogger("apcore_a2a")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import functools
 import os
 from collections.abc import Mapping
@@ -218,7 +219,9 @@ class SettingsBase(BaseSettings):
         given = {k: v for k, v in (overrides or {}).items() if v is not None}
         unknown = sorted(set(given) - set(cls.model_fields))
         if unknown:
-            raise SettingsError(f"unknown setting {unknown[0]!r}")
+            near = difflib.get_close_matches(unknown[0], list(cls.model_fields), n=1)
+            hint = f"; did you mean {near[0]!r}?" if near else ""
+            raise SettingsError(f"unknown setting {unknown[0]!r}{hint}")
         if isinstance(base, SettingsBase):
             base = {k: getattr(base, k) for k in base.model_fields_set}
         environ = os.environ if environ is None else environ

@@ -34,6 +34,7 @@ __all__ = [
     "RETRY_AFTER_KEY",
     "SPEC_GRPC_STATUS",
     "SPEC_HTTP_STATUS",
+    "MissingExtraError",
     "QuotaExceededError",
     "StoreUnavailableError",
     "TaskBusyError",
@@ -42,6 +43,14 @@ __all__ = [
 
 #: Key of the error data (ErrorInfo metadata) holding the seconds to wait before retrying.
 RETRY_AFTER_KEY = "retryAfter"
+
+
+class MissingExtraError(RuntimeError):
+    """A setting asks for an optional feature whose extra is not installed.
+
+    Not an A2A error: it stops the agent from being built. Its message names the extra to
+    install (``pip install 'apcore-a2a[metrics]'``); the CLI prints it as one line.
+    """
 
 
 class TaskBusyError(A2AError):

@@ -1,7 +1,8 @@
 """Serve the example modules programmatically: ``python examples/run.py``.
 
 Like ``apcore-a2a serve --extensions-dir examples/extensions --bindings examples/bindings``,
-plus the approval policy of ``approvals.py`` (small transfers approved at once).
+plus the approval policy of ``approvals.py`` (small transfers approved at once). Settings
+come from the environment as for the CLI: ``A2A_PORT=9000 python examples/run.py``.
 """
 
 import sys
@@ -23,7 +24,7 @@ def main() -> None:
     from approvals import SmallTransfersApproved
 
     executor = Executor(registry, approval_handler=SmallTransfersApproved(limit=10_000))
-    serve(executor, name="apcore-examples", version="1.0.0", port=8000)
+    serve(executor, name="apcore-examples", version="1.0.0")  # port: A2A_PORT, else 8000
 
 
 if __name__ == "__main__":

@@ -229,14 +229,18 @@ def threaded_server(app: Any, *, port: int | None = None, **config: Any) -> Iter
             pytest.fail(f"uvicorn on port {port} did not stop within 30s", pytrace=False)
 
 
-async def cli(*args: str) -> tuple[int, str, str]:
-    """Run ``python -m apcore_a2a ARGS`` at the repo root: (exit code, stdout, stderr)."""
+async def cli(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
+    """Run ``python -m apcore_a2a ARGS`` at the repo root: (exit code, stdout, stderr).
+
+    *env* is added to this process's environment for the child.
+    """
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
         "apcore_a2a",
         *args,
         cwd=ROOT,
+        env={**os.environ, **env} if env else None,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
@@ -248,3 +252,31 @@ async def cli(*args: str) -> tuple[int, str, str]:
 def json_lines(out: str) -> list[dict[str, Any]]:
     """One JSON object per line of *out*."""
     return [json.loads(line) for line in out.splitlines()]
+
+
+_HIDE_MODULES = """\
+import os, sys
+
+_HIDDEN = tuple(n for n in os.environ.get("APCORE_A2A_TEST_HIDE", "").split(",") if n)
+
+
+class _NotInstalled:
+    def find_spec(self, name, path=None, target=None):
+        if any(name == h or name.startswith(h + ".") for h in _HIDDEN):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+
+sys.meta_path.insert(0, _NotInstalled())
+"""
+
+
+def without_packages(folder: Path, *names: str) -> dict[str, str]:
+    """Environment for a child Python in which *names* import as if not installed.
+
+    A ``sitecustomize`` in *folder*, first on ``PYTHONPATH``, refuses those imports in the
+    child only: how a missing extra looks to the code that needs it.
+    """
+    (folder / "sitecustomize.py").write_text(_HIDE_MODULES)
+    path = os.pathsep.join(p for p in (str(folder), os.environ.get("PYTHONPATH", "")) if p)
+    return {"PYTHONPATH": path, "APCORE_A2A_TEST_HIDE": ",".join(names)}

@@ -1,7 +1,8 @@
 """The ``apcore-a2a`` command: ``serve`` plus the client, storage and config commands.
 
-Exit codes: 0 success, 1 invalid configuration or runtime failure (one-line message on
-stderr), 2 command-line usage error.
+Exit codes: 0 success, 1 invalid configuration or runtime failure (a missing extra
+included; one-line message on stderr), 2 command-line usage error, 3 ``serve`` could not
+start what the configuration names (task store unreachable, port in use; one line).
 """
 
 from __future__ import annotations
@@ -57,14 +58,20 @@ def main(argv: Sequence[str] | None = None) -> None:
         level=str(getattr(args, "log_level", None) or "info"),
         fmt=getattr(args, "log_format", None) or "text",
     )
+    from apcore_a2a._serve import StartupError
+    from apcore_a2a.errors import MissingExtraError
+
     try:
         code = args.func(args)
     except CLIError as exc:
         print(str(exc), file=sys.stderr)
         code = 1
-    except (ValueError, TypeError) as exc:
+    except (ValueError, TypeError, MissingExtraError) as exc:
         print(f"Error: {exc}", file=sys.stderr)
         code = 1
+    except StartupError as exc:
+        print(f"Error: {exc}", file=sys.stderr)
+        code = 3
     except KeyboardInterrupt:
         code = 0
     sys.exit(code)

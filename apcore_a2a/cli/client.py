@@ -166,7 +166,7 @@ def _cmd_call(args: argparse.Namespace) -> int:
             async for event in client.stream_message(message, **options):
                 _emit(event)
         else:
-            _emit(await client.send_message(message, **options))
+            _emit(await client.send_message(message, return_immediately=args.no_wait, **options))
 
     return _run(args, body)
 
@@ -242,7 +242,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     source.add_argument("--text", metavar="T", help="send a text part")
     source.add_argument("--data", metavar="JSON", help="send a data part (a JSON value)")
     source.add_argument("--file", metavar="PATH", help="send a file part")
-    call.add_argument("--stream", action="store_true", help="stream events, one JSON per line")
+    wait = call.add_mutually_exclusive_group()
+    wait.add_argument("--stream", action="store_true", help="stream events, one JSON per line")
+    wait.add_argument(
+        "--no-wait",
+        action="store_true",
+        help="return the task as soon as it is created (returnImmediately); "
+        "follow it with 'task get'",
+    )
     call.add_argument("--context-id", metavar="ID", help="continue this conversation")
     call.add_argument("--task-id", metavar="ID", help="continue this task (e.g. input-required)")
     call.set_defaults(func=_cmd_call)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import sys
 
 __all__ = ["register"]
@@ -28,13 +29,25 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default=None,
         help="sqlite:///path/tasks.db or postgresql://user@host/db (default: A2A_TASK_STORE)",
     )
+    upgrade.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="also print the migration tool's log (Alembic's INFO lines)",
+    )
     upgrade.set_defaults(func=_upgrade)
 
 
 def _upgrade(args: argparse.Namespace) -> int:
+    from apcore_a2a._runner import store_hint
     from apcore_a2a.settings import Settings, SettingsError
     from apcore_a2a.storage.migrations import upgrade_database
 
+    # The SDK's migrations log each step at INFO (on Alembic's loggers and the root one).
+    loggers = [] if args.verbose else [logging.getLogger(name) for name in ("", "alembic")]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.WARNING)
     try:
         url = Settings.resolve({"task_store": args.task_store}).task_store
         lines = asyncio.run(upgrade_database(url))
@@ -43,8 +56,13 @@ def _upgrade(args: argparse.Namespace) -> int:
         return 2
     except Exception as exc:  # connection or SQL failure: say what, without a traceback
         cause = getattr(exc, "orig", None) or exc
-        print(f"error: upgrade failed: {type(cause).__name__}: {cause}", file=sys.stderr)
+        said = " ".join(f"{type(cause).__name__}: {cause}".split())
+        hint = store_hint(f"{said} {url}")
+        print(f"error: upgrade failed: {said}; {hint}", file=sys.stderr)
         return 1
+    finally:
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)
     for line in lines:
         print(line)
     return 0

@@ -29,6 +29,7 @@ from starlette.routing import Route
 
 from apcore_a2a._version import __version__
 from apcore_a2a.classify import HEALTH_PATH, METRICS_PATH
+from apcore_a2a.errors import MissingExtraError
 from apcore_a2a.execution.identity import IDENTITY_SCOPE_KEY
 from apcore_a2a.execution.observer import ExecutionObserver, ExecutionTracker
 from apcore_a2a.ops.requests import RequestWatch
@@ -66,7 +67,7 @@ class Operations:
             try:
                 from apcore_a2a.ops.metrics import Metrics
             except ImportError as exc:
-                raise RuntimeError(METRICS_EXTRA_HINT) from exc
+                raise MissingExtraError(METRICS_EXTRA_HINT) from exc
             self.metrics = Metrics(self._live)
         self.module_spans: ExecutionObserver | None = None
         if settings.telemetry:

@@ -25,6 +25,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from apcore_a2a._version import __version__
+from apcore_a2a.errors import MissingExtraError
 from apcore_a2a.execution.observer import Execution
 
 if TYPE_CHECKING:
@@ -50,12 +51,12 @@ UNTRACED_URLS = (r"^[a-z]+://[^/]+/health(\?.*)?$", r"^[a-z]+://[^/]+/metrics(\?
 
 
 def telemetry_middleware(untraced: tuple[str, ...] = UNTRACED_URLS) -> Middleware:
-    """The request-span middleware; raises ``RuntimeError`` naming the extra if missing."""
+    """The request-span middleware; raises ``MissingExtraError`` naming the extra if missing."""
     try:
         from opentelemetry.instrumentation.asgi import OpenTelemetryMiddleware
         from opentelemetry.util.http import ExcludeList
     except ImportError as exc:
-        raise RuntimeError(TELEMETRY_EXTRA_HINT) from exc
+        raise MissingExtraError(TELEMETRY_EXTRA_HINT) from exc
     from starlette.middleware import Middleware
 
     for pattern in untraced:
@@ -79,7 +80,7 @@ class ModuleSpans:
         try:
             from opentelemetry import context, trace
         except ImportError as exc:
-            raise RuntimeError(TELEMETRY_EXTRA_HINT) from exc
+            raise MissingExtraError(TELEMETRY_EXTRA_HINT) from exc
         self._trace = trace
         self._context = context
         self._tracer = trace.get_tracer(TRACER_NAME, __version__, tracer_provider)

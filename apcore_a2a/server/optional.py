@@ -13,6 +13,7 @@ from starlette.routing import BaseRoute
 
 from apcore_a2a.auth import legacy_extended_card_route, security_middleware
 from apcore_a2a.classify import JWKS_PATH
+from apcore_a2a.errors import MissingExtraError
 from apcore_a2a.keys import CardSigner, jwks_route
 from apcore_a2a.server.features import (
     AUTH,
@@ -120,9 +121,9 @@ def _is_jwks(route: BaseRoute) -> bool:
 
 
 def grpc_binding() -> Any:
-    """The gRPC binding module, or a ``RuntimeError`` naming the extra when grpcio is missing."""
+    """The gRPC binding module; ``MissingExtraError`` naming the extra when grpcio is missing."""
     try:
         from apcore_a2a.server import grpc as binding
     except ImportError as exc:
-        raise RuntimeError(str(exc)) from exc
+        raise MissingExtraError(str(exc)) from exc
     return binding

@@ -99,6 +99,24 @@ async def test_task_get_and_cancel(ours: str) -> None:
     assert got["id"] == task["id"] and got["status"]["state"] == "canceled"
 
 
+async def test_call_no_wait_returns_the_running_task(ours: str) -> None:
+    code, out, err = await cli(
+        "call", ours, "--skill", "demo.slow", "--data", '{"seconds": 30}', "--no-wait"
+    )
+    assert code == 0, err
+    [task] = lines(out)
+    assert task["status"]["state"] in ("submitted", "working")
+    code, out, err = await cli("task", "cancel", ours, task["id"])
+    assert code == 0, err
+    assert lines(out)[0]["status"]["state"] == "canceled"
+
+
+async def test_call_no_wait_and_stream_are_exclusive(ours: str) -> None:
+    code, _out, err = await cli("call", ours, "--text", "x", "--stream", "--no-wait")
+    assert code == 2
+    assert "not allowed with argument" in err
+
+
 async def test_remote_error_exits_1_with_one_line(ours: str) -> None:
     code, out, err = await cli("task", "get", ours, "no-such-task")
     assert code == 1 and out == ""

@@ -170,8 +170,11 @@ def test_settings_precedence_and_types() -> None:
     assert s.public_url() == "http://127.0.0.1:9002"
     with pytest.raises(SettingsError, match="A2A_PORT"):
         Settings.resolve({}, environ={"A2A_PORT": "eighty"})
-    with pytest.raises(SettingsError, match="unknown setting"):
+    with pytest.raises(SettingsError, match=r"^unknown setting 'nope'$"):
         Settings.resolve({"nope": 1}, environ={})
+    # serve(registry, extensions_dir=...) is refused, not ignored, with the right name
+    with pytest.raises(SettingsError, match=r"'extensions_dir'; did you mean 'extensions_dirs'"):
+        Settings.resolve({"extensions_dir": "ext"}, environ={})
     masked = Settings.resolve({"auth_key": "s3cret", "api_keys": ["k1"]}, environ={}).masked()
     assert masked["auth_key"] == "***" and masked["api_keys"] == ["***"]
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -11,7 +12,7 @@ import httpx
 import pytest
 from apcore import BindingLoader, Executor, Registry
 
-from tests._support import EXAMPLES
+from tests._support import EXAMPLES, ROOT, ServerProcess, free_port, stop_process, wait_http
 from tests.foundation.conftest import serve_in_thread
 
 
@@ -72,3 +73,16 @@ def test_large_transfer_waits_for_a_person_then_completes(examples_url: str) -> 
     done = httpx.post(examples_url + "/", json=body, timeout=10).json()["result"]["task"]
     assert done["status"]["state"] == "TASK_STATE_COMPLETED"
     assert done["artifacts"][0]["parts"][0]["data"]["amount"] == 5000
+
+
+def test_run_py_serves_on_the_port_a2a_port_names() -> None:
+    port = free_port()
+    env = {**os.environ, "A2A_PORT": str(port), "A2A_SHUTDOWN_TIMEOUT": "5"}
+    proc = ServerProcess([sys.executable, str(EXAMPLES / "run.py")], cwd=ROOT, env=env)
+    try:
+        wait_http(f"http://127.0.0.1:{port}/.well-known/agent-card.json", proc=proc)
+        card = httpx.get(f"http://127.0.0.1:{port}/.well-known/agent-card.json").json()
+        assert card["name"] == "apcore-examples"
+        assert card["supportedInterfaces"][0]["url"].startswith(f"http://127.0.0.1:{port}")
+    finally:
+        stop_process(proc, timeout=30)

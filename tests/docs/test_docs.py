@@ -1,0 +1,64 @@
+"""The documentation works as written: every code block of README.md and docs/*.md runs.
+
+The blocks run in a child pytest (``python -m pytest README.md docs``, collected by the
+root ``conftest.py`` with Sybil; how each kind of block runs is in tests/docs/_runner.py),
+so what the snippets do to their process stays out of this one. A block that cannot run
+here carries ``<!-- skip: next "reason" -->`` just above it, and the reason is required.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+from tests._support import ROOT
+
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+SKIP = re.compile(r"<!--\s*skip:\s*(\w+)(.*?)-->")
+REASON = re.compile(r'^\s*"[^"]{10,}"\s*$')
+SUMMARY = re.compile(r"(\d+) passed(?:, (\d+) skipped)? in ")
+
+
+def test_every_documented_block_runs_as_written() -> None:
+    env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            "-rs",
+            "README.md",
+            "docs",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=540,
+        check=False,
+    )
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 0, output[-12000:]
+    summary = SUMMARY.search(output)
+    assert summary is not None, output[-3000:]
+    passed = int(summary.group(1))
+    skipped = int(summary.group(2) or 0)
+    # Each skip directive is an item of its own that passes, and skips one block.
+    directives = sum(len(SKIP.findall(page.read_text())) for page in PAGES)
+    assert skipped == directives, output[-3000:]
+    assert passed - directives >= 40, output[-3000:]
+
+
+def test_every_skipped_block_says_why() -> None:
+    found = 0
+    for page in PAGES:
+        for action, reason in SKIP.findall(page.read_text()):
+            found += 1
+            assert action == "next", f"{page.name}: use 'skip: next \"reason\"', got {action!r}"
+            assert REASON.match(reason), f"{page.name}: a skipped block needs a reason: {reason!r}"
+    assert found > 0
