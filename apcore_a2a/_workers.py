@@ -11,8 +11,8 @@ across workers exactly as across hosts. gRPC servers share their port the same w
 
 SIGTERM/SIGINT to the parent are passed to every child, which drains its running tasks
 within ``shutdown_timeout``; the parent exits 0 when all of them did. A child that dies
-on its own stops the others and the parent exits with a non-zero code: restarting is the
-service manager's job, with the whole group.
+on its own stops the others and the parent exits with a non-zero code (3 when a worker
+could not start, as a single server): restarting is the service manager's job.
 """
 
 from __future__ import annotations
@@ -34,6 +34,8 @@ __all__ = ["run_workers"]
 
 logger = logging.getLogger("apcore_a2a")
 
+#: Exit status of a worker (and then of the group) that could not start (CLI: 3).
+STARTUP_FAILED = 3
 #: Seconds, beyond ``shutdown_timeout``, the parent waits for children before SIGKILL.
 _KILL_MARGIN = 5.0
 
@@ -89,6 +91,8 @@ def run_workers(factory: A2AServerFactory) -> int:
             signal.signal(sig, handler)
         reservation.close()
     codes = [c.exitcode for c in children]
+    if STARTUP_FAILED in codes:
+        return STARTUP_FAILED
     return 0 if all(code == 0 for code in codes) else 1
 
 
@@ -109,11 +113,16 @@ def _child(factory: A2AServerFactory) -> None:
     # The parent's handlers forward signals; a worker stops the way a single server does.
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, signal.SIG_DFL)
-    from apcore_a2a._runner import run_app
+    from apcore_a2a._runner import StartupError, run_app
 
     settings = factory.settings
     listener = _bind(settings.host, settings.port)
     listener.listen(2048)
     app, _card = factory.create()
-    run_app(app, settings, sockets=[listener])
+    try:
+        run_app(app, settings, sockets=[listener])
+    except StartupError as exc:
+        # One line, as a single server says it; the parent then exits with this code.
+        print(f"Error: {exc}", file=sys.stderr, flush=True)
+        sys.exit(STARTUP_FAILED)
     sys.exit(0)
