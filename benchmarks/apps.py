@@ -151,7 +151,7 @@ def ours_app(**settings: Any) -> Any:
 
 
 def build_app(kind: str, **settings: Any) -> Any:
-    """Build the ASGI app for *kind* (``plain`` or ``ours``)."""
+    """Build the ASGI app for *kind* (``plain`` or ``ours``); *settings* go to ours."""
     if kind == "plain":
         return plain_app()
     if kind == "ours":

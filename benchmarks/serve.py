@@ -25,8 +25,11 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     # Request logging would be measured as server CPU; neither system logs per request here.
     logging.basicConfig(level=logging.WARNING)
+    # This process is the whole server, as under serve() or the CLI: our app gets the same
+    # process tuning they turn on (a sized pool for sync modules, gc.freeze()).
+    settings = {"process_tuning": True} if args.kind == "ours" else {}
     uvicorn.run(
-        build_app(args.kind),
+        build_app(args.kind, **settings),
         host="127.0.0.1",
         port=args.port,
         loop=args.loop,
