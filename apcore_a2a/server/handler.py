@@ -6,6 +6,8 @@
   :class:`~apcore_a2a.errors.TaskBusyError` at once (see ``storage/turns.py``).
 * **Unfinished tasks per caller** are capped (``server/task_quota.py``).
 * The not-cancelable error names the task's state.
+* **Resumable subscriptions** in cluster mode: served from the event table, with SSE
+  event ids and ``Last-Event-ID`` replay (``server/resume.py``).
 """
 
 from __future__ import annotations
@@ -15,10 +17,18 @@ from typing import Any
 
 from a2a.server.context import ServerCallContext
 from a2a.server.request_handlers import DefaultRequestHandler
-from a2a.types import CancelTaskRequest, SendMessageRequest, Task, TaskState
-from a2a.utils.errors import TaskNotCancelableError
+from a2a.server.request_handlers.request_handler import validate_request_params
+from a2a.types import (
+    CancelTaskRequest,
+    SendMessageRequest,
+    SubscribeToTaskRequest,
+    Task,
+    TaskState,
+)
+from a2a.utils.errors import TaskNotCancelableError, UnsupportedOperationError
 
 from apcore_a2a.errors import TaskBusyError
+from apcore_a2a.server.resume import EventLog, subscribe_from_log
 from apcore_a2a.server.task_quota import TaskQuota
 from apcore_a2a.storage.turns import MemoryTurnClaims, TurnClaims
 
@@ -61,6 +71,21 @@ class ApCoreRequestHandler(DefaultRequestHandler):
     ) -> AsyncGenerator[Any, None]:
         await self._take_turn(params, context)
         async for event in super().on_message_send_stream(params, context):
+            yield event
+
+    @validate_request_params
+    async def on_subscribe_to_task(
+        self, params: SubscribeToTaskRequest, context: ServerCallContext
+    ) -> AsyncGenerator[Any, None]:
+        log = self._event_stream
+        if not isinstance(log, EventLog):
+            async for event in super().on_subscribe_to_task(params, context):
+                yield event
+            return
+        if not self._agent_card.capabilities.streaming:
+            raise UnsupportedOperationError(message="Streaming is not supported by the agent")
+        stored = await self._versioned_store.get(params.id, context)
+        async for event in subscribe_from_log(log, stored, params.id, context.state):
             yield event
 
     async def _take_turn(self, params: SendMessageRequest, context: ServerCallContext) -> None:

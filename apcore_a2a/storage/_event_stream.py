@@ -18,6 +18,7 @@ from typing import Any
 
 from a2a.server.cluster import DatabaseTaskEventStream, TaskVersion, VersionedEvent
 from a2a.server.cluster.database_event_stream import stream_response_to_event
+from a2a.server.events.event_queue import Event
 from a2a.types.a2a_pb2 import StreamResponse
 from sqlalchemy import and_, select
 from sqlalchemy.exc import OperationalError, ProgrammingError
@@ -99,9 +100,26 @@ class WakingTaskEventStream(DatabaseTaskEventStream):
         self, task_id: str, *, after: TaskVersion
     ) -> AsyncGenerator[VersionedEvent, None]:
         """Events of *task_id* newer than *after*, in table order, each once."""
+        cursor = await self.seq_at(task_id, after)
+        async for _seq, version, event in self.tail(task_id, cursor):
+            if version.is_after(after):
+                yield VersionedEvent(event=event, version=version)
+
+    async def seq_at(self, task_id: str, version: TaskVersion) -> int:
+        """The event id (table ``seq``) of *task_id* at *version* (0: before the first)."""
         await self._ensure_initialized()
         async with self._session_maker() as session:
-            cursor = await self._seq_at_or_before_version(session, task_id, after)
+            return await self._seq_at_or_before_version(session, task_id, version)
+
+    async def tail(
+        self, task_id: str, after_seq: int, *, until_idle: bool = False
+    ) -> AsyncGenerator[tuple[int, TaskVersion, Event], None]:
+        """``(seq, version, event)`` of *task_id* after *after_seq*, then as they come.
+
+        With *until_idle*, stop at the first read that finds nothing new.
+        """
+        await self._ensure_initialized()
+        cursor = after_seq
         woken = self.hub.register(task_id)
         try:
             while True:
@@ -110,15 +128,14 @@ class WakingTaskEventStream(DatabaseTaskEventStream):
                     rows = await self._rows_after(task_id, cursor)
                 except OperationalError:
                     logger.debug("Transient DB error reading events of %s", task_id, exc_info=True)
-                    rows = []
-                for seq, task_version, event_data in rows:
+                    rows = None
+                for seq, task_version, event_data in rows or ():
                     cursor = seq
-                    version = TaskVersion(task_version)
-                    if not version.is_after(after):
-                        continue
                     response = StreamResponse()
                     response.ParseFromString(event_data)
-                    yield VersionedEvent(event=stream_response_to_event(response), version=version)
+                    yield seq, TaskVersion(task_version), stream_response_to_event(response)
+                if rows == [] and until_idle:
+                    return
                 if not rows:
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(woken.wait(), self._poll_interval_s)
