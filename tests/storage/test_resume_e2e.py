@@ -147,14 +147,20 @@ async def test_a_cut_subscription_resumes_on_the_other_replica_exactly_once(
     print(f"{dialect}: {len(first)} events before the cut, {len(rest)} replayed + live after")
 
 
-async def test_a_last_event_id_that_is_no_id_is_refused(replicas: tuple[str, str]) -> None:
+@pytest.mark.parametrize("dialect", ["jsonrpc-1.0", "rest-1.0"])
+async def test_a_last_event_id_that_is_no_id_is_refused(
+    replicas: tuple[str, str], dialect: str
+) -> None:
     a, _b = replicas
     started = await send(
         await client(a),
         request("text.countdown", {"start": 3, "delay": 0.1}, return_immediately=True),
     )
-    _m, url, headers, body = _subscribe_call("jsonrpc-1.0", a, started.id, "not-an-id")
+    method, url, headers, body = _subscribe_call(dialect, a, started.id, "not-an-id")
     async with httpx.AsyncClient(timeout=TIMEOUT) as http:
-        async with http.stream("POST", url, headers=headers, json=body) as response:
-            text = (await response.aread()).decode()
-    assert "-32602" in text and "Last-Event-ID" in text, text
+        response = await http.request(method, url, headers=headers, json=body)
+    if dialect == "rest-1.0":
+        assert response.status_code == 400, response.text
+        assert "Last-Event-ID" in response.json()["error"]["message"]
+    else:
+        assert "-32602" in response.text and "Last-Event-ID" in response.text, response.text
