@@ -204,6 +204,9 @@ class Settings(SettingsBase):
         "memory: finished task TTL",
         ge=0,
     )
+    task_event_log_size: int = setting(
+        100, "A2A_TASK_EVENT_LOG_SIZE", "storage.task_event_log_size", "events per task", ge=0
+    )
     task_retention_seconds: float | None = setting(
         None,
         "A2A_TASK_RETENTION_SECONDS",

@@ -1,9 +1,10 @@
 """Resumable task subscriptions: SSE event ids and ``Last-Event-ID`` replay.
 
-In cluster mode every event of a task is a row of the event table (``task_events``), and
-its ``seq`` is the event's id. ``SubscribeToTask`` (1.0) and ``tasks/resubscribe`` (0.3)
-are served from that table (woken at once, see ``storage/_wakeups.py``), so each SSE
-event carries ``id: <seq>``. A client that lost the stream sends the last id it saw
+Every event of a task is kept in an event log: in cluster mode the event table
+(``task_events``, id = its ``seq``), otherwise the bounded in-process
+``storage/event_log.py``. ``SubscribeToTask`` (1.0) and ``tasks/resubscribe`` (0.3) are
+served from that log (woken at once, see ``storage/_wakeups.py``), so each SSE event
+carries ``id: <position>``. A client that lost the stream sends the last id it saw
 (``Last-Event-ID`` header; or ``params.metadata.lastEventId`` in JSON-RPC, or
 ``?lastEventId=`` on REST, for clients that cannot set headers) and gets the events
 after it, then the live ones: each once, in order, also from another replica and also

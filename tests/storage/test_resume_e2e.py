@@ -2,8 +2,8 @@
 
 ``text.countdown`` runs on replica A; a client follows it on B with ``SubscribeToTask``,
 drops the connection after a few chunks and reconnects to the *other* replica (A) with
-the last id it saw. The two connections together must carry every chunk after the first
-snapshot exactly once, in order, and end with ``completed`` — on PostgreSQL and SQLite,
+the last id it saw (with the memory store: to the same server, from its event log). The two connections together must carry every chunk after the first
+snapshot exactly once, in order, and end with ``completed`` — on memory, SQLite and PostgreSQL,
 over JSON-RPC 1.0 (header), JSON-RPC 0.3 ``tasks/resubscribe`` (metadata field) and
 REST 1.0 (header).
 """
@@ -31,6 +31,11 @@ TIMEOUT = 30.0
 
 @contextlib.contextmanager
 def _pair(backend: str, folder: Path) -> Iterator[tuple[str, str]]:
+    """Two cluster replicas; for ``memory``, one server (its bounded event log) twice."""
+    if backend == "memory":
+        with cli_server(["--extensions-dir", EXTENSIONS, "--task-store", "memory://"]) as (a, _p):
+            yield a, a
+        return
     with contextlib.ExitStack() as stack:
         if backend == "sqlite":
             url = f"sqlite:///{folder / 'tasks.db'}"
@@ -42,7 +47,7 @@ def _pair(backend: str, folder: Path) -> Iterator[tuple[str, str]]:
         yield a, b
 
 
-@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+@pytest.fixture(scope="module", params=["memory", "sqlite", "postgresql"])
 def replicas(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[str, str]]:
