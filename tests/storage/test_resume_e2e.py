@@ -27,6 +27,8 @@ from ._a2a import EXTENSIONS, client, send
 from .conftest import pg_schema_url
 
 TIMEOUT = 30.0
+#: chunks per task in the 20-task test (50 gives 1,080 events; kept small for CI time)
+CHUNKS = 12
 
 
 @contextlib.contextmanager
@@ -169,3 +171,40 @@ async def test_a_last_event_id_that_is_no_id_is_refused(
         assert "Last-Event-ID" in response.json()["error"]["message"]
     else:
         assert "-32602" in response.text and "Last-Event-ID" in response.text, response.text
+
+
+async def test_twenty_concurrent_tasks_replay_from_zero_exactly_once(
+    replicas: tuple[str, str],
+) -> None:
+    """``Last-Event-ID: 0`` on B while A runs 20 tasks: every event of each, once, in order."""
+    import asyncio
+
+    a, b = replicas
+    ca = await client(a)
+    started = await asyncio.gather(
+        *(
+            send(
+                ca,
+                request(
+                    "text.countdown", {"start": CHUNKS, "delay": 0.01}, return_immediately=True
+                ),
+            )
+            for _ in range(20)
+        )
+    )
+    async with httpx.AsyncClient(timeout=TIMEOUT) as http:
+        streams = await asyncio.gather(
+            *(_read(http, _subscribe_call("jsonrpc-1.0", b, t.id, "0"), None) for t in started)
+        )
+    total = 0
+    for events, cut in streams:
+        assert not cut
+        ids = [int(event_id or -1) for event_id, _p in events]
+        assert ids == sorted(set(ids)) and ids[0] > 0, ids
+        assert "task" in events[0][1]["result"]  # the submitted task, first
+        assert _remaining(events, skip_first=False) == list(range(CHUNKS, -1, -1))
+        states = _find(events[-1][1], "state")
+        assert states[-1] == "TASK_STATE_COMPLETED"
+        total += len(events)
+    assert total >= 20 * (CHUNKS + 4)  # task, working, the chunks, completed
+    print(f"replayed {total} events of 20 tasks")
