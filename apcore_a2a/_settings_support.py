@@ -21,6 +21,7 @@ __all__ = [
     "SettingsBase",
     "SettingsError",
     "ValuesSource",
+    "advertised_url",
     "describe_error",
     "read_secret_file",
     "setting",
@@ -112,6 +113,17 @@ class ValuesSource(PydanticBaseSettingsSource):
 
     def __call__(self) -> dict[str, Any]:
         return self.values
+
+
+def advertised_url(url: str | None, host: str, port: int) -> str:
+    """*url* without its trailing slash, or ``http://host:port`` (a reachable host)."""
+    if url:
+        return url.rstrip("/")
+    if host in ("0.0.0.0", "::", ""):
+        host = "127.0.0.1"
+    if ":" in host and not host.startswith("["):
+        host = f"[{host}]"
+    return f"http://{host}:{port}"
 
 
 def read_secret_file(path: str, where: str) -> str:

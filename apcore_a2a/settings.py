@@ -22,13 +22,14 @@ import os
 from collections.abc import Iterator, Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import field_validator, model_validator
+from pydantic import ValidationInfo, field_validator, model_validator
 from pydantic_settings import NoDecode, SettingsConfigDict
 
 from apcore_a2a._settings_support import (
     Setting,
     SettingsBase,
     SettingsError,
+    advertised_url,
     read_secret_file,
     setting,
 )
@@ -190,6 +191,9 @@ class Settings(SettingsBase):
         "memory: finished task TTL",
         ge=0,
     )
+    task_event_log_size: int = setting(
+        100, "A2A_TASK_EVENT_LOG_SIZE", "storage.task_event_log_size", "events per task", ge=0
+    )
     task_retention_seconds: float | None = setting(
         None,
         "A2A_TASK_RETENTION_SECONDS",
@@ -206,6 +210,9 @@ class Settings(SettingsBase):
         "storage.cluster_poll_interval",
         "seconds between event-table polls",
         gt=0,
+    )
+    cluster_wakeups: bool = setting(
+        True, "A2A_CLUSTER_WAKEUPS", "storage.cluster_wakeups", "wake streams at once on new events"
     )
     cluster_heartbeat_interval: float = setting(
         2.0,
@@ -400,17 +407,14 @@ class Settings(SettingsBase):
             raise ValueError("must be between 1 and 65535")
         return value
 
-    @field_validator("log_level", mode="before")
+    @field_validator("log_level", "extensions_dirs", "bindings_dirs", mode="before")
     @classmethod
-    def _lowercase(cls, value: Any) -> Any:
-        return value.lower() if isinstance(value, str) else value
-
-    @field_validator("extensions_dirs", "bindings_dirs", mode="before")
-    @classmethod
-    def _path_list(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            return [v for v in value.split(os.pathsep) if v]
-        return value
+    def _text_forms(cls, value: Any, info: ValidationInfo) -> Any:
+        if not isinstance(value, str):
+            return value
+        if info.field_name == "log_level":
+            return value.lower()
+        return [v for v in value.split(os.pathsep) if v]
 
     @model_validator(mode="after")
     def _workers_share_tasks(self) -> Settings:
@@ -423,12 +427,7 @@ class Settings(SettingsBase):
 
     def public_url(self) -> str:
         """The base URL advertised on the card when ``url`` is not set."""
-        if self.url:
-            return self.url.rstrip("/")
-        host = "127.0.0.1" if self.host in ("0.0.0.0", "::", "") else self.host
-        if ":" in host and not host.startswith("["):
-            host = f"[{host}]"
-        return f"http://{host}:{self.port}"
+        return advertised_url(self.url, self.host, self.port)
 
 
 def settings_specs() -> Iterator[Setting]:

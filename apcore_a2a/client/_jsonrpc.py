@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 import httpx
@@ -71,10 +71,23 @@ async def call(
 
 
 async def stream(
-    http: httpx.AsyncClient, version: str, url: str, method: str, params: Mapping[str, Any]
+    http: httpx.AsyncClient,
+    version: str,
+    url: str,
+    method: str,
+    params: Mapping[str, Any],
+    *,
+    last_event_id: str | None = None,
+    on_id: Callable[[str], None] | None = None,
 ) -> AsyncIterator[dict[str, Any]]:
-    """POST a streaming request and yield client-shape events until a final one."""
+    """POST a streaming request and yield client-shape events until a final one.
+
+    *last_event_id* is sent as ``Last-Event-ID``; *on_id* gets each event's SSE id just
+    before the event is yielded.
+    """
     headers = {"A2A-Version": version, "Accept": "text/event-stream"}
+    if last_event_id is not None:
+        headers["Last-Event-ID"] = last_event_id
     body = _envelope(method, params)
     try:
         async with http.stream("POST", url, json=body, headers=headers) as response:
@@ -94,6 +107,8 @@ async def stream(
                 event = decode_event(_result_of(payload), version)
                 if event is None:
                     continue
+                if on_id is not None and sse.id is not None:
+                    on_id(sse.id)
                 yield event
                 if is_final(event):
                     return

@@ -340,10 +340,55 @@ class A2AClient:
             await _jsonrpc.call(self._http, dialect.version, url, dialect.list, params)
         )
 
-    def resubscribe(self, task_id: str) -> AsyncIterator[dict[str, Any]]:
-        """Iterate over a running task's events: first the task as it is now, then updates."""
-        params = {"id": _require_id(task_id, "task_id")}
-        return self._events("subscribe", lambda _d: params)
+    def resubscribe(
+        self, task_id: str, *, last_event_id: str | None = None, max_retries: int = 3
+    ) -> AsyncIterator[dict[str, Any]]:
+        """Iterate over a running task's events: first the task as it is now, then updates.
+
+        With *last_event_id* (an SSE id of an earlier subscription), the agent replays the
+        events after it instead of sending the task first. When the connection drops
+        mid-stream and the agent sent event ids, the iterator reconnects with the last id
+        it saw, so no event is lost or repeated: at most *max_retries* times in a row
+        (0.25, 0.5, 1 s ... apart); then it raises :class:`A2AConnectionError`.
+        """
+        if max_retries < 0:
+            raise ValueError("max_retries must be 0 or more")
+        return self._resumable(_require_id(task_id, "task_id"), last_event_id, max_retries)
+
+    async def _resumable(
+        self, task_id: str, last_event_id: str | None, max_retries: int
+    ) -> AsyncIterator[dict[str, Any]]:
+        cursor = [last_event_id]
+        failures = 0
+
+        def seen(event_id: str) -> None:
+            nonlocal failures
+            cursor[0], failures = event_id, 0
+
+        while True:
+            dialect, url = await self._endpoint()
+            try:
+                async for event in _jsonrpc.stream(
+                    self._http,
+                    dialect.version,
+                    url,
+                    dialect.subscribe,
+                    {"id": task_id},
+                    last_event_id=cursor[0],
+                    on_id=seen,
+                ):
+                    yield event
+                return
+            except A2AConnectionError as exc:
+                if cursor[0] is None or exc.status_code is not None or failures >= max_retries:
+                    if failures:
+                        raise A2AConnectionError(
+                            f"subscription to task {task_id} lost; gave up after "
+                            f"{failures} resume attempt(s): {exc}"
+                        ) from exc
+                    raise
+                failures += 1
+                await asyncio.sleep(0.25 * 2 ** (failures - 1))
 
     # -- push notification configs -----------------------------------------------------
     async def set_push_config(

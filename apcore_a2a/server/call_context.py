@@ -10,6 +10,12 @@ from a2a.server.routes.common import DefaultServerCallContextBuilder
 
 from apcore_a2a.execution.identity import IDENTITY_SCOPE_KEY, IdentityUser
 from apcore_a2a.server.guards import caller_of
+from apcore_a2a.server.resume import (
+    LAST_EVENT_ID_STATE_KEY,
+    SSE_IDS_SCOPE_KEY,
+    SSE_IDS_STATE_KEY,
+    last_event_id_of,
+)
 from apcore_a2a.server.task_quota import CALLER_STATE_KEY
 
 if TYPE_CHECKING:
@@ -25,6 +31,10 @@ class ApCoreCallContextBuilder(DefaultServerCallContextBuilder):
     def build(self, request: Request) -> ServerCallContext:
         context = super().build(request)
         context.state[CALLER_STATE_KEY] = caller_of(request.scope)
+        ids = request.scope.get(SSE_IDS_SCOPE_KEY)
+        if ids is not None:
+            context.state[SSE_IDS_STATE_KEY] = ids
+            context.state[LAST_EVENT_ID_STATE_KEY] = last_event_id_of(request.scope)
         return context
 
     def build_user(self, request: Request) -> User:

@@ -289,6 +289,7 @@ class A2AServerFactory:
                 resolver, lookup, Preflight(self.registry, self.executor)
             ),
             event_stream=stores.event_stream,
+            event_log=stores.event_log,
             extended_agent_card=catalog.snapshot.card if self.auth is not None else None,
             extended_card_modifier=modifier,
         )

@@ -15,6 +15,7 @@ table) and adds only what the SDK lacks:
 * stream limits (:class:`~apcore_a2a.server.limits.StreamLimiter`): over the agent's cap
   ``503`` + ``Retry-After``, over the caller's quota ``429`` (``QuotaExceededError``);
 * ``cancel_on_disconnect`` (see :class:`~apcore_a2a.server.streams.StreamWatch`);
+* SSE event ids of resumable subscriptions (:mod:`apcore_a2a.server.resume`);
 * error scrubbing of every response (:mod:`apcore_a2a.server.scrub`).
 """
 
@@ -23,6 +24,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+from collections import deque
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
@@ -30,6 +32,7 @@ from apcore_a2a.classify import VERSION_HEADER, RequestInfo, request_info
 from apcore_a2a.errors import QuotaExceededError
 from apcore_a2a.execution.identity import IDENTITY_SCOPE_KEY, IdentityUser
 from apcore_a2a.server.limits import GLOBAL_RETRY_AFTER, StreamLimiter
+from apcore_a2a.server.resume import SSE_IDS_SCOPE_KEY, sse_id_send
 from apcore_a2a.server.scrub import scrubbing_send
 from apcore_a2a.server.streams import DropHandler, StreamWatch, cancel_on_drop
 
@@ -196,6 +199,10 @@ class RequestGuard:
             await respond(send, status, payload, ((b"retry-after", str(retry).encode()),))
             return
         watch = StreamWatch(self.task_streams) if self.on_stream_dropped is not None else None
+        # Event ids of resumable subscriptions (server/resume.py); unused by other streams.
+        ids: deque[str] = deque()
+        scope[SSE_IDS_SCOPE_KEY] = ids
+        send = sse_id_send(send, ids)
         try:
             if not info.routable:
                 await respond(send, 404, error_payload(info, 404, -32601, "Not Found"))

@@ -6,6 +6,9 @@
   :class:`~apcore_a2a.errors.TaskBusyError` at once (see ``storage/turns.py``).
 * **Unfinished tasks per caller** are capped (``server/task_quota.py``).
 * The not-cancelable error names the task's state.
+* **Resumable subscriptions**: served from the event log (cluster: the event table;
+  otherwise a bounded in-process log), with SSE event ids and ``Last-Event-ID`` replay
+  (``server/resume.py``).
 """
 
 from __future__ import annotations
@@ -13,13 +16,23 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any
 
+from a2a.server.cluster import LegacyTaskStoreAdapter
 from a2a.server.context import ServerCallContext
 from a2a.server.request_handlers import DefaultRequestHandler
-from a2a.types import CancelTaskRequest, SendMessageRequest, Task, TaskState
-from a2a.utils.errors import TaskNotCancelableError
+from a2a.server.request_handlers.request_handler import validate_request_params
+from a2a.types import (
+    CancelTaskRequest,
+    SendMessageRequest,
+    SubscribeToTaskRequest,
+    Task,
+    TaskState,
+)
+from a2a.utils.errors import TaskNotCancelableError, UnsupportedOperationError
 
 from apcore_a2a.errors import TaskBusyError
+from apcore_a2a.server.resume import EventLog, subscribe_from_log
 from apcore_a2a.server.task_quota import TaskQuota
+from apcore_a2a.storage.event_log import MemoryEventLog, RecordingTaskStore
 from apcore_a2a.storage.turns import MemoryTurnClaims, TurnClaims
 
 __all__ = ["ApCoreRequestHandler", "state_label"]
@@ -45,9 +58,20 @@ class ApCoreRequestHandler(DefaultRequestHandler):
         task_lookup: TaskLookup,
         turns: TurnClaims | None = None,
         quota: TaskQuota | None = None,
+        event_log: object | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
+        self._event_log = event_log if isinstance(event_log, EventLog) else None
+        if isinstance(event_log, MemoryEventLog):
+            # Without cluster mode the SDK wraps the store in LegacyTaskStoreAdapter,
+            # which drops each save's event; ours records it (storage/event_log.py).
+            legacy = self._versioned_store
+            assert isinstance(legacy, LegacyTaskStoreAdapter)
+            self._versioned_store = RecordingTaskStore(legacy, event_log)
+            registry: Any = self._active_task_registry
+            assert registry._task_store is legacy
+            registry._task_store = self._versioned_store
         self._task_lookup = task_lookup
         self._turns = turns if turns is not None else MemoryTurnClaims()
         self._quota = quota if quota is not None else TaskQuota(0)
@@ -61,6 +85,21 @@ class ApCoreRequestHandler(DefaultRequestHandler):
     ) -> AsyncGenerator[Any, None]:
         await self._take_turn(params, context)
         async for event in super().on_message_send_stream(params, context):
+            yield event
+
+    @validate_request_params
+    async def on_subscribe_to_task(
+        self, params: SubscribeToTaskRequest, context: ServerCallContext
+    ) -> AsyncGenerator[Any, None]:
+        log = self._event_log
+        if log is None:
+            async for event in super().on_subscribe_to_task(params, context):
+                yield event
+            return
+        if not self._agent_card.capabilities.streaming:
+            raise UnsupportedOperationError(message="Streaming is not supported by the agent")
+        stored = await self._versioned_store.get(params.id, context)
+        async for event in subscribe_from_log(log, stored, params.id, context.state):
             yield event
 
     async def _take_turn(self, params: SendMessageRequest, context: ServerCallContext) -> None:

@@ -41,6 +41,9 @@ class Stores:
     engine: AsyncEngine | None = None
     #: which follow-up continues a parked task (shared by replicas in cluster mode)
     turns: TurnClaims = field(default_factory=MemoryTurnClaims)
+    #: events kept for resumable subscriptions: the cluster event stream, or a
+    #: :class:`~.event_log.MemoryEventLog` for the other stores (``None``: off)
+    event_log: object | None = None
     _backend: SqlBackend | None = field(default=None, repr=False)
 
     async def get_task(self, task_id: str, context: ServerCallContext) -> Task | None:

@@ -54,6 +54,7 @@ class SqlBackend:
         registry: ReplicaRegistry | None,
         retention_seconds: float | None,
         poll_interval: float = 0.5,
+        closers: list[Callable[[], Awaitable[None]]] | None = None,
     ) -> None:
         self.store_url = store_url
         self.engine = engine
@@ -62,6 +63,7 @@ class SqlBackend:
         self.retention_seconds = retention_seconds
         self.poll_interval = poll_interval
         self._initializers = initializers
+        self._closers = closers or []
         self._loops: list[asyncio.Task[None]] = []
         self._cancel_watch: CancelWatch | None = None
         self._started = False
@@ -110,6 +112,8 @@ class SqlBackend:
         for loop in loops:
             with contextlib.suppress(asyncio.CancelledError):
                 await loop
+        for close in self._closers:
+            await close()
         if self.registry is not None and self._started:
             try:
                 async with asyncio.timeout(PING_TIMEOUT):

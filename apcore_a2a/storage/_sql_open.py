@@ -29,7 +29,7 @@ def open_sql_stores(
 ) -> Stores:
     """Engine + SDK SQL stores (+ cluster store and event stream), not yet connected."""
     try:
-        from a2a.server.cluster import DatabaseTaskEventStream, VersionedDatabaseTaskStore
+        from a2a.server.cluster import VersionedDatabaseTaskStore
         from a2a.server.tasks import DatabasePushNotificationConfigStore, DatabaseTaskStore
 
         from ._engine import create_engine
@@ -41,6 +41,7 @@ def open_sql_stores(
             f"install them with: {_INSTALL_HINT[store_url.kind]}"
         ) from None
 
+    from ._event_stream import WakingTaskEventStream
     from ._replicas import ClaimingTaskStore, ReplicaRegistry, SqlTurnClaims
     from ._set import Stores
     from ._sql_backend import SqlBackend
@@ -64,8 +65,11 @@ def open_sql_stores(
         registry = ReplicaRegistry(
             engine, heartbeat_interval=heartbeat_interval, replica_timeout=replica_timeout
         )
-        event_stream = DatabaseTaskEventStream(
-            engine, poll_interval_s=settings.cluster_poll_interval
+        event_stream = WakingTaskEventStream(
+            engine,
+            store_url,
+            poll_interval_s=settings.cluster_poll_interval,
+            wakeups=settings.cluster_wakeups,
         )
         initializers = [versioned.initialize, event_stream.initialize, *initializers]
         backend = SqlBackend(
@@ -76,6 +80,7 @@ def open_sql_stores(
             registry=registry,
             retention_seconds=settings.task_retention_seconds,
             poll_interval=settings.cluster_poll_interval,
+            closers=[event_stream.aclose],
         )
         return Stores(
             task_store=ClaimingTaskStore(versioned, registry),

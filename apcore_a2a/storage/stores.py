@@ -17,6 +17,7 @@ from a2a.server.tasks import (
 from ._errors import StoreUnavailableError
 from ._set import Stores
 from ._urls import parse_store_url
+from .event_log import MemoryEventLog
 from .memory import BoundedMemoryTaskStore
 
 if TYPE_CHECKING:
@@ -34,6 +35,8 @@ __all__ = [
 DEFAULT_HEARTBEAT_INTERVAL = 2.0
 #: Seconds without a heartbeat after which a replica counts as dead.
 DEFAULT_REPLICA_TIMEOUT = 10.0
+#: Tasks whose recent events the in-process event log keeps (the most recently active).
+EVENT_LOG_TASKS = 1000
 
 
 def open_stores(
@@ -53,6 +56,22 @@ def open_stores(
 
     Raises ``ValueError`` for an unusable URL or setting combination.
     """
+    stores = _open(task_store, settings, heartbeat_interval, replica_timeout)
+    if stores.event_stream is not None:
+        stores.event_log = stores.event_stream
+    elif settings.task_event_log_size > 0:
+        stores.event_log = MemoryEventLog(
+            per_task=settings.task_event_log_size, max_tasks=EVENT_LOG_TASKS
+        )
+    return stores
+
+
+def _open(
+    task_store: str | TaskStore,
+    settings: Settings,
+    heartbeat_interval: float,
+    replica_timeout: float,
+) -> Stores:
     if not isinstance(task_store, str):
         if settings.cluster:
             raise ValueError(

@@ -1,0 +1,124 @@
+"""A bounded in-process event log, for resumable subscriptions without cluster mode.
+
+Cluster mode keeps every event in the shared ``task_events`` table. Other stores (memory,
+and SQL without ``--cluster``) get this log: the last ``task_event_log_size`` events of
+each of the most recently active tasks (as many tasks as ``task_max_capacity``), with ids
+from one counter per process. :class:`RecordingTaskStore` feeds it: it is the SDK's
+``LegacyTaskStoreAdapter`` (which drops the event of each save) that appends the event
+first and reports the log position as the task's version.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import OrderedDict, deque
+from collections.abc import AsyncGenerator
+
+from a2a.server.cluster import LegacyTaskStoreAdapter, StoredTask, TaskVersion
+from a2a.server.context import ServerCallContext
+from a2a.server.events.event_queue import Event
+from a2a.types import Task
+from a2a.utils.errors import InvalidParamsError
+
+from ._wakeups import WakeHub
+
+__all__ = ["MemoryEventLog", "RecordingTaskStore"]
+
+
+class MemoryEventLog:
+    """The recent events of recent tasks; ``tail`` as the cluster event stream offers it."""
+
+    def __init__(self, *, per_task: int, max_tasks: int) -> None:
+        if per_task < 1 or max_tasks < 1:
+            raise ValueError("task_event_log_size and task_max_capacity must be at least 1")
+        self._per_task = per_task
+        self._max_tasks = max_tasks
+        self._logs: OrderedDict[str, deque[tuple[int, Event]]] = OrderedDict()
+        #: per task, the id of the latest event that fell out of its log
+        self._dropped: dict[str, int] = {}
+        self._last = 0
+        self.hub = WakeHub()
+
+    def append(self, task_id: str, event: Event) -> int:
+        self._last += 1
+        log = self._logs.get(task_id)
+        if log is None:
+            log = self._logs[task_id] = deque(maxlen=self._per_task)
+            while len(self._logs) > self._max_tasks:
+                gone, _ = self._logs.popitem(last=False)
+                self._dropped.pop(gone, None)
+        self._logs.move_to_end(task_id)
+        if len(log) == self._per_task:
+            self._dropped[task_id] = log[0][0]
+        log.append((self._last, event))
+        self.hub.wake(task_id)
+        return self._last
+
+    def position(self, task_id: str) -> int:
+        """The id of the task's latest event (0 if none is kept)."""
+        log = self._logs.get(task_id)
+        return log[-1][0] if log else 0
+
+    async def seq_at(self, task_id: str, version: TaskVersion) -> int:
+        value = version._value
+        return value if isinstance(value, int) else 0
+
+    async def tail(
+        self, task_id: str, after_seq: int, *, until_idle: bool = False
+    ) -> AsyncGenerator[tuple[int, TaskVersion, Event], None]:
+        """Events after *after_seq*, then new ones; refuses an id whose successors are gone."""
+        gone = self._dropped.get(task_id, 0) > after_seq
+        if gone or (after_seq and task_id not in self._logs):
+            raise InvalidParamsError(
+                message=f"Last-Event-ID {after_seq}: the events after it are no longer kept "
+                "(task_event_log_size); read the task with GetTask"
+            )
+        cursor = after_seq
+        woken = self.hub.register(task_id)
+        try:
+            while True:
+                woken.clear()
+                log = self._logs.get(task_id, deque())
+                fresh = [(seq, event) for seq, event in log if seq > cursor]
+                for seq, event in fresh:
+                    cursor = seq
+                    yield seq, TaskVersion(seq), event
+                if not fresh:
+                    if until_idle:
+                        return
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(woken.wait(), 30.0)
+        finally:
+            self.hub.unregister(task_id, woken)
+
+
+class RecordingTaskStore(LegacyTaskStoreAdapter):
+    """The SDK's adapter for an unversioned store, appending each saved event to a log."""
+
+    def __init__(self, adapter: LegacyTaskStoreAdapter, log: MemoryEventLog) -> None:
+        super().__init__(adapter.store)
+        self.log = log
+
+    async def save(
+        self,
+        task: Task,
+        *,
+        event: Event | None,
+        prev: Task | None,
+        prev_version: TaskVersion,
+        context: ServerCallContext,
+    ) -> TaskVersion:
+        await super().save(task, event=event, prev=prev, prev_version=prev_version, context=context)
+        if event is None:
+            return TaskVersion.MISSING
+        return TaskVersion(self.log.append(task.id, event))
+
+    async def get(self, task_id: str, context: ServerCallContext) -> StoredTask | None:
+        # The position is read first: the snapshot may then hold a later event too (sent
+        # again after it), but never misses one that the position claims.
+        position = self.log.position(task_id)
+        stored = await super().get(task_id, context)
+        if stored is None:
+            return None
+        return StoredTask(stored.task, TaskVersion(position) if position else stored.version)

@@ -1,0 +1,81 @@
+"""``A2AClient.resubscribe`` resumes a dropped stream by itself, losing and repeating nothing.
+
+The client talks to a real server through a TCP proxy that the test cuts mid-stream (every
+connection aborted, the listener reopened on the same port).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from apcore_a2a import A2AClient
+from apcore_a2a.client.errors import A2AConnectionError
+
+from .._proxy import TcpProxy
+from .._support import ROOT, cli_server, free_port
+
+EXTENSIONS = str(ROOT / "examples" / "extensions")
+
+
+def _remaining(event: dict[str, Any]) -> list[int]:
+    if event["kind"] != "artifact-update":
+        return []
+    return [
+        int(part["data"]["remaining"])
+        for part in event["artifact"]["parts"]
+        if isinstance(part.get("data"), dict) and "remaining" in part["data"]
+    ]
+
+
+@pytest.mark.parametrize("protocol", ["1.0", "0.3"])
+async def test_resubscribe_survives_a_cut_connection(protocol: Any) -> None:
+    port = free_port()
+    proxy = TcpProxy("127.0.0.1", port)
+    await proxy.start()
+    public = f"http://127.0.0.1:{proxy.port}"
+    args = ["--extensions-dir", EXTENSIONS, "--url", public]
+    try:
+        with cli_server(args, port=port):
+            async with A2AClient(public, protocol=protocol) as client:
+                task = await client.send_message(
+                    {"start": 12, "delay": 0.1}, skill_id="text.countdown", return_immediately=True
+                )
+                kinds: list[str] = []
+                live: list[int] = []
+                async for event in client.resubscribe(task["id"]):
+                    kinds.append(event["kind"])
+                    live += _remaining(event)
+                    if len(live) == 3:
+                        await proxy.stop()  # the stream's connection is gone
+                        await proxy.start()
+    finally:
+        await proxy.stop()
+    assert kinds[0] == "task" and kinds.count("task") == 1  # the snapshot, once
+    assert live == list(range(live[0], -1, -1)), live  # every chunk after it, once
+    assert kinds[-1] == "status-update"
+
+
+async def test_resubscribe_gives_up_after_its_retries() -> None:
+    port = free_port()
+    proxy = TcpProxy("127.0.0.1", port)
+    await proxy.start()
+    public = f"http://127.0.0.1:{proxy.port}"
+    args = ["--extensions-dir", EXTENSIONS, "--url", public]
+    try:
+        with cli_server(args, port=port):
+            async with A2AClient(public) as client:
+                task = await client.send_message(
+                    {"start": 20, "delay": 0.1}, skill_id="text.countdown", return_immediately=True
+                )
+
+                async def follow() -> None:
+                    async for event in client.resubscribe(task["id"], max_retries=2):
+                        if _remaining(event):
+                            await proxy.stop()  # and it stays down
+
+                with pytest.raises(A2AConnectionError, match="gave up after 2 resume"):
+                    await follow()
+    finally:
+        await proxy.stop()

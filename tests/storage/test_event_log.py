@@ -1,0 +1,46 @@
+"""The bounded in-process event log behind Last-Event-ID without cluster mode."""
+
+from __future__ import annotations
+
+import pytest
+from a2a.types import TaskState, TaskStatus, TaskStatusUpdateEvent
+from a2a.utils.errors import InvalidParamsError
+
+from apcore_a2a.storage.event_log import MemoryEventLog
+
+
+def _event(task_id: str, n: int) -> TaskStatusUpdateEvent:
+    return TaskStatusUpdateEvent(
+        task_id=task_id,
+        context_id=f"ctx-{n}",
+        status=TaskStatus(state=TaskState.TASK_STATE_WORKING),
+    )
+
+
+async def _replay(log: MemoryEventLog, task_id: str, after: int) -> list[int]:
+    return [seq async for seq, _v, _e in log.tail(task_id, after, until_idle=True)]
+
+
+async def test_replays_what_it_keeps_and_refuses_an_id_whose_successors_are_gone() -> None:
+    log = MemoryEventLog(per_task=3, max_tasks=10)
+    ids = [log.append("t1", _event("t1", n)) for n in range(5)]
+    log.append("t2", _event("t2", 0))  # ids are per process, shared by tasks
+    assert await _replay(log, "t1", ids[1]) == ids[2:]
+    assert await _replay(log, "t1", ids[4]) == []
+    for lost in (0, ids[0]):
+        with pytest.raises(InvalidParamsError, match="no longer kept"):
+            await _replay(log, "t1", lost)
+
+
+async def test_keeps_only_the_most_recently_active_tasks() -> None:
+    log = MemoryEventLog(per_task=3, max_tasks=2)
+    first = log.append("old", _event("old", 0))
+    log.append("a", _event("a", 0))
+    log.append("b", _event("b", 0))
+    with pytest.raises(InvalidParamsError):
+        await _replay(log, "old", first)
+
+
+def test_bounds_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="at least 1"):
+        MemoryEventLog(per_task=0, max_tasks=1)

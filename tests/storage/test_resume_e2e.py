@@ -1,0 +1,210 @@
+"""Resubscribe that loses nothing: SSE ids and ``Last-Event-ID`` replay in cluster mode.
+
+``text.countdown`` runs on replica A; a client follows it on B with ``SubscribeToTask``,
+drops the connection after a few chunks and reconnects to the *other* replica (A) with
+the last id it saw (with the memory store: to the same server, from its event log). The two connections together must carry every chunk after the first
+snapshot exactly once, in order, and end with ``completed`` — on memory, SQLite and PostgreSQL,
+over JSON-RPC 1.0 (header), JSON-RPC 0.3 ``tasks/resubscribe`` (metadata field) and
+REST 1.0 (header).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests._sdk import request
+
+from .._support import cli_server
+from ._a2a import EXTENSIONS, client, send
+from .conftest import pg_schema_url
+
+TIMEOUT = 30.0
+#: chunks per task in the 20-task test (50 gives 1,080 events; kept small for CI time)
+CHUNKS = 12
+
+
+@contextlib.contextmanager
+def _pair(backend: str, folder: Path) -> Iterator[tuple[str, str]]:
+    """Two cluster replicas; for ``memory``, one server (its bounded event log) twice."""
+    if backend == "memory":
+        with cli_server(["--extensions-dir", EXTENSIONS, "--task-store", "memory://"]) as (a, _p):
+            yield a, a
+        return
+    with contextlib.ExitStack() as stack:
+        if backend == "sqlite":
+            url = f"sqlite:///{folder / 'tasks.db'}"
+        else:
+            url = stack.enter_context(pg_schema_url())
+        args = ["--extensions-dir", EXTENSIONS, "--task-store", url, "--cluster"]
+        a, _pa = stack.enter_context(cli_server(args))
+        b, _pb = stack.enter_context(cli_server(args))
+        yield a, b
+
+
+@pytest.fixture(scope="module", params=["memory", "sqlite", "postgresql"])
+def replicas(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[str, str]]:
+    with _pair(request.param, tmp_path_factory.mktemp("resume")) as pair:
+        yield pair
+
+
+def _subscribe_call(
+    dialect: str, base: str, task_id: str, last_id: str | None
+) -> tuple[str, str, dict[str, str], Any]:
+    """(method, URL, headers, JSON body) of a subscription in *dialect*."""
+    headers = {"A2A-Version": "0.3" if dialect == "jsonrpc-0.3" else "1.0"}
+    if last_id is not None and dialect != "jsonrpc-0.3":
+        headers["Last-Event-ID"] = last_id
+    if dialect == "rest-1.0":
+        return "POST", f"{base}/tasks/{task_id}:subscribe", headers, None
+    if dialect == "jsonrpc-1.0":
+        params: dict[str, Any] = {"id": task_id}
+        method = "SubscribeToTask"
+    else:
+        params = {"id": task_id}
+        if last_id is not None:
+            params["metadata"] = {"lastEventId": last_id}
+        method = "tasks/resubscribe"
+    body = {"jsonrpc": "2.0", "id": uuid.uuid4().hex, "method": method, "params": params}
+    return "POST", f"{base}/", headers, body
+
+
+def _find(value: Any, key: str) -> list[Any]:
+    if isinstance(value, dict):
+        found = [value[key]] if key in value else []
+        return found + [x for v in value.values() for x in _find(v, key)]
+    if isinstance(value, list):
+        return [x for v in value for x in _find(v, key)]
+    return []
+
+
+async def _read(
+    http: httpx.AsyncClient, call: tuple[str, str, dict[str, str], Any], cut_after: int | None
+) -> tuple[list[tuple[str | None, Any]], bool]:
+    """SSE events ``(id, payload)`` of one connection; cut after *cut_after* chunks."""
+    method, url, headers, body = call
+    events: list[tuple[str | None, Any]] = []
+    chunks = 0
+    async with http.stream(method, url, headers=headers, json=body) as response:
+        assert response.status_code == 200, await response.aread()
+        event_id: str | None = None
+        data: list[str] = []
+        async for line in response.aiter_lines():
+            if line.startswith("id:"):
+                event_id = line[3:].strip()
+            elif line.startswith("data:"):
+                data.append(line[5:].strip())
+            elif not line and data:
+                payload = json.loads("\n".join(data))
+                assert "error" not in payload, payload
+                events.append((event_id, payload))
+                event_id, data = None, []
+                chunks += _chunk(payload) is not None
+                if cut_after is not None and chunks >= cut_after:
+                    return events, True  # leaving the block drops the connection
+    return events, False
+
+
+def _chunk(payload: Any) -> Any:
+    """The artifact update in one event (1.0 or 0.3 shape), else ``None``."""
+    result = payload.get("result", payload)
+    if "artifactUpdate" in result:
+        return result["artifactUpdate"]
+    return result if result.get("kind") == "artifact-update" else None
+
+
+def _remaining(events: list[tuple[str | None, Any]], skip_first: bool) -> list[int]:
+    payloads = [p for _id, p in events][1 if skip_first else 0 :]
+    return [int(v) for p in payloads for v in _find(_chunk(p), "remaining")]
+
+
+@pytest.mark.parametrize("dialect", ["jsonrpc-1.0", "jsonrpc-0.3", "rest-1.0"])
+async def test_a_cut_subscription_resumes_on_the_other_replica_exactly_once(
+    replicas: tuple[str, str], dialect: str
+) -> None:
+    a, b = replicas
+    started = await send(
+        await client(a),
+        request("text.countdown", {"start": 15, "delay": 0.1}, return_immediately=True),
+    )
+    async with httpx.AsyncClient(timeout=TIMEOUT) as http:
+        first, cut = await _read(http, _subscribe_call(dialect, b, started.id, None), 4)
+        assert cut
+        last_id = first[-1][0]
+        assert last_id is not None
+        rest, cut = await _read(http, _subscribe_call(dialect, a, started.id, last_id), None)
+    assert not cut
+    ids = [event_id for event_id, _p in first + rest]
+    assert all(i is not None and i.isdigit() for i in ids), ids
+    assert [int(i) for i in ids] == sorted({int(i) for i in ids if i}), "ids repeat or go back"
+    # The first event is the task snapshot (chunks so far); every chunk after it, once.
+    live = _remaining(first, skip_first=True) + _remaining(rest, skip_first=False)
+    assert live == list(range(live[0], -1, -1)), live
+    states = _find(rest[-1][1], "state")
+    assert states and str(states[-1]).lower() in ("task_state_completed", "completed")
+    print(f"{dialect}: {len(first)} events before the cut, {len(rest)} replayed + live after")
+
+
+@pytest.mark.parametrize("dialect", ["jsonrpc-1.0", "rest-1.0"])
+async def test_a_last_event_id_that_is_no_id_is_refused(
+    replicas: tuple[str, str], dialect: str
+) -> None:
+    a, _b = replicas
+    started = await send(
+        await client(a),
+        request("text.countdown", {"start": 3, "delay": 0.1}, return_immediately=True),
+    )
+    method, url, headers, body = _subscribe_call(dialect, a, started.id, "not-an-id")
+    async with httpx.AsyncClient(timeout=TIMEOUT) as http:
+        response = await http.request(method, url, headers=headers, json=body)
+    if dialect == "rest-1.0":
+        assert response.status_code == 400, response.text
+        assert "Last-Event-ID" in response.json()["error"]["message"]
+    else:
+        assert "-32602" in response.text and "Last-Event-ID" in response.text, response.text
+
+
+async def test_twenty_concurrent_tasks_replay_from_zero_exactly_once(
+    replicas: tuple[str, str],
+) -> None:
+    """``Last-Event-ID: 0`` on B while A runs 20 tasks: every event of each, once, in order."""
+    import asyncio
+
+    a, b = replicas
+    ca = await client(a)
+    started = await asyncio.gather(
+        *(
+            send(
+                ca,
+                request(
+                    "text.countdown", {"start": CHUNKS, "delay": 0.01}, return_immediately=True
+                ),
+            )
+            for _ in range(20)
+        )
+    )
+    async with httpx.AsyncClient(timeout=TIMEOUT) as http:
+        streams = await asyncio.gather(
+            *(_read(http, _subscribe_call("jsonrpc-1.0", b, t.id, "0"), None) for t in started)
+        )
+    total = 0
+    for events, cut in streams:
+        assert not cut
+        ids = [int(event_id or -1) for event_id, _p in events]
+        assert ids == sorted(set(ids)) and ids[0] > 0, ids
+        assert "task" in events[0][1]["result"]  # the submitted task, first
+        assert _remaining(events, skip_first=False) == list(range(CHUNKS, -1, -1))
+        states = _find(events[-1][1], "state")
+        assert states[-1] == "TASK_STATE_COMPLETED"
+        total += len(events)
+    assert total >= 20 * (CHUNKS + 4)  # task, working, the chunks, completed
+    print(f"replayed {total} events of 20 tasks")
