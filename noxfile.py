@@ -39,6 +39,9 @@ def typecheck(session: nox.Session) -> None:
 def bench(session: nox.Session) -> None:
     """Benchmark against a plain a2a-sdk server (``-- --quick`` short, ``-- --smoke`` seconds).
 
+    A full run (no arguments) also runs ``benchmarks.cluster_streams`` (cross-replica
+    delay p50/p90/p99 on PostgreSQL and SQLite, idle queries).
+
     Installs Debian's ``wrk`` when it is missing (as root); appends to benchmarks/RESULTS.md.
     """
     import os
@@ -50,9 +53,16 @@ def bench(session: nox.Session) -> None:
         session.run("apt-get", "update", "-qq", external=True)
         session.run("apt-get", "install", "-y", "-qq", "wrk", external=True)
     # sqlite/metrics only because apcore_a2a.push and server.ops import sqlalchemy and
-    # prometheus_client unconditionally; no OpenTelemetry, as in a plain install.
-    session.install("-e", ".[speed,sqlite,metrics]")
+    # prometheus_client unconditionally; postgres for the cross-replica rows; no
+    # OpenTelemetry, as in a plain install.
+    session.install("-e", ".[speed,sqlite,postgres,metrics]")
     session.run("python", "-m", "benchmarks", *session.posargs)
+    if not session.posargs:
+        # A full run also measures cross-replica stream delays (issue 23) and appends them
+        # to benchmarks/RESULTS.md; it needs the PostgreSQL the tests use.
+        session.run(
+            "python", "-m", "benchmarks.cluster_streams", "--append", "benchmarks/RESULTS.md"
+        )
 
 
 def _reliability_run(session: nox.Session, paths: list[str], scale: str) -> None:

@@ -258,6 +258,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--chunks", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--idle-seconds", type=float, default=10.0)
+    parser.add_argument("--append", metavar="FILE", help="also append the table to FILE")
     args = parser.parse_args(argv)
     rows = [
         run(backend, mode == "on", args.chunks, args.rounds, args.idle_seconds)
@@ -265,6 +266,15 @@ def main(argv: list[str] | None = None) -> int:
         for mode in args.modes.split(",")
     ]
     print(table(rows))
+    if args.append:
+        import datetime
+
+        stamp = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+        heading = (
+            f"\n## Cross-replica streams (`python -m benchmarks.cluster_streams`) — {stamp}\n\n"
+        )
+        with open(args.append, "a", encoding="utf-8") as sink:
+            sink.write(heading + table(rows) + "\n")
     return 0
 
 

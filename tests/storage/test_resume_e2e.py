@@ -22,13 +22,14 @@ import pytest
 
 from tests._sdk import request
 
-from .._support import cli_server
+from .._support import cli_server, free_port
 from ._a2a import EXTENSIONS, client, send
 from .conftest import pg_schema_url
 
 TIMEOUT = 30.0
-#: chunks per task in the 20-task test (50 gives 1,080 events; kept small for CI time)
-CHUNKS = 12
+#: countdown start per task in the 20-task test: 47 chunks + task, working and completed
+#: make 50 events a task, 1,000 in all
+CHUNKS = 46
 
 
 @contextlib.contextmanager
@@ -206,5 +207,43 @@ async def test_twenty_concurrent_tasks_replay_from_zero_exactly_once(
         states = _find(events[-1][1], "state")
         assert states[-1] == "TASK_STATE_COMPLETED"
         total += len(events)
-    assert total >= 20 * (CHUNKS + 4)  # task, working, the chunks, completed
+    assert total >= 1000 == 20 * (CHUNKS + 4)  # task, working, the chunks, completed
     print(f"replayed {total} events of 20 tasks")
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+async def test_a_replica_restarted_mid_stream_resumes_from_the_store(
+    backend: str, tmp_path: Path
+) -> None:
+    """B serves a subscription, is cut off and restarted (a new process on its port) while
+    A still runs the task; the client resumes on the new B with its last id: exactly once."""
+    with contextlib.ExitStack() as stack:
+        if backend == "sqlite":
+            url = f"sqlite:///{tmp_path / 'tasks.db'}"
+        else:
+            url = stack.enter_context(pg_schema_url())
+        args = ["--extensions-dir", EXTENSIONS, "--task-store", url, "--cluster"]
+        a, _pa = stack.enter_context(cli_server(args))
+        port_b = free_port()
+        async with httpx.AsyncClient(timeout=TIMEOUT) as http:
+            with cli_server(args, port=port_b) as (b, _pb):
+                started = await send(
+                    await client(a),
+                    request("text.countdown", {"start": 20, "delay": 0.1}, return_immediately=True),
+                )
+                first, cut = await _read(
+                    http, _subscribe_call("jsonrpc-1.0", b, started.id, None), 4
+                )
+            # B has stopped (SIGTERM, exit 0 checked by cli_server); A runs on.
+            assert cut
+            last_id = first[-1][0]
+            with cli_server(args, port=port_b) as (b_again, _pb2):
+                rest, cut = await _read(
+                    http, _subscribe_call("jsonrpc-1.0", b_again, started.id, last_id), None
+                )
+    assert not cut
+    ids = [int(i or -1) for i, _p in first + rest]
+    assert ids == sorted(set(ids)), "ids repeat or go back"
+    live = _remaining(first, skip_first=True) + _remaining(rest, skip_first=False)
+    assert live == list(range(live[0], -1, -1)), live
+    assert str(_find(rest[-1][1], "state")[-1]) == "TASK_STATE_COMPLETED"
