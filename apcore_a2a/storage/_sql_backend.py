@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 from a2a.server.cluster import VersionedDatabaseTaskStore
 from a2a.server.tasks import DatabaseTaskStore
 from sqlalchemy import text
-from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError, ProgrammingError
+from sqlalchemy.exc import DBAPIError, ProgrammingError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from . import _recovery
@@ -21,6 +21,7 @@ from ._replicas import ReplicaRegistry
 from ._retention import purge_finished_tasks, retention_interval
 from ._tables import METADATA
 from ._urls import StoreURL
+from .outages import UNAVAILABLE as _UNAVAILABLE
 
 __all__ = ["CancelWatch", "SqlBackend"]
 
@@ -30,14 +31,6 @@ CancelWatch = tuple[Callable[[], list[str]], Callable[[str], None]]
 logger = logging.getLogger(__name__)
 
 PING_TIMEOUT = 3.0
-# Errors that mean "the database cannot be reached or used right now".
-_UNAVAILABLE: tuple[type[BaseException], ...] = (
-    OSError,
-    TimeoutError,
-    OperationalError,
-    InterfaceError,
-    ConnectionError,
-)
 _DB_ERRORS: tuple[type[BaseException], ...] = (*_UNAVAILABLE, DBAPIError)
 
 

@@ -16,16 +16,17 @@ import logging
 from collections.abc import Awaitable
 from typing import Any, TypeVar
 
-from a2a.server.cluster import StoredTask, TaskVersion, VersionedTaskStore
+from a2a.server.cluster import VersionedTaskStore
 from a2a.server.context import ServerCallContext
-from a2a.server.events import Event
 from a2a.server.tasks import PushNotificationConfigStore, TaskStore
-from a2a.types import ListTasksRequest, ListTasksResponse, Task, TaskPushNotificationConfig
+from a2a.types import TaskPushNotificationConfig
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 
 from apcore_a2a.errors import StoreUnavailableError
 
-__all__ = ["RETRY_AFTER", "guard_outages", "guard_push_outages", "is_outage"]
+from .observed import store_view
+
+__all__ = ["RETRY_AFTER", "UNAVAILABLE", "guard_outages", "guard_push_outages", "is_outage"]
 
 logger = logging.getLogger(__name__)
 
@@ -34,9 +35,19 @@ RETRY_AFTER = 2.0
 _T = TypeVar("_T")
 
 
+#: Errors that mean "the database cannot be reached or used right now".
+UNAVAILABLE: tuple[type[BaseException], ...] = (
+    OSError,
+    TimeoutError,
+    OperationalError,
+    InterfaceError,
+    ConnectionError,
+)
+
+
 def is_outage(exc: BaseException) -> bool:
     """Whether *exc* means the database cannot be reached right now."""
-    if isinstance(exc, (OSError, TimeoutError, ConnectionError, OperationalError, InterfaceError)):
+    if isinstance(exc, UNAVAILABLE):
         return True
     return isinstance(exc, DBAPIError) and bool(exc.connection_invalidated)
 
@@ -55,9 +66,7 @@ async def _guarded(call: Awaitable[_T]) -> _T:
 
 def guard_outages(store: TaskStore | VersionedTaskStore) -> TaskStore | VersionedTaskStore:
     """*store* (plain or versioned) raising ``StoreUnavailableError`` on outages."""
-    if isinstance(store, VersionedTaskStore):
-        return _GuardedVersionedStore(store)
-    return _GuardedStore(store)
+    return store_view(store, around=_guarded)
 
 
 def guard_push_outages(store: PushNotificationConfigStore) -> PushNotificationConfigStore:
@@ -92,55 +101,3 @@ class _GuardedPushStore(PushNotificationConfigStore):
         self, task_id: str, context: ServerCallContext, config_id: str | None = None
     ) -> None:
         await _guarded(self.inner.delete_info(task_id, context, config_id))
-
-
-class _GuardedStore(TaskStore):
-    def __init__(self, inner: TaskStore) -> None:
-        self.inner = inner
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
-
-    async def save(self, task: Task, context: ServerCallContext) -> None:
-        await _guarded(self.inner.save(task, context))
-
-    async def get(self, task_id: str, context: ServerCallContext) -> Task | None:
-        return await _guarded(self.inner.get(task_id, context))
-
-    async def list(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
-        return await _guarded(self.inner.list(params, context))
-
-    async def delete(self, task_id: str, context: ServerCallContext) -> None:
-        await _guarded(self.inner.delete(task_id, context))
-
-
-class _GuardedVersionedStore(VersionedTaskStore):
-    def __init__(self, inner: VersionedTaskStore) -> None:
-        self.inner = inner
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
-
-    async def save(
-        self,
-        task: Task,
-        *,
-        event: Event | None,
-        prev: Task | None,
-        prev_version: TaskVersion,
-        context: ServerCallContext,
-    ) -> TaskVersion:
-        return await _guarded(
-            self.inner.save(
-                task, event=event, prev=prev, prev_version=prev_version, context=context
-            )
-        )
-
-    async def get(self, task_id: str, context: ServerCallContext) -> StoredTask | None:
-        return await _guarded(self.inner.get(task_id, context))
-
-    async def list(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
-        return await _guarded(self.inner.list(params, context))
-
-    async def delete(self, task_id: str, context: ServerCallContext) -> None:
-        await _guarded(self.inner.delete(task_id, context))
