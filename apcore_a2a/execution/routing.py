@@ -191,25 +191,21 @@ class ApCoreRequestContextBuilder(RequestContextBuilder):
                 def visible(ids: Iterable[str]) -> list[str]:
                     return preflight.visible(ids, identity)
 
-            accepts: Accepts | None = None
-            if preflight is not None:
-
-                def accepts(spec: SkillSpec, message: Message) -> bool:
-                    return preflight.accepts(spec, message)
-
+            accepts = preflight.accepts if preflight is not None else None
             spec = self._resolver.resolve(
                 params.message, request_metadata, stored, visible, accepts
             )
             if preflight is not None:
-                if stored is None and not preflight.may_call(spec.module_id, identity):
+                if stored is not None:
+                    preflight.check_access(spec.module_id, identity)
+                elif not preflight.may_call(spec.module_id, identity):
                     # A hidden skill answers exactly like an unknown one.
                     available = visible(self._resolver.skill_ids()) if visible else []
                     raise skill_not_found(_requested_id(params, spec), available)
-                preflight.check_access(spec.module_id, identity)
             if stored is None:
                 module_input = input_from_parts(params.message.parts, spec.input_facts)
-                if self._preflight is not None:
-                    self._preflight.check_input(spec.module_id, module_input)
+                if preflight is not None:
+                    preflight.check_input(spec.module_id, module_input)
         request_context = ApCoreRequestContext(
             call_context=context,
             request=params,
