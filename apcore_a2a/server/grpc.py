@@ -123,10 +123,7 @@ class GrpcCallContextBuilder(DefaultGrpcServerCallContextBuilder):
     def build(self, context: grpc.aio.ServicerContext) -> ServerCallContext:
         call_context: ServerCallContext = super().build(context)
         call_context.state["headers"] = _text_metadata(context)
-        identity = _call_identity.get()
-        call_context.state[CALLER_STATE_KEY] = (
-            IdentityUser(identity).user_name if identity is not None else _peer(context)
-        )
+        call_context.state[CALLER_STATE_KEY] = _caller(_call_identity.get(), context)
         if self.protocol_version is not None:
             call_context.state[PROTOCOL_VERSION_STATE_KEY] = self.protocol_version
         return call_context
@@ -228,7 +225,7 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         """Take a stream slot (the same limits as SSE streams), or abort the call."""
         if self._streams is None:
             return None
-        caller = IdentityUser(identity).user_name if identity is not None else _peer(context)
+        caller = _caller(identity, context)
         refusal = self._streams.acquire(caller)
         if refusal is None:
             return caller
@@ -296,8 +293,14 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         return call
 
 
+def _caller(identity: Identity | None, context: grpc.aio.ServicerContext) -> str:
+    """The key quotas count by (as ``guards.caller_of`` for HTTP): the task owner, or
+    ``ip:<address>`` for anonymous callers."""
+    return IdentityUser(identity).user_name if identity is not None else _peer(context)
+
+
 def _peer(context: grpc.aio.ServicerContext) -> str:
-    """``ip:<address>`` of an anonymous caller (the key its stream quota counts by)."""
+    """``ip:<address>`` of an anonymous caller."""
     peer = str(context.peer() or "unknown")  # e.g. "ipv4:127.0.0.1:53422"
     kind, _, rest = peer.partition(":")
     address = rest.rsplit(":", 1)[0] if kind in ("ipv4", "ipv6") else peer
