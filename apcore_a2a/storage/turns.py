@@ -13,8 +13,9 @@ whose primary key is the turn, so the database decides between replicas
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from typing import Protocol
+
+from cachetools import FIFOCache
 
 __all__ = ["MemoryTurnClaims", "TurnClaims"]
 
@@ -29,8 +30,7 @@ class MemoryTurnClaims:
     """Claims of one process, remembered for the most recent *max_entries* turns."""
 
     def __init__(self, max_entries: int = 100_000) -> None:
-        self._seen: OrderedDict[tuple[str, str], None] = OrderedDict()
-        self._max = max_entries
+        self._seen: FIFOCache[tuple[str, str], None] = FIFOCache(maxsize=max_entries)
 
     async def claim(self, task_id: str, turn: str) -> bool:
         # No await between the test and the insert: atomic on the event loop.
@@ -38,6 +38,4 @@ class MemoryTurnClaims:
         if key in self._seen:
             return False
         self._seen[key] = None
-        if len(self._seen) > self._max:
-            self._seen.popitem(last=False)
         return True
