@@ -56,9 +56,7 @@ try:
     )
     from a2a.types import a2a_pb2, a2a_pb2_grpc
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess without grpc
-    raise ImportError(
-        'gRPC support needs the "grpc" extra: pip install "apcore-a2a[grpc]"'
-    ) from exc
+    raise ImportError(GRPC_EXTRA_HINT) from exc
 
 if TYPE_CHECKING:
     from a2a.server.request_handlers import RequestHandler
