@@ -36,6 +36,7 @@ def _graceful_server_class() -> type[Any]:
     import asyncio
 
     import uvicorn
+    from sse_starlette.sse import AppStatus
 
     from apcore_a2a.ops.shutdown import drain
 
@@ -45,12 +46,25 @@ def _graceful_server_class() -> type[Any]:
 
         On shutdown it stops accepting first, then drains the agent's running tasks
         (a task started with returnImmediately holds no connection uvicorn would wait
-        for), and only then lets uvicorn wait for the remaining connections.
+        for), and only then lets the SSE streams end and uvicorn wait for the remaining
+        connections. sse-starlette would otherwise start closing streams at the signal,
+        racing the drain: on a starved CPU a stream was cut before the ``canceled``
+        event the drain had just produced. Here a stream's end follows its last event.
         """
 
         def handle_exit(self, sig: int, frame: Any) -> None:
             super().handle_exit(sig, frame)
             self._captured_signals.clear()
+
+        def run(self, sockets: Any = None) -> None:
+            # sse-starlette's watch is process-wide; serve() owns the process.
+            automatic = AppStatus.enable_automatic_graceful_drain
+            AppStatus.enable_automatic_graceful_drain = False
+            try:
+                super().run(sockets=sockets)
+            finally:
+                AppStatus.should_exit = False
+                AppStatus.enable_automatic_graceful_drain = automatic
 
         async def shutdown(self, sockets: Any = None) -> None:
             for server in self.servers:
@@ -67,9 +81,17 @@ def _graceful_server_class() -> type[Any]:
                     await asyncio.wait({draining}, timeout=0.1)
                 if not draining.done():
                     draining.cancel()
+            # Every task has its final event now; streams write it and end. What still
+            # streams then (a subscriber of a task waiting for input) gets
+            # STREAM_FLUSH_SECONDS (uvicorn's graceful timeout) before uvicorn closes it.
+            AppStatus.should_exit = True
             await super().shutdown(sockets)
 
     return GracefulServer
+
+
+#: After the drain, how long open connections get to finish (streams, their last event).
+STREAM_FLUSH_SECONDS = 3
 
 
 def run_app(app: Starlette, settings: Settings, sockets: list[Any] | None = None) -> None:
@@ -91,7 +113,7 @@ def run_app(app: Starlette, settings: Settings, sockets: list[Any] | None = None
         host=settings.host,
         port=settings.port,
         log_level=settings.log_level.lower(),
-        timeout_graceful_shutdown=max(1, round(settings.shutdown_timeout)),
+        timeout_graceful_shutdown=STREAM_FLUSH_SECONDS,
         lifespan="on",
         access_log=False,
         log_config=None,
