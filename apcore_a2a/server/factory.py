@@ -46,7 +46,7 @@ from apcore_a2a.server.features import (
     middleware_stack,
 )
 from apcore_a2a.server.guards import RequestGuard, cancel_on_drop
-from apcore_a2a.server.handler import ApCoreRequestHandler
+from apcore_a2a.server.handler import ApCoreRequestHandler, NewTaskMarking
 from apcore_a2a.server.lifecycle import Lifecycle, StartOnFirstRequest
 from apcore_a2a.server.limits import StreamLimiter
 from apcore_a2a.server.modules import config_value, executor_for, require_methods
@@ -285,8 +285,10 @@ class A2AServerFactory:
             push_config_store=push.config_store if push else stores.push_config_store,
             push_sender=push.sender if push else None,
             push_url_validator=push.url_validator if push else None,
-            request_context_builder=ApCoreRequestContextBuilder(
-                resolver, lookup, Preflight(self.registry, self.executor)
+            request_context_builder=NewTaskMarking(
+                ApCoreRequestContextBuilder(
+                    resolver, lookup, Preflight(self.registry, self.executor)
+                )
             ),
             event_stream=stores.event_stream,
             event_log=stores.event_log,

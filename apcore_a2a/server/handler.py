@@ -6,6 +6,10 @@
   :class:`~apcore_a2a.errors.TaskBusyError` at once (see ``storage/turns.py``).
 * **Unfinished tasks per caller** are capped (``server/task_quota.py``).
 * The not-cancelable error names the task's state.
+* **Fewer writes for blocking calls**: a blocking ``SendMessage`` is marked so that the
+  states its task passes through wait in memory (``storage/deferred.py``), and the id a
+  request makes up for a new task is known to have nothing stored yet
+  (:class:`NewTaskMarking`).
 * **Resumable subscriptions**: served from the event log (cluster: the event table;
   otherwise a bounded in-process log), with SSE event ids and ``Last-Event-ID`` replay
   (``server/resume.py``).
@@ -16,6 +20,7 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any
 
+from a2a.server.agent_execution import RequestContext, RequestContextBuilder
 from a2a.server.cluster import LegacyTaskStoreAdapter
 from a2a.server.context import ServerCallContext
 from a2a.server.request_handlers import DefaultRequestHandler
@@ -32,10 +37,11 @@ from a2a.utils.errors import TaskNotCancelableError, UnsupportedOperationError
 from apcore_a2a.errors import TaskBusyError
 from apcore_a2a.server.resume import EventLog, subscribe_from_log
 from apcore_a2a.server.task_quota import TaskQuota
+from apcore_a2a.storage.deferred import DEFER_STATE_KEY, NEW_TASK_STATE_KEY
 from apcore_a2a.storage.event_log import MemoryEventLog, RecordingTaskStore
 from apcore_a2a.storage.turns import MemoryTurnClaims, TurnClaims
 
-__all__ = ["ApCoreRequestHandler", "state_label"]
+__all__ = ["ApCoreRequestHandler", "NewTaskMarking", "state_label"]
 
 TaskLookup = Callable[[str, ServerCallContext], Awaitable[Task | None]]
 
@@ -78,6 +84,8 @@ class ApCoreRequestHandler(DefaultRequestHandler):
 
     async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Any:
         await self._take_turn(params, context)
+        if not params.configuration.return_immediately:
+            context.state[DEFER_STATE_KEY] = True
         return await super().on_message_send(params, context)
 
     async def on_message_send_stream(
@@ -137,3 +145,24 @@ class ApCoreRequestHandler(DefaultRequestHandler):
             raise TaskNotCancelableError(
                 message=f"Task is not cancelable: current state is {state}"
             ) from None
+
+
+class NewTaskMarking(RequestContextBuilder):
+    """*inner*, noting in the call context the id it made up for a new task: the store
+    then knows, without asking the database, that nothing is stored under it yet."""
+
+    def __init__(self, inner: RequestContextBuilder) -> None:
+        self.inner = inner
+
+    async def build(
+        self,
+        context: ServerCallContext,
+        params: SendMessageRequest | None = None,
+        task_id: str | None = None,
+        context_id: str | None = None,
+        task: Task | None = None,
+    ) -> RequestContext:
+        built = await self.inner.build(context, params, task_id, context_id, task)
+        if params is not None and not task_id and built.task_id:
+            context.state[NEW_TASK_STATE_KEY] = built.task_id
+        return built

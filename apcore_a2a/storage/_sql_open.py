@@ -41,10 +41,12 @@ def open_sql_stores(
             f"install them with: {_INSTALL_HINT[store_url.kind]}"
         ) from None
 
+    from ._batched import BatchedTaskWriter
     from ._event_stream import WakingTaskEventStream
     from ._replicas import ClaimingTaskStore, ReplicaRegistry, SqlTurnClaims
     from ._set import Stores
     from ._sql_backend import SqlBackend
+    from .deferred import DeferredWrites
 
     if settings.push_encryption_key:
         try:
@@ -91,6 +93,7 @@ def open_sql_stores(
             _backend=backend,
         )
     plain = DatabaseTaskStore(engine)
+    deferred = DeferredWrites(plain, plain.owner_resolver, write=BatchedTaskWriter(plain).save)
     backend = SqlBackend(
         store_url=store_url,
         engine=engine,
@@ -98,5 +101,8 @@ def open_sql_stores(
         initializers=[plain.initialize, *initializers],
         registry=None,
         retention_seconds=settings.task_retention_seconds,
+        closers=[deferred.aclose],
     )
-    return Stores(task_store=plain, push_config_store=push_store, engine=engine, _backend=backend)
+    return Stores(
+        task_store=deferred, push_config_store=push_store, engine=engine, _backend=backend
+    )
