@@ -1,4 +1,4 @@
-"""``--workers 2``: two server processes on one port, one SQLite cluster store.
+"""``--workers 2``: two server processes on one port, one cluster store (SQLite, PostgreSQL).
 
 Connections land on either worker (the kernel spreads them), so each scenario below
 crosses workers on most runs: work is done by both processes, a task is canceled and an
@@ -8,6 +8,7 @@ approval resumed from any connection, and SIGTERM stops the whole group with exi
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import subprocess
 import sys
 import time
@@ -20,17 +21,24 @@ import httpx
 import pytest
 
 from .._support import ROOT, cli_server
+from .conftest import pg_schema_url
 from .test_replicas_e2e import PROBES
 
 V10 = {"A2A-Version": "1.0"}
 
 
-@pytest.fixture(scope="module")
-def workers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    store = tmp_path_factory.mktemp("workers") / "tasks.db"
-    args = ["--extensions-dir", PROBES, "--workers", "2", "--cluster"]
-    args += ["--task-store", f"sqlite:///{store}"]
-    with cli_server(args, env={"A2A_CLUSTER_POLL_INTERVAL": "0.1"}) as (url, _proc):
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def workers(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    with contextlib.ExitStack() as stack:
+        if request.param == "sqlite":
+            store = f"sqlite:///{tmp_path_factory.mktemp('workers') / 'tasks.db'}"
+        else:
+            store = stack.enter_context(pg_schema_url())
+        args = ["--extensions-dir", PROBES, "--workers", "2", "--cluster", "--task-store", store]
+        env = {"A2A_CLUSTER_POLL_INTERVAL": "0.1"}
+        url, _proc = stack.enter_context(cli_server(args, env=env))
         yield url
 
 
