@@ -39,6 +39,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ._engine import READ_ONLY
 from ._tables import claims_table, replicas_table, turns_table
+from .deferred import forget_new, made_up_here
 
 __all__ = ["ClaimingTaskStore", "ReplicaRegistry", "SqlTurnClaims"]
 
@@ -189,12 +190,16 @@ class ClaimingTaskStore(VersionedTaskStore):
             await self.registry.claim(task.id, self._owner_resolver(context))
         else:
             self.registry.release(task.id)
-        return await self.inner.save(
+        version = await self.inner.save(
             task, event=event, prev=prev, prev_version=prev_version, context=context
         )
+        forget_new(task.id, context)
+        return version
 
     async def get(self, task_id: str, context: ServerCallContext) -> StoredTask | None:
-        """The task with its version, or ``None``."""
+        """The task with its version, or ``None`` (at once for an id made up here)."""
+        if made_up_here(task_id, context):
+            return None
         return await self.inner.get(task_id, context)
 
     async def list(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:

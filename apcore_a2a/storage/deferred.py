@@ -16,7 +16,8 @@ the answer once it is stored. :class:`DeferredWrites` wraps a SQL task store so 
 
 Reads in this process see the kept state at once. Another process (a ``db`` command, a
 second agent on the same database) sees a blocking call's task only once it is written:
-cluster mode, where replicas share tasks while they run, does not use this wrapper.
+cluster mode, where replicas share tasks and their events while they run, does not use
+this wrapper; its store skips only the reads of made-up ids (:func:`made_up_here`).
 A process killed within the delay loses a task whose answer was never sent.
 
 The request handler marks the calls (``DEFER_STATE_KEY``, ``NEW_TASK_STATE_KEY`` in the
@@ -35,7 +36,14 @@ from a2a.server.context import ServerCallContext
 from a2a.server.tasks import TaskStore
 from a2a.types import ListTasksRequest, ListTasksResponse, Task, TaskState
 
-__all__ = ["DEFER_STATE_KEY", "NEW_TASK_STATE_KEY", "WRITE_DELAY", "DeferredWrites"]
+__all__ = [
+    "DEFER_STATE_KEY",
+    "NEW_TASK_STATE_KEY",
+    "WRITE_DELAY",
+    "DeferredWrites",
+    "forget_new",
+    "made_up_here",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -87,7 +95,7 @@ class DeferredWrites(TaskStore):
         kept = self._kept.get(task.id)
         if task.status.state in _PASSING and context.state.get(DEFER_STATE_KEY):
             self._keep(task, context, kept)
-            _forget_new(task.id, context)
+            forget_new(task.id, context)
             return
         if kept is not None:
             # This write supersedes the kept state; one already under way lands first.
@@ -98,7 +106,7 @@ class DeferredWrites(TaskStore):
                 with contextlib.suppress(Exception):
                     await asyncio.shield(kept.writing)
         await self._save(task, context)
-        _forget_new(task.id, context)
+        forget_new(task.id, context)
 
     async def get(self, task_id: str, context: ServerCallContext) -> Task | None:
         kept = self._kept.get(task_id)
@@ -108,8 +116,8 @@ class DeferredWrites(TaskStore):
             copy = Task()
             copy.CopyFrom(kept.task)
             return copy
-        if context.state.get(NEW_TASK_STATE_KEY) == task_id:
-            return None  # made up by this request, not stored yet
+        if made_up_here(task_id, context):
+            return None
         return await self.inner.get(task_id, context)
 
     async def list(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
@@ -170,7 +178,13 @@ class DeferredWrites(TaskStore):
             kept.timer = loop.call_later(self._delay, self._write, task_id)
 
 
-def _forget_new(task_id: str, context: ServerCallContext) -> None:
-    # From the first save on, the kept state or the store answers for the task.
+def made_up_here(task_id: str, context: ServerCallContext) -> bool:
+    """Whether *task_id* is the id this request made up and has not saved yet (nothing
+    can be stored under it: a uuid4 of this process)."""
+    return bool(context.state.get(NEW_TASK_STATE_KEY) == task_id)
+
+
+def forget_new(task_id: str, context: ServerCallContext) -> None:
+    """After the first save of a made-up id, the store answers for it."""
     if context.state.get(NEW_TASK_STATE_KEY) == task_id:
         del context.state[NEW_TASK_STATE_KEY]
