@@ -7,6 +7,7 @@ reached the database, whoever wrote them.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
 from collections import Counter
@@ -81,11 +82,19 @@ def _body(skill: str, data: dict[str, object], **configuration: object) -> dict[
     return {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": params}
 
 
+@contextlib.asynccontextmanager
+async def _agent(url: str, *, count: bool = True) -> AsyncIterator[tuple[str, ServerProcess]]:
+    """The examples agent on *url*, its writes counted from the start (*count*)."""
+    args = ["--extensions-dir", EXTENSIONS, "--task-store", url, "--log-level", "warning"]
+    with cli_server(args) as (base, proc):
+        if count:
+            await _count_writes(url)
+        yield base, proc
+
+
 @pytest.fixture
 async def agent(sql_url: str) -> AsyncIterator[tuple[str, str, ServerProcess]]:
-    args = ["--extensions-dir", EXTENSIONS, "--task-store", sql_url, "--log-level", "warning"]
-    with cli_server(args) as (base, proc):
-        await _count_writes(sql_url)
+    async with _agent(sql_url) as (base, proc):
         yield base, sql_url, proc
 
 
@@ -130,32 +139,34 @@ async def test_a_task_whose_id_the_caller_holds_is_written_before_the_answer(
 
 
 async def test_a_long_blocking_call_is_stored_and_recovered_after_kill_9(sql_url: str) -> None:
-    args = ["--extensions-dir", EXTENSIONS, "--task-store", sql_url, "--log-level", "warning"]
-    with cli_server(args) as (base, proc):
-        await _count_writes(sql_url)
-        async with httpx.AsyncClient(base_url=base, headers=V1, timeout=60) as http:
-            call = asyncio.ensure_future(http.post("/", json=_body("jobs.sleep", {"seconds": 60})))
-            # The running state is kept in memory for WRITE_DELAY, then written.
-            deadline = time.monotonic() + WRITE_DELAY + 20
-            rows: list[tuple[object, ...]] = []
-            while not rows:
-                assert time.monotonic() < deadline, "the running task was never written"
-                rows = await _sql(sql_url, "SELECT task_id, state FROM task_writes")
-                await asyncio.sleep(0.1)
-            task_id = str(rows[0][0])
-            assert {str(state) for _, state in rows} <= {
-                "TASK_STATE_SUBMITTED",
-                "TASK_STATE_WORKING",
-            }
-            proc.kill9()
-            with pytest.raises(httpx.HTTPError):
-                await call
-    with cli_server(args) as (base, _):
-        async with httpx.AsyncClient(base_url=base, headers=V1, timeout=30) as http:
-            got = await http.post(
-                "/",
-                json={"jsonrpc": "2.0", "id": 2, "method": "GetTask", "params": {"id": task_id}},
-            )
+    async with (
+        _agent(sql_url) as (base, proc),
+        httpx.AsyncClient(base_url=base, headers=V1, timeout=60) as http,
+    ):
+        call = asyncio.ensure_future(http.post("/", json=_body("jobs.sleep", {"seconds": 60})))
+        # The running state is kept in memory for WRITE_DELAY, then written.
+        deadline = time.monotonic() + WRITE_DELAY + 20
+        rows: list[tuple[object, ...]] = []
+        while not rows:
+            assert time.monotonic() < deadline, "the running task was never written"
+            rows = await _sql(sql_url, "SELECT task_id, state FROM task_writes")
+            await asyncio.sleep(0.1)
+        task_id = str(rows[0][0])
+        assert {str(state) for _, state in rows} <= {
+            "TASK_STATE_SUBMITTED",
+            "TASK_STATE_WORKING",
+        }
+        proc.kill9()
+        with pytest.raises(httpx.HTTPError):
+            await call
+    async with (
+        _agent(sql_url, count=False) as (base, _),
+        httpx.AsyncClient(base_url=base, headers=V1, timeout=30) as http,
+    ):
+        got = await http.post(
+            "/",
+            json={"jsonrpc": "2.0", "id": 2, "method": "GetTask", "params": {"id": task_id}},
+        )
     status = got.json()["result"]["status"]
     assert status["state"] == "TASK_STATE_FAILED"
     assert status["message"]["parts"][0]["text"] == INTERRUPTED_MESSAGE
