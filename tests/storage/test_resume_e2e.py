@@ -5,7 +5,8 @@ drops the connection after a few chunks and reconnects to the *other* replica (A
 the last id it saw (with the memory store: to the same server, from its event log). The two connections together must carry every chunk after the first
 snapshot exactly once, in order, and end with ``completed`` — on memory, SQLite and PostgreSQL,
 over JSON-RPC 1.0 (header), JSON-RPC 0.3 ``tasks/resubscribe`` (metadata field) and
-REST 1.0 (header).
+REST 1.0 (header). A ``SendStreamingMessage`` / ``message/stream`` stream (JSON-RPC and REST,
+1.0 and 0.3) cut the same way resumes with a subscription from its last id.
 """
 
 from __future__ import annotations
