@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Mapping
 from types import TracebackType
 from typing import Any
 from urllib.parse import urlsplit
@@ -22,6 +22,7 @@ from apcore_a2a.client._results import (
     decode_send_result,
     decode_task,
 )
+from apcore_a2a.client._resume import resumable
 from apcore_a2a.client.card_fetcher import CARD_PATHS, AgentCardFetcher
 from apcore_a2a.client.card_verify import CardKeys, CardVerifier
 from apcore_a2a.client.errors import (
@@ -223,16 +224,6 @@ class A2AClient:
             url, self._base, allow_other_origins=self._allow_other_origins, direct=self._direct
         )
 
-    async def _events(
-        self, pick: str, build_params: Callable[[Dialect], Mapping[str, Any]]
-    ) -> AsyncIterator[dict[str, Any]]:
-        dialect, url = await self._endpoint()
-        method = getattr(dialect, pick)
-        async for event in _jsonrpc.stream(
-            self._http, dialect.version, url, method, build_params(dialect)
-        ):
-            yield event
-
     # -- messages ----------------------------------------------------------------------
     async def send_message(
         self,
@@ -269,18 +260,27 @@ class A2AClient:
         context_id: str | None = None,
         task_id: str | None = None,
         skill_id: str | None = None,
+        max_retries: int = 3,
     ) -> AsyncIterator[dict[str, Any]]:
         """Send a message and iterate over the task's events as they happen.
 
         The iterator ends after a final event (a terminal task state, an interrupted
         state such as ``input-required``, or a reply message) or when the agent closes
-        the stream. An error frame raises the matching typed exception.
+        the stream. An error frame raises the matching typed exception. When the
+        connection drops mid-stream and the agent sent event ids, the iterator resumes
+        the task's events with a subscription from the last id it saw (as
+        :meth:`resubscribe` does): nothing is lost or repeated; after *max_retries*
+        failed attempts in a row it raises :class:`A2AConnectionError`.
         """
+        if max_retries < 0:
+            raise ValueError("max_retries must be 0 or more")
         msg = build_message(message, context_id=context_id, task_id=task_id, skill_id=skill_id)
-        return self._events(
-            "stream",
-            lambda d: d.send_params(msg, metadata=metadata, return_immediately=False),
-        )
+
+        def send(dialect: Dialect) -> tuple[str, Mapping[str, Any]]:
+            params = dialect.send_params(msg, metadata=metadata, return_immediately=False)
+            return dialect.stream, params
+
+        return resumable(self._endpoint, self._http, None, None, max_retries, send)
 
     # -- tasks -------------------------------------------------------------------------
     async def get_task(self, task_id: str, history_length: int | None = None) -> dict[str, Any]:
@@ -353,42 +353,9 @@ class A2AClient:
         """
         if max_retries < 0:
             raise ValueError("max_retries must be 0 or more")
-        return self._resumable(_require_id(task_id, "task_id"), last_event_id, max_retries)
-
-    async def _resumable(
-        self, task_id: str, last_event_id: str | None, max_retries: int
-    ) -> AsyncIterator[dict[str, Any]]:
-        cursor = [last_event_id]
-        failures = 0
-
-        def seen(event_id: str) -> None:
-            nonlocal failures
-            cursor[0], failures = event_id, 0
-
-        while True:
-            dialect, url = await self._endpoint()
-            try:
-                async for event in _jsonrpc.stream(
-                    self._http,
-                    dialect.version,
-                    url,
-                    dialect.subscribe,
-                    {"id": task_id},
-                    last_event_id=cursor[0],
-                    on_id=seen,
-                ):
-                    yield event
-                return
-            except A2AConnectionError as exc:
-                if cursor[0] is None or exc.status_code is not None or failures >= max_retries:
-                    if failures:
-                        raise A2AConnectionError(
-                            f"subscription to task {task_id} lost; gave up after "
-                            f"{failures} resume attempt(s): {exc}"
-                        ) from exc
-                    raise
-                failures += 1
-                await asyncio.sleep(0.25 * 2 ** (failures - 1))
+        return resumable(
+            self._endpoint, self._http, _require_id(task_id, "task_id"), last_event_id, max_retries
+        )
 
     # -- push notification configs -----------------------------------------------------
     async def set_push_config(

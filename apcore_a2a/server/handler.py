@@ -12,7 +12,9 @@
   (:class:`NewTaskMarking`).
 * **Resumable subscriptions**: served from the event log (cluster: the event table;
   otherwise a bounded in-process log), with SSE event ids and ``Last-Event-ID`` replay
-  (``server/resume.py``).
+  (``server/resume.py``). Message streams carry the same ids: each event's position in
+  that log (``server/stream_positions.py``), so a dropped ``SendStreamingMessage`` can be
+  resumed with ``SubscribeToTask`` + ``Last-Event-ID``.
 """
 
 from __future__ import annotations
@@ -35,13 +37,17 @@ from a2a.types import (
 from a2a.utils.errors import TaskNotCancelableError, UnsupportedOperationError
 
 from apcore_a2a.errors import TaskBusyError
-from apcore_a2a.server.resume import EventLog, subscribe_from_log
+from apcore_a2a.server.resume import SSE_IDS_STATE_KEY, EventLog, subscribe_from_log
+from apcore_a2a.server.stream_positions import PositionTap, StreamPositions
 from apcore_a2a.server.task_quota import TaskQuota
 from apcore_a2a.storage.deferred import DEFER_STATE_KEY, NEW_TASK_STATE_KEY
 from apcore_a2a.storage.event_log import MemoryEventLog, RecordingTaskStore
 from apcore_a2a.storage.turns import MemoryTurnClaims, TurnClaims
 
 __all__ = ["ApCoreRequestHandler", "NewTaskMarking", "state_label"]
+
+#: ``ServerCallContext.state`` key of a message stream's :class:`StreamPositions`
+_POSITIONS_STATE_KEY = "apcore_a2a_stream_positions"
 
 TaskLookup = Callable[[str, ServerCallContext], Awaitable[Task | None]]
 
@@ -78,6 +84,13 @@ class ApCoreRequestHandler(DefaultRequestHandler):
             registry: Any = self._active_task_registry
             assert registry._task_store is legacy
             registry._task_store = self._versioned_store
+        self._tap: PositionTap | None = None
+        if self._event_log is not None:
+            # Running tasks publish each saved event with its version; the tap notes them
+            # for the message streams that send them (server/stream_positions.py).
+            registry = self._active_task_registry
+            self._tap = PositionTap(registry._event_stream)
+            registry._event_stream = self._tap
         self._task_lookup = task_lookup
         self._turns = turns if turns is not None else MemoryTurnClaims()
         self._quota = quota if quota is not None else TaskQuota(0)
@@ -92,8 +105,31 @@ class ApCoreRequestHandler(DefaultRequestHandler):
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> AsyncGenerator[Any, None]:
         await self._take_turn(params, context)
-        async for event in super().on_message_send_stream(params, context):
-            yield event
+        ids = context.state.get(SSE_IDS_STATE_KEY)
+        log, tap = self._event_log, self._tap
+        if ids is None or log is None or tap is None:
+            async for event in super().on_message_send_stream(params, context):
+                yield event
+            return
+        positions = context.state[_POSITIONS_STATE_KEY] = StreamPositions()
+        try:
+            async for event in super().on_message_send_stream(params, context):
+                version = positions.take(event)
+                if version is not None and positions.task_id is not None:
+                    seq = await log.seq_at(positions.task_id, version)
+                    if seq:
+                        ids.append(str(seq))
+                yield event
+        finally:
+            tap.unwatch(positions)
+
+    async def _setup_active_task(self, params: SendMessageRequest, call_context: Any) -> Any:
+        # The one point that knows a streamed message's task id before its events flow.
+        active_task, request_context = await super()._setup_active_task(params, call_context)
+        positions = call_context.state.get(_POSITIONS_STATE_KEY)
+        if isinstance(positions, StreamPositions) and self._tap is not None:
+            self._tap.watch(str(request_context.task_id), positions)
+        return active_task, request_context
 
     @validate_request_params
     async def on_subscribe_to_task(

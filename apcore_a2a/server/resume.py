@@ -10,6 +10,11 @@ carries ``id: <position>``. A client that lost the stream sends the last id it s
 after it, then the live ones: each once, in order, also from another replica and also
 when the task finished meanwhile.
 
+Message streams (``SendStreamingMessage`` / ``message/stream``) put the same ids on their
+events (``server/stream_positions.py``), so a broken one is resumed by subscription. On
+gRPC the ids ride in each ``StreamResponse`` and the last one comes back as call metadata
+``last-event-id`` (``server/grpc_event_ids.py``).
+
 How an id reaches the wire: the request guard puts a queue into the ASGI scope
 (:data:`SSE_IDS_SCOPE_KEY`); the call-context builder hands it to the handler in
 ``ServerCallContext.state``; the handler appends the id of each event just before it

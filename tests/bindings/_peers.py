@@ -106,6 +106,8 @@ class Peer:
     client: Client
     streaming: Client
     call_context: ClientCallContext | None = None
+    #: the address of the interface the peer is pinned to (for raw calls)
+    url: str = ""
 
     @property
     def name(self) -> str:
@@ -119,8 +121,9 @@ async def open_peer(
     client = make_client(card, binding, version)
     streaming = make_client(card, binding, version, streaming=True)
     context = ClientCallContext(service_parameters=headers) if headers else None
+    url = pinned_card(card, binding, version).supported_interfaces[0].url
     try:
-        yield Peer(binding, version, client, streaming, context)
+        yield Peer(binding, version, client, streaming, context, url)
     finally:
         await client.close()
         await streaming.close()
@@ -142,9 +145,12 @@ def data(value: dict[str, Any]) -> Part:
     return part
 
 
-def message(*parts: Part, skill: str, return_immediately: bool = False) -> SendMessageRequest:
+def message(
+    *parts: Part, skill: str | None, return_immediately: bool = False
+) -> SendMessageRequest:
     msg = Message(role=Role.ROLE_USER, message_id=uuid.uuid4().hex, parts=list(parts))
-    msg.metadata.update({"skillId": skill})
+    if skill is not None:
+        msg.metadata.update({"skillId": skill})
     request = SendMessageRequest(message=msg)
     if return_immediately:
         request.configuration.return_immediately = True

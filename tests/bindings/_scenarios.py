@@ -21,6 +21,7 @@ from a2a.types import (
     TaskPushNotificationConfig,
 )
 
+from tests.bindings import _resume
 from tests.bindings._agent import GATES
 from tests.bindings._normalize import Ids, normalize
 from tests.bindings._peers import Peer, data, message, send, text
@@ -213,6 +214,33 @@ async def bad_params(peer: Peer) -> Any:
     }
 
 
+async def resume_stream(peer: Peer) -> Any:
+    """A message stream dropped after 3 events, resumed by a subscription with the last id
+    it saw: the two connections carry every event once, in order, with rising ids."""
+    first, task_id = await _resume.stream_message(
+        peer.binding, peer.version, peer.url, start=5, cut_after=3
+    )
+    last_id = first[-1][0]
+    rest = await _resume.resume(peer.binding, peer.version, peer.url, task_id, last_id)
+    ids = [event_id for event_id, _s in first + rest]
+    rising = all(i is not None and i.isdigit() for i in ids) and [
+        int(i or 0) for i in ids
+    ] == sorted({int(i or 0) for i in ids})
+    return {
+        "first": [s for _i, s in first],
+        "rest": [s for _i, s in rest],
+        "ids_rise": rising,
+    }
+
+
+async def route_by_schema(peer: Peer) -> Any:
+    """No skillId: the one skill whose schema accepts the data gets it; text that two
+    skills accept is refused (-32602 or the binding's equivalent)."""
+    routed = await send(peer, message(data({"a": 2, "b": 40}), skill=None))
+    ambiguous = await outcome(send(peer, message(text("hi"), skill=None)))
+    return {"routed": normalize(routed), "ambiguous": normalize(ambiguous)}
+
+
 SCENARIOS: dict[str, Scenario] = {
     "send_text": send_text,
     "send_data": send_data,
@@ -225,4 +253,6 @@ SCENARIOS: dict[str, Scenario] = {
     "push_config_crud": push_config_crud,
     "unknown_task": unknown_task,
     "bad_params": bad_params,
+    "resume_stream": resume_stream,
+    "route_by_schema": route_by_schema,
 }

@@ -169,6 +169,21 @@ def _expect_bad_params(r: dict[str, Any]) -> None:
     assert "demo.nope" in got["unknown_skill"]["message"]
 
 
+def _expect_resume(r: dict[str, Any]) -> None:
+    got = r[label("JSONRPC", "1.0")]
+    assert got["first"] == [("task", "submitted"), ("status", "working"), ("chunk", 5)]
+    assert got["rest"] == [("chunk", n) for n in (4, 3, 2, 1, 0)] + [("status", "completed")]
+    assert got["ids_rise"] is True
+
+
+def _expect_route_by_schema(r: dict[str, Any]) -> None:
+    got = r[label("JSONRPC", "1.0")]
+    assert _state(got["routed"]) == "TASK_STATE_COMPLETED"
+    assert _artifact_data(got["routed"]) == {"sum": 42}
+    assert got["ambiguous"]["error"] == "InvalidParamsError"
+    assert "skillId" in got["ambiguous"]["message"]
+
+
 EXPECTATIONS: dict[str, Callable[[dict[str, Any]], None]] = {
     "send_text": _expect_send_text,
     "send_data": _expect_send_data,
@@ -181,6 +196,8 @@ EXPECTATIONS: dict[str, Callable[[dict[str, Any]], None]] = {
     "push_config_crud": _expect_push,
     "unknown_task": _expect_unknown_task,
     "bad_params": _expect_bad_params,
+    "resume_stream": _expect_resume,
+    "route_by_schema": _expect_route_by_schema,
 }
 
 

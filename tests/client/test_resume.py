@@ -79,3 +79,30 @@ async def test_resubscribe_gives_up_after_its_retries() -> None:
                     await follow()
     finally:
         await proxy.stop()
+
+
+@pytest.mark.parametrize("protocol", ["1.0", "0.3"])
+async def test_stream_message_resumes_a_cut_stream_by_subscription(protocol: Any) -> None:
+    port = free_port()
+    proxy = TcpProxy("127.0.0.1", port)
+    await proxy.start()
+    public = f"http://127.0.0.1:{proxy.port}"
+    args = ["--extensions-dir", EXTENSIONS, "--url", public]
+    try:
+        with cli_server(args, port=port):
+            async with A2AClient(public, protocol=protocol) as client:
+                kinds: list[str] = []
+                live: list[int] = []
+                async for event in client.stream_message(
+                    {"start": 10, "delay": 0.05}, skill_id="text.countdown"
+                ):
+                    kinds.append(event["kind"])
+                    live += _remaining(event)
+                    if len(live) == 3:
+                        await proxy.stop()  # the message stream's connection is gone
+                        await proxy.start()
+    finally:
+        await proxy.stop()
+    assert kinds[0] == "task" and kinds.count("task") == 1  # resumed without a new snapshot
+    assert live == list(range(10, -1, -1)), live  # every chunk once, in order
+    assert kinds[-1] == "status-update" and len(kinds) == 14  # task, working, 11, completed

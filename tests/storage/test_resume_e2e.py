@@ -5,7 +5,8 @@ drops the connection after a few chunks and reconnects to the *other* replica (A
 the last id it saw (with the memory store: to the same server, from its event log). The two connections together must carry every chunk after the first
 snapshot exactly once, in order, and end with ``completed`` — on memory, SQLite and PostgreSQL,
 over JSON-RPC 1.0 (header), JSON-RPC 0.3 ``tasks/resubscribe`` (metadata field) and
-REST 1.0 (header).
+REST 1.0 (header). A ``SendStreamingMessage`` / ``message/stream`` stream (JSON-RPC and REST,
+1.0 and 0.3) cut the same way resumes with a subscription from its last id.
 """
 
 from __future__ import annotations
@@ -62,11 +63,12 @@ def _subscribe_call(
     dialect: str, base: str, task_id: str, last_id: str | None
 ) -> tuple[str, str, dict[str, str], Any]:
     """(method, URL, headers, JSON body) of a subscription in *dialect*."""
-    headers = {"A2A-Version": "0.3" if dialect == "jsonrpc-0.3" else "1.0"}
+    headers = {"A2A-Version": "0.3" if dialect.endswith("0.3") else "1.0"}
     if last_id is not None and dialect != "jsonrpc-0.3":
         headers["Last-Event-ID"] = last_id
-    if dialect == "rest-1.0":
-        return "POST", f"{base}/tasks/{task_id}:subscribe", headers, None
+    if dialect.startswith("rest"):
+        prefix = "/v1" if dialect == "rest-0.3" else ""
+        return "POST", f"{base}{prefix}/tasks/{task_id}:subscribe", headers, None
     if dialect == "jsonrpc-1.0":
         params: dict[str, Any] = {"id": task_id}
         method = "SubscribeToTask"
@@ -76,6 +78,35 @@ def _subscribe_call(
             params["metadata"] = {"lastEventId": last_id}
         method = "tasks/resubscribe"
     body = {"jsonrpc": "2.0", "id": uuid.uuid4().hex, "method": method, "params": params}
+    return "POST", f"{base}/", headers, body
+
+
+def _stream_call(dialect: str, base: str, start: int) -> tuple[str, str, dict[str, str], Any]:
+    """(method, URL, headers, JSON body) of a streamed ``text.countdown`` message."""
+    legacy = dialect.endswith("0.3")
+    part = {"data": {"start": start, "delay": 0.05}}
+    message: dict[str, Any] = {
+        "messageId": uuid.uuid4().hex,
+        "role": "user" if legacy else "ROLE_USER",
+        "parts": [{"kind": "data", **part} if legacy else part],
+        "metadata": {"skillId": "text.countdown"},
+    }
+    if legacy:
+        message["kind"] = "message"
+    headers = {"A2A-Version": "0.3" if legacy else "1.0"}
+    if dialect == "rest-0.3":  # the JSON form of the 0.3 protobuf schema
+        del message["kind"], message["parts"]
+        message.update(role="ROLE_USER", content=[{"data": part}])
+        return "POST", base + "/v1/message:stream", headers, {"message": message}
+    if dialect == "rest-1.0":
+        return "POST", base + "/message:stream", headers, {"message": message}
+    method = "message/stream" if legacy else "SendStreamingMessage"
+    body = {
+        "jsonrpc": "2.0",
+        "id": uuid.uuid4().hex,
+        "method": method,
+        "params": {"message": message},
+    }
     return "POST", f"{base}/", headers, body
 
 
@@ -153,6 +184,40 @@ async def test_a_cut_subscription_resumes_on_the_other_replica_exactly_once(
     states = _find(rest[-1][1], "state")
     assert states and str(states[-1]).lower() in ("task_state_completed", "completed")
     print(f"{dialect}: {len(first)} events before the cut, {len(rest)} replayed + live after")
+
+
+@pytest.mark.parametrize("dialect", ["jsonrpc-1.0", "jsonrpc-0.3", "rest-1.0", "rest-0.3"])
+async def test_a_cut_message_stream_resumes_by_subscription_exactly_once(
+    replicas: tuple[str, str], dialect: str
+) -> None:
+    """SendStreamingMessage / message/stream events carry ids in the same log: a client
+    whose message stream broke resumes it with a subscription on the other replica."""
+    a, b = replicas
+    async with httpx.AsyncClient(timeout=TIMEOUT) as http:
+        first, cut = await _read(http, _stream_call(dialect, b, 8), 4)
+        assert cut
+        task_id = _find(first[0][1].get("result", first[0][1]), "id")[0]
+        last_id = first[-1][0]
+        assert last_id is not None
+        rest, cut = await _read(http, _subscribe_call(dialect, a, task_id, last_id), None)
+    assert not cut
+    ids = [int(event_id or -1) for event_id, _p in first + rest]
+    assert ids == sorted(set(ids)) and ids[0] > 0, ids
+    # task, working, then every chunk once and in order, then completed: nothing twice
+    live = _remaining(first, skip_first=True) + _remaining(rest, skip_first=False)
+    assert live == list(range(8, -1, -1)), live
+    states = [str(s).lower() for e in first + rest for s in _find(_status_of(e[1]), "state")]
+    assert states[-1] in ("task_state_completed", "completed") and len(states) == 3, states
+    print(f"{dialect}: {len(first)} events streamed before the cut, {len(rest)} after")
+
+
+def _status_of(payload: Any) -> Any:
+    """The status of a task or status-update event (not the statuses inside artifacts)."""
+    result = payload.get("result", payload)
+    for key in ("task", "statusUpdate"):
+        if key in result:
+            return result[key].get("status", {})
+    return result.get("status", {}) if result.get("kind") in ("task", "status-update") else {}
 
 
 @pytest.mark.parametrize("dialect", ["jsonrpc-1.0", "rest-1.0"])
