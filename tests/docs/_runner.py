@@ -75,7 +75,9 @@ set -eu
 apcore-a2a() {
   if [ "${1:-}" = serve ]; then
     local f="$DOCS_RECORD/$(date +%s%N)-$RANDOM"
-    printf '%s\0' "$@" > "$f.args"; env -0 > "$f.env"; pwd > "$f.cwd"
+    # `.args` last and whole (a rename): a serve run with `&` may still be writing
+    # while the runner looks, and a record without its `.args` is not read yet.
+    env -0 > "$f.env"; pwd > "$f.cwd"; printf '%s\0' "$@" > "$f.tmp"; mv "$f.tmp" "$f.args"
     return 0
   fi
   command apcore-a2a "$@"
