@@ -76,15 +76,23 @@ async def test_an_outage_answers_retryable_errors_and_loses_nothing() -> None:
                 rest = await http.get(f"/tasks/{task_id}", headers=V10)
                 assert rest.status_code == 503, rest.text
                 assert rest.headers["retry-after"] == "2"
-                client = await make_client(base, "GRPC", "1.0")
-                try:
-                    with pytest.raises(Exception) as refused:
-                        await client.get_task(GetTaskRequest(id=task_id))
-                    cause = refused.value.__cause__ or refused.value
-                    text = f"{type(refused.value).__name__} {refused.value} {cause}"
-                    assert "UNAVAILABLE" in text or "StoreUnavailable" in text, text
-                finally:
-                    await client.close()
+                # A2A 0.3 clients get the same on both bindings.
+                old = {"jsonrpc": "2.0", "id": 4, "method": "tasks/get", "params": {"id": task_id}}
+                got03 = (await http.post("/", json=old, headers={"A2A-Version": "0.3"})).json()
+                assert got03["error"]["code"] == -32092, got03
+                rest03 = await http.get(f"/v1/tasks/{task_id}")
+                assert rest03.status_code == 503, rest03.text
+                assert rest03.headers["retry-after"] == "2"
+                for version in ("1.0", "0.3"):
+                    client = await make_client(base, "GRPC", version)
+                    try:
+                        with pytest.raises(Exception) as refused:
+                            await client.get_task(GetTaskRequest(id=task_id))
+                        cause = refused.value.__cause__ or refused.value
+                        text = f"{type(refused.value).__name__} {refused.value} {cause}"
+                        assert "UNAVAILABLE" in text or "StoreUnavailable" in text, text
+                    finally:
+                        await client.close()
 
                 await proxy.start()
                 again = (
