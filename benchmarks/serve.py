@@ -1,6 +1,7 @@
 """Subprocess entry point: run one system under test under uvicorn, one worker.
 
-``python -m benchmarks.serve plain|ours --port N [--loop asyncio|uvloop] [--http h11|httptools]``
+``python -m benchmarks.serve plain|ours --port N [--loop asyncio|uvloop] [--http h11|httptools]
+[--task-store URL]``
 
 The process that runs this module *is* the server, so the harness can read its CPU time and RSS
 from ``/proc/<pid>``.
@@ -22,6 +23,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--loop", default="asyncio", choices=["asyncio", "uvloop"])
     parser.add_argument("--http", default="h11", choices=["h11", "httptools"])
+    parser.add_argument("--task-store", default="memory://", help="memory://, sqlite:///, ...")
     args = parser.parse_args(argv)
     # Request logging would be measured as server CPU; neither system logs per request here.
     logging.basicConfig(level=logging.WARNING)
@@ -29,7 +31,7 @@ def main(argv: list[str] | None = None) -> None:
     # process tuning they turn on (a sized pool for sync modules, gc.freeze()).
     settings = {"process_tuning": True} if args.kind == "ours" else {}
     uvicorn.run(
-        build_app(args.kind, **settings),
+        build_app(args.kind, args.task_store, **settings),
         host="127.0.0.1",
         port=args.port,
         loop=args.loop,

@@ -61,6 +61,18 @@ def test_smoke_run_measures_both_servers_and_the_floor(tmp_path: Path) -> None:
     assert text.strip().endswith(done.stdout.strip())
     assert "| SendMessage c=4 | O / S |" in text
     assert "Targets:" in text and "a2a-sdk 1.3" in text
+    # The store table: ours on memory/SQLite(/PostgreSQL) and the plain SDK's
+    # DatabaseTaskStore, every request answered COMPLETED, and the ratio rows.
+    stores: dict[str, list[dict[str, float]]] = raw["stores"]
+    expected = {"O memory", "O SQLite", "S SQLite"}
+    if os.environ.get("CI"):
+        expected |= {"O PostgreSQL", "S PostgreSQL"}
+    assert expected <= set(stores)
+    for system, rounds in stores.items():
+        ((metrics,),) = [rounds]
+        assert metrics["errors"] == 0 and metrics["rps"] > 0, (system, metrics)
+    assert "| SQLite | O | " in text and "| SQLite | S | " in text
+    assert "| database | O-SQL / O memory req/s | O-SQL / S-SQL req/s |" in text
 
 
 def test_wrk_output_without_a_summary_is_an_error() -> None:
