@@ -245,6 +245,7 @@ def targets(res: Results) -> list[str]:
         )
     else:
         out.append(f"- Time to first SSE event p50 at c=16: {mark(None)}")
+    out += _stream_targets(res)
     mem = dict(res.memory.get("O", []))
     hi = max(res.plan.memory_counts, default=0)
     if mem and 50_000 in mem and hi >= 200_000 and hi in mem:
@@ -259,6 +260,21 @@ def targets(res: Results) -> list[str]:
             "(needs a run with --memory including 50000 and 200000)"
         )
     return out
+
+
+def _stream_targets(res: Results) -> list[str]:
+    """Issue 20's stream targets: CPU per stream <= S + R + 150 µs, TTFE p50 <= S's."""
+    work = "SendStreamingMessage c=16"
+    so, ss = res.samples.get((work, "O")), res.samples.get((work, "S"))
+    if not (so and ss and res.r_samples):
+        return [f"- Stream CPU and time to first event against S at c=16: {_mark(math.nan, 0)}"]
+    over = median(so, "cpu_us") - median(ss, "cpu_us") - median(res.r_samples, "cpu_us")
+    ratio = median(so, "ttfe_p50_ms") / median(ss, "ttfe_p50_ms")
+    return [
+        f"- Server CPU per stream O <= S + R + {TARGET_OVERHEAD_US:.0f} µs at c=16: O - S - R ="
+        f" {over:.0f} µs: {_mark(TARGET_OVERHEAD_US - over, 0)}",
+        f"- Time to first SSE event p50 at c=16 O <= S: {ratio:.2f}x S: {_mark(1 - ratio, 0)}",
+    ]
 
 
 def render(res: Results, title: str | None = None) -> str:
