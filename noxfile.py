@@ -39,7 +39,8 @@ def typecheck(session: nox.Session) -> None:
 def bench(session: nox.Session) -> None:
     """Benchmark against a plain a2a-sdk server (``-- --quick`` short, ``-- --smoke`` seconds).
 
-    A full run (no arguments) also runs ``benchmarks.cluster_streams`` (cross-replica
+    A full run (no arguments) also runs ``benchmarks.workers`` (SendMessage req/s with 1
+    and 2 worker processes on PostgreSQL) and ``benchmarks.cluster_streams`` (cross-replica
     delay p50/p90/p99 on PostgreSQL and SQLite, idle queries).
 
     Installs Debian's ``wrk`` when it is missing (as root); appends to benchmarks/RESULTS.md.
@@ -58,6 +59,8 @@ def bench(session: nox.Session) -> None:
     session.install("-e", ".[speed,sqlite,postgres,metrics]")
     session.run("python", "-m", "benchmarks", *session.posargs)
     if not session.posargs:
+        # The workers scaling table (issue 20): 1 and 2 workers, rounds interleaved.
+        session.run("python", "-m", "benchmarks.workers", "--append", "benchmarks/RESULTS.md")
         # A full run also measures cross-replica stream delays (issue 23) and appends them
         # to benchmarks/RESULTS.md; it needs the PostgreSQL the tests use.
         session.run(

@@ -1,4 +1,4 @@
-"""``python -m benchmarks [--quick | --smoke] ...``: run S/O/R side by side and report.
+"""``python -m benchmarks [--quick | --smoke] [--stores] ...``: run S/O/R side by side and report.
 
 Prints the Markdown table and, unless ``--no-append``, appends it to ``benchmarks/RESULTS.md``.
 """
@@ -47,11 +47,17 @@ def build_plan(args: argparse.Namespace) -> tuple[harness.Plan, list[str]]:
     if args.r_calls is not None:
         plan = replace(plan, r_calls=args.r_calls)
     variants = list(plan.variants)
-    if args.speed and not args.smoke:
+    if args.speed and not args.smoke and not args.stores:
         if _speed_available():
             variants += [harness.PLAIN_SPEED, harness.OURS_SPEED]
         else:
             notes.append("speed variants skipped: uvloop/httptools not installed")
+    if not args.store_table:
+        plan = replace(plan, stores=())
+    if args.stores:
+        # Only the store table: no main workloads, no R, no RSS run.
+        plan = replace(plan, workloads=(), r_calls=0, memory_counts=())
+        variants = []
     if args.only:
         variants = [v for v in variants if v.kind == args.only]
         plan = replace(plan, memory_variants=tuple(
@@ -73,6 +79,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-speed", dest="speed", action="store_false",
                         help="skip the uvloop+httptools variants")  # fmt: skip
     parser.add_argument("--only", choices=["plain", "ours"], help="run one system only")
+    stores = parser.add_mutually_exclusive_group()
+    stores.add_argument("--stores", action="store_true",
+                        help="only the store table (memory/SQLite/PostgreSQL)")  # fmt: skip
+    stores.add_argument("--no-stores", dest="store_table", action="store_false",
+                        help="skip the store table")  # fmt: skip
     parser.add_argument("--title", help="heading for the RESULTS.md section")
     parser.add_argument("--output", type=Path, default=RESULTS, help="Markdown file to append to")
     parser.add_argument("--no-append", action="store_true", help="print only")
@@ -93,9 +104,11 @@ def main(argv: list[str] | None = None) -> int:
             "samples": {f"{w} | {v}": s for (w, v), s in results.samples.items()},
             "r": results.r_samples,
             "memory": results.memory,
+            "stores": results.stores,
         }
         args.json.write_text(json.dumps(raw, indent=2))
-    failures = sum(m.get("errors", 0) for s in results.samples.values() for m in s)
+    every = [*results.samples.values(), *results.stores.values()]
+    failures = sum(m.get("errors", 0) for s in every for m in s)
     return 1 if failures else 0
 
 

@@ -8,7 +8,9 @@ assembled only from SDK classes, the way an SDK user would write it; O is
 
 from __future__ import annotations
 
+import contextlib
 import uuid
+from collections.abc import AsyncIterator
 from typing import Any
 
 from pydantic import BaseModel
@@ -45,8 +47,37 @@ def echo_registry() -> Any:
     return registry
 
 
-def plain_app() -> Any:
-    """S: a plain a2a-sdk 1.x echo server built from SDK classes only."""
+def sdk_task_store(url: str) -> Any:
+    """The SDK's ``DatabaseTaskStore`` for one of our store URLs, as an SDK user builds it.
+
+    ``sqlite:///path`` becomes an aiosqlite engine; ``postgresql://...?schema=NAME`` an
+    asyncpg engine whose connections use that schema (``search_path``), the way the SDK's
+    docs leave schema choice to the engine.
+    """
+    from urllib.parse import parse_qs, urlsplit, urlunsplit
+
+    from a2a.server.tasks import DatabaseTaskStore
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    parts = urlsplit(url)
+    if parts.scheme == "sqlite":
+        return DatabaseTaskStore(create_async_engine("sqlite+aiosqlite:" + url[len("sqlite:") :]))
+    if parts.scheme in ("postgresql", "postgres"):
+        schema = parse_qs(parts.query).get("schema", ["public"])[0]
+        bare = urlunsplit(("postgresql+asyncpg", parts.netloc, parts.path, "", ""))
+        engine = create_async_engine(
+            bare, connect_args={"server_settings": {"search_path": schema}}
+        )
+        return DatabaseTaskStore(engine)
+    raise ValueError(f"no SDK task store for {url!r}")
+
+
+def plain_app(task_store: str = "memory://") -> Any:
+    """S: a plain a2a-sdk 1.x echo server built from SDK classes only.
+
+    *task_store* ``memory://`` is the SDK's ``InMemoryTaskStore``; a SQLite or PostgreSQL
+    URL is the SDK's ``DatabaseTaskStore`` on that database (:func:`sdk_task_store`).
+    """
     from a2a.helpers import new_text_artifact
     from a2a.server.agent_execution import AgentExecutor, RequestContext
     from a2a.server.events import EventQueue
@@ -131,15 +162,27 @@ def plain_app() -> Any:
             )
         ],
     )
+    store = InMemoryTaskStore() if task_store == "memory://" else sdk_task_store(task_store)
     handler = DefaultRequestHandler(
-        agent_executor=EchoExecutor(), task_store=InMemoryTaskStore(), agent_card=card
+        agent_executor=EchoExecutor(), task_store=store, agent_card=card
     )
     routes = [
         *create_agent_card_routes(card),
         *create_jsonrpc_routes(handler, rpc_url="/"),
         *create_rest_routes(handler),
     ]
-    return Starlette(routes=routes)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: Any) -> AsyncIterator[None]:
+        # Create the table before the first request: the SDK's lazy initialize() is not
+        # safe against concurrent first requests (two CREATE TABLE on PostgreSQL).
+        if hasattr(store, "initialize"):
+            await store.initialize()
+        yield
+        if hasattr(store, "engine"):
+            await store.engine.dispose()
+
+    return Starlette(routes=routes, lifespan=lifespan)
 
 
 def ours_app(**settings: Any) -> Any:
@@ -150,10 +193,15 @@ def ours_app(**settings: Any) -> Any:
     return app
 
 
-def build_app(kind: str, **settings: Any) -> Any:
-    """Build the ASGI app for *kind* (``plain`` or ``ours``); *settings* go to ours."""
+def build_app(kind: str, task_store: str = "memory://", **settings: Any) -> Any:
+    """Build the ASGI app for *kind* (``plain`` or ``ours``) on *task_store*.
+
+    *settings* go to ours.
+    """
     if kind == "plain":
-        return plain_app()
+        return plain_app(task_store)
+    if kind == "ours" and task_store != "memory://":
+        settings["task_store"] = task_store
     if kind == "ours":
         return ours_app(**settings)
     raise ValueError(f"unknown app kind {kind!r}")

@@ -15,6 +15,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from benchmarks import stores
 from benchmarks._proc import CARD_PATH, ROOT, Server, Variant, run_server
 from benchmarks._stream import run_streams
 from benchmarks._wrk import run_wrk, run_wrk_count
@@ -60,6 +61,8 @@ class Plan:
     # The RSS target is about our bounded store; S keeps every task (add it with
     # --memory-systems S,O to see the contrast).
     memory_variants: tuple[Variant, ...] = (OURS,)
+    # The store table (benchmarks.stores): same rounds, duration and warm-up.
+    stores: tuple[stores.StoreSystem, ...] = stores.SYSTEMS
 
 
 @dataclass
@@ -70,6 +73,8 @@ class Results:
     r_samples: list[Metrics] = field(default_factory=list)
     # memory[variant label] -> [(tasks sent, RSS MiB)]
     memory: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
+    # stores[store system label] -> one Metrics per round
+    stores: dict[str, list[Metrics]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
     def add(self, workload: Workload, variant: Variant, metrics: Metrics) -> None:
@@ -160,6 +165,11 @@ def run(plan: Plan, log: Callable[[str], None] = print) -> Results:
             r = measure_r(plan.r_calls)
             results.r_samples.append(r)
             log(f"round {rnd} R        Executor.call_async {r['cpu_us']:8.0f} CPU us/call")
+    if plan.stores:
+        results.stores = stores.run(
+            plan.rounds, plan.duration, plan.warmup, systems=plan.stores, log=log,
+            notes=results.notes,
+        )  # fmt: skip
     for variant in plan.memory_variants if plan.memory_counts else ():
         points = measure_memory(variant, plan.memory_counts)
         results.memory[variant.label] = points

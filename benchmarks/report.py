@@ -12,6 +12,7 @@ import subprocess
 from importlib import metadata
 from pathlib import Path
 
+from benchmarks import stores
 from benchmarks._proc import ROOT
 from benchmarks.harness import Metrics, Results
 
@@ -152,6 +153,63 @@ def _memory_lines(res: Results) -> list[str]:
     return lines
 
 
+def _ratio_cell(num: list[Metrics], den: list[Metrics]) -> tuple[float, str]:
+    """Ratio of the req/s medians, with the (min-max) of the per-round ratios."""
+    ratio = median(num, "rps") / median(den, "rps")
+    rounds = [a["rps"] / b["rps"] for a, b in zip(num, den, strict=False) if b["rps"]]
+    spread = f" ({min(rounds):.2f}-{max(rounds):.2f})" if len(rounds) > 1 else ""
+    return ratio, f"{ratio:.2f}x{spread}"
+
+
+def store_lines(res: Results) -> list[str]:
+    """The store table, its ratios and the durable-store targets (empty if not run)."""
+    if not res.stores:
+        return []
+    lines = [
+        f"Stores: blocking SendMessage c={stores.CONNECTIONS}, a fresh store per server start"
+        " (SQLite file; PostgreSQL schema on 127.0.0.1, dropped after); O = ours, S = plain"
+        " a2a-sdk with the SDK's DatabaseTaskStore (memory: ours' default bounded store).",
+        "",
+        "| store | system | req/s | server CPU µs/req | p50 ms | p99 ms | errors |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name, samples in res.stores.items():
+        system, _, store = name.partition(" ")
+        lines.append(
+            f"| {store} | {system} | {cell(samples, 'rps')} | {cell(samples, 'cpu_us')} "
+            f"| {cell(samples, 'p50_ms', '{:.1f}')} | {cell(samples, 'p99_ms', '{:.1f}')} "
+            f"| {sum(_values(samples, 'errors')):.0f} |"
+        )
+    lines += [
+        "",
+        "| database | O-SQL / O memory req/s | O-SQL / S-SQL req/s | "
+        f"target >= {stores.TARGET_VS_MEMORY}x memory | target >= {stores.TARGET_VS_SDK}x S |",
+        "|---|---|---|---|---|",
+    ]
+    memory = res.stores.get("O memory")
+    for db, _kind in stores.DATABASES:
+        ours, sdk = res.stores.get(f"O {db}"), res.stores.get(f"S {db}")
+        if not ours:
+            continue
+        vs_mem = vs_sdk = (float("nan"), "-")
+        if memory:
+            vs_mem = _ratio_cell(ours, memory)
+        if sdk:
+            vs_sdk = _ratio_cell(ours, sdk)
+        lines.append(
+            f"| {db} | {vs_mem[1]} | {vs_sdk[1]} | "
+            f"{_mark(vs_mem[0], stores.TARGET_VS_MEMORY)} | "
+            f"{_mark(vs_sdk[0], stores.TARGET_VS_SDK)} |"
+        )
+    return [*lines, ""]
+
+
+def _mark(value: float, target: float) -> str:
+    if math.isnan(value):
+        return "not measured"
+    return "**met**" if value >= target else "**not met**"
+
+
 def targets(res: Results) -> list[str]:
     out: list[str] = []
 
@@ -187,6 +245,7 @@ def targets(res: Results) -> list[str]:
         )
     else:
         out.append(f"- Time to first SSE event p50 at c=16: {mark(None)}")
+    out += _stream_targets(res)
     mem = dict(res.memory.get("O", []))
     hi = max(res.plan.memory_counts, default=0)
     if mem and 50_000 in mem and hi >= 200_000 and hi in mem:
@@ -203,31 +262,51 @@ def targets(res: Results) -> list[str]:
     return out
 
 
+def _stream_targets(res: Results) -> list[str]:
+    """Issue 20's stream targets: CPU per stream <= S + R + 150 µs, TTFE p50 <= S's."""
+    work = "SendStreamingMessage c=16"
+    so, ss = res.samples.get((work, "O")), res.samples.get((work, "S"))
+    if not (so and ss and res.r_samples):
+        return [f"- Stream CPU and time to first event against S at c=16: {_mark(math.nan, 0)}"]
+    over = median(so, "cpu_us") - median(ss, "cpu_us") - median(res.r_samples, "cpu_us")
+    ratio = median(so, "ttfe_p50_ms") / median(ss, "ttfe_p50_ms")
+    return [
+        f"- Server CPU per stream O <= S + R + {TARGET_OVERHEAD_US:.0f} µs at c=16: O - S - R ="
+        f" {over:.0f} µs: {_mark(TARGET_OVERHEAD_US - over, 0)}",
+        f"- Time to first SSE event p50 at c=16 O <= S: {ratio:.2f}x S: {_mark(1 - ratio, 0)}",
+    ]
+
+
 def render(res: Results, title: str | None = None) -> str:
     """The Markdown section for one run."""
     plan = res.plan
     now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     vers = ", ".join(f"{k} {v}" for k, v in versions().items())
+    systems = [v.label for v in plan.variants] + [s.label.replace(" ", "-") for s in plan.stores]
     parts = [
         f"## {title or 'Run'} — {now}",
         "",
         f"- Versions: {vers}",
         f"- Machine: {_machine()}",
-        f"- Plan: {plan.rounds} interleaved rounds ({' '.join(v.label for v in plan.variants)}),"
+        f"- Plan: {plan.rounds} interleaved rounds ({' '.join(systems)}),"
         f" {plan.duration:g} s per workload after {plan.warmup:g} s warm-up, one uvicorn worker;"
         " medians with (min-max) over rounds; CPU = server process utime+stime per request.",
         *(f"- Note: {n}" for n in res.notes),
         "",
-        *_workload_table(res),
-        "",
-        *_ratio_table(res),
-        "",
-        *_memory_lines(res),
-        "",
-        "Targets:",
-        *targets(res),
-        "",
     ]
+    if (plan.variants and plan.workloads) or res.samples or res.r_samples or res.memory:
+        parts += [
+            *_workload_table(res),
+            "",
+            *_ratio_table(res),
+            "",
+            *_memory_lines(res),
+            "",
+            "Targets:",
+            *targets(res),
+            "",
+        ]
+    parts += store_lines(res)
     return "\n".join(parts)
 
 

@@ -61,6 +61,18 @@ def test_smoke_run_measures_both_servers_and_the_floor(tmp_path: Path) -> None:
     assert text.strip().endswith(done.stdout.strip())
     assert "| SendMessage c=4 | O / S |" in text
     assert "Targets:" in text and "a2a-sdk 1.3" in text
+    # The store table: ours on memory/SQLite(/PostgreSQL) and the plain SDK's
+    # DatabaseTaskStore, every request answered COMPLETED, and the ratio rows.
+    stores: dict[str, list[dict[str, float]]] = raw["stores"]
+    expected = {"O memory", "O SQLite", "S SQLite"}
+    if os.environ.get("CI"):
+        expected |= {"O PostgreSQL", "S PostgreSQL"}
+    assert expected <= set(stores)
+    for system, rounds in stores.items():
+        ((metrics,),) = [rounds]
+        assert metrics["errors"] == 0 and metrics["rps"] > 0, (system, metrics)
+    assert "| SQLite | O | " in text and "| SQLite | S | " in text
+    assert "| database | O-SQL / O memory req/s | O-SQL / S-SQL req/s |" in text
 
 
 def test_wrk_output_without_a_summary_is_an_error() -> None:
@@ -98,6 +110,7 @@ def test_targets_are_marked_met_and_not_met_from_the_medians() -> None:
     assert "1.60x: **met**" in good
     assert "12.0 ms: **met**" in good
     assert "+5.0%: **met**" in good
+    assert "Stream CPU and time to first event against S at c=16: not measured" in good
     bad = "\n".join(report.targets(_results(3000.0, 1400.0, 25.0, (100.0, 120.0))))
     assert "375 µs: **not met**" in bad
     assert "1.40x: **not met**" in bad
@@ -109,7 +122,7 @@ def test_targets_are_marked_met_and_not_met_from_the_medians() -> None:
 def test_a_plan_without_memory_or_stream_reports_not_measured() -> None:
     res = harness.Results(harness.Plan(memory_counts=()))
     lines = report.targets(res)
-    assert len(lines) == 4 and all("not measured" in line for line in lines)
+    assert len(lines) == 5 and all("not measured" in line for line in lines)
     assert "Memory: not measured" in report.render(res)
 
 
@@ -151,3 +164,39 @@ async def test_server_freezes_startup_objects_while_it_runs() -> None:
     plain, _card = A2AServerFactory(registry).create()
     async with running_server(plain):
         assert gc.get_freeze_count() == 0
+
+
+def test_stream_targets_compare_with_s_and_r() -> None:
+    res = _results(2700.0, 1600.0, 12.0, (100.0, 105.0))
+    stream = harness.Workload("SendStreamingMessage", "stream", 16)
+    for ttfe in (10.0, 20.0):
+        res.add(stream, harness.PLAIN, {"rps": 100, "cpu_us": 250, "ttfe_p50_ms": ttfe,
+                                        "errors": 0})  # fmt: skip
+    good = "\n".join(report.targets(res))
+    # O streams: median(900, 900) - 250 - R 600 = 50 µs; TTFE 12 ms vs S's median 15 ms.
+    assert "O - S - R = 50 µs: **met**" in good
+    assert "0.80x S: **met**" in good
+    res.r_samples = [{"cpu_us": 400.0, "wall_us": 410.0}]
+    for sample in res.samples[("SendStreamingMessage c=16", "O")]:
+        sample["ttfe_p50_ms"] = 18.0
+    bad = "\n".join(report.targets(res))
+    assert "O - S - R = 250 µs: **not met**" in bad
+    assert "1.20x S: **not met**" in bad
+
+
+def test_store_ratios_are_medians_with_the_per_round_range() -> None:
+    res = harness.Results(harness.Plan())
+    rounds = {
+        "O memory": (100.0, 120.0),
+        "O SQLite": (90.0, 84.0),
+        "S SQLite": (50.0, 60.0),
+        "O PostgreSQL": (60.0, 60.0),
+    }
+    for system, values in rounds.items():
+        res.stores[system] = [{"rps": v, "cpu_us": 1000.0, "errors": 0.0} for v in values]
+    text = "\n".join(report.store_lines(res))
+    # SQLite: median 87 / memory median 110 = 0.79 (rounds 0.90, 0.70); / S 55 = 1.58.
+    assert "| SQLite | 0.79x (0.70-0.90) | 1.58x (1.40-1.80) | **not met** | **met** |" in text
+    # PostgreSQL without its S system: that ratio is not measured.
+    assert "| PostgreSQL | 0.55x (0.50-0.60) | - | **not met** | not measured |" in text
+    assert report.store_lines(harness.Results(harness.Plan())) == []
