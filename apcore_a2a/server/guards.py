@@ -202,7 +202,23 @@ class RequestGuard:
         # Event ids of resumable subscriptions (server/resume.py); unused by other streams.
         ids: deque[str] = deque()
         scope[SSE_IDS_SCOPE_KEY] = ids
-        send = sse_id_send(send, ids)
+        released = False
+        respond_to = send
+
+        def release() -> None:
+            nonlocal released
+            if not released:
+                released = True
+                self.streams.release(caller)
+
+        async def ending(message: Message) -> None:
+            # The slot is free once the last chunk leaves: the caller may open its next
+            # stream at once, before the app below has finished tearing this one down.
+            if message["type"] == "http.response.body" and not message.get("more_body", False):
+                release()
+            await respond_to(message)
+
+        send = sse_id_send(ending, ids)
         try:
             if not info.routable:
                 await respond(send, 404, error_payload(info, 404, -32601, "Not Found"))
@@ -211,7 +227,7 @@ class RequestGuard:
             else:
                 await self.app(scope, watch.wrap_receive(receive), watch.wrap_send(send))
         finally:
-            self.streams.release(caller)
+            release()
             if watch is not None and watch.close() and self.on_stream_dropped is not None:
                 assert watch.task_id is not None
                 await self.on_stream_dropped(scope, watch.task_id)

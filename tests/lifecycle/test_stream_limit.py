@@ -120,3 +120,26 @@ async def test_one_caller_holds_at_most_its_quota_while_another_is_still_served(
                 agent.probe.gate.set()
                 await asyncio.gather(*holders, return_exceptions=True)
             assert agent.state.streams.active == 0
+
+
+async def test_a_stream_that_ended_frees_its_slot_before_the_caller_sees_the_end(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A caller with as many workers as its quota, each starting its next stream the
+    # moment the previous one ended on its side: never more than the quota at once.
+    async with agent_server(caplog, max_streams_per_caller=8) as agent:
+        body = rpc("SendStreamingMessage", {"message": wire_message("life.echo", {"text": "x"})})
+        limits = httpx.Limits(max_connections=8, max_keepalive_connections=8)
+        async with httpx.AsyncClient(base_url=agent.url, limits=limits, timeout=30) as http:
+            statuses: list[int] = []
+
+            async def worker() -> None:
+                for _ in range(12):
+                    async with http.stream("POST", "/", json=body, headers=V1) as response:
+                        statuses.append(response.status_code)
+                        async for _event in sse_events(response):
+                            pass
+
+            await asyncio.gather(*(worker() for _ in range(8)))
+        assert statuses == [200] * 96
+        assert agent.state.streams.active == 0
