@@ -31,11 +31,7 @@ def main(argv: list[str] | None = None) -> None:
     # process tuning they turn on (a sized pool for sync modules, gc.freeze()).
     settings: dict[str, object] = {}
     if args.kind == "ours":
-        # The load clients are one caller (127.0.0.1) holding 16 streams: a per-caller
-        # quota of 20 counts each stream until its SSE response is torn down, which on a
-        # saturated server lags behind the client's next request (429s that would count as
-        # cheap requests). The quota is an abuse limit, not part of the per-stream cost.
-        settings = {"process_tuning": True, "max_streams_per_caller": 0}
+        settings = {"process_tuning": True}
     uvicorn.run(
         build_app(args.kind, args.task_store, **settings),
         host="127.0.0.1",
