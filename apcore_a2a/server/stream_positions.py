@@ -89,6 +89,9 @@ class PositionTap(TaskEventStream):
     def subscribe(
         self, task_id: str, *, after: TaskVersion
     ) -> AsyncGenerator[VersionedEvent, None]:
+        # Required by the interface, reached only in cluster mode: the SDK subscribes
+        # through the handler's own event stream, never through the running tasks' one
+        # this tap replaces, and that stream stays None without cluster mode.
         if self._inner is None:
             raise NotImplementedError("no cross-replica stream without cluster mode")
         return self._inner.subscribe(task_id, after=after)

@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import logging
 import os
+from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -110,8 +111,34 @@ async def install_notify_trigger(engine: AsyncEngine, table: str = "task_events"
             )
 
 
-class PgListener:
+class _Loop(ABC):
+    """One named background task: started on demand (again once it has ended), stopped
+    by :meth:`aclose`."""
+
+    _name = ""
+    _task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        if self._task is None or self._task.done():
+            self._task = asyncio.ensure_future(self._run())
+            self._task.set_name(self._name)
+
+    async def aclose(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    @abstractmethod
+    async def _run(self) -> None:
+        """The loop itself."""
+
+
+class PgListener(_Loop):
     """One ``LISTEN`` connection that wakes the hub; reconnects until stopped."""
+
+    _name = "apcore-a2a-store-listen"
 
     def __init__(
         self,
@@ -123,23 +150,10 @@ class PgListener:
         self.hub = hub
         self._connect = connect
         self._retry_delay = retry_delay
-        self._task: asyncio.Task[None] | None = None
         #: the backend pid of the listening connection while connected
         self.backend_pid: int | None = None
         #: how many times it has connected (1 after the first connect)
         self.connects = 0
-
-    def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.ensure_future(self._run())
-            self._task.set_name("apcore-a2a-store-listen")
-
-    async def aclose(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
 
     async def _run(self) -> None:
         failures = 0
@@ -175,27 +189,16 @@ class PgListener:
         self.hub.wake(payload)
 
 
-class FileWatcher:
+class FileWatcher(_Loop):
     """Wakes the hub when the SQLite file or its WAL changes, while anyone subscribes."""
+
+    _name = "apcore-a2a-store-watch"
 
     def __init__(self, hub: WakeHub, path: str, *, interval: float = FILE_WATCH_INTERVAL) -> None:
         self.hub = hub
         self._paths = (path, f"{path}-wal")
         self._interval = interval
-        self._task: asyncio.Task[None] | None = None
         hub.on_first = self.start
-
-    def start(self) -> None:
-        if self._task is None or self._task.done():
-            self._task = asyncio.ensure_future(self._run())
-            self._task.set_name("apcore-a2a-store-watch")
-
-    async def aclose(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
 
     def _signature(self) -> tuple[tuple[int, int, int], ...]:
         marks = []

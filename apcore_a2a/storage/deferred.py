@@ -30,7 +30,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from a2a.server.context import ServerCallContext
 from a2a.server.tasks import TaskStore
@@ -66,7 +66,7 @@ class _Kept:
     writing: asyncio.Task[None] | None = None
     #: bumped by each save, so a write knows whether it wrote the newest state
     revision: int = 0
-    written: int = field(default=-1)
+    written: int = -1
 
 
 class DeferredWrites(TaskStore):
