@@ -249,6 +249,23 @@ async def cli(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, 
     return proc.returncode, out.decode(), err.decode()
 
 
+async def sse_frames(response: httpx.Response) -> AsyncIterator[tuple[str | None, Any]]:
+    """The SSE events of *response* as ``(id or None, JSON payload)``, in order.
+
+    Use under ``contextlib.aclosing`` when the caller may stop early (a cut stream).
+    """
+    event_id: str | None = None
+    data: list[str] = []
+    async for line in response.aiter_lines():
+        if line.startswith("id:"):
+            event_id = line[3:].strip()
+        elif line.startswith("data:"):
+            data.append(line[5:].strip())
+        elif not line and data:
+            yield event_id, json.loads("\n".join(data))
+            event_id, data = None, []
+
+
 def json_lines(out: str) -> list[dict[str, Any]]:
     """One JSON object per line of *out*."""
     return [json.loads(line) for line in out.splitlines()]

@@ -8,7 +8,7 @@ tests can compare the six transports directly.
 
 from __future__ import annotations
 
-import json
+import contextlib
 import uuid
 from typing import Any
 
@@ -19,6 +19,7 @@ from a2a.types import a2a_pb2, a2a_pb2_grpc
 from google.protobuf.json_format import MessageToDict, ParseDict
 
 from apcore_a2a.server.grpc_event_ids import event_id_of
+from tests._support import sse_frames
 
 Event = tuple[str | None, Any]  # (id, summary)
 
@@ -69,19 +70,12 @@ async def _sse(
         http.stream("POST", url, headers=headers, json=body) as response,
     ):
         assert response.status_code == 200, await response.aread()
-        event_id, data = None, []
-        async for line in response.aiter_lines():
-            if line.startswith("id:"):
-                event_id = line[3:].strip()
-            elif line.startswith("data:"):
-                data.append(line[5:].strip())
-            elif not line and data:
-                payload = json.loads("\n".join(data))
+        async with contextlib.aclosing(sse_frames(response)) as frames:
+            async for event_id, payload in frames:
                 assert "error" not in payload, payload
                 if not events:
                     task_id = (_find(payload.get("result", payload), "id") or [""])[0]
                 events.append((event_id, summary(payload)))
-                event_id, data = None, []
                 if cut_after is not None and len(events) >= cut_after:
                     break  # leaving the block drops the connection
     return events, task_id

@@ -12,7 +12,6 @@ REST 1.0 (header). A ``SendStreamingMessage`` / ``message/stream`` stream (JSON-
 from __future__ import annotations
 
 import contextlib
-import json
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,7 +22,7 @@ import pytest
 
 from tests._sdk import request
 
-from .._support import cli_server, free_port
+from .._support import cli_server, free_port, sse_frames
 from ._a2a import EXTENSIONS, client, send
 from .conftest import pg_schema_url
 
@@ -128,18 +127,10 @@ async def _read(
     chunks = 0
     async with http.stream(method, url, headers=headers, json=body) as response:
         assert response.status_code == 200, await response.aread()
-        event_id: str | None = None
-        data: list[str] = []
-        async for line in response.aiter_lines():
-            if line.startswith("id:"):
-                event_id = line[3:].strip()
-            elif line.startswith("data:"):
-                data.append(line[5:].strip())
-            elif not line and data:
-                payload = json.loads("\n".join(data))
+        async with contextlib.aclosing(sse_frames(response)) as frames:
+            async for event_id, payload in frames:
                 assert "error" not in payload, payload
                 events.append((event_id, payload))
-                event_id, data = None, []
                 chunks += _chunk(payload) is not None
                 if cut_after is not None and chunks >= cut_after:
                     return events, True  # leaving the block drops the connection
