@@ -34,6 +34,16 @@ class WrkResult:
     def failed(self) -> int:
         return self.bad + self.socket_errors
 
+    def metrics(self, server_cpu_s: float) -> dict[str, float]:
+        """The report row of this run, with the server's CPU seconds spent during it."""
+        return {
+            "rps": self.rps,
+            "cpu_us": server_cpu_s / self.requests * 1e6 if self.requests else float("nan"),
+            "p50_ms": self.p50_ms,
+            "p99_ms": self.p99_ms,
+            "errors": float(self.failed),
+        }
+
 
 def wrk_path() -> str:
     path = shutil.which("wrk")

@@ -103,13 +103,7 @@ def _run_workload(server: Server, workload: Workload, duration: float) -> Metric
     url = server.base_url + (CARD_PATH if workload.kind == "card" else "/")
     wrk = run_wrk(url, workload.kind, connections=workload.connections, duration=duration)
     cpu = server.cpu() - cpu0
-    return {
-        "rps": wrk.rps,
-        "cpu_us": cpu / wrk.requests * 1e6 if wrk.requests else float("nan"),
-        "p50_ms": wrk.p50_ms,
-        "p99_ms": wrk.p99_ms,
-        "errors": float(wrk.failed),
-    }
+    return wrk.metrics(cpu)
 
 
 def _warm_up(server: Server, plan: Plan) -> None:

@@ -105,13 +105,7 @@ def measure(system: StoreSystem, duration: float, warmup: float) -> Metrics:
         cpu0 = server.cpu()
         wrk = run_wrk(server.base_url + "/", "send", connections=CONNECTIONS, duration=duration)
         cpu = server.cpu() - cpu0
-    return {
-        "rps": wrk.rps,
-        "cpu_us": cpu / wrk.requests * 1e6 if wrk.requests else float("nan"),
-        "p50_ms": wrk.p50_ms,
-        "p99_ms": wrk.p99_ms,
-        "errors": float(wrk.failed),
-    }
+    return wrk.metrics(cpu)
 
 
 def run(
