@@ -266,6 +266,16 @@ async def sse_frames(response: httpx.Response) -> AsyncIterator[tuple[str | None
             event_id, data = None, []
 
 
+def find_key(value: Any, key: str) -> list[Any]:
+    """Every value under *key* anywhere in a JSON document, depth first."""
+    if isinstance(value, dict):
+        found = [value[key]] if key in value else []
+        return found + [x for v in value.values() for x in find_key(v, key)]
+    if isinstance(value, list):
+        return [x for v in value for x in find_key(v, key)]
+    return []
+
+
 def json_lines(out: str) -> list[dict[str, Any]]:
     """One JSON object per line of *out*."""
     return [json.loads(line) for line in out.splitlines()]

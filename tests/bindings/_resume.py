@@ -19,18 +19,9 @@ from a2a.types import a2a_pb2, a2a_pb2_grpc
 from google.protobuf.json_format import MessageToDict, ParseDict
 
 from apcore_a2a.server.grpc_event_ids import event_id_of
-from tests._support import sse_frames
+from tests._support import find_key, sse_frames
 
 Event = tuple[str | None, Any]  # (id, summary)
-
-
-def _find(value: Any, key: str) -> list[Any]:
-    if isinstance(value, dict):
-        found = [value[key]] if key in value else []
-        return found + [x for v in value.values() for x in _find(v, key)]
-    if isinstance(value, list):
-        return [x for v in value for x in _find(v, key)]
-    return []
 
 
 def summary(payload: dict[str, Any]) -> Any:
@@ -43,7 +34,7 @@ def summary(payload: dict[str, Any]) -> Any:
     if kind in ("status-update", "artifact-update"):
         kind = "status" if kind == "status-update" else "chunk"
     if kind == "chunk":
-        return ("chunk", int(_find(result["artifact"], "remaining")[0]))
+        return ("chunk", int(find_key(result["artifact"], "remaining")[0]))
     state = str(result["status"]["state"]).lower().removeprefix("task_state_")
     return (kind, state)
 
@@ -74,7 +65,7 @@ async def _sse(
             async for event_id, payload in frames:
                 assert "error" not in payload, payload
                 if not events:
-                    task_id = (_find(payload.get("result", payload), "id") or [""])[0]
+                    task_id = (find_key(payload.get("result", payload), "id") or [""])[0]
                 events.append((event_id, summary(payload)))
                 if cut_after is not None and len(events) >= cut_after:
                     break  # leaving the block drops the connection
@@ -135,7 +126,7 @@ async def _grpc(
         async for response in call:
             payload = MessageToDict(response)
             if not events:
-                found = _find(payload, "id")[0] if "task" in payload else ""
+                found = find_key(payload, "id")[0] if "task" in payload else ""
             events.append((event_id_of(response), summary(payload)))
             if kw.get("cut_after") is not None and len(events) >= kw["cut_after"]:
                 call.cancel()

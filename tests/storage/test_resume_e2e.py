@@ -22,7 +22,7 @@ import pytest
 
 from tests._sdk import request
 
-from .._support import cli_server, free_port, sse_frames
+from .._support import cli_server, find_key, free_port, sse_frames
 from ._a2a import EXTENSIONS, client, send
 from .conftest import pg_schema_url
 
@@ -109,15 +109,6 @@ def _stream_call(dialect: str, base: str, start: int) -> tuple[str, str, dict[st
     return "POST", f"{base}/", headers, body
 
 
-def _find(value: Any, key: str) -> list[Any]:
-    if isinstance(value, dict):
-        found = [value[key]] if key in value else []
-        return found + [x for v in value.values() for x in _find(v, key)]
-    if isinstance(value, list):
-        return [x for v in value for x in _find(v, key)]
-    return []
-
-
 async def _read(
     http: httpx.AsyncClient, call: tuple[str, str, dict[str, str], Any], cut_after: int | None
 ) -> tuple[list[tuple[str | None, Any]], bool]:
@@ -147,7 +138,7 @@ def _chunk(payload: Any) -> Any:
 
 def _remaining(events: list[tuple[str | None, Any]], skip_first: bool) -> list[int]:
     payloads = [p for _id, p in events][1 if skip_first else 0 :]
-    return [int(v) for p in payloads for v in _find(_chunk(p), "remaining")]
+    return [int(v) for p in payloads for v in find_key(_chunk(p), "remaining")]
 
 
 @pytest.mark.parametrize("dialect", ["jsonrpc-1.0", "jsonrpc-0.3", "rest-1.0"])
@@ -172,7 +163,7 @@ async def test_a_cut_subscription_resumes_on_the_other_replica_exactly_once(
     # The first event is the task snapshot (chunks so far); every chunk after it, once.
     live = _remaining(first, skip_first=True) + _remaining(rest, skip_first=False)
     assert live == list(range(live[0], -1, -1)), live
-    states = _find(rest[-1][1], "state")
+    states = find_key(rest[-1][1], "state")
     assert states and str(states[-1]).lower() in ("task_state_completed", "completed")
     print(f"{dialect}: {len(first)} events before the cut, {len(rest)} replayed + live after")
 
@@ -187,7 +178,7 @@ async def test_a_cut_message_stream_resumes_by_subscription_exactly_once(
     async with httpx.AsyncClient(timeout=TIMEOUT) as http:
         first, cut = await _read(http, _stream_call(dialect, b, 8), 4)
         assert cut
-        task_id = _find(first[0][1].get("result", first[0][1]), "id")[0]
+        task_id = find_key(first[0][1].get("result", first[0][1]), "id")[0]
         last_id = first[-1][0]
         assert last_id is not None
         rest, cut = await _read(http, _subscribe_call(dialect, a, task_id, last_id), None)
@@ -197,7 +188,7 @@ async def test_a_cut_message_stream_resumes_by_subscription_exactly_once(
     # task, working, then every chunk once and in order, then completed: nothing twice
     live = _remaining(first, skip_first=True) + _remaining(rest, skip_first=False)
     assert live == list(range(8, -1, -1)), live
-    states = [str(s).lower() for e in first + rest for s in _find(_status_of(e[1]), "state")]
+    states = [str(s).lower() for e in first + rest for s in find_key(_status_of(e[1]), "state")]
     assert states[-1] in ("task_state_completed", "completed") and len(states) == 3, states
     print(f"{dialect}: {len(first)} events streamed before the cut, {len(rest)} after")
 
@@ -260,7 +251,7 @@ async def test_twenty_concurrent_tasks_replay_from_zero_exactly_once(
         assert ids == sorted(set(ids)) and ids[0] > 0, ids
         assert "task" in events[0][1]["result"]  # the submitted task, first
         assert _remaining(events, skip_first=False) == list(range(CHUNKS, -1, -1))
-        states = _find(events[-1][1], "state")
+        states = find_key(events[-1][1], "state")
         assert states[-1] == "TASK_STATE_COMPLETED"
         total += len(events)
     assert total >= 1000 == 20 * (CHUNKS + 4)  # task, working, the chunks, completed
@@ -302,4 +293,4 @@ async def test_a_replica_restarted_mid_stream_resumes_from_the_store(
     assert ids == sorted(set(ids)), "ids repeat or go back"
     live = _remaining(first, skip_first=True) + _remaining(rest, skip_first=False)
     assert live == list(range(live[0], -1, -1)), live
-    assert str(_find(rest[-1][1], "state")[-1]) == "TASK_STATE_COMPLETED"
+    assert str(find_key(rest[-1][1], "state")[-1]) == "TASK_STATE_COMPLETED"
