@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     )
     from apcore_a2a.errors import MissingExtraError
     from apcore_a2a.execution.executor import ApCoreAgentExecutor
+    from apcore_a2a.execution.schema_cache import cache_schemas
     from apcore_a2a.server.factory import A2AServerFactory
     from apcore_a2a.settings import Settings
 
@@ -45,6 +46,7 @@ __all__ = [
     "StartupError",
     "__version__",
     "async_serve",
+    "cache_schemas",
     "reply_as",
     "serve",
 ]
@@ -65,6 +67,7 @@ _LAZY = {
     "InputRequired": "apcore_a2a.adapters.outputs",
     "reply_as": "apcore_a2a.adapters.outputs",
     "StartupError": "apcore_a2a._runner",
+    "cache_schemas": "apcore_a2a.execution.schema_cache",
     "MissingExtraError": "apcore_a2a.errors",
 }
 

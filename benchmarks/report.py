@@ -104,9 +104,16 @@ def _workload_table(res: Results) -> list[str]:
             )
     if res.r_samples:
         lines.append(
-            f"| Executor.call_async (in-process) | R | - | {cell(res.r_samples, 'cpu_us')} "
+            f"| Executor.call_async (in-process, as O runs it) | R | - "
+            f"| {cell(res.r_samples, 'cpu_us')} "
             f"| {cell(res.r_samples, 'wall_us', '{:.0f}')} µs wall | - | - |"
         )
+        if "apcore_cpu_us" in res.r_samples[0]:
+            lines.append(
+                f"| Executor.call_async (in-process, apcore as shipped) | R0 | - "
+                f"| {cell(res.r_samples, 'apcore_cpu_us')} "
+                f"| {cell(res.r_samples, 'apcore_wall_us', '{:.0f}')} µs wall | - | - |"
+            )
     return lines
 
 

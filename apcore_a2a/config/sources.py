@@ -88,6 +88,7 @@ class ModuleSources:
 
         from apcore_a2a.approval import A2AApprovalHandler
         from apcore_a2a.execution.executors import default_executor
+        from apcore_a2a.execution.schema_cache import cache_schemas
 
         if self.acl and not Path(self.acl).is_file():
             raise ConfigFileError(f"ACL file not found: {self.acl}")
@@ -96,7 +97,9 @@ class ModuleSources:
         if config is None:
             # No apcore config of the user's: one setting (execution_timeout) governs.
             return default_executor(registry, acl=acl, execution_timeout=execution_timeout or 300.0)
-        return Executor(registry, acl=acl, config=config, approval_handler=A2AApprovalHandler())
+        return cache_schemas(
+            Executor(registry, acl=acl, config=config, approval_handler=A2AApprovalHandler())
+        )
 
     def _apcore_config(self) -> Any:
         if not self.apcore_config:

@@ -70,6 +70,9 @@ _NEEDS_TASK = ("APPROVAL_PENDING",)
 _BAD_INPUT = ("SCHEMA_VALIDATION_ERROR", "GENERAL_INVALID_INPUT")
 #: event-loop turns the submitted Task needs to reach an SSE stream (see below)
 _FIRST_EVENT_TURNS = 10
+#: call_context.state key set by the request handler on a blocking send: its caller is
+#: answered only at the end, so no stream is waiting for the submitted Task
+BLOCKING_STATE_KEY = "apcore_a2a.blocking"
 
 
 async def _let_first_event_out() -> None:
@@ -130,7 +133,9 @@ class ApCoreAgentExecutor(AgentExecutor):
         try:
             if stored is None:
                 await run.emit(event_queue, turns.new_task(context_id, task_id, message, spec))
-                await _let_first_event_out()
+                call = context.call_context
+                if call is None or not call.state.get(BLOCKING_STATE_KEY):
+                    await _let_first_event_out()
                 working = status_event(task_id, context_id, TaskState.TASK_STATE_WORKING)
             else:
                 resumed = await turns.resume(

@@ -13,14 +13,18 @@ def default_executor(registry: Any, *, acl: Any = None, execution_timeout: float
     Approval-gated modules get the :class:`A2AApprovalHandler` (they park in
     ``input-required`` instead of running unchecked), and apcore's own per-call timeouts
     (30 s by default) are raised to ``execution_timeout`` so that one setting governs.
+    Its validation steps reuse each module's JSON Schema (:func:`cache_schemas`).
     """
     from apcore import Config, Executor
 
     from apcore_a2a.approval import A2AApprovalHandler
+    from apcore_a2a.execution.schema_cache import cache_schemas
 
     limit_ms = max(1, int(execution_timeout * 1000))
     config = Config(data={"executor": {"default_timeout": limit_ms, "global_timeout": limit_ms}})
-    return Executor(registry, acl=acl, config=config, approval_handler=A2AApprovalHandler())
+    return cache_schemas(
+        Executor(registry, acl=acl, config=config, approval_handler=A2AApprovalHandler())
+    )
 
 
 def resolve_executor(obj: Any, *, execution_timeout: float = 300.0) -> tuple[Any, Any]:

@@ -37,6 +37,7 @@ from a2a.types import (
 from a2a.utils.errors import TaskNotCancelableError, UnsupportedOperationError
 
 from apcore_a2a.errors import TaskBusyError
+from apcore_a2a.execution.executor import BLOCKING_STATE_KEY
 from apcore_a2a.server.resume import SSE_IDS_STATE_KEY, EventLog, subscribe_from_log
 from apcore_a2a.server.stream_positions import PositionTap, StreamPositions
 from apcore_a2a.server.task_quota import TaskQuota
@@ -99,6 +100,7 @@ class ApCoreRequestHandler(DefaultRequestHandler):
         await self._take_turn(params, context)
         if not params.configuration.return_immediately:
             context.state[DEFER_STATE_KEY] = True
+            context.state[BLOCKING_STATE_KEY] = True
         return await super().on_message_send(params, context)
 
     async def on_message_send_stream(
