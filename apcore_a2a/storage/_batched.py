@@ -8,6 +8,10 @@ queue behind each other (SQLite has one writer; PostgreSQL one WAL flush per com
 saves gather, and then go as a single upsert (``INSERT ... ON CONFLICT (id) DO UPDATE``)
 in one transaction. Alone, a save is written at once, as before.
 
+On a SQLite file the transaction runs on a writer thread of its own through a synchronous
+engine (``_engine.create_sqlite_writer_engine``): one hop per batch instead of one per
+statement through aiosqlite.
+
 The rows are exactly what the SDK store writes (its own ORM conversion makes them), so
 the SDK store reads them back unchanged; owner scoping is the SDK's owner resolver.
 """
@@ -16,12 +20,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from a2a.server.context import ServerCallContext
 from a2a.server.tasks import DatabaseTaskStore
 from a2a.types import Task
-from sqlalchemy import Table, inspect
+from sqlalchemy import Engine, Table, inspect
 from sqlalchemy.dialects import postgresql, sqlite
 
 __all__ = ["BatchedTaskWriter"]
@@ -33,8 +38,14 @@ MAX_BATCH = 500
 class BatchedTaskWriter:
     """Saves for *store*'s table, grouped as the module docstring says."""
 
-    def __init__(self, store: DatabaseTaskStore) -> None:
+    def __init__(self, store: DatabaseTaskStore, *, sync_engine: Engine | None = None) -> None:
         self.store = store
+        self._sync_engine = sync_engine
+        self._thread = (
+            ThreadPoolExecutor(max_workers=1, thread_name_prefix="apcore-a2a-sqlite-writer")
+            if sync_engine is not None
+            else None
+        )
         self._owner: Callable[[ServerCallContext], str] = store.owner_resolver
         mapper = inspect(store.task_model)
         #: (ORM attribute, column name)
@@ -90,5 +101,25 @@ class BatchedTaskWriter:
         # upsert may not touch a row twice in one statement).
         rows = list({row["id"]: row for row, _ in batch}.values())
         await self.store._ensure_initialized()
+        if self._thread is not None:
+            loop = asyncio.get_running_loop()
+            await loop.run_in_executor(self._thread, self._write_sync, rows)
+            return
         async with self.store.engine.begin() as conn:
             await conn.execute(self._upsert, rows)
+
+    def _write_sync(self, rows: list[dict[str, Any]]) -> None:
+        assert self._sync_engine is not None
+        with self._sync_engine.begin() as conn:
+            conn.execute(self._upsert, rows)
+
+    async def aclose(self) -> None:
+        """Let the writer finish its batch, then release the writer thread and its engine."""
+        writer = self._writer
+        if writer is not None:
+            await asyncio.wait({writer})  # its callers get its outcome; we only wait
+        if self._thread is not None:
+            self._thread.shutdown(wait=True)
+            self._thread = None
+        if self._sync_engine is not None:
+            self._sync_engine.dispose()

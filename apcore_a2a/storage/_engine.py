@@ -14,13 +14,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import event
+from sqlalchemy import Engine, event, make_url
+from sqlalchemy import create_engine as sa_create_engine
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import StaticPool
 
 from ._urls import StoreURL
 
-__all__ = ["READ_ONLY", "SQLITE_BUSY_TIMEOUT_MS", "create_engine"]
+__all__ = ["READ_ONLY", "SQLITE_BUSY_TIMEOUT_MS", "create_engine", "create_sqlite_writer_engine"]
 
 SQLITE_BUSY_TIMEOUT_MS = 15_000
 #: Execution option for connections that only read (SQLite then takes no write lock).
@@ -54,8 +55,30 @@ def _sqlite_engine(store_url: StoreURL) -> AsyncEngine:
         # One shared connection, or every checkout would see a fresh empty database.
         kwargs = {"poolclass": StaticPool, "connect_args": {"check_same_thread": False}}
     engine = create_async_engine(store_url.url, **kwargs)
+    _tune_sqlite(engine.sync_engine, in_memory=in_memory)
+    return engine
 
-    @event.listens_for(engine.sync_engine, "connect")
+
+def create_sqlite_writer_engine(store_url: StoreURL) -> Engine | None:
+    """A synchronous engine on the same SQLite file, for a single writer thread.
+
+    Through aiosqlite every statement is a hop to its connection thread and back (checkout,
+    BEGIN, the upsert, COMMIT, the reset on return: each one a wakeup of the event loop).
+    The batched writer instead runs a whole transaction in one hop on a thread of its own
+    with this engine: same file, same pragmas, same ``BEGIN IMMEDIATE``. ``None`` for an
+    in-memory database, which only the async engine's one connection can see.
+    """
+    if store_url.kind != "sqlite" or store_url.url is None or store_url.sqlite_path is None:
+        return None
+    url = make_url(store_url.url).set(drivername="sqlite")
+    # One thread uses it, one connection at a time: a single pooled connection suffices.
+    engine = sa_create_engine(url, pool_size=1, max_overflow=0)
+    _tune_sqlite(engine, in_memory=False)
+    return engine
+
+
+def _tune_sqlite(engine: Engine, *, in_memory: bool) -> None:
+    @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         # Let us issue BEGIN ourselves (see module docstring).
         dbapi_connection.isolation_level = None
@@ -68,12 +91,10 @@ def _sqlite_engine(store_url: StoreURL) -> AsyncEngine:
             cursor.execute("PRAGMA synchronous = NORMAL")
         cursor.close()
 
-    @event.listens_for(engine.sync_engine, "begin")
+    @event.listens_for(engine, "begin")
     def _on_begin(connection: Any) -> None:
         # Our own read-only probes opt out, so a health check never queues for the lock.
         if connection.get_execution_options().get(READ_ONLY):
             connection.exec_driver_sql("BEGIN")
         else:
             connection.exec_driver_sql("BEGIN IMMEDIATE")
-
-    return engine

@@ -32,7 +32,7 @@ def open_sql_stores(
         from a2a.server.cluster import VersionedDatabaseTaskStore
         from a2a.server.tasks import DatabasePushNotificationConfigStore, DatabaseTaskStore
 
-        from ._engine import create_engine
+        from ._engine import create_engine, create_sqlite_writer_engine
 
         engine = create_engine(store_url)
     except ImportError as exc:
@@ -93,7 +93,8 @@ def open_sql_stores(
             _backend=backend,
         )
     plain = DatabaseTaskStore(engine)
-    deferred = DeferredWrites(plain, plain.owner_resolver, write=BatchedTaskWriter(plain).save)
+    writer = BatchedTaskWriter(plain, sync_engine=create_sqlite_writer_engine(store_url))
+    deferred = DeferredWrites(plain, plain.owner_resolver, write=writer.save)
     backend = SqlBackend(
         store_url=store_url,
         engine=engine,
@@ -101,7 +102,7 @@ def open_sql_stores(
         initializers=[plain.initialize, *initializers],
         registry=None,
         retention_seconds=settings.task_retention_seconds,
-        closers=[deferred.aclose],
+        closers=[deferred.aclose, writer.aclose],
     )
     return Stores(
         task_store=deferred, push_config_store=push_store, engine=engine, _backend=backend

@@ -8,6 +8,7 @@ kept states, write order when a kept write is under way, and batching.
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from a2a.server.tasks import DatabaseTaskStore
 from a2a.types import TaskState
 
 from apcore_a2a.storage._batched import BatchedTaskWriter
-from apcore_a2a.storage._engine import create_engine
+from apcore_a2a.storage._engine import create_engine, create_sqlite_writer_engine
 from apcore_a2a.storage._urls import parse_store_url
 from apcore_a2a.storage.deferred import DEFER_STATE_KEY, NEW_TASK_STATE_KEY, DeferredWrites
 
@@ -112,10 +113,11 @@ async def test_a_long_call_is_written_after_the_delay_and_on_close(
     assert await db.get(later.id, ctx()) == later
 
 
+@pytest.mark.parametrize("mode", ["async engine", "writer thread"])
 async def test_concurrent_saves_share_transactions_and_keep_each_row(
-    db: DatabaseTaskStore,
+    db: DatabaseTaskStore, tmp_path: Path, mode: str
 ) -> None:
-    writer = BatchedTaskWriter(db)
+    writer = _writer(db, tmp_path, mode)
     tasks = [make_task(COMPLETED, text=f"t{i}") for i in range(60)]
     # The same task saved twice within one batch: the later state wins.
     first = make_task(WORKING, text="x")
@@ -128,3 +130,46 @@ async def test_concurrent_saves_share_transactions_and_keep_each_row(
     for i, t in enumerate(tasks):
         assert await db.get(t.id, ctx(f"user{i % 3}")) == t
     assert await db.get(first.id, ctx()) == last
+    await writer.aclose()
+
+
+def _writer(db: DatabaseTaskStore, tmp_path: Path, mode: str) -> BatchedTaskWriter:
+    if mode == "async engine":
+        return BatchedTaskWriter(db)
+    url = parse_store_url(f"sqlite:///{tmp_path / 'tasks.db'}")
+    return BatchedTaskWriter(db, sync_engine=create_sqlite_writer_engine(url))
+
+
+def _writer_threads() -> list[str]:
+    return [t.name for t in threading.enumerate() if t.name.startswith("apcore-a2a-sqlite")]
+
+
+async def test_the_writer_thread_commits_reports_errors_and_ends_on_close(
+    db: DatabaseTaskStore, tmp_path: Path
+) -> None:
+    writer = _writer(db, tmp_path, "writer thread")
+    task = make_task(COMPLETED)
+    await writer.save(task, ctx())
+    assert _writer_threads()
+    # Committed on the file: a fresh engine (another connection) reads it.
+    other = DatabaseTaskStore(create_engine(parse_store_url(f"sqlite:///{tmp_path / 'tasks.db'}")))
+    try:
+        assert await other.get(task.id, ctx()) == task
+        # A failed transaction reaches every caller of its batch, and the writer goes on.
+        async with other.engine.begin() as conn:
+            await conn.exec_driver_sql(
+                "CREATE TRIGGER no_more BEFORE INSERT ON tasks BEGIN SELECT RAISE(ABORT, 'full'); END"
+            )
+        results = await asyncio.gather(
+            *(writer.save(make_task(COMPLETED), ctx()) for _ in range(3)), return_exceptions=True
+        )
+        assert all(isinstance(r, Exception) and "full" in str(r) for r in results)
+        async with other.engine.begin() as conn:
+            await conn.exec_driver_sql("DROP TRIGGER no_more")
+        later = make_task(COMPLETED, text="later")
+        await writer.save(later, ctx())
+        assert await other.get(later.id, ctx()) == later
+    finally:
+        await other.engine.dispose()
+    await writer.aclose()
+    assert not _writer_threads()
