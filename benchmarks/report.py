@@ -253,6 +253,7 @@ def targets(res: Results) -> list[str]:
     else:
         out.append(f"- Time to first SSE event p50 at c=16: {mark(None)}")
     out += _stream_targets(res)
+    out += _speed_targets(res)
     mem = dict(res.memory.get("O", []))
     hi = max(res.plan.memory_counts, default=0)
     if mem and 50_000 in mem and hi >= 200_000 and hi in mem:
@@ -266,6 +267,27 @@ def targets(res: Results) -> list[str]:
             f"- RSS within ±10% between 50k and 200k tasks: {mark(None)} "
             "(needs a run with --memory including 50000 and 200000)"
         )
+    return out
+
+
+def _speed_targets(res: Results) -> list[str]:
+    """Issue 20's throughput ratios against plain S at c=16 (rows only for systems run)."""
+    work = "SendMessage c=16"
+    ss = res.samples.get((work, "S"))
+    if not ss:
+        return []
+    out = []
+    for system, target, label in (
+        ("O+speed", 0.95, "with the speed extra, O+speed"),
+        ("O", 1.0, "stretch (full apcore pipeline at bare-SDK speed), O"),
+    ):
+        so = res.samples.get((work, system))
+        if so:
+            ratio = median(so, "rps") / median(ss, "rps")
+            out.append(
+                f"- SendMessage c=16 {label} >= {target:.2f}x S: {ratio:.2f}x: "
+                f"{_mark(ratio - target, 0)}"
+            )
     return out
 
 

@@ -116,7 +116,19 @@ def test_targets_are_marked_met_and_not_met_from_the_medians() -> None:
     assert "1.40x: **not met**" in bad
     assert "25.0 ms: **not met**" in bad
     assert "+20.0%: **not met**" in bad
+    assert "O >= 1.00x S: 0.83x: **not met**" in bad  # 250 vs 300 req/s
     assert "**met**" not in bad
+
+
+def test_speed_targets_compare_with_plain_s() -> None:
+    res = _results(2700.0, 1600.0, 12.0, (100.0, 105.0))
+    send = harness.Workload("SendMessage", "send", 16)
+    for rps in (280.0, 300.0):
+        res.add(send, harness.OURS_SPEED, {"rps": rps, "cpu_us": 2000.0, "errors": 0})
+    lines = "\n".join(report.targets(res))
+    # O+speed median 290 vs S 300: 0.97x >= 0.95x; O 250 vs 300: 0.83x < 1.0x.
+    assert "O+speed >= 0.95x S: 0.97x: **met**" in lines
+    assert "O >= 1.00x S: 0.83x: **not met**" in lines
 
 
 def test_a_plan_without_memory_or_stream_reports_not_measured() -> None:
