@@ -118,8 +118,10 @@ class BatchedTaskWriter:
         writer = self._writer
         if writer is not None:
             await asyncio.wait({writer})  # its callers get its outcome; we only wait
-        if self._thread is not None:
+        if self._thread is not None and self._sync_engine is not None:
+            # Closed on the thread that opened its connection (sqlite3 objects belong to one).
+            await asyncio.get_running_loop().run_in_executor(
+                self._thread, self._sync_engine.dispose
+            )
             self._thread.shutdown(wait=True)
             self._thread = None
-        if self._sync_engine is not None:
-            self._sync_engine.dispose()
