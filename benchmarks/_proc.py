@@ -87,13 +87,19 @@ def _wait_ready(url: str, proc: subprocess.Popen[bytes], log: Path, timeout: flo
 
 @contextlib.contextmanager
 def run_server(
-    variant: Variant, *, timeout: float = 60.0, task_store: str = "memory://"
+    variant: Variant,
+    *,
+    timeout: float = 60.0,
+    task_store: str = "memory://",
+    cluster: bool = False,
 ) -> Iterator[Server]:
-    """Start ``python -m benchmarks.serve`` for *variant* on *task_store*; stop it on exit."""
+    """Start ``python -m benchmarks.serve`` for *variant* on *task_store* (in cluster mode
+    with *cluster*); stop it on exit."""
     port = free_port()
     cmd = [
         sys.executable, "-m", "benchmarks.serve", variant.kind, "--port", str(port),
         "--loop", variant.loop, "--http", variant.http, "--task-store", task_store,
+        *(["--cluster"] if cluster else []),
     ]  # fmt: skip
     # A file, not a pipe: a chatty server must never block on a full pipe mid-measurement.
     fd, log_name = tempfile.mkstemp(prefix="bench-server-", suffix=".log")

@@ -194,10 +194,11 @@ def store_lines(res: Results) -> list[str]:
         "|---|---|---|---|---|",
     ]
     memory = res.stores.get("O memory")
-    for db, _kind in stores.DATABASES:
-        ours, sdk = res.stores.get(f"O {db}"), res.stores.get(f"S {db}")
-        if not ours:
+    for name, ours in res.stores.items():
+        system, _, db = name.partition(" ")
+        if system != "O" or db == "memory":
             continue
+        sdk = res.stores.get(f"S {db}")
         vs_mem = vs_sdk = (float("nan"), "-")
         if memory:
             vs_mem = _ratio_cell(ours, memory)

@@ -1,7 +1,7 @@
 """Subprocess entry point: run one system under test under uvicorn, one worker.
 
 ``python -m benchmarks.serve plain|ours --port N [--loop asyncio|uvloop] [--http h11|httptools]
-[--task-store URL]``
+[--task-store URL] [--cluster]``
 
 The process that runs this module *is* the server, so the harness can read its CPU time and RSS
 from ``/proc/<pid>``.
@@ -24,6 +24,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--loop", default="asyncio", choices=["asyncio", "uvloop"])
     parser.add_argument("--http", default="h11", choices=["h11", "httptools"])
     parser.add_argument("--task-store", default="memory://", help="memory://, sqlite:///, ...")
+    parser.add_argument("--cluster", action="store_true", help="ours in cluster mode")
     args = parser.parse_args(argv)
     # Request logging would be measured as server CPU; neither system logs per request here.
     logging.basicConfig(level=logging.WARNING)
@@ -32,6 +33,8 @@ def main(argv: list[str] | None = None) -> None:
     settings: dict[str, object] = {}
     if args.kind == "ours":
         settings = {"process_tuning": True}
+        if args.cluster:
+            settings["cluster"] = True
     uvicorn.run(
         build_app(args.kind, args.task_store, **settings),
         host="127.0.0.1",

@@ -1,11 +1,12 @@
 """The store table: blocking SendMessage at c=16 on memory, SQLite and PostgreSQL.
 
-Systems: ours (O) on the default memory store, on a SQLite file and on a PostgreSQL schema,
-and the plain a2a-sdk server (S, ``benchmarks.apps.plain_app``) with the SDK's own
-``DatabaseTaskStore`` on the same two databases. Every server start gets a fresh store (a
-new SQLite file, a new PostgreSQL schema that is dropped afterwards), rounds are
-interleaved (all five systems, then again), and the report gives medians with (min-max)
-and the ratios the durable-store targets are judged by.
+Systems: ours (O) on the default memory store, on a SQLite file and on a PostgreSQL schema
+(also in cluster mode, as replicas and ``workers=N`` run), and the plain a2a-sdk server
+(S, ``benchmarks.apps.plain_app``) with the SDK's own ``DatabaseTaskStore`` on the same two
+databases. Every server start gets a fresh store (a new SQLite file, a new PostgreSQL
+schema that is dropped afterwards), rounds are interleaved (all six systems, then again),
+and the report gives medians with (min-max) and the ratios the durable-store targets are
+judged by.
 
 PostgreSQL is the local server the tests use (127.0.0.1:5432, user ``postgres``, trust
 auth, database ``test``); when it is unreachable its systems are skipped with a note.
@@ -39,16 +40,17 @@ class StoreSystem:
     label: str
     kind: str  # "ours" | "plain"
     store: str  # "memory" | "sqlite" | "postgresql"
+    cluster: bool = False  # ours with --cluster (versioned writes, event rows, claims)
 
 
 SYSTEMS = (
     StoreSystem("O memory", "ours", "memory"),
     StoreSystem("O SQLite", "ours", "sqlite"),
     StoreSystem("O PostgreSQL", "ours", "postgresql"),
+    StoreSystem("O PostgreSQL+cluster", "ours", "postgresql", cluster=True),
     StoreSystem("S SQLite", "plain", "sqlite"),
     StoreSystem("S PostgreSQL", "plain", "postgresql"),
 )
-DATABASES = (("SQLite", "sqlite"), ("PostgreSQL", "postgresql"))
 
 
 def postgres_reachable() -> bool:
@@ -98,7 +100,9 @@ def measure(system: StoreSystem, duration: float, warmup: float) -> Metrics:
     """One round of *system*: fresh store, fresh server, warm-up, then wrk at c=16."""
     with (
         fresh_store(system.store) as url,
-        run_server(Variant(system.label, system.kind), task_store=url) as server,
+        run_server(
+            Variant(system.label, system.kind), task_store=url, cluster=system.cluster
+        ) as server,
     ):
         if warmup > 0:
             run_wrk(server.base_url + "/", "send", connections=4, duration=warmup)

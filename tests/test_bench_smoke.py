@@ -66,13 +66,16 @@ def test_smoke_run_measures_both_servers_and_the_floor(tmp_path: Path) -> None:
     stores: dict[str, list[dict[str, float]]] = raw["stores"]
     expected = {"O memory", "O SQLite", "S SQLite"}
     if os.environ.get("CI"):
-        expected |= {"O PostgreSQL", "S PostgreSQL"}
+        expected |= {"O PostgreSQL", "O PostgreSQL+cluster", "S PostgreSQL"}
     assert expected <= set(stores)
     for system, rounds in stores.items():
         ((metrics,),) = [rounds]
         assert metrics["errors"] == 0 and metrics["rps"] > 0, (system, metrics)
     assert "| SQLite | O | " in text and "| SQLite | S | " in text
     assert "| database | O-SQL / O memory req/s | O-SQL / S-SQL req/s |" in text
+    if os.environ.get("CI"):
+        assert "| PostgreSQL+cluster | O | " in text  # cluster mode's row, ratio vs memory
+        assert "\n| PostgreSQL+cluster | " in text
 
 
 def test_wrk_output_without_a_summary_is_an_error() -> None:

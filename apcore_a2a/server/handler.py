@@ -99,8 +99,10 @@ class ApCoreRequestHandler(DefaultRequestHandler):
     async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Any:
         await self._take_turn(params, context)
         if not params.configuration.return_immediately:
-            context.state[DEFER_STATE_KEY] = True
             context.state[BLOCKING_STATE_KEY] = True
+            # A push config hands the task id to a webhook before the answer: no deferring.
+            if not params.configuration.HasField("task_push_notification_config"):
+                context.state[DEFER_STATE_KEY] = True
         return await super().on_message_send(params, context)
 
     async def on_message_send_stream(

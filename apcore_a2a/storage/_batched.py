@@ -29,10 +29,9 @@ from a2a.types import Task
 from sqlalchemy import Engine, Table, inspect
 from sqlalchemy.dialects import postgresql, sqlite
 
-__all__ = ["BatchedTaskWriter"]
+from ._group_commit import GroupCommit
 
-#: Most rows in one statement (SQLite's bound-parameter limit is 32,766; 10 columns each).
-MAX_BATCH = 500
+__all__ = ["BatchedTaskWriter"]
 
 
 class BatchedTaskWriter:
@@ -59,47 +58,18 @@ class BatchedTaskWriter:
             index_elements=[self._table.c.id],
             set_={c: statement.excluded[c] for _, c in self._columns if c != "id"},
         )
-        self._queue: list[tuple[dict[str, Any], asyncio.Future[None]]] = []
-        self._writer: asyncio.Task[None] | None = None
+        self._group: GroupCommit[dict[str, Any]] = GroupCommit(self._write)
 
     async def save(self, task: Task, context: ServerCallContext) -> None:
         """Write *task* for the caller of *context*; returns once it is committed."""
         # The SDK's own conversion (private, but the format its reads expect).
         model = self.store._to_orm(task, self._owner(context))
-        row = {column: getattr(model, key) for key, column in self._columns}
-        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._queue.append((row, done))
-        if self._writer is None:
-            self._writer = asyncio.ensure_future(self._write_all())
-        await done
+        await self._group.submit({column: getattr(model, key) for key, column in self._columns})
 
-    async def _write_all(self) -> None:
-        try:
-            while self._queue:
-                batch, self._queue = self._queue[:MAX_BATCH], self._queue[MAX_BATCH:]
-                try:
-                    await self._write(batch)
-                except BaseException as exc:
-                    for _, done in batch:
-                        if not done.done():
-                            done.set_exception(exc)
-                    if not isinstance(exc, Exception):
-                        raise
-                else:
-                    for _, done in batch:
-                        if not done.done():
-                            done.set_result(None)
-        finally:
-            self._writer = None
-            for _, done in self._queue:  # only if the writer itself was canceled
-                if not done.done():
-                    done.cancel()
-            self._queue = []
-
-    async def _write(self, batch: list[tuple[dict[str, Any], asyncio.Future[None]]]) -> None:
+    async def _write(self, batch: list[dict[str, Any]]) -> None:
         # One row per task: the last save of a task in the batch is its newest state (an
         # upsert may not touch a row twice in one statement).
-        rows = list({row["id"]: row for row, _ in batch}.values())
+        rows = list({row["id"]: row for row in batch}.values())
         await self.store._ensure_initialized()
         if self._thread is not None:
             loop = asyncio.get_running_loop()
@@ -115,9 +85,7 @@ class BatchedTaskWriter:
 
     async def aclose(self) -> None:
         """Let the writer finish its batch, then release the writer thread and its engine."""
-        writer = self._writer
-        if writer is not None:
-            await asyncio.wait({writer})  # its callers get its outcome; we only wait
+        await self._group.aclose()
         if self._thread is not None and self._sync_engine is not None:
             # Closed on the thread that opened its connection (sqlite3 objects belong to one).
             await asyncio.get_running_loop().run_in_executor(

@@ -176,6 +176,10 @@ class ClaimingTaskStore(VersionedTaskStore):
         """Create the SDK's task, version and event tables if missing."""
         await self.inner.initialize()
 
+    def owner(self, context: ServerCallContext) -> str:
+        """The owner scope the rows of *context*'s caller are stored under."""
+        return self._owner_resolver(context)
+
     async def save(
         self,
         task: Task,

@@ -46,6 +46,7 @@ def open_sql_stores(
     from ._replicas import ClaimingTaskStore, ReplicaRegistry, SqlTurnClaims
     from ._set import Stores
     from ._sql_backend import SqlBackend
+    from .cluster_deferred import DeferredClusterWrites
     from .deferred import DeferredWrites
 
     if settings.push_encryption_key:
@@ -74,6 +75,7 @@ def open_sql_stores(
             wakeups=settings.cluster_wakeups,
         )
         initializers = [versioned.initialize, event_stream.initialize, *initializers]
+        deferred_cluster = DeferredClusterWrites(ClaimingTaskStore(versioned, registry))
         backend = SqlBackend(
             store_url=store_url,
             engine=engine,
@@ -82,10 +84,10 @@ def open_sql_stores(
             registry=registry,
             retention_seconds=settings.task_retention_seconds,
             poll_interval=settings.cluster_poll_interval,
-            closers=[event_stream.aclose],
+            closers=[deferred_cluster.aclose, event_stream.aclose],
         )
         return Stores(
-            task_store=ClaimingTaskStore(versioned, registry),
+            task_store=deferred_cluster,
             push_config_store=push_store,
             event_stream=event_stream,
             engine=engine,

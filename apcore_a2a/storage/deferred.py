@@ -11,13 +11,14 @@ the answer once it is stored. :class:`DeferredWrites` wraps a SQL task store so 
   recovery closes it out as before;
 * the state a call answers with (terminal, ``input-required``, ``auth-required``) and
   every state of a task whose id the caller already holds (streams,
-  ``returnImmediately``) is written at once, before the answer, as before;
+  ``returnImmediately``, a push config's webhook) is written at once, before the answer,
+  as before;
 * reads of a task this process made up and has not stored yet are answered from memory.
 
 Reads in this process see the kept state at once. Another process (a ``db`` command, a
 second agent on the same database) sees a blocking call's task only once it is written:
-cluster mode, where replicas share tasks and their events while they run, does not use
-this wrapper; its store skips only the reads of made-up ids (:func:`made_up_here`).
+cluster mode, where replicas share tasks and their events, keeps them by the same rule
+with their versions and events (:mod:`.cluster_deferred`).
 A process killed within the delay loses a task whose answer was never sent.
 
 The request handler marks the calls (``DEFER_STATE_KEY``, ``NEW_TASK_STATE_KEY`` in the

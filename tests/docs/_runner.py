@@ -300,6 +300,10 @@ class _Shell:
             except subprocess.TimeoutExpired:
                 os.killpg(self.proc.pid, 9)
                 self.proc.wait()
+        # A page's background job that outlived its shell (a server slow to stop on SIGTERM)
+        # must not outlive the test: the whole session's process group goes.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, 9)
         shutil.rmtree(self.record, ignore_errors=True)
 
 

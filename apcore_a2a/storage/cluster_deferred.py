@@ -1,0 +1,250 @@
+"""Fewer writes per task in cluster mode: a blocking call's task is written once, whole.
+
+In cluster mode every save is a versioned compare-and-swap in its own transaction, with
+the event that made it appended to ``task_events`` for the other replicas: a blocking
+``SendMessage`` costs four such transactions (submitted, working, the artifact,
+completed) plus a claim row -- about forty database round trips, all before an answer
+only the caller waits for, about a task id nobody else knows yet.
+
+:class:`DeferredClusterWrites` keeps the states of such a task in memory, counting its
+versions exactly as the store would (1, 2, 3, ...), with the event of each. The state the
+call answers with (terminal, ``input-required``, ``auth-required``) is then written in one
+transaction together with everything kept: the version row at the final version, the
+task row, and every event row at the version it made (the tasks answering at the same
+time share that transaction: :mod:`._group_commit`). The database ends up holding the
+same rows, at the same versions, as if each save had been its own transaction, so other
+replicas, resubscribing streams and the SDK's compare-and-swap see no difference.
+
+What is kept, and for how long, follows :mod:`.deferred` (the same rule as without
+cluster mode):
+
+* only a new task of a blocking call without a push config (``DEFER_STATE_KEY``), whose id
+  nobody outside this request holds: no other replica can read, cancel or continue it;
+* a call still running after :data:`~.deferred.WRITE_DELAY` seconds is written as it
+  stands then (with its claim, so restart recovery closes it out if this replica dies),
+  and from then on every save goes to the store as before;
+* reads of a kept task in this process are answered from memory, with its version.
+
+A replica killed within the delay loses a task whose answer was never sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from a2a.server.cluster import StoredTask, TaskVersion, VersionedDatabaseTaskStore
+from a2a.server.cluster.task_store import ConcurrentTaskModificationError, VersionedTaskStore
+from a2a.server.context import ServerCallContext
+from a2a.server.events.event_queue import Event
+from a2a.server.tasks import DatabaseTaskStore
+from a2a.types import ListTasksRequest, ListTasksResponse, Task, TaskState
+from a2a.utils.proto_utils import to_stream_response
+from sqlalchemy import Table, insert, inspect
+from sqlalchemy.exc import IntegrityError
+
+from ._group_commit import GroupCommit
+from ._replicas import ClaimingTaskStore
+from .deferred import DEFER_STATE_KEY, WRITE_DELAY, forget_new, made_up_here
+
+__all__ = ["DeferredClusterWrites"]
+
+logger = logging.getLogger(__name__)
+
+#: (version it made, serialized StreamResponse) per saved event, in order
+_Events = list[tuple[int, bytes]]
+
+_PASSING = frozenset({TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING})
+
+
+@dataclass(slots=True, eq=False)
+class _Kept:
+    task: Task
+    owner: str
+    #: the version the store will hold once this state is written
+    version: int = 0
+    events: _Events = field(default_factory=list)
+    timer: asyncio.TimerHandle | None = None
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+
+@dataclass(slots=True, frozen=True)
+class _Write:
+    task_id: str
+    owner: str
+    row: dict[str, Any]
+    version: int
+    events: _Events
+
+
+_Batch = list[_Write]
+
+
+class DeferredClusterWrites(VersionedTaskStore):
+    """*inner* (the claiming cluster store) with the write rule of the module docstring."""
+
+    def __init__(self, inner: ClaimingTaskStore, *, delay: float = WRITE_DELAY) -> None:
+        self.inner = inner
+        self._delay = delay
+        versioned: VersionedDatabaseTaskStore = inner.inner
+        self._db: DatabaseTaskStore = versioned._db
+        self._engine = self._db.engine
+        mapper = inspect(self._db.task_model)
+        #: (ORM attribute, column name) of the SDK's task row
+        self._columns = [(attr.key, attr.columns[0].name) for attr in mapper.column_attrs]
+        self._tasks: Table = self._db.task_model.__table__  # type: ignore[assignment]
+        self._versions: Table = versioned._version_model.__table__  # type: ignore[assignment]
+        self._events: Table = versioned._event_model.__table__  # type: ignore[assignment]
+        self._kept: dict[str, _Kept] = {}
+        self._flushes: set[asyncio.Task[None]] = set()
+        self._group: GroupCommit[_Write] = GroupCommit(self._write_batch)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+    async def initialize(self) -> None:
+        """Create the SDK's task, version and event tables if missing."""
+        await self.inner.initialize()
+
+    async def save(
+        self,
+        task: Task,
+        *,
+        event: Event | None = None,
+        prev: Task | None = None,
+        prev_version: TaskVersion,
+        context: ServerCallContext,
+    ) -> TaskVersion:
+        """Keep, write with what was kept, or pass on to the store (module docstring)."""
+        kept = self._kept.get(task.id)
+        if kept is None:
+            if not (
+                made_up_here(task.id, context)
+                and prev_version.is_missing
+                and task.status.state in _PASSING
+                and context.state.get(DEFER_STATE_KEY)
+            ):
+                return await self.inner.save(
+                    task, event=event, prev=prev, prev_version=prev_version, context=context
+                )
+            kept = self._kept[task.id] = _Kept(task=Task(), owner=self.inner.owner(context))
+            kept.timer = asyncio.get_running_loop().call_later(
+                self._delay, self._write_later, task.id
+            )
+        async with kept.lock:
+            if self._kept.get(task.id) is not kept:
+                # Written meanwhile (delay ran out): the store holds our version now.
+                return await self.inner.save(
+                    task, event=event, prev=prev, prev_version=prev_version, context=context
+                )
+            if prev_version != TaskVersion(kept.version):
+                raise ConcurrentTaskModificationError(task.id)
+            version = kept.version + 1
+            events = list(kept.events)
+            if event is not None:
+                events.append((version, to_stream_response(event).SerializeToString()))
+            copy = Task()
+            copy.CopyFrom(task)
+            if task.status.state in _PASSING:
+                kept.task, kept.version, kept.events = copy, version, events
+                forget_new(task.id, context)
+                return TaskVersion(version)
+            # The answer: everything kept and this state, in one transaction. On failure
+            # the kept state stays as it was (the delay still writes it).
+            await self._write(task.id, kept.owner, copy, version, events)
+            self._forget(task.id)
+            self.inner.registry.release(task.id)
+            forget_new(task.id, context)
+            return TaskVersion(version)
+
+    async def get(self, task_id: str, context: ServerCallContext) -> StoredTask | None:
+        """The task with its version; a kept one from memory."""
+        kept = self._kept.get(task_id)
+        if kept is not None and kept.version > 0:
+            if kept.owner != self.inner.owner(context):
+                return None
+            copy = Task()
+            copy.CopyFrom(kept.task)
+            return StoredTask(copy, TaskVersion(kept.version))
+        return await self.inner.get(task_id, context)
+
+    async def list(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
+        """The caller's stored tasks (SDK semantics)."""
+        return await self.inner.list(params, context)
+
+    async def delete(self, task_id: str, context: ServerCallContext) -> None:
+        """Forget a kept task and delete the stored one."""
+        self._forget(task_id)
+        await self.inner.delete(task_id, context)
+
+    async def aclose(self) -> None:
+        """Write every kept task as it stands (a stop without a drain) and wait for it."""
+        for task_id in list(self._kept):
+            self._write_later(task_id)
+        if self._flushes:
+            await asyncio.gather(*self._flushes, return_exceptions=True)
+        await self._group.aclose()
+
+    # -- internals -----------------------------------------------------------------
+    def _forget(self, task_id: str) -> None:
+        kept = self._kept.pop(task_id, None)
+        if kept is not None and kept.timer is not None:
+            kept.timer.cancel()
+
+    def _write_later(self, task_id: str) -> None:
+        kept = self._kept.get(task_id)
+        if kept is None:
+            return
+        if kept.timer is not None:
+            kept.timer.cancel()
+            kept.timer = None
+        flush = asyncio.ensure_future(self._write_running(task_id, kept))
+        self._flushes.add(flush)
+        flush.add_done_callback(self._flushes.discard)
+
+    async def _write_running(self, task_id: str, kept: _Kept) -> None:
+        async with kept.lock:
+            if self._kept.get(task_id) is not kept or kept.version == 0:
+                return
+            try:
+                # The claim first: a running task row always has one (see _replicas.py).
+                await self.inner.registry.claim(task_id, kept.owner)
+                await self._write(task_id, kept.owner, kept.task, kept.version, kept.events)
+            except Exception as exc:
+                logger.warning("task %s: deferred write failed: %s", task_id, type(exc).__name__)
+                kept.timer = asyncio.get_running_loop().call_later(
+                    self._delay, self._write_later, task_id
+                )
+                return
+            self._forget(task_id)
+
+    async def _write(
+        self, task_id: str, owner: str, task: Task, version: int, events: _Events
+    ) -> None:
+        # The SDK's own conversion (private, but the format its reads expect).
+        model = self._db._to_orm(task, owner)
+        row: dict[str, Any] = {column: getattr(model, key) for key, column in self._columns}
+        try:
+            await self._group.submit(_Write(task_id, owner, row, version, events))
+        except IntegrityError:
+            # Its id is taken (the SDK store's "first writer wins" signal, as there).
+            raise ConcurrentTaskModificationError(task_id) from None
+
+    async def _write_batch(self, batch: _Batch) -> None:
+        await self._db._ensure_initialized()
+        events = [
+            {"task_id": w.task_id, "owner": w.owner, "task_version": v, "event_data": data}
+            for w in batch
+            for v, data in w.events
+        ]
+        # Version rows before task rows: the lock order of the SDK's store (no deadlocks).
+        async with self._engine.begin() as conn:
+            await conn.execute(
+                insert(self._versions),
+                [{"task_id": w.task_id, "owner": w.owner, "version": w.version} for w in batch],
+            )
+            await conn.execute(insert(self._tasks), [w.row for w in batch])
+            if events:
+                await conn.execute(insert(self._events), events)

@@ -1,0 +1,160 @@
+"""DeferredClusterWrites over the SDK's versioned store on a real database.
+
+The end-to-end behaviour with two replicas is in test_cluster_write_path_e2e.py; these pin
+what a server run cannot time: compare-and-swap against kept versions, owner scoping,
+the delay's write racing the answer, batches where one task's rows conflict, and close.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+from a2a.server.cluster import TaskVersion, VersionedDatabaseTaskStore
+from a2a.server.cluster.task_store import ConcurrentTaskModificationError
+from a2a.server.context import ServerCallContext
+from a2a.types import TaskState, TaskStatusUpdateEvent
+
+from apcore_a2a.storage._engine import create_engine
+from apcore_a2a.storage._replicas import ClaimingTaskStore, ReplicaRegistry
+from apcore_a2a.storage._tables import METADATA
+from apcore_a2a.storage._urls import parse_store_url
+from apcore_a2a.storage.cluster_deferred import DeferredClusterWrites
+from apcore_a2a.storage.deferred import DEFER_STATE_KEY, NEW_TASK_STATE_KEY
+
+from ._helpers import ctx, make_task
+
+WORKING = TaskState.TASK_STATE_WORKING
+COMPLETED = TaskState.TASK_STATE_COMPLETED
+
+
+@pytest.fixture
+async def versioned(sql_url: str) -> AsyncIterator[VersionedDatabaseTaskStore]:
+    engine = create_engine(parse_store_url(sql_url))
+    store = VersionedDatabaseTaskStore(engine)
+    await store.initialize()
+    registry = ReplicaRegistry(engine, heartbeat_interval=1, replica_timeout=5)
+    await ClaimingTaskStore(store, registry).initialize()
+    async with engine.begin() as conn:
+        await conn.run_sync(METADATA.create_all)
+    yield store
+    await engine.dispose()
+
+
+def deferred(store: VersionedDatabaseTaskStore, delay: float = 60.0) -> DeferredClusterWrites:
+    registry = ReplicaRegistry(store._db.engine, heartbeat_interval=1, replica_timeout=5)
+    return DeferredClusterWrites(ClaimingTaskStore(store, registry), delay=delay)
+
+
+def new_call(task_id: str, user: str = "alice") -> ServerCallContext:
+    """A blocking call that made up *task_id*."""
+    context = ctx(user)
+    context.state[DEFER_STATE_KEY] = True
+    context.state[NEW_TASK_STATE_KEY] = task_id
+    return context
+
+
+def _event(task_id: str, context_id: str, state: TaskState) -> TaskStatusUpdateEvent:
+    event = TaskStatusUpdateEvent(task_id=task_id, context_id=context_id)
+    event.status.state = state
+    return event
+
+
+async def test_kept_versions_count_as_the_store_would_and_land_whole(
+    versioned: VersionedDatabaseTaskStore,
+) -> None:
+    store = deferred(versioned)
+    task = make_task(WORKING)
+    context = new_call(task.id)
+    v1 = await store.save(task, event=None, prev_version=TaskVersion.MISSING, context=context)
+    v2 = await store.save(
+        task,
+        event=_event(task.id, task.context_id, WORKING),
+        prev_version=v1,
+        context=context,
+    )
+    assert (v1, v2) == (TaskVersion(1), TaskVersion(2))
+    assert await versioned.get(task.id, ctx()) is None  # nothing written yet
+    kept = await store.get(task.id, ctx())
+    assert kept is not None and kept.version == TaskVersion(2) and kept.task == task
+    assert await store.get(task.id, ctx("mallory")) is None
+    # A stale writer loses, as against the store.
+    with pytest.raises(ConcurrentTaskModificationError):
+        await store.save(task, prev_version=v1, context=context)
+    task.status.state = COMPLETED
+    v3 = await store.save(
+        task, event=_event(task.id, task.context_id, COMPLETED), prev_version=v2, context=context
+    )
+    stored = await versioned.get(task.id, ctx())
+    assert stored is not None and stored.version == v3 == TaskVersion(3)
+    assert stored.task == task
+    # After the answer the store itself takes the next save, with the same versions.
+    task.status.state = TaskState.TASK_STATE_CANCELED
+    with pytest.raises(ConcurrentTaskModificationError):  # terminal: the SDK's own rule
+        await store.save(task, prev_version=v3, context=ctx())
+
+
+async def test_only_a_new_blocking_task_is_kept(versioned: VersionedDatabaseTaskStore) -> None:
+    store = deferred(versioned)
+    for context in (ctx(), new_call("someone-else")):
+        context.state[DEFER_STATE_KEY] = True
+        task = make_task(WORKING)
+        await store.save(task, prev_version=TaskVersion.MISSING, context=context)
+        assert await versioned.get(task.id, ctx()) is not None  # written at once
+
+
+async def test_the_delay_writes_a_running_task_and_the_answer_follows_it(
+    versioned: VersionedDatabaseTaskStore,
+) -> None:
+    # delay 0: the running state starts being written on the next loop turn; the answer
+    # must wait for it and then compare-and-swap on the version it wrote.
+    store = deferred(versioned, delay=0.0)
+    for _ in range(10):
+        task = make_task(WORKING)
+        context = new_call(task.id)
+        version = await store.save(task, prev_version=TaskVersion.MISSING, context=context)
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        task.status.state = COMPLETED
+        final = await store.save(task, prev_version=version, context=context)
+        stored = await versioned.get(task.id, ctx())
+        assert stored is not None and stored.task.status.state == COMPLETED
+        assert stored.version == final == TaskVersion(2)
+
+
+async def test_a_conflicting_task_fails_alone_in_a_shared_transaction(
+    versioned: VersionedDatabaseTaskStore,
+) -> None:
+    store = deferred(versioned)
+    # A row already holds this id (written outside the deferral): its insert conflicts.
+    clash = make_task(WORKING)
+    await versioned.save(clash, prev_version=TaskVersion.MISSING, context=ctx())
+    contexts = [new_call(clash.id)] + [new_call(f"other-{i}") for i in range(5)]
+    tasks = [clash] + [make_task(WORKING) for _ in range(5)]
+    for task, context in zip(tasks, contexts, strict=True):
+        context.state[NEW_TASK_STATE_KEY] = task.id
+        await store.save(task, prev_version=TaskVersion.MISSING, context=context)
+
+    async def answer(task, context):  # type: ignore[no-untyped-def]
+        task.status.state = COMPLETED
+        return await store.save(task, prev_version=TaskVersion(1), context=context)
+
+    outcomes = await asyncio.gather(
+        *(answer(t, c) for t, c in zip(tasks, contexts, strict=True)), return_exceptions=True
+    )
+    assert isinstance(outcomes[0], ConcurrentTaskModificationError)
+    assert outcomes[1:] == [TaskVersion(2)] * 5
+    for task in tasks[1:]:
+        stored = await versioned.get(task.id, ctx())
+        assert stored is not None and stored.task.status.state == COMPLETED
+
+
+async def test_close_writes_what_is_kept(versioned: VersionedDatabaseTaskStore) -> None:
+    store = deferred(versioned)
+    task = make_task(WORKING)
+    await store.save(task, prev_version=TaskVersion.MISSING, context=new_call(task.id))
+    assert await versioned.get(task.id, ctx()) is None
+    await store.aclose()
+    stored = await versioned.get(task.id, ctx())
+    assert stored is not None and stored.version == TaskVersion(1) and stored.task == task

@@ -1,0 +1,198 @@
+"""Cluster mode's write path (storage/cluster_deferred.py) with two real replicas.
+
+A blocking call's task is written once, whole: the database must then hold exactly the
+rows the one-transaction-per-save path writes (version, task, one event per version, in
+order), and everything the other replica does with a task must work as before.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from a2a.types.a2a_pb2 import StreamResponse
+
+from apcore_a2a.storage import INTERRUPTED_MESSAGE
+from apcore_a2a.storage.deferred import WRITE_DELAY
+
+from .._support import ServerProcess, cli_server
+from ._a2a import EXTENSIONS
+from .conftest import pg_schema_url
+from .test_write_path_e2e import V1, _body, _count_writes, _sql, _writes
+
+PROBES = str(Path(__file__).resolve().parent / "probes")
+FAST = {
+    "A2A_CLUSTER_POLL_INTERVAL": "0.1",
+    "A2A_CLUSTER_HEARTBEAT_INTERVAL": "0.2",
+    "A2A_CLUSTER_REPLICA_TIMEOUT": "1.5",
+}
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def cluster_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'tasks.db'}"
+    else:
+        with pg_schema_url() as url:
+            yield url
+
+
+@contextlib.contextmanager
+def _replica(url: str, extensions: str = EXTENSIONS) -> Iterator[tuple[str, ServerProcess]]:
+    args = ["--extensions-dir", extensions, "--task-store", url, "--cluster"]
+    with cli_server([*args, "--log-level", "warning"], env=FAST) as replica:
+        yield replica
+
+
+def _rpc(method: str, **params: object) -> dict[str, object]:
+    return {"jsonrpc": "2.0", "id": 2, "method": method, "params": params}
+
+
+async def _events(url: str, task_id: str) -> list[tuple[int, str]]:
+    """(task_version, payload kind) of the task's event rows, in table order."""
+    rows = await _sql(
+        url, f"SELECT task_version, event_data FROM task_events WHERE task_id = '{task_id}' "
+        "ORDER BY seq"
+    )  # fmt: skip
+    kinds = []
+    for version, data in rows:
+        response = StreamResponse()
+        response.ParseFromString(bytes(data))  # type: ignore[arg-type]
+        kinds.append((int(version), str(response.WhichOneof("payload"))))
+    return kinds
+
+
+async def test_a_blocking_call_is_written_once_with_every_version_and_event(
+    cluster_url: str,
+) -> None:
+    with _replica(cluster_url) as (a, _), _replica(cluster_url) as (b, _):
+        await _count_writes(cluster_url)
+        async with httpx.AsyncClient(headers=V1, timeout=60) as http:
+            answers = await asyncio.gather(
+                *(
+                    http.post(a + "/", json=_body("math.add", {"a": i, "b": 1000}))
+                    for i in range(24)
+                )
+            )
+            tasks = [r.json()["result"]["task"] for r in answers]
+            assert {t["status"]["state"] for t in tasks} == {"TASK_STATE_COMPLETED"}
+            # The same call as a stream: nothing deferred, one transaction per save.
+            streamed = await http.post(
+                a + "/",
+                json={**_body("math.add", {"a": 1, "b": 2}), "method": "SendStreamingMessage"},
+            )
+            first = next(line for line in streamed.text.splitlines() if line.startswith("data:"))
+            streamed_id = json.loads(first[5:])["result"]["task"]["id"]
+            writes = await _writes(cluster_url)
+            # One write of each blocking task's row (the answer), none of its passing states.
+            assert {t["id"]: writes[t["id"]] for t in tasks} == {t["id"]: 1 for t in tasks}
+            assert writes[streamed_id] > 1
+            # Every version the one-save-per-transaction path makes, one event each, in order.
+            reference = await _events(cluster_url, streamed_id)
+            assert [v for v, _ in reference] == list(range(1, len(reference) + 1))
+            for task in tasks:
+                assert await _events(cluster_url, task["id"]) == reference
+                version = await _sql(
+                    cluster_url,
+                    f"SELECT version FROM task_versions WHERE task_id = '{task['id']}'",
+                )
+                assert version == [(len(reference),)]
+                # Replica B reads it as answered on A.
+                got = (await http.post(b + "/", json=_rpc("GetTask", id=task["id"]))).json()
+                assert got["result"]["status"]["state"] == "TASK_STATE_COMPLETED"
+                assert got["result"]["artifacts"] == task["artifacts"]
+            # No claim is left behind for a task that never ran in the database.
+            claims = await _sql(cluster_url, "SELECT task_id FROM apcore_a2a_task_claims")
+            assert not {str(r[0]) for r in claims} & {t["id"] for t in tasks}
+
+
+async def _running_id(url: str, within: float) -> str:
+    """The id of the one task the database holds, once it holds one."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        rows = await _sql(url, "SELECT id FROM tasks")
+        if rows:
+            return str(rows[0][0])
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"no task was written within {within} s")
+
+
+async def test_a_long_blocking_call_is_shared_after_the_delay_and_canceled_from_b(
+    cluster_url: str, tmp_path: Path
+) -> None:
+    journal = tmp_path / "journal.txt"
+    with _replica(cluster_url, PROBES) as (a, _), _replica(cluster_url, PROBES) as (b, _):
+        async with httpx.AsyncClient(headers=V1, timeout=120) as http:
+            work = {"journal": str(journal), "seconds": 300}
+            started = time.monotonic()
+            call = asyncio.ensure_future(http.post(a + "/", json=_body("probe.work", work)))
+            task_id = await _running_id(cluster_url, WRITE_DELAY + 20)
+            # Kept in memory for the delay, then written with its claim and versions.
+            assert time.monotonic() - started >= WRITE_DELAY * 0.9
+            claims = await _sql(
+                cluster_url, f"SELECT task_id FROM apcore_a2a_task_claims WHERE task_id = '{task_id}'"
+            )  # fmt: skip
+            assert claims == [(task_id,)]
+            kept = await _events(cluster_url, task_id)
+            assert [v for v, _ in kept] == list(range(1, len(kept) + 1))
+            seen = (await http.post(b + "/", json=_rpc("GetTask", id=task_id))).json()
+            assert seen["result"]["status"]["state"] == "TASK_STATE_WORKING"
+            canceled = (await http.post(b + "/", json=_rpc("CancelTask", id=task_id))).json()
+            assert canceled["result"]["status"]["state"] == "TASK_STATE_CANCELED"
+            answer = (await asyncio.wait_for(call, 60)).json()
+            assert answer["result"]["task"]["status"]["state"] == "TASK_STATE_CANCELED"
+            after = await _events(cluster_url, task_id)
+            assert after[: len(kept)] == kept
+            assert [v for v, _ in after] == list(range(1, len(after) + 1))
+
+
+async def test_a_blocking_call_with_a_push_config_is_stored_while_it_runs(
+    cluster_url: str,
+) -> None:
+    with _replica(cluster_url) as (a, _), _replica(cluster_url) as (b, _):
+        async with httpx.AsyncClient(headers=V1, timeout=60) as http:
+            push = {"url": "https://push.example.com/hook", "token": "t"}
+            body = _body("jobs.sleep", {"seconds": 3}, taskPushNotificationConfig=push)
+            call = asyncio.ensure_future(http.post(a + "/", json=body))
+            # Its webhook learns the id from the first event: B must find it at once.
+            task_id = await _running_id(cluster_url, WRITE_DELAY * 0.8)
+            seen = (await http.post(b + "/", json=_rpc("GetTask", id=task_id))).json()
+            assert seen["result"]["status"]["state"] in {
+                "TASK_STATE_SUBMITTED",
+                "TASK_STATE_WORKING",
+            }
+            answer = (await call).json()
+            assert answer["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+
+
+async def test_a_long_blocking_call_on_a_killed_replica_is_closed_out_by_the_other(
+    cluster_url: str,
+) -> None:
+    with _replica(cluster_url) as (b, _):
+        with _replica(cluster_url) as (a, proc_a):
+            async with httpx.AsyncClient(headers=V1, timeout=60) as http:
+                call = asyncio.ensure_future(
+                    http.post(a + "/", json=_body("jobs.sleep", {"seconds": 120}))
+                )
+                task_id = await _running_id(cluster_url, WRITE_DELAY + 20)
+                proc_a.kill9()
+                with pytest.raises(httpx.HTTPError):
+                    await call
+        async with httpx.AsyncClient(headers=V1, timeout=60) as http:
+            deadline = time.monotonic() + 30
+            while True:
+                got = (await http.post(b + "/", json=_rpc("GetTask", id=task_id))).json()
+                status = got["result"]["status"]
+                if status["state"] != "TASK_STATE_WORKING" or time.monotonic() > deadline:
+                    break
+                await asyncio.sleep(0.2)
+    assert status["state"] == "TASK_STATE_FAILED"
+    assert status["message"]["parts"][0]["text"] == INTERRUPTED_MESSAGE
+    assert Counter(kind for _, kind in await _events(cluster_url, task_id))["status_update"] >= 1
