@@ -44,6 +44,21 @@ def cluster_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]
             yield url
 
 
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def pair(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[str, str, str]]:
+    """(store URL, replica A, replica B) of the examples, shared by this module's tests."""
+    with contextlib.ExitStack() as stack:
+        if request.param == "sqlite":
+            url = f"sqlite:///{tmp_path_factory.mktemp('cluster') / 'tasks.db'}"
+        else:
+            url = stack.enter_context(pg_schema_url())
+        a, _ = stack.enter_context(_replica(url))
+        b, _ = stack.enter_context(_replica(url))
+        yield url, a, b
+
+
 @contextlib.contextmanager
 def _replica(url: str, extensions: str = EXTENSIONS) -> Iterator[tuple[str, ServerProcess]]:
     args = ["--extensions-dir", extensions, "--task-store", url, "--cluster"]
@@ -70,54 +85,52 @@ async def _events(url: str, task_id: str) -> list[tuple[int, str]]:
 
 
 async def test_a_blocking_call_is_written_once_with_every_version_and_event(
-    cluster_url: str,
+    pair: tuple[str, str, str],
 ) -> None:
-    with _replica(cluster_url) as (a, _), _replica(cluster_url) as (b, _):
-        await _count_writes(cluster_url)
-        async with httpx.AsyncClient(headers=V1, timeout=60) as http:
-            answers = await asyncio.gather(
-                *(
-                    http.post(a + "/", json=_body("math.add", {"a": i, "b": 1000}))
-                    for i in range(24)
-                )
+    cluster_url, a, b = pair
+    await _count_writes(cluster_url)
+    async with httpx.AsyncClient(headers=V1, timeout=60) as http:
+        answers = await asyncio.gather(
+            *(http.post(a + "/", json=_body("math.add", {"a": i, "b": 1000})) for i in range(24))
+        )
+        tasks = [r.json()["result"]["task"] for r in answers]
+        assert {t["status"]["state"] for t in tasks} == {"TASK_STATE_COMPLETED"}
+        # The same call as a stream: nothing deferred, one transaction per save.
+        streamed = await http.post(
+            a + "/",
+            json={**_body("math.add", {"a": 1, "b": 2}), "method": "SendStreamingMessage"},
+        )
+        first = next(line for line in streamed.text.splitlines() if line.startswith("data:"))
+        streamed_id = json.loads(first[5:])["result"]["task"]["id"]
+        writes = await _writes(cluster_url)
+        # One write of each blocking task's row (the answer), none of its passing states.
+        assert {t["id"]: writes[t["id"]] for t in tasks} == {t["id"]: 1 for t in tasks}
+        assert writes[streamed_id] > 1
+        # Every version the one-save-per-transaction path makes, one event each, in order.
+        reference = await _events(cluster_url, streamed_id)
+        assert [v for v, _ in reference] == list(range(1, len(reference) + 1))
+        for task in tasks:
+            assert await _events(cluster_url, task["id"]) == reference
+            version = await _sql(
+                cluster_url,
+                f"SELECT version FROM task_versions WHERE task_id = '{task['id']}'",
             )
-            tasks = [r.json()["result"]["task"] for r in answers]
-            assert {t["status"]["state"] for t in tasks} == {"TASK_STATE_COMPLETED"}
-            # The same call as a stream: nothing deferred, one transaction per save.
-            streamed = await http.post(
-                a + "/",
-                json={**_body("math.add", {"a": 1, "b": 2}), "method": "SendStreamingMessage"},
-            )
-            first = next(line for line in streamed.text.splitlines() if line.startswith("data:"))
-            streamed_id = json.loads(first[5:])["result"]["task"]["id"]
-            writes = await _writes(cluster_url)
-            # One write of each blocking task's row (the answer), none of its passing states.
-            assert {t["id"]: writes[t["id"]] for t in tasks} == {t["id"]: 1 for t in tasks}
-            assert writes[streamed_id] > 1
-            # Every version the one-save-per-transaction path makes, one event each, in order.
-            reference = await _events(cluster_url, streamed_id)
-            assert [v for v, _ in reference] == list(range(1, len(reference) + 1))
-            for task in tasks:
-                assert await _events(cluster_url, task["id"]) == reference
-                version = await _sql(
-                    cluster_url,
-                    f"SELECT version FROM task_versions WHERE task_id = '{task['id']}'",
-                )
-                assert version == [(len(reference),)]
-                # Replica B reads it as answered on A.
-                got = (await http.post(b + "/", json=_rpc("GetTask", id=task["id"]))).json()
-                assert got["result"]["status"]["state"] == "TASK_STATE_COMPLETED"
-                assert got["result"]["artifacts"] == task["artifacts"]
-            # No claim is left behind for a task that never ran in the database.
-            claims = await _sql(cluster_url, "SELECT task_id FROM apcore_a2a_task_claims")
-            assert not {str(r[0]) for r in claims} & {t["id"] for t in tasks}
+            assert version == [(len(reference),)]
+            # Replica B reads it as answered on A.
+            got = (await http.post(b + "/", json=_rpc("GetTask", id=task["id"]))).json()
+            assert got["result"]["status"]["state"] == "TASK_STATE_COMPLETED"
+            assert got["result"]["artifacts"] == task["artifacts"]
+        # No claim is left behind for a task that never ran in the database.
+        claims = await _sql(cluster_url, "SELECT task_id FROM apcore_a2a_task_claims")
+        assert not {str(r[0]) for r in claims} & {t["id"] for t in tasks}
 
 
 async def _running_id(url: str, within: float) -> str:
-    """The id of the one task the database holds, once it holds one."""
+    """The id of the one unfinished task the database holds, once it holds one."""
     deadline = time.monotonic() + within
+    query = "SELECT id, status FROM tasks"
     while time.monotonic() < deadline:
-        rows = await _sql(url, "SELECT id FROM tasks")
+        rows = [r for r in await _sql(url, query) if "COMPLETED" not in str(r[1])]
         if rows:
             return str(rows[0][0])
         await asyncio.sleep(0.05)
@@ -154,22 +167,22 @@ async def test_a_long_blocking_call_is_shared_after_the_delay_and_canceled_from_
 
 
 async def test_a_blocking_call_with_a_push_config_is_stored_while_it_runs(
-    cluster_url: str,
+    pair: tuple[str, str, str],
 ) -> None:
-    with _replica(cluster_url) as (a, _), _replica(cluster_url) as (b, _):
-        async with httpx.AsyncClient(headers=V1, timeout=60) as http:
-            push = {"url": "https://push.example.com/hook", "token": "t"}
-            body = _body("jobs.sleep", {"seconds": 3}, taskPushNotificationConfig=push)
-            call = asyncio.ensure_future(http.post(a + "/", json=body))
-            # Its webhook learns the id from the first event: B must find it at once.
-            task_id = await _running_id(cluster_url, WRITE_DELAY * 0.8)
-            seen = (await http.post(b + "/", json=_rpc("GetTask", id=task_id))).json()
-            assert seen["result"]["status"]["state"] in {
-                "TASK_STATE_SUBMITTED",
-                "TASK_STATE_WORKING",
-            }
-            answer = (await call).json()
-            assert answer["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    cluster_url, a, b = pair
+    async with httpx.AsyncClient(headers=V1, timeout=60) as http:
+        push = {"url": "https://push.example.com/hook", "token": "t"}
+        body = _body("jobs.sleep", {"seconds": 1.5}, taskPushNotificationConfig=push)
+        call = asyncio.ensure_future(http.post(a + "/", json=body))
+        # Its webhook learns the id from the first event: B must find it at once.
+        task_id = await _running_id(cluster_url, WRITE_DELAY * 0.8)
+        seen = (await http.post(b + "/", json=_rpc("GetTask", id=task_id))).json()
+        assert seen["result"]["status"]["state"] in {
+            "TASK_STATE_SUBMITTED",
+            "TASK_STATE_WORKING",
+        }
+        answer = (await call).json()
+        assert answer["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
 
 
 async def test_a_long_blocking_call_on_a_killed_replica_is_closed_out_by_the_other(
