@@ -84,6 +84,9 @@ def _reliability_run(session: nox.Session, paths: list[str], scale: str) -> None
         "no:cacheprovider",
         "-o",
         "timeout=3600",
+        # one process: these are load tests that measure the machine as a whole
+        "-n",
+        "0",
         f"--junitxml={junit}",
         *paths,
         *session.posargs,
