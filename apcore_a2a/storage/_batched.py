@@ -12,8 +12,8 @@ On a SQLite file the transaction runs on a writer thread of its own through a sy
 engine (``_engine.create_sqlite_writer_engine``): one hop per batch instead of one per
 statement through aiosqlite.
 
-The rows are exactly what the SDK store writes (its own ORM conversion makes them), so
-the SDK store reads them back unchanged; owner scoping is the SDK's owner resolver.
+The rows are exactly what the SDK store writes (:mod:`._task_rows`), so the SDK store
+reads them back unchanged; owner scoping is the SDK's owner resolver.
 """
 
 from __future__ import annotations
@@ -26,10 +26,11 @@ from typing import Any
 from a2a.server.context import ServerCallContext
 from a2a.server.tasks import DatabaseTaskStore
 from a2a.types import Task
-from sqlalchemy import Engine, Table, inspect
+from sqlalchemy import Engine
 from sqlalchemy.dialects import postgresql, sqlite
 
 from ._group_commit import GroupCommit
+from ._task_rows import TaskRows
 
 __all__ = ["BatchedTaskWriter"]
 
@@ -46,25 +47,21 @@ class BatchedTaskWriter:
             else None
         )
         self._owner: Callable[[ServerCallContext], str] = store.owner_resolver
-        mapper = inspect(store.task_model)
-        #: (ORM attribute, column name)
-        self._columns = [(attr.key, attr.columns[0].name) for attr in mapper.column_attrs]
-        self._table: Table = store.task_model.__table__  # type: ignore[assignment]
+        self._rows = TaskRows(store)
+        table = self._rows.table
         insert = postgresql.insert if store.engine.dialect.name == "postgresql" else sqlite.insert
-        statement = insert(self._table)
+        statement = insert(table)
         #: built once, executed with a list of rows (SQLAlchemy sends them as one
         #: multi-row statement: "insertmanyvalues")
         self._upsert = statement.on_conflict_do_update(
-            index_elements=[self._table.c.id],
-            set_={c: statement.excluded[c] for _, c in self._columns if c != "id"},
+            index_elements=[table.c.id],
+            set_={c: statement.excluded[c] for c in self._rows.columns if c != "id"},
         )
         self._group: GroupCommit[dict[str, Any]] = GroupCommit(self._write)
 
     async def save(self, task: Task, context: ServerCallContext) -> None:
         """Write *task* for the caller of *context*; returns once it is committed."""
-        # The SDK's own conversion (private, but the format its reads expect).
-        model = self.store._to_orm(task, self._owner(context))
-        await self._group.submit({column: getattr(model, key) for key, column in self._columns})
+        await self._group.submit(self._rows.row(task, self._owner(context)))
 
     async def _write(self, batch: list[dict[str, Any]]) -> None:
         # One row per task: the last save of a task in the batch is its newest state (an

@@ -42,11 +42,12 @@ from a2a.server.events.event_queue import Event
 from a2a.server.tasks import DatabaseTaskStore
 from a2a.types import ListTasksRequest, ListTasksResponse, Task, TaskState
 from a2a.utils.proto_utils import to_stream_response
-from sqlalchemy import Table, insert, inspect
+from sqlalchemy import Table, insert
 from sqlalchemy.exc import IntegrityError
 
 from ._group_commit import GroupCommit
 from ._replicas import ClaimingTaskStore
+from ._task_rows import TaskRows
 from .deferred import DEFER_STATE_KEY, WRITE_DELAY, forget_new, made_up_here
 
 __all__ = ["DeferredClusterWrites"]
@@ -91,10 +92,7 @@ class DeferredClusterWrites(VersionedTaskStore):
         versioned: VersionedDatabaseTaskStore = inner.inner
         self._db: DatabaseTaskStore = versioned._db
         self._engine = self._db.engine
-        mapper = inspect(self._db.task_model)
-        #: (ORM attribute, column name) of the SDK's task row
-        self._columns = [(attr.key, attr.columns[0].name) for attr in mapper.column_attrs]
-        self._tasks: Table = self._db.task_model.__table__  # type: ignore[assignment]
+        self._rows = TaskRows(self._db)
         self._versions: Table = versioned._version_model.__table__  # type: ignore[assignment]
         self._events: Table = versioned._event_model.__table__  # type: ignore[assignment]
         self._kept: dict[str, _Kept] = {}
@@ -119,45 +117,24 @@ class DeferredClusterWrites(VersionedTaskStore):
     ) -> TaskVersion:
         """Keep, write with what was kept, or pass on to the store (module docstring)."""
         kept = self._kept.get(task.id)
-        if kept is None:
-            if not (
-                made_up_here(task.id, context)
-                and prev_version.is_missing
-                and task.status.state in _PASSING
-                and context.state.get(DEFER_STATE_KEY)
-            ):
-                return await self.inner.save(
-                    task, event=event, prev=prev, prev_version=prev_version, context=context
-                )
+        if kept is None and (
+            made_up_here(task.id, context)
+            and prev_version.is_missing
+            and task.status.state in _PASSING
+            and context.state.get(DEFER_STATE_KEY)
+        ):
             kept = self._kept[task.id] = _Kept(task=Task(), owner=self.inner.owner(context))
             kept.timer = asyncio.get_running_loop().call_later(
                 self._delay, self._write_later, task.id
             )
-        async with kept.lock:
-            if self._kept.get(task.id) is not kept:
-                # Written meanwhile (delay ran out): the store holds our version now.
-                return await self.inner.save(
-                    task, event=event, prev=prev, prev_version=prev_version, context=context
-                )
-            if prev_version != TaskVersion(kept.version):
-                raise ConcurrentTaskModificationError(task.id)
-            version = kept.version + 1
-            events = list(kept.events)
-            if event is not None:
-                events.append((version, to_stream_response(event).SerializeToString()))
-            copy = Task()
-            copy.CopyFrom(task)
-            if task.status.state in _PASSING:
-                kept.task, kept.version, kept.events = copy, version, events
-                forget_new(task.id, context)
-                return TaskVersion(version)
-            # The answer: everything kept and this state, in one transaction. On failure
-            # the kept state stays as it was (the delay still writes it).
-            await self._write(task.id, kept.owner, copy, version, events)
-            self._forget(task.id)
-            self.inner.registry.release(task.id)
-            forget_new(task.id, context)
-            return TaskVersion(version)
+        if kept is not None:
+            async with kept.lock:
+                # Unless the delay wrote it meanwhile: then the store holds our version.
+                if self._kept.get(task.id) is kept:
+                    return await self._save_kept(kept, task, event, prev_version, context)
+        return await self.inner.save(
+            task, event=event, prev=prev, prev_version=prev_version, context=context
+        )
 
     async def get(self, task_id: str, context: ServerCallContext) -> StoredTask | None:
         """The task with its version; a kept one from memory."""
@@ -188,6 +165,34 @@ class DeferredClusterWrites(VersionedTaskStore):
         await self._group.aclose()
 
     # -- internals -----------------------------------------------------------------
+    async def _save_kept(
+        self,
+        kept: _Kept,
+        task: Task,
+        event: Event | None,
+        prev_version: TaskVersion,
+        context: ServerCallContext,
+    ) -> TaskVersion:
+        """Keep *task*'s new state, or write it with everything kept (under ``kept.lock``)."""
+        if prev_version != TaskVersion(kept.version):
+            raise ConcurrentTaskModificationError(task.id)
+        version = kept.version + 1
+        events = list(kept.events)
+        if event is not None:
+            events.append((version, to_stream_response(event).SerializeToString()))
+        copy = Task()
+        copy.CopyFrom(task)
+        if task.status.state in _PASSING:
+            kept.task, kept.version, kept.events = copy, version, events
+        else:
+            # The answer: everything kept and this state, in one transaction. On failure
+            # the kept state stays as it was (the delay still writes it).
+            await self._write(task.id, kept.owner, copy, version, events)
+            self._forget(task.id)
+            self.inner.registry.release(task.id)
+        forget_new(task.id, context)
+        return TaskVersion(version)
+
     def _forget(self, task_id: str) -> None:
         kept = self._kept.pop(task_id, None)
         if kept is not None and kept.timer is not None:
@@ -223,9 +228,7 @@ class DeferredClusterWrites(VersionedTaskStore):
     async def _write(
         self, task_id: str, owner: str, task: Task, version: int, events: _Events
     ) -> None:
-        # The SDK's own conversion (private, but the format its reads expect).
-        model = self._db._to_orm(task, owner)
-        row: dict[str, Any] = {column: getattr(model, key) for key, column in self._columns}
+        row = self._rows.row(task, owner)
         try:
             await self._group.submit(_Write(task_id, owner, row, version, events))
         except IntegrityError:
@@ -245,6 +248,6 @@ class DeferredClusterWrites(VersionedTaskStore):
                 insert(self._versions),
                 [{"task_id": w.task_id, "owner": w.owner, "version": w.version} for w in batch],
             )
-            await conn.execute(insert(self._tasks), [w.row for w in batch])
+            await conn.execute(insert(self._rows.table), [w.row for w in batch])
             if events:
                 await conn.execute(insert(self._events), events)

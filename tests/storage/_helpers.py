@@ -36,6 +36,18 @@ def ctx(user: str | None = "alice") -> ServerCallContext:
     return ServerCallContext(user=IdentityUser(Identity(id=user)))
 
 
+def blocking(user: str = "alice", *, made_up: str | None = None) -> ServerCallContext:
+    """*user*'s blocking ``SendMessage`` (its states may be kept), which made up the task
+    id *made_up* if given."""
+    from apcore_a2a.storage.deferred import DEFER_STATE_KEY, NEW_TASK_STATE_KEY
+
+    context = ctx(user)
+    context.state[DEFER_STATE_KEY] = True
+    if made_up is not None:
+        context.state[NEW_TASK_STATE_KEY] = made_up
+    return context
+
+
 def settings(**overrides: Any) -> Settings:
     """Default settings plus *overrides*, ignoring the process environment."""
     return Settings.defaults().replace(**overrides)

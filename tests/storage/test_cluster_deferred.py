@@ -13,7 +13,6 @@ from collections.abc import AsyncIterator
 import pytest
 from a2a.server.cluster import TaskVersion, VersionedDatabaseTaskStore
 from a2a.server.cluster.task_store import ConcurrentTaskModificationError
-from a2a.server.context import ServerCallContext
 from a2a.types import TaskState, TaskStatusUpdateEvent
 
 from apcore_a2a.storage._engine import create_engine
@@ -21,9 +20,9 @@ from apcore_a2a.storage._replicas import ClaimingTaskStore, ReplicaRegistry
 from apcore_a2a.storage._tables import METADATA
 from apcore_a2a.storage._urls import parse_store_url
 from apcore_a2a.storage.cluster_deferred import DeferredClusterWrites
-from apcore_a2a.storage.deferred import DEFER_STATE_KEY, NEW_TASK_STATE_KEY
+from apcore_a2a.storage.deferred import DEFER_STATE_KEY
 
-from ._helpers import ctx, make_task
+from ._helpers import blocking, ctx, make_task
 
 WORKING = TaskState.TASK_STATE_WORKING
 COMPLETED = TaskState.TASK_STATE_COMPLETED
@@ -47,14 +46,6 @@ def deferred(store: VersionedDatabaseTaskStore, delay: float = 60.0) -> Deferred
     return DeferredClusterWrites(ClaimingTaskStore(store, registry), delay=delay)
 
 
-def new_call(task_id: str, user: str = "alice") -> ServerCallContext:
-    """A blocking call that made up *task_id*."""
-    context = ctx(user)
-    context.state[DEFER_STATE_KEY] = True
-    context.state[NEW_TASK_STATE_KEY] = task_id
-    return context
-
-
 def _event(task_id: str, context_id: str, state: TaskState) -> TaskStatusUpdateEvent:
     event = TaskStatusUpdateEvent(task_id=task_id, context_id=context_id)
     event.status.state = state
@@ -66,7 +57,7 @@ async def test_kept_versions_count_as_the_store_would_and_land_whole(
 ) -> None:
     store = deferred(versioned)
     task = make_task(WORKING)
-    context = new_call(task.id)
+    context = blocking(made_up=task.id)
     v1 = await store.save(task, event=None, prev_version=TaskVersion.MISSING, context=context)
     v2 = await store.save(
         task,
@@ -97,7 +88,7 @@ async def test_kept_versions_count_as_the_store_would_and_land_whole(
 
 async def test_only_a_new_blocking_task_is_kept(versioned: VersionedDatabaseTaskStore) -> None:
     store = deferred(versioned)
-    for context in (ctx(), new_call("someone-else")):
+    for context in (ctx(), blocking(made_up="someone-else")):
         context.state[DEFER_STATE_KEY] = True
         task = make_task(WORKING)
         await store.save(task, prev_version=TaskVersion.MISSING, context=context)
@@ -112,7 +103,7 @@ async def test_the_delay_writes_a_running_task_and_the_answer_follows_it(
     store = deferred(versioned, delay=0.0)
     for _ in range(10):
         task = make_task(WORKING)
-        context = new_call(task.id)
+        context = blocking(made_up=task.id)
         version = await store.save(task, prev_version=TaskVersion.MISSING, context=context)
         await asyncio.sleep(0)
         await asyncio.sleep(0)
@@ -130,10 +121,9 @@ async def test_a_conflicting_task_fails_alone_in_a_shared_transaction(
     # A row already holds this id (written outside the deferral): its insert conflicts.
     clash = make_task(WORKING)
     await versioned.save(clash, prev_version=TaskVersion.MISSING, context=ctx())
-    contexts = [new_call(clash.id)] + [new_call(f"other-{i}") for i in range(5)]
     tasks = [clash] + [make_task(WORKING) for _ in range(5)]
+    contexts = [blocking(made_up=task.id) for task in tasks]
     for task, context in zip(tasks, contexts, strict=True):
-        context.state[NEW_TASK_STATE_KEY] = task.id
         await store.save(task, prev_version=TaskVersion.MISSING, context=context)
 
     async def answer(task, context):  # type: ignore[no-untyped-def]
@@ -153,7 +143,7 @@ async def test_a_conflicting_task_fails_alone_in_a_shared_transaction(
 async def test_close_writes_what_is_kept(versioned: VersionedDatabaseTaskStore) -> None:
     store = deferred(versioned)
     task = make_task(WORKING)
-    await store.save(task, prev_version=TaskVersion.MISSING, context=new_call(task.id))
+    await store.save(task, prev_version=TaskVersion.MISSING, context=blocking(made_up=task.id))
     assert await versioned.get(task.id, ctx()) is None
     await store.aclose()
     stored = await versioned.get(task.id, ctx())

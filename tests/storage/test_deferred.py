@@ -13,16 +13,15 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from a2a.server.context import ServerCallContext
 from a2a.server.tasks import DatabaseTaskStore
 from a2a.types import TaskState
 
 from apcore_a2a.storage._batched import BatchedTaskWriter
 from apcore_a2a.storage._engine import create_engine, create_sqlite_writer_engine
 from apcore_a2a.storage._urls import parse_store_url
-from apcore_a2a.storage.deferred import DEFER_STATE_KEY, NEW_TASK_STATE_KEY, DeferredWrites
+from apcore_a2a.storage.deferred import NEW_TASK_STATE_KEY, DeferredWrites
 
-from ._helpers import ctx, make_task
+from ._helpers import blocking, ctx, make_task
 
 WORKING = TaskState.TASK_STATE_WORKING
 COMPLETED = TaskState.TASK_STATE_COMPLETED
@@ -39,12 +38,6 @@ async def db(tmp_path: Path) -> AsyncIterator[DatabaseTaskStore]:
 
 def deferred(db: DatabaseTaskStore, delay: float = 60.0) -> DeferredWrites:
     return DeferredWrites(db, db.owner_resolver, delay=delay, write=BatchedTaskWriter(db).save)
-
-
-def blocking(user: str = "alice") -> ServerCallContext:
-    context = ctx(user)
-    context.state[DEFER_STATE_KEY] = True
-    return context
 
 
 async def test_a_kept_state_is_seen_by_its_owner_only_and_not_yet_stored(
