@@ -10,7 +10,8 @@ in one transaction. Alone, a save is written at once, as before.
 
 On a SQLite file the transaction runs on a writer thread of its own through a synchronous
 engine (``_engine.create_sqlite_writer_engine``): one hop per batch instead of one per
-statement through aiosqlite.
+statement through aiosqlite. On PostgreSQL it runs on a connection of the writer's own
+(:mod:`._pg_writer`), without the pool's checkout and pre-ping per batch.
 
 The rows are exactly what the SDK store writes (:mod:`._task_rows`), so the SDK store
 reads them back unchanged; owner scoping is the SDK's owner resolver.
@@ -30,6 +31,7 @@ from sqlalchemy import Engine
 from sqlalchemy.dialects import postgresql, sqlite
 
 from ._group_commit import GroupCommit
+from ._pg_writer import PgInsert, PgWriter
 from ._task_rows import TaskRows
 
 __all__ = ["BatchedTaskWriter"]
@@ -38,7 +40,13 @@ __all__ = ["BatchedTaskWriter"]
 class BatchedTaskWriter:
     """Saves for *store*'s table, grouped as the module docstring says."""
 
-    def __init__(self, store: DatabaseTaskStore, *, sync_engine: Engine | None = None) -> None:
+    def __init__(
+        self,
+        store: DatabaseTaskStore,
+        *,
+        sync_engine: Engine | None = None,
+        pg_writer: PgWriter | None = None,
+    ) -> None:
         self.store = store
         self._sync_engine = sync_engine
         self._thread = (
@@ -58,6 +66,11 @@ class BatchedTaskWriter:
             set_={c: statement.excluded[c] for c in self._rows.columns if c != "id"},
         )
         self._group: GroupCommit[dict[str, Any]] = GroupCommit(self._write)
+        #: PostgreSQL: the batches go through a connection of the writer's own
+        self._pg = pg_writer
+        self._pg_upsert = PgInsert(
+            table, self._rows.columns, store.engine.dialect, conflict_key="id"
+        )
 
     async def save(self, task: Task, context: ServerCallContext) -> None:
         """Write *task* for the caller of *context*; returns once it is committed."""
@@ -72,6 +85,9 @@ class BatchedTaskWriter:
             loop = asyncio.get_running_loop()
             await loop.run_in_executor(self._thread, self._write_sync, rows)
             return
+        if self._pg is not None:
+            await self._pg.write([(self._pg_upsert, rows)])
+            return
         async with self.store.engine.begin() as conn:
             await conn.execute(self._upsert, rows)
 
@@ -83,6 +99,8 @@ class BatchedTaskWriter:
     async def aclose(self) -> None:
         """Let the writer finish its batch, then release the writer thread and its engine."""
         await self._group.aclose()
+        if self._pg is not None:
+            await self._pg.aclose()
         if self._thread is not None and self._sync_engine is not None:
             # Closed on the thread that opened its connection (sqlite3 objects belong to one).
             await asyncio.get_running_loop().run_in_executor(

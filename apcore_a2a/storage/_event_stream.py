@@ -24,6 +24,7 @@ from sqlalchemy import and_, select
 from sqlalchemy.exc import OperationalError, ProgrammingError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from ._pg_writer import pg_connect
 from ._urls import StoreURL
 from ._wakeups import FileWatcher, PgListener, WakeHub, install_notify_trigger
 
@@ -78,23 +79,7 @@ class WakingTaskEventStream(DatabaseTaskEventStream):
             await self.watcher.aclose()
 
     async def _pg_connect(self) -> Any:
-        import asyncpg  # type: ignore[import-untyped]
-
-        url = self._store_url.url
-        assert url is not None
-        args = dict(self._store_url.connect_args)
-        server_settings = dict(args.pop("server_settings", {}))
-        where = server_settings.get("search_path") or url.database
-        server_settings["application_name"] = f"{LISTEN_APPLICATION} {where}"[:63]
-        return await asyncpg.connect(
-            host=url.host,
-            port=url.port,
-            user=url.username,
-            password=url.password,
-            database=url.database,
-            server_settings=server_settings,
-            **args,
-        )
+        return await pg_connect(self._store_url, LISTEN_APPLICATION)
 
     async def subscribe(
         self, task_id: str, *, after: TaskVersion

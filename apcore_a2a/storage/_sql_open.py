@@ -43,6 +43,7 @@ def open_sql_stores(
 
     from ._batched import BatchedTaskWriter
     from ._event_stream import WakingTaskEventStream
+    from ._pg_writer import PgWriter
     from ._replicas import ClaimingTaskStore, ReplicaRegistry, SqlTurnClaims
     from ._set import Stores
     from ._sql_backend import SqlBackend
@@ -61,6 +62,7 @@ def open_sql_stores(
         engine, encryption_key=settings.push_encryption_key or None
     )
     initializers: list[Callable[[], Awaitable[None]]] = [push_store.initialize]
+    pg_writer = PgWriter(store_url) if store_url.kind == "postgresql" else None
     if settings.cluster:
         if settings.cluster_poll_interval <= 0:
             raise ValueError("cluster_poll_interval must be greater than 0")
@@ -75,7 +77,9 @@ def open_sql_stores(
             wakeups=settings.cluster_wakeups,
         )
         initializers = [versioned.initialize, event_stream.initialize, *initializers]
-        deferred_cluster = DeferredClusterWrites(ClaimingTaskStore(versioned, registry))
+        deferred_cluster = DeferredClusterWrites(
+            ClaimingTaskStore(versioned, registry), pg_writer=pg_writer
+        )
         backend = SqlBackend(
             store_url=store_url,
             engine=engine,
@@ -95,7 +99,9 @@ def open_sql_stores(
             _backend=backend,
         )
     plain = DatabaseTaskStore(engine)
-    writer = BatchedTaskWriter(plain, sync_engine=create_sqlite_writer_engine(store_url))
+    writer = BatchedTaskWriter(
+        plain, sync_engine=create_sqlite_writer_engine(store_url), pg_writer=pg_writer
+    )
     deferred = DeferredWrites(plain, plain.owner_resolver, write=writer.save)
     backend = SqlBackend(
         store_url=store_url,

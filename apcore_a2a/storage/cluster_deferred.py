@@ -11,7 +11,8 @@ versions exactly as the store would (1, 2, 3, ...), with the event of each. The 
 call answers with (terminal, ``input-required``, ``auth-required``) is then written in one
 transaction together with everything kept: the version row at the final version, the
 task row, and every event row at the version it made (the tasks answering at the same
-time share that transaction: :mod:`._group_commit`). The database ends up holding the
+time share that transaction: :mod:`._group_commit`; on PostgreSQL it runs on a
+connection of the writer's own, :mod:`._pg_writer`). The database ends up holding the
 same rows, at the same versions, as if each save had been its own transaction, so other
 replicas, resubscribing streams and the SDK's compare-and-swap see no difference.
 
@@ -46,6 +47,7 @@ from sqlalchemy import Table, insert
 from sqlalchemy.exc import IntegrityError
 
 from ._group_commit import GroupCommit
+from ._pg_writer import PgInsert, PgWriter
 from ._replicas import ClaimingTaskStore
 from ._task_rows import TaskRows
 from .deferred import DEFER_STATE_KEY, WRITE_DELAY, forget_new, made_up_here
@@ -86,7 +88,13 @@ _Batch = list[_Write]
 class DeferredClusterWrites(VersionedTaskStore):
     """*inner* (the claiming cluster store) with the write rule of the module docstring."""
 
-    def __init__(self, inner: ClaimingTaskStore, *, delay: float = WRITE_DELAY) -> None:
+    def __init__(
+        self,
+        inner: ClaimingTaskStore,
+        *,
+        delay: float = WRITE_DELAY,
+        pg_writer: PgWriter | None = None,
+    ) -> None:
         self.inner = inner
         self._delay = delay
         versioned: VersionedDatabaseTaskStore = inner.inner
@@ -98,6 +106,15 @@ class DeferredClusterWrites(VersionedTaskStore):
         self._kept: dict[str, _Kept] = {}
         self._flushes: set[asyncio.Task[None]] = set()
         self._group: GroupCommit[_Write] = GroupCommit(self._write_batch)
+        #: PostgreSQL: the batches go through a connection of the writer's own
+        self._pg = pg_writer
+        if pg_writer is not None:
+            dialect = self._engine.dialect
+            self._pg_steps = (
+                PgInsert(self._versions, ["task_id", "owner", "version"], dialect),
+                PgInsert(self._rows.table, self._rows.columns, dialect),
+                PgInsert(self._events, ["task_id", "owner", "task_version", "event_data"], dialect),
+            )
 
     def __getattr__(self, name: str) -> object:
         return getattr(self.inner, name)
@@ -163,6 +180,8 @@ class DeferredClusterWrites(VersionedTaskStore):
         if self._flushes:
             await asyncio.gather(*self._flushes, return_exceptions=True)
         await self._group.aclose()
+        if self._pg is not None:
+            await self._pg.aclose()
 
     # -- internals -----------------------------------------------------------------
     async def _save_kept(
@@ -242,12 +261,15 @@ class DeferredClusterWrites(VersionedTaskStore):
             for w in batch
             for v, data in w.events
         ]
+        versions = [{"task_id": w.task_id, "owner": w.owner, "version": w.version} for w in batch]
+        tasks = [w.row for w in batch]
         # Version rows before task rows: the lock order of the SDK's store (no deadlocks).
+        if self._pg is not None:
+            v, t, e = self._pg_steps
+            await self._pg.write([(v, versions), (t, tasks), (e, events)])
+            return
         async with self._engine.begin() as conn:
-            await conn.execute(
-                insert(self._versions),
-                [{"task_id": w.task_id, "owner": w.owner, "version": w.version} for w in batch],
-            )
-            await conn.execute(insert(self._rows.table), [w.row for w in batch])
+            await conn.execute(insert(self._versions), versions)
+            await conn.execute(insert(self._rows.table), tasks)
             if events:
                 await conn.execute(insert(self._events), events)

@@ -44,9 +44,13 @@ class Violation(AssertionError):
 class Oracle:
     """Checks answers against the rules above and counts them into *tally*."""
 
-    def __init__(self, tally: Tally, secrets: Iterable[str] = ()) -> None:
+    def __init__(
+        self, tally: Tally, secrets: Iterable[str] = (), *, codes: Iterable[int] = ()
+    ) -> None:
         self.tally = tally
         self.forbidden = (*_FORBIDDEN, *secrets)
+        #: the JSON-RPC codes allowed here: the documented ones plus *codes*
+        self.codes = DOCUMENTED_CODES | frozenset(codes)
 
     def check(self, response: httpx.Response, *, internal_ok: bool = False) -> Any:
         """Validate one answer; return its parsed JSON payload(s) (or ``None``).
@@ -102,7 +106,7 @@ class Oracle:
         if "jsonrpc" in payload:
             if code == -32603 and internal_ok:
                 return
-            if code not in DOCUMENTED_CODES:
+            if code not in self.codes:
                 raise Violation(f"{where}: JSON-RPC error {error!r}")
         elif isinstance(code, int) and code >= 500:
             raise Violation(f"{where}: REST error {error!r}")

@@ -16,6 +16,7 @@ from a2a.server.cluster.task_store import ConcurrentTaskModificationError
 from a2a.types import TaskState, TaskStatusUpdateEvent
 
 from apcore_a2a.storage._engine import create_engine
+from apcore_a2a.storage._pg_writer import PgWriter
 from apcore_a2a.storage._replicas import ClaimingTaskStore, ReplicaRegistry
 from apcore_a2a.storage._tables import METADATA
 from apcore_a2a.storage._urls import parse_store_url
@@ -41,9 +42,21 @@ async def versioned(sql_url: str) -> AsyncIterator[VersionedDatabaseTaskStore]:
     await engine.dispose()
 
 
-def deferred(store: VersionedDatabaseTaskStore, delay: float = 60.0) -> DeferredClusterWrites:
+@pytest.fixture
+async def writer(sql_url: str) -> AsyncIterator[PgWriter | None]:
+    """PostgreSQL: the writer's own connection, as the server wires it."""
+    store_url = parse_store_url(sql_url)
+    pg = PgWriter(store_url) if store_url.kind == "postgresql" else None
+    yield pg
+    if pg is not None:
+        await pg.aclose()
+
+
+def deferred(
+    store: VersionedDatabaseTaskStore, writer: PgWriter | None, delay: float = 60.0
+) -> DeferredClusterWrites:
     registry = ReplicaRegistry(store._db.engine, heartbeat_interval=1, replica_timeout=5)
-    return DeferredClusterWrites(ClaimingTaskStore(store, registry), delay=delay)
+    return DeferredClusterWrites(ClaimingTaskStore(store, registry), delay=delay, pg_writer=writer)
 
 
 def _event(task_id: str, context_id: str, state: TaskState) -> TaskStatusUpdateEvent:
@@ -54,8 +67,9 @@ def _event(task_id: str, context_id: str, state: TaskState) -> TaskStatusUpdateE
 
 async def test_kept_versions_count_as_the_store_would_and_land_whole(
     versioned: VersionedDatabaseTaskStore,
+    writer: PgWriter | None,
 ) -> None:
-    store = deferred(versioned)
+    store = deferred(versioned, writer)
     task = make_task(WORKING)
     context = blocking(made_up=task.id)
     v1 = await store.save(task, event=None, prev_version=TaskVersion.MISSING, context=context)
@@ -86,8 +100,10 @@ async def test_kept_versions_count_as_the_store_would_and_land_whole(
         await store.save(task, prev_version=v3, context=ctx())
 
 
-async def test_only_a_new_blocking_task_is_kept(versioned: VersionedDatabaseTaskStore) -> None:
-    store = deferred(versioned)
+async def test_only_a_new_blocking_task_is_kept(
+    versioned: VersionedDatabaseTaskStore, writer: PgWriter | None
+) -> None:
+    store = deferred(versioned, writer)
     for context in (ctx(), blocking(made_up="someone-else")):
         context.state[DEFER_STATE_KEY] = True
         task = make_task(WORKING)
@@ -97,10 +113,11 @@ async def test_only_a_new_blocking_task_is_kept(versioned: VersionedDatabaseTask
 
 async def test_the_delay_writes_a_running_task_and_the_answer_follows_it(
     versioned: VersionedDatabaseTaskStore,
+    writer: PgWriter | None,
 ) -> None:
     # delay 0: the running state starts being written on the next loop turn; the answer
     # must wait for it and then compare-and-swap on the version it wrote.
-    store = deferred(versioned, delay=0.0)
+    store = deferred(versioned, writer, delay=0.0)
     for _ in range(10):
         task = make_task(WORKING)
         context = blocking(made_up=task.id)
@@ -116,8 +133,9 @@ async def test_the_delay_writes_a_running_task_and_the_answer_follows_it(
 
 async def test_a_conflicting_task_fails_alone_in_a_shared_transaction(
     versioned: VersionedDatabaseTaskStore,
+    writer: PgWriter | None,
 ) -> None:
-    store = deferred(versioned)
+    store = deferred(versioned, writer)
     # A row already holds this id (written outside the deferral): its insert conflicts.
     clash = make_task(WORKING)
     await versioned.save(clash, prev_version=TaskVersion.MISSING, context=ctx())
@@ -140,8 +158,10 @@ async def test_a_conflicting_task_fails_alone_in_a_shared_transaction(
         assert stored is not None and stored.task.status.state == COMPLETED
 
 
-async def test_close_writes_what_is_kept(versioned: VersionedDatabaseTaskStore) -> None:
-    store = deferred(versioned)
+async def test_close_writes_what_is_kept(
+    versioned: VersionedDatabaseTaskStore, writer: PgWriter | None
+) -> None:
+    store = deferred(versioned, writer)
     task = make_task(WORKING)
     await store.save(task, prev_version=TaskVersion.MISSING, context=blocking(made_up=task.id))
     assert await versioned.get(task.id, ctx()) is None

@@ -1,0 +1,111 @@
+"""The PostgreSQL group-commit writer's own connection, against the real database.
+
+What the pool's pre-ping gave must still hold: a connection the server closed (restart,
+an administrator's ``pg_terminate_backend``) is replaced before the next write, which then
+succeeds; an unreachable database is an outage (``OperationalError``, which callers turn
+into ``StoreUnavailableError``), not an internal error; a row conflict is SQLAlchemy's
+``IntegrityError`` and leaves the connection usable. Rows read back through the SDK's own
+store are the tasks that were saved.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import asyncpg
+import pytest
+from a2a.server.tasks import DatabaseTaskStore
+from a2a.types import TaskState
+from sqlalchemy.exc import IntegrityError, OperationalError
+
+from apcore_a2a.storage._batched import BatchedTaskWriter
+from apcore_a2a.storage._engine import create_engine
+from apcore_a2a.storage._pg_writer import WRITER_APPLICATION, PgInsert, PgWriter
+from apcore_a2a.storage._urls import parse_store_url
+from apcore_a2a.storage.outages import is_outage
+
+from ._helpers import ctx, make_task
+from .conftest import PG_DB, PG_HOST, PG_PORT, PG_USER
+
+COMPLETED = TaskState.TASK_STATE_COMPLETED
+pytestmark = pytest.mark.postgres
+
+
+@pytest.fixture
+async def db(pg_url: str) -> AsyncIterator[DatabaseTaskStore]:
+    store = DatabaseTaskStore(create_engine(parse_store_url(pg_url)))
+    await store.initialize()
+    yield store
+    await store.engine.dispose()
+
+
+async def _writer_backends(schema: str) -> list[int]:
+    conn = await asyncpg.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, database=PG_DB)
+    try:
+        rows = await conn.fetch(
+            "SELECT pid FROM pg_stat_activity WHERE application_name = $1",
+            f"{WRITER_APPLICATION} {schema}"[:63],
+        )
+        return [row["pid"] for row in rows]
+    finally:
+        await conn.close()
+
+
+async def _terminate(pids: list[int]) -> None:
+    conn = await asyncpg.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, database=PG_DB)
+    try:
+        for pid in pids:
+            await conn.execute("SELECT pg_terminate_backend($1)", pid)
+    finally:
+        await conn.close()
+
+
+async def test_a_closed_connection_is_replaced_before_the_next_write(
+    db: DatabaseTaskStore, pg_url: str
+) -> None:
+    schema = pg_url.rsplit("schema=", 1)[1]
+    writer = BatchedTaskWriter(db, pg_writer=PgWriter(parse_store_url(pg_url)))
+    first = make_task(COMPLETED)
+    await writer.save(first, ctx())
+    (pid,) = await _writer_backends(schema)
+    await _terminate([pid])
+    await asyncio.sleep(0.2)  # the server's close reaches the client
+    second = make_task(COMPLETED)
+    await writer.save(second, ctx())  # no error: a new connection took over
+    assert await _writer_backends(schema) not in ([], [pid])
+    assert await db.get(first.id, ctx()) == first
+    assert await db.get(second.id, ctx()) == second
+    await writer.aclose()
+    await asyncio.sleep(0.2)
+    assert await _writer_backends(schema) == []  # closed with the writer
+
+
+async def test_an_unreachable_database_is_an_outage(db: DatabaseTaskStore) -> None:
+    # Port 1 on the loopback: nothing listens, the connect is refused at once.
+    unreachable = parse_store_url(f"postgresql://{PG_USER}@127.0.0.1:1/{PG_DB}")
+    writer = BatchedTaskWriter(db, pg_writer=PgWriter(unreachable))
+    with pytest.raises(OperationalError) as caught:
+        await writer.save(make_task(COMPLETED), ctx())
+    assert is_outage(caught.value)
+    await writer.aclose()
+
+
+async def test_a_row_conflict_is_an_integrity_error_and_the_connection_goes_on(
+    db: DatabaseTaskStore, pg_url: str
+) -> None:
+    pg = PgWriter(parse_store_url(pg_url))
+    table = db.task_model.__table__
+    insert = PgInsert(table, ["id", "context_id", "kind", "status"], db.engine.dialect)  # type: ignore[arg-type]
+    row = {"id": "t-1", "context_id": "c-1", "kind": "task", "status": {"state": 3}}
+    await pg.write([(insert, [row])])
+    with pytest.raises(IntegrityError):
+        await pg.write([(insert, [row])])
+    # The failed transaction was rolled back as a whole: its other row is not there.
+    with pytest.raises(IntegrityError):
+        await pg.write([(insert, [{**row, "id": "t-2"}, row])])
+    await pg.write([(insert, [{**row, "id": "t-3"}])])
+    async with db.engine.connect() as conn:
+        ids = (await conn.exec_driver_sql("SELECT id FROM tasks ORDER BY id")).scalars().all()
+    assert ids == ["t-1", "t-3"]
+    await pg.aclose()
