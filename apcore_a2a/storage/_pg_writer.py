@@ -1,12 +1,15 @@
-"""PostgreSQL writes of a group-commit writer through one connection of its own.
+"""PostgreSQL writes of a group-commit writer: one connection of its own, one round trip.
 
-A batch sent through the pooled engine pays, per transaction, for the pool checkout, the
-pre-ping round trip and SQLAlchemy's execution machinery: about 800 µs of CPU on our side
-for the three inserts of a cluster answer, against about 330 µs through one asyncpg
-connection that the writer keeps (measured 2026-11-27, see benchmarks/RESULTS.md). The
-writer is a single coroutine (:class:`~._group_commit.GroupCommit`), so one connection is
-enough; it is opened on first use, and again once it is found closed (a database restart),
-which is what the pool's pre-ping gave.
+A batch sent through the pooled engine paid, per transaction, for the pool checkout, the
+pre-ping round trip, SQLAlchemy's execution machinery and a round trip per statement plus
+BEGIN and COMMIT: about 800 µs of CPU on our side for the three inserts of a cluster
+answer, against about 330 µs through a plain asyncpg connection with the same statements
+(measured 2026-11-27, see benchmarks/RESULTS.md). So the writer -- a single coroutine
+(:class:`~._group_commit.GroupCommit`) -- keeps one asyncpg connection, opened on first
+use and again once it is found closed (a database restart: what the pool's pre-ping
+gave), and sends each batch as one statement: several inserts become one ``WITH`` whose
+parts read their rows from arrays (``unnest``). A single statement is atomic on its own,
+so the batch is still all or nothing, without a round trip for BEGIN or COMMIT.
 
 Rows are the dicts the Core statements took, encoded by SQLAlchemy's own bind processors
 for each column's type, so the database holds what SQLAlchemy would have written and the
@@ -18,6 +21,7 @@ the cluster writer and the outage guard already handle.
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -83,6 +87,30 @@ class PgInsert:
         self._processors: list[_Processor] = [
             table.c[c].type.dialect_impl(dialect).bind_processor(dialect) for c in columns
         ]
+        # The same insert fed from one array per column (see PgWriter.write). Arrays of
+        # the base type (VARCHAR, not VARCHAR(36)): an explicit cast to a length would cut
+        # a long value silently, where the column's own assignment refuses it.
+        self._head = f"INSERT INTO {dialect.identifier_preparer.format_table(table)} ({names})"
+        self._types = [
+            re.sub(r"\(\d+\)", "", table.c[c].type.compile(dialect=dialect)) for c in columns
+        ]
+        self._tail = sql[sql.index(" ON CONFLICT") :] if conflict_key is not None else ""
+
+    @property
+    def width(self) -> int:
+        """How many parameters (columns) one row takes."""
+        return len(self._columns)
+
+    def from_arrays(self, first: int) -> str:
+        """This insert reading its rows from arrays ``$first``, ``$first+1``, ..."""
+        arrays = ", ".join(f"${first + i}::{t}[]" for i, t in enumerate(self._types))
+        # Names quoted by the dialect, types from the table, values only as parameters.
+        return f"{self._head} SELECT * FROM unnest({arrays}){self._tail}"  # noqa: S608
+
+    def arrays(self, rows: Sequence[dict[str, Any]]) -> list[list[Any]]:
+        """One list per column of *rows*' parameters (for :meth:`from_arrays`)."""
+        encoded = [self.values(row) for row in rows]
+        return [[values[i] for values in encoded] for i in range(len(self._columns))]
 
     def values(self, row: dict[str, Any]) -> tuple[Any, ...]:
         """*row*'s parameters, in column order, as SQLAlchemy would encode them."""
@@ -93,24 +121,35 @@ class PgInsert:
 
 
 class PgWriter:
-    """One transaction at a time through a connection of its own (see the module doc)."""
+    """One batch at a time through a connection of its own (see the module doc)."""
 
     def __init__(self, store_url: StoreURL) -> None:
         self._store_url = store_url
         self._conn: Any = None
+        self._combined: dict[tuple[int, ...], str] = {}
 
     async def write(self, steps: Sequence[tuple[PgInsert, Sequence[dict[str, Any]]]]) -> None:
-        """Run every ``(statement, rows)`` step in one transaction, in order."""
+        """Run every ``(statement, rows)`` step, all or nothing, in one round trip.
+
+        One step is one ``executemany`` (atomic by itself in asyncpg). Several are one
+        statement: each insert reads its rows from arrays (``unnest``) inside a ``WITH``
+        -- a single statement is a transaction of its own, so neither ``BEGIN`` nor
+        ``COMMIT`` costs a round trip.
+        """
         import asyncpg
 
+        present = [(insert, rows) for insert, rows in steps if rows]
         statement = ""
         try:
             conn = await self._connection()
-            async with conn.transaction():
-                for insert, rows in steps:
-                    if rows:
-                        statement = insert.sql
-                        await conn.executemany(statement, [insert.values(r) for r in rows])
+            if len(present) == 1:
+                insert, rows = present[0]
+                statement = insert.sql
+                await conn.executemany(statement, [insert.values(r) for r in rows])
+            elif present:
+                statement = self._statement([insert for insert, _ in present])
+                arrays = [a for insert, rows in present for a in insert.arrays(rows)]
+                await conn.execute(statement, *arrays)
         except asyncpg.IntegrityConstraintViolationError as exc:
             raise IntegrityError(statement, None, exc) from None
         except (OSError, asyncpg.InterfaceError, asyncpg.PostgresConnectionError) as exc:
@@ -125,6 +164,18 @@ class PgWriter:
             # Canceled mid-transaction: the connection's state is unknown; start afresh.
             self._drop()
             raise
+
+    def _statement(self, inserts: list[PgInsert]) -> str:
+        key = tuple(id(insert) for insert in inserts)
+        sql = self._combined.get(key)
+        if sql is None:
+            parts, first = [], 1
+            for insert in inserts:
+                parts.append(insert.from_arrays(first))
+                first += insert.width
+            ctes = ", ".join(f"s{i} AS ({part})" for i, part in enumerate(parts[:-1]))
+            sql = self._combined[key] = f"WITH {ctes} {parts[-1]}"
+        return sql
 
     async def aclose(self) -> None:
         """Close the connection (a later write opens a new one)."""

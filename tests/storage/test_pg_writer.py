@@ -17,7 +17,7 @@ import asyncpg
 import pytest
 from a2a.server.tasks import DatabaseTaskStore
 from a2a.types import TaskState
-from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 
 from apcore_a2a.storage._batched import BatchedTaskWriter
 from apcore_a2a.storage._engine import create_engine
@@ -108,4 +108,27 @@ async def test_a_row_conflict_is_an_integrity_error_and_the_connection_goes_on(
     async with db.engine.connect() as conn:
         ids = (await conn.exec_driver_sql("SELECT id FROM tasks ORDER BY id")).scalars().all()
     assert ids == ["t-1", "t-3"]
+    await pg.aclose()
+
+
+async def test_several_steps_are_one_statement_all_or_nothing(
+    db: DatabaseTaskStore, pg_url: str
+) -> None:
+    pg = PgWriter(parse_store_url(pg_url))
+    table = db.task_model.__table__
+    dialect = db.engine.dialect
+    tasks = PgInsert(table, ["id", "context_id", "kind", "status"], dialect)  # type: ignore[arg-type]
+    upsert = PgInsert(table, ["id", "context_id", "kind", "status"], dialect, conflict_key="id")  # type: ignore[arg-type]
+    row = {"id": "a", "context_id": "c-1", "kind": "task", "status": {"state": 3}}
+    await pg.write([(tasks, [row]), (upsert, [{**row, "id": "b"}, {**row, "id": "c"}])])
+    # The second step conflicts with the first: nothing of the statement stays.
+    with pytest.raises(IntegrityError):
+        await pg.write([(upsert, [{**row, "id": "d"}]), (tasks, [{**row, "id": "a"}])])
+    # A value longer than its column is refused, not cut to fit.
+    with pytest.raises(DBAPIError, match="too long"):
+        await pg.write([(tasks, [{**row, "id": "e"}]), (tasks, [{**row, "id": "x" * 40}])])
+    async with db.engine.connect() as conn:
+        found = await conn.exec_driver_sql("SELECT id, status::text FROM tasks ORDER BY id")
+        rows = [tuple(r) for r in found]
+    assert rows == [("a", '{"state": 3}'), ("b", '{"state": 3}'), ("c", '{"state": 3}')]
     await pg.aclose()
