@@ -125,15 +125,25 @@ class PushConfigStore(PushNotificationConfigStore):
             is_new = config_id not in existing
             if is_new and len(existing) >= self.max_per_task:
                 raise self._over_cap()
-            stored = await self.inner.set_info(task_id, notification_config, context)
-            if stored is not None:
-                config_id = stored.id or config_id
-            if is_new and len(await self.inner.get_info_for_dispatch(task_id)) > self.max_per_task:
-                # Another replica registered at the same moment: withdraw this one.
-                await self.inner.delete_info(task_id, context, config_id)
-                raise self._over_cap()
-            await self.statuses.clear(task_id, config_id)
+            # The version first: a sender (here or on another replica) that sees the config
+            # must find its version too, or it would post a 1.0 body to a 0.3 receiver.
             await self.statuses.set_version(task_id, config_id, protocol_version(context))
+            try:
+                stored = await self.inner.set_info(task_id, notification_config, context)
+                if stored is not None and (stored.id or config_id) != config_id:
+                    config_id = stored.id or config_id
+                    await self.statuses.set_version(task_id, config_id, protocol_version(context))
+                if is_new and (
+                    len(await self.inner.get_info_for_dispatch(task_id)) > self.max_per_task
+                ):
+                    # Another replica registered at the same moment: withdraw this one.
+                    await self.inner.delete_info(task_id, context, config_id)
+                    raise self._over_cap()
+            except Exception:
+                if is_new:
+                    await self.statuses.forget(task_id, config_id)
+                raise
+            await self.statuses.clear(task_id, config_id)
         return stored
 
     async def get_info(

@@ -358,3 +358,37 @@ async def test_a_0_3_config_registered_on_one_replica_is_delivered_as_0_3_by_the
         tasks = _v03_tasks([d.body for d in rec.accepted("/x")])
         assert tasks[-1].id == task_id
         assert a.state.a2a.extras["push"].sender.sent == len(tasks)
+
+
+async def test_the_version_is_recorded_before_the_config_can_be_dispatched_to() -> None:
+    # A sender on another replica reads the configs, then their versions. Were the version
+    # written after the config (as it was), a sender in between posted a 1.0 body to a 0.3
+    # receiver (seen as a flaky cross-replica test). At the moment the config becomes
+    # visible, its version must already be there.
+    from a2a.server.context import ServerCallContext
+    from a2a.server.tasks import InMemoryPushNotificationConfigStore
+
+    from apcore_a2a.errors import QuotaExceededError
+    from apcore_a2a.push.bodies import PROTOCOL_VERSION_STATE_KEY
+    from apcore_a2a.push.configs import PushConfigStore
+    from apcore_a2a.push.status import ConfigStatusBook
+
+    statuses = ConfigStatusBook()
+    seen: list[dict[str, str]] = []
+
+    class Watching(InMemoryPushNotificationConfigStore):
+        async def set_info(self, task_id: str, config: Any, context: Any) -> Any:
+            stored = await super().set_info(task_id, config, context)
+            seen.append(await statuses.versions(task_id))  # what a sender now reads
+            return stored
+
+    store = PushConfigStore(Watching(), statuses, max_per_task=1)
+    context = ServerCallContext(state={PROTOCOL_VERSION_STATE_KEY: "0.3"})
+    config = TaskPushNotificationConfig(id="x", task_id="t", url="http://127.0.0.1:9/x")
+    await store.set_info("t", config, context)
+    assert seen == [{"x": "0.3"}]
+    # A registration refused over the cap leaves no version behind.
+    other = TaskPushNotificationConfig(id="y", task_id="t", url="http://127.0.0.1:9/y")
+    with pytest.raises(QuotaExceededError):
+        await store.set_info("t", other, context)
+    assert await statuses.versions("t") == {"x": "0.3"}
