@@ -62,9 +62,19 @@ def _digest(*files: Path) -> str:
     return h.hexdigest()
 
 
+def own_env() -> dict[str, str]:
+    """A copy of the environment for a child started from a worker thread.
+
+    Without ``env=`` the child execs with the process's shared ``environ`` array; a test
+    setting a variable on another thread at that moment can free it under the exec, which
+    then fails with EFAULT ("Bad address", seen once in CI). A copy is the child's own.
+    """
+    return dict(os.environ)
+
+
 def _run(cmd: list[str], *, cwd: Path | None = None, timeout: float = 600) -> None:
     done = subprocess.run(
-        cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False
+        cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False, env=own_env()
     )
     if done.returncode != 0:
         raise PeerUnavailable(
@@ -100,7 +110,9 @@ def sdk03_python() -> Path:
 
 
 def _node_major(node: str) -> int:
-    out = subprocess.run([node, "--version"], capture_output=True, text=True, check=False)
+    out = subprocess.run(
+        [node, "--version"], capture_output=True, text=True, check=False, env=own_env()
+    )
     try:
         return int(out.stdout.strip().lstrip("v").split(".")[0])
     except ValueError:

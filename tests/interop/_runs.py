@@ -102,6 +102,7 @@ def run_peer(combo: tuple[str, str, str], target: Target) -> Run:
         timeout=PEER_TIMEOUT,
         check=False,
         cwd=str(_envs.PEERS),
+        env=_envs.own_env(),
     )
     report = None
     for line in reversed(done.stdout.splitlines()):
