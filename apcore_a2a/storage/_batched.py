@@ -68,9 +68,10 @@ class BatchedTaskWriter:
         self._group: GroupCommit[dict[str, Any]] = GroupCommit(self._write)
         #: PostgreSQL: the batches go through a connection of the writer's own
         self._pg = pg_writer
-        self._pg_upsert = PgInsert(
-            table, self._rows.columns, store.engine.dialect, conflict_key="id"
-        )
+        if pg_writer is not None:
+            self._pg_upsert = PgInsert(
+                table, self._rows.columns, store.engine.dialect, conflict_key="id"
+            )
 
     async def save(self, task: Task, context: ServerCallContext) -> None:
         """Write *task* for the caller of *context*; returns once it is committed."""

@@ -74,27 +74,25 @@ class PgInsert:
     ) -> None:
         quote = dialect.identifier_preparer.quote
         names = ", ".join(quote(c) for c in columns)
-        marks = ", ".join(f"${i}" for i in range(1, len(columns) + 1))
-        sql = f"INSERT INTO {dialect.identifier_preparer.format_table(table)} ({names}) "
-        sql += f"VALUES ({marks})"
+        self._head = f"INSERT INTO {dialect.identifier_preparer.format_table(table)} ({names})"
+        self._tail = ""
         if conflict_key is not None:
             updates = ", ".join(
                 f"{quote(c)} = EXCLUDED.{quote(c)}" for c in columns if c != conflict_key
             )
-            sql += f" ON CONFLICT ({quote(conflict_key)}) DO UPDATE SET {updates}"
-        self.sql = sql
+            self._tail = f" ON CONFLICT ({quote(conflict_key)}) DO UPDATE SET {updates}"
+        marks = ", ".join(f"${i}" for i in range(1, len(columns) + 1))
+        self.sql = f"{self._head} VALUES ({marks}){self._tail}"
         self._columns = list(columns)
         self._processors: list[_Processor] = [
             table.c[c].type.dialect_impl(dialect).bind_processor(dialect) for c in columns
         ]
-        # The same insert fed from one array per column (see PgWriter.write). Arrays of
-        # the base type (VARCHAR, not VARCHAR(36)): an explicit cast to a length would cut
-        # a long value silently, where the column's own assignment refuses it.
-        self._head = f"INSERT INTO {dialect.identifier_preparer.format_table(table)} ({names})"
+        # For the same insert fed from one array per column (see PgWriter.write): arrays of
+        # the base type (VARCHAR, not VARCHAR(36)), as an explicit cast to a length would
+        # cut a long value silently, where the column's own assignment refuses it.
         self._types = [
             re.sub(r"\(\d+\)", "", table.c[c].type.compile(dialect=dialect)) for c in columns
         ]
-        self._tail = sql[sql.index(" ON CONFLICT") :] if conflict_key is not None else ""
 
     @property
     def width(self) -> int:
@@ -152,13 +150,15 @@ class PgWriter:
                 await conn.execute(statement, *arrays)
         except asyncpg.IntegrityConstraintViolationError as exc:
             raise IntegrityError(statement, None, exc) from None
-        except (OSError, asyncpg.InterfaceError, asyncpg.PostgresConnectionError) as exc:
+        except (
+            OSError,
+            asyncpg.InterfaceError,
+            asyncpg.PostgresConnectionError,
+            asyncpg.exceptions.OperatorInterventionError,  # the server shutting down
+        ) as exc:
             self._drop()
             raise OperationalError(statement, None, exc, connection_invalidated=True) from None
         except asyncpg.PostgresError as exc:
-            if isinstance(exc, asyncpg.exceptions.OperatorInterventionError):  # shutdown
-                self._drop()
-                raise OperationalError(statement, None, exc, connection_invalidated=True) from None
             raise DBAPIError(statement, None, exc) from None
         except BaseException:
             # Canceled mid-transaction: the connection's state is unknown; start afresh.

@@ -40,6 +40,15 @@ async def db(pg_url: str) -> AsyncIterator[DatabaseTaskStore]:
     await store.engine.dispose()
 
 
+#: a task row of the columns the two statement tests write
+ROW = {"id": "a", "context_id": "c-1", "kind": "task", "status": {"state": 3}}
+
+
+def _insert(db: DatabaseTaskStore, conflict_key: str | None = None) -> PgInsert:
+    table = db.task_model.__table__
+    return PgInsert(table, list(ROW), db.engine.dialect, conflict_key=conflict_key)  # type: ignore[arg-type]
+
+
 async def _writer_backends(schema: str) -> list[int]:
     conn = await asyncpg.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, database=PG_DB)
     try:
@@ -95,9 +104,8 @@ async def test_a_row_conflict_is_an_integrity_error_and_the_connection_goes_on(
     db: DatabaseTaskStore, pg_url: str
 ) -> None:
     pg = PgWriter(parse_store_url(pg_url))
-    table = db.task_model.__table__
-    insert = PgInsert(table, ["id", "context_id", "kind", "status"], db.engine.dialect)  # type: ignore[arg-type]
-    row = {"id": "t-1", "context_id": "c-1", "kind": "task", "status": {"state": 3}}
+    insert = _insert(db)
+    row = {**ROW, "id": "t-1"}
     await pg.write([(insert, [row])])
     with pytest.raises(IntegrityError):
         await pg.write([(insert, [row])])
@@ -115,11 +123,8 @@ async def test_several_steps_are_one_statement_all_or_nothing(
     db: DatabaseTaskStore, pg_url: str
 ) -> None:
     pg = PgWriter(parse_store_url(pg_url))
-    table = db.task_model.__table__
-    dialect = db.engine.dialect
-    tasks = PgInsert(table, ["id", "context_id", "kind", "status"], dialect)  # type: ignore[arg-type]
-    upsert = PgInsert(table, ["id", "context_id", "kind", "status"], dialect, conflict_key="id")  # type: ignore[arg-type]
-    row = {"id": "a", "context_id": "c-1", "kind": "task", "status": {"state": 3}}
+    tasks, upsert = _insert(db), _insert(db, conflict_key="id")
+    row = ROW
     await pg.write([(tasks, [row]), (upsert, [{**row, "id": "b"}, {**row, "id": "c"}])])
     # The second step conflicts with the first: nothing of the statement stays.
     with pytest.raises(IntegrityError):
