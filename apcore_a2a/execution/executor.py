@@ -325,12 +325,21 @@ class ApCoreAgentExecutor(AgentExecutor):
         be watched and canceled; otherwise it is recorded after the module ran. Either
         way the outcome follows as for any task.
         """
-        task_id = context.task_id or ""
+        task_id, context_id = context.task_id or "", context.context_id or ""
+        message = context.message
+        assert message is not None
         run = self._runs[task_id] = Run()
         loop = asyncio.get_running_loop()
         chosen = asyncio.Event()
-        # Created outside the module's run: a cancel must not stop the task's first events.
-        opening = loop.create_task(self._open_task(run, context, spec, chosen, event_queue))
+
+        async def open_task() -> None:
+            await chosen.wait()
+            await run.emit(event_queue, turns.new_task(context_id, task_id, message, spec))
+            working = status_event(task_id, context_id, TaskState.TASK_STATE_WORKING)
+            await run.emit(event_queue, working)
+
+        # Not started by the module, so stopping the module does not stop these events.
+        opening = loop.create_task(open_task())
         error: Exception | None = None
         value: Any = None
         try:
@@ -344,8 +353,23 @@ class ApCoreAgentExecutor(AgentExecutor):
                 input_required_of(error) is not None or getattr(error, "code", None) in _NEEDS_TASK
             ):
                 kind = "task"
+            if kind == "message" and error is not None:
+                timeout = isinstance(error, TimeoutError)
+                mapped = map_error(
+                    ExecutionTimeout() if timeout else error, module_id=spec.module_id
+                )
+                self._log(spec, mapped, None if timeout else error)
+                raise as_a2a_error(mapped) from None
             if kind == "message":
-                await self._reply(context, spec, value, error, event_queue)
+                parts = output_to_parts(value, wrapped_result=spec.wrapped_result)
+                reply = Message(
+                    message_id=uuid.uuid4().hex,
+                    role=Role.ROLE_AGENT,
+                    context_id=context_id,
+                    parts=parts,
+                )
+                reply.metadata.update({SKILL_METADATA_KEY: spec.module_id})
+                await event_queue.enqueue_event(reply)
                 return
             chosen.set()  # if the module did not choose the task already
             await opening
@@ -357,44 +381,6 @@ class ApCoreAgentExecutor(AgentExecutor):
             opening.cancel()
             if self._runs.get(task_id) is run:
                 del self._runs[task_id]
-
-    @staticmethod
-    async def _open_task(
-        run: Run,
-        context: RequestContext,
-        spec: SkillSpec,
-        chosen: asyncio.Event,
-        event_queue: EventQueue,
-    ) -> None:
-        """Once *chosen* is set: the submitted Task and ``working``."""
-        await chosen.wait()
-        task_id, context_id = context.task_id or "", context.context_id or ""
-        assert context.message is not None
-        await run.emit(event_queue, turns.new_task(context_id, task_id, context.message, spec))
-        await run.emit(event_queue, status_event(task_id, context_id, TaskState.TASK_STATE_WORKING))
-
-    async def _reply(
-        self,
-        context: RequestContext,
-        spec: SkillSpec,
-        value: Any,
-        error: Exception | None,
-        event_queue: EventQueue,
-    ) -> None:
-        """The answer as one ``Message``; a module error is raised as an A2A error."""
-        if error is not None:
-            timeout = isinstance(error, TimeoutError)
-            mapped = map_error(ExecutionTimeout() if timeout else error, module_id=spec.module_id)
-            self._log(spec, mapped, None if timeout else error)
-            raise as_a2a_error(mapped) from None
-        reply = Message(
-            message_id=uuid.uuid4().hex,
-            role=Role.ROLE_AGENT,
-            context_id=context.context_id or "",
-            parts=output_to_parts(value, wrapped_result=spec.wrapped_result),
-        )
-        reply.metadata.update({SKILL_METADATA_KEY: spec.module_id})
-        await event_queue.enqueue_event(reply)
 
     # -- failures --------------------------------------------------------------------
     async def _handle_failure(
