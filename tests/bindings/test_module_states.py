@@ -1,5 +1,6 @@
 """A module that needs a credential (``auth-required``), and one that turns into a task
-while it runs (``reply_as(context, "task")`` in a message skill).
+while it runs (``reply_as(context, "task")`` in a message skill): watched, canceled,
+subscribed to and pushed.
 
 Seen by the official SDK client on JSON-RPC, REST and gRPC, 1.0 and 0.3.
 """
@@ -22,6 +23,7 @@ from a2a.types import (
 from google.protobuf.json_format import MessageToDict
 
 from tests._sdk import make_client, request
+from tests.push._agent import receiver
 
 from ._outputs_agent import (
     ALL_TRANSPORTS,
@@ -174,3 +176,28 @@ async def test_a_chosen_task_streams_and_can_be_watched(
     finally:
         await client.close()
         await watcher.close()
+
+
+async def test_a_chosen_task_is_pushed_while_it_runs() -> None:
+    async with receiver() as hooks:
+        with serve_outputs(push_notifications=True, push_allow_insecure_urls=True) as url:
+            client = await make_client(url, "JSONRPC", "1.0")
+            try:
+                req = request("out.work", {"seconds": 30}, return_immediately=True)
+                req.configuration.task_push_notification_config.url = hooks.url("/work")
+                started = await send(client, req)
+                assert isinstance(started, Task)
+
+                def states() -> list[str]:
+                    found = []
+                    for delivery in hooks.accepted("/work"):
+                        event = delivery.event
+                        body = event.get("task") or event.get("statusUpdate") or {}
+                        found.append(body.get("status", {}).get("state"))
+                    return found
+
+                await hooks.wait_for(lambda: "TASK_STATE_WORKING" in states())
+                await client.cancel_task(CancelTaskRequest(id=started.id))
+                await hooks.wait_for(lambda: "TASK_STATE_CANCELED" in states())
+            finally:
+                await client.close()
