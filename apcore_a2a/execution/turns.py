@@ -54,8 +54,6 @@ __all__ = [
 INPUT_KEY = "apcoreInput"
 #: a reserved apcore input key; only a resume on the A2A task may set it
 RESUME_KEY = "_approval_token"
-
-
 _WAITING = (TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.TASK_STATE_AUTH_REQUIRED)
 
 
@@ -150,8 +148,9 @@ def asked_event(
     running on *inputs*."""
     prompt = sanitize(asked.prompt, 1000)
     auth = isinstance(asked, AuthRequired)
-    scheme = asked.scheme if isinstance(asked, AuthRequired) else None
-    scheme = sanitize(scheme, 100) if scheme else None
+    scheme = (
+        sanitize(asked.scheme, 100) if isinstance(asked, AuthRequired) and asked.scheme else None
+    )
     pending = PendingInput(prompt, asked.field, message_id, _plain(inputs), auth, scheme)
     extra = {"data": json.loads(json.dumps(asked.data, default=str))} if asked.data else {}
     return _question(task_id, context_id, pending, prompt, extra)
