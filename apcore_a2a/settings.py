@@ -87,6 +87,13 @@ class Settings(SettingsBase):
     route_by_schema: bool = setting(
         True, "A2A_ROUTE_BY_SCHEMA", "agent.route_by_schema", "route skill-less messages by schema"
     )
+    streaming: bool = setting(
+        True,
+        "A2A_STREAMING",
+        "agent.streaming",
+        "serve SendStreamingMessage and SubscribeToTask (off: the card says so and they are "
+        "refused)",
+    )
     # -- module sources (used when no registry is given) ------------------------------
     extensions_dirs: Strings = setting(
         (),
@@ -259,6 +266,22 @@ class Settings(SettingsBase):
     auth_require_exp: bool = setting(
         True, "JWT_REQUIRE_EXP", "auth.require_exp", "refuse JWTs without an exp claim"
     )
+    required_roles: Strings = setting(
+        (),
+        "A2A_REQUIRED_ROLES",
+        "auth.required_roles",
+        "role a caller must hold to use the agent, any one of those given; others get 403 "
+        "(repeatable; env: comma-separated)",
+        flag="--required-role",
+    )
+    required_scopes: Strings = setting(
+        (),
+        "A2A_REQUIRED_SCOPES",
+        "auth.required_scopes",
+        "OAuth scope a caller's token must carry to use the agent, all of those given; "
+        "others get 403 (repeatable; env: comma-separated)",
+        flag="--required-scope",
+    )
     auth_jwks_cache_seconds: float = setting(
         300.0,
         "JWT_JWKS_CACHE_SECONDS",
@@ -391,6 +414,8 @@ class Settings(SettingsBase):
         "allowed_hosts",
         "auth_algorithms",
         "api_keys",
+        "required_roles",
+        "required_scopes",
         "push_retry_delays",
         mode="before",
     )

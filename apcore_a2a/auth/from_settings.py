@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from starlette.middleware import Middleware
 
+from apcore_a2a.auth.access import AgentAccess
 from apcore_a2a.auth.api_key import APIKeyAuthenticator, parse_api_key_entries
 from apcore_a2a.auth.authenticator import AnyAuthenticator, Authenticator
 from apcore_a2a.auth.cors import cors_middleware
@@ -22,6 +23,10 @@ BEARER_WITHOUT_KEY = (
     "--auth-type bearer requires --auth-key (JWT_KEY) or --auth-jwks-url (JWT_JWKS_URL)"
 )
 APIKEY_WITHOUT_KEYS = "--auth-type apikey requires at least one --api-key (A2A_API_KEYS)"
+ACCESS_WITHOUT_AUTH = (
+    "--required-role and --required-scope need authentication: give --auth-key, "
+    "--auth-jwks-url or --api-key"
+)
 
 
 def _bearer(settings: Settings) -> JWTAuthenticator:
@@ -74,6 +79,8 @@ def authenticator_from_settings(settings: Settings) -> Authenticator | None:
     if has_keys:
         members.append(_api_keys(settings))
     if not members:
+        if settings.required_roles or settings.required_scopes:
+            raise SettingsError(ACCESS_WITHOUT_AUTH)
         return None
     return members[0] if len(members) == 1 else AnyAuthenticator(members)
 
@@ -95,6 +102,7 @@ def security_middleware(
             require_auth=settings.require_auth,
             ops_public=settings.ops_details_public,
             max_body_bytes=settings.max_body_bytes,
+            access=AgentAccess.from_settings(settings),
         )
         if authenticator is not None
         else None

@@ -8,6 +8,8 @@ same task JSON-RPC and REST callers see.
 Callers authenticate with call metadata (``authorization: Bearer ...`` or the API-key
 header, lowercase as gRPC requires), checked by the same authenticator and rules as the
 HTTP middleware; the identity becomes the SDK user that owns tasks, exactly as on HTTP.
+Refusals are ``UNAUTHENTICATED`` (with ``www-authenticate`` trailers) and
+``PERMISSION_DENIED``, each with its ``ErrorInfo`` reason.
 
 Needs the ``grpc`` extra (``pip install "apcore-a2a[grpc]"``); importing this module
 without it raises an ``ImportError`` that says so.
@@ -32,6 +34,8 @@ from apcore_a2a.adapters.file_bytes import (
     proto_request_to_sdk,
     proto_response_to_wire,
 )
+from apcore_a2a.auth.access import AgentAccess
+from apcore_a2a.auth.middleware import challenges
 from apcore_a2a.execution.identity import IdentityUser
 from apcore_a2a.push.bodies import PROTOCOL_VERSION_STATE_KEY
 from apcore_a2a.server.conformance import grpc_version_error
@@ -90,7 +94,6 @@ SERVICE_V0_3: str = a2a_v0_3_pb2.DESCRIPTOR.services_by_name["A2AService"].full_
 _EXTENDED_CARD_METHODS = frozenset(
     {f"/{SERVICE_V1}/GetExtendedAgentCard", f"/{SERVICE_V0_3}/GetAgentCard"}
 )
-_DENIED = "Missing or invalid credentials"
 
 # The interceptor authenticates asynchronously, but the SDK builds the call context
 # synchronously; this hands the identity over. Every RPC runs in its own asyncio task,
@@ -163,12 +166,17 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         require_auth: bool,
         streams: StreamLimiter | None = None,
         observer: CallObserver | None = None,
+        access: AgentAccess | None = None,
     ) -> None:
         self._aborts = aborts
         self._authenticator = authenticator
         self._require_auth = require_auth
         self._streams = streams
         self._observer = observer
+        self._access = access or AgentAccess()
+        values, message = challenges(authenticator) if authenticator else ([], "")
+        self._challenges = tuple(("www-authenticate", v) for v in values)
+        self._message = message
 
     def _observe(self, method: str) -> contextlib.AbstractContextManager[None]:
         return self._observer.call(method) if self._observer else contextlib.nullcontext()
@@ -201,7 +209,7 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         self, method: str, context: grpc.aio.ServicerContext, abort: _Abort
     ) -> Identity | None:
         """Authenticate, then check the announced protocol version (as HTTP does), or abort."""
-        identity = await self._authenticate(method, context)
+        identity = await self._authenticate(method, context, abort)
         major = "0" if method.startswith(f"/{SERVICE_V0_3}/") else "1"
         wrong = grpc_version_error(major, _text_metadata(context).get("a2a-version"))
         if wrong is not None:
@@ -209,9 +217,10 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         return identity
 
     async def _authenticate(
-        self, method: str, context: grpc.aio.ServicerContext
+        self, method: str, context: grpc.aio.ServicerContext, abort: _Abort
     ) -> Identity | None:
-        """Set the caller's identity for this call, or abort with UNAUTHENTICATED."""
+        """Set the caller's identity for this call, or abort with UNAUTHENTICATED or
+        PERMISSION_DENIED (the HTTP middleware's rules)."""
         if self._authenticator is None:
             return None
         from apcore_a2a.auth import InvalidCredentials
@@ -220,10 +229,17 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
             identity = await _identity_for(self._authenticator, context)
         except InvalidCredentials as exc:
             logger.debug("rejected credentials for %s: %s", method, exc)
-            await context.abort(grpc.StatusCode.UNAUTHENTICATED, _DENIED)
-            return None
-        if identity is None and (self._require_auth or method in _EXTENDED_CARD_METHODS):
-            await context.abort(grpc.StatusCode.UNAUTHENTICATED, _DENIED)
+            identity, anonymous_ok = None, False
+        else:
+            anonymous_ok = not (
+                self._require_auth or method in _EXTENDED_CARD_METHODS or self._access
+            )
+        if identity is None and not anonymous_ok:
+            context.set_trailing_metadata(self._challenges)
+            await abort(errors.UnauthenticatedError(self._message), context)
+        reason = self._access.denial(identity) if identity is not None else None
+        if reason is not None:
+            await abort(errors.PermissionDeniedError(reason), context)
         _call_identity.set(identity)
         return identity
 
@@ -396,6 +412,7 @@ class GrpcServer:
             self.settings.require_auth,
             self.streams,
             CallObserver.for_operations(self.operations) if self.operations else None,
+            AgentAccess.from_settings(self.settings),
         )
         server = grpc.aio.server(
             interceptors=[interceptor],

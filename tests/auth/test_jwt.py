@@ -13,7 +13,7 @@ import pytest_asyncio
 
 from apcore_a2a.auth import ClaimMapping, InvalidCredentials, JWTAuthenticator
 
-from .attacks import ATTACKS, EC, RSA, UNAUTHORIZED_BODY
+from .attacks import ATTACKS, EC, RSA, UNAUTHORIZED_BODY, refusal_text
 from .keys import (
     AUDIENCE,
     HMAC_SECRET,
@@ -121,7 +121,7 @@ async def test_attack_table_is_rejected_without_leaks(
     caplog.set_level(logging.DEBUG, logger="apcore_a2a.auth")
     resp = await whoami(servers[server], headers)
     assert resp.status_code == 401
-    assert resp.text == UNAUTHORIZED_BODY
+    assert refusal_text(resp) == UNAUTHORIZED_BODY
     assert resp.headers["www-authenticate"] == "Bearer"
     token = headers.get("Authorization", "").partition(" ")[2]
     if token:
