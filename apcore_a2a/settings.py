@@ -88,11 +88,7 @@ class Settings(SettingsBase):
         True, "A2A_ROUTE_BY_SCHEMA", "agent.route_by_schema", "route skill-less messages by schema"
     )
     streaming: bool = setting(
-        True,
-        "A2A_STREAMING",
-        "agent.streaming",
-        "serve SendStreamingMessage and SubscribeToTask (off: the card says so and they are "
-        "refused)",
+        True, "A2A_STREAMING", "agent.streaming", "serve streams (off: refused, card says so)"
     )
     # -- module sources (used when no registry is given) ------------------------------
     extensions_dirs: Strings = setting(
@@ -267,20 +263,10 @@ class Settings(SettingsBase):
         True, "JWT_REQUIRE_EXP", "auth.require_exp", "refuse JWTs without an exp claim"
     )
     required_roles: Strings = setting(
-        (),
-        "A2A_REQUIRED_ROLES",
-        "auth.required_roles",
-        "role a caller must hold to use the agent, any one of those given; others get 403 "
-        "(repeatable; env: comma-separated)",
-        flag="--required-role",
+        (), "A2A_REQUIRED_ROLES", "auth.required_roles", "roles allowed in; any one suffices"
     )
     required_scopes: Strings = setting(
-        (),
-        "A2A_REQUIRED_SCOPES",
-        "auth.required_scopes",
-        "OAuth scope a caller's token must carry to use the agent, all of those given; "
-        "others get 403 (repeatable; env: comma-separated)",
-        flag="--required-scope",
+        (), "A2A_REQUIRED_SCOPES", "auth.required_scopes", "OAuth scopes every caller needs"
     )
     auth_jwks_cache_seconds: float = setting(
         300.0,

@@ -24,7 +24,7 @@ BEARER_WITHOUT_KEY = (
 )
 APIKEY_WITHOUT_KEYS = "--auth-type apikey requires at least one --api-key (A2A_API_KEYS)"
 ACCESS_WITHOUT_AUTH = (
-    "--required-role and --required-scope need authentication: give --auth-key, "
+    "--required-roles and --required-scopes need authentication: give --auth-key, "
     "--auth-jwks-url or --api-key"
 )
 

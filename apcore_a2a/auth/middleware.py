@@ -19,7 +19,6 @@ it adds no per-event cost, and the identity ContextVar stays set until the respo
 from __future__ import annotations
 
 import json
-import logging
 from contextvars import ContextVar
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
@@ -29,8 +28,7 @@ from a2a.utils.errors import JSON_RPC_ERROR_CODE_MAP, A2AError
 from starlette.datastructures import Headers
 
 from apcore_a2a import errors
-from apcore_a2a.auth.access import AgentAccess
-from apcore_a2a.auth.authenticator import Authenticator, InvalidCredentials
+from apcore_a2a.auth.access import AgentAccess, Gate
 from apcore_a2a.classify import RequestInfo, Routes, request_info
 from apcore_a2a.errors import PermissionDeniedError, UnauthenticatedError
 from apcore_a2a.execution.identity import IDENTITY_SCOPE_KEY
@@ -39,9 +37,10 @@ if TYPE_CHECKING:
     from apcore import Identity
     from starlette.types import ASGIApp, Receive, Scope, Send
 
-__all__ = ["AuthMiddleware", "challenges", "current_identity", "needs_credentials"]
+    from apcore_a2a.auth.authenticator import Authenticator
 
-logger = logging.getLogger("apcore_a2a.auth")
+__all__ = ["AuthMiddleware", "current_identity", "needs_credentials"]
+
 
 _identity_var: ContextVar[Identity | None] = ContextVar("apcore_a2a_identity", default=None)
 _DEFAULT_ROUTES = Routes()
@@ -73,27 +72,6 @@ def needs_credentials(info: RequestInfo | None, *, ops_public: bool) -> bool | N
     if kind == "metrics":
         return None if ops_public else True
     return True
-
-
-def challenges(authenticator: Authenticator) -> tuple[list[str], str]:
-    """(``WWW-Authenticate`` challenges, message) for an unauthenticated request.
-
-    One challenge per scheme on the card (RFC 9110 §11.6.1): ``Bearer`` (RFC 6750) for
-    HTTP bearer auth, ``ApiKey header="<name>"`` for an API key, so a client can tell what
-    to send without the card.
-    """
-    found: list[str] = []
-    for scheme in authenticator.security_schemes().values():
-        if scheme.HasField("api_key_security_scheme"):
-            found.append(f'ApiKey header="{scheme.api_key_security_scheme.name}"')
-        elif scheme.HasField("http_auth_security_scheme"):
-            found.append(scheme.http_auth_security_scheme.scheme.capitalize() or "Bearer")
-    values = list(dict.fromkeys(found)) or ["Bearer"]
-    if values == ["Bearer"]:
-        return values, "Missing or invalid Bearer token"
-    if len(values) == 1 and values[0].startswith("ApiKey"):
-        return values, "Missing or invalid API key"
-    return values, UnauthenticatedError.message
 
 
 class AuthMiddleware:
@@ -128,14 +106,13 @@ class AuthMiddleware:
     ) -> None:
         errors.register()  # the SDK's tables know the codes of the refusals below
         self.app = app
-        self.authenticator = authenticator
+        self.gate = Gate(authenticator, access)
         self.require_auth = require_auth
         self.ops_public = ops_public
         self.max_body = max_body_bytes
-        self.access = access or AgentAccess()
-        values, message = challenges(authenticator)
-        self._challenges = [(b"www-authenticate", v.encode("latin-1")) for v in values]
-        self._unauthenticated = UnauthenticatedError(message)
+        self._challenges = [
+            (b"www-authenticate", v.encode("latin-1")) for v in self.gate.challenges
+        ]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
@@ -150,25 +127,19 @@ class AuthMiddleware:
             await self.app(scope, receive, send)
             return
         try:
-            identity = await self.authenticator.authenticate(Headers(scope=scope))
-        except InvalidCredentials as exc:
-            logger.debug("rejected credentials: %s", exc)
+            identity = await self.gate.identify(Headers(scope=scope))
+            if need:
+                anonymous_ok = identity is None and await self._anonymous_ok(info, receive)
+                if info is not None and info.is_a2a:  # roles and scopes are for A2A calls
+                    self.gate.admit(identity, anonymous_ok=anonymous_ok)
+                elif identity is None and not anonymous_ok:
+                    raise self.gate.unauthenticated()
+        except (UnauthenticatedError, PermissionDeniedError) as exc:
             if need is None:  # optional (a health probe): served, as anonymous
                 await self.app(scope, receive, send)
                 return
-            await self._deny(scope, info, receive, send, self._unauthenticated)
+            await self._deny(scope, info, receive, send, exc)
             return
-        if identity is None and need and await self._must_authenticate(info, receive):
-            await self._deny(scope, info, receive, send, self._unauthenticated)
-            return
-        if self.access and info is not None and info.is_a2a:
-            if identity is None:
-                await self._deny(scope, info, receive, send, self._unauthenticated)
-                return
-            reason = self.access.denial(identity)
-            if reason is not None:
-                await self._deny(scope, info, receive, send, PermissionDeniedError(reason))
-                return
         if info is not None:
             receive = info.replay(receive)  # the body, if we had to read it
         if identity is None:
@@ -181,15 +152,15 @@ class AuthMiddleware:
         finally:
             _identity_var.reset(token)
 
-    async def _must_authenticate(self, info: RequestInfo | None, receive: Receive) -> bool:
+    async def _anonymous_ok(self, info: RequestInfo | None, receive: Receive) -> bool:
         if info is None or self.require_auth or info.kind == "metrics":
-            return True
+            return False
         # The method of a JSON-RPC call is in its body; the record reads and parses it once,
         # for everyone after us too.
         jsonrpc = info.binding == "jsonrpc" and info.http_method == "POST"
         if jsonrpc and await info.load_body(receive, self.max_body):
             _ = info.payload
-        return info.method == "GetExtendedAgentCard"
+        return info.method != "GetExtendedAgentCard"
 
     async def _deny(
         self,

@@ -8,8 +8,7 @@ same task JSON-RPC and REST callers see.
 Callers authenticate with call metadata (``authorization: Bearer ...`` or the API-key
 header, lowercase as gRPC requires), checked by the same authenticator and rules as the
 HTTP middleware; the identity becomes the SDK user that owns tasks, exactly as on HTTP.
-Refusals are ``UNAUTHENTICATED`` (with ``www-authenticate`` trailers) and
-``PERMISSION_DENIED``, each with its ``ErrorInfo`` reason.
+Refusals: ``UNAUTHENTICATED`` (``www-authenticate`` trailers), ``PERMISSION_DENIED``.
 
 Needs the ``grpc`` extra (``pip install "apcore-a2a[grpc]"``); importing this module
 without it raises an ``ImportError`` that says so.
@@ -34,8 +33,7 @@ from apcore_a2a.adapters.file_bytes import (
     proto_request_to_sdk,
     proto_response_to_wire,
 )
-from apcore_a2a.auth.access import AgentAccess
-from apcore_a2a.auth.middleware import challenges
+from apcore_a2a.auth.access import AgentAccess, Gate
 from apcore_a2a.execution.identity import IdentityUser
 from apcore_a2a.push.bodies import PROTOCOL_VERSION_STATE_KEY
 from apcore_a2a.server.conformance import grpc_version_error
@@ -144,14 +142,6 @@ class GrpcCallContextBuilder(DefaultGrpcServerCallContextBuilder):
         return IdentityUser(identity) if identity is not None else UnauthenticatedUser()
 
 
-async def _identity_for(
-    authenticator: Authenticator, context: grpc.aio.ServicerContext
-) -> Identity | None:
-    from apcore_a2a.auth import identity_from_metadata
-
-    return await identity_from_metadata(authenticator, context.invocation_metadata())
-
-
 class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
     """Authenticates A2A calls and turns unexpected exceptions into the SDK's INTERNAL.
 
@@ -162,21 +152,16 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
     def __init__(
         self,
         aborts: dict[str, _Abort],
-        authenticator: Authenticator | None,
+        gate: Gate | None,
         require_auth: bool,
         streams: StreamLimiter | None = None,
         observer: CallObserver | None = None,
-        access: AgentAccess | None = None,
     ) -> None:
         self._aborts = aborts
-        self._authenticator = authenticator
+        self._gate = gate
         self._require_auth = require_auth
         self._streams = streams
         self._observer = observer
-        self._access = access or AgentAccess()
-        values, message = challenges(authenticator) if authenticator else ([], "")
-        self._challenges = tuple(("www-authenticate", v) for v in values)
-        self._message = message
 
     def _observe(self, method: str) -> contextlib.AbstractContextManager[None]:
         return self._observer.call(method) if self._observer else contextlib.nullcontext()
@@ -219,27 +204,20 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
     async def _authenticate(
         self, method: str, context: grpc.aio.ServicerContext, abort: _Abort
     ) -> Identity | None:
-        """Set the caller's identity for this call, or abort with UNAUTHENTICATED or
-        PERMISSION_DENIED (the HTTP middleware's rules)."""
-        if self._authenticator is None:
+        """Set the caller's identity for this call, or abort (the HTTP middleware's rules)."""
+        if self._gate is None:
             return None
-        from apcore_a2a.auth import InvalidCredentials
-
+        anonymous_ok = not (self._require_auth or method in _EXTENDED_CARD_METHODS)
         try:
-            identity = await _identity_for(self._authenticator, context)
-        except InvalidCredentials as exc:
-            logger.debug("rejected credentials for %s: %s", method, exc)
-            identity, anonymous_ok = None, False
-        else:
-            anonymous_ok = not (
-                self._require_auth or method in _EXTENDED_CARD_METHODS or self._access
+            identity = await self._gate.identify(_text_metadata(context))
+            self._gate.admit(identity, anonymous_ok=anonymous_ok)
+        except errors.UnauthenticatedError as exc:
+            context.set_trailing_metadata(
+                tuple(("www-authenticate", v) for v in self._gate.challenges)
             )
-        if identity is None and not anonymous_ok:
-            context.set_trailing_metadata(self._challenges)
-            await abort(errors.UnauthenticatedError(self._message), context)
-        reason = self._access.denial(identity) if identity is not None else None
-        if reason is not None:
-            await abort(errors.PermissionDeniedError(reason), context)
+            await abort(exc, context)
+        except errors.PermissionDeniedError as exc:
+            await abort(exc, context)
         _call_identity.set(identity)
         return identity
 
@@ -408,11 +386,12 @@ class GrpcServer:
         v03 = CompatGrpcHandler(self.handler, context_builder=GrpcCallContextBuilder("0.3"))
         interceptor = _A2AInterceptor(
             {SERVICE_V1: v1.abort_context, SERVICE_V0_3: v03.abort_context},
-            self.authenticator,
+            Gate(self.authenticator, AgentAccess.from_settings(self.settings))
+            if self.authenticator
+            else None,
             self.settings.require_auth,
             self.streams,
             CallObserver.for_operations(self.operations) if self.operations else None,
-            AgentAccess.from_settings(self.settings),
         )
         server = grpc.aio.server(
             interceptors=[interceptor],
