@@ -112,6 +112,21 @@ async def test_roles_as_space_separated_string(servers: dict[str, str]) -> None:
 
 
 @module_loop
+@pytest.mark.parametrize(
+    ("granted", "scopes"),
+    [
+        ({"scope": "a2a:call profile"}, ["a2a:call", "profile"]),
+        ({"scp": ["a2a:call"]}, ["a2a:call"]),
+    ],
+)
+async def test_scopes_from_scope_or_scp(
+    servers: dict[str, str], granted: dict[str, object], scopes: list[str]
+) -> None:
+    resp = await whoami(servers["HS"], bearer(hs_token("carol", **granted)))
+    assert resp.json()["scope"]["attrs"] == {**STAMP, "scopes": scopes}
+
+
+@module_loop
 @pytest.mark.parametrize("case", list(ATTACKS))
 async def test_attack_table_is_rejected_without_leaks(
     servers: dict[str, str], case: str, caplog: pytest.LogCaptureFixture

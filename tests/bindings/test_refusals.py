@@ -231,6 +231,9 @@ async def test_push_off_refuses_every_push_config_call(
             ),
         }
         results = {name: await outcome(call) for name, call in calls.items()}
+        inline = message(text("hi"), skill="demo.echo")
+        inline.configuration.task_push_notification_config.CopyFrom(config)
+        results["send with a push config"] = await outcome(send(peer, inline))
     for name, result in results.items():
         if isinstance(result, NotImplementedError):
             continue  # the SDK's 0.3 REST client has no such call (docs/interop.md)
