@@ -1,19 +1,18 @@
-"""Who may use the agent at all: the caller's credentials, and the roles and OAuth scopes
-required of every caller.
+"""Who may use the agent at all: the decision the HTTP middleware and the gRPC interceptor
+share.
 
-:class:`Gate` is the one decision the HTTP middleware and the gRPC interceptor share: it
-turns headers into an identity and refuses with :class:`~apcore_a2a.errors.UnauthenticatedError`
-(401 / ``UNAUTHENTICATED``) or :class:`~apcore_a2a.errors.PermissionDeniedError` (403 /
-``PERMISSION_DENIED``); each binding renders the refusal its own way. Per-skill rules stay
-with apcore's ACL.
+:class:`Gate` turns headers into an identity and refuses with
+:class:`~apcore_a2a.errors.UnauthenticatedError` (401 / ``UNAUTHENTICATED``) or, for a
+caller without the required roles or scopes, :class:`~apcore_a2a.errors.PermissionDeniedError`
+(403 / ``PERMISSION_DENIED``); each binding renders the refusal its own way. Per-skill
+rules stay with apcore's ACL.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from apcore_a2a.auth.authenticator import Authenticator, InvalidCredentials
 from apcore_a2a.errors import PermissionDeniedError, UnauthenticatedError
@@ -21,9 +20,7 @@ from apcore_a2a.errors import PermissionDeniedError, UnauthenticatedError
 if TYPE_CHECKING:
     from apcore import Identity
 
-    from apcore_a2a.settings import Settings
-
-__all__ = ["SCOPES_ATTR", "AgentAccess", "Gate", "challenges", "scopes_of"]
+__all__ = ["SCOPES_ATTR", "Gate", "challenges", "words"]
 
 logger = logging.getLogger("apcore_a2a.auth")
 
@@ -31,65 +28,19 @@ logger = logging.getLogger("apcore_a2a.auth")
 SCOPES_ATTR = "scopes"
 
 
-def scopes_of(identity: Identity) -> frozenset[str]:
-    """The scopes recorded on *identity* (a list, or a space-separated string)."""
-    raw = identity.attrs.get(SCOPES_ATTR)
-    if isinstance(raw, str):
-        return frozenset(raw.split())
-    if isinstance(raw, Iterable):
-        return frozenset(s for s in raw if isinstance(s, str))
-    return frozenset()
-
-
-@dataclass(frozen=True, slots=True)
-class AgentAccess:
-    """A caller needs *one* of ``roles`` (when given) and *all* of ``scopes`` (when given).
-
-    Roles name groups of people or services, one is enough; scopes are what a token was
-    issued for, and each one asked for must have been granted (RFC 6749 §3.3).
-
-    Example::
-
-        access = AgentAccess(roles=("analyst", "admin"), scopes=("a2a:write",))
-        access.denial(Identity(id="bob", roles=("analyst",)))  # "... requires the scope ..."
-    """
-
-    roles: tuple[str, ...] = ()
-    scopes: tuple[str, ...] = ()
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> AgentAccess:
-        return cls(tuple(settings.required_roles), tuple(settings.required_scopes))
-
-    def __bool__(self) -> bool:
-        return bool(self.roles or self.scopes)
-
-    def missing_scopes(self, identity: Identity) -> list[str]:
-        granted = scopes_of(identity)
-        return [s for s in self.scopes if s not in granted]
-
-    def denial(self, identity: Identity) -> str | None:
-        """Why *identity* may not use the agent, or ``None`` when it may.
-
-        The text names what the agent requires (spec §3.3.2 asks for it), never what the
-        caller holds.
-        """
-        if self.roles and not set(self.roles) & set(identity.roles):
-            wanted = " or ".join(repr(r) for r in self.roles)
-            return f"Permission denied: this agent requires the role {wanted}"
-        missing = self.missing_scopes(identity)
-        if missing:
-            return f"Permission denied: this agent requires the scope {' '.join(missing)!r}"
-        return None
+def words(value: Any) -> tuple[str, ...]:
+    """A list of strings, or a space-separated string (OAuth ``scope``), as a tuple."""
+    if isinstance(value, str):
+        return tuple(value.split())
+    if isinstance(value, list | tuple):
+        return tuple(v for v in value if isinstance(v, str) and v)
+    return ()
 
 
 def challenges(authenticator: Authenticator) -> tuple[list[str], str]:
-    """(``WWW-Authenticate`` challenges, message) for an unauthenticated request.
-
-    One challenge per scheme on the card (RFC 9110 §11.6.1): ``Bearer`` (RFC 6750) for
-    HTTP bearer auth, ``ApiKey header="<name>"`` for an API key, so a client can tell what
-    to send without the card.
-    """
+    """(``WWW-Authenticate`` challenges, message) for an unauthenticated request: one
+    challenge per scheme on the card (RFC 9110 §11.6.1), ``Bearer`` (RFC 6750) or
+    ``ApiKey header="<name>"``, so a client can tell what to send without the card."""
     found: list[str] = []
     for scheme in authenticator.security_schemes().values():
         if scheme.HasField("api_key_security_scheme"):
@@ -107,13 +58,23 @@ def challenges(authenticator: Authenticator) -> tuple[list[str], str]:
 class Gate:
     """Authenticate a caller and decide whether it may use the agent.
 
-    Refusals never say why a credential failed (that goes to the DEBUG log, without the
-    credential); a permission refusal names what the agent requires.
+    A caller needs *one* of *roles* and *all* of *scopes* (RFC 6749 §3.3: each scope asked
+    for must have been granted), when given. Refusals never say why a credential failed
+    (that goes to the DEBUG log, without the credential); a permission refusal names what
+    the agent requires, never what the caller holds (spec §3.3.2).
+
+    Example::
+
+        gate = Gate(JWTAuthenticator(secret), roles=("analyst", "admin"), scopes=("a2a:call",))
+        identity = await gate.identify(headers)
+        gate.admit(identity, anonymous_ok=False)  # or raises
     """
 
-    def __init__(self, authenticator: Authenticator, access: AgentAccess | None = None) -> None:
+    def __init__(
+        self, authenticator: Authenticator, *, roles: Iterable[str] = (), scopes: Iterable[str] = ()
+    ) -> None:
         self.authenticator = authenticator
-        self.access = access or AgentAccess()
+        self.roles, self.scopes = tuple(roles), tuple(scopes)
         #: ``WWW-Authenticate`` values for a 401 (gRPC: trailers)
         self.challenges, self._message = challenges(authenticator)
 
@@ -131,11 +92,15 @@ class Gate:
 
     def admit(self, identity: Identity | None, *, anonymous_ok: bool) -> None:
         """Raise unless *identity* may use the agent. Anonymous callers pass only when
-        *anonymous_ok* and the agent requires no role or scope."""
+        *anonymous_ok* and no role or scope is required."""
         if identity is None:
-            if anonymous_ok and not self.access:
+            if anonymous_ok and not (self.roles or self.scopes):
                 return
             raise self.unauthenticated()
-        reason = self.access.denial(identity)
-        if reason is not None:
-            raise PermissionDeniedError(reason)
+        granted = words(identity.attrs.get(SCOPES_ATTR))
+        missing = " ".join(s for s in self.scopes if s not in granted)
+        wanted = f"scope {missing!r}" if missing else ""
+        if self.roles and not set(self.roles) & set(identity.roles):
+            wanted = "role " + " or ".join(repr(r) for r in self.roles)
+        if wanted:
+            raise PermissionDeniedError(f"Permission denied: this agent requires the {wanted}")

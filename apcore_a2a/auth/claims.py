@@ -8,7 +8,7 @@ from typing import Any
 
 from apcore import Identity
 
-from apcore_a2a.auth.access import SCOPES_ATTR
+from apcore_a2a.auth.access import SCOPES_ATTR, words
 
 __all__ = ["ClaimMapping"]
 
@@ -60,23 +60,14 @@ class ClaimMapping:
         kind = _claim(claims, self.type)
         if not isinstance(kind, str) or not kind:
             kind = self.default_type
-        roles = _words(_claim(claims, self.roles))
+        roles = words(_claim(claims, self.roles))
         attrs: dict[str, Any] = {}
         found = (_claim(claims, name) for name in self.scopes)
         granted = next((v for v in found if v is not _MISSING), _MISSING)
         if granted is not _MISSING:
-            attrs[SCOPES_ATTR] = _words(granted)
+            attrs[SCOPES_ATTR] = words(granted)
         for name in self.attrs:
             value = _claim(claims, name)
             if value is not _MISSING:
                 attrs[name] = value
         return Identity(id=ident, type=kind, roles=roles, attrs=attrs)
-
-
-def _words(value: Any) -> tuple[str, ...]:
-    """A list of strings, or a space-separated string, as a tuple of non-empty strings."""
-    if isinstance(value, str):
-        return tuple(value.split())
-    if isinstance(value, list | tuple):
-        return tuple(v for v in value if isinstance(v, str) and v)
-    return ()

@@ -6,7 +6,6 @@ from typing import TYPE_CHECKING
 
 from starlette.middleware import Middleware
 
-from apcore_a2a.auth.access import AgentAccess
 from apcore_a2a.auth.api_key import APIKeyAuthenticator, parse_api_key_entries
 from apcore_a2a.auth.authenticator import AnyAuthenticator, Authenticator
 from apcore_a2a.auth.cors import cors_middleware
@@ -102,7 +101,8 @@ def security_middleware(
             require_auth=settings.require_auth,
             ops_public=settings.ops_details_public,
             max_body_bytes=settings.max_body_bytes,
-            access=AgentAccess.from_settings(settings),
+            required_roles=settings.required_roles,
+            required_scopes=settings.required_scopes,
         )
         if authenticator is not None
         else None

@@ -28,12 +28,14 @@ from a2a.utils.errors import JSON_RPC_ERROR_CODE_MAP, A2AError
 from starlette.datastructures import Headers
 
 from apcore_a2a import errors
-from apcore_a2a.auth.access import AgentAccess, Gate
+from apcore_a2a.auth.access import Gate
 from apcore_a2a.classify import RequestInfo, Routes, request_info
 from apcore_a2a.errors import PermissionDeniedError, UnauthenticatedError
 from apcore_a2a.execution.identity import IDENTITY_SCOPE_KEY
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from apcore import Identity
     from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -83,9 +85,9 @@ class AuthMiddleware:
     credentials get ``401`` with ``WWW-Authenticate`` and a fixed body; nothing from the
     credential is echoed or logged above DEBUG. With ``require_auth=False`` A2A requests
     *without* credentials pass as anonymous, but bad credentials are still rejected and
-    the extended agent card still requires authentication. *access* (roles, scopes) is
-    required of every A2A caller: an authenticated caller without it gets ``403``, an
-    anonymous one ``401``.
+    the extended agent card still requires authentication. Every A2A caller needs one of
+    *required_roles* and all *required_scopes*: without them an authenticated caller gets
+    ``403``, an anonymous one ``401``.
 
     Example::
 
@@ -102,11 +104,12 @@ class AuthMiddleware:
         require_auth: bool = True,
         ops_public: bool = False,
         max_body_bytes: int = 10 * 1024 * 1024,
-        access: AgentAccess | None = None,
+        required_roles: Sequence[str] = (),
+        required_scopes: Sequence[str] = (),
     ) -> None:
         errors.register()  # the SDK's tables know the codes of the refusals below
         self.app = app
-        self.gate = Gate(authenticator, access)
+        self.gate = Gate(authenticator, roles=required_roles, scopes=required_scopes)
         self.require_auth = require_auth
         self.ops_public = ops_public
         self.max_body = max_body_bytes

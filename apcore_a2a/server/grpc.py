@@ -33,7 +33,7 @@ from apcore_a2a.adapters.file_bytes import (
     proto_request_to_sdk,
     proto_response_to_wire,
 )
-from apcore_a2a.auth.access import AgentAccess, Gate
+from apcore_a2a.auth.access import Gate
 from apcore_a2a.execution.identity import IdentityUser
 from apcore_a2a.push.bodies import PROTOCOL_VERSION_STATE_KEY
 from apcore_a2a.server.conformance import grpc_version_error
@@ -382,11 +382,12 @@ class GrpcServer:
         if self._server is not None:
             return
         errors.register()
+        s = self.settings
         v1 = GrpcHandler(self.handler, context_builder=GrpcCallContextBuilder("1.0"))
         v03 = CompatGrpcHandler(self.handler, context_builder=GrpcCallContextBuilder("0.3"))
         interceptor = _A2AInterceptor(
             {SERVICE_V1: v1.abort_context, SERVICE_V0_3: v03.abort_context},
-            Gate(self.authenticator, AgentAccess.from_settings(self.settings))
+            Gate(self.authenticator, roles=s.required_roles, scopes=s.required_scopes)
             if self.authenticator
             else None,
             self.settings.require_auth,
