@@ -137,7 +137,7 @@ class A2AServerFactory:
             description=s.description,
             version=version,
             bindings=bindings,
-            streaming=True,
+            streaming=s.streaming,
             push_notifications=s.push_notifications,
             extra_extensions=push_card_extensions(s),
             security_schemes=schemes,

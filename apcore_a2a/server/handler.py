@@ -6,6 +6,7 @@
   :class:`~apcore_a2a.errors.TaskBusyError` at once (see ``storage/turns.py``).
 * **Unfinished tasks per caller** are capped (``server/task_quota.py``).
 * The not-cancelable error names the task's state.
+* A message asking for push notifications of an agent without them is refused.
 * **Fewer writes for blocking calls**: a blocking ``SendMessage`` is marked so that the
   states its task passes through wait in memory (``storage/deferred.py``), and the id a
   request makes up for a new task is known to have nothing stored yet
@@ -34,7 +35,11 @@ from a2a.types import (
     Task,
     TaskState,
 )
-from a2a.utils.errors import TaskNotCancelableError, UnsupportedOperationError
+from a2a.utils.errors import (
+    PushNotificationNotSupportedError,
+    TaskNotCancelableError,
+    UnsupportedOperationError,
+)
 
 from apcore_a2a.errors import TaskBusyError
 from apcore_a2a.execution.executor import BLOCKING_STATE_KEY
@@ -151,6 +156,10 @@ class ApCoreRequestHandler(DefaultRequestHandler):
             yield event
 
     async def _take_turn(self, params: SendMessageRequest, context: ServerCallContext) -> None:
+        push = params.configuration.HasField("task_push_notification_config")
+        if push and not self._agent_card.capabilities.push_notifications:
+            # Spec §3.3.4; the SDK would store the config and never deliver to it.
+            raise PushNotificationNotSupportedError
         task_id = params.message.task_id
         if not task_id:
             await self._quota.check(context, self._task_lookup)
