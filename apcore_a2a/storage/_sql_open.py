@@ -49,6 +49,7 @@ def open_sql_stores(
     from ._sql_backend import SqlBackend
     from .cluster_deferred import DeferredClusterWrites
     from .deferred import DeferredWrites
+    from .quota_slots import SqlQuotaSlots
 
     if settings.push_encryption_key:
         try:
@@ -96,6 +97,7 @@ def open_sql_stores(
             event_stream=event_stream,
             engine=engine,
             turns=SqlTurnClaims(engine),
+            quota_slots=SqlQuotaSlots(engine, registry),
             _backend=backend,
         )
     plain = DatabaseTaskStore(engine)
