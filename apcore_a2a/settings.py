@@ -259,6 +259,13 @@ class Settings(SettingsBase):
     auth_require_exp: bool = setting(
         True, "JWT_REQUIRE_EXP", "auth.require_exp", "refuse JWTs without an exp claim"
     )
+    auth_max_token_lifetime: float = setting(
+        0.0,
+        "JWT_MAX_TOKEN_LIFETIME",
+        "auth.max_token_lifetime",
+        "refuse JWTs expiring more than SECONDS ahead (0 = no maximum)",
+        ge=0,
+    )
     auth_jwks_cache_seconds: float = setting(
         300.0,
         "JWT_JWKS_CACHE_SECONDS",
