@@ -3,9 +3,10 @@
 One caller must not fill the task store for everybody (parked ``input-required`` tasks
 stay until someone answers them). A request for a new task first takes one of its
 caller's slots (``server/limits.py``; the caller key is the task owner, or
-``ip:<address>`` for anonymous callers, as for the stream quota): the slot is the
-request's until the task's first save, then the task's until a save in a final state.
-A request that ends without saving a task gives its slot back. Taking the slot is atomic,
+``ip:<address>`` for anonymous callers, as for the stream quota). The slot is the
+request's while it runs; a task the request leaves unfinished keeps it (renamed to the
+task id) until a save in a final state, wherever that happens; otherwise the slot is
+given back when the task finishes or the request ends. Taking the slot is atomic,
 so concurrent requests can never overshoot the quota; in cluster mode the slots are in
 the shared database, so the quota is the agent's, not one replica's.
 
@@ -37,8 +38,9 @@ logger = logging.getLogger("apcore_a2a.server")
 
 #: ``ServerCallContext.state`` key holding the caller key of the request
 CALLER_STATE_KEY = "apcore_a2a.caller"
-#: ``ServerCallContext.state`` key of the slot a new-task request holds until its first save
+#: ``ServerCallContext.state`` keys of the slot a new-task request holds, and of its task
 _SLOT_STATE_KEY = "apcore_a2a.task_slot"
+_TASK_STATE_KEY = "apcore_a2a.task_slot_task"
 #: Seconds a caller over its quota is told to wait (tasks finish or time out meanwhile).
 RETRY_AFTER = 30
 #: Seconds between two checks of one caller's counted tasks against the store.
@@ -112,30 +114,42 @@ class TaskQuota:
 
     async def _settle(self, context: ServerCallContext) -> None:
         holder = context.state.pop(_SLOT_STATE_KEY, None)
-        if isinstance(holder, str):
-            await asyncio.shield(self.slots.give_back(_SCOPE, holder))
+        task_id = context.state.pop(_TASK_STATE_KEY, None)
+        if not isinstance(holder, str):
+            return
+        if isinstance(task_id, str):
+            # The request made a task that is still unfinished: the slot is the task's now.
+            update = self._apply(task_id, "rename", holder, task_id)
+        else:
+            update = self._apply(holder, "give_back", holder)
+        if update is not None:
+            await asyncio.shield(update)
 
     def saved(self, task: Task, context: ServerCallContext) -> None:
         """Follow one save of *task* (a ``storage.observed`` listener)."""
         if not self.limit:
             return
-        holder = context.state.pop(_SLOT_STATE_KEY, None)
+        holder = context.state.get(_SLOT_STATE_KEY)
         finished = task.status.state not in _UNFINISHED
-        if not isinstance(holder, str):
-            if finished:  # wherever the task was counted: its slot is free
-                self._apply(task.id, "give_back", task.id)
-        elif finished:
-            self._apply(task.id, "give_back", holder)
-        else:
-            self._apply(task.id, "rename", holder, task.id)
+        if isinstance(holder, str):
+            # The request that made the task is still running: the slot changes hands
+            # when it ends (most blocking calls finish first and never rename it).
+            if finished:
+                del context.state[_SLOT_STATE_KEY]
+                context.state.pop(_TASK_STATE_KEY, None)
+                self._apply(task.id, "give_back", holder)
+            else:
+                context.state[_TASK_STATE_KEY] = task.id
+        elif finished:  # wherever the task was counted: its slot is free
+            self._apply(task.id, "give_back", task.id)
 
-    def _apply(self, task_id: str, op: str, *args: str) -> None:
+    def _apply(self, task_id: str, op: str, *args: str) -> asyncio.Future[None] | None:
         if isinstance(self.slots, LocalSlots):
-            # Nothing awaits in local slots: applied now, in the saving coroutine.
+            # Nothing awaits in local slots: applied now, in the calling coroutine.
             getattr(self.slots, f"{op}_now")(_SCOPE, *args)
-            return
-        # A listener must not block: the database update runs beside the save, after
-        # the task's previous update.
+            return None
+        # A save listener must not block: the database update runs beside the save,
+        # after the task's previous update.
         call: Awaitable[None] = getattr(self.slots, op)(_SCOPE, *args)
         before = self._updates.get(task_id)
 
@@ -155,6 +169,7 @@ class TaskQuota:
                 del self._updates[task_id]
 
         update.add_done_callback(done)
+        return update
 
     async def _recheck(self, caller: str, context: ServerCallContext, lookup: TaskLookup) -> bool:
         """Free the slots of *caller*'s tasks that ended unseen; whether any was."""
