@@ -185,3 +185,47 @@ async def test_fifty_concurrent_streams_against_a_quota_of_three(kind: str, tmp_
                 cancel["params"] = {"id": task_id}
                 await http.post(urls[0] + "/", json=cancel, headers={"A2A-Version": "1.0"})
         assert len(opened) == QUOTA, f"{len(opened)} of {ATTEMPTS} streams opened"
+
+
+async def test_slots_freed_on_one_replica_serve_the_other(tmp_path: Path) -> None:
+    """Quota 3 over two replicas: a task finished or canceled anywhere frees its slot for
+    the caller on either replica, and so does a slot one replica kept leased after a
+    blocking call (within a second or so)."""
+    journal = str(tmp_path / "journal.txt")
+
+    async def send(
+        http: httpx.AsyncClient, base: str, skill: str, data: dict[str, Any], **ids: str
+    ) -> Any:
+        url, headers, body = _call(base, "jsonrpc-1.0", skill, data, stream=False)
+        body["params"]["message"].update(ids)
+        return (await http.post(url, json=body, headers=headers)).json()
+
+    def state(answer: Any) -> str:
+        return str(answer["result"]["task"]["status"]["state"])
+
+    pay = {"journal": journal, "amount": 5}
+    with _deployment("replicas") as (a, b):
+        async with httpx.AsyncClient(timeout=60) as http:
+            parked = [(await send(http, a, "probe.pay", pay))["result"]["task"]["id"]]
+            parked += [(await send(http, a, "probe.pay", pay))["result"]["task"]["id"]]
+            parked += [(await send(http, a, "probe.pay", pay))["result"]["task"]["id"]]
+            assert (await send(http, b, "probe.pay", pay))["error"]["code"] == -32091
+            # Approved on B, a task taken on A finishes there: its slot is free.
+            done = await send(http, b, "probe.pay", {"approved": True}, taskId=parked[0])
+            assert state(done) == "TASK_STATE_COMPLETED"
+            assert state(await send(http, b, "probe.pay", pay)) == "TASK_STATE_INPUT_REQUIRED"
+            # Canceled on A: free for B.
+            cancel = {"jsonrpc": "2.0", "id": 1, "method": "CancelTask", "params": {}}
+            cancel["params"] = {"id": parked[1]}
+            await http.post(a + "/", json=cancel, headers={"A2A-Version": "1.0"})
+            # A blocking call on A takes the free slot and finishes; A keeps it leased
+            # for its next request, then lets it go: B is served after that.
+            work = {"journal": journal, "seconds": 0}
+            assert state(await send(http, a, "probe.work", work)) == "TASK_STATE_COMPLETED"
+            answer: Any = None
+            for _ in range(100):
+                answer = await send(http, b, "probe.pay", pay)
+                if "result" in answer:
+                    break
+                await asyncio.sleep(0.1)
+            assert state(answer) == "TASK_STATE_INPUT_REQUIRED", answer
