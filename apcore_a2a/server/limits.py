@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections import Counter
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
@@ -43,12 +42,9 @@ class LocalSlots:
         self._held: dict[tuple[str, str], set[str]] = {}
         self._subject: dict[tuple[str, str], str] = {}
 
-    def take_now(self, scope: str, subject: str, holder: str, limit: int | None) -> bool:
-        """Take a slot for *holder*; ``limit`` ``None`` takes one whatever is held."""
+    def take_now(self, scope: str, subject: str, holder: str, limit: int) -> bool:
         held = self._held.setdefault((scope, subject), set())
-        if limit is not None and len(held) >= limit:
-            if not held:
-                del self._held[(scope, subject)]
+        if len(held) >= limit:
             return False
         held.add(holder)
         self._subject[(scope, holder)] = subject
@@ -101,7 +97,7 @@ class StreamRefusal:
 
 
 class StreamLimiter:
-    """Counts open streams, in total and per caller key (read by ``/metrics``).
+    """Counts open streams (read by ``/metrics``) and takes per-caller stream slots.
 
     A caller key is the task owner for authenticated callers and ``ip:<address>`` for
     anonymous ones. ``per_caller`` 0 means no per-caller quota; its slots are kept in
@@ -115,7 +111,6 @@ class StreamLimiter:
         self.active = 0
         self.rejected = 0
         self._mine: dict[str, list[str]] = {}  # caller -> holders of its slots taken here
-        self._by_caller: Counter[str] = Counter()
 
     async def acquire(self, caller: str) -> StreamRefusal | None:
         """Take a slot for *caller*, or say why not (then nothing was taken)."""
@@ -135,17 +130,11 @@ class StreamLimiter:
                 self.rejected += 1
                 return StreamRefusal("caller", self.per_caller)
             self._mine.setdefault(caller, []).append(holder)
-        self._by_caller[caller] += 1
         return None
 
     async def release(self, caller: str) -> None:
         """Give back the slot *caller* took."""
         self.active -= 1
-        left = self._by_caller[caller] - 1
-        if left > 0:
-            self._by_caller[caller] = left
-        else:
-            del self._by_caller[caller]
         mine = self._mine.get(caller)
         if mine:
             holder = mine.pop()
@@ -153,7 +142,3 @@ class StreamLimiter:
                 del self._mine[caller]
             # Shielded: a stream torn down by a disconnect must still free its slot.
             await asyncio.shield(self.slots.give_back("stream", holder))
-
-    def held_by(self, caller: str) -> int:
-        """Streams *caller* holds in this process."""
-        return self._by_caller.get(caller, 0)
