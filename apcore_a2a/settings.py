@@ -262,6 +262,13 @@ class Settings(SettingsBase):
     )
     required_roles: Strings = setting((), "A2A_REQUIRED_ROLES", "auth.required_roles", "any of")
     required_scopes: Strings = setting((), "A2A_REQUIRED_SCOPES", "auth.required_scopes", "all of")
+    auth_max_token_lifetime: float = setting(
+        0.0,
+        "JWT_MAX_TOKEN_LIFETIME",
+        "auth.max_token_lifetime",
+        "refuse JWTs expiring more than SECONDS ahead (0 = no maximum)",
+        ge=0,
+    )
     auth_jwks_cache_seconds: float = setting(
         300.0,
         "JWT_JWKS_CACHE_SECONDS",

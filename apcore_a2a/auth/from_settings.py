@@ -41,6 +41,7 @@ def _bearer(settings: Settings) -> JWTAuthenticator:
             audience=settings.auth_audience or None,
             issuer=settings.auth_issuer or None,
             require_exp=settings.auth_require_exp,
+            max_lifetime=settings.auth_max_token_lifetime,
             jwks_cache_seconds=settings.auth_jwks_cache_seconds,
             jwks_refresh_cooldown=settings.auth_jwks_refresh_cooldown,
             jwks_timeout=settings.auth_jwks_timeout,

@@ -232,7 +232,7 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         if self._streams is None:
             return None
         caller = _caller(identity, context)
-        refusal = self._streams.acquire(caller)
+        refusal = await self._streams.acquire(caller)
         if refusal is None:
             return caller
         if refusal.scope == "agent":
@@ -301,7 +301,7 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
                 raise  # pragma: no cover - abort() always raises
             finally:
                 if caller is not None and self._streams is not None:
-                    self._streams.release(caller)
+                    await self._streams.release(caller)
 
         return call
 

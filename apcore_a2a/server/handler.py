@@ -108,7 +108,7 @@ class ApCoreRequestHandler(DefaultRequestHandler):
             # A push config hands the task id to a webhook before the answer: no deferring.
             if not params.configuration.HasField("task_push_notification_config"):
                 context.state[DEFER_STATE_KEY] = True
-        return await super().on_message_send(params, context)
+        return await self._quota.settle(context, super().on_message_send(params, context))
 
     async def on_message_send_stream(
         self, params: SendMessageRequest, context: ServerCallContext
@@ -117,12 +117,16 @@ class ApCoreRequestHandler(DefaultRequestHandler):
         ids = context.state.get(SSE_IDS_STATE_KEY)
         log, tap = self._event_log, self._tap
         if ids is None or log is None or tap is None:
-            async for event in super().on_message_send_stream(params, context):
+            async for event in self._quota.settle_stream(
+                context, super().on_message_send_stream(params, context)
+            ):
                 yield event
             return
         positions = context.state[_POSITIONS_STATE_KEY] = StreamPositions()
         try:
-            async for event in super().on_message_send_stream(params, context):
+            async for event in self._quota.settle_stream(
+                context, super().on_message_send_stream(params, context)
+            ):
                 version = positions.take(event)
                 if version is not None and positions.task_id is not None:
                     seq = await log.seq_at(positions.task_id, version)
@@ -162,7 +166,7 @@ class ApCoreRequestHandler(DefaultRequestHandler):
             raise PushNotificationNotSupportedError
         task_id = params.message.task_id
         if not task_id:
-            await self._quota.check(context, self._task_lookup)
+            await self._quota.reserve(context, self._task_lookup)
             return
         stored = await self._task_lookup(task_id, context)
         if stored is None:
