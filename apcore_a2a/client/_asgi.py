@@ -24,10 +24,8 @@ __all__ = ["ASGIApp", "DirectTransport"]
 #: ASGI scope extension marking a request made in the same process (no socket).
 IN_PROCESS_EXTENSION = "apcore_a2a.in_process"
 Message = MutableMapping[str, Any]
-ASGIApp = Callable[
-    [MutableMapping[str, Any], Callable[[], Awaitable[Message]], Callable[[Message], Awaitable[None]]],
-    Awaitable[None],
-]
+#: (scope, receive, send) -> None
+ASGIApp = Callable[[Any, Any, Any], Awaitable[None]]
 
 logger = logging.getLogger("apcore_a2a.client")
 _END = object()

@@ -107,6 +107,14 @@ def task(raw: Proto | Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def _update(ev: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "taskId": ev.get("taskId"),
+        "contextId": ev.get("contextId") or None,
+        "metadata": dict(ev.get("metadata") or {}),
+    }
+
+
 def event(raw: Proto, wire: Any = None) -> dict[str, Any] | None:
     """A ``StreamResponse`` / ``SendMessageResponse`` → client shape; ``None`` when empty.
 
@@ -117,21 +125,16 @@ def event(raw: Proto, wire: Any = None) -> dict[str, Any] | None:
         return task(obj["task"])
     if "message" in obj:
         return message(obj["message"])
-    common = lambda ev: {  # noqa: E731
-        "taskId": ev.get("taskId"),
-        "contextId": ev.get("contextId") or None,
-        "metadata": dict(ev.get("metadata") or {}),
-    }
     if "statusUpdate" in obj:
         ev, status = obj["statusUpdate"], _status(obj["statusUpdate"].get("status"))
         sent_final = isinstance(wire, Mapping) and wire.get("final") is True
         final = status["state"] in FINAL_STATES | INTERRUPTED_STATES or sent_final
-        return {"kind": "status-update", **common(ev), "status": status, "final": final}
+        return {"kind": "status-update", **_update(ev), "status": status, "final": final}
     if "artifactUpdate" in obj:
         ev = obj["artifactUpdate"]
         return {
             "kind": "artifact-update",
-            **common(ev),
+            **_update(ev),
             "artifact": _artifact(ev.get("artifact") or {}),
             "append": bool(ev.get("append")),
             "lastChunk": bool(ev.get("lastChunk")),

@@ -477,7 +477,9 @@ class A2AClient:
             if history_length < 0:
                 raise ValueError("history_length must be >= 0")
             request.history_length = history_length
-        result, _ = await self._call("GetTask", request, lambda t, c: t.get_task(request, context=c))
+        result, _ = await self._call(
+            "GetTask", request, lambda t, c: t.get_task(request, context=c)
+        )
         return shape.task(result)
 
     async def cancel_task(self, task_id: str) -> dict[str, Any]:
