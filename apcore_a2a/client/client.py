@@ -10,19 +10,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Mapping
 from types import TracebackType
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 import httpx
-from a2a.client.client import ClientCallContext
 from a2a.client.transports.base import ClientTransport
 from a2a.client.transports.jsonrpc import JsonRpcTransport
 from a2a.compat.v0_3.jsonrpc_transport import CompatJsonRpcTransport
 from a2a.types import a2a_pb2 as pb
-from asgi_lifespan import LifespanManager
-from asgi_lifespan._exceptions import LifespanNotSupported
+from asgi_lifespan import LifespanManager, LifespanNotSupported
 from google.protobuf.json_format import MessageToDict, ParseDict
 from google.protobuf.message import Message as Proto
 
@@ -46,9 +44,20 @@ __all__ = ["A2AClient"]
 
 AuthInput = str | httpx.Auth | tuple[str, str] | None
 Protocol = Literal["auto", "1.0", "0.3"]
-T = TypeVar("T")
-Invoke = Callable[[ClientTransport, ClientCallContext], Awaitable[T]]
-Opener = Callable[[ClientTransport, ClientCallContext], AsyncIterator[pb.StreamResponse]]
+#: A2A method -> the SDK transport's method
+_SDK_METHODS = {
+    "SendMessage": "send_message",
+    "SendStreamingMessage": "send_message_streaming",
+    "GetTask": "get_task",
+    "CancelTask": "cancel_task",
+    "ListTasks": "list_tasks",
+    "SubscribeToTask": "subscribe",
+    "CreateTaskPushNotificationConfig": "create_task_push_notification_config",
+    "GetTaskPushNotificationConfig": "get_task_push_notification_config",
+    "ListTaskPushNotificationConfigs": "list_task_push_notification_configs",
+    "DeleteTaskPushNotificationConfig": "delete_task_push_notification_config",
+    "GetExtendedAgentCard": "get_extended_agent_card",
+}
 #: The 1.0 transport answers GetExtendedAgentCard from the card it was given unless that
 #: card says there is an extended one; the client always asks the agent.
 _ASK_FOR_EXTENDED = pb.AgentCard(capabilities=pb.AgentCapabilities(extended_agent_card=True))
@@ -113,42 +122,34 @@ def select_endpoint(
     return "0.3", v03[0] if v03 else base_url
 
 
-async def _fail_loudly(app: ASGIApp, scope: Any, receive: Any, send: Any) -> None:
-    # asgi-lifespan waits for a "complete" message only; an app reporting
-    # lifespan.startup.failed and returning would hang it until the timeout.
-    async def checked_send(message: Any) -> None:
-        if str(message.get("type", "")).endswith(".failed"):
-            raise RuntimeError(message.get("message") or "the app failed to start")
-        await send(message)
+def _failing_loudly(app: ASGIApp) -> ASGIApp:
+    """*app*, raising when it reports ``lifespan.startup.failed``: asgi-lifespan waits for
+    a "complete" message only, so an app that reports the failure and returns would hang
+    it until the timeout."""
 
-    await app(scope, receive, checked_send)
+    async def wrapped(scope: Any, receive: Any, send: Any) -> None:
+        async def checked_send(message: Any) -> None:
+            if str(message.get("type", "")).endswith(".failed"):
+                raise RuntimeError(message.get("message") or "the app failed to start")
+            await send(message)
+
+        await app(scope, receive, checked_send)
+
+    return wrapped
 
 
 class A2AClient:
-    """An async client for one A2A agent.
+    """An async client for one A2A agent (docs/client.md has the whole contract).
 
-    ``url`` is the agent's base URL (its card lives under ``/.well-known/``). With
-    ``protocol="auto"`` the card decides the wire version: 1.0 when it declares a 1.0
-    JSON-RPC interface, else 0.3. ``auth`` is a bearer token string, an ``httpx.Auth``
-    or a ``(user, password)`` pair; ``headers`` are sent with every request (e.g. an API
-    key). Pass ``app=`` to talk to an ASGI app in this process without any socket
-    ("direct mode"); the client then runs the app's lifespan unless ``lifespan=False``.
-
-    The client calls the interface URLs the card names only when they have the origin
-    (scheme, host, port) of ``url``; another origin -- including ``http`` under an
-    ``https`` agent -- raises :class:`~apcore_a2a.client.errors.CrossOriginEndpointError`
-    unless ``allow_other_origins=True``. Credentials (``auth`` and ``headers``) are only
-    ever sent to the origin of ``url``.
-
-    With ``verify_card=True`` every card (public and extended) must carry a signature that
-    the a2a-sdk's verifier accepts with the agent's ``/.well-known/jwks.json`` -- or with
-    ``card_keys`` (a JWKS, a JWK or a PEM public key; giving them implies verification) --
-    else :class:`~apcore_a2a.client.errors.CardVerificationError`. The card the client then
-    uses (and :meth:`discover` returns) is the signed view: the A2A 1.0 fields only.
-
-    All results are plain dicts in one shape whatever the wire version (see
-    docs/client.md). Errors are :class:`~apcore_a2a.client.errors.A2AClientError`
-    subclasses.
+    ``url`` is the agent's base URL. ``protocol="auto"`` lets the card decide the wire
+    version (1.0 when it declares a 1.0 JSON-RPC interface, else 0.3). ``auth`` is a
+    bearer token, an ``httpx.Auth`` or a ``(user, password)`` pair; ``headers`` go with
+    every request. ``app=`` calls an ASGI app in this process without any socket, running
+    its lifespan unless ``lifespan=False``. Interface URLs of another origin than ``url``'s
+    raise :class:`CrossOriginEndpointError` unless ``allow_other_origins=True``, and never
+    get the credentials. ``verify_card=True`` (or ``card_keys``) requires a valid card
+    signature. Results are plain dicts in one shape whatever the wire version; errors are
+    :class:`A2AClientError` subclasses.
 
     Example::
 
@@ -200,17 +201,10 @@ class A2AClient:
             transport=self._direct,
             event_hooks={"response": [on_response]},
         )
-        self._verifier = (
-            CardVerifier(self._http, self._base, card_keys)
-            if verify_card or card_keys is not None
-            else None
-        )
-        self._cards = AgentCardFetcher(
-            self._http,
-            self._base,
-            ttl=card_ttl,
-            verify=self._verifier.verify if self._verifier is not None else None,
-        )
+        verifying = verify_card or card_keys is not None
+        self._verifier = CardVerifier(self._http, self._base, card_keys) if verifying else None
+        verify = self._verifier.verify if self._verifier is not None else None
+        self._cards = AgentCardFetcher(self._http, self._base, ttl=card_ttl, verify=verify)
         self._pinned: tuple[str, str] | None = None
         self._started = False
         self._closed = False
@@ -257,12 +251,7 @@ class A2AClient:
         async with self._start_lock:
             if self._started or self._app is None or self._direct is None:
                 return
-            app = self._app
-
-            async def checked(scope: Any, receive: Any, send: Any) -> None:
-                await _fail_loudly(app, scope, receive, send)
-
-            manager = LifespanManager(checked, self._timeout, self._timeout)
+            manager = LifespanManager(_failing_loudly(self._app), self._timeout, self._timeout)
             try:
                 await manager.__aenter__()
             except LifespanNotSupported:
@@ -319,27 +308,30 @@ class A2AClient:
             headers["Last-Event-ID"] = last_event_id
         return headers
 
-    async def _call(self, method: str, request: Proto, invoke: Invoke[T]) -> tuple[T, Any]:
+    async def _call(self, method: str, request: Proto) -> tuple[Any, Any]:
         """Run one SDK call; return its result and the ``result`` as received."""
         version, url = await self._endpoint()
         headers = self._headers(version)
         with a2a_call(method, version, url, MessageToDict(request), headers) as seen:
             call = Call(seen)
+            invoke = getattr(self._transport(version, url), _SDK_METHODS[method])
             with translated(method, url), current(call):
-                result = await invoke(self._transport(version, url), context(headers))
+                result = await invoke(request, context=context(headers))
             return result, call.wire
 
     async def _events(
-        self, method: str, request: Proto, open_stream: Opener, call: Call, resume: bool
+        self, method: str, request: Proto, call: Call, resume: bool
     ) -> AsyncIterator[dict[str, Any]]:
         """One SDK stream as client events, up to a final one."""
         version, url = await self._endpoint()
         headers = self._headers(version, call.event_id if resume else None)
         with a2a_call(method, version, url, MessageToDict(request), headers) as seen:
             call.seen = seen
+            open_stream = getattr(self._transport(version, url), _SDK_METHODS[method])
             with translated(method, url):
-                stream = open_stream(self._transport(version, url), context(headers))
-                async with contextlib.aclosing(stream):  # type: ignore[type-var]
+                async with contextlib.aclosing(
+                    open_stream(request, context=context(headers))
+                ) as stream:
                     while True:
                         with current(call):
                             try:
@@ -358,7 +350,7 @@ class A2AClient:
         task_id: str | None,
         last_event_id: str | None,
         max_retries: int,
-        first: tuple[str, Proto, Opener] | None = None,
+        first: pb.SendMessageRequest | None = None,
     ) -> AsyncIterator[dict[str, Any]]:
         """Events of a subscription to *task_id* (or of the message stream *first*
         opens), resumed by subscription after the last SSE id seen whenever the
@@ -368,11 +360,11 @@ class A2AClient:
         failures = 0
         while True:
             if first is None:
-                request = pb.SubscribeToTaskRequest(id=task_id)
-                first_call = ("SubscribeToTask", request, _subscribe(request))
-            method, request, opener = first or first_call
+                method, request = "SubscribeToTask", pb.SubscribeToTaskRequest(id=task_id)
+            else:
+                method, request = "SendStreamingMessage", first
             try:
-                async for event in self._events(method, request, opener, call, first is None):
+                async for event in self._events(method, request, call, first is None):
                     failures = 0
                     if task_id is None:
                         task_id = event["id"] if event["kind"] == "task" else event["taskId"]
@@ -432,9 +424,7 @@ class A2AClient:
         request = self._send_request(
             message, metadata, context_id, task_id, skill_id, return_immediately
         )
-        result, wire = await self._call(
-            "SendMessage", request, lambda t, c: t.send_message(request, context=c)
-        )
+        result, wire = await self._call("SendMessage", request)
         event = shape.event(result, wire)
         if event is None or event["kind"] not in ("task", "message"):
             raise InvalidAgentResponseError(f"agent returned an invalid send result: {wire!r:.200}")
@@ -463,11 +453,7 @@ class A2AClient:
         if max_retries < 0:
             raise ValueError("max_retries must be 0 or more")
         request = self._send_request(message, metadata, context_id, task_id, skill_id, False)
-
-        def opener(t: ClientTransport, c: ClientCallContext) -> AsyncIterator[pb.StreamResponse]:
-            return t.send_message_streaming(request, context=c)
-
-        return self._resumable(None, None, max_retries, ("SendStreamingMessage", request, opener))
+        return self._resumable(None, None, max_retries, request)
 
     # -- tasks -------------------------------------------------------------------------
     async def get_task(self, task_id: str, history_length: int | None = None) -> dict[str, Any]:
@@ -477,17 +463,13 @@ class A2AClient:
             if history_length < 0:
                 raise ValueError("history_length must be >= 0")
             request.history_length = history_length
-        result, _ = await self._call(
-            "GetTask", request, lambda t, c: t.get_task(request, context=c)
-        )
+        result, _ = await self._call("GetTask", request)
         return shape.task(result)
 
     async def cancel_task(self, task_id: str) -> dict[str, Any]:
         """Ask the agent to cancel the task; return the task as the agent reports it."""
         request = pb.CancelTaskRequest(id=_require_id(task_id, "task_id"))
-        result, _ = await self._call(
-            "CancelTask", request, lambda t, c: t.cancel_task(request, context=c)
-        )
+        result, _ = await self._call("CancelTask", request)
         return shape.task(result)
 
     async def list_tasks(
@@ -520,9 +502,7 @@ class A2AClient:
         if status:
             name = status.upper().replace("-", "_").removeprefix("TASK_STATE_")
             request.status = pb.TaskState.Value("TASK_STATE_" + name)
-        result, _ = await self._call(
-            "ListTasks", request, lambda t, c: t.list_tasks(request, context=c)
-        )
+        result, _ = await self._call("ListTasks", request)
         return shape.tasks(result)
 
     def resubscribe(
@@ -549,11 +529,7 @@ class A2AClient:
             build_push_config(_require_id(task_id, "task_id"), config),
             pb.TaskPushNotificationConfig(),
         )
-        result, wire = await self._call(
-            "CreateTaskPushNotificationConfig",
-            request,
-            lambda t, c: t.create_task_push_notification_config(request, context=c),
-        )
+        result, wire = await self._call("CreateTaskPushNotificationConfig", request)
         return shape.push_config(result, wire)
 
     async def get_push_config(self, task_id: str, config_id: str) -> dict[str, Any]:
@@ -561,21 +537,13 @@ class A2AClient:
         request = pb.GetTaskPushNotificationConfigRequest(
             task_id=_require_id(task_id, "task_id"), id=_require_id(config_id, "config_id")
         )
-        result, wire = await self._call(
-            "GetTaskPushNotificationConfig",
-            request,
-            lambda t, c: t.get_task_push_notification_config(request, context=c),
-        )
+        result, wire = await self._call("GetTaskPushNotificationConfig", request)
         return shape.push_config(result, wire)
 
     async def list_push_configs(self, task_id: str) -> list[dict[str, Any]]:
         """Return every push config of a task."""
         request = pb.ListTaskPushNotificationConfigsRequest(task_id=_require_id(task_id, "task_id"))
-        result, wire = await self._call(
-            "ListTaskPushNotificationConfigs",
-            request,
-            lambda t, c: t.list_task_push_notification_configs(request, context=c),
-        )
+        result, wire = await self._call("ListTaskPushNotificationConfigs", request)
         wired = (wire.get("configs") if isinstance(wire, Mapping) else wire) or []
         wired = wired if isinstance(wired, list) else []
         return [
@@ -588,29 +556,14 @@ class A2AClient:
         request = pb.DeleteTaskPushNotificationConfigRequest(
             task_id=_require_id(task_id, "task_id"), id=_require_id(config_id, "config_id")
         )
-        await self._call(
-            "DeleteTaskPushNotificationConfig",
-            request,
-            lambda t, c: t.delete_task_push_notification_config(request, context=c),
-        )
+        await self._call("DeleteTaskPushNotificationConfig", request)
 
     async def get_extended_card(self) -> dict[str, Any]:
         """Return the agent's extended (authenticated) card as served."""
         request = pb.GetExtendedAgentCardRequest()
-        _, card = await self._call(
-            "GetExtendedAgentCard",
-            request,
-            lambda t, c: t.get_extended_agent_card(request, context=c),
-        )
+        _, card = await self._call("GetExtendedAgentCard", request)
         if not isinstance(card, dict):
             raise InvalidAgentResponseError("the extended card is not an object")
         if self._verifier is not None:
             return await self._verifier.verify(card)
         return card
-
-
-def _subscribe(request: pb.SubscribeToTaskRequest) -> Opener:
-    def opener(t: ClientTransport, c: ClientCallContext) -> AsyncIterator[pb.StreamResponse]:
-        return t.subscribe(request, context=c)
-
-    return opener
