@@ -87,7 +87,7 @@ async def on_response(response: httpx.Response) -> None:
     """httpx response hook: raise the typed error of a failed A2A call before the
     transport reads the reply; tap an SSE body (see the module docstring)."""
     call = _current.get()
-    if call is None:  # not an A2A call (card, key set)
+    if call is None or response.request.method != "POST":  # not an A2A call (card, keys)
         return
     if not response.is_success:
         text = (await response.aread()).decode(errors="replace")[:200].strip()
