@@ -24,10 +24,13 @@ first chunk only, until it settles.
 
 from __future__ import annotations
 
+from typing import cast
+
 from a2a.server.cluster import StoredTask, TaskVersion, VersionedDatabaseTaskStore
 from a2a.server.context import ServerCallContext
 from a2a.server.events.event_queue import Event
 from a2a.server.models import TaskEventModel
+from a2a.server.tasks import DatabaseTaskStore
 from a2a.types import (
     Artifact,
     ListTasksRequest,
@@ -51,6 +54,10 @@ _RUNNING = frozenset({TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKI
 class ChunkedTaskStore(VersionedDatabaseTaskStore):
     """``VersionedDatabaseTaskStore`` keeping appended chunks in the event log only."""
 
+    @property
+    def _sql(self) -> DatabaseTaskStore:
+        return cast("DatabaseTaskStore", self.as_task_store)
+
     async def save(
         self,
         task: Task,
@@ -65,7 +72,7 @@ class ChunkedTaskStore(VersionedDatabaseTaskStore):
             if isinstance(event, TaskArtifactUpdateEvent) and event.append:
                 _take_out(task, event)
         elif any(IN_LOG in a.metadata for a in task.artifacts):
-            await self._put_back(task, self.as_task_store.owner_resolver(context), None)
+            await self._put_back(task, self._sql.owner_resolver(context), None)
         return await super().save(
             task, event=event, prev=prev, prev_version=prev_version, context=context
         )
@@ -74,14 +81,14 @@ class ChunkedTaskStore(VersionedDatabaseTaskStore):
         """The task with its version, its streamed artifacts whole as of that version."""
         stored = await super().get(task_id, context)
         if stored is not None and any(IN_LOG in a.metadata for a in stored.task.artifacts):
-            owner = self.as_task_store.owner_resolver(context)
+            owner = self._sql.owner_resolver(context)
             await self._put_back(stored.task, owner, stored.version)
         return stored
 
     async def list(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
         """The caller's tasks (SDK semantics), streamed artifacts whole."""
         found = await super().list(params, context)
-        owner = self.as_task_store.owner_resolver(context)
+        owner = self._sql.owner_resolver(context)
         for task in found.tasks:
             if any(IN_LOG in a.metadata for a in task.artifacts):
                 await self._put_back(task, owner, None)
@@ -90,7 +97,7 @@ class ChunkedTaskStore(VersionedDatabaseTaskStore):
     async def peek(self, task_id: str, context: ServerCallContext) -> StoredTask | None:
         """The task's id, context and status only (no artifacts, no history), or ``None``:
         what a resuming subscription needs, without reading a long output."""
-        db = self.as_task_store
+        db = self._sql
         model = db.task_model
         stmt = select(model.context_id, model.status, model.protocol_version).where(
             and_(model.id == task_id, model.owner == db.owner_resolver(context))
@@ -115,7 +122,7 @@ class ChunkedTaskStore(VersionedDatabaseTaskStore):
             .where(and_(events.task_id == task.id, events.owner == owner))
             .order_by(events.seq)
         )
-        async with self.as_task_store.async_session_maker() as session:
+        async with self._sql.async_session_maker() as session:
             rows = await session.stream(stmt.execution_options(yield_per=256))
             async for version, data in rows:
                 if upto is not None and TaskVersion(version).is_after(upto):

@@ -8,7 +8,6 @@ goes on from B with ``Last-Event-ID``.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import time
 from collections.abc import Iterator
@@ -107,7 +106,9 @@ async def test_a_streamed_output_is_stored_about_twice_not_once_per_chunk() -> N
             async with http.stream("POST", a + "/", json=body) as response:
                 async for _id, payload in sse_frames(response):
                     update = payload["result"].get("artifactUpdate")
-                    output += sum(len(p["text"]) for p in update["artifact"]["parts"]) if update else 0
+                    output += (
+                        sum(len(p["text"]) for p in update["artifact"]["parts"]) if update else 0
+                    )
         [(after,)] = await _sql(url, f"SELECT {tables}")
     assert output == 100 * 4096
     # The chunks once as events, once in the finished row (TOAST pages round up): each
