@@ -7,10 +7,10 @@ and the time per chunk grow with the chunks already sent. In cluster mode every 
 also stored on its own in ``task_events``, so the chunks need no second home while the
 task runs. :class:`ChunkedTaskStore` is the SDK's versioned SQL store where
 
-* a save of an appended chunk of a running task takes the chunk's parts back out of the
-  task (the very object the SDK keeps in memory, so its snapshot stays small too) and
-  marks the artifact (:data:`IN_LOG`) in the row it writes; the chunk itself is stored
-  once, as its event, in the same transaction as before;
+* a save of an appended chunk of a running task empties the artifact (each of its parts
+  is an event) in the task it is given -- the very object the SDK keeps in memory, so its
+  snapshot and the copies it makes stay small too -- and marks it (:data:`IN_LOG`); the
+  chunk itself is stored once, as its event, in the same transaction as before;
 * a read (``get``, ``list``) puts the marked artifacts back together from the task's
   events up to the version it read: on any replica, ``GetTask`` shows every chunk stored
   so far (a chunk is stored before any client sees it);
@@ -18,8 +18,9 @@ task runs. :class:`ChunkedTaskStore` is the SDK's versioned SQL store where
   them back too, so a settled task's row holds its whole artifact, written once.
 
 A stream of *n* bytes thus writes its chunks twice (events, then the final row), plus a
-small row per chunk. Replicas without this store read such a running task with its
-first chunk only, until it settles.
+small row per chunk. While the task runs, whoever reads the SDK's in-memory task rather
+than the store (0.3 push bodies, :mod:`apcore_a2a.push.snapshots`) sees the streamed
+artifact empty and marked; so do replicas of older versions reading the row.
 """
 
 from __future__ import annotations
