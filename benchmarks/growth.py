@@ -191,19 +191,62 @@ async def _pg_bytes(database: str) -> int:
 
 
 async def _wal_lsn() -> str:
-    return str(await _pg("SELECT pg_current_wal_insert_lsn()::text"))
+    return str(await _pg("SELECT pg_current_wal_flush_lsn()::text"))
 
 
-async def _wal_bytes(database: str, start: str, end: str) -> int:
-    """WAL bytes of records touching *database*'s relations between two LSNs."""
-    oid = await _pg(f"SELECT oid FROM pg_database WHERE datname = '{database}'")
-    await _pg("CREATE EXTENSION IF NOT EXISTS pg_walinspect", database)
-    total = await _pg(
-        "SELECT coalesce(sum(record_length), 0) FROM "
-        f"pg_get_wal_records_info('{start}', '{end}') WHERE block_ref LIKE '%/{oid}/%'",
-        database,
-    )
-    return int(total)
+class WalMeter:
+    """WAL bytes of the records that touch *database*'s relations, read as they come.
+
+    Read every half second: a busy shared server recycles WAL segments soon after a
+    checkpoint, so reading them all at the end may find them gone.
+    """
+
+    def __init__(self, database: str) -> None:
+        self.database = database
+        self.total = 0
+        self._stop = asyncio.Event()
+
+    async def run(self) -> None:
+        database = self.database
+        oid = await _pg(f"SELECT oid FROM pg_database WHERE datname = '{database}'")
+        await _pg("CREATE EXTENSION IF NOT EXISTS pg_walinspect", database)
+        start = await _wal_lsn()
+        while True:
+            stopping = self._stop.is_set()
+            end = await _wal_lsn()
+            self.total += (
+                0
+                if end == start
+                else int(
+                    await _pg(
+                        "SELECT coalesce(sum(record_length), 0) FROM pg_get_wal_records_info("
+                        f"'{start}', '{end}') WHERE block_ref LIKE '%/{oid}/%'",
+                        database,
+                    )
+                )
+            )
+            start = end
+            if stopping:
+                return
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), 0.5)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+async def _metered_stream(
+    base: str, chunks: int, meter: WalMeter | None
+) -> tuple[str, list[float], int]:
+    if meter is None:
+        return await _stream(base, chunks)
+    running = asyncio.create_task(meter.run())
+    await asyncio.sleep(0.5)  # the meter has its starting point
+    try:
+        return await _stream(base, chunks)
+    finally:
+        meter.stop()
+        await running
 
 
 def _sqlite_bytes(url: str) -> int:
@@ -217,14 +260,13 @@ def measure_stream(backend: str, mb: float, folder: Path) -> StreamRow:
     with _store(backend, folder) as (url, database):
         with _server(url) as (base, _pid):
             before = _sqlite_bytes(url) if database is None else asyncio.run(_pg_bytes(database))
-            lsn = asyncio.run(_wal_lsn()) if database is not None else ""
+            meter = WalMeter(database) if database is not None else None
             start = time.perf_counter()
-            _task, arrivals, row.output = asyncio.run(_stream(base, chunks))
+            _task, arrivals, row.output = asyncio.run(_metered_stream(base, chunks, meter))
             row.seconds = time.perf_counter() - start
-            if database is not None:
-                end = asyncio.run(_wal_lsn())
+            if database is not None and meter is not None:
                 row.tables = asyncio.run(_pg_bytes(database)) - before
-                row.wal = asyncio.run(_wal_bytes(database, lsn, end))
+                row.wal = meter.total
         if database is None:  # after the server closed it: its WAL is checkpointed then
             row.tables = _sqlite_bytes(url) - before
     times = _per_chunk(arrivals, start)[1:]  # the first one also waited for the task
