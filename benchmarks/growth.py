@@ -122,7 +122,12 @@ def _server(url: str) -> Iterator[tuple[str, int]]:
                 if httpx.get(base + "/.well-known/agent-card.json", timeout=1).status_code == 200:
                     break
             time.sleep(0.1)
-        yield base, proc.pid
+        try:
+            yield base, proc.pid
+        except Exception as exc:
+            log.seek(0)
+            tail = log.read().decode(errors="replace")[-3000:]
+            raise RuntimeError(f"{exc}\nserver output:\n{tail}") from exc
     finally:
         proc.terminate()
         try:
