@@ -40,8 +40,9 @@ def bench(session: nox.Session) -> None:
     """Benchmark against a plain a2a-sdk server (``-- --quick`` short, ``-- --smoke`` seconds).
 
     A full run (no arguments) also runs ``benchmarks.workers`` (SendMessage req/s with 1
-    and 2 worker processes on PostgreSQL) and ``benchmarks.cluster_streams`` (cross-replica
-    delay p50/p90/p99 on PostgreSQL and SQLite, idle queries).
+    and 2 worker processes on PostgreSQL), ``benchmarks.cluster_streams`` (cross-replica
+    delay p50/p90/p99 on PostgreSQL and SQLite, idle queries) and ``benchmarks.growth``
+    (bytes stored and time per chunk of long streams, replay memory).
 
     Installs Debian's ``wrk`` when it is missing (as root); appends to benchmarks/RESULTS.md.
     """
@@ -66,6 +67,8 @@ def bench(session: nox.Session) -> None:
         session.run(
             "python", "-m", "benchmarks.cluster_streams", "--append", "benchmarks/RESULTS.md"
         )
+        # Growth (issue 33): bytes stored and time per chunk of long streams, replay memory.
+        session.run("python", "-m", "benchmarks.growth", "--append", "benchmarks/RESULTS.md")
 
 
 def _reliability_run(session: nox.Session, paths: list[str], scale: str) -> None:

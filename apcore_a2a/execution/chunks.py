@@ -82,25 +82,18 @@ async def with_last_flag(
 class StreamSummary:
     """The result of a whole stream, for the ``completed`` status message.
 
-    Data chunks are deep-merged, text chunks joined in order; files are not repeated
-    (the artifact holds every chunk).
+    Data chunks are deep-merged into one data part. Text and files are not repeated: the
+    artifact holds every chunk, and a long output is stored and sent once.
     """
 
     def __init__(self) -> None:
         self.count = 0
         self._data: dict[str, Any] = {}
-        self._texts: list[str] = []
 
     def add(self, chunk: Any) -> None:
         self.count += 1
-        text = text_from_value(chunk)
-        if text is not None:
-            self._texts.append(text)
-        elif isinstance(chunk, dict) and not is_file(chunk):
+        if isinstance(chunk, dict) and not is_file(chunk) and text_from_value(chunk) is None:
             deep_merge(self._data, {k: v for k, v in chunk.items() if not is_file(v)})
 
     def parts(self) -> list[Part]:
-        parts = output_to_parts(self._data) if self._data else []
-        if self._texts:
-            parts.append(Part(text="".join(self._texts)))
-        return parts
+        return output_to_parts(self._data) if self._data else []

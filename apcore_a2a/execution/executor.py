@@ -217,8 +217,8 @@ class ApCoreAgentExecutor(AgentExecutor):
         context_id = context.context_id or ""
         message: Message | None = None
         parts = value if streamed else output_to_parts(value, wrapped_result=spec.wrapped_result)
-        if streamed:
-            # The chunks already built the artifact; the status carries the merged result.
+        if streamed and parts:
+            # The chunks already built the artifact; the status carries the merged data.
             message = Message(
                 message_id=uuid.uuid4().hex,
                 role=Role.ROLE_AGENT,

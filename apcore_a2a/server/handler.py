@@ -155,8 +155,7 @@ class ApCoreRequestHandler(DefaultRequestHandler):
             return
         if not self._agent_card.capabilities.streaming:
             raise UnsupportedOperationError(message="Streaming is not supported by the agent")
-        stored = await self._versioned_store.get(params.id, context)
-        async for event in subscribe_from_log(log, stored, params.id, context.state):
+        async for event in subscribe_from_log(log, self._versioned_store, params.id, context):
             yield event
 
     async def _take_turn(self, params: SendMessageRequest, context: ServerCallContext) -> None:

@@ -32,6 +32,7 @@ from a2a.server.agent_execution.active_task import (
     INTERRUPTED_TASK_STATES,
     TERMINAL_TASK_STATES,
 )
+from a2a.server.context import ServerCallContext
 from a2a.types import Message, Task, TaskState, TaskStatusUpdateEvent
 from a2a.utils.errors import InvalidParamsError, TaskNotFoundError, UnsupportedOperationError
 
@@ -116,13 +117,20 @@ def _parse_id(raw: str) -> int:
 
 
 async def subscribe_from_log(
-    log: EventLog, stored: Any, task_id: str, state: MutableMapping[str, Any]
+    log: EventLog, store: Any, task_id: str, context: ServerCallContext
 ) -> AsyncGenerator[Any, None]:
-    """A subscription served from the event table; *stored* is the owner's StoredTask."""
+    """A subscription served from the event log, for the owner of the task in *store*.
+
+    A resuming one reads only the task's status where the store can (``peek``), and the
+    log a page at a time: a replay of a long task does not hold it in memory.
+    """
+    state = context.state
+    raw = state.get(LAST_EVENT_ID_STATE_KEY)
+    read = getattr(store, "peek", None) if raw is not None else None
+    stored = await (read or store.get)(task_id, context)
     if stored is None:
         raise TaskNotFoundError
     ids: deque[str] | None = state.get(SSE_IDS_STATE_KEY)
-    raw = state.get(LAST_EVENT_ID_STATE_KEY)
     task: Task = stored.task
     settled = task.status.state in (TERMINAL_TASK_STATES | INTERRUPTED_TASK_STATES)
     resumed = raw is not None

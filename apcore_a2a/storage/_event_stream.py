@@ -28,8 +28,10 @@ from ._pg_writer import pg_connect
 from ._urls import StoreURL
 from ._wakeups import FileWatcher, PgListener, WakeHub, install_notify_trigger
 
-__all__ = ["LISTEN_APPLICATION", "WakingTaskEventStream"]
+__all__ = ["LISTEN_APPLICATION", "PAGE_SIZE", "WakingTaskEventStream"]
 
+#: events read per query: a replay of a long task holds one page at a time
+PAGE_SIZE = 100
 #: ``application_name`` of the LISTEN connection, followed by the schema (or database).
 LISTEN_APPLICATION = "apcore-a2a listen"
 
@@ -133,6 +135,7 @@ class WakingTaskEventStream(DatabaseTaskEventStream):
             select(model.seq, model.task_version, model.event_data)
             .where(and_(model.task_id == task_id, model.seq > cursor))
             .order_by(model.seq.asc())
+            .limit(PAGE_SIZE)
         )
         async with self._session_maker() as session:
             return [(r[0], r[1], r[2]) for r in (await session.execute(stmt)).all()]

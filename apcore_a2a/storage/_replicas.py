@@ -172,6 +172,9 @@ class ClaimingTaskStore(VersionedTaskStore):
         self.registry = registry
         self._owner_resolver = owner_resolver
 
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
     async def initialize(self) -> None:
         """Create the SDK's task, version and event tables if missing."""
         await self.inner.initialize()

@@ -29,7 +29,6 @@ def open_sql_stores(
 ) -> Stores:
     """Engine + SDK SQL stores (+ cluster store and event stream), not yet connected."""
     try:
-        from a2a.server.cluster import VersionedDatabaseTaskStore
         from a2a.server.tasks import DatabasePushNotificationConfigStore, DatabaseTaskStore
 
         from ._engine import create_engine, create_sqlite_writer_engine
@@ -52,6 +51,7 @@ def open_sql_stores(
     from .cluster_deferred import DeferredClusterWrites
     from .deferred import DeferredWrites
     from .quota_slots import SqlQuotaSlots
+    from .streamed import ChunkedTaskStore
 
     if settings.push_encryption_key:
         try:
@@ -69,7 +69,7 @@ def open_sql_stores(
     if settings.cluster:
         if settings.cluster_poll_interval <= 0:
             raise ValueError("cluster_poll_interval must be greater than 0")
-        versioned = VersionedDatabaseTaskStore(engine)
+        versioned = ChunkedTaskStore(engine)
         registry = ReplicaRegistry(
             engine, heartbeat_interval=heartbeat_interval, replica_timeout=replica_timeout
         )

@@ -150,11 +150,9 @@ async def test_stream_of_text_file_and_data_chunks(
         assert [c.append for c in chunks] == [False, True, True, True]
         final = events[-1].status_update.status
         assert final.state == COMPLETED
-        # The completed status sums the stream up: merged data, joined text, no file again.
-        assert _kinds(final.message.parts) == [
-            ("data", {"pages": 2}),
-            ("text", "Once upon a time."),
-        ]
+        # The completed status sums the stream up with the merged data only: the text and
+        # the file are in the artifact, stored and sent once.
+        assert _kinds(final.message.parts) == [("data", {"pages": 2})]
         stored = await client.get_task(GetTaskRequest(id=events[0].task.id))
         [artifact] = stored.artifacts
         assert [k for k, _ in _kinds(artifact.parts)] == ["text", "text", "raw", "data"]

@@ -1,0 +1,422 @@
+"""Growth: what a long streamed output costs the store, and what replaying it costs the server.
+
+``python -m benchmarks.growth [--sizes 1,10] [--replay-mb 10] [--append RESULTS.md]``
+
+Streams (cluster mode, one replica, fresh store): ``bench.stream`` sends *size* MB of
+random text in 4 KB chunks (random: PostgreSQL compresses repeated text) to one
+``SendStreamingMessage`` client. Per stream:
+
+* bytes in the store: on PostgreSQL the size of the ``tasks``, ``task_events`` and
+  ``task_versions`` tables (with indexes and TOAST, dead rows included: no vacuum runs in
+  between) and the WAL written for the benchmark's database (``pg_walinspect``, records
+  that touch its relations); on SQLite the database file once the server closed it
+  (its WAL checkpointed). Each also as a multiple of the output;
+* time per chunk (arrival at the client), mean of the first 100 and of the last 100
+  chunks, and their ratio (1.0 = flat).
+
+Replay: a fresh server process on a store holding a finished *replay-mb* MB task;
+10 clients subscribe to it at once with ``Last-Event-ID: 0`` (every event from the
+start) and read to the end. The row is the server's RSS growth (peak sampled every
+20 ms, minus the RSS before the clients came).
+
+Idle subscribers (transactions/s with 0, 50, 500 open subscriptions) are measured by
+``benchmarks.idle``; :data:`IDLE_ROWS` is where its rows join this table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from benchmarks._proc import ROOT, free_port, rss_bytes
+
+PG = {"host": "127.0.0.1", "port": 5432, "user": "postgres"}
+EXTENSIONS = str(Path(__file__).resolve().parent / "extensions")
+CHUNK = 4096
+MB = 1_000_000
+REPLAY_CLIENTS = 10
+#: the "idle subscribers" rows of the table (``benchmarks.idle``); None: not measured here
+IDLE_ROWS: Callable[[], list[str]] | None = None
+
+
+@dataclass
+class StreamRow:
+    backend: str
+    mb: float
+    chunks: int
+    output: int = 0
+    tables: int = 0
+    wal: int | None = None
+    first: float = 0.0
+    last: float = 0.0
+    seconds: float = 0.0
+
+
+@dataclass
+class ReplayRow:
+    backend: str
+    mb: float
+    clients: int
+    rss_before: int = 0
+    rss_peak: int = 0
+    seconds: float = 0.0
+    received: list[int] = field(default_factory=list)
+
+
+async def _pg(sql: str, database: str = "test") -> Any:
+    import asyncpg
+
+    conn = await asyncpg.connect(database=database, **PG)
+    try:
+        return await conn.fetchval(sql)
+    finally:
+        await conn.close()
+
+
+@contextlib.contextmanager
+def _store(backend: str, folder: Path) -> Iterator[tuple[str, str | None]]:
+    """``(task store URL, PostgreSQL database or None)``: a fresh one."""
+    if backend == "sqlite":
+        yield f"sqlite:///{folder / f'{uuid.uuid4().hex}.db'}", None
+        return
+    name = f"apcore_growth_{uuid.uuid4().hex[:10]}"
+    asyncio.run(_pg(f"CREATE DATABASE {name}"))
+    try:
+        yield f"postgresql://{PG['user']}@{PG['host']}:{PG['port']}/{name}", name
+    finally:
+        asyncio.run(_pg(f"DROP DATABASE {name} WITH (FORCE)"))
+
+
+@contextlib.contextmanager
+def _server(url: str) -> Iterator[tuple[str, int]]:
+    """One cluster replica on *url*: (base URL, pid)."""
+    import httpx
+
+    port = free_port()
+    env = {**os.environ, "A2A_MAX_STREAMS_PER_CALLER": "0"}
+    cmd = [sys.executable, "-m", "apcore_a2a", "serve", "--host", "127.0.0.1", "--port",
+           str(port), "--extensions-dir", EXTENSIONS, "--task-store", url, "--cluster"]  # fmt: skip
+    log = tempfile.TemporaryFile()  # noqa: SIM115 - closed in the finally below
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120  # a busy machine starts slowly
+        while True:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                log.seek(0)
+                raise RuntimeError(f"server did not start:\n{log.read().decode()[-2000:]}")
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(base + "/.well-known/agent-card.json", timeout=1).status_code == 200:
+                    break
+            time.sleep(0.1)
+        try:
+            yield base, proc.pid
+        except Exception as exc:
+            log.seek(0)
+            tail = log.read().decode(errors="replace")[-3000:]
+            raise RuntimeError(f"{exc}\nserver output:\n{tail}") from exc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+def _send_body(chunks: int) -> dict[str, Any]:
+    message = {
+        "messageId": uuid.uuid4().hex,
+        "role": "ROLE_USER",
+        "parts": [{"data": {"chunks": chunks, "size": CHUNK}}],
+        "metadata": {"skillId": "bench.stream"},
+    }
+    return {"jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage",
+            "params": {"message": message}}  # fmt: skip
+
+
+async def _stream(base: str, chunks: int) -> tuple[str, list[float], int]:
+    """Stream one output: (task id, arrival time of each chunk, output characters)."""
+    import httpx
+
+    arrivals: list[float] = []
+    output, task_id, state = 0, "", ""
+    async with (
+        httpx.AsyncClient(timeout=600) as http,
+        http.stream(
+            "POST", base + "/", json=_send_body(chunks), headers={"A2A-Version": "1.0"}
+        ) as response,
+    ):
+        async for line in response.aiter_lines():
+            if not line.startswith("data:"):
+                continue
+            result = json.loads(line[5:])["result"]
+            if "task" in result:
+                task_id = result["task"]["id"]
+            elif "artifactUpdate" in result:
+                arrivals.append(time.perf_counter())
+                output += sum(
+                    len(p.get("text", "")) for p in result["artifactUpdate"]["artifact"]["parts"]
+                )
+            elif "statusUpdate" in result:
+                state = result["statusUpdate"]["status"]["state"]
+    if state != "TASK_STATE_COMPLETED" or len(arrivals) != chunks:
+        raise RuntimeError(f"stream ended {state} after {len(arrivals)} of {chunks} chunks")
+    return task_id, arrivals, output
+
+
+def _per_chunk(arrivals: list[float], start: float) -> list[float]:
+    return [b - a for a, b in zip([start, *arrivals], arrivals, strict=False)]
+
+
+async def _pg_bytes(database: str) -> int:
+    return int(
+        await _pg(
+            "SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class c "
+            "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.relkind = 'r' "
+            "AND c.relname IN ('tasks', 'task_events', 'task_versions') "
+            "AND n.nspname = 'public'",
+            database,
+        )
+    )
+
+
+async def _wal_lsn() -> str:
+    return str(await _pg("SELECT pg_current_wal_flush_lsn()::text"))
+
+
+class WalMeter:
+    """WAL bytes of the records that touch *database*'s relations, read as they come.
+
+    Read every half second: a busy shared server recycles WAL segments soon after a
+    checkpoint, so reading them all at the end may find them gone.
+    """
+
+    def __init__(self, database: str) -> None:
+        self.database = database
+        self.total = 0
+        self._stop = asyncio.Event()
+
+    async def run(self) -> None:
+        database = self.database
+        oid = await _pg(f"SELECT oid FROM pg_database WHERE datname = '{database}'")
+        await _pg("CREATE EXTENSION IF NOT EXISTS pg_walinspect", database)
+        start = await _wal_lsn()
+        while True:
+            stopping = self._stop.is_set()
+            end = await _wal_lsn()
+            self.total += (
+                0
+                if end == start
+                else int(
+                    await _pg(
+                        "SELECT coalesce(sum(record_length), 0) FROM pg_get_wal_records_info("
+                        f"'{start}', '{end}') WHERE block_ref LIKE '%/{oid}/%'",
+                        database,
+                    )
+                )
+            )
+            start = end
+            if stopping:
+                return
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), 0.5)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+async def _metered_stream(
+    base: str, chunks: int, meter: WalMeter | None
+) -> tuple[str, list[float], int]:
+    if meter is None:
+        return await _stream(base, chunks)
+    running = asyncio.create_task(meter.run())
+    await asyncio.sleep(0.5)  # the meter has its starting point
+    try:
+        return await _stream(base, chunks)
+    finally:
+        meter.stop()
+        await running
+
+
+def _sqlite_bytes(url: str) -> int:
+    path = Path(url.removeprefix("sqlite:///"))
+    return sum(p.stat().st_size for p in (path, Path(f"{path}-wal")) if p.exists())
+
+
+def measure_stream(backend: str, mb: float, folder: Path) -> StreamRow:
+    chunks = max(1, round(mb * MB / CHUNK))
+    row = StreamRow(backend, mb, chunks)
+    with _store(backend, folder) as (url, database):
+        with _server(url) as (base, _pid):
+            before = _sqlite_bytes(url) if database is None else asyncio.run(_pg_bytes(database))
+            meter = WalMeter(database) if database is not None else None
+            start = time.perf_counter()
+            _task, arrivals, row.output = asyncio.run(_metered_stream(base, chunks, meter))
+            row.seconds = time.perf_counter() - start
+            if database is not None and meter is not None:
+                row.tables = asyncio.run(_pg_bytes(database)) - before
+                row.wal = meter.total
+        if database is None:  # after the server closed it: its WAL is checkpointed then
+            row.tables = _sqlite_bytes(url) - before
+    times = _per_chunk(arrivals, start)[1:]  # the first one also waited for the task
+    window = min(100, max(1, len(times) // 4))
+    row.first = sum(times[:window]) / window
+    row.last = sum(times[-window:]) / window
+    return row
+
+
+async def _replay_clients(base: str, task_id: str, pid: int, row: ReplayRow) -> None:
+    import httpx
+
+    body = {"jsonrpc": "2.0", "id": 1, "method": "SubscribeToTask", "params": {"id": task_id}}
+    headers = {"A2A-Version": "1.0", "Last-Event-ID": "0"}
+
+    async def one(http: httpx.AsyncClient) -> int:
+        received = 0
+        async with http.stream("POST", base + "/", json=body, headers=headers) as response:
+            async for data in response.aiter_bytes():
+                received += len(data)
+        return received
+
+    done = False
+
+    async def sample() -> None:
+        while not done:
+            row.rss_peak = max(row.rss_peak, rss_bytes(pid))
+            await asyncio.sleep(0.02)
+
+    sampler = asyncio.create_task(sample())
+    start = time.perf_counter()
+    async with httpx.AsyncClient(timeout=600) as http:
+        row.received = await asyncio.gather(*(one(http) for _ in range(row.clients)))
+    row.seconds = time.perf_counter() - start
+    done = True
+    await sampler
+
+
+def measure_replay(backend: str, mb: float, folder: Path) -> ReplayRow:
+    row = ReplayRow(backend, mb, REPLAY_CLIENTS)
+    with _store(backend, folder) as (url, _database):
+        with _server(url) as (base, _pid):
+            task_id, _arrivals, _output = asyncio.run(_stream(base, round(mb * MB / CHUNK)))
+        with _server(url) as (base, pid):
+            time.sleep(1.0)  # let start-up settle
+            row.rss_before = row.rss_peak = rss_bytes(pid)
+            asyncio.run(_replay_clients(base, task_id, pid, row))
+    if min(row.received) < mb * MB:
+        raise RuntimeError(f"a replay client got only {min(row.received)} bytes")
+    return row
+
+
+def _mb(n: float) -> str:
+    return f"{n / MB:.1f} MB"
+
+
+def _targets(streams: list[StreamRow], replays: list[ReplayRow]) -> list[str]:
+    """Issue 33's targets, judged on this run's own rows."""
+    out = []
+    for s in (s for s in streams if s.mb >= 10):
+        x = max(s.tables, s.wal or 0) / s.output
+        ratio = s.last / s.first
+        out.append(
+            f"- {s.backend} {s.mb:g} MB: stored ≤ 3x the output: **{_met(x <= 3)}** ({x:.2f}x); "
+            f"last 100 chunks ≤ 1.5x the first 100: **{_met(ratio <= 1.5)}** ({ratio:.2f})"
+        )
+    for r in replays:
+        grown = r.rss_peak - r.rss_before
+        out.append(
+            f"- {r.backend} replay of {r.mb:g} MB by {r.clients} clients: RSS + ≤ 50 MB: "
+            f"**{_met(grown <= 50 * MB)}** ({_mb(grown)})"
+        )
+    return out
+
+
+def _met(ok: bool) -> str:
+    return "met" if ok else "not met"
+
+
+def render(streams: list[StreamRow], replays: list[ReplayRow], title: str | None) -> str:
+    stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    lines = [
+        f"## {title or 'Growth'} (`python -m benchmarks.growth`) — {stamp}",
+        "",
+        "Streams of 4 KB random-text chunks, cluster mode, one replica; bytes are what the "
+        "store grew by (tables with indexes and TOAST, no vacuum; PostgreSQL WAL of the "
+        "benchmark's database), x = multiple of the output. Time per chunk at the client.",
+        "",
+        "| store | output | chunks | store bytes | x | WAL | x | first 100 | last 100 | "
+        "last/first | total |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for s in streams:
+        wal = "—" if s.wal is None else _mb(s.wal)
+        wal_x = "—" if s.wal is None else f"{s.wal / s.output:.2f}"
+        lines.append(
+            f"| {s.backend} | {_mb(s.output)} | {s.chunks} | {_mb(s.tables)} | "
+            f"{s.tables / s.output:.2f} | {wal} | {wal_x} | {s.first * 1000:.2f} ms | "
+            f"{s.last * 1000:.2f} ms | {s.last / s.first:.2f} | {s.seconds:.1f} s |"
+        )
+    lines += [
+        "",
+        f"Replay: {REPLAY_CLIENTS} clients at once, `SubscribeToTask` with `Last-Event-ID: 0` "
+        "on a fresh server process, each reading the whole finished task.",
+        "",
+        "| store | task | clients | RSS before | RSS growth (peak) | time |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in replays:
+        lines.append(
+            f"| {r.backend} | {r.mb:g} MB | {r.clients} | {_mb(r.rss_before)} | "
+            f"{_mb(r.rss_peak - r.rss_before)} | {r.seconds:.1f} s |"
+        )
+    lines += ["", *_targets(streams, replays)]
+    if IDLE_ROWS is not None:
+        lines += ["", *IDLE_ROWS()]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.growth", description=__doc__)
+    parser.add_argument("--sizes", default="1,10", help="stream sizes in MB (comma-separated)")
+    parser.add_argument("--backends", default="postgresql,sqlite")
+    parser.add_argument("--replay-mb", type=float, default=10.0, help="0: no replay row")
+    parser.add_argument("--title")
+    parser.add_argument("--append", type=Path, help="Markdown file to append the table to")
+    args = parser.parse_args(argv)
+    backends = [b for b in args.backends.split(",") if b]
+    streams: list[StreamRow] = []
+    replays: list[ReplayRow] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for backend in backends:
+            for size in (float(s) for s in args.sizes.split(",") if s):
+                streams.append(measure_stream(backend, size, Path(tmp)))
+                print(streams[-1], file=sys.stderr, flush=True)
+            if args.replay_mb:
+                replays.append(measure_replay(backend, args.replay_mb, Path(tmp)))
+                print(replays[-1].rss_peak - replays[-1].rss_before, file=sys.stderr, flush=True)
+    text = render(streams, replays, args.title)
+    print(text)
+    if args.append:
+        with args.append.open("a") as out:
+            out.write("\n" + text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
