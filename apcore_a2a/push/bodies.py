@@ -23,6 +23,8 @@ from a2a.types import Task, TaskArtifactUpdateEvent, TaskStatusUpdateEvent
 from a2a.utils.proto_utils import to_stream_response
 from google.protobuf.json_format import MessageToDict
 
+from apcore_a2a.storage.streamed import IN_LOG
+
 __all__ = [
     "PROTOCOL_VERSION_STATE_KEY",
     "V0_3",
@@ -74,7 +76,7 @@ def body_v03(event: PushNotificationEvent, task: Task | None) -> bytes:
     if isinstance(event, Task):
         current = event
     elif task is not None:
-        current = task
+        current = _unmarked(task, event)
     else:
         current = Task(id=event.task_id, context_id=event.context_id)
         if isinstance(event, TaskStatusUpdateEvent):
@@ -83,3 +85,26 @@ def body_v03(event: PushNotificationEvent, task: Task | None) -> bytes:
             current.artifacts.append(event.artifact)
     compat = to_compat_task(current)
     return _dumps(compat.model_dump(mode="json", exclude_none=True, by_alias=True))
+
+
+def _unmarked(task: Task, event: PushNotificationEvent) -> Task:
+    """*task* without the marks of chunks kept in the event log (``storage/streamed.py``).
+
+    While a stream runs in cluster mode, the task in memory holds its streamed artifact
+    empty and marked; a 0.3 body then carries the chunk of this event in its place (the
+    earlier chunks were delivered with their own events), never the mark.
+    """
+    if not any(IN_LOG in a.metadata for a in task.artifacts):
+        return task
+    copy = Task()
+    copy.CopyFrom(task)
+    del copy.artifacts[:]
+    for artifact in task.artifacts:
+        if IN_LOG not in artifact.metadata:
+            copy.artifacts.append(artifact)
+        elif (
+            isinstance(event, TaskArtifactUpdateEvent)
+            and event.artifact.artifact_id == artifact.artifact_id
+        ):
+            copy.artifacts.append(event.artifact)
+    return copy

@@ -19,8 +19,9 @@ task runs. :class:`ChunkedTaskStore` is the SDK's versioned SQL store where
 
 A stream of *n* bytes thus writes its chunks twice (events, then the final row), plus a
 small row per chunk. While the task runs, whoever reads the SDK's in-memory task rather
-than the store (0.3 push bodies, :mod:`apcore_a2a.push.snapshots`) sees the streamed
-artifact empty and marked; so do replicas of older versions reading the row.
+than the store sees the streamed artifact empty and marked (0.3 push bodies put the
+event's chunk in its place: ``push/bodies.py``); so do replicas of older versions
+reading the row.
 """
 
 from __future__ import annotations
