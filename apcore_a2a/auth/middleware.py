@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from starlette.datastructures import Headers
 
 from apcore_a2a.auth.authenticator import Authenticator, InvalidCredentials
-from apcore_a2a.classify import RequestInfo, Routes, request_info
+from apcore_a2a.classify import RequestInfo, request_info
 from apcore_a2a.execution.identity import IDENTITY_SCOPE_KEY
 
 if TYPE_CHECKING:
@@ -31,7 +31,6 @@ __all__ = ["AuthMiddleware", "current_identity", "needs_credentials"]
 logger = logging.getLogger("apcore_a2a.auth")
 
 _identity_var: ContextVar[Identity | None] = ContextVar("apcore_a2a_identity", default=None)
-_DEFAULT_ROUTES = Routes()
 
 
 def current_identity() -> Identity | None:
@@ -80,9 +79,8 @@ class AuthMiddleware:
 
     Example::
 
-        app = Starlette(routes=..., middleware=[
-            Middleware(Classifier, routes=Routes()),
-            Middleware(AuthMiddleware, authenticator=JWTAuthenticator(key=secret))])
+        auth = Middleware(AuthMiddleware, authenticator=JWTAuthenticator(key=secret))
+        app = Starlette(routes=layered(routes, [auth]))  # apcore_a2a.classify.layered
     """
 
     def __init__(
@@ -109,8 +107,8 @@ class AuthMiddleware:
             return
         # Only this middleware may decide who the caller is.
         scope.pop(IDENTITY_SCOPE_KEY, None)
-        # Behind the agent's classifier the record is there; used on its own, classify here.
-        info = request_info(scope) or _DEFAULT_ROUTES.classify(scope)
+        # The matched route's record; without one (not behind layered()), credentials.
+        info = request_info(scope)
         need = needs_credentials(info, ops_public=self.ops_public)
         if need is False:
             await self.app(scope, receive, send)

@@ -1,7 +1,8 @@
-"""Pure-ASGI request guard in front of the SDK routes, on every A2A route.
+"""Pure-ASGI request guard, in the middleware of every route (it acts on A2A routes).
 
-It reads the request record of :mod:`apcore_a2a.classify` (never the path or a method
-table) and adds only what the SDK lacks:
+It runs once Starlette matched the route and reads the request record the route made
+(:mod:`apcore_a2a.classify`; never the path or a method table). It adds only what the SDK
+lacks:
 
 * ``415`` for a POST with a body whose Content-Type is not JSON (also when it has none:
   a browser page sends such a request cross-origin without asking first; body-less POSTs
@@ -119,13 +120,15 @@ class RequestGuard:
         max_body_bytes: int,
         streams: StreamLimiter,
         on_stream_dropped: DropHandler | None = None,
+        task_streams: dict[str, int] | None = None,
     ) -> None:
         self.app = app
         self.max_body = max_body_bytes
         self.streams = streams
         self.on_stream_dropped = on_stream_dropped
-        #: open watched streams per task id (only with on_stream_dropped)
-        self.task_streams: dict[str, int] = {}
+        #: open watched streams per task id (only with on_stream_dropped); one dict for
+        #: the guards of all routes
+        self.task_streams: dict[str, int] = {} if task_streams is None else task_streams
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         info = request_info(scope) if scope["type"] == "http" else None
