@@ -10,7 +10,8 @@ read it -- telemetry, metrics, auth, the request guard, response shaping. Howeve
 spelled, a request reaches an endpoint only through them.
 
 A JSON-RPC request's method is in its body: :meth:`RequestInfo.load_body` reads the body
-once (bounded), and :attr:`RequestInfo.payload` is the parsed body; the SDK's JSON-RPC
+once (bounded in size, then in shape by :mod:`apcore_a2a.shape`, in steps that let other
+requests run), and :attr:`RequestInfo.payload` is the parsed body; the SDK's JSON-RPC
 route is handed the same parsed object (see ``upstream/parsed_body``).
 
 Reserved first segments -- ``.well-known``, ``health``, ``metrics``, ``v1``, ``agent``, the
@@ -21,6 +22,7 @@ Explorer's and the RPC path's -- are never a REST tenant: an A2A route of the SD
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping, Sequence
 from contextvars import ContextVar
@@ -29,6 +31,8 @@ from typing import Any, Literal
 
 from starlette.middleware import Middleware
 from starlette.routing import BaseRoute, Mount, Route
+
+from apcore_a2a.shape import Shape, ShapeError, scan
 
 __all__ = [
     "CARD_PATHS",
@@ -158,6 +162,9 @@ class RequestInfo:
     parse_error: Exception | None = field(default=None, repr=False)
     #: the body was larger than the limit (what was read of it is gone)
     oversize: bool = False
+    #: the shape limits of the body, and the one it broke (then it is not parsed)
+    shape: Shape = field(default_factory=Shape, repr=False)
+    shape_error: ShapeError | None = None
     #: an Explorer page or file (a GET or HEAD under the Explorer prefix)
     static_file: bool = False
     #: where this request reached the agent: ``scheme://host:port`` of the listening
@@ -178,10 +185,11 @@ class RequestInfo:
 
     @property
     def payload(self) -> Any:
-        """The JSON-RPC body, parsed on first use (``None`` if absent or unparseable)."""
+        """The JSON-RPC body, parsed on first use (``None`` if absent, unparseable or
+        beyond a shape limit)."""
         if self._payload is _UNREAD:
             self._payload = None
-            if self.body is not None and self.binding == "jsonrpc":
+            if self.body is not None and self.binding == "jsonrpc" and not self.shape_error:
                 try:
                     self._payload = json.loads(self.body)
                 except (ValueError, RecursionError) as exc:
@@ -226,6 +234,11 @@ class RequestInfo:
             if not message.get("more_body", False):
                 break
         self.body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        try:
+            for _step in scan(self.body, self.shape):
+                await asyncio.sleep(0)  # a large body is checked in steps
+        except ShapeError as exc:
+            self.shape_error = exc
         return True
 
     def replay(self, receive: Receive) -> Receive:
@@ -322,6 +335,7 @@ def layered(
     *,
     rpc_path: str = "/",
     explorer_prefix: str | None = None,
+    shape: Shape | None = None,
 ) -> list[BaseRoute]:
     """*routes*, each rebuilt to run :class:`Recorder` then *middleware* once it matched.
 
@@ -335,7 +349,9 @@ def layered(
             verb: describe(path, verb, rpc_path=rpc_path, explorer_prefix=explorer_prefix)
             for verb in verbs
         }
-        record = Middleware(Recorder, calls=calls, reserved=reserved, tenanted=tenanted)
+        record = Middleware(
+            Recorder, calls=calls, reserved=reserved, tenanted=tenanted, shape=shape
+        )
         return [record, *middleware]
 
     def rebuild(route: BaseRoute, tenanted: bool) -> BaseRoute:
@@ -370,10 +386,12 @@ class Recorder:
         calls: dict[str, Call],
         reserved: frozenset[str],
         tenanted: bool = False,
+        shape: Shape | None = None,
     ) -> None:
         self.app = app
         self.calls = calls
         self.reserved = reserved
+        self.shape = shape or Shape()
         #: a route of the SDK's ``/{tenant}`` mount
         self.tenanted = tenanted
 
@@ -388,6 +406,7 @@ class Recorder:
             call.kind, verb, binding=call.binding, version=call.version, method=call.method
         )
         info.static_file = call.kind == "explorer" and verb in ("GET", "HEAD")
+        info.shape = self.shape
         root = str(scope.get("root_path", ""))
         if self.tenanted:
             tenant = str(scope.get("path_params", {}).get("tenant", ""))

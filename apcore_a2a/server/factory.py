@@ -51,6 +51,7 @@ from apcore_a2a.server.routes import a2a_routes
 from apcore_a2a.server.state import ServerState
 from apcore_a2a.server.task_quota import TaskQuota
 from apcore_a2a.settings import Settings, SettingsError, config_path
+from apcore_a2a.shape import Shape
 from apcore_a2a.storage import Stores, open_stores
 from apcore_a2a.storage.observed import observe_saves
 
@@ -232,7 +233,10 @@ class A2AServerFactory:
         )
         # Every route runs the request record, auth, the guard... once it matched: no
         # spelling of a path reaches an endpoint around them (see apcore_a2a.classify).
-        routes = layered(served, per_route, rpc_path=s.rpc_path, explorer_prefix=explorer)
+        shape = Shape(s.max_json_depth, s.max_json_values, s.max_parts_per_message)
+        routes = layered(
+            served, per_route, rpc_path=s.rpc_path, explorer_prefix=explorer, shape=shape
+        )
         tuning = s.process_tuning if s.process_tuning is not None else self.standalone
         lifecycle = Lifecycle(state, features, tuning=tuning)
         middleware = [Middleware(StartOnFirstRequest, lifecycle=lifecycle), *edge]
