@@ -400,8 +400,7 @@ class Recorder:
             await self.app(scope, receive, send)
             return
         verb: str = scope["method"]
-        call = self.calls.get(verb) or self.calls.get("GET" if verb == "HEAD" else verb)
-        call = call or Call("other")
+        call = self.calls.get(verb) or Call("other")  # a GET route's calls name HEAD too
         info = RequestInfo(
             call.kind, verb, binding=call.binding, version=call.version, method=call.method
         )

@@ -32,7 +32,7 @@ ALLOWED: dict[str, set[str]] = {
         "upstream",
         *("adapters", "execution", "storage", "auth", "push", "ops", "explorer", "config"),
         "keys",
-        *("settings", "errors", "classify", "approval", "_version", "_logging"),
+        *("settings", "errors", "classify", "shape", "approval", "_version", "_logging"),
     },
 }
 
