@@ -1,30 +1,38 @@
-"""Which A2A call is this HTTP request? Decided once, recorded in the ASGI scope.
+"""Which A2A call is this HTTP request? The route Starlette matched says so.
 
-:class:`Classifier` (pure ASGI, outermost of the A2A layers) looks at the path (without the
-mount's ``root_path``), the HTTP method and the ``A2A-Version`` header, and stores a
-:class:`RequestInfo` at ``scope[REQUEST_KEY]``: the kind of endpoint, the binding, the
-protocol version, the A2A method (1.0 names whatever the binding and version), the tenant
-and whether the answer streams. Guards, auth, quotas, metrics, telemetry and error
-scrubbing read that record; none of them parses paths, method tables or bodies again.
+Every route of the agent is built with a :class:`Call` -- the kind of endpoint, and for an
+A2A route its binding, protocol version and A2A method -- named once from the route's
+(path template, HTTP method) when the routes are assembled (:func:`layered`). Each route
+runs its own middleware stack, so it runs only once Starlette has matched the route: first
+:class:`Recorder`, which stores a :class:`RequestInfo` at ``scope[REQUEST_KEY]`` (adding
+what the request itself says: the ``A2A-Version`` header, the tenant), then the layers that
+read it -- telemetry, metrics, auth, the request guard, response shaping. However a path is
+spelled, a request reaches an endpoint only through them.
 
 A JSON-RPC request's method is in its body: :meth:`RequestInfo.load_body` reads the body
-once (bounded), and :attr:`RequestInfo.payload` parses it once, on first use; the SDK's
-JSON-RPC route is handed the same parsed object (see ``server/routes``).
+once (bounded in size, then in shape by :mod:`apcore_a2a.shape`, in steps that let other
+requests run), and :attr:`RequestInfo.payload` is the parsed body; the SDK's JSON-RPC
+route is handed the same parsed object (see ``upstream/parsed_body``).
 
-Reserved paths -- the card and JWKS paths, the Explorer prefix, ``/health``, ``/metrics``,
-``v1`` -- can never be taken for a REST tenant: an A2A route under one
-(``/.well-known/message:send``) is recorded as not routable (the guard checks it like any
-A2A request, then answers 404), anything else under one is answered 404 here.
+Reserved first segments -- ``.well-known``, ``health``, ``metrics``, ``v1``, ``agent``, the
+Explorer's and the RPC path's -- are never a REST tenant: an A2A route of the SDK's
+``/{tenant}`` mount under one (``/.well-known/message:send``) is recorded as not routable
+(the guard checks it like any A2A request, then answers 404).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
-import re
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Iterable, MutableMapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from starlette.middleware import Middleware
+from starlette.routing import BaseRoute, Mount, Route
+
+from apcore_a2a.shape import Shape, ShapeError, scan
 
 __all__ = [
     "CARD_PATHS",
@@ -33,11 +41,13 @@ __all__ = [
     "METRICS_PATH",
     "REQUEST_KEY",
     "STREAMING_METHODS",
-    "Classifier",
+    "Call",
+    "Recorder",
     "RequestInfo",
-    "Routes",
     "base_url",
     "current_request",
+    "describe",
+    "layered",
     "request_info",
 ]
 
@@ -89,35 +99,43 @@ JSONRPC_METHODS: dict[str, tuple[str, str]] = {
 }
 STREAMING_METHODS = frozenset({"SendStreamingMessage", "SubscribeToTask"})
 
-_ID = r"[^/]+"
-# (HTTP method, path pattern after an optional tenant or the /v1 prefix) -> A2A method.
-_REST: tuple[tuple[str, re.Pattern[str], str], ...] = tuple(
-    (verb, re.compile(pattern + r"\Z"), method)
-    for verb, pattern, method in (
-        ("POST", r"/message:send", "SendMessage"),
-        ("POST", r"/message:stream", "SendStreamingMessage"),
-        ("POST", rf"/tasks/{_ID}:cancel", "CancelTask"),
-        ("GET", rf"/tasks/{_ID}:subscribe", "SubscribeToTask"),
-        ("POST", rf"/tasks/{_ID}:subscribe", "SubscribeToTask"),
-        ("GET", rf"/tasks/{_ID}/pushNotificationConfigs/{_ID}", "GetTaskPushNotificationConfig"),
-        (
-            "DELETE",
-            rf"/tasks/{_ID}/pushNotificationConfigs/{_ID}",
-            "DeleteTaskPushNotificationConfig",
-        ),
-        ("POST", rf"/tasks/{_ID}/pushNotificationConfigs", "CreateTaskPushNotificationConfig"),
-        ("GET", rf"/tasks/{_ID}/pushNotificationConfigs", "ListTaskPushNotificationConfigs"),
-        ("GET", rf"/tasks/(?!{_ID}:)({_ID})", "GetTask"),
-        ("GET", r"/tasks", "ListTasks"),
-        ("GET", r"/extendedAgentCard", "GetExtendedAgentCard"),
-        ("GET", r"/card", "GetExtendedAgentCard"),
-    )
-)
-_LEGACY_EXTENDED_CARD = "/agent/authenticatedExtendedCard"
+#: (path template, HTTP method) of the SDK's 1.0 REST routes -> A2A method. The 0.3 routes
+#: are the same under ``/v1`` (without ListTasks; the extended card is ``/v1/card``).
+REST_CALLS: dict[tuple[str, str], str] = {
+    ("/message:send", "POST"): "SendMessage",
+    ("/message:stream", "POST"): "SendStreamingMessage",
+    ("/tasks/{id}:cancel", "POST"): "CancelTask",
+    ("/tasks/{id}:subscribe", "GET"): "SubscribeToTask",
+    ("/tasks/{id}:subscribe", "POST"): "SubscribeToTask",
+    ("/tasks/{id}", "GET"): "GetTask",
+    ("/tasks/{id}/pushNotificationConfigs/{push_id}", "GET"): "GetTaskPushNotificationConfig",
+    ("/tasks/{id}/pushNotificationConfigs/{push_id}", "DELETE"): (
+        "DeleteTaskPushNotificationConfig"
+    ),
+    ("/tasks/{id}/pushNotificationConfigs", "POST"): "CreateTaskPushNotificationConfig",
+    ("/tasks/{id}/pushNotificationConfigs", "GET"): "ListTaskPushNotificationConfigs",
+    ("/tasks", "GET"): "ListTasks",
+    ("/extendedAgentCard", "GET"): "GetExtendedAgentCard",
+}
+_REST03_CALLS: dict[tuple[str, str], str] = {
+    **{
+        ("/v1" + path, verb): method
+        for (path, verb), method in REST_CALLS.items()
+        if method not in ("ListTasks", "GetExtendedAgentCard")
+    },
+    ("/v1/card", "GET"): "GetExtendedAgentCard",
+    ("/agent/authenticatedExtendedCard", "GET"): "GetExtendedAgentCard",
+}
+_KINDS: dict[str, Kind] = {
+    **dict.fromkeys(CARD_PATHS, "card"),
+    JWKS_PATH: "jwks",
+    HEALTH_PATH: "health",
+    METRICS_PATH: "metrics",
+}
 
 _UNREAD = object()
 
-#: the request being served (set by :class:`Classifier`; read where no scope is at hand,
+#: the request being served (set by :class:`Recorder`; read where no scope is at hand,
 #: e.g. inside an execution started by the request)
 _current: ContextVar[RequestInfo | None] = ContextVar("apcore_a2a_request", default=None)
 
@@ -132,7 +150,6 @@ class RequestInfo:
     """
 
     kind: Kind
-    path: str
     http_method: str
     binding: Binding | None = None
     version: str | None = None
@@ -145,8 +162,13 @@ class RequestInfo:
     parse_error: Exception | None = field(default=None, repr=False)
     #: the body was larger than the limit (what was read of it is gone)
     oversize: bool = False
-    #: an Explorer page or file (``prefix``, ``prefix/``, ``prefix/name.ext``), GET only
+    #: the shape limits of the body, and the one it broke (then it is not parsed)
+    shape: Shape = field(default_factory=Shape, repr=False)
+    shape_error: ShapeError | None = None
+    #: an Explorer page or file (a GET or HEAD under the Explorer prefix)
     static_file: bool = False
+    #: the path below the agent's root (``root_path``), as sent
+    path: str = ""
     #: where this request reached the agent: ``scheme://host:port`` of the listening
     #: socket plus the mount's ``root_path`` (what the card names when no url is set)
     base_url: str = ""
@@ -165,10 +187,11 @@ class RequestInfo:
 
     @property
     def payload(self) -> Any:
-        """The JSON-RPC body, parsed on first use (``None`` if absent or unparseable)."""
+        """The JSON-RPC body, parsed on first use (``None`` if absent, unparseable or
+        beyond a shape limit)."""
         if self._payload is _UNREAD:
             self._payload = None
-            if self.body is not None and self.binding == "jsonrpc":
+            if self.body is not None and self.binding == "jsonrpc" and not self.shape_error:
                 try:
                     self._payload = json.loads(self.body)
                 except (ValueError, RecursionError) as exc:
@@ -213,6 +236,11 @@ class RequestInfo:
             if not message.get("more_body", False):
                 break
         self.body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        try:
+            for _step in scan(self.body, self.shape):
+                await asyncio.sleep(0)  # a large body is checked in steps
+        except ShapeError as exc:
+            self.shape_error = exc
         return True
 
     def replay(self, receive: Receive) -> Receive:
@@ -233,7 +261,7 @@ class RequestInfo:
 
 
 def request_info(scope: Scope) -> RequestInfo | None:
-    """The record :class:`Classifier` left in *scope*, if any."""
+    """The record :class:`Recorder` left in *scope*, if any."""
     info = scope.get(REQUEST_KEY)
     return info if isinstance(info, RequestInfo) else None
 
@@ -261,143 +289,144 @@ def base_url(scope: Scope) -> str:
     return f"{scheme}://{address}{root}"
 
 
-def route_path(scope: Scope) -> str:
-    """The path the app routes on: ``scope["path"]`` without the mount's ``root_path``."""
-    path: str = scope.get("path", "/")
-    root: str = scope.get("root_path", "")
-    if root and path.startswith(root):
-        path = path[len(root) :]
-    return path or "/"
-
-
 @dataclass(frozen=True, slots=True)
-class Routes:
-    """The agent's own paths, which decide what a request is."""
+class Call:
+    """What a route serves: the kind of endpoint, and for A2A its binding, version, method.
 
-    rpc_path: str = "/"
-    explorer_prefix: str | None = None
+    ``method`` is ``None`` on the JSON-RPC route (it is in the body).
+    """
 
-    @property
-    def reserved_segments(self) -> frozenset[str]:
-        """First path segments that are never a REST tenant."""
-        names = {".well-known", "health", "metrics", "v1", "agent"}
-        if self.explorer_prefix:
-            names.add(self.explorer_prefix.strip("/").split("/", 1)[0])
-        first = self.rpc_path.strip("/").split("/", 1)[0]
+    kind: Kind
+    binding: Binding | None = None
+    version: str | None = None
+    method: str | None = None
+
+
+def describe(
+    path: str, verb: str, *, rpc_path: str = "/", explorer_prefix: str | None = None
+) -> Call:
+    """The :class:`Call` of a route with path template *path* and HTTP method *verb*."""
+    verb = "GET" if verb == "HEAD" else verb
+    if path in _KINDS:
+        return Call(_KINDS[path])
+    prefix = (explorer_prefix or "").rstrip("/")
+    if prefix and (path == prefix or path.startswith(prefix + "/")):
+        return Call("explorer")
+    if path == rpc_path:
+        return Call("a2a", "jsonrpc")
+    if (path, verb) in REST_CALLS:
+        return Call("a2a", "rest", "1.0", REST_CALLS[path, verb])
+    if (path, verb) in _REST03_CALLS:
+        return Call("a2a", "rest", "0.3", _REST03_CALLS[path, verb])
+    return Call("other")
+
+
+def reserved_segments(rpc_path: str = "/", explorer_prefix: str | None = None) -> frozenset[str]:
+    """First path segments that are never a REST tenant."""
+    names = {".well-known", "health", "metrics", "v1", "agent"}
+    for path in (rpc_path, explorer_prefix or ""):
+        first = path.strip("/").split("/", 1)[0]
         if first:
             names.add(first)
-        return frozenset(names)
-
-    def classify(self, scope: Scope) -> RequestInfo | None:
-        """The record for *scope*; ``None`` when the path misuses a reserved segment."""
-        path = route_path(scope)
-        verb: str = scope.get("method", "GET")
-        if path in CARD_PATHS:
-            return RequestInfo("card", path, verb)
-        if path == JWKS_PATH:
-            return RequestInfo("jwks", path, verb)
-        if path == HEALTH_PATH:
-            return RequestInfo("health", path, verb)
-        if path == METRICS_PATH:
-            return RequestInfo("metrics", path, verb)
-        prefix = (self.explorer_prefix or "").rstrip("/")
-        if prefix and (path == prefix or path.startswith(prefix + "/")):
-            info = RequestInfo("explorer", path, verb)
-            last = path[len(prefix) :].rsplit("/", 1)[-1]
-            file_like = "." in last.strip(".") and ":" not in last
-            info.static_file = verb in ("GET", "HEAD") and (last == "" or file_like)
-            return info
-        if path == self.rpc_path or (self.rpc_path != "/" and path == self.rpc_path + "/"):
-            info = RequestInfo("a2a", path, verb, binding="jsonrpc")
-            return _with_header_version(info, scope)
-        if path == _LEGACY_EXTENDED_CARD:
-            info = RequestInfo("a2a", path, verb, binding="rest", method="GetExtendedAgentCard")
-            info.version = "0.3"
-            return _with_header_version(info, scope)
-        return self._rest(scope, path, verb)
-
-    def _rest(self, scope: Scope, path: str, verb: str) -> RequestInfo | None:
-        segments = path.split("/", 2)
-        first = segments[1] if len(segments) > 1 else ""
-        if first == "v1":
-            candidates = [("", "0.3", path[3:])]
-        else:
-            candidates = [("", "1.0", path)]
-            if len(segments) == 3 and first:
-                # The SDK also mounts every 1.0 route under a "/{tenant}" segment.
-                candidates.append((first, "1.0", "/" + segments[2]))
-        for tenant, version, rest in candidates:
-            method = _rest_method(verb, rest, version)
-            if method is None:
-                continue
-            info = RequestInfo("a2a", path, verb, binding="rest", method=method)
-            if tenant in self.reserved_segments:
-                info.routable = False
-                tenant = ""
-            info.tenant = tenant
-            info.version = version
-            return _with_header_version(info, scope)
-        if len(segments) == 3 and first in self.reserved_segments:
-            return None  # e.g. /.well-known/anything: never routed to a tenant
-        return RequestInfo("other", path, verb)
+    return frozenset(names)
 
 
-def _rest_method(verb: str, rest: str, version: str) -> str | None:
-    verb = "GET" if verb == "HEAD" else verb
-    for route_verb, pattern, method in _REST:
-        if route_verb != verb or not pattern.match(rest):
-            continue
-        if method == "GetExtendedAgentCard" and (rest == "/card") != (version == "0.3"):
-            continue
-        if method == "ListTasks" and version == "0.3":
-            continue  # 0.3 has no list
-        return method
-    return None
+def layered(
+    routes: Iterable[BaseRoute],
+    middleware: Sequence[Middleware] = (),
+    *,
+    rpc_path: str = "/",
+    explorer_prefix: str | None = None,
+    shape: Shape | None = None,
+) -> list[BaseRoute]:
+    """*routes*, each rebuilt to run :class:`Recorder` then *middleware* once it matched.
+
+    A ``Mount`` of routes (the SDK's ``/{tenant}`` mount) gets its inner routes rebuilt
+    that way; a ``Mount`` of an app (the Explorer's files) gets the stack itself.
+    """
+    reserved = reserved_segments(rpc_path, explorer_prefix)
+
+    def stack(path: str, verbs: Iterable[str], tenanted: bool = False) -> list[Middleware]:
+        calls = {
+            verb: describe(path, verb, rpc_path=rpc_path, explorer_prefix=explorer_prefix)
+            for verb in verbs
+        }
+        record = Middleware(
+            Recorder, calls=calls, reserved=reserved, tenanted=tenanted, shape=shape
+        )
+        return [record, *middleware]
+
+    def rebuild(route: BaseRoute, tenanted: bool) -> BaseRoute:
+        if isinstance(route, Route):
+            return Route(
+                route.path,
+                route.endpoint,
+                methods=route.methods,
+                name=route.name,
+                include_in_schema=route.include_in_schema,
+                middleware=stack(route.path, route.methods or ("GET",), tenanted),
+            )
+        if isinstance(route, Mount) and route.routes:
+            inner = [rebuild(r, tenanted or "{tenant}" in route.path) for r in route.routes]
+            return Mount(route.path, routes=inner, name=route.name)
+        if isinstance(route, Mount):
+            verbs = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+            layers = stack(route.path, verbs)
+            return Mount(route.path, app=route.app, name=route.name, middleware=layers)
+        return route
+
+    return [rebuild(route, False) for route in routes]
 
 
-def _with_header_version(info: RequestInfo, scope: Scope) -> RequestInfo:
-    for key, value in scope.get("headers", ()):
-        if key == VERSION_HEADER:
-            info.version = bytes(value).decode("latin-1").strip() or info.version
-            info.explicit_version = True
-            break
-    return info
+class Recorder:
+    """Route middleware: the request's :class:`RequestInfo`, from the matched route's call."""
 
-
-class Classifier:
-    """ASGI middleware: classify each HTTP request once (see the module docstring)."""
-
-    def __init__(self, app: ASGIApp, *, routes: Routes) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        calls: dict[str, Call],
+        reserved: frozenset[str],
+        tenanted: bool = False,
+        shape: Shape | None = None,
+    ) -> None:
         self.app = app
-        self.routes = routes
+        self.calls = calls
+        self.reserved = reserved
+        self.shape = shape or Shape()
+        #: a route of the SDK's ``/{tenant}`` mount
+        self.tenanted = tenanted
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        info = self.routes.classify(scope)
-        if info is None:
-            await _not_found(send)
-            return
-        info.base_url = base_url(scope)
+        verb: str = scope["method"]
+        call = self.calls.get(verb) or Call("other")  # a GET route's calls name HEAD too
+        info = RequestInfo(
+            call.kind, verb, binding=call.binding, version=call.version, method=call.method
+        )
+        info.static_file = call.kind == "explorer" and verb in ("GET", "HEAD")
+        info.shape = self.shape
+        root = str(scope.get("root_path", ""))
+        if self.tenanted:
+            tenant = str(scope.get("path_params", {}).get("tenant", ""))
+            # The mount added "/<tenant>" to the root path; the agent's root is above it.
+            root = root.removesuffix("/" + tenant)
+            if tenant in self.reserved:
+                info.routable = False
+            else:
+                info.tenant = tenant
+        for key, value in scope.get("headers", ()):
+            if key == VERSION_HEADER:
+                info.version = bytes(value).decode("latin-1").strip() or info.version
+                info.explicit_version = True
+                break
+        info.base_url = base_url({**scope, "root_path": root})
+        info.path = str(scope.get("path", "/")).removeprefix(root) or "/"
         scope[REQUEST_KEY] = info
         token = _current.set(info)
         try:
             await self.app(scope, receive, send)
         finally:
             _current.reset(token)
-
-
-async def _not_found(send: Send) -> None:
-    body = b'{"error":{"code":404,"status":"NOT_FOUND","message":"Not Found"}}'
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 404,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})

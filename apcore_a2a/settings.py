@@ -137,11 +137,16 @@ class Settings(SettingsBase):
     log_format: LogFormat = setting("text", "A2A_LOG_FORMAT", "logging.format", "text or json")
     # -- limits ----------------------------------------------------------------------
     max_body_bytes: int = setting(
-        10 * 1024 * 1024,
-        "A2A_MAX_BODY_BYTES",
-        "limits.max_body_bytes",
-        "largest request body",
-        ge=1,
+        10 * 1024 * 1024, "A2A_MAX_BODY_BYTES", "limits.max_body_bytes", "largest body", ge=1
+    )
+    max_json_depth: int = setting(
+        32, "A2A_MAX_JSON_DEPTH", "limits.max_json_depth", "deepest nesting of a JSON body", ge=1
+    )
+    max_json_values: int = setting(
+        10_000, "A2A_MAX_JSON_VALUES", "limits.max_json_values", "JSON values in a body", ge=1
+    )
+    max_parts_per_message: int = setting(
+        100, "A2A_MAX_PARTS_PER_MESSAGE", "limits.max_parts_per_message", "parts in a message", ge=1
     )
     shutdown_timeout: float = setting(
         30.0, "A2A_SHUTDOWN_TIMEOUT", "limits.shutdown_timeout", "seconds to drain on stop", ge=0

@@ -28,10 +28,13 @@ ALLOWED: dict[str, set[str]] = {
     "config": {"settings", "execution", "approval"},
     # the agent's own keys (card signing); the key class is push's SigningKey for now
     "keys": {"adapters", "settings", "push"},
+    # corrections of upstream libraries (one file each)
+    "upstream": {"adapters", "classify"},
     "server": {
+        "upstream",
         *("adapters", "execution", "storage", "auth", "push", "ops", "explorer", "config"),
         "keys",
-        *("settings", "errors", "classify", "approval", "_version", "_logging"),
+        *("settings", "errors", "classify", "shape", "approval", "_version", "_logging"),
     },
 }
 

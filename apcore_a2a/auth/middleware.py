@@ -29,7 +29,7 @@ from starlette.datastructures import Headers
 
 from apcore_a2a import errors
 from apcore_a2a.auth.access import Gate
-from apcore_a2a.classify import RequestInfo, Routes, request_info
+from apcore_a2a.classify import RequestInfo, request_info
 from apcore_a2a.errors import PermissionDeniedError, UnauthenticatedError
 from apcore_a2a.execution.identity import IDENTITY_SCOPE_KEY
 
@@ -45,7 +45,6 @@ __all__ = ["AuthMiddleware", "current_identity", "needs_credentials"]
 
 
 _identity_var: ContextVar[Identity | None] = ContextVar("apcore_a2a_identity", default=None)
-_DEFAULT_ROUTES = Routes()
 #: A refused JSON-RPC request's body is read up to this size, for its ``id``; no more is
 #: read from a caller the agent does not serve.
 _ID_READ_LIMIT = 64 * 1024
@@ -91,9 +90,8 @@ class AuthMiddleware:
 
     Example::
 
-        app = Starlette(routes=..., middleware=[
-            Middleware(Classifier, routes=Routes()),
-            Middleware(AuthMiddleware, authenticator=JWTAuthenticator(key=secret))])
+        auth = Middleware(AuthMiddleware, authenticator=JWTAuthenticator(key=secret))
+        app = Starlette(routes=layered(routes, [auth]))  # apcore_a2a.classify.layered
     """
 
     def __init__(
@@ -123,8 +121,8 @@ class AuthMiddleware:
             return
         # Only this middleware may decide who the caller is.
         scope.pop(IDENTITY_SCOPE_KEY, None)
-        # Behind the agent's classifier the record is there; used on its own, classify here.
-        info = request_info(scope) or _DEFAULT_ROUTES.classify(scope)
+        # The matched route's record; without one (not behind layered()), credentials.
+        info = request_info(scope)
         need = needs_credentials(info, ops_public=self.ops_public)
         if need is False:
             await self.app(scope, receive, send)

@@ -26,7 +26,7 @@ from apcore_a2a.auth import (
     extended_card_modifier,
     security_for,
 )
-from apcore_a2a.classify import Classifier, Routes
+from apcore_a2a.classify import layered
 from apcore_a2a.execution.catalog import SkillCatalog
 from apcore_a2a.execution.executor import ApCoreAgentExecutor
 from apcore_a2a.execution.executors import default_executor, resolve_executor
@@ -39,12 +39,7 @@ from apcore_a2a.push import card_extensions as push_card_extensions
 from apcore_a2a.server.call_context import ApCoreCallContextBuilder
 from apcore_a2a.server.card_routes import card_routes
 from apcore_a2a.server.conformance import RestMediaType
-from apcore_a2a.server.features import (
-    CLASSIFY,
-    GUARD,
-    INNER,
-    middleware_stack,
-)
+from apcore_a2a.server.features import GUARD, INNER, middleware_stack
 from apcore_a2a.server.guards import RequestGuard, cancel_on_drop
 from apcore_a2a.server.handler import ApCoreRequestHandler, NewTaskMarking
 from apcore_a2a.server.lifecycle import Lifecycle, StartOnFirstRequest
@@ -56,6 +51,7 @@ from apcore_a2a.server.routes import a2a_routes
 from apcore_a2a.server.state import ServerState
 from apcore_a2a.server.task_quota import TaskQuota
 from apcore_a2a.settings import Settings, SettingsError, config_path
+from apcore_a2a.shape import Shape
 from apcore_a2a.storage import Stores, open_stores
 from apcore_a2a.storage.observed import observe_saves
 
@@ -217,7 +213,7 @@ class A2AServerFactory:
         card_source = card_base.document(acl_card_document(self.executor, state.document))
         if signer is not None:
             card_source = signer.documents(card_source)
-        routes: list[BaseRoute] = [
+        served: list[BaseRoute] = [
             *card_routes(card_source),
             *rpc_routes,
             *(route for feature in features for route in feature.routes),
@@ -225,25 +221,25 @@ class A2AServerFactory:
         ]
         drop = cancel_on_drop(handler, context_builder) if s.cancel_on_disconnect else None
         explorer = s.explorer_prefix if s.explorer else None
-        core = [
-            (CLASSIFY, Middleware(Classifier, routes=Routes(s.rpc_path, explorer))),
-            (
-                GUARD,
-                Middleware(
-                    RequestGuard,
-                    max_body_bytes=s.max_body_bytes,
-                    streams=streams,
-                    on_stream_dropped=drop,
-                ),
-            ),
-            (INNER, Middleware(RestMediaType)),
-        ]
+        guard = Middleware(
+            RequestGuard,
+            max_body_bytes=s.max_body_bytes,
+            streams=streams,
+            on_stream_dropped=drop,
+            task_streams={},  # shared by the guards of all routes
+        )
+        edge, per_route = middleware_stack(
+            features, [(GUARD, guard), (INNER, Middleware(RestMediaType))]
+        )
+        # Every route runs the request record, auth, the guard... once it matched: no
+        # spelling of a path reaches an endpoint around them (see apcore_a2a.classify).
+        shape = Shape(s.max_json_depth, s.max_json_values, s.max_parts_per_message)
+        routes = layered(
+            served, per_route, rpc_path=s.rpc_path, explorer_prefix=explorer, shape=shape
+        )
         tuning = s.process_tuning if s.process_tuning is not None else self.standalone
         lifecycle = Lifecycle(state, features, tuning=tuning)
-        middleware = [
-            Middleware(StartOnFirstRequest, lifecycle=lifecycle),
-            *middleware_stack(features, core),
-        ]
+        middleware = [Middleware(StartOnFirstRequest, lifecycle=lifecycle), *edge]
         app = Starlette(routes=routes, middleware=middleware, lifespan=lifecycle.lifespan)
         app.state.a2a = state
         state.extras.update({f.name: f.handle for f in features if f.handle is not None})

@@ -6,10 +6,14 @@ factory builds the features the settings ask for and never special-cases one of 
 
 Middleware places, outermost first:
 
-* :data:`EDGE` -- before anything looks at the request (trusted hosts, CORS);
-* :data:`OBSERVE` -- around the classified request (telemetry spans, request counters);
+* :data:`EDGE` -- app-wide, before routing (trusted hosts, CORS);
+
+and on every route, once Starlette matched it (after the request record, see
+:mod:`apcore_a2a.classify`):
+
+* :data:`OBSERVE` -- telemetry spans, request counters;
 * :data:`AUTH` -- who is calling;
-* :data:`INNER` -- between the request guard and the routes (response shaping).
+* :data:`INNER` -- between the request guard and the endpoint (response shaping).
 """
 
 from __future__ import annotations
@@ -26,7 +30,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AUTH",
-    "CLASSIFY",
     "EDGE",
     "GUARD",
     "INNER",
@@ -41,8 +44,8 @@ __all__ = [
 EDGE, OBSERVE, AUTH, INNER = 10, 20, 30, 50
 #: scope extension set by ``A2AClient(app=...)`` (kept in step with apcore_a2a.client)
 IN_PROCESS = "apcore_a2a.in_process"
-#: places of the core layers: the request record, then the guard
-CLASSIFY, GUARD = 15, 40
+#: place of the request guard (a core layer)
+GUARD = 40
 
 Hook = Callable[[], Awaitable[None]]
 
@@ -63,10 +66,10 @@ class Feature:
 
 def middleware_stack(
     features: Iterable[Feature], core: Sequence[tuple[int, Middleware]]
-) -> list[Middleware]:
-    """All middleware, outermost first: by place, then in the order given."""
-    entries = [*core, *(entry for f in features for entry in f.middleware)]
-    return [m for _, m in sorted(entries, key=lambda pair: pair[0])]
+) -> tuple[list[Middleware], list[Middleware]]:
+    """(app-wide, per-route) middleware, each outermost first: by place, then as given."""
+    entries = sorted([*core, *(e for f in features for e in f.middleware)], key=lambda e: e[0])
+    return [m for p, m in entries if p <= EDGE], [m for p, m in entries if p > EDGE]
 
 
 def host_feature(settings: Settings) -> Feature | None:

@@ -1,30 +1,29 @@
-"""The SDK's A2A routes (JSON-RPC 1.0+0.3, REST 1.0+0.3), adjusted where it falls short.
+"""The SDK's A2A routes (JSON-RPC 1.0+0.3, REST 1.0+0.3), with upstream's corrections.
 
-* The JSON-RPC endpoint is handed the body the request guard already parsed (the request
-  record's payload), so a request body is parsed once.
+* The JSON-RPC endpoint is handed the body the request guard already parsed
+  (:mod:`apcore_a2a.upstream.parsed_body`).
 * The 0.3 REST streaming endpoints answer request errors before the stream starts
-  (:mod:`apcore_a2a.server.rest03`).
+  (:mod:`apcore_a2a.upstream.rest03_streams`), and the 0.3 REST routes carry file bytes
+  as the spec says (:mod:`apcore_a2a.upstream.rest03_files`).
 
 REST routes come last: the SDK mounts them under ``/{tenant}`` too, which would otherwise
-take any two-segment path (the classifier refuses reserved segments as tenants).
+take any two-segment path (reserved first segments are never a tenant, see
+:mod:`apcore_a2a.classify`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from a2a.server.routes import create_jsonrpc_routes, create_rest_routes
-from starlette.requests import Request
-from starlette.responses import Response
-from starlette.routing import BaseRoute, Route
+from starlette.routing import BaseRoute, Mount, Route
 
-from apcore_a2a.classify import request_info
-from apcore_a2a.server.rest03 import eager_legacy_streams
+from apcore_a2a.classify import describe
+from apcore_a2a.upstream.parsed_body import parsed_once
+from apcore_a2a.upstream.rest03_files import MESSAGE_PATHS, with_spec_files
+from apcore_a2a.upstream.rest03_streams import eager_streams
 
 __all__ = ["a2a_routes"]
-
-Endpoint = Callable[[Request], Awaitable[Response]]
 
 
 def a2a_routes(
@@ -32,7 +31,7 @@ def a2a_routes(
 ) -> tuple[list[BaseRoute], list[BaseRoute]]:
     """``(JSON-RPC routes, REST routes)`` for *handler*; mount REST after everything else."""
     rpc = [
-        _parsed_once(route)
+        parsed_once(route)
         for route in create_jsonrpc_routes(
             handler,
             rpc_url=rpc_path,
@@ -41,28 +40,26 @@ def a2a_routes(
             shutdown_grace_period=stream_grace,
         )
     ]
-    rest = eager_legacy_streams(
-        create_rest_routes(
-            handler,
-            context_builder=context_builder,
-            enable_v0_3_compat=True,
-            shutdown_grace_period=stream_grace,
-        )
-    )
+    streams = eager_streams(handler, context_builder, stream_grace)
+    rest: list[BaseRoute] = []
+    for route in create_rest_routes(
+        handler,
+        context_builder=context_builder,
+        enable_v0_3_compat=True,
+        shutdown_grace_period=stream_grace,
+    ):
+        if isinstance(route, Route) and route.path in streams:
+            rest.append(Route(route.path, streams[route.path], methods=route.methods))
+        elif isinstance(route, Route) and route.path in MESSAGE_PATHS:
+            rest.append(Route(route.path, with_spec_files(route.endpoint), methods=route.methods))
+        else:
+            rest.append(route)
+    inner = [r for m in rest if isinstance(m, Mount) for r in m.routes]
+    unknown = [
+        r.path
+        for r in (*rest, *inner)
+        if isinstance(r, Route) and describe(r.path, min(r.methods or ("GET",))).kind != "a2a"
+    ]
+    if unknown:  # served as "other", such a route would skip the A2A checks
+        raise RuntimeError(f"a2a-sdk routes unknown to apcore_a2a.classify: {unknown}")
     return rpc, rest
-
-
-def _parsed_once(route: BaseRoute) -> BaseRoute:
-    if not isinstance(route, Route):
-        return route
-    inner: Endpoint = route.endpoint
-
-    async def endpoint(request: Request) -> Response:
-        info = request_info(request.scope)
-        if info is not None and info.body is not None and info.parse_error is None:
-            # Starlette's Request caches these; the SDK's request.json() then reuses them.
-            request._body = info.body
-            request._json = info.payload
-        return await inner(request)
-
-    return Route(route.path, endpoint, methods=list(route.methods or ()), name=route.name)

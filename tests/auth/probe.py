@@ -10,10 +10,10 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
-from starlette.routing import Route
+from starlette.routing import Mount, Route
 
 from apcore_a2a.auth import Authenticator, AuthMiddleware, current_identity
-from apcore_a2a.classify import Classifier, Routes
+from apcore_a2a.classify import layered
 from apcore_a2a.execution.identity import IDENTITY_SCOPE_KEY
 from tests._support import running_server
 
@@ -50,25 +50,24 @@ ROUTES = [
     Route("/.well-known/agent.json", ok),
     Route("/.well-known/jwks.json", ok),
     Route("/extendedAgentCard", ok),
-    Route("/acme/extendedAgentCard", ok),
     Route("/v1/card", ok),
     Route("/agent/authenticatedExtendedCard", ok),
     Route("/explorer", ok, methods=["GET", "POST"]),
     Route("/explorer/app.js", ok, methods=["GET", "POST"]),
+    # last, as the SDK mounts it
+    Mount(
+        "/{tenant}",
+        routes=[Route("/extendedAgentCard", ok), Route("/message:send", ok, methods=["POST"])],
+    ),
 ]
 
 
 def probe_app(
     authenticator: Authenticator, *, explorer: str | None = None, **options: Any
 ) -> Starlette:
-    """*authenticator* behind the request classifier, as in the agent (*explorer*: prefix)."""
-    return Starlette(
-        routes=ROUTES,
-        middleware=[
-            Middleware(Classifier, routes=Routes("/", explorer)),
-            Middleware(AuthMiddleware, authenticator=authenticator, **options),
-        ],
-    )
+    """*authenticator* on routes that record the request, as in the agent (*explorer*: prefix)."""
+    auth = Middleware(AuthMiddleware, authenticator=authenticator, **options)
+    return Starlette(routes=layered(ROUTES, [auth], explorer_prefix=explorer))
 
 
 @contextlib.asynccontextmanager

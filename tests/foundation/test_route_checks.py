@@ -13,6 +13,11 @@ here:
 * a body that is not UTF-8: ``-32700`` (JSON-RPC) or 400 (REST);
 * a stream when the agent is at its stream cap: 503 with ``Retry-After``;
 * every error body: at most 500 characters of message, no traceback, path or link.
+
+And none of that depends on how a path is spelled (issue 30): every route, spelled with a
+trailing ``%0A``/``%0D``/``%00``/``%20``/``/``, a doubled or dotted slash, ``%2F``, in upper
+case, under a tenant, or below the root path of a host app that mounts the agent, either
+gets the same checks or reaches no endpoint at all (Starlette's 404/405, or a redirect).
 """
 
 from __future__ import annotations
@@ -22,8 +27,10 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+import httpcore
 import httpx
 import pytest
+from starlette.applications import Starlette
 from starlette.routing import Mount, Route
 
 from apcore_a2a import A2AServerFactory
@@ -74,8 +81,7 @@ def a2a_routes(app: Any) -> list[tuple[str, str]]:
     return sorted(found)
 
 
-@pytest.fixture(scope="module")
-def agent() -> Iterator[tuple[str, list[tuple[str, str]]]]:
+def _app() -> Any:
     app, _card = A2AServerFactory(
         build_registry(),
         environ={},
@@ -86,8 +92,21 @@ def agent() -> Iterator[tuple[str, list[tuple[str, str]]]]:
         push_allow_insecure_urls=True,
         explorer=True,
     ).create()
+    return app
+
+
+@pytest.fixture(scope="module")
+def agent() -> Iterator[tuple[str, list[tuple[str, str]]]]:
+    app = _app()
     with threaded_server(app) as url:
         yield url, a2a_routes(app)
+
+
+@pytest.fixture(scope="module")
+def mounted() -> Iterator[str]:
+    """The agent mounted by a host app at ``/agent``: the base URL of the host."""
+    with threaded_server(Starlette(routes=[Mount("/agent", app=_app())])) as url:
+        yield url
 
 
 def _assert_clean(response: httpx.Response) -> None:
@@ -216,3 +235,91 @@ async def test_every_error_is_clean(agent: tuple[str, list[tuple[str, str]]]) ->
             response = await http.request(method, path, content=body, headers=json_type)
             assert response.status_code != 500 or "Internal error" in response.text
             _assert_clean(response)
+
+
+def _spellings(path: str) -> Iterator[str]:
+    """*path* spelled as a router (ours, a proxy's, a browser's) might or might not read it."""
+    for suffix in ("%0A", "%0D", "%00", "%20", "%0D%0A", "/", "%0A/"):
+        yield path + suffix
+    yield "/" + path
+    yield "/." + path
+    yield path.replace("/", "%2F", 2).replace("%2F", "/", 1)
+    yield path.upper()
+    if not path.startswith(("/acme/", "/.well-known/")):
+        yield "/acme" + path
+
+
+def _unrouted(response: httpcore.Response) -> bool:
+    """Starlette answered: no route (404/405 in plain text) or a redirect to another path."""
+    if 300 <= response.status < 400:
+        return True
+    plain = dict(response.headers).get(b"content-type", b"").startswith(b"text/plain")
+    return (
+        response.status in (404, 405)
+        and plain
+        and response.content
+        in (
+            b"Not Found",
+            b"Method Not Allowed",
+        )
+    )
+
+
+async def _send(
+    pool: httpcore.AsyncConnectionPool,
+    base: str,
+    method: str,
+    path: str,
+    body: bytes,
+    headers: dict[str, str],
+) -> httpcore.Response:
+    """A request with *path* sent exactly as written (httpx would normalize it)."""
+    origin = httpx.URL(base)
+    url = httpcore.URL(scheme=b"http", host=origin.host, port=origin.port, target=path)
+    return await pool.request(
+        method,
+        url,
+        headers=[("Host", origin.netloc.decode()), *headers.items()],
+        content=body,
+        extensions={"timeout": {"connect": 5, "read": 10, "write": 10, "pool": 10}},
+    )
+
+
+@pytest.mark.parametrize("root", ["", "/agent"])
+async def test_no_spelling_of_a_route_escapes_the_checks(
+    agent: tuple[str, list[tuple[str, str]]], mounted: str, root: str
+) -> None:
+    url, routes = agent
+    base = mounted if root else url
+    json_type = {"Content-Type": "application/json", "A2A-Version": "1.0"}
+    big = b'{"pad": "' + b"x" * (MAX_BODY * 3) + b'"}'
+    reached = 0
+    escaped: list[tuple[Any, ...]] = []
+    async with httpcore.AsyncConnectionPool() as pool:
+        for method, route in routes:
+            rpc = _rpc("SendStreamingMessage") if route == "/" else b"{}"
+            streams = route == "/" or route.endswith((":stream", ":subscribe"))
+            for spelled in _spellings(route):
+                path = root + spelled
+                # (what to send, the answer the checks give)
+                checks: list[tuple[bytes, dict[str, str], int]] = [(rpc, json_type, 401)]
+                if method == "POST":
+                    checks.append((rpc, {**KEY, "Content-Type": "text/plain"}, 415))
+                    checks.append((big, {**KEY, **json_type}, 413))
+                if streams:
+                    checks.append((rpc, {**KEY, **json_type}, 503))
+                for body, headers, status in checks:
+                    response = await _send(pool, base, method, path, body, headers)
+                    where = (method, path, status, response.status, response.content[:40])
+                    if status == 503:
+                        # A spelling may reach another route (GET /tasks/{id} with the id
+                        # "t-1:subscribe\r"); what must not happen is a stream over the cap.
+                        kind = dict(response.headers).get(b"content-type", b"")
+                        if kind.startswith(b"text/event-stream"):
+                            escaped.append(where)
+                    elif response.status != status and not _unrouted(response):
+                        escaped.append(where)
+                    reached += response.status == status
+    # Endpoints that answered (2xx) first: those are the escapes that matter most.
+    assert not escaped, sorted(escaped, key=lambda w: w[3] >= 300)[:4]
+    assert reached > 100  # many spellings do reach the routes: they are checked there

@@ -1,0 +1,104 @@
+"""Shape limits of a JSON request body, checked before anything parses it.
+
+A body within the size cap can still be costly to take apart: every JSON value becomes a
+Python object, then a protobuf message the SDK walks (a few microseconds to tens of
+microseconds each, on the event loop). :func:`scan` bounds the shape without building
+anything -- nesting depth, values in the whole body, parts in one message -- and runs in
+steps (it yields every few thousand tokens) so a caller on the event loop can let other
+requests run between them. It does not check the syntax; the parser that runs after it
+does.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Generator
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["Shape", "ShapeError", "scan"]
+
+# Characters that open or close something; the commas between two of them are counted in
+# one go, and scalars and white space are skipped.
+_TOKEN = re.compile(rb'[][{}"]')
+# The rest of a string's characters up to (not including) its closing quote.
+_STRING = re.compile(rb'(?:[^"\\]++|\\.)*+', re.S)
+# A "parts" key just before an array.
+_PARTS_KEY = re.compile(rb'"parts"\s*:\s*\Z')
+_WINDOW = 1 << 16
+_STEP = 512
+
+
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """The limits (settings ``max_json_depth``, ``max_json_values``, ``max_parts_per_message``)."""
+
+    max_depth: int = 32
+    max_values: int = 10_000
+    max_parts: int = 100
+
+
+class ShapeError(ValueError):
+    """A body beyond a shape limit; ``setting`` names the limit."""
+
+    def __init__(self, message: str, setting: str) -> None:
+        super().__init__(f"{message} (limit: {setting})")
+        self.setting = setting
+
+
+def scan(body: bytes, shape: Shape) -> Generator[None, None, None]:
+    """Check *body* against *shape*, yielding between steps; raises :class:`ShapeError`.
+
+    Values are counted as containers opened plus separators: a close upper bound of
+    the values in the body, exact about everything costly.
+    """
+    values = 0
+    # per open container: is it a "parts" array, and its elements so far
+    stack: list[list[Any]] = []
+    pos, tokens = 0, 0
+    while True:
+        found = _TOKEN.search(body, pos)
+        stop = len(body) if found is None else found.start()
+        commas = body.count(b",", pos, stop)
+        if commas:
+            values += commas
+            if stack and stack[-1][0]:
+                stack[-1][1] += commas
+                if stack[-1][1] > shape.max_parts:
+                    raise ShapeError(
+                        f"more than {shape.max_parts} parts in a message", "max_parts_per_message"
+                    )
+            if values > shape.max_values:
+                raise ShapeError(f"more than {shape.max_values} JSON values", "max_json_values")
+        if found is None:
+            return
+        char, pos = body[stop], stop + 1
+        tokens += 1
+        if tokens % _STEP == 0:
+            yield
+        if char == 0x22:  # '"': skip the string
+            close = body.find(b'"', pos)
+            if close > 0 and body[close - 1] != 0x5C:
+                pos = close + 1  # no escape before the quote: the common case, memchr speed
+            else:
+                pos = (yield from _escaped_string(body, pos)) + 1
+        elif char in b"[{":
+            values += 1
+            parts = char == 0x5B and _PARTS_KEY.search(body, max(0, stop - 64), stop) is not None
+            stack.append([parts, 1])
+            if len(stack) > shape.max_depth:
+                raise ShapeError(f"JSON nested deeper than {shape.max_depth}", "max_json_depth")
+        elif stack:
+            stack.pop()
+
+
+def _escaped_string(body: bytes, pos: int) -> Generator[None, None, int]:
+    """Where the string from *pos* ends (its closing quote), in windows."""
+    end = len(body)
+    while True:
+        string = _STRING.match(body, pos, min(pos + _WINDOW, end))
+        assert string is not None  # the pattern matches the empty string
+        pos = string.end()
+        if pos >= end or body[pos] == 0x22 or pos == string.start():
+            return pos  # closed, or cut short (the parser reports that)
+        yield  # a long string: the next window

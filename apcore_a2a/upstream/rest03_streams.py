@@ -1,0 +1,73 @@
+"""The SDK's 0.3 REST streams, answering request errors before the stream starts.
+
+a2a-sdk 1.3 parses a ``/v1/message:stream`` body (and looks up a
+``/v1/tasks/{id}:subscribe`` task) inside the SSE generator, after the ``200`` header went
+out: a bad body, an unknown skill or an unknown task then just cuts the connection. Its
+JSON-RPC dispatcher avoids this by pulling the first event before it answers; these
+endpoints do the same, so such errors come back as the SDK's ordinary REST error responses.
+They are built from the SDK's public 0.3 pieces (``REST03Handler``,
+``V03ServerCallContextBuilder``) and replace its two stream routes. Watched by
+``tests/upstream/test_rest03_streams.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+from a2a.compat.v0_3.context_builders import V03ServerCallContextBuilder
+from a2a.compat.v0_3.rest_handler import REST03Handler
+from a2a.server.routes.common import (
+    DefaultServerCallContextBuilder,
+    ServerCallContextBuilder,
+    create_event_source_response,
+)
+from a2a.utils import json_utils
+from a2a.utils.error_handlers import rest_stream_error_handler
+from starlette.requests import Request
+from starlette.responses import Response
+
+from apcore_a2a.adapters.file_bytes import rest_response_to_wire
+from apcore_a2a.upstream.rest03_files import python_client, spec_request
+
+__all__ = ["STREAM_PATHS", "eager_streams"]
+
+STREAM_PATHS = frozenset({"/v1/message:stream", "/v1/tasks/{id}:subscribe"})
+
+Endpoint = Callable[[Request], Awaitable[Response]]
+
+
+def eager_streams(
+    handler: Any, context_builder: ServerCallContextBuilder | None, grace: float
+) -> dict[str, Endpoint]:
+    """Endpoint per 0.3 stream path (see the module docstring)."""
+    legacy = REST03Handler(request_handler=handler)
+    builder = V03ServerCallContextBuilder(context_builder or DefaultServerCallContextBuilder())
+
+    def eager(method: Any) -> Endpoint:
+        @rest_stream_error_handler
+        async def endpoint(request: Request) -> Response:
+            request = await spec_request(request)
+            await request.body()
+            python = python_client(request)
+            stream = method(request, builder.build(request))
+            first = await anext(stream)  # request errors surface here, before the 200
+
+            def wire(item: Any) -> str:
+                rest_response_to_wire(item, python_client=python)
+                return json_utils.dumps(item)
+
+            async def events() -> AsyncIterator[str]:
+                yield wire(first)
+                async for item in stream:
+                    yield wire(item)
+
+            response: Response = create_event_source_response(events(), shutdown_grace_period=grace)
+            return response
+
+        return endpoint
+
+    return {
+        "/v1/message:stream": eager(legacy.on_message_send_stream),
+        "/v1/tasks/{id}:subscribe": eager(legacy.on_subscribe_to_task),
+    }

@@ -1,0 +1,152 @@
+"""No request stalls the server (issue 31, item 1).
+
+A body within the size cap used to be taken apart on the event loop whatever its shape: a
+7.4 MB JSON-RPC message with 400k keys stalled ``/health`` for 8.2 s. Now the shape is
+bounded before anything parses the body -- nesting depth, JSON values, parts per message
+-- in steps that let other requests run, and each limit is answered with a clear error
+naming it: ``-32602`` on JSON-RPC, ``400 INVALID_ARGUMENT`` on REST, both versions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from tests._support import ROOT, cli_server
+
+CAP = 10 * 1024 * 1024
+V10 = {"Content-Type": "application/json", "A2A-Version": "1.0"}
+V03 = {"Content-Type": "application/json", "A2A-Version": "0.3"}
+
+
+@pytest.fixture(scope="module")
+def agent() -> Iterator[str]:
+    # Its own process: the clients here must not share a GIL with the server they time.
+    args = ["--extensions-dir", str(ROOT / "examples" / "extensions"), "--max-body-bytes", str(CAP)]
+    with cli_server(args) as (url, _proc):
+        yield url
+
+
+def _message(parts: list[Any], v03: bool = False) -> dict[str, Any]:
+    if v03:
+        return {"kind": "message", "messageId": "m-1", "role": "user", "parts": parts}
+    return {"messageId": "m-1", "role": "ROLE_USER", "parts": parts}
+
+
+def _text(v03: bool = False) -> dict[str, Any]:
+    return {"kind": "text", "text": "x"} if v03 else {"text": "x"}
+
+
+def _data(value: Any, v03: bool = False) -> dict[str, Any]:
+    return {"kind": "data", "data": value} if v03 else {"data": value}
+
+
+def _nested(depth: int) -> Any:
+    value: Any = 1
+    for _ in range(depth):
+        value = [value]
+    return {"v": value}
+
+
+#: limit -> parts of a message that break it (for 1.0 and 0.3)
+BREAKERS = {
+    "max_parts_per_message": lambda v03: [_text(v03)] * 101,
+    "max_json_values": lambda v03: [_data({f"k{i}": i for i in range(10_001)}, v03)],
+    "max_json_depth": lambda v03: [_data(_nested(40), v03)],
+}
+
+
+def _rpc(method: str, message: dict[str, Any]) -> bytes:
+    return json.dumps(
+        {"jsonrpc": "2.0", "id": 3, "method": method, "params": {"message": message}}
+    ).encode()
+
+
+@pytest.mark.parametrize("limit", sorted(BREAKERS))
+async def test_each_limit_is_answered_on_every_binding_and_version(agent: str, limit: str) -> None:
+    breaker = BREAKERS[limit]
+    async with httpx.AsyncClient(base_url=agent, timeout=30) as http:
+        for method, v03, headers in (
+            ("SendMessage", False, V10),
+            ("SendStreamingMessage", False, V10),
+            ("message/send", True, V03),
+            ("message/stream", True, V03),
+        ):
+            answer = await http.post(
+                "/", content=_rpc(method, _message(breaker(v03), v03)), headers=headers
+            )
+            error = answer.json()["error"]
+            assert (method, error["code"]) == (method, -32602)
+            assert limit in error["message"]
+        for path, v03, headers in (
+            ("/message:send", False, V10),
+            ("/message:stream", False, V10),
+            ("/v1/message:send", True, V03),
+            ("/v1/message:stream", True, V03),
+        ):
+            body = json.dumps({"message": _message(breaker(v03), v03)}).encode()
+            answer = await http.post(path, content=body, headers=headers)
+            assert (path, answer.status_code) == (path, 400)
+            assert answer.json()["error"]["status"] == "INVALID_ARGUMENT"
+            assert limit in answer.json()["error"]["message"]
+
+
+async def test_a_message_within_the_limits_is_served(agent: str) -> None:
+    bulk = {f"k{i}": i for i in range(9_000)}
+    metadata = {"skillId": "math.add", "bulk": bulk, "deep": _nested(25)}  # 5 levels above it
+    message = {**_message([_data({"a": 1, "b": 2})]), "metadata": metadata}
+    async with httpx.AsyncClient(base_url=agent, timeout=60) as http:
+        answer = await http.post("/", content=_rpc("SendMessage", message), headers=V10)
+    assert answer.json()["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+
+
+def _at_cap(shape: str) -> bytes:
+    """A SendMessage body of about CAP bytes in one of the issue's shapes, grown to the cap."""
+    if shape == "keys":  # 7.4 MB with 400k keys in the issue
+        parts = [_data({f"key-{i:09d}": i for i in range(CAP // 25)})]
+    else:  # 3 MB with 200k parts in the issue
+        parts = [_text()] * (CAP // 16)
+    body = _rpc("SendMessage", {**_message(parts), "metadata": {"skillId": "text.stats"}})
+    assert CAP * 0.9 < len(body) <= CAP
+    return body
+
+
+@pytest.mark.parametrize("shape", ["keys", "parts"])
+async def test_health_answers_while_large_bodies_arrive(agent: str, shape: str) -> None:
+    body = _at_cap(shape)
+    latencies: list[float] = []
+    done = asyncio.Event()
+
+    async def probe(http: httpx.AsyncClient) -> None:
+        while not done.is_set():
+            started = time.perf_counter()
+            assert (await http.get("/health")).status_code == 200
+            latencies.append(time.perf_counter() - started)
+            await asyncio.sleep(0.005)
+
+    async def send_rounds() -> None:
+        limits = httpx.Limits(max_connections=8)
+        async with httpx.AsyncClient(base_url=agent, timeout=120, limits=limits) as http:
+            for _round in range(3):
+                answers = await asyncio.gather(
+                    *(http.post("/", content=body, headers=V10) for _ in range(8))
+                )
+                assert {a.status_code for a in answers} == {200}
+
+    async with httpx.AsyncClient(base_url=agent, timeout=10) as health:
+        prober = asyncio.create_task(probe(health))
+        await asyncio.sleep(0.2)
+        # The senders have their own thread and loop: the probe's loop only probes.
+        await asyncio.to_thread(asyncio.run, send_rounds())
+        done.set()
+        await prober
+    latencies.sort()
+    assert len(latencies) >= 50
+    p99 = latencies[int(len(latencies) * 0.99) - 1]
+    assert p99 < 0.1, (shape, len(latencies), round(p99, 3), round(latencies[-1], 3))
