@@ -52,6 +52,10 @@ def _normalize_url(url: str) -> str:
     return base.rstrip("/")
 
 
+#: seconds to connect (and for an in-process app to start) when ``timeout`` is ``None``
+CONNECT_TIMEOUT = 30.0
+
+
 def _require_id(value: str, what: str) -> str:
     if not isinstance(value, str) or not value:
         raise ValueError(f"{what} must be a non-empty string")
@@ -73,6 +77,12 @@ class A2AClient:
     ``https`` agent -- raises :class:`~apcore_a2a.client.errors.CrossOriginEndpointError`
     unless ``allow_other_origins=True``. Credentials (``auth`` and ``headers``) are only
     ever sent to the origin of ``url``.
+
+    ``timeout`` bounds each request (connect, read, write) in seconds. The default,
+    ``None``, waits as long as the agent takes -- a blocking ``send_message`` returns when
+    the task finishes, however long it runs -- and gives up connecting after
+    :data:`CONNECT_TIMEOUT` s. For a bound on long work, pass ``timeout=`` or use
+    ``return_immediately=True`` (then ``get_task``) or ``stream_message``.
 
     With ``verify_card=True`` every card (public and extended) must carry a signature that
     the a2a-sdk's verifier accepts with the agent's ``/.well-known/jwks.json`` -- or with
@@ -96,7 +106,7 @@ class A2AClient:
         url: str,
         *,
         auth: AuthInput = None,
-        timeout: float | None = 30.0,
+        timeout: float | None = None,
         card_ttl: float = 300.0,
         protocol: Protocol = "auto",
         headers: Mapping[str, str] | None = None,
@@ -124,13 +134,17 @@ class A2AClient:
         else:
             inner_auth = auth
         guard = OriginGuard(origin_of(self._base), inner_auth, default_headers)
-        self._lifespan = Lifespan(app, timeout=timeout) if app is not None and lifespan else None
+        startup = timeout if timeout is not None else CONNECT_TIMEOUT
+        self._lifespan = Lifespan(app, timeout=startup) if app is not None and lifespan else None
         transport = None
         if app is not None:
             state = self._lifespan.state if self._lifespan else None
             transport = DirectTransport(app, state=state)
         self._http = httpx.AsyncClient(
-            timeout=timeout, headers=default_headers, auth=guard, transport=transport
+            timeout=httpx.Timeout(timeout, connect=startup),
+            headers=default_headers,
+            auth=guard,
+            transport=transport,
         )
         self._verifier = (
             CardVerifier(self._http, self._base, card_keys)
