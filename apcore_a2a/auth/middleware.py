@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from starlette.datastructures import Headers
 
+from apcore_a2a.adapters.errors import clean_for_log
 from apcore_a2a.auth.authenticator import Authenticator, InvalidCredentials
 from apcore_a2a.classify import RequestInfo, Routes, request_info
 from apcore_a2a.execution.identity import IDENTITY_SCOPE_KEY
@@ -118,7 +119,13 @@ class AuthMiddleware:
         try:
             identity = await self.authenticator.authenticate(Headers(scope=scope))
         except InvalidCredentials as exc:
-            logger.debug("rejected credentials: %s", exc)
+            # The reason, never the credential: exceptions here name what failed, not the token.
+            logger.info(
+                "refused credentials for %s %s: %s",
+                scope.get("method", "WEBSOCKET"),
+                clean_for_log(str(scope.get("path", "")), 200),
+                clean_for_log(str(exc), 300),
+            )
             if need is None:  # optional (a health probe): served, as anonymous
                 await self.app(scope, receive, send)
                 return
