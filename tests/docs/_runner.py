@@ -86,6 +86,8 @@ __docs_agent_stop() {
 apcore-a2a() {
   if [ "${1:-}" = serve ]; then
     # The reader's other terminal: the agent runs on, this line returns once it answers.
+    # `starting` tells the runner to hold the next block (this line may run with `&`).
+    touch "$DOCS_AGENT/served" "$DOCS_AGENT/starting"
     __docs_agent_stop
     command apcore-a2a "$@" --port "$DOCS_AGENT_PORT" > "$DOCS_AGENT/log" 2>&1 &
     local pid=$!
@@ -93,12 +95,15 @@ apcore-a2a() {
     local deadline=$(( $(date +%s) + 120 ))
     until curl -s -o /dev/null "http://127.0.0.1:$DOCS_AGENT_PORT/.well-known/agent-card.json"; do
       if ! kill -0 "$pid" 2>/dev/null; then
-        rm -f "$DOCS_AGENT/pid"; cat "$DOCS_AGENT/log"
+        rm -f "$DOCS_AGENT/pid" "$DOCS_AGENT/starting"; cat "$DOCS_AGENT/log"
         local status=0; wait "$pid" || status=$?; return "$status"
       fi
-      if [ "$(date +%s)" -gt "$deadline" ]; then cat "$DOCS_AGENT/log"; return 1; fi
+      if [ "$(date +%s)" -gt "$deadline" ]; then
+        rm -f "$DOCS_AGENT/starting"; cat "$DOCS_AGENT/log"; return 1
+      fi
       sleep 0.1
     done
+    rm -f "$DOCS_AGENT/starting"
     return 0
   fi
   command apcore-a2a "$@"
@@ -191,6 +196,7 @@ def _prepare(example: Example) -> tuple[_Shell, str]:
     """
     env = _env_of(example)
     shell = _shell(example, env)
+    shell.wait_for_agent()
     source = str(example.parsed)
     if "127.0.0.1:8000" in source and not shell.serving and not _SERVES.search(source):
         status, output = shell.run(quick_start_serve())
@@ -207,7 +213,22 @@ def evaluate_python(example: Example) -> None:
     # Line numbers in tracebacks point into the page.
     padded = "\n" * (example.line) + source
     code = compile(padded, str(example.path), "exec", dont_inherit=True)
+    before = dict(example.namespace)
     exec(code, example.namespace)  # the documented code is the test
+    _check_module_classes(before, example.namespace)
+
+
+def _check_module_classes(before: dict[str, Any], after: dict[str, Any]) -> None:
+    """A module class the block defines must be one apcore would load from a file."""
+    from apcore.registry.validation import validate_module
+
+    for name, value in after.items():
+        if before.get(name) is value or not isinstance(value, type):
+            continue
+        if callable(getattr(value, "execute", None)) and hasattr(value, "input_schema"):
+            problems = validate_module(value)
+            if problems:
+                raise AssertionError(f"apcore would not load module class {name}: {problems}")
 
 
 # -- bash ----------------------------------------------------------------------------------
@@ -246,8 +267,14 @@ class _Shell:
 
     @property
     def serving(self) -> bool:
-        """Whether an ``apcore-a2a serve`` of this page runs."""
-        return (self.agent_dir / "pid").exists()
+        """Whether this page has served an agent (``apcore-a2a serve``)."""
+        return (self.agent_dir / "served").exists()
+
+    def wait_for_agent(self) -> None:
+        """Hold until an ``apcore-a2a serve ... &`` of the last block answers (or failed)."""
+        deadline = time.monotonic() + BLOCK_TIMEOUT
+        while (self.agent_dir / "starting").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
 
     def _send(self, text: str) -> None:
         assert self.proc.stdin is not None
