@@ -15,7 +15,7 @@ from apcore_a2a._version import __version__
 
 if TYPE_CHECKING:
     from apcore_a2a._serve import StartupError, async_serve, serve
-    from apcore_a2a.adapters.outputs import File, InputRequired, reply_as
+    from apcore_a2a.adapters.outputs import AuthRequired, File, InputRequired, reply_as
     from apcore_a2a.approval import A2AApprovalHandler
     from apcore_a2a.client import (
         A2AClient,
@@ -39,6 +39,7 @@ __all__ = [
     "A2AServerFactory",
     "AgentCardFetcher",
     "ApCoreAgentExecutor",
+    "AuthRequired",
     "File",
     "InputRequired",
     "MissingExtraError",
@@ -65,6 +66,7 @@ _LAZY = {
     "Settings": "apcore_a2a.settings",
     "File": "apcore_a2a.adapters.outputs",
     "InputRequired": "apcore_a2a.adapters.outputs",
+    "AuthRequired": "apcore_a2a.adapters.outputs",
     "reply_as": "apcore_a2a.adapters.outputs",
     "StartupError": "apcore_a2a._runner",
     "cache_schemas": "apcore_a2a.execution.schema_cache",

@@ -384,6 +384,12 @@ class Settings(SettingsBase):
     sdk_telemetry: bool = setting(
         False, "A2A_SDK_TELEMETRY", "telemetry.sdk", "also the a2a-sdk's internal spans"
     )
+    telemetry_legacy_names: bool = setting(
+        False,
+        "A2A_TELEMETRY_LEGACY_NAMES",
+        "telemetry.legacy_names",
+        "span names and attributes of apcore-a2a 0.1 instead of the OpenTelemetry A2A draft",
+    )
 
     # ---------------------------------------------------------------------------------
     @field_validator(

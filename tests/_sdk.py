@@ -7,8 +7,15 @@ from typing import Any
 
 import httpx
 from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
+from a2a.client import client_factory as _client_factory
+from a2a.compat.v0_3.grpc_transport import CompatGrpcTransport
 from a2a.types import Message, Part, Role, SendMessageRequest
 from google.protobuf.struct_pb2 import Struct
+
+# a2a-sdk 1.3's import cycle can leave ``client_factory.CompatGrpcTransport`` None, and a
+# 0.3 gRPC interface then gets the 1.0 transport (see tests/bindings/_peers.py).
+if _client_factory.CompatGrpcTransport is None:  # pragma: no cover - import-order dependent
+    _client_factory.CompatGrpcTransport = CompatGrpcTransport
 
 
 async def make_client(url: str, binding: str, version: str, *, streaming: bool = False) -> Any:

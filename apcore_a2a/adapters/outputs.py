@@ -12,6 +12,8 @@
 * :class:`InputRequired` -- raised by a module: the task waits in ``input-required``
   with *prompt*; the caller's next message on the task calls the module again with the
   answer merged into the input (docs/lifecycle.md, "Asking the caller for input").
+* :class:`AuthRequired` -- the same, in ``auth-required``: the caller must obtain a
+  credential (a user's consent for a third-party service, say) and send it on the task.
 
 No I/O here: these are values and a context flag the execution bridge reads.
 """
@@ -27,6 +29,8 @@ from pydantic import BaseModel, ConfigDict, model_validator
 
 __all__ = [
     "REPLY_KEY",
+    "TASK_HOOK_KEY",
+    "AuthRequired",
     "File",
     "InputRequired",
     "file_from_value",
@@ -39,6 +43,8 @@ __all__ = [
 #: apcore ``Context.data`` key holding a module's per-call reply choice (private: the
 #: leading underscore keeps it out of apcore's serialized context)
 REPLY_KEY = "_a2a.reply"
+#: ``Context.data`` key of the callable that opens the task when a module chooses one
+TASK_HOOK_KEY = "_a2a.open_task"
 _REPLIES = ("message", "task")
 _FILE_KEYS = frozenset({"kind", "raw", "url", "media_type", "filename"})
 
@@ -123,8 +129,10 @@ def reply_as(context: Any, kind: Literal["message", "task"]) -> None:
     *context* is the apcore ``Context`` the module was called with. The choice counts
     in skills that run their module before anything is recorded: ``"reply":
     "message"`` (a message unless the module says ``"task"``) and ``"reply": "auto"``
-    (a task unless it says ``"message"``). A default skill (``"reply": "task"``) has
-    created its task before the module ran, so there the choice changes nothing
+    (a task unless it says ``"message"``). Choosing ``"task"`` there creates the task
+    at once, so the rest of the run can be watched and canceled like any task; that is
+    final (a later ``"message"`` changes nothing). A default skill (``"reply": "task"``)
+    has created its task before the module ran, so there the choice changes nothing
     (docs/lifecycle.md, "Message or task").
     """
     if kind not in _REPLIES:
@@ -132,7 +140,12 @@ def reply_as(context: Any, kind: Literal["message", "task"]) -> None:
     data = getattr(context, "data", None)
     if not isinstance(data, dict):
         raise TypeError("reply_as: pass the apcore Context the module was called with")
+    if data.get(REPLY_KEY) == "task" and TASK_HOOK_KEY in data:
+        return  # the task exists already
     data[REPLY_KEY] = kind
+    hook = data.get(TASK_HOOK_KEY)
+    if kind == "task" and callable(hook):
+        hook()
 
 
 def reply_of(data: Mapping[str, Any] | None) -> str | None:
@@ -155,15 +168,40 @@ class InputRequired(Exception):
         self, prompt: str, *, field: str | None = None, data: Mapping[str, Any] | None = None
     ) -> None:
         if not isinstance(prompt, str) or not prompt.strip():
-            raise ValueError("InputRequired needs a non-empty prompt")
+            raise ValueError(f"{type(self).__name__} needs a non-empty prompt")
         super().__init__(prompt)
         self.prompt = prompt
         self.field = field
         self.data = dict(data) if data else None
 
 
+class AuthRequired(InputRequired):
+    """Raised by a module that needs a credential the caller must obtain first.
+
+    As :class:`InputRequired`, but the task waits in ``auth-required``, and the status
+    message's data part names the *scheme* (``"oauth2"``, ``"bearer"``...). The caller
+    obtains the credential (a user's consent for a third-party service, typically) and
+    sends it on the task: in a data part or as text for *field* (merged into the input
+    like any answer), or in the message's metadata, which the resumed module reads as
+    ``Context.data["a2a.message_metadata"]`` (docs/lifecycle.md, "Asking for a
+    credential").
+    """
+
+    def __init__(
+        self,
+        prompt: str,
+        *,
+        scheme: str | None = None,
+        field: str | None = None,
+        data: Mapping[str, Any] | None = None,
+    ) -> None:
+        super().__init__(prompt, field=field, data=data)
+        self.scheme = scheme
+
+
 def input_required_of(exc: BaseException | None) -> InputRequired | None:
-    """The :class:`InputRequired` behind *exc* (apcore wraps what a module raises)."""
+    """The :class:`InputRequired` (or :class:`AuthRequired`) behind *exc* (apcore wraps
+    what a module raises)."""
     seen = 0
     while exc is not None and seen < 10:
         if isinstance(exc, InputRequired):

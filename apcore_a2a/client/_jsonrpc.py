@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 
 from apcore_a2a.client._results import decode_event, is_final
+from apcore_a2a.client._spans import a2a_call
 from apcore_a2a.client._sse import iter_sse
 from apcore_a2a.client.errors import (
     A2AAuthenticationError,
@@ -60,14 +61,17 @@ async def call(
 ) -> Any:
     """POST one request and return its ``result`` (raising the typed error otherwise)."""
     headers = {"A2A-Version": version}
-    try:
-        response = await http.post(url, json=_envelope(method, params), headers=headers)
-    except httpx.TimeoutException as exc:
-        raise A2AConnectionError(f"{method} to {url} timed out") from exc
-    except httpx.TransportError as exc:
-        raise A2AConnectionError(f"cannot reach {url}: {exc}") from exc
-    _check_status(response)
-    return _result_of(_json(response.content))
+    with a2a_call(method, version, url, params, headers) as seen:
+        try:
+            response = await http.post(url, json=_envelope(method, params), headers=headers)
+        except httpx.TimeoutException as exc:
+            raise A2AConnectionError(f"{method} to {url} timed out") from exc
+        except httpx.TransportError as exc:
+            raise A2AConnectionError(f"cannot reach {url}: {exc}") from exc
+        _check_status(response)
+        payload = _json(response.content)
+        seen(payload)
+        return _result_of(payload)
 
 
 async def stream(
@@ -89,6 +93,21 @@ async def stream(
     if last_event_id is not None:
         headers["Last-Event-ID"] = last_event_id
     body = _envelope(method, params)
+    with a2a_call(method, version, url, params, headers) as seen:
+        async for event in _events(http, url, headers, body, version, seen, on_id):
+            yield event
+
+
+async def _events(
+    http: httpx.AsyncClient,
+    url: str,
+    headers: dict[str, str],
+    body: dict[str, Any],
+    version: str,
+    seen: Callable[[Any], None],
+    on_id: Callable[[str], None] | None,
+) -> AsyncIterator[dict[str, Any]]:
+    method = body["method"]
     try:
         async with http.stream("POST", url, json=body, headers=headers) as response:
             if not response.is_success:
@@ -96,7 +115,9 @@ async def stream(
                 _check_status(response)
             if "text/event-stream" not in response.headers.get("content-type", ""):
                 # Errors detected before streaming starts come back as plain JSON.
-                event = decode_event(_result_of(_json(await response.aread())), version)
+                payload = _json(await response.aread())
+                seen(payload)
+                event = decode_event(_result_of(payload), version)
                 if event is not None:
                     yield event
                 return
@@ -104,6 +125,7 @@ async def stream(
                 payload = _json(sse.data)
                 if sse.event == "error" and not (isinstance(payload, dict) and "error" in payload):
                     raise error_from_rpc(payload)
+                seen(payload)
                 event = decode_event(_result_of(payload), version)
                 if event is None:
                     continue

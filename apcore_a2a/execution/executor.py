@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from a2a.server.agent_execution import AgentExecutor, RequestContext
@@ -38,7 +39,7 @@ from apcore_a2a.adapters.errors import (
     clean_for_log,
     map_error,
 )
-from apcore_a2a.adapters.outputs import input_required_of, reply_of
+from apcore_a2a.adapters.outputs import TASK_HOOK_KEY, input_required_of, reply_of
 from apcore_a2a.adapters.parts import output_to_parts
 from apcore_a2a.adapters.skills import SkillSpec
 from apcore_a2a.execution import approvals, turns
@@ -244,15 +245,19 @@ class ApCoreAgentExecutor(AgentExecutor):
         spec: SkillSpec,
         inputs: dict[str, Any],
         event_queue: EventQueue | None,
+        on_task: Callable[[], object] | None = None,
     ) -> tuple[Any, bool]:
         """Run the module under ``execution_timeout``; returns (result, streamed).
 
         *event_queue* receives the chunks of a streaming module; without one the module
         is called as a whole. Cancellation and timeout stop the module (``Run.stop``).
+        *on_task* is called (from any thread) when the module chooses a task.
         """
         TaskTracker.install(asyncio.get_running_loop())
         apcore_context = apcore_context_for(context, spec, run.token, self._timeout)
         run.data = apcore_context.data
+        if on_task is not None:
+            run.data[TASK_HOOK_KEY] = on_task
         if run.answering is not None:
             run.data["a2a.follow_up"] = run.answering.as_context_data()
         marker = CURRENT_RUN.set(run)
@@ -315,46 +320,67 @@ class ApCoreAgentExecutor(AgentExecutor):
 
         A ``Message`` unless the module chose a task for this call (``reply_as``), the
         skill is ``"auto"`` and the module chose nothing, or the call needs one (the
-        module asked for input or an approval is pending). Such a task is recorded after
-        the module ran: submitted, working, then the outcome as for any task.
+        module asked for input or an approval is pending). A task the module chose is
+        created the moment it chose it (submitted, working), so the rest of the run can
+        be watched and canceled; otherwise it is recorded after the module ran. Either
+        way the outcome follows as for any task.
         """
-        run = Run()
+        task_id, context_id = context.task_id or "", context.context_id or ""
+        message = context.message
+        assert message is not None
+        run = self._runs[task_id] = Run()
+        loop = asyncio.get_running_loop()
+        chosen = asyncio.Event()
+
+        async def open_task() -> None:
+            await chosen.wait()
+            await run.emit(event_queue, turns.new_task(context_id, task_id, message, spec))
+            working = status_event(task_id, context_id, TaskState.TASK_STATE_WORKING)
+            await run.emit(event_queue, working)
+
+        # Not started by the module, so stopping the module does not stop these events.
+        opening = loop.create_task(open_task())
         error: Exception | None = None
         value: Any = None
         try:
-            value, _ = await self._invoke(run, context, spec, inputs, None)
-        except Exception as exc:
-            error = exc
-        kind = reply_of(run.data) or ("task" if spec.reply == "auto" else "message")
-        if error is not None and (
-            input_required_of(error) is not None or getattr(error, "code", None) in _NEEDS_TASK
-        ):
-            kind = "task"
-        if kind == "message":
-            if error is not None:
+            try:
+                hook = functools.partial(loop.call_soon_threadsafe, chosen.set)
+                value, _ = await self._invoke(run, context, spec, inputs, None, on_task=hook)
+            except Exception as exc:
+                error = exc
+            kind = reply_of(run.data) or ("task" if spec.reply == "auto" else "message")
+            if error is not None and (
+                input_required_of(error) is not None or getattr(error, "code", None) in _NEEDS_TASK
+            ):
+                kind = "task"
+            if kind == "message" and error is not None:
                 timeout = isinstance(error, TimeoutError)
                 mapped = map_error(
                     ExecutionTimeout() if timeout else error, module_id=spec.module_id
                 )
                 self._log(spec, mapped, None if timeout else error)
                 raise as_a2a_error(mapped) from None
-            reply = Message(
-                message_id=uuid.uuid4().hex,
-                role=Role.ROLE_AGENT,
-                context_id=context.context_id or "",
-                parts=output_to_parts(value, wrapped_result=spec.wrapped_result),
-            )
-            reply.metadata.update({SKILL_METADATA_KEY: spec.module_id})
-            await event_queue.enqueue_event(reply)
-            return
-        task_id, context_id = context.task_id or "", context.context_id or ""
-        assert context.message is not None
-        await run.emit(event_queue, turns.new_task(context_id, task_id, context.message, spec))
-        await run.emit(event_queue, status_event(task_id, context_id, TaskState.TASK_STATE_WORKING))
-        if error is not None:
-            await self._handle_failure(run, context, spec, event_queue, error, inputs)
-        else:
-            await self._complete(run, context, spec, value, False, event_queue)
+            if kind == "message":
+                parts = output_to_parts(value, wrapped_result=spec.wrapped_result)
+                reply = Message(
+                    message_id=uuid.uuid4().hex,
+                    role=Role.ROLE_AGENT,
+                    context_id=context_id,
+                    parts=parts,
+                )
+                reply.metadata.update({SKILL_METADATA_KEY: spec.module_id})
+                await event_queue.enqueue_event(reply)
+                return
+            chosen.set()  # if the module did not choose the task already
+            await opening
+            if error is not None:
+                await self._handle_failure(run, context, spec, event_queue, error, inputs)
+            else:
+                await self._complete(run, context, spec, value, False, event_queue)
+        finally:
+            opening.cancel()
+            if self._runs.get(task_id) is run:
+                del self._runs[task_id]
 
     # -- failures --------------------------------------------------------------------
     async def _handle_failure(

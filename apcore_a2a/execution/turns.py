@@ -4,7 +4,8 @@ A module raises :class:`~apcore_a2a.adapters.outputs.InputRequired`: the task pa
 ``input-required`` with the prompt as its status message, and the task metadata keeps
 ``apcoreInput = {prompt, field, messageId, input, status: "pending"}`` -- ``input`` is
 the input the asking call ran with -- so the answer can be taken here or on another
-replica, now or after a restart.
+replica, now or after a restart. :class:`~apcore_a2a.adapters.outputs.AuthRequired` is
+the same question in ``auth-required`` (the entry adds ``auth: true`` and ``scheme``).
 
 The next message on the task (:func:`resume`) is read, in this order, as
 
@@ -27,7 +28,7 @@ from a2a.types import Message, Part, Role, Task, TaskState, TaskStatus, TaskStat
 from a2a.utils.errors import InvalidParamsError
 
 from apcore_a2a.adapters.errors import sanitize
-from apcore_a2a.adapters.outputs import InputRequired
+from apcore_a2a.adapters.outputs import AuthRequired, InputRequired
 from apcore_a2a.adapters.parts import input_from_parts, value_to_python
 from apcore_a2a.adapters.schema import SchemaFacts, coerce_integers
 from apcore_a2a.adapters.skills import SkillSpec
@@ -53,6 +54,7 @@ __all__ = [
 INPUT_KEY = "apcoreInput"
 #: a reserved apcore input key; only a resume on the A2A task may set it
 RESUME_KEY = "_approval_token"
+_WAITING = (TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.TASK_STATE_AUTH_REQUIRED)
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,10 +65,30 @@ class PendingInput:
     field: str | None
     message_id: str
     inputs: dict[str, Any]
+    #: asked in ``auth-required`` (:class:`AuthRequired`), with this scheme
+    auth: bool = False
+    scheme: str | None = None
 
     def as_context_data(self) -> dict[str, Any]:
         """What the module sees in ``Context.data["a2a.follow_up"]`` when it is answered."""
-        return {"prompt": self.prompt, "field": self.field}
+        seen: dict[str, Any] = {"prompt": self.prompt, "field": self.field}
+        if self.auth:
+            seen["scheme"] = self.scheme
+        return seen
+
+    def entry(self, status: str) -> dict[str, Any]:
+        """The ``apcoreInput`` task-metadata entry of this question."""
+        entry: dict[str, Any] = {
+            "prompt": self.prompt,
+            "messageId": self.message_id,
+            "input": self.inputs,
+            "status": status,
+        }
+        if self.field:
+            entry["field"] = self.field
+        if self.auth:
+            entry.update(auth=True, scheme=self.scheme)
+        return entry
 
 
 def without_token(inputs: dict[str, Any] | None) -> dict[str, Any]:
@@ -95,9 +117,12 @@ def _plain(inputs: dict[str, Any]) -> dict[str, Any]:
 def _question(
     task_id: str, context_id: str, pending: PendingInput, text: str, extra: dict[str, Any]
 ) -> TaskStatusUpdateEvent:
-    data: dict[str, Any] = {"code": "INPUT_REQUIRED", "prompt": pending.prompt}
+    code = "AUTH_REQUIRED" if pending.auth else "INPUT_REQUIRED"
+    data: dict[str, Any] = {"code": code, "prompt": pending.prompt}
     if pending.field:
         data["field"] = pending.field
+    if pending.auth and pending.scheme:
+        data["scheme"] = pending.scheme
     data.update(extra)
     data_part = Part()
     data_part.data.struct_value.update(data)
@@ -108,29 +133,25 @@ def _question(
         context_id=context_id,
         parts=[Part(text=text), data_part],
     )
-    entry: dict[str, Any] = {
-        "prompt": pending.prompt,
-        "messageId": pending.message_id,
-        "input": pending.inputs,
-        "status": "pending",
-    }
-    if pending.field:
-        entry["field"] = pending.field
+    state = (
+        TaskState.TASK_STATE_AUTH_REQUIRED if pending.auth else TaskState.TASK_STATE_INPUT_REQUIRED
+    )
     return status_event(
-        task_id,
-        context_id,
-        TaskState.TASK_STATE_INPUT_REQUIRED,
-        message,
-        metadata={INPUT_KEY: entry},
+        task_id, context_id, state, message, metadata={INPUT_KEY: pending.entry("pending")}
     )
 
 
 def asked_event(
     task_id: str, context_id: str, asked: InputRequired, message_id: str, inputs: dict[str, Any]
 ) -> TaskStatusUpdateEvent:
-    """``input-required`` for the question a module raised while running on *inputs*."""
+    """``input-required`` (``auth-required``) for the question a module raised while
+    running on *inputs*."""
     prompt = sanitize(asked.prompt, 1000)
-    pending = PendingInput(prompt, asked.field, message_id, _plain(inputs))
+    auth = isinstance(asked, AuthRequired)
+    scheme = (
+        sanitize(asked.scheme, 100) if isinstance(asked, AuthRequired) and asked.scheme else None
+    )
+    pending = PendingInput(prompt, asked.field, message_id, _plain(inputs), auth, scheme)
     extra = {"data": json.loads(json.dumps(asked.data, default=str))} if asked.data else {}
     return _question(task_id, context_id, pending, prompt, extra)
 
@@ -138,7 +159,7 @@ def asked_event(
 def reask_event(
     task_id: str, context_id: str, pending: PendingInput, error: str
 ) -> TaskStatusUpdateEvent:
-    """``input-required`` again: the answer could not be used (*error* says why)."""
+    """The same question again: the answer could not be used (*error* says why)."""
     error = sanitize(error, 300)
     return _question(task_id, context_id, pending, f"{error}. {pending.prompt}", {"error": error})
 
@@ -152,18 +173,20 @@ def _entry(task: Task) -> dict[str, Any] | None:
 
 def _pending(entry: dict[str, Any]) -> PendingInput:
     inputs = entry.get("input")
-    field = entry.get("field")
+    field, scheme = entry.get("field"), entry.get("scheme")
     return PendingInput(
         str(entry.get("prompt", "")),
         str(field) if field else None,
         str(entry.get("messageId", "")),
         inputs if isinstance(inputs, dict) else {},
+        entry.get("auth") is True,
+        str(scheme) if scheme else None,
     )
 
 
 def pending_input(task: Task) -> PendingInput | None:
     """The question a stored task waits on, if it waits on one."""
-    if task.status.state != TaskState.TASK_STATE_INPUT_REQUIRED:
+    if task.status.state not in _WAITING:
         return None
     entry = _entry(task)
     if entry is None or entry.get("status") != "pending":
@@ -198,16 +221,7 @@ def follow_up_input(pending: PendingInput, message: Message, facts: SchemaFacts)
 
 
 def _answered(pending: PendingInput, message: Message) -> dict[str, Any]:
-    entry: dict[str, Any] = {
-        "prompt": pending.prompt,
-        "messageId": pending.message_id,
-        "input": pending.inputs,
-        "status": "answered",
-        "answeredBy": message.message_id,
-    }
-    if pending.field:
-        entry["field"] = pending.field
-    return {INPUT_KEY: entry}
+    return {INPUT_KEY: {**pending.entry("answered"), "answeredBy": message.message_id}}
 
 
 async def resume(

@@ -73,7 +73,7 @@ class Operations:
         if settings.telemetry:
             from apcore_a2a.ops.telemetry import ModuleSpans
 
-            self.module_spans = ModuleSpans()
+            self.module_spans = ModuleSpans(legacy_names=settings.telemetry_legacy_names)
         set_sdk_spans(settings.sdk_telemetry)
         #: monotonic deadline of a shutdown in progress (see apcore_a2a.ops.shutdown)
         self.shutdown_deadline: float | None = None
@@ -110,7 +110,7 @@ class Operations:
 
         found: list[Middleware] = []
         if self.settings.telemetry:
-            found.append(telemetry_middleware())
+            found.extend(telemetry_middleware(legacy_names=self.settings.telemetry_legacy_names))
         if self.metrics is not None:
             found.append(Middleware(RequestWatch, on_request=self.metrics.count_request))
         return found

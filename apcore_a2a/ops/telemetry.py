@@ -1,16 +1,24 @@
-"""OpenTelemetry: one SERVER span per A2A HTTP request, a child span per module run.
+"""OpenTelemetry: one SERVER span per A2A call, a child span per module run.
 
 Off unless ``settings.telemetry``. Spans go to the globally configured tracer provider
 (set up the OpenTelemetry SDK and an exporter in your application, or run under
 ``opentelemetry-instrument``); without one every call here is a no-op.
 
+Names and attributes follow the draft OpenTelemetry conventions for A2A
+(:data:`CONVENTIONS`): a server span is named after the A2A 1.0 method whatever the
+binding and carries ``a2a.method.name``, ``a2a.protocol.version``, ``a2a.tenant``,
+``a2a.message.id``, ``a2a.task.id``, ``a2a.task.state``, ``gen_ai.conversation.id`` and,
+when the call fails, ``error.type``. ``settings.telemetry_legacy_names`` keeps the names
+of apcore-a2a 0.1 instead (:data:`LEGACY_ATTRIBUTES`).
+
 * :func:`telemetry_middleware` -- the maintained ``opentelemetry-instrumentation-asgi``
-  middleware: a SERVER span per request that continues an inbound ``traceparent``.
-  ``/health`` and ``/metrics`` are left out, and so are the per-message receive/send
-  spans, which would add two spans per SSE event.
+  middleware (a SERVER span per request that continues an inbound ``traceparent``;
+  ``/health``, ``/metrics`` and per-message receive/send spans left out), then
+  :class:`A2ASpans`, which names that span and adds the A2A attributes, read from the
+  request record and from the answer as it leaves.
+* :func:`rpc_span` -- the same span for a gRPC call.
 * :class:`ModuleSpans` -- an execution observer: ``execute <skill>`` spans, children
-  of the request that sent the message, with ``a2a.task_id``, ``a2a.context_id``,
-  ``a2a.skill_id``, ``a2a.method`` and the final ``a2a.task_state``.
+  of the request that sent the message.
 * :func:`set_sdk_spans` -- the a2a-sdk traces its handlers, queues and dispatchers
   (dozens of spans per message) whenever OpenTelemetry is importable. The SDK decides
   that once, from an environment variable, at import; ``settings.sdk_telemetry``
@@ -20,11 +28,15 @@ Off unless ``settings.telemetry``. Spans go to the globally configured tracer pr
 
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
 import re
+from collections.abc import Callable, Iterator, MutableMapping
 from typing import TYPE_CHECKING, Any
 
 from apcore_a2a._version import __version__
+from apcore_a2a.classify import RequestInfo, request_info
 from apcore_a2a.errors import MissingExtraError
 from apcore_a2a.execution.observer import Execution
 
@@ -32,9 +44,12 @@ if TYPE_CHECKING:
     from starlette.middleware import Middleware
 
 __all__ = [
+    "CONVENTIONS",
     "TELEMETRY_EXTRA_HINT",
     "TRACER_NAME",
+    "A2ASpans",
     "ModuleSpans",
+    "rpc_span",
     "set_sdk_spans",
     "telemetry_middleware",
 ]
@@ -42,15 +57,36 @@ __all__ = [
 logger = logging.getLogger("apcore_a2a.ops.telemetry")
 
 TRACER_NAME = "apcore_a2a"
+#: the draft these spans follow (docs/operations.md names it too)
+CONVENTIONS = "OpenTelemetry semantic-conventions-genai model/a2a, development draft of 2026"
 TELEMETRY_EXTRA_HINT = (
     "telemetry=True needs OpenTelemetry: pip install 'apcore-a2a[telemetry]' "
     "(opentelemetry-api and opentelemetry-instrumentation-asgi)"
 )
 #: URL patterns (searched in the full request URL) that get no request span.
 UNTRACED_URLS = (r"^[a-z]+://[^/]+/health(\?.*)?$", r"^[a-z]+://[^/]+/metrics(\?.*)?$")
+#: the module-span attributes of apcore-a2a 0.1, for ``telemetry_legacy_names``
+LEGACY_ATTRIBUTES = {
+    "a2a.task.id": "a2a.task_id",
+    "gen_ai.conversation.id": "a2a.context_id",
+    "apcore.module.id": "a2a.skill_id",
+    "a2a.method.name": "a2a.method",
+    "a2a.task.state": "a2a.task_state",
+    "error.type": "apcore.error_code",
+}
+#: answers larger than this are not read for the task attributes
+_MAX_READ = 256 * 1024
+#: one-member objects that wrap the payload (1.0 SendMessage and stream responses; 0.3 gRPC)
+_WRAPPERS = frozenset({"task", "message", "msg", "statusUpdate", "artifactUpdate"})
+_TASK_IN_PATH = re.compile(r"/tasks/([^/:]+)")
+
+Attributes = MutableMapping[str, Any]
+Scope = MutableMapping[str, Any]
 
 
-def telemetry_middleware(untraced: tuple[str, ...] = UNTRACED_URLS) -> Middleware:
+def telemetry_middleware(
+    untraced: tuple[str, ...] = UNTRACED_URLS, *, legacy_names: bool = False
+) -> list[Middleware]:
     """The request-span middleware; raises ``MissingExtraError`` naming the extra if missing."""
     try:
         from opentelemetry.instrumentation.asgi import OpenTelemetryMiddleware
@@ -61,11 +97,200 @@ def telemetry_middleware(untraced: tuple[str, ...] = UNTRACED_URLS) -> Middlewar
 
     for pattern in untraced:
         re.compile(pattern)  # fail at startup, not on the first request
-    return Middleware(
-        OpenTelemetryMiddleware,
-        excluded_urls=ExcludeList(list(untraced)),
-        exclude_spans=["receive", "send"],
-    )
+    found = [
+        Middleware(
+            OpenTelemetryMiddleware,
+            excluded_urls=ExcludeList(list(untraced)),
+            exclude_spans=["receive", "send"],
+        )
+    ]
+    return found if legacy_names else [*found, Middleware(A2ASpans)]
+
+
+def task_state(state: str) -> str:
+    """``completed`` (0.3) or ``TASK_STATE_COMPLETED`` (1.0) -> ``TASK_STATE_COMPLETED``."""
+    name = state.upper().replace("-", "_")
+    return name if name.startswith("TASK_STATE_") else f"TASK_STATE_{name}"
+
+
+def _get(doc: dict[str, Any], name: str) -> Any:
+    """Member *name* (camelCase) or its proto field name (snake_case, as some peers send)."""
+    found = doc.get(name)
+    return found if found is not None else doc.get(re.sub(r"([A-Z])", r"_\1", name).lower())
+
+
+def read_params(params: Any, attributes: Attributes) -> None:
+    """The message, task and tenant a request's parameters name (1.0 or 0.3 JSON)."""
+    if not isinstance(params, dict):
+        return
+    message = params.get("message") or params.get("request")
+    if isinstance(message, dict):
+        if isinstance(_get(message, "messageId"), str):
+            attributes["a2a.message.id"] = _get(message, "messageId")
+        references = _get(message, "referenceTaskIds")
+        if isinstance(references, list) and references:
+            attributes["a2a.message.reference_task_ids"] = [str(r) for r in references]
+        message_task = _get(message, "taskId")
+        if isinstance(message_task, str) and message_task:
+            attributes["a2a.task.id"] = message_task
+    task_id = _get(params, "taskId") or (params.get("id") if message is None else None)
+    name = params.get("name") or params.get("parent")  # 0.3 gRPC: "tasks/{id}[/...]"
+    if not task_id and isinstance(name, str) and name.startswith("tasks/"):
+        task_id = name.split("/")[1]
+    if isinstance(task_id, str) and task_id:
+        attributes["a2a.task.id"] = task_id
+    if isinstance(params.get("tenant"), str) and params["tenant"]:
+        attributes["a2a.tenant"] = params["tenant"]
+
+
+def read_answer(doc: Any, attributes: Attributes) -> None:
+    """The task, conversation, state or error an answer (or stream event) carries."""
+    if not isinstance(doc, dict):
+        return
+    error = doc.get("error")
+    if isinstance(error, dict):
+        attributes["error.type"] = str(error.get("code", "error"))
+        return
+    if "jsonrpc" in doc:
+        doc = doc.get("result")
+    if isinstance(doc, dict) and len(doc) == 1 and next(iter(doc)) in _WRAPPERS:
+        doc = next(iter(doc.values()))
+    if not isinstance(doc, dict):
+        return
+    task_id = doc.get("taskId") or (doc.get("id") if "status" in doc else None)
+    if isinstance(task_id, str) and task_id:
+        attributes["a2a.task.id"] = task_id
+    if isinstance(doc.get("contextId"), str) and doc["contextId"]:
+        attributes["gen_ai.conversation.id"] = doc["contextId"]
+    status = doc.get("status")
+    if isinstance(status, dict) and isinstance(status.get("state"), str):
+        attributes["a2a.task.state"] = task_state(status["state"])
+
+
+def _request_attributes(info: RequestInfo, attributes: Attributes) -> None:
+    """What the request record (and the request body, read once already) says."""
+    attributes["a2a.method.name"] = info.method
+    if info.version:
+        attributes["a2a.protocol.version"] = info.version
+    if info.tenant:
+        attributes["a2a.tenant"] = info.tenant
+    if info.binding == "jsonrpc":
+        payload = info.payload
+        read_params(payload.get("params") if isinstance(payload, dict) else None, attributes)
+        return
+    found = _TASK_IN_PATH.search(info.path)
+    if found:
+        attributes["a2a.task.id"] = found.group(1)
+    if info.body and info.method in ("SendMessage", "SendStreamingMessage"):
+        with contextlib.suppress(ValueError, RecursionError):
+            read_params(json.loads(info.body), attributes)
+
+
+class A2ASpans:
+    """ASGI middleware inside the request span: the A2A name and attributes (see above).
+
+    The request's attributes come from its record; the task's from the answer: the JSON
+    body (up to 256 KiB) or each SSE event, so a stream's span ends with the last state
+    it sent. ``error.type`` is the JSON-RPC or REST error code, else the HTTP status.
+    """
+
+    def __init__(self, app: Callable[..., Any]) -> None:
+        from opentelemetry import trace
+
+        self.app = app
+        self._trace = trace
+
+    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
+        info = request_info(scope) if scope["type"] == "http" else None
+        span = self._trace.get_current_span()
+        if info is None or not info.is_a2a or not span.is_recording():
+            await self.app(scope, receive, send)
+            return
+        answer: dict[str, Any] = {}
+        body = bytearray()
+        streaming = False
+
+        def finish() -> None:
+            # Before the last body goes out: the request span ends right after it.
+            if body:
+                read_answer(_loads(bytes(body)), answer)
+                body.clear()
+            if info.method and span.is_recording():
+                attributes: dict[str, Any] = {}
+                _request_attributes(info, attributes)
+                span.update_name(info.method)
+                span.set_attributes({**attributes, **answer})
+
+        async def watched(message: MutableMapping[str, Any]) -> None:
+            nonlocal streaming
+            if message["type"] == "http.response.start":
+                if message["status"] >= 400:
+                    answer["error.type"] = str(message["status"])
+                headers = dict(message.get("headers") or ())
+                streaming = headers.get(b"content-type", b"").startswith(b"text/event-stream")
+            elif message["type"] == "http.response.body":
+                chunk: bytes = message.get("body", b"")
+                if streaming:
+                    for line in chunk.split(b"\n"):
+                        if line.startswith(b"data:"):
+                            read_answer(_loads(line[5:]), answer)
+                elif len(body) + len(chunk) <= _MAX_READ:
+                    body.extend(chunk)
+                if not message.get("more_body", False):
+                    finish()
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watched)
+        finally:
+            finish()  # no-op once the span has ended
+
+
+def _loads(raw: bytes) -> Any:
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
+
+
+@contextlib.contextmanager
+def rpc_span(
+    tracer: Any, path: str, method: str, request: Any, context: Any, *, legacy: bool = False
+) -> Iterator[Callable[[Any], None]]:
+    """The SERVER span of one gRPC call to *path* (A2A *method*); yields what to call
+    with each response sent. 0.3 is the ``a2a.v1`` service, 1.0 ``lf.a2a.v1``."""
+    from google.protobuf.json_format import MessageToDict
+    from opentelemetry.trace import SpanKind
+
+    version = "0.3" if path.startswith("/a2a.") else "1.0"
+    attributes: dict[str, Any] = {
+        "rpc.system": "grpc",
+        "rpc.method": path,
+        "a2a.method.name": method,
+    }
+    if not legacy:
+        attributes["a2a.protocol.version"] = version
+        if request is not None:
+            read_params(MessageToDict(request), attributes)
+    name = f"a2a {method}" if legacy else method
+    with tracer.start_as_current_span(name, kind=SpanKind.SERVER) as span:
+
+        def seen(response: Any) -> None:
+            if not legacy and span.is_recording():
+                answer: dict[str, Any] = {}
+                read_answer(MessageToDict(response), answer)
+                span.set_attributes(answer)
+
+        if legacy:
+            attributes["a2a.method"] = attributes.pop("a2a.method.name")
+        span.set_attributes(attributes)
+        try:
+            yield seen
+        except Exception as exc:
+            code = context.code() if context is not None else None
+            if not legacy:
+                span.set_attribute("error.type", getattr(code, "name", None) or type(exc).__name__)
+            raise
 
 
 class ModuleSpans:
@@ -73,10 +298,12 @@ class ModuleSpans:
 
     The span is the current span while the module runs, so spans the module (or
     apcore) starts itself become its children; its trace id is also what log records
-    of the run carry.
+    of the run carry. Attributes: ``a2a.task.id``, ``gen_ai.conversation.id``,
+    ``apcore.module.id``, ``a2a.method.name``, and when it ended ``a2a.task.state`` and,
+    for a failed run, ``error.type`` (the apcore error code).
     """
 
-    def __init__(self, tracer_provider: Any = None) -> None:
+    def __init__(self, tracer_provider: Any = None, *, legacy_names: bool = False) -> None:
         try:
             from opentelemetry import context, trace
         except ImportError as exc:
@@ -85,19 +312,25 @@ class ModuleSpans:
         self._context = context
         self._tracer = trace.get_tracer(TRACER_NAME, __version__, tracer_provider)
         self._open: dict[Execution, tuple[Any, Any]] = {}
+        self._legacy = legacy_names
+
+    def _named(self, attributes: dict[str, Any]) -> dict[str, Any]:
+        if not self._legacy:
+            return attributes
+        return {LEGACY_ATTRIBUTES.get(key, key): value for key, value in attributes.items()}
 
     def started(self, execution: Execution) -> None:
-        attributes: dict[str, str] = {
-            "a2a.task_id": execution.task_id,
-            "a2a.context_id": execution.context_id,
-            "a2a.skill_id": execution.skill_id,
+        attributes: dict[str, Any] = {
+            "a2a.task.id": execution.task_id,
+            "gen_ai.conversation.id": execution.context_id,
+            "apcore.module.id": execution.skill_id,
         }
         if execution.method:
-            attributes["a2a.method"] = execution.method
+            attributes["a2a.method.name"] = execution.method
         span = self._tracer.start_span(
             f"execute {execution.skill_id}",
             kind=self._trace.SpanKind.INTERNAL,
-            attributes=attributes,
+            attributes=self._named(attributes),
         )
         token = self._context.attach(self._trace.set_span_in_context(span))
         self._open[execution] = (span, token)
@@ -110,9 +343,11 @@ class ModuleSpans:
         if opened is None:
             return
         span, token = opened
-        span.set_attribute("a2a.task_state", execution.state)
-        if execution.error_code:
-            span.set_attribute("apcore.error_code", execution.error_code)
+        state = execution.state if self._legacy else task_state(execution.state)
+        ended: dict[str, Any] = {"a2a.task.state": state}
+        if execution.error_code and (self._legacy or execution.state == "failed"):
+            ended["error.type"] = execution.error_code
+        span.set_attributes(self._named(ended))
         if execution.state == "failed":
             status = self._trace.Status(self._trace.StatusCode.ERROR, execution.error_code)
             span.set_status(status)

@@ -170,8 +170,12 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         self._streams = streams
         self._observer = observer
 
-    def _observe(self, method: str) -> contextlib.AbstractContextManager[None]:
-        return self._observer.call(method) if self._observer else contextlib.nullcontext()
+    def _observe(
+        self, method: str, request: Any, context: grpc.aio.ServicerContext
+    ) -> contextlib.AbstractContextManager[Callable[[Any], None]]:
+        if self._observer is None:
+            return contextlib.nullcontext(lambda _response: None)
+        return self._observer.call(method, request, context)
 
     async def intercept_service(
         self,
@@ -248,8 +252,10 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         legacy = method.startswith(f"/{SERVICE_V0_3}/")
 
         async def call(request: Any, context: grpc.aio.ServicerContext) -> Any:
-            with self._observe(method):
-                return await admitted(request, context)
+            with self._observe(method, request, context) as seen:
+                response = await admitted(request, context)
+                seen(response)
+                return response
 
         async def admitted(request: Any, context: grpc.aio.ServicerContext) -> Any:
             await self._admit(method, context, abort)
@@ -275,8 +281,9 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         legacy = method.startswith(f"/{SERVICE_V0_3}/")
 
         async def call(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-            with self._observe(method):
+            with self._observe(method, request, context) as seen:
                 async for item in admitted(request, context):
+                    seen(item)
                     yield item
 
         async def admitted(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:

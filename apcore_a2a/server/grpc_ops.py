@@ -1,9 +1,9 @@
 """gRPC on par with HTTP for operations: request counting, request spans, health.
 
 * Every A2A gRPC call is counted in ``/metrics`` (``apcore_a2a_requests``, the counter
-  HTTP requests feed) and, with ``telemetry`` on, runs inside a SERVER span named
-  ``a2a <method>`` with the ``a2a.method`` attribute (1.0 method names for both
-  services), so module spans are its children as they are under an HTTP request span.
+  HTTP requests feed) and, with ``telemetry`` on, runs inside a SERVER span named after
+  the A2A method, as HTTP calls are (``ops/telemetry.py``, ``rpc_span``), so module
+  spans are its children as they are under an HTTP request span.
 * ``grpc.health.v1.Health`` answers ``SERVING`` / ``NOT_SERVING`` for the whole server
   (``""``) and for each A2A service, from the same store probe as ``/health``; ``Check``
   probes at once, ``Watch`` streams changes (probed every ``HEALTH_INTERVAL`` seconds).
@@ -47,38 +47,43 @@ def a2a_method(path: str) -> str:
 class CallObserver:
     """What operations do around each A2A gRPC call: count it, trace it."""
 
-    def __init__(self, count: Callable[[], None] | None, tracer: Any = None) -> None:
+    def __init__(
+        self, count: Callable[[], None] | None, tracer: Any = None, legacy_names: bool = False
+    ) -> None:
         self._count = count
         self._tracer = tracer
+        self._legacy = legacy_names
 
     @classmethod
     def for_operations(cls, operations: Any) -> CallObserver:
         metrics = getattr(operations, "metrics", None)
+        settings = getattr(operations, "settings", None)
         tracer = None
-        if getattr(getattr(operations, "settings", None), "telemetry", False):
+        if getattr(settings, "telemetry", False):
             from opentelemetry import trace
 
             from apcore_a2a._version import __version__
             from apcore_a2a.ops.telemetry import TRACER_NAME
 
             tracer = trace.get_tracer(TRACER_NAME, __version__)
-        return cls(metrics.count_request if metrics is not None else None, tracer)
+        legacy = bool(getattr(settings, "telemetry_legacy_names", False))
+        return cls(metrics.count_request if metrics is not None else None, tracer, legacy)
 
     @contextlib.contextmanager
-    def call(self, path: str) -> Iterator[None]:
+    def call(
+        self, path: str, request: Any = None, context: Any = None
+    ) -> Iterator[Callable[[Any], None]]:
+        """Count the call, and trace it; yields what to call with each response."""
         if self._count is not None:
             self._count()
         if self._tracer is None:
-            yield
+            yield lambda _response: None
             return
-        from opentelemetry.trace import SpanKind
+        from apcore_a2a.ops.telemetry import rpc_span
 
         method = a2a_method(path)
-        attributes = {"a2a.method": method, "rpc.system": "grpc", "rpc.method": path}
-        with self._tracer.start_as_current_span(
-            f"a2a {method}", kind=SpanKind.SERVER, attributes=attributes
-        ):
-            yield
+        with rpc_span(self._tracer, path, method, request, context, legacy=self._legacy) as seen:
+            yield seen
 
 
 def add_health_service(

@@ -4,6 +4,7 @@ a message and a task, stream text and files, and ask the caller for input."""
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -11,7 +12,14 @@ from a2a.types import SendMessageRequest, TaskState
 from apcore import Executor, ModuleAnnotations, Registry, module
 from pydantic import BaseModel, ConfigDict
 
-from apcore_a2a import A2AApprovalHandler, A2AServerFactory, File, InputRequired, reply_as
+from apcore_a2a import (
+    A2AApprovalHandler,
+    A2AServerFactory,
+    AuthRequired,
+    File,
+    InputRequired,
+    reply_as,
+)
 from tests._sdk import request
 from tests._support import free_port, threaded_server
 
@@ -23,6 +31,9 @@ CHART_URL = "https://files.example.com/chart.svg"
 BINDINGS = [("JSONRPC", "1.0"), ("HTTP+JSON", "1.0"), ("GRPC", "1.0")]
 ALL_TRANSPORTS = [*BINDINGS, ("JSONRPC", "0.3"), ("HTTP+JSON", "0.3"), ("GRPC", "0.3")]
 INPUT_REQUIRED = TaskState.TASK_STATE_INPUT_REQUIRED
+AUTH_REQUIRED = TaskState.TASK_STATE_AUTH_REQUIRED
+#: the credential out.repos accepts
+TOKEN = "gho_valid"
 COMPLETED = TaskState.TASK_STATE_COMPLETED
 
 
@@ -142,6 +153,63 @@ class Story:
         yield {"pages": 2}
 
 
+class RepoIn(BaseModel):
+    repo: str
+    token: str | None = None
+
+
+class RepoOut(BaseModel):
+    repo: str
+    stars: int
+    follow_up: dict[str, Any] | None = None
+
+
+class Repos:
+    """Needs the caller's GitHub token: in the input, or in the message metadata."""
+
+    input_schema = RepoIn
+    output_schema = RepoOut
+    description = "Count a repository's stars for the signed-in user"
+
+    def execute(self, inputs: dict[str, Any], context: Any) -> dict[str, Any]:
+        metadata = context.data.get("a2a.message_metadata") or {}
+        token = metadata.get("githubToken") or inputs.get("token")
+        if token != TOKEN:
+            raise AuthRequired(
+                "Sign in to GitHub" if token is None else "That token was refused; sign in again",
+                scheme="oauth2",
+                field="token",
+                data={"authorizationUrl": "https://github.example/login/oauth/authorize"},
+            )
+        return {"repo": inputs["repo"], "stars": 7, "follow_up": context.data.get("a2a.follow_up")}
+
+
+class WorkIn(BaseModel):
+    seconds: float = 0
+
+
+class WorkOut(BaseModel):
+    done: str
+
+
+class Worker:
+    """Answers at once with a message, or turns long work into a task while it runs."""
+
+    input_schema = WorkIn
+    output_schema = WorkOut
+    description = "Quick answers as messages, long work as a task"
+    metadata = {"a2a": {"reply": "message"}}
+
+    def execute(self, inputs: dict[str, Any], context: Any) -> dict[str, Any]:
+        if not inputs["seconds"]:
+            return {"done": "quick"}
+        reply_as(context, "task")
+        deadline = time.monotonic() + inputs["seconds"]
+        while time.monotonic() < deadline and not context.cancel_token.is_cancelled:
+            time.sleep(0.02)
+        return {"done": "long"}
+
+
 def build_executor() -> Executor:
     registry = Registry()
     registry.register("out.files", Files())
@@ -150,6 +218,8 @@ def build_executor() -> Executor:
     registry.register("out.trip", Trip())
     registry.register("out.guarded_trip", GuardedTrip())
     registry.register("out.story", Story())
+    registry.register("out.repos", Repos())
+    registry.register("out.work", Worker())
 
     @module(id="out.dumped", description="A File from a plain function", registry=registry)
     def dumped() -> File:

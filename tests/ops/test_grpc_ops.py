@@ -1,4 +1,4 @@
-"""gRPC on par with HTTP: counted in /metrics, traced with ``a2a.method``, and a standard
+"""gRPC on par with HTTP: counted in /metrics, traced like HTTP calls, and a standard
 ``grpc.health.v1`` service that follows the task store like ``/health``."""
 
 from __future__ import annotations
@@ -76,13 +76,13 @@ async def test_grpc_calls_are_counted_and_traced(
         after = (await http.get("/metrics")).json()["total_requests"]
         assert after - before == 2
     names = {
-        (s.name, s.attributes.get("a2a.method") if s.attributes else None)
+        (s.name, s.attributes.get("a2a.method.name") if s.attributes else None)
         for s in spans.get_finished_spans()
     }
-    assert ("a2a SendMessage", "SendMessage") in names, names
-    assert ("a2a GetTask", "GetTask") in names, names
+    assert ("SendMessage", "SendMessage") in names, names
+    assert ("GetTask", "GetTask") in names, names
     # The module ran inside the gRPC call's span.
     by_name = {s.name: s for s in spans.get_finished_spans()}
-    call, module = by_name["a2a SendMessage"], by_name.get("execute ops.add")
+    call, module = by_name["SendMessage"], by_name.get("execute ops.add")
     assert module is not None and module.parent is not None
     assert module.context.trace_id == call.context.trace_id

@@ -86,14 +86,14 @@ async def test_module_span_is_a_child_of_the_request_in_the_inbound_trace(
     request = _request_span(module, in_trace)
     assert request.parent is not None and request.parent.span_id == remote_parent
     assert request.parent.is_remote
-    assert request.name.startswith("POST")
+    assert request.name == "SendMessage"
     assert module.attributes is not None
     assert dict(module.attributes) == {
-        "a2a.task_id": task["id"],
-        "a2a.context_id": task["contextId"],
-        "a2a.skill_id": "ops.add",
-        "a2a.method": "SendMessage",
-        "a2a.task_state": "completed",
+        "a2a.task.id": task["id"],
+        "gen_ai.conversation.id": task["contextId"],
+        "apcore.module.id": "ops.add",
+        "a2a.method.name": "SendMessage",
+        "a2a.task.state": "TASK_STATE_COMPLETED",
     }
     assert module.kind == SpanKind.INTERNAL
     assert module.status.status_code != StatusCode.ERROR
@@ -110,7 +110,7 @@ async def test_without_traceparent_each_request_starts_its_own_trace(
         first = await send(http, "ops.add", {"a": 1, "b": 1})
         second = await send(http, "ops.add", {"a": 2, "b": 2})
     modules = {
-        s.attributes["a2a.task_id"]: s
+        s.attributes["a2a.task.id"]: s
         for s in spans.get_finished_spans()
         if s.name == "execute ops.add" and s.attributes
     }
@@ -131,7 +131,7 @@ async def test_rest_streaming_and_background_runs_keep_the_parent(
         reply = await http.post("/message:send", json=params, headers={**V1, "traceparent": header})
         assert reply.status_code == 200
         module, in_trace = await _module_span(spans, rest_trace, "ops.add")
-        assert module.attributes and module.attributes["a2a.method"] == "SendMessage"
+        assert module.attributes and module.attributes["a2a.method.name"] == "SendMessage"
         _request_span(module, in_trace)
 
         header, stream_trace, _ = _traceparent()
@@ -147,7 +147,8 @@ async def test_rest_streaming_and_background_runs_keep_the_parent(
             async for _ in stream.aiter_lines():
                 pass
         module, in_trace = await _module_span(spans, stream_trace, "ops.add")
-        assert module.attributes and module.attributes["a2a.method"] == "SendStreamingMessage"
+        assert module.attributes
+        assert module.attributes["a2a.method.name"] == "SendStreamingMessage"
         _request_span(module, in_trace)
 
         header, background_trace, _ = _traceparent()
@@ -174,8 +175,25 @@ async def test_failed_run_marks_its_span(spans: InMemorySpanExporter) -> None:
         module, _ = await _module_span(spans, trace_id, "ops.fail")
     assert module.status.status_code == StatusCode.ERROR
     assert module.attributes is not None
-    assert module.attributes["apcore.error_code"] == "OPS_BROKEN"
-    assert module.attributes["a2a.task_state"] == "failed"
+    assert module.attributes["error.type"] == "OPS_BROKEN"
+    assert module.attributes["a2a.task.state"] == "TASK_STATE_FAILED"
+
+
+async def test_legacy_names_on_request(spans: InMemorySpanExporter) -> None:
+    """``telemetry_legacy_names`` keeps the span names and attributes of apcore-a2a 0.1."""
+    header, trace_id, _ = _traceparent()
+    async with served(telemetry=True, telemetry_legacy_names=True) as (http, _app):
+        task = await send(http, "ops.fail", {"text": "x"}, headers={"traceparent": header})
+        module, in_trace = await _module_span(spans, trace_id, "ops.fail")
+    assert _request_span(module, in_trace).name.startswith("POST")
+    assert dict(module.attributes or {}) == {
+        "a2a.task_id": task["id"],
+        "a2a.context_id": task["contextId"],
+        "a2a.skill_id": "ops.fail",
+        "a2a.method": "SendMessage",
+        "a2a.task_state": "failed",
+        "apcore.error_code": "OPS_BROKEN",
+    }
 
 
 async def test_sdk_spans_are_switched_separately(spans: InMemorySpanExporter) -> None:
