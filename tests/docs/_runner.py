@@ -86,25 +86,23 @@ __docs_agent_stop() {
 apcore-a2a() {
   if [ "${1:-}" = serve ]; then
     # The reader's other terminal: the agent runs on, this line returns once it answers.
-    # `starting` tells the runner to hold the next block (this line may run with `&`).
-    touch "$DOCS_AGENT/served" "$DOCS_AGENT/starting"
+    # Each serve ends with a line in `serves`: the runner holds the next block until the
+    # block's serves are done (a line ending with `&` returns before).
     __docs_agent_stop
     command apcore-a2a "$@" --port "$DOCS_AGENT_PORT" > "$DOCS_AGENT/log" 2>&1 &
-    local pid=$!
+    local pid=$! status=0
     echo "$pid" > "$DOCS_AGENT/pid"
     local deadline=$(( $(date +%s) + 120 ))
     until curl -s -o /dev/null "http://127.0.0.1:$DOCS_AGENT_PORT/.well-known/agent-card.json"; do
       if ! kill -0 "$pid" 2>/dev/null; then
-        rm -f "$DOCS_AGENT/pid" "$DOCS_AGENT/starting"; cat "$DOCS_AGENT/log"
-        local status=0; wait "$pid" || status=$?; return "$status"
+        rm -f "$DOCS_AGENT/pid"; cat "$DOCS_AGENT/log"
+        wait "$pid" || status=$?; break
       fi
-      if [ "$(date +%s)" -gt "$deadline" ]; then
-        rm -f "$DOCS_AGENT/starting"; cat "$DOCS_AGENT/log"; return 1
-      fi
+      if [ "$(date +%s)" -gt "$deadline" ]; then cat "$DOCS_AGENT/log"; status=1; break; fi
       sleep 0.1
     done
-    rm -f "$DOCS_AGENT/starting"
-    return 0
+    echo "$status" >> "$DOCS_AGENT/serves"
+    return "$status"
   fi
   command apcore-a2a "$@"
 }
@@ -196,7 +194,6 @@ def _prepare(example: Example) -> tuple[_Shell, str]:
     """
     env = _env_of(example)
     shell = _shell(example, env)
-    shell.wait_for_agent()
     source = str(example.parsed)
     if "127.0.0.1:8000" in source and not shell.serving and not _SERVES.search(source):
         status, output = shell.run(quick_start_serve())
@@ -265,16 +262,15 @@ class _Shell:
         source = source.replace("127.0.0.1:9000", f"127.0.0.1:{self.receiver_port}")
         return source.replace("--port 9000", f"--port {self.receiver_port}")
 
+    def serves_done(self) -> int:
+        """How many ``apcore-a2a serve`` lines of this page have finished starting."""
+        done = self.agent_dir / "serves"
+        return len(done.read_text().splitlines()) if done.exists() else 0
+
     @property
     def serving(self) -> bool:
         """Whether this page has served an agent (``apcore-a2a serve``)."""
-        return (self.agent_dir / "served").exists()
-
-    def wait_for_agent(self) -> None:
-        """Hold until an ``apcore-a2a serve ... &`` of the last block answers (or failed)."""
-        deadline = time.monotonic() + BLOCK_TIMEOUT
-        while (self.agent_dir / "starting").exists() and time.monotonic() < deadline:
-            time.sleep(0.1)
+        return self.serves_done() > 0
 
     def _send(self, text: str) -> None:
         assert self.proc.stdin is not None
@@ -282,7 +278,11 @@ class _Shell:
         self.proc.stdin.flush()
 
     def run(self, source: str) -> tuple[int, str]:
-        """Run *source*; (exit status, everything it printed)."""
+        """Run *source*; (exit status, everything it printed).
+
+        Returns once the serves it started (with ``&`` too) answer or failed.
+        """
+        expected = self.serves_done() + len(_SERVES.findall(source))
         with tempfile.NamedTemporaryFile("w", suffix=".sh", delete=False) as script:
             script.write(source)
         out = Path(script.name + ".out")
@@ -304,6 +304,8 @@ class _Shell:
                 status = self.proc.wait()
             elif line.startswith(_DONE):
                 status = int(line.split()[1])
+        while status == 0 and self.serves_done() < expected and time.monotonic() < deadline:
+            time.sleep(0.1)
         text = out.read_text(errors="replace") if out.exists() else ""
         os.unlink(script.name)
         out.unlink(missing_ok=True)
