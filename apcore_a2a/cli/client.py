@@ -209,21 +209,17 @@ class _Progress:
     the state changes and every 30 s.
     """
 
-    def __init__(self, url: str) -> None:
-        self.url = url
+    def __init__(self) -> None:
         self.started = time.monotonic()
         self.task_id: str | None = None
         self.state = "submitted"
         self._shown: tuple[str, float] | None = None
         self._tty = sys.stderr.isatty()
 
-    def elapsed(self) -> float:
-        return time.monotonic() - self.started
-
     def update(self, task_id: str | None = None, state: str | None = None) -> None:
         self.task_id = task_id or self.task_id
         self.state = state or self.state
-        elapsed = self.elapsed()
+        elapsed = time.monotonic() - self.started
         if elapsed < 2 or self.task_id is None:
             return
         shown = self._shown
@@ -247,7 +243,7 @@ async def _wait(
     client: A2AClient, message: Any, options: dict[str, Any], args: argparse.Namespace
 ) -> Any:
     """Send and wait for the answer, streaming when the agent can, to show progress."""
-    progress = _Progress(args.url)
+    progress = _Progress()
 
     async def follow() -> Any:
         card = await client.discover()
