@@ -116,12 +116,17 @@ python() {
 
 def _fresh_copy(target: Path) -> None:
     """The repository as a fresh clone has it (plus new files not committed yet)."""
-    listed = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=ROOT,
-        capture_output=True,
-        check=True,
-    ).stdout.decode()
+    try:
+        listed = subprocess.run(
+            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            cwd=ROOT,
+            capture_output=True,
+            check=True,
+        ).stdout.decode()
+    except (OSError, subprocess.CalledProcessError):  # not a git checkout: copy the tree
+        skip = shutil.ignore_patterns(".git", ".venv", ".nox", "__pycache__", "*.db")
+        shutil.copytree(ROOT, target, ignore=skip, dirs_exist_ok=True)
+        return
     for name in filter(None, listed.split("\0")):
         source = ROOT / name
         if source.is_file():
