@@ -9,6 +9,8 @@ itself uses.
 * :class:`TaskBusyError`: JSON-RPC -32090, HTTP 409, gRPC FAILED_PRECONDITION, ``TASK_BUSY``
 * :class:`QuotaExceededError`: -32091, HTTP 429, RESOURCE_EXHAUSTED, ``QUOTA_EXCEEDED``
 * :class:`StoreUnavailableError`: -32092, HTTP 503, UNAVAILABLE, ``TASK_STORE_UNAVAILABLE``
+* :class:`UnauthenticatedError`: -32093, HTTP 401, UNAUTHENTICATED, ``UNAUTHENTICATED``
+* :class:`PermissionDeniedError`: -32094, HTTP 403, PERMISSION_DENIED, ``PERMISSION_DENIED``
 
 The last two carry the seconds to wait in their data as ``retryAfter`` (REST answers also
 send it as ``Retry-After``). :func:`register` also puts the spec's HTTP and gRPC statuses
@@ -35,9 +37,11 @@ __all__ = [
     "SPEC_GRPC_STATUS",
     "SPEC_HTTP_STATUS",
     "MissingExtraError",
+    "PermissionDeniedError",
     "QuotaExceededError",
     "StoreUnavailableError",
     "TaskBusyError",
+    "UnauthenticatedError",
     "register",
 ]
 
@@ -96,6 +100,19 @@ class StoreUnavailableError(A2AError):
         super().__init__(message, {**(data or {}), RETRY_AFTER_KEY: _seconds(retry_after)})
 
 
+class UnauthenticatedError(A2AError):
+    """Credentials are missing or were not accepted (spec §3.3.2, authentication errors)."""
+
+    message = "Missing or invalid credentials"
+
+
+class PermissionDeniedError(A2AError):
+    """The caller is authenticated but lacks a role or scope the agent requires
+    (spec §3.3.2, authorization errors)."""
+
+    message = "Permission denied"
+
+
 def _seconds(value: float) -> int:
     return max(1, round(value))
 
@@ -111,6 +128,8 @@ _TABLE: dict[type[A2AError], _Mapping] = {
     TaskBusyError: _Mapping(-32090, 409, "FAILED_PRECONDITION", "TASK_BUSY"),
     QuotaExceededError: _Mapping(-32091, 429, "RESOURCE_EXHAUSTED", "QUOTA_EXCEEDED"),
     StoreUnavailableError: _Mapping(-32092, 503, "UNAVAILABLE", "TASK_STORE_UNAVAILABLE"),
+    UnauthenticatedError: _Mapping(-32093, 401, "UNAUTHENTICATED", "UNAUTHENTICATED"),
+    PermissionDeniedError: _Mapping(-32094, 403, "PERMISSION_DENIED", "PERMISSION_DENIED"),
 }
 _lock = threading.Lock()
 _registered = False

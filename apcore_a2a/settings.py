@@ -87,6 +87,7 @@ class Settings(SettingsBase):
     route_by_schema: bool = setting(
         True, "A2A_ROUTE_BY_SCHEMA", "agent.route_by_schema", "route skill-less messages by schema"
     )
+    streaming: bool = setting(True, "A2A_STREAMING", "agent.streaming", "serve streaming calls")
     # -- module sources (used when no registry is given) ------------------------------
     extensions_dirs: Strings = setting(
         (),
@@ -259,6 +260,15 @@ class Settings(SettingsBase):
     auth_require_exp: bool = setting(
         True, "JWT_REQUIRE_EXP", "auth.require_exp", "refuse JWTs without an exp claim"
     )
+    required_roles: Strings = setting((), "A2A_REQUIRED_ROLES", "auth.required_roles", "any of")
+    required_scopes: Strings = setting((), "A2A_REQUIRED_SCOPES", "auth.required_scopes", "all of")
+    auth_max_token_lifetime: float = setting(
+        0.0,
+        "JWT_MAX_TOKEN_LIFETIME",
+        "auth.max_token_lifetime",
+        "refuse JWTs expiring more than SECONDS ahead (0 = no maximum)",
+        ge=0,
+    )
     auth_jwks_cache_seconds: float = setting(
         300.0,
         "JWT_JWKS_CACHE_SECONDS",
@@ -397,6 +407,8 @@ class Settings(SettingsBase):
         "allowed_hosts",
         "auth_algorithms",
         "api_keys",
+        "required_roles",
+        "required_scopes",
         "push_retry_delays",
         mode="before",
     )

@@ -11,7 +11,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "apcore_a2a"
-MAX_LINES = 450
+#: An alarm for a module that has grown a second concept, not a size to split at: a
+#: concept (the settings object, one field per setting) is as long as it is.
+MAX_LINES = 600
 
 #: room -> rooms (and top-level modules) it may import; a room may always import itself.
 ALLOWED: dict[str, set[str]] = {

@@ -21,11 +21,12 @@ from a2a.types import (
     SecurityScheme,
     StringList,
 )
-from a2a.utils.errors import A2A_ERROR_MAPPING, A2AError, InvalidRequestError
+from a2a.utils.errors import A2A_ERROR_MAPPING, A2AError
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from apcore_a2a.adapters.agent_card import CardDocument, serialize_card
+from apcore_a2a.errors import UnauthenticatedError
 from apcore_a2a.execution.access import acl_of, visible_modules, visible_modules_async
 from apcore_a2a.execution.identity import identity_of
 
@@ -154,7 +155,7 @@ def extended_card_modifier(
     async def modify(card: AgentCard, context: ServerCallContext) -> AgentCard:
         identity = identity_of(context)
         if identity is None:
-            raise InvalidRequestError(message="Authentication required")
+            raise UnauthenticatedError()
         full = current() if current is not None else card
         ids = [s.id for s in full.skills]
         return restrict_card(full, await visible_modules_async(executor, identity, ids))

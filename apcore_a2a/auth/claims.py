@@ -8,6 +8,8 @@ from typing import Any
 
 from apcore import Identity
 
+from apcore_a2a.auth.access import SCOPES_ATTR, words
+
 __all__ = ["ClaimMapping"]
 
 _MISSING = object()
@@ -34,7 +36,9 @@ class ClaimMapping:
     """Which claims become ``Identity.id``, ``type``, ``roles`` and ``attrs``.
 
     Claim names may be dotted paths into nested objects. ``roles`` accepts a list of
-    strings or a space-separated string (the OAuth ``scope`` style).
+    strings or a space-separated string (the OAuth ``scope`` style). The first of the
+    ``scopes`` claims present (``scope`` of RFC 9068, else ``scp``) becomes
+    ``attrs["scopes"]``, which ``required_scopes`` is checked against.
 
     Example::
 
@@ -46,6 +50,7 @@ class ClaimMapping:
     roles: str = "roles"
     attrs: tuple[str, ...] = ()
     default_type: str = "user"
+    scopes: tuple[str, ...] = ("scope", "scp")
 
     def to_identity(self, claims: Mapping[str, Any]) -> Identity | None:
         """Build the identity, or ``None`` when the id claim is missing or not a string."""
@@ -55,13 +60,12 @@ class ClaimMapping:
         kind = _claim(claims, self.type)
         if not isinstance(kind, str) or not kind:
             kind = self.default_type
-        raw_roles = _claim(claims, self.roles)
-        roles: tuple[str, ...] = ()
-        if isinstance(raw_roles, str):
-            roles = tuple(raw_roles.split())
-        elif isinstance(raw_roles, list | tuple):
-            roles = tuple(r for r in raw_roles if isinstance(r, str) and r)
+        roles = words(_claim(claims, self.roles))
         attrs: dict[str, Any] = {}
+        found = (_claim(claims, name) for name in self.scopes)
+        granted = next((v for v in found if v is not _MISSING), _MISSING)
+        if granted is not _MISSING:
+            attrs[SCOPES_ATTR] = words(granted)
         for name in self.attrs:
             value = _claim(claims, name)
             if value is not _MISSING:

@@ -22,6 +22,10 @@ BEARER_WITHOUT_KEY = (
     "--auth-type bearer requires --auth-key (JWT_KEY) or --auth-jwks-url (JWT_JWKS_URL)"
 )
 APIKEY_WITHOUT_KEYS = "--auth-type apikey requires at least one --api-key (A2A_API_KEYS)"
+ACCESS_WITHOUT_AUTH = (
+    "--required-roles and --required-scopes need authentication: give --auth-key, "
+    "--auth-jwks-url or --api-key"
+)
 
 
 def _bearer(settings: Settings) -> JWTAuthenticator:
@@ -37,6 +41,7 @@ def _bearer(settings: Settings) -> JWTAuthenticator:
             audience=settings.auth_audience or None,
             issuer=settings.auth_issuer or None,
             require_exp=settings.auth_require_exp,
+            max_lifetime=settings.auth_max_token_lifetime,
             jwks_cache_seconds=settings.auth_jwks_cache_seconds,
             jwks_refresh_cooldown=settings.auth_jwks_refresh_cooldown,
             jwks_timeout=settings.auth_jwks_timeout,
@@ -74,6 +79,8 @@ def authenticator_from_settings(settings: Settings) -> Authenticator | None:
     if has_keys:
         members.append(_api_keys(settings))
     if not members:
+        if settings.required_roles or settings.required_scopes:
+            raise SettingsError(ACCESS_WITHOUT_AUTH)
         return None
     return members[0] if len(members) == 1 else AnyAuthenticator(members)
 
@@ -95,6 +102,8 @@ def security_middleware(
             require_auth=settings.require_auth,
             ops_public=settings.ops_details_public,
             max_body_bytes=settings.max_body_bytes,
+            required_roles=settings.required_roles,
+            required_scopes=settings.required_scopes,
         )
         if authenticator is not None
         else None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -96,6 +97,8 @@ class JWTAuthenticator:
 
     Tokens must carry ``exp`` unless *require_exp* is false (a token without one would
     be valid forever); *require_claims* lists further required claims (``sub`` by default).
+    *max_lifetime* (seconds, 0 = none) refuses tokens that expire further ahead than that
+    (or never), so a leaked token minted with a far-future ``exp`` does not work for years.
 
     Identities are stamped with how the caller authenticated (``auth_scheme="jwt"`` and
     the token's ``iss`` in ``auth_issuer``), so the task owner of JWT ``sub=alice`` is not
@@ -123,6 +126,7 @@ class JWTAuthenticator:
         claim_mapping: ClaimMapping | None = None,
         require_claims: Sequence[str] = ("sub",),
         require_exp: bool = True,
+        max_lifetime: float = 0,
         max_token_bytes: int = 8192,
         jwks_cache_seconds: float = 300,
         jwks_refresh_cooldown: float = 30,
@@ -141,6 +145,7 @@ class JWTAuthenticator:
         self.require_claims = list(require_claims)
         if require_exp and "exp" not in self.require_claims:
             self.require_claims.append("exp")
+        self.max_lifetime = max_lifetime
         self.max_token_bytes = max_token_bytes
         self._verified = VerifiedTokenCache(verified_cache_size, verified_cache_seconds)
         self._key: str | bytes | PublicKey | None = None
@@ -241,6 +246,13 @@ class JWTAuthenticator:
             # PyJWTError covers bad tokens and unusable keys; the others guard against
             # malformed input slipping through a crypto backend unwrapped.
             raise InvalidCredentials(f"{type(exc).__name__}: {exc}") from None
+        if self.max_lifetime:
+            exp = claims.get("exp")
+            ahead = exp - time.time() if isinstance(exp, int | float) else float("inf")
+            if ahead > self.max_lifetime + self.leeway:
+                raise InvalidCredentials(
+                    f"token expires more than {self.max_lifetime:g} s ahead (the maximum)"
+                )
         return claims
 
     async def _verification_key(self, token: str) -> Any:

@@ -6,33 +6,49 @@ Which requests need credentials is read from the request record of
 every A2A call need credentials (unless anonymous calls are allowed), and the extended
 card always does.
 
+A refused request gets a body its binding's clients parse: a JSON-RPC error object
+(``-32093`` unauthenticated, ``-32094`` permission denied, with the request's ``id``) or,
+on REST and the other routes, an RFC 9457 problem (``application/problem+json``) that also
+carries a2a-sdk's ``error`` envelope with the ``ErrorInfo`` reason. 401 answers add one
+``WWW-Authenticate`` challenge per accepted scheme; no answer says why a credential failed.
+
 Streaming responses (SSE) pass straight through: the middleware never wraps ``send``, so
 it adds no per-event cost, and the identity ContextVar stays set until the response ends.
 """
 
 from __future__ import annotations
 
-import logging
+import json
 from contextvars import ContextVar
-from typing import TYPE_CHECKING
+from http import HTTPStatus
+from typing import TYPE_CHECKING, Any
 
+from a2a.utils.error_handlers import build_error_details, build_rest_error_payload
+from a2a.utils.errors import JSON_RPC_ERROR_CODE_MAP, A2AError
 from starlette.datastructures import Headers
 
-from apcore_a2a.adapters.errors import clean_for_log
-from apcore_a2a.auth.authenticator import Authenticator, InvalidCredentials
+from apcore_a2a import errors
+from apcore_a2a.auth.access import Gate
 from apcore_a2a.classify import RequestInfo, Routes, request_info
+from apcore_a2a.errors import PermissionDeniedError, UnauthenticatedError
 from apcore_a2a.execution.identity import IDENTITY_SCOPE_KEY
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from apcore import Identity
     from starlette.types import ASGIApp, Receive, Scope, Send
 
+    from apcore_a2a.auth.authenticator import Authenticator
+
 __all__ = ["AuthMiddleware", "current_identity", "needs_credentials"]
 
-logger = logging.getLogger("apcore_a2a.auth")
 
 _identity_var: ContextVar[Identity | None] = ContextVar("apcore_a2a_identity", default=None)
 _DEFAULT_ROUTES = Routes()
+#: A refused JSON-RPC request's body is read up to this size, for its ``id``; no more is
+#: read from a caller the agent does not serve.
+_ID_READ_LIMIT = 64 * 1024
 
 
 def current_identity() -> Identity | None:
@@ -60,14 +76,6 @@ def needs_credentials(info: RequestInfo | None, *, ops_public: bool) -> bool | N
     return True
 
 
-def _challenge(authenticator: Authenticator) -> tuple[str, str]:
-    """(``WWW-Authenticate`` value, body) for a rejected request."""
-    schemes = authenticator.security_schemes().values()
-    if any(s.HasField("http_auth_security_scheme") for s in schemes) or not schemes:
-        return "Bearer", "Missing or invalid Bearer token"
-    return "ApiKey", "Missing or invalid API key"
-
-
 class AuthMiddleware:
     """Authenticate every request that needs it (see :func:`needs_credentials`).
 
@@ -77,7 +85,9 @@ class AuthMiddleware:
     credentials get ``401`` with ``WWW-Authenticate`` and a fixed body; nothing from the
     credential is echoed or logged above DEBUG. With ``require_auth=False`` A2A requests
     *without* credentials pass as anonymous, but bad credentials are still rejected and
-    the extended agent card still requires authentication.
+    the extended agent card still requires authentication. Every A2A caller needs one of
+    *required_roles* and all *required_scopes*: without them an authenticated caller gets
+    ``403``, an anonymous one ``401``.
 
     Example::
 
@@ -94,15 +104,18 @@ class AuthMiddleware:
         require_auth: bool = True,
         ops_public: bool = False,
         max_body_bytes: int = 10 * 1024 * 1024,
+        required_roles: Sequence[str] = (),
+        required_scopes: Sequence[str] = (),
     ) -> None:
+        errors.register()  # the SDK's tables know the codes of the refusals below
         self.app = app
-        self.authenticator = authenticator
+        self.gate = Gate(authenticator, roles=required_roles, scopes=required_scopes)
         self.require_auth = require_auth
         self.ops_public = ops_public
         self.max_body = max_body_bytes
-        challenge, message = _challenge(authenticator)
-        self._challenge = challenge.encode("latin-1")
-        self._body = message.encode("utf-8")
+        self._challenges = [
+            (b"www-authenticate", v.encode("latin-1")) for v in self.gate.challenges
+        ]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
@@ -117,22 +130,18 @@ class AuthMiddleware:
             await self.app(scope, receive, send)
             return
         try:
-            identity = await self.authenticator.authenticate(Headers(scope=scope))
-        except InvalidCredentials as exc:
-            # The reason, never the credential: exceptions here name what failed, not the token.
-            logger.info(
-                "refused credentials for %s %s: %s",
-                scope.get("method", "WEBSOCKET"),
-                clean_for_log(str(scope.get("path", "")), 200),
-                clean_for_log(str(exc), 300),
-            )
+            identity = await self.gate.identify(Headers(scope=scope))
+            if need:
+                anonymous_ok = identity is None and await self._anonymous_ok(info, receive)
+                if info is not None and info.is_a2a:  # roles and scopes are for A2A calls
+                    self.gate.admit(identity, anonymous_ok=anonymous_ok)
+                elif identity is None and not anonymous_ok:
+                    raise self.gate.unauthenticated()
+        except (UnauthenticatedError, PermissionDeniedError) as exc:
             if need is None:  # optional (a health probe): served, as anonymous
                 await self.app(scope, receive, send)
                 return
-            await self._deny(scope, send)
-            return
-        if identity is None and need and await self._must_authenticate(info, receive):
-            await self._deny(scope, send)
+            await self._deny(scope, info, receive, send, exc)
             return
         if info is not None:
             receive = info.replay(receive)  # the body, if we had to read it
@@ -146,29 +155,63 @@ class AuthMiddleware:
         finally:
             _identity_var.reset(token)
 
-    async def _must_authenticate(self, info: RequestInfo | None, receive: Receive) -> bool:
+    async def _anonymous_ok(self, info: RequestInfo | None, receive: Receive) -> bool:
         if info is None or self.require_auth or info.kind == "metrics":
-            return True
+            return False
         # The method of a JSON-RPC call is in its body; the record reads and parses it once,
         # for everyone after us too.
         jsonrpc = info.binding == "jsonrpc" and info.http_method == "POST"
         if jsonrpc and await info.load_body(receive, self.max_body):
             _ = info.payload
-        return info.method == "GetExtendedAgentCard"
+        return info.method != "GetExtendedAgentCard"
 
-    async def _deny(self, scope: Scope, send: Send) -> None:
+    async def _deny(
+        self,
+        scope: Scope,
+        info: RequestInfo | None,
+        receive: Receive,
+        send: Send,
+        error: UnauthenticatedError | PermissionDeniedError,
+    ) -> None:
         if scope["type"] == "websocket":
             await send({"type": "websocket.close", "code": 1008})
             return
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 401,
-                "headers": [
-                    (b"content-type", b"text/plain; charset=utf-8"),
-                    (b"content-length", str(len(self._body)).encode()),
-                    (b"www-authenticate", self._challenge),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": self._body})
+        status = 401 if isinstance(error, UnauthenticatedError) else 403
+        if info is not None and info.binding == "jsonrpc":
+            if info.http_method == "POST":
+                await info.load_body(receive, min(self.max_body, _ID_READ_LIMIT))
+            media, payload = b"application/json", _jsonrpc_error(info, error)
+        else:
+            media, payload = b"application/problem+json", _problem(status, error)
+        body = json.dumps(payload).encode("utf-8")
+        headers = [(b"content-type", media), (b"content-length", str(len(body)).encode())]
+        if status == 401:
+            headers += self._challenges
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+
+def _jsonrpc_error(info: RequestInfo, error: A2AError) -> dict[str, Any]:
+    """A JSON-RPC error response, with the request's id when it could be read (§5.1 of
+    JSON-RPC 2.0: null otherwise) and, for 1.0, the ``ErrorInfo`` data the SDK adds."""
+    payload = info.payload
+    request_id = payload.get("id") if isinstance(payload, dict) else None
+    if not isinstance(request_id, str | int) or isinstance(request_id, bool):
+        request_id = None
+    code = JSON_RPC_ERROR_CODE_MAP[type(error)]
+    detail: dict[str, Any] = {"code": code, "message": error.message}
+    if info.version != "0.3":
+        detail["data"] = build_error_details(error)
+    return {"jsonrpc": "2.0", "id": request_id, "error": detail}
+
+
+def _problem(status: int, error: A2AError) -> dict[str, Any]:
+    """An RFC 9457 problem (spec §11.6) that also carries the SDK's REST error envelope
+    (``error`` with the ``ErrorInfo`` reason), which a2a-sdk's REST client reads."""
+    return {
+        "type": "about:blank",
+        "title": HTTPStatus(status).phrase,
+        "status": status,
+        "detail": error.message,
+        **build_rest_error_payload(error),
+    }

@@ -1,8 +1,7 @@
-"""A light A2A client: call any A2A agent (1.0 or 0.3) with plain dicts.
+"""Call any A2A agent (1.0 or 0.3) with plain dicts, over a2a-sdk's client transports.
 
-This package imports only httpx and the standard library, so it can be used without
-the server stack (``import apcore_a2a.client`` loads no starlette, uvicorn, a2a or
-apcore).
+``import apcore_a2a.client`` loads nothing of the server side (no uvicorn, apcore,
+``a2a.server``), so a process that only calls agents stays light.
 """
 
 from apcore_a2a.client.card_fetcher import AgentCardFetcher

@@ -4,8 +4,7 @@ Callers may describe a message loosely: a ``str`` (one text part), ``bytes`` (on
 part), a mapping without ``parts`` (one data part), a list of parts, or a full message
 mapping in the seed shape (``{"type": "text", ...}`` parts), the 0.3 shape (``kind``
 parts, ``file`` objects) or the 1.0 shape (``text``/``data``/``raw``/``url`` parts).
-Everything is first normalised to 1.0 JSON, then converted to 0.3 when that is the
-wire version.
+Everything is normalised to 1.0 JSON; a2a-sdk's 0.3 transport converts it for 0.3 agents.
 """
 
 from __future__ import annotations
@@ -21,8 +20,6 @@ __all__ = [
     "build_message",
     "build_push_config",
     "normalize_part",
-    "to_v03_message",
-    "to_v03_push_config",
 ]
 
 MessageInput = str | bytes | Mapping[str, Any] | Sequence[Mapping[str, Any]]
@@ -166,43 +163,6 @@ def build_message(
     return out
 
 
-def _v03_part(part: Mapping[str, Any]) -> dict[str, Any]:
-    meta = dict(part.get("metadata") or {})
-    out: dict[str, Any]
-    if "text" in part:
-        out = {"kind": "text", "text": part["text"]}
-    elif "data" in part:
-        data = part["data"]
-        if not isinstance(data, Mapping):
-            # 0.3 data parts must be objects; this is the SDK's marker for wrapped values.
-            data, meta["data_part_compat"] = {"value": data}, True
-        out = {"kind": "data", "data": dict(data)}
-    else:
-        file: dict[str, Any] = {"bytes": part["raw"]} if "raw" in part else {"uri": part["url"]}
-        if part.get("mediaType"):
-            file["mimeType"] = part["mediaType"]
-        if part.get("filename"):
-            file["name"] = part["filename"]
-        out = {"kind": "file", "file": file}
-    if meta:
-        out["metadata"] = meta
-    return out
-
-
-def to_v03_message(message: Mapping[str, Any]) -> dict[str, Any]:
-    """Convert a 1.0 JSON message (from :func:`build_message`) to the 0.3 wire shape."""
-    out: dict[str, Any] = {
-        "kind": "message",
-        "messageId": message["messageId"],
-        "role": "agent" if message["role"] == "ROLE_AGENT" else "user",
-        "parts": [_v03_part(p) for p in message["parts"]],
-    }
-    for key in ("contextId", "taskId", "metadata", "referenceTaskIds", "extensions"):
-        if key in message:
-            out[key] = message[key]
-    return out
-
-
 def build_push_config(task_id: str, config: str | Mapping[str, Any]) -> dict[str, Any]:
     """Build a 1.0 ``TaskPushNotificationConfig`` from a URL or a config mapping.
 
@@ -232,17 +192,3 @@ def build_push_config(task_id: str, config: str | Mapping[str, Any]) -> dict[str
         if auth.get("credentials"):
             out["authentication"]["credentials"] = str(auth["credentials"])
     return out
-
-
-def to_v03_push_config(config: Mapping[str, Any]) -> dict[str, Any]:
-    """Convert a 1.0 push config (from :func:`build_push_config`) to 0.3 ``set`` params."""
-    inner: dict[str, Any] = {"url": config["url"]}
-    for key in ("id", "token"):
-        if key in config:
-            inner[key] = config[key]
-    auth = config.get("authentication")
-    if auth:
-        inner["authentication"] = {"schemes": [auth["scheme"]]}
-        if "credentials" in auth:
-            inner["authentication"]["credentials"] = auth["credentials"]
-    return {"taskId": config["taskId"], "pushNotificationConfig": inner}

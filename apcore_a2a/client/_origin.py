@@ -26,17 +26,8 @@ Origin = tuple[str, str, int]
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 # Headers the client sets per request itself; a caller's default for them is no secret.
 _PROTOCOL_HEADERS = frozenset(
-    {
-        "a2a-version",
-        "accept",
-        "accept-encoding",
-        "connection",
-        "content-length",
-        "content-type",
-        "host",
-        "if-none-match",
-        "user-agent",
-    }
+    {"a2a-version", "accept", "accept-encoding", "connection", "content-length"}
+    | {"content-type", "host", "if-none-match", "user-agent"}
 )
 _ALWAYS_SECRET = frozenset({"authorization", "proxy-authorization", "cookie"})
 

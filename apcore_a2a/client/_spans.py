@@ -19,19 +19,6 @@ from urllib.parse import urlsplit
 
 __all__ = ["a2a_call"]
 
-#: 0.3 JSON-RPC method -> the 1.0 name spans carry
-_V10_NAMES = {
-    "message/send": "SendMessage",
-    "message/stream": "SendStreamingMessage",
-    "tasks/get": "GetTask",
-    "tasks/cancel": "CancelTask",
-    "tasks/resubscribe": "SubscribeToTask",
-    "tasks/pushNotificationConfig/set": "CreateTaskPushNotificationConfig",
-    "tasks/pushNotificationConfig/get": "GetTaskPushNotificationConfig",
-    "tasks/pushNotificationConfig/list": "ListTaskPushNotificationConfigs",
-    "tasks/pushNotificationConfig/delete": "DeleteTaskPushNotificationConfig",
-    "agent/getAuthenticatedExtendedCard": "GetExtendedAgentCard",
-}
 _WRAPPERS = frozenset({"task", "message", "statusUpdate", "artifactUpdate"})
 
 
@@ -46,9 +33,8 @@ def _text(value: Any) -> str | None:
 def _request_attributes(
     method: str, version: str, url: str, params: Mapping[str, Any]
 ) -> dict[str, Any]:
-    name = _V10_NAMES.get(method, method)
     parts = urlsplit(url)
-    attributes: dict[str, Any] = {"a2a.method.name": name, "a2a.protocol.version": version}
+    attributes: dict[str, Any] = {"a2a.method.name": method, "a2a.protocol.version": version}
     if parts.hostname:
         attributes["server.address"] = parts.hostname
         attributes["server.port"] = parts.port or (443 if parts.scheme == "https" else 80)
@@ -97,8 +83,8 @@ def a2a_call(
     params: Mapping[str, Any],
     headers: MutableMapping[str, str],
 ) -> Iterator[Callable[[Any], None]]:
-    """The CLIENT span of one call; adds ``traceparent`` to *headers*; yields what to call
-    with the reply (or each stream event) as received."""
+    """The CLIENT span of one call (*method*: its A2A 1.0 name); adds ``traceparent`` to
+    *headers*; yields what to call with the reply (or each stream event) as received."""
     try:
         from opentelemetry import propagate, trace
     except ImportError:

@@ -7,9 +7,6 @@ SDK's (``a2a.utils.signing``), run on the card the way the SDK client reads it *
 way a strict A2A 1.0 reader does -- a served card may carry a field twice (1.0 and a 0.3
 copy), and a change to either copy must fail. The card handed back is the signed view
 (A2A 1.0 fields only), so nothing the client acts on lies outside the signature.
-
-This module imports the a2a-sdk, PyJWT and protobuf only when a card is verified, so
-``import apcore_a2a.client`` stays light.
 """
 
 from __future__ import annotations
@@ -21,6 +18,15 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import httpx
+import jwt
+from a2a.client.card_resolver import parse_agent_card
+from a2a.types import AgentCard
+from a2a.utils.signing import (
+    NoSignatureError,
+    SignatureVerificationError,
+    create_signature_verifier,
+)
+from google.protobuf.json_format import MessageToDict, ParseDict
 
 from apcore_a2a.client.errors import A2AConnectionError, CardVerificationError
 
@@ -31,18 +37,8 @@ JWKS_PATH = "/.well-known/jwks.json"
 #: A key set is a few kB; refuse to read much more.
 _MAX_JWKS_BYTES = 512 * 1024
 #: Asymmetric algorithms only: a card signed with a shared secret proves nothing.
-ALGORITHMS = (
-    "ES256",
-    "ES384",
-    "ES512",
-    "RS256",
-    "RS384",
-    "RS512",
-    "PS256",
-    "PS384",
-    "PS512",
-    "EdDSA",
-)
+ALGORITHMS = [f"{family}{bits}" for family in ("ES", "RS", "PS") for bits in (256, 384, 512)]
+ALGORITHMS.append("EdDSA")
 
 #: A JWKS (``{"keys": [...]}``), one JWK, a list of JWKs, or a PEM public key.
 CardKeys = Mapping[str, Any] | Sequence[Mapping[str, Any]] | str | bytes
@@ -77,7 +73,6 @@ class CardVerifier:
 
     async def verify(self, card: Mapping[str, Any]) -> dict[str, Any]:
         """The signed view of *card*; raise :class:`CardVerificationError` if it does not verify."""
-        sdk = _sdk()
         signatures = card.get("signatures")
         if not isinstance(signatures, list) or not signatures:
             raise CardVerificationError("the agent card is not signed", reason="missing")
@@ -88,9 +83,9 @@ class CardVerifier:
         }
         keys = await self._load(kids)
         try:
-            as_sdk_reads = sdk.parse_agent_card(copy.deepcopy(dict(card)))
-            as_strict_reads = sdk.ParseDict(
-                copy.deepcopy(dict(card)), sdk.AgentCard(), ignore_unknown_fields=True
+            as_sdk_reads = parse_agent_card(copy.deepcopy(dict(card)))
+            as_strict_reads = ParseDict(
+                copy.deepcopy(dict(card)), AgentCard(), ignore_unknown_fields=True
             )
         except Exception as exc:  # a card the SDK cannot even parse has nothing to verify
             raise CardVerificationError(
@@ -101,18 +96,18 @@ class CardVerifier:
         def provider(kid: str | None, jku: str | None) -> Any:
             key = keys.get(kid) if kid in keys else keys.get(None)
             if key is None:
-                raise sdk.PyJWKError(f"no key for kid {kid!r}")
+                raise jwt.PyJWKError(f"no key for kid {kid!r}")
             return key
 
-        verify = sdk.create_signature_verifier(provider, list(ALGORITHMS))
+        verify = create_signature_verifier(provider, ALGORITHMS)
         for view in (as_sdk_reads, as_strict_reads):
             try:
                 verify(view)
-            except sdk.NoSignatureError:
+            except NoSignatureError:
                 raise CardVerificationError(
                     "the agent card is not signed", reason="missing"
                 ) from None
-            except sdk.SignatureVerificationError:
+            except SignatureVerificationError:
                 known = any(k in keys for k in kids) or None in keys
                 raise CardVerificationError(
                     "no signature on the agent card verifies: the card was changed after "
@@ -121,7 +116,7 @@ class CardVerifier:
                     else f"the agent card is signed with a key not in {self._source()}",
                     reason="invalid" if known else "unknown_key",
                 ) from None
-        signed: dict[str, Any] = sdk.MessageToDict(as_sdk_reads)
+        signed: dict[str, Any] = MessageToDict(as_sdk_reads)
         return signed
 
     def _source(self) -> str:
@@ -167,8 +162,6 @@ class CardVerifier:
 
 def _parse_keys(given: CardKeys | Mapping[str, Any]) -> dict[str | None, Any]:
     """``{kid: PyJWK}`` (a PEM key, which has no kid, is stored under ``None``)."""
-    import jwt
-
     if isinstance(given, str | bytes):
         from cryptography.hazmat.primitives.serialization import load_pem_public_key
 
@@ -211,44 +204,3 @@ def _algorithm_for(public: Any) -> str:
     if isinstance(public, ed25519.Ed25519PublicKey):
         return "EdDSA"
     raise ValueError(f"unsupported key type {type(public).__name__}")
-
-
-class _SDK:
-    """The a2a-sdk pieces verification needs, imported on first use."""
-
-    def __init__(self) -> None:
-        from a2a.client.card_resolver import parse_agent_card
-        from a2a.types import AgentCard
-        from a2a.utils.signing import (
-            NoSignatureError,
-            SignatureVerificationError,
-            create_signature_verifier,
-        )
-        from google.protobuf.json_format import MessageToDict, ParseDict
-        from jwt import PyJWKError
-
-        self.parse_agent_card = parse_agent_card
-        self.AgentCard = AgentCard
-        self.NoSignatureError = NoSignatureError
-        self.SignatureVerificationError = SignatureVerificationError
-        self.create_signature_verifier = create_signature_verifier
-        self.MessageToDict = MessageToDict
-        self.ParseDict = ParseDict
-        self.PyJWKError = PyJWKError
-
-
-_loaded: _SDK | None = None
-
-
-def _sdk() -> _SDK:
-    global _loaded
-    if _loaded is None:
-        try:
-            _loaded = _SDK()
-        except ImportError as exc:
-            raise CardVerificationError(
-                f"verifying agent cards needs the a2a-sdk with PyJWT ({exc.name} is missing; "
-                "pip install 'a2a-sdk[signing]')",
-                reason="unavailable",
-            ) from None
-    return _loaded

@@ -86,8 +86,8 @@ class CardVerificationError(A2ADiscoveryError):
 
     ``reason`` says which: ``"missing"`` (no signature), ``"invalid"`` (no signature
     verifies: the card was changed after signing, or signed with another key),
-    ``"unknown_key"`` (signed with a key not in the key set), ``"no_keys"`` (no usable key
-    set) or ``"unavailable"`` (the a2a-sdk / PyJWT needed to verify is not installed).
+    ``"unknown_key"`` (signed with a key not in the key set) or ``"no_keys"`` (no usable
+    key set).
     """
 
     def __init__(self, message: str, *, reason: str) -> None:
@@ -215,25 +215,7 @@ class A2AServerError(A2ARemoteError):
 
 
 _BY_CODE: dict[int, type[A2ARemoteError]] = {
-    cls.default_code: cls
-    for cls in (
-        TaskNotFoundError,
-        TaskNotCancelableError,
-        PushNotificationNotSupportedError,
-        UnsupportedOperationError,
-        ContentTypeNotSupportedError,
-        InvalidAgentResponseError,
-        ExtendedAgentCardNotConfiguredError,
-        ExtensionSupportRequiredError,
-        VersionNotSupportedError,
-        JSONParseError,
-        InvalidRequestError,
-        MethodNotFoundError,
-        InvalidParamsError,
-        TaskBusyError,
-        QuotaExceededError,
-        StoreUnavailableError,
-    )
+    cls.default_code: cls for cls in A2ARemoteError.__subclasses__() if cls is not A2AServerError
 }
 
 

@@ -4,10 +4,12 @@
 execution observers the executor reports to, the routes, and the middleware:
 
 * ``GET /health`` -- ``{"status": "healthy"}``, or ``503 {"status": "unhealthy"}`` when
-  the task store cannot be reached (the reason is logged). Authenticated callers (or
-  everyone, with ``ops_details_public``) also get ``module_count``, ``uptime_seconds``,
-  ``version`` and the ``reason``. Concurrent probes share one store ping, bounded by
-  :data:`HEALTH_TIMEOUT`, so the endpoint answers quickly even when the server is busy.
+  the task store cannot be reached (the reason is logged). Callers whose identity has the
+  :data:`OPERATOR_ROLE` role (or everyone, with ``ops_details_public``) also get
+  ``module_count``, ``uptime_seconds``, ``version`` and a ``reason`` that never names the
+  store's user, host, port or database (the log does). Concurrent probes share one store
+  ping, bounded by :data:`HEALTH_TIMEOUT`, so the endpoint answers quickly even when the
+  server is busy.
 * ``GET /metrics`` (only with ``settings.metrics``) -- the JSON counters, or the
   Prometheus exposition for ``Accept: text/plain`` / OpenMetrics or ``?format=prometheus``.
   With authentication on it needs credentials unless ``ops_details_public`` is set.
@@ -42,10 +44,19 @@ if TYPE_CHECKING:
     from apcore_a2a.ops.view import ServerView
     from apcore_a2a.settings import Settings
 
-__all__ = ["HEALTH_PATH", "HEALTH_TIMEOUT", "METRICS_EXTRA_HINT", "METRICS_PATH", "Operations"]
+__all__ = [
+    "HEALTH_PATH",
+    "HEALTH_TIMEOUT",
+    "METRICS_EXTRA_HINT",
+    "METRICS_PATH",
+    "OPERATOR_ROLE",
+    "Operations",
+]
 
 logger = logging.getLogger("apcore_a2a.ops")
 
+#: The identity role that sees ``/health`` details (JWT ``roles`` claim, ``Identity.roles``).
+OPERATOR_ROLE = "operator"
 #: Seconds a health probe waits for the task store before reporting it unreachable.
 HEALTH_TIMEOUT = 0.8
 _NO_STORE = {"Cache-Control": "no-store"}
@@ -137,17 +148,21 @@ class Operations:
 
     # -- endpoints -----------------------------------------------------------------------
     async def health(self, request: Request) -> Response:
-        # Anonymous probes learn healthy/unhealthy only: the reason can name the database
-        # host and user, and the details tell a stranger how many skills exist.
-        detailed = self.settings.ops_details_public or IDENTITY_SCOPE_KEY in request.scope
-        reason = await self.problem()
-        if reason is not None:
+        # Other callers learn healthy/unhealthy only: the details tell how many skills
+        # exist and which version runs, which only operators need.
+        identity = request.scope.get(IDENTITY_SCOPE_KEY)
+        detailed = self.settings.ops_details_public or OPERATOR_ROLE in getattr(
+            identity, "roles", ()
+        )
+        problem = await self.problem()
+        if problem is not None:
+            reason, shown = problem
             if reason != self._last_problem:
                 logger.warning("health check: unhealthy: %s", reason)
             self._last_problem = reason
             body: dict[str, Any] = {"status": "unhealthy"}
             if detailed:
-                body["reason"] = reason
+                body["reason"] = shown
             return JSONResponse(body, 503, headers=_NO_STORE)
         self._last_problem = None
         body = {"status": "healthy"}
@@ -159,19 +174,22 @@ class Operations:
             )
         return JSONResponse(body, headers=_NO_STORE)
 
-    async def problem(self) -> str | None:
-        """Why the server is unhealthy, or ``None`` (``/health`` and gRPC health)."""
+    async def problem(self) -> tuple[str, str] | None:
+        """``(reason to log, reason to show)`` when the server is unhealthy, else ``None``."""
         state = self._state
         if state is None:
-            return "server not started"
+            return "server not started", "server not started"
         try:
             await self._ping_store(state)
         except StoreUnavailableError as exc:
-            return str(exc)
+            # Its message names the store (user@host:port/db, driver detail): log only.
+            return str(exc), "task store is unreachable (details in the server log)"
         except TimeoutError:
-            return f"task store did not answer within {HEALTH_TIMEOUT} s"
+            reason = f"task store did not answer within {HEALTH_TIMEOUT} s"
+            return reason, reason
         except Exception as exc:
-            return f"task store check failed: {type(exc).__name__}"
+            reason = f"task store check failed: {type(exc).__name__}"
+            return reason, reason
         return None
 
     async def metrics_endpoint(self, request: Request) -> Response:

@@ -4,7 +4,9 @@ A push config names a URL that the *agent* will call, so a caller could aim the 
 its own network: the metadata service, a database port on localhost, an admin panel on a
 private range. :class:`PushUrlPolicy` refuses such URLs with a specific reason, once when
 the config is registered (the reason reaches the caller as ``-32602``) and again before
-every delivery, because DNS answers can change after registration.
+every delivery attempt, because DNS answers can change after registration. The sender
+then connects to the very address the policy checked (:meth:`PushUrlPolicy.resolve`):
+resolving the name again could give another answer (DNS rebinding).
 
 Example::
 
@@ -90,6 +92,8 @@ def _classify(addr: IPAddress, *, allow_loopback: bool) -> str | None:
         return f"unspecified address ({addr})"
     if addr.is_link_local:
         return f"link-local address ({addr})"
+    if addr.version == 6 and addr.is_site_local:
+        return f"site-local address ({addr}, deprecated fec0::/10)"
     if addr.version == 4 and addr in _CGNAT:
         return f"carrier-grade NAT address ({addr}, 100.64.0.0/10)"
     if addr.is_multicast:
@@ -118,23 +122,30 @@ class PushUrlPolicy:
 
     async def check(self, url: str) -> str | None:
         """Return why *url* is refused, or ``None`` when it may be called."""
+        reason, _address = await self.resolve(url)
+        return reason
+
+    async def resolve(self, url: str) -> tuple[str | None, str | None]:
+        """``(reason, None)`` when *url* is refused, else ``(None, address)``: the checked
+        address to connect to, so that a name is never resolved a second time between
+        the check and the connection (DNS rebinding)."""
         try:
             parsed = urllib.parse.urlsplit(url)
             port = parsed.port
         except ValueError:
-            return "URL cannot be parsed"
+            return "URL cannot be parsed", None
         scheme = parsed.scheme.lower()
         if scheme not in ("http", "https"):
             shown = scheme or "(none)"
-            return f"URL scheme {shown!r} is not allowed; use https"
+            return f"URL scheme {shown!r} is not allowed; use https", None
         if scheme == "http" and not self.allow_insecure:
-            return "only https URLs are allowed"
+            return "only https URLs are allowed", None
         host = parsed.hostname
         if not host:
-            return "URL has no host"
+            return "URL has no host", None
         if parsed.username is not None or parsed.password is not None:
             # Credentials in the URL would be sent to the receiver and end up in logs.
-            return "URL must not contain credentials"
+            return "URL must not contain credentials", None
         try:
             literal: IPAddress | None = ipaddress.ip_address(host.split("%", 1)[0])
         except ValueError:
@@ -145,18 +156,20 @@ class PushUrlPolicy:
             try:
                 addresses = await self._resolve(host, port or (443 if scheme == "https" else 80))
             except (OSError, UnicodeError):
-                return f"host {host!r} could not be resolved"
+                return f"host {host!r} could not be resolved", None
             if not addresses:
-                return f"host {host!r} could not be resolved"
+                return f"host {host!r} could not be resolved", None
         for text in addresses:
             try:
                 addr = ipaddress.ip_address(text.split("%", 1)[0])
             except ValueError:
-                return f"host {host!r} resolved to an unusable address ({text})"
+                return f"host {host!r} resolved to an unusable address ({text})", None
             reason = _classify(addr, allow_loopback=self.allow_insecure)
             if reason is not None:
-                return reason if literal is not None else f"host {host!r} resolves to {reason}"
-        return None
+                return (
+                    reason if literal is not None else f"host {host!r} resolves to {reason}"
+                ), None
+        return None, addresses[0]
 
     async def validate(self, url: str) -> bool:
         """Registration-time check for the SDK handler's ``push_url_validator``.

@@ -17,7 +17,8 @@ What a receiver can cost the agent is bounded:
 * fan-out: the number of configs per task is capped where they are registered
   (:mod:`apcore_a2a.push.configs`).
 
-Per attempt the URL passes the SSRF policy again, a fresh JWT is signed over the exact body
+Per attempt the URL passes the SSRF policy again and the POST goes to the address the
+policy checked (no second DNS lookup), a fresh JWT is signed over the exact body
 (sent in :data:`SIGNATURE_HEADER`), and the config's own ``authentication`` travels as
 ``Authorization: <scheme> <credentials>`` (A2A spec). Connection errors, timeouts, 5xx and
 429 are retried after each of ``push_retry_delays``; when those are used up (or the receiver
@@ -154,8 +155,14 @@ class RetryingPushSender(PushNotificationSender):
         self._key = key
         self._closing = False
         if self._client is None:
-            # Redirects are not followed: a 3xx could point past the SSRF policy.
-            self._client = httpx.AsyncClient(timeout=self._timeout, follow_redirects=False)
+            # Redirects are not followed: a 3xx could point past the SSRF policy. No
+            # connection is kept: connections are pooled by address, and one verified
+            # for a name must not carry a delivery for another name on the same address.
+            self._client = httpx.AsyncClient(
+                timeout=self._timeout,
+                follow_redirects=False,
+                limits=httpx.Limits(max_keepalive_connections=0),
+            )
 
     async def aclose(self, drain_timeout: float = 10.0) -> None:
         """Stop accepting events; let queued deliveries finish for up to *drain_timeout* s."""
@@ -309,10 +316,10 @@ class RetryingPushSender(PushNotificationSender):
         answer: list[int] = []  # the status, as soon as the answer's headers are in
         try:
             async with asyncio.timeout(self._timeout):
-                refused = await self._policy.check(delivery.url)
-                if refused is not None:
+                refused, address = await self._policy.resolve(delivery.url)
+                if refused is not None or address is None:
                     raise _GiveUp(f"URL refused at delivery: {refused}")
-                await self._post(delivery, answer)
+                await self._post(delivery, address, answer)
         except (TimeoutError, httpx.TimeoutException):
             if not answer:
                 return f"no complete answer within {self._timeout:g} s"
@@ -327,7 +334,7 @@ class RetryingPushSender(PushNotificationSender):
             return f"HTTP {status}"
         raise _GiveUp(f"receiver answered HTTP {status}")
 
-    async def _post(self, delivery: _Delivery, answer: list[int]) -> None:
+    async def _post(self, delivery: _Delivery, address: str, answer: list[int]) -> None:
         if self._key is None or self._client is None:
             raise _GiveUp("sender is not running")
         token = self._key.sign_delivery(
@@ -339,8 +346,17 @@ class RetryingPushSender(PushNotificationSender):
             now=time.time(),
         )
         headers = {**delivery.headers, SIGNATURE_HEADER: token}
+        url = httpx.URL(delivery.url)
+        extensions: dict[str, str] = {}
+        if url.host != address:
+            # To the checked address, never a second lookup; the name still goes in the
+            # Host header and, for TLS, in SNI, and the certificate is verified for it.
+            headers["Host"] = url.netloc.decode("ascii")
+            if url.scheme == "https":
+                extensions["sni_hostname"] = url.raw_host.decode("ascii")
+            url = url.copy_with(host=address)
         request = self._client.build_request(
-            "POST", delivery.url, content=delivery.body, headers=headers
+            "POST", url, content=delivery.body, headers=headers, extensions=extensions
         )
         response = await self._client.send(request, stream=True)
         answer.append(response.status_code)

@@ -137,7 +137,7 @@ class A2AServerFactory:
             description=s.description,
             version=version,
             bindings=bindings,
-            streaming=True,
+            streaming=s.streaming,
             push_notifications=s.push_notifications,
             extra_extensions=push_card_extensions(s),
             security_schemes=schemes,
@@ -185,7 +185,7 @@ class A2AServerFactory:
             else None
         )
         handler = self._handler(catalog, stores, agent_executor, push, card_base, signer)
-        streams = StreamLimiter(s.max_streams, s.max_streams_per_caller)
+        streams = StreamLimiter(s.max_streams, s.max_streams_per_caller, stores.quota_slots)
         state = ServerState(
             settings=s,
             registry=self.registry,
@@ -271,7 +271,7 @@ class A2AServerFactory:
         )
         if signer is not None and modifier is not None:
             modifier = signer.extended_modifier(modifier)
-        quota = TaskQuota(self.settings.max_unfinished_tasks_per_caller)
+        quota = TaskQuota(self.settings.max_unfinished_tasks_per_caller, stores.quota_slots)
         task_store = push.observe(stores.task_store) if push else stores.task_store
         if quota.limit:
             task_store = observe_saves(task_store, quota.saved)

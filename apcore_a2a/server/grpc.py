@@ -8,6 +8,7 @@ same task JSON-RPC and REST callers see.
 Callers authenticate with call metadata (``authorization: Bearer ...`` or the API-key
 header, lowercase as gRPC requires), checked by the same authenticator and rules as the
 HTTP middleware; the identity becomes the SDK user that owns tasks, exactly as on HTTP.
+Refusals: ``UNAUTHENTICATED`` (``www-authenticate`` trailers), ``PERMISSION_DENIED``.
 
 Needs the ``grpc`` extra (``pip install "apcore-a2a[grpc]"``); importing this module
 without it raises an ``ImportError`` that says so.
@@ -32,6 +33,7 @@ from apcore_a2a.adapters.file_bytes import (
     proto_request_to_sdk,
     proto_response_to_wire,
 )
+from apcore_a2a.auth.access import Gate
 from apcore_a2a.execution.identity import IdentityUser
 from apcore_a2a.push.bodies import PROTOCOL_VERSION_STATE_KEY
 from apcore_a2a.server.conformance import grpc_version_error
@@ -90,7 +92,6 @@ SERVICE_V0_3: str = a2a_v0_3_pb2.DESCRIPTOR.services_by_name["A2AService"].full_
 _EXTENDED_CARD_METHODS = frozenset(
     {f"/{SERVICE_V1}/GetExtendedAgentCard", f"/{SERVICE_V0_3}/GetAgentCard"}
 )
-_DENIED = "Missing or invalid credentials"
 
 # The interceptor authenticates asynchronously, but the SDK builds the call context
 # synchronously; this hands the identity over. Every RPC runs in its own asyncio task,
@@ -141,14 +142,6 @@ class GrpcCallContextBuilder(DefaultGrpcServerCallContextBuilder):
         return IdentityUser(identity) if identity is not None else UnauthenticatedUser()
 
 
-async def _identity_for(
-    authenticator: Authenticator, context: grpc.aio.ServicerContext
-) -> Identity | None:
-    from apcore_a2a.auth import identity_from_metadata
-
-    return await identity_from_metadata(authenticator, context.invocation_metadata())
-
-
 class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
     """Authenticates A2A calls and turns unexpected exceptions into the SDK's INTERNAL.
 
@@ -159,13 +152,13 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
     def __init__(
         self,
         aborts: dict[str, _Abort],
-        authenticator: Authenticator | None,
+        gate: Gate | None,
         require_auth: bool,
         streams: StreamLimiter | None = None,
         observer: CallObserver | None = None,
     ) -> None:
         self._aborts = aborts
-        self._authenticator = authenticator
+        self._gate = gate
         self._require_auth = require_auth
         self._streams = streams
         self._observer = observer
@@ -205,7 +198,7 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         self, method: str, context: grpc.aio.ServicerContext, abort: _Abort
     ) -> Identity | None:
         """Authenticate, then check the announced protocol version (as HTTP does), or abort."""
-        identity = await self._authenticate(method, context)
+        identity = await self._authenticate(method, context, abort)
         major = "0" if method.startswith(f"/{SERVICE_V0_3}/") else "1"
         wrong = grpc_version_error(major, _text_metadata(context).get("a2a-version"))
         if wrong is not None:
@@ -213,21 +206,22 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         return identity
 
     async def _authenticate(
-        self, method: str, context: grpc.aio.ServicerContext
+        self, method: str, context: grpc.aio.ServicerContext, abort: _Abort
     ) -> Identity | None:
-        """Set the caller's identity for this call, or abort with UNAUTHENTICATED."""
-        if self._authenticator is None:
+        """Set the caller's identity for this call, or abort (the HTTP middleware's rules)."""
+        if self._gate is None:
             return None
-        from apcore_a2a.auth import InvalidCredentials
-
+        anonymous_ok = not (self._require_auth or method in _EXTENDED_CARD_METHODS)
         try:
-            identity = await _identity_for(self._authenticator, context)
-        except InvalidCredentials as exc:
-            logger.debug("rejected credentials for %s: %s", method, exc)
-            await context.abort(grpc.StatusCode.UNAUTHENTICATED, _DENIED)
-            return None
-        if identity is None and (self._require_auth or method in _EXTENDED_CARD_METHODS):
-            await context.abort(grpc.StatusCode.UNAUTHENTICATED, _DENIED)
+            identity = await self._gate.identify(_text_metadata(context))
+            self._gate.admit(identity, anonymous_ok=anonymous_ok)
+        except errors.UnauthenticatedError as exc:
+            context.set_trailing_metadata(
+                tuple(("www-authenticate", v) for v in self._gate.challenges)
+            )
+            await abort(exc, context)
+        except errors.PermissionDeniedError as exc:
+            await abort(exc, context)
         _call_identity.set(identity)
         return identity
 
@@ -238,7 +232,7 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         if self._streams is None:
             return None
         caller = _caller(identity, context)
-        refusal = self._streams.acquire(caller)
+        refusal = await self._streams.acquire(caller)
         if refusal is None:
             return caller
         if refusal.scope == "agent":
@@ -307,7 +301,7 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
                 raise  # pragma: no cover - abort() always raises
             finally:
                 if caller is not None and self._streams is not None:
-                    self._streams.release(caller)
+                    await self._streams.release(caller)
 
         return call
 
@@ -395,11 +389,14 @@ class GrpcServer:
         if self._server is not None:
             return
         errors.register()
+        s = self.settings
         v1 = GrpcHandler(self.handler, context_builder=GrpcCallContextBuilder("1.0"))
         v03 = CompatGrpcHandler(self.handler, context_builder=GrpcCallContextBuilder("0.3"))
         interceptor = _A2AInterceptor(
             {SERVICE_V1: v1.abort_context, SERVICE_V0_3: v03.abort_context},
-            self.authenticator,
+            Gate(self.authenticator, roles=s.required_roles, scopes=s.required_scopes)
+            if self.authenticator
+            else None,
             self.settings.require_auth,
             self.streams,
             CallObserver.for_operations(self.operations) if self.operations else None,

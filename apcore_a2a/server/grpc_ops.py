@@ -35,7 +35,7 @@ _V03_NAMES = {
     "ListTaskPushNotificationConfig": "ListTaskPushNotificationConfigs",
 }
 
-Problem = Callable[[], Awaitable[str | None]]
+Problem = Callable[[], Awaitable[object]]  # None when healthy
 
 
 def a2a_method(path: str) -> str:

@@ -186,7 +186,7 @@ class RequestGuard:
 
     async def _stream(self, scope: Scope, info: RequestInfo, receive: Receive, send: Send) -> None:
         caller = caller_of(scope)
-        refusal = self.streams.acquire(caller)
+        refusal = await self.streams.acquire(caller)
         if refusal is not None:
             if refusal.scope == "agent":
                 status, code, retry = 503, -32603, GLOBAL_RETRY_AFTER
@@ -205,17 +205,17 @@ class RequestGuard:
         released = False
         respond_to = send
 
-        def release() -> None:
+        async def release() -> None:
             nonlocal released
             if not released:
                 released = True
-                self.streams.release(caller)
+                await self.streams.release(caller)
 
         async def ending(message: Message) -> None:
             # The slot is free once the last chunk leaves: the caller may open its next
             # stream at once, before the app below has finished tearing this one down.
             if message["type"] == "http.response.body" and not message.get("more_body", False):
-                release()
+                await release()
             await respond_to(message)
 
         send = sse_id_send(ending, ids)
@@ -227,7 +227,7 @@ class RequestGuard:
             else:
                 await self.app(scope, watch.wrap_receive(receive), watch.wrap_send(send))
         finally:
-            release()
+            await release()
             if watch is not None and watch.close() and self.on_stream_dropped is not None:
                 assert watch.task_id is not None
                 await self.on_stream_dropped(scope, watch.task_id)

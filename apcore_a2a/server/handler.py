@@ -6,6 +6,7 @@
   :class:`~apcore_a2a.errors.TaskBusyError` at once (see ``storage/turns.py``).
 * **Unfinished tasks per caller** are capped (``server/task_quota.py``).
 * The not-cancelable error names the task's state.
+* A message asking for push notifications of an agent without them is refused.
 * **Fewer writes for blocking calls**: a blocking ``SendMessage`` is marked so that the
   states its task passes through wait in memory (``storage/deferred.py``), and the id a
   request makes up for a new task is known to have nothing stored yet
@@ -34,7 +35,11 @@ from a2a.types import (
     Task,
     TaskState,
 )
-from a2a.utils.errors import TaskNotCancelableError, UnsupportedOperationError
+from a2a.utils.errors import (
+    PushNotificationNotSupportedError,
+    TaskNotCancelableError,
+    UnsupportedOperationError,
+)
 
 from apcore_a2a.errors import TaskBusyError
 from apcore_a2a.execution.executor import BLOCKING_STATE_KEY
@@ -103,7 +108,7 @@ class ApCoreRequestHandler(DefaultRequestHandler):
             # A push config hands the task id to a webhook before the answer: no deferring.
             if not params.configuration.HasField("task_push_notification_config"):
                 context.state[DEFER_STATE_KEY] = True
-        return await super().on_message_send(params, context)
+        return await self._quota.settle(context, super().on_message_send(params, context))
 
     async def on_message_send_stream(
         self, params: SendMessageRequest, context: ServerCallContext
@@ -112,12 +117,16 @@ class ApCoreRequestHandler(DefaultRequestHandler):
         ids = context.state.get(SSE_IDS_STATE_KEY)
         log, tap = self._event_log, self._tap
         if ids is None or log is None or tap is None:
-            async for event in super().on_message_send_stream(params, context):
+            async for event in self._quota.settle_stream(
+                context, super().on_message_send_stream(params, context)
+            ):
                 yield event
             return
         positions = context.state[_POSITIONS_STATE_KEY] = StreamPositions()
         try:
-            async for event in super().on_message_send_stream(params, context):
+            async for event in self._quota.settle_stream(
+                context, super().on_message_send_stream(params, context)
+            ):
                 version = positions.take(event)
                 if version is not None and positions.task_id is not None:
                     seq = await log.seq_at(positions.task_id, version)
@@ -151,9 +160,13 @@ class ApCoreRequestHandler(DefaultRequestHandler):
             yield event
 
     async def _take_turn(self, params: SendMessageRequest, context: ServerCallContext) -> None:
+        push = params.configuration.HasField("task_push_notification_config")
+        if push and not self._agent_card.capabilities.push_notifications:
+            # Spec §3.3.4; the SDK would store the config and never deliver to it.
+            raise PushNotificationNotSupportedError
         task_id = params.message.task_id
         if not task_id:
-            await self._quota.check(context, self._task_lookup)
+            await self._quota.reserve(context, self._task_lookup)
             return
         stored = await self._task_lookup(task_id, context)
         if stored is None:

@@ -1,20 +1,85 @@
-"""Stream limits shared by every binding: a global cap and a per-caller quota.
+"""Per-caller quotas and the stream cap shared by every binding.
 
 HTTP SSE streams (request guard) and gRPC server streams (gRPC interceptor) take their
 slot from the same :class:`StreamLimiter`, so a caller cannot hold more than its quota
-whichever binding it uses, and the agent never serves more than ``max_streams``.
+whichever binding it uses, and this process never serves more than ``max_streams``.
+
+Per-caller limits (streams here, unfinished tasks in ``task_quota.py``) are taken as
+*slots*: a limit of N is N slots per caller key, and taking one is a single atomic step,
+never a count followed by a create (which lets every concurrent request through). One
+process keeps its slots in :class:`LocalSlots`; in cluster mode (also ``workers`` > 1)
+they live in the shared database (``storage/quota_slots.py``), so a quota is the agent's,
+whatever number of processes serves it. ``max_streams`` stays a cap per process: it
+protects that process's sockets and memory.
 """
 
 from __future__ import annotations
 
-from collections import Counter
+import asyncio
+import uuid
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
-__all__ = ["GLOBAL_RETRY_AFTER", "StreamLimiter", "StreamRefusal"]
+__all__ = ["GLOBAL_RETRY_AFTER", "LocalSlots", "QuotaSlots", "StreamLimiter", "StreamRefusal"]
 
 #: Seconds a client is told to wait when the agent as a whole is at its stream cap.
 GLOBAL_RETRY_AFTER = 5
+
+
+class QuotaSlots(Protocol):
+    """Where quota slots are kept (see the module docstring)."""
+
+    async def take(self, scope: str, subject: str, holder: str, limit: int) -> bool: ...
+    async def rename(self, scope: str, old: str, new: str) -> None: ...
+    async def give_back(self, scope: str, holder: str) -> None: ...
+    async def holders(self, scope: str, subject: str) -> list[str]: ...
+
+
+class LocalSlots:
+    """Quota slots of one process (atomic: nothing here awaits)."""
+
+    def __init__(self) -> None:
+        self._held: dict[tuple[str, str], set[str]] = {}
+        self._subject: dict[tuple[str, str], str] = {}
+
+    def take_now(self, scope: str, subject: str, holder: str, limit: int) -> bool:
+        held = self._held.setdefault((scope, subject), set())
+        if len(held) >= limit:
+            return False
+        held.add(holder)
+        self._subject[(scope, holder)] = subject
+        return True
+
+    def rename_now(self, scope: str, old: str, new: str) -> None:
+        subject = self._subject.pop((scope, old), None)
+        if subject is not None:
+            held = self._held[(scope, subject)]
+            held.discard(old)
+            held.add(new)
+            self._subject[(scope, new)] = subject
+
+    def give_back_now(self, scope: str, holder: str) -> None:
+        subject = self._subject.pop((scope, holder), None)
+        if subject is not None:
+            held = self._held[(scope, subject)]
+            held.discard(holder)
+            if not held:
+                del self._held[(scope, subject)]
+
+    def holds(self, scope: str, holder: str) -> bool:
+        return (scope, holder) in self._subject
+
+    async def take(self, scope: str, subject: str, holder: str, limit: int) -> bool:
+        return self.take_now(scope, subject, holder, limit)
+
+    async def rename(self, scope: str, old: str, new: str) -> None:
+        self.rename_now(scope, old, new)
+
+    async def give_back(self, scope: str, holder: str) -> None:
+        self.give_back_now(scope, holder)
+
+    async def holders(self, scope: str, subject: str) -> list[str]:
+        return list(self._held.get((scope, subject), ()))
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,41 +97,48 @@ class StreamRefusal:
 
 
 class StreamLimiter:
-    """Counts open streams, in total and per caller key (read by ``/metrics``).
+    """Counts open streams (read by ``/metrics``) and takes per-caller stream slots.
 
     A caller key is the task owner for authenticated callers and ``ip:<address>`` for
-    anonymous ones. ``per_caller`` 0 means no per-caller quota.
+    anonymous ones. ``per_caller`` 0 means no per-caller quota; its slots are kept in
+    *slots* (this process's by default, the cluster's database in cluster mode).
     """
 
-    __slots__ = ("_by_caller", "active", "max_streams", "per_caller", "rejected")
-
-    def __init__(self, max_streams: int, per_caller: int = 0) -> None:
+    def __init__(self, max_streams: int, per_caller: int = 0, slots: QuotaSlots | None = None):
         self.max_streams = max_streams
         self.per_caller = per_caller
+        self.slots = slots if slots is not None else LocalSlots()
         self.active = 0
         self.rejected = 0
-        self._by_caller: Counter[str] = Counter()
+        self._mine: dict[str, list[str]] = {}  # caller -> holders of its slots taken here
 
-    def acquire(self, caller: str) -> StreamRefusal | None:
+    async def acquire(self, caller: str) -> StreamRefusal | None:
         """Take a slot for *caller*, or say why not (then nothing was taken)."""
         if self.active >= self.max_streams:
             self.rejected += 1
             return StreamRefusal("agent", self.max_streams)
-        if self.per_caller and self._by_caller[caller] >= self.per_caller:
-            self.rejected += 1
-            return StreamRefusal("caller", self.per_caller)
-        self.active += 1
-        self._by_caller[caller] += 1
+        self.active += 1  # before any await: the agent's cap is never overshot
+        if self.per_caller:
+            holder = uuid.uuid4().hex
+            try:
+                taken = await self.slots.take("stream", caller, holder, self.per_caller)
+            except BaseException:
+                self.active -= 1
+                raise
+            if not taken:
+                self.active -= 1
+                self.rejected += 1
+                return StreamRefusal("caller", self.per_caller)
+            self._mine.setdefault(caller, []).append(holder)
         return None
 
-    def release(self, caller: str) -> None:
+    async def release(self, caller: str) -> None:
         """Give back the slot *caller* took."""
         self.active -= 1
-        left = self._by_caller[caller] - 1
-        if left > 0:
-            self._by_caller[caller] = left
-        else:
-            del self._by_caller[caller]
-
-    def held_by(self, caller: str) -> int:
-        return self._by_caller.get(caller, 0)
+        mine = self._mine.get(caller)
+        if mine:
+            holder = mine.pop()
+            if not mine:
+                del self._mine[caller]
+            # Shielded: a stream torn down by a disconnect must still free its slot.
+            await asyncio.shield(self.slots.give_back("stream", holder))

@@ -1,40 +1,54 @@
 """Per-caller quota of unfinished tasks (``max_unfinished_tasks_per_caller``).
 
 One caller must not fill the task store for everybody (parked ``input-required`` tasks
-stay until someone answers them). The quota counts, per caller key (the task owner, or
-``ip:<address>`` for anonymous callers; the key the stream quota uses), the tasks this
-process has seen saved in an unfinished state (``submitted``, ``working``,
-``input-required``, ``auth-required``) and not yet finished. A new task over the quota
-gets :class:`~apcore_a2a.errors.QuotaExceededError` (-32091, HTTP 429, gRPC
-``RESOURCE_EXHAUSTED``); messages continuing an existing task are never refused by it.
+stay until someone answers them). A request for a new task first takes one of its
+caller's slots (``server/limits.py``; the caller key is the task owner, or
+``ip:<address>`` for anonymous callers, as for the stream quota). The slot is the
+request's while it runs; a task the request leaves unfinished keeps it (renamed to the
+task id) until a save in a final state, wherever that happens; otherwise the slot is
+given back when the task finishes or the request ends. Taking the slot is atomic,
+so concurrent requests can never overshoot the quota; in cluster mode the slots are in
+the shared database, so the quota is the agent's, not one replica's.
 
-The count is this process's: in cluster mode each replica counts the tasks it serves,
-so a caller spread over N replicas may hold up to N times the quota. A task can also
-end without this process seeing the save (canceled through another replica, evicted
-from the memory store): a caller found at its quota has its tasks checked against the
-store (at most once per ``RECHECK_SECONDS``) before it is refused.
+A new task over the quota gets :class:`~apcore_a2a.errors.QuotaExceededError` (-32091,
+HTTP 429, gRPC ``RESOURCE_EXHAUSTED``); messages continuing an existing task are never
+refused by it. A task can end without any process seeing the save (failed by the
+recovery of a dead replica, evicted from the memory store): a caller found at its quota
+has its tasks checked against the store (at most once per ``RECHECK_SECONDS``) first.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import time
-from collections.abc import Awaitable, Callable
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TypeVar
 
 from a2a.server.context import ServerCallContext
 from a2a.types import Task, TaskState
 
 from apcore_a2a.errors import QuotaExceededError
+from apcore_a2a.server.limits import LocalSlots, QuotaSlots
 
 __all__ = ["CALLER_STATE_KEY", "TaskQuota"]
 
+logger = logging.getLogger("apcore_a2a.server")
+
 #: ``ServerCallContext.state`` key holding the caller key of the request
 CALLER_STATE_KEY = "apcore_a2a.caller"
+#: ``ServerCallContext.state`` keys of the slot a new-task request holds, and of its task
+_SLOT_STATE_KEY = "apcore_a2a.task_slot"
+_TASK_STATE_KEY = "apcore_a2a.task_slot_task"
 #: Seconds a caller over its quota is told to wait (tasks finish or time out meanwhile).
 RETRY_AFTER = 30
 #: Seconds between two checks of one caller's counted tasks against the store.
 RECHECK_SECONDS = 5.0
+_SCOPE = "task"
 
 TaskLookup = Callable[[str, ServerCallContext], Awaitable[Task | None]]
+_T = TypeVar("_T")
 
 _UNFINISHED = frozenset(
     {
@@ -57,57 +71,120 @@ def caller_key(context: ServerCallContext) -> str:
 class TaskQuota:
     """Unfinished tasks per caller key; ``limit`` 0 turns the quota off."""
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, slots: QuotaSlots | None = None) -> None:
         self.limit = limit
-        self._tasks: dict[str, set[str]] = {}
-        self._caller_of: dict[str, str] = {}
+        self.slots = slots if slots is not None else LocalSlots()
         self._checked_at: dict[str, float] = {}
+        #: cluster mode: the last slot update of each task, so they apply in order
+        self._updates: dict[str, asyncio.Future[None]] = {}
 
-    async def check(self, context: ServerCallContext, lookup: TaskLookup) -> None:
-        """Raise ``QuotaExceededError`` when the caller may not start another task."""
+    async def reserve(self, context: ServerCallContext, lookup: TaskLookup) -> None:
+        """Take a slot for the new task of this request, or raise ``QuotaExceededError``."""
         if not self.limit:
             return
         caller = caller_key(context)
-        if self.held_by(caller) >= self.limit:
-            await self._recheck(caller, context, lookup)
-        if self.held_by(caller) >= self.limit:
+        holder = f"r:{uuid.uuid4().hex}"
+        taken = await self.slots.take(_SCOPE, caller, holder, self.limit)
+        if not taken and await self._recheck(caller, context, lookup):
+            taken = await self.slots.take(_SCOPE, caller, holder, self.limit)
+        if not taken:
             raise QuotaExceededError(
                 f"Task quota exceeded: at most {self.limit} unfinished tasks per caller; "
                 "finish or cancel some first",
                 retry_after=RETRY_AFTER,
             )
+        context.state[_SLOT_STATE_KEY] = holder
+
+    async def settle(self, context: ServerCallContext, call: Awaitable[_T]) -> _T:
+        """Await the request *call*; then give back a slot no task took."""
+        try:
+            return await call
+        finally:
+            await self._settle(context)
+
+    async def settle_stream(
+        self, context: ServerCallContext, events: AsyncIterator[_T]
+    ) -> AsyncIterator[_T]:
+        """:meth:`settle` for a streamed request."""
+        try:
+            async for event in events:
+                yield event
+        finally:
+            await self._settle(context)
+
+    async def _settle(self, context: ServerCallContext) -> None:
+        holder = context.state.pop(_SLOT_STATE_KEY, None)
+        task_id = context.state.pop(_TASK_STATE_KEY, None)
+        if not isinstance(holder, str):
+            return
+        if isinstance(task_id, str):
+            # The request made a task that is still unfinished: the slot is the task's now.
+            update = self._apply(task_id, "rename", holder, task_id)
+        else:
+            update = self._apply(holder, "give_back", holder)
+        if update is not None:
+            await asyncio.shield(update)
 
     def saved(self, task: Task, context: ServerCallContext) -> None:
         """Follow one save of *task* (a ``storage.observed`` listener)."""
         if not self.limit:
             return
-        caller = self._caller_of.get(task.id)
-        if task.status.state in _UNFINISHED:
-            if caller is None:
-                caller = self._caller_of[task.id] = caller_key(context)
-            self._tasks.setdefault(caller, set()).add(task.id)
-        elif caller is not None:
-            self._forget(task.id, caller)
+        holder = context.state.get(_SLOT_STATE_KEY)
+        finished = task.status.state not in _UNFINISHED
+        if isinstance(holder, str):
+            # The request that made the task is still running: the slot changes hands
+            # when it ends (most blocking calls finish first and never rename it).
+            if finished:
+                del context.state[_SLOT_STATE_KEY]
+                context.state.pop(_TASK_STATE_KEY, None)
+                self._apply(task.id, "give_back", holder)
+            else:
+                context.state[_TASK_STATE_KEY] = task.id
+        elif finished:  # wherever the task was counted: its slot is free
+            self._apply(task.id, "give_back", task.id)
 
-    async def _recheck(self, caller: str, context: ServerCallContext, lookup: TaskLookup) -> None:
+    def _apply(self, task_id: str, op: str, *args: str) -> asyncio.Future[None] | None:
+        if isinstance(self.slots, LocalSlots):
+            # Nothing awaits in local slots: applied now, in the calling coroutine.
+            getattr(self.slots, f"{op}_now")(_SCOPE, *args)
+            return None
+        # A save listener must not block: the database update runs beside the save,
+        # after the task's previous update.
+        call: Awaitable[None] = getattr(self.slots, op)(_SCOPE, *args)
+        before = self._updates.get(task_id)
+
+        async def run() -> None:
+            if before is not None:
+                await asyncio.wait([before])
+            try:
+                await call
+            except Exception as exc:  # a database outage: the recheck repairs the count
+                logger.warning("could not update the task quota slot of %s: %s", task_id, exc)
+
+        update = asyncio.ensure_future(run())
+        self._updates[task_id] = update
+
+        def done(future: asyncio.Future[None]) -> None:
+            if self._updates.get(task_id) is future:
+                del self._updates[task_id]
+
+        update.add_done_callback(done)
+        return update
+
+    async def _recheck(self, caller: str, context: ServerCallContext, lookup: TaskLookup) -> bool:
+        """Free the slots of *caller*'s tasks that ended unseen; whether any was."""
         now = time.monotonic()
         if now - self._checked_at.get(caller, 0.0) < RECHECK_SECONDS:
-            return
+            return False
         self._checked_at[caller] = now
-        for task_id in list(self._tasks.get(caller, ())):
-            stored = await lookup(task_id, context)
+        freed = False
+        for holder in await self.slots.holders(_SCOPE, caller):
+            if holder.startswith("r:"):
+                continue  # a request in flight
+            stored = await lookup(holder, context)
+            if stored is None and not isinstance(self.slots, LocalSlots):
+                continue  # maybe not written yet by the replica running it
             if stored is None or stored.status.state not in _UNFINISHED:
-                self._forget(task_id, caller)
-        if caller not in self._tasks:
-            self._checked_at.pop(caller, None)
-
-    def _forget(self, task_id: str, caller: str) -> None:
-        self._caller_of.pop(task_id, None)
-        held = self._tasks.get(caller)
-        if held is not None:
-            held.discard(task_id)
-            if not held:
-                del self._tasks[caller]
-
-    def held_by(self, caller: str) -> int:
-        return len(self._tasks.get(caller, ()))
+                await self.slots.give_back(_SCOPE, holder)
+                freed = True
+        return freed

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine
 
     from ._sql_backend import SqlBackend
+    from .quota_slots import SqlQuotaSlots
 
 __all__ = ["Stores"]
 
@@ -44,6 +45,8 @@ class Stores:
     #: events kept for resumable subscriptions: the cluster event stream, or a
     #: :class:`~.event_log.MemoryEventLog` for the other stores (``None``: off)
     event_log: object | None = None
+    #: cluster mode: per-caller quota slots shared by all replicas (``quota_slots.py``)
+    quota_slots: SqlQuotaSlots | None = None
     _backend: SqlBackend | None = field(default=None, repr=False)
 
     async def get_task(self, task_id: str, context: ServerCallContext) -> Task | None:

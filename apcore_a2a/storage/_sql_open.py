@@ -35,6 +35,8 @@ def open_sql_stores(
         from ._engine import create_engine, create_sqlite_writer_engine
 
         engine = create_engine(store_url)
+        if store_url.sqlite_path is not None:
+            _create_private(store_url.sqlite_path)
     except ImportError as exc:
         raise ValueError(
             f"{store_url.kind} task store needs extra packages ({exc.name or exc}); "
@@ -49,6 +51,7 @@ def open_sql_stores(
     from ._sql_backend import SqlBackend
     from .cluster_deferred import DeferredClusterWrites
     from .deferred import DeferredWrites
+    from .quota_slots import SqlQuotaSlots
 
     if settings.push_encryption_key:
         try:
@@ -96,6 +99,7 @@ def open_sql_stores(
             event_stream=event_stream,
             engine=engine,
             turns=SqlTurnClaims(engine),
+            quota_slots=SqlQuotaSlots(engine, registry),
             _backend=backend,
         )
     plain = DatabaseTaskStore(engine)
@@ -115,3 +119,16 @@ def open_sql_stores(
     return Stores(
         task_store=deferred, push_config_store=push_store, engine=engine, _backend=backend
     )
+
+
+def _create_private(path: str) -> None:
+    """Create a missing SQLite file readable by its owner only (mode 0600).
+
+    SQLite gives the ``-wal`` and ``-shm`` files it creates the mode of the database file,
+    so they are private too. An existing file keeps its mode (the operator's choice).
+    """
+    import contextlib
+    import os
+
+    with contextlib.suppress(FileExistsError, FileNotFoundError, IsADirectoryError):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))

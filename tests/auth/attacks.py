@@ -9,6 +9,7 @@ import json
 import time
 from collections.abc import Callable
 
+import httpx
 import jwt
 
 from .keys import HMAC_SECRET, bearer, claims, ec_pair, hs_token, rsa_pair
@@ -16,6 +17,20 @@ from .keys import HMAC_SECRET, bearer, claims, ec_pair, hs_token, rsa_pair
 RSA = rsa_pair()
 EC = ec_pair()
 UNAUTHORIZED_BODY = "Missing or invalid Bearer token"
+
+
+def refusal_text(resp: httpx.Response) -> str:
+    """The message of a 401/403 answer, checked to be the fixed shape of its binding: a
+    JSON-RPC error object, or a problem (RFC 9457) with the SDK's ``error`` envelope."""
+    body = resp.json()
+    if "jsonrpc" in body:
+        assert resp.headers["content-type"] == "application/json"
+        assert body["error"]["code"] == {401: -32093, 403: -32094}[resp.status_code]
+        return str(body["error"]["message"])
+    assert resp.headers["content-type"] == "application/problem+json"
+    assert body["status"] == body["error"]["code"] == resp.status_code
+    assert body["detail"] == body["error"]["message"]
+    return str(body["detail"])
 
 
 def _unsigned(payload: dict[str, object], header: dict[str, object]) -> str:

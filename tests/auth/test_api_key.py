@@ -16,6 +16,7 @@ from apcore_a2a.auth import (
     parse_api_key_entries,
 )
 
+from .attacks import refusal_text
 from .keys import HMAC_SECRET, bearer
 from .probe import serve_probe
 
@@ -43,8 +44,8 @@ async def test_api_key_maps_to_identity_and_rejects_others() -> None:
         for headers in ({}, {"X-Agent-Key": "nope"}, {"X-API-Key": ADMIN_KEY}, bearer(ADMIN_KEY)):
             resp = await client.get("/whoami", headers=headers)
             assert resp.status_code == 401
-            assert resp.text == "Missing or invalid API key"
-            assert resp.headers["www-authenticate"] == "ApiKey"
+            assert refusal_text(resp) == "Missing or invalid API key"
+            assert resp.headers["www-authenticate"] == 'ApiKey header="X-Agent-Key"'
             assert ADMIN_KEY not in resp.text
 
 
@@ -78,7 +79,8 @@ async def test_jwt_or_api_key() -> None:
         # A bad token is not rescued by the absence of an API key...
         resp = await client.get("/whoami", headers=bearer("garbage"))
         assert resp.status_code == 401
-        assert resp.headers["www-authenticate"] == "Bearer"
+        # One challenge per accepted scheme (RFC 9110 §11.6.1).
+        assert resp.headers.get_list("www-authenticate") == ["Bearer", 'ApiKey header="X-API-Key"']
         # ...but a valid API key alongside a bad bearer token still identifies the caller.
         both = {**bearer("garbage"), "X-API-Key": ADMIN_KEY}
         assert (await client.get("/whoami", headers=both)).json()["var"] == "ops"

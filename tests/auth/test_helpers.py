@@ -8,7 +8,6 @@ import jwt
 import pytest
 from a2a.server.context import ServerCallContext
 from a2a.types import AgentCapabilities, AgentCard, AgentExtension, AgentInterface, AgentSkill
-from a2a.utils.errors import InvalidRequestError
 from apcore import ACLRule, Identity
 from google.protobuf.struct_pb2 import Struct
 
@@ -24,6 +23,7 @@ from apcore_a2a.auth import (
     security_for,
     visible_modules,
 )
+from apcore_a2a.errors import UnauthenticatedError
 from apcore_a2a.execution.identity import IdentityUser
 
 from .agent import build_executor
@@ -120,7 +120,7 @@ async def test_extended_card_modifier_refuses_anonymous_and_uses_the_current_car
     live = card_with("demo.add", "admin.reset")
     modify = extended_card_modifier(executor, lambda: live)
     stale = card_with("demo.add")
-    with pytest.raises(InvalidRequestError, match="Authentication required"):
+    with pytest.raises(UnauthenticatedError):
         await modify(stale, ServerCallContext())
     admin = ServerCallContext(user=IdentityUser(Identity(id="a", roles=("admin",))))
     assert [s.id for s in (await modify(stale, admin)).skills] == ["demo.add", "admin.reset"]

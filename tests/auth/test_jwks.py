@@ -14,6 +14,7 @@ import pytest
 from apcore_a2a.auth import JWTAuthenticator
 from tests._support import running_server
 
+from .attacks import refusal_text
 from .keys import AUDIENCE, ISSUER, JWKSServer, bearer, claims, ec_pair, rsa_pair
 from .probe import serve_probe
 
@@ -137,6 +138,6 @@ async def test_jwks_failure_is_401_and_a_warning(
             token = key.sign(sub("a"))
             resp = await whoami(client, base, token)
             assert resp.status_code == 401
-            assert resp.text == "Missing or invalid Bearer token"
+            assert refusal_text(resp) == "Missing or invalid Bearer token"
     assert "JWKS" in caplog.text
     assert token not in caplog.text

@@ -13,7 +13,7 @@ import pytest_asyncio
 
 from apcore_a2a.auth import ClaimMapping, InvalidCredentials, JWTAuthenticator
 
-from .attacks import ATTACKS, EC, RSA, UNAUTHORIZED_BODY
+from .attacks import ATTACKS, EC, RSA, UNAUTHORIZED_BODY, refusal_text
 from .keys import (
     AUDIENCE,
     HMAC_SECRET,
@@ -112,6 +112,21 @@ async def test_roles_as_space_separated_string(servers: dict[str, str]) -> None:
 
 
 @module_loop
+@pytest.mark.parametrize(
+    ("granted", "scopes"),
+    [
+        ({"scope": "a2a:call profile"}, ["a2a:call", "profile"]),
+        ({"scp": ["a2a:call"]}, ["a2a:call"]),
+    ],
+)
+async def test_scopes_from_scope_or_scp(
+    servers: dict[str, str], granted: dict[str, object], scopes: list[str]
+) -> None:
+    resp = await whoami(servers["HS"], bearer(hs_token("carol", **granted)))
+    assert resp.json()["scope"]["attrs"] == {**STAMP, "scopes": scopes}
+
+
+@module_loop
 @pytest.mark.parametrize("case", list(ATTACKS))
 async def test_attack_table_is_rejected_without_leaks(
     servers: dict[str, str], case: str, caplog: pytest.LogCaptureFixture
@@ -121,7 +136,7 @@ async def test_attack_table_is_rejected_without_leaks(
     caplog.set_level(logging.DEBUG, logger="apcore_a2a.auth")
     resp = await whoami(servers[server], headers)
     assert resp.status_code == 401
-    assert resp.text == UNAUTHORIZED_BODY
+    assert refusal_text(resp) == UNAUTHORIZED_BODY
     assert resp.headers["www-authenticate"] == "Bearer"
     token = headers.get("Authorization", "").partition(" ")[2]
     if token:

@@ -27,6 +27,6 @@ def test_a_refused_jwt_is_logged_with_its_reason_and_without_the_token() -> None
             )
             assert answer.status_code == 401
     output = proc.output()
-    assert "refused credentials for POST /: ExpiredSignatureError: Signature has expired" in output
-    assert "refused credentials for POST /: InvalidSignatureError:" in output
+    assert "refused credentials: ExpiredSignatureError: Signature has expired" in output
+    assert "refused credentials: InvalidSignatureError:" in output
     assert expired not in output and wrong_key not in output

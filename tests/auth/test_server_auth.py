@@ -14,7 +14,7 @@ import pytest
 from tests._support import ROOT, cli_server
 
 from .agent import serve_agent
-from .attacks import ATTACKS, UNAUTHORIZED_BODY
+from .attacks import ATTACKS, UNAUTHORIZED_BODY, refusal_text
 from .keys import AUDIENCE, HMAC_SECRET, ISSUER, bearer, hs_token
 
 EXEMPT = ["/.well-known/agent-card.json", "/.well-known/agent.json"]
@@ -64,7 +64,7 @@ async def test_exempt_paths_open_everything_else_closed(agent_url: str) -> None:
         for method, path in PROTECTED:
             resp = await http.request(method, path, json={})
             assert resp.status_code == 401, (method, path)
-            assert resp.text == UNAUTHORIZED_BODY
+            assert refusal_text(resp) == UNAUTHORIZED_BODY
         ok = await http.post("/", json=SEND, headers={**bearer(hs_token()), "A2A-Version": "1.0"})
         assert ok.json()["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
 
@@ -78,7 +78,7 @@ async def test_attack_table_on_the_real_server(
     async with httpx.AsyncClient(base_url=agent_url) as http:
         resp = await http.post("/", json=SEND, headers={**headers, "A2A-Version": "1.0"})
     assert resp.status_code == 401
-    assert resp.text == UNAUTHORIZED_BODY
+    assert refusal_text(resp) == UNAUTHORIZED_BODY
     assert resp.headers["www-authenticate"] == "Bearer"
     token = headers.get("Authorization", "").partition(" ")[2]
     if token:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from starlette.middleware.cors import CORSMiddleware
 
@@ -13,6 +15,7 @@ from apcore_a2a.auth import (
     authenticator_from_settings,
     security_middleware,
 )
+from apcore_a2a.config import load_config
 from apcore_a2a.settings import Settings, SettingsError
 
 from .keys import HMAC_SECRET, rsa_pair
@@ -100,6 +103,8 @@ def test_api_keys_and_both() -> None:
         ({"auth_key": HMAC_SECRET, "auth_algorithms": "none"}, "'none'"),
         ({"auth_jwks_url": "ftp://idp/jwks"}, "scheme"),
         ({"api_keys": ("=bob",)}, "KEY=IDENTITY_ID"),
+        ({"required_roles": ("admin",)}, "--required-roles and --required-scopes need auth"),
+        ({"required_scopes": "a2a:call"}, "--required-roles and --required-scopes need auth"),
     ],
 )
 def test_unusable_settings_raise_settings_error(values: dict[str, object], message: str) -> None:
@@ -160,3 +165,29 @@ def test_jwt_exp_and_jwks_knobs_from_the_environment() -> None:
 def test_unusable_jwks_knobs(values: dict[str, object], message: str) -> None:
     with pytest.raises(SettingsError, match=message):
         settings(auth_jwks_url="https://idp/jwks", **values)
+
+
+def test_required_roles_and_scopes_from_flags_env_and_file(tmp_path: Path) -> None:
+    from apcore_a2a.cli import build_parser
+    from apcore_a2a.cli.serve import overrides_from
+
+    args = build_parser().parse_args(
+        ["serve", "--required-roles", "analyst", "--required-roles", "admin", "--no-streaming"]
+    )
+    assert overrides_from(args) == {
+        "required_roles": ["analyst", "admin"],
+        "streaming": False,
+    }
+    env = {"A2A_REQUIRED_ROLES": "analyst, admin", "A2A_REQUIRED_SCOPES": "a2a:call"}
+    s = Settings.resolve(environ={**env, "A2A_STREAMING": "false"})
+    assert (s.required_roles, s.required_scopes, s.streaming) == (
+        ("analyst", "admin"),
+        ("a2a:call",),
+        False,
+    )
+    path = tmp_path / "agent.yaml"
+    path.write_text(
+        "agent: {streaming: false}\nauth: {required_roles: [analyst], required_scopes: [x, y]}\n"
+    )
+    s = load_config(path).base()
+    assert (s.required_roles, s.required_scopes, s.streaming) == (("analyst",), ("x", "y"), False)

@@ -145,7 +145,7 @@ async def test_ids_skill_metadata_and_blocking(protocol: str) -> None:
 
 
 async def test_blocking_is_the_default() -> None:
-    assert "configuration" not in await _sent("x", "1.0")
+    assert not (await _sent("x", "1.0")).get("configuration", {}).get("returnImmediately")
     assert (await _sent("x", "0.3"))["configuration"] == {"blocking": True}
 
 

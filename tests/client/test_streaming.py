@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -15,7 +14,6 @@ from apcore_a2a.client import (
     TaskNotFoundError,
     UnsupportedOperationError,
 )
-from apcore_a2a.client._sse import ServerSentEvent, iter_sse
 from tests.client._stub_agent import StubAgent, json_reply, rpc_error, sse_reply
 
 STUB = "http://stub.local"
@@ -190,31 +188,3 @@ async def test_v03_frames_use_kind_and_final() -> None:
     assert file_part["type"] == "file" and file_part["raw"] == "aGk="
     assert (file_part["mediaType"], file_part["filename"]) == ("text/plain", "h.txt")
     assert stub.seen[-1].rpc_method == "message/stream"
-
-
-async def _lines(*lines: str) -> AsyncIterator[str]:
-    for line in lines:
-        yield line
-
-
-async def test_sse_parser_rules() -> None:
-    events = [
-        e
-        async for e in iter_sse(
-            _lines(
-                ": comment",
-                "event: update",
-                "id: 7",
-                "data: first",
-                "data:second",
-                "retry: 100",
-                "",
-                "",
-                "data: tail without blank line",
-            )
-        )
-    ]
-    assert events == [
-        ServerSentEvent("update", "first\nsecond", "7"),
-        ServerSentEvent("message", "tail without blank line", "7"),
-    ]

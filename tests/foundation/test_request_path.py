@@ -16,8 +16,10 @@ import pytest
 from a2a.server.context import ServerCallContext
 from a2a.server.tasks import InMemoryTaskStore
 from a2a.types import Task
+from apcore import Identity
 
 from apcore_a2a import A2AServerFactory
+from apcore_a2a.auth import APIKeyAuthenticator
 from apcore_a2a.storage import BoundedMemoryTaskStore
 from tests._proxy import TcpProxy
 from tests._support import running_server
@@ -110,7 +112,12 @@ async def test_anonymous_health_names_no_database_while_it_is_down() -> None:
         await proxy.start()
         proxied = url.replace(f"{PG_HOST}:{PG_PORT}", f"127.0.0.1:{proxy.port}")
         app, _card = A2AServerFactory(
-            build_registry(), environ={}, task_store=proxied, api_keys=("ops-key-123456789",)
+            build_registry(),
+            environ={},
+            task_store=proxied,
+            auth=APIKeyAuthenticator(
+                {"ops-key-123456789": Identity(id="ops", roles=("operator",))}
+            ),
         ).create()
         try:
             async with running_server(app) as base, httpx.AsyncClient(base_url=base) as http:

@@ -29,7 +29,7 @@ KEY = "reliability-" + secrets.token_urlsafe(32)
 ISSUER = "https://idp.reliability.test/"
 AUDIENCE = "apcore-a2a-reliability"
 TALLY = _report.tally("hostile: JWT")
-ORACLE = Oracle(TALLY, secrets=[KEY])
+ORACLE = Oracle(TALLY, secrets=[KEY], codes=[-32093])  # UnauthenticatedError
 BODY = {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "no-such-task"}}
 
 

@@ -1,0 +1,145 @@
+"""A2A calls through a2a-sdk's JSON-RPC client transports (1.0, and 0.3 from
+``a2a.compat``), with what the client documents on top of them.
+
+The transports build the requests and read the results, converting 0.3 to 1.0. One
+httpx response hook (:func:`on_response`) sees every reply first, so that the errors
+keep what the agent sent -- the code (also apcore-a2a's own -32090..), the message and the
+``data`` member, which the transports reduce -- and so that stream events keep their SSE
+``id`` (``Last-Event-ID`` resume), which the SDK's SSE reader drops: an SSE body is read
+with ``httpx-sse`` and handed on to the transport one event at a time, so the id of the
+event the transport yields is the one last read. The result as received stays at hand
+for what protobuf cannot hold (a 0.3 ``final``, push-config delivery status, a card as
+served).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+from a2a.client.client import ClientCallContext
+from a2a.client.errors import A2AClientError as SDKClientError
+from a2a.client.errors import A2AClientTimeoutError
+from google.protobuf.json_format import ParseError
+from httpx_sse import EventSource
+
+from apcore_a2a.client.errors import (
+    A2AAuthenticationError,
+    A2AClientError,
+    A2AConnectionError,
+    InvalidAgentResponseError,
+    error_from_rpc,
+)
+
+__all__ = ["Call", "on_response", "translated"]
+
+_SSE_HEADERS = {"content-type": "text/event-stream"}
+
+
+@dataclass
+class Call:
+    """One A2A call in flight: what its replies are reported to, and what they were."""
+
+    seen: Callable[[Any], None]
+    #: the JSON-RPC ``result`` of the reply (or of the stream event) last received
+    wire: Any = None
+    #: the SSE id of the stream event last received
+    event_id: str | None = None
+
+
+_current: ContextVar[Call | None] = ContextVar("apcore_a2a_client_call", default=None)
+
+
+@contextlib.contextmanager
+def current(call: Call) -> Iterator[None]:
+    """Make *call* the one the response hook reports to (the request is sent inside)."""
+    token = _current.set(call)
+    try:
+        yield
+    finally:
+        _current.reset(token)
+
+
+def _payload(content: bytes | str) -> Any:
+    try:
+        return json.loads(content)
+    except ValueError as exc:
+        raise InvalidAgentResponseError(f"agent returned invalid JSON: {content[:200]!r}") from exc
+
+
+def _result(payload: Any, call: Call) -> Any:
+    if not isinstance(payload, dict):
+        raise InvalidAgentResponseError(f"agent returned a non-object reply: {payload!r:.200}")
+    call.seen(payload)
+    if payload.get("error") is not None:
+        raise error_from_rpc(payload["error"])
+    if "result" not in payload and payload.get("jsonrpc") != "2.0":
+        raise InvalidAgentResponseError("agent reply has neither 'result' nor 'error'")
+    return payload.get("result")
+
+
+async def on_response(response: httpx.Response) -> None:
+    """httpx response hook: raise the typed error of a failed A2A call before the
+    transport reads the reply; tap an SSE body (see the module docstring)."""
+    call = _current.get()
+    if call is None or response.request.method != "POST":  # not an A2A call (card, keys)
+        return
+    if not response.is_success:
+        text = (await response.aread()).decode(errors="replace")[:200].strip()
+        status = response.status_code
+        cls = A2AAuthenticationError if status in (401, 403) else A2AConnectionError
+        detail = f": {text}" if text else ""
+        raise cls(f"HTTP {status} from {response.url}{detail}", status_code=status)
+    if "text/event-stream" in response.headers.get("content-type", ""):
+        response.stream = _EventTap(response.stream, call)
+    else:
+        call.wire = _result(_payload(await response.aread()), call)
+
+
+class _EventTap(httpx.AsyncByteStream):
+    def __init__(self, body: Any, call: Call) -> None:
+        self._body, self._call = body, call
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        source = EventSource(httpx.Response(200, headers=_SSE_HEADERS, stream=self._body))
+        async for sse in source.aiter_sse():
+            if not sse.data:
+                continue
+            payload = _payload(sse.data)
+            if sse.event == "error" and not (isinstance(payload, dict) and "error" in payload):
+                raise error_from_rpc(payload)
+            self._call.wire = _result(payload, self._call)
+            self._call.event_id = sse.id or self._call.event_id
+            yield b"data: " + json.dumps(payload).encode() + b"\n\n"
+
+    async def aclose(self) -> None:
+        await self._body.aclose()
+
+
+def context(headers: dict[str, str]) -> ClientCallContext:
+    """The SDK call context sending *headers* with the request."""
+    return ClientCallContext(service_parameters=headers)
+
+
+@contextlib.contextmanager
+def translated(method: str, url: str) -> Iterator[None]:
+    """SDK transport failures → the client's typed errors (ours pass through)."""
+    try:
+        yield
+    except A2AClientError:
+        raise
+    except A2AClientTimeoutError as exc:
+        raise A2AConnectionError(f"{method} to {url} timed out") from exc
+    except SDKClientError as exc:
+        if isinstance(exc.__cause__, httpx.TransportError):
+            raise A2AConnectionError(f"{method} to {url} failed: {exc.__cause__}") from exc
+        raise InvalidAgentResponseError(f"agent returned an invalid reply: {exc}") from exc
+    except (ValueError, TypeError, KeyError, AttributeError, ParseError) as exc:
+        raise InvalidAgentResponseError(
+            f"agent returned an invalid {method} result: {exc}"[:300]
+        ) from exc

@@ -1,0 +1,214 @@
+"""Quota slots in the shared database: per-caller limits that hold across processes.
+
+A limit of N for one subject (a caller key) is N numbered slots. Taking one inserts a free
+slot number in one statement, and the primary key makes that atomic: of two processes
+racing for one slot, one insert wins and the other tries another free slot, or finds none
+and is refused. So N replicas (or ``workers``) together never hand out more
+than N, where counting first and creating after would let every racer through.
+
+A slot taken for the life of a request or a stream is leased to the replica that took it:
+given back, it waits :data:`LEASE_SECONDS` for the next request of the same caller there
+(a busy caller costs no round trip per request), then is freed; the leases of a replica
+found dead are freed when a subject is full. A slot renamed to a lasting holder (a task
+id) names no replica: it lives until that holder gives it back, from any process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import time
+import uuid
+
+from sqlalchemy import Column, Index, Integer, String, Table, delete, func, select, text, update
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from ._replicas import ReplicaRegistry
+from ._tables import METADATA, replicas_table
+
+__all__ = ["LEASE_SECONDS", "SqlQuotaSlots", "slots_table"]
+
+logger = logging.getLogger("apcore_a2a.storage")
+
+#: Seconds a slot given back stays reserved for this process's next taker of it.
+LEASE_SECONDS = 1.0
+
+slots_table = Table(
+    "apcore_a2a_quota_slots",
+    METADATA,
+    Column("scope", String(16), primary_key=True),
+    Column("subject", String(255), primary_key=True),
+    Column("slot", Integer, primary_key=True),
+    Column("holder", String(255), nullable=False),
+    Column("replica_id", String(64), nullable=True),
+    Index("ix_apcore_a2a_quota_slots_holder", "scope", "holder"),
+)
+
+# One given slot: most takes find a random slot free (a caller far below its quota).
+_TAKE_SLOT = text(
+    "INSERT INTO apcore_a2a_quota_slots (scope, subject, slot, holder, replica_id) "
+    "VALUES (:scope, :subject, :slot, :holder, :replica) ON CONFLICT DO NOTHING"
+)
+# Any free slot below :limit (a random one, so that racing takers rarely pick the same).
+_TAKE_FREE = text(
+    """
+    WITH RECURSIVE n(slot) AS (SELECT 0 UNION ALL SELECT slot + 1 FROM n WHERE slot + 1 < :limit)
+    INSERT INTO apcore_a2a_quota_slots (scope, subject, slot, holder, replica_id)
+    SELECT CAST(:scope AS VARCHAR), CAST(:subject AS VARCHAR), n.slot,
+           CAST(:holder AS VARCHAR), CAST(:replica AS VARCHAR)
+    FROM n
+    WHERE NOT EXISTS (
+        SELECT 1 FROM apcore_a2a_quota_slots s
+        WHERE s.scope = :scope AND s.subject = :subject AND s.slot = n.slot
+    )
+    ORDER BY random() LIMIT 1
+    ON CONFLICT DO NOTHING
+    """
+)
+
+
+class SqlQuotaSlots:
+    """Quota slots of one cluster, kept in ``apcore_a2a_quota_slots``.
+
+    A slot given back stays leased to this process for :data:`LEASE_SECONDS`, so a caller
+    that keeps working reuses its slots without a database round trip per request or
+    stream; a lease left idle that long is freed for every process.
+    """
+
+    def __init__(self, engine: AsyncEngine, registry: ReplicaRegistry) -> None:
+        self.engine = engine
+        self.registry = registry
+        #: (scope, subject) -> idle leases [(freed at, row holder)], oldest first
+        self._idle: dict[tuple[str, str], list[tuple[float, str]]] = {}
+        #: (scope, holder) -> (subject, row holder) of the leases in use here
+        self._leased: dict[tuple[str, str], tuple[str, str]] = {}
+        self._trims: set[asyncio.Task[None]] = set()
+
+    async def take(self, scope: str, subject: str, holder: str, limit: int) -> bool:
+        """Take one of *subject*'s *limit* slots for *holder*; ``False`` when all are taken."""
+        idle = self._idle.get((scope, subject))
+        if idle:
+            row = idle.pop()[1]
+            if not idle:
+                del self._idle[(scope, subject)]
+        else:
+            row = f"r:{uuid.uuid4().hex}"
+            if not await self._insert(scope, subject, row, limit):
+                return False
+        self._leased[(scope, holder)] = (subject, row)
+        return True
+
+    async def rename(self, scope: str, old: str, new: str) -> None:
+        """Hand *old*'s slot to *new*, which keeps it until it gives it back."""
+        leased = self._leased.pop((scope, old), None)
+        async with self.engine.begin() as conn:
+            await conn.execute(
+                update(slots_table)
+                .where(
+                    slots_table.c.scope == scope,
+                    slots_table.c.holder == (leased[1] if leased else old),
+                )
+                .values(holder=new, replica_id=None)
+            )
+
+    async def give_back(self, scope: str, holder: str) -> None:
+        """Free the slot *holder* took (nothing when it holds none)."""
+        leased = self._leased.pop((scope, holder), None)
+        if leased is None:
+            await self._delete(scope, [holder])
+            return
+        subject, row = leased
+        idle = self._idle.setdefault((scope, subject), [])
+        idle.append((time.monotonic(), row))
+        if len(idle) == 1:
+            trim = asyncio.ensure_future(self._trim(scope, subject))
+            self._trims.add(trim)
+            trim.add_done_callback(self._trims.discard)
+
+    async def _trim(self, scope: str, subject: str) -> None:
+        """Free the leases of *subject* left idle for :data:`LEASE_SECONDS`."""
+        key = (scope, subject)
+        while idle := self._idle.get(key):
+            await asyncio.sleep(max(0.0, idle[0][0] + LEASE_SECONDS - time.monotonic()))
+            cutoff = time.monotonic() - LEASE_SECONDS
+            idle = self._idle.get(key, [])
+            old = [row for freed, row in idle if freed <= cutoff]
+            if not old:
+                continue
+            kept = [(freed, row) for freed, row in idle if freed > cutoff]
+            if kept:
+                self._idle[key] = kept
+            else:
+                del self._idle[key]
+            try:
+                await self._delete(scope, old)
+            except Exception as exc:  # a database outage: freed once the replica is dead
+                logger.warning("could not free %d quota slots: %s", len(old), exc)
+
+    async def _insert(self, scope: str, subject: str, row: str, limit: int) -> bool:
+        params = {
+            "scope": scope,
+            "subject": subject,
+            "holder": row,
+            "replica": self.registry.replica_id,
+            "limit": limit,
+        }
+        reclaimed = False
+        # Each lost race means another holder got a slot, so this ends within limit rounds.
+        for attempt in range(limit + 2):
+            async with self.engine.begin() as conn:
+                if attempt == 0:
+                    take = _TAKE_SLOT.bindparams(slot=secrets.randbelow(limit))
+                    if (await conn.execute(take, params)).rowcount:
+                        return True
+                    continue
+                if (await conn.execute(_TAKE_FREE, params)).rowcount:
+                    return True
+                taken = (
+                    await conn.execute(
+                        select(func.count()).where(
+                            slots_table.c.scope == scope, slots_table.c.subject == subject
+                        )
+                    )
+                ).scalar_one()
+            if taken < limit:
+                continue  # lost a race for a slot that was free: try another one
+            if reclaimed or not await self._reclaim(scope, subject):
+                return False
+            reclaimed = True
+        return False
+
+    async def _delete(self, scope: str, holders: list[str]) -> None:
+        async with self.engine.begin() as conn:
+            await conn.execute(
+                delete(slots_table).where(
+                    slots_table.c.scope == scope, slots_table.c.holder.in_(holders)
+                )
+            )
+
+    async def holders(self, scope: str, subject: str) -> list[str]:
+        """The holders of *subject*'s slots."""
+        async with self.engine.connect() as conn:
+            rows = await conn.execute(
+                select(slots_table.c.holder).where(
+                    slots_table.c.scope == scope, slots_table.c.subject == subject
+                )
+            )
+            return [row[0] for row in rows]
+
+    async def _reclaim(self, scope: str, subject: str) -> bool:
+        """Free *subject*'s slots held by dead replicas; whether any was."""
+        live = select(replicas_table.c.replica_id).where(
+            replicas_table.c.heartbeat_at >= self.registry.live_cutoff()
+        )
+        async with self.engine.begin() as conn:
+            result = await conn.execute(
+                delete(slots_table).where(
+                    slots_table.c.scope == scope,
+                    slots_table.c.subject == subject,
+                    slots_table.c.replica_id.is_not(None),
+                    slots_table.c.replica_id.not_in(live),
+                )
+            )
+        return bool(result.rowcount)

@@ -1,0 +1,64 @@
+"""SSRF: deprecated site-local IPv6 webhooks are refused, and a delivery connects to the
+address the policy checked, with no second DNS lookup a rebinding name could answer
+differently (issue 31, item 6)."""
+
+from __future__ import annotations
+
+import socket
+from typing import Any
+
+import httpx
+import pytest
+
+from ._agent import add_message, push_agent, receiver, rpc
+
+
+async def test_a_site_local_ipv6_webhook_is_refused_at_registration() -> None:
+    async with (
+        push_agent(push_allow_insecure_urls=False) as (base, _app),
+        httpx.AsyncClient(timeout=30) as client,
+    ):
+        params = {
+            "message": add_message(),
+            "configuration": {"taskPushNotificationConfig": {"url": "https://[fec0::1]/hook"}},
+        }
+        reply = await rpc(client, base, "SendMessage", params)
+    assert reply["error"]["code"] == -32602, reply
+    assert "site-local address (fec0::1" in reply["error"]["message"]
+
+
+async def test_each_delivery_attempt_resolves_the_webhook_name_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # DNS is an edge we do not own: a resolver that answers for one made-up name and
+    # notes every lookup (a rebinding name may answer each lookup differently).
+    lookups: list[str] = []
+    real = socket.getaddrinfo
+
+    def getaddrinfo(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
+        if host in ("rebind.test", b"rebind.test"):
+            lookups.append(str(host))
+            return real("127.0.0.1", port, *args, **kwargs)
+        return real(host, port, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    async with (
+        receiver() as rec,
+        push_agent() as (base, app),
+        httpx.AsyncClient(timeout=30) as client,
+    ):
+        port = httpx.URL(rec.base).port
+        url = f"http://rebind.test:{port}/hook"
+        params = {
+            "message": add_message(),
+            "configuration": {"taskPushNotificationConfig": {"url": url}},
+        }
+        reply = await rpc(client, base, "SendMessage", params)
+        assert reply["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED", reply
+        await app.state.a2a.extras["push"].sender.idle()
+        delivered = rec.attempts("/hook")
+        assert delivered and all(d.status == 204 for d in delivered)
+        assert {d.headers["host"] for d in delivered} == {f"rebind.test:{port}"}
+    # One lookup at registration, then one per attempt: the check's answer is the
+    # address the POST went to.
+    assert len(lookups) == 1 + len(delivered), lookups

@@ -1,0 +1,231 @@
+"""Per-caller quotas hold under a burst: 50 attempts at the same moment, quota 3, 3 pass.
+
+The attempts are spread over JSON-RPC and REST in both protocol versions, and run against
+one process, ``--workers 2`` and two replicas (cluster mode on PostgreSQL: the quota is the
+agent's, not one process's). Each refused attempt gets -32091 / HTTP 429 and creates
+nothing; ``docs/reliability.md`` ("Hostile callers") quotes the figures.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from .._support import cli_server
+from ..storage.conftest import pg_schema_url, require_postgres
+from ..storage.test_replicas_e2e import PROBES
+
+QUOTA = 3
+ATTEMPTS = 50
+DIALECTS = ("jsonrpc-1.0", "jsonrpc-0.3", "rest-1.0", "rest-0.3")
+
+
+@contextlib.contextmanager
+def _deployment(kind: str) -> Iterator[list[str]]:
+    """Base URLs of one agent: one process, two workers, or two replicas."""
+    env = {
+        "A2A_MAX_UNFINISHED_TASKS_PER_CALLER": str(QUOTA),
+        "A2A_MAX_STREAMS_PER_CALLER": str(QUOTA),
+        "A2A_CLUSTER_POLL_INTERVAL": "0.1",
+    }
+    args = ["--extensions-dir", PROBES]
+    with contextlib.ExitStack() as stack:
+        if kind == "one":
+            yield [stack.enter_context(cli_server(args, env=env))[0]]
+            return
+        require_postgres()
+        args += ["--task-store", stack.enter_context(pg_schema_url()), "--cluster"]
+        if kind == "workers":
+            yield [stack.enter_context(cli_server([*args, "--workers", "2"], env=env))[0]]
+            return
+        a = stack.enter_context(cli_server(args, env=env))[0]
+        b = stack.enter_context(cli_server(args, env=env))[0]
+        yield [a, b]
+
+
+def _call(base: str, dialect: str, skill: str, data: dict[str, Any], *, stream: bool) -> Any:
+    """``(url, headers, body)`` of a new-task request in *dialect*."""
+    legacy = dialect.endswith("0.3")
+    part: dict[str, Any] = {"data": data}
+    message: dict[str, Any] = {
+        "messageId": uuid.uuid4().hex,
+        "role": "user" if legacy else "ROLE_USER",
+        "parts": [{"kind": "data", **part} if legacy else part],
+        "metadata": {"skillId": skill},
+    }
+    if legacy:
+        message["kind"] = "message"
+    headers = {"A2A-Version": "0.3" if legacy else "1.0"}
+    verb = "stream" if stream else "send"
+    if dialect == "rest-0.3":
+        del message["kind"], message["parts"]
+        message.update(role="ROLE_USER", content=[{"data": part}])
+        return f"{base}/v1/message:{verb}", headers, {"message": message}
+    if dialect == "rest-1.0":
+        return f"{base}/message:{verb}", headers, {"message": message}
+    method = f"message/{verb}" if legacy else ("SendStreamingMessage" if stream else "SendMessage")
+    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {"message": message}}
+    return f"{base}/", headers, body
+
+
+def _refused(status: int, payload: Any) -> bool:
+    if status == 429:
+        return True
+    error = payload.get("error") if isinstance(payload, dict) else None
+    return isinstance(error, dict) and error.get("code") == -32091
+
+
+def _task_id(payload: Any) -> str | None:
+    """The task id in a JSON-RPC result or REST body of any version (first event too)."""
+    result = payload.get("result", payload)
+    for candidate in (result.get("task"), result, result.get("statusUpdate")):
+        if isinstance(candidate, dict):
+            found = candidate.get("id") or candidate.get("taskId")
+            if isinstance(found, str):
+                return found
+    return None
+
+
+async def _burst(urls: list[str], one: Any) -> list[tuple[bool, str | None]]:
+    """*ATTEMPTS* calls of ``one(http, base, dialect)``, released together."""
+    start = asyncio.Event()
+
+    async def attempt(index: int) -> tuple[bool, str | None]:
+        # A connection of its own, so with workers the kernel may pick either process.
+        async with httpx.AsyncClient(timeout=60) as http:
+            await start.wait()
+            base = urls[index % len(urls)]
+            return await one(http, base, DIALECTS[index % len(DIALECTS)])
+
+    attempts = [asyncio.create_task(attempt(i)) for i in range(ATTEMPTS)]
+    await asyncio.sleep(0.5)
+    start.set()
+    return await asyncio.gather(*attempts)
+
+
+@pytest.mark.parametrize("kind", ["one", "workers", "replicas"])
+async def test_fifty_concurrent_new_tasks_against_a_quota_of_three(
+    kind: str, tmp_path: Path
+) -> None:
+    journal = str(tmp_path / "journal.txt")
+
+    async def send(http: httpx.AsyncClient, base: str, dialect: str) -> tuple[bool, str | None]:
+        url, headers, body = _call(
+            base, dialect, "probe.pay", {"journal": journal, "amount": 5}, stream=False
+        )
+        response = await http.post(url, json=body, headers=headers)
+        payload = response.json()
+        if _refused(response.status_code, payload):
+            return False, None
+        assert response.status_code == 200 and "error" not in payload, payload
+        return True, _task_id(payload)
+
+    with _deployment(kind) as urls:
+        outcomes = await _burst(urls, send)
+        accepted = [task_id for ok, task_id in outcomes if ok]
+        assert len(accepted) == QUOTA, f"{len(accepted)} of {ATTEMPTS} accepted"
+        # The refused ones created nothing: the caller has exactly its quota of tasks.
+        async with httpx.AsyncClient(timeout=30) as http:
+            listed = await http.post(
+                urls[0] + "/",
+                json={"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {}},
+                headers={"A2A-Version": "1.0"},
+            )
+        assert listed.json()["result"]["totalSize"] == QUOTA
+
+
+@pytest.mark.parametrize("kind", ["one", "workers", "replicas"])
+async def test_fifty_concurrent_streams_against_a_quota_of_three(kind: str, tmp_path: Path) -> None:
+    journal = str(tmp_path / "journal.txt")
+    pending = [ATTEMPTS]
+    all_decided = asyncio.Event()
+
+    def decided() -> None:
+        pending[0] -= 1
+        if not pending[0]:
+            all_decided.set()
+
+    async def open_stream(
+        http: httpx.AsyncClient, base: str, dialect: str
+    ) -> tuple[bool, str | None]:
+        url, headers, body = _call(
+            base, dialect, "probe.work", {"journal": journal, "seconds": 60}, stream=True
+        )
+        async with http.stream("POST", url, json=body, headers=headers) as response:
+            if response.status_code != 200:
+                payload = await response.aread()
+                assert response.status_code == 429, payload
+                decided()
+                return False, None
+            task_id = None
+            async for line in response.aiter_lines():
+                if line.startswith("data:"):
+                    task_id = _task_id(json.loads(line[5:]))
+                    break
+            assert task_id is not None, "stream ended without a task event"
+            decided()
+            # Held open until every attempt is decided, then dropped.
+            await asyncio.wait_for(all_decided.wait(), 60)
+            return True, task_id
+
+    with _deployment(kind) as urls:
+        outcomes = await _burst(urls, open_stream)
+        opened = [task_id for ok, task_id in outcomes if ok]
+        async with httpx.AsyncClient(timeout=30) as http:
+            for task_id in opened:
+                cancel = {"jsonrpc": "2.0", "id": 1, "method": "CancelTask", "params": {}}
+                cancel["params"] = {"id": task_id}
+                await http.post(urls[0] + "/", json=cancel, headers={"A2A-Version": "1.0"})
+        assert len(opened) == QUOTA, f"{len(opened)} of {ATTEMPTS} streams opened"
+
+
+async def test_slots_freed_on_one_replica_serve_the_other(tmp_path: Path) -> None:
+    """Quota 3 over two replicas: a task finished or canceled anywhere frees its slot for
+    the caller on either replica, and so does a slot one replica kept leased after a
+    blocking call (within a second or so)."""
+    journal = str(tmp_path / "journal.txt")
+
+    async def send(
+        http: httpx.AsyncClient, base: str, skill: str, data: dict[str, Any], **ids: str
+    ) -> Any:
+        url, headers, body = _call(base, "jsonrpc-1.0", skill, data, stream=False)
+        body["params"]["message"].update(ids)
+        return (await http.post(url, json=body, headers=headers)).json()
+
+    def state(answer: Any) -> str:
+        return str(answer["result"]["task"]["status"]["state"])
+
+    pay = {"journal": journal, "amount": 5}
+    with _deployment("replicas") as (a, b):
+        async with httpx.AsyncClient(timeout=60) as http:
+            parked = [(await send(http, a, "probe.pay", pay))["result"]["task"]["id"]]
+            parked += [(await send(http, a, "probe.pay", pay))["result"]["task"]["id"]]
+            parked += [(await send(http, a, "probe.pay", pay))["result"]["task"]["id"]]
+            assert (await send(http, b, "probe.pay", pay))["error"]["code"] == -32091
+            # Approved on B, a task taken on A finishes there: its slot is free.
+            done = await send(http, b, "probe.pay", {"approved": True}, taskId=parked[0])
+            assert state(done) == "TASK_STATE_COMPLETED"
+            assert state(await send(http, b, "probe.pay", pay)) == "TASK_STATE_INPUT_REQUIRED"
+            # Canceled on A: free for B.
+            cancel = {"jsonrpc": "2.0", "id": 1, "method": "CancelTask", "params": {}}
+            cancel["params"] = {"id": parked[1]}
+            await http.post(a + "/", json=cancel, headers={"A2A-Version": "1.0"})
+            # A blocking call on A takes the free slot and finishes; A keeps it leased
+            # for its next request, then lets it go: B is served after that.
+            work = {"journal": journal, "seconds": 0}
+            assert state(await send(http, a, "probe.work", work)) == "TASK_STATE_COMPLETED"
+            answer: Any = None
+            for _ in range(100):
+                answer = await send(http, b, "probe.pay", pay)
+                if "result" in answer:
+                    break
+                await asyncio.sleep(0.1)
+            assert state(answer) == "TASK_STATE_INPUT_REQUIRED", answer
