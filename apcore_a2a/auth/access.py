@@ -14,6 +14,7 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from apcore_a2a.adapters.errors import clean_for_log
 from apcore_a2a.auth.authenticator import Authenticator, InvalidCredentials
 from apcore_a2a.errors import PermissionDeniedError, UnauthenticatedError
 
@@ -87,7 +88,8 @@ class Gate:
         try:
             return await self.authenticator.authenticate(headers)
         except InvalidCredentials as exc:
-            logger.debug("rejected credentials: %s", exc)
+            # The reason, never the credential: these exceptions name what failed.
+            logger.info("refused credentials: %s", clean_for_log(str(exc), 300))
             raise self.unauthenticated() from None
 
     def admit(self, identity: Identity | None, *, anonymous_ok: bool) -> None:

@@ -1,10 +1,9 @@
 """Client commands of ``apcore-a2a``: ``card``, ``call`` and ``task get|cancel``.
 
 Each command prints JSON on stdout (the card indented; a task, a message or each stream
-event as one line) and, on failure, one line on stderr with a non-zero exit code:
-1 when the agent answered with an A2A error, 2 for bad command input, 3 when the agent
-could not be reached or has no usable card, 4 when ``card --verify`` finds the card's
-signature missing or not verifying.
+event as one line) and, on failure, one line on stderr with a non-zero exit code
+(:data:`EXIT_CODES`). ``call`` waits as long as the task runs (``--timeout`` bounds it),
+showing the task's id, state and elapsed time on stderr while it waits.
 """
 
 from __future__ import annotations
@@ -16,11 +15,13 @@ import json
 import logging
 import mimetypes
 import sys
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 from apcore_a2a.client import (
+    A2AAuthenticationError,
     A2AClient,
     A2AClientError,
     A2AConnectionError,
@@ -35,6 +36,21 @@ EXIT_REMOTE = 1
 EXIT_USAGE = 2
 EXIT_UNREACHABLE = 3
 EXIT_UNVERIFIED = 4
+EXIT_REFUSED = 5
+EXIT_STILL_RUNNING = 6
+#: what each exit code of the client commands means (shown by ``--help``)
+EXIT_CODES = f"""exit codes:
+  0  done
+  {EXIT_REMOTE}  the agent answered with an A2A error (unknown skill, invalid input, ...)
+  {EXIT_USAGE}  bad command input
+  {EXIT_UNREACHABLE}  the agent cannot be reached or has no usable card
+  {EXIT_UNVERIFIED}  card --verify: the card's signature is missing or does not verify
+  {EXIT_REFUSED}  the agent refused the credentials (HTTP 401/403): see --token, --header
+  {EXIT_STILL_RUNNING}  call: the task still runs when --timeout ends (its id is printed)"""
+
+
+class StillRunning(Exception):
+    """``call`` stopped waiting (``--timeout``) while the task runs on."""
 
 
 def _fail(code: int, message: str) -> int:
@@ -69,13 +85,13 @@ def _card_keys(path: str | None) -> Any:
     return text
 
 
-def _client(args: argparse.Namespace) -> A2AClient:
+def _client(args: argparse.Namespace, timeout: float | None) -> A2AClient:
     keys = _card_keys(getattr(args, "keys", None))
     try:
         return A2AClient(
             args.url,
             auth=args.token,
-            timeout=args.timeout,
+            timeout=timeout,
             protocol=args.protocol,
             headers=_parse_headers(args.header),
             allow_other_origins=args.allow_other_origins,
@@ -91,11 +107,19 @@ def _emit(obj: Any, *, indent: int | None = None) -> None:
     sys.stdout.flush()
 
 
-def _run(args: argparse.Namespace, body: Callable[[A2AClient], Awaitable[None]]) -> int:
-    """Run *body* with a client and turn every failure into one stderr line + exit code."""
+def _run(
+    args: argparse.Namespace,
+    body: Callable[[A2AClient], Awaitable[None]],
+    *,
+    per_request: bool = True,
+) -> int:
+    """Run *body* with a client and turn every failure into one stderr line + exit code.
+
+    ``--timeout`` bounds each request when *per_request*, else the body bounds itself.
+    """
 
     async def main() -> None:
-        async with _client(args) as client:
+        async with _client(args, args.timeout if per_request else None) as client:
             await body(client)
 
     # httpx logs every request at INFO; the commands' output is the JSON, not a log.
@@ -106,6 +130,10 @@ def _run(args: argparse.Namespace, body: Callable[[A2AClient], Awaitable[None]])
         return _fail(EXIT_REMOTE, f"{type(exc).__name__} ({exc.code}): {exc.message}")
     except CardVerificationError as exc:
         return _fail(EXIT_UNVERIFIED, f"{type(exc).__name__} ({exc.reason}): {exc.message}")
+    except A2AAuthenticationError as exc:
+        return _fail(EXIT_REFUSED, f"{type(exc).__name__}: {exc.message}")
+    except StillRunning as exc:
+        return _fail(EXIT_STILL_RUNNING, str(exc))
     except (A2AConnectionError, A2ADiscoveryError) as exc:
         return _fail(EXIT_UNREACHABLE, f"{type(exc).__name__}: {exc.message}")
     except A2AClientError as exc:
@@ -165,10 +193,96 @@ def _cmd_call(args: argparse.Namespace) -> int:
         if args.stream:
             async for event in client.stream_message(message, **options):
                 _emit(event)
+        elif args.no_wait:
+            _emit(await client.send_message(message, return_immediately=True, **options))
         else:
-            _emit(await client.send_message(message, return_immediately=args.no_wait, **options))
+            _emit(await _wait(client, message, options, args))
 
-    return _run(args, body)
+    # The wait is bounded as a whole (--timeout), not each read of the stream.
+    return _run(args, body, per_request=False)
+
+
+class _Progress:
+    """The waiting line on stderr: task id, state, elapsed time (after a quiet first 2 s).
+
+    On a terminal it is redrawn in place every second; elsewhere a line is written when
+    the state changes and every 30 s.
+    """
+
+    def __init__(self) -> None:
+        self.started = time.monotonic()
+        self.task_id: str | None = None
+        self.state = "submitted"
+        self._shown: tuple[str, float] | None = None
+        self._tty = sys.stderr.isatty()
+
+    def update(self, task_id: str | None = None, state: str | None = None) -> None:
+        self.task_id = task_id or self.task_id
+        self.state = state or self.state
+        elapsed = time.monotonic() - self.started
+        if elapsed < 2 or self.task_id is None:
+            return
+        shown = self._shown
+        if shown and not self._tty and shown[0] == self.state and elapsed - shown[1] < 30:
+            return
+        self._shown = (self.state, elapsed)
+        line = f"task {self.task_id}: {self.state}, {elapsed:.0f} s"
+        if self._tty:
+            sys.stderr.write(f"\r\x1b[2K{line}")
+        else:
+            sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+
+    def done(self) -> None:
+        if self._tty and self._shown is not None:
+            sys.stderr.write("\r\x1b[2K")
+            sys.stderr.flush()
+
+
+async def _wait(
+    client: A2AClient, message: Any, options: dict[str, Any], args: argparse.Namespace
+) -> Any:
+    """Send and wait for the answer, streaming when the agent can, to show progress."""
+    progress = _Progress()
+
+    async def follow() -> Any:
+        card = await client.discover()
+        if not (card.get("capabilities") or {}).get("streaming"):
+            return await client.send_message(message, **options)
+        async for event in client.stream_message(message, **options):
+            if event["kind"] == "message" and progress.task_id is None:
+                return event
+            task_id = event.get("id") if event["kind"] == "task" else event.get("taskId")
+            progress.update(task_id, (event.get("status") or {}).get("state"))
+        if progress.task_id is None:
+            raise A2AClientError("the agent's stream ended without a task")
+        return await client.get_task(progress.task_id)
+
+    async def tick() -> None:
+        while True:
+            await asyncio.sleep(1)
+            progress.update()
+
+    ticker = asyncio.create_task(tick())
+    try:
+        async with asyncio.timeout(args.timeout):
+            return await follow()
+    except TimeoutError:
+        raise StillRunning(_still_running(progress, args)) from None
+    finally:
+        ticker.cancel()
+        progress.done()
+
+
+def _still_running(progress: _Progress, args: argparse.Namespace) -> str:
+    waited = f"after --timeout {args.timeout:g} s"
+    if progress.task_id is None:
+        return f"no answer from the agent {waited}; a longer --timeout waits longer"
+    return (
+        f"task {progress.task_id} is still {progress.state} {waited}; it runs on: follow it "
+        f"with 'apcore-a2a task get {args.url} {progress.task_id}' (or start long work "
+        "with --no-wait)"
+    )
 
 
 def _cmd_task(args: argparse.Namespace) -> int:
@@ -192,6 +306,8 @@ def _positive(value: str) -> float:
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
+    parser.epilog = EXIT_CODES
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument("url", metavar="URL", help="base URL of the agent")
     parser.add_argument("--token", help="bearer token sent as 'Authorization: Bearer TOKEN'")
     parser.add_argument(
@@ -207,7 +323,12 @@ def _common(parser: argparse.ArgumentParser) -> None:
         help="A2A protocol version (default: from the agent card)",
     )
     parser.add_argument(
-        "--timeout", type=_positive, default=30.0, help="seconds per request (default 30)"
+        "--timeout",
+        type=_positive,
+        default=None,
+        metavar="SECONDS",
+        help="give up after this long (call: on the whole wait for the task; default: wait "
+        "as long as the task runs)",
     )
     parser.add_argument(
         "--allow-other-origins",

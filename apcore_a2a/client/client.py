@@ -138,6 +138,10 @@ def _failing_loudly(app: ASGIApp) -> ASGIApp:
     return wrapped
 
 
+#: seconds to connect (and for an in-process app to start) when ``timeout`` is ``None``
+CONNECT_TIMEOUT = 30.0
+
+
 class A2AClient:
     """An async client for one A2A agent (docs/client.md has the whole contract).
 
@@ -151,6 +155,11 @@ class A2AClient:
     signature. Results are plain dicts in one shape whatever the wire version; errors are
     :class:`A2AClientError` subclasses.
 
+    ``timeout`` bounds each request in seconds; ``None`` (the default) waits as long as the
+    agent takes -- a blocking ``send_message`` returns when the task ends, however long it
+    runs -- and gives up connecting after :data:`CONNECT_TIMEOUT` s. To bound long work,
+    pass a number, or use ``return_immediately=True`` (then ``get_task``) or streaming.
+
     Example::
 
         async with A2AClient("http://127.0.0.1:8000") as client:
@@ -163,7 +172,7 @@ class A2AClient:
         url: str,
         *,
         auth: AuthInput = None,
-        timeout: float | None = 30.0,
+        timeout: float | None = None,
         card_ttl: float = 300.0,
         protocol: Protocol = "auto",
         headers: Mapping[str, str] | None = None,
@@ -195,7 +204,7 @@ class A2AClient:
         self._lifespan: LifespanManager | None = None
         self._run_lifespan = app is not None and lifespan
         self._http = httpx.AsyncClient(
-            timeout=timeout,
+            timeout=httpx.Timeout(timeout, connect=timeout or CONNECT_TIMEOUT),
             headers=default_headers,
             auth=guard,
             transport=self._direct,
@@ -251,7 +260,8 @@ class A2AClient:
         async with self._start_lock:
             if self._started or self._app is None or self._direct is None:
                 return
-            manager = LifespanManager(_failing_loudly(self._app), self._timeout, self._timeout)
+            bound = self._timeout or CONNECT_TIMEOUT
+            manager = LifespanManager(_failing_loudly(self._app), bound, bound)
             try:
                 await manager.__aenter__()
             except LifespanNotSupported:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+import logging
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,7 +14,11 @@ from apcore_a2a.settings import SettingsError
 if TYPE_CHECKING:
     from apcore_a2a.settings import Settings
 
-__all__ = ["ConfigFileError", "ModuleSources"]
+__all__ = ["ConfigFileError", "ModuleSources", "why_not_a_module"]
+
+logger = logging.getLogger("apcore_a2a")
+#: what apcore needs of a module class in an extensions folder
+_NEEDS = ("input_schema", "output_schema", "description")
 
 
 class ConfigFileError(SettingsError):
@@ -69,6 +75,7 @@ class ModuleSources:
         )
         if self.extensions_dirs:
             _apcore_call("extensions", registry.discover)
+            self._report_skipped(registry, config)
         for directory in self.bindings_dirs:
             folder = str(Path(directory).resolve())
             # Binding targets are usually Python modules beside the YAML files.
@@ -101,6 +108,22 @@ class ModuleSources:
             Executor(registry, acl=acl, config=config, approval_handler=A2AApprovalHandler())
         )
 
+    def _report_skipped(self, registry: Any, config: Any) -> None:
+        """One WARNING line per module file apcore found but did not register, saying why."""
+        from apcore.registry.scanner import scan_extensions, scan_multi_root
+
+        ignore = config.get("extensions.ignore_patterns", None) if config is not None else None
+        if len(self.extensions_dirs) == 1:
+            found = scan_extensions(Path(self.extensions_dirs[0]), ignore_patterns=ignore)
+        else:
+            roots = [{"root": d} for d in self.extensions_dirs]
+            found = scan_multi_root(roots, ignore_patterns=ignore)
+        served = set(registry.list())
+        for item in found:
+            if item.canonical_id not in served:
+                reason = why_not_a_module(Path(item.file_path))
+                logger.warning("Not serving %s: %s", item.file_path, reason)
+
     def _apcore_config(self) -> Any:
         if not self.apcore_config:
             return None
@@ -117,3 +140,51 @@ def _apcore_call(what: str, func: Any, *args: Any, **kwargs: Any) -> Any:
     except Exception as exc:  # apcore raises its own error types; report them in one line
         message = " ".join(str(exc).split())
         raise ConfigFileError(f"{what}: {message}") from exc
+
+
+def why_not_a_module(path: Path) -> str:
+    """Why apcore skipped the module file *path*, read from its source (never imported)."""
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    except (OSError, UnicodeDecodeError, SyntaxError) as exc:
+        return f"it cannot be read as Python ({exc})"
+    classes = [
+        node
+        for node in tree.body
+        if isinstance(node, ast.ClassDef)
+        and any(
+            isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef) and item.name == "execute"
+            for item in node.body
+        )
+    ]
+    for node in classes:
+        names = {
+            target.id
+            for item in node.body
+            if isinstance(item, ast.Assign | ast.AnnAssign)
+            for target in (item.targets if isinstance(item, ast.Assign) else [item.target])
+            if isinstance(target, ast.Name)
+        }
+        missing = [name for name in _NEEDS if name not in names]
+        if missing:
+            return (
+                f"class {node.name} has no {' and no '.join(missing)} "
+                "(a module class needs input_schema and output_schema as pydantic models, "
+                "a description and execute())"
+            )
+    if len(classes) > 1:
+        return f"several module classes ({', '.join(c.name for c in classes)}); keep one per file"
+    decorated = [
+        node.name
+        for node in tree.body
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        and any("module" in ast.unparse(d) for d in node.decorator_list)
+    ]
+    if decorated and not classes:
+        return (
+            f"@module functions ({', '.join(decorated)}) are not picked up from an extensions "
+            "folder; register them with @module(registry=...) or a binding file"
+        )
+    if not classes:
+        return "no module class (a class with input_schema, output_schema, description, execute)"
+    return "apcore refused it (its warning above says why)"

@@ -14,7 +14,8 @@
    parses to a JSON object that validates). For clients that never name a skill, such as
    LLM orchestrators.
 7. otherwise (none, or more than one, accepts it) -32602 "Missing required parameter:
-   metadata.skillId" listing the skills the caller may call.
+   metadata.skillId" listing the skills the caller may call; when several accept it, the
+   message names them (``matchingSkills`` in the data).
 
 Errors list only the skills the caller may call (``availableSkills``), and a skill id the
 ACL hides from the caller is answered exactly like an id that does not exist (-32601
@@ -113,14 +114,19 @@ class SkillResolver:
             if self.default_skill is not None:
                 skill_id = self.default_skill
         available = visible(specs) if visible is not None else sorted(specs)
+        matches: list[str] = []
         if skill_id is None and self.by_schema and accepts is not None:
-            matches = [specs[i] for i in available if accepts(specs[i], message)]
+            matches = [i for i in available if accepts(specs[i], message)]
             if len(matches) == 1:
-                return matches[0]
+                return specs[matches[0]]
         if skill_id is None:
+            data: dict[str, Any] = {"availableSkills": available}
+            reason = ""
+            if matches:
+                data["matchingSkills"] = matches
+                reason = f" (the message fits several skills: {', '.join(matches)})"
             raise InvalidParamsError(
-                message="Missing required parameter: metadata.skillId",
-                data={"availableSkills": available},
+                message=f"Missing required parameter: metadata.skillId{reason}", data=data
             )
         spec = specs.get(skill_id)
         if spec is None:

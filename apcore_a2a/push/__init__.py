@@ -147,15 +147,17 @@ def build_push(
     settings: Settings,
     *,
     config_store: PushNotificationConfigStore,
-    agent_url: str,
+    agent_url: str | Callable[[], str],
     engine: AsyncEngine | None = None,
     resolver: Resolver | None = None,
 ) -> PushKit:
     """Assemble the push components from *settings* (nothing runs until ``start``).
 
     *agent_url* is the agent's public base URL: the ``iss`` of delivery JWTs and the base of
-    the JWKS URL. With *engine*, a generated signing key and config failures are kept in
-    that database. *resolver* replaces DNS resolution in the SSRF policy (tests).
+    the JWKS URL; a callable gives it for the request being served (a mounted agent is
+    reached under its mount path). With *engine*, a generated signing key and config
+    failures are kept in that database. *resolver* replaces DNS resolution in the SSRF
+    policy (tests).
     """
     from apcore_a2a.errors import register
 
@@ -176,12 +178,12 @@ def build_push(
     statuses = ConfigStatusBook(tables, max_tasks=settings.task_max_capacity)
     store = PushConfigStore(config_store, statuses, max_per_task=settings.push_max_configs_per_task)
     policy = PushUrlPolicy(allow_insecure=settings.push_allow_insecure_urls, resolver=resolver)
-    base = agent_url.rstrip("/")
+    base = (agent_url if isinstance(agent_url, str) else agent_url()).rstrip("/")
     sender = RetryingPushSender(
         store,
         policy=policy,
         statuses=statuses,
-        issuer=base,
+        issuer=agent_url,
         timeout=settings.push_timeout,
         retry_delays=settings.push_retry_delays,
         queue_size=settings.push_queue_size,
@@ -189,7 +191,7 @@ def build_push(
     )
     jwks_url = base + JWKS_PATH
     extension = push_card_extension(
-        agent_url, algorithm=configured.algorithm if configured is not None else "ES256"
+        base, algorithm=configured.algorithm if configured is not None else "ES256"
     )
     kit = PushKit(
         sender=sender,

@@ -33,7 +33,7 @@ import logging
 import time
 import uuid
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import httpx
@@ -69,6 +69,7 @@ class _Delivery:
     headers: dict[str, str]
     body: bytes
     delivery_id: str
+    issuer: str
 
 
 @dataclass(eq=False)
@@ -117,7 +118,7 @@ class RetryingPushSender(PushNotificationSender):
         *,
         policy: PushUrlPolicy,
         statuses: ConfigStatusBook,
-        issuer: str,
+        issuer: str | Callable[[], str],
         timeout: float = 10.0,
         retry_delays: Sequence[float] = (1.0, 2.0, 4.0),
         queue_size: int = DEFAULT_QUEUE_SIZE,
@@ -131,7 +132,8 @@ class RetryingPushSender(PushNotificationSender):
         self._store = config_store
         self._policy = policy
         self._statuses = statuses
-        self._issuer = issuer
+        # A callable names the agent's URL for the request that produced the event.
+        self._issuer = issuer if callable(issuer) else lambda: issuer
         self._timeout = timeout
         self._delays = tuple(retry_delays)
         self._queue_size = queue_size
@@ -234,7 +236,15 @@ class RetryingPushSender(PushNotificationSender):
             return
         headers = _config_headers(config)
         queue.items.append(
-            _Delivery(task_id, config_id, config.url, headers, body, str(uuid.uuid4()))
+            _Delivery(
+                task_id,
+                config_id,
+                config.url,
+                headers,
+                body,
+                str(uuid.uuid4()),
+                self._issuer().rstrip("/"),
+            )
         )
         if key not in self._workers:
             self._workers[key] = asyncio.create_task(
@@ -328,7 +338,7 @@ class RetryingPushSender(PushNotificationSender):
         if self._key is None or self._client is None:
             raise _GiveUp("sender is not running")
         token = self._key.sign_delivery(
-            issuer=self._issuer,
+            issuer=delivery.issuer,
             audience=delivery.url,
             task_id=delivery.task_id,
             body=delivery.body,

@@ -169,17 +169,17 @@ class A2AServerFactory:
         stores.watch_cancels(
             agent_executor.running_task_ids, agent_executor.stop_canceled_elsewhere
         )
+        card_base = CardBase(s.public_url(), fixed=bool(s.url))
         push = (
             build_push(
                 s,
                 config_store=stores.push_config_store,
-                agent_url=s.public_url(),
+                agent_url=card_base.url,
                 engine=stores.engine,
             )
             if s.push_notifications
             else None
         )
-        card_base = CardBase(s.public_url(), fixed=bool(s.url))
         handler = self._handler(catalog, stores, agent_executor, push, card_base, signer)
         streams = StreamLimiter(s.max_streams, s.max_streams_per_caller, stores.quota_slots)
         state = ServerState(

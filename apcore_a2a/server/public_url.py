@@ -5,7 +5,9 @@ its own that is right; mounted in a host app (``Mount("/agent", app=...)``) the 
 reached at the host's address under ``/agent``, which is what its card must name for
 clients to follow its interfaces. :class:`CardBase` rebases the cards it serves onto the
 request's base URL (the listening socket plus ``root_path``, see
-:func:`apcore_a2a.classify.base_url`), keeping a few rebased forms per card.
+:func:`apcore_a2a.classify.base_url`), keeping a few rebased forms per card. Push
+deliveries are signed with the same URL as issuer (:meth:`CardBase.url`), read when the
+task's event is queued, in the context of the request that started or continued it.
 """
 
 from __future__ import annotations
@@ -45,6 +47,10 @@ class CardBase:
         info = current_request()
         base = info.base_url if info is not None else ""
         return base if base and base != self.built_for else None
+
+    def url(self) -> str:
+        """The agent's URL for the request being served (``iss`` of its push deliveries)."""
+        return self.base() or self.built_for
 
     def document(self, current: Callable[[], CardDocument]) -> Callable[[], CardDocument]:
         """A card-document source rebased for the request being served."""

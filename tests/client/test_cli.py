@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -211,3 +212,49 @@ async def test_card_verify_usage_errors_exit_2(
     code, out, err = await cli("card", ours, *extra)
     assert (code, out) == (2, "")
     assert message in err
+
+
+async def test_call_waits_as_long_as_the_task_runs_and_shows_its_progress(ours: str) -> None:
+    # Longer than a blocking call used to wait would not fit a unit test; the default
+    # now has no bound at all, and the wait shows the task's id, state and elapsed time.
+    code, out, err = await cli("call", ours, "--skill", "demo.slow", "--data", '{"seconds": 4}')
+    assert code == 0, err
+    [task] = lines(out)
+    assert task["status"]["state"] == "completed"
+    assert task["artifacts"][0]["parts"][0]["data"] == {"done": True}
+    assert re.search(rf"^task {task['id']}: working, \d+ s$", err, re.MULTILINE), err
+
+
+async def test_call_timeout_names_the_task_and_how_to_follow_it(ours: str) -> None:
+    code, out, err = await cli(
+        "call", ours, "--skill", "demo.slow", "--data", '{"seconds": 30}', "--timeout", "3"
+    )
+    assert code == 6 and out == "", err
+    found = re.search(r"error: task (\S+) is still working after --timeout 3 s", err)
+    assert found is not None, err
+    task_id = found.group(1)
+    assert f"'apcore-a2a task get {ours} {task_id}'" in err and "--no-wait" in err
+    code, out, err = await cli("task", "cancel", ours, task_id)
+    assert code == 0, err
+
+
+async def test_refused_credentials_exit_5_not_3() -> None:
+    port = free_port()
+    async with running_server(build_our_app(port, api_keys=["right-key-0123456789"]), port=port):
+        url = f"http://127.0.0.1:{port}"
+        code, out, err = await cli(
+            "call", url, "--header", "X-API-Key: wrong", "--skill", "demo.echo", "--text", "x"
+        )
+    assert code == 5 and out == "", err
+    assert err.startswith("error: A2AAuthenticationError") and err.count("\n") == 1
+
+
+async def test_help_lists_the_exit_codes() -> None:
+    code, out, _err = await cli("call", "--help")
+    assert code == 0
+    for line in (
+        "3  the agent cannot be reached",
+        "5  the agent refused the credentials",
+        "6  call: the task still runs when --timeout ends",
+    ):
+        assert line in out, out

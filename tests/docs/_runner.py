@@ -1,34 +1,37 @@
-"""Run the code blocks of README.md and docs/*.md as a reader would (with Sybil).
+"""Run the code blocks of README.md and docs/*.md exactly as a reader would (with Sybil).
 
 Collected by the repository's root ``conftest.py``; ``tests/docs/test_docs.py`` runs them in
 a child pytest (``python -m pytest README.md docs``), so what the snippets change in their
 process (a global tracer provider, logging, the environment) stays there.
 
+The reader stands at the root of a fresh clone: every page runs in a scratch copy of the
+repository (its tracked and new files), and nothing is defined for it that the page does
+not show. Invisible code blocks (``<!-- invisible-code-block: ... -->``) are refused.
+
 What each fenced block does:
 
 * ``python``: executed in one namespace per page, in page order, like a reader pasting the
-  blocks into one session; top-level ``await`` runs on the page's event loop. ``registry``
-  (the examples' modules) and ``executor`` are predefined, as the pages assume. ``serve()``
-  and ``apcore-a2a serve`` build the agent they describe (settings, modules, stores, card)
-  and return instead of blocking: serving itself is tested by tests/lifecycle and
-  tests/config.
+  blocks into one ``python`` session (so no top-level ``await``). ``serve()`` builds the
+  agent it describes (settings, modules, stores, card) and returns instead of blocking:
+  serving itself is tested by tests/lifecycle and tests/config.
 * ``bash``: run in one ``bash`` per page (variables and background jobs carry over to
   the next block), with ``set -eu``; a command that fails, or output carrying a
-  JSON-RPC ``"error"``, fails the block. ``apcore-a2a serve ...`` lines are checked as
-  above (built in-process from the recorded arguments, environment and folder); ``pip``
-  (and ``python -m pip``) only says what it would install (the test environment has every
-  extra); every other command runs for real.
+  JSON-RPC ``"error"``, fails the block. ``apcore-a2a serve ...`` really serves, as the
+  reader's other terminal would: it starts with the page's arguments, environment and
+  folder (only its port is the page's own, see below), and the line returns once the
+  agent answers (or fails with the agent's output if it exits first). The next ``serve``
+  of the page replaces it. ``pip`` (and ``python -m pip``) only says what it would
+  install (the test environment has every extra); every other command runs for real.
 * ``console``: a terminal transcript. Each ``$ `` line (with its ``\\`` continuations) runs
   in the page's bash as above, and what it prints must match the lines below it, where
   ``...`` stands for any text.
 * ``json`` / ``yaml``: must parse.
 
-Every page runs in a scratch folder holding ``extensions``, ``bindings`` and ``examples``
-(links to the repository's examples) and a copy of ``examples/agent.yaml`` as
-``agent.yaml``. The address ``127.0.0.1:8000`` is replaced by a running examples agent
-(push on, insecure webhook URLs allowed for the walkthrough, gRPC on), gRPC's ``50051`` by
-its gRPC port, and the walkthrough receiver's port ``9000`` by a free port. On
-docs/auth.md the agent requires bearer JWTs signed with the page's demo secret.
+Addresses: ``127.0.0.1:8000`` is the agent the page last served (a free port stands in for
+8000). A page that calls the agent before serving one talks to the README's quick-start
+agent, which the reader keeps running in another terminal (the first ``apcore-a2a serve``
+line of README.md). gRPC's ``50051`` and the push walkthrough receiver's port ``9000`` get
+free ports too.
 
 A block that cannot run here is marked just above it with an HTML comment, which renders
 as nothing: ``<!-- skip: next "why it cannot run" -->``. A reason is required
@@ -37,11 +40,7 @@ as nothing: ``<!-- skip: next "why it cannot run" -->``. A reason is required
 
 from __future__ import annotations
 
-import ast
-import asyncio
 import contextlib
-import inspect
-import io
 import json
 import os
 import re
@@ -60,25 +59,50 @@ import yaml
 from sybil import Example, Sybil
 from sybil.parsers.markdown import CodeBlockParser, SkipParser
 
-from tests._support import EXAMPLES, ROOT, cli_server, free_port
+from tests._support import ROOT, free_port
 
-#: The demo secret docs/auth.md signs its test JWTs with.
-AUTH_DEMO_SECRET = "dev-only-secret-of-at-least-32-bytes!"
-#: Pages whose ``127.0.0.1:8000`` is the bearer-auth agent rather than the examples agent.
-AUTH_PAGES = {"auth.md"}
 BLOCK_TIMEOUT = 90.0
 _DONE = "__DOCS_BLOCK_DONE__"
 _JSONRPC_ERROR = re.compile(r'"error"\s*:\s*\{')
+_SERVES = re.compile(r"^[^#\n]*\bapcore-a2a serve\b", re.MULTILINE)
+
+
+def quick_start_serve() -> str:
+    """The README's quick-start ``apcore-a2a serve ...`` command line."""
+    found = re.search(r"\bapcore-a2a serve [^\n&|;]*", (ROOT / "README.md").read_text())
+    assert found is not None, "README.md has no 'apcore-a2a serve' command"
+    return found.group(0).strip()
+
 
 _PRELUDE = r"""
 set -eu
+__docs_agent_stop() {
+  if [ -s "$DOCS_AGENT/pid" ]; then
+    local pid; pid=$(cat "$DOCS_AGENT/pid"); rm -f "$DOCS_AGENT/pid"
+    kill -TERM "$pid" 2>/dev/null || true
+    while kill -0 "$pid" 2>/dev/null; do sleep 0.1; done
+  fi
+}
 apcore-a2a() {
   if [ "${1:-}" = serve ]; then
-    local f="$DOCS_RECORD/$(date +%s%N)-$RANDOM"
-    # `.args` last and whole (a rename): a serve run with `&` may still be writing
-    # while the runner looks, and a record without its `.args` is not read yet.
-    env -0 > "$f.env"; pwd > "$f.cwd"; printf '%s\0' "$@" > "$f.tmp"; mv "$f.tmp" "$f.args"
-    return 0
+    # The reader's other terminal: the agent runs on, this line returns once it answers.
+    # Each serve ends with a line in `serves`: the runner holds the next block until the
+    # block's serves are done (a line ending with `&` returns before).
+    __docs_agent_stop
+    command apcore-a2a "$@" --port "$DOCS_AGENT_PORT" > "$DOCS_AGENT/log" 2>&1 &
+    local pid=$! status=0
+    echo "$pid" > "$DOCS_AGENT/pid"
+    local deadline=$(( $(date +%s) + 120 ))
+    until curl -s -o /dev/null "http://127.0.0.1:$DOCS_AGENT_PORT/.well-known/agent-card.json"; do
+      if ! kill -0 "$pid" 2>/dev/null; then
+        rm -f "$DOCS_AGENT/pid"; cat "$DOCS_AGENT/log"
+        wait "$pid" || status=$?; break
+      fi
+      if [ "$(date +%s)" -gt "$deadline" ]; then cat "$DOCS_AGENT/log"; status=1; break; fi
+      sleep 0.1
+    done
+    echo "$status" >> "$DOCS_AGENT/serves"
+    return "$status"
   fi
   command apcore-a2a "$@"
 }
@@ -90,93 +114,59 @@ python() {
 """
 
 
+def _fresh_copy(target: Path) -> None:
+    """The repository as a fresh clone has it (plus new files not committed yet)."""
+    try:
+        listed = subprocess.run(
+            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            cwd=ROOT,
+            capture_output=True,
+            check=True,
+        ).stdout.decode()
+    except (OSError, subprocess.CalledProcessError):  # not a git checkout: copy the tree
+        skip = shutil.ignore_patterns(".git", ".venv", ".nox", "__pycache__", "*.db")
+        shutil.copytree(ROOT, target, ignore=skip, dirs_exist_ok=True)
+        return
+    for name in filter(None, listed.split("\0")):
+        source = ROOT / name
+        if source.is_file():
+            (target / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target / name)
+
+
 class DocsEnv:
-    """What the pages run against: a scratch folder and agents started on first use."""
+    """What the pages run in: a scratch copy of the repository."""
 
     def __init__(self, stack: contextlib.ExitStack) -> None:
-        self._stack = stack
         self.workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="docs-")))
-        for name, target in {
-            "examples": EXAMPLES,
-            "extensions": EXAMPLES / "extensions",
-            "bindings": EXAMPLES / "bindings",
-        }.items():
-            (self.workdir / name).symlink_to(target)
-        shutil.copy(EXAMPLES / "agent.yaml", self.workdir / "agent.yaml")
-        self.receiver_port = free_port()
-        self.grpc_port = free_port()
-        self._agents: dict[str, str] = {}
-
-    def agent(self, kind: str) -> str:
-        """``host:port`` of the examples agent (``kind="examples"``) or the bearer one."""
-        if kind not in self._agents:
-            args = ["--extensions-dir", "examples/extensions", "--bindings", "examples/bindings"]
-            env: dict[str, str] = {}
-            if kind == "examples":
-                args += [
-                    "--push-notifications",
-                    "--push-allow-insecure-urls",
-                    "--grpc-port",
-                    str(self.grpc_port),
-                    "--shutdown-timeout",
-                    "5",
-                ]
-            else:
-                args += ["--auth-type", "bearer", "--shutdown-timeout", "5"]
-                env["JWT_KEY"] = AUTH_DEMO_SECRET
-            base, _proc = self._stack.enter_context(cli_server(args, env=env, stop_timeout=30))
-            self._agents[kind] = base.removeprefix("http://")
-        return self._agents[kind]
-
-    def substitute(self, source: str, page: str) -> str:
-        """The block as it runs here: documented addresses replaced by the test agents'."""
-        kind = "bearer" if page in AUTH_PAGES else "examples"
-        if "127.0.0.1:8000" in source:
-            source = source.replace("127.0.0.1:8000", self.agent(kind))
-        if "50051" in source:
-            self.agent("examples")
-            source = source.replace("50051", str(self.grpc_port))
-        source = source.replace("127.0.0.1:9000", f"127.0.0.1:{self.receiver_port}")
-        return source.replace("--port 9000", f"--port {self.receiver_port}")
+        _fresh_copy(self.workdir)
 
 
 @pytest.fixture(scope="session")
 def docs_env() -> Iterator[DocsEnv]:
-    from apcore_a2a import _runner, _serve
-
-    built: list[Any] = []
+    from apcore_a2a import _serve
 
     def build_only(app: Any, settings: Any, sockets: Any = None) -> None:
-        """``serve()`` / ``apcore-a2a serve`` without blocking: the app is built, kept."""
-        built.append((app, settings))
+        """``serve()`` without blocking: the app is built, and that is all."""
 
-    # serve() calls _serve.run_app; the CLI imports _runner.run_app when it runs.
-    original = _runner.run_app
-    _serve.run_app = _runner.run_app = build_only
+    # serve() calls _serve.run_app.
+    original = _serve.run_app
+    _serve.run_app = build_only
     try:
         with contextlib.ExitStack() as stack:
             yield DocsEnv(stack)
     finally:
-        _serve.run_app = _runner.run_app = original
+        _serve.run_app = original
 
 
 # -- per page ------------------------------------------------------------------------------
 
 
 def _setup(namespace: dict[str, Any]) -> None:
-    from apcore import Executor, Registry
-
-    registry = Registry(extensions_dir=str(EXAMPLES / "extensions"))
-    registry.discover()
-    namespace.update(registry=registry, executor=Executor(registry))
     namespace["__docs_cwd__"] = os.getcwd()
 
 
 def _teardown(namespace: dict[str, Any]) -> None:
-    loop: asyncio.AbstractEventLoop | None = namespace.pop("__docs_loop__", None)
-    if loop is not None:
-        loop.run_until_complete(loop.shutdown_asyncgens())
-        loop.close()
     shell: _Shell | None = namespace.pop("__docs_shell__", None)
     if shell is not None:
         shell.close()
@@ -187,32 +177,60 @@ def _env_of(example: Example) -> DocsEnv:
     env = example.namespace.get("docs_env")
     if env is None:  # Sybil's setup runs before fixtures are filled in
         raise RuntimeError("docs_env fixture missing")
+    if example.document.text[example.start : example.start + 4] == "<!--":
+        raise AssertionError("an invisible code block: the reader cannot see it; show it")
     if Path.cwd() != env.workdir:
         os.chdir(env.workdir)
     return env
 
 
-def _page(example: Example) -> str:
-    return Path(example.path).name
+def _shell(example: Example, env: DocsEnv) -> _Shell:
+    shell: _Shell | None = example.namespace.get("__docs_shell__")
+    if shell is None or not shell.alive:
+        shell = example.namespace["__docs_shell__"] = _Shell(env.workdir)
+    return shell
+
+
+def _prepare(example: Example) -> tuple[_Shell, str]:
+    """The page's shell and the block as it runs here (documented ports made free ones).
+
+    A block that talks to the agent on a page that has served none first starts the
+    README's quick-start agent, as the reader who followed the quick start has it.
+    """
+    env = _env_of(example)
+    shell = _shell(example, env)
+    source = str(example.parsed)
+    if "127.0.0.1:8000" in source and not shell.serving and not _SERVES.search(source):
+        status, output = shell.run(quick_start_serve())
+        if status != 0:
+            raise AssertionError(f"the quick-start agent did not start:\n{output}")
+    return shell, shell.substitute(source)
 
 
 # -- python --------------------------------------------------------------------------------
 
 
 def evaluate_python(example: Example) -> None:
-    env = _env_of(example)
-    source = env.substitute(str(example.parsed), _page(example))
+    _, source = _prepare(example)
     # Line numbers in tracebacks point into the page.
     padded = "\n" * (example.line) + source
-    code = compile(
-        padded, str(example.path), "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True
-    )
-    result = eval(code, example.namespace)  # the documented code is the test
-    if inspect.iscoroutine(result):
-        loop = example.namespace.get("__docs_loop__")
-        if loop is None:
-            loop = example.namespace["__docs_loop__"] = asyncio.new_event_loop()
-        loop.run_until_complete(asyncio.wait_for(result, BLOCK_TIMEOUT))
+    code = compile(padded, str(example.path), "exec", dont_inherit=True)
+    before = dict(example.namespace)
+    exec(code, example.namespace)  # the documented code is the test
+    _check_module_classes(before, example.namespace)
+
+
+def _check_module_classes(before: dict[str, Any], after: dict[str, Any]) -> None:
+    """A module class the block defines must be one apcore would load from a file."""
+    from apcore.registry.validation import validate_module
+
+    for name, value in after.items():
+        if before.get(name) is value or not isinstance(value, type):
+            continue
+        if callable(getattr(value, "execute", None)) and hasattr(value, "input_schema"):
+            problems = validate_module(value)
+            if problems:
+                raise AssertionError(f"apcore would not load module class {name}: {problems}")
 
 
 # -- bash ----------------------------------------------------------------------------------
@@ -222,11 +240,13 @@ class _Shell:
     """One bash for a page: what a reader types into one terminal."""
 
     def __init__(self, cwd: Path) -> None:
-        self.record = Path(tempfile.mkdtemp(prefix="docs-serve-"))
+        self.agent_dir = Path(tempfile.mkdtemp(prefix="docs-agent-"))
+        self.agent_port, self.grpc_port, self.receiver_port = free_port(), free_port(), free_port()
         env = {
             **os.environ,
             "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-            "DOCS_RECORD": str(self.record),
+            "DOCS_AGENT": str(self.agent_dir),
+            "DOCS_AGENT_PORT": str(self.agent_port),
         }
         self.proc = subprocess.Popen(
             ["bash", "--noprofile", "--norc", "-s"],
@@ -240,13 +260,34 @@ class _Shell:
         )
         self._send(_PRELUDE)
 
+    def substitute(self, source: str) -> str:
+        """*source* with the documented ports replaced by this page's free ones."""
+        source = source.replace("127.0.0.1:8000", f"127.0.0.1:{self.agent_port}")
+        source = source.replace("50051", str(self.grpc_port))
+        source = source.replace("127.0.0.1:9000", f"127.0.0.1:{self.receiver_port}")
+        return source.replace("--port 9000", f"--port {self.receiver_port}")
+
+    def serves_done(self) -> int:
+        """How many ``apcore-a2a serve`` lines of this page have finished starting."""
+        done = self.agent_dir / "serves"
+        return len(done.read_text().splitlines()) if done.exists() else 0
+
+    @property
+    def serving(self) -> bool:
+        """Whether this page has served an agent (``apcore-a2a serve``)."""
+        return self.serves_done() > 0
+
     def _send(self, text: str) -> None:
         assert self.proc.stdin is not None
         self.proc.stdin.write(text + "\n")
         self.proc.stdin.flush()
 
     def run(self, source: str) -> tuple[int, str]:
-        """Run *source*; (exit status, everything it printed)."""
+        """Run *source*; (exit status, everything it printed).
+
+        Returns once the serves it started (with ``&`` too) answer or failed.
+        """
+        expected = self.serves_done() + len(_SERVES.findall(source))
         with tempfile.NamedTemporaryFile("w", suffix=".sh", delete=False) as script:
             script.write(source)
         out = Path(script.name + ".out")
@@ -268,24 +309,12 @@ class _Shell:
                 status = self.proc.wait()
             elif line.startswith(_DONE):
                 status = int(line.split()[1])
+        while status == 0 and self.serves_done() < expected and time.monotonic() < deadline:
+            time.sleep(0.1)
         text = out.read_text(errors="replace") if out.exists() else ""
         os.unlink(script.name)
         out.unlink(missing_ok=True)
         return status, text
-
-    def recorded_serves(self) -> list[tuple[list[str], dict[str, str], str]]:
-        """The ``apcore-a2a serve`` calls since the last look: (argv, environment, folder)."""
-        calls = []
-        for args_file in sorted(self.record.glob("*.args")):
-            stem = args_file.with_suffix("")
-            argv = args_file.read_text().split("\0")[:-1]
-            env_items = Path(f"{stem}.env").read_text().split("\0")
-            env = dict(item.split("=", 1) for item in env_items if "=" in item)
-            cwd = Path(f"{stem}.cwd").read_text().strip()
-            calls.append((argv, env, cwd))
-            for suffix in (".args", ".env", ".cwd"):
-                Path(f"{stem}{suffix}").unlink()
-        return calls
 
     @property
     def alive(self) -> bool:
@@ -294,9 +323,12 @@ class _Shell:
     def close(self) -> None:
         if self.alive:
             with contextlib.suppress(OSError):
-                self._send("kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null; exit 0")
+                self._send(
+                    "__docs_agent_stop; kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null;"
+                    " exit 0"
+                )
             try:
-                self.proc.wait(timeout=15)
+                self.proc.wait(timeout=40)
             except subprocess.TimeoutExpired:
                 os.killpg(self.proc.pid, 9)
                 self.proc.wait()
@@ -304,47 +336,16 @@ class _Shell:
         # must not outlive the test: the whole session's process group goes.
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.proc.pid, 9)
-        shutil.rmtree(self.record, ignore_errors=True)
-
-
-def check_serve(argv: list[str], env: dict[str, str], cwd: str) -> None:
-    """Build what ``apcore-a2a ARGV`` would serve, in this process; fail as the CLI would."""
-    from apcore_a2a import cli
-
-    saved_env, saved_cwd = dict(os.environ), os.getcwd()
-    err = io.StringIO()
-    os.environ.clear()
-    os.environ.update(env)
-    os.chdir(cwd)
-    try:
-        with contextlib.redirect_stderr(err):
-            try:
-                cli.main(argv)
-                code: Any = 0
-            except SystemExit as exc:
-                code = exc.code
-    finally:
-        os.environ.clear()
-        os.environ.update(saved_env)
-        os.chdir(saved_cwd)
-    if code not in (0, None):
-        raise AssertionError(f"apcore-a2a {' '.join(argv)} exited {code}:\n{err.getvalue()}")
+        shutil.rmtree(self.agent_dir, ignore_errors=True)
 
 
 def evaluate_bash(example: Example) -> None:
-    env = _env_of(example)
-    source = env.substitute(str(example.parsed), _page(example))
-    shell: _Shell | None = example.namespace.get("__docs_shell__")
-    if shell is None or not shell.alive:
-        shell = example.namespace["__docs_shell__"] = _Shell(env.workdir)
+    shell, source = _prepare(example)
     status, output = shell.run(source)
-    serves = shell.recorded_serves()
     if status != 0:
         raise AssertionError(f"the block exited {status}; its output:\n{output}")
     if _JSONRPC_ERROR.search(output):
         raise AssertionError(f"the block's output carries a JSON-RPC error:\n{output}")
-    for argv, serve_env, cwd in serves:
-        check_serve(argv, serve_env, cwd)
 
 
 def _transcript(source: str) -> list[tuple[str, str]]:
@@ -370,12 +371,9 @@ def _matches(expected: str, output: str) -> bool:
 
 
 def evaluate_console(example: Example) -> None:
-    env = _env_of(example)
-    shell: _Shell | None = example.namespace.get("__docs_shell__")
-    if shell is None or not shell.alive:
-        shell = example.namespace["__docs_shell__"] = _Shell(env.workdir)
+    shell, _source = _prepare(example)
     for command, expected in _transcript(str(example.parsed)):
-        status, output = shell.run(env.substitute(command, _page(example)))
+        status, output = shell.run(shell.substitute(command))
         if status != 0:
             raise AssertionError(f"$ {command}\nexited {status}; its output:\n{output}")
         if not _matches(expected, output):

@@ -70,17 +70,36 @@ async def test_the_routed_skill_computes_the_answer(agents: tuple[str, str]) -> 
 @pytest.mark.parametrize(
     "parts",
     [
-        [{"data": {}}],  # text.countdown and jobs.sleep both take it: ambiguous
         [{"data": {"nothing": "matches"}}],  # no skill names that key
         [{"data": {"a": "two", "b": 40}}],  # the only skill naming a/b refuses the value
     ],
 )
-async def test_ambiguous_or_unmatched_messages_still_ask_for_a_skill_id(
+async def test_unmatched_messages_still_ask_for_a_skill_id(
     agents: tuple[str, str], parts: list[dict[str, Any]]
 ) -> None:
     error = (await _send(agents[0], parts))["error"]
     assert error["code"] == -32602
     assert error["message"] == "Missing required parameter: metadata.skillId"
+
+
+async def test_a_message_several_skills_take_names_them_all(agents: tuple[str, str]) -> None:
+    # text.countdown and jobs.sleep both take an empty object: the caller learns which.
+    error = (await _send(agents[0], [{"data": {}}]))["error"]
+    assert error["code"] == -32602
+    assert error["message"] == (
+        "Missing required parameter: metadata.skillId"
+        " (the message fits several skills: jobs.sleep, text.countdown)"
+    )
+
+
+def test_plain_text_to_the_quick_start_agent_names_both_text_skills() -> None:
+    # The README's quick-start agent adds greet.hello (one string) beside text.stats.
+    args = ["--extensions-dir", EXAMPLES, "--bindings", str(ROOT / "examples" / "bindings")]
+    with cli_server(args) as (base, _proc):
+        message = {"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "hello there"}]}
+        body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}}
+        error = httpx.post(base + "/", json=body, headers=V10, timeout=60).json()["error"]
+    assert "fits several skills: greet.hello, text.stats" in error["message"], error
 
 
 async def test_the_setting_turns_the_step_off(agents: tuple[str, str]) -> None:
