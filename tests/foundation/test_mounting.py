@@ -176,7 +176,7 @@ async def test_a_host_loop_keeps_its_own_task_factory() -> None:
                         "id": 1,
                         "method": "SendMessage",
                         "params": {"message": message},
-                    },  # fmt: skip
+                    },
                     headers={"A2A-Version": "1.0"},
                 )
                 assert reply.json()["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
