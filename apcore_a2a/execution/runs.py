@@ -120,7 +120,7 @@ def track_module_tasks(executor: Any) -> None:
     idempotent). Calls made outside our runs pass through unchanged, and nothing else in
     the process is touched (no loop-wide task factory).
     """
-    strategy = getattr(executor, "current_strategy", None)  # None: not an apcore Executor
+    strategy: Any = getattr(executor, "current_strategy", None)  # None: not an apcore Executor
     step = next((s for s in getattr(strategy, "steps", ()) if s.name == _EXECUTE_STEP), None)
     if step is not None and not isinstance(step, _TrackingExecuteStep):
         strategy.replace(_EXECUTE_STEP, _TrackingExecuteStep(step))
