@@ -157,9 +157,6 @@ def build_push(
     the JWKS URL. With *engine*, a generated signing key and config failures are kept in
     that database. *resolver* replaces DNS resolution in the SSRF policy (tests).
     """
-    from apcore_a2a.errors import register
-
-    register()  # QuotaExceededError (the per-task cap) answers with its own codes
     configured = (
         SigningKey.from_pem(settings.push_signing_key) if settings.push_signing_key else None
     )

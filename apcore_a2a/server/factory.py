@@ -18,7 +18,6 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.routing import BaseRoute
 
-from apcore_a2a import errors
 from apcore_a2a.adapters.agent_card import AgentCardBuilder, Binding
 from apcore_a2a.auth import (
     acl_card_document,
@@ -148,7 +147,6 @@ class A2AServerFactory:
     def create(self) -> tuple[Starlette, AgentCard]:
         """Return ``(app, agent_card)``; raises ``ValueError`` for a registry without modules."""
         s = self.settings
-        errors.register()
         if not list(self.registry.list()):
             raise ValueError("The apcore registry has no modules; nothing to serve")
         catalog = SkillCatalog(self.registry, self.card_builder())

@@ -26,7 +26,6 @@ from a2a.auth.user import UnauthenticatedUser, User
 from a2a.server.context import ServerCallContext
 from a2a.utils.errors import A2AError, InternalError
 
-from apcore_a2a import errors
 from apcore_a2a.adapters.file_bytes import (
     is_python_client,
     proto_request_to_sdk,
@@ -52,12 +51,10 @@ try:
     import grpc
     import grpc.aio
     from a2a.compat.v0_3 import a2a_v0_3_pb2, a2a_v0_3_pb2_grpc
-    from a2a.compat.v0_3.grpc_handler import CompatGrpcHandler
-    from a2a.server.request_handlers.grpc_handler import (
-        DefaultGrpcServerCallContextBuilder,
-        GrpcHandler,
-    )
+    from a2a.server.request_handlers.grpc_handler import DefaultGrpcServerCallContextBuilder
     from a2a.types import a2a_pb2, a2a_pb2_grpc
+
+    from apcore_a2a.upstream.error_answers import CompatServicer, Servicer
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess without grpc
     raise ImportError(GRPC_EXTRA_HINT) from exc
 
@@ -387,9 +384,8 @@ class GrpcServer:
         """Bind the port and start serving; raises ``OSError`` if the port is taken."""
         if self._server is not None:
             return
-        errors.register()
-        v1 = GrpcHandler(self.handler, context_builder=GrpcCallContextBuilder("1.0"))
-        v03 = CompatGrpcHandler(self.handler, context_builder=GrpcCallContextBuilder("0.3"))
+        v1 = Servicer(self.handler, context_builder=GrpcCallContextBuilder("1.0"))
+        v03 = CompatServicer(self.handler, context_builder=GrpcCallContextBuilder("0.3"))
         interceptor = _A2AInterceptor(
             {SERVICE_V1: v1.abort_context, SERVICE_V0_3: v03.abort_context},
             self.authenticator,

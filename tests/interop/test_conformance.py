@@ -23,7 +23,6 @@ from a2a.types import a2a_pb2 as pb
 from a2a.types import a2a_pb2_grpc as grpc10
 from google.rpc import error_details_pb2, status_pb2
 
-from apcore_a2a.errors import SPEC_GRPC_STATUS, SPEC_HTTP_STATUS
 from apcore_a2a.server.conformance import grpc_version_error
 from tests.bindings._agent import Agent, serve_agent
 from tests.interop._runs import Target
@@ -68,24 +67,6 @@ def test_cancel_of_a_finished_task_keeps_its_json_rpc_code(interop_agent: Target
     response = httpx.post(interop_agent.url + "/", json=payload, headers=V1, timeout=10)
     assert response.status_code == 200
     assert response.json()["error"]["code"] == -32002
-
-
-def test_the_mapping_table_is_the_specs_after_the_server_starts(interop_agent: Target) -> None:
-    from a2a.server.request_handlers import grpc_handler
-    from a2a.utils.errors import A2A_ERROR_MAPPING
-    from apcore import Registry
-
-    from apcore_a2a import A2AServerFactory
-    from tests._modules import Echo
-
-    registry = Registry()
-    registry.register("demo.echo", Echo())
-    A2AServerFactory(registry, environ={}).create()
-    for cls, status in SPEC_HTTP_STATUS.items():
-        assert A2A_ERROR_MAPPING[cls].http_code == status
-    for cls, name in SPEC_GRPC_STATUS.items():
-        assert grpc_handler._ERROR_CODE_MAP[cls] == getattr(grpc.StatusCode, name)
-        assert A2A_ERROR_MAPPING[cls].grpc_status == name
 
 
 # -- spec §5.4 and GRPC-ERR-002 on gRPC ----------------------------------------------------

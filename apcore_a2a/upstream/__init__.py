@@ -1,0 +1,1 @@
+"""Corrections of a2a-sdk, Starlette, uvicorn and sse-starlette (filled below)."""
