@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
@@ -34,7 +33,6 @@ from apcore_a2a.adapters.file_bytes import (
 from apcore_a2a.execution.identity import IdentityUser
 from apcore_a2a.push.bodies import PROTOCOL_VERSION_STATE_KEY
 from apcore_a2a.server.conformance import grpc_version_error
-from apcore_a2a.server.grpc_event_ids import stamp_event_id
 from apcore_a2a.server.grpc_listen import (
     GRPC_EXTRA_HINT,
     bind_host,
@@ -44,7 +42,6 @@ from apcore_a2a.server.grpc_listen import (
 )
 from apcore_a2a.server.grpc_ops import CallObserver, add_health_service
 from apcore_a2a.server.limits import StreamLimiter
-from apcore_a2a.server.resume import LAST_EVENT_ID_STATE_KEY, SSE_IDS_STATE_KEY
 from apcore_a2a.server.task_quota import CALLER_STATE_KEY
 
 try:
@@ -93,8 +90,6 @@ _DENIED = "Missing or invalid credentials"
 # synchronously; this hands the identity over. Every RPC runs in its own asyncio task,
 # so a value set for one call is never seen by another.
 _call_identity: ContextVar[Identity | None] = ContextVar("apcore_a2a_grpc_identity", default=None)
-# The same way, a stream's event ids go from the handler to the responses (grpc_event_ids).
-_call_event_ids: ContextVar[deque[str] | None] = ContextVar("apcore_a2a_grpc_ids", default=None)
 
 _Abort = Callable[[A2AError, grpc.aio.ServicerContext], Awaitable[None]]
 
@@ -126,11 +121,6 @@ class GrpcCallContextBuilder(DefaultGrpcServerCallContextBuilder):
         call_context.state[CALLER_STATE_KEY] = _caller(_call_identity.get(), context)
         if self.protocol_version is not None:
             call_context.state[PROTOCOL_VERSION_STATE_KEY] = self.protocol_version
-        ids = _call_event_ids.get()
-        if ids is not None:  # a stream: resumable with metadata last-event-id
-            call_context.state[SSE_IDS_STATE_KEY] = ids
-            last = call_context.state["headers"].get("last-event-id", "").strip()
-            call_context.state[LAST_EVENT_ID_STATE_KEY] = last or None
         return call_context
 
     def build_user(self, context: grpc.aio.ServicerContext) -> User:
@@ -279,15 +269,11 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         async def admitted(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
             identity = await self._admit(method, context, abort)
             caller = await self._take_stream(identity, context)
-            ids: deque[str] = deque()
-            _call_event_ids.set(ids)
             try:
                 python = await _legacy_request(request, context, abort) if legacy else False
                 async for item in behavior(request, context):
                     if legacy:
                         proto_response_to_wire(item, python_client=python)
-                    if ids:
-                        stamp_event_id(item, ids.popleft())
                     yield item
             except grpc.aio.AbortError:
                 raise
