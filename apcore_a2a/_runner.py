@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
 import re
-import signal
-import threading
-from collections.abc import Iterator
 from typing import Any
 
 from starlette.applications import Starlette
 
 from apcore_a2a.settings import Settings
+from apcore_a2a.upstream.uvicorn_signals import graceful_exit
 
 __all__ = ["StartupError", "run_app", "store_hint"]
 
@@ -69,33 +66,6 @@ def _graceful_server_class() -> type[Any]:
     return GracefulServer
 
 
-@contextlib.contextmanager
-def _graceful_exit() -> Iterator[None]:
-    """Let a signal that stopped uvicorn gracefully end in exit status 0.
-
-    uvicorn hands the signal it stopped on back to the process's own handler once it has
-    shut down (the default one ends the process with -15); for the length of the run
-    that handler is this one, which has nothing left to do. Service managers and
-    containers expect 0 from a graceful stop.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = {sig: signal.signal(sig, _stopped) for sig in _STOP_SIGNALS}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-
-
-_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
-
-
-def _stopped(sig: int, frame: Any) -> None:
-    """Handler of a stop signal uvicorn already acted on (see :func:`_graceful_exit`)."""
-
-
 #: After ``shutdown_timeout``, how long open connections get to finish (streams, their
 #: last event) before uvicorn closes them.
 STREAM_FLUSH_SECONDS = 3
@@ -134,7 +104,7 @@ def run_app(app: Starlette, settings: Settings, sockets: list[Any] | None = None
     # Not a logger of ours: its start-up error lines are kept for the StartupError.
     logging.getLogger("uvicorn.error").addFilter(errors)
     try:
-        with _graceful_exit():
+        with graceful_exit():
             server.run(sockets=sockets)
     except SystemExit as exc:  # uvicorn's exit on a failed start-up
         if watch.error is not None:

@@ -13,22 +13,19 @@ import json
 import subprocess
 import sys
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import grpc
 import httpx
-from a2a.server.request_handlers import DefaultRequestHandler, GrpcHandler
-from a2a.server.routes import create_jsonrpc_routes, create_rest_routes
-from a2a.server.tasks import InMemoryTaskStore
 from a2a.types import a2a_pb2 as pb
 from a2a.types import a2a_pb2_grpc
 from google.rpc import error_details_pb2, status_pb2
 from starlette.applications import Starlette
 
-from tests._support import free_port, threaded_server
+from tests._support import threaded_server
 from tests.bindings._agent import serve_agent
-from tests.client._sdk_agent import EchoExecutor, agent_card
+from tests.upstream._plain import plain_agent
 
 V1 = {"A2A-Version": "1.0"}
 ERRORS = ("TaskNotCancelableError", "PushNotificationNotSupportedError")
@@ -58,30 +55,6 @@ def _alone() -> dict[str, Any]:
     )
     answers: dict[str, Any] = json.loads(done.stdout)
     return answers
-
-
-def _plain_agent() -> tuple[Starlette, int]:
-    """A plain a2a-sdk agent (no push support) and the gRPC port its lifespan serves."""
-    base = "http://127.0.0.1"
-    handler = DefaultRequestHandler(
-        agent_executor=EchoExecutor(),
-        task_store=InMemoryTaskStore(),
-        agent_card=agent_card(base, push=False),
-    )
-    grpc_port = free_port()
-
-    @contextlib.asynccontextmanager
-    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
-        server = grpc.aio.server()
-        a2a_pb2_grpc.add_A2AServiceServicer_to_server(GrpcHandler(handler), server)  # type: ignore[no-untyped-call]
-        server.add_insecure_port(f"127.0.0.1:{grpc_port}")
-        await server.start()
-        yield
-        await server.stop(0)
-        await handler.aclose()
-
-    routes = [*create_jsonrpc_routes(handler, rpc_url="/"), *create_rest_routes(handler)]
-    return Starlette(routes=routes, lifespan=lifespan), grpc_port
 
 
 def _grpc_answer(call: Any) -> dict[str, str]:
@@ -177,7 +150,7 @@ def _served(app: Starlette) -> Iterator[str]:
 
 def test_a_plain_sdk_agent_answers_as_alone_before_and_after_ours() -> None:
     expected = _expected(_alone())
-    before, before_grpc = _plain_agent()
+    before, before_grpc = plain_agent()
     with _served(before) as before_url:
         assert _answers(before_url, before_grpc) == expected
         with serve_agent() as ours:
@@ -186,7 +159,7 @@ def test_a_plain_sdk_agent_answers_as_alone_before_and_after_ours() -> None:
             spec = _answers(ours.url, port)
             assert spec["TaskNotCancelableError"]["rest"]["http"] == 409
             assert spec["PushNotificationNotSupportedError"]["grpc"]["grpc"] == "UNIMPLEMENTED"
-            after, after_grpc = _plain_agent()
+            after, after_grpc = plain_agent()
             with _served(after) as after_url:
                 # ...and the agents built before and after it still answer as the SDK does.
                 assert _answers(before_url, before_grpc) == expected

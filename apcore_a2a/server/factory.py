@@ -37,7 +37,6 @@ from apcore_a2a.push import build_push
 from apcore_a2a.push import card_extensions as push_card_extensions
 from apcore_a2a.server.call_context import ApCoreCallContextBuilder
 from apcore_a2a.server.card_routes import card_routes
-from apcore_a2a.server.conformance import RestMediaType
 from apcore_a2a.server.features import (
     CLASSIFY,
     GUARD,
@@ -57,6 +56,7 @@ from apcore_a2a.server.task_quota import TaskQuota
 from apcore_a2a.settings import Settings, SettingsError, config_path
 from apcore_a2a.storage import Stores, open_stores
 from apcore_a2a.storage.observed import observe_saves
+from apcore_a2a.upstream.rest_media_type import RestMediaType
 
 __all__ = ["A2AServerFactory", "ServerState", "default_executor", "resolve_executor"]
 

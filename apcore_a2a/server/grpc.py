@@ -32,7 +32,6 @@ from apcore_a2a.adapters.file_bytes import (
 )
 from apcore_a2a.execution.identity import IdentityUser
 from apcore_a2a.push.bodies import PROTOCOL_VERSION_STATE_KEY
-from apcore_a2a.server.conformance import grpc_version_error
 from apcore_a2a.server.grpc_listen import (
     GRPC_EXTRA_HINT,
     bind_host,
@@ -43,6 +42,7 @@ from apcore_a2a.server.grpc_listen import (
 from apcore_a2a.server.grpc_ops import CallObserver, add_health_service
 from apcore_a2a.server.limits import StreamLimiter
 from apcore_a2a.server.task_quota import CALLER_STATE_KEY
+from apcore_a2a.upstream.grpc_version import grpc_version_error
 
 try:
     import grpc

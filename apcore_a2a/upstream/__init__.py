@@ -1,1 +1,17 @@
-"""Corrections of a2a-sdk, Starlette, uvicorn and sse-starlette (filled below)."""
+"""The seam: every correction of a2a-sdk, Starlette, uvicorn and sse-starlette.
+
+One file per correction; each names the spec section or upstream behaviour it answers,
+and ``tests/upstream/`` has a test per file that fails the day upstream changes that
+behaviour, so the correction can be deleted then. Outside this package no module reads
+or writes a private name of those four packages (``tests/upstream/test_seam.py``).
+
+* ``error_answers``: a2a-sdk 1.3 answers six errors with other statuses than spec §5.4,
+  and keeps its error answers in process-wide tables keyed by exact type; ours and the
+  spec's are answered on our routes (request guard) and servicers only.
+* ``grpc_version``: a2a-sdk 1.3's gRPC servicers ignore ``a2a-version`` (spec §3.6.2,
+  GRPC-ERR-002).
+* ``rest_media_type``: a2a-sdk 1.3 answers REST with ``application/a2a+json``; the
+  HTTP+JSON binding says ``application/json`` (spec §11.1, HTTP_JSON-SVC-001).
+* ``uvicorn_signals``: uvicorn ends a graceful stop with the signal it stopped on (-15);
+  ``serve()`` exits 0.
+"""

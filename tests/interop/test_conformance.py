@@ -8,8 +8,6 @@ wire, plus watch tests that fail when the SDK changes what we correct.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -23,7 +21,7 @@ from a2a.types import a2a_pb2 as pb
 from a2a.types import a2a_pb2_grpc as grpc10
 from google.rpc import error_details_pb2, status_pb2
 
-from apcore_a2a.server.conformance import grpc_version_error
+from apcore_a2a.upstream.grpc_version import grpc_version_error
 from tests.bindings._agent import Agent, serve_agent
 from tests.interop._runs import Target
 
@@ -219,46 +217,3 @@ def test_rest_with_wrong_content_type_is_415(interop_agent: Target) -> None:
         timeout=10,
     )
     assert response.status_code == 415
-
-
-# -- watching the SDK -------------------------------------------------------------------------
-
-_SDK_TABLES = """
-import json, grpc
-from a2a.utils import errors as e
-from a2a.utils import constants
-from a2a.server.request_handlers import grpc_handler as g
-names = [c.__name__ for c in (e.TaskNotCancelableError, e.ContentTypeNotSupportedError,
-         e.InvalidAgentResponseError, e.PushNotificationNotSupportedError,
-         e.UnsupportedOperationError, e.VersionNotSupportedError)]
-print(json.dumps({
-  "http": {n: e.A2A_ERROR_MAPPING[getattr(e, n)].http_code for n in names},
-  "grpc": {n: g._ERROR_CODE_MAP[getattr(e, n)].name for n in names},
-  "rest_media_type": constants.A2A_JSON_MEDIA_TYPE,
-}))
-"""
-
-
-def test_sdk_still_differs_from_the_spec() -> None:
-    """Fails when a2a-sdk changes these answers: then revisit apcore_a2a.server.conformance."""
-    out = subprocess.run(
-        [sys.executable, "-c", _SDK_TABLES], capture_output=True, text=True, check=True
-    ).stdout
-    sdk = json.loads(out)
-    assert sdk["http"] == {
-        "TaskNotCancelableError": 400,
-        "ContentTypeNotSupportedError": 400,
-        "InvalidAgentResponseError": 500,
-        "PushNotificationNotSupportedError": 400,
-        "UnsupportedOperationError": 400,
-        "VersionNotSupportedError": 400,
-    }
-    assert sdk["grpc"] == {
-        "TaskNotCancelableError": "FAILED_PRECONDITION",
-        "ContentTypeNotSupportedError": "INVALID_ARGUMENT",
-        "InvalidAgentResponseError": "INTERNAL",
-        "PushNotificationNotSupportedError": "FAILED_PRECONDITION",
-        "UnsupportedOperationError": "FAILED_PRECONDITION",
-        "VersionNotSupportedError": "FAILED_PRECONDITION",
-    }
-    assert sdk["rest_media_type"] == "application/a2a+json"
