@@ -19,7 +19,7 @@ ALLOWED: dict[str, set[str]] = {
     "execution": {"adapters", "settings", "errors", "approval", "classify", "_logging"},
     "storage": {"settings", "errors"},
     "auth": {"adapters", "execution", "settings", "errors", "classify"},
-    "push": {"adapters", "settings", "errors", "storage", "classify"},
+    "push": {"adapters", "settings", "errors", "storage", "classify", "upstream"},
     "ops": {"execution", "storage", "settings", "errors", "classify", "_version", "_logging"},
     "explorer": {"_version"},
     "client": {"_version"},

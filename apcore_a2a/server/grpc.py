@@ -25,11 +25,6 @@ from a2a.auth.user import UnauthenticatedUser, User
 from a2a.server.context import ServerCallContext
 from a2a.utils.errors import A2AError, InternalError
 
-from apcore_a2a.adapters.file_bytes import (
-    is_python_client,
-    proto_request_to_sdk,
-    proto_response_to_wire,
-)
 from apcore_a2a.execution.identity import IdentityUser
 from apcore_a2a.push.bodies import PROTOCOL_VERSION_STATE_KEY
 from apcore_a2a.server.grpc_listen import (
@@ -42,6 +37,11 @@ from apcore_a2a.server.grpc_listen import (
 from apcore_a2a.server.grpc_ops import CallObserver, add_health_service
 from apcore_a2a.server.limits import StreamLimiter
 from apcore_a2a.server.task_quota import CALLER_STATE_KEY
+from apcore_a2a.upstream.file_bytes import (
+    is_python_client,
+    proto_request_to_sdk,
+    proto_response_to_wire,
+)
 from apcore_a2a.upstream.grpc_version import grpc_version_error
 
 try:
@@ -305,7 +305,7 @@ def _peer(context: grpc.aio.ServicerContext) -> str:
 async def _legacy_request(request: Any, context: grpc.aio.ServicerContext, abort: _Abort) -> bool:
     """Put a 0.3 request's file bytes in the form the SDK's 0.3 conversion decodes correctly.
 
-    The spec's raw bytes win; see :mod:`apcore_a2a.adapters.file_bytes` for what else is
+    The spec's raw bytes win; see :mod:`apcore_a2a.upstream.file_bytes` for what else is
     accepted and why. A part without content aborts with INVALID_ARGUMENT. Returns whether
     the caller is a Python SDK client.
     """

@@ -7,7 +7,7 @@
   answers; these routes get the same treatment, so such errors come back as the SDK's
   ordinary REST error responses.
 * File bytes: ``fileWithBytes`` is base64 once on the wire, as the 0.3 spec says; the SDK
-  decodes and encodes it twice (see :mod:`apcore_a2a.adapters.file_bytes`).
+  decodes and encodes it twice (see :mod:`apcore_a2a.upstream.file_bytes`).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import Message
 
-from apcore_a2a.adapters.file_bytes import (
+from apcore_a2a.upstream.file_bytes import (
     is_python_client,
     require_part_content,
     rest_request_to_sdk,

@@ -8,10 +8,14 @@ or writes a private name of those four packages (``tests/upstream/test_seam.py``
 * ``error_answers``: a2a-sdk 1.3 answers six errors with other statuses than spec §5.4,
   and keeps its error answers in process-wide tables keyed by exact type; ours and the
   spec's are answered on our routes (request guard) and servicers only.
+* ``file_bytes``: a2a-sdk 1.3's 0.3 proto conversions encode and decode inline file bytes
+  twice (0.3 proto ``FilePart.file_with_bytes``); the spec's single encoding on REST/gRPC 0.3.
 * ``grpc_version``: a2a-sdk 1.3's gRPC servicers ignore ``a2a-version`` (spec §3.6.2,
   GRPC-ERR-002).
 * ``rest_media_type``: a2a-sdk 1.3 answers REST with ``application/a2a+json``; the
   HTTP+JSON binding says ``application/json`` (spec §11.1, HTTP_JSON-SVC-001).
+* ``rest03_push_routes``: a2a-sdk 1.3's 0.3 REST push routes read the spec's body as the
+  whole RPC request and have no ``DELETE`` (0.3 proto ``google.api.http``).
 * ``uvicorn_signals``: uvicorn ends a graceful stop with the signal it stopped on (-15);
   ``serve()`` exits 0.
 """
