@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -276,15 +277,19 @@ async def test_grpc_streams_are_standard_and_resume_by_subscription(agent: Agent
     key = uuid.uuid4().hex
     async with stubs(agent.grpc_address) as (v1, _v03):
         call = v1.SendStreamingMessage(_send_request("demo.gate", data({"key": key})))
-        first = await call.read()
-        call.cancel()  # the connection broke
-        await GATES.wait_started(key)
-        subscription = v1.SubscribeToTask(
-            a2a_pb2.SubscribeToTaskRequest(id=first.task.id), metadata=[("last-event-id", "3")]
-        )
-        snapshot = await subscription.read()  # metadata last-event-id is no resume point
-        assert snapshot.task.status.state == TaskState.TASK_STATE_WORKING
-        GATES.release(key)
+        try:
+            first = await call.read()
+            call.cancel()  # the connection broke
+            await GATES.wait_started(key)
+            subscription = v1.SubscribeToTask(
+                a2a_pb2.SubscribeToTaskRequest(id=first.task.id),
+                metadata=[("last-event-id", "3")],
+            )
+            async with asyncio.timeout(20):  # metadata last-event-id is no resume point
+                snapshot = await subscription.read()
+            assert snapshot.task.status.state == TaskState.TASK_STATE_WORKING
+        finally:
+            GATES.release(key)
         rest = [snapshot]
         while (response := await subscription.read()) is not grpc.aio.EOF:
             rest.append(response)
