@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import logging
+import math
 import re
 from typing import Any
 
 from starlette.applications import Starlette
 
 from apcore_a2a.settings import Settings
+from apcore_a2a.upstream.uvicorn_signals import graceful_exit
 
 __all__ = ["StartupError", "run_app", "store_hint"]
 
@@ -36,61 +38,36 @@ def _graceful_server_class() -> type[Any]:
     import asyncio
 
     import uvicorn
-    from sse_starlette.sse import AppStatus
 
     from apcore_a2a.ops.shutdown import drain
 
     class GracefulServer(uvicorn.Server):
-        """uvicorn re-raises SIGTERM/SIGINT after shutting down, ending the process with
-        -15; a graceful stop should exit 0, as service managers and containers expect.
+        """uvicorn that drains the agent's running tasks while it shuts down.
 
-        On shutdown it stops accepting first, then drains the agent's running tasks
-        (a task started with returnImmediately holds no connection uvicorn would wait
-        for), and only then lets the SSE streams end and uvicorn wait for the remaining
-        connections. sse-starlette would otherwise start closing streams at the signal,
-        racing the drain: on a starved CPU a stream was cut before the ``canceled``
-        event the drain had just produced. Here a stream's end follows its last event.
+        uvicorn's shutdown stops accepting, then waits for open connections, and sends
+        the lifespan shutdown last. A task started with returnImmediately holds no
+        connection, and a stream of a task that outlives ``shutdown_timeout`` would be
+        cut before its ``canceled`` event, so the drain starts with the shutdown, right
+        after the listeners close, and runs alongside uvicorn's wait for connections
+        (``timeout_graceful_shutdown`` covers the drain plus STREAM_FLUSH_SECONDS).
         """
 
-        def handle_exit(self, sig: int, frame: Any) -> None:
-            super().handle_exit(sig, frame)
-            self._captured_signals.clear()
-
-        def run(self, sockets: Any = None) -> None:
-            # sse-starlette's watch is process-wide; serve() owns the process.
-            automatic = AppStatus.enable_automatic_graceful_drain
-            AppStatus.enable_automatic_graceful_drain = False
-            try:
-                super().run(sockets=sockets)
-            finally:
-                AppStatus.should_exit = False
-                AppStatus.enable_automatic_graceful_drain = automatic
-
         async def shutdown(self, sockets: Any = None) -> None:
-            for server in self.servers:
-                server.close()
-            for sock in sockets or []:
-                sock.close()
-            for connection in list(self.server_state.connections):
-                connection.shutdown()
             state = getattr(getattr(self.config.app, "state", None), "a2a", None)
+            draining = None
             if state is not None:
                 draining = asyncio.ensure_future(drain(state, state.settings.shutdown_timeout))
-                # A second Ctrl-C (force_exit) stops waiting for the tasks.
-                while not draining.done() and not self.force_exit:
-                    await asyncio.wait({draining}, timeout=0.1)
-                if not draining.done():
+            try:
+                await super().shutdown(sockets)
+            finally:
+                if draining is not None and not draining.done():  # a second Ctrl-C
                     draining.cancel()
-            # Every task has its final event now; streams write it and end. What still
-            # streams then (a subscriber of a task waiting for input) gets
-            # STREAM_FLUSH_SECONDS (uvicorn's graceful timeout) before uvicorn closes it.
-            AppStatus.should_exit = True
-            await super().shutdown(sockets)
 
     return GracefulServer
 
 
-#: After the drain, how long open connections get to finish (streams, their last event).
+#: After ``shutdown_timeout``, how long open connections get to finish (streams, their
+#: last event) before uvicorn closes them.
 STREAM_FLUSH_SECONDS = 3
 
 
@@ -113,7 +90,7 @@ def run_app(app: Starlette, settings: Settings, sockets: list[Any] | None = None
         host=settings.host,
         port=settings.port,
         log_level=settings.log_level.lower(),
-        timeout_graceful_shutdown=STREAM_FLUSH_SECONDS,
+        timeout_graceful_shutdown=math.ceil(settings.shutdown_timeout) + STREAM_FLUSH_SECONDS,
         lifespan="on",
         access_log=False,
         log_config=None,
@@ -127,7 +104,8 @@ def run_app(app: Starlette, settings: Settings, sockets: list[Any] | None = None
     # Not a logger of ours: its start-up error lines are kept for the StartupError.
     logging.getLogger("uvicorn.error").addFilter(errors)
     try:
-        server.run(sockets=sockets)
+        with graceful_exit():
+            server.run(sockets=sockets)
     except SystemExit as exc:  # uvicorn's exit on a failed start-up
         if watch.error is not None:
             raise StartupError(_describe(watch.error)) from None

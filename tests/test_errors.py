@@ -1,39 +1,57 @@
-"""apcore-a2a's own A2A errors are known to the SDK's tables on every binding."""
+"""apcore-a2a's own A2A errors, and the spec §5.4 statuses, as our HTTP layer answers them.
+
+The SDK renders errors it has no table entry for as internal errors; the request guard
+turns them into ours (:func:`apcore_a2a.upstream.error_answers.correct_error`). The
+answers on the wire are checked in tests/test_process_wide.py and the binding suites.
+"""
 
 from __future__ import annotations
 
-import grpc
-from a2a.server.request_handlers import grpc_handler
+from typing import Any
+
+import pytest
 from a2a.server.request_handlers.response_helpers import build_error_response
 from a2a.utils.error_handlers import build_rest_error_payload
+from a2a.utils.errors import A2AError, TaskNotCancelableError, TaskNotFoundError
 
-from apcore_a2a.errors import QuotaExceededError, StoreUnavailableError, TaskBusyError, register
+from apcore_a2a.errors import WIRE_KEY, QuotaExceededError, StoreUnavailableError, TaskBusyError
+from apcore_a2a.upstream.error_answers import correct_error
+
+CASES = [
+    (TaskBusyError(), -32090, 409, "FAILED_PRECONDITION", "TASK_BUSY"),
+    (QuotaExceededError(retry_after=3), -32091, 429, "RESOURCE_EXHAUSTED", "QUOTA_EXCEEDED"),
+    (StoreUnavailableError(), -32092, 503, "UNAVAILABLE", "TASK_STORE_UNAVAILABLE"),
+]
 
 
-def test_codes_statuses_and_reasons_after_register() -> None:
-    register()
-    register()  # idempotent
-    cases = [
-        (TaskBusyError(), -32090, 409, "FAILED_PRECONDITION", "TASK_BUSY"),
-        (QuotaExceededError(retry_after=3), -32091, 429, "RESOURCE_EXHAUSTED", "QUOTA_EXCEEDED"),
-        (StoreUnavailableError(), -32092, 503, "UNAVAILABLE", "TASK_STORE_UNAVAILABLE"),
-    ]
-    for error, code, http, status, reason in cases:
-        rpc = build_error_response(7, error)
-        assert rpc["error"]["code"] == code
-        rest = build_rest_error_payload(error)["error"]
-        assert (rest["code"], rest["status"]) == (http, status)
-        assert rest["details"][0]["reason"] == reason
-        assert grpc_handler._ERROR_CODE_MAP[type(error)] == getattr(grpc.StatusCode, status)
+@pytest.mark.parametrize(("error", "code", "http", "status", "reason"), CASES)
+def test_own_errors_on_json_rpc_and_rest(
+    error: A2AError, code: int, http: int, status: str, reason: str
+) -> None:
+    rpc = correct_error(build_error_response(7, error)["error"])
+    assert rpc["code"] == code
+    assert rpc["data"][0]["reason"] == reason
+    assert WIRE_KEY not in rpc["data"][0]["metadata"]
+    rest = correct_error(build_rest_error_payload(error)["error"])
+    assert (rest["code"], rest["status"], rest["details"][0]["reason"]) == (http, status, reason)
+    assert WIRE_KEY not in rest["details"][0]["metadata"]
+    # The SDK's 0.3 adapter sends an error it has no code for as -32603 with its data.
+    legacy = correct_error({"code": -32603, "message": error.message, "data": error.data})
+    assert legacy["code"] == code
+    assert WIRE_KEY not in legacy.get("data", {})
 
 
 def test_retry_after_travels_in_the_data() -> None:
-    assert QuotaExceededError(retry_after=2.6).data == {"retryAfter": 3}
-    assert StoreUnavailableError(data={"store": "x"}).data == {"store": "x", "retryAfter": 2}
+    rest = correct_error(build_rest_error_payload(QuotaExceededError(retry_after=2.6))["error"])
+    assert rest["details"][0]["metadata"] == {"retryAfter": 3}
+    data = StoreUnavailableError(data={"store": "x"}).data
+    assert data is not None and data["store"] == "x" and data["retryAfter"] == 2
 
 
-def test_a_0_3_json_rpc_caller_gets_the_same_code() -> None:
-    from a2a.compat.v0_3.jsonrpc_adapter import _to_v03_jsonrpc_error
-
-    register()
-    assert _to_v03_jsonrpc_error(QuotaExceededError()).code == -32091
+def test_spec_statuses_apply_to_rest_only() -> None:
+    rest = correct_error(build_rest_error_payload(TaskNotCancelableError())["error"])
+    assert (rest["code"], rest["status"]) == (409, "FAILED_PRECONDITION")
+    rpc: dict[str, Any] = build_error_response(1, TaskNotCancelableError())["error"]
+    assert correct_error(rpc) == rpc
+    untouched = build_rest_error_payload(TaskNotFoundError())["error"]
+    assert correct_error(untouched) == untouched

@@ -24,14 +24,13 @@ from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
 
 from a2a.utils.error_handlers import build_error_details, build_rest_error_payload
-from a2a.utils.errors import JSON_RPC_ERROR_CODE_MAP, A2AError
 from starlette.datastructures import Headers
 
-from apcore_a2a import errors
 from apcore_a2a.auth.access import Gate
 from apcore_a2a.classify import RequestInfo, request_info
-from apcore_a2a.errors import PermissionDeniedError, UnauthenticatedError
+from apcore_a2a.errors import OwnError, PermissionDeniedError, UnauthenticatedError
 from apcore_a2a.execution.identity import IDENTITY_SCOPE_KEY
+from apcore_a2a.upstream.error_answers import correct_error
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -105,7 +104,6 @@ class AuthMiddleware:
         required_roles: Sequence[str] = (),
         required_scopes: Sequence[str] = (),
     ) -> None:
-        errors.register()  # the SDK's tables know the codes of the refusals below
         self.app = app
         self.gate = Gate(authenticator, roles=required_roles, scopes=required_scopes)
         self.require_auth = require_auth
@@ -189,21 +187,20 @@ class AuthMiddleware:
         await send({"type": "http.response.body", "body": body})
 
 
-def _jsonrpc_error(info: RequestInfo, error: A2AError) -> dict[str, Any]:
+def _jsonrpc_error(info: RequestInfo, error: OwnError) -> dict[str, Any]:
     """A JSON-RPC error response, with the request's id when it could be read (§5.1 of
     JSON-RPC 2.0: null otherwise) and, for 1.0, the ``ErrorInfo`` data the SDK adds."""
     payload = info.payload
     request_id = payload.get("id") if isinstance(payload, dict) else None
     if not isinstance(request_id, str | int) or isinstance(request_id, bool):
         request_id = None
-    code = JSON_RPC_ERROR_CODE_MAP[type(error)]
-    detail: dict[str, Any] = {"code": code, "message": error.message}
+    detail: dict[str, Any] = {"code": error.wire.code, "message": error.message}
     if info.version != "0.3":
         detail["data"] = build_error_details(error)
-    return {"jsonrpc": "2.0", "id": request_id, "error": detail}
+    return {"jsonrpc": "2.0", "id": request_id, "error": correct_error(detail)}
 
 
-def _problem(status: int, error: A2AError) -> dict[str, Any]:
+def _problem(status: int, error: OwnError) -> dict[str, Any]:
     """An RFC 9457 problem (spec §11.6) that also carries the SDK's REST error envelope
     (``error`` with the ``ErrorInfo`` reason), which a2a-sdk's REST client reads."""
     return {
@@ -211,5 +208,5 @@ def _problem(status: int, error: A2AError) -> dict[str, Any]:
         "title": HTTPStatus(status).phrase,
         "status": status,
         "detail": error.message,
-        **build_rest_error_payload(error),
+        "error": correct_error(build_rest_error_payload(error)["error"]),
     }

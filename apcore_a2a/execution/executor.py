@@ -53,7 +53,7 @@ from apcore_a2a.execution.events import (
 )
 from apcore_a2a.execution.observer import ExecutionObserver, observe
 from apcore_a2a.execution.routing import SKILL_METADATA_KEY, ApCoreRequestContext
-from apcore_a2a.execution.runs import CURRENT_RUN, Run, TaskTracker
+from apcore_a2a.execution.runs import CURRENT_RUN, Run, track_module_tasks
 
 if TYPE_CHECKING:
     from apcore_a2a.settings import Settings
@@ -102,6 +102,7 @@ class ApCoreAgentExecutor(AgentExecutor):
         self, executor: Any, settings: Settings, observers: Sequence[ExecutionObserver] = ()
     ) -> None:
         self._executor = executor
+        track_module_tasks(executor)
         self._timeout = settings.execution_timeout
         self._runs: dict[str, Run] = {}
         self._observers = tuple(observers)
@@ -253,7 +254,6 @@ class ApCoreAgentExecutor(AgentExecutor):
         is called as a whole. Cancellation and timeout stop the module (``Run.stop``).
         *on_task* is called (from any thread) when the module chooses a task.
         """
-        TaskTracker.install(asyncio.get_running_loop())
         apcore_context = apcore_context_for(context, spec, run.token, self._timeout)
         run.data = apcore_context.data
         if on_task is not None:

@@ -82,24 +82,28 @@ def _view(schema: Any) -> Any:
     return _SchemaView(schema)
 
 
-class _CachedSchemaStep:
-    """Runs apcore's own step with :class:`_ModuleView` in place of the module."""
+class WrappedStep:
+    """An apcore pipeline step that runs *inner* (its subclass says how), under its identity."""
 
     def __init__(self, inner: Any) -> None:
-        self._inner = inner
+        self.inner = inner
         # Same identity in traces, dependency checks and the post-stream sub-strategy.
         for attr in ("name", "description", "removable", "replaceable", "match_modules",
                      "ignore_errors", "pure", "timeout_ms", "requires", "provides"):  # fmt: skip
             if hasattr(inner, attr):
                 setattr(self, attr, getattr(inner, attr))
 
+
+class _CachedSchemaStep(WrappedStep):
+    """Runs apcore's own step with :class:`_ModuleView` in place of the module."""
+
     async def execute(self, ctx: Any) -> Any:
         module = ctx.module
         if module is None:
-            return await self._inner.execute(ctx)
+            return await self.inner.execute(ctx)
         ctx.module = _ModuleView(module)
         try:
-            return await self._inner.execute(ctx)
+            return await self.inner.execute(ctx)
         finally:
             ctx.module = module
 

@@ -44,12 +44,12 @@ from apcore_a2a.push.bodies import PROTOCOL_VERSION_STATE_KEY, protocol_version
 from apcore_a2a.push.configs import PushConfigStore
 from apcore_a2a.push.policy import PushUrlPolicy, Resolver
 from apcore_a2a.push.responses import PushResponseMiddleware
-from apcore_a2a.push.rest03 import rest03_push_routes
 from apcore_a2a.push.sealing import seal, unseal
 from apcore_a2a.push.sender import SIGNATURE_HEADER, RetryingPushSender
 from apcore_a2a.push.signing import SigningKey, jwks_endpoint
 from apcore_a2a.push.snapshots import TaskSnapshots
 from apcore_a2a.push.status import ACTIVE, FAILED, ConfigStatusBook
+from apcore_a2a.upstream.rest03_push_routes import rest03_push_routes
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -159,9 +159,6 @@ def build_push(
     failures are kept in that database. *resolver* replaces DNS resolution in the SSRF
     policy (tests).
     """
-    from apcore_a2a.errors import register
-
-    register()  # QuotaExceededError (the per-task cap) answers with its own codes
     configured = (
         SigningKey.from_pem(settings.push_signing_key) if settings.push_signing_key else None
     )

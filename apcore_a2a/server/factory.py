@@ -18,7 +18,6 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.routing import BaseRoute
 
-from apcore_a2a import errors
 from apcore_a2a.adapters.agent_card import AgentCardBuilder, Binding
 from apcore_a2a.auth import (
     acl_card_document,
@@ -38,7 +37,6 @@ from apcore_a2a.push import build_push
 from apcore_a2a.push import card_extensions as push_card_extensions
 from apcore_a2a.server.call_context import ApCoreCallContextBuilder
 from apcore_a2a.server.card_routes import card_routes
-from apcore_a2a.server.conformance import RestMediaType
 from apcore_a2a.server.features import GUARD, INNER, middleware_stack
 from apcore_a2a.server.guards import RequestGuard, cancel_on_drop
 from apcore_a2a.server.handler import ApCoreRequestHandler, NewTaskMarking
@@ -54,6 +52,7 @@ from apcore_a2a.settings import Settings, SettingsError, config_path
 from apcore_a2a.shape import Shape
 from apcore_a2a.storage import Stores, open_stores
 from apcore_a2a.storage.observed import observe_saves
+from apcore_a2a.upstream.rest_media_type import RestMediaType
 
 __all__ = ["A2AServerFactory", "ServerState", "default_executor", "resolve_executor"]
 
@@ -144,7 +143,6 @@ class A2AServerFactory:
     def create(self) -> tuple[Starlette, AgentCard]:
         """Return ``(app, agent_card)``; raises ``ValueError`` for a registry without modules."""
         s = self.settings
-        errors.register()
         if not list(self.registry.list()):
             raise ValueError("The apcore registry has no modules; nothing to serve")
         catalog = SkillCatalog(self.registry, self.card_builder())

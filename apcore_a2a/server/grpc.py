@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
@@ -28,16 +27,9 @@ from a2a.server.context import ServerCallContext
 from a2a.utils.errors import A2AError, InternalError
 
 from apcore_a2a import errors
-from apcore_a2a.adapters.file_bytes import (
-    is_python_client,
-    proto_request_to_sdk,
-    proto_response_to_wire,
-)
 from apcore_a2a.auth.access import Gate
 from apcore_a2a.execution.identity import IdentityUser
 from apcore_a2a.push.bodies import PROTOCOL_VERSION_STATE_KEY
-from apcore_a2a.server.conformance import grpc_version_error
-from apcore_a2a.server.grpc_event_ids import stamp_event_id
 from apcore_a2a.server.grpc_listen import (
     GRPC_EXTRA_HINT,
     bind_host,
@@ -47,19 +39,22 @@ from apcore_a2a.server.grpc_listen import (
 )
 from apcore_a2a.server.grpc_ops import CallObserver, add_health_service
 from apcore_a2a.server.limits import StreamLimiter
-from apcore_a2a.server.resume import LAST_EVENT_ID_STATE_KEY, SSE_IDS_STATE_KEY
 from apcore_a2a.server.task_quota import CALLER_STATE_KEY
+from apcore_a2a.upstream.file_bytes import (
+    is_python_client,
+    proto_request_to_sdk,
+    proto_response_to_wire,
+)
+from apcore_a2a.upstream.grpc_version import grpc_version_error
 
 try:
     import grpc
     import grpc.aio
     from a2a.compat.v0_3 import a2a_v0_3_pb2, a2a_v0_3_pb2_grpc
-    from a2a.compat.v0_3.grpc_handler import CompatGrpcHandler
-    from a2a.server.request_handlers.grpc_handler import (
-        DefaultGrpcServerCallContextBuilder,
-        GrpcHandler,
-    )
+    from a2a.server.request_handlers.grpc_handler import DefaultGrpcServerCallContextBuilder
     from a2a.types import a2a_pb2, a2a_pb2_grpc
+
+    from apcore_a2a.upstream.error_answers import CompatServicer, Servicer
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess without grpc
     raise ImportError(GRPC_EXTRA_HINT) from exc
 
@@ -97,8 +92,6 @@ _EXTENDED_CARD_METHODS = frozenset(
 # synchronously; this hands the identity over. Every RPC runs in its own asyncio task,
 # so a value set for one call is never seen by another.
 _call_identity: ContextVar[Identity | None] = ContextVar("apcore_a2a_grpc_identity", default=None)
-# The same way, a stream's event ids go from the handler to the responses (grpc_event_ids).
-_call_event_ids: ContextVar[deque[str] | None] = ContextVar("apcore_a2a_grpc_ids", default=None)
 
 _Abort = Callable[[A2AError, grpc.aio.ServicerContext], Awaitable[None]]
 
@@ -130,11 +123,6 @@ class GrpcCallContextBuilder(DefaultGrpcServerCallContextBuilder):
         call_context.state[CALLER_STATE_KEY] = _caller(_call_identity.get(), context)
         if self.protocol_version is not None:
             call_context.state[PROTOCOL_VERSION_STATE_KEY] = self.protocol_version
-        ids = _call_event_ids.get()
-        if ids is not None:  # a stream: resumable with metadata last-event-id
-            call_context.state[SSE_IDS_STATE_KEY] = ids
-            last = call_context.state["headers"].get("last-event-id", "").strip()
-            call_context.state[LAST_EVENT_ID_STATE_KEY] = last or None
         return call_context
 
     def build_user(self, context: grpc.aio.ServicerContext) -> User:
@@ -283,15 +271,11 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         async def admitted(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
             identity = await self._admit(method, context, abort)
             caller = await self._take_stream(identity, context)
-            ids: deque[str] = deque()
-            _call_event_ids.set(ids)
             try:
                 python = await _legacy_request(request, context, abort) if legacy else False
                 async for item in behavior(request, context):
                     if legacy:
                         proto_response_to_wire(item, python_client=python)
-                    if ids:
-                        stamp_event_id(item, ids.popleft())
                     yield item
             except grpc.aio.AbortError:
                 raise
@@ -323,7 +307,7 @@ def _peer(context: grpc.aio.ServicerContext) -> str:
 async def _legacy_request(request: Any, context: grpc.aio.ServicerContext, abort: _Abort) -> bool:
     """Put a 0.3 request's file bytes in the form the SDK's 0.3 conversion decodes correctly.
 
-    The spec's raw bytes win; see :mod:`apcore_a2a.adapters.file_bytes` for what else is
+    The spec's raw bytes win; see :mod:`apcore_a2a.upstream.file_bytes` for what else is
     accepted and why. A part without content aborts with INVALID_ARGUMENT. Returns whether
     the caller is a Python SDK client.
     """
@@ -388,10 +372,9 @@ class GrpcServer:
         """Bind the port and start serving; raises ``OSError`` if the port is taken."""
         if self._server is not None:
             return
-        errors.register()
         s = self.settings
-        v1 = GrpcHandler(self.handler, context_builder=GrpcCallContextBuilder("1.0"))
-        v03 = CompatGrpcHandler(self.handler, context_builder=GrpcCallContextBuilder("0.3"))
+        v1 = Servicer(self.handler, context_builder=GrpcCallContextBuilder("1.0"))
+        v03 = CompatServicer(self.handler, context_builder=GrpcCallContextBuilder("0.3"))
         interceptor = _A2AInterceptor(
             {SERVICE_V1: v1.abort_context, SERVICE_V0_3: v03.abort_context},
             Gate(self.authenticator, roles=s.required_roles, scopes=s.required_scopes)

@@ -32,7 +32,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from apcore_a2a.classify import VERSION_HEADER, RequestInfo, request_info
-from apcore_a2a.errors import QuotaExceededError
+from apcore_a2a.errors import RETRY_AFTER_KEY, QuotaExceededError
 from apcore_a2a.execution.identity import IDENTITY_SCOPE_KEY, IdentityUser
 from apcore_a2a.server.limits import GLOBAL_RETRY_AFTER, StreamLimiter
 from apcore_a2a.server.resume import SSE_IDS_SCOPE_KEY, sse_id_send
@@ -202,9 +202,9 @@ class RequestGuard:
                 payload = error_payload(info, status, code, refusal.message)
             else:
                 error = QuotaExceededError(refusal.message)
-                status, code, retry = 429, -32091, int(error.data["retryAfter"])  # type: ignore[index]
+                status, code, retry = 429, error.wire.code, int(error.data["retryAfter"])  # type: ignore[index]
                 payload = error_payload(info, status, code, refusal.message)
-                payload["error"]["data"] = error.data
+                payload["error"]["data"] = {RETRY_AFTER_KEY: retry}
             await respond(send, status, payload, ((b"retry-after", str(retry).encode()),))
             return
         watch = StreamWatch(self.task_streams) if self.on_stream_dropped is not None else None

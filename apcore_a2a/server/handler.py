@@ -24,10 +24,12 @@ from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any
 
 from a2a.server.agent_execution import RequestContext, RequestContextBuilder
-from a2a.server.cluster import LegacyTaskStoreAdapter
+from a2a.server.cluster import LegacyTaskStoreAdapter, VersionedTaskStore
+from a2a.server.cluster.event_stream import TaskEventStream
 from a2a.server.context import ServerCallContext
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.request_handlers.request_handler import validate_request_params
+from a2a.server.tasks import TaskStore
 from a2a.types import (
     CancelTaskRequest,
     SendMessageRequest,
@@ -53,7 +55,7 @@ from apcore_a2a.storage.turns import MemoryTurnClaims, TurnClaims
 __all__ = ["ApCoreRequestHandler", "NewTaskMarking", "state_label"]
 
 #: ``ServerCallContext.state`` key of a message stream's :class:`StreamPositions`
-_POSITIONS_STATE_KEY = "apcore_a2a_stream_positions"
+POSITIONS_STATE_KEY = "apcore_a2a_stream_positions"
 
 TaskLookup = Callable[[str, ServerCallContext], Awaitable[Task | None]]
 
@@ -72,31 +74,28 @@ class ApCoreRequestHandler(DefaultRequestHandler):
 
     def __init__(
         self,
-        *args: Any,
+        *,
+        task_store: TaskStore | VersionedTaskStore,
+        event_stream: TaskEventStream | None = None,
         task_lookup: TaskLookup,
         turns: TurnClaims | None = None,
         quota: TaskQuota | None = None,
         event_log: object | None = None,
         **kwargs: Any,
     ) -> None:
-        super().__init__(*args, **kwargs)
         self._event_log = event_log if isinstance(event_log, EventLog) else None
-        if isinstance(event_log, MemoryEventLog):
-            # Without cluster mode the SDK wraps the store in LegacyTaskStoreAdapter,
-            # which drops each save's event; ours records it (storage/event_log.py).
-            legacy = self._versioned_store
-            assert isinstance(legacy, LegacyTaskStoreAdapter)
-            self._versioned_store = RecordingTaskStore(legacy, event_log)
-            registry: Any = self._active_task_registry
-            assert registry._task_store is legacy
-            registry._task_store = self._versioned_store
+        if isinstance(event_log, MemoryEventLog) and not isinstance(task_store, VersionedTaskStore):
+            # The SDK would wrap the store in LegacyTaskStoreAdapter, which drops each
+            # save's event; ours records it (storage/event_log.py).
+            task_store = RecordingTaskStore(LegacyTaskStoreAdapter(task_store), event_log)
+        self._tasks = task_store
         self._tap: PositionTap | None = None
         if self._event_log is not None:
             # Running tasks publish each saved event with its version; the tap notes them
             # for the message streams that send them (server/stream_positions.py).
-            registry = self._active_task_registry
-            self._tap = PositionTap(registry._event_stream)
-            registry._event_stream = self._tap
+            self._tap = event_stream = PositionTap(event_stream)
+        super().__init__(task_store=task_store, event_stream=event_stream, **kwargs)
+        self._capabilities = kwargs["agent_card"].capabilities
         self._task_lookup = task_lookup
         self._turns = turns if turns is not None else MemoryTurnClaims()
         self._quota = quota if quota is not None else TaskQuota(0)
@@ -122,7 +121,7 @@ class ApCoreRequestHandler(DefaultRequestHandler):
             ):
                 yield event
             return
-        positions = context.state[_POSITIONS_STATE_KEY] = StreamPositions()
+        positions = context.state[POSITIONS_STATE_KEY] = StreamPositions(tap)
         try:
             async for event in self._quota.settle_stream(
                 context, super().on_message_send_stream(params, context)
@@ -136,14 +135,6 @@ class ApCoreRequestHandler(DefaultRequestHandler):
         finally:
             tap.unwatch(positions)
 
-    async def _setup_active_task(self, params: SendMessageRequest, call_context: Any) -> Any:
-        # The one point that knows a streamed message's task id before its events flow.
-        active_task, request_context = await super()._setup_active_task(params, call_context)
-        positions = call_context.state.get(_POSITIONS_STATE_KEY)
-        if isinstance(positions, StreamPositions) and self._tap is not None:
-            self._tap.watch(str(request_context.task_id), positions)
-        return active_task, request_context
-
     @validate_request_params
     async def on_subscribe_to_task(
         self, params: SubscribeToTaskRequest, context: ServerCallContext
@@ -153,14 +144,14 @@ class ApCoreRequestHandler(DefaultRequestHandler):
             async for event in super().on_subscribe_to_task(params, context):
                 yield event
             return
-        if not self._agent_card.capabilities.streaming:
+        if not self._capabilities.streaming:
             raise UnsupportedOperationError(message="Streaming is not supported by the agent")
-        async for event in subscribe_from_log(log, self._versioned_store, params.id, context):
+        async for event in subscribe_from_log(log, self._tasks, params.id, context):
             yield event
 
     async def _take_turn(self, params: SendMessageRequest, context: ServerCallContext) -> None:
         push = params.configuration.HasField("task_push_notification_config")
-        if push and not self._agent_card.capabilities.push_notifications:
+        if push and not self._capabilities.push_notifications:
             # Spec §3.3.4; the SDK would store the config and never deliver to it.
             raise PushNotificationNotSupportedError
         task_id = params.message.task_id
@@ -201,7 +192,10 @@ class ApCoreRequestHandler(DefaultRequestHandler):
 
 class NewTaskMarking(RequestContextBuilder):
     """*inner*, noting in the call context the id it made up for a new task: the store
-    then knows, without asking the database, that nothing is stored under it yet."""
+    then knows, without asking the database, that nothing is stored under it yet.
+
+    It is also the one point that knows a streamed message's task id before its events
+    flow, so a message stream's :class:`StreamPositions` starts watching that task here."""
 
     def __init__(self, inner: RequestContextBuilder) -> None:
         self.inner = inner
@@ -217,4 +211,7 @@ class NewTaskMarking(RequestContextBuilder):
         built = await self.inner.build(context, params, task_id, context_id, task)
         if params is not None and not task_id and built.task_id:
             context.state[NEW_TASK_STATE_KEY] = built.task_id
+        positions = context.state.get(POSITIONS_STATE_KEY)
+        if isinstance(positions, StreamPositions) and built.task_id:
+            positions.watch(built.task_id)
         return built

@@ -11,9 +11,9 @@ after it, then the live ones: each once, in order, also from another replica and
 when the task finished meanwhile.
 
 Message streams (``SendStreamingMessage`` / ``message/stream``) put the same ids on their
-events (``server/stream_positions.py``), so a broken one is resumed by subscription. On
-gRPC the ids ride in each ``StreamResponse`` and the last one comes back as call metadata
-``last-event-id`` (``server/grpc_event_ids.py``).
+events (``server/stream_positions.py``), so a broken one is resumed by subscription. gRPC
+streams carry no ids (neither gRPC nor A2A has a place for one per message): a gRPC client
+resumes as the spec says, with ``SubscribeToTask``, whose first event is the current task.
 
 How an id reaches the wire: the request guard puts a queue into the ASGI scope
 (:data:`SSE_IDS_SCOPE_KEY`); the call-context builder hands it to the handler in

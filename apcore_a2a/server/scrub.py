@@ -12,7 +12,10 @@ in an SSE ``data:`` line -- and leaves everything else untouched and unbuffered:
   executor worded them (their data names the apcore error code);
 * every string inside the error's data is cut to 200 characters the same way.
 
-REST 429/503 answers also get the ``Retry-After`` header from the error's ``retryAfter``.
+Before that, each error is answered as spec §5.4 and our own errors say
+(:func:`apcore_a2a.upstream.error_answers.correct_error`; a REST answer's status line
+follows its corrected ``code``). REST 429/503 answers also get the ``Retry-After`` header
+from the error's ``retryAfter``.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from typing import Any
 
 from apcore_a2a.adapters.errors import sanitize
 from apcore_a2a.errors import RETRY_AFTER_KEY
+from apcore_a2a.upstream.error_answers import correct_error
 
 __all__ = ["MAX_DATA_TEXT", "MAX_MESSAGE", "scrub_error", "scrubbing_send"]
 
@@ -105,12 +109,14 @@ def scrub_error(error: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _scrub_document(doc: Any) -> tuple[Any, int | None]:
-    """(*doc* with its error scrubbed, the error's retry-after seconds if any)."""
+def _scrub_document(doc: Any) -> tuple[Any, int | None, int | None]:
+    """(*doc* with its error answered and scrubbed, the error's retry-after seconds if any,
+    the HTTP status of a REST error)."""
     if not isinstance(doc, dict) or not isinstance(doc.get("error"), dict):
-        return doc, None
-    error = scrub_error(doc["error"])
-    return {**doc, "error": error}, _retry_after(error)
+        return doc, None, None
+    error = scrub_error(correct_error(doc["error"]))
+    status = error.get("code") if isinstance(error.get("status"), str) else None
+    return {**doc, "error": error}, _retry_after(error), status if isinstance(status, int) else None
 
 
 def _retry_after(error: dict[str, Any]) -> int | None:
@@ -139,7 +145,7 @@ def _scrub_sse(chunk: bytes) -> bytes:
                 doc = json.loads(line[5:])
             except ValueError:
                 continue
-            cleaned, _ = _scrub_document(doc)
+            cleaned, _, _ = _scrub_document(doc)
             if cleaned is not doc:
                 lines[i] = b"data: " + json.dumps(cleaned, ensure_ascii=False).encode()
     return b"\n".join(lines)
@@ -179,7 +185,9 @@ def scrubbing_send(send: Send) -> Send:
             doc = json.loads(body)
         except ValueError:
             doc = None
-        cleaned, retry_after = _scrub_document(doc)
+        cleaned, retry_after, status = _scrub_document(doc)
+        if status is not None and 400 <= status < 600:
+            start = {**start, "status": status}
         headers = list(start.get("headers") or ())
         if cleaned is not doc:
             body = json.dumps(cleaned, ensure_ascii=False).encode()

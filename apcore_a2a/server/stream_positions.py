@@ -34,9 +34,14 @@ _MAX_NOTES = 1024
 class StreamPositions:
     """The versions of the events one message stream is about to send, in order."""
 
-    def __init__(self) -> None:
+    def __init__(self, tap: PositionTap) -> None:
+        self.tap = tap
         self.task_id: str | None = None
         self._notes: deque[tuple[Any, TaskVersion]] = deque(maxlen=_MAX_NOTES)
+
+    def watch(self, task_id: str) -> None:
+        """Start noting the events *task_id* publishes (its id is known before they flow)."""
+        self.tap.watch(task_id, self)
 
     def note(self, event: Any, version: TaskVersion) -> None:
         self._notes.append((event, version))

@@ -17,7 +17,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Message
 
-from apcore_a2a.adapters.file_bytes import (
+from apcore_a2a.upstream.file_bytes import (
     is_python_client,
     require_part_content,
     rest_request_to_sdk,

@@ -27,7 +27,7 @@ from a2a.utils.error_handlers import rest_stream_error_handler
 from starlette.requests import Request
 from starlette.responses import Response
 
-from apcore_a2a.adapters.file_bytes import rest_response_to_wire
+from apcore_a2a.upstream.file_bytes import rest_response_to_wire
 from apcore_a2a.upstream.rest03_files import python_client, spec_request
 
 __all__ = ["STREAM_PATHS", "eager_streams"]

@@ -1,9 +1,9 @@
 """Streams with their event ids, on every binding (the SDK clients do not expose ids).
 
-HTTP bindings read the SSE ``id:`` lines and send ``Last-Event-ID``; gRPC reads the id
-field of each ``StreamResponse`` (``server/grpc_event_ids.py``) and sends call metadata
-``last-event-id``. Each event is reduced to a binding-neutral summary, so the parity
-tests can compare the six transports directly.
+HTTP bindings read the SSE ``id:`` lines and send ``Last-Event-ID``; gRPC streams carry
+no ids (standard wire only), so their events have the id ``None``. Each event is reduced
+to a binding-neutral summary, so the parity tests can compare the six transports
+directly.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import httpx
 from a2a.compat.v0_3 import a2a_v0_3_pb2, a2a_v0_3_pb2_grpc
 from a2a.types import a2a_pb2, a2a_pb2_grpc
 from google.protobuf.json_format import MessageToDict, ParseDict
+from google.protobuf.unknown_fields import UnknownFieldSet
 
-from apcore_a2a.server.grpc_event_ids import event_id_of
 from tests._support import find_key, sse_frames
 
 Event = tuple[str | None, Any]  # (id, summary)
@@ -97,7 +97,8 @@ async def _http(
 async def _grpc(
     version: str, address: str, task_id: str | None, last_id: str | None, **kw: Any
 ) -> tuple[list[Event], str]:
-    metadata = [("last-event-id", last_id)] if last_id is not None else []
+    assert last_id is None, "gRPC offers no id-based resume"
+    metadata: list[tuple[str, str]] = []
     events: list[Event] = []
     found = ""
     async with grpc.aio.insecure_channel(address) as channel:
@@ -127,7 +128,8 @@ async def _grpc(
             payload = MessageToDict(response)
             if not events:
                 found = find_key(payload, "id")[0] if "task" in payload else ""
-            events.append((event_id_of(response), summary(payload)))
+            assert not len(UnknownFieldSet(response)), "a field outside the A2A schema"
+            events.append((None, summary(payload)))
             if kw.get("cut_after") is not None and len(events) >= kw["cut_after"]:
                 call.cancel()
                 break

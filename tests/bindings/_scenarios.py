@@ -216,12 +216,15 @@ async def bad_params(peer: Peer) -> Any:
 
 async def resume_stream(peer: Peer) -> Any:
     """A message stream dropped after 3 events, resumed by a subscription with the last id
-    it saw: the two connections carry every event once, in order, with rising ids."""
+    it saw: the two connections carry every event once, in order, with rising ids. gRPC
+    streams carry no ids (see PARITY_EXCEPTIONS in test_parity.py): nothing to resume by."""
     first, task_id = await _resume.stream_message(
         peer.binding, peer.version, peer.url, start=5, cut_after=3
     )
     last_id = first[-1][0]
-    rest = await _resume.resume(peer.binding, peer.version, peer.url, task_id, last_id)
+    rest = []
+    if peer.binding != "GRPC":
+        rest = await _resume.resume(peer.binding, peer.version, peer.url, task_id, last_id)
     ids = [event_id for event_id, _s in first + rest]
     rising = all(i is not None and i.isdigit() for i in ids) and [
         int(i or 0) for i in ids

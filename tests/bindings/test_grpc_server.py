@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -10,7 +11,7 @@ from typing import Any
 import grpc
 import grpc.aio
 import pytest
-from a2a.client import ClientCallContext, ClientConfig, ClientFactory
+from a2a.client import ClientConfig, ClientFactory
 from a2a.client.transports.grpc import GrpcTransport
 from a2a.compat.v0_3 import a2a_v0_3_pb2
 from a2a.server.tasks import InMemoryTaskStore
@@ -20,17 +21,16 @@ from a2a.types import (
     Part,
     Role,
     SendMessageRequest,
-    SubscribeToTaskRequest,
     TaskState,
     a2a_pb2,
 )
+from google.protobuf.unknown_fields import UnknownFieldSet
 from grpc_reflection.v1alpha import reflection_pb2
 
 from apcore_a2a import A2AServerFactory
 from apcore_a2a.server.grpc import SERVICE_V0_3, SERVICE_V1
-from apcore_a2a.server.grpc_event_ids import event_id_of
 from tests._support import free_port, threaded_server
-from tests.bindings._agent import Agent, build_registry, serve_agent
+from tests.bindings._agent import GATES, Agent, build_registry, serve_agent
 from tests.bindings._grpc import failure, list_services, rich_status, self_signed_cert, stubs
 from tests.bindings._peers import (
     Peer,
@@ -271,39 +271,30 @@ async def test_tls_serves_secure_channels_only(tmp_path: Path) -> None:
 
 
 # -- resumable streams ---------------------------------------------------------------------
-async def test_official_grpc_client_resumes_a_subscription_with_last_event_id(
-    agent: Agent,
-) -> None:
-    """Each StreamResponse carries its event id (an unknown field the SDK client keeps);
-    SubscribeToTask with metadata ``last-event-id`` replays exactly the events after it."""
-    card = await fetch_card(agent.url)
-    async with open_peer(card, "GRPC", "1.0") as peer:
-        request = message(data({"start": 4}), skill="demo.countdown")
-        everything = [(event_id_of(r), r) async for r in peer.streaming.send_message(request)]
-        ids = [event_id for event_id, _r in everything]
-        assert all(i is not None and i.isdigit() for i in ids), ids
-        assert [int(i or 0) for i in ids] == sorted({int(i or 0) for i in ids})
-        task_id = everything[0][1].task.id
-        resume = ClientCallContext(service_parameters={"last-event-id": str(ids[2])})
-        rest = [
-            (event_id_of(r), r)
-            async for r in peer.streaming.subscribe(
-                SubscribeToTaskRequest(id=task_id), context=resume
-            )
-        ]
-    assert rest == everything[3:]  # the same events, ids included, each once
-    assert rest[-1][1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
-
-
-async def test_grpc_last_event_id_that_is_no_id_is_invalid_argument(agent: Agent) -> None:
+async def test_grpc_streams_are_standard_and_resume_by_subscription(agent: Agent) -> None:
+    """No field outside the A2A schema on any StreamResponse; a gRPC client resumes as the
+    spec says, with SubscribeToTask, whose first event is the task as it stands."""
+    key = uuid.uuid4().hex
     async with stubs(agent.grpc_address) as (v1, _v03):
-        task = await v1.SendMessage(_send_request("demo.echo", Part(text="x")))
-        call = v1.SubscribeToTask(
-            a2a_pb2.SubscribeToTaskRequest(id=task.task.id), metadata=[("last-event-id", "x1")]
-        )
-        error = await failure(_drain(call))
-    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
-    assert "Last-Event-ID" in (error.details() or "")
+        call = v1.SendStreamingMessage(_send_request("demo.gate", data({"key": key})))
+        try:
+            first = await call.read()
+            call.cancel()  # the connection broke
+            await GATES.wait_started(key)
+            subscription = v1.SubscribeToTask(
+                a2a_pb2.SubscribeToTaskRequest(id=first.task.id),
+                metadata=[("last-event-id", "3")],
+            )
+            async with asyncio.timeout(20):  # metadata last-event-id is no resume point
+                snapshot = await subscription.read()
+            assert snapshot.task.status.state == TaskState.TASK_STATE_WORKING
+        finally:
+            GATES.release(key)
+        rest = [snapshot]
+        while (response := await subscription.read()) is not grpc.aio.EOF:
+            rest.append(response)
+    assert rest[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
+    assert not any(len(UnknownFieldSet(r)) for r in [first, *rest])
 
 
 async def _drain(call: Any) -> None:

@@ -43,10 +43,13 @@ VERSION_DIFFERENCES: dict[str, list[str]] = {
 }
 
 #: (scenario, binding, version) -> paths where the a2a-sdk 1.3 client on that transport
-#: cannot express what the server did.
+#: cannot express what the server did, or the binding does not offer it.
 SDK_GAPS: dict[tuple[str, str, str], list[str]] = {
     # CompatRestTransport raises NotImplementedError for list/delete push configs.
     ("push_config_crud", "HTTP+JSON", "0.3"): ["listed", "deleted", "after_delete"],
+    # gRPC streams carry no event ids (standard wire only): no id-based resume there.
+    ("resume_stream", "GRPC", "1.0"): ["rest", "ids_rise"],
+    ("resume_stream", "GRPC", "0.3"): ["rest", "ids_rise"],
 }
 
 

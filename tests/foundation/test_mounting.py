@@ -150,3 +150,38 @@ async def test_request_checks_hold_under_the_mount(kind: str) -> None:
             base + "/.well-known/message:send", json={}, headers={"A2A-Version": "1.0"}
         )
         assert nowhere.status_code == 404
+
+
+async def test_a_host_loop_keeps_its_own_task_factory() -> None:
+    """Mounting and serving the agent leaves the host's event loop as the host set it."""
+    loop = asyncio.get_running_loop()
+    made: list[asyncio.Task[Any]] = []
+
+    def factory(loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
+        task = asyncio.Task(coro, loop=loop, **kwargs)
+        made.append(task)
+        return task
+
+    previous = loop.get_task_factory()
+    loop.set_task_factory(factory)
+    try:
+        async with _mounted("starlette") as (base, _agent), httpx.AsyncClient() as http:
+            for _ in range(2):
+                message = add_message()
+                message["metadata"] = {"skillId": "math.add"}
+                reply = await http.post(
+                    base + "/",
+                    json={
+                        "jsonrpc": "2.0",
+                        "id": 1,
+                        "method": "SendMessage",
+                        "params": {"message": message},
+                    },
+                    headers={"A2A-Version": "1.0"},
+                )
+                assert reply.json()["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+                assert loop.get_task_factory() is factory
+        assert loop.get_task_factory() is factory
+        assert made  # the agent's own tasks were made by the host's factory
+    finally:
+        loop.set_task_factory(previous)

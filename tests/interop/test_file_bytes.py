@@ -20,7 +20,7 @@ from a2a.compat.v0_3 import a2a_v0_3_pb2 as pb03
 from a2a.compat.v0_3 import a2a_v0_3_pb2_grpc as grpc03
 from a2a.compat.v0_3 import conversions, proto_utils
 
-from apcore_a2a.adapters.file_bytes import (
+from apcore_a2a.upstream.file_bytes import (
     is_python_client,
     looks_base64,
     proto_request_to_sdk,
@@ -217,7 +217,7 @@ def test_proto_walk_reaches_parts_in_history_and_artifacts() -> None:
 def test_sdk_still_decodes_03_proto_file_bytes_twice() -> None:
     """Watches the SDK: when a2a-sdk fixes its 0.3 conversion, this fails.
 
-    Then ``apcore_a2a.adapters.file_bytes`` must go (it would corrupt files the other way).
+    Then ``apcore_a2a.upstream.file_bytes`` must go (it would corrupt files the other way).
     """
     part = pb03.Part(file=pb03.FilePart(file_with_bytes=b"hello interop\n"))
     core = conversions.to_core_part(proto_utils.FromProto.part(part))

@@ -16,6 +16,7 @@ through to the 1.0 route and is refused for its version. These routes replace th
   form of the ``google.protobuf.Empty`` the 0.3 RPC returns.
 
 Both check the ``A2A-Version`` header like the SDK's 0.3 routes (missing means 0.3).
+``tests/upstream/test_rest03_push_routes.py`` fails when the SDK serves these as specified.
 """
 
 from __future__ import annotations

@@ -1,0 +1,43 @@
+"""A plain a2a-sdk agent (SDK parts only) served over JSON-RPC, REST and gRPC.
+
+The tests of the seam watch upstream behaviour on it: what the SDK does alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+
+import grpc
+from a2a.server.request_handlers import DefaultRequestHandler, GrpcHandler
+from a2a.server.routes import create_jsonrpc_routes, create_rest_routes
+from a2a.server.tasks import InMemoryTaskStore
+from a2a.types import a2a_pb2_grpc
+from starlette.applications import Starlette
+
+from tests._support import free_port
+from tests.client._sdk_agent import EchoExecutor, agent_card
+
+
+def plain_agent() -> tuple[Starlette, int]:
+    """A plain a2a-sdk agent (no push support) and the gRPC port its lifespan serves."""
+    base = "http://127.0.0.1"
+    handler = DefaultRequestHandler(
+        agent_executor=EchoExecutor(),
+        task_store=InMemoryTaskStore(),
+        agent_card=agent_card(base, push=False),
+    )
+    grpc_port = free_port()
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        server = grpc.aio.server()
+        a2a_pb2_grpc.add_A2AServiceServicer_to_server(GrpcHandler(handler), server)  # type: ignore[no-untyped-call]
+        server.add_insecure_port(f"127.0.0.1:{grpc_port}")
+        await server.start()
+        yield
+        await server.stop(0)
+        await handler.aclose()
+
+    routes = [*create_jsonrpc_routes(handler, rpc_url="/"), *create_rest_routes(handler)]
+    return Starlette(routes=routes, lifespan=lifespan), grpc_port
