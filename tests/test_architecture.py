@@ -17,7 +17,7 @@ MAX_LINES = 450
 ALLOWED: dict[str, set[str]] = {
     "adapters": set(),
     "execution": {"adapters", "settings", "errors", "approval", "classify", "_logging"},
-    "storage": {"settings", "errors"},
+    "storage": {"settings", "errors", "upstream"},
     "auth": {"adapters", "execution", "settings", "errors", "classify"},
     "push": {"adapters", "settings", "errors", "storage", "classify"},
     "ops": {"execution", "storage", "settings", "errors", "classify", "_version", "_logging"},

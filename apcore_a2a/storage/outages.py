@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from a2a.server.cluster import VersionedTaskStore
 from a2a.server.context import ServerCallContext
@@ -26,7 +26,14 @@ from apcore_a2a.errors import StoreUnavailableError
 
 from .observed import store_view
 
-__all__ = ["RETRY_AFTER", "UNAVAILABLE", "guard_outages", "guard_push_outages", "is_outage"]
+__all__ = [
+    "RETRY_AFTER",
+    "UNAVAILABLE",
+    "guard_outages",
+    "guard_push_outages",
+    "guarded",
+    "is_outage",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -52,7 +59,8 @@ def is_outage(exc: BaseException) -> bool:
     return isinstance(exc, DBAPIError) and bool(exc.connection_invalidated)
 
 
-async def _guarded(call: Awaitable[_T]) -> _T:
+async def guarded(call: Awaitable[_T]) -> _T:
+    """Await *call*, raising ``StoreUnavailableError`` if it failed on an outage."""
     try:
         return await call
     except StoreUnavailableError:
@@ -66,7 +74,7 @@ async def _guarded(call: Awaitable[_T]) -> _T:
 
 def guard_outages(store: TaskStore | VersionedTaskStore) -> TaskStore | VersionedTaskStore:
     """*store* (plain or versioned) raising ``StoreUnavailableError`` on outages."""
-    return store_view(store, around=_guarded)
+    return store_view(store, around=guarded)
 
 
 def guard_push_outages(store: PushNotificationConfigStore) -> PushNotificationConfigStore:
@@ -78,26 +86,23 @@ class _GuardedPushStore(PushNotificationConfigStore):
     def __init__(self, inner: PushNotificationConfigStore) -> None:
         self.inner = inner
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
-
     async def set_info(
         self,
         task_id: str,
         notification_config: TaskPushNotificationConfig,
         context: ServerCallContext,
     ) -> TaskPushNotificationConfig | None:
-        return await _guarded(self.inner.set_info(task_id, notification_config, context))
+        return await guarded(self.inner.set_info(task_id, notification_config, context))
 
     async def get_info(
         self, task_id: str, context: ServerCallContext
     ) -> list[TaskPushNotificationConfig]:
-        return await _guarded(self.inner.get_info(task_id, context))
+        return await guarded(self.inner.get_info(task_id, context))
 
     async def get_info_for_dispatch(self, task_id: str) -> list[TaskPushNotificationConfig]:
-        return await _guarded(self.inner.get_info_for_dispatch(task_id))
+        return await guarded(self.inner.get_info_for_dispatch(task_id))
 
     async def delete_info(
         self, task_id: str, context: ServerCallContext, config_id: str | None = None
     ) -> None:
-        await _guarded(self.inner.delete_info(task_id, context, config_id))
+        await guarded(self.inner.delete_info(task_id, context, config_id))

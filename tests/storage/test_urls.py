@@ -82,7 +82,7 @@ def test_cluster_mode_refuses_memory() -> None:
 
 
 def test_cluster_mode_refuses_a_store_object() -> None:
-    with pytest.raises(ValueError, match="cluster mode needs a task store URL"):
+    with pytest.raises(ValueError, match="cluster mode needs a shared SQL task store"):
         open_stores(InMemoryTaskStore(), settings(cluster=True))
 
 
