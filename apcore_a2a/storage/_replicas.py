@@ -26,7 +26,6 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from ._engine import READ_ONLY
 from ._tables import claims_table, replicas_table
 
 __all__ = ["ReplicaRegistry"]
@@ -68,16 +67,26 @@ class ReplicaRegistry:
                 )
             )
 
-    async def heartbeat(self) -> None:
-        """Refresh this replica's heartbeat, re-registering if another replica retired it."""
+    async def heartbeat(self) -> list[str]:
+        """Refresh this replica's heartbeat (re-registering if another replica retired
+        it); returns the ids of other replicas whose heartbeat is too old. One
+        transaction: an idle cluster's cost is mostly this, every ``heartbeat_interval``."""
         async with self.engine.begin() as conn:
             result = await conn.execute(
                 update(replicas_table)
                 .where(replicas_table.c.replica_id == self.replica_id)
                 .values(heartbeat_at=time.time())
             )
+            dead = await conn.execute(
+                select(replicas_table.c.replica_id).where(
+                    replicas_table.c.heartbeat_at < self.live_cutoff(),
+                    replicas_table.c.replica_id != self.replica_id,
+                )
+            )
+            found = [row[0] for row in dead]
         if result.rowcount == 0:
             await self.register()
+        return found
 
     async def deregister(self) -> None:
         """Mark this replica dead now so other replicas take over its orphans immediately."""
@@ -87,18 +96,6 @@ class ReplicaRegistry:
                 .where(replicas_table.c.replica_id == self.replica_id)
                 .values(heartbeat_at=0.0)
             )
-
-    async def dead_replicas(self) -> list[str]:
-        """Ids of other replicas whose heartbeat is too old."""
-        async with self.engine.connect() as conn:
-            conn = await conn.execution_options(**{READ_ONLY: True})
-            rows = await conn.execute(
-                select(replicas_table.c.replica_id).where(
-                    replicas_table.c.heartbeat_at < self.live_cutoff(),
-                    replicas_table.c.replica_id != self.replica_id,
-                )
-            )
-            return [row[0] for row in rows]
 
     async def retire(self, replica_id: str) -> None:
         """Drop a dead replica's row and claims (after its orphans were failed)."""

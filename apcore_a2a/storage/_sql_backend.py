@@ -196,8 +196,7 @@ class SqlBackend:
         while True:
             await asyncio.sleep(registry.heartbeat_interval)
             try:
-                await registry.heartbeat()
-                for dead in await registry.dead_replicas():
+                for dead in await registry.heartbeat():
                     await _recovery.fail_tasks(
                         await _recovery.running_tasks_of(self.engine, dead), self.task_store
                     )

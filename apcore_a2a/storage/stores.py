@@ -6,7 +6,7 @@ server factory hands the parts of its :class:`Stores` to the SDK's
 ``aclose``) and ``/health`` (``ping``). Top to bottom, what the SDK's handler saves
 through (``docs/architecture.md`` draws the rows each writes)::
 
-    memory://     BoundedMemoryTaskStore
+    memory://     view (save listeners, one read per request) -> BoundedMemoryTaskStore
     SQL           view (outage guard, save listeners, one read per request)
                   -> DeferredWrites (deferred.py)          -> BatchedTaskWriter -> tasks
                   -> DatabaseTaskStore (SDK: reads, deletes)
@@ -34,6 +34,7 @@ from ._errors import StoreUnavailableError
 from ._urls import StoreURL, parse_store_url
 from .event_log import MemoryEventLog
 from .memory import BoundedMemoryTaskStore
+from .observed import store_view
 from .turns import MemoryTurnClaims, TurnClaims
 
 if TYPE_CHECKING:
@@ -155,7 +156,7 @@ def open_stores(
             store = BoundedMemoryTaskStore(
                 max_capacity=settings.task_max_capacity, ttl_seconds=settings.task_ttl_seconds
             )
-        stores = Stores(task_store=store, push_config_store=InMemoryPushNotificationConfigStore())
+        stores = Stores(store_view(store), InMemoryPushNotificationConfigStore())
     else:
         stores = _sql_stores(url, settings, heartbeat_interval, replica_timeout)
     if stores.event_stream is not None:
@@ -190,7 +191,6 @@ def _sql_stores(
     from ._sql_backend import SqlBackend
     from .cluster_deferred import DeferredClusterWrites
     from .deferred import DeferredWrites
-    from .observed import store_view
     from .outages import guard_push_outages, guarded
     from .turns import SqlTurnClaims
 
