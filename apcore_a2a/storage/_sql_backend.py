@@ -49,13 +49,13 @@ class SqlBackend:
         engine: AsyncEngine,
         retention_seconds: float | None,
         poll_interval: float = 0.5,
-        connections: tuple[int, int] = (0, 1),
+        connections: tuple[int, int, str] = (0, 1, ""),
     ) -> None:
         self.store_url = store_url
         self.engine = engine
         self.retention_seconds = retention_seconds
         self.poll_interval = poll_interval
-        #: (connections one process holds at most, processes: workers)
+        #: (connections one process holds at most, processes (workers), what they are)
         self.connections = connections
         self.task_store: DatabaseTaskStore | VersionedDatabaseTaskStore | None = None
         self.registry: ReplicaRegistry | None = None
@@ -150,7 +150,7 @@ class SqlBackend:
     async def _check_connections(self) -> None:
         # The pool opens its connections under load, when running out of them is an
         # outage; a start that cannot have them all says so at once instead.
-        per_process, workers = self.connections
+        per_process, workers, held = self.connections
         async with self.engine.connect() as conn:
             conn = await conn.execution_options(**{READ_ONLY: True})
             free: int = (await conn.execute(text(_FREE_CONNECTIONS))).scalar_one()
@@ -158,8 +158,8 @@ class SqlBackend:
         if workers * per_process > free + 1:
             raise StoreUnavailableError(
                 f"task store {self.store_url.display} cannot take this agent's connections: "
-                f"{workers} worker(s) x {per_process} (pool {self.store_url.pool_size}, "
-                f"writer, listener) = {workers * per_process}, but the server has {free + 1} "
+                f"{workers} worker(s) x {per_process} ({held}) = {workers * per_process}, "
+                f"but the server has {free + 1} "
                 "left (max_connections - superuser_reserved_connections - connections open "
                 "now); lower ?pool_size= in the task store URL or the workers, or raise "
                 "max_connections"

@@ -206,13 +206,15 @@ def _sql_stores(
         engine, encryption_key=settings.push_encryption_key or None
     )
     pg_writer = PgWriter(url) if url.kind == "postgresql" else None
-    listener = settings.cluster and settings.cluster_wakeups and url.kind == "postgresql"
+    held = [f"pool {url.pool_size}"] + ["writer"] * (pg_writer is not None)
+    if settings.cluster and settings.cluster_wakeups and url.kind == "postgresql":
+        held.append("listener")
     backend = SqlBackend(
         store_url=url,
         engine=engine,
         retention_seconds=settings.task_retention_seconds,
         poll_interval=settings.cluster_poll_interval,
-        connections=(url.pool_size + (pg_writer is not None) + listener, settings.workers),
+        connections=(url.pool_size + len(held) - 1, settings.workers, " + ".join(held)),
     )
     push = guard_push_outages(push_store)
     if not settings.cluster:
