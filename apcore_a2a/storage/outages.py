@@ -16,24 +16,14 @@ import logging
 from collections.abc import Awaitable
 from typing import TypeVar
 
-from a2a.server.cluster import VersionedTaskStore
 from a2a.server.context import ServerCallContext
-from a2a.server.tasks import PushNotificationConfigStore, TaskStore
+from a2a.server.tasks import PushNotificationConfigStore
 from a2a.types import TaskPushNotificationConfig
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 
 from apcore_a2a.errors import StoreUnavailableError
 
-from .observed import store_view
-
-__all__ = [
-    "RETRY_AFTER",
-    "UNAVAILABLE",
-    "guard_outages",
-    "guard_push_outages",
-    "guarded",
-    "is_outage",
-]
+__all__ = ["RETRY_AFTER", "UNAVAILABLE", "guard_push_outages", "guarded", "is_outage"]
 
 logger = logging.getLogger(__name__)
 
@@ -70,11 +60,6 @@ async def guarded(call: Awaitable[_T]) -> _T:
             raise
         logger.warning("task store unavailable: %s", type(exc).__name__)
         raise StoreUnavailableError(retry_after=RETRY_AFTER) from None
-
-
-def guard_outages(store: TaskStore | VersionedTaskStore) -> TaskStore | VersionedTaskStore:
-    """*store* (plain or versioned) raising ``StoreUnavailableError`` on outages."""
-    return store_view(store, around=guarded)
 
 
 def guard_push_outages(store: PushNotificationConfigStore) -> PushNotificationConfigStore:
