@@ -11,8 +11,9 @@ The top of every SQL chain is one view (:func:`store_view`):
   block (0.3 push snapshots, per-caller quotas, turn claims); adding a listener to a view
   gives a view with one more listener, never a view of a view;
 * a read is answered once per request: the task a request read is kept in its call
-  context (a copy per answer) until it saves or deletes it there, so a follow-up message
-  (turn check, routing, the SDK's own load) reads its stored task once.
+  context (a copy per answer) for a second at most, and until the task is saved in
+  this process, so a follow-up message (turn check, routing, the SDK's own load) reads
+  its stored task once.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from a2a.server.context import ServerCallContext
 from a2a.server.events import Event
 from a2a.server.tasks import TaskStore
 from a2a.types import ListTasksRequest, ListTasksResponse, Task
+from cachetools import TTLCache
 
 __all__ = [
     "Around",
@@ -87,6 +89,8 @@ async def _plain(call: Awaitable[_T]) -> _T:
 class _ViewMixin(Layer):
     _around: Around
     _saved: tuple[SaveListener, ...]
+    #: task id -> when it was last saved through a view of this chain (any request)
+    _saves: TTLCache[str, float]
 
     async def _call(self, call: Awaitable[_T]) -> _T:
         result: _T = await self._around(call)
@@ -96,7 +100,7 @@ class _ViewMixin(Layer):
         reads: dict[str, tuple[Any, float]] = context.state.setdefault(_READS_STATE_KEY, {})
         now = time.monotonic()
         hit = reads.get(task_id)
-        if hit is None or now - hit[1] > _READ_TTL:
+        if hit is None or now - hit[1] > _READ_TTL or self._saves.get(task_id, 0.0) >= hit[1]:
             found = await self._call(self.inner.get(task_id, context))
             reads[task_id] = hit = (found, now)
         return _copy(hit[0])
@@ -106,6 +110,7 @@ class _ViewMixin(Layer):
         await self._call(self.inner.delete(task_id, context))
 
     def _after_save(self, task: Task, context: ServerCallContext) -> None:
+        self._saves[task.id] = time.monotonic()
         context.state.get(_READS_STATE_KEY, {}).pop(task.id, None)
         for listener in self._saved:
             listener(task, context)
@@ -154,13 +159,14 @@ def store_view(
     """*store* (plain or versioned) with every call awaited through *around* and *saved*
     called after each successful save; a view of a view is one view with both."""
     listeners: tuple[SaveListener, ...] = () if saved is None else (saved,)
+    saves: TTLCache[str, float] = TTLCache(maxsize=100_000, ttl=_READ_TTL)
     if isinstance(store, _ViewMixin):
         if around is not None:
             raise ValueError("the view already has its around")
-        around, listeners = store._around, (*store._saved, *listeners)
+        around, listeners, saves = store._around, (*store._saved, *listeners), store._saves
         store = store.inner
     view = _VersionedView(store) if isinstance(store, VersionedTaskStore) else _View(store)
-    view._around, view._saved = around or _plain, listeners
+    view._around, view._saved, view._saves = around or _plain, listeners, saves
     return view
 
 
