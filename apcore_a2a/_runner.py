@@ -126,6 +126,8 @@ def store_hint(message: str) -> str:
             f"the schema {name!r} the URL names does not exist; create it "
             f"(CREATE SCHEMA {name};) or drop ?schema= from the URL"
         )
+    if "max_connections" in message:
+        return "docs/deployment.md counts the connections an agent holds"
     if _OLD_SCHEMA.search(message):
         return (
             "the database's tables are from an older version: run "

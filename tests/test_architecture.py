@@ -19,7 +19,7 @@ MAX_LINES = 600
 ALLOWED: dict[str, set[str]] = {
     "adapters": set(),
     "execution": {"adapters", "settings", "errors", "approval", "classify", "_logging"},
-    "storage": {"settings", "errors"},
+    "storage": {"settings", "errors", "upstream"},
     "auth": {"adapters", "execution", "settings", "errors", "classify", "upstream"},
     "push": {"adapters", "settings", "errors", "storage", "classify", "upstream"},
     "ops": {"execution", "storage", "settings", "errors", "classify", "_version", "_logging"},

@@ -167,12 +167,8 @@ class ApCoreRequestHandler(DefaultRequestHandler):
                 message=f"Task is busy: it is {state_label(state)}; send the next message "
                 "when it asks for input"
             )
-        if state in _WAITING:
-            turn = f"{state}:{stored.status.timestamp.ToJsonString()}"
-            if not await self._turns.claim(task_id, turn):
-                raise TaskBusyError(
-                    message="Task is busy: another message is already continuing it"
-                )
+        if state in _WAITING and not await self._turns.claim(stored):
+            raise TaskBusyError(message="Task is busy: another message is already continuing it")
 
     async def on_cancel_task(
         self, params: CancelTaskRequest, context: ServerCallContext

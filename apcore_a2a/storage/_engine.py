@@ -37,8 +37,9 @@ def create_engine(store_url: StoreURL) -> AsyncEngine:
     return create_async_engine(
         store_url.url,
         pool_pre_ping=True,
-        pool_size=10,
-        max_overflow=10,
+        # Half kept open, half opened under load and closed again.
+        pool_size=(store_url.pool_size + 1) // 2,
+        max_overflow=store_url.pool_size // 2,
         connect_args=dict(store_url.connect_args),
     )
 

@@ -2,16 +2,16 @@
 
 The SDK's ``subscribe`` reads the event table, then sleeps ``poll_interval_s`` whenever it
 found nothing; it has no hook for an earlier wake-up. :class:`WakingTaskEventStream` keeps
-its table, cursor and version semantics (helpers included) and replaces only that sleep by
-"until woken, at most ``poll_interval_s``". The subscriber's event is cleared *before*
-each read, so a wake-up that arrives during the read is not lost. Replicas without
-wake-ups (or plain a2a-sdk replicas) on the same database interoperate: they still poll.
+its table (the SDK's ``TaskEventModel``), cursor and version semantics, and replaces that
+sleep by "until woken": by a notification, the SQLite file watch, or the process's one
+safety poll. The subscriber's event is cleared *before* each read, so a wake-up that
+arrives during the read is not lost. Replicas without wake-ups (or plain a2a-sdk
+replicas) on the same database interoperate: they still poll.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import AsyncGenerator
 from typing import Any
@@ -19,14 +19,18 @@ from typing import Any
 from a2a.server.cluster import DatabaseTaskEventStream, TaskVersion, VersionedEvent
 from a2a.server.cluster.database_event_stream import stream_response_to_event
 from a2a.server.events.event_queue import Event
+from a2a.server.models import TaskEventModel
 from a2a.types.a2a_pb2 import StreamResponse
-from sqlalchemy import and_, select
+from sqlalchemy import func, select
 from sqlalchemy.exc import OperationalError, ProgrammingError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from apcore_a2a.upstream.task_version import version_number
+
+from ._engine import READ_ONLY
 from ._pg_writer import pg_connect
 from ._urls import StoreURL
-from ._wakeups import FileWatcher, PgListener, WakeHub, install_notify_trigger
+from ._wakeups import FileWatcher, PgListener, SafetyPoll, WakeHub, install_notify_trigger
 
 __all__ = ["LISTEN_APPLICATION", "PAGE_SIZE", "WakingTaskEventStream"]
 
@@ -37,6 +41,8 @@ LISTEN_APPLICATION = "apcore-a2a listen"
 
 logger = logging.getLogger(__name__)
 
+_E = TaskEventModel
+
 
 class WakingTaskEventStream(DatabaseTaskEventStream):
     """A ``DatabaseTaskEventStream`` whose subscribers are woken by new events."""
@@ -45,40 +51,46 @@ class WakingTaskEventStream(DatabaseTaskEventStream):
         self, engine: AsyncEngine, store_url: StoreURL, *, poll_interval_s: float, wakeups: bool
     ) -> None:
         super().__init__(engine, poll_interval_s=poll_interval_s)
+        self.engine = engine
+        self.poll_interval = poll_interval_s
         self.hub = WakeHub()
         self.listener: PgListener | None = None
         self.watcher: FileWatcher | None = None
         self._store_url = store_url
-        self._listening = False
+        self._ready = False
         if wakeups and store_url.kind == "postgresql":
             self.listener = PgListener(self.hub, self._pg_connect)
         elif wakeups and store_url.sqlite_path is not None:
             self.watcher = FileWatcher(self.hub, store_url.sqlite_path)
+        self.poll = SafetyPoll(
+            self.hub, self._heads, interval=poll_interval_s, listener=self.listener
+        )
 
     async def initialize(self) -> None:
         await super().initialize()
-        if self.listener is None or self._listening:
+        if self._ready:
+            return
+        self._ready = True
+        if self.listener is None:
             return
         try:
-            await install_notify_trigger(self._engine, str(self._event_model.__tablename__))
+            await install_notify_trigger(self.engine)
         except ProgrammingError as exc:  # e.g. no right to create a function or trigger
             logger.warning(
                 "cannot install the task_events NOTIFY trigger (%s); cluster streams poll "
                 "every %s s",
                 str(getattr(exc, "orig", exc)).splitlines()[0][:200],
-                self._poll_interval_s,
+                self.poll_interval,
             )
-            self.listener = None
+            self.listener = self.poll._listener = None
             return
         self.listener.start()
-        self._listening = True
 
     async def aclose(self) -> None:
-        """Stop the listening connection or the file watcher."""
-        if self.listener is not None:
-            await self.listener.aclose()
-        if self.watcher is not None:
-            await self.watcher.aclose()
+        """Stop the listening connection, the file watcher and the safety poll."""
+        for loop in (self.listener, self.watcher, self.poll):
+            if loop is not None:
+                await loop.aclose()
 
     async def _pg_connect(self) -> Any:
         return await pg_connect(self._store_url, LISTEN_APPLICATION)
@@ -94,9 +106,13 @@ class WakingTaskEventStream(DatabaseTaskEventStream):
 
     async def seq_at(self, task_id: str, version: TaskVersion) -> int:
         """The event id (table ``seq``) of *task_id* at *version* (0: before the first)."""
-        await self._ensure_initialized()
-        async with self._session_maker() as session:
-            return await self._seq_at_or_before_version(session, task_id, version)
+        if version.is_missing:
+            return 0
+        stmt = select(func.max(_E.seq)).where(
+            _E.task_id == task_id, _E.task_version <= version_number(version)
+        )
+        rows = await self._read(stmt)
+        return int(rows[0][0] or 0)
 
     async def tail(
         self, task_id: str, after_seq: int, *, until_idle: bool = False
@@ -105,37 +121,49 @@ class WakingTaskEventStream(DatabaseTaskEventStream):
 
         With *until_idle*, stop at the first read that finds nothing new.
         """
-        await self._ensure_initialized()
-        cursor = after_seq
+        await self.initialize()
         woken = self.hub.register(task_id)
+        woken.cursor = after_seq
         try:
             while True:
                 woken.clear()
+                stmt = (
+                    select(_E.seq, _E.task_version, _E.event_data)
+                    .where(_E.task_id == task_id, _E.seq > woken.cursor)
+                    .order_by(_E.seq.asc())
+                    .limit(PAGE_SIZE)
+                )
                 try:
-                    rows = await self._rows_after(task_id, cursor)
+                    rows = await self._read(stmt)
                 except OperationalError:
                     logger.debug("Transient DB error reading events of %s", task_id, exc_info=True)
-                    rows = None
-                for seq, task_version, event_data in rows or ():
-                    cursor = seq
+                    await asyncio.sleep(self.poll_interval)
+                    continue
+                for seq, task_version, event_data in rows:
+                    woken.cursor = seq
                     response = StreamResponse()
                     response.ParseFromString(event_data)
                     yield seq, TaskVersion(task_version), stream_response_to_event(response)
-                if rows == [] and until_idle:
-                    return
                 if not rows:
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(woken.wait(), self._poll_interval_s)
+                    if until_idle:
+                        return
+                    await woken.wait()
         finally:
             self.hub.unregister(task_id, woken)
 
-    async def _rows_after(self, task_id: str, cursor: int) -> list[tuple[int, int, bytes]]:
-        model = self._event_model
-        stmt = (
-            select(model.seq, model.task_version, model.event_data)
-            .where(and_(model.task_id == task_id, model.seq > cursor))
-            .order_by(model.seq.asc())
-            .limit(PAGE_SIZE)
-        )
-        async with self._session_maker() as session:
-            return [(r[0], r[1], r[2]) for r in (await session.execute(stmt)).all()]
+    async def _heads(self, task_ids: list[str]) -> dict[str, int]:
+        """The newest event id of each of *task_ids* that has events (the safety poll)."""
+        heads: dict[str, int] = {}
+        for start in range(0, len(task_ids), 500):
+            stmt = (
+                select(_E.task_id, func.max(_E.seq))
+                .where(_E.task_id.in_(task_ids[start : start + 500]))
+                .group_by(_E.task_id)
+            )
+            heads.update((task_id, int(seq)) for task_id, seq in await self._read(stmt))
+        return heads
+
+    async def _read(self, stmt: Any) -> list[Any]:
+        async with self.engine.connect() as conn:
+            conn = await conn.execution_options(**{READ_ONLY: True})
+            return list((await conn.execute(stmt)).all())

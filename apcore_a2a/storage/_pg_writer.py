@@ -31,10 +31,41 @@ from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 
 from ._urls import StoreURL
 
-__all__ = ["WRITER_APPLICATION", "PgInsert", "PgWriter", "pg_connect"]
+__all__ = ["SDK_COLUMNS", "WRITER_APPLICATION", "PgInsert", "PgWriter", "pg_connect"]
 
 #: ``application_name`` of a writer's connection (followed by the schema or database).
 WRITER_APPLICATION = "apcore-a2a writer"
+
+#: The columns of the SDK's tables that our own statements write, with the type and
+#: constraints they are written for (PostgreSQL's names). The writers cast to these
+#: types, and ``tests/upstream/test_sql_task_rows.py`` compares them with the SDK's
+#: models and with the tables its migrations make: a change upstream fails the test
+#: instead of writing rows the SDK no longer reads.
+SDK_COLUMNS: dict[str, dict[str, str]] = {
+    "tasks": {
+        "id": "VARCHAR(36) PRIMARY KEY",
+        "context_id": "VARCHAR(36) NOT NULL",
+        "kind": "VARCHAR(16) NOT NULL",
+        "owner": "VARCHAR(255)",
+        "last_updated": "TIMESTAMP WITHOUT TIME ZONE",
+        "status": "JSON NOT NULL",
+        "artifacts": "JSON",
+        "history": "JSON",
+        "protocol_version": "VARCHAR(16)",
+        "metadata": "JSON",
+    },
+    "task_versions": {
+        "task_id": "VARCHAR(36) PRIMARY KEY",
+        "owner": "VARCHAR(255)",
+        "version": "BIGINT NOT NULL",
+    },
+    "task_events": {
+        "task_id": "VARCHAR(36) NOT NULL",
+        "owner": "VARCHAR(255)",
+        "task_version": "BIGINT NOT NULL",
+        "event_data": "BYTEA NOT NULL",
+    },
+}
 
 _Processor = Callable[[Any], Any] | None
 
@@ -62,16 +93,12 @@ async def pg_connect(store_url: StoreURL, application_name: str) -> Any:
 
 
 class PgInsert:
-    """``INSERT`` of *columns* into *table* (an upsert on *conflict_key* when given)."""
+    """``INSERT`` into *table* of its :data:`SDK_COLUMNS` (an upsert on *conflict_key*
+    when given); values are encoded by *table*'s column types."""
 
-    def __init__(
-        self,
-        table: Table,
-        columns: Sequence[str],
-        dialect: Dialect,
-        *,
-        conflict_key: str | None = None,
-    ) -> None:
+    def __init__(self, table: Table, dialect: Dialect, *, conflict_key: str | None = None) -> None:
+        written = SDK_COLUMNS[table.name]
+        columns = list(written)
         quote = dialect.identifier_preparer.quote
         names = ", ".join(quote(c) for c in columns)
         self._head = f"INSERT INTO {dialect.identifier_preparer.format_table(table)} ({names})"
@@ -90,9 +117,7 @@ class PgInsert:
         # For the same insert fed from one array per column (see PgWriter.write): arrays of
         # the base type (VARCHAR, not VARCHAR(36)), as an explicit cast to a length would
         # cut a long value silently, where the column's own assignment refuses it.
-        self._types = [
-            re.sub(r"\(\d+\)", "", table.c[c].type.compile(dialect=dialect)) for c in columns
-        ]
+        self._types = [re.sub(r"\(\d+\)| PRIMARY KEY| NOT NULL", "", written[c]) for c in columns]
 
     @property
     def width(self) -> int:

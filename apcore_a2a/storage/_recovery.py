@@ -12,7 +12,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from a2a.auth.user import User
-from a2a.server.cluster import ConcurrentTaskModificationError, VersionedDatabaseTaskStore
+from a2a.server.cluster import (
+    ConcurrentTaskModificationError,
+    LegacyTaskStoreAdapter,
+    VersionedDatabaseTaskStore,
+)
 from a2a.server.context import ServerCallContext
 from a2a.server.models import TaskModel
 from a2a.server.tasks import DatabaseTaskStore
@@ -147,41 +151,28 @@ async def fail_tasks(
     status event, so subscribers on other replicas see the failure; a task another
     replica advanced meanwhile is left alone.
     """
+    versioned = (
+        store if isinstance(store, VersionedDatabaseTaskStore) else LegacyTaskStoreAdapter(store)
+    )
     changed = 0
     for task_id, owner in rows:
         context = ServerCallContext(user=_Owner(owner or ""))
         try:
-            if isinstance(store, VersionedDatabaseTaskStore):
-                changed += await _fail_versioned(store, task_id, context)
-            else:
-                changed += await _fail_plain(store, task_id, context)
+            stored = await versioned.get(task_id, context)
+            if stored is None or stored.task.status.state not in _RUNNING:
+                continue
+            task = Task()
+            task.CopyFrom(stored.task)
+            _mark_failed(task)
+            event = TaskStatusUpdateEvent(
+                task_id=task.id, context_id=task.context_id, status=task.status
+            )
+            await versioned.save(
+                task, event=event, prev=stored.task, prev_version=stored.version, context=context
+            )
+            changed += 1
         except ConcurrentTaskModificationError:
             logger.debug("task %s changed while being marked interrupted; left as is", task_id)
     if changed:
         logger.warning("marked %d interrupted task(s) as failed: %s", changed, INTERRUPTED_MESSAGE)
     return changed
-
-
-async def _fail_plain(store: DatabaseTaskStore, task_id: str, context: ServerCallContext) -> int:
-    task = await store.get(task_id, context)
-    if task is None or task.status.state not in _RUNNING:
-        return 0
-    _mark_failed(task)
-    await store.save(task, context)
-    return 1
-
-
-async def _fail_versioned(
-    store: VersionedDatabaseTaskStore, task_id: str, context: ServerCallContext
-) -> int:
-    stored = await store.get(task_id, context)
-    if stored is None or stored.task.status.state not in _RUNNING:
-        return 0
-    task = Task()
-    task.CopyFrom(stored.task)
-    _mark_failed(task)
-    event = TaskStatusUpdateEvent(task_id=task.id, context_id=task.context_id, status=task.status)
-    await store.save(
-        task, event=event, prev=stored.task, prev_version=stored.version, context=context
-    )
-    return 1

@@ -21,29 +21,15 @@ import uuid
 from collections import OrderedDict
 from typing import Any
 
-from a2a.server.cluster import (
-    StoredTask,
-    TaskVersion,
-    VersionedDatabaseTaskStore,
-    VersionedTaskStore,
-)
-from a2a.server.context import ServerCallContext
-from a2a.server.events.event_queue import Event
-from a2a.server.owner_resolver import OwnerResolver, resolve_user_scope
-from a2a.types import ListTasksRequest, ListTasksResponse, Task, TaskState
 from sqlalchemy import delete, insert, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from ._engine import READ_ONLY
-from ._tables import claims_table, replicas_table, turns_table
-from .deferred import forget_new, made_up_here
+from ._tables import claims_table, replicas_table
 
-__all__ = ["ClaimingTaskStore", "ReplicaRegistry", "SqlTurnClaims"]
+__all__ = ["ReplicaRegistry"]
 
-_RUNNING = frozenset({TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING})
 _CLAIM_CACHE_SIZE = 10_000
 
 
@@ -81,16 +67,26 @@ class ReplicaRegistry:
                 )
             )
 
-    async def heartbeat(self) -> None:
-        """Refresh this replica's heartbeat, re-registering if another replica retired it."""
+    async def heartbeat(self) -> list[str]:
+        """Refresh this replica's heartbeat (re-registering if another replica retired
+        it); returns the ids of other replicas whose heartbeat is too old. One
+        transaction: an idle cluster's cost is mostly this, every ``heartbeat_interval``."""
         async with self.engine.begin() as conn:
             result = await conn.execute(
                 update(replicas_table)
                 .where(replicas_table.c.replica_id == self.replica_id)
                 .values(heartbeat_at=time.time())
             )
+            dead = await conn.execute(
+                select(replicas_table.c.replica_id).where(
+                    replicas_table.c.heartbeat_at < self.live_cutoff(),
+                    replicas_table.c.replica_id != self.replica_id,
+                )
+            )
+            found = [row[0] for row in dead]
         if result.rowcount == 0:
             await self.register()
+        return found
 
     async def deregister(self) -> None:
         """Mark this replica dead now so other replicas take over its orphans immediately."""
@@ -100,18 +96,6 @@ class ReplicaRegistry:
                 .where(replicas_table.c.replica_id == self.replica_id)
                 .values(heartbeat_at=0.0)
             )
-
-    async def dead_replicas(self) -> list[str]:
-        """Ids of other replicas whose heartbeat is too old."""
-        async with self.engine.connect() as conn:
-            conn = await conn.execution_options(**{READ_ONLY: True})
-            rows = await conn.execute(
-                select(replicas_table.c.replica_id).where(
-                    replicas_table.c.heartbeat_at < self.live_cutoff(),
-                    replicas_table.c.replica_id != self.replica_id,
-                )
-            )
-            return [row[0] for row in rows]
 
     async def retire(self, replica_id: str) -> None:
         """Drop a dead replica's row and claims (after its orphans were failed)."""
@@ -156,79 +140,3 @@ class ReplicaRegistry:
         writes a fresh claim for whichever replica runs it then.
         """
         self._claimed.pop(task_id, None)
-
-
-class ClaimingTaskStore(VersionedTaskStore):
-    """The SDK's versioned SQL store, plus a claim before every write of a running task."""
-
-    def __init__(
-        self,
-        inner: VersionedDatabaseTaskStore,
-        registry: ReplicaRegistry,
-        *,
-        owner_resolver: OwnerResolver = resolve_user_scope,
-    ) -> None:
-        self.inner = inner
-        self.registry = registry
-        self._owner_resolver = owner_resolver
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self.inner, name)
-
-    async def initialize(self) -> None:
-        """Create the SDK's task, version and event tables if missing."""
-        await self.inner.initialize()
-
-    def owner(self, context: ServerCallContext) -> str:
-        """The owner scope the rows of *context*'s caller are stored under."""
-        return self._owner_resolver(context)
-
-    async def save(
-        self,
-        task: Task,
-        *,
-        event: Event | None = None,
-        prev: Task | None = None,
-        prev_version: TaskVersion,
-        context: ServerCallContext,
-    ) -> TaskVersion:
-        """Claim the task if it is running, then save it through the SDK store."""
-        if task.status.state in _RUNNING:
-            await self.registry.claim(task.id, self._owner_resolver(context))
-        else:
-            self.registry.release(task.id)
-        version = await self.inner.save(
-            task, event=event, prev=prev, prev_version=prev_version, context=context
-        )
-        forget_new(task.id, context)
-        return version
-
-    async def get(self, task_id: str, context: ServerCallContext) -> StoredTask | None:
-        """The task with its version, or ``None`` (at once for an id made up here)."""
-        if made_up_here(task_id, context):
-            return None
-        return await self.inner.get(task_id, context)
-
-    async def list(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
-        """The caller's tasks (SDK semantics)."""
-        return await self.inner.list(params, context)
-
-    async def delete(self, task_id: str, context: ServerCallContext) -> None:
-        """Delete the task and its version row."""
-        self.registry.release(task_id)
-        await self.inner.delete(task_id, context)
-
-
-class SqlTurnClaims:
-    """Claims shared by every replica on one database (cluster mode)."""
-
-    def __init__(self, engine: AsyncEngine) -> None:
-        self._engine = engine
-
-    async def claim(self, task_id: str, turn: str) -> bool:
-        try:
-            async with self._engine.begin() as conn:
-                await conn.execute(insert(turns_table).values(task_id=task_id, turn=turn[:64]))
-        except IntegrityError:
-            return False
-        return True

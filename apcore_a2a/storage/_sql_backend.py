@@ -31,6 +31,11 @@ CancelWatch = tuple[Callable[[], list[str]], Callable[[str], None]]
 logger = logging.getLogger(__name__)
 
 PING_TIMEOUT = 3.0
+_FREE_CONNECTIONS = (
+    "SELECT current_setting('max_connections')::int"
+    " - current_setting('superuser_reserved_connections')::int"
+    " - (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend')"
+)
 _DB_ERRORS: tuple[type[BaseException], ...] = (*_UNAVAILABLE, DBAPIError)
 
 
@@ -42,24 +47,33 @@ class SqlBackend:
         *,
         store_url: StoreURL,
         engine: AsyncEngine,
-        task_store: DatabaseTaskStore | VersionedDatabaseTaskStore,
-        initializers: list[Callable[[], Awaitable[None]]],
-        registry: ReplicaRegistry | None,
         retention_seconds: float | None,
         poll_interval: float = 0.5,
-        closers: list[Callable[[], Awaitable[None]]] | None = None,
+        connections: tuple[int, int, str] = (0, 1, ""),
     ) -> None:
         self.store_url = store_url
         self.engine = engine
-        self.task_store = task_store
-        self.registry = registry
         self.retention_seconds = retention_seconds
         self.poll_interval = poll_interval
-        self._initializers = initializers
-        self._closers = closers or []
+        #: (connections one process holds at most, processes (workers), what they are)
+        self.connections = connections
+        self.task_store: DatabaseTaskStore | VersionedDatabaseTaskStore | None = None
+        self.registry: ReplicaRegistry | None = None
+        self.closers: list[Callable[[], Awaitable[None]]] = []
+        self._initializers: list[Callable[[], Awaitable[None]]] = []
         self._loops: list[asyncio.Task[None]] = []
         self._cancel_watch: CancelWatch | None = None
         self._started = False
+
+    def attach(
+        self,
+        task_store: DatabaseTaskStore | VersionedDatabaseTaskStore,
+        initializers: list[Callable[[], Awaitable[None]]],
+        registry: ReplicaRegistry | None = None,
+    ) -> None:
+        """The SDK store recovery writes through, what creates the tables, the cluster's
+        replica registry (``None``: one process)."""
+        self.task_store, self._initializers, self.registry = task_store, initializers, registry
 
     # -- lifecycle -----------------------------------------------------------------
     async def start(self) -> None:
@@ -72,7 +86,10 @@ class SqlBackend:
                 raise StoreUnavailableError(
                     f"task store {self.store_url.display}: directory {parent} does not exist"
                 )
+        assert self.task_store is not None, "attach() the SDK store first"
         try:
+            if self.store_url.kind == "postgresql":
+                await self._check_connections()
             await self._create_tables()
             if self.registry is None:
                 await _recovery.fail_tasks(
@@ -105,7 +122,7 @@ class SqlBackend:
         for loop in loops:
             with contextlib.suppress(asyncio.CancelledError):
                 await loop
-        for close in self._closers:
+        for close in self.closers:
             await close()
         if self.registry is not None and self._started:
             try:
@@ -130,6 +147,24 @@ class SqlBackend:
         self._cancel_watch = (running, stop)
 
     # -- internals -----------------------------------------------------------------
+    async def _check_connections(self) -> None:
+        # The pool opens its connections under load, when running out of them is an
+        # outage; a start that cannot have them all says so at once instead.
+        per_process, workers, held = self.connections
+        async with self.engine.connect() as conn:
+            conn = await conn.execution_options(**{READ_ONLY: True})
+            free: int = (await conn.execute(text(_FREE_CONNECTIONS))).scalar_one()
+        # +1: the connection asking is one of the pool's own
+        if workers * per_process > free + 1:
+            raise StoreUnavailableError(
+                f"task store {self.store_url.display} cannot take this agent's connections: "
+                f"{workers} worker(s) x {per_process} ({held}) = {workers * per_process}, "
+                f"but the server has {free + 1} "
+                "left (max_connections - superuser_reserved_connections - connections open "
+                "now); lower ?pool_size= in the task store URL or the workers, or raise "
+                "max_connections"
+            )
+
     async def _create_tables(self) -> None:
         # Two replicas starting together can both see a table missing and race to
         # create it; the loser sees a duplicate error, and a second pass finds it done.
@@ -157,11 +192,11 @@ class SqlBackend:
         self._loops.append(task)
 
     async def _heartbeat_loop(self, registry: ReplicaRegistry) -> None:
+        assert self.task_store is not None
         while True:
             await asyncio.sleep(registry.heartbeat_interval)
             try:
-                await registry.heartbeat()
-                for dead in await registry.dead_replicas():
+                for dead in await registry.heartbeat():
                     await _recovery.fail_tasks(
                         await _recovery.running_tasks_of(self.engine, dead), self.task_store
                     )

@@ -34,6 +34,8 @@ class StoreURL:
     display: str
     url: URL | None = None
     connect_args: dict[str, Any] = field(default_factory=dict)
+    #: PostgreSQL: connections the engine's pool opens at most (``?pool_size=``)
+    pool_size: int = 20
 
     @property
     def sqlite_path(self) -> str | None:
@@ -109,16 +111,24 @@ def _postgres(url: URL, driver: str) -> StoreURL:
         if sslmode not in _SSL_MODES:
             raise ValueError(f"sslmode must be one of {sorted(_SSL_MODES)}, got {sslmode!r}")
         connect_args["ssl"] = sslmode
+    pool = query.pop("pool_size", "20")
+    if not isinstance(pool, str) or not pool.isdigit() or not 1 <= int(pool) <= 1000:
+        raise ValueError(f"pool_size must be a whole number from 1 to 1000, got {pool!r}")
     if query:
         raise ValueError(
-            f"unsupported PostgreSQL task store options {sorted(query)}; supported: schema, sslmode"
+            f"unsupported PostgreSQL task store options {sorted(query)}; supported: schema, "
+            "sslmode, pool_size"
         )
     if server_settings:
         connect_args["server_settings"] = server_settings
     clean = url.set(drivername="postgresql+asyncpg", query={})
     display_url = url.set(drivername="postgresql")
     return StoreURL(
-        kind="postgresql", display=_display(display_url), url=clean, connect_args=connect_args
+        kind="postgresql",
+        display=_display(display_url),
+        url=clean,
+        connect_args=connect_args,
+        pool_size=int(pool),
     )
 
 

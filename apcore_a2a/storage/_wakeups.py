@@ -1,16 +1,20 @@
-"""Wake-ups for cluster event subscribers: read the event table now, not at the next poll.
+"""Wake-ups for event subscribers: read the event table when it has news, not on a timer.
 
-The event table stays the source of truth; a wake-up only tells subscribers to read it
-earlier. A wake-up that is lost costs at most one ``cluster_poll_interval``, never an
-event, because every subscriber still polls at that interval.
+The event table stays the source of truth; a wake-up only tells a subscriber to read it.
+Subscribers never poll themselves: one safety poll per process (:class:`SafetyPoll`)
+asks for the newest event of every followed task in one query, and wakes the
+subscribers that are behind. While wake-ups flow it runs every :data:`SAFETY_POLL`
+seconds; without them (off, not installable, the connection lost) every
+``cluster_poll_interval``, switching at once when the listening connection drops.
 
-* :class:`WakeHub` — the subscribers of one process, by task id.
+* :class:`WakeHub` — the subscribers of one process, by task id, each with its cursor.
 * :class:`PgListener` — PostgreSQL: an ``AFTER INSERT`` trigger on ``task_events`` calls
-  ``pg_notify`` with the task id; one ``LISTEN`` connection per process (asyncpg, outside
-  the pool) wakes that task's subscribers. A trigger rather than a ``NOTIFY`` issued by our
-  writes: it fires for every writer (a plain a2a-sdk replica too), inside the writing
-  transaction, so the notification is delivered only at commit, when the row is readable.
-  The connection reconnects by itself and wakes everyone after each (re)connect.
+  ``pg_notify`` on the schema's own channel with ``"<task id> <seq>"``; one ``LISTEN``
+  connection per process (asyncpg, outside the pool) wakes that task's subscribers that
+  have not read that far. A notification naming no followed task costs nothing. A
+  trigger rather than a ``NOTIFY`` issued by our writes: it fires for every writer (a
+  plain a2a-sdk replica too), inside the writing transaction, so the notification is
+  delivered only at commit, when the row is readable.
 * :class:`FileWatcher` — SQLite: while anyone subscribes, ``stat()`` the database file and
   its ``-wal`` every few milliseconds (no query, no lock) and wake everyone on a change.
 """
@@ -28,70 +32,96 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-__all__ = ["CHANNEL", "FileWatcher", "PgListener", "WakeHub", "install_notify_trigger"]
+__all__ = [
+    "SAFETY_POLL",
+    "FileWatcher",
+    "PgListener",
+    "SafetyPoll",
+    "WakeHub",
+    "channel_sql",
+    "install_notify_trigger",
+]
 
 logger = logging.getLogger(__name__)
 
-#: The PostgreSQL ``NOTIFY`` channel; the payload is a task id ('' wakes every task).
-CHANNEL = "apcore_a2a_task_events"
-#: pg_notify refuses payloads of 8000 bytes or more (and would fail the event's insert).
-_MAX_PAYLOAD = 7000
+#: Seconds between safety polls while wake-ups flow (one query per process, any number
+#: of subscribers).
+SAFETY_POLL = 5.0
 #: Seconds between ``stat()`` calls of the SQLite watcher.
 FILE_WATCH_INTERVAL = 0.005
 _TRIGGER = "apcore_a2a_task_events_notify"
 _LOCK_KEY = 0x0A2A_5EED
 
 
+def channel_sql(schema: str) -> str:
+    """SQL for the ``NOTIFY`` channel of the store in *schema* (an SQL expression).
+
+    ``apcore_a2a_`` + md5 of the schema name: one channel per store, whatever the length
+    of the schema's name (channel names stop at 63 bytes).
+    """
+    return f"'apcore_a2a_' || md5({schema})"
+
+
+class Waiter(asyncio.Event):
+    """One subscriber: set when its task has events after ``cursor`` (its last read)."""
+
+    cursor = 0
+
+
 class WakeHub:
-    """The waiting subscribers of one process; ``wake`` sets their events."""
+    """The waiting subscribers of one process; ``wake`` sets those that are behind."""
 
     def __init__(self) -> None:
-        self._waiters: dict[str, set[asyncio.Event]] = {}
+        self._waiters: dict[str, set[Waiter]] = {}
         self.count = 0
-        #: called when the first subscriber registers (starts a watcher)
-        self.on_first: Callable[[], None] | None = None
+        #: called when the first subscriber registers (start watchers and polls)
+        self.on_first: list[Callable[[], None]] = []
 
-    def register(self, task_id: str) -> asyncio.Event:
-        event = asyncio.Event()
-        self._waiters.setdefault(task_id, set()).add(event)
+    def register(self, task_id: str) -> Waiter:
+        waiter = Waiter()
+        self._waiters.setdefault(task_id, set()).add(waiter)
         self.count += 1
-        if self.count == 1 and self.on_first is not None:
-            self.on_first()
-        return event
+        if self.count == 1:
+            for start in self.on_first:
+                start()
+        return waiter
 
-    def unregister(self, task_id: str, event: asyncio.Event) -> None:
+    def unregister(self, task_id: str, waiter: asyncio.Event) -> None:
         waiters = self._waiters.get(task_id)
-        if waiters is None or event not in waiters:
+        if waiters is None or not isinstance(waiter, Waiter) or waiter not in waiters:
             return
-        waiters.discard(event)
+        waiters.discard(waiter)
         self.count -= 1
         if not waiters:
             del self._waiters[task_id]
 
-    def wake(self, task_id: str) -> None:
-        if not task_id:
-            self.wake_all()
-            return
-        for event in self._waiters.get(task_id, ()):
-            event.set()
+    def followed(self) -> list[str]:
+        """The task ids someone here waits on."""
+        return list(self._waiters)
+
+    def wake(self, task_id: str, seq: int | None = None) -> None:
+        """Wake *task_id*'s subscribers (those whose cursor is before *seq*, if given)."""
+        for waiter in self._waiters.get(task_id, ()):
+            if seq is None or waiter.cursor < seq:
+                waiter.set()
 
     def wake_all(self) -> None:
         for waiters in self._waiters.values():
-            for event in waiters:
-                event.set()
+            for waiter in waiters:
+                waiter.set()
 
 
 async def install_notify_trigger(engine: AsyncEngine, table: str = "task_events") -> None:
-    """Create (once; replicas may race) the trigger that NOTIFYs on *table* inserts."""
+    """Create or update (once; replicas may race) the trigger that NOTIFYs on inserts."""
     function = f"{_TRIGGER}_fn"
+    channel = channel_sql("TG_TABLE_SCHEMA")
     async with engine.begin() as conn:
         await conn.execute(text(f"SELECT pg_advisory_xact_lock({_LOCK_KEY})"))
         await conn.execute(
             text(
                 f"CREATE OR REPLACE FUNCTION {function}() RETURNS trigger "
                 "LANGUAGE plpgsql AS $$ BEGIN "
-                f"PERFORM pg_notify('{CHANNEL}', CASE WHEN octet_length(NEW.task_id) "
-                f"<= {_MAX_PAYLOAD} THEN NEW.task_id ELSE '' END); "
+                f"PERFORM pg_notify({channel}, NEW.task_id || ' ' || NEW.seq); "
                 "RETURN NULL; END $$"
             )
         )
@@ -145,15 +175,17 @@ class PgListener(_Loop):
         hub: WakeHub,
         connect: Callable[[], Awaitable[Any]],
         *,
+        table: str = "task_events",
         retry_delay: float = 5.0,
     ) -> None:
         self.hub = hub
         self._connect = connect
+        self._table = table
         self._retry_delay = retry_delay
-        #: the backend pid of the listening connection while connected
-        self.backend_pid: int | None = None
-        #: how many times it has connected (1 after the first connect)
-        self.connects = 0
+        #: set while notifications flow; cleared the moment the connection is lost
+        self.live = asyncio.Event()
+        #: set when the connection is lost (the safety poll speeds up at once)
+        self.lost = asyncio.Event()
 
     async def _run(self) -> None:
         failures = 0
@@ -168,25 +200,83 @@ class PgListener(_Loop):
                 failures += 1
                 logger.warning("event LISTEN connection failed: %s", type(exc).__name__)
             finally:
-                self.backend_pid = None
+                self._gone()
                 if conn is not None:
                     with contextlib.suppress(Exception):
                         conn.terminate()
             # Reconnect at once after a loss, then back off while the database is away.
             await asyncio.sleep(min(self._retry_delay, 0.05 * (2**failures) - 0.05))
 
+    def _gone(self) -> None:
+        if self.live.is_set():
+            self.live.clear()
+            self.lost.set()
+
     async def _listen(self, conn: Any) -> None:
-        lost = asyncio.Event()
-        conn.add_termination_listener(lambda _conn: lost.set())
-        await conn.add_listener(CHANNEL, self._notified)
-        self.backend_pid = conn.get_server_pid()
-        self.connects += 1
+        closed = asyncio.Event()
+
+        def terminated(_conn: Any) -> None:
+            self._gone()
+            closed.set()
+
+        conn.add_termination_listener(terminated)
+        channel = await conn.fetchval(
+            f"SELECT {channel_sql('n.nspname')} FROM pg_class c JOIN pg_namespace n "  # noqa: S608
+            "ON n.oid = c.relnamespace WHERE c.oid = CAST($1 AS regclass)",
+            self._table,
+        )
+        await conn.add_listener(channel, self._notified)
+        self.live.set()
         # Events written while nobody listened: read them now, not at the next poll.
         self.hub.wake_all()
-        await lost.wait()
+        await closed.wait()
 
     def _notified(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
-        self.hub.wake(payload)
+        task_id, _, seq = payload.rpartition(" ")
+        if task_id and seq.isdigit():
+            self.hub.wake(task_id, int(seq))
+
+
+class SafetyPoll(_Loop):
+    """While anyone subscribes: one query for the newest event of every followed task
+    (*heads*), waking the subscribers behind it; slow while *live* is set."""
+
+    _name = "apcore-a2a-store-poll"
+
+    def __init__(
+        self,
+        hub: WakeHub,
+        heads: Callable[[list[str]], Awaitable[dict[str, int]]],
+        *,
+        interval: float,
+        listener: PgListener | None,
+    ) -> None:
+        self.hub = hub
+        self._heads = heads
+        self._interval = interval
+        self._listener = listener
+        hub.on_first.append(self.start)
+
+    async def _run(self) -> None:
+        listener = self._listener
+        while self.hub.count > 0:
+            live = listener is not None and listener.live.is_set()
+            if listener is not None and live:
+                listener.lost.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(listener.lost.wait(), max(SAFETY_POLL, self._interval))
+            else:
+                await asyncio.sleep(self._interval)
+            followed = self.hub.followed()
+            if not followed:
+                continue
+            try:
+                heads = await self._heads(followed)
+            except Exception as exc:  # an outage: the subscribers' own reads report it
+                logger.debug("safety poll failed: %s", type(exc).__name__)
+                continue
+            for task_id, seq in heads.items():
+                self.hub.wake(task_id, seq)
 
 
 class FileWatcher(_Loop):
@@ -198,7 +288,7 @@ class FileWatcher(_Loop):
         self.hub = hub
         self._paths = (path, f"{path}-wal")
         self._interval = interval
-        hub.on_first = self.start
+        hub.on_first.append(self.start)
 
     def _signature(self) -> tuple[tuple[int, int, int], ...]:
         marks = []

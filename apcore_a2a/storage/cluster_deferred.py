@@ -27,6 +27,9 @@ cluster mode):
 * reads of a kept task in this process are answered from memory, with its version.
 
 A replica killed within the delay loses a task whose answer was never sent.
+
+Every other save goes to the SDK's ``VersionedDatabaseTaskStore``, after a claim for a
+running task (``_replicas.py``: a running task row always has its replica's claim).
 """
 
 from __future__ import annotations
@@ -36,21 +39,28 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from a2a.server.cluster import StoredTask, TaskVersion, VersionedDatabaseTaskStore
-from a2a.server.cluster.task_store import ConcurrentTaskModificationError, VersionedTaskStore
+from a2a.server.cluster import (
+    ConcurrentTaskModificationError,
+    StoredTask,
+    TaskVersion,
+    VersionedDatabaseTaskStore,
+)
 from a2a.server.context import ServerCallContext
 from a2a.server.events.event_queue import Event
+from a2a.server.models import TaskEventModel, TaskVersionModel
 from a2a.server.tasks import DatabaseTaskStore
-from a2a.types import ListTasksRequest, ListTasksResponse, Task, TaskState
+from a2a.types import Task, TaskState
 from a2a.utils.proto_utils import to_stream_response
 from sqlalchemy import Table, insert
 from sqlalchemy.exc import IntegrityError
 
+from apcore_a2a.upstream.sql_task_rows import TaskRows
+
 from ._group_commit import GroupCommit
 from ._pg_writer import PgInsert, PgWriter
-from ._replicas import ClaimingTaskStore
-from ._task_rows import TaskRows
+from ._replicas import ReplicaRegistry
 from .deferred import DEFER_STATE_KEY, WRITE_DELAY, forget_new, made_up_here
+from .observed import VersionedStoreLayer
 
 __all__ = ["DeferredClusterWrites"]
 
@@ -85,24 +95,30 @@ class _Write:
 _Batch = list[_Write]
 
 
-class DeferredClusterWrites(VersionedTaskStore):
-    """*inner* (the claiming cluster store) with the write rule of the module docstring."""
+class DeferredClusterWrites(VersionedStoreLayer):
+    """The SDK's cluster store *inner* (default tables) with the write rule of the module
+    docstring; *registry* records the claims of running tasks."""
+
+    inner: VersionedDatabaseTaskStore
 
     def __init__(
         self,
-        inner: ClaimingTaskStore,
+        inner: VersionedDatabaseTaskStore,
+        registry: ReplicaRegistry,
         *,
         delay: float = WRITE_DELAY,
         pg_writer: PgWriter | None = None,
     ) -> None:
-        self.inner = inner
+        super().__init__(inner)
+        self.registry = registry
         self._delay = delay
-        versioned: VersionedDatabaseTaskStore = inner.inner
-        self._db: DatabaseTaskStore = versioned._db
-        self._engine = self._db.engine
-        self._rows = TaskRows(self._db)
-        self._versions: Table = versioned._version_model.__table__  # type: ignore[assignment]
-        self._events: Table = versioned._event_model.__table__  # type: ignore[assignment]
+        db = inner.as_task_store
+        assert isinstance(db, DatabaseTaskStore)
+        self._owner = db.owner_resolver
+        self._engine = db.engine
+        self._rows = TaskRows(db)
+        self._versions: Table = TaskVersionModel.__table__  # type: ignore[assignment]
+        self._events: Table = TaskEventModel.__table__  # type: ignore[assignment]
         self._kept: dict[str, _Kept] = {}
         self._flushes: set[asyncio.Task[None]] = set()
         self._group: GroupCommit[_Write] = GroupCommit(self._write_batch)
@@ -110,18 +126,10 @@ class DeferredClusterWrites(VersionedTaskStore):
         self._pg = pg_writer
         if pg_writer is not None:
             dialect = self._engine.dialect
-            self._pg_steps = (
-                PgInsert(self._versions, ["task_id", "owner", "version"], dialect),
-                PgInsert(self._rows.table, self._rows.columns, dialect),
-                PgInsert(self._events, ["task_id", "owner", "task_version", "event_data"], dialect),
+            self._pg_steps = tuple(
+                PgInsert(table, dialect)
+                for table in (self._versions, self._rows.table, self._events)
             )
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self.inner, name)
-
-    async def initialize(self) -> None:
-        """Create the SDK's task, version and event tables if missing."""
-        await self.inner.initialize()
 
     async def save(
         self,
@@ -140,7 +148,7 @@ class DeferredClusterWrites(VersionedTaskStore):
             and task.status.state in _PASSING
             and context.state.get(DEFER_STATE_KEY)
         ):
-            kept = self._kept[task.id] = _Kept(task=Task(), owner=self.inner.owner(context))
+            kept = self._kept[task.id] = _Kept(task=Task(), owner=self._owner(context))
             kept.timer = asyncio.get_running_loop().call_later(
                 self._delay, self._write_later, task.id
             )
@@ -149,28 +157,41 @@ class DeferredClusterWrites(VersionedTaskStore):
                 # Unless the delay wrote it meanwhile: then the store holds our version.
                 if self._kept.get(task.id) is kept:
                     return await self._save_kept(kept, task, event, prev_version, context)
-        return await self.inner.save(
+        if task.status.state in _PASSING:
+            await self.registry.claim(task.id, self._owner(context))
+        else:
+            self.registry.release(task.id)
+        version = await self.inner.save(
             task, event=event, prev=prev, prev_version=prev_version, context=context
         )
+        forget_new(task.id, context)
+        return version
 
     async def get(self, task_id: str, context: ServerCallContext) -> StoredTask | None:
-        """The task with its version; a kept one from memory."""
+        """The task with its version; a kept one from memory, none for an id made up here."""
         kept = self._kept.get(task_id)
         if kept is not None and kept.version > 0:
-            if kept.owner != self.inner.owner(context):
+            if kept.owner != self._owner(context):
                 return None
             copy = Task()
             copy.CopyFrom(kept.task)
             return StoredTask(copy, TaskVersion(kept.version))
+        if made_up_here(task_id, context):
+            return None
         return await self.inner.get(task_id, context)
 
-    async def list(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
-        """The caller's stored tasks (SDK semantics)."""
-        return await self.inner.list(params, context)
+    async def peek(self, task_id: str, context: ServerCallContext) -> StoredTask | None:
+        """As :meth:`get`, reading only the status of a stored task (``streamed.py``)."""
+        if task_id in self._kept or made_up_here(task_id, context):
+            return await self.get(task_id, context)
+        read = getattr(self.inner, "peek", self.inner.get)
+        stored: StoredTask | None = await read(task_id, context)
+        return stored
 
     async def delete(self, task_id: str, context: ServerCallContext) -> None:
         """Forget a kept task and delete the stored one."""
         self._forget(task_id)
+        self.registry.release(task_id)
         await self.inner.delete(task_id, context)
 
     async def aclose(self) -> None:
@@ -208,7 +229,7 @@ class DeferredClusterWrites(VersionedTaskStore):
             # the kept state stays as it was (the delay still writes it).
             await self._write(task.id, kept.owner, copy, version, events)
             self._forget(task.id)
-            self.inner.registry.release(task.id)
+            self.registry.release(task.id)
         forget_new(task.id, context)
         return TaskVersion(version)
 
@@ -234,7 +255,7 @@ class DeferredClusterWrites(VersionedTaskStore):
                 return
             try:
                 # The claim first: a running task row always has one (see _replicas.py).
-                await self.inner.registry.claim(task_id, kept.owner)
+                await self.registry.claim(task_id, kept.owner)
                 await self._write(task_id, kept.owner, kept.task, kept.version, kept.events)
             except Exception as exc:
                 logger.warning("task %s: deferred write failed: %s", task_id, type(exc).__name__)
@@ -255,7 +276,7 @@ class DeferredClusterWrites(VersionedTaskStore):
             raise ConcurrentTaskModificationError(task_id) from None
 
     async def _write_batch(self, batch: _Batch) -> None:
-        await self._db._ensure_initialized()
+        await self.inner.initialize()  # once: the SDK's tables exist from then on
         events = [
             {"task_id": w.task_id, "owner": w.owner, "task_version": v, "event_data": data}
             for w in batch

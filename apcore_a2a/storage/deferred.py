@@ -35,7 +35,9 @@ from dataclasses import dataclass
 
 from a2a.server.context import ServerCallContext
 from a2a.server.tasks import TaskStore
-from a2a.types import ListTasksRequest, ListTasksResponse, Task, TaskState
+from a2a.types import Task, TaskState
+
+from .observed import TaskStoreLayer
 
 __all__ = [
     "DEFER_STATE_KEY",
@@ -70,10 +72,10 @@ class _Kept:
     written: int = -1
 
 
-class DeferredWrites(TaskStore):
+class DeferredWrites(TaskStoreLayer):
     """*inner* with the write rule of the module docstring; *owner* scopes reads as
     *inner* does (the SDK's owner resolver); *write* replaces ``inner.save`` (group
-    commit, ``_batched.py``)."""
+    commit, ``_group_commit.py``)."""
 
     def __init__(
         self,
@@ -83,14 +85,11 @@ class DeferredWrites(TaskStore):
         delay: float = WRITE_DELAY,
         write: Callable[[Task, ServerCallContext], Awaitable[None]] | None = None,
     ) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self._owner = owner
         self._save = write if write is not None else inner.save
         self._delay = delay
         self._kept: dict[str, _Kept] = {}
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self.inner, name)
 
     async def save(self, task: Task, context: ServerCallContext) -> None:
         kept = self._kept.get(task.id)
@@ -119,10 +118,8 @@ class DeferredWrites(TaskStore):
             return copy
         if made_up_here(task_id, context):
             return None
-        return await self.inner.get(task_id, context)
-
-    async def list(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
-        return await self.inner.list(params, context)
+        found: Task | None = await self.inner.get(task_id, context)
+        return found
 
     async def delete(self, task_id: str, context: ServerCallContext) -> None:
         kept = self._kept.pop(task_id, None)

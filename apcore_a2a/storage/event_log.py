@@ -21,6 +21,8 @@ from a2a.server.events.event_queue import Event
 from a2a.types import Task
 from a2a.utils.errors import InvalidParamsError
 
+from apcore_a2a.upstream.task_version import version_number
+
 from ._wakeups import WakeHub
 
 __all__ = ["MemoryEventLog", "RecordingTaskStore"]
@@ -61,8 +63,10 @@ class MemoryEventLog:
         return log[-1][0] if log else 0
 
     async def seq_at(self, task_id: str, version: TaskVersion) -> int:
-        value = version._value
-        return value if isinstance(value, int) else 0
+        try:
+            return version_number(version)
+        except TypeError:  # not a versioned store's number
+            return 0
 
     async def tail(
         self, task_id: str, after_seq: int, *, until_idle: bool = False

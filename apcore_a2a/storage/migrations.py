@@ -14,6 +14,7 @@ from typing import Any
 
 from sqlalchemy import inspect
 
+from . import quota_slots  # noqa: F401  (its table joins METADATA)
 from ._engine import create_engine
 from ._tables import METADATA
 from ._urls import parse_store_url

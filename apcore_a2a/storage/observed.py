@@ -1,15 +1,24 @@
-"""A task store seen through a view with two hooks: around each call, after each save.
+"""Store layers: the one base of every task-store wrapper, and the view at the chain's top.
 
-Features that must follow task states without reading the store again (0.3 push
-deliveries, per-caller task quotas) listen to saves; the outage guard (``outages.py``)
-wraps every call. The view keeps the store's kind (plain or versioned, which the SDK
-tells apart by type) and passes anything else (capacity, ...) through to the store.
-A save listener runs right after a save succeeded, in the saving coroutine, and must
-not block.
+A :class:`Layer` holds ``inner`` and passes ``get``/``list``/``delete`` through unless it
+overrides them. The SDK tells plain stores from versioned ones by type, so a layer is
+one or the other: :class:`TaskStoreLayer`, :class:`VersionedStoreLayer`.
+
+The top of every SQL chain is one view (:func:`store_view`):
+
+* every call is awaited through *around* (the outage guard, ``outages.py``);
+* save listeners run right after a save succeeded, in the saving coroutine, and must not
+  block (0.3 push snapshots, per-caller quotas, turn claims); adding a listener to a view
+  gives a view with one more listener, never a view of a view;
+* a read is answered once per request: the task a request read is kept in its call
+  context (a copy per answer) for a second at most, and until the task is saved in
+  this process, so a follow-up message (turn check, routing, the SDK's own load) reads
+  its stored task once.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -18,77 +27,118 @@ from a2a.server.context import ServerCallContext
 from a2a.server.events import Event
 from a2a.server.tasks import TaskStore
 from a2a.types import ListTasksRequest, ListTasksResponse, Task
+from cachetools import TTLCache
 
-__all__ = ["Around", "SaveListener", "observe_saves", "store_view"]
+__all__ = [
+    "Around",
+    "Layer",
+    "SaveListener",
+    "TaskStoreLayer",
+    "VersionedStoreLayer",
+    "observe_saves",
+    "store_view",
+]
 
 _T = TypeVar("_T")
 SaveListener = Callable[[Task, ServerCallContext], None]
 #: awaits one store call for the view (and may translate its errors)
 Around = Callable[[Awaitable[Any]], Awaitable[Any]]
+#: call-context state: task id -> (what this request read, when)
+_READS_STATE_KEY = "apcore_a2a_reads"
+#: seconds a read stays good for later reads of the same request (a long stream reads anew)
+_READ_TTL = 1.0
+
+
+class Layer:
+    """*inner* with ``get``/``list``/``delete`` passed through ``_call``."""
+
+    inner: Any
+
+    async def _call(self, call: Awaitable[_T]) -> _T:
+        return await call
+
+    async def get(self, task_id: str, context: ServerCallContext) -> Any:
+        return await self._call(self.inner.get(task_id, context))
+
+    async def list(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
+        page: ListTasksResponse = await self._call(self.inner.list(params, context))
+        return page
+
+    async def delete(self, task_id: str, context: ServerCallContext) -> None:
+        await self._call(self.inner.delete(task_id, context))
+
+    async def peek(self, task_id: str, context: ServerCallContext) -> Any:
+        """The task's id, context and status where the store below can read just those
+        (``streamed.py``: a resuming subscription need not read a long output); else
+        the whole task."""
+        read = getattr(self.inner, "peek", self.inner.get)
+        return await self._call(read(task_id, context))
+
+
+class TaskStoreLayer(Layer, TaskStore):
+    """A layer over a plain ``TaskStore``."""
+
+    def __init__(self, inner: TaskStore) -> None:
+        self.inner = inner
+
+
+class VersionedStoreLayer(Layer, VersionedTaskStore):
+    """A layer over a ``VersionedTaskStore``."""
+
+    def __init__(self, inner: VersionedTaskStore) -> None:
+        self.inner = inner
 
 
 async def _plain(call: Awaitable[_T]) -> _T:
     return await call
 
 
-def _ignore(task: Task, context: ServerCallContext) -> None:
-    return None
+class _ViewMixin(Layer):
+    _around: Around
+    _saved: tuple[SaveListener, ...]
+    #: task id -> when it was last saved through a view of this chain (any request)
+    _saves: TTLCache[str, float]
 
+    async def _call(self, call: Awaitable[_T]) -> _T:
+        result: _T = await self._around(call)
+        return result
 
-def store_view(
-    store: TaskStore | VersionedTaskStore,
-    *,
-    around: Around = _plain,
-    saved: SaveListener = _ignore,
-) -> TaskStore | VersionedTaskStore:
-    """*store* (plain or versioned) with every call awaited through *around* and *saved*
-    called after each successful save."""
-    if isinstance(store, VersionedTaskStore):
-        return _VersionedView(store, around, saved)
-    return _View(store, around, saved)
-
-
-def observe_saves(
-    store: TaskStore | VersionedTaskStore, listener: SaveListener
-) -> TaskStore | VersionedTaskStore:
-    """*store* with *listener* called after each successful save."""
-    return store_view(store, saved=listener)
-
-
-class _View(TaskStore):
-    def __init__(self, inner: TaskStore, around: Around, saved: SaveListener) -> None:
-        self.inner = inner
-        self._around = around
-        self._saved = saved
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)  # the store's own extras (capacity, ...)
-
-    async def save(self, task: Task, context: ServerCallContext) -> None:
-        await self._around(self.inner.save(task, context))
-        self._saved(task, context)
-
-    async def get(self, task_id: str, context: ServerCallContext) -> Task | None:
-        found: Task | None = await self._around(self.inner.get(task_id, context))
-        return found
-
-    async def list(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
-        page: ListTasksResponse = await self._around(self.inner.list(params, context))
-        return page
+    async def get(self, task_id: str, context: ServerCallContext) -> Any:
+        reads: dict[str, tuple[Any, float]] = context.state.setdefault(_READS_STATE_KEY, {})
+        now = time.monotonic()
+        hit = reads.get(task_id)
+        if hit is None or now - hit[1] > _READ_TTL or self._saves.get(task_id, 0.0) >= hit[1]:
+            found = await self._call(self.inner.get(task_id, context))
+            reads[task_id] = hit = (found, now)
+        return _copy(hit[0])
 
     async def delete(self, task_id: str, context: ServerCallContext) -> None:
-        await self._around(self.inner.delete(task_id, context))
+        context.state.get(_READS_STATE_KEY, {}).pop(task_id, None)
+        await self._call(self.inner.delete(task_id, context))
+
+    def _after_save(self, task: Task, context: ServerCallContext) -> None:
+        self._saves[task.id] = time.monotonic()
+        context.state.get(_READS_STATE_KEY, {}).pop(task.id, None)
+        for listener in self._saved:
+            listener(task, context)
 
 
-class _VersionedView(VersionedTaskStore):
-    def __init__(self, inner: VersionedTaskStore, around: Around, saved: SaveListener) -> None:
-        self.inner = inner
-        self._around = around
-        self._saved = saved
+def _copy(found: Any) -> Any:
+    if found is None:
+        return None
+    task = Task()
+    task.CopyFrom(found.task if isinstance(found, StoredTask) else found)
+    return StoredTask(task, found.version) if isinstance(found, StoredTask) else task
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
 
+class _View(_ViewMixin, TaskStoreLayer):
+    async def save(self, task: Task, context: ServerCallContext) -> None:
+        context.state.get(_READS_STATE_KEY, {}).pop(task.id, None)
+        await self._around(self.inner.save(task, context))
+        self._after_save(task, context)
+
+
+class _VersionedView(_ViewMixin, VersionedStoreLayer):
     async def save(
         self,
         task: Task,
@@ -98,20 +148,37 @@ class _VersionedView(VersionedTaskStore):
         prev_version: TaskVersion,
         context: ServerCallContext,
     ) -> TaskVersion:
+        context.state.get(_READS_STATE_KEY, {}).pop(task.id, None)
         saving = self.inner.save(
             task, event=event, prev=prev, prev_version=prev_version, context=context
         )
         version: TaskVersion = await self._around(saving)
-        self._saved(task, context)
+        self._after_save(task, context)
         return version
 
-    async def get(self, task_id: str, context: ServerCallContext) -> StoredTask | None:
-        found: StoredTask | None = await self._around(self.inner.get(task_id, context))
-        return found
 
-    async def list(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
-        page: ListTasksResponse = await self._around(self.inner.list(params, context))
-        return page
+def store_view(
+    store: TaskStore | VersionedTaskStore,
+    *,
+    around: Around | None = None,
+    saved: SaveListener | None = None,
+) -> TaskStore | VersionedTaskStore:
+    """*store* (plain or versioned) with every call awaited through *around* and *saved*
+    called after each successful save; a view of a view is one view with both."""
+    listeners: tuple[SaveListener, ...] = () if saved is None else (saved,)
+    saves: TTLCache[str, float] = TTLCache(maxsize=100_000, ttl=_READ_TTL)
+    if isinstance(store, _ViewMixin):
+        if around is not None:
+            raise ValueError("the view already has its around")
+        around, listeners, saves = store._around, (*store._saved, *listeners), store._saves
+        store = store.inner
+    view = _VersionedView(store) if isinstance(store, VersionedTaskStore) else _View(store)
+    view._around, view._saved, view._saves = around or _plain, listeners, saves
+    return view
 
-    async def delete(self, task_id: str, context: ServerCallContext) -> None:
-        await self._around(self.inner.delete(task_id, context))
+
+def observe_saves(
+    store: TaskStore | VersionedTaskStore, listener: SaveListener
+) -> TaskStore | VersionedTaskStore:
+    """*store* with *listener* called after each successful save."""
+    return store_view(store, saved=listener)

@@ -14,19 +14,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable
-from typing import Any, TypeVar
+from typing import TypeVar
 
-from a2a.server.cluster import VersionedTaskStore
 from a2a.server.context import ServerCallContext
-from a2a.server.tasks import PushNotificationConfigStore, TaskStore
+from a2a.server.tasks import PushNotificationConfigStore
 from a2a.types import TaskPushNotificationConfig
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 
 from apcore_a2a.errors import StoreUnavailableError
 
-from .observed import store_view
-
-__all__ = ["RETRY_AFTER", "UNAVAILABLE", "guard_outages", "guard_push_outages", "is_outage"]
+__all__ = ["RETRY_AFTER", "UNAVAILABLE", "guard_push_outages", "guarded", "is_outage"]
 
 logger = logging.getLogger(__name__)
 
@@ -52,7 +49,8 @@ def is_outage(exc: BaseException) -> bool:
     return isinstance(exc, DBAPIError) and bool(exc.connection_invalidated)
 
 
-async def _guarded(call: Awaitable[_T]) -> _T:
+async def guarded(call: Awaitable[_T]) -> _T:
+    """Await *call*, raising ``StoreUnavailableError`` if it failed on an outage."""
     try:
         return await call
     except StoreUnavailableError:
@@ -64,11 +62,6 @@ async def _guarded(call: Awaitable[_T]) -> _T:
         raise StoreUnavailableError(retry_after=RETRY_AFTER) from None
 
 
-def guard_outages(store: TaskStore | VersionedTaskStore) -> TaskStore | VersionedTaskStore:
-    """*store* (plain or versioned) raising ``StoreUnavailableError`` on outages."""
-    return store_view(store, around=_guarded)
-
-
 def guard_push_outages(store: PushNotificationConfigStore) -> PushNotificationConfigStore:
     """A push-config store raising ``StoreUnavailableError`` on outages."""
     return _GuardedPushStore(store)
@@ -78,26 +71,23 @@ class _GuardedPushStore(PushNotificationConfigStore):
     def __init__(self, inner: PushNotificationConfigStore) -> None:
         self.inner = inner
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
-
     async def set_info(
         self,
         task_id: str,
         notification_config: TaskPushNotificationConfig,
         context: ServerCallContext,
     ) -> TaskPushNotificationConfig | None:
-        return await _guarded(self.inner.set_info(task_id, notification_config, context))
+        return await guarded(self.inner.set_info(task_id, notification_config, context))
 
     async def get_info(
         self, task_id: str, context: ServerCallContext
     ) -> list[TaskPushNotificationConfig]:
-        return await _guarded(self.inner.get_info(task_id, context))
+        return await guarded(self.inner.get_info(task_id, context))
 
     async def get_info_for_dispatch(self, task_id: str) -> list[TaskPushNotificationConfig]:
-        return await _guarded(self.inner.get_info_for_dispatch(task_id))
+        return await guarded(self.inner.get_info_for_dispatch(task_id))
 
     async def delete_info(
         self, task_id: str, context: ServerCallContext, config_id: str | None = None
     ) -> None:
-        await _guarded(self.inner.delete_info(task_id, context, config_id))
+        await guarded(self.inner.delete_info(task_id, context, config_id))

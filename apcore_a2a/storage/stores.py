@@ -1,27 +1,50 @@
 """The task store, push-config store and cluster event stream an agent runs on.
 
-``open_stores`` turns the ``task_store`` setting into a :class:`Stores`; the server
-factory hands its parts to the SDK's ``DefaultRequestHandler`` and drives its lifecycle
-from the app lifespan (``start`` / ``aclose``) and ``/health`` (``ping``).
+:func:`open_stores` is the one place the store chain is composed from the settings; the
+server factory hands the parts of its :class:`Stores` to the SDK's
+``DefaultRequestHandler`` and drives their lifecycle from the app lifespan (``start`` /
+``aclose``) and ``/health`` (``ping``). Top to bottom, what the SDK's handler saves
+through (``docs/architecture.md`` draws the rows each writes)::
+
+    memory://     view (save listeners, one read per request) -> BoundedMemoryTaskStore
+    SQL           view (outage guard, save listeners, one read per request)
+                  -> DeferredWrites (deferred.py)          -> BatchedTaskWriter -> tasks
+                  -> DatabaseTaskStore (SDK: reads, deletes)
+    SQL, cluster  view (outage guard, save listeners, one read per request)
+                  -> DeferredClusterWrites (cluster_deferred.py, claims)
+                  -> ChunkedTaskStore (streamed.py; the SDK's VersionedDatabaseTaskStore:
+                     reads, compare-and-swap saves; streamed chunks in task_events only)
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from a2a.server.cluster import StoredTask, TaskEventStream, VersionedTaskStore
+from a2a.server.context import ServerCallContext
 from a2a.server.tasks import (
     InMemoryPushNotificationConfigStore,
+    PushNotificationConfigStore,
     TaskStore,
 )
+from a2a.types import Task
 
 from ._errors import StoreUnavailableError
-from ._set import Stores
-from ._urls import parse_store_url
+from ._urls import StoreURL, parse_store_url
 from .event_log import MemoryEventLog
 from .memory import BoundedMemoryTaskStore
+from .observed import store_view
+from .turns import MemoryTurnClaims, TurnClaims
 
 if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncEngine
+
     from apcore_a2a.settings import Settings
+
+    from ._sql_backend import SqlBackend
+    from .quota_slots import SqlQuotaSlots
 
 __all__ = [
     "DEFAULT_HEARTBEAT_INTERVAL",
@@ -38,6 +61,73 @@ DEFAULT_REPLICA_TIMEOUT = 10.0
 #: Tasks whose recent events the in-process event log keeps (the most recently active).
 EVENT_LOG_TASKS = 1000
 
+_INSTALL_HINT = {
+    "sqlite": "pip install 'apcore-a2a[sqlite]'",
+    "postgresql": "pip install 'apcore-a2a[postgres]'",
+}
+
+
+@dataclass
+class Stores:
+    """Everything the request handler needs to keep tasks, plus their lifecycle.
+
+    Attributes:
+        task_store: For ``DefaultRequestHandler(task_store=...)``; a
+            ``VersionedTaskStore`` in cluster mode.
+        push_config_store: Same backend (and database) as the task store, owner-scoped.
+        event_stream: Cluster mode only, for ``DefaultRequestHandler(event_stream=...)``.
+        engine: The SQLAlchemy engine of SQL stores (``None`` otherwise), for features
+            that keep a table of their own next to the tasks.
+        turns: Turn claims (see ``turns.py``): in the database in cluster mode.
+        quota_slots: Cluster mode: per-caller quota slots shared by all replicas
+            (``quota_slots.py``).
+    """
+
+    task_store: TaskStore | VersionedTaskStore
+    push_config_store: PushNotificationConfigStore
+    event_stream: TaskEventStream | None = None
+    engine: AsyncEngine | None = None
+    #: which follow-up continues a parked task (shared by replicas in cluster mode)
+    turns: TurnClaims = field(default_factory=MemoryTurnClaims)
+    #: events kept for resumable subscriptions: the cluster event stream, or a
+    #: :class:`~.event_log.MemoryEventLog` for the other stores (``None``: off)
+    event_log: object | None = None
+    quota_slots: SqlQuotaSlots | None = None
+    _backend: SqlBackend | None = field(default=None, repr=False)
+
+    async def get_task(self, task_id: str, context: ServerCallContext) -> Task | None:
+        """The caller's task, whichever store kind is in use (unwraps cluster versions)."""
+        found = await self.task_store.get(task_id, context)
+        return found.task if isinstance(found, StoredTask) else found
+
+    def watch_cancels(self, running: Callable[[], list[str]], stop: Callable[[str], None]) -> None:
+        """Cluster mode: stop a local run once another replica has canceled its task.
+
+        *running* lists the task ids executing in this process; *stop* is called with
+        one of them when the shared store says it is ``canceled``. No-op otherwise.
+        """
+        if self._backend is not None and self.event_stream is not None:
+            self._backend.watch_cancels(running, stop)
+
+    async def start(self) -> None:
+        """Create missing tables, fail tasks a dead process left running, start loops.
+
+        Raises :class:`StoreUnavailableError` when the database cannot be reached, or
+        cannot take the connections this agent would open (PostgreSQL).
+        """
+        if self._backend is not None:
+            await self._backend.start()
+
+    async def aclose(self) -> None:
+        """Stop background loops and release connections. Safe to call twice."""
+        if self._backend is not None:
+            await self._backend.aclose()
+
+    async def ping(self) -> None:
+        """Cheap liveness probe; raises :class:`StoreUnavailableError` when unreachable."""
+        if self._backend is not None:
+            await self._backend.ping()
+
 
 def open_stores(
     task_store: str | TaskStore,
@@ -51,12 +141,27 @@ def open_stores(
     URL forms: ``memory://`` (bounded, see :class:`BoundedMemoryTaskStore`),
     ``sqlite:///path/tasks.db``, ``postgresql://user@host/db`` (``postgres://`` and
     explicit ``+aiosqlite`` / ``+asyncpg`` drivers are accepted; PostgreSQL also takes
-    ``?schema=NAME`` and ``?sslmode=...``). A ``TaskStore`` object is used as is, with an
-    in-memory push-config store beside it.
+    ``?schema=NAME``, ``?sslmode=...`` and ``?pool_size=N``). A ``TaskStore`` object is
+    used as is, with an in-memory push-config store beside it.
 
     Raises ``ValueError`` for an unusable URL or setting combination.
     """
-    stores = _open(task_store, settings, heartbeat_interval, replica_timeout)
+    url = parse_store_url(task_store) if isinstance(task_store, str) else None
+    if settings.cluster and (url is None or url.kind == "memory"):
+        raise ValueError(
+            "cluster mode needs a shared SQL task store (sqlite:///path.db or "
+            "postgresql://user@host/db); memory:// and TaskStore objects are private to "
+            "one process"
+        )
+    if url is None or url.kind == "memory":
+        store = task_store
+        if not isinstance(store, TaskStore):
+            store = BoundedMemoryTaskStore(
+                max_capacity=settings.task_max_capacity, ttl_seconds=settings.task_ttl_seconds
+            )
+        stores = Stores(store_view(store), InMemoryPushNotificationConfigStore())
+    else:
+        stores = _sql_stores(url, settings, heartbeat_interval, replica_timeout)
     if stores.event_stream is not None:
         stores.event_log = stores.event_stream
     elif settings.task_event_log_size > 0:
@@ -66,44 +171,99 @@ def open_stores(
     return stores
 
 
-def _open(
-    task_store: str | TaskStore,
-    settings: Settings,
-    heartbeat_interval: float,
-    replica_timeout: float,
+def _sql_stores(
+    url: StoreURL, settings: Settings, heartbeat_interval: float, replica_timeout: float
 ) -> Stores:
-    if not isinstance(task_store, str):
-        if settings.cluster:
-            raise ValueError(
-                "cluster mode needs a task store URL (sqlite:///... or postgresql://...), "
-                "not a TaskStore object"
-            )
-        return Stores(
-            task_store=task_store, push_config_store=InMemoryPushNotificationConfigStore()
-        )
-    store_url = parse_store_url(task_store)
-    if store_url.kind == "memory":
-        if settings.cluster:
-            raise ValueError(
-                "cluster mode needs a shared SQL task store (sqlite:///path.db or "
-                "postgresql://user@host/db); memory:// is private to one process"
-            )
-        return Stores(
-            task_store=BoundedMemoryTaskStore(
-                max_capacity=settings.task_max_capacity, ttl_seconds=settings.task_ttl_seconds
-            ),
-            push_config_store=InMemoryPushNotificationConfigStore(),
-        )
-    from ._sql_open import open_sql_stores
-    from .outages import guard_outages, guard_push_outages
+    """The SQL chain of the module docstring, not yet connected."""
+    try:
+        from a2a.server.tasks import DatabasePushNotificationConfigStore, DatabaseTaskStore
 
-    stores = open_sql_stores(
-        store_url,
-        settings,
-        heartbeat_interval=heartbeat_interval,
-        replica_timeout=replica_timeout,
+        from ._engine import create_engine, create_sqlite_writer_engine
+
+        engine = create_engine(url)
+        if url.sqlite_path is not None:
+            _create_private(url.sqlite_path)
+    except ImportError as exc:
+        raise ValueError(
+            f"{url.kind} task store needs extra packages ({exc.name or exc}); "
+            f"install them with: {_INSTALL_HINT[url.kind]}"
+        ) from None
+    from ._event_stream import WakingTaskEventStream
+    from ._group_commit import BatchedTaskWriter
+    from ._pg_writer import PgWriter
+    from ._replicas import ReplicaRegistry
+    from ._sql_backend import SqlBackend
+    from .cluster_deferred import DeferredClusterWrites
+    from .deferred import DeferredWrites
+    from .outages import guard_push_outages, guarded
+    from .quota_slots import SqlQuotaSlots
+    from .streamed import ChunkedTaskStore
+    from .turns import SqlTurnClaims
+
+    if settings.push_encryption_key:
+        try:
+            import cryptography  # noqa: F401
+        except ImportError:
+            raise ValueError(
+                "push_encryption_key needs the 'cryptography' package: "
+                "pip install 'apcore-a2a[encryption]'"
+            ) from None
+    push_store = DatabasePushNotificationConfigStore(
+        engine, encryption_key=settings.push_encryption_key or None
     )
-    # A database outage answers StoreUnavailableError (retryable), see outages.py.
-    stores.task_store = guard_outages(stores.task_store)
-    stores.push_config_store = guard_push_outages(stores.push_config_store)
-    return stores
+    pg_writer = PgWriter(url) if url.kind == "postgresql" else None
+    held = [f"pool {url.pool_size}"] + ["writer"] * (pg_writer is not None)
+    if settings.cluster and settings.cluster_wakeups and url.kind == "postgresql":
+        held.append("listener")
+    backend = SqlBackend(
+        store_url=url,
+        engine=engine,
+        retention_seconds=settings.task_retention_seconds,
+        poll_interval=settings.cluster_poll_interval,
+        connections=(url.pool_size + len(held) - 1, settings.workers, " + ".join(held)),
+    )
+    push = guard_push_outages(push_store)
+    if not settings.cluster:
+        plain = DatabaseTaskStore(engine)
+        writer = BatchedTaskWriter(
+            plain, sync_engine=create_sqlite_writer_engine(url), pg_writer=pg_writer
+        )
+        deferred = DeferredWrites(plain, plain.owner_resolver, write=writer.save)
+        backend.attach(plain, [plain.initialize, push_store.initialize])
+        backend.closers += [deferred.aclose, writer.aclose]
+        task_store = store_view(deferred, around=guarded)
+        return Stores(task_store, push, engine=engine, _backend=backend)
+    if settings.cluster_poll_interval <= 0:
+        raise ValueError("cluster_poll_interval must be greater than 0")
+    versioned = ChunkedTaskStore(engine)
+    registry = ReplicaRegistry(
+        engine, heartbeat_interval=heartbeat_interval, replica_timeout=replica_timeout
+    )
+    events = WakingTaskEventStream(
+        engine,
+        url,
+        poll_interval_s=settings.cluster_poll_interval,
+        wakeups=settings.cluster_wakeups,
+    )
+    turns = SqlTurnClaims(engine)
+    writes = DeferredClusterWrites(versioned, registry, pg_writer=pg_writer)
+    backend.attach(
+        versioned, [versioned.initialize, events.initialize, push_store.initialize], registry
+    )
+    backend.closers += [writes.aclose, turns.aclose, events.aclose]
+    task_store = store_view(writes, around=guarded, saved=turns.saved)
+    slots = SqlQuotaSlots(engine, registry)
+    return Stores(task_store, push, events, engine, turns, quota_slots=slots, _backend=backend)
+
+
+def _create_private(path: str) -> None:
+    """Create a missing SQLite file readable by its owner only (mode 0600).
+
+    SQLite gives the ``-wal`` and ``-shm`` files it creates the mode of the database file,
+    so they are private too. An existing file keeps its mode (the operator's choice).
+    """
+    import contextlib
+    import os
+
+    with contextlib.suppress(FileExistsError, FileNotFoundError, IsADirectoryError):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))

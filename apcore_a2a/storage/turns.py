@@ -1,28 +1,48 @@
 """Turn claims: which one message may continue a task parked in ``input-required``.
 
 A parked task is continued by exactly one message. Every follow-up first claims the
-task's current turn -- the task id plus the timestamp of the status it is parked in --
-and only the first claim of a turn wins; later ones (concurrent or repeated, here or on
-another replica) are refused. The next time the task parks, its status has a new
-timestamp and so a new turn.
+task's current turn (:func:`turn_of`: the state it is parked in and the timestamp of
+that status), and only the first claim of a turn wins; later ones (concurrent or
+repeated, here or on another replica) are refused. The next time the task parks, its
+status has a new timestamp and so a new turn.
 
-In one process the claims live in memory; in cluster mode they are rows of a table
-whose primary key is the turn, so the database decides between replicas
-(``_replicas.SqlTurnClaims``).
+In one process the claims live in memory (the most recent turns). In cluster mode they
+are rows of ``apcore_a2a_task_turns``, whose primary key is the turn, so the database
+decides between replicas (:class:`SqlTurnClaims`). A row is inserted only while the
+task is still stored in that turn, so once the task has moved on nobody can claim the
+turn again, and the row is deleted then: when the claiming replica saves the task in
+another status (the wait is over), or with the task (retention).
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from typing import Protocol
 
+from a2a.server.context import ServerCallContext
+from a2a.server.models import TaskModel
+from a2a.types import Task, TaskState
 from cachetools import FIFOCache
+from sqlalchemy import and_, delete, exists, insert, literal, or_, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncEngine
 
-__all__ = ["MemoryTurnClaims", "TurnClaims"]
+from ._tables import turns_table
+
+__all__ = ["MemoryTurnClaims", "SqlTurnClaims", "TurnClaims", "turn_of"]
+
+logger = logging.getLogger(__name__)
+
+
+def turn_of(task: Task) -> str:
+    """The turn *task* is in: its state and the timestamp of its status."""
+    return f"{task.status.state}:{task.status.timestamp.ToJsonString()}"
 
 
 class TurnClaims(Protocol):
-    async def claim(self, task_id: str, turn: str) -> bool:
-        """Whether this call is the first to claim *turn* of *task_id*."""
+    async def claim(self, task: Task) -> bool:
+        """Whether this call is the first to claim the turn *task* (as stored) is in."""
         ...
 
 
@@ -32,10 +52,69 @@ class MemoryTurnClaims:
     def __init__(self, max_entries: int = 100_000) -> None:
         self._seen: FIFOCache[tuple[str, str], None] = FIFOCache(maxsize=max_entries)
 
-    async def claim(self, task_id: str, turn: str) -> bool:
+    async def claim(self, task: Task) -> bool:
         # No await between the test and the insert: atomic on the event loop.
-        key = (task_id, turn)
+        key = (task.id, turn_of(task))
         if key in self._seen:
             return False
         self._seen[key] = None
         return True
+
+
+class SqlTurnClaims:
+    """Claims shared by every replica on one database (cluster mode)."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self._engine = engine
+        #: task id -> the turn this process claimed, until the task is saved past it
+        self._held: dict[str, str] = {}
+        self._releases: set[asyncio.Task[None]] = set()
+
+    async def claim(self, task: Task) -> bool:
+        turn = turn_of(task)
+        status = TaskModel.status
+        still_there = exists().where(
+            TaskModel.id == task.id,
+            or_(
+                and_(
+                    status["state"].as_string() == TaskState.Name(task.status.state),
+                    status["timestamp"].as_string() == task.status.timestamp.ToJsonString(),
+                ),
+                # A row an older SDK wrote: its status reads back in another spelling.
+                TaskModel.protocol_version.is_distinct_from("1.0"),
+            ),
+        )
+        claim = insert(turns_table).from_select(
+            ["task_id", "turn"], select(literal(task.id), literal(turn[:64])).where(still_there)
+        )
+        try:
+            async with self._engine.begin() as conn:
+                inserted = (await conn.execute(claim)).rowcount
+        except IntegrityError:
+            return False
+        if inserted != 1:
+            return False
+        self._held[task.id] = turn
+        return True
+
+    def saved(self, task: Task, context: ServerCallContext) -> None:
+        """A save listener: a task saved past the turn claimed here releases its rows."""
+        held = self._held.get(task.id)
+        if held is None or held == turn_of(task):
+            return
+        del self._held[task.id]
+        release = asyncio.ensure_future(self._release(task.id))
+        self._releases.add(release)
+        release.add_done_callback(self._releases.discard)
+
+    async def _release(self, task_id: str) -> None:
+        try:
+            async with self._engine.begin() as conn:
+                await conn.execute(delete(turns_table).where(turns_table.c.task_id == task_id))
+        except Exception as exc:  # the row stays until retention deletes the task
+            logger.warning("turn claim of task %s not deleted: %s", task_id, type(exc).__name__)
+
+    async def aclose(self) -> None:
+        """Wait for the deletions under way."""
+        if self._releases:
+            await asyncio.gather(*self._releases, return_exceptions=True)

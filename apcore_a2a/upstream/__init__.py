@@ -22,5 +22,9 @@ or writes a private name of those four packages (``tests/upstream/test_seam.py``
   the body the request guard already parsed (off the event loop when large).
 * ``rest03_streams``: the SDK's 0.3 REST streams report request errors after the
   ``200``; ours answer them before the stream starts.
+* ``sql_task_rows``: a2a-sdk 1.3 builds a task's ``tasks`` row only inside ``save``
+  (private ``_to_orm``); the group-commit writers need the row itself.
+* ``task_version``: a2a-sdk 1.3's ``TaskVersion`` has no accessor for the number it wraps;
+  the event log's positions need it.
 * ``rest03_files``: the SDK's 0.3 REST routes base64 ``fileWithBytes`` twice.
 """

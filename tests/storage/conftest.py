@@ -68,6 +68,19 @@ def pg_schema_url() -> Iterator[str]:
         _pg_execute(f"DROP SCHEMA {schema} CASCADE")
 
 
+@contextlib.contextmanager
+def pg_database_url() -> Iterator[str]:
+    """A fresh database of its own (its transaction counters count only its clients),
+    dropped on exit; yields its URL."""
+    require_postgres()
+    name = f"apcore_a2a_d_{uuid.uuid4().hex[:12]}"
+    _pg_execute(f"CREATE DATABASE {name}")
+    try:
+        yield f"postgresql://{PG_USER}@{PG_HOST}:{PG_PORT}/{name}"
+    finally:
+        _pg_execute(f"DROP DATABASE {name} WITH (FORCE)")
+
+
 @pytest.fixture
 def pg_url() -> Iterator[str]:
     """``postgresql://`` URL of a fresh, empty schema in the ``test`` database."""

@@ -17,7 +17,7 @@ from a2a.types import TaskState, TaskStatusUpdateEvent
 
 from apcore_a2a.storage._engine import create_engine
 from apcore_a2a.storage._pg_writer import PgWriter
-from apcore_a2a.storage._replicas import ClaimingTaskStore, ReplicaRegistry
+from apcore_a2a.storage._replicas import ReplicaRegistry
 from apcore_a2a.storage._tables import METADATA
 from apcore_a2a.storage._urls import parse_store_url
 from apcore_a2a.storage.cluster_deferred import DeferredClusterWrites
@@ -34,8 +34,6 @@ async def versioned(sql_url: str) -> AsyncIterator[VersionedDatabaseTaskStore]:
     engine = create_engine(parse_store_url(sql_url))
     store = VersionedDatabaseTaskStore(engine)
     await store.initialize()
-    registry = ReplicaRegistry(engine, heartbeat_interval=1, replica_timeout=5)
-    await ClaimingTaskStore(store, registry).initialize()
     async with engine.begin() as conn:
         await conn.run_sync(METADATA.create_all)
     yield store
@@ -55,8 +53,9 @@ async def writer(sql_url: str) -> AsyncIterator[PgWriter | None]:
 def deferred(
     store: VersionedDatabaseTaskStore, writer: PgWriter | None, delay: float = 60.0
 ) -> DeferredClusterWrites:
-    registry = ReplicaRegistry(store._db.engine, heartbeat_interval=1, replica_timeout=5)
-    return DeferredClusterWrites(ClaimingTaskStore(store, registry), delay=delay, pg_writer=writer)
+    engine = store.as_task_store.engine  # type: ignore[attr-defined]
+    registry = ReplicaRegistry(engine, heartbeat_interval=1, replica_timeout=5)
+    return DeferredClusterWrites(store, registry, delay=delay, pg_writer=writer)
 
 
 def _event(task_id: str, context_id: str, state: TaskState) -> TaskStatusUpdateEvent:

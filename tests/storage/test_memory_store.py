@@ -201,7 +201,7 @@ def test_capacity_must_be_an_integer() -> None:
 
 async def test_open_stores_applies_capacity_and_ttl_settings() -> None:
     stores = open_stores("memory://", settings(task_max_capacity=2, task_ttl_seconds=0))
-    store = stores.task_store
+    store = stores.task_store.inner  # type: ignore[union-attr]
     assert isinstance(store, BoundedMemoryTaskStore)
     assert store.max_capacity == 2
     first = make_task(TaskState.TASK_STATE_COMPLETED)

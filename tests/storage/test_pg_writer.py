@@ -19,9 +19,9 @@ from a2a.server.tasks import DatabaseTaskStore
 from a2a.types import TaskState
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 
-from apcore_a2a.storage._batched import BatchedTaskWriter
 from apcore_a2a.storage._engine import create_engine
-from apcore_a2a.storage._pg_writer import WRITER_APPLICATION, PgInsert, PgWriter
+from apcore_a2a.storage._group_commit import BatchedTaskWriter
+from apcore_a2a.storage._pg_writer import SDK_COLUMNS, WRITER_APPLICATION, PgInsert, PgWriter
 from apcore_a2a.storage._urls import parse_store_url
 from apcore_a2a.storage.outages import is_outage
 
@@ -40,13 +40,18 @@ async def db(pg_url: str) -> AsyncIterator[DatabaseTaskStore]:
     await store.engine.dispose()
 
 
-#: a task row of the columns the two statement tests write
-ROW = {"id": "a", "context_id": "c-1", "kind": "task", "status": {"state": 3}}
+#: a task row for the two statement tests
+ROW = {c: None for c in SDK_COLUMNS["tasks"]} | {
+    "id": "a",
+    "context_id": "c-1",
+    "kind": "task",
+    "status": {"state": 3},
+}
 
 
 def _insert(db: DatabaseTaskStore, conflict_key: str | None = None) -> PgInsert:
     table = db.task_model.__table__
-    return PgInsert(table, list(ROW), db.engine.dialect, conflict_key=conflict_key)  # type: ignore[arg-type]
+    return PgInsert(table, db.engine.dialect, conflict_key=conflict_key)  # type: ignore[arg-type]
 
 
 async def _writer_backends(schema: str) -> list[int]:

@@ -158,13 +158,12 @@ def test_sdk_event_stream_still_has_no_wakeup_hook() -> None:
     """``WakingTaskEventStream`` replaces the SDK's sleep; notice when the SDK grows a hook.
 
     If this fails, the SDK's ``DatabaseTaskEventStream`` changed: see whether it now wakes
-    subscribers itself (then use that) and whether the helpers ours reuses still exist.
+    subscribers itself (then use that).
     """
     public = {n for n, _ in inspect.getmembers(DatabaseTaskEventStream) if not n.startswith("_")}
     assert public == {"destroy", "initialize", "publish", "subscribe"}
     params = list(inspect.signature(DatabaseTaskEventStream.__init__).parameters)
     assert params == ["self", "engine", "create_table", "table_name", "poll_interval_s"]
-    assert callable(DatabaseTaskEventStream._seq_at_or_before_version)
     assert "asyncio.sleep(self._poll_interval_s)" in inspect.getsource(
         DatabaseTaskEventStream.subscribe
     )

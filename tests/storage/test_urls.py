@@ -82,7 +82,7 @@ def test_cluster_mode_refuses_memory() -> None:
 
 
 def test_cluster_mode_refuses_a_store_object() -> None:
-    with pytest.raises(ValueError, match="cluster mode needs a task store URL"):
+    with pytest.raises(ValueError, match="cluster mode needs a shared SQL task store"):
         open_stores(InMemoryTaskStore(), settings(cluster=True))
 
 
@@ -94,7 +94,7 @@ def test_cluster_mode_refuses_a_non_positive_poll_interval() -> None:
 async def test_a_store_object_is_used_as_is() -> None:
     mine = InMemoryTaskStore()
     stores = open_stores(mine, settings())
-    assert stores.task_store is mine
+    assert stores.task_store.inner is mine  # type: ignore[union-attr]
     assert isinstance(stores.push_config_store, InMemoryPushNotificationConfigStore)
     assert stores.event_stream is None
     assert stores.engine is None
@@ -105,8 +105,9 @@ async def test_a_store_object_is_used_as_is() -> None:
 
 def test_defaults_are_bounded_memory() -> None:
     stores = open_stores(settings().task_store, settings())
-    assert isinstance(stores.task_store, BoundedMemoryTaskStore)
-    assert stores.task_store.max_capacity == 10_000
+    memory = stores.task_store.inner  # type: ignore[union-attr]
+    assert isinstance(memory, BoundedMemoryTaskStore)
+    assert memory.max_capacity == 10_000
 
 
 async def test_sql_urls_do_no_io_until_started(tmp_path: Path) -> None:

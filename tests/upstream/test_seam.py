@@ -28,21 +28,7 @@ UPSTREAM = ("a2a", "starlette", "uvicorn", "sse_starlette")
 _PRIVATE = re.compile(r"^_[A-Za-z0-9]\w*$")
 
 #: (module path relative to apcore_a2a, name) found outside the seam today.
-ALLOWED = {
-    # storage helper removes these
-    ("storage/_batched.py", "_ensure_initialized"),
-    ("storage/_event_stream.py", "_engine"),
-    ("storage/_event_stream.py", "_ensure_initialized"),
-    ("storage/_event_stream.py", "_event_model"),
-    ("storage/_event_stream.py", "_poll_interval_s"),
-    ("storage/_event_stream.py", "_seq_at_or_before_version"),
-    ("storage/_event_stream.py", "_session_maker"),
-    ("storage/_task_rows.py", "_to_orm"),
-    ("storage/cluster_deferred.py", "_ensure_initialized"),
-    ("storage/cluster_deferred.py", "_event_model"),
-    ("storage/cluster_deferred.py", "_version_model"),
-    ("storage/event_log.py", "_value"),
-}
+ALLOWED: set[tuple[str, str]] = set()
 
 
 def _private(name: str) -> bool:

@@ -1,0 +1,123 @@
+"""Follow-up messages to a parked task, as the store sees them.
+
+* A follow-up reads its stored task once (turn check, routing and the SDK's own load
+  share the read), counted by a ``TaskStore`` object the agent is given.
+* In cluster mode a turn claim (``apcore_a2a_task_turns``) is deleted once its wait is
+  over, without retention: the table does not grow one row per continued wait.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import asyncpg
+import httpx
+import pytest
+from a2a.server.context import ServerCallContext
+from a2a.server.tasks import InMemoryTaskStore
+from a2a.types import Task
+from apcore import ModuleAnnotations, Registry
+from pydantic import BaseModel
+
+from .._support import cli_server, free_port, running_server
+from ._a2a import EXTENSIONS
+from .conftest import PG_DB, PG_HOST, PG_PORT, PG_USER, pg_schema_url
+
+V10 = {"A2A-Version": "1.0"}
+
+
+class _Input(BaseModel):
+    amount: int
+
+
+class _Approved:
+    input_schema = _Input
+    description = "Pay after approval"
+    annotations = ModuleAnnotations(requires_approval=True)
+
+    def execute(self, inputs: dict[str, Any], context: object) -> dict[str, Any]:
+        return {"paid": inputs["amount"]}
+
+
+class _CountingStore(InMemoryTaskStore):
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads: list[str] = []
+
+    async def get(self, task_id: str, context: ServerCallContext | None = None) -> Task | None:
+        self.reads.append(task_id)
+        return await super().get(task_id, context)  # type: ignore[arg-type]
+
+
+def _message(data: dict[str, Any], *, skill: str = "", task_id: str = "") -> dict[str, Any]:
+    message: dict[str, Any] = {"messageId": uuid.uuid4().hex, "role": "ROLE_USER"}
+    message["parts"] = [{"data": data}]
+    if skill:
+        message["metadata"] = {"skillId": skill}
+    if task_id:
+        message["taskId"] = task_id
+    return message
+
+
+async def _send(http: httpx.AsyncClient, url: str, message: dict[str, Any]) -> dict[str, Any]:
+    body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}}
+    answer = await http.post(url + "/", json=body, headers=V10)
+    assert answer.status_code == 200, answer.text
+    task: dict[str, Any] = answer.json()["result"]["task"]
+    return task
+
+
+async def test_a_follow_up_reads_its_stored_task_once() -> None:
+    from apcore_a2a import A2AServerFactory
+
+    registry = Registry()
+    registry.register("shop.pay", _Approved())
+    store = _CountingStore()
+    port = free_port()
+    app, _ = A2AServerFactory(registry, environ={}, port=port, task_store=store).create()
+    async with running_server(app, port=port) as url, httpx.AsyncClient(timeout=20) as http:
+        parked = await _send(http, url, _message({"amount": 5}, skill="shop.pay"))
+        assert parked["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+        store.reads.clear()
+        done = await _send(http, url, _message({"approved": True}, task_id=parked["id"]))
+    assert done["status"]["state"] == "TASK_STATE_COMPLETED", done
+    assert store.reads == [parked["id"]]
+
+
+@contextlib.contextmanager
+def _replicas() -> Iterator[tuple[str, str, str]]:
+    with contextlib.ExitStack() as stack:
+        url = stack.enter_context(pg_schema_url())
+        args = ["--extensions-dir", EXTENSIONS, "--task-store", url, "--cluster"]
+        a, _ = stack.enter_context(cli_server(args))
+        b, _ = stack.enter_context(cli_server(args))
+        yield a, b, url.rsplit("schema=", 1)[1]
+
+
+async def _turn_rows(schema: str) -> int:
+    conn = await asyncpg.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, database=PG_DB)
+    try:
+        return int(await conn.fetchval(f"SELECT count(*) FROM {schema}.apcore_a2a_task_turns"))
+    finally:
+        await conn.close()
+
+
+@pytest.mark.postgres
+async def test_turn_claims_are_deleted_when_their_wait_ends() -> None:
+    with _replicas() as (a, b, schema):
+        async with httpx.AsyncClient(timeout=30) as http:
+            for _ in range(3):
+                transfer = {"to": "acct-1", "amount": 5}
+                parked = await _send(http, a, _message(transfer, skill="bank.transfer"))
+                assert parked["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+                done = await _send(http, b, _message({"approved": True}, task_id=parked["id"]))
+                assert done["status"]["state"] == "TASK_STATE_COMPLETED", done
+        deadline = time.monotonic() + 10
+        while (rows := await _turn_rows(schema)) > 0:
+            assert time.monotonic() < deadline, f"{rows} turn claim(s) left behind"
+            await asyncio.sleep(0.1)

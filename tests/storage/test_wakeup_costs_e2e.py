@@ -1,0 +1,239 @@
+"""What idle cluster subscribers and forged wake-ups cost PostgreSQL, on real replicas.
+
+Replicas A and B share a database of their own, so its transaction counters
+(``pg_stat_database``: commits + rollbacks, every read is one) count only their queries.
+50 tasks parked in ``input-required`` on A have a ``SubscribeToTask`` stream each on B:
+nothing happens to them, so whatever the database does beyond the replicas' heartbeats
+is the price of waiting.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import hashlib
+import itertools
+import json
+import random
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import asyncpg
+import httpx
+import pytest
+
+from .._support import cli_server
+from ._a2a import EXTENSIONS
+from .conftest import PG_HOST, PG_PORT, PG_USER, pg_database_url
+
+pytestmark = pytest.mark.postgres
+
+SUBSCRIBERS = 50
+#: PostgreSQL backends report their counters up to 10 s after they go idle: the work of
+#: opening the streams must be counted before the measurement starts
+SETTLE = 12.0
+V10 = {"A2A-Version": "1.0"}
+#: lets one caller hold all the streams of the test
+ENV = {
+    "A2A_MAX_STREAMS": "600",
+    "A2A_MAX_STREAMS_PER_CALLER": "600",
+    "A2A_MAX_UNFINISHED_TASKS_PER_CALLER": "0",
+}
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[tuple[str, str, str]]:
+    """(URL of A, URL of B, database name): two replicas on a database of their own."""
+    with contextlib.ExitStack() as stack:
+        url = stack.enter_context(pg_database_url())
+        args = ["--extensions-dir", EXTENSIONS, "--task-store", url, "--cluster"]
+        a, _ = stack.enter_context(cli_server(args, env=ENV))
+        b, _ = stack.enter_context(cli_server(args, env=ENV))
+        yield a, b, url.rsplit("/", 1)[1]
+
+
+def _on(database: str, work: Any) -> Any:
+    """Run ``await work(conn)`` on a connection to *database*, off the test's loop."""
+
+    async def run() -> Any:
+        conn = await asyncpg.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, database=database)
+        try:
+            return await work(conn)
+        finally:
+            await conn.close()
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, run()).result()
+
+
+def _transactions(database: str) -> int:
+    sql = "SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = $1"
+    return int(_on("postgres", lambda conn: conn.fetchval(sql, database)))
+
+
+async def _count(database: str, seconds: float) -> int:
+    """Transactions of *database* over the next *seconds*."""
+    before = await asyncio.to_thread(_transactions, database)
+    await asyncio.sleep(seconds)
+    return await asyncio.to_thread(_transactions, database) - before
+
+
+async def _rpc(http: httpx.AsyncClient, url: str, method: str, params: dict[str, Any]) -> Any:
+    body = {"jsonrpc": "2.0", "id": uuid.uuid4().hex, "method": method, "params": params}
+    answer = await http.post(url + "/", json=body, headers=V10)
+    assert answer.status_code == 200, answer.text
+    return answer.json()
+
+
+async def _parked_task(http: httpx.AsyncClient, url: str) -> str:
+    message = {
+        "messageId": uuid.uuid4().hex,
+        "role": "ROLE_USER",
+        "parts": [{"data": {"to": "acct-1", "amount": 5}}],
+        "metadata": {"skillId": "bank.transfer"},
+    }
+    parked = await _rpc(http, url, "SendMessage", {"message": message})
+    assert parked["result"]["task"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", parked
+    return str(parked["result"]["task"]["id"])
+
+
+@contextlib.asynccontextmanager
+async def _idle_subscribers(a: str, b: str, count: int) -> AsyncIterator[None]:
+    """*count* tasks parked on *a*, each followed by a ``SubscribeToTask`` stream on *b*
+    that is read as it comes (past its first event, the stored task, when this yields)."""
+    limits = httpx.Limits(max_connections=count + 5)
+    async with httpx.AsyncClient(timeout=120, limits=limits) as http:
+        opened = asyncio.Semaphore(0)
+
+        async def follow(task_id: str) -> None:
+            body = {"jsonrpc": "2.0", "id": 1, "method": "SubscribeToTask"}
+            body["params"] = {"id": task_id}
+            async with http.stream("POST", b + "/", json=body, headers=V10) as response:
+                assert response.status_code == 200
+                async for line in response.aiter_lines():
+                    if line.startswith("data:"):
+                        opened.release()
+
+        parked = [await _parked_task(http, a) for _ in range(count)]
+        readers = [asyncio.ensure_future(follow(task_id)) for task_id in parked]
+        try:
+            for _ in parked:
+                await asyncio.wait_for(opened.acquire(), 30)
+            yield
+        finally:
+            for reader in readers:
+                reader.cancel()
+            await asyncio.gather(*readers, return_exceptions=True)
+
+
+async def test_fifty_idle_subscribers_cost_at_most_five_transactions_a_second(
+    cluster: tuple[str, str, str],
+) -> None:
+    a, b, database = cluster
+    async with _idle_subscribers(a, b, SUBSCRIBERS):
+        await asyncio.sleep(SETTLE)
+        seconds = 20.0
+        rate = await _count(database, seconds) / seconds
+    # Both replicas' heartbeats (about 2/s) and one safety poll per replica every 5 s.
+    assert rate <= 5.0, f"{SUBSCRIBERS} idle subscribers: {rate:.1f} transactions/s"
+
+
+async def test_forged_notifications_cost_at_most_one_read_per_subscriber(
+    cluster: tuple[str, str, str],
+) -> None:
+    a, b, database = cluster
+    # The channel the docs name for tables in schema "public", and the one-for-all
+    # channel of earlier versions.
+    channels = ["apcore_a2a_" + hashlib.md5(b"public").hexdigest(), "apcore_a2a_task_events"]
+    forged = [""] * 300 + [f"{uuid.uuid4()} {random.randint(1, 10**6)}" for _ in range(300)]
+
+    async def cost(on: list[str]) -> int:
+        """Transactions of the database while *forged* goes out on each channel of *on*,
+        one notification at a time, until the reads they caused are counted."""
+
+        async def notify(conn: asyncpg.Connection) -> None:
+            for payload in forged:
+                for channel in on:
+                    await conn.execute("SELECT pg_notify($1, $2)", channel, payload)
+                await asyncio.sleep(0.005)
+
+        before = await asyncio.to_thread(_transactions, database)
+        await asyncio.to_thread(_on, database, notify)
+        await asyncio.sleep(SETTLE)
+        return await asyncio.to_thread(_transactions, database) - before
+
+    async with _idle_subscribers(a, b, SUBSCRIBERS):
+        await asyncio.sleep(SETTLE)
+        # The same notifications on channels nobody listens to: what sending them costs.
+        unheard = await cost([f"apcore_a2a_unheard_{n}" for n in range(len(channels))])
+        heard = await cost(channels)
+    extra = heard - unheard
+    assert extra <= SUBSCRIBERS, f"{len(forged) * 2} forged notifications cost {extra} reads"
+
+
+async def _kill_listeners(database: str, stop: asyncio.Event) -> int:
+    """Terminate every LISTEN connection to *database* as soon as it shows, until *stop*."""
+    sql = (
+        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1"
+    )
+    killed = 0
+    name = f"apcore-a2a listen {database}"
+    while not stop.is_set():
+        killed += await asyncio.to_thread(_on, "postgres", lambda c: c.fetchval(sql, name))
+        await asyncio.sleep(0.02)
+    return killed
+
+
+async def test_without_its_listening_connection_a_replica_polls_at_once(
+    cluster: tuple[str, str, str],
+) -> None:
+    a, b, database = cluster
+    stop = asyncio.Event()
+    killer = asyncio.ensure_future(_kill_listeners(database, stop))
+    try:
+        await asyncio.sleep(1.0)  # both replicas have lost their connection by now
+        arrivals = await _follow_countdown(a, b)
+    finally:
+        stop.set()
+        killed = await killer
+    assert killed >= 2
+    values = [v for v, _ in arrivals]
+    assert values == list(range(values[0], -1, -1)), values
+    gaps = [later - earlier for (_, earlier), (_, later) in itertools.pairwise(arrivals)]
+    # Chunks come every 0.2 s; the poll (every 0.5 s) delivers each within about that.
+    # Had the replica kept the slow safety poll (5 s), gaps would reach several seconds.
+    assert max(gaps) < 2.5, gaps
+
+
+async def _follow_countdown(a: str, b: str) -> list[tuple[int, float]]:
+    """Run ``text.countdown`` (25 chunks, 0.2 s apart) on A, follow it on B: (value, time)."""
+    arrivals: list[tuple[int, float]] = []
+    async with httpx.AsyncClient(timeout=60) as http:
+        message = {
+            "messageId": uuid.uuid4().hex,
+            "role": "ROLE_USER",
+            "parts": [{"data": {"start": 25, "delay": 0.2}}],
+            "metadata": {"skillId": "text.countdown"},
+        }
+        started = await _rpc(
+            http,
+            a,
+            "SendMessage",
+            {"message": message, "configuration": {"returnImmediately": True}},
+        )
+        task_id = started["result"]["task"]["id"]
+        body = {"jsonrpc": "2.0", "id": 1, "method": "SubscribeToTask", "params": {"id": task_id}}
+        async with http.stream("POST", b + "/", json=body, headers=V10) as response:
+            async for line in response.aiter_lines():
+                if not line.startswith("data:"):
+                    continue
+                result = json.loads(line[5:])["result"]
+                if "artifactUpdate" in result:
+                    for part in result["artifactUpdate"]["artifact"]["parts"]:
+                        arrivals.append((int(part["data"]["remaining"]), time.monotonic()))
+                if '"TASK_STATE_COMPLETED"' in line:
+                    break
+    return arrivals
