@@ -18,7 +18,9 @@ through (``docs/architecture.md`` draws the rows each writes)::
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import os
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -181,8 +183,6 @@ def _sql_stores(
         from ._engine import create_engine, create_sqlite_writer_engine
 
         engine = create_engine(url)
-        if url.sqlite_path is not None:
-            _create_private(url.sqlite_path)
     except ImportError as exc:
         raise ValueError(
             f"{url.kind} task store needs extra packages ({exc.name or exc}); "
@@ -229,7 +229,7 @@ def _sql_stores(
             plain, sync_engine=create_sqlite_writer_engine(url), pg_writer=pg_writer
         )
         deferred = DeferredWrites(plain, plain.owner_resolver, write=writer.save)
-        backend.attach(plain, [plain.initialize, push_store.initialize])
+        backend.attach(plain, [*_private_file(url), plain.initialize, push_store.initialize])
         backend.closers += [deferred.aclose, writer.aclose]
         task_store = store_view(deferred, around=guarded)
         return Stores(task_store, push, engine=engine, _backend=backend)
@@ -248,7 +248,9 @@ def _sql_stores(
     turns = SqlTurnClaims(engine)
     writes = DeferredClusterWrites(versioned, registry, pg_writer=pg_writer)
     backend.attach(
-        versioned, [versioned.initialize, events.initialize, push_store.initialize], registry
+        versioned,
+        [*_private_file(url), versioned.initialize, events.initialize, push_store.initialize],
+        registry,
     )
     backend.closers += [writes.aclose, turns.aclose, events.aclose]
     task_store = store_view(writes, around=guarded, saved=turns.saved)
@@ -256,14 +258,17 @@ def _sql_stores(
     return Stores(task_store, push, events, engine, turns, quota_slots=slots, _backend=backend)
 
 
-def _create_private(path: str) -> None:
-    """Create a missing SQLite file readable by its owner only (mode 0600).
+def _private_file(url: StoreURL) -> list[Callable[[], Awaitable[None]]]:
+    """For SQLite: at start, create a missing database file readable by its owner only
+    (0600). SQLite gives the ``-wal`` and ``-shm`` files it creates the mode of the
+    database file, so they are private too; an existing file keeps its mode (the
+    operator's choice)."""
+    path = url.sqlite_path
+    if path is None:
+        return []
 
-    SQLite gives the ``-wal`` and ``-shm`` files it creates the mode of the database file,
-    so they are private too. An existing file keeps its mode (the operator's choice).
-    """
-    import contextlib
-    import os
+    async def create() -> None:
+        with contextlib.suppress(FileExistsError, FileNotFoundError, IsADirectoryError):
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
 
-    with contextlib.suppress(FileExistsError, FileNotFoundError, IsADirectoryError):
-        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    return [create]

@@ -158,8 +158,12 @@ def test_bad_request_gets_documented_code(agent_url: str, name: str, body: Any, 
 def test_missing_skill_lists_available_skills(agent_url: str) -> None:
     body = {"jsonrpc": "2.0", "id": 1, "method": SEND, "params": send_params([{"text": "x"}], None)}
     error = rpc_error(post(agent_url, body))
-    assert error["message"] == "Missing required parameter: metadata.skillId"
+    assert error["message"] == (
+        "Missing required parameter: metadata.skillId (the message fits several skills: "
+        "errors.raise, text.shout, text.stats)"
+    )
     metadata = error["data"][0]["metadata"]
+    assert metadata["matchingSkills"] == ["errors.raise", "text.shout", "text.stats"]
     assert metadata["availableSkills"] == sorted(
         ["math.add", "text.stats", "errors.raise", "text.shout", "data.pair"]
     )
