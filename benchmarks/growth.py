@@ -19,8 +19,8 @@ Replay: a fresh server process on a store holding a finished *replay-mb* MB task
 start) and read to the end. The row is the server's RSS growth (peak sampled every
 20 ms, minus the RSS before the clients came).
 
-Idle subscribers (transactions/s with 0, 50, 500 open subscriptions) are measured by
-``benchmarks.idle``; :data:`IDLE_ROWS` is where its rows join this table.
+Idle subscribers (transactions/s with 0, 50, 500 open subscriptions on two PostgreSQL
+replicas) are measured by ``benchmarks.idle`` and join the table (``--idle ""``: not).
 """
 
 from __future__ import annotations
@@ -35,21 +35,20 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from benchmarks._proc import ROOT, free_port, rss_bytes
+from benchmarks.idle import idle_rates, table
 
 PG = {"host": "127.0.0.1", "port": 5432, "user": "postgres"}
 EXTENSIONS = str(Path(__file__).resolve().parent / "extensions")
 CHUNK = 4096
 MB = 1_000_000
 REPLAY_CLIENTS = 10
-#: the "idle subscribers" rows of the table (``benchmarks.idle``); None: not measured here
-IDLE_ROWS: Callable[[], list[str]] | None = None
 
 
 @dataclass
@@ -351,7 +350,9 @@ def _met(ok: bool) -> str:
     return "met" if ok else "not met"
 
 
-def render(streams: list[StreamRow], replays: list[ReplayRow], title: str | None) -> str:
+def render(
+    streams: list[StreamRow], replays: list[ReplayRow], title: str | None, idle: str = ""
+) -> str:
     stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     lines = [
         f"## {title or 'Growth'} (`python -m benchmarks.growth`) — {stamp}",
@@ -386,8 +387,8 @@ def render(streams: list[StreamRow], replays: list[ReplayRow], title: str | None
             f"{_mb(r.rss_peak - r.rss_before)} | {r.seconds:.1f} s |"
         )
     lines += ["", *_targets(streams, replays)]
-    if IDLE_ROWS is not None:
-        lines += ["", *IDLE_ROWS()]
+    if idle:
+        lines += ["", idle]
     return "\n".join(lines) + "\n"
 
 
@@ -396,6 +397,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", default="1,10", help="stream sizes in MB (comma-separated)")
     parser.add_argument("--backends", default="postgresql,sqlite")
     parser.add_argument("--replay-mb", type=float, default=10.0, help="0: no replay row")
+    parser.add_argument("--idle", default="0,50,500", help='subscriber counts ("": none)')
     parser.add_argument("--title")
     parser.add_argument("--append", type=Path, help="Markdown file to append the table to")
     args = parser.parse_args(argv)
@@ -410,7 +412,9 @@ def main(argv: list[str] | None = None) -> int:
             if args.replay_mb:
                 replays.append(measure_replay(backend, args.replay_mb, Path(tmp)))
                 print(replays[-1].rss_peak - replays[-1].rss_before, file=sys.stderr, flush=True)
-    text = render(streams, replays, args.title)
+    counts = [int(n) for n in args.idle.split(",") if n]
+    idle_table = table(idle_rates(counts)) if counts and "postgresql" in backends else ""
+    text = render(streams, replays, args.title, idle_table)
     print(text)
     if args.append:
         with args.append.open("a") as out:
