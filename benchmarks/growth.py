@@ -42,9 +42,9 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks._proc import ROOT, free_port, rss_bytes
+from benchmarks.cluster_streams import _pg, _store
 from benchmarks.idle import idle_rates, table
 
-PG = {"host": "127.0.0.1", "port": 5432, "user": "postgres"}
 EXTENSIONS = str(Path(__file__).resolve().parent / "extensions")
 CHUNK = 4096
 MB = 1_000_000
@@ -73,30 +73,6 @@ class ReplayRow:
     rss_peak: int = 0
     seconds: float = 0.0
     received: list[int] = field(default_factory=list)
-
-
-async def _pg(sql: str, database: str = "test") -> Any:
-    import asyncpg
-
-    conn = await asyncpg.connect(database=database, **PG)
-    try:
-        return await conn.fetchval(sql)
-    finally:
-        await conn.close()
-
-
-@contextlib.contextmanager
-def _store(backend: str, folder: Path) -> Iterator[tuple[str, str | None]]:
-    """``(task store URL, PostgreSQL database or None)``: a fresh one."""
-    if backend == "sqlite":
-        yield f"sqlite:///{folder / f'{uuid.uuid4().hex}.db'}", None
-        return
-    name = f"apcore_growth_{uuid.uuid4().hex[:10]}"
-    asyncio.run(_pg(f"CREATE DATABASE {name}"))
-    try:
-        yield f"postgresql://{PG['user']}@{PG['host']}:{PG['port']}/{name}", name
-    finally:
-        asyncio.run(_pg(f"DROP DATABASE {name} WITH (FORCE)"))
 
 
 @contextlib.contextmanager
