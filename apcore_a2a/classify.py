@@ -24,13 +24,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable, Iterable, MutableMapping, Sequence
+from collections.abc import Iterable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from starlette.middleware import Middleware
 from starlette.routing import BaseRoute, Mount, Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from apcore_a2a.shape import Shape, ShapeError, scan
 
@@ -51,11 +52,6 @@ __all__ = [
     "request_info",
 ]
 
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 Kind = Literal["a2a", "card", "jwks", "explorer", "health", "metrics", "other"]
 Binding = Literal["jsonrpc", "rest"]

@@ -14,22 +14,14 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
+from a2a.server.agent_execution.active_task import TERMINAL_TASK_STATES as _TERMINAL
 from a2a.server.events import EventQueue
-from a2a.types import TaskState, TaskStatusUpdateEvent
+from a2a.types import TaskStatusUpdateEvent
 from apcore import CancelToken
 
 from apcore_a2a.execution.schema_cache import WrappedStep
 
 __all__ = ["CURRENT_RUN", "Run", "track_module_tasks"]
-
-_TERMINAL = frozenset(
-    {
-        TaskState.TASK_STATE_COMPLETED,
-        TaskState.TASK_STATE_CANCELED,
-        TaskState.TASK_STATE_FAILED,
-        TaskState.TASK_STATE_REJECTED,
-    }
-)
 
 
 @dataclass(slots=True)

@@ -23,6 +23,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from a2a.server.agent_execution.active_task import INTERRUPTED_TASK_STATES as _WAITING
 from a2a.server.events import EventQueue
 from a2a.types import Message, Part, Role, Task, TaskState, TaskStatus, TaskStatusUpdateEvent
 from a2a.utils.errors import InvalidParamsError
@@ -54,7 +55,6 @@ __all__ = [
 INPUT_KEY = "apcoreInput"
 #: a reserved apcore input key; only a resume on the A2A task may set it
 RESUME_KEY = "_approval_token"
-_WAITING = (TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.TASK_STATE_AUTH_REQUIRED)
 
 
 @dataclass(frozen=True, slots=True)

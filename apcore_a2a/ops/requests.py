@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Any
+from collections.abc import Callable
+
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from apcore_a2a.classify import request_info
 
 __all__ = ["RequestWatch"]
-
-Scope = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
-Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
 class RequestWatch:

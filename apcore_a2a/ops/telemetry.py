@@ -35,6 +35,8 @@ import re
 from collections.abc import Callable, Iterator, MutableMapping
 from typing import TYPE_CHECKING, Any
 
+from starlette.types import Scope
+
 from apcore_a2a._version import __version__
 from apcore_a2a.classify import RequestInfo, request_info
 from apcore_a2a.errors import MissingExtraError
@@ -81,7 +83,6 @@ _WRAPPERS = frozenset({"task", "message", "msg", "statusUpdate", "artifactUpdate
 _TASK_IN_PATH = re.compile(r"/tasks/([^/:]+)")
 
 Attributes = MutableMapping[str, Any]
-Scope = MutableMapping[str, Any]
 
 
 def telemetry_middleware(

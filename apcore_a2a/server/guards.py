@@ -28,8 +28,9 @@ import json
 import logging
 import re
 from collections import deque
-from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from apcore_a2a.classify import VERSION_HEADER, RequestInfo, request_info
 from apcore_a2a.errors import RETRY_AFTER_KEY, QuotaExceededError
@@ -43,11 +44,6 @@ __all__ = ["DropHandler", "RequestGuard", "StreamWatch", "caller_of", "cancel_on
 
 logger = logging.getLogger("apcore_a2a.server")
 
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 _JSON_TYPES = ("application/json", "application/a2a+json")
 _STATUS_NAMES = {

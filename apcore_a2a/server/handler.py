@@ -24,6 +24,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any
 
 from a2a.server.agent_execution import RequestContext, RequestContextBuilder
+from a2a.server.agent_execution.active_task import INTERRUPTED_TASK_STATES as _WAITING
 from a2a.server.cluster import LegacyTaskStoreAdapter, VersionedTaskStore
 from a2a.server.cluster.event_stream import TaskEventStream
 from a2a.server.context import ServerCallContext
@@ -60,7 +61,6 @@ POSITIONS_STATE_KEY = "apcore_a2a_stream_positions"
 TaskLookup = Callable[[str, ServerCallContext], Awaitable[Task | None]]
 
 _RUNNING = frozenset({TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING})
-_WAITING = frozenset({TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.TASK_STATE_AUTH_REQUIRED})
 
 
 def state_label(state: int) -> str:

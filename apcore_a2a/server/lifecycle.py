@@ -19,9 +19,11 @@ import contextlib
 import gc
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping, Sequence
+from collections.abc import AsyncIterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
+
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from apcore_a2a.ops.shutdown import drain
 from apcore_a2a.server.features import Feature
@@ -30,12 +32,6 @@ from apcore_a2a.server.state import ServerState
 __all__ = ["Lifecycle", "StartOnFirstRequest"]
 
 logger = logging.getLogger("apcore_a2a.server")
-
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
 class Lifecycle:

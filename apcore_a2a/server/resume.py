@@ -25,7 +25,7 @@ that carries that event (the SDK writes one frame per event, in order).
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, MutableMapping
+from collections.abc import AsyncGenerator, AsyncIterator, MutableMapping
 from typing import Any, Protocol, runtime_checkable
 
 from a2a.server.agent_execution.active_task import (
@@ -35,6 +35,8 @@ from a2a.server.agent_execution.active_task import (
 from a2a.server.context import ServerCallContext
 from a2a.types import Message, Task, TaskState, TaskStatusUpdateEvent
 from a2a.utils.errors import InvalidParamsError, TaskNotFoundError, UnsupportedOperationError
+from starlette.types import Message as ASGIMessage
+from starlette.types import Send
 
 from apcore_a2a.classify import request_info
 
@@ -53,9 +55,6 @@ SSE_IDS_STATE_KEY = "apcore_a2a_sse_ids"
 LAST_EVENT_ID_STATE_KEY = "apcore_a2a_last_event_id"
 #: the metadata field / REST query parameter for clients that cannot set headers
 LAST_EVENT_ID_FIELD = "lastEventId"
-
-Message_ = MutableMapping[str, Any]
-Send = Callable[[Message_], Awaitable[None]]
 
 
 @runtime_checkable
@@ -91,7 +90,7 @@ def last_event_id_of(scope: MutableMapping[str, Any]) -> str | None:
 def sse_id_send(send: Send, ids: deque[str]) -> Send:
     """Write the next queued id into each SSE event frame (comments and errors get none)."""
 
-    async def with_ids(message: Message_) -> None:
+    async def with_ids(message: ASGIMessage) -> None:
         if message["type"] == "http.response.body" and ids:
             body = message.get("body", b"")
             if body.startswith((b"data:", b"event:")):

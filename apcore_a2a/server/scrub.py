@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
+
+from starlette.types import Message, Send
 
 from apcore_a2a.adapters.errors import sanitize
 from apcore_a2a.errors import RETRY_AFTER_KEY
@@ -31,8 +32,6 @@ from apcore_a2a.upstream.error_answers import correct_error
 
 __all__ = ["MAX_DATA_TEXT", "MAX_MESSAGE", "scrub_error", "scrubbing_send"]
 
-Message = MutableMapping[str, Any]
-Send = Callable[[Message], Awaitable[None]]
 
 MAX_MESSAGE = 500
 MAX_DATA_TEXT = 200

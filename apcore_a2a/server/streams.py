@@ -4,17 +4,15 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable
 from typing import Any
+
+from starlette.types import Message, Receive, Scope, Send
 
 __all__ = ["DropHandler", "StreamWatch", "cancel_on_drop"]
 
 logger = logging.getLogger("apcore_a2a.server")
 
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
 #: called with the request scope and task id when a task's last stream was dropped
 DropHandler = Callable[[Scope, str], Awaitable[None]]
 

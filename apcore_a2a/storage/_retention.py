@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from a2a.server.agent_execution.active_task import TERMINAL_TASK_STATES as _FINISHED
 from a2a.server.models import (
     PushNotificationConfigModel,
     TaskEventModel,
@@ -19,12 +20,6 @@ from ._tables import claims_table, turns_table
 
 __all__ = ["purge_finished_tasks", "retention_interval"]
 
-_FINISHED = (
-    TaskState.TASK_STATE_COMPLETED,
-    TaskState.TASK_STATE_FAILED,
-    TaskState.TASK_STATE_CANCELED,
-    TaskState.TASK_STATE_REJECTED,
-)
 _FINISHED_NAMES = [TaskState.Name(s) for s in _FINISHED] + [
     "completed",
     "failed",

@@ -23,23 +23,16 @@ from collections import OrderedDict
 from collections.abc import Callable
 
 from a2a.auth.user import UnauthenticatedUser
+from a2a.server.agent_execution.active_task import TERMINAL_TASK_STATES as _TERMINAL
 from a2a.server.context import ServerCallContext
 from a2a.server.owner_resolver import OwnerResolver, resolve_user_scope
 from a2a.server.tasks import InMemoryTaskStore, TaskStore
-from a2a.types import ListTasksRequest, ListTasksResponse, Task, TaskState
+from a2a.types import ListTasksRequest, ListTasksResponse, Task
 
 __all__ = ["BoundedMemoryTaskStore"]
 
 logger = logging.getLogger(__name__)
 
-_TERMINAL = frozenset(
-    {
-        TaskState.TASK_STATE_COMPLETED,
-        TaskState.TASK_STATE_FAILED,
-        TaskState.TASK_STATE_CANCELED,
-        TaskState.TASK_STATE_REJECTED,
-    }
-)
 # Marks contexts we build ourselves to address one owner's bucket when evicting; the
 # SDK store only sees owners through its resolver, so we route ours through it too.
 _OWNER_STATE_KEY = "apcore_a2a.storage.evict_owner"
