@@ -44,7 +44,11 @@ def _pair(backend: str, folder: Path) -> Iterator[tuple[str, str]]:
             url = f"sqlite:///{folder / 'tasks.db'}"
         else:
             url = stack.enter_context(pg_schema_url())
+        # These tests open up to 20 streams of one caller at once, right after others
+        # closed on the other replica (whose slots it keeps leased for a second): the
+        # per-caller quota is tests/reliability/test_hostile_quotas.py's subject, not theirs.
         args = ["--extensions-dir", EXTENSIONS, "--task-store", url, "--cluster"]
+        args += ["--max-streams-per-caller", "0"]
         a, _pa = stack.enter_context(cli_server(args))
         b, _pb = stack.enter_context(cli_server(args))
         yield a, b
@@ -269,7 +273,11 @@ async def test_a_replica_restarted_mid_stream_resumes_from_the_store(
             url = f"sqlite:///{tmp_path / 'tasks.db'}"
         else:
             url = stack.enter_context(pg_schema_url())
+        # These tests open up to 20 streams of one caller at once, right after others
+        # closed on the other replica (whose slots it keeps leased for a second): the
+        # per-caller quota is tests/reliability/test_hostile_quotas.py's subject, not theirs.
         args = ["--extensions-dir", EXTENSIONS, "--task-store", url, "--cluster"]
+        args += ["--max-streams-per-caller", "0"]
         a, _pa = stack.enter_context(cli_server(args))
         port_b = free_port()
         async with httpx.AsyncClient(timeout=TIMEOUT) as http:
