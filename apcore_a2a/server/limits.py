@@ -66,9 +66,6 @@ class LocalSlots:
             if not held:
                 del self._held[(scope, subject)]
 
-    def holds(self, scope: str, holder: str) -> bool:
-        return (scope, holder) in self._subject
-
     async def take(self, scope: str, subject: str, holder: str, limit: int) -> bool:
         return self.take_now(scope, subject, holder, limit)
 
