@@ -163,8 +163,6 @@ class RequestInfo:
     shape_error: ShapeError | None = None
     #: an Explorer page or file (a GET or HEAD under the Explorer prefix)
     static_file: bool = False
-    #: the path below the agent's root (``root_path``), as sent
-    path: str = ""
     #: where this request reached the agent: ``scheme://host:port`` of the listening
     #: socket plus the mount's ``root_path`` (what the card names when no url is set)
     base_url: str = ""
@@ -419,7 +417,6 @@ class Recorder:
                 info.explicit_version = True
                 break
         info.base_url = base_url({**scope, "root_path": root})
-        info.path = str(scope.get("path", "/")).removeprefix(root) or "/"
         scope[REQUEST_KEY] = info
         token = _current.set(info)
         try:

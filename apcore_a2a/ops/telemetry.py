@@ -80,7 +80,6 @@ LEGACY_ATTRIBUTES = {
 _MAX_READ = 256 * 1024
 #: one-member objects that wrap the payload (1.0 SendMessage and stream responses; 0.3 gRPC)
 _WRAPPERS = frozenset({"task", "message", "msg", "statusUpdate", "artifactUpdate"})
-_TASK_IN_PATH = re.compile(r"/tasks/([^/:]+)")
 
 Attributes = MutableMapping[str, Any]
 
@@ -168,8 +167,9 @@ def read_answer(doc: Any, attributes: Attributes) -> None:
         attributes["a2a.task.state"] = task_state(status["state"])
 
 
-def _request_attributes(info: RequestInfo, attributes: Attributes) -> None:
-    """What the request record (and the request body, read once already) says."""
+def _request_attributes(info: RequestInfo, scope: Scope, attributes: Attributes) -> None:
+    """What the request record, the matched route's path parameters and the request body
+    (read once already) say."""
     attributes["a2a.method.name"] = info.method
     if info.version:
         attributes["a2a.protocol.version"] = info.version
@@ -179,9 +179,9 @@ def _request_attributes(info: RequestInfo, attributes: Attributes) -> None:
         payload = info.payload
         read_params(payload.get("params") if isinstance(payload, dict) else None, attributes)
         return
-    found = _TASK_IN_PATH.search(info.path)
-    if found:
-        attributes["a2a.task.id"] = found.group(1)
+    task_id = scope.get("path_params", {}).get("id")  # REST: /tasks/{id}...
+    if isinstance(task_id, str) and task_id:
+        attributes["a2a.task.id"] = task_id
     if info.body and info.method in ("SendMessage", "SendStreamingMessage"):
         with contextlib.suppress(ValueError, RecursionError):
             read_params(json.loads(info.body), attributes)
@@ -218,7 +218,7 @@ class A2ASpans:
                 body.clear()
             if info.method and span.is_recording():
                 attributes: dict[str, Any] = {}
-                _request_attributes(info, attributes)
+                _request_attributes(info, scope, attributes)
                 span.update_name(info.method)
                 span.set_attributes({**attributes, **answer})
 
