@@ -61,7 +61,7 @@ class Gate:
 
     A caller needs *one* of *roles* and *all* of *scopes* (RFC 6749 §3.3: each scope asked
     for must have been granted), when given. Refusals never say why a credential failed
-    (that goes to the DEBUG log, without the credential); a permission refusal names what
+    (that goes to the INFO log, without the credential); a permission refusal names what
     the agent requires, never what the caller holds (spec §3.3.2).
 
     Example::

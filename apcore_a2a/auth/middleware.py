@@ -81,9 +81,10 @@ class AuthMiddleware:
     call-context builder turns it into the task owner) and in a ContextVar (see
     :func:`current_identity`), which is reset when the request ends. Missing or invalid
     credentials get ``401`` with ``WWW-Authenticate`` and a fixed body; nothing from the
-    credential is echoed or logged above DEBUG. With ``require_auth=False`` A2A requests
-    *without* credentials pass as anonymous, but bad credentials are still rejected and
-    the extended agent card still requires authentication. Every A2A caller needs one of
+    credential is echoed or logged (the reason is logged at INFO). With
+    ``require_auth=False`` A2A requests *without* credentials pass as anonymous, but bad
+    credentials are still rejected and the extended agent card still requires
+    authentication. Every A2A caller needs one of
     *required_roles* and all *required_scopes*: without them an authenticated caller gets
     ``403``, an anonymous one ``401``.
 
