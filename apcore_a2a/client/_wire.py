@@ -115,7 +115,9 @@ class _EventTap(httpx.AsyncByteStream):
                 raise error_from_rpc(payload)
             self._call.wire = _result(payload, self._call)
             self._call.event_id = sse.id or self._call.event_id
-            yield b"data: " + json.dumps(payload).encode() + b"\n\n"
+            # The event as received, unless it spans lines (one data line per event here).
+            data = sse.data if "\n" not in sse.data else json.dumps(payload)
+            yield b"data: " + data.encode() + b"\n\n"
 
     async def aclose(self) -> None:
         await self._body.aclose()
