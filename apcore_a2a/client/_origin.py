@@ -1,7 +1,8 @@
-"""Where the client may send requests, and where it may send its credentials.
+"""Which interface of the card the client calls, and where it may send its credentials.
 
-An agent card names the URLs of the agent's interfaces, and a card is data from the
-network: a hostile or misconfigured card could name another host, another port, or
+:func:`select_endpoint` picks the binding (JSON-RPC, else HTTP+JSON, else gRPC) and the
+wire version. An agent card names the URLs of the agent's interfaces, and a card is data
+from the network: a hostile or misconfigured card could name another host, another port, or
 ``http://`` under an ``https://`` agent. The client therefore follows an interface URL
 only when it has the origin (scheme, host, port) of the agent URL the caller gave -- the
 origin the card was fetched from -- unless the caller opts in with
@@ -12,14 +13,30 @@ requests for the agent's own origin: :class:`OriginGuard` strips them from any o
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Collection
+from collections.abc import AsyncGenerator, Collection, Mapping
+from typing import Any, Literal, NamedTuple
 from urllib.parse import urljoin, urlsplit
 
 import httpx
 
-from apcore_a2a.client.errors import CrossOriginEndpointError
+from apcore_a2a.client.errors import A2ADiscoveryError, CrossOriginEndpointError
 
-__all__ = ["Origin", "OriginGuard", "check_endpoint", "origin_of"]
+__all__ = ["Endpoint", "Origin", "OriginGuard", "check_endpoint", "origin_of", "select_endpoint"]
+
+Protocol = Literal["auto", "1.0", "0.3"]
+#: In the client's order of preference.
+BINDINGS = ("JSONRPC", "HTTP+JSON", "GRPC")
+
+
+class Endpoint(NamedTuple):
+    """The interface a call goes to: binding, wire version (``"1.0"``/``"0.3"``), URL
+    (a gRPC one is ``host:port``; ``secure`` says whether its channel uses TLS)."""
+
+    binding: str
+    version: str
+    url: str
+    secure: bool = False
+
 
 Origin = tuple[str, str, int]
 
@@ -89,6 +106,74 @@ def check_endpoint(url: str, base: str, *, allow_other_origins: bool, direct: bo
     )
 
 
+def _offered(card: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+    """``(binding, major version, url)`` of every interface the card declares."""
+    pairs = [
+        (i.get("protocolBinding"), str(i.get("protocolVersion") or "0"), i.get("url"))
+        for i in card.get("supportedInterfaces") or []
+        if isinstance(i, Mapping)
+    ]  # an unversioned interface is a 0.3-era declaration (the SDK reads it that way too)
+    pairs.append((card.get("preferredTransport") or "JSONRPC", "0", card.get("url")))
+    pairs += [
+        (i.get("transport"), "0", i.get("url"))
+        for i in card.get("additionalInterfaces") or []
+        if isinstance(i, Mapping)
+    ]
+    return [(str(b).upper(), v.split(".")[0], str(u)) for b, v, u in pairs if b and u]
+
+
+def select_endpoint(
+    card: Mapping[str, Any] | None,
+    base: str,
+    protocol: Protocol,
+    *,
+    allow_other_origins: bool,
+    direct: bool,
+) -> Endpoint:
+    """The interface to call: JSON-RPC when the card offers it, else HTTP+JSON, else gRPC
+    (not in direct mode); ``auto`` prefers 1.0, a pinned version without a matching
+    interface posts JSON-RPC to *base*. Raises :class:`A2ADiscoveryError` in ``auto`` mode
+    for a card offering none of them, :class:`CrossOriginEndpointError` (see the module)."""
+    offered = _offered(card) if card else []
+    majors = {"1.0": "1", "0.3": "0"}
+    for binding in BINDINGS[:2] if direct else BINDINGS:
+        for version in ("1.0", "0.3") if protocol == "auto" else (protocol,):
+            for name, major, url in offered:
+                if (name, major) == (binding, majors[version]):
+                    if binding == "GRPC":
+                        return _grpc_endpoint(version, url, base, allow_other_origins)
+                    checked = check_endpoint(
+                        url, base, allow_other_origins=allow_other_origins, direct=direct
+                    )
+                    return Endpoint(binding, version, checked)
+    if protocol == "auto" and offered:
+        bindings = ", ".join(sorted({name for name, _, _ in offered}))
+        where = "in-process " if direct else ""
+        raise A2ADiscoveryError(
+            f"the agent offers no interface this {where}client speaks (only {bindings})"
+        )
+    return Endpoint("JSONRPC", "0.3" if protocol == "auto" else protocol, base)
+
+
+def _grpc_endpoint(version: str, url: str, base: str, allow_other_origins: bool) -> Endpoint:
+    """A gRPC address is the agent's when it names the agent's host (gRPC has its own
+    port); its channel uses TLS when the address says ``https://`` or, scheme-less, when
+    the agent URL is https."""
+    scheme, _, target = url.rpartition("://")
+    home = urlsplit(base)
+    host = urlsplit("//" + target).hostname
+    if host != home.hostname and not allow_other_origins:
+        raise CrossOriginEndpointError(
+            f"the agent card names the gRPC address {url}, which is not on the agent's "
+            f"host {home.hostname}; pass allow_other_origins=True to follow it "
+            "(credentials are never sent there)",
+            url=url,
+            agent_origin=_format(origin_of(base)),
+        )
+    secure = scheme.lower() in ("https", "grpcs") or (not scheme and home.scheme == "https")
+    return Endpoint("GRPC", version, target.rstrip("/"), secure)
+
+
 class OriginGuard(httpx.Auth):
     """Attach credentials only to requests for the agent's origin.
 
@@ -106,6 +191,14 @@ class OriginGuard(httpx.Auth):
         self._secret = _ALWAYS_SECRET | {
             h.lower() for h in secret_headers if h.lower() not in _PROTOCOL_HEADERS
         }
+
+    async def metadata(self, request: httpx.Request) -> dict[str, str]:
+        """The caller's headers and credentials as the flow puts them on *request* (a
+        request to the agent's origin), for gRPC call metadata."""
+        flow = self.async_auth_flow(request)
+        sent = await flow.__anext__()
+        await flow.aclose()
+        return {k: v for k, v in sent.headers.items() if k not in _PROTOCOL_HEADERS}
 
     async def async_auth_flow(
         self, request: httpx.Request

@@ -115,10 +115,11 @@ def _update(ev: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def event(raw: Proto, wire: Any = None) -> dict[str, Any] | None:
+def event(raw: Proto | Mapping[str, Any], wire: Any = None) -> dict[str, Any] | None:
     """A ``StreamResponse`` / ``SendMessageResponse`` → client shape; ``None`` when empty.
 
-    *wire* is the result as received: a 0.3 agent's ``final: true`` is honoured.
+    *wire* is the result as received: a 0.3 agent's ``final: true`` is honoured (JSON-RPC
+    result or REST event).
     """
     obj = _json(raw)
     if "task" in obj:
@@ -127,7 +128,8 @@ def event(raw: Proto, wire: Any = None) -> dict[str, Any] | None:
         return message(obj["message"])
     if "statusUpdate" in obj:
         ev, status = obj["statusUpdate"], _status(obj["statusUpdate"].get("status"))
-        sent_final = isinstance(wire, Mapping) and wire.get("final") is True
+        sent = wire.get("statusUpdate", wire) if isinstance(wire, Mapping) else None
+        sent_final = isinstance(sent, Mapping) and sent.get("final") is True
         final = status["state"] in FINAL_STATES | INTERRUPTED_STATES or sent_final
         return {"kind": "status-update", **_update(ev), "status": status, "final": final}
     if "artifactUpdate" in obj:
@@ -149,7 +151,7 @@ def is_final(ev: Mapping[str, Any]) -> bool:
     return ev["kind"] == "message" or bool(ev.get("final"))
 
 
-def tasks(raw: Proto) -> dict[str, Any]:
+def tasks(raw: Proto | Mapping[str, Any]) -> dict[str, Any]:
     """A ``ListTasksResponse`` → ``{"tasks", "nextCursor", "totalSize"}``."""
     obj = _json(raw)
     return {
@@ -159,7 +161,7 @@ def tasks(raw: Proto) -> dict[str, Any]:
     }
 
 
-def push_config(raw: Proto, wire: Any = None) -> dict[str, Any]:
+def push_config(raw: Proto | Mapping[str, Any], wire: Any = None) -> dict[str, Any]:
     """A ``TaskPushNotificationConfig`` → ``{id, taskId, url, token, authentication,
     status, statusReason}``; the last two are what an apcore-a2a agent reports about
     deliveries (read from *wire*, the config as received), ``None`` from other agents."""

@@ -22,7 +22,7 @@ __all__ = ["a2a_call"]
 _WRAPPERS = frozenset({"task", "message", "statusUpdate", "artifactUpdate"})
 
 
-def _ignore(_doc: Any) -> None:
+def _ignore(_result: Mapping[str, Any]) -> None:
     return None
 
 
@@ -33,7 +33,7 @@ def _text(value: Any) -> str | None:
 def _request_attributes(
     method: str, version: str, url: str, params: Mapping[str, Any]
 ) -> dict[str, Any]:
-    parts = urlsplit(url)
+    parts = urlsplit(url if "://" in url else "//" + url)  # gRPC: host:port
     attributes: dict[str, Any] = {"a2a.method.name": method, "a2a.protocol.version": version}
     if parts.hostname:
         attributes["server.address"] = parts.hostname
@@ -50,14 +50,11 @@ def _request_attributes(
     return attributes
 
 
-def _answer_attributes(doc: Any) -> dict[str, Any]:
-    """Task, conversation and state of a JSON-RPC reply or stream event (1.0 or 0.3)."""
-    found: dict[str, Any] = {}
-    result = doc.get("result") if isinstance(doc, Mapping) else None
-    if isinstance(result, Mapping) and len(result) == 1 and next(iter(result)) in _WRAPPERS:
+def _answer_attributes(result: Mapping[str, Any]) -> dict[str, Any]:
+    """Task, conversation and state of a result or stream event (as 1.0 JSON)."""
+    if len(result) == 1 and next(iter(result)) in _WRAPPERS:
         result = next(iter(result.values()))
-    if not isinstance(result, Mapping):
-        return found
+    found: dict[str, Any] = {}
     task_id = _text(result.get("taskId")) or (
         _text(result.get("id")) if "status" in result else None
     )
@@ -65,13 +62,9 @@ def _answer_attributes(doc: Any) -> dict[str, Any]:
         found["a2a.task.id"] = task_id
     if _text(result.get("contextId")):
         found["gen_ai.conversation.id"] = result["contextId"]
-    status = result.get("status")
-    state = status.get("state") if isinstance(status, Mapping) else None
-    if isinstance(state, str) and state:
-        state = state.upper().replace("-", "_")
-        found["a2a.task.state"] = (
-            state if state.startswith("TASK_STATE_") else f"TASK_STATE_{state}"
-        )
+    state = (result.get("status") or {}).get("state")
+    if _text(state):
+        found["a2a.task.state"] = state
     return found
 
 
@@ -82,9 +75,9 @@ def a2a_call(
     url: str,
     params: Mapping[str, Any],
     headers: MutableMapping[str, str],
-) -> Iterator[Callable[[Any], None]]:
+) -> Iterator[Callable[[Mapping[str, Any]], None]]:
     """The CLIENT span of one call (*method*: its A2A 1.0 name); adds ``traceparent`` to
-    *headers*; yields what to call with the reply (or each stream event) as received."""
+    *headers*; yields what to call with each result (or stream event) as 1.0 JSON."""
     try:
         from opentelemetry import propagate, trace
     except ImportError:
@@ -98,9 +91,9 @@ def a2a_call(
     )
     propagate.inject(headers, context=trace.set_span_in_context(span))
 
-    def seen(doc: Any) -> None:
+    def seen(result: Mapping[str, Any]) -> None:
         if span.is_recording():
-            span.set_attributes(_answer_attributes(doc))
+            span.set_attributes(_answer_attributes(result))
 
     try:
         yield seen

@@ -1,52 +1,56 @@
-"""A2A calls through a2a-sdk's JSON-RPC client transports (1.0, and 0.3 from
-``a2a.compat``), with what the client documents on top of them.
+"""A2A calls through a2a-sdk's client transports, with what the client documents on top.
 
 The transports build the requests and read the results, converting 0.3 to 1.0. One
-httpx response hook (:func:`on_response`) sees every reply first, so that the errors
+httpx response hook (:func:`on_response`) sees every HTTP reply first, so that errors
 keep what the agent sent -- the code (also apcore-a2a's own -32090..), the message and the
-``data`` member, which the transports reduce -- and so that stream events keep their SSE
-``id`` (``Last-Event-ID`` resume), which the SDK's SSE reader drops: an SSE body is read
-with ``httpx-sse`` and handed on to the transport one event at a time, so the id of the
-event the transport yields is the one last read. The result as received stays at hand
-for what protobuf cannot hold (a 0.3 ``final``, push-config delivery status, a card as
-served).
+JSON-RPC ``data`` or REST ``details``, which the transports reduce -- and so that stream
+events keep their SSE ``id`` (``Last-Event-ID`` resume), which the SDK's SSE reader drops:
+an SSE body is read with ``httpx-sse`` and handed on to the transport one event at a
+time, so the id of the event the transport yields is the one last read. The result as
+received stays at hand for what protobuf cannot hold (a 0.3 ``final``, push-config
+delivery status, a card as served). gRPC failures are read from the call's status.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import AsyncIterator, Callable, Iterator
+import sys
+from collections.abc import AsyncIterator, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
 from a2a.client.client import ClientCallContext
-from a2a.client.errors import A2AClientError as SDKClientError
 from a2a.client.errors import A2AClientTimeoutError
-from google.protobuf.json_format import ParseError
+from a2a.utils.errors import A2AError as SDKError
+from google.protobuf.json_format import MessageToDict, ParseError
 from httpx_sse import EventSource
 
 from apcore_a2a.client.errors import (
     A2AAuthenticationError,
     A2AClientError,
     A2AConnectionError,
+    A2ARemoteError,
+    A2AServerError,
     InvalidAgentResponseError,
+    UnsupportedOperationError,
+    error_from_details,
     error_from_rpc,
 )
 
-__all__ = ["Call", "on_response", "translated"]
+__all__ = ["Call", "context", "current", "on_response", "translated"]
 
 _SSE_HEADERS = {"content-type": "text/event-stream"}
 
 
 @dataclass
 class Call:
-    """One A2A call in flight: what its replies are reported to, and what they were."""
+    """One A2A call in flight over HTTP, and what its replies were."""
 
-    seen: Callable[[Any], None]
-    #: the JSON-RPC ``result`` of the reply (or of the stream event) last received
+    binding: str = "JSONRPC"
+    #: the result (JSON-RPC ``result`` or REST body) of the reply or stream event last received
     wire: Any = None
     #: the SSE id of the stream event last received
     event_id: str | None = None
@@ -73,9 +77,10 @@ def _payload(content: bytes | str) -> Any:
 
 
 def _result(payload: Any, call: Call) -> Any:
+    if call.binding != "JSONRPC":
+        return payload
     if not isinstance(payload, dict):
         raise InvalidAgentResponseError(f"agent returned a non-object reply: {payload!r:.200}")
-    call.seen(payload)
     if payload.get("error") is not None:
         raise error_from_rpc(payload["error"])
     if "result" not in payload and payload.get("jsonrpc") != "2.0":
@@ -83,22 +88,39 @@ def _result(payload: Any, call: Call) -> Any:
     return payload.get("result")
 
 
+def _rest_error(content: bytes | str) -> A2ARemoteError | None:
+    """The typed error of a REST error body: a ``google.rpc.Status`` (1.0, also from
+    apcore-a2a's 0.3 routes) or a 0.3 ``{type, message}``."""
+    with contextlib.suppress(ValueError):
+        body = json.loads(content)
+        error = body.get("error", body) if isinstance(body, dict) else None
+        if isinstance(error, dict):
+            message = str(error.get("message") or "")
+            return error_from_details(message, error.get("details"), error.get("type"))
+    return None
+
+
 async def on_response(response: httpx.Response) -> None:
     """httpx response hook: raise the typed error of a failed A2A call before the
     transport reads the reply; tap an SSE body (see the module docstring)."""
     call = _current.get()
-    if call is None or response.request.method != "POST":  # not an A2A call (card, keys)
+    if call is None:  # not an A2A call (card, keys)
         return
     if not response.is_success:
-        text = (await response.aread()).decode(errors="replace")[:200].strip()
+        content = await response.aread()
         status = response.status_code
+        typed = _rest_error(content) if call.binding != "JSONRPC" else None
+        if typed is not None and status not in (401, 403):
+            raise typed
+        text = content.decode(errors="replace")[:200].strip()
         cls = A2AAuthenticationError if status in (401, 403) else A2AConnectionError
         detail = f": {text}" if text else ""
         raise cls(f"HTTP {status} from {response.url}{detail}", status_code=status)
     if "text/event-stream" in response.headers.get("content-type", ""):
         response.stream = _EventTap(response.stream, call)
     else:
-        call.wire = _result(_payload(await response.aread()), call)
+        content = await response.aread()
+        call.wire = _result(_payload(content), call) if content.strip() else None
 
 
 class _EventTap(httpx.AsyncByteStream):
@@ -111,8 +133,11 @@ class _EventTap(httpx.AsyncByteStream):
             if not sse.data:
                 continue
             payload = _payload(sse.data)
-            if sse.event == "error" and not (isinstance(payload, dict) and "error" in payload):
-                raise error_from_rpc(payload)
+            if sse.event == "error":
+                if self._call.binding != "JSONRPC":
+                    raise _rest_error(sse.data) or A2AServerError(sse.data[:300])
+                if not (isinstance(payload, dict) and "error" in payload):
+                    raise error_from_rpc(payload)
             self._call.wire = _result(payload, self._call)
             self._call.event_id = sse.id or self._call.event_id
             # The event as received, unless it spans lines (one data line per event here).
@@ -123,9 +148,26 @@ class _EventTap(httpx.AsyncByteStream):
         await self._body.aclose()
 
 
-def context(headers: dict[str, str]) -> ClientCallContext:
+def context(headers: dict[str, str], timeout: float | None = None) -> ClientCallContext:
     """The SDK call context sending *headers* with the request."""
-    return ClientCallContext(service_parameters=headers)
+    return ClientCallContext(service_parameters=headers, timeout=timeout)
+
+
+def _grpc_error(error: Any, method: str, url: str) -> A2AClientError:
+    from a2a.utils.grpc_status import status_from_call
+    from google.rpc import error_details_pb2  # noqa: F401  (registers ErrorInfo for MessageToDict)
+
+    status = status_from_call(error)
+    details = [MessageToDict(d) for d in status.details] if status is not None else []
+    message, code = str(error.details() or ""), error.code().name
+    typed = error_from_details(message, details)
+    if typed is not None:
+        return typed
+    if code in ("UNAUTHENTICATED", "PERMISSION_DENIED"):
+        return A2AAuthenticationError(f"gRPC {code} from {url}: {message}")
+    if code == "UNAVAILABLE":
+        return A2AConnectionError(f"{method} to {url} failed: {message}")
+    return A2AServerError(f"gRPC {code} from {url}: {message}", data=details or None)
 
 
 @contextlib.contextmanager
@@ -137,7 +179,12 @@ def translated(method: str, url: str) -> Iterator[None]:
         raise
     except A2AClientTimeoutError as exc:
         raise A2AConnectionError(f"{method} to {url} timed out") from exc
-    except SDKClientError as exc:
+    except NotImplementedError as exc:  # what the SDK's 0.3 transports do not offer
+        raise UnsupportedOperationError(f"{method} over this binding: {exc}") from exc
+    except SDKError as exc:
+        grpc = sys.modules.get("grpc.aio")
+        if grpc is not None and isinstance(exc.__cause__, grpc.AioRpcError):
+            raise _grpc_error(exc.__cause__, method, url) from exc
         if isinstance(exc.__cause__, httpx.TransportError):
             raise A2AConnectionError(f"{method} to {url} failed: {exc.__cause__}") from exc
         raise InvalidAgentResponseError(f"agent returned an invalid reply: {exc}") from exc

@@ -1,9 +1,8 @@
 """``A2AClient``: call any A2A agent (protocol 1.0 or 0.3) with plain dicts.
 
-The wire work is a2a-sdk's: its JSON-RPC client transports (1.0, and 0.3 from
-``a2a.compat``) send each call; this module turns the caller's values into their
-requests and their results into the documented dicts, picks the endpoint from the card,
-and resumes dropped streams.
+The wire work is a2a-sdk's: its client transports (JSON-RPC, HTTP+JSON and gRPC; 1.0,
+and 0.3 from ``a2a.compat``) send each call; this module turns the caller's values into
+their requests and their results into the documented dicts, and resumes dropped streams.
 """
 
 from __future__ import annotations
@@ -12,13 +11,15 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Mapping
 from types import TracebackType
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
 from a2a.client.transports.base import ClientTransport
 from a2a.client.transports.jsonrpc import JsonRpcTransport
+from a2a.client.transports.rest import RestTransport
 from a2a.compat.v0_3.jsonrpc_transport import CompatJsonRpcTransport
+from a2a.compat.v0_3.rest_transport import CompatRestTransport
 from a2a.types import a2a_pb2 as pb
 from asgi_lifespan import LifespanManager, LifespanNotSupported
 from google.protobuf.json_format import MessageToDict, ParseDict
@@ -27,7 +28,7 @@ from google.protobuf.message import Message as Proto
 from apcore_a2a.client import _results as shape
 from apcore_a2a.client._asgi import ASGIApp, DirectTransport
 from apcore_a2a.client._messages import MessageInput, build_message, build_push_config
-from apcore_a2a.client._origin import OriginGuard, check_endpoint, origin_of
+from apcore_a2a.client._origin import Endpoint, OriginGuard, Protocol, origin_of, select_endpoint
 from apcore_a2a.client._spans import a2a_call
 from apcore_a2a.client._wire import Call, context, current, on_response, translated
 from apcore_a2a.client.card_fetcher import CARD_PATHS, AgentCardFetcher
@@ -43,7 +44,6 @@ from apcore_a2a.client.errors import (
 __all__ = ["A2AClient"]
 
 AuthInput = str | httpx.Auth | tuple[str, str] | None
-Protocol = Literal["auto", "1.0", "0.3"]
 #: A2A method -> the SDK transport's method
 _SDK_METHODS = {
     "SendMessage": "send_message",
@@ -83,45 +83,6 @@ def _require_id(value: str, what: str) -> str:
     return value
 
 
-def _jsonrpc_urls(card: Mapping[str, Any], major: str) -> list[str]:
-    urls = [
-        str(i.get("url") or "")
-        for i in card.get("supportedInterfaces") or []
-        if isinstance(i, Mapping)
-        and str(i.get("protocolBinding") or "").upper() == "JSONRPC"
-        # An unversioned interface is a 0.3-era declaration (the SDK reads it that way too).
-        and (str(i.get("protocolVersion") or "0").split(".")[0]) == major
-    ]
-    if major == "0":
-        if str(card.get("preferredTransport") or "JSONRPC").upper() == "JSONRPC":
-            urls.append(str(card.get("url") or ""))
-        urls += [
-            str(i.get("url") or "")
-            for i in card.get("additionalInterfaces") or []
-            if isinstance(i, Mapping) and str(i.get("transport")).upper() == "JSONRPC"
-        ]
-    return [u for u in urls if u]
-
-
-def select_endpoint(
-    card: Mapping[str, Any] | None, base_url: str, protocol: Protocol
-) -> tuple[str, str]:
-    """``(version, JSON-RPC URL)``: ``auto`` speaks 1.0 when the card declares a 1.0
-    JSON-RPC interface, else 0.3; a pinned version falls back to the client's own URL.
-    ``auto`` raises :class:`A2ADiscoveryError` for a card without a JSON-RPC interface."""
-    v10 = _jsonrpc_urls(card, "1") if card else []
-    v03 = _jsonrpc_urls(card, "0") if card else []
-    if protocol == "auto" and card and card.get("supportedInterfaces") and not (v10 or v03):
-        bindings = sorted({str(i.get("protocolBinding")) for i in card["supportedInterfaces"]})
-        raise A2ADiscoveryError(
-            f"the agent offers no JSON-RPC interface (only {', '.join(bindings)}); "
-            "this client speaks JSON-RPC"
-        )
-    if protocol == "1.0" or (protocol == "auto" and v10):
-        return "1.0", v10[0] if v10 else base_url
-    return "0.3", v03[0] if v03 else base_url
-
-
 def _failing_loudly(app: ASGIApp) -> ASGIApp:
     """*app*, raising when it reports ``lifespan.startup.failed``: asgi-lifespan waits for
     a "complete" message only, so an app that reports the failure and returns would hang
@@ -145,8 +106,9 @@ CONNECT_TIMEOUT = 30.0
 class A2AClient:
     """An async client for one A2A agent (docs/client.md has the whole contract).
 
-    ``url`` is the agent's base URL. ``protocol="auto"`` lets the card decide the wire
-    version (1.0 when it declares a 1.0 JSON-RPC interface, else 0.3). ``auth`` is a
+    ``url`` is the agent's base URL. The card decides the binding (JSON-RPC when it offers
+    it, else HTTP+JSON, else gRPC) and, with ``protocol="auto"``, the wire version (1.0
+    when that binding has a 1.0 interface, else 0.3). ``auth`` is a
     bearer token, an ``httpx.Auth`` or a ``(user, password)`` pair; ``headers`` go with
     every request. ``app=`` calls an ASGI app in this process without any socket, running
     its lifespan unless ``lifespan=False``. Interface URLs of another origin than ``url``'s
@@ -198,7 +160,7 @@ class A2AClient:
             inner_auth = httpx.BasicAuth(*auth)
         else:
             inner_auth = auth
-        guard = OriginGuard(origin_of(self._base), inner_auth, default_headers)
+        self._guard = guard = OriginGuard(origin_of(self._base), inner_auth, default_headers)
         self._app = app
         self._direct = DirectTransport(app) if app is not None else None
         self._lifespan: LifespanManager | None = None
@@ -214,7 +176,8 @@ class A2AClient:
         self._verifier = CardVerifier(self._http, self._base, card_keys) if verifying else None
         verify = self._verifier.verify if self._verifier is not None else None
         self._cards = AgentCardFetcher(self._http, self._base, ttl=card_ttl, verify=verify)
-        self._pinned: tuple[str, str] | None = None
+        self._pinned: Endpoint | None = None
+        self._channels: dict[tuple[str, bool], Any] = {}
         self._started = False
         self._closed = False
         self._start_lock = asyncio.Lock()
@@ -248,6 +211,8 @@ class A2AClient:
             return
         self._closed = True
         await self._http.aclose()
+        for channel in self._channels.values():
+            await channel.close()
         if self._lifespan is not None:
             with contextlib.suppress(Exception):  # a failed shutdown is the app's to log
                 await self._lifespan.__aexit__(None, None, None)
@@ -283,10 +248,10 @@ class A2AClient:
         """Same as :meth:`discover`."""
         return await self.discover()
 
-    async def _endpoint(self) -> tuple[str, str]:
+    async def _endpoint(self) -> Endpoint:
         await self._ensure_open()
         if self._protocol == "auto":
-            return self._checked(*select_endpoint(await self._cards.fetch(), self._base, "auto"))
+            return self._select(await self._cards.fetch())
         if self._pinned is None:
             try:
                 card: dict[str, Any] | None = await self._cards.fetch()
@@ -294,53 +259,88 @@ class A2AClient:
                 if self._verifier is not None:
                     raise  # asked to verify: no card (or a bad one) is never worked around
                 card = None  # a pinned version does not need the card
-            self._pinned = self._checked(*select_endpoint(card, self._base, self._protocol))
+            self._pinned = self._select(card)
         return self._pinned
 
-    def _checked(self, version: str, url: str) -> tuple[str, str]:
-        return version, check_endpoint(
-            url,
+    def _select(self, card: dict[str, Any] | None) -> Endpoint:
+        return select_endpoint(
+            card,
             self._base,
+            self._protocol,
             allow_other_origins=self._allow_other_origins,
             direct=self._direct is not None,
         )
 
-    def _transport(self, version: str, url: str) -> ClientTransport:
-        if version == "1.0":
-            return JsonRpcTransport(self._http, _ASK_FOR_EXTENDED, url, is_shared_httpx=True)
-        return CompatJsonRpcTransport(self._http, None, url, is_shared_httpx=True)
+    def _transport(self, to: Endpoint) -> ClientTransport:
+        new = to.version == "1.0"
+        if to.binding == "JSONRPC":
+            if new:
+                return JsonRpcTransport(self._http, _ASK_FOR_EXTENDED, to.url, is_shared_httpx=True)
+            return CompatJsonRpcTransport(self._http, None, to.url, is_shared_httpx=True)
+        if to.binding == "HTTP+JSON":
+            if new:
+                return RestTransport(self._http, _ASK_FOR_EXTENDED, to.url, is_shared_httpx=True)
+            return CompatRestTransport(self._http, None, to.url, is_shared_httpx=True)
+        try:
+            import grpc.aio
+            from a2a.client.transports.grpc import GrpcTransport
+            from a2a.compat.v0_3.grpc_transport import CompatGrpcTransport
+        except ImportError:
+            raise A2ADiscoveryError(
+                "the agent offers gRPC only, which needs the grpc extra: "
+                "pip install 'apcore-a2a[grpc]'"
+            ) from None
+        channel = self._channels.get((to.url, to.secure))
+        if channel is None:
+            channel = (
+                grpc.aio.secure_channel(to.url, grpc.ssl_channel_credentials())
+                if to.secure
+                else grpc.aio.insecure_channel(to.url)
+            )
+            self._channels[to.url, to.secure] = channel
+        if new:
+            return GrpcTransport(channel, _ASK_FOR_EXTENDED)
+        return CompatGrpcTransport(channel, None)
 
-    @staticmethod
-    def _headers(version: str, last_event_id: str | None = None) -> dict[str, str]:
-        # The 0.3 transport sets its A2A-Version itself.
-        headers = {"A2A-Version": "1.0"} if version == "1.0" else {}
+    async def _headers(self, to: Endpoint, last_event_id: str | None = None) -> dict[str, str]:
+        # The 0.3 transports and the gRPC ones set their A2A-Version themselves.
+        headers = {"A2A-Version": "1.0"} if to.version == "1.0" else {}
+        if to.binding == "GRPC":
+            headers = {}
+            if urlsplit("//" + to.url).hostname == urlsplit(self._base).hostname:
+                headers = await self._guard.metadata(self._http.build_request("POST", self._base))
         if last_event_id is not None:
             headers["Last-Event-ID"] = last_event_id
         return headers
 
-    async def _call(self, method: str, request: Proto) -> tuple[Any, Any]:
-        """Run one SDK call; return its result and the ``result`` as received."""
-        version, url = await self._endpoint()
-        headers = self._headers(version)
-        with a2a_call(method, version, url, MessageToDict(request), headers) as seen:
-            call = Call(seen)
-            invoke = getattr(self._transport(version, url), _SDK_METHODS[method])
-            with translated(method, url), current(call):
-                result = await invoke(request, context=context(headers))
-            return result, call.wire
+    async def _call(self, method: str, request: Proto) -> tuple[Any, Any, dict[str, Any]]:
+        """Run one SDK call; return its result, the result as received (HTTP) and as 1.0 JSON."""
+        to = await self._endpoint()
+        headers = await self._headers(to)
+        with a2a_call(method, to.version, to.url, MessageToDict(request), headers) as seen:
+            call = Call(to.binding)
+            invoke = getattr(self._transport(to), _SDK_METHODS[method])
+            with translated(method, to.url), current(call):
+                result = await invoke(request, context=context(headers, self._grpc_timeout(to)))
+            as_json = MessageToDict(result) if isinstance(result, Proto) else {}
+            seen(as_json)
+            return result, call.wire, as_json
+
+    def _grpc_timeout(self, to: Endpoint) -> float | None:
+        return self._timeout if to.binding == "GRPC" else None  # httpx has its own
 
     async def _events(
         self, method: str, request: Proto, call: Call, resume: bool
     ) -> AsyncIterator[dict[str, Any]]:
         """One SDK stream as client events, up to a final one."""
-        version, url = await self._endpoint()
-        headers = self._headers(version, call.event_id if resume else None)
-        with a2a_call(method, version, url, MessageToDict(request), headers) as seen:
-            call.seen = seen
-            open_stream = getattr(self._transport(version, url), _SDK_METHODS[method])
-            with translated(method, url):
+        to = await self._endpoint()
+        call.binding = to.binding
+        headers = await self._headers(to, call.event_id if resume else None)
+        with a2a_call(method, to.version, to.url, MessageToDict(request), headers) as seen:
+            open_stream = getattr(self._transport(to), _SDK_METHODS[method])
+            with translated(method, to.url):
                 async with contextlib.aclosing(
-                    open_stream(request, context=context(headers))
+                    open_stream(request, context=context(headers, self._grpc_timeout(to)))
                 ) as stream:
                     while True:
                         with current(call):
@@ -348,7 +348,9 @@ class A2AClient:
                                 item = await anext(stream)
                             except StopAsyncIteration:
                                 return
-                        event = shape.event(item, call.wire)
+                        as_json = MessageToDict(item)
+                        seen(as_json)
+                        event = shape.event(as_json, call.wire)
                         if event is None:
                             continue
                         yield event
@@ -366,7 +368,7 @@ class A2AClient:
         opens), resumed by subscription after the last SSE id seen whenever the
         connection drops: at most *max_retries* times in a row (0.25, 0.5, 1 s ...
         apart), then :class:`A2AConnectionError`."""
-        call = Call(seen=lambda _doc: None, event_id=last_event_id)
+        call = Call(event_id=last_event_id)
         failures = 0
         while True:
             if first is None:
@@ -434,8 +436,8 @@ class A2AClient:
         request = self._send_request(
             message, metadata, context_id, task_id, skill_id, return_immediately
         )
-        result, wire = await self._call("SendMessage", request)
-        event = shape.event(result, wire)
+        _, wire, as_json = await self._call("SendMessage", request)
+        event = shape.event(as_json, wire)
         if event is None or event["kind"] not in ("task", "message"):
             raise InvalidAgentResponseError(f"agent returned an invalid send result: {wire!r:.200}")
         return event
@@ -473,14 +475,12 @@ class A2AClient:
             if history_length < 0:
                 raise ValueError("history_length must be >= 0")
             request.history_length = history_length
-        result, _ = await self._call("GetTask", request)
-        return shape.task(result)
+        return shape.task((await self._call("GetTask", request))[2])
 
     async def cancel_task(self, task_id: str) -> dict[str, Any]:
         """Ask the agent to cancel the task; return the task as the agent reports it."""
         request = pb.CancelTaskRequest(id=_require_id(task_id, "task_id"))
-        result, _ = await self._call("CancelTask", request)
-        return shape.task(result)
+        return shape.task((await self._call("CancelTask", request))[2])
 
     async def list_tasks(
         self,
@@ -499,7 +499,7 @@ class A2AClient:
         """
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise ValueError("limit must be a positive integer")
-        if (await self._endpoint())[0] != "1.0":
+        if (await self._endpoint()).version != "1.0":
             raise UnsupportedOperationError(
                 "listing tasks is not part of A2A 0.3 (the protocol spoken to this agent)"
             )
@@ -512,8 +512,7 @@ class A2AClient:
         if status:
             name = status.upper().replace("-", "_").removeprefix("TASK_STATE_")
             request.status = pb.TaskState.Value("TASK_STATE_" + name)
-        result, _ = await self._call("ListTasks", request)
-        return shape.tasks(result)
+        return shape.tasks((await self._call("ListTasks", request))[2])
 
     def resubscribe(
         self, task_id: str, *, last_event_id: str | None = None, max_retries: int = 3
@@ -539,21 +538,21 @@ class A2AClient:
             build_push_config(_require_id(task_id, "task_id"), config),
             pb.TaskPushNotificationConfig(),
         )
-        result, wire = await self._call("CreateTaskPushNotificationConfig", request)
-        return shape.push_config(result, wire)
+        _, wire, as_json = await self._call("CreateTaskPushNotificationConfig", request)
+        return shape.push_config(as_json, wire)
 
     async def get_push_config(self, task_id: str, config_id: str) -> dict[str, Any]:
         """Return one push config of a task."""
         request = pb.GetTaskPushNotificationConfigRequest(
             task_id=_require_id(task_id, "task_id"), id=_require_id(config_id, "config_id")
         )
-        result, wire = await self._call("GetTaskPushNotificationConfig", request)
-        return shape.push_config(result, wire)
+        _, wire, as_json = await self._call("GetTaskPushNotificationConfig", request)
+        return shape.push_config(as_json, wire)
 
     async def list_push_configs(self, task_id: str) -> list[dict[str, Any]]:
         """Return every push config of a task."""
         request = pb.ListTaskPushNotificationConfigsRequest(task_id=_require_id(task_id, "task_id"))
-        result, wire = await self._call("ListTaskPushNotificationConfigs", request)
+        result, wire, _ = await self._call("ListTaskPushNotificationConfigs", request)
         wired = (wire.get("configs") if isinstance(wire, Mapping) else wire) or []
         wired = wired if isinstance(wired, list) else []
         return [
@@ -571,7 +570,8 @@ class A2AClient:
     async def get_extended_card(self) -> dict[str, Any]:
         """Return the agent's extended (authenticated) card as served."""
         request = pb.GetExtendedAgentCardRequest()
-        _, card = await self._call("GetExtendedAgentCard", request)
+        _, wire, as_json = await self._call("GetExtendedAgentCard", request)
+        card = wire if wire is not None else as_json  # as served; gRPC serves protobuf
         if not isinstance(card, dict):
             raise InvalidAgentResponseError("the extended card is not an object")
         if self._verifier is not None:

@@ -1,14 +1,17 @@
 """Typed exceptions raised by :class:`~apcore_a2a.client.A2AClient`.
 
-Every error an agent can answer with (a JSON-RPC error object) becomes an
-:class:`A2ARemoteError` subclass chosen by its code, keeping ``code``, ``message`` and
-``data``. Failures to reach the agent at all (network, timeout, non-2xx HTTP status)
-are :class:`A2AConnectionError`. Everything inherits :class:`A2AClientError`.
+Every error an agent can answer with (a JSON-RPC error object, or a REST or gRPC error
+naming a ``google.rpc.ErrorInfo`` reason) becomes an :class:`A2ARemoteError` subclass
+chosen by its JSON-RPC code, keeping ``code``, ``message`` and ``data``. Failures to
+reach the agent at all (network, timeout, another non-2xx HTTP status) are
+:class:`A2AConnectionError`. Everything inherits :class:`A2AClientError`.
 """
 
 from __future__ import annotations
 
 from typing import Any, ClassVar
+
+from a2a.utils.errors import A2A_ERROR_MAPPING, JSON_RPC_ERROR_CODE_MAP
 
 __all__ = [
     "A2AAuthenticationError",
@@ -35,6 +38,7 @@ __all__ = [
     "TaskNotFoundError",
     "UnsupportedOperationError",
     "VersionNotSupportedError",
+    "error_from_details",
     "error_from_rpc",
 ]
 
@@ -235,3 +239,21 @@ def error_from_rpc(error: Any) -> A2ARemoteError:
         return A2AServerError(text, data=data)
     cls = _BY_CODE.get(code, A2AServerError)
     return cls(text, code=code, data=data)
+
+
+#: ErrorInfo reason -> JSON-RPC code: the A2A errors, then apcore-a2a's own.
+_REASON_CODES = {m.reason: JSON_RPC_ERROR_CODE_MAP[c] for c, m in A2A_ERROR_MAPPING.items()}
+_REASON_CODES |= {"TASK_BUSY": -32090, "QUOTA_EXCEEDED": -32091, "TASK_STORE_UNAVAILABLE": -32092}
+_BY_NAME = {cls.__name__: cls for cls in _BY_CODE.values()}
+
+
+def error_from_details(message: str, details: Any, name: Any = None) -> A2ARemoteError | None:
+    """The typed exception of a REST or gRPC error whose *details* name an ErrorInfo
+    reason (or, a 0.3 REST error, whose ``type`` is *name*); ``None`` for any other."""
+    for detail in details if isinstance(details, list) else ():
+        if isinstance(detail, dict) and str(detail.get("@type")).endswith("rpc.ErrorInfo"):
+            code = _REASON_CODES.get(str(detail.get("reason")))
+            if code is not None:
+                return error_from_rpc({"code": code, "message": message, "data": details})
+    cls = _BY_NAME.get(name) if isinstance(name, str) else None
+    return cls(message or "agent returned an error") if cls is not None else None

@@ -146,15 +146,16 @@ async def test_legacy_v03_card_url_is_used() -> None:
     assert stub.seen[-1].params == {"id": "t-1", "pushNotificationConfigId": "c-1"}
 
 
-async def test_card_without_jsonrpc_interface_is_refused() -> None:
+async def test_card_without_a_binding_the_client_speaks_is_refused() -> None:
     card = dict(CARD_V10)
     card["supportedInterfaces"] = [
-        {"url": "http://stub.local", "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
+        {"url": "http://stub.local/ws", "protocolBinding": "WEBSOCKET", "protocolVersion": "1.0"},
         {"url": "stub.local:50051", "protocolBinding": "GRPC", "protocolVersion": "1.0"},
     ]
     stub = StubAgent(card=card)
+    # In-process, gRPC is out of reach (there is no socket to open a channel on).
     async with A2AClient(STUB, app=stub) as client:
-        with pytest.raises(A2ADiscoveryError, match=r"no JSON-RPC interface.*GRPC, HTTP\+JSON"):
+        with pytest.raises(A2ADiscoveryError, match=r"no interface.*\(only GRPC, WEBSOCKET\)"):
             await client.send_message("hi")
     assert [s.method for s in stub.seen] == ["GET"]
 
