@@ -160,7 +160,8 @@ def _grpc_error(error: Any, method: str, url: str) -> A2AClientError:
     status = status_from_call(error)
     details = [MessageToDict(d) for d in status.details] if status is not None else []
     message, code = str(error.details() or ""), error.code().name
-    typed = error_from_details(message, details)
+    name, _, text = message.partition(": ")  # 0.3 answers "TaskNotFoundError: Task not found"
+    typed = error_from_details(message, details) or error_from_details(text, None, name)
     if typed is not None:
         return typed
     if code in ("UNAUTHENTICATED", "PERMISSION_DENIED"):
