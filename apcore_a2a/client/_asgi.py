@@ -5,7 +5,7 @@ response: an SSE stream would arrive only once the task ends, so a resubscribe t
 running task could never be read while it runs (tests/client/test_direct.py shows it).
 This transport hands body chunks over as the app sends them, signals ``http.disconnect``
 when the caller closes the response, and applies the client's read timeout (httpx
-enforces timeouts only in its network transports). The app's lifespan is run by
+enforces timeouts only in its network transports). It runs the app's lifespan with
 ``asgi-lifespan`` (see :class:`~apcore_a2a.client.A2AClient`).
 """
 
@@ -18,8 +18,14 @@ from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from typing import Any
 
 import httpx
+from asgi_lifespan import LifespanManager, LifespanNotSupported
 
-__all__ = ["ASGIApp", "DirectTransport"]
+from apcore_a2a.client.errors import A2AConnectionError
+
+__all__ = ["CONNECT_TIMEOUT", "ASGIApp", "DirectTransport"]
+
+#: seconds to connect (and for an in-process app to start) when ``timeout`` is ``None``
+CONNECT_TIMEOUT = 30.0
 
 #: ASGI scope extension marking a request made in the same process (no socket).
 IN_PROCESS_EXTENSION = "apcore_a2a.in_process"
@@ -60,11 +66,53 @@ class _BodyStream(httpx.AsyncByteStream):
                 await self._task
 
 
+def _failing_loudly(app: ASGIApp) -> ASGIApp:
+    """*app*, raising when it reports ``lifespan.startup.failed``: asgi-lifespan waits for
+    a "complete" message only, so an app that reports the failure and returns would hang
+    it until the timeout."""
+
+    async def wrapped(scope: Any, receive: Any, send: Any) -> None:
+        async def checked_send(message: Any) -> None:
+            if str(message.get("type", "")).endswith(".failed"):
+                raise RuntimeError(message.get("message") or "the app failed to start")
+            await send(message)
+
+        await app(scope, receive, checked_send)
+
+    return wrapped
+
+
 class DirectTransport(httpx.AsyncBaseTransport):
     """An httpx transport that calls an ASGI app in the current event loop."""
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, lifespan: bool) -> None:
         self.app = app
+        self._to_start = lifespan
+        self._lifespan: LifespanManager | None = None
+        self._lock = asyncio.Lock()
+
+    async def start(self, bound: float) -> None:
+        """Run the app's startup, once (an app without lifespan is used as is)."""
+        if not self._to_start:
+            return
+        async with self._lock:
+            if not self._to_start:
+                return
+            manager = LifespanManager(_failing_loudly(self.app), bound, bound)
+            try:
+                await manager.__aenter__()
+            except LifespanNotSupported:
+                pass
+            except Exception as exc:
+                raise A2AConnectionError(f"the in-process agent failed to start: {exc}") from exc
+            else:
+                self._lifespan, self.app = manager, manager.app  # requests see its state
+            self._to_start = False
+
+    async def aclose(self) -> None:
+        if self._lifespan is not None:
+            with contextlib.suppress(Exception):  # a failed shutdown is the app's to log
+                await self._lifespan.__aexit__(None, None, None)
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         body = await request.aread()

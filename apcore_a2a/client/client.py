@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Mapping
+import re
+from collections.abc import AsyncIterator, Callable, Mapping
 from types import TracebackType
 from typing import Any
 from urllib.parse import urlsplit
@@ -21,16 +22,14 @@ from a2a.client.transports.rest import RestTransport
 from a2a.compat.v0_3.jsonrpc_transport import CompatJsonRpcTransport
 from a2a.compat.v0_3.rest_transport import CompatRestTransport
 from a2a.types import a2a_pb2 as pb
-from asgi_lifespan import LifespanManager, LifespanNotSupported
 from google.protobuf.json_format import MessageToDict, ParseDict
 from google.protobuf.message import Message as Proto
 
 from apcore_a2a.client import _results as shape
-from apcore_a2a.client._asgi import ASGIApp, DirectTransport
+from apcore_a2a.client._asgi import CONNECT_TIMEOUT, ASGIApp, DirectTransport
 from apcore_a2a.client._messages import MessageInput, build_message, build_push_config
 from apcore_a2a.client._origin import Endpoint, OriginGuard, Protocol, origin_of, select_endpoint
-from apcore_a2a.client._spans import a2a_call
-from apcore_a2a.client._wire import Call, context, current, on_response, translated
+from apcore_a2a.client._wire import Call, a2a_call, context, current, on_response, translated
 from apcore_a2a.client.card_fetcher import CARD_PATHS, AgentCardFetcher
 from apcore_a2a.client.card_verify import CardKeys, CardVerifier
 from apcore_a2a.client.errors import (
@@ -44,21 +43,18 @@ from apcore_a2a.client.errors import (
 __all__ = ["A2AClient"]
 
 AuthInput = str | httpx.Auth | tuple[str, str] | None
-#: A2A method -> the SDK transport's method
-_SDK_METHODS = {
-    "SendMessage": "send_message",
+#: The SDK transport method of each A2A method whose name does not derive from it
+_SDK_NAMES = {
     "SendStreamingMessage": "send_message_streaming",
-    "GetTask": "get_task",
-    "CancelTask": "cancel_task",
-    "ListTasks": "list_tasks",
     "SubscribeToTask": "subscribe",
-    "CreateTaskPushNotificationConfig": "create_task_push_notification_config",
-    "GetTaskPushNotificationConfig": "get_task_push_notification_config",
-    "ListTaskPushNotificationConfigs": "list_task_push_notification_configs",
-    "DeleteTaskPushNotificationConfig": "delete_task_push_notification_config",
-    "GetExtendedAgentCard": "get_extended_agent_card",
 }
-#: The 1.0 transport answers GetExtendedAgentCard from the card it was given unless that
+_HTTP_TRANSPORTS: dict[tuple[str, str], Callable[..., ClientTransport]] = {
+    ("JSONRPC", "1.0"): JsonRpcTransport,
+    ("JSONRPC", "0.3"): CompatJsonRpcTransport,
+    ("HTTP+JSON", "1.0"): RestTransport,
+    ("HTTP+JSON", "0.3"): CompatRestTransport,
+}
+#: The transports answer GetExtendedAgentCard from the card they were given unless that
 #: card says there is an extended one; the client always asks the agent.
 _ASK_FOR_EXTENDED = pb.AgentCard(capabilities=pb.AgentCapabilities(extended_agent_card=True))
 
@@ -81,26 +77,6 @@ def _require_id(value: str, what: str) -> str:
     if not isinstance(value, str) or not value:
         raise ValueError(f"{what} must be a non-empty string")
     return value
-
-
-def _failing_loudly(app: ASGIApp) -> ASGIApp:
-    """*app*, raising when it reports ``lifespan.startup.failed``: asgi-lifespan waits for
-    a "complete" message only, so an app that reports the failure and returns would hang
-    it until the timeout."""
-
-    async def wrapped(scope: Any, receive: Any, send: Any) -> None:
-        async def checked_send(message: Any) -> None:
-            if str(message.get("type", "")).endswith(".failed"):
-                raise RuntimeError(message.get("message") or "the app failed to start")
-            await send(message)
-
-        await app(scope, receive, checked_send)
-
-    return wrapped
-
-
-#: seconds to connect (and for an in-process app to start) when ``timeout`` is ``None``
-CONNECT_TIMEOUT = 30.0
 
 
 class A2AClient:
@@ -161,10 +137,7 @@ class A2AClient:
         else:
             inner_auth = auth
         self._guard = guard = OriginGuard(origin_of(self._base), inner_auth, default_headers)
-        self._app = app
-        self._direct = DirectTransport(app) if app is not None else None
-        self._lifespan: LifespanManager | None = None
-        self._run_lifespan = app is not None and lifespan
+        self._direct = DirectTransport(app, lifespan) if app is not None else None
         self._http = httpx.AsyncClient(
             timeout=httpx.Timeout(timeout, connect=timeout or CONNECT_TIMEOUT),
             headers=default_headers,
@@ -178,9 +151,7 @@ class A2AClient:
         self._cards = AgentCardFetcher(self._http, self._base, ttl=card_ttl, verify=verify)
         self._pinned: Endpoint | None = None
         self._channels: dict[tuple[str, bool], Any] = {}
-        self._started = False
         self._closed = False
-        self._start_lock = asyncio.Lock()
 
     @property
     def url(self) -> str:
@@ -206,37 +177,20 @@ class A2AClient:
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Close the pooled HTTP client (and shut down an in-process app we started)."""
+        """Close the pooled HTTP client and gRPC channels (and shut down an in-process app
+        we started)."""
         if self._closed:
             return
         self._closed = True
         await self._http.aclose()
         for channel in self._channels.values():
             await channel.close()
-        if self._lifespan is not None:
-            with contextlib.suppress(Exception):  # a failed shutdown is the app's to log
-                await self._lifespan.__aexit__(None, None, None)
 
     async def _ensure_open(self) -> None:
         if self._closed:
             raise A2AClientError("the client is closed")
-        if self._started or not self._run_lifespan:
-            return
-        async with self._start_lock:
-            if self._started or self._app is None or self._direct is None:
-                return
-            bound = self._timeout or CONNECT_TIMEOUT
-            manager = LifespanManager(_failing_loudly(self._app), bound, bound)
-            try:
-                await manager.__aenter__()
-            except LifespanNotSupported:
-                pass  # an app without lifespan is used as is
-            except Exception as exc:
-                raise A2AConnectionError(f"the in-process agent failed to start: {exc}") from exc
-            else:
-                self._lifespan = manager
-                self._direct.app = manager.app  # requests see the lifespan state
-            self._started = True
+        if self._direct is not None:
+            await self._direct.start(self._timeout or CONNECT_TIMEOUT)
 
     # -- discovery ---------------------------------------------------------------------
     async def discover(self, *, refresh: bool = False) -> dict[str, Any]:
@@ -272,15 +226,9 @@ class A2AClient:
         )
 
     def _transport(self, to: Endpoint) -> ClientTransport:
-        new = to.version == "1.0"
-        if to.binding == "JSONRPC":
-            if new:
-                return JsonRpcTransport(self._http, _ASK_FOR_EXTENDED, to.url, is_shared_httpx=True)
-            return CompatJsonRpcTransport(self._http, None, to.url, is_shared_httpx=True)
-        if to.binding == "HTTP+JSON":
-            if new:
-                return RestTransport(self._http, _ASK_FOR_EXTENDED, to.url, is_shared_httpx=True)
-            return CompatRestTransport(self._http, None, to.url, is_shared_httpx=True)
+        if to.binding != "GRPC":
+            transport = _HTTP_TRANSPORTS[to.binding, to.version]
+            return transport(self._http, _ASK_FOR_EXTENDED, to.url, is_shared_httpx=True)
         try:
             import grpc.aio
             from a2a.client.transports.grpc import GrpcTransport
@@ -298,64 +246,66 @@ class A2AClient:
                 else grpc.aio.insecure_channel(to.url)
             )
             self._channels[to.url, to.secure] = channel
-        if new:
-            return GrpcTransport(channel, _ASK_FOR_EXTENDED)
-        return CompatGrpcTransport(channel, None)
+        grpc_transport = GrpcTransport if to.version == "1.0" else CompatGrpcTransport
+        return grpc_transport(channel, _ASK_FOR_EXTENDED)
 
-    async def _headers(self, to: Endpoint, last_event_id: str | None = None) -> dict[str, str]:
-        # The 0.3 transports and the gRPC ones set their A2A-Version themselves.
-        headers = {"A2A-Version": "1.0"} if to.version == "1.0" else {}
-        if to.binding == "GRPC":
-            headers = {}
+    @contextlib.asynccontextmanager
+    async def _sdk(
+        self, method: str, request: Proto, call: Call, resume: bool = False
+    ) -> AsyncIterator[tuple[Any, Callable[[Mapping[str, Any]], None]]]:
+        """The SDK transport call for A2A *method* (not yet awaited or iterated), inside
+        its span; what the span should know of each result goes to the callable."""
+        to = await self._endpoint()
+        call.binding = to.binding
+        headers: dict[str, str] = {}
+        if to.binding == "GRPC":  # the caller's headers and credentials, for its host only
             if urlsplit("//" + to.url).hostname == urlsplit(self._base).hostname:
                 headers = await self._guard.metadata(self._http.build_request("POST", self._base))
-        if last_event_id is not None:
-            headers["Last-Event-ID"] = last_event_id
-        return headers
+        elif to.version == "1.0":  # the 0.3 and gRPC transports set their A2A-Version
+            headers["A2A-Version"] = "1.0"
+        if resume and call.event_id is not None:
+            headers["Last-Event-ID"] = call.event_id
+        name = _SDK_NAMES.get(method) or re.sub(r"(?<!^)([A-Z])", r"_\1", method).lower()
+        timeout = self._timeout if to.binding == "GRPC" else None  # httpx has its own
+        with (
+            a2a_call(method, to.version, to.url, MessageToDict(request), headers) as seen,
+            translated(method, to.url),
+        ):
+            sdk_call = getattr(self._transport(to), name)
+            yield sdk_call(request, context=context(headers, timeout)), seen
 
-    async def _call(self, method: str, request: Proto) -> tuple[Any, Any, dict[str, Any]]:
-        """Run one SDK call; return its result, the result as received (HTTP) and as 1.0 JSON."""
-        to = await self._endpoint()
-        headers = await self._headers(to)
-        with a2a_call(method, to.version, to.url, MessageToDict(request), headers) as seen:
-            call = Call(to.binding)
-            invoke = getattr(self._transport(to), _SDK_METHODS[method])
-            with translated(method, to.url), current(call):
-                result = await invoke(request, context=context(headers, self._grpc_timeout(to)))
+    async def _call(self, method: str, request: Proto) -> tuple[Any, dict[str, Any]]:
+        """Run one SDK call; return its result as received (HTTP) and as 1.0 JSON."""
+        call = Call()
+        async with self._sdk(method, request, call) as (pending, seen):
+            with current(call):
+                result = await pending
             as_json = MessageToDict(result) if isinstance(result, Proto) else {}
             seen(as_json)
-            return result, call.wire, as_json
-
-    def _grpc_timeout(self, to: Endpoint) -> float | None:
-        return self._timeout if to.binding == "GRPC" else None  # httpx has its own
+        return call.wire, as_json
 
     async def _events(
         self, method: str, request: Proto, call: Call, resume: bool
     ) -> AsyncIterator[dict[str, Any]]:
         """One SDK stream as client events, up to a final one."""
-        to = await self._endpoint()
-        call.binding = to.binding
-        headers = await self._headers(to, call.event_id if resume else None)
-        with a2a_call(method, to.version, to.url, MessageToDict(request), headers) as seen:
-            open_stream = getattr(self._transport(to), _SDK_METHODS[method])
-            with translated(method, to.url):
-                async with contextlib.aclosing(
-                    open_stream(request, context=context(headers, self._grpc_timeout(to)))
-                ) as stream:
-                    while True:
-                        with current(call):
-                            try:
-                                item = await anext(stream)
-                            except StopAsyncIteration:
-                                return
-                        as_json = MessageToDict(item)
-                        seen(as_json)
-                        event = shape.event(as_json, call.wire)
-                        if event is None:
-                            continue
-                        yield event
-                        if shape.is_final(event):
-                            return
+        async with (
+            self._sdk(method, request, call, resume) as (stream, seen),
+            contextlib.aclosing(stream),
+        ):
+            while True:
+                with current(call):
+                    try:
+                        item = await anext(stream)
+                    except StopAsyncIteration:
+                        return
+                as_json = MessageToDict(item)
+                seen(as_json)
+                event = shape.event(as_json, call.wire)
+                if event is None:
+                    continue
+                yield event
+                if shape.is_final(event):
+                    return
 
     async def _resumable(
         self,
@@ -436,7 +386,7 @@ class A2AClient:
         request = self._send_request(
             message, metadata, context_id, task_id, skill_id, return_immediately
         )
-        _, wire, as_json = await self._call("SendMessage", request)
+        wire, as_json = await self._call("SendMessage", request)
         event = shape.event(as_json, wire)
         if event is None or event["kind"] not in ("task", "message"):
             raise InvalidAgentResponseError(f"agent returned an invalid send result: {wire!r:.200}")
@@ -475,12 +425,12 @@ class A2AClient:
             if history_length < 0:
                 raise ValueError("history_length must be >= 0")
             request.history_length = history_length
-        return shape.task((await self._call("GetTask", request))[2])
+        return shape.task((await self._call("GetTask", request))[1])
 
     async def cancel_task(self, task_id: str) -> dict[str, Any]:
         """Ask the agent to cancel the task; return the task as the agent reports it."""
         request = pb.CancelTaskRequest(id=_require_id(task_id, "task_id"))
-        return shape.task((await self._call("CancelTask", request))[2])
+        return shape.task((await self._call("CancelTask", request))[1])
 
     async def list_tasks(
         self,
@@ -512,7 +462,7 @@ class A2AClient:
         if status:
             name = status.upper().replace("-", "_").removeprefix("TASK_STATE_")
             request.status = pb.TaskState.Value("TASK_STATE_" + name)
-        return shape.tasks((await self._call("ListTasks", request))[2])
+        return shape.tasks((await self._call("ListTasks", request))[1])
 
     def resubscribe(
         self, task_id: str, *, last_event_id: str | None = None, max_retries: int = 3
@@ -538,7 +488,7 @@ class A2AClient:
             build_push_config(_require_id(task_id, "task_id"), config),
             pb.TaskPushNotificationConfig(),
         )
-        _, wire, as_json = await self._call("CreateTaskPushNotificationConfig", request)
+        wire, as_json = await self._call("CreateTaskPushNotificationConfig", request)
         return shape.push_config(as_json, wire)
 
     async def get_push_config(self, task_id: str, config_id: str) -> dict[str, Any]:
@@ -546,18 +496,18 @@ class A2AClient:
         request = pb.GetTaskPushNotificationConfigRequest(
             task_id=_require_id(task_id, "task_id"), id=_require_id(config_id, "config_id")
         )
-        _, wire, as_json = await self._call("GetTaskPushNotificationConfig", request)
+        wire, as_json = await self._call("GetTaskPushNotificationConfig", request)
         return shape.push_config(as_json, wire)
 
     async def list_push_configs(self, task_id: str) -> list[dict[str, Any]]:
         """Return every push config of a task."""
         request = pb.ListTaskPushNotificationConfigsRequest(task_id=_require_id(task_id, "task_id"))
-        result, wire, _ = await self._call("ListTaskPushNotificationConfigs", request)
+        wire, as_json = await self._call("ListTaskPushNotificationConfigs", request)
         wired = (wire.get("configs") if isinstance(wire, Mapping) else wire) or []
         wired = wired if isinstance(wired, list) else []
         return [
             shape.push_config(config, wired[i] if i < len(wired) else None)
-            for i, config in enumerate(result.configs)
+            for i, config in enumerate(as_json.get("configs") or [])
         ]
 
     async def delete_push_config(self, task_id: str, config_id: str) -> None:
@@ -570,7 +520,7 @@ class A2AClient:
     async def get_extended_card(self) -> dict[str, Any]:
         """Return the agent's extended (authenticated) card as served."""
         request = pb.GetExtendedAgentCardRequest()
-        _, wire, as_json = await self._call("GetExtendedAgentCard", request)
+        wire, as_json = await self._call("GetExtendedAgentCard", request)
         card = wire if wire is not None else as_json  # as served; gRPC serves protobuf
         if not isinstance(card, dict):
             raise InvalidAgentResponseError("the extended card is not an object")
