@@ -87,15 +87,7 @@ def check_endpoint(url: str, base: str, *, allow_other_origins: bool, direct: bo
         return resolved
     if allow_other_origins and target is not None:
         return resolved
-    downgrade = (
-        agent is not None
-        and target is not None
-        and (agent[0], target[0])
-        == (
-            "https",
-            "http",
-        )
-    )
+    downgrade = agent and target and (agent[0], target[0]) == ("https", "http")
     raise CrossOriginEndpointError(
         f"the agent card names {resolved} ({_format(target)}), which is not the agent's "
         f"origin {_format(agent)}"

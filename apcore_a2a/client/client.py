@@ -25,10 +25,10 @@ from a2a.types import a2a_pb2 as pb
 from google.protobuf.json_format import MessageToDict, ParseDict
 from google.protobuf.message import Message as Proto
 
-from apcore_a2a.client import _results as shape
+from apcore_a2a.client import _shapes as shape
 from apcore_a2a.client._asgi import CONNECT_TIMEOUT, ASGIApp, DirectTransport
-from apcore_a2a.client._messages import MessageInput, build_message, build_push_config
 from apcore_a2a.client._origin import Endpoint, OriginGuard, Protocol, origin_of, select_endpoint
+from apcore_a2a.client._shapes import MessageInput
 from apcore_a2a.client._wire import Call, a2a_call, context, current, on_response, translated
 from apcore_a2a.client.card_fetcher import CARD_PATHS, AgentCardFetcher
 from apcore_a2a.client.card_verify import CardKeys, CardVerifier
@@ -251,7 +251,7 @@ class A2AClient:
 
     @contextlib.asynccontextmanager
     async def _sdk(
-        self, method: str, request: Proto, call: Call, resume: bool = False
+        self, method: str, request: Proto, call: Call
     ) -> AsyncIterator[tuple[Any, Callable[[Mapping[str, Any]], None]]]:
         """The SDK transport call for A2A *method* (not yet awaited or iterated), inside
         its span; what the span should know of each result goes to the callable."""
@@ -263,7 +263,7 @@ class A2AClient:
                 headers = await self._guard.metadata(self._http.build_request("POST", self._base))
         elif to.version == "1.0":  # the 0.3 and gRPC transports set their A2A-Version
             headers["A2A-Version"] = "1.0"
-        if resume and call.event_id is not None:
+        if method == "SubscribeToTask" and call.event_id is not None:
             headers["Last-Event-ID"] = call.event_id
         name = _SDK_NAMES.get(method) or re.sub(r"(?<!^)([A-Z])", r"_\1", method).lower()
         timeout = self._timeout if to.binding == "GRPC" else None  # httpx has its own
@@ -285,11 +285,11 @@ class A2AClient:
         return call.wire, as_json
 
     async def _events(
-        self, method: str, request: Proto, call: Call, resume: bool
+        self, method: str, request: Proto, call: Call
     ) -> AsyncIterator[dict[str, Any]]:
         """One SDK stream as client events, up to a final one."""
         async with (
-            self._sdk(method, request, call, resume) as (stream, seen),
+            self._sdk(method, request, call) as (stream, seen),
             contextlib.aclosing(stream),
         ):
             while True:
@@ -326,7 +326,7 @@ class A2AClient:
             else:
                 method, request = "SendStreamingMessage", first
             try:
-                async for event in self._events(method, request, call, first is None):
+                async for event in self._events(method, request, call):
                     failures = 0
                     if task_id is None:
                         task_id = event["id"] if event["kind"] == "task" else event["taskId"]
@@ -355,7 +355,9 @@ class A2AClient:
         skill_id: str | None,
         return_immediately: bool,
     ) -> pb.SendMessageRequest:
-        msg = build_message(message, context_id=context_id, task_id=task_id, skill_id=skill_id)
+        msg = shape.build_message(
+            message, context_id=context_id, task_id=task_id, skill_id=skill_id
+        )
         request = pb.SendMessageRequest(message=ParseDict(msg, pb.Message()))
         if metadata:
             request.metadata.update(dict(metadata))
@@ -485,7 +487,7 @@ class A2AClient:
     ) -> dict[str, Any]:
         """Register a push endpoint for a task: a URL or ``{url, id?, token?, authentication?}``."""
         request = ParseDict(
-            build_push_config(_require_id(task_id, "task_id"), config),
+            shape.build_push_config(_require_id(task_id, "task_id"), config),
             pb.TaskPushNotificationConfig(),
         )
         wire, as_json = await self._call("CreateTaskPushNotificationConfig", request)

@@ -107,6 +107,9 @@ class A2ARemoteError(A2AClientError):
 
     default_code: ClassVar[int] = -32603
 
+    def __init_subclass__(cls, code: int = -32603) -> None:
+        cls.default_code = code
+
     def __init__(self, message: str, *, code: int | None = None, data: Any = None) -> None:
         super().__init__(message)
         self.code = self.default_code if code is None else code
@@ -116,106 +119,72 @@ class A2ARemoteError(A2AClientError):
         return f"{type(self).__name__}(code={self.code}, message={self.message!r})"
 
 
-class TaskNotFoundError(A2ARemoteError):
+class TaskNotFoundError(A2ARemoteError, code=-32001):
     """-32001: the task does not exist (or belongs to another caller)."""
 
-    default_code = -32001
 
-
-class TaskNotCancelableError(A2ARemoteError):
+class TaskNotCancelableError(A2ARemoteError, code=-32002):
     """-32002: the task is already in a terminal state."""
 
-    default_code = -32002
 
-
-class PushNotificationNotSupportedError(A2ARemoteError):
+class PushNotificationNotSupportedError(A2ARemoteError, code=-32003):
     """-32003: the agent does not support push notifications."""
 
-    default_code = -32003
 
-
-class UnsupportedOperationError(A2ARemoteError):
+class UnsupportedOperationError(A2ARemoteError, code=-32004):
     """-32004: the agent does not support this operation (or not in this state)."""
 
-    default_code = -32004
 
-
-class ContentTypeNotSupportedError(A2ARemoteError):
+class ContentTypeNotSupportedError(A2ARemoteError, code=-32005):
     """-32005: a part's media type is not accepted by the agent."""
 
-    default_code = -32005
 
-
-class InvalidAgentResponseError(A2ARemoteError):
+class InvalidAgentResponseError(A2ARemoteError, code=-32006):
     """-32006: the agent produced an invalid response (also raised for unparsable replies)."""
 
-    default_code = -32006
 
-
-class ExtendedAgentCardNotConfiguredError(A2ARemoteError):
+class ExtendedAgentCardNotConfiguredError(A2ARemoteError, code=-32007):
     """-32007: the agent has no extended agent card."""
 
-    default_code = -32007
 
-
-class ExtensionSupportRequiredError(A2ARemoteError):
+class ExtensionSupportRequiredError(A2ARemoteError, code=-32008):
     """-32008: the agent requires an extension the client did not declare."""
 
-    default_code = -32008
 
-
-class VersionNotSupportedError(A2ARemoteError):
+class VersionNotSupportedError(A2ARemoteError, code=-32009):
     """-32009: the agent does not speak the requested A2A protocol version."""
 
-    default_code = -32009
 
-
-class JSONParseError(A2ARemoteError):
+class JSONParseError(A2ARemoteError, code=-32700):
     """-32700: the agent could not parse the request body."""
 
-    default_code = -32700
 
-
-class InvalidRequestError(A2ARemoteError):
+class InvalidRequestError(A2ARemoteError, code=-32600):
     """-32600: the request is not a valid JSON-RPC request."""
 
-    default_code = -32600
 
-
-class MethodNotFoundError(A2ARemoteError):
+class MethodNotFoundError(A2ARemoteError, code=-32601):
     """-32601: the agent does not know the method (e.g. a 0.3 call to a 1.0-only agent)."""
 
-    default_code = -32601
 
-
-class InvalidParamsError(A2ARemoteError):
+class InvalidParamsError(A2ARemoteError, code=-32602):
     """-32602: the request parameters (or the module input) are invalid."""
 
-    default_code = -32602
 
-
-class TaskBusyError(A2ARemoteError):
+class TaskBusyError(A2ARemoteError, code=-32090):
     """-32090: the task is running (or another follow-up won it); try again later."""
 
-    default_code = -32090
 
-
-class QuotaExceededError(A2ARemoteError):
+class QuotaExceededError(A2ARemoteError, code=-32091):
     """-32091: a per-caller or per-task limit is reached (e.g. push configs per task)."""
 
-    default_code = -32091
 
-
-class StoreUnavailableError(A2ARemoteError):
+class StoreUnavailableError(A2ARemoteError, code=-32092):
     """-32092: the agent's task store is unreachable right now; retryable."""
 
-    default_code = -32092
 
-
-class A2AServerError(A2ARemoteError):
+class A2AServerError(A2ARemoteError, code=-32603):
     """-32603 or any code without a dedicated class; ``code`` and ``data`` are kept."""
-
-    default_code = -32603
 
 
 _BY_CODE: dict[int, type[A2ARemoteError]] = {

@@ -1,0 +1,356 @@
+"""The client's shapes, both ways (pure functions, no I/O).
+
+Caller input → 1.0 JSON requests: a message may be a ``str`` (one text part), ``bytes``
+(one file part), a mapping without ``parts`` (one data part), a list of parts, or a full
+message mapping in the seed shape (``{"type": "text", ...}`` parts), the 0.3 shape
+(``kind`` parts, ``file`` objects) or the 1.0 shape (``text``/``data``/``raw``/``url``
+parts); a2a-sdk's 0.3 transports convert the 1.0 request for 0.3 agents.
+
+SDK results (as 1.0 JSON, whatever the wire version) → the documented result shape
+(docs/client.md): 1.0 JSON member names, lowercase hyphenated states (``"input-required"``)
+and roles (``"user"``), a ``kind`` on every top-level object (``task``, ``message``,
+``status-update``, ``artifact-update``) and a ``type`` on every part (``text``, ``data``,
+``file``). Absent optional members are present as ``None``, ``[]`` or ``{}`` so callers
+can index without guards.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any, cast
+
+from apcore_a2a.client.errors import InvalidAgentResponseError
+
+__all__ = [
+    "FINAL_STATES",
+    "MessageInput",
+    "build_message",
+    "build_push_config",
+    "event",
+    "is_final",
+    "push_config",
+    "task",
+    "tasks",
+]
+
+MessageInput = str | bytes | Mapping[str, Any] | Sequence[Mapping[str, Any]]
+
+_CONTENT_KEYS = ("text", "data", "raw", "url")
+
+
+def _first(mapping: Mapping[str, Any], *keys: str) -> Any:
+    for key in keys:
+        value = mapping.get(key)
+        if value is not None:
+            return value
+    return None
+
+
+def _b64(value: Any) -> str:
+    if isinstance(value, bytes | bytearray | memoryview):
+        return base64.b64encode(bytes(value)).decode("ascii")
+    if isinstance(value, str):
+        try:
+            base64.b64decode(value, validate=True)
+        except (binascii.Error, ValueError) as exc:
+            raise ValueError("file bytes must be bytes or a base64 string") from exc
+        return value
+    raise ValueError("file bytes must be bytes or a base64 string")
+
+
+def normalize_part(part: Mapping[str, Any]) -> dict[str, Any]:
+    """Return one part as 1.0 JSON (``text`` | ``data`` | ``raw`` | ``url`` + extras)."""
+    if not isinstance(part, Mapping):
+        raise ValueError(f"a part must be a mapping, got {type(part).__name__}")
+    kind = part.get("type") or part.get("kind")
+    file_obj = part.get("file")
+    source: Mapping[str, Any] = file_obj if isinstance(file_obj, Mapping) else part
+    if kind is None:
+        present = [key for key in _CONTENT_KEYS if key in part]
+        if len(present) != 1:
+            raise ValueError(
+                "a part needs exactly one of text, data, raw or url (or a 'type'), "
+                f"got keys {sorted(part)}"
+            )
+        kind = "file" if present[0] in ("raw", "url") else present[0]
+    out: dict[str, Any]
+    if kind == "text":
+        text = part.get("text")
+        if not isinstance(text, str):
+            raise ValueError("a text part needs a string 'text'")
+        out = {"text": text}
+    elif kind == "data":
+        if "data" not in part:
+            raise ValueError("a data part needs 'data'")
+        out = {"data": part["data"]}
+    elif kind == "file":
+        raw = _first(source, "raw", "bytes")
+        url = _first(source, "url", "uri")
+        if (raw is None) == (url is None):
+            raise ValueError("a file part needs exactly one of bytes/raw or uri/url")
+        if raw is not None:
+            out = {"raw": _b64(raw)}
+        elif isinstance(url, str):
+            out = {"url": url}
+        else:
+            raise ValueError("a file part's url must be a string")
+    else:
+        raise ValueError(f"unknown part type {kind!r} (expected text, data or file)")
+    media_type = _first(source, "mediaType", "media_type", "mimeType", "mime_type")
+    filename = _first(source, "filename", "name")
+    if media_type:
+        out["mediaType"] = str(media_type)
+    if filename:
+        out["filename"] = str(filename)
+    metadata = part.get("metadata")
+    if metadata is not None:
+        if not isinstance(metadata, Mapping):
+            raise ValueError("part metadata must be a mapping")
+        out["metadata"] = dict(metadata)
+    return out
+
+
+def _parts_of(message: MessageInput) -> tuple[list[dict[str, Any]], Mapping[str, Any]]:
+    """Split caller input into (1.0 parts, message-level fields)."""
+    if isinstance(message, str):
+        return [{"text": message}], {}
+    if isinstance(message, bytes | bytearray):
+        return [{"raw": _b64(message), "mediaType": "application/octet-stream"}], {}
+    if isinstance(message, Mapping):
+        if "parts" not in message:
+            return [{"data": dict(message)}], {}
+        parts = message["parts"]
+        if isinstance(parts, str | bytes) or not isinstance(parts, Sequence):
+            raise ValueError("message 'parts' must be a list of parts")
+        return [normalize_part(p) for p in parts], message
+    if isinstance(message, Sequence):
+        return [normalize_part(p) for p in cast("Sequence[Any]", message)], {}
+    raise TypeError(f"cannot send a {type(message).__name__} as a message")
+
+
+def build_message(
+    message: MessageInput,
+    *,
+    context_id: str | None = None,
+    task_id: str | None = None,
+    skill_id: str | None = None,
+) -> dict[str, Any]:
+    """Build a 1.0 JSON ``Message`` from caller input; explicit ids win over the message's."""
+    parts, fields = _parts_of(message)
+    role_in = str(fields.get("role") or "user")
+    role = {"user": "ROLE_USER", "agent": "ROLE_AGENT"}.get(role_in.lower().removeprefix("role_"))
+    if role is None:
+        raise ValueError(f"unknown message role {role_in!r} (expected 'user' or 'agent')")
+    out: dict[str, Any] = {
+        "messageId": str(_first(fields, "messageId", "message_id") or uuid.uuid4().hex),
+        "role": role,
+        "parts": parts,
+    }
+    ctx = context_id or _first(fields, "contextId", "context_id")
+    tid = task_id or _first(fields, "taskId", "task_id")
+    if ctx:
+        out["contextId"] = str(ctx)
+    if tid:
+        out["taskId"] = str(tid)
+    metadata = fields.get("metadata")
+    if metadata is not None and not isinstance(metadata, Mapping):
+        raise ValueError("message metadata must be a mapping")
+    meta = dict(metadata or {})
+    if skill_id:
+        meta["skillId"] = skill_id
+    if meta:
+        out["metadata"] = meta
+    refs = _first(fields, "referenceTaskIds", "reference_task_ids")
+    if refs:
+        out["referenceTaskIds"] = [str(r) for r in refs]
+    if fields.get("extensions"):
+        out["extensions"] = [str(e) for e in fields["extensions"]]
+    return out
+
+
+def build_push_config(task_id: str, config: str | Mapping[str, Any]) -> dict[str, Any]:
+    """Build a 1.0 ``TaskPushNotificationConfig`` from a URL or a config mapping.
+
+    The mapping takes ``url`` and optionally ``id``, ``token`` and ``authentication``
+    (``{"scheme": "Bearer", "credentials": "..."}``; a 0.3 ``schemes`` list is accepted).
+    """
+    cfg: Mapping[str, Any] = {"url": config} if isinstance(config, str) else config
+    if not isinstance(cfg, Mapping):
+        raise TypeError("a push config must be a URL string or a mapping")
+    url = cfg.get("url")
+    if not isinstance(url, str) or not url:
+        raise ValueError("a push config needs a 'url'")
+    out: dict[str, Any] = {"taskId": task_id, "url": url}
+    if cfg.get("id"):
+        out["id"] = str(cfg["id"])
+    if cfg.get("token"):
+        out["token"] = str(cfg["token"])
+    auth = cfg.get("authentication")
+    if auth:
+        if not isinstance(auth, Mapping):
+            raise ValueError("push 'authentication' must be a mapping")
+        schemes = auth.get("schemes")
+        scheme = auth.get("scheme") or (schemes[0] if schemes else None)
+        if not scheme:
+            raise ValueError("push 'authentication' needs a 'scheme'")
+        out["authentication"] = {"scheme": str(scheme)}
+        if auth.get("credentials"):
+            out["authentication"]["credentials"] = str(auth["credentials"])
+    return out
+
+
+# -- results ----------------------------------------------------------------------------
+FINAL_STATES = frozenset({"completed", "canceled", "failed", "rejected"})
+INTERRUPTED_STATES = frozenset({"input-required", "auth-required"})
+
+
+def _name(value: Any, prefix: str) -> str:
+    name = str(value or "").removeprefix(prefix).lower().replace("_", "-")
+    return "unknown" if name in ("", "unspecified") else name
+
+
+def _ints(value: Any) -> Any:
+    """Integral floats → int, recursively: protobuf carries every JSON number as a double,
+    so ``7`` comes back as ``7.0``; restoring the int keeps results equal across agents."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _ints(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_ints(v) for v in value]
+    return value
+
+
+def _part(part: Mapping[str, Any]) -> dict[str, Any]:
+    kind = next((k for k in ("text", "data", "raw", "url") if k in part), "text")
+    value = _ints(part[kind]) if kind == "data" else part.get(kind, "")
+    return {
+        "type": "file" if kind in ("raw", "url") else kind,
+        kind: value,
+        "mediaType": part.get("mediaType") or None,
+        "filename": part.get("filename") or None,
+        "metadata": dict(part.get("metadata") or {}),
+    }
+
+
+def message(msg: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "kind": "message",
+        "messageId": msg.get("messageId"),
+        "role": _name(msg.get("role"), "ROLE_"),
+        "parts": [_part(p) for p in msg.get("parts") or []],
+        "contextId": msg.get("contextId") or None,
+        "taskId": msg.get("taskId") or None,
+        "metadata": dict(msg.get("metadata") or {}),
+        "referenceTaskIds": list(msg.get("referenceTaskIds") or []),
+        "extensions": list(msg.get("extensions") or []),
+    }
+
+
+def _status(status: Mapping[str, Any] | None) -> dict[str, Any]:
+    status = status or {}
+    return {
+        "state": _name(status.get("state"), "TASK_STATE_"),
+        "message": message(status["message"]) if status.get("message") else None,
+        "timestamp": status.get("timestamp") or None,
+    }
+
+
+def _artifact(art: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "artifactId": art.get("artifactId"),
+        "name": art.get("name") or None,
+        "description": art.get("description") or None,
+        "parts": [_part(p) for p in art.get("parts") or []],
+        "metadata": dict(art.get("metadata") or {}),
+        "extensions": list(art.get("extensions") or []),
+    }
+
+
+def task(t: Mapping[str, Any]) -> dict[str, Any]:
+    """A ``Task`` → client shape."""
+    if not t.get("id"):
+        raise InvalidAgentResponseError(f"agent returned a task without an id: {t!r:.200}")
+    return {
+        "kind": "task",
+        "id": t.get("id"),
+        "contextId": t.get("contextId") or None,
+        "status": _status(t.get("status")),
+        "artifacts": [_artifact(a) for a in t.get("artifacts") or []],
+        "history": [message(m) for m in t.get("history") or []],
+        "metadata": dict(t.get("metadata") or {}),
+    }
+
+
+def _update(ev: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "taskId": ev.get("taskId"),
+        "contextId": ev.get("contextId") or None,
+        "metadata": dict(ev.get("metadata") or {}),
+    }
+
+
+def event(obj: Mapping[str, Any], wire: Any = None) -> dict[str, Any] | None:
+    """A ``StreamResponse`` / ``SendMessageResponse`` → client shape; ``None`` when empty.
+
+    *wire* is the result as received: a 0.3 agent's ``final: true`` is honoured (JSON-RPC
+    result or REST event).
+    """
+    if "task" in obj:
+        return task(obj["task"])
+    if "message" in obj:
+        return message(obj["message"])
+    if "statusUpdate" in obj:
+        ev, status = obj["statusUpdate"], _status(obj["statusUpdate"].get("status"))
+        sent = wire.get("statusUpdate", wire) if isinstance(wire, Mapping) else None
+        sent_final = isinstance(sent, Mapping) and sent.get("final") is True
+        final = status["state"] in FINAL_STATES | INTERRUPTED_STATES or sent_final
+        return {"kind": "status-update", **_update(ev), "status": status, "final": final}
+    if "artifactUpdate" in obj:
+        ev = obj["artifactUpdate"]
+        return {
+            "kind": "artifact-update",
+            **_update(ev),
+            "artifact": _artifact(ev.get("artifact") or {}),
+            "append": bool(ev.get("append")),
+            "lastChunk": bool(ev.get("lastChunk")),
+        }
+    return None
+
+
+def is_final(ev: Mapping[str, Any]) -> bool:
+    """True when no further events follow for this request (the stream may end)."""
+    if ev["kind"] == "task":
+        return ev["status"]["state"] in FINAL_STATES
+    return ev["kind"] == "message" or bool(ev.get("final"))
+
+
+def tasks(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """A ``ListTasksResponse`` → ``{"tasks", "nextCursor", "totalSize"}``."""
+    return {
+        "tasks": [task(t) for t in obj.get("tasks") or []],
+        "nextCursor": obj.get("nextPageToken") or None,
+        "totalSize": obj.get("totalSize"),
+    }
+
+
+def push_config(obj: Mapping[str, Any], wire: Any = None) -> dict[str, Any]:
+    """A ``TaskPushNotificationConfig`` → ``{id, taskId, url, token, authentication,
+    status, statusReason}``; the last two are what an apcore-a2a agent reports about
+    deliveries (read from *wire*, the config as received), ``None`` from other agents."""
+    wire = wire if isinstance(wire, Mapping) else {}
+    auth = obj.get("authentication")
+    return {
+        "id": obj.get("id") or None,
+        "taskId": obj.get("taskId") or None,
+        "url": obj.get("url"),
+        "token": obj.get("token") or None,
+        "authentication": {"scheme": auth.get("scheme"), "credentials": auth.get("credentials")}
+        if auth
+        else None,
+        "status": wire.get("status") if isinstance(wire.get("status"), str) else None,
+        "statusReason": wire.get("statusReason") or None,
+    }
