@@ -207,50 +207,32 @@ def translated(method: str, url: str) -> Iterator[None]:
 _WRAPPERS = frozenset({"task", "message", "statusUpdate", "artifactUpdate"})
 
 
-def _ignore(_result: Mapping[str, Any]) -> None:
-    return None
-
-
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
-
-
 def _request_attributes(
     method: str, version: str, url: str, params: Mapping[str, Any]
 ) -> dict[str, Any]:
     parts = urlsplit(url if "://" in url else "//" + url)  # gRPC: host:port
-    attributes: dict[str, Any] = {"a2a.method.name": method, "a2a.protocol.version": version}
-    if parts.hostname:
-        attributes["server.address"] = parts.hostname
-        attributes["server.port"] = parts.port or (443 if parts.scheme == "https" else 80)
-    message = params.get("message")
-    if isinstance(message, Mapping):
-        if _text(message.get("messageId")):
-            attributes["a2a.message.id"] = message["messageId"]
-        task_id = _text(message.get("taskId"))
-    else:
-        task_id = _text(params.get("taskId")) or _text(params.get("id"))
-    if task_id:
-        attributes["a2a.task.id"] = task_id
-    return attributes
+    message = params.get("message") or {}
+    found = {
+        "a2a.method.name": method,
+        "a2a.protocol.version": version,
+        "a2a.message.id": message.get("messageId"),
+        "a2a.task.id": message.get("taskId") or params.get("taskId") or params.get("id"),
+        "server.address": parts.hostname,
+        "server.port": parts.hostname and (parts.port or (443 if parts.scheme == "https" else 80)),
+    }
+    return {k: v for k, v in found.items() if v}
 
 
 def _answer_attributes(result: Mapping[str, Any]) -> dict[str, Any]:
     """Task, conversation and state of a result or stream event (as 1.0 JSON)."""
     if len(result) == 1 and next(iter(result)) in _WRAPPERS:
         result = next(iter(result.values()))
-    found: dict[str, Any] = {}
-    task_id = _text(result.get("taskId")) or (
-        _text(result.get("id")) if "status" in result else None
-    )
-    if task_id:
-        found["a2a.task.id"] = task_id
-    if _text(result.get("contextId")):
-        found["gen_ai.conversation.id"] = result["contextId"]
-    state = (result.get("status") or {}).get("state")
-    if _text(state):
-        found["a2a.task.state"] = state
-    return found
+    found = {
+        "a2a.task.id": result.get("taskId") or ("status" in result and result.get("id")),
+        "gen_ai.conversation.id": result.get("contextId"),
+        "a2a.task.state": (result.get("status") or {}).get("state"),
+    }
+    return {k: v for k, v in found.items() if v}
 
 
 @contextlib.contextmanager
@@ -266,7 +248,7 @@ def a2a_call(
     try:
         from opentelemetry import propagate, trace
     except ImportError:
-        yield _ignore
+        yield lambda _result: None
         return
     attributes = _request_attributes(method, version, url, params)
     tracer = trace.get_tracer("apcore_a2a.client")

@@ -17,6 +17,7 @@ import pytest
 import pytest_asyncio
 
 from apcore_a2a.client import (
+    A2AAuthenticationError,
     A2AClient,
     TaskNotCancelableError,
     TaskNotFoundError,
@@ -195,3 +196,21 @@ async def test_in_process_client_speaks_rest(agent: tuple[str, Narrowed]) -> Non
     assert events[-1]["status"]["state"] == "completed"
     assert ("POST", "/message:send") in narrowed.seen
     assert ("POST", "/message:stream") in narrowed.seen
+
+
+async def test_grpc_calls_carry_the_callers_headers_as_metadata() -> None:
+    port = free_port()
+    narrowed = Narrowed(
+        build_our_app(port, grpc_port=free_port(), api_keys=("k-alice=alice",)), "GRPC"
+    )
+    async with running_server(narrowed, port=port) as url:
+        async with A2AClient(url, headers={"X-API-Key": "k-alice"}) as client:
+            task = await client.send_message("hi", skill_id="demo.echo")
+            assert task["status"]["state"] == "completed"
+        async with A2AClient(url) as anonymous:
+            with pytest.raises(A2AAuthenticationError):
+                await anonymous.get_task(task["id"])
+        async with A2AClient(url, headers={"X-API-Key": "wrong"}) as stranger:
+            with pytest.raises(A2AAuthenticationError):
+                await stranger.get_task(task["id"])
+    assert a2a_requests(narrowed) == []
