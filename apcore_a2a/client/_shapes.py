@@ -24,29 +24,13 @@ from typing import Any, cast
 
 from apcore_a2a.client.errors import InvalidAgentResponseError
 
-__all__ = [
-    "FINAL_STATES",
-    "MessageInput",
-    "build_message",
-    "build_push_config",
-    "event",
-    "is_final",
-    "push_config",
-    "task",
-    "tasks",
-]
-
 MessageInput = str | bytes | Mapping[str, Any] | Sequence[Mapping[str, Any]]
 
 _CONTENT_KEYS = ("text", "data", "raw", "url")
 
 
 def _first(mapping: Mapping[str, Any], *keys: str) -> Any:
-    for key in keys:
-        value = mapping.get(key)
-        if value is not None:
-            return value
-    return None
+    return next((mapping[key] for key in keys if mapping.get(key) is not None), None)
 
 
 def _b64(value: Any) -> str:
@@ -225,7 +209,7 @@ def _ints(value: Any) -> Any:
 
 
 def _part(part: Mapping[str, Any]) -> dict[str, Any]:
-    kind = next((k for k in ("text", "data", "raw", "url") if k in part), "text")
+    kind = next((k for k in _CONTENT_KEYS if k in part), "text")
     value = _ints(part[kind]) if kind == "data" else part.get(kind, "")
     return {
         "type": "file" if kind in ("raw", "url") else kind,
