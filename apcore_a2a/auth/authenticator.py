@@ -1,14 +1,4 @@
-"""The :class:`Authenticator` protocol and combinators shared by every credential type.
-
-An authenticator looks at request headers and answers one of three ways:
-
-* an apcore ``Identity`` -- the credentials are valid;
-* ``None`` -- the request carries no credentials this authenticator understands;
-* :class:`InvalidCredentials` raised -- credentials were presented but are not acceptable.
-
-The middle case is what lets ``require_auth=False`` admit anonymous callers while still
-rejecting a bad token instead of silently downgrading it to anonymous.
-"""
+"""The :class:`Authenticator` protocol and combinators shared by every credential type."""
 
 from __future__ import annotations
 
@@ -34,15 +24,18 @@ __all__ = [
 
 
 class InvalidCredentials(Exception):
-    """Credentials were presented but rejected.
-
-    The message is a short reason meant for DEBUG logs; it never contains the credential.
-    """
+    """Credentials were presented but rejected; the message is a short reason for the log
+    and never contains the credential."""
 
 
 @runtime_checkable
 class Authenticator(Protocol):
     """Turns request headers into an apcore ``Identity``.
+
+    ``authenticate`` answers an identity (valid credentials), ``None`` (no credentials it
+    understands) or raises :class:`InvalidCredentials`. ``None`` is what lets
+    ``require_auth=False`` admit anonymous callers while a bad token is still refused
+    instead of silently downgraded to anonymous.
 
     Example::
 
@@ -79,7 +72,6 @@ class AnyAuthenticator:
             raise ValueError("AnyAuthenticator needs at least one authenticator")
 
     async def authenticate(self, headers: Mapping[str, str]) -> Identity | None:
-        """Return the first identity any member accepts (see the class docstring)."""
         rejection: InvalidCredentials | None = None
         for authenticator in self.authenticators:
             try:
@@ -110,12 +102,12 @@ class AnyAuthenticator:
 
 
 def stamp_identity(identity: Identity, scheme: str, issuer: str | None = None) -> Identity:
-    """A copy of *identity* recording how the caller authenticated.
+    """A copy of *identity* with ``attrs`` recording how the caller authenticated
+    (``auth_scheme``, and ``auth_issuer`` when there is one).
 
-    Sets :data:`~apcore_a2a.server.call_context.AUTH_SCHEME_ATTR` (and the issuer, when
-    there is one) in ``attrs``; the task owner is derived from them, so callers of two
-    authenticators never share tasks even when their ids are equal. Values already in
-    ``attrs`` under those names are replaced: only the authenticator may say this.
+    The task owner is derived from them, so callers of two authenticators never share
+    tasks even when their ids are equal. Values already in ``attrs`` under those names are
+    replaced: only the authenticator may say this.
     """
     attrs = {k: v for k, v in identity.attrs.items() if k != AUTH_ISSUER_ATTR}
     attrs[AUTH_SCHEME_ATTR] = scheme
@@ -126,29 +118,21 @@ def stamp_identity(identity: Identity, scheme: str, issuer: str | None = None) -
 
 def header_value(headers: Mapping[str, str], name: str) -> str | None:
     """Case-insensitive header lookup that works on plain dicts as well as Starlette headers."""
-    value = headers.get(name.lower())
-    if value is not None:
-        return value
     wanted = name.lower()
-    for key, candidate in headers.items():
-        if key.lower() == wanted:
-            return candidate
-    return None
+    value = headers.get(wanted)
+    if value is None:
+        value = next((v for k, v in headers.items() if k.lower() == wanted), None)
+    return value
 
 
 async def identity_from_metadata(
     authenticator: Authenticator,
     metadata: Iterable[tuple[str, str | bytes]] | None,
 ) -> Identity | None:
-    """Authenticate a gRPC call from its invocation metadata (``authorization`` etc.).
-
-    gRPC metadata keys are lowercase already; binary (``-bin``) entries are ignored.
-    Returns ``None`` without credentials and raises :class:`InvalidCredentials` for bad
-    ones, exactly like :meth:`Authenticator.authenticate`.
-    """
+    """Authenticate a gRPC call from its invocation metadata (``authorization`` etc.),
+    with the answers of :meth:`Authenticator.authenticate`; binary entries are ignored."""
     headers: dict[str, str] = {}
     for key, value in metadata or ():
-        if isinstance(value, bytes) or key.endswith("-bin"):
-            continue
-        headers.setdefault(key.lower(), value)
+        if not (isinstance(value, bytes) or key.endswith("-bin")):
+            headers.setdefault(key.lower(), value)
     return await authenticator.authenticate(headers)

@@ -7,7 +7,6 @@ question "may this identity call module S", asked without executing anything.
 from __future__ import annotations
 
 import dataclasses
-import logging
 import math
 import time
 from collections.abc import Awaitable, Callable, Collection
@@ -42,7 +41,6 @@ if TYPE_CHECKING:
 __all__ = [
     "LEGACY_EXTENDED_CARD_PATH",
     "acl_card_document",
-    "acl_of",
     "extended_card_modifier",
     "legacy_extended_card_route",
     "restrict_card",
@@ -50,8 +48,6 @@ __all__ = [
     "visible_modules",
     "visible_modules_async",
 ]
-
-logger = logging.getLogger("apcore_a2a.auth")
 
 #: The pre-0.3 REST path for the authenticated extended card.
 LEGACY_EXTENDED_CARD_PATH = "/agent/authenticatedExtendedCard"
@@ -62,27 +58,15 @@ ExtendedCardModifier = Callable[[AgentCard, "ServerCallContext"], Awaitable[Agen
 def security_for(
     authenticator: Authenticator | None,
 ) -> tuple[dict[str, SecurityScheme], list[SecurityRequirement]]:
-    """Card ``securitySchemes`` and ``securityRequirements`` for *authenticator*.
-
-    Each scheme becomes its own requirement, i.e. any one of them is sufficient.
-    """
-    if authenticator is None:
-        return {}, []
-    schemes = authenticator.security_schemes()
-    requirements = []
-    for name in schemes:
-        requirement = SecurityRequirement()
-        requirement.schemes[name].CopyFrom(StringList())
-        requirements.append(requirement)
-    return schemes, requirements
+    """Card ``securitySchemes`` and ``securityRequirements`` for *authenticator*: one
+    requirement per scheme, i.e. any one of them is sufficient."""
+    schemes = authenticator.security_schemes() if authenticator is not None else {}
+    return schemes, [SecurityRequirement(schemes={name: StringList()}) for name in schemes]
 
 
 def restrict_card(card: AgentCard, skill_ids: Collection[str]) -> AgentCard:
-    """A copy of *card* listing only *skill_ids*.
-
-    Per-skill entries in extension params (``params.skills``, e.g. the schema extension)
-    are dropped too, so a hidden skill's schema does not leak through the extension.
-    """
+    """A copy of *card* listing only *skill_ids*, also in extension params
+    (``params.skills``), so a hidden skill's schema does not leak through an extension."""
     out = AgentCard()
     out.CopyFrom(card)
     kept = [s for s in out.skills if s.id in skill_ids]
@@ -147,9 +131,8 @@ def extended_card_modifier(
     """An SDK ``extended_card_modifier``: the extended card restricted to the caller's ACL.
 
     *current* returns the full, up-to-date card (e.g. after registry changes); without it
-    the card given to the handler is used. Anonymous callers are refused; HTTP requests
-    never get here without credentials (the middleware answers 401), so this guards
-    other transports.
+    the card given to the handler is used. Anonymous callers are refused (HTTP ones never
+    get here: this guards other transports).
     """
 
     async def modify(card: AgentCard, context: ServerCallContext) -> AgentCard:

@@ -1,14 +1,17 @@
-"""Build the authenticator and the HTTP security middleware from :class:`Settings`."""
+"""Build the authenticator and the HTTP security middleware (CORS, authentication) from
+:class:`Settings`."""
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
 
 from apcore_a2a.auth.api_key import APIKeyAuthenticator, parse_api_key_entries
 from apcore_a2a.auth.authenticator import AnyAuthenticator, Authenticator
-from apcore_a2a.auth.cors import cors_middleware
 from apcore_a2a.auth.jwt_authenticator import JWTAuthenticator
 from apcore_a2a.auth.middleware import AuthMiddleware
 from apcore_a2a.settings import SettingsError
@@ -16,7 +19,20 @@ from apcore_a2a.settings import SettingsError
 if TYPE_CHECKING:
     from apcore_a2a.settings import Settings
 
-__all__ = ["authenticator_from_settings", "security_middleware"]
+__all__ = ["authenticator_from_settings", "cors_middleware", "security_middleware"]
+
+logger = logging.getLogger("apcore_a2a.auth")
+
+CORS_ALLOW_METHODS = ("GET", "POST", "OPTIONS")
+#: Authorization/Content-Type plus the A2A protocol headers SDK clients send.
+CORS_ALLOW_HEADERS = (
+    "Authorization",
+    "Content-Type",
+    "A2A-Version",
+    "A2A-Extensions",
+    "X-A2A-Extensions",
+    "Last-Event-ID",
+)
 
 BEARER_WITHOUT_KEY = (
     "--auth-type bearer requires --auth-key (JWT_KEY) or --auth-jwks-url (JWT_JWKS_URL)"
@@ -89,29 +105,50 @@ def security_middleware(
     settings: Settings, authenticator: Authenticator | None
 ) -> tuple[Middleware | None, Middleware | None]:
     """``(CORS, authentication)`` middleware entries; CORS goes outermost."""
-    extra_headers = (
-        [a.header for a in _members(authenticator) if isinstance(a, APIKeyAuthenticator)]
-        if authenticator is not None
-        else []
+    members = (
+        authenticator.authenticators
+        if isinstance(authenticator, AnyAuthenticator)
+        else (authenticator,)
     )
+    extra_headers = [a.header for a in members if isinstance(a, APIKeyAuthenticator)]
     cors = cors_middleware(settings.cors_origins, extra_headers=extra_headers)
-    auth = (
-        Middleware(
-            AuthMiddleware,
-            authenticator=authenticator,
-            require_auth=settings.require_auth,
-            ops_public=settings.ops_details_public,
-            max_body_bytes=settings.max_body_bytes,
-            required_roles=settings.required_roles,
-            required_scopes=settings.required_scopes,
-        )
-        if authenticator is not None
-        else None
+    if authenticator is None:
+        return cors, None
+    return cors, Middleware(
+        AuthMiddleware,
+        authenticator=authenticator,
+        require_auth=settings.require_auth,
+        ops_public=settings.ops_details_public,
+        max_body_bytes=settings.max_body_bytes,
+        required_roles=settings.required_roles,
+        required_scopes=settings.required_scopes,
     )
-    return cors, auth
 
 
-def _members(authenticator: Authenticator) -> list[Authenticator]:
-    if isinstance(authenticator, AnyAuthenticator):
-        return list(authenticator.authenticators)
-    return [authenticator]
+def cors_middleware(
+    origins: Sequence[str], *, extra_headers: Iterable[str] = ()
+) -> Middleware | None:
+    """A Starlette ``CORSMiddleware`` entry for *origins*, or ``None`` when the list is empty.
+
+    Put it outermost (before authentication) so preflight requests are answered without
+    credentials and 401 responses still carry CORS headers. ``*`` is allowed but logged
+    at WARNING. Credentials (cookies) are never allowed; tokens travel in headers.
+    *extra_headers* adds request headers to allow, e.g. an API key header.
+    """
+    allowed = [o.strip().rstrip("/") for o in origins if o and o.strip()]
+    if not allowed:
+        return None
+    if "*" in allowed:
+        logger.warning(
+            "CORS allows any origin ('*'); any web page can call this agent from a browser"
+        )
+        allowed = ["*"]
+    return Middleware(
+        CORSMiddleware,
+        allow_origins=allowed,
+        allow_methods=list(CORS_ALLOW_METHODS),
+        allow_headers=list(dict.fromkeys([*CORS_ALLOW_HEADERS, *extra_headers])),
+        allow_credentials=False,
+        expose_headers=["WWW-Authenticate", "ETag"],
+        max_age=600,
+    )

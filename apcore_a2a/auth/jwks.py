@@ -125,17 +125,13 @@ class JWKSKeySource:
         #: Completed fetch attempts (successful or not), for operations and tests.
         self.fetches = 0
 
-    # -- lookups -----------------------------------------------------------------------
-    def cached(self, kid: str) -> jwt.PyJWK | None:
-        """The key for *kid* if it was fetched already (however long ago), without I/O."""
-        return self._keys.get(kid)
-
     async def get(self, kid: str) -> jwt.PyJWK:
         """The key for *kid*; raise :class:`UnknownKeyId` or :class:`JWKSUnavailable`."""
         now = self._clock()
         key = self._keys.get(kid)
         if key is not None:
-            if self._stale(now) and now >= self._retry_at:
+            stale = self._fetched_at is None or now - self._fetched_at >= self.cache_seconds
+            if stale and now >= self._retry_at:
                 self._start_fetch()  # refresh in the background; this request does not wait
             return key
         if kid in self._unknown:
@@ -156,15 +152,10 @@ class JWKSKeySource:
         self._remember_unknown(kid, self._clock())
         raise UnknownKeyId("kid not in the key set")
 
-    def _stale(self, now: float) -> bool:
-        return self._fetched_at is None or now - self._fetched_at >= self.cache_seconds
-
     def _remember_unknown(self, kid: str, now: float) -> None:
-        if self.unknown_kid_seconds <= 0:
-            return
-        self._unknown[kid] = now + self.unknown_kid_seconds
+        if self.unknown_kid_seconds > 0:
+            self._unknown[kid] = now + self.unknown_kid_seconds
 
-    # -- fetching ----------------------------------------------------------------------
     def _start_fetch(self) -> asyncio.Task[None]:
         task = self._inflight
         loop = asyncio.get_running_loop()
@@ -188,12 +179,16 @@ class JWKSKeySource:
         try:
             async with asyncio.timeout(self.timeout):
                 keys = await self._download()
-        except asyncio.CancelledError:
-            raise
         except Exception as exc:  # any failure of a hostile or broken endpoint
             self._failed(exc)
         else:
-            self._succeeded(keys)
+            if self._failures:
+                logger.warning("JWKS from %s reachable again", self.url)
+            self._keys, self._fetched_at = keys, self._clock()
+            self._failures, self._retry_at = 0, 0.0
+            # Kids that are in the new set are no longer unknown.
+            for kid in [k for k in self._unknown if k in keys]:
+                del self._unknown[kid]
         finally:
             self.fetches += 1
 
@@ -216,17 +211,6 @@ class JWKSKeySource:
                 if len(body) > MAX_JWKS_BYTES:
                     raise ValueError(f"key set larger than {MAX_JWKS_BYTES} bytes")
         return parse_jwks(bytes(body))
-
-    def _succeeded(self, keys: dict[str, jwt.PyJWK]) -> None:
-        if self._failures:
-            logger.warning("JWKS from %s reachable again", self.url)
-        self._keys = keys
-        self._fetched_at = self._clock()
-        self._failures = 0
-        self._retry_at = 0.0
-        # Kids that are in the new set are no longer unknown.
-        for kid in [k for k in self._unknown if k in keys]:
-            del self._unknown[kid]
 
     def _failed(self, exc: BaseException) -> None:
         self._failures += 1
@@ -256,8 +240,8 @@ class JWKSKeySource:
 def parse_jwks(body: bytes) -> dict[str, jwt.PyJWK]:
     """The signature keys of a JWKS document by ``kid``; ``ValueError`` if it has none.
 
-    Keys without a ``kid``, keys for encryption (``use: enc``), symmetric keys (a public
-    key set has no business publishing a secret) and keys PyJWT cannot load are skipped.
+    Skipped: keys without a ``kid``, encryption keys (``use: enc``), symmetric keys (a
+    public key set has no business publishing a secret) and keys PyJWT cannot load.
     """
     try:
         document: Any = json.loads(body)
@@ -268,17 +252,12 @@ def parse_jwks(body: bytes) -> dict[str, jwt.PyJWK]:
         raise ValueError("no 'keys' array")
     keys: dict[str, jwt.PyJWK] = {}
     for member in members:
-        if not isinstance(member, dict):
+        if not isinstance(member, dict) or member.get("kty") == "oct":
             continue
         kid = member.get("kid")
-        if not isinstance(kid, str) or not kid or member.get("kty") == "oct":
-            continue
-        if member.get("use", "sig") != "sig":
-            continue
-        try:
-            keys[kid] = jwt.PyJWK(member)
-        except (jwt.PyJWTError, ValueError, TypeError):
-            continue
+        if isinstance(kid, str) and kid and member.get("use", "sig") == "sig":
+            with contextlib.suppress(jwt.PyJWTError, ValueError, TypeError):
+                keys[kid] = jwt.PyJWK(member)
     if not keys:
         raise ValueError("no usable signature keys")
     return keys

@@ -1,17 +1,5 @@
 """Pure-ASGI authentication in front of the A2A routes.
 
-Which requests need credentials is read from the request record of
-:mod:`apcore_a2a.classify`: the card and JWKS are public, the Explorer's static files too,
-``/health`` answers everyone (details only for authenticated callers), ``/metrics`` and
-every A2A call need credentials (unless anonymous calls are allowed), and the extended
-card always does.
-
-A refused request gets a body its binding's clients parse: a JSON-RPC error object
-(``-32093`` unauthenticated, ``-32094`` permission denied, with the request's ``id``) or,
-on REST and the other routes, an RFC 9457 problem (``application/problem+json``) that also
-carries a2a-sdk's ``error`` envelope with the ``ErrorInfo`` reason. 401 answers add one
-``WWW-Authenticate`` challenge per accepted scheme; no answer says why a credential failed.
-
 Streaming responses (SSE) pass straight through: the middleware never wraps ``send``, so
 it adds no per-event cost, and the identity ContextVar stays set until the response ends.
 """
@@ -55,11 +43,9 @@ def current_identity() -> Identity | None:
 
 
 def needs_credentials(info: RequestInfo | None, *, ops_public: bool) -> bool | None:
-    """``True``: refuse without credentials; ``False``: public; ``None``: optional.
-
-    Optional means credentials are checked when given (a bad one is refused) and the
-    request is served either way (``/health`` answers anonymous probes briefly).
-    """
+    """``True``: refuse without credentials; ``False``: public (card, JWKS, Explorer files);
+    ``None``: optional, checked when given and served either way (``/health`` answers
+    anonymous probes briefly)."""
     if info is None:
         return True
     kind = info.kind
@@ -78,15 +64,14 @@ class AuthMiddleware:
     """Authenticate every request that needs it (see :func:`needs_credentials`).
 
     On success the apcore ``Identity`` is stored in ``scope[IDENTITY_SCOPE_KEY]`` (the SDK
-    call-context builder turns it into the task owner) and in a ContextVar (see
-    :func:`current_identity`), which is reset when the request ends. Missing or invalid
-    credentials get ``401`` with ``WWW-Authenticate`` and a fixed body; nothing from the
-    credential is echoed or logged (the reason is logged at INFO). With
-    ``require_auth=False`` A2A requests *without* credentials pass as anonymous, but bad
-    credentials are still rejected and the extended agent card still requires
-    authentication. Every A2A caller needs one of
-    *required_roles* and all *required_scopes*: without them an authenticated caller gets
-    ``403``, an anonymous one ``401``.
+    call-context builder turns it into the task owner) and in :func:`current_identity`
+    until the request ends. Refusals (:class:`~apcore_a2a.auth.access.Gate`: 401, or 403
+    without *required_roles* / *required_scopes*) get a fixed body the binding's clients
+    parse (a JSON-RPC error with the request's ``id``, else an RFC 9457 problem) and, on
+    401, one ``WWW-Authenticate`` challenge per scheme; nothing from the credential is
+    echoed or logged (the reason is logged at INFO). With ``require_auth=False`` requests
+    *without* credentials pass as anonymous, but bad credentials are still rejected and
+    the extended agent card still requires authentication.
 
     Example::
 
@@ -118,9 +103,7 @@ class AuthMiddleware:
         if scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
-        # Only this middleware may decide who the caller is.
-        scope.pop(IDENTITY_SCOPE_KEY, None)
-        # The matched route's record; without one (not behind layered()), credentials.
+        scope.pop(IDENTITY_SCOPE_KEY, None)  # only this middleware may say who the caller is
         info = request_info(scope)
         need = needs_credentials(info, ops_public=self.ops_public)
         if need is False:
@@ -142,10 +125,8 @@ class AuthMiddleware:
             return
         if info is not None:
             receive = info.replay(receive)  # the body, if we had to read it
-        if identity is None:
-            await self.app(scope, receive, send)
-            return
-        scope[IDENTITY_SCOPE_KEY] = identity
+        if identity is not None:
+            scope[IDENTITY_SCOPE_KEY] = identity
         token = _identity_var.set(identity)
         try:
             await self.app(scope, receive, send)

@@ -24,13 +24,16 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import logging
-from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from a2a.types import AgentCard
 from a2a.utils.signing import ProtectedHeader, create_agent_card_signer
+from cachetools import LRUCache
 from cryptography.hazmat.primitives.serialization import load_pem_private_key
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
 
 from apcore_a2a.adapters.agent_card import CardDocument, serialize_card
 from apcore_a2a.keys.material import load_key_file, stored_key
@@ -42,7 +45,7 @@ if TYPE_CHECKING:
     from apcore_a2a.push.signing import SigningKey
     from apcore_a2a.settings import Settings
 
-__all__ = ["JWKS_PATH", "CardSigner", "card_signer_from_settings"]
+__all__ = ["JWKS_PATH", "CardSigner", "card_signer_from_settings", "jwks_document", "jwks_route"]
 
 logger = logging.getLogger("apcore_a2a.keys")
 
@@ -52,6 +55,7 @@ JWKS_PATH = "/.well-known/jwks.json"
 _EXTENDED_CACHE = 64
 
 Modifier = Callable[[AgentCard, "ServerCallContext"], Awaitable[AgentCard]]
+KeySource = Callable[[], dict[str, Any] | None]
 
 
 class CardSigner:
@@ -72,10 +76,9 @@ class CardSigner:
     ) -> None:
         self.jku = agent_url.rstrip("/") + JWKS_PATH
         self._key = key
-        self._key_file = key_file
         self._encryption_key = encryption_key
         self._sign: Callable[[AgentCard], AgentCard] | None = None
-        self._extended: OrderedDict[bytes, AgentCard] = OrderedDict()
+        self._extended: LRUCache[bytes, AgentCard] = LRUCache(_EXTENDED_CACHE)
         if key is not None:
             self._use(key)
         elif key_file:
@@ -120,7 +123,6 @@ class CardSigner:
         self._extended.clear()
         logger.info("card signing: signing agent cards with %s key %s", key.algorithm, key.kid)
 
-    # -- signing -------------------------------------------------------------------------
     def sign(self, card: AgentCard) -> AgentCard:
         """A copy of *card* carrying this key's signature (and no other)."""
         if self._sign is None:
@@ -166,12 +168,7 @@ class CardSigner:
             digest = hashlib.sha256(out.SerializeToString(deterministic=True)).digest()
             signed = self._extended.get(digest)
             if signed is None:
-                signed = self.sign(out)
-                self._extended[digest] = signed
-                while len(self._extended) > _EXTENDED_CACHE:
-                    self._extended.popitem(last=False)
-            else:
-                self._extended.move_to_end(digest)
+                signed = self._extended[digest] = self.sign(out)
             copy = AgentCard()
             copy.CopyFrom(signed)
             return copy
@@ -191,3 +188,30 @@ def card_signer_from_settings(settings: Settings) -> CardSigner | None:
         key_file=settings.card_signing_key,
         encryption_key=settings.push_encryption_key,
     )
+
+
+def jwks_document(sources: Sequence[KeySource]) -> dict[str, Any]:
+    """``{"keys": [...]}`` from every source that has a key, one entry per ``kid``.
+
+    Card and push-delivery signatures are made with different keys; receivers and
+    clients find each by ``kid`` in this one document.
+    """
+    keys: dict[str, dict[str, Any]] = {}
+    for source in sources:
+        jwk = source()
+        if jwk is not None:
+            keys.setdefault(str(jwk.get("kid")), jwk)
+    return {"keys": list(keys.values())}
+
+
+def jwks_route(sources: Sequence[KeySource]) -> Route:
+    """``GET /.well-known/jwks.json`` over *sources* (cacheable for 5 minutes); 503 until
+    some source has loaded its key."""
+
+    async def endpoint(request: Request) -> Response:
+        document = jwks_document(sources)
+        if not document["keys"]:
+            return JSONResponse({"error": "signing keys not loaded yet"}, status_code=503)
+        return JSONResponse(document, headers={"Cache-Control": "public, max-age=300"})
+
+    return Route(JWKS_PATH, endpoint, methods=["GET"], name="jwks")

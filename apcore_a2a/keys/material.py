@@ -47,39 +47,33 @@ card_signing_keys = Table(
 )
 
 
-def _signing_key(key: Any) -> SigningKey:
+def parse_key(data: bytes) -> SigningKey:
+    """A signing key from PEM or JWK bytes; ``ValueError`` with a short reason otherwise."""
+    text = data.strip()
+    key: Any
+    if text.startswith(b"{"):
+        try:
+            jwk = json.loads(text)
+        except json.JSONDecodeError:
+            raise ValueError("the card-signing key file is neither PEM nor JSON") from None
+        if not isinstance(jwk, dict) or "d" not in jwk:
+            raise ValueError("a JWK card-signing key must be a private key (with 'd')")
+        try:
+            key = jwt.PyJWK(jwk).key
+        except (jwt.PyJWTError, ValueError, TypeError) as exc:
+            raise ValueError(f"the JWK is not a usable private key: {exc}") from None
+    elif b"-----BEGIN" in text:
+        try:
+            key = load_pem_private_key(text, password=None)
+        except (ValueError, TypeError) as exc:
+            raise ValueError(f"not a usable unencrypted PEM private key: {exc}") from None
+    else:
+        raise ValueError("the card-signing key file is neither PEM nor a JWK")
     if not isinstance(
         key, ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey | ed25519.Ed25519PrivateKey
     ):
         raise ValueError(f"unsupported key type {type(key).__name__}")
     return SigningKey(key)
-
-
-def _from_jwk(data: Any) -> SigningKey:
-    if not isinstance(data, dict) or "d" not in data:
-        raise ValueError("a JWK card-signing key must be a private key (with 'd')")
-    try:
-        key = jwt.PyJWK(data).key
-    except (jwt.PyJWTError, ValueError, TypeError) as exc:
-        raise ValueError(f"the JWK is not a usable private key: {exc}") from None
-    return _signing_key(key)
-
-
-def parse_key(data: bytes) -> SigningKey:
-    """A signing key from PEM or JWK bytes; ``ValueError`` with a short reason otherwise."""
-    text = data.strip()
-    if text.startswith(b"{"):
-        try:
-            return _from_jwk(json.loads(text))
-        except json.JSONDecodeError:
-            raise ValueError("the card-signing key file is neither PEM nor JSON") from None
-    if b"-----BEGIN" not in text:
-        raise ValueError("the card-signing key file is neither PEM nor a JWK")
-    try:
-        key = load_pem_private_key(text, password=None)
-    except (ValueError, TypeError) as exc:
-        raise ValueError(f"not a usable unencrypted PEM private key: {exc}") from None
-    return _signing_key(key)
 
 
 def load_key_file(path: str | os.PathLike[str]) -> SigningKey:
