@@ -8,12 +8,13 @@
   schemes on the card and list only the skills the caller's ACL allows.
 """
 
-from apcore_a2a.auth.api_key import APIKeyAuthenticator, parse_api_key_entries
 from apcore_a2a.auth.authenticator import (
     AnyAuthenticator,
+    APIKeyAuthenticator,
     Authenticator,
     InvalidCredentials,
     identity_from_metadata,
+    parse_api_key_entries,
     stamp_identity,
 )
 from apcore_a2a.auth.cards import (

@@ -10,7 +10,7 @@ import dataclasses
 import math
 import time
 from collections.abc import Awaitable, Callable, Collection
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from a2a.server.request_handlers.response_helpers import agent_card_to_dict
 from a2a.types import (
@@ -69,16 +69,13 @@ def restrict_card(card: AgentCard, skill_ids: Collection[str]) -> AgentCard:
     (``params.skills``), so a hidden skill's schema does not leak through an extension."""
     out = AgentCard()
     out.CopyFrom(card)
-    kept = [s for s in out.skills if s.id in skill_ids]
     del out.skills[:]
-    out.skills.extend(kept)
+    out.skills.extend(s for s in card.skills if s.id in skill_ids)
     for extension in out.capabilities.extensions:
         entry = extension.params.fields.get("skills")
-        if entry is None or not entry.HasField("struct_value"):
-            continue
-        fields = entry.struct_value.fields
-        for key in [k for k in fields if k not in skill_ids]:
-            del fields[key]
+        if entry is not None and entry.HasField("struct_value"):
+            for key in [k for k in entry.struct_value.fields if k not in skill_ids]:
+                del entry.struct_value.fields[key]
     return out
 
 
@@ -103,13 +100,10 @@ def acl_card_document(
             return cached[1]
         skills = [s.id for s in source.card.skills]
         allowed = visible_modules(executor, None, skills)
-        filtered = (
-            source
-            if len(allowed) == len(skills)
-            else serialize_card(
-                restrict_card(source.card, allowed), last_modified=source.last_modified
-            )
-        )
+        filtered = source
+        if len(allowed) != len(skills):
+            card = restrict_card(source.card, allowed)
+            filtered = serialize_card(card, last_modified=source.last_modified)
         if cached is not None and filtered is not source:
             # An ACL reload can change the filtered card while its source stays the same:
             # keep Last-Modified truthful for If-Modified-Since (see SkillCatalog._build).
@@ -166,9 +160,7 @@ def legacy_extended_card_route(
             mapping = A2A_ERROR_MAPPING.get(type(exc))
             status = mapping.http_code if mapping is not None else 500
             return JSONResponse({"error": {"code": status, "message": exc.message}}, status)
-        body: dict[str, Any] = agent_card_to_dict(card)
-        return JSONResponse(
-            body, headers={"Cache-Control": "private, no-cache", "Vary": "Authorization"}
-        )
+        headers = {"Cache-Control": "private, no-cache", "Vary": "Authorization"}
+        return JSONResponse(agent_card_to_dict(card), headers=headers)
 
     return Route(path, endpoint, methods=["GET"])

@@ -10,8 +10,12 @@ from typing import TYPE_CHECKING
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 
-from apcore_a2a.auth.api_key import APIKeyAuthenticator, parse_api_key_entries
-from apcore_a2a.auth.authenticator import AnyAuthenticator, Authenticator
+from apcore_a2a.auth.authenticator import (
+    AnyAuthenticator,
+    APIKeyAuthenticator,
+    Authenticator,
+    parse_api_key_entries,
+)
 from apcore_a2a.auth.jwt_authenticator import JWTAuthenticator
 from apcore_a2a.auth.middleware import AuthMiddleware
 from apcore_a2a.settings import SettingsError
@@ -32,15 +36,6 @@ CORS_ALLOW_HEADERS = (
     "A2A-Extensions",
     "X-A2A-Extensions",
     "Last-Event-ID",
-)
-
-BEARER_WITHOUT_KEY = (
-    "--auth-type bearer requires --auth-key (JWT_KEY) or --auth-jwks-url (JWT_JWKS_URL)"
-)
-APIKEY_WITHOUT_KEYS = "--auth-type apikey requires at least one --api-key (A2A_API_KEYS)"
-ACCESS_WITHOUT_AUTH = (
-    "--required-roles and --required-scopes need authentication: give --auth-key, "
-    "--auth-jwks-url or --api-key"
 )
 
 
@@ -68,13 +63,6 @@ def _bearer(settings: Settings) -> JWTAuthenticator:
         raise SettingsError(f"JWT auth: {exc}") from None
 
 
-def _api_keys(settings: Settings) -> APIKeyAuthenticator:
-    try:
-        return APIKeyAuthenticator(parse_api_key_entries(settings.api_keys))
-    except ValueError as exc:
-        raise SettingsError(f"API keys: {exc}") from None
-
-
 def authenticator_from_settings(settings: Settings) -> Authenticator | None:
     """The authenticator the settings ask for, or ``None`` when auth is off.
 
@@ -84,19 +72,26 @@ def authenticator_from_settings(settings: Settings) -> Authenticator | None:
     :class:`~apcore_a2a.settings.SettingsError` for unusable combinations.
     """
     has_bearer = bool(settings.auth_key or settings.auth_jwks_url)
-    has_keys = bool(settings.api_keys)
     if settings.auth_type == "bearer" and not has_bearer:
-        raise SettingsError(BEARER_WITHOUT_KEY)
-    if settings.auth_type == "apikey" and not has_keys:
-        raise SettingsError(APIKEY_WITHOUT_KEYS)
+        raise SettingsError(
+            "--auth-type bearer requires --auth-key (JWT_KEY) or --auth-jwks-url (JWT_JWKS_URL)"
+        )
+    if settings.auth_type == "apikey" and not settings.api_keys:
+        raise SettingsError("--auth-type apikey requires at least one --api-key (A2A_API_KEYS)")
     members: list[Authenticator] = []
     if has_bearer and settings.auth_type in (None, "bearer"):
         members.append(_bearer(settings))
-    if has_keys:
-        members.append(_api_keys(settings))
+    if settings.api_keys:
+        try:
+            members.append(APIKeyAuthenticator(parse_api_key_entries(settings.api_keys)))
+        except ValueError as exc:
+            raise SettingsError(f"API keys: {exc}") from None
     if not members:
         if settings.required_roles or settings.required_scopes:
-            raise SettingsError(ACCESS_WITHOUT_AUTH)
+            raise SettingsError(
+                "--required-roles and --required-scopes need authentication: give "
+                "--auth-key, --auth-jwks-url or --api-key"
+            )
         return None
     return members[0] if len(members) == 1 else AnyAuthenticator(members)
 

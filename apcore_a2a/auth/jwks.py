@@ -1,22 +1,14 @@
 """The verification keys of a JWKS endpoint, fetched without ever blocking a request.
 
 A JWKS outage must not take the agent down with it. So, unlike PyJWT's ``PyJWKClient``
-(blocking ``urllib``, which would have to run on the thread pool that also runs sync
-modules), :class:`JWKSKeySource` fetches with async ``httpx`` on the event loop, and:
-
-* **single flight** -- at most one fetch is in flight; every request that needs it awaits
-  that one (``asyncio.shield``, so a caller that gives up does not abort it for the rest);
-* **one deadline per fetch** -- connect, headers and a bounded body read together take at
-  most *timeout* seconds; a hanging endpoint costs one timeout, not one per request;
-* **back-off** -- after a failed fetch, no new fetch for 1, 2, 4 ... *backoff_max* seconds
-  (with a little jitter so replicas do not retry in step); requests that would need one
-  are refused at once instead of queueing;
-* **known keys keep working** -- a key already fetched is used without waiting, also
-  after the cache lifetime (the set is refreshed in the background) and through an
-  outage (the last good set stays in use until a fetch succeeds);
-* **unknown ``kid``s are remembered** -- a ``kid`` missing from a fresh set is refused
-  without a fetch for *unknown_kid_seconds* (bounded LRU), and whatever the ``kid``s, a
-  refetch happens at most once per *refresh_cooldown*.
+(blocking ``urllib``, on the thread pool that also runs sync modules), this fetches with
+async ``httpx`` on the event loop: one fetch in flight for everyone (``asyncio.shield``,
+so a caller that gives up does not abort it for the rest), one deadline per fetch (a
+hanging endpoint costs one timeout, not one per request), back-off with jitter after a
+failure (requests that would need a fetch are refused at once, not queued), known keys
+used without waiting (refreshed in the background, kept through an outage), and unknown
+``kid``s remembered (bounded) and refetched at most once per *refresh_cooldown*.
+docs/auth.md ("How tokens are checked") has the whole policy.
 
 Example::
 

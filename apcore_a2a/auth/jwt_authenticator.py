@@ -122,21 +122,14 @@ class JWTAuthenticator:
     secret is rejected. ``alg: none`` is never accepted.
 
     With *jwks_url* keys are looked up by the token's ``kid`` in a
-    :class:`~apcore_a2a.auth.JWKSKeySource` (its docstring has the outage policy the
-    ``jwks_*`` arguments tune).
-
-    Tokens must carry ``exp`` unless *require_exp* is false (a token without one would
-    be valid forever); *require_claims* lists further required claims (``sub`` by default).
-    *max_lifetime* (seconds, 0 = none) refuses tokens that expire further ahead than that
-    (or never), so a leaked token minted with a far-future ``exp`` does not work for years.
-
-    Identities are stamped with how the caller authenticated (``auth_scheme="jwt"`` and
-    the token's ``iss`` in ``auth_issuer``), so the task owner of JWT ``sub=alice`` is not
-    the owner of an API key named ``alice`` (see :func:`~apcore_a2a.auth.owner_key`).
-
-    Verified tokens are remembered by SHA-256 (up to *verified_cache_size*, for at most
-    *verified_cache_seconds* and never past their ``exp``), so a client repeating its
-    token is not re-verified on every request; ``verified_cache_size=0`` turns this off.
+    :class:`~apcore_a2a.auth.JWKSKeySource`, whose outage policy the ``jwks_*`` arguments
+    tune. Tokens must carry ``exp`` unless *require_exp* is false (one without would be
+    valid forever); *max_lifetime* (seconds, 0 = none) refuses tokens that expire further
+    ahead, so a leaked token minted with a far-future ``exp`` does not work for years.
+    Identities are stamped ``auth_scheme="jwt"`` and ``auth_issuer`` (the token's
+    ``iss``), see :func:`~apcore_a2a.auth.owner_key`. Verified tokens are remembered by
+    SHA-256 (up to *verified_cache_size*, for at most *verified_cache_seconds*, never past
+    their ``exp``); ``verified_cache_size=0`` turns this off.
 
     Example::
 

@@ -6,13 +6,13 @@ it adds no per-event cost, and the identity ContextVar stays set until the respo
 
 from __future__ import annotations
 
-import json
 from contextvars import ContextVar
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
 
 from a2a.utils.error_handlers import build_error_details, build_rest_error_payload
 from starlette.datastructures import Headers
+from starlette.responses import JSONResponse
 
 from apcore_a2a.auth.access import Gate
 from apcore_a2a.classify import RequestInfo, request_info
@@ -48,16 +48,10 @@ def needs_credentials(info: RequestInfo | None, *, ops_public: bool) -> bool | N
     anonymous probes briefly)."""
     if info is None:
         return True
-    kind = info.kind
-    if kind in ("card", "jwks"):
-        return False
-    if kind == "explorer":
-        return not info.static_file
-    if kind == "health":
-        return None
-    if kind == "metrics":
+    if info.kind == "metrics":
         return None if ops_public else True
-    return True
+    explorer = not info.static_file
+    return {"card": False, "jwks": False, "explorer": explorer, "health": None}.get(info.kind, True)
 
 
 class AuthMiddleware:
@@ -158,15 +152,14 @@ class AuthMiddleware:
         if info is not None and info.binding == "jsonrpc":
             if info.http_method == "POST":
                 await info.load_body(receive, min(self.max_body, _ID_READ_LIMIT))
-            media, payload = b"application/json", _jsonrpc_error(info, error)
+            answer = JSONResponse(_jsonrpc_error(info, error), status)
         else:
-            media, payload = b"application/problem+json", _problem(status, error)
-        body = json.dumps(payload).encode("utf-8")
-        headers = [(b"content-type", media), (b"content-length", str(len(body)).encode())]
+            answer = JSONResponse(
+                _problem(status, error), status, media_type="application/problem+json"
+            )
         if status == 401:
-            headers += self._challenges
-        await send({"type": "http.response.start", "status": status, "headers": headers})
-        await send({"type": "http.response.body", "body": body})
+            answer.raw_headers += self._challenges
+        await answer(scope, receive, send)
 
 
 def _jsonrpc_error(info: RequestInfo, error: OwnError) -> dict[str, Any]:

@@ -1,17 +1,10 @@
-"""Signed agent cards (A2A 1.0 ``signatures``), made with the a2a-sdk's own signer.
+"""Signed agent cards (A2A 1.0 ``signatures``), made with the a2a-sdk's own signer, and
+``/.well-known/jwks.json``, which publishes the public keys (the signer's ``jku``).
 
-The signature is a detached JWS over the RFC 8785 canonical form of the card as the SDK
-defines it (``a2a.utils.signing``): the A2A 1.0 fields, without ``signatures`` and empty
-values. The public card and every extended card are signed; the public key is published
-in ``/.well-known/jwks.json`` under its ``kid`` (the RFC 7638 thumbprint), and the
-protected header names that URL as ``jku``.
-
-What is covered: everything an A2A 1.0 client reads. A client announcing
-``A2A-Version: 1.x`` gets the pure 1.0 card; one without a version gets it with the 0.3
-keys the SDK merges in for older clients (``url``, ``preferredTransport``, ...), which are
-outside the 1.0 canonical form and so not covered. The pure 0.3 card
-(``/.well-known/agent.json``) is served unsigned rather than with a signature a 0.3
-verifier could not check.
+The signature covers the card's A2A 1.0 canonical form (``a2a.utils.signing``), so the
+0.3 keys the SDK merges in for clients without a version are not covered, and the pure
+0.3 card (``/.well-known/agent.json``) is served unsigned rather than with a signature a
+0.3 verifier could not check.
 
 Example::
 
@@ -59,12 +52,9 @@ KeySource = Callable[[], dict[str, Any] | None]
 
 
 class CardSigner:
-    """Signs agent cards with one key; the key is given, read from a file, or stored.
-
-    *key* is used as is. Otherwise :meth:`start` loads it: from *key_file* (generated
-    there when missing), else from the database behind *engine* (generated once), else a
-    key generated in memory. Until a key is loaded, cards are served unsigned.
-    """
+    """Signs agent cards with one key: *key*, else *key_file*, else (in :meth:`start`) the
+    key stored in the database, else one generated in memory (see
+    :mod:`apcore_a2a.keys.material`). Until a key is loaded, cards are served unsigned."""
 
     def __init__(
         self,
@@ -95,7 +85,7 @@ class CardSigner:
         return dict(self._key.public_jwk) if self._key is not None else None
 
     async def start(self, engine: AsyncEngine | None) -> None:
-        """Load the key if it is not loaded yet (see the class docstring for the order)."""
+        """Load the key if it is not loaded yet."""
         if self._key is not None:
             return
         if engine is not None:
