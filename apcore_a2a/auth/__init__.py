@@ -1,12 +1,6 @@
-"""Authentication and access control: credentials -> apcore ``Identity`` -> owner + ACL.
-
-* :class:`JWTAuthenticator` (static key or JWKS) and :class:`APIKeyAuthenticator` turn
-  request headers into an apcore ``Identity`` (:class:`Authenticator` protocol).
-* :class:`AuthMiddleware` (pure ASGI) rejects unauthenticated requests with 401 and hands
-  the identity to the SDK call context, which scopes tasks and push configs per owner.
-* :func:`security_for`, :func:`restrict_card` and :func:`extended_card_modifier` put the
-  schemes on the card and list only the skills the caller's ACL allows.
-"""
+"""Authentication and access control: credentials (:class:`JWTAuthenticator`,
+:class:`APIKeyAuthenticator`) -> apcore ``Identity`` (:class:`AuthMiddleware`) -> task owner
+and ACL-filtered cards (:func:`security_for`, :func:`extended_card_modifier`)."""
 
 from apcore_a2a.auth.authenticator import (
     AnyAuthenticator,

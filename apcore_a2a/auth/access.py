@@ -33,14 +33,13 @@ def words(value: Any) -> tuple[str, ...]:
 
 
 class Gate:
-    """Authenticate a caller and decide whether it may use the agent: refusals are
-    :class:`~apcore_a2a.errors.UnauthenticatedError` (401) and
-    :class:`~apcore_a2a.errors.PermissionDeniedError` (403).
+    """Authenticate a caller and decide whether it may use the agent (else raise
+    :class:`~apcore_a2a.errors.UnauthenticatedError` or ``PermissionDeniedError``).
 
-    A caller needs *one* of *roles* and *all* of *scopes* (RFC 6749 §3.3: each scope asked
-    for must have been granted), when given. Refusals never say why a credential failed
-    (that goes to the INFO log, without the credential); a permission refusal names what
-    the agent requires, never what the caller holds (spec §3.3.2).
+    A caller needs *one* of *roles* and *all* of *scopes* (RFC 6749 §3.3), when given.
+    Refusals never say why a credential failed (that goes to the INFO log, without the
+    credential); a permission refusal names what the agent requires, never what the
+    caller holds (spec §3.3.2).
 
     Example::
 

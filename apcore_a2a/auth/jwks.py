@@ -41,8 +41,6 @@ logger = logging.getLogger("apcore_a2a.auth")
 MAX_JWKS_BYTES = 512 * 1024
 #: Unknown kids remembered at most (a spray of random kids cannot grow memory).
 MAX_UNKNOWN_KIDS = 4096
-#: The first back-off after a failed fetch, doubled on each further failure.
-FIRST_BACKOFF = 1.0
 
 
 class KeyLookupError(Exception):
@@ -172,7 +170,22 @@ class JWKSKeySource:
             async with asyncio.timeout(self.timeout):
                 keys = await self._download()
         except Exception as exc:  # any failure of a hostile or broken endpoint
-            self._failed(exc)
+            self._failures += 1
+            # 1, 2, 4 ... s; the jitter keeps replicas from retrying in step.
+            delay = min(self.backoff_max, 2.0 ** min(self._failures - 1, 30))
+            delay *= random.uniform(0.8, 1.0)  # noqa: S311 -- jitter, not a secret
+            self._retry_at = self._clock() + delay
+            reason = (
+                "timed out" if isinstance(exc, TimeoutError) else f"{type(exc).__name__}: {exc}"
+            )
+            logger.log(
+                logging.WARNING if self._failures == 1 else logging.DEBUG,
+                "JWKS fetch from %s failed (%s); %s; next attempt in %.1f s at the earliest",
+                self.url,
+                reason[:200],
+                "keeping the last key set" if self._keys else "no keys yet",
+                delay,
+            )
         else:
             if self._failures:
                 logger.warning("JWKS from %s reachable again", self.url)
@@ -204,22 +217,6 @@ class JWKSKeySource:
                     raise ValueError(f"key set larger than {MAX_JWKS_BYTES} bytes")
         return parse_jwks(bytes(body))
 
-    def _failed(self, exc: BaseException) -> None:
-        self._failures += 1
-        delay = min(self.backoff_max, FIRST_BACKOFF * 2 ** min(self._failures - 1, 30))
-        delay *= random.uniform(0.8, 1.0)  # noqa: S311 -- jitter, not a secret
-        self._retry_at = self._clock() + delay
-        reason = "timed out" if isinstance(exc, TimeoutError) else f"{type(exc).__name__}: {exc}"
-        level = logging.WARNING if self._failures == 1 else logging.DEBUG
-        logger.log(
-            level,
-            "JWKS fetch from %s failed (%s); %s; next attempt in %.1f s at the earliest",
-            self.url,
-            reason[:200],
-            "keeping the last key set" if self._keys else "no keys yet",
-            delay,
-        )
-
     async def aclose(self) -> None:
         """Cancel a fetch in flight (waiting requests are refused); the source stays usable."""
         task, self._inflight = self._inflight, None
@@ -237,7 +234,7 @@ def parse_jwks(body: bytes) -> dict[str, jwt.PyJWK]:
     """
     try:
         document: Any = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
+    except ValueError:  # UnicodeDecodeError is one too
         raise ValueError("not JSON") from None
     members = document.get("keys") if isinstance(document, dict) else None
     if not isinstance(members, list):

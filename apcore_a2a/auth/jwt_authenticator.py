@@ -31,8 +31,6 @@ _RSA = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512")
 _EC = ("ES256", "ES384", "ES512")
 _OKP = ("EdDSA",)
 _CURVE_ALG = {"secp256r1": "ES256", "secp384r1": "ES384", "secp521r1": "ES512"}
-_MIN_HMAC_BYTES = {"HS256": 32, "HS384": 48, "HS512": 64}
-_JWKS_DEFAULT_ALGORITHMS = ("RS256", "ES256")
 #: ``auth_scheme`` of JWT identities (tasks owned by ``jwt:<issuer tag>:<sub>``).
 JWT_SCHEME = "jwt"
 _MISSING = object()
@@ -187,7 +185,7 @@ class JWTAuthenticator:
         data = key.encode() if isinstance(key, str) else key
         if jwks_url is not None:
             allowed: tuple[str, ...] = _RSA + _EC + _OKP
-            defaults: tuple[str, ...] = _JWKS_DEFAULT_ALGORITHMS
+            defaults: tuple[str, ...] = ("RS256", "ES256")
             self.jwks = JWKSKeySource(
                 jwks_url,
                 cache_seconds=jwks_cache_seconds,
@@ -212,7 +210,7 @@ class JWTAuthenticator:
                 f"allowed: {', '.join(allowed)}"
             )
         if isinstance(self._key, str | bytes) and data:
-            needed = max(_MIN_HMAC_BYTES[a] for a in self.algorithms)
+            needed = max(int(a[2:]) // 8 for a in self.algorithms)  # the hash size
             if len(data) < needed:
                 logger.warning(
                     "JWT HMAC secret is %d bytes; at least %d are recommended (RFC 7518 3.2)",

@@ -75,11 +75,6 @@ class CardSigner:
             # Read now, so a bad file stops the agent at build time with a clear error.
             self._use(load_key_file(key_file))
 
-    @property
-    def key(self) -> SigningKey | None:
-        """The signing key, once loaded."""
-        return self._key
-
     def public_jwk(self) -> dict[str, Any] | None:
         """The public key as a JWK (with ``kid``, ``alg``, ``use``), once loaded."""
         return dict(self._key.public_jwk) if self._key is not None else None
@@ -167,10 +162,8 @@ class CardSigner:
 
 
 def card_signer_from_settings(settings: Settings) -> CardSigner | None:
-    """The signer the settings ask for (``card_signing`` or ``card_signing_key``), or ``None``.
-
-    Raises ``ValueError`` for an unreadable or unusable key file.
-    """
+    """The signer the settings ask for (``card_signing`` or ``card_signing_key``), or ``None``;
+    ``ValueError`` for an unreadable or unusable key file."""
     if not (settings.card_signing or settings.card_signing_key):
         return None
     return CardSigner(
