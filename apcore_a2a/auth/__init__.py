@@ -21,14 +21,16 @@ from apcore_a2a.auth.cards import (
     visible_modules,
     visible_modules_async,
 )
-from apcore_a2a.auth.from_settings import (
-    authenticator_from_settings,
-    cors_middleware,
-    security_middleware,
-)
 from apcore_a2a.auth.jwks import JWKSKeySource
 from apcore_a2a.auth.jwt_authenticator import ClaimMapping, JWTAuthenticator
-from apcore_a2a.auth.middleware import AuthMiddleware, current_identity, needs_credentials
+from apcore_a2a.auth.middleware import (
+    AuthMiddleware,
+    authenticator_from_settings,
+    cors_middleware,
+    current_identity,
+    needs_credentials,
+    security_middleware,
+)
 from apcore_a2a.execution.identity import AUTH_ISSUER_ATTR, AUTH_SCHEME_ATTR, owner_key
 
 __all__ = [

@@ -62,8 +62,7 @@ class Authenticator(Protocol):
     """
 
     async def authenticate(self, headers: Mapping[str, str]) -> Identity | None:
-        """Return the caller's identity, ``None`` without credentials, or raise
-        :class:`InvalidCredentials`."""
+        """The caller's identity, ``None`` without credentials, or :class:`InvalidCredentials`."""
         ...
 
     def security_schemes(self) -> dict[str, SecurityScheme]:

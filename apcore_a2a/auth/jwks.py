@@ -33,7 +33,7 @@ import httpx
 import jwt
 from cachetools import TLRUCache
 
-__all__ = ["JWKSKeySource", "JWKSUnavailable", "KeyLookupError", "UnknownKeyId"]
+__all__ = ["JWKSKeySource", "KeyLookupError"]
 
 logger = logging.getLogger("apcore_a2a.auth")
 
@@ -44,15 +44,8 @@ MAX_UNKNOWN_KIDS = 4096
 
 
 class KeyLookupError(Exception):
-    """No verification key for a ``kid``; the message is a short reason for DEBUG logs."""
-
-
-class UnknownKeyId(KeyLookupError):
-    """The key set (fresh enough) has no key with this ``kid``."""
-
-
-class JWKSUnavailable(KeyLookupError):
-    """A fetch would be needed but failed, or is backing off after failures."""
+    """No verification key for a ``kid`` (not in the set, or the endpoint is failing); the
+    message is a short reason for the log."""
 
 
 class JWKSKeySource:
@@ -116,7 +109,7 @@ class JWKSKeySource:
         self.fetches = 0
 
     async def get(self, kid: str) -> jwt.PyJWK:
-        """The key for *kid*; raise :class:`UnknownKeyId` or :class:`JWKSUnavailable`."""
+        """The key for *kid*; raise :class:`KeyLookupError`."""
         now = self._clock()
         key = self._keys.get(kid)
         if key is not None:
@@ -125,22 +118,22 @@ class JWKSKeySource:
                 self._start_fetch()  # refresh in the background; this request does not wait
             return key
         if kid in self._unknown:
-            raise UnknownKeyId("kid not in the key set (remembered)")
+            raise KeyLookupError("kid not in the key set (remembered)")
         if self._fetched_at is not None and now - self._fetched_at < self.refresh_cooldown:
             # The set was fetched moments ago: a refetch would only let a stream of made-up
             # kids turn into a stream of fetches.
             self._remember_unknown(kid, now)
-            raise UnknownKeyId("kid not in the key set (fetched recently)")
+            raise KeyLookupError("kid not in the key set (fetched recently)")
         if now < self._retry_at:
-            raise JWKSUnavailable("JWKS endpoint failing; backing off")
+            raise KeyLookupError("JWKS endpoint failing; backing off")
         await self._join_fetch()
         key = self._keys.get(kid)
         if key is not None:
             return key
         if self._failures:
-            raise JWKSUnavailable("JWKS fetch failed")
+            raise KeyLookupError("JWKS fetch failed")
         self._remember_unknown(kid, self._clock())
-        raise UnknownKeyId("kid not in the key set")
+        raise KeyLookupError("kid not in the key set")
 
     def _remember_unknown(self, kid: str, now: float) -> None:
         if self.unknown_kid_seconds > 0:
@@ -163,7 +156,7 @@ class JWKSKeySource:
             if current is not None and current.cancelling():
                 raise  # this request itself is being canceled
             # The shared fetch was canceled (shutdown): a refusal, not a cancellation.
-            raise JWKSUnavailable("JWKS fetch canceled") from None
+            raise KeyLookupError("JWKS fetch canceled") from None
 
     async def _fetch(self) -> None:
         try:

@@ -118,12 +118,9 @@ class CardSigner:
         return self._sign(out)
 
     def documents(self, current: Callable[[], CardDocument]) -> Callable[[], CardDocument]:
-        """Wrap a card-document source so the bodies with the 1.0 card are signed.
-
-        Both the pure 1.0 body and the one with the 0.3 keys merged in carry the signature;
-        the pure 0.3 body stays unsigned. Signing (canonicalization mostly) takes
-        milliseconds, so the signed document is kept until the source or the key changes.
-        """
+        """Wrap a card-document source so the bodies with the 1.0 card are signed (not the
+        pure 0.3 body). Signing takes milliseconds (canonicalization mostly), so the signed
+        document is kept until the source or the key changes."""
         cached: tuple[CardDocument, SigningKey, CardDocument] | None = None
 
         def document() -> CardDocument:
