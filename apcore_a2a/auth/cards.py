@@ -52,8 +52,6 @@ __all__ = [
 #: The pre-0.3 REST path for the authenticated extended card.
 LEGACY_EXTENDED_CARD_PATH = "/agent/authenticatedExtendedCard"
 
-ExtendedCardModifier = Callable[[AgentCard, "ServerCallContext"], Awaitable[AgentCard]]
-
 
 def security_for(
     authenticator: Authenticator | None,
@@ -121,7 +119,7 @@ def acl_card_document(
 
 def extended_card_modifier(
     executor: Executor, current: Callable[[], AgentCard] | None = None
-) -> ExtendedCardModifier:
+) -> Callable[[AgentCard, ServerCallContext], Awaitable[AgentCard]]:
     """An SDK ``extended_card_modifier``: the extended card restricted to the caller's ACL.
 
     *current* returns the full, up-to-date card (e.g. after registry changes); without it

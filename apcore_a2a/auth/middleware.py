@@ -238,13 +238,8 @@ def _bearer(settings: Settings) -> JWTAuthenticator:
 
 
 def authenticator_from_settings(settings: Settings) -> Authenticator | None:
-    """The authenticator the settings ask for, or ``None`` when auth is off.
-
-    ``auth_type="bearer"`` needs a key or JWKS URL; ``"apikey"`` needs ``api_keys``.
-    Without ``auth_type``, a JWT key / JWKS URL turns on bearer auth and API keys turn on
-    API-key auth; configuring both accepts either credential. Raises
-    :class:`~apcore_a2a.settings.SettingsError` for unusable combinations.
-    """
+    """The authenticator the settings ask for (JWT, API keys or either), or ``None`` when
+    auth is off; :class:`~apcore_a2a.settings.SettingsError` for unusable combinations."""
     has_bearer = bool(settings.auth_key or settings.auth_jwks_url)
     if settings.auth_type == "bearer" and not has_bearer:
         raise SettingsError(
@@ -297,13 +292,10 @@ def security_middleware(
 def cors_middleware(
     origins: Sequence[str], *, extra_headers: Iterable[str] = ()
 ) -> Middleware | None:
-    """A Starlette ``CORSMiddleware`` entry for *origins*, or ``None`` when the list is empty.
-
-    Put it outermost (before authentication) so preflight requests are answered without
-    credentials and 401 responses still carry CORS headers. ``*`` is allowed but logged
-    at WARNING. Credentials (cookies) are never allowed; tokens travel in headers.
-    *extra_headers* adds request headers to allow, e.g. an API key header.
-    """
+    """A Starlette ``CORSMiddleware`` entry for *origins* (``None`` without), allowing
+    *extra_headers* too (e.g. an API key header). Put it outermost, so preflights need no
+    credentials and 401s carry CORS headers. Cookies are never allowed (tokens travel in
+    headers); ``*`` is logged at WARNING."""
     allowed = [o.strip().rstrip("/") for o in origins if o and o.strip()]
     if not allowed:
         return None
