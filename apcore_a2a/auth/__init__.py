@@ -1,19 +1,14 @@
-"""Authentication and access control: credentials -> apcore ``Identity`` -> owner + ACL.
+"""Authentication and access control: credentials (:class:`JWTAuthenticator`,
+:class:`APIKeyAuthenticator`) -> apcore ``Identity`` (:class:`AuthMiddleware`) -> task owner
+and ACL-filtered cards (:func:`security_for`, :func:`extended_card_modifier`)."""
 
-* :class:`JWTAuthenticator` (static key or JWKS) and :class:`APIKeyAuthenticator` turn
-  request headers into an apcore ``Identity`` (:class:`Authenticator` protocol).
-* :class:`AuthMiddleware` (pure ASGI) rejects unauthenticated requests with 401 and hands
-  the identity to the SDK call context, which scopes tasks and push configs per owner.
-* :func:`security_for`, :func:`restrict_card` and :func:`extended_card_modifier` put the
-  schemes on the card and list only the skills the caller's ACL allows.
-"""
-
-from apcore_a2a.auth.api_key import APIKeyAuthenticator, parse_api_key_entries
 from apcore_a2a.auth.authenticator import (
     AnyAuthenticator,
+    APIKeyAuthenticator,
     Authenticator,
     InvalidCredentials,
     identity_from_metadata,
+    parse_api_key_entries,
     stamp_identity,
 )
 from apcore_a2a.auth.cards import (
@@ -26,12 +21,16 @@ from apcore_a2a.auth.cards import (
     visible_modules,
     visible_modules_async,
 )
-from apcore_a2a.auth.claims import ClaimMapping
-from apcore_a2a.auth.cors import cors_middleware
-from apcore_a2a.auth.from_settings import authenticator_from_settings, security_middleware
 from apcore_a2a.auth.jwks import JWKSKeySource
-from apcore_a2a.auth.jwt_authenticator import JWTAuthenticator
-from apcore_a2a.auth.middleware import AuthMiddleware, current_identity, needs_credentials
+from apcore_a2a.auth.jwt_authenticator import ClaimMapping, JWTAuthenticator
+from apcore_a2a.auth.middleware import (
+    AuthMiddleware,
+    authenticator_from_settings,
+    cors_middleware,
+    current_identity,
+    needs_credentials,
+    security_middleware,
+)
 from apcore_a2a.execution.identity import AUTH_ISSUER_ATTR, AUTH_SCHEME_ATTR, owner_key
 
 __all__ = [

@@ -1,11 +1,5 @@
 """Who may use the agent at all: the decision the HTTP middleware and the gRPC interceptor
-share.
-
-:class:`Gate` turns headers into an identity and refuses with
-:class:`~apcore_a2a.errors.UnauthenticatedError` (401 / ``UNAUTHENTICATED``) or, for a
-caller without the required roles or scopes, :class:`~apcore_a2a.errors.PermissionDeniedError`
-(403 / ``PERMISSION_DENIED``); each binding renders the refusal its own way. Per-skill
-rules stay with apcore's ACL.
+share; each binding renders the refusal its own way. Per-skill rules stay with apcore's ACL.
 """
 
 from __future__ import annotations
@@ -21,7 +15,7 @@ from apcore_a2a.errors import PermissionDeniedError, UnauthenticatedError
 if TYPE_CHECKING:
     from apcore import Identity
 
-__all__ = ["SCOPES_ATTR", "Gate", "challenges", "words"]
+__all__ = ["SCOPES_ATTR", "Gate", "words"]
 
 logger = logging.getLogger("apcore_a2a.auth")
 
@@ -38,31 +32,14 @@ def words(value: Any) -> tuple[str, ...]:
     return ()
 
 
-def challenges(authenticator: Authenticator) -> tuple[list[str], str]:
-    """(``WWW-Authenticate`` challenges, message) for an unauthenticated request: one
-    challenge per scheme on the card (RFC 9110 §11.6.1), ``Bearer`` (RFC 6750) or
-    ``ApiKey header="<name>"``, so a client can tell what to send without the card."""
-    found: list[str] = []
-    for scheme in authenticator.security_schemes().values():
-        if scheme.HasField("api_key_security_scheme"):
-            found.append(f'ApiKey header="{scheme.api_key_security_scheme.name}"')
-        elif scheme.HasField("http_auth_security_scheme"):
-            found.append(scheme.http_auth_security_scheme.scheme.capitalize() or "Bearer")
-    values = list(dict.fromkeys(found)) or ["Bearer"]
-    if values == ["Bearer"]:
-        return values, "Missing or invalid Bearer token"
-    if len(values) == 1 and values[0].startswith("ApiKey"):
-        return values, "Missing or invalid API key"
-    return values, UnauthenticatedError.message
-
-
 class Gate:
-    """Authenticate a caller and decide whether it may use the agent.
+    """Authenticate a caller and decide whether it may use the agent (else raise
+    :class:`~apcore_a2a.errors.UnauthenticatedError` or ``PermissionDeniedError``).
 
-    A caller needs *one* of *roles* and *all* of *scopes* (RFC 6749 §3.3: each scope asked
-    for must have been granted), when given. Refusals never say why a credential failed
-    (that goes to the INFO log, without the credential); a permission refusal names what
-    the agent requires, never what the caller holds (spec §3.3.2).
+    A caller needs *one* of *roles* and *all* of *scopes* (RFC 6749 §3.3), when given.
+    Refusals never say why a credential failed (that goes to the INFO log, without the
+    credential); a permission refusal names what the agent requires, never what the
+    caller holds (spec §3.3.2).
 
     Example::
 
@@ -76,8 +53,21 @@ class Gate:
     ) -> None:
         self.authenticator = authenticator
         self.roles, self.scopes = tuple(roles), tuple(scopes)
+        # One challenge per scheme on the card (RFC 9110 §11.6.1), so a client can tell
+        # what to send without the card.
+        found: list[str] = []
+        for scheme in authenticator.security_schemes().values():
+            if scheme.HasField("api_key_security_scheme"):
+                found.append(f'ApiKey header="{scheme.api_key_security_scheme.name}"')
+            elif scheme.HasField("http_auth_security_scheme"):
+                found.append(scheme.http_auth_security_scheme.scheme.capitalize() or "Bearer")
         #: ``WWW-Authenticate`` values for a 401 (gRPC: trailers)
-        self.challenges, self._message = challenges(authenticator)
+        self.challenges = list(dict.fromkeys(found)) or ["Bearer"]
+        self._message = UnauthenticatedError.message
+        if self.challenges == ["Bearer"]:
+            self._message = "Missing or invalid Bearer token"
+        elif len(self.challenges) == 1 and self.challenges[0].startswith("ApiKey"):
+            self._message = "Missing or invalid API key"
 
     def unauthenticated(self) -> UnauthenticatedError:
         return UnauthenticatedError(self._message)

@@ -1,48 +1,53 @@
-"""The :class:`Authenticator` protocol and combinators shared by every credential type.
-
-An authenticator looks at request headers and answers one of three ways:
-
-* an apcore ``Identity`` -- the credentials are valid;
-* ``None`` -- the request carries no credentials this authenticator understands;
-* :class:`InvalidCredentials` raised -- credentials were presented but are not acceptable.
-
-The middle case is what lets ``require_auth=False`` admit anonymous callers while still
-rejecting a bad token instead of silently downgrading it to anonymous.
-"""
+"""The :class:`Authenticator` protocol, its combinators and the static API-key authenticator."""
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import hashlib
+import hmac
+import logging
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
+from a2a.types import APIKeySecurityScheme, SecurityScheme
 from apcore import Identity
 
 from apcore_a2a.execution.identity import AUTH_ISSUER_ATTR, AUTH_SCHEME_ATTR
 
-if TYPE_CHECKING:
-    from a2a.types import SecurityScheme
-
 __all__ = [
+    "APIKeyAuthenticator",
     "AnyAuthenticator",
     "Authenticator",
     "InvalidCredentials",
     "header_value",
     "identity_from_metadata",
+    "parse_api_key_entries",
     "stamp_identity",
 ]
 
+logger = logging.getLogger("apcore_a2a.auth")
+
+_MIN_KEY_CHARS = 16
+#: Identity type given to keys configured with a bare identity id.
+API_KEY_IDENTITY_TYPE = "service"
+#: ``auth_scheme`` of API-key identities (their tasks are owned by ``apikey::<id>``).
+API_KEY_SCHEME = "apikey"
+
 
 class InvalidCredentials(Exception):
-    """Credentials were presented but rejected.
-
-    The message is a short reason meant for DEBUG logs; it never contains the credential.
-    """
+    """Credentials were presented but rejected; the message is a short reason for the log
+    and never contains the credential."""
 
 
 @runtime_checkable
 class Authenticator(Protocol):
     """Turns request headers into an apcore ``Identity``.
+
+    ``authenticate`` answers an identity (valid credentials), ``None`` (no credentials it
+    understands) or raises :class:`InvalidCredentials`. ``None`` is what lets
+    ``require_auth=False`` admit anonymous callers while a bad token is still refused
+    instead of silently downgraded to anonymous.
 
     Example::
 
@@ -57,8 +62,7 @@ class Authenticator(Protocol):
     """
 
     async def authenticate(self, headers: Mapping[str, str]) -> Identity | None:
-        """Return the caller's identity, ``None`` without credentials, or raise
-        :class:`InvalidCredentials`."""
+        """The caller's identity, ``None`` without credentials, or :class:`InvalidCredentials`."""
         ...
 
     def security_schemes(self) -> dict[str, SecurityScheme]:
@@ -79,7 +83,6 @@ class AnyAuthenticator:
             raise ValueError("AnyAuthenticator needs at least one authenticator")
 
     async def authenticate(self, headers: Mapping[str, str]) -> Identity | None:
-        """Return the first identity any member accepts (see the class docstring)."""
         rejection: InvalidCredentials | None = None
         for authenticator in self.authenticators:
             try:
@@ -95,10 +98,7 @@ class AnyAuthenticator:
 
     def security_schemes(self) -> dict[str, SecurityScheme]:
         """The union of every member's schemes."""
-        schemes: dict[str, SecurityScheme] = {}
-        for authenticator in self.authenticators:
-            schemes.update(authenticator.security_schemes())
-        return schemes
+        return {k: v for a in self.authenticators for k, v in a.security_schemes().items()}
 
     async def aclose(self) -> None:
         """Close every member that has an ``aclose()`` (e.g. a JWKS fetch in flight)."""
@@ -110,45 +110,114 @@ class AnyAuthenticator:
 
 
 def stamp_identity(identity: Identity, scheme: str, issuer: str | None = None) -> Identity:
-    """A copy of *identity* recording how the caller authenticated.
+    """A copy of *identity* with ``attrs`` recording how the caller authenticated
+    (``auth_scheme``, and ``auth_issuer`` when there is one).
 
-    Sets :data:`~apcore_a2a.server.call_context.AUTH_SCHEME_ATTR` (and the issuer, when
-    there is one) in ``attrs``; the task owner is derived from them, so callers of two
-    authenticators never share tasks even when their ids are equal. Values already in
-    ``attrs`` under those names are replaced: only the authenticator may say this.
+    The task owner is derived from them, so callers of two authenticators never share
+    tasks even when their ids are equal. Values already in ``attrs`` under those names are
+    replaced: only the authenticator may say this.
     """
     attrs = {k: v for k, v in identity.attrs.items() if k != AUTH_ISSUER_ATTR}
     attrs[AUTH_SCHEME_ATTR] = scheme
     if issuer:
         attrs[AUTH_ISSUER_ATTR] = issuer
-    return Identity(id=identity.id, type=identity.type, roles=identity.roles, attrs=attrs)
+    return dataclasses.replace(identity, attrs=attrs)
 
 
 def header_value(headers: Mapping[str, str], name: str) -> str | None:
     """Case-insensitive header lookup that works on plain dicts as well as Starlette headers."""
-    value = headers.get(name.lower())
-    if value is not None:
-        return value
     wanted = name.lower()
-    for key, candidate in headers.items():
-        if key.lower() == wanted:
-            return candidate
-    return None
+    value = headers.get(wanted)
+    if value is None:
+        value = next((v for k, v in headers.items() if k.lower() == wanted), None)
+    return value
 
 
 async def identity_from_metadata(
     authenticator: Authenticator,
     metadata: Iterable[tuple[str, str | bytes]] | None,
 ) -> Identity | None:
-    """Authenticate a gRPC call from its invocation metadata (``authorization`` etc.).
-
-    gRPC metadata keys are lowercase already; binary (``-bin``) entries are ignored.
-    Returns ``None`` without credentials and raises :class:`InvalidCredentials` for bad
-    ones, exactly like :meth:`Authenticator.authenticate`.
-    """
+    """Authenticate a gRPC call from its invocation metadata (``authorization`` etc.),
+    with the answers of :meth:`Authenticator.authenticate`; binary entries are ignored."""
     headers: dict[str, str] = {}
     for key, value in metadata or ():
-        if isinstance(value, bytes) or key.endswith("-bin"):
-            continue
-        headers.setdefault(key.lower(), value)
+        if not (isinstance(value, bytes) or key.endswith("-bin")):
+            headers.setdefault(key.lower(), value)
     return await authenticator.authenticate(headers)
+
+
+def _digest(key: str) -> bytes:
+    return hashlib.sha256(key.encode("utf-8")).digest()
+
+
+def anonymous_key_id(key: str) -> str:
+    """A stable identity id for a key configured without one, derived without revealing it."""
+    return "apikey-" + hashlib.sha256(key.encode("utf-8")).hexdigest()[:12]
+
+
+def parse_api_key_entries(entries: Iterable[str]) -> dict[str, Identity]:
+    """Parse settings entries ``"key"`` or ``"key=identity_id"`` into ``{key: Identity}``."""
+    keys: dict[str, Identity] = {}
+    for raw in entries:
+        key, sep, ident = raw.strip().partition("=")
+        key, ident = key.strip(), ident.strip()
+        if not key or (sep and not ident):
+            raise ValueError("API key entries must look like 'KEY' or 'KEY=IDENTITY_ID'")
+        keys[key] = Identity(id=ident or anonymous_key_id(key), type=API_KEY_IDENTITY_TYPE)
+    return keys
+
+
+class APIKeyAuthenticator:
+    """Accept requests whose *header* carries one of the configured keys.
+
+    *keys* maps each key to an ``Identity`` or to a bare identity id (which becomes an
+    identity of type ``"service"``). Keys are held only as SHA-256 digests and compared
+    in constant time. Identities are stamped ``auth_scheme="apikey"``, so their tasks are
+    owned by ``apikey::<id>`` (see :func:`~apcore_a2a.auth.owner_key`).
+
+    Example::
+
+        APIKeyAuthenticator(keys={"k-7f1c...": Identity(id="billing", roles=("admin",))})
+    """
+
+    def __init__(self, keys: Mapping[str, Identity | str], *, header: str = "X-API-Key") -> None:
+        if not keys:
+            raise ValueError("APIKeyAuthenticator needs at least one key")
+        self.header = header
+        self._keys: list[tuple[bytes, Identity]] = []
+        for key, who in keys.items():
+            if not key:
+                raise ValueError("API keys must not be empty")
+            if len(key) < _MIN_KEY_CHARS:
+                logger.warning(
+                    "an API key is %d characters long; %d or more are recommended",
+                    len(key),
+                    _MIN_KEY_CHARS,
+                )
+            identity = (
+                who if isinstance(who, Identity) else Identity(id=who, type=API_KEY_IDENTITY_TYPE)
+            )
+            self._keys.append((_digest(key), stamp_identity(identity, API_KEY_SCHEME)))
+
+    def security_schemes(self) -> dict[str, SecurityScheme]:
+        """``{"apiKey": API key in the configured header}``."""
+        return {
+            "apiKey": SecurityScheme(
+                api_key_security_scheme=APIKeySecurityScheme(
+                    location="header", name=self.header, description="Static API key"
+                )
+            )
+        }
+
+    async def authenticate(self, headers: Mapping[str, str]) -> Identity | None:
+        """The identity bound to the presented key; see :class:`~apcore_a2a.auth.Authenticator`."""
+        presented = header_value(headers, self.header)
+        if presented is None:
+            return None
+        digest = _digest(presented.strip())
+        # Compare against every key so the time taken does not depend on which one matched.
+        found = [who for candidate, who in self._keys if hmac.compare_digest(candidate, digest)]
+        if not found:
+            raise InvalidCredentials("unknown API key")
+        # A copy, so a module mutating identity.attrs cannot affect later requests.
+        return dataclasses.replace(found[0])

@@ -7,11 +7,10 @@ question "may this identity call module S", asked without executing anything.
 from __future__ import annotations
 
 import dataclasses
-import logging
 import math
 import time
 from collections.abc import Awaitable, Callable, Collection
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from a2a.server.request_handlers.response_helpers import agent_card_to_dict
 from a2a.types import (
@@ -42,7 +41,6 @@ if TYPE_CHECKING:
 __all__ = [
     "LEGACY_EXTENDED_CARD_PATH",
     "acl_card_document",
-    "acl_of",
     "extended_card_modifier",
     "legacy_extended_card_route",
     "restrict_card",
@@ -51,50 +49,31 @@ __all__ = [
     "visible_modules_async",
 ]
 
-logger = logging.getLogger("apcore_a2a.auth")
-
 #: The pre-0.3 REST path for the authenticated extended card.
 LEGACY_EXTENDED_CARD_PATH = "/agent/authenticatedExtendedCard"
-
-ExtendedCardModifier = Callable[[AgentCard, "ServerCallContext"], Awaitable[AgentCard]]
 
 
 def security_for(
     authenticator: Authenticator | None,
 ) -> tuple[dict[str, SecurityScheme], list[SecurityRequirement]]:
-    """Card ``securitySchemes`` and ``securityRequirements`` for *authenticator*.
-
-    Each scheme becomes its own requirement, i.e. any one of them is sufficient.
-    """
-    if authenticator is None:
-        return {}, []
-    schemes = authenticator.security_schemes()
-    requirements = []
-    for name in schemes:
-        requirement = SecurityRequirement()
-        requirement.schemes[name].CopyFrom(StringList())
-        requirements.append(requirement)
-    return schemes, requirements
+    """Card ``securitySchemes`` and ``securityRequirements`` for *authenticator*: one
+    requirement per scheme, i.e. any one of them is sufficient."""
+    schemes = authenticator.security_schemes() if authenticator is not None else {}
+    return schemes, [SecurityRequirement(schemes={name: StringList()}) for name in schemes]
 
 
 def restrict_card(card: AgentCard, skill_ids: Collection[str]) -> AgentCard:
-    """A copy of *card* listing only *skill_ids*.
-
-    Per-skill entries in extension params (``params.skills``, e.g. the schema extension)
-    are dropped too, so a hidden skill's schema does not leak through the extension.
-    """
+    """A copy of *card* listing only *skill_ids*, also in extension params
+    (``params.skills``), so a hidden skill's schema does not leak through an extension."""
     out = AgentCard()
     out.CopyFrom(card)
-    kept = [s for s in out.skills if s.id in skill_ids]
     del out.skills[:]
-    out.skills.extend(kept)
+    out.skills.extend(s for s in card.skills if s.id in skill_ids)
     for extension in out.capabilities.extensions:
         entry = extension.params.fields.get("skills")
-        if entry is None or not entry.HasField("struct_value"):
-            continue
-        fields = entry.struct_value.fields
-        for key in [k for k in fields if k not in skill_ids]:
-            del fields[key]
+        if entry is not None and entry.HasField("struct_value"):
+            for key in [k for k in entry.struct_value.fields if k not in skill_ids]:
+                del entry.struct_value.fields[key]
     return out
 
 
@@ -119,13 +98,10 @@ def acl_card_document(
             return cached[1]
         skills = [s.id for s in source.card.skills]
         allowed = visible_modules(executor, None, skills)
-        filtered = (
-            source
-            if len(allowed) == len(skills)
-            else serialize_card(
-                restrict_card(source.card, allowed), last_modified=source.last_modified
-            )
-        )
+        filtered = source
+        if len(allowed) != len(skills):
+            card = restrict_card(source.card, allowed)
+            filtered = serialize_card(card, last_modified=source.last_modified)
         if cached is not None and filtered is not source:
             # An ACL reload can change the filtered card while its source stays the same:
             # keep Last-Modified truthful for If-Modified-Since (see SkillCatalog._build).
@@ -143,13 +119,12 @@ def acl_card_document(
 
 def extended_card_modifier(
     executor: Executor, current: Callable[[], AgentCard] | None = None
-) -> ExtendedCardModifier:
+) -> Callable[[AgentCard, ServerCallContext], Awaitable[AgentCard]]:
     """An SDK ``extended_card_modifier``: the extended card restricted to the caller's ACL.
 
     *current* returns the full, up-to-date card (e.g. after registry changes); without it
-    the card given to the handler is used. Anonymous callers are refused; HTTP requests
-    never get here without credentials (the middleware answers 401), so this guards
-    other transports.
+    the card given to the handler is used. Anonymous callers are refused (HTTP ones never
+    get here: this guards other transports).
     """
 
     async def modify(card: AgentCard, context: ServerCallContext) -> AgentCard:
@@ -183,9 +158,7 @@ def legacy_extended_card_route(
             mapping = A2A_ERROR_MAPPING.get(type(exc))
             status = mapping.http_code if mapping is not None else 500
             return JSONResponse({"error": {"code": status, "message": exc.message}}, status)
-        body: dict[str, Any] = agent_card_to_dict(card)
-        return JSONResponse(
-            body, headers={"Cache-Control": "private, no-cache", "Vary": "Authorization"}
-        )
+        headers = {"Cache-Control": "private, no-cache", "Vary": "Authorization"}
+        return JSONResponse(agent_card_to_dict(card), headers=headers)
 
     return Route(path, endpoint, methods=["GET"])

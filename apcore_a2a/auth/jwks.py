@@ -1,22 +1,14 @@
 """The verification keys of a JWKS endpoint, fetched without ever blocking a request.
 
 A JWKS outage must not take the agent down with it. So, unlike PyJWT's ``PyJWKClient``
-(blocking ``urllib``, which would have to run on the thread pool that also runs sync
-modules), :class:`JWKSKeySource` fetches with async ``httpx`` on the event loop, and:
-
-* **single flight** -- at most one fetch is in flight; every request that needs it awaits
-  that one (``asyncio.shield``, so a caller that gives up does not abort it for the rest);
-* **one deadline per fetch** -- connect, headers and a bounded body read together take at
-  most *timeout* seconds; a hanging endpoint costs one timeout, not one per request;
-* **back-off** -- after a failed fetch, no new fetch for 1, 2, 4 ... *backoff_max* seconds
-  (with a little jitter so replicas do not retry in step); requests that would need one
-  are refused at once instead of queueing;
-* **known keys keep working** -- a key already fetched is used without waiting, also
-  after the cache lifetime (the set is refreshed in the background) and through an
-  outage (the last good set stays in use until a fetch succeeds);
-* **unknown ``kid``s are remembered** -- a ``kid`` missing from a fresh set is refused
-  without a fetch for *unknown_kid_seconds* (bounded LRU), and whatever the ``kid``s, a
-  refetch happens at most once per *refresh_cooldown*.
+(blocking ``urllib``, on the thread pool that also runs sync modules), this fetches with
+async ``httpx`` on the event loop: one fetch in flight for everyone (``asyncio.shield``,
+so a caller that gives up does not abort it for the rest), one deadline per fetch (a
+hanging endpoint costs one timeout, not one per request), back-off with jitter after a
+failure (requests that would need a fetch are refused at once, not queued), known keys
+used without waiting (refreshed in the background, kept through an outage), and unknown
+``kid``s remembered (bounded) and refetched at most once per *refresh_cooldown*.
+docs/auth.md ("How tokens are checked") has the whole policy.
 
 Example::
 
@@ -41,7 +33,7 @@ import httpx
 import jwt
 from cachetools import TLRUCache
 
-__all__ = ["JWKSKeySource", "JWKSUnavailable", "KeyLookupError", "UnknownKeyId"]
+__all__ = ["JWKSKeySource", "KeyLookupError"]
 
 logger = logging.getLogger("apcore_a2a.auth")
 
@@ -49,20 +41,11 @@ logger = logging.getLogger("apcore_a2a.auth")
 MAX_JWKS_BYTES = 512 * 1024
 #: Unknown kids remembered at most (a spray of random kids cannot grow memory).
 MAX_UNKNOWN_KIDS = 4096
-#: The first back-off after a failed fetch, doubled on each further failure.
-FIRST_BACKOFF = 1.0
 
 
 class KeyLookupError(Exception):
-    """No verification key for a ``kid``; the message is a short reason for DEBUG logs."""
-
-
-class UnknownKeyId(KeyLookupError):
-    """The key set (fresh enough) has no key with this ``kid``."""
-
-
-class JWKSUnavailable(KeyLookupError):
-    """A fetch would be needed but failed, or is backing off after failures."""
+    """No verification key for a ``kid`` (not in the set, or the endpoint is failing); the
+    message is a short reason for the log."""
 
 
 class JWKSKeySource:
@@ -125,46 +108,37 @@ class JWKSKeySource:
         #: Completed fetch attempts (successful or not), for operations and tests.
         self.fetches = 0
 
-    # -- lookups -----------------------------------------------------------------------
-    def cached(self, kid: str) -> jwt.PyJWK | None:
-        """The key for *kid* if it was fetched already (however long ago), without I/O."""
-        return self._keys.get(kid)
-
     async def get(self, kid: str) -> jwt.PyJWK:
-        """The key for *kid*; raise :class:`UnknownKeyId` or :class:`JWKSUnavailable`."""
+        """The key for *kid*; raise :class:`KeyLookupError`."""
         now = self._clock()
         key = self._keys.get(kid)
         if key is not None:
-            if self._stale(now) and now >= self._retry_at:
+            stale = self._fetched_at is None or now - self._fetched_at >= self.cache_seconds
+            if stale and now >= self._retry_at:
                 self._start_fetch()  # refresh in the background; this request does not wait
             return key
         if kid in self._unknown:
-            raise UnknownKeyId("kid not in the key set (remembered)")
+            raise KeyLookupError("kid not in the key set (remembered)")
         if self._fetched_at is not None and now - self._fetched_at < self.refresh_cooldown:
             # The set was fetched moments ago: a refetch would only let a stream of made-up
             # kids turn into a stream of fetches.
             self._remember_unknown(kid, now)
-            raise UnknownKeyId("kid not in the key set (fetched recently)")
+            raise KeyLookupError("kid not in the key set (fetched recently)")
         if now < self._retry_at:
-            raise JWKSUnavailable("JWKS endpoint failing; backing off")
+            raise KeyLookupError("JWKS endpoint failing; backing off")
         await self._join_fetch()
         key = self._keys.get(kid)
         if key is not None:
             return key
         if self._failures:
-            raise JWKSUnavailable("JWKS fetch failed")
+            raise KeyLookupError("JWKS fetch failed")
         self._remember_unknown(kid, self._clock())
-        raise UnknownKeyId("kid not in the key set")
-
-    def _stale(self, now: float) -> bool:
-        return self._fetched_at is None or now - self._fetched_at >= self.cache_seconds
+        raise KeyLookupError("kid not in the key set")
 
     def _remember_unknown(self, kid: str, now: float) -> None:
-        if self.unknown_kid_seconds <= 0:
-            return
-        self._unknown[kid] = now + self.unknown_kid_seconds
+        if self.unknown_kid_seconds > 0:
+            self._unknown[kid] = now + self.unknown_kid_seconds
 
-    # -- fetching ----------------------------------------------------------------------
     def _start_fetch(self) -> asyncio.Task[None]:
         task = self._inflight
         loop = asyncio.get_running_loop()
@@ -182,18 +156,37 @@ class JWKSKeySource:
             if current is not None and current.cancelling():
                 raise  # this request itself is being canceled
             # The shared fetch was canceled (shutdown): a refusal, not a cancellation.
-            raise JWKSUnavailable("JWKS fetch canceled") from None
+            raise KeyLookupError("JWKS fetch canceled") from None
 
     async def _fetch(self) -> None:
         try:
             async with asyncio.timeout(self.timeout):
                 keys = await self._download()
-        except asyncio.CancelledError:
-            raise
         except Exception as exc:  # any failure of a hostile or broken endpoint
-            self._failed(exc)
+            self._failures += 1
+            # 1, 2, 4 ... s; the jitter keeps replicas from retrying in step.
+            delay = min(self.backoff_max, 2.0 ** min(self._failures - 1, 30))
+            delay *= random.uniform(0.8, 1.0)  # noqa: S311 -- jitter, not a secret
+            self._retry_at = self._clock() + delay
+            reason = (
+                "timed out" if isinstance(exc, TimeoutError) else f"{type(exc).__name__}: {exc}"
+            )
+            logger.log(
+                logging.WARNING if self._failures == 1 else logging.DEBUG,
+                "JWKS fetch from %s failed (%s); %s; next attempt in %.1f s at the earliest",
+                self.url,
+                reason[:200],
+                "keeping the last key set" if self._keys else "no keys yet",
+                delay,
+            )
         else:
-            self._succeeded(keys)
+            if self._failures:
+                logger.warning("JWKS from %s reachable again", self.url)
+            self._keys, self._fetched_at = keys, self._clock()
+            self._failures, self._retry_at = 0, 0.0
+            # Kids that are in the new set are no longer unknown.
+            for kid in [k for k in self._unknown if k in keys]:
+                del self._unknown[kid]
         finally:
             self.fetches += 1
 
@@ -217,33 +210,6 @@ class JWKSKeySource:
                     raise ValueError(f"key set larger than {MAX_JWKS_BYTES} bytes")
         return parse_jwks(bytes(body))
 
-    def _succeeded(self, keys: dict[str, jwt.PyJWK]) -> None:
-        if self._failures:
-            logger.warning("JWKS from %s reachable again", self.url)
-        self._keys = keys
-        self._fetched_at = self._clock()
-        self._failures = 0
-        self._retry_at = 0.0
-        # Kids that are in the new set are no longer unknown.
-        for kid in [k for k in self._unknown if k in keys]:
-            del self._unknown[kid]
-
-    def _failed(self, exc: BaseException) -> None:
-        self._failures += 1
-        delay = min(self.backoff_max, FIRST_BACKOFF * 2 ** min(self._failures - 1, 30))
-        delay *= random.uniform(0.8, 1.0)  # noqa: S311 -- jitter, not a secret
-        self._retry_at = self._clock() + delay
-        reason = "timed out" if isinstance(exc, TimeoutError) else f"{type(exc).__name__}: {exc}"
-        level = logging.WARNING if self._failures == 1 else logging.DEBUG
-        logger.log(
-            level,
-            "JWKS fetch from %s failed (%s); %s; next attempt in %.1f s at the earliest",
-            self.url,
-            reason[:200],
-            "keeping the last key set" if self._keys else "no keys yet",
-            delay,
-        )
-
     async def aclose(self) -> None:
         """Cancel a fetch in flight (waiting requests are refused); the source stays usable."""
         task, self._inflight = self._inflight, None
@@ -256,29 +222,24 @@ class JWKSKeySource:
 def parse_jwks(body: bytes) -> dict[str, jwt.PyJWK]:
     """The signature keys of a JWKS document by ``kid``; ``ValueError`` if it has none.
 
-    Keys without a ``kid``, keys for encryption (``use: enc``), symmetric keys (a public
-    key set has no business publishing a secret) and keys PyJWT cannot load are skipped.
+    Skipped: keys without a ``kid``, encryption keys (``use: enc``), symmetric keys (a
+    public key set has no business publishing a secret) and keys PyJWT cannot load.
     """
     try:
         document: Any = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
+    except ValueError:  # UnicodeDecodeError is one too
         raise ValueError("not JSON") from None
     members = document.get("keys") if isinstance(document, dict) else None
     if not isinstance(members, list):
         raise ValueError("no 'keys' array")
     keys: dict[str, jwt.PyJWK] = {}
     for member in members:
-        if not isinstance(member, dict):
+        if not isinstance(member, dict) or member.get("kty") == "oct":
             continue
         kid = member.get("kid")
-        if not isinstance(kid, str) or not kid or member.get("kty") == "oct":
-            continue
-        if member.get("use", "sig") != "sig":
-            continue
-        try:
-            keys[kid] = jwt.PyJWK(member)
-        except (jwt.PyJWTError, ValueError, TypeError):
-            continue
+        if isinstance(kid, str) and kid and member.get("use", "sig") == "sig":
+            with contextlib.suppress(jwt.PyJWTError, ValueError, TypeError):
+                keys[kid] = jwt.PyJWK(member)
     if not keys:
         raise ValueError("no usable signature keys")
     return keys

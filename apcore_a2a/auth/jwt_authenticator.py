@@ -1,7 +1,10 @@
-"""Bearer JWT authentication with PyJWT: a static key or a JWKS endpoint with key rotation."""
+"""Bearer JWT authentication with PyJWT: a static key or a JWKS endpoint with key rotation,
+and the mapping of verified claims onto an apcore ``Identity``."""
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import logging
 import time
 from collections.abc import Mapping, Sequence
@@ -10,16 +13,16 @@ from typing import Any
 import jwt
 from a2a.types import HTTPAuthSecurityScheme, SecurityScheme
 from apcore import Identity
+from cachetools import TLRUCache
 from cryptography.hazmat.primitives.asymmetric import ec, ed448, ed25519, rsa
 from cryptography.hazmat.primitives.serialization import load_pem_private_key, load_pem_public_key
 from cryptography.x509 import load_pem_x509_certificate
 
-from apcore_a2a.auth._token_cache import VerifiedTokenCache
+from apcore_a2a.auth.access import SCOPES_ATTR, words
 from apcore_a2a.auth.authenticator import InvalidCredentials, header_value, stamp_identity
-from apcore_a2a.auth.claims import ClaimMapping
 from apcore_a2a.auth.jwks import JWKSKeySource, KeyLookupError
 
-__all__ = ["JWTAuthenticator"]
+__all__ = ["ClaimMapping", "JWTAuthenticator"]
 
 logger = logging.getLogger("apcore_a2a.auth")
 
@@ -28,53 +31,84 @@ _RSA = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512")
 _EC = ("ES256", "ES384", "ES512")
 _OKP = ("EdDSA",)
 _CURVE_ALG = {"secp256r1": "ES256", "secp384r1": "ES384", "secp521r1": "ES512"}
-_MIN_HMAC_BYTES = {"HS256": 32, "HS384": 48, "HS512": 64}
-_JWKS_DEFAULT_ALGORITHMS = ("RS256", "ES256")
 #: ``auth_scheme`` of JWT identities (tasks owned by ``jwt:<issuer tag>:<sub>``).
 JWT_SCHEME = "jwt"
-
-PublicKey = (
-    rsa.RSAPublicKey | ec.EllipticCurvePublicKey | ed25519.Ed25519PublicKey | ed448.Ed448PublicKey
-)
+_MISSING = object()
 
 
-def _load_pem(pem: str | bytes) -> PublicKey:
-    """A public key from a PEM public key, certificate or (for convenience) private key."""
-    data = pem.encode() if isinstance(pem, str) else pem
+def _claim(claims: Mapping[str, Any], name: str) -> Any:
+    """Exact name first (namespaced claims like ``https://example.com/roles`` hold dots),
+    then a dotted path (``realm_access.roles``)."""
+    if name in claims:
+        return claims[name]
+    node: Any = claims
+    for part in name.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return _MISSING
+        node = node[part]
+    return node
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ClaimMapping:
+    """Which claims become ``Identity.id``, ``type``, ``roles`` and ``attrs``.
+
+    Claim names may be dotted paths into nested objects. ``roles`` accepts a list of
+    strings or a space-separated string (the OAuth ``scope`` style). The first of the
+    ``scopes`` claims present (``scope`` of RFC 9068, else ``scp``) becomes
+    ``attrs["scopes"]``, which ``required_scopes`` is checked against.
+
+    Example::
+
+        ClaimMapping(roles="realm_access.roles", attrs=("email", "tenant"))
+    """
+
+    id: str = "sub"
+    type: str = "type"
+    roles: str = "roles"
+    attrs: tuple[str, ...] = ()
+    default_type: str = "user"
+    scopes: tuple[str, ...] = ("scope", "scp")
+
+    def to_identity(self, claims: Mapping[str, Any]) -> Identity | None:
+        """Build the identity, or ``None`` when the id claim is missing or not a string."""
+        ident = _claim(claims, self.id)
+        if not isinstance(ident, str) or not ident:
+            return None
+        kind = _claim(claims, self.type)
+        if not isinstance(kind, str) or not kind:
+            kind = self.default_type
+        attrs: dict[str, Any] = {}
+        found = (_claim(claims, name) for name in self.scopes)
+        granted = next((v for v in found if v is not _MISSING), _MISSING)
+        if granted is not _MISSING:
+            attrs[SCOPES_ATTR] = words(granted)
+        for name in self.attrs:
+            value = _claim(claims, name)
+            if value is not _MISSING:
+                attrs[name] = value
+        return Identity(id=ident, type=kind, roles=words(_claim(claims, self.roles)), attrs=attrs)
+
+
+def _pem_key(data: bytes) -> tuple[Any, tuple[str, ...], tuple[str, ...]]:
+    """(public key, allowed algorithms, default algorithms) of a PEM public key, certificate
+    or private key; of a private key only the public half is kept, all a verifier needs."""
     if b"CERTIFICATE" in data:
         key: Any = load_pem_x509_certificate(data).public_key()
     elif b"PRIVATE KEY" in data:
-        # Only the public half is ever needed to verify; keep nothing else in memory.
         key = load_pem_private_key(data, password=None).public_key()
     else:
         key = load_pem_public_key(data)
-    if not isinstance(
-        key,
-        rsa.RSAPublicKey
-        | ec.EllipticCurvePublicKey
-        | ed25519.Ed25519PublicKey
-        | ed448.Ed448PublicKey,
-    ):
-        raise ValueError(f"unsupported JWT verification key type {type(key).__name__}")
-    return key
-
-
-def _family(key: PublicKey) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(allowed algorithms, default algorithms) for an asymmetric key."""
     if isinstance(key, rsa.RSAPublicKey):
-        return _RSA, ("RS256",)
+        return key, _RSA, ("RS256",)
     if isinstance(key, ec.EllipticCurvePublicKey):
         alg = _CURVE_ALG.get(key.curve.name)
         if alg is None:
             raise ValueError(f"unsupported EC curve {key.curve.name}")
-        return (alg,), (alg,)
-    return _OKP, _OKP
-
-
-def _looks_like_pem(key: str | bytes) -> bool:
-    if isinstance(key, bytes):
-        return b"-----BEGIN" in key
-    return "-----BEGIN" in key
+        return key, (alg,), (alg,)
+    if isinstance(key, ed25519.Ed25519PublicKey | ed448.Ed448PublicKey):
+        return key, _OKP, _OKP
+    raise ValueError(f"unsupported JWT verification key type {type(key).__name__}")
 
 
 class JWTAuthenticator:
@@ -86,27 +120,14 @@ class JWTAuthenticator:
     secret is rejected. ``alg: none`` is never accepted.
 
     With *jwks_url* keys are looked up by the token's ``kid`` in a
-    :class:`~apcore_a2a.auth.jwks.JWKSKeySource`: fetched with async HTTP on the event
-    loop (never on the thread pool that runs sync modules), one fetch at a time for
-    everyone, each within *jwks_timeout* seconds. The key set is refreshed after
-    *jwks_cache_seconds* (in the background: requests with a known ``kid`` never wait),
-    an unknown ``kid`` triggers a refetch at most once per *jwks_refresh_cooldown* seconds
-    (how a newly published key is picked up without a restart) and is then refused
-    without a fetch for *jwks_unknown_kid_seconds*; failed fetches back off up to
-    *jwks_backoff_max* seconds while the last good key set stays in use.
-
-    Tokens must carry ``exp`` unless *require_exp* is false (a token without one would
-    be valid forever); *require_claims* lists further required claims (``sub`` by default).
-    *max_lifetime* (seconds, 0 = none) refuses tokens that expire further ahead than that
-    (or never), so a leaked token minted with a far-future ``exp`` does not work for years.
-
-    Identities are stamped with how the caller authenticated (``auth_scheme="jwt"`` and
-    the token's ``iss`` in ``auth_issuer``), so the task owner of JWT ``sub=alice`` is not
-    the owner of an API key named ``alice`` (see :func:`~apcore_a2a.auth.owner_key`).
-
-    Verified tokens are remembered (up to *verified_cache_size*, for at most
-    *verified_cache_seconds* and never past their ``exp``), so a client repeating its
-    token is not re-verified on every request; ``verified_cache_size=0`` turns this off.
+    :class:`~apcore_a2a.auth.JWKSKeySource`, whose outage policy the ``jwks_*`` arguments
+    tune. Tokens must carry ``exp`` unless *require_exp* is false (one without would be
+    valid forever); *max_lifetime* (seconds, 0 = none) refuses tokens that expire further
+    ahead, so a leaked token minted with a far-future ``exp`` does not work for years.
+    Identities are stamped ``auth_scheme="jwt"`` and ``auth_issuer`` (the token's
+    ``iss``), see :func:`~apcore_a2a.auth.owner_key`. Verified tokens are remembered by
+    SHA-256 (up to *verified_cache_size*, for at most *verified_cache_seconds*, never past
+    their ``exp``); ``verified_cache_size=0`` turns this off.
 
     Example::
 
@@ -147,17 +168,25 @@ class JWTAuthenticator:
             self.require_claims.append("exp")
         self.max_lifetime = max_lifetime
         self.max_token_bytes = max_token_bytes
-        self._verified = VerifiedTokenCache(verified_cache_size, verified_cache_seconds)
-        self._key: str | bytes | PublicKey | None = None
-        self._jwks: JWKSKeySource | None = None
+        self._verified_seconds = verified_cache_seconds
+        # Each entry lives until its own deadline: min(now + max age, exp + leeway).
+        self._verified: TLRUCache[bytes, tuple[float, Identity]] | None = (
+            TLRUCache(verified_cache_size, ttu=lambda _k, value, _now: value[0], timer=time.time)
+            if verified_cache_size > 0 and verified_cache_seconds > 0
+            else None
+        )
+        self._key: Any = None
+        #: The JWKS key source (``None`` with a static key).
+        self.jwks: JWKSKeySource | None = None
 
         requested = tuple(algorithms or ())
         if "none" in (a.lower() for a in requested):
             raise ValueError("the 'none' JWT algorithm is never accepted")
+        data = key.encode() if isinstance(key, str) else key
         if jwks_url is not None:
             allowed: tuple[str, ...] = _RSA + _EC + _OKP
-            defaults: tuple[str, ...] = _JWKS_DEFAULT_ALGORITHMS
-            self._jwks = JWKSKeySource(
+            defaults: tuple[str, ...] = ("RS256", "ES256")
+            self.jwks = JWKSKeySource(
                 jwks_url,
                 cache_seconds=jwks_cache_seconds,
                 refresh_cooldown=jwks_refresh_cooldown,
@@ -165,11 +194,9 @@ class JWTAuthenticator:
                 unknown_kid_seconds=jwks_unknown_kid_seconds,
                 backoff_max=jwks_backoff_max,
             )
-        elif key is not None and _looks_like_pem(key):
-            public = _load_pem(key)
-            allowed, defaults = _family(public)
-            self._key = public
-        elif key:
+        elif data and b"-----BEGIN" in data:
+            self._key, allowed, defaults = _pem_key(data)
+        elif data:
             allowed, defaults = _HMAC, ("HS256",)
             self._key = key
         else:
@@ -182,17 +209,15 @@ class JWTAuthenticator:
                 f"JWT algorithm(s) {', '.join(wrong)} cannot be used with {kind}; "
                 f"allowed: {', '.join(allowed)}"
             )
-        if isinstance(self._key, str | bytes):
-            size = len(self._key.encode() if isinstance(self._key, str) else self._key)
-            needed = max(_MIN_HMAC_BYTES[a] for a in self.algorithms)
-            if size < needed:
+        if isinstance(self._key, str | bytes) and data:
+            needed = max(int(a[2:]) // 8 for a in self.algorithms)  # the hash size
+            if len(data) < needed:
                 logger.warning(
                     "JWT HMAC secret is %d bytes; at least %d are recommended (RFC 7518 3.2)",
-                    size,
+                    len(data),
                     needed,
                 )
 
-    # -- Authenticator protocol ------------------------------------------------------
     def security_schemes(self) -> dict[str, SecurityScheme]:
         """``{"bearer": HTTP Bearer (JWT)}``."""
         return {
@@ -216,20 +241,25 @@ class JWTAuthenticator:
             raise InvalidCredentials("Authorization header is not a Bearer token")
         if len(token) > self.max_token_bytes:
             raise InvalidCredentials(f"token longer than {self.max_token_bytes} bytes")
-        cached = self._verified.get(token)
-        if cached is not None:
-            return cached
-        key = await self._verification_key(token)
-        claims = self.decode(token, key)
+        digest = hashlib.sha256(token.encode("utf-8")).digest()
+        hit = self._verified.get(digest) if self._verified is not None else None
+        if hit is not None:
+            # A copy, so a module mutating identity.attrs cannot affect later requests.
+            return dataclasses.replace(hit[1])
+        claims = self.decode(token, await self._verification_key(token))
         identity = self.claim_mapping.to_identity(claims)
         if identity is None:
             raise InvalidCredentials(f"claim {self.claim_mapping.id!r} missing or not a string")
         issuer = claims.get("iss")
         identity = stamp_identity(identity, JWT_SCHEME, issuer if isinstance(issuer, str) else None)
-        self._verified.put(token, identity, claims, self.leeway)
+        if self._verified is not None:
+            until = time.time() + self._verified_seconds
+            exp = claims.get("exp")
+            if isinstance(exp, int | float) and not isinstance(exp, bool):
+                until = min(until, float(exp) + self.leeway)
+            self._verified[digest] = (until, dataclasses.replace(identity))
         return identity
 
-    # -- helpers ---------------------------------------------------------------------
     def decode(self, token: str, key: Any) -> dict[str, Any]:
         """Verify signature and registered claims; raise :class:`InvalidCredentials`."""
         try:
@@ -256,26 +286,20 @@ class JWTAuthenticator:
         return claims
 
     async def _verification_key(self, token: str) -> Any:
-        if self._jwks is None:
+        if self.jwks is None:
             return self._key
         try:
-            header = jwt.get_unverified_header(token)
+            kid = jwt.get_unverified_header(token).get("kid")
         except jwt.PyJWTError as exc:
             raise InvalidCredentials(f"{type(exc).__name__}: {exc}") from None
-        kid = header.get("kid")
         if not isinstance(kid, str) or not kid:
             raise InvalidCredentials("token has no 'kid' header; required with a JWKS URL")
         try:
-            return await self._jwks.get(kid)
+            return await self.jwks.get(kid)
         except KeyLookupError as exc:
             raise InvalidCredentials(str(exc)) from None
 
-    @property
-    def jwks(self) -> JWKSKeySource | None:
-        """The JWKS key source (``None`` with a static key)."""
-        return self._jwks
-
     async def aclose(self) -> None:
         """Cancel a JWKS fetch in flight (called when the server stops)."""
-        if self._jwks is not None:
-            await self._jwks.aclose()
+        if self.jwks is not None:
+            await self.jwks.aclose()

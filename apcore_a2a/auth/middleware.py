@@ -1,16 +1,4 @@
-"""Pure-ASGI authentication in front of the A2A routes.
-
-Which requests need credentials is read from the request record of
-:mod:`apcore_a2a.classify`: the card and JWKS are public, the Explorer's static files too,
-``/health`` answers everyone (details only for authenticated callers), ``/metrics`` and
-every A2A call need credentials (unless anonymous calls are allowed), and the extended
-card always does.
-
-A refused request gets a body its binding's clients parse: a JSON-RPC error object
-(``-32093`` unauthenticated, ``-32094`` permission denied, with the request's ``id``) or,
-on REST and the other routes, an RFC 9457 problem (``application/problem+json``) that also
-carries a2a-sdk's ``error`` envelope with the ``ErrorInfo`` reason. 401 answers add one
-``WWW-Authenticate`` challenge per accepted scheme; no answer says why a credential failed.
+"""Pure-ASGI authentication in front of the A2A routes, CORS, and how settings build both.
 
 Streaming responses (SSE) pass straight through: the middleware never wraps ``send``, so
 it adds no per-event cost, and the identity ContextVar stays set until the response ends.
@@ -18,30 +6,48 @@ it adds no per-event cost, and the identity ContextVar stays set until the respo
 
 from __future__ import annotations
 
-import json
+import logging
+from collections.abc import Iterable, Sequence
 from contextvars import ContextVar
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
 
 from a2a.utils.error_handlers import build_error_details, build_rest_error_payload
 from starlette.datastructures import Headers
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
+from starlette.responses import JSONResponse
 
 from apcore_a2a.auth.access import Gate
+from apcore_a2a.auth.authenticator import (
+    AnyAuthenticator,
+    APIKeyAuthenticator,
+    Authenticator,
+    parse_api_key_entries,
+)
+from apcore_a2a.auth.jwt_authenticator import JWTAuthenticator
 from apcore_a2a.classify import RequestInfo, request_info
 from apcore_a2a.errors import OwnError, PermissionDeniedError, UnauthenticatedError
 from apcore_a2a.execution.identity import IDENTITY_SCOPE_KEY
+from apcore_a2a.settings import SettingsError
 from apcore_a2a.upstream.error_answers import correct_error
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
-
     from apcore import Identity
     from starlette.types import ASGIApp, Receive, Scope, Send
 
-    from apcore_a2a.auth.authenticator import Authenticator
+    from apcore_a2a.settings import Settings
 
-__all__ = ["AuthMiddleware", "current_identity", "needs_credentials"]
+__all__ = [
+    "AuthMiddleware",
+    "authenticator_from_settings",
+    "cors_middleware",
+    "current_identity",
+    "needs_credentials",
+    "security_middleware",
+]
 
+logger = logging.getLogger("apcore_a2a.auth")
 
 _identity_var: ContextVar[Identity | None] = ContextVar("apcore_a2a_identity", default=None)
 #: A refused JSON-RPC request's body is read up to this size, for its ``id``; no more is
@@ -55,38 +61,29 @@ def current_identity() -> Identity | None:
 
 
 def needs_credentials(info: RequestInfo | None, *, ops_public: bool) -> bool | None:
-    """``True``: refuse without credentials; ``False``: public; ``None``: optional.
-
-    Optional means credentials are checked when given (a bad one is refused) and the
-    request is served either way (``/health`` answers anonymous probes briefly).
-    """
+    """``True``: refuse without credentials; ``False``: public (card, JWKS, Explorer files);
+    ``None``: optional, checked when given and served either way (``/health`` answers
+    anonymous probes briefly)."""
     if info is None:
         return True
-    kind = info.kind
-    if kind in ("card", "jwks"):
-        return False
-    if kind == "explorer":
-        return not info.static_file
-    if kind == "health":
-        return None
-    if kind == "metrics":
+    if info.kind == "metrics":
         return None if ops_public else True
-    return True
+    explorer = not info.static_file
+    return {"card": False, "jwks": False, "explorer": explorer, "health": None}.get(info.kind, True)
 
 
 class AuthMiddleware:
     """Authenticate every request that needs it (see :func:`needs_credentials`).
 
     On success the apcore ``Identity`` is stored in ``scope[IDENTITY_SCOPE_KEY]`` (the SDK
-    call-context builder turns it into the task owner) and in a ContextVar (see
-    :func:`current_identity`), which is reset when the request ends. Missing or invalid
-    credentials get ``401`` with ``WWW-Authenticate`` and a fixed body; nothing from the
-    credential is echoed or logged (the reason is logged at INFO). With
-    ``require_auth=False`` A2A requests *without* credentials pass as anonymous, but bad
-    credentials are still rejected and the extended agent card still requires
-    authentication. Every A2A caller needs one of
-    *required_roles* and all *required_scopes*: without them an authenticated caller gets
-    ``403``, an anonymous one ``401``.
+    call-context builder turns it into the task owner) and in :func:`current_identity`
+    until the request ends. Refusals (:class:`~apcore_a2a.auth.access.Gate`: 401, or 403
+    without *required_roles* / *required_scopes*) get a fixed body the binding's clients
+    parse (a JSON-RPC error with the request's ``id``, else an RFC 9457 problem) and, on
+    401, one ``WWW-Authenticate`` challenge per scheme; nothing from the credential is
+    echoed or logged (the reason is logged at INFO). With ``require_auth=False`` requests
+    *without* credentials pass as anonymous, but bad credentials are still rejected and
+    the extended agent card still requires authentication.
 
     Example::
 
@@ -110,17 +107,12 @@ class AuthMiddleware:
         self.require_auth = require_auth
         self.ops_public = ops_public
         self.max_body = max_body_bytes
-        self._challenges = [
-            (b"www-authenticate", v.encode("latin-1")) for v in self.gate.challenges
-        ]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
-        # Only this middleware may decide who the caller is.
-        scope.pop(IDENTITY_SCOPE_KEY, None)
-        # The matched route's record; without one (not behind layered()), credentials.
+        scope.pop(IDENTITY_SCOPE_KEY, None)  # only this middleware may say who the caller is
         info = request_info(scope)
         need = needs_credentials(info, ops_public=self.ops_public)
         if need is False:
@@ -142,10 +134,8 @@ class AuthMiddleware:
             return
         if info is not None:
             receive = info.replay(receive)  # the body, if we had to read it
-        if identity is None:
-            await self.app(scope, receive, send)
-            return
-        scope[IDENTITY_SCOPE_KEY] = identity
+        if identity is not None:
+            scope[IDENTITY_SCOPE_KEY] = identity
         token = _identity_var.set(identity)
         try:
             await self.app(scope, receive, send)
@@ -177,15 +167,14 @@ class AuthMiddleware:
         if info is not None and info.binding == "jsonrpc":
             if info.http_method == "POST":
                 await info.load_body(receive, min(self.max_body, _ID_READ_LIMIT))
-            media, payload = b"application/json", _jsonrpc_error(info, error)
+            answer = JSONResponse(_jsonrpc_error(info, error), status)
         else:
-            media, payload = b"application/problem+json", _problem(status, error)
-        body = json.dumps(payload).encode("utf-8")
-        headers = [(b"content-type", media), (b"content-length", str(len(body)).encode())]
+            answer = JSONResponse(
+                _problem(status, error), status, media_type="application/problem+json"
+            )
         if status == 401:
-            headers += self._challenges
-        await send({"type": "http.response.start", "status": status, "headers": headers})
-        await send({"type": "http.response.body", "body": body})
+            answer.raw_headers += [(b"www-authenticate", v.encode()) for v in self.gate.challenges]
+        await answer(scope, receive, send)
 
 
 def _jsonrpc_error(info: RequestInfo, error: OwnError) -> dict[str, Any]:
@@ -211,3 +200,116 @@ def _problem(status: int, error: OwnError) -> dict[str, Any]:
         "detail": error.message,
         "error": correct_error(build_rest_error_payload(error)["error"]),
     }
+
+
+#: Authorization/Content-Type plus the A2A protocol headers SDK clients send.
+CORS_ALLOW_HEADERS = (
+    "Authorization",
+    "Content-Type",
+    "A2A-Version",
+    "A2A-Extensions",
+    "X-A2A-Extensions",
+    "Last-Event-ID",
+)
+
+
+def _bearer(settings: Settings) -> JWTAuthenticator:
+    if settings.auth_key and settings.auth_jwks_url:
+        raise SettingsError(
+            "give either --auth-key (JWT_KEY) or --auth-jwks-url (JWT_JWKS_URL), not both"
+        )
+    try:
+        return JWTAuthenticator(
+            settings.auth_key or None,
+            jwks_url=settings.auth_jwks_url or None,
+            algorithms=settings.auth_algorithms or None,
+            audience=settings.auth_audience or None,
+            issuer=settings.auth_issuer or None,
+            require_exp=settings.auth_require_exp,
+            max_lifetime=settings.auth_max_token_lifetime,
+            jwks_cache_seconds=settings.auth_jwks_cache_seconds,
+            jwks_refresh_cooldown=settings.auth_jwks_refresh_cooldown,
+            jwks_timeout=settings.auth_jwks_timeout,
+            jwks_unknown_kid_seconds=settings.auth_jwks_unknown_kid_seconds,
+            jwks_backoff_max=settings.auth_jwks_backoff_max,
+        )
+    except ValueError as exc:
+        raise SettingsError(f"JWT auth: {exc}") from None
+
+
+def authenticator_from_settings(settings: Settings) -> Authenticator | None:
+    """The authenticator the settings ask for (JWT, API keys or either), or ``None`` when
+    auth is off; :class:`~apcore_a2a.settings.SettingsError` for unusable combinations."""
+    has_bearer = bool(settings.auth_key or settings.auth_jwks_url)
+    if settings.auth_type == "bearer" and not has_bearer:
+        raise SettingsError(
+            "--auth-type bearer requires --auth-key (JWT_KEY) or --auth-jwks-url (JWT_JWKS_URL)"
+        )
+    if settings.auth_type == "apikey" and not settings.api_keys:
+        raise SettingsError("--auth-type apikey requires at least one --api-key (A2A_API_KEYS)")
+    members: list[Authenticator] = []
+    if has_bearer and settings.auth_type in (None, "bearer"):
+        members.append(_bearer(settings))
+    if settings.api_keys:
+        try:
+            members.append(APIKeyAuthenticator(parse_api_key_entries(settings.api_keys)))
+        except ValueError as exc:
+            raise SettingsError(f"API keys: {exc}") from None
+    if not members:
+        if settings.required_roles or settings.required_scopes:
+            raise SettingsError(
+                "--required-roles and --required-scopes need authentication: give "
+                "--auth-key, --auth-jwks-url or --api-key"
+            )
+        return None
+    return members[0] if len(members) == 1 else AnyAuthenticator(members)
+
+
+def security_middleware(
+    settings: Settings, authenticator: Authenticator | None
+) -> tuple[Middleware | None, Middleware | None]:
+    """``(CORS, authentication)`` middleware entries; CORS goes outermost."""
+    members = (
+        authenticator.authenticators
+        if isinstance(authenticator, AnyAuthenticator)
+        else (authenticator,)
+    )
+    extra_headers = [a.header for a in members if isinstance(a, APIKeyAuthenticator)]
+    cors = cors_middleware(settings.cors_origins, extra_headers=extra_headers)
+    if authenticator is None:
+        return cors, None
+    return cors, Middleware(
+        AuthMiddleware,
+        authenticator=authenticator,
+        require_auth=settings.require_auth,
+        ops_public=settings.ops_details_public,
+        max_body_bytes=settings.max_body_bytes,
+        required_roles=settings.required_roles,
+        required_scopes=settings.required_scopes,
+    )
+
+
+def cors_middleware(
+    origins: Sequence[str], *, extra_headers: Iterable[str] = ()
+) -> Middleware | None:
+    """A Starlette ``CORSMiddleware`` entry for *origins* (``None`` without), allowing
+    *extra_headers* too (e.g. an API key header). Put it outermost, so preflights need no
+    credentials and 401s carry CORS headers. Cookies are never allowed (tokens travel in
+    headers); ``*`` is logged at WARNING."""
+    allowed = [o.strip().rstrip("/") for o in origins if o and o.strip()]
+    if not allowed:
+        return None
+    if "*" in allowed:
+        logger.warning(
+            "CORS allows any origin ('*'); any web page can call this agent from a browser"
+        )
+        allowed = ["*"]
+    return Middleware(
+        CORSMiddleware,
+        allow_origins=allowed,
+        allow_methods=["GET", "POST", "OPTIONS"],
+        allow_headers=list(dict.fromkeys([*CORS_ALLOW_HEADERS, *extra_headers])),
+        allow_credentials=False,
+        expose_headers=["WWW-Authenticate", "ETag"],
+        max_age=600,
+    )

@@ -1,17 +1,10 @@
-"""Signed agent cards (A2A 1.0 ``signatures``), made with the a2a-sdk's own signer.
+"""Signed agent cards (A2A 1.0 ``signatures``), made with the a2a-sdk's own signer, and
+``/.well-known/jwks.json``, which publishes the public keys (the signer's ``jku``).
 
-The signature is a detached JWS over the RFC 8785 canonical form of the card as the SDK
-defines it (``a2a.utils.signing``): the A2A 1.0 fields, without ``signatures`` and empty
-values. The public card and every extended card are signed; the public key is published
-in ``/.well-known/jwks.json`` under its ``kid`` (the RFC 7638 thumbprint), and the
-protected header names that URL as ``jku``.
-
-What is covered: everything an A2A 1.0 client reads. A client announcing
-``A2A-Version: 1.x`` gets the pure 1.0 card; one without a version gets it with the 0.3
-keys the SDK merges in for older clients (``url``, ``preferredTransport``, ...), which are
-outside the 1.0 canonical form and so not covered. The pure 0.3 card
-(``/.well-known/agent.json``) is served unsigned rather than with a signature a 0.3
-verifier could not check.
+The signature covers the card's A2A 1.0 canonical form (``a2a.utils.signing``), so the
+0.3 keys the SDK merges in for clients without a version are not covered, and the pure
+0.3 card (``/.well-known/agent.json``) is served unsigned rather than with a signature a
+0.3 verifier could not check.
 
 Example::
 
@@ -24,13 +17,16 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import logging
-from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from a2a.types import AgentCard
 from a2a.utils.signing import ProtectedHeader, create_agent_card_signer
+from cachetools import LRUCache
 from cryptography.hazmat.primitives.serialization import load_pem_private_key
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
 
 from apcore_a2a.adapters.agent_card import CardDocument, serialize_card
 from apcore_a2a.keys.material import load_key_file, stored_key
@@ -42,7 +38,7 @@ if TYPE_CHECKING:
     from apcore_a2a.push.signing import SigningKey
     from apcore_a2a.settings import Settings
 
-__all__ = ["JWKS_PATH", "CardSigner", "card_signer_from_settings"]
+__all__ = ["JWKS_PATH", "CardSigner", "card_signer_from_settings", "jwks_document", "jwks_route"]
 
 logger = logging.getLogger("apcore_a2a.keys")
 
@@ -52,15 +48,13 @@ JWKS_PATH = "/.well-known/jwks.json"
 _EXTENDED_CACHE = 64
 
 Modifier = Callable[[AgentCard, "ServerCallContext"], Awaitable[AgentCard]]
+KeySource = Callable[[], dict[str, Any] | None]
 
 
 class CardSigner:
-    """Signs agent cards with one key; the key is given, read from a file, or stored.
-
-    *key* is used as is. Otherwise :meth:`start` loads it: from *key_file* (generated
-    there when missing), else from the database behind *engine* (generated once), else a
-    key generated in memory. Until a key is loaded, cards are served unsigned.
-    """
+    """Signs agent cards with one key: *key*, else *key_file*, else (in :meth:`start`) the
+    key stored in the database, else one generated in memory (see
+    :mod:`apcore_a2a.keys.material`). Until a key is loaded, cards are served unsigned."""
 
     def __init__(
         self,
@@ -72,27 +66,21 @@ class CardSigner:
     ) -> None:
         self.jku = agent_url.rstrip("/") + JWKS_PATH
         self._key = key
-        self._key_file = key_file
         self._encryption_key = encryption_key
         self._sign: Callable[[AgentCard], AgentCard] | None = None
-        self._extended: OrderedDict[bytes, AgentCard] = OrderedDict()
+        self._extended: LRUCache[bytes, AgentCard] = LRUCache(_EXTENDED_CACHE)
         if key is not None:
             self._use(key)
         elif key_file:
             # Read now, so a bad file stops the agent at build time with a clear error.
             self._use(load_key_file(key_file))
 
-    @property
-    def key(self) -> SigningKey | None:
-        """The signing key, once loaded."""
-        return self._key
-
     def public_jwk(self) -> dict[str, Any] | None:
         """The public key as a JWK (with ``kid``, ``alg``, ``use``), once loaded."""
         return dict(self._key.public_jwk) if self._key is not None else None
 
     async def start(self, engine: AsyncEngine | None) -> None:
-        """Load the key if it is not loaded yet (see the class docstring for the order)."""
+        """Load the key if it is not loaded yet."""
         if self._key is not None:
             return
         if engine is not None:
@@ -120,7 +108,6 @@ class CardSigner:
         self._extended.clear()
         logger.info("card signing: signing agent cards with %s key %s", key.algorithm, key.kid)
 
-    # -- signing -------------------------------------------------------------------------
     def sign(self, card: AgentCard) -> AgentCard:
         """A copy of *card* carrying this key's signature (and no other)."""
         if self._sign is None:
@@ -131,12 +118,9 @@ class CardSigner:
         return self._sign(out)
 
     def documents(self, current: Callable[[], CardDocument]) -> Callable[[], CardDocument]:
-        """Wrap a card-document source so the bodies with the 1.0 card are signed.
-
-        Both the pure 1.0 body and the one with the 0.3 keys merged in carry the signature;
-        the pure 0.3 body stays unsigned. Signing (canonicalization mostly) takes
-        milliseconds, so the signed document is kept until the source or the key changes.
-        """
+        """Wrap a card-document source so the bodies with the 1.0 card are signed (not the
+        pure 0.3 body). Signing takes milliseconds (canonicalization mostly), so the signed
+        document is kept until the source or the key changes."""
         cached: tuple[CardDocument, SigningKey, CardDocument] | None = None
 
         def document() -> CardDocument:
@@ -166,12 +150,7 @@ class CardSigner:
             digest = hashlib.sha256(out.SerializeToString(deterministic=True)).digest()
             signed = self._extended.get(digest)
             if signed is None:
-                signed = self.sign(out)
-                self._extended[digest] = signed
-                while len(self._extended) > _EXTENDED_CACHE:
-                    self._extended.popitem(last=False)
-            else:
-                self._extended.move_to_end(digest)
+                signed = self._extended[digest] = self.sign(out)
             copy = AgentCard()
             copy.CopyFrom(signed)
             return copy
@@ -180,10 +159,8 @@ class CardSigner:
 
 
 def card_signer_from_settings(settings: Settings) -> CardSigner | None:
-    """The signer the settings ask for (``card_signing`` or ``card_signing_key``), or ``None``.
-
-    Raises ``ValueError`` for an unreadable or unusable key file.
-    """
+    """The signer the settings ask for (``card_signing`` or ``card_signing_key``), or ``None``;
+    ``ValueError`` for an unreadable or unusable key file."""
     if not (settings.card_signing or settings.card_signing_key):
         return None
     return CardSigner(
@@ -191,3 +168,30 @@ def card_signer_from_settings(settings: Settings) -> CardSigner | None:
         key_file=settings.card_signing_key,
         encryption_key=settings.push_encryption_key,
     )
+
+
+def jwks_document(sources: Sequence[KeySource]) -> dict[str, Any]:
+    """``{"keys": [...]}`` from every source that has a key, one entry per ``kid``.
+
+    Card and push-delivery signatures are made with different keys; receivers and
+    clients find each by ``kid`` in this one document.
+    """
+    keys: dict[str, dict[str, Any]] = {}
+    for source in sources:
+        jwk = source()
+        if jwk is not None:
+            keys.setdefault(str(jwk.get("kid")), jwk)
+    return {"keys": list(keys.values())}
+
+
+def jwks_route(sources: Sequence[KeySource]) -> Route:
+    """``GET /.well-known/jwks.json`` over *sources* (cacheable for 5 minutes); 503 until
+    some source has loaded its key."""
+
+    async def endpoint(request: Request) -> Response:
+        document = jwks_document(sources)
+        if not document["keys"]:
+            return JSONResponse({"error": "signing keys not loaded yet"}, status_code=503)
+        return JSONResponse(document, headers={"Cache-Control": "public, max-age=300"})
+
+    return Route(JWKS_PATH, endpoint, methods=["GET"], name="jwks")

@@ -1,14 +1,10 @@
 """Where the agent-card signing key comes from, and where a generated one is kept.
 
-* ``card_signing_key`` names a file: an unencrypted PEM private key or a private JWK
-  (EC P-256/384/521, RSA >= 2048 bits or Ed25519). If the file does not exist yet, a
-  fresh ES256 key is generated and written there (mode 0600), so a single process with
-  the memory store keeps its key across restarts.
+* ``card_signing_key`` names a file (unencrypted PEM or private JWK); a missing one is
+  created with a fresh ES256 key (mode 0600), so a single process keeps its key.
 * Without a file and with a SQL task store, the key is generated once and kept in the
-  database beside the push-signing key (table ``apcore_a2a_card_signing_keys``, sealed
-  with ``push_encryption_key`` when that is set), shared by every replica.
-* Without either, the key is generated in memory and changes on every restart (logged);
-  clients that verify against the agent's JWKS keep working, pinned keys do not.
+  database (sealed with ``push_encryption_key`` when set), shared by every replica.
+* Without either, the key is generated in memory and changes on every restart (logged).
 """
 
 from __future__ import annotations
@@ -47,39 +43,33 @@ card_signing_keys = Table(
 )
 
 
-def _signing_key(key: Any) -> SigningKey:
+def parse_key(data: bytes) -> SigningKey:
+    """A signing key from PEM or JWK bytes; ``ValueError`` with a short reason otherwise."""
+    text = data.strip()
+    key: Any
+    if text.startswith(b"{"):
+        try:
+            jwk = json.loads(text)
+        except json.JSONDecodeError:
+            raise ValueError("the card-signing key file is neither PEM nor JSON") from None
+        if not isinstance(jwk, dict) or "d" not in jwk:
+            raise ValueError("a JWK card-signing key must be a private key (with 'd')")
+        try:
+            key = jwt.PyJWK(jwk).key
+        except (jwt.PyJWTError, ValueError, TypeError) as exc:
+            raise ValueError(f"the JWK is not a usable private key: {exc}") from None
+    elif b"-----BEGIN" in text:
+        try:
+            key = load_pem_private_key(text, password=None)
+        except (ValueError, TypeError) as exc:
+            raise ValueError(f"not a usable unencrypted PEM private key: {exc}") from None
+    else:
+        raise ValueError("the card-signing key file is neither PEM nor a JWK")
     if not isinstance(
         key, ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey | ed25519.Ed25519PrivateKey
     ):
         raise ValueError(f"unsupported key type {type(key).__name__}")
     return SigningKey(key)
-
-
-def _from_jwk(data: Any) -> SigningKey:
-    if not isinstance(data, dict) or "d" not in data:
-        raise ValueError("a JWK card-signing key must be a private key (with 'd')")
-    try:
-        key = jwt.PyJWK(data).key
-    except (jwt.PyJWTError, ValueError, TypeError) as exc:
-        raise ValueError(f"the JWK is not a usable private key: {exc}") from None
-    return _signing_key(key)
-
-
-def parse_key(data: bytes) -> SigningKey:
-    """A signing key from PEM or JWK bytes; ``ValueError`` with a short reason otherwise."""
-    text = data.strip()
-    if text.startswith(b"{"):
-        try:
-            return _from_jwk(json.loads(text))
-        except json.JSONDecodeError:
-            raise ValueError("the card-signing key file is neither PEM nor JSON") from None
-    if b"-----BEGIN" not in text:
-        raise ValueError("the card-signing key file is neither PEM nor a JWK")
-    try:
-        key = load_pem_private_key(text, password=None)
-    except (ValueError, TypeError) as exc:
-        raise ValueError(f"not a usable unencrypted PEM private key: {exc}") from None
-    return _signing_key(key)
 
 
 def load_key_file(path: str | os.PathLike[str]) -> SigningKey:
@@ -112,33 +102,20 @@ async def stored_key(engine: AsyncEngine, encryption_key: str | None) -> Signing
 
     Racing replicas each insert a key; all of them then use the oldest one.
     """
+    table = card_signing_keys
+    oldest = select(table.c.key_data).order_by(table.c.created_at, table.c.kid).limit(1)
     async with engine.begin() as conn:
         await conn.run_sync(_metadata.create_all)
-    data = await _first(engine)
+        data = (await conn.execute(oldest)).scalar()
     if data is None:
         fresh = SigningKey.generate()
+        sealed = seal(fresh.to_pem().decode(), encryption_key)
         with contextlib.suppress(IntegrityError):
             async with engine.begin() as conn:
                 await conn.execute(
-                    insert(card_signing_keys).values(
-                        kid=fresh.kid,
-                        key_data=seal(fresh.to_pem().decode(), encryption_key),
-                        created_at=time.time(),
-                    )
+                    insert(table).values(kid=fresh.kid, key_data=sealed, created_at=time.time())
                 )
-        data = await _first(engine)
-        if data is None:  # pragma: no cover - the insert above cannot vanish
-            raise RuntimeError("card signing: could not store the generated key")
+        async with engine.connect() as conn:
+            data = (await conn.execute(oldest)).scalar_one()
         logger.info("card signing: generated a new key and stored it in the database")
-    return SigningKey.from_pem(unseal(data, encryption_key, "card signing key"))
-
-
-async def _first(engine: AsyncEngine) -> str | None:
-    query = (
-        select(card_signing_keys.c.key_data)
-        .order_by(card_signing_keys.c.created_at, card_signing_keys.c.kid)
-        .limit(1)
-    )
-    async with engine.connect() as conn:
-        row = (await conn.execute(query)).first()
-    return None if row is None else str(row[0])
+    return SigningKey.from_pem(unseal(str(data), encryption_key, "card signing key"))
