@@ -30,7 +30,7 @@ from apcore_a2a.execution.observer import TERMINAL_STATES, state_name
 
 if TYPE_CHECKING:
     from apcore_a2a.execution.observer import Execution
-    from apcore_a2a.ops.view import ServerView
+    from apcore_a2a.ops.operations import ServerView
 
 __all__ = ["SHUTDOWN_MESSAGE", "DrainReport", "drain"]
 
