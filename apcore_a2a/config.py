@@ -56,12 +56,8 @@ class ModuleSources:
     @classmethod
     def from_settings(cls, settings: Settings) -> ModuleSources:
         """The module sources named by *settings* (flags, environment or config file)."""
-        return cls(
-            extensions_dirs=settings.extensions_dirs,
-            bindings_dirs=settings.bindings_dirs,
-            apcore_config=settings.apcore_config,
-            acl=settings.acl,
-        )
+        s = settings
+        return cls(s.extensions_dirs, s.bindings_dirs, s.apcore_config, s.acl)
 
     @property
     def given(self) -> bool:
@@ -69,11 +65,8 @@ class ModuleSources:
         return bool(self.extensions_dirs or self.bindings_dirs)
 
     def build_executor(self, execution_timeout: float | None = None) -> Any:
-        """Discover the modules and return an apcore ``Executor`` over them.
-
-        Raises :class:`ConfigFileError` for a missing folder or file, an unusable apcore
-        config or ACL, or when no module is found.
-        """
+        """An apcore ``Executor`` over the discovered modules, or :class:`ConfigFileError`
+        (a missing folder or file, an unusable apcore config or ACL, no module found)."""
         from apcore import BindingLoader, Registry
 
         if not self.given:

@@ -1,11 +1,5 @@
-"""``apcore-a2a config show|check``: inspect and validate the agent's configuration.
-
-``config show [--config FILE]`` prints the effective settings (environment over file over
-defaults) as YAML in the config file's own layout, secrets masked, each line marked with
-where its value came from. ``config check FILE`` loads the file, finds the modules and
-builds the app without serving it. Both exit 1 with one line on stderr when something
-is wrong.
-"""
+"""``apcore-a2a config show|check|table``: inspect and validate the agent's configuration
+(docs/configuration.md); each exits 1 with one line on stderr when something is wrong."""
 
 from __future__ import annotations
 

@@ -84,12 +84,8 @@ def overrides_from(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def extension_ids_notice(extensions_dirs: Sequence[str]) -> str | None:
-    """The startup line that explains module ids when several extension folders are given.
-
-    apcore scans one folder with ids from the file paths (``math/add.py`` -> ``math.add``);
-    given several, it prefixes each id with its folder's name (``ext/math/add.py`` ->
-    ``ext.math.add``) so equal paths in two folders cannot collide.
-    """
+    """The startup line explaining module ids when several extension folders are given:
+    apcore then prefixes each id with its folder's name (``ext/a/b.py`` -> ``ext.a.b``)."""
     if len(extensions_dirs) < 2:
         return None
     names = ", ".join(Path(d).resolve().name for d in extensions_dirs)

@@ -91,9 +91,7 @@ class _WithHeaders:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
-                headers = MutableHeaders(scope=message)
-                for key, value in self._headers.items():
-                    headers[key] = value
+                MutableHeaders(scope=message).update(self._headers)
             await send(message)
 
         await self._app(scope, receive, send_with_headers)

@@ -1,20 +1,10 @@
-"""Operations endpoints and the pieces behind them: ``/health``, ``/metrics``, telemetry.
+"""``/health``, ``/metrics`` and the observers and middleware behind them (docs/operations.md).
 
-:class:`Operations` is built by the server factory from the settings. It supplies the
-execution observers the executor reports to, the routes, and the middleware:
-
-* ``GET /health`` -- ``{"status": "healthy"}``, or ``503 {"status": "unhealthy"}`` when
-  the task store cannot be reached (the reason is logged). Callers whose identity has the
-  :data:`OPERATOR_ROLE` role (or everyone, with ``ops_details_public``) also get
-  ``module_count``, ``uptime_seconds``, ``version`` and a ``reason`` that never names the
-  store's user, host, port or database (the log does). Concurrent probes share one store
-  ping, bounded by :data:`HEALTH_TIMEOUT`, so the endpoint answers quickly even when the
-  server is busy.
-* ``GET /metrics`` (only with ``settings.metrics``) -- the JSON counters, or the
-  Prometheus exposition for ``Accept: text/plain`` / OpenMetrics or ``?format=prometheus``.
-  With authentication on it needs credentials unless ``ops_details_public`` is set.
-
-Neither carries task content.
+``GET /health`` says healthy, or 503 unhealthy when the task store cannot be reached; only
+callers with the :data:`OPERATOR_ROLE` role (or everyone, with ``ops_details_public``) get
+the details, whose ``reason`` never names the store's user, host, port or database (the log
+does). Concurrent probes share one store ping, bounded by :data:`HEALTH_TIMEOUT`. Neither
+endpoint carries task content.
 """
 
 from __future__ import annotations
@@ -131,12 +121,8 @@ class Operations:
     @property
     def observers(self) -> list[ExecutionObserver]:
         """For ``ApCoreAgentExecutor(..., observers=...)``."""
-        found: list[ExecutionObserver] = [self.tracker]
-        if self.metrics is not None:
-            found.append(self.metrics)
-        if self.module_spans is not None:
-            found.append(self.module_spans)
-        return found
+        optional = (self.metrics, self.module_spans)
+        return [self.tracker, *(observer for observer in optional if observer is not None)]
 
     def routes(self) -> list[Route]:
         # With metrics off the path still answers (404): unclaimed, the REST tenant
