@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from apcore_a2a._version import __version__
 
 if TYPE_CHECKING:
-    from apcore_a2a._serve import StartupError, async_serve, serve
+    from apcore_a2a._runner import StartupError, async_serve, serve
     from apcore_a2a.adapters.outputs import AuthRequired, File, InputRequired, reply_as
     from apcore_a2a.approval import A2AApprovalHandler
     from apcore_a2a.client import (
@@ -53,8 +53,8 @@ __all__ = [
 ]
 
 _LAZY = {
-    "serve": "apcore_a2a._serve",
-    "async_serve": "apcore_a2a._serve",
+    "serve": "apcore_a2a._runner",
+    "async_serve": "apcore_a2a._runner",
     "A2AServerFactory": "apcore_a2a.server.factory",
     "ApCoreAgentExecutor": "apcore_a2a.execution.executor",
     "A2AApprovalHandler": "apcore_a2a.approval",

@@ -1,14 +1,10 @@
-"""Logging setup: plain text or one JSON object per line, with the task in context.
+"""Logging: plain text or one JSON object per line, with the task in context.
 
-:func:`configure` installs one stderr handler on the root logger (so uvicorn's and the
-SDK's records come out in the same format). Every record it writes carries ``task_id``,
-``skill_id`` and ``trace_id`` when the code that logged it runs inside a task: the
-executor binds them with :func:`bind` for the duration of each execution.
-
-Client-supplied text can reach a log message through an exception or a module's own
-logging, so the formatters strip control characters and cap the message length
-(:func:`apcore_a2a.adapters.errors.clean_for_log`) and escape line breaks, so one
-record is one line in either format.
+:func:`configure` installs one stderr handler on the root logger (uvicorn's and the SDK's
+records come out in the same format). Records logged inside a task carry ``task_id``,
+``skill_id`` and ``trace_id`` (the executor binds them with :func:`bind`). Client text can
+reach a message, so the formatters strip control characters, cap the length and escape
+line breaks: one record is one line.
 
 Example::
 
@@ -50,10 +46,8 @@ _context: ContextVar[dict[str, str] | None] = ContextVar("apcore_a2a_log_context
 
 
 def bind(**fields: str | None) -> Token[dict[str, str] | None]:
-    """Attach *fields* (``task_id``, ``skill_id``, ``trace_id``) to records logged from here.
-
-    Returns a token for :func:`unbind`. ``None`` values are left out.
-    """
+    """Attach *fields* (``task_id``, ``skill_id``, ``trace_id``; ``None`` left out) to
+    records logged from here; returns a token for :func:`unbind`."""
     merged = dict(_context.get() or {})
     merged.update({k: v for k, v in fields.items() if v})
     return _context.set(merged)
@@ -85,10 +79,7 @@ def _utc(created: float) -> str:
 
 
 class JsonFormatter(logging.Formatter):
-    """One JSON object per line: ``ts, level, logger, msg`` plus the bound fields.
-
-    ``exc`` holds the formatted traceback when the record has one.
-    """
+    """One JSON object per line: ``ts, level, logger, msg``, the bound fields, ``exc``."""
 
     def format(self, record: logging.LogRecord) -> str:
         out: dict[str, Any] = {
@@ -133,13 +124,9 @@ def configure(
     stream: TextIO | None = None,
     force: bool = True,
 ) -> bool:
-    """Send all records to *stream* (stderr) as ``text`` or ``json``, at *level*.
-
-    *level* and *fmt* default to ``settings.log_level`` / ``settings.log_format``. A
-    handler installed by an earlier call is replaced. With ``force=False`` nothing is
-    changed when the application already put handlers of its own on the root logger;
-    returns whether the handler was installed.
-    """
+    """Send all records to *stream* (stderr) as ``text`` or ``json`` at *level* (defaults:
+    *settings*), replacing an earlier call's handler. With ``force=False`` nothing changes
+    when the application has root handlers of its own; returns whether it installed one."""
     level = level or (settings.log_level if settings is not None else "info")
     fmt = fmt or (settings.log_format if settings is not None else "text")
     root = logging.getLogger()

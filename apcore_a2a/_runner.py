@@ -1,18 +1,40 @@
-"""Run one agent app with uvicorn: graceful stop (drain, exit 0), one-line start-up errors."""
+"""``serve()`` and ``async_serve()``: run an agent app with uvicorn (graceful stop: drain,
+exit 0; one-line start-up errors), in one process or, with ``workers=N``, in N.
+
+Only :mod:`apcore_a2a.server.factory` knows how the app is wired.
+
+``workers=N``: the parent reserves the port, then forks N children; each builds its own
+agent from the same factory (its own event loop, store connections and gRPC server) and
+listens with ``SO_REUSEPORT``, so the kernel spreads connections evenly (one shared
+accepting socket would let the first idle process take nearly all of them). The children
+are replicas of one cluster (``cluster=True``, a shared SQL store). SIGTERM/SIGINT to the
+parent go to every child; a child that dies on its own stops the others, and the parent
+exits non-zero (3 when a worker could not start): restarting is the service manager's job.
+"""
 
 from __future__ import annotations
 
 import logging
 import math
+import multiprocessing
+import os
 import re
-from typing import Any
+import signal
+import socket
+import sys
+import time
+from multiprocessing.connection import wait
+from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
 
 from apcore_a2a.settings import Settings
 from apcore_a2a.upstream.uvicorn_signals import graceful_exit
 
-__all__ = ["StartupError", "run_app", "store_hint"]
+if TYPE_CHECKING:
+    from apcore_a2a.server.factory import A2AServerFactory
+
+__all__ = ["StartupError", "async_serve", "run_app", "run_workers", "serve", "store_hint"]
 
 logger = logging.getLogger("apcore_a2a")
 
@@ -27,11 +49,8 @@ _OLD_SCHEMA = re.compile(
 
 
 class StartupError(RuntimeError):
-    """The agent was built but could not start: its task store unreachable, a port taken.
-
-    The message is one line saying what failed and what to check; the CLI prints it and
-    exits with status 3.
-    """
+    """The agent was built but could not start (task store unreachable, port taken): one
+    line saying what failed and what to check; the CLI prints it and exits 3."""
 
 
 def _graceful_server_class() -> type[Any]:
@@ -42,15 +61,9 @@ def _graceful_server_class() -> type[Any]:
     from apcore_a2a.ops.shutdown import drain
 
     class GracefulServer(uvicorn.Server):
-        """uvicorn that drains the agent's running tasks while it shuts down.
-
-        uvicorn's shutdown stops accepting, then waits for open connections, and sends
-        the lifespan shutdown last. A task started with returnImmediately holds no
-        connection, and a stream of a task that outlives ``shutdown_timeout`` would be
-        cut before its ``canceled`` event, so the drain starts with the shutdown, right
-        after the listeners close, and runs alongside uvicorn's wait for connections
-        (``timeout_graceful_shutdown`` covers the drain plus STREAM_FLUSH_SECONDS).
-        """
+        """Drains running tasks alongside uvicorn's wait for open connections: the lifespan
+        shutdown comes too late (a returnImmediately task holds no connection; a stream
+        would be cut before its ``canceled`` event)."""
 
         async def shutdown(self, sockets: Any = None) -> None:
             state = getattr(getattr(self.config.app, "state", None), "a2a", None)
@@ -66,20 +79,61 @@ def _graceful_server_class() -> type[Any]:
     return GracefulServer
 
 
+def async_serve(registry_or_executor: Any = None, **kwargs: Any) -> Starlette:
+    """Build the agent as a Starlette (ASGI) app to mount or run yourself.
+
+    Takes the same keyword arguments as :func:`serve`. Example::
+
+        app = async_serve(registry, name="calc")
+        # uvicorn.run(app) or Mount("/agent", app=app)
+    """
+    from apcore_a2a.server.factory import A2AServerFactory
+
+    app, _card = A2AServerFactory(registry_or_executor, **kwargs).create()
+    return app
+
+
+def serve(registry_or_executor: Any = None, **kwargs: Any) -> None:
+    """Serve an apcore Registry or Executor as an A2A agent (blocks until stopped).
+
+    Keyword arguments are the fields of :class:`~apcore_a2a.settings.Settings` (``host``,
+    ``port``, ``name``, ``url``, ``default_skill``, ``execution_timeout``,
+    ``shutdown_timeout``, ``workers``...), plus ``task_store`` (URL or TaskStore), ``auth``
+    (Authenticator) and ``config`` (an agent YAML file; keyword arguments and environment
+    variables win over it; with no registry given, the file's modules are served:
+    ``serve(config="agent.yaml")``). SIGINT/SIGTERM stop the server gracefully within
+    ``shutdown_timeout``.
+
+    Example::
+
+        from apcore import Registry
+        from apcore_a2a import serve
+
+        registry = Registry(extensions_dir="./extensions")
+        registry.discover()
+        serve(registry, port=8000)
+    """
+    from apcore_a2a.server.factory import A2AServerFactory
+
+    factory = A2AServerFactory(registry_or_executor, standalone=True, **kwargs)
+    if factory.settings.workers > 1:
+        code = run_workers(factory)
+        if code:
+            raise SystemExit(code)
+        return
+    app, _card = factory.create()
+    run_app(app, factory.settings)
+
+
 #: After ``shutdown_timeout``, how long open connections get to finish (streams, their
 #: last event) before uvicorn closes them.
 STREAM_FLUSH_SECONDS = 3
 
 
 def run_app(app: Starlette, settings: Settings, sockets: list[Any] | None = None) -> None:
-    """Run *app* with uvicorn using *settings* (host, port, log level, shutdown timeout).
-
-    With *sockets* (a worker of ``workers=N``) uvicorn serves those instead of binding.
-    Raises :class:`StartupError` (one line) when the app cannot start.
-
-    Logging is set up from *settings* (``log_level``, ``log_format``) unless the
-    application configured handlers of its own; uvicorn's records use the same format.
-    """
+    """Run *app* with uvicorn per *settings*, on *sockets* if given (a worker); raises
+    :class:`StartupError` (one line) when it cannot start. Logging follows *settings*
+    unless the application has handlers of its own."""
     import uvicorn
 
     from apcore_a2a import _logging
@@ -163,13 +217,8 @@ class _StartupErrors(logging.Filter):
 
 
 class _StartupWatch:
-    """Wraps the app for uvicorn: a failed lifespan start-up is kept, not printed.
-
-    Starlette reports the failure to uvicorn with the whole traceback as its message,
-    which uvicorn logs; here the message is dropped and the exception kept, so
-    :func:`run_app` can raise one :class:`StartupError` line instead. Everything else
-    passes through unchanged.
-    """
+    """Keeps a failed lifespan start-up's exception for one StartupError line, and drops
+    the message (Starlette's whole traceback) uvicorn would log."""
 
     def __init__(self, app: Any) -> None:
         self.app = app
@@ -193,3 +242,95 @@ class _StartupWatch:
         except Exception as exc:
             if self.error is None:
                 self.error = exc
+
+
+#: Exit status of a worker (and then of the group) that could not start (CLI: 3).
+STARTUP_FAILED = 3
+#: Seconds, beyond ``shutdown_timeout``, the parent waits for children before SIGKILL.
+_KILL_MARGIN = 5.0
+
+
+def run_workers(factory: A2AServerFactory) -> int:
+    """Serve with ``factory.settings.workers`` processes; returns the exit code."""
+    settings = factory.settings  # workers > 1 implies cluster mode (Settings checks it)
+    # Bound, not listening: it reserves the port (an error here names it) without taking
+    # connections; the workers' listening sockets join it through SO_REUSEPORT.
+    reservation = _bind(settings.host, settings.port)
+    context = multiprocessing.get_context("fork")
+    children = [
+        context.Process(target=_child, args=(factory,), name=f"apcore-a2a-worker-{i}")
+        for i in range(settings.workers)
+    ]
+    stopping = False
+
+    def stop(signum: int, _frame: Any) -> None:
+        nonlocal stopping
+        stopping = True
+        for child in children:
+            if child.pid is not None and child.is_alive():
+                os.kill(child.pid, signal.SIGTERM)
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        for child in children:
+            child.start()
+        logger.info(
+            "Serving A2A agent at %s with %d worker processes (%s)",
+            settings.public_url(),
+            len(children),
+            ", ".join(str(c.pid) for c in children),
+        )
+        while not stopping:
+            wait([c.sentinel for c in children], timeout=0.5)
+            dead = [c for c in children if not c.is_alive()]
+            if dead and not stopping:
+                logger.error(
+                    "worker %s exited with %s; stopping the others", dead[0].pid, dead[0].exitcode
+                )
+                stop(signal.SIGTERM, None)
+        deadline = time.monotonic() + settings.shutdown_timeout + _KILL_MARGIN
+        for child in children:
+            child.join(max(0.0, deadline - time.monotonic()))
+        for child in children:
+            if child.is_alive():
+                logger.error("worker %s did not stop in time; killing it", child.pid)
+                child.kill()
+                child.join()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        reservation.close()
+    codes = [c.exitcode for c in children]
+    if STARTUP_FAILED in codes:
+        return STARTUP_FAILED
+    return 0 if all(code == 0 for code in codes) else 1
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise OSError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    return sock
+
+
+def _child(factory: A2AServerFactory) -> None:
+    # The parent's handlers forward signals; a worker stops the way a single server does.
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, signal.SIG_DFL)
+    settings = factory.settings
+    listener = _bind(settings.host, settings.port)
+    listener.listen(2048)
+    app, _card = factory.create()
+    try:
+        run_app(app, settings, sockets=[listener])
+    except StartupError as exc:
+        # One line, as a single server says it; the parent then exits with this code.
+        print(f"Error: {exc}", file=sys.stderr, flush=True)
+        sys.exit(STARTUP_FAILED)
+    sys.exit(0)

@@ -5,27 +5,23 @@ from __future__ import annotations
 import difflib
 import functools
 import os
+import types
 from collections.abc import Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, Self, Union, get_args, get_origin
 
 from pydantic import Field, ValidationError
-from pydantic.fields import FieldInfo
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
+from pydantic_settings import BaseSettings, InitSettingsSource, PydanticBaseSettingsSource
 
 __all__ = [
-    "EnvironmentSource",
     "Setting",
     "SettingsBase",
     "SettingsError",
-    "ValuesSource",
     "advertised_url",
-    "describe_error",
     "read_secret_file",
     "setting",
-    "spec_of",
 ]
 
 
@@ -38,7 +34,8 @@ class Setting:
     """Where one setting comes from, besides keyword arguments.
 
     ``key`` is ``section.name`` in the config file; ``flag`` the ``serve`` option (``None``
-    when the setting has no flag of its own).
+    when the setting has no flag of its own); ``annotation`` the type without ``| None``,
+    which ``optional`` says it had.
     """
 
     name: str
@@ -48,6 +45,7 @@ class Setting:
     help: str
     secret: bool
     annotation: Any
+    optional: bool
 
 
 def setting(
@@ -74,47 +72,6 @@ def setting(
     )
 
 
-class EnvironmentSource(PydanticBaseSettingsSource):
-    """Environment variables (and ``<VAR>_FILE`` files for secrets) of a given mapping."""
-
-    def __init__(
-        self,
-        settings_cls: type[BaseSettings],
-        environ: Mapping[str, str],
-        specs: tuple[Setting, ...],
-    ) -> None:
-        super().__init__(settings_cls)
-        self.environ = environ
-        self.specs = specs
-
-    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
-        return None, field_name, False  # unused: __call__ reads every field at once
-
-    def __call__(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for spec in self.specs:
-            raw = self.environ.get(spec.env)
-            if spec.secret and not raw and self.environ.get(spec.env + "_FILE"):
-                raw = read_secret_file(self.environ[spec.env + "_FILE"], spec.env + "_FILE")
-            if raw is not None and raw != "":
-                out[spec.name] = raw
-        return out
-
-
-class ValuesSource(PydanticBaseSettingsSource):
-    """Values already typed by their source (the config file)."""
-
-    def __init__(self, settings_cls: type[BaseSettings], values: Mapping[str, Any]) -> None:
-        super().__init__(settings_cls)
-        self.values = dict(values)
-
-    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
-        return None, field_name, False
-
-    def __call__(self) -> dict[str, Any]:
-        return self.values
-
-
 def advertised_url(url: str | None, host: str, port: int) -> str:
     """*url* without its trailing slash, or ``http://host:port`` (a reachable host)."""
     if url:
@@ -135,36 +92,30 @@ def read_secret_file(path: str, where: str) -> str:
         raise SettingsError(f"{where}: cannot read {path}: {reason}") from None
 
 
-def spec_of(name: str, info: FieldInfo) -> Setting:
-    extra = info.json_schema_extra
-    meta: dict[str, Any] = extra["apcore_a2a"] if isinstance(extra, dict) else {}  # type: ignore[assignment]
-    flag = meta["flag"]
-    if flag is True:
-        flag = "--" + name.replace("_", "-")
-    return Setting(
-        name=name,
-        env=meta["env"],
-        key=meta["key"],
-        flag=flag or None,
-        help=info.description or "",
-        secret=bool(meta["secret"]),
-        annotation=info.annotation,
-    )
+def _from_environ(environ: Mapping[str, str], specs: tuple[Setting, ...]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for spec in specs:
+        raw, path = environ.get(spec.env), environ.get(spec.env + "_FILE")
+        if spec.secret and not raw and path:
+            raw = read_secret_file(path, spec.env + "_FILE")
+        if raw:
+            out[spec.name] = raw
+    return out
 
 
-def describe_error(
+def _describe_error(
     exc: ValidationError,
     given: Mapping[str, Any],
     environ: Mapping[str, str],
-    specs: Mapping[str, Setting],
+    specs: tuple[Setting, ...],
 ) -> str:
     """One line naming where the first bad value came from and what was wrong."""
     error = exc.errors(include_url=False)[0]
+    message = str(error["msg"]).removeprefix("Value error, ")
     if not error["loc"]:
-        # A rule across settings (model validator): its message names them itself.
-        return str(error["msg"]).removeprefix("Value error, ")
+        return message  # a rule across settings (model validator) names them itself
     name = str(error["loc"][0])
-    spec = specs.get(name)
+    spec = next((s for s in specs if s.name == name), None)
     if name in given or spec is None:
         where = name
     elif environ.get(spec.env):
@@ -173,9 +124,7 @@ def describe_error(
         where = spec.env + "_FILE"
     else:
         where = spec.key
-    value = error.get("input")
-    message = str(error["msg"]).removeprefix("Value error, ")
-    return f"{where}: {message[:1].lower()}{message[1:]}, got {value!r}"
+    return f"{where}: {message[:1].lower()}{message[1:]}, got {error.get('input')!r}"
 
 
 #: (environment, config-file values) for the Settings being built by resolve().
@@ -186,7 +135,21 @@ _SOURCES: ContextVar[tuple[Mapping[str, str], Mapping[str, Any]] | None] = Conte
 
 @functools.cache
 def _specs(cls: type[BaseSettings]) -> tuple[Setting, ...]:
-    return tuple(spec_of(name, info) for name, info in cls.model_fields.items())
+    specs = []
+    for name, info in cls.model_fields.items():
+        meta: dict[str, Any] = info.json_schema_extra["apcore_a2a"]  # type: ignore[index,assignment]
+        flag = "--" + name.replace("_", "-") if meta["flag"] is True else meta["flag"]
+        kind = info.annotation
+        optional = get_origin(kind) in (Union, types.UnionType) and type(None) in get_args(kind)
+        if optional:
+            kind = next(a for a in get_args(kind) if a is not type(None))
+        help = info.description or ""
+        specs.append(
+            Setting(
+                name, meta["env"], meta["key"], flag or None, help, meta["secret"], kind, optional
+            )
+        )
+    return tuple(specs)
 
 
 class SettingsBase(BaseSettings):
@@ -209,8 +172,8 @@ class SettingsBase(BaseSettings):
         environ, file_values = _SOURCES.get() or (os.environ, {})
         return (
             init_settings,
-            EnvironmentSource(settings_cls, environ, cls.specs()),
-            ValuesSource(settings_cls, file_values),
+            InitSettingsSource(settings_cls, _from_environ(environ, cls.specs())),
+            InitSettingsSource(settings_cls, dict(file_values)),
         )
 
     @classmethod
@@ -241,9 +204,7 @@ class SettingsBase(BaseSettings):
         try:
             return cls(**given)
         except ValidationError as exc:
-            raise SettingsError(
-                describe_error(exc, given, environ, {s.name: s for s in cls.specs()})
-            ) from None
+            raise SettingsError(_describe_error(exc, given, environ, cls.specs())) from None
         finally:
             _SOURCES.reset(token)
 

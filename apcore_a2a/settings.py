@@ -19,11 +19,11 @@ Example::
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import ValidationInfo, field_validator, model_validator
-from pydantic_settings import NoDecode, SettingsConfigDict
+from pydantic import BeforeValidator, field_validator, model_validator
+from pydantic_settings import SettingsConfigDict
 
 from apcore_a2a._settings_support import (
     Setting,
@@ -42,14 +42,30 @@ __all__ = [
     "SettingsError",
     "config_path",
     "read_secret_file",
-    "settings_specs",
 ]
 
+
+def _items(value: Any) -> Any:
+    return [v.strip() for v in value.split(",") if v.strip()] if isinstance(value, str) else value
+
+
+def _paths(value: Any) -> Any:
+    return [v for v in value.split(os.pathsep) if v] if isinstance(value, str) else value
+
+
+def _lower(value: Any) -> Any:
+    return value.lower() if isinstance(value, str) else value
+
+
+# From the environment, a list is one string: comma-separated, module folders os.pathsep.
+Strings = Annotated[tuple[str, ...], BeforeValidator(_items)]
+Numbers = Annotated[tuple[float, ...], BeforeValidator(_items)]
+Paths = Annotated[tuple[str, ...], BeforeValidator(_paths)]
+LogLevel = Annotated[
+    Literal["critical", "error", "warning", "info", "debug"], BeforeValidator(_lower)
+]
 LogFormat = Literal["text", "json"]
-LogLevel = Literal["critical", "error", "warning", "info", "debug"]
 AuthType = Literal["bearer", "apikey"]
-Strings = Annotated[tuple[str, ...], NoDecode]
-Numbers = Annotated[tuple[float, ...], NoDecode]
 
 
 #: Environment variable naming the agent config file (``--config`` / ``config=`` win).
@@ -89,14 +105,14 @@ class Settings(SettingsBase):
     )
     streaming: bool = setting(True, "A2A_STREAMING", "agent.streaming", "serve streaming calls")
     # -- module sources (used when no registry is given) ------------------------------
-    extensions_dirs: Strings = setting(
+    extensions_dirs: Paths = setting(
         (),
         "APCORE_EXTENSIONS_DIR",
         "modules.extensions_dirs",
         "folder of apcore module files to discover (repeatable; env: os.pathsep-separated)",
         flag="--extensions-dir",
     )
-    bindings_dirs: Strings = setting(
+    bindings_dirs: Paths = setting(
         (),
         "APCORE_BINDINGS_DIR",
         "modules.bindings_dirs",
@@ -407,37 +423,12 @@ class Settings(SettingsBase):
     )
 
     # ---------------------------------------------------------------------------------
-    @field_validator(
-        "cors_origins",
-        "allowed_hosts",
-        "auth_algorithms",
-        "api_keys",
-        "required_roles",
-        "required_scopes",
-        "push_retry_delays",
-        mode="before",
-    )
-    @classmethod
-    def _comma_list(cls, value: Any) -> Any:
-        return (
-            [v.strip() for v in value.split(",") if v.strip()] if isinstance(value, str) else value
-        )
-
     @field_validator("port", "grpc_port")
     @classmethod
     def _port(cls, value: int | None) -> int | None:
         if value is not None and not 1 <= value <= 65535:
             raise ValueError("must be between 1 and 65535")
         return value
-
-    @field_validator("log_level", "extensions_dirs", "bindings_dirs", mode="before")
-    @classmethod
-    def _text_forms(cls, value: Any, info: ValidationInfo) -> Any:
-        if not isinstance(value, str):
-            return value
-        if info.field_name == "log_level":
-            return value.lower()
-        return [v for v in value.split(os.pathsep) if v]
 
     @model_validator(mode="after")
     def _workers_share_tasks(self) -> Settings:
@@ -451,11 +442,6 @@ class Settings(SettingsBase):
     def public_url(self) -> str:
         """The base URL advertised on the card when ``url`` is not set."""
         return advertised_url(self.url, self.host, self.port)
-
-
-def settings_specs() -> Iterator[Setting]:
-    """Every setting's name, env var, config key, flag and help, in declaration order."""
-    return iter(Settings.specs())
 
 
 #: Environment variable name -> setting name, for documentation and the CLI help.

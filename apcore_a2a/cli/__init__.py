@@ -8,38 +8,23 @@ start what the configuration names (task store unreachable, port in use; one lin
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 from collections.abc import Sequence
 
 from apcore_a2a._version import __version__
-from apcore_a2a.cli._errors import CLIError
 
 __all__ = ["build_parser", "main"]
 
-# Subcommand groups owned by other modules; each exposes ``register(subparsers)``.
-_COMMAND_MODULES = (
-    "apcore_a2a.cli.serve",
-    "apcore_a2a.cli.client",
-    "apcore_a2a.cli.push",
-    "apcore_a2a.cli.db",
-    "apcore_a2a.cli.config",
-)
-
 
 def build_parser() -> argparse.ArgumentParser:
+    from apcore_a2a.cli import client, config, db, push, serve
+
     parser = argparse.ArgumentParser(
         prog="apcore-a2a", description="Serve and call A2A agents built from apcore modules."
     )
     parser.add_argument("--version", action="version", version=f"apcore-a2a {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in _COMMAND_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name != name:
-                raise
-            continue
+    for module in (serve, client, push, db, config):
         module.register(subparsers)
     return parser
 
@@ -58,14 +43,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         level=str(getattr(args, "log_level", None) or "info"),
         fmt=getattr(args, "log_format", None) or "text",
     )
-    from apcore_a2a._serve import StartupError
+    from apcore_a2a._runner import StartupError
     from apcore_a2a.errors import MissingExtraError
 
     try:
         code = args.func(args)
-    except CLIError as exc:
-        print(str(exc), file=sys.stderr)
-        code = 1
     except (ValueError, TypeError, MissingExtraError) as exc:
         print(f"Error: {exc}", file=sys.stderr)
         code = 1

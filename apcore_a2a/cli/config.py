@@ -1,11 +1,5 @@
-"""``apcore-a2a config show|check``: inspect and validate the agent's configuration.
-
-``config show [--config FILE]`` prints the effective settings (environment over file over
-defaults) as YAML in the config file's own layout, secrets masked, each line marked with
-where its value came from. ``config check FILE`` loads the file, finds the modules and
-builds the app without serving it. Both exit 1 with one line on stderr when something
-is wrong.
-"""
+"""``apcore-a2a config show|check|table``: inspect and validate the agent's configuration
+(docs/configuration.md); each exits 1 with one line on stderr when something is wrong."""
 
 from __future__ import annotations
 
@@ -18,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from apcore_a2a.config import SECTIONS, AgentConfig, load_config
-from apcore_a2a.settings import Settings, settings_specs
+from apcore_a2a.settings import Settings
 
 __all__ = ["register"]
 
@@ -86,7 +80,7 @@ def _check(args: argparse.Namespace) -> int:
 def render(settings: Settings, config: AgentConfig, environ: Mapping[str, str]) -> str:
     """The settings as YAML in the config file's layout, each value with its source."""
     masked = {k: _hide_password(v) for k, v in settings.masked().items()}
-    env_names = {spec.name: spec.env for spec in settings_specs()}
+    env_names = {spec.name: spec.env for spec in Settings.specs()}
     lines = [
         "# effective settings: flags > environment > file > defaults (secrets masked)",
         f"# file: {config.path or '(none)'}",
@@ -114,7 +108,7 @@ def settings_table() -> str:
         "| file key | environment variable | CLI flag | default |",
         "| --- | --- | --- | --- |",
     ]
-    for spec in settings_specs():
+    for spec in Settings.specs():
         default = defaults[spec.name]
         shown = "-" if default in (None, ()) else f"`{_flow(default).strip(chr(34))}`"
         flag = f"`{spec.flag}`" if spec.flag else "-"

@@ -1,14 +1,10 @@
-"""Push-config commands of ``apcore-a2a``: ``push set | get | list | delete``.
-
-Like the other client commands they print JSON on stdout (one config per line; ``list``
-prints one line per config, ``delete`` prints nothing; ``--token`` is the caller's bearer
-token for the agent, as in the other commands) with the agent's delivery ``status``
-and ``statusReason`` when it reports them, and one line on stderr with exit code 1 (the
-agent refused), 2 (bad input) or 3 (agent unreachable) on failure::
+"""``apcore-a2a push set | get | list | delete``: a task's push configs, as JSON on stdout
+(one config per line; ``delete`` prints nothing), with the agent's delivery ``status`` and
+``statusReason`` when it reports them. Failures are one line on stderr, exit 1 (refused),
+2 (bad input) or 3 (unreachable)::
 
     apcore-a2a push set http://127.0.0.1:8000 TASK_ID http://127.0.0.1:9000/webhook \\
         --id mine --notification-token s3cret
-    apcore-a2a push list http://127.0.0.1:8000 TASK_ID
 """
 
 from __future__ import annotations

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-import types
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal, Union, get_args, get_origin
+from typing import Any, Literal, get_args, get_origin
 
 from apcore_a2a._version import __version__
-from apcore_a2a.settings import Setting, SettingsError, read_secret_file, settings_specs
+from apcore_a2a.settings import Setting, Settings, SettingsError, read_secret_file
 
 __all__ = ["extension_ids_notice", "overrides_from", "register"]
 
@@ -31,7 +30,7 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--config", metavar="FILE", help="agent config file (YAML) [env A2A_CONFIG]")
     groups: dict[str, Any] = {}
-    for spec in settings_specs():
+    for spec in Settings.specs():
         if spec.flag is None:
             continue
         section = spec.key.split(".", 1)[0]
@@ -41,14 +40,8 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=_serve_command)
 
 
-def _core(annotation: Any) -> Any:
-    if get_origin(annotation) in (Union, types.UnionType):
-        return next(a for a in get_args(annotation) if a is not type(None))
-    return annotation
-
-
 def _add_flag(group: Any, spec: Setting) -> None:
-    kind = _core(spec.annotation)
+    kind = spec.annotation
     help_text = f"{spec.help} [env {spec.env}]"
     flag = spec.flag
     assert flag is not None
@@ -78,12 +71,12 @@ def _add_flag(group: Any, spec: Setting) -> None:
 def overrides_from(args: argparse.Namespace) -> dict[str, Any]:
     """The settings the command line gives explicitly (flags and secret files)."""
     out: dict[str, Any] = {}
-    for spec in settings_specs():
+    for spec in Settings.specs():
         value = getattr(args, spec.name, None)
         path = getattr(args, spec.name + _FILE_SUFFIX, None)
         if value is None and path is not None:
             text = read_secret_file(path, f"{spec.flag}-file")
-            is_list = get_origin(_core(spec.annotation)) is tuple
+            is_list = get_origin(spec.annotation) is tuple
             value = [ln.strip() for ln in text.splitlines() if ln.strip()] if is_list else text
         if value is not None:
             out[spec.name] = value
@@ -91,12 +84,8 @@ def overrides_from(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def extension_ids_notice(extensions_dirs: Sequence[str]) -> str | None:
-    """The startup line that explains module ids when several extension folders are given.
-
-    apcore scans one folder with ids from the file paths (``math/add.py`` -> ``math.add``);
-    given several, it prefixes each id with its folder's name (``ext/math/add.py`` ->
-    ``ext.math.add``) so equal paths in two folders cannot collide.
-    """
+    """The startup line explaining module ids when several extension folders are given:
+    apcore then prefixes each id with its folder's name (``ext/a/b.py`` -> ``ext.a.b``)."""
     if len(extensions_dirs) < 2:
         return None
     names = ", ".join(Path(d).resolve().name for d in extensions_dirs)
@@ -108,14 +97,14 @@ def extension_ids_notice(extensions_dirs: Sequence[str]) -> str | None:
 
 def _flag_named(message: str, overrides: dict[str, Any]) -> str:
     """*message* with a setting given by flag named as that flag."""
-    for spec in settings_specs():
+    for spec in Settings.specs():
         if spec.flag and spec.name in overrides and message.startswith(spec.name + ":"):
             return spec.flag + message[len(spec.name) :]
     return message
 
 
 def _serve_command(args: argparse.Namespace) -> int:
-    from apcore_a2a._runner import run_app
+    from apcore_a2a._runner import run_app, run_workers
     from apcore_a2a.server.factory import A2AServerFactory
 
     overrides = overrides_from(args)
@@ -134,8 +123,6 @@ def _serve_command(args: argparse.Namespace) -> int:
         flush=True,
     )
     if factory.settings.workers > 1:
-        from apcore_a2a._workers import run_workers
-
         return run_workers(factory)
     run_app(app, factory.settings)
     return 0

@@ -4,6 +4,154 @@ Mount it with :func:`explorer_routes`; the page then talks to the agent like any
 A2A client (agent card + JSON-RPC 1.0), so it needs no server-side state of its own.
 """
 
-from apcore_a2a.explorer._routes import SECURITY_HEADERS, explorer_routes
+from __future__ import annotations
+
+import hashlib
+import html
+import os
+import re
+from pathlib import Path
+
+from starlette.datastructures import MutableHeaders
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 __all__ = ["SECURITY_HEADERS", "explorer_routes"]
+
+_HERE = Path(__file__).resolve().parent
+_STATIC_DIR = _HERE / "static"
+_PAGE_TEMPLATE = _HERE / "page.html"
+_CARD_PATH = ".well-known/agent-card.json"
+_PREFIX_RE = re.compile(r"^(/[A-Za-z0-9._~-]+)+$")
+
+_CSP = "; ".join(
+    (
+        "default-src 'none'",
+        "script-src 'self'",
+        "style-src 'self'",
+        # data:/blob: let the page preview and download files the agent returned.
+        "img-src 'self' data: blob:",
+        "connect-src 'self'",
+        "base-uri 'none'",
+        "form-action 'none'",
+        "frame-ancestors 'none'",
+    )
+)
+
+#: Headers sent with every Explorer response (page and assets).
+SECURITY_HEADERS: dict[str, str] = {
+    "content-security-policy": _CSP,
+    "x-content-type-options": "nosniff",
+    "x-frame-options": "DENY",
+    "referrer-policy": "no-referrer",
+    "cross-origin-opener-policy": "same-origin",
+    "cross-origin-resource-policy": "same-origin",
+    "permissions-policy": "camera=(), microphone=(), geolocation=()",
+}
+
+# Asset names are not fingerprinted (no build step), so browsers must revalidate; the ETag
+# turns that into a cheap 304.
+_CACHE_CONTROL = "no-cache"
+# Module scripts are refused unless served with a JavaScript type, and the platform's
+# mimetypes table is not reliable for that (some hosts map .js to text/plain).
+_MEDIA_TYPES = {
+    ".js": "text/javascript; charset=utf-8",
+    ".css": "text/css; charset=utf-8",
+    ".svg": "image/svg+xml",
+}
+
+
+class _Assets(StaticFiles):
+    """StaticFiles with fixed media types for the asset kinds the page uses."""
+
+    def file_response(
+        self,
+        full_path: str | os.PathLike[str],
+        stat_result: os.stat_result,
+        scope: Scope,
+        status_code: int = 200,
+    ) -> Response:
+        response = super().file_response(full_path, stat_result, scope, status_code)
+        media_type = _MEDIA_TYPES.get(Path(full_path).suffix)
+        if media_type and response.status_code != 304:
+            response.headers["content-type"] = media_type
+        return response
+
+
+class _WithHeaders:
+    """ASGI wrapper that stamps the security and caching headers on every response."""
+
+    def __init__(self, app: ASGIApp, headers: dict[str, str]) -> None:
+        self._app = app
+        self._headers = headers
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                MutableHeaders(scope=message).update(self._headers)
+            await send(message)
+
+        await self._app(scope, receive, send_with_headers)
+
+
+def _normalise_prefix(prefix: str) -> str:
+    cleaned = prefix.rstrip("/")
+    if not _PREFIX_RE.match(cleaned):
+        raise ValueError(
+            f"explorer prefix must be a non-root URL path like '/explorer', got {prefix!r}"
+        )
+    return cleaned
+
+
+def _render_page(prefix: str) -> bytes:
+    # The page lives at "<prefix>/"; climbing one level per prefix segment reaches the app
+    # root, which keeps the card URL right behind a proxy that adds a root path.
+    depth = prefix.count("/")
+    card_url = "../" * depth + _CARD_PATH
+    template = _PAGE_TEMPLATE.read_text(encoding="utf-8")
+    return template.replace("%CARD_URL%", html.escape(card_url, quote=True)).encode("utf-8")
+
+
+def explorer_routes(prefix: str = "/explorer") -> list[BaseRoute]:
+    """Routes serving the Explorer UI under *prefix*.
+
+    ``GET <prefix>`` redirects to ``<prefix>/`` (the page); ``<prefix>/<asset>`` serves the
+    bundled JavaScript, CSS and icon. Every response carries :data:`SECURITY_HEADERS`
+    (a CSP that allows only this origin) and ``Cache-Control: no-cache`` with an ETag.
+    The routes perform no authentication: the page is public, the agent calls it makes
+    carry the user's token and are checked by the agent as usual.
+
+    Put these routes before the SDK's REST routes, whose ``/{tenant}`` mount would
+    otherwise capture ``<prefix>/...``.
+    """
+    prefix = _normalise_prefix(prefix)
+    page = _render_page(prefix)
+    etag = '"' + hashlib.sha256(page).hexdigest()[:32] + '"'
+    headers = {**SECURITY_HEADERS, "cache-control": _CACHE_CONTROL}
+    last_segment = prefix.rsplit("/", 1)[-1]
+
+    async def redirect_to_page(request: Request) -> Response:
+        # A relative Location keeps working when the app is mounted under a root path.
+        location = last_segment + "/"
+        if request.url.query:
+            location += "?" + request.url.query
+        return Response(status_code=308, headers={**headers, "location": location})
+
+    async def page_endpoint(request: Request) -> Response:
+        if_none_match = request.headers.get("if-none-match", "")
+        tags = {tag.strip().removeprefix("W/") for tag in if_none_match.split(",")}
+        if etag in tags:
+            return Response(status_code=304, headers={**headers, "etag": etag})
+        return Response(
+            page, media_type="text/html; charset=utf-8", headers={**headers, "etag": etag}
+        )
+
+    assets = _WithHeaders(_Assets(directory=_STATIC_DIR), headers)
+    return [
+        Route(prefix, redirect_to_page, methods=["GET", "HEAD"], name="explorer_redirect"),
+        Route(prefix + "/", page_endpoint, methods=["GET", "HEAD"], name="explorer_page"),
+        Mount(prefix, app=assets, name="explorer_assets"),
+    ]

@@ -1,14 +1,10 @@
 """Counters behind ``/metrics``: JSON for people, Prometheus exposition for scrapers.
 
-:class:`Metrics` is an execution observer (see :mod:`apcore_a2a.execution.observer`): each
-finished execution counts once, by skill and final state, with its duration and, for a
-run that did not complete, its apcore error code. Values that exist elsewhere (open SSE
-streams, push deliveries, running tasks, uptime) are read when a scrape asks for them.
-
-Every app has its own ``prometheus_client`` registry, never the process-global one, so
-two agents in one process (or one test session) never share or clash on metrics.
-Labels are skill ids (from the registry, not from clients), task states and apcore
-error codes: no identities, no task content.
+:class:`Metrics` is an execution observer: each finished execution counts once, by skill
+and final state, with its duration and apcore error code; live values (streams, pushes,
+running tasks, uptime) are read at scrape time. Each app has its own ``prometheus_client``
+registry, never the global one, so two agents in one process never clash. Labels are skill
+ids, task states and error codes: no identities, no task content.
 """
 
 from __future__ import annotations
@@ -43,12 +39,8 @@ class LiveValues:
     push_notifications_failed: int = 0
 
 
-class Metrics:
-    """Execution and request counters of one agent.
-
-    *live* returns the :class:`LiveValues` of the running server; it is called once per
-    JSON or Prometheus rendering.
-    """
+class Metrics(Collector):
+    """Execution and request counters of one agent; *live* is read once per rendering."""
 
     def __init__(self, live: Callable[[], LiveValues] | None = None) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
@@ -64,7 +56,7 @@ class Metrics:
             buckets=DURATION_BUCKETS,
             registry=self.registry,
         )
-        self.registry.register(_Collector(self))
+        self.registry.register(self)
 
     # -- feeding -------------------------------------------------------------------------
     def count_request(self) -> None:
@@ -103,7 +95,7 @@ class Metrics:
         encoder, content_type = choose_encoder(accept)
         return encoder(self.registry), content_type
 
-    def _families(self) -> Iterator[Metric]:
+    def collect(self) -> Iterator[Metric]:
         snapshot = self.snapshot()
         gauges = (
             ("active_tasks", "Executions running now"),
@@ -139,14 +131,6 @@ class Metrics:
         for (skill, code), count in sorted(self.errors.items()):
             errors.add_metric([skill, code], count)
         yield errors
-
-
-class _Collector(Collector):
-    def __init__(self, metrics: Metrics) -> None:
-        self._metrics = metrics
-
-    def collect(self) -> Iterator[Metric]:
-        return self._metrics._families()
 
 
 def wants_prometheus(accept: str, format_param: str | None) -> bool:

@@ -1,20 +1,10 @@
-"""Operations endpoints and the pieces behind them: ``/health``, ``/metrics``, telemetry.
+"""``/health``, ``/metrics`` and the observers and middleware behind them (docs/operations.md).
 
-:class:`Operations` is built by the server factory from the settings. It supplies the
-execution observers the executor reports to, the routes, and the middleware:
-
-* ``GET /health`` -- ``{"status": "healthy"}``, or ``503 {"status": "unhealthy"}`` when
-  the task store cannot be reached (the reason is logged). Callers whose identity has the
-  :data:`OPERATOR_ROLE` role (or everyone, with ``ops_details_public``) also get
-  ``module_count``, ``uptime_seconds``, ``version`` and a ``reason`` that never names the
-  store's user, host, port or database (the log does). Concurrent probes share one store
-  ping, bounded by :data:`HEALTH_TIMEOUT`, so the endpoint answers quickly even when the
-  server is busy.
-* ``GET /metrics`` (only with ``settings.metrics``) -- the JSON counters, or the
-  Prometheus exposition for ``Accept: text/plain`` / OpenMetrics or ``?format=prometheus``.
-  With authentication on it needs credentials unless ``ops_details_public`` is set.
-
-Neither carries task content.
+``GET /health`` says healthy, or 503 unhealthy when the task store cannot be reached; only
+callers with the :data:`OPERATOR_ROLE` role (or everyone, with ``ops_details_public``) get
+the details, whose ``reason`` never names the store's user, host, port or database (the log
+does). Concurrent probes share one store ping, bounded by :data:`HEALTH_TIMEOUT`. Neither
+endpoint carries task content.
 """
 
 from __future__ import annotations
@@ -23,26 +13,29 @@ import asyncio
 import contextlib
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from apcore_a2a._version import __version__
-from apcore_a2a.classify import HEALTH_PATH, METRICS_PATH
+from apcore_a2a.classify import HEALTH_PATH, METRICS_PATH, request_info
 from apcore_a2a.errors import MissingExtraError
 from apcore_a2a.execution.identity import IDENTITY_SCOPE_KEY
 from apcore_a2a.execution.observer import ExecutionObserver, ExecutionTracker
-from apcore_a2a.ops.requests import RequestWatch
 from apcore_a2a.storage import StoreUnavailableError
 
 if TYPE_CHECKING:
+    from a2a.server.request_handlers import DefaultRequestHandler
     from starlette.middleware import Middleware
 
+    from apcore_a2a.execution.catalog import SkillCatalog
     from apcore_a2a.ops.metrics import LiveValues, Metrics
-    from apcore_a2a.ops.view import ServerView
     from apcore_a2a.settings import Settings
+    from apcore_a2a.storage import Stores
 
 __all__ = [
     "HEALTH_PATH",
@@ -51,6 +44,8 @@ __all__ = [
     "METRICS_PATH",
     "OPERATOR_ROLE",
     "Operations",
+    "RequestWatch",
+    "ServerView",
 ]
 
 logger = logging.getLogger("apcore_a2a.ops")
@@ -61,6 +56,34 @@ OPERATOR_ROLE = "operator"
 HEALTH_TIMEOUT = 0.8
 _NO_STORE = {"Cache-Control": "no-store"}
 METRICS_EXTRA_HINT = "metrics=True needs prometheus-client: pip install 'apcore-a2a[metrics]'"
+
+
+class ServerView(Protocol):
+    """What health, metrics and shutdown read of a running server: the server's state
+    satisfies it, so ops never imports the server wiring (which imports ops)."""
+
+    started_at: float
+    extras: dict[str, Any]
+    streams: Any  # the stream limiter (.active)
+    catalog: SkillCatalog
+    stores: Stores
+    handler: DefaultRequestHandler
+    ops: Operations
+
+
+class RequestWatch:
+    """ASGI middleware: calls *on_request* once per A2A request (not card, health...)."""
+
+    def __init__(self, app: ASGIApp, *, on_request: Callable[[], None]) -> None:
+        self.app = app
+        self.on_request = on_request
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            info = request_info(scope)
+            if info is not None and info.is_a2a:
+                self.on_request()
+        await self.app(scope, receive, send)
 
 
 class Operations:
@@ -98,12 +121,8 @@ class Operations:
     @property
     def observers(self) -> list[ExecutionObserver]:
         """For ``ApCoreAgentExecutor(..., observers=...)``."""
-        found: list[ExecutionObserver] = [self.tracker]
-        if self.metrics is not None:
-            found.append(self.metrics)
-        if self.module_spans is not None:
-            found.append(self.module_spans)
-        return found
+        optional = (self.metrics, self.module_spans)
+        return [self.tracker, *(observer for observer in optional if observer is not None)]
 
     def routes(self) -> list[Route]:
         # With metrics off the path still answers (404): unclaimed, the REST tenant

@@ -1,15 +1,10 @@
 """Graceful shutdown: let running tasks finish, then cancel what is left.
 
-:func:`drain` is called when the server stops taking requests (``serve()`` does it on
-SIGTERM/SIGINT right after closing its listeners; the app lifespan does it again on
-shutdown, for apps run by another ASGI server). It stops the gRPC binding from taking
-calls, waits until no execution is running or ``shutdown_timeout`` has passed, and then
-cancels the remaining tasks through the request handler -- the same path as a client's
-``CancelTask`` -- so each is stored as ``canceled`` and open streams receive that event.
-
-Tasks started with ``returnImmediately`` count like any other: their executions are
-tracked, not their connections. Tasks parked in ``input-required`` are not running and
-stay as they are.
+:func:`drain` runs when the server stops taking requests (``serve()`` right after closing
+its listeners; the app lifespan again, for apps run by another ASGI server). Leftover tasks
+are canceled through the request handler, like a client's ``CancelTask``, so each is stored
+as ``canceled`` and open streams get that event. ``returnImmediately`` tasks count like any
+other (executions are tracked, not connections); ``input-required`` tasks are left as they are.
 """
 
 from __future__ import annotations
@@ -30,7 +25,7 @@ from apcore_a2a.execution.observer import TERMINAL_STATES, state_name
 
 if TYPE_CHECKING:
     from apcore_a2a.execution.observer import Execution
-    from apcore_a2a.ops.view import ServerView
+    from apcore_a2a.ops.operations import ServerView
 
 __all__ = ["SHUTDOWN_MESSAGE", "DrainReport", "drain"]
 

@@ -1,36 +1,20 @@
-"""OpenTelemetry: one SERVER span per A2A call, a child span per module run.
+"""OpenTelemetry: one SERVER span per A2A call, a child span per module run (off unless
+``settings.telemetry``; spans go to the global tracer provider). Names and attributes
+follow the draft A2A conventions (:data:`CONVENTIONS`), or those of apcore-a2a 0.1 with
+``telemetry_legacy_names``; docs/operations.md lists them.
 
-Off unless ``settings.telemetry``. Spans go to the globally configured tracer provider
-(set up the OpenTelemetry SDK and an exporter in your application, or run under
-``opentelemetry-instrument``); without one every call here is a no-op.
-
-Names and attributes follow the draft OpenTelemetry conventions for A2A
-(:data:`CONVENTIONS`): a server span is named after the A2A 1.0 method whatever the
-binding and carries ``a2a.method.name``, ``a2a.protocol.version``, ``a2a.tenant``,
-``a2a.message.id``, ``a2a.task.id``, ``a2a.task.state``, ``gen_ai.conversation.id`` and,
-when the call fails, ``error.type``. ``settings.telemetry_legacy_names`` keeps the names
-of apcore-a2a 0.1 instead (:data:`LEGACY_ATTRIBUTES`).
-
-* :func:`telemetry_middleware` -- the maintained ``opentelemetry-instrumentation-asgi``
-  middleware (a SERVER span per request that continues an inbound ``traceparent``;
-  ``/health``, ``/metrics`` and per-message receive/send spans left out), then
-  :class:`A2ASpans`, which names that span and adds the A2A attributes, read from the
-  request record and from the answer as it leaves.
+* :func:`telemetry_middleware` -- ``opentelemetry-instrumentation-asgi``'s request span,
+  then :class:`A2ASpans`, which names it and adds the A2A attributes.
 * :func:`rpc_span` -- the same span for a gRPC call.
-* :class:`ModuleSpans` -- an execution observer: ``execute <skill>`` spans, children
-  of the request that sent the message.
-* :func:`set_sdk_spans` -- the a2a-sdk traces its handlers, queues and dispatchers
-  (dozens of spans per message) whenever OpenTelemetry is importable. The SDK decides
-  that once, from an environment variable, at import; ``settings.sdk_telemetry``
-  switches them per process instead. Parents stay intact either way: a disabled SDK
-  span passes its parent's context through.
+* :class:`ModuleSpans` -- ``execute <skill>`` spans, children of the request's span.
+* :func:`set_sdk_spans` -- the a2a-sdk's own spans (dozens per message), decided by the SDK
+  once from an environment variable, switched per process by ``settings.sdk_telemetry``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import logging
 import re
 from collections.abc import Callable, Iterator, MutableMapping
 from typing import TYPE_CHECKING, Any
@@ -55,8 +39,6 @@ __all__ = [
     "set_sdk_spans",
     "telemetry_middleware",
 ]
-
-logger = logging.getLogger("apcore_a2a.ops.telemetry")
 
 TRACER_NAME = "apcore_a2a"
 #: the draft these spans follow (docs/operations.md names it too)
@@ -84,9 +66,7 @@ _WRAPPERS = frozenset({"task", "message", "msg", "statusUpdate", "artifactUpdate
 Attributes = MutableMapping[str, Any]
 
 
-def telemetry_middleware(
-    untraced: tuple[str, ...] = UNTRACED_URLS, *, legacy_names: bool = False
-) -> list[Middleware]:
+def telemetry_middleware(*, legacy_names: bool = False) -> list[Middleware]:
     """The request-span middleware; raises ``MissingExtraError`` naming the extra if missing."""
     try:
         from opentelemetry.instrumentation.asgi import OpenTelemetryMiddleware
@@ -95,12 +75,10 @@ def telemetry_middleware(
         raise MissingExtraError(TELEMETRY_EXTRA_HINT) from exc
     from starlette.middleware import Middleware
 
-    for pattern in untraced:
-        re.compile(pattern)  # fail at startup, not on the first request
     found = [
         Middleware(
             OpenTelemetryMiddleware,
-            excluded_urls=ExcludeList(list(untraced)),
+            excluded_urls=ExcludeList(list(UNTRACED_URLS)),
             exclude_spans=["receive", "send"],
         )
     ]
@@ -188,12 +166,9 @@ def _request_attributes(info: RequestInfo, scope: Scope, attributes: Attributes)
 
 
 class A2ASpans:
-    """ASGI middleware inside the request span: the A2A name and attributes (see above).
-
-    The request's attributes come from its record; the task's from the answer: the JSON
-    body (up to 256 KiB) or each SSE event, so a stream's span ends with the last state
-    it sent. ``error.type`` is the JSON-RPC or REST error code, else the HTTP status.
-    """
+    """ASGI middleware inside the request span: its A2A name, the request's attributes
+    (from its record) and the task's (from the JSON answer, up to 256 KiB, or each SSE
+    event, so a stream's span ends with the last state it sent)."""
 
     def __init__(self, app: Callable[..., Any]) -> None:
         from opentelemetry import trace
@@ -295,14 +270,8 @@ def rpc_span(
 
 
 class ModuleSpans:
-    """Execution observer that wraps each module run in a span (see module docstring).
-
-    The span is the current span while the module runs, so spans the module (or
-    apcore) starts itself become its children; its trace id is also what log records
-    of the run carry. Attributes: ``a2a.task.id``, ``gen_ai.conversation.id``,
-    ``apcore.module.id``, ``a2a.method.name``, and when it ended ``a2a.task.state`` and,
-    for a failed run, ``error.type`` (the apcore error code).
-    """
+    """Execution observer: each module run in a span, current while the module runs (so
+    the module's own spans are its children; its trace id is what the run's logs carry)."""
 
     def __init__(self, tracer_provider: Any = None, *, legacy_names: bool = False) -> None:
         try:
@@ -393,12 +362,8 @@ _SILENT = _Silent()
 
 
 class _SdkTracerGate:
-    """Stands in for ``opentelemetry.trace`` inside ``a2a.utils.telemetry``.
-
-    The SDK's tracing wrappers look the tracer up on every call through that module
-    attribute, so answering with a no-op tracer switches their spans off (and back on)
-    without re-importing anything.
-    """
+    """Stands in for ``opentelemetry.trace`` inside ``a2a.utils.telemetry``: the SDK looks
+    the tracer up there on every call, so a no-op tracer switches its spans off."""
 
     def __init__(self, real: Any) -> None:
         self.real = real
@@ -414,11 +379,8 @@ class _SdkTracerGate:
 
 
 def set_sdk_spans(enabled: bool) -> None:
-    """Turn the a2a-sdk's own spans on or off for this process.
-
-    Has no effect when OpenTelemetry is not installed, or when the SDK was switched off
-    by its environment variable before it was imported (it is then off for good).
-    """
+    """Turn the a2a-sdk's own spans on or off for this process (no effect without
+    OpenTelemetry, or when the SDK's environment variable switched them off for good)."""
     from a2a.utils import telemetry as sdk
 
     if not (getattr(sdk, "otel_installed", False) and getattr(sdk, "otel_enabled", False)):

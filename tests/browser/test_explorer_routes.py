@@ -82,9 +82,9 @@ async def test_assets_are_served_with_type_headers_and_etag(path: str, media_typ
     [
         "/explorer/missing.js",
         "/explorer/page.html",  # the page template is not an asset
-        "/explorer/%2e%2e/_routes.py",
-        "/explorer/..%2f_routes.py",
-        "/explorer/js/../../_routes.py",
+        "/explorer/%2e%2e/__init__.py",
+        "/explorer/..%2f__init__.py",
+        "/explorer/js/../../__init__.py",
     ],
 )
 async def test_unknown_and_escaping_paths_are_404(path: str) -> None:

@@ -144,19 +144,19 @@ class DocsEnv:
 
 @pytest.fixture(scope="session")
 def docs_env() -> Iterator[DocsEnv]:
-    from apcore_a2a import _serve
+    from apcore_a2a import _runner
 
     def build_only(app: Any, settings: Any, sockets: Any = None) -> None:
         """``serve()`` without blocking: the app is built, and that is all."""
 
-    # serve() calls _serve.run_app.
-    original = _serve.run_app
-    _serve.run_app = build_only
+    # serve() calls _runner.run_app.
+    original = _runner.run_app
+    _runner.run_app = build_only
     try:
         with contextlib.ExitStack() as stack:
             yield DocsEnv(stack)
     finally:
-        _serve.run_app = original
+        _runner.run_app = original
 
 
 # -- per page ------------------------------------------------------------------------------

@@ -1,0 +1,417 @@
+"""One YAML file for the whole agent: ``apcore-a2a serve --config agent.yaml``.
+
+The file is grouped in sections (``agent``, ``modules``, ``http``, ``auth``, ``storage``...);
+every key names one :class:`~apcore_a2a.settings.Settings` field (each field declares its
+``section.key``). Loading is strict: an unknown key, a wrong type or a missing folder raises
+:class:`ConfigFileError` with a one-line message naming the key and its line in the file.
+Relative paths in the file are relative to the file's folder. :class:`ModuleSources` says
+where the agent's apcore modules come from (folders, bindings, apcore config, ACL).
+
+Precedence is *argument or CLI flag > environment variable > file > default*; the file's
+values are the ``base`` of :meth:`Settings.resolve <apcore_a2a.settings.Settings.resolve>`.
+
+Example::
+
+    config = load_config("agent.yaml")
+    settings = config.settings({"port": 9000})  # flags/kwargs on top of env on top of file
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import logging
+import os
+import re
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, get_args, get_origin
+
+import yaml
+
+from apcore_a2a.settings import Setting, Settings, SettingsError
+
+__all__ = ["SECTIONS", "AgentConfig", "ConfigFileError", "ModuleSources", "load_config"]
+
+logger = logging.getLogger("apcore_a2a")
+#: what apcore needs of a module class in an extensions folder
+_NEEDS = ("input_schema", "output_schema", "description")
+
+
+class ConfigFileError(SettingsError):
+    """The config file cannot be used; the message names the file, line and key."""
+
+
+@dataclass(frozen=True, slots=True)
+class ModuleSources:
+    """Where the agent's apcore modules come from (folders are scanned in order)."""
+
+    extensions_dirs: tuple[str, ...] = ()
+    bindings_dirs: tuple[str, ...] = ()
+    apcore_config: str | None = None
+    acl: str | None = None
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> ModuleSources:
+        """The module sources named by *settings* (flags, environment or config file)."""
+        s = settings
+        return cls(s.extensions_dirs, s.bindings_dirs, s.apcore_config, s.acl)
+
+    @property
+    def given(self) -> bool:
+        """Whether any module folder is named (an agent can then be built without a registry)."""
+        return bool(self.extensions_dirs or self.bindings_dirs)
+
+    def build_executor(self, execution_timeout: float | None = None) -> Any:
+        """An apcore ``Executor`` over the discovered modules, or :class:`ConfigFileError`
+        (a missing folder or file, an unusable apcore config or ACL, no module found)."""
+        from apcore import BindingLoader, Registry
+
+        if not self.given:
+            raise ConfigFileError(
+                "no modules to serve: give a registry, or module folders with "
+                "--extensions-dir / --bindings (extensions_dirs= / bindings_dirs=, "
+                "APCORE_EXTENSIONS_DIR, modules.extensions_dirs in the config file)"
+            )
+        for directory in (*self.extensions_dirs, *self.bindings_dirs):
+            if not Path(directory).is_dir():
+                raise ConfigFileError(f"directory not found: {directory}")
+        config = self._apcore_config()
+        registry = _apcore_call(
+            "extensions",
+            Registry,
+            config=config,
+            extensions_dirs=list(self.extensions_dirs) or None,
+        )
+        if self.extensions_dirs:
+            _apcore_call("extensions", registry.discover)
+            self._report_skipped(registry, config)
+        for directory in self.bindings_dirs:
+            folder = str(Path(directory).resolve())
+            # Binding targets are usually Python modules beside the YAML files.
+            if folder not in sys.path:
+                sys.path.insert(0, folder)
+            _apcore_call("bindings", BindingLoader().load_binding_dir, folder, registry)
+        if not registry.list():
+            where = ", ".join((*self.extensions_dirs, *self.bindings_dirs))
+            raise ConfigFileError(f"no apcore modules found in {where}")
+        return self.build_executor_for(registry, execution_timeout, config=config)
+
+    def build_executor_for(
+        self, registry: Any, execution_timeout: float | None = None, *, config: Any = None
+    ) -> Any:
+        """An apcore ``Executor`` over *registry* with this ACL file and apcore config."""
+        from apcore import ACL, Executor
+
+        from apcore_a2a.approval import A2AApprovalHandler
+        from apcore_a2a.execution.executors import default_executor
+        from apcore_a2a.execution.schema_cache import cache_schemas
+
+        if self.acl and not Path(self.acl).is_file():
+            raise ConfigFileError(f"ACL file not found: {self.acl}")
+        config = config if config is not None else self._apcore_config()
+        acl = _apcore_call("modules.acl", ACL.load, self.acl) if self.acl else None
+        if config is None:
+            # No apcore config of the user's: one setting (execution_timeout) governs.
+            return default_executor(registry, acl=acl, execution_timeout=execution_timeout or 300.0)
+        return cache_schemas(
+            Executor(registry, acl=acl, config=config, approval_handler=A2AApprovalHandler())
+        )
+
+    def _report_skipped(self, registry: Any, config: Any) -> None:
+        """One WARNING line per module file apcore found but did not register, saying why."""
+        from apcore.registry.scanner import scan_extensions, scan_multi_root
+
+        ignore = config.get("extensions.ignore_patterns", None) if config is not None else None
+        if len(self.extensions_dirs) == 1:
+            found = scan_extensions(Path(self.extensions_dirs[0]), ignore_patterns=ignore)
+        else:
+            roots = [{"root": d} for d in self.extensions_dirs]
+            found = scan_multi_root(roots, ignore_patterns=ignore)
+        served = set(registry.list())
+        for item in found:
+            if item.canonical_id not in served:
+                reason = _why_not_a_module(Path(item.file_path))
+                logger.warning("Not serving %s: %s", item.file_path, reason)
+
+    def _apcore_config(self) -> Any:
+        if not self.apcore_config:
+            return None
+        from apcore import Config
+
+        if not Path(self.apcore_config).is_file():
+            raise ConfigFileError(f"apcore config not found: {self.apcore_config}")
+        return _apcore_call("modules.apcore_config", Config.load, self.apcore_config)
+
+
+def _apcore_call(what: str, func: Any, *args: Any, **kwargs: Any) -> Any:
+    try:
+        return func(*args, **kwargs)
+    except Exception as exc:  # apcore raises its own error types; report them in one line
+        message = " ".join(str(exc).split())
+        raise ConfigFileError(f"{what}: {message}") from exc
+
+
+def _why_not_a_module(path: Path) -> str:
+    """Why apcore skipped the module file *path*, read from its source (never imported)."""
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    except (OSError, UnicodeDecodeError, SyntaxError) as exc:
+        return f"it cannot be read as Python ({exc})"
+    classes = [
+        node
+        for node in tree.body
+        if isinstance(node, ast.ClassDef)
+        and any(
+            isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef) and item.name == "execute"
+            for item in node.body
+        )
+    ]
+    for node in classes:
+        names = {
+            target.id
+            for item in node.body
+            if isinstance(item, ast.Assign | ast.AnnAssign)
+            for target in (item.targets if isinstance(item, ast.Assign) else [item.target])
+            if isinstance(target, ast.Name)
+        }
+        missing = [name for name in _NEEDS if name not in names]
+        if missing:
+            return (
+                f"class {node.name} has no {' and no '.join(missing)} "
+                "(a module class needs input_schema and output_schema as pydantic models, "
+                "a description and execute())"
+            )
+    if len(classes) > 1:
+        return f"several module classes ({', '.join(c.name for c in classes)}); keep one per file"
+    decorated = [
+        node.name
+        for node in tree.body
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        and any("module" in ast.unparse(d) for d in node.decorator_list)
+    ]
+    if decorated and not classes:
+        return (
+            f"@module functions ({', '.join(decorated)}) are not picked up from an extensions "
+            "folder; register them with @module(registry=...) or a binding file"
+        )
+    if not classes:
+        return "no module class (a class with input_schema, output_schema, description, execute)"
+    return "apcore refused it (its warning above says why)"
+
+
+_SPECS: dict[str, Setting] = {spec.name: spec for spec in Settings.specs()}
+#: section -> key in the file -> Settings field, in declaration order.
+SECTIONS: dict[str, dict[str, str]] = {}
+for _spec in _SPECS.values():
+    _section, _key = _spec.key.split(".")
+    SECTIONS.setdefault(_section, {})[_key] = _spec.name
+# Settings whose values are file paths, resolved against the config file's folder.
+_PATH_SETTINGS = ("grpc_tls_cert", "grpc_tls_key", "apcore_config", "acl", "card_signing_key")
+_DIR_LISTS = ("extensions_dirs", "bindings_dirs")
+_MUST_EXIST = ("apcore_config", "acl")
+_PORTS = ("port", "grpc_port")
+_SQLITE = re.compile(r"^(sqlite(?:\+\w+)?):///(.*)$")
+_STR_TAG = "tag:yaml.org,2002:str"
+_EXPONENT = re.compile(r"^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)[eE][-+]?[0-9]+$")
+
+
+@dataclass(frozen=True, slots=True)
+class AgentConfig:
+    """A loaded, validated config file."""
+
+    path: str
+    #: Settings values from the file, keyed by Settings field name.
+    values: Mapping[str, Any] = field(default_factory=dict)
+    #: Settings field name -> line in the file.
+    lines: Mapping[str, int] = field(default_factory=dict)
+
+    def base(self) -> Settings:
+        """Defaults with the file's values on top (no environment)."""
+        return Settings.resolve(environ={}, base=self.values)
+
+    @property
+    def modules(self) -> ModuleSources:
+        """The module sources the file names."""
+        return ModuleSources.from_settings(self.base())
+
+    def settings(
+        self,
+        overrides: Mapping[str, Any] | None = None,
+        *,
+        environ: Mapping[str, str] | None = None,
+    ) -> Settings:
+        """Effective settings: *overrides* > environment > file > defaults."""
+        return Settings.resolve(
+            overrides, environ=os.environ if environ is None else environ, base=self.values
+        )
+
+
+def load_config(path: str | os.PathLike[str]) -> AgentConfig:
+    """Read and validate the agent config file at *path*.
+
+    Raises :class:`ConfigFileError` (one line: ``FILE:LINE: key: problem``) for a missing
+    or unreadable file, invalid YAML, an unknown key, a wrong type or a missing folder.
+    """
+    name = os.fspath(path)
+    try:
+        text = Path(name).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ConfigFileError(f"{name}: cannot read config file: {reason}") from None
+    return _Reader(name, text).read()
+
+
+class _Reader:
+    def __init__(self, name: str, text: str) -> None:
+        self.name = name
+        self.folder = Path(name).resolve().parent
+        self.loader = yaml.SafeLoader(text)
+        self.values: dict[str, Any] = {}
+        self.lines: dict[str, int] = {}
+
+    def fail(self, node: yaml.Node | None, message: str) -> ConfigFileError:
+        line = f":{node.start_mark.line + 1}" if node is not None else ""
+        return ConfigFileError(f"{self.name}{line}: {message}")
+
+    def read(self) -> AgentConfig:
+        try:
+            root = self.loader.get_single_node()
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+            line = f":{mark.line + 1}" if mark is not None else ""
+            problem = getattr(exc, "problem", None) or str(exc)
+            raise ConfigFileError(f"{self.name}{line}: invalid YAML: {problem}") from None
+        finally:
+            self.loader.dispose()
+        if root is None:
+            return AgentConfig(path=self.name)
+        for key_node, section, value_node in self.entries(root, "the top level"):
+            if section not in SECTIONS:
+                raise self.unknown(key_node, section, list(SECTIONS), "")
+            self.read_section(section, value_node)
+        return AgentConfig(path=self.name, values=self.values, lines=self.lines)
+
+    def entries(self, node: yaml.Node, where: str) -> list[tuple[yaml.Node, str, yaml.Node]]:
+        if not isinstance(node, yaml.MappingNode):
+            raise self.fail(node, f"{where} must be a mapping of keys to values")
+        seen: set[str] = set()
+        out = []
+        for key_node, value_node in node.value:
+            key = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
+            if not isinstance(key, str) or key_node.tag != "tag:yaml.org,2002:str":
+                raise self.fail(key_node, f"keys in {where} must be plain names")
+            if key in seen:
+                raise self.fail(key_node, f"duplicate key {key!r} in {where}")
+            seen.add(key)
+            out.append((key_node, key, value_node))
+        return out
+
+    def unknown(self, node: yaml.Node, key: str, known: list[str], prefix: str) -> Exception:
+        close = difflib.get_close_matches(key, known, n=1)
+        hint = f"; did you mean {prefix + close[0]!r}?" if close else ""
+        return self.fail(
+            node, f"unknown key {prefix + key!r} (expected one of: {', '.join(known)}){hint}"
+        )
+
+    def read_section(self, section: str, node: yaml.Node) -> None:
+        keys = SECTIONS[section]
+        for key_node, key, value_node in self.entries(node, f"section {section!r}"):
+            if key not in keys:
+                raise self.unknown(key_node, key, list(keys), f"{section}.")
+            setting = keys[key]
+            where = f"{section}.{key}"
+            value = self.typed(value_node, where, _SPECS[setting])
+            if value is None:
+                continue
+            if setting in _DIR_LISTS:
+                paths = tuple(self.path(item) for item in value)
+                for item, path in zip(value, paths, strict=True):
+                    if not Path(path).is_dir():
+                        raise self.fail(value_node, f"{where}: directory not found: {item}")
+                value = paths
+            elif setting in _PATH_SETTINGS:
+                path = self.path(value)
+                if setting in _MUST_EXIST and not Path(path).is_file():
+                    raise self.fail(value_node, f"{where}: file not found: {value}")
+                value = path
+            elif setting == "task_store":
+                value = self.sqlite_url(value)
+            self.values[setting] = value
+            self.lines[setting] = key_node.start_mark.line + 1
+
+    def path(self, value: str) -> str:
+        return os.path.normpath(self.folder / Path(value).expanduser())
+
+    def sqlite_url(self, url: str) -> str:
+        match = _SQLITE.match(url)
+        if match is None:
+            return url
+        scheme, rest = match.groups()
+        if not rest or rest.startswith(("/", ":memory:", "?")):
+            return url
+        return f"{scheme}:///{os.path.normpath(self.folder / rest)}"
+
+    def typed(self, node: yaml.Node, where: str, spec: Setting) -> Any:
+        """The node's value if it has the setting's type, else a one-line error."""
+        kind = spec.annotation
+        if isinstance(node, yaml.ScalarNode) and node.tag == "tag:yaml.org,2002:null":
+            if spec.optional:
+                return None
+            raise self.fail(node, f"{where}: expected {_describe(kind)}, got nothing (null)")
+        if float in (kind, *get_args(kind)):
+            _retag_plain_floats(node)
+        value = self.loader.construct_object(node, deep=True)
+        if get_origin(kind) is tuple:
+            item_type = get_args(kind)[0]
+            if not isinstance(value, list) or not all(_is(item, item_type) for item in value):
+                raise self.fail(node, f"{where}: expected {_describe(kind)}, got {_show(value)}")
+            return tuple(float(v) if item_type is float else v for v in value)
+        if get_origin(kind) is Literal:
+            if value not in get_args(kind):
+                choices = ", ".join(map(str, get_args(kind)))
+                raise self.fail(node, f"{where}: expected one of {choices}, got {_show(value)}")
+            return value
+        if not _is(value, kind):
+            quote = " (quote it)" if kind is str and isinstance(value, int | float) else ""
+            raise self.fail(node, f"{where}: expected {_describe(kind)}, got {_show(value)}{quote}")
+        if kind is not bool and isinstance(value, int | float):
+            if spec.name in _PORTS and not 1 <= value <= 65535:
+                raise self.fail(node, f"{where}: must be between 1 and 65535, got {value}")
+            if value < 0:
+                raise self.fail(node, f"{where}: must not be negative, got {value}")
+            return float(value) if kind is float else value
+        return value
+
+
+def _retag_plain_floats(node: yaml.Node) -> None:
+    # YAML 1.1 (PyYAML) reads an unquoted 1e-3 as a string; YAML 1.2 and people read a number.
+    nodes = node.value if isinstance(node, yaml.SequenceNode) else [node]
+    for item in nodes:
+        plain = isinstance(item, yaml.ScalarNode) and item.style is None
+        if plain and item.tag == _STR_TAG and _EXPONENT.match(item.value):
+            item.tag = "tag:yaml.org,2002:float"
+
+
+def _is(value: Any, kind: Any) -> bool:
+    if isinstance(value, bool) or kind is bool:  # a bool is an int to Python, not to people
+        return isinstance(value, bool) and kind is bool
+    return isinstance(value, int | float if kind is float else kind)
+
+
+def _describe(kind: Any) -> str:
+    if get_origin(kind) is tuple:
+        return "a list of " + {str: "strings", float: "numbers"}[get_args(kind)[0]]
+    names = {str: "a string", int: "an integer", float: "a number", bool: "true or false"}
+    return names.get(kind, str(kind))
+
+
+def _show(value: Any) -> str:
+    kind = {bool: "boolean", int: "integer", float: "number", str: "string"}.get(type(value))
+    if kind is not None:
+        return f"{kind} {value!r}"
+    if isinstance(value, list):
+        return f"a list {value!r}"
+    return "a mapping" if isinstance(value, dict) else type(value).__name__
