@@ -48,8 +48,6 @@ from apcore_a2a.server.features import (
     INNER,
     OBSERVE,
     Feature,
-    explorer_feature,
-    grpc_feature,
     host_feature,
     middleware_stack,
 )
@@ -62,8 +60,8 @@ from apcore_a2a.settings import Settings, SettingsError, config_path
 from apcore_a2a.shape import Shape
 from apcore_a2a.storage import Stores, open_stores
 from apcore_a2a.storage.observed import observe_saves
+from apcore_a2a.upstream.file_bytes import MESSAGE_PATHS, with_spec_files
 from apcore_a2a.upstream.parsed_body import parsed_once
-from apcore_a2a.upstream.rest03_files import MESSAGE_PATHS, with_spec_files
 from apcore_a2a.upstream.rest03_streams import eager_streams
 from apcore_a2a.upstream.rest_media_type import RestMediaType
 
@@ -125,12 +123,10 @@ class A2AServerFactory:
         #: served by serve() or the CLI (which own the process): process_tuning defaults on
         self.standalone = standalone
 
-    # -- pieces ------------------------------------------------------------------------
     def card_builder(self) -> AgentCardBuilder:
         s = self.settings
         base = s.public_url()
-        rpc_url = base + (s.rpc_path if s.rpc_path != "/" else "/")
-        bindings = [Binding("JSONRPC", rpc_url), Binding("HTTP+JSON", base)]
+        bindings = [Binding("JSONRPC", base + s.rpc_path), Binding("HTTP+JSON", base)]
         if s.grpc_port is not None:
             bindings.append(Binding("GRPC", _grpc_binding().grpc_address(s)))
         name = s.name or _config_value(self.executor, self.registry, "project.name")
@@ -202,19 +198,9 @@ class A2AServerFactory:
         )
         ops.attach(state)
         context_builder = ApCoreCallContextBuilder()
-        features = _optional_features(
-            state,
-            authenticator=self.auth,
-            push=push,
-            signer=signer,
-            context_builder=context_builder,
-        )
-        rpc_routes, rest_routes = _a2a_routes(
-            handler,
-            rpc_path=s.rpc_path,
-            context_builder=context_builder,
-            stream_grace=s.shutdown_timeout + 1.0,
-        )
+        features = _optional_features(state, self.auth, push, signer, context_builder)
+        grace = s.shutdown_timeout + 1.0
+        rpc_routes, rest_routes = _a2a_routes(handler, s.rpc_path, context_builder, grace)
         # Rebased onto where the caller reached us, then signed: the signature covers the
         # URLs the caller is given.
         card_source = card_base.document(acl_card_document(self.executor, state.document))
@@ -227,7 +213,6 @@ class A2AServerFactory:
             *rest_routes,
         ]
         drop = cancel_on_drop(handler, context_builder) if s.cancel_on_disconnect else None
-        explorer = s.explorer_prefix if s.explorer else None
         guard = Middleware(
             RequestGuard,
             max_body_bytes=s.max_body_bytes,
@@ -241,6 +226,7 @@ class A2AServerFactory:
         # Every route runs the request record, auth, the guard... once it matched: no
         # spelling of a path reaches an endpoint around them (see apcore_a2a.classify).
         shape = Shape(s.max_json_depth, s.max_json_values, s.max_parts_per_message)
+        explorer = s.explorer_prefix if s.explorer else None
         routes = layered(
             served, per_route, rpc_path=s.rpc_path, explorer_prefix=explorer, shape=shape
         )
@@ -352,7 +338,7 @@ def _config_value(executor: Any, registry: Any, key: str) -> str | None:
 
 
 def _a2a_routes(
-    handler: Any, *, rpc_path: str, context_builder: Any, stream_grace: float
+    handler: Any, rpc_path: str, context_builder: Any, stream_grace: float
 ) -> tuple[list[BaseRoute], list[BaseRoute]]:
     """``(JSON-RPC routes, REST routes)`` with upstream's corrections (``upstream/``).
 
@@ -396,7 +382,6 @@ def _a2a_routes(
 
 def _optional_features(
     state: ServerState,
-    *,
     authenticator: Any,
     push: Any,
     signer: CardSigner | None,
@@ -460,8 +445,12 @@ def _optional_features(
         server = _grpc_binding().GrpcServer(
             state.handler, s, authenticator=authenticator, streams=state.streams, operations=ops
         )
-        found.append(grpc_feature(server))
-    found.append(explorer_feature(s))
+        # It listens from start to stop.
+        found.append(Feature("grpc", start=server.start, stop=server.stop, handle=server))
+    if s.explorer:
+        from apcore_a2a.explorer import explorer_routes
+
+        found.append(Feature("explorer", routes=explorer_routes(s.explorer_prefix)))
     return [f for f in found if f is not None]
 
 

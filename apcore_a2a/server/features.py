@@ -4,48 +4,32 @@ A :class:`Feature` brings routes, middleware at a named place in the stack, and 
 start/stop pair the app's lifecycle runs (in order, and in reverse on the way down). The
 factory builds the features the settings ask for and never special-cases one of them.
 
-Middleware places, outermost first:
-
-* :data:`EDGE` -- app-wide, before routing (trusted hosts, CORS);
-
-and on every route, once Starlette matched it (after the request record, see
-:mod:`apcore_a2a.classify`):
-
-* :data:`OBSERVE` -- telemetry spans, request counters;
-* :data:`AUTH` -- who is calling;
-* :data:`INNER` -- between the request guard and the endpoint (response shaping).
+Middleware places, outermost first: :data:`EDGE` -- app-wide, before routing (trusted
+hosts, CORS); then on every route, once Starlette matched it (after the request record,
+see :mod:`apcore_a2a.classify`): :data:`OBSERVE` -- telemetry spans, request counters;
+:data:`AUTH` -- who is calling; :data:`GUARD` -- the request guard; :data:`INNER` --
+between the guard and the endpoint (response shaping).
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.routing import BaseRoute
 
 if TYPE_CHECKING:
     from apcore_a2a.settings import Settings
 
-__all__ = [
-    "AUTH",
-    "EDGE",
-    "GUARD",
-    "INNER",
-    "OBSERVE",
-    "Feature",
-    "explorer_feature",
-    "grpc_feature",
-    "host_feature",
-    "middleware_stack",
-]
+__all__ = ["AUTH", "EDGE", "GUARD", "INNER", "OBSERVE", "Feature", "host_feature"]
 
-EDGE, OBSERVE, AUTH, INNER = 10, 20, 30, 50
+EDGE, OBSERVE, AUTH, GUARD, INNER = 10, 20, 30, 40, 50
 #: scope extension set by ``A2AClient(app=...)`` (kept in step with apcore_a2a.client)
 IN_PROCESS = "apcore_a2a.in_process"
-#: place of the request guard (a core layer)
-GUARD = 40
 
 Hook = Callable[[], Awaitable[None]]
 
@@ -61,7 +45,7 @@ class Feature:
     start: Hook | None = None
     stop: Hook | None = None
     #: the feature's own object (a push kit, a gRPC server...), for operations to read
-    handle: Any = field(default=None)
+    handle: Any = None
 
 
 def middleware_stack(
@@ -81,15 +65,10 @@ def host_feature(settings: Settings) -> Feature | None:
 
 
 class HostCheck:
-    """Starlette's ``TrustedHostMiddleware``, except for calls made in this process.
-
-    ``A2AClient(app=...)`` talks to the app without a socket (scope extension
-    ``apcore_a2a.in_process``): no browser can be in between, whatever Host it names.
-    """
+    """Starlette's ``TrustedHostMiddleware``, except for calls made in this process
+    (``A2AClient(app=...)``: no socket, so no browser in between, whatever Host it names)."""
 
     def __init__(self, app: Any, *, allowed_hosts: Sequence[str]) -> None:
-        from starlette.middleware.trustedhost import TrustedHostMiddleware
-
         self.app = app
         self.checked = TrustedHostMiddleware(app, allowed_hosts=allowed_hosts)
 
@@ -104,8 +83,6 @@ def allowed_hosts(settings: Settings) -> list[str] | None:
     """The Host names to answer, or ``None`` for any (a bind on every interface, no url)."""
     if settings.allowed_hosts:
         return None if "*" in settings.allowed_hosts else list(settings.allowed_hosts)
-    from urllib.parse import urlsplit
-
     # "testserver" is the name Starlette's TestClient sends; it resolves nowhere, so it
     # opens no door to DNS rebinding.
     hosts = {"localhost", "127.0.0.1", "[::1]", "::1", "testserver"}
@@ -118,16 +95,3 @@ def allowed_hosts(settings: Settings) -> list[str] | None:
     else:
         hosts.add(settings.host)
     return sorted(hosts)
-
-
-def explorer_feature(settings: Settings) -> Feature | None:
-    if not settings.explorer:
-        return None
-    from apcore_a2a.explorer import explorer_routes
-
-    return Feature("explorer", routes=explorer_routes(settings.explorer_prefix))
-
-
-def grpc_feature(server: Any) -> Feature:
-    """The gRPC binding as a feature: it listens from start to stop."""
-    return Feature("grpc", start=server.start, stop=server.stop, handle=server)

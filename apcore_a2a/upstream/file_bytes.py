@@ -5,27 +5,21 @@ itself, and in REST's proto JSON it is the file's base64 -- once. a2a-sdk 1.3's 
 conversions (``a2a.compat.v0_3.proto_utils``) treat that field as the *text* of a second
 base64 layer, both ways: a server decodes what a spec client sends twice (a 14-byte file
 arrives as 9 bytes; binary content fails), and its answers carry base64 of base64. The
-Python SDK's own 0.3 clients (a2a-sdk 0.3.x and 1.3's compat transports) make the same
-mistake when they send, which is why Python-to-Python looked right.
+Python SDK's own 0.3 clients make the same mistake when they send, which is why
+Python-to-Python looked right. We translate at our boundary (the 0.3 REST message routes,
+:func:`with_spec_files`; the gRPC interceptor), without touching the SDK:
 
-This module translates at our boundary, without touching the SDK:
+* requests: the spec's single encoding is what we read (the SDK expects an extra layer, so
+  we add it). The Python SDK's double encoding is still accepted where it can be told
+  apart safely: the caller identifies as a Python HTTP/gRPC stack (:func:`is_python_client`)
+  *and* the once-decoded field is itself canonical, padded base64 (:func:`looks_base64`).
+* answers: the spec's single encoding, except to a caller that identifies as a Python
+  stack: the Python SDK clients decode answers twice as well, and binary content would
+  break them (``UnicodeDecodeError``), so they get the SDK's encoding back.
 
-* requests: the spec's single encoding is what we read. The SDK expects an extra layer, so
-  we add it. The Python SDK's double encoding is still accepted where it can be told apart
-  safely: the caller identifies as a Python HTTP/gRPC stack (:func:`is_python_client`)
-  *and* the once-decoded field is itself canonical, padded base64
-  (:func:`looks_base64`). A file sent with the spec's encoding by such a caller whose
-  content is itself canonical base64 text is the one case read the other way.
-* answers: the spec's single encoding (the extra layer is removed), except to a caller that
-  identifies as a Python HTTP/gRPC stack: the Python SDK clients decode file bytes in
-  answers (the history of every task they send a file to) twice as well, and binary
-  content would break them (``UnicodeDecodeError``), so they get the SDK's encoding back.
-
-Walks skip ``data`` and ``metadata`` members: user data may use any key names.
-
-The same walk also refuses a part with no content (:func:`require_part_content`): the
-SDK's 0.3 conversion raises a bare ``ValueError`` for it, which reached the caller as HTTP
-500 / gRPC INTERNAL although the mistake is the caller's.
+Walks skip ``data`` and ``metadata`` members: user data may use any key names. The same
+walk refuses a part with no content (:func:`require_part_content`): the SDK's conversion
+raises a bare ``ValueError`` for it (HTTP 500 / gRPC INTERNAL for the caller's mistake).
 ``tests/interop/test_file_bytes.py::test_sdk_still_decodes_03_proto_file_bytes_twice``
 fails when the SDK decodes once; then this file must go.
 """
@@ -34,14 +28,20 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 import re
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
+from a2a.utils.error_handlers import rest_error_handler
 from a2a.utils.errors import InvalidParamsError
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.types import Message
 
 __all__ = [
     "FILE_PART_03",
+    "MESSAGE_PATHS",
     "is_python_client",
     "looks_base64",
     "proto_request_to_sdk",
@@ -49,6 +49,8 @@ __all__ = [
     "require_part_content",
     "rest_request_to_sdk",
     "rest_response_to_wire",
+    "spec_request",
+    "with_spec_files",
 ]
 
 #: Full names of the 0.3 proto messages holding the bytes, and a part.
@@ -63,6 +65,10 @@ _BASE64 = re.compile(rb"(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]
 # User-Agent prefixes of the stacks the Python SDK clients run on (httpx for JSON-RPC and
 # REST, grpcio for gRPC); other clients never get the double encoding read as such.
 _PYTHON_AGENTS = ("python-httpx/", "grpc-python/", "grpc-python-asyncio/")
+#: 0.3 REST routes whose bodies or answers can carry messages, hence file parts.
+MESSAGE_PATHS = frozenset({"/v1/message:send", "/v1/tasks/{id}", "/v1/tasks/{id}:cancel"})
+
+Endpoint = Callable[[Request], Awaitable[Response]]
 
 
 def is_python_client(user_agent: str | None) -> bool:
@@ -200,3 +206,50 @@ def proto_response_to_wire(message: Any, *, python_client: bool) -> None:
             part.file_with_bytes = _spec_bytes(part.file_with_bytes)
 
     _walk_proto(message, fix)
+
+
+async def spec_request(request: Request) -> Request:
+    """*request* (REST 0.3) with its body's file bytes in the form the SDK decodes correctly.
+
+    Raises ``InvalidParamsError`` for a message part without content.
+    """
+    body = await request.body()
+    if request.method != "POST" or request.url.path.endswith(":cancel"):
+        return request
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        return request  # the SDK answers the parse error
+    require_part_content(parsed)
+    python = is_python_client(request.headers.get("user-agent"))
+    if b'"fileWithBytes"' not in body or not rest_request_to_sdk(parsed, python_client=python):
+        return request
+    fixed = json.dumps(parsed).encode()
+    sent = False
+
+    async def receive() -> Message:
+        nonlocal sent
+        if sent:
+            return await request.receive()
+        sent = True
+        return {"type": "http.request", "body": fixed, "more_body": False}
+
+    return Request(request.scope, receive)
+
+
+def with_spec_files(endpoint: Endpoint) -> Endpoint:
+    """The SDK's 0.3 REST *endpoint*, reading and answering file bytes as the spec says."""
+
+    @rest_error_handler
+    async def wrapped(request: Request) -> Response:
+        response = await endpoint(await spec_request(request))
+        body = bytes(response.body)
+        if b'"fileWithBytes"' in body:
+            parsed = json.loads(body)
+            python = is_python_client(request.headers.get("user-agent"))
+            if rest_response_to_wire(parsed, python_client=python):
+                response.body = json.dumps(parsed).encode()
+                response.headers["content-length"] = str(len(response.body))
+        return response
+
+    return wrapped
