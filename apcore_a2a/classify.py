@@ -173,20 +173,14 @@ class RequestInfo:
                     self._payload = json.loads(self.body)
                 except (ValueError, RecursionError) as exc:
                     self.parse_error = exc
-                self._name_rpc_method()
+                doc = self._payload
+                name = doc.get("method") if isinstance(doc, dict) else None
+                self.rpc_method = name if isinstance(name, str) else None
+                known = JSONRPC_METHODS.get(self.rpc_method or "")
+                if known is not None:
+                    self.method = known[0]
+                    self.version = self.version if self.explicit_version else known[1]
         return self._payload
-
-    def _name_rpc_method(self) -> None:
-        doc = self._payload
-        name = doc.get("method") if isinstance(doc, dict) else None
-        if not isinstance(name, str):
-            return
-        self.rpc_method = name
-        known = JSONRPC_METHODS.get(name)
-        if known is not None:
-            self.method = known[0]
-            if not self.explicit_version:
-                self.version = known[1]
 
     def rewrite_payload(self, payload: Any) -> None:
         """Replace the JSON-RPC payload (and body) with one an inner layer adjusted."""
@@ -221,10 +215,8 @@ class RequestInfo:
         return True
 
     def replay(self, receive: Receive) -> Receive:
-        """A ``receive`` that hands the loaded body on once, then delegates.
-
-        However many layers wrap ``receive`` this way, the app gets the body once.
-        """
+        """A ``receive`` that hands the loaded body on once (however many layers wrap
+        ``receive`` this way), then delegates."""
         if self.body is None:
             return receive
 
@@ -249,10 +241,8 @@ def current_request() -> RequestInfo | None:
 
 
 def base_url(scope: Scope) -> str:
-    """``scheme://host:port`` of the socket the request came in on, plus ``root_path``.
-
-    The listening address, not the ``Host`` header, which the caller chooses.
-    """
+    """``scheme://host:port`` of the socket the request came in on (not the ``Host``
+    header, which the caller chooses), plus ``root_path``."""
     server = scope.get("server")
     scheme = scope.get("scheme", "http")
     root = str(scope.get("root_path", "")).rstrip("/")

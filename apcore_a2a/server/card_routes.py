@@ -32,12 +32,10 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from apcore_a2a.adapters.agent_card import CardDocument, rebase_card, serialize_card
-from apcore_a2a.classify import current_request
+from apcore_a2a.classify import CARD_PATHS, current_request
 
-__all__ = ["CARD_PATH", "LEGACY_CARD_PATH", "CardBase", "card_routes", "wants_v1_card"]
+__all__ = ["CardBase", "card_routes", "wants_v1_card"]
 
-CARD_PATH = "/.well-known/agent-card.json"
-LEGACY_CARD_PATH = "/.well-known/agent.json"
 CACHE_CONTROL = "public, max-age=300"
 _VERSION = "a2a-version"
 
@@ -91,11 +89,8 @@ def _endpoint(current: Callable[[], CardDocument], legacy: bool) -> Callable[...
 
 
 def card_routes(current: Callable[[], CardDocument]) -> list[Route]:
-    """Routes for ``/.well-known/agent-card.json`` and ``/.well-known/agent.json``."""
-    return [
-        Route(CARD_PATH, _endpoint(current, legacy=False), methods=["GET"]),
-        Route(LEGACY_CARD_PATH, _endpoint(current, legacy=True), methods=["GET"]),
-    ]
+    """Routes for ``/.well-known/agent-card.json`` and (legacy) ``/.well-known/agent.json``."""
+    return [Route(p, _endpoint(current, legacy=p != CARD_PATHS[0])) for p in CARD_PATHS]
 
 
 class CardBase:

@@ -41,19 +41,21 @@ from apcore_a2a.push import build_push
 from apcore_a2a.push import card_extensions as push_card_extensions
 from apcore_a2a.server.call_context import ApCoreCallContextBuilder
 from apcore_a2a.server.card_routes import CardBase, card_routes
-from apcore_a2a.server.features import (
+from apcore_a2a.server.guards import RequestGuard, cancel_on_drop
+from apcore_a2a.server.handler import ApCoreRequestHandler, NewTaskMarking
+from apcore_a2a.server.lifecycle import (
     AUTH,
     EDGE,
     GUARD,
     INNER,
     OBSERVE,
     Feature,
+    Lifecycle,
+    ServerState,
+    StartOnFirstRequest,
     host_feature,
     middleware_stack,
 )
-from apcore_a2a.server.guards import RequestGuard, cancel_on_drop
-from apcore_a2a.server.handler import ApCoreRequestHandler, NewTaskMarking
-from apcore_a2a.server.lifecycle import Lifecycle, ServerState, StartOnFirstRequest
 from apcore_a2a.server.limits import StreamLimiter
 from apcore_a2a.server.task_quota import TaskQuota
 from apcore_a2a.settings import Settings, SettingsError, config_path
@@ -247,9 +249,6 @@ class A2AServerFactory:
         card_base: CardBase,
         signer: CardSigner | None,
     ) -> ApCoreRequestHandler:
-        async def lookup(task_id: str, context: Any) -> Any:
-            return await stores.get_task(task_id, context)
-
         resolver = SkillResolver(
             catalog, self.settings.default_skill, by_schema=self.settings.route_by_schema
         )
@@ -265,7 +264,7 @@ class A2AServerFactory:
         if quota.limit:
             task_store = observe_saves(task_store, quota.saved)
         return ApCoreRequestHandler(
-            task_lookup=lookup,
+            task_lookup=stores.get_task,
             turns=stores.turns,
             quota=quota,
             agent_executor=agent_executor,
@@ -276,7 +275,7 @@ class A2AServerFactory:
             push_url_validator=push.url_validator if push else None,
             request_context_builder=NewTaskMarking(
                 ApCoreRequestContextBuilder(
-                    resolver, lookup, Preflight(self.registry, self.executor)
+                    resolver, stores.get_task, Preflight(self.registry, self.executor)
                 )
             ),
             event_stream=stores.event_stream,
@@ -445,7 +444,6 @@ def _optional_features(
         server = _grpc_binding().GrpcServer(
             state.handler, s, authenticator=authenticator, streams=state.streams, operations=ops
         )
-        # It listens from start to stop.
         found.append(Feature("grpc", start=server.start, stop=server.stop, handle=server))
     if s.explorer:
         from apcore_a2a.explorer import explorer_routes

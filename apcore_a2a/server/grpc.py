@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -137,14 +137,9 @@ def _text_metadata(context: grpc.aio.ServicerContext) -> dict[str, str]:
 
 
 class GrpcCallContextBuilder(DefaultGrpcServerCallContextBuilder):
-    """The SDK default gRPC builder plus the caller's apcore identity and headers.
-
-    ``user`` is an :class:`~apcore_a2a.execution.identity.IdentityUser` for authenticated
-    calls (so owner scoping matches HTTP), and ``state['headers']`` holds the text
-    metadata, so ``traceparent`` propagates into apcore as it does over HTTP. With
-    *protocol_version*, the context also records which A2A service (1.0 or 0.3) the call
-    reached, which gRPC callers do not have to state in metadata.
-    """
+    """The SDK default gRPC builder plus, as over HTTP, the caller's apcore identity (owner
+    scoping) and text metadata as ``state['headers']`` (``traceparent``); with
+    *protocol_version*, which A2A service the call reached (callers need not state it)."""
 
     def __init__(self, protocol_version: str | None = None) -> None:
         self.protocol_version = protocol_version
@@ -354,14 +349,6 @@ async def _legacy_request(request: Any, context: grpc.aio.ServicerContext, abort
     return python
 
 
-def _enable_reflection(server: grpc.aio.Server, services: Iterable[str]) -> None:
-    try:
-        from grpc_reflection.v1alpha import reflection
-    except ImportError as exc:  # pragma: no cover - grpcio-reflection ships with the extra
-        raise ImportError(GRPC_EXTRA_HINT) from exc
-    reflection.enable_server_reflection((*services, reflection.SERVICE_NAME), server)
-
-
 def _add_health_service(
     server: grpc.aio.Server, problem: Callable[[], Awaitable[object]], services: tuple[str, ...]
 ) -> Callable[[], Awaitable[None]] | None:
@@ -469,24 +456,29 @@ class GrpcServer:
             Gate(self.authenticator, roles=s.required_roles, scopes=s.required_scopes)
             if self.authenticator
             else None,
-            self.settings.require_auth,
+            s.require_auth,
             self.streams,
             self.operations,
         )
         server = grpc.aio.server(
             interceptors=[interceptor],
             options=[
-                ("grpc.max_receive_message_length", self.settings.max_body_bytes),
+                ("grpc.max_receive_message_length", s.max_body_bytes),
                 # Linux grpc sets SO_REUSEPORT by default, which would let a second agent
                 # "bind" a port that is already serving and split traffic with it; only
                 # the worker processes of one agent (workers=N) share it on purpose.
-                ("grpc.so_reuseport", 1 if self.settings.workers > 1 else 0),
+                ("grpc.so_reuseport", 1 if s.workers > 1 else 0),
             ],
         )
         a2a_pb2_grpc.add_A2AServiceServicer_to_server(v1, server)  # type: ignore[no-untyped-call]
         a2a_v0_3_pb2_grpc.add_A2AServiceServicer_to_server(v03, server)  # type: ignore[no-untyped-call]
-        if self.settings.grpc_reflection:
-            _enable_reflection(server, (SERVICE_V1, SERVICE_V0_3))
+        if s.grpc_reflection:
+            try:
+                from grpc_reflection.v1alpha import reflection
+            except ImportError as exc:  # pragma: no cover - grpcio-reflection is in the extra
+                raise ImportError(GRPC_EXTRA_HINT) from exc
+            names = (SERVICE_V1, SERVICE_V0_3, reflection.SERVICE_NAME)
+            reflection.enable_server_reflection(names, server)
         if self.operations is not None:
             self._health_stop = _add_health_service(
                 server, self.operations.problem, (SERVICE_V1, SERVICE_V0_3)
@@ -506,10 +498,8 @@ class GrpcServer:
         )
 
     async def stop(self, grace: float | None = None) -> None:
-        """Stop accepting calls, let running ones finish for *grace* seconds, then cancel.
-
-        *grace* defaults to ``settings.shutdown_timeout``.
-        """
+        """Stop accepting calls, let running ones finish for *grace* seconds (by default
+        ``settings.shutdown_timeout``), then cancel."""
         server, self._server = self._server, None
         if server is None:
             return

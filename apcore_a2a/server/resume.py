@@ -189,17 +189,16 @@ class StreamPositions:
         The stream sends the published object itself, except a Task that it trims to the
         requested ``historyLength`` (a copy): then the next noted Task is the one.
         """
-        index = next((i for i, (noted, _v) in enumerate(self._notes) if noted is event), None)
+        notes = self._notes
+        index = next((i for i, (noted, _v) in enumerate(notes) if noted is event), None)
         if index is None:
             kind = type(event)
-            index = next(
-                (i for i, (noted, _v) in enumerate(self._notes) if type(noted) is kind), None
-            )
+            index = next((i for i, (noted, _v) in enumerate(notes) if type(noted) is kind), None)
         if index is None:
             return None
         for _ in range(index):
-            self._notes.popleft()
-        _event, version = self._notes.popleft()
+            notes.popleft()
+        _event, version = notes.popleft()
         return None if version.is_missing else version
 
 

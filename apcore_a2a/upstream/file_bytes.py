@@ -104,22 +104,26 @@ def _spec_bytes(sdk_value: bytes) -> bytes:
         return sdk_value  # not produced by the SDK's encoder; leave it alone
 
 
-def _walk_json(node: Any, fix: Callable[[str], str | None]) -> bool:
+def _walk_json(node: Any, transform: Callable[[bytes], bytes]) -> bool:
     changed = False
     if isinstance(node, dict):
         for key, value in node.items():
             if key in _OPAQUE:
                 continue
             if key == _JSON_KEY and isinstance(value, str):
-                new = fix(value)
-                if new is not None and new != value:
+                try:
+                    raw = base64.b64decode(value, validate=True)
+                except (binascii.Error, ValueError):
+                    continue  # not base64 at all: let the SDK report the bad request
+                new = base64.b64encode(transform(raw)).decode("ascii")
+                if new != value:
                     node[key] = new
                     changed = True
             elif isinstance(value, dict | list):
-                changed = _walk_json(value, fix) or changed
+                changed = _walk_json(value, transform) or changed
     elif isinstance(node, list):
         for item in node:
-            changed = _walk_json(item, fix) or changed
+            changed = _walk_json(item, transform) or changed
     return changed
 
 
@@ -134,39 +138,22 @@ def require_part_content(body: Any) -> None:
 
 def rest_request_to_sdk(body: Any, *, python_client: bool) -> bool:
     """Rewrite a parsed REST 0.3 request body in place; ``True`` if anything changed."""
-
-    def fix(value: str) -> str | None:
-        try:
-            payload = base64.b64decode(value, validate=True)
-        except (binascii.Error, ValueError):
-            return None  # not base64 at all: let the SDK report the bad request
-        return base64.b64encode(_sdk_bytes(payload, python_client)).decode("ascii")
-
-    return _walk_json(body, fix)
+    return _walk_json(body, lambda raw: _sdk_bytes(raw, python_client))
 
 
 def rest_response_to_wire(body: Any, *, python_client: bool) -> bool:
     """Rewrite a parsed REST 0.3 answer (or stream event) in place; ``True`` if changed.
-
-    The Python SDK clients keep the SDK's encoding: it is the one they decode.
-    """
-    if python_client:
-        return False
-
-    def fix(value: str) -> str | None:
-        try:
-            sdk_value = base64.b64decode(value, validate=True)
-        except (binascii.Error, ValueError):
-            return None
-        return base64.b64encode(_spec_bytes(sdk_value)).decode("ascii")
-
-    return _walk_json(body, fix)
+    The Python SDK clients keep the SDK's encoding: it is the one they decode."""
+    return not python_client and _walk_json(body, _spec_bytes)
 
 
-def _walk_proto(message: Any, fix: Callable[[Any], None], *, request: bool = False) -> None:
+def _walk_proto(
+    message: Any, transform: Callable[[bytes], bytes], *, request: bool = False
+) -> None:
     name = message.DESCRIPTOR.full_name
     if name == FILE_PART_03:
-        fix(message)
+        if message.WhichOneof("file") == "file_with_bytes":
+            message.file_with_bytes = transform(message.file_with_bytes)
         return
     if request and name == PART_03 and message.WhichOneof("part") is None:
         raise InvalidParamsError(message=_EMPTY_PART)
@@ -177,35 +164,20 @@ def _walk_proto(message: Any, fix: Callable[[Any], None], *, request: bool = Fal
         if kind.full_name.startswith("google.protobuf."):
             continue  # Struct, Value, Timestamp: no parts inside
         for item in (value,) if hasattr(value, "DESCRIPTOR") else value:
-            _walk_proto(item, fix, request=request)
+            _walk_proto(item, transform, request=request)
 
 
 def proto_request_to_sdk(message: Any, *, python_client: bool) -> None:
-    """Rewrite a gRPC 0.3 request message in place for the SDK's conversion.
-
-    Raises ``InvalidParamsError`` for a part without content.
-    """
-
-    def fix(part: Any) -> None:
-        if part.WhichOneof("file") == "file_with_bytes":
-            part.file_with_bytes = _sdk_bytes(part.file_with_bytes, python_client)
-
-    _walk_proto(message, fix, request=True)
+    """Rewrite a gRPC 0.3 request message in place for the SDK's conversion; raises
+    ``InvalidParamsError`` for a part without content."""
+    _walk_proto(message, lambda raw: _sdk_bytes(raw, python_client), request=True)
 
 
 def proto_response_to_wire(message: Any, *, python_client: bool) -> None:
     """Rewrite a gRPC 0.3 answer (or stream item) in place: file bytes are the file.
-
-    The Python SDK clients keep the SDK's encoding: it is the one they decode.
-    """
-    if python_client:
-        return
-
-    def fix(part: Any) -> None:
-        if part.WhichOneof("file") == "file_with_bytes":
-            part.file_with_bytes = _spec_bytes(part.file_with_bytes)
-
-    _walk_proto(message, fix)
+    The Python SDK clients keep the SDK's encoding: it is the one they decode."""
+    if not python_client:
+        _walk_proto(message, _spec_bytes)
 
 
 async def spec_request(request: Request) -> Request:
