@@ -49,6 +49,7 @@ DropHandler = Callable[[Scope, str], Awaitable[None]]
 
 
 _JSON_TYPES = ("application/json", "application/a2a+json")
+_KINDS_03 = ("task", "status-update", "artifact-update")
 _STATUS_NAMES = {
     400: "INVALID_ARGUMENT",
     404: "NOT_FOUND",
@@ -341,23 +342,14 @@ def _task_id_of(payload: Any) -> str | None:
     result = payload.get("result", payload) if isinstance(payload, dict) else None
     if not isinstance(result, dict):
         return None
-    task = result.get("task")
-    if isinstance(task, dict):
-        return _str_or_none(task.get("id"))
-    for key in ("statusUpdate", "artifactUpdate"):
-        update = result.get(key)
-        if isinstance(update, dict):
-            return _str_or_none(update.get("taskId"))
-    kind = result.get("kind")
-    if kind == "task":
-        return _str_or_none(result.get("id"))
-    if kind in ("status-update", "artifact-update"):
-        return _str_or_none(result.get("taskId"))
-    return None
-
-
-def _str_or_none(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
+    for key, id_key in (("task", "id"), ("statusUpdate", "taskId"), ("artifactUpdate", "taskId")):
+        if isinstance(result.get(key), dict):  # 1.0: the event is wrapped
+            found = result[key].get(id_key)
+            break
+    else:  # 0.3: the event names its kind
+        kind = result.get("kind")
+        found = result.get("id" if kind == "task" else "taskId") if kind in _KINDS_03 else None
+    return found if isinstance(found, str) and found else None
 
 
 def cancel_on_drop(handler: Any, context_builder: Any) -> DropHandler:
