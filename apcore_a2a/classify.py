@@ -1,23 +1,21 @@
 """Which A2A call is this HTTP request? The route Starlette matched says so.
 
-Every route of the agent is built with a :class:`Call` -- the kind of endpoint, and for an
-A2A route its binding, protocol version and A2A method -- named once from the route's
-(path template, HTTP method) when the routes are assembled (:func:`layered`). Each route
-runs its own middleware stack, so it runs only once Starlette has matched the route: first
-:class:`Recorder`, which stores a :class:`RequestInfo` at ``scope[REQUEST_KEY]`` (adding
-what the request itself says: the ``A2A-Version`` header, the tenant), then the layers that
-read it -- telemetry, metrics, auth, the request guard, response shaping. However a path is
-spelled, a request reaches an endpoint only through them.
+Every route is built (:func:`layered`) with a :class:`Call` per HTTP method -- the kind of
+endpoint, and for an A2A route its binding, protocol version and method -- named once from
+the route's (path template, HTTP method). Each route runs its own middleware, only once
+Starlette matched it: first :class:`Recorder`, which stores a :class:`RequestInfo` at
+``scope[REQUEST_KEY]`` (adding the ``A2A-Version`` header and the tenant), then the layers
+that read it -- telemetry, metrics, auth, the request guard, response shaping. However a
+path is spelled, a request reaches an endpoint only through them.
 
-A JSON-RPC request's method is in its body: :meth:`RequestInfo.load_body` reads the body
-once (bounded in size, then in shape by :mod:`apcore_a2a.shape`, in steps that let other
-requests run), and :attr:`RequestInfo.payload` is the parsed body; the SDK's JSON-RPC
-route is handed the same parsed object (see ``upstream/parsed_body``).
+A JSON-RPC method is in the body: :meth:`RequestInfo.load_body` reads it once (bounded in
+size, then in shape by :mod:`apcore_a2a.shape`, in steps), and :attr:`RequestInfo.payload`
+parses it once; the SDK's JSON-RPC route gets the same object (``upstream/parsed_body``).
 
-Reserved first segments -- ``.well-known``, ``health``, ``metrics``, ``v1``, ``agent``, the
-Explorer's and the RPC path's -- are never a REST tenant: an A2A route of the SDK's
-``/{tenant}`` mount under one (``/.well-known/message:send``) is recorded as not routable
-(the guard checks it like any A2A request, then answers 404).
+Reserved first segments (``.well-known``, ``health``, ``metrics``, ``v1``, ``agent``, the
+Explorer's and the RPC path's) are never a REST tenant: an A2A route of the SDK's
+``/{tenant}`` mount under one (``/.well-known/message:send``) is not routable (the guard
+checks it like any A2A request, then answers 404).
 """
 
 from __future__ import annotations
@@ -64,37 +62,6 @@ HEALTH_PATH = "/health"
 METRICS_PATH = "/metrics"
 VERSION_HEADER = b"a2a-version"
 
-#: JSON-RPC method name -> (A2A 1.0 method name, protocol version of the name).
-JSONRPC_METHODS: dict[str, tuple[str, str]] = {
-    **{
-        name: (name, "1.0")
-        for name in (
-            "SendMessage",
-            "SendStreamingMessage",
-            "GetTask",
-            "ListTasks",
-            "CancelTask",
-            "SubscribeToTask",
-            "CreateTaskPushNotificationConfig",
-            "GetTaskPushNotificationConfig",
-            "ListTaskPushNotificationConfigs",
-            "DeleteTaskPushNotificationConfig",
-            "GetExtendedAgentCard",
-        )
-    },
-    "message/send": ("SendMessage", "0.3"),
-    "message/stream": ("SendStreamingMessage", "0.3"),
-    "tasks/get": ("GetTask", "0.3"),
-    "tasks/cancel": ("CancelTask", "0.3"),
-    "tasks/resubscribe": ("SubscribeToTask", "0.3"),
-    "tasks/pushNotificationConfig/set": ("CreateTaskPushNotificationConfig", "0.3"),
-    "tasks/pushNotificationConfig/get": ("GetTaskPushNotificationConfig", "0.3"),
-    "tasks/pushNotificationConfig/list": ("ListTaskPushNotificationConfigs", "0.3"),
-    "tasks/pushNotificationConfig/delete": ("DeleteTaskPushNotificationConfig", "0.3"),
-    "agent/getAuthenticatedExtendedCard": ("GetExtendedAgentCard", "0.3"),
-}
-STREAMING_METHODS = frozenset({"SendStreamingMessage", "SubscribeToTask"})
-
 #: (path template, HTTP method) of the SDK's 1.0 REST routes -> A2A method. The 0.3 routes
 #: are the same under ``/v1`` (without ListTasks; the extended card is ``/v1/card``).
 REST_CALLS: dict[tuple[str, str], str] = {
@@ -122,6 +89,22 @@ _REST03_CALLS: dict[tuple[str, str], str] = {
     ("/v1/card", "GET"): "GetExtendedAgentCard",
     ("/agent/authenticatedExtendedCard", "GET"): "GetExtendedAgentCard",
 }
+#: JSON-RPC method name -> (A2A 1.0 method name, protocol version of the name); the 1.0
+#: names are the REST routes' methods.
+JSONRPC_METHODS: dict[str, tuple[str, str]] = {
+    **{name: (name, "1.0") for name in REST_CALLS.values()},
+    "message/send": ("SendMessage", "0.3"),
+    "message/stream": ("SendStreamingMessage", "0.3"),
+    "tasks/get": ("GetTask", "0.3"),
+    "tasks/cancel": ("CancelTask", "0.3"),
+    "tasks/resubscribe": ("SubscribeToTask", "0.3"),
+    "tasks/pushNotificationConfig/set": ("CreateTaskPushNotificationConfig", "0.3"),
+    "tasks/pushNotificationConfig/get": ("GetTaskPushNotificationConfig", "0.3"),
+    "tasks/pushNotificationConfig/list": ("ListTaskPushNotificationConfigs", "0.3"),
+    "tasks/pushNotificationConfig/delete": ("DeleteTaskPushNotificationConfig", "0.3"),
+    "agent/getAuthenticatedExtendedCard": ("GetExtendedAgentCard", "0.3"),
+}
+STREAMING_METHODS = frozenset({"SendStreamingMessage", "SubscribeToTask"})
 _KINDS: dict[str, Kind] = {
     **dict.fromkeys(CARD_PATHS, "card"),
     JWKS_PATH: "jwks",
@@ -190,20 +173,14 @@ class RequestInfo:
                     self._payload = json.loads(self.body)
                 except (ValueError, RecursionError) as exc:
                     self.parse_error = exc
-                self._name_rpc_method()
+                doc = self._payload
+                name = doc.get("method") if isinstance(doc, dict) else None
+                self.rpc_method = name if isinstance(name, str) else None
+                known = JSONRPC_METHODS.get(self.rpc_method or "")
+                if known is not None:
+                    self.method = known[0]
+                    self.version = self.version if self.explicit_version else known[1]
         return self._payload
-
-    def _name_rpc_method(self) -> None:
-        doc = self._payload
-        name = doc.get("method") if isinstance(doc, dict) else None
-        if not isinstance(name, str):
-            return
-        self.rpc_method = name
-        known = JSONRPC_METHODS.get(name)
-        if known is not None:
-            self.method = known[0]
-            if not self.explicit_version:
-                self.version = known[1]
 
     def rewrite_payload(self, payload: Any) -> None:
         """Replace the JSON-RPC payload (and body) with one an inner layer adjusted."""
@@ -238,10 +215,8 @@ class RequestInfo:
         return True
 
     def replay(self, receive: Receive) -> Receive:
-        """A ``receive`` that hands the loaded body on once, then delegates.
-
-        However many layers wrap ``receive`` this way, the app gets the body once.
-        """
+        """A ``receive`` that hands the loaded body on once (however many layers wrap
+        ``receive`` this way), then delegates."""
         if self.body is None:
             return receive
 
@@ -266,10 +241,8 @@ def current_request() -> RequestInfo | None:
 
 
 def base_url(scope: Scope) -> str:
-    """``scheme://host:port`` of the socket the request came in on, plus ``root_path``.
-
-    The listening address, not the ``Host`` header, which the caller chooses.
-    """
+    """``scheme://host:port`` of the socket the request came in on (not the ``Host``
+    header, which the caller chooses), plus ``root_path``."""
     server = scope.get("server")
     scheme = scope.get("scheme", "http")
     root = str(scope.get("root_path", "")).rstrip("/")

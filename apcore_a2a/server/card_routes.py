@@ -4,6 +4,12 @@ The SDK's card route serializes the card on every request; ours reads the bytes 
 catalog prepared when the skill list last changed, and answers conditional requests
 (``If-None-Match`` first, else ``If-Modified-Since``, as RFC 9110 orders them) with 304.
 
+Without a configured ``url`` the cards are built for the bind address; mounted in a host
+app (``Mount("/agent", app=...)``) the agent is reached at the host's address under
+``/agent``, which its card must name. :class:`CardBase` rebases the served cards onto the
+request's base URL (:func:`apcore_a2a.classify.base_url`); push deliveries are signed with
+the same URL as issuer (:meth:`CardBase.url`).
+
 Which form ``/.well-known/agent-card.json`` serves depends on the protocol version the
 client announces (``A2A-Version`` header, or the ``A2A-Version`` query parameter the spec
 allows instead): ``1.x`` gets the pure 1.0 card, valid against the 1.0 ``AgentCard``
@@ -14,19 +20,22 @@ caches from mixing the two.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import threading
+from collections.abc import Awaitable, Callable
 from email.utils import formatdate, parsedate_to_datetime
+from typing import Any
 
+from a2a.types import AgentCard
+from cachetools import LRUCache
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from apcore_a2a.adapters.agent_card import CardDocument
+from apcore_a2a.adapters.agent_card import CardDocument, rebase_card, serialize_card
+from apcore_a2a.classify import CARD_PATHS, current_request
 
-__all__ = ["CARD_PATH", "LEGACY_CARD_PATH", "card_routes", "wants_v1_card"]
+__all__ = ["CardBase", "card_routes", "wants_v1_card"]
 
-CARD_PATH = "/.well-known/agent-card.json"
-LEGACY_CARD_PATH = "/.well-known/agent.json"
 CACHE_CONTROL = "public, max-age=300"
 _VERSION = "a2a-version"
 
@@ -80,8 +89,69 @@ def _endpoint(current: Callable[[], CardDocument], legacy: bool) -> Callable[...
 
 
 def card_routes(current: Callable[[], CardDocument]) -> list[Route]:
-    """Routes for ``/.well-known/agent-card.json`` and ``/.well-known/agent.json``."""
-    return [
-        Route(CARD_PATH, _endpoint(current, legacy=False), methods=["GET"]),
-        Route(LEGACY_CARD_PATH, _endpoint(current, legacy=True), methods=["GET"]),
-    ]
+    """Routes for ``/.well-known/agent-card.json`` and (legacy) ``/.well-known/agent.json``."""
+    return [Route(p, _endpoint(current, legacy=p != CARD_PATHS[0])) for p in CARD_PATHS]
+
+
+class CardBase:
+    """Rebase served cards onto the request's base URL when no public ``url`` is set.
+
+    *built_for* is the base the cards were built with; *fixed* says the operator set
+    ``url`` (then nothing is rebased).
+    """
+
+    def __init__(self, built_for: str, *, fixed: bool) -> None:
+        self.built_for = built_for.rstrip("/")
+        self.fixed = fixed
+        self._documents: LRUCache[tuple[int, str], tuple[CardDocument, CardDocument]] = LRUCache(
+            maxsize=32
+        )
+        self._lock = threading.Lock()
+
+    def base(self) -> str | None:
+        """The base to name for the request being served, or ``None`` to keep the card's."""
+        if self.fixed:
+            return None
+        info = current_request()
+        base = info.base_url if info is not None else ""
+        return base if base and base != self.built_for else None
+
+    def url(self) -> str:
+        """The agent's URL for the request being served (``iss`` of its push deliveries)."""
+        return self.base() or self.built_for
+
+    def document(self, current: Callable[[], CardDocument]) -> Callable[[], CardDocument]:
+        """A card-document source rebased for the request being served."""
+
+        def rebased() -> CardDocument:
+            source = current()
+            base = self.base()
+            if base is None:
+                return source
+            key = (id(source), base)
+            with self._lock:
+                hit = self._documents.get(key)
+                if hit is not None and hit[0] is source:
+                    return hit[1]
+            card = rebase_card(source.card, self.built_for, base)
+            document = serialize_card(card, last_modified=source.last_modified)
+            with self._lock:
+                self._documents[key] = (source, document)
+            return document
+
+        return rebased
+
+    def modifier(
+        self, modify: Callable[[AgentCard, Any], Awaitable[AgentCard]] | None
+    ) -> Callable[[AgentCard, Any], Awaitable[AgentCard]] | None:
+        """An SDK ``extended_card_modifier`` whose result is rebased like the public card."""
+        if modify is None or self.fixed:
+            return modify
+        inner = modify
+
+        async def rebased(card: AgentCard, context: Any) -> AgentCard:
+            result = await inner(card, context)
+            base = self.base()
+            return result if base is None else rebase_card(result, self.built_for, base)
+
+        return rebased

@@ -13,45 +13,58 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from a2a.server.routes import create_jsonrpc_routes, create_rest_routes
 from a2a.types import AgentCard
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
-from starlette.routing import BaseRoute
+from starlette.routing import BaseRoute, Mount, Route
 
 from apcore_a2a.adapters.agent_card import AgentCardBuilder, Binding
 from apcore_a2a.auth import (
     acl_card_document,
     authenticator_from_settings,
     extended_card_modifier,
+    legacy_extended_card_route,
     security_for,
+    security_middleware,
 )
-from apcore_a2a.classify import layered
+from apcore_a2a.classify import JWKS_PATH, describe, layered
+from apcore_a2a.errors import MissingExtraError
 from apcore_a2a.execution.catalog import SkillCatalog
 from apcore_a2a.execution.executor import ApCoreAgentExecutor
 from apcore_a2a.execution.executors import default_executor, resolve_executor
 from apcore_a2a.execution.preflight import Preflight
 from apcore_a2a.execution.routing import ApCoreRequestContextBuilder, SkillResolver
-from apcore_a2a.keys import CardSigner, card_signer_from_settings
+from apcore_a2a.keys import CardSigner, card_signer_from_settings, jwks_route
 from apcore_a2a.ops.operations import Operations
 from apcore_a2a.push import build_push
 from apcore_a2a.push import card_extensions as push_card_extensions
 from apcore_a2a.server.call_context import ApCoreCallContextBuilder
-from apcore_a2a.server.card_routes import card_routes
-from apcore_a2a.server.features import GUARD, INNER, middleware_stack
+from apcore_a2a.server.card_routes import CardBase, card_routes
 from apcore_a2a.server.guards import RequestGuard, cancel_on_drop
 from apcore_a2a.server.handler import ApCoreRequestHandler, NewTaskMarking
-from apcore_a2a.server.lifecycle import Lifecycle, StartOnFirstRequest
+from apcore_a2a.server.lifecycle import (
+    AUTH,
+    EDGE,
+    GUARD,
+    INNER,
+    OBSERVE,
+    Feature,
+    Lifecycle,
+    ServerState,
+    StartOnFirstRequest,
+    host_feature,
+    middleware_stack,
+)
 from apcore_a2a.server.limits import StreamLimiter
-from apcore_a2a.server.modules import config_value, executor_for, require_methods
-from apcore_a2a.server.optional import grpc_binding, optional_features
-from apcore_a2a.server.public_url import CardBase
-from apcore_a2a.server.routes import a2a_routes
-from apcore_a2a.server.state import ServerState
 from apcore_a2a.server.task_quota import TaskQuota
 from apcore_a2a.settings import Settings, SettingsError, config_path
 from apcore_a2a.shape import Shape
 from apcore_a2a.storage import Stores, open_stores
 from apcore_a2a.storage.observed import observe_saves
+from apcore_a2a.upstream.file_bytes import MESSAGE_PATHS, with_spec_files
+from apcore_a2a.upstream.parsed_body import parsed_once
+from apcore_a2a.upstream.rest03_streams import eager_streams
 from apcore_a2a.upstream.rest_media_type import RestMediaType
 
 __all__ = ["A2AServerFactory", "ServerState", "default_executor", "resolve_executor"]
@@ -89,9 +102,9 @@ class A2AServerFactory:
         **overrides: Any,
     ) -> None:
         if auth is not None:
-            require_methods(auth, _AUTH_METHODS, "auth")
+            _require_methods(auth, _AUTH_METHODS, "auth")
         if task_store is not None and not isinstance(task_store, str):
-            require_methods(task_store, _TASK_STORE_METHODS, "task_store")
+            _require_methods(task_store, _TASK_STORE_METHODS, "task_store")
         elif isinstance(task_store, str):
             overrides["task_store"] = task_store
         environ = os.environ if environ is None else environ
@@ -106,31 +119,25 @@ class A2AServerFactory:
         else:
             base = settings
         self.settings = Settings.resolve(overrides, environ=environ, base=base)
-        self.registry, self.executor = executor_for(registry_or_executor, self.settings)
+        self.registry, self.executor = _executor_for(registry_or_executor, self.settings)
         self.auth = auth if auth is not None else authenticator_from_settings(self.settings)
         self.task_store_object = task_store if not isinstance(task_store, str) else None
         #: served by serve() or the CLI (which own the process): process_tuning defaults on
         self.standalone = standalone
 
-    # -- pieces ------------------------------------------------------------------------
     def card_builder(self) -> AgentCardBuilder:
         s = self.settings
         base = s.public_url()
-        rpc_url = base + (s.rpc_path if s.rpc_path != "/" else "/")
-        bindings = [Binding("JSONRPC", rpc_url), Binding("HTTP+JSON", base)]
+        bindings = [Binding("JSONRPC", base + s.rpc_path), Binding("HTTP+JSON", base)]
         if s.grpc_port is not None:
-            bindings.append(Binding("GRPC", grpc_binding().grpc_address(s)))
-        name = (
-            s.name or config_value(self.executor, self.registry, "project.name") or "apcore-agent"
-        )
-        version = (
-            s.version or config_value(self.executor, self.registry, "project.version") or "0.0.0"
-        )
+            bindings.append(Binding("GRPC", _grpc_binding().grpc_address(s)))
+        name = s.name or _config_value(self.executor, self.registry, "project.name")
+        version = s.version or _config_value(self.executor, self.registry, "project.version")
         schemes, requirements = security_for(self.auth)
         return AgentCardBuilder(
-            name=name,
+            name=name or "apcore-agent",
             description=s.description,
-            version=version,
+            version=version or "0.0.0",
             bindings=bindings,
             streaming=s.streaming,
             push_notifications=s.push_notifications,
@@ -193,19 +200,9 @@ class A2AServerFactory:
         )
         ops.attach(state)
         context_builder = ApCoreCallContextBuilder()
-        features = optional_features(
-            state,
-            authenticator=self.auth,
-            push=push,
-            signer=signer,
-            context_builder=context_builder,
-        )
-        rpc_routes, rest_routes = a2a_routes(
-            handler,
-            rpc_path=s.rpc_path,
-            context_builder=context_builder,
-            stream_grace=s.shutdown_timeout + 1.0,
-        )
+        features = _optional_features(state, self.auth, push, signer, context_builder)
+        grace = s.shutdown_timeout + 1.0
+        rpc_routes, rest_routes = _a2a_routes(handler, s.rpc_path, context_builder, grace)
         # Rebased onto where the caller reached us, then signed: the signature covers the
         # URLs the caller is given.
         card_source = card_base.document(acl_card_document(self.executor, state.document))
@@ -218,7 +215,6 @@ class A2AServerFactory:
             *rest_routes,
         ]
         drop = cancel_on_drop(handler, context_builder) if s.cancel_on_disconnect else None
-        explorer = s.explorer_prefix if s.explorer else None
         guard = Middleware(
             RequestGuard,
             max_body_bytes=s.max_body_bytes,
@@ -232,6 +228,7 @@ class A2AServerFactory:
         # Every route runs the request record, auth, the guard... once it matched: no
         # spelling of a path reaches an endpoint around them (see apcore_a2a.classify).
         shape = Shape(s.max_json_depth, s.max_json_values, s.max_parts_per_message)
+        explorer = s.explorer_prefix if s.explorer else None
         routes = layered(
             served, per_route, rpc_path=s.rpc_path, explorer_prefix=explorer, shape=shape
         )
@@ -252,9 +249,6 @@ class A2AServerFactory:
         card_base: CardBase,
         signer: CardSigner | None,
     ) -> ApCoreRequestHandler:
-        async def lookup(task_id: str, context: Any) -> Any:
-            return await stores.get_task(task_id, context)
-
         resolver = SkillResolver(
             catalog, self.settings.default_skill, by_schema=self.settings.route_by_schema
         )
@@ -270,7 +264,7 @@ class A2AServerFactory:
         if quota.limit:
             task_store = observe_saves(task_store, quota.saved)
         return ApCoreRequestHandler(
-            task_lookup=lookup,
+            task_lookup=stores.get_task,
             turns=stores.turns,
             quota=quota,
             agent_executor=agent_executor,
@@ -281,7 +275,7 @@ class A2AServerFactory:
             push_url_validator=push.url_validator if push else None,
             request_context_builder=NewTaskMarking(
                 ApCoreRequestContextBuilder(
-                    resolver, lookup, Preflight(self.registry, self.executor)
+                    resolver, stores.get_task, Preflight(self.registry, self.executor)
                 )
             ),
             event_stream=stores.event_stream,
@@ -289,3 +283,179 @@ class A2AServerFactory:
             extended_agent_card=catalog.snapshot.card if self.auth is not None else None,
             extended_card_modifier=modifier,
         )
+
+
+def _require_methods(obj: Any, methods: tuple[str, ...], what: str) -> None:
+    missing = [m for m in methods if not callable(getattr(obj, m, None))]
+    if missing:
+        raise TypeError(
+            f"{what} object {type(obj).__name__} is missing methods: {', '.join(missing)}"
+        )
+
+
+def _executor_for(obj: Any, settings: Settings) -> tuple[Any, Any]:
+    """``(registry, executor)``: the caller's, or built from the settings' module sources.
+
+    Settings that only apply to an executor we build are refused when the caller brings
+    one, instead of being silently ignored.
+    """
+    from apcore_a2a.config import ModuleSources
+
+    sources = ModuleSources.from_settings(settings)
+    timeout = settings.execution_timeout
+    if obj is None:
+        executor = sources.build_executor(timeout)
+        return executor.registry, executor
+    if sources.given:
+        raise ValueError(
+            "extensions_dirs / bindings_dirs build a registry; they cannot be combined "
+            "with the registry or executor you passed"
+        )
+    registry, executor = resolve_executor(obj, execution_timeout=timeout)
+    if executor is obj and (settings.acl or settings.apcore_config):
+        raise ValueError(
+            "acl / apcore_config configure the executor apcore-a2a builds; set them on "
+            "your own Executor instead"
+        )
+    if settings.acl or settings.apcore_config:
+        executor = sources.build_executor_for(registry, timeout)
+    return registry, executor
+
+
+def _config_value(executor: Any, registry: Any, key: str) -> str | None:
+    for owner in (executor, registry):
+        config = getattr(owner, "_config", None) or getattr(owner, "config", None)
+        getter = getattr(config, "get", None)
+        if callable(getter):
+            try:
+                value = getter(key)
+            except Exception:
+                value = None
+            if value:
+                return str(value)
+    return None
+
+
+def _a2a_routes(
+    handler: Any, rpc_path: str, context_builder: Any, stream_grace: float
+) -> tuple[list[BaseRoute], list[BaseRoute]]:
+    """``(JSON-RPC routes, REST routes)`` with upstream's corrections (``upstream/``).
+
+    REST routes are mounted last: the SDK mounts them under ``/{tenant}`` too, which would
+    otherwise take any two-segment path.
+    """
+    rpc = [
+        parsed_once(route)
+        for route in create_jsonrpc_routes(
+            handler,
+            rpc_url=rpc_path,
+            context_builder=context_builder,
+            enable_v0_3_compat=True,
+            shutdown_grace_period=stream_grace,
+        )
+    ]
+    streams = eager_streams(handler, context_builder, stream_grace)
+    rest: list[BaseRoute] = []
+    for route in create_rest_routes(
+        handler,
+        context_builder=context_builder,
+        enable_v0_3_compat=True,
+        shutdown_grace_period=stream_grace,
+    ):
+        if isinstance(route, Route) and route.path in streams:
+            rest.append(Route(route.path, streams[route.path], methods=route.methods))
+        elif isinstance(route, Route) and route.path in MESSAGE_PATHS:
+            rest.append(Route(route.path, with_spec_files(route.endpoint), methods=route.methods))
+        else:
+            rest.append(route)
+    inner = [r for m in rest if isinstance(m, Mount) for r in m.routes]
+    unknown = [
+        r.path
+        for r in (*rest, *inner)
+        if isinstance(r, Route) and describe(r.path, min(r.methods or ("GET",))).kind != "a2a"
+    ]
+    if unknown:  # served as "other", such a route would skip the A2A checks
+        raise RuntimeError(f"a2a-sdk routes unknown to apcore_a2a.classify: {unknown}")
+    return rpc, rest
+
+
+def _optional_features(
+    state: ServerState,
+    authenticator: Any,
+    push: Any,
+    signer: CardSigner | None,
+    context_builder: ApCoreCallContextBuilder,
+) -> list[Feature]:
+    """The optional parts the settings ask for, in start order."""
+    s = state.settings
+    ops = state.ops
+    found: list[Feature | None] = [
+        host_feature(s),
+        Feature(
+            "operations", routes=ops.routes(), middleware=[(OBSERVE, m) for m in ops.middleware()]
+        ),
+    ]
+    cors, auth = security_middleware(s, authenticator)
+    if cors is not None:
+        found.append(Feature("cors", middleware=[(EDGE, cors)]))
+    if auth is not None:
+        found.append(
+            Feature(
+                "auth",
+                routes=[legacy_extended_card_route(state.handler, context_builder)],
+                middleware=[(AUTH, auth)],
+                # Ends a JWKS fetch in flight; drain() calls it first (see ops.shutdown).
+                stop=getattr(authenticator, "aclose", None),
+                handle=authenticator,
+            )
+        )
+    if signer is not None:
+
+        def push_key() -> dict[str, Any] | None:
+            key = push.signing_key if push is not None else None
+            return dict(key.public_jwk) if key is not None else None
+
+        async def start_signer() -> None:
+            await signer.start(state.stores.engine)
+
+        # Signed cards: the key is loaded at start; the JWKS route has every key.
+        found.append(
+            Feature(
+                "card-signing",
+                routes=[jwks_route([signer.public_jwk, push_key])],
+                start=start_signer,
+                handle=signer,
+            )
+        )
+    if push is not None:
+        routes = push.routes_for(state.handler, context_builder)
+        found.append(
+            Feature(
+                "push",
+                # With card signing one key set serves both keys (the card-signing one's).
+                routes=[r for r in routes if signer is None or getattr(r, "path", "") != JWKS_PATH],
+                middleware=[(INNER, m) for m in push.middleware],
+                start=push.start,
+                stop=push.aclose,
+                handle=push,
+            )
+        )
+    if s.grpc_port is not None:
+        server = _grpc_binding().GrpcServer(
+            state.handler, s, authenticator=authenticator, streams=state.streams, operations=ops
+        )
+        found.append(Feature("grpc", start=server.start, stop=server.stop, handle=server))
+    if s.explorer:
+        from apcore_a2a.explorer import explorer_routes
+
+        found.append(Feature("explorer", routes=explorer_routes(s.explorer_prefix)))
+    return [f for f in found if f is not None]
+
+
+def _grpc_binding() -> Any:
+    """The gRPC binding module; ``MissingExtraError`` naming the extra when grpcio is missing."""
+    try:
+        from apcore_a2a.server import grpc as binding
+    except ImportError as exc:
+        raise MissingExtraError(str(exc)) from exc
+    return binding

@@ -10,17 +10,27 @@ header, lowercase as gRPC requires), checked by the same authenticator and rules
 HTTP middleware; the identity becomes the SDK user that owns tasks, exactly as on HTTP.
 Refusals: ``UNAUTHENTICATED`` (``www-authenticate`` trailers), ``PERMISSION_DENIED``.
 
+On par with HTTP for operations: every A2A call is counted in ``/metrics`` and, with
+``telemetry`` on, runs inside a SERVER span named after the A2A method
+(``ops/telemetry.py``, ``rpc_span``). ``grpc.health.v1.Health`` answers ``SERVING`` /
+``NOT_SERVING`` for the whole server (``""``) and each A2A service from the store probe of
+``/health``; ``Watch`` streams changes (probed every ``HEALTH_INTERVAL`` seconds). It needs
+``grpcio-health-checking`` (in the ``grpc`` extra); without it the service is not offered.
+
 Needs the ``grpc`` extra (``pip install "apcore-a2a[grpc]"``); importing this module
 without it raises an ``ImportError`` that says so.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextvars import ContextVar
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from a2a.auth.user import UnauthenticatedUser, User
 from a2a.server.context import ServerCallContext
@@ -30,14 +40,6 @@ from apcore_a2a import errors
 from apcore_a2a.auth.access import Gate
 from apcore_a2a.execution.identity import IdentityUser
 from apcore_a2a.push.bodies import PROTOCOL_VERSION_STATE_KEY
-from apcore_a2a.server.grpc_listen import (
-    GRPC_EXTRA_HINT,
-    bind_host,
-    enable_reflection,
-    grpc_address,
-    read_tls,
-)
-from apcore_a2a.server.grpc_ops import CallObserver, add_health_service
 from apcore_a2a.server.limits import StreamLimiter
 from apcore_a2a.server.task_quota import CALLER_STATE_KEY
 from apcore_a2a.upstream.file_bytes import (
@@ -46,6 +48,8 @@ from apcore_a2a.upstream.file_bytes import (
     proto_response_to_wire,
 )
 from apcore_a2a.upstream.grpc_version import grpc_version_error
+
+GRPC_EXTRA_HINT = 'gRPC support needs the "grpc" extra: pip install "apcore-a2a[grpc]"'
 
 try:
     import grpc
@@ -67,6 +71,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "GRPC_EXTRA_HINT",
+    "HEALTH_INTERVAL",
     "SERVICE_V0_3",
     "SERVICE_V1",
     "GrpcCallContextBuilder",
@@ -76,17 +81,23 @@ __all__ = [
 
 logger = logging.getLogger("apcore_a2a.grpc")
 
-#: What to tell a user whose installation lacks grpcio (same text as the ImportError).
-
 #: Full names of the two A2A services this server hosts.
 SERVICE_V1: str = a2a_pb2.DESCRIPTOR.services_by_name["A2AService"].full_name
 SERVICE_V0_3: str = a2a_v0_3_pb2.DESCRIPTOR.services_by_name["A2AService"].full_name
+#: Seconds between two store probes feeding ``Health.Watch``.
+HEALTH_INTERVAL = 5.0
 
 # Methods that return the (authenticated) extended card: like their HTTP routes they need
 # credentials even when anonymous calls are allowed.
 _EXTENDED_CARD_METHODS = frozenset(
     {f"/{SERVICE_V1}/GetExtendedAgentCard", f"/{SERVICE_V0_3}/GetAgentCard"}
 )
+#: 0.3 gRPC method names that differ from their 1.0 name.
+_V03_NAMES = {
+    "TaskSubscription": "SubscribeToTask",
+    "GetAgentCard": "GetExtendedAgentCard",
+    "ListTaskPushNotificationConfig": "ListTaskPushNotificationConfigs",
+}
 
 # The interceptor authenticates asynchronously, but the SDK builds the call context
 # synchronously; this hands the identity over. Every RPC runs in its own asyncio task,
@@ -94,6 +105,27 @@ _EXTENDED_CARD_METHODS = frozenset(
 _call_identity: ContextVar[Identity | None] = ContextVar("apcore_a2a_grpc_identity", default=None)
 
 _Abort = Callable[[A2AError, grpc.aio.ServicerContext], Awaitable[None]]
+
+
+def _bind_host(host: str) -> str:
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
+
+
+def grpc_address(settings: Settings) -> str:
+    """The ``host:port`` advertised on the card: the public URL's host (no scheme)."""
+    host = urlsplit(settings.public_url()).hostname or "127.0.0.1"
+    return f"{_bind_host(host)}:{settings.grpc_port}"
+
+
+def _read_tls(cert: str | None, key: str | None) -> tuple[bytes, bytes] | None:
+    if not cert and not key:
+        return None
+    if not cert or not key:
+        raise ValueError("grpc_tls_cert and grpc_tls_key must be given together")
+    try:
+        return Path(key).read_bytes(), Path(cert).read_bytes()
+    except OSError as exc:
+        raise ValueError(f"cannot read gRPC TLS file {exc.filename}: {exc.strerror}") from None
 
 
 def _text_metadata(context: grpc.aio.ServicerContext) -> dict[str, str]:
@@ -105,14 +137,9 @@ def _text_metadata(context: grpc.aio.ServicerContext) -> dict[str, str]:
 
 
 class GrpcCallContextBuilder(DefaultGrpcServerCallContextBuilder):
-    """The SDK default gRPC builder plus the caller's apcore identity and headers.
-
-    ``user`` is an :class:`~apcore_a2a.execution.identity.IdentityUser` for authenticated
-    calls (so owner scoping matches HTTP), and ``state['headers']`` holds the text
-    metadata, so ``traceparent`` propagates into apcore as it does over HTTP. With
-    *protocol_version*, the context also records which A2A service (1.0 or 0.3) the call
-    reached, which gRPC callers do not have to state in metadata.
-    """
+    """The SDK default gRPC builder plus, as over HTTP, the caller's apcore identity (owner
+    scoping) and text metadata as ``state['headers']`` (``traceparent``); with
+    *protocol_version*, which A2A service the call reached (callers need not state it)."""
 
     def __init__(self, protocol_version: str | None = None) -> None:
         self.protocol_version = protocol_version
@@ -131,11 +158,9 @@ class GrpcCallContextBuilder(DefaultGrpcServerCallContextBuilder):
 
 
 class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
-    """Authenticates A2A calls and turns unexpected exceptions into the SDK's INTERNAL.
-
-    Without this, grpc reports an unhandled exception as UNKNOWN with the exception text,
-    which could leak internals; JSON-RPC and REST report such failures as internal errors.
-    """
+    """Admits A2A calls (auth, version, stream slots), counts and traces them, and turns
+    unexpected exceptions into the SDK's INTERNAL (grpc would report UNKNOWN with the
+    exception text, which could leak internals)."""
 
     def __init__(
         self,
@@ -143,20 +168,24 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         gate: Gate | None,
         require_auth: bool,
         streams: StreamLimiter | None = None,
-        observer: CallObserver | None = None,
+        operations: Any = None,
     ) -> None:
         self._aborts = aborts
         self._gate = gate
         self._require_auth = require_auth
         self._streams = streams
-        self._observer = observer
+        metrics = getattr(operations, "metrics", None)
+        settings = getattr(operations, "settings", None)
+        self._count = metrics.count_request if metrics is not None else None
+        self._legacy_names = bool(getattr(settings, "telemetry_legacy_names", False))
+        self._tracer = None
+        if getattr(settings, "telemetry", False):
+            from opentelemetry import trace
 
-    def _observe(
-        self, method: str, request: Any, context: grpc.aio.ServicerContext
-    ) -> contextlib.AbstractContextManager[Callable[[Any], None]]:
-        if self._observer is None:
-            return contextlib.nullcontext(lambda _response: None)
-        return self._observer.call(method, request, context)
+            from apcore_a2a._version import __version__
+            from apcore_a2a.ops.telemetry import TRACER_NAME
+
+            self._tracer = trace.get_tracer(TRACER_NAME, __version__)
 
     async def intercept_service(
         self,
@@ -182,35 +211,48 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
             )
         return handler
 
+    @contextlib.contextmanager
+    def _observed(
+        self, method: str, request: Any, context: grpc.aio.ServicerContext
+    ) -> Iterator[Callable[[Any], None]]:
+        """Count the call, and trace it; yields what to call with each response."""
+        if self._count is not None:
+            self._count()
+        if self._tracer is None:
+            yield lambda _response: None
+            return
+        from apcore_a2a.ops.telemetry import rpc_span
+
+        name = method.rsplit("/", 1)[-1]
+        a2a_method = _V03_NAMES.get(name, name)
+        with rpc_span(
+            self._tracer, method, a2a_method, request, context, legacy=self._legacy_names
+        ) as seen:
+            yield seen
+
     async def _admit(
         self, method: str, context: grpc.aio.ServicerContext, abort: _Abort
     ) -> Identity | None:
-        """Authenticate, then check the announced protocol version (as HTTP does), or abort."""
-        identity = await self._authenticate(method, context, abort)
+        """Set the caller's identity (the HTTP middleware's rules), then check the announced
+        protocol version (as HTTP does), or abort."""
+        identity = None
+        if self._gate is not None:
+            anonymous_ok = not (self._require_auth or method in _EXTENDED_CARD_METHODS)
+            try:
+                identity = await self._gate.identify(_text_metadata(context))
+                self._gate.admit(identity, anonymous_ok=anonymous_ok)
+            except errors.UnauthenticatedError as exc:
+                context.set_trailing_metadata(
+                    tuple(("www-authenticate", v) for v in self._gate.challenges)
+                )
+                await abort(exc, context)
+            except errors.PermissionDeniedError as exc:
+                await abort(exc, context)
+            _call_identity.set(identity)
         major = "0" if method.startswith(f"/{SERVICE_V0_3}/") else "1"
         wrong = grpc_version_error(major, _text_metadata(context).get("a2a-version"))
         if wrong is not None:
             await abort(wrong, context)
-        return identity
-
-    async def _authenticate(
-        self, method: str, context: grpc.aio.ServicerContext, abort: _Abort
-    ) -> Identity | None:
-        """Set the caller's identity for this call, or abort (the HTTP middleware's rules)."""
-        if self._gate is None:
-            return None
-        anonymous_ok = not (self._require_auth or method in _EXTENDED_CARD_METHODS)
-        try:
-            identity = await self._gate.identify(_text_metadata(context))
-            self._gate.admit(identity, anonymous_ok=anonymous_ok)
-        except errors.UnauthenticatedError as exc:
-            context.set_trailing_metadata(
-                tuple(("www-authenticate", v) for v in self._gate.challenges)
-            )
-            await abort(exc, context)
-        except errors.PermissionDeniedError as exc:
-            await abort(exc, context)
-        _call_identity.set(identity)
         return identity
 
     async def _take_stream(
@@ -234,26 +276,15 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         legacy = method.startswith(f"/{SERVICE_V0_3}/")
 
         async def call(request: Any, context: grpc.aio.ServicerContext) -> Any:
-            with self._observe(method, request, context) as seen:
-                response = await admitted(request, context)
+            with self._observed(method, request, context) as seen:
+                await self._admit(method, context, abort)
+                async with _internal_errors(method, context, abort):
+                    python = await _legacy_request(request, context, abort) if legacy else False
+                    response = await behavior(request, context)
+                    if legacy:
+                        proto_response_to_wire(response, python_client=python)
                 seen(response)
                 return response
-
-        async def admitted(request: Any, context: grpc.aio.ServicerContext) -> Any:
-            await self._admit(method, context, abort)
-            try:
-                if legacy:
-                    python = await _legacy_request(request, context, abort)
-                    response = await behavior(request, context)
-                    proto_response_to_wire(response, python_client=python)
-                    return response
-                return await behavior(request, context)
-            except grpc.aio.AbortError:
-                raise
-            except Exception:
-                logger.exception("unexpected error in gRPC %s", method)
-                await abort(InternalError(), context)
-                raise  # pragma: no cover - abort() always raises
 
         return call
 
@@ -263,41 +294,43 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         legacy = method.startswith(f"/{SERVICE_V0_3}/")
 
         async def call(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-            with self._observe(method, request, context) as seen:
-                async for item in admitted(request, context):
-                    seen(item)
-                    yield item
-
-        async def admitted(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-            identity = await self._admit(method, context, abort)
-            caller = await self._take_stream(identity, context)
-            try:
-                python = await _legacy_request(request, context, abort) if legacy else False
-                async for item in behavior(request, context):
-                    if legacy:
-                        proto_response_to_wire(item, python_client=python)
-                    yield item
-            except grpc.aio.AbortError:
-                raise
-            except Exception:
-                logger.exception("unexpected error in gRPC %s", method)
-                await abort(InternalError(), context)
-                raise  # pragma: no cover - abort() always raises
-            finally:
-                if caller is not None and self._streams is not None:
-                    await self._streams.release(caller)
+            with self._observed(method, request, context) as seen:
+                identity = await self._admit(method, context, abort)
+                caller = await self._take_stream(identity, context)
+                try:
+                    async with _internal_errors(method, context, abort):
+                        python = await _legacy_request(request, context, abort) if legacy else False
+                        async for item in behavior(request, context):
+                            if legacy:
+                                proto_response_to_wire(item, python_client=python)
+                            seen(item)
+                            yield item
+                finally:
+                    if caller is not None and self._streams is not None:
+                        await self._streams.release(caller)
 
         return call
+
+
+@contextlib.asynccontextmanager
+async def _internal_errors(
+    method: str, context: grpc.aio.ServicerContext, abort: _Abort
+) -> AsyncIterator[None]:
+    try:
+        yield
+    except grpc.aio.AbortError:
+        raise
+    except Exception:
+        logger.exception("unexpected error in gRPC %s", method)
+        await abort(InternalError(), context)
+        raise  # pragma: no cover - abort() always raises
 
 
 def _caller(identity: Identity | None, context: grpc.aio.ServicerContext) -> str:
     """The key quotas count by (as ``guards.caller_of`` for HTTP): the task owner, or
     ``ip:<address>`` for anonymous callers."""
-    return IdentityUser(identity).user_name if identity is not None else _peer(context)
-
-
-def _peer(context: grpc.aio.ServicerContext) -> str:
-    """``ip:<address>`` of an anonymous caller."""
+    if identity is not None:
+        return IdentityUser(identity).user_name
     peer = str(context.peer() or "unknown")  # e.g. "ipv4:127.0.0.1:53422"
     kind, _, rest = peer.partition(":")
     address = rest.rsplit(":", 1)[0] if kind in ("ipv4", "ipv6") else peer
@@ -305,18 +338,61 @@ def _peer(context: grpc.aio.ServicerContext) -> str:
 
 
 async def _legacy_request(request: Any, context: grpc.aio.ServicerContext, abort: _Abort) -> bool:
-    """Put a 0.3 request's file bytes in the form the SDK's 0.3 conversion decodes correctly.
-
-    The spec's raw bytes win; see :mod:`apcore_a2a.upstream.file_bytes` for what else is
-    accepted and why. A part without content aborts with INVALID_ARGUMENT. Returns whether
-    the caller is a Python SDK client.
-    """
+    """Put a 0.3 request's file bytes in the form the SDK's 0.3 conversion decodes correctly
+    (:mod:`apcore_a2a.upstream.file_bytes`); a part without content aborts with
+    INVALID_ARGUMENT. Returns whether the caller is a Python SDK client."""
     python = is_python_client(_text_metadata(context).get("user-agent"))
     try:
         proto_request_to_sdk(request, python_client=python)
     except A2AError as exc:
         await abort(exc, context)
     return python
+
+
+def _add_health_service(
+    server: grpc.aio.Server, problem: Callable[[], Awaitable[object]], services: tuple[str, ...]
+) -> Callable[[], Awaitable[None]] | None:
+    """Add ``grpc.health.v1.Health`` to *server*; returns its stop hook (``None`` without
+    ``grpcio-health-checking``). *problem* returns ``None`` when healthy."""
+    try:
+        from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+    except ImportError:
+        logger.info("grpc.health.v1 not offered: install grpcio-health-checking")
+        return None
+
+    serving = health_pb2.HealthCheckResponse.SERVING
+    not_serving = health_pb2.HealthCheckResponse.NOT_SERVING
+
+    class StoreHealth(health.aio.HealthServicer):  # type: ignore[misc]
+        async def refresh(self) -> None:
+            status = serving if await problem() is None else not_serving
+            for service in ("", *services):
+                await self.set(service, status)
+
+        async def Check(self, request: Any, context: Any) -> Any:
+            await self.refresh()
+            return await super().Check(request, context)
+
+    servicer = StoreHealth()
+    health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
+
+    async def watch() -> None:
+        while True:
+            try:
+                await servicer.refresh()
+            except Exception:  # a probe that fails is NOT_SERVING next time, not a crash
+                logger.exception("gRPC health probe failed")
+            await asyncio.sleep(HEALTH_INTERVAL)
+
+    loop = asyncio.ensure_future(watch())
+
+    async def stop() -> None:
+        loop.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await loop
+        await servicer.enter_graceful_shutdown()
+
+    return stop
 
 
 class GrpcServer:
@@ -354,9 +430,9 @@ class GrpcServer:
         #: counts and traces calls, and feeds grpc.health.v1 (``ops.Operations``)
         self.operations = operations
         self._health_stop: Callable[[], Awaitable[None]] | None = None
-        self.bind_address = f"{bind_host(settings.host or '0.0.0.0')}:{port}"
+        self.bind_address = f"{_bind_host(settings.host or '0.0.0.0')}:{port}"
         self.address = grpc_address(settings)
-        self._tls = read_tls(settings.grpc_tls_cert, settings.grpc_tls_key)
+        self._tls = _read_tls(settings.grpc_tls_cert, settings.grpc_tls_key)
         self._server: grpc.aio.Server | None = None
 
     @property
@@ -380,26 +456,31 @@ class GrpcServer:
             Gate(self.authenticator, roles=s.required_roles, scopes=s.required_scopes)
             if self.authenticator
             else None,
-            self.settings.require_auth,
+            s.require_auth,
             self.streams,
-            CallObserver.for_operations(self.operations) if self.operations else None,
+            self.operations,
         )
         server = grpc.aio.server(
             interceptors=[interceptor],
             options=[
-                ("grpc.max_receive_message_length", self.settings.max_body_bytes),
+                ("grpc.max_receive_message_length", s.max_body_bytes),
                 # Linux grpc sets SO_REUSEPORT by default, which would let a second agent
                 # "bind" a port that is already serving and split traffic with it; only
                 # the worker processes of one agent (workers=N) share it on purpose.
-                ("grpc.so_reuseport", 1 if self.settings.workers > 1 else 0),
+                ("grpc.so_reuseport", 1 if s.workers > 1 else 0),
             ],
         )
         a2a_pb2_grpc.add_A2AServiceServicer_to_server(v1, server)  # type: ignore[no-untyped-call]
         a2a_v0_3_pb2_grpc.add_A2AServiceServicer_to_server(v03, server)  # type: ignore[no-untyped-call]
-        if self.settings.grpc_reflection:
-            enable_reflection(server, (SERVICE_V1, SERVICE_V0_3))
+        if s.grpc_reflection:
+            try:
+                from grpc_reflection.v1alpha import reflection
+            except ImportError as exc:  # pragma: no cover - grpcio-reflection is in the extra
+                raise ImportError(GRPC_EXTRA_HINT) from exc
+            names = (SERVICE_V1, SERVICE_V0_3, reflection.SERVICE_NAME)
+            reflection.enable_server_reflection(names, server)
         if self.operations is not None:
-            self._health_stop = add_health_service(
+            self._health_stop = _add_health_service(
                 server, self.operations.problem, (SERVICE_V1, SERVICE_V0_3)
             )
         try:
@@ -417,10 +498,8 @@ class GrpcServer:
         )
 
     async def stop(self, grace: float | None = None) -> None:
-        """Stop accepting calls, let running ones finish for *grace* seconds, then cancel.
-
-        *grace* defaults to ``settings.shutdown_timeout``.
-        """
+        """Stop accepting calls, let running ones finish for *grace* seconds (by default
+        ``settings.shutdown_timeout``), then cancel."""
         server, self._server = self._server, None
         if server is None:
             return

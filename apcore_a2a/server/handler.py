@@ -14,7 +14,7 @@
 * **Resumable subscriptions**: served from the event log (cluster: the event table;
   otherwise a bounded in-process log), with SSE event ids and ``Last-Event-ID`` replay
   (``server/resume.py``). Message streams carry the same ids: each event's position in
-  that log (``server/stream_positions.py``), so a dropped ``SendStreamingMessage`` can be
+  that log, so a dropped ``SendStreamingMessage`` can be
   resumed with ``SubscribeToTask`` + ``Last-Event-ID``.
 """
 
@@ -46,8 +46,13 @@ from a2a.utils.errors import (
 
 from apcore_a2a.errors import TaskBusyError
 from apcore_a2a.execution.executor import BLOCKING_STATE_KEY
-from apcore_a2a.server.resume import SSE_IDS_STATE_KEY, EventLog, subscribe_from_log
-from apcore_a2a.server.stream_positions import PositionTap, StreamPositions
+from apcore_a2a.server.resume import (
+    SSE_IDS_STATE_KEY,
+    EventLog,
+    PositionTap,
+    StreamPositions,
+    subscribe_from_log,
+)
 from apcore_a2a.server.task_quota import TaskQuota
 from apcore_a2a.storage.deferred import DEFER_STATE_KEY, NEW_TASK_STATE_KEY
 from apcore_a2a.storage.event_log import MemoryEventLog, RecordingTaskStore
@@ -92,7 +97,7 @@ class ApCoreRequestHandler(DefaultRequestHandler):
         self._tap: PositionTap | None = None
         if self._event_log is not None:
             # Running tasks publish each saved event with its version; the tap notes them
-            # for the message streams that send them (server/stream_positions.py).
+            # for the message streams that send them (server/resume.py).
             self._tap = event_stream = PositionTap(event_stream)
         super().__init__(task_store=task_store, event_stream=event_stream, **kwargs)
         self._capabilities = kwargs["agent_card"].capabilities

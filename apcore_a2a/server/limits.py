@@ -2,15 +2,14 @@
 
 HTTP SSE streams (request guard) and gRPC server streams (gRPC interceptor) take their
 slot from the same :class:`StreamLimiter`, so a caller cannot hold more than its quota
-whichever binding it uses, and this process never serves more than ``max_streams``.
+whichever binding it uses, and this process never serves more than ``max_streams`` (a cap
+per process: it protects its sockets and memory).
 
 Per-caller limits (streams here, unfinished tasks in ``task_quota.py``) are taken as
 *slots*: a limit of N is N slots per caller key, and taking one is a single atomic step,
 never a count followed by a create (which lets every concurrent request through). One
 process keeps its slots in :class:`LocalSlots`; in cluster mode (also ``workers`` > 1)
-they live in the shared database (``storage/quota_slots.py``), so a quota is the agent's,
-whatever number of processes serves it. ``max_streams`` stays a cap per process: it
-protects that process's sockets and memory.
+they live in the shared database (``storage/quota_slots.py``).
 """
 
 from __future__ import annotations
@@ -94,12 +93,8 @@ class StreamRefusal:
 
 
 class StreamLimiter:
-    """Counts open streams (read by ``/metrics``) and takes per-caller stream slots.
-
-    A caller key is the task owner for authenticated callers and ``ip:<address>`` for
-    anonymous ones. ``per_caller`` 0 means no per-caller quota; its slots are kept in
-    *slots* (this process's by default, the cluster's database in cluster mode).
-    """
+    """Counts open streams (read by ``/metrics``) and takes per-caller stream slots
+    (caller key: the task owner, or ``ip:<address>``; ``per_caller`` 0: no quota)."""
 
     def __init__(self, max_streams: int, per_caller: int = 0, slots: QuotaSlots | None = None):
         self.max_streams = max_streams

@@ -1,4 +1,4 @@
-"""Resumable task subscriptions: SSE event ids and ``Last-Event-ID`` replay.
+"""Resumable streams: SSE event ids and ``Last-Event-ID`` replay.
 
 Every event of a task is kept in an event log: in cluster mode the event table
 (``task_events``, id = its ``seq``), otherwise the bounded in-process
@@ -8,18 +8,25 @@ carries ``id: <position>``. A client that lost the stream sends the last id it s
 (``Last-Event-ID`` header; or ``params.metadata.lastEventId`` in JSON-RPC, or
 ``?lastEventId=`` on REST, for clients that cannot set headers) and gets the events
 after it, then the live ones: each once, in order, also from another replica and also
-when the task finished meanwhile.
-
-Message streams (``SendStreamingMessage`` / ``message/stream``) put the same ids on their
-events (``server/stream_positions.py``), so a broken one is resumed by subscription. gRPC
-streams carry no ids (neither gRPC nor A2A has a place for one per message): a gRPC client
-resumes as the spec says, with ``SubscribeToTask``, whose first event is the current task.
+when the task finished meanwhile. gRPC streams carry no ids (neither gRPC nor A2A has a
+place for one): a gRPC client resumes with ``SubscribeToTask``, whose first event is the
+current task.
 
 How an id reaches the wire: the request guard puts a queue into the ASGI scope
 (:data:`SSE_IDS_SCOPE_KEY`); the call-context builder hands it to the handler in
 ``ServerCallContext.state``; the handler appends the id of each event just before it
 yields the event; the guard's ``send`` wrapper writes the next id into the SSE frame
 that carries that event (the SDK writes one frame per event, in order).
+
+Message streams (``SendStreamingMessage`` / ``message/stream``) get their events from the
+SDK's running task, not from the log, so they carry the same ids through the hook the SDK
+offers for replicas: after saving an event (the store returns its version), the SDK's
+consumer hands that very event object, with that version, to ``TaskEventStream.publish``
+in the step that queues it for the streams. :class:`PositionTap` is that stream: it
+forwards to the real one (cluster mode) and notes ``(event, version)`` for each message
+stream watching the task, which looks up each event it is about to send. The first event
+of a new task is the Task, with the position of its own save; an event never saved (a
+direct reply Message) gets no id.
 """
 
 from __future__ import annotations
@@ -32,6 +39,8 @@ from a2a.server.agent_execution.active_task import (
     INTERRUPTED_TASK_STATES,
     TERMINAL_TASK_STATES,
 )
+from a2a.server.cluster.event_stream import TaskEventStream, VersionedEvent
+from a2a.server.cluster.version import TaskVersion
 from a2a.server.context import ServerCallContext
 from a2a.types import Message, Task, TaskState, TaskStatusUpdateEvent
 from a2a.utils.errors import InvalidParamsError, TaskNotFoundError, UnsupportedOperationError
@@ -45,6 +54,8 @@ __all__ = [
     "SSE_IDS_SCOPE_KEY",
     "SSE_IDS_STATE_KEY",
     "EventLog",
+    "PositionTap",
+    "StreamPositions",
     "last_event_id_of",
     "sse_id_send",
     "subscribe_from_log",
@@ -55,6 +66,8 @@ SSE_IDS_STATE_KEY = "apcore_a2a_sse_ids"
 LAST_EVENT_ID_STATE_KEY = "apcore_a2a_last_event_id"
 #: the metadata field / REST query parameter for clients that cannot set headers
 LAST_EVENT_ID_FIELD = "lastEventId"
+#: events a message stream may lag behind the running task before its oldest notes go
+_MAX_NOTES = 1024
 
 
 @runtime_checkable
@@ -153,3 +166,77 @@ async def subscribe_from_log(
         yield event
         if _ends_stream(event):
             return
+
+
+class StreamPositions:
+    """The versions of the events one message stream is about to send, in order."""
+
+    def __init__(self, tap: PositionTap) -> None:
+        self.tap = tap
+        self.task_id: str | None = None
+        self._notes: deque[tuple[Any, TaskVersion]] = deque(maxlen=_MAX_NOTES)
+
+    def watch(self, task_id: str) -> None:
+        """Start noting the events *task_id* publishes (its id is known before they flow)."""
+        self.tap.watch(task_id, self)
+
+    def note(self, event: Any, version: TaskVersion) -> None:
+        self._notes.append((event, version))
+
+    def take(self, event: Any) -> TaskVersion | None:
+        """The version *event* was published with (notes before it are dropped).
+
+        The stream sends the published object itself, except a Task that it trims to the
+        requested ``historyLength`` (a copy): then the next noted Task is the one.
+        """
+        notes = self._notes
+        index = next((i for i, (noted, _v) in enumerate(notes) if noted is event), None)
+        if index is None:
+            kind = type(event)
+            index = next((i for i, (noted, _v) in enumerate(notes) if type(noted) is kind), None)
+        if index is None:
+            return None
+        for _ in range(index):
+            notes.popleft()
+        _event, version = notes.popleft()
+        return None if version.is_missing else version
+
+
+class PositionTap(TaskEventStream):
+    """The ``TaskEventStream`` of running tasks: forwards, and notes for watching streams."""
+
+    def __init__(self, inner: TaskEventStream | None) -> None:
+        self._inner = inner
+        self._watching: dict[str, list[StreamPositions]] = {}
+
+    def watch(self, task_id: str, positions: StreamPositions) -> None:
+        positions.task_id = task_id
+        self._watching.setdefault(task_id, []).append(positions)
+
+    def unwatch(self, positions: StreamPositions) -> None:
+        task_id = positions.task_id
+        watchers = self._watching.get(task_id or "", [])
+        if positions in watchers:
+            watchers.remove(positions)
+            if not watchers:
+                del self._watching[task_id or ""]
+
+    async def publish(self, task_id: str, event: VersionedEvent) -> None:
+        if self._inner is not None:
+            await self._inner.publish(task_id, event)
+        for positions in self._watching.get(task_id, ()):
+            positions.note(event.event, event.version)
+
+    def subscribe(
+        self, task_id: str, *, after: TaskVersion
+    ) -> AsyncGenerator[VersionedEvent, None]:
+        # Required by the interface, reached only in cluster mode: the SDK subscribes
+        # through the handler's own event stream, never through the running tasks' one
+        # this tap replaces, and that stream stays None without cluster mode.
+        if self._inner is None:
+            raise NotImplementedError("no cross-replica stream without cluster mode")
+        return self._inner.subscribe(task_id, after=after)
+
+    async def destroy(self, task_id: str) -> None:
+        if self._inner is not None:
+            await self._inner.destroy(task_id)

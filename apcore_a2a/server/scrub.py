@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from typing import Any
 
 from starlette.types import Message, Send
@@ -79,16 +80,20 @@ def _clean_data(value: Any) -> Any:
     return value
 
 
+def _dicts(error: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """Each dict in an error's ``data`` / ``details`` (or a list there), then its ``metadata``."""
+    for holder in (error.get("data"), *(error.get("details") or ())):
+        for item in holder if isinstance(holder, list) else [holder]:
+            if isinstance(item, dict):
+                yield item
+                if isinstance(item.get("metadata"), dict):
+                    yield item["metadata"]
+
+
 def _ours(error: dict[str, Any]) -> bool:
     """Whether an internal error is one the executor worded (it names the apcore code)."""
-    holders = [error.get("data"), *(error.get("details") or ())]
-    for holder in holders:
-        items = holder if isinstance(holder, list) else [holder]
-        for item in items:
-            metadata = item.get("metadata") if isinstance(item, dict) else None
-            if isinstance(metadata, dict) and isinstance(metadata.get(OURS_KEY), str):
-                return True
-    return False
+    metadata = (d.get("metadata") for d in _dicts(error))
+    return any(isinstance(m, dict) and isinstance(m.get(OURS_KEY), str) for m in metadata)
 
 
 def scrub_error(error: dict[str, Any]) -> dict[str, Any]:
@@ -119,20 +124,10 @@ def _scrub_document(doc: Any) -> tuple[Any, int | None, int | None]:
 
 
 def _retry_after(error: dict[str, Any]) -> int | None:
-    for holder in (error.get("data"), *(error.get("details") or ())):
-        if isinstance(holder, dict):
-            found = holder.get(RETRY_AFTER_KEY)
-            if found is None and isinstance(holder.get("metadata"), dict):
-                found = holder["metadata"].get(RETRY_AFTER_KEY)
-            if isinstance(found, int | float) and not isinstance(found, bool):
-                return max(1, round(found))
-        elif isinstance(holder, list):
-            for item in holder:
-                metadata = item.get("metadata") if isinstance(item, dict) else None
-                if isinstance(metadata, dict) and RETRY_AFTER_KEY in metadata:
-                    value = metadata[RETRY_AFTER_KEY]
-                    if isinstance(value, int | float) and not isinstance(value, bool):
-                        return max(1, round(value))
+    for holder in _dicts(error):
+        found = holder.get(RETRY_AFTER_KEY)
+        if isinstance(found, int | float) and not isinstance(found, bool):
+            return max(1, round(found))
     return None
 
 

@@ -2,19 +2,17 @@
 
 One caller must not fill the task store for everybody (parked ``input-required`` tasks
 stay until someone answers them). A request for a new task first takes one of its
-caller's slots (``server/limits.py``; the caller key is the task owner, or
-``ip:<address>`` for anonymous callers, as for the stream quota). The slot is the
-request's while it runs; a task the request leaves unfinished keeps it (renamed to the
-task id) until a save in a final state, wherever that happens; otherwise the slot is
-given back when the task finishes or the request ends. Taking the slot is atomic,
-so concurrent requests can never overshoot the quota; in cluster mode the slots are in
-the shared database, so the quota is the agent's, not one replica's.
+caller's slots (``server/limits.py``; the caller key as for the stream quota), atomically,
+so concurrent requests never overshoot the quota (in cluster mode the slots are in the
+shared database: the quota is the agent's). A task the request leaves unfinished keeps the
+slot (renamed to the task id) until a save in a final state, wherever that happens;
+otherwise the slot is given back when the task finishes or the request ends.
 
 A new task over the quota gets :class:`~apcore_a2a.errors.QuotaExceededError` (-32091,
-HTTP 429, gRPC ``RESOURCE_EXHAUSTED``); messages continuing an existing task are never
-refused by it. A task can end without any process seeing the save (failed by the
-recovery of a dead replica, evicted from the memory store): a caller found at its quota
-has its tasks checked against the store (at most once per ``RECHECK_SECONDS``) first.
+HTTP 429, gRPC ``RESOURCE_EXHAUSTED``); messages continuing a task are never refused by
+it. A task can end without any process seeing the save (failed by the recovery of a dead
+replica, evicted from the memory store): a caller found at its quota has its tasks checked
+against the store (at most once per ``RECHECK_SECONDS``) first.
 """
 
 from __future__ import annotations

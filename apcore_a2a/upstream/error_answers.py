@@ -2,23 +2,18 @@
 
 Answers two behaviours of a2a-sdk 1.3:
 
-* Its statuses differ from the A2A spec (§5.4) for six errors: ``TaskNotCancelableError``
-  is HTTP 400 (spec: 409), ``ContentTypeNotSupportedError`` 400 (415),
-  ``InvalidAgentResponseError`` 500 (502), and ``PushNotificationNotSupportedError``,
-  ``UnsupportedOperationError``, ``VersionNotSupportedError`` are gRPC
-  ``FAILED_PRECONDITION`` (``UNIMPLEMENTED``). JSON-RPC codes and ``ErrorInfo`` reasons,
+* Its statuses differ from spec §5.4 for six errors (the tables below; the SDK says HTTP
+  400/400/500 and gRPC ``FAILED_PRECONDITION``). JSON-RPC codes and ``ErrorInfo`` reasons,
   which clients map errors by, are right and stay.
 * It looks every answer up by exact error type in process-wide module tables
-  (``a2a.utils.errors``, ``grpc_handler._ERROR_CODE_MAP``, ...): an app can add its own
-  errors (:mod:`apcore_a2a.errors`) only by changing those tables for every agent in the
-  process. Unknown to the tables, ours leave the SDK as internal errors carrying
-  ``WIRE_KEY`` in their data.
+  (``a2a.utils.errors``, ``grpc_handler._ERROR_CODE_MAP``, ...): our own errors
+  (:mod:`apcore_a2a.errors`) could be added only for every agent in the process. Unknown
+  to the tables, ours leave the SDK as internal errors carrying ``WIRE_KEY`` in their data.
 
 So nothing is written into the SDK: on HTTP the request guard passes each error object
-through :func:`correct_error` (which also sets the REST status line), and gRPC is served by
-:class:`Servicer` and :class:`CompatServicer`, whose ``abort_context`` answers these errors
-and leaves all others to the SDK. ``tests/upstream/test_error_answers.py`` fails when the
-SDK's own answers change; then this file can shrink or go.
+through :func:`correct_error` (which also sets the REST status line); gRPC is served by
+:class:`Servicer` and :class:`CompatServicer`, whose ``abort_context`` answers these errors.
+``tests/upstream/test_error_answers.py`` fails when the SDK's own answers change.
 """
 
 from __future__ import annotations

@@ -5,27 +5,21 @@ itself, and in REST's proto JSON it is the file's base64 -- once. a2a-sdk 1.3's 
 conversions (``a2a.compat.v0_3.proto_utils``) treat that field as the *text* of a second
 base64 layer, both ways: a server decodes what a spec client sends twice (a 14-byte file
 arrives as 9 bytes; binary content fails), and its answers carry base64 of base64. The
-Python SDK's own 0.3 clients (a2a-sdk 0.3.x and 1.3's compat transports) make the same
-mistake when they send, which is why Python-to-Python looked right.
+Python SDK's own 0.3 clients make the same mistake when they send, which is why
+Python-to-Python looked right. We translate at our boundary (the 0.3 REST message routes,
+:func:`with_spec_files`; the gRPC interceptor), without touching the SDK:
 
-This module translates at our boundary, without touching the SDK:
+* requests: the spec's single encoding is what we read (the SDK expects an extra layer, so
+  we add it). The Python SDK's double encoding is still accepted where it can be told
+  apart safely: the caller identifies as a Python HTTP/gRPC stack (:func:`is_python_client`)
+  *and* the once-decoded field is itself canonical, padded base64 (:func:`looks_base64`).
+* answers: the spec's single encoding, except to a caller that identifies as a Python
+  stack: the Python SDK clients decode answers twice as well, and binary content would
+  break them (``UnicodeDecodeError``), so they get the SDK's encoding back.
 
-* requests: the spec's single encoding is what we read. The SDK expects an extra layer, so
-  we add it. The Python SDK's double encoding is still accepted where it can be told apart
-  safely: the caller identifies as a Python HTTP/gRPC stack (:func:`is_python_client`)
-  *and* the once-decoded field is itself canonical, padded base64
-  (:func:`looks_base64`). A file sent with the spec's encoding by such a caller whose
-  content is itself canonical base64 text is the one case read the other way.
-* answers: the spec's single encoding (the extra layer is removed), except to a caller that
-  identifies as a Python HTTP/gRPC stack: the Python SDK clients decode file bytes in
-  answers (the history of every task they send a file to) twice as well, and binary
-  content would break them (``UnicodeDecodeError``), so they get the SDK's encoding back.
-
-Walks skip ``data`` and ``metadata`` members: user data may use any key names.
-
-The same walk also refuses a part with no content (:func:`require_part_content`): the
-SDK's 0.3 conversion raises a bare ``ValueError`` for it, which reached the caller as HTTP
-500 / gRPC INTERNAL although the mistake is the caller's.
+Walks skip ``data`` and ``metadata`` members: user data may use any key names. The same
+walk refuses a part with no content (:func:`require_part_content`): the SDK's conversion
+raises a bare ``ValueError`` for it (HTTP 500 / gRPC INTERNAL for the caller's mistake).
 ``tests/interop/test_file_bytes.py::test_sdk_still_decodes_03_proto_file_bytes_twice``
 fails when the SDK decodes once; then this file must go.
 """
@@ -34,14 +28,20 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 import re
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
+from a2a.utils.error_handlers import rest_error_handler
 from a2a.utils.errors import InvalidParamsError
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.types import Message
 
 __all__ = [
     "FILE_PART_03",
+    "MESSAGE_PATHS",
     "is_python_client",
     "looks_base64",
     "proto_request_to_sdk",
@@ -49,6 +49,8 @@ __all__ = [
     "require_part_content",
     "rest_request_to_sdk",
     "rest_response_to_wire",
+    "spec_request",
+    "with_spec_files",
 ]
 
 #: Full names of the 0.3 proto messages holding the bytes, and a part.
@@ -63,6 +65,10 @@ _BASE64 = re.compile(rb"(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]
 # User-Agent prefixes of the stacks the Python SDK clients run on (httpx for JSON-RPC and
 # REST, grpcio for gRPC); other clients never get the double encoding read as such.
 _PYTHON_AGENTS = ("python-httpx/", "grpc-python/", "grpc-python-asyncio/")
+#: 0.3 REST routes whose bodies or answers can carry messages, hence file parts.
+MESSAGE_PATHS = frozenset({"/v1/message:send", "/v1/tasks/{id}", "/v1/tasks/{id}:cancel"})
+
+Endpoint = Callable[[Request], Awaitable[Response]]
 
 
 def is_python_client(user_agent: str | None) -> bool:
@@ -98,22 +104,26 @@ def _spec_bytes(sdk_value: bytes) -> bytes:
         return sdk_value  # not produced by the SDK's encoder; leave it alone
 
 
-def _walk_json(node: Any, fix: Callable[[str], str | None]) -> bool:
+def _walk_json(node: Any, transform: Callable[[bytes], bytes]) -> bool:
     changed = False
     if isinstance(node, dict):
         for key, value in node.items():
             if key in _OPAQUE:
                 continue
             if key == _JSON_KEY and isinstance(value, str):
-                new = fix(value)
-                if new is not None and new != value:
+                try:
+                    raw = base64.b64decode(value, validate=True)
+                except (binascii.Error, ValueError):
+                    continue  # not base64 at all: let the SDK report the bad request
+                new = base64.b64encode(transform(raw)).decode("ascii")
+                if new != value:
                     node[key] = new
                     changed = True
             elif isinstance(value, dict | list):
-                changed = _walk_json(value, fix) or changed
+                changed = _walk_json(value, transform) or changed
     elif isinstance(node, list):
         for item in node:
-            changed = _walk_json(item, fix) or changed
+            changed = _walk_json(item, transform) or changed
     return changed
 
 
@@ -128,39 +138,22 @@ def require_part_content(body: Any) -> None:
 
 def rest_request_to_sdk(body: Any, *, python_client: bool) -> bool:
     """Rewrite a parsed REST 0.3 request body in place; ``True`` if anything changed."""
-
-    def fix(value: str) -> str | None:
-        try:
-            payload = base64.b64decode(value, validate=True)
-        except (binascii.Error, ValueError):
-            return None  # not base64 at all: let the SDK report the bad request
-        return base64.b64encode(_sdk_bytes(payload, python_client)).decode("ascii")
-
-    return _walk_json(body, fix)
+    return _walk_json(body, lambda raw: _sdk_bytes(raw, python_client))
 
 
 def rest_response_to_wire(body: Any, *, python_client: bool) -> bool:
     """Rewrite a parsed REST 0.3 answer (or stream event) in place; ``True`` if changed.
-
-    The Python SDK clients keep the SDK's encoding: it is the one they decode.
-    """
-    if python_client:
-        return False
-
-    def fix(value: str) -> str | None:
-        try:
-            sdk_value = base64.b64decode(value, validate=True)
-        except (binascii.Error, ValueError):
-            return None
-        return base64.b64encode(_spec_bytes(sdk_value)).decode("ascii")
-
-    return _walk_json(body, fix)
+    The Python SDK clients keep the SDK's encoding: it is the one they decode."""
+    return not python_client and _walk_json(body, _spec_bytes)
 
 
-def _walk_proto(message: Any, fix: Callable[[Any], None], *, request: bool = False) -> None:
+def _walk_proto(
+    message: Any, transform: Callable[[bytes], bytes], *, request: bool = False
+) -> None:
     name = message.DESCRIPTOR.full_name
     if name == FILE_PART_03:
-        fix(message)
+        if message.WhichOneof("file") == "file_with_bytes":
+            message.file_with_bytes = transform(message.file_with_bytes)
         return
     if request and name == PART_03 and message.WhichOneof("part") is None:
         raise InvalidParamsError(message=_EMPTY_PART)
@@ -171,32 +164,64 @@ def _walk_proto(message: Any, fix: Callable[[Any], None], *, request: bool = Fal
         if kind.full_name.startswith("google.protobuf."):
             continue  # Struct, Value, Timestamp: no parts inside
         for item in (value,) if hasattr(value, "DESCRIPTOR") else value:
-            _walk_proto(item, fix, request=request)
+            _walk_proto(item, transform, request=request)
 
 
 def proto_request_to_sdk(message: Any, *, python_client: bool) -> None:
-    """Rewrite a gRPC 0.3 request message in place for the SDK's conversion.
-
-    Raises ``InvalidParamsError`` for a part without content.
-    """
-
-    def fix(part: Any) -> None:
-        if part.WhichOneof("file") == "file_with_bytes":
-            part.file_with_bytes = _sdk_bytes(part.file_with_bytes, python_client)
-
-    _walk_proto(message, fix, request=True)
+    """Rewrite a gRPC 0.3 request message in place for the SDK's conversion; raises
+    ``InvalidParamsError`` for a part without content."""
+    _walk_proto(message, lambda raw: _sdk_bytes(raw, python_client), request=True)
 
 
 def proto_response_to_wire(message: Any, *, python_client: bool) -> None:
     """Rewrite a gRPC 0.3 answer (or stream item) in place: file bytes are the file.
+    The Python SDK clients keep the SDK's encoding: it is the one they decode."""
+    if not python_client:
+        _walk_proto(message, _spec_bytes)
 
-    The Python SDK clients keep the SDK's encoding: it is the one they decode.
+
+async def spec_request(request: Request) -> Request:
+    """*request* (REST 0.3) with its body's file bytes in the form the SDK decodes correctly.
+
+    Raises ``InvalidParamsError`` for a message part without content.
     """
-    if python_client:
-        return
+    body = await request.body()
+    if request.method != "POST" or request.url.path.endswith(":cancel"):
+        return request
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        return request  # the SDK answers the parse error
+    require_part_content(parsed)
+    python = is_python_client(request.headers.get("user-agent"))
+    if b'"fileWithBytes"' not in body or not rest_request_to_sdk(parsed, python_client=python):
+        return request
+    fixed = json.dumps(parsed).encode()
+    sent = False
 
-    def fix(part: Any) -> None:
-        if part.WhichOneof("file") == "file_with_bytes":
-            part.file_with_bytes = _spec_bytes(part.file_with_bytes)
+    async def receive() -> Message:
+        nonlocal sent
+        if sent:
+            return await request.receive()
+        sent = True
+        return {"type": "http.request", "body": fixed, "more_body": False}
 
-    _walk_proto(message, fix)
+    return Request(request.scope, receive)
+
+
+def with_spec_files(endpoint: Endpoint) -> Endpoint:
+    """The SDK's 0.3 REST *endpoint*, reading and answering file bytes as the spec says."""
+
+    @rest_error_handler
+    async def wrapped(request: Request) -> Response:
+        response = await endpoint(await spec_request(request))
+        body = bytes(response.body)
+        if b'"fileWithBytes"' in body:
+            parsed = json.loads(body)
+            python = is_python_client(request.headers.get("user-agent"))
+            if rest_response_to_wire(parsed, python_client=python):
+                response.body = json.dumps(parsed).encode()
+                response.headers["content-length"] = str(len(response.body))
+        return response
+
+    return wrapped

@@ -1,21 +1,18 @@
 """REST 0.3 push-config routes the way 0.3 clients call them (a2a-sdk 1.3 does not).
 
-The 0.3 HTTP binding (``google.api.http`` in the 0.3 proto) posts the *config* as the body
-of ``POST /v1/tasks/{id}/pushNotificationConfigs``: ``{"name", "pushNotificationConfig"}``,
-as the JS SDK sends it. The a2a-sdk parses the body as the whole RPC request
-(``{"parent", "configId", "config"}``, what its Python clients send) and answers the spec's
-form with 400 ``No task for``; it also has no 0.3 ``DELETE`` route, so such a call falls
-through to the 1.0 route and is refused for its version. These routes replace the SDK's
-0.3 create and add the delete:
+The 0.3 HTTP binding (``google.api.http`` in the 0.3 proto) posts the *config*,
+``{"name", "pushNotificationConfig"}``, as the body of ``POST
+/v1/tasks/{id}/pushNotificationConfigs`` (as the JS SDK sends it). a2a-sdk parses the body
+as the whole RPC request (``{"parent", "configId", "config"}``, what its Python clients
+send), answering the spec's form with 400; and it has no 0.3 ``DELETE``. So:
 
-* ``POST``: both bodies are accepted (told apart by their keys); the task is the one in the
-  path, and a body naming another task is refused. The answer is the 0.3
-  ``TaskPushNotificationConfig`` JSON, ``{"name", "pushNotificationConfig"}``, nothing more
-  (the genuine 0.3 Python client parses it strictly);
-* ``DELETE /v1/tasks/{id}/pushNotificationConfigs/{push_id}``: answers ``{}``, the JSON
-  form of the ``google.protobuf.Empty`` the 0.3 RPC returns.
+* ``POST`` accepts both bodies (told apart by their keys); the task is the path's, a body
+  naming another is refused; the answer is the 0.3 ``TaskPushNotificationConfig`` JSON
+  and nothing more (the genuine 0.3 Python client parses it strictly);
+* ``DELETE /v1/tasks/{id}/pushNotificationConfigs/{push_id}`` answers ``{}`` (the 0.3
+  RPC's ``google.protobuf.Empty``).
 
-Both check the ``A2A-Version`` header like the SDK's 0.3 routes (missing means 0.3).
+Both check ``A2A-Version`` like the SDK's 0.3 routes (missing means 0.3).
 ``tests/upstream/test_rest03_push_routes.py`` fails when the SDK serves these as specified.
 """
 

@@ -27,8 +27,7 @@ from a2a.utils.error_handlers import rest_stream_error_handler
 from starlette.requests import Request
 from starlette.responses import Response
 
-from apcore_a2a.upstream.file_bytes import rest_response_to_wire
-from apcore_a2a.upstream.rest03_files import python_client, spec_request
+from apcore_a2a.upstream.file_bytes import is_python_client, rest_response_to_wire, spec_request
 
 __all__ = ["STREAM_PATHS", "eager_streams"]
 
@@ -49,7 +48,7 @@ def eager_streams(
         async def endpoint(request: Request) -> Response:
             request = await spec_request(request)
             await request.body()
-            python = python_client(request)
+            python = is_python_client(request.headers.get("user-agent"))
             stream = method(request, builder.build(request))
             first = await anext(stream)  # request errors surface here, before the 200
 

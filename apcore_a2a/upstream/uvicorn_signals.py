@@ -21,13 +21,7 @@ __all__ = ["graceful_exit"]
 
 @contextlib.contextmanager
 def graceful_exit() -> Iterator[None]:
-    """Let a signal that stopped uvicorn gracefully end in exit status 0.
-
-    uvicorn hands the signal it stopped on back to the process's own handler once it has
-    shut down (the default one ends the process with -15); for the length of the run
-    that handler is this one, which has nothing left to do. Service managers and
-    containers expect 0 from a graceful stop.
-    """
+    """Let a signal that stopped uvicorn gracefully end in exit status 0."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
