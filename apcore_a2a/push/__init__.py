@@ -62,6 +62,7 @@ if TYPE_CHECKING:
 
     from apcore_a2a.push._sql import PushTables
     from apcore_a2a.settings import Settings
+    from apcore_a2a.storage.quota_slots import SqlQuotaSlots
 
 __all__ = [
     "ACTIVE",
@@ -150,6 +151,7 @@ def build_push(
     agent_url: str | Callable[[], str],
     engine: AsyncEngine | None = None,
     resolver: Resolver | None = None,
+    slots: SqlQuotaSlots | None = None,
 ) -> PushKit:
     """Assemble the push components from *settings* (nothing runs until ``start``).
 
@@ -157,7 +159,7 @@ def build_push(
     the JWKS URL; a callable gives it for the request being served (a mounted agent is
     reached under its mount path). With *engine*, a generated signing key and config
     failures are kept in that database. *resolver* replaces DNS resolution in the SSRF
-    policy (tests).
+    policy (tests). *slots* (cluster mode) hold the per-task config cap across processes.
     """
     configured = (
         SigningKey.from_pem(settings.push_signing_key) if settings.push_signing_key else None
@@ -173,7 +175,9 @@ def build_push(
 
         tables = PushTables(engine)
     statuses = ConfigStatusBook(tables, max_tasks=settings.task_max_capacity)
-    store = PushConfigStore(config_store, statuses, max_per_task=settings.push_max_configs_per_task)
+    store = PushConfigStore(
+        config_store, statuses, max_per_task=settings.push_max_configs_per_task, slots=slots
+    )
     policy = PushUrlPolicy(allow_insecure=settings.push_allow_insecure_urls, resolver=resolver)
     base = (agent_url if isinstance(agent_url, str) else agent_url()).rstrip("/")
     sender = RetryingPushSender(

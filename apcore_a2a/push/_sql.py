@@ -23,7 +23,7 @@ from sqlalchemy import (
     insert,
     select,
 )
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, ProgrammingError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 __all__ = ["PushTables"]
@@ -65,8 +65,16 @@ class PushTables:
         self.engine = engine
 
     async def initialize(self) -> None:
-        async with self.engine.begin() as conn:
-            await conn.run_sync(_metadata.create_all)
+        # Processes starting together (``workers``) race to create a table; PostgreSQL
+        # fails the loser's CREATE on pg_type's unique index: a second pass finds it made.
+        for attempt in range(3):
+            try:
+                async with self.engine.begin() as conn:
+                    await conn.run_sync(_metadata.create_all)
+                return
+            except (IntegrityError, ProgrammingError):
+                if attempt == 2:
+                    raise
 
     # -- signing key -------------------------------------------------------------------
     async def first_key(self) -> str | None:

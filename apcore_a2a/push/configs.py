@@ -13,17 +13,24 @@ SQL, encrypted at rest) and adds what the SDK leaves out:
 * the protocol version of the registering call is recorded (deliveries follow it), and the
   config's failure record is reset on (re)registration and deletion.
 
-The cap holds under concurrency: registrations of one task are serialized inside a process,
-and across replicas each one counts again after its insert and withdraws itself when the
-task went over the cap (so concurrent writers can only err on the side of refusing).
+The cap holds under concurrency: registrations of one task are serialized inside a process;
+in cluster mode (also ``workers`` > 1) a new config first takes one of its task's slots in
+the shared database (``storage/quota_slots.py``, scope :data:`PUSH_SCOPE`), in one atomic
+step, and keeps it until the config is deleted (by its owner, or with its task by
+retention). Without shared slots, processes sharing one database count again after their
+insert and withdraw when the task went over the cap (so they can only err on the side of
+refusing).
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import re
+import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
 
 from a2a.server.context import ServerCallContext
 from a2a.server.tasks.push_notification_config_store import PushNotificationConfigStore
@@ -33,6 +40,10 @@ from a2a.utils.errors import InvalidParamsError
 from apcore_a2a.errors import QuotaExceededError
 from apcore_a2a.push.bodies import protocol_version
 from apcore_a2a.push.status import ConfigStatusBook
+from apcore_a2a.storage.quota_slots import PUSH_SCOPE
+
+if TYPE_CHECKING:
+    from apcore_a2a.storage.quota_slots import SqlQuotaSlots
 
 __all__ = ["DEFAULT_MAX_CONFIGS_PER_TASK", "PushConfigStore"]
 
@@ -42,6 +53,11 @@ DEFAULT_MAX_CONFIGS_PER_TASK = 10
 _HEADER_UNSAFE = re.compile(r"[^\t\x20-\x7e\x80-\xff]")
 # A scheme is an RFC 9110 token: it is followed by a space in the header.
 _TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+
+
+def _holder(task_id: str, config_id: str) -> str:
+    """The slot holder of a stored config (hashed: both ids together may not fit)."""
+    return "c:" + hashlib.sha256(f"{task_id}\n{config_id}".encode()).hexdigest()
 
 
 class _TaskLocks:
@@ -89,7 +105,8 @@ def _check_header_safe(config: TaskPushNotificationConfig) -> None:
 class PushConfigStore(PushNotificationConfigStore):
     """A config store with a per-task cap, header checks and status/version bookkeeping.
 
-    Owner scoping and encryption at rest stay the wrapped store's job.
+    Owner scoping and encryption at rest stay the wrapped store's job. *slots* are the
+    cluster's quota slots (see the module docstring).
     """
 
     def __init__(
@@ -98,12 +115,14 @@ class PushConfigStore(PushNotificationConfigStore):
         statuses: ConfigStatusBook,
         *,
         max_per_task: int = DEFAULT_MAX_CONFIGS_PER_TASK,
+        slots: SqlQuotaSlots | None = None,
     ) -> None:
         if max_per_task < 1:
             raise ValueError(f"push_max_configs_per_task must be at least 1, got {max_per_task}")
         self.inner = inner
         self.statuses = statuses
         self.max_per_task = max_per_task
+        self.slots = slots
         self._locks = _TaskLocks()
 
     def _over_cap(self) -> QuotaExceededError:
@@ -125,10 +144,16 @@ class PushConfigStore(PushNotificationConfigStore):
             is_new = config_id not in existing
             if is_new and len(existing) >= self.max_per_task:
                 raise self._over_cap()
-            # The version first: a sender (here or on another replica) that sees the config
-            # must find its version too, or it would post a 1.0 body to a 0.3 receiver.
-            await self.statuses.set_version(task_id, config_id, protocol_version(context))
+            slot = None
+            if is_new and self.slots is not None:
+                slot = f"r:{uuid.uuid4().hex}"
+                if not await self.slots.take(PUSH_SCOPE, task_id, slot, self.max_per_task):
+                    raise self._over_cap()
             try:
+                # The version first: a sender (here or on another replica) that sees the
+                # config must find its version too, or it would post a 1.0 body to a 0.3
+                # receiver.
+                await self.statuses.set_version(task_id, config_id, protocol_version(context))
                 stored = await self.inner.set_info(task_id, notification_config, context)
                 if stored is not None and (stored.id or config_id) != config_id:
                     config_id = stored.id or config_id
@@ -136,12 +161,17 @@ class PushConfigStore(PushNotificationConfigStore):
                 if is_new and (
                     len(await self.inner.get_info_for_dispatch(task_id)) > self.max_per_task
                 ):
-                    # Another replica registered at the same moment: withdraw this one.
+                    # Another process registered at the same moment: withdraw this one.
                     await self.inner.delete_info(task_id, context, config_id)
                     raise self._over_cap()
-            except Exception:
+                if slot is not None and self.slots is not None:
+                    await self.slots.rename(PUSH_SCOPE, slot, _holder(task_id, config_id))
+                    slot = None
+            except BaseException:
                 if is_new:
                     await self.statuses.forget(task_id, config_id)
+                if slot is not None and self.slots is not None:
+                    await self.slots.give_back(PUSH_SCOPE, slot)
                 raise
             await self.statuses.clear(task_id, config_id)
         return stored
@@ -159,3 +189,11 @@ class PushConfigStore(PushNotificationConfigStore):
     ) -> None:
         await self.inner.delete_info(task_id, context, config_id)
         await self.statuses.forget(task_id, config_id)
+        if self.slots is None:
+            return
+        if config_id is not None:
+            await self.slots.give_back(PUSH_SCOPE, _holder(task_id, config_id))
+            return
+        for holder in await self.slots.holders(PUSH_SCOPE, task_id):
+            if not holder.startswith("r:"):  # not a registration in flight
+                await self.slots.give_back(PUSH_SCOPE, holder)
