@@ -1,25 +1,20 @@
 """The push-config store the request handler sees: limits, header safety, bookkeeping.
 
-It wraps the storage layer's store (which keeps the configs, scoped by owner and, with
-SQL, encrypted at rest) and adds what the SDK leaves out:
+It wraps the storage layer's store (configs scoped by owner, with SQL encrypted at rest)
+and adds: a cap on configs per task (``push_max_configs_per_task``; one more gets
+:class:`~apcore_a2a.errors.QuotaExceededError`, -32091 / 429 / ``RESOURCE_EXHAUSTED``, so a
+task never fans out into hundreds of POSTs; replacing an existing id is always allowed);
+``-32602`` at registration for ``token``/``authentication`` values that could not travel in
+an HTTP header (a line break would smuggle another header); the protocol version of the
+registering call (deliveries follow it); a fresh failure record on (re)registration and
+deletion.
 
-* a cap on configs per task (``push_max_configs_per_task``): a new config over the cap is
-  refused with :class:`~apcore_a2a.errors.QuotaExceededError` (JSON-RPC ``-32091``, HTTP
-  429, gRPC ``RESOURCE_EXHAUSTED``), so one task can never fan out into hundreds of POSTs;
-  replacing a config that exists (same id) is always allowed;
-* ``token`` and ``authentication`` values that could not travel in an HTTP header (control
-  characters, e.g. a line break that would smuggle another header) are refused at
-  registration with ``-32602``, not discovered at delivery;
-* the protocol version of the registering call is recorded (deliveries follow it), and the
-  config's failure record is reset on (re)registration and deletion.
-
-The cap holds under concurrency: registrations of one task are serialized inside a process;
-in cluster mode (also ``workers`` > 1) a new config first takes one of its task's slots in
-the shared database (``storage/quota_slots.py``, scope :data:`PUSH_SCOPE`), in one atomic
-step, and keeps it until the config is deleted (by its owner, or with its task by
-retention). Without shared slots, processes sharing one database count again after their
-insert and withdraw when the task went over the cap (so they can only err on the side of
-refusing).
+The cap holds under concurrency: registrations of one task are serialized in a process;
+in cluster mode (also ``workers`` > 1) a new config first takes one of its task's slots
+in the shared database (``storage/quota_slots.py``, scope ``push``), atomically, and keeps
+it until the config is deleted (by its owner, or with its task by retention). Processes
+sharing a database without cluster mode count again after their insert and withdraw when
+the task went over the cap (erring only on the side of refusing).
 """
 
 from __future__ import annotations
@@ -28,8 +23,6 @@ import asyncio
 import hashlib
 import re
 import uuid
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
 from a2a.server.context import ServerCallContext
@@ -60,46 +53,18 @@ def _holder(task_id: str, config_id: str) -> str:
     return "c:" + hashlib.sha256(f"{task_id}\n{config_id}".encode()).hexdigest()
 
 
-class _TaskLocks:
-    """One ``asyncio.Lock`` per task id, dropped when nobody holds or awaits it."""
-
-    def __init__(self) -> None:
-        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
-
-    @asynccontextmanager
-    async def hold(self, task_id: str) -> AsyncIterator[None]:
-        lock, users = self._locks.get(task_id, (asyncio.Lock(), 0))
-        self._locks[task_id] = (lock, users + 1)
-        try:
-            async with lock:
-                yield
-        finally:
-            lock, users = self._locks[task_id]
-            if users == 1:
-                del self._locks[task_id]
-            else:
-                self._locks[task_id] = (lock, users - 1)
-
-
 def _check_header_safe(config: TaskPushNotificationConfig) -> None:
-    if config.token and _HEADER_UNSAFE.search(config.token):
-        raise InvalidParamsError(
-            message="Invalid push notification config: the token contains characters "
-            "that cannot be sent in an HTTP header"
-        )
-    if not config.HasField("authentication"):
-        return
     auth = config.authentication
-    if auth.scheme and not _TOKEN.match(auth.scheme):
-        raise InvalidParamsError(
-            message="Invalid push notification config: authentication.scheme must be a "
-            "single word such as Bearer or Basic"
-        )
-    if auth.credentials and _HEADER_UNSAFE.search(auth.credentials):
-        raise InvalidParamsError(
-            message="Invalid push notification config: authentication.credentials "
-            "contain characters that cannot be sent in an HTTP header"
-        )
+    problem = None
+    unsafe = "characters that cannot be sent in an HTTP header"
+    if _HEADER_UNSAFE.search(config.token):
+        problem = f"the token contains {unsafe}"
+    elif auth.scheme and not _TOKEN.match(auth.scheme):
+        problem = "authentication.scheme must be a single word such as Bearer or Basic"
+    elif _HEADER_UNSAFE.search(auth.credentials):
+        problem = f"authentication.credentials contain {unsafe}"
+    if problem is not None:
+        raise InvalidParamsError(message=f"Invalid push notification config: {problem}")
 
 
 class PushConfigStore(PushNotificationConfigStore):
@@ -123,7 +88,8 @@ class PushConfigStore(PushNotificationConfigStore):
         self.statuses = statuses
         self.max_per_task = max_per_task
         self.slots = slots
-        self._locks = _TaskLocks()
+        # Striped: registrations of one task always share a lock (a rare, short wait).
+        self._locks = [asyncio.Lock() for _ in range(64)]
 
     def _over_cap(self) -> QuotaExceededError:
         return QuotaExceededError(
@@ -139,7 +105,7 @@ class PushConfigStore(PushNotificationConfigStore):
     ) -> TaskPushNotificationConfig | None:
         _check_header_safe(notification_config)
         config_id = notification_config.id or task_id
-        async with self._locks.hold(task_id):
+        async with self._locks[hash(task_id) % len(self._locks)]:
             existing = {c.id or task_id for c in await self.inner.get_info_for_dispatch(task_id)}
             is_new = config_id not in existing
             if is_new and len(existing) >= self.max_per_task:
