@@ -23,8 +23,7 @@ from cryptography.hazmat.primitives.serialization import load_pem_private_key
 from sqlalchemy import Column, Float, MetaData, String, Table, Text, insert, select
 from sqlalchemy.exc import IntegrityError
 
-from apcore_a2a.push.sealing import seal, unseal
-from apcore_a2a.push.signing import SigningKey
+from apcore_a2a.push.signing import SigningKey, seal, unseal
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine

@@ -1,20 +1,14 @@
 """Push notifications: SSRF policy, bounded retrying signed delivery, JWKS, config status.
 
-The SDK already stores configs (``Create/Get/List/DeleteTaskPushNotificationConfig`` on
-every binding) and calls a ``PushNotificationSender`` for each task event. This package
-supplies what the SDK leaves out, as one :class:`PushKit` that the server factory wires in:
-
-* ``url_validator`` - the SSRF policy at registration, refusing with ``-32602`` and the reason;
-* ``sender`` - ordered per config, retried with backoff, bounded in time and memory, each
-  POST signed (JWT in ``X-A2A-Signature``) and shaped by the config's protocol version;
-* ``config_store`` - the storage layer's store, plus the per-task cap, header checks and
-  the ``active``/``failed`` status and protocol version of each config;
-* ``observe(task_store)`` - the task store as the handler should see it (0.3 deliveries
-  carry the whole task as just saved);
-* ``routes_for(handler, ...)`` - ``/.well-known/jwks.json`` (auth-exempt) and the REST 0.3
-  create/delete routes the SDK gets wrong;
-* ``middleware`` - merges the status into the config answers where the shape allows;
-* ``card_extension`` - an ``AgentExtension`` pointing receivers at the JWKS.
+The SDK stores configs (``Create/Get/List/DeleteTaskPushNotificationConfig`` on every
+binding) and calls a ``PushNotificationSender`` for each task event. This package adds
+what it leaves out, as one :class:`PushKit` the server factory wires in: ``url_validator``
+(the SSRF policy at registration, ``-32602`` with the reason); ``sender`` (ordered per
+config, retried, bounded in time and memory, each POST signed and shaped by the config's
+protocol version); ``config_store`` (the cap per task, header checks, status and version
+of each config); ``observe(task_store)`` (0.3 deliveries carry the task as just saved);
+``routes_for(handler, ...)`` (``/.well-known/jwks.json`` and the REST 0.3 routes the SDK
+gets wrong); ``middleware`` (the status in config answers); ``card_extension``.
 
 Example::
 
@@ -40,14 +34,13 @@ from google.protobuf.struct_pb2 import Struct
 from starlette.middleware import Middleware
 from starlette.routing import BaseRoute, Route
 
-from apcore_a2a.push.bodies import PROTOCOL_VERSION_STATE_KEY, protocol_version
+from apcore_a2a.push._sql import PushTables
+from apcore_a2a.push.bodies import PROTOCOL_VERSION_STATE_KEY, TaskSnapshots, protocol_version
 from apcore_a2a.push.configs import PushConfigStore
 from apcore_a2a.push.policy import PushUrlPolicy, Resolver
 from apcore_a2a.push.responses import PushResponseMiddleware
-from apcore_a2a.push.sealing import seal, unseal
 from apcore_a2a.push.sender import SIGNATURE_HEADER, RetryingPushSender
-from apcore_a2a.push.signing import SigningKey, jwks_endpoint
-from apcore_a2a.push.snapshots import TaskSnapshots
+from apcore_a2a.push.signing import SigningKey, jwks_endpoint, seal, unseal
 from apcore_a2a.push.status import ACTIVE, FAILED, ConfigStatusBook
 from apcore_a2a.upstream.rest03_push_routes import rest03_push_routes
 
@@ -60,8 +53,8 @@ if TYPE_CHECKING:
     from a2a.server.tasks import TaskStore
     from sqlalchemy.ext.asyncio import AsyncEngine
 
-    from apcore_a2a.push._sql import PushTables
     from apcore_a2a.settings import Settings
+    from apcore_a2a.storage.quota_slots import SqlQuotaSlots
 
 __all__ = [
     "ACTIVE",
@@ -123,20 +116,13 @@ class PushKit:
 
     async def start(self) -> None:
         """Load or create the signing key, create tables, start the sender."""
+        key = self._configured_key
         if self._tables is not None:
             await self._tables.initialize()
-        if self._configured_key is not None:
-            self.signing_key = self._configured_key
-        elif self._tables is not None:
-            self.signing_key = await _stored_key(self._tables, self._encryption_key)
-        else:
-            self.signing_key = SigningKey.generate()
-        self.sender.start(self.signing_key)
-        logger.info(
-            "push: signing deliveries with %s key %s",
-            self.signing_key.algorithm,
-            self.signing_key.kid,
-        )
+            key = key or await _stored_key(self._tables, self._encryption_key)
+        self.signing_key = key = key or SigningKey.generate()
+        self.sender.start(key)
+        logger.info("push: signing deliveries with %s key %s", key.algorithm, key.kid)
 
     async def aclose(self) -> None:
         """Stop the sender after letting queued deliveries finish (bounded)."""
@@ -150,14 +136,14 @@ def build_push(
     agent_url: str | Callable[[], str],
     engine: AsyncEngine | None = None,
     resolver: Resolver | None = None,
+    slots: SqlQuotaSlots | None = None,
 ) -> PushKit:
     """Assemble the push components from *settings* (nothing runs until ``start``).
 
-    *agent_url* is the agent's public base URL: the ``iss`` of delivery JWTs and the base of
-    the JWKS URL; a callable gives it for the request being served (a mounted agent is
-    reached under its mount path). With *engine*, a generated signing key and config
-    failures are kept in that database. *resolver* replaces DNS resolution in the SSRF
-    policy (tests).
+    *agent_url*: the public base URL (``iss`` of delivery JWTs, base of the JWKS URL), or a
+    callable giving it for the request served (a mounted agent's includes its mount path).
+    *engine* keeps a generated signing key and config status in that database; *resolver*
+    replaces DNS in the SSRF policy (tests); *slots* hold the config cap across processes.
     """
     configured = (
         SigningKey.from_pem(settings.push_signing_key) if settings.push_signing_key else None
@@ -167,13 +153,11 @@ def build_push(
             "push: push_allow_insecure_urls is on - http:// and loopback webhooks are "
             "accepted; use this for development and tests only"
         )
-    tables: PushTables | None = None
-    if engine is not None:
-        from apcore_a2a.push._sql import PushTables
-
-        tables = PushTables(engine)
+    tables = PushTables(engine) if engine is not None else None
     statuses = ConfigStatusBook(tables, max_tasks=settings.task_max_capacity)
-    store = PushConfigStore(config_store, statuses, max_per_task=settings.push_max_configs_per_task)
+    store = PushConfigStore(
+        config_store, statuses, max_per_task=settings.push_max_configs_per_task, slots=slots
+    )
     policy = PushUrlPolicy(allow_insecure=settings.push_allow_insecure_urls, resolver=resolver)
     base = (agent_url if isinstance(agent_url, str) else agent_url()).rstrip("/")
     sender = RetryingPushSender(
@@ -186,19 +170,16 @@ def build_push(
         queue_size=settings.push_queue_size,
         snapshots=TaskSnapshots(),
     )
-    jwks_url = base + JWKS_PATH
-    extension = push_card_extension(
-        base, algorithm=configured.algorithm if configured is not None else "ES256"
-    )
+    algorithm = configured.algorithm if configured is not None else "ES256"
     kit = PushKit(
         sender=sender,
         url_validator=policy.validate,
         routes=[],
-        jwks_url=jwks_url,
+        jwks_url=base + JWKS_PATH,
         config_store=store,
         statuses=statuses,
         policy=policy,
-        card_extension=extension,
+        card_extension=push_card_extension(base, algorithm=algorithm),
         middleware=[Middleware(PushResponseMiddleware, statuses=statuses)],
         drain_timeout=min(10.0, settings.shutdown_timeout),
         _configured_key=configured,
@@ -218,13 +199,8 @@ def push_card_extension(agent_url: str, *, algorithm: str = "ES256") -> AgentExt
     and ``header`` (where the JWT travels).
     """
     params = Struct()
-    params.update(
-        {
-            "jwksUrl": agent_url.rstrip("/") + JWKS_PATH,
-            "algorithm": algorithm,
-            "header": SIGNATURE_HEADER,
-        }
-    )
+    jwks_url = agent_url.rstrip("/") + JWKS_PATH
+    params.update({"jwksUrl": jwks_url, "algorithm": algorithm, "header": SIGNATURE_HEADER})
     return AgentExtension(
         uri=PUSH_SIGNING_EXTENSION_URI,
         description=(
@@ -242,11 +218,8 @@ def card_extensions(settings: Settings) -> list[AgentExtension]:
     """``[push_card_extension(...)]`` when push notifications are on, else ``[]``."""
     if not settings.push_notifications:
         return []
-    algorithm = (
-        SigningKey.from_pem(settings.push_signing_key).algorithm
-        if settings.push_signing_key
-        else "ES256"
-    )
+    key = settings.push_signing_key
+    algorithm = SigningKey.from_pem(key).algorithm if key else "ES256"
     return [push_card_extension(settings.public_url(), algorithm=algorithm)]
 
 
@@ -255,9 +228,8 @@ async def _stored_key(tables: PushTables, encryption_key: str | None) -> Signing
     data = await tables.first_key()
     if data is None:
         fresh = SigningKey.generate()
-        pem = fresh.to_pem().decode()
-        await tables.add_key(fresh.kid, seal(pem, encryption_key))
-        data = await tables.first_key()
+        await tables.add_key(fresh.kid, seal(fresh.to_pem().decode(), encryption_key))
+        data = await tables.first_key()  # the oldest: a replica may have stored one first
         if data is None:  # pragma: no cover - the insert above cannot vanish
             raise RuntimeError("push: could not store the generated signing key")
         logger.info("push: generated a new signing key and stored it in the database")

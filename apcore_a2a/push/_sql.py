@@ -10,23 +10,11 @@ from __future__ import annotations
 
 import time
 
-from sqlalchemy import (
-    Column,
-    ColumnElement,
-    Float,
-    MetaData,
-    String,
-    Table,
-    Text,
-    and_,
-    delete,
-    insert,
-    select,
-)
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy import Column, Delete, Float, MetaData, String, Table, Text, delete, insert, select
+from sqlalchemy.exc import IntegrityError, ProgrammingError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-__all__ = ["PushTables"]
+__all__ = ["ConfigRecords", "PushTables"]
 
 _metadata = MetaData()
 
@@ -44,7 +32,7 @@ failed_configs = Table(
     Column("task_id", String(255), primary_key=True),
     Column("config_id", String(255), primary_key=True),
     Column("reason", Text, nullable=False),
-    Column("failed_at", Float, nullable=False),
+    Column("failed_at", Float, nullable=False, default=time.time),
 )
 
 # Only configs registered under another protocol version than 1.0 have a row: configs
@@ -58,17 +46,58 @@ config_versions = Table(
 )
 
 
+class ConfigRecords:
+    """One text value per ``(task_id, config_id)`` in *table*'s third column."""
+
+    def __init__(self, engine: AsyncEngine, table: Table) -> None:
+        self.engine = engine
+        self.table = table
+        self.value = table.columns[2]
+
+    async def read(self, task_id: str) -> dict[str, str]:
+        query = select(self.table.c.config_id, self.value).where(self.table.c.task_id == task_id)
+        async with self.engine.connect() as conn:
+            rows = (await conn.execute(query)).all()
+        return {str(config_id): str(value) for config_id, value in rows}
+
+    async def put(self, task_id: str, config_id: str, value: str) -> None:
+        row = {"task_id": task_id, "config_id": config_id, self.value.name: value}
+        try:
+            async with self.engine.begin() as conn:
+                await conn.execute(self._delete(task_id, config_id))
+                await conn.execute(insert(self.table).values(**row))
+        except IntegrityError:
+            pass  # another replica wrote the same config's row at the same moment
+
+    async def drop(self, task_id: str, config_id: str | None) -> None:
+        async with self.engine.begin() as conn:
+            await conn.execute(self._delete(task_id, config_id))
+
+    def _delete(self, task_id: str, config_id: str | None) -> Delete:
+        query = delete(self.table).where(self.table.c.task_id == task_id)
+        return query if config_id is None else query.where(self.table.c.config_id == config_id)
+
+
 class PushTables:
     """Async access to the push tables on *engine* (created on :meth:`initialize`)."""
 
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
+        self.failures = ConfigRecords(engine, failed_configs)
+        self.versions = ConfigRecords(engine, config_versions)
 
     async def initialize(self) -> None:
-        async with self.engine.begin() as conn:
-            await conn.run_sync(_metadata.create_all)
+        # Processes starting together (``workers``) race to create a table; PostgreSQL
+        # fails the loser's CREATE on pg_type's unique index: a second pass finds it made.
+        for attempt in range(3):
+            try:
+                async with self.engine.begin() as conn:
+                    await conn.run_sync(_metadata.create_all)
+                return
+            except (IntegrityError, ProgrammingError):
+                if attempt == 2:
+                    raise
 
-    # -- signing key -------------------------------------------------------------------
     async def first_key(self) -> str | None:
         """The oldest stored key, so that racing replicas all settle on the same one."""
         query = (
@@ -88,67 +117,3 @@ class PushTables:
                 )
         except IntegrityError:
             pass  # another replica stored the same key id first
-
-    # -- failed configs ----------------------------------------------------------------
-    async def failed(self, task_id: str) -> dict[str, str]:
-        query = select(failed_configs.c.config_id, failed_configs.c.reason).where(
-            failed_configs.c.task_id == task_id
-        )
-        async with self.engine.connect() as conn:
-            rows = (await conn.execute(query)).all()
-        return {str(config_id): str(reason) for config_id, reason in rows}
-
-    async def mark_failed(self, task_id: str, config_id: str, reason: str) -> None:
-        try:
-            async with self.engine.begin() as conn:
-                await conn.execute(delete(failed_configs).where(_matching(task_id, config_id)))
-                await conn.execute(
-                    insert(failed_configs).values(
-                        task_id=task_id, config_id=config_id, reason=reason, failed_at=time.time()
-                    )
-                )
-        except IntegrityError:
-            pass  # another replica marked it failed at the same moment
-
-    async def clear(self, task_id: str, config_id: str | None) -> None:
-        async with self.engine.begin() as conn:
-            await conn.execute(delete(failed_configs).where(_matching(task_id, config_id)))
-
-    # -- protocol versions -------------------------------------------------------------
-    async def versions(self, task_id: str) -> dict[str, str]:
-        query = select(config_versions.c.config_id, config_versions.c.protocol_version).where(
-            config_versions.c.task_id == task_id
-        )
-        async with self.engine.connect() as conn:
-            rows = (await conn.execute(query)).all()
-        return {str(config_id): str(version) for config_id, version in rows}
-
-    async def set_version(self, task_id: str, config_id: str, version: str | None) -> None:
-        """Record *version* for the config; ``None`` removes the record (reads as 1.0)."""
-        condition = _matching(task_id, config_id, config_versions)
-        try:
-            async with self.engine.begin() as conn:
-                await conn.execute(delete(config_versions).where(condition))
-                if version is not None:
-                    await conn.execute(
-                        insert(config_versions).values(
-                            task_id=task_id, config_id=config_id, protocol_version=version
-                        )
-                    )
-        except IntegrityError:
-            pass  # a concurrent registration of the same config id wrote its row first
-
-    async def forget_versions(self, task_id: str, config_id: str | None) -> None:
-        async with self.engine.begin() as conn:
-            await conn.execute(
-                delete(config_versions).where(_matching(task_id, config_id, config_versions))
-            )
-
-
-def _matching(
-    task_id: str, config_id: str | None, table: Table = failed_configs
-) -> ColumnElement[bool]:
-    condition = table.c.task_id == task_id
-    if config_id is not None:
-        condition = and_(condition, table.c.config_id == config_id)
-    return condition

@@ -5,10 +5,14 @@
 * 0.3: the whole ``Task`` as 0.3 JSON (``{"kind": "task", "id": ..., "status": ...}``), as
   0.3 senders (the a2a-sdk 0.3 ``BasePushNotificationSender``) post it on every update.
 
-The version of a call is read from the call context: a transport that knows it (the gRPC
-services) marks it under :data:`PROTOCOL_VERSION_STATE_KEY`; otherwise it is the
-``A2A-Version`` header, where a missing header means 0.3, the rule the SDK's version
-check applies to the same request.
+The SDK hands the sender only the event; it saves the updated task and then, in the same
+coroutine, calls the sender, so :class:`TaskSnapshots` (a view of the task store keeping
+the latest save per task, by reference, taken by the sender) gives the task after the
+event with no read and no owner. Its bound covers saves no event follows (a cancel from
+another replica, recovery of interrupted tasks).
+
+A call's version: marked under :data:`PROTOCOL_VERSION_STATE_KEY` by a transport that
+knows it (gRPC), else the ``A2A-Version`` header, missing meaning 0.3 (the SDK's rule).
 """
 
 from __future__ import annotations
@@ -17,18 +21,23 @@ import json
 from typing import Any
 
 from a2a.compat.v0_3.conversions import to_compat_task
+from a2a.server.cluster import VersionedTaskStore
 from a2a.server.context import ServerCallContext
+from a2a.server.tasks import TaskStore
 from a2a.server.tasks.push_notification_sender import PushNotificationEvent
 from a2a.types import Task, TaskArtifactUpdateEvent, TaskStatusUpdateEvent
 from a2a.utils.proto_utils import to_stream_response
+from cachetools import LRUCache
 from google.protobuf.json_format import MessageToDict
 
+from apcore_a2a.storage.observed import observe_saves
 from apcore_a2a.storage.streamed import IN_LOG
 
 __all__ = [
     "PROTOCOL_VERSION_STATE_KEY",
     "V0_3",
     "V1_0",
+    "TaskSnapshots",
     "body_v03",
     "body_v10",
     "protocol_version",
@@ -68,10 +77,9 @@ def body_v10(event: PushNotificationEvent) -> bytes:
 def body_v03(event: PushNotificationEvent, task: Task | None) -> bytes:
     """The 0.3 ``Task`` JSON after *event*.
 
-    *task* is the task as stored right after the event (see
-    :class:`~apcore_a2a.push.snapshots.TaskSnapshots`). Without it, the task is rebuilt
-    from the event alone (id, context, status or the one artifact), so a 0.3 receiver
-    still gets a ``Task`` it can read.
+    *task* is the task as stored right after the event (:class:`TaskSnapshots`); without
+    it the task is rebuilt from the event alone (id, context, status or the one artifact),
+    so a 0.3 receiver still gets a ``Task`` it can read.
     """
     if isinstance(event, Task):
         current = event
@@ -88,12 +96,9 @@ def body_v03(event: PushNotificationEvent, task: Task | None) -> bytes:
 
 
 def _unmarked(task: Task, event: PushNotificationEvent) -> Task:
-    """*task* without the marks of chunks kept in the event log (``storage/streamed.py``).
-
-    While a stream runs in cluster mode, the task in memory holds its streamed artifact
-    empty and marked; a 0.3 body then carries the chunk of this event in its place (the
-    earlier chunks were delivered with their own events), never the mark.
-    """
+    """*task* with this event's chunk in place of a streamed artifact that the cluster
+    keeps in the event log (``storage/streamed.py``: empty and marked in the task);
+    earlier chunks went with their own events."""
     if not any(IN_LOG in a.metadata for a in task.artifacts):
         return task
     copy = Task()
@@ -108,3 +113,30 @@ def _unmarked(task: Task, event: PushNotificationEvent) -> Task:
         ):
             copy.artifacts.append(event.artifact)
     return copy
+
+
+class TaskSnapshots:
+    """The last saved ``Task`` per task id (at most *limit* tasks).
+
+    Example: ``DefaultRequestHandler(task_store=TaskSnapshots().observe(store), ...)``
+    """
+
+    def __init__(self, limit: int = 1024) -> None:
+        self._tasks: LRUCache[str, Task] = LRUCache(maxsize=limit)
+
+    def remember(self, task: Task) -> None:
+        self._tasks[task.id] = task
+
+    def take(self, task_id: str) -> Task | None:
+        """The task as last saved (forgotten afterwards), or ``None``."""
+        return self._tasks.pop(task_id, None)
+
+    def __len__(self) -> int:
+        return len(self._tasks)
+
+    def observe(self, store: TaskStore | VersionedTaskStore) -> TaskStore | VersionedTaskStore:
+        """*store* seen through a view that remembers every saved task here."""
+        return observe_saves(store, self._saved)
+
+    def _saved(self, task: Task, context: ServerCallContext) -> None:
+        self.remember(task)

@@ -1,29 +1,29 @@
 """The push-config store the request handler sees: limits, header safety, bookkeeping.
 
-It wraps the storage layer's store (which keeps the configs, scoped by owner and, with
-SQL, encrypted at rest) and adds what the SDK leaves out:
+It wraps the storage layer's store (configs scoped by owner, with SQL encrypted at rest)
+and adds: a cap on configs per task (``push_max_configs_per_task``; one more gets
+:class:`~apcore_a2a.errors.QuotaExceededError`, -32091 / 429 / ``RESOURCE_EXHAUSTED``, so a
+task never fans out into hundreds of POSTs; replacing an existing id is always allowed);
+``-32602`` at registration for ``token``/``authentication`` values that could not travel in
+an HTTP header (a line break would smuggle another header); the protocol version of the
+registering call (deliveries follow it); a fresh failure record on (re)registration and
+deletion.
 
-* a cap on configs per task (``push_max_configs_per_task``): a new config over the cap is
-  refused with :class:`~apcore_a2a.errors.QuotaExceededError` (JSON-RPC ``-32091``, HTTP
-  429, gRPC ``RESOURCE_EXHAUSTED``), so one task can never fan out into hundreds of POSTs;
-  replacing a config that exists (same id) is always allowed;
-* ``token`` and ``authentication`` values that could not travel in an HTTP header (control
-  characters, e.g. a line break that would smuggle another header) are refused at
-  registration with ``-32602``, not discovered at delivery;
-* the protocol version of the registering call is recorded (deliveries follow it), and the
-  config's failure record is reset on (re)registration and deletion.
-
-The cap holds under concurrency: registrations of one task are serialized inside a process,
-and across replicas each one counts again after its insert and withdraws itself when the
-task went over the cap (so concurrent writers can only err on the side of refusing).
+The cap holds under concurrency: registrations of one task are serialized in a process;
+in cluster mode (also ``workers`` > 1) a new config first takes one of its task's slots
+in the shared database (``storage/quota_slots.py``, scope ``push``), atomically, and keeps
+it until the config is deleted (by its owner, or with its task by retention). Processes
+sharing a database without cluster mode count again after their insert and withdraw when
+the task went over the cap (erring only on the side of refusing).
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import re
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+import uuid
+from typing import TYPE_CHECKING
 
 from a2a.server.context import ServerCallContext
 from a2a.server.tasks.push_notification_config_store import PushNotificationConfigStore
@@ -33,6 +33,10 @@ from a2a.utils.errors import InvalidParamsError
 from apcore_a2a.errors import QuotaExceededError
 from apcore_a2a.push.bodies import protocol_version
 from apcore_a2a.push.status import ConfigStatusBook
+from apcore_a2a.storage.quota_slots import PUSH_SCOPE
+
+if TYPE_CHECKING:
+    from apcore_a2a.storage.quota_slots import SqlQuotaSlots
 
 __all__ = ["DEFAULT_MAX_CONFIGS_PER_TASK", "PushConfigStore"]
 
@@ -44,52 +48,30 @@ _HEADER_UNSAFE = re.compile(r"[^\t\x20-\x7e\x80-\xff]")
 _TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 
 
-class _TaskLocks:
-    """One ``asyncio.Lock`` per task id, dropped when nobody holds or awaits it."""
-
-    def __init__(self) -> None:
-        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
-
-    @asynccontextmanager
-    async def hold(self, task_id: str) -> AsyncIterator[None]:
-        lock, users = self._locks.get(task_id, (asyncio.Lock(), 0))
-        self._locks[task_id] = (lock, users + 1)
-        try:
-            async with lock:
-                yield
-        finally:
-            lock, users = self._locks[task_id]
-            if users == 1:
-                del self._locks[task_id]
-            else:
-                self._locks[task_id] = (lock, users - 1)
+def _holder(task_id: str, config_id: str) -> str:
+    """The slot holder of a stored config (hashed: both ids together may not fit)."""
+    return "c:" + hashlib.sha256(f"{task_id}\n{config_id}".encode()).hexdigest()
 
 
 def _check_header_safe(config: TaskPushNotificationConfig) -> None:
-    if config.token and _HEADER_UNSAFE.search(config.token):
-        raise InvalidParamsError(
-            message="Invalid push notification config: the token contains characters "
-            "that cannot be sent in an HTTP header"
-        )
-    if not config.HasField("authentication"):
-        return
     auth = config.authentication
-    if auth.scheme and not _TOKEN.match(auth.scheme):
-        raise InvalidParamsError(
-            message="Invalid push notification config: authentication.scheme must be a "
-            "single word such as Bearer or Basic"
-        )
-    if auth.credentials and _HEADER_UNSAFE.search(auth.credentials):
-        raise InvalidParamsError(
-            message="Invalid push notification config: authentication.credentials "
-            "contain characters that cannot be sent in an HTTP header"
-        )
+    problem = None
+    unsafe = "characters that cannot be sent in an HTTP header"
+    if _HEADER_UNSAFE.search(config.token):
+        problem = f"the token contains {unsafe}"
+    elif auth.scheme and not _TOKEN.match(auth.scheme):
+        problem = "authentication.scheme must be a single word such as Bearer or Basic"
+    elif _HEADER_UNSAFE.search(auth.credentials):
+        problem = f"authentication.credentials contain {unsafe}"
+    if problem is not None:
+        raise InvalidParamsError(message=f"Invalid push notification config: {problem}")
 
 
 class PushConfigStore(PushNotificationConfigStore):
     """A config store with a per-task cap, header checks and status/version bookkeeping.
 
-    Owner scoping and encryption at rest stay the wrapped store's job.
+    Owner scoping and encryption at rest stay the wrapped store's job. *slots* are the
+    cluster's quota slots (see the module docstring).
     """
 
     def __init__(
@@ -98,13 +80,16 @@ class PushConfigStore(PushNotificationConfigStore):
         statuses: ConfigStatusBook,
         *,
         max_per_task: int = DEFAULT_MAX_CONFIGS_PER_TASK,
+        slots: SqlQuotaSlots | None = None,
     ) -> None:
         if max_per_task < 1:
             raise ValueError(f"push_max_configs_per_task must be at least 1, got {max_per_task}")
         self.inner = inner
         self.statuses = statuses
         self.max_per_task = max_per_task
-        self._locks = _TaskLocks()
+        self.slots = slots
+        # Striped: registrations of one task always share a lock (a rare, short wait).
+        self._locks = [asyncio.Lock() for _ in range(64)]
 
     def _over_cap(self) -> QuotaExceededError:
         return QuotaExceededError(
@@ -120,15 +105,21 @@ class PushConfigStore(PushNotificationConfigStore):
     ) -> TaskPushNotificationConfig | None:
         _check_header_safe(notification_config)
         config_id = notification_config.id or task_id
-        async with self._locks.hold(task_id):
+        async with self._locks[hash(task_id) % len(self._locks)]:
             existing = {c.id or task_id for c in await self.inner.get_info_for_dispatch(task_id)}
             is_new = config_id not in existing
             if is_new and len(existing) >= self.max_per_task:
                 raise self._over_cap()
-            # The version first: a sender (here or on another replica) that sees the config
-            # must find its version too, or it would post a 1.0 body to a 0.3 receiver.
-            await self.statuses.set_version(task_id, config_id, protocol_version(context))
+            slot = None
+            if is_new and self.slots is not None:
+                slot = f"r:{uuid.uuid4().hex}"
+                if not await self.slots.take(PUSH_SCOPE, task_id, slot, self.max_per_task):
+                    raise self._over_cap()
             try:
+                # The version first: a sender (here or on another replica) that sees the
+                # config must find its version too, or it would post a 1.0 body to a 0.3
+                # receiver.
+                await self.statuses.set_version(task_id, config_id, protocol_version(context))
                 stored = await self.inner.set_info(task_id, notification_config, context)
                 if stored is not None and (stored.id or config_id) != config_id:
                     config_id = stored.id or config_id
@@ -136,12 +127,17 @@ class PushConfigStore(PushNotificationConfigStore):
                 if is_new and (
                     len(await self.inner.get_info_for_dispatch(task_id)) > self.max_per_task
                 ):
-                    # Another replica registered at the same moment: withdraw this one.
+                    # Another process registered at the same moment: withdraw this one.
                     await self.inner.delete_info(task_id, context, config_id)
                     raise self._over_cap()
-            except Exception:
+                if slot is not None and self.slots is not None:
+                    await self.slots.rename(PUSH_SCOPE, slot, _holder(task_id, config_id))
+                    slot = None
+            except BaseException:
                 if is_new:
                     await self.statuses.forget(task_id, config_id)
+                if slot is not None and self.slots is not None:
+                    await self.slots.give_back(PUSH_SCOPE, slot)
                 raise
             await self.statuses.clear(task_id, config_id)
         return stored
@@ -159,3 +155,11 @@ class PushConfigStore(PushNotificationConfigStore):
     ) -> None:
         await self.inner.delete_info(task_id, context, config_id)
         await self.statuses.forget(task_id, config_id)
+        if self.slots is None:
+            return
+        if config_id is not None:
+            await self.slots.give_back(PUSH_SCOPE, _holder(task_id, config_id))
+            return
+        for holder in await self.slots.holders(PUSH_SCOPE, task_id):
+            if not holder.startswith("r:"):  # not a registration in flight
+                await self.slots.give_back(PUSH_SCOPE, holder)

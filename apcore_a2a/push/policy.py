@@ -1,12 +1,11 @@
 """Which webhook URLs the agent may POST to (SSRF policy).
 
-A push config names a URL that the *agent* will call, so a caller could aim the agent at
-its own network: the metadata service, a database port on localhost, an admin panel on a
-private range. :class:`PushUrlPolicy` refuses such URLs with a specific reason, once when
-the config is registered (the reason reaches the caller as ``-32602``) and again before
-every delivery attempt, because DNS answers can change after registration. The sender
-then connects to the very address the policy checked (:meth:`PushUrlPolicy.resolve`):
-resolving the name again could give another answer (DNS rebinding).
+A push config names a URL the *agent* will call, so a caller could aim it at its own
+network (the metadata service, a database on localhost, an admin panel on a private
+range). :class:`PushUrlPolicy` refuses such URLs with the reason, at registration
+(``-32602``) and again before every delivery attempt (DNS answers change); the sender then
+connects to the very address checked (:meth:`PushUrlPolicy.resolve`): resolving the name
+again could give another answer (DNS rebinding).
 
 Example::
 
@@ -19,6 +18,7 @@ Example::
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ipaddress
 import logging
 import socket
@@ -51,13 +51,10 @@ async def _loop_resolver(host: str, port: int) -> list[str]:
 
 
 def _embedded_ipv4(addr: IPAddress) -> tuple[str, list[ipaddress.IPv4Address]] | None:
-    """``(kind, [IPv4, ...])`` for IPv6 forms that deliver to an IPv4 address inside them.
-
-    IPv4-mapped (``::ffff:a.b.c.d``) reaches the IPv4 address on a dual-stack host; 6to4
-    (``2002::/16``) and the well-known NAT64 prefix (``64:ff9b::/96``) are translated to
-    the IPv4 address they carry by any relay or translator on the path; Teredo
-    (``2001::/32``) tunnels to its client address through its server, so both count.
-    """
+    """``(kind, [IPv4, ...])`` for IPv6 forms that deliver to an IPv4 address inside: mapped
+    (``::ffff:a.b.c.d``, on a dual-stack host), 6to4 (``2002::/16``) and NAT64
+    (``64:ff9b::/96``, by any relay on the path), Teredo (``2001::/32``: to its client
+    through its server, so both count)."""
     if addr.version != 6:
         return None
     assert isinstance(addr, ipaddress.IPv6Address)
@@ -108,13 +105,9 @@ def _classify(addr: IPAddress, *, allow_loopback: bool) -> str | None:
 
 
 class PushUrlPolicy:
-    """SSRF policy for push-notification webhook URLs.
-
-    Secure mode (the default) accepts only ``https`` URLs whose host resolves exclusively
-    to public unicast addresses. ``allow_insecure=True`` (development and tests) also
-    accepts ``http`` and loopback hosts; private, link-local, CGNAT, multicast and
-    metadata addresses stay refused, and non-http(s) schemes are always refused.
-    """
+    """SSRF policy for webhook URLs: only ``https`` to hosts resolving exclusively to public
+    unicast addresses; ``allow_insecure=True`` (development, tests) adds ``http`` and
+    loopback, nothing else (private, link-local, CGNAT, multicast, metadata stay refused)."""
 
     def __init__(self, *, allow_insecure: bool = False, resolver: Resolver | None = None) -> None:
         self.allow_insecure = allow_insecure
@@ -122,8 +115,7 @@ class PushUrlPolicy:
 
     async def check(self, url: str) -> str | None:
         """Return why *url* is refused, or ``None`` when it may be called."""
-        reason, _address = await self.resolve(url)
-        return reason
+        return (await self.resolve(url))[0]
 
     async def resolve(self, url: str) -> tuple[str | None, str | None]:
         """``(reason, None)`` when *url* is refused, else ``(None, address)``: the checked
@@ -150,13 +142,10 @@ class PushUrlPolicy:
             literal: IPAddress | None = ipaddress.ip_address(host.split("%", 1)[0])
         except ValueError:
             literal = None
-        if literal is not None:
-            addresses: Sequence[str] = [str(literal)]
-        else:
-            try:
+        addresses: Sequence[str] = [str(literal)] if literal is not None else []
+        if literal is None:
+            with contextlib.suppress(OSError, UnicodeError):
                 addresses = await self._resolve(host, port or (443 if scheme == "https" else 80))
-            except (OSError, UnicodeError):
-                return f"host {host!r} could not be resolved", None
             if not addresses:
                 return f"host {host!r} could not be resolved", None
         for text in addresses:
@@ -165,19 +154,15 @@ class PushUrlPolicy:
             except ValueError:
                 return f"host {host!r} resolved to an unusable address ({text})", None
             reason = _classify(addr, allow_loopback=self.allow_insecure)
+            if reason is not None and literal is None:
+                return f"host {host!r} resolves to {reason}", None
             if reason is not None:
-                return (
-                    reason if literal is not None else f"host {host!r} resolves to {reason}"
-                ), None
+                return reason, None
         return None, addresses[0]
 
     async def validate(self, url: str) -> bool:
-        """Registration-time check for the SDK handler's ``push_url_validator``.
-
-        Raises ``InvalidParamsError`` (``-32602``) carrying the reason: the SDK turns a
-        plain ``False`` into a generic message, while a raised A2A error reaches the
-        caller as-is.
-        """
+        """The SDK handler's ``push_url_validator``: raises ``InvalidParamsError`` (-32602)
+        with the reason, as the SDK would turn a plain ``False`` into a generic message."""
         reason = await self.check(url)
         if reason is None:
             return True

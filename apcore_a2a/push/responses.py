@@ -1,24 +1,18 @@
 """Adds the delivery status to push-config answers where the protocol's shape allows it.
 
 The SDK answers the config methods from the protobuf ``TaskPushNotificationConfig``, which
-has no status. This ASGI middleware rewrites only those answers, adding members that every
-client of that shape ignores:
+has no status. This ASGI middleware rewrites only those answers (the call is read from the
+request record, :mod:`apcore_a2a.classify`; other requests pass untouched, unbuffered):
 
-* 1.0 (JSON-RPC ``Create/Get/ListTaskPushNotificationConfig(s)``, REST
-  ``/tasks/{id}/pushNotificationConfigs``): each config gains ``status`` (``active`` |
-  ``failed``) and, when failed, ``statusReason``;
-* JSON-RPC 0.3 (``tasks/pushNotificationConfig/set|get|list``): each standard
-  ``{"taskId", "pushNotificationConfig"}`` gains the same two members (0.3 JSON-RPC
-  clients read results with lenient JSON models); ``tasks/pushNotificationConfig/get``
-  with only the task id (allowed in 0.3) is answered with the config whose id defaulted to
-  the task id; ``delete`` answers ``"result": null`` as the 0.3 schema says (a2a-sdk 1.3
-  omits the member, which JSON-RPC 2.0 does not allow);
-* REST 0.3 (``/v1/...``) is left exactly as the 0.3 schema says: the genuine 0.3 Python
-  client parses those answers as protobuf and rejects any unknown member. A 0.3 caller
-  reads the status through JSON-RPC 0.3 or the 1.0 methods.
-
-Which call a request is comes from the request record (:mod:`apcore_a2a.classify`); every
-other request passes through untouched and unbuffered.
+* 1.0 (JSON-RPC and REST ``/tasks/{id}/pushNotificationConfigs``): each config gains
+  ``status`` (``active`` | ``failed``) and, when failed, ``statusReason``;
+* JSON-RPC 0.3 (``tasks/pushNotificationConfig/set|get|list``): each
+  ``{"taskId", "pushNotificationConfig"}`` gains the same (0.3 JSON-RPC clients read
+  lenient JSON); ``get`` with only the task id (allowed in 0.3) answers the config whose
+  id defaulted to the task id; ``delete`` answers ``"result": null`` as the 0.3 schema
+  says (a2a-sdk 1.3 omits the member, which JSON-RPC 2.0 does not allow);
+* REST 0.3 (``/v1/...``) stays exactly as the 0.3 schema says: the genuine 0.3 Python
+  client parses it as protobuf and rejects unknown members.
 """
 
 from __future__ import annotations
@@ -55,16 +49,15 @@ class PushResponseMiddleware:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         info = request_info(scope) if scope["type"] == "http" else None
-        if info is None or info.method not in _CONFIG_METHODS:
+        if (
+            info is None
+            or info.method not in _CONFIG_METHODS
+            or (info.binding == "rest" and info.version == "0.3")
+            or (info.binding == "rest" and info.method == "DeleteTaskPushNotificationConfig")
+        ):
             await self.app(scope, receive, send)
             return
-        if info.binding == "rest":
-            if info.version == "0.3" or info.method == "DeleteTaskPushNotificationConfig":
-                await self.app(scope, receive, send)
-            else:
-                await self._rewrite(scope, receive, send, rpc_method=None)
-            return
-        doc = info.payload
+        doc = info.payload  # None for REST (and its rpc_method too)
         params = doc.get("params") if isinstance(doc, dict) else None
         if (
             info.rpc_method == _V03_GET
@@ -79,12 +72,7 @@ class PushResponseMiddleware:
         await self._rewrite(scope, receive, send, rpc_method=info.rpc_method)
 
     async def _rewrite(
-        self,
-        scope: Scope,
-        receive: Receive,
-        send: Send,
-        *,
-        rpc_method: str | None,
+        self, scope: Scope, receive: Receive, send: Send, *, rpc_method: str | None
     ) -> None:
         start: Message | None = None
         chunks: list[bytes] = []

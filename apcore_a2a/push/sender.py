@@ -1,29 +1,24 @@
 """Retrying, ordered, signed webhook delivery of task events that cannot hurt the agent.
 
 The SDK calls :meth:`RetryingPushSender.send_notification` inline while it persists each
-task event, so this method only serializes the event and queues it; one worker per
-``(task_id, config_id)`` then POSTs the queued events in order. A slow or dead receiver
-therefore never delays the task, and never reorders what another receiver sees.
+task event, so it only serializes the event and queues it; one worker per
+``(task_id, config_id)`` POSTs the queue in order: a slow or dead receiver never delays the
+task nor reorders what another receiver sees. What a receiver can cost is bounded:
 
-What a receiver can cost the agent is bounded:
+* time: ONE deadline per attempt, ``push_timeout`` for everything (URL check, connect,
+  send, the answer's headers and the bounded read of its body), so a receiver dripping a
+  byte at a time is cut off like one that never answers;
+* memory: at most :data:`MAX_ANSWER_BYTES` of the answer are read, undecoded (a
+  compressed answer cannot expand); a config's queue holds ``push_queue_size`` events,
+  and overflowing it marks the config ``failed`` instead of growing;
+* fan-out: configs per task are capped at registration (:mod:`apcore_a2a.push.configs`).
 
-* time: every attempt has ONE deadline, ``push_timeout`` seconds for everything (URL check,
-  connect, sending, the answer's headers and the bounded read of its body), so a receiver
-  that drips a byte at a time is cut off at the deadline like one that never answers;
-* memory: the answer body is never buffered, at most :data:`MAX_ANSWER_BYTES` are read
-  (undecoded, so a compressed answer cannot expand) before the connection is closed; a
-  config's queue holds at most ``push_queue_size`` events, and overflowing it marks the
-  config ``failed`` with the reason instead of growing;
-* fan-out: the number of configs per task is capped where they are registered
-  (:mod:`apcore_a2a.push.configs`).
-
-Per attempt the URL passes the SSRF policy again and the POST goes to the address the
-policy checked (no second DNS lookup), a fresh JWT is signed over the exact body
-(sent in :data:`SIGNATURE_HEADER`), and the config's own ``authentication`` travels as
-``Authorization: <scheme> <credentials>`` (A2A spec). Connection errors, timeouts, 5xx and
-429 are retried after each of ``push_retry_delays``; when those are used up (or the receiver
-answers another non-2xx, or the URL is now refused) the config is marked ``failed`` and
-later events for it are dropped until it is registered again.
+Per attempt the URL passes the SSRF policy again and the POST goes to the address it
+checked (no second DNS lookup), a fresh JWT signs the exact body (:data:`SIGNATURE_HEADER`),
+and the config's ``authentication`` travels as ``Authorization: <scheme> <credentials>``.
+Connection errors, timeouts, 5xx and 429 are retried after each of ``push_retry_delays``;
+then (or on another non-2xx, or a URL now refused) the config is marked ``failed`` and its
+later events are dropped until it is registered again.
 """
 
 from __future__ import annotations
@@ -41,10 +36,9 @@ from a2a.server.tasks.push_notification_config_store import PushNotificationConf
 from a2a.server.tasks.push_notification_sender import PushNotificationEvent, PushNotificationSender
 from a2a.types import TaskPushNotificationConfig
 
-from apcore_a2a.push.bodies import V0_3, body_v03, body_v10
+from apcore_a2a.push.bodies import V0_3, TaskSnapshots, body_v03, body_v10
 from apcore_a2a.push.policy import PushUrlPolicy
 from apcore_a2a.push.signing import SigningKey
-from apcore_a2a.push.snapshots import TaskSnapshots
 from apcore_a2a.push.status import ConfigStatusBook
 
 __all__ = ["DEFAULT_QUEUE_SIZE", "MAX_ANSWER_BYTES", "SIGNATURE_HEADER", "RetryingPushSender"]
@@ -80,10 +74,6 @@ class _Queue:
 
 class _GiveUp(Exception):
     """The delivery cannot succeed; the message is the reason recorded on the config."""
-
-
-def _retryable(status: int) -> bool:
-    return status >= 500 or status == 429
 
 
 def _config_headers(config: TaskPushNotificationConfig) -> dict[str, str]:
@@ -216,9 +206,7 @@ class RetryingPushSender(PushNotificationSender):
         self, task_id: str, config_id: str, config: TaskPushNotificationConfig, body: bytes
     ) -> None:
         key = (task_id, config_id)
-        queue = self._queues.get(key)
-        if queue is None:
-            queue = self._queues[key] = _Queue()
+        queue = self._queues.setdefault(key, _Queue())
         if queue.overflowed:
             self.dropped += 1
             return
@@ -234,17 +222,11 @@ class RetryingPushSender(PushNotificationSender):
             logger.error("push: config %s of task %s: %s", config_id, task_id, reason)
             await self._statuses.mark_failed(task_id, config_id, reason)
             return
+        issuer = self._issuer().rstrip("/")
+        delivery_id = str(uuid.uuid4())
         headers = _config_headers(config)
         queue.items.append(
-            _Delivery(
-                task_id,
-                config_id,
-                config.url,
-                headers,
-                body,
-                str(uuid.uuid4()),
-                self._issuer().rstrip("/"),
-            )
+            _Delivery(task_id, config_id, config.url, headers, body, delivery_id, issuer)
         )
         if key not in self._workers:
             self._workers[key] = asyncio.create_task(
@@ -276,16 +258,13 @@ class RetryingPushSender(PushNotificationSender):
         except _GiveUp as stop:
             self.failed += 1
             reason = str(stop)
+            task_id, config_id, url = delivery.task_id, delivery.config_id, delivery.url
             logger.error(
-                "push: giving up on config %s of task %s (%s): %s",
-                delivery.config_id,
-                delivery.task_id,
-                delivery.url,
-                reason,
+                "push: giving up on config %s of task %s (%s): %s", config_id, task_id, url, reason
             )
             # The first reason stays: a queue overflow while this attempt ran says more.
-            if await self._statuses.failure(delivery.task_id, delivery.config_id) is None:
-                await self._statuses.mark_failed(delivery.task_id, delivery.config_id, reason)
+            if await self._statuses.failure(task_id, config_id) is None:
+                await self._statuses.mark_failed(task_id, config_id, reason)
         else:
             self.sent += 1
 
@@ -330,7 +309,7 @@ class RetryingPushSender(PushNotificationSender):
         status = answer[0]
         if 200 <= status < 300:
             return None
-        if _retryable(status):
+        if status >= 500 or status == 429:
             return f"HTTP {status}"
         raise _GiveUp(f"receiver answered HTTP {status}")
 

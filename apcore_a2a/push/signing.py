@@ -1,9 +1,10 @@
 """The agent's push-signing key: JWTs for deliveries and the JWKS that verifies them.
 
-Every delivery carries ``Authorization: Bearer <JWT>`` signed with this key. The JWT binds
-the delivery to its receiver and its exact body (``aud`` = webhook URL, ``body_sha256`` =
-hex SHA-256 of the request body), so a receiver that checks it knows the POST came from
-this agent and was not altered. The public half is served at ``/.well-known/jwks.json``.
+Every delivery carries a JWT signed with this key (``X-A2A-Signature``). It binds the
+delivery to its receiver and its exact body (``aud`` = webhook URL, ``body_sha256`` = hex
+SHA-256 of the request body), so a receiver that checks it knows the POST came from this
+agent and was not altered. The public half is served at ``/.well-known/jwks.json``.
+Private keys at rest (push and card signing alike) are sealed by :func:`seal`.
 
 Example::
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -24,11 +26,13 @@ from typing import Any
 import jwt
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
-from jwt.algorithms import ECAlgorithm, OKPAlgorithm, RSAAlgorithm
+from jwt.algorithms import get_default_algorithms
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-__all__ = ["DELIVERY_TOKEN_TTL", "SigningKey", "jwks_endpoint"]
+__all__ = ["DELIVERY_TOKEN_TTL", "SigningKey", "jwks_endpoint", "seal", "unseal"]
+
+logger = logging.getLogger("apcore_a2a.keys")
 
 #: Lifetime of a delivery JWT in seconds; every attempt is signed afresh.
 DELIVERY_TOKEN_TTL = 300
@@ -57,18 +61,6 @@ def _algorithm_for(key: PrivateKey) -> str:
     return "EdDSA"
 
 
-def _public_jwk(key: PrivateKey) -> dict[str, Any]:
-    public = key.public_key()
-    jwk: Any
-    if isinstance(public, ec.EllipticCurvePublicKey):
-        jwk = ECAlgorithm.to_jwk(public, as_dict=True)
-    elif isinstance(public, rsa.RSAPublicKey):
-        jwk = RSAAlgorithm.to_jwk(public, as_dict=True)
-    else:
-        jwk = OKPAlgorithm.to_jwk(public, as_dict=True)
-    return dict(jwk)
-
-
 def _thumbprint(jwk: dict[str, Any]) -> str:
     members = {name: jwk[name] for name in _THUMBPRINT_MEMBERS[str(jwk["kty"])]}
     canonical = json.dumps(members, separators=(",", ":"), sort_keys=True).encode()
@@ -82,7 +74,8 @@ class SigningKey:
     def __init__(self, private_key: PrivateKey) -> None:
         self._key = private_key
         self.algorithm = _algorithm_for(private_key)
-        jwk = _public_jwk(private_key)
+        public = private_key.public_key()
+        jwk = dict(get_default_algorithms()[self.algorithm].to_jwk(public, as_dict=True))
         self.kid = _thumbprint(jwk)
         jwk.update({"kid": self.kid, "alg": self.algorithm, "use": "sig"})
         self.public_jwk: dict[str, Any] = jwk
@@ -156,3 +149,42 @@ def jwks_endpoint(
         return JSONResponse(key.jwks(), headers={"Cache-Control": "public, max-age=300"})
 
     return endpoint
+
+
+# Private keys at rest, the push and the card signing key alike (so either reads back the
+# same way): Fernet-sealed as ``fernet:<token>`` when ``push_encryption_key`` is set; one
+# read in the clear is named in a warning at start.
+_FERNET_PREFIX = "fernet:"
+
+
+def seal(pem: str, encryption_key: str | None) -> str:
+    """*pem* as stored: sealed when *encryption_key* is set, else as is."""
+    if not encryption_key:
+        return pem
+    from cryptography.fernet import Fernet
+
+    return _FERNET_PREFIX + Fernet(encryption_key.encode()).encrypt(pem.encode()).decode()
+
+
+def unseal(data: str, encryption_key: str | None, what: str) -> str:
+    """The PEM of a stored key; *what* names it in errors (``"push signing key"``)."""
+    if not data.startswith(_FERNET_PREFIX):
+        if encryption_key:
+            fix = "it was stored before push_encryption_key was set; rotate it"
+        else:
+            fix = "set A2A_PUSH_ENCRYPTION_KEY (or A2A_PUSH_ENCRYPTION_KEY_FILE) to seal it"
+        logger.warning(
+            "the %s is stored in the clear in the task database (readable by anyone who "
+            "can read the database): %s",
+            what,
+            fix,
+        )
+        return data
+    if not encryption_key:
+        raise RuntimeError(f"the stored {what} is encrypted; set push_encryption_key to read it")
+    from cryptography.fernet import Fernet, InvalidToken
+
+    try:
+        return Fernet(encryption_key.encode()).decrypt(data[len(_FERNET_PREFIX) :]).decode()
+    except InvalidToken:
+        raise RuntimeError(f"push_encryption_key does not decrypt the stored {what}") from None

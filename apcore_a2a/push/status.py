@@ -1,20 +1,15 @@
 """What the agent keeps about each push config beside it: delivery status and version.
 
-The A2A ``TaskPushNotificationConfig`` message has neither a status nor the protocol
-version it was registered under, so both live in a :class:`ConfigStatusBook` keyed by
-``(task_id, config_id)``:
-
-* status: only failures are recorded; a config without a record is ``active``. The
-  record is merged into get/list answers by :mod:`apcore_a2a.push.responses`.
-  Registering a config again (same id) or deleting it clears it, which is how a receiver
-  that came back is re-enabled.
-* version: only configs registered under protocol 0.3 have a record; every other config
-  is delivered as 1.0 (see :mod:`apcore_a2a.push.bodies`).
-
-In memory, or in SQL tables beside the configs when the task store is SQL.
+The A2A ``TaskPushNotificationConfig`` has neither, so a :class:`ConfigStatusBook` keeps
+them per ``(task_id, config_id)``, in memory or in SQL beside the configs. Only failures
+are recorded (no record: ``active``; :mod:`~apcore_a2a.push.responses` shows it), cleared
+when the config is registered again or deleted (how a receiver that came back is
+re-enabled); only non-1.0 versions are recorded (:mod:`~apcore_a2a.push.bodies`).
 """
 
 from __future__ import annotations
+
+from typing import Protocol
 
 from apcore_a2a.push._sql import PushTables
 
@@ -25,48 +20,49 @@ FAILED = "failed"
 #: The protocol version of a config that has no version record.
 DEFAULT_VERSION = "1.0"
 
-_Records = dict[str, dict[str, str]]
+
+class _Records(Protocol):
+    async def read(self, task_id: str) -> dict[str, str]: ...
+    async def put(self, task_id: str, config_id: str, value: str) -> None: ...
+    async def drop(self, task_id: str, config_id: str | None) -> None: ...
 
 
-def _remember(records: _Records, task_id: str, config_id: str, value: str, limit: int) -> None:
-    configs = records.pop(task_id, {})
-    configs[config_id] = value
-    records[task_id] = configs  # re-insert: dict order is the eviction order
-    while len(records) > limit:
-        del records[next(iter(records))]
+class _MemoryRecords:
+    """``ConfigRecords`` in memory, for the *limit* tasks touched most recently."""
 
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._tasks: dict[str, dict[str, str]] = {}
 
-def _forget(records: _Records, task_id: str, config_id: str | None) -> None:
-    if config_id is None:
-        records.pop(task_id, None)
-        return
-    configs = records.get(task_id)
-    if configs is not None:
-        configs.pop(config_id, None)
-        if not configs:
-            del records[task_id]
+    async def read(self, task_id: str) -> dict[str, str]:
+        return dict(self._tasks.get(task_id, {}))
+
+    async def put(self, task_id: str, config_id: str, value: str) -> None:
+        configs = self._tasks.pop(task_id, {})
+        configs[config_id] = value
+        self._tasks[task_id] = configs  # re-insert: dict order is the eviction order
+        while len(self._tasks) > self._limit:
+            del self._tasks[next(iter(self._tasks))]
+
+    async def drop(self, task_id: str, config_id: str | None) -> None:
+        configs = self._tasks.get(task_id, {})
+        if config_id is not None:
+            configs.pop(config_id, None)
+        if config_id is None or not configs:
+            self._tasks.pop(task_id, None)
 
 
 class ConfigStatusBook:
-    """Failures and protocol versions of push configs, in memory or in SQL (*tables*).
-
-    In memory at most *max_tasks* tasks are remembered per kind of record (the task
-    touched least recently is forgotten first), so a long-running process with many dead
-    webhooks does not grow without bound.
-    """
+    """Failures and protocol versions of push configs, in SQL (*tables*) or in memory
+    (at most *max_tasks* tasks per kind, so many dead webhooks cannot grow it unbounded)."""
 
     def __init__(self, tables: PushTables | None = None, *, max_tasks: int = 10_000) -> None:
-        self._tables = tables
-        self._max_tasks = max_tasks
-        self._failures: _Records = {}
-        self._versions: _Records = {}
+        self._failures: _Records = tables.failures if tables else _MemoryRecords(max_tasks)
+        self._versions: _Records = tables.versions if tables else _MemoryRecords(max_tasks)
 
-    # -- delivery status ---------------------------------------------------------------
     async def failures(self, task_id: str) -> dict[str, str]:
         """``{config_id: reason}`` for the failed configs of a task."""
-        if self._tables is not None:
-            return await self._tables.failed(task_id)
-        return dict(self._failures.get(task_id, {}))
+        return await self._failures.read(task_id)
 
     async def failure(self, task_id: str, config_id: str) -> str | None:
         """Why the config failed, or ``None`` while it is active."""
@@ -74,41 +70,24 @@ class ConfigStatusBook:
 
     async def mark_failed(self, task_id: str, config_id: str, reason: str) -> None:
         """Record that deliveries to this config stopped, and why."""
-        if self._tables is not None:
-            await self._tables.mark_failed(task_id, config_id, reason)
-            return
-        _remember(self._failures, task_id, config_id, reason, self._max_tasks)
+        await self._failures.put(task_id, config_id, reason)
 
     async def clear(self, task_id: str, config_id: str | None = None) -> None:
         """Forget the failure of one config, or of every config of the task."""
-        if self._tables is not None:
-            await self._tables.clear(task_id, config_id)
-            return
-        _forget(self._failures, task_id, config_id)
+        await self._failures.drop(task_id, config_id)
 
-    # -- protocol version --------------------------------------------------------------
     async def versions(self, task_id: str) -> dict[str, str]:
         """``{config_id: version}`` for the configs of a task not registered under 1.0."""
-        if self._tables is not None:
-            return await self._tables.versions(task_id)
-        return dict(self._versions.get(task_id, {}))
+        return await self._versions.read(task_id)
 
     async def set_version(self, task_id: str, config_id: str, version: str) -> None:
         """Record the protocol version a config was (re)registered under."""
-        if self._tables is not None:
-            await self._tables.set_version(
-                task_id, config_id, None if version == DEFAULT_VERSION else version
-            )
-            return
         if version == DEFAULT_VERSION:
-            _forget(self._versions, task_id, config_id)
+            await self._versions.drop(task_id, config_id)
         else:
-            _remember(self._versions, task_id, config_id, version, self._max_tasks)
+            await self._versions.put(task_id, config_id, version)
 
     async def forget(self, task_id: str, config_id: str | None = None) -> None:
         """Drop every record of one config, or of every config of the task (deletion)."""
         await self.clear(task_id, config_id)
-        if self._tables is not None:
-            await self._tables.forget_versions(task_id, config_id)
-            return
-        _forget(self._versions, task_id, config_id)
+        await self._versions.drop(task_id, config_id)

@@ -181,6 +181,7 @@ class A2AServerFactory:
                 config_store=stores.push_config_store,
                 agent_url=card_base.url,
                 engine=stores.engine,
+                slots=stores.quota_slots,
             )
             if s.push_notifications
             else None

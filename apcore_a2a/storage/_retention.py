@@ -17,6 +17,7 @@ from sqlalchemy import delete, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ._tables import claims_table, turns_table
+from .quota_slots import PUSH_SCOPE, slots_table
 
 __all__ = ["purge_finished_tasks", "retention_interval"]
 
@@ -39,8 +40,8 @@ async def purge_finished_tasks(
 ) -> int:
     """Delete finished tasks whose last status is older than *retention_seconds*.
 
-    Their push configs go too, and in cluster mode their version rows, event log and
-    claims. Returns the number of tasks deleted.
+    Their push configs go too, and in cluster mode their version rows, event log,
+    claims and push-config quota slots. Returns the number of tasks deleted.
     """
     # The SDK stores ``last_updated`` as naive UTC (the status timestamp).
     cutoff = datetime.now(UTC).replace(tzinfo=None) - timedelta(seconds=retention_seconds)
@@ -70,5 +71,10 @@ async def purge_finished_tasks(
                 return total
             for table in dependents:
                 await conn.execute(delete(table).where(table.c.task_id.in_(ids)))
+            if cluster:
+                slots = slots_table.c
+                await conn.execute(
+                    delete(slots_table).where(slots.scope == PUSH_SCOPE, slots.subject.in_(ids))
+                )
             await conn.execute(delete(TaskModel).where(TaskModel.id.in_(ids)))
         total += len(ids)

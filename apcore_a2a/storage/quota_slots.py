@@ -27,10 +27,12 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from ._replicas import ReplicaRegistry
 from ._tables import METADATA, replicas_table
 
-__all__ = ["LEASE_SECONDS", "SqlQuotaSlots", "slots_table"]
+__all__ = ["LEASE_SECONDS", "PUSH_SCOPE", "SqlQuotaSlots", "slots_table"]
 
 logger = logging.getLogger("apcore_a2a.storage")
 
+#: Scope of the push-config slots: the subject is the task id (retention frees them).
+PUSH_SCOPE = "push"
 #: Seconds a slot given back stays reserved for this process's next taker of it.
 LEASE_SECONDS = 1.0
 

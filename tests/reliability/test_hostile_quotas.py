@@ -1,4 +1,6 @@
-"""Per-caller quotas hold under a burst: 50 attempts at the same moment, quota 3, 3 pass.
+"""Quotas hold under a burst: 50 attempts at the same moment, quota 3, 3 pass.
+
+Per caller: new tasks and open streams; per task: push configs.
 
 The attempts are spread over JSON-RPC and REST in both protocol versions, and run against
 one process, ``--workers 2`` and two replicas (cluster mode on PostgreSQL: the quota is the
@@ -35,6 +37,9 @@ def _deployment(kind: str) -> Iterator[list[str]]:
         "A2A_MAX_UNFINISHED_TASKS_PER_CALLER": str(QUOTA),
         "A2A_MAX_STREAMS_PER_CALLER": str(QUOTA),
         "A2A_CLUSTER_POLL_INTERVAL": "0.1",
+        "A2A_PUSH_MAX_CONFIGS_PER_TASK": str(QUOTA),
+        "PUSH_NOTIFICATIONS": "true",
+        "A2A_PUSH_ALLOW_INSECURE_URLS": "true",
     }
     args = ["--extensions-dir", PROBES]
     with contextlib.ExitStack() as stack:
@@ -94,8 +99,10 @@ def _task_id(payload: Any) -> str | None:
     return None
 
 
-async def _burst(urls: list[str], one: Any) -> list[tuple[bool, str | None]]:
-    """*ATTEMPTS* calls of ``one(http, base, dialect)``, released together."""
+async def _burst(
+    urls: list[str], one: Any, attempts: int = ATTEMPTS
+) -> list[tuple[bool, str | None]]:
+    """*attempts* calls of ``one(http, base, dialect)``, released together."""
     start = asyncio.Event()
 
     async def attempt(index: int) -> tuple[bool, str | None]:
@@ -105,10 +112,10 @@ async def _burst(urls: list[str], one: Any) -> list[tuple[bool, str | None]]:
             base = urls[index % len(urls)]
             return await one(http, base, DIALECTS[index % len(DIALECTS)])
 
-    attempts = [asyncio.create_task(attempt(i)) for i in range(ATTEMPTS)]
+    tasks = [asyncio.create_task(attempt(i)) for i in range(attempts)]
     await asyncio.sleep(0.5)
     start.set()
-    return await asyncio.gather(*attempts)
+    return await asyncio.gather(*tasks)
 
 
 @pytest.mark.parametrize("kind", ["one", "workers", "replicas"])
@@ -185,6 +192,72 @@ async def test_fifty_concurrent_streams_against_a_quota_of_three(kind: str, tmp_
                 cancel["params"] = {"id": task_id}
                 await http.post(urls[0] + "/", json=cancel, headers={"A2A-Version": "1.0"})
         assert len(opened) == QUOTA, f"{len(opened)} of {ATTEMPTS} streams opened"
+
+
+def _push_config(base: str, dialect: str, task_id: str, config_id: str) -> Any:
+    """``(url, headers, body)`` of a CreateTaskPushNotificationConfig in *dialect*."""
+    hook = f"http://127.0.0.1:9/{config_id}"
+    headers = {"A2A-Version": "0.3" if dialect.endswith("0.3") else "1.0"}
+    if dialect == "rest-0.3":
+        body = {"pushNotificationConfig": {"id": config_id, "url": hook}}
+        return f"{base}/v1/tasks/{task_id}/pushNotificationConfigs", headers, body
+    if dialect == "rest-1.0":
+        body = {"id": config_id, "url": hook}
+        return f"{base}/tasks/{task_id}/pushNotificationConfigs", headers, body
+    if dialect == "jsonrpc-0.3":
+        method = "tasks/pushNotificationConfig/set"
+        params: dict[str, Any] = {
+            "taskId": task_id,
+            "pushNotificationConfig": {"id": config_id, "url": hook},
+        }
+    else:
+        method = "CreateTaskPushNotificationConfig"
+        params = {"taskId": task_id, "id": config_id, "url": hook}
+    return f"{base}/", headers, {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+
+
+@pytest.mark.parametrize("kind", ["one", "workers", "replicas"])
+async def test_fifty_concurrent_push_configs_against_a_quota_of_three(
+    kind: str, tmp_path: Path
+) -> None:
+    """The quota is per task; then, emptied again, twenty bursts of 4: exactly 3 each time
+    (processes that counted after storing could both withdraw, leaving 2)."""
+    journal = str(tmp_path / "journal.txt")
+
+    async def rpc(http: httpx.AsyncClient, base: str, method: str, params: Any) -> Any:
+        body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+        return (await http.post(base + "/", json=body, headers={"A2A-Version": "1.0"})).json()
+
+    async def create(http: httpx.AsyncClient, base: str, dialect: str) -> tuple[bool, str | None]:
+        config_id = uuid.uuid4().hex
+        url, headers, body = _push_config(base, dialect, task_id, config_id)
+        response = await http.post(url, json=body, headers=headers)
+        payload = response.json()
+        if _refused(response.status_code, payload):
+            return False, None
+        assert response.status_code == 200 and "error" not in payload, payload
+        return True, config_id
+
+    with _deployment(kind) as urls:
+        async with httpx.AsyncClient(timeout=60) as http:
+            pay = {"journal": journal, "amount": 5}
+            message = _call(urls[0], "jsonrpc-1.0", "probe.pay", pay, stream=False)[2]
+            answer = await rpc(http, urls[0], "SendMessage", message["params"])
+            task_id = answer["result"]["task"]["id"]
+        for attempts in (ATTEMPTS, *[QUOTA + 1] * 20):
+            outcomes = await _burst(urls, create, attempts)
+            accepted = sorted(str(config_id) for ok, config_id in outcomes if ok)
+            assert len(accepted) == QUOTA, f"{len(accepted)} of {attempts} accepted"
+            async with httpx.AsyncClient(timeout=30) as http:
+                # The refused ones stored nothing: the task has exactly the accepted configs.
+                for base in urls:
+                    listed = await rpc(
+                        http, base, "ListTaskPushNotificationConfigs", {"taskId": task_id}
+                    )
+                    assert sorted(c["id"] for c in listed["result"]["configs"]) == accepted
+                for i, config_id in enumerate(accepted):
+                    params = {"taskId": task_id, "id": config_id}
+                    await rpc(http, urls[i % len(urls)], "DeleteTaskPushNotificationConfig", params)
 
 
 async def test_slots_freed_on_one_replica_serve_the_other(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from apcore_a2a.storage import open_stores
+from apcore_a2a.storage.quota_slots import PUSH_SCOPE
 
 from ._helpers import ago, ctx, make_task, settings
 from .test_recovery import eventually, put
@@ -58,6 +59,10 @@ async def test_cluster_retention_also_drops_versions_and_events(sql_url: str) ->
     try:
         # Written while running (never purged), so the event row can be seen first.
         old_done = make_task(TaskState.TASK_STATE_WORKING, at=ago(3600))
+        # A push config's quota slot (push/configs.py) goes with its task.
+        assert stores.quota_slots is not None
+        assert await stores.quota_slots.take(PUSH_SCOPE, old_done.id, "r:1", 3)
+        await stores.quota_slots.rename(PUSH_SCOPE, "r:1", "c:config")
         store = stores.task_store
         assert isinstance(store, VersionedTaskStore)
         version = TaskVersion.MISSING
@@ -79,6 +84,7 @@ async def test_cluster_retention_also_drops_versions_and_events(sql_url: str) ->
         await eventually(purged)
         for table in ("task_versions", "task_events"):
             assert await count_rows(stores.engine, table, old_done.id) == 0, table
+        assert await stores.quota_slots.holders(PUSH_SCOPE, old_done.id) == []
     finally:
         await stores.aclose()
 
