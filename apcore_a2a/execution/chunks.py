@@ -20,7 +20,6 @@ from a2a.types import Part
 
 from apcore_a2a.adapters.outputs import text_from_value
 from apcore_a2a.adapters.parts import is_file, output_to_parts
-from apcore_a2a.execution.events import deep_merge
 
 __all__ = ["LAST_CHUNK_GRACE", "StreamSummary", "with_last_flag"]
 
@@ -29,13 +28,6 @@ __all__ = ["LAST_CHUNK_GRACE", "StreamSummary", "with_last_flag"]
 LAST_CHUNK_GRACE = 0.02
 
 _END = object()
-
-
-async def _next(iterator: AsyncIterator[Any]) -> Any:
-    try:
-        return await anext(iterator)
-    except StopAsyncIteration:
-        return _END
 
 
 async def with_last_flag(
@@ -50,7 +42,7 @@ async def with_last_flag(
     pending: asyncio.Task[Any] | None = None
     try:
         while True:
-            pending = asyncio.ensure_future(_next(chunks))
+            pending = asyncio.ensure_future(anext(chunks, _END))
             if held is not _END:
                 done, _ = await asyncio.wait({pending}, timeout=grace)
                 if not done:
@@ -79,6 +71,14 @@ async def with_last_flag(
                 await pending
 
 
+def _deep_merge(target: dict[str, Any], chunk: dict[str, Any]) -> None:
+    for key, value in chunk.items():
+        if isinstance(value, dict) and isinstance(target.get(key), dict):
+            _deep_merge(target[key], value)
+        else:
+            target[key] = value
+
+
 class StreamSummary:
     """The result of a whole stream, for the ``completed`` status message.
 
@@ -93,7 +93,7 @@ class StreamSummary:
     def add(self, chunk: Any) -> None:
         self.count += 1
         if isinstance(chunk, dict) and not is_file(chunk) and text_from_value(chunk) is None:
-            deep_merge(self._data, {k: v for k, v in chunk.items() if not is_file(v)})
+            _deep_merge(self._data, {k: v for k, v in chunk.items() if not is_file(v)})
 
     def parts(self) -> list[Part]:
         return output_to_parts(self._data) if self._data else []
