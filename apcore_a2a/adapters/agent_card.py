@@ -34,7 +34,6 @@ from a2a.types import (
     SecurityScheme,
 )
 from google.protobuf.json_format import MessageToDict
-from google.protobuf.struct_pb2 import Struct
 
 from apcore_a2a.adapters.skills import SCHEMA_EXTENSION_URI, SkillSpec
 
@@ -167,8 +166,7 @@ class AgentCardBuilder:
 
     def build(self, specs: Iterable[SkillSpec]) -> AgentCard:
         specs = list(specs)
-        params = Struct()
-        params.update({"skills": {s.module_id: s.extension_entry for s in specs}})
+        params = {"skills": {s.module_id: s.extension_entry for s in specs}}
         extensions = [
             AgentExtension(
                 uri=SCHEMA_EXTENSION_URI,
@@ -188,7 +186,7 @@ class AgentCardBuilder:
             extensions=extensions,
             extended_agent_card=self.extended_agent_card or None,
         )
-        card = AgentCard(
+        return AgentCard(
             name=self.name,
             description=self.description or f"apcore agent with {len(specs)} skills",
             version=self.version,
@@ -200,9 +198,6 @@ class AgentCardBuilder:
             or ["application/json"],
             skills=[s.skill for s in specs],
             security_requirements=list(self.security_requirements),
+            security_schemes=dict(self.security_schemes),
+            documentation_url=self.documentation_url or None,
         )
-        for key, scheme in self.security_schemes.items():
-            card.security_schemes[key].CopyFrom(scheme)
-        if self.documentation_url:
-            card.documentation_url = self.documentation_url
-        return card

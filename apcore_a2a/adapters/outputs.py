@@ -72,13 +72,9 @@ class File(BaseModel):
 
 
 def file_from_value(value: Any) -> File | None:
-    """*value* as a :class:`File`: a ``File``, or a dict shaped like its ``model_dump()``.
-
-    The dict must say ``"kind": "file"``, carry exactly one of ``raw`` (bytes, or their
-    base64 text, standard or URL-safe as in ``model_dump(mode="json")``) and ``url``, and
-    no other keys than File's. Anything else is not a file (``None``), so ordinary data
-    that merely has a ``url`` key stays data.
-    """
+    """*value* as a :class:`File`: a ``File``, or a dict shaped like its ``model_dump()``
+    (``raw`` may be base64 text, as in ``model_dump(mode="json")``). Anything else is not a
+    file (``None``), so ordinary data that merely has a ``url`` key stays data."""
     if isinstance(value, File):
         return value
     if not isinstance(value, Mapping) or value.get("kind") != "file":

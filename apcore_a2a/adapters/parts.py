@@ -11,10 +11,7 @@ apcore modules take one dict. Incoming parts become that dict:
   turned back into ``int`` wherever the schema says ``integer`` -- apcore validates
   strictly and would reject them otherwise.
 
-Module output becomes parts: ``dict`` -> data part (``bytes`` and file values split out
-as file parts), ``str`` or ``{"kind": "text", "text": ...}`` -> text part, a file
-(``bytes``, :class:`~.outputs.File` or its dict shape) -> file part, a list of files ->
-file parts, other JSON values -> a data part holding that value, ``None`` -> no parts.
+Module output becomes parts as docs/lifecycle.md ("What a module answers") tabulates.
 """
 
 from __future__ import annotations

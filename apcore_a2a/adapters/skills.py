@@ -49,8 +49,6 @@ class SkillSpec:
     skill: AgentSkill
     module_id: str
     input_facts: SchemaFacts
-    output_schema: dict[str, Any]
-    annotations: dict[str, Any]
     streaming: bool
     #: how the skill answers: ``"task"`` (default), ``"message"`` (stateless reply) or
     #: ``"auto"`` (the module decides per call, a task unless it says otherwise)
@@ -164,8 +162,6 @@ def skill_from_descriptor(descriptor: Any, *, streaming: bool = False) -> SkillS
         skill=skill,
         module_id=module_id,
         input_facts=facts,
-        output_schema=output_schema,
-        annotations=annotations,
         streaming=streaming,
         reply=reply,
         wrapped_result=wrapped,

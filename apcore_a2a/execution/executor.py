@@ -229,9 +229,8 @@ class ApCoreAgentExecutor(AgentExecutor):
     ) -> tuple[Any, bool]:
         """Run the module under ``execution_timeout``; returns (result, streamed).
 
-        With *stream*, a streaming module's chunks go to the run's queue; otherwise the
-        module is called as a whole. Cancellation and timeout stop the module
-        (``Run.stop``). *on_task* is called (from any thread) when the module chooses a task.
+        With *stream*, a streaming module's chunks are emitted as they come. *on_task* is
+        called (from any thread) when the module chooses a task.
         """
         apcore_context = _apcore_context(context, spec, run.token, self._timeout)
         run.data = apcore_context.data
@@ -255,12 +254,8 @@ class ApCoreAgentExecutor(AgentExecutor):
     async def _stream(
         self, run: Run, spec: SkillSpec, inputs: dict[str, Any], apcore_context: Any
     ) -> tuple[list[Part] | None, bool]:
-        """Run a streaming module; each chunk becomes an artifact update on one id.
-
-        A chunk goes out as soon as the next one arrives, the module's generator ends, or
-        a short grace passes (``chunks.with_last_flag``). Returns the parts of the whole
-        result (``chunks.StreamSummary``) and whether any chunk came.
-        """
+        """Each chunk becomes an update of one artifact; returns the parts of the whole
+        result (``chunks.StreamSummary``) and whether any chunk came."""
         artifact_id = uuid.uuid4().hex
         summary = StreamSummary()
         stream = self._executor.stream(spec.module_id, inputs, apcore_context)
@@ -284,12 +279,9 @@ class ApCoreAgentExecutor(AgentExecutor):
     ) -> None:
         """Skills that answer with messages: run the module, then answer as it needs.
 
-        A ``Message`` unless the module chose a task for this call (``reply_as``), the
-        skill is ``"auto"`` and the module chose nothing, or the call needs one (the
-        module asked for input or an approval is pending). A task the module chose is
-        created the moment it chose it (submitted, working), so the rest of the run can
-        be watched and canceled; otherwise it is recorded after the module ran. Either
-        way the outcome follows as for any task.
+        A ``Message``, unless the module chose a task (``reply_as``; the task opens at
+        that moment, so the rest of the run can be watched and canceled), the skill is
+        ``"auto"`` and the module chose nothing, or the caller must answer on a task.
         """
         loop = asyncio.get_running_loop()
         chosen = asyncio.Event()

@@ -95,16 +95,9 @@ class _ModuleView:
     def __init__(self, module: Any) -> None:
         self._module = module
 
-    @property
-    def input_schema(self) -> Any:
-        return _view(getattr(self._module, "input_schema", None))
-
-    @property
-    def output_schema(self) -> Any:
-        return _view(getattr(self._module, "output_schema", None))
-
     def __getattr__(self, name: str) -> Any:
-        return getattr(self._module, name)
+        value = getattr(self._module, name)
+        return _view(value) if name in ("input_schema", "output_schema") else value
 
 
 class WrappedStep:

@@ -1,12 +1,9 @@
 """Watching executions: what runs right now, and how each run ended.
 
-The executor wraps every ``execute()`` in :func:`observe`. Observers (metrics,
-telemetry, the :class:`ExecutionTracker` used by graceful shutdown) get ``started`` and
-``finished`` with one :class:`Execution`; its final ``state`` and ``error_code`` are read
-off the events the executor enqueues, so the executor itself keeps no counters.
-
-An execution knows which A2A call started it from the request record
-(:func:`apcore_a2a.classify.current_request`), whatever the binding.
+The executor wraps every ``execute()`` in :func:`observe`. Observers (metrics, telemetry,
+the :class:`ExecutionTracker` of graceful shutdown) get ``started`` and ``finished`` with
+one :class:`Execution`, whose final ``state`` and ``error_code`` are read off the events
+the executor enqueues, so the executor itself keeps no counters.
 """
 
 from __future__ import annotations
@@ -54,10 +51,8 @@ def state_name(state: int) -> str:
 class Execution:
     """One ``execute()`` call: which task and skill, and (once it ended) how it ended.
 
-    ``state`` follows the events the executor enqueues (``submitted``, ``working``, then
-    e.g. ``completed``, ``failed``, ``canceled``, ``rejected`` or ``input-required``);
-    ``error_code`` is the apcore error code of a failed run. ``reply`` marks a skill
-    that answered with a message instead of a task.
+    ``state`` follows the events the executor enqueues; ``error_code`` is the apcore error
+    code of a failed run; ``reply`` marks an answer that was a message, not a task.
     """
 
     task_id: str

@@ -100,15 +100,12 @@ class PendingApproval:
     #: the message whose input asked for approval: an approval resumes exactly that input
     message_id: str = ""
 
+    def facts(self) -> dict[str, Any]:
+        return {"approvalId": self.approval_id, "moduleId": self.module_id, "reason": self.reason}
+
     def metadata(self, status: str) -> dict[str, Any]:
         """Task metadata recording this approval as *status* (pending, approved, rejected)."""
-        entry = {
-            "approvalId": self.approval_id,
-            "moduleId": self.module_id,
-            "reason": self.reason,
-            "messageId": self.message_id,
-            "status": status,
-        }
+        entry = {**self.facts(), "messageId": self.message_id, "status": status}
         return {"apcore": {"approval": entry}}
 
 
@@ -127,13 +124,8 @@ async def _ask_approval(run: Run, pending: PendingApproval, *, again: bool = Fal
         'Reply with {"approved": true} to approve or {"approved": false, "reason": "..."} '
         f"(or the text approve / reject) to decide. Approval id: {pending.approval_id}."
     )
-    data = {
-        "approvalId": pending.approval_id,
-        "moduleId": pending.module_id,
-        "reason": pending.reason,
-        "code": "APPROVAL_PENDING",
-        "expected": {"approved": "boolean", "reason": "string (optional)"},
-    }
+    expected = {"approved": "boolean", "reason": "string (optional)"}
+    data = {**pending.facts(), "code": "APPROVAL_PENDING", "expected": expected}
     state = TaskState.TASK_STATE_INPUT_REQUIRED
     await run.status(state, run.message(text, data), pending.metadata("pending"))
 
