@@ -58,6 +58,7 @@ CANCEL_REASON_KEY = "apcore_a2a.cancel_reason"
 #: call_context.state key set by the request handler on a blocking send: its caller is
 #: answered only at the end, so no stream is waiting for the submitted Task
 BLOCKING_STATE_KEY = "apcore_a2a.blocking"
+_END_STATES = {"rejected": TaskState.TASK_STATE_REJECTED, "canceled": TaskState.TASK_STATE_CANCELED}
 #: apcore errors of an input that did not validate
 _BAD_INPUT = ("SCHEMA_VALIDATION_ERROR", "GENERAL_INVALID_INPUT")
 #: event-loop turns the submitted Task needs to reach an SSE stream (see below)
@@ -345,10 +346,7 @@ class ApCoreAgentExecutor(AgentExecutor):
             await turns.ask_approval(run, exc, spec.module_id, message_id)
         else:
             mapped = self._mapped(spec, exc)
-            state = {
-                "rejected": TaskState.TASK_STATE_REJECTED,
-                "canceled": TaskState.TASK_STATE_CANCELED,
-            }.get(mapped.outcome, TaskState.TASK_STATE_FAILED)
+            state = _END_STATES.get(mapped.outcome, TaskState.TASK_STATE_FAILED)
             await run.status(state, run.message(mapped.message, mapped.status_data()))
             if mapped.outcome == "raise" and mapped.a2a_error is not None:
                 raise mapped.a2a_error

@@ -49,15 +49,9 @@ MAX_OWNER_CHARS = 255
 def owner_key(identity: Identity) -> str:
     """The task owner of *identity*: the key the task and push-config stores scope by.
 
-    An identity stamped with :data:`AUTH_SCHEME_ATTR` owns ``"<scheme>:<issuer tag>:<id>"``
-    -- the issuer tag is the first 16 hex digits of the SHA-256 of :data:`AUTH_ISSUER_ATTR`
-    (empty without an issuer) -- so equal ids from different authenticators (a JWT
-    ``sub=alice``, an API key named ``alice``, two identity providers) never share tasks.
-    Scheme and tag contain no ``:``, so the key splits back unambiguously. An identity
-    without a scheme (a custom authenticator that sets none) owns its bare ``id``. A key
-    longer than the stores' 255 characters becomes ``"sha256:<hex digest of the key>"``.
-
-    Example::
+    ``"<scheme>:<issuer tag>:<id>"``, so equal ids from different authenticators never
+    share tasks; the bare ``id`` without a scheme; ``"sha256:<hex>"`` of a key longer than
+    the stores' 255 characters (docs/auth.md, "Task owners")::
 
         owner_key(Identity(id="alice", attrs={"auth_scheme": "apikey"}))   # "apikey::alice"
     """
@@ -66,6 +60,7 @@ def owner_key(identity: Identity) -> str:
         issuer = identity.attrs.get(AUTH_ISSUER_ATTR)
         has_issuer = isinstance(issuer, str) and issuer
         tag = hashlib.sha256(issuer.encode("utf-8")).hexdigest()[:16] if has_issuer else ""
+        # No ":" in scheme or tag, so the key splits back unambiguously.
         owner = f"{scheme.replace(':', '_')}:{tag}:{identity.id}"
     else:
         owner = str(identity.id)
@@ -75,12 +70,8 @@ def owner_key(identity: Identity) -> str:
 
 
 class IdentityUser(User):
-    """An authenticated SDK user backed by an apcore ``Identity``.
-
-    ``user_name`` is :func:`owner_key` of the identity (how the caller authenticated plus
-    the identity id), which is what the SDK stores use as the owner key; the apcore
-    identity itself, with its plain ``id``, is what modules and the ACL see.
-    """
+    """An authenticated SDK user backed by an apcore ``Identity``: the SDK stores scope
+    by its ``user_name`` (:func:`owner_key`); modules and the ACL see the identity."""
 
     __slots__ = ("_owner", "identity")
 

@@ -176,7 +176,7 @@ class SkillResolver:
         params: SendMessageRequest,
         task: Task | None,
         visible: Callable[[Iterable[str]], list[str]],
-        accepts: Callable[[SkillSpec, Message], bool] | None,
+        accepts: Callable[[SkillSpec, Message], bool],
     ) -> SkillSpec:
         """The skill *params* is for; *visible* filters (and sorts) the ids a caller may see,
         *accepts* tells whether a skill's schema takes the message (routing step 6)."""
@@ -187,7 +187,7 @@ class SkillResolver:
         skill_id = skill_id or self.default_skill
         available = visible(specs)
         matches: list[str] = []
-        if skill_id is None and self.by_schema and accepts is not None:
+        if skill_id is None and self.by_schema:
             matches = [i for i in available if accepts(specs[i], params.message)]
             if len(matches) == 1:
                 return specs[matches[0]]
@@ -229,9 +229,7 @@ class ApCoreRequestContext(RequestContext):
 class ApCoreRequestContextBuilder(RequestContextBuilder):
     """Resolve skill and input up front; fill a follow-up's context id from the store."""
 
-    def __init__(
-        self, resolver: SkillResolver, lookup: TaskLookup, preflight: Preflight | None = None
-    ) -> None:
+    def __init__(self, resolver: SkillResolver, lookup: TaskLookup, preflight: Preflight) -> None:
         self._resolver = resolver
         self._lookup = lookup
         self._preflight = preflight
@@ -259,21 +257,18 @@ class ApCoreRequestContextBuilder(RequestContextBuilder):
         identity = identity_of(context)
 
         def visible(ids: Iterable[str]) -> list[str]:
-            return preflight.visible(ids, identity) if preflight is not None else sorted(ids)
+            return preflight.visible(ids, identity)
 
-        accepts = preflight.accepts if preflight is not None else None
-        spec = self._resolver.resolve(params, stored, visible, accepts)
-        if preflight is not None:
-            if stored is not None:
-                preflight.check_access(spec.module_id, identity)
-            elif not preflight.may_call(spec.module_id, identity):
-                # A hidden skill answers exactly like an unknown one, under the id as the
-                # caller named it (the resolved one when it named none).
-                named = _skill_in(params.message) or _skill_in(params) or spec.module_id
-                raise _skill_not_found(named, visible(self._resolver.skill_ids()))
+        spec = self._resolver.resolve(params, stored, visible, preflight.accepts)
+        if stored is not None:
+            preflight.check_access(spec.module_id, identity)
+        elif not preflight.may_call(spec.module_id, identity):
+            # A hidden skill answers exactly like an unknown one, under the id as the
+            # caller named it (the resolved one when it named none).
+            named = _skill_in(params.message) or _skill_in(params) or spec.module_id
+            raise _skill_not_found(named, visible(self._resolver.skill_ids()))
         if stored is None:
             request_context.module_input = input_from_parts(params.message.parts, spec.input_facts)
-            if preflight is not None:
-                preflight.check_input(spec.module_id, request_context.module_input)
+            preflight.check_input(spec.module_id, request_context.module_input)
         request_context.skill = spec
         return request_context

@@ -202,7 +202,7 @@ async def _approval_answered(
         await run.status(TaskState.TASK_STATE_FAILED, run.message(lost, {}))
         return None
     # An approval asked for by the run that took an answer resumes that run's input.
-    answered = _answered_by(stored, original.message_id)
+    answered = _asked(stored, answered_by=original.message_id)
     if answered is not None:
         inputs = follow_up_input(answered, original, spec.input_facts)
     else:
@@ -303,18 +303,16 @@ def _pending(entry: dict[str, Any]) -> PendingInput:
     )
 
 
-def _pending_input(task: Task) -> PendingInput | None:
-    """The question a stored task waits on, if it waits on one."""
-    entry = _metadata_entry(task, INPUT_KEY) if task.status.state in _WAITING else None
-    return _pending(entry) if entry is not None and entry.get("status") == "pending" else None
-
-
-def _answered_by(task: Task, message_id: str) -> PendingInput | None:
-    """The question *message_id* answered (for an approval that answer's run asked)."""
-    entry = _metadata_entry(task, INPUT_KEY)
-    if entry is None or entry.get("status") != "answered" or not message_id:
-        return None
-    return _pending(entry) if entry.get("answeredBy") == message_id else None
+def _asked(task: Task, answered_by: str | None = None) -> PendingInput | None:
+    """The question *task* waits on or, given *answered_by*, the one that message answered
+    (for an approval that the answer's run asked for)."""
+    entry = _metadata_entry(task, INPUT_KEY) or {}
+    if answered_by is None:
+        found = task.status.state in _WAITING and entry.get("status") == "pending"
+    else:
+        answered = entry.get("status") == "answered"
+        found = bool(answered_by) and answered and entry.get("answeredBy") == answered_by
+    return _pending(entry) if found else None
 
 
 def follow_up_input(pending: PendingInput, message: Message, facts: SchemaFacts) -> dict[str, Any]:
@@ -341,7 +339,7 @@ async def resume(
     approval = _pending_approval(stored)
     if approval is not None and stored.status.state == TaskState.TASK_STATE_INPUT_REQUIRED:
         return await _approval_answered(executor, run, stored, message, spec, approval)
-    pending = _pending_input(stored)
+    pending = _asked(stored)
     if pending is None:
         # Not an answer to anything: the follow-up's own input re-runs the skill.
         inputs = without_token(input_from_parts(message.parts, spec.input_facts))
