@@ -87,10 +87,7 @@ def _whole_numbers(value: Any) -> Any:
 
 
 def serialize_card(card: AgentCard, *, last_modified: float | None = None) -> CardDocument:
-    """Serialize *card* for the well-known routes (1.0+0.3 merged, pure 0.3, pure 1.0).
-
-    *last_modified* defaults to now.
-    """
+    """Serialize *card* for the well-known routes; *last_modified* defaults to now."""
     legacy = to_compat_agent_card(card).model_dump(mode="json", by_alias=True, exclude_none=True)
     bodies = [
         json.dumps(_whole_numbers(form), separators=(",", ":"), ensure_ascii=False).encode()

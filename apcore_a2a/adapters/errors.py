@@ -1,17 +1,12 @@
 """apcore errors -> A2A outcomes, with the sanitizing rules (pure).
 
-:func:`map_error` classifies every exception that leaves an apcore call into one
-:class:`MappedError` whose ``outcome`` says what the executor does:
-
-* ``"raise"``: the request was wrong or not allowed. The task is marked failed and the call
-  answers with ``a2a_error`` (e.g. -32602 with field errors, -32601, or -32001 for a masked
-  ACL denial).
-* ``"failed"`` / ``"rejected"`` / ``"canceled"``: the work did not succeed. The task ends in
-  that state; its status message carries a text part and a data part
-  ``{"code", "message", "type"}``.
-
-Messages that reach clients are sanitized: no file paths, no traceback lines, at most 500
-characters. :data:`ERROR_TABLE` is the table documented in the README.
+:func:`map_error` classifies every exception that leaves an apcore call. Outcome
+``"raise"``: the request was wrong or not allowed, the call answers with ``a2a_error``
+(e.g. -32602 with field errors, -32601, or -32001 for a masked ACL denial). ``"failed"`` /
+``"rejected"`` / ``"canceled"``: the task ends in that state, its status message carrying
+a text part and a data part ``{"code", "message", "type"}``. Client-facing messages have no
+file paths, no traceback lines, at most 500 characters. :data:`ERROR_TABLE` is the table
+documented in the README.
 """
 
 from __future__ import annotations

@@ -189,11 +189,8 @@ def _coerce(value: Any, node: Any, root: Mapping[str, Any], depth: int) -> Any:
 
 
 def coerce_integers(value: Any, facts: SchemaFacts) -> Any:
-    """Turn integral floats back into ``int`` wherever the schema says ``integer``.
-
-    Walks *value* against the declared schema, resolving ``$ref`` as it goes, so recursive
-    schemas (trees, linked lists) are followed as deep as the data goes.
-    """
+    """Turn integral floats back into ``int`` wherever the schema says ``integer``,
+    following ``$ref`` (recursive schemas included) as deep as the data goes."""
     if not facts.has_integers:
         return value
     return _coerce(value, facts.source, facts.source, 0)

@@ -114,11 +114,8 @@ def _example_strings(examples: Any) -> tuple[list[str], list[dict[str, Any]]]:
 
 
 def skill_from_descriptor(descriptor: Any, *, streaming: bool = False) -> SkillSpec | None:
-    """Map an apcore ``ModuleDescriptor`` to a :class:`SkillSpec`.
-
-    Returns ``None`` (and logs a warning) for modules without a description, which the
-    card cannot present meaningfully.
-    """
+    """Map an apcore ``ModuleDescriptor`` to a :class:`SkillSpec`; ``None`` (logged) for a
+    module without a description, which the card cannot present meaningfully."""
     module_id = str(descriptor.module_id)
     description = (getattr(descriptor, "description", "") or "").strip()
     if not description:

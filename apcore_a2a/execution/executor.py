@@ -16,17 +16,14 @@ import asyncio
 import contextlib
 import functools
 import logging
-import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
 from a2a.types import Message, Part, Role, TaskState
 from a2a.utils.errors import InvalidParamsError
-from apcore import CancelToken, Context, TraceContext
-from google.protobuf.json_format import MessageToDict
 
 from apcore_a2a.adapters.errors import (
     ExecutionTimeout,
@@ -35,12 +32,10 @@ from apcore_a2a.adapters.errors import (
     clean_for_log,
     map_error,
 )
-from apcore_a2a.adapters.outputs import TASK_HOOK_KEY, input_required_of, reply_of
-from apcore_a2a.adapters.parts import output_to_parts
+from apcore_a2a.adapters.outputs import TASK_HOOK_KEY, input_required_of, reply_of, text_from_value
+from apcore_a2a.adapters.parts import is_file, output_to_parts
 from apcore_a2a.adapters.skills import SkillSpec
 from apcore_a2a.execution import turns
-from apcore_a2a.execution.chunks import StreamSummary, with_last_flag
-from apcore_a2a.execution.identity import identity_of
 from apcore_a2a.execution.observer import ExecutionObserver, observe
 from apcore_a2a.execution.routing import SKILL_METADATA_KEY, ApCoreRequestContext
 from apcore_a2a.execution.runs import CURRENT_RUN, Run, track_module_tasks
@@ -80,40 +75,95 @@ async def _let_first_event_out() -> None:
         await asyncio.sleep(0)
 
 
-def _apcore_context(
-    context: RequestContext, spec: SkillSpec, token: CancelToken, timeout: float
-) -> Any:
-    """Identity, W3C trace parent, cancel token, deadline and the ``a2a.*`` facts."""
-    call_context = context.call_context
-    headers = call_context.state.get("headers") if call_context is not None else None
-    trace_parent = None
-    if headers and "traceparent" in headers:
-        try:
-            trace_parent = TraceContext.extract(headers)
-        except Exception:
-            logger.debug("Ignoring malformed traceparent %s", clean_for_log(headers))
-    message = context.message
-    data: dict[str, Any] = {
-        "a2a.task_id": context.task_id,
-        "a2a.context_id": context.context_id,
-        "a2a.message_id": message.message_id if message is not None else None,
-        "a2a.skill_id": spec.module_id,
-    }
-    if message is not None and message.HasField("metadata"):
-        data["a2a.message_metadata"] = MessageToDict(message.metadata)
-    if context.metadata:
-        data["a2a.request_metadata"] = context.metadata
-    return Context.create(
-        identity=identity_of(call_context),
-        trace_parent=trace_parent,
-        cancel_token=token,
-        data=data,
-        global_deadline=time.time() + timeout,
-    )
-
-
 def _ids(context: RequestContext) -> tuple[str, str]:
     return context.task_id or "", context.context_id or ""
+
+
+# -- streaming ------------------------------------------------------------------------
+# Learn which streamed chunk is the last one without holding every chunk back.
+#
+# A2A marks the final chunk of an artifact with ``lastChunk``, and the proto requires
+# every artifact update to carry at least one part, so an empty closing update is not
+# allowed. The server only learns that a chunk was the last when the module's generator
+# ends. ``with_last_flag`` keeps each chunk back for at most ``grace`` seconds while it
+# waits for the next one: when the generator ends inside that window the chunk goes out
+# with ``last=True``; when the window passes first, the chunk goes out with ``last=False``
+# and a generator that ends later is closed by the task's terminal status alone.
+
+# Long enough for a generator that returns right after its final yield (apcore's
+# stream pipeline adds a few awaits), short enough that a slow stream barely notices.
+LAST_CHUNK_GRACE = 0.02
+
+_END = object()
+
+
+async def with_last_flag(
+    chunks: AsyncIterator[Any], grace: float = LAST_CHUNK_GRACE
+) -> AsyncGenerator[tuple[Any, bool], None]:
+    """Yield ``(chunk, is_last)`` for each chunk of ``chunks``, in order.
+
+    The caller owns ``chunks`` (and closes it); a pending read is cancelled here when
+    the consumer stops early, so the generator is never closed while it is running.
+    """
+    held: Any = _END
+    pending: asyncio.Task[Any] | None = None
+    try:
+        while True:
+            pending = asyncio.ensure_future(anext(chunks, _END))
+            if held is not _END:
+                done, _ = await asyncio.wait({pending}, timeout=grace)
+                if not done:
+                    yield held, False
+                    held = _END
+            try:
+                following = await pending
+            except Exception:
+                # A module that fails mid-stream still delivers what it yielded before.
+                pending = None
+                if held is not _END:
+                    yield held, False
+                raise
+            pending = None
+            if following is _END:
+                if held is not _END:
+                    yield held, True
+                return
+            if held is not _END:
+                yield held, False
+            held = following
+    finally:
+        if pending is not None and not pending.done():
+            pending.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await pending
+
+
+def _deep_merge(target: dict[str, Any], chunk: dict[str, Any]) -> None:
+    for key, value in chunk.items():
+        if isinstance(value, dict) and isinstance(target.get(key), dict):
+            _deep_merge(target[key], value)
+        else:
+            target[key] = value
+
+
+class StreamSummary:
+    """The result of a whole stream, for the ``completed`` status message.
+
+    Data chunks are deep-merged into one data part. Text and files are not repeated: the
+    artifact holds every chunk, and a long output is stored and sent once.
+    """
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._data: dict[str, Any] = {}
+
+    def add(self, chunk: Any) -> None:
+        self.count += 1
+        if isinstance(chunk, dict) and not is_file(chunk) and text_from_value(chunk) is None:
+            _deep_merge(self._data, {k: v for k, v in chunk.items() if not is_file(v)})
+
+    def parts(self) -> list[Part]:
+        return output_to_parts(self._data) if self._data else []
 
 
 class ApCoreAgentExecutor(AgentExecutor):
@@ -197,11 +247,8 @@ class ApCoreAgentExecutor(AgentExecutor):
         return list(self._runs)
 
     def stop_canceled_elsewhere(self, task_id: str) -> None:
-        """Stop the module of *task_id*: another replica canceled the task in the store.
-
-        The module's cancel token fires; whatever the run emits next conflicts with the
-        stored CANCELED task, and the SDK then ends the local run as canceled.
-        """
+        """Stop the module of *task_id*: another replica canceled the task in the store
+        (what the run emits next conflicts with it, and the SDK ends the run as canceled)."""
         run = self._runs.get(task_id)
         if run is not None and not run.ended:
             run.stop()
@@ -233,12 +280,11 @@ class ApCoreAgentExecutor(AgentExecutor):
         With *stream*, a streaming module's chunks are emitted as they come. *on_task* is
         called (from any thread) when the module chooses a task.
         """
-        apcore_context = _apcore_context(context, spec, run.token, self._timeout)
-        run.data = apcore_context.data
+        apcore_context = run.apcore_context(context, spec.module_id, self._timeout)
         if on_task is not None:
-            run.data[TASK_HOOK_KEY] = on_task
+            apcore_context.data[TASK_HOOK_KEY] = on_task
         if run.answering is not None:
-            run.data["a2a.follow_up"] = run.answering.as_context_data()
+            apcore_context.data["a2a.follow_up"] = run.answering.as_context_data()
         marker = CURRENT_RUN.set(run)
         try:
             async with asyncio.timeout(self._timeout):
@@ -256,7 +302,7 @@ class ApCoreAgentExecutor(AgentExecutor):
         self, run: Run, spec: SkillSpec, inputs: dict[str, Any], apcore_context: Any
     ) -> tuple[list[Part] | None, bool]:
         """Each chunk becomes an update of one artifact; returns the parts of the whole
-        result (``chunks.StreamSummary``) and whether any chunk came."""
+        result (``StreamSummary``) and whether any chunk came."""
         artifact_id = uuid.uuid4().hex
         summary = StreamSummary()
         stream = self._executor.stream(spec.module_id, inputs, apcore_context)

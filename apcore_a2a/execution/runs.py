@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
+import time
 import uuid
 import weakref
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
+from a2a.server.agent_execution import RequestContext
 from a2a.server.agent_execution.active_task import TERMINAL_TASK_STATES as _TERMINAL
 from a2a.server.events import EventQueue
 from a2a.types import (
@@ -27,11 +30,16 @@ from a2a.types import (
     TaskStatus,
     TaskStatusUpdateEvent,
 )
-from apcore import CancelToken
+from apcore import CancelToken, Context, TraceContext
+from google.protobuf.json_format import MessageToDict
 
+from apcore_a2a.adapters.errors import clean_for_log
 from apcore_a2a.execution.executors import WrappedStep
+from apcore_a2a.execution.identity import identity_of
 
 __all__ = ["CURRENT_RUN", "Run", "track_module_tasks"]
+
+logger = logging.getLogger("apcore_a2a.executor")
 
 
 @dataclass(slots=True)
@@ -109,6 +117,38 @@ class Run:
             parts=parts,
         )
 
+    def apcore_context(self, context: RequestContext, module_id: str, timeout: float) -> Any:
+        """The apcore ``Context`` of the module call: identity, W3C trace parent, this run's
+        cancel token, deadline and the ``a2a.*`` facts (kept as :attr:`data`)."""
+        call_context = context.call_context
+        headers = call_context.state.get("headers") if call_context is not None else None
+        trace_parent = None
+        if headers and "traceparent" in headers:
+            try:
+                trace_parent = TraceContext.extract(headers)
+            except Exception:
+                logger.debug("Ignoring malformed traceparent %s", clean_for_log(headers))
+        message = context.message
+        data: dict[str, Any] = {
+            "a2a.task_id": context.task_id,
+            "a2a.context_id": context.context_id,
+            "a2a.message_id": message.message_id if message is not None else None,
+            "a2a.skill_id": module_id,
+        }
+        if message is not None and message.HasField("metadata"):
+            data["a2a.message_metadata"] = MessageToDict(message.metadata)
+        if context.metadata:
+            data["a2a.request_metadata"] = context.metadata
+        apcore_context = Context.create(
+            identity=identity_of(call_context),
+            trace_parent=trace_parent,
+            cancel_token=self.token,
+            data=data,
+            global_deadline=time.time() + timeout,
+        )
+        self.data = apcore_context.data
+        return apcore_context
+
     def stop(self) -> None:
         """Cancel the module: its apcore token, and the task apcore runs it in."""
         self.token.cancel()
@@ -156,12 +196,8 @@ class _TrackingExecuteStep(WrappedStep):
 
 
 def track_module_tasks(executor: Any) -> None:
-    """Let the runs of *executor* cancel the tasks apcore starts for their modules.
-
-    Wraps the ``execute`` step of this executor's strategy (apcore's public pipeline API;
-    idempotent). Calls made outside our runs pass through unchanged, and nothing else in
-    the process is touched (no loop-wide task factory).
-    """
+    """Let the runs of *executor* cancel the tasks apcore starts for their modules, by
+    wrapping its ``execute`` step (idempotent; no loop-wide task factory)."""
     strategy: Any = getattr(executor, "current_strategy", None)  # None: not an apcore Executor
     step = next((s for s in getattr(strategy, "steps", ()) if s.name == "execute"), None)
     if step is not None and not isinstance(step, _TrackingExecuteStep):

@@ -316,12 +316,9 @@ def _asked(task: Task, answered_by: str | None = None) -> PendingInput | None:
 
 
 def follow_up_input(pending: PendingInput, message: Message, facts: SchemaFacts) -> dict[str, Any]:
-    """The asking call's input updated by the answer in *message* (the merge rule).
-
-    The answer is converted like a new message's input, except that with a ``field`` its
-    text fills that field; its keys then replace the same keys of the asking call's
-    input. Raises ``InvalidParamsError`` when the answer cannot be converted.
-    """
+    """The asking call's input updated by the answer in *message*: converted like a new
+    message's input (with a ``field``, its text fills that field), its keys replace the
+    asking call's. Raises ``InvalidParamsError`` when the answer cannot be converted."""
     texts = [p.text for p in message.parts if p.WhichOneof("content") == "text"]
     if pending.field and texts:
         others = [p for p in message.parts if p.WhichOneof("content") != "text"]
