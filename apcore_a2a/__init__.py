@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     )
     from apcore_a2a.errors import MissingExtraError
     from apcore_a2a.execution.executor import ApCoreAgentExecutor
-    from apcore_a2a.execution.schema_cache import cache_schemas
+    from apcore_a2a.execution.executors import cache_schemas
     from apcore_a2a.server.factory import A2AServerFactory
     from apcore_a2a.settings import Settings
 
@@ -69,7 +69,7 @@ _LAZY = {
     "AuthRequired": "apcore_a2a.adapters.outputs",
     "reply_as": "apcore_a2a.adapters.outputs",
     "StartupError": "apcore_a2a._runner",
-    "cache_schemas": "apcore_a2a.execution.schema_cache",
+    "cache_schemas": "apcore_a2a.execution.executors",
     "MissingExtraError": "apcore_a2a.errors",
 }
 

@@ -1,16 +1,4 @@
-"""An apcore ``ApprovalHandler`` whose decisions come from A2A follow-up messages.
-
-Use it when the person calling the agent is the one who approves::
-
-    from apcore import Executor
-    from apcore_a2a import A2AApprovalHandler
-
-    executor = Executor(registry, approval_handler=A2AApprovalHandler())
-
-A module that requires approval then parks its task in ``input-required``; the caller
-answers with ``{"approved": true}`` (or ``false`` with a reason) on the same task, and the
-module runs (or the task ends ``rejected``).
-"""
+"""An apcore ``ApprovalHandler`` whose decisions come from A2A follow-up messages."""
 
 from __future__ import annotations
 
@@ -27,9 +15,15 @@ __all__ = ["A2AApprovalHandler"]
 class A2AApprovalHandler:
     """apcore approval handler backed by decisions recorded from A2A messages.
 
-    Decisions are remembered for the last *max_entries* approvals (oldest first out).
-    A decision is used once: checking an approved or rejected id consumes it, and an
-    unknown id is rejected, so an approval id cannot be replayed to run a module again.
+    Use it when the person calling the agent is the one who approves::
+
+        executor = Executor(registry, approval_handler=A2AApprovalHandler())
+
+    A module that requires approval then parks its task in ``input-required``; the caller
+    answers with ``{"approved": true}`` (or ``false`` with a reason) on the same task, and
+    the module runs (or the task ends ``rejected``). Decisions are remembered for the last
+    *max_entries* approvals. A decision is used once and an unknown id is rejected, so an
+    approval id cannot be replayed to run a module again.
     """
 
     def __init__(self, *, max_entries: int = 10_000) -> None:

@@ -106,8 +106,7 @@ class ModuleSources:
         from apcore import ACL, Executor
 
         from apcore_a2a.approval import A2AApprovalHandler
-        from apcore_a2a.execution.executors import default_executor
-        from apcore_a2a.execution.schema_cache import cache_schemas
+        from apcore_a2a.execution.executors import cache_schemas, default_executor
 
         if self.acl and not Path(self.acl).is_file():
             raise ConfigFileError(f"ACL file not found: {self.acl}")

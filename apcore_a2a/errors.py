@@ -19,6 +19,7 @@ never by writing those tables.
 
 from __future__ import annotations
 
+from types import EllipsisType
 from typing import Any, ClassVar, NamedTuple
 
 from a2a.utils.errors import A2AError
@@ -63,9 +64,23 @@ class OwnError(A2AError):
     """An error of ours: its :attr:`wire` says how each binding answers it."""
 
     wire: ClassVar[Wire]
+    #: seconds after which trying again can succeed, unless the raiser passes
+    #: ``retry_after`` (``None``: only an action of the caller frees room, so no hint)
+    retry_after: float | None = None
 
-    def __init__(self, message: str | None = None, data: dict[str, Any] | None = None) -> None:
-        super().__init__(message, {**(data or {}), WIRE_KEY: self.wire.reason})
+    def __init__(
+        self,
+        message: str | None = None,
+        data: dict[str, Any] | None = None,
+        *,
+        retry_after: float | EllipsisType | None = ...,
+    ) -> None:
+        if not isinstance(retry_after, EllipsisType):
+            self.retry_after = retry_after
+        hint = (
+            {} if self.retry_after is None else {RETRY_AFTER_KEY: max(1, round(self.retry_after))}
+        )
+        super().__init__(message, {**(data or {}), **hint, WIRE_KEY: self.wire.reason})
 
 
 class TaskBusyError(OwnError):
@@ -85,17 +100,7 @@ class QuotaExceededError(OwnError):
 
     message = "Quota exceeded"
     wire = Wire(-32091, 429, "RESOURCE_EXHAUSTED", "QUOTA_EXCEEDED")
-
-    def __init__(
-        self,
-        message: str | None = None,
-        data: dict[str, Any] | None = None,
-        *,
-        retry_after: float | None = 1.0,
-    ) -> None:
-        self.retry_after = retry_after
-        hint = {} if retry_after is None else {RETRY_AFTER_KEY: _seconds(retry_after)}
-        super().__init__(message, {**(data or {}), **hint} or None)
+    retry_after = 1.0
 
 
 class StoreUnavailableError(OwnError):
@@ -103,15 +108,7 @@ class StoreUnavailableError(OwnError):
 
     message = "Task store unavailable; retry later"
     wire = Wire(-32092, 503, "UNAVAILABLE", "TASK_STORE_UNAVAILABLE")
-
-    def __init__(
-        self,
-        message: str | None = None,
-        data: dict[str, Any] | None = None,
-        *,
-        retry_after: float = 2.0,
-    ) -> None:
-        super().__init__(message, {**(data or {}), RETRY_AFTER_KEY: _seconds(retry_after)})
+    retry_after = 2.0
 
 
 class UnauthenticatedError(OwnError):
@@ -127,10 +124,6 @@ class PermissionDeniedError(OwnError):
 
     message = "Permission denied"
     wire = Wire(-32094, 403, "PERMISSION_DENIED", "PERMISSION_DENIED")
-
-
-def _seconds(value: float) -> int:
-    return max(1, round(value))
 
 
 #: Our errors by their ErrorInfo reason.

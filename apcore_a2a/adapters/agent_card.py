@@ -34,7 +34,6 @@ from a2a.types import (
     SecurityScheme,
 )
 from google.protobuf.json_format import MessageToDict
-from google.protobuf.struct_pb2 import Struct
 
 from apcore_a2a.adapters.skills import SCHEMA_EXTENSION_URI, SkillSpec
 
@@ -67,19 +66,12 @@ class CardDocument:
 
     def same_content(self, other: CardDocument | None) -> bool:
         """True when *other* serves exactly the same bytes in every form."""
-        return other is not None and (self.etag, self.v1_etag, self.legacy_etag) == (
-            other.etag,
-            other.v1_etag,
-            other.legacy_etag,
-        )
+        tags = (self.etag, self.v1_etag, self.legacy_etag)
+        return other is not None and tags == (other.etag, other.v1_etag, other.legacy_etag)
 
 
 def _etag(body: bytes) -> str:
     return f'W/"{hashlib.sha256(body).hexdigest()[:32]}"'
-
-
-def _dumps(data: Any) -> bytes:
-    return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
 def _whole_numbers(value: Any) -> Any:
@@ -95,23 +87,16 @@ def _whole_numbers(value: Any) -> Any:
 
 
 def serialize_card(card: AgentCard, *, last_modified: float | None = None) -> CardDocument:
-    """Serialize *card* for the well-known routes (pure 1.0, 1.0+0.3 merged, pure 0.3).
-
-    *last_modified* defaults to now.
-    """
-    body = _dumps(_whole_numbers(agent_card_to_dict(card)))
-    v1_body = _dumps(_whole_numbers(MessageToDict(card)))
+    """Serialize *card* for the well-known routes; *last_modified* defaults to now."""
     legacy = to_compat_agent_card(card).model_dump(mode="json", by_alias=True, exclude_none=True)
-    legacy_body = _dumps(_whole_numbers(legacy))
+    bodies = [
+        json.dumps(_whole_numbers(form), separators=(",", ":"), ensure_ascii=False).encode()
+        for form in (agent_card_to_dict(card), legacy, MessageToDict(card))
+    ]
+    modified = time.time() if last_modified is None else last_modified
+    body, legacy_body, v1_body = bodies
     return CardDocument(
-        card,
-        body,
-        _etag(body),
-        legacy_body,
-        _etag(legacy_body),
-        v1_body,
-        _etag(v1_body),
-        time.time() if last_modified is None else last_modified,
+        card, body, _etag(body), legacy_body, _etag(legacy_body), v1_body, _etag(v1_body), modified
     )
 
 
@@ -169,23 +154,16 @@ class AgentCardBuilder:
 
     def interfaces(self) -> list[AgentInterface]:
         """1.0 interfaces first (the preferred ones), then the 0.3 ones."""
-        out: list[AgentInterface] = []
-        for version in PROTOCOL_VERSIONS:
-            for binding in self.bindings:
-                if version in binding.versions:
-                    out.append(
-                        AgentInterface(
-                            url=binding.url,
-                            protocol_binding=binding.protocol,
-                            protocol_version=version,
-                        )
-                    )
-        return out
+        return [
+            AgentInterface(url=b.url, protocol_binding=b.protocol, protocol_version=version)
+            for version in PROTOCOL_VERSIONS
+            for b in self.bindings
+            if version in b.versions
+        ]
 
     def build(self, specs: Iterable[SkillSpec]) -> AgentCard:
         specs = list(specs)
-        params = Struct()
-        params.update({"skills": {s.module_id: s.extension_entry for s in specs}})
+        params = {"skills": {s.module_id: s.extension_entry for s in specs}}
         extensions = [
             AgentExtension(
                 uri=SCHEMA_EXTENSION_URI,
@@ -203,28 +181,20 @@ class AgentCardBuilder:
             streaming=self.streaming,
             push_notifications=self.push_notifications,
             extensions=extensions,
+            extended_agent_card=self.extended_agent_card or None,
         )
-        if self.extended_agent_card:
-            capabilities.extended_agent_card = True
-        input_modes = sorted({m for s in specs for m in s.skill.input_modes}) or [
-            "application/json"
-        ]
-        output_modes = sorted({m for s in specs for m in s.skill.output_modes}) or [
-            "application/json"
-        ]
-        card = AgentCard(
+        return AgentCard(
             name=self.name,
             description=self.description or f"apcore agent with {len(specs)} skills",
             version=self.version,
             supported_interfaces=self.interfaces(),
             capabilities=capabilities,
-            default_input_modes=input_modes,
-            default_output_modes=output_modes,
+            default_input_modes=sorted({m for s in specs for m in s.skill.input_modes})
+            or ["application/json"],
+            default_output_modes=sorted({m for s in specs for m in s.skill.output_modes})
+            or ["application/json"],
             skills=[s.skill for s in specs],
             security_requirements=list(self.security_requirements),
+            security_schemes=dict(self.security_schemes),
+            documentation_url=self.documentation_url or None,
         )
-        for key, scheme in self.security_schemes.items():
-            card.security_schemes[key].CopyFrom(scheme)
-        if self.documentation_url:
-            card.documentation_url = self.documentation_url
-        return card

@@ -1,17 +1,12 @@
 """apcore errors -> A2A outcomes, with the sanitizing rules (pure).
 
-Every exception that leaves an apcore call is classified by :func:`map_error` into one
-:class:`MappedError`. Its ``outcome`` says what the executor does with it:
-
-* ``"raise"``: the caller's request was wrong or not allowed. The task is marked failed
-  and the JSON-RPC/REST/gRPC call answers with ``a2a_error`` (e.g. -32602 with field
-  errors, -32601, or -32001 for a masked ACL denial).
-* ``"failed"`` / ``"rejected"`` / ``"canceled"``: the call was fine but the work did not
-  succeed. The task ends in that state and the status message carries a text part and a
-  data part ``{"code", "message", "type"}`` a client can act on.
-
-Messages that reach clients are sanitized: no file paths, no traceback lines, at most
-500 characters. :data:`ERROR_TABLE` is the table documented in the README.
+:func:`map_error` classifies every exception that leaves an apcore call. Outcome
+``"raise"``: the request was wrong or not allowed, the call answers with ``a2a_error``
+(e.g. -32602 with field errors, -32601, or -32001 for a masked ACL denial). ``"failed"`` /
+``"rejected"`` / ``"canceled"``: the task ends in that state, its status message carrying
+a text part and a data part ``{"code", "message", "type"}``. Client-facing messages have no
+file paths, no traceback lines, at most 500 characters. :data:`ERROR_TABLE` is the table
+documented in the README.
 """
 
 from __future__ import annotations
@@ -55,13 +50,9 @@ _CONTROL_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 def sanitize(text: str, limit: int = MAX_MESSAGE) -> str:
     """Make *text* safe to show a client: no paths, no traceback, bounded length."""
-    text = _TRACE_RE.sub("", str(text))
-    text = _FRAME_RE.sub("", text)
-    text = _PATH_RE.sub("<path>", text)
-    text = _CONTROL_RE.sub("", text).strip()
-    if len(text) > limit:
-        text = text[: limit - 3] + "..."
-    return text
+    text = _FRAME_RE.sub("", _TRACE_RE.sub("", str(text)))
+    text = _CONTROL_RE.sub("", _PATH_RE.sub("<path>", text)).strip()
+    return text[: limit - 3] + "..." if len(text) > limit else text
 
 
 def clean_for_log(value: Any, limit: int = MAX_LOG) -> str:
@@ -128,64 +119,46 @@ class MappedError:
 
     def status_data(self) -> dict[str, Any]:
         """The data part of a failed task's status message."""
-        data: dict[str, Any] = {"code": self.code, "message": self.message, "type": self.type}
-        data.update(self.details)
-        return data
+        return {"code": self.code, "message": self.message, "type": self.type, **self.details}
 
 
 def _field_errors(exc: Any) -> list[dict[str, str]]:
     details = getattr(exc, "details", None) or {}
     raw = details.get("errors") if isinstance(details, dict) else None
-    out: list[dict[str, str]] = []
-    for item in raw or ():
-        if not isinstance(item, dict):
-            continue
-        path = str(item.get("path") or item.get("field") or "/")
-        out.append({"field": path, "message": sanitize(str(item.get("message", "")), 200)})
-    return out
+    return [
+        {
+            "field": str(item.get("path") or item.get("field") or "/"),
+            "message": sanitize(str(item.get("message", "")), 200),
+        }
+        for item in raw or ()
+        if isinstance(item, dict)
+    ]
 
 
 def map_error(exc: BaseException, *, module_id: str | None = None) -> MappedError:
     """Classify *exc* raised while running *module_id* (see module docstring)."""
     code = getattr(exc, "code", None)
     is_module_error = isinstance(code, str) and hasattr(exc, "details")
-    if not is_module_error:
-        rule = _UNKNOWN
-        code = rule.code
-    else:
-        rule = ERROR_TABLE.get(str(code), _CUSTOM)
-    raw_message = getattr(exc, "message", None) or str(exc)
-    message = rule.client_message or sanitize(raw_message)
-    if str(code) == "MODULE_NOT_FOUND" and module_id:
+    rule = ERROR_TABLE.get(str(code), _CUSTOM) if is_module_error else _UNKNOWN
+    code = str(code) if is_module_error else rule.code
+    message = rule.client_message or sanitize(getattr(exc, "message", None) or str(exc))
+    if code == "MODULE_NOT_FOUND" and module_id:
         message = f"Skill not found: {module_id}"
-    elif str(code) == "MODULE_DISABLED" and module_id:
+    elif code == "MODULE_DISABLED" and module_id:
         message = f"Skill is disabled: {module_id}"
-    elif str(code) == "APPROVAL_DENIED":
+    elif code == "APPROVAL_DENIED":
         reason = getattr(exc, "reason", None)
         message = f"Approval denied: {sanitize(reason, 300)}" if reason else "Approval denied"
-    type_name = "A2AError" if not is_module_error else type(exc).__name__
-    if not is_module_error:
-        type_name = "InternalError"
+    type_name = type(exc).__name__ if is_module_error else "InternalError"
     details: dict[str, Any] = {}
     a2a_error: A2AError | None = None
     if rule.outcome == "raise" and rule.a2a is not None:
-        data: dict[str, Any] = {"type": type_name, "apcoreCode": str(code)}
+        data: dict[str, Any] = {"type": type_name, "apcoreCode": code}
         errors = _field_errors(exc) if rule.a2a is InvalidParamsError else []
         if errors:
-            data["errors"] = errors
-            details["errors"] = errors
-        if rule.a2a is TaskNotFoundError:
-            data = {}
-        a2a_error = rule.a2a(message=message, data=data or None)
-    return MappedError(
-        outcome=rule.outcome,
-        code=str(code),
-        message=message,
-        type=type_name,
-        log_level=rule.log_level,
-        a2a_error=a2a_error,
-        details=details,
-    )
+            data["errors"] = details["errors"] = errors
+        a2a_error = rule.a2a(message=message, data=None if rule.a2a is TaskNotFoundError else data)
+    return MappedError(rule.outcome, code, message, type_name, rule.log_level, a2a_error, details)
 
 
 class ExecutionTimeout(Exception):

@@ -1,21 +1,14 @@
 """What a module can answer besides plain values: files, a reply kind, a question (pure).
 
-* :class:`File` -- a file the module returns, inline (``raw``) or by ``url``, with its
-  media type and file name. It is a pydantic model, so it can be (or be a field of) a
-  module's ``output_schema`` and passes apcore's strict output validation. Its
-  ``model_dump()`` -- what apcore's ``@module`` functions and pydantic outputs turn it
-  into -- is recognised too (:func:`file_from_value`).
+* :class:`File` -- a file the module returns, inline (``raw``) or by ``url``; its
+  ``model_dump()`` is recognised too (:func:`file_from_value`).
 * ``{"kind": "text", "text": ...}`` -- a text part, for streaming modules, whose chunks
   apcore requires to be dicts (:func:`text_from_value`).
-* :func:`reply_as` -- a module decides, for this call, whether the answer is an A2A
-  ``Message`` or a ``Task`` (see docs/lifecycle.md for when each is possible).
-* :class:`InputRequired` -- raised by a module: the task waits in ``input-required``
-  with *prompt*; the caller's next message on the task calls the module again with the
-  answer merged into the input (docs/lifecycle.md, "Asking the caller for input").
-* :class:`AuthRequired` -- the same, in ``auth-required``: the caller must obtain a
-  credential (a user's consent for a third-party service, say) and send it on the task.
+* :func:`reply_as` -- the module decides, for this call, between a ``Message`` and a ``Task``.
+* :class:`InputRequired` / :class:`AuthRequired` -- raised by a module: the task waits in
+  ``input-required`` / ``auth-required`` for the caller's answer.
 
-No I/O here: these are values and a context flag the execution bridge reads.
+See docs/lifecycle.md, "What a module answers". No I/O here.
 """
 
 from __future__ import annotations
@@ -46,7 +39,6 @@ REPLY_KEY = "_a2a.reply"
 #: ``Context.data`` key of the callable that opens the task when a module chooses one
 TASK_HOOK_KEY = "_a2a.open_task"
 _REPLIES = ("message", "task")
-_FILE_KEYS = frozenset({"kind", "raw", "url", "media_type", "filename"})
 
 
 class File(BaseModel):
@@ -56,7 +48,8 @@ class File(BaseModel):
     file part with those bytes, media type and name; ``File(url="https://...",
     media_type="image/png")`` a part that points at the file. Without ``media_type``,
     inline bytes get one sniffed from their magic bytes (``application/octet-stream`` if
-    unknown) and a URL gets none. Exactly one of ``raw`` and ``url`` must be given.
+    unknown) and a URL gets none. Exactly one of ``raw`` and ``url`` must be given. A
+    pydantic model, so it can be (a field of) a module's ``output_schema``.
     """
 
     model_config = ConfigDict(
@@ -79,44 +72,30 @@ class File(BaseModel):
 
 
 def file_from_value(value: Any) -> File | None:
-    """*value* as a :class:`File`: a ``File``, or a dict shaped like its ``model_dump()``.
-
-    The dict must say ``"kind": "file"``, carry exactly one of ``raw`` (bytes, or their
-    base64 text, standard or URL-safe as in ``model_dump(mode="json")``) and ``url`` (a
-    string), and no keys besides ``kind``, ``raw``, ``url``, ``media_type``,
-    ``filename``. Anything else is not a file (``None``), so ordinary data that merely
-    has a ``url`` key stays data.
-    """
+    """*value* as a :class:`File`: a ``File``, or a dict shaped like its ``model_dump()``
+    (``raw`` may be base64 text, as in ``model_dump(mode="json")``). Anything else is not a
+    file (``None``), so ordinary data that merely has a ``url`` key stays data."""
     if isinstance(value, File):
         return value
     if not isinstance(value, Mapping) or value.get("kind") != "file":
         return None
-    if not set(value) <= _FILE_KEYS:
-        return None
-    raw, url = value.get("raw"), value.get("url")
+    fields = dict(value)
+    raw = fields.get("raw")
     if isinstance(raw, str):
         try:  # standard or URL-safe alphabet (pydantic's JSON dump uses the latter)
-            raw = base64.b64decode(raw.replace("-", "+").replace("_", "/"), validate=True)
+            fields["raw"] = base64.b64decode(raw.replace("-", "+").replace("_", "/"), validate=True)
         except (binascii.Error, ValueError):
             return None
-    if isinstance(raw, bytearray):
-        raw = bytes(raw)
-    media_type, filename = value.get("media_type"), value.get("filename")
-    if not isinstance(media_type, str | None) or not isinstance(filename, str | None):
-        return None
-    if raw is not None and not isinstance(raw, bytes):
-        return None
-    if url is not None and not isinstance(url, str):
-        return None
+    elif isinstance(raw, bytearray):
+        fields["raw"] = bytes(raw)
     try:
-        return File(raw=raw, url=url, media_type=media_type, filename=filename)
+        return File.model_validate(fields, strict=True)
     except ValueError:
         return None
 
 
 def text_from_value(value: Any) -> str | None:
-    """The text of a text-shaped dict ``{"kind": "text", "text": "..."}`` (exactly those
-    two keys), else ``None``. Streaming modules yield it: apcore streams only dicts."""
+    """The text of ``{"kind": "text", "text": "..."}`` (exactly those two keys), else ``None``."""
     if isinstance(value, Mapping) and len(value) == 2 and value.get("kind") == "text":
         text = value.get("text")
         return text if isinstance(text, str) else None
@@ -126,14 +105,14 @@ def text_from_value(value: Any) -> str | None:
 def reply_as(context: Any, kind: Literal["message", "task"]) -> None:
     """Choose, for this call, whether the caller gets a ``Message`` or a ``Task``.
 
-    *context* is the apcore ``Context`` the module was called with. The choice counts
-    in skills that run their module before anything is recorded: ``"reply":
-    "message"`` (a message unless the module says ``"task"``) and ``"reply": "auto"``
-    (a task unless it says ``"message"``). Choosing ``"task"`` there creates the task
-    at once, so the rest of the run can be watched and canceled like any task; that is
-    final (a later ``"message"`` changes nothing). A default skill (``"reply": "task"``)
-    has created its task before the module ran, so there the choice changes nothing
-    (docs/lifecycle.md, "Message or task").
+    *context* is the apcore ``Context`` the module was called with. The choice counts in
+    skills with ``"reply": "message"`` (a message unless the module says ``"task"``) and
+    ``"reply": "auto"`` (a task unless it says ``"message"``). ``"task"`` creates the task
+    at once, so the rest of the run can be watched and canceled; that is final. A default
+    skill (``"reply": "task"``) created its task before the module ran, so there the choice
+    changes nothing (docs/lifecycle.md, "Message or task")::
+
+        reply_as(context, "message")
     """
     if kind not in _REPLIES:
         raise ValueError(f"reply_as: kind must be 'message' or 'task', not {kind!r}")
@@ -159,9 +138,11 @@ class InputRequired(Exception):
 
     The task ends this turn in ``input-required`` with *prompt* as the status message's
     text (and *data*, if given, as a data part). The caller's next message on the task
-    calls the module again with the input this call ran with, updated by the answer:
-    the answer's data parts are merged over it, and its text fills *field* (or, without
-    *field*, is read as for a new message). *field* must be a property of the input.
+    calls the module again with the input this call ran with, updated by the answer: its
+    data parts are merged over it, and its text fills *field* (or, without *field*, is
+    read as for a new message)::
+
+        raise InputRequired("Where to?", field="destination")
     """
 
     def __init__(
@@ -178,12 +159,10 @@ class InputRequired(Exception):
 class AuthRequired(InputRequired):
     """Raised by a module that needs a credential the caller must obtain first.
 
-    As :class:`InputRequired`, but the task waits in ``auth-required``, and the status
+    As :class:`InputRequired`, but the task waits in ``auth-required`` and the status
     message's data part names the *scheme* (``"oauth2"``, ``"bearer"``...). The caller
-    obtains the credential (a user's consent for a third-party service, typically) and
-    sends it on the task: in a data part or as text for *field* (merged into the input
-    like any answer), or in the message's metadata, which the resumed module reads as
-    ``Context.data["a2a.message_metadata"]`` (docs/lifecycle.md, "Asking for a
+    sends the credential on the task (a data part, text for *field*, or message metadata,
+    read as ``Context.data["a2a.message_metadata"]``; docs/lifecycle.md, "Asking for a
     credential").
     """
 
@@ -200,12 +179,9 @@ class AuthRequired(InputRequired):
 
 
 def input_required_of(exc: BaseException | None) -> InputRequired | None:
-    """The :class:`InputRequired` (or :class:`AuthRequired`) behind *exc* (apcore wraps
-    what a module raises)."""
-    seen = 0
-    while exc is not None and seen < 10:
-        if isinstance(exc, InputRequired):
+    """The :class:`InputRequired` behind *exc* (apcore wraps what a module raises)."""
+    for _ in range(10):
+        if exc is None or isinstance(exc, InputRequired):
             return exc
         exc = exc.__cause__ or exc.__context__
-        seen += 1
     return None

@@ -11,10 +11,7 @@ apcore modules take one dict. Incoming parts become that dict:
   turned back into ``int`` wherever the schema says ``integer`` -- apcore validates
   strictly and would reject them otherwise.
 
-Module output becomes parts: ``dict`` -> data part (``bytes`` and file values split out
-as file parts), ``str`` or ``{"kind": "text", "text": ...}`` -> text part, a file
-(``bytes``, :class:`~.outputs.File` or its dict shape) -> file part, a list of files ->
-file parts, other JSON values -> a data part holding that value, ``None`` -> no parts.
+Module output becomes parts as docs/lifecycle.md ("What a module answers") tabulates.
 """
 
 from __future__ import annotations
@@ -27,18 +24,12 @@ from typing import Any
 import filetype  # type: ignore[import-untyped]
 from a2a.types import Part
 from a2a.utils.errors import ContentTypeNotSupportedError, InvalidParamsError
-from google.protobuf.struct_pb2 import Value
+from google.protobuf.struct_pb2 import Struct, Value
 
 from apcore_a2a.adapters.outputs import File, file_from_value, text_from_value
-from apcore_a2a.adapters.schema import SchemaFacts, coerce_integers
+from apcore_a2a.adapters.schema import SchemaFacts, coerce_integers, json_types
 
-__all__ = [
-    "input_from_parts",
-    "is_file",
-    "output_to_parts",
-    "sniff_media_type",
-    "value_to_python",
-]
+__all__ = ["input_from_parts", "is_file", "output_to_parts", "sniff_media_type", "value_to_python"]
 
 _OCTET = "application/octet-stream"
 
@@ -50,47 +41,20 @@ def value_to_python(value: Value) -> Any:
         return {k: value_to_python(v) for k, v in value.struct_value.fields.items()}
     if kind == "list_value":
         return [value_to_python(v) for v in value.list_value.values]
-    if kind == "string_value":
-        return value.string_value
-    if kind == "number_value":
-        return value.number_value
-    if kind == "bool_value":
-        return value.bool_value
-    return None
-
-
-def _takes_string(prop_schema: Any) -> bool:
-    """True when the property is (or may be, as in ``bytes | None``) a JSON string."""
-    if not isinstance(prop_schema, Mapping):
-        return False
-    kind = prop_schema.get("type")
-    if kind == "string" or (isinstance(kind, list) and "string" in kind):
-        return True
-    return any(
-        _takes_string(option) for key in ("anyOf", "oneOf") for option in prop_schema.get(key) or ()
-    )
+    return None if kind in (None, "null_value") else getattr(value, kind)
 
 
 def _file_value(part: Part, prop_schema: Any) -> Any:
-    as_string = _takes_string(prop_schema)
-    if part.HasField("raw"):
-        encoded = base64.b64encode(part.raw).decode("ascii")
-        if as_string:
-            return encoded
-        value: dict[str, Any] = {"bytes": encoded}
-    else:
-        if as_string:
-            return part.url
-        value = {"uri": part.url}
-    value["name"] = part.filename or "file"
-    value["mimeType"] = part.media_type or (sniff_media_type(part.raw) if part.raw else _OCTET)
-    return value
-
-
-def _media_type_of(part: Part) -> str:
-    # Echoed back to the caller: keep it short and printable.
-    cleaned = "".join(c for c in part.media_type[:100] if c.isprintable())
-    return cleaned or _OCTET
+    is_raw = part.HasField("raw")
+    source = base64.b64encode(part.raw).decode("ascii") if is_raw else part.url
+    # A property that is (or may be, as in ``bytes | None``) a string takes the bare source.
+    if isinstance(prop_schema, Mapping) and "string" in json_types(prop_schema):
+        return source
+    return {
+        "bytes" if is_raw else "uri": source,
+        "name": part.filename or "file",
+        "mimeType": part.media_type or (sniff_media_type(part.raw) if part.raw else _OCTET),
+    }
 
 
 def _bad(message: str, **data: Any) -> InvalidParamsError:
@@ -102,22 +66,25 @@ def input_from_parts(parts: Sequence[Part], facts: SchemaFacts) -> dict[str, Any
 
     Raises ``InvalidParamsError`` (-32602) with a message a caller can act on.
     """
+    expected = facts.summary
     if not parts:
         raise _bad(
-            f"Message has no parts; expected a data part matching {facts.summary}",
-            expected=facts.summary,
+            f"Message has no parts; expected a data part matching {expected}", expected=expected
         )
     merged: dict[str, Any] | None = None
     texts: list[str] = []
     files: list[Part] = []
     for part in parts:
         kind = part.WhichOneof("content")
-        if kind == "data":
+        if kind == "text":
+            texts.append(part.text)
+        elif kind in ("raw", "url"):
+            files.append(part)
+        elif kind == "data":
             value = value_to_python(part.data)
             if not isinstance(value, dict):
                 raise _bad(
-                    f"A data part must hold a JSON object matching {facts.summary}",
-                    expected=facts.summary,
+                    f"A data part must hold a JSON object matching {expected}", expected=expected
                 )
             if merged is None:
                 merged = value
@@ -128,10 +95,6 @@ def input_from_parts(parts: Sequence[Part], facts: SchemaFacts) -> dict[str, Any
                         f"Data parts disagree on key '{key[:100]}'", conflictingKey=key[:100]
                     )
                 merged[key] = item
-        elif kind == "text":
-            texts.append(part.text)
-        elif kind in ("raw", "url"):
-            files.append(part)
     result = merged if merged is not None else _input_from_text(texts, facts)
     if files:
         _place_files(result, files, facts)
@@ -141,10 +104,10 @@ def input_from_parts(parts: Sequence[Part], facts: SchemaFacts) -> dict[str, Any
 
 def _input_from_text(texts: list[str], facts: SchemaFacts) -> dict[str, Any]:
     if not texts:
-        # Only files: they fill binary properties of an otherwise empty input.
-        return {}
+        return {}  # only files: they fill binary properties of an otherwise empty input
     text = "\n".join(texts)
     stripped = text.strip()
+    hint = "expected a data part or JSON object matching"
     if stripped.startswith("{"):
         try:
             parsed = json.loads(stripped)
@@ -154,22 +117,21 @@ def _input_from_text(texts: list[str], facts: SchemaFacts) -> dict[str, Any]:
             return parsed
         if facts.text_property is None:
             raise _bad(
-                "Text part is not a valid JSON object; expected a data part or JSON object "
-                f"matching {facts.summary}",
+                f"Text part is not a valid JSON object; {hint} {facts.summary}",
                 expected=facts.summary,
             )
     if facts.text_property is not None:
         return {facts.text_property: text}
-    raise _bad(
-        f"expected a data part or JSON object matching {facts.summary}",
-        expected=facts.summary,
-    )
+    raise _bad(f"{hint} {facts.summary}", expected=facts.summary)
 
 
 def _place_files(result: dict[str, Any], files: list[Part], facts: SchemaFacts) -> None:
     if not facts.binary:
         # A2A: a part of a media type the agent does not accept is ContentTypeNotSupported.
-        media = sorted({_media_type_of(part) for part in files})
+        # The media types are echoed back to the caller: keep them short and printable.
+        media = sorted(
+            {"".join(c for c in p.media_type[:100] if c.isprintable()) or _OCTET for p in files}
+        )
         raise ContentTypeNotSupportedError(
             message=f"This skill takes no file input (got {', '.join(media)})",
             data={"mediaTypes": media, "expected": facts.summary},
@@ -177,12 +139,9 @@ def _place_files(result: dict[str, Any], files: list[Part], facts: SchemaFacts) 
     free = [name for name in facts.binary if name not in result]
     props = facts.schema.get("properties") or {}
     for part in files:
-        wanted = None
-        if part.HasField("metadata"):
-            field = part.metadata.fields.get("field")
-            if field is not None and field.string_value in facts.binary:
-                wanted = field.string_value
-        if wanted is None:
+        field = part.metadata.fields.get("field") if part.HasField("metadata") else None
+        wanted = field.string_value if field is not None else None
+        if wanted not in facts.binary:
             if not free:
                 raise _bad(
                     f"Too many file parts; this skill takes {len(facts.binary)}",
@@ -204,47 +163,26 @@ def sniff_media_type(data: bytes) -> str:
 
 
 def _data_part(value: Any) -> Part:
-    part = Part()
+    holder = Struct()
     try:
-        if isinstance(value, dict):
-            part.data.struct_value.update(value)
-        elif isinstance(value, list | tuple):
-            part.data.list_value.extend(value)
-        else:
-            _set_scalar(part.data, value)
+        holder.update({"v": value})
     except (TypeError, ValueError):
         # Values protobuf cannot hold (datetimes, decimals, sets...) go through JSON.
-        part = Part()
-        plain = json.loads(json.dumps(value, default=str))
-        return _data_part(plain)
+        holder = Struct()
+        holder.update({"v": json.loads(json.dumps(value, default=str))})
+    part = Part()
+    part.data.CopyFrom(holder.fields["v"])
     return part
-
-
-def _set_scalar(target: Value, value: Any) -> None:
-    if value is None:
-        target.null_value = 0
-    elif isinstance(value, bool):
-        target.bool_value = value
-    elif isinstance(value, int | float):
-        target.number_value = value
-    elif isinstance(value, str):
-        target.string_value = value
-    else:
-        raise TypeError(type(value).__name__)
 
 
 def _file_part(file: File | bytes, default_name: str | None = None) -> Part:
     if isinstance(file, bytes):
-        part = Part(raw=file, media_type=sniff_media_type(file))
-        name = default_name
+        file = File(raw=file)
+    if file.raw is not None:
+        part = Part(raw=file.raw, media_type=file.media_type or sniff_media_type(file.raw))
     else:
-        if file.raw is not None:
-            part = Part(raw=file.raw, media_type=file.media_type or sniff_media_type(file.raw))
-        else:
-            part = Part(url=file.url or "")
-            if file.media_type:
-                part.media_type = file.media_type
-        name = file.filename or default_name
+        part = Part(url=file.url or "", media_type=file.media_type or "")
+    name = file.filename or default_name
     if name:
         part.filename = name
     return part
@@ -258,11 +196,7 @@ def is_file(value: Any) -> bool:
 def _as_file(value: Any) -> File | bytes | None:
     if isinstance(value, bytes | bytearray):
         return bytes(value)
-    if isinstance(value, File):
-        return value
-    if isinstance(value, dict) and value.get("kind") == "file":
-        return file_from_value(value)
-    return None
+    return file_from_value(value)
 
 
 def output_to_parts(value: Any, *, wrapped_result: bool = False) -> list[Part]:
@@ -273,10 +207,9 @@ def output_to_parts(value: Any, *, wrapped_result: bool = False) -> list[Part]:
         return []
     if isinstance(value, str):
         return [Part(text=value)]
-    if isinstance(value, dict) and value.get("kind") == "text":
-        text = text_from_value(value)
-        if text is not None:
-            return [Part(text=text)]
+    text = text_from_value(value)
+    if text is not None:
+        return [Part(text=text)]
     file = _as_file(value)
     if file is not None:
         return [_file_part(file)]

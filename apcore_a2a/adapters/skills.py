@@ -19,12 +19,7 @@ from a2a.types import AgentSkill
 
 from apcore_a2a.adapters.schema import SchemaFacts, inline_refs, root_type, schema_facts
 
-__all__ = [
-    "SCHEMA_EXTENSION_URI",
-    "SkillSpec",
-    "humanize",
-    "skill_from_descriptor",
-]
+__all__ = ["SCHEMA_EXTENSION_URI", "SkillSpec", "humanize", "skill_from_descriptor"]
 
 logger = logging.getLogger("apcore_a2a.adapters.skills")
 
@@ -54,8 +49,6 @@ class SkillSpec:
     skill: AgentSkill
     module_id: str
     input_facts: SchemaFacts
-    output_schema: dict[str, Any]
-    annotations: dict[str, Any]
     streaming: bool
     #: how the skill answers: ``"task"`` (default), ``"message"`` (stateless reply) or
     #: ``"auto"`` (the module decides per call, a task unless it says otherwise)
@@ -73,22 +66,16 @@ def humanize(module_id: str) -> str:
 
 def _annotations(descriptor: Any) -> dict[str, Any]:
     ann = getattr(descriptor, "annotations", None)
-    out: dict[str, Any] = {}
-    if ann is None:
-        return out
-    for attr, key in _ANNOTATION_KEYS.items():
-        value = getattr(ann, attr, None)
-        if isinstance(value, bool):
-            out[key] = value
-    return out
+    values = {key: getattr(ann, attr, None) for attr, key in _ANNOTATION_KEYS.items()}
+    return {key: value for key, value in values.items() if isinstance(value, bool)}
 
 
-def _modes(schema: Mapping[str, Any], facts: SchemaFacts | None) -> list[str]:
-    kind = root_type(schema)
+def _modes(facts: SchemaFacts) -> list[str]:
+    kind = root_type(facts.schema)
     modes = [JSON_MODE] if kind in ("object", "array") else []
-    if kind == "string" or (facts is not None and facts.text_property):
+    if kind == "string" or facts.text_property:
         modes.append(TEXT_MODE)
-    if facts is not None and facts.binary:
+    if facts.binary:
         modes.append("application/octet-stream")
     return modes or [JSON_MODE]
 
@@ -99,11 +86,10 @@ def _is_wrapped_result(schema: Mapping[str, Any]) -> bool:
 
 
 def _output_modes(schema: Mapping[str, Any], wrapped: bool) -> list[str]:
-    if wrapped:
-        inner = schema["properties"]["result"]
-        kind = root_type(inner) if isinstance(inner, Mapping) else "object"
-        return [TEXT_MODE] if kind == "string" else [JSON_MODE]
-    return [JSON_MODE]
+    inner = schema["properties"]["result"] if wrapped else None
+    return (
+        [TEXT_MODE] if isinstance(inner, Mapping) and root_type(inner) == "string" else [JSON_MODE]
+    )
 
 
 def _example_strings(examples: Any) -> tuple[list[str], list[dict[str, Any]]]:
@@ -128,11 +114,8 @@ def _example_strings(examples: Any) -> tuple[list[str], list[dict[str, Any]]]:
 
 
 def skill_from_descriptor(descriptor: Any, *, streaming: bool = False) -> SkillSpec | None:
-    """Map an apcore ``ModuleDescriptor`` to a :class:`SkillSpec`.
-
-    Returns ``None`` (and logs a warning) for modules without a description, which the
-    card cannot present meaningfully.
-    """
+    """Map an apcore ``ModuleDescriptor`` to a :class:`SkillSpec`; ``None`` (logged) for a
+    module without a description, which the card cannot present meaningfully."""
     module_id = str(descriptor.module_id)
     description = (getattr(descriptor, "description", "") or "").strip()
     if not description:
@@ -148,12 +131,9 @@ def skill_from_descriptor(descriptor: Any, *, streaming: bool = False) -> SkillS
     annotations["streaming"] = streaming
     metadata = getattr(descriptor, "metadata", None) or {}
     a2a_meta = metadata.get("a2a") if isinstance(metadata, Mapping) else None
-    reply = "task"
-    if isinstance(a2a_meta, Mapping) and a2a_meta.get("reply") in ("message", "auto"):
-        reply = str(a2a_meta["reply"])
-    tags = [str(t) for t in (getattr(descriptor, "tags", None) or ())]
-    if not tags:
-        tags = [module_id.split(".", 1)[0]]
+    reply = a2a_meta.get("reply") if isinstance(a2a_meta, Mapping) else None
+    reply = reply if reply in ("message", "auto") else "task"
+    tags = [str(t) for t in getattr(descriptor, "tags", None) or ()] or [module_id.split(".")[0]]
     example_strings, example_entries = _example_strings(getattr(descriptor, "examples", None))
     name = getattr(descriptor, "name", None) or humanize(module_id)
     skill = AgentSkill(
@@ -162,7 +142,7 @@ def skill_from_descriptor(descriptor: Any, *, streaming: bool = False) -> SkillS
         description=description,
         tags=tags,
         examples=example_strings,
-        input_modes=_modes(facts.schema, facts),
+        input_modes=_modes(facts),
         output_modes=_output_modes(output_schema, wrapped),
     )
     entry: dict[str, Any] = {
@@ -179,8 +159,6 @@ def skill_from_descriptor(descriptor: Any, *, streaming: bool = False) -> SkillS
         skill=skill,
         module_id=module_id,
         input_facts=facts,
-        output_schema=output_schema,
-        annotations=annotations,
         streaming=streaming,
         reply=reply,
         wrapped_result=wrapped,

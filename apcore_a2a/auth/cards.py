@@ -26,8 +26,12 @@ from starlette.routing import Route
 
 from apcore_a2a.adapters.agent_card import CardDocument, serialize_card
 from apcore_a2a.errors import UnauthenticatedError
-from apcore_a2a.execution.access import acl_of, visible_modules, visible_modules_async
-from apcore_a2a.execution.identity import identity_of
+from apcore_a2a.execution.identity import (
+    acl_of,
+    identity_of,
+    visible_modules,
+    visible_modules_async,
+)
 
 if TYPE_CHECKING:
     from a2a.server.context import ServerCallContext

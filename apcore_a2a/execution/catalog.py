@@ -12,7 +12,7 @@ import dataclasses
 import logging
 import math
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,37 +39,26 @@ class CatalogSnapshot:
 
 
 class SkillCatalog:
-    """Skills of an apcore registry, kept in step with registry changes.
-
-    ``on_change`` callbacks run after every rebuild (for example to refresh extended
-    cards); they receive the new snapshot.
-    """
+    """Skills of an apcore registry, kept in step with registry changes."""
 
     def __init__(self, registry: Any, builder: AgentCardBuilder) -> None:
         self._registry = registry
         self._builder = builder
         self._lock = threading.Lock()
         self._spec_cache: dict[int, SkillSpec | None] = {}
-        self._listeners: list[Callable[[CatalogSnapshot], None]] = []
-        self._snapshot = self._build()
+        self._snapshot = self._build(None)
         self._subscribed = False
 
-    # -- reading ---------------------------------------------------------------------
     @property
     def snapshot(self) -> CatalogSnapshot:
         return self._snapshot
 
     def get(self, skill_id: str) -> SkillSpec | None:
-        return self._snapshot.specs.get(skill_id)
+        return self.snapshot.specs.get(skill_id)
 
     def ids(self) -> list[str]:
-        return list(self._snapshot.specs)
+        return list(self.snapshot.specs)
 
-    @property
-    def builder(self) -> AgentCardBuilder:
-        return self._builder
-
-    # -- change tracking ---------------------------------------------------------------
     def watch(self) -> None:
         """Follow the registry's register/unregister events (idempotent)."""
         if self._subscribed or not hasattr(self._registry, "on"):
@@ -79,54 +68,37 @@ class SkillCatalog:
         self._subscribed = True
 
     def unwatch(self) -> None:
-        if not self._subscribed:
-            return
         off = getattr(self._registry, "off", None)
-        if off is not None:
+        if self._subscribed and off is not None:
             off("register", self._on_registry_event)
             off("unregister", self._on_registry_event)
         self._subscribed = False
 
-    def add_listener(self, callback: Callable[[CatalogSnapshot], None]) -> None:
-        self._listeners.append(callback)
-
-    def rebuild(self, builder: AgentCardBuilder | None = None) -> CatalogSnapshot:
-        """Recompute the snapshot (optionally with a new card builder) and publish it."""
+    def rebuild(self) -> CatalogSnapshot:
+        """Recompute the snapshot and publish it."""
         with self._lock:
-            if builder is not None:
-                self._builder = builder
-            self._snapshot = self._build()
-            snapshot = self._snapshot
-        for callback in list(self._listeners):
-            try:
-                callback(snapshot)
-            except Exception:
-                logger.exception("Catalog listener failed")
-        return snapshot
+            self._snapshot = self._build(self._snapshot)
+            return self._snapshot
 
     def _on_registry_event(self, module_id: str, module: Any) -> None:
         self._spec_cache.pop(id(module), None)
         self.rebuild()
 
-    # -- building ---------------------------------------------------------------------
     def _spec_for(self, module_id: str) -> SkillSpec | None:
         module = self._registry.get(module_id)
         if module is None:
             return None
-        key = id(module)
-        cached = self._spec_cache.get(key)
+        cached = self._spec_cache.get(id(module))
         if cached is not None and cached.module_id == module_id:
             return cached
         descriptor = self._registry.get_definition(module_id)
         if descriptor is None:
             return None
-        spec = skill_from_descriptor(
-            descriptor, streaming=callable(getattr(module, "stream", None))
-        )
-        self._spec_cache[key] = spec
+        streaming = callable(getattr(module, "stream", None))
+        spec = self._spec_cache[id(module)] = skill_from_descriptor(descriptor, streaming=streaming)
         return spec
 
-    def _build(self) -> CatalogSnapshot:
+    def _build(self, previous: CatalogSnapshot | None) -> CatalogSnapshot:
         specs: dict[str, SkillSpec] = {}
         for module_id in self._registry.list():
             try:
@@ -137,7 +109,6 @@ class SkillCatalog:
             if spec is not None:
                 specs[module_id] = spec
         document = serialize_card(self._builder.build(specs.values()))
-        previous = getattr(self, "_snapshot", None)
         if previous is not None:
             before = previous.document
             # Last-Modified has one-second resolution: a changed card always gets a later

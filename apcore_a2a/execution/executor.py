@@ -17,19 +17,12 @@ import contextlib
 import functools
 import logging
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
-from a2a.types import (
-    Artifact,
-    Message,
-    Part,
-    Role,
-    TaskArtifactUpdateEvent,
-    TaskState,
-)
+from a2a.types import Message, Part, Role, TaskState
 from a2a.utils.errors import InvalidParamsError
 
 from apcore_a2a.adapters.errors import (
@@ -39,18 +32,10 @@ from apcore_a2a.adapters.errors import (
     clean_for_log,
     map_error,
 )
-from apcore_a2a.adapters.outputs import TASK_HOOK_KEY, input_required_of, reply_of
-from apcore_a2a.adapters.parts import output_to_parts
+from apcore_a2a.adapters.outputs import TASK_HOOK_KEY, input_required_of, reply_of, text_from_value
+from apcore_a2a.adapters.parts import is_file, output_to_parts
 from apcore_a2a.adapters.skills import SkillSpec
-from apcore_a2a.execution import approvals, turns
-from apcore_a2a.execution.chunks import StreamSummary, with_last_flag
-from apcore_a2a.execution.context import apcore_context_for
-from apcore_a2a.execution.events import (
-    ARTIFACT_NAME,
-    agent_message,
-    chunk_event,
-    status_event,
-)
+from apcore_a2a.execution import turns
 from apcore_a2a.execution.observer import ExecutionObserver, observe
 from apcore_a2a.execution.routing import SKILL_METADATA_KEY, ApCoreRequestContext
 from apcore_a2a.execution.runs import CURRENT_RUN, Run, track_module_tasks
@@ -65,15 +50,14 @@ logger = logging.getLogger("apcore_a2a.executor")
 CANCEL_MESSAGE = "Canceled by client"
 #: call_context.state key naming why the server itself canceled (e.g. shutting down)
 CANCEL_REASON_KEY = "apcore_a2a.cancel_reason"
-#: apcore errors that need a task to continue (the caller must answer on it)
-_NEEDS_TASK = ("APPROVAL_PENDING",)
+#: call_context.state key set by the request handler on a blocking send: its caller is
+#: answered only at the end, so no stream is waiting for the submitted Task
+BLOCKING_STATE_KEY = "apcore_a2a.blocking"
+_END_STATES = {"rejected": TaskState.TASK_STATE_REJECTED, "canceled": TaskState.TASK_STATE_CANCELED}
 #: apcore errors of an input that did not validate
 _BAD_INPUT = ("SCHEMA_VALIDATION_ERROR", "GENERAL_INVALID_INPUT")
 #: event-loop turns the submitted Task needs to reach an SSE stream (see below)
 _FIRST_EVENT_TURNS = 10
-#: call_context.state key set by the request handler on a blocking send: its caller is
-#: answered only at the end, so no stream is waiting for the submitted Task
-BLOCKING_STATE_KEY = "apcore_a2a.blocking"
 
 
 async def _let_first_event_out() -> None:
@@ -89,6 +73,97 @@ async def _let_first_event_out() -> None:
     """
     for _ in range(_FIRST_EVENT_TURNS):
         await asyncio.sleep(0)
+
+
+def _ids(context: RequestContext) -> tuple[str, str]:
+    return context.task_id or "", context.context_id or ""
+
+
+# -- streaming ------------------------------------------------------------------------
+# Learn which streamed chunk is the last one without holding every chunk back.
+#
+# A2A marks the final chunk of an artifact with ``lastChunk``, and the proto requires
+# every artifact update to carry at least one part, so an empty closing update is not
+# allowed. The server only learns that a chunk was the last when the module's generator
+# ends. ``with_last_flag`` keeps each chunk back for at most ``grace`` seconds while it
+# waits for the next one: when the generator ends inside that window the chunk goes out
+# with ``last=True``; when the window passes first, the chunk goes out with ``last=False``
+# and a generator that ends later is closed by the task's terminal status alone.
+
+# Long enough for a generator that returns right after its final yield (apcore's
+# stream pipeline adds a few awaits), short enough that a slow stream barely notices.
+LAST_CHUNK_GRACE = 0.02
+
+_END = object()
+
+
+async def with_last_flag(
+    chunks: AsyncIterator[Any], grace: float = LAST_CHUNK_GRACE
+) -> AsyncGenerator[tuple[Any, bool], None]:
+    """Yield ``(chunk, is_last)`` for each chunk of ``chunks``, in order.
+
+    The caller owns ``chunks`` (and closes it); a pending read is cancelled here when
+    the consumer stops early, so the generator is never closed while it is running.
+    """
+    held: Any = _END
+    pending: asyncio.Task[Any] | None = None
+    try:
+        while True:
+            pending = asyncio.ensure_future(anext(chunks, _END))
+            if held is not _END:
+                done, _ = await asyncio.wait({pending}, timeout=grace)
+                if not done:
+                    yield held, False
+                    held = _END
+            try:
+                following = await pending
+            except Exception:
+                # A module that fails mid-stream still delivers what it yielded before.
+                pending = None
+                if held is not _END:
+                    yield held, False
+                raise
+            pending = None
+            if following is _END:
+                if held is not _END:
+                    yield held, True
+                return
+            if held is not _END:
+                yield held, False
+            held = following
+    finally:
+        if pending is not None and not pending.done():
+            pending.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await pending
+
+
+def _deep_merge(target: dict[str, Any], chunk: dict[str, Any]) -> None:
+    for key, value in chunk.items():
+        if isinstance(value, dict) and isinstance(target.get(key), dict):
+            _deep_merge(target[key], value)
+        else:
+            target[key] = value
+
+
+class StreamSummary:
+    """The result of a whole stream, for the ``completed`` status message.
+
+    Data chunks are deep-merged into one data part. Text and files are not repeated: the
+    artifact holds every chunk, and a long output is stored and sent once.
+    """
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._data: dict[str, Any] = {}
+
+    def add(self, chunk: Any) -> None:
+        self.count += 1
+        if isinstance(chunk, dict) and not is_file(chunk) and text_from_value(chunk) is None:
+            _deep_merge(self._data, {k: v for k, v in chunk.items() if not is_file(v)})
+
+    def parts(self) -> list[Part]:
+        return output_to_parts(self._data) if self._data else []
 
 
 class ApCoreAgentExecutor(AgentExecutor):
@@ -117,8 +192,7 @@ class ApCoreAgentExecutor(AgentExecutor):
             await self._execute(context, queue)
 
     async def _execute(self, context: RequestContext, event_queue: EventQueue) -> None:
-        task_id = context.task_id or ""
-        context_id = context.context_id or ""
+        task_id, context_id = _ids(context)
         spec = getattr(context, "skill", None)
         message = context.message
         if spec is None or message is None:  # pragma: no cover - builder always sets it
@@ -126,34 +200,34 @@ class ApCoreAgentExecutor(AgentExecutor):
         assert isinstance(context, ApCoreRequestContext)
         stored = context.current_task or context.stored_task
         inputs = turns.without_token(context.module_input)
-
-        if stored is None and spec.reply != "task":
-            await self._answer_first(context, spec, inputs, event_queue)
-            return
-
-        run = self._runs[task_id] = Run()
+        run = self._runs[task_id] = Run(event_queue, task_id, context_id)
         try:
+            if stored is None and spec.reply != "task":
+                await self._answer_first(run, context, spec, message, inputs)
+                return
             if stored is None:
-                await run.emit(event_queue, turns.new_task(context_id, task_id, message, spec))
+                await turns.submit(run, message, spec)
                 call = context.call_context
                 if call is None or not call.state.get(BLOCKING_STATE_KEY):
                     await _let_first_event_out()
-                working = status_event(task_id, context_id, TaskState.TASK_STATE_WORKING)
+                await run.status(TaskState.TASK_STATE_WORKING)
             else:
-                resumed = await turns.resume(
-                    self._executor, run, stored, message, spec, event_queue
-                )
+                resumed = await turns.resume(self._executor, run, stored, message, spec)
                 if resumed is None:
                     return
-                inputs, working = resumed
-            await run.emit(event_queue, working)
-            await self._run(run, context, spec, inputs, event_queue)
+                inputs = resumed
+            try:
+                value, streamed = await self._invoke(run, context, spec, inputs, stream=True)
+            except Exception as exc:
+                await self._handle_failure(run, context, spec, exc, inputs)
+                return
+            await self._complete(run, spec, value, streamed)
         finally:
             if self._runs.get(task_id) is run:
                 del self._runs[task_id]
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
-        task_id = context.task_id or ""
+        task_id, context_id = _ids(context)
         run = self._runs.get(task_id)
         if run is not None:
             if run.ended:
@@ -165,79 +239,31 @@ class ApCoreAgentExecutor(AgentExecutor):
         # here so it carries a reason and every open stream receives it.
         state = context.call_context.state if context.call_context is not None else {}
         reason = str(state.get(CANCEL_REASON_KEY) or CANCEL_MESSAGE)
-        await event_queue.enqueue_event(
-            status_event(
-                task_id,
-                context.context_id or "",
-                TaskState.TASK_STATE_CANCELED,
-                agent_message(task_id, context.context_id or "", reason, {}),
-            )
-        )
+        canceling = Run(event_queue, task_id, context_id)
+        await canceling.status(TaskState.TASK_STATE_CANCELED, canceling.message(reason, {}))
 
     def running_task_ids(self) -> list[str]:
         """Ids of the tasks whose module is executing in this process."""
         return list(self._runs)
 
     def stop_canceled_elsewhere(self, task_id: str) -> None:
-        """Stop the module of *task_id*: another replica canceled the task in the store.
-
-        The module's cancel token fires; whatever the run emits next conflicts with the
-        stored CANCELED task, and the SDK then ends the local run as canceled.
-        """
+        """Stop the module of *task_id*: another replica canceled the task in the store
+        (what the run emits next conflicts with it, and the SDK ends the run as canceled)."""
         run = self._runs.get(task_id)
         if run is not None and not run.ended:
             run.stop()
 
     # -- running ---------------------------------------------------------------------
-    async def _run(
-        self,
-        run: Run,
-        context: RequestContext,
-        spec: SkillSpec,
-        inputs: dict[str, Any],
-        event_queue: EventQueue,
-    ) -> None:
-        try:
-            value, streamed = await self._invoke(run, context, spec, inputs, event_queue)
-        except Exception as exc:
-            await self._handle_failure(run, context, spec, event_queue, exc, inputs)
-            return
-        await self._complete(run, context, spec, value, streamed, event_queue)
-
-    async def _complete(
-        self,
-        run: Run,
-        context: RequestContext,
-        spec: SkillSpec,
-        value: Any,
-        streamed: bool,
-        event_queue: EventQueue,
-    ) -> None:
+    async def _complete(self, run: Run, spec: SkillSpec, value: Any, streamed: bool) -> None:
         """The result as an artifact (or, streamed, as the status message) + completed."""
-        task_id = context.task_id or ""
-        context_id = context.context_id or ""
         message: Message | None = None
         parts = value if streamed else output_to_parts(value, wrapped_result=spec.wrapped_result)
         if streamed and parts:
             # The chunks already built the artifact; the status carries the merged data.
-            message = Message(
-                message_id=uuid.uuid4().hex,
-                role=Role.ROLE_AGENT,
-                task_id=task_id,
-                context_id=context_id,
-                parts=parts,
-            )
+            message = _agent(run.context_id, parts, run.task_id)
         elif parts:
-            artifact = Artifact(artifact_id=uuid.uuid4().hex, name=ARTIFACT_NAME, parts=parts)
-            await run.emit(
-                event_queue,
-                TaskArtifactUpdateEvent(
-                    task_id=task_id, context_id=context_id, artifact=artifact, last_chunk=True
-                ),
-            )
-        await run.emit(
-            event_queue, status_event(task_id, context_id, TaskState.TASK_STATE_COMPLETED, message)
-        )
+            await run.artifact(uuid.uuid4().hex, parts)
+        await run.status(TaskState.TASK_STATE_COMPLETED, message)
 
     async def _invoke(
         self,
@@ -245,28 +271,25 @@ class ApCoreAgentExecutor(AgentExecutor):
         context: RequestContext,
         spec: SkillSpec,
         inputs: dict[str, Any],
-        event_queue: EventQueue | None,
+        *,
+        stream: bool = False,
         on_task: Callable[[], object] | None = None,
     ) -> tuple[Any, bool]:
         """Run the module under ``execution_timeout``; returns (result, streamed).
 
-        *event_queue* receives the chunks of a streaming module; without one the module
-        is called as a whole. Cancellation and timeout stop the module (``Run.stop``).
-        *on_task* is called (from any thread) when the module chooses a task.
+        With *stream*, a streaming module's chunks are emitted as they come. *on_task* is
+        called (from any thread) when the module chooses a task.
         """
-        apcore_context = apcore_context_for(context, spec, run.token, self._timeout)
-        run.data = apcore_context.data
+        apcore_context = run.apcore_context(context, spec.module_id, self._timeout)
         if on_task is not None:
-            run.data[TASK_HOOK_KEY] = on_task
+            apcore_context.data[TASK_HOOK_KEY] = on_task
         if run.answering is not None:
-            run.data["a2a.follow_up"] = run.answering.as_context_data()
+            apcore_context.data["a2a.follow_up"] = run.answering.as_context_data()
         marker = CURRENT_RUN.set(run)
         try:
             async with asyncio.timeout(self._timeout):
-                if spec.streaming and event_queue is not None:
-                    return await self._stream(
-                        run, spec, inputs, apcore_context, context, event_queue
-                    )
+                if spec.streaming and stream:
+                    return await self._stream(run, spec, inputs, apcore_context)
                 value = await self._executor.call_async(spec.module_id, inputs, apcore_context)
                 return value, False
         except (TimeoutError, asyncio.CancelledError):
@@ -276,23 +299,10 @@ class ApCoreAgentExecutor(AgentExecutor):
             CURRENT_RUN.reset(marker)
 
     async def _stream(
-        self,
-        run: Run,
-        spec: SkillSpec,
-        inputs: dict[str, Any],
-        apcore_context: Any,
-        context: RequestContext,
-        event_queue: EventQueue,
+        self, run: Run, spec: SkillSpec, inputs: dict[str, Any], apcore_context: Any
     ) -> tuple[list[Part] | None, bool]:
-        """Run a streaming module; each chunk becomes an artifact update on one id.
-
-        A chunk goes out as soon as the next one arrives, the module's generator ends,
-        or a short grace passes (see ``chunks.with_last_flag``); the last one carries
-        ``last_chunk`` when the generator ends within that grace. Returns the parts of
-        the whole result (``chunks.StreamSummary``) and whether any chunk came.
-        """
-        task_id = context.task_id or ""
-        context_id = context.context_id or ""
+        """Each chunk becomes an update of one artifact; returns the parts of the whole
+        result (``StreamSummary``) and whether any chunk came."""
         artifact_id = uuid.uuid4().hex
         summary = StreamSummary()
         stream = self._executor.stream(spec.module_id, inputs, apcore_context)
@@ -302,41 +312,31 @@ class ApCoreAgentExecutor(AgentExecutor):
             async with contextlib.aclosing(flagged):
                 async for chunk, last in flagged:
                     parts = output_to_parts(chunk) or [Part(text="")]
-                    event = chunk_event(
-                        task_id, context_id, artifact_id, parts, append=summary.count > 0, last=last
-                    )
-                    await run.emit(event_queue, event)
+                    await run.artifact(artifact_id, parts, append=summary.count > 0, last=last)
                     summary.add(chunk)
         return (summary.parts() if summary.count else None), summary.count > 0
 
     async def _answer_first(
         self,
+        run: Run,
         context: RequestContext,
         spec: SkillSpec,
+        message: Message,
         inputs: dict[str, Any],
-        event_queue: EventQueue,
     ) -> None:
         """Skills that answer with messages: run the module, then answer as it needs.
 
-        A ``Message`` unless the module chose a task for this call (``reply_as``), the
-        skill is ``"auto"`` and the module chose nothing, or the call needs one (the
-        module asked for input or an approval is pending). A task the module chose is
-        created the moment it chose it (submitted, working), so the rest of the run can
-        be watched and canceled; otherwise it is recorded after the module ran. Either
-        way the outcome follows as for any task.
+        A ``Message``, unless the module chose a task (``reply_as``; the task opens at
+        that moment, so the rest of the run can be watched and canceled), the skill is
+        ``"auto"`` and the module chose nothing, or the caller must answer on a task.
         """
-        task_id, context_id = context.task_id or "", context.context_id or ""
-        message = context.message
-        assert message is not None
-        run = self._runs[task_id] = Run()
         loop = asyncio.get_running_loop()
         chosen = asyncio.Event()
 
         async def open_task() -> None:
             await chosen.wait()
-            await run.emit(event_queue, turns.new_task(context_id, task_id, message, spec))
-            working = status_event(task_id, context_id, TaskState.TASK_STATE_WORKING)
-            await run.emit(event_queue, working)
+            await turns.submit(run, message, spec)
+            await run.status(TaskState.TASK_STATE_WORKING)
 
         # Not started by the module, so stopping the module does not stop these events.
         opening = loop.create_task(open_task())
@@ -345,42 +345,31 @@ class ApCoreAgentExecutor(AgentExecutor):
         try:
             try:
                 hook = functools.partial(loop.call_soon_threadsafe, chosen.set)
-                value, _ = await self._invoke(run, context, spec, inputs, None, on_task=hook)
+                value, _ = await self._invoke(run, context, spec, inputs, on_task=hook)
             except Exception as exc:
                 error = exc
             kind = reply_of(run.data) or ("task" if spec.reply == "auto" else "message")
             if error is not None and (
-                input_required_of(error) is not None or getattr(error, "code", None) in _NEEDS_TASK
+                input_required_of(error) is not None
+                or getattr(error, "code", None) == "APPROVAL_PENDING"
             ):
-                kind = "task"
+                kind = "task"  # the caller must answer on a task
             if kind == "message" and error is not None:
-                timeout = isinstance(error, TimeoutError)
-                mapped = map_error(
-                    ExecutionTimeout() if timeout else error, module_id=spec.module_id
-                )
-                self._log(spec, mapped, None if timeout else error)
-                raise as_a2a_error(mapped) from None
+                raise as_a2a_error(self._mapped(spec, error)) from None
             if kind == "message":
                 parts = output_to_parts(value, wrapped_result=spec.wrapped_result)
-                reply = Message(
-                    message_id=uuid.uuid4().hex,
-                    role=Role.ROLE_AGENT,
-                    context_id=context_id,
-                    parts=parts,
-                )
+                reply = _agent(run.context_id, parts)
                 reply.metadata.update({SKILL_METADATA_KEY: spec.module_id})
-                await event_queue.enqueue_event(reply)
+                await run.queue.enqueue_event(reply)
                 return
             chosen.set()  # if the module did not choose the task already
             await opening
             if error is not None:
-                await self._handle_failure(run, context, spec, event_queue, error, inputs)
+                await self._handle_failure(run, context, spec, error, inputs)
             else:
-                await self._complete(run, context, spec, value, False, event_queue)
+                await self._complete(run, spec, value, False)
         finally:
             opening.cancel()
-            if self._runs.get(task_id) is run:
-                del self._runs[task_id]
 
     # -- failures --------------------------------------------------------------------
     async def _handle_failure(
@@ -388,61 +377,48 @@ class ApCoreAgentExecutor(AgentExecutor):
         run: Run,
         context: RequestContext,
         spec: SkillSpec,
-        event_queue: EventQueue,
         exc: BaseException,
         inputs: dict[str, Any],
     ) -> None:
-        task_id, context_id = context.task_id or "", context.context_id or ""
         message_id = context.message.message_id if context.message is not None else ""
         asked = input_required_of(exc)
+        code = "MODULE_TIMEOUT" if isinstance(exc, TimeoutError) else getattr(exc, "code", None)
         if asked is not None:
-            event = turns.asked_event(task_id, context_id, asked, message_id, inputs)
-            await run.emit(event_queue, event)
-            return
-        timeout = isinstance(exc, TimeoutError)
-        code = "MODULE_TIMEOUT" if timeout else getattr(exc, "code", None)
-        if run.answering is not None and code in _BAD_INPUT:
+            await turns.ask(run, asked, message_id, inputs)
+        elif run.answering is not None and code in _BAD_INPUT:
             # The answer made the input invalid: ask again, saying why.
-            mapped = map_error(exc, module_id=spec.module_id)
-            event = turns.reask_event(task_id, context_id, run.answering, mapped.message)
-            await run.emit(event_queue, event)
-            return
-        if code == "APPROVAL_PENDING":
-            pending = approvals.from_error(exc, spec.module_id, message_id)
-            event = approvals.input_required_event(task_id, context_id, pending)
-            await run.emit(event_queue, event)
-            return
-        mapped = map_error(ExecutionTimeout() if timeout else exc, module_id=spec.module_id)
-        self._log(spec, mapped, None if timeout else exc)
-        await self._finish_error(run, context, event_queue, mapped)
-
-    async def _finish_error(
-        self,
-        run: Run,
-        context: RequestContext,
-        event_queue: EventQueue,
-        mapped: MappedError,
-    ) -> None:
-        task_id = context.task_id or ""
-        context_id = context.context_id or ""
-        state = {
-            "rejected": TaskState.TASK_STATE_REJECTED,
-            "canceled": TaskState.TASK_STATE_CANCELED,
-        }.get(mapped.outcome, TaskState.TASK_STATE_FAILED)
-        message = agent_message(task_id, context_id, mapped.message, mapped.status_data())
-        await run.emit(event_queue, status_event(task_id, context_id, state, message))
-        if mapped.outcome == "raise" and mapped.a2a_error is not None:
-            raise mapped.a2a_error
+            await turns.reask(run, run.answering, map_error(exc, module_id=spec.module_id).message)
+        elif code == "APPROVAL_PENDING":
+            await turns.ask_approval(run, exc, spec.module_id, message_id)
+        else:
+            mapped = self._mapped(spec, exc)
+            state = _END_STATES.get(mapped.outcome, TaskState.TASK_STATE_FAILED)
+            await run.status(state, run.message(mapped.message, mapped.status_data()))
+            if mapped.outcome == "raise" and mapped.a2a_error is not None:
+                raise mapped.a2a_error
 
     @staticmethod
-    def _log(spec: SkillSpec, mapped: MappedError, exc: BaseException | None) -> None:
+    def _mapped(spec: SkillSpec, exc: BaseException) -> MappedError:
+        """*exc* mapped for the client (a timeout of ours as apcore's), and logged."""
+        timeout = isinstance(exc, TimeoutError)
+        mapped = map_error(ExecutionTimeout() if timeout else exc, module_id=spec.module_id)
         level = getattr(logging, mapped.log_level.upper(), logging.ERROR)
-        detail = clean_for_log(exc) if exc is not None else mapped.message
         logger.log(
             level,
             "Skill %s failed: %s (%s)",
             spec.module_id,
             mapped.code,
-            detail,
-            exc_info=exc if level >= logging.ERROR and exc is not None else None,
+            mapped.message if timeout else clean_for_log(exc),
+            exc_info=exc if level >= logging.ERROR and not timeout else None,
         )
+        return mapped
+
+
+def _agent(context_id: str, parts: list[Part], task_id: str = "") -> Message:
+    return Message(
+        message_id=uuid.uuid4().hex,
+        role=Role.ROLE_AGENT,
+        task_id=task_id,
+        context_id=context_id,
+        parts=parts,
+    )

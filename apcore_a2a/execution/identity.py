@@ -1,21 +1,27 @@
-"""Who is calling: the apcore ``Identity`` of a request, as the SDK and apcore see it.
+"""Who is calling, and which modules the apcore ACL lets them call.
 
 Authentication (HTTP middleware or gRPC interceptor) stores the caller's apcore
 ``Identity`` in the ASGI scope under :data:`IDENTITY_SCOPE_KEY`; the call-context builders
 turn it into an :class:`IdentityUser`, the SDK ``User`` that owns tasks and push configs;
 the executor hands the same identity to apcore so ACL conditions apply.
+
+Skill ids are apcore module ids, so "may this caller see or call skill S" is the apcore ACL
+question "may this identity call module S", asked without executing anything (preflight,
+the skill router and the per-caller cards).
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from a2a.auth.user import User
+from apcore import Context
 
 if TYPE_CHECKING:
     from a2a.server.context import ServerCallContext
-    from apcore import Identity
+    from apcore import ACL, Executor, Identity
 
 __all__ = [
     "AUTH_ISSUER_ATTR",
@@ -23,8 +29,11 @@ __all__ = [
     "IDENTITY_SCOPE_KEY",
     "MAX_OWNER_CHARS",
     "IdentityUser",
+    "acl_of",
     "identity_of",
     "owner_key",
+    "visible_modules",
+    "visible_modules_async",
 ]
 
 #: ASGI scope key under which auth middleware leaves the caller's apcore ``Identity``.
@@ -40,26 +49,18 @@ MAX_OWNER_CHARS = 255
 def owner_key(identity: Identity) -> str:
     """The task owner of *identity*: the key the task and push-config stores scope by.
 
-    An identity stamped with :data:`AUTH_SCHEME_ATTR` owns ``"<scheme>:<issuer tag>:<id>"``
-    -- the issuer tag is the first 16 hex digits of the SHA-256 of :data:`AUTH_ISSUER_ATTR`
-    (empty without an issuer) -- so equal ids from different authenticators (a JWT
-    ``sub=alice``, an API key named ``alice``, two identity providers) never share tasks.
-    Scheme and tag contain no ``:``, so the key splits back unambiguously. An identity
-    without a scheme (a custom authenticator that sets none) owns its bare ``id``. A key
-    longer than the stores' 255 characters becomes ``"sha256:<hex digest of the key>"``.
-
-    Example::
+    ``"<scheme>:<issuer tag>:<id>"``, so equal ids from different authenticators never
+    share tasks; the bare ``id`` without a scheme; ``"sha256:<hex>"`` of a key longer than
+    the stores' 255 characters (docs/auth.md, "Task owners")::
 
         owner_key(Identity(id="alice", attrs={"auth_scheme": "apikey"}))   # "apikey::alice"
     """
     scheme = identity.attrs.get(AUTH_SCHEME_ATTR)
     if isinstance(scheme, str) and scheme:
         issuer = identity.attrs.get(AUTH_ISSUER_ATTR)
-        tag = (
-            hashlib.sha256(issuer.encode("utf-8")).hexdigest()[:16]
-            if isinstance(issuer, str) and issuer
-            else ""
-        )
+        has_issuer = isinstance(issuer, str) and issuer
+        tag = hashlib.sha256(issuer.encode("utf-8")).hexdigest()[:16] if has_issuer else ""
+        # No ":" in scheme or tag, so the key splits back unambiguously.
         owner = f"{scheme.replace(':', '_')}:{tag}:{identity.id}"
     else:
         owner = str(identity.id)
@@ -69,12 +70,8 @@ def owner_key(identity: Identity) -> str:
 
 
 class IdentityUser(User):
-    """An authenticated SDK user backed by an apcore ``Identity``.
-
-    ``user_name`` is :func:`owner_key` of the identity (how the caller authenticated plus
-    the identity id), which is what the SDK stores use as the owner key; the apcore
-    identity itself, with its plain ``id``, is what modules and the ACL see.
-    """
+    """An authenticated SDK user backed by an apcore ``Identity``: the SDK stores scope
+    by its ``user_name`` (:func:`owner_key`); modules and the ACL see the identity."""
 
     __slots__ = ("_owner", "identity")
 
@@ -97,3 +94,34 @@ def identity_of(context: ServerCallContext | None) -> Identity | None:
         return None
     user = context.user
     return user.identity if isinstance(user, IdentityUser) else None
+
+
+def acl_of(executor: Executor) -> ACL | None:
+    """The ACL an apcore ``Executor`` enforces, if any."""
+    # apcore 0.32 exposes no public getter; the attribute is what set_acl() writes.
+    acl: ACL | None = getattr(executor, "_acl", None)
+    return acl
+
+
+def visible_modules(
+    executor: Executor, identity: Identity | None, module_ids: Iterable[str]
+) -> set[str]:
+    """The modules *identity* (``None`` = anonymous) may call, by the executor's ACL."""
+    acl = acl_of(executor)
+    if acl is None:
+        return set(module_ids)
+    context = Context.create(identity=identity)
+    return {m for m in module_ids if acl.check_access(None, m, context).access == "allow"}
+
+
+async def visible_modules_async(
+    executor: Executor, identity: Identity | None, module_ids: Iterable[str]
+) -> set[str]:
+    """Like :func:`visible_modules`, also evaluating async ACL conditions."""
+    acl = acl_of(executor)
+    if acl is None:
+        return set(module_ids)
+    context = Context.create(identity=identity)
+    return {
+        m for m in module_ids if (await acl.async_check_access(None, m, context)).access == "allow"
+    }

@@ -1,12 +1,9 @@
 """Watching executions: what runs right now, and how each run ended.
 
-The executor wraps every ``execute()`` in :func:`observe`. Observers (metrics,
-telemetry, the :class:`ExecutionTracker` used by graceful shutdown) get ``started`` and
-``finished`` with one :class:`Execution`; its final ``state`` and ``error_code`` are read
-off the events the executor enqueues, so the executor itself keeps no counters.
-
-An execution knows which A2A call started it from the request record
-(:func:`apcore_a2a.classify.current_request`), whatever the binding.
+The executor wraps every ``execute()`` in :func:`observe`. Observers (metrics, telemetry,
+the :class:`ExecutionTracker` of graceful shutdown) get ``started`` and ``finished`` with
+one :class:`Execution`, whose final ``state`` and ``error_code`` are read off the events
+the executor enqueues, so the executor itself keeps no counters.
 """
 
 from __future__ import annotations
@@ -14,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -40,7 +38,7 @@ __all__ = [
 
 logger = logging.getLogger("apcore_a2a.execution.observer")
 
-
+_TRACEPARENT = re.compile(r"[^-]*-([0-9a-fA-F]{32})(?:-[^-]*){2,}")
 TERMINAL_STATES = frozenset({"completed", "failed", "canceled", "rejected"})
 
 
@@ -53,10 +51,8 @@ def state_name(state: int) -> str:
 class Execution:
     """One ``execute()`` call: which task and skill, and (once it ended) how it ended.
 
-    ``state`` follows the events the executor enqueues (``submitted``, ``working``, then
-    e.g. ``completed``, ``failed``, ``canceled``, ``rejected`` or ``input-required``);
-    ``error_code`` is the apcore error code of a failed run. ``reply`` marks a skill
-    that answered with a message instead of a task.
+    ``state`` follows the events the executor enqueues; ``error_code`` is the apcore error
+    code of a failed run; ``reply`` marks an answer that was a message, not a task.
     """
 
     task_id: str
@@ -140,10 +136,7 @@ class _WatchedQueue(EventQueue):
         execution = self._execution
         if isinstance(event, TaskStatusUpdateEvent | Task):
             execution.state = state_name(event.status.state)
-            if event.status.HasField("message"):
-                code = _error_code(event.status.message)
-                if code is not None:
-                    execution.error_code = code
+            execution.error_code = _error_code(event.status.message) or execution.error_code
         elif isinstance(event, Message):
             execution.state = "completed"
             execution.reply = True
@@ -165,19 +158,10 @@ def _error_code(message: Message) -> str | None:
 def _trace_id_of(call_context: ServerCallContext | None) -> str | None:
     """The trace id of an inbound W3C ``traceparent`` header, if well-formed."""
     headers = call_context.state.get("headers") if call_context is not None else None
-    if not isinstance(headers, dict):
-        return None
-    value = headers.get("traceparent")
-    if not isinstance(value, str):
-        return None
-    parts = value.strip().split("-")
-    if len(parts) < 4 or len(parts[1]) != 32 or parts[1] == "0" * 32:
-        return None
-    try:
-        int(parts[1], 16)
-    except ValueError:
-        return None
-    return parts[1].lower()
+    value = headers.get("traceparent") if isinstance(headers, dict) else None
+    found = _TRACEPARENT.fullmatch(value.strip()) if isinstance(value, str) else None
+    trace_id = found.group(1).lower() if found else None
+    return trace_id if trace_id != "0" * 32 else None
 
 
 def _method_of(call_context: ServerCallContext | None) -> str | None:
@@ -209,10 +193,8 @@ def observe(
         call_context=call_context,
         trace_id=_trace_id_of(call_context),
     )
-    notified: list[ExecutionObserver] = []
     for observer in observers:
         _call(observer.started, execution)
-        notified.append(observer)
     token = _logging.bind(task_id=execution.task_id, skill_id=skill_id, trace_id=execution.trace_id)
     try:
         yield _WatchedQueue(event_queue, execution)
@@ -223,14 +205,13 @@ def observe(
     except BaseException as exc:
         if not execution.ended:
             execution.state = "failed"
-            execution.error_code = execution.error_code or str(
-                getattr(exc, "code", None) or type(exc).__name__
-            )
+            code = getattr(exc, "code", None) or type(exc).__name__
+            execution.error_code = execution.error_code or str(code)
         raise
     finally:
         execution.seconds = time.monotonic() - execution.started_at
         _logging.unbind(token)
-        for observer in reversed(notified):
+        for observer in reversed(observers):
             _call(observer.finished, execution)
 
 

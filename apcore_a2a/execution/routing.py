@@ -1,70 +1,67 @@
 """Which skill does a message go to, and with what input?
 
-:class:`SkillResolver` applies the routing rules, in order:
-
-1. ``message.metadata.skillId``
-2. the request's ``metadata.skillId`` (``SendMessageRequest.metadata`` in 1.0,
-   ``params.metadata`` in 0.3 -- the SDK maps both to the same field)
-3. a follow-up on an existing task: that task's skill
-4. exactly one skill: that skill
-5. the configured ``default_skill``
-6. by schema (``route_by_schema``, on by default): the *one* skill the caller may call
-   whose input schema accepts the message as it would be converted for it (a data part
-   that validates; a text part for a skill with a single string property, or text that
-   parses to a JSON object that validates). For clients that never name a skill, such as
-   LLM orchestrators.
-7. otherwise (none, or more than one, accepts it) -32602 "Missing required parameter:
-   metadata.skillId" listing the skills the caller may call; when several accept it, the
-   message names them (``matchingSkills`` in the data).
-
-Errors list only the skills the caller may call (``availableSkills``), and a skill id the
-ACL hides from the caller is answered exactly like an id that does not exist (-32601
-"Skill not found"), so a caller cannot probe which skills exist.
+:class:`SkillResolver` applies the routing rules of the README ("How messages reach
+modules"): the skill named in the message's or the request's ``metadata.skillId``, the
+task's skill on a follow-up, the only skill, ``default_skill``, then (``route_by_schema``)
+the one skill the caller may call whose input schema accepts the message; otherwise
+-32602 naming the skills the caller may call (``availableSkills``) and, when several
+accept it, those (``matchingSkills``). A skill id the ACL hides from the caller is
+answered exactly like an id that does not exist (-32601 "Skill not found"), so a caller
+cannot probe which skills exist.
 
 :class:`ApCoreRequestContextBuilder` runs the resolver and the part conversion *before*
 the SDK creates a task, so a request that cannot be routed or converted is answered with a
 JSON-RPC error and leaves nothing behind in the task store. It also fills a follow-up's
 missing ``contextId`` from the stored task.
+
+:class:`Preflight` checks input schema and ACL there too: apcore validates again when it
+runs the module, but checking first means bad input, or a caller the ACL denies, gets a
+JSON-RPC error and leaves no failed task behind. ``Executor.validate()`` would do both but
+costs about as much as a whole call, so this uses the module's own input model and the ACL
+directly (a few microseconds).
 """
 
 from __future__ import annotations
 
+import json
+import logging
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from a2a.server.agent_execution import RequestContext, RequestContextBuilder
 from a2a.server.context import ServerCallContext
 from a2a.types import Message, SendMessageRequest, Task
-from a2a.utils.errors import InvalidParamsError, MethodNotFoundError
+from a2a.utils.errors import A2AError, InvalidParamsError, MethodNotFoundError, TaskNotFoundError
+from apcore import Context
 from google.protobuf.struct_pb2 import Struct
 
-from apcore_a2a.adapters.errors import clean_for_log
+from apcore_a2a.adapters.errors import clean_for_log, sanitize
 from apcore_a2a.adapters.parts import input_from_parts
 from apcore_a2a.adapters.skills import SkillSpec
 from apcore_a2a.execution.catalog import SkillCatalog
-from apcore_a2a.execution.identity import identity_of
-from apcore_a2a.execution.preflight import Preflight
+from apcore_a2a.execution.identity import acl_of, identity_of, visible_modules
 
 __all__ = [
     "SKILL_METADATA_KEY",
     "ApCoreRequestContext",
     "ApCoreRequestContextBuilder",
+    "Preflight",
     "SkillResolver",
-    "Visible",
-    "skill_not_found",
 ]
 
+logger = logging.getLogger("apcore_a2a.acl")
+
 SKILL_METADATA_KEY = "skillId"
-#: the skill ids (of those given) the caller may see, sorted
-Visible = Callable[[Iterable[str]], list[str]]
-#: whether a skill's input schema accepts a message (as converted for that skill)
-Accepts = Callable[[SkillSpec, Message], bool]
 _SKILL_KEYS = (SKILL_METADATA_KEY, "skill_id")
 
 TaskLookup = Callable[[str, ServerCallContext], Awaitable[Task | None]]
 
 
-def _skill_in(metadata: Struct) -> str | None:
+def _skill_in(holder: Message | SendMessageRequest | Task | None) -> str | None:
+    """The skill id named in the metadata of *holder*."""
+    if holder is None or not holder.HasField("metadata"):
+        return None
+    metadata: Struct = holder.metadata
     for key in _SKILL_KEYS:
         value = metadata.fields.get(key)
         if value is not None and value.WhichOneof("kind") == "string_value" and value.string_value:
@@ -72,11 +69,93 @@ def _skill_in(metadata: Struct) -> str | None:
     return None
 
 
-def skill_of_task(task: Task | None) -> str | None:
-    """The skill id recorded in a stored task's metadata."""
-    if task is None or not task.HasField("metadata"):
-        return None
-    return _skill_in(task.metadata)
+def _who(identity: Any) -> str:
+    return sanitize(str(getattr(identity, "id", None) or "anonymous"), 200)
+
+
+class Preflight:
+    """Validate module input and ACL access for a resolved skill."""
+
+    def __init__(self, registry: Any, executor: Any) -> None:
+        self._registry = registry
+        self._executor = executor
+
+    def check_input(self, module_id: str, inputs: dict[str, Any]) -> None:
+        model = getattr(self._registry.get(module_id), "input_schema", None)
+        validate_json = getattr(model, "model_validate_json", None)
+        try:
+            if callable(validate_json):
+                validate_json(json.dumps(inputs, default=str), strict=True)
+            elif model is not None and callable(getattr(model, "model_validate", None)):
+                model.model_validate(inputs, strict=True)
+        except Exception as exc:
+            errors = _errors_of(exc)
+            summary = "; ".join(f"{e['field']}: {e['message']}" for e in errors[:5])
+            raise InvalidParamsError(
+                message=f"Input does not match the skill's schema: {summary}"[:500],
+                data={
+                    "type": "SchemaValidationError",
+                    "apcoreCode": "SCHEMA_VALIDATION_ERROR",
+                    "errors": errors,
+                },
+            ) from None
+
+    def accepts(self, spec: SkillSpec, message: Message) -> bool:
+        """Whether *message*, converted for *spec*, is valid input for it (no side effects)."""
+        try:
+            inputs = input_from_parts(message.parts, spec.input_facts)
+            self.check_input(spec.module_id, inputs)
+        except A2AError:
+            return False
+        # Models usually ignore unknown keys; for routing, a key the schema does not name
+        # means the message is for another skill.
+        schema = spec.input_facts.schema
+        named = schema.get("properties") or {}
+        return schema.get("additionalProperties") is True or set(inputs) <= set(named)
+
+    def visible(self, module_ids: Iterable[str], identity: Any) -> list[str]:
+        """The ids of *module_ids* the ACL lets *identity* call, sorted."""
+        return sorted(visible_modules(self._executor, identity, module_ids))
+
+    def may_call(self, module_id: str, identity: Any) -> bool:
+        """Whether the ACL lets *identity* call *module_id* (a denial is logged)."""
+        if self.visible((module_id,), identity):
+            return True
+        logger.warning(
+            "ACL denied %s -> %s; answered as skill not found", _who(identity), module_id
+        )
+        return False
+
+    def check_access(self, module_id: str, identity: Any) -> None:
+        acl = acl_of(self._executor)
+        if acl is None:
+            return
+        decision = acl.check_access(None, module_id, Context.create(identity=identity))
+        if getattr(decision, "access", "allow") == "deny":
+            logger.warning(
+                "ACL denied %s -> %s (%s); answered as task not found",
+                _who(identity),
+                module_id,
+                getattr(decision, "reason", "denied"),
+            )
+            raise TaskNotFoundError(message="Task not found")
+
+
+def _errors_of(exc: Exception) -> list[dict[str, str]]:
+    raw = getattr(exc, "errors", None)
+    out: list[dict[str, str]] = []
+    if callable(raw):
+        try:
+            out = [
+                {
+                    "field": "/" + "/".join(str(p) for p in item.get("loc") or ()),
+                    "message": sanitize(item.get("msg", ""), 200),
+                }
+                for item in raw()
+            ]
+        except Exception:
+            out = []
+    return out or [{"field": "/", "message": sanitize(str(exc), 200)}]
 
 
 class SkillResolver:
@@ -90,33 +169,26 @@ class SkillResolver:
         self.by_schema = by_schema
 
     def skill_ids(self) -> list[str]:
-        return list(self._catalog.snapshot.specs)
+        return self._catalog.ids()
 
     def resolve(
         self,
-        message: Message,
-        request_metadata: Struct | None,
-        task: Task | None = None,
-        visible: Visible | None = None,
-        accepts: Accepts | None = None,
+        params: SendMessageRequest,
+        task: Task | None,
+        visible: Callable[[Iterable[str]], list[str]],
+        accepts: Callable[[SkillSpec, Message], bool],
     ) -> SkillSpec:
-        """The skill *message* is for; *visible* filters the ids a caller may see listed,
+        """The skill *params* is for; *visible* filters (and sorts) the ids a caller may see,
         *accepts* tells whether a skill's schema takes the message (routing step 6)."""
         specs = self._catalog.snapshot.specs
-        skill_id = _skill_in(message.metadata) if message.HasField("metadata") else None
-        if skill_id is None and request_metadata is not None:
-            skill_id = _skill_in(request_metadata)
-        if skill_id is None:
-            skill_id = skill_of_task(task)
-        if skill_id is None:
-            if len(specs) == 1:
-                return next(iter(specs.values()))
-            if self.default_skill is not None:
-                skill_id = self.default_skill
-        available = visible(specs) if visible is not None else sorted(specs)
+        skill_id = _skill_in(params.message) or _skill_in(params) or _skill_in(task)
+        if skill_id is None and len(specs) == 1:
+            return next(iter(specs.values()))
+        skill_id = skill_id or self.default_skill
+        available = visible(specs)
         matches: list[str] = []
-        if skill_id is None and self.by_schema and accepts is not None:
-            matches = [i for i in available if accepts(specs[i], message)]
+        if skill_id is None and self.by_schema:
+            matches = [i for i in available if accepts(specs[i], params.message)]
             if len(matches) == 1:
                 return specs[matches[0]]
         if skill_id is None:
@@ -130,24 +202,16 @@ class SkillResolver:
             )
         spec = specs.get(skill_id)
         if spec is None:
-            raise skill_not_found(skill_id, available)
+            raise _skill_not_found(skill_id, available)
         return spec
 
 
-def skill_not_found(skill_id: str, available: list[str]) -> MethodNotFoundError:
+def _skill_not_found(skill_id: str, available: list[str]) -> MethodNotFoundError:
     """The one answer for a skill id that does not exist *or* that the caller may not see."""
     return MethodNotFoundError(
         message=f"Skill not found: {clean_for_log(skill_id, 200)}",
         data={"availableSkills": available},
     )
-
-
-def _requested_id(params: SendMessageRequest, spec: SkillSpec) -> str:
-    """The skill id as the caller named it (the resolved one when it named none)."""
-    named = _skill_in(params.message.metadata) if params.message.HasField("metadata") else None
-    if named is None and params.HasField("metadata"):
-        named = _skill_in(params.metadata)
-    return named or spec.module_id
 
 
 class ApCoreRequestContext(RequestContext):
@@ -165,9 +229,7 @@ class ApCoreRequestContext(RequestContext):
 class ApCoreRequestContextBuilder(RequestContextBuilder):
     """Resolve skill and input up front; fill a follow-up's context id from the store."""
 
-    def __init__(
-        self, resolver: SkillResolver, lookup: TaskLookup, preflight: Preflight | None = None
-    ) -> None:
+    def __init__(self, resolver: SkillResolver, lookup: TaskLookup, preflight: Preflight) -> None:
         self._resolver = resolver
         self._lookup = lookup
         self._preflight = preflight
@@ -185,41 +247,28 @@ class ApCoreRequestContextBuilder(RequestContextBuilder):
             stored = await self._lookup(task_id, context)
         if stored is not None and not context_id:
             context_id = stored.context_id
-        spec: SkillSpec | None = None
-        module_input: dict[str, Any] | None = None
-        if params is not None:
-            request_metadata = params.metadata if params.HasField("metadata") else None
-            preflight = self._preflight
-            identity = identity_of(context)
-            visible: Visible | None = None
-            if preflight is not None:
-
-                def visible(ids: Iterable[str]) -> list[str]:
-                    return preflight.visible(ids, identity)
-
-            accepts = preflight.accepts if preflight is not None else None
-            spec = self._resolver.resolve(
-                params.message, request_metadata, stored, visible, accepts
-            )
-            if preflight is not None:
-                if stored is not None:
-                    preflight.check_access(spec.module_id, identity)
-                elif not preflight.may_call(spec.module_id, identity):
-                    # A hidden skill answers exactly like an unknown one.
-                    available = visible(self._resolver.skill_ids()) if visible else []
-                    raise skill_not_found(_requested_id(params, spec), available)
-            if stored is None:
-                module_input = input_from_parts(params.message.parts, spec.input_facts)
-                if preflight is not None:
-                    preflight.check_input(spec.module_id, module_input)
         request_context = ApCoreRequestContext(
-            call_context=context,
-            request=params,
-            task_id=task_id,
-            context_id=context_id,
-            task=task,
+            call_context=context, request=params, task_id=task_id, context_id=context_id, task=task
         )
-        request_context.skill = spec
-        request_context.module_input = module_input
         request_context.stored_task = stored
+        if params is None:
+            return request_context
+        preflight = self._preflight
+        identity = identity_of(context)
+
+        def visible(ids: Iterable[str]) -> list[str]:
+            return preflight.visible(ids, identity)
+
+        spec = self._resolver.resolve(params, stored, visible, preflight.accepts)
+        if stored is not None:
+            preflight.check_access(spec.module_id, identity)
+        elif not preflight.may_call(spec.module_id, identity):
+            # A hidden skill answers exactly like an unknown one, under the id as the
+            # caller named it (the resolved one when it named none).
+            named = _skill_in(params.message) or _skill_in(params) or spec.module_id
+            raise _skill_not_found(named, visible(self._resolver.skill_ids()))
+        if stored is None:
+            request_context.module_input = input_from_parts(params.message.parts, spec.input_facts)
+            preflight.check_input(spec.module_id, request_context.module_input)
+        request_context.skill = spec
         return request_context

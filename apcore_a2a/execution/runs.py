@@ -1,27 +1,45 @@
-"""Bookkeeping for one ``execute()`` in progress (see :class:`Run`).
+"""One ``execute()`` in progress (:class:`Run`) and the events it emits.
 
-Kept apart from the executor so that the cancellation rules -- a canceled run emits
-nothing more, a finished run is not overwritten by a late cancel, and the task apcore
-runs an async module in is cancelled with it -- live in one small place.
+The cancellation rules live here: a canceled run emits nothing more, a finished run is not
+overwritten by a late cancel, and the task apcore runs an async module in is cancelled
+with it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
+import time
+import uuid
 import weakref
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
+from a2a.server.agent_execution import RequestContext
 from a2a.server.agent_execution.active_task import TERMINAL_TASK_STATES as _TERMINAL
 from a2a.server.events import EventQueue
-from a2a.types import TaskStatusUpdateEvent
-from apcore import CancelToken
+from a2a.types import (
+    Artifact,
+    Message,
+    Part,
+    Role,
+    TaskArtifactUpdateEvent,
+    TaskState,
+    TaskStatus,
+    TaskStatusUpdateEvent,
+)
+from apcore import CancelToken, Context, TraceContext
+from google.protobuf.json_format import MessageToDict
 
-from apcore_a2a.execution.schema_cache import WrappedStep
+from apcore_a2a.adapters.errors import clean_for_log
+from apcore_a2a.execution.executors import WrappedStep
+from apcore_a2a.execution.identity import identity_of
 
 __all__ = ["CURRENT_RUN", "Run", "track_module_tasks"]
+
+logger = logging.getLogger("apcore_a2a.executor")
 
 
 @dataclass(slots=True)
@@ -34,6 +52,9 @@ class Run:
     so a late cancel does not overwrite a finished task.
     """
 
+    queue: EventQueue
+    task_id: str
+    context_id: str
     token: CancelToken = field(default_factory=CancelToken)
     canceled: bool = False
     ended: bool = False
@@ -44,12 +65,89 @@ class Run:
     #: the tasks apcore ran the module in (see track_module_tasks)
     spawned: weakref.WeakSet[asyncio.Task[Any]] = field(default_factory=weakref.WeakSet)
 
-    async def emit(self, queue: EventQueue, event: Any) -> None:
+    async def emit(self, event: Any) -> None:
         if self.canceled:
             return
         if isinstance(event, TaskStatusUpdateEvent) and event.status.state in _TERMINAL:
             self.ended = True
-        await queue.enqueue_event(event)
+        await self.queue.enqueue_event(event)
+
+    async def status(
+        self,
+        state: TaskState,
+        message: Message | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> None:
+        """Emit a status update of this run's task."""
+        status = TaskStatus(state=state, message=message)
+        status.timestamp.GetCurrentTime()
+        event = TaskStatusUpdateEvent(
+            task_id=self.task_id, context_id=self.context_id, status=status
+        )
+        if metadata:
+            event.metadata.update(metadata)
+        await self.emit(event)
+
+    async def artifact(
+        self, artifact_id: str, parts: list[Part], *, append: bool = False, last: bool = True
+    ) -> None:
+        """Emit an update of the task's result artifact."""
+        artifact = Artifact(artifact_id=artifact_id, name="result", parts=parts)
+        await self.emit(
+            TaskArtifactUpdateEvent(
+                task_id=self.task_id,
+                context_id=self.context_id,
+                artifact=artifact,
+                append=append,
+                last_chunk=last,
+            )
+        )
+
+    def message(self, text: str, data: dict[str, Any]) -> Message:
+        """An agent message on this run's task: a text part and, if *data*, a data part."""
+        parts = [Part(text=text)]
+        if data:
+            parts.append(Part())
+            parts[-1].data.struct_value.update(data)
+        return Message(
+            message_id=uuid.uuid4().hex,
+            role=Role.ROLE_AGENT,
+            task_id=self.task_id,
+            context_id=self.context_id,
+            parts=parts,
+        )
+
+    def apcore_context(self, context: RequestContext, module_id: str, timeout: float) -> Any:
+        """The apcore ``Context`` of the module call: identity, W3C trace parent, this run's
+        cancel token, deadline and the ``a2a.*`` facts (kept as :attr:`data`)."""
+        call_context = context.call_context
+        headers = call_context.state.get("headers") if call_context is not None else None
+        trace_parent = None
+        if headers and "traceparent" in headers:
+            try:
+                trace_parent = TraceContext.extract(headers)
+            except Exception:
+                logger.debug("Ignoring malformed traceparent %s", clean_for_log(headers))
+        message = context.message
+        data: dict[str, Any] = {
+            "a2a.task_id": context.task_id,
+            "a2a.context_id": context.context_id,
+            "a2a.message_id": message.message_id if message is not None else None,
+            "a2a.skill_id": module_id,
+        }
+        if message is not None and message.HasField("metadata"):
+            data["a2a.message_metadata"] = MessageToDict(message.metadata)
+        if context.metadata:
+            data["a2a.request_metadata"] = context.metadata
+        apcore_context = Context.create(
+            identity=identity_of(call_context),
+            trace_parent=trace_parent,
+            cancel_token=self.token,
+            data=data,
+            global_deadline=time.time() + timeout,
+        )
+        self.data = apcore_context.data
+        return apcore_context
 
     def stop(self) -> None:
         """Cancel the module: its apcore token, and the task apcore runs it in."""
@@ -61,16 +159,13 @@ class Run:
 #: the run whose module is executing in the current asyncio context
 CURRENT_RUN: ContextVar[Run | None] = ContextVar("apcore_a2a_run", default=None)
 
-_EXECUTE_STEP = "execute"
-
 
 class _TrackedModule:
     """The module as apcore's ``execute`` step sees it during one of our runs.
 
-    Its ``execute`` is the module's coroutine with one line in front: when it runs in a
-    task other than the one awaiting apcore (apcore puts an async module in a task of its
-    own to apply its timeouts, and does not cancel that task when its caller is
-    cancelled), that task is recorded on the run, so :meth:`Run.stop` cancels it.
+    apcore runs an async module in a task of its own (to apply its timeouts) and does not
+    cancel that task when its caller is cancelled: that task is recorded on the run, so
+    :meth:`Run.stop` cancels it.
     """
 
     __slots__ = ("_home", "_module", "_run")
@@ -93,26 +188,17 @@ class _TrackedModule:
 class _TrackingExecuteStep(WrappedStep):
     """apcore's ``execute`` step, handed a :class:`_TrackedModule` for our runs' async modules."""
 
-    async def execute(self, ctx: Any) -> Any:
+    def view(self, module: Any) -> Any:
         run = CURRENT_RUN.get()
-        module = ctx.module
-        if run is None or module is None or not inspect.iscoroutinefunction(module.execute):
-            return await self.inner.execute(ctx)
-        ctx.module = _TrackedModule(module, run, asyncio.current_task())
-        try:
-            return await self.inner.execute(ctx)
-        finally:
-            ctx.module = module
+        if run is None or not inspect.iscoroutinefunction(module.execute):
+            return module
+        return _TrackedModule(module, run, asyncio.current_task())
 
 
 def track_module_tasks(executor: Any) -> None:
-    """Let the runs of *executor* cancel the tasks apcore starts for their modules.
-
-    Wraps the ``execute`` step of this executor's strategy (apcore's public pipeline API;
-    idempotent). Calls made outside our runs pass through unchanged, and nothing else in
-    the process is touched (no loop-wide task factory).
-    """
+    """Let the runs of *executor* cancel the tasks apcore starts for their modules, by
+    wrapping its ``execute`` step (idempotent; no loop-wide task factory)."""
     strategy: Any = getattr(executor, "current_strategy", None)  # None: not an apcore Executor
-    step = next((s for s in getattr(strategy, "steps", ()) if s.name == _EXECUTE_STEP), None)
+    step = next((s for s in getattr(strategy, "steps", ()) if s.name == "execute"), None)
     if step is not None and not isinstance(step, _TrackingExecuteStep):
-        strategy.replace(_EXECUTE_STEP, _TrackingExecuteStep(step))
+        strategy.replace("execute", _TrackingExecuteStep(step))

@@ -1,15 +1,20 @@
-"""Follow-up messages on a parked task, and modules that ask the caller for input.
+"""A parked task and the next message on it: approvals, and modules that ask for input.
 
-A module raises :class:`~apcore_a2a.adapters.outputs.InputRequired`: the task parks in
-``input-required`` with the prompt as its status message, and the task metadata keeps
-``apcoreInput = {prompt, field, messageId, input, status: "pending"}`` -- ``input`` is
-the input the asking call ran with -- so the answer can be taken here or on another
-replica, now or after a restart. :class:`~apcore_a2a.adapters.outputs.AuthRequired` is
+**Approvals.** When apcore raises ``ApprovalPendingError`` the task parks in
+``input-required``; the status message says what is needed (approval id, reason, module) as
+text and data, and the same facts are kept in the task metadata under ``apcore.approval``.
+
+**Questions.** A module raises :class:`~apcore_a2a.adapters.outputs.InputRequired`: the task
+parks in ``input-required`` with the prompt as its status message, and the task metadata
+keeps ``apcoreInput = {prompt, field, messageId, input, status: "pending"}`` -- ``input`` is
+the input the asking call ran with. :class:`~apcore_a2a.adapters.outputs.AuthRequired` is
 the same question in ``auth-required`` (the entry adds ``auth: true`` and ``scheme``).
 
+Both live in the task, so the answer can be taken on any replica, now or after a restart.
 The next message on the task (:func:`resume`) is read, in this order, as
 
-1. the answer to a pending approval (``execution/approvals.py``), exactly as before;
+1. the answer to a pending approval: approve (the module runs again on the input that
+   asked, with apcore's ``_approval_token``), reject, or neither (asked again);
 2. the answer to a pending question: the module runs again on the asking call's input
    updated by the answer (:func:`follow_up_input`); an answer that cannot be read asks
    again, naming what was wrong;
@@ -19,13 +24,13 @@ The next message on the task (:func:`resume`) is read, in this order, as
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
 from a2a.server.agent_execution.active_task import INTERRUPTED_TASK_STATES as _WAITING
-from a2a.server.events import EventQueue
-from a2a.types import Message, Part, Role, Task, TaskState, TaskStatus, TaskStatusUpdateEvent
+from a2a.types import Message, Task, TaskState, TaskStatus
 from a2a.utils.errors import InvalidParamsError
 
 from apcore_a2a.adapters.errors import sanitize
@@ -33,21 +38,20 @@ from apcore_a2a.adapters.outputs import AuthRequired, InputRequired
 from apcore_a2a.adapters.parts import input_from_parts, value_to_python
 from apcore_a2a.adapters.schema import SchemaFacts, coerce_integers
 from apcore_a2a.adapters.skills import SkillSpec
-from apcore_a2a.execution import approvals
-from apcore_a2a.execution.events import status_event
 from apcore_a2a.execution.routing import SKILL_METADATA_KEY
 from apcore_a2a.execution.runs import Run
 
 __all__ = [
     "INPUT_KEY",
     "RESUME_KEY",
+    "PendingApproval",
     "PendingInput",
-    "asked_event",
+    "ask",
+    "ask_approval",
     "follow_up_input",
-    "new_task",
-    "pending_input",
-    "reask_event",
+    "reask",
     "resume",
+    "submit",
     "without_token",
 ]
 
@@ -55,6 +59,160 @@ __all__ = [
 INPUT_KEY = "apcoreInput"
 #: a reserved apcore input key; only a resume on the A2A task may set it
 RESUME_KEY = "_approval_token"
+
+_APPROVE_WORDS = re.compile(r"^\s*(approve|approved|yes|y|ok|allow)\b", re.IGNORECASE)
+_REJECT_WORDS = re.compile(r"^\s*(reject|rejected|deny|denied|no|n|decline)\b", re.IGNORECASE)
+
+
+def without_token(inputs: dict[str, Any] | None) -> dict[str, Any]:
+    """Client input minus ``_approval_token``: a client-chosen token would skip approval."""
+    return {k: v for k, v in (inputs or {}).items() if k != RESUME_KEY}
+
+
+async def submit(run: Run, message: Message, spec: SkillSpec) -> None:
+    """Emit the submitted ``Task`` a new task starts with (history: the user message)."""
+    task = Task(
+        id=run.task_id,
+        context_id=run.context_id,
+        status=TaskStatus(state=TaskState.TASK_STATE_SUBMITTED),
+        history=[message],
+    )
+    task.status.timestamp.GetCurrentTime()
+    task.metadata.update({SKILL_METADATA_KEY: spec.module_id})
+    await run.emit(task)
+
+
+def _metadata_entry(task: Task, key: str) -> dict[str, Any] | None:
+    if not task.HasField("metadata") or key not in task.metadata.fields:
+        return None
+    entry = value_to_python(task.metadata.fields[key])
+    return entry if isinstance(entry, dict) else None
+
+
+# -- approvals --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PendingApproval:
+    approval_id: str
+    module_id: str
+    reason: str
+    #: the message whose input asked for approval: an approval resumes exactly that input
+    message_id: str = ""
+
+    def facts(self) -> dict[str, Any]:
+        return {"approvalId": self.approval_id, "moduleId": self.module_id, "reason": self.reason}
+
+    def metadata(self, status: str) -> dict[str, Any]:
+        """Task metadata recording this approval as *status* (pending, approved, rejected)."""
+        entry = {**self.facts(), "messageId": self.message_id, "status": status}
+        return {"apcore": {"approval": entry}}
+
+
+async def ask_approval(run: Run, exc: Any, module_id: str, message_id: str) -> None:
+    """Park the task in ``input-required`` for the ``ApprovalPendingError`` *exc*."""
+    approval_id = getattr(exc, "approval_id", None) or uuid.uuid4().hex
+    reason = getattr(exc, "reason", None) or f"Approval required to run {module_id}"
+    pending = PendingApproval(str(approval_id), module_id, sanitize(str(reason), 300), message_id)
+    await _ask_approval(run, pending)
+
+
+async def _ask_approval(run: Run, pending: PendingApproval, *, again: bool = False) -> None:
+    prefix = "Still waiting for approval" if again else "Approval required"
+    text = (
+        f"{prefix} to run {pending.module_id}: {pending.reason}. "
+        'Reply with {"approved": true} to approve or {"approved": false, "reason": "..."} '
+        f"(or the text approve / reject) to decide. Approval id: {pending.approval_id}."
+    )
+    expected = {"approved": "boolean", "reason": "string (optional)"}
+    data = {**pending.facts(), "code": "APPROVAL_PENDING", "expected": expected}
+    state = TaskState.TASK_STATE_INPUT_REQUIRED
+    await run.status(state, run.message(text, data), pending.metadata("pending"))
+
+
+def _pending_approval(task: Task) -> PendingApproval | None:
+    """The approval a stored task is waiting for, if any."""
+    entry = (_metadata_entry(task, "apcore") or {}).get("approval")
+    if not isinstance(entry, dict) or not entry.get("approvalId"):
+        return None
+    if entry.get("status", "pending") != "pending":
+        return None  # already decided: a later message is new input, not an answer
+    return PendingApproval(
+        str(entry["approvalId"]),
+        str(entry.get("moduleId", "")),
+        str(entry.get("reason", "")),
+        str(entry.get("messageId", "")),
+    )
+
+
+def _read_decision(message: Message) -> tuple[bool, str | None] | None:
+    """An approve/reject answer (and its reason) in a follow-up message, if it holds one."""
+    for part in message.parts:
+        kind = part.WhichOneof("content")
+        if kind == "data":
+            value = value_to_python(part.data)
+            if isinstance(value, dict) and isinstance(value.get("approved"), bool):
+                reason = value.get("reason")
+                return value["approved"], sanitize(reason, 300) if reason else None
+        elif kind == "text":
+            if _APPROVE_WORDS.match(part.text):
+                return True, None
+            if _REJECT_WORDS.match(part.text):
+                rest = _REJECT_WORDS.sub("", part.text, count=1).strip(" :,-.")
+                return False, sanitize(rest, 300) or None
+    return None
+
+
+def _asking_message(task: Task, pending: PendingApproval) -> Message | None:
+    """The message of *task*'s history whose input *pending* was raised for."""
+    if not pending.message_id:
+        # Tasks parked before the message id was recorded: their first message asked.
+        return task.history[0] if task.history else None
+    return next((m for m in task.history if m.message_id == pending.message_id), None)
+
+
+async def _approval_answered(
+    executor: Any,
+    run: Run,
+    stored: Task,
+    message: Message,
+    spec: SkillSpec,
+    pending: PendingApproval,
+) -> dict[str, Any] | None:
+    decision = _read_decision(message)
+    if decision is None:
+        await _ask_approval(run, pending, again=True)
+        return None
+    approved, reason = decision
+    # Tell an approval handler that understands A2A decisions what the user said.
+    record = getattr(getattr(executor, "_approval_handler", None), "record_decision", None)
+    if callable(record):
+        record(pending.approval_id, approved, reason)
+    decided = pending.metadata("approved" if approved else "rejected")
+    if not approved:
+        reason = reason or "Rejected by user"
+        data = {"code": "APPROVAL_DENIED", "message": reason, "type": "ApprovalRejected"}
+        said = run.message(f"Approval rejected: {reason}", data)
+        await run.status(TaskState.TASK_STATE_REJECTED, said, decided)
+        return None
+    # Re-run on the input that asked for approval, never on the approving message.
+    original = _asking_message(stored, pending)
+    if original is None:
+        lost = "The input this approval was for is no longer in the task history"
+        await run.status(TaskState.TASK_STATE_FAILED, run.message(lost, {}))
+        return None
+    # An approval asked for by the run that took an answer resumes that run's input.
+    answered = _asked(stored, answered_by=original.message_id)
+    if answered is not None:
+        inputs = follow_up_input(answered, original, spec.input_facts)
+    else:
+        inputs = without_token(input_from_parts(original.parts, spec.input_facts))
+    inputs[RESUME_KEY] = pending.approval_id
+    await run.status(TaskState.TASK_STATE_WORKING, metadata=decided)
+    return inputs
+
+
+# -- questions --------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,84 +249,45 @@ class PendingInput:
         return entry
 
 
-def without_token(inputs: dict[str, Any] | None) -> dict[str, Any]:
-    """Client input minus ``_approval_token``: a client-chosen token would skip approval."""
-    return {k: v for k, v in (inputs or {}).items() if k != RESUME_KEY}
-
-
-def new_task(context_id: str, task_id: str, message: Message, spec: SkillSpec) -> Task:
-    """The submitted ``Task`` a new task starts with (history: the user message)."""
-    task = Task(
-        id=task_id,
-        context_id=context_id,
-        status=TaskStatus(state=TaskState.TASK_STATE_SUBMITTED),
-        history=[message],
-    )
-    task.status.timestamp.GetCurrentTime()
-    task.metadata.update({SKILL_METADATA_KEY: spec.module_id})
-    return task
-
-
-def _plain(inputs: dict[str, Any]) -> dict[str, Any]:
-    plain: dict[str, Any] = json.loads(json.dumps(without_token(inputs), default=str))
-    return plain
-
-
-def _question(
-    task_id: str, context_id: str, pending: PendingInput, text: str, extra: dict[str, Any]
-) -> TaskStatusUpdateEvent:
-    code = "AUTH_REQUIRED" if pending.auth else "INPUT_REQUIRED"
-    data: dict[str, Any] = {"code": code, "prompt": pending.prompt}
+async def _question(run: Run, pending: PendingInput, text: str, extra: dict[str, Any]) -> None:
+    data: dict[str, Any] = {
+        "code": "AUTH_REQUIRED" if pending.auth else "INPUT_REQUIRED",
+        "prompt": pending.prompt,
+    }
     if pending.field:
         data["field"] = pending.field
     if pending.auth and pending.scheme:
         data["scheme"] = pending.scheme
-    data.update(extra)
-    data_part = Part()
-    data_part.data.struct_value.update(data)
-    message = Message(
-        message_id=uuid.uuid4().hex,
-        role=Role.ROLE_AGENT,
-        task_id=task_id,
-        context_id=context_id,
-        parts=[Part(text=text), data_part],
-    )
     state = (
         TaskState.TASK_STATE_AUTH_REQUIRED if pending.auth else TaskState.TASK_STATE_INPUT_REQUIRED
     )
-    return status_event(
-        task_id, context_id, state, message, metadata={INPUT_KEY: pending.entry("pending")}
-    )
+    message = run.message(text, {**data, **extra})
+    await run.status(state, message, {INPUT_KEY: pending.entry("pending")})
 
 
-def asked_event(
-    task_id: str, context_id: str, asked: InputRequired, message_id: str, inputs: dict[str, Any]
-) -> TaskStatusUpdateEvent:
-    """``input-required`` (``auth-required``) for the question a module raised while
-    running on *inputs*."""
+def _plain(value: Any) -> Any:
+    return json.loads(json.dumps(value, default=str))
+
+
+async def ask(run: Run, asked: InputRequired, message_id: str, inputs: dict[str, Any]) -> None:
+    """Park the task in ``input-required`` (``auth-required``): the module asked *asked*
+    while running on *inputs*."""
     prompt = sanitize(asked.prompt, 1000)
     auth = isinstance(asked, AuthRequired)
     scheme = (
         sanitize(asked.scheme, 100) if isinstance(asked, AuthRequired) and asked.scheme else None
     )
-    pending = PendingInput(prompt, asked.field, message_id, _plain(inputs), auth, scheme)
-    extra = {"data": json.loads(json.dumps(asked.data, default=str))} if asked.data else {}
-    return _question(task_id, context_id, pending, prompt, extra)
+    pending = PendingInput(
+        prompt, asked.field, message_id, _plain(without_token(inputs)), auth, scheme
+    )
+    extra = {"data": _plain(asked.data)} if asked.data else {}
+    await _question(run, pending, prompt, extra)
 
 
-def reask_event(
-    task_id: str, context_id: str, pending: PendingInput, error: str
-) -> TaskStatusUpdateEvent:
+async def reask(run: Run, pending: PendingInput, error: str) -> None:
     """The same question again: the answer could not be used (*error* says why)."""
     error = sanitize(error, 300)
-    return _question(task_id, context_id, pending, f"{error}. {pending.prompt}", {"error": error})
-
-
-def _entry(task: Task) -> dict[str, Any] | None:
-    if not task.HasField("metadata") or INPUT_KEY not in task.metadata.fields:
-        return None
-    entry = value_to_python(task.metadata.fields[INPUT_KEY])
-    return entry if isinstance(entry, dict) else None
+    await _question(run, pending, f"{error}. {pending.prompt}", {"error": error})
 
 
 def _pending(entry: dict[str, Any]) -> PendingInput:
@@ -184,31 +303,22 @@ def _pending(entry: dict[str, Any]) -> PendingInput:
     )
 
 
-def pending_input(task: Task) -> PendingInput | None:
-    """The question a stored task waits on, if it waits on one."""
-    if task.status.state not in _WAITING:
-        return None
-    entry = _entry(task)
-    if entry is None or entry.get("status") != "pending":
-        return None
-    return _pending(entry)
-
-
-def _answered_by(task: Task, message_id: str) -> PendingInput | None:
-    """The question *message_id* answered (for an approval that answer's run asked)."""
-    entry = _entry(task)
-    if entry is None or entry.get("status") != "answered" or not message_id:
-        return None
-    return _pending(entry) if entry.get("answeredBy") == message_id else None
+def _asked(task: Task, answered_by: str | None = None) -> PendingInput | None:
+    """The question *task* waits on or, given *answered_by*, the one that message answered
+    (for an approval that the answer's run asked for)."""
+    entry = _metadata_entry(task, INPUT_KEY) or {}
+    if answered_by is None:
+        found = task.status.state in _WAITING and entry.get("status") == "pending"
+    else:
+        answered = entry.get("status") == "answered"
+        found = bool(answered_by) and answered and entry.get("answeredBy") == answered_by
+    return _pending(entry) if found else None
 
 
 def follow_up_input(pending: PendingInput, message: Message, facts: SchemaFacts) -> dict[str, Any]:
-    """The asking call's input updated by the answer in *message* (the merge rule).
-
-    The answer is converted like a new message's input, except that with a ``field`` its
-    text fills that field; its keys then replace the same keys of the asking call's
-    input. Raises ``InvalidParamsError`` when the answer cannot be converted.
-    """
+    """The asking call's input updated by the answer in *message*: converted like a new
+    message's input (with a ``field``, its text fills that field), its keys replace the
+    asking call's. Raises ``InvalidParamsError`` when the answer cannot be converted."""
     texts = [p.text for p in message.parts if p.WhichOneof("content") == "text"]
     if pending.field and texts:
         others = [p for p in message.parts if p.WhichOneof("content") != "text"]
@@ -216,63 +326,28 @@ def follow_up_input(pending: PendingInput, message: Message, facts: SchemaFacts)
         answer.setdefault(pending.field, "\n".join(texts))
     else:
         answer = input_from_parts(message.parts, facts)
-    merged: dict[str, Any] = coerce_integers({**pending.inputs, **answer}, facts)
-    return without_token(merged)
-
-
-def _answered(pending: PendingInput, message: Message) -> dict[str, Any]:
-    return {INPUT_KEY: {**pending.entry("answered"), "answeredBy": message.message_id}}
+    return without_token(coerce_integers({**pending.inputs, **answer}, facts))
 
 
 async def resume(
-    executor: Any,
-    run: Run,
-    stored: Task,
-    message: Message,
-    spec: SkillSpec,
-    event_queue: EventQueue,
-) -> tuple[dict[str, Any], TaskStatusUpdateEvent] | None:
-    """Inputs and ``working`` event for a follow-up, or ``None`` if it ended here."""
-    reply = approvals.answer(stored, message, executor)
-    if reply is not None:
-        if reply.resume_token is None:
-            await run.emit(event_queue, reply.event)
-            return None
-        # Re-run on the input that asked for approval, never on the approving message.
-        pending_approval = approvals.pending_approval(stored)
-        original = (
-            approvals.asking_message(stored, pending_approval)
-            if pending_approval is not None
-            else None
-        )
-        if original is None:
-            await run.emit(event_queue, approvals.lost_input_event(stored))
-            return None
-        # An approval asked for by the run that took an answer resumes that run's input.
-        answered = _answered_by(stored, original.message_id)
-        if answered is not None:
-            inputs = follow_up_input(answered, original, spec.input_facts)
-        else:
-            inputs = without_token(input_from_parts(original.parts, spec.input_facts))
-        inputs[RESUME_KEY] = reply.resume_token
-        return inputs, reply.event
-    pending = pending_input(stored)
-    if pending is not None:
-        try:
-            inputs = follow_up_input(pending, message, spec.input_facts)
-        except InvalidParamsError as exc:
-            await run.emit(
-                event_queue, reask_event(stored.id, stored.context_id, pending, exc.message)
-            )
-            return None
-        run.answering = pending
-        working = status_event(
-            stored.id,
-            stored.context_id,
-            TaskState.TASK_STATE_WORKING,
-            metadata=_answered(pending, message),
-        )
-        return inputs, working
-    # Not an answer to anything: the follow-up's own input re-runs the skill.
-    working = status_event(stored.id, stored.context_id, TaskState.TASK_STATE_WORKING)
-    return without_token(input_from_parts(message.parts, spec.input_facts)), working
+    executor: Any, run: Run, stored: Task, message: Message, spec: SkillSpec
+) -> dict[str, Any] | None:
+    """Emit ``working`` and return the inputs for a follow-up, or ``None`` if it ended here."""
+    approval = _pending_approval(stored)
+    if approval is not None and stored.status.state == TaskState.TASK_STATE_INPUT_REQUIRED:
+        return await _approval_answered(executor, run, stored, message, spec, approval)
+    pending = _asked(stored)
+    if pending is None:
+        # Not an answer to anything: the follow-up's own input re-runs the skill.
+        inputs = without_token(input_from_parts(message.parts, spec.input_facts))
+        await run.status(TaskState.TASK_STATE_WORKING)
+        return inputs
+    try:
+        inputs = follow_up_input(pending, message, spec.input_facts)
+    except InvalidParamsError as exc:
+        await reask(run, pending, exc.message)
+        return None
+    run.answering = pending
+    answered = {INPUT_KEY: {**pending.entry("answered"), "answeredBy": message.message_id}}
+    await run.status(TaskState.TASK_STATE_WORKING, metadata=answered)
+    return inputs

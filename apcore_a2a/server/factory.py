@@ -33,8 +33,7 @@ from apcore_a2a.errors import MissingExtraError
 from apcore_a2a.execution.catalog import SkillCatalog
 from apcore_a2a.execution.executor import ApCoreAgentExecutor
 from apcore_a2a.execution.executors import default_executor, resolve_executor
-from apcore_a2a.execution.preflight import Preflight
-from apcore_a2a.execution.routing import ApCoreRequestContextBuilder, SkillResolver
+from apcore_a2a.execution.routing import ApCoreRequestContextBuilder, Preflight, SkillResolver
 from apcore_a2a.keys import CardSigner, card_signer_from_settings, jwks_route
 from apcore_a2a.ops.operations import Operations
 from apcore_a2a.push import build_push
