@@ -18,8 +18,13 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed448, ed25519, rsa
 from cryptography.hazmat.primitives.serialization import load_pem_private_key, load_pem_public_key
 from cryptography.x509 import load_pem_x509_certificate
 
-from apcore_a2a.auth.access import SCOPES_ATTR, words
-from apcore_a2a.auth.authenticator import InvalidCredentials, header_value, stamp_identity
+from apcore_a2a.auth.authenticator import (
+    SCOPES_ATTR,
+    InvalidCredentials,
+    header_value,
+    stamp_identity,
+    words,
+)
 from apcore_a2a.auth.jwks import JWKSKeySource, KeyLookupError
 
 __all__ = ["ClaimMapping", "JWTAuthenticator"]
@@ -92,7 +97,7 @@ class ClaimMapping:
 
 def _pem_key(data: bytes) -> tuple[Any, tuple[str, ...], tuple[str, ...]]:
     """(public key, allowed algorithms, default algorithms) of a PEM public key, certificate
-    or private key; of a private key only the public half is kept, all a verifier needs."""
+    or private key (of which only the public half is kept)."""
     if b"CERTIFICATE" in data:
         key: Any = load_pem_x509_certificate(data).public_key()
     elif b"PRIVATE KEY" in data:
@@ -114,20 +119,14 @@ def _pem_key(data: bytes) -> tuple[Any, tuple[str, ...], tuple[str, ...]]:
 class JWTAuthenticator:
     """Verify ``Authorization: Bearer <jwt>`` and map its claims to an apcore ``Identity``.
 
-    Give either *key* (an HMAC secret, or a PEM public key / certificate) or *jwks_url*.
-    The algorithm allow-list is derived from the key when not given, and it can never mix
-    HMAC with asymmetric algorithms, so a token "signed" with the public key as an HMAC
-    secret is rejected. ``alg: none`` is never accepted.
-
-    With *jwks_url* keys are looked up by the token's ``kid`` in a
-    :class:`~apcore_a2a.auth.JWKSKeySource`, whose outage policy the ``jwks_*`` arguments
-    tune. Tokens must carry ``exp`` unless *require_exp* is false (one without would be
-    valid forever); *max_lifetime* (seconds, 0 = none) refuses tokens that expire further
-    ahead, so a leaked token minted with a far-future ``exp`` does not work for years.
-    Identities are stamped ``auth_scheme="jwt"`` and ``auth_issuer`` (the token's
-    ``iss``), see :func:`~apcore_a2a.auth.owner_key`. Verified tokens are remembered by
-    SHA-256 (up to *verified_cache_size*, for at most *verified_cache_seconds*, never past
-    their ``exp``); ``verified_cache_size=0`` turns this off.
+    Give either *key* (an HMAC secret, or a PEM public key / certificate) or *jwks_url*
+    (keys by the token's ``kid`` from a :class:`~apcore_a2a.auth.JWKSKeySource`, tuned by
+    the ``jwks_*`` arguments). docs/auth.md ("How tokens are checked") has the rules: the
+    algorithm allow-list never mixes HMAC with public-key algorithms, ``exp`` is required
+    unless *require_exp* is false, *max_lifetime* (seconds, 0 = none) caps how far ahead it
+    may be, and verified tokens are remembered by SHA-256 (``verified_cache_size=0``: off).
+    Identities are stamped ``auth_scheme="jwt"`` and ``auth_issuer`` (see
+    :func:`~apcore_a2a.auth.owner_key`).
 
     Example::
 

@@ -7,8 +7,9 @@ from apcore_a2a.keys.card_signing import (
     card_signer_from_settings,
     jwks_document,
     jwks_route,
+    load_key_file,
+    parse_key,
 )
-from apcore_a2a.keys.material import load_key_file, parse_key
 
 __all__ = [
     "JWKS_PATH",
