@@ -52,23 +52,13 @@ class InvalidCredentials(Exception):
 
 @runtime_checkable
 class Authenticator(Protocol):
-    """Turns request headers into an apcore ``Identity``.
+    """Turns request headers into an apcore ``Identity`` (an example is in docs/auth.md,
+    "Writing your own authenticator").
 
     ``authenticate`` answers an identity (valid credentials), ``None`` (no credentials it
     understands) or raises :class:`InvalidCredentials`. ``None`` is what lets
     ``require_auth=False`` admit anonymous callers while a bad token is still refused
     instead of silently downgraded to anonymous.
-
-    Example::
-
-        class StaticToken:
-            async def authenticate(self, headers):
-                if headers.get("authorization") == "Bearer s3cret":
-                    return Identity(id="ops")
-                return None
-
-            def security_schemes(self):
-                return {"bearer": SecurityScheme(http_auth_security_scheme=...)}
     """
 
     async def authenticate(self, headers: Mapping[str, str]) -> Identity | None:
@@ -233,20 +223,11 @@ def words(value: Any) -> tuple[str, ...]:
 
 
 class Gate:
-    """Authenticate a caller and decide whether it may use the agent (else raise
-    :class:`~apcore_a2a.errors.UnauthenticatedError` or ``PermissionDeniedError``).
-
-    A caller needs *one* of *roles* and *all* of *scopes* (RFC 6749 §3.3), when given.
-    Refusals never say why a credential failed (that goes to the INFO log, without the
-    credential); a permission refusal names what the agent requires, never what the
-    caller holds (spec §3.3.2).
-
-    Example::
-
-        gate = Gate(JWTAuthenticator(secret), roles=("analyst", "admin"), scopes=("a2a:call",))
-        identity = await gate.identify(headers)
-        gate.admit(identity, anonymous_ok=False)  # or raises
-    """
+    """Authenticate a caller (:meth:`identify`) and decide whether it may use the agent
+    (:meth:`admit`): *one* of *roles* and *all* of *scopes* (RFC 6749 §3.3), when given.
+    Refusals never say why a credential failed (the INFO log does, without the credential);
+    a permission refusal names what the agent requires, never what the caller holds
+    (spec §3.3.2)."""
 
     def __init__(
         self, authenticator: Authenticator, *, roles: Iterable[str] = (), scopes: Iterable[str] = ()

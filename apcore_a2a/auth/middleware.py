@@ -265,13 +265,11 @@ def security_middleware(
     settings: Settings, authenticator: Authenticator | None
 ) -> tuple[Middleware | None, Middleware | None]:
     """``(CORS, authentication)`` middleware entries; CORS goes outermost."""
-    members = (
-        authenticator.authenticators
-        if isinstance(authenticator, AnyAuthenticator)
-        else (authenticator,)
-    )
-    extra_headers = [a.header for a in members if isinstance(a, APIKeyAuthenticator)]
-    cors = cors_middleware(settings.cors_origins, extra_headers=extra_headers)
+    schemes = authenticator.security_schemes().values() if authenticator is not None else ()
+    api_keys = [
+        s.api_key_security_scheme.name for s in schemes if s.HasField("api_key_security_scheme")
+    ]
+    cors = cors_middleware(settings.cors_origins, extra_headers=api_keys)
     if authenticator is None:
         return cors, None
     return cors, Middleware(

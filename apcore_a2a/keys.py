@@ -1,12 +1,7 @@
-"""Signed agent cards (A2A 1.0 ``signatures``), made with the a2a-sdk's own signer;
-``/.well-known/jwks.json``, which publishes the public keys (the signer's ``jku``); and
-where the signing key comes from:
-
-* ``card_signing_key`` names a file (unencrypted PEM or private JWK); a missing one is
-  created with a fresh ES256 key (mode 0600), so a single process keeps its key.
-* Without a file and with a SQL task store, the key is generated once and kept in the
-  database (sealed with ``push_encryption_key`` when set), shared by every replica.
-* Without either, the key is generated in memory and changes on every restart (logged).
+"""Signed agent cards (A2A 1.0 ``signatures``), made with the a2a-sdk's own signer; the key
+(a ``card_signing_key`` file, else kept in the SQL store, else generated in memory: the
+table in docs/auth.md, "Signed agent cards"); and ``/.well-known/jwks.json``, the signer's
+``jku``.
 
 The signature covers the card's A2A 1.0 canonical form (``a2a.utils.signing``), so the
 0.3 keys the SDK merges in for clients without a version are not covered, and the pure
@@ -62,7 +57,6 @@ __all__ = [
     "jwks_route",
     "load_key_file",
     "parse_key",
-    "stored_key",
 ]
 
 logger = logging.getLogger("apcore_a2a.keys")
