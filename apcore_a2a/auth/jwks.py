@@ -30,6 +30,8 @@ import httpx
 import jwt
 from cachetools import TLRUCache
 
+from apcore_a2a.auth.authenticator import InvalidCredentials
+
 __all__ = ["JWKSKeySource", "KeyLookupError"]
 
 logger = logging.getLogger("apcore_a2a.auth")
@@ -40,9 +42,8 @@ MAX_JWKS_BYTES = 512 * 1024
 MAX_UNKNOWN_KIDS = 4096
 
 
-class KeyLookupError(Exception):
-    """No verification key for a ``kid`` (not in the set, or the endpoint is failing); the
-    message is a short reason for the log."""
+class KeyLookupError(InvalidCredentials):
+    """No verification key for a ``kid`` (not in the set, or the endpoint is failing)."""
 
 
 class JWKSKeySource:

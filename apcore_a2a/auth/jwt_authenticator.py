@@ -25,7 +25,7 @@ from apcore_a2a.auth.authenticator import (
     stamp_identity,
     words,
 )
-from apcore_a2a.auth.jwks import JWKSKeySource, KeyLookupError
+from apcore_a2a.auth.jwks import JWKSKeySource
 
 __all__ = ["ClaimMapping", "JWTAuthenticator"]
 
@@ -83,15 +83,9 @@ class ClaimMapping:
         kind = _claim(claims, self.type)
         if not isinstance(kind, str) or not kind:
             kind = self.default_type
-        attrs: dict[str, Any] = {}
-        found = (_claim(claims, name) for name in self.scopes)
-        granted = next((v for v in found if v is not _MISSING), _MISSING)
-        if granted is not _MISSING:
-            attrs[SCOPES_ATTR] = words(granted)
-        for name in self.attrs:
-            value = _claim(claims, name)
-            if value is not _MISSING:
-                attrs[name] = value
+        granted = [v for v in (_claim(claims, n) for n in self.scopes) if v is not _MISSING]
+        attrs: dict[str, Any] = {SCOPES_ATTR: words(granted[0])} if granted else {}
+        attrs.update((n, v) for n in self.attrs if (v := _claim(claims, n)) is not _MISSING)
         return Identity(id=ident, type=kind, roles=words(_claim(claims, self.roles)), attrs=attrs)
 
 
@@ -293,10 +287,7 @@ class JWTAuthenticator:
             raise InvalidCredentials(f"{type(exc).__name__}: {exc}") from None
         if not isinstance(kid, str) or not kid:
             raise InvalidCredentials("token has no 'kid' header; required with a JWKS URL")
-        try:
-            return await self.jwks.get(kid)
-        except KeyLookupError as exc:
-            raise InvalidCredentials(str(exc)) from None
+        return await self.jwks.get(kid)
 
     async def aclose(self) -> None:
         """Cancel a JWKS fetch in flight (called when the server stops)."""
