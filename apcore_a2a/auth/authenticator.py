@@ -158,12 +158,9 @@ def parse_api_key_entries(entries: Iterable[str]) -> dict[str, Identity]:
 
 
 class APIKeyAuthenticator:
-    """Accept requests whose *header* carries one of the configured keys.
-
-    *keys* maps each key to an ``Identity`` or to a bare identity id (which becomes an
-    identity of type ``"service"``). Keys are held only as SHA-256 digests and compared
-    in constant time. Identities are stamped ``auth_scheme="apikey"``, so their tasks are
-    owned by ``apikey::<id>`` (see :func:`~apcore_a2a.auth.owner_key`).
+    """Accept requests whose *header* carries one of *keys*, each mapped to an ``Identity``
+    or a bare id (an identity of type ``"service"``). Keys are held only as SHA-256 digests
+    and compared in constant time; identities are stamped ``auth_scheme="apikey"``.
 
     Example::
 

@@ -56,12 +56,9 @@ def _claim(claims: Mapping[str, Any], name: str) -> Any:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class ClaimMapping:
-    """Which claims become ``Identity.id``, ``type``, ``roles`` and ``attrs``.
-
-    Claim names may be dotted paths into nested objects. ``roles`` accepts a list of
-    strings or a space-separated string (the OAuth ``scope`` style). The first of the
-    ``scopes`` claims present (``scope`` of RFC 9068, else ``scp``) becomes
-    ``attrs["scopes"]``, which ``required_scopes`` is checked against.
+    """Which claims (names or dotted paths) become ``Identity.id``, ``type``, ``roles`` (a
+    list or a space-separated string) and ``attrs``; the first of the ``scopes`` claims
+    present (``scope`` of RFC 9068, else ``scp``) becomes ``attrs["scopes"]``.
 
     Example::
 
