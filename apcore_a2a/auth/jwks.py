@@ -173,7 +173,6 @@ class JWKSKeySource:
                 logger.warning("JWKS from %s reachable again", self.url)
             self._keys, self._fetched_at = keys, self._clock()
             self._failures, self._retry_at = 0, 0.0
-            # Kids that are in the new set are no longer unknown.
             for kid in [k for k in self._unknown if k in keys]:
                 del self._unknown[kid]
         finally:
