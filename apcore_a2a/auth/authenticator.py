@@ -1,4 +1,7 @@
-"""The :class:`Authenticator` protocol, its combinators and the static API-key authenticator."""
+"""The :class:`Authenticator` protocol, its combinators, the static API-key authenticator,
+and the :class:`Gate`: who may use the agent at all, the decision the HTTP middleware and
+the gRPC interceptor share (each renders the refusal its own way; per-skill rules stay with
+apcore's ACL)."""
 
 from __future__ import annotations
 
@@ -8,22 +11,27 @@ import hashlib
 import hmac
 import logging
 from collections.abc import Iterable, Mapping
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from a2a.types import APIKeySecurityScheme, SecurityScheme
 from apcore import Identity
 
+from apcore_a2a.adapters.errors import clean_for_log
+from apcore_a2a.errors import PermissionDeniedError, UnauthenticatedError
 from apcore_a2a.execution.identity import AUTH_ISSUER_ATTR, AUTH_SCHEME_ATTR
 
 __all__ = [
+    "SCOPES_ATTR",
     "APIKeyAuthenticator",
     "AnyAuthenticator",
     "Authenticator",
+    "Gate",
     "InvalidCredentials",
     "header_value",
     "identity_from_metadata",
     "parse_api_key_entries",
     "stamp_identity",
+    "words",
 ]
 
 logger = logging.getLogger("apcore_a2a.auth")
@@ -33,6 +41,8 @@ _MIN_KEY_CHARS = 16
 API_KEY_IDENTITY_TYPE = "service"
 #: ``auth_scheme`` of API-key identities (their tasks are owned by ``apikey::<id>``).
 API_KEY_SCHEME = "apikey"
+#: ``Identity.attrs`` key of the OAuth scopes a token granted (set by the JWT authenticator).
+SCOPES_ATTR = "scopes"
 
 
 class InvalidCredentials(Exception):
@@ -42,23 +52,13 @@ class InvalidCredentials(Exception):
 
 @runtime_checkable
 class Authenticator(Protocol):
-    """Turns request headers into an apcore ``Identity``.
+    """Turns request headers into an apcore ``Identity`` (an example is in docs/auth.md,
+    "Writing your own authenticator").
 
     ``authenticate`` answers an identity (valid credentials), ``None`` (no credentials it
     understands) or raises :class:`InvalidCredentials`. ``None`` is what lets
     ``require_auth=False`` admit anonymous callers while a bad token is still refused
     instead of silently downgraded to anonymous.
-
-    Example::
-
-        class StaticToken:
-            async def authenticate(self, headers):
-                if headers.get("authorization") == "Bearer s3cret":
-                    return Identity(id="ops")
-                return None
-
-            def security_schemes(self):
-                return {"bearer": SecurityScheme(http_auth_security_scheme=...)}
     """
 
     async def authenticate(self, headers: Mapping[str, str]) -> Identity | None:
@@ -71,11 +71,8 @@ class Authenticator(Protocol):
 
 
 class AnyAuthenticator:
-    """Accepts a caller that any of several authenticators accepts (e.g. JWT *or* API key).
-
-    Authenticators are tried in order; the first identity wins. If none succeeds and at
-    least one rejected presented credentials, the request is rejected.
-    """
+    """Accepts a caller that any of several authenticators accepts (e.g. JWT *or* API key),
+    tried in order; when none does and one rejected presented credentials, so is the call."""
 
     def __init__(self, authenticators: Iterable[Authenticator]) -> None:
         self.authenticators: tuple[Authenticator, ...] = tuple(authenticators)
@@ -110,13 +107,9 @@ class AnyAuthenticator:
 
 
 def stamp_identity(identity: Identity, scheme: str, issuer: str | None = None) -> Identity:
-    """A copy of *identity* with ``attrs`` recording how the caller authenticated
-    (``auth_scheme``, and ``auth_issuer`` when there is one).
-
-    The task owner is derived from them, so callers of two authenticators never share
-    tasks even when their ids are equal. Values already in ``attrs`` under those names are
-    replaced: only the authenticator may say this.
-    """
+    """A copy of *identity* whose ``attrs`` record how the caller authenticated
+    (``auth_scheme``, and ``auth_issuer`` when there is one), replacing any values there:
+    the task owner is derived from them, so only the authenticator may say this."""
     attrs = {k: v for k, v in identity.attrs.items() if k != AUTH_ISSUER_ATTR}
     attrs[AUTH_SCHEME_ATTR] = scheme
     if issuer:
@@ -150,30 +143,24 @@ def _digest(key: str) -> bytes:
     return hashlib.sha256(key.encode("utf-8")).digest()
 
 
-def anonymous_key_id(key: str) -> str:
-    """A stable identity id for a key configured without one, derived without revealing it."""
-    return "apikey-" + hashlib.sha256(key.encode("utf-8")).hexdigest()[:12]
-
-
 def parse_api_key_entries(entries: Iterable[str]) -> dict[str, Identity]:
-    """Parse settings entries ``"key"`` or ``"key=identity_id"`` into ``{key: Identity}``."""
+    """Parse settings entries ``"key"`` or ``"key=identity_id"`` into ``{key: Identity}``;
+    a key without an id gets a stable one derived from its hash, never the key itself."""
     keys: dict[str, Identity] = {}
     for raw in entries:
         key, sep, ident = raw.strip().partition("=")
         key, ident = key.strip(), ident.strip()
         if not key or (sep and not ident):
             raise ValueError("API key entries must look like 'KEY' or 'KEY=IDENTITY_ID'")
-        keys[key] = Identity(id=ident or anonymous_key_id(key), type=API_KEY_IDENTITY_TYPE)
+        ident = ident or "apikey-" + _digest(key).hex()[:12]
+        keys[key] = Identity(id=ident, type=API_KEY_IDENTITY_TYPE)
     return keys
 
 
 class APIKeyAuthenticator:
-    """Accept requests whose *header* carries one of the configured keys.
-
-    *keys* maps each key to an ``Identity`` or to a bare identity id (which becomes an
-    identity of type ``"service"``). Keys are held only as SHA-256 digests and compared
-    in constant time. Identities are stamped ``auth_scheme="apikey"``, so their tasks are
-    owned by ``apikey::<id>`` (see :func:`~apcore_a2a.auth.owner_key`).
+    """Accept requests whose *header* carries one of *keys*, each mapped to an ``Identity``
+    or a bare id (an identity of type ``"service"``). Keys are held only as SHA-256 digests
+    and compared in constant time; identities are stamped ``auth_scheme="apikey"``.
 
     Example::
 
@@ -221,3 +208,69 @@ class APIKeyAuthenticator:
             raise InvalidCredentials("unknown API key")
         # A copy, so a module mutating identity.attrs cannot affect later requests.
         return dataclasses.replace(found[0])
+
+
+def words(value: Any) -> tuple[str, ...]:
+    """A list of strings, or a space-separated string (OAuth ``scope``), as a tuple."""
+    if isinstance(value, str):
+        return tuple(value.split())
+    if isinstance(value, list | tuple):
+        return tuple(v for v in value if isinstance(v, str) and v)
+    return ()
+
+
+class Gate:
+    """Authenticate a caller (:meth:`identify`) and decide whether it may use the agent
+    (:meth:`admit`): *one* of *roles* and *all* of *scopes* (RFC 6749 §3.3), when given.
+    Refusals never say why a credential failed (the INFO log does, without the credential);
+    a permission refusal names what the agent requires, never what the caller holds
+    (spec §3.3.2)."""
+
+    def __init__(
+        self, authenticator: Authenticator, *, roles: Iterable[str] = (), scopes: Iterable[str] = ()
+    ) -> None:
+        self.authenticator = authenticator
+        self.roles, self.scopes = tuple(roles), tuple(scopes)
+        # One challenge per scheme on the card (RFC 9110 §11.6.1), so a client can tell
+        # what to send without the card.
+        found: list[str] = []
+        for scheme in authenticator.security_schemes().values():
+            if scheme.HasField("api_key_security_scheme"):
+                found.append(f'ApiKey header="{scheme.api_key_security_scheme.name}"')
+            elif scheme.HasField("http_auth_security_scheme"):
+                found.append(scheme.http_auth_security_scheme.scheme.capitalize() or "Bearer")
+        #: ``WWW-Authenticate`` values for a 401 (gRPC: trailers)
+        self.challenges = list(dict.fromkeys(found)) or ["Bearer"]
+        self._message = UnauthenticatedError.message
+        if self.challenges == ["Bearer"]:
+            self._message = "Missing or invalid Bearer token"
+        elif len(self.challenges) == 1 and self.challenges[0].startswith("ApiKey"):
+            self._message = "Missing or invalid API key"
+
+    def unauthenticated(self) -> UnauthenticatedError:
+        return UnauthenticatedError(self._message)
+
+    async def identify(self, headers: Mapping[str, str]) -> Identity | None:
+        """The caller's identity, ``None`` without credentials; bad ones raise
+        :class:`~apcore_a2a.errors.UnauthenticatedError`."""
+        try:
+            return await self.authenticator.authenticate(headers)
+        except InvalidCredentials as exc:
+            # The reason, never the credential: these exceptions name what failed.
+            logger.info("refused credentials: %s", clean_for_log(str(exc), 300))
+            raise self.unauthenticated() from None
+
+    def admit(self, identity: Identity | None, *, anonymous_ok: bool) -> None:
+        """Raise unless *identity* may use the agent. Anonymous callers pass only when
+        *anonymous_ok* and no role or scope is required."""
+        if identity is None:
+            if anonymous_ok and not (self.roles or self.scopes):
+                return
+            raise self.unauthenticated()
+        granted = words(identity.attrs.get(SCOPES_ATTR))
+        missing = " ".join(s for s in self.scopes if s not in granted)
+        wanted = f"scope {missing!r}" if missing else ""
+        if self.roles and not set(self.roles) & set(identity.roles):
+            wanted = "role " + " or ".join(repr(r) for r in self.roles)
+        if wanted:
+            raise PermissionDeniedError(f"Permission denied: this agent requires the {wanted}")

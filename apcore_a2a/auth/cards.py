@@ -84,12 +84,9 @@ def restrict_card(card: AgentCard, skill_ids: Collection[str]) -> AgentCard:
 def acl_card_document(
     executor: Executor, current: Callable[[], CardDocument], *, ttl: float = 60.0
 ) -> Callable[[], CardDocument]:
-    """Wrap a card-document source so it lists only what an anonymous caller may call.
-
-    The filtered document is cached until the source changes (a registry change) or
-    *ttl* seconds pass (to follow ACL reloads without an ACL check, and its audit entry,
-    on every card fetch). Without an ACL the source is returned untouched.
-    """
+    """Wrap a card-document source so it lists only what an anonymous caller may call,
+    cached until the source changes or *ttl* seconds pass (ACL reloads show up without an
+    ACL check, and its audit entry, on every card fetch)."""
     cached: tuple[CardDocument, CardDocument, float] | None = None
 
     def document() -> CardDocument:
@@ -124,12 +121,9 @@ def acl_card_document(
 def extended_card_modifier(
     executor: Executor, current: Callable[[], AgentCard] | None = None
 ) -> Callable[[AgentCard, ServerCallContext], Awaitable[AgentCard]]:
-    """An SDK ``extended_card_modifier``: the extended card restricted to the caller's ACL.
-
-    *current* returns the full, up-to-date card (e.g. after registry changes); without it
-    the card given to the handler is used. Anonymous callers are refused (HTTP ones never
-    get here: this guards other transports).
-    """
+    """An SDK ``extended_card_modifier``: the full card (*current*, else the handler's)
+    restricted to the caller's ACL. Anonymous callers are refused (HTTP ones never get
+    here: this guards other transports)."""
 
     async def modify(card: AgentCard, context: ServerCallContext) -> AgentCard:
         identity = identity_of(context)
@@ -147,12 +141,9 @@ def legacy_extended_card_route(
     context_builder: ServerCallContextBuilder,
     path: str = LEGACY_EXTENDED_CARD_PATH,
 ) -> Route:
-    """``GET /agent/authenticatedExtendedCard``: the caller's extended card as JSON.
-
-    Served through ``handler.on_get_extended_agent_card`` so it is the same card as
-    ``GetExtendedAgentCard``. Mount it only when auth is configured, before the REST
-    routes (their ``/{tenant}`` mount would swallow the path).
-    """
+    """``GET /agent/authenticatedExtendedCard``: the caller's extended card as JSON, from
+    ``handler.on_get_extended_agent_card`` (the card of ``GetExtendedAgentCard``). Mount it
+    only with auth, before the REST routes (their ``/{tenant}`` mount would swallow it)."""
 
     async def endpoint(request: Request) -> JSONResponse:
         context = context_builder.build(request)

@@ -1,14 +1,11 @@
 """The verification keys of a JWKS endpoint, fetched without ever blocking a request.
 
-A JWKS outage must not take the agent down with it. So, unlike PyJWT's ``PyJWKClient``
-(blocking ``urllib``, on the thread pool that also runs sync modules), this fetches with
-async ``httpx`` on the event loop: one fetch in flight for everyone (``asyncio.shield``,
-so a caller that gives up does not abort it for the rest), one deadline per fetch (a
-hanging endpoint costs one timeout, not one per request), back-off with jitter after a
-failure (requests that would need a fetch are refused at once, not queued), known keys
-used without waiting (refreshed in the background, kept through an outage), and unknown
-``kid``s remembered (bounded) and refetched at most once per *refresh_cooldown*.
-docs/auth.md ("How tokens are checked") has the whole policy.
+Not PyJWT's ``PyJWKClient``: its lookups run blocking ``urllib`` under one lock (on the
+thread pool that also runs sync modules), an expired set is refetched while every lookup
+waits, a failed fetch fails the known keys too, and it has no back-off, body limit or
+memory of unknown ``kid``s, so a hanging or failing endpoint would take the agent down with
+it. The policy here (one shared fetch, one deadline, back-off with jitter, known keys never
+wait, unknown kids remembered) is in docs/auth.md ("How tokens are checked").
 
 Example::
 
@@ -33,6 +30,8 @@ import httpx
 import jwt
 from cachetools import TLRUCache
 
+from apcore_a2a.auth.authenticator import InvalidCredentials
+
 __all__ = ["JWKSKeySource", "KeyLookupError"]
 
 logger = logging.getLogger("apcore_a2a.auth")
@@ -43,18 +42,14 @@ MAX_JWKS_BYTES = 512 * 1024
 MAX_UNKNOWN_KIDS = 4096
 
 
-class KeyLookupError(Exception):
-    """No verification key for a ``kid`` (not in the set, or the endpoint is failing); the
-    message is a short reason for the log."""
+class KeyLookupError(InvalidCredentials):
+    """No verification key for a ``kid`` (not in the set, or the endpoint is failing)."""
 
 
 class JWKSKeySource:
-    """Signing keys by ``kid`` from a JWKS URL; see the module docstring for the policy.
-
-    *transport* (an ``httpx.AsyncBaseTransport``) is for embedding and tests; by default
-    each fetch opens its own short-lived connection, so the source is not tied to one
-    event loop and holds no socket between fetches.
-    """
+    """Signing keys by ``kid`` from a JWKS URL. *transport* is for embedding and tests; by
+    default each fetch opens its own connection, so the source is not tied to one event
+    loop and holds no socket between fetches."""
 
     def __init__(
         self,
@@ -74,14 +69,8 @@ class JWKSKeySource:
             raise ValueError(f"the JWKS URL is not a URL: {url!r}") from None
         if parts.scheme not in ("http", "https") or not parts.host:
             raise ValueError(f"the JWKS URL needs the http or https scheme and a host: {url!r}")
-        for name, value in (
-            ("jwks_cache_seconds", cache_seconds),
-            ("jwks_refresh_cooldown", refresh_cooldown),
-            ("jwks_unknown_kid_seconds", unknown_kid_seconds),
-            ("jwks_backoff_max", backoff_max),
-        ):
-            if value < 0:
-                raise ValueError(f"{name} must be >= 0")
+        if min(cache_seconds, refresh_cooldown, unknown_kid_seconds, backoff_max) < 0:
+            raise ValueError("the jwks_* durations must be >= 0")
         if timeout <= 0:
             raise ValueError("jwks_timeout must be positive")
         self.url = url
@@ -184,7 +173,6 @@ class JWKSKeySource:
                 logger.warning("JWKS from %s reachable again", self.url)
             self._keys, self._fetched_at = keys, self._clock()
             self._failures, self._retry_at = 0, 0.0
-            # Kids that are in the new set are no longer unknown.
             for kid in [k for k in self._unknown if k in keys]:
                 del self._unknown[kid]
         finally:
@@ -221,10 +209,7 @@ class JWKSKeySource:
 
 def parse_jwks(body: bytes) -> dict[str, jwt.PyJWK]:
     """The signature keys of a JWKS document by ``kid``; ``ValueError`` if it has none.
-
-    Skipped: keys without a ``kid``, encryption keys (``use: enc``), symmetric keys (a
-    public key set has no business publishing a secret) and keys PyJWT cannot load.
-    """
+    Symmetric keys are skipped too: a public key set has no business publishing a secret."""
     try:
         document: Any = json.loads(body)
     except ValueError:  # UnicodeDecodeError is one too

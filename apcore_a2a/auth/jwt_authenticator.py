@@ -18,9 +18,14 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed448, ed25519, rsa
 from cryptography.hazmat.primitives.serialization import load_pem_private_key, load_pem_public_key
 from cryptography.x509 import load_pem_x509_certificate
 
-from apcore_a2a.auth.access import SCOPES_ATTR, words
-from apcore_a2a.auth.authenticator import InvalidCredentials, header_value, stamp_identity
-from apcore_a2a.auth.jwks import JWKSKeySource, KeyLookupError
+from apcore_a2a.auth.authenticator import (
+    SCOPES_ATTR,
+    InvalidCredentials,
+    header_value,
+    stamp_identity,
+    words,
+)
+from apcore_a2a.auth.jwks import JWKSKeySource
 
 __all__ = ["ClaimMapping", "JWTAuthenticator"]
 
@@ -51,12 +56,9 @@ def _claim(claims: Mapping[str, Any], name: str) -> Any:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class ClaimMapping:
-    """Which claims become ``Identity.id``, ``type``, ``roles`` and ``attrs``.
-
-    Claim names may be dotted paths into nested objects. ``roles`` accepts a list of
-    strings or a space-separated string (the OAuth ``scope`` style). The first of the
-    ``scopes`` claims present (``scope`` of RFC 9068, else ``scp``) becomes
-    ``attrs["scopes"]``, which ``required_scopes`` is checked against.
+    """Which claims (names or dotted paths) become ``Identity.id``, ``type``, ``roles`` (a
+    list or a space-separated string) and ``attrs``; the first of the ``scopes`` claims
+    present (``scope`` of RFC 9068, else ``scp``) becomes ``attrs["scopes"]``.
 
     Example::
 
@@ -78,21 +80,15 @@ class ClaimMapping:
         kind = _claim(claims, self.type)
         if not isinstance(kind, str) or not kind:
             kind = self.default_type
-        attrs: dict[str, Any] = {}
-        found = (_claim(claims, name) for name in self.scopes)
-        granted = next((v for v in found if v is not _MISSING), _MISSING)
-        if granted is not _MISSING:
-            attrs[SCOPES_ATTR] = words(granted)
-        for name in self.attrs:
-            value = _claim(claims, name)
-            if value is not _MISSING:
-                attrs[name] = value
+        granted = [v for v in (_claim(claims, n) for n in self.scopes) if v is not _MISSING]
+        attrs: dict[str, Any] = {SCOPES_ATTR: words(granted[0])} if granted else {}
+        attrs.update((n, v) for n in self.attrs if (v := _claim(claims, n)) is not _MISSING)
         return Identity(id=ident, type=kind, roles=words(_claim(claims, self.roles)), attrs=attrs)
 
 
 def _pem_key(data: bytes) -> tuple[Any, tuple[str, ...], tuple[str, ...]]:
     """(public key, allowed algorithms, default algorithms) of a PEM public key, certificate
-    or private key; of a private key only the public half is kept, all a verifier needs."""
+    or private key (of which only the public half is kept)."""
     if b"CERTIFICATE" in data:
         key: Any = load_pem_x509_certificate(data).public_key()
     elif b"PRIVATE KEY" in data:
@@ -114,20 +110,14 @@ def _pem_key(data: bytes) -> tuple[Any, tuple[str, ...], tuple[str, ...]]:
 class JWTAuthenticator:
     """Verify ``Authorization: Bearer <jwt>`` and map its claims to an apcore ``Identity``.
 
-    Give either *key* (an HMAC secret, or a PEM public key / certificate) or *jwks_url*.
-    The algorithm allow-list is derived from the key when not given, and it can never mix
-    HMAC with asymmetric algorithms, so a token "signed" with the public key as an HMAC
-    secret is rejected. ``alg: none`` is never accepted.
-
-    With *jwks_url* keys are looked up by the token's ``kid`` in a
-    :class:`~apcore_a2a.auth.JWKSKeySource`, whose outage policy the ``jwks_*`` arguments
-    tune. Tokens must carry ``exp`` unless *require_exp* is false (one without would be
-    valid forever); *max_lifetime* (seconds, 0 = none) refuses tokens that expire further
-    ahead, so a leaked token minted with a far-future ``exp`` does not work for years.
-    Identities are stamped ``auth_scheme="jwt"`` and ``auth_issuer`` (the token's
-    ``iss``), see :func:`~apcore_a2a.auth.owner_key`. Verified tokens are remembered by
-    SHA-256 (up to *verified_cache_size*, for at most *verified_cache_seconds*, never past
-    their ``exp``); ``verified_cache_size=0`` turns this off.
+    Give either *key* (an HMAC secret, or a PEM public key / certificate) or *jwks_url*
+    (keys by the token's ``kid`` from a :class:`~apcore_a2a.auth.JWKSKeySource`, tuned by
+    the ``jwks_*`` arguments). docs/auth.md ("How tokens are checked") has the rules: the
+    algorithm allow-list never mixes HMAC with public-key algorithms, ``exp`` is required
+    unless *require_exp* is false, *max_lifetime* (seconds, 0 = none) caps how far ahead it
+    may be, and verified tokens are remembered by SHA-256 (``verified_cache_size=0``: off).
+    Identities are stamped ``auth_scheme="jwt"`` and ``auth_issuer`` (see
+    :func:`~apcore_a2a.auth.owner_key`).
 
     Example::
 
@@ -294,10 +284,7 @@ class JWTAuthenticator:
             raise InvalidCredentials(f"{type(exc).__name__}: {exc}") from None
         if not isinstance(kid, str) or not kid:
             raise InvalidCredentials("token has no 'kid' header; required with a JWKS URL")
-        try:
-            return await self.jwks.get(kid)
-        except KeyLookupError as exc:
-            raise InvalidCredentials(str(exc)) from None
+        return await self.jwks.get(kid)
 
     async def aclose(self) -> None:
         """Cancel a JWKS fetch in flight (called when the server stops)."""

@@ -18,11 +18,11 @@ from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.responses import JSONResponse
 
-from apcore_a2a.auth.access import Gate
 from apcore_a2a.auth.authenticator import (
     AnyAuthenticator,
     APIKeyAuthenticator,
     Authenticator,
+    Gate,
     parse_api_key_entries,
 )
 from apcore_a2a.auth.jwt_authenticator import JWTAuthenticator
@@ -75,15 +75,11 @@ def needs_credentials(info: RequestInfo | None, *, ops_public: bool) -> bool | N
 class AuthMiddleware:
     """Authenticate every request that needs it (see :func:`needs_credentials`).
 
-    On success the apcore ``Identity`` is stored in ``scope[IDENTITY_SCOPE_KEY]`` (the SDK
-    call-context builder turns it into the task owner) and in :func:`current_identity`
-    until the request ends. Refusals (:class:`~apcore_a2a.auth.access.Gate`: 401, or 403
-    without *required_roles* / *required_scopes*) get a fixed body the binding's clients
-    parse (a JSON-RPC error with the request's ``id``, else an RFC 9457 problem) and, on
-    401, one ``WWW-Authenticate`` challenge per scheme; nothing from the credential is
-    echoed or logged (the reason is logged at INFO). With ``require_auth=False`` requests
-    *without* credentials pass as anonymous, but bad credentials are still rejected and
-    the extended agent card still requires authentication.
+    The identity goes to ``scope[IDENTITY_SCOPE_KEY]`` (the SDK call-context builder makes
+    it the task owner) and to :func:`current_identity` until the request ends. Refusals
+    (:class:`~apcore_a2a.auth.authenticator.Gate`) get the fixed answers of docs/auth.md
+    ("What callers see"). With ``require_auth=False`` requests *without* credentials pass as
+    anonymous, but bad credentials and anonymous extended-card requests are still refused.
 
     Example::
 
@@ -269,13 +265,11 @@ def security_middleware(
     settings: Settings, authenticator: Authenticator | None
 ) -> tuple[Middleware | None, Middleware | None]:
     """``(CORS, authentication)`` middleware entries; CORS goes outermost."""
-    members = (
-        authenticator.authenticators
-        if isinstance(authenticator, AnyAuthenticator)
-        else (authenticator,)
-    )
-    extra_headers = [a.header for a in members if isinstance(a, APIKeyAuthenticator)]
-    cors = cors_middleware(settings.cors_origins, extra_headers=extra_headers)
+    schemes = authenticator.security_schemes().values() if authenticator is not None else ()
+    api_keys = [
+        s.api_key_security_scheme.name for s in schemes if s.HasField("api_key_security_scheme")
+    ]
+    cors = cors_middleware(settings.cors_origins, extra_headers=api_keys)
     if authenticator is None:
         return cors, None
     return cors, Middleware(

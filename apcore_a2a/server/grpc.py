@@ -37,7 +37,7 @@ from a2a.server.context import ServerCallContext
 from a2a.utils.errors import A2AError, InternalError
 
 from apcore_a2a import errors
-from apcore_a2a.auth.access import Gate
+from apcore_a2a.auth.authenticator import Gate
 from apcore_a2a.execution.identity import IdentityUser
 from apcore_a2a.push.bodies import PROTOCOL_VERSION_STATE_KEY
 from apcore_a2a.server.limits import StreamLimiter

@@ -1,5 +1,7 @@
-"""Signed agent cards (A2A 1.0 ``signatures``), made with the a2a-sdk's own signer, and
-``/.well-known/jwks.json``, which publishes the public keys (the signer's ``jku``).
+"""Signed agent cards (A2A 1.0 ``signatures``), made with the a2a-sdk's own signer; the key
+(a ``card_signing_key`` file, else kept in the SQL store, else generated in memory: the
+table in docs/auth.md, "Signed agent cards"); and ``/.well-known/jwks.json``, the signer's
+``jku``.
 
 The signature covers the card's A2A 1.0 canonical form (``a2a.utils.signing``), so the
 0.3 keys the SDK merges in for clients without a version are not covered, and the pure
@@ -14,31 +16,47 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
+import json
 import logging
+import os
+import time
 from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import jwt
 from a2a.types import AgentCard
-from a2a.utils.signing import ProtectedHeader, create_agent_card_signer
+from a2a.utils.signing import create_agent_card_signer
 from cachetools import LRUCache
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from cryptography.hazmat.primitives.serialization import load_pem_private_key
+from sqlalchemy import Column, Float, MetaData, String, Table, Text, insert, select
+from sqlalchemy.exc import IntegrityError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from apcore_a2a.adapters.agent_card import CardDocument, serialize_card
-from apcore_a2a.keys.material import load_key_file, stored_key
+from apcore_a2a.push.signing import SigningKey, seal, unseal
 
 if TYPE_CHECKING:
     from a2a.server.context import ServerCallContext
     from sqlalchemy.ext.asyncio import AsyncEngine
 
-    from apcore_a2a.push.signing import SigningKey
     from apcore_a2a.settings import Settings
 
-__all__ = ["JWKS_PATH", "CardSigner", "card_signer_from_settings", "jwks_document", "jwks_route"]
+__all__ = [
+    "JWKS_PATH",
+    "CardSigner",
+    "card_signer_from_settings",
+    "jwks_document",
+    "jwks_route",
+    "load_key_file",
+    "parse_key",
+]
 
 logger = logging.getLogger("apcore_a2a.keys")
 
@@ -50,11 +68,20 @@ _EXTENDED_CACHE = 64
 Modifier = Callable[[AgentCard, "ServerCallContext"], Awaitable[AgentCard]]
 KeySource = Callable[[], dict[str, Any] | None]
 
+_metadata = MetaData()
+card_signing_keys = Table(
+    "apcore_a2a_card_signing_keys",
+    _metadata,
+    Column("kid", String(64), primary_key=True),
+    Column("key_data", Text, nullable=False),
+    Column("created_at", Float, nullable=False),
+)
+
 
 class CardSigner:
     """Signs agent cards with one key: *key*, else *key_file*, else (in :meth:`start`) the
-    key stored in the database, else one generated in memory (see
-    :mod:`apcore_a2a.keys.material`). Until a key is loaded, cards are served unsigned."""
+    key stored in the database, else one generated in memory (see the module docstring).
+    Until a key is loaded, cards are served unsigned."""
 
     def __init__(
         self,
@@ -86,8 +113,6 @@ class CardSigner:
         if engine is not None:
             self._use(await stored_key(engine, self._encryption_key))
             return
-        from apcore_a2a.push.signing import SigningKey
-
         logger.warning(
             "card signing: no card_signing_key file and no SQL store; using a key generated "
             "in memory, which changes on every restart"
@@ -95,14 +120,9 @@ class CardSigner:
         self._use(SigningKey.generate())
 
     def _use(self, key: SigningKey) -> None:
-        header: ProtectedHeader = {
-            "kid": key.kid,
-            "alg": key.algorithm,
-            "jku": self.jku,
-            "typ": "JOSE",
-        }
         # The signer needs the private key object; SigningKey hands it out only as PEM.
         private = load_pem_private_key(key.to_pem(), password=None)
+        header = {"kid": key.kid, "alg": key.algorithm, "jku": self.jku, "typ": "JOSE"}
         self._sign = create_agent_card_signer(private, header)  # type: ignore[arg-type]
         self._key = key
         self._extended.clear()
@@ -119,8 +139,7 @@ class CardSigner:
 
     def documents(self, current: Callable[[], CardDocument]) -> Callable[[], CardDocument]:
         """Wrap a card-document source so the bodies with the 1.0 card are signed (not the
-        pure 0.3 body). Signing takes milliseconds (canonicalization mostly), so the signed
-        document is kept until the source or the key changes."""
+        pure 0.3 body), kept until the source or the key changes (signing takes ms)."""
         cached: tuple[CardDocument, SigningKey, CardDocument] | None = None
 
         def document() -> CardDocument:
@@ -170,12 +189,85 @@ def card_signer_from_settings(settings: Settings) -> CardSigner | None:
     )
 
 
-def jwks_document(sources: Sequence[KeySource]) -> dict[str, Any]:
-    """``{"keys": [...]}`` from every source that has a key, one entry per ``kid``.
+def parse_key(data: bytes) -> SigningKey:
+    """A signing key from PEM or JWK bytes; ``ValueError`` with a short reason otherwise."""
+    text = data.strip()
+    key: Any
+    if text.startswith(b"{"):
+        try:
+            jwk = json.loads(text)
+        except json.JSONDecodeError:
+            raise ValueError("the card-signing key file is neither PEM nor JSON") from None
+        if not isinstance(jwk, dict) or "d" not in jwk:
+            raise ValueError("a JWK card-signing key must be a private key (with 'd')")
+        try:
+            key = jwt.PyJWK(jwk).key
+        except (jwt.PyJWTError, ValueError, TypeError) as exc:
+            raise ValueError(f"the JWK is not a usable private key: {exc}") from None
+    elif b"-----BEGIN" in text:
+        try:
+            key = load_pem_private_key(text, password=None)
+        except (ValueError, TypeError) as exc:
+            raise ValueError(f"not a usable unencrypted PEM private key: {exc}") from None
+    else:
+        raise ValueError("the card-signing key file is neither PEM nor a JWK")
+    if not isinstance(
+        key, ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey | ed25519.Ed25519PrivateKey
+    ):
+        raise ValueError(f"unsupported key type {type(key).__name__}")
+    return SigningKey(key)
 
-    Card and push-delivery signatures are made with different keys; receivers and
-    clients find each by ``kid`` in this one document.
-    """
+
+def load_key_file(path: str | os.PathLike[str]) -> SigningKey:
+    """The key in *path*; a new ES256 key is generated and written there if it is missing."""
+    file = Path(path)
+    try:
+        return parse_key(file.read_bytes())
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        raise ValueError(f"cannot read the card-signing key {file}: {exc.strerror}") from None
+    except ValueError as exc:
+        raise ValueError(f"card-signing key {file}: {exc}") from None
+    fresh = SigningKey.generate()
+    try:
+        # O_EXCL: two processes starting together must not overwrite each other's key.
+        fd = os.open(file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return parse_key(file.read_bytes())
+    except OSError as exc:
+        raise ValueError(f"cannot create the card-signing key {file}: {exc.strerror}") from None
+    with os.fdopen(fd, "wb") as out:
+        out.write(fresh.to_pem())
+    logger.info("card signing: generated a new %s key at %s", fresh.algorithm, file)
+    return fresh
+
+
+async def stored_key(engine: AsyncEngine, encryption_key: str | None) -> SigningKey:
+    """The key kept in the database, generated on first use; racing replicas each insert
+    one, and all of them then use the oldest."""
+    table = card_signing_keys
+    oldest = select(table.c.key_data).order_by(table.c.created_at, table.c.kid).limit(1)
+    async with engine.begin() as conn:
+        await conn.run_sync(_metadata.create_all)
+        data = (await conn.execute(oldest)).scalar()
+    if data is None:
+        fresh = SigningKey.generate()
+        sealed = seal(fresh.to_pem().decode(), encryption_key)
+        with contextlib.suppress(IntegrityError):
+            async with engine.begin() as conn:
+                await conn.execute(
+                    insert(table).values(kid=fresh.kid, key_data=sealed, created_at=time.time())
+                )
+        async with engine.connect() as conn:
+            data = (await conn.execute(oldest)).scalar_one()
+        logger.info("card signing: generated a new key and stored it in the database")
+    return SigningKey.from_pem(unseal(str(data), encryption_key, "card signing key"))
+
+
+def jwks_document(sources: Sequence[KeySource]) -> dict[str, Any]:
+    """``{"keys": [...]}`` from every source that has a key, one entry per ``kid`` (card
+    and push-delivery signatures use different keys; clients find each by ``kid``)."""
     keys: dict[str, dict[str, Any]] = {}
     for source in sources:
         jwk = source()
