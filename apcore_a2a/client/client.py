@@ -16,6 +16,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
+from a2a.client.client import ClientCallContext
 from a2a.client.transports.base import ClientTransport
 from a2a.client.transports.jsonrpc import JsonRpcTransport
 from a2a.client.transports.rest import RestTransport
@@ -29,7 +30,7 @@ from apcore_a2a.client import _shapes as shape
 from apcore_a2a.client._asgi import CONNECT_TIMEOUT, ASGIApp, DirectTransport
 from apcore_a2a.client._origin import Endpoint, OriginGuard, Protocol, origin_of, select_endpoint
 from apcore_a2a.client._shapes import MessageInput
-from apcore_a2a.client._wire import Call, a2a_call, context, current, on_response, translated
+from apcore_a2a.client._wire import Call, a2a_call, current, on_response, translated
 from apcore_a2a.client.card_fetcher import CARD_PATHS, AgentCardFetcher
 from apcore_a2a.client.card_verify import CardKeys, CardVerifier
 from apcore_a2a.client.errors import (
@@ -272,7 +273,8 @@ class A2AClient:
             translated(method, to.url),
         ):
             sdk_call = getattr(self._transport(to), name)
-            yield sdk_call(request, context=context(headers, timeout)), seen
+            context = ClientCallContext(service_parameters=headers, timeout=timeout)
+            yield sdk_call(request, context=context), seen
 
     async def _call(self, method: str, request: Proto) -> tuple[Any, dict[str, Any]]:
         """Run one SDK call; return its result as received (HTTP) and as 1.0 JSON."""

@@ -38,8 +38,6 @@ __all__ = [
     "TaskNotFoundError",
     "UnsupportedOperationError",
     "VersionNotSupportedError",
-    "error_from_details",
-    "error_from_rpc",
 ]
 
 
