@@ -16,8 +16,6 @@ import httpx
 
 from apcore_a2a.client.errors import A2ADiscoveryError, CrossOriginEndpointError
 
-__all__ = ["Endpoint", "Origin", "OriginGuard", "check_endpoint", "origin_of", "select_endpoint"]
-
 Protocol = Literal["auto", "1.0", "0.3"]
 #: In the client's order of preference.
 BINDINGS = ("JSONRPC", "HTTP+JSON", "GRPC")

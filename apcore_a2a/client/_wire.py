@@ -40,8 +40,6 @@ from apcore_a2a.client.errors import (
     error_from_rpc,
 )
 
-__all__ = ["Call", "a2a_call", "current", "on_response", "translated"]
-
 _SSE_HEADERS = {"content-type": "text/event-stream"}
 
 

@@ -254,8 +254,7 @@ class A2AClient:
     async def _sdk(
         self, method: str, request: Proto, call: Call
     ) -> AsyncIterator[tuple[Any, Callable[[Mapping[str, Any]], None]]]:
-        """The SDK transport call for A2A *method* (not yet awaited or iterated), inside
-        its span; what the span should know of each result goes to the callable."""
+        """The SDK call for *method* (not yet awaited) in its span, and the span's callback."""
         to = await self._endpoint()
         call.binding = to.binding
         headers: dict[str, str] = {}
@@ -289,7 +288,6 @@ class A2AClient:
     async def _events(
         self, method: str, request: Proto, call: Call
     ) -> AsyncIterator[dict[str, Any]]:
-        """One SDK stream as client events, up to a final one."""
         async with (
             self._sdk(method, request, call) as (stream, seen),
             contextlib.aclosing(stream),
@@ -316,10 +314,8 @@ class A2AClient:
         max_retries: int,
         first: pb.SendMessageRequest | None = None,
     ) -> AsyncIterator[dict[str, Any]]:
-        """Events of a subscription to *task_id* (or of the message stream *first*
-        opens), resumed by subscription after the last SSE id seen whenever the
-        connection drops: at most *max_retries* times in a row (0.25, 0.5, 1 s ...
-        apart), then :class:`A2AConnectionError`."""
+        """Events of *task_id* (or of the stream *first* opens), resubscribed after the last
+        SSE id seen when the connection drops (see :meth:`resubscribe`)."""
         call = Call(event_id=last_event_id)
         failures = 0
         while True:
