@@ -72,12 +72,11 @@ def normalize_part(part: Mapping[str, Any]) -> dict[str, Any]:
             raise ValueError("a file part's url must be a string")
     else:
         raise ValueError(f"unknown part type {kind!r} (expected text, data or file)")
-    media_type = _first(source, "mediaType", "media_type", "mimeType", "mime_type")
-    filename = _first(source, "filename", "name")
-    if media_type:
-        out["mediaType"] = str(media_type)
-    if filename:
-        out["filename"] = str(filename)
+    extras = {
+        "mediaType": _first(source, "mediaType", "media_type", "mimeType", "mime_type"),
+        "filename": _first(source, "filename", "name"),
+    }
+    out |= {key: str(value) for key, value in extras.items() if value}
     metadata = part.get("metadata")
     if metadata is not None:
         if not isinstance(metadata, Mapping):
@@ -121,12 +120,11 @@ def build_message(
         "role": role,
         "parts": parts,
     }
-    ctx = context_id or _first(fields, "contextId", "context_id")
-    tid = task_id or _first(fields, "taskId", "task_id")
-    if ctx:
-        out["contextId"] = str(ctx)
-    if tid:
-        out["taskId"] = str(tid)
+    ids = {
+        "contextId": context_id or _first(fields, "contextId", "context_id"),
+        "taskId": task_id or _first(fields, "taskId", "task_id"),
+    }
+    out |= {key: str(value) for key, value in ids.items() if value}
     metadata = fields.get("metadata")
     if metadata is not None and not isinstance(metadata, Mapping):
         raise ValueError("message metadata must be a mapping")
@@ -152,10 +150,7 @@ def build_push_config(task_id: str, config: str | Mapping[str, Any]) -> dict[str
     if not isinstance(url, str) or not url:
         raise ValueError("a push config needs a 'url'")
     out: dict[str, Any] = {"taskId": task_id, "url": url}
-    if cfg.get("id"):
-        out["id"] = str(cfg["id"])
-    if cfg.get("token"):
-        out["token"] = str(cfg["token"])
+    out |= {key: str(cfg[key]) for key in ("id", "token") if cfg.get(key)}
     auth = cfg.get("authentication")
     if auth:
         if not isinstance(auth, Mapping):

@@ -11,7 +11,6 @@ import asyncio
 import contextlib
 import re
 from collections.abc import AsyncIterator, Callable, Mapping
-from types import TracebackType
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -169,17 +168,11 @@ class A2AClient:
         await self._ensure_open()
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Close the pooled HTTP client and gRPC channels (and shut down an in-process app
-        we started)."""
+        """Close the HTTP client and gRPC channels (and stop an in-process app we started)."""
         if self._closed:
             return
         self._closed = True
