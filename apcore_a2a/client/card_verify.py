@@ -108,9 +108,7 @@ class CardVerifier:
         return "the keys given" if self._given is not None else self._jwks_url
 
     async def _load(self, kids: set[Any]) -> dict[str | None, Any]:
-        if self._given is not None and self._keys is not None:
-            return self._keys
-        if self._keys is None or not any(k in self._keys for k in kids):
+        if self._keys is None or (self._given is None and not any(k in self._keys for k in kids)):
             # First use, or a kid we have not seen: the agent may have rotated its key.
             self._keys = _parse_keys(await self._fetch_jwks())
         return self._keys
