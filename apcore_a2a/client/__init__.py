@@ -4,60 +4,10 @@
 ``a2a.server``), so a process that only calls agents stays light.
 """
 
+from apcore_a2a.client import errors
 from apcore_a2a.client.card_fetcher import AgentCardFetcher
 from apcore_a2a.client.client import A2AClient
-from apcore_a2a.client.errors import (
-    A2AAuthenticationError,
-    A2AClientError,
-    A2AConnectionError,
-    A2ADiscoveryError,
-    A2ARemoteError,
-    A2AServerError,
-    CardVerificationError,
-    ContentTypeNotSupportedError,
-    CrossOriginEndpointError,
-    ExtendedAgentCardNotConfiguredError,
-    ExtensionSupportRequiredError,
-    InvalidAgentResponseError,
-    InvalidParamsError,
-    InvalidRequestError,
-    JSONParseError,
-    MethodNotFoundError,
-    PushNotificationNotSupportedError,
-    QuotaExceededError,
-    StoreUnavailableError,
-    TaskBusyError,
-    TaskNotCancelableError,
-    TaskNotFoundError,
-    UnsupportedOperationError,
-    VersionNotSupportedError,
-)
+from apcore_a2a.client.errors import *  # noqa: F403  (the typed errors, errors.__all__)
 
-__all__ = [
-    "A2AAuthenticationError",
-    "A2AClient",
-    "A2AClientError",
-    "A2AConnectionError",
-    "A2ADiscoveryError",
-    "A2ARemoteError",
-    "A2AServerError",
-    "AgentCardFetcher",
-    "CardVerificationError",
-    "ContentTypeNotSupportedError",
-    "CrossOriginEndpointError",
-    "ExtendedAgentCardNotConfiguredError",
-    "ExtensionSupportRequiredError",
-    "InvalidAgentResponseError",
-    "InvalidParamsError",
-    "InvalidRequestError",
-    "JSONParseError",
-    "MethodNotFoundError",
-    "PushNotificationNotSupportedError",
-    "QuotaExceededError",
-    "StoreUnavailableError",
-    "TaskBusyError",
-    "TaskNotCancelableError",
-    "TaskNotFoundError",
-    "UnsupportedOperationError",
-    "VersionNotSupportedError",
-]
+__all__ = ["A2AClient", "AgentCardFetcher"]
+__all__ += errors.__all__

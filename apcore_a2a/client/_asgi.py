@@ -1,12 +1,10 @@
 """In-process ("direct") transport: httpx requests served by an ASGI app, no socket.
 
-Kept because ``httpx.ASGITransport`` runs the app to completion before it returns the
-response: an SSE stream would arrive only once the task ends, so a resubscribe to a
-running task could never be read while it runs (tests/client/test_direct.py shows it).
-This transport hands body chunks over as the app sends them, signals ``http.disconnect``
-when the caller closes the response, and applies the client's read timeout (httpx
-enforces timeouts only in its network transports). It runs the app's lifespan with
-``asgi-lifespan`` (see :class:`~apcore_a2a.client.A2AClient`).
+Not ``httpx.ASGITransport``: it runs the app to completion before returning the response,
+so an SSE stream of a running task could never be read while it runs
+(tests/client/test_direct.py). This one hands chunks over as they are sent, signals
+``http.disconnect`` on close, and applies the read timeout (httpx enforces timeouts only
+in its network transports).
 """
 
 from __future__ import annotations
@@ -21,8 +19,6 @@ import httpx
 from asgi_lifespan import LifespanManager, LifespanNotSupported
 
 from apcore_a2a.client.errors import A2AConnectionError
-
-__all__ = ["CONNECT_TIMEOUT", "ASGIApp", "DirectTransport"]
 
 #: seconds to connect (and for an in-process app to start) when ``timeout`` is ``None``
 CONNECT_TIMEOUT = 30.0
@@ -67,9 +63,8 @@ class _BodyStream(httpx.AsyncByteStream):
 
 
 def _failing_loudly(app: ASGIApp) -> ASGIApp:
-    """*app*, raising when it reports ``lifespan.startup.failed``: asgi-lifespan waits for
-    a "complete" message only, so an app that reports the failure and returns would hang
-    it until the timeout."""
+    """Raise on ``lifespan.startup.failed``: asgi-lifespan waits for "complete" only, so it
+    would hang until the timeout."""
 
     async def wrapped(scope: Any, receive: Any, send: Any) -> None:
         async def checked_send(message: Any) -> None:
@@ -92,7 +87,6 @@ class DirectTransport(httpx.AsyncBaseTransport):
         self._lock = asyncio.Lock()
 
     async def start(self, bound: float) -> None:
-        """Run the app's startup, once (an app without lifespan is used as is)."""
         if not self._to_start:
             return
         async with self._lock:

@@ -1,14 +1,9 @@
 """Which interface of the card the client calls, and where it may send its credentials.
 
-:func:`select_endpoint` picks the binding (JSON-RPC, else HTTP+JSON, else gRPC) and the
-wire version. An agent card names the URLs of the agent's interfaces, and a card is data
-from the network: a hostile or misconfigured card could name another host, another port, or
-``http://`` under an ``https://`` agent. The client therefore follows an interface URL
-only when it has the origin (scheme, host, port) of the agent URL the caller gave -- the
-origin the card was fetched from -- unless the caller opts in with
-``allow_other_origins=True``. Even then, the caller's credentials (``auth``, the
-``Authorization`` header and every header the caller configured) are attached only to
-requests for the agent's own origin: :class:`OriginGuard` strips them from any other.
+A card is data from the network and could name another host, port, or ``http://`` under an
+``https://`` agent: the client follows an interface URL only on the origin (scheme, host,
+port) of the agent URL the caller gave, unless ``allow_other_origins=True``; even then
+:class:`OriginGuard` keeps the caller's credentials and headers to the agent's own origin.
 """
 
 from __future__ import annotations
@@ -21,16 +16,13 @@ import httpx
 
 from apcore_a2a.client.errors import A2ADiscoveryError, CrossOriginEndpointError
 
-__all__ = ["Endpoint", "Origin", "OriginGuard", "check_endpoint", "origin_of", "select_endpoint"]
-
 Protocol = Literal["auto", "1.0", "0.3"]
 #: In the client's order of preference.
 BINDINGS = ("JSONRPC", "HTTP+JSON", "GRPC")
 
 
 class Endpoint(NamedTuple):
-    """The interface a call goes to: binding, wire version (``"1.0"``/``"0.3"``), URL
-    (a gRPC one is ``host:port``; ``secure`` says whether its channel uses TLS)."""
+    """The interface a call goes to (a gRPC ``url`` is ``host:port``; ``secure``: TLS)."""
 
     binding: str
     version: str
@@ -50,7 +42,6 @@ _ALWAYS_SECRET = frozenset({"authorization", "proxy-authorization", "cookie"})
 
 
 def origin_of(url: str | httpx.URL) -> Origin | None:
-    """``(scheme, host, port)`` of an absolute http(s) URL, default ports filled in."""
     parts = urlsplit(str(url))
     scheme = parts.scheme.lower()
     if scheme not in _DEFAULT_PORTS or not parts.hostname:
@@ -71,12 +62,8 @@ def _format(origin: Origin | None) -> str:
 
 
 def check_endpoint(url: str, base: str, *, allow_other_origins: bool, direct: bool) -> str:
-    """The interface URL to call for *url* as named by the card of the agent at *base*.
-
-    A relative URL is resolved against *base*. In direct mode (an in-process app, no
-    network) the URL is moved onto *base*'s origin, keeping its path. Otherwise a URL of
-    another origin raises :class:`CrossOriginEndpointError` unless *allow_other_origins*.
-    """
+    """The URL to call for a card's *url*: resolved against *base*; in direct mode (no
+    network) moved onto *base*'s origin; else refused on another origin unless allowed."""
     resolved = urljoin(base + "/", url)
     if direct:
         parts = urlsplit(resolved)
@@ -99,7 +86,6 @@ def check_endpoint(url: str, base: str, *, allow_other_origins: bool, direct: bo
 
 
 def _offered(card: Mapping[str, Any]) -> list[tuple[str, str, str]]:
-    """``(binding, major version, url)`` of every interface the card declares."""
     pairs = [
         (i.get("protocolBinding"), str(i.get("protocolVersion") or "0"), i.get("url"))
         for i in card.get("supportedInterfaces") or []
@@ -122,10 +108,9 @@ def select_endpoint(
     allow_other_origins: bool,
     direct: bool,
 ) -> Endpoint:
-    """The interface to call: JSON-RPC when the card offers it, else HTTP+JSON, else gRPC
-    (not in direct mode); ``auto`` prefers 1.0, a pinned version without a matching
-    interface posts JSON-RPC to *base*. Raises :class:`A2ADiscoveryError` in ``auto`` mode
-    for a card offering none of them, :class:`CrossOriginEndpointError` (see the module)."""
+    """JSON-RPC when the card offers it, else HTTP+JSON, else gRPC (not in direct mode);
+    ``auto`` prefers 1.0; a pinned version without a matching interface posts JSON-RPC
+    to *base*."""
     offered = _offered(card) if card else []
     majors = {"1.0": "1", "0.3": "0"}
     for binding in BINDINGS[:2] if direct else BINDINGS:
@@ -148,9 +133,8 @@ def select_endpoint(
 
 
 def _grpc_endpoint(version: str, url: str, base: str, allow_other_origins: bool) -> Endpoint:
-    """A gRPC address is the agent's when it names the agent's host (gRPC has its own
-    port); its channel uses TLS when the address says ``https://`` or, scheme-less, when
-    the agent URL is https."""
+    """Host only, not origin (gRPC has its own port); TLS when the address says so or,
+    scheme-less, when the agent URL is https."""
     scheme, _, target = url.rpartition("://")
     home = urlsplit(base)
     host = urlsplit("//" + target).hostname
@@ -167,13 +151,8 @@ def _grpc_endpoint(version: str, url: str, base: str, allow_other_origins: bool)
 
 
 class OriginGuard(httpx.Auth):
-    """Attach credentials only to requests for the agent's origin.
-
-    For the agent's origin, *inner* (the caller's ``httpx.Auth``, if any) runs as usual.
-    For any other origin, *inner* is skipped and ``Authorization``, ``Cookie`` and every
-    header the caller configured (*secret_headers*, bar the protocol headers the client
-    sets per request) are removed before the request leaves.
-    """
+    """Runs *inner* (the caller's ``httpx.Auth``) for the agent's origin; for any other,
+    removes ``Authorization``, ``Cookie`` and the caller's *secret_headers* instead."""
 
     def __init__(
         self, origin: Origin | None, inner: httpx.Auth | None, secret_headers: Collection[str]
@@ -185,8 +164,7 @@ class OriginGuard(httpx.Auth):
         }
 
     async def metadata(self, request: httpx.Request) -> dict[str, str]:
-        """The caller's headers and credentials as the flow puts them on *request* (a
-        request to the agent's origin), for gRPC call metadata."""
+        """The caller's headers and credentials for *request*, as gRPC call metadata."""
         flow = self.async_auth_flow(request)
         sent = await flow.__anext__()
         await flow.aclose()

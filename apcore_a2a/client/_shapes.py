@@ -1,17 +1,7 @@
-"""The client's shapes, both ways (pure functions, no I/O).
-
-Caller input → 1.0 JSON requests: a message may be a ``str`` (one text part), ``bytes``
-(one file part), a mapping without ``parts`` (one data part), a list of parts, or a full
-message mapping in the seed shape (``{"type": "text", ...}`` parts), the 0.3 shape
-(``kind`` parts, ``file`` objects) or the 1.0 shape (``text``/``data``/``raw``/``url``
-parts); a2a-sdk's 0.3 transports convert the 1.0 request for 0.3 agents.
-
-SDK results (as 1.0 JSON, whatever the wire version) → the documented result shape
-(docs/client.md): 1.0 JSON member names, lowercase hyphenated states (``"input-required"``)
-and roles (``"user"``), a ``kind`` on every top-level object (``task``, ``message``,
-``status-update``, ``artifact-update``) and a ``type`` on every part (``text``, ``data``,
-``file``). Absent optional members are present as ``None``, ``[]`` or ``{}`` so callers
-can index without guards.
+"""The client's shapes, both ways (pure functions): caller input (seed, 0.3 or 1.0 shape;
+see :meth:`A2AClient.send_message`) → 1.0 JSON requests, which a2a-sdk's 0.3 transports
+convert for 0.3 agents; SDK results as 1.0 JSON → the result shape of docs/client.md, with
+absent optional members present as ``None``, ``[]`` or ``{}``.
 """
 
 from __future__ import annotations
@@ -46,7 +36,6 @@ def _b64(value: Any) -> str:
 
 
 def normalize_part(part: Mapping[str, Any]) -> dict[str, Any]:
-    """Return one part as 1.0 JSON (``text`` | ``data`` | ``raw`` | ``url`` + extras)."""
     if not isinstance(part, Mapping):
         raise ValueError(f"a part must be a mapping, got {type(part).__name__}")
     kind = part.get("type") or part.get("kind")
@@ -83,12 +72,11 @@ def normalize_part(part: Mapping[str, Any]) -> dict[str, Any]:
             raise ValueError("a file part's url must be a string")
     else:
         raise ValueError(f"unknown part type {kind!r} (expected text, data or file)")
-    media_type = _first(source, "mediaType", "media_type", "mimeType", "mime_type")
-    filename = _first(source, "filename", "name")
-    if media_type:
-        out["mediaType"] = str(media_type)
-    if filename:
-        out["filename"] = str(filename)
+    extras = {
+        "mediaType": _first(source, "mediaType", "media_type", "mimeType", "mime_type"),
+        "filename": _first(source, "filename", "name"),
+    }
+    out |= {key: str(value) for key, value in extras.items() if value}
     metadata = part.get("metadata")
     if metadata is not None:
         if not isinstance(metadata, Mapping):
@@ -98,7 +86,6 @@ def normalize_part(part: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _parts_of(message: MessageInput) -> tuple[list[dict[str, Any]], Mapping[str, Any]]:
-    """Split caller input into (1.0 parts, message-level fields)."""
     if isinstance(message, str):
         return [{"text": message}], {}
     if isinstance(message, bytes | bytearray):
@@ -133,12 +120,11 @@ def build_message(
         "role": role,
         "parts": parts,
     }
-    ctx = context_id or _first(fields, "contextId", "context_id")
-    tid = task_id or _first(fields, "taskId", "task_id")
-    if ctx:
-        out["contextId"] = str(ctx)
-    if tid:
-        out["taskId"] = str(tid)
+    ids = {
+        "contextId": context_id or _first(fields, "contextId", "context_id"),
+        "taskId": task_id or _first(fields, "taskId", "task_id"),
+    }
+    out |= {key: str(value) for key, value in ids.items() if value}
     metadata = fields.get("metadata")
     if metadata is not None and not isinstance(metadata, Mapping):
         raise ValueError("message metadata must be a mapping")
@@ -156,11 +142,7 @@ def build_message(
 
 
 def build_push_config(task_id: str, config: str | Mapping[str, Any]) -> dict[str, Any]:
-    """Build a 1.0 ``TaskPushNotificationConfig`` from a URL or a config mapping.
-
-    The mapping takes ``url`` and optionally ``id``, ``token`` and ``authentication``
-    (``{"scheme": "Bearer", "credentials": "..."}``; a 0.3 ``schemes`` list is accepted).
-    """
+    """A 1.0 ``TaskPushNotificationConfig`` (a 0.3 ``schemes`` list is accepted)."""
     cfg: Mapping[str, Any] = {"url": config} if isinstance(config, str) else config
     if not isinstance(cfg, Mapping):
         raise TypeError("a push config must be a URL string or a mapping")
@@ -168,10 +150,7 @@ def build_push_config(task_id: str, config: str | Mapping[str, Any]) -> dict[str
     if not isinstance(url, str) or not url:
         raise ValueError("a push config needs a 'url'")
     out: dict[str, Any] = {"taskId": task_id, "url": url}
-    if cfg.get("id"):
-        out["id"] = str(cfg["id"])
-    if cfg.get("token"):
-        out["token"] = str(cfg["token"])
+    out |= {key: str(cfg[key]) for key in ("id", "token") if cfg.get(key)}
     auth = cfg.get("authentication")
     if auth:
         if not isinstance(auth, Mapping):
@@ -197,8 +176,7 @@ def _name(value: Any, prefix: str) -> str:
 
 
 def _ints(value: Any) -> Any:
-    """Integral floats → int, recursively: protobuf carries every JSON number as a double,
-    so ``7`` comes back as ``7.0``; restoring the int keeps results equal across agents."""
+    """Integral floats → int: protobuf carries every JSON number as a double (7 → 7.0)."""
     if isinstance(value, float) and value.is_integer():
         return int(value)
     if isinstance(value, dict):
@@ -255,7 +233,6 @@ def _artifact(art: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def task(t: Mapping[str, Any]) -> dict[str, Any]:
-    """A ``Task`` → client shape."""
     if not t.get("id"):
         raise InvalidAgentResponseError(f"agent returned a task without an id: {t!r:.200}")
     return {
@@ -279,10 +256,7 @@ def _update(ev: Mapping[str, Any]) -> dict[str, Any]:
 
 def event(obj: Mapping[str, Any], wire: Any = None) -> dict[str, Any] | None:
     """A ``StreamResponse`` / ``SendMessageResponse`` → client shape; ``None`` when empty.
-
-    *wire* is the result as received: a 0.3 agent's ``final: true`` is honoured (JSON-RPC
-    result or REST event).
-    """
+    *wire* (the result as received) carries a 0.3 agent's ``final: true``."""
     if "task" in obj:
         return task(obj["task"])
     if "message" in obj:
@@ -313,7 +287,6 @@ def is_final(ev: Mapping[str, Any]) -> bool:
 
 
 def tasks(obj: Mapping[str, Any]) -> dict[str, Any]:
-    """A ``ListTasksResponse`` → ``{"tasks", "nextCursor", "totalSize"}``."""
     return {
         "tasks": [task(t) for t in obj.get("tasks") or []],
         "nextCursor": obj.get("nextPageToken") or None,
@@ -322,9 +295,7 @@ def tasks(obj: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def push_config(obj: Mapping[str, Any], wire: Any = None) -> dict[str, Any]:
-    """A ``TaskPushNotificationConfig`` → ``{id, taskId, url, token, authentication,
-    status, statusReason}``; the last two are what an apcore-a2a agent reports about
-    deliveries (read from *wire*, the config as received), ``None`` from other agents."""
+    """``status``/``statusReason``: an apcore-a2a agent's delivery report, only in *wire*."""
     wire = wire if isinstance(wire, Mapping) else {}
     auth = obj.get("authentication")
     return {

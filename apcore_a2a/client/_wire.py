@@ -1,22 +1,14 @@
 """A2A calls through a2a-sdk's client transports, with what the client documents on top.
 
-The transports build the requests and read the results, converting 0.3 to 1.0. One
-httpx response hook (:func:`on_response`) sees every HTTP reply first, so that errors
-keep what the agent sent -- the code (also apcore-a2a's own -32090..), the message and the
-JSON-RPC ``data`` or REST ``details``, which the transports reduce -- and so that stream
-events keep their SSE ``id`` (``Last-Event-ID`` resume), which the SDK's SSE reader drops:
-an SSE body is read with ``httpx-sse`` and handed on to the transport one event at a
-time, so the id of the event the transport yields is the one last read. The result as
-received stays at hand for what protobuf cannot hold (a 0.3 ``final``, push-config
-delivery status, a card as served). gRPC failures are read from the call's status.
+:func:`on_response` (an httpx hook) sees every HTTP reply before the transport does: errors
+keep the agent's code (also apcore-a2a's -32090..), message and ``data``/``details``, which
+the transports reduce; SSE bodies are re-read with ``httpx-sse`` one event at a time, so the
+id of the event the transport yields (``Last-Event-ID`` resume), which the SDK drops, is the
+one last read. The result as received also keeps what protobuf cannot hold (a 0.3 ``final``,
+push-config delivery status, a card as served).
 
-When OpenTelemetry's API is installed, each call runs in a CLIENT span named after the
-A2A 1.0 method, with the attributes of the draft OpenTelemetry conventions for A2A
-(``a2a.method.name``, ``a2a.protocol.version``, ``a2a.message.id``, ``a2a.task.id``,
-``a2a.task.state``, ``gen_ai.conversation.id``, ``server.address``, ``server.port``,
-``error.type``), and the W3C ``traceparent`` of that span goes out with the request.
-Without a configured tracer provider the spans record nothing; without the API there
-are none.
+With OpenTelemetry's API installed, each call runs in a CLIENT span named after the A2A 1.0
+method, with the draft OpenTelemetry A2A attributes, and sends the span's ``traceparent``.
 """
 
 from __future__ import annotations
@@ -31,7 +23,6 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
-from a2a.client.client import ClientCallContext
 from a2a.client.errors import A2AClientTimeoutError
 from a2a.utils.errors import A2AError as SDKError
 from google.protobuf.json_format import MessageToDict, ParseError
@@ -49,19 +40,16 @@ from apcore_a2a.client.errors import (
     error_from_rpc,
 )
 
-__all__ = ["Call", "a2a_call", "context", "current", "on_response", "translated"]
-
 _SSE_HEADERS = {"content-type": "text/event-stream"}
 
 
 @dataclass
 class Call:
-    """One A2A call in flight over HTTP, and what its replies were."""
+    """One A2A call in flight: the result (JSON-RPC ``result`` or REST body) and SSE id of
+    the reply or stream event last received."""
 
     binding: str = "JSONRPC"
-    #: the result (JSON-RPC ``result`` or REST body) of the reply or stream event last received
     wire: Any = None
-    #: the SSE id of the stream event last received
     event_id: str | None = None
 
 
@@ -70,7 +58,6 @@ _current: ContextVar[Call | None] = ContextVar("apcore_a2a_client_call", default
 
 @contextlib.contextmanager
 def current(call: Call) -> Iterator[None]:
-    """Make *call* the one the response hook reports to (the request is sent inside)."""
     token = _current.set(call)
     try:
         yield
@@ -98,8 +85,7 @@ def _result(payload: Any, call: Call) -> Any:
 
 
 def _rest_error(content: bytes | str) -> A2ARemoteError | None:
-    """The typed error of a REST error body: a ``google.rpc.Status`` (1.0, also from
-    apcore-a2a's 0.3 routes) or a 0.3 ``{type, message}``."""
+    """A ``google.rpc.Status`` (1.0, also apcore-a2a's 0.3 routes) or 0.3 ``{type, message}``."""
     with contextlib.suppress(ValueError):
         body = json.loads(content)
         error = body.get("error", body) if isinstance(body, dict) else None
@@ -110,8 +96,7 @@ def _rest_error(content: bytes | str) -> A2ARemoteError | None:
 
 
 async def on_response(response: httpx.Response) -> None:
-    """httpx response hook: raise the typed error of a failed A2A call before the
-    transport reads the reply; tap an SSE body (see the module docstring)."""
+    """Raise a failed A2A call's typed error; tap an SSE body (see the module docstring)."""
     call = _current.get()
     if call is None:  # not an A2A call (card, keys)
         return
@@ -155,11 +140,6 @@ class _EventTap(httpx.AsyncByteStream):
 
     async def aclose(self) -> None:
         await self._body.aclose()
-
-
-def context(headers: dict[str, str], timeout: float | None = None) -> ClientCallContext:
-    """The SDK call context sending *headers* with the request."""
-    return ClientCallContext(service_parameters=headers, timeout=timeout)
 
 
 def _grpc_error(error: Any, method: str, url: str) -> A2AClientError:
@@ -243,8 +223,8 @@ def a2a_call(
     params: Mapping[str, Any],
     headers: MutableMapping[str, str],
 ) -> Iterator[Callable[[Mapping[str, Any]], None]]:
-    """The CLIENT span of one call (*method*: its A2A 1.0 name); adds ``traceparent`` to
-    *headers*; yields what to call with each result (or stream event) as 1.0 JSON."""
+    """The CLIENT span of one call; adds ``traceparent`` to *headers*; yields what to call
+    with each result (or stream event) as 1.0 JSON."""
     try:
         from opentelemetry import propagate, trace
     except ImportError:

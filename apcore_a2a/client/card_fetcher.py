@@ -18,15 +18,10 @@ CARD_PATHS = ("/.well-known/agent-card.json", "/.well-known/agent.json")
 
 
 class AgentCardFetcher:
-    """Fetches an agent's card and keeps it for ``ttl`` seconds.
+    """Fetches an agent's card and keeps it for ``ttl`` seconds (monotonic clock).
 
-    With *verify* (e.g. :meth:`CardVerifier.verify
-    <apcore_a2a.client.card_verify.CardVerifier.verify>`), every card fetched is passed
-    through it before it is cached, and what it returns is the card.
-
-    The cache uses a monotonic clock, so wall-clock jumps neither expire nor extend it.
-    When the cached card is stale and the agent sent an ``ETag``, the refetch is
-    conditional and a ``304 Not Modified`` keeps the cached card.
+    A stale card with an ``ETag`` is refetched conditionally (``304`` keeps it). With
+    *verify*, every card fetched is replaced by what ``verify(card)`` returns before caching.
 
     Example::
 
@@ -74,9 +69,8 @@ class AgentCardFetcher:
     async def fetch(self, *, refresh: bool = False) -> dict[str, Any]:
         """Return the agent card, from the cache while it is younger than ``ttl``.
 
-        Raises :class:`A2ADiscoveryError` when every well-known path answers with an
-        HTTP error or the body is not a JSON agent card, and :class:`A2AConnectionError`
-        when the agent cannot be reached at all.
+        Raises :class:`A2ADiscoveryError` (no card at any well-known path, or not a JSON
+        card) or :class:`A2AConnectionError` (the agent cannot be reached).
         """
         if self._card is not None and not refresh and self._clock() - self._fetched_at < self._ttl:
             return self._card

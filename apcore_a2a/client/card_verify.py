@@ -1,17 +1,15 @@
-"""Verify an agent card's signature (A2A 1.0 ``signatures``) with the a2a-sdk's verifier.
+"""Verify an agent card's signature (A2A 1.0 ``signatures``) with a2a-sdk's verifier.
 
-The keys are the caller's (a JWKS, one JWK or a PEM public key) or, by default, the
-agent's own ``/.well-known/jwks.json`` (fetched from the agent's URL, never from the
-``jku`` a card names: a card cannot choose who vouches for it). Verification is the
-SDK's (``a2a.utils.signing``), run on the card the way the SDK client reads it *and* the
-way a strict A2A 1.0 reader does -- a served card may carry a field twice (1.0 and a 0.3
-copy), and a change to either copy must fail. The card handed back is the signed view
-(A2A 1.0 fields only), so nothing the client acts on lies outside the signature.
+The keys are the caller's (a JWKS, one JWK or a PEM public key) or the agent's own
+``/.well-known/jwks.json``, never the ``jku`` a card names: a card cannot choose who vouches
+for it. A served card may carry a field twice (1.0 and a 0.3 copy), so the card is verified
+as the SDK client reads it *and* as a strict 1.0 reader does: a change to either copy fails.
+The card handed back is the signed view (1.0 fields only).
 """
 
 from __future__ import annotations
 
-import base64
+import contextlib
 import copy
 import json
 from collections.abc import Mapping, Sequence
@@ -44,23 +42,14 @@ ALGORITHMS.append("EdDSA")
 CardKeys = Mapping[str, Any] | Sequence[Mapping[str, Any]] | str | bytes
 
 
-def _header(protected: str) -> dict[str, Any]:
-    try:
-        padded = protected + "=" * (-len(protected) % 4)
-        value = json.loads(base64.urlsafe_b64decode(padded))
-    except (ValueError, TypeError):
-        return {}
-    return value if isinstance(value, dict) else {}
+def _kid(signature: Any) -> Any:
+    with contextlib.suppress(jwt.PyJWTError, AttributeError, TypeError):
+        return jwt.get_unverified_header(str(signature.get("protected", "")) + "..").get("kid")
+    return None
 
 
 class CardVerifier:
-    """Checks card signatures for one agent; keys are loaded once and refreshed on a miss.
-
-    Example::
-
-        verifier = CardVerifier(http, "https://agent.example")          # agent's JWKS
-        signed_view = await verifier.verify(card_dict)
-    """
+    """Checks card signatures for one agent; keys are loaded once and refreshed on a miss."""
 
     def __init__(
         self, http: httpx.AsyncClient, base_url: str, keys: CardKeys | None = None
@@ -76,11 +65,7 @@ class CardVerifier:
         signatures = card.get("signatures")
         if not isinstance(signatures, list) or not signatures:
             raise CardVerificationError("the agent card is not signed", reason="missing")
-        kids = {
-            _header(str(s.get("protected", ""))).get("kid")
-            for s in signatures
-            if isinstance(s, Mapping)
-        }
+        kids = {_kid(s) for s in signatures}
         keys = await self._load(kids)
         try:
             as_sdk_reads = parse_agent_card(copy.deepcopy(dict(card)))
@@ -123,9 +108,7 @@ class CardVerifier:
         return "the keys given" if self._given is not None else self._jwks_url
 
     async def _load(self, kids: set[Any]) -> dict[str | None, Any]:
-        if self._given is not None and self._keys is not None:
-            return self._keys
-        if self._keys is None or not any(k in self._keys for k in kids):
+        if self._keys is None or (self._given is None and not any(k in self._keys for k in kids)):
             # First use, or a kid we have not seen: the agent may have rotated its key.
             self._keys = _parse_keys(await self._fetch_jwks())
         return self._keys
@@ -163,15 +146,19 @@ class CardVerifier:
 def _parse_keys(given: CardKeys | Mapping[str, Any]) -> dict[str | None, Any]:
     """``{kid: PyJWK}`` (a PEM key, which has no kid, is stored under ``None``)."""
     if isinstance(given, str | bytes):
+        from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
         from cryptography.hazmat.primitives.serialization import load_pem_public_key
 
+        pem = given.encode() if isinstance(given, str) else given
         try:
-            public = load_pem_public_key(given.encode() if isinstance(given, str) else given)
-            algorithm = _algorithm_for(public)
-            jwk = json.loads(jwt.get_algorithm_by_name(algorithm).to_jwk(public))
-            return {None: jwt.PyJWK(jwk, algorithm)}
-        except (ValueError, TypeError, jwt.PyJWTError) as exc:
+            public = load_pem_public_key(pem)
+        except ValueError as exc:
             raise ValueError(f"card_keys is not a usable PEM public key: {exc}") from None
+        if not isinstance(
+            public, ec.EllipticCurvePublicKey | rsa.RSAPublicKey | ed25519.Ed25519PublicKey
+        ):
+            raise ValueError(f"card_keys: unsupported key type {type(public).__name__}")
+        return {None: pem}  # PyJWT loads it for the algorithm each signature names
     members: Sequence[Any]
     if isinstance(given, Mapping):
         members = given["keys"] if isinstance(given.get("keys"), list) else [given]
@@ -192,15 +179,3 @@ def _parse_keys(given: CardKeys | Mapping[str, Any]) -> dict[str | None, Any]:
     if not keys:
         raise CardVerificationError("no usable public signature keys", reason="no_keys")
     return keys
-
-
-def _algorithm_for(public: Any) -> str:
-    from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
-
-    if isinstance(public, ec.EllipticCurvePublicKey):
-        return {"secp256r1": "ES256", "secp384r1": "ES384", "secp521r1": "ES512"}[public.curve.name]
-    if isinstance(public, rsa.RSAPublicKey):
-        return "RS256"
-    if isinstance(public, ed25519.Ed25519PublicKey):
-        return "EdDSA"
-    raise ValueError(f"unsupported key type {type(public).__name__}")

@@ -11,11 +11,11 @@ import asyncio
 import contextlib
 import re
 from collections.abc import AsyncIterator, Callable, Mapping
-from types import TracebackType
 from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
+from a2a.client.client import ClientCallContext
 from a2a.client.transports.base import ClientTransport
 from a2a.client.transports.jsonrpc import JsonRpcTransport
 from a2a.client.transports.rest import RestTransport
@@ -29,7 +29,7 @@ from apcore_a2a.client import _shapes as shape
 from apcore_a2a.client._asgi import CONNECT_TIMEOUT, ASGIApp, DirectTransport
 from apcore_a2a.client._origin import Endpoint, OriginGuard, Protocol, origin_of, select_endpoint
 from apcore_a2a.client._shapes import MessageInput
-from apcore_a2a.client._wire import Call, a2a_call, context, current, on_response, translated
+from apcore_a2a.client._wire import Call, a2a_call, current, on_response, translated
 from apcore_a2a.client.card_fetcher import CARD_PATHS, AgentCardFetcher
 from apcore_a2a.client.card_verify import CardKeys, CardVerifier
 from apcore_a2a.client.errors import (
@@ -168,17 +168,11 @@ class A2AClient:
         await self._ensure_open()
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Close the pooled HTTP client and gRPC channels (and shut down an in-process app
-        we started)."""
+        """Close the HTTP client and gRPC channels (and stop an in-process app we started)."""
         if self._closed:
             return
         self._closed = True
@@ -253,8 +247,7 @@ class A2AClient:
     async def _sdk(
         self, method: str, request: Proto, call: Call
     ) -> AsyncIterator[tuple[Any, Callable[[Mapping[str, Any]], None]]]:
-        """The SDK transport call for A2A *method* (not yet awaited or iterated), inside
-        its span; what the span should know of each result goes to the callable."""
+        """The SDK call for *method* (not yet awaited) in its span, and the span's callback."""
         to = await self._endpoint()
         call.binding = to.binding
         headers: dict[str, str] = {}
@@ -272,7 +265,8 @@ class A2AClient:
             translated(method, to.url),
         ):
             sdk_call = getattr(self._transport(to), name)
-            yield sdk_call(request, context=context(headers, timeout)), seen
+            context = ClientCallContext(service_parameters=headers, timeout=timeout)
+            yield sdk_call(request, context=context), seen
 
     async def _call(self, method: str, request: Proto) -> tuple[Any, dict[str, Any]]:
         """Run one SDK call; return its result as received (HTTP) and as 1.0 JSON."""
@@ -287,7 +281,6 @@ class A2AClient:
     async def _events(
         self, method: str, request: Proto, call: Call
     ) -> AsyncIterator[dict[str, Any]]:
-        """One SDK stream as client events, up to a final one."""
         async with (
             self._sdk(method, request, call) as (stream, seen),
             contextlib.aclosing(stream),
@@ -314,10 +307,8 @@ class A2AClient:
         max_retries: int,
         first: pb.SendMessageRequest | None = None,
     ) -> AsyncIterator[dict[str, Any]]:
-        """Events of a subscription to *task_id* (or of the message stream *first*
-        opens), resumed by subscription after the last SSE id seen whenever the
-        connection drops: at most *max_retries* times in a row (0.25, 0.5, 1 s ...
-        apart), then :class:`A2AConnectionError`."""
+        """Events of *task_id* (or of the stream *first* opens), resubscribed after the last
+        SSE id seen when the connection drops (see :meth:`resubscribe`)."""
         call = Call(event_id=last_event_id)
         failures = 0
         while True:

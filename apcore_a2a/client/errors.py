@@ -38,8 +38,6 @@ __all__ = [
     "TaskNotFoundError",
     "UnsupportedOperationError",
     "VersionNotSupportedError",
-    "error_from_details",
-    "error_from_rpc",
 ]
 
 
@@ -193,11 +191,7 @@ _BY_CODE: dict[int, type[A2ARemoteError]] = {
 
 
 def error_from_rpc(error: Any) -> A2ARemoteError:
-    """Build the typed exception for a JSON-RPC ``error`` member.
-
-    Malformed error members (not an object, code not an integer) still produce an
-    :class:`A2AServerError` so that callers never see a raw ``KeyError`` or ``TypeError``.
-    """
+    """The typed exception of a JSON-RPC ``error`` member (malformed: :class:`A2AServerError`)."""
     if not isinstance(error, dict):
         return A2AServerError(f"agent returned a malformed error: {error!r}")
     code = error.get("code")
@@ -217,8 +211,8 @@ _BY_NAME = {cls.__name__: cls for cls in _BY_CODE.values()}
 
 
 def error_from_details(message: str, details: Any, name: Any = None) -> A2ARemoteError | None:
-    """The typed exception of a REST or gRPC error whose *details* name an ErrorInfo
-    reason (or, a 0.3 REST error, whose ``type`` is *name*); ``None`` for any other."""
+    """The typed exception of a REST or gRPC error by ErrorInfo reason in *details* (or a
+    0.3 REST ``type``, *name*); ``None`` for any other."""
     for detail in details if isinstance(details, list) else ():
         if isinstance(detail, dict) and str(detail.get("@type")).endswith("rpc.ErrorInfo"):
             code = _REASON_CODES.get(str(detail.get("reason")))
