@@ -50,15 +50,16 @@ class Setting:
 
 def setting(
     default: Any,
-    env: str,
     key: str,
     help: str,
     *,
+    env: str | None = None,
     flag: str | bool = True,
     secret: bool = False,
     **limits: Any,
 ) -> Any:
-    """Declare a field: its env var, config-file ``section.key``, CLI flag and help.
+    """Declare a field: its config-file ``section.key``, help, env var (default
+    ``A2A_<NAME>``) and CLI flag (default ``--<name>``).
 
     *limits* are pydantic constraints (``ge=0``...), checked whatever the source.
     """
@@ -143,11 +144,10 @@ def _specs(cls: type[BaseSettings]) -> tuple[Setting, ...]:
         optional = get_origin(kind) in (Union, types.UnionType) and type(None) in get_args(kind)
         if optional:
             kind = next(a for a in get_args(kind) if a is not type(None))
+        env = meta["env"] or "A2A_" + name.upper()
         help = info.description or ""
         specs.append(
-            Setting(
-                name, meta["env"], meta["key"], flag or None, help, meta["secret"], kind, optional
-            )
+            Setting(name, env, meta["key"], flag or None, help, meta["secret"], kind, optional)
         )
     return tuple(specs)
 
