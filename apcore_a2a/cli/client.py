@@ -305,10 +305,21 @@ def _positive(value: str) -> float:
     return number
 
 
-def _common(parser: argparse.ArgumentParser) -> None:
-    parser.epilog = EXIT_CODES
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+def _command(
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
+    name: str,
+    help: str,
+    func: Callable[[argparse.Namespace], int],
+    *positionals: str,
+) -> argparse.ArgumentParser:
+    """A client command: URL, *positionals* and the connection options every one takes."""
+    parser = subparsers.add_parser(
+        name, help=help, epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.set_defaults(func=func)
     parser.add_argument("url", metavar="URL", help="base URL of the agent")
+    for positional in positionals:
+        parser.add_argument(positional, metavar=positional.upper())
     parser.add_argument("--token", help="bearer token sent as 'Authorization: Bearer TOKEN'")
     parser.add_argument(
         "--header",
@@ -335,12 +346,12 @@ def _common(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="follow card interface URLs on another origin (credentials are never sent there)",
     )
+    return parser
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``card``, ``call`` and ``task`` subcommands to the ``apcore-a2a`` parser."""
-    card = subparsers.add_parser("card", help="print an agent's card as JSON")
-    _common(card)
+    card = _command(subparsers, "card", "print an agent's card as JSON", _cmd_card)
     card.add_argument(
         "--verify",
         action="store_true",
@@ -352,12 +363,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="FILE",
         help="with --verify: verify with these keys (JWKS or JWK JSON, or a PEM public key)",
     )
-    card.set_defaults(func=_cmd_card)
-
-    call = subparsers.add_parser(
-        "call", help="send a message to an agent and print the task (or each streamed event)"
+    call = _command(
+        subparsers,
+        "call",
+        "send a message to an agent and print the task (or each streamed event)",
+        _cmd_call,
     )
-    _common(call)
     call.add_argument("--skill", metavar="ID", help="skill to run (message.metadata.skillId)")
     source = call.add_mutually_exclusive_group(required=True)
     source.add_argument("--text", metavar="T", help="send a text part")
@@ -373,16 +384,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     call.add_argument("--context-id", metavar="ID", help="continue this conversation")
     call.add_argument("--task-id", metavar="ID", help="continue this task (e.g. input-required)")
-    call.set_defaults(func=_cmd_call)
 
     task = subparsers.add_parser("task", help="get or cancel a task")
     actions = task.add_subparsers(dest="action", metavar="ACTION", required=True)
-    get = actions.add_parser("get", help="print a task as JSON")
-    _common(get)
-    get.add_argument("task_id", metavar="TASK_ID")
+    get = _command(actions, "get", "print a task as JSON", _cmd_task, "task_id")
     get.add_argument("--history-length", type=int, metavar="N", help="last N history messages")
-    get.set_defaults(func=_cmd_task)
-    cancel = actions.add_parser("cancel", help="cancel a task and print it")
-    _common(cancel)
-    cancel.add_argument("task_id", metavar="TASK_ID")
-    cancel.set_defaults(func=_cmd_task)
+    _command(actions, "cancel", "cancel a task and print it", _cmd_task, "task_id")

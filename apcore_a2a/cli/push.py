@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from apcore_a2a.cli.client import _common, _emit, _run
+from apcore_a2a.cli.client import _command, _emit, _run
 from apcore_a2a.client import A2AClient
 
 __all__ = ["register"]
@@ -54,9 +54,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     actions = push.add_subparsers(dest="action", metavar="ACTION", required=True)
 
-    set_ = actions.add_parser("set", help="register a webhook for a task and print the config")
-    _common(set_)
-    set_.add_argument("task_id", metavar="TASK_ID")
+    set_ = _command(
+        actions, "set", "register a webhook for a task and print the config", _cmd_push, "task_id"
+    )
     set_.add_argument("webhook", metavar="WEBHOOK_URL", help="URL the agent POSTs updates to")
     set_.add_argument("--id", metavar="ID", help="config id (default: chosen by the agent)")
     set_.add_argument(
@@ -67,20 +67,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="'SCHEME CREDENTIALS'",
         help="sent back as 'Authorization: SCHEME CREDENTIALS' with every delivery",
     )
-
-    get = actions.add_parser("get", help="print one config of a task")
-    _common(get)
-    get.add_argument("task_id", metavar="TASK_ID")
-    get.add_argument("config_id", metavar="CONFIG_ID")
-
-    list_ = actions.add_parser("list", help="print every config of a task, one per line")
-    _common(list_)
-    list_.add_argument("task_id", metavar="TASK_ID")
-
-    delete = actions.add_parser("delete", help="delete one config of a task")
-    _common(delete)
-    delete.add_argument("task_id", metavar="TASK_ID")
-    delete.add_argument("config_id", metavar="CONFIG_ID")
-
-    for parser in (set_, get, list_, delete):
-        parser.set_defaults(func=_cmd_push)
+    _command(actions, "get", "print one config of a task", _cmd_push, "task_id", "config_id")
+    _command(actions, "list", "print every config of a task, one per line", _cmd_push, "task_id")
+    _command(actions, "delete", "delete one config of a task", _cmd_push, "task_id", "config_id")
