@@ -158,6 +158,9 @@ def _specs(cls: type[Settings]) -> tuple[Setting, ...]:
             kind = next(a for a in get_args(kind) if a is not type(None))
         env = meta["env"] or "A2A_" + name.upper()
         help = info.description or ""
+        if get_origin(kind) is tuple:
+            sep = "os.pathsep" if BeforeValidator(_paths) in info.metadata else "comma"
+            help += f" (repeatable; env: {sep}-separated)"
         specs.append(
             Setting(name, env, meta["key"], flag or None, help, meta["secret"], kind, optional)
         )
@@ -225,14 +228,14 @@ class Settings(BaseSettings):
     extensions_dirs: Paths = setting(
         (),
         "modules.extensions_dirs",
-        "folder of apcore module files to discover (repeatable; env: os.pathsep-separated)",
+        "folder of apcore module files to discover",
         env="APCORE_EXTENSIONS_DIR",
         flag="--extensions-dir",
     )
     bindings_dirs: Paths = setting(
         (),
         "modules.bindings_dirs",
-        "folder of *.binding.yaml files to load (repeatable; env: os.pathsep-separated)",
+        "folder of *.binding.yaml files to load",
         env="APCORE_BINDINGS_DIR",
         flag="--bindings",
     )
@@ -248,16 +251,13 @@ class Settings(BaseSettings):
     )
     rpc_path: str = setting("/", "http.rpc_path", "JSON-RPC endpoint path")
     cors_origins: Strings = setting(
-        (),
-        "http.cors_origins",
-        "browser origin allowed to call the agent (repeatable; env: comma-separated)",
-        flag="--cors-origin",
+        (), "http.cors_origins", "browser origin allowed to call the agent", flag="--cors-origin"
     )
     allowed_hosts: Strings = setting(
         (),
         "http.allowed_hosts",
         "Host headers to answer; others get 400 (default: the url's host, a specific bind "
-        "host and the loopback names; '*' = any) (repeatable; env: comma-separated)",
+        "host and the loopback names; '*' = any)",
         flag="--allowed-host",
     )
     log_level: LogLevel = setting("info", "logging.level", "log level")
@@ -339,16 +339,12 @@ class Settings(BaseSettings):
     auth_algorithms: Strings = setting(
         (),
         "auth.algorithms",
-        "accepted JWT algorithms (repeatable; env: comma-separated)",
+        "accepted JWT algorithms",
         env="JWT_ALGORITHMS",
         flag="--auth-algorithm",
     )
     api_keys: Strings = setting(
-        (),
-        "auth.api_keys",
-        "accepted API key, KEY or KEY=ID (repeatable; env: comma-separated)",
-        flag="--api-key",
-        secret=True,
+        (), "auth.api_keys", "accepted API key, KEY or KEY=ID", flag="--api-key", secret=True
     )
     require_auth: bool = setting(True, "auth.require", "refuse calls without credentials")
     auth_require_exp: bool = setting(
@@ -407,10 +403,7 @@ class Settings(BaseSettings):
     )
     push_timeout: float = setting(10.0, "push.timeout", "seconds per delivery attempt", gt=0)
     push_retry_delays: Numbers = setting(
-        (1.0, 2.0, 4.0),
-        "push.retry_delays",
-        "seconds before each retry (repeatable; env: comma-separated)",
-        flag="--push-retry-delay",
+        (1.0, 2.0, 4.0), "push.retry_delays", "seconds before each retry", flag="--push-retry-delay"
     )
     push_max_configs_per_task: int = setting(
         10, "push.max_configs_per_task", "push configs one task may have", ge=1
