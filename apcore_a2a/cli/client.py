@@ -1,9 +1,15 @@
-"""Client commands of ``apcore-a2a``: ``card``, ``call`` and ``task get|cancel``.
+"""Client commands of ``apcore-a2a``: ``card``, ``call``, ``task get|cancel`` and
+``push set|get|list|delete``.
 
-Each command prints JSON on stdout (the card indented; a task, a message or each stream
-event as one line) and, on failure, one line on stderr with a non-zero exit code
-(:data:`EXIT_CODES`). ``call`` waits as long as the task runs (``--timeout`` bounds it),
-showing the task's id, state and elapsed time on stderr while it waits.
+Each command prints JSON on stdout (the card indented; a task, a message, each stream event
+or each push config as one line; ``push delete`` prints nothing) and, on failure, one line
+on stderr with a non-zero exit code (:data:`EXIT_CODES`). ``call`` waits as long as the task
+runs (``--timeout`` bounds it), showing the task's id, state and elapsed time on stderr while
+it waits. Push configs carry the agent's delivery ``status`` and ``statusReason`` when it
+reports them::
+
+    apcore-a2a push set http://127.0.0.1:8000 TASK_ID http://127.0.0.1:9000/webhook \\
+        --id mine --notification-token s3cret
 """
 
 from __future__ import annotations
@@ -295,6 +301,35 @@ def _cmd_task(args: argparse.Namespace) -> int:
     return _run(args, body)
 
 
+def _push_config(args: argparse.Namespace) -> dict[str, Any]:
+    config: dict[str, Any] = {"url": args.webhook}
+    if args.id:
+        config["id"] = args.id
+    if args.notification_token:
+        config["token"] = args.notification_token
+    if args.auth:
+        scheme, _, credentials = args.auth.strip().partition(" ")
+        if not scheme or not credentials.strip():
+            raise ValueError("--auth must look like 'SCHEME CREDENTIALS', e.g. 'Bearer abc'")
+        config["authentication"] = {"scheme": scheme, "credentials": credentials.strip()}
+    return config
+
+
+def _cmd_push(args: argparse.Namespace) -> int:
+    async def body(client: A2AClient) -> None:
+        if args.action == "set":
+            _emit(await client.set_push_config(args.task_id, _push_config(args)))
+        elif args.action == "get":
+            _emit(await client.get_push_config(args.task_id, args.config_id))
+        elif args.action == "list":
+            for config in await client.list_push_configs(args.task_id):
+                _emit(config)
+        else:
+            await client.delete_push_config(args.task_id, args.config_id)
+
+    return _run(args, body)
+
+
 def _positive(value: str) -> float:
     try:
         number = float(value)
@@ -350,7 +385,7 @@ def _command(
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add the ``card``, ``call`` and ``task`` subcommands to the ``apcore-a2a`` parser."""
+    """Add the client subcommands (``card``, ``call``, ``task``, ``push``) to the parser."""
     card = _command(subparsers, "card", "print an agent's card as JSON", _cmd_card)
     card.add_argument(
         "--verify",
@@ -390,3 +425,24 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     get = _command(actions, "get", "print a task as JSON", _cmd_task, "task_id")
     get.add_argument("--history-length", type=int, metavar="N", help="last N history messages")
     _command(actions, "cancel", "cancel a task and print it", _cmd_task, "task_id")
+
+    push = subparsers.add_parser(
+        "push", help="register, read and delete a task's push notification configs"
+    )
+    actions = push.add_subparsers(dest="action", metavar="ACTION", required=True)
+    set_ = _command(
+        actions, "set", "register a webhook for a task and print the config", _cmd_push, "task_id"
+    )
+    set_.add_argument("webhook", metavar="WEBHOOK_URL", help="URL the agent POSTs updates to")
+    set_.add_argument("--id", metavar="ID", help="config id (default: chosen by the agent)")
+    set_.add_argument(
+        "--notification-token", metavar="T", help="sent back as X-A2A-Notification-Token"
+    )
+    set_.add_argument(
+        "--auth",
+        metavar="'SCHEME CREDENTIALS'",
+        help="sent back as 'Authorization: SCHEME CREDENTIALS' with every delivery",
+    )
+    _command(actions, "get", "print one config of a task", _cmd_push, "task_id", "config_id")
+    _command(actions, "list", "print every config of a task, one per line", _cmd_push, "task_id")
+    _command(actions, "delete", "delete one config of a task", _cmd_push, "task_id", "config_id")
