@@ -1,15 +1,9 @@
 """``serve()`` and ``async_serve()``: run an agent app with uvicorn (graceful stop: drain,
-exit 0; one-line start-up errors), in one process or, with ``workers=N``, in N.
+exit 0; one-line start-up errors), in one process or, with ``workers=N``, in N
+(docs/deployment.md). Only :mod:`apcore_a2a.server.factory` knows how the app is wired.
 
-Only :mod:`apcore_a2a.server.factory` knows how the app is wired.
-
-``workers=N``: the parent reserves the port, then forks N children; each builds its own
-agent from the same factory (its own event loop, store connections and gRPC server) and
-listens with ``SO_REUSEPORT``, so the kernel spreads connections evenly (one shared
-accepting socket would let the first idle process take nearly all of them). The children
-are replicas of one cluster (``cluster=True``, a shared SQL store). SIGTERM/SIGINT to the
-parent go to every child; a child that dies on its own stops the others, and the parent
-exits non-zero (3 when a worker could not start): restarting is the service manager's job.
+Each worker listens with ``SO_REUSEPORT``, so the kernel spreads connections evenly: one
+shared accepting socket would let the first idle process take nearly all of them.
 """
 
 from __future__ import annotations
@@ -132,8 +126,7 @@ STREAM_FLUSH_SECONDS = 3
 
 def run_app(app: Starlette, settings: Settings, sockets: list[Any] | None = None) -> None:
     """Run *app* with uvicorn per *settings*, on *sockets* if given (a worker); raises
-    :class:`StartupError` (one line) when it cannot start. Logging follows *settings*
-    unless the application has handlers of its own."""
+    :class:`StartupError` (one line) when it cannot start."""
     import uvicorn
 
     from apcore_a2a import _logging

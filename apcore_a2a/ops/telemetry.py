@@ -238,18 +238,16 @@ def rpc_span(
     from google.protobuf.json_format import MessageToDict
     from opentelemetry.trace import SpanKind
 
-    version = "0.3" if path.startswith("/a2a.") else "1.0"
-    attributes: dict[str, Any] = {
-        "rpc.system": "grpc",
-        "rpc.method": path,
-        "a2a.method.name": method,
-    }
-    if not legacy:
-        attributes["a2a.protocol.version"] = version
+    attributes: dict[str, Any] = {"rpc.system": "grpc", "rpc.method": path}
+    if legacy:
+        attributes["a2a.method"] = method
+    else:
+        attributes["a2a.method.name"] = method
+        attributes["a2a.protocol.version"] = "0.3" if path.startswith("/a2a.") else "1.0"
         if request is not None:
             read_params(MessageToDict(request), attributes)
     name = f"a2a {method}" if legacy else method
-    with tracer.start_as_current_span(name, kind=SpanKind.SERVER) as span:
+    with tracer.start_as_current_span(name, kind=SpanKind.SERVER, attributes=attributes) as span:
 
         def seen(response: Any) -> None:
             if not legacy and span.is_recording():
@@ -257,14 +255,11 @@ def rpc_span(
                 read_answer(MessageToDict(response), answer)
                 span.set_attributes(answer)
 
-        if legacy:
-            attributes["a2a.method"] = attributes.pop("a2a.method.name")
-        span.set_attributes(attributes)
         try:
             yield seen
         except Exception as exc:
-            code = context.code() if context is not None else None
             if not legacy:
+                code = context.code() if context is not None else None
                 span.set_attribute("error.type", getattr(code, "name", None) or type(exc).__name__)
             raise
 
