@@ -1,11 +1,11 @@
 """One typed settings object for the whole agent.
 
 Every knob is a field of :class:`Settings` (a ``pydantic-settings`` model) that declares, in
-one place, its key in the agent config file, its environment variable (``A2A_<NAME>`` unless
-it names another) and its command-line flag. ``serve()`` keyword arguments, CLI flags,
-environment variables and the config file all land here; nothing else reads the environment.
-Precedence is *argument or flag > environment variable > config file > default*, applied by
-:meth:`Settings.resolve`.
+one place, its key in the agent config file, its environment variable (``A2A_<NAME>``, or
+``JWT_<REST>`` for ``auth_<rest>``, unless it names another) and its command-line flag.
+``serve()`` keyword arguments, CLI flags, environment variables and the config file all land
+here; nothing else reads the environment. Precedence is *argument or flag > environment
+variable > config file > default*, applied by :meth:`Settings.resolve`.
 
 Secrets (``secret=True``) can also come from a file: ``<ENV>_FILE=/run/secrets/x`` or
 ``--<flag>-file PATH`` (the file's content, without the trailing newline; for lists, one item
@@ -82,7 +82,8 @@ def setting(
     **limits: Any,
 ) -> Any:
     """Declare a field: its config-file ``section.key``, help, env var (default
-    ``A2A_<NAME>``) and CLI flag (default ``--<name>``).
+    ``A2A_<NAME>``; the JWT settings, ``auth_<rest>``, ``JWT_<REST>``) and CLI flag (default
+    ``--<name>``).
 
     *limits* are pydantic constraints (``ge=0``...), checked whatever the source.
     """
@@ -156,7 +157,8 @@ def _specs(cls: type[Settings]) -> tuple[Setting, ...]:
         optional = get_origin(kind) in (Union, types.UnionType) and type(None) in get_args(kind)
         if optional:
             kind = next(a for a in get_args(kind) if a is not type(None))
-        env = meta["env"] or "A2A_" + name.upper()
+        jwt = name.startswith("auth_")
+        env = meta["env"] or ("JWT_" + name.removeprefix("auth_") if jwt else "A2A_" + name).upper()
         help = info.description or ""
         if get_origin(kind) is tuple:
             sep = "os.pathsep" if BeforeValidator(_paths) in info.metadata else "comma"
@@ -325,73 +327,57 @@ class Settings(BaseSettings):
         gt=0,
     )
     # -- auth ------------------------------------------------------------------------
-    auth_type: AuthType | None = setting(None, "auth.type", "bearer or apikey")
+    auth_type: AuthType | None = setting(None, "auth.type", "bearer or apikey", env="A2A_AUTH_TYPE")
     auth_key: str | None = setting(
-        None, "auth.jwt_key", "JWT secret or public key (PEM)", env="JWT_KEY", secret=True
+        None, "auth.jwt_key", "JWT secret or public key (PEM)", secret=True
     )
-    auth_jwks_url: str | None = setting(
-        None, "auth.jwks_url", "JWKS URL of the token issuer", env="JWT_JWKS_URL"
-    )
-    auth_issuer: str | None = setting(None, "auth.issuer", "required JWT iss", env="JWT_ISSUER")
-    auth_audience: str | None = setting(
-        None, "auth.audience", "required JWT aud", env="JWT_AUDIENCE"
-    )
+    auth_jwks_url: str | None = setting(None, "auth.jwks_url", "JWKS URL of the token issuer")
+    auth_issuer: str | None = setting(None, "auth.issuer", "required JWT iss")
+    auth_audience: str | None = setting(None, "auth.audience", "required JWT aud")
     auth_algorithms: Strings = setting(
-        (),
-        "auth.algorithms",
-        "accepted JWT algorithms",
-        env="JWT_ALGORITHMS",
-        flag="--auth-algorithm",
+        (), "auth.algorithms", "accepted JWT algorithms", flag="--auth-algorithm"
     )
     api_keys: Strings = setting(
         (), "auth.api_keys", "accepted API key, KEY or KEY=ID", flag="--api-key", secret=True
     )
     require_auth: bool = setting(True, "auth.require", "refuse calls without credentials")
-    auth_require_exp: bool = setting(
-        True, "auth.require_exp", "refuse JWTs without an exp claim", env="JWT_REQUIRE_EXP"
-    )
+    auth_require_exp: bool = setting(True, "auth.require_exp", "refuse JWTs without an exp claim")
     required_roles: Strings = setting((), "auth.required_roles", "any of")
     required_scopes: Strings = setting((), "auth.required_scopes", "all of")
     auth_max_token_lifetime: float = setting(
         0.0,
         "auth.max_token_lifetime",
         "refuse JWTs expiring more than SECONDS ahead (0 = no maximum)",
-        env="JWT_MAX_TOKEN_LIFETIME",
         ge=0,
     )
     auth_jwks_cache_seconds: float = setting(
         300.0,
         "auth.jwks_cache_seconds",
         "refresh the JWKS key set after this many seconds (in the background)",
-        env="JWT_JWKS_CACHE_SECONDS",
         ge=0,
     )
     auth_jwks_refresh_cooldown: float = setting(
         30.0,
         "auth.jwks_refresh_cooldown",
         "an unknown kid refetches the key set at most this often (seconds)",
-        env="JWT_JWKS_REFRESH_COOLDOWN",
         ge=0,
     )
     auth_jwks_timeout: float = setting(
         10.0,
         "auth.jwks_timeout",
         "deadline of one JWKS fetch: connect, headers and body (seconds)",
-        env="JWT_JWKS_TIMEOUT",
         gt=0,
     )
     auth_jwks_unknown_kid_seconds: float = setting(
         60.0,
         "auth.jwks_unknown_kid_seconds",
         "a kid missing from the key set is refused without a fetch for this long (seconds)",
-        env="JWT_JWKS_UNKNOWN_KID_SECONDS",
         ge=0,
     )
     auth_jwks_backoff_max: float = setting(
         60.0,
         "auth.jwks_backoff_max",
         "longest pause between JWKS fetches while the endpoint fails (seconds)",
-        env="JWT_JWKS_BACKOFF_MAX",
         ge=0,
     )
     # -- push notifications ----------------------------------------------------------
