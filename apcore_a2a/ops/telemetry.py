@@ -3,12 +3,9 @@
 follow the draft A2A conventions (:data:`CONVENTIONS`), or those of apcore-a2a 0.1 with
 ``telemetry_legacy_names``; docs/operations.md lists them.
 
-* :func:`telemetry_middleware` -- ``opentelemetry-instrumentation-asgi``'s request span,
-  then :class:`A2ASpans`, which names it and adds the A2A attributes.
-* :func:`rpc_span` -- the same span for a gRPC call.
-* :class:`ModuleSpans` -- ``execute <skill>`` spans, children of the request's span.
-* :func:`set_sdk_spans` -- the a2a-sdk's own spans (dozens per message), decided by the SDK
-  once from an environment variable, switched per process by ``settings.sdk_telemetry``.
+The spans: a request's (:func:`telemetry_middleware`, named by :class:`A2ASpans`), a gRPC
+call's (:func:`rpc_span`), a module run's (:class:`ModuleSpans`) and, switched per process by
+``settings.sdk_telemetry``, the a2a-sdk's own (:func:`set_sdk_spans`).
 """
 
 from __future__ import annotations
