@@ -147,28 +147,6 @@ _SOURCES: ContextVar[tuple[Mapping[str, str], Mapping[str, Any]] | None] = Conte
 )
 
 
-@functools.cache
-def _specs(cls: type[Settings]) -> tuple[Setting, ...]:
-    specs = []
-    for name, info in cls.model_fields.items():
-        meta: dict[str, Any] = info.json_schema_extra["apcore_a2a"]  # type: ignore[index,assignment]
-        flag = "--" + name.replace("_", "-") if meta["flag"] is True else meta["flag"]
-        kind = info.annotation
-        optional = get_origin(kind) in (Union, types.UnionType) and type(None) in get_args(kind)
-        if optional:
-            kind = next(a for a in get_args(kind) if a is not type(None))
-        jwt = name.startswith("auth_")
-        env = meta["env"] or ("JWT_" + name.removeprefix("auth_") if jwt else "A2A_" + name).upper()
-        help = info.description or ""
-        if get_origin(kind) is tuple:
-            sep = "os.pathsep" if BeforeValidator(_paths) in info.metadata else "comma"
-            help += f" (repeatable; env: {sep}-separated)"
-        specs.append(
-            Setting(name, env, meta["key"], flag or None, help, meta["secret"], kind, optional)
-        )
-    return tuple(specs)
-
-
 def _items(value: Any) -> Any:
     return [v.strip() for v in value.split(",") if v.strip()] if isinstance(value, str) else value
 
@@ -453,9 +431,27 @@ class Settings(BaseSettings):
         return self
 
     @classmethod
+    @functools.cache
     def specs(cls) -> tuple[Setting, ...]:
         """Every field's name, env var, config key, flag and help, in declaration order."""
-        return _specs(cls)
+        specs = []
+        for name, info in cls.model_fields.items():
+            meta: dict[str, Any] = info.json_schema_extra["apcore_a2a"]  # type: ignore[index,assignment]
+            flag = "--" + name.replace("_", "-") if meta["flag"] is True else meta["flag"]
+            kind = info.annotation
+            optional = get_origin(kind) in (Union, types.UnionType) and type(None) in get_args(kind)
+            if optional:
+                kind = next(a for a in get_args(kind) if a is not type(None))
+            prefix, rest = ("JWT_", name[5:]) if name.startswith("auth_") else ("A2A_", name)
+            env = meta["env"] or (prefix + rest).upper()
+            help = info.description or ""
+            if get_origin(kind) is tuple:
+                sep = "os.pathsep" if BeforeValidator(_paths) in info.metadata else "comma"
+                help += f" (repeatable; env: {sep}-separated)"
+            specs.append(
+                Setting(name, env, meta["key"], flag or None, help, meta["secret"], kind, optional)
+            )
+        return tuple(specs)
 
     @classmethod
     def settings_customise_sources(
