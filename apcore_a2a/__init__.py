@@ -52,26 +52,24 @@ __all__ = [
     "serve",
 ]
 
-_LAZY = {
-    "serve": "apcore_a2a._runner",
-    "async_serve": "apcore_a2a._runner",
-    "A2AServerFactory": "apcore_a2a.server.factory",
-    "ApCoreAgentExecutor": "apcore_a2a.execution.executor",
-    "A2AApprovalHandler": "apcore_a2a.approval",
-    "A2AClient": "apcore_a2a.client",
-    "A2AClientError": "apcore_a2a.client",
-    "A2AConnectionError": "apcore_a2a.client",
-    "A2ADiscoveryError": "apcore_a2a.client",
-    "AgentCardFetcher": "apcore_a2a.client",
-    "Settings": "apcore_a2a.settings",
-    "File": "apcore_a2a.adapters.outputs",
-    "InputRequired": "apcore_a2a.adapters.outputs",
-    "AuthRequired": "apcore_a2a.adapters.outputs",
-    "reply_as": "apcore_a2a.adapters.outputs",
-    "StartupError": "apcore_a2a._runner",
-    "cache_schemas": "apcore_a2a.execution.executors",
-    "MissingExtraError": "apcore_a2a.errors",
+_MODULES = {
+    "apcore_a2a._runner": ("StartupError", "async_serve", "serve"),
+    "apcore_a2a.adapters.outputs": ("AuthRequired", "File", "InputRequired", "reply_as"),
+    "apcore_a2a.approval": ("A2AApprovalHandler",),
+    "apcore_a2a.client": (
+        "A2AClient",
+        "A2AClientError",
+        "A2AConnectionError",
+        "A2ADiscoveryError",
+        "AgentCardFetcher",
+    ),
+    "apcore_a2a.errors": ("MissingExtraError",),
+    "apcore_a2a.execution.executor": ("ApCoreAgentExecutor",),
+    "apcore_a2a.execution.executors": ("cache_schemas",),
+    "apcore_a2a.server.factory": ("A2AServerFactory",),
+    "apcore_a2a.settings": ("Settings",),
 }
+_LAZY = {name: module for module, names in _MODULES.items() for name in names}
 
 
 def __getattr__(name: str) -> Any:

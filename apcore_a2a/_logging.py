@@ -1,17 +1,11 @@
-"""Logging: plain text or one JSON object per line, with the task in context.
+"""Logging: plain text or one JSON object per line, with the task in context
+(docs/operations.md).
 
-:func:`configure` installs one stderr handler on the root logger (uvicorn's and the SDK's
-records come out in the same format). Records logged inside a task carry ``task_id``,
-``skill_id`` and ``trace_id`` (the executor binds them with :func:`bind`). Client text can
-reach a message, so the formatters strip control characters, cap the length and escape
-line breaks: one record is one line.
-
-Example::
-
-    configure(Settings.resolve({"log_format": "json"}))
-    logging.getLogger("apcore_a2a.demo").info("ready")
-    # {"ts": "2025-01-01T12:00:00.000Z", "level": "INFO",
-    #  "logger": "apcore_a2a.demo", "msg": "ready"}
+:func:`configure` installs one stderr handler on the root logger, so uvicorn's and the SDK's
+records come out in the same format; records logged inside a task carry the fields
+:func:`bind` attached (``task_id``, ``skill_id``, ``trace_id``). Client text can reach a
+message, so the formatters strip control characters, cap the length and escape line breaks:
+one record is one line.
 """
 
 from __future__ import annotations

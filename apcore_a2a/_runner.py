@@ -1,19 +1,14 @@
 """``serve()`` and ``async_serve()``: run an agent app with uvicorn (graceful stop: drain,
-exit 0; one-line start-up errors), in one process or, with ``workers=N``, in N.
+exit 0; one-line start-up errors), in one process or, with ``workers=N``, in N
+(docs/deployment.md). Only :mod:`apcore_a2a.server.factory` knows how the app is wired.
 
-Only :mod:`apcore_a2a.server.factory` knows how the app is wired.
-
-``workers=N``: the parent reserves the port, then forks N children; each builds its own
-agent from the same factory (its own event loop, store connections and gRPC server) and
-listens with ``SO_REUSEPORT``, so the kernel spreads connections evenly (one shared
-accepting socket would let the first idle process take nearly all of them). The children
-are replicas of one cluster (``cluster=True``, a shared SQL store). SIGTERM/SIGINT to the
-parent go to every child; a child that dies on its own stops the others, and the parent
-exits non-zero (3 when a worker could not start): restarting is the service manager's job.
+Each worker listens with ``SO_REUSEPORT``, so the kernel spreads connections evenly: one
+shared accepting socket would let the first idle process take nearly all of them.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 import multiprocessing
@@ -51,32 +46,6 @@ _OLD_SCHEMA = re.compile(
 class StartupError(RuntimeError):
     """The agent was built but could not start (task store unreachable, port taken): one
     line saying what failed and what to check; the CLI prints it and exits 3."""
-
-
-def _graceful_server_class() -> type[Any]:
-    import asyncio
-
-    import uvicorn
-
-    from apcore_a2a.ops.shutdown import drain
-
-    class GracefulServer(uvicorn.Server):
-        """Drains running tasks alongside uvicorn's wait for open connections: the lifespan
-        shutdown comes too late (a returnImmediately task holds no connection; a stream
-        would be cut before its ``canceled`` event)."""
-
-        async def shutdown(self, sockets: Any = None) -> None:
-            state = getattr(getattr(self.config.app, "state", None), "a2a", None)
-            draining = None
-            if state is not None:
-                draining = asyncio.ensure_future(drain(state, state.settings.shutdown_timeout))
-            try:
-                await super().shutdown(sockets)
-            finally:
-                if draining is not None and not draining.done():  # a second Ctrl-C
-                    draining.cancel()
-
-    return GracefulServer
 
 
 def async_serve(registry_or_executor: Any = None, **kwargs: Any) -> Starlette:
@@ -132,15 +101,32 @@ STREAM_FLUSH_SECONDS = 3
 
 def run_app(app: Starlette, settings: Settings, sockets: list[Any] | None = None) -> None:
     """Run *app* with uvicorn per *settings*, on *sockets* if given (a worker); raises
-    :class:`StartupError` (one line) when it cannot start. Logging follows *settings*
-    unless the application has handlers of its own."""
+    :class:`StartupError` (one line) when it cannot start."""
     import uvicorn
 
     from apcore_a2a import _logging
+    from apcore_a2a.ops.shutdown import drain
+
+    class GracefulServer(uvicorn.Server):
+        """Drains running tasks alongside uvicorn's wait for open connections: the lifespan
+        shutdown comes too late (a returnImmediately task holds no connection; a stream
+        would be cut before its ``canceled`` event)."""
+
+        async def shutdown(self, sockets: Any = None) -> None:
+            state = getattr(getattr(self.config.app, "state", None), "a2a", None)
+            draining = None
+            if state is not None:
+                draining = asyncio.ensure_future(drain(state, state.settings.shutdown_timeout))
+            try:
+                await super().shutdown(sockets)
+            finally:
+                if draining is not None and not draining.done():  # a second Ctrl-C
+                    draining.cancel()
 
     _logging.configure(settings, force=False)
+    watch = _StartupWatch(app)
     config = uvicorn.Config(
-        app,
+        watch,
         host=settings.host,
         port=settings.port,
         log_level=settings.log_level.lower(),
@@ -149,9 +135,7 @@ def run_app(app: Starlette, settings: Settings, sockets: list[Any] | None = None
         access_log=False,
         log_config=None,
     )
-    watch = _StartupWatch(app)
-    config.app = watch
-    server = _graceful_server_class()(config)
+    server = GracefulServer(config)
     if sockets is None:
         logger.info("Serving A2A agent at %s", settings.public_url())
     errors = _StartupErrors(server)

@@ -1,14 +1,10 @@
-"""One YAML file for the whole agent: ``apcore-a2a serve --config agent.yaml``.
+"""One YAML file for the whole agent (docs/configuration.md): ``serve --config agent.yaml``.
 
-The file is grouped in sections (``agent``, ``modules``, ``http``, ``auth``, ``storage``...);
-every key names one :class:`~apcore_a2a.settings.Settings` field (each field declares its
-``section.key``). Loading is strict: an unknown key, a wrong type or a missing folder raises
-:class:`ConfigFileError` with a one-line message naming the key and its line in the file.
-Relative paths in the file are relative to the file's folder. :class:`ModuleSources` says
-where the agent's apcore modules come from (folders, bindings, apcore config, ACL).
-
-Precedence is *argument or CLI flag > environment variable > file > default*; the file's
-values are the ``base`` of :meth:`Settings.resolve <apcore_a2a.settings.Settings.resolve>`.
+Every key is the ``section.key`` of one :class:`~apcore_a2a.settings.Settings` field; the
+file's values are the ``base`` of :meth:`Settings.resolve <apcore_a2a.settings.Settings.resolve>`
+(arguments, flags and environment win). Loading is strict: :class:`ConfigFileError` names the
+file, line and key. Relative paths are relative to the file's folder. :class:`ModuleSources`
+says where the agent's apcore modules come from (folders, bindings, apcore config, ACL).
 
 Example::
 

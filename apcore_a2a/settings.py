@@ -1,10 +1,11 @@
 """One typed settings object for the whole agent.
 
 Every knob is a field of :class:`Settings` (a ``pydantic-settings`` model) that declares, in
-one place, its environment variable, its key in the agent config file and its command-line
-flag. ``serve()`` keyword arguments, CLI flags, environment variables and the config file all
-land here; nothing else in the package reads the environment. Precedence is *argument or flag
-> environment variable > config file > default*, applied by :meth:`Settings.resolve`.
+one place, its key in the agent config file, its environment variable (``A2A_<NAME>``, or
+``JWT_<REST>`` for ``auth_<rest>``, unless it names another) and its command-line flag.
+``serve()`` keyword arguments, CLI flags, environment variables and the config file all land
+here; nothing else reads the environment. Precedence is *argument or flag > environment
+variable > config file > default*, applied by :meth:`Settings.resolve`.
 
 Secrets (``secret=True``) can also come from a file: ``<ENV>_FILE=/run/secrets/x`` or
 ``--<flag>-file PATH`` (the file's content, without the trailing newline; for lists, one item
@@ -18,20 +19,22 @@ Example::
 
 from __future__ import annotations
 
+import difflib
+import functools
 import os
+import types
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal
+from contextvars import ContextVar
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal, Self, Union, get_args, get_origin
 
-from pydantic import BeforeValidator, field_validator, model_validator
-from pydantic_settings import SettingsConfigDict
-
-from apcore_a2a._settings_support import (
-    Setting,
-    SettingsBase,
-    SettingsError,
-    advertised_url,
-    read_secret_file,
-    setting,
+from pydantic import BeforeValidator, Field, ValidationError, field_validator, model_validator
+from pydantic_settings import (
+    BaseSettings,
+    InitSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
 )
 
 __all__ = [
@@ -43,6 +46,105 @@ __all__ = [
     "config_path",
     "read_secret_file",
 ]
+
+
+class SettingsError(ValueError):
+    """A setting has a value that cannot be used (bad type, unknown choice)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    """Where one setting comes from, besides keyword arguments.
+
+    ``key`` is ``section.name`` in the config file; ``flag`` the ``serve`` option (``None``
+    when the setting has no flag of its own); ``annotation`` the type without ``| None``,
+    which ``optional`` says it had.
+    """
+
+    name: str
+    env: str
+    key: str
+    flag: str | None
+    help: str
+    secret: bool
+    annotation: Any
+    optional: bool
+
+
+def setting(
+    default: Any,
+    key: str,
+    help: str,
+    *,
+    env: str | None = None,
+    flag: str | bool = True,
+    secret: bool = False,
+    **limits: Any,
+) -> Any:
+    """Declare a field: its config-file ``section.key``, help, env var (default
+    ``A2A_<NAME>``; the JWT settings, ``auth_<rest>``, ``JWT_<REST>``) and CLI flag (default
+    ``--<name>``).
+
+    *limits* are pydantic constraints (``ge=0``...), checked whatever the source.
+    """
+    extra: dict[str, Any] = {"env": env, "key": key, "flag": flag, "secret": secret}
+    return Field(
+        default,
+        description=help,
+        json_schema_extra={"apcore_a2a": extra},
+        repr=not secret,
+        **limits,
+    )
+
+
+def read_secret_file(path: str, where: str) -> str:
+    """A secret kept in a file: its text without the trailing newline."""
+    try:
+        return Path(path).read_text(encoding="utf-8").rstrip("\r\n")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise SettingsError(f"{where}: cannot read {path}: {reason}") from None
+
+
+def _from_environ(environ: Mapping[str, str], specs: tuple[Setting, ...]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for spec in specs:
+        raw, path = environ.get(spec.env), environ.get(spec.env + "_FILE")
+        if spec.secret and not raw and path:
+            raw = read_secret_file(path, spec.env + "_FILE")
+        if raw:
+            out[spec.name] = raw
+    return out
+
+
+def _describe_error(
+    exc: ValidationError,
+    given: Mapping[str, Any],
+    environ: Mapping[str, str],
+    specs: tuple[Setting, ...],
+) -> str:
+    """One line naming where the first bad value came from and what was wrong."""
+    error = exc.errors(include_url=False)[0]
+    message = str(error["msg"]).removeprefix("Value error, ")
+    if not error["loc"]:
+        return message  # a rule across settings (model validator) names them itself
+    name = str(error["loc"][0])
+    spec = next((s for s in specs if s.name == name), None)
+    if name in given or spec is None:
+        where = name
+    elif environ.get(spec.env):
+        where = spec.env
+    elif spec.secret and environ.get(spec.env + "_FILE"):
+        where = spec.env + "_FILE"
+    else:
+        where = spec.key
+    return f"{where}: {message[:1].lower()}{message[1:]}, got {error.get('input')!r}"
+
+
+#: (environment, config-file values) for the Settings being built by resolve().
+_SOURCES: ContextVar[tuple[Mapping[str, str], Mapping[str, Any]] | None] = ContextVar(
+    "apcore_a2a_settings_sources", default=None
+)
 
 
 def _items(value: Any) -> Any:
@@ -78,7 +180,7 @@ def config_path(environ: Mapping[str, str] | None = None) -> str | None:
     return value or None
 
 
-class Settings(SettingsBase):
+class Settings(BaseSettings):
     """Every configurable knob of an apcore-a2a agent, with its default.
 
     Build it with :meth:`resolve` (or ``Settings()`` for defaults plus ``os.environ``).
@@ -87,342 +189,231 @@ class Settings(SettingsBase):
     model_config = SettingsConfigDict(frozen=True, extra="forbid", validate_default=False)
 
     # -- agent identity --------------------------------------------------------------
-    name: str | None = setting(None, "A2A_NAME", "agent.name", "agent name on the card")
-    description: str | None = setting(
-        None, "A2A_DESCRIPTION", "agent.description", "agent description on the card"
-    )
+    name: str | None = setting(None, "agent.name", "agent name on the card")
+    description: str | None = setting(None, "agent.description", "agent description on the card")
     version: str | None = setting(
-        None, "A2A_VERSION", "agent.version", "agent version on the card", flag="--agent-version"
+        None, "agent.version", "agent version on the card", flag="--agent-version"
     )
     url: str | None = setting(
-        None, "A2A_URL", "agent.url", "public base URL (default: the mount or http://HOST:PORT)"
+        None, "agent.url", "public base URL (default: the mount or http://HOST:PORT)"
     )
     default_skill: str | None = setting(
-        None, "A2A_DEFAULT_SKILL", "agent.default_skill", "skill for messages naming none"
+        None, "agent.default_skill", "skill for messages naming none"
     )
     route_by_schema: bool = setting(
-        True, "A2A_ROUTE_BY_SCHEMA", "agent.route_by_schema", "route skill-less messages by schema"
+        True, "agent.route_by_schema", "route skill-less messages by schema"
     )
-    streaming: bool = setting(True, "A2A_STREAMING", "agent.streaming", "serve streaming calls")
+    streaming: bool = setting(True, "agent.streaming", "serve streaming calls")
     # -- module sources (used when no registry is given) ------------------------------
     extensions_dirs: Paths = setting(
         (),
-        "APCORE_EXTENSIONS_DIR",
         "modules.extensions_dirs",
-        "folder of apcore module files to discover (repeatable; env: os.pathsep-separated)",
+        "folder of apcore module files to discover",
+        env="APCORE_EXTENSIONS_DIR",
         flag="--extensions-dir",
     )
     bindings_dirs: Paths = setting(
         (),
-        "APCORE_BINDINGS_DIR",
         "modules.bindings_dirs",
-        "folder of *.binding.yaml files to load (repeatable; env: os.pathsep-separated)",
+        "folder of *.binding.yaml files to load",
+        env="APCORE_BINDINGS_DIR",
         flag="--bindings",
     )
     apcore_config: str | None = setting(
-        None, "APCORE_CONFIG_FILE", "modules.apcore_config", "apcore config file (YAML)"
+        None, "modules.apcore_config", "apcore config file (YAML)", env="APCORE_CONFIG_FILE"
     )
-    acl: str | None = setting(None, "A2A_ACL", "modules.acl", "apcore ACL file (YAML)")
+    acl: str | None = setting(None, "modules.acl", "apcore ACL file (YAML)")
     # -- HTTP server -----------------------------------------------------------------
-    host: str = setting("127.0.0.1", "A2A_HOST", "http.host", "address to listen on")
-    port: int = setting(8000, "A2A_PORT", "http.port", "port to listen on")
+    host: str = setting("127.0.0.1", "http.host", "address to listen on")
+    port: int = setting(8000, "http.port", "port to listen on")
     workers: int = setting(
-        1,
-        "A2A_WORKERS",
-        "http.workers",
-        "server processes on this host (2+: needs --cluster)",
-        ge=1,
+        1, "http.workers", "server processes on this host (2+: needs --cluster)", ge=1
     )
-    rpc_path: str = setting("/", "A2A_RPC_PATH", "http.rpc_path", "JSON-RPC endpoint path")
+    rpc_path: str = setting("/", "http.rpc_path", "JSON-RPC endpoint path")
     cors_origins: Strings = setting(
-        (),
-        "A2A_CORS_ORIGINS",
-        "http.cors_origins",
-        "browser origin allowed to call the agent (repeatable; env: comma-separated)",
-        flag="--cors-origin",
+        (), "http.cors_origins", "browser origin allowed to call the agent", flag="--cors-origin"
     )
     allowed_hosts: Strings = setting(
         (),
-        "A2A_ALLOWED_HOSTS",
         "http.allowed_hosts",
         "Host headers to answer; others get 400 (default: the url's host, a specific bind "
-        "host and the loopback names; '*' = any) (repeatable; env: comma-separated)",
+        "host and the loopback names; '*' = any)",
         flag="--allowed-host",
     )
-    log_level: LogLevel = setting("info", "A2A_LOG_LEVEL", "logging.level", "log level")
-    log_format: LogFormat = setting("text", "A2A_LOG_FORMAT", "logging.format", "text or json")
+    log_level: LogLevel = setting("info", "logging.level", "log level")
+    log_format: LogFormat = setting("text", "logging.format", "text or json")
     # -- limits ----------------------------------------------------------------------
-    max_body_bytes: int = setting(
-        10 * 1024 * 1024, "A2A_MAX_BODY_BYTES", "limits.max_body_bytes", "largest body", ge=1
-    )
+    max_body_bytes: int = setting(10 * 1024 * 1024, "limits.max_body_bytes", "largest body", ge=1)
     max_json_depth: int = setting(
-        32, "A2A_MAX_JSON_DEPTH", "limits.max_json_depth", "deepest nesting of a JSON body", ge=1
+        32, "limits.max_json_depth", "deepest nesting of a JSON body", ge=1
     )
-    max_json_values: int = setting(
-        10_000, "A2A_MAX_JSON_VALUES", "limits.max_json_values", "JSON values in a body", ge=1
-    )
+    max_json_values: int = setting(10_000, "limits.max_json_values", "JSON values in a body", ge=1)
     max_parts_per_message: int = setting(
-        100, "A2A_MAX_PARTS_PER_MESSAGE", "limits.max_parts_per_message", "parts in a message", ge=1
+        100, "limits.max_parts_per_message", "parts in a message", ge=1
     )
     shutdown_timeout: float = setting(
-        30.0, "A2A_SHUTDOWN_TIMEOUT", "limits.shutdown_timeout", "seconds to drain on stop", ge=0
+        30.0, "limits.shutdown_timeout", "seconds to drain on stop", ge=0
     )
     execution_timeout: float = setting(
-        300.0, "A2A_EXECUTION_TIMEOUT", "limits.execution_timeout", "seconds a run may take", gt=0
+        300.0, "limits.execution_timeout", "seconds a run may take", gt=0
     )
-    max_streams: int = setting(
-        50, "A2A_MAX_STREAMS", "limits.max_streams", "concurrent SSE/gRPC streams", ge=0
-    )
+    max_streams: int = setting(50, "limits.max_streams", "concurrent SSE/gRPC streams", ge=0)
     max_streams_per_caller: int = setting(
         20,
-        "A2A_MAX_STREAMS_PER_CALLER",
         "limits.max_streams_per_caller",
         "concurrent streams one caller may hold (0 = no per-caller quota)",
         ge=0,
     )
     max_unfinished_tasks_per_caller: int = setting(
         1000,
-        "A2A_MAX_UNFINISHED_TASKS_PER_CALLER",
         "limits.max_unfinished_tasks_per_caller",
         "unfinished tasks (running or waiting for input) one caller may hold (0 = no quota)",
         ge=0,
     )
     cancel_on_disconnect: bool = setting(
-        False,
-        "A2A_CANCEL_ON_DISCONNECT",
-        "limits.cancel_on_disconnect",
-        "cancel a task when its only stream is dropped",
+        False, "limits.cancel_on_disconnect", "cancel a task when its only stream is dropped"
     )
-    sync_workers: int = setting(
-        32, "A2A_SYNC_WORKERS", "limits.sync_workers", "threads for sync modules", ge=1
-    )
+    sync_workers: int = setting(32, "limits.sync_workers", "threads for sync modules", ge=1)
     # -- storage ---------------------------------------------------------------------
     task_store: str = setting(
-        "memory://",
-        "A2A_TASK_STORE",
-        "storage.task_store",
-        "memory://, sqlite:///path.db or postgresql://...",
+        "memory://", "storage.task_store", "memory://, sqlite:///path.db or postgresql://..."
     )
     task_max_capacity: int = setting(
-        10_000, "A2A_TASK_MAX_CAPACITY", "storage.task_max_capacity", "tasks kept in memory", ge=1
+        10_000, "storage.task_max_capacity", "tasks kept in memory", ge=1
     )
     task_ttl_seconds: float = setting(
-        3600.0,
-        "A2A_TASK_TTL_SECONDS",
-        "storage.task_ttl_seconds",
-        "memory: finished task TTL",
-        ge=0,
+        3600.0, "storage.task_ttl_seconds", "memory: finished task TTL", ge=0
     )
-    task_event_log_size: int = setting(
-        100, "A2A_TASK_EVENT_LOG_SIZE", "storage.task_event_log_size", "events per task", ge=0
-    )
+    task_event_log_size: int = setting(100, "storage.task_event_log_size", "events per task", ge=0)
     task_retention_seconds: float | None = setting(
-        None,
-        "A2A_TASK_RETENTION_SECONDS",
-        "storage.task_retention_seconds",
-        "SQL: delete finished tasks older than this",
-        ge=0,
+        None, "storage.task_retention_seconds", "SQL: delete finished tasks older than this", ge=0
     )
-    cluster: bool = setting(
-        False, "A2A_CLUSTER", "storage.cluster", "share tasks and streams with other replicas"
-    )
+    cluster: bool = setting(False, "storage.cluster", "share tasks and streams with other replicas")
     cluster_poll_interval: float = setting(
-        0.5,
-        "A2A_CLUSTER_POLL_INTERVAL",
-        "storage.cluster_poll_interval",
-        "seconds between event-table polls",
-        gt=0,
+        0.5, "storage.cluster_poll_interval", "seconds between event-table polls", gt=0
     )
     cluster_wakeups: bool = setting(
-        True, "A2A_CLUSTER_WAKEUPS", "storage.cluster_wakeups", "wake streams at once on new events"
+        True, "storage.cluster_wakeups", "wake streams at once on new events"
     )
     cluster_heartbeat_interval: float = setting(
-        2.0,
-        "A2A_CLUSTER_HEARTBEAT_INTERVAL",
-        "storage.cluster_heartbeat_interval",
-        "seconds between a replica's heartbeats",
-        gt=0,
+        2.0, "storage.cluster_heartbeat_interval", "seconds between a replica's heartbeats", gt=0
     )
     cluster_replica_timeout: float = setting(
         10.0,
-        "A2A_CLUSTER_REPLICA_TIMEOUT",
         "storage.cluster_replica_timeout",
         "seconds without a heartbeat before a replica counts as dead",
         gt=0,
     )
     # -- auth ------------------------------------------------------------------------
-    auth_type: AuthType | None = setting(None, "A2A_AUTH_TYPE", "auth.type", "bearer or apikey")
+    auth_type: AuthType | None = setting(None, "auth.type", "bearer or apikey", env="A2A_AUTH_TYPE")
     auth_key: str | None = setting(
-        None, "JWT_KEY", "auth.jwt_key", "JWT secret or public key (PEM)", secret=True
+        None, "auth.jwt_key", "JWT secret or public key (PEM)", secret=True
     )
-    auth_jwks_url: str | None = setting(
-        None, "JWT_JWKS_URL", "auth.jwks_url", "JWKS URL of the token issuer"
-    )
-    auth_issuer: str | None = setting(None, "JWT_ISSUER", "auth.issuer", "required JWT iss")
-    auth_audience: str | None = setting(None, "JWT_AUDIENCE", "auth.audience", "required JWT aud")
+    auth_jwks_url: str | None = setting(None, "auth.jwks_url", "JWKS URL of the token issuer")
+    auth_issuer: str | None = setting(None, "auth.issuer", "required JWT iss")
+    auth_audience: str | None = setting(None, "auth.audience", "required JWT aud")
     auth_algorithms: Strings = setting(
-        (),
-        "JWT_ALGORITHMS",
-        "auth.algorithms",
-        "accepted JWT algorithms (repeatable; env: comma-separated)",
-        flag="--auth-algorithm",
+        (), "auth.algorithms", "accepted JWT algorithms", flag="--auth-algorithm"
     )
     api_keys: Strings = setting(
-        (),
-        "A2A_API_KEYS",
-        "auth.api_keys",
-        "accepted API key, KEY or KEY=ID (repeatable; env: comma-separated)",
-        flag="--api-key",
-        secret=True,
+        (), "auth.api_keys", "accepted API key, KEY or KEY=ID", flag="--api-key", secret=True
     )
-    require_auth: bool = setting(
-        True, "A2A_REQUIRE_AUTH", "auth.require", "refuse calls without credentials"
-    )
-    auth_require_exp: bool = setting(
-        True, "JWT_REQUIRE_EXP", "auth.require_exp", "refuse JWTs without an exp claim"
-    )
-    required_roles: Strings = setting((), "A2A_REQUIRED_ROLES", "auth.required_roles", "any of")
-    required_scopes: Strings = setting((), "A2A_REQUIRED_SCOPES", "auth.required_scopes", "all of")
+    require_auth: bool = setting(True, "auth.require", "refuse calls without credentials")
+    auth_require_exp: bool = setting(True, "auth.require_exp", "refuse JWTs without an exp claim")
+    required_roles: Strings = setting((), "auth.required_roles", "any of")
+    required_scopes: Strings = setting((), "auth.required_scopes", "all of")
     auth_max_token_lifetime: float = setting(
         0.0,
-        "JWT_MAX_TOKEN_LIFETIME",
         "auth.max_token_lifetime",
         "refuse JWTs expiring more than SECONDS ahead (0 = no maximum)",
         ge=0,
     )
     auth_jwks_cache_seconds: float = setting(
         300.0,
-        "JWT_JWKS_CACHE_SECONDS",
         "auth.jwks_cache_seconds",
         "refresh the JWKS key set after this many seconds (in the background)",
         ge=0,
     )
     auth_jwks_refresh_cooldown: float = setting(
         30.0,
-        "JWT_JWKS_REFRESH_COOLDOWN",
         "auth.jwks_refresh_cooldown",
         "an unknown kid refetches the key set at most this often (seconds)",
         ge=0,
     )
     auth_jwks_timeout: float = setting(
         10.0,
-        "JWT_JWKS_TIMEOUT",
         "auth.jwks_timeout",
         "deadline of one JWKS fetch: connect, headers and body (seconds)",
         gt=0,
     )
     auth_jwks_unknown_kid_seconds: float = setting(
         60.0,
-        "JWT_JWKS_UNKNOWN_KID_SECONDS",
         "auth.jwks_unknown_kid_seconds",
         "a kid missing from the key set is refused without a fetch for this long (seconds)",
         ge=0,
     )
     auth_jwks_backoff_max: float = setting(
         60.0,
-        "JWT_JWKS_BACKOFF_MAX",
         "auth.jwks_backoff_max",
         "longest pause between JWKS fetches while the endpoint fails (seconds)",
         ge=0,
     )
     # -- push notifications ----------------------------------------------------------
     push_notifications: bool = setting(
-        False, "PUSH_NOTIFICATIONS", "push.enabled", "send push notifications"
+        False, "push.enabled", "send push notifications", env="PUSH_NOTIFICATIONS"
     )
     push_allow_insecure_urls: bool = setting(
-        False,
-        "A2A_PUSH_ALLOW_INSECURE_URLS",
-        "push.allow_insecure_urls",
-        "accept http:// and loopback webhooks (development only)",
+        False, "push.allow_insecure_urls", "accept http:// and loopback webhooks (development only)"
     )
-    push_timeout: float = setting(
-        10.0, "A2A_PUSH_TIMEOUT", "push.timeout", "seconds per delivery attempt", gt=0
-    )
+    push_timeout: float = setting(10.0, "push.timeout", "seconds per delivery attempt", gt=0)
     push_retry_delays: Numbers = setting(
-        (1.0, 2.0, 4.0),
-        "A2A_PUSH_RETRY_DELAYS",
-        "push.retry_delays",
-        "seconds before each retry (repeatable; env: comma-separated)",
-        flag="--push-retry-delay",
+        (1.0, 2.0, 4.0), "push.retry_delays", "seconds before each retry", flag="--push-retry-delay"
     )
     push_max_configs_per_task: int = setting(
-        10,
-        "A2A_PUSH_MAX_CONFIGS_PER_TASK",
-        "push.max_configs_per_task",
-        "push configs one task may have",
-        ge=1,
+        10, "push.max_configs_per_task", "push configs one task may have", ge=1
     )
-    push_queue_size: int = setting(
-        100, "A2A_PUSH_QUEUE_SIZE", "push.queue_size", "events waiting per push config", ge=1
-    )
+    push_queue_size: int = setting(100, "push.queue_size", "events waiting per push config", ge=1)
     push_signing_key: str | None = setting(
-        None,
-        "A2A_PUSH_SIGNING_KEY",
-        "push.signing_key",
-        "PEM key that signs deliveries",
-        secret=True,
+        None, "push.signing_key", "PEM key that signs deliveries", secret=True
     )
     push_encryption_key: str | None = setting(
-        None,
-        "A2A_PUSH_ENCRYPTION_KEY",
-        "push.encryption_key",
-        "Fernet key encrypting stored push configs",
-        secret=True,
+        None, "push.encryption_key", "Fernet key encrypting stored push configs", secret=True
     )
     # -- agent card signing ----------------------------------------------------------
-    card_signing: bool = setting(
-        False, "A2A_CARD_SIGNING", "card.signing", "sign the agent card (A2A 1.0 signatures)"
-    )
+    card_signing: bool = setting(False, "card.signing", "sign the agent card (A2A 1.0 signatures)")
     card_signing_key: str | None = setting(
         None,
-        "A2A_CARD_SIGNING_KEY",
         "card.signing_key",
         "PEM or JWK private key file signing the card (created when missing)",
     )
     # -- gRPC ------------------------------------------------------------------------
-    grpc_port: int | None = setting(None, "A2A_GRPC_PORT", "grpc.port", "serve gRPC on PORT")
-    grpc_tls_cert: str | None = setting(
-        None, "A2A_GRPC_TLS_CERT", "grpc.tls_cert", "gRPC TLS certificate (PEM file)"
-    )
-    grpc_tls_key: str | None = setting(
-        None, "A2A_GRPC_TLS_KEY", "grpc.tls_key", "gRPC TLS private key (PEM file)"
-    )
-    grpc_reflection: bool = setting(
-        False, "A2A_GRPC_REFLECTION", "grpc.reflection", "serve gRPC reflection"
-    )
+    grpc_port: int | None = setting(None, "grpc.port", "serve gRPC on PORT")
+    grpc_tls_cert: str | None = setting(None, "grpc.tls_cert", "gRPC TLS certificate (PEM file)")
+    grpc_tls_key: str | None = setting(None, "grpc.tls_key", "gRPC TLS private key (PEM file)")
+    grpc_reflection: bool = setting(False, "grpc.reflection", "serve gRPC reflection")
     # -- operations ------------------------------------------------------------------
     ops_details_public: bool = setting(
         False,
-        "A2A_OPS_DETAILS_PUBLIC",
         "metrics.details_public",
         "show /metrics and /health details to callers without credentials",
     )
     process_tuning: bool | None = setting(
         None,
-        "A2A_PROCESS_TUNING",
         "limits.process_tuning",
         "size the event loop's thread pool (sync_workers) and gc.freeze() after start "
         "(default: on under serve() and the CLI, off for an app you mount yourself)",
     )
-    explorer: bool = setting(False, "A2A_EXPLORER", "explorer.enabled", "serve the Explorer")
-    explorer_prefix: str = setting(
-        "/explorer", "A2A_EXPLORER_PREFIX", "explorer.prefix", "path of the Explorer"
-    )
-    metrics: bool = setting(False, "A2A_METRICS", "metrics.enabled", "serve /metrics")
-    telemetry: bool = setting(
-        False, "A2A_TELEMETRY", "telemetry.enabled", "OpenTelemetry request and module spans"
-    )
-    sdk_telemetry: bool = setting(
-        False, "A2A_SDK_TELEMETRY", "telemetry.sdk", "also the a2a-sdk's internal spans"
-    )
+    explorer: bool = setting(False, "explorer.enabled", "serve the Explorer")
+    explorer_prefix: str = setting("/explorer", "explorer.prefix", "path of the Explorer")
+    metrics: bool = setting(False, "metrics.enabled", "serve /metrics")
+    telemetry: bool = setting(False, "telemetry.enabled", "OpenTelemetry request and module spans")
+    sdk_telemetry: bool = setting(False, "telemetry.sdk", "also the a2a-sdk's internal spans")
     telemetry_legacy_names: bool = setting(
         False,
-        "A2A_TELEMETRY_LEGACY_NAMES",
         "telemetry.legacy_names",
         "span names and attributes of apcore-a2a 0.1 instead of the OpenTelemetry A2A draft",
     )
 
-    # ---------------------------------------------------------------------------------
     @field_validator("port", "grpc_port")
     @classmethod
     def _port(cls, value: int | None) -> int | None:
@@ -439,9 +430,103 @@ class Settings(SettingsBase):
             )
         return self
 
+    @classmethod
+    @functools.cache
+    def specs(cls) -> tuple[Setting, ...]:
+        """Every field's name, env var, config key, flag and help, in declaration order."""
+        specs = []
+        for name, info in cls.model_fields.items():
+            meta: dict[str, Any] = info.json_schema_extra["apcore_a2a"]  # type: ignore[index,assignment]
+            flag = "--" + name.replace("_", "-") if meta["flag"] is True else meta["flag"]
+            kind = info.annotation
+            optional = get_origin(kind) in (Union, types.UnionType) and type(None) in get_args(kind)
+            if optional:
+                kind = next(a for a in get_args(kind) if a is not type(None))
+            prefix, rest = ("JWT_", name[5:]) if name.startswith("auth_") else ("A2A_", name)
+            env = meta["env"] or (prefix + rest).upper()
+            help = info.description or ""
+            if get_origin(kind) is tuple:
+                sep = "os.pathsep" if BeforeValidator(_paths) in info.metadata else "comma"
+                help += f" (repeatable; env: {sep}-separated)"
+            specs.append(
+                Setting(name, env, meta["key"], flag or None, help, meta["secret"], kind, optional)
+            )
+        return tuple(specs)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        environ, file_values = _SOURCES.get() or (os.environ, {})
+        return (
+            init_settings,
+            InitSettingsSource(settings_cls, _from_environ(environ, cls.specs())),
+            InitSettingsSource(settings_cls, dict(file_values)),
+        )
+
+    @classmethod
+    def resolve(
+        cls,
+        overrides: Mapping[str, Any] | None = None,
+        *,
+        environ: Mapping[str, str] | None = None,
+        base: Settings | Mapping[str, Any] | None = None,
+    ) -> Self:
+        """Settings from *overrides*, then *environ*, then *base*, then the defaults.
+
+        ``None`` values in *overrides* mean "not given". *base* is what the config file
+        says (a mapping of field names, or a ``Settings`` whose explicitly set fields
+        count). Unknown names and unusable values raise :class:`SettingsError` naming the
+        variable or key.
+        """
+        given = {k: v for k, v in (overrides or {}).items() if v is not None}
+        unknown = sorted(set(given) - set(cls.model_fields))
+        if unknown:
+            near = difflib.get_close_matches(unknown[0], list(cls.model_fields), n=1)
+            hint = f"; did you mean {near[0]!r}?" if near else ""
+            raise SettingsError(f"unknown setting {unknown[0]!r}{hint}")
+        if isinstance(base, Settings):
+            base = {k: getattr(base, k) for k in base.model_fields_set}
+        environ = os.environ if environ is None else environ
+        token = _SOURCES.set((environ, dict(base or {})))
+        try:
+            return cls(**given)
+        except ValidationError as exc:
+            raise SettingsError(_describe_error(exc, given, environ, cls.specs())) from None
+        finally:
+            _SOURCES.reset(token)
+
+    @classmethod
+    def defaults(cls) -> Self:
+        """Every setting at its default (no environment)."""
+        return cls.resolve(environ={})
+
+    def replace(self, **changes: Any) -> Self:
+        """A copy with *changes* applied (validated like any other source)."""
+        return type(self).resolve(changes, environ={}, base=self)
+
+    def masked(self) -> dict[str, Any]:
+        """The settings as a dict with secrets replaced by ``"***"``."""
+        out = self.model_dump()
+        for spec in self.specs():
+            value = out.get(spec.name)
+            if spec.secret and value:
+                out[spec.name] = "***" if isinstance(value, str) else ["***"] * len(value)
+        return out
+
     def public_url(self) -> str:
-        """The base URL advertised on the card when ``url`` is not set."""
-        return advertised_url(self.url, self.host, self.port)
+        """``url`` without its trailing slash, or ``http://host:port`` (a reachable host)."""
+        if self.url:
+            return self.url.rstrip("/")
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "::", "") else self.host
+        if ":" in host and not host.startswith("["):
+            host = f"[{host}]"
+        return f"http://{host}:{self.port}"
 
 
 #: Environment variable name -> setting name, for documentation and the CLI help.

@@ -1,9 +1,15 @@
-"""Client commands of ``apcore-a2a``: ``card``, ``call`` and ``task get|cancel``.
+"""Client commands of ``apcore-a2a``: ``card``, ``call``, ``task get|cancel`` and
+``push set|get|list|delete``.
 
-Each command prints JSON on stdout (the card indented; a task, a message or each stream
-event as one line) and, on failure, one line on stderr with a non-zero exit code
-(:data:`EXIT_CODES`). ``call`` waits as long as the task runs (``--timeout`` bounds it),
-showing the task's id, state and elapsed time on stderr while it waits.
+Each command prints JSON on stdout (the card indented; a task, a message, each stream event
+or each push config as one line; ``push delete`` prints nothing) and, on failure, one line
+on stderr with a non-zero exit code (:data:`EXIT_CODES`). ``call`` waits as long as the task
+runs (``--timeout`` bounds it), showing the task's id, state and elapsed time on stderr while
+it waits. Push configs carry the agent's delivery ``status`` and ``statusReason`` when it
+reports them::
+
+    apcore-a2a push set http://127.0.0.1:8000 TASK_ID http://127.0.0.1:9000/webhook \\
+        --id mine --notification-token s3cret
 """
 
 from __future__ import annotations
@@ -295,6 +301,35 @@ def _cmd_task(args: argparse.Namespace) -> int:
     return _run(args, body)
 
 
+def _push_config(args: argparse.Namespace) -> dict[str, Any]:
+    config: dict[str, Any] = {"url": args.webhook}
+    if args.id:
+        config["id"] = args.id
+    if args.notification_token:
+        config["token"] = args.notification_token
+    if args.auth:
+        scheme, _, credentials = args.auth.strip().partition(" ")
+        if not scheme or not credentials.strip():
+            raise ValueError("--auth must look like 'SCHEME CREDENTIALS', e.g. 'Bearer abc'")
+        config["authentication"] = {"scheme": scheme, "credentials": credentials.strip()}
+    return config
+
+
+def _cmd_push(args: argparse.Namespace) -> int:
+    async def body(client: A2AClient) -> None:
+        if args.action == "set":
+            _emit(await client.set_push_config(args.task_id, _push_config(args)))
+        elif args.action == "get":
+            _emit(await client.get_push_config(args.task_id, args.config_id))
+        elif args.action == "list":
+            for config in await client.list_push_configs(args.task_id):
+                _emit(config)
+        else:
+            await client.delete_push_config(args.task_id, args.config_id)
+
+    return _run(args, body)
+
+
 def _positive(value: str) -> float:
     try:
         number = float(value)
@@ -305,10 +340,21 @@ def _positive(value: str) -> float:
     return number
 
 
-def _common(parser: argparse.ArgumentParser) -> None:
-    parser.epilog = EXIT_CODES
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+def _command(
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
+    name: str,
+    help: str,
+    func: Callable[[argparse.Namespace], int],
+    *positionals: str,
+) -> argparse.ArgumentParser:
+    """A client command: URL, *positionals* and the connection options every one takes."""
+    parser = subparsers.add_parser(
+        name, help=help, epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.set_defaults(func=func)
     parser.add_argument("url", metavar="URL", help="base URL of the agent")
+    for positional in positionals:
+        parser.add_argument(positional, metavar=positional.upper())
     parser.add_argument("--token", help="bearer token sent as 'Authorization: Bearer TOKEN'")
     parser.add_argument(
         "--header",
@@ -335,12 +381,12 @@ def _common(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="follow card interface URLs on another origin (credentials are never sent there)",
     )
+    return parser
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add the ``card``, ``call`` and ``task`` subcommands to the ``apcore-a2a`` parser."""
-    card = subparsers.add_parser("card", help="print an agent's card as JSON")
-    _common(card)
+    """Add the client subcommands (``card``, ``call``, ``task``, ``push``) to the parser."""
+    card = _command(subparsers, "card", "print an agent's card as JSON", _cmd_card)
     card.add_argument(
         "--verify",
         action="store_true",
@@ -352,12 +398,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="FILE",
         help="with --verify: verify with these keys (JWKS or JWK JSON, or a PEM public key)",
     )
-    card.set_defaults(func=_cmd_card)
-
-    call = subparsers.add_parser(
-        "call", help="send a message to an agent and print the task (or each streamed event)"
+    call = _command(
+        subparsers,
+        "call",
+        "send a message to an agent and print the task (or each streamed event)",
+        _cmd_call,
     )
-    _common(call)
     call.add_argument("--skill", metavar="ID", help="skill to run (message.metadata.skillId)")
     source = call.add_mutually_exclusive_group(required=True)
     source.add_argument("--text", metavar="T", help="send a text part")
@@ -373,16 +419,30 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     call.add_argument("--context-id", metavar="ID", help="continue this conversation")
     call.add_argument("--task-id", metavar="ID", help="continue this task (e.g. input-required)")
-    call.set_defaults(func=_cmd_call)
 
     task = subparsers.add_parser("task", help="get or cancel a task")
     actions = task.add_subparsers(dest="action", metavar="ACTION", required=True)
-    get = actions.add_parser("get", help="print a task as JSON")
-    _common(get)
-    get.add_argument("task_id", metavar="TASK_ID")
+    get = _command(actions, "get", "print a task as JSON", _cmd_task, "task_id")
     get.add_argument("--history-length", type=int, metavar="N", help="last N history messages")
-    get.set_defaults(func=_cmd_task)
-    cancel = actions.add_parser("cancel", help="cancel a task and print it")
-    _common(cancel)
-    cancel.add_argument("task_id", metavar="TASK_ID")
-    cancel.set_defaults(func=_cmd_task)
+    _command(actions, "cancel", "cancel a task and print it", _cmd_task, "task_id")
+
+    push = subparsers.add_parser(
+        "push", help="register, read and delete a task's push notification configs"
+    )
+    actions = push.add_subparsers(dest="action", metavar="ACTION", required=True)
+    set_ = _command(
+        actions, "set", "register a webhook for a task and print the config", _cmd_push, "task_id"
+    )
+    set_.add_argument("webhook", metavar="WEBHOOK_URL", help="URL the agent POSTs updates to")
+    set_.add_argument("--id", metavar="ID", help="config id (default: chosen by the agent)")
+    set_.add_argument(
+        "--notification-token", metavar="T", help="sent back as X-A2A-Notification-Token"
+    )
+    set_.add_argument(
+        "--auth",
+        metavar="'SCHEME CREDENTIALS'",
+        help="sent back as 'Authorization: SCHEME CREDENTIALS' with every delivery",
+    )
+    _command(actions, "get", "print one config of a task", _cmd_push, "task_id", "config_id")
+    _command(actions, "list", "print every config of a task, one per line", _cmd_push, "task_id")
+    _command(actions, "delete", "delete one config of a task", _cmd_push, "task_id", "config_id")

@@ -20,8 +20,7 @@ __all__ = ["register"]
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``config`` command group (``config show``, ``config check``) to the CLI."""
     config = subparsers.add_parser("config", help="show or check the agent's configuration")
-    commands = config.add_subparsers(dest="config_command", metavar="COMMAND")
-    commands.required = True
+    commands = config.add_subparsers(dest="config_command", metavar="COMMAND", required=True)
     show = commands.add_parser(
         "show",
         help="print the effective settings (secrets masked)",

@@ -13,8 +13,7 @@ __all__ = ["register"]
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``db`` command group (``db upgrade``) to the CLI."""
     db = subparsers.add_parser("db", help="manage the task store database")
-    db_commands = db.add_subparsers(dest="db_command", metavar="COMMAND")
-    db_commands.required = True
+    db_commands = db.add_subparsers(dest="db_command", metavar="COMMAND", required=True)
     upgrade = db_commands.add_parser(
         "upgrade",
         help="create missing tables and apply the a2a-sdk migrations (incl. cluster tables)",

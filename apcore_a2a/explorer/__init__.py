@@ -52,9 +52,6 @@ SECURITY_HEADERS: dict[str, str] = {
     "permissions-policy": "camera=(), microphone=(), geolocation=()",
 }
 
-# Asset names are not fingerprinted (no build step), so browsers must revalidate; the ETag
-# turns that into a cheap 304.
-_CACHE_CONTROL = "no-cache"
 # Module scripts are refused unless served with a JavaScript type, and the platform's
 # mimetypes table is not reliable for that (some hosts map .js to text/plain).
 _MEDIA_TYPES = {
@@ -97,24 +94,6 @@ class _WithHeaders:
         await self._app(scope, receive, send_with_headers)
 
 
-def _normalise_prefix(prefix: str) -> str:
-    cleaned = prefix.rstrip("/")
-    if not _PREFIX_RE.match(cleaned):
-        raise ValueError(
-            f"explorer prefix must be a non-root URL path like '/explorer', got {prefix!r}"
-        )
-    return cleaned
-
-
-def _render_page(prefix: str) -> bytes:
-    # The page lives at "<prefix>/"; climbing one level per prefix segment reaches the app
-    # root, which keeps the card URL right behind a proxy that adds a root path.
-    depth = prefix.count("/")
-    card_url = "../" * depth + _CARD_PATH
-    template = _PAGE_TEMPLATE.read_text(encoding="utf-8")
-    return template.replace("%CARD_URL%", html.escape(card_url, quote=True)).encode("utf-8")
-
-
 def explorer_routes(prefix: str = "/explorer") -> list[BaseRoute]:
     """Routes serving the Explorer UI under *prefix*.
 
@@ -127,10 +106,19 @@ def explorer_routes(prefix: str = "/explorer") -> list[BaseRoute]:
     Put these routes before the SDK's REST routes, whose ``/{tenant}`` mount would
     otherwise capture ``<prefix>/...``.
     """
-    prefix = _normalise_prefix(prefix)
-    page = _render_page(prefix)
+    if not _PREFIX_RE.match(prefix.rstrip("/")):
+        raise ValueError(
+            f"explorer prefix must be a non-root URL path like '/explorer', got {prefix!r}"
+        )
+    prefix = prefix.rstrip("/")
+    # The page lives at "<prefix>/"; climbing one level per prefix segment reaches the app
+    # root, which keeps the card URL right behind a proxy that adds a root path.
+    card_url = html.escape("../" * prefix.count("/") + _CARD_PATH, quote=True)
+    page = _PAGE_TEMPLATE.read_text(encoding="utf-8").replace("%CARD_URL%", card_url).encode()
     etag = '"' + hashlib.sha256(page).hexdigest()[:32] + '"'
-    headers = {**SECURITY_HEADERS, "cache-control": _CACHE_CONTROL}
+    # Asset names are not fingerprinted (no build step), so browsers must revalidate; the
+    # ETag turns that into a cheap 304.
+    headers = {**SECURITY_HEADERS, "cache-control": "no-cache"}
     last_segment = prefix.rsplit("/", 1)[-1]
 
     async def redirect_to_page(request: Request) -> Response:

@@ -13,7 +13,6 @@ import asyncio
 import contextlib
 import logging
 import time
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from a2a.server.context import ServerCallContext
@@ -27,7 +26,7 @@ if TYPE_CHECKING:
     from apcore_a2a.execution.observer import Execution
     from apcore_a2a.ops.operations import ServerView
 
-__all__ = ["SHUTDOWN_MESSAGE", "DrainReport", "drain"]
+__all__ = ["SHUTDOWN_MESSAGE", "drain"]
 
 logger = logging.getLogger("apcore_a2a.ops.shutdown")
 
@@ -39,15 +38,7 @@ _SETTLE_SECONDS = 2.0
 _UNSETTLED = frozenset({"submitted", "working"})
 
 
-@dataclass(frozen=True, slots=True)
-class DrainReport:
-    """What a drain did: executions it found running, and how many it canceled."""
-
-    running: int
-    canceled: int
-
-
-async def drain(state: ServerView, grace: float) -> DrainReport:
+async def drain(state: ServerView, grace: float) -> None:
     """Wait up to *grace* seconds for running executions, then cancel the rest.
 
     A second call during the same shutdown keeps the first call's deadline.
@@ -58,7 +49,12 @@ async def drain(state: ServerView, grace: float) -> DrainReport:
         ops.shutdown_deadline = now + max(grace, 0.0)
         # Requests waiting on a key fetch (a JWKS endpoint that hangs) are refused now
         # rather than canceled with a 500 when the grace period ends.
-        await _close_authenticator(state)
+        close = getattr(state.extras.get("auth"), "aclose", None)
+        if close is not None:
+            try:
+                await close()
+            except Exception:
+                logger.exception("The authenticator could not be closed")
     deadline = ops.shutdown_deadline
     grpc_server = state.extras.get("grpc")
     # gRPC keeps accepting until told; its grace outlasts ours so our cancels, not its
@@ -70,12 +66,10 @@ async def drain(state: ServerView, grace: float) -> DrainReport:
     )
     tracker = ops.tracker
     seen = tracker.record()
-    running = tracker.active
-    if running:
+    if tracker.active:
+        wait = max(deadline - now, 0.0)
         logger.info(
-            "Shutting down: waiting up to %.1f s for %d running task(s)",
-            max(deadline - now, 0.0),
-            running,
+            "Shutting down: waiting up to %.1f s for %d running task(s)", wait, tracker.active
         )
     await tracker.wait_idle(deadline - time.monotonic())
     leftover = [e for e in tracker.running() if not e.reply]
@@ -89,16 +83,6 @@ async def drain(state: ServerView, grace: float) -> DrainReport:
     if stopping is not None:
         with contextlib.suppress(Exception):
             await stopping
-    return DrainReport(running=running, canceled=len(leftover))
-
-
-async def _close_authenticator(state: ServerView) -> None:
-    close = getattr(state.extras.get("auth"), "aclose", None)
-    if close is not None:
-        try:
-            await close()
-        except Exception:
-            logger.exception("The authenticator could not be closed")
 
 
 async def _stored(state: ServerView, execution: Execution) -> None:

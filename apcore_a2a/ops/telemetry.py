@@ -3,12 +3,9 @@
 follow the draft A2A conventions (:data:`CONVENTIONS`), or those of apcore-a2a 0.1 with
 ``telemetry_legacy_names``; docs/operations.md lists them.
 
-* :func:`telemetry_middleware` -- ``opentelemetry-instrumentation-asgi``'s request span,
-  then :class:`A2ASpans`, which names it and adds the A2A attributes.
-* :func:`rpc_span` -- the same span for a gRPC call.
-* :class:`ModuleSpans` -- ``execute <skill>`` spans, children of the request's span.
-* :func:`set_sdk_spans` -- the a2a-sdk's own spans (dozens per message), decided by the SDK
-  once from an environment variable, switched per process by ``settings.sdk_telemetry``.
+The spans: a request's (:func:`telemetry_middleware`, named by :class:`A2ASpans`), a gRPC
+call's (:func:`rpc_span`), a module run's (:class:`ModuleSpans`) and, switched per process by
+``settings.sdk_telemetry``, the a2a-sdk's own (:func:`set_sdk_spans`).
 """
 
 from __future__ import annotations
@@ -238,18 +235,16 @@ def rpc_span(
     from google.protobuf.json_format import MessageToDict
     from opentelemetry.trace import SpanKind
 
-    version = "0.3" if path.startswith("/a2a.") else "1.0"
-    attributes: dict[str, Any] = {
-        "rpc.system": "grpc",
-        "rpc.method": path,
-        "a2a.method.name": method,
-    }
-    if not legacy:
-        attributes["a2a.protocol.version"] = version
+    attributes: dict[str, Any] = {"rpc.system": "grpc", "rpc.method": path}
+    if legacy:
+        attributes["a2a.method"] = method
+    else:
+        attributes["a2a.method.name"] = method
+        attributes["a2a.protocol.version"] = "0.3" if path.startswith("/a2a.") else "1.0"
         if request is not None:
             read_params(MessageToDict(request), attributes)
     name = f"a2a {method}" if legacy else method
-    with tracer.start_as_current_span(name, kind=SpanKind.SERVER) as span:
+    with tracer.start_as_current_span(name, kind=SpanKind.SERVER, attributes=attributes) as span:
 
         def seen(response: Any) -> None:
             if not legacy and span.is_recording():
@@ -257,14 +252,11 @@ def rpc_span(
                 read_answer(MessageToDict(response), answer)
                 span.set_attributes(answer)
 
-        if legacy:
-            attributes["a2a.method"] = attributes.pop("a2a.method.name")
-        span.set_attributes(attributes)
         try:
             yield seen
         except Exception as exc:
-            code = context.code() if context is not None else None
             if not legacy:
+                code = context.code() if context is not None else None
                 span.set_attribute("error.type", getattr(code, "name", None) or type(exc).__name__)
             raise
 
