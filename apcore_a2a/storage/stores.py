@@ -8,10 +8,10 @@ through (``docs/architecture.md`` draws the rows each writes)::
 
     memory://     view (save listeners, one read per request) -> BoundedMemoryTaskStore
     SQL           view (outage guard, save listeners, one read per request)
-                  -> DeferredWrites (deferred.py)          -> BatchedTaskWriter -> tasks
+                  -> DeferredWrites (deferred.py)   -> GroupCommit -> tasks
                   -> DatabaseTaskStore (SDK: reads, deletes)
     SQL, cluster  view (outage guard, save listeners, one read per request)
-                  -> DeferredClusterWrites (cluster_deferred.py, claims)
+                  -> DeferredClusterWrites (deferred.py, claims)
                   -> ChunkedTaskStore (streamed.py; the SDK's VersionedDatabaseTaskStore:
                      reads, compare-and-swap saves; streamed chunks in task_events only)
 """
@@ -189,12 +189,10 @@ def _sql_stores(
             f"install them with: {_INSTALL_HINT[url.kind]}"
         ) from None
     from ._event_stream import WakingTaskEventStream
-    from ._group_commit import BatchedTaskWriter
     from ._pg_writer import PgWriter
     from ._replicas import ReplicaRegistry
     from ._sql_backend import SqlBackend
-    from .cluster_deferred import DeferredClusterWrites
-    from .deferred import DeferredWrites
+    from .deferred import DeferredClusterWrites, DeferredWrites
     from .outages import guard_push_outages, guarded
     from .quota_slots import SqlQuotaSlots
     from .streamed import ChunkedTaskStore
@@ -225,12 +223,10 @@ def _sql_stores(
     push = guard_push_outages(push_store)
     if not settings.cluster:
         plain = DatabaseTaskStore(engine)
-        writer = BatchedTaskWriter(
-            plain, sync_engine=create_sqlite_writer_engine(url), pg_writer=pg_writer
-        )
-        deferred = DeferredWrites(plain, plain.owner_resolver, write=writer.save)
+        sync_engine = create_sqlite_writer_engine(url)
+        deferred = DeferredWrites(plain, sync_engine=sync_engine, pg_writer=pg_writer)
         backend.attach(plain, [*_private_file(url), plain.initialize, push_store.initialize])
-        backend.closers += [deferred.aclose, writer.aclose]
+        backend.closers.append(deferred.aclose)
         task_store = store_view(deferred, around=guarded)
         return Stores(task_store, push, engine=engine, _backend=backend)
     if settings.cluster_poll_interval <= 0:

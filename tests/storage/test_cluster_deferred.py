@@ -20,8 +20,7 @@ from apcore_a2a.storage._pg_writer import PgWriter
 from apcore_a2a.storage._replicas import ReplicaRegistry
 from apcore_a2a.storage._tables import METADATA
 from apcore_a2a.storage._urls import parse_store_url
-from apcore_a2a.storage.cluster_deferred import DeferredClusterWrites
-from apcore_a2a.storage.deferred import DEFER_STATE_KEY
+from apcore_a2a.storage.deferred import DEFER_STATE_KEY, DeferredClusterWrites
 
 from ._helpers import blocking, ctx, make_task
 
