@@ -21,14 +21,55 @@ import uuid
 from collections import OrderedDict
 from typing import Any
 
-from sqlalchemy import delete, insert, select, update
+from sqlalchemy import (
+    Column,
+    Float,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    delete,
+    insert,
+    select,
+    update,
+)
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from ._tables import claims_table, replicas_table
+__all__ = ["METADATA", "ReplicaRegistry", "claims_table", "replicas_table", "turns_table"]
 
-__all__ = ["ReplicaRegistry"]
+#: Our own tables, beside the SDK's; turn claims (``turns.py``) and quota slots too.
+METADATA = MetaData()
+
+replicas_table = Table(
+    "apcore_a2a_replicas",
+    METADATA,
+    Column("replica_id", String(64), primary_key=True),
+    Column("hostname", String(255), nullable=False),
+    Column("pid", Integer, nullable=False),
+    Column("started_at", Float, nullable=False),
+    # Wall-clock seconds since the epoch; replicas must share a clock within a few
+    # seconds (NTP), which is far below the liveness timeout.
+    Column("heartbeat_at", Float, nullable=False),
+)
+
+claims_table = Table(
+    "apcore_a2a_task_claims",
+    METADATA,
+    Column("task_id", String(36), primary_key=True),
+    Column("owner", String(255), nullable=True),
+    Column("replica_id", String(64), nullable=False),
+    Index("ix_apcore_a2a_task_claims_replica", "replica_id"),
+)
+
+turns_table = Table(
+    "apcore_a2a_task_turns",
+    METADATA,
+    Column("task_id", String(255), primary_key=True),
+    Column("turn", String(64), primary_key=True),
+)
 
 _CLAIM_CACHE_SIZE = 10_000
 

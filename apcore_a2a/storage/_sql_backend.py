@@ -1,4 +1,11 @@
-"""Lifecycle of a SQL-backed store set: tables, recovery, heartbeats, retention, health."""
+"""Lifecycle of a SQL-backed store set: tables, recovery, heartbeats, retention, health.
+
+Recovery: a task a dead process left ``submitted``/``working`` is never finished, and
+clients polling it would wait forever; it is moved to ``failed`` with
+:data:`INTERRUPTED_MESSAGE`. Retention deletes finished tasks past
+``task_retention_seconds``, with their push configs (and, in cluster mode, versions,
+events, claims and turns).
+"""
 
 from __future__ import annotations
 
@@ -6,24 +13,37 @@ import asyncio
 import contextlib
 import logging
 import os
+import uuid
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
-from a2a.server.cluster import VersionedDatabaseTaskStore
+from a2a.auth.user import User
+from a2a.server.agent_execution.active_task import TERMINAL_TASK_STATES
+from a2a.server.cluster import (
+    ConcurrentTaskModificationError,
+    LegacyTaskStoreAdapter,
+    VersionedDatabaseTaskStore,
+)
+from a2a.server.context import ServerCallContext
+from a2a.server.models import (
+    PushNotificationConfigModel,
+    TaskEventModel,
+    TaskModel,
+    TaskVersionModel,
+)
 from a2a.server.tasks import DatabaseTaskStore
-from sqlalchemy import text
+from a2a.types import Message, Part, Role, Task, TaskState, TaskStatus, TaskStatusUpdateEvent
+from sqlalchemy import and_, delete, or_, select, text
 from sqlalchemy.exc import DBAPIError, ProgrammingError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from . import _recovery
 from ._engine import READ_ONLY
-from ._errors import StoreUnavailableError
-from ._replicas import ReplicaRegistry
-from ._retention import purge_finished_tasks, retention_interval
-from ._tables import METADATA
-from ._urls import StoreURL
+from ._replicas import METADATA, ReplicaRegistry, claims_table, replicas_table, turns_table
+from ._urls import StoreUnavailableError, StoreURL
 from .outages import UNAVAILABLE as _UNAVAILABLE
 
-__all__ = ["CancelWatch", "SqlBackend"]
+__all__ = ["INTERRUPTED_MESSAGE", "CancelWatch", "SqlBackend"]
 
 #: (the task ids running here, stop one of them)
 CancelWatch = tuple[Callable[[], list[str]], Callable[[str], None]]
@@ -92,15 +112,11 @@ class SqlBackend:
                 await self._check_connections()
             await self._create_tables()
             if self.registry is None:
-                await _recovery.fail_tasks(
-                    await _recovery.running_tasks(self.engine), self.task_store
-                )
+                await fail_tasks(await running_tasks(self.engine), self.task_store)
             else:
                 await self.registry.register()
-                await _recovery.fail_tasks(
-                    await _recovery.orphaned_running_tasks(
-                        self.engine, self.registry.live_cutoff()
-                    ),
+                await fail_tasks(
+                    await orphaned_running_tasks(self.engine, self.registry.live_cutoff()),
                     self.task_store,
                 )
         except _DB_ERRORS as exc:
@@ -197,9 +213,7 @@ class SqlBackend:
             await asyncio.sleep(registry.heartbeat_interval)
             try:
                 for dead in await registry.heartbeat():
-                    await _recovery.fail_tasks(
-                        await _recovery.running_tasks_of(self.engine, dead), self.task_store
-                    )
+                    await fail_tasks(await running_tasks_of(self.engine, dead), self.task_store)
                     await registry.retire(dead)
             except _DB_ERRORS as exc:
                 logger.warning("replica heartbeat failed: %s", type(exc).__name__)
@@ -217,7 +231,7 @@ class SqlBackend:
             if not ids:
                 continue
             try:
-                canceled = await _recovery.canceled_among(self.engine, ids)
+                canceled = await canceled_among(self.engine, ids)
             except _DB_ERRORS as exc:
                 logger.warning("cancel check failed: %s", type(exc).__name__)
                 continue
@@ -248,3 +262,199 @@ class SqlBackend:
         return StoreUnavailableError(
             f"task store {self.store_url.display} is unreachable ({reason})"
         )
+
+
+# -- recovery ------------------------------------------------------------------
+INTERRUPTED_MESSAGE = "Interrupted by server restart"
+
+_RUNNING = (TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING)
+# Stored state strings: 1.0 enum names, plus the v0.3 spellings of rows written by
+# older SDKs, which the SDK still reads.
+_RUNNING_NAMES = [TaskState.Name(s) for s in _RUNNING] + ["submitted", "working"]
+
+_CANCELED_NAMES = [TaskState.Name(TaskState.TASK_STATE_CANCELED), "canceled"]
+
+_Row = tuple[str, str | None]
+
+
+def _state_column() -> Any:
+    return TaskModel.status["state"].as_string()
+
+
+async def running_tasks(engine: AsyncEngine) -> list[_Row]:
+    """All ``(task_id, owner)`` pairs in a running state."""
+    stmt = select(TaskModel.id, TaskModel.owner).where(_state_column().in_(_RUNNING_NAMES))
+    return await _fetch(engine, stmt)
+
+
+async def orphaned_running_tasks(engine: AsyncEngine, live_cutoff: float) -> list[_Row]:
+    """Running tasks whose claim is missing or names a replica without a recent heartbeat."""
+    live = select(replicas_table.c.replica_id).where(replicas_table.c.heartbeat_at >= live_cutoff)
+    stmt = (
+        select(TaskModel.id, TaskModel.owner)
+        .select_from(TaskModel)
+        .outerjoin(claims_table, claims_table.c.task_id == TaskModel.id)
+        .where(
+            and_(
+                _state_column().in_(_RUNNING_NAMES),
+                or_(
+                    claims_table.c.replica_id.is_(None),
+                    claims_table.c.replica_id.not_in(live.scalar_subquery()),
+                ),
+            )
+        )
+    )
+    return await _fetch(engine, stmt)
+
+
+async def running_tasks_of(engine: AsyncEngine, replica_id: str) -> list[_Row]:
+    """Running tasks claimed by one (dead) replica."""
+    stmt = (
+        select(TaskModel.id, TaskModel.owner)
+        .select_from(TaskModel)
+        .join(claims_table, claims_table.c.task_id == TaskModel.id)
+        .where(and_(_state_column().in_(_RUNNING_NAMES), claims_table.c.replica_id == replica_id))
+    )
+    return await _fetch(engine, stmt)
+
+
+async def canceled_among(engine: AsyncEngine, task_ids: list[str]) -> set[str]:
+    """Which of *task_ids* the store holds as ``canceled`` (one query per 500 ids)."""
+    found: set[str] = set()
+    for start in range(0, len(task_ids), 500):
+        chunk = task_ids[start : start + 500]
+        stmt = select(TaskModel.id, TaskModel.owner).where(
+            and_(TaskModel.id.in_(chunk), _state_column().in_(_CANCELED_NAMES))
+        )
+        found.update(task_id for task_id, _ in await _fetch(engine, stmt))
+    return found
+
+
+async def _fetch(engine: AsyncEngine, stmt: Any) -> list[_Row]:
+    async with engine.connect() as conn:
+        conn = await conn.execution_options(**{READ_ONLY: True})
+        return [(row[0], row[1]) for row in await conn.execute(stmt)]
+
+
+class _Owner(User):
+    """A stand-in user so the SDK's owner-scoped store methods address *owner*'s bucket."""
+
+    def __init__(self, owner: str) -> None:
+        self._owner = owner
+
+    @property
+    def is_authenticated(self) -> bool:
+        return bool(self._owner)
+
+    @property
+    def user_name(self) -> str:
+        return self._owner
+
+
+def _mark_failed(task: Task) -> None:
+    # Like the SDK's TaskManager: a replaced status message moves into history.
+    if task.status.HasField("message"):
+        task.history.append(task.status.message)
+    status = TaskStatus(
+        state=TaskState.TASK_STATE_FAILED,
+        message=Message(
+            role=Role.ROLE_AGENT,
+            message_id=str(uuid.uuid4()),
+            task_id=task.id,
+            context_id=task.context_id,
+            parts=[Part(text=INTERRUPTED_MESSAGE)],
+        ),
+    )
+    status.timestamp.FromDatetime(datetime.now(UTC))
+    task.status.CopyFrom(status)
+
+
+async def fail_tasks(
+    rows: list[_Row], store: DatabaseTaskStore | VersionedDatabaseTaskStore
+) -> int:
+    """Move each still-running task to ``failed``; returns how many were changed.
+
+    With a versioned (cluster) store the write is a compare-and-swap that also appends a
+    status event, so subscribers on other replicas see the failure; a task another
+    replica advanced meanwhile is left alone.
+    """
+    versioned = (
+        store if isinstance(store, VersionedDatabaseTaskStore) else LegacyTaskStoreAdapter(store)
+    )
+    changed = 0
+    for task_id, owner in rows:
+        context = ServerCallContext(user=_Owner(owner or ""))
+        try:
+            stored = await versioned.get(task_id, context)
+            if stored is None or stored.task.status.state not in _RUNNING:
+                continue
+            task = Task()
+            task.CopyFrom(stored.task)
+            _mark_failed(task)
+            event = TaskStatusUpdateEvent(
+                task_id=task.id, context_id=task.context_id, status=task.status
+            )
+            await versioned.save(
+                task, event=event, prev=stored.task, prev_version=stored.version, context=context
+            )
+            changed += 1
+        except ConcurrentTaskModificationError:
+            logger.debug("task %s changed while being marked interrupted; left as is", task_id)
+    if changed:
+        logger.warning("marked %d interrupted task(s) as failed: %s", changed, INTERRUPTED_MESSAGE)
+    return changed
+
+
+# -- retention -----------------------------------------------------------------
+_FINISHED_NAMES = [TaskState.Name(s) for s in TERMINAL_TASK_STATES] + [
+    "completed",
+    "failed",
+    "canceled",
+    "rejected",
+]
+_BATCH = 500
+
+
+def retention_interval(retention_seconds: float) -> float:
+    """How often to purge: often enough to stay near the target, at most every 5 min."""
+    return min(max(retention_seconds / 4, 0.5), 300.0)
+
+
+async def purge_finished_tasks(
+    engine: AsyncEngine, retention_seconds: float, *, cluster: bool
+) -> int:
+    """Delete finished tasks whose last status is older than *retention_seconds*.
+
+    Their push configs go too, and in cluster mode their version rows, event log and
+    claims. Returns the number of tasks deleted.
+    """
+    # The SDK stores ``last_updated`` as naive UTC (the status timestamp).
+    cutoff = datetime.now(UTC).replace(tzinfo=None) - timedelta(seconds=retention_seconds)
+    dependents: list[Any] = [PushNotificationConfigModel.__table__]
+    if cluster:
+        dependents += [
+            TaskVersionModel.__table__,
+            TaskEventModel.__table__,
+            claims_table,
+            turns_table,
+        ]
+    total = 0
+    while True:
+        async with engine.begin() as conn:
+            ids = [
+                row[0]
+                for row in await conn.execute(
+                    select(TaskModel.id)
+                    .where(
+                        TaskModel.last_updated < cutoff,
+                        TaskModel.status["state"].as_string().in_(_FINISHED_NAMES),
+                    )
+                    .limit(_BATCH)
+                )
+            ]
+            if not ids:
+                return total
+            for table in dependents:
+                await conn.execute(delete(table).where(table.c.task_id.in_(ids)))
+            await conn.execute(delete(TaskModel).where(TaskModel.id.in_(ids)))
+        total += len(ids)

@@ -14,13 +14,21 @@ from typing import Any, Literal
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 
-__all__ = ["StoreURL", "parse_store_url"]
+__all__ = ["StoreURL", "StoreUnavailableError", "parse_store_url"]
 
 StoreKind = Literal["memory", "sqlite", "postgresql"]
 
 _EXAMPLES = "memory://, sqlite:///path/tasks.db or postgresql://user@host/db"
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 _SSL_MODES = {"disable", "allow", "prefer", "require", "verify-ca", "verify-full"}
+
+
+class StoreUnavailableError(Exception):
+    """The task store cannot be reached or used right now.
+
+    The message names the store with its password masked, so it is safe to show to
+    operators and in ``/health`` responses.
+    """
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,8 +24,7 @@ import uuid
 from sqlalchemy import Column, Index, Integer, String, Table, delete, func, select, text, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from ._replicas import ReplicaRegistry
-from ._tables import METADATA, replicas_table
+from ._replicas import METADATA, ReplicaRegistry, replicas_table
 
 __all__ = ["LEASE_SECONDS", "SqlQuotaSlots", "slots_table"]
 

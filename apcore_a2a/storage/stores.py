@@ -33,8 +33,7 @@ from a2a.server.tasks import (
 )
 from a2a.types import Task
 
-from ._errors import StoreUnavailableError
-from ._urls import StoreURL, parse_store_url
+from ._urls import StoreUnavailableError, StoreURL, parse_store_url
 from .event_log import MemoryEventLog
 from .memory import BoundedMemoryTaskStore
 from .observed import store_view
