@@ -106,19 +106,21 @@ class SqlBackend:
                 raise StoreUnavailableError(
                     f"task store {self.store_url.display}: directory {parent} does not exist"
                 )
+            # A new database file is private (0600); SQLite gives its -wal and -shm files
+            # its mode. An existing file keeps its mode (the operator's choice).
+            with contextlib.suppress(FileExistsError, FileNotFoundError, IsADirectoryError):
+                os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
         assert self.task_store is not None, "attach() the SDK store first"
         try:
             if self.store_url.kind == "postgresql":
                 await self._check_connections()
             await self._create_tables()
             if self.registry is None:
-                await fail_tasks(await running_tasks(self.engine), self.task_store)
+                await fail_tasks(self.engine, _running(), self.task_store)
             else:
                 await self.registry.register()
-                await fail_tasks(
-                    await orphaned_running_tasks(self.engine, self.registry.live_cutoff()),
-                    self.task_store,
-                )
+                orphaned = _orphaned(self.registry.live_cutoff())
+                await fail_tasks(self.engine, orphaned, self.task_store)
         except _DB_ERRORS as exc:
             # Wrong password, missing database, no permission: the store is unusable
             # either way, and the operator needs the reason, not a traceback.
@@ -213,7 +215,7 @@ class SqlBackend:
             await asyncio.sleep(registry.heartbeat_interval)
             try:
                 for dead in await registry.heartbeat():
-                    await fail_tasks(await running_tasks_of(self.engine, dead), self.task_store)
+                    await fail_tasks(self.engine, _running_of(dead), self.task_store)
                     await registry.retire(dead)
             except _DB_ERRORS as exc:
                 logger.warning("replica heartbeat failed: %s", type(exc).__name__)
@@ -241,7 +243,9 @@ class SqlBackend:
     async def _retention_loop(self, retention_seconds: float) -> None:
         cluster = self.registry is not None
         while True:
-            await asyncio.sleep(retention_interval(retention_seconds))
+            # Often enough to stay near the target, at most every 5 minutes.
+            await asyncio.sleep(min(max(retention_seconds / 4, 0.5), 300.0))
+
             try:
                 deleted = await purge_finished_tasks(
                     self.engine, retention_seconds, cluster=cluster
@@ -268,63 +272,50 @@ class SqlBackend:
 INTERRUPTED_MESSAGE = "Interrupted by server restart"
 
 _RUNNING = (TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING)
+_STATE = TaskModel.status["state"].as_string()
 # Stored state strings: 1.0 enum names, plus the v0.3 spellings of rows written by
 # older SDKs, which the SDK still reads.
 _RUNNING_NAMES = [TaskState.Name(s) for s in _RUNNING] + ["submitted", "working"]
-
 _CANCELED_NAMES = [TaskState.Name(TaskState.TASK_STATE_CANCELED), "canceled"]
+_FINISHED_NAMES = [TaskState.Name(s) for s in TERMINAL_TASK_STATES] + [
+    *("completed", "failed", "canceled", "rejected")
+]
+_BATCH = 500
 
 _Row = tuple[str, str | None]
 
 
-def _state_column() -> Any:
-    return TaskModel.status["state"].as_string()
+def _running() -> Any:
+    """``(task_id, owner)`` of the tasks in a running state."""
+    return select(TaskModel.id, TaskModel.owner).where(_STATE.in_(_RUNNING_NAMES))
 
 
-async def running_tasks(engine: AsyncEngine) -> list[_Row]:
-    """All ``(task_id, owner)`` pairs in a running state."""
-    stmt = select(TaskModel.id, TaskModel.owner).where(_state_column().in_(_RUNNING_NAMES))
-    return await _fetch(engine, stmt)
-
-
-async def orphaned_running_tasks(engine: AsyncEngine, live_cutoff: float) -> list[_Row]:
+def _orphaned(live_cutoff: float) -> Any:
     """Running tasks whose claim is missing or names a replica without a recent heartbeat."""
     live = select(replicas_table.c.replica_id).where(replicas_table.c.heartbeat_at >= live_cutoff)
-    stmt = (
-        select(TaskModel.id, TaskModel.owner)
-        .select_from(TaskModel)
+    claim = claims_table.c.replica_id
+    return (
+        _running()
         .outerjoin(claims_table, claims_table.c.task_id == TaskModel.id)
-        .where(
-            and_(
-                _state_column().in_(_RUNNING_NAMES),
-                or_(
-                    claims_table.c.replica_id.is_(None),
-                    claims_table.c.replica_id.not_in(live.scalar_subquery()),
-                ),
-            )
-        )
+        .where(or_(claim.is_(None), claim.not_in(live.scalar_subquery())))
     )
-    return await _fetch(engine, stmt)
 
 
-async def running_tasks_of(engine: AsyncEngine, replica_id: str) -> list[_Row]:
+def _running_of(replica_id: str) -> Any:
     """Running tasks claimed by one (dead) replica."""
-    stmt = (
-        select(TaskModel.id, TaskModel.owner)
-        .select_from(TaskModel)
-        .join(claims_table, claims_table.c.task_id == TaskModel.id)
-        .where(and_(_state_column().in_(_RUNNING_NAMES), claims_table.c.replica_id == replica_id))
+    return _running().join(
+        claims_table,
+        and_(claims_table.c.task_id == TaskModel.id, claims_table.c.replica_id == replica_id),
     )
-    return await _fetch(engine, stmt)
 
 
 async def canceled_among(engine: AsyncEngine, task_ids: list[str]) -> set[str]:
     """Which of *task_ids* the store holds as ``canceled`` (one query per 500 ids)."""
     found: set[str] = set()
-    for start in range(0, len(task_ids), 500):
-        chunk = task_ids[start : start + 500]
+    for start in range(0, len(task_ids), _BATCH):
+        chunk = task_ids[start : start + _BATCH]
         stmt = select(TaskModel.id, TaskModel.owner).where(
-            and_(TaskModel.id.in_(chunk), _state_column().in_(_CANCELED_NAMES))
+            TaskModel.id.in_(chunk), _STATE.in_(_CANCELED_NAMES)
         )
         found.update(task_id for task_id, _ in await _fetch(engine, stmt))
     return found
@@ -370,9 +361,9 @@ def _mark_failed(task: Task) -> None:
 
 
 async def fail_tasks(
-    rows: list[_Row], store: DatabaseTaskStore | VersionedDatabaseTaskStore
+    engine: AsyncEngine, stmt: Any, store: DatabaseTaskStore | VersionedDatabaseTaskStore
 ) -> int:
-    """Move each still-running task to ``failed``; returns how many were changed.
+    """Move each task *stmt* finds that is still running to ``failed``; how many were.
 
     With a versioned (cluster) store the write is a compare-and-swap that also appends a
     status event, so subscribers on other replicas see the failure; a task another
@@ -382,7 +373,7 @@ async def fail_tasks(
         store if isinstance(store, VersionedDatabaseTaskStore) else LegacyTaskStoreAdapter(store)
     )
     changed = 0
-    for task_id, owner in rows:
+    for task_id, owner in await _fetch(engine, stmt):
         context = ServerCallContext(user=_Owner(owner or ""))
         try:
             stored = await versioned.get(task_id, context)
@@ -406,52 +397,24 @@ async def fail_tasks(
 
 
 # -- retention -----------------------------------------------------------------
-_FINISHED_NAMES = [TaskState.Name(s) for s in TERMINAL_TASK_STATES] + [
-    "completed",
-    "failed",
-    "canceled",
-    "rejected",
-]
-_BATCH = 500
-
-
-def retention_interval(retention_seconds: float) -> float:
-    """How often to purge: often enough to stay near the target, at most every 5 min."""
-    return min(max(retention_seconds / 4, 0.5), 300.0)
-
-
 async def purge_finished_tasks(
     engine: AsyncEngine, retention_seconds: float, *, cluster: bool
 ) -> int:
-    """Delete finished tasks whose last status is older than *retention_seconds*.
-
-    Their push configs go too, and in cluster mode their version rows, event log and
-    claims. Returns the number of tasks deleted.
-    """
+    """Delete finished tasks whose last status is older than *retention_seconds*, with
+    their dependent rows; returns how many tasks were deleted."""
     # The SDK stores ``last_updated`` as naive UTC (the status timestamp).
     cutoff = datetime.now(UTC).replace(tzinfo=None) - timedelta(seconds=retention_seconds)
     dependents: list[Any] = [PushNotificationConfigModel.__table__]
     if cluster:
-        dependents += [
-            TaskVersionModel.__table__,
-            TaskEventModel.__table__,
-            claims_table,
-            turns_table,
-        ]
+        dependents += [TaskVersionModel.__table__, TaskEventModel.__table__]
+        dependents += [claims_table, turns_table]
+    finished = select(TaskModel.id).where(
+        TaskModel.last_updated < cutoff, _STATE.in_(_FINISHED_NAMES)
+    )
     total = 0
     while True:
         async with engine.begin() as conn:
-            ids = [
-                row[0]
-                for row in await conn.execute(
-                    select(TaskModel.id)
-                    .where(
-                        TaskModel.last_updated < cutoff,
-                        TaskModel.status["state"].as_string().in_(_FINISHED_NAMES),
-                    )
-                    .limit(_BATCH)
-                )
-            ]
+            ids = [row[0] for row in await conn.execute(finished.limit(_BATCH))]
             if not ids:
                 return total
             for table in dependents:

@@ -1,26 +1,17 @@
 """The task store, push-config store and cluster event stream an agent runs on.
 
-:func:`open_stores` is the one place the store chain is composed from the settings; the
-server factory hands the parts of its :class:`Stores` to the SDK's
-``DefaultRequestHandler`` and drives their lifecycle from the app lifespan (``start`` /
-``aclose``) and ``/health`` (``ping``). Top to bottom, what the SDK's handler saves
-through (``docs/architecture.md`` draws the rows each writes)::
+:func:`open_stores` is the one place the store chain is composed from the settings
+(``docs/architecture.md`` draws it, with the rows each part writes)::
 
-    memory://     view (save listeners, one read per request) -> BoundedMemoryTaskStore
-    SQL           view (outage guard, save listeners, one read per request)
-                  -> DeferredWrites (deferred.py)   -> GroupCommit -> tasks
-                  -> DatabaseTaskStore (SDK: reads, deletes)
-    SQL, cluster  view (outage guard, save listeners, one read per request)
-                  -> DeferredClusterWrites (deferred.py, claims)
-                  -> ChunkedTaskStore (streamed.py; the SDK's VersionedDatabaseTaskStore:
-                     reads, compare-and-swap saves; streamed chunks in task_events only)
+    memory://     view -> BoundedMemoryTaskStore
+    SQL           view (outage guard) -> DeferredWrites -> DatabaseTaskStore (SDK)
+    SQL, cluster  view (outage guard) -> DeferredClusterWrites -> ChunkedTaskStore (SDK's
+                  VersionedDatabaseTaskStore; streamed chunks in task_events only)
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -79,19 +70,18 @@ class Stores:
         event_stream: Cluster mode only, for ``DefaultRequestHandler(event_stream=...)``.
         engine: The SQLAlchemy engine of SQL stores (``None`` otherwise), for features
             that keep a table of their own next to the tasks.
-        turns: Turn claims (see ``turns.py``): in the database in cluster mode.
-        quota_slots: Cluster mode: per-caller quota slots shared by all replicas
-            (``quota_slots.py``).
+        turns: Which follow-up continues a parked task (``turns.py``; in the database
+            in cluster mode).
+        event_log: Events kept for resumable subscriptions: the cluster event stream,
+            or a :class:`~.event_log.MemoryEventLog` (``None``: off).
+        quota_slots: Cluster mode: per-caller quota slots shared by all replicas.
     """
 
     task_store: TaskStore | VersionedTaskStore
     push_config_store: PushNotificationConfigStore
     event_stream: TaskEventStream | None = None
     engine: AsyncEngine | None = None
-    #: which follow-up continues a parked task (shared by replicas in cluster mode)
     turns: TurnClaims = field(default_factory=MemoryTurnClaims)
-    #: events kept for resumable subscriptions: the cluster event stream, or a
-    #: :class:`~.event_log.MemoryEventLog` for the other stores (``None``: off)
     event_log: object | None = None
     quota_slots: SqlQuotaSlots | None = None
     _backend: SqlBackend | None = field(default=None, repr=False)
@@ -175,7 +165,6 @@ def open_stores(
 def _sql_stores(
     url: StoreURL, settings: Settings, heartbeat_interval: float, replica_timeout: float
 ) -> Stores:
-    """The SQL chain of the module docstring, not yet connected."""
     try:
         from a2a.server.tasks import DatabasePushNotificationConfigStore, DatabaseTaskStore
 
@@ -224,7 +213,7 @@ def _sql_stores(
         plain = DatabaseTaskStore(engine)
         sync_engine = create_sqlite_writer_engine(url)
         deferred = DeferredWrites(plain, sync_engine=sync_engine, pg_writer=pg_writer)
-        backend.attach(plain, [*_private_file(url), plain.initialize, push_store.initialize])
+        backend.attach(plain, [plain.initialize, push_store.initialize])
         backend.closers.append(deferred.aclose)
         task_store = store_view(deferred, around=guarded)
         return Stores(task_store, push, engine=engine, _backend=backend)
@@ -244,26 +233,10 @@ def _sql_stores(
     writes = DeferredClusterWrites(versioned, registry, pg_writer=pg_writer)
     backend.attach(
         versioned,
-        [*_private_file(url), versioned.initialize, events.initialize, push_store.initialize],
+        [versioned.initialize, events.initialize, push_store.initialize],
         registry,
     )
     backend.closers += [writes.aclose, turns.aclose, events.aclose]
     task_store = store_view(writes, around=guarded, saved=turns.saved)
     slots = SqlQuotaSlots(engine, registry)
     return Stores(task_store, push, events, engine, turns, quota_slots=slots, _backend=backend)
-
-
-def _private_file(url: StoreURL) -> list[Callable[[], Awaitable[None]]]:
-    """For SQLite: at start, create a missing database file readable by its owner only
-    (0600). SQLite gives the ``-wal`` and ``-shm`` files it creates the mode of the
-    database file, so they are private too; an existing file keeps its mode (the
-    operator's choice)."""
-    path = url.sqlite_path
-    if path is None:
-        return []
-
-    async def create() -> None:
-        with contextlib.suppress(FileExistsError, FileNotFoundError, IsADirectoryError):
-            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-
-    return [create]
