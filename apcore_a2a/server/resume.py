@@ -59,7 +59,7 @@ LAST_EVENT_ID_FIELD = "lastEventId"
 
 @runtime_checkable
 class EventLog(Protocol):
-    """What the cluster event stream offers (``storage/_event_stream.py``)."""
+    """What the cluster event stream offers (``storage/_wakeups.py``)."""
 
     async def seq_at(self, task_id: str, version: Any) -> int: ...
 

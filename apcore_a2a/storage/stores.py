@@ -176,10 +176,10 @@ def _sql_stores(
             f"{url.kind} task store needs extra packages ({exc.name or exc}); "
             f"install them with: {_INSTALL_HINT[url.kind]}"
         ) from None
-    from ._event_stream import WakingTaskEventStream
     from ._pg_writer import PgWriter
     from ._replicas import ReplicaRegistry
     from ._sql_backend import SqlBackend
+    from ._wakeups import WakingTaskEventStream
     from .deferred import DeferredClusterWrites, DeferredWrites
     from .outages import guard_push_outages, guarded
     from .quota_slots import SqlQuotaSlots
