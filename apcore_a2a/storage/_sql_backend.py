@@ -15,6 +15,7 @@ import logging
 import os
 import uuid
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -59,43 +60,26 @@ _FREE_CONNECTIONS = (
 _DB_ERRORS: tuple[type[BaseException], ...] = (*_UNAVAILABLE, DBAPIError)
 
 
+@dataclass(eq=False)
 class SqlBackend:
-    """Owns the engine and the background loops of one SQL store set."""
+    """Owns the engine and the background loops of one SQL store set: *task_store* is
+    the SDK store recovery writes through, *initializers* create the tables, *closers*
+    stop the store chain, *registry* is the cluster's (``None``: one process)."""
 
-    def __init__(
-        self,
-        *,
-        store_url: StoreURL,
-        engine: AsyncEngine,
-        retention_seconds: float | None,
-        poll_interval: float = 0.5,
-        connections: tuple[int, int, str] = (0, 1, ""),
-    ) -> None:
-        self.store_url = store_url
-        self.engine = engine
-        self.retention_seconds = retention_seconds
-        self.poll_interval = poll_interval
-        #: (connections one process holds at most, processes (workers), what they are)
-        self.connections = connections
-        self.task_store: DatabaseTaskStore | VersionedDatabaseTaskStore | None = None
-        self.registry: ReplicaRegistry | None = None
-        self.closers: list[Callable[[], Awaitable[None]]] = []
-        self._initializers: list[Callable[[], Awaitable[None]]] = []
-        self._loops: list[asyncio.Task[None]] = []
-        self._cancel_watch: CancelWatch | None = None
-        self._started = False
+    store_url: StoreURL
+    engine: AsyncEngine
+    task_store: DatabaseTaskStore | VersionedDatabaseTaskStore
+    initializers: list[Callable[[], Awaitable[None]]]
+    closers: list[Callable[[], Awaitable[None]]]
+    retention_seconds: float | None
+    poll_interval: float = 0.5
+    #: (connections one process holds at most, processes (workers), what they are)
+    connections: tuple[int, int, str] = (0, 1, "")
+    registry: ReplicaRegistry | None = None
+    _loops: list[asyncio.Task[None]] = field(default_factory=list)
+    _cancel_watch: CancelWatch | None = None
+    _started: bool = False
 
-    def attach(
-        self,
-        task_store: DatabaseTaskStore | VersionedDatabaseTaskStore,
-        initializers: list[Callable[[], Awaitable[None]]],
-        registry: ReplicaRegistry | None = None,
-    ) -> None:
-        """The SDK store recovery writes through, what creates the tables, the cluster's
-        replica registry (``None``: one process)."""
-        self.task_store, self._initializers, self.registry = task_store, initializers, registry
-
-    # -- lifecycle -----------------------------------------------------------------
     async def start(self) -> None:
         if self._started:
             return
@@ -110,7 +94,6 @@ class SqlBackend:
             # its mode. An existing file keeps its mode (the operator's choice).
             with contextlib.suppress(FileExistsError, FileNotFoundError, IsADirectoryError):
                 os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-        assert self.task_store is not None, "attach() the SDK store first"
         try:
             if self.store_url.kind == "postgresql":
                 await self._check_connections()
@@ -188,7 +171,7 @@ class SqlBackend:
         # create it; the loser sees a duplicate error, and a second pass finds it done.
         for attempt in range(5):
             try:
-                for initialize in self._initializers:
+                for initialize in self.initializers:
                     await initialize()
                 if self.registry is not None:
                     async with self.engine.begin() as conn:
@@ -210,7 +193,6 @@ class SqlBackend:
         self._loops.append(task)
 
     async def _heartbeat_loop(self, registry: ReplicaRegistry) -> None:
-        assert self.task_store is not None
         while True:
             await asyncio.sleep(registry.heartbeat_interval)
             try:

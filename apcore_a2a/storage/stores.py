@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING
 
 from a2a.server.cluster import StoredTask, TaskEventStream, VersionedTaskStore
@@ -201,9 +202,10 @@ def _sql_stores(
     held = [f"pool {url.pool_size}"] + ["writer"] * (pg_writer is not None)
     if settings.cluster and settings.cluster_wakeups and url.kind == "postgresql":
         held.append("listener")
-    backend = SqlBackend(
-        store_url=url,
-        engine=engine,
+    backend = partial(
+        SqlBackend,
+        url,
+        engine,
         retention_seconds=settings.task_retention_seconds,
         poll_interval=settings.cluster_poll_interval,
         connections=(url.pool_size + len(held) - 1, settings.workers, " + ".join(held)),
@@ -213,10 +215,9 @@ def _sql_stores(
         plain = DatabaseTaskStore(engine)
         sync_engine = create_sqlite_writer_engine(url)
         deferred = DeferredWrites(plain, sync_engine=sync_engine, pg_writer=pg_writer)
-        backend.attach(plain, [plain.initialize, push_store.initialize])
-        backend.closers.append(deferred.aclose)
+        sql = backend(plain, [plain.initialize, push_store.initialize], [deferred.aclose])
         task_store = store_view(deferred, around=guarded)
-        return Stores(task_store, push, engine=engine, _backend=backend)
+        return Stores(task_store, push, engine=engine, _backend=sql)
     if settings.cluster_poll_interval <= 0:
         raise ValueError("cluster_poll_interval must be greater than 0")
     versioned = ChunkedTaskStore(engine)
@@ -231,12 +232,12 @@ def _sql_stores(
     )
     turns = SqlTurnClaims(engine)
     writes = DeferredClusterWrites(versioned, registry, pg_writer=pg_writer)
-    backend.attach(
+    sql = backend(
         versioned,
         [versioned.initialize, events.initialize, push_store.initialize],
-        registry,
+        [writes.aclose, turns.aclose, events.aclose],
+        registry=registry,
     )
-    backend.closers += [writes.aclose, turns.aclose, events.aclose]
     task_store = store_view(writes, around=guarded, saved=turns.saved)
     slots = SqlQuotaSlots(engine, registry)
-    return Stores(task_store, push, events, engine, turns, quota_slots=slots, _backend=backend)
+    return Stores(task_store, push, events, engine, turns, quota_slots=slots, _backend=sql)
