@@ -19,7 +19,6 @@ import socket
 import time
 import uuid
 from collections import OrderedDict
-from typing import Any
 
 from sqlalchemy import (
     Column,
@@ -110,8 +109,8 @@ class ReplicaRegistry:
 
     async def heartbeat(self) -> list[str]:
         """Refresh this replica's heartbeat (re-registering if another replica retired
-        it); returns the ids of other replicas whose heartbeat is too old. One
-        transaction: an idle cluster's cost is mostly this, every ``heartbeat_interval``."""
+        it); returns the ids of other replicas whose heartbeat is too old."""
+
         async with self.engine.begin() as conn:
             result = await conn.execute(
                 update(replicas_table)
@@ -151,19 +150,8 @@ class ReplicaRegistry:
         if task_id in self._claimed:
             self._claimed.move_to_end(task_id)
             return
-        values: dict[str, Any] = {
-            "task_id": task_id,
-            "owner": owner,
-            "replica_id": self.replica_id,
-        }
-        dialect = self.engine.dialect.name
-        stmt: Any
-        if dialect == "postgresql":
-            stmt = pg_insert(claims_table).values(**values)
-        elif dialect == "sqlite":
-            stmt = sqlite_insert(claims_table).values(**values)
-        else:  # pragma: no cover - only SQLite and PostgreSQL URLs are accepted
-            raise RuntimeError(f"unsupported dialect {dialect}")
+        upsert = pg_insert if self.engine.dialect.name == "postgresql" else sqlite_insert
+        stmt = upsert(claims_table).values(task_id=task_id, owner=owner, replica_id=self.replica_id)
         stmt = stmt.on_conflict_do_update(
             index_elements=[claims_table.c.task_id],
             set_={"owner": owner, "replica_id": self.replica_id},
@@ -175,9 +163,6 @@ class ReplicaRegistry:
             self._claimed.popitem(last=False)
 
     def release(self, task_id: str) -> None:
-        """Forget the cached claim once the task leaves the running states.
-
-        The row stays (it is harmless for a task that is not running); a later resume
-        writes a fresh claim for whichever replica runs it then.
-        """
+        """Forget the cached claim once the task leaves the running states (the row
+        stays, harmless; a later resume writes a fresh claim)."""
         self._claimed.pop(task_id, None)
