@@ -109,11 +109,14 @@ class SqlBackend:
             # either way, and the operator needs the reason, not a traceback.
             raise self._unavailable(exc) from None
         if self.registry is not None:
-            self._spawn(self._heartbeat_loop(self.registry), "heartbeat")
+            beat = self.registry.heartbeat_interval
+            self._spawn("heartbeat", "replica heartbeat", beat, self._heartbeat)
             if self._cancel_watch is not None:
-                self._spawn(self._cancel_loop(*self._cancel_watch), "cancels")
+                self._spawn("cancels", "cancel check", self.poll_interval, self._check_cancels)
         if self.retention_seconds is not None and self.retention_seconds > 0:
-            self._spawn(self._retention_loop(self.retention_seconds), "retention")
+            # Often enough to stay near the target, at most every 5 minutes.
+            every = min(max(self.retention_seconds / 4, 0.5), 300.0)
+            self._spawn("retention", "task retention purge", every, self._purge)
         self._started = True
 
     async def aclose(self) -> None:
@@ -187,56 +190,44 @@ class SqlBackend:
                 logger.debug("table creation raced with another process; retrying")
                 await asyncio.sleep(0.1 * (attempt + 1))
 
-    def _spawn(self, coro: Awaitable[None], name: str) -> None:
-        task = asyncio.ensure_future(coro)
+    def _spawn(
+        self, name: str, what: str, interval: float, work: Callable[[], Awaitable[None]]
+    ) -> None:
+        async def loop() -> None:
+            while True:
+                await asyncio.sleep(interval)
+                try:
+                    await work()
+                except _DB_ERRORS as exc:
+                    logger.warning("%s failed: %s", what, type(exc).__name__)
+
+        task = asyncio.ensure_future(loop())
         task.set_name(f"apcore-a2a-store-{name}")
         self._loops.append(task)
 
-    async def _heartbeat_loop(self, registry: ReplicaRegistry) -> None:
-        while True:
-            await asyncio.sleep(registry.heartbeat_interval)
-            try:
-                for dead in await registry.heartbeat():
-                    await fail_tasks(self.engine, _running_of(dead), self.task_store)
-                    await registry.retire(dead)
-            except _DB_ERRORS as exc:
-                logger.warning("replica heartbeat failed: %s", type(exc).__name__)
+    async def _heartbeat(self) -> None:
+        assert self.registry is not None
+        for dead in await self.registry.heartbeat():
+            await fail_tasks(self.engine, _running_of(dead), self.task_store)
+            await self.registry.retire(dead)
 
-    async def _cancel_loop(
-        self, running: Callable[[], list[str]], stop: Callable[[str], None]
-    ) -> None:
+    async def _check_cancels(self) -> None:
         # A CancelTask answered by another replica only writes CANCELED to the store; the
         # SDK's own signal (a version conflict) reaches this replica at the run's next
         # write, which a long module without output never makes. One query per poll
         # interval, and none while nothing runs here.
-        while True:
-            await asyncio.sleep(self.poll_interval)
-            ids = running()
-            if not ids:
-                continue
-            try:
-                canceled = await canceled_among(self.engine, ids)
-            except _DB_ERRORS as exc:
-                logger.warning("cancel check failed: %s", type(exc).__name__)
-                continue
-            for task_id in canceled:
-                stop(task_id)
+        assert self._cancel_watch is not None
+        running, stop = self._cancel_watch
+        ids = running()
+        for task_id in await canceled_among(self.engine, ids) if ids else ():
+            stop(task_id)
 
-    async def _retention_loop(self, retention_seconds: float) -> None:
+    async def _purge(self) -> None:
+        assert self.retention_seconds is not None
         cluster = self.registry is not None
-        while True:
-            # Often enough to stay near the target, at most every 5 minutes.
-            await asyncio.sleep(min(max(retention_seconds / 4, 0.5), 300.0))
-
-            try:
-                deleted = await purge_finished_tasks(
-                    self.engine, retention_seconds, cluster=cluster
-                )
-            except _DB_ERRORS as exc:
-                logger.warning("task retention purge failed: %s", type(exc).__name__)
-                continue
-            if deleted:
-                logger.info("deleted %d finished task(s) past retention", deleted)
+        deleted = await purge_finished_tasks(self.engine, self.retention_seconds, cluster=cluster)
+        if deleted:
+            logger.info("deleted %d finished task(s) past retention", deleted)
 
     def _unavailable(self, exc: BaseException) -> StoreUnavailableError:
         cause = getattr(exc, "orig", None) or exc
