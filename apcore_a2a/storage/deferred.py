@@ -110,7 +110,6 @@ def _copy(task: Task) -> Task:
 class _Kept:
     task: Task
     owner: str
-    context: ServerCallContext | None = None
     timer: asyncio.TimerHandle | None = None
     writing: asyncio.Task[None] | None = None
     #: plain: bumped by each save, so a write knows whether it wrote the newest state;
@@ -162,6 +161,7 @@ class DeferredWrites(TaskStoreLayer):
         kept = self._kept.get(task.id)
         if task.status.state in _PASSING and context.state.get(DEFER_STATE_KEY):
             self._keep(task, context, kept)
+
             _forget_new(task.id, context)
             return
         if kept is not None:
@@ -209,9 +209,9 @@ class DeferredWrites(TaskStoreLayer):
 
     def _keep(self, task: Task, context: ServerCallContext, kept: _Kept | None) -> None:
         if kept is None:
-            kept = self._kept[task.id] = _Kept(_copy(task), self._owner(context), context)
+            kept = self._kept[task.id] = _Kept(_copy(task), self._owner(context))
         else:
-            kept.task, kept.context = _copy(task), context
+            kept.task = _copy(task)
         kept.version += 1
         if kept.timer is None and kept.writing is None:
             loop = asyncio.get_running_loop()
