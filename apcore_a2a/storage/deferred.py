@@ -17,9 +17,8 @@ who gets the answer once it is stored. So, for a blocking call (``DEFER_STATE_KE
 
 A process killed within the delay loses a task whose answer was never sent.
 
-Writes go through a :class:`~._group_commit.GroupCommit` (the saves that gathered share
-one transaction; PostgreSQL: one statement on the writer's own connection,
-:mod:`._pg_writer`):
+Writes go through a :class:`GroupCommit` (the saves that gathered share one transaction;
+PostgreSQL: one statement on the writer's own connection, :mod:`._pg_writer`):
 
 * :class:`DeferredWrites` (no cluster): one multi-row upsert into the SDK's ``tasks``
   instead of the SDK's ORM ``merge`` per save; on a SQLite file on a writer thread of its
@@ -43,9 +42,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from a2a.server.cluster import (
     ConcurrentTaskModificationError,
@@ -65,7 +65,6 @@ from sqlalchemy.exc import IntegrityError
 
 from apcore_a2a.upstream.sql_task_rows import TaskRows
 
-from ._group_commit import GroupCommit
 from ._pg_writer import PgInsert, PgWriter
 from ._replicas import ReplicaRegistry
 from .observed import TaskStoreLayer, VersionedStoreLayer
@@ -87,7 +86,81 @@ DEFER_STATE_KEY = "apcore_a2a_defer_writes"
 #: call-context state: the id this request made up for a new task (nothing stored yet)
 NEW_TASK_STATE_KEY = "apcore_a2a_new_task_id"
 
+#: Most items in one transaction (keeps statements well under SQLite's parameter limit).
+MAX_BATCH = 500
+
 _PASSING = frozenset({TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING})
+_T = TypeVar("_T")
+
+
+class GroupCommit(Generic[_T]):
+    """Group commit: items that arrive while a transaction of *write* is under way share
+    the next one, so N concurrent callers pay for a few commits (one WAL flush, one SQLite
+    write lock each) instead of N; alone, an item is written at once. A batch that fails
+    on a row conflict (``IntegrityError``) is written again item by item, so one bad row
+    fails only its own caller; any other error (an outage) fails the whole batch."""
+
+    def __init__(self, write: Callable[[list[_T]], Awaitable[None]]) -> None:
+        self._write = write
+        self._queue: list[tuple[_T, asyncio.Future[None]]] = []
+        self._writer: asyncio.Task[None] | None = None
+
+    async def submit(self, item: _T) -> None:
+        """Write *item*; returns once its transaction has committed (or raises its error)."""
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._queue.append((item, done))
+        if self._writer is None:
+            self._writer = asyncio.ensure_future(self._write_all())
+        await done
+
+    async def aclose(self) -> None:
+        """Wait for the batch under way (its callers get its outcome)."""
+        writer = self._writer
+        if writer is not None:
+            await asyncio.wait({writer})
+
+    async def _write_all(self) -> None:
+        try:
+            while self._queue:
+                batch, self._queue = self._queue[:MAX_BATCH], self._queue[MAX_BATCH:]
+                try:
+                    await self._write([item for item, _ in batch])
+                except IntegrityError as exc:
+                    if len(batch) == 1:
+                        _settle(batch, exc)
+                    else:
+                        for item, done in batch:
+                            await self._write_one(item, done)
+                except BaseException as exc:
+                    _settle(batch, exc)
+                    if not isinstance(exc, Exception):
+                        raise
+                else:
+                    _settle(batch, None)
+        finally:
+            self._writer = None
+            for _, done in self._queue:  # only if the writer itself was canceled
+                if not done.done():
+                    done.cancel()
+            self._queue = []
+
+    async def _write_one(self, item: _T, done: asyncio.Future[None]) -> None:
+        try:
+            await self._write([item])
+        except Exception as exc:
+            _settle([(item, done)], exc)
+        else:
+            _settle([(item, done)], None)
+
+
+def _settle(batch: list[tuple[_T, asyncio.Future[None]]], exc: BaseException | None) -> None:
+    for _, done in batch:
+        if done.done():
+            continue
+        if exc is None:
+            done.set_result(None)
+        else:
+            done.set_exception(exc)
 
 
 def _made_up_here(task_id: str, context: ServerCallContext) -> bool:

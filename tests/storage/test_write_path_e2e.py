@@ -1,4 +1,4 @@
-"""The durable write path (storage/deferred.py, storage/_group_commit.py) on a real database.
+"""The durable write path (storage/deferred.py) on a real database.
 
 Writes are counted by a trigger on the SDK's ``tasks`` table, so the numbers are what
 reached the database, whoever wrote them.
