@@ -39,9 +39,8 @@ from sqlalchemy import and_, delete, or_, select, text
 from sqlalchemy.exc import DBAPIError, ProgrammingError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from ._engine import READ_ONLY
 from ._replicas import METADATA, ReplicaRegistry, claims_table, replicas_table, turns_table
-from ._urls import StoreUnavailableError, StoreURL
+from ._urls import READ_ONLY, StoreUnavailableError, StoreURL
 from .outages import UNAVAILABLE as _UNAVAILABLE
 
 __all__ = ["INTERRUPTED_MESSAGE", "CancelWatch", "SqlBackend"]

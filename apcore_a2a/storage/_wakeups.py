@@ -45,9 +45,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from apcore_a2a.upstream.task_version import version_number
 
-from ._engine import READ_ONLY
 from ._pg_writer import pg_connect
-from ._urls import StoreURL
+from ._urls import READ_ONLY, StoreURL
 
 __all__ = ["SAFETY_POLL", "WakeHub", "WakingTaskEventStream"]
 

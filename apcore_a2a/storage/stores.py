@@ -25,7 +25,13 @@ from a2a.server.tasks import (
 )
 from a2a.types import Task
 
-from ._urls import StoreUnavailableError, StoreURL, parse_store_url
+from ._urls import (
+    StoreUnavailableError,
+    StoreURL,
+    create_engine,
+    create_sqlite_writer_engine,
+    parse_store_url,
+)
 from .event_log import MemoryEventLog
 from .memory import BoundedMemoryTaskStore
 from .observed import store_view
@@ -168,8 +174,6 @@ def _sql_stores(
 ) -> Stores:
     try:
         from a2a.server.tasks import DatabasePushNotificationConfigStore, DatabaseTaskStore
-
-        from ._engine import create_engine, create_sqlite_writer_engine
 
         engine = create_engine(url)
     except ImportError as exc:

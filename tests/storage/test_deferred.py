@@ -16,8 +16,7 @@ import pytest
 from a2a.server.tasks import DatabaseTaskStore
 from a2a.types import TaskState
 
-from apcore_a2a.storage._engine import create_engine, create_sqlite_writer_engine
-from apcore_a2a.storage._urls import parse_store_url
+from apcore_a2a.storage._urls import create_engine, create_sqlite_writer_engine, parse_store_url
 from apcore_a2a.storage.deferred import NEW_TASK_STATE_KEY, DeferredWrites
 
 from ._helpers import blocking, ctx, make_task

@@ -19,9 +19,8 @@ from a2a.server.tasks import DatabaseTaskStore
 from a2a.types import TaskState
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 
-from apcore_a2a.storage._engine import create_engine
 from apcore_a2a.storage._pg_writer import SDK_COLUMNS, WRITER_APPLICATION, PgInsert, PgWriter
-from apcore_a2a.storage._urls import parse_store_url
+from apcore_a2a.storage._urls import create_engine, parse_store_url
 from apcore_a2a.storage.deferred import DeferredWrites
 from apcore_a2a.storage.outages import is_outage
 

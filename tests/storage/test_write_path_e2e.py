@@ -18,8 +18,7 @@ import pytest
 from sqlalchemy import text
 
 from apcore_a2a.storage import INTERRUPTED_MESSAGE
-from apcore_a2a.storage._engine import create_engine
-from apcore_a2a.storage._urls import parse_store_url
+from apcore_a2a.storage._urls import create_engine, parse_store_url
 from apcore_a2a.storage.deferred import WRITE_DELAY
 
 from .._support import ServerProcess, cli_server
