@@ -45,7 +45,6 @@ from .outages import UNAVAILABLE as _UNAVAILABLE
 
 __all__ = ["INTERRUPTED_MESSAGE", "CancelWatch", "SqlBackend"]
 
-#: (the task ids running here, stop one of them)
 CancelWatch = tuple[Callable[[], list[str]], Callable[[str], None]]
 
 logger = logging.getLogger(__name__)
@@ -76,7 +75,8 @@ class SqlBackend:
     connections: tuple[int, int, str] = (0, 1, "")
     registry: ReplicaRegistry | None = None
     _loops: list[asyncio.Task[None]] = field(default_factory=list)
-    _cancel_watch: CancelWatch | None = None
+    #: cluster mode: (the task ids running here, stop one of them)
+    cancel_watch: CancelWatch | None = None
     _started: bool = False
 
     async def start(self) -> None:
@@ -110,7 +110,7 @@ class SqlBackend:
         if self.registry is not None:
             beat = self.registry.heartbeat_interval
             self._spawn("heartbeat", "replica heartbeat", beat, self._heartbeat)
-            if self._cancel_watch is not None:
+            if self.cancel_watch is not None:
                 self._spawn("cancels", "cancel check", self.poll_interval, self._check_cancels)
         if self.retention_seconds is not None and self.retention_seconds > 0:
             # Often enough to stay near the target, at most every 5 minutes.
@@ -144,10 +144,6 @@ class SqlBackend:
                     await conn.execute(text("SELECT 1"))
         except _DB_ERRORS as exc:
             raise self._unavailable(exc) from None
-
-    def watch_cancels(self, running: Callable[[], list[str]], stop: Callable[[str], None]) -> None:
-        """Cluster mode: call ``stop(task_id)`` for a local run another replica canceled."""
-        self._cancel_watch = (running, stop)
 
     # -- internals -----------------------------------------------------------------
     async def _check_connections(self) -> None:
@@ -215,8 +211,8 @@ class SqlBackend:
         # SDK's own signal (a version conflict) reaches this replica at the run's next
         # write, which a long module without output never makes. One query per poll
         # interval, and none while nothing runs here.
-        assert self._cancel_watch is not None
-        running, stop = self._cancel_watch
+        assert self.cancel_watch is not None
+        running, stop = self.cancel_watch
         ids = running()
         for task_id in await canceled_among(self.engine, ids) if ids else ():
             stop(task_id)

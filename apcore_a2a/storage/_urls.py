@@ -115,7 +115,7 @@ def _sqlite(url: URL, driver: str) -> StoreURL:
             "sqlite:////absolute/path.db"
         )
     url = url.set(drivername="sqlite+aiosqlite")
-    return StoreURL(kind="sqlite", display=_display(url), url=url)
+    return StoreURL(kind="sqlite", display=url.render_as_string(hide_password=True), url=url)
 
 
 def _postgres(url: URL, driver: str) -> StoreURL:
@@ -153,15 +153,11 @@ def _postgres(url: URL, driver: str) -> StoreURL:
     display_url = url.set(drivername="postgresql")
     return StoreURL(
         kind="postgresql",
-        display=_display(display_url),
+        display=display_url.render_as_string(hide_password=True),
         url=clean,
         connect_args=connect_args,
         pool_size=int(pool),
     )
-
-
-def _display(url: URL) -> str:
-    return url.render_as_string(hide_password=True)
 
 
 SQLITE_BUSY_TIMEOUT_MS = 15_000
@@ -202,19 +198,13 @@ def _sqlite_engine(store_url: StoreURL) -> AsyncEngine:
 
 
 def create_sqlite_writer_engine(store_url: StoreURL) -> Engine | None:
-    """A synchronous engine on the same SQLite file, for a single writer thread.
-
-    Through aiosqlite every statement is a hop to its connection thread and back (checkout,
-    BEGIN, the upsert, COMMIT, the reset on return: each one a wakeup of the event loop).
-    The batched writer instead runs a whole transaction in one hop on a thread of its own
-    with this engine: same file, same pragmas, same ``BEGIN IMMEDIATE``. ``None`` for an
-    in-memory database, which only the async engine's one connection can see.
-    """
+    """A synchronous engine on the same SQLite file (same pragmas), for the writer thread:
+    a whole transaction in one hop, where aiosqlite hops per statement. ``None`` for an
+    in-memory database, which only the async engine's one connection can see."""
     if store_url.kind != "sqlite" or store_url.url is None or store_url.sqlite_path is None:
         return None
     url = make_url(store_url.url).set(drivername="sqlite")
-    # One thread uses it, one connection at a time: a single pooled connection suffices.
-    engine = sa_create_engine(url, pool_size=1, max_overflow=0)
+    engine = sa_create_engine(url, pool_size=1, max_overflow=0)  # one thread uses it
     _tune_sqlite(engine, in_memory=False)
     return engine
 

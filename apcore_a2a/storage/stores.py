@@ -105,7 +105,7 @@ class Stores:
         one of them when the shared store says it is ``canceled``. No-op otherwise.
         """
         if self._backend is not None and self.event_stream is not None:
-            self._backend.watch_cancels(running, stop)
+            self._backend.cancel_watch = (running, stop)
 
     async def start(self) -> None:
         """Create missing tables, fail tasks a dead process left running, start loops.
