@@ -426,8 +426,7 @@ class DeferredClusterWrites(VersionedStoreLayer):
         """As :meth:`get`, reading only the status of a stored task (``streamed.py``)."""
         if task_id in self._kept or _made_up_here(task_id, context):
             return await self.get(task_id, context)
-        read = getattr(self.inner, "peek", self.inner.get)
-        stored: StoredTask | None = await read(task_id, context)
+        stored: StoredTask | None = await super().peek(task_id, context)
         return stored
 
     async def delete(self, task_id: str, context: ServerCallContext) -> None:
