@@ -72,7 +72,7 @@ _MAX_NOTES = 1024
 
 @runtime_checkable
 class EventLog(Protocol):
-    """What the cluster event stream offers (``storage/_event_stream.py``)."""
+    """What the cluster event stream offers (``storage/_wakeups.py``)."""
 
     async def seq_at(self, task_id: str, version: Any) -> int: ...
 

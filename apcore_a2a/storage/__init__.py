@@ -9,8 +9,8 @@ Example::
                                     event_stream=stores.event_stream)
 """
 
-from ._errors import StoreUnavailableError
-from ._recovery import INTERRUPTED_MESSAGE
+from ._sql_backend import INTERRUPTED_MESSAGE
+from ._urls import StoreUnavailableError
 from .memory import BoundedMemoryTaskStore
 from .stores import (
     DEFAULT_HEARTBEAT_INTERVAL,

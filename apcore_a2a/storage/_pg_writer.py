@@ -1,21 +1,17 @@
 """PostgreSQL writes of a group-commit writer: one connection of its own, one round trip.
 
-A batch sent through the pooled engine paid, per transaction, for the pool checkout, the
-pre-ping round trip, SQLAlchemy's execution machinery and a round trip per statement plus
-BEGIN and COMMIT: about 800 µs of CPU on our side for the three inserts of a cluster
-answer, against about 330 µs through a plain asyncpg connection with the same statements
-(measured 2026-11-27, see benchmarks/RESULTS.md). So the writer -- a single coroutine
-(:class:`~._group_commit.GroupCommit`) -- keeps one asyncpg connection, opened on first
-use and again once it is found closed (a database restart: what the pool's pre-ping
-gave), and sends each batch as one statement: several inserts become one ``WITH`` whose
-parts read their rows from arrays (``unnest``). A single statement is atomic on its own,
-so the batch is still all or nothing, without a round trip for BEGIN or COMMIT.
+Through the pooled engine a batch paid for the pool checkout, the pre-ping, SQLAlchemy's
+execution machinery and a round trip per statement plus BEGIN and COMMIT: about 800 µs of
+CPU for the three inserts of a cluster answer, against about 330 µs through a plain
+asyncpg connection (measured 2026-11-27, benchmarks/RESULTS.md). So the writer keeps one
+asyncpg connection (opened again once found closed: a database restart) and sends each
+batch as one statement: several inserts become one ``WITH`` whose parts read their rows
+from arrays (``unnest``), atomic without a round trip for BEGIN or COMMIT.
 
-Rows are the dicts the Core statements took, encoded by SQLAlchemy's own bind processors
-for each column's type, so the database holds what SQLAlchemy would have written and the
-SDK's stores read it back unchanged. Errors keep SQLAlchemy's classes -- ``IntegrityError``
-for a row conflict, ``OperationalError`` for a lost connection -- which ``GroupCommit``,
-the cluster writer and the outage guard already handle.
+Values are encoded by SQLAlchemy's bind processors of each column's type, so the SDK's
+stores read the rows back unchanged. Errors keep SQLAlchemy's classes (``IntegrityError``
+for a row conflict, ``OperationalError`` for a lost connection), which the group commit
+and the outage guard handle.
 """
 
 from __future__ import annotations
@@ -110,7 +106,7 @@ class PgInsert:
             self._tail = f" ON CONFLICT ({quote(conflict_key)}) DO UPDATE SET {updates}"
         marks = ", ".join(f"${i}" for i in range(1, len(columns) + 1))
         self.sql = f"{self._head} VALUES ({marks}){self._tail}"
-        self._columns = list(columns)
+        self._columns = columns
         self._processors: list[_Processor] = [
             table.c[c].type.dialect_impl(dialect).bind_processor(dialect) for c in columns
         ]
@@ -118,11 +114,6 @@ class PgInsert:
         # the base type (VARCHAR, not VARCHAR(36)), as an explicit cast to a length would
         # cut a long value silently, where the column's own assignment refuses it.
         self._types = [re.sub(r"\(\d+\)| PRIMARY KEY| NOT NULL", "", written[c]) for c in columns]
-
-    @property
-    def width(self) -> int:
-        """How many parameters (columns) one row takes."""
-        return len(self._columns)
 
     def from_arrays(self, first: int) -> str:
         """This insert reading its rows from arrays ``$first``, ``$first+1``, ..."""
@@ -152,13 +143,8 @@ class PgWriter:
         self._combined: dict[tuple[int, ...], str] = {}
 
     async def write(self, steps: Sequence[tuple[PgInsert, Sequence[dict[str, Any]]]]) -> None:
-        """Run every ``(statement, rows)`` step, all or nothing, in one round trip.
-
-        One step is one ``executemany`` (atomic by itself in asyncpg). Several are one
-        statement: each insert reads its rows from arrays (``unnest``) inside a ``WITH``
-        -- a single statement is a transaction of its own, so neither ``BEGIN`` nor
-        ``COMMIT`` costs a round trip.
-        """
+        """Run every ``(statement, rows)`` step, all or nothing, in one round trip (one
+        ``executemany``, atomic in asyncpg; or one ``WITH`` statement of several)."""
         import asyncpg
 
         present = [(insert, rows) for insert, rows in steps if rows]
@@ -197,7 +183,8 @@ class PgWriter:
             parts, first = [], 1
             for insert in inserts:
                 parts.append(insert.from_arrays(first))
-                first += insert.width
+                first += len(insert._columns)
+
             ctes = ", ".join(f"s{i} AS ({part})" for i, part in enumerate(parts[:-1]))
             sql = self._combined[key] = f"WITH {ctes} {parts[-1]}"
         return sql

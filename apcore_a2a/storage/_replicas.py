@@ -19,16 +19,56 @@ import socket
 import time
 import uuid
 from collections import OrderedDict
-from typing import Any
 
-from sqlalchemy import delete, insert, select, update
+from sqlalchemy import (
+    Column,
+    Float,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    delete,
+    insert,
+    select,
+    update,
+)
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from ._tables import claims_table, replicas_table
+__all__ = ["METADATA", "ReplicaRegistry", "claims_table", "replicas_table", "turns_table"]
 
-__all__ = ["ReplicaRegistry"]
+#: Our own tables, beside the SDK's; turn claims (``turns.py``) and quota slots too.
+METADATA = MetaData()
+
+replicas_table = Table(
+    "apcore_a2a_replicas",
+    METADATA,
+    Column("replica_id", String(64), primary_key=True),
+    Column("hostname", String(255), nullable=False),
+    Column("pid", Integer, nullable=False),
+    Column("started_at", Float, nullable=False),
+    # Wall-clock seconds since the epoch; replicas must share a clock within a few
+    # seconds (NTP), which is far below the liveness timeout.
+    Column("heartbeat_at", Float, nullable=False),
+)
+
+claims_table = Table(
+    "apcore_a2a_task_claims",
+    METADATA,
+    Column("task_id", String(36), primary_key=True),
+    Column("owner", String(255), nullable=True),
+    Column("replica_id", String(64), nullable=False),
+    Index("ix_apcore_a2a_task_claims_replica", "replica_id"),
+)
+
+turns_table = Table(
+    "apcore_a2a_task_turns",
+    METADATA,
+    Column("task_id", String(255), primary_key=True),
+    Column("turn", String(64), primary_key=True),
+)
 
 _CLAIM_CACHE_SIZE = 10_000
 
@@ -69,8 +109,8 @@ class ReplicaRegistry:
 
     async def heartbeat(self) -> list[str]:
         """Refresh this replica's heartbeat (re-registering if another replica retired
-        it); returns the ids of other replicas whose heartbeat is too old. One
-        transaction: an idle cluster's cost is mostly this, every ``heartbeat_interval``."""
+        it); returns the ids of other replicas whose heartbeat is too old."""
+
         async with self.engine.begin() as conn:
             result = await conn.execute(
                 update(replicas_table)
@@ -110,19 +150,8 @@ class ReplicaRegistry:
         if task_id in self._claimed:
             self._claimed.move_to_end(task_id)
             return
-        values: dict[str, Any] = {
-            "task_id": task_id,
-            "owner": owner,
-            "replica_id": self.replica_id,
-        }
-        dialect = self.engine.dialect.name
-        stmt: Any
-        if dialect == "postgresql":
-            stmt = pg_insert(claims_table).values(**values)
-        elif dialect == "sqlite":
-            stmt = sqlite_insert(claims_table).values(**values)
-        else:  # pragma: no cover - only SQLite and PostgreSQL URLs are accepted
-            raise RuntimeError(f"unsupported dialect {dialect}")
+        upsert = pg_insert if self.engine.dialect.name == "postgresql" else sqlite_insert
+        stmt = upsert(claims_table).values(task_id=task_id, owner=owner, replica_id=self.replica_id)
         stmt = stmt.on_conflict_do_update(
             index_elements=[claims_table.c.task_id],
             set_={"owner": owner, "replica_id": self.replica_id},
@@ -134,9 +163,6 @@ class ReplicaRegistry:
             self._claimed.popitem(last=False)
 
     def release(self, task_id: str) -> None:
-        """Forget the cached claim once the task leaves the running states.
-
-        The row stays (it is harmless for a task that is not running); a later resume
-        writes a fresh claim for whichever replica runs it then.
-        """
+        """Forget the cached claim once the task leaves the running states (the row
+        stays, harmless; a later resume writes a fresh claim)."""
         self._claimed.pop(task_id, None)

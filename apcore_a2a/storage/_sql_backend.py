@@ -1,4 +1,11 @@
-"""Lifecycle of a SQL-backed store set: tables, recovery, heartbeats, retention, health."""
+"""Lifecycle of a SQL-backed store set: tables, recovery, heartbeats, retention, health.
+
+Recovery: a task a dead process left ``submitted``/``working`` is never finished, and
+clients polling it would wait forever; it is moved to ``failed`` with
+:data:`INTERRUPTED_MESSAGE`. Retention deletes finished tasks past
+``task_retention_seconds``, with their push configs (and, in cluster mode, versions,
+events, claims and turns).
+"""
 
 from __future__ import annotations
 
@@ -6,26 +13,39 @@ import asyncio
 import contextlib
 import logging
 import os
+import uuid
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
-from a2a.server.cluster import VersionedDatabaseTaskStore
+from a2a.auth.user import User
+from a2a.server.agent_execution.active_task import TERMINAL_TASK_STATES
+from a2a.server.cluster import (
+    ConcurrentTaskModificationError,
+    LegacyTaskStoreAdapter,
+    VersionedDatabaseTaskStore,
+)
+from a2a.server.context import ServerCallContext
+from a2a.server.models import (
+    PushNotificationConfigModel,
+    TaskEventModel,
+    TaskModel,
+    TaskVersionModel,
+)
 from a2a.server.tasks import DatabaseTaskStore
-from sqlalchemy import text
+from a2a.types import Message, Part, Role, Task, TaskState, TaskStatus, TaskStatusUpdateEvent
+from sqlalchemy import and_, delete, or_, select, text
 from sqlalchemy.exc import DBAPIError, ProgrammingError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from . import _recovery
-from ._engine import READ_ONLY
-from ._errors import StoreUnavailableError
-from ._replicas import ReplicaRegistry
-from ._retention import purge_finished_tasks, retention_interval
-from ._tables import METADATA
-from ._urls import StoreURL
+from ._replicas import METADATA, ReplicaRegistry, claims_table, replicas_table, turns_table
+from ._urls import READ_ONLY, StoreUnavailableError, StoreURL
 from .outages import UNAVAILABLE as _UNAVAILABLE
+from .quota_slots import PUSH_SCOPE, slots_table
 
-__all__ = ["CancelWatch", "SqlBackend"]
+__all__ = ["INTERRUPTED_MESSAGE", "CancelWatch", "SqlBackend"]
 
-#: (the task ids running here, stop one of them)
 CancelWatch = tuple[Callable[[], list[str]], Callable[[str], None]]
 
 logger = logging.getLogger(__name__)
@@ -39,43 +59,27 @@ _FREE_CONNECTIONS = (
 _DB_ERRORS: tuple[type[BaseException], ...] = (*_UNAVAILABLE, DBAPIError)
 
 
+@dataclass(eq=False)
 class SqlBackend:
-    """Owns the engine and the background loops of one SQL store set."""
+    """Owns the engine and the background loops of one SQL store set: *task_store* is
+    the SDK store recovery writes through, *initializers* create the tables, *closers*
+    stop the store chain, *registry* is the cluster's (``None``: one process)."""
 
-    def __init__(
-        self,
-        *,
-        store_url: StoreURL,
-        engine: AsyncEngine,
-        retention_seconds: float | None,
-        poll_interval: float = 0.5,
-        connections: tuple[int, int, str] = (0, 1, ""),
-    ) -> None:
-        self.store_url = store_url
-        self.engine = engine
-        self.retention_seconds = retention_seconds
-        self.poll_interval = poll_interval
-        #: (connections one process holds at most, processes (workers), what they are)
-        self.connections = connections
-        self.task_store: DatabaseTaskStore | VersionedDatabaseTaskStore | None = None
-        self.registry: ReplicaRegistry | None = None
-        self.closers: list[Callable[[], Awaitable[None]]] = []
-        self._initializers: list[Callable[[], Awaitable[None]]] = []
-        self._loops: list[asyncio.Task[None]] = []
-        self._cancel_watch: CancelWatch | None = None
-        self._started = False
+    store_url: StoreURL
+    engine: AsyncEngine
+    task_store: DatabaseTaskStore | VersionedDatabaseTaskStore
+    initializers: list[Callable[[], Awaitable[None]]]
+    closers: list[Callable[[], Awaitable[None]]]
+    retention_seconds: float | None
+    poll_interval: float = 0.5
+    #: (connections one process holds at most, processes (workers), what they are)
+    connections: tuple[int, int, str] = (0, 1, "")
+    registry: ReplicaRegistry | None = None
+    _loops: list[asyncio.Task[None]] = field(default_factory=list)
+    #: cluster mode: (the task ids running here, stop one of them)
+    cancel_watch: CancelWatch | None = None
+    _started: bool = False
 
-    def attach(
-        self,
-        task_store: DatabaseTaskStore | VersionedDatabaseTaskStore,
-        initializers: list[Callable[[], Awaitable[None]]],
-        registry: ReplicaRegistry | None = None,
-    ) -> None:
-        """The SDK store recovery writes through, what creates the tables, the cluster's
-        replica registry (``None``: one process)."""
-        self.task_store, self._initializers, self.registry = task_store, initializers, registry
-
-    # -- lifecycle -----------------------------------------------------------------
     async def start(self) -> None:
         if self._started:
             return
@@ -86,33 +90,33 @@ class SqlBackend:
                 raise StoreUnavailableError(
                     f"task store {self.store_url.display}: directory {parent} does not exist"
                 )
-        assert self.task_store is not None, "attach() the SDK store first"
+            # A new database file is private (0600); SQLite gives its -wal and -shm files
+            # its mode. An existing file keeps its mode (the operator's choice).
+            with contextlib.suppress(FileExistsError, FileNotFoundError, IsADirectoryError):
+                os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
         try:
             if self.store_url.kind == "postgresql":
                 await self._check_connections()
             await self._create_tables()
             if self.registry is None:
-                await _recovery.fail_tasks(
-                    await _recovery.running_tasks(self.engine), self.task_store
-                )
+                await fail_tasks(self.engine, _running(), self.task_store)
             else:
                 await self.registry.register()
-                await _recovery.fail_tasks(
-                    await _recovery.orphaned_running_tasks(
-                        self.engine, self.registry.live_cutoff()
-                    ),
-                    self.task_store,
-                )
+                orphaned = _orphaned(self.registry.live_cutoff())
+                await fail_tasks(self.engine, orphaned, self.task_store)
         except _DB_ERRORS as exc:
             # Wrong password, missing database, no permission: the store is unusable
             # either way, and the operator needs the reason, not a traceback.
             raise self._unavailable(exc) from None
         if self.registry is not None:
-            self._spawn(self._heartbeat_loop(self.registry), "heartbeat")
-            if self._cancel_watch is not None:
-                self._spawn(self._cancel_loop(*self._cancel_watch), "cancels")
+            beat = self.registry.heartbeat_interval
+            self._spawn("heartbeat", "replica heartbeat", beat, self._heartbeat)
+            if self.cancel_watch is not None:
+                self._spawn("cancels", "cancel check", self.poll_interval, self._check_cancels)
         if self.retention_seconds is not None and self.retention_seconds > 0:
-            self._spawn(self._retention_loop(self.retention_seconds), "retention")
+            # Often enough to stay near the target, at most every 5 minutes.
+            every = min(max(self.retention_seconds / 4, 0.5), 300.0)
+            self._spawn("retention", "task retention purge", every, self._purge)
         self._started = True
 
     async def aclose(self) -> None:
@@ -142,10 +146,6 @@ class SqlBackend:
         except _DB_ERRORS as exc:
             raise self._unavailable(exc) from None
 
-    def watch_cancels(self, running: Callable[[], list[str]], stop: Callable[[str], None]) -> None:
-        """Cluster mode: call ``stop(task_id)`` for a local run another replica canceled."""
-        self._cancel_watch = (running, stop)
-
     # -- internals -----------------------------------------------------------------
     async def _check_connections(self) -> None:
         # The pool opens its connections under load, when running out of them is an
@@ -170,7 +170,7 @@ class SqlBackend:
         # create it; the loser sees a duplicate error, and a second pass finds it done.
         for attempt in range(5):
             try:
-                for initialize in self._initializers:
+                for initialize in self.initializers:
                     await initialize()
                 if self.registry is not None:
                     async with self.engine.begin() as conn:
@@ -186,57 +186,44 @@ class SqlBackend:
                 logger.debug("table creation raced with another process; retrying")
                 await asyncio.sleep(0.1 * (attempt + 1))
 
-    def _spawn(self, coro: Awaitable[None], name: str) -> None:
-        task = asyncio.ensure_future(coro)
+    def _spawn(
+        self, name: str, what: str, interval: float, work: Callable[[], Awaitable[None]]
+    ) -> None:
+        async def loop() -> None:
+            while True:
+                await asyncio.sleep(interval)
+                try:
+                    await work()
+                except _DB_ERRORS as exc:
+                    logger.warning("%s failed: %s", what, type(exc).__name__)
+
+        task = asyncio.ensure_future(loop())
         task.set_name(f"apcore-a2a-store-{name}")
         self._loops.append(task)
 
-    async def _heartbeat_loop(self, registry: ReplicaRegistry) -> None:
-        assert self.task_store is not None
-        while True:
-            await asyncio.sleep(registry.heartbeat_interval)
-            try:
-                for dead in await registry.heartbeat():
-                    await _recovery.fail_tasks(
-                        await _recovery.running_tasks_of(self.engine, dead), self.task_store
-                    )
-                    await registry.retire(dead)
-            except _DB_ERRORS as exc:
-                logger.warning("replica heartbeat failed: %s", type(exc).__name__)
+    async def _heartbeat(self) -> None:
+        assert self.registry is not None
+        for dead in await self.registry.heartbeat():
+            await fail_tasks(self.engine, _running_of(dead), self.task_store)
+            await self.registry.retire(dead)
 
-    async def _cancel_loop(
-        self, running: Callable[[], list[str]], stop: Callable[[str], None]
-    ) -> None:
+    async def _check_cancels(self) -> None:
         # A CancelTask answered by another replica only writes CANCELED to the store; the
         # SDK's own signal (a version conflict) reaches this replica at the run's next
         # write, which a long module without output never makes. One query per poll
         # interval, and none while nothing runs here.
-        while True:
-            await asyncio.sleep(self.poll_interval)
-            ids = running()
-            if not ids:
-                continue
-            try:
-                canceled = await _recovery.canceled_among(self.engine, ids)
-            except _DB_ERRORS as exc:
-                logger.warning("cancel check failed: %s", type(exc).__name__)
-                continue
-            for task_id in canceled:
-                stop(task_id)
+        assert self.cancel_watch is not None
+        running, stop = self.cancel_watch
+        ids = running()
+        for task_id in await canceled_among(self.engine, ids) if ids else ():
+            stop(task_id)
 
-    async def _retention_loop(self, retention_seconds: float) -> None:
+    async def _purge(self) -> None:
+        assert self.retention_seconds is not None
         cluster = self.registry is not None
-        while True:
-            await asyncio.sleep(retention_interval(retention_seconds))
-            try:
-                deleted = await purge_finished_tasks(
-                    self.engine, retention_seconds, cluster=cluster
-                )
-            except _DB_ERRORS as exc:
-                logger.warning("task retention purge failed: %s", type(exc).__name__)
-                continue
-            if deleted:
-                logger.info("deleted %d finished task(s) past retention", deleted)
+        deleted = await purge_finished_tasks(self.engine, self.retention_seconds, cluster=cluster)
+        if deleted:
+            logger.info("deleted %d finished task(s) past retention", deleted)
 
     def _unavailable(self, exc: BaseException) -> StoreUnavailableError:
         cause = getattr(exc, "orig", None) or exc
@@ -248,3 +235,164 @@ class SqlBackend:
         return StoreUnavailableError(
             f"task store {self.store_url.display} is unreachable ({reason})"
         )
+
+
+# -- recovery ------------------------------------------------------------------
+INTERRUPTED_MESSAGE = "Interrupted by server restart"
+
+_RUNNING = (TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING)
+_STATE = TaskModel.status["state"].as_string()
+# Stored state strings: 1.0 enum names, plus the v0.3 spellings of rows written by
+# older SDKs, which the SDK still reads.
+_RUNNING_NAMES = [TaskState.Name(s) for s in _RUNNING] + ["submitted", "working"]
+_CANCELED_NAMES = [TaskState.Name(TaskState.TASK_STATE_CANCELED), "canceled"]
+_FINISHED_NAMES = [TaskState.Name(s) for s in TERMINAL_TASK_STATES] + [
+    *("completed", "failed", "canceled", "rejected")
+]
+_BATCH = 500
+
+_Row = tuple[str, str | None]
+
+
+def _running() -> Any:
+    """``(task_id, owner)`` of the tasks in a running state."""
+    return select(TaskModel.id, TaskModel.owner).where(_STATE.in_(_RUNNING_NAMES))
+
+
+def _orphaned(live_cutoff: float) -> Any:
+    """Running tasks whose claim is missing or names a replica without a recent heartbeat."""
+    live = select(replicas_table.c.replica_id).where(replicas_table.c.heartbeat_at >= live_cutoff)
+    claim = claims_table.c.replica_id
+    return (
+        _running()
+        .outerjoin(claims_table, claims_table.c.task_id == TaskModel.id)
+        .where(or_(claim.is_(None), claim.not_in(live.scalar_subquery())))
+    )
+
+
+def _running_of(replica_id: str) -> Any:
+    """Running tasks claimed by one (dead) replica."""
+    return _running().join(
+        claims_table,
+        and_(claims_table.c.task_id == TaskModel.id, claims_table.c.replica_id == replica_id),
+    )
+
+
+async def canceled_among(engine: AsyncEngine, task_ids: list[str]) -> set[str]:
+    """Which of *task_ids* the store holds as ``canceled`` (one query per 500 ids)."""
+    found: set[str] = set()
+    for start in range(0, len(task_ids), _BATCH):
+        chunk = task_ids[start : start + _BATCH]
+        stmt = select(TaskModel.id, TaskModel.owner).where(
+            TaskModel.id.in_(chunk), _STATE.in_(_CANCELED_NAMES)
+        )
+        found.update(task_id for task_id, _ in await _fetch(engine, stmt))
+    return found
+
+
+async def _fetch(engine: AsyncEngine, stmt: Any) -> list[_Row]:
+    async with engine.connect() as conn:
+        conn = await conn.execution_options(**{READ_ONLY: True})
+        return [(row[0], row[1]) for row in await conn.execute(stmt)]
+
+
+class _Owner(User):
+    """A stand-in user so the SDK's owner-scoped store methods address *owner*'s bucket."""
+
+    def __init__(self, owner: str) -> None:
+        self._owner = owner
+
+    @property
+    def is_authenticated(self) -> bool:
+        return bool(self._owner)
+
+    @property
+    def user_name(self) -> str:
+        return self._owner
+
+
+def _mark_failed(task: Task) -> None:
+    # Like the SDK's TaskManager: a replaced status message moves into history.
+    if task.status.HasField("message"):
+        task.history.append(task.status.message)
+    status = TaskStatus(
+        state=TaskState.TASK_STATE_FAILED,
+        message=Message(
+            role=Role.ROLE_AGENT,
+            message_id=str(uuid.uuid4()),
+            task_id=task.id,
+            context_id=task.context_id,
+            parts=[Part(text=INTERRUPTED_MESSAGE)],
+        ),
+    )
+    status.timestamp.FromDatetime(datetime.now(UTC))
+    task.status.CopyFrom(status)
+
+
+async def fail_tasks(
+    engine: AsyncEngine, stmt: Any, store: DatabaseTaskStore | VersionedDatabaseTaskStore
+) -> int:
+    """Move each task *stmt* finds that is still running to ``failed``; how many were.
+
+    With a versioned (cluster) store the write is a compare-and-swap that also appends a
+    status event, so subscribers on other replicas see the failure; a task another
+    replica advanced meanwhile is left alone.
+    """
+    versioned = (
+        store if isinstance(store, VersionedDatabaseTaskStore) else LegacyTaskStoreAdapter(store)
+    )
+    changed = 0
+    for task_id, owner in await _fetch(engine, stmt):
+        context = ServerCallContext(user=_Owner(owner or ""))
+        try:
+            stored = await versioned.get(task_id, context)
+            if stored is None or stored.task.status.state not in _RUNNING:
+                continue
+            task = Task()
+            task.CopyFrom(stored.task)
+            _mark_failed(task)
+            event = TaskStatusUpdateEvent(
+                task_id=task.id, context_id=task.context_id, status=task.status
+            )
+            await versioned.save(
+                task, event=event, prev=stored.task, prev_version=stored.version, context=context
+            )
+            changed += 1
+        except ConcurrentTaskModificationError:
+            logger.debug("task %s changed while being marked interrupted; left as is", task_id)
+    if changed:
+        logger.warning("marked %d interrupted task(s) as failed: %s", changed, INTERRUPTED_MESSAGE)
+    return changed
+
+
+# -- retention -----------------------------------------------------------------
+async def purge_finished_tasks(
+    engine: AsyncEngine, retention_seconds: float, *, cluster: bool
+) -> int:
+    """Delete finished tasks whose last status is older than *retention_seconds*, with
+    their dependent rows (in cluster mode also their push-config quota slots); returns
+    how many tasks were deleted."""
+    # The SDK stores ``last_updated`` as naive UTC (the status timestamp).
+    cutoff = datetime.now(UTC).replace(tzinfo=None) - timedelta(seconds=retention_seconds)
+    dependents: list[Any] = [PushNotificationConfigModel.__table__]
+    if cluster:
+        dependents += [TaskVersionModel.__table__, TaskEventModel.__table__]
+        dependents += [claims_table, turns_table]
+    finished = select(TaskModel.id).where(
+        TaskModel.last_updated < cutoff, _STATE.in_(_FINISHED_NAMES)
+    )
+    total = 0
+    while True:
+        async with engine.begin() as conn:
+            ids = [row[0] for row in await conn.execute(finished.limit(_BATCH))]
+            if not ids:
+                return total
+            for table in dependents:
+                await conn.execute(delete(table).where(table.c.task_id.in_(ids)))
+            if cluster:
+                slots = slots_table.c
+                await conn.execute(
+                    delete(slots_table).where(slots.scope == PUSH_SCOPE, slots.subject.in_(ids))
+                )
+            await conn.execute(delete(TaskModel).where(TaskModel.id.in_(ids)))
+        total += len(ids)

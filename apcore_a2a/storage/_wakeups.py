@@ -1,11 +1,12 @@
 """Wake-ups for event subscribers: read the event table when it has news, not on a timer.
 
-The event table stays the source of truth; a wake-up only tells a subscriber to read it.
-Subscribers never poll themselves: one safety poll per process (:class:`SafetyPoll`)
-asks for the newest event of every followed task in one query, and wakes the
-subscribers that are behind. While wake-ups flow it runs every :data:`SAFETY_POLL`
-seconds; without them (off, not installable, the connection lost) every
-``cluster_poll_interval``, switching at once when the listening connection drops.
+The SDK's ``DatabaseTaskEventStream.subscribe`` reads the event table, then sleeps
+``poll_interval_s`` whenever it found nothing; it has no hook for an earlier wake-up.
+:class:`WakingTaskEventStream` keeps its table, cursor and version semantics and replaces
+that sleep by "until woken". The event table stays the source of truth; a wake-up only
+tells a subscriber to read it, and a subscriber's event is cleared *before* each read, so
+a wake-up that arrives during the read is not lost. Replicas without wake-ups (or plain
+a2a-sdk replicas) on the same database interoperate: they still poll.
 
 * :class:`WakeHub` — the subscribers of one process, by task id, each with its cursor.
 * :class:`PgListener` — PostgreSQL: an ``AFTER INSERT`` trigger on ``task_events`` calls
@@ -17,6 +18,11 @@ seconds; without them (off, not installable, the connection lost) every
   delivered only at commit, when the row is readable.
 * :class:`FileWatcher` — SQLite: while anyone subscribes, ``stat()`` the database file and
   its ``-wal`` every few milliseconds (no query, no lock) and wake everyone on a change.
+* :class:`SafetyPoll` — subscribers never poll themselves: one query per process asks for
+  the newest event of every followed task and wakes those behind; every
+  :data:`SAFETY_POLL` seconds while wake-ups flow, else (off, not installable, the
+  connection lost) every ``cluster_poll_interval``, switching at once when the listening
+  connection drops.
 """
 
 from __future__ import annotations
@@ -25,22 +31,24 @@ import asyncio
 import contextlib
 import logging
 import os
-from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any
 
-from sqlalchemy import text
+from a2a.server.cluster import DatabaseTaskEventStream, TaskVersion, VersionedEvent
+from a2a.server.cluster.database_event_stream import stream_response_to_event
+from a2a.server.events.event_queue import Event
+from a2a.server.models import TaskEventModel as _E
+from a2a.types.a2a_pb2 import StreamResponse
+from sqlalchemy import func, select, text
+from sqlalchemy.exc import OperationalError, ProgrammingError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-__all__ = [
-    "SAFETY_POLL",
-    "FileWatcher",
-    "PgListener",
-    "SafetyPoll",
-    "WakeHub",
-    "channel_sql",
-    "install_notify_trigger",
-]
+from apcore_a2a.upstream.task_version import version_number
+
+from ._pg_writer import pg_connect
+from ._urls import READ_ONLY, StoreURL
+
+__all__ = ["SAFETY_POLL", "WakeHub", "WakingTaskEventStream"]
 
 logger = logging.getLogger(__name__)
 
@@ -49,16 +57,17 @@ logger = logging.getLogger(__name__)
 SAFETY_POLL = 5.0
 #: Seconds between ``stat()`` calls of the SQLite watcher.
 FILE_WATCH_INTERVAL = 0.005
+#: events read per query: a replay of a long task holds one page at a time
+PAGE_SIZE = 100
+#: ``application_name`` of the LISTEN connection, followed by the schema (or database).
+LISTEN_APPLICATION = "apcore-a2a listen"
 _TRIGGER = "apcore_a2a_task_events_notify"
 _LOCK_KEY = 0x0A2A_5EED
 
 
-def channel_sql(schema: str) -> str:
-    """SQL for the ``NOTIFY`` channel of the store in *schema* (an SQL expression).
-
-    ``apcore_a2a_`` + md5 of the schema name: one channel per store, whatever the length
-    of the schema's name (channel names stop at 63 bytes).
-    """
+def _channel(schema: str) -> str:
+    # md5 of the schema name: one channel per store, whatever the length of the schema's
+    # name (channel names stop at 63 bytes).
     return f"'apcore_a2a_' || md5({schema})"
 
 
@@ -96,7 +105,6 @@ class WakeHub:
             del self._waiters[task_id]
 
     def followed(self) -> list[str]:
-        """The task ids someone here waits on."""
         return list(self._waiters)
 
     def wake(self, task_id: str, seq: int | None = None) -> None:
@@ -111,39 +119,37 @@ class WakeHub:
                 waiter.set()
 
 
-async def install_notify_trigger(engine: AsyncEngine, table: str = "task_events") -> None:
+async def _install_notify_trigger(engine: AsyncEngine) -> None:
     """Create or update (once; replicas may race) the trigger that NOTIFYs on inserts."""
     function = f"{_TRIGGER}_fn"
-    channel = channel_sql("TG_TABLE_SCHEMA")
     async with engine.begin() as conn:
         await conn.execute(text(f"SELECT pg_advisory_xact_lock({_LOCK_KEY})"))
         await conn.execute(
             text(
                 f"CREATE OR REPLACE FUNCTION {function}() RETURNS trigger "
                 "LANGUAGE plpgsql AS $$ BEGIN "
-                f"PERFORM pg_notify({channel}, NEW.task_id || ' ' || NEW.seq); "
+                f"PERFORM pg_notify({_channel('TG_TABLE_SCHEMA')}, NEW.task_id || ' ' || NEW.seq); "
                 "RETURN NULL; END $$"
             )
         )
         exists = await conn.execute(
             text(
                 "SELECT 1 FROM pg_trigger WHERE tgname = :name "
-                "AND tgrelid = CAST(:table AS regclass)"
+                "AND tgrelid = CAST('task_events' AS regclass)"
             ),
-            {"name": _TRIGGER, "table": table},
+            {"name": _TRIGGER},
         )
         if exists.first() is None:
             await conn.execute(
                 text(
-                    f"CREATE TRIGGER {_TRIGGER} AFTER INSERT ON {table} "
+                    f"CREATE TRIGGER {_TRIGGER} AFTER INSERT ON task_events "
                     f"FOR EACH ROW EXECUTE FUNCTION {function}()"
                 )
             )
 
 
-class _Loop(ABC):
-    """One named background task: started on demand (again once it has ended), stopped
-    by :meth:`aclose`."""
+class _Loop:
+    """One named background task: started on demand (again once it has ended)."""
 
     _name = ""
     _task: asyncio.Task[None] | None = None
@@ -160,9 +166,8 @@ class _Loop(ABC):
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 
-    @abstractmethod
     async def _run(self) -> None:
-        """The loop itself."""
+        raise NotImplementedError
 
 
 class PgListener(_Loop):
@@ -170,18 +175,9 @@ class PgListener(_Loop):
 
     _name = "apcore-a2a-store-listen"
 
-    def __init__(
-        self,
-        hub: WakeHub,
-        connect: Callable[[], Awaitable[Any]],
-        *,
-        table: str = "task_events",
-        retry_delay: float = 5.0,
-    ) -> None:
+    def __init__(self, hub: WakeHub, connect: Callable[[], Awaitable[Any]]) -> None:
         self.hub = hub
         self._connect = connect
-        self._table = table
-        self._retry_delay = retry_delay
         #: set while notifications flow; cleared the moment the connection is lost
         self.live = asyncio.Event()
         #: set when the connection is lost (the safety poll speeds up at once)
@@ -205,7 +201,7 @@ class PgListener(_Loop):
                     with contextlib.suppress(Exception):
                         conn.terminate()
             # Reconnect at once after a loss, then back off while the database is away.
-            await asyncio.sleep(min(self._retry_delay, 0.05 * (2**failures) - 0.05))
+            await asyncio.sleep(min(5.0, 0.05 * (2**failures) - 0.05))
 
     def _gone(self) -> None:
         if self.live.is_set():
@@ -221,9 +217,8 @@ class PgListener(_Loop):
 
         conn.add_termination_listener(terminated)
         channel = await conn.fetchval(
-            f"SELECT {channel_sql('n.nspname')} FROM pg_class c JOIN pg_namespace n "  # noqa: S608
-            "ON n.oid = c.relnamespace WHERE c.oid = CAST($1 AS regclass)",
-            self._table,
+            f"SELECT {_channel('n.nspname')} FROM pg_class c JOIN pg_namespace n "  # noqa: S608
+            "ON n.oid = c.relnamespace WHERE c.oid = CAST('task_events' AS regclass)"
         )
         await conn.add_listener(channel, self._notified)
         self.live.set()
@@ -239,7 +234,7 @@ class PgListener(_Loop):
 
 class SafetyPoll(_Loop):
     """While anyone subscribes: one query for the newest event of every followed task
-    (*heads*), waking the subscribers behind it; slow while *live* is set."""
+    (*heads*), waking the subscribers behind it; slow while the listener is live."""
 
     _name = "apcore-a2a-store-poll"
 
@@ -254,14 +249,13 @@ class SafetyPoll(_Loop):
         self.hub = hub
         self._heads = heads
         self._interval = interval
-        self._listener = listener
+        self.listener = listener
         hub.on_first.append(self.start)
 
     async def _run(self) -> None:
-        listener = self._listener
         while self.hub.count > 0:
-            live = listener is not None and listener.live.is_set()
-            if listener is not None and live:
+            listener = self.listener
+            if listener is not None and listener.live.is_set():
                 listener.lost.clear()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(listener.lost.wait(), max(SAFETY_POLL, self._interval))
@@ -284,13 +278,12 @@ class FileWatcher(_Loop):
 
     _name = "apcore-a2a-store-watch"
 
-    def __init__(self, hub: WakeHub, path: str, *, interval: float = FILE_WATCH_INTERVAL) -> None:
+    def __init__(self, hub: WakeHub, path: str) -> None:
         self.hub = hub
         self._paths = (path, f"{path}-wal")
-        self._interval = interval
         hub.on_first.append(self.start)
 
-    def _signature(self) -> tuple[tuple[int, int, int], ...]:
+    def _signature(self) -> list[tuple[int, int, int]]:
         marks = []
         for path in self._paths:
             try:
@@ -299,14 +292,137 @@ class FileWatcher(_Loop):
                 marks.append((0, 0, 0))
             else:
                 marks.append((st.st_ino, st.st_size, st.st_mtime_ns))
-        return tuple(marks)
+        return marks
 
     async def _run(self) -> None:
         # stat() of a local file takes microseconds: cheaper than a thread hop.
         seen = self._signature()
         while self.hub.count > 0:
-            await asyncio.sleep(self._interval)
+            await asyncio.sleep(FILE_WATCH_INTERVAL)
             now = self._signature()
             if now != seen:
                 seen = now
                 self.hub.wake_all()
+
+
+class WakingTaskEventStream(DatabaseTaskEventStream):
+    """A ``DatabaseTaskEventStream`` (default table) whose subscribers are woken by new
+    events."""
+
+    def __init__(
+        self, engine: AsyncEngine, store_url: StoreURL, *, poll_interval_s: float, wakeups: bool
+    ) -> None:
+        super().__init__(engine, poll_interval_s=poll_interval_s)
+        self.engine = engine
+        self.poll_interval = poll_interval_s
+        self.hub = WakeHub()
+        self.listener: PgListener | None = None
+        self.watcher: FileWatcher | None = None
+        self._store_url = store_url
+        self._ready = False
+        if wakeups and store_url.kind == "postgresql":
+            self.listener = PgListener(self.hub, self._pg_connect)
+        elif wakeups and store_url.sqlite_path is not None:
+            self.watcher = FileWatcher(self.hub, store_url.sqlite_path)
+        self.poll = SafetyPoll(
+            self.hub, self._heads, interval=poll_interval_s, listener=self.listener
+        )
+
+    async def initialize(self) -> None:
+        await super().initialize()
+        if self._ready:
+            return
+        self._ready = True
+        if self.listener is None:
+            return
+        try:
+            await _install_notify_trigger(self.engine)
+        except ProgrammingError as exc:  # e.g. no right to create a function or trigger
+            logger.warning(
+                "cannot install the task_events NOTIFY trigger (%s); cluster streams poll "
+                "every %s s",
+                str(getattr(exc, "orig", exc)).splitlines()[0][:200],
+                self.poll_interval,
+            )
+            self.listener = self.poll.listener = None
+            return
+        self.listener.start()
+
+    async def aclose(self) -> None:
+        """Stop the listening connection, the file watcher and the safety poll."""
+        for loop in (self.listener, self.watcher, self.poll):
+            if loop is not None:
+                await loop.aclose()
+
+    async def _pg_connect(self) -> Any:
+        return await pg_connect(self._store_url, LISTEN_APPLICATION)
+
+    async def subscribe(
+        self, task_id: str, *, after: TaskVersion
+    ) -> AsyncGenerator[VersionedEvent, None]:
+        """Events of *task_id* newer than *after*, in table order, each once."""
+        cursor = await self.seq_at(task_id, after)
+        async for _seq, version, event in self.tail(task_id, cursor):
+            if version.is_after(after):
+                yield VersionedEvent(event=event, version=version)
+
+    async def seq_at(self, task_id: str, version: TaskVersion) -> int:
+        """The event id (table ``seq``) of *task_id* at *version* (0: before the first)."""
+        if version.is_missing:
+            return 0
+        stmt = select(func.max(_E.seq)).where(
+            _E.task_id == task_id, _E.task_version <= version_number(version)
+        )
+        rows = await self._read(stmt)
+        return int(rows[0][0] or 0)
+
+    async def tail(
+        self, task_id: str, after_seq: int, *, until_idle: bool = False
+    ) -> AsyncGenerator[tuple[int, TaskVersion, Event], None]:
+        """``(seq, version, event)`` of *task_id* after *after_seq*, then as they come;
+        with *until_idle*, stop at the first read that finds nothing new."""
+        await self.initialize()
+        woken = self.hub.register(task_id)
+        woken.cursor = after_seq
+        try:
+            while True:
+                woken.clear()
+                stmt = (
+                    select(_E.seq, _E.task_version, _E.event_data)
+                    .where(_E.task_id == task_id, _E.seq > woken.cursor)
+                    .order_by(_E.seq.asc())
+                    .limit(PAGE_SIZE)
+                )
+                try:
+                    rows = await self._read(stmt)
+                except OperationalError:
+                    logger.debug("Transient DB error reading events of %s", task_id, exc_info=True)
+                    await asyncio.sleep(self.poll_interval)
+                    continue
+                for seq, task_version, event_data in rows:
+                    woken.cursor = seq
+                    response = StreamResponse()
+                    response.ParseFromString(event_data)
+                    yield seq, TaskVersion(task_version), stream_response_to_event(response)
+                if not rows:
+                    if until_idle:
+                        return
+                    await woken.wait()
+        finally:
+            self.hub.unregister(task_id, woken)
+
+    async def _heads(self, task_ids: list[str]) -> dict[str, int]:
+        heads: dict[str, int] = {}
+        for start in range(0, len(task_ids), 500):
+            stmt = (
+                select(_E.task_id, func.max(_E.seq))
+                .where(_E.task_id.in_(task_ids[start : start + 500]))
+                .group_by(_E.task_id)
+            )
+            heads.update((task_id, int(seq)) for task_id, seq in await self._read(stmt))
+        return heads
+
+    async def _read(self, stmt: Any) -> list[Any]:
+        async with self.engine.connect() as conn:
+            conn = await conn.execution_options(**{READ_ONLY: True})
+            return list((await conn.execute(stmt)).all())

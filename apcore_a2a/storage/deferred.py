@@ -2,27 +2,39 @@
 
 The SDK stores a task at every event: a blocking ``SendMessage`` for ``math.add`` is four
 transactions (submitted, working, working with the artifact, completed) and three reads of
-a task id it has just made up. Only the last state is ever seen by the caller, who gets
-the answer once it is stored. :class:`DeferredWrites` wraps a SQL task store so that
+a task id it has just made up; in cluster mode each is a versioned compare-and-swap with
+its event row, about forty round trips. Only the last state is ever seen by the caller,
+who gets the answer once it is stored. So, for a blocking call (``DEFER_STATE_KEY``):
 
-* the states a blocking call passes through on its way (``submitted``, ``working``) are
-  kept in memory and written only if the call is still running :data:`WRITE_DELAY`
-  seconds later (then at most once per delay), so a long task is durable and restart
-  recovery closes it out as before;
-* the state a call answers with (terminal, ``input-required``, ``auth-required``) and
-  every state of a task whose id the caller already holds (streams,
-  ``returnImmediately``, a push config's webhook) is written at once, before the answer,
-  as before;
-* reads of a task this process made up and has not stored yet are answered from memory.
+* the states it passes through on its way (``submitted``, ``working``) are kept in memory
+  and written only if the call is still running :data:`WRITE_DELAY` seconds later, so a
+  long task is durable and restart recovery closes it out as before;
+* the state it answers with (terminal, ``input-required``, ``auth-required``) and every
+  state of a task whose id the caller already holds (streams, ``returnImmediately``, a
+  push config's webhook) is written at once, before the answer;
+* reads of a kept task in this process are answered from memory, and a task id this
+  request made up (``NEW_TASK_STATE_KEY``) is not looked up before its first save.
 
-Reads in this process see the kept state at once. Another process (a ``db`` command, a
-second agent on the same database) sees a blocking call's task only once it is written:
-cluster mode, where replicas share tasks and their events, keeps them by the same rule
-with their versions and events (:mod:`.cluster_deferred`).
 A process killed within the delay loses a task whose answer was never sent.
 
-The request handler marks the calls (``DEFER_STATE_KEY``, ``NEW_TASK_STATE_KEY`` in the
-call context's state).
+Writes go through a :class:`GroupCommit` (the saves that gathered share one transaction;
+PostgreSQL: one statement on the writer's own connection, :mod:`._pg_writer`):
+
+* :class:`DeferredWrites` (no cluster): one multi-row upsert into the SDK's ``tasks``
+  instead of the SDK's ORM ``merge`` per save; on a SQLite file on a writer thread of its
+  own with a synchronous engine (one hop per batch, not one per statement through
+  aiosqlite). A kept state is rewritten at most once per delay while the call runs.
+* :class:`DeferredClusterWrites`: a new task of a blocking call is kept with its versions
+  (1, 2, 3, ...) and the event of each; its answer is written in one transaction with
+  everything kept: the version row at the final version, the task row, one event row per
+  version -- the rows, at the versions, that a save per event would have left, so other
+  replicas, resubscribing streams and the SDK's compare-and-swap see no difference. After
+  the delay it is written as it stands (with its claim), and from then on every save goes
+  to the SDK's ``VersionedDatabaseTaskStore`` after a claim for a running task
+  (``_replicas.py``: a running task row always has its replica's claim).
+
+Rows are exactly what the SDK's stores write (``upstream/sql_task_rows.py``), so they read
+them back unchanged; owner scoping is the SDK's owner resolver.
 """
 
 from __future__ import annotations
@@ -31,21 +43,38 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
 
+from a2a.server.cluster import (
+    ConcurrentTaskModificationError,
+    StoredTask,
+    TaskVersion,
+    VersionedDatabaseTaskStore,
+)
 from a2a.server.context import ServerCallContext
-from a2a.server.tasks import TaskStore
+from a2a.server.events.event_queue import Event
+from a2a.server.models import TaskEventModel, TaskVersionModel
+from a2a.server.tasks import DatabaseTaskStore
 from a2a.types import Task, TaskState
+from a2a.utils.proto_utils import to_stream_response
+from sqlalchemy import Engine, Table, insert
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import IntegrityError
 
-from .observed import TaskStoreLayer
+from apcore_a2a.upstream.sql_task_rows import TaskRows
+
+from ._pg_writer import PgInsert, PgWriter
+from ._replicas import ReplicaRegistry
+from .observed import TaskStoreLayer, VersionedStoreLayer
 
 __all__ = [
     "DEFER_STATE_KEY",
     "NEW_TASK_STATE_KEY",
     "WRITE_DELAY",
+    "DeferredClusterWrites",
     "DeferredWrites",
-    "forget_new",
-    "made_up_here",
 ]
 
 logger = logging.getLogger(__name__)
@@ -57,45 +86,156 @@ DEFER_STATE_KEY = "apcore_a2a_defer_writes"
 #: call-context state: the id this request made up for a new task (nothing stored yet)
 NEW_TASK_STATE_KEY = "apcore_a2a_new_task_id"
 
+#: Most items in one transaction (keeps statements well under SQLite's parameter limit).
+MAX_BATCH = 500
+
 _PASSING = frozenset({TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING})
+_T = TypeVar("_T")
+
+
+class GroupCommit(Generic[_T]):
+    """Group commit: items that arrive while a transaction of *write* is under way share
+    the next one, so N concurrent callers pay for a few commits (one WAL flush, one SQLite
+    write lock each) instead of N; alone, an item is written at once. A batch that fails
+    on a row conflict (``IntegrityError``) is written again item by item, so one bad row
+    fails only its own caller; any other error (an outage) fails the whole batch."""
+
+    def __init__(self, write: Callable[[list[_T]], Awaitable[None]]) -> None:
+        self._write = write
+        self._queue: list[tuple[_T, asyncio.Future[None]]] = []
+        self._writer: asyncio.Task[None] | None = None
+
+    async def submit(self, item: _T) -> None:
+        """Write *item*; returns once its transaction has committed (or raises its error)."""
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._queue.append((item, done))
+        if self._writer is None:
+            self._writer = asyncio.ensure_future(self._write_all())
+        await done
+
+    async def aclose(self) -> None:
+        """Wait for the batch under way (its callers get its outcome)."""
+        writer = self._writer
+        if writer is not None:
+            await asyncio.wait({writer})
+
+    async def _write_all(self) -> None:
+        try:
+            while self._queue:
+                batch, self._queue = self._queue[:MAX_BATCH], self._queue[MAX_BATCH:]
+                try:
+                    await self._write([item for item, _ in batch])
+                except IntegrityError as exc:
+                    if len(batch) == 1:
+                        _settle(batch, exc)
+                    else:
+                        for item, done in batch:
+                            await self._write_one(item, done)
+                except BaseException as exc:
+                    _settle(batch, exc)
+                    if not isinstance(exc, Exception):
+                        raise
+                else:
+                    _settle(batch, None)
+        finally:
+            self._writer = None
+            for _, done in self._queue:  # only if the writer itself was canceled
+                if not done.done():
+                    done.cancel()
+            self._queue = []
+
+    async def _write_one(self, item: _T, done: asyncio.Future[None]) -> None:
+        try:
+            await self._write([item])
+        except Exception as exc:
+            _settle([(item, done)], exc)
+        else:
+            _settle([(item, done)], None)
+
+
+def _settle(batch: list[tuple[_T, asyncio.Future[None]]], exc: BaseException | None) -> None:
+    for _, done in batch:
+        if done.done():
+            continue
+        if exc is None:
+            done.set_result(None)
+        else:
+            done.set_exception(exc)
+
+
+def _made_up_here(task_id: str, context: ServerCallContext) -> bool:
+    return bool(context.state.get(NEW_TASK_STATE_KEY) == task_id)
+
+
+def _forget_new(task_id: str, context: ServerCallContext) -> None:
+    """After the first save of a made-up id, the store answers for it."""
+    if context.state.get(NEW_TASK_STATE_KEY) == task_id:
+        del context.state[NEW_TASK_STATE_KEY]
+
+
+def _copy(task: Task) -> Task:
+    copy = Task()
+    copy.CopyFrom(task)
+    return copy
 
 
 @dataclass(slots=True, eq=False)
 class _Kept:
     task: Task
-    context: ServerCallContext
     owner: str
     timer: asyncio.TimerHandle | None = None
     writing: asyncio.Task[None] | None = None
-    #: bumped by each save, so a write knows whether it wrote the newest state
-    revision: int = 0
+    #: plain: bumped by each save, so a write knows whether it wrote the newest state;
+    #: cluster: the version the store will hold once this state is written
+    version: int = 0
     written: int = -1
+    #: cluster: (version it made, serialized StreamResponse) per saved event, in order
+    events: list[tuple[int, bytes]] = field(default_factory=list)
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
 class DeferredWrites(TaskStoreLayer):
-    """*inner* with the write rule of the module docstring; *owner* scopes reads as
-    *inner* does (the SDK's owner resolver); *write* replaces ``inner.save`` (group
-    commit, ``_group_commit.py``)."""
+    """The SDK's ``DatabaseTaskStore`` *inner* with the write rule of the module docstring;
+    *sync_engine*: SQLite's writer-thread engine; *pg_writer*: PostgreSQL's connection."""
+
+    inner: DatabaseTaskStore
 
     def __init__(
         self,
-        inner: TaskStore,
-        owner: Callable[[ServerCallContext], str],
+        inner: DatabaseTaskStore,
         *,
         delay: float = WRITE_DELAY,
-        write: Callable[[Task, ServerCallContext], Awaitable[None]] | None = None,
+        sync_engine: Engine | None = None,
+        pg_writer: PgWriter | None = None,
     ) -> None:
         super().__init__(inner)
-        self._owner = owner
-        self._save = write if write is not None else inner.save
+        self._owner = inner.owner_resolver
         self._delay = delay
         self._kept: dict[str, _Kept] = {}
+        self._rows = TaskRows(inner)
+        table = self._rows.table
+        dialect = inner.engine.dialect
+        statement = (postgresql.insert if dialect.name == "postgresql" else sqlite.insert)(table)
+        #: executed with a list of rows: one multi-row statement ("insertmanyvalues")
+        self._upsert = statement.on_conflict_do_update(
+            index_elements=[table.c.id],
+            set_={c: statement.excluded[c] for c in self._rows.columns if c != "id"},
+        )
+        self._group: GroupCommit[dict[str, Any]] = GroupCommit(self._write_batch)
+        self._sync_engine = sync_engine
+        self._thread = None
+        if sync_engine is not None:
+            self._thread = ThreadPoolExecutor(1, thread_name_prefix="apcore-a2a-sqlite-writer")
+        self._pg = pg_writer
+        if pg_writer is not None:
+            self._pg_upsert = PgInsert(table, dialect, conflict_key="id")
 
     async def save(self, task: Task, context: ServerCallContext) -> None:
         kept = self._kept.get(task.id)
         if task.status.state in _PASSING and context.state.get(DEFER_STATE_KEY):
             self._keep(task, context, kept)
-            forget_new(task.id, context)
+
+            _forget_new(task.id, context)
             return
         if kept is not None:
             # This write supersedes the kept state; one already under way lands first.
@@ -105,21 +245,16 @@ class DeferredWrites(TaskStoreLayer):
             if kept.writing is not None:
                 with contextlib.suppress(Exception):
                     await asyncio.shield(kept.writing)
-        await self._save(task, context)
-        forget_new(task.id, context)
+        await self._group.submit(self._rows.row(task, self._owner(context)))
+        _forget_new(task.id, context)
 
     async def get(self, task_id: str, context: ServerCallContext) -> Task | None:
         kept = self._kept.get(task_id)
         if kept is not None:
-            if kept.owner != self._owner(context):
-                return None
-            copy = Task()
-            copy.CopyFrom(kept.task)
-            return copy
-        if made_up_here(task_id, context):
+            return _copy(kept.task) if kept.owner == self._owner(context) else None
+        if _made_up_here(task_id, context):
             return None
-        found: Task | None = await self.inner.get(task_id, context)
-        return found
+        return await self.inner.get(task_id, context)
 
     async def delete(self, task_id: str, context: ServerCallContext) -> None:
         kept = self._kept.pop(task_id, None)
@@ -128,61 +263,270 @@ class DeferredWrites(TaskStoreLayer):
         await self.inner.delete(task_id, context)
 
     async def aclose(self) -> None:
-        """Write what is still kept (a stop without a drain) and wait for it."""
+        """Write what is still kept (a stop without a drain), then release the writers."""
         for task_id, kept in list(self._kept.items()):
             if kept.timer is not None:
                 kept.timer.cancel()
-                self._write(task_id)
+                self._write_later(task_id)
         writes = [k.writing for k in self._kept.values() if k.writing is not None]
-        if writes:
-            await asyncio.gather(*writes, return_exceptions=True)
+        await asyncio.gather(*writes, return_exceptions=True)
+        await self._group.aclose()
+        if self._pg is not None:
+            await self._pg.aclose()
+        if self._thread is not None and self._sync_engine is not None:
+            # Closed on the thread that opened its connection (sqlite3 objects belong to one).
+            loop = asyncio.get_running_loop()
+            await loop.run_in_executor(self._thread, self._sync_engine.dispose)
+            self._thread.shutdown(wait=True)
+            self._thread = None
 
-    # -- internals -----------------------------------------------------------------
     def _keep(self, task: Task, context: ServerCallContext, kept: _Kept | None) -> None:
-        copy = Task()
-        copy.CopyFrom(task)
         if kept is None:
-            kept = _Kept(task=copy, context=context, owner=self._owner(context))
-            self._kept[task.id] = kept
+            kept = self._kept[task.id] = _Kept(_copy(task), self._owner(context))
         else:
-            kept.task, kept.context = copy, context
-        kept.revision += 1
+            kept.task = _copy(task)
+        kept.version += 1
         if kept.timer is None and kept.writing is None:
             loop = asyncio.get_running_loop()
-            kept.timer = loop.call_later(self._delay, self._write, task.id)
+            kept.timer = loop.call_later(self._delay, self._write_later, task.id)
 
-    def _write(self, task_id: str) -> None:
+    def _write_later(self, task_id: str) -> None:
         kept = self._kept.get(task_id)
-        if kept is None:
-            return
-        kept.timer = None
-        kept.writing = asyncio.ensure_future(self._written(task_id, kept))
+        if kept is not None:
+            kept.timer = None
+            kept.writing = asyncio.ensure_future(self._write_kept(task_id, kept))
 
-    async def _written(self, task_id: str, kept: _Kept) -> None:
-        revision = kept.revision
+    async def _write_kept(self, task_id: str, kept: _Kept) -> None:
+        version = kept.version
         try:
-            await self._save(kept.task, kept.context)
-            kept.written = revision
+            await self._group.submit(self._rows.row(kept.task, kept.owner))
+            kept.written = version
         except Exception as exc:
             logger.warning("task %s: deferred write failed: %s", task_id, type(exc).__name__)
         finally:
             kept.writing = None
         if self._kept.get(task_id) is not kept:
             return  # superseded by a direct write meanwhile
-        if kept.revision == kept.written:
+        if kept.version == kept.written:
             del self._kept[task_id]  # stored as kept: read it from the store again
         else:
             loop = asyncio.get_running_loop()
-            kept.timer = loop.call_later(self._delay, self._write, task_id)
+            kept.timer = loop.call_later(self._delay, self._write_later, task_id)
+
+    async def _write_batch(self, batch: list[dict[str, Any]]) -> None:
+        # One row per task: the last save of a task in the batch is its newest state (an
+        # upsert may not touch a row twice in one statement).
+        rows = list({row["id"]: row for row in batch}.values())
+        await self.inner.initialize()  # once: the table exists from then on
+        if self._thread is not None:
+            loop = asyncio.get_running_loop()
+            await loop.run_in_executor(self._thread, self._write_sync, rows)
+        elif self._pg is not None:
+            await self._pg.write([(self._pg_upsert, rows)])
+        else:
+            async with self.inner.engine.begin() as conn:
+                await conn.execute(self._upsert, rows)
+
+    def _write_sync(self, rows: list[dict[str, Any]]) -> None:
+        assert self._sync_engine is not None
+        with self._sync_engine.begin() as conn:
+            conn.execute(self._upsert, rows)
 
 
-def made_up_here(task_id: str, context: ServerCallContext) -> bool:
-    """Whether *task_id* is the id this request made up and has not saved yet (nothing
-    can be stored under it: a uuid4 of this process)."""
-    return bool(context.state.get(NEW_TASK_STATE_KEY) == task_id)
+@dataclass(slots=True, frozen=True)
+class _Write:
+    task_id: str
+    owner: str
+    row: dict[str, Any]
+    version: int
+    events: list[tuple[int, bytes]]
 
 
-def forget_new(task_id: str, context: ServerCallContext) -> None:
-    """After the first save of a made-up id, the store answers for it."""
-    if context.state.get(NEW_TASK_STATE_KEY) == task_id:
-        del context.state[NEW_TASK_STATE_KEY]
+class DeferredClusterWrites(VersionedStoreLayer):
+    """The SDK's cluster store *inner* (default tables) with the write rule of the module
+    docstring; *registry* records the claims of running tasks."""
+
+    inner: VersionedDatabaseTaskStore
+
+    def __init__(
+        self,
+        inner: VersionedDatabaseTaskStore,
+        registry: ReplicaRegistry,
+        *,
+        delay: float = WRITE_DELAY,
+        pg_writer: PgWriter | None = None,
+    ) -> None:
+        super().__init__(inner)
+        self.registry = registry
+        self._delay = delay
+        db = inner.as_task_store
+        assert isinstance(db, DatabaseTaskStore)
+        self._owner = db.owner_resolver
+        self._engine = db.engine
+        self._rows = TaskRows(db)
+        self._versions: Table = TaskVersionModel.__table__  # type: ignore[assignment]
+        self._events: Table = TaskEventModel.__table__  # type: ignore[assignment]
+        self._kept: dict[str, _Kept] = {}
+        self._flushes: set[asyncio.Task[None]] = set()
+        self._group: GroupCommit[_Write] = GroupCommit(self._write_batch)
+        self._pg = pg_writer
+        if pg_writer is not None:
+            dialect = self._engine.dialect
+            self._pg_steps = tuple(
+                PgInsert(table, dialect)
+                for table in (self._versions, self._rows.table, self._events)
+            )
+
+    async def save(
+        self,
+        task: Task,
+        *,
+        event: Event | None = None,
+        prev: Task | None = None,
+        prev_version: TaskVersion,
+        context: ServerCallContext,
+    ) -> TaskVersion:
+        kept = self._kept.get(task.id)
+        if kept is None and (
+            _made_up_here(task.id, context)
+            and prev_version.is_missing
+            and task.status.state in _PASSING
+            and context.state.get(DEFER_STATE_KEY)
+        ):
+            kept = self._kept[task.id] = _Kept(task=Task(), owner=self._owner(context))
+            kept.timer = asyncio.get_running_loop().call_later(
+                self._delay, self._write_later, task.id
+            )
+        if kept is not None:
+            async with kept.lock:
+                # Unless the delay wrote it meanwhile: then the store holds our version.
+                if self._kept.get(task.id) is kept:
+                    return await self._save_kept(kept, task, event, prev_version, context)
+        if task.status.state in _PASSING:
+            await self.registry.claim(task.id, self._owner(context))
+        else:
+            self.registry.release(task.id)
+        version = await self.inner.save(
+            task, event=event, prev=prev, prev_version=prev_version, context=context
+        )
+        _forget_new(task.id, context)
+        return version
+
+    async def get(self, task_id: str, context: ServerCallContext) -> StoredTask | None:
+        kept = self._kept.get(task_id)
+        if kept is not None and kept.version > 0:
+            if kept.owner != self._owner(context):
+                return None
+            return StoredTask(_copy(kept.task), TaskVersion(kept.version))
+        if _made_up_here(task_id, context):
+            return None
+        return await self.inner.get(task_id, context)
+
+    async def peek(self, task_id: str, context: ServerCallContext) -> StoredTask | None:
+        """As :meth:`get`, reading only the status of a stored task (``streamed.py``)."""
+        if task_id in self._kept or _made_up_here(task_id, context):
+            return await self.get(task_id, context)
+        stored: StoredTask | None = await super().peek(task_id, context)
+        return stored
+
+    async def delete(self, task_id: str, context: ServerCallContext) -> None:
+        self._forget(task_id)
+        self.registry.release(task_id)
+        await self.inner.delete(task_id, context)
+
+    async def aclose(self) -> None:
+        """Write every kept task as it stands (a stop without a drain) and wait for it."""
+        for task_id in list(self._kept):
+            self._write_later(task_id)
+        await asyncio.gather(*self._flushes, return_exceptions=True)
+        await self._group.aclose()
+        if self._pg is not None:
+            await self._pg.aclose()
+
+    async def _save_kept(
+        self,
+        kept: _Kept,
+        task: Task,
+        event: Event | None,
+        prev_version: TaskVersion,
+        context: ServerCallContext,
+    ) -> TaskVersion:
+        if prev_version != TaskVersion(kept.version):
+            raise ConcurrentTaskModificationError(task.id)
+        version = kept.version + 1
+        events = list(kept.events)
+        if event is not None:
+            events.append((version, to_stream_response(event).SerializeToString()))
+        if task.status.state in _PASSING:
+            kept.task, kept.version, kept.events = _copy(task), version, events
+        else:
+            # The answer: everything kept and this state, in one transaction. On failure
+            # the kept state stays as it was (the delay still writes it).
+            await self._write(task.id, kept.owner, _copy(task), version, events)
+            self._forget(task.id)
+            self.registry.release(task.id)
+        _forget_new(task.id, context)
+        return TaskVersion(version)
+
+    def _forget(self, task_id: str) -> None:
+        kept = self._kept.pop(task_id, None)
+        if kept is not None and kept.timer is not None:
+            kept.timer.cancel()
+
+    def _write_later(self, task_id: str) -> None:
+        kept = self._kept.get(task_id)
+        if kept is None:
+            return
+        if kept.timer is not None:
+            kept.timer.cancel()
+            kept.timer = None
+        flush = asyncio.ensure_future(self._write_running(task_id, kept))
+        self._flushes.add(flush)
+        flush.add_done_callback(self._flushes.discard)
+
+    async def _write_running(self, task_id: str, kept: _Kept) -> None:
+        async with kept.lock:
+            if self._kept.get(task_id) is not kept or kept.version == 0:
+                return
+            try:
+                # The claim first: a running task row always has one (see _replicas.py).
+                await self.registry.claim(task_id, kept.owner)
+                await self._write(task_id, kept.owner, kept.task, kept.version, kept.events)
+            except Exception as exc:
+                logger.warning("task %s: deferred write failed: %s", task_id, type(exc).__name__)
+                kept.timer = asyncio.get_running_loop().call_later(
+                    self._delay, self._write_later, task_id
+                )
+                return
+            self._forget(task_id)
+
+    async def _write(
+        self, task_id: str, owner: str, task: Task, version: int, events: list[tuple[int, bytes]]
+    ) -> None:
+        row = self._rows.row(task, owner)
+        try:
+            await self._group.submit(_Write(task_id, owner, row, version, events))
+        except IntegrityError:
+            # Its id is taken (the SDK store's "first writer wins" signal, as there).
+            raise ConcurrentTaskModificationError(task_id) from None
+
+    async def _write_batch(self, batch: list[_Write]) -> None:
+        await self.inner.initialize()  # once: the SDK's tables exist from then on
+        events = [
+            {"task_id": w.task_id, "owner": w.owner, "task_version": v, "event_data": data}
+            for w in batch
+            for v, data in w.events
+        ]
+        versions = [{"task_id": w.task_id, "owner": w.owner, "version": w.version} for w in batch]
+        tasks = [w.row for w in batch]
+        # One statement on PostgreSQL: its parts insert fresh ids, so no lock order to
+        # keep; through the engine, version rows before task rows (the SDK store's order).
+        if self._pg is not None:
+            v, t, e = self._pg_steps
+            await self._pg.write([(v, versions), (t, tasks), (e, events)])
+            return
+        async with self._engine.begin() as conn:
+            await conn.execute(insert(self._versions), versions)
+            await conn.execute(insert(self._rows.table), tasks)
+            if events:
+                await conn.execute(insert(self._events), events)

@@ -26,8 +26,8 @@ from a2a.auth.user import UnauthenticatedUser
 from a2a.server.agent_execution.active_task import TERMINAL_TASK_STATES as _TERMINAL
 from a2a.server.context import ServerCallContext
 from a2a.server.owner_resolver import OwnerResolver, resolve_user_scope
-from a2a.server.tasks import InMemoryTaskStore, TaskStore
-from a2a.types import ListTasksRequest, ListTasksResponse, Task
+from a2a.server.tasks import InMemoryTaskStore
+from a2a.types import Task
 
 __all__ = ["BoundedMemoryTaskStore"]
 
@@ -40,7 +40,7 @@ _OWNER_STATE_KEY = "apcore_a2a.storage.evict_owner"
 _Key = tuple[str, str]
 
 
-class BoundedMemoryTaskStore(TaskStore):
+class BoundedMemoryTaskStore(InMemoryTaskStore):
     """In-memory ``TaskStore`` with a capacity and a time-to-live for finished tasks.
 
     Args:
@@ -63,16 +63,15 @@ class BoundedMemoryTaskStore(TaskStore):
             raise TypeError("max_capacity must be an integer")
         if max_capacity < 1:
             raise ValueError(f"max_capacity must be at least 1, got {max_capacity}")
+        super().__init__(owner_resolver=self._resolve_owner)
         self._max_capacity = max_capacity
         self._ttl = ttl_seconds if ttl_seconds is not None and ttl_seconds > 0 else None
         self._owner_resolver = owner_resolver
         self._clock = clock
-        self._inner = InMemoryTaskStore(owner_resolver=self._resolve_owner)
         self._active: set[_Key] = set()
         self._finished: OrderedDict[_Key, float] = OrderedDict()
         self._over_capacity_warned = False
 
-    # -- introspection -------------------------------------------------------------
     @property
     def max_capacity(self) -> int:
         """The configured capacity."""
@@ -82,7 +81,6 @@ class BoundedMemoryTaskStore(TaskStore):
         """Number of tasks currently stored, across all owners."""
         return len(self._active) + len(self._finished)
 
-    # -- TaskStore -----------------------------------------------------------------
     async def save(self, task: Task, context: ServerCallContext) -> None:
         """Store *task* for the caller, making room first if it is new and the store is full."""
         key = (self._owner_resolver(context), task.id)
@@ -91,7 +89,7 @@ class BoundedMemoryTaskStore(TaskStore):
         is_new = key not in self._active and key not in self._finished
         if is_new and len(self) >= self._max_capacity:
             await self._make_room()
-        await self._inner.save(task, context)
+        await super().save(task, context)
         if task.status.state in _TERMINAL:
             self._active.discard(key)
             self._finished[key] = now
@@ -100,22 +98,13 @@ class BoundedMemoryTaskStore(TaskStore):
             self._finished.pop(key, None)
             self._active.add(key)
 
-    async def get(self, task_id: str, context: ServerCallContext) -> Task | None:
-        """The caller's task with this id, or ``None``."""
-        return await self._inner.get(task_id, context)
-
-    async def list(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
-        """The caller's tasks, newest status first, paginated like the SDK store."""
-        return await self._inner.list(params, context)
-
     async def delete(self, task_id: str, context: ServerCallContext) -> None:
         """Forget the caller's task with this id (no error if it does not exist)."""
         key = (self._owner_resolver(context), task_id)
-        await self._inner.delete(task_id, context)
+        await super().delete(task_id, context)
         self._active.discard(key)
         self._finished.pop(key, None)
 
-    # -- eviction ------------------------------------------------------------------
     async def _expire(self, now: float) -> None:
         if self._ttl is None:
             return
@@ -143,7 +132,7 @@ class BoundedMemoryTaskStore(TaskStore):
         self._finished.pop(key, None)
         self._active.discard(key)
         context = ServerCallContext(user=UnauthenticatedUser(), state={_OWNER_STATE_KEY: owner})
-        await self._inner.delete(task_id, context)
+        await super().delete(task_id, context)
 
     def _resolve_owner(self, context: ServerCallContext) -> str:
         owner = context.state.get(_OWNER_STATE_KEY)

@@ -15,9 +15,8 @@ from typing import Any
 from sqlalchemy import inspect
 
 from . import quota_slots  # noqa: F401  (its table joins METADATA)
-from ._engine import create_engine
-from ._tables import METADATA
-from ._urls import parse_store_url
+from ._replicas import METADATA
+from ._urls import create_engine, parse_store_url
 
 __all__ = ["SDK_VERSION_TABLE", "upgrade_database"]
 

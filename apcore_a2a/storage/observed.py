@@ -1,10 +1,10 @@
 """Store layers: the one base of every task-store wrapper, and the view at the chain's top.
 
-A :class:`Layer` holds ``inner`` and passes ``get``/``list``/``delete`` through unless it
-overrides them. The SDK tells plain stores from versioned ones by type, so a layer is
-one or the other: :class:`TaskStoreLayer`, :class:`VersionedStoreLayer`.
+A :class:`Layer` holds ``inner`` and passes ``list``/``peek`` through unless it overrides
+them. The SDK tells plain stores from versioned ones by type, so a layer is one or the
+other: :class:`TaskStoreLayer`, :class:`VersionedStoreLayer`.
 
-The top of every SQL chain is one view (:func:`store_view`):
+The top of every chain is one view (:func:`store_view`):
 
 * every call is awaited through *around* (the outage guard, ``outages.py``);
 * save listeners run right after a save succeeded, in the saving coroutine, and must not
@@ -49,23 +49,22 @@ _READS_STATE_KEY = "apcore_a2a_reads"
 _READ_TTL = 1.0
 
 
-class Layer:
-    """*inner* with ``get``/``list``/``delete`` passed through ``_call``."""
+async def _plain(call: Awaitable[_T]) -> _T:
+    return await call
 
-    inner: Any
+
+class Layer:
+    """*inner* with ``list``/``peek`` passed through ``_call``."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
 
     async def _call(self, call: Awaitable[_T]) -> _T:
         return await call
 
-    async def get(self, task_id: str, context: ServerCallContext) -> Any:
-        return await self._call(self.inner.get(task_id, context))
-
     async def list(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
         page: ListTasksResponse = await self._call(self.inner.list(params, context))
         return page
-
-    async def delete(self, task_id: str, context: ServerCallContext) -> None:
-        await self._call(self.inner.delete(task_id, context))
 
     async def peek(self, task_id: str, context: ServerCallContext) -> Any:
         """The task's id, context and status where the store below can read just those
@@ -78,19 +77,9 @@ class Layer:
 class TaskStoreLayer(Layer, TaskStore):
     """A layer over a plain ``TaskStore``."""
 
-    def __init__(self, inner: TaskStore) -> None:
-        self.inner = inner
-
 
 class VersionedStoreLayer(Layer, VersionedTaskStore):
     """A layer over a ``VersionedTaskStore``."""
-
-    def __init__(self, inner: VersionedTaskStore) -> None:
-        self.inner = inner
-
-
-async def _plain(call: Awaitable[_T]) -> _T:
-    return await call
 
 
 class _ViewMixin(Layer):
@@ -116,11 +105,14 @@ class _ViewMixin(Layer):
         context.state.get(_READS_STATE_KEY, {}).pop(task_id, None)
         await self._call(self.inner.delete(task_id, context))
 
-    def _after_save(self, task: Task, context: ServerCallContext) -> None:
+    async def _save(self, task: Task, context: ServerCallContext, saving: Awaitable[_T]) -> _T:
+        context.state.get(_READS_STATE_KEY, {}).pop(task.id, None)
+        result = await self._call(saving)
         self._saves[task.id] = time.monotonic()
         context.state.get(_READS_STATE_KEY, {}).pop(task.id, None)
         for listener in self._saved:
             listener(task, context)
+        return result
 
 
 def _copy(found: Any) -> Any:
@@ -133,9 +125,7 @@ def _copy(found: Any) -> Any:
 
 class _View(_ViewMixin, TaskStoreLayer):
     async def save(self, task: Task, context: ServerCallContext) -> None:
-        context.state.get(_READS_STATE_KEY, {}).pop(task.id, None)
-        await self._around(self.inner.save(task, context))
-        self._after_save(task, context)
+        await self._save(task, context, self.inner.save(task, context))
 
 
 class _VersionedView(_ViewMixin, VersionedStoreLayer):
@@ -148,12 +138,10 @@ class _VersionedView(_ViewMixin, VersionedStoreLayer):
         prev_version: TaskVersion,
         context: ServerCallContext,
     ) -> TaskVersion:
-        context.state.get(_READS_STATE_KEY, {}).pop(task.id, None)
         saving = self.inner.save(
             task, event=event, prev=prev, prev_version=prev_version, context=context
         )
-        version: TaskVersion = await self._around(saving)
-        self._after_save(task, context)
+        version: TaskVersion = await self._save(task, context, saving)
         return version
 
 

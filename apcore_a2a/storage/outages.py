@@ -14,11 +14,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable
-from typing import TypeVar
+from typing import Any, TypeVar
 
-from a2a.server.context import ServerCallContext
 from a2a.server.tasks import PushNotificationConfigStore
-from a2a.types import TaskPushNotificationConfig
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 
 from apcore_a2a.errors import StoreUnavailableError
@@ -67,27 +65,18 @@ def guard_push_outages(store: PushNotificationConfigStore) -> PushNotificationCo
     return _GuardedPushStore(store)
 
 
+def _guard(name: str) -> Any:
+    async def call(self: _GuardedPushStore, *args: Any, **kwargs: Any) -> Any:
+        return await guarded(getattr(self.inner, name)(*args, **kwargs))
+
+    return call
+
+
 class _GuardedPushStore(PushNotificationConfigStore):
     def __init__(self, inner: PushNotificationConfigStore) -> None:
         self.inner = inner
 
-    async def set_info(
-        self,
-        task_id: str,
-        notification_config: TaskPushNotificationConfig,
-        context: ServerCallContext,
-    ) -> TaskPushNotificationConfig | None:
-        return await guarded(self.inner.set_info(task_id, notification_config, context))
-
-    async def get_info(
-        self, task_id: str, context: ServerCallContext
-    ) -> list[TaskPushNotificationConfig]:
-        return await guarded(self.inner.get_info(task_id, context))
-
-    async def get_info_for_dispatch(self, task_id: str) -> list[TaskPushNotificationConfig]:
-        return await guarded(self.inner.get_info_for_dispatch(task_id))
-
-    async def delete_info(
-        self, task_id: str, context: ServerCallContext, config_id: str | None = None
-    ) -> None:
-        await guarded(self.inner.delete_info(task_id, context, config_id))
+    set_info = _guard("set_info")
+    get_info = _guard("get_info")
+    get_info_for_dispatch = _guard("get_info_for_dispatch")
+    delete_info = _guard("delete_info")

@@ -24,8 +24,7 @@ import uuid
 from sqlalchemy import Column, Index, Integer, String, Table, delete, func, select, text, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from ._replicas import ReplicaRegistry
-from ._tables import METADATA, replicas_table
+from ._replicas import METADATA, ReplicaRegistry, replicas_table
 
 __all__ = ["LEASE_SECONDS", "PUSH_SCOPE", "SqlQuotaSlots", "slots_table"]
 
@@ -71,12 +70,7 @@ _TAKE_FREE = text(
 
 
 class SqlQuotaSlots:
-    """Quota slots of one cluster, kept in ``apcore_a2a_quota_slots``.
-
-    A slot given back stays leased to this process for :data:`LEASE_SECONDS`, so a caller
-    that keeps working reuses its slots without a database round trip per request or
-    stream; a lease left idle that long is freed for every process.
-    """
+    """Quota slots of one cluster, kept in ``apcore_a2a_quota_slots`` (module docstring)."""
 
     def __init__(self, engine: AsyncEngine, registry: ReplicaRegistry) -> None:
         self.engine = engine
@@ -129,7 +123,6 @@ class SqlQuotaSlots:
             trim.add_done_callback(self._trims.discard)
 
     async def _trim(self, scope: str, subject: str) -> None:
-        """Free the leases of *subject* left idle for :data:`LEASE_SECONDS`."""
         key = (scope, subject)
         while idle := self._idle.get(key):
             await asyncio.sleep(max(0.0, idle[0][0] + LEASE_SECONDS - time.monotonic()))
@@ -149,13 +142,9 @@ class SqlQuotaSlots:
                 logger.warning("could not free %d quota slots: %s", len(old), exc)
 
     async def _insert(self, scope: str, subject: str, row: str, limit: int) -> bool:
-        params = {
-            "scope": scope,
-            "subject": subject,
-            "holder": row,
-            "replica": self.registry.replica_id,
-            "limit": limit,
-        }
+        replica = self.registry.replica_id
+        params = dict(scope=scope, subject=subject, holder=row, replica=replica, limit=limit)
+
         reclaimed = False
         # Each lost race means another holder got a slot, so this ends within limit rounds.
         for attempt in range(limit + 2):

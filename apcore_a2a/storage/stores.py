@@ -1,27 +1,19 @@
 """The task store, push-config store and cluster event stream an agent runs on.
 
-:func:`open_stores` is the one place the store chain is composed from the settings; the
-server factory hands the parts of its :class:`Stores` to the SDK's
-``DefaultRequestHandler`` and drives their lifecycle from the app lifespan (``start`` /
-``aclose``) and ``/health`` (``ping``). Top to bottom, what the SDK's handler saves
-through (``docs/architecture.md`` draws the rows each writes)::
+:func:`open_stores` is the one place the store chain is composed from the settings
+(``docs/architecture.md`` draws it, with the rows each part writes)::
 
-    memory://     view (save listeners, one read per request) -> BoundedMemoryTaskStore
-    SQL           view (outage guard, save listeners, one read per request)
-                  -> DeferredWrites (deferred.py)          -> BatchedTaskWriter -> tasks
-                  -> DatabaseTaskStore (SDK: reads, deletes)
-    SQL, cluster  view (outage guard, save listeners, one read per request)
-                  -> DeferredClusterWrites (cluster_deferred.py, claims)
-                  -> ChunkedTaskStore (streamed.py; the SDK's VersionedDatabaseTaskStore:
-                     reads, compare-and-swap saves; streamed chunks in task_events only)
+    memory://     view -> BoundedMemoryTaskStore
+    SQL           view (outage guard) -> DeferredWrites -> DatabaseTaskStore (SDK)
+    SQL, cluster  view (outage guard) -> DeferredClusterWrites -> ChunkedTaskStore (SDK's
+                  VersionedDatabaseTaskStore; streamed chunks in task_events only)
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING
 
 from a2a.server.cluster import StoredTask, TaskEventStream, VersionedTaskStore
@@ -33,8 +25,13 @@ from a2a.server.tasks import (
 )
 from a2a.types import Task
 
-from ._errors import StoreUnavailableError
-from ._urls import StoreURL, parse_store_url
+from ._urls import (
+    StoreUnavailableError,
+    StoreURL,
+    create_engine,
+    create_sqlite_writer_engine,
+    parse_store_url,
+)
 from .event_log import MemoryEventLog
 from .memory import BoundedMemoryTaskStore
 from .observed import store_view
@@ -80,19 +77,18 @@ class Stores:
         event_stream: Cluster mode only, for ``DefaultRequestHandler(event_stream=...)``.
         engine: The SQLAlchemy engine of SQL stores (``None`` otherwise), for features
             that keep a table of their own next to the tasks.
-        turns: Turn claims (see ``turns.py``): in the database in cluster mode.
-        quota_slots: Cluster mode: per-caller quota slots shared by all replicas
-            (``quota_slots.py``).
+        turns: Which follow-up continues a parked task (``turns.py``; in the database
+            in cluster mode).
+        event_log: Events kept for resumable subscriptions: the cluster event stream,
+            or a :class:`~.event_log.MemoryEventLog` (``None``: off).
+        quota_slots: Cluster mode: per-caller quota slots shared by all replicas.
     """
 
     task_store: TaskStore | VersionedTaskStore
     push_config_store: PushNotificationConfigStore
     event_stream: TaskEventStream | None = None
     engine: AsyncEngine | None = None
-    #: which follow-up continues a parked task (shared by replicas in cluster mode)
     turns: TurnClaims = field(default_factory=MemoryTurnClaims)
-    #: events kept for resumable subscriptions: the cluster event stream, or a
-    #: :class:`~.event_log.MemoryEventLog` for the other stores (``None``: off)
     event_log: object | None = None
     quota_slots: SqlQuotaSlots | None = None
     _backend: SqlBackend | None = field(default=None, repr=False)
@@ -109,7 +105,7 @@ class Stores:
         one of them when the shared store says it is ``canceled``. No-op otherwise.
         """
         if self._backend is not None and self.event_stream is not None:
-            self._backend.watch_cancels(running, stop)
+            self._backend.cancel_watch = (running, stop)
 
     async def start(self) -> None:
         """Create missing tables, fail tasks a dead process left running, start loops.
@@ -176,11 +172,8 @@ def open_stores(
 def _sql_stores(
     url: StoreURL, settings: Settings, heartbeat_interval: float, replica_timeout: float
 ) -> Stores:
-    """The SQL chain of the module docstring, not yet connected."""
     try:
         from a2a.server.tasks import DatabasePushNotificationConfigStore, DatabaseTaskStore
-
-        from ._engine import create_engine, create_sqlite_writer_engine
 
         engine = create_engine(url)
     except ImportError as exc:
@@ -188,13 +181,11 @@ def _sql_stores(
             f"{url.kind} task store needs extra packages ({exc.name or exc}); "
             f"install them with: {_INSTALL_HINT[url.kind]}"
         ) from None
-    from ._event_stream import WakingTaskEventStream
-    from ._group_commit import BatchedTaskWriter
     from ._pg_writer import PgWriter
     from ._replicas import ReplicaRegistry
     from ._sql_backend import SqlBackend
-    from .cluster_deferred import DeferredClusterWrites
-    from .deferred import DeferredWrites
+    from ._wakeups import WakingTaskEventStream
+    from .deferred import DeferredClusterWrites, DeferredWrites
     from .outages import guard_push_outages, guarded
     from .quota_slots import SqlQuotaSlots
     from .streamed import ChunkedTaskStore
@@ -215,9 +206,10 @@ def _sql_stores(
     held = [f"pool {url.pool_size}"] + ["writer"] * (pg_writer is not None)
     if settings.cluster and settings.cluster_wakeups and url.kind == "postgresql":
         held.append("listener")
-    backend = SqlBackend(
-        store_url=url,
-        engine=engine,
+    backend = partial(
+        SqlBackend,
+        url,
+        engine,
         retention_seconds=settings.task_retention_seconds,
         poll_interval=settings.cluster_poll_interval,
         connections=(url.pool_size + len(held) - 1, settings.workers, " + ".join(held)),
@@ -225,14 +217,11 @@ def _sql_stores(
     push = guard_push_outages(push_store)
     if not settings.cluster:
         plain = DatabaseTaskStore(engine)
-        writer = BatchedTaskWriter(
-            plain, sync_engine=create_sqlite_writer_engine(url), pg_writer=pg_writer
-        )
-        deferred = DeferredWrites(plain, plain.owner_resolver, write=writer.save)
-        backend.attach(plain, [*_private_file(url), plain.initialize, push_store.initialize])
-        backend.closers += [deferred.aclose, writer.aclose]
+        sync_engine = create_sqlite_writer_engine(url)
+        deferred = DeferredWrites(plain, sync_engine=sync_engine, pg_writer=pg_writer)
+        sql = backend(plain, [plain.initialize, push_store.initialize], [deferred.aclose])
         task_store = store_view(deferred, around=guarded)
-        return Stores(task_store, push, engine=engine, _backend=backend)
+        return Stores(task_store, push, engine=engine, _backend=sql)
     if settings.cluster_poll_interval <= 0:
         raise ValueError("cluster_poll_interval must be greater than 0")
     versioned = ChunkedTaskStore(engine)
@@ -247,28 +236,12 @@ def _sql_stores(
     )
     turns = SqlTurnClaims(engine)
     writes = DeferredClusterWrites(versioned, registry, pg_writer=pg_writer)
-    backend.attach(
+    sql = backend(
         versioned,
-        [*_private_file(url), versioned.initialize, events.initialize, push_store.initialize],
-        registry,
+        [versioned.initialize, events.initialize, push_store.initialize],
+        [writes.aclose, turns.aclose, events.aclose],
+        registry=registry,
     )
-    backend.closers += [writes.aclose, turns.aclose, events.aclose]
     task_store = store_view(writes, around=guarded, saved=turns.saved)
     slots = SqlQuotaSlots(engine, registry)
-    return Stores(task_store, push, events, engine, turns, quota_slots=slots, _backend=backend)
-
-
-def _private_file(url: StoreURL) -> list[Callable[[], Awaitable[None]]]:
-    """For SQLite: at start, create a missing database file readable by its owner only
-    (0600). SQLite gives the ``-wal`` and ``-shm`` files it creates the mode of the
-    database file, so they are private too; an existing file keeps its mode (the
-    operator's choice)."""
-    path = url.sqlite_path
-    if path is None:
-        return []
-
-    async def create() -> None:
-        with contextlib.suppress(FileExistsError, FileNotFoundError, IsADirectoryError):
-            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-
-    return [create]
+    return Stores(task_store, push, events, engine, turns, quota_slots=slots, _backend=sql)

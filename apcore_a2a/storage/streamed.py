@@ -1,27 +1,22 @@
 """Streamed chunks stay out of the task row while the task runs (cluster mode).
 
 The SDK's consumer appends each artifact chunk (``append=True``) to the task it holds in
-memory, stores that whole task with the chunk's event, and copies it for its subscribers:
-a stream of *n* chunks rewrites (and copies) the artifact *n* times, so the bytes written
-and the time per chunk grow with the chunks already sent. In cluster mode every event is
-also stored on its own in ``task_events``, so the chunks need no second home while the
-task runs. :class:`ChunkedTaskStore` is the SDK's versioned SQL store where
+memory and stores that whole task with the chunk's event: a stream of *n* chunks rewrites
+(and copies) the artifact *n* times, so the cost per chunk grows with the chunks sent. In
+cluster mode every event is also stored in ``task_events``, so :class:`ChunkedTaskStore`
+(the SDK's versioned SQL store)
 
-* a save of an appended chunk of a running task empties the artifact (each of its parts
-  is an event) in the task it is given -- the very object the SDK keeps in memory, so its
-  snapshot and the copies it makes stay small too -- and marks it (:data:`IN_LOG`); the
-  chunk itself is stored once, as its event, in the same transaction as before;
-* a read (``get``, ``list``) puts the marked artifacts back together from the task's
-  events up to the version it read: on any replica, ``GetTask`` shows every chunk stored
-  so far (a chunk is stored before any client sees it);
-* the save that settles the task (completed, failed, canceled, input-required, ...) puts
-  them back too, so a settled task's row holds its whole artifact, written once.
+* on a save of an appended chunk of a running task, empties that artifact in the task it
+  is given (the very object the SDK keeps in memory, so its copies stay small too) and
+  marks it (:data:`IN_LOG`); the chunk is stored once, as its event;
+* on a read (``get``, ``list``), puts the marked artifacts back together from the task's
+  events up to the version read, so ``GetTask`` on any replica shows every chunk so far;
+* on the save that settles the task, puts them back too: a settled row holds its whole
+  artifact, written once.
 
-A stream of *n* bytes thus writes its chunks twice (events, then the final row), plus a
-small row per chunk. While the task runs, whoever reads the SDK's in-memory task rather
-than the store sees the streamed artifact empty and marked (0.3 push bodies put the
-event's chunk in its place: ``push/bodies.py``); so do replicas of older versions
-reading the row.
+While the task runs, whoever reads the SDK's in-memory task rather than the store sees
+the artifact empty and marked (0.3 push bodies put the event's chunk in its place:
+``push/bodies.py``); so do replicas of older versions reading the row.
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ from sqlalchemy import and_, delete, exists, insert, literal, or_, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from ._tables import turns_table
+from ._replicas import turns_table
 
 __all__ = ["MemoryTurnClaims", "SqlTurnClaims", "TurnClaims", "turn_of"]
 

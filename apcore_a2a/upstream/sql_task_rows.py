@@ -2,7 +2,7 @@
 
 Upstream (a2a-sdk 1.3, ``a2a.server.tasks.DatabaseTaskStore``): a task becomes its row
 only inside ``save`` (the private ``_to_orm``), an ORM merge in a transaction of its own
-per task. The group-commit writers (``storage/_group_commit.py``, ``storage/cluster_deferred.py``)
+per task. The group-commit writers (``storage/deferred.py``)
 write many rows in one statement, so they need the row itself, exactly as the SDK writes
 it, since the SDK's reads parse it back. The columns and types our statements write are
 pinned against the SDK's models and migrations by ``tests/upstream/test_sql_task_rows.py``.

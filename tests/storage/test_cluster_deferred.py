@@ -15,13 +15,10 @@ from a2a.server.cluster import TaskVersion, VersionedDatabaseTaskStore
 from a2a.server.cluster.task_store import ConcurrentTaskModificationError
 from a2a.types import TaskState, TaskStatusUpdateEvent
 
-from apcore_a2a.storage._engine import create_engine
 from apcore_a2a.storage._pg_writer import PgWriter
-from apcore_a2a.storage._replicas import ReplicaRegistry
-from apcore_a2a.storage._tables import METADATA
-from apcore_a2a.storage._urls import parse_store_url
-from apcore_a2a.storage.cluster_deferred import DeferredClusterWrites
-from apcore_a2a.storage.deferred import DEFER_STATE_KEY
+from apcore_a2a.storage._replicas import METADATA, ReplicaRegistry
+from apcore_a2a.storage._urls import create_engine, parse_store_url
+from apcore_a2a.storage.deferred import DEFER_STATE_KEY, DeferredClusterWrites
 
 from ._helpers import blocking, ctx, make_task
 

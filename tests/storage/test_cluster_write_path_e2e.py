@@ -1,4 +1,4 @@
-"""Cluster mode's write path (storage/cluster_deferred.py) with two real replicas.
+"""Cluster mode's write path (storage/deferred.py) with two real replicas.
 
 A blocking call's task is written once, whole: the database must then hold exactly the
 rows the one-transaction-per-save path writes (version, task, one event per version, in

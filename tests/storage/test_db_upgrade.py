@@ -10,8 +10,7 @@ from sqlalchemy import inspect, text
 
 from apcore_a2a.cli import db as _cli_db
 from apcore_a2a.storage import open_stores
-from apcore_a2a.storage._engine import create_engine
-from apcore_a2a.storage._urls import parse_store_url
+from apcore_a2a.storage._urls import create_engine, parse_store_url
 
 from .._support import free_port
 from ._helpers import ctx, make_task, settings

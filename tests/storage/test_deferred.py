@@ -1,4 +1,4 @@
-"""DeferredWrites + BatchedTaskWriter over the SDK's DatabaseTaskStore on a SQLite file.
+"""DeferredWrites (and its group-commit writer) over the SDK's DatabaseTaskStore on a SQLite file.
 
 The end-to-end behaviour (one write per blocking call, recovery after kill -9) is in
 test_write_path_e2e.py; these pin the rules a server run cannot time: owner scoping of
@@ -16,9 +16,7 @@ import pytest
 from a2a.server.tasks import DatabaseTaskStore
 from a2a.types import TaskState
 
-from apcore_a2a.storage._engine import create_engine, create_sqlite_writer_engine
-from apcore_a2a.storage._group_commit import BatchedTaskWriter
-from apcore_a2a.storage._urls import parse_store_url
+from apcore_a2a.storage._urls import create_engine, create_sqlite_writer_engine, parse_store_url
 from apcore_a2a.storage.deferred import NEW_TASK_STATE_KEY, DeferredWrites
 
 from ._helpers import blocking, ctx, make_task
@@ -37,7 +35,7 @@ async def db(tmp_path: Path) -> AsyncIterator[DatabaseTaskStore]:
 
 
 def deferred(db: DatabaseTaskStore, delay: float = 60.0) -> DeferredWrites:
-    return DeferredWrites(db, db.owner_resolver, delay=delay, write=BatchedTaskWriter(db).save)
+    return DeferredWrites(db, delay=delay)
 
 
 async def test_a_kept_state_is_seen_by_its_owner_only_and_not_yet_stored(
@@ -126,11 +124,11 @@ async def test_concurrent_saves_share_transactions_and_keep_each_row(
     await writer.aclose()
 
 
-def _writer(db: DatabaseTaskStore, tmp_path: Path, mode: str) -> BatchedTaskWriter:
+def _writer(db: DatabaseTaskStore, tmp_path: Path, mode: str) -> DeferredWrites:
     if mode == "async engine":
-        return BatchedTaskWriter(db)
+        return DeferredWrites(db)
     url = parse_store_url(f"sqlite:///{tmp_path / 'tasks.db'}")
-    return BatchedTaskWriter(db, sync_engine=create_sqlite_writer_engine(url))
+    return DeferredWrites(db, sync_engine=create_sqlite_writer_engine(url))
 
 
 def _writer_threads() -> list[str]:

@@ -10,8 +10,7 @@ from a2a.types import TaskState
 from sqlalchemy import text
 
 from apcore_a2a.storage import StoreUnavailableError, open_stores
-from apcore_a2a.storage._engine import create_engine
-from apcore_a2a.storage._urls import parse_store_url
+from apcore_a2a.storage._urls import create_engine, parse_store_url
 
 from .._proxy import TcpProxy
 from .._support import free_port

@@ -19,10 +19,9 @@ from a2a.server.tasks import DatabaseTaskStore
 from a2a.types import TaskState
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 
-from apcore_a2a.storage._engine import create_engine
-from apcore_a2a.storage._group_commit import BatchedTaskWriter
 from apcore_a2a.storage._pg_writer import SDK_COLUMNS, WRITER_APPLICATION, PgInsert, PgWriter
-from apcore_a2a.storage._urls import parse_store_url
+from apcore_a2a.storage._urls import create_engine, parse_store_url
+from apcore_a2a.storage.deferred import DeferredWrites
 from apcore_a2a.storage.outages import is_outage
 
 from ._helpers import ctx, make_task
@@ -79,7 +78,7 @@ async def test_a_closed_connection_is_replaced_before_the_next_write(
     db: DatabaseTaskStore, pg_url: str
 ) -> None:
     schema = pg_url.rsplit("schema=", 1)[1]
-    writer = BatchedTaskWriter(db, pg_writer=PgWriter(parse_store_url(pg_url)))
+    writer = DeferredWrites(db, pg_writer=PgWriter(parse_store_url(pg_url)))
     first = make_task(COMPLETED)
     await writer.save(first, ctx())
     (pid,) = await _writer_backends(schema)
@@ -98,7 +97,7 @@ async def test_a_closed_connection_is_replaced_before_the_next_write(
 async def test_an_unreachable_database_is_an_outage(db: DatabaseTaskStore) -> None:
     # Port 1 on the loopback: nothing listens, the connect is refused at once.
     unreachable = parse_store_url(f"postgresql://{PG_USER}@127.0.0.1:1/{PG_DB}")
-    writer = BatchedTaskWriter(db, pg_writer=PgWriter(unreachable))
+    writer = DeferredWrites(db, pg_writer=PgWriter(unreachable))
     with pytest.raises(OperationalError) as caught:
         await writer.save(make_task(COMPLETED), ctx())
     assert is_outage(caught.value)

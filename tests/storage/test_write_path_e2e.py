@@ -1,4 +1,4 @@
-"""The durable write path (storage/deferred.py, storage/_group_commit.py) on a real database.
+"""The durable write path (storage/deferred.py) on a real database.
 
 Writes are counted by a trigger on the SDK's ``tasks`` table, so the numbers are what
 reached the database, whoever wrote them.
@@ -18,8 +18,7 @@ import pytest
 from sqlalchemy import text
 
 from apcore_a2a.storage import INTERRUPTED_MESSAGE
-from apcore_a2a.storage._engine import create_engine
-from apcore_a2a.storage._urls import parse_store_url
+from apcore_a2a.storage._urls import create_engine, parse_store_url
 from apcore_a2a.storage.deferred import WRITE_DELAY
 
 from .._support import ServerProcess, cli_server

@@ -20,9 +20,8 @@ from a2a.types import Artifact, Part, TaskState, TaskStatusUpdateEvent
 from sqlalchemy import Column, inspect, select, text
 from sqlalchemy.dialects import postgresql
 
-from apcore_a2a.storage._engine import create_engine
 from apcore_a2a.storage._pg_writer import SDK_COLUMNS
-from apcore_a2a.storage._urls import parse_store_url
+from apcore_a2a.storage._urls import create_engine, parse_store_url
 from apcore_a2a.storage.migrations import upgrade_database
 from apcore_a2a.upstream.sql_task_rows import TaskRows
 from apcore_a2a.upstream.task_version import version_number
