@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import logging
 import time
 import weakref
 from contextvars import ContextVar
@@ -32,13 +31,10 @@ from a2a.types import (
 from apcore import CancelToken, Context, TraceContext
 from google.protobuf.json_format import MessageToDict
 
-from apcore_a2a.adapters.errors import clean_for_log
 from apcore_a2a.execution.executors import WrappedStep
 from apcore_a2a.execution.identity import identity_of
 
 __all__ = ["CURRENT_RUN", "Run", "track_module_tasks"]
-
-logger = logging.getLogger("apcore_a2a.executor")
 
 
 @dataclass(slots=True)
@@ -112,12 +108,6 @@ class Run:
         cancel token, deadline and the ``a2a.*`` facts (kept as :attr:`data`)."""
         call_context = context.call_context
         headers = call_context.state.get("headers") if call_context is not None else None
-        trace_parent = None
-        if headers and "traceparent" in headers:
-            try:
-                trace_parent = TraceContext.extract(headers)
-            except Exception:
-                logger.debug("Ignoring malformed traceparent %s", clean_for_log(headers))
         message = context.message
         data: dict[str, Any] = {
             "a2a.task_id": context.task_id,
@@ -131,7 +121,7 @@ class Run:
             data["a2a.request_metadata"] = context.metadata
         apcore_context = Context.create(
             identity=identity_of(call_context),
-            trace_parent=trace_parent,
+            trace_parent=TraceContext.extract(headers) if headers else None,
             cancel_token=self.token,
             data=data,
             global_deadline=time.time() + timeout,
@@ -150,6 +140,7 @@ class Run:
 CURRENT_RUN: ContextVar[Run | None] = ContextVar("apcore_a2a_run", default=None)
 
 
+@dataclass(slots=True, eq=False)
 class _TrackedModule:
     """The module as apcore's ``execute`` step sees it during one of our runs.
 
@@ -158,12 +149,9 @@ class _TrackedModule:
     :meth:`Run.stop` cancels it.
     """
 
-    __slots__ = ("_home", "_module", "_run")
-
-    def __init__(self, module: Any, run: Run, home: asyncio.Task[Any] | None) -> None:
-        self._module = module
-        self._run = run
-        self._home = home
+    _module: Any
+    _run: Run
+    _home: asyncio.Task[Any] | None
 
     async def execute(self, inputs: Any, context: Any) -> Any:
         task = asyncio.current_task()
