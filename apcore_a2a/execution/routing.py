@@ -27,6 +27,7 @@ from a2a.types import Message, SendMessageRequest, Task
 from a2a.utils.errors import A2AError, InvalidParamsError, MethodNotFoundError, TaskNotFoundError
 from apcore import Context
 from google.protobuf.struct_pb2 import Struct
+from pydantic import ValidationError
 
 from apcore_a2a.adapters.errors import clean_for_log, sanitize
 from apcore_a2a.adapters.parts import input_from_parts
@@ -138,19 +139,11 @@ class Preflight:
 
 
 def _errors_of(exc: Exception) -> list[dict[str, str]]:
-    raw = getattr(exc, "errors", None)
-    out: list[dict[str, str]] = []
-    if callable(raw):
-        try:
-            out = [
-                {
-                    "field": "/" + "/".join(str(p) for p in item.get("loc") or ()),
-                    "message": sanitize(item.get("msg", ""), 200),
-                }
-                for item in raw()
-            ]
-        except Exception:
-            out = []
+    items = exc.errors() if isinstance(exc, ValidationError) else []
+    out = [
+        {"field": "/" + "/".join(map(str, item["loc"])), "message": sanitize(item["msg"], 200)}
+        for item in items
+    ]
     return out or [{"field": "/", "message": sanitize(str(exc), 200)}]
 
 
