@@ -22,8 +22,9 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from a2a.helpers.proto_helpers import new_task
 from a2a.server.agent_execution.active_task import INTERRUPTED_TASK_STATES as _WAITING
-from a2a.types import Message, Task, TaskState, TaskStatus
+from a2a.types import Message, Task, TaskState
 from a2a.utils.errors import InvalidParamsError
 
 from apcore_a2a.adapters.errors import sanitize
@@ -64,12 +65,7 @@ def without_token(inputs: dict[str, Any] | None) -> dict[str, Any]:
 
 async def submit(run: Run, message: Message, spec: SkillSpec) -> None:
     """Emit the submitted ``Task`` a new task starts with (history: the user message)."""
-    task = Task(
-        id=run.task_id,
-        context_id=run.context_id,
-        status=TaskStatus(state=TaskState.TASK_STATE_SUBMITTED),
-        history=[message],
-    )
+    task = new_task(run.task_id, run.context_id, TaskState.TASK_STATE_SUBMITTED, history=[message])
     task.status.timestamp.GetCurrentTime()
     task.metadata.update({SKILL_METADATA_KEY: spec.module_id})
     await run.emit(task)
