@@ -1,20 +1,12 @@
 """Errors apcore-a2a answers with besides the A2A specification's own.
 
 Each is an a2a-sdk ``A2AError`` with its own JSON-RPC code, HTTP status, gRPC status and
-``google.rpc.ErrorInfo`` reason (:attr:`OwnError.wire`). The codes sit at the top of the
-range the A2A specification leaves to implementations (-32001 to -32099), far from the
-codes A2A itself uses.
-
-* :class:`TaskBusyError`: JSON-RPC -32090, HTTP 409, gRPC FAILED_PRECONDITION, ``TASK_BUSY``
-* :class:`QuotaExceededError`: -32091, HTTP 429, RESOURCE_EXHAUSTED, ``QUOTA_EXCEEDED``
-* :class:`StoreUnavailableError`: -32092, HTTP 503, UNAVAILABLE, ``TASK_STORE_UNAVAILABLE``
-* :class:`UnauthenticatedError`: -32093, HTTP 401, UNAUTHENTICATED, ``UNAUTHENTICATED``
-* :class:`PermissionDeniedError`: -32094, HTTP 403, PERMISSION_DENIED, ``PERMISSION_DENIED``
-
-The last two carry the seconds to wait in their data as ``retryAfter`` (REST answers also
-send it as ``Retry-After``). The SDK keeps its error answers in process-wide tables, so
-these are answered by our own routes and servicers (:mod:`apcore_a2a.upstream.error_answers`),
-never by writing those tables.
+``google.rpc.ErrorInfo`` reason (:attr:`OwnError.wire`, on each class below). The codes sit
+at the top of the range the A2A specification leaves to implementations (-32001 to -32099),
+far from the codes A2A itself uses. Quota and store errors carry the seconds to wait in
+their data as ``retryAfter`` (REST answers also send it as ``Retry-After``). The SDK keeps
+its error answers in process-wide tables, so these are answered by our own routes and
+servicers (:mod:`apcore_a2a.upstream.error_answers`), never by writing those tables.
 """
 
 from __future__ import annotations

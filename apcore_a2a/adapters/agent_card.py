@@ -152,15 +152,6 @@ class AgentCardBuilder:
     extra_extensions: Sequence[AgentExtension] = ()
     documentation_url: str | None = None
 
-    def interfaces(self) -> list[AgentInterface]:
-        """1.0 interfaces first (the preferred ones), then the 0.3 ones."""
-        return [
-            AgentInterface(url=b.url, protocol_binding=b.protocol, protocol_version=version)
-            for version in PROTOCOL_VERSIONS
-            for b in self.bindings
-            if version in b.versions
-        ]
-
     def build(self, specs: Iterable[SkillSpec]) -> AgentCard:
         specs = list(specs)
         params = {"skills": {s.module_id: s.extension_entry for s in specs}}
@@ -187,7 +178,13 @@ class AgentCardBuilder:
             name=self.name,
             description=self.description or f"apcore agent with {len(specs)} skills",
             version=self.version,
-            supported_interfaces=self.interfaces(),
+            # 1.0 interfaces first (the preferred ones), then the 0.3 ones
+            supported_interfaces=[
+                AgentInterface(url=b.url, protocol_binding=b.protocol, protocol_version=version)
+                for version in PROTOCOL_VERSIONS
+                for b in self.bindings
+                if version in b.versions
+            ],
             capabilities=capabilities,
             default_input_modes=sorted({m for s in specs for m in s.skill.input_modes})
             or ["application/json"],

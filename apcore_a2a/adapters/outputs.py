@@ -1,14 +1,7 @@
-"""What a module can answer besides plain values: files, a reply kind, a question (pure).
-
-* :class:`File` -- a file the module returns, inline (``raw``) or by ``url``; its
-  ``model_dump()`` is recognised too (:func:`file_from_value`).
-* ``{"kind": "text", "text": ...}`` -- a text part, for streaming modules, whose chunks
-  apcore requires to be dicts (:func:`text_from_value`).
-* :func:`reply_as` -- the module decides, for this call, between a ``Message`` and a ``Task``.
-* :class:`InputRequired` / :class:`AuthRequired` -- raised by a module: the task waits in
-  ``input-required`` / ``auth-required`` for the caller's answer.
-
-See docs/lifecycle.md, "What a module answers". No I/O here.
+"""What a module can answer besides plain values (pure): a :class:`File`, a text chunk
+(``{"kind": "text", "text": ...}``: apcore requires a streaming module's chunks to be dicts),
+a reply kind (:func:`reply_as`), a question (:class:`InputRequired`, :class:`AuthRequired`).
+See docs/lifecycle.md, "What a module answers".
 """
 
 from __future__ import annotations

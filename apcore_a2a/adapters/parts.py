@@ -1,17 +1,7 @@
-"""A2A Parts <-> apcore module input and output (pure).
-
-apcore modules take one dict. Incoming parts become that dict:
-
-* data parts are objects and are merged (a key given twice with different values is an
-  error naming the key);
-* a text part fills the module's single required string property, or is parsed when it
-  holds a JSON object;
-* file parts (inline bytes or URL) fill the properties the schema declares binary;
-* numbers arrive as protobuf doubles (``2`` travels as ``2.0``), so integral values are
-  turned back into ``int`` wherever the schema says ``integer`` -- apcore validates
-  strictly and would reject them otherwise.
-
-Module output becomes parts as docs/lifecycle.md ("What a module answers") tabulates.
+"""A2A Parts <-> apcore module input and output (pure), by the tables of the README ("How
+messages reach modules") and docs/lifecycle.md ("What a module answers"). Numbers arrive as
+protobuf doubles (``2`` travels as ``2.0``), so integral values become ``int`` wherever the
+schema says ``integer``: apcore validates strictly and would reject them otherwise.
 """
 
 from __future__ import annotations

@@ -20,9 +20,10 @@ import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from a2a.helpers.proto_helpers import new_message
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
-from a2a.types import Message, Part, Role, TaskState
+from a2a.types import Message, Part, TaskState
 from a2a.utils.errors import InvalidParamsError
 
 from apcore_a2a.adapters.errors import (
@@ -146,26 +147,6 @@ def _deep_merge(target: dict[str, Any], chunk: dict[str, Any]) -> None:
             target[key] = value
 
 
-class StreamSummary:
-    """The result of a whole stream, for the ``completed`` status message.
-
-    Data chunks are deep-merged into one data part. Text and files are not repeated: the
-    artifact holds every chunk, and a long output is stored and sent once.
-    """
-
-    def __init__(self) -> None:
-        self.count = 0
-        self._data: dict[str, Any] = {}
-
-    def add(self, chunk: Any) -> None:
-        self.count += 1
-        if isinstance(chunk, dict) and not is_file(chunk) and text_from_value(chunk) is None:
-            _deep_merge(self._data, {k: v for k, v in chunk.items() if not is_file(v)})
-
-    def parts(self) -> list[Part]:
-        return output_to_parts(self._data) if self._data else []
-
-
 class ApCoreAgentExecutor(AgentExecutor):
     """Run apcore modules for the a2a-sdk request handler.
 
@@ -260,7 +241,7 @@ class ApCoreAgentExecutor(AgentExecutor):
         parts = value if streamed else output_to_parts(value, wrapped_result=spec.wrapped_result)
         if streamed and parts:
             # The chunks already built the artifact; the status carries the merged data.
-            message = _agent(run.context_id, parts, run.task_id)
+            message = new_message(parts, run.context_id, run.task_id)
         elif parts:
             await run.artifact(uuid.uuid4().hex, parts)
         await run.status(TaskState.TASK_STATE_COMPLETED, message)
@@ -301,10 +282,12 @@ class ApCoreAgentExecutor(AgentExecutor):
     async def _stream(
         self, run: Run, spec: SkillSpec, inputs: dict[str, Any], apcore_context: Any
     ) -> tuple[list[Part] | None, bool]:
-        """Each chunk becomes an update of one artifact; returns the parts of the whole
-        result (``StreamSummary``) and whether any chunk came."""
+        """Each chunk becomes an update of one artifact; returns the parts of the
+        ``completed`` status message and whether any chunk came. That message carries the
+        data chunks deep-merged into one data part; text and files are not repeated (the
+        artifact holds every chunk, and a long output is stored and sent once)."""
         artifact_id = uuid.uuid4().hex
-        summary = StreamSummary()
+        count, merged = 0, dict[str, Any]()
         stream = self._executor.stream(spec.module_id, inputs, apcore_context)
         # aclosing: a cancel or timeout closes the module's generator now, not at GC.
         async with contextlib.aclosing(stream) as chunks:
@@ -312,9 +295,12 @@ class ApCoreAgentExecutor(AgentExecutor):
             async with contextlib.aclosing(flagged):
                 async for chunk, last in flagged:
                     parts = output_to_parts(chunk) or [Part(text="")]
-                    await run.artifact(artifact_id, parts, append=summary.count > 0, last=last)
-                    summary.add(chunk)
-        return (summary.parts() if summary.count else None), summary.count > 0
+                    await run.artifact(artifact_id, parts, append=count > 0, last=last)
+                    count += 1
+                    data = isinstance(chunk, dict) and not is_file(chunk)
+                    if data and text_from_value(chunk) is None:
+                        _deep_merge(merged, {k: v for k, v in chunk.items() if not is_file(v)})
+        return (output_to_parts(merged) if merged else []) if count else None, count > 0
 
     async def _answer_first(
         self,
@@ -358,7 +344,7 @@ class ApCoreAgentExecutor(AgentExecutor):
                 raise as_a2a_error(self._mapped(spec, error)) from None
             if kind == "message":
                 parts = output_to_parts(value, wrapped_result=spec.wrapped_result)
-                reply = _agent(run.context_id, parts)
+                reply = new_message(parts, run.context_id)
                 reply.metadata.update({SKILL_METADATA_KEY: spec.module_id})
                 await run.queue.enqueue_event(reply)
                 return
@@ -412,13 +398,3 @@ class ApCoreAgentExecutor(AgentExecutor):
             exc_info=exc if level >= logging.ERROR and not timeout else None,
         )
         return mapped
-
-
-def _agent(context_id: str, parts: list[Part], task_id: str = "") -> Message:
-    return Message(
-        message_id=uuid.uuid4().hex,
-        role=Role.ROLE_AGENT,
-        task_id=task_id,
-        context_id=context_id,
-        parts=parts,
-    )

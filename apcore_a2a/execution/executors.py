@@ -13,6 +13,7 @@ asks once more and is not replaceable, so one build per call remains (docs/bench
 from __future__ import annotations
 
 import weakref
+from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["WrappedStep", "cache_schemas", "default_executor", "resolve_executor"]
@@ -54,13 +55,11 @@ def resolve_executor(obj: Any, *, execution_timeout: float = 300.0) -> tuple[Any
 _built: weakref.WeakKeyDictionary[type, tuple[object, dict[str, Any]]] = weakref.WeakKeyDictionary()
 
 
+@dataclass(slots=True, eq=False)
 class _SchemaView:
     """A pydantic model class, except that ``model_json_schema()`` answers from the cache."""
 
-    __slots__ = ("_cls",)
-
-    def __init__(self, cls: type) -> None:
-        self._cls = cls
+    _cls: type
 
     def model_json_schema(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
         cls: Any = self._cls
@@ -87,13 +86,11 @@ def _view(schema: Any) -> Any:
     return _SchemaView(schema)
 
 
+@dataclass(slots=True, eq=False)
 class _ModuleView:
     """The module as the validation steps see it: its schema classes behind :class:`_SchemaView`."""
 
-    __slots__ = ("_module",)
-
-    def __init__(self, module: Any) -> None:
-        self._module = module
+    _module: Any
 
     def __getattr__(self, name: str) -> Any:
         value = getattr(self._module, name)

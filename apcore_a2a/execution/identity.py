@@ -1,13 +1,7 @@
-"""Who is calling, and which modules the apcore ACL lets them call.
-
-Authentication (HTTP middleware or gRPC interceptor) stores the caller's apcore
-``Identity`` in the ASGI scope under :data:`IDENTITY_SCOPE_KEY`; the call-context builders
-turn it into an :class:`IdentityUser`, the SDK ``User`` that owns tasks and push configs;
-the executor hands the same identity to apcore so ACL conditions apply.
-
-Skill ids are apcore module ids, so "may this caller see or call skill S" is the apcore ACL
-question "may this identity call module S", asked without executing anything (preflight,
-the skill router and the per-caller cards).
+"""Who is calling (an apcore ``Identity`` left in the ASGI scope by authentication, as
+the SDK ``User`` :class:`IdentityUser` that owns tasks and push configs), and which modules
+the apcore ACL lets them call: skill ids are module ids, so "may this caller see skill S" is
+asked of the ACL without executing anything (preflight, routing, per-caller cards).
 """
 
 from __future__ import annotations

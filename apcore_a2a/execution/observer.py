@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import re
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -19,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from a2a.server.events import EventQueue
 from a2a.types import Message, Task, TaskState, TaskStatusUpdateEvent
+from apcore import TraceContext
 
 from apcore_a2a import _logging
 from apcore_a2a.classify import current_request
@@ -38,7 +38,6 @@ __all__ = [
 
 logger = logging.getLogger("apcore_a2a.execution.observer")
 
-_TRACEPARENT = re.compile(r"[^-]*-([0-9a-fA-F]{32})(?:-[^-]*){2,}")
 TERMINAL_STATES = frozenset({"completed", "failed", "canceled", "rejected"})
 
 
@@ -156,12 +155,10 @@ def _error_code(message: Message) -> str | None:
 
 
 def _trace_id_of(call_context: ServerCallContext | None) -> str | None:
-    """The trace id of an inbound W3C ``traceparent`` header, if well-formed."""
+    """The trace id of an inbound W3C ``traceparent``, read as apcore reads it for the run."""
     headers = call_context.state.get("headers") if call_context is not None else None
-    value = headers.get("traceparent") if isinstance(headers, dict) else None
-    found = _TRACEPARENT.fullmatch(value.strip()) if isinstance(value, str) else None
-    trace_id = found.group(1).lower() if found else None
-    return trace_id if trace_id != "0" * 32 else None
+    parent = TraceContext.extract(headers) if isinstance(headers, dict) else None
+    return parent.trace_id if parent is not None else None
 
 
 def _method_of(call_context: ServerCallContext | None) -> str | None:

@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import logging
 import time
-import uuid
 import weakref
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
+from a2a.helpers.proto_helpers import new_data_part, new_message
 from a2a.server.agent_execution import RequestContext
 from a2a.server.agent_execution.active_task import TERMINAL_TASK_STATES as _TERMINAL
 from a2a.server.events import EventQueue
@@ -24,7 +23,6 @@ from a2a.types import (
     Artifact,
     Message,
     Part,
-    Role,
     TaskArtifactUpdateEvent,
     TaskState,
     TaskStatus,
@@ -33,13 +31,10 @@ from a2a.types import (
 from apcore import CancelToken, Context, TraceContext
 from google.protobuf.json_format import MessageToDict
 
-from apcore_a2a.adapters.errors import clean_for_log
 from apcore_a2a.execution.executors import WrappedStep
 from apcore_a2a.execution.identity import identity_of
 
 __all__ = ["CURRENT_RUN", "Run", "track_module_tasks"]
-
-logger = logging.getLogger("apcore_a2a.executor")
 
 
 @dataclass(slots=True)
@@ -105,29 +100,14 @@ class Run:
 
     def message(self, text: str, data: dict[str, Any]) -> Message:
         """An agent message on this run's task: a text part and, if *data*, a data part."""
-        parts = [Part(text=text)]
-        if data:
-            parts.append(Part())
-            parts[-1].data.struct_value.update(data)
-        return Message(
-            message_id=uuid.uuid4().hex,
-            role=Role.ROLE_AGENT,
-            task_id=self.task_id,
-            context_id=self.context_id,
-            parts=parts,
-        )
+        parts = [Part(text=text), *([new_data_part(data)] if data else [])]
+        return new_message(parts, self.context_id, self.task_id)
 
     def apcore_context(self, context: RequestContext, module_id: str, timeout: float) -> Any:
         """The apcore ``Context`` of the module call: identity, W3C trace parent, this run's
         cancel token, deadline and the ``a2a.*`` facts (kept as :attr:`data`)."""
         call_context = context.call_context
         headers = call_context.state.get("headers") if call_context is not None else None
-        trace_parent = None
-        if headers and "traceparent" in headers:
-            try:
-                trace_parent = TraceContext.extract(headers)
-            except Exception:
-                logger.debug("Ignoring malformed traceparent %s", clean_for_log(headers))
         message = context.message
         data: dict[str, Any] = {
             "a2a.task_id": context.task_id,
@@ -141,7 +121,7 @@ class Run:
             data["a2a.request_metadata"] = context.metadata
         apcore_context = Context.create(
             identity=identity_of(call_context),
-            trace_parent=trace_parent,
+            trace_parent=TraceContext.extract(headers) if headers else None,
             cancel_token=self.token,
             data=data,
             global_deadline=time.time() + timeout,
@@ -160,6 +140,7 @@ class Run:
 CURRENT_RUN: ContextVar[Run | None] = ContextVar("apcore_a2a_run", default=None)
 
 
+@dataclass(slots=True, eq=False)
 class _TrackedModule:
     """The module as apcore's ``execute`` step sees it during one of our runs.
 
@@ -168,12 +149,9 @@ class _TrackedModule:
     :meth:`Run.stop` cancels it.
     """
 
-    __slots__ = ("_home", "_module", "_run")
-
-    def __init__(self, module: Any, run: Run, home: asyncio.Task[Any] | None) -> None:
-        self._module = module
-        self._run = run
-        self._home = home
+    _module: Any
+    _run: Run
+    _home: asyncio.Task[Any] | None
 
     async def execute(self, inputs: Any, context: Any) -> Any:
         task = asyncio.current_task()

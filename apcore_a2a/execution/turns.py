@@ -1,17 +1,10 @@
 """A parked task and the next message on it: approvals, and modules that ask for input.
 
-**Approvals.** When apcore raises ``ApprovalPendingError`` the task parks in
-``input-required``; the status message says what is needed (approval id, reason, module) as
-text and data, and the same facts are kept in the task metadata under ``apcore.approval``.
-
-**Questions.** A module raises :class:`~apcore_a2a.adapters.outputs.InputRequired`: the task
-parks in ``input-required`` with the prompt as its status message, and the task metadata
-keeps ``apcoreInput = {prompt, field, messageId, input, status: "pending"}`` -- ``input`` is
-the input the asking call ran with. :class:`~apcore_a2a.adapters.outputs.AuthRequired` is
-the same question in ``auth-required`` (the entry adds ``auth: true`` and ``scheme``).
-
-Both live in the task, so the answer can be taken on any replica, now or after a restart.
-The next message on the task (:func:`resume`) is read, in this order, as
+An ``ApprovalPendingError`` from apcore, or an :class:`~apcore_a2a.adapters.outputs.InputRequired`
+(``AuthRequired``) from the module, parks the task in ``input-required`` (``auth-required``)
+and records what is needed in the task metadata (``apcore.approval``, ``apcoreInput``;
+docs/lifecycle.md), so the answer can be taken on any replica, now or after a restart. The
+next message on the task (:func:`resume`) is read, in this order, as
 
 1. the answer to a pending approval: approve (the module runs again on the input that
    asked, with apcore's ``_approval_token``), reject, or neither (asked again);
@@ -29,8 +22,9 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from a2a.helpers.proto_helpers import new_task
 from a2a.server.agent_execution.active_task import INTERRUPTED_TASK_STATES as _WAITING
-from a2a.types import Message, Task, TaskState, TaskStatus
+from a2a.types import Message, Task, TaskState
 from a2a.utils.errors import InvalidParamsError
 
 from apcore_a2a.adapters.errors import sanitize
@@ -71,12 +65,7 @@ def without_token(inputs: dict[str, Any] | None) -> dict[str, Any]:
 
 async def submit(run: Run, message: Message, spec: SkillSpec) -> None:
     """Emit the submitted ``Task`` a new task starts with (history: the user message)."""
-    task = Task(
-        id=run.task_id,
-        context_id=run.context_id,
-        status=TaskStatus(state=TaskState.TASK_STATE_SUBMITTED),
-        history=[message],
-    )
+    task = new_task(run.task_id, run.context_id, TaskState.TASK_STATE_SUBMITTED, history=[message])
     task.status.timestamp.GetCurrentTime()
     task.metadata.update({SKILL_METADATA_KEY: spec.module_id})
     await run.emit(task)
@@ -273,15 +262,12 @@ async def ask(run: Run, asked: InputRequired, message_id: str, inputs: dict[str,
     """Park the task in ``input-required`` (``auth-required``): the module asked *asked*
     while running on *inputs*."""
     prompt = sanitize(asked.prompt, 1000)
+    scheme = getattr(asked, "scheme", None)
+    scheme = sanitize(scheme, 100) if scheme else None
+    inputs = _plain(without_token(inputs))
     auth = isinstance(asked, AuthRequired)
-    scheme = (
-        sanitize(asked.scheme, 100) if isinstance(asked, AuthRequired) and asked.scheme else None
-    )
-    pending = PendingInput(
-        prompt, asked.field, message_id, _plain(without_token(inputs)), auth, scheme
-    )
-    extra = {"data": _plain(asked.data)} if asked.data else {}
-    await _question(run, pending, prompt, extra)
+    pending = PendingInput(prompt, asked.field, message_id, inputs, auth, scheme)
+    await _question(run, pending, prompt, {"data": _plain(asked.data)} if asked.data else {})
 
 
 async def reask(run: Run, pending: PendingInput, error: str) -> None:

@@ -33,7 +33,7 @@ from apcore_a2a.errors import MissingExtraError
 from apcore_a2a.execution.catalog import SkillCatalog
 from apcore_a2a.execution.executor import ApCoreAgentExecutor
 from apcore_a2a.execution.executors import default_executor, resolve_executor
-from apcore_a2a.execution.routing import ApCoreRequestContextBuilder, Preflight, SkillResolver
+from apcore_a2a.execution.routing import ApCoreRequestContextBuilder, Preflight
 from apcore_a2a.keys import CardSigner, card_signer_from_settings, jwks_route
 from apcore_a2a.ops.operations import Operations
 from apcore_a2a.push import build_push
@@ -249,9 +249,6 @@ class A2AServerFactory:
         card_base: CardBase,
         signer: CardSigner | None,
     ) -> ApCoreRequestHandler:
-        resolver = SkillResolver(
-            catalog, self.settings.default_skill, by_schema=self.settings.route_by_schema
-        )
         modifier = card_base.modifier(
             extended_card_modifier(self.executor, lambda: catalog.snapshot.card)
             if self.auth is not None
@@ -275,7 +272,11 @@ class A2AServerFactory:
             push_url_validator=push.url_validator if push else None,
             request_context_builder=NewTaskMarking(
                 ApCoreRequestContextBuilder(
-                    resolver, stores.get_task, Preflight(self.registry, self.executor)
+                    catalog,
+                    stores.get_task,
+                    Preflight(self.registry, self.executor),
+                    self.settings.default_skill,
+                    self.settings.route_by_schema,
                 )
             ),
             event_stream=stores.event_stream,
