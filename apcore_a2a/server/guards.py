@@ -1,8 +1,5 @@
-"""Pure-ASGI request guard, in the middleware of every route (it acts on A2A routes).
-
-It runs once Starlette matched the route and reads the request record the route made
-(:mod:`apcore_a2a.classify`; never the path or a method table). It adds only what the SDK
-lacks:
+"""Pure-ASGI request guard on every route (it acts on A2A routes), reading the request
+record the matched route made (:mod:`apcore_a2a.classify`). It adds what the SDK lacks:
 
 * ``415`` for a POST with a body whose Content-Type is not JSON (also when it has none:
   a browser page sends such a request cross-origin without asking first; body-less POSTs
@@ -31,6 +28,8 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from starlette.datastructures import Headers
+from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from apcore_a2a.classify import VERSION_HEADER, RequestInfo, request_info
@@ -69,17 +68,8 @@ def caller_of(scope: Scope) -> str:
     return f"ip:{client[0]}" if client else "ip:unknown"
 
 
-def _header(scope: Scope, name: bytes) -> bytes | None:
-    for key, value in scope["headers"]:
-        if key == name:
-            return bytes(value)
-    return None
-
-
-def _is_json_type(value: bytes | None) -> bool:
-    if value is None:
-        return False
-    media = value.split(b";", 1)[0].strip().decode("latin-1").lower()
+def _is_json_type(value: str | None) -> bool:
+    media = (value or "").split(";", 1)[0].strip().lower()
     return media in _JSON_TYPES or media.endswith("+json")
 
 
@@ -96,20 +86,8 @@ def error_payload(info: RequestInfo, status: int, code: int, message: str) -> di
     return {"error": {"code": status, "status": name, "message": message}}
 
 
-async def respond(
-    send: Send,
-    status: int,
-    payload: dict[str, Any],
-    extra: tuple[tuple[bytes, bytes], ...] = (),
-) -> None:
-    body = json.dumps(payload).encode()
-    headers = [
-        (b"content-type", b"application/json"),
-        (b"content-length", str(len(body)).encode()),
-        *extra,
-    ]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
+def _not_found(info: RequestInfo) -> JSONResponse:
+    return JSONResponse(error_payload(info, 404, -32601, "Not Found"), 404)
 
 
 class RequestGuard:
@@ -140,7 +118,9 @@ class RequestGuard:
         rejection = await self._check(scope, info, receive)
         if rejection is not None:
             status, code, message = rejection
-            await respond(send, status, error_payload(info, status, code, message))
+            await JSONResponse(error_payload(info, status, code, message), status)(
+                scope, receive, send
+            )
             return
         if not info.explicit_version and info.version is not None:
             scope["headers"] = [*scope["headers"], (VERSION_HEADER, info.version.encode())]
@@ -151,7 +131,7 @@ class RequestGuard:
         elif info.routable:
             await self.app(scope, receive, send)
         else:
-            await respond(send, 404, error_payload(info, 404, -32601, "Not Found"))
+            await _not_found(info)(scope, receive, send)
 
     async def _check(
         self, scope: Scope, info: RequestInfo, receive: Receive
@@ -159,11 +139,10 @@ class RequestGuard:
         """``(HTTP status, JSON-RPC code, message)`` for a request to refuse, else ``None``."""
         if info.http_method != "POST":
             return None
-        length = _header(scope, b"content-length")
-        has_body = length != b"0" and (
-            length is not None or _header(scope, b"transfer-encoding") is not None
-        )
-        if has_body and not _is_json_type(_header(scope, b"content-type")):
+        headers = Headers(scope=scope)
+        length = headers.get("content-length")
+        has_body = length != "0" and (length is not None or "transfer-encoding" in headers)
+        if has_body and not _is_json_type(headers.get("content-type")):
             # Also without any Content-Type: what a cross-origin page can send unasked.
             # -32005 ContentTypeNotSupported: the spec's only media-type error (JSONRPC-SSE-002).
             return 415, -32005, "Unsupported Content-Type: send JSON (application/json)"
@@ -198,14 +177,14 @@ class RequestGuard:
         refusal = await self.streams.acquire(caller)
         if refusal is not None:
             if refusal.scope == "agent":
-                status, code, retry = 503, -32603, GLOBAL_RETRY_AFTER
-                payload = error_payload(info, status, code, refusal.message)
+                payload = error_payload(info, 503, -32603, refusal.message)
+                status, retry = 503, GLOBAL_RETRY_AFTER
             else:
                 error = QuotaExceededError(refusal.message)
-                status, code, retry = 429, error.wire.code, int(error.data["retryAfter"])  # type: ignore[index]
-                payload = error_payload(info, status, code, refusal.message)
-                payload["error"]["data"] = {RETRY_AFTER_KEY: retry}
-            await respond(send, status, payload, ((b"retry-after", str(retry).encode()),))
+                payload = error_payload(info, 429, error.wire.code, refusal.message)
+                payload["error"]["data"] = error.data
+                status, retry = 429, error.data[RETRY_AFTER_KEY]  # type: ignore[index]
+            await JSONResponse(payload, status, {"retry-after": str(retry)})(scope, receive, send)
             return
         watch = StreamWatch(self.task_streams) if self.on_stream_dropped is not None else None
         # Event ids of resumable subscriptions (server/resume.py); unused by other streams.
@@ -230,7 +209,7 @@ class RequestGuard:
         send = sse_id_send(ending, ids)
         try:
             if not info.routable:
-                await respond(send, 404, error_payload(info, 404, -32601, "Not Found"))
+                await _not_found(info)(scope, receive, send)
             elif watch is None:
                 await self.app(scope, receive, send)
             else:
