@@ -29,24 +29,6 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from apcore_a2a.shape import Shape, ShapeError, scan
 
-__all__ = [
-    "CARD_PATHS",
-    "HEALTH_PATH",
-    "JWKS_PATH",
-    "METRICS_PATH",
-    "REQUEST_KEY",
-    "STREAMING_METHODS",
-    "Call",
-    "Recorder",
-    "RequestInfo",
-    "base_url",
-    "current_request",
-    "describe",
-    "layered",
-    "request_info",
-]
-
-
 Kind = Literal["a2a", "card", "jwks", "explorer", "health", "metrics", "other"]
 Binding = Literal["jsonrpc", "rest"]
 
@@ -212,7 +194,6 @@ class RequestInfo:
 
     def replay(self, receive: Receive) -> Receive:
         """A ``receive`` that hands the loaded body on once (however many layers wrap it)."""
-
         if self.body is None:
             return receive
 

@@ -59,15 +59,6 @@ if TYPE_CHECKING:
     from apcore_a2a.auth import Authenticator
     from apcore_a2a.settings import Settings
 
-__all__ = [
-    "GRPC_EXTRA_HINT",
-    "HEALTH_INTERVAL",
-    "SERVICE_V0_3",
-    "SERVICE_V1",
-    "GrpcCallContextBuilder",
-    "GrpcServer",
-    "grpc_address",
-]
 
 logger = logging.getLogger("apcore_a2a.grpc")
 

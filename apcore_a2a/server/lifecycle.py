@@ -1,24 +1,18 @@
 """The agent's optional parts (:class:`Feature`), and starting and stopping its work.
 
-A :class:`Feature` brings routes, middleware at a named place in the stack, and a
-start/stop pair the lifecycle runs (in order, and in reverse on the way down). The factory
-builds the features the settings ask for and never special-cases one of them. Middleware
-places, outermost first: :data:`EDGE` -- app-wide, before routing (trusted hosts, CORS);
-then on every route, once Starlette matched it (after the request record, see
-:mod:`apcore_a2a.classify`): :data:`OBSERVE` -- telemetry spans, request counters;
-:data:`AUTH` -- who is calling; :data:`GUARD` -- the request guard; :data:`INNER` --
-between the guard and the endpoint (response shaping).
+A :class:`Feature` brings routes, middleware at a named place and a start/stop pair (run
+in order, and in reverse on the way down); the factory never special-cases one. Places,
+outermost first: :data:`EDGE`, app-wide before routing (trusted hosts, CORS); then on each
+matched route, after the request record: :data:`OBSERVE` (telemetry, counters),
+:data:`AUTH`, :data:`GUARD` (the request guard), :data:`INNER` (response shaping).
 
-The app's lifespan runs :class:`Lifecycle` when the agent is served on its own. A host app
-that mounts the agent (``Mount("/agent", app=async_serve(registry))``) usually does not run
-a mounted app's lifespan, so :class:`StartOnFirstRequest` starts the same work on the first
-request instead: task store, push delivery, gRPC, module watching. For a clean shutdown
-the host wires our lifespan into its own (see docs/deployment.md).
+A host app that mounts the agent usually does not run a mounted app's lifespan, so
+:class:`StartOnFirstRequest` starts the same work on the first request (for a clean
+shutdown the host wires our lifespan into its own, see docs/deployment.md).
 
-Process-wide tuning -- the event loop's default thread pool sized ``sync_workers`` (apcore
-runs sync modules there) and ``gc.freeze()`` after start -- is applied only when
-``process_tuning`` is on (by default under ``serve()`` and the CLI, which own the process),
-and undone on stop, so an app that mounts ours keeps its loop as it was.
+Process-wide tuning (the loop's default thread pool sized ``sync_workers``, where apcore
+runs sync modules; ``gc.freeze()`` after start) only with ``process_tuning`` (by default
+under ``serve()`` and the CLI, which own the process), and undone on stop.
 """
 
 from __future__ import annotations
@@ -49,19 +43,6 @@ from apcore_a2a.ops.shutdown import drain
 from apcore_a2a.server.limits import StreamLimiter
 from apcore_a2a.settings import Settings
 from apcore_a2a.storage import Stores
-
-__all__ = [
-    "AUTH",
-    "EDGE",
-    "GUARD",
-    "INNER",
-    "OBSERVE",
-    "Feature",
-    "Lifecycle",
-    "ServerState",
-    "StartOnFirstRequest",
-    "host_feature",
-]
 
 logger = logging.getLogger("apcore_a2a.server")
 
@@ -252,12 +233,12 @@ class Lifecycle:
         gc.unfreeze()  # let this app's own cycles be collected once it is gone
 
 
+@dataclass
 class StartOnFirstRequest:
     """Outermost middleware: start the lifecycle if no lifespan did (a mounted app)."""
 
-    def __init__(self, app: ASGIApp, *, lifecycle: Lifecycle) -> None:
-        self.app = app
-        self.lifecycle = lifecycle
+    app: ASGIApp
+    lifecycle: Lifecycle
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         lifecycle = self.lifecycle

@@ -1,18 +1,16 @@
 """Per-caller quota of unfinished tasks (``max_unfinished_tasks_per_caller``).
 
 One caller must not fill the task store for everybody (parked ``input-required`` tasks
-stay until someone answers them). A request for a new task first takes one of its
-caller's slots (``server/limits.py``; the caller key as for the stream quota), atomically,
-so concurrent requests never overshoot the quota (in cluster mode the slots are in the
-shared database: the quota is the agent's). A task the request leaves unfinished keeps the
-slot (renamed to the task id) until a save in a final state, wherever that happens;
-otherwise the slot is given back when the task finishes or the request ends.
+stay until answered). A request for a new task first takes one of its caller's slots
+(``server/limits.py``) atomically, so concurrent requests never overshoot (in cluster mode
+the slots are in the shared database). A task left unfinished keeps the slot (renamed to
+its id) until a save in a final state, wherever that happens; otherwise the slot is given
+back when the request ends. Over the quota a new task gets
+:class:`~apcore_a2a.errors.QuotaExceededError`; messages continuing a task never do.
 
-A new task over the quota gets :class:`~apcore_a2a.errors.QuotaExceededError` (-32091,
-HTTP 429, gRPC ``RESOURCE_EXHAUSTED``); messages continuing a task are never refused by
-it. A task can end without any process seeing the save (failed by the recovery of a dead
-replica, evicted from the memory store): a caller found at its quota has its tasks checked
-against the store (at most once per ``RECHECK_SECONDS``) first.
+A task can end unseen (failed by a dead replica's recovery, evicted from the memory
+store): a caller found at its quota has its tasks checked against the store first (at
+most once per ``RECHECK_SECONDS``).
 """
 
 from __future__ import annotations
@@ -34,9 +32,9 @@ __all__ = ["CALLER_STATE_KEY", "TaskQuota"]
 
 logger = logging.getLogger("apcore_a2a.server")
 
-#: ``ServerCallContext.state`` key holding the caller key of the request
+#: ``ServerCallContext.state`` keys: the caller key; the slot a new-task request holds,
+#: and its task
 CALLER_STATE_KEY = "apcore_a2a.caller"
-#: ``ServerCallContext.state`` keys of the slot a new-task request holds, and of its task
 _SLOT_STATE_KEY = "apcore_a2a.task_slot"
 _TASK_STATE_KEY = "apcore_a2a.task_slot_task"
 #: Seconds a caller over its quota is told to wait (tasks finish or time out meanwhile).
@@ -94,7 +92,7 @@ class TaskQuota:
         context.state[_SLOT_STATE_KEY] = holder
 
     async def settle(self, context: ServerCallContext, call: Awaitable[_T]) -> _T:
-        """Await the request *call*; then give back a slot no task took."""
+        """Await the request *call*, then give back a slot no task took."""
         try:
             return await call
         finally:

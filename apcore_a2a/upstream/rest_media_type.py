@@ -1,11 +1,9 @@
 """REST answers carry ``application/json`` (spec §11.1, HTTP_JSON-SVC-001).
 
-a2a-sdk 1.3 answers REST calls with ``application/a2a+json``. The HTTP+JSON binding's
-requirement is ``application/json`` for requests and responses (``application/a2a+json``
-is registered in §14.1, but the binding names ``application/json``): :class:`RestMediaType`
-answers ``application/json`` unless the caller's ``Accept`` admits only
-``application/a2a+json``. ``tests/upstream/test_rest_media_type.py`` fails when the SDK
-changes its media type; then this file can go.
+a2a-sdk 1.3 answers REST calls with ``application/a2a+json`` (registered in §14.1, but the
+HTTP+JSON binding names ``application/json``): :class:`RestMediaType` answers
+``application/json`` unless the caller's ``Accept`` admits only ``application/a2a+json``.
+``tests/upstream/test_rest_media_type.py`` fails when the SDK changes its media type.
 """
 
 from __future__ import annotations
