@@ -121,15 +121,14 @@ class GrpcCallContextBuilder(DefaultGrpcServerCallContextBuilder):
     """The SDK's gRPC builder plus, as over HTTP, the apcore identity, the text metadata as
     ``state['headers']`` and the protocol of the service the call reached."""
 
-    def __init__(self, protocol_version: str | None = None) -> None:
+    def __init__(self, protocol_version: str) -> None:
         self.protocol_version = protocol_version
 
     def build(self, context: grpc.aio.ServicerContext) -> ServerCallContext:
         call_context: ServerCallContext = super().build(context)
         call_context.state["headers"] = _text_metadata(context)
         call_context.state[CALLER_STATE_KEY] = _caller(_call_identity.get(), context)
-        if self.protocol_version is not None:
-            call_context.state[PROTOCOL_VERSION_STATE_KEY] = self.protocol_version
+        call_context.state[PROTOCOL_VERSION_STATE_KEY] = self.protocol_version
         return call_context
 
     def build_user(self, context: grpc.aio.ServicerContext) -> User:

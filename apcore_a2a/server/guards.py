@@ -1,22 +1,19 @@
 """Pure-ASGI request guard on every route (it acts on A2A routes), reading the request
 record the matched route made (:mod:`apcore_a2a.classify`). It adds what the SDK lacks:
 
-* ``415`` for a POST with a body whose Content-Type is not JSON (also when it has none:
-  a browser page sends such a request cross-origin without asking first; body-less POSTs
-  such as ``:cancel`` need none), ``413`` for a body over the limit (on
-  ``Content-Length`` and again while reading);
-* ``-32700`` (JSON-RPC) or ``400`` (REST) for a body that is not UTF-8, is nested deeper
-  than Python's JSON decoder goes, or (JSON-RPC) holds an unpaired surrogate escape or no
-  ``id``, which the SDK would answer with -32603, an HTTP 500, or not at all;
-* ``-32602`` (JSON-RPC) or ``400`` (REST) for a body beyond a shape limit (depth, values,
-  parts per message; :mod:`apcore_a2a.shape`), before anything parses it;
-* the version rule for requests without an ``A2A-Version`` header: the SDK treats a
-  missing header as 0.3; here a 1.0 method name or REST path is served as 1.0;
+* ``415`` for a POST with a body that is not JSON, also without Content-Type (what a
+  cross-origin page sends unasked; body-less POSTs such as ``:cancel`` need none); ``413``
+  for a body over the limit (on ``Content-Length`` and again while reading);
+* ``-32700`` (JSON-RPC) or ``400`` (REST) for a body that is not UTF-8, nested deeper than
+  Python's decoder goes, or (JSON-RPC) with an unpaired surrogate escape or no ``id``
+  (the SDK: -32603, HTTP 500, or no answer);
+* ``-32602`` (JSON-RPC) or ``400`` (REST) for a body beyond a shape limit
+  (:mod:`apcore_a2a.shape`), before anything parses it;
+* without ``A2A-Version`` (0.3 to the SDK), a 1.0 method name or REST path is served as 1.0;
 * stream limits (:class:`~apcore_a2a.server.limits.StreamLimiter`): over the agent's cap
   ``503`` + ``Retry-After``, over the caller's quota ``429`` (``QuotaExceededError``);
-* ``cancel_on_disconnect`` (see :class:`StreamWatch`);
-* SSE event ids of resumable subscriptions (:mod:`apcore_a2a.server.resume`);
-* error scrubbing of every response (:mod:`apcore_a2a.server.scrub`).
+* ``cancel_on_disconnect`` (:class:`StreamWatch`), SSE event ids of resumable streams
+  (:mod:`~apcore_a2a.server.resume`), error scrubbing (:mod:`~apcore_a2a.server.scrub`).
 """
 
 from __future__ import annotations
@@ -26,6 +23,7 @@ import logging
 import re
 from collections import deque
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from starlette.datastructures import Headers
@@ -90,25 +88,17 @@ def _not_found(info: RequestInfo) -> JSONResponse:
     return JSONResponse(error_payload(info, 404, -32601, "Not Found"), 404)
 
 
+@dataclass
 class RequestGuard:
     """See the module docstring."""
 
-    def __init__(
-        self,
-        app: ASGIApp,
-        *,
-        max_body_bytes: int,
-        streams: StreamLimiter,
-        on_stream_dropped: DropHandler | None = None,
-        task_streams: dict[str, int] | None = None,
-    ) -> None:
-        self.app = app
-        self.max_body = max_body_bytes
-        self.streams = streams
-        self.on_stream_dropped = on_stream_dropped
-        #: open watched streams per task id (only with on_stream_dropped); one dict for
-        #: the guards of all routes
-        self.task_streams: dict[str, int] = {} if task_streams is None else task_streams
+    app: ASGIApp
+    max_body_bytes: int
+    streams: StreamLimiter
+    on_stream_dropped: DropHandler | None = None
+    #: open watched streams per task id (only with on_stream_dropped); one dict for the
+    #: guards of all routes
+    task_streams: dict[str, int] = field(default_factory=dict)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         info = request_info(scope) if scope["type"] == "http" else None
@@ -146,8 +136,9 @@ class RequestGuard:
             # Also without any Content-Type: what a cross-origin page can send unasked.
             # -32005 ContentTypeNotSupported: the spec's only media-type error (JSONRPC-SSE-002).
             return 415, -32005, "Unsupported Content-Type: send JSON (application/json)"
-        too_large = length is not None and length.isdigit() and int(length) > self.max_body
-        if too_large or not await info.load_body(receive, self.max_body):
+        limit = self.max_body_bytes
+        too_large = length is not None and length.isdigit() and int(length) > limit
+        if too_large or not await info.load_body(receive, limit):
             return 413, -32600, "Payload too large"
         body = info.body or b""
         if info.shape_error is not None:
@@ -244,13 +235,9 @@ def _parse_error(exc: Exception) -> str:
 
 
 class StreamWatch:
-    """Follows one SSE response: which task it serves and whether the client dropped it.
-
-    The task id comes from the first event (a new task's id is only known once the
-    server answers). A drop is an ``http.disconnect`` before the response's last body
-    chunk. *open_streams* counts open streams per task, shared by all watches of a
-    guard, so a task that another client is still streaming is left alone.
-    """
+    """Follows one SSE response: its task (named by the first event) and whether the client
+    dropped it (``http.disconnect`` before the last chunk). *open_streams*, shared by all
+    watches, counts streams per task: a task another client still streams is left alone."""
 
     _MAX_SNIFF = 64 * 1024
 
@@ -332,11 +319,8 @@ def _task_id_of(payload: Any) -> str | None:
 
 
 def cancel_on_drop(handler: Any, context_builder: Any) -> DropHandler:
-    """A :data:`DropHandler` that cancels the task through the SDK request handler.
-
-    The cancel runs as the caller who opened the stream (the call context is built from
-    the same request), so owner scoping applies as for a client's own CancelTask.
-    """
+    """A :data:`DropHandler` cancelling the task through the SDK handler, as the caller who
+    opened the stream (owner scoping applies as for the client's own CancelTask)."""
     from a2a.types import CancelTaskRequest
     from a2a.utils.errors import A2AError
     from starlette.requests import Request

@@ -29,7 +29,6 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from a2a.server.request_handlers import DefaultRequestHandler
-from a2a.types import AgentCard
 from starlette.middleware import Middleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.routing import BaseRoute
@@ -76,11 +75,24 @@ def middleware_stack(
 
 
 def host_feature(settings: Settings) -> Feature | None:
-    """Refuse ``Host`` headers the agent does not answer to (DNS rebinding) with 400."""
-    hosts = allowed_hosts(settings)
-    if hosts is None:
-        return None
-    return Feature("allowed-hosts", middleware=[(EDGE, Middleware(HostCheck, allowed_hosts=hosts))])
+    """Refuse ``Host`` headers the agent does not answer to (DNS rebinding) with 400;
+    ``None`` to answer any (a bind on every interface, no url)."""
+    if settings.allowed_hosts:
+        if "*" in settings.allowed_hosts:
+            return None
+        hosts = set(settings.allowed_hosts)
+    else:
+        # "testserver" is the name Starlette's TestClient sends; it resolves nowhere, so
+        # it opens no door to DNS rebinding.
+        hosts = {"localhost", "127.0.0.1", "[::1]", "::1", "testserver"}
+        if settings.url:
+            hosts.add(urlsplit(settings.url).hostname or "localhost")
+        elif settings.host in ("0.0.0.0", "::", ""):
+            return None
+        else:
+            hosts.add(settings.host)
+    check = Middleware(HostCheck, allowed_hosts=sorted(hosts))
+    return Feature("allowed-hosts", middleware=[(EDGE, check)])
 
 
 class HostCheck:
@@ -98,24 +110,6 @@ class HostCheck:
             await self.checked(scope, receive, send)
 
 
-def allowed_hosts(settings: Settings) -> list[str] | None:
-    """The Host names to answer, or ``None`` for any (a bind on every interface, no url)."""
-    if settings.allowed_hosts:
-        return None if "*" in settings.allowed_hosts else list(settings.allowed_hosts)
-    # "testserver" is the name Starlette's TestClient sends; it resolves nowhere, so it
-    # opens no door to DNS rebinding.
-    hosts = {"localhost", "127.0.0.1", "[::1]", "::1", "testserver"}
-    if settings.url:
-        name = urlsplit(settings.url).hostname
-        if name:
-            hosts.add(name)
-    elif settings.host in ("0.0.0.0", "::", ""):
-        return None
-    else:
-        hosts.add(settings.host)
-    return sorted(hosts)
-
-
 @dataclass
 class ServerState:
     """Live objects of one server, shared with ops endpoints and tests."""
@@ -131,10 +125,6 @@ class ServerState:
     ops: Operations
     started_at: float = 0.0
     extras: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def card(self) -> AgentCard:
-        return self.catalog.snapshot.card
 
     def document(self) -> CardDocument:
         return self.catalog.snapshot.document

@@ -35,6 +35,7 @@ from a2a.server.cluster.version import TaskVersion
 from a2a.server.context import ServerCallContext
 from a2a.types import Message, Task, TaskState, TaskStatusUpdateEvent
 from a2a.utils.errors import InvalidParamsError, TaskNotFoundError, UnsupportedOperationError
+from starlette.datastructures import Headers, QueryParams
 from starlette.types import Message as ASGIMessage
 from starlette.types import Send
 
@@ -62,21 +63,16 @@ class EventLog(Protocol):
 
 def last_event_id_of(scope: MutableMapping[str, Any]) -> str | None:
     """The id a resuming client sent: header, JSON-RPC params metadata, or REST query."""
-    for key, value in scope.get("headers", ()):
-        if key == b"last-event-id":
-            return bytes(value).decode("latin-1").strip() or None
+    header = Headers(scope=scope).get("last-event-id")
+    if header is not None:
+        return header.strip() or None
     info = request_info(scope)
     payload = info.payload if info is not None else None
     if isinstance(payload, dict) and isinstance(payload.get("params"), dict):
         metadata = payload["params"].get("metadata")
         if isinstance(metadata, dict) and metadata.get(LAST_EVENT_ID_FIELD) is not None:
             return str(metadata[LAST_EVENT_ID_FIELD])  # a JSON scalar
-    query = bytes(scope.get("query_string", b"")).decode("latin-1")
-    for pair in query.split("&"):
-        name, _, value = pair.partition("=")
-        if name == LAST_EVENT_ID_FIELD and value:
-            return value
-    return None
+    return QueryParams(scope.get("query_string", b"")).get(LAST_EVENT_ID_FIELD) or None
 
 
 def sse_id_send(send: Send, ids: deque[str]) -> Send:

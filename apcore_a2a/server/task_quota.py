@@ -56,14 +56,6 @@ _UNFINISHED = frozenset(
 )
 
 
-def caller_key(context: ServerCallContext) -> str:
-    """The quota key of a request: set by the HTTP/gRPC context builders, else the user."""
-    key = context.state.get(CALLER_STATE_KEY)
-    if isinstance(key, str) and key:
-        return key
-    return context.user.user_name or "anonymous"
-
-
 class TaskQuota:
     """Unfinished tasks per caller key; ``limit`` 0 turns the quota off."""
 
@@ -78,7 +70,8 @@ class TaskQuota:
         """Take a slot for the new task of this request, or raise ``QuotaExceededError``."""
         if not self.limit:
             return
-        caller = caller_key(context)
+        # The key the HTTP/gRPC context builders set, else the user.
+        caller: str = context.state.get(CALLER_STATE_KEY) or context.user.user_name or "anonymous"
         holder = f"r:{uuid.uuid4().hex}"
         taken = await self.slots.take(_SCOPE, caller, holder, self.limit)
         if not taken and await self._recheck(caller, context, lookup):

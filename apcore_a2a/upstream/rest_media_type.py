@@ -8,6 +8,8 @@ HTTP+JSON binding names ``application/json``): :class:`RestMediaType` answers
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from apcore_a2a.classify import request_info
@@ -39,11 +41,11 @@ def _only_a2a_json(accept: bytes | None) -> bool:
     return _A2A_JSON in ranges and not plain
 
 
+@dataclass
 class RestMediaType:
     """ASGI middleware: REST answers carry ``application/json`` (see the module docstring)."""
 
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
+    app: ASGIApp
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         info = request_info(scope) if scope["type"] == "http" else None
