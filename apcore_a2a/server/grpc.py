@@ -211,7 +211,7 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
     async def _admit(
         self, method: str, context: grpc.aio.ServicerContext, abort: _Abort
     ) -> Identity | None:
-        """The caller's identity (the HTTP rules), after checking the announced version."""
+        """Identify and admit the caller (the HTTP rules), then check the announced version."""
         identity = None
         if self._gate is not None:
             anonymous_ok = not (self._require_auth or method in _EXTENDED_CARD_METHODS)
