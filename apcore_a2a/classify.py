@@ -99,12 +99,9 @@ _current: ContextVar[RequestInfo | None] = ContextVar("apcore_a2a_request", defa
 
 @dataclass(slots=True)
 class RequestInfo:
-    """What one HTTP request is, as far as the A2A layers are concerned.
-
-    ``method`` is the A2A 1.0 method name (``SendMessage``...) whatever the binding and
-    version, ``rpc_method`` the JSON-RPC name as sent; ``version`` is the header's, or the
-    one the path or method name implies (``explicit_version`` tells which).
-    """
+    """What one HTTP request is to the A2A layers: ``method`` is the A2A 1.0 name whatever
+    the binding, ``rpc_method`` the JSON-RPC name as sent; ``version`` is the header's or
+    the one the path or method implies (``explicit_version`` tells which)."""
 
     kind: Kind
     http_method: str

@@ -46,10 +46,8 @@ class ShapeError(ValueError):
 
 def scan(body: bytes, shape: Shape) -> Generator[None, None, None]:
     """Check *body* against *shape*, yielding between steps; raises :class:`ShapeError`.
-
-    Values are counted as containers opened plus separators: a close upper bound of
-    the values in the body, exact about everything costly.
-    """
+    Values count as containers opened plus separators: a close upper bound, exact about
+    everything costly."""
     values = 0
     # per open container: is it a "parts" array, and its elements so far
     stack: list[list[Any]] = []

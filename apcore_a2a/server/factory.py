@@ -8,6 +8,7 @@ starts and stops stores and background work.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from collections.abc import Mapping
@@ -409,15 +410,12 @@ def _optional_features(
             key = push.signing_key if push is not None else None
             return dict(key.public_jwk) if key is not None else None
 
-        async def start_signer() -> None:
-            await signer.start(state.stores.engine)
-
         # Signed cards: the key is loaded at start; the JWKS route has every key.
         found.append(
             Feature(
                 "card-signing",
                 routes=[jwks_route([signer.public_jwk, push_key])],
-                start=start_signer,
+                start=functools.partial(signer.start, state.stores.engine),
                 handle=signer,
             )
         )

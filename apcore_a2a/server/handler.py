@@ -17,7 +17,7 @@
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import AsyncGenerator
 from typing import Any
 
 from a2a.server.agent_execution import RequestContext, RequestContextBuilder
@@ -50,7 +50,7 @@ from apcore_a2a.server.resume import (
     StreamPositions,
     subscribe_from_log,
 )
-from apcore_a2a.server.task_quota import TaskQuota
+from apcore_a2a.server.task_quota import TaskLookup, TaskQuota
 from apcore_a2a.storage.deferred import DEFER_STATE_KEY, NEW_TASK_STATE_KEY
 from apcore_a2a.storage.event_log import MemoryEventLog, RecordingTaskStore
 from apcore_a2a.storage.turns import MemoryTurnClaims, TurnClaims
@@ -59,8 +59,6 @@ __all__ = ["ApCoreRequestHandler", "NewTaskMarking", "state_label"]
 
 #: ``ServerCallContext.state`` key of a message stream's :class:`StreamPositions`
 POSITIONS_STATE_KEY = "apcore_a2a_stream_positions"
-
-TaskLookup = Callable[[str, ServerCallContext], Awaitable[Task | None]]
 
 _RUNNING = frozenset({TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING})
 

@@ -44,11 +44,8 @@ def _clean(text: str, limit: int) -> str:
 
 
 def _summarize_validation(text: str) -> str:
-    """A pydantic ValidationError dump as ``field: problem; ...``, without echoed input.
-
-    The dump alternates a location line and an indented ``problem [type=..., input_value=
-    ..., input_type=...]`` line; the bracket (which echoes what the caller sent) is dropped.
-    """
+    """A pydantic ValidationError dump (location lines, then indented ``problem [type=...,
+    input_value=...]`` lines) as ``field: problem; ...``, without the echoed input."""
     problems: list[str] = []
     location = ""
     for line in text.splitlines()[1:]:
