@@ -1,21 +1,17 @@
 """Which A2A call is this HTTP request? The route Starlette matched says so.
 
-Every route is built (:func:`layered`) with a :class:`Call` per HTTP method -- the kind of
-endpoint, and for an A2A route its binding, protocol version and method -- named once from
-the route's (path template, HTTP method). Each route runs its own middleware, only once
-Starlette matched it: first :class:`Recorder`, which stores a :class:`RequestInfo` at
-``scope[REQUEST_KEY]`` (adding the ``A2A-Version`` header and the tenant), then the layers
-that read it -- telemetry, metrics, auth, the request guard, response shaping. However a
-path is spelled, a request reaches an endpoint only through them.
-
-A JSON-RPC method is in the body: :meth:`RequestInfo.load_body` reads it once (bounded in
-size, then in shape by :mod:`apcore_a2a.shape`, in steps), and :attr:`RequestInfo.payload`
-parses it once; the SDK's JSON-RPC route gets the same object (``upstream/parsed_body``).
+:func:`layered` gives every route a :class:`Call` per HTTP method (kind of endpoint; for
+A2A its binding, version and method), named once from (path template, HTTP method), and
+middleware that runs once the route matched: :class:`Recorder` stores a
+:class:`RequestInfo` at ``scope[REQUEST_KEY]``, then telemetry, metrics, auth, the request
+guard and response shaping read it. However a path is spelled, a request reaches an
+endpoint only through them. A JSON-RPC body is read once (:meth:`RequestInfo.load_body`,
+bounded in size and shape) and parsed once (:attr:`RequestInfo.payload`), the SDK's
+route included (``upstream/parsed_body``).
 
 Reserved first segments (``.well-known``, ``health``, ``metrics``, ``v1``, ``agent``, the
 Explorer's and the RPC path's) are never a REST tenant: an A2A route of the SDK's
-``/{tenant}`` mount under one (``/.well-known/message:send``) is not routable (the guard
-checks it like any A2A request, then answers 404).
+``/{tenant}`` mount under one is checked like any A2A request, then answered 404.
 """
 
 from __future__ import annotations
@@ -32,24 +28,6 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from apcore_a2a.shape import Shape, ShapeError, scan
-
-__all__ = [
-    "CARD_PATHS",
-    "HEALTH_PATH",
-    "JWKS_PATH",
-    "METRICS_PATH",
-    "REQUEST_KEY",
-    "STREAMING_METHODS",
-    "Call",
-    "Recorder",
-    "RequestInfo",
-    "base_url",
-    "current_request",
-    "describe",
-    "layered",
-    "request_info",
-]
-
 
 Kind = Literal["a2a", "card", "jwks", "explorer", "health", "metrics", "other"]
 Binding = Literal["jsonrpc", "rest"]
@@ -121,12 +99,9 @@ _current: ContextVar[RequestInfo | None] = ContextVar("apcore_a2a_request", defa
 
 @dataclass(slots=True)
 class RequestInfo:
-    """What one HTTP request is, as far as the A2A layers are concerned.
-
-    ``method`` is the A2A 1.0 method name (``SendMessage``...) whatever the binding and
-    version, ``rpc_method`` the JSON-RPC name as sent; ``version`` is the header's, or the
-    one the path or method name implies (``explicit_version`` tells which).
-    """
+    """What one HTTP request is to the A2A layers: ``method`` is the A2A 1.0 name whatever
+    the binding, ``rpc_method`` the JSON-RPC name as sent; ``version`` is the header's or
+    the one the path or method implies (``explicit_version`` tells which)."""
 
     kind: Kind
     http_method: str
@@ -215,8 +190,7 @@ class RequestInfo:
         return True
 
     def replay(self, receive: Receive) -> Receive:
-        """A ``receive`` that hands the loaded body on once (however many layers wrap
-        ``receive`` this way), then delegates."""
+        """A ``receive`` that hands the loaded body on once (however many layers wrap it)."""
         if self.body is None:
             return receive
 
@@ -258,10 +232,7 @@ def base_url(scope: Scope) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Call:
-    """What a route serves: the kind of endpoint, and for A2A its binding, version, method.
-
-    ``method`` is ``None`` on the JSON-RPC route (it is in the body).
-    """
+    """What a route serves; ``method`` is ``None`` on the JSON-RPC route (it is in the body)."""
 
     kind: Kind
     binding: Binding | None = None
@@ -304,13 +275,10 @@ def layered(
     *,
     rpc_path: str = "/",
     explorer_prefix: str | None = None,
-    shape: Shape | None = None,
+    shape: Shape = Shape(),
 ) -> list[BaseRoute]:
-    """*routes*, each rebuilt to run :class:`Recorder` then *middleware* once it matched.
-
-    A ``Mount`` of routes (the SDK's ``/{tenant}`` mount) gets its inner routes rebuilt
-    that way; a ``Mount`` of an app (the Explorer's files) gets the stack itself.
-    """
+    """*routes*, each rebuilt to run :class:`Recorder` then *middleware* once it matched
+    (a ``Mount`` of routes: its inner routes; a ``Mount`` of an app: the mount itself)."""
     reserved = reserved_segments(rpc_path, explorer_prefix)
 
     def stack(path: str, verbs: Iterable[str], tenanted: bool = False) -> list[Middleware]:
@@ -345,24 +313,16 @@ def layered(
     return [rebuild(route, False) for route in routes]
 
 
+@dataclass(slots=True)
 class Recorder:
     """Route middleware: the request's :class:`RequestInfo`, from the matched route's call."""
 
-    def __init__(
-        self,
-        app: ASGIApp,
-        *,
-        calls: dict[str, Call],
-        reserved: frozenset[str],
-        tenanted: bool = False,
-        shape: Shape | None = None,
-    ) -> None:
-        self.app = app
-        self.calls = calls
-        self.reserved = reserved
-        self.shape = shape or Shape()
-        #: a route of the SDK's ``/{tenant}`` mount
-        self.tenanted = tenanted
+    app: ASGIApp
+    calls: dict[str, Call]
+    reserved: frozenset[str]
+    #: a route of the SDK's ``/{tenant}`` mount
+    tenanted: bool = False
+    shape: Shape = field(default_factory=Shape)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":

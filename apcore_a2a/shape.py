@@ -1,12 +1,10 @@
 """Shape limits of a JSON request body, checked before anything parses it.
 
-A body within the size cap can still be costly to take apart: every JSON value becomes a
-Python object, then a protobuf message the SDK walks (a few microseconds to tens of
-microseconds each, on the event loop). :func:`scan` bounds the shape without building
-anything -- nesting depth, values in the whole body, parts in one message -- and runs in
-steps (it yields every few thousand tokens) so a caller on the event loop can let other
-requests run between them. It does not check the syntax; the parser that runs after it
-does.
+A body within the size cap can still be costly: every JSON value becomes a Python object,
+then a protobuf message the SDK walks (microseconds to tens of microseconds each, on the
+event loop). :func:`scan` bounds nesting depth, values in the body and parts in one
+message without building anything, yielding every few thousand tokens so other requests
+run between steps. The parser that runs after it checks the syntax.
 """
 
 from __future__ import annotations
@@ -48,10 +46,8 @@ class ShapeError(ValueError):
 
 def scan(body: bytes, shape: Shape) -> Generator[None, None, None]:
     """Check *body* against *shape*, yielding between steps; raises :class:`ShapeError`.
-
-    Values are counted as containers opened plus separators: a close upper bound of
-    the values in the body, exact about everything costly.
-    """
+    Values count as containers opened plus separators: a close upper bound, exact about
+    everything costly."""
     values = 0
     # per open container: is it a "parts" array, and its elements so far
     stack: list[list[Any]] = []

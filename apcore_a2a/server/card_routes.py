@@ -1,21 +1,16 @@
 """Serve the agent card from pre-serialized bytes (1.0 and legacy 0.3 paths).
 
 The SDK's card route serializes the card on every request; ours reads the bytes the
-catalog prepared when the skill list last changed, and answers conditional requests
+catalog prepared when the skill list last changed and answers conditional requests
 (``If-None-Match`` first, else ``If-Modified-Since``, as RFC 9110 orders them) with 304.
+Without a configured ``url``, :class:`CardBase` rebases the served cards (and the issuer
+of push deliveries) onto the request's base URL: mounted under ``/agent`` in a host app,
+the card names the host's address and ``/agent``.
 
-Without a configured ``url`` the cards are built for the bind address; mounted in a host
-app (``Mount("/agent", app=...)``) the agent is reached at the host's address under
-``/agent``, which its card must name. :class:`CardBase` rebases the served cards onto the
-request's base URL (:func:`apcore_a2a.classify.base_url`); push deliveries are signed with
-the same URL as issuer (:meth:`CardBase.url`).
-
-Which form ``/.well-known/agent-card.json`` serves depends on the protocol version the
-client announces (``A2A-Version`` header, or the ``A2A-Version`` query parameter the spec
-allows instead): ``1.x`` gets the pure 1.0 card, valid against the 1.0 ``AgentCard``
-schema; no version (which the spec reads as 0.3) or ``0.x`` gets the 1.0 card with the 0.3
-keys merged in, so 0.3 clients still find their bindings. ``Vary: A2A-Version`` keeps
-caches from mixing the two.
+``/.well-known/agent-card.json`` serves callers announcing ``1.x`` (``A2A-Version`` header,
+or the query parameter the spec allows) the pure 1.0 card; no version (0.3 to the spec) or
+``0.x`` gets the 1.0 card with the 0.3 keys merged in. ``Vary: A2A-Version`` keeps caches
+from mixing the two.
 """
 
 from __future__ import annotations
@@ -94,11 +89,8 @@ def card_routes(current: Callable[[], CardDocument]) -> list[Route]:
 
 
 class CardBase:
-    """Rebase served cards onto the request's base URL when no public ``url`` is set.
-
-    *built_for* is the base the cards were built with; *fixed* says the operator set
-    ``url`` (then nothing is rebased).
-    """
+    """Rebase served cards built for *built_for* onto the request's base URL, unless the
+    operator set ``url`` (*fixed*)."""
 
     def __init__(self, built_for: str, *, fixed: bool) -> None:
         self.built_for = built_for.rstrip("/")

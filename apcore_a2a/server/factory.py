@@ -8,6 +8,7 @@ starts and stops stores and background work.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from collections.abc import Mapping
@@ -102,10 +103,10 @@ class A2AServerFactory:
     ) -> None:
         if auth is not None:
             _require_methods(auth, _AUTH_METHODS, "auth")
-        if task_store is not None and not isinstance(task_store, str):
+        if isinstance(task_store, str):
+            overrides["task_store"], task_store = task_store, None
+        elif task_store is not None:
             _require_methods(task_store, _TASK_STORE_METHODS, "task_store")
-        elif isinstance(task_store, str):
-            overrides["task_store"] = task_store
         environ = os.environ if environ is None else environ
         if config is None:
             config = config_path(environ)
@@ -120,7 +121,7 @@ class A2AServerFactory:
         self.settings = Settings.resolve(overrides, environ=environ, base=base)
         self.registry, self.executor = _executor_for(registry_or_executor, self.settings)
         self.auth = auth if auth is not None else authenticator_from_settings(self.settings)
-        self.task_store_object = task_store if not isinstance(task_store, str) else None
+        self.task_store_object = task_store
         #: served by serve() or the CLI (which own the process): process_tuning defaults on
         self.standalone = standalone
 
@@ -163,7 +164,7 @@ class A2AServerFactory:
             raise SettingsError(str(exc)) from None
         store = self.task_store_object
         stores = open_stores(
-            store if store is not None else s.task_store,
+            s.task_store if store is None else store,
             s,
             heartbeat_interval=s.cluster_heartbeat_interval,
             replica_timeout=s.cluster_replica_timeout,
@@ -295,11 +296,8 @@ def _require_methods(obj: Any, methods: tuple[str, ...], what: str) -> None:
 
 
 def _executor_for(obj: Any, settings: Settings) -> tuple[Any, Any]:
-    """``(registry, executor)``: the caller's, or built from the settings' module sources.
-
-    Settings that only apply to an executor we build are refused when the caller brings
-    one, instead of being silently ignored.
-    """
+    """``(registry, executor)``: the caller's, or built from the settings' module sources;
+    settings for an executor we build are refused, not ignored, when the caller brings one."""
     from apcore_a2a.config import ModuleSources
 
     sources = ModuleSources.from_settings(settings)
@@ -340,11 +338,8 @@ def _config_value(executor: Any, registry: Any, key: str) -> str | None:
 def _a2a_routes(
     handler: Any, rpc_path: str, context_builder: Any, stream_grace: float
 ) -> tuple[list[BaseRoute], list[BaseRoute]]:
-    """``(JSON-RPC routes, REST routes)`` with upstream's corrections (``upstream/``).
-
-    REST routes are mounted last: the SDK mounts them under ``/{tenant}`` too, which would
-    otherwise take any two-segment path.
-    """
+    """``(JSON-RPC routes, REST routes)`` with the seam's corrections; REST goes last, as
+    the SDK also mounts it under ``/{tenant}``, which would take any two-segment path."""
     rpc = [
         parsed_once(route)
         for route in create_jsonrpc_routes(
@@ -416,15 +411,12 @@ def _optional_features(
             key = push.signing_key if push is not None else None
             return dict(key.public_jwk) if key is not None else None
 
-        async def start_signer() -> None:
-            await signer.start(state.stores.engine)
-
         # Signed cards: the key is loaded at start; the JWKS route has every key.
         found.append(
             Feature(
                 "card-signing",
                 routes=[jwks_route([signer.public_jwk, push_key])],
-                start=start_signer,
+                start=functools.partial(signer.start, state.stores.engine),
                 handle=signer,
             )
         )

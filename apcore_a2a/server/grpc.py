@@ -1,24 +1,14 @@
 """gRPC binding: the same ``DefaultRequestHandler`` served over ``grpc.aio``.
 
-One port carries both A2A services: ``lf.a2a.v1.A2AService`` (protocol 1.0, the SDK's
-``GrpcHandler``) and ``a2a.v1.A2AService`` (protocol 0.3, the SDK's ``CompatGrpcHandler``).
-Tasks, streams and push configs live in the handler, so a task created over gRPC is the
-same task JSON-RPC and REST callers see.
-
-Callers authenticate with call metadata (``authorization: Bearer ...`` or the API-key
-header, lowercase as gRPC requires), checked by the same authenticator and rules as the
-HTTP middleware; the identity becomes the SDK user that owns tasks, exactly as on HTTP.
-Refusals: ``UNAUTHENTICATED`` (``www-authenticate`` trailers), ``PERMISSION_DENIED``.
-
-On par with HTTP for operations: every A2A call is counted in ``/metrics`` and, with
-``telemetry`` on, runs inside a SERVER span named after the A2A method
-(``ops/telemetry.py``, ``rpc_span``). ``grpc.health.v1.Health`` answers ``SERVING`` /
-``NOT_SERVING`` for the whole server (``""``) and each A2A service from the store probe of
-``/health``; ``Watch`` streams changes (probed every ``HEALTH_INTERVAL`` seconds). It needs
-``grpcio-health-checking`` (in the ``grpc`` extra); without it the service is not offered.
-
-Needs the ``grpc`` extra (``pip install "apcore-a2a[grpc]"``); importing this module
-without it raises an ``ImportError`` that says so.
+One port carries ``lf.a2a.v1.A2AService`` (1.0, the SDK's ``GrpcHandler``) and
+``a2a.v1.A2AService`` (0.3, ``CompatGrpcHandler``); tasks, streams and push configs are the
+handler's, shared with JSON-RPC and REST. Call metadata authenticates (``authorization`` or
+the API-key header) with the HTTP rules; refusals are ``UNAUTHENTICATED`` (with
+``www-authenticate`` trailers) or ``PERMISSION_DENIED``. Calls are counted in ``/metrics``
+and, with ``telemetry``, traced (``ops/telemetry.py``). ``grpc.health.v1.Health`` (with
+``grpcio-health-checking``) reports the ``/health`` store probe for ``""`` and each A2A
+service; ``Watch`` follows it every ``HEALTH_INTERVAL`` seconds. Without the ``grpc`` extra,
+importing this module raises an ``ImportError`` that says so.
 """
 
 from __future__ import annotations
@@ -69,15 +59,6 @@ if TYPE_CHECKING:
     from apcore_a2a.auth import Authenticator
     from apcore_a2a.settings import Settings
 
-__all__ = [
-    "GRPC_EXTRA_HINT",
-    "HEALTH_INTERVAL",
-    "SERVICE_V0_3",
-    "SERVICE_V1",
-    "GrpcCallContextBuilder",
-    "GrpcServer",
-    "grpc_address",
-]
 
 logger = logging.getLogger("apcore_a2a.grpc")
 
@@ -137,19 +118,17 @@ def _text_metadata(context: grpc.aio.ServicerContext) -> dict[str, str]:
 
 
 class GrpcCallContextBuilder(DefaultGrpcServerCallContextBuilder):
-    """The SDK default gRPC builder plus, as over HTTP, the caller's apcore identity (owner
-    scoping) and text metadata as ``state['headers']`` (``traceparent``); with
-    *protocol_version*, which A2A service the call reached (callers need not state it)."""
+    """The SDK's gRPC builder plus, as over HTTP, the apcore identity, the text metadata as
+    ``state['headers']`` and the protocol of the service the call reached."""
 
-    def __init__(self, protocol_version: str | None = None) -> None:
+    def __init__(self, protocol_version: str) -> None:
         self.protocol_version = protocol_version
 
     def build(self, context: grpc.aio.ServicerContext) -> ServerCallContext:
         call_context: ServerCallContext = super().build(context)
         call_context.state["headers"] = _text_metadata(context)
         call_context.state[CALLER_STATE_KEY] = _caller(_call_identity.get(), context)
-        if self.protocol_version is not None:
-            call_context.state[PROTOCOL_VERSION_STATE_KEY] = self.protocol_version
+        call_context.state[PROTOCOL_VERSION_STATE_KEY] = self.protocol_version
         return call_context
 
     def build_user(self, context: grpc.aio.ServicerContext) -> User:
@@ -158,9 +137,8 @@ class GrpcCallContextBuilder(DefaultGrpcServerCallContextBuilder):
 
 
 class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
-    """Admits A2A calls (auth, version, stream slots), counts and traces them, and turns
-    unexpected exceptions into the SDK's INTERNAL (grpc would report UNKNOWN with the
-    exception text, which could leak internals)."""
+    """Admits A2A calls (auth, version, stream slots), counts and traces them, and answers
+    unexpected exceptions INTERNAL (grpc's UNKNOWN would carry the exception text)."""
 
     def __init__(
         self,
@@ -197,19 +175,19 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         abort = self._aborts.get(method.split("/")[1] if method.count("/") == 2 else "")
         if handler is None or abort is None:
             return handler  # reflection and unknown methods pass untouched
-        if handler.unary_unary is not None:
-            return grpc.unary_unary_rpc_method_handler(
-                self._unary(handler.unary_unary, method, abort),
-                request_deserializer=handler.request_deserializer,
-                response_serializer=handler.response_serializer,
-            )
-        if handler.unary_stream is not None:
-            return grpc.unary_stream_rpc_method_handler(
-                self._stream(handler.unary_stream, method, abort),
-                request_deserializer=handler.request_deserializer,
-                response_serializer=handler.response_serializer,
-            )
-        return handler
+        streaming = handler.unary_stream is not None
+        if handler.unary_unary is None and not streaming:
+            return handler
+        wrap = (
+            grpc.unary_stream_rpc_method_handler
+            if streaming
+            else grpc.unary_unary_rpc_method_handler
+        )
+        return wrap(
+            self._wrap(handler.unary_stream or handler.unary_unary, method, abort, streaming),
+            request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer,
+        )
 
     @contextlib.contextmanager
     def _observed(
@@ -233,8 +211,7 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
     async def _admit(
         self, method: str, context: grpc.aio.ServicerContext, abort: _Abort
     ) -> Identity | None:
-        """Set the caller's identity (the HTTP middleware's rules), then check the announced
-        protocol version (as HTTP does), or abort."""
+        """Identify and admit the caller (the HTTP rules), then check the announced version."""
         identity = None
         if self._gate is not None:
             anonymous_ok = not (self._require_auth or method in _EXTENDED_CARD_METHODS)
@@ -270,37 +247,20 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, refusal.message)
         return None  # pragma: no cover - abort() always raises
 
-    def _unary(
-        self, behavior: Callable[..., Awaitable[Any]], method: str, abort: _Abort
-    ) -> Callable[[Any, grpc.aio.ServicerContext], Awaitable[Any]]:
+    def _wrap(
+        self, behavior: Callable[..., Any], method: str, abort: _Abort, streaming: bool
+    ) -> Callable[[Any, grpc.aio.ServicerContext], Any]:
         legacy = method.startswith(f"/{SERVICE_V0_3}/")
 
-        async def call(request: Any, context: grpc.aio.ServicerContext) -> Any:
-            with self._observed(method, request, context) as seen:
-                await self._admit(method, context, abort)
-                async with _internal_errors(method, context, abort):
-                    python = await _legacy_request(request, context, abort) if legacy else False
-                    response = await behavior(request, context)
-                    if legacy:
-                        proto_response_to_wire(response, python_client=python)
-                seen(response)
-                return response
-
-        return call
-
-    def _stream(
-        self, behavior: Callable[..., AsyncIterator[Any]], method: str, abort: _Abort
-    ) -> Callable[[Any, grpc.aio.ServicerContext], AsyncIterator[Any]]:
-        legacy = method.startswith(f"/{SERVICE_V0_3}/")
-
-        async def call(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+        async def serve(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
             with self._observed(method, request, context) as seen:
                 identity = await self._admit(method, context, abort)
-                caller = await self._take_stream(identity, context)
+                caller = await self._take_stream(identity, context) if streaming else None
                 try:
                     async with _internal_errors(method, context, abort):
                         python = await _legacy_request(request, context, abort) if legacy else False
-                        async for item in behavior(request, context):
+                        answers = behavior(request, context)
+                        async for item in answers if streaming else _one(answers):
                             if legacy:
                                 proto_response_to_wire(item, python_client=python)
                             seen(item)
@@ -309,7 +269,15 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
                     if caller is not None and self._streams is not None:
                         await self._streams.release(caller)
 
-        return call
+        async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            (answer,) = [item async for item in serve(request, context)]
+            return answer
+
+        return serve if streaming else unary
+
+
+async def _one(answer: Awaitable[Any]) -> AsyncIterator[Any]:
+    yield await answer
 
 
 @contextlib.asynccontextmanager
@@ -327,8 +295,7 @@ async def _internal_errors(
 
 
 def _caller(identity: Identity | None, context: grpc.aio.ServicerContext) -> str:
-    """The key quotas count by (as ``guards.caller_of`` for HTTP): the task owner, or
-    ``ip:<address>`` for anonymous callers."""
+    """The quota key, as ``guards.caller_of`` for HTTP: the task owner, or ``ip:<address>``."""
     if identity is not None:
         return IdentityUser(identity).user_name
     peer = str(context.peer() or "unknown")  # e.g. "ipv4:127.0.0.1:53422"
@@ -338,9 +305,7 @@ def _caller(identity: Identity | None, context: grpc.aio.ServicerContext) -> str
 
 
 async def _legacy_request(request: Any, context: grpc.aio.ServicerContext, abort: _Abort) -> bool:
-    """Put a 0.3 request's file bytes in the form the SDK's 0.3 conversion decodes correctly
-    (:mod:`apcore_a2a.upstream.file_bytes`); a part without content aborts with
-    INVALID_ARGUMENT. Returns whether the caller is a Python SDK client."""
+    """Fix a 0.3 request's file bytes (``upstream/file_bytes``); whether the caller is Python."""
     python = is_python_client(_text_metadata(context).get("user-agent"))
     try:
         proto_request_to_sdk(request, python_client=python)
@@ -352,8 +317,8 @@ async def _legacy_request(request: Any, context: grpc.aio.ServicerContext, abort
 def _add_health_service(
     server: grpc.aio.Server, problem: Callable[[], Awaitable[object]], services: tuple[str, ...]
 ) -> Callable[[], Awaitable[None]] | None:
-    """Add ``grpc.health.v1.Health`` to *server*; returns its stop hook (``None`` without
-    ``grpcio-health-checking``). *problem* returns ``None`` when healthy."""
+    """Add ``grpc.health.v1.Health`` to *server*; its stop hook, or ``None`` without the
+    package. *problem* returns ``None`` when healthy."""
     try:
         from grpc_health.v1 import health, health_pb2, health_pb2_grpc
     except ImportError:
@@ -436,11 +401,6 @@ class GrpcServer:
         self._server: grpc.aio.Server | None = None
 
     @property
-    def tls(self) -> bool:
-        """Whether the server listens with TLS."""
-        return self._tls is not None
-
-    @property
     def running(self) -> bool:
         return self._server is not None
 
@@ -494,7 +454,7 @@ class GrpcServer:
         await server.start()
         self._server = server
         logger.info(
-            "Serving A2A over gRPC%s at %s", " (TLS)" if self.tls else "", self.bind_address
+            "Serving A2A over gRPC%s at %s", " (TLS)" if self._tls else "", self.bind_address
         )
 
     async def stop(self, grace: float | None = None) -> None:

@@ -1,25 +1,19 @@
-"""Pure-ASGI request guard, in the middleware of every route (it acts on A2A routes).
+"""Pure-ASGI request guard on every route (it acts on A2A routes), reading the request
+record the matched route made (:mod:`apcore_a2a.classify`). It adds what the SDK lacks:
 
-It runs once Starlette matched the route and reads the request record the route made
-(:mod:`apcore_a2a.classify`; never the path or a method table). It adds only what the SDK
-lacks:
-
-* ``415`` for a POST with a body whose Content-Type is not JSON (also when it has none:
-  a browser page sends such a request cross-origin without asking first; body-less POSTs
-  such as ``:cancel`` need none), ``413`` for a body over the limit (on
-  ``Content-Length`` and again while reading);
-* ``-32700`` (JSON-RPC) or ``400`` (REST) for a body that is not UTF-8, is nested deeper
-  than Python's JSON decoder goes, or (JSON-RPC) holds an unpaired surrogate escape or no
-  ``id``, which the SDK would answer with -32603, an HTTP 500, or not at all;
-* ``-32602`` (JSON-RPC) or ``400`` (REST) for a body beyond a shape limit (depth, values,
-  parts per message; :mod:`apcore_a2a.shape`), before anything parses it;
-* the version rule for requests without an ``A2A-Version`` header: the SDK treats a
-  missing header as 0.3; here a 1.0 method name or REST path is served as 1.0;
+* ``415`` for a POST with a body that is not JSON, also without Content-Type (what a
+  cross-origin page sends unasked; body-less POSTs such as ``:cancel`` need none); ``413``
+  for a body over the limit (on ``Content-Length`` and again while reading);
+* ``-32700`` (JSON-RPC) or ``400`` (REST) for a body that is not UTF-8, nested deeper than
+  Python's decoder goes, or (JSON-RPC) with an unpaired surrogate escape or no ``id``
+  (the SDK: -32603, HTTP 500, or no answer);
+* ``-32602`` (JSON-RPC) or ``400`` (REST) for a body beyond a shape limit
+  (:mod:`apcore_a2a.shape`), before anything parses it;
+* without ``A2A-Version`` (0.3 to the SDK), a 1.0 method name or REST path is served as 1.0;
 * stream limits (:class:`~apcore_a2a.server.limits.StreamLimiter`): over the agent's cap
   ``503`` + ``Retry-After``, over the caller's quota ``429`` (``QuotaExceededError``);
-* ``cancel_on_disconnect`` (see :class:`StreamWatch`);
-* SSE event ids of resumable subscriptions (:mod:`apcore_a2a.server.resume`);
-* error scrubbing of every response (:mod:`apcore_a2a.server.scrub`).
+* ``cancel_on_disconnect`` (:class:`StreamWatch`), SSE event ids of resumable streams
+  (:mod:`~apcore_a2a.server.resume`), error scrubbing (:mod:`~apcore_a2a.server.scrub`).
 """
 
 from __future__ import annotations
@@ -29,8 +23,11 @@ import logging
 import re
 from collections import deque
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import Any
 
+from starlette.datastructures import Headers
+from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from apcore_a2a.classify import VERSION_HEADER, RequestInfo, request_info
@@ -69,17 +66,8 @@ def caller_of(scope: Scope) -> str:
     return f"ip:{client[0]}" if client else "ip:unknown"
 
 
-def _header(scope: Scope, name: bytes) -> bytes | None:
-    for key, value in scope["headers"]:
-        if key == name:
-            return bytes(value)
-    return None
-
-
-def _is_json_type(value: bytes | None) -> bool:
-    if value is None:
-        return False
-    media = value.split(b";", 1)[0].strip().decode("latin-1").lower()
+def _is_json_type(value: str | None) -> bool:
+    media = (value or "").split(";", 1)[0].strip().lower()
     return media in _JSON_TYPES or media.endswith("+json")
 
 
@@ -96,41 +84,21 @@ def error_payload(info: RequestInfo, status: int, code: int, message: str) -> di
     return {"error": {"code": status, "status": name, "message": message}}
 
 
-async def respond(
-    send: Send,
-    status: int,
-    payload: dict[str, Any],
-    extra: tuple[tuple[bytes, bytes], ...] = (),
-) -> None:
-    body = json.dumps(payload).encode()
-    headers = [
-        (b"content-type", b"application/json"),
-        (b"content-length", str(len(body)).encode()),
-        *extra,
-    ]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
+def _not_found(info: RequestInfo) -> JSONResponse:
+    return JSONResponse(error_payload(info, 404, -32601, "Not Found"), 404)
 
 
+@dataclass
 class RequestGuard:
     """See the module docstring."""
 
-    def __init__(
-        self,
-        app: ASGIApp,
-        *,
-        max_body_bytes: int,
-        streams: StreamLimiter,
-        on_stream_dropped: DropHandler | None = None,
-        task_streams: dict[str, int] | None = None,
-    ) -> None:
-        self.app = app
-        self.max_body = max_body_bytes
-        self.streams = streams
-        self.on_stream_dropped = on_stream_dropped
-        #: open watched streams per task id (only with on_stream_dropped); one dict for
-        #: the guards of all routes
-        self.task_streams: dict[str, int] = {} if task_streams is None else task_streams
+    app: ASGIApp
+    max_body_bytes: int
+    streams: StreamLimiter
+    on_stream_dropped: DropHandler | None = None
+    #: open watched streams per task id (only with on_stream_dropped); one dict for the
+    #: guards of all routes
+    task_streams: dict[str, int] = field(default_factory=dict)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         info = request_info(scope) if scope["type"] == "http" else None
@@ -140,7 +108,9 @@ class RequestGuard:
         rejection = await self._check(scope, info, receive)
         if rejection is not None:
             status, code, message = rejection
-            await respond(send, status, error_payload(info, status, code, message))
+            await JSONResponse(error_payload(info, status, code, message), status)(
+                scope, receive, send
+            )
             return
         if not info.explicit_version and info.version is not None:
             scope["headers"] = [*scope["headers"], (VERSION_HEADER, info.version.encode())]
@@ -151,7 +121,7 @@ class RequestGuard:
         elif info.routable:
             await self.app(scope, receive, send)
         else:
-            await respond(send, 404, error_payload(info, 404, -32601, "Not Found"))
+            await _not_found(info)(scope, receive, send)
 
     async def _check(
         self, scope: Scope, info: RequestInfo, receive: Receive
@@ -159,16 +129,16 @@ class RequestGuard:
         """``(HTTP status, JSON-RPC code, message)`` for a request to refuse, else ``None``."""
         if info.http_method != "POST":
             return None
-        length = _header(scope, b"content-length")
-        has_body = length != b"0" and (
-            length is not None or _header(scope, b"transfer-encoding") is not None
-        )
-        if has_body and not _is_json_type(_header(scope, b"content-type")):
+        headers = Headers(scope=scope)
+        length = headers.get("content-length")
+        has_body = length != "0" and (length is not None or "transfer-encoding" in headers)
+        if has_body and not _is_json_type(headers.get("content-type")):
             # Also without any Content-Type: what a cross-origin page can send unasked.
             # -32005 ContentTypeNotSupported: the spec's only media-type error (JSONRPC-SSE-002).
             return 415, -32005, "Unsupported Content-Type: send JSON (application/json)"
-        too_large = length is not None and length.isdigit() and int(length) > self.max_body
-        if too_large or not await info.load_body(receive, self.max_body):
+        limit = self.max_body_bytes
+        too_large = length is not None and length.isdigit() and int(length) > limit
+        if too_large or not await info.load_body(receive, limit):
             return 413, -32600, "Payload too large"
         body = info.body or b""
         if info.shape_error is not None:
@@ -198,14 +168,14 @@ class RequestGuard:
         refusal = await self.streams.acquire(caller)
         if refusal is not None:
             if refusal.scope == "agent":
-                status, code, retry = 503, -32603, GLOBAL_RETRY_AFTER
-                payload = error_payload(info, status, code, refusal.message)
+                payload = error_payload(info, 503, -32603, refusal.message)
+                status, retry = 503, GLOBAL_RETRY_AFTER
             else:
                 error = QuotaExceededError(refusal.message)
-                status, code, retry = 429, error.wire.code, int(error.data["retryAfter"])  # type: ignore[index]
-                payload = error_payload(info, status, code, refusal.message)
-                payload["error"]["data"] = {RETRY_AFTER_KEY: retry}
-            await respond(send, status, payload, ((b"retry-after", str(retry).encode()),))
+                payload = error_payload(info, 429, error.wire.code, refusal.message)
+                payload["error"]["data"] = error.data
+                status, retry = 429, error.data[RETRY_AFTER_KEY]  # type: ignore[index]
+            await JSONResponse(payload, status, {"retry-after": str(retry)})(scope, receive, send)
             return
         watch = StreamWatch(self.task_streams) if self.on_stream_dropped is not None else None
         # Event ids of resumable subscriptions (server/resume.py); unused by other streams.
@@ -230,7 +200,7 @@ class RequestGuard:
         send = sse_id_send(ending, ids)
         try:
             if not info.routable:
-                await respond(send, 404, error_payload(info, 404, -32601, "Not Found"))
+                await _not_found(info)(scope, receive, send)
             elif watch is None:
                 await self.app(scope, receive, send)
             else:
@@ -265,13 +235,9 @@ def _parse_error(exc: Exception) -> str:
 
 
 class StreamWatch:
-    """Follows one SSE response: which task it serves and whether the client dropped it.
-
-    The task id comes from the first event (a new task's id is only known once the
-    server answers). A drop is an ``http.disconnect`` before the response's last body
-    chunk. *open_streams* counts open streams per task, shared by all watches of a
-    guard, so a task that another client is still streaming is left alone.
-    """
+    """Follows one SSE response: its task (named by the first event) and whether the client
+    dropped it (``http.disconnect`` before the last chunk). *open_streams*, shared by all
+    watches, counts streams per task: a task another client still streams is left alone."""
 
     _MAX_SNIFF = 64 * 1024
 
@@ -353,11 +319,8 @@ def _task_id_of(payload: Any) -> str | None:
 
 
 def cancel_on_drop(handler: Any, context_builder: Any) -> DropHandler:
-    """A :data:`DropHandler` that cancels the task through the SDK request handler.
-
-    The cancel runs as the caller who opened the stream (the call context is built from
-    the same request), so owner scoping applies as for a client's own CancelTask.
-    """
+    """A :data:`DropHandler` cancelling the task through the SDK handler, as the caller who
+    opened the stream (owner scoping applies as for the client's own CancelTask)."""
     from a2a.types import CancelTaskRequest
     from a2a.utils.errors import A2AError
     from starlette.requests import Request

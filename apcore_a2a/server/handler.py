@@ -1,26 +1,23 @@
 """The SDK request handler with the rules apcore-a2a adds to it.
 
-* **One execution per task.** a2a-sdk queues a message for a task that is still running
-  behind the running execution and then runs it too. Here a message may continue a task
-  only while it waits for input, and only one message per wait: the others get
-  :class:`~apcore_a2a.errors.TaskBusyError` at once (see ``storage/turns.py``).
+* **One execution per task.** a2a-sdk queues a message for a running task behind the
+  execution and then runs it too. Here a message may continue a task only while it waits
+  for input, one message per wait; the others get
+  :class:`~apcore_a2a.errors.TaskBusyError` at once (``storage/turns.py``).
 * **Unfinished tasks per caller** are capped (``server/task_quota.py``).
-* The not-cancelable error names the task's state.
-* A message asking for push notifications of an agent without them is refused.
-* **Fewer writes for blocking calls**: a blocking ``SendMessage`` is marked so that the
-  states its task passes through wait in memory (``storage/deferred.py``), and the id a
-  request makes up for a new task is known to have nothing stored yet
-  (:class:`NewTaskMarking`).
-* **Resumable subscriptions**: served from the event log (cluster: the event table;
-  otherwise a bounded in-process log), with SSE event ids and ``Last-Event-ID`` replay
-  (``server/resume.py``). Message streams carry the same ids: each event's position in
-  that log, so a dropped ``SendStreamingMessage`` can be
-  resumed with ``SubscribeToTask`` + ``Last-Event-ID``.
+* The not-cancelable error names the task's state; a message asking for push
+  notifications of an agent without them is refused.
+* **Fewer writes for blocking calls**: a blocking ``SendMessage``'s intermediate states
+  wait in memory (``storage/deferred.py``); a new task's made-up id is known to have
+  nothing stored yet (:class:`NewTaskMarking`).
+* **Resumable streams**: subscriptions are served from the event log, and every stream's
+  events carry their position in it (``server/resume.py``).
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections import deque
+from collections.abc import AsyncGenerator
 from typing import Any
 
 from a2a.server.agent_execution import RequestContext, RequestContextBuilder
@@ -53,7 +50,7 @@ from apcore_a2a.server.resume import (
     StreamPositions,
     subscribe_from_log,
 )
-from apcore_a2a.server.task_quota import TaskQuota
+from apcore_a2a.server.task_quota import TaskLookup, TaskQuota
 from apcore_a2a.storage.deferred import DEFER_STATE_KEY, NEW_TASK_STATE_KEY
 from apcore_a2a.storage.event_log import MemoryEventLog, RecordingTaskStore
 from apcore_a2a.storage.turns import MemoryTurnClaims, TurnClaims
@@ -62,8 +59,6 @@ __all__ = ["ApCoreRequestHandler", "NewTaskMarking", "state_label"]
 
 #: ``ServerCallContext.state`` key of a message stream's :class:`StreamPositions`
 POSITIONS_STATE_KEY = "apcore_a2a_stream_positions"
-
-TaskLookup = Callable[[str, ServerCallContext], Awaitable[Task | None]]
 
 _RUNNING = frozenset({TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING})
 
@@ -118,27 +113,23 @@ class ApCoreRequestHandler(DefaultRequestHandler):
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> AsyncGenerator[Any, None]:
         await self._take_turn(params, context)
-        ids = context.state.get(SSE_IDS_STATE_KEY)
-        log, tap = self._event_log, self._tap
-        if ids is None or log is None or tap is None:
-            async for event in self._quota.settle_stream(
-                context, super().on_message_send_stream(params, context)
-            ):
-                yield event
-            return
-        positions = context.state[POSITIONS_STATE_KEY] = StreamPositions(tap)
+        ids: deque[str] | None = context.state.get(SSE_IDS_STATE_KEY)
+        log, positions = self._event_log, None
+        if ids is not None and log is not None and self._tap is not None:
+            positions = context.state[POSITIONS_STATE_KEY] = StreamPositions(self._tap)
+        events = super().on_message_send_stream(params, context)
         try:
-            async for event in self._quota.settle_stream(
-                context, super().on_message_send_stream(params, context)
-            ):
-                version = positions.take(event)
-                if version is not None and positions.task_id is not None:
-                    seq = await log.seq_at(positions.task_id, version)
-                    if seq:
-                        ids.append(str(seq))
+            async for event in self._quota.settle_stream(context, events):
+                if positions is not None and log is not None and ids is not None:
+                    version = positions.take(event)
+                    if version is not None and positions.task_id is not None:
+                        seq = await log.seq_at(positions.task_id, version)
+                        if seq:
+                            ids.append(str(seq))
                 yield event
         finally:
-            tap.unwatch(positions)
+            if positions is not None:
+                positions.tap.unwatch(positions)
 
     @validate_request_params
     async def on_subscribe_to_task(
@@ -192,11 +183,9 @@ class ApCoreRequestHandler(DefaultRequestHandler):
 
 
 class NewTaskMarking(RequestContextBuilder):
-    """*inner*, noting in the call context the id it made up for a new task: the store
-    then knows, without asking the database, that nothing is stored under it yet.
-
-    It is also the one point that knows a streamed message's task id before its events
-    flow, so a message stream's :class:`StreamPositions` starts watching that task here."""
+    """*inner*, noting the id it made up for a new task (the store then knows nothing is
+    stored under it) and, knowing a streamed message's task id before its events flow,
+    starting the message stream's :class:`StreamPositions` on it."""
 
     def __init__(self, inner: RequestContextBuilder) -> None:
         self.inner = inner

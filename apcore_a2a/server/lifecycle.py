@@ -1,24 +1,18 @@
 """The agent's optional parts (:class:`Feature`), and starting and stopping its work.
 
-A :class:`Feature` brings routes, middleware at a named place in the stack, and a
-start/stop pair the lifecycle runs (in order, and in reverse on the way down). The factory
-builds the features the settings ask for and never special-cases one of them. Middleware
-places, outermost first: :data:`EDGE` -- app-wide, before routing (trusted hosts, CORS);
-then on every route, once Starlette matched it (after the request record, see
-:mod:`apcore_a2a.classify`): :data:`OBSERVE` -- telemetry spans, request counters;
-:data:`AUTH` -- who is calling; :data:`GUARD` -- the request guard; :data:`INNER` --
-between the guard and the endpoint (response shaping).
+A :class:`Feature` brings routes, middleware at a named place and a start/stop pair (run
+in order, and in reverse on the way down); the factory never special-cases one. Places,
+outermost first: :data:`EDGE`, app-wide before routing (trusted hosts, CORS); then on each
+matched route, after the request record: :data:`OBSERVE` (telemetry, counters),
+:data:`AUTH`, :data:`GUARD` (the request guard), :data:`INNER` (response shaping).
 
-The app's lifespan runs :class:`Lifecycle` when the agent is served on its own. A host app
-that mounts the agent (``Mount("/agent", app=async_serve(registry))``) usually does not run
-a mounted app's lifespan, so :class:`StartOnFirstRequest` starts the same work on the first
-request instead: task store, push delivery, gRPC, module watching. For a clean shutdown
-the host wires our lifespan into its own (see docs/deployment.md).
+A host app that mounts the agent usually does not run a mounted app's lifespan, so
+:class:`StartOnFirstRequest` starts the same work on the first request (for a clean
+shutdown the host wires our lifespan into its own, see docs/deployment.md).
 
-Process-wide tuning -- the event loop's default thread pool sized ``sync_workers`` (apcore
-runs sync modules there) and ``gc.freeze()`` after start -- is applied only when
-``process_tuning`` is on (by default under ``serve()`` and the CLI, which own the process),
-and undone on stop, so an app that mounts ours keeps its loop as it was.
+Process-wide tuning (the loop's default thread pool sized ``sync_workers``, where apcore
+runs sync modules; ``gc.freeze()`` after start) only with ``process_tuning`` (by default
+under ``serve()`` and the CLI, which own the process), and undone on stop.
 """
 
 from __future__ import annotations
@@ -35,7 +29,6 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from a2a.server.request_handlers import DefaultRequestHandler
-from a2a.types import AgentCard
 from starlette.middleware import Middleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.routing import BaseRoute
@@ -49,19 +42,6 @@ from apcore_a2a.ops.shutdown import drain
 from apcore_a2a.server.limits import StreamLimiter
 from apcore_a2a.settings import Settings
 from apcore_a2a.storage import Stores
-
-__all__ = [
-    "AUTH",
-    "EDGE",
-    "GUARD",
-    "INNER",
-    "OBSERVE",
-    "Feature",
-    "Lifecycle",
-    "ServerState",
-    "StartOnFirstRequest",
-    "host_feature",
-]
 
 logger = logging.getLogger("apcore_a2a.server")
 
@@ -95,11 +75,24 @@ def middleware_stack(
 
 
 def host_feature(settings: Settings) -> Feature | None:
-    """Refuse ``Host`` headers the agent does not answer to (DNS rebinding) with 400."""
-    hosts = allowed_hosts(settings)
-    if hosts is None:
-        return None
-    return Feature("allowed-hosts", middleware=[(EDGE, Middleware(HostCheck, allowed_hosts=hosts))])
+    """Refuse ``Host`` headers the agent does not answer to (DNS rebinding) with 400;
+    ``None`` to answer any (a bind on every interface, no url)."""
+    if settings.allowed_hosts:
+        if "*" in settings.allowed_hosts:
+            return None
+        hosts = set(settings.allowed_hosts)
+    else:
+        # "testserver" is the name Starlette's TestClient sends; it resolves nowhere, so
+        # it opens no door to DNS rebinding.
+        hosts = {"localhost", "127.0.0.1", "[::1]", "::1", "testserver"}
+        if settings.url:
+            hosts.add(urlsplit(settings.url).hostname or "localhost")
+        elif settings.host in ("0.0.0.0", "::", ""):
+            return None
+        else:
+            hosts.add(settings.host)
+    check = Middleware(HostCheck, allowed_hosts=sorted(hosts))
+    return Feature("allowed-hosts", middleware=[(EDGE, check)])
 
 
 class HostCheck:
@@ -117,24 +110,6 @@ class HostCheck:
             await self.checked(scope, receive, send)
 
 
-def allowed_hosts(settings: Settings) -> list[str] | None:
-    """The Host names to answer, or ``None`` for any (a bind on every interface, no url)."""
-    if settings.allowed_hosts:
-        return None if "*" in settings.allowed_hosts else list(settings.allowed_hosts)
-    # "testserver" is the name Starlette's TestClient sends; it resolves nowhere, so it
-    # opens no door to DNS rebinding.
-    hosts = {"localhost", "127.0.0.1", "[::1]", "::1", "testserver"}
-    if settings.url:
-        name = urlsplit(settings.url).hostname
-        if name:
-            hosts.add(name)
-    elif settings.host in ("0.0.0.0", "::", ""):
-        return None
-    else:
-        hosts.add(settings.host)
-    return sorted(hosts)
-
-
 @dataclass
 class ServerState:
     """Live objects of one server, shared with ops endpoints and tests."""
@@ -150,10 +125,6 @@ class ServerState:
     ops: Operations
     started_at: float = 0.0
     extras: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def card(self) -> AgentCard:
-        return self.catalog.snapshot.card
 
     def document(self) -> CardDocument:
         return self.catalog.snapshot.document
@@ -252,12 +223,12 @@ class Lifecycle:
         gc.unfreeze()  # let this app's own cycles be collected once it is gone
 
 
+@dataclass
 class StartOnFirstRequest:
     """Outermost middleware: start the lifecycle if no lifespan did (a mounted app)."""
 
-    def __init__(self, app: ASGIApp, *, lifecycle: Lifecycle) -> None:
-        self.app = app
-        self.lifecycle = lifecycle
+    app: ASGIApp
+    lifecycle: Lifecycle
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         lifecycle = self.lifecycle

@@ -1,15 +1,12 @@
 """Per-caller quotas and the stream cap shared by every binding.
 
-HTTP SSE streams (request guard) and gRPC server streams (gRPC interceptor) take their
-slot from the same :class:`StreamLimiter`, so a caller cannot hold more than its quota
-whichever binding it uses, and this process never serves more than ``max_streams`` (a cap
-per process: it protects its sockets and memory).
-
-Per-caller limits (streams here, unfinished tasks in ``task_quota.py``) are taken as
-*slots*: a limit of N is N slots per caller key, and taking one is a single atomic step,
-never a count followed by a create (which lets every concurrent request through). One
-process keeps its slots in :class:`LocalSlots`; in cluster mode (also ``workers`` > 1)
-they live in the shared database (``storage/quota_slots.py``).
+SSE streams (request guard) and gRPC streams (interceptor) take their slot from the same
+:class:`StreamLimiter`: a caller's quota counts both, and a process never serves more than
+``max_streams`` (it protects its sockets and memory). Per-caller limits (here, and
+unfinished tasks in ``task_quota.py``) are *slots*: N per caller key, each taken in one
+atomic step, never a count then a create (which lets every concurrent request through).
+:class:`LocalSlots` in one process; in cluster mode (also ``workers`` > 1) the shared
+database (``storage/quota_slots.py``).
 """
 
 from __future__ import annotations

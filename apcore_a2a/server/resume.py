@@ -1,32 +1,23 @@
 """Resumable streams: SSE event ids and ``Last-Event-ID`` replay.
 
-Every event of a task is kept in an event log: in cluster mode the event table
-(``task_events``, id = its ``seq``), otherwise the bounded in-process
-``storage/event_log.py``. ``SubscribeToTask`` (1.0) and ``tasks/resubscribe`` (0.3) are
-served from that log (woken at once, see ``storage/_wakeups.py``), so each SSE event
-carries ``id: <position>``. A client that lost the stream sends the last id it saw
-(``Last-Event-ID`` header; or ``params.metadata.lastEventId`` in JSON-RPC, or
-``?lastEventId=`` on REST, for clients that cannot set headers) and gets the events
-after it, then the live ones: each once, in order, also from another replica and also
-when the task finished meanwhile. gRPC streams carry no ids (neither gRPC nor A2A has a
-place for one): a gRPC client resumes with ``SubscribeToTask``, whose first event is the
-current task.
+Every event of a task is kept in an event log (cluster: the ``task_events`` table, id =
+its ``seq``; otherwise the bounded in-process ``storage/event_log.py``). Subscriptions are
+served from it, so each SSE event carries ``id: <position>``; a client that lost the stream
+sends the last id it saw (``Last-Event-ID``, or ``lastEventId`` in JSON-RPC params metadata
+or the REST query, for clients that cannot set headers) and gets each later event once, in
+order, from any replica, also when the task finished meanwhile. gRPC streams carry no ids
+(neither gRPC nor A2A has a place for one): their clients resubscribe for the current task.
 
-How an id reaches the wire: the request guard puts a queue into the ASGI scope
-(:data:`SSE_IDS_SCOPE_KEY`); the call-context builder hands it to the handler in
-``ServerCallContext.state``; the handler appends the id of each event just before it
-yields the event; the guard's ``send`` wrapper writes the next id into the SSE frame
-that carries that event (the SDK writes one frame per event, in order).
+An id's way to the wire: the guard puts a queue in the scope (:data:`SSE_IDS_SCOPE_KEY`),
+the call-context builder hands it to the handler, which appends each event's id just
+before yielding it; the guard's ``send`` writes it into that event's SSE frame (the SDK
+writes one frame per event, in order).
 
-Message streams (``SendStreamingMessage`` / ``message/stream``) get their events from the
-SDK's running task, not from the log, so they carry the same ids through the hook the SDK
-offers for replicas: after saving an event (the store returns its version), the SDK's
-consumer hands that very event object, with that version, to ``TaskEventStream.publish``
-in the step that queues it for the streams. :class:`PositionTap` is that stream: it
-forwards to the real one (cluster mode) and notes ``(event, version)`` for each message
-stream watching the task, which looks up each event it is about to send. The first event
-of a new task is the Task, with the position of its own save; an event never saved (a
-direct reply Message) gets no id.
+Message streams get their events from the SDK's running task, not the log. The SDK hands
+each saved event object, with the version the store gave it, to
+``TaskEventStream.publish`` as it queues it for the streams; :class:`PositionTap` is that
+stream, noting ``(event, version)`` for each message stream watching the task. An event
+never saved (a direct reply Message) gets no id.
 """
 
 from __future__ import annotations
@@ -44,22 +35,11 @@ from a2a.server.cluster.version import TaskVersion
 from a2a.server.context import ServerCallContext
 from a2a.types import Message, Task, TaskState, TaskStatusUpdateEvent
 from a2a.utils.errors import InvalidParamsError, TaskNotFoundError, UnsupportedOperationError
+from starlette.datastructures import Headers, QueryParams
 from starlette.types import Message as ASGIMessage
 from starlette.types import Send
 
 from apcore_a2a.classify import request_info
-
-__all__ = [
-    "LAST_EVENT_ID_STATE_KEY",
-    "SSE_IDS_SCOPE_KEY",
-    "SSE_IDS_STATE_KEY",
-    "EventLog",
-    "PositionTap",
-    "StreamPositions",
-    "last_event_id_of",
-    "sse_id_send",
-    "subscribe_from_log",
-]
 
 SSE_IDS_SCOPE_KEY = "apcore_a2a.sse_ids"
 SSE_IDS_STATE_KEY = "apcore_a2a_sse_ids"
@@ -83,21 +63,16 @@ class EventLog(Protocol):
 
 def last_event_id_of(scope: MutableMapping[str, Any]) -> str | None:
     """The id a resuming client sent: header, JSON-RPC params metadata, or REST query."""
-    for key, value in scope.get("headers", ()):
-        if key == b"last-event-id":
-            return bytes(value).decode("latin-1").strip() or None
+    header = Headers(scope=scope).get("last-event-id")
+    if header is not None:
+        return header.strip() or None
     info = request_info(scope)
     payload = info.payload if info is not None else None
     if isinstance(payload, dict) and isinstance(payload.get("params"), dict):
         metadata = payload["params"].get("metadata")
         if isinstance(metadata, dict) and metadata.get(LAST_EVENT_ID_FIELD) is not None:
             return str(metadata[LAST_EVENT_ID_FIELD])  # a JSON scalar
-    query = bytes(scope.get("query_string", b"")).decode("latin-1")
-    for pair in query.split("&"):
-        name, _, value = pair.partition("=")
-        if name == LAST_EVENT_ID_FIELD and value:
-            return value
-    return None
+    return QueryParams(scope.get("query_string", b"")).get(LAST_EVENT_ID_FIELD) or None
 
 
 def sse_id_send(send: Send, ids: deque[str]) -> Send:
@@ -131,11 +106,8 @@ def _parse_id(raw: str) -> int:
 async def subscribe_from_log(
     log: EventLog, store: Any, task_id: str, context: ServerCallContext
 ) -> AsyncGenerator[Any, None]:
-    """A subscription served from the event log, for the owner of the task in *store*.
-
-    A resuming one reads only the task's status where the store can (``peek``), and the
-    log a page at a time: a replay of a long task does not hold it in memory.
-    """
+    """A subscription served from the event log, for the owner of the task in *store*; a
+    resumed one reads the log a page at a time and the task's status only (``peek``)."""
     state = context.state
     raw = state.get(LAST_EVENT_ID_STATE_KEY)
     read = getattr(store, "peek", None) if raw is not None else None
@@ -184,11 +156,9 @@ class StreamPositions:
         self._notes.append((event, version))
 
     def take(self, event: Any) -> TaskVersion | None:
-        """The version *event* was published with (notes before it are dropped).
+        """The version *event* was published with (notes before it are dropped); a Task the
+        stream trimmed to ``historyLength`` is a copy: then the next noted Task is the one."""
 
-        The stream sends the published object itself, except a Task that it trims to the
-        requested ``historyLength`` (a copy): then the next noted Task is the one.
-        """
         notes = self._notes
         index = next((i for i, (noted, _v) in enumerate(notes) if noted is event), None)
         if index is None:

@@ -1,21 +1,15 @@
 """Every error the agent sends, ours or the SDK's, is sanitized and bounded.
 
-The SDK answers some failures with raw exception text: -32603 carries ``str(exc)`` (a
-database URL, a path), request-validation errors carry pages of pydantic text with
-documentation links, and errors inside an SSE stream are sent as they are. The request
-guard passes every A2A response through :func:`scrubbing_send`, which rewrites only error
-payloads -- a JSON-RPC ``error`` object, a REST ``{"error": ...}`` body, or such an object
-in an SSE ``data:`` line -- and leaves everything else untouched and unbuffered:
-
-* the message loses paths, traceback lines and links and is cut to 500 characters;
-  -32603 (and HTTP 500) say only "Internal error" and drop their data, unless the
-  executor worded them (their data names the apcore error code);
-* every string inside the error's data is cut to 200 characters the same way.
-
-Before that, each error is answered as spec §5.4 and our own errors say
-(:func:`apcore_a2a.upstream.error_answers.correct_error`; a REST answer's status line
-follows its corrected ``code``). REST 429/503 answers also get the ``Retry-After`` header
-from the error's ``retryAfter``.
+The SDK answers some failures with raw exception text (-32603 carries ``str(exc)``: a
+database URL, a path; validation errors carry pages of pydantic text with links; SSE
+errors go out as they are). :func:`scrubbing_send` rewrites only error payloads (a JSON-RPC
+``error``, a REST ``{"error": ...}`` body, such an object in an SSE ``data:`` line) and
+leaves everything else untouched and unbuffered: the message loses paths, traceback lines
+and links and is cut to 500 characters, each string in its data to 200; -32603 (and HTTP
+500) say only "Internal error" without data, unless the executor worded them (their data
+names the apcore code). Before that each error is answered as spec §5.4 and our errors say
+(:func:`~apcore_a2a.upstream.error_answers.correct_error`; a REST status line follows the
+corrected ``code``), and REST 429/503 answers get ``Retry-After`` from ``retryAfter``.
 """
 
 from __future__ import annotations
@@ -50,11 +44,8 @@ def _clean(text: str, limit: int) -> str:
 
 
 def _summarize_validation(text: str) -> str:
-    """A pydantic ValidationError dump as ``field: problem; ...``, without echoed input.
-
-    The dump alternates a location line and an indented ``problem [type=..., input_value=
-    ..., input_type=...]`` line; the bracket (which echoes what the caller sent) is dropped.
-    """
+    """A pydantic ValidationError dump (location lines, then indented ``problem [type=...,
+    input_value=...]`` lines) as ``field: problem; ...``, without the echoed input."""
     problems: list[str] = []
     location = ""
     for line in text.splitlines()[1:]:

@@ -1,18 +1,16 @@
 """Per-caller quota of unfinished tasks (``max_unfinished_tasks_per_caller``).
 
 One caller must not fill the task store for everybody (parked ``input-required`` tasks
-stay until someone answers them). A request for a new task first takes one of its
-caller's slots (``server/limits.py``; the caller key as for the stream quota), atomically,
-so concurrent requests never overshoot the quota (in cluster mode the slots are in the
-shared database: the quota is the agent's). A task the request leaves unfinished keeps the
-slot (renamed to the task id) until a save in a final state, wherever that happens;
-otherwise the slot is given back when the task finishes or the request ends.
+stay until answered). A request for a new task first takes one of its caller's slots
+(``server/limits.py``) atomically, so concurrent requests never overshoot (in cluster mode
+the slots are in the shared database). A task left unfinished keeps the slot (renamed to
+its id) until a save in a final state, wherever that happens; otherwise the slot is given
+back when the request ends. Over the quota a new task gets
+:class:`~apcore_a2a.errors.QuotaExceededError`; messages continuing a task never do.
 
-A new task over the quota gets :class:`~apcore_a2a.errors.QuotaExceededError` (-32091,
-HTTP 429, gRPC ``RESOURCE_EXHAUSTED``); messages continuing a task are never refused by
-it. A task can end without any process seeing the save (failed by the recovery of a dead
-replica, evicted from the memory store): a caller found at its quota has its tasks checked
-against the store (at most once per ``RECHECK_SECONDS``) first.
+A task can end unseen (failed by a dead replica's recovery, evicted from the memory
+store): a caller found at its quota has its tasks checked against the store first (at
+most once per ``RECHECK_SECONDS``).
 """
 
 from __future__ import annotations
@@ -34,9 +32,9 @@ __all__ = ["CALLER_STATE_KEY", "TaskQuota"]
 
 logger = logging.getLogger("apcore_a2a.server")
 
-#: ``ServerCallContext.state`` key holding the caller key of the request
+#: ``ServerCallContext.state`` keys: the caller key; the slot a new-task request holds,
+#: and its task
 CALLER_STATE_KEY = "apcore_a2a.caller"
-#: ``ServerCallContext.state`` keys of the slot a new-task request holds, and of its task
 _SLOT_STATE_KEY = "apcore_a2a.task_slot"
 _TASK_STATE_KEY = "apcore_a2a.task_slot_task"
 #: Seconds a caller over its quota is told to wait (tasks finish or time out meanwhile).
@@ -58,14 +56,6 @@ _UNFINISHED = frozenset(
 )
 
 
-def caller_key(context: ServerCallContext) -> str:
-    """The quota key of a request: set by the HTTP/gRPC context builders, else the user."""
-    key = context.state.get(CALLER_STATE_KEY)
-    if isinstance(key, str) and key:
-        return key
-    return context.user.user_name or "anonymous"
-
-
 class TaskQuota:
     """Unfinished tasks per caller key; ``limit`` 0 turns the quota off."""
 
@@ -80,7 +70,8 @@ class TaskQuota:
         """Take a slot for the new task of this request, or raise ``QuotaExceededError``."""
         if not self.limit:
             return
-        caller = caller_key(context)
+        # The key the HTTP/gRPC context builders set, else the user.
+        caller: str = context.state.get(CALLER_STATE_KEY) or context.user.user_name or "anonymous"
         holder = f"r:{uuid.uuid4().hex}"
         taken = await self.slots.take(_SCOPE, caller, holder, self.limit)
         if not taken and await self._recheck(caller, context, lookup):
@@ -94,7 +85,7 @@ class TaskQuota:
         context.state[_SLOT_STATE_KEY] = holder
 
     async def settle(self, context: ServerCallContext, call: Awaitable[_T]) -> _T:
-        """Await the request *call*; then give back a slot no task took."""
+        """Await the request *call*, then give back a slot no task took."""
         try:
             return await call
         finally:

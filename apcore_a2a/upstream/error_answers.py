@@ -1,18 +1,13 @@
 """Error answers on our routes and servicers: spec §5.4 statuses, and our own errors.
 
-Answers two behaviours of a2a-sdk 1.3:
-
-* Its statuses differ from spec §5.4 for six errors (the tables below; the SDK says HTTP
-  400/400/500 and gRPC ``FAILED_PRECONDITION``). JSON-RPC codes and ``ErrorInfo`` reasons,
-  which clients map errors by, are right and stay.
-* It looks every answer up by exact error type in process-wide module tables
-  (``a2a.utils.errors``, ``grpc_handler._ERROR_CODE_MAP``, ...): our own errors
-  (:mod:`apcore_a2a.errors`) could be added only for every agent in the process. Unknown
-  to the tables, ours leave the SDK as internal errors carrying ``WIRE_KEY`` in their data.
-
-So nothing is written into the SDK: on HTTP the request guard passes each error object
-through :func:`correct_error` (which also sets the REST status line); gRPC is served by
-:class:`Servicer` and :class:`CompatServicer`, whose ``abort_context`` answers these errors.
+a2a-sdk 1.3 (1) answers six errors with statuses other than spec §5.4's (the tables
+below; it says HTTP 400/400/500 and gRPC ``FAILED_PRECONDITION``; its JSON-RPC codes and
+``ErrorInfo`` reasons are right), and (2) looks answers up by exact type in process-wide
+tables (``a2a.utils.errors``, ``grpc_handler._ERROR_CODE_MAP``), where our errors could be
+added only for every agent in the process: unknown there, ours leave the SDK as internal
+errors carrying ``WIRE_KEY``. So nothing is written into the SDK: on HTTP the guard passes
+each error object through :func:`correct_error` (also the REST status line); on gRPC
+:class:`Servicer` and :class:`CompatServicer` answer them in ``abort_context``.
 ``tests/upstream/test_error_answers.py`` fails when the SDK's own answers change.
 """
 

@@ -1,27 +1,24 @@
 """Inline file bytes on the A2A 0.3 proto bindings (REST 0.3 and gRPC 0.3), as the spec says.
 
-In 0.3, ``FilePart.file_with_bytes`` is a proto ``bytes`` field: on gRPC it carries the file
-itself, and in REST's proto JSON it is the file's base64 -- once. a2a-sdk 1.3's 0.3
-conversions (``a2a.compat.v0_3.proto_utils``) treat that field as the *text* of a second
-base64 layer, both ways: a server decodes what a spec client sends twice (a 14-byte file
-arrives as 9 bytes; binary content fails), and its answers carry base64 of base64. The
-Python SDK's own 0.3 clients make the same mistake when they send, which is why
-Python-to-Python looked right. We translate at our boundary (the 0.3 REST message routes,
-:func:`with_spec_files`; the gRPC interceptor), without touching the SDK:
+In 0.3, ``FilePart.file_with_bytes`` is a proto ``bytes`` field: the file itself on gRPC,
+its base64 (once) in REST's proto JSON. a2a-sdk 1.3's 0.3 conversions
+(``a2a.compat.v0_3.proto_utils``) treat it as the *text* of a second base64 layer both
+ways: a spec client's file is decoded twice (14 bytes arrive as 9; binary fails), answers
+carry base64 of base64. The Python SDK's 0.3 clients make the same mistake, so
+Python-to-Python looked right. We translate at our boundary (:func:`with_spec_files` on
+the 0.3 REST message routes; the gRPC interceptor), without touching the SDK:
 
-* requests: the spec's single encoding is what we read (the SDK expects an extra layer, so
-  we add it). The Python SDK's double encoding is still accepted where it can be told
-  apart safely: the caller identifies as a Python HTTP/gRPC stack (:func:`is_python_client`)
-  *and* the once-decoded field is itself canonical, padded base64 (:func:`looks_base64`).
-* answers: the spec's single encoding, except to a caller that identifies as a Python
-  stack: the Python SDK clients decode answers twice as well, and binary content would
-  break them (``UnicodeDecodeError``), so they get the SDK's encoding back.
+* requests: read the spec's single encoding; the Python SDK's double one only where it is
+  safely told apart: a Python HTTP/gRPC stack (:func:`is_python_client`) *and* a
+  once-decoded field that is itself canonical padded base64 (:func:`looks_base64`);
+* answers: the spec's encoding, except to a Python stack, whose SDK clients decode twice
+  too (binary content would raise ``UnicodeDecodeError``): they get the SDK's.
 
-Walks skip ``data`` and ``metadata`` members: user data may use any key names. The same
-walk refuses a part with no content (:func:`require_part_content`): the SDK's conversion
-raises a bare ``ValueError`` for it (HTTP 500 / gRPC INTERNAL for the caller's mistake).
-``tests/interop/test_file_bytes.py::test_sdk_still_decodes_03_proto_file_bytes_twice``
-fails when the SDK decodes once; then this file must go.
+Walks skip ``data`` and ``metadata`` (user data may use any key). The same walks refuse a
+part with no content, which the SDK's conversion answers with a bare ``ValueError`` (HTTP
+500 / gRPC INTERNAL). When the SDK decodes once, this file must go:
+``tests/interop/test_file_bytes.py::test_sdk_still_decodes_03_proto_file_bytes_twice`` fails.
+
 """
 
 from __future__ import annotations
@@ -38,20 +35,6 @@ from a2a.utils.errors import InvalidParamsError
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Message
-
-__all__ = [
-    "FILE_PART_03",
-    "MESSAGE_PATHS",
-    "is_python_client",
-    "looks_base64",
-    "proto_request_to_sdk",
-    "proto_response_to_wire",
-    "require_part_content",
-    "rest_request_to_sdk",
-    "rest_response_to_wire",
-    "spec_request",
-    "with_spec_files",
-]
 
 #: Full names of the 0.3 proto messages holding the bytes, and a part.
 FILE_PART_03 = "a2a.v1.FilePart"
@@ -127,15 +110,6 @@ def _walk_json(node: Any, transform: Callable[[bytes], bytes]) -> bool:
     return changed
 
 
-def require_part_content(body: Any) -> None:
-    """Raise ``InvalidParamsError`` if the REST 0.3 request *body* has a part without content."""
-    request = body.get("request") if isinstance(body, dict) else None
-    content = request.get("content") if isinstance(request, dict) else None
-    for part in content if isinstance(content, list) else ():
-        if isinstance(part, dict) and not any(part.get(k) is not None for k in _PART_KINDS):
-            raise InvalidParamsError(message=_EMPTY_PART)
-
-
 def rest_request_to_sdk(body: Any, *, python_client: bool) -> bool:
     """Rewrite a parsed REST 0.3 request body in place; ``True`` if anything changed."""
     return _walk_json(body, lambda raw: _sdk_bytes(raw, python_client))
@@ -181,10 +155,9 @@ def proto_response_to_wire(message: Any, *, python_client: bool) -> None:
 
 
 async def spec_request(request: Request) -> Request:
-    """*request* (REST 0.3) with its body's file bytes in the form the SDK decodes correctly.
+    """*request* (REST 0.3) with its file bytes as the SDK decodes them correctly; raises
+    ``InvalidParamsError`` for a message part without content."""
 
-    Raises ``InvalidParamsError`` for a message part without content.
-    """
     body = await request.body()
     if request.method != "POST" or request.url.path.endswith(":cancel"):
         return request
@@ -192,7 +165,11 @@ async def spec_request(request: Request) -> Request:
         parsed = json.loads(body)
     except ValueError:
         return request  # the SDK answers the parse error
-    require_part_content(parsed)
+    message = parsed.get("request") if isinstance(parsed, dict) else None
+    content = message.get("content") if isinstance(message, dict) else None
+    for part in content if isinstance(content, list) else ():
+        if isinstance(part, dict) and not any(part.get(k) is not None for k in _PART_KINDS):
+            raise InvalidParamsError(message=_EMPTY_PART)
     python = is_python_client(request.headers.get("user-agent"))
     if b'"fileWithBytes"' not in body or not rest_request_to_sdk(parsed, python_client=python):
         return request

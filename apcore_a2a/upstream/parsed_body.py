@@ -1,10 +1,9 @@
 """The SDK's JSON-RPC route, handed the body the request guard already parsed.
 
-a2a-sdk 1.3's ``JsonRpcDispatcher.handle_requests`` reads the request with
-``await request.json()``, on the event loop. The request guard has parsed that body already
-(off the loop when it is large, after checking its size and shape), so the endpoint gets a
-``Request`` whose ``json()`` returns that object: a body is parsed once, never on the loop
-when it is large. Watched by ``tests/upstream/test_parsed_body.py``.
+a2a-sdk 1.3's ``JsonRpcDispatcher.handle_requests`` parses the body again with
+``await request.json()``; the endpoint here gets a ``Request`` whose ``json()`` is the
+request record's payload, so a body is parsed once. Watched by
+``tests/upstream/test_parsed_body.py``.
 """
 
 from __future__ import annotations

@@ -1,24 +1,20 @@
 """REST 0.3 push-config routes the way 0.3 clients call them (a2a-sdk 1.3 does not).
 
 The 0.3 HTTP binding (``google.api.http`` in the 0.3 proto) posts the *config*,
-``{"name", "pushNotificationConfig"}``, as the body of ``POST
-/v1/tasks/{id}/pushNotificationConfigs`` (as the JS SDK sends it). a2a-sdk parses the body
-as the whole RPC request (``{"parent", "configId", "config"}``, what its Python clients
-send), answering the spec's form with 400; and it has no 0.3 ``DELETE``. So:
-
-* ``POST`` accepts both bodies (told apart by their keys); the task is the path's, a body
-  naming another is refused; the answer is the 0.3 ``TaskPushNotificationConfig`` JSON
-  and nothing more (the genuine 0.3 Python client parses it strictly);
-* ``DELETE /v1/tasks/{id}/pushNotificationConfigs/{push_id}`` answers ``{}`` (the 0.3
-  RPC's ``google.protobuf.Empty``).
-
-Both check ``A2A-Version`` like the SDK's 0.3 routes (missing means 0.3).
+``{"name", "pushNotificationConfig"}``, to ``POST /v1/tasks/{id}/pushNotificationConfigs``
+(so does the JS SDK); a2a-sdk reads the whole RPC request (``{"parent", "configId",
+"config"}``, as its Python clients send) and answers the spec's form 400; it has no 0.3
+``DELETE``. Here ``POST`` takes both (told apart by their keys; a body naming another task
+than the path is refused) and answers only the 0.3 ``TaskPushNotificationConfig`` JSON (the
+0.3 Python client parses strictly); ``DELETE .../{push_id}`` answers ``{}`` (the RPC's
+``Empty``). Both check ``A2A-Version`` like the SDK's 0.3 routes (missing means 0.3).
 ``tests/upstream/test_rest03_push_routes.py`` fails when the SDK serves these as specified.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from a2a.compat.v0_3 import a2a_v0_3_pb2 as pb2_v03
@@ -102,13 +98,11 @@ def rest03_push_routes(
     """The 0.3 REST create and delete routes; mount them before the SDK's REST routes."""
     builder = V03ServerCallContextBuilder(context_builder or DefaultServerCallContextBuilder())
 
-    @validate_version(constants.PROTOCOL_VERSION_0_3)
     async def create(request: Request, context: ServerCallContext) -> dict[str, Any]:
         config = _parse_config(await request.body(), request.path_params["id"])
         stored = await handler.on_create_task_push_notification_config(config, context)
         return v03_rest_config(stored)
 
-    @validate_version(constants.PROTOCOL_VERSION_0_3)
     async def delete(request: Request, context: ServerCallContext) -> dict[str, Any]:
         params = DeleteTaskPushNotificationConfigRequest(
             task_id=request.path_params["id"], id=request.path_params["push_id"]
@@ -116,15 +110,16 @@ def rest03_push_routes(
         await handler.on_delete_task_push_notification_config(params, context)
         return {}
 
-    @rest_error_handler
-    async def create_endpoint(request: Request) -> Response:
-        return JSONResponse(await create(request, builder.build(request)))
+    def endpoint(call: Callable[[Request, ServerCallContext], Awaitable[Any]]) -> Any:
+        checked = validate_version(constants.PROTOCOL_VERSION_0_3)(call)
 
-    @rest_error_handler
-    async def delete_endpoint(request: Request) -> Response:
-        return JSONResponse(await delete(request, builder.build(request)))
+        @rest_error_handler
+        async def answer(request: Request) -> Response:
+            return JSONResponse(await checked(request, builder.build(request)))
+
+        return answer
 
     return [
-        Route(_CONFIGS, create_endpoint, methods=["POST"]),
-        Route(_CONFIGS + "/{push_id}", delete_endpoint, methods=["DELETE"]),
+        Route(_CONFIGS, endpoint(create), methods=["POST"]),
+        Route(_CONFIGS + "/{push_id}", endpoint(delete), methods=["DELETE"]),
     ]

@@ -1,13 +1,11 @@
 """The SDK's 0.3 REST streams, answering request errors before the stream starts.
 
-a2a-sdk 1.3 parses a ``/v1/message:stream`` body (and looks up a
-``/v1/tasks/{id}:subscribe`` task) inside the SSE generator, after the ``200`` header went
-out: a bad body, an unknown skill or an unknown task then just cuts the connection. Its
-JSON-RPC dispatcher avoids this by pulling the first event before it answers; these
-endpoints do the same, so such errors come back as the SDK's ordinary REST error responses.
-They are built from the SDK's public 0.3 pieces (``REST03Handler``,
-``V03ServerCallContextBuilder``) and replace its two stream routes. Watched by
-``tests/upstream/test_rest03_streams.py``.
+a2a-sdk 1.3 parses a ``/v1/message:stream`` body (and looks up a ``/v1/tasks/{id}:subscribe``
+task) inside the SSE generator, after the ``200`` went out: a bad body, skill or task just
+cuts the connection. Like its JSON-RPC dispatcher, these endpoints (built from the public
+``REST03Handler`` and ``V03ServerCallContextBuilder``) pull the first event before they
+answer, so such errors are ordinary REST error responses.
+Watched by ``tests/upstream/test_rest03_streams.py``.
 """
 
 from __future__ import annotations

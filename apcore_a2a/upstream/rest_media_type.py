@@ -1,14 +1,14 @@
 """REST answers carry ``application/json`` (spec §11.1, HTTP_JSON-SVC-001).
 
-a2a-sdk 1.3 answers REST calls with ``application/a2a+json``. The HTTP+JSON binding's
-requirement is ``application/json`` for requests and responses (``application/a2a+json``
-is registered in §14.1, but the binding names ``application/json``): :class:`RestMediaType`
-answers ``application/json`` unless the caller's ``Accept`` admits only
-``application/a2a+json``. ``tests/upstream/test_rest_media_type.py`` fails when the SDK
-changes its media type; then this file can go.
+a2a-sdk 1.3 answers REST calls with ``application/a2a+json`` (registered in §14.1, but the
+HTTP+JSON binding names ``application/json``): :class:`RestMediaType` answers
+``application/json`` unless the caller's ``Accept`` admits only ``application/a2a+json``.
+``tests/upstream/test_rest_media_type.py`` fails when the SDK changes its media type.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -41,11 +41,11 @@ def _only_a2a_json(accept: bytes | None) -> bool:
     return _A2A_JSON in ranges and not plain
 
 
+@dataclass
 class RestMediaType:
     """ASGI middleware: REST answers carry ``application/json`` (see the module docstring)."""
 
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
+    app: ASGIApp
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         info = request_info(scope) if scope["type"] == "http" else None
