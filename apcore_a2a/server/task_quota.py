@@ -37,6 +37,8 @@ logger = logging.getLogger("apcore_a2a.server")
 CALLER_STATE_KEY = "apcore_a2a.caller"
 _SLOT_STATE_KEY = "apcore_a2a.task_slot"
 _TASK_STATE_KEY = "apcore_a2a.task_slot_task"
+#: ``ServerCallContext.state`` key of the slot update a save in a final state started
+_FREED_STATE_KEY = "apcore_a2a.task_slot_freed"
 #: Seconds a caller over its quota is told to wait (tasks finish or time out meanwhile).
 RETRY_AFTER = 30
 #: Seconds between two checks of one caller's counted tasks against the store.
@@ -102,6 +104,11 @@ class TaskQuota:
             await self._settle(context)
 
     async def _settle(self, context: ServerCallContext) -> None:
+        freed = context.state.pop(_FREED_STATE_KEY, None)
+        if isinstance(freed, asyncio.Future):
+            # A task this request finished has its slot back before the answer leaves, so
+            # the caller's next request (on any replica) can take it.
+            await asyncio.shield(freed)
         holder = context.state.pop(_SLOT_STATE_KEY, None)
         task_id = context.state.pop(_TASK_STATE_KEY, None)
         if not isinstance(holder, str):
@@ -126,11 +133,16 @@ class TaskQuota:
             if finished:
                 del context.state[_SLOT_STATE_KEY]
                 context.state.pop(_TASK_STATE_KEY, None)
-                self._apply(task.id, "give_back", holder)
+                freed = self._apply(task.id, "give_back", holder)
             else:
                 context.state[_TASK_STATE_KEY] = task.id
+                return
         elif finished:  # wherever the task was counted: its slot is free
-            self._apply(task.id, "give_back", task.id)
+            freed = self._apply(task.id, "give_back", task.id)
+        else:
+            return
+        if freed is not None:
+            context.state[_FREED_STATE_KEY] = freed
 
     def _apply(self, task_id: str, op: str, *args: str) -> asyncio.Future[None] | None:
         if isinstance(self.slots, LocalSlots):
