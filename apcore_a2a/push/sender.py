@@ -2,28 +2,19 @@
 
 The SDK calls :meth:`RetryingPushSender.send_notification` inline while it persists each
 task event, so it only serializes the event and queues it; one worker per
-``(task_id, config_id)`` POSTs the queue in order: a slow or dead receiver never delays the
-task nor reorders what another receiver sees. What a receiver can cost is bounded:
-
-* time: ONE deadline per attempt, ``push_timeout`` for everything (URL check, connect,
-  send, the answer's headers and the bounded read of its body), so a receiver dripping a
-  byte at a time is cut off like one that never answers;
-* memory: at most :data:`MAX_ANSWER_BYTES` of the answer are read, undecoded (a
-  compressed answer cannot expand); a config's queue holds ``push_queue_size`` events,
-  and overflowing it marks the config ``failed`` instead of growing;
-* fan-out: configs per task are capped at registration (:mod:`apcore_a2a.push.configs`).
-
-Per attempt the URL passes the SSRF policy again and the POST goes to the address it
-checked (no second DNS lookup), a fresh JWT signs the exact body (:data:`SIGNATURE_HEADER`),
-and the config's ``authentication`` travels as ``Authorization: <scheme> <credentials>``.
-Connection errors, timeouts, 5xx and 429 are retried after each of ``push_retry_delays``;
-then (or on another non-2xx, or a URL now refused) the config is marked ``failed`` and its
-later events are dropped until it is registered again.
+``(task_id, config_id)`` POSTs the queue in order, so a slow or dead receiver never delays
+the task nor reorders what another receiver sees. Bounds: ONE deadline per attempt
+(``push_timeout`` for URL check, connect, send, headers and the bounded body read, so a
+receiver dripping a byte at a time is cut off like one that never answers); at most
+:data:`MAX_ANSWER_BYTES` of an answer read, undecoded (a compressed answer cannot
+expand); ``push_queue_size`` events per config, one more marks it ``failed``. What
+docs/push.md "Delivery" lists (retries, failure, headers) is implemented here.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 import uuid
@@ -36,7 +27,7 @@ from a2a.server.tasks.push_notification_config_store import PushNotificationConf
 from a2a.server.tasks.push_notification_sender import PushNotificationEvent, PushNotificationSender
 from a2a.types import TaskPushNotificationConfig
 
-from apcore_a2a.push.bodies import V0_3, TaskSnapshots, body_v03, body_v10
+from apcore_a2a.push.bodies import V0_3, V1_0, TaskSnapshots, body_v03, body_v10
 from apcore_a2a.push.policy import PushUrlPolicy
 from apcore_a2a.push.signing import SigningKey
 from apcore_a2a.push.status import ConfigStatusBook
@@ -62,8 +53,9 @@ class _Delivery:
     url: str
     headers: dict[str, str]
     body: bytes
-    delivery_id: str
     issuer: str
+    #: The JWT's ``jti``: one per delivery, the same on its retries.
+    delivery_id: str = field(default_factory=lambda: str(uuid.uuid4()))
 
 
 @dataclass(eq=False)
@@ -195,12 +187,10 @@ class RetryingPushSender(PushNotificationSender):
         bodies: dict[str, bytes] = {}
         for config in configs:
             config_id = config.id or task_id
-            version = versions.get(config_id, "1.0")
-            body = bodies.get(version)
-            if body is None:
-                body = body_v03(event, snapshot) if version == V0_3 else body_v10(event)
-                bodies[version] = body
-            await self._enqueue(task_id, config_id, config, body)
+            version = versions.get(config_id, V1_0)
+            if version not in bodies:
+                bodies[version] = body_v03(event, snapshot) if version == V0_3 else body_v10(event)
+            await self._enqueue(task_id, config_id, config, bodies[version])
 
     async def _enqueue(
         self, task_id: str, config_id: str, config: TaskPushNotificationConfig, body: bytes
@@ -222,12 +212,9 @@ class RetryingPushSender(PushNotificationSender):
             logger.error("push: config %s of task %s: %s", config_id, task_id, reason)
             await self._statuses.mark_failed(task_id, config_id, reason)
             return
-        issuer = self._issuer().rstrip("/")
-        delivery_id = str(uuid.uuid4())
         headers = _config_headers(config)
-        queue.items.append(
-            _Delivery(task_id, config_id, config.url, headers, body, delivery_id, issuer)
-        )
+        issuer = self._issuer().rstrip("/")
+        queue.items.append(_Delivery(task_id, config_id, config.url, headers, body, issuer))
         if key not in self._workers:
             self._workers[key] = asyncio.create_task(
                 self._work(key, queue), name=f"a2a-push:{task_id}:{config_id}"
@@ -239,7 +226,7 @@ class RetryingPushSender(PushNotificationSender):
             while queue.items:
                 delivery = queue.items.popleft()
                 try:
-                    await self._deliver_once(delivery)
+                    await self._deliver(delivery)
                 except Exception:
                     logger.exception("push: unexpected error delivering to %s", delivery.url)
         finally:
@@ -249,74 +236,85 @@ class RetryingPushSender(PushNotificationSender):
             if self._queues.get(key) is queue and not queue.items:
                 del self._queues[key]
 
-    async def _deliver_once(self, delivery: _Delivery) -> None:
-        if await self._statuses.failure(delivery.task_id, delivery.config_id) is not None:
+    async def _deliver(self, delivery: _Delivery) -> None:
+        task_id, config_id = delivery.task_id, delivery.config_id
+        if await self._statuses.failure(task_id, config_id) is not None:
             self.dropped += 1
             return
+        attempts = len(self._delays) + 1
         try:
-            await self._attempt_all(delivery)
+            for attempt, delay in enumerate([*self._delays, None], 1):
+                problem = await self._attempt(delivery)
+                if problem is None:
+                    self.sent += 1
+                    return
+                if delay is None:
+                    raise _GiveUp(f"{problem} (after {attempts} attempts)")
+                self.retried += 1
+                logger.warning(
+                    "push: delivery to %s for task %s failed (%s); retry %d/%d in %.1f s",
+                    delivery.url,
+                    task_id,
+                    problem,
+                    attempt,
+                    attempts - 1,
+                    delay,
+                )
+                await asyncio.sleep(delay)
         except _GiveUp as stop:
             self.failed += 1
-            reason = str(stop)
-            task_id, config_id, url = delivery.task_id, delivery.config_id, delivery.url
             logger.error(
-                "push: giving up on config %s of task %s (%s): %s", config_id, task_id, url, reason
+                "push: giving up on config %s of task %s (%s): %s",
+                config_id,
+                task_id,
+                delivery.url,
+                stop,
             )
             # The first reason stays: a queue overflow while this attempt ran says more.
             if await self._statuses.failure(task_id, config_id) is None:
-                await self._statuses.mark_failed(task_id, config_id, reason)
-        else:
-            self.sent += 1
-
-    async def _attempt_all(self, delivery: _Delivery) -> None:
-        attempts = len(self._delays) + 1
-        for attempt in range(1, attempts + 1):
-            problem = await self._attempt(delivery)
-            if problem is None:
-                return
-            if attempt == attempts:
-                raise _GiveUp(f"{problem} (after {attempts} attempts)")
-            delay = self._delays[attempt - 1]
-            self.retried += 1
-            logger.warning(
-                "push: delivery to %s for task %s failed (%s); retry %d/%d in %.1f s",
-                delivery.url,
-                delivery.task_id,
-                problem,
-                attempt,
-                attempts - 1,
-                delay,
-            )
-            await asyncio.sleep(delay)
+                await self._statuses.mark_failed(task_id, config_id, str(stop))
 
     async def _attempt(self, delivery: _Delivery) -> str | None:
         """One attempt under one deadline: ``None`` on success, a retryable problem, or
         raise ``_GiveUp``."""
-        answer: list[int] = []  # the status, as soon as the answer's headers are in
+        status = None  # known as soon as the answer's headers are in
         try:
             async with asyncio.timeout(self._timeout):
                 refused, address = await self._policy.resolve(delivery.url)
-                if refused is not None or address is None:
+                if address is None:
                     raise _GiveUp(f"URL refused at delivery: {refused}")
-                await self._post(delivery, address, answer)
+                if self._key is None or self._client is None:
+                    raise _GiveUp("sender is not running")
+                request = self._request(self._client, self._key, delivery, address)
+                answer = await self._client.send(request, stream=True)
+                async with contextlib.aclosing(answer) as response:
+                    status = response.status_code
+                    # Raw bytes: a compressed answer is never inflated. Reading stops at
+                    # the cap; closing an unfinished body drops the connection.
+                    received = 0
+                    async for chunk in response.aiter_raw():
+                        received += len(chunk)
+                        if received >= MAX_ANSWER_BYTES:
+                            break
         except (TimeoutError, httpx.TimeoutException):
-            if not answer:
+            if status is None:
                 return f"no complete answer within {self._timeout:g} s"
             # The status came in time; only the (ignored) body was still dripping.
         except httpx.TransportError as exc:
-            if not answer:
+            if status is None:
                 return f"connection error: {type(exc).__name__}"
-        status = answer[0]
         if 200 <= status < 300:
             return None
         if status >= 500 or status == 429:
             return f"HTTP {status}"
         raise _GiveUp(f"receiver answered HTTP {status}")
 
-    async def _post(self, delivery: _Delivery, address: str, answer: list[int]) -> None:
-        if self._key is None or self._client is None:
-            raise _GiveUp("sender is not running")
-        token = self._key.sign_delivery(
+    @staticmethod
+    def _request(
+        client: httpx.AsyncClient, key: SigningKey, delivery: _Delivery, address: str
+    ) -> httpx.Request:
+        """The POST, signed afresh, aimed at the checked *address*."""
+        token = key.sign_delivery(
             issuer=delivery.issuer,
             audience=delivery.url,
             task_id=delivery.task_id,
@@ -334,18 +332,6 @@ class RetryingPushSender(PushNotificationSender):
             if url.scheme == "https":
                 extensions["sni_hostname"] = url.raw_host.decode("ascii")
             url = url.copy_with(host=address)
-        request = self._client.build_request(
+        return client.build_request(
             "POST", url, content=delivery.body, headers=headers, extensions=extensions
         )
-        response = await self._client.send(request, stream=True)
-        answer.append(response.status_code)
-        try:
-            # Raw bytes: a compressed answer is never inflated. Reading stops at the cap;
-            # closing an unfinished body drops the connection instead of draining it.
-            received = 0
-            async for chunk in response.aiter_raw():
-                received += len(chunk)
-                if received >= MAX_ANSWER_BYTES:
-                    break
-        finally:
-            await response.aclose()

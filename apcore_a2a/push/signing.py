@@ -16,21 +16,28 @@ Example::
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jwt
+from cryptography.fernet import Fernet, InvalidToken
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from jwt.algorithms import get_default_algorithms
+from sqlalchemy import Table, insert, select
+from sqlalchemy.exc import IntegrityError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-__all__ = ["DELIVERY_TOKEN_TTL", "SigningKey", "jwks_endpoint", "seal", "unseal"]
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncEngine
+
+__all__ = ["DELIVERY_TOKEN_TTL", "SigningKey", "jwks_endpoint", "seal", "stored_key", "unseal"]
 
 logger = logging.getLogger("apcore_a2a.keys")
 
@@ -161,8 +168,6 @@ def seal(pem: str, encryption_key: str | None) -> str:
     """*pem* as stored: sealed when *encryption_key* is set, else as is."""
     if not encryption_key:
         return pem
-    from cryptography.fernet import Fernet
-
     return _FERNET_PREFIX + Fernet(encryption_key.encode()).encrypt(pem.encode()).decode()
 
 
@@ -182,9 +187,29 @@ def unseal(data: str, encryption_key: str | None, what: str) -> str:
         return data
     if not encryption_key:
         raise RuntimeError(f"the stored {what} is encrypted; set push_encryption_key to read it")
-    from cryptography.fernet import Fernet, InvalidToken
-
     try:
         return Fernet(encryption_key.encode()).decrypt(data[len(_FERNET_PREFIX) :]).decode()
     except InvalidToken:
         raise RuntimeError(f"push_encryption_key does not decrypt the stored {what}") from None
+
+
+async def stored_key(
+    engine: AsyncEngine, table: Table, encryption_key: str | None, what: str
+) -> SigningKey:
+    """The key kept in *table* (kid, key_data, created_at), generated and stored on first
+    use; racing replicas each insert one, then all use the oldest."""
+    oldest = select(table.c.key_data).order_by(table.c.created_at, table.c.kid).limit(1)
+    async with engine.connect() as conn:
+        data = (await conn.execute(oldest)).scalar()
+    if data is None:
+        fresh = SigningKey.generate()
+        sealed = seal(fresh.to_pem().decode(), encryption_key)
+        with contextlib.suppress(IntegrityError):
+            async with engine.begin() as conn:
+                await conn.execute(
+                    insert(table).values(kid=fresh.kid, key_data=sealed, created_at=time.time())
+                )
+        async with engine.connect() as conn:
+            data = (await conn.execute(oldest)).scalar_one()
+        logger.info("generated a new %s and stored it in the database", what)
+    return SigningKey.from_pem(unseal(str(data), encryption_key, what))
