@@ -26,6 +26,8 @@ from a2a.server.tasks.push_notification_config_store import PushNotificationConf
 from a2a.types import AgentExtension
 from google.protobuf.struct_pb2 import Struct
 from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from apcore_a2a.push.bodies import PROTOCOL_VERSION_STATE_KEY, TaskSnapshots, protocol_version
@@ -33,8 +35,8 @@ from apcore_a2a.push.configs import PushConfigStore
 from apcore_a2a.push.policy import PushUrlPolicy, Resolver
 from apcore_a2a.push.responses import PushResponseMiddleware
 from apcore_a2a.push.sender import SIGNATURE_HEADER, RetryingPushSender
-from apcore_a2a.push.signing import SigningKey, jwks_endpoint, stored_key
-from apcore_a2a.push.status import ACTIVE, FAILED, ConfigStatusBook, PushTables
+from apcore_a2a.push.signing import SigningKey, stored_key
+from apcore_a2a.push.status import ACTIVE, FAILED, ConfigStatusBook, PushTables, signing_keys
 from apcore_a2a.upstream.rest03_push_routes import rest03_push_routes
 
 if TYPE_CHECKING:
@@ -104,20 +106,22 @@ class PushKit:
         self, handler: RequestHandler, context_builder: ServerCallContextBuilder | None = None
     ) -> list[BaseRoute]:
         """The JWKS route and the REST 0.3 config routes; mount before the SDK's REST."""
-        jwks = Route(JWKS_PATH, jwks_endpoint(lambda: self.signing_key), name="jwks")
+        jwks = Route(JWKS_PATH, self._jwks, name="jwks")
         return [jwks, *rest03_push_routes(handler, context_builder)]
+
+    async def _jwks(self, request: Request) -> Response:
+        if self.signing_key is None:
+            return JSONResponse({"error": "signing key not loaded yet"}, status_code=503)
+        cache = {"Cache-Control": "public, max-age=300"}
+        return JSONResponse(self.signing_key.jwks(), headers=cache)
 
     async def start(self) -> None:
         """Load or create the signing key, create tables, start the sender."""
-        key = self.signing_key
-        if self._tables is not None:
-            await self._tables.initialize()
-            key = key or await stored_key(
-                self._tables.engine,
-                self._tables.signing_keys,
-                self._encryption_key,
-                "push signing key",
-            )
+        key, tables = self.signing_key, self._tables
+        if tables is not None:
+            await tables.initialize()
+            what = "push signing key"
+            key = key or await stored_key(tables.engine, signing_keys, self._encryption_key, what)
         self.signing_key = key = key or SigningKey.generate()
         self.sender.start(key)
         logger.info("push: signing deliveries with %s key %s", key.algorithm, key.kid)

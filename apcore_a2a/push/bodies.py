@@ -1,15 +1,11 @@
 """Delivery bodies shaped by the protocol version a push config was registered under.
 
-* 1.0: the ``StreamResponse`` of the event, exactly as a 1.0 SSE stream carries it:
-  ``{"task": ...}``, ``{"statusUpdate": ...}`` or ``{"artifactUpdate": ...}``;
-* 0.3: the whole ``Task`` as 0.3 JSON (``{"kind": "task", "id": ..., "status": ...}``), as
-  0.3 senders (the a2a-sdk 0.3 ``BasePushNotificationSender``) post it on every update.
-
-The SDK hands the sender only the event; it saves the updated task and then, in the same
-coroutine, calls the sender, so :class:`TaskSnapshots` (a view of the task store keeping
-the latest save per task, by reference, taken by the sender) gives the task after the
-event with no read and no owner. Its bound covers saves no event follows (a cancel from
-another replica, recovery of interrupted tasks).
+1.0: the event's ``StreamResponse``, exactly as a 1.0 SSE stream carries it. 0.3: the
+whole ``Task`` as 0.3 JSON, as 0.3 senders post it on every update. The SDK saves the
+updated task and then, in the same coroutine, calls the sender with only the event, so
+:class:`TaskSnapshots` (a view of the task store keeping the latest save per task) gives
+the task after the event with no read and no owner. Its bound covers saves no event
+follows (a cancel from another replica, recovery of interrupted tasks).
 
 A call's version: marked under :data:`PROTOCOL_VERSION_STATE_KEY` by a transport that
 knows it (gRPC), else the ``A2A-Version`` header, missing meaning 0.3 (the SDK's rule).
@@ -35,8 +31,6 @@ from apcore_a2a.storage.streamed import IN_LOG
 
 __all__ = [
     "PROTOCOL_VERSION_STATE_KEY",
-    "V0_3",
-    "V1_0",
     "TaskSnapshots",
     "body_v03",
     "body_v10",
@@ -56,22 +50,19 @@ def protocol_version(context: ServerCallContext | None) -> str:
     marked = context.state.get(PROTOCOL_VERSION_STATE_KEY)
     if marked in (V1_0, V0_3):
         return str(marked)
-    headers = context.state.get("headers")
-    raw: Any = None
-    if isinstance(headers, dict):
-        raw = headers.get("a2a-version") or headers.get("A2A-Version")
-    if not raw:
-        return V0_3
-    return V0_3 if str(raw).strip().split(".", 1)[0] == "0" else V1_0
+    headers = context.state.get("headers") or {}
+    raw = str(headers.get("a2a-version") or headers.get("A2A-Version") or "").strip()
+    return V0_3 if not raw or raw.split(".", 1)[0] == "0" else V1_0
 
 
-def _dumps(doc: Any) -> bytes:
+def dumps(doc: Any) -> bytes:
+    """Compact UTF-8 JSON, the bytes a delivery or a rewritten answer carries."""
     return json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
 def body_v10(event: PushNotificationEvent) -> bytes:
     """The 1.0 ``StreamResponse`` JSON of *event*."""
-    return _dumps(MessageToDict(to_stream_response(event)))
+    return dumps(MessageToDict(to_stream_response(event)))
 
 
 def body_v03(event: PushNotificationEvent, task: Task | None) -> bytes:
@@ -92,7 +83,7 @@ def body_v03(event: PushNotificationEvent, task: Task | None) -> bytes:
         elif isinstance(event, TaskArtifactUpdateEvent):
             current.artifacts.append(event.artifact)
     compat = to_compat_task(current)
-    return _dumps(compat.model_dump(mode="json", exclude_none=True, by_alias=True))
+    return dumps(compat.model_dump(mode="json", exclude_none=True, by_alias=True))
 
 
 def _unmarked(task: Task, event: PushNotificationEvent) -> Task:
@@ -131,12 +122,6 @@ class TaskSnapshots:
         """The task as last saved (forgotten afterwards), or ``None``."""
         return self._tasks.pop(task_id, None)
 
-    def __len__(self) -> int:
-        return len(self._tasks)
-
     def observe(self, store: TaskStore | VersionedTaskStore) -> TaskStore | VersionedTaskStore:
         """*store* seen through a view that remembers every saved task here."""
-        return observe_saves(store, self._saved)
-
-    def _saved(self, task: Task, context: ServerCallContext) -> None:
-        self.remember(task)
+        return observe_saves(store, lambda task, _context: self.remember(task))

@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -32,7 +31,7 @@ from apcore_a2a.push.policy import PushUrlPolicy
 from apcore_a2a.push.signing import SigningKey
 from apcore_a2a.push.status import ConfigStatusBook
 
-__all__ = ["DEFAULT_QUEUE_SIZE", "MAX_ANSWER_BYTES", "SIGNATURE_HEADER", "RetryingPushSender"]
+__all__ = ["MAX_ANSWER_BYTES", "SIGNATURE_HEADER", "RetryingPushSender"]
 
 logger = logging.getLogger("apcore_a2a.push")
 
@@ -40,8 +39,6 @@ logger = logging.getLogger("apcore_a2a.push")
 SIGNATURE_HEADER = "X-A2A-Signature"
 #: At most this much of a receiver's answer body is read; the rest is never received.
 MAX_ANSWER_BYTES = 4096
-#: Events that may wait for one config before it is marked failed.
-DEFAULT_QUEUE_SIZE = 100
 
 _Key = tuple[str, str]
 
@@ -72,17 +69,16 @@ def _config_headers(config: TaskPushNotificationConfig) -> dict[str, str]:
     headers = {"Content-Type": "application/json"}
     if config.token:
         headers["X-A2A-Notification-Token"] = config.token
-    if config.HasField("authentication"):
-        auth = config.authentication
-        if auth.scheme and auth.credentials:
-            headers["Authorization"] = f"{auth.scheme} {auth.credentials}"
-        elif auth.scheme:
-            logger.warning(
-                "push: config %s names authentication scheme %r without credentials; "
-                "no Authorization header is sent",
-                config.id,
-                auth.scheme,
-            )
+    auth = config.authentication
+    if auth.scheme and auth.credentials:
+        headers["Authorization"] = f"{auth.scheme} {auth.credentials}"
+    elif auth.scheme:
+        logger.warning(
+            "push: config %s names authentication scheme %r without credentials; "
+            "no Authorization header is sent",
+            config.id,
+            auth.scheme,
+        )
     return headers
 
 
@@ -103,14 +99,10 @@ class RetryingPushSender(PushNotificationSender):
         issuer: str | Callable[[], str],
         timeout: float = 10.0,
         retry_delays: Sequence[float] = (1.0, 2.0, 4.0),
-        queue_size: int = DEFAULT_QUEUE_SIZE,
+        queue_size: int = 100,
         snapshots: TaskSnapshots | None = None,
         client: httpx.AsyncClient | None = None,
     ) -> None:
-        if timeout <= 0:
-            raise ValueError(f"push_timeout must be positive, got {timeout}")
-        if queue_size < 1:
-            raise ValueError(f"push_queue_size must be at least 1, got {queue_size}")
         self._store = config_store
         self._policy = policy
         self._statuses = statuses
@@ -126,12 +118,8 @@ class RetryingPushSender(PushNotificationSender):
         self._queues: dict[_Key, _Queue] = {}
         self._workers: dict[_Key, asyncio.Task[None]] = {}
         self._closing = False
-        self.sent = 0
-        self.failed = 0
-        self.retried = 0
-        self.dropped = 0
+        self.sent = self.failed = self.retried = self.dropped = 0
 
-    # -- lifecycle ---------------------------------------------------------------------
     def start(self, key: SigningKey) -> None:
         """Begin accepting events, signing them with *key*."""
         self._key = key
@@ -171,7 +159,6 @@ class RetryingPushSender(PushNotificationSender):
         while self._workers:
             await asyncio.gather(*list(self._workers.values()), return_exceptions=True)
 
-    # -- PushNotificationSender --------------------------------------------------------
     async def send_notification(self, task_id: str, event: PushNotificationEvent) -> None:
         snapshot = self.snapshots.take(task_id)
         if self._closing or self._key is None:
@@ -220,7 +207,6 @@ class RetryingPushSender(PushNotificationSender):
                 self._work(key, queue), name=f"a2a-push:{task_id}:{config_id}"
             )
 
-    # -- delivery ----------------------------------------------------------------------
     async def _work(self, key: _Key, queue: _Queue) -> None:
         try:
             while queue.items:
@@ -320,7 +306,6 @@ class RetryingPushSender(PushNotificationSender):
             task_id=delivery.task_id,
             body=delivery.body,
             jti=delivery.delivery_id,
-            now=time.time(),
         )
         headers = {**delivery.headers, SIGNATURE_HEADER: token}
         url = httpx.URL(delivery.url)

@@ -1,16 +1,12 @@
 """The agent's push-signing key: JWTs for deliveries and the JWKS that verifies them.
 
-Every delivery carries a JWT signed with this key (``X-A2A-Signature``). It binds the
-delivery to its receiver and its exact body (``aud`` = webhook URL, ``body_sha256`` = hex
-SHA-256 of the request body), so a receiver that checks it knows the POST came from this
-agent and was not altered. The public half is served at ``/.well-known/jwks.json``.
-Private keys at rest (push and card signing alike) are sealed by :func:`seal`.
+Each delivery's JWT (``X-A2A-Signature``) binds it to its receiver and its exact body
+(``aud`` = webhook URL, ``body_sha256``), so a receiver that checks it knows the POST came
+from this agent unaltered. Private keys at rest (push and card signing alike) are sealed
+by :func:`seal` and kept by :func:`stored_key`.
 
-Example::
-
-    key = SigningKey.generate()
-    token = key.sign_delivery(issuer="https://agent.example", audience="https://hook.example/a2a",
-                              task_id="t-1", body=b"{}", jti="d-1")
+Example: ``SigningKey.generate().sign_delivery(issuer="https://agent.example",
+audience="https://hook.example/a2a", task_id="t-1", body=b"{}", jti="d-1")``
 """
 
 from __future__ import annotations
@@ -21,7 +17,6 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import jwt
@@ -31,13 +26,11 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from jwt.algorithms import get_default_algorithms
 from sqlalchemy import Table, insert, select
 from sqlalchemy.exc import IntegrityError
-from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine
 
-__all__ = ["DELIVERY_TOKEN_TTL", "SigningKey", "jwks_endpoint", "seal", "stored_key", "unseal"]
+__all__ = ["DELIVERY_TOKEN_TTL", "SigningKey", "seal", "stored_key", "unseal"]
 
 logger = logging.getLogger("apcore_a2a.keys")
 
@@ -100,9 +93,7 @@ class SigningKey:
             key = serialization.load_pem_private_key(data, password=None)
         except (ValueError, TypeError) as exc:
             raise ValueError(f"push signing key is not a usable PEM private key: {exc}") from None
-        if not isinstance(
-            key, ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey | ed25519.Ed25519PrivateKey
-        ):
+        if not isinstance(key, PrivateKey):
             raise ValueError(f"unsupported push signing key type {type(key).__name__}")
         return cls(key)
 
@@ -142,20 +133,6 @@ class SigningKey:
         return jwt.encode(
             claims, self._key, algorithm=self.algorithm, headers={"kid": self.kid, "typ": "JWT"}
         )
-
-
-def jwks_endpoint(
-    get_key: Callable[[], SigningKey | None],
-) -> Callable[[Request], Awaitable[Response]]:
-    """A Starlette endpoint serving ``get_key().jwks()``; 503 until a key is loaded."""
-
-    async def endpoint(request: Request) -> Response:
-        key = get_key()
-        if key is None:
-            return JSONResponse({"error": "signing key not loaded yet"}, status_code=503)
-        return JSONResponse(key.jwks(), headers={"Cache-Control": "public, max-age=300"})
-
-    return endpoint
 
 
 # Private keys at rest, the push and the card signing key alike (so either reads back the

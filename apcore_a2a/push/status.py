@@ -17,12 +17,12 @@ from sqlalchemy import Column, Delete, Float, MetaData, String, Table, Text, del
 from sqlalchemy.exc import IntegrityError, ProgrammingError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-__all__ = ["ACTIVE", "DEFAULT_VERSION", "FAILED", "ConfigRecords", "ConfigStatusBook", "PushTables"]
+from apcore_a2a.push.bodies import V1_0
+
+__all__ = ["ACTIVE", "FAILED", "ConfigRecords", "ConfigStatusBook", "PushTables"]
 
 ACTIVE = "active"
 FAILED = "failed"
-#: The protocol version of a config that has no version record.
-DEFAULT_VERSION = "1.0"
 
 _metadata = MetaData()
 
@@ -113,7 +113,6 @@ class PushTables:
 
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
-        self.signing_keys = signing_keys
         self.failures = ConfigRecords(engine, failed_configs)
         self.versions = ConfigRecords(engine, config_versions)
 
@@ -160,7 +159,7 @@ class ConfigStatusBook:
 
     async def set_version(self, task_id: str, config_id: str, version: str) -> None:
         """Record the protocol version a config was (re)registered under."""
-        if version == DEFAULT_VERSION:
+        if version == V1_0:  # the version of a config without a record
             await self._versions.drop(task_id, config_id)
         else:
             await self._versions.put(task_id, config_id, version)
