@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING
 
 from a2a.server.tasks.push_notification_config_store import PushNotificationConfigStore
 from a2a.types import AgentExtension
-from google.protobuf.struct_pb2 import Struct
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -36,7 +35,7 @@ from apcore_a2a.push.policy import PushUrlPolicy, Resolver
 from apcore_a2a.push.responses import PushResponseMiddleware
 from apcore_a2a.push.sender import SIGNATURE_HEADER, RetryingPushSender
 from apcore_a2a.push.signing import SigningKey, stored_key
-from apcore_a2a.push.status import ACTIVE, FAILED, ConfigStatusBook, PushTables, signing_keys
+from apcore_a2a.push.status import ACTIVE, FAILED, ConfigStatusBook, create_tables, signing_keys
 from apcore_a2a.upstream.rest03_push_routes import rest03_push_routes
 
 if TYPE_CHECKING:
@@ -94,7 +93,7 @@ class PushKit:
     #: The configured key from the start, else the stored or generated one after ``start``.
     signing_key: SigningKey | None = None
     drain_timeout: float = 10.0
-    _tables: PushTables | None = None
+    _engine: AsyncEngine | None = None
     _encryption_key: str | None = None
 
     def observe(self, task_store: TaskStore | VersionedTaskStore) -> TaskStore | VersionedTaskStore:
@@ -117,11 +116,11 @@ class PushKit:
 
     async def start(self) -> None:
         """Load or create the signing key, create tables, start the sender."""
-        key, tables = self.signing_key, self._tables
-        if tables is not None:
-            await tables.initialize()
+        key, engine = self.signing_key, self._engine
+        if engine is not None:
+            await create_tables(engine)
             what = "push signing key"
-            key = key or await stored_key(tables.engine, signing_keys, self._encryption_key, what)
+            key = key or await stored_key(engine, signing_keys, self._encryption_key, what)
         self.signing_key = key = key or SigningKey.generate()
         self.sender.start(key)
         logger.info("push: signing deliveries with %s key %s", key.algorithm, key.kid)
@@ -152,8 +151,7 @@ def build_push(
             "push: push_allow_insecure_urls is on - http:// and loopback webhooks are "
             "accepted; use this for development and tests only"
         )
-    tables = PushTables(engine) if engine is not None else None
-    statuses = ConfigStatusBook(tables, max_tasks=settings.task_max_capacity)
+    statuses = ConfigStatusBook(engine, max_tasks=settings.task_max_capacity)
     store = PushConfigStore(
         config_store, statuses, max_per_task=settings.push_max_configs_per_task, slots=slots
     )
@@ -177,20 +175,15 @@ def build_push(
         middleware=[Middleware(PushResponseMiddleware, statuses=statuses)],
         signing_key=SigningKey.from_pem(key) if key else None,
         drain_timeout=min(10.0, settings.shutdown_timeout),
-        _tables=tables,
+        _engine=engine,
         _encryption_key=settings.push_encryption_key,
     )
 
 
 def push_card_extension(agent_url: str, *, algorithm: str = "ES256") -> AgentExtension:
-    """The card extension that points receivers at the agent's delivery-signing keys.
-
-    Put it in ``AgentCapabilities.extensions``; its params are ``jwksUrl``, ``algorithm``
-    and ``header`` (where the JWT travels).
-    """
-    params = Struct()
+    """The card extension (for ``AgentCapabilities.extensions``) that points receivers at
+    the delivery-signing keys: ``jwksUrl``, ``algorithm``, ``header`` (where the JWT travels)."""
     jwks_url = agent_url.rstrip("/") + JWKS_PATH
-    params.update({"jwksUrl": jwks_url, "algorithm": algorithm, "header": SIGNATURE_HEADER})
     return AgentExtension(
         uri=PUSH_SIGNING_EXTENSION_URI,
         description=(
@@ -200,7 +193,7 @@ def push_card_extension(agent_url: str, *, algorithm: str = "ES256") -> AgentExt
             "credentials of the push config's own 'authentication', when it has them."
         ),
         required=False,
-        params=params,
+        params={"jwksUrl": jwks_url, "algorithm": algorithm, "header": SIGNATURE_HEADER},
     )
 
 

@@ -66,12 +66,8 @@ def body_v10(event: PushNotificationEvent) -> bytes:
 
 
 def body_v03(event: PushNotificationEvent, task: Task | None) -> bytes:
-    """The 0.3 ``Task`` JSON after *event*.
-
-    *task* is the task as stored right after the event (:class:`TaskSnapshots`); without
-    it the task is rebuilt from the event alone (id, context, status or the one artifact),
-    so a 0.3 receiver still gets a ``Task`` it can read.
-    """
+    """The 0.3 ``Task`` JSON after *event*: *task* as saved right after it, else a task
+    rebuilt from the event alone, so a 0.3 receiver still gets a ``Task`` it can read."""
     if isinstance(event, Task):
         current = event
     elif task is not None:
@@ -107,10 +103,8 @@ def _unmarked(task: Task, event: PushNotificationEvent) -> Task:
 
 
 class TaskSnapshots:
-    """The last saved ``Task`` per task id (at most *limit* tasks).
-
-    Example: ``DefaultRequestHandler(task_store=TaskSnapshots().observe(store), ...)``
-    """
+    """The last saved ``Task`` per task id (at most *limit* tasks); use it as
+    ``DefaultRequestHandler(task_store=TaskSnapshots().observe(store), ...)``."""
 
     def __init__(self, limit: int = 1024) -> None:
         self._tasks: LRUCache[str, Task] = LRUCache(maxsize=limit)

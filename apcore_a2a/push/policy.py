@@ -74,26 +74,21 @@ def _classify(addr: IPAddress, *, allow_loopback: bool) -> str | None:
             if reason is not None:
                 return reason if kind == "IPv4-mapped" else f"{reason} inside {kind} {addr}"
         return None
-    if addr in _METADATA:
-        return f"cloud metadata service address ({addr})"
     if addr.is_loopback:
         return None if allow_loopback else f"loopback address ({addr})"
-    if addr.is_unspecified:
-        return f"unspecified address ({addr})"
-    if addr.is_link_local:
-        return f"link-local address ({addr})"
-    if addr.version == 6 and addr.is_site_local:
-        return f"site-local address ({addr}, deprecated fec0::/10)"
-    if addr.version == 4 and addr in _CGNAT:
-        return f"carrier-grade NAT address ({addr}, 100.64.0.0/10)"
-    if addr.is_multicast:
-        return f"multicast address ({addr})"
-    if addr.is_reserved:
-        return f"reserved address ({addr})"
-    if addr.is_private:
-        return f"private address ({addr})"
-    if not addr.is_global:
-        return f"non-public address ({addr})"
+    for refused, reason in (
+        (addr in _METADATA, "cloud metadata service address ({})"),
+        (addr.is_unspecified, "unspecified address ({})"),
+        (addr.is_link_local, "link-local address ({})"),
+        (addr.version == 6 and addr.is_site_local, "site-local address ({}, deprecated fec0::/10)"),
+        (addr.version == 4 and addr in _CGNAT, "carrier-grade NAT address ({}, 100.64.0.0/10)"),
+        (addr.is_multicast, "multicast address ({})"),
+        (addr.is_reserved, "reserved address ({})"),
+        (addr.is_private, "private address ({})"),
+        (not addr.is_global, "non-public address ({})"),
+    ):
+        if refused:
+            return reason.format(addr)
     return None
 
 

@@ -23,14 +23,12 @@ from apcore_a2a.push.status import ACTIVE, FAILED, ConfigStatusBook
 
 __all__ = ["PushResponseMiddleware"]
 
-_CONFIG_METHODS = frozenset(
-    {
-        "CreateTaskPushNotificationConfig",
-        "GetTaskPushNotificationConfig",
-        "ListTaskPushNotificationConfigs",
-        "DeleteTaskPushNotificationConfig",
-    }
-)
+_CONFIG_METHODS = {
+    "CreateTaskPushNotificationConfig",
+    "GetTaskPushNotificationConfig",
+    "ListTaskPushNotificationConfigs",
+    "DeleteTaskPushNotificationConfig",
+}
 _V03_DELETE = "tasks/pushNotificationConfig/delete"
 _V03_GET = "tasks/pushNotificationConfig/get"
 

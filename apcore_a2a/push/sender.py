@@ -85,9 +85,7 @@ def _config_headers(config: TaskPushNotificationConfig) -> dict[str, str]:
 class RetryingPushSender(PushNotificationSender):
     """A ``PushNotificationSender`` with per-config ordering, retries, bounds and signing.
 
-    Counters (plain ints, read them for metrics): ``sent`` deliveries acknowledged with
-    2xx, ``failed`` deliveries abandoned, ``retried`` retry attempts made, ``dropped``
-    events skipped because their config had failed or its queue overflowed.
+    Counters for metrics (docs/push.md): ``sent``, ``failed``, ``retried``, ``dropped``.
     """
 
     def __init__(
@@ -261,8 +259,7 @@ class RetryingPushSender(PushNotificationSender):
                 await self._statuses.mark_failed(task_id, config_id, str(stop))
 
     async def _attempt(self, delivery: _Delivery) -> str | None:
-        """One attempt under one deadline: ``None`` on success, a retryable problem, or
-        raise ``_GiveUp``."""
+        """One attempt: ``None`` on success, a retryable problem, or raise ``_GiveUp``."""
         status = None  # known as soon as the answer's headers are in
         try:
             async with asyncio.timeout(self._timeout):

@@ -19,7 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from apcore_a2a.push.bodies import V1_0
 
-__all__ = ["ACTIVE", "FAILED", "ConfigRecords", "ConfigStatusBook", "PushTables"]
+__all__ = ["ACTIVE", "FAILED", "ConfigRecords", "ConfigStatusBook", "create_tables"]
 
 ACTIVE = "active"
 FAILED = "failed"
@@ -108,34 +108,29 @@ class _MemoryRecords:
 _Records = ConfigRecords | _MemoryRecords
 
 
-class PushTables:
-    """The push tables on *engine* (created on :meth:`initialize`)."""
-
-    def __init__(self, engine: AsyncEngine) -> None:
-        self.engine = engine
-        self.failures = ConfigRecords(engine, failed_configs)
-        self.versions = ConfigRecords(engine, config_versions)
-
-    async def initialize(self) -> None:
-        # Processes starting together (``workers``) race to create a table; PostgreSQL
-        # fails the loser's CREATE on pg_type's unique index: a second pass finds it made.
-        for attempt in range(3):
-            try:
-                async with self.engine.begin() as conn:
-                    await conn.run_sync(_metadata.create_all)
-                return
-            except (IntegrityError, ProgrammingError):
-                if attempt == 2:
-                    raise
+async def create_tables(engine: AsyncEngine) -> None:
+    """Create the push tables on *engine* if they are missing."""
+    # Processes starting together (``workers``) race to create a table; PostgreSQL fails
+    # the loser's CREATE on pg_type's unique index: a second pass finds it made.
+    for attempt in range(3):
+        try:
+            async with engine.begin() as conn:
+                await conn.run_sync(_metadata.create_all)
+            return
+        except (IntegrityError, ProgrammingError):
+            if attempt == 2:
+                raise
 
 
 class ConfigStatusBook:
-    """Failures and protocol versions of push configs, in SQL (*tables*) or in memory
+    """Failures and protocol versions of push configs, in SQL (on *engine*) or in memory
     (at most *max_tasks* tasks per kind, so many dead webhooks cannot grow it unbounded)."""
 
-    def __init__(self, tables: PushTables | None = None, *, max_tasks: int = 10_000) -> None:
-        self._failures: _Records = tables.failures if tables else _MemoryRecords(max_tasks)
-        self._versions: _Records = tables.versions if tables else _MemoryRecords(max_tasks)
+    def __init__(self, engine: AsyncEngine | None = None, *, max_tasks: int = 10_000) -> None:
+        def records(table: Table) -> _Records:
+            return _MemoryRecords(max_tasks) if engine is None else ConfigRecords(engine, table)
+
+        self._failures, self._versions = records(failed_configs), records(config_versions)
 
     async def failures(self, task_id: str) -> dict[str, str]:
         """``{config_id: reason}`` for the failed configs of a task."""
