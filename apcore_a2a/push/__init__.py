@@ -88,7 +88,6 @@ class PushKit:
     url_validator: Callable[[str], Awaitable[bool]]
     config_store: PushConfigStore
     statuses: ConfigStatusBook
-    policy: PushUrlPolicy
     middleware: list[Middleware]
     #: The configured key from the start, else the stored or generated one after ``start``.
     signing_key: SigningKey | None = None
@@ -97,8 +96,7 @@ class PushKit:
     _encryption_key: str | None = None
 
     def observe(self, task_store: TaskStore | VersionedTaskStore) -> TaskStore | VersionedTaskStore:
-        """*task_store* as the request handler should get it (remembers saved tasks for
-        the 0.3 deliveries, which carry the whole task)."""
+        """*task_store* as the handler should get it (0.3 deliveries carry the saved task)."""
         return self.sender.snapshots.observe(task_store)
 
     def routes_for(
@@ -141,11 +139,9 @@ def build_push(
 ) -> PushKit:
     """Assemble the push components from *settings* (nothing runs until ``start``).
 
-    *agent_url*: the public base URL (``iss`` of delivery JWTs), or a callable giving it
-    for the request served (a mounted agent's includes its mount path). *engine* keeps a
-    generated signing key and config status in that database; *resolver* replaces DNS in
-    the SSRF policy (tests); *slots* hold the config cap across processes.
-    """
+    *agent_url*: the JWTs' ``iss``, or a callable giving it per request (a mounted agent's
+    includes its mount path). *engine* keeps the generated key and config status;
+    *resolver* replaces DNS (tests); *slots* hold the config cap across processes."""
     if settings.push_allow_insecure_urls:
         logger.warning(
             "push: push_allow_insecure_urls is on - http:// and loopback webhooks are "
@@ -171,7 +167,6 @@ def build_push(
         url_validator=policy.validate,
         config_store=store,
         statuses=statuses,
-        policy=policy,
         middleware=[Middleware(PushResponseMiddleware, statuses=statuses)],
         signing_key=SigningKey.from_pem(key) if key else None,
         drain_timeout=min(10.0, settings.shutdown_timeout),

@@ -78,14 +78,12 @@ def body_v03(event: PushNotificationEvent, task: Task | None) -> bytes:
             current.status.CopyFrom(event.status)
         elif isinstance(event, TaskArtifactUpdateEvent):
             current.artifacts.append(event.artifact)
-    compat = to_compat_task(current)
-    return dumps(compat.model_dump(mode="json", exclude_none=True, by_alias=True))
+    return dumps(to_compat_task(current).model_dump(mode="json", exclude_none=True, by_alias=True))
 
 
 def _unmarked(task: Task, event: PushNotificationEvent) -> Task:
-    """*task* with this event's chunk in place of a streamed artifact that the cluster
-    keeps in the event log (``storage/streamed.py``: empty and marked in the task);
-    earlier chunks went with their own events."""
+    """*task* with this event's chunk in place of a streamed artifact the cluster keeps in
+    the event log (``storage/streamed.py``); earlier chunks went with their own events."""
     if not any(IN_LOG in a.metadata for a in task.artifacts):
         return task
     copy = Task()

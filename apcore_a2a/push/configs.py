@@ -1,9 +1,8 @@
 """The push-config store the request handler sees: limits, header safety, bookkeeping.
 
-Over the storage layer's store (owner scoping, encryption at rest) it adds what
-docs/push.md "Registering a webhook" promises: the cap per task, ``-32602`` for a token or
-credentials that could not travel in an HTTP header (a line break would smuggle another
-header), the registering call's protocol version, and a fresh failure record.
+Over the storage layer's store (owner scoping, encryption at rest): the cap per task,
+``-32602`` for a token or credentials that could not travel in an HTTP header (a line break
+would smuggle another header), the call's protocol version, a fresh failure record.
 
 The cap holds under concurrency: in a process, registrations of one task are serialized;
 in cluster mode (also ``workers`` > 1) a new config first takes one of its task's slots
@@ -92,7 +91,7 @@ class PushConfigStore(PushNotificationConfigStore):
         context: ServerCallContext,
     ) -> TaskPushNotificationConfig | None:
         _check_header_safe(notification_config)
-        config_id = notification_config.id or task_id
+        config_id = notification_config.id or task_id  # as the SDK's stores default it
         async with self._locks[hash(task_id) % len(self._locks)]:
             existing = {c.id or task_id for c in await self.inner.get_info_for_dispatch(task_id)}
             is_new = config_id not in existing
@@ -109,9 +108,6 @@ class PushConfigStore(PushNotificationConfigStore):
                 # receiver.
                 await self.statuses.set_version(task_id, config_id, protocol_version(context))
                 stored = await self.inner.set_info(task_id, notification_config, context)
-                if stored is not None and (stored.id or config_id) != config_id:
-                    config_id = stored.id or config_id
-                    await self.statuses.set_version(task_id, config_id, protocol_version(context))
                 if is_new and (
                     len(await self.inner.get_info_for_dispatch(task_id)) > self.max_per_task
                 ):

@@ -7,8 +7,7 @@ the task nor reorders what another receiver sees. Bounds: ONE deadline per attem
 (``push_timeout`` for URL check, connect, send, headers and the bounded body read, so a
 receiver dripping a byte at a time is cut off like one that never answers); at most
 :data:`MAX_ANSWER_BYTES` of an answer read, undecoded (a compressed answer cannot
-expand); ``push_queue_size`` events per config, one more marks it ``failed``. What
-docs/push.md "Delivery" lists (retries, failure, headers) is implemented here.
+expand); ``push_queue_size`` events per config, one more marks it ``failed``.
 """
 
 from __future__ import annotations
@@ -55,10 +54,8 @@ class _Delivery:
     delivery_id: str = field(default_factory=lambda: str(uuid.uuid4()))
 
 
-@dataclass(eq=False)
-class _Queue:
-    items: deque[_Delivery] = field(default_factory=deque)
-    overflowed: bool = False
+class _Queue(deque[_Delivery]):
+    overflowed = False  # the receiver fell too far behind; nothing more is queued
 
 
 class _GiveUp(Exception):
@@ -135,9 +132,8 @@ class RetryingPushSender(PushNotificationSender):
     async def aclose(self, drain_timeout: float = 10.0) -> None:
         """Stop accepting events; let queued deliveries finish for up to *drain_timeout* s."""
         self._closing = True
-        workers = list(self._workers.values())
-        if workers:
-            _done, pending = await asyncio.wait(workers, timeout=drain_timeout)
+        if self._workers:
+            _done, pending = await asyncio.wait([*self._workers.values()], timeout=drain_timeout)
             if pending:
                 logger.warning("push: shutting down with %d event(s) not delivered", self.pending)
                 for task in pending:
@@ -150,7 +146,7 @@ class RetryingPushSender(PushNotificationSender):
     @property
     def pending(self) -> int:
         """Events queued or being delivered right now."""
-        return sum(len(q.items) for q in self._queues.values()) + len(self._workers)
+        return sum(len(q) for q in self._queues.values()) + len(self._workers)
 
     async def idle(self) -> None:
         """Wait until every queued event has been delivered or abandoned."""
@@ -185,11 +181,11 @@ class RetryingPushSender(PushNotificationSender):
         if queue.overflowed:
             self.dropped += 1
             return
-        if len(queue.items) >= self._queue_size:
+        if len(queue) >= self._queue_size:
             # The receiver cannot keep up: stop queueing for it rather than grow.
             queue.overflowed = True
-            self.dropped += len(queue.items) + 1
-            queue.items.clear()
+            self.dropped += len(queue) + 1
+            queue.clear()
             reason = (
                 f"more than {self._queue_size} events were waiting for this receiver; "
                 "deliveries stopped"
@@ -199,7 +195,7 @@ class RetryingPushSender(PushNotificationSender):
             return
         headers = _config_headers(config)
         issuer = self._issuer().rstrip("/")
-        queue.items.append(_Delivery(task_id, config_id, config.url, headers, body, issuer))
+        queue.append(_Delivery(task_id, config_id, config.url, headers, body, issuer))
         if key not in self._workers:
             self._workers[key] = asyncio.create_task(
                 self._work(key, queue), name=f"a2a-push:{task_id}:{config_id}"
@@ -207,8 +203,8 @@ class RetryingPushSender(PushNotificationSender):
 
     async def _work(self, key: _Key, queue: _Queue) -> None:
         try:
-            while queue.items:
-                delivery = queue.items.popleft()
+            while queue:
+                delivery = queue.popleft()
                 try:
                     await self._deliver(delivery)
                 except Exception:
@@ -217,7 +213,7 @@ class RetryingPushSender(PushNotificationSender):
             # No await between the emptiness check above and here, so no event can slip
             # into a queue whose worker is gone.
             self._workers.pop(key, None)
-            if self._queues.get(key) is queue and not queue.items:
+            if self._queues.get(key) is queue and not queue:
                 del self._queues[key]
 
     async def _deliver(self, delivery: _Delivery) -> None:

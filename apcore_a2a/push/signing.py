@@ -50,10 +50,9 @@ _THUMBPRINT_MEMBERS = {
 
 def _algorithm_for(key: PrivateKey) -> str:
     if isinstance(key, ec.EllipticCurvePrivateKey):
-        try:
-            return _EC_ALGS[key.curve.name]
-        except KeyError:
-            raise ValueError(f"unsupported EC curve {key.curve.name!r}") from None
+        if key.curve.name not in _EC_ALGS:
+            raise ValueError(f"unsupported EC curve {key.curve.name!r}")
+        return _EC_ALGS[key.curve.name]
     if isinstance(key, rsa.RSAPrivateKey):
         if key.key_size < 2048:
             raise ValueError("RSA signing keys must have at least 2048 bits")
@@ -135,9 +134,8 @@ class SigningKey:
         )
 
 
-# Private keys at rest, the push and the card signing key alike (so either reads back the
-# same way): Fernet-sealed as ``fernet:<token>`` when ``push_encryption_key`` is set; one
-# read in the clear is named in a warning at start.
+# Private keys at rest (push and card alike, so either reads back the same way), sealed
+# with ``push_encryption_key`` when it is set.
 _FERNET_PREFIX = "fernet:"
 
 

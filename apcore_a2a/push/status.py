@@ -1,11 +1,9 @@
 """What the agent keeps beside each push config: delivery status and protocol version.
 
-The A2A ``TaskPushNotificationConfig`` has neither, so a :class:`ConfigStatusBook` keeps
-them per ``(task_id, config_id)``, in memory or in SQL tables in the task database (so
-every replica and every restart reads the same). Only failures are recorded (no record:
-``active``), cleared when the config is registered again or deleted (how a receiver that
-came back is re-enabled); only non-1.0 versions are recorded (:mod:`.bodies`). The
-generated push-signing key lives in the same database (:func:`.signing.stored_key`).
+The A2A ``TaskPushNotificationConfig`` has neither. Kept in memory or in the task
+database (every replica and restart reads the same, as does the generated signing key's
+table): only failures (no record: ``active``; cleared on registering again or deleting,
+which re-enables a receiver that came back) and only non-1.0 versions.
 """
 
 from __future__ import annotations
