@@ -115,8 +115,7 @@ class PushUrlPolicy:
             return "URL cannot be parsed", None
         scheme = parsed.scheme.lower()
         if scheme not in ("http", "https"):
-            shown = scheme or "(none)"
-            return f"URL scheme {shown!r} is not allowed; use https", None
+            return f"URL scheme {scheme or '(none)'!r} is not allowed; use https", None
         if scheme == "http" and not self.allow_insecure:
             return "only https URLs are allowed", None
         host = parsed.hostname
