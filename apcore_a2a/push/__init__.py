@@ -6,14 +6,10 @@ package adds what it leaves out, as one :class:`PushKit` the server factory wire
 Example::
 
     kit = build_push(settings, config_store=store, agent_url=settings.public_url())
-    handler = DefaultRequestHandler(task_store=kit.observe(task_store),
-                                    push_config_store=kit.config_store,
-                                    push_sender=kit.sender,
-                                    push_url_validator=kit.url_validator, ...)
+    handler = DefaultRequestHandler(task_store=kit.observe(task_store), push_sender=kit.sender,
+        push_config_store=kit.config_store, push_url_validator=kit.url_validator, ...)
     routes += kit.routes_for(handler, context_builder)
-    await kit.start()
-    ...
-    await kit.aclose()
+    await kit.start()  # and at shutdown: await kit.aclose()
 """
 
 from __future__ import annotations
@@ -80,9 +76,8 @@ PUSH_SIGNING_EXTENSION_URI = "urn:apcore:a2a:push-signing:v1"
 
 @dataclass(eq=False)
 class PushKit:
-    """Everything the server factory needs to enable push notifications: the handler's
-    ``push_sender``, ``push_config_store`` and ``push_url_validator`` (the SSRF policy,
-    ``-32602`` with the reason), the routes, and ``middleware`` (status in config answers)."""
+    """What the server factory wires in: the handler's ``push_sender``, ``push_config_store``
+    and ``push_url_validator``, the routes, and ``middleware`` (status in config answers)."""
 
     sender: RetryingPushSender
     url_validator: Callable[[str], Awaitable[bool]]

@@ -86,17 +86,15 @@ def _unmarked(task: Task, event: PushNotificationEvent) -> Task:
     the event log (``storage/streamed.py``); earlier chunks went with their own events."""
     if not any(IN_LOG in a.metadata for a in task.artifacts):
         return task
+    chunk = event.artifact if isinstance(event, TaskArtifactUpdateEvent) else None
     copy = Task()
     copy.CopyFrom(task)
     del copy.artifacts[:]
     for artifact in task.artifacts:
         if IN_LOG not in artifact.metadata:
             copy.artifacts.append(artifact)
-        elif (
-            isinstance(event, TaskArtifactUpdateEvent)
-            and event.artifact.artifact_id == artifact.artifact_id
-        ):
-            copy.artifacts.append(event.artifact)
+        elif chunk is not None and chunk.artifact_id == artifact.artifact_id:
+            copy.artifacts.append(chunk)
     return copy
 
 

@@ -103,9 +103,8 @@ class PushConfigStore(PushNotificationConfigStore):
                 if not await self.slots.take(PUSH_SCOPE, task_id, slot, self.max_per_task):
                     raise self._over_cap()
             try:
-                # The version first: a sender (here or on another replica) that sees the
-                # config must find its version too, or it would post a 1.0 body to a 0.3
-                # receiver.
+                # The version first: a sender (on any replica) that sees the config must
+                # find its version, or it would post a 1.0 body to a 0.3 receiver.
                 await self.statuses.set_version(task_id, config_id, protocol_version(context))
                 stored = await self.inner.set_info(task_id, notification_config, context)
                 if is_new and (

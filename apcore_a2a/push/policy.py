@@ -48,9 +48,8 @@ async def _loop_resolver(host: str, port: int) -> list[str]:
 def _embedded_ipv4(addr: IPAddress) -> tuple[str, list[ipaddress.IPv4Address]] | None:
     """``(kind, [IPv4, ...])`` for IPv6 forms that deliver to an IPv4 address inside
     (Teredo: to its client through its server, so both count)."""
-    if addr.version != 6:
+    if not isinstance(addr, ipaddress.IPv6Address):
         return None
-    assert isinstance(addr, ipaddress.IPv6Address)
     if addr.ipv4_mapped is not None:
         return "IPv4-mapped", [addr.ipv4_mapped]
     if addr.sixtofour is not None:
