@@ -6,9 +6,6 @@ updated task and then, in the same coroutine, calls the sender with only the eve
 :class:`TaskSnapshots` (a view of the task store keeping the latest save per task) gives
 the task after the event with no read and no owner. Its bound covers saves no event
 follows (a cancel from another replica, recovery of interrupted tasks).
-
-A call's version: marked under :data:`PROTOCOL_VERSION_STATE_KEY` by a transport that
-knows it (gRPC), else the ``A2A-Version`` header, missing meaning 0.3 (the SDK's rule).
 """
 
 from __future__ import annotations
@@ -44,7 +41,8 @@ PROTOCOL_VERSION_STATE_KEY = "apcore_a2a.protocol_version"
 
 
 def protocol_version(context: ServerCallContext | None) -> str:
-    """``"1.0"`` or ``"0.3"``: the protocol version of the call that built *context*."""
+    """``"1.0"`` or ``"0.3"``, the version of the call that built *context*: as marked under
+    :data:`PROTOCOL_VERSION_STATE_KEY` (gRPC), else ``A2A-Version``, missing meaning 0.3."""
     if context is None:
         return V1_0
     marked = context.state.get(PROTOCOL_VERSION_STATE_KEY)

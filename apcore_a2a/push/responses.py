@@ -29,8 +29,6 @@ _CONFIG_METHODS = {
     "ListTaskPushNotificationConfigs",
     "DeleteTaskPushNotificationConfig",
 }
-_V03_DELETE = "tasks/pushNotificationConfig/delete"
-_V03_GET = "tasks/pushNotificationConfig/get"
 
 
 class PushResponseMiddleware:
@@ -53,7 +51,7 @@ class PushResponseMiddleware:
         doc = info.payload  # None for REST (and its rpc_method too)
         params = doc.get("params") if isinstance(doc, dict) else None
         if (
-            info.rpc_method == _V03_GET
+            info.rpc_method == "tasks/pushNotificationConfig/get"
             and isinstance(params, dict)
             and params.get("id")
             and not params.get("pushNotificationConfigId")
@@ -99,7 +97,7 @@ class PushResponseMiddleware:
         if rpc_method is None:
             doc = await self._decorate(doc, cache)
         elif isinstance(doc, dict) and "error" not in doc:
-            if rpc_method == _V03_DELETE:
+            if rpc_method == "tasks/pushNotificationConfig/delete":
                 # a2a-sdk 1.3 leaves "result" out, which JSON-RPC 2.0 does not allow for a
                 # success; the 0.3 schema says the result is null.
                 doc.setdefault("result", None)

@@ -120,9 +120,8 @@ class RetryingPushSender(PushNotificationSender):
         self._key = key
         self._closing = False
         if self._client is None:
-            # Redirects are not followed: a 3xx could point past the SSRF policy. No
-            # connection is kept: connections are pooled by address, and one verified
-            # for a name must not carry a delivery for another name on the same address.
+            # No redirects: a 3xx could point past the SSRF policy. No keep-alive: pools
+            # key by address, and a connection verified for one name must not serve another.
             self._client = httpx.AsyncClient(
                 timeout=self._timeout,
                 follow_redirects=False,

@@ -103,9 +103,6 @@ class _MemoryRecords:
             self._tasks.pop(task_id, None)
 
 
-_Records = ConfigRecords | _MemoryRecords
-
-
 async def create_tables(engine: AsyncEngine) -> None:
     """Create the push tables on *engine* if they are missing."""
     # Processes starting together (``workers``) race to create a table; PostgreSQL fails
@@ -125,7 +122,7 @@ class ConfigStatusBook:
     (at most *max_tasks* tasks per kind, so many dead webhooks cannot grow it unbounded)."""
 
     def __init__(self, engine: AsyncEngine | None = None, *, max_tasks: int = 10_000) -> None:
-        def records(table: Table) -> _Records:
+        def records(table: Table) -> ConfigRecords | _MemoryRecords:
             return _MemoryRecords(max_tasks) if engine is None else ConfigRecords(engine, table)
 
         self._failures, self._versions = records(failed_configs), records(config_versions)
