@@ -1,47 +1,37 @@
 """Push notifications: SSRF policy, bounded retrying signed delivery, JWKS, config status.
 
-The SDK stores configs (``Create/Get/List/DeleteTaskPushNotificationConfig`` on every
-binding) and calls a ``PushNotificationSender`` for each task event. This package adds
-what it leaves out, as one :class:`PushKit` the server factory wires in: ``url_validator``
-(the SSRF policy at registration, ``-32602`` with the reason); ``sender`` (ordered per
-config, retried, bounded in time and memory, each POST signed and shaped by the config's
-protocol version); ``config_store`` (the cap per task, header checks, status and version
-of each config); ``observe(task_store)`` (0.3 deliveries carry the task as just saved);
-``routes_for(handler, ...)`` (``/.well-known/jwks.json`` and the REST 0.3 routes the SDK
-gets wrong); ``middleware`` (the status in config answers); ``card_extension``.
+The SDK stores configs and calls a ``PushNotificationSender`` for each task event; this
+package adds what it leaves out, as one :class:`PushKit` the server factory wires in.
 
 Example::
 
     kit = build_push(settings, config_store=store, agent_url=settings.public_url())
-    handler = DefaultRequestHandler(task_store=kit.observe(task_store),
-                                    push_config_store=kit.config_store,
-                                    push_sender=kit.sender, ...)
+    handler = DefaultRequestHandler(task_store=kit.observe(task_store), push_sender=kit.sender,
+        push_config_store=kit.config_store, push_url_validator=kit.url_validator, ...)
     routes += kit.routes_for(handler, context_builder)
-    await kit.start()
-    ...
-    await kit.aclose()
+    await kit.start()  # and at shutdown: await kit.aclose()
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from a2a.server.tasks.push_notification_config_store import PushNotificationConfigStore
 from a2a.types import AgentExtension
-from google.protobuf.struct_pb2 import Struct
 from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from apcore_a2a.push._sql import PushTables
 from apcore_a2a.push.bodies import PROTOCOL_VERSION_STATE_KEY, TaskSnapshots, protocol_version
 from apcore_a2a.push.configs import PushConfigStore
 from apcore_a2a.push.policy import PushUrlPolicy, Resolver
 from apcore_a2a.push.responses import PushResponseMiddleware
 from apcore_a2a.push.sender import SIGNATURE_HEADER, RetryingPushSender
-from apcore_a2a.push.signing import SigningKey, jwks_endpoint, seal, unseal
-from apcore_a2a.push.status import ACTIVE, FAILED, ConfigStatusBook
+from apcore_a2a.push.signing import SigningKey, stored_key
+from apcore_a2a.push.status import ACTIVE, FAILED, ConfigStatusBook, create_tables, signing_keys
 from apcore_a2a.upstream.rest03_push_routes import rest03_push_routes
 
 if TYPE_CHECKING:
@@ -86,40 +76,44 @@ PUSH_SIGNING_EXTENSION_URI = "urn:apcore:a2a:push-signing:v1"
 
 @dataclass(eq=False)
 class PushKit:
-    """Everything the server factory needs to enable push notifications."""
+    """What the server factory wires in: the handler's ``push_sender``, ``push_config_store``
+    and ``push_url_validator``, the routes, and ``middleware`` (status in config answers)."""
 
     sender: RetryingPushSender
     url_validator: Callable[[str], Awaitable[bool]]
-    routes: list[BaseRoute]
-    jwks_url: str
     config_store: PushConfigStore
     statuses: ConfigStatusBook
-    policy: PushUrlPolicy
-    card_extension: AgentExtension
-    middleware: list[Middleware] = field(default_factory=list)
+    middleware: list[Middleware]
+    #: The configured key from the start, else the stored or generated one after ``start``.
     signing_key: SigningKey | None = None
     drain_timeout: float = 10.0
-    _configured_key: SigningKey | None = None
-    _tables: PushTables | None = None
+    _engine: AsyncEngine | None = None
     _encryption_key: str | None = None
 
     def observe(self, task_store: TaskStore | VersionedTaskStore) -> TaskStore | VersionedTaskStore:
-        """*task_store* as the request handler should get it (remembers saved tasks for
-        the 0.3 deliveries, which carry the whole task)."""
+        """*task_store* as the handler should get it (0.3 deliveries carry the saved task)."""
         return self.sender.snapshots.observe(task_store)
 
     def routes_for(
         self, handler: RequestHandler, context_builder: ServerCallContextBuilder | None = None
     ) -> list[BaseRoute]:
         """The JWKS route and the REST 0.3 config routes; mount before the SDK's REST."""
-        return [*self.routes, *rest03_push_routes(handler, context_builder)]
+        jwks = Route(JWKS_PATH, self._jwks, name="jwks")
+        return [jwks, *rest03_push_routes(handler, context_builder)]
+
+    async def _jwks(self, request: Request) -> Response:
+        if self.signing_key is None:
+            return JSONResponse({"error": "signing key not loaded yet"}, status_code=503)
+        cache = {"Cache-Control": "public, max-age=300"}
+        return JSONResponse(self.signing_key.jwks(), headers=cache)
 
     async def start(self) -> None:
         """Load or create the signing key, create tables, start the sender."""
-        key = self._configured_key
-        if self._tables is not None:
-            await self._tables.initialize()
-            key = key or await _stored_key(self._tables, self._encryption_key)
+        key, engine = self.signing_key, self._engine
+        if engine is not None:
+            await create_tables(engine)
+            what = "push signing key"
+            key = key or await stored_key(engine, signing_keys, self._encryption_key, what)
         self.signing_key = key = key or SigningKey.generate()
         self.sender.start(key)
         logger.info("push: signing deliveries with %s key %s", key.algorithm, key.kid)
@@ -140,26 +134,19 @@ def build_push(
 ) -> PushKit:
     """Assemble the push components from *settings* (nothing runs until ``start``).
 
-    *agent_url*: the public base URL (``iss`` of delivery JWTs, base of the JWKS URL), or a
-    callable giving it for the request served (a mounted agent's includes its mount path).
-    *engine* keeps a generated signing key and config status in that database; *resolver*
-    replaces DNS in the SSRF policy (tests); *slots* hold the config cap across processes.
-    """
-    configured = (
-        SigningKey.from_pem(settings.push_signing_key) if settings.push_signing_key else None
-    )
+    *agent_url*: the JWTs' ``iss``, or a callable giving it per request (a mounted agent's
+    includes its mount path). *engine* keeps the generated key and config status;
+    *resolver* replaces DNS (tests); *slots* hold the config cap across processes."""
     if settings.push_allow_insecure_urls:
         logger.warning(
             "push: push_allow_insecure_urls is on - http:// and loopback webhooks are "
             "accepted; use this for development and tests only"
         )
-    tables = PushTables(engine) if engine is not None else None
-    statuses = ConfigStatusBook(tables, max_tasks=settings.task_max_capacity)
+    statuses = ConfigStatusBook(engine, max_tasks=settings.task_max_capacity)
     store = PushConfigStore(
         config_store, statuses, max_per_task=settings.push_max_configs_per_task, slots=slots
     )
     policy = PushUrlPolicy(allow_insecure=settings.push_allow_insecure_urls, resolver=resolver)
-    base = (agent_url if isinstance(agent_url, str) else agent_url()).rstrip("/")
     sender = RetryingPushSender(
         store,
         policy=policy,
@@ -168,39 +155,25 @@ def build_push(
         timeout=settings.push_timeout,
         retry_delays=settings.push_retry_delays,
         queue_size=settings.push_queue_size,
-        snapshots=TaskSnapshots(),
     )
-    algorithm = configured.algorithm if configured is not None else "ES256"
-    kit = PushKit(
+    key = settings.push_signing_key
+    return PushKit(
         sender=sender,
         url_validator=policy.validate,
-        routes=[],
-        jwks_url=base + JWKS_PATH,
         config_store=store,
         statuses=statuses,
-        policy=policy,
-        card_extension=push_card_extension(base, algorithm=algorithm),
         middleware=[Middleware(PushResponseMiddleware, statuses=statuses)],
+        signing_key=SigningKey.from_pem(key) if key else None,
         drain_timeout=min(10.0, settings.shutdown_timeout),
-        _configured_key=configured,
-        _tables=tables,
+        _engine=engine,
         _encryption_key=settings.push_encryption_key,
     )
-    kit.routes.append(
-        Route(JWKS_PATH, jwks_endpoint(lambda: kit.signing_key), methods=["GET"], name="jwks")
-    )
-    return kit
 
 
 def push_card_extension(agent_url: str, *, algorithm: str = "ES256") -> AgentExtension:
-    """The card extension that points receivers at the agent's delivery-signing keys.
-
-    Put it in ``AgentCapabilities.extensions``; its params are ``jwksUrl``, ``algorithm``
-    and ``header`` (where the JWT travels).
-    """
-    params = Struct()
+    """The card extension (for ``AgentCapabilities.extensions``) that points receivers at
+    the delivery-signing keys: ``jwksUrl``, ``algorithm``, ``header`` (where the JWT travels)."""
     jwks_url = agent_url.rstrip("/") + JWKS_PATH
-    params.update({"jwksUrl": jwks_url, "algorithm": algorithm, "header": SIGNATURE_HEADER})
     return AgentExtension(
         uri=PUSH_SIGNING_EXTENSION_URI,
         description=(
@@ -210,7 +183,7 @@ def push_card_extension(agent_url: str, *, algorithm: str = "ES256") -> AgentExt
             "credentials of the push config's own 'authentication', when it has them."
         ),
         required=False,
-        params=params,
+        params={"jwksUrl": jwks_url, "algorithm": algorithm, "header": SIGNATURE_HEADER},
     )
 
 
@@ -221,16 +194,3 @@ def card_extensions(settings: Settings) -> list[AgentExtension]:
     key = settings.push_signing_key
     algorithm = SigningKey.from_pem(key).algorithm if key else "ES256"
     return [push_card_extension(settings.public_url(), algorithm=algorithm)]
-
-
-async def _stored_key(tables: PushTables, encryption_key: str | None) -> SigningKey:
-    """The key kept in the database, generated and stored on first use."""
-    data = await tables.first_key()
-    if data is None:
-        fresh = SigningKey.generate()
-        await tables.add_key(fresh.kid, seal(fresh.to_pem().decode(), encryption_key))
-        data = await tables.first_key()  # the oldest: a replica may have stored one first
-        if data is None:  # pragma: no cover - the insert above cannot vanish
-            raise RuntimeError("push: could not store the generated signing key")
-        logger.info("push: generated a new signing key and stored it in the database")
-    return SigningKey.from_pem(unseal(data, encryption_key, "push signing key"))

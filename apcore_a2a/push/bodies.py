@@ -1,18 +1,11 @@
 """Delivery bodies shaped by the protocol version a push config was registered under.
 
-* 1.0: the ``StreamResponse`` of the event, exactly as a 1.0 SSE stream carries it:
-  ``{"task": ...}``, ``{"statusUpdate": ...}`` or ``{"artifactUpdate": ...}``;
-* 0.3: the whole ``Task`` as 0.3 JSON (``{"kind": "task", "id": ..., "status": ...}``), as
-  0.3 senders (the a2a-sdk 0.3 ``BasePushNotificationSender``) post it on every update.
-
-The SDK hands the sender only the event; it saves the updated task and then, in the same
-coroutine, calls the sender, so :class:`TaskSnapshots` (a view of the task store keeping
-the latest save per task, by reference, taken by the sender) gives the task after the
-event with no read and no owner. Its bound covers saves no event follows (a cancel from
-another replica, recovery of interrupted tasks).
-
-A call's version: marked under :data:`PROTOCOL_VERSION_STATE_KEY` by a transport that
-knows it (gRPC), else the ``A2A-Version`` header, missing meaning 0.3 (the SDK's rule).
+1.0: the event's ``StreamResponse``, exactly as a 1.0 SSE stream carries it. 0.3: the
+whole ``Task`` as 0.3 JSON, as 0.3 senders post it on every update. The SDK saves the
+updated task and then, in the same coroutine, calls the sender with only the event, so
+:class:`TaskSnapshots` (a view of the task store keeping the latest save per task) gives
+the task after the event with no read and no owner. Its bound covers saves no event
+follows (a cancel from another replica, recovery of interrupted tasks).
 """
 
 from __future__ import annotations
@@ -35,8 +28,6 @@ from apcore_a2a.storage.streamed import IN_LOG
 
 __all__ = [
     "PROTOCOL_VERSION_STATE_KEY",
-    "V0_3",
-    "V1_0",
     "TaskSnapshots",
     "body_v03",
     "body_v10",
@@ -50,37 +41,31 @@ PROTOCOL_VERSION_STATE_KEY = "apcore_a2a.protocol_version"
 
 
 def protocol_version(context: ServerCallContext | None) -> str:
-    """``"1.0"`` or ``"0.3"``: the protocol version of the call that built *context*."""
+    """``"1.0"`` or ``"0.3"``, the version of the call that built *context*: as marked under
+    :data:`PROTOCOL_VERSION_STATE_KEY` (gRPC), else ``A2A-Version``, missing meaning 0.3."""
     if context is None:
         return V1_0
     marked = context.state.get(PROTOCOL_VERSION_STATE_KEY)
     if marked in (V1_0, V0_3):
         return str(marked)
-    headers = context.state.get("headers")
-    raw: Any = None
-    if isinstance(headers, dict):
-        raw = headers.get("a2a-version") or headers.get("A2A-Version")
-    if not raw:
-        return V0_3
-    return V0_3 if str(raw).strip().split(".", 1)[0] == "0" else V1_0
+    headers = context.state.get("headers") or {}
+    raw = str(headers.get("a2a-version") or headers.get("A2A-Version") or "").strip()
+    return V0_3 if not raw or raw.split(".", 1)[0] == "0" else V1_0
 
 
-def _dumps(doc: Any) -> bytes:
+def dumps(doc: Any) -> bytes:
+    """Compact UTF-8 JSON, the bytes a delivery or a rewritten answer carries."""
     return json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
 def body_v10(event: PushNotificationEvent) -> bytes:
     """The 1.0 ``StreamResponse`` JSON of *event*."""
-    return _dumps(MessageToDict(to_stream_response(event)))
+    return dumps(MessageToDict(to_stream_response(event)))
 
 
 def body_v03(event: PushNotificationEvent, task: Task | None) -> bytes:
-    """The 0.3 ``Task`` JSON after *event*.
-
-    *task* is the task as stored right after the event (:class:`TaskSnapshots`); without
-    it the task is rebuilt from the event alone (id, context, status or the one artifact),
-    so a 0.3 receiver still gets a ``Task`` it can read.
-    """
+    """The 0.3 ``Task`` JSON after *event*: *task* as saved right after it, else a task
+    rebuilt from the event alone, so a 0.3 receiver still gets a ``Task`` it can read."""
     if isinstance(event, Task):
         current = event
     elif task is not None:
@@ -91,35 +76,29 @@ def body_v03(event: PushNotificationEvent, task: Task | None) -> bytes:
             current.status.CopyFrom(event.status)
         elif isinstance(event, TaskArtifactUpdateEvent):
             current.artifacts.append(event.artifact)
-    compat = to_compat_task(current)
-    return _dumps(compat.model_dump(mode="json", exclude_none=True, by_alias=True))
+    return dumps(to_compat_task(current).model_dump(mode="json", exclude_none=True, by_alias=True))
 
 
 def _unmarked(task: Task, event: PushNotificationEvent) -> Task:
-    """*task* with this event's chunk in place of a streamed artifact that the cluster
-    keeps in the event log (``storage/streamed.py``: empty and marked in the task);
-    earlier chunks went with their own events."""
+    """*task* with this event's chunk in place of a streamed artifact the cluster keeps in
+    the event log (``storage/streamed.py``); earlier chunks went with their own events."""
     if not any(IN_LOG in a.metadata for a in task.artifacts):
         return task
+    chunk = event.artifact if isinstance(event, TaskArtifactUpdateEvent) else None
     copy = Task()
     copy.CopyFrom(task)
     del copy.artifacts[:]
     for artifact in task.artifacts:
         if IN_LOG not in artifact.metadata:
             copy.artifacts.append(artifact)
-        elif (
-            isinstance(event, TaskArtifactUpdateEvent)
-            and event.artifact.artifact_id == artifact.artifact_id
-        ):
-            copy.artifacts.append(event.artifact)
+        elif chunk is not None and chunk.artifact_id == artifact.artifact_id:
+            copy.artifacts.append(chunk)
     return copy
 
 
 class TaskSnapshots:
-    """The last saved ``Task`` per task id (at most *limit* tasks).
-
-    Example: ``DefaultRequestHandler(task_store=TaskSnapshots().observe(store), ...)``
-    """
+    """The last saved ``Task`` per task id (at most *limit* tasks); use it as
+    ``DefaultRequestHandler(task_store=TaskSnapshots().observe(store), ...)``."""
 
     def __init__(self, limit: int = 1024) -> None:
         self._tasks: LRUCache[str, Task] = LRUCache(maxsize=limit)
@@ -131,12 +110,6 @@ class TaskSnapshots:
         """The task as last saved (forgotten afterwards), or ``None``."""
         return self._tasks.pop(task_id, None)
 
-    def __len__(self) -> int:
-        return len(self._tasks)
-
     def observe(self, store: TaskStore | VersionedTaskStore) -> TaskStore | VersionedTaskStore:
         """*store* seen through a view that remembers every saved task here."""
-        return observe_saves(store, self._saved)
-
-    def _saved(self, task: Task, context: ServerCallContext) -> None:
-        self.remember(task)
+        return observe_saves(store, lambda task, _context: self.remember(task))

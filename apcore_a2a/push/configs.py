@@ -1,20 +1,14 @@
 """The push-config store the request handler sees: limits, header safety, bookkeeping.
 
-It wraps the storage layer's store (configs scoped by owner, with SQL encrypted at rest)
-and adds: a cap on configs per task (``push_max_configs_per_task``; one more gets
-:class:`~apcore_a2a.errors.QuotaExceededError`, -32091 / 429 / ``RESOURCE_EXHAUSTED``, so a
-task never fans out into hundreds of POSTs; replacing an existing id is always allowed);
-``-32602`` at registration for ``token``/``authentication`` values that could not travel in
-an HTTP header (a line break would smuggle another header); the protocol version of the
-registering call (deliveries follow it); a fresh failure record on (re)registration and
-deletion.
+Over the storage layer's store (owner scoping, encryption at rest): the cap per task,
+``-32602`` for a token or credentials that could not travel in an HTTP header (a line break
+would smuggle another header), the call's protocol version, a fresh failure record.
 
-The cap holds under concurrency: registrations of one task are serialized in a process;
+The cap holds under concurrency: in a process, registrations of one task are serialized;
 in cluster mode (also ``workers`` > 1) a new config first takes one of its task's slots
-in the shared database (``storage/quota_slots.py``, scope ``push``), atomically, and keeps
-it until the config is deleted (by its owner, or with its task by retention). Processes
-sharing a database without cluster mode count again after their insert and withdraw when
-the task went over the cap (erring only on the side of refusing).
+(``storage/quota_slots.py``, scope ``push``) atomically and keeps it until deleted (by its
+owner, or with its task by retention). Processes sharing a database without cluster mode
+count again after the insert and withdraw an excess (erring only on the side of refusing).
 """
 
 from __future__ import annotations
@@ -38,9 +32,7 @@ from apcore_a2a.storage.quota_slots import PUSH_SCOPE
 if TYPE_CHECKING:
     from apcore_a2a.storage.quota_slots import SqlQuotaSlots
 
-__all__ = ["DEFAULT_MAX_CONFIGS_PER_TASK", "PushConfigStore"]
-
-DEFAULT_MAX_CONFIGS_PER_TASK = 10
+__all__ = ["PushConfigStore"]
 
 # RFC 9110 field values: visible ASCII, space and tab, obs-text; nothing else.
 _HEADER_UNSAFE = re.compile(r"[^\t\x20-\x7e\x80-\xff]")
@@ -55,8 +47,8 @@ def _holder(task_id: str, config_id: str) -> str:
 
 def _check_header_safe(config: TaskPushNotificationConfig) -> None:
     auth = config.authentication
-    problem = None
     unsafe = "characters that cannot be sent in an HTTP header"
+    problem = None
     if _HEADER_UNSAFE.search(config.token):
         problem = f"the token contains {unsafe}"
     elif auth.scheme and not _TOKEN.match(auth.scheme):
@@ -68,22 +60,17 @@ def _check_header_safe(config: TaskPushNotificationConfig) -> None:
 
 
 class PushConfigStore(PushNotificationConfigStore):
-    """A config store with a per-task cap, header checks and status/version bookkeeping.
-
-    Owner scoping and encryption at rest stay the wrapped store's job. *slots* are the
-    cluster's quota slots (see the module docstring).
-    """
+    """A config store with a per-task cap, header checks and status/version bookkeeping;
+    *slots* are the cluster's quota slots (see the module docstring)."""
 
     def __init__(
         self,
         inner: PushNotificationConfigStore,
         statuses: ConfigStatusBook,
         *,
-        max_per_task: int = DEFAULT_MAX_CONFIGS_PER_TASK,
+        max_per_task: int = 10,
         slots: SqlQuotaSlots | None = None,
     ) -> None:
-        if max_per_task < 1:
-            raise ValueError(f"push_max_configs_per_task must be at least 1, got {max_per_task}")
         self.inner = inner
         self.statuses = statuses
         self.max_per_task = max_per_task
@@ -104,7 +91,7 @@ class PushConfigStore(PushNotificationConfigStore):
         context: ServerCallContext,
     ) -> TaskPushNotificationConfig | None:
         _check_header_safe(notification_config)
-        config_id = notification_config.id or task_id
+        config_id = notification_config.id or task_id  # as the SDK's stores default it
         async with self._locks[hash(task_id) % len(self._locks)]:
             existing = {c.id or task_id for c in await self.inner.get_info_for_dispatch(task_id)}
             is_new = config_id not in existing
@@ -116,14 +103,10 @@ class PushConfigStore(PushNotificationConfigStore):
                 if not await self.slots.take(PUSH_SCOPE, task_id, slot, self.max_per_task):
                     raise self._over_cap()
             try:
-                # The version first: a sender (here or on another replica) that sees the
-                # config must find its version too, or it would post a 1.0 body to a 0.3
-                # receiver.
+                # The version first: a sender (on any replica) that sees the config must
+                # find its version, or it would post a 1.0 body to a 0.3 receiver.
                 await self.statuses.set_version(task_id, config_id, protocol_version(context))
                 stored = await self.inner.set_info(task_id, notification_config, context)
-                if stored is not None and (stored.id or config_id) != config_id:
-                    config_id = stored.id or config_id
-                    await self.statuses.set_version(task_id, config_id, protocol_version(context))
                 if is_new and (
                     len(await self.inner.get_info_for_dispatch(task_id)) > self.max_per_task
                 ):
@@ -158,8 +141,9 @@ class PushConfigStore(PushNotificationConfigStore):
         if self.slots is None:
             return
         if config_id is not None:
-            await self.slots.give_back(PUSH_SCOPE, _holder(task_id, config_id))
-            return
-        for holder in await self.slots.holders(PUSH_SCOPE, task_id):
+            holders = [_holder(task_id, config_id)]
+        else:
+            holders = await self.slots.holders(PUSH_SCOPE, task_id)
+        for holder in holders:
             if not holder.startswith("r:"):  # not a registration in flight
                 await self.slots.give_back(PUSH_SCOPE, holder)

@@ -1,18 +1,13 @@
-"""Which webhook URLs the agent may POST to (SSRF policy).
+"""Which webhook URLs the agent may POST to (SSRF policy, table in docs/push.md).
 
 A push config names a URL the *agent* will call, so a caller could aim it at its own
 network (the metadata service, a database on localhost, an admin panel on a private
-range). :class:`PushUrlPolicy` refuses such URLs with the reason, at registration
-(``-32602``) and again before every delivery attempt (DNS answers change); the sender then
-connects to the very address checked (:meth:`PushUrlPolicy.resolve`): resolving the name
-again could give another answer (DNS rebinding).
+range). The URL is checked at registration (``-32602``) and before every delivery attempt
+(DNS answers change), and the sender connects to the very address checked: resolving the
+name again could give another answer (DNS rebinding).
 
-Example::
-
-    policy = PushUrlPolicy()
-    await policy.check("https://127.0.0.1/hook")
-    # -> "loopback address (127.0.0.1)"
-    await policy.check("https://8.8.8.8/hook")   # -> None (allowed)
+Example: ``await PushUrlPolicy().check("https://127.0.0.1/hook")`` is
+``"loopback address (127.0.0.1)"``; ``None`` means allowed.
 """
 
 from __future__ import annotations
@@ -51,13 +46,10 @@ async def _loop_resolver(host: str, port: int) -> list[str]:
 
 
 def _embedded_ipv4(addr: IPAddress) -> tuple[str, list[ipaddress.IPv4Address]] | None:
-    """``(kind, [IPv4, ...])`` for IPv6 forms that deliver to an IPv4 address inside: mapped
-    (``::ffff:a.b.c.d``, on a dual-stack host), 6to4 (``2002::/16``) and NAT64
-    (``64:ff9b::/96``, by any relay on the path), Teredo (``2001::/32``: to its client
-    through its server, so both count)."""
-    if addr.version != 6:
+    """``(kind, [IPv4, ...])`` for IPv6 forms that deliver to an IPv4 address inside
+    (Teredo: to its client through its server, so both count)."""
+    if not isinstance(addr, ipaddress.IPv6Address):
         return None
-    assert isinstance(addr, ipaddress.IPv6Address)
     if addr.ipv4_mapped is not None:
         return "IPv4-mapped", [addr.ipv4_mapped]
     if addr.sixtofour is not None:
@@ -81,26 +73,21 @@ def _classify(addr: IPAddress, *, allow_loopback: bool) -> str | None:
             if reason is not None:
                 return reason if kind == "IPv4-mapped" else f"{reason} inside {kind} {addr}"
         return None
-    if addr in _METADATA:
-        return f"cloud metadata service address ({addr})"
     if addr.is_loopback:
         return None if allow_loopback else f"loopback address ({addr})"
-    if addr.is_unspecified:
-        return f"unspecified address ({addr})"
-    if addr.is_link_local:
-        return f"link-local address ({addr})"
-    if addr.version == 6 and addr.is_site_local:
-        return f"site-local address ({addr}, deprecated fec0::/10)"
-    if addr.version == 4 and addr in _CGNAT:
-        return f"carrier-grade NAT address ({addr}, 100.64.0.0/10)"
-    if addr.is_multicast:
-        return f"multicast address ({addr})"
-    if addr.is_reserved:
-        return f"reserved address ({addr})"
-    if addr.is_private:
-        return f"private address ({addr})"
-    if not addr.is_global:
-        return f"non-public address ({addr})"
+    for refused, reason in (
+        (addr in _METADATA, "cloud metadata service address ({})"),
+        (addr.is_unspecified, "unspecified address ({})"),
+        (addr.is_link_local, "link-local address ({})"),
+        (addr.version == 6 and addr.is_site_local, "site-local address ({}, deprecated fec0::/10)"),
+        (addr.version == 4 and addr in _CGNAT, "carrier-grade NAT address ({}, 100.64.0.0/10)"),
+        (addr.is_multicast, "multicast address ({})"),
+        (addr.is_reserved, "reserved address ({})"),
+        (addr.is_private, "private address ({})"),
+        (not addr.is_global, "non-public address ({})"),
+    ):
+        if refused:
+            return reason.format(addr)
     return None
 
 
@@ -119,8 +106,7 @@ class PushUrlPolicy:
 
     async def resolve(self, url: str) -> tuple[str | None, str | None]:
         """``(reason, None)`` when *url* is refused, else ``(None, address)``: the checked
-        address to connect to, so that a name is never resolved a second time between
-        the check and the connection (DNS rebinding)."""
+        address to connect to (never a second lookup: DNS rebinding)."""
         try:
             parsed = urllib.parse.urlsplit(url)
             port = parsed.port
@@ -128,8 +114,7 @@ class PushUrlPolicy:
             return "URL cannot be parsed", None
         scheme = parsed.scheme.lower()
         if scheme not in ("http", "https"):
-            shown = scheme or "(none)"
-            return f"URL scheme {shown!r} is not allowed; use https", None
+            return f"URL scheme {scheme or '(none)'!r} is not allowed; use https", None
         if scheme == "http" and not self.allow_insecure:
             return "only https URLs are allowed", None
         host = parsed.hostname
@@ -139,11 +124,10 @@ class PushUrlPolicy:
             # Credentials in the URL would be sent to the receiver and end up in logs.
             return "URL must not contain credentials", None
         try:
-            literal: IPAddress | None = ipaddress.ip_address(host.split("%", 1)[0])
+            addresses: Sequence[str] = [str(ipaddress.ip_address(host.split("%", 1)[0]))]
+            named = ""
         except ValueError:
-            literal = None
-        addresses: Sequence[str] = [str(literal)] if literal is not None else []
-        if literal is None:
+            addresses, named = [], f"host {host!r} resolves to "
             with contextlib.suppress(OSError, UnicodeError):
                 addresses = await self._resolve(host, port or (443 if scheme == "https" else 80))
             if not addresses:
@@ -154,15 +138,13 @@ class PushUrlPolicy:
             except ValueError:
                 return f"host {host!r} resolved to an unusable address ({text})", None
             reason = _classify(addr, allow_loopback=self.allow_insecure)
-            if reason is not None and literal is None:
-                return f"host {host!r} resolves to {reason}", None
             if reason is not None:
-                return reason, None
+                return named + reason, None
         return None, addresses[0]
 
     async def validate(self, url: str) -> bool:
-        """The SDK handler's ``push_url_validator``: raises ``InvalidParamsError`` (-32602)
-        with the reason, as the SDK would turn a plain ``False`` into a generic message."""
+        """The SDK handler's ``push_url_validator``: ``InvalidParamsError`` (-32602) with
+        the reason (the SDK would turn a plain ``False`` into a generic message)."""
         reason = await self.check(url)
         if reason is None:
             return True

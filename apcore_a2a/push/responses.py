@@ -1,18 +1,12 @@
 """Adds the delivery status to push-config answers where the protocol's shape allows it.
 
 The SDK answers the config methods from the protobuf ``TaskPushNotificationConfig``, which
-has no status. This ASGI middleware rewrites only those answers (the call is read from the
-request record, :mod:`apcore_a2a.classify`; other requests pass untouched, unbuffered):
-
-* 1.0 (JSON-RPC and REST ``/tasks/{id}/pushNotificationConfigs``): each config gains
-  ``status`` (``active`` | ``failed``) and, when failed, ``statusReason``;
-* JSON-RPC 0.3 (``tasks/pushNotificationConfig/set|get|list``): each
-  ``{"taskId", "pushNotificationConfig"}`` gains the same (0.3 JSON-RPC clients read
-  lenient JSON); ``get`` with only the task id (allowed in 0.3) answers the config whose
-  id defaulted to the task id; ``delete`` answers ``"result": null`` as the 0.3 schema
-  says (a2a-sdk 1.3 omits the member, which JSON-RPC 2.0 does not allow);
-* REST 0.3 (``/v1/...``) stays exactly as the 0.3 schema says: the genuine 0.3 Python
-  client parses it as protobuf and rejects unknown members.
+has no status; this ASGI middleware rewrites only those answers (the call is read from the
+request record, :mod:`apcore_a2a.classify`; other requests pass untouched, unbuffered),
+as docs/push.md "Response shapes" lists: 1.0 and JSON-RPC 0.3 configs gain ``status`` and
+``statusReason``; a JSON-RPC 0.3 ``get`` by task id alone answers the config whose id
+defaulted to it; a 0.3 ``delete`` answers ``"result": null``; REST 0.3 stays exact (the
+0.3 Python client parses it as protobuf and rejects unknown members).
 """
 
 from __future__ import annotations
@@ -24,20 +18,17 @@ from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from apcore_a2a.classify import request_info
+from apcore_a2a.push.bodies import dumps
 from apcore_a2a.push.status import ACTIVE, FAILED, ConfigStatusBook
 
 __all__ = ["PushResponseMiddleware"]
 
-_CONFIG_METHODS = frozenset(
-    {
-        "CreateTaskPushNotificationConfig",
-        "GetTaskPushNotificationConfig",
-        "ListTaskPushNotificationConfigs",
-        "DeleteTaskPushNotificationConfig",
-    }
-)
-_V03_DELETE = "tasks/pushNotificationConfig/delete"
-_V03_GET = "tasks/pushNotificationConfig/get"
+_CONFIG_METHODS = {
+    "CreateTaskPushNotificationConfig",
+    "GetTaskPushNotificationConfig",
+    "ListTaskPushNotificationConfigs",
+    "DeleteTaskPushNotificationConfig",
+}
 
 
 class PushResponseMiddleware:
@@ -60,7 +51,7 @@ class PushResponseMiddleware:
         doc = info.payload  # None for REST (and its rpc_method too)
         params = doc.get("params") if isinstance(doc, dict) else None
         if (
-            info.rpc_method == _V03_GET
+            info.rpc_method == "tasks/pushNotificationConfig/get"
             and isinstance(params, dict)
             and params.get("id")
             and not params.get("pushNotificationConfigId")
@@ -106,13 +97,13 @@ class PushResponseMiddleware:
         if rpc_method is None:
             doc = await self._decorate(doc, cache)
         elif isinstance(doc, dict) and "error" not in doc:
-            if rpc_method == _V03_DELETE:
+            if rpc_method == "tasks/pushNotificationConfig/delete":
                 # a2a-sdk 1.3 leaves "result" out, which JSON-RPC 2.0 does not allow for a
                 # success; the 0.3 schema says the result is null.
                 doc.setdefault("result", None)
             elif "result" in doc:
                 doc["result"] = await self._decorate(doc["result"], cache)
-        return json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+        return dumps(doc)
 
     async def _decorate(self, value: Any, cache: dict[str, dict[str, str]]) -> Any:
         """Add status fields to a config, a list of configs, or ``{"configs": [...]}``."""
@@ -121,21 +112,18 @@ class PushResponseMiddleware:
         if not isinstance(value, dict):
             return value
         if isinstance(value.get("configs"), list):
-            value["configs"] = [await self._decorate(item, cache) for item in value["configs"]]
+            value["configs"] = await self._decorate(value["configs"], cache)
             return value
         inner = value.get("pushNotificationConfig")
         if isinstance(inner, dict):
-            task_id = value.get("taskId") or ""
-            config_id = inner.get("id")
+            task_id, config_id = str(value.get("taskId") or ""), inner.get("id")
         elif "url" in value and "taskId" in value:
-            task_id = str(value["taskId"])
-            config_id = value.get("id")
+            task_id, config_id = str(value["taskId"]), value.get("id")
         else:
             return value
-        task_key = str(task_id)
-        if task_key not in cache:
-            cache[task_key] = await self.statuses.failures(task_key)
-        reason = cache[task_key].get(str(config_id or task_id))
+        if task_id not in cache:
+            cache[task_id] = await self.statuses.failures(task_id)
+        reason = cache[task_id].get(str(config_id or task_id))
         value["status"] = ACTIVE if reason is None else FAILED
         if reason is not None:
             value["statusReason"] = reason

@@ -2,30 +2,19 @@
 
 The SDK calls :meth:`RetryingPushSender.send_notification` inline while it persists each
 task event, so it only serializes the event and queues it; one worker per
-``(task_id, config_id)`` POSTs the queue in order: a slow or dead receiver never delays the
-task nor reorders what another receiver sees. What a receiver can cost is bounded:
-
-* time: ONE deadline per attempt, ``push_timeout`` for everything (URL check, connect,
-  send, the answer's headers and the bounded read of its body), so a receiver dripping a
-  byte at a time is cut off like one that never answers;
-* memory: at most :data:`MAX_ANSWER_BYTES` of the answer are read, undecoded (a
-  compressed answer cannot expand); a config's queue holds ``push_queue_size`` events,
-  and overflowing it marks the config ``failed`` instead of growing;
-* fan-out: configs per task are capped at registration (:mod:`apcore_a2a.push.configs`).
-
-Per attempt the URL passes the SSRF policy again and the POST goes to the address it
-checked (no second DNS lookup), a fresh JWT signs the exact body (:data:`SIGNATURE_HEADER`),
-and the config's ``authentication`` travels as ``Authorization: <scheme> <credentials>``.
-Connection errors, timeouts, 5xx and 429 are retried after each of ``push_retry_delays``;
-then (or on another non-2xx, or a URL now refused) the config is marked ``failed`` and its
-later events are dropped until it is registered again.
+``(task_id, config_id)`` POSTs the queue in order, so a slow or dead receiver never delays
+the task nor reorders what another receiver sees. Bounds: ONE deadline per attempt
+(``push_timeout`` for URL check, connect, send, headers and the bounded body read, so a
+receiver dripping a byte at a time is cut off like one that never answers); at most
+:data:`MAX_ANSWER_BYTES` of an answer read, undecoded (a compressed answer cannot
+expand); ``push_queue_size`` events per config, one more marks it ``failed``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -36,12 +25,12 @@ from a2a.server.tasks.push_notification_config_store import PushNotificationConf
 from a2a.server.tasks.push_notification_sender import PushNotificationEvent, PushNotificationSender
 from a2a.types import TaskPushNotificationConfig
 
-from apcore_a2a.push.bodies import V0_3, TaskSnapshots, body_v03, body_v10
+from apcore_a2a.push.bodies import V0_3, V1_0, TaskSnapshots, body_v03, body_v10
 from apcore_a2a.push.policy import PushUrlPolicy
 from apcore_a2a.push.signing import SigningKey
 from apcore_a2a.push.status import ConfigStatusBook
 
-__all__ = ["DEFAULT_QUEUE_SIZE", "MAX_ANSWER_BYTES", "SIGNATURE_HEADER", "RetryingPushSender"]
+__all__ = ["MAX_ANSWER_BYTES", "SIGNATURE_HEADER", "RetryingPushSender"]
 
 logger = logging.getLogger("apcore_a2a.push")
 
@@ -49,8 +38,6 @@ logger = logging.getLogger("apcore_a2a.push")
 SIGNATURE_HEADER = "X-A2A-Signature"
 #: At most this much of a receiver's answer body is read; the rest is never received.
 MAX_ANSWER_BYTES = 4096
-#: Events that may wait for one config before it is marked failed.
-DEFAULT_QUEUE_SIZE = 100
 
 _Key = tuple[str, str]
 
@@ -62,14 +49,13 @@ class _Delivery:
     url: str
     headers: dict[str, str]
     body: bytes
-    delivery_id: str
     issuer: str
+    #: The JWT's ``jti``: one per delivery, the same on its retries.
+    delivery_id: str = field(default_factory=lambda: str(uuid.uuid4()))
 
 
-@dataclass(eq=False)
-class _Queue:
-    items: deque[_Delivery] = field(default_factory=deque)
-    overflowed: bool = False
+class _Queue(deque[_Delivery]):
+    overflowed = False  # the receiver fell too far behind; nothing more is queued
 
 
 class _GiveUp(Exception):
@@ -80,26 +66,23 @@ def _config_headers(config: TaskPushNotificationConfig) -> dict[str, str]:
     headers = {"Content-Type": "application/json"}
     if config.token:
         headers["X-A2A-Notification-Token"] = config.token
-    if config.HasField("authentication"):
-        auth = config.authentication
-        if auth.scheme and auth.credentials:
-            headers["Authorization"] = f"{auth.scheme} {auth.credentials}"
-        elif auth.scheme:
-            logger.warning(
-                "push: config %s names authentication scheme %r without credentials; "
-                "no Authorization header is sent",
-                config.id,
-                auth.scheme,
-            )
+    auth = config.authentication
+    if auth.scheme and auth.credentials:
+        headers["Authorization"] = f"{auth.scheme} {auth.credentials}"
+    elif auth.scheme:
+        logger.warning(
+            "push: config %s names authentication scheme %r without credentials; "
+            "no Authorization header is sent",
+            config.id,
+            auth.scheme,
+        )
     return headers
 
 
 class RetryingPushSender(PushNotificationSender):
     """A ``PushNotificationSender`` with per-config ordering, retries, bounds and signing.
 
-    Counters (plain ints, read them for metrics): ``sent`` deliveries acknowledged with
-    2xx, ``failed`` deliveries abandoned, ``retried`` retry attempts made, ``dropped``
-    events skipped because their config had failed or its queue overflowed.
+    Counters for metrics (docs/push.md): ``sent``, ``failed``, ``retried``, ``dropped``.
     """
 
     def __init__(
@@ -111,14 +94,10 @@ class RetryingPushSender(PushNotificationSender):
         issuer: str | Callable[[], str],
         timeout: float = 10.0,
         retry_delays: Sequence[float] = (1.0, 2.0, 4.0),
-        queue_size: int = DEFAULT_QUEUE_SIZE,
+        queue_size: int = 100,
         snapshots: TaskSnapshots | None = None,
         client: httpx.AsyncClient | None = None,
     ) -> None:
-        if timeout <= 0:
-            raise ValueError(f"push_timeout must be positive, got {timeout}")
-        if queue_size < 1:
-            raise ValueError(f"push_queue_size must be at least 1, got {queue_size}")
         self._store = config_store
         self._policy = policy
         self._statuses = statuses
@@ -134,20 +113,15 @@ class RetryingPushSender(PushNotificationSender):
         self._queues: dict[_Key, _Queue] = {}
         self._workers: dict[_Key, asyncio.Task[None]] = {}
         self._closing = False
-        self.sent = 0
-        self.failed = 0
-        self.retried = 0
-        self.dropped = 0
+        self.sent = self.failed = self.retried = self.dropped = 0
 
-    # -- lifecycle ---------------------------------------------------------------------
     def start(self, key: SigningKey) -> None:
         """Begin accepting events, signing them with *key*."""
         self._key = key
         self._closing = False
         if self._client is None:
-            # Redirects are not followed: a 3xx could point past the SSRF policy. No
-            # connection is kept: connections are pooled by address, and one verified
-            # for a name must not carry a delivery for another name on the same address.
+            # No redirects: a 3xx could point past the SSRF policy. No keep-alive: pools
+            # key by address, and a connection verified for one name must not serve another.
             self._client = httpx.AsyncClient(
                 timeout=self._timeout,
                 follow_redirects=False,
@@ -157,9 +131,8 @@ class RetryingPushSender(PushNotificationSender):
     async def aclose(self, drain_timeout: float = 10.0) -> None:
         """Stop accepting events; let queued deliveries finish for up to *drain_timeout* s."""
         self._closing = True
-        workers = list(self._workers.values())
-        if workers:
-            _done, pending = await asyncio.wait(workers, timeout=drain_timeout)
+        if self._workers:
+            _done, pending = await asyncio.wait([*self._workers.values()], timeout=drain_timeout)
             if pending:
                 logger.warning("push: shutting down with %d event(s) not delivered", self.pending)
                 for task in pending:
@@ -172,14 +145,13 @@ class RetryingPushSender(PushNotificationSender):
     @property
     def pending(self) -> int:
         """Events queued or being delivered right now."""
-        return sum(len(q.items) for q in self._queues.values()) + len(self._workers)
+        return sum(len(q) for q in self._queues.values()) + len(self._workers)
 
     async def idle(self) -> None:
         """Wait until every queued event has been delivered or abandoned."""
         while self._workers:
             await asyncio.gather(*list(self._workers.values()), return_exceptions=True)
 
-    # -- PushNotificationSender --------------------------------------------------------
     async def send_notification(self, task_id: str, event: PushNotificationEvent) -> None:
         snapshot = self.snapshots.take(task_id)
         if self._closing or self._key is None:
@@ -195,12 +167,10 @@ class RetryingPushSender(PushNotificationSender):
         bodies: dict[str, bytes] = {}
         for config in configs:
             config_id = config.id or task_id
-            version = versions.get(config_id, "1.0")
-            body = bodies.get(version)
-            if body is None:
-                body = body_v03(event, snapshot) if version == V0_3 else body_v10(event)
-                bodies[version] = body
-            await self._enqueue(task_id, config_id, config, body)
+            version = versions.get(config_id, V1_0)
+            if version not in bodies:
+                bodies[version] = body_v03(event, snapshot) if version == V0_3 else body_v10(event)
+            await self._enqueue(task_id, config_id, config, bodies[version])
 
     async def _enqueue(
         self, task_id: str, config_id: str, config: TaskPushNotificationConfig, body: bytes
@@ -210,11 +180,11 @@ class RetryingPushSender(PushNotificationSender):
         if queue.overflowed:
             self.dropped += 1
             return
-        if len(queue.items) >= self._queue_size:
+        if len(queue) >= self._queue_size:
             # The receiver cannot keep up: stop queueing for it rather than grow.
             queue.overflowed = True
-            self.dropped += len(queue.items) + 1
-            queue.items.clear()
+            self.dropped += len(queue) + 1
+            queue.clear()
             reason = (
                 f"more than {self._queue_size} events were waiting for this receiver; "
                 "deliveries stopped"
@@ -222,107 +192,112 @@ class RetryingPushSender(PushNotificationSender):
             logger.error("push: config %s of task %s: %s", config_id, task_id, reason)
             await self._statuses.mark_failed(task_id, config_id, reason)
             return
-        issuer = self._issuer().rstrip("/")
-        delivery_id = str(uuid.uuid4())
         headers = _config_headers(config)
-        queue.items.append(
-            _Delivery(task_id, config_id, config.url, headers, body, delivery_id, issuer)
-        )
+        issuer = self._issuer().rstrip("/")
+        queue.append(_Delivery(task_id, config_id, config.url, headers, body, issuer))
         if key not in self._workers:
             self._workers[key] = asyncio.create_task(
                 self._work(key, queue), name=f"a2a-push:{task_id}:{config_id}"
             )
 
-    # -- delivery ----------------------------------------------------------------------
     async def _work(self, key: _Key, queue: _Queue) -> None:
         try:
-            while queue.items:
-                delivery = queue.items.popleft()
+            while queue:
+                delivery = queue.popleft()
                 try:
-                    await self._deliver_once(delivery)
+                    await self._deliver(delivery)
                 except Exception:
                     logger.exception("push: unexpected error delivering to %s", delivery.url)
         finally:
             # No await between the emptiness check above and here, so no event can slip
             # into a queue whose worker is gone.
             self._workers.pop(key, None)
-            if self._queues.get(key) is queue and not queue.items:
+            if self._queues.get(key) is queue and not queue:
                 del self._queues[key]
 
-    async def _deliver_once(self, delivery: _Delivery) -> None:
-        if await self._statuses.failure(delivery.task_id, delivery.config_id) is not None:
+    async def _deliver(self, delivery: _Delivery) -> None:
+        task_id, config_id = delivery.task_id, delivery.config_id
+        if await self._statuses.failure(task_id, config_id) is not None:
             self.dropped += 1
             return
+        attempts = len(self._delays) + 1
         try:
-            await self._attempt_all(delivery)
+            for attempt, delay in enumerate([*self._delays, None], 1):
+                problem = await self._attempt(delivery)
+                if problem is None:
+                    self.sent += 1
+                    return
+                if delay is None:
+                    raise _GiveUp(f"{problem} (after {attempts} attempts)")
+                self.retried += 1
+                logger.warning(
+                    "push: delivery to %s for task %s failed (%s); retry %d/%d in %.1f s",
+                    delivery.url,
+                    task_id,
+                    problem,
+                    attempt,
+                    attempts - 1,
+                    delay,
+                )
+                await asyncio.sleep(delay)
         except _GiveUp as stop:
             self.failed += 1
-            reason = str(stop)
-            task_id, config_id, url = delivery.task_id, delivery.config_id, delivery.url
             logger.error(
-                "push: giving up on config %s of task %s (%s): %s", config_id, task_id, url, reason
+                "push: giving up on config %s of task %s (%s): %s",
+                config_id,
+                task_id,
+                delivery.url,
+                stop,
             )
             # The first reason stays: a queue overflow while this attempt ran says more.
             if await self._statuses.failure(task_id, config_id) is None:
-                await self._statuses.mark_failed(task_id, config_id, reason)
-        else:
-            self.sent += 1
-
-    async def _attempt_all(self, delivery: _Delivery) -> None:
-        attempts = len(self._delays) + 1
-        for attempt in range(1, attempts + 1):
-            problem = await self._attempt(delivery)
-            if problem is None:
-                return
-            if attempt == attempts:
-                raise _GiveUp(f"{problem} (after {attempts} attempts)")
-            delay = self._delays[attempt - 1]
-            self.retried += 1
-            logger.warning(
-                "push: delivery to %s for task %s failed (%s); retry %d/%d in %.1f s",
-                delivery.url,
-                delivery.task_id,
-                problem,
-                attempt,
-                attempts - 1,
-                delay,
-            )
-            await asyncio.sleep(delay)
+                await self._statuses.mark_failed(task_id, config_id, str(stop))
 
     async def _attempt(self, delivery: _Delivery) -> str | None:
-        """One attempt under one deadline: ``None`` on success, a retryable problem, or
-        raise ``_GiveUp``."""
-        answer: list[int] = []  # the status, as soon as the answer's headers are in
+        """One attempt: ``None`` on success, a retryable problem, or raise ``_GiveUp``."""
+        status = None  # known as soon as the answer's headers are in
         try:
             async with asyncio.timeout(self._timeout):
                 refused, address = await self._policy.resolve(delivery.url)
-                if refused is not None or address is None:
+                if address is None:
                     raise _GiveUp(f"URL refused at delivery: {refused}")
-                await self._post(delivery, address, answer)
+                if self._key is None or self._client is None:
+                    raise _GiveUp("sender is not running")
+                request = self._request(self._client, self._key, delivery, address)
+                answer = await self._client.send(request, stream=True)
+                async with contextlib.aclosing(answer) as response:
+                    status = response.status_code
+                    # Raw bytes: a compressed answer is never inflated. Reading stops at
+                    # the cap; closing an unfinished body drops the connection.
+                    received = 0
+                    async for chunk in response.aiter_raw():
+                        received += len(chunk)
+                        if received >= MAX_ANSWER_BYTES:
+                            break
         except (TimeoutError, httpx.TimeoutException):
-            if not answer:
+            if status is None:
                 return f"no complete answer within {self._timeout:g} s"
             # The status came in time; only the (ignored) body was still dripping.
         except httpx.TransportError as exc:
-            if not answer:
+            if status is None:
                 return f"connection error: {type(exc).__name__}"
-        status = answer[0]
         if 200 <= status < 300:
             return None
         if status >= 500 or status == 429:
             return f"HTTP {status}"
         raise _GiveUp(f"receiver answered HTTP {status}")
 
-    async def _post(self, delivery: _Delivery, address: str, answer: list[int]) -> None:
-        if self._key is None or self._client is None:
-            raise _GiveUp("sender is not running")
-        token = self._key.sign_delivery(
+    @staticmethod
+    def _request(
+        client: httpx.AsyncClient, key: SigningKey, delivery: _Delivery, address: str
+    ) -> httpx.Request:
+        """The POST, signed afresh, aimed at the checked *address*."""
+        token = key.sign_delivery(
             issuer=delivery.issuer,
             audience=delivery.url,
             task_id=delivery.task_id,
             body=delivery.body,
             jti=delivery.delivery_id,
-            now=time.time(),
         )
         headers = {**delivery.headers, SIGNATURE_HEADER: token}
         url = httpx.URL(delivery.url)
@@ -334,18 +309,6 @@ class RetryingPushSender(PushNotificationSender):
             if url.scheme == "https":
                 extensions["sni_hostname"] = url.raw_host.decode("ascii")
             url = url.copy_with(host=address)
-        request = self._client.build_request(
+        return client.build_request(
             "POST", url, content=delivery.body, headers=headers, extensions=extensions
         )
-        response = await self._client.send(request, stream=True)
-        answer.append(response.status_code)
-        try:
-            # Raw bytes: a compressed answer is never inflated. Reading stops at the cap;
-            # closing an unfinished body drops the connection instead of draining it.
-            received = 0
-            async for chunk in response.aiter_raw():
-                received += len(chunk)
-                if received >= MAX_ANSWER_BYTES:
-                    break
-        finally:
-            await response.aclose()

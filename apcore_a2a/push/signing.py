@@ -1,36 +1,36 @@
 """The agent's push-signing key: JWTs for deliveries and the JWKS that verifies them.
 
-Every delivery carries a JWT signed with this key (``X-A2A-Signature``). It binds the
-delivery to its receiver and its exact body (``aud`` = webhook URL, ``body_sha256`` = hex
-SHA-256 of the request body), so a receiver that checks it knows the POST came from this
-agent and was not altered. The public half is served at ``/.well-known/jwks.json``.
-Private keys at rest (push and card signing alike) are sealed by :func:`seal`.
+Each delivery's JWT (``X-A2A-Signature``) binds it to its receiver and its exact body
+(``aud`` = webhook URL, ``body_sha256``), so a receiver that checks it knows the POST came
+from this agent unaltered. Private keys at rest (push and card signing alike) are sealed
+by :func:`seal` and kept by :func:`stored_key`.
 
-Example::
-
-    key = SigningKey.generate()
-    token = key.sign_delivery(issuer="https://agent.example", audience="https://hook.example/a2a",
-                              task_id="t-1", body=b"{}", jti="d-1")
+Example: ``SigningKey.generate().sign_delivery(issuer="https://agent.example",
+audience="https://hook.example/a2a", task_id="t-1", body=b"{}", jti="d-1")``
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jwt
+from cryptography.fernet import Fernet, InvalidToken
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from jwt.algorithms import get_default_algorithms
-from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from sqlalchemy import Table, insert, select
+from sqlalchemy.exc import IntegrityError
 
-__all__ = ["DELIVERY_TOKEN_TTL", "SigningKey", "jwks_endpoint", "seal", "unseal"]
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncEngine
+
+__all__ = ["DELIVERY_TOKEN_TTL", "SigningKey", "seal", "stored_key", "unseal"]
 
 logger = logging.getLogger("apcore_a2a.keys")
 
@@ -50,10 +50,9 @@ _THUMBPRINT_MEMBERS = {
 
 def _algorithm_for(key: PrivateKey) -> str:
     if isinstance(key, ec.EllipticCurvePrivateKey):
-        try:
-            return _EC_ALGS[key.curve.name]
-        except KeyError:
-            raise ValueError(f"unsupported EC curve {key.curve.name!r}") from None
+        if key.curve.name not in _EC_ALGS:
+            raise ValueError(f"unsupported EC curve {key.curve.name!r}")
+        return _EC_ALGS[key.curve.name]
     if isinstance(key, rsa.RSAPrivateKey):
         if key.key_size < 2048:
             raise ValueError("RSA signing keys must have at least 2048 bits")
@@ -93,9 +92,7 @@ class SigningKey:
             key = serialization.load_pem_private_key(data, password=None)
         except (ValueError, TypeError) as exc:
             raise ValueError(f"push signing key is not a usable PEM private key: {exc}") from None
-        if not isinstance(
-            key, ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey | ed25519.Ed25519PrivateKey
-        ):
+        if not isinstance(key, PrivateKey):
             raise ValueError(f"unsupported push signing key type {type(key).__name__}")
         return cls(key)
 
@@ -137,23 +134,8 @@ class SigningKey:
         )
 
 
-def jwks_endpoint(
-    get_key: Callable[[], SigningKey | None],
-) -> Callable[[Request], Awaitable[Response]]:
-    """A Starlette endpoint serving ``get_key().jwks()``; 503 until a key is loaded."""
-
-    async def endpoint(request: Request) -> Response:
-        key = get_key()
-        if key is None:
-            return JSONResponse({"error": "signing key not loaded yet"}, status_code=503)
-        return JSONResponse(key.jwks(), headers={"Cache-Control": "public, max-age=300"})
-
-    return endpoint
-
-
-# Private keys at rest, the push and the card signing key alike (so either reads back the
-# same way): Fernet-sealed as ``fernet:<token>`` when ``push_encryption_key`` is set; one
-# read in the clear is named in a warning at start.
+# Private keys at rest (push and card alike, so either reads back the same way), sealed
+# with ``push_encryption_key`` when it is set.
 _FERNET_PREFIX = "fernet:"
 
 
@@ -161,8 +143,6 @@ def seal(pem: str, encryption_key: str | None) -> str:
     """*pem* as stored: sealed when *encryption_key* is set, else as is."""
     if not encryption_key:
         return pem
-    from cryptography.fernet import Fernet
-
     return _FERNET_PREFIX + Fernet(encryption_key.encode()).encrypt(pem.encode()).decode()
 
 
@@ -182,9 +162,29 @@ def unseal(data: str, encryption_key: str | None, what: str) -> str:
         return data
     if not encryption_key:
         raise RuntimeError(f"the stored {what} is encrypted; set push_encryption_key to read it")
-    from cryptography.fernet import Fernet, InvalidToken
-
     try:
         return Fernet(encryption_key.encode()).decrypt(data[len(_FERNET_PREFIX) :]).decode()
     except InvalidToken:
         raise RuntimeError(f"push_encryption_key does not decrypt the stored {what}") from None
+
+
+async def stored_key(
+    engine: AsyncEngine, table: Table, encryption_key: str | None, what: str
+) -> SigningKey:
+    """The key kept in *table* (kid, key_data, created_at), generated and stored on first
+    use; racing replicas each insert one, then all use the oldest."""
+    oldest = select(table.c.key_data).order_by(table.c.created_at, table.c.kid).limit(1)
+    async with engine.connect() as conn:
+        data = (await conn.execute(oldest)).scalar()
+    if data is None:
+        fresh = SigningKey.generate()
+        sealed = seal(fresh.to_pem().decode(), encryption_key)
+        with contextlib.suppress(IntegrityError):
+            async with engine.begin() as conn:
+                await conn.execute(
+                    insert(table).values(kid=fresh.kid, key_data=sealed, created_at=time.time())
+                )
+        async with engine.connect() as conn:
+            data = (await conn.execute(oldest)).scalar_one()
+        logger.info("generated a new %s and stored it in the database", what)
+    return SigningKey.from_pem(unseal(str(data), encryption_key, what))

@@ -1,48 +1,99 @@
-"""What the agent keeps about each push config beside it: delivery status and version.
+"""What the agent keeps beside each push config: delivery status and protocol version.
 
-The A2A ``TaskPushNotificationConfig`` has neither, so a :class:`ConfigStatusBook` keeps
-them per ``(task_id, config_id)``, in memory or in SQL beside the configs. Only failures
-are recorded (no record: ``active``; :mod:`~apcore_a2a.push.responses` shows it), cleared
-when the config is registered again or deleted (how a receiver that came back is
-re-enabled); only non-1.0 versions are recorded (:mod:`~apcore_a2a.push.bodies`).
+The A2A ``TaskPushNotificationConfig`` has neither. Kept in memory or in the task
+database (every replica and restart reads the same, as does the generated signing key's
+table): only failures (no record: ``active``; cleared on registering again or deleting,
+which re-enables a receiver that came back) and only non-1.0 versions.
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+import time
 
-from apcore_a2a.push._sql import PushTables
+from cachetools import LRUCache
+from sqlalchemy import Column, Delete, Float, MetaData, String, Table, Text, delete, insert, select
+from sqlalchemy.exc import IntegrityError, ProgrammingError
+from sqlalchemy.ext.asyncio import AsyncEngine
 
-__all__ = ["ACTIVE", "DEFAULT_VERSION", "FAILED", "ConfigStatusBook"]
+from apcore_a2a.push.bodies import V1_0
+
+__all__ = ["ACTIVE", "FAILED", "ConfigRecords", "ConfigStatusBook", "create_tables"]
 
 ACTIVE = "active"
 FAILED = "failed"
-#: The protocol version of a config that has no version record.
-DEFAULT_VERSION = "1.0"
+
+_metadata = MetaData()
+
+signing_keys = Table(
+    "apcore_a2a_push_signing_keys",
+    _metadata,
+    Column("kid", String(64), primary_key=True),
+    Column("key_data", Text, nullable=False),
+    Column("created_at", Float, nullable=False),
+)
+
+failed_configs = Table(
+    "apcore_a2a_push_failed_configs",
+    _metadata,
+    Column("task_id", String(255), primary_key=True),
+    Column("config_id", String(255), primary_key=True),
+    Column("reason", Text, nullable=False),
+    Column("failed_at", Float, nullable=False, default=time.time),
+)
+
+# Configs stored before this table existed, and all 1.0 ones, have no row and read as 1.0.
+config_versions = Table(
+    "apcore_a2a_push_config_versions",
+    _metadata,
+    Column("task_id", String(255), primary_key=True),
+    Column("config_id", String(255), primary_key=True),
+    Column("protocol_version", String(16), nullable=False),
+)
 
 
-class _Records(Protocol):
-    async def read(self, task_id: str) -> dict[str, str]: ...
-    async def put(self, task_id: str, config_id: str, value: str) -> None: ...
-    async def drop(self, task_id: str, config_id: str | None) -> None: ...
+class ConfigRecords:
+    """One text value per ``(task_id, config_id)`` in *table*'s third column."""
+
+    def __init__(self, engine: AsyncEngine, table: Table) -> None:
+        self.engine = engine
+        self.table = table
+        self.value = table.columns[2]
+
+    async def read(self, task_id: str) -> dict[str, str]:
+        query = select(self.table.c.config_id, self.value).where(self.table.c.task_id == task_id)
+        async with self.engine.connect() as conn:
+            rows = (await conn.execute(query)).all()
+        return {str(config_id): str(value) for config_id, value in rows}
+
+    async def put(self, task_id: str, config_id: str, value: str) -> None:
+        row = {"task_id": task_id, "config_id": config_id, self.value.name: value}
+        try:
+            async with self.engine.begin() as conn:
+                await conn.execute(self._delete(task_id, config_id))
+                await conn.execute(insert(self.table).values(**row))
+        except IntegrityError:
+            pass  # another replica wrote the same config's row at the same moment
+
+    async def drop(self, task_id: str, config_id: str | None) -> None:
+        async with self.engine.begin() as conn:
+            await conn.execute(self._delete(task_id, config_id))
+
+    def _delete(self, task_id: str, config_id: str | None) -> Delete:
+        query = delete(self.table).where(self.table.c.task_id == task_id)
+        return query if config_id is None else query.where(self.table.c.config_id == config_id)
 
 
 class _MemoryRecords:
     """``ConfigRecords`` in memory, for the *limit* tasks touched most recently."""
 
     def __init__(self, limit: int) -> None:
-        self._limit = limit
-        self._tasks: dict[str, dict[str, str]] = {}
+        self._tasks: LRUCache[str, dict[str, str]] = LRUCache(maxsize=limit)
 
     async def read(self, task_id: str) -> dict[str, str]:
         return dict(self._tasks.get(task_id, {}))
 
     async def put(self, task_id: str, config_id: str, value: str) -> None:
-        configs = self._tasks.pop(task_id, {})
-        configs[config_id] = value
-        self._tasks[task_id] = configs  # re-insert: dict order is the eviction order
-        while len(self._tasks) > self._limit:
-            del self._tasks[next(iter(self._tasks))]
+        self._tasks[task_id] = {**self._tasks.get(task_id, {}), config_id: value}
 
     async def drop(self, task_id: str, config_id: str | None) -> None:
         configs = self._tasks.get(task_id, {})
@@ -52,13 +103,29 @@ class _MemoryRecords:
             self._tasks.pop(task_id, None)
 
 
+async def create_tables(engine: AsyncEngine) -> None:
+    """Create the push tables on *engine* if they are missing."""
+    # Processes starting together (``workers``) race to create a table; PostgreSQL fails
+    # the loser's CREATE on pg_type's unique index: a second pass finds it made.
+    for attempt in range(3):
+        try:
+            async with engine.begin() as conn:
+                await conn.run_sync(_metadata.create_all)
+            return
+        except (IntegrityError, ProgrammingError):
+            if attempt == 2:
+                raise
+
+
 class ConfigStatusBook:
-    """Failures and protocol versions of push configs, in SQL (*tables*) or in memory
+    """Failures and protocol versions of push configs, in SQL (on *engine*) or in memory
     (at most *max_tasks* tasks per kind, so many dead webhooks cannot grow it unbounded)."""
 
-    def __init__(self, tables: PushTables | None = None, *, max_tasks: int = 10_000) -> None:
-        self._failures: _Records = tables.failures if tables else _MemoryRecords(max_tasks)
-        self._versions: _Records = tables.versions if tables else _MemoryRecords(max_tasks)
+    def __init__(self, engine: AsyncEngine | None = None, *, max_tasks: int = 10_000) -> None:
+        def records(table: Table) -> ConfigRecords | _MemoryRecords:
+            return _MemoryRecords(max_tasks) if engine is None else ConfigRecords(engine, table)
+
+        self._failures, self._versions = records(failed_configs), records(config_versions)
 
     async def failures(self, task_id: str) -> dict[str, str]:
         """``{config_id: reason}`` for the failed configs of a task."""
@@ -82,7 +149,7 @@ class ConfigStatusBook:
 
     async def set_version(self, task_id: str, config_id: str, version: str) -> None:
         """Record the protocol version a config was (re)registered under."""
-        if version == DEFAULT_VERSION:
+        if version == V1_0:  # the version of a config without a record
             await self._versions.drop(task_id, config_id)
         else:
             await self._versions.put(task_id, config_id, version)
