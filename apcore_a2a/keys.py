@@ -16,14 +16,12 @@ Example::
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import hashlib
 import json
 import logging
 import os
-import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,14 +31,10 @@ from a2a.utils.signing import create_agent_card_signer
 from cachetools import LRUCache
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from cryptography.hazmat.primitives.serialization import load_pem_private_key
-from sqlalchemy import Column, Float, MetaData, String, Table, Text, insert, select
-from sqlalchemy.exc import IntegrityError
-from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from sqlalchemy import Column, Float, MetaData, String, Table, Text
 
 from apcore_a2a.adapters.agent_card import CardDocument, serialize_card
-from apcore_a2a.push.signing import SigningKey, seal, unseal
+from apcore_a2a.push.signing import SigningKey, stored_key
 
 if TYPE_CHECKING:
     from a2a.server.context import ServerCallContext
@@ -52,8 +46,6 @@ __all__ = [
     "JWKS_PATH",
     "CardSigner",
     "card_signer_from_settings",
-    "jwks_document",
-    "jwks_route",
     "load_key_file",
     "parse_key",
 ]
@@ -66,7 +58,6 @@ JWKS_PATH = "/.well-known/jwks.json"
 _EXTENDED_CACHE = 64
 
 Modifier = Callable[[AgentCard, "ServerCallContext"], Awaitable[AgentCard]]
-KeySource = Callable[[], dict[str, Any] | None]
 
 _metadata = MetaData()
 card_signing_keys = Table(
@@ -111,7 +102,10 @@ class CardSigner:
         if self._key is not None:
             return
         if engine is not None:
-            self._use(await stored_key(engine, self._encryption_key))
+            async with engine.begin() as conn:
+                await conn.run_sync(_metadata.create_all)
+            table, what = card_signing_keys, "card signing key"
+            self._use(await stored_key(engine, table, self._encryption_key, what))
             return
         logger.warning(
             "card signing: no card_signing_key file and no SQL store; using a key generated "
@@ -241,49 +235,3 @@ def load_key_file(path: str | os.PathLike[str]) -> SigningKey:
         out.write(fresh.to_pem())
     logger.info("card signing: generated a new %s key at %s", fresh.algorithm, file)
     return fresh
-
-
-async def stored_key(engine: AsyncEngine, encryption_key: str | None) -> SigningKey:
-    """The key kept in the database, generated on first use; racing replicas each insert
-    one, and all of them then use the oldest."""
-    table = card_signing_keys
-    oldest = select(table.c.key_data).order_by(table.c.created_at, table.c.kid).limit(1)
-    async with engine.begin() as conn:
-        await conn.run_sync(_metadata.create_all)
-        data = (await conn.execute(oldest)).scalar()
-    if data is None:
-        fresh = SigningKey.generate()
-        sealed = seal(fresh.to_pem().decode(), encryption_key)
-        with contextlib.suppress(IntegrityError):
-            async with engine.begin() as conn:
-                await conn.execute(
-                    insert(table).values(kid=fresh.kid, key_data=sealed, created_at=time.time())
-                )
-        async with engine.connect() as conn:
-            data = (await conn.execute(oldest)).scalar_one()
-        logger.info("card signing: generated a new key and stored it in the database")
-    return SigningKey.from_pem(unseal(str(data), encryption_key, "card signing key"))
-
-
-def jwks_document(sources: Sequence[KeySource]) -> dict[str, Any]:
-    """``{"keys": [...]}`` from every source that has a key, one entry per ``kid`` (card
-    and push-delivery signatures use different keys; clients find each by ``kid``)."""
-    keys: dict[str, dict[str, Any]] = {}
-    for source in sources:
-        jwk = source()
-        if jwk is not None:
-            keys.setdefault(str(jwk.get("kid")), jwk)
-    return {"keys": list(keys.values())}
-
-
-def jwks_route(sources: Sequence[KeySource]) -> Route:
-    """``GET /.well-known/jwks.json`` over *sources* (cacheable for 5 minutes); 503 until
-    some source has loaded its key."""
-
-    async def endpoint(request: Request) -> Response:
-        document = jwks_document(sources)
-        if not document["keys"]:
-            return JSONResponse({"error": "signing keys not loaded yet"}, status_code=503)
-        return JSONResponse(document, headers={"Cache-Control": "public, max-age=300"})
-
-    return Route(JWKS_PATH, endpoint, methods=["GET"], name="jwks")

@@ -15,8 +15,9 @@ Example::
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from a2a.server.tasks.push_notification_config_store import PushNotificationConfigStore
 from a2a.types import AgentExtension
@@ -63,6 +64,7 @@ __all__ = [
     "TaskSnapshots",
     "build_push",
     "card_extensions",
+    "jwks_route",
     "protocol_version",
     "push_card_extension",
 ]
@@ -72,6 +74,28 @@ logger = logging.getLogger("apcore_a2a.push")
 JWKS_PATH = "/.well-known/jwks.json"
 #: Card extension that tells receivers where the delivery-signing keys are published.
 PUSH_SIGNING_EXTENSION_URI = "urn:apcore:a2a:push-signing:v1"
+
+
+KeySource = Callable[[], dict[str, Any] | None]
+
+
+def jwks_route(sources: Sequence[KeySource]) -> Route:
+    """``GET /.well-known/jwks.json``: the keys of every source that has one, one entry per
+    ``kid`` (card and delivery signatures use different keys), cacheable for 5 minutes; 503
+    until some source has loaded its key."""
+
+    async def endpoint(request: Request) -> Response:
+        keys: dict[str, dict[str, Any]] = {}
+        for source in sources:
+            jwk = source()
+            if jwk is not None:
+                keys.setdefault(str(jwk.get("kid")), jwk)
+        if not keys:
+            return JSONResponse({"error": "signing keys not loaded yet"}, status_code=503)
+        document = {"keys": list(keys.values())}
+        return JSONResponse(document, headers={"Cache-Control": "public, max-age=300"})
+
+    return Route(JWKS_PATH, endpoint, methods=["GET"], name="jwks")
 
 
 @dataclass(eq=False)
@@ -98,14 +122,11 @@ class PushKit:
         self, handler: RequestHandler, context_builder: ServerCallContextBuilder | None = None
     ) -> list[BaseRoute]:
         """The JWKS route and the REST 0.3 config routes; mount before the SDK's REST."""
-        jwks = Route(JWKS_PATH, self._jwks, name="jwks")
-        return [jwks, *rest03_push_routes(handler, context_builder)]
+        return [jwks_route([self.public_jwk]), *rest03_push_routes(handler, context_builder)]
 
-    async def _jwks(self, request: Request) -> Response:
-        if self.signing_key is None:
-            return JSONResponse({"error": "signing key not loaded yet"}, status_code=503)
-        cache = {"Cache-Control": "public, max-age=300"}
-        return JSONResponse(self.signing_key.jwks(), headers=cache)
+    def public_jwk(self) -> dict[str, Any] | None:
+        """The delivery-signing key as a JWK, once loaded."""
+        return dict(self.signing_key.public_jwk) if self.signing_key is not None else None
 
     async def start(self) -> None:
         """Load or create the signing key, create tables, start the sender."""

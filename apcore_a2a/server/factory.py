@@ -35,9 +35,9 @@ from apcore_a2a.execution.catalog import SkillCatalog
 from apcore_a2a.execution.executor import ApCoreAgentExecutor
 from apcore_a2a.execution.executors import default_executor, resolve_executor
 from apcore_a2a.execution.routing import ApCoreRequestContextBuilder, Preflight
-from apcore_a2a.keys import CardSigner, card_signer_from_settings, jwks_route
+from apcore_a2a.keys import CardSigner, card_signer_from_settings
 from apcore_a2a.ops.operations import Operations
-from apcore_a2a.push import build_push
+from apcore_a2a.push import build_push, jwks_route
 from apcore_a2a.push import card_extensions as push_card_extensions
 from apcore_a2a.server.call_context import ApCoreCallContextBuilder
 from apcore_a2a.server.card_routes import CardBase, card_routes
@@ -406,16 +406,12 @@ def _optional_features(
             )
         )
     if signer is not None:
-
-        def push_key() -> dict[str, Any] | None:
-            key = push.signing_key if push is not None else None
-            return dict(key.public_jwk) if key is not None else None
-
         # Signed cards: the key is loaded at start; the JWKS route has every key.
+        sources = [signer.public_jwk] + ([push.public_jwk] if push is not None else [])
         found.append(
             Feature(
                 "card-signing",
-                routes=[jwks_route([signer.public_jwk, push_key])],
+                routes=[jwks_route(sources)],
                 start=functools.partial(signer.start, state.stores.engine),
                 handle=signer,
             )
