@@ -1,15 +1,7 @@
 """Cluster bookkeeping: which replicas are alive and which replica runs which task.
 
-How "owned by no live replica" is decided:
-
-* Every replica has a row in ``apcore_a2a_replicas`` and refreshes ``heartbeat_at`` every
-  ``heartbeat_interval`` seconds. A replica whose heartbeat is older than
-  ``replica_timeout`` seconds is dead. A replica that shuts down cleanly zeroes its
-  heartbeat, so it counts as dead at once.
-* Before a replica writes a task in ``submitted``/``working`` state it records a claim
-  ``(task_id -> replica_id)`` in ``apcore_a2a_task_claims``. The claim is written *before*
-  the task row, so a running task row always has a claim from the replica that runs it.
-* A running task is orphaned when its claim is missing or names a dead replica.
+The rules (heartbeats, claims written before the task row, orphans) are in
+``docs/storage.md`` (*Which replica owns a task*).
 """
 
 from __future__ import annotations

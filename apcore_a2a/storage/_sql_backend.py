@@ -1,11 +1,5 @@
-"""Lifecycle of a SQL-backed store set: tables, recovery, heartbeats, retention, health.
-
-Recovery: a task a dead process left ``submitted``/``working`` is never finished, and
-clients polling it would wait forever; it is moved to ``failed`` with
-:data:`INTERRUPTED_MESSAGE`. Retention deletes finished tasks past
-``task_retention_seconds``, with their push configs (and, in cluster mode, versions,
-events, claims and turns).
-"""
+"""Lifecycle of a SQL-backed store set: tables, recovery, heartbeats, retention, health
+(``docs/storage.md``: *Restarts*, *Retention for SQL stores*, *Health*)."""
 
 from __future__ import annotations
 
@@ -40,7 +34,7 @@ from sqlalchemy.exc import DBAPIError, ProgrammingError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ._replicas import METADATA, ReplicaRegistry, claims_table, replicas_table, turns_table
-from ._urls import READ_ONLY, StoreUnavailableError, StoreURL
+from ._urls import StoreUnavailableError, StoreURL, read
 from .outages import UNAVAILABLE as _UNAVAILABLE
 from .quota_slots import PUSH_SCOPE, slots_table
 
@@ -140,9 +134,7 @@ class SqlBackend:
     async def ping(self) -> None:
         try:
             async with asyncio.timeout(PING_TIMEOUT):
-                async with self.engine.connect() as conn:
-                    conn = await conn.execution_options(**{READ_ONLY: True})
-                    await conn.execute(text("SELECT 1"))
+                await read(self.engine, text("SELECT 1"))
         except _DB_ERRORS as exc:
             raise self._unavailable(exc) from None
 
@@ -151,9 +143,7 @@ class SqlBackend:
         # The pool opens its connections under load, when running out of them is an
         # outage; a start that cannot have them all says so at once instead.
         per_process, workers, held = self.connections
-        async with self.engine.connect() as conn:
-            conn = await conn.execution_options(**{READ_ONLY: True})
-            free: int = (await conn.execute(text(_FREE_CONNECTIONS))).scalar_one()
+        free: int = (await read(self.engine, text(_FREE_CONNECTIONS)))[0][0]
         # +1: the connection asking is one of the pool's own
         if workers * per_process > free + 1:
             raise StoreUnavailableError(
@@ -215,8 +205,13 @@ class SqlBackend:
         assert self.cancel_watch is not None
         running, stop = self.cancel_watch
         ids = running()
-        for task_id in await canceled_among(self.engine, ids) if ids else ():
-            stop(task_id)
+        for start in range(0, len(ids), _BATCH):
+            chunk = ids[start : start + _BATCH]
+            canceled = select(TaskModel.id, TaskModel.owner).where(
+                TaskModel.id.in_(chunk), _STATE.in_(_CANCELED_NAMES)
+            )
+            for task_id, _ in await read(self.engine, canceled):
+                stop(task_id)
 
     async def _purge(self) -> None:
         assert self.retention_seconds is not None
@@ -251,8 +246,6 @@ _FINISHED_NAMES = [TaskState.Name(s) for s in TERMINAL_TASK_STATES] + [
 ]
 _BATCH = 500
 
-_Row = tuple[str, str | None]
-
 
 def _running() -> Any:
     """``(task_id, owner)`` of the tasks in a running state."""
@@ -276,24 +269,6 @@ def _running_of(replica_id: str) -> Any:
         claims_table,
         and_(claims_table.c.task_id == TaskModel.id, claims_table.c.replica_id == replica_id),
     )
-
-
-async def canceled_among(engine: AsyncEngine, task_ids: list[str]) -> set[str]:
-    """Which of *task_ids* the store holds as ``canceled`` (one query per 500 ids)."""
-    found: set[str] = set()
-    for start in range(0, len(task_ids), _BATCH):
-        chunk = task_ids[start : start + _BATCH]
-        stmt = select(TaskModel.id, TaskModel.owner).where(
-            TaskModel.id.in_(chunk), _STATE.in_(_CANCELED_NAMES)
-        )
-        found.update(task_id for task_id, _ in await _fetch(engine, stmt))
-    return found
-
-
-async def _fetch(engine: AsyncEngine, stmt: Any) -> list[_Row]:
-    async with engine.connect() as conn:
-        conn = await conn.execution_options(**{READ_ONLY: True})
-        return [(row[0], row[1]) for row in await conn.execute(stmt)]
 
 
 class _Owner(User):
@@ -331,8 +306,8 @@ def _mark_failed(task: Task) -> None:
 
 async def fail_tasks(
     engine: AsyncEngine, stmt: Any, store: DatabaseTaskStore | VersionedDatabaseTaskStore
-) -> int:
-    """Move each task *stmt* finds that is still running to ``failed``; how many were.
+) -> None:
+    """Move each task *stmt* finds that is still running to ``failed``.
 
     With a versioned (cluster) store the write is a compare-and-swap that also appends a
     status event, so subscribers on other replicas see the failure; a task another
@@ -342,7 +317,7 @@ async def fail_tasks(
         store if isinstance(store, VersionedDatabaseTaskStore) else LegacyTaskStoreAdapter(store)
     )
     changed = 0
-    for task_id, owner in await _fetch(engine, stmt):
+    for task_id, owner in await read(engine, stmt):
         context = ServerCallContext(user=_Owner(owner or ""))
         try:
             stored = await versioned.get(task_id, context)
@@ -362,7 +337,6 @@ async def fail_tasks(
             logger.debug("task %s changed while being marked interrupted; left as is", task_id)
     if changed:
         logger.warning("marked %d interrupted task(s) as failed: %s", changed, INTERRUPTED_MESSAGE)
-    return changed
 
 
 # -- retention -----------------------------------------------------------------

@@ -1,16 +1,11 @@
 """Task store URLs and their engines: which backend, which async driver, which options.
 
-Users write the URL they know (``postgresql://user@host/db``, ``sqlite:///tasks.db``); we
-pick the async driver SQLAlchemy needs and turn our own query parameters into driver
-arguments. Engines are created without connecting:
-
-* SQLite: WAL journal (readers never block the writer), a busy timeout so concurrent
-  writers wait instead of failing, and ``BEGIN IMMEDIATE`` so a transaction takes the
-  write lock up front. Without the latter, two transactions that read and then write (the
-  SDK's ``session.merge``) can deadlock on the lock upgrade, which SQLite reports at once
-  as "database is locked" instead of waiting.
-* PostgreSQL: asyncpg with a connect timeout and pre-ping, so connections broken by a
-  database restart are replaced transparently.
+We pick the async driver SQLAlchemy needs and turn our own query parameters into driver
+arguments. SQLite transactions start with ``BEGIN IMMEDIATE`` (the write lock up front):
+otherwise two transactions that read and then write (the SDK's ``session.merge``) can
+deadlock on the lock upgrade, which SQLite reports at once as "database is locked"
+instead of waiting. PostgreSQL engines pre-ping, so connections broken by a database
+restart are replaced transparently.
 """
 
 from __future__ import annotations
@@ -34,6 +29,7 @@ __all__ = [
     "create_engine",
     "create_sqlite_writer_engine",
     "parse_store_url",
+    "read",
 ]
 
 StoreKind = Literal["memory", "sqlite", "postgresql"]
@@ -163,6 +159,13 @@ def _postgres(url: URL, driver: str) -> StoreURL:
 SQLITE_BUSY_TIMEOUT_MS = 15_000
 #: Execution option for connections that only read (SQLite then takes no write lock).
 READ_ONLY = "apcore_a2a_read_only"
+
+
+async def read(engine: AsyncEngine, stmt: Any) -> list[Any]:
+    """The rows of *stmt*, on a read-only connection (no SQLite write lock)."""
+    async with engine.connect() as conn:
+        conn = await conn.execution_options(**{READ_ONLY: True})
+        return list((await conn.execute(stmt)).all())
 
 
 def create_engine(store_url: StoreURL) -> AsyncEngine:

@@ -1,28 +1,10 @@
 """Wake-ups for event subscribers: read the event table when it has news, not on a timer.
 
-The SDK's ``DatabaseTaskEventStream.subscribe`` reads the event table, then sleeps
-``poll_interval_s`` whenever it found nothing; it has no hook for an earlier wake-up.
-:class:`WakingTaskEventStream` keeps its table, cursor and version semantics and replaces
-that sleep by "until woken". The event table stays the source of truth; a wake-up only
-tells a subscriber to read it, and a subscriber's event is cleared *before* each read, so
-a wake-up that arrives during the read is not lost. Replicas without wake-ups (or plain
-a2a-sdk replicas) on the same database interoperate: they still poll.
-
-* :class:`WakeHub` — the subscribers of one process, by task id, each with its cursor.
-* :class:`PgListener` — PostgreSQL: an ``AFTER INSERT`` trigger on ``task_events`` calls
-  ``pg_notify`` on the schema's own channel with ``"<task id> <seq>"``; one ``LISTEN``
-  connection per process (asyncpg, outside the pool) wakes that task's subscribers that
-  have not read that far. A notification naming no followed task costs nothing. A
-  trigger rather than a ``NOTIFY`` issued by our writes: it fires for every writer (a
-  plain a2a-sdk replica too), inside the writing transaction, so the notification is
-  delivered only at commit, when the row is readable.
-* :class:`FileWatcher` — SQLite: while anyone subscribes, ``stat()`` the database file and
-  its ``-wal`` every few milliseconds (no query, no lock) and wake everyone on a change.
-* :class:`SafetyPoll` — subscribers never poll themselves: one query per process asks for
-  the newest event of every followed task and wakes those behind; every
-  :data:`SAFETY_POLL` seconds while wake-ups flow, else (off, not installable, the
-  connection lost) every ``cluster_poll_interval``, switching at once when the listening
-  connection drops.
+The SDK's ``DatabaseTaskEventStream.subscribe`` sleeps ``poll_interval_s`` whenever a read
+found nothing and has no hook for an earlier wake-up; :class:`WakingTaskEventStream` keeps
+its table, cursor and version semantics and replaces that sleep by "until woken". The
+mechanisms (:class:`PgListener`, :class:`FileWatcher`, :class:`SafetyPoll`) and why a
+trigger rather than our own ``NOTIFY`` are in ``docs/storage.md`` (*Wake-ups and latency*).
 """
 
 from __future__ import annotations
@@ -46,7 +28,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from apcore_a2a.upstream.task_version import version_number
 
 from ._pg_writer import pg_connect
-from ._urls import READ_ONLY, StoreURL
+from ._urls import StoreURL, read
 
 __all__ = ["SAFETY_POLL", "WakeHub", "WakingTaskEventStream"]
 
@@ -373,7 +355,7 @@ class WakingTaskEventStream(DatabaseTaskEventStream):
         stmt = select(func.max(_E.seq)).where(
             _E.task_id == task_id, _E.task_version <= version_number(version)
         )
-        rows = await self._read(stmt)
+        rows = await read(self.engine, stmt)
         return int(rows[0][0] or 0)
 
     async def tail(
@@ -394,7 +376,7 @@ class WakingTaskEventStream(DatabaseTaskEventStream):
                     .limit(PAGE_SIZE)
                 )
                 try:
-                    rows = await self._read(stmt)
+                    rows = await read(self.engine, stmt)
                 except OperationalError:
                     logger.debug("Transient DB error reading events of %s", task_id, exc_info=True)
                     await asyncio.sleep(self.poll_interval)
@@ -419,10 +401,5 @@ class WakingTaskEventStream(DatabaseTaskEventStream):
                 .where(_E.task_id.in_(task_ids[start : start + 500]))
                 .group_by(_E.task_id)
             )
-            heads.update((task_id, int(seq)) for task_id, seq in await self._read(stmt))
+            heads.update((task_id, int(seq)) for task_id, seq in await read(self.engine, stmt))
         return heads
-
-    async def _read(self, stmt: Any) -> list[Any]:
-        async with self.engine.connect() as conn:
-            conn = await conn.execution_options(**{READ_ONLY: True})
-            return list((await conn.execute(stmt)).all())

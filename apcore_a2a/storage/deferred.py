@@ -1,40 +1,12 @@
 """Fewer writes per task: what a blocking call passes through waits in memory.
 
-The SDK stores a task at every event: a blocking ``SendMessage`` for ``math.add`` is four
-transactions (submitted, working, working with the artifact, completed) and three reads of
-a task id it has just made up; in cluster mode each is a versioned compare-and-swap with
-its event row, about forty round trips. Only the last state is ever seen by the caller,
-who gets the answer once it is stored. So, for a blocking call (``DEFER_STATE_KEY``):
-
-* the states it passes through on its way (``submitted``, ``working``) are kept in memory
-  and written only if the call is still running :data:`WRITE_DELAY` seconds later, so a
-  long task is durable and restart recovery closes it out as before;
-* the state it answers with (terminal, ``input-required``, ``auth-required``) and every
-  state of a task whose id the caller already holds (streams, ``returnImmediately``, a
-  push config's webhook) is written at once, before the answer;
-* reads of a kept task in this process are answered from memory, and a task id this
-  request made up (``NEW_TASK_STATE_KEY``) is not looked up before its first save.
-
-A process killed within the delay loses a task whose answer was never sent.
-
-Writes go through a :class:`GroupCommit` (the saves that gathered share one transaction;
-PostgreSQL: one statement on the writer's own connection, :mod:`._pg_writer`):
-
-* :class:`DeferredWrites` (no cluster): one multi-row upsert into the SDK's ``tasks``
-  instead of the SDK's ORM ``merge`` per save; on a SQLite file on a writer thread of its
-  own with a synchronous engine (one hop per batch, not one per statement through
-  aiosqlite). A kept state is rewritten at most once per delay while the call runs.
-* :class:`DeferredClusterWrites`: a new task of a blocking call is kept with its versions
-  (1, 2, 3, ...) and the event of each; its answer is written in one transaction with
-  everything kept: the version row at the final version, the task row, one event row per
-  version -- the rows, at the versions, that a save per event would have left, so other
-  replicas, resubscribing streams and the SDK's compare-and-swap see no difference. After
-  the delay it is written as it stands (with its claim), and from then on every save goes
-  to the SDK's ``VersionedDatabaseTaskStore`` after a claim for a running task
-  (``_replicas.py``: a running task row always has its replica's claim).
-
-Rows are exactly what the SDK's stores write (``upstream/sql_task_rows.py``), so they read
-them back unchanged; owner scoping is the SDK's owner resolver.
+The rule and its promises are in ``docs/storage.md`` (*How tasks are written*);
+``docs/architecture.md`` draws where these layers sit. Reasons kept here: the SDK stores
+a blocking ``SendMessage`` four times and looks up three times an id it made up (in
+cluster mode about forty round trips), though the caller only ever sees the last state.
+A kept cluster task carries the versions and events a save per event would have made,
+so other replicas, resubscribing streams and the SDK's compare-and-swap see no
+difference. Rows are exactly what the SDK's stores write (``upstream/sql_task_rows.py``).
 """
 
 from __future__ import annotations

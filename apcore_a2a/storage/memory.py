@@ -1,18 +1,9 @@
-"""A bounded in-memory task store.
+"""A bounded in-memory task store (the rules: ``docs/storage.md``, *The memory store is bounded*).
 
 Listing, owner scoping, copying and pagination are the SDK's ``InMemoryTaskStore``; this
-class only decides which tasks to forget so memory stays bounded:
-
-* a finished task (completed, failed, canceled, rejected) older than ``ttl_seconds``
-  since its last save is dropped on the next save;
-* when a new task arrives at ``max_capacity``, the least recently saved finished task
-  makes room;
-* a task that is not finished (submitted, working, input-required, auth-required) is
-  never evicted. If every stored task is unfinished, the store grows past
-  ``max_capacity`` rather than lose live work, and logs a warning.
-
-Every operation is O(1) amortized: finished tasks sit in an insertion-ordered dict,
-oldest first, so expiry and eviction only ever look at its head.
+class only decides which tasks to forget. Every operation is O(1) amortized: finished
+tasks sit in an insertion-ordered dict, oldest first, so expiry and eviction only ever
+look at its head.
 """
 
 from __future__ import annotations

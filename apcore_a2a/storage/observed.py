@@ -1,19 +1,12 @@
 """Store layers: the one base of every task-store wrapper, and the view at the chain's top.
 
-A :class:`Layer` holds ``inner`` and passes ``list``/``peek`` through unless it overrides
-them. The SDK tells plain stores from versioned ones by type, so a layer is one or the
-other: :class:`TaskStoreLayer`, :class:`VersionedStoreLayer`.
-
-The top of every chain is one view (:func:`store_view`):
-
-* every call is awaited through *around* (the outage guard, ``outages.py``);
-* save listeners run right after a save succeeded, in the saving coroutine, and must not
-  block (0.3 push snapshots, per-caller quotas, turn claims); adding a listener to a view
-  gives a view with one more listener, never a view of a view;
-* a read is answered once per request: the task a request read is kept in its call
-  context (a copy per answer) for a second at most, and until the task is saved in
-  this process, so a follow-up message (turn check, routing, the SDK's own load) reads
-  its stored task once.
+A :class:`Layer` holds ``inner`` and passes ``list``/``peek`` through. The SDK tells
+plain stores from versioned ones by type, so a layer is one or the other. The view
+(:func:`store_view`) awaits every call through *around* (the outage guard), runs save
+listeners right after a save in the saving coroutine (they must not block), and answers
+a read once per request: the task a request read is kept in its call context for a
+second at most, until it is saved here, so a follow-up message (turn check, routing, the
+SDK's own load) reads its stored task once.
 """
 
 from __future__ import annotations

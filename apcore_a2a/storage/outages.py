@@ -1,13 +1,8 @@
 """A store outage is a retryable, typed answer, not an internal error.
 
-When the database behind a SQL store cannot be reached (refused, reset, timed out,
-restarting), the SDK would answer the caller with a generic internal error. The stores an
-agent runs on are wrapped here so such failures raise
-:class:`apcore_a2a.errors.StoreUnavailableError` instead: JSON-RPC -32092 with
-``retryAfter`` in its data, HTTP 503 with ``Retry-After``, gRPC ``UNAVAILABLE``. Other
-database errors (a constraint, a bad query) are not outages and pass unchanged. Nothing
-is written twice: the error is raised where the store call failed, and the caller decides
-whether to retry.
+Failures that mean the database cannot be reached raise
+:class:`apcore_a2a.errors.StoreUnavailableError` where the store call failed (nothing is
+written twice); other database errors pass unchanged (``docs/storage.md``, *Health*).
 """
 
 from __future__ import annotations

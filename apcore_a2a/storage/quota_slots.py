@@ -1,16 +1,12 @@
 """Quota slots in the shared database: per-caller limits that hold across processes.
 
-A limit of N for one subject (a caller key) is N numbered slots. Taking one inserts a free
-slot number in one statement, and the primary key makes that atomic: of two processes
-racing for one slot, one insert wins and the other tries another free slot, or finds none
-and is refused. So N replicas (or ``workers``) together never hand out more
-than N, where counting first and creating after would let every racer through.
-
-A slot taken for the life of a request or a stream is leased to the replica that took it:
-given back, it waits :data:`LEASE_SECONDS` for the next request of the same caller there
-(a busy caller costs no round trip per request), then is freed; the leases of a replica
-found dead are freed when a subject is full. A slot renamed to a lasting holder (a task
-id) names no replica: it lives until that holder gives it back, from any process.
+A limit of N for one subject (a caller key) is N numbered slots; taking one inserts a
+free slot number, and the primary key makes that atomic, so N replicas together never
+hand out more than N (counting first and creating after would let every racer through).
+A slot taken for a request or a stream is leased to its replica: given back, it waits
+:data:`LEASE_SECONDS` for the same caller's next request there, then is freed; leases of
+dead replicas are freed when a subject is full. A slot renamed to a lasting holder (a
+task id) names no replica and lives until that holder gives it back, from any process.
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
 """The task store, push-config store and cluster event stream an agent runs on.
 
 :func:`open_stores` is the one place the store chain is composed from the settings
-(``docs/architecture.md`` draws it, with the rows each part writes)::
-
-    memory://     view -> BoundedMemoryTaskStore
-    SQL           view (outage guard) -> DeferredWrites -> DatabaseTaskStore (SDK)
-    SQL, cluster  view (outage guard) -> DeferredClusterWrites -> ChunkedTaskStore (SDK's
-                  VersionedDatabaseTaskStore; streamed chunks in task_events only)
+(``docs/architecture.md``, *The save path*, draws it with the rows each part writes).
 """
 
 from __future__ import annotations
