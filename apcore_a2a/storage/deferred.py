@@ -87,28 +87,14 @@ class GroupCommit(Generic[_T]):
 
     async def aclose(self) -> None:
         """Wait for the batch under way (its callers get its outcome)."""
-        writer = self._writer
-        if writer is not None:
-            await asyncio.wait({writer})
+        if self._writer is not None:
+            await asyncio.wait({self._writer})
 
     async def _write_all(self) -> None:
         try:
             while self._queue:
                 batch, self._queue = self._queue[:MAX_BATCH], self._queue[MAX_BATCH:]
-                try:
-                    await self._write([item for item, _ in batch])
-                except IntegrityError as exc:
-                    if len(batch) == 1:
-                        _settle(batch, exc)
-                    else:
-                        for item, done in batch:
-                            await self._write_one(item, done)
-                except BaseException as exc:
-                    _settle(batch, exc)
-                    if not isinstance(exc, Exception):
-                        raise
-                else:
-                    _settle(batch, None)
+                await self._commit(batch)
         finally:
             self._writer = None
             for _, done in self._queue:  # only if the writer itself was canceled
@@ -116,23 +102,27 @@ class GroupCommit(Generic[_T]):
                     done.cancel()
             self._queue = []
 
-    async def _write_one(self, item: _T, done: asyncio.Future[None]) -> None:
+    async def _commit(self, batch: list[tuple[_T, asyncio.Future[None]]]) -> None:
+        outcome: BaseException | None = None
         try:
-            await self._write([item])
-        except Exception as exc:
-            _settle([(item, done)], exc)
-        else:
-            _settle([(item, done)], None)
-
-
-def _settle(batch: list[tuple[_T, asyncio.Future[None]]], exc: BaseException | None) -> None:
-    for _, done in batch:
-        if done.done():
-            continue
-        if exc is None:
-            done.set_result(None)
-        else:
-            done.set_exception(exc)
+            await self._write([item for item, _ in batch])
+        except IntegrityError as exc:
+            if len(batch) > 1:
+                for one in batch:
+                    await self._commit([one])
+                return
+            outcome = exc
+        except BaseException as exc:
+            outcome = exc
+        for _, done in batch:
+            if done.done():
+                continue
+            if outcome is None:
+                done.set_result(None)
+            else:
+                done.set_exception(outcome)
+        if outcome is not None and not isinstance(outcome, Exception):
+            raise outcome
 
 
 def _made_up_here(task_id: str, context: ServerCallContext) -> bool:
@@ -149,6 +139,13 @@ def _copy(task: Task) -> Task:
     copy = Task()
     copy.CopyFrom(task)
     return copy
+
+
+def _forget(kept: dict[str, _Kept], task_id: str) -> _Kept | None:
+    found = kept.pop(task_id, None)
+    if found is not None and found.timer is not None:
+        found.timer.cancel()
+    return found
 
 
 @dataclass(slots=True, eq=False)
@@ -195,28 +192,25 @@ class DeferredWrites(TaskStoreLayer):
         )
         self._group: GroupCommit[dict[str, Any]] = GroupCommit(self._write_batch)
         self._sync_engine = sync_engine
-        self._thread = None
-        if sync_engine is not None:
-            self._thread = ThreadPoolExecutor(1, thread_name_prefix="apcore-a2a-sqlite-writer")
+        self._thread = (
+            ThreadPoolExecutor(1, thread_name_prefix="apcore-a2a-sqlite-writer")
+            if sync_engine is not None
+            else None
+        )
         self._pg = pg_writer
         if pg_writer is not None:
             self._pg_upsert = PgInsert(table, dialect, conflict_key="id")
 
     async def save(self, task: Task, context: ServerCallContext) -> None:
-        kept = self._kept.get(task.id)
         if task.status.state in _PASSING and context.state.get(DEFER_STATE_KEY):
-            self._keep(task, context, kept)
-
+            self._keep(task, context, self._kept.get(task.id))
             _forget_new(task.id, context)
             return
-        if kept is not None:
-            # This write supersedes the kept state; one already under way lands first.
-            del self._kept[task.id]
-            if kept.timer is not None:
-                kept.timer.cancel()
-            if kept.writing is not None:
-                with contextlib.suppress(Exception):
-                    await asyncio.shield(kept.writing)
+        # This write supersedes the kept state; one already under way lands first.
+        kept = _forget(self._kept, task.id)
+        if kept is not None and kept.writing is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(kept.writing)
         await self._group.submit(self._rows.row(task, self._owner(context)))
         _forget_new(task.id, context)
 
@@ -229,9 +223,7 @@ class DeferredWrites(TaskStoreLayer):
         return await self.inner.get(task_id, context)
 
     async def delete(self, task_id: str, context: ServerCallContext) -> None:
-        kept = self._kept.pop(task_id, None)
-        if kept is not None and kept.timer is not None:
-            kept.timer.cancel()
+        _forget(self._kept, task_id)
         await self.inner.delete(task_id, context)
 
     async def aclose(self) -> None:
@@ -402,7 +394,7 @@ class DeferredClusterWrites(VersionedStoreLayer):
         return stored
 
     async def delete(self, task_id: str, context: ServerCallContext) -> None:
-        self._forget(task_id)
+        _forget(self._kept, task_id)
         self.registry.release(task_id)
         await self.inner.delete(task_id, context)
 
@@ -435,15 +427,10 @@ class DeferredClusterWrites(VersionedStoreLayer):
             # The answer: everything kept and this state, in one transaction. On failure
             # the kept state stays as it was (the delay still writes it).
             await self._write(task.id, kept.owner, _copy(task), version, events)
-            self._forget(task.id)
+            _forget(self._kept, task.id)
             self.registry.release(task.id)
         _forget_new(task.id, context)
         return TaskVersion(version)
-
-    def _forget(self, task_id: str) -> None:
-        kept = self._kept.pop(task_id, None)
-        if kept is not None and kept.timer is not None:
-            kept.timer.cancel()
 
     def _write_later(self, task_id: str) -> None:
         kept = self._kept.get(task_id)
@@ -470,7 +457,7 @@ class DeferredClusterWrites(VersionedStoreLayer):
                     self._delay, self._write_later, task_id
                 )
                 return
-            self._forget(task_id)
+            _forget(self._kept, task_id)
 
     async def _write(
         self, task_id: str, owner: str, task: Task, version: int, events: list[tuple[int, bytes]]
