@@ -70,15 +70,8 @@ async def pg_connect(store_url: StoreURL, application_name: str) -> Any:
     server_settings = dict(args.pop("server_settings", {}))
     where = server_settings.get("search_path") or url.database
     server_settings["application_name"] = f"{application_name} {where}"[:63]
-    return await asyncpg.connect(
-        host=url.host,
-        port=url.port,
-        user=url.username,
-        password=url.password,
-        database=url.database,
-        server_settings=server_settings,
-        **args,
-    )
+    dsn = url.set(drivername="postgresql").render_as_string(hide_password=False)
+    return await asyncpg.connect(dsn, server_settings=server_settings, **args)
 
 
 class PgInsert:

@@ -77,14 +77,13 @@ class WakeHub:
                 start()
         return waiter
 
-    def unregister(self, task_id: str, waiter: asyncio.Event) -> None:
-        waiters = self._waiters.get(task_id)
-        if waiters is None or not isinstance(waiter, Waiter) or waiter not in waiters:
-            return
-        waiters.discard(waiter)
-        self.count -= 1
-        if not waiters:
-            del self._waiters[task_id]
+    def unregister(self, task_id: str, waiter: Waiter) -> None:
+        waiters = self._waiters.get(task_id, set())
+        if waiter in waiters:
+            waiters.discard(waiter)
+            self.count -= 1
+            if not waiters:
+                del self._waiters[task_id]
 
     def followed(self) -> list[str]:
         return list(self._waiters)
@@ -96,9 +95,8 @@ class WakeHub:
                 waiter.set()
 
     def wake_all(self) -> None:
-        for waiters in self._waiters.values():
-            for waiter in waiters:
-                waiter.set()
+        for task_id in self._waiters:
+            self.wake(task_id)
 
 
 async def _install_notify_trigger(engine: AsyncEngine) -> None:

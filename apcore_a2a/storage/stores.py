@@ -129,15 +129,10 @@ def open_stores(
     heartbeat_interval: float = DEFAULT_HEARTBEAT_INTERVAL,
     replica_timeout: float = DEFAULT_REPLICA_TIMEOUT,
 ) -> Stores:
-    """Build the stores for *task_store* (a URL or a ``TaskStore``) without any I/O.
-
-    URL forms: ``memory://`` (bounded, see :class:`BoundedMemoryTaskStore`),
-    ``sqlite:///path/tasks.db``, ``postgresql://user@host/db`` (``postgres://`` and
-    explicit ``+aiosqlite`` / ``+asyncpg`` drivers are accepted; PostgreSQL also takes
-    ``?schema=NAME``, ``?sslmode=...`` and ``?pool_size=N``). A ``TaskStore`` object is
-    used as is, with an in-memory push-config store beside it.
-
-    Raises ``ValueError`` for an unusable URL or setting combination.
+    """Build the stores for *task_store* without any I/O: a URL (the forms:
+    ``docs/storage.md``, *URLs*) or a ``TaskStore`` object, used as is with an in-memory
+    push-config store beside it. Raises ``ValueError`` for an unusable URL or setting
+    combination.
     """
     url = parse_store_url(task_store) if isinstance(task_store, str) else None
     if settings.cluster and (url is None or url.kind == "memory"):
