@@ -92,12 +92,11 @@ class SqlBackend:
             if self.store_url.kind == "postgresql":
                 await self._check_connections()
             await self._create_tables()
-            if self.registry is None:
-                await fail_tasks(self.engine, _running(), self.task_store)
-            else:
+            running = _running()
+            if self.registry is not None:
                 await self.registry.register()
-                orphaned = _orphaned(self.registry.live_cutoff())
-                await fail_tasks(self.engine, orphaned, self.task_store)
+                running = _orphaned(self.registry.live_cutoff())
+            await fail_tasks(self.engine, running, self.task_store)
         except _DB_ERRORS as exc:
             # Wrong password, missing database, no permission: the store is unusable
             # either way, and the operator needs the reason, not a traceback.
@@ -117,9 +116,7 @@ class SqlBackend:
         loops, self._loops = self._loops, []
         for loop in loops:
             loop.cancel()
-        for loop in loops:
-            with contextlib.suppress(asyncio.CancelledError):
-                await loop
+        await asyncio.gather(*loops, return_exceptions=True)
         for close in self.closers:
             await close()
         if self.registry is not None and self._started:

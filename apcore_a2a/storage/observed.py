@@ -42,10 +42,6 @@ _READS_STATE_KEY = "apcore_a2a_reads"
 _READ_TTL = 1.0
 
 
-async def _plain(call: Awaitable[_T]) -> _T:
-    return await call
-
-
 class Layer:
     """*inner* with ``list``/``peek`` passed through ``_call``."""
 
@@ -76,13 +72,13 @@ class VersionedStoreLayer(Layer, VersionedTaskStore):
 
 
 class _ViewMixin(Layer):
-    _around: Around
+    _around: Around | None
     _saved: tuple[SaveListener, ...]
     #: task id -> when it was last saved through a view of this chain (any request)
     _saves: TTLCache[str, float]
 
     async def _call(self, call: Awaitable[_T]) -> _T:
-        result: _T = await self._around(call)
+        result: _T = await (call if self._around is None else self._around(call))
         return result
 
     async def get(self, task_id: str, context: ServerCallContext) -> Any:
@@ -154,7 +150,7 @@ def store_view(
         around, listeners, saves = store._around, (*store._saved, *listeners), store._saves
         store = store.inner
     view = _VersionedView(store) if isinstance(store, VersionedTaskStore) else _View(store)
-    view._around, view._saved, view._saves = around or _plain, listeners, saves
+    view._around, view._saved, view._saves = around, listeners, saves
     return view
 
 

@@ -16,7 +16,7 @@ from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 
 from apcore_a2a.errors import StoreUnavailableError
 
-__all__ = ["RETRY_AFTER", "UNAVAILABLE", "guard_push_outages", "guarded", "is_outage"]
+__all__ = ["RETRY_AFTER", "UNAVAILABLE", "GuardedPushStore", "guarded", "is_outage"]
 
 logger = logging.getLogger(__name__)
 
@@ -37,37 +37,31 @@ UNAVAILABLE: tuple[type[BaseException], ...] = (
 
 def is_outage(exc: BaseException) -> bool:
     """Whether *exc* means the database cannot be reached right now."""
-    if isinstance(exc, UNAVAILABLE):
-        return True
-    return isinstance(exc, DBAPIError) and bool(exc.connection_invalidated)
+    invalidated = isinstance(exc, DBAPIError) and exc.connection_invalidated
+    return isinstance(exc, UNAVAILABLE) or bool(invalidated)
 
 
 async def guarded(call: Awaitable[_T]) -> _T:
     """Await *call*, raising ``StoreUnavailableError`` if it failed on an outage."""
     try:
         return await call
-    except StoreUnavailableError:
-        raise
-    except Exception as exc:
+    except Exception as exc:  # our StoreUnavailableError is no outage type: passes as is
         if not is_outage(exc):
             raise
         logger.warning("task store unavailable: %s", type(exc).__name__)
         raise StoreUnavailableError(retry_after=RETRY_AFTER) from None
 
 
-def guard_push_outages(store: PushNotificationConfigStore) -> PushNotificationConfigStore:
-    """A push-config store raising ``StoreUnavailableError`` on outages."""
-    return _GuardedPushStore(store)
-
-
 def _guard(name: str) -> Any:
-    async def call(self: _GuardedPushStore, *args: Any, **kwargs: Any) -> Any:
+    async def call(self: GuardedPushStore, *args: Any, **kwargs: Any) -> Any:
         return await guarded(getattr(self.inner, name)(*args, **kwargs))
 
     return call
 
 
-class _GuardedPushStore(PushNotificationConfigStore):
+class GuardedPushStore(PushNotificationConfigStore):
+    """A push-config store raising ``StoreUnavailableError`` on outages."""
+
     def __init__(self, inner: PushNotificationConfigStore) -> None:
         self.inner = inner
 

@@ -176,7 +176,7 @@ def _sql_stores(
     from ._sql_backend import SqlBackend
     from ._wakeups import WakingTaskEventStream
     from .deferred import DeferredClusterWrites, DeferredWrites
-    from .outages import guard_push_outages, guarded
+    from .outages import GuardedPushStore, guarded
     from .quota_slots import SqlQuotaSlots
     from .streamed import ChunkedTaskStore
     from .turns import SqlTurnClaims
@@ -204,7 +204,7 @@ def _sql_stores(
         poll_interval=settings.cluster_poll_interval,
         connections=(url.pool_size + len(held) - 1, settings.workers, " + ".join(held)),
     )
-    push = guard_push_outages(push_store)
+    push = GuardedPushStore(push_store)
     if not settings.cluster:
         plain = DatabaseTaskStore(engine)
         sync_engine = create_sqlite_writer_engine(url)
