@@ -10,8 +10,8 @@ import os
 import socket
 import time
 import uuid
-from collections import OrderedDict
 
+from cachetools import LRUCache
 from sqlalchemy import (
     Column,
     Float,
@@ -79,7 +79,7 @@ class ReplicaRegistry:
         self.replica_id = uuid.uuid4().hex
         # Task ids this replica has a claim row for, so a task's many "working" saves
         # write the claim once. Bounded: a miss only costs one idempotent upsert.
-        self._claimed: OrderedDict[str, None] = OrderedDict()
+        self._claimed: LRUCache[str, bool] = LRUCache(maxsize=_CLAIM_CACHE_SIZE)
 
     def live_cutoff(self) -> float:
         """Heartbeats at or after this wall-clock time count as alive."""
@@ -139,8 +139,7 @@ class ReplicaRegistry:
 
     async def claim(self, task_id: str, owner: str) -> None:
         """Record that this replica runs *task_id* (idempotent, cached)."""
-        if task_id in self._claimed:
-            self._claimed.move_to_end(task_id)
+        if self._claimed.get(task_id):
             return
         upsert = pg_insert if self.engine.dialect.name == "postgresql" else sqlite_insert
         stmt = upsert(claims_table).values(task_id=task_id, owner=owner, replica_id=self.replica_id)
@@ -150,9 +149,7 @@ class ReplicaRegistry:
         )
         async with self.engine.begin() as conn:
             await conn.execute(stmt)
-        self._claimed[task_id] = None
-        if len(self._claimed) > _CLAIM_CACHE_SIZE:
-            self._claimed.popitem(last=False)
+        self._claimed[task_id] = True
 
     def release(self, task_id: str) -> None:
         """Forget the cached claim once the task leaves the running states (the row

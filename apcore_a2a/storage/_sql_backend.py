@@ -304,12 +304,9 @@ def _mark_failed(task: Task) -> None:
 async def fail_tasks(
     engine: AsyncEngine, stmt: Any, store: DatabaseTaskStore | VersionedDatabaseTaskStore
 ) -> None:
-    """Move each task *stmt* finds that is still running to ``failed``.
-
-    With a versioned (cluster) store the write is a compare-and-swap that also appends a
-    status event, so subscribers on other replicas see the failure; a task another
-    replica advanced meanwhile is left alone.
-    """
+    """Move each task *stmt* finds that is still running to ``failed``; in cluster mode a
+    compare-and-swap with a status event (other replicas' subscribers see it), so a task
+    another replica advanced meanwhile is left alone."""
     versioned = (
         store if isinstance(store, VersionedDatabaseTaskStore) else LegacyTaskStoreAdapter(store)
     )

@@ -40,19 +40,13 @@ _SSL_MODES = {"disable", "allow", "prefer", "require", "verify-ca", "verify-full
 
 
 class StoreUnavailableError(Exception):
-    """The task store cannot be reached or used right now.
-
-    The message names the store with its password masked, so it is safe to show to
-    operators and in ``/health`` responses.
-    """
+    """The task store cannot be reached or used right now (the message masks the
+    password: safe for operators and ``/health``)."""
 
 
 @dataclass(frozen=True, slots=True)
 class StoreURL:
-    """A parsed task store URL.
-
-    ``display`` is safe for logs and error messages (the password is masked).
-    """
+    """A parsed task store URL; ``display`` masks the password (safe for logs)."""
 
     kind: StoreKind
     display: str
@@ -71,10 +65,7 @@ class StoreURL:
 
 
 def parse_store_url(text: str) -> StoreURL:
-    """Parse *text* into a :class:`StoreURL`.
-
-    Raises ``ValueError`` with a message that names the accepted forms.
-    """
+    """Parse *text*; ``ValueError`` with a message that names the accepted forms."""
     if not isinstance(text, str) or not text.strip():
         raise ValueError(f"task store URL is empty; expected {_EXAMPLES}")
     text = text.strip()
@@ -123,13 +114,12 @@ def _postgres(url: URL, driver: str) -> StoreURL:
     if not url.database:
         raise ValueError("PostgreSQL task store URL names no database: postgresql://host/DBNAME")
     query = dict(url.query)
-    server_settings: dict[str, str] = {}
     connect_args: dict[str, Any] = {"timeout": 5.0}
     schema = query.pop("schema", None)
     if schema is not None:
         if not isinstance(schema, str) or not _IDENTIFIER.match(schema):
             raise ValueError(f"schema must be a plain SQL identifier, got {schema!r}")
-        server_settings["search_path"] = schema
+        connect_args["server_settings"] = {"search_path": schema}
     sslmode = query.pop("sslmode", None)
     if sslmode is not None:
         if sslmode not in _SSL_MODES:
@@ -143,14 +133,10 @@ def _postgres(url: URL, driver: str) -> StoreURL:
             f"unsupported PostgreSQL task store options {sorted(query)}; supported: schema, "
             "sslmode, pool_size"
         )
-    if server_settings:
-        connect_args["server_settings"] = server_settings
-    clean = url.set(drivername="postgresql+asyncpg", query={})
-    display_url = url.set(drivername="postgresql")
     return StoreURL(
         kind="postgresql",
-        display=display_url.render_as_string(hide_password=True),
-        url=clean,
+        display=url.set(drivername="postgresql").render_as_string(hide_password=True),
+        url=url.set(drivername="postgresql+asyncpg", query={}),
         connect_args=connect_args,
         pool_size=int(pool),
     )

@@ -14,6 +14,7 @@ import contextlib
 import logging
 import os
 from collections.abc import AsyncGenerator, Awaitable, Callable
+from functools import partial
 from typing import Any
 
 from a2a.server.cluster import DatabaseTaskEventStream, TaskVersion, VersionedEvent
@@ -298,10 +299,9 @@ class WakingTaskEventStream(DatabaseTaskEventStream):
         self.hub = WakeHub()
         self.listener: PgListener | None = None
         self.watcher: FileWatcher | None = None
-        self._store_url = store_url
         self._ready = False
         if wakeups and store_url.kind == "postgresql":
-            self.listener = PgListener(self.hub, self._pg_connect)
+            self.listener = PgListener(self.hub, partial(pg_connect, store_url, LISTEN_APPLICATION))
         elif wakeups and store_url.sqlite_path is not None:
             self.watcher = FileWatcher(self.hub, store_url.sqlite_path)
         self.poll = SafetyPoll(
@@ -333,9 +333,6 @@ class WakingTaskEventStream(DatabaseTaskEventStream):
         for loop in (self.listener, self.watcher, self.poll):
             if loop is not None:
                 await loop.aclose()
-
-    async def _pg_connect(self) -> Any:
-        return await pg_connect(self._store_url, LISTEN_APPLICATION)
 
     async def subscribe(
         self, task_id: str, *, after: TaskVersion

@@ -94,20 +94,15 @@ class Stores:
         return found.task if isinstance(found, StoredTask) else found
 
     def watch_cancels(self, running: Callable[[], list[str]], stop: Callable[[str], None]) -> None:
-        """Cluster mode: stop a local run once another replica has canceled its task.
-
-        *running* lists the task ids executing in this process; *stop* is called with
-        one of them when the shared store says it is ``canceled``. No-op otherwise.
-        """
+        """Cluster mode (else a no-op): call *stop* with each task id of *running* (those
+        executing here) that another replica has canceled in the shared store."""
         if self._backend is not None and self.event_stream is not None:
             self._backend.cancel_watch = (running, stop)
 
     async def start(self) -> None:
-        """Create missing tables, fail tasks a dead process left running, start loops.
-
-        Raises :class:`StoreUnavailableError` when the database cannot be reached, or
-        cannot take the connections this agent would open (PostgreSQL).
-        """
+        """Create missing tables, fail tasks a dead process left running, start loops;
+        :class:`StoreUnavailableError` when the database cannot be reached or cannot take
+        the connections this agent would open (PostgreSQL)."""
         if self._backend is not None:
             await self._backend.start()
 
