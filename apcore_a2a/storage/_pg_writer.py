@@ -170,7 +170,6 @@ class PgWriter:
             for insert in inserts:
                 parts.append(insert.from_arrays(first))
                 first += len(insert._columns)
-
             ctes = ", ".join(f"s{i} AS ({part})" for i, part in enumerate(parts[:-1]))
             sql = self._combined[key] = f"WITH {ctes} {parts[-1]}"
         return sql

@@ -184,9 +184,7 @@ class SqlBackend:
                 except _DB_ERRORS as exc:
                     logger.warning("%s failed: %s", what, type(exc).__name__)
 
-        task = asyncio.ensure_future(loop())
-        task.set_name(f"apcore-a2a-store-{name}")
-        self._loops.append(task)
+        self._loops.append(asyncio.create_task(loop(), name=f"apcore-a2a-store-{name}"))
 
     async def _heartbeat(self) -> None:
         assert self.registry is not None

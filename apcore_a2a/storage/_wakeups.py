@@ -137,8 +137,7 @@ class _Loop:
 
     def start(self) -> None:
         if self._task is None or self._task.done():
-            self._task = asyncio.ensure_future(self._run())
-            self._task.set_name(self._name)
+            self._task = asyncio.create_task(self._run(), name=self._name)
 
     async def aclose(self) -> None:
         task, self._task = self._task, None

@@ -297,13 +297,8 @@ class DeferredWrites(TaskStoreLayer):
             conn.execute(self._upsert, rows)
 
 
-@dataclass(slots=True, frozen=True)
-class _Write:
-    task_id: str
-    owner: str
-    row: dict[str, Any]
-    version: int
-    events: list[tuple[int, bytes]]
+#: one cluster write: its ``task_versions`` row, ``tasks`` row and ``task_events`` rows
+_Write = tuple[dict[str, Any], dict[str, Any], list[dict[str, Any]]]
 
 
 class DeferredClusterWrites(VersionedStoreLayer):
@@ -462,22 +457,20 @@ class DeferredClusterWrites(VersionedStoreLayer):
     async def _write(
         self, task_id: str, owner: str, task: Task, version: int, events: list[tuple[int, bytes]]
     ) -> None:
-        row = self._rows.row(task, owner)
+        ids = {"task_id": task_id, "owner": owner}
+        rows = [{**ids, "task_version": v, "event_data": data} for v, data in events]
+        write = ({**ids, "version": version}, self._rows.row(task, owner), rows)
         try:
-            await self._group.submit(_Write(task_id, owner, row, version, events))
+            await self._group.submit(write)
         except IntegrityError:
             # Its id is taken (the SDK store's "first writer wins" signal, as there).
             raise ConcurrentTaskModificationError(task_id) from None
 
     async def _write_batch(self, batch: list[_Write]) -> None:
         await self.inner.initialize()  # once: the SDK's tables exist from then on
-        events = [
-            {"task_id": w.task_id, "owner": w.owner, "task_version": v, "event_data": data}
-            for w in batch
-            for v, data in w.events
-        ]
-        versions = [{"task_id": w.task_id, "owner": w.owner, "version": w.version} for w in batch]
-        tasks = [w.row for w in batch]
+        versions = [version for version, _, _ in batch]
+        tasks = [task for _, task, _ in batch]
+        events = [event for _, _, rows in batch for event in rows]
         # One statement on PostgreSQL: its parts insert fresh ids, so no lock order to
         # keep; through the engine, version rows before task rows (the SDK store's order).
         if self._pg is not None:

@@ -130,8 +130,7 @@ class ChunkedTaskStore(VersionedDatabaseTaskStore):
                         chunks.append(update.artifact)
         for key, artifact in marked.items():
             del artifact.parts[:]
-            for chunk in parts[key]:
-                artifact.parts.extend(chunk.parts)
+            artifact.parts.extend(part for chunk in parts[key] for part in chunk.parts)
             del artifact.metadata[IN_LOG]
             if not artifact.metadata.fields:
                 artifact.ClearField("metadata")
