@@ -209,9 +209,34 @@ class SqlBackend:
                 stop(task_id)
 
     async def _purge(self) -> None:
+        """Delete finished tasks past retention with their dependent rows (cluster mode:
+        also their versions, events, claims, turns and push-config quota slots)."""
         assert self.retention_seconds is not None
+        # The SDK stores ``last_updated`` as naive UTC (the status timestamp).
+        cutoff = datetime.now(UTC).replace(tzinfo=None) - timedelta(seconds=self.retention_seconds)
         cluster = self.registry is not None
-        deleted = await purge_finished_tasks(self.engine, self.retention_seconds, cluster=cluster)
+        dependents: list[Any] = [PushNotificationConfigModel.__table__]
+        if cluster:
+            dependents += [TaskVersionModel.__table__, TaskEventModel.__table__]
+            dependents += [claims_table, turns_table]
+        finished = select(TaskModel.id).where(
+            TaskModel.last_updated < cutoff, _STATE.in_(_FINISHED_NAMES)
+        )
+        deleted = 0
+        while True:
+            async with self.engine.begin() as conn:
+                ids = [row[0] for row in await conn.execute(finished.limit(_BATCH))]
+                if not ids:
+                    break
+                for table in dependents:
+                    await conn.execute(delete(table).where(table.c.task_id.in_(ids)))
+                if cluster:
+                    slots = slots_table.c
+                    await conn.execute(
+                        delete(slots_table).where(slots.scope == PUSH_SCOPE, slots.subject.in_(ids))
+                    )
+                await conn.execute(delete(TaskModel).where(TaskModel.id.in_(ids)))
+            deleted += len(ids)
         if deleted:
             logger.info("deleted %d finished task(s) past retention", deleted)
 
@@ -329,36 +354,3 @@ async def fail_tasks(
             logger.debug("task %s changed while being marked interrupted; left as is", task_id)
     if changed:
         logger.warning("marked %d interrupted task(s) as failed: %s", changed, INTERRUPTED_MESSAGE)
-
-
-# -- retention -----------------------------------------------------------------
-async def purge_finished_tasks(
-    engine: AsyncEngine, retention_seconds: float, *, cluster: bool
-) -> int:
-    """Delete finished tasks whose last status is older than *retention_seconds*, with
-    their dependent rows (in cluster mode also their push-config quota slots); returns
-    how many tasks were deleted."""
-    # The SDK stores ``last_updated`` as naive UTC (the status timestamp).
-    cutoff = datetime.now(UTC).replace(tzinfo=None) - timedelta(seconds=retention_seconds)
-    dependents: list[Any] = [PushNotificationConfigModel.__table__]
-    if cluster:
-        dependents += [TaskVersionModel.__table__, TaskEventModel.__table__]
-        dependents += [claims_table, turns_table]
-    finished = select(TaskModel.id).where(
-        TaskModel.last_updated < cutoff, _STATE.in_(_FINISHED_NAMES)
-    )
-    total = 0
-    while True:
-        async with engine.begin() as conn:
-            ids = [row[0] for row in await conn.execute(finished.limit(_BATCH))]
-            if not ids:
-                return total
-            for table in dependents:
-                await conn.execute(delete(table).where(table.c.task_id.in_(ids)))
-            if cluster:
-                slots = slots_table.c
-                await conn.execute(
-                    delete(slots_table).where(slots.scope == PUSH_SCOPE, slots.subject.in_(ids))
-                )
-            await conn.execute(delete(TaskModel).where(TaskModel.id.in_(ids)))
-        total += len(ids)

@@ -55,11 +55,6 @@ DEFAULT_REPLICA_TIMEOUT = 10.0
 #: Tasks whose recent events the in-process event log keeps (the most recently active).
 EVENT_LOG_TASKS = 1000
 
-_INSTALL_HINT = {
-    "sqlite": "pip install 'apcore-a2a[sqlite]'",
-    "postgresql": "pip install 'apcore-a2a[postgres]'",
-}
-
 
 @dataclass
 class Stores:
@@ -162,9 +157,10 @@ def _sql_stores(
 
         engine = create_engine(url)
     except ImportError as exc:
+        extra = "postgres" if url.kind == "postgresql" else url.kind
         raise ValueError(
             f"{url.kind} task store needs extra packages ({exc.name or exc}); "
-            f"install them with: {_INSTALL_HINT[url.kind]}"
+            f"install them with: pip install 'apcore-a2a[{extra}]'"
         ) from None
     from ._pg_writer import PgWriter
     from ._replicas import ReplicaRegistry
