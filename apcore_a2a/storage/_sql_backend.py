@@ -96,7 +96,7 @@ class SqlBackend:
             if self.registry is not None:
                 await self.registry.register()
                 running = _orphaned(self.registry.live_cutoff())
-            await fail_tasks(self.engine, running, self.task_store)
+            await self._fail(running)
         except _DB_ERRORS as exc:
             # Wrong password, missing database, no permission: the store is unusable
             # either way, and the operator needs the reason, not a traceback.
@@ -189,7 +189,7 @@ class SqlBackend:
     async def _heartbeat(self) -> None:
         assert self.registry is not None
         for dead in await self.registry.heartbeat():
-            await fail_tasks(self.engine, _running_of(dead), self.task_store)
+            await self._fail(_running_of(dead))
             await self.registry.retire(dead)
 
     async def _check_cancels(self) -> None:
@@ -207,6 +207,37 @@ class SqlBackend:
             )
             for task_id, _ in await read(self.engine, canceled):
                 stop(task_id)
+
+    async def _fail(self, stmt: Any) -> None:
+        """Move each task *stmt* finds that is still running to ``failed``; in cluster mode a
+        compare-and-swap with a status event (other replicas' subscribers see it), so a task
+        another replica advanced meanwhile is left alone."""
+        store = self.task_store
+        versioned = LegacyTaskStoreAdapter(store) if isinstance(store, DatabaseTaskStore) else store
+        changed = 0
+        for task_id, owner in await read(self.engine, stmt):
+            context = ServerCallContext(user=_Owner(owner or ""))
+            try:
+                stored = await versioned.get(task_id, context)
+                if stored is None or stored.task.status.state not in _RUNNING:
+                    continue
+                task = Task()
+                task.CopyFrom(stored.task)
+                _mark_failed(task)
+                event = TaskStatusUpdateEvent(
+                    task_id=task.id, context_id=task.context_id, status=task.status
+                )
+                version = stored.version
+                await versioned.save(
+                    task, event=event, prev=stored.task, prev_version=version, context=context
+                )
+                changed += 1
+            except ConcurrentTaskModificationError:
+                logger.debug("task %s changed while being marked interrupted; left as is", task_id)
+        if changed:
+            logger.warning(
+                "marked %d interrupted task(s) as failed: %s", changed, INTERRUPTED_MESSAGE
+            )
 
     async def _purge(self) -> None:
         """Delete finished tasks past retention with their dependent rows (cluster mode:
@@ -322,35 +353,3 @@ def _mark_failed(task: Task) -> None:
     )
     status.timestamp.FromDatetime(datetime.now(UTC))
     task.status.CopyFrom(status)
-
-
-async def fail_tasks(
-    engine: AsyncEngine, stmt: Any, store: DatabaseTaskStore | VersionedDatabaseTaskStore
-) -> None:
-    """Move each task *stmt* finds that is still running to ``failed``; in cluster mode a
-    compare-and-swap with a status event (other replicas' subscribers see it), so a task
-    another replica advanced meanwhile is left alone."""
-    versioned = (
-        store if isinstance(store, VersionedDatabaseTaskStore) else LegacyTaskStoreAdapter(store)
-    )
-    changed = 0
-    for task_id, owner in await read(engine, stmt):
-        context = ServerCallContext(user=_Owner(owner or ""))
-        try:
-            stored = await versioned.get(task_id, context)
-            if stored is None or stored.task.status.state not in _RUNNING:
-                continue
-            task = Task()
-            task.CopyFrom(stored.task)
-            _mark_failed(task)
-            event = TaskStatusUpdateEvent(
-                task_id=task.id, context_id=task.context_id, status=task.status
-            )
-            await versioned.save(
-                task, event=event, prev=stored.task, prev_version=stored.version, context=context
-            )
-            changed += 1
-        except ConcurrentTaskModificationError:
-            logger.debug("task %s changed while being marked interrupted; left as is", task_id)
-    if changed:
-        logger.warning("marked %d interrupted task(s) as failed: %s", changed, INTERRUPTED_MESSAGE)
