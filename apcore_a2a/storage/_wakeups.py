@@ -309,11 +309,9 @@ class WakingTaskEventStream(DatabaseTaskEventStream):
 
     async def initialize(self) -> None:
         await super().initialize()
-        if self._ready:
+        if self._ready or self.listener is None:
             return
         self._ready = True
-        if self.listener is None:
-            return
         try:
             await _install_notify_trigger(self.engine)
         except ProgrammingError as exc:  # e.g. no right to create a function or trigger
