@@ -10,6 +10,7 @@ import os
 import socket
 import time
 import uuid
+from typing import Any
 
 from cachetools import LRUCache
 from sqlalchemy import (
@@ -62,6 +63,7 @@ turns_table = Table(
     Column("turn", String(64), primary_key=True),
 )
 
+_R = replicas_table.c
 _CLAIM_CACHE_SIZE = 10_000
 
 
@@ -102,20 +104,12 @@ class ReplicaRegistry:
     async def heartbeat(self) -> list[str]:
         """Refresh this replica's heartbeat (re-registering if another replica retired
         it); returns the ids of other replicas whose heartbeat is too old."""
-
         async with self.engine.begin() as conn:
-            result = await conn.execute(
-                update(replicas_table)
-                .where(replicas_table.c.replica_id == self.replica_id)
-                .values(heartbeat_at=time.time())
+            result = await conn.execute(self._beat(time.time()))
+            dead = select(_R.replica_id).where(
+                _R.heartbeat_at < self.live_cutoff(), _R.replica_id != self.replica_id
             )
-            dead = await conn.execute(
-                select(replicas_table.c.replica_id).where(
-                    replicas_table.c.heartbeat_at < self.live_cutoff(),
-                    replicas_table.c.replica_id != self.replica_id,
-                )
-            )
-            found = [row[0] for row in dead]
+            found = [row[0] for row in await conn.execute(dead)]
         if result.rowcount == 0:
             await self.register()
         return found
@@ -123,19 +117,17 @@ class ReplicaRegistry:
     async def deregister(self) -> None:
         """Mark this replica dead now so other replicas take over its orphans immediately."""
         async with self.engine.begin() as conn:
-            await conn.execute(
-                update(replicas_table)
-                .where(replicas_table.c.replica_id == self.replica_id)
-                .values(heartbeat_at=0.0)
-            )
+            await conn.execute(self._beat(0.0))
+
+    def _beat(self, at: float) -> Any:
+        mine = _R.replica_id == self.replica_id
+        return update(replicas_table).where(mine).values(heartbeat_at=at)
 
     async def retire(self, replica_id: str) -> None:
         """Drop a dead replica's row and claims (after its orphans were failed)."""
         async with self.engine.begin() as conn:
             await conn.execute(delete(claims_table).where(claims_table.c.replica_id == replica_id))
-            await conn.execute(
-                delete(replicas_table).where(replicas_table.c.replica_id == replica_id)
-            )
+            await conn.execute(delete(replicas_table).where(_R.replica_id == replica_id))
 
     async def claim(self, task_id: str, owner: str) -> None:
         """Record that this replica runs *task_id* (idempotent, cached)."""
