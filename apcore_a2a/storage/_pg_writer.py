@@ -109,8 +109,7 @@ class PgInsert:
 
     def arrays(self, rows: Sequence[dict[str, Any]]) -> list[list[Any]]:
         """One list per column of *rows*' parameters (for :meth:`from_arrays`)."""
-        encoded = [self.values(row) for row in rows]
-        return [[values[i] for values in encoded] for i in range(len(self._columns))]
+        return [list(column) for column in zip(*map(self.values, rows), strict=True)]
 
     def values(self, row: dict[str, Any]) -> tuple[Any, ...]:
         """*row*'s parameters, in column order, as SQLAlchemy would encode them."""

@@ -58,10 +58,8 @@ class StoreURL:
     @property
     def sqlite_path(self) -> str | None:
         """The database file of a file-backed SQLite URL, else ``None``."""
-        if self.kind != "sqlite" or self.url is None:
-            return None
-        database = self.url.database
-        return None if not database or database == ":memory:" else database
+        database = self.url.database if self.kind == "sqlite" and self.url else None
+        return database if database and database != ":memory:" else None
 
 
 def parse_store_url(text: str) -> StoreURL:

@@ -35,8 +35,7 @@ __all__ = ["SAFETY_POLL", "WakeHub", "WakingTaskEventStream"]
 
 logger = logging.getLogger(__name__)
 
-#: Seconds between safety polls while wake-ups flow (one query per process, any number
-#: of subscribers).
+#: Seconds between safety polls while wake-ups flow (one query per process).
 SAFETY_POLL = 5.0
 #: Seconds between ``stat()`` calls of the SQLite watcher.
 FILE_WATCH_INTERVAL = 0.005

@@ -85,10 +85,9 @@ class SqlTurnClaims:
                 inserted = (await conn.execute(claim)).rowcount
         except IntegrityError:
             return False
-        if inserted != 1:
-            return False
-        self._held[task.id] = turn
-        return True
+        if inserted == 1:
+            self._held[task.id] = turn
+        return bool(inserted == 1)
 
     def saved(self, task: Task, context: ServerCallContext) -> None:
         """A save listener: a task saved past the turn claimed here releases its rows."""
