@@ -193,10 +193,8 @@ class SqlBackend:
             await self.registry.retire(dead)
 
     async def _check_cancels(self) -> None:
-        # A CancelTask answered by another replica only writes CANCELED to the store; the
-        # SDK's own signal (a version conflict) reaches this replica at the run's next
-        # write, which a long module without output never makes. One query per poll
-        # interval, and none while nothing runs here.
+        # The SDK's own signal (a version conflict) comes only at the run's next write,
+        # which a silent module never makes (docs/reliability.md, issue 22).
         assert self.cancel_watch is not None
         running, stop = self.cancel_watch
         ids = running()
