@@ -1,17 +1,12 @@
 """PostgreSQL writes of a group-commit writer: one connection of its own, one round trip.
 
-Through the pooled engine a batch paid for the pool checkout, the pre-ping, SQLAlchemy's
-execution machinery and a round trip per statement plus BEGIN and COMMIT: about 800 µs of
-CPU for the three inserts of a cluster answer, against about 330 µs through a plain
-asyncpg connection (measured 2026-11-27, benchmarks/RESULTS.md). So the writer keeps one
-asyncpg connection (opened again once found closed: a database restart) and sends each
-batch as one statement: several inserts become one ``WITH`` whose parts read their rows
-from arrays (``unnest``), atomic without a round trip for BEGIN or COMMIT.
-
-Values are encoded by SQLAlchemy's bind processors of each column's type, so the SDK's
-stores read the rows back unchanged. Errors keep SQLAlchemy's classes (``IntegrityError``
-for a row conflict, ``OperationalError`` for a lost connection), which the group commit
-and the outage guard handle.
+Through the pooled engine the three inserts of a cluster answer cost about 800 µs of CPU
+(checkout, pre-ping, SQLAlchemy's machinery, BEGIN and COMMIT), against about 330 µs on
+a plain asyncpg connection (2026-11-27, benchmarks/RESULTS.md). So several inserts go as
+one ``WITH`` whose parts read their rows from arrays (``unnest``), atomic on its own.
+Values are encoded by each column type's SQLAlchemy bind processor, so the SDK reads the
+rows back unchanged; errors keep SQLAlchemy's classes (``IntegrityError``,
+``OperationalError``), which the group commit and the outage guard handle.
 """
 
 from __future__ import annotations
@@ -32,11 +27,9 @@ __all__ = ["SDK_COLUMNS", "WRITER_APPLICATION", "PgInsert", "PgWriter", "pg_conn
 #: ``application_name`` of a writer's connection (followed by the schema or database).
 WRITER_APPLICATION = "apcore-a2a writer"
 
-#: The columns of the SDK's tables that our own statements write, with the type and
-#: constraints they are written for (PostgreSQL's names). The writers cast to these
-#: types, and ``tests/upstream/test_sql_task_rows.py`` compares them with the SDK's
-#: models and with the tables its migrations make: a change upstream fails the test
-#: instead of writing rows the SDK no longer reads.
+#: The columns of the SDK's tables our statements write, as PostgreSQL types (the writers
+#: cast to them; ``tests/upstream/test_sql_task_rows.py`` watches them, see
+#: ``docs/architecture.md``).
 SDK_COLUMNS: dict[str, dict[str, str]] = {
     "tasks": {
         "id": "VARCHAR(36) PRIMARY KEY",
@@ -77,15 +70,8 @@ async def pg_connect(store_url: StoreURL, application_name: str) -> Any:
     server_settings = dict(args.pop("server_settings", {}))
     where = server_settings.get("search_path") or url.database
     server_settings["application_name"] = f"{application_name} {where}"[:63]
-    return await asyncpg.connect(
-        host=url.host,
-        port=url.port,
-        user=url.username,
-        password=url.password,
-        database=url.database,
-        server_settings=server_settings,
-        **args,
-    )
+    dsn = url.set(drivername="postgresql").render_as_string(hide_password=False)
+    return await asyncpg.connect(dsn, server_settings=server_settings, **args)
 
 
 class PgInsert:
@@ -123,8 +109,7 @@ class PgInsert:
 
     def arrays(self, rows: Sequence[dict[str, Any]]) -> list[list[Any]]:
         """One list per column of *rows*' parameters (for :meth:`from_arrays`)."""
-        encoded = [self.values(row) for row in rows]
-        return [[values[i] for values in encoded] for i in range(len(self._columns))]
+        return [list(column) for column in zip(*map(self.values, rows), strict=True)]
 
     def values(self, row: dict[str, Any]) -> tuple[Any, ...]:
         """*row*'s parameters, in column order, as SQLAlchemy would encode them."""
@@ -184,7 +169,6 @@ class PgWriter:
             for insert in inserts:
                 parts.append(insert.from_arrays(first))
                 first += len(insert._columns)
-
             ctes = ", ".join(f"s{i} AS ({part})" for i, part in enumerate(parts[:-1]))
             sql = self._combined[key] = f"WITH {ctes} {parts[-1]}"
         return sql

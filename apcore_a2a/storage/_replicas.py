@@ -1,15 +1,7 @@
 """Cluster bookkeeping: which replicas are alive and which replica runs which task.
 
-How "owned by no live replica" is decided:
-
-* Every replica has a row in ``apcore_a2a_replicas`` and refreshes ``heartbeat_at`` every
-  ``heartbeat_interval`` seconds. A replica whose heartbeat is older than
-  ``replica_timeout`` seconds is dead. A replica that shuts down cleanly zeroes its
-  heartbeat, so it counts as dead at once.
-* Before a replica writes a task in ``submitted``/``working`` state it records a claim
-  ``(task_id -> replica_id)`` in ``apcore_a2a_task_claims``. The claim is written *before*
-  the task row, so a running task row always has a claim from the replica that runs it.
-* A running task is orphaned when its claim is missing or names a dead replica.
+The rules (heartbeats, claims written before the task row, orphans) are in
+``docs/storage.md`` (*Which replica owns a task*).
 """
 
 from __future__ import annotations
@@ -18,8 +10,9 @@ import os
 import socket
 import time
 import uuid
-from collections import OrderedDict
+from typing import Any
 
+from cachetools import LRUCache
 from sqlalchemy import (
     Column,
     Float,
@@ -70,6 +63,7 @@ turns_table = Table(
     Column("turn", String(64), primary_key=True),
 )
 
+_R = replicas_table.c
 _CLAIM_CACHE_SIZE = 10_000
 
 
@@ -87,7 +81,7 @@ class ReplicaRegistry:
         self.replica_id = uuid.uuid4().hex
         # Task ids this replica has a claim row for, so a task's many "working" saves
         # write the claim once. Bounded: a miss only costs one idempotent upsert.
-        self._claimed: OrderedDict[str, None] = OrderedDict()
+        self._claimed: LRUCache[str, bool] = LRUCache(maxsize=_CLAIM_CACHE_SIZE)
 
     def live_cutoff(self) -> float:
         """Heartbeats at or after this wall-clock time count as alive."""
@@ -110,20 +104,12 @@ class ReplicaRegistry:
     async def heartbeat(self) -> list[str]:
         """Refresh this replica's heartbeat (re-registering if another replica retired
         it); returns the ids of other replicas whose heartbeat is too old."""
-
         async with self.engine.begin() as conn:
-            result = await conn.execute(
-                update(replicas_table)
-                .where(replicas_table.c.replica_id == self.replica_id)
-                .values(heartbeat_at=time.time())
+            result = await conn.execute(self._beat(time.time()))
+            dead = select(_R.replica_id).where(
+                _R.heartbeat_at < self.live_cutoff(), _R.replica_id != self.replica_id
             )
-            dead = await conn.execute(
-                select(replicas_table.c.replica_id).where(
-                    replicas_table.c.heartbeat_at < self.live_cutoff(),
-                    replicas_table.c.replica_id != self.replica_id,
-                )
-            )
-            found = [row[0] for row in dead]
+            found = [row[0] for row in await conn.execute(dead)]
         if result.rowcount == 0:
             await self.register()
         return found
@@ -131,24 +117,21 @@ class ReplicaRegistry:
     async def deregister(self) -> None:
         """Mark this replica dead now so other replicas take over its orphans immediately."""
         async with self.engine.begin() as conn:
-            await conn.execute(
-                update(replicas_table)
-                .where(replicas_table.c.replica_id == self.replica_id)
-                .values(heartbeat_at=0.0)
-            )
+            await conn.execute(self._beat(0.0))
+
+    def _beat(self, at: float) -> Any:
+        mine = _R.replica_id == self.replica_id
+        return update(replicas_table).where(mine).values(heartbeat_at=at)
 
     async def retire(self, replica_id: str) -> None:
         """Drop a dead replica's row and claims (after its orphans were failed)."""
         async with self.engine.begin() as conn:
             await conn.execute(delete(claims_table).where(claims_table.c.replica_id == replica_id))
-            await conn.execute(
-                delete(replicas_table).where(replicas_table.c.replica_id == replica_id)
-            )
+            await conn.execute(delete(replicas_table).where(_R.replica_id == replica_id))
 
     async def claim(self, task_id: str, owner: str) -> None:
         """Record that this replica runs *task_id* (idempotent, cached)."""
-        if task_id in self._claimed:
-            self._claimed.move_to_end(task_id)
+        if self._claimed.get(task_id):
             return
         upsert = pg_insert if self.engine.dialect.name == "postgresql" else sqlite_insert
         stmt = upsert(claims_table).values(task_id=task_id, owner=owner, replica_id=self.replica_id)
@@ -158,9 +141,7 @@ class ReplicaRegistry:
         )
         async with self.engine.begin() as conn:
             await conn.execute(stmt)
-        self._claimed[task_id] = None
-        if len(self._claimed) > _CLAIM_CACHE_SIZE:
-            self._claimed.popitem(last=False)
+        self._claimed[task_id] = True
 
     def release(self, task_id: str) -> None:
         """Forget the cached claim once the task leaves the running states (the row

@@ -1,11 +1,5 @@
-"""Lifecycle of a SQL-backed store set: tables, recovery, heartbeats, retention, health.
-
-Recovery: a task a dead process left ``submitted``/``working`` is never finished, and
-clients polling it would wait forever; it is moved to ``failed`` with
-:data:`INTERRUPTED_MESSAGE`. Retention deletes finished tasks past
-``task_retention_seconds``, with their push configs (and, in cluster mode, versions,
-events, claims and turns).
-"""
+"""Lifecycle of a SQL-backed store set: tables, recovery, heartbeats, retention, health
+(``docs/storage.md``: *Restarts*, *Retention for SQL stores*, *Health*)."""
 
 from __future__ import annotations
 
@@ -40,7 +34,7 @@ from sqlalchemy.exc import DBAPIError, ProgrammingError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ._replicas import METADATA, ReplicaRegistry, claims_table, replicas_table, turns_table
-from ._urls import READ_ONLY, StoreUnavailableError, StoreURL
+from ._urls import StoreUnavailableError, StoreURL, read
 from .outages import UNAVAILABLE as _UNAVAILABLE
 from .quota_slots import PUSH_SCOPE, slots_table
 
@@ -98,12 +92,11 @@ class SqlBackend:
             if self.store_url.kind == "postgresql":
                 await self._check_connections()
             await self._create_tables()
-            if self.registry is None:
-                await fail_tasks(self.engine, _running(), self.task_store)
-            else:
+            running = _running()
+            if self.registry is not None:
                 await self.registry.register()
-                orphaned = _orphaned(self.registry.live_cutoff())
-                await fail_tasks(self.engine, orphaned, self.task_store)
+                running = _orphaned(self.registry.live_cutoff())
+            await self._fail(running)
         except _DB_ERRORS as exc:
             # Wrong password, missing database, no permission: the store is unusable
             # either way, and the operator needs the reason, not a traceback.
@@ -123,9 +116,7 @@ class SqlBackend:
         loops, self._loops = self._loops, []
         for loop in loops:
             loop.cancel()
-        for loop in loops:
-            with contextlib.suppress(asyncio.CancelledError):
-                await loop
+        await asyncio.gather(*loops, return_exceptions=True)
         for close in self.closers:
             await close()
         if self.registry is not None and self._started:
@@ -140,9 +131,7 @@ class SqlBackend:
     async def ping(self) -> None:
         try:
             async with asyncio.timeout(PING_TIMEOUT):
-                async with self.engine.connect() as conn:
-                    conn = await conn.execution_options(**{READ_ONLY: True})
-                    await conn.execute(text("SELECT 1"))
+                await read(self.engine, text("SELECT 1"))
         except _DB_ERRORS as exc:
             raise self._unavailable(exc) from None
 
@@ -151,9 +140,7 @@ class SqlBackend:
         # The pool opens its connections under load, when running out of them is an
         # outage; a start that cannot have them all says so at once instead.
         per_process, workers, held = self.connections
-        async with self.engine.connect() as conn:
-            conn = await conn.execution_options(**{READ_ONLY: True})
-            free: int = (await conn.execute(text(_FREE_CONNECTIONS))).scalar_one()
+        free: int = (await read(self.engine, text(_FREE_CONNECTIONS)))[0][0]
         # +1: the connection asking is one of the pool's own
         if workers * per_process > free + 1:
             raise StoreUnavailableError(
@@ -197,31 +184,88 @@ class SqlBackend:
                 except _DB_ERRORS as exc:
                     logger.warning("%s failed: %s", what, type(exc).__name__)
 
-        task = asyncio.ensure_future(loop())
-        task.set_name(f"apcore-a2a-store-{name}")
-        self._loops.append(task)
+        self._loops.append(asyncio.create_task(loop(), name=f"apcore-a2a-store-{name}"))
 
     async def _heartbeat(self) -> None:
         assert self.registry is not None
         for dead in await self.registry.heartbeat():
-            await fail_tasks(self.engine, _running_of(dead), self.task_store)
+            await self._fail(_running_of(dead))
             await self.registry.retire(dead)
 
     async def _check_cancels(self) -> None:
-        # A CancelTask answered by another replica only writes CANCELED to the store; the
-        # SDK's own signal (a version conflict) reaches this replica at the run's next
-        # write, which a long module without output never makes. One query per poll
-        # interval, and none while nothing runs here.
+        # The SDK's own signal (a version conflict) comes only at the run's next write,
+        # which a silent module never makes (docs/reliability.md, issue 22).
         assert self.cancel_watch is not None
         running, stop = self.cancel_watch
         ids = running()
-        for task_id in await canceled_among(self.engine, ids) if ids else ():
-            stop(task_id)
+        for start in range(0, len(ids), _BATCH):
+            chunk = ids[start : start + _BATCH]
+            canceled = select(TaskModel.id, TaskModel.owner).where(
+                TaskModel.id.in_(chunk), _STATE.in_(_CANCELED_NAMES)
+            )
+            for task_id, _ in await read(self.engine, canceled):
+                stop(task_id)
+
+    async def _fail(self, stmt: Any) -> None:
+        """Move each task *stmt* finds that is still running to ``failed``; in cluster mode a
+        compare-and-swap with a status event (other replicas' subscribers see it), so a task
+        another replica advanced meanwhile is left alone."""
+        store = self.task_store
+        versioned = LegacyTaskStoreAdapter(store) if isinstance(store, DatabaseTaskStore) else store
+        changed = 0
+        for task_id, owner in await read(self.engine, stmt):
+            context = ServerCallContext(user=_Owner(owner or ""))
+            try:
+                stored = await versioned.get(task_id, context)
+                if stored is None or stored.task.status.state not in _RUNNING:
+                    continue
+                task = Task()
+                task.CopyFrom(stored.task)
+                _mark_failed(task)
+                event = TaskStatusUpdateEvent(
+                    task_id=task.id, context_id=task.context_id, status=task.status
+                )
+                version = stored.version
+                await versioned.save(
+                    task, event=event, prev=stored.task, prev_version=version, context=context
+                )
+                changed += 1
+            except ConcurrentTaskModificationError:
+                logger.debug("task %s changed while being marked interrupted; left as is", task_id)
+        if changed:
+            logger.warning(
+                "marked %d interrupted task(s) as failed: %s", changed, INTERRUPTED_MESSAGE
+            )
 
     async def _purge(self) -> None:
+        """Delete finished tasks past retention with their dependent rows (cluster mode:
+        also their versions, events, claims, turns and push-config quota slots)."""
         assert self.retention_seconds is not None
+        # The SDK stores ``last_updated`` as naive UTC (the status timestamp).
+        cutoff = datetime.now(UTC).replace(tzinfo=None) - timedelta(seconds=self.retention_seconds)
         cluster = self.registry is not None
-        deleted = await purge_finished_tasks(self.engine, self.retention_seconds, cluster=cluster)
+        dependents: list[Any] = [PushNotificationConfigModel.__table__]
+        if cluster:
+            dependents += [TaskVersionModel.__table__, TaskEventModel.__table__]
+            dependents += [claims_table, turns_table]
+        finished = select(TaskModel.id).where(
+            TaskModel.last_updated < cutoff, _STATE.in_(_FINISHED_NAMES)
+        )
+        deleted = 0
+        while True:
+            async with self.engine.begin() as conn:
+                ids = [row[0] for row in await conn.execute(finished.limit(_BATCH))]
+                if not ids:
+                    break
+                for table in dependents:
+                    await conn.execute(delete(table).where(table.c.task_id.in_(ids)))
+                if cluster:
+                    slots = slots_table.c
+                    await conn.execute(
+                        delete(slots_table).where(slots.scope == PUSH_SCOPE, slots.subject.in_(ids))
+                    )
+                await conn.execute(delete(TaskModel).where(TaskModel.id.in_(ids)))
+            deleted += len(ids)
         if deleted:
             logger.info("deleted %d finished task(s) past retention", deleted)
 
@@ -251,8 +295,6 @@ _FINISHED_NAMES = [TaskState.Name(s) for s in TERMINAL_TASK_STATES] + [
 ]
 _BATCH = 500
 
-_Row = tuple[str, str | None]
-
 
 def _running() -> Any:
     """``(task_id, owner)`` of the tasks in a running state."""
@@ -276,24 +318,6 @@ def _running_of(replica_id: str) -> Any:
         claims_table,
         and_(claims_table.c.task_id == TaskModel.id, claims_table.c.replica_id == replica_id),
     )
-
-
-async def canceled_among(engine: AsyncEngine, task_ids: list[str]) -> set[str]:
-    """Which of *task_ids* the store holds as ``canceled`` (one query per 500 ids)."""
-    found: set[str] = set()
-    for start in range(0, len(task_ids), _BATCH):
-        chunk = task_ids[start : start + _BATCH]
-        stmt = select(TaskModel.id, TaskModel.owner).where(
-            TaskModel.id.in_(chunk), _STATE.in_(_CANCELED_NAMES)
-        )
-        found.update(task_id for task_id, _ in await _fetch(engine, stmt))
-    return found
-
-
-async def _fetch(engine: AsyncEngine, stmt: Any) -> list[_Row]:
-    async with engine.connect() as conn:
-        conn = await conn.execution_options(**{READ_ONLY: True})
-        return [(row[0], row[1]) for row in await conn.execute(stmt)]
 
 
 class _Owner(User):
@@ -327,72 +351,3 @@ def _mark_failed(task: Task) -> None:
     )
     status.timestamp.FromDatetime(datetime.now(UTC))
     task.status.CopyFrom(status)
-
-
-async def fail_tasks(
-    engine: AsyncEngine, stmt: Any, store: DatabaseTaskStore | VersionedDatabaseTaskStore
-) -> int:
-    """Move each task *stmt* finds that is still running to ``failed``; how many were.
-
-    With a versioned (cluster) store the write is a compare-and-swap that also appends a
-    status event, so subscribers on other replicas see the failure; a task another
-    replica advanced meanwhile is left alone.
-    """
-    versioned = (
-        store if isinstance(store, VersionedDatabaseTaskStore) else LegacyTaskStoreAdapter(store)
-    )
-    changed = 0
-    for task_id, owner in await _fetch(engine, stmt):
-        context = ServerCallContext(user=_Owner(owner or ""))
-        try:
-            stored = await versioned.get(task_id, context)
-            if stored is None or stored.task.status.state not in _RUNNING:
-                continue
-            task = Task()
-            task.CopyFrom(stored.task)
-            _mark_failed(task)
-            event = TaskStatusUpdateEvent(
-                task_id=task.id, context_id=task.context_id, status=task.status
-            )
-            await versioned.save(
-                task, event=event, prev=stored.task, prev_version=stored.version, context=context
-            )
-            changed += 1
-        except ConcurrentTaskModificationError:
-            logger.debug("task %s changed while being marked interrupted; left as is", task_id)
-    if changed:
-        logger.warning("marked %d interrupted task(s) as failed: %s", changed, INTERRUPTED_MESSAGE)
-    return changed
-
-
-# -- retention -----------------------------------------------------------------
-async def purge_finished_tasks(
-    engine: AsyncEngine, retention_seconds: float, *, cluster: bool
-) -> int:
-    """Delete finished tasks whose last status is older than *retention_seconds*, with
-    their dependent rows (in cluster mode also their push-config quota slots); returns
-    how many tasks were deleted."""
-    # The SDK stores ``last_updated`` as naive UTC (the status timestamp).
-    cutoff = datetime.now(UTC).replace(tzinfo=None) - timedelta(seconds=retention_seconds)
-    dependents: list[Any] = [PushNotificationConfigModel.__table__]
-    if cluster:
-        dependents += [TaskVersionModel.__table__, TaskEventModel.__table__]
-        dependents += [claims_table, turns_table]
-    finished = select(TaskModel.id).where(
-        TaskModel.last_updated < cutoff, _STATE.in_(_FINISHED_NAMES)
-    )
-    total = 0
-    while True:
-        async with engine.begin() as conn:
-            ids = [row[0] for row in await conn.execute(finished.limit(_BATCH))]
-            if not ids:
-                return total
-            for table in dependents:
-                await conn.execute(delete(table).where(table.c.task_id.in_(ids)))
-            if cluster:
-                slots = slots_table.c
-                await conn.execute(
-                    delete(slots_table).where(slots.scope == PUSH_SCOPE, slots.subject.in_(ids))
-                )
-            await conn.execute(delete(TaskModel).where(TaskModel.id.in_(ids)))
-        total += len(ids)

@@ -1,16 +1,11 @@
 """Task store URLs and their engines: which backend, which async driver, which options.
 
-Users write the URL they know (``postgresql://user@host/db``, ``sqlite:///tasks.db``); we
-pick the async driver SQLAlchemy needs and turn our own query parameters into driver
-arguments. Engines are created without connecting:
-
-* SQLite: WAL journal (readers never block the writer), a busy timeout so concurrent
-  writers wait instead of failing, and ``BEGIN IMMEDIATE`` so a transaction takes the
-  write lock up front. Without the latter, two transactions that read and then write (the
-  SDK's ``session.merge``) can deadlock on the lock upgrade, which SQLite reports at once
-  as "database is locked" instead of waiting.
-* PostgreSQL: asyncpg with a connect timeout and pre-ping, so connections broken by a
-  database restart are replaced transparently.
+We pick the async driver SQLAlchemy needs and turn our own query parameters into driver
+arguments. SQLite transactions start with ``BEGIN IMMEDIATE`` (the write lock up front):
+otherwise two transactions that read and then write (the SDK's ``session.merge``) can
+deadlock on the lock upgrade, which SQLite reports at once as "database is locked"
+instead of waiting. PostgreSQL engines pre-ping, so connections broken by a database
+restart are replaced transparently.
 """
 
 from __future__ import annotations
@@ -34,6 +29,7 @@ __all__ = [
     "create_engine",
     "create_sqlite_writer_engine",
     "parse_store_url",
+    "read",
 ]
 
 StoreKind = Literal["memory", "sqlite", "postgresql"]
@@ -44,19 +40,13 @@ _SSL_MODES = {"disable", "allow", "prefer", "require", "verify-ca", "verify-full
 
 
 class StoreUnavailableError(Exception):
-    """The task store cannot be reached or used right now.
-
-    The message names the store with its password masked, so it is safe to show to
-    operators and in ``/health`` responses.
-    """
+    """The task store cannot be reached or used right now (the message masks the
+    password: safe for operators and ``/health``)."""
 
 
 @dataclass(frozen=True, slots=True)
 class StoreURL:
-    """A parsed task store URL.
-
-    ``display`` is safe for logs and error messages (the password is masked).
-    """
+    """A parsed task store URL; ``display`` masks the password (safe for logs)."""
 
     kind: StoreKind
     display: str
@@ -68,17 +58,12 @@ class StoreURL:
     @property
     def sqlite_path(self) -> str | None:
         """The database file of a file-backed SQLite URL, else ``None``."""
-        if self.kind != "sqlite" or self.url is None:
-            return None
-        database = self.url.database
-        return None if not database or database == ":memory:" else database
+        database = self.url.database if self.kind == "sqlite" and self.url else None
+        return database if database and database != ":memory:" else None
 
 
 def parse_store_url(text: str) -> StoreURL:
-    """Parse *text* into a :class:`StoreURL`.
-
-    Raises ``ValueError`` with a message that names the accepted forms.
-    """
+    """Parse *text*; ``ValueError`` with a message that names the accepted forms."""
     if not isinstance(text, str) or not text.strip():
         raise ValueError(f"task store URL is empty; expected {_EXAMPLES}")
     text = text.strip()
@@ -127,13 +112,12 @@ def _postgres(url: URL, driver: str) -> StoreURL:
     if not url.database:
         raise ValueError("PostgreSQL task store URL names no database: postgresql://host/DBNAME")
     query = dict(url.query)
-    server_settings: dict[str, str] = {}
     connect_args: dict[str, Any] = {"timeout": 5.0}
     schema = query.pop("schema", None)
     if schema is not None:
         if not isinstance(schema, str) or not _IDENTIFIER.match(schema):
             raise ValueError(f"schema must be a plain SQL identifier, got {schema!r}")
-        server_settings["search_path"] = schema
+        connect_args["server_settings"] = {"search_path": schema}
     sslmode = query.pop("sslmode", None)
     if sslmode is not None:
         if sslmode not in _SSL_MODES:
@@ -147,14 +131,10 @@ def _postgres(url: URL, driver: str) -> StoreURL:
             f"unsupported PostgreSQL task store options {sorted(query)}; supported: schema, "
             "sslmode, pool_size"
         )
-    if server_settings:
-        connect_args["server_settings"] = server_settings
-    clean = url.set(drivername="postgresql+asyncpg", query={})
-    display_url = url.set(drivername="postgresql")
     return StoreURL(
         kind="postgresql",
-        display=display_url.render_as_string(hide_password=True),
-        url=clean,
+        display=url.set(drivername="postgresql").render_as_string(hide_password=True),
+        url=url.set(drivername="postgresql+asyncpg", query={}),
         connect_args=connect_args,
         pool_size=int(pool),
     )
@@ -163,6 +143,13 @@ def _postgres(url: URL, driver: str) -> StoreURL:
 SQLITE_BUSY_TIMEOUT_MS = 15_000
 #: Execution option for connections that only read (SQLite then takes no write lock).
 READ_ONLY = "apcore_a2a_read_only"
+
+
+async def read(engine: AsyncEngine, stmt: Any) -> list[Any]:
+    """The rows of *stmt*, on a read-only connection (no SQLite write lock)."""
+    async with engine.connect() as conn:
+        conn = await conn.execution_options(**{READ_ONLY: True})
+        return list((await conn.execute(stmt)).all())
 
 
 def create_engine(store_url: StoreURL) -> AsyncEngine:

@@ -1,28 +1,10 @@
 """Wake-ups for event subscribers: read the event table when it has news, not on a timer.
 
-The SDK's ``DatabaseTaskEventStream.subscribe`` reads the event table, then sleeps
-``poll_interval_s`` whenever it found nothing; it has no hook for an earlier wake-up.
-:class:`WakingTaskEventStream` keeps its table, cursor and version semantics and replaces
-that sleep by "until woken". The event table stays the source of truth; a wake-up only
-tells a subscriber to read it, and a subscriber's event is cleared *before* each read, so
-a wake-up that arrives during the read is not lost. Replicas without wake-ups (or plain
-a2a-sdk replicas) on the same database interoperate: they still poll.
-
-* :class:`WakeHub` — the subscribers of one process, by task id, each with its cursor.
-* :class:`PgListener` — PostgreSQL: an ``AFTER INSERT`` trigger on ``task_events`` calls
-  ``pg_notify`` on the schema's own channel with ``"<task id> <seq>"``; one ``LISTEN``
-  connection per process (asyncpg, outside the pool) wakes that task's subscribers that
-  have not read that far. A notification naming no followed task costs nothing. A
-  trigger rather than a ``NOTIFY`` issued by our writes: it fires for every writer (a
-  plain a2a-sdk replica too), inside the writing transaction, so the notification is
-  delivered only at commit, when the row is readable.
-* :class:`FileWatcher` — SQLite: while anyone subscribes, ``stat()`` the database file and
-  its ``-wal`` every few milliseconds (no query, no lock) and wake everyone on a change.
-* :class:`SafetyPoll` — subscribers never poll themselves: one query per process asks for
-  the newest event of every followed task and wakes those behind; every
-  :data:`SAFETY_POLL` seconds while wake-ups flow, else (off, not installable, the
-  connection lost) every ``cluster_poll_interval``, switching at once when the listening
-  connection drops.
+The SDK's ``DatabaseTaskEventStream.subscribe`` sleeps ``poll_interval_s`` whenever a read
+found nothing and has no hook for an earlier wake-up; :class:`WakingTaskEventStream` keeps
+its table, cursor and version semantics and replaces that sleep by "until woken". The
+mechanisms (:class:`PgListener`, :class:`FileWatcher`, :class:`SafetyPoll`) and why a
+trigger rather than our own ``NOTIFY`` are in ``docs/storage.md`` (*Wake-ups and latency*).
 """
 
 from __future__ import annotations
@@ -32,6 +14,7 @@ import contextlib
 import logging
 import os
 from collections.abc import AsyncGenerator, Awaitable, Callable
+from functools import partial
 from typing import Any
 
 from a2a.server.cluster import DatabaseTaskEventStream, TaskVersion, VersionedEvent
@@ -46,14 +29,13 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from apcore_a2a.upstream.task_version import version_number
 
 from ._pg_writer import pg_connect
-from ._urls import READ_ONLY, StoreURL
+from ._urls import StoreURL, read
 
 __all__ = ["SAFETY_POLL", "WakeHub", "WakingTaskEventStream"]
 
 logger = logging.getLogger(__name__)
 
-#: Seconds between safety polls while wake-ups flow (one query per process, any number
-#: of subscribers).
+#: Seconds between safety polls while wake-ups flow (one query per process).
 SAFETY_POLL = 5.0
 #: Seconds between ``stat()`` calls of the SQLite watcher.
 FILE_WATCH_INTERVAL = 0.005
@@ -95,14 +77,13 @@ class WakeHub:
                 start()
         return waiter
 
-    def unregister(self, task_id: str, waiter: asyncio.Event) -> None:
-        waiters = self._waiters.get(task_id)
-        if waiters is None or not isinstance(waiter, Waiter) or waiter not in waiters:
-            return
-        waiters.discard(waiter)
-        self.count -= 1
-        if not waiters:
-            del self._waiters[task_id]
+    def unregister(self, task_id: str, waiter: Waiter) -> None:
+        waiters = self._waiters.get(task_id, set())
+        if waiter in waiters:
+            waiters.discard(waiter)
+            self.count -= 1
+            if not waiters:
+                del self._waiters[task_id]
 
     def followed(self) -> list[str]:
         return list(self._waiters)
@@ -114,9 +95,8 @@ class WakeHub:
                 waiter.set()
 
     def wake_all(self) -> None:
-        for waiters in self._waiters.values():
-            for waiter in waiters:
-                waiter.set()
+        for task_id in self._waiters:
+            self.wake(task_id)
 
 
 async def _install_notify_trigger(engine: AsyncEngine) -> None:
@@ -156,8 +136,7 @@ class _Loop:
 
     def start(self) -> None:
         if self._task is None or self._task.done():
-            self._task = asyncio.ensure_future(self._run())
-            self._task.set_name(self._name)
+            self._task = asyncio.create_task(self._run(), name=self._name)
 
     async def aclose(self) -> None:
         task, self._task = self._task, None
@@ -318,10 +297,9 @@ class WakingTaskEventStream(DatabaseTaskEventStream):
         self.hub = WakeHub()
         self.listener: PgListener | None = None
         self.watcher: FileWatcher | None = None
-        self._store_url = store_url
         self._ready = False
         if wakeups and store_url.kind == "postgresql":
-            self.listener = PgListener(self.hub, self._pg_connect)
+            self.listener = PgListener(self.hub, partial(pg_connect, store_url, LISTEN_APPLICATION))
         elif wakeups and store_url.sqlite_path is not None:
             self.watcher = FileWatcher(self.hub, store_url.sqlite_path)
         self.poll = SafetyPoll(
@@ -330,11 +308,9 @@ class WakingTaskEventStream(DatabaseTaskEventStream):
 
     async def initialize(self) -> None:
         await super().initialize()
-        if self._ready:
+        if self._ready or self.listener is None:
             return
         self._ready = True
-        if self.listener is None:
-            return
         try:
             await _install_notify_trigger(self.engine)
         except ProgrammingError as exc:  # e.g. no right to create a function or trigger
@@ -354,9 +330,6 @@ class WakingTaskEventStream(DatabaseTaskEventStream):
             if loop is not None:
                 await loop.aclose()
 
-    async def _pg_connect(self) -> Any:
-        return await pg_connect(self._store_url, LISTEN_APPLICATION)
-
     async def subscribe(
         self, task_id: str, *, after: TaskVersion
     ) -> AsyncGenerator[VersionedEvent, None]:
@@ -373,7 +346,7 @@ class WakingTaskEventStream(DatabaseTaskEventStream):
         stmt = select(func.max(_E.seq)).where(
             _E.task_id == task_id, _E.task_version <= version_number(version)
         )
-        rows = await self._read(stmt)
+        rows = await read(self.engine, stmt)
         return int(rows[0][0] or 0)
 
     async def tail(
@@ -394,7 +367,7 @@ class WakingTaskEventStream(DatabaseTaskEventStream):
                     .limit(PAGE_SIZE)
                 )
                 try:
-                    rows = await self._read(stmt)
+                    rows = await read(self.engine, stmt)
                 except OperationalError:
                     logger.debug("Transient DB error reading events of %s", task_id, exc_info=True)
                     await asyncio.sleep(self.poll_interval)
@@ -419,10 +392,5 @@ class WakingTaskEventStream(DatabaseTaskEventStream):
                 .where(_E.task_id.in_(task_ids[start : start + 500]))
                 .group_by(_E.task_id)
             )
-            heads.update((task_id, int(seq)) for task_id, seq in await self._read(stmt))
+            heads.update((task_id, int(seq)) for task_id, seq in await read(self.engine, stmt))
         return heads
-
-    async def _read(self, stmt: Any) -> list[Any]:
-        async with self.engine.connect() as conn:
-            conn = await conn.execution_options(**{READ_ONLY: True})
-            return list((await conn.execute(stmt)).all())

@@ -1,40 +1,12 @@
 """Fewer writes per task: what a blocking call passes through waits in memory.
 
-The SDK stores a task at every event: a blocking ``SendMessage`` for ``math.add`` is four
-transactions (submitted, working, working with the artifact, completed) and three reads of
-a task id it has just made up; in cluster mode each is a versioned compare-and-swap with
-its event row, about forty round trips. Only the last state is ever seen by the caller,
-who gets the answer once it is stored. So, for a blocking call (``DEFER_STATE_KEY``):
-
-* the states it passes through on its way (``submitted``, ``working``) are kept in memory
-  and written only if the call is still running :data:`WRITE_DELAY` seconds later, so a
-  long task is durable and restart recovery closes it out as before;
-* the state it answers with (terminal, ``input-required``, ``auth-required``) and every
-  state of a task whose id the caller already holds (streams, ``returnImmediately``, a
-  push config's webhook) is written at once, before the answer;
-* reads of a kept task in this process are answered from memory, and a task id this
-  request made up (``NEW_TASK_STATE_KEY``) is not looked up before its first save.
-
-A process killed within the delay loses a task whose answer was never sent.
-
-Writes go through a :class:`GroupCommit` (the saves that gathered share one transaction;
-PostgreSQL: one statement on the writer's own connection, :mod:`._pg_writer`):
-
-* :class:`DeferredWrites` (no cluster): one multi-row upsert into the SDK's ``tasks``
-  instead of the SDK's ORM ``merge`` per save; on a SQLite file on a writer thread of its
-  own with a synchronous engine (one hop per batch, not one per statement through
-  aiosqlite). A kept state is rewritten at most once per delay while the call runs.
-* :class:`DeferredClusterWrites`: a new task of a blocking call is kept with its versions
-  (1, 2, 3, ...) and the event of each; its answer is written in one transaction with
-  everything kept: the version row at the final version, the task row, one event row per
-  version -- the rows, at the versions, that a save per event would have left, so other
-  replicas, resubscribing streams and the SDK's compare-and-swap see no difference. After
-  the delay it is written as it stands (with its claim), and from then on every save goes
-  to the SDK's ``VersionedDatabaseTaskStore`` after a claim for a running task
-  (``_replicas.py``: a running task row always has its replica's claim).
-
-Rows are exactly what the SDK's stores write (``upstream/sql_task_rows.py``), so they read
-them back unchanged; owner scoping is the SDK's owner resolver.
+The rule and its promises are in ``docs/storage.md`` (*How tasks are written*);
+``docs/architecture.md`` draws where these layers sit. Reasons kept here: the SDK stores
+a blocking ``SendMessage`` four times and looks up three times an id it made up (in
+cluster mode about forty round trips), though the caller only ever sees the last state.
+A kept cluster task carries the versions and events a save per event would have made,
+so other replicas, resubscribing streams and the SDK's compare-and-swap see no
+difference. Rows are exactly what the SDK's stores write (``upstream/sql_task_rows.py``).
 """
 
 from __future__ import annotations
@@ -115,28 +87,14 @@ class GroupCommit(Generic[_T]):
 
     async def aclose(self) -> None:
         """Wait for the batch under way (its callers get its outcome)."""
-        writer = self._writer
-        if writer is not None:
-            await asyncio.wait({writer})
+        if self._writer is not None:
+            await asyncio.wait({self._writer})
 
     async def _write_all(self) -> None:
         try:
             while self._queue:
                 batch, self._queue = self._queue[:MAX_BATCH], self._queue[MAX_BATCH:]
-                try:
-                    await self._write([item for item, _ in batch])
-                except IntegrityError as exc:
-                    if len(batch) == 1:
-                        _settle(batch, exc)
-                    else:
-                        for item, done in batch:
-                            await self._write_one(item, done)
-                except BaseException as exc:
-                    _settle(batch, exc)
-                    if not isinstance(exc, Exception):
-                        raise
-                else:
-                    _settle(batch, None)
+                await self._commit(batch)
         finally:
             self._writer = None
             for _, done in self._queue:  # only if the writer itself was canceled
@@ -144,23 +102,27 @@ class GroupCommit(Generic[_T]):
                     done.cancel()
             self._queue = []
 
-    async def _write_one(self, item: _T, done: asyncio.Future[None]) -> None:
+    async def _commit(self, batch: list[tuple[_T, asyncio.Future[None]]]) -> None:
+        outcome: BaseException | None = None
         try:
-            await self._write([item])
-        except Exception as exc:
-            _settle([(item, done)], exc)
-        else:
-            _settle([(item, done)], None)
-
-
-def _settle(batch: list[tuple[_T, asyncio.Future[None]]], exc: BaseException | None) -> None:
-    for _, done in batch:
-        if done.done():
-            continue
-        if exc is None:
-            done.set_result(None)
-        else:
-            done.set_exception(exc)
+            await self._write([item for item, _ in batch])
+        except IntegrityError as exc:
+            if len(batch) > 1:
+                for one in batch:
+                    await self._commit([one])
+                return
+            outcome = exc
+        except BaseException as exc:
+            outcome = exc
+        for _, done in batch:
+            if done.done():
+                continue
+            if outcome is None:
+                done.set_result(None)
+            else:
+                done.set_exception(outcome)
+        if outcome is not None and not isinstance(outcome, Exception):
+            raise outcome
 
 
 def _made_up_here(task_id: str, context: ServerCallContext) -> bool:
@@ -177,6 +139,13 @@ def _copy(task: Task) -> Task:
     copy = Task()
     copy.CopyFrom(task)
     return copy
+
+
+def _forget(kept: dict[str, _Kept], task_id: str) -> _Kept | None:
+    found = kept.pop(task_id, None)
+    if found is not None and found.timer is not None:
+        found.timer.cancel()
+    return found
 
 
 @dataclass(slots=True, eq=False)
@@ -223,28 +192,25 @@ class DeferredWrites(TaskStoreLayer):
         )
         self._group: GroupCommit[dict[str, Any]] = GroupCommit(self._write_batch)
         self._sync_engine = sync_engine
-        self._thread = None
-        if sync_engine is not None:
-            self._thread = ThreadPoolExecutor(1, thread_name_prefix="apcore-a2a-sqlite-writer")
+        self._thread = (
+            ThreadPoolExecutor(1, thread_name_prefix="apcore-a2a-sqlite-writer")
+            if sync_engine is not None
+            else None
+        )
         self._pg = pg_writer
         if pg_writer is not None:
             self._pg_upsert = PgInsert(table, dialect, conflict_key="id")
 
     async def save(self, task: Task, context: ServerCallContext) -> None:
-        kept = self._kept.get(task.id)
         if task.status.state in _PASSING and context.state.get(DEFER_STATE_KEY):
-            self._keep(task, context, kept)
-
+            self._keep(task, context, self._kept.get(task.id))
             _forget_new(task.id, context)
             return
-        if kept is not None:
-            # This write supersedes the kept state; one already under way lands first.
-            del self._kept[task.id]
-            if kept.timer is not None:
-                kept.timer.cancel()
-            if kept.writing is not None:
-                with contextlib.suppress(Exception):
-                    await asyncio.shield(kept.writing)
+        # This write supersedes the kept state; one already under way lands first.
+        kept = _forget(self._kept, task.id)
+        if kept is not None and kept.writing is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(kept.writing)
         await self._group.submit(self._rows.row(task, self._owner(context)))
         _forget_new(task.id, context)
 
@@ -257,9 +223,7 @@ class DeferredWrites(TaskStoreLayer):
         return await self.inner.get(task_id, context)
 
     async def delete(self, task_id: str, context: ServerCallContext) -> None:
-        kept = self._kept.pop(task_id, None)
-        if kept is not None and kept.timer is not None:
-            kept.timer.cancel()
+        _forget(self._kept, task_id)
         await self.inner.delete(task_id, context)
 
     async def aclose(self) -> None:
@@ -333,13 +297,8 @@ class DeferredWrites(TaskStoreLayer):
             conn.execute(self._upsert, rows)
 
 
-@dataclass(slots=True, frozen=True)
-class _Write:
-    task_id: str
-    owner: str
-    row: dict[str, Any]
-    version: int
-    events: list[tuple[int, bytes]]
+#: one cluster write: its ``task_versions`` row, ``tasks`` row and ``task_events`` rows
+_Write = tuple[dict[str, Any], dict[str, Any], list[dict[str, Any]]]
 
 
 class DeferredClusterWrites(VersionedStoreLayer):
@@ -430,7 +389,7 @@ class DeferredClusterWrites(VersionedStoreLayer):
         return stored
 
     async def delete(self, task_id: str, context: ServerCallContext) -> None:
-        self._forget(task_id)
+        _forget(self._kept, task_id)
         self.registry.release(task_id)
         await self.inner.delete(task_id, context)
 
@@ -463,15 +422,10 @@ class DeferredClusterWrites(VersionedStoreLayer):
             # The answer: everything kept and this state, in one transaction. On failure
             # the kept state stays as it was (the delay still writes it).
             await self._write(task.id, kept.owner, _copy(task), version, events)
-            self._forget(task.id)
+            _forget(self._kept, task.id)
             self.registry.release(task.id)
         _forget_new(task.id, context)
         return TaskVersion(version)
-
-    def _forget(self, task_id: str) -> None:
-        kept = self._kept.pop(task_id, None)
-        if kept is not None and kept.timer is not None:
-            kept.timer.cancel()
 
     def _write_later(self, task_id: str) -> None:
         kept = self._kept.get(task_id)
@@ -498,27 +452,25 @@ class DeferredClusterWrites(VersionedStoreLayer):
                     self._delay, self._write_later, task_id
                 )
                 return
-            self._forget(task_id)
+            _forget(self._kept, task_id)
 
     async def _write(
         self, task_id: str, owner: str, task: Task, version: int, events: list[tuple[int, bytes]]
     ) -> None:
-        row = self._rows.row(task, owner)
+        ids = {"task_id": task_id, "owner": owner}
+        rows = [{**ids, "task_version": v, "event_data": data} for v, data in events]
+        write = ({**ids, "version": version}, self._rows.row(task, owner), rows)
         try:
-            await self._group.submit(_Write(task_id, owner, row, version, events))
+            await self._group.submit(write)
         except IntegrityError:
             # Its id is taken (the SDK store's "first writer wins" signal, as there).
             raise ConcurrentTaskModificationError(task_id) from None
 
     async def _write_batch(self, batch: list[_Write]) -> None:
         await self.inner.initialize()  # once: the SDK's tables exist from then on
-        events = [
-            {"task_id": w.task_id, "owner": w.owner, "task_version": v, "event_data": data}
-            for w in batch
-            for v, data in w.events
-        ]
-        versions = [{"task_id": w.task_id, "owner": w.owner, "version": w.version} for w in batch]
-        tasks = [w.row for w in batch]
+        versions = [version for version, _, _ in batch]
+        tasks = [task for _, task, _ in batch]
+        events = [event for _, _, rows in batch for event in rows]
         # One statement on PostgreSQL: its parts insert fresh ids, so no lock order to
         # keep; through the engine, version rows before task rows (the SDK store's order).
         if self._pg is not None:

@@ -1,11 +1,7 @@
-"""A bounded in-process event log, for resumable subscriptions without cluster mode.
-
-Cluster mode keeps every event in the shared ``task_events`` table. Other stores (memory,
-and SQL without ``--cluster``) get this log: the last ``task_event_log_size`` events of
-each of the most recently active tasks (as many tasks as ``task_max_capacity``), with ids
-from one counter per process. :class:`RecordingTaskStore` feeds it: it is the SDK's
-``LegacyTaskStoreAdapter`` (which drops the event of each save) that appends the event
-first and reports the log position as the task's version.
+"""A bounded in-process event log, for resumable subscriptions without cluster mode
+(``docs/storage.md``, *The memory store is bounded*). :class:`RecordingTaskStore` feeds
+it: the SDK's ``LegacyTaskStoreAdapter`` (which drops the event of each save) appending
+the event first and reporting its log position as the task's version.
 """
 
 from __future__ import annotations

@@ -1,18 +1,9 @@
-"""A bounded in-memory task store.
+"""A bounded in-memory task store (the rules: ``docs/storage.md``, *The memory store is bounded*).
 
 Listing, owner scoping, copying and pagination are the SDK's ``InMemoryTaskStore``; this
-class only decides which tasks to forget so memory stays bounded:
-
-* a finished task (completed, failed, canceled, rejected) older than ``ttl_seconds``
-  since its last save is dropped on the next save;
-* when a new task arrives at ``max_capacity``, the least recently saved finished task
-  makes room;
-* a task that is not finished (submitted, working, input-required, auth-required) is
-  never evicted. If every stored task is unfinished, the store grows past
-  ``max_capacity`` rather than lose live work, and logs a warning.
-
-Every operation is O(1) amortized: finished tasks sit in an insertion-ordered dict,
-oldest first, so expiry and eviction only ever look at its head.
+class only decides which tasks to forget. Every operation is O(1) amortized: finished
+tasks sit in an insertion-ordered dict, oldest first, so expiry and eviction only ever
+look at its head.
 """
 
 from __future__ import annotations
@@ -64,18 +55,13 @@ class BoundedMemoryTaskStore(InMemoryTaskStore):
         if max_capacity < 1:
             raise ValueError(f"max_capacity must be at least 1, got {max_capacity}")
         super().__init__(owner_resolver=self._resolve_owner)
-        self._max_capacity = max_capacity
+        self.max_capacity = max_capacity
         self._ttl = ttl_seconds if ttl_seconds is not None and ttl_seconds > 0 else None
         self._owner_resolver = owner_resolver
         self._clock = clock
         self._active: set[_Key] = set()
         self._finished: OrderedDict[_Key, float] = OrderedDict()
         self._over_capacity_warned = False
-
-    @property
-    def max_capacity(self) -> int:
-        """The configured capacity."""
-        return self._max_capacity
 
     def __len__(self) -> int:
         """Number of tasks currently stored, across all owners."""
@@ -87,7 +73,7 @@ class BoundedMemoryTaskStore(InMemoryTaskStore):
         now = self._clock()
         await self._expire(now)
         is_new = key not in self._active and key not in self._finished
-        if is_new and len(self) >= self._max_capacity:
+        if is_new and len(self) >= self.max_capacity:
             await self._make_room()
         await super().save(task, context)
         if task.status.state in _TERMINAL:
@@ -100,10 +86,7 @@ class BoundedMemoryTaskStore(InMemoryTaskStore):
 
     async def delete(self, task_id: str, context: ServerCallContext) -> None:
         """Forget the caller's task with this id (no error if it does not exist)."""
-        key = (self._owner_resolver(context), task_id)
-        await super().delete(task_id, context)
-        self._active.discard(key)
-        self._finished.pop(key, None)
+        await self._evict((self._owner_resolver(context), task_id))
 
     async def _expire(self, now: float) -> None:
         if self._ttl is None:
@@ -124,7 +107,7 @@ class BoundedMemoryTaskStore(InMemoryTaskStore):
             logger.warning(
                 "task store is at capacity (%d) and every stored task is still active; "
                 "keeping them all rather than evicting live work",
-                self._max_capacity,
+                self.max_capacity,
             )
 
     async def _evict(self, key: _Key) -> None:
@@ -136,6 +119,4 @@ class BoundedMemoryTaskStore(InMemoryTaskStore):
 
     def _resolve_owner(self, context: ServerCallContext) -> str:
         owner = context.state.get(_OWNER_STATE_KEY)
-        if isinstance(owner, str):
-            return owner
-        return self._owner_resolver(context)
+        return owner if isinstance(owner, str) else self._owner_resolver(context)

@@ -40,14 +40,14 @@ async def upgrade_database(task_store_url: str) -> list[str]:
     engine = create_engine(store_url)
     try:
         async with engine.connect() as conn:
-            before = set(await conn.run_sync(_table_names))
+            before = set(await conn.run_sync(lambda c: inspect(c).get_table_names()))
         await DatabaseTaskStore(engine).initialize()
         await DatabasePushNotificationConfigStore(engine).initialize()
         async with engine.begin() as conn:
             old_rev, new_rev = await conn.run_sync(_run_sdk_migrations)
             await conn.run_sync(METADATA.create_all)
         async with engine.connect() as conn:
-            after = set(await conn.run_sync(_table_names))
+            after = set(await conn.run_sync(lambda c: inspect(c).get_table_names()))
     finally:
         await engine.dispose()
 
@@ -61,10 +61,6 @@ async def upgrade_database(task_store_url: str) -> list[str]:
     if not created and old_rev == new_rev:
         lines.append("schema is up to date")
     return lines
-
-
-def _table_names(sync_conn: Any) -> list[str]:
-    return list(inspect(sync_conn).get_table_names())
 
 
 def _run_sdk_migrations(sync_conn: Any) -> tuple[str | None, str | None]:

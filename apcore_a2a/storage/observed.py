@@ -1,19 +1,12 @@
 """Store layers: the one base of every task-store wrapper, and the view at the chain's top.
 
-A :class:`Layer` holds ``inner`` and passes ``list``/``peek`` through unless it overrides
-them. The SDK tells plain stores from versioned ones by type, so a layer is one or the
-other: :class:`TaskStoreLayer`, :class:`VersionedStoreLayer`.
-
-The top of every chain is one view (:func:`store_view`):
-
-* every call is awaited through *around* (the outage guard, ``outages.py``);
-* save listeners run right after a save succeeded, in the saving coroutine, and must not
-  block (0.3 push snapshots, per-caller quotas, turn claims); adding a listener to a view
-  gives a view with one more listener, never a view of a view;
-* a read is answered once per request: the task a request read is kept in its call
-  context (a copy per answer) for a second at most, and until the task is saved in
-  this process, so a follow-up message (turn check, routing, the SDK's own load) reads
-  its stored task once.
+A :class:`Layer` holds ``inner`` and passes ``list``/``peek`` through. The SDK tells
+plain stores from versioned ones by type, so a layer is one or the other. The view
+(:func:`store_view`) awaits every call through *around* (the outage guard), runs save
+listeners right after a save in the saving coroutine (they must not block), and answers
+a read once per request: the task a request read is kept in its call context for a
+second at most, until it is saved here, so a follow-up message (turn check, routing, the
+SDK's own load) reads its stored task once.
 """
 
 from __future__ import annotations
@@ -49,10 +42,6 @@ _READS_STATE_KEY = "apcore_a2a_reads"
 _READ_TTL = 1.0
 
 
-async def _plain(call: Awaitable[_T]) -> _T:
-    return await call
-
-
 class Layer:
     """*inner* with ``list``/``peek`` passed through ``_call``."""
 
@@ -83,13 +72,13 @@ class VersionedStoreLayer(Layer, VersionedTaskStore):
 
 
 class _ViewMixin(Layer):
-    _around: Around
+    _around: Around | None
     _saved: tuple[SaveListener, ...]
     #: task id -> when it was last saved through a view of this chain (any request)
     _saves: TTLCache[str, float]
 
     async def _call(self, call: Awaitable[_T]) -> _T:
-        result: _T = await self._around(call)
+        result: _T = await (call if self._around is None else self._around(call))
         return result
 
     async def get(self, task_id: str, context: ServerCallContext) -> Any:
@@ -161,7 +150,7 @@ def store_view(
         around, listeners, saves = store._around, (*store._saved, *listeners), store._saves
         store = store.inner
     view = _VersionedView(store) if isinstance(store, VersionedTaskStore) else _View(store)
-    view._around, view._saved, view._saves = around or _plain, listeners, saves
+    view._around, view._saved, view._saves = around, listeners, saves
     return view
 
 

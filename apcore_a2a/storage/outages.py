@@ -1,13 +1,8 @@
 """A store outage is a retryable, typed answer, not an internal error.
 
-When the database behind a SQL store cannot be reached (refused, reset, timed out,
-restarting), the SDK would answer the caller with a generic internal error. The stores an
-agent runs on are wrapped here so such failures raise
-:class:`apcore_a2a.errors.StoreUnavailableError` instead: JSON-RPC -32092 with
-``retryAfter`` in its data, HTTP 503 with ``Retry-After``, gRPC ``UNAVAILABLE``. Other
-database errors (a constraint, a bad query) are not outages and pass unchanged. Nothing
-is written twice: the error is raised where the store call failed, and the caller decides
-whether to retry.
+Failures that mean the database cannot be reached raise
+:class:`apcore_a2a.errors.StoreUnavailableError` where the store call failed (nothing is
+written twice); other database errors pass unchanged (``docs/storage.md``, *Health*).
 """
 
 from __future__ import annotations
@@ -21,7 +16,7 @@ from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 
 from apcore_a2a.errors import StoreUnavailableError
 
-__all__ = ["RETRY_AFTER", "UNAVAILABLE", "guard_push_outages", "guarded", "is_outage"]
+__all__ = ["RETRY_AFTER", "UNAVAILABLE", "GuardedPushStore", "guarded", "is_outage"]
 
 logger = logging.getLogger(__name__)
 
@@ -42,37 +37,31 @@ UNAVAILABLE: tuple[type[BaseException], ...] = (
 
 def is_outage(exc: BaseException) -> bool:
     """Whether *exc* means the database cannot be reached right now."""
-    if isinstance(exc, UNAVAILABLE):
-        return True
-    return isinstance(exc, DBAPIError) and bool(exc.connection_invalidated)
+    invalidated = isinstance(exc, DBAPIError) and exc.connection_invalidated
+    return isinstance(exc, UNAVAILABLE) or bool(invalidated)
 
 
 async def guarded(call: Awaitable[_T]) -> _T:
     """Await *call*, raising ``StoreUnavailableError`` if it failed on an outage."""
     try:
         return await call
-    except StoreUnavailableError:
-        raise
-    except Exception as exc:
+    except Exception as exc:  # our StoreUnavailableError is no outage type: passes as is
         if not is_outage(exc):
             raise
         logger.warning("task store unavailable: %s", type(exc).__name__)
         raise StoreUnavailableError(retry_after=RETRY_AFTER) from None
 
 
-def guard_push_outages(store: PushNotificationConfigStore) -> PushNotificationConfigStore:
-    """A push-config store raising ``StoreUnavailableError`` on outages."""
-    return _GuardedPushStore(store)
-
-
 def _guard(name: str) -> Any:
-    async def call(self: _GuardedPushStore, *args: Any, **kwargs: Any) -> Any:
+    async def call(self: GuardedPushStore, *args: Any, **kwargs: Any) -> Any:
         return await guarded(getattr(self.inner, name)(*args, **kwargs))
 
     return call
 
 
-class _GuardedPushStore(PushNotificationConfigStore):
+class GuardedPushStore(PushNotificationConfigStore):
+    """A push-config store raising ``StoreUnavailableError`` on outages."""
+
     def __init__(self, inner: PushNotificationConfigStore) -> None:
         self.inner = inner
 

@@ -1,16 +1,12 @@
 """Quota slots in the shared database: per-caller limits that hold across processes.
 
-A limit of N for one subject (a caller key) is N numbered slots. Taking one inserts a free
-slot number in one statement, and the primary key makes that atomic: of two processes
-racing for one slot, one insert wins and the other tries another free slot, or finds none
-and is refused. So N replicas (or ``workers``) together never hand out more
-than N, where counting first and creating after would let every racer through.
-
-A slot taken for the life of a request or a stream is leased to the replica that took it:
-given back, it waits :data:`LEASE_SECONDS` for the next request of the same caller there
-(a busy caller costs no round trip per request), then is freed; the leases of a replica
-found dead are freed when a subject is full. A slot renamed to a lasting holder (a task
-id) names no replica: it lives until that holder gives it back, from any process.
+A limit of N for one subject (a caller key) is N numbered slots; taking one inserts a
+free slot number, and the primary key makes that atomic, so N replicas together never
+hand out more than N (counting first and creating after would let every racer through).
+A slot taken for a request or a stream is leased to its replica: given back, it waits
+:data:`LEASE_SECONDS` for the same caller's next request there, then is freed; leases of
+dead replicas are freed when a subject is full. A slot renamed to a lasting holder (a
+task id) names no replica and lives until that holder gives it back, from any process.
 """
 
 from __future__ import annotations
@@ -25,6 +21,7 @@ from sqlalchemy import Column, Index, Integer, String, Table, delete, func, sele
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ._replicas import METADATA, ReplicaRegistry, replicas_table
+from ._urls import read
 
 __all__ = ["LEASE_SECONDS", "PUSH_SCOPE", "SqlQuotaSlots", "slots_table"]
 
@@ -45,6 +42,7 @@ slots_table = Table(
     Column("replica_id", String(64), nullable=True),
     Index("ix_apcore_a2a_quota_slots_holder", "scope", "holder"),
 )
+_S = slots_table.c
 
 # One given slot: most takes find a random slot free (a caller far below its quota).
 _TAKE_SLOT = text(
@@ -98,13 +96,11 @@ class SqlQuotaSlots:
     async def rename(self, scope: str, old: str, new: str) -> None:
         """Hand *old*'s slot to *new*, which keeps it until it gives it back."""
         leased = self._leased.pop((scope, old), None)
+        holder = leased[1] if leased else old
         async with self.engine.begin() as conn:
             await conn.execute(
                 update(slots_table)
-                .where(
-                    slots_table.c.scope == scope,
-                    slots_table.c.holder == (leased[1] if leased else old),
-                )
+                .where(_S.scope == scope, _S.holder == holder)
                 .values(holder=new, replica_id=None)
             )
 
@@ -156,13 +152,8 @@ class SqlQuotaSlots:
                     continue
                 if (await conn.execute(_TAKE_FREE, params)).rowcount:
                     return True
-                taken = (
-                    await conn.execute(
-                        select(func.count()).where(
-                            slots_table.c.scope == scope, slots_table.c.subject == subject
-                        )
-                    )
-                ).scalar_one()
+                count = select(func.count()).where(_S.scope == scope, _S.subject == subject)
+                taken = (await conn.execute(count)).scalar_one()
             if taken < limit:
                 continue  # lost a race for a slot that was free: try another one
             if reclaimed or not await self._reclaim(scope, subject):
@@ -172,21 +163,12 @@ class SqlQuotaSlots:
 
     async def _delete(self, scope: str, holders: list[str]) -> None:
         async with self.engine.begin() as conn:
-            await conn.execute(
-                delete(slots_table).where(
-                    slots_table.c.scope == scope, slots_table.c.holder.in_(holders)
-                )
-            )
+            await conn.execute(delete(slots_table).where(_S.scope == scope, _S.holder.in_(holders)))
 
     async def holders(self, scope: str, subject: str) -> list[str]:
         """The holders of *subject*'s slots."""
-        async with self.engine.connect() as conn:
-            rows = await conn.execute(
-                select(slots_table.c.holder).where(
-                    slots_table.c.scope == scope, slots_table.c.subject == subject
-                )
-            )
-            return [row[0] for row in rows]
+        stmt = select(_S.holder).where(_S.scope == scope, _S.subject == subject)
+        return [row[0] for row in await read(self.engine, stmt)]
 
     async def _reclaim(self, scope: str, subject: str) -> bool:
         """Free *subject*'s slots held by dead replicas; whether any was."""
@@ -196,10 +178,10 @@ class SqlQuotaSlots:
         async with self.engine.begin() as conn:
             result = await conn.execute(
                 delete(slots_table).where(
-                    slots_table.c.scope == scope,
-                    slots_table.c.subject == subject,
-                    slots_table.c.replica_id.is_not(None),
-                    slots_table.c.replica_id.not_in(live),
+                    _S.scope == scope,
+                    _S.subject == subject,
+                    _S.replica_id.is_not(None),
+                    _S.replica_id.not_in(live),
                 )
             )
         return bool(result.rowcount)

@@ -1,12 +1,7 @@
 """The task store, push-config store and cluster event stream an agent runs on.
 
 :func:`open_stores` is the one place the store chain is composed from the settings
-(``docs/architecture.md`` draws it, with the rows each part writes)::
-
-    memory://     view -> BoundedMemoryTaskStore
-    SQL           view (outage guard) -> DeferredWrites -> DatabaseTaskStore (SDK)
-    SQL, cluster  view (outage guard) -> DeferredClusterWrites -> ChunkedTaskStore (SDK's
-                  VersionedDatabaseTaskStore; streamed chunks in task_events only)
+(``docs/architecture.md``, *The save path*, draws it with the rows each part writes).
 """
 
 from __future__ import annotations
@@ -60,11 +55,6 @@ DEFAULT_REPLICA_TIMEOUT = 10.0
 #: Tasks whose recent events the in-process event log keeps (the most recently active).
 EVENT_LOG_TASKS = 1000
 
-_INSTALL_HINT = {
-    "sqlite": "pip install 'apcore-a2a[sqlite]'",
-    "postgresql": "pip install 'apcore-a2a[postgres]'",
-}
-
 
 @dataclass
 class Stores:
@@ -99,20 +89,15 @@ class Stores:
         return found.task if isinstance(found, StoredTask) else found
 
     def watch_cancels(self, running: Callable[[], list[str]], stop: Callable[[str], None]) -> None:
-        """Cluster mode: stop a local run once another replica has canceled its task.
-
-        *running* lists the task ids executing in this process; *stop* is called with
-        one of them when the shared store says it is ``canceled``. No-op otherwise.
-        """
+        """Cluster mode (else a no-op): call *stop* with each task id of *running* (those
+        executing here) that another replica has canceled in the shared store."""
         if self._backend is not None and self.event_stream is not None:
             self._backend.cancel_watch = (running, stop)
 
     async def start(self) -> None:
-        """Create missing tables, fail tasks a dead process left running, start loops.
-
-        Raises :class:`StoreUnavailableError` when the database cannot be reached, or
-        cannot take the connections this agent would open (PostgreSQL).
-        """
+        """Create missing tables, fail tasks a dead process left running, start loops;
+        :class:`StoreUnavailableError` when the database cannot be reached or cannot take
+        the connections this agent would open (PostgreSQL)."""
         if self._backend is not None:
             await self._backend.start()
 
@@ -134,15 +119,10 @@ def open_stores(
     heartbeat_interval: float = DEFAULT_HEARTBEAT_INTERVAL,
     replica_timeout: float = DEFAULT_REPLICA_TIMEOUT,
 ) -> Stores:
-    """Build the stores for *task_store* (a URL or a ``TaskStore``) without any I/O.
-
-    URL forms: ``memory://`` (bounded, see :class:`BoundedMemoryTaskStore`),
-    ``sqlite:///path/tasks.db``, ``postgresql://user@host/db`` (``postgres://`` and
-    explicit ``+aiosqlite`` / ``+asyncpg`` drivers are accepted; PostgreSQL also takes
-    ``?schema=NAME``, ``?sslmode=...`` and ``?pool_size=N``). A ``TaskStore`` object is
-    used as is, with an in-memory push-config store beside it.
-
-    Raises ``ValueError`` for an unusable URL or setting combination.
+    """Build the stores for *task_store* without any I/O: a URL (the forms:
+    ``docs/storage.md``, *URLs*) or a ``TaskStore`` object, used as is with an in-memory
+    push-config store beside it. Raises ``ValueError`` for an unusable URL or setting
+    combination.
     """
     url = parse_store_url(task_store) if isinstance(task_store, str) else None
     if settings.cluster and (url is None or url.kind == "memory"):
@@ -177,16 +157,17 @@ def _sql_stores(
 
         engine = create_engine(url)
     except ImportError as exc:
+        extra = "postgres" if url.kind == "postgresql" else url.kind
         raise ValueError(
             f"{url.kind} task store needs extra packages ({exc.name or exc}); "
-            f"install them with: {_INSTALL_HINT[url.kind]}"
+            f"install them with: pip install 'apcore-a2a[{extra}]'"
         ) from None
     from ._pg_writer import PgWriter
     from ._replicas import ReplicaRegistry
     from ._sql_backend import SqlBackend
     from ._wakeups import WakingTaskEventStream
     from .deferred import DeferredClusterWrites, DeferredWrites
-    from .outages import guard_push_outages, guarded
+    from .outages import GuardedPushStore, guarded
     from .quota_slots import SqlQuotaSlots
     from .streamed import ChunkedTaskStore
     from .turns import SqlTurnClaims
@@ -214,7 +195,7 @@ def _sql_stores(
         poll_interval=settings.cluster_poll_interval,
         connections=(url.pool_size + len(held) - 1, settings.workers, " + ".join(held)),
     )
-    push = guard_push_outages(push_store)
+    push = GuardedPushStore(push_store)
     if not settings.cluster:
         plain = DatabaseTaskStore(engine)
         sync_engine = create_sqlite_writer_engine(url)

@@ -1,22 +1,13 @@
 """Streamed chunks stay out of the task row while the task runs (cluster mode).
 
-The SDK's consumer appends each artifact chunk (``append=True``) to the task it holds in
-memory and stores that whole task with the chunk's event: a stream of *n* chunks rewrites
-(and copies) the artifact *n* times, so the cost per chunk grows with the chunks sent. In
-cluster mode every event is also stored in ``task_events``, so :class:`ChunkedTaskStore`
-(the SDK's versioned SQL store)
-
-* on a save of an appended chunk of a running task, empties that artifact in the task it
-  is given (the very object the SDK keeps in memory, so its copies stay small too) and
-  marks it (:data:`IN_LOG`); the chunk is stored once, as its event;
-* on a read (``get``, ``list``), puts the marked artifacts back together from the task's
-  events up to the version read, so ``GetTask`` on any replica shows every chunk so far;
-* on the save that settles the task, puts them back too: a settled row holds its whole
-  artifact, written once.
-
-While the task runs, whoever reads the SDK's in-memory task rather than the store sees
-the artifact empty and marked (0.3 push bodies put the event's chunk in its place:
-``push/bodies.py``); so do replicas of older versions reading the row.
+The SDK stores the whole task with each appended chunk, so a stream of *n* chunks
+rewrites the artifact *n* times; in cluster mode every event is also in ``task_events``.
+So :class:`ChunkedTaskStore` empties an appended artifact of a running task in the very
+task object the SDK keeps in memory (its copies stay small too) and marks it
+(:data:`IN_LOG`), and puts the parts back from the events on a read and on the save that
+settles the task (``docs/storage.md``, *Long streams*). Whoever reads the SDK's in-memory
+task meanwhile sees the artifact empty and marked (0.3 push bodies put the event's chunk
+in its place: ``push/bodies.py``); so do replicas of older versions reading the row.
 """
 
 from __future__ import annotations
@@ -139,8 +130,7 @@ class ChunkedTaskStore(VersionedDatabaseTaskStore):
                         chunks.append(update.artifact)
         for key, artifact in marked.items():
             del artifact.parts[:]
-            for chunk in parts[key]:
-                artifact.parts.extend(chunk.parts)
+            artifact.parts.extend(part for chunk in parts[key] for part in chunk.parts)
             del artifact.metadata[IN_LOG]
             if not artifact.metadata.fields:
                 artifact.ClearField("metadata")

@@ -1,17 +1,10 @@
 """Turn claims: which one message may continue a task parked in ``input-required``.
 
-A parked task is continued by exactly one message. Every follow-up first claims the
-task's current turn (:func:`turn_of`: the state it is parked in and the timestamp of
-that status), and only the first claim of a turn wins; later ones (concurrent or
-repeated, here or on another replica) are refused. The next time the task parks, its
-status has a new timestamp and so a new turn.
-
-In one process the claims live in memory (the most recent turns). In cluster mode they
-are rows of ``apcore_a2a_task_turns``, whose primary key is the turn, so the database
-decides between replicas (:class:`SqlTurnClaims`). A row is inserted only while the
-task is still stored in that turn, so once the task has moved on nobody can claim the
-turn again, and the row is deleted then: when the claiming replica saves the task in
-another status (the wait is over), or with the task (retention).
+Every follow-up first claims the task's current turn (:func:`turn_of`: its state and the
+timestamp of that status); only the first claim of a turn wins. When the task parks
+again its status has a new timestamp, so a new turn. In one process the claims live in
+memory; in cluster mode they are rows of ``apcore_a2a_task_turns`` whose primary key
+decides between replicas (the row's life: ``docs/storage.md``, *Several replicas*).
 """
 
 from __future__ import annotations
@@ -92,10 +85,9 @@ class SqlTurnClaims:
                 inserted = (await conn.execute(claim)).rowcount
         except IntegrityError:
             return False
-        if inserted != 1:
-            return False
-        self._held[task.id] = turn
-        return True
+        if inserted == 1:
+            self._held[task.id] = turn
+        return bool(inserted == 1)
 
     def saved(self, task: Task, context: ServerCallContext) -> None:
         """A save listener: a task saved past the turn claimed here releases its rows."""
