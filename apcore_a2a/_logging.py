@@ -22,16 +22,6 @@ from apcore_a2a.adapters.errors import clean_for_log
 if TYPE_CHECKING:
     from apcore_a2a.settings import Settings
 
-__all__ = [
-    "MAX_MESSAGE",
-    "JsonFormatter",
-    "TextFormatter",
-    "bind",
-    "configure",
-    "current_fields",
-    "unbind",
-]
-
 #: Longest message (in characters) a record keeps; the rest is cut with a marker.
 MAX_MESSAGE = 4000
 _FIELDS = ("task_id", "skill_id", "trace_id")

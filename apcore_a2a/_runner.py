@@ -29,8 +29,6 @@ from apcore_a2a.upstream.uvicorn_signals import graceful_exit
 if TYPE_CHECKING:
     from apcore_a2a.server.factory import A2AServerFactory
 
-__all__ = ["StartupError", "async_serve", "run_app", "run_workers", "serve", "store_hint"]
-
 logger = logging.getLogger("apcore_a2a")
 
 #: What to check when the task store cannot be reached at start.

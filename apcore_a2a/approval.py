@@ -9,8 +9,6 @@ from typing import Any
 
 from apcore import ApprovalResult
 
-__all__ = ["A2AApprovalHandler"]
-
 
 class A2AApprovalHandler:
     """apcore approval handler backed by decisions recorded from A2A messages.

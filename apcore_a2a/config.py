@@ -29,8 +29,6 @@ import yaml
 
 from apcore_a2a.settings import Setting, Settings, SettingsError
 
-__all__ = ["SECTIONS", "AgentConfig", "ConfigFileError", "ModuleSources", "load_config"]
-
 logger = logging.getLogger("apcore_a2a")
 #: what apcore needs of a module class in an extensions folder
 _NEEDS = ("input_schema", "output_schema", "description")

@@ -14,8 +14,6 @@ from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Shape", "ShapeError", "scan"]
-
 # Characters that open or close something; the commas between two of them are counted in
 # one go, and scalars and white space are skipped.
 _TOKEN = re.compile(rb'[][{}"]')

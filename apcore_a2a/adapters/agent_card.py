@@ -37,8 +37,6 @@ from google.protobuf.json_format import MessageToDict
 
 from apcore_a2a.adapters.skills import SCHEMA_EXTENSION_URI, SkillSpec
 
-__all__ = ["AgentCardBuilder", "Binding", "CardDocument", "rebase_card", "serialize_card"]
-
 PROTOCOL_VERSIONS = ("1.0", "0.3")
 
 

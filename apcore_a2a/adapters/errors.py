@@ -23,17 +23,6 @@ from a2a.utils.errors import (
     TaskNotFoundError,
 )
 
-__all__ = [
-    "ERROR_TABLE",
-    "ErrorRule",
-    "ExecutionTimeout",
-    "MappedError",
-    "as_a2a_error",
-    "clean_for_log",
-    "map_error",
-    "sanitize",
-]
-
 Outcome = Literal["raise", "failed", "rejected", "canceled"]
 
 MAX_MESSAGE = 500

@@ -13,19 +13,6 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
-__all__ = [
-    "REPLY_KEY",
-    "TASK_HOOK_KEY",
-    "AuthRequired",
-    "File",
-    "InputRequired",
-    "file_from_value",
-    "input_required_of",
-    "reply_as",
-    "reply_of",
-    "text_from_value",
-]
-
 #: apcore ``Context.data`` key holding a module's per-call reply choice (private: the
 #: leading underscore keeps it out of apcore's serialized context)
 REPLY_KEY = "_a2a.reply"

@@ -19,8 +19,6 @@ from google.protobuf.struct_pb2 import Struct, Value
 from apcore_a2a.adapters.outputs import File, file_from_value, text_from_value
 from apcore_a2a.adapters.schema import SchemaFacts, coerce_integers, json_types
 
-__all__ = ["input_from_parts", "is_file", "output_to_parts", "sniff_media_type", "value_to_python"]
-
 _OCTET = "application/octet-stream"
 
 

@@ -13,16 +13,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = [
-    "SchemaFacts",
-    "coerce_integers",
-    "inline_refs",
-    "json_types",
-    "root_type",
-    "schema_facts",
-    "summarize",
-]
-
 _MAX_DEPTH = 32
 _CHOICES = ("anyOf", "oneOf")
 

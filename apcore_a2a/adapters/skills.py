@@ -19,8 +19,6 @@ from a2a.types import AgentSkill
 
 from apcore_a2a.adapters.schema import SchemaFacts, inline_refs, root_type, schema_facts
 
-__all__ = ["SCHEMA_EXTENSION_URI", "SkillSpec", "humanize", "skill_from_descriptor"]
-
 logger = logging.getLogger("apcore_a2a.adapters.skills")
 
 #: URI of the card extension that carries every skill's input/output JSON Schema.

@@ -18,8 +18,6 @@ from apcore_a2a.auth.cards import (
     legacy_extended_card_route,
     restrict_card,
     security_for,
-    visible_modules,
-    visible_modules_async,
 )
 from apcore_a2a.auth.jwks import JWKSKeySource
 from apcore_a2a.auth.jwt_authenticator import ClaimMapping, JWTAuthenticator
@@ -31,7 +29,13 @@ from apcore_a2a.auth.middleware import (
     needs_credentials,
     security_middleware,
 )
-from apcore_a2a.execution.identity import AUTH_ISSUER_ATTR, AUTH_SCHEME_ATTR, owner_key
+from apcore_a2a.execution.identity import (
+    AUTH_ISSUER_ATTR,
+    AUTH_SCHEME_ATTR,
+    owner_key,
+    visible_modules,
+    visible_modules_async,
+)
 
 __all__ = [
     "AUTH_ISSUER_ATTR",

@@ -20,20 +20,6 @@ from apcore_a2a.adapters.errors import clean_for_log
 from apcore_a2a.errors import PermissionDeniedError, UnauthenticatedError
 from apcore_a2a.execution.identity import AUTH_ISSUER_ATTR, AUTH_SCHEME_ATTR
 
-__all__ = [
-    "SCOPES_ATTR",
-    "APIKeyAuthenticator",
-    "AnyAuthenticator",
-    "Authenticator",
-    "Gate",
-    "InvalidCredentials",
-    "header_value",
-    "identity_from_metadata",
-    "parse_api_key_entries",
-    "stamp_identity",
-    "words",
-]
-
 logger = logging.getLogger("apcore_a2a.auth")
 
 _MIN_KEY_CHARS = 16

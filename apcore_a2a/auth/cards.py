@@ -42,17 +42,6 @@ if TYPE_CHECKING:
 
     from apcore_a2a.auth.authenticator import Authenticator
 
-__all__ = [
-    "LEGACY_EXTENDED_CARD_PATH",
-    "acl_card_document",
-    "extended_card_modifier",
-    "legacy_extended_card_route",
-    "restrict_card",
-    "security_for",
-    "visible_modules",
-    "visible_modules_async",
-]
-
 #: The pre-0.3 REST path for the authenticated extended card.
 LEGACY_EXTENDED_CARD_PATH = "/agent/authenticatedExtendedCard"
 

@@ -32,8 +32,6 @@ from cachetools import TLRUCache
 
 from apcore_a2a.auth.authenticator import InvalidCredentials
 
-__all__ = ["JWKSKeySource", "KeyLookupError"]
-
 logger = logging.getLogger("apcore_a2a.auth")
 
 #: A key set is a few kB; anything much larger is not one.

@@ -27,8 +27,6 @@ from apcore_a2a.auth.authenticator import (
 )
 from apcore_a2a.auth.jwks import JWKSKeySource
 
-__all__ = ["ClaimMapping", "JWTAuthenticator"]
-
 logger = logging.getLogger("apcore_a2a.auth")
 
 _HMAC = ("HS256", "HS384", "HS512")

@@ -38,15 +38,6 @@ if TYPE_CHECKING:
 
     from apcore_a2a.settings import Settings
 
-__all__ = [
-    "AuthMiddleware",
-    "authenticator_from_settings",
-    "cors_middleware",
-    "current_identity",
-    "needs_credentials",
-    "security_middleware",
-]
-
 logger = logging.getLogger("apcore_a2a.auth")
 
 _identity_var: ContextVar[Identity | None] = ContextVar("apcore_a2a_identity", default=None)

@@ -36,8 +36,6 @@ from apcore_a2a.client import (
     CardVerificationError,
 )
 
-__all__ = ["register"]
-
 EXIT_REMOTE = 1
 EXIT_USAGE = 2
 EXIT_UNREACHABLE = 3

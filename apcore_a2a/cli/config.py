@@ -14,8 +14,6 @@ from typing import Any
 from apcore_a2a.config import SECTIONS, AgentConfig, load_config
 from apcore_a2a.settings import Settings
 
-__all__ = ["register"]
-
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``config`` command group (``config show``, ``config check``) to the CLI."""

@@ -7,8 +7,6 @@ import asyncio
 import logging
 import sys
 
-__all__ = ["register"]
-
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``db`` command group (``db upgrade``) to the CLI."""

@@ -16,8 +16,6 @@ from typing import Any, Literal, get_args, get_origin
 from apcore_a2a._version import __version__
 from apcore_a2a.settings import Setting, Settings, SettingsError, read_secret_file
 
-__all__ = ["extension_ids_notice", "overrides_from", "register"]
-
 _FILE_SUFFIX = "__file"
 
 

@@ -11,8 +11,6 @@ import httpx
 
 from apcore_a2a.client.errors import A2AConnectionError, A2ADiscoveryError
 
-__all__ = ["CARD_PATHS", "AgentCardFetcher"]
-
 #: Well-known card locations, tried in order: A2A 1.0 / 0.3, then the pre-0.3 name.
 CARD_PATHS = ("/.well-known/agent-card.json", "/.well-known/agent.json")
 

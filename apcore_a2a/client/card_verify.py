@@ -28,8 +28,6 @@ from google.protobuf.json_format import MessageToDict, ParseDict
 
 from apcore_a2a.client.errors import A2AConnectionError, CardVerificationError
 
-__all__ = ["JWKS_PATH", "CardKeys", "CardVerifier"]
-
 #: Where an apcore-a2a agent (and many others) publishes its public keys.
 JWKS_PATH = "/.well-known/jwks.json"
 #: A key set is a few kB; refuse to read much more.

@@ -40,8 +40,6 @@ from apcore_a2a.client.errors import (
     UnsupportedOperationError,
 )
 
-__all__ = ["A2AClient"]
-
 AuthInput = str | httpx.Auth | tuple[str, str] | None
 #: The SDK transport method of each A2A method whose name does not derive from it
 _SDK_NAMES = {

@@ -21,8 +21,6 @@ from a2a.types import AgentCard
 from apcore_a2a.adapters.agent_card import AgentCardBuilder, CardDocument, serialize_card
 from apcore_a2a.adapters.skills import SkillSpec, skill_from_descriptor
 
-__all__ = ["CatalogSnapshot", "SkillCatalog"]
-
 logger = logging.getLogger("apcore_a2a.execution.catalog")
 
 

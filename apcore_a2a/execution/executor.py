@@ -44,8 +44,6 @@ from apcore_a2a.execution.runs import CURRENT_RUN, Run, track_module_tasks
 if TYPE_CHECKING:
     from apcore_a2a.settings import Settings
 
-__all__ = ["ApCoreAgentExecutor"]
-
 logger = logging.getLogger("apcore_a2a.executor")
 
 CANCEL_MESSAGE = "Canceled by client"

@@ -17,19 +17,6 @@ if TYPE_CHECKING:
     from a2a.server.context import ServerCallContext
     from apcore import ACL, Executor, Identity
 
-__all__ = [
-    "AUTH_ISSUER_ATTR",
-    "AUTH_SCHEME_ATTR",
-    "IDENTITY_SCOPE_KEY",
-    "MAX_OWNER_CHARS",
-    "IdentityUser",
-    "acl_of",
-    "identity_of",
-    "owner_key",
-    "visible_modules",
-    "visible_modules_async",
-]
-
 #: ASGI scope key under which auth middleware leaves the caller's apcore ``Identity``.
 IDENTITY_SCOPE_KEY = "apcore.identity"
 #: Identity attribute naming how the caller authenticated (``"jwt"``, ``"apikey"``, ...).

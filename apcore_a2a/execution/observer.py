@@ -27,15 +27,6 @@ if TYPE_CHECKING:
     from a2a.server.agent_execution import RequestContext
     from a2a.server.context import ServerCallContext
 
-__all__ = [
-    "TERMINAL_STATES",
-    "Execution",
-    "ExecutionObserver",
-    "ExecutionTracker",
-    "observe",
-    "state_name",
-]
-
 logger = logging.getLogger("apcore_a2a.execution.observer")
 
 TERMINAL_STATES = frozenset({"completed", "failed", "canceled", "rejected"})

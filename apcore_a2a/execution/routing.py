@@ -35,13 +35,6 @@ from apcore_a2a.adapters.skills import SkillSpec
 from apcore_a2a.execution.catalog import SkillCatalog
 from apcore_a2a.execution.identity import acl_of, identity_of, visible_modules
 
-__all__ = [
-    "SKILL_METADATA_KEY",
-    "ApCoreRequestContext",
-    "ApCoreRequestContextBuilder",
-    "Preflight",
-]
-
 logger = logging.getLogger("apcore_a2a.acl")
 
 SKILL_METADATA_KEY = "skillId"

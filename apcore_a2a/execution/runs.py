@@ -34,8 +34,6 @@ from google.protobuf.json_format import MessageToDict
 from apcore_a2a.execution.executors import WrappedStep
 from apcore_a2a.execution.identity import identity_of
 
-__all__ = ["CURRENT_RUN", "Run", "track_module_tasks"]
-
 
 @dataclass(slots=True)
 class Run:

@@ -35,20 +35,6 @@ from apcore_a2a.adapters.skills import SkillSpec
 from apcore_a2a.execution.routing import SKILL_METADATA_KEY
 from apcore_a2a.execution.runs import Run
 
-__all__ = [
-    "INPUT_KEY",
-    "RESUME_KEY",
-    "PendingApproval",
-    "PendingInput",
-    "ask",
-    "ask_approval",
-    "follow_up_input",
-    "reask",
-    "resume",
-    "submit",
-    "without_token",
-]
-
 #: task metadata key of a pending question
 INPUT_KEY = "apcoreInput"
 #: a reserved apcore input key; only a resume on the A2A task may set it

@@ -21,8 +21,6 @@ from prometheus_client.registry import Collector
 
 from apcore_a2a.execution.observer import Execution
 
-__all__ = ["DURATION_BUCKETS", "LiveValues", "Metrics", "wants_prometheus"]
-
 #: Histogram buckets (seconds) for skill durations: 5 ms to 30 s (longer runs land in +Inf).
 DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 _PREFIX = "apcore_a2a"

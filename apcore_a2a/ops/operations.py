@@ -37,17 +37,6 @@ if TYPE_CHECKING:
     from apcore_a2a.settings import Settings
     from apcore_a2a.storage import Stores
 
-__all__ = [
-    "HEALTH_PATH",
-    "HEALTH_TIMEOUT",
-    "METRICS_EXTRA_HINT",
-    "METRICS_PATH",
-    "OPERATOR_ROLE",
-    "Operations",
-    "RequestWatch",
-    "ServerView",
-]
-
 logger = logging.getLogger("apcore_a2a.ops")
 
 #: The identity role that sees ``/health`` details (JWT ``roles`` claim, ``Identity.roles``).

@@ -26,8 +26,6 @@ if TYPE_CHECKING:
     from apcore_a2a.execution.observer import Execution
     from apcore_a2a.ops.operations import ServerView
 
-__all__ = ["SHUTDOWN_MESSAGE", "drain"]
-
 logger = logging.getLogger("apcore_a2a.ops.shutdown")
 
 #: Status message of the tasks canceled because the server stopped.

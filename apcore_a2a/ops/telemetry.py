@@ -26,17 +26,6 @@ from apcore_a2a.execution.observer import Execution
 if TYPE_CHECKING:
     from starlette.middleware import Middleware
 
-__all__ = [
-    "CONVENTIONS",
-    "TELEMETRY_EXTRA_HINT",
-    "TRACER_NAME",
-    "A2ASpans",
-    "ModuleSpans",
-    "rpc_span",
-    "set_sdk_spans",
-    "telemetry_middleware",
-]
-
 TRACER_NAME = "apcore_a2a"
 #: the draft these spans follow (docs/operations.md names it too)
 CONVENTIONS = "OpenTelemetry semantic-conventions-genai model/a2a, development draft of 2026"

@@ -26,14 +26,6 @@ from google.protobuf.json_format import MessageToDict
 from apcore_a2a.storage.observed import observe_saves
 from apcore_a2a.storage.streamed import IN_LOG
 
-__all__ = [
-    "PROTOCOL_VERSION_STATE_KEY",
-    "TaskSnapshots",
-    "body_v03",
-    "body_v10",
-    "protocol_version",
-]
-
 V1_0 = "1.0"
 V0_3 = "0.3"
 #: ``ServerCallContext.state`` key where a transport records the protocol version it serves.

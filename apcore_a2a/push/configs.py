@@ -32,8 +32,6 @@ from apcore_a2a.storage.quota_slots import PUSH_SCOPE
 if TYPE_CHECKING:
     from apcore_a2a.storage.quota_slots import SqlQuotaSlots
 
-__all__ = ["PushConfigStore"]
-
 # RFC 9110 field values: visible ASCII, space and tab, obs-text; nothing else.
 _HEADER_UNSAFE = re.compile(r"[^\t\x20-\x7e\x80-\xff]")
 # A scheme is an RFC 9110 token: it is followed by a space in the header.

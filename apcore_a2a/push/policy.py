@@ -22,8 +22,6 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from a2a.utils.errors import InvalidParamsError
 
-__all__ = ["PushUrlPolicy", "Resolver"]
-
 logger = logging.getLogger("apcore_a2a.push")
 
 #: ``resolve(host, port) -> addresses``; the default asks the event loop's resolver.

@@ -21,8 +21,6 @@ from apcore_a2a.classify import request_info
 from apcore_a2a.push.bodies import dumps
 from apcore_a2a.push.status import ACTIVE, FAILED, ConfigStatusBook
 
-__all__ = ["PushResponseMiddleware"]
-
 _CONFIG_METHODS = {
     "CreateTaskPushNotificationConfig",
     "GetTaskPushNotificationConfig",

@@ -30,8 +30,6 @@ from apcore_a2a.push.policy import PushUrlPolicy
 from apcore_a2a.push.signing import SigningKey
 from apcore_a2a.push.status import ConfigStatusBook
 
-__all__ = ["MAX_ANSWER_BYTES", "SIGNATURE_HEADER", "RetryingPushSender"]
-
 logger = logging.getLogger("apcore_a2a.push")
 
 #: The header that carries the agent's signed JWT on every delivery.

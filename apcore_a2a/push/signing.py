@@ -30,8 +30,6 @@ from sqlalchemy.exc import IntegrityError
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine
 
-__all__ = ["DELIVERY_TOKEN_TTL", "SigningKey", "seal", "stored_key", "unseal"]
-
 logger = logging.getLogger("apcore_a2a.keys")
 
 #: Lifetime of a delivery JWT in seconds; every attempt is signed afresh.

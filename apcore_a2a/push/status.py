@@ -17,8 +17,6 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from apcore_a2a.push.bodies import V1_0
 
-__all__ = ["ACTIVE", "FAILED", "ConfigRecords", "ConfigStatusBook", "create_tables"]
-
 ACTIVE = "active"
 FAILED = "failed"
 

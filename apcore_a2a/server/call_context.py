@@ -21,8 +21,6 @@ from apcore_a2a.server.task_quota import CALLER_STATE_KEY
 if TYPE_CHECKING:
     from starlette.requests import Request
 
-__all__ = ["ApCoreCallContextBuilder"]
-
 
 class ApCoreCallContextBuilder(DefaultServerCallContextBuilder):
     """The SDK default builder (keeps ``state['headers']``) plus the apcore identity

@@ -29,8 +29,6 @@ from starlette.routing import Route
 from apcore_a2a.adapters.agent_card import CardDocument, rebase_card, serialize_card
 from apcore_a2a.classify import CARD_PATHS, current_request
 
-__all__ = ["CardBase", "card_routes", "wants_v1_card"]
-
 CACHE_CONTROL = "public, max-age=300"
 _VERSION = "a2a-version"
 

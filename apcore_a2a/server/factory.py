@@ -33,7 +33,7 @@ from apcore_a2a.classify import JWKS_PATH, describe, layered
 from apcore_a2a.errors import MissingExtraError
 from apcore_a2a.execution.catalog import SkillCatalog
 from apcore_a2a.execution.executor import ApCoreAgentExecutor
-from apcore_a2a.execution.executors import default_executor, resolve_executor
+from apcore_a2a.execution.executors import resolve_executor
 from apcore_a2a.execution.routing import ApCoreRequestContextBuilder, Preflight
 from apcore_a2a.keys import CardSigner, card_signer_from_settings
 from apcore_a2a.ops.operations import Operations
@@ -66,8 +66,6 @@ from apcore_a2a.upstream.file_bytes import MESSAGE_PATHS, with_spec_files
 from apcore_a2a.upstream.parsed_body import parsed_once
 from apcore_a2a.upstream.rest03_streams import eager_streams
 from apcore_a2a.upstream.rest_media_type import RestMediaType
-
-__all__ = ["A2AServerFactory", "ServerState", "default_executor", "resolve_executor"]
 
 logger = logging.getLogger("apcore_a2a.server")
 

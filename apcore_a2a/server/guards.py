@@ -37,8 +37,6 @@ from apcore_a2a.server.limits import GLOBAL_RETRY_AFTER, StreamLimiter
 from apcore_a2a.server.resume import SSE_IDS_SCOPE_KEY, sse_id_send
 from apcore_a2a.server.scrub import scrubbing_send
 
-__all__ = ["DropHandler", "RequestGuard", "StreamWatch", "caller_of", "cancel_on_drop"]
-
 logger = logging.getLogger("apcore_a2a.server")
 
 #: called with the request scope and task id when a task's last stream was dropped

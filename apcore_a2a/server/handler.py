@@ -55,8 +55,6 @@ from apcore_a2a.storage.deferred import DEFER_STATE_KEY, NEW_TASK_STATE_KEY
 from apcore_a2a.storage.event_log import MemoryEventLog, RecordingTaskStore
 from apcore_a2a.storage.turns import MemoryTurnClaims, TurnClaims
 
-__all__ = ["ApCoreRequestHandler", "NewTaskMarking", "state_label"]
-
 #: ``ServerCallContext.state`` key of a message stream's :class:`StreamPositions`
 POSITIONS_STATE_KEY = "apcore_a2a_stream_positions"
 

@@ -16,8 +16,6 @@ import uuid
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-__all__ = ["GLOBAL_RETRY_AFTER", "LocalSlots", "QuotaSlots", "StreamLimiter", "StreamRefusal"]
-
 #: Seconds a client is told to wait when the agent as a whole is at its stream cap.
 GLOBAL_RETRY_AFTER = 5
 

@@ -25,9 +25,6 @@ from apcore_a2a.adapters.errors import sanitize
 from apcore_a2a.errors import RETRY_AFTER_KEY
 from apcore_a2a.upstream.error_answers import correct_error
 
-__all__ = ["MAX_DATA_TEXT", "MAX_MESSAGE", "scrub_error", "scrubbing_send"]
-
-
 MAX_MESSAGE = 500
 MAX_DATA_TEXT = 200
 INTERNAL = "Internal error"

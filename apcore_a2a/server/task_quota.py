@@ -28,8 +28,6 @@ from a2a.types import Task, TaskState
 from apcore_a2a.errors import QuotaExceededError
 from apcore_a2a.server.limits import LocalSlots, QuotaSlots
 
-__all__ = ["CALLER_STATE_KEY", "TaskQuota"]
-
 logger = logging.getLogger("apcore_a2a.server")
 
 #: ``ServerCallContext.state`` keys: the caller key; the slot a new-task request holds,

@@ -22,8 +22,6 @@ from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 
 from ._urls import StoreURL
 
-__all__ = ["SDK_COLUMNS", "WRITER_APPLICATION", "PgInsert", "PgWriter", "pg_connect"]
-
 #: ``application_name`` of a writer's connection (followed by the schema or database).
 WRITER_APPLICATION = "apcore-a2a writer"
 

@@ -30,8 +30,6 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-__all__ = ["METADATA", "ReplicaRegistry", "claims_table", "replicas_table", "turns_table"]
-
 #: Our own tables, beside the SDK's; turn claims (``turns.py``) and quota slots too.
 METADATA = MetaData()
 

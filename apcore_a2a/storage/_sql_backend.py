@@ -38,8 +38,6 @@ from ._urls import StoreUnavailableError, StoreURL, read
 from .outages import UNAVAILABLE as _UNAVAILABLE
 from .quota_slots import PUSH_SCOPE, slots_table
 
-__all__ = ["INTERRUPTED_MESSAGE", "CancelWatch", "SqlBackend"]
-
 CancelWatch = tuple[Callable[[], list[str]], Callable[[str], None]]
 
 logger = logging.getLogger(__name__)

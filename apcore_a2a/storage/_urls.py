@@ -21,17 +21,6 @@ from sqlalchemy.exc import ArgumentError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import StaticPool
 
-__all__ = [
-    "READ_ONLY",
-    "SQLITE_BUSY_TIMEOUT_MS",
-    "StoreURL",
-    "StoreUnavailableError",
-    "create_engine",
-    "create_sqlite_writer_engine",
-    "parse_store_url",
-    "read",
-]
-
 StoreKind = Literal["memory", "sqlite", "postgresql"]
 
 _EXAMPLES = "memory://, sqlite:///path/tasks.db or postgresql://user@host/db"

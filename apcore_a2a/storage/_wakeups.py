@@ -31,8 +31,6 @@ from apcore_a2a.upstream.task_version import version_number
 from ._pg_writer import pg_connect
 from ._urls import StoreURL, read
 
-__all__ = ["SAFETY_POLL", "WakeHub", "WakingTaskEventStream"]
-
 logger = logging.getLogger(__name__)
 
 #: Seconds between safety polls while wake-ups flow (one query per process).

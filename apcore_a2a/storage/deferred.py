@@ -41,14 +41,6 @@ from ._pg_writer import PgInsert, PgWriter
 from ._replicas import ReplicaRegistry
 from .observed import TaskStoreLayer, VersionedStoreLayer
 
-__all__ = [
-    "DEFER_STATE_KEY",
-    "NEW_TASK_STATE_KEY",
-    "WRITE_DELAY",
-    "DeferredClusterWrites",
-    "DeferredWrites",
-]
-
 logger = logging.getLogger(__name__)
 
 #: Seconds a blocking call's passing state may wait in memory before it is written.

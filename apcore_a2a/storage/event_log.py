@@ -21,8 +21,6 @@ from apcore_a2a.upstream.task_version import version_number
 
 from ._wakeups import WakeHub
 
-__all__ = ["MemoryEventLog", "RecordingTaskStore"]
-
 
 class MemoryEventLog:
     """The recent events of recent tasks; ``tail`` as the cluster event stream offers it."""

@@ -20,8 +20,6 @@ from a2a.server.owner_resolver import OwnerResolver, resolve_user_scope
 from a2a.server.tasks import InMemoryTaskStore
 from a2a.types import Task
 
-__all__ = ["BoundedMemoryTaskStore"]
-
 logger = logging.getLogger(__name__)
 
 # Marks contexts we build ourselves to address one owner's bucket when evicting; the

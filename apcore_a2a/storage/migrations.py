@@ -18,8 +18,6 @@ from . import quota_slots  # noqa: F401  (its table joins METADATA)
 from ._replicas import METADATA
 from ._urls import create_engine, parse_store_url
 
-__all__ = ["SDK_VERSION_TABLE", "upgrade_database"]
-
 #: The Alembic version table the a2a-sdk's migrations use.
 SDK_VERSION_TABLE = "a2a_alembic_version"
 

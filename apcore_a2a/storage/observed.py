@@ -22,16 +22,6 @@ from a2a.server.tasks import TaskStore
 from a2a.types import ListTasksRequest, ListTasksResponse, Task
 from cachetools import TTLCache
 
-__all__ = [
-    "Around",
-    "Layer",
-    "SaveListener",
-    "TaskStoreLayer",
-    "VersionedStoreLayer",
-    "observe_saves",
-    "store_view",
-]
-
 _T = TypeVar("_T")
 SaveListener = Callable[[Task, ServerCallContext], None]
 #: awaits one store call for the view (and may translate its errors)

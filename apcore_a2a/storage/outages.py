@@ -16,8 +16,6 @@ from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 
 from apcore_a2a.errors import StoreUnavailableError
 
-__all__ = ["RETRY_AFTER", "UNAVAILABLE", "GuardedPushStore", "guarded", "is_outage"]
-
 logger = logging.getLogger(__name__)
 
 #: Seconds a caller is told to wait after an outage (a restart takes a few).

@@ -23,8 +23,6 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from ._replicas import METADATA, ReplicaRegistry, replicas_table
 from ._urls import read
 
-__all__ = ["LEASE_SECONDS", "PUSH_SCOPE", "SqlQuotaSlots", "slots_table"]
-
 logger = logging.getLogger("apcore_a2a.storage")
 
 #: Scope of the push-config slots: the subject is the task id (retention frees them).

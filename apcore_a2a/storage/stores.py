@@ -21,7 +21,6 @@ from a2a.server.tasks import (
 from a2a.types import Task
 
 from ._urls import (
-    StoreUnavailableError,
     StoreURL,
     create_engine,
     create_sqlite_writer_engine,
@@ -39,14 +38,6 @@ if TYPE_CHECKING:
 
     from ._sql_backend import SqlBackend
     from .quota_slots import SqlQuotaSlots
-
-__all__ = [
-    "DEFAULT_HEARTBEAT_INTERVAL",
-    "DEFAULT_REPLICA_TIMEOUT",
-    "StoreUnavailableError",
-    "Stores",
-    "open_stores",
-]
 
 #: Seconds between a cluster replica's heartbeats.
 DEFAULT_HEARTBEAT_INTERVAL = 2.0

@@ -31,8 +31,6 @@ from a2a.types.a2a_pb2 import StreamResponse
 from google.protobuf.json_format import ParseDict
 from sqlalchemy import and_, select
 
-__all__ = ["IN_LOG", "ChunkedTaskStore"]
-
 #: artifact metadata key in a stored row: "the parts of this artifact are its events"
 IN_LOG = "apcore_a2a.inEventLog"
 

@@ -23,8 +23,6 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ._replicas import turns_table
 
-__all__ = ["MemoryTurnClaims", "SqlTurnClaims", "TurnClaims", "turn_of"]
-
 logger = logging.getLogger(__name__)
 
 

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from a2a.utils.errors import A2AError, VersionNotSupportedError
 
-__all__ = ["grpc_version_error"]
-
 
 def grpc_version_error(service_major: str, announced: str | None) -> A2AError | None:
     """The error for a call announcing *announced* to a service of *service_major*; ``None``

@@ -17,8 +17,6 @@ from starlette.routing import BaseRoute, Route
 
 from apcore_a2a.classify import request_info
 
-__all__ = ["parsed_once"]
-
 Endpoint = Callable[[Request], Awaitable[Response]]
 
 

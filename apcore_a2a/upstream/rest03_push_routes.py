@@ -37,8 +37,6 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-__all__ = ["rest03_push_routes", "v03_rest_config"]
-
 _CONFIGS = "/v1/tasks/{id}/pushNotificationConfigs"
 # Keys of the RPC request form; the spec's config form has "name"/"pushNotificationConfig".
 _REQUEST_KEYS = frozenset({"parent", "config", "configId", "config_id"})

@@ -14,8 +14,6 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from apcore_a2a.classify import request_info
 
-__all__ = ["RestMediaType"]
-
 _A2A_JSON = b"application/a2a+json"
 _JSON = b"application/json"
 

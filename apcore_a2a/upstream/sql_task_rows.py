@@ -16,8 +16,6 @@ from a2a.server.tasks import DatabaseTaskStore
 from a2a.types import Task
 from sqlalchemy import Table, inspect
 
-__all__ = ["TaskRows"]
-
 
 class TaskRows:
     """The ``tasks`` table of *store* and its rows as plain dicts (for Core statements)."""

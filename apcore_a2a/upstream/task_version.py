@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from a2a.server.cluster import TaskVersion
 
-__all__ = ["version_number"]
-
 
 def version_number(version: TaskVersion) -> int:
     """The integer *version* wraps (0 for ``TaskVersion.MISSING``)."""

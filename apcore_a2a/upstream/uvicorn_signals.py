@@ -16,8 +16,6 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["graceful_exit"]
-
 
 @contextlib.contextmanager
 def graceful_exit() -> Iterator[None]:
