@@ -14,10 +14,14 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from a2a.auth.user import UnauthenticatedUser, User
+from a2a.server.context import ServerCallContext
 from a2a.server.routes import create_jsonrpc_routes, create_rest_routes
+from a2a.server.routes.common import DefaultServerCallContextBuilder
 from a2a.types import AgentCard
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
+from starlette.requests import Request
 from starlette.routing import BaseRoute, Mount, Route
 
 from apcore_a2a.adapters.agent_card import AgentCardBuilder, Binding
@@ -34,14 +38,14 @@ from apcore_a2a.errors import MissingExtraError
 from apcore_a2a.execution.catalog import SkillCatalog
 from apcore_a2a.execution.executor import ApCoreAgentExecutor
 from apcore_a2a.execution.executors import resolve_executor
+from apcore_a2a.execution.identity import IDENTITY_SCOPE_KEY, IdentityUser
 from apcore_a2a.execution.routing import ApCoreRequestContextBuilder, Preflight
 from apcore_a2a.keys import CardSigner, card_signer_from_settings
 from apcore_a2a.ops.operations import Operations
 from apcore_a2a.push import build_push, jwks_route
 from apcore_a2a.push import card_extensions as push_card_extensions
-from apcore_a2a.server.call_context import ApCoreCallContextBuilder
 from apcore_a2a.server.card_routes import CardBase, card_routes
-from apcore_a2a.server.guards import RequestGuard, cancel_on_drop
+from apcore_a2a.server.guards import RequestGuard, caller_of, cancel_on_drop
 from apcore_a2a.server.handler import ApCoreRequestHandler, NewTaskMarking
 from apcore_a2a.server.lifecycle import (
     AUTH,
@@ -57,7 +61,13 @@ from apcore_a2a.server.lifecycle import (
     middleware_stack,
 )
 from apcore_a2a.server.limits import StreamLimiter
-from apcore_a2a.server.task_quota import TaskQuota
+from apcore_a2a.server.resume import (
+    LAST_EVENT_ID_STATE_KEY,
+    SSE_IDS_SCOPE_KEY,
+    SSE_IDS_STATE_KEY,
+    last_event_id_of,
+)
+from apcore_a2a.server.task_quota import CALLER_STATE_KEY, TaskQuota
 from apcore_a2a.settings import Settings, SettingsError, config_path
 from apcore_a2a.shape import Shape
 from apcore_a2a.storage import Stores, open_stores
@@ -71,6 +81,26 @@ logger = logging.getLogger("apcore_a2a.server")
 
 _TASK_STORE_METHODS = ("save", "get", "list", "delete")
 _AUTH_METHODS = ("authenticate", "security_schemes")
+
+
+class ApCoreCallContextBuilder(DefaultServerCallContextBuilder):
+    """The SDK default builder (keeps ``state['headers']``) plus the apcore identity
+    and the caller key quotas count by."""
+
+    def build(self, request: Request) -> ServerCallContext:
+        context = super().build(request)
+        context.state[CALLER_STATE_KEY] = caller_of(request.scope)
+        ids = request.scope.get(SSE_IDS_SCOPE_KEY)
+        if ids is not None:
+            context.state[SSE_IDS_STATE_KEY] = ids
+            context.state[LAST_EVENT_ID_STATE_KEY] = last_event_id_of(request.scope)
+        return context
+
+    def build_user(self, request: Request) -> User:
+        identity: Any = request.scope.get(IDENTITY_SCOPE_KEY)
+        if identity is not None:
+            return IdentityUser(identity)
+        return UnauthenticatedUser()
 
 
 class A2AServerFactory:
