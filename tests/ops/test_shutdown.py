@@ -78,7 +78,9 @@ async def _refused(url: str) -> bool:
             try:
                 async with httpx.AsyncClient(timeout=1) as fresh:
                     await fresh.get(url + "/health")
-            except httpx.ConnectError:
+            except (httpx.ConnectError, httpx.RemoteProtocolError):
+                # refused, or taken from the backlog as the listener closed and dropped
+                # unanswered: either way no new request is served
                 return True
             await asyncio.sleep(0.05)
 
