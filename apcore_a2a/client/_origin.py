@@ -66,13 +66,10 @@ def check_endpoint(url: str, base: str, *, allow_other_origins: bool, direct: bo
     network) moved onto *base*'s origin; else refused on another origin unless allowed."""
     resolved = urljoin(base + "/", url)
     if direct:
-        parts = urlsplit(resolved)
         home = urlsplit(base)
-        return parts._replace(scheme=home.scheme, netloc=home.netloc).geturl()
+        return urlsplit(resolved)._replace(scheme=home.scheme, netloc=home.netloc).geturl()
     agent, target = origin_of(base), origin_of(resolved)
-    if target == agent:
-        return resolved
-    if allow_other_origins and target is not None:
+    if target == agent or (allow_other_origins and target is not None):
         return resolved
     downgrade = agent and target and (agent[0], target[0]) == ("https", "http")
     raise CrossOriginEndpointError(
@@ -173,12 +170,10 @@ class OriginGuard(httpx.Auth):
     async def async_auth_flow(
         self, request: httpx.Request
     ) -> AsyncGenerator[httpx.Request, httpx.Response]:
-        if origin_of(request.url) != self._origin:
-            for name in self._secret:
-                request.headers.pop(name, None)
-            yield request
-            return
-        if self._inner is None:
+        foreign = origin_of(request.url) != self._origin
+        for name in self._secret if foreign else ():
+            request.headers.pop(name, None)
+        if foreign or self._inner is None:
             yield request
             return
         flow = self._inner.async_auth_flow(request)

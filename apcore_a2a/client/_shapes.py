@@ -286,14 +286,6 @@ def is_final(ev: Mapping[str, Any]) -> bool:
     return ev["kind"] == "message" or bool(ev.get("final"))
 
 
-def tasks(obj: Mapping[str, Any]) -> dict[str, Any]:
-    return {
-        "tasks": [task(t) for t in obj.get("tasks") or []],
-        "nextCursor": obj.get("nextPageToken") or None,
-        "totalSize": obj.get("totalSize"),
-    }
-
-
 def push_config(obj: Mapping[str, Any], wire: Any = None) -> dict[str, Any]:
     """``status``/``statusReason``: an apcore-a2a agent's delivery report, only in *wire*."""
     wire = wire if isinstance(wire, Mapping) else {}

@@ -92,18 +92,16 @@ class CardVerifier:
                 ) from None
             except SignatureVerificationError:
                 known = any(k in keys for k in kids) or None in keys
+                source = "the keys given" if self._given is not None else self._jwks_url
                 raise CardVerificationError(
                     "no signature on the agent card verifies: the card was changed after "
                     "it was signed, or signed with another key"
                     if known
-                    else f"the agent card is signed with a key not in {self._source()}",
+                    else f"the agent card is signed with a key not in {source}",
                     reason="invalid" if known else "unknown_key",
                 ) from None
         signed: dict[str, Any] = MessageToDict(as_sdk_reads)
         return signed
-
-    def _source(self) -> str:
-        return "the keys given" if self._given is not None else self._jwks_url
 
     async def _load(self, kids: set[Any]) -> dict[str | None, Any]:
         if self._keys is None or (self._given is None and not any(k in self._keys for k in kids)):
