@@ -8,6 +8,7 @@ port) of the agent URL the caller gave, unless ``allow_other_origins=True``; eve
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncGenerator, Collection, Mapping
 from typing import Any, Literal, NamedTuple
 from urllib.parse import urljoin, urlsplit
@@ -42,15 +43,11 @@ _ALWAYS_SECRET = frozenset({"authorization", "proxy-authorization", "cookie"})
 
 
 def origin_of(url: str | httpx.URL) -> Origin | None:
-    parts = urlsplit(str(url))
-    scheme = parts.scheme.lower()
-    if scheme not in _DEFAULT_PORTS or not parts.hostname:
-        return None
-    try:
-        port = parts.port
-    except ValueError:
-        return None
-    return scheme, parts.hostname.lower(), port or _DEFAULT_PORTS[scheme]
+    parts = urlsplit(str(url))  # scheme and hostname come lowercased
+    if parts.scheme in _DEFAULT_PORTS and parts.hostname:
+        with contextlib.suppress(ValueError):  # a port out of range
+            return parts.scheme, parts.hostname, parts.port or _DEFAULT_PORTS[parts.scheme]
+    return None
 
 
 def _format(origin: Origin | None) -> str:
@@ -109,11 +106,10 @@ def select_endpoint(
     ``auto`` prefers 1.0; a pinned version without a matching interface posts JSON-RPC
     to *base*."""
     offered = _offered(card) if card else []
-    majors = {"1.0": "1", "0.3": "0"}
     for binding in BINDINGS[:2] if direct else BINDINGS:
         for version in ("1.0", "0.3") if protocol == "auto" else (protocol,):
             for name, major, url in offered:
-                if (name, major) == (binding, majors[version]):
+                if (name, major) == (binding, version[0]):
                     if binding == "GRPC":
                         return _grpc_endpoint(version, url, base, allow_other_origins)
                     checked = check_endpoint(

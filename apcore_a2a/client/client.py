@@ -258,9 +258,8 @@ class A2AClient:
             a2a_call(method, to.version, to.url, MessageToDict(request), headers) as seen,
             translated(method, to.url),
         ):
-            sdk_call = getattr(self._transport(to), name)
             context = ClientCallContext(service_parameters=headers, timeout=timeout)
-            yield sdk_call(request, context=context), seen
+            yield getattr(self._transport(to), name)(request, context=context), seen
 
     async def _call(self, method: str, request: Proto) -> tuple[Any, dict[str, Any]]:
         """Run one SDK call; return its result as received (HTTP) and as 1.0 JSON."""
@@ -508,8 +507,7 @@ class A2AClient:
 
     async def get_extended_card(self) -> dict[str, Any]:
         """Return the agent's extended (authenticated) card as served."""
-        request = pb.GetExtendedAgentCardRequest()
-        wire, as_json = await self._call("GetExtendedAgentCard", request)
+        wire, as_json = await self._call("GetExtendedAgentCard", pb.GetExtendedAgentCardRequest())
         card = wire if wire is not None else as_json  # as served; gRPC serves protobuf
         if not isinstance(card, dict):
             raise InvalidAgentResponseError("the extended card is not an object")
