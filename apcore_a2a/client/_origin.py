@@ -8,6 +8,7 @@ port) of the agent URL the caller gave, unless ``allow_other_origins=True``; eve
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncGenerator, Collection, Mapping
 from typing import Any, Literal, NamedTuple
 from urllib.parse import urljoin, urlsplit
@@ -42,15 +43,11 @@ _ALWAYS_SECRET = frozenset({"authorization", "proxy-authorization", "cookie"})
 
 
 def origin_of(url: str | httpx.URL) -> Origin | None:
-    parts = urlsplit(str(url))
-    scheme = parts.scheme.lower()
-    if scheme not in _DEFAULT_PORTS or not parts.hostname:
-        return None
-    try:
-        port = parts.port
-    except ValueError:
-        return None
-    return scheme, parts.hostname.lower(), port or _DEFAULT_PORTS[scheme]
+    parts = urlsplit(str(url))  # scheme and hostname come lowercased
+    if parts.scheme in _DEFAULT_PORTS and parts.hostname:
+        with contextlib.suppress(ValueError):  # a port out of range
+            return parts.scheme, parts.hostname, parts.port or _DEFAULT_PORTS[parts.scheme]
+    return None
 
 
 def _format(origin: Origin | None) -> str:
@@ -66,13 +63,10 @@ def check_endpoint(url: str, base: str, *, allow_other_origins: bool, direct: bo
     network) moved onto *base*'s origin; else refused on another origin unless allowed."""
     resolved = urljoin(base + "/", url)
     if direct:
-        parts = urlsplit(resolved)
         home = urlsplit(base)
-        return parts._replace(scheme=home.scheme, netloc=home.netloc).geturl()
+        return urlsplit(resolved)._replace(scheme=home.scheme, netloc=home.netloc).geturl()
     agent, target = origin_of(base), origin_of(resolved)
-    if target == agent:
-        return resolved
-    if allow_other_origins and target is not None:
+    if target == agent or (allow_other_origins and target is not None):
         return resolved
     downgrade = agent and target and (agent[0], target[0]) == ("https", "http")
     raise CrossOriginEndpointError(
@@ -112,11 +106,10 @@ def select_endpoint(
     ``auto`` prefers 1.0; a pinned version without a matching interface posts JSON-RPC
     to *base*."""
     offered = _offered(card) if card else []
-    majors = {"1.0": "1", "0.3": "0"}
     for binding in BINDINGS[:2] if direct else BINDINGS:
         for version in ("1.0", "0.3") if protocol == "auto" else (protocol,):
             for name, major, url in offered:
-                if (name, major) == (binding, majors[version]):
+                if (name, major) == (binding, version[0]):
                     if binding == "GRPC":
                         return _grpc_endpoint(version, url, base, allow_other_origins)
                     checked = check_endpoint(
@@ -173,12 +166,10 @@ class OriginGuard(httpx.Auth):
     async def async_auth_flow(
         self, request: httpx.Request
     ) -> AsyncGenerator[httpx.Request, httpx.Response]:
-        if origin_of(request.url) != self._origin:
-            for name in self._secret:
-                request.headers.pop(name, None)
-            yield request
-            return
-        if self._inner is None:
+        foreign = origin_of(request.url) != self._origin
+        for name in self._secret if foreign else ():
+            request.headers.pop(name, None)
+        if foreign or self._inner is None:
             yield request
             return
         flow = self._inner.async_auth_flow(request)

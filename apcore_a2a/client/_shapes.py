@@ -7,7 +7,6 @@ absent optional members present as ``None``, ``[]`` or ``{}``.
 from __future__ import annotations
 
 import base64
-import binascii
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
@@ -29,7 +28,7 @@ def _b64(value: Any) -> str:
     if isinstance(value, str):
         try:
             base64.b64decode(value, validate=True)
-        except (binascii.Error, ValueError) as exc:
+        except ValueError as exc:  # binascii.Error is one
             raise ValueError("file bytes must be bytes or a base64 string") from exc
         return value
     raise ValueError("file bytes must be bytes or a base64 string")
@@ -128,9 +127,7 @@ def build_message(
     metadata = fields.get("metadata")
     if metadata is not None and not isinstance(metadata, Mapping):
         raise ValueError("message metadata must be a mapping")
-    meta = dict(metadata or {})
-    if skill_id:
-        meta["skillId"] = skill_id
+    meta = dict(metadata or {}) | ({"skillId": skill_id} if skill_id else {})
     if meta:
         out["metadata"] = meta
     refs = _first(fields, "referenceTaskIds", "reference_task_ids")
@@ -159,9 +156,8 @@ def build_push_config(task_id: str, config: str | Mapping[str, Any]) -> dict[str
         scheme = auth.get("scheme") or (schemes[0] if schemes else None)
         if not scheme:
             raise ValueError("push 'authentication' needs a 'scheme'")
-        out["authentication"] = {"scheme": str(scheme)}
-        if auth.get("credentials"):
-            out["authentication"]["credentials"] = str(auth["credentials"])
+        credentials = {"credentials": str(auth["credentials"])} if auth.get("credentials") else {}
+        out["authentication"] = {"scheme": str(scheme)} | credentials
     return out
 
 
@@ -284,14 +280,6 @@ def is_final(ev: Mapping[str, Any]) -> bool:
     if ev["kind"] == "task":
         return ev["status"]["state"] in FINAL_STATES
     return ev["kind"] == "message" or bool(ev.get("final"))
-
-
-def tasks(obj: Mapping[str, Any]) -> dict[str, Any]:
-    return {
-        "tasks": [task(t) for t in obj.get("tasks") or []],
-        "nextCursor": obj.get("nextPageToken") or None,
-        "totalSize": obj.get("totalSize"),
-    }
 
 
 def push_config(obj: Mapping[str, Any], wire: Any = None) -> dict[str, Any]:

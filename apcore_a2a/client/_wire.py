@@ -231,10 +231,9 @@ def a2a_call(
         yield lambda _result: None
         return
     attributes = _request_attributes(method, version, url, params)
-    tracer = trace.get_tracer("apcore_a2a.client")
     # Not made current: a stream's span stays open while the caller runs between events.
-    span = tracer.start_span(
-        attributes["a2a.method.name"], kind=trace.SpanKind.CLIENT, attributes=attributes
+    span = trace.get_tracer("apcore_a2a.client").start_span(
+        method, kind=trace.SpanKind.CLIENT, attributes=attributes
     )
     propagate.inject(headers, context=trace.set_span_in_context(span))
 

@@ -75,12 +75,29 @@ class AgentCardFetcher:
         paths = [self._path] if self._path else list(CARD_PATHS)
         failures: list[str] = []
         for path in paths:
-            response = await self._get(path)
+            # An ETag is kept with the card and path it came from (one path to try then).
+            etag = {"If-None-Match": self._etag} if self._etag else {}
+            try:
+                response = await self._http.get(
+                    self._base + path, headers={"Accept": "application/json"} | etag
+                )
+            except httpx.TimeoutException as exc:
+                raise A2AConnectionError(f"timed out fetching the agent card: {exc}") from exc
+            except httpx.TransportError as exc:
+                raise A2AConnectionError(f"cannot reach {self._base}: {exc}") from exc
             if response.status_code == 304 and self._card is not None:
                 self._fetched_at = self._clock()
                 return self._card
             if response.is_success:
-                card = self._parse(response)
+                try:
+                    parsed = json.loads(response.content)
+                except ValueError as exc:
+                    raise A2ADiscoveryError(
+                        f"agent card at {response.url} is not valid JSON"
+                    ) from exc
+                if not isinstance(parsed, dict) or not isinstance(parsed.get("name"), str):
+                    raise A2ADiscoveryError(f"{response.url} did not return an agent card object")
+                card: dict[str, Any] = parsed
                 if self._verify is not None:
                     card = await self._verify(card)
                 self._card, self._path = card, path
@@ -89,23 +106,3 @@ class AgentCardFetcher:
                 return card
             failures.append(f"{path} → HTTP {response.status_code}")
         raise A2ADiscoveryError(f"no agent card at {self._base}: " + "; ".join(failures))
-
-    async def _get(self, path: str) -> httpx.Response:
-        headers = {"Accept": "application/json"}
-        if self._etag and self._card is not None and path == self._path:
-            headers["If-None-Match"] = self._etag
-        try:
-            return await self._http.get(self._base + path, headers=headers)
-        except httpx.TimeoutException as exc:
-            raise A2AConnectionError(f"timed out fetching the agent card: {exc}") from exc
-        except httpx.TransportError as exc:
-            raise A2AConnectionError(f"cannot reach {self._base}: {exc}") from exc
-
-    def _parse(self, response: httpx.Response) -> dict[str, Any]:
-        try:
-            card = json.loads(response.content)
-        except ValueError as exc:
-            raise A2ADiscoveryError(f"agent card at {response.url} is not valid JSON") from exc
-        if not isinstance(card, dict) or not isinstance(card.get("name"), str):
-            raise A2ADiscoveryError(f"{response.url} did not return an agent card object")
-        return card

@@ -64,7 +64,10 @@ class CardVerifier:
         if not isinstance(signatures, list) or not signatures:
             raise CardVerificationError("the agent card is not signed", reason="missing")
         kids = {_kid(s) for s in signatures}
-        keys = await self._load(kids)
+        if self._keys is None or (self._given is None and not any(k in self._keys for k in kids)):
+            # First use, or a kid we have not seen: the agent may have rotated its key.
+            self._keys = _parse_keys(await self._fetch_jwks())
+        keys = self._keys
         try:
             as_sdk_reads = parse_agent_card(copy.deepcopy(dict(card)))
             as_strict_reads = ParseDict(
@@ -92,24 +95,16 @@ class CardVerifier:
                 ) from None
             except SignatureVerificationError:
                 known = any(k in keys for k in kids) or None in keys
+                source = "the keys given" if self._given is not None else self._jwks_url
                 raise CardVerificationError(
                     "no signature on the agent card verifies: the card was changed after "
                     "it was signed, or signed with another key"
                     if known
-                    else f"the agent card is signed with a key not in {self._source()}",
+                    else f"the agent card is signed with a key not in {source}",
                     reason="invalid" if known else "unknown_key",
                 ) from None
         signed: dict[str, Any] = MessageToDict(as_sdk_reads)
         return signed
-
-    def _source(self) -> str:
-        return "the keys given" if self._given is not None else self._jwks_url
-
-    async def _load(self, kids: set[Any]) -> dict[str | None, Any]:
-        if self._keys is None or (self._given is None and not any(k in self._keys for k in kids)):
-            # First use, or a kid we have not seen: the agent may have rotated its key.
-            self._keys = _parse_keys(await self._fetch_jwks())
-        return self._keys
 
     async def _fetch_jwks(self) -> Mapping[str, Any]:
         try:
@@ -157,13 +152,10 @@ def _parse_keys(given: CardKeys | Mapping[str, Any]) -> dict[str | None, Any]:
         ):
             raise ValueError(f"card_keys: unsupported key type {type(public).__name__}")
         return {None: pem}  # PyJWT loads it for the algorithm each signature names
-    members: Sequence[Any]
     if isinstance(given, Mapping):
-        members = given["keys"] if isinstance(given.get("keys"), list) else [given]
-    else:
-        members = list(given)
+        given = given["keys"] if isinstance(given.get("keys"), list) else [given]
     keys: dict[str | None, Any] = {}
-    for member in members:
+    for member in given:
         if not isinstance(member, Mapping) or member.get("kty") == "oct" or "d" in member:
             continue  # secrets and private keys have no place in a verification key set
         if member.get("use", "sig") != "sig":

@@ -127,13 +127,9 @@ class A2AClient:
         self._protocol: Protocol = protocol
         self._timeout = timeout
         default_headers = dict(headers or {})
-        inner_auth: httpx.Auth | None = None
         if isinstance(auth, str):
-            default_headers["Authorization"] = f"Bearer {auth}"
-        elif isinstance(auth, tuple):
-            inner_auth = httpx.BasicAuth(*auth)
-        else:
-            inner_auth = auth
+            default_headers["Authorization"], auth = f"Bearer {auth}", None
+        inner_auth = httpx.BasicAuth(*auth) if isinstance(auth, tuple) else auth
         self._guard = guard = OriginGuard(origin_of(self._base), inner_auth, default_headers)
         self._direct = DirectTransport(app, lifespan) if app is not None else None
         self._http = httpx.AsyncClient(
@@ -262,9 +258,8 @@ class A2AClient:
             a2a_call(method, to.version, to.url, MessageToDict(request), headers) as seen,
             translated(method, to.url),
         ):
-            sdk_call = getattr(self._transport(to), name)
             context = ClientCallContext(service_parameters=headers, timeout=timeout)
-            yield sdk_call(request, context=context), seen
+            yield getattr(self._transport(to), name)(request, context=context), seen
 
     async def _call(self, method: str, request: Proto) -> tuple[Any, dict[str, Any]]:
         """Run one SDK call; return its result as received (HTTP) and as 1.0 JSON."""
@@ -292,11 +287,10 @@ class A2AClient:
                 as_json = MessageToDict(item)
                 seen(as_json)
                 event = shape.event(as_json, call.wire)
-                if event is None:
-                    continue
-                yield event
-                if shape.is_final(event):
-                    return
+                if event is not None:
+                    yield event
+                    if shape.is_final(event):
+                        return
 
     async def _resumable(
         self,
@@ -310,10 +304,8 @@ class A2AClient:
         call = Call(event_id=last_event_id)
         failures = 0
         while True:
-            if first is None:
-                method, request = "SubscribeToTask", pb.SubscribeToTaskRequest(id=task_id)
-            else:
-                method, request = "SendStreamingMessage", first
+            method = "SubscribeToTask" if first is None else "SendStreamingMessage"
+            request = pb.SubscribeToTaskRequest(id=task_id) if first is None else first
             try:
                 async for event in self._events(method, request, call):
                     failures = 0
@@ -453,7 +445,12 @@ class A2AClient:
         if status:
             name = status.upper().replace("-", "_").removeprefix("TASK_STATE_")
             request.status = pb.TaskState.Value("TASK_STATE_" + name)
-        return shape.tasks((await self._call("ListTasks", request))[1])
+        page = (await self._call("ListTasks", request))[1]
+        return {
+            "tasks": [shape.task(t) for t in page.get("tasks") or []],
+            "nextCursor": page.get("nextPageToken") or None,
+            "totalSize": page.get("totalSize"),
+        }
 
     def resubscribe(
         self, task_id: str, *, last_event_id: str | None = None, max_retries: int = 3
@@ -510,8 +507,7 @@ class A2AClient:
 
     async def get_extended_card(self) -> dict[str, Any]:
         """Return the agent's extended (authenticated) card as served."""
-        request = pb.GetExtendedAgentCardRequest()
-        wire, as_json = await self._call("GetExtendedAgentCard", request)
+        wire, as_json = await self._call("GetExtendedAgentCard", pb.GetExtendedAgentCardRequest())
         card = wire if wire is not None else as_json  # as served; gRPC serves protobuf
         if not isinstance(card, dict):
             raise InvalidAgentResponseError("the extended card is not an object")

@@ -194,14 +194,11 @@ def error_from_rpc(error: Any) -> A2ARemoteError:
     """The typed exception of a JSON-RPC ``error`` member (malformed: :class:`A2AServerError`)."""
     if not isinstance(error, dict):
         return A2AServerError(f"agent returned a malformed error: {error!r}")
-    code = error.get("code")
-    message = error.get("message")
+    code, message = error.get("code"), error.get("message")
     text = message if isinstance(message, str) and message else "agent returned an error"
-    data = error.get("data")
-    if not isinstance(code, int) or isinstance(code, bool):
-        return A2AServerError(text, data=data)
-    cls = _BY_CODE.get(code, A2AServerError)
-    return cls(text, code=code, data=data)
+    code = code if isinstance(code, int) and not isinstance(code, bool) else None
+    cls = _BY_CODE.get(code, A2AServerError) if code is not None else A2AServerError
+    return cls(text, code=code, data=error.get("data"))
 
 
 #: ErrorInfo reason -> JSON-RPC code: the A2A errors, then apcore-a2a's own.
