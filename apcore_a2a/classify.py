@@ -157,6 +157,12 @@ class RequestInfo:
                     self.version = self.version if self.explicit_version else known[1]
         return self._payload
 
+    @property
+    def request_id(self) -> str | int | None:
+        """The JSON-RPC request's id, if it could be read (JSON-RPC 2.0 §5: null otherwise)."""
+        found = self.payload.get("id") if isinstance(self.payload, dict) else None
+        return found if isinstance(found, str | int) and not isinstance(found, bool) else None
+
     def rewrite_payload(self, payload: Any) -> None:
         """Replace the JSON-RPC payload (and body) with one an inner layer adjusted."""
         self._payload = payload

@@ -20,7 +20,8 @@ import hashlib
 import json
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from math import floor
 from typing import Any
 
 from a2a.compat.v0_3.conversions import to_compat_agent_card
@@ -67,6 +68,15 @@ class CardDocument:
         tags = (self.etag, self.v1_etag, self.legacy_etag)
         return other is not None and tags == (other.etag, other.v1_etag, other.legacy_etag)
 
+    def replacing(self, previous: CardDocument) -> CardDocument:
+        """This document after *previous*: its date if the content is the same, else a later
+        second (Last-Modified has one-second resolution; If-Modified-Since must see changes)."""
+        if self.same_content(previous):
+            return previous
+        return replace(
+            self, last_modified=max(self.last_modified, floor(previous.last_modified) + 1)
+        )
+
 
 def _etag(body: bytes) -> str:
     return f'W/"{hashlib.sha256(body).hexdigest()[:32]}"'
@@ -112,11 +122,9 @@ def rebase_card(card: AgentCard, old: str, new: str) -> AgentCard:
     for interface in out.supported_interfaces:
         interface.url = _rebased(interface.url, old, new)
     for extension in out.capabilities.extensions:
-        for key, value in extension.params.fields.items():
+        for value in extension.params.fields.values():
             if value.WhichOneof("kind") == "string_value":
-                rebased = _rebased(value.string_value, old, new)
-                if rebased != value.string_value:
-                    extension.params.fields[key].string_value = rebased
+                value.string_value = _rebased(value.string_value, old, new)
     return out
 
 

@@ -94,20 +94,15 @@ def _input_from_text(texts: list[str], facts: SchemaFacts) -> dict[str, Any]:
     if not texts:
         return {}  # only files: they fill binary properties of an otherwise empty input
     text = "\n".join(texts)
-    stripped = text.strip()
     hint = "expected a data part or JSON object matching"
-    if stripped.startswith("{"):
+    if text.strip().startswith("{"):
         try:
-            parsed = json.loads(stripped)
+            parsed = json.loads(text)
         except ValueError:
             parsed = None
         if isinstance(parsed, dict):
             return parsed
-        if facts.text_property is None:
-            raise _bad(
-                f"Text part is not a valid JSON object; {hint} {facts.summary}",
-                expected=facts.summary,
-            )
+        hint = f"Text part is not a valid JSON object; {hint}"
     if facts.text_property is not None:
         return {facts.text_property: text}
     raise _bad(f"{hint} {facts.summary}", expected=facts.summary)
@@ -170,9 +165,7 @@ def _file_part(file: File | bytes, default_name: str | None = None) -> Part:
         part = Part(raw=file.raw, media_type=file.media_type or sniff_media_type(file.raw))
     else:
         part = Part(url=file.url or "", media_type=file.media_type or "")
-    name = file.filename or default_name
-    if name:
-        part.filename = name
+    part.filename = file.filename or default_name or ""
     return part
 
 

@@ -78,18 +78,6 @@ def _modes(facts: SchemaFacts) -> list[str]:
     return modes or [JSON_MODE]
 
 
-def _is_wrapped_result(schema: Mapping[str, Any]) -> bool:
-    props = schema.get("properties")
-    return isinstance(props, Mapping) and list(props) == ["result"]
-
-
-def _output_modes(schema: Mapping[str, Any], wrapped: bool) -> list[str]:
-    inner = schema["properties"]["result"] if wrapped else None
-    return (
-        [TEXT_MODE] if isinstance(inner, Mapping) and root_type(inner) == "string" else [JSON_MODE]
-    )
-
-
 def _example_strings(examples: Any) -> tuple[list[str], list[dict[str, Any]]]:
     strings: list[str] = []
     full: list[dict[str, Any]] = []
@@ -123,7 +111,10 @@ def skill_from_descriptor(descriptor: Any, *, streaming: bool = False) -> SkillS
     output_schema_raw = dict(getattr(descriptor, "output_schema", None) or {"type": "object"})
     facts = schema_facts(input_schema)
     output_schema = inline_refs(output_schema_raw)
-    wrapped = _is_wrapped_result(output_schema)
+    props = output_schema.get("properties")
+    wrapped = isinstance(props, Mapping) and list(props) == ["result"]
+    inner = output_schema["properties"]["result"] if wrapped else None
+    text_out = isinstance(inner, Mapping) and root_type(inner) == "string"
     annotations = _annotations(descriptor)
     streaming = streaming or bool(annotations.get("streaming"))
     annotations["streaming"] = streaming
@@ -141,7 +132,7 @@ def skill_from_descriptor(descriptor: Any, *, streaming: bool = False) -> SkillS
         tags=tags,
         examples=example_strings,
         input_modes=_modes(facts),
-        output_modes=_output_modes(output_schema, wrapped),
+        output_modes=[TEXT_MODE] if text_out else [JSON_MODE],
     )
     entry: dict[str, Any] = {
         "inputSchema": facts.schema,

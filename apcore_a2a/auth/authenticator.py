@@ -118,11 +118,16 @@ async def identity_from_metadata(
 ) -> Identity | None:
     """Authenticate a gRPC call from its invocation metadata (``authorization`` etc.),
     with the answers of :meth:`Authenticator.authenticate`; binary entries are ignored."""
+    return await authenticator.authenticate(metadata_headers(metadata))
+
+
+def metadata_headers(metadata: Iterable[tuple[str, str | bytes]] | None) -> dict[str, str]:
+    """The text entries of gRPC *metadata* as headers (lower-cased; the first of a name wins)."""
     headers: dict[str, str] = {}
     for key, value in metadata or ():
-        if not (isinstance(value, bytes) or key.endswith("-bin")):
+        if isinstance(value, str) and not key.endswith("-bin"):
             headers.setdefault(key.lower(), value)
-    return await authenticator.authenticate(headers)
+    return headers
 
 
 def _digest(key: str) -> bytes:

@@ -6,8 +6,6 @@ question "may this identity call module S", asked without executing anything.
 
 from __future__ import annotations
 
-import dataclasses
-import math
 import time
 from collections.abc import Awaitable, Callable, Collection
 from typing import TYPE_CHECKING
@@ -93,14 +91,8 @@ def acl_card_document(
             card = restrict_card(source.card, allowed)
             filtered = serialize_card(card, last_modified=source.last_modified)
         if cached is not None and filtered is not source:
-            # An ACL reload can change the filtered card while its source stays the same:
-            # keep Last-Modified truthful for If-Modified-Since (see SkillCatalog._build).
-            before = cached[1]
-            if filtered.same_content(before):
-                filtered = before
-            elif before.last_modified >= filtered.last_modified:
-                later = math.floor(before.last_modified) + 1
-                filtered = dataclasses.replace(filtered, last_modified=later)
+            # An ACL reload can change the filtered card while its source stays the same.
+            filtered = filtered.replacing(cached[1])
         cached = (source, filtered, now)
         return filtered
 

@@ -165,16 +165,11 @@ class AuthMiddleware:
 
 
 def _jsonrpc_error(info: RequestInfo, error: OwnError) -> dict[str, Any]:
-    """A JSON-RPC error response, with the request's id when it could be read (§5.1 of
-    JSON-RPC 2.0: null otherwise) and, for 1.0, the ``ErrorInfo`` data the SDK adds."""
-    payload = info.payload
-    request_id = payload.get("id") if isinstance(payload, dict) else None
-    if not isinstance(request_id, str | int) or isinstance(request_id, bool):
-        request_id = None
+    """A JSON-RPC error response; for 1.0 with the ``ErrorInfo`` data the SDK adds."""
     detail: dict[str, Any] = {"code": error.wire.code, "message": error.message}
     if info.version != "0.3":
         detail["data"] = build_error_details(error)
-    return {"jsonrpc": "2.0", "id": request_id, "error": correct_error(detail)}
+    return {"jsonrpc": "2.0", "id": info.request_id, "error": correct_error(detail)}
 
 
 def _problem(status: int, error: OwnError) -> dict[str, Any]:

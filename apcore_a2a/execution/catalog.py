@@ -8,9 +8,7 @@ snapshot: a rebuild prepares everything first and then swaps one reference.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
-import math
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -108,13 +106,5 @@ class SkillCatalog:
                 specs[module_id] = spec
         document = serialize_card(self._builder.build(specs.values()))
         if previous is not None:
-            before = previous.document
-            # Last-Modified has one-second resolution: a changed card always gets a later
-            # second than the one it replaces, so If-Modified-Since never hides a change.
-            modified = (
-                before.last_modified
-                if document.same_content(before)
-                else max(document.last_modified, math.floor(before.last_modified) + 1)
-            )
-            document = dataclasses.replace(document, last_modified=modified)
+            document = document.replacing(previous.document)
         return CatalogSnapshot(specs=specs, document=document)

@@ -68,7 +68,6 @@ async def _let_first_event_out() -> None:
     previous one. apcore's pipeline then runs about half a millisecond of CPU before the
     module's first await, so without these turns the first event waited for it: time to
     first event at 16 streams was 1.3-2x the plain a2a-sdk server's (docs/benchmarks.md).
-    Each turn is a bare ``sleep(0)``; nothing here waits on time.
     """
     for _ in range(_FIRST_EVENT_TURNS):
         await asyncio.sleep(0)
@@ -99,11 +98,9 @@ _END = object()
 async def with_last_flag(
     chunks: AsyncIterator[Any], grace: float = LAST_CHUNK_GRACE
 ) -> AsyncGenerator[tuple[Any, bool], None]:
-    """Yield ``(chunk, is_last)`` for each chunk of ``chunks``, in order.
-
-    The caller owns ``chunks`` (and closes it); a pending read is cancelled here when
-    the consumer stops early, so the generator is never closed while it is running.
-    """
+    """Yield ``(chunk, is_last)`` for each chunk of ``chunks``, in order. The caller owns
+    ``chunks`` (and closes it); a pending read is cancelled here when the consumer stops
+    early, so the generator is never closed while it is running."""
     held: Any = _END
     pending: asyncio.Task[Any] | None = None
     try:
@@ -254,11 +251,8 @@ class ApCoreAgentExecutor(AgentExecutor):
         stream: bool = False,
         on_task: Callable[[], object] | None = None,
     ) -> tuple[Any, bool]:
-        """Run the module under ``execution_timeout``; returns (result, streamed).
-
-        With *stream*, a streaming module's chunks are emitted as they come. *on_task* is
-        called (from any thread) when the module chooses a task.
-        """
+        """Run the module under ``execution_timeout`` (with *stream*, chunk by chunk); returns
+        (result, streamed). *on_task* is called, from any thread, when the module chooses a task."""
         apcore_context = run.apcore_context(context, spec.module_id, self._timeout)
         if on_task is not None:
             apcore_context.data[TASK_HOOK_KEY] = on_task
@@ -308,12 +302,9 @@ class ApCoreAgentExecutor(AgentExecutor):
         message: Message,
         inputs: dict[str, Any],
     ) -> None:
-        """Skills that answer with messages: run the module, then answer as it needs.
-
-        A ``Message``, unless the module chose a task (``reply_as``; the task opens at
-        that moment, so the rest of the run can be watched and canceled), the skill is
-        ``"auto"`` and the module chose nothing, or the caller must answer on a task.
-        """
+        """Skills that answer with messages: run the module, then answer with a ``Message``
+        unless the module chose a task (``reply_as``: it opens then, so the rest of the run can
+        be canceled), the skill is ``"auto"`` and it chose nothing, or the caller must answer."""
         loop = asyncio.get_running_loop()
         chosen = asyncio.Event()
 

@@ -88,21 +88,19 @@ def visible_modules(
     executor: Executor, identity: Identity | None, module_ids: Iterable[str]
 ) -> set[str]:
     """The modules *identity* (``None`` = anonymous) may call, by the executor's ACL."""
-    acl = acl_of(executor)
-    if acl is None:
-        return set(module_ids)
-    context = Context.create(identity=identity)
-    return {m for m in module_ids if acl.check_access(None, m, context).access == "allow"}
+    acl, context = acl_of(executor), Context.create(identity=identity)
+    return {
+        m for m in module_ids if acl is None or acl.check_access(None, m, context).access == "allow"
+    }
 
 
 async def visible_modules_async(
     executor: Executor, identity: Identity | None, module_ids: Iterable[str]
 ) -> set[str]:
     """Like :func:`visible_modules`, also evaluating async ACL conditions."""
-    acl = acl_of(executor)
-    if acl is None:
-        return set(module_ids)
-    context = Context.create(identity=identity)
+    acl, context = acl_of(executor), Context.create(identity=identity)
     return {
-        m for m in module_ids if (await acl.async_check_access(None, m, context)).access == "allow"
+        m
+        for m in module_ids
+        if acl is None or (await acl.async_check_access(None, m, context)).access == "allow"
     }

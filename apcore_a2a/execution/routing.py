@@ -141,11 +141,8 @@ def _errors_of(exc: Exception) -> list[dict[str, str]]:
 
 
 class ApCoreRequestContext(RequestContext):
-    """The SDK request context plus the resolved skill and module input.
-
-    ``module_input`` is ``None`` on a follow-up to an existing task, where the new
-    message answers a question (e.g. an approval) instead of carrying new input.
-    """
+    """The SDK request context plus the resolved skill and module input (``None`` on a
+    follow-up, whose message answers a question, e.g. an approval, instead of giving input)."""
 
     skill: SkillSpec | None = None
     module_input: dict[str, Any] | None = None

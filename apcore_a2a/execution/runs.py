@@ -140,12 +140,9 @@ CURRENT_RUN: ContextVar[Run | None] = ContextVar("apcore_a2a_run", default=None)
 
 @dataclass(slots=True, eq=False)
 class _TrackedModule:
-    """The module as apcore's ``execute`` step sees it during one of our runs.
-
-    apcore runs an async module in a task of its own (to apply its timeouts) and does not
-    cancel that task when its caller is cancelled: that task is recorded on the run, so
-    :meth:`Run.stop` cancels it.
-    """
+    """The module as apcore's ``execute`` step sees it in our runs: apcore runs an async
+    module in a task of its own (for its timeouts) and does not cancel it with its caller,
+    so that task is recorded on the run for :meth:`Run.stop` to cancel."""
 
     _module: Any
     _run: Run

@@ -27,7 +27,7 @@ from a2a.server.context import ServerCallContext
 from a2a.utils.errors import A2AError, InternalError
 
 from apcore_a2a import errors
-from apcore_a2a.auth.authenticator import Gate
+from apcore_a2a.auth.authenticator import Gate, metadata_headers
 from apcore_a2a.execution.identity import IdentityUser
 from apcore_a2a.push.bodies import PROTOCOL_VERSION_STATE_KEY
 from apcore_a2a.server.limits import StreamLimiter
@@ -109,14 +109,6 @@ def _read_tls(cert: str | None, key: str | None) -> tuple[bytes, bytes] | None:
         raise ValueError(f"cannot read gRPC TLS file {exc.filename}: {exc.strerror}") from None
 
 
-def _text_metadata(context: grpc.aio.ServicerContext) -> dict[str, str]:
-    headers: dict[str, str] = {}
-    for key, value in context.invocation_metadata() or ():
-        if isinstance(value, str) and not key.endswith("-bin"):
-            headers.setdefault(key.lower(), value)
-    return headers
-
-
 class GrpcCallContextBuilder(DefaultGrpcServerCallContextBuilder):
     """The SDK's gRPC builder plus, as over HTTP, the apcore identity, the text metadata as
     ``state['headers']`` and the protocol of the service the call reached."""
@@ -126,7 +118,7 @@ class GrpcCallContextBuilder(DefaultGrpcServerCallContextBuilder):
 
     def build(self, context: grpc.aio.ServicerContext) -> ServerCallContext:
         call_context: ServerCallContext = super().build(context)
-        call_context.state["headers"] = _text_metadata(context)
+        call_context.state["headers"] = metadata_headers(context.invocation_metadata())
         call_context.state[CALLER_STATE_KEY] = _caller(_call_identity.get(), context)
         call_context.state[PROTOCOL_VERSION_STATE_KEY] = self.protocol_version
         return call_context
@@ -213,10 +205,11 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
     ) -> Identity | None:
         """Identify and admit the caller (the HTTP rules), then check the announced version."""
         identity = None
+        headers = metadata_headers(context.invocation_metadata())
         if self._gate is not None:
             anonymous_ok = not (self._require_auth or method in _EXTENDED_CARD_METHODS)
             try:
-                identity = await self._gate.identify(_text_metadata(context))
+                identity = await self._gate.identify(headers)
                 self._gate.admit(identity, anonymous_ok=anonymous_ok)
             except errors.UnauthenticatedError as exc:
                 context.set_trailing_metadata(
@@ -227,7 +220,7 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
                 await abort(exc, context)
             _call_identity.set(identity)
         major = "0" if method.startswith(f"/{SERVICE_V0_3}/") else "1"
-        wrong = grpc_version_error(major, _text_metadata(context).get("a2a-version"))
+        wrong = grpc_version_error(major, headers.get("a2a-version"))
         if wrong is not None:
             await abort(wrong, context)
         return identity
@@ -306,7 +299,8 @@ def _caller(identity: Identity | None, context: grpc.aio.ServicerContext) -> str
 
 async def _legacy_request(request: Any, context: grpc.aio.ServicerContext, abort: _Abort) -> bool:
     """Fix a 0.3 request's file bytes (``upstream/file_bytes``); whether the caller is Python."""
-    python = is_python_client(_text_metadata(context).get("user-agent"))
+    headers = metadata_headers(context.invocation_metadata())
+    python = is_python_client(headers.get("user-agent"))
     try:
         proto_request_to_sdk(request, python_client=python)
     except A2AError as exc:

@@ -72,11 +72,8 @@ def _is_json_type(value: str | None) -> bool:
 def error_payload(info: RequestInfo, status: int, code: int, message: str) -> dict[str, Any]:
     """An error in the shape of the request's binding (JSON-RPC or REST)."""
     if info.binding == "jsonrpc":
-        request_id = info.payload.get("id") if isinstance(info.payload, dict) else None
-        if code == -32700:
-            request_id = None  # JSON-RPC 2.0 §5: a request that could not be parsed has no id
-        elif not isinstance(request_id, str | int) or isinstance(request_id, bool):
-            request_id = None
+        # JSON-RPC 2.0 §5: a request that could not be parsed has no id
+        request_id = None if code == -32700 else info.request_id
         return {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
     name = _STATUS_NAMES.get(status, "ERROR")
     return {"error": {"code": status, "status": name, "message": message}}
