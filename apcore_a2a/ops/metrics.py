@@ -56,7 +56,6 @@ class Metrics(Collector):
         )
         self.registry.register(self)
 
-    # -- feeding -------------------------------------------------------------------------
     def count_request(self) -> None:
         """One more A2A request received (any method, any outcome)."""
         self.total_requests += 1
@@ -72,7 +71,6 @@ class Metrics(Collector):
             self.errors[(execution.skill_id, execution.error_code)] += 1
         self._duration.labels(execution.skill_id).observe(execution.seconds)
 
-    # -- reading -------------------------------------------------------------------------
     def snapshot(self) -> dict[str, Any]:
         """The JSON document of ``GET /metrics``."""
         live = self.live()

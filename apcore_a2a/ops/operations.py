@@ -106,7 +106,6 @@ class Operations:
         """Read live values (uptime, streams, store, push) from *state* from now on."""
         self._state = state
 
-    # -- wiring --------------------------------------------------------------------------
     @property
     def observers(self) -> list[ExecutionObserver]:
         """For ``ApCoreAgentExecutor(..., observers=...)``."""
@@ -134,7 +133,6 @@ class Operations:
             found.append(Middleware(RequestWatch, on_request=self.metrics.count_request))
         return found
 
-    # -- live values ---------------------------------------------------------------------
     def uptime(self) -> float:
         state = self._state
         if state is None or not state.started_at:
@@ -154,7 +152,6 @@ class Operations:
             push_notifications_failed=int(getattr(sender, "failed", 0)),
         )
 
-    # -- endpoints -----------------------------------------------------------------------
     async def health(self, request: Request) -> Response:
         # Other callers learn healthy/unhealthy only: the details tell how many skills
         # exist and which version runs, which only operators need.
