@@ -56,8 +56,7 @@ def async_serve(registry_or_executor: Any = None, **kwargs: Any) -> Starlette:
     """
     from apcore_a2a.server.factory import A2AServerFactory
 
-    app, _card = A2AServerFactory(registry_or_executor, **kwargs).create()
-    return app
+    return A2AServerFactory(registry_or_executor, **kwargs).create()[0]
 
 
 def serve(registry_or_executor: Any = None, **kwargs: Any) -> None:

@@ -127,11 +127,3 @@ class Metrics(Collector):
         for (skill, code), count in sorted(self.errors.items()):
             errors.add_metric([skill, code], count)
         yield errors
-
-
-def wants_prometheus(accept: str, format_param: str | None) -> bool:
-    """``?format=prometheus``, or an ``Accept`` naming text/plain or OpenMetrics (a scraper)."""
-    if format_param is not None:
-        return format_param.lower() in ("prometheus", "openmetrics", "text")
-    accept = accept.lower()
-    return "text/plain" in accept or "application/openmetrics-text" in accept

@@ -134,10 +134,8 @@ class Operations:
         return found
 
     def uptime(self) -> float:
-        state = self._state
-        if state is None or not state.started_at:
-            return 0.0
-        return max(0.0, time.time() - state.started_at)
+        started = self._state.started_at if self._state is not None else 0.0
+        return max(0.0, time.time() - started) if started else 0.0
 
     def _live(self) -> LiveValues:
         from apcore_a2a.ops.metrics import LiveValues
@@ -201,10 +199,15 @@ class Operations:
         metrics = self.metrics
         if metrics is None:
             return JSONResponse({"error": "metrics are disabled"}, 404, headers=_NO_STORE)
-        from apcore_a2a.ops.metrics import wants_prometheus
-
         accept = request.headers.get("accept", "")
-        if wants_prometheus(accept, request.query_params.get("format")):
+        asked = request.query_params.get("format")
+        if asked is None:  # a scraper's Accept names text/plain or OpenMetrics
+            wanted = any(
+                t in accept.lower() for t in ("text/plain", "application/openmetrics-text")
+            )
+        else:
+            wanted = asked.lower() in ("prometheus", "openmetrics", "text")
+        if wanted:
             body, content_type = metrics.exposition(accept)
             return Response(body, headers={**_NO_STORE, "Content-Type": content_type})
         return JSONResponse(metrics.snapshot(), headers=_NO_STORE)
