@@ -57,17 +57,16 @@ def _message(record: logging.LogRecord) -> str:
     return cleaned.replace("\r", "").replace("\n", "\\n").replace("\t", " ")
 
 
-def _utc(created: float) -> str:
-    seconds = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(created))
-    return f"{seconds}.{int(created % 1 * 1000):03d}Z"
-
-
 class JsonFormatter(logging.Formatter):
     """One JSON object per line: ``ts, level, logger, msg``, the bound fields, ``exc``."""
 
+    converter = staticmethod(time.gmtime)  # formatTime: UTC, to the millisecond
+    default_time_format = "%Y-%m-%dT%H:%M:%S"
+    default_msec_format = "%s.%03dZ"
+
     def format(self, record: logging.LogRecord) -> str:
         out: dict[str, Any] = {
-            "ts": _utc(record.created),
+            "ts": self.formatTime(record),
             "level": record.levelname,
             "logger": record.name,
             "msg": _message(record),

@@ -56,8 +56,7 @@ def async_serve(registry_or_executor: Any = None, **kwargs: Any) -> Starlette:
     """
     from apcore_a2a.server.factory import A2AServerFactory
 
-    app, _card = A2AServerFactory(registry_or_executor, **kwargs).create()
-    return app
+    return A2AServerFactory(registry_or_executor, **kwargs).create()[0]
 
 
 def serve(registry_or_executor: Any = None, **kwargs: Any) -> None:
@@ -136,21 +135,28 @@ def run_app(app: Starlette, settings: Settings, sockets: list[Any] | None = None
     server = GracefulServer(config)
     if sockets is None:
         logger.info("Serving A2A agent at %s", settings.public_url())
-    errors = _StartupErrors(server)
-    # Not a logger of ours: its start-up error lines are kept for the StartupError.
-    logging.getLogger("uvicorn.error").addFilter(errors)
+    errors: list[str] = []
+
+    def startup_errors(record: logging.LogRecord) -> bool:
+        # Not a logger of ours: its start-up error lines are kept for the StartupError.
+        if record.levelno >= logging.ERROR and not server.started:
+            errors.append(record.getMessage())
+            return False
+        return True
+
+    logging.getLogger("uvicorn.error").addFilter(startup_errors)
     try:
         with graceful_exit():
             server.run(sockets=sockets)
     except SystemExit as exc:  # uvicorn's exit on a failed start-up
         if watch.error is not None:
             raise StartupError(_describe(watch.error)) from None
-        said = [m for m in errors.messages if m != _UVICORN_FAILED]
+        said = [m for m in errors if m != _UVICORN_FAILED]
         if said and "address already in use" in said[-1]:
             raise StartupError(f"{said[-1]}; {_PORT_HINT}") from None
         raise StartupError(said[-1] if said else f"start-up failed (exit {exc.code})") from None
     finally:
-        logging.getLogger("uvicorn.error").removeFilter(errors)
+        logging.getLogger("uvicorn.error").removeFilter(startup_errors)
 
 
 def store_hint(message: str) -> str:
@@ -181,21 +187,6 @@ def _describe(error: BaseException) -> str:
     if isinstance(error, OSError | ValueError):
         return message
     return f"start-up failed: {type(error).__name__}: {message}"
-
-
-class _StartupErrors(logging.Filter):
-    """Keeps uvicorn's error lines until the server has started, for one StartupError."""
-
-    def __init__(self, server: Any) -> None:
-        super().__init__()
-        self.server = server
-        self.messages: list[str] = []
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if record.levelno >= logging.ERROR and not self.server.started:
-            self.messages.append(record.getMessage())
-            return False
-        return True
 
 
 class _StartupWatch:

@@ -48,12 +48,9 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     try:
         code = args.func(args)
-    except (ValueError, TypeError, MissingExtraError) as exc:
+    except (ValueError, TypeError, MissingExtraError, StartupError) as exc:
         print(f"Error: {exc}", file=sys.stderr)
-        code = 1
-    except StartupError as exc:
-        print(f"Error: {exc}", file=sys.stderr)
-        code = 3
+        code = 3 if isinstance(exc, StartupError) else 1
     except KeyboardInterrupt:
         code = 0
     sys.exit(code)

@@ -12,12 +12,11 @@ import os
 import re
 from pathlib import Path
 
-from starlette.datastructures import MutableHeaders
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Scope
 
 __all__ = ["SECURITY_HEADERS", "explorer_routes"]
 
@@ -62,7 +61,10 @@ _MEDIA_TYPES = {
 
 
 class _Assets(StaticFiles):
-    """StaticFiles with fixed media types for the asset kinds the page uses."""
+    """StaticFiles with fixed media types for the asset kinds the page uses, and *headers*
+    on every response (with ``html`` off, each one comes from ``file_response``)."""
+
+    headers: dict[str, str] = {}
 
     def file_response(
         self,
@@ -75,23 +77,8 @@ class _Assets(StaticFiles):
         media_type = _MEDIA_TYPES.get(Path(full_path).suffix)
         if media_type and response.status_code != 304:
             response.headers["content-type"] = media_type
+        response.headers.update(self.headers)
         return response
-
-
-class _WithHeaders:
-    """ASGI wrapper that stamps the security and caching headers on every response."""
-
-    def __init__(self, app: ASGIApp, headers: dict[str, str]) -> None:
-        self._app = app
-        self._headers = headers
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        async def send_with_headers(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                MutableHeaders(scope=message).update(self._headers)
-            await send(message)
-
-        await self._app(scope, receive, send_with_headers)
 
 
 def explorer_routes(prefix: str = "/explorer") -> list[BaseRoute]:
@@ -137,7 +124,8 @@ def explorer_routes(prefix: str = "/explorer") -> list[BaseRoute]:
             page, media_type="text/html; charset=utf-8", headers={**headers, "etag": etag}
         )
 
-    assets = _WithHeaders(_Assets(directory=_STATIC_DIR), headers)
+    assets = _Assets(directory=_STATIC_DIR)
+    assets.headers = headers
     return [
         Route(prefix, redirect_to_page, methods=["GET", "HEAD"], name="explorer_redirect"),
         Route(prefix + "/", page_endpoint, methods=["GET", "HEAD"], name="explorer_page"),

@@ -56,7 +56,6 @@ class Metrics(Collector):
         )
         self.registry.register(self)
 
-    # -- feeding -------------------------------------------------------------------------
     def count_request(self) -> None:
         """One more A2A request received (any method, any outcome)."""
         self.total_requests += 1
@@ -72,7 +71,6 @@ class Metrics(Collector):
             self.errors[(execution.skill_id, execution.error_code)] += 1
         self._duration.labels(execution.skill_id).observe(execution.seconds)
 
-    # -- reading -------------------------------------------------------------------------
     def snapshot(self) -> dict[str, Any]:
         """The JSON document of ``GET /metrics``."""
         live = self.live()
@@ -129,11 +127,3 @@ class Metrics(Collector):
         for (skill, code), count in sorted(self.errors.items()):
             errors.add_metric([skill, code], count)
         yield errors
-
-
-def wants_prometheus(accept: str, format_param: str | None) -> bool:
-    """``?format=prometheus``, or an ``Accept`` naming text/plain or OpenMetrics (a scraper)."""
-    if format_param is not None:
-        return format_param.lower() in ("prometheus", "openmetrics", "text")
-    accept = accept.lower()
-    return "text/plain" in accept or "application/openmetrics-text" in accept

@@ -106,7 +106,6 @@ class Operations:
         """Read live values (uptime, streams, store, push) from *state* from now on."""
         self._state = state
 
-    # -- wiring --------------------------------------------------------------------------
     @property
     def observers(self) -> list[ExecutionObserver]:
         """For ``ApCoreAgentExecutor(..., observers=...)``."""
@@ -134,12 +133,9 @@ class Operations:
             found.append(Middleware(RequestWatch, on_request=self.metrics.count_request))
         return found
 
-    # -- live values ---------------------------------------------------------------------
     def uptime(self) -> float:
-        state = self._state
-        if state is None or not state.started_at:
-            return 0.0
-        return max(0.0, time.time() - state.started_at)
+        started = self._state.started_at if self._state is not None else 0.0
+        return max(0.0, time.time() - started) if started else 0.0
 
     def _live(self) -> LiveValues:
         from apcore_a2a.ops.metrics import LiveValues
@@ -154,7 +150,6 @@ class Operations:
             push_notifications_failed=int(getattr(sender, "failed", 0)),
         )
 
-    # -- endpoints -----------------------------------------------------------------------
     async def health(self, request: Request) -> Response:
         # Other callers learn healthy/unhealthy only: the details tell how many skills
         # exist and which version runs, which only operators need.
@@ -204,10 +199,15 @@ class Operations:
         metrics = self.metrics
         if metrics is None:
             return JSONResponse({"error": "metrics are disabled"}, 404, headers=_NO_STORE)
-        from apcore_a2a.ops.metrics import wants_prometheus
-
         accept = request.headers.get("accept", "")
-        if wants_prometheus(accept, request.query_params.get("format")):
+        asked = request.query_params.get("format")
+        if asked is None:  # a scraper's Accept names text/plain or OpenMetrics
+            wanted = any(
+                t in accept.lower() for t in ("text/plain", "application/openmetrics-text")
+            )
+        else:
+            wanted = asked.lower() in ("prometheus", "openmetrics", "text")
+        if wanted:
             body, content_type = metrics.exposition(accept)
             return Response(body, headers={**_NO_STORE, "Content-Type": content_type})
         return JSONResponse(metrics.snapshot(), headers=_NO_STORE)
