@@ -77,7 +77,10 @@ async def _refused(url: str) -> bool:
         while True:
             try:
                 async with httpx.AsyncClient(timeout=1) as fresh:
-                    await fresh.get(url + "/health")
+                    # The card, not /health: a probe taken from the backlog as the listener
+                    # closes is cancelled, and /health's store query with it (see the note
+                    # of stop 36 on in-flight SQLite queries at shutdown).
+                    await fresh.get(url + "/.well-known/agent-card.json")
             except (httpx.ConnectError, httpx.RemoteProtocolError):
                 # refused, or taken from the backlog as the listener closed and dropped
                 # unanswered: either way no new request is served
