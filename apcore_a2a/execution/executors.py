@@ -12,6 +12,7 @@ asks once more and is not replaceable, so one build per call remains (docs/bench
 
 from __future__ import annotations
 
+import abc
 import weakref
 from dataclasses import dataclass
 from typing import Any
@@ -97,19 +98,34 @@ class _ModuleView:
         return _view(value) if name in ("input_schema", "output_schema") else value
 
 
-class WrappedStep:
+#: What a wrapped step keeps of the step it wraps.
+_STEP_ATTRS = (
+    "name",
+    "description",
+    "removable",
+    "replaceable",
+    "match_modules",
+    "ignore_errors",
+    "pure",
+    "timeout_ms",
+    "requires",
+    "provides",
+)
+
+
+class WrappedStep(abc.ABC):
     """An apcore pipeline step that runs *inner* with ``ctx.module`` replaced by ``view()``."""
 
     def __init__(self, inner: Any) -> None:
         self.inner = inner
         # Same identity in traces, dependency checks and the post-stream sub-strategy.
-        for attr in ("name", "description", "removable", "replaceable", "match_modules",
-                     "ignore_errors", "pure", "timeout_ms", "requires", "provides"):  # fmt: skip
+        for attr in _STEP_ATTRS:
             if hasattr(inner, attr):
                 setattr(self, attr, getattr(inner, attr))
 
+    @abc.abstractmethod
     def view(self, module: Any) -> Any:
-        raise NotImplementedError
+        """The module the inner step should see."""
 
     async def execute(self, ctx: Any) -> Any:
         module = ctx.module

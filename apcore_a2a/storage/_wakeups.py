@@ -9,6 +9,7 @@ trigger rather than our own ``NOTIFY`` are in ``docs/storage.md`` (*Wake-ups and
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import contextlib
 import logging
@@ -126,7 +127,7 @@ async def _install_notify_trigger(engine: AsyncEngine) -> None:
             )
 
 
-class _Loop:
+class _Loop(abc.ABC):
     """One named background task: started on demand (again once it has ended)."""
 
     _name = ""
@@ -143,8 +144,9 @@ class _Loop:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 
+    @abc.abstractmethod
     async def _run(self) -> None:
-        raise NotImplementedError
+        """The task's body."""
 
 
 class PgListener(_Loop):
