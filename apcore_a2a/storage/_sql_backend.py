@@ -33,6 +33,8 @@ from sqlalchemy import and_, delete, or_, select, text
 from sqlalchemy.exc import DBAPIError, ProgrammingError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from apcore_a2a.upstream.aiosqlite_workers import track_workers
+
 from ._replicas import METADATA, ReplicaRegistry, claims_table, replicas_table, turns_table
 from ._urls import StoreUnavailableError, StoreURL, read
 from .outages import UNAVAILABLE as _UNAVAILABLE
@@ -71,6 +73,11 @@ class SqlBackend:
     #: cluster mode: (the task ids running here, stop one of them)
     cancel_watch: CancelWatch | None = None
     _started: bool = False
+    _join_workers: Callable[[], Awaitable[None]] | None = None
+
+    def __post_init__(self) -> None:
+        if self.store_url.kind == "sqlite":
+            self._join_workers = track_workers(self.engine)
 
     async def start(self) -> None:
         if self._started:
@@ -125,6 +132,8 @@ class SqlBackend:
                 logger.warning("could not deregister replica %s", self.registry.replica_id)
         self._started = False
         await self.engine.dispose()
+        if self._join_workers is not None:
+            await self._join_workers()
 
     async def ping(self) -> None:
         try:

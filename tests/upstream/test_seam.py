@@ -1,7 +1,7 @@
 """Outside ``apcore_a2a/upstream/`` no module reads or writes a private name of a2a-sdk,
-Starlette, uvicorn or sse-starlette (issue 30).
+Starlette, uvicorn, sse-starlette or aiosqlite (issue 30).
 
-Private names are those the four packages define with one leading underscore (attributes
+Private names are those the five packages define with one leading underscore (attributes
 they assign, functions, classes, module variables). Checked statically on every module:
 
 * ``obj._name`` where ``_name`` is such a name and not an attribute of ours: on
@@ -24,7 +24,7 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "apcore_a2a"
 SEAM = PACKAGE / "upstream"
-UPSTREAM = ("a2a", "starlette", "uvicorn", "sse_starlette")
+UPSTREAM = ("a2a", "starlette", "uvicorn", "sse_starlette", "aiosqlite")
 _PRIVATE = re.compile(r"^_[A-Za-z0-9]\w*$")
 
 #: (module path relative to apcore_a2a, name) found outside the seam today.
@@ -168,7 +168,9 @@ def _private_uses(tree: ast.Module, upstream: frozenset[str], ours: set[str]) ->
 
 def test_no_private_upstream_name_outside_the_seam() -> None:
     found = [item for item in offenders(_ours()) if item not in ALLOWED]
-    assert not found, "private names of a2a-sdk/Starlette/uvicorn/sse-starlette: " + repr(found)
+    assert not found, "private names of a2a-sdk/Starlette/uvicorn/sse-starlette/aiosqlite: " + repr(
+        found
+    )
 
 
 def test_the_allow_list_is_not_stale() -> None:
