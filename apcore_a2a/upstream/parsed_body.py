@@ -20,7 +20,9 @@ from apcore_a2a.classify import request_info
 Endpoint = Callable[[Request], Awaitable[Response]]
 
 
-class _Parsed(Request):
+class Parsed(Request):
+    """*request* whose ``body()`` and ``json()`` are *body* and *payload*."""
+
     def __init__(self, request: Request, body: bytes, payload: Any) -> None:
         super().__init__(request.scope, request.receive)
         self.raw = body
@@ -42,7 +44,7 @@ def parsed_once(route: BaseRoute) -> BaseRoute:
     async def endpoint(request: Request) -> Response:
         info = request_info(request.scope)
         if info is not None and info.body is not None and info.parse_error is None:
-            request = _Parsed(request, info.body, info.payload)
+            request = Parsed(request, info.body, info.payload)
         return await inner(request)
 
     return Route(route.path, endpoint, methods=list(route.methods or ()), name=route.name)

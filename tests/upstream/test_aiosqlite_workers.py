@@ -15,7 +15,7 @@ from tests._support import ROOT
 # A statement that runs about a second, cancelled while it runs; then the connection is
 # stopped (as SQLAlchemy's dialect terminates one) and the loop closes.
 _SCENARIO = """
-import asyncio, sys, tempfile, time
+import asyncio, sys, tempfile
 sys.path.insert(0, {root!r})
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
@@ -41,9 +41,10 @@ async def main(join_them):
     if join_them:
         await join()
     print("loop closing", flush=True)
+    return aio._thread
 
-asyncio.run(main({join_them}))
-time.sleep(2)  # the process goes on (SQLAlchemy makes the thread a daemon: exit kills it)
+# The process goes on until the thread is done (a daemon: exit would kill it unheard).
+asyncio.run(main({join_them})).join(60)
 """
 
 
