@@ -13,6 +13,7 @@ request handler sets them on the parsed message (upb checks the UTF-8 in C). Wat
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from a2a.types import SendMessageRequest
@@ -27,39 +28,41 @@ from apcore_a2a.upstream.parsed_body import Endpoint, Parsed
 LONG = 64 * 1024
 #: ``ServerCallContext.state`` key (and scope key) of the strings a request's parts lost.
 LIFTED_KEY = "apcore_a2a.lifted_strings"
-_PLACEHOLDER = "."
 _FIELDS = ("text", "url")
+# A surrogate reaches a parsed string only as an escape (raw ones are not UTF-8).
+_ESCAPED_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]")
 _METHODS = frozenset({"SendMessage", "SendStreamingMessage"})
 
 Lifted = list[tuple[int, str, str]]
 
 
-def _lift(params: Any, placeholder: str = _PLACEHOLDER) -> tuple[Any, Lifted]:
-    """*params* with its message's long part strings swapped, and (part, field, string)."""
-    message = params.get("message") if isinstance(params, dict) else None
-    lifted: Lifted = []
-    if not isinstance(message, dict) or not isinstance(message.get("parts"), list):
-        return params, lifted
-    parts: list[Any] = message["parts"]
-    kept = list(parts)
+def _lift(params: Any, check: bool = False) -> tuple[Any, Lifted]:
+    """*params* with its message's long part strings swapped, and (part, field, string) of
+    each; one holding a lone surrogate becomes a lone surrogate, for protobuf to refuse."""
+    message: Any = params.get("message") if isinstance(params, dict) else None
+    parts = message.get("parts") if isinstance(message, dict) else None
+    if not isinstance(parts, list):
+        return params, []
+    kept, lifted, swapped = list(parts), [], False
     for index, part in enumerate(parts):
         for name in _FIELDS:
             value = part.get(name) if isinstance(part, dict) else None
             if isinstance(value, str) and len(value) >= LONG:
-                kept[index] = part = {**part, name: placeholder}
-                lifted.append((index, name, value))
-    if not lifted:
+                whole = not check or _utf8(value)
+                kept[index] = part = {**part, name: "." if whole else "\ud800"}
+                lifted += [(index, name, value)] * whole
+                swapped = True
+    if not swapped:
         return params, lifted
     return {**params, "message": {**message, "parts": kept}}, lifted
 
 
-def _lone_surrogate(lifted: Lifted) -> bool:
+def _utf8(value: str) -> bool:
     try:
-        for _index, _name, value in lifted:
-            value.encode("utf-8")
-    except UnicodeEncodeError:  # json.loads joins pairs: any surrogate left is alone
-        return True
-    return False
+        value.encode("utf-8")
+    except UnicodeEncodeError:  # json.loads joins pairs: a surrogate left is a lone one
+        return False
+    return True
 
 
 def lifting(route: BaseRoute) -> BaseRoute:
@@ -75,26 +78,21 @@ def lifting(route: BaseRoute) -> BaseRoute:
         info = request_info(request.scope)
         if info is None or info.method not in _METHODS or len(info.body or b"") < LONG:
             return await inner(request)
-        if info.binding == "rest" and info.version != "1.0":
-            return await inner(request)
-        if info.binding == "jsonrpc":
-            payload = info.payload
-            if info.rpc_method not in _METHODS or not isinstance(payload, dict):
-                return await inner(request)
+        if info.binding == "jsonrpc" and info.rpc_method in _METHODS:
+            payload = info.payload  # without lone surrogates: the guard refused those
             params, lifted = _lift(payload.get("params"))
             if lifted:
                 info.rewrite_payload({**payload, "params": params})
-        else:
+        elif info.binding == "rest" and info.version == "1.0":
             try:
                 body = json.loads(info.body or b"")
             except ValueError:
                 return await inner(request)  # the SDK answers it
-            params, lifted = _lift(body)
-            if _lone_surrogate(lifted):
-                # protobuf refuses it as before, but from a short string
-                params, lifted = _lift(body, "\ud800")[0], []
+            params, lifted = _lift(body, bool(_ESCAPED_SURROGATE.search(info.body or b"")))
             if params is not body:
                 request = Parsed(request, json.dumps(params).encode(), params)
+        else:
+            return await inner(request)
         if lifted:
             request.scope[LIFTED_KEY] = lifted
         return await inner(request)
