@@ -34,6 +34,7 @@ from cryptography.hazmat.primitives.serialization import load_pem_private_key
 from sqlalchemy import Column, Float, MetaData, String, Table, Text
 
 from apcore_a2a.adapters.agent_card import CardDocument, serialize_card
+from apcore_a2a.push import JWKS_PATH
 from apcore_a2a.push.signing import SigningKey, stored_key
 
 if TYPE_CHECKING:
@@ -52,8 +53,6 @@ __all__ = [
 
 logger = logging.getLogger("apcore_a2a.keys")
 
-#: Where the agent publishes its public keys (card and push-delivery signatures).
-JWKS_PATH = "/.well-known/jwks.json"
 #: Signed extended cards remembered (one per distinct skill set a caller may see).
 _EXTENDED_CACHE = 64
 
