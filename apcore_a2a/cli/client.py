@@ -161,11 +161,10 @@ def _message_from(args: argparse.Namespace) -> Any:
         content = path.read_bytes()
     except OSError as exc:
         raise ValueError(f"cannot read --file {path}: {exc.strerror or exc}") from exc
-    media_type = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
     part = {
         "type": "file",
         "raw": base64.b64encode(content).decode("ascii"),
-        "mediaType": media_type,
+        "mediaType": mimetypes.guess_type(path.name)[0] or "application/octet-stream",
         "filename": path.name,
     }
     return {"parts": [part]}
