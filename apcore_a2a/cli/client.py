@@ -175,8 +175,7 @@ def _cmd_card(args: argparse.Namespace) -> int:
         return _fail(EXIT_USAGE, "--keys needs --verify")
 
     async def body(client: A2AClient) -> None:
-        card = await client.discover()
-        _emit(card, indent=2)
+        _emit(await client.discover(), indent=2)
         if args.verify:
             print("card signature verified", file=sys.stderr)
 

@@ -294,8 +294,7 @@ class ModuleSpans:
             ended["error.type"] = execution.error_code
         span.set_attributes(self._named(ended))
         if execution.state == "failed":
-            status = self._trace.Status(self._trace.StatusCode.ERROR, execution.error_code)
-            span.set_status(status)
+            span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, execution.error_code))
         span.end()
         self._context.detach(token)
 

@@ -277,8 +277,7 @@ class DeferredWrites(TaskStoreLayer):
         rows = list({row["id"]: row for row in batch}.values())
         await self.inner.initialize()  # once: the table exists from then on
         if self._thread is not None:
-            loop = asyncio.get_running_loop()
-            await loop.run_in_executor(self._thread, self._write_sync, rows)
+            await asyncio.get_running_loop().run_in_executor(self._thread, self._write_sync, rows)
         elif self._pg is not None:
             await self._pg.write([(self._pg_upsert, rows)])
         else:
