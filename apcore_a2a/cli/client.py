@@ -229,10 +229,7 @@ class _Progress:
             return
         self._shown = (self.state, elapsed)
         line = f"task {self.task_id}: {self.state}, {elapsed:.0f} s"
-        if self._tty:
-            sys.stderr.write(f"\r\x1b[2K{line}")
-        else:
-            sys.stderr.write(line + "\n")
+        sys.stderr.write(f"\r\x1b[2K{line}" if self._tty else line + "\n")
         sys.stderr.flush()
 
     def done(self) -> None:
