@@ -84,11 +84,7 @@ class TaskBusyError(OwnError):
 
 
 class QuotaExceededError(OwnError):
-    """The caller used up a quota (tasks, streams, push configs).
-
-    *retry_after* (seconds) says when trying again can succeed; ``None`` when only an
-    action of the caller frees room (deleting a push config, say): then no retry hint.
-    """
+    """The caller used up a quota (tasks, streams, push configs)."""
 
     message = "Quota exceeded"
     wire = Wire(-32091, 429, "RESOURCE_EXHAUSTED", "QUOTA_EXCEEDED")
@@ -119,13 +115,4 @@ class PermissionDeniedError(OwnError):
 
 
 #: Our errors by their ErrorInfo reason.
-OWN_ERRORS: dict[str, type[OwnError]] = {
-    cls.wire.reason: cls
-    for cls in (
-        TaskBusyError,
-        QuotaExceededError,
-        StoreUnavailableError,
-        UnauthenticatedError,
-        PermissionDeniedError,
-    )
-}
+OWN_ERRORS: dict[str, type[OwnError]] = {cls.wire.reason: cls for cls in OwnError.__subclasses__()}

@@ -29,12 +29,12 @@ import jwt
 from a2a.types import AgentCard
 from a2a.utils.signing import create_agent_card_signer
 from cachetools import LRUCache
-from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from cryptography.hazmat.primitives.serialization import load_pem_private_key
 from sqlalchemy import Column, Float, MetaData, String, Table, Text
 
 from apcore_a2a.adapters.agent_card import CardDocument, serialize_card
-from apcore_a2a.push.signing import SigningKey, stored_key
+from apcore_a2a.push import JWKS_PATH
+from apcore_a2a.push.signing import PrivateKey, SigningKey, stored_key
 
 if TYPE_CHECKING:
     from a2a.server.context import ServerCallContext
@@ -52,8 +52,6 @@ __all__ = [
 
 logger = logging.getLogger("apcore_a2a.keys")
 
-#: Where the agent publishes its public keys (card and push-delivery signatures).
-JWKS_PATH = "/.well-known/jwks.json"
 #: Signed extended cards remembered (one per distinct skill set a caller may see).
 _EXTENDED_CACHE = 64
 
@@ -205,9 +203,7 @@ def parse_key(data: bytes) -> SigningKey:
             raise ValueError(f"not a usable unencrypted PEM private key: {exc}") from None
     else:
         raise ValueError("the card-signing key file is neither PEM nor a JWK")
-    if not isinstance(
-        key, ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey | ed25519.Ed25519PrivateKey
-    ):
+    if not isinstance(key, PrivateKey):
         raise ValueError(f"unsupported key type {type(key).__name__}")
     return SigningKey(key)
 

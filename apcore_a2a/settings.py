@@ -176,8 +176,7 @@ CONFIG_ENV = "A2A_CONFIG"
 
 def config_path(environ: Mapping[str, str] | None = None) -> str | None:
     """The config file the environment names, if any."""
-    value = (os.environ if environ is None else environ).get(CONFIG_ENV)
-    return value or None
+    return (os.environ if environ is None else environ).get(CONFIG_ENV) or None
 
 
 class Settings(BaseSettings):

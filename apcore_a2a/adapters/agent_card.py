@@ -63,15 +63,11 @@ class CardDocument:
     v1_etag: str = ""
     last_modified: float = 0.0
 
-    def same_content(self, other: CardDocument | None) -> bool:
-        """True when *other* serves exactly the same bytes in every form."""
-        tags = (self.etag, self.v1_etag, self.legacy_etag)
-        return other is not None and tags == (other.etag, other.v1_etag, other.legacy_etag)
-
     def replacing(self, previous: CardDocument) -> CardDocument:
         """This document after *previous*: its date if the content is the same, else a later
         second (Last-Modified has one-second resolution; If-Modified-Since must see changes)."""
-        if self.same_content(previous):
+        tags = (self.etag, self.v1_etag, self.legacy_etag)
+        if tags == (previous.etag, previous.v1_etag, previous.legacy_etag):
             return previous
         return replace(
             self, last_modified=max(self.last_modified, floor(previous.last_modified) + 1)

@@ -89,9 +89,7 @@ def root_type(schema: Mapping[str, Any]) -> str:
 def json_types(prop: Mapping[str, Any]) -> set[str]:
     """The JSON types *prop* allows, ``anyOf``/``oneOf`` options included."""
     value = prop.get("type")
-    found = {value} if isinstance(value, str) else set()
-    if isinstance(value, list):
-        found.update(v for v in value if isinstance(v, str))
+    found = {v for v in (value if isinstance(value, list) else [value]) if isinstance(v, str)}
     for key in _CHOICES:
         for option in prop.get(key) or ():
             if isinstance(option, Mapping):

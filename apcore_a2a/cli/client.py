@@ -161,11 +161,10 @@ def _message_from(args: argparse.Namespace) -> Any:
         content = path.read_bytes()
     except OSError as exc:
         raise ValueError(f"cannot read --file {path}: {exc.strerror or exc}") from exc
-    media_type = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
     part = {
         "type": "file",
         "raw": base64.b64encode(content).decode("ascii"),
-        "mediaType": media_type,
+        "mediaType": mimetypes.guess_type(path.name)[0] or "application/octet-stream",
         "filename": path.name,
     }
     return {"parts": [part]}
@@ -176,8 +175,7 @@ def _cmd_card(args: argparse.Namespace) -> int:
         return _fail(EXIT_USAGE, "--keys needs --verify")
 
     async def body(client: A2AClient) -> None:
-        card = await client.discover()
-        _emit(card, indent=2)
+        _emit(await client.discover(), indent=2)
         if args.verify:
             print("card signature verified", file=sys.stderr)
 
@@ -231,10 +229,7 @@ class _Progress:
             return
         self._shown = (self.state, elapsed)
         line = f"task {self.task_id}: {self.state}, {elapsed:.0f} s"
-        if self._tty:
-            sys.stderr.write(f"\r\x1b[2K{line}")
-        else:
-            sys.stderr.write(line + "\n")
+        sys.stderr.write(f"\r\x1b[2K{line}" if self._tty else line + "\n")
         sys.stderr.flush()
 
     def done(self) -> None:

@@ -118,22 +118,19 @@ class CardVerifier:
                 async for chunk in response.aiter_bytes():
                     body += chunk
                     if len(body) > _MAX_JWKS_BYTES:
-                        raise CardVerificationError(
-                            f"the key set at {self._jwks_url} is too large", reason="no_keys"
-                        )
+                        raise self._no_keys("is too large")
         except httpx.HTTPError as exc:
             raise A2AConnectionError(f"cannot fetch {self._jwks_url}: {exc}") from exc
         try:
             document = json.loads(bytes(body))
         except ValueError:
-            raise CardVerificationError(
-                f"the key set at {self._jwks_url} is not JSON", reason="no_keys"
-            ) from None
+            raise self._no_keys("is not JSON") from None
         if not isinstance(document, Mapping):
-            raise CardVerificationError(
-                f"the key set at {self._jwks_url} is not a JWKS", reason="no_keys"
-            )
+            raise self._no_keys("is not a JWKS")
         return document
+
+    def _no_keys(self, problem: str) -> CardVerificationError:
+        return CardVerificationError(f"the key set at {self._jwks_url} {problem}", reason="no_keys")
 
 
 def _parse_keys(given: CardKeys | Mapping[str, Any]) -> dict[str | None, Any]:

@@ -111,19 +111,17 @@ class Metrics(Collector):
         for key, text in counters:
             value = snapshot["total_requests" if key == "requests" else key]
             yield CounterMetricFamily(f"{_PREFIX}_{key}", text, value=value)
-        executions = CounterMetricFamily(
-            f"{_PREFIX}_skill_executions",
-            "Executions by skill and final state",
-            labels=["skill", "state"],
+        by_skill = (
+            ("executions", "Executions by skill and final state", "state", self.by_skill_state),
+            (
+                "errors",
+                "Executions that did not complete, by skill and apcore error code",
+                "code",
+                self.errors,
+            ),
         )
-        for (skill, state), count in sorted(self.by_skill_state.items()):
-            executions.add_metric([skill, state], count)
-        yield executions
-        errors = CounterMetricFamily(
-            f"{_PREFIX}_skill_errors",
-            "Executions that did not complete, by skill and apcore error code",
-            labels=["skill", "code"],
-        )
-        for (skill, code), count in sorted(self.errors.items()):
-            errors.add_metric([skill, code], count)
-        yield errors
+        for key, text, label, counts in by_skill:
+            family = CounterMetricFamily(f"{_PREFIX}_skill_{key}", text, labels=["skill", label])
+            for labels, count in sorted(counts.items()):
+                family.add_metric(list(labels), count)
+            yield family

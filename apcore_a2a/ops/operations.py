@@ -153,10 +153,8 @@ class Operations:
     async def health(self, request: Request) -> Response:
         # Other callers learn healthy/unhealthy only: the details tell how many skills
         # exist and which version runs, which only operators need.
-        identity = request.scope.get(IDENTITY_SCOPE_KEY)
-        detailed = self.settings.ops_details_public or OPERATOR_ROLE in getattr(
-            identity, "roles", ()
-        )
+        roles = getattr(request.scope.get(IDENTITY_SCOPE_KEY), "roles", ())
+        detailed = self.settings.ops_details_public or OPERATOR_ROLE in roles
         problem = await self.problem()
         if problem is not None:
             reason, shown = problem

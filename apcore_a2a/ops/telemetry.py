@@ -83,6 +83,11 @@ def _get(doc: dict[str, Any], name: str) -> Any:
     return found if found is not None else doc.get(re.sub(r"([A-Z])", r"_\1", name).lower())
 
 
+def _put(attributes: Attributes, key: str, value: Any) -> None:
+    if isinstance(value, str) and value:
+        attributes[key] = value
+
+
 def read_params(params: Any, attributes: Attributes) -> None:
     """The message, task and tenant a request's parameters name (1.0 or 0.3 JSON)."""
     if not isinstance(params, dict):
@@ -94,17 +99,13 @@ def read_params(params: Any, attributes: Attributes) -> None:
         references = _get(message, "referenceTaskIds")
         if isinstance(references, list) and references:
             attributes["a2a.message.reference_task_ids"] = [str(r) for r in references]
-        message_task = _get(message, "taskId")
-        if isinstance(message_task, str) and message_task:
-            attributes["a2a.task.id"] = message_task
+        _put(attributes, "a2a.task.id", _get(message, "taskId"))
     task_id = _get(params, "taskId") or (params.get("id") if message is None else None)
     name = params.get("name") or params.get("parent")  # 0.3 gRPC: "tasks/{id}[/...]"
     if not task_id and isinstance(name, str) and name.startswith("tasks/"):
         task_id = name.split("/")[1]
-    if isinstance(task_id, str) and task_id:
-        attributes["a2a.task.id"] = task_id
-    if isinstance(params.get("tenant"), str) and params["tenant"]:
-        attributes["a2a.tenant"] = params["tenant"]
+    _put(attributes, "a2a.task.id", task_id)
+    _put(attributes, "a2a.tenant", params.get("tenant"))
 
 
 def read_answer(doc: Any, attributes: Attributes) -> None:
@@ -122,10 +123,8 @@ def read_answer(doc: Any, attributes: Attributes) -> None:
     if not isinstance(doc, dict):
         return
     task_id = doc.get("taskId") or (doc.get("id") if "status" in doc else None)
-    if isinstance(task_id, str) and task_id:
-        attributes["a2a.task.id"] = task_id
-    if isinstance(doc.get("contextId"), str) and doc["contextId"]:
-        attributes["gen_ai.conversation.id"] = doc["contextId"]
+    _put(attributes, "a2a.task.id", task_id)
+    _put(attributes, "gen_ai.conversation.id", doc.get("contextId"))
     status = doc.get("status")
     if isinstance(status, dict) and isinstance(status.get("state"), str):
         attributes["a2a.task.state"] = task_state(status["state"])
@@ -135,17 +134,13 @@ def _request_attributes(info: RequestInfo, scope: Scope, attributes: Attributes)
     """What the request record, the matched route's path parameters and the request body
     (read once already) say."""
     attributes["a2a.method.name"] = info.method
-    if info.version:
-        attributes["a2a.protocol.version"] = info.version
-    if info.tenant:
-        attributes["a2a.tenant"] = info.tenant
+    _put(attributes, "a2a.protocol.version", info.version)
+    _put(attributes, "a2a.tenant", info.tenant)
     if info.binding == "jsonrpc":
         payload = info.payload
         read_params(payload.get("params") if isinstance(payload, dict) else None, attributes)
         return
-    task_id = scope.get("path_params", {}).get("id")  # REST: /tasks/{id}...
-    if isinstance(task_id, str) and task_id:
-        attributes["a2a.task.id"] = task_id
+    _put(attributes, "a2a.task.id", scope.get("path_params", {}).get("id"))  # REST: /tasks/{id}
     if info.body and info.method in ("SendMessage", "SendStreamingMessage"):
         read_params(_loads(info.body), attributes)
 
@@ -299,8 +294,7 @@ class ModuleSpans:
             ended["error.type"] = execution.error_code
         span.set_attributes(self._named(ended))
         if execution.state == "failed":
-            status = self._trace.Status(self._trace.StatusCode.ERROR, execution.error_code)
-            span.set_status(status)
+            span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, execution.error_code))
         span.end()
         self._context.detach(token)
 

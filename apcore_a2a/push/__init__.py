@@ -15,7 +15,7 @@ Example::
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -36,8 +36,6 @@ from apcore_a2a.push.status import ACTIVE, FAILED, ConfigStatusBook, create_tabl
 from apcore_a2a.upstream.rest03_push_routes import rest03_push_routes
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
-
     from a2a.server.cluster import VersionedTaskStore
     from a2a.server.request_handlers import RequestHandler
     from a2a.server.routes.common import ServerCallContextBuilder
@@ -71,6 +69,7 @@ __all__ = [
 
 logger = logging.getLogger("apcore_a2a.push")
 
+#: Where the agent publishes its public keys (card and push-delivery signatures).
 JWKS_PATH = "/.well-known/jwks.json"
 #: Card extension that tells receivers where the delivery-signing keys are published.
 PUSH_SIGNING_EXTENSION_URI = "urn:apcore:a2a:push-signing:v1"

@@ -38,8 +38,7 @@ _METADATA = {ipaddress.ip_address("169.254.169.254"), ipaddress.ip_address("fd00
 
 
 async def _loop_resolver(host: str, port: int) -> list[str]:
-    loop = asyncio.get_running_loop()
-    infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
     return [str(info[4][0]) for info in infos]
 
 

@@ -61,8 +61,7 @@ def _algorithm_for(key: PrivateKey) -> str:
 def _thumbprint(jwk: dict[str, Any]) -> str:
     members = {name: jwk[name] for name in _THUMBPRINT_MEMBERS[str(jwk["kty"])]}
     canonical = json.dumps(members, separators=(",", ":"), sort_keys=True).encode()
-    digest = hashlib.sha256(canonical).digest()
-    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+    return base64.urlsafe_b64encode(hashlib.sha256(canonical).digest()).rstrip(b"=").decode()
 
 
 class SigningKey:

@@ -299,8 +299,7 @@ def _caller(identity: Identity | None, context: grpc.aio.ServicerContext) -> str
 
 async def _legacy_request(request: Any, context: grpc.aio.ServicerContext, abort: _Abort) -> bool:
     """Fix a 0.3 request's file bytes (``upstream/file_bytes``); whether the caller is Python."""
-    headers = metadata_headers(context.invocation_metadata())
-    python = is_python_client(headers.get("user-agent"))
+    python = is_python_client(metadata_headers(context.invocation_metadata()).get("user-agent"))
     try:
         proto_request_to_sdk(request, python_client=python)
     except A2AError as exc:
@@ -439,8 +438,7 @@ class GrpcServer:
             )
         try:
             if self._tls is not None:
-                credentials = grpc.ssl_server_credentials([self._tls])
-                server.add_secure_port(self.bind_address, credentials)
+                server.add_secure_port(self.bind_address, grpc.ssl_server_credentials([self._tls]))
             else:
                 server.add_insecure_port(self.bind_address)
         except RuntimeError as exc:

@@ -208,8 +208,7 @@ class Lifecycle:
         loop.set_default_executor(self._pool)
 
     def _untune(self) -> None:
-        pool: ThreadPoolExecutor | None = self._pool
-        self._pool = None
+        pool, self._pool = self._pool, None
         if pool is None:
             return
         loop = asyncio.get_running_loop()

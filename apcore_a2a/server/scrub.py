@@ -19,6 +19,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+from starlette.datastructures import MutableHeaders
 from starlette.types import Message, Send
 
 from apcore_a2a.adapters.errors import sanitize
@@ -170,15 +171,13 @@ def scrubbing_send(send: Send) -> Send:
         cleaned, retry_after, status = _scrub_document(doc)
         if status is not None and 400 <= status < 600:
             start = {**start, "status": status}
-        headers = list(start.get("headers") or ())
+        headers = MutableHeaders(raw=list(start.get("headers") or ()))
         if cleaned is not doc:
             body = json.dumps(cleaned, ensure_ascii=False).encode()
-            headers = [(k, v) for k, v in headers if k != b"content-length"]
-            headers.append((b"content-length", str(len(body)).encode()))
+            headers["content-length"] = str(len(body))
         if retry_after is not None and start.get("status") in (429, 503):
-            headers = [(k, v) for k, v in headers if k != b"retry-after"]
-            headers.append((b"retry-after", str(retry_after).encode()))
-        await send({**start, "headers": headers})
+            headers["retry-after"] = str(retry_after)
+        await send({**start, "headers": headers.raw})
         start = None
         await send({**message, "body": body})
 

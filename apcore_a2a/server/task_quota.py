@@ -22,6 +22,7 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TypeVar
 
+from a2a.server.agent_execution.active_task import INTERRUPTED_TASK_STATES
 from a2a.server.context import ServerCallContext
 from a2a.types import Task, TaskState
 
@@ -47,12 +48,7 @@ TaskLookup = Callable[[str, ServerCallContext], Awaitable[Task | None]]
 _T = TypeVar("_T")
 
 _UNFINISHED = frozenset(
-    {
-        TaskState.TASK_STATE_SUBMITTED,
-        TaskState.TASK_STATE_WORKING,
-        TaskState.TASK_STATE_INPUT_REQUIRED,
-        TaskState.TASK_STATE_AUTH_REQUIRED,
-    }
+    {TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING, *INTERRUPTED_TASK_STATES}
 )
 
 

@@ -202,7 +202,5 @@ def _tune_sqlite(engine: Engine, *, in_memory: bool) -> None:
     @event.listens_for(engine, "begin")
     def _on_begin(connection: Any) -> None:
         # Our own read-only probes opt out, so a health check never queues for the lock.
-        if connection.get_execution_options().get(READ_ONLY):
-            connection.exec_driver_sql("BEGIN")
-        else:
-            connection.exec_driver_sql("BEGIN IMMEDIATE")
+        read_only = connection.get_execution_options().get(READ_ONLY)
+        connection.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")

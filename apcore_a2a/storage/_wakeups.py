@@ -346,8 +346,7 @@ class WakingTaskEventStream(DatabaseTaskEventStream):
         stmt = select(func.max(_E.seq)).where(
             _E.task_id == task_id, _E.task_version <= version_number(version)
         )
-        rows = await read(self.engine, stmt)
-        return int(rows[0][0] or 0)
+        return int((await read(self.engine, stmt))[0][0] or 0)
 
     async def tail(
         self, task_id: str, after_seq: int, *, until_idle: bool = False

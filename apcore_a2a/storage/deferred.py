@@ -133,6 +133,10 @@ def _copy(task: Task) -> Task:
     return copy
 
 
+def _arm(kept: _Kept, delay: float, write_later: Callable[[str], None], task_id: str) -> None:
+    kept.timer = asyncio.get_running_loop().call_later(delay, write_later, task_id)
+
+
 def _forget(kept: dict[str, _Kept], task_id: str) -> _Kept | None:
     found = kept.pop(task_id, None)
     if found is not None and found.timer is not None:
@@ -243,8 +247,7 @@ class DeferredWrites(TaskStoreLayer):
             kept.task = _copy(task)
         kept.version += 1
         if kept.timer is None and kept.writing is None:
-            loop = asyncio.get_running_loop()
-            kept.timer = loop.call_later(self._delay, self._write_later, task.id)
+            _arm(kept, self._delay, self._write_later, task.id)
 
     def _write_later(self, task_id: str) -> None:
         kept = self._kept.get(task_id)
@@ -266,8 +269,7 @@ class DeferredWrites(TaskStoreLayer):
         if kept.version == kept.written:
             del self._kept[task_id]  # stored as kept: read it from the store again
         else:
-            loop = asyncio.get_running_loop()
-            kept.timer = loop.call_later(self._delay, self._write_later, task_id)
+            _arm(kept, self._delay, self._write_later, task_id)
 
     async def _write_batch(self, batch: list[dict[str, Any]]) -> None:
         # One row per task: the last save of a task in the batch is its newest state (an
@@ -275,8 +277,7 @@ class DeferredWrites(TaskStoreLayer):
         rows = list({row["id"]: row for row in batch}.values())
         await self.inner.initialize()  # once: the table exists from then on
         if self._thread is not None:
-            loop = asyncio.get_running_loop()
-            await loop.run_in_executor(self._thread, self._write_sync, rows)
+            await asyncio.get_running_loop().run_in_executor(self._thread, self._write_sync, rows)
         elif self._pg is not None:
             await self._pg.write([(self._pg_upsert, rows)])
         else:
@@ -345,9 +346,7 @@ class DeferredClusterWrites(VersionedStoreLayer):
             and context.state.get(DEFER_STATE_KEY)
         ):
             kept = self._kept[task.id] = _Kept(task=Task(), owner=self._owner(context))
-            kept.timer = asyncio.get_running_loop().call_later(
-                self._delay, self._write_later, task.id
-            )
+            _arm(kept, self._delay, self._write_later, task.id)
         if kept is not None:
             async with kept.lock:
                 # Unless the delay wrote it meanwhile: then the store holds our version.
@@ -440,9 +439,7 @@ class DeferredClusterWrites(VersionedStoreLayer):
                 await self._write(task_id, kept.owner, kept.task, kept.version, kept.events)
             except Exception as exc:
                 logger.warning("task %s: deferred write failed: %s", task_id, type(exc).__name__)
-                kept.timer = asyncio.get_running_loop().call_later(
-                    self._delay, self._write_later, task_id
-                )
+                _arm(kept, self._delay, self._write_later, task_id)
                 return
             _forget(self._kept, task_id)
 

@@ -74,8 +74,7 @@ def _run_sdk_migrations(sync_conn: Any) -> tuple[str | None, str | None]:
 
     def current() -> str | None:
         ctx = MigrationContext.configure(sync_conn, opts={"version_table": SDK_VERSION_TABLE})
-        rev: str | None = ctx.get_current_revision()
-        return rev
+        return ctx.get_current_revision()
 
     old = current()
 

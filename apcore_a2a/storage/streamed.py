@@ -67,8 +67,7 @@ class ChunkedTaskStore(VersionedDatabaseTaskStore):
         """The task with its version, its streamed artifacts whole as of that version."""
         stored = await super().get(task_id, context)
         if stored is not None and any(IN_LOG in a.metadata for a in stored.task.artifacts):
-            owner = self._sql.owner_resolver(context)
-            await self._put_back(stored.task, owner, stored.version)
+            await self._put_back(stored.task, self._sql.owner_resolver(context), stored.version)
         return stored
 
     async def list(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
