@@ -73,7 +73,6 @@ from apcore_a2a.shape import Shape
 from apcore_a2a.storage import Stores, open_stores
 from apcore_a2a.storage.observed import observe_saves
 from apcore_a2a.upstream.file_bytes import MESSAGE_PATHS, with_spec_files
-from apcore_a2a.upstream.long_strings import LIFTED_KEY, lifting
 from apcore_a2a.upstream.parsed_body import parsed_once
 from apcore_a2a.upstream.rest03_streams import eager_streams
 from apcore_a2a.upstream.rest_media_type import RestMediaType
@@ -91,9 +90,6 @@ class ApCoreCallContextBuilder(DefaultServerCallContextBuilder):
     def build(self, request: Request) -> ServerCallContext:
         context = super().build(request)
         context.state[CALLER_STATE_KEY] = caller_of(request.scope)
-        lifted = request.scope.get(LIFTED_KEY)
-        if lifted is not None:
-            context.state[LIFTED_KEY] = lifted
         ids = request.scope.get(SSE_IDS_SCOPE_KEY)
         if ids is not None:
             context.state[SSE_IDS_STATE_KEY] = ids
@@ -373,7 +369,7 @@ def _a2a_routes(
     """``(JSON-RPC routes, REST routes)`` with the seam's corrections; REST goes last, as
     the SDK also mounts it under ``/{tenant}``, which would take any two-segment path."""
     rpc = [
-        lifting(parsed_once(route))
+        parsed_once(route)
         for route in create_jsonrpc_routes(
             handler,
             rpc_url=rpc_path,
@@ -396,7 +392,6 @@ def _a2a_routes(
             rest.append(Route(route.path, with_spec_files(route.endpoint), methods=route.methods))
         else:
             rest.append(route)
-    rest = [lifting(route) for route in rest]
     inner = [r for m in rest if isinstance(m, Mount) for r in m.routes]
     unknown = [
         r.path

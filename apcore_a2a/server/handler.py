@@ -54,7 +54,6 @@ from apcore_a2a.server.task_quota import TaskLookup, TaskQuota
 from apcore_a2a.storage.deferred import DEFER_STATE_KEY, NEW_TASK_STATE_KEY
 from apcore_a2a.storage.event_log import MemoryEventLog, RecordingTaskStore
 from apcore_a2a.storage.turns import MemoryTurnClaims, TurnClaims
-from apcore_a2a.upstream.long_strings import LIFTED_KEY, restore
 
 #: ``ServerCallContext.state`` key of a message stream's :class:`StreamPositions`
 POSITIONS_STATE_KEY = "apcore_a2a_stream_positions"
@@ -100,7 +99,6 @@ class ApCoreRequestHandler(DefaultRequestHandler):
         self._quota = quota if quota is not None else TaskQuota(0)
 
     async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Any:
-        restore(params, context.state.pop(LIFTED_KEY, None))
         await self._take_turn(params, context)
         if not params.configuration.return_immediately:
             context.state[BLOCKING_STATE_KEY] = True
@@ -112,7 +110,6 @@ class ApCoreRequestHandler(DefaultRequestHandler):
     async def on_message_send_stream(
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> AsyncGenerator[Any, None]:
-        restore(params, context.state.pop(LIFTED_KEY, None))
         await self._take_turn(params, context)
         ids: deque[str] | None = context.state.get(SSE_IDS_STATE_KEY)
         log, positions = self._event_log, None

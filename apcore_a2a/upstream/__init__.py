@@ -1,4 +1,4 @@
-"""The seam: each correction of a2a-sdk, protobuf, Starlette, uvicorn, sse-starlette, aiosqlite.
+"""The seam: every correction of a2a-sdk, Starlette, uvicorn, sse-starlette and aiosqlite.
 
 One file per correction; each names the spec section or upstream behaviour it answers,
 and ``tests/upstream/`` has a test per file that fails the day upstream changes that

@@ -20,9 +20,7 @@ from apcore_a2a.classify import request_info
 Endpoint = Callable[[Request], Awaitable[Response]]
 
 
-class Parsed(Request):
-    """*request* whose ``body()`` and ``json()`` are *body* and *payload*."""
-
+class _Parsed(Request):
     def __init__(self, request: Request, body: bytes, payload: Any) -> None:
         super().__init__(request.scope, request.receive)
         self.raw = body
@@ -44,7 +42,7 @@ def parsed_once(route: BaseRoute) -> BaseRoute:
     async def endpoint(request: Request) -> Response:
         info = request_info(request.scope)
         if info is not None and info.body is not None and info.parse_error is None:
-            request = Parsed(request, info.body, info.payload)
+            request = _Parsed(request, info.body, info.payload)
         return await inner(request)
 
     return Route(route.path, endpoint, methods=list(route.methods or ()), name=route.name)

@@ -94,8 +94,10 @@ async def test_a_blocking_call_is_written_once_with_every_version_and_event(
     cluster_url, a, b = pair
     await _count_writes(cluster_url)
     async with httpx.AsyncClient(headers=V1, timeout=60) as http:
+        # A few at once, not dozens: a call still running after WRITE_DELAY (a loaded
+        # machine) is rightly written twice, which is not what this test is about.
         answers = await asyncio.gather(
-            *(http.post(a + "/", json=_body("math.add", {"a": i, "b": 1000})) for i in range(24))
+            *(http.post(a + "/", json=_body("math.add", {"a": i, "b": 1000})) for i in range(8))
         )
         tasks = [r.json()["result"]["task"] for r in answers]
         assert {t["status"]["state"] for t in tasks} == {"TASK_STATE_COMPLETED"}
