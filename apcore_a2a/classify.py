@@ -35,6 +35,7 @@ Binding = Literal["jsonrpc", "rest"]
 #: Scope key of the :class:`RequestInfo`.
 REQUEST_KEY = "apcore_a2a.request"
 CARD_PATHS = ("/.well-known/agent-card.json", "/.well-known/agent.json")
+#: Where the agent publishes its public keys (card and push-delivery signatures).
 JWKS_PATH = "/.well-known/jwks.json"
 HEALTH_PATH = "/health"
 METRICS_PATH = "/metrics"

@@ -26,6 +26,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from apcore_a2a.classify import JWKS_PATH
 from apcore_a2a.push.bodies import PROTOCOL_VERSION_STATE_KEY, TaskSnapshots, protocol_version
 from apcore_a2a.push.configs import PushConfigStore
 from apcore_a2a.push.policy import PushUrlPolicy, Resolver
@@ -69,8 +70,6 @@ __all__ = [
 
 logger = logging.getLogger("apcore_a2a.push")
 
-#: Where the agent publishes its public keys (card and push-delivery signatures).
-JWKS_PATH = "/.well-known/jwks.json"
 #: Card extension that tells receivers where the delivery-signing keys are published.
 PUSH_SIGNING_EXTENSION_URI = "urn:apcore:a2a:push-signing:v1"
 
