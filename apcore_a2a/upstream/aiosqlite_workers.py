@@ -11,6 +11,7 @@ cut at shutdown) and does not wait. If the loop has closed by then, the thread p
 from __future__ import annotations
 
 import asyncio
+import time
 import weakref
 from collections.abc import Awaitable, Callable
 from threading import Thread
@@ -36,10 +37,11 @@ def track_workers(engine: AsyncEngine) -> Callable[[], Awaitable[None]]:
         workers.append((weakref.ref(connection), connection._thread))
 
     def join_stopped() -> None:
+        deadline = time.monotonic() + JOIN_SECONDS
         for ref, thread in workers:
             connection = ref()
             if connection is None or not connection._running:
-                thread.join(JOIN_SECONDS)
+                thread.join(max(0.0, deadline - time.monotonic()))
 
     async def join() -> None:
         if any(thread.is_alive() for _ref, thread in workers):
