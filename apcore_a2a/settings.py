@@ -242,13 +242,19 @@ class Settings(BaseSettings):
     log_level: LogLevel = setting("info", "logging.level", "log level")
     log_format: LogFormat = setting("text", "logging.format", "text or json")
     # -- limits ----------------------------------------------------------------------
-    max_body_bytes: int = setting(10 * 1024 * 1024, "limits.max_body_bytes", "largest body", ge=1)
+    max_body_bytes: int = setting(1024 * 1024, "limits.max_body_bytes", "largest body", ge=1)
     max_json_depth: int = setting(
         32, "limits.max_json_depth", "deepest nesting of a JSON body", ge=1
     )
-    max_json_values: int = setting(10_000, "limits.max_json_values", "JSON values in a body", ge=1)
+    max_json_values: int = setting(2_000, "limits.max_json_values", "JSON values in a body", ge=1)
     max_parts_per_message: int = setting(
         100, "limits.max_parts_per_message", "parts in a message", ge=1
+    )
+    max_string_bytes: int = setting(
+        128 * 1024,
+        "limits.max_string_bytes",
+        "bytes of JSON strings in a body, a file's bytes aside",
+        ge=1,
     )
     shutdown_timeout: float = setting(
         30.0, "limits.shutdown_timeout", "seconds to drain on stop", ge=0

@@ -1,10 +1,12 @@
 """Shape limits of a JSON request body, checked before anything parses it.
 
 A body within the size cap can still be costly: every JSON value becomes a Python object,
-then a protobuf message the SDK walks (microseconds to tens of microseconds each, on the
-event loop). :func:`scan` bounds nesting depth, values in the body and parts in one
-message without building anything, yielding every few thousand tokens so other requests
-run between steps. The parser that runs after it checks the syntax.
+then a protobuf message (about a microsecond each, on the event loop), and protobuf's
+parser searches every character of a string field for unpaired surrogates (about 40 ns
+each, in one call nothing interrupts). :func:`scan` bounds nesting depth, values in the
+body, parts in one message and the bytes of its strings without building anything,
+yielding every few thousand tokens so other requests run between steps. The parser that
+runs after it checks the syntax. ``docs/reliability.md`` has the cost of each limit.
 """
 
 from __future__ import annotations
@@ -19,19 +21,22 @@ from typing import Any
 _TOKEN = re.compile(rb'[][{}"]')
 # The rest of a string's characters up to (not including) its closing quote.
 _STRING = re.compile(rb'(?:[^"\\]++|\\.)*+', re.S)
-# A "parts" key just before an array.
+# A "parts" key just before an array; a file's bytes (1.0 "raw", 0.3 "bytes") before a string.
 _PARTS_KEY = re.compile(rb'"parts"\s*:\s*\Z')
+_BYTES_KEY = re.compile(rb'"(?:raw|bytes)"\s*:\s*\Z')
 _WINDOW = 1 << 16
 _STEP = 512
 
 
 @dataclass(frozen=True, slots=True)
 class Shape:
-    """The limits (settings ``max_json_depth``, ``max_json_values``, ``max_parts_per_message``)."""
+    """The limits (settings ``max_json_depth``, ``max_json_values``,
+    ``max_parts_per_message``, ``max_string_bytes``)."""
 
     max_depth: int = 32
-    max_values: int = 10_000
+    max_values: int = 2_000
     max_parts: int = 100
+    max_string_bytes: int = 128 * 1024
 
 
 class ShapeError(ValueError):
@@ -46,7 +51,7 @@ def scan(body: bytes, shape: Shape) -> Generator[None, None, None]:
     """Check *body* against *shape*, yielding between steps; raises :class:`ShapeError`.
     Values count as containers opened plus separators: a close upper bound, exact about
     everything costly."""
-    values = 0
+    values, strings = 0, 0
     # per open container: is it a "parts" array, and its elements so far
     stack: list[list[Any]] = []
     pos, tokens = 0, 0
@@ -71,11 +76,20 @@ def scan(body: bytes, shape: Shape) -> Generator[None, None, None]:
         if tokens % _STEP == 0:
             yield
         if char == 0x22:  # '"': skip the string
-            close = body.find(b'"', pos)
+            start, close = pos, body.find(b'"', pos)
             if close > 0 and body[close - 1] != 0x5C:
                 pos = close + 1  # no escape before the quote: the common case, memchr speed
             else:
                 pos = (yield from _escaped_string(body, pos)) + 1
+            size = pos - 1 - start
+            # A file's bytes are decoded, not searched: the size cap bounds them.
+            if size > 1024 and _BYTES_KEY.search(body, max(0, stop - 64), stop):
+                size = 0
+            strings += size
+            if strings > shape.max_string_bytes:
+                raise ShapeError(
+                    f"more than {shape.max_string_bytes} bytes of strings", "max_string_bytes"
+                )
         elif char in b"[{":
             values += 1
             parts = char == 0x5B and _PARTS_KEY.search(body, max(0, stop - 64), stop) is not None

@@ -85,7 +85,7 @@ class AuthMiddleware:
         *,
         require_auth: bool = True,
         ops_public: bool = False,
-        max_body_bytes: int = 10 * 1024 * 1024,
+        max_body_bytes: int = 1024 * 1024,
         required_roles: Sequence[str] = (),
         required_scopes: Sequence[str] = (),
     ) -> None:

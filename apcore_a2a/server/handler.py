@@ -54,6 +54,7 @@ from apcore_a2a.server.task_quota import TaskLookup, TaskQuota
 from apcore_a2a.storage.deferred import DEFER_STATE_KEY, NEW_TASK_STATE_KEY
 from apcore_a2a.storage.event_log import MemoryEventLog, RecordingTaskStore
 from apcore_a2a.storage.turns import MemoryTurnClaims, TurnClaims
+from apcore_a2a.upstream.required_fields import SEND, SEND_STREAM, check
 
 #: ``ServerCallContext.state`` key of a message stream's :class:`StreamPositions`
 POSITIONS_STATE_KEY = "apcore_a2a_stream_positions"
@@ -99,23 +100,26 @@ class ApCoreRequestHandler(DefaultRequestHandler):
         self._quota = quota if quota is not None else TaskQuota(0)
 
     async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Any:
+        check(params)
         await self._take_turn(params, context)
         if not params.configuration.return_immediately:
             context.state[BLOCKING_STATE_KEY] = True
             # A push config hands the task id to a webhook before the answer: no deferring.
             if not params.configuration.HasField("task_push_notification_config"):
                 context.state[DEFER_STATE_KEY] = True
-        return await self._quota.settle(context, super().on_message_send(params, context))
+        send = SEND(self, params, context)
+        return await self._quota.settle(context, send)
 
     async def on_message_send_stream(
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> AsyncGenerator[Any, None]:
+        check(params)
         await self._take_turn(params, context)
         ids: deque[str] | None = context.state.get(SSE_IDS_STATE_KEY)
         log, positions = self._event_log, None
         if ids is not None and log is not None and self._tap is not None:
             positions = context.state[POSITIONS_STATE_KEY] = StreamPositions(self._tap)
-        events = super().on_message_send_stream(params, context)
+        events = SEND_STREAM(self, params, context)
         try:
             async for event in self._quota.settle_stream(context, events):
                 if positions is not None and log is not None and ids is not None:
@@ -126,6 +130,8 @@ class ApCoreRequestHandler(DefaultRequestHandler):
                             ids.append(str(seq))
                 yield event
         finally:
+            # What the SDK's decorator did: a bare async for leaves *events* unclosed.
+            await events.aclose()
             if positions is not None:
                 positions.tap.unwatch(positions)
 
