@@ -1,4 +1,4 @@
-"""Shape limits of a JSON request body, checked before anything parses it.
+"""Shape limits of a request body (JSON, or gRPC's protobuf), checked before the SDK reads it.
 
 A body within the size cap can still be costly: every JSON value becomes a Python object,
 then a protobuf message (about a microsecond each, on the event loop), and protobuf's
@@ -6,15 +6,20 @@ parser searches every character of a string field for unpaired surrogates (about
 each, in one call nothing interrupts). :func:`scan` bounds nesting depth, values in the
 body, parts in one message and the bytes of its strings without building anything,
 yielding every few thousand tokens so other requests run between steps. The parser that
-runs after it checks the syntax. ``docs/reliability.md`` has the cost of each limit.
+runs after it checks the syntax. :func:`check_message` bounds a gRPC request the same
+way. ``docs/reliability.md`` has the cost of each limit.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any
+
+from google.protobuf.descriptor import FieldDescriptor
+from google.protobuf.message import Message
 
 # Characters that open or close something; the commas between two of them are counted in
 # one go, and scalars and white space are skipped.
@@ -37,6 +42,12 @@ class Shape:
     max_values: int = 2_000
     max_parts: int = 100
     max_string_bytes: int = 128 * 1024
+
+    @classmethod
+    def of(cls, settings: Any) -> Shape:
+        """The limits a :class:`~apcore_a2a.settings.Settings` sets."""
+        s = settings
+        return cls(s.max_json_depth, s.max_json_values, s.max_parts_per_message, s.max_string_bytes)
 
 
 class ShapeError(ValueError):
@@ -64,11 +75,9 @@ def scan(body: bytes, shape: Shape) -> Generator[None, None, None]:
             if stack and stack[-1][0]:
                 stack[-1][1] += commas
                 if stack[-1][1] > shape.max_parts:
-                    raise ShapeError(
-                        f"more than {shape.max_parts} parts in a message", "max_parts_per_message"
-                    )
+                    raise _too_many_parts(shape)
             if values > shape.max_values:
-                raise ShapeError(f"more than {shape.max_values} JSON values", "max_json_values")
+                raise _too_many_values(shape)
         if found is None:
             return
         char, pos = body[stop], stop + 1
@@ -95,7 +104,7 @@ def scan(body: bytes, shape: Shape) -> Generator[None, None, None]:
             parts = char == 0x5B and _PARTS_KEY.search(body, max(0, stop - 64), stop) is not None
             stack.append([parts, 1])
             if len(stack) > shape.max_depth:
-                raise ShapeError(f"JSON nested deeper than {shape.max_depth}", "max_json_depth")
+                raise _too_deep(shape)
         elif stack:
             stack.pop()
 
@@ -110,3 +119,52 @@ def _escaped_string(body: bytes, pos: int) -> Generator[None, None, int]:
         if pos >= end or body[pos] == 0x22 or pos == string.start():
             return pos  # closed, or cut short (the parser reports that)
         yield  # a long string: the next window
+
+
+def check_message(message: Message, shape: Shape) -> None:
+    """:func:`scan`'s limits on a protobuf request (gRPC), strings aside: the binary parser
+    takes them at C speed. A message, ``Struct`` or ``ListValue`` is one value and one level
+    (a JSON object or array), a ``Value`` only its content. Stops at the first limit, so it
+    walks at most ``max_values`` values; raises :class:`ShapeError`."""
+    left = shape.max_values
+
+    def walk(message: Message, depth: int) -> None:
+        nonlocal left
+        if message.DESCRIPTOR.full_name != "google.protobuf.Value":
+            left, depth = left - 1, depth + 1
+            if depth > shape.max_depth:
+                raise _too_deep(shape)
+        for field, value in message.ListFields():
+            many, of_messages, is_map = _kind(field)
+            items = value.values() if is_map else value if many else (value,)
+            if many and field.name in ("parts", "content") and len(items) > shape.max_parts:
+                raise _too_many_parts(shape)
+            if not of_messages:
+                left -= len(items)
+            for item in items if of_messages else ():
+                walk(item, depth)
+            if left < 0:
+                raise _too_many_values(shape)
+
+    walk(message, 0)
+
+
+@functools.cache
+def _kind(field: FieldDescriptor) -> tuple[bool, bool, bool]:
+    """Is *field* repeated, of messages, a map (then: of message values)."""
+    target = field.message_type
+    if target is not None and target.GetOptions().map_entry:
+        return True, target.fields_by_name["value"].message_type is not None, True
+    return bool(field.is_repeated), target is not None, False
+
+
+def _too_many_parts(shape: Shape) -> ShapeError:
+    return ShapeError(f"more than {shape.max_parts} parts in a message", "max_parts_per_message")
+
+
+def _too_many_values(shape: Shape) -> ShapeError:
+    return ShapeError(f"more than {shape.max_values} JSON values", "max_json_values")
+
+
+def _too_deep(shape: Shape) -> ShapeError:
+    return ShapeError(f"JSON nested deeper than {shape.max_depth}", "max_json_depth")

@@ -256,9 +256,7 @@ class A2AServerFactory:
         )
         # Every route runs the request record, auth, the guard... once it matched: no
         # spelling of a path reaches an endpoint around them (see apcore_a2a.classify).
-        shape = Shape(
-            s.max_json_depth, s.max_json_values, s.max_parts_per_message, s.max_string_bytes
-        )
+        shape = Shape.of(s)
         explorer = s.explorer_prefix if s.explorer else None
         routes = layered(
             served, per_route, rpc_path=s.rpc_path, explorer_prefix=explorer, shape=shape

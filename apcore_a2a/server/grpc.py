@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 
 from a2a.auth.user import UnauthenticatedUser, User
 from a2a.server.context import ServerCallContext
-from a2a.utils.errors import A2AError, InternalError
+from a2a.utils.errors import A2AError, InternalError, InvalidParamsError
 
 from apcore_a2a import errors
 from apcore_a2a.auth.authenticator import Gate, metadata_headers
@@ -32,6 +32,7 @@ from apcore_a2a.execution.identity import IdentityUser
 from apcore_a2a.push.bodies import PROTOCOL_VERSION_STATE_KEY
 from apcore_a2a.server.limits import StreamLimiter
 from apcore_a2a.server.task_quota import CALLER_STATE_KEY
+from apcore_a2a.shape import Shape, ShapeError, check_message
 from apcore_a2a.upstream.file_bytes import (
     is_python_client,
     proto_request_to_sdk,
@@ -129,8 +130,9 @@ class GrpcCallContextBuilder(DefaultGrpcServerCallContextBuilder):
 
 
 class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
-    """Admits A2A calls (auth, version, stream slots), counts and traces them, and answers
-    unexpected exceptions INTERNAL (grpc's UNKNOWN would carry the exception text)."""
+    """Admits A2A calls (auth, version, the request's shape, stream slots), counts and
+    traces them, and answers unexpected exceptions INTERNAL (grpc's UNKNOWN would carry the
+    exception text)."""
 
     def __init__(
         self,
@@ -139,8 +141,10 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         require_auth: bool,
         streams: StreamLimiter | None = None,
         operations: Any = None,
+        shape: Shape | None = None,
     ) -> None:
         self._aborts = aborts
+        self._shape = shape
         self._gate = gate
         self._require_auth = require_auth
         self._streams = streams
@@ -248,6 +252,11 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         async def serve(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
             with self._observed(method, request, context) as seen:
                 identity = await self._admit(method, context, abort)
+                if self._shape is not None:
+                    try:
+                        check_message(request, self._shape)
+                    except ShapeError as exc:
+                        await abort(InvalidParamsError(message=f"Invalid params: {exc}"), context)
                 caller = await self._take_stream(identity, context) if streaming else None
                 try:
                     async with _internal_errors(method, context, abort):
@@ -412,6 +421,7 @@ class GrpcServer:
             s.require_auth,
             self.streams,
             self.operations,
+            Shape.of(s),
         )
         server = grpc.aio.server(
             interceptors=[interceptor],

@@ -20,11 +20,16 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import grpc
 import httpx
 import pytest
+from a2a.compat.v0_3 import a2a_v0_3_pb2
+from a2a.types import a2a_pb2
+from google.protobuf.json_format import MessageToDict, ParseDict
 
 from apcore_a2a.settings import Settings
-from tests._support import ROOT, cli_server
+from tests._support import ROOT, cli_server, free_port
+from tests.bindings._grpc import stubs
 
 LIMITS = {name: Settings.model_fields[name].default for name in Settings.model_fields}
 CAP = LIMITS["max_body_bytes"]
@@ -35,12 +40,18 @@ V03 = {"Content-Type": "application/json", "A2A-Version": "0.3"}
 
 
 @pytest.fixture(scope="module")
-def agent() -> Iterator[str]:
+def served() -> Iterator[tuple[str, str]]:
     # Its own process: the clients here must not share a GIL with the server they time.
     # The default limits: they are what is measured.
-    args = ["--extensions-dir", str(ROOT / "examples" / "extensions")]
-    with cli_server(args) as (url, _proc):
-        yield url
+    grpc_port = free_port()
+    args = ["--extensions-dir", str(ROOT / "examples" / "extensions"), "--grpc-port"]
+    with cli_server([*args, str(grpc_port)]) as (url, _proc):
+        yield url, f"127.0.0.1:{grpc_port}"
+
+
+@pytest.fixture(scope="module")
+def agent(served: tuple[str, str]) -> str:
+    return served[0]
 
 
 def _message(parts: list[Any], v03: bool = False) -> dict[str, Any]:
@@ -108,6 +119,40 @@ async def test_each_limit_is_answered_on_every_binding_and_version(agent: str, l
             assert limit in answer.json()["error"]["message"]
 
 
+def _grpc_requests(parts: list[Any]) -> list[tuple[str, Any]]:
+    """``(version, SendMessageRequest)`` for 1.0 and 0.3 with *parts* (1.0 JSON shapes)."""
+    v10 = ParseDict({"message": _message(parts)}, a2a_pb2.SendMessageRequest())
+    content = [{"data": p} if "data" in p else p for p in parts]  # 0.3: DataPart{data}
+    message = {"messageId": "m-1", "role": "ROLE_USER", "content": content}
+    v03 = ParseDict({"request": message}, a2a_v0_3_pb2.SendMessageRequest())
+    return [("1.0", v10), ("0.3", v03)]
+
+
+@pytest.mark.parametrize("limit", sorted(set(BREAKERS) - {"max_string_bytes"}))
+async def test_each_limit_is_answered_on_grpc(served: tuple[str, str], limit: str) -> None:
+    async with stubs(served[1]) as (v10, v03):
+        for version, request in _grpc_requests(BREAKERS[limit](False)):
+            stub = v10 if version == "1.0" else v03
+            for name in ("SendMessage", "SendStreamingMessage"):
+                call = getattr(stub, name)(request, metadata=(("a2a-version", version),))
+                with pytest.raises(grpc.aio.AioRpcError) as refused:
+                    await (call.read() if name == "SendStreamingMessage" else call)
+                assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT, (version, name)
+                assert limit in str(refused.value.details()), (version, name)
+
+
+async def test_grpc_takes_long_strings(served: tuple[str, str]) -> None:
+    # Binary protobuf reads strings at C speed: max_string_bytes is for JSON bodies only.
+    text = "w\u00f6rd " * (STRINGS // 4)
+    parts = [{"text": text}]
+    async with stubs(served[1]) as (v10, _v03):
+        (_, request), _ = _grpc_requests(parts)
+        request.message.metadata.update({"skillId": "text.stats"})
+        task = (await v10.SendMessage(request, metadata=(("a2a-version", "1.0"),))).task
+    counted = MessageToDict(task.artifacts[0].parts[0].data)
+    assert counted == {"words": STRINGS // 4, "characters": len(text)}
+
+
 async def test_a_message_within_the_limits_is_served(agent: str) -> None:
     bulk = {f"k{i}": i for i in range(VALUES - 100)}
     metadata = {"skillId": "math.add", "bulk": bulk, "deep": _nested(25)}  # 5 levels above it
@@ -130,6 +175,8 @@ def _worst(shape: str) -> bytes:
     elif shape == "parts beyond":  # 3 MB with 200k parts in the issue
         body = _skill([_text()] * (CAP // 16))
         assert CAP * 0.9 < len(body) <= CAP
+    elif shape == "gRPC values beyond":  # no JSON to scan: 60k values, 0.8 MB of protobuf
+        body = _skill([_data({"rows": [[1]] * 60_000})])
     elif shape == "values":  # one list value and one separator per element: the dearest
         body = _skill([_data({"rows": [[1]] * (VALUES // 2 - 20)})])
     elif shape == "parts":
@@ -146,11 +193,22 @@ def _worst(shape: str) -> bytes:
 
 #: 3 rounds of 8 bodies in parallel, each answered 200 (with an error: beyond a limit).
 _SENDER = """
-import asyncio, sys, httpx
+import asyncio, json, sys, grpc, httpx
+from a2a.types import a2a_pb2, a2a_pb2_grpc
+from google.protobuf.json_format import ParseDict
 agent, path = sys.argv[1:]
 body = open(path, "rb").read()
 headers = {"Content-Type": "application/json", "A2A-Version": "1.0"}
+async def over_grpc():  # each answered, with an error beyond a limit
+    request = ParseDict(json.loads(body)["params"], a2a_pb2.SendMessageRequest())
+    async with grpc.aio.insecure_channel(agent.removeprefix("grpc:")) as channel:
+        send = a2a_pb2_grpc.A2AServiceStub(channel).SendMessage
+        for _round in range(3):
+            calls = (send(request, metadata=(("a2a-version", "1.0"),)) for _ in range(8))
+            await asyncio.gather(*calls, return_exceptions=True)
 async def main():
+    if agent.startswith("grpc:"):
+        return await over_grpc()
     limits = httpx.Limits(max_connections=8)
     async with httpx.AsyncClient(base_url=agent, timeout=120, limits=limits) as http:
         for _round in range(3):
@@ -162,9 +220,14 @@ asyncio.run(main())
 
 
 @pytest.mark.parametrize(
-    "shape", ["keys beyond", "parts beyond", "values", "parts", "text", "file bytes"]
+    "shape",
+    ["keys beyond", "parts beyond", "values", "parts", "text", "file bytes", "gRPC values beyond"],
 )
-async def test_health_answers_while_large_bodies_arrive(agent: str, shape: str) -> None:
+async def test_health_answers_while_large_bodies_arrive(
+    served: tuple[str, str], shape: str
+) -> None:
+    agent = served[0]
+    target = f"grpc:{served[1]}" if shape.startswith("gRPC") else agent
     body = _worst(shape)
     latencies: list[float] = []
     done = asyncio.Event()
@@ -185,7 +248,7 @@ async def test_health_answers_while_large_bodies_arrive(agent: str, shape: str) 
             file.write(body)
             file.flush()
             sender = await asyncio.create_subprocess_exec(
-                sys.executable, "-c", _SENDER, agent, file.name
+                sys.executable, "-c", _SENDER, target, file.name
             )
             assert await sender.wait() == 0
         done.set()
