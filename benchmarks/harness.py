@@ -31,7 +31,7 @@ OURS_SPEED = Variant("O+speed", "ours", loop="uvloop", http="httptools")
 @dataclass(frozen=True)
 class Workload:
     name: str
-    kind: str  # "card" | "send" | "stream"
+    kind: str  # "card" | "send" | "data" (1,900 values in the metadata) | "stream"
     connections: int
 
 
@@ -40,11 +40,13 @@ FULL_WORKLOADS = (
     Workload("SendMessage", "send", 1),
     Workload("SendMessage", "send", 16),
     Workload("SendMessage", "send", 64),
+    Workload("SendMessage, 1.9k values", "data", 16),
     Workload("SendStreamingMessage", "stream", 16),
 )
 SMOKE_WORKLOADS = (
     Workload("card GET", "card", 4),
     Workload("SendMessage", "send", 4),
+    Workload("SendMessage, 1.9k values", "data", 4),
     Workload("SendStreamingMessage", "stream", 4),
 )
 
@@ -112,7 +114,7 @@ def _warm_up(server: Server, plan: Plan) -> None:
     kinds = {w.kind for w in plan.workloads}
     if "card" in kinds:
         run_wrk(server.base_url + CARD_PATH, "card", connections=4, duration=plan.warmup)
-    if kinds & {"send", "stream"}:
+    if kinds & {"send", "data", "stream"}:
         run_wrk(server.base_url + "/", "send", connections=4, duration=plan.warmup)
 
 

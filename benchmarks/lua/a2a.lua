@@ -3,6 +3,7 @@
 --   wrk -s a2a.lua URL -- send [LIMIT]    JSON-RPC SendMessage (blocking), a fresh messageId per
 --                                         request; with LIMIT each thread stops after LIMIT replies
 --                                         and prints "WRKLIMIT"
+--   wrk -s a2a.lua URL -- data            the same message with 1,900 JSON values in its metadata
 -- Every reply body is checked, so a server that answers 200 with a JSON-RPC error is counted as
 -- failing. done() prints one machine-readable line starting with "WRKJSON ".
 
@@ -27,7 +28,7 @@ function init(args)
   mode = args[1] or "card"
   limit = tonumber(args[2] or "0") or 0
   prefix = string.format("m%d-%d", tid or 0, math.random(1, 1000000000))
-  if mode == "send" then
+  if mode == "send" or mode == "data" then
     wrk.method = "POST"
     wrk.headers["Content-Type"] = "application/json"
     wrk.headers["A2A-Version"] = "1.0"
@@ -37,10 +38,18 @@ end
 local body_format = '{"jsonrpc":"2.0","id":%d,"method":"SendMessage","params":{"message":'
   .. '{"messageId":"%s-%d","role":"ROLE_USER","parts":[{"text":"hello"}]}}}'
 
+local rows = {}
+for i = 1, 1900 do rows[i] = tostring(i) end
+local data_format = '{"jsonrpc":"2.0","id":%d,"method":"SendMessage","params":{"message":'
+  .. '{"messageId":"%s-%d","role":"ROLE_USER","parts":[{"text":"hello"}],'
+  .. '"metadata":{"rows":[' .. table.concat(rows, ",") .. ']}}}}'
+
 function request()
   sent = sent + 1
   if mode == "send" then
     return wrk.format(nil, nil, nil, string.format(body_format, sent, prefix, sent))
+  elseif mode == "data" then
+    return wrk.format(nil, nil, nil, string.format(data_format, sent, prefix, sent))
   end
   return wrk.format(nil, nil)
 end
@@ -49,7 +58,7 @@ function response(status, headers, body)
   replies = replies + 1
   if status ~= 200 then
     bad = bad + 1
-  elseif mode == "send" then
+  elseif mode == "send" or mode == "data" then
     if not string.find(body, "TASK_STATE_COMPLETED", 1, true) then
       bad = bad + 1
     end
