@@ -321,7 +321,11 @@ class Settings(BaseSettings):
         (), "auth.algorithms", "accepted JWT algorithms", flag="--auth-algorithm"
     )
     api_keys: Strings = setting(
-        (), "auth.api_keys", "accepted API key, KEY or KEY=ID", flag="--api-key", secret=True
+        (),
+        "auth.api_keys",
+        "accepted API key: KEY, KEY=ID or KEY=ID:ROLE+ROLE",
+        flag="--api-key",
+        secret=True,
     )
     require_auth: bool = setting(True, "auth.require", "refuse calls without credentials")
     auth_require_exp: bool = setting(True, "auth.require_exp", "refuse JWTs without an exp claim")

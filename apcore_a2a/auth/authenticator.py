@@ -135,16 +135,22 @@ def _digest(key: str) -> bytes:
 
 
 def parse_api_key_entries(entries: Iterable[str]) -> dict[str, Identity]:
-    """Parse settings entries ``"key"`` or ``"key=identity_id"`` into ``{key: Identity}``;
-    a key without an id gets a stable one derived from its hash, never the key itself."""
+    """Parse settings entries ``"key"``, ``"key=identity_id"`` or
+    ``"key=identity_id:role+role"`` into ``{key: Identity}``; a key without an id gets a
+    stable one derived from its hash, never the key itself."""
     keys: dict[str, Identity] = {}
     for raw in entries:
-        key, sep, ident = raw.strip().partition("=")
+        key, sep, rest = raw.strip().partition("=")
+        ident, colon, named = rest.partition(":")
         key, ident = key.strip(), ident.strip()
-        if not key or (sep and not ident):
-            raise ValueError("API key entries must look like 'KEY' or 'KEY=IDENTITY_ID'")
+        roles = tuple(role.strip() for role in named.split("+") if role.strip())
+        if not key or (sep and not ident) or (colon and not roles):
+            raise ValueError(
+                "API key entries must look like 'KEY', 'KEY=IDENTITY_ID' or "
+                "'KEY=IDENTITY_ID:ROLE+ROLE'"
+            )
         ident = ident or "apikey-" + _digest(key).hex()[:12]
-        keys[key] = Identity(id=ident, type=API_KEY_IDENTITY_TYPE)
+        keys[key] = Identity(id=ident, type=API_KEY_IDENTITY_TYPE, roles=roles)
     return keys
 
 

@@ -56,7 +56,11 @@ def test_settings_entries() -> None:
     assert anonymous.id.startswith("apikey-")
     assert "k-two" not in anonymous.id
     assert parse_api_key_entries(["k-two-0123456789abcd"])["k-two-0123456789abcd"] == anonymous
-    for bad in ["", "=alice", "key="]:
+    ops = parse_api_key_entries(["k-ops-0123456789abcd=ops: operator + admin"])
+    assert ops["k-ops-0123456789abcd"] == Identity(
+        id="ops", type="service", roles=("operator", "admin")
+    )
+    for bad in ["", "=alice", "key=", "key=ops:", "key=ops:+"]:
         with pytest.raises(ValueError, match="KEY=IDENTITY_ID"):
             parse_api_key_entries([bad])
     with pytest.raises(ValueError, match="at least one key"):

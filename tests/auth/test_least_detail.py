@@ -25,6 +25,15 @@ def test_health_details_are_for_operators_only() -> None:
         assert set(operator.json()) == DETAILS
 
 
+def test_an_api_key_from_the_settings_can_carry_the_operator_role() -> None:
+    keys = ("k-ops-0123456789abcd=ops:operator", "k-bob-0123456789abcd=bob")
+    with serve_agent(api_keys=keys) as url, httpx.Client(base_url=url, timeout=20) as http:
+        user = http.get("/health", headers={"X-API-Key": "k-bob-0123456789abcd"})
+        assert user.json() == {"status": "healthy"}
+        operator = http.get("/health", headers={"X-API-Key": "k-ops-0123456789abcd"})
+        assert set(operator.json()) == DETAILS
+
+
 async def test_an_unreachable_store_is_not_named_to_operators() -> None:
     require_postgres()
     proxy = TcpProxy(PG_HOST, PG_PORT)
