@@ -26,9 +26,11 @@ from google.protobuf.message import Message
 _TOKEN = re.compile(rb'[][{}"]')
 # The rest of a string's characters up to (not including) its closing quote.
 _STRING = re.compile(rb'(?:[^"\\]++|\\.)*+', re.S)
-# A "parts" key just before an array; a file's bytes (1.0 "raw", 0.3 "bytes") before a string.
-_PARTS_KEY = re.compile(rb'"parts"\s*:\s*\Z')
+# A message's parts ("content" in 0.3's REST JSON) just before an array; a file's bytes
+# (1.0 "raw", 0.3 "bytes") before a string.
+_PARTS_KEY = re.compile(rb'"(?:parts|content)"\s*:\s*\Z')
 _BYTES_KEY = re.compile(rb'"(?:raw|bytes)"\s*:\s*\Z')
+_MESSAGE_DEPTH = 3  # {"params": {"message": {"parts": [: three objects open
 _WINDOW = 1 << 16
 _STEP = 512
 
@@ -101,7 +103,13 @@ def scan(body: bytes, shape: Shape) -> Generator[None, None, None]:
                 )
         elif char in b"[{":
             values += 1
-            parts = char == 0x5B and _PARTS_KEY.search(body, max(0, stop - 64), stop) is not None
+            # A message is the body's (REST) or its params' (JSON-RPC): deeper arrays of that
+            # name are data, bounded by the value count.
+            parts = (
+                char == 0x5B
+                and len(stack) <= _MESSAGE_DEPTH
+                and _PARTS_KEY.search(body, max(0, stop - 64), stop) is not None
+            )
             stack.append([parts, 1])
             if len(stack) > shape.max_depth:
                 raise _too_deep(shape)

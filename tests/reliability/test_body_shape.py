@@ -60,6 +60,12 @@ def _message(parts: list[Any], v03: bool = False) -> dict[str, Any]:
     return {"messageId": "m-1", "role": "ROLE_USER", "parts": parts}
 
 
+def _proto03(parts: list[Any]) -> dict[str, Any]:
+    """A 0.3 message in the JSON of 0.3's protobuf (REST 0.3, gRPC 0.3), from 1.0 *parts*."""
+    content = [{"data": p} if "data" in p else p for p in parts]  # 0.3: DataPart{data}
+    return {"messageId": "m-1", "role": "ROLE_USER", "content": content}
+
+
 def _text(v03: bool = False, text: str = "x") -> dict[str, Any]:
     return {"kind": "text", "text": text} if v03 else {"text": text}
 
@@ -112,7 +118,8 @@ async def test_each_limit_is_answered_on_every_binding_and_version(agent: str, l
             ("/v1/message:send", True, V03),
             ("/v1/message:stream", True, V03),
         ):
-            body = json.dumps({"message": _message(breaker(v03), v03)}).encode()
+            message = _proto03(breaker(False)) if v03 else _message(breaker(v03))
+            body = json.dumps({"message": message}).encode()
             answer = await http.post(path, content=body, headers=headers)
             assert (path, answer.status_code) == (path, 400)
             assert answer.json()["error"]["status"] == "INVALID_ARGUMENT"
@@ -122,9 +129,7 @@ async def test_each_limit_is_answered_on_every_binding_and_version(agent: str, l
 def _grpc_requests(parts: list[Any]) -> list[tuple[str, Any]]:
     """``(version, SendMessageRequest)`` for 1.0 and 0.3 with *parts* (1.0 JSON shapes)."""
     v10 = ParseDict({"message": _message(parts)}, a2a_pb2.SendMessageRequest())
-    content = [{"data": p} if "data" in p else p for p in parts]  # 0.3: DataPart{data}
-    message = {"messageId": "m-1", "role": "ROLE_USER", "content": content}
-    v03 = ParseDict({"request": message}, a2a_v0_3_pb2.SendMessageRequest())
+    v03 = ParseDict({"request": _proto03(parts)}, a2a_v0_3_pb2.SendMessageRequest())
     return [("1.0", v10), ("0.3", v03)]
 
 
@@ -151,6 +156,15 @@ async def test_grpc_takes_long_strings(served: tuple[str, str]) -> None:
         task = (await v10.SendMessage(request, metadata=(("a2a-version", "1.0"),))).task
     counted = MessageToDict(task.artifacts[0].parts[0].data)
     assert counted == {"words": STRINGS // 4, "characters": len(text)}
+
+
+async def test_arrays_named_parts_inside_data_are_not_parts(agent: str) -> None:
+    # Only a message's own parts count against max_parts_per_message.
+    data = {"a": 1, "b": 2, "parts": list(range(300)), "content": list(range(300))}
+    message = {**_message([_data(data)]), "metadata": {"skillId": "math.add"}}
+    async with httpx.AsyncClient(base_url=agent, timeout=60) as http:
+        answer = await http.post("/", content=_rpc("SendMessage", message), headers=V10)
+    assert answer.json()["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
 
 
 async def test_a_message_within_the_limits_is_served(agent: str) -> None:
