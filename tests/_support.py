@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -25,10 +27,28 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 
 
+_PORT_BLOCK = 3000
+_next_port = itertools.count(random.randrange(_PORT_BLOCK))
+
+
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A free port on 127.0.0.1 that no other pytest-xdist worker hands out.
+
+    ``bind(0)`` lets two workers draw the same port between asking and binding; here each
+    worker takes ports from its own block below the kernel's ephemeral range (32768+, where
+    ``bind(0)`` and outgoing connections draw), checking each is free when handed out.
+    """
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+    base = 20_000 + (int(worker) if worker.isdigit() else 0) % 4 * _PORT_BLOCK
+    for _ in range(_PORT_BLOCK):
+        port = base + next(_next_port) % _PORT_BLOCK
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return port
+    raise RuntimeError(f"no free port in {base}-{base + _PORT_BLOCK - 1}")
 
 
 @contextlib.asynccontextmanager
