@@ -45,6 +45,8 @@ CancelWatch = tuple[Callable[[], list[str]], Callable[[str], None]]
 logger = logging.getLogger(__name__)
 
 PING_TIMEOUT = 3.0
+#: how long a stop waits for connections in use to come back before closing the pool
+RETURN_TIMEOUT = 2.0
 _FREE_CONNECTIONS = (
     "SELECT current_setting('max_connections')::int"
     " - current_setting('superuser_reserved_connections')::int"
@@ -131,6 +133,14 @@ class SqlBackend:
             except _DB_ERRORS:
                 logger.warning("could not deregister replica %s", self.registry.replica_id)
         self._started = False
+        # A connection may still be on its way back (the pool rolls it back in a task of its
+        # own, even for a canceled caller); if the loop ended under that rollback, the pool
+        # would log the cancellation as an error, traceback and all.
+        checkedout = getattr(self.engine.pool, "checkedout", lambda: 0)
+        for _ in range(int(RETURN_TIMEOUT / 0.01)):
+            if not checkedout():
+                break
+            await asyncio.sleep(0.01)
         await self.engine.dispose()
         if self._join_workers is not None:
             await self._join_workers()
