@@ -18,7 +18,7 @@ from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any
 
-from google.protobuf.descriptor import FieldDescriptor
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
 
 # Characters that open or close something; the commas between two of them are counted in
@@ -143,7 +143,8 @@ def check_message(message: Message, shape: Shape) -> None:
             if depth > shape.max_depth:
                 raise _too_deep(shape)
         for field, value in message.ListFields():
-            many, of_messages, is_map = _kind(field)
+            many, target, is_map = field_items(field)
+            of_messages = target is not None
             items = value.values() if is_map else value if many else (value,)
             if many and field.name in ("parts", "content") and len(items) > shape.max_parts:
                 raise _too_many_parts(shape)
@@ -158,12 +159,17 @@ def check_message(message: Message, shape: Shape) -> None:
 
 
 @functools.cache
-def _kind(field: FieldDescriptor) -> tuple[bool, bool, bool]:
-    """Is *field* repeated, of messages, a map (then: of message values)."""
+def field_items(field: FieldDescriptor) -> tuple[bool, Descriptor | None, bool]:
+    """What *field* holds: ``(several items, their message type or None, is a map)``; a
+    map's items are its values."""
     target = field.message_type
     if target is not None and target.GetOptions().map_entry:
-        return True, target.fields_by_name["value"].message_type is not None, True
-    return bool(field.is_repeated), target is not None, False
+        return True, target.fields_by_name["value"].message_type, True
+    # protobuf 6.31 added is_repeated and 7 removed label; a2a-sdk admits 5.29.5.
+    repeated = getattr(field, "is_repeated", None)
+    if repeated is None:
+        repeated = getattr(field, "label", None) == FieldDescriptor.LABEL_REPEATED
+    return bool(repeated), target, False
 
 
 def _too_many_parts(shape: Shape) -> ShapeError:

@@ -29,7 +29,7 @@ ALLOWED: dict[str, set[str]] = {
     # the agent's own keys (card signing); the key class is push's SigningKey for now
     "keys": {"adapters", "settings", "push"},
     # the seam: corrections of a2a-sdk, Starlette, uvicorn, sse-starlette (one per file)
-    "upstream": {"errors", "classify"},
+    "upstream": {"errors", "classify", "shape"},
     "server": {
         "upstream",
         *("adapters", "execution", "storage", "auth", "push", "ops", "explorer", "config"),

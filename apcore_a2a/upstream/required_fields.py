@@ -18,15 +18,13 @@ from typing import Any
 
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.utils.errors import InvalidParamsError
-from a2a.utils.proto_utils import (
-    _append_nested_errors,
-    _check_required_field_violation,
-    _field_is_repeated,
-)
+from a2a.utils.proto_utils import _append_nested_errors, _check_required_field_violation
 from a2a.utils.telemetry import SpanKind, trace_function
 from google.api.field_behavior_pb2 import REQUIRED, field_behavior
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
+
+from apcore_a2a.shape import field_items
 
 _ONE, _MANY, _MAP = 1, 2, 3
 
@@ -74,12 +72,8 @@ def _plan(descriptor: Descriptor) -> tuple[tuple[FieldDescriptor, bool, int], ..
     plan = []
     for field in descriptor.fields:
         required = REQUIRED in field.GetOptions().Extensions[field_behavior]
-        nested, target = 0, field.message_type
-        if target is not None and target.GetOptions().map_entry:
-            target = target.fields_by_name["value"].message_type
-            nested = _MAP
-        elif target is not None:
-            nested = _MANY if _field_is_repeated(field) else _ONE
+        many, target, is_map = field_items(field)
+        nested = _MAP if is_map else _MANY if many else _ONE
         if target is None or target.full_name.startswith("google.protobuf."):
             nested = 0
         if required or nested:

@@ -16,8 +16,10 @@ from a2a.server.request_handlers import DefaultRequestHandler, validate_request_
 from a2a.types import SendMessageRequest
 from a2a.utils import proto_utils
 from a2a.utils.errors import InvalidParamsError
+from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.json_format import ParseDict
 
+from apcore_a2a.shape import field_items
 from apcore_a2a.upstream.required_fields import check, unchecked
 
 
@@ -99,3 +101,18 @@ def test_a_valid_request_with_structs_passes_both() -> None:
     request = _request(_valid({"a": [1, {"b": None}], "c": "d"}))
     assert _answer(proto_utils.validate_proto_required_fields, request) is None
     assert _answer(check, request) is None
+
+
+class _OldField:
+    """A field descriptor as protobuf before 6.31 has it: ``label``, no ``is_repeated``."""
+
+    message_type = None
+    label = FieldDescriptor.LABEL_REPEATED
+
+
+def test_field_items_reads_repeated_fields_of_protobuf_before_6_31() -> None:
+    # a2a-sdk admits protobuf 5.29.5; is_repeated came in 6.31 and label goes in 7.
+    assert field_items(_OldField()) == (True, None, False)  # type: ignore[arg-type]
+    message = SendMessageRequest.DESCRIPTOR.fields_by_name["message"].message_type
+    parts = message.fields_by_name["parts"]
+    assert field_items(parts) == (True, parts.message_type, False)
