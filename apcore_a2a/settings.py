@@ -37,6 +37,8 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
+from apcore_a2a.shape import Shape
+
 __all__ = [
     "CONFIG_ENV",
     "ENV_VARS",
@@ -179,6 +181,9 @@ def config_path(environ: Mapping[str, str] | None = None) -> str | None:
     return (os.environ if environ is None else environ).get(CONFIG_ENV) or None
 
 
+_SHAPE = Shape()
+
+
 class Settings(BaseSettings):
     """Every configurable knob of an apcore-a2a agent, with its default.
 
@@ -243,15 +248,18 @@ class Settings(BaseSettings):
     log_format: LogFormat = setting("text", "logging.format", "text or json")
     # -- limits ----------------------------------------------------------------------
     max_body_bytes: int = setting(1024 * 1024, "limits.max_body_bytes", "largest body", ge=1)
+    # The shape limits' defaults are Shape's own (what layered() uses without settings).
     max_json_depth: int = setting(
-        32, "limits.max_json_depth", "deepest nesting of a JSON body", ge=1
+        _SHAPE.max_depth, "limits.max_json_depth", "deepest nesting of a JSON body", ge=1
     )
-    max_json_values: int = setting(2_000, "limits.max_json_values", "JSON values in a body", ge=1)
+    max_json_values: int = setting(
+        _SHAPE.max_values, "limits.max_json_values", "JSON values in a body", ge=1
+    )
     max_parts_per_message: int = setting(
-        100, "limits.max_parts_per_message", "parts in a message", ge=1
+        _SHAPE.max_parts, "limits.max_parts_per_message", "parts in a message", ge=1
     )
     max_string_bytes: int = setting(
-        128 * 1024,
+        _SHAPE.max_string_bytes,
         "limits.max_string_bytes",
         "bytes of JSON strings in a body, a file's bytes aside",
         ge=1,
