@@ -27,8 +27,8 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 
 
-_PORT_BLOCK = 1000
-#: several checkouts testing on one machine at once each set their own slot (0-5)
+_PORT_BLOCK = 500
+#: several checkouts testing on one machine at once each set their own slot (0-11)
 _PORT_SLOT = int(os.environ.get("APCORE_A2A_TEST_PORT_SLOT", "0") or 0)
 _next_port = itertools.count(random.randrange(_PORT_BLOCK))
 
@@ -42,7 +42,7 @@ def free_port() -> int:
     """
     worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
     index = _PORT_SLOT * 2 + (int(worker) if worker.isdigit() else 0)
-    base = 20_000 + index % 12 * _PORT_BLOCK
+    base = 20_000 + index % 24 * _PORT_BLOCK
     for _ in range(_PORT_BLOCK):
         port = base + next(_next_port) % _PORT_BLOCK
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
