@@ -1,0 +1,171 @@
+"""Where settings come from: how a field declares its config key, environment variable and
+flag (:func:`setting`, :class:`Setting`), secrets read from files, list values from one
+string, and the one-line error naming the source of a bad value. The settings object
+itself is :class:`apcore_a2a.settings.Settings`, which re-exports the public names.
+"""
+
+from __future__ import annotations
+
+import os
+import types
+from collections.abc import Mapping
+from contextvars import ContextVar
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
+
+from pydantic import BeforeValidator, Field, ValidationError
+from pydantic.fields import FieldInfo
+
+
+class SettingsError(ValueError):
+    """A setting has a value that cannot be used (bad type, unknown choice)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    """Where one setting comes from, besides keyword arguments.
+
+    ``key`` is ``section.name`` in the config file; ``flag`` the ``serve`` option (``None``
+    when the setting has no flag of its own); ``annotation`` the type without ``| None``,
+    which ``optional`` says it had.
+    """
+
+    name: str
+    env: str
+    key: str
+    flag: str | None
+    help: str
+    secret: bool
+    annotation: Any
+    optional: bool
+
+
+def setting(
+    default: Any,
+    key: str,
+    help: str,
+    *,
+    env: str | None = None,
+    flag: str | bool = True,
+    secret: bool = False,
+    **limits: Any,
+) -> Any:
+    """Declare a field: its config-file ``section.key``, help, env var (default
+    ``A2A_<NAME>``; the JWT settings, ``auth_<rest>``, ``JWT_<REST>``) and CLI flag (default
+    ``--<name>``).
+
+    *limits* are pydantic constraints (``ge=0``...), checked whatever the source.
+    """
+    extra: dict[str, Any] = {"env": env, "key": key, "flag": flag, "secret": secret}
+    return Field(
+        default,
+        description=help,
+        json_schema_extra={"apcore_a2a": extra},
+        repr=not secret,
+        **limits,
+    )
+
+
+def read_secret_file(path: str, where: str) -> str:
+    """A secret kept in a file: its text without the trailing newline."""
+    try:
+        return Path(path).read_text(encoding="utf-8").rstrip("\r\n")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise SettingsError(f"{where}: cannot read {path}: {reason}") from None
+
+
+def from_environ(environ: Mapping[str, str], specs: tuple[Setting, ...]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for spec in specs:
+        raw, path = environ.get(spec.env), environ.get(spec.env + "_FILE")
+        if spec.secret and not raw and path:
+            raw = read_secret_file(path, spec.env + "_FILE")
+        if raw:
+            out[spec.name] = raw
+    return out
+
+
+def describe_error(
+    exc: ValidationError,
+    given: Mapping[str, Any],
+    environ: Mapping[str, str],
+    specs: tuple[Setting, ...],
+) -> str:
+    """One line naming where the first bad value came from and what was wrong."""
+    error = exc.errors(include_url=False)[0]
+    message = str(error["msg"]).removeprefix("Value error, ")
+    if not error["loc"]:
+        return message  # a rule across settings (model validator) names them itself
+    name = str(error["loc"][0])
+    spec = next((s for s in specs if s.name == name), None)
+    if name in given or spec is None:
+        where = name
+    elif environ.get(spec.env):
+        where = spec.env
+    elif spec.secret and environ.get(spec.env + "_FILE"):
+        where = spec.env + "_FILE"
+    else:
+        where = spec.key
+    return f"{where}: {message[:1].lower()}{message[1:]}, got {error.get('input')!r}"
+
+
+#: (environment, config-file values) for the Settings being built by resolve().
+SOURCES: ContextVar[tuple[Mapping[str, str], Mapping[str, Any]] | None] = ContextVar(
+    "apcore_a2a_settings_sources", default=None
+)
+
+
+def _items(value: Any) -> Any:
+    return [v.strip() for v in value.split(",") if v.strip()] if isinstance(value, str) else value
+
+
+def _paths(value: Any) -> Any:
+    return [v for v in value.split(os.pathsep) if v] if isinstance(value, str) else value
+
+
+def _lower(value: Any) -> Any:
+    return value.lower() if isinstance(value, str) else value
+
+
+# From the environment, a list is one string: comma-separated, module folders os.pathsep.
+Strings = Annotated[tuple[str, ...], BeforeValidator(_items)]
+Numbers = Annotated[tuple[float, ...], BeforeValidator(_items)]
+Paths = Annotated[tuple[str, ...], BeforeValidator(_paths)]
+LogLevel = Annotated[
+    Literal["critical", "error", "warning", "info", "debug"], BeforeValidator(_lower)
+]
+LogFormat = Literal["text", "json"]
+AuthType = Literal["bearer", "apikey"]
+
+
+#: Environment variable naming the agent config file (``--config`` / ``config=`` win).
+CONFIG_ENV = "A2A_CONFIG"
+
+
+def config_path(environ: Mapping[str, str] | None = None) -> str | None:
+    """The config file the environment names, if any."""
+    return (os.environ if environ is None else environ).get(CONFIG_ENV) or None
+
+
+def field_specs(fields: Mapping[str, FieldInfo]) -> tuple[Setting, ...]:
+    """Every field's name, env var, config key, flag and help, in declaration order."""
+    specs = []
+    for name, info in fields.items():
+        meta: dict[str, Any] = info.json_schema_extra["apcore_a2a"]  # type: ignore[index,assignment]
+        flag = "--" + name.replace("_", "-") if meta["flag"] is True else meta["flag"]
+        kind = info.annotation
+        optional = get_origin(kind) in (Union, types.UnionType) and type(None) in get_args(kind)
+        if optional:
+            kind = next(a for a in get_args(kind) if a is not type(None))
+        prefix, rest = ("JWT_", name[5:]) if name.startswith("auth_") else ("A2A_", name)
+        env = meta["env"] or (prefix + rest).upper()
+        help = info.description or ""
+        if get_origin(kind) is tuple:
+            sep = "os.pathsep" if BeforeValidator(_paths) in info.metadata else "comma"
+            help += f" (repeatable; env: {sep}-separated)"
+        specs.append(
+            Setting(name, env, meta["key"], flag or None, help, meta["secret"], kind, optional)
+        )
+    return tuple(specs)
