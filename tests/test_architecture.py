@@ -30,8 +30,11 @@ ALLOWED: dict[str, set[str]] = {
     "keys": {"adapters", "settings", "push"},
     # the seam: corrections of a2a-sdk, Starlette, uvicorn, sse-starlette (one per file)
     "upstream": {"errors", "classify", "shape"},
+    # the answer side: scrubbing, SSE event ids and replay, cancel-on-drop
+    "streams": {"adapters", "errors", "classify", "upstream"},
     "server": {
         "upstream",
+        "streams",
         *("adapters", "execution", "storage", "auth", "push", "ops", "explorer", "config"),
         "keys",
         *("settings", "errors", "classify", "shape", "approval", "_version", "_logging"),

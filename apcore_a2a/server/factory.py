@@ -45,7 +45,7 @@ from apcore_a2a.ops.operations import Operations
 from apcore_a2a.push import build_push, jwks_route
 from apcore_a2a.push import card_extensions as push_card_extensions
 from apcore_a2a.server.card_routes import CardBase, card_routes
-from apcore_a2a.server.guards import RequestGuard, caller_of, cancel_on_drop
+from apcore_a2a.server.guards import RequestGuard, caller_of
 from apcore_a2a.server.handler import ApCoreRequestHandler, NewTaskMarking
 from apcore_a2a.server.lifecycle import (
     AUTH,
@@ -61,17 +61,18 @@ from apcore_a2a.server.lifecycle import (
     middleware_stack,
 )
 from apcore_a2a.server.limits import StreamLimiter
-from apcore_a2a.server.resume import (
-    LAST_EVENT_ID_STATE_KEY,
-    SSE_IDS_SCOPE_KEY,
-    SSE_IDS_STATE_KEY,
-    last_event_id_of,
-)
 from apcore_a2a.server.task_quota import CALLER_STATE_KEY, TaskQuota
 from apcore_a2a.settings import Settings, SettingsError, config_path
 from apcore_a2a.shape import Shape
 from apcore_a2a.storage import Stores, open_stores
 from apcore_a2a.storage.observed import observe_saves
+from apcore_a2a.streams import AnswerSide, cancel_on_drop
+from apcore_a2a.streams.resume import (
+    LAST_EVENT_ID_STATE_KEY,
+    SSE_IDS_SCOPE_KEY,
+    SSE_IDS_STATE_KEY,
+    last_event_id_of,
+)
 from apcore_a2a.upstream.file_bytes import MESSAGE_PATHS, with_spec_files
 from apcore_a2a.upstream.parsed_body import parsed_once
 from apcore_a2a.upstream.rest03_streams import eager_streams
@@ -244,15 +245,11 @@ class A2AServerFactory:
             *rest_routes,
         ]
         drop = cancel_on_drop(handler, context_builder) if s.cancel_on_disconnect else None
-        guard = Middleware(
-            RequestGuard,
-            max_body_bytes=s.max_body_bytes,
-            streams=streams,
-            on_stream_dropped=drop,
-            task_streams={},  # shared by the guards of all routes
-        )
+        guard = Middleware(RequestGuard, max_body_bytes=s.max_body_bytes, streams=streams)
+        # task_streams: one dict shared by the answer side of all routes
+        answers = Middleware(AnswerSide, on_stream_dropped=drop, task_streams={})
         edge, per_route = middleware_stack(
-            features, [(GUARD, guard), (INNER, Middleware(RestMediaType))]
+            features, [(GUARD, guard), (GUARD, answers), (INNER, Middleware(RestMediaType))]
         )
         # Every route runs the request record, auth, the guard... once it matched: no
         # spelling of a path reaches an endpoint around them (see apcore_a2a.classify).

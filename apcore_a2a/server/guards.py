@@ -11,19 +11,16 @@ record the matched route made (:mod:`apcore_a2a.classify`). It adds what the SDK
   (:mod:`apcore_a2a.shape`), before anything parses it;
 * without ``A2A-Version`` (0.3 to the SDK), a 1.0 method name or REST path is served as 1.0;
 * stream limits (:class:`~apcore_a2a.server.limits.StreamLimiter`): over the agent's cap
-  ``503`` + ``Retry-After``, over the caller's quota ``429`` (``QuotaExceededError``);
-* ``cancel_on_disconnect`` (:class:`StreamWatch`), SSE event ids of resumable streams
-  (:mod:`~apcore_a2a.server.resume`), error scrubbing (:mod:`~apcore_a2a.server.scrub`).
+  ``503`` + ``Retry-After``, over the caller's quota ``429`` (``QuotaExceededError``).
+
+The answer side (scrubbing, SSE event ids, cancel-on-drop) is :mod:`apcore_a2a.streams`.
 """
 
 from __future__ import annotations
 
 import json
-import logging
 import re
-from collections import deque
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from starlette.datastructures import Headers
@@ -31,20 +28,11 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from apcore_a2a.classify import VERSION_HEADER, RequestInfo, request_info
-from apcore_a2a.errors import RETRY_AFTER_KEY, QuotaExceededError
+from apcore_a2a.errors import RETRY_AFTER_KEY, WIRE_KEY, QuotaExceededError
 from apcore_a2a.execution.identity import IDENTITY_SCOPE_KEY, IdentityUser
 from apcore_a2a.server.limits import GLOBAL_RETRY_AFTER, StreamLimiter
-from apcore_a2a.server.resume import SSE_IDS_SCOPE_KEY, sse_id_send
-from apcore_a2a.server.scrub import scrubbing_send
-
-logger = logging.getLogger("apcore_a2a.server")
-
-#: called with the request scope and task id when a task's last stream was dropped
-DropHandler = Callable[[Scope, str], Awaitable[None]]
-
 
 _JSON_TYPES = ("application/json", "application/a2a+json")
-_KINDS_03 = ("task", "status-update", "artifact-update")
 _STATUS_NAMES = {
     400: "INVALID_ARGUMENT",
     404: "NOT_FOUND",
@@ -90,10 +78,6 @@ class RequestGuard:
     app: ASGIApp
     max_body_bytes: int
     streams: StreamLimiter
-    on_stream_dropped: DropHandler | None = None
-    #: open watched streams per task id (only with on_stream_dropped); one dict for the
-    #: guards of all routes
-    task_streams: dict[str, int] = field(default_factory=dict)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         info = request_info(scope) if scope["type"] == "http" else None
@@ -110,7 +94,6 @@ class RequestGuard:
         if not info.explicit_version and info.version is not None:
             scope["headers"] = [*scope["headers"], (VERSION_HEADER, info.version.encode())]
         receive = info.replay(receive)
-        send = scrubbing_send(send)
         if info.streaming:
             await self._stream(scope, info, receive, send)
         elif info.routable:
@@ -168,14 +151,12 @@ class RequestGuard:
             else:
                 error = QuotaExceededError(refusal.message)
                 payload = error_payload(info, 429, error.wire.code, refusal.message)
-                payload["error"]["data"] = error.data
-                status, retry = 429, error.data[RETRY_AFTER_KEY]  # type: ignore[index]
+                # Sent past the answer side's scrubbing: without our marker (errors.WIRE_KEY).
+                data = {k: v for k, v in (error.data or {}).items() if k != WIRE_KEY}
+                payload["error"]["data"] = data
+                status, retry = 429, data[RETRY_AFTER_KEY]
             await JSONResponse(payload, status, {"retry-after": str(retry)})(scope, receive, send)
             return
-        watch = StreamWatch(self.task_streams) if self.on_stream_dropped is not None else None
-        # Event ids of resumable subscriptions (server/resume.py); unused by other streams.
-        ids: deque[str] = deque()
-        scope[SSE_IDS_SCOPE_KEY] = ids
         released = False
         respond_to = send
 
@@ -192,19 +173,13 @@ class RequestGuard:
                 await release()
             await respond_to(message)
 
-        send = sse_id_send(ending, ids)
         try:
             if not info.routable:
-                await _not_found(info)(scope, receive, send)
-            elif watch is None:
-                await self.app(scope, receive, send)
+                await _not_found(info)(scope, receive, ending)
             else:
-                await self.app(scope, watch.wrap_receive(receive), watch.wrap_send(send))
+                await self.app(scope, receive, ending)
         finally:
             await release()
-            if watch is not None and watch.close() and self.on_stream_dropped is not None:
-                assert watch.task_id is not None
-                await self.on_stream_dropped(scope, watch.task_id)
 
 
 # Two patterns, each with a literal start the regex engine finds at memchr speed (one
@@ -227,107 +202,3 @@ def _parse_error(exc: Exception) -> str:
     if isinstance(exc, UnicodeDecodeError):
         return "Parse error: body is not valid UTF-8 JSON"
     return "Parse error: body is not valid JSON"
-
-
-class StreamWatch:
-    """Follows one SSE response: its task (named by the first event) and whether the client
-    dropped it (``http.disconnect`` before the last chunk). *open_streams*, shared by all
-    watches, counts streams per task: a task another client still streams is left alone."""
-
-    _MAX_SNIFF = 64 * 1024
-
-    def __init__(self, open_streams: dict[str, int]) -> None:
-        self.open_streams = open_streams
-        self.task_id: str | None = None
-        self.complete = False
-        self.dropped = False
-        self._buffer = b""
-        self._sniffing = True
-
-    def wrap_receive(self, receive: Receive) -> Receive:
-        async def watched() -> Message:
-            message = await receive()
-            if message["type"] == "http.disconnect" and not self.complete:
-                self.dropped = True
-            return message
-
-        return watched
-
-    def wrap_send(self, send: Send) -> Send:
-        async def watched(message: Message) -> None:
-            if message["type"] == "http.response.body":
-                if self._sniffing:
-                    self._sniff(message.get("body", b""))
-                if not message.get("more_body", False):
-                    self.complete = True
-            await send(message)
-
-        return watched
-
-    def close(self) -> bool:
-        """Stop counting this stream; ``True`` if it was dropped and was the task's last."""
-        if self.task_id is None:
-            return False
-        left = self.open_streams.get(self.task_id, 1) - 1
-        if left > 0:
-            self.open_streams[self.task_id] = left
-        else:
-            self.open_streams.pop(self.task_id, None)
-        return self.dropped and left <= 0
-
-    def _sniff(self, chunk: bytes) -> None:
-        self._buffer += chunk.replace(b"\r\n", b"\n")
-        while b"\n\n" in self._buffer:
-            event, self._buffer = self._buffer.split(b"\n\n", 1)
-            data = b"\n".join(
-                line[5:].strip() for line in event.split(b"\n") if line.startswith(b"data:")
-            )
-            if not data:
-                continue
-            self._sniffing = False
-            self._buffer = b""
-            try:
-                self.task_id = _task_id_of(json.loads(data))
-            except ValueError:
-                self.task_id = None
-            if self.task_id is not None:
-                self.open_streams[self.task_id] = self.open_streams.get(self.task_id, 0) + 1
-            return
-        if len(self._buffer) > self._MAX_SNIFF:
-            self._sniffing = False
-            self._buffer = b""
-
-
-def _task_id_of(payload: Any) -> str | None:
-    """The task id in one stream event (JSON-RPC or REST, A2A 1.0 or 0.3 shapes)."""
-    result = payload.get("result", payload) if isinstance(payload, dict) else None
-    if not isinstance(result, dict):
-        return None
-    for key, id_key in (("task", "id"), ("statusUpdate", "taskId"), ("artifactUpdate", "taskId")):
-        if isinstance(result.get(key), dict):  # 1.0: the event is wrapped
-            found = result[key].get(id_key)
-            break
-    else:  # 0.3: the event names its kind
-        kind = result.get("kind")
-        found = result.get("id" if kind == "task" else "taskId") if kind in _KINDS_03 else None
-    return found if isinstance(found, str) and found else None
-
-
-def cancel_on_drop(handler: Any, context_builder: Any) -> DropHandler:
-    """A :data:`DropHandler` cancelling the task through the SDK handler, as the caller who
-    opened the stream (owner scoping applies as for the client's own CancelTask)."""
-    from a2a.types import CancelTaskRequest
-    from a2a.utils.errors import A2AError
-    from starlette.requests import Request
-
-    async def cancel(scope: Scope, task_id: str) -> None:
-        call_context = context_builder.build(Request(scope))
-        try:
-            await handler.on_cancel_task(CancelTaskRequest(id=task_id), call_context)
-        except A2AError as exc:
-            # Finished (or gone) meanwhile: nothing left to cancel.
-            logger.debug("Dropped stream of task %s: not canceled (%s)", task_id, exc)
-            return
-        logger.info("Client dropped the only stream of task %s; canceled it", task_id)
-
-    return cancel

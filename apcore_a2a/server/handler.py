@@ -11,7 +11,7 @@
   wait in memory (``storage/deferred.py``); a new task's made-up id is known to have
   nothing stored yet (:class:`NewTaskMarking`).
 * **Resumable streams**: subscriptions are served from the event log, and every stream's
-  events carry their position in it (``server/resume.py``).
+  events carry their position in it (``streams/resume.py``).
 """
 
 from __future__ import annotations
@@ -43,17 +43,17 @@ from a2a.utils.errors import (
 
 from apcore_a2a.errors import TaskBusyError
 from apcore_a2a.execution.executor import BLOCKING_STATE_KEY
-from apcore_a2a.server.resume import (
+from apcore_a2a.server.task_quota import TaskLookup, TaskQuota
+from apcore_a2a.storage.deferred import DEFER_STATE_KEY, NEW_TASK_STATE_KEY
+from apcore_a2a.storage.event_log import MemoryEventLog, RecordingTaskStore
+from apcore_a2a.storage.turns import MemoryTurnClaims, TurnClaims
+from apcore_a2a.streams.resume import (
     SSE_IDS_STATE_KEY,
     EventLog,
     PositionTap,
     StreamPositions,
     subscribe_from_log,
 )
-from apcore_a2a.server.task_quota import TaskLookup, TaskQuota
-from apcore_a2a.storage.deferred import DEFER_STATE_KEY, NEW_TASK_STATE_KEY
-from apcore_a2a.storage.event_log import MemoryEventLog, RecordingTaskStore
-from apcore_a2a.storage.turns import MemoryTurnClaims, TurnClaims
 from apcore_a2a.upstream.required_fields import SEND, SEND_STREAM, check
 
 #: ``ServerCallContext.state`` key of a message stream's :class:`StreamPositions`
@@ -91,7 +91,7 @@ class ApCoreRequestHandler(DefaultRequestHandler):
         self._tap: PositionTap | None = None
         if self._event_log is not None:
             # Running tasks publish each saved event with its version; the tap notes them
-            # for the message streams that send them (server/resume.py).
+            # for the message streams that send them (streams/resume.py).
             self._tap = event_stream = PositionTap(event_stream)
         super().__init__(task_store=task_store, event_stream=event_stream, **kwargs)
         self._capabilities = kwargs["agent_card"].capabilities

@@ -8,10 +8,10 @@ or the REST query, for clients that cannot set headers) and gets each later even
 order, from any replica, also when the task finished meanwhile. gRPC streams carry no ids
 (neither gRPC nor A2A has a place for one): their clients resubscribe for the current task.
 
-An id's way to the wire: the guard puts a queue in the scope (:data:`SSE_IDS_SCOPE_KEY`),
-the call-context builder hands it to the handler, which appends each event's id just
-before yielding it; the guard's ``send`` writes it into that event's SSE frame (the SDK
-writes one frame per event, in order).
+An id's way to the wire: the answer side (``streams/answers.py``) puts a queue in the
+scope (:data:`SSE_IDS_SCOPE_KEY`), the call-context builder hands it to the handler, which
+appends each event's id just before yielding it; the answer side's ``send`` writes it into
+that event's SSE frame (the SDK writes one frame per event, in order).
 
 Message streams get their events from the SDK's running task, not the log. The SDK hands
 each saved event object, with the version the store gave it, to
