@@ -289,6 +289,7 @@ class A2AServerFactory:
         return ApCoreRequestHandler(
             task_lookup=stores.get_task,
             turns=stores.turns,
+            check_values=stores.fields.check,
             quota=quota,
             agent_executor=agent_executor,
             task_store=task_store,

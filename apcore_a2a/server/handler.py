@@ -17,7 +17,7 @@
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
 from a2a.server.agent_execution import RequestContext, RequestContextBuilder
@@ -80,6 +80,7 @@ class ApCoreRequestHandler(DefaultRequestHandler):
         turns: TurnClaims | None = None,
         quota: TaskQuota | None = None,
         event_log: object | None = None,
+        check_values: Callable[[SendMessageRequest, ServerCallContext], None] | None = None,
         **kwargs: Any,
     ) -> None:
         self._event_log = event_log if isinstance(event_log, EventLog) else None
@@ -98,6 +99,8 @@ class ApCoreRequestHandler(DefaultRequestHandler):
         self._task_lookup = task_lookup
         self._turns = turns if turns is not None else MemoryTurnClaims()
         self._quota = quota if quota is not None else TaskQuota(0)
+        #: refuses values the store cannot hold, before any task exists (storage/fields.py)
+        self._check_values = check_values
 
     async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Any:
         check(params)
@@ -150,6 +153,8 @@ class ApCoreRequestHandler(DefaultRequestHandler):
             yield event
 
     async def _take_turn(self, params: SendMessageRequest, context: ServerCallContext) -> None:
+        if self._check_values is not None:
+            self._check_values(params, context)
         push = params.configuration.HasField("task_push_notification_config")
         if push and not self._capabilities.push_notifications:
             # Spec §3.3.4; the SDK would store the config and never deliver to it.

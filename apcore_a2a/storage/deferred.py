@@ -14,10 +14,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 from a2a.server.cluster import (
     ConcurrentTaskModificationError,
@@ -39,7 +39,9 @@ from apcore_a2a.upstream.sql_task_rows import TaskRows
 
 from ._pg_writer import PgInsert, PgWriter
 from ._replicas import ReplicaRegistry
+from .group_commit import GroupCommit
 from .observed import TaskStoreLayer, VersionedStoreLayer
+from .outages import is_outage
 
 logger = logging.getLogger(__name__)
 
@@ -50,71 +52,10 @@ DEFER_STATE_KEY = "apcore_a2a_defer_writes"
 #: call-context state: the id this request made up for a new task (nothing stored yet)
 NEW_TASK_STATE_KEY = "apcore_a2a_new_task_id"
 
-#: Most items in one transaction (keeps statements well under SQLite's parameter limit).
-MAX_BATCH = 500
+#: Times a kept state is tried while the database is unreachable (one try per delay).
+MAX_TRIES = 30
 
 _PASSING = frozenset({TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING})
-_T = TypeVar("_T")
-
-
-class GroupCommit(Generic[_T]):
-    """Group commit: items that arrive while a transaction of *write* is under way share
-    the next one, so N concurrent callers pay for a few commits (one WAL flush, one SQLite
-    write lock each) instead of N; alone, an item is written at once. A batch that fails
-    on a row conflict (``IntegrityError``) is written again item by item, so one bad row
-    fails only its own caller; any other error (an outage) fails the whole batch."""
-
-    def __init__(self, write: Callable[[list[_T]], Awaitable[None]]) -> None:
-        self._write = write
-        self._queue: list[tuple[_T, asyncio.Future[None]]] = []
-        self._writer: asyncio.Task[None] | None = None
-
-    async def submit(self, item: _T) -> None:
-        """Write *item*; returns once its transaction has committed (or raises its error)."""
-        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._queue.append((item, done))
-        if self._writer is None:
-            self._writer = asyncio.ensure_future(self._write_all())
-        await done
-
-    async def aclose(self) -> None:
-        """Wait for the batch under way (its callers get its outcome)."""
-        if self._writer is not None:
-            await asyncio.wait({self._writer})
-
-    async def _write_all(self) -> None:
-        try:
-            while self._queue:
-                batch, self._queue = self._queue[:MAX_BATCH], self._queue[MAX_BATCH:]
-                await self._commit(batch)
-        finally:
-            self._writer = None
-            for _, done in self._queue:  # only if the writer itself was canceled
-                if not done.done():
-                    done.cancel()
-            self._queue = []
-
-    async def _commit(self, batch: list[tuple[_T, asyncio.Future[None]]]) -> None:
-        outcome: BaseException | None = None
-        try:
-            await self._write([item for item, _ in batch])
-        except IntegrityError as exc:
-            if len(batch) > 1:
-                for one in batch:
-                    await self._commit([one])
-                return
-            outcome = exc
-        except BaseException as exc:
-            outcome = exc
-        for _, done in batch:
-            if done.done():
-                continue
-            if outcome is None:
-                done.set_result(None)
-            else:
-                done.set_exception(outcome)
-        if outcome is not None and not isinstance(outcome, Exception):
-            raise outcome
 
 
 def _made_up_here(task_id: str, context: ServerCallContext) -> bool:
@@ -144,6 +85,16 @@ def _forget(kept: dict[str, _Kept], task_id: str) -> _Kept | None:
     return found
 
 
+def _retry(kept: _Kept, exc: Exception, task_id: str) -> bool:
+    """Whether a kept state whose write failed with *exc* is tried again: during an
+    outage, at most :data:`MAX_TRIES` times; a value the store refuses, never."""
+    kept.tries += 1
+    again = is_outage(exc) and kept.tries < MAX_TRIES
+    why = "will try again" if again else "given up"
+    logger.warning("task %s: deferred write failed (%s); %s", task_id, type(exc).__name__, why)
+    return again
+
+
 @dataclass(slots=True, eq=False)
 class _Kept:
     task: Task
@@ -154,6 +105,7 @@ class _Kept:
     #: cluster: the version the store will hold once this state is written
     version: int = 0
     written: int = -1
+    tries: int = 0
     #: cluster: (version it made, serialized StreamResponse) per saved event, in order
     events: list[tuple[int, bytes]] = field(default_factory=list)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
@@ -257,17 +209,20 @@ class DeferredWrites(TaskStoreLayer):
 
     async def _write_kept(self, task_id: str, kept: _Kept) -> None:
         version = kept.version
+        retry = True
         try:
             await self._group.submit(self._rows.row(kept.task, kept.owner))
             kept.written = version
         except Exception as exc:
-            logger.warning("task %s: deferred write failed: %s", task_id, type(exc).__name__)
+            retry = _retry(kept, exc, task_id)
         finally:
             kept.writing = None
         if self._kept.get(task_id) is not kept:
             return  # superseded by a direct write meanwhile
-        if kept.version == kept.written:
-            del self._kept[task_id]  # stored as kept: read it from the store again
+        if kept.version == kept.written or not retry:
+            # Stored as kept: read it from the store again. Or it cannot be stored: the
+            # task's next save goes to the store and its caller gets the error.
+            del self._kept[task_id]
         else:
             _arm(kept, self._delay, self._write_later, task_id)
 
@@ -438,9 +393,11 @@ class DeferredClusterWrites(VersionedStoreLayer):
                 await self.registry.claim(task_id, kept.owner)
                 await self._write(task_id, kept.owner, kept.task, kept.version, kept.events)
             except Exception as exc:
-                logger.warning("task %s: deferred write failed: %s", task_id, type(exc).__name__)
-                _arm(kept, self._delay, self._write_later, task_id)
-                return
+                if _retry(kept, exc, task_id):
+                    _arm(kept, self._delay, self._write_later, task_id)
+                    return
+            # Written, or never will be: the task's next save goes to the store (and its
+            # caller gets the error then).
             _forget(self._kept, task_id)
 
     async def _write(

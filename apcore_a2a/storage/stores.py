@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from a2a.server.cluster import StoredTask, TaskEventStream, VersionedTaskStore
 from a2a.server.context import ServerCallContext
 from a2a.server.tasks import (
+    DatabaseTaskStore,
     InMemoryPushNotificationConfigStore,
     PushNotificationConfigStore,
     TaskStore,
@@ -27,6 +28,7 @@ from ._urls import (
     parse_store_url,
 )
 from .event_log import MemoryEventLog
+from .fields import StoredFields
 from .memory import BoundedMemoryTaskStore
 from .observed import store_view
 from .turns import MemoryTurnClaims, TurnClaims
@@ -63,6 +65,8 @@ class Stores:
         event_log: Events kept for resumable subscriptions: the cluster event stream,
             or a :class:`~.event_log.MemoryEventLog` (``None``: off).
         quota_slots: Cluster mode: per-caller quota slots shared by all replicas.
+        fields: What of a caller's message the store can hold (``fields.py``): check
+            it before any task exists.
     """
 
     task_store: TaskStore | VersionedTaskStore
@@ -72,6 +76,7 @@ class Stores:
     turns: TurnClaims = field(default_factory=MemoryTurnClaims)
     event_log: object | None = None
     quota_slots: SqlQuotaSlots | None = None
+    fields: StoredFields = field(default_factory=StoredFields)
     _backend: SqlBackend | None = field(default=None, repr=False)
 
     async def get_task(self, task_id: str, context: ServerCallContext) -> Task | None:
@@ -129,6 +134,8 @@ def open_stores(
                 max_capacity=settings.task_max_capacity, ttl_seconds=settings.task_ttl_seconds
             )
         stores = Stores(store_view(store), InMemoryPushNotificationConfigStore())
+        if isinstance(store, DatabaseTaskStore):  # a caller's own SQL store
+            stores.fields = StoredFields(store)
     else:
         stores = _sql_stores(url, settings, heartbeat_interval, replica_timeout)
     if stores.event_stream is not None:
@@ -144,7 +151,7 @@ def _sql_stores(
     url: StoreURL, settings: Settings, heartbeat_interval: float, replica_timeout: float
 ) -> Stores:
     try:
-        from a2a.server.tasks import DatabasePushNotificationConfigStore, DatabaseTaskStore
+        from a2a.server.tasks import DatabasePushNotificationConfigStore
 
         engine = create_engine(url)
     except ImportError as exc:
@@ -193,7 +200,8 @@ def _sql_stores(
         deferred = DeferredWrites(plain, sync_engine=sync_engine, pg_writer=pg_writer)
         sql = backend(plain, [plain.initialize, push_store.initialize], [deferred.aclose])
         task_store = store_view(deferred, around=guarded)
-        return Stores(task_store, push, engine=engine, _backend=sql)
+        fields = StoredFields(plain)
+        return Stores(task_store, push, engine=engine, fields=fields, _backend=sql)
     if settings.cluster_poll_interval <= 0:
         raise ValueError("cluster_poll_interval must be greater than 0")
     versioned = ChunkedTaskStore(engine)
@@ -216,4 +224,9 @@ def _sql_stores(
     )
     task_store = store_view(writes, around=guarded, saved=turns.saved)
     slots = SqlQuotaSlots(engine, registry)
-    return Stores(task_store, push, events, engine, turns, quota_slots=slots, _backend=sql)
+    db = versioned.as_task_store
+    assert isinstance(db, DatabaseTaskStore)
+    fields = StoredFields(db)
+    return Stores(
+        task_store, push, events, engine, turns, quota_slots=slots, fields=fields, _backend=sql
+    )

@@ -1,0 +1,50 @@
+"""Caller values a task store must hold, checked before any task exists (issue 40).
+
+A SQL store writes a message's ``contextId`` (and a follow-up's ``taskId``) and the
+caller's identity into columns of the SDK's ``tasks`` table. A value a column cannot hold
+(longer than it, or with a NUL, which PostgreSQL text refuses) would fail that task's
+write after its module ran; so such a request is refused up front, the field named
+(JSON-RPC -32602, REST 400, gRPC ``INVALID_ARGUMENT``). The lengths are read from the
+SDK's table model, not written here.
+"""
+
+from __future__ import annotations
+
+from a2a.server.context import ServerCallContext
+from a2a.server.tasks import DatabaseTaskStore
+from a2a.types import SendMessageRequest
+from a2a.utils.errors import InvalidParamsError
+
+
+class StoredFields:
+    """The checks for the ``tasks`` table of *store* (``None``: a store without columns,
+    nothing to check)."""
+
+    def __init__(self, store: DatabaseTaskStore | None = None) -> None:
+        #: column name -> its length (``None``: unbounded)
+        self._limits: dict[str, int | None] = {}
+        self._owner_of = store.owner_resolver if store is not None else None
+        if store is not None:
+            table = store.task_model.__table__
+            for column in ("context_id", "id", "owner"):
+                self._limits[column] = getattr(table.c[column].type, "length", None)
+
+    def check(self, params: SendMessageRequest, context: ServerCallContext) -> None:
+        """Raise ``InvalidParamsError`` naming the first value the store cannot hold."""
+        if not self._limits:
+            return
+        message = params.message
+        self._fits("message.contextId", message.context_id, self._limits["context_id"])
+        self._fits("message.taskId", message.task_id, self._limits["id"])
+        if self._owner_of is not None:
+            self._fits("the caller's identity", self._owner_of(context), self._limits["owner"])
+
+    @staticmethod
+    def _fits(field: str, value: str, limit: int | None) -> None:
+        if "\x00" in value:
+            raise InvalidParamsError(message=f"{field} contains a NUL character")
+        if limit is not None and len(value) > limit:
+            raise InvalidParamsError(
+                message=f"{field} is longer than the task store holds: at most {limit} "
+                f"characters, got {len(value)}"
+            )

@@ -1,0 +1,77 @@
+"""Group commit: the saves that gather while one transaction runs share the next one.
+
+N concurrent callers pay for a few commits (one WAL flush, one SQLite write lock each)
+instead of N; alone, an item is written at once. One caller's item can fail only its own
+caller: a batch that fails for any reason but an outage is written again item by item, so
+the others are stored and the bad item's caller gets the error (issue 40). An outage
+(``outages.is_outage``) fails the whole batch: no item could be written then anyway.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Generic, TypeVar
+
+from .outages import is_outage
+
+#: Most items in one transaction (keeps statements well under SQLite's parameter limit).
+MAX_BATCH = 500
+
+_T = TypeVar("_T")
+
+
+class GroupCommit(Generic[_T]):
+    """Items handed to :meth:`submit` are written by *write*, in batches (module doc)."""
+
+    def __init__(self, write: Callable[[list[_T]], Awaitable[None]]) -> None:
+        self._write = write
+        self._queue: list[tuple[_T, asyncio.Future[None]]] = []
+        self._writer: asyncio.Task[None] | None = None
+
+    async def submit(self, item: _T) -> None:
+        """Write *item*; returns once its transaction has committed (or raises its error)."""
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._queue.append((item, done))
+        if self._writer is None:
+            self._writer = asyncio.ensure_future(self._write_all())
+        await done
+
+    async def aclose(self) -> None:
+        """Wait for the batch under way (its callers get its outcome)."""
+        if self._writer is not None:
+            await asyncio.wait({self._writer})
+
+    async def _write_all(self) -> None:
+        try:
+            while self._queue:
+                batch, self._queue = self._queue[:MAX_BATCH], self._queue[MAX_BATCH:]
+                await self._commit(batch)
+        finally:
+            self._writer = None
+            for _, done in self._queue:  # only if the writer itself was canceled
+                if not done.done():
+                    done.cancel()
+            self._queue = []
+
+    async def _commit(self, batch: list[tuple[_T, asyncio.Future[None]]]) -> None:
+        outcome: BaseException | None = None
+        try:
+            await self._write([item for item, _ in batch])
+        except Exception as exc:
+            if len(batch) > 1 and not is_outage(exc):
+                for one in batch:
+                    await self._commit([one])
+                return
+            outcome = exc
+        except BaseException as exc:  # canceled: every caller learns it, then it goes on
+            outcome = exc
+        for _, done in batch:
+            if done.done():
+                continue
+            if outcome is None:
+                done.set_result(None)
+            else:
+                done.set_exception(outcome)
+        if outcome is not None and not isinstance(outcome, Exception):
+            raise outcome
