@@ -2,8 +2,10 @@
 
 Listing, owner scoping, copying and pagination are the SDK's ``InMemoryTaskStore``; this
 class only decides which tasks to forget. Every operation is O(1) amortized: finished
-tasks sit in an insertion-ordered dict, oldest first, so expiry and eviction only ever
-look at its head.
+tasks sit in insertion-ordered dicts, oldest first (all of them, for expiry; each
+owner's, for eviction), and owners are bucketed by how many finished tasks they hold, so
+the owner that holds the most is found at once: it is the one that gives a task up, so
+one caller's quick tasks evict its own, never another owner's before their TTL.
 """
 
 from __future__ import annotations
@@ -59,6 +61,11 @@ class BoundedMemoryTaskStore(InMemoryTaskStore):
         self._clock = clock
         self._active: set[_Key] = set()
         self._finished: OrderedDict[_Key, float] = OrderedDict()
+        #: owner -> its finished task ids, oldest first
+        self._owned: dict[str, OrderedDict[str, None]] = {}
+        #: number of finished tasks -> the owners holding that many; the largest number
+        self._holding: dict[int, set[str]] = {}
+        self._most = 0
         self._over_capacity_warned = False
 
     def __len__(self) -> int:
@@ -76,10 +83,13 @@ class BoundedMemoryTaskStore(InMemoryTaskStore):
         await super().save(task, context)
         if task.status.state in _TERMINAL:
             self._active.discard(key)
+            self._unfinish(key)
             self._finished[key] = now
-            self._finished.move_to_end(key)
+            owned = self._owned.setdefault(key[0], OrderedDict())
+            owned[key[1]] = None
+            self._recount(key[0], len(owned) - 1, len(owned))
         else:
-            self._finished.pop(key, None)
+            self._unfinish(key)
             self._active.add(key)
 
     async def delete(self, task_id: str, context: ServerCallContext) -> None:
@@ -97,8 +107,9 @@ class BoundedMemoryTaskStore(InMemoryTaskStore):
             await self._evict(key)
 
     async def _make_room(self) -> None:
-        if self._finished:
-            await self._evict(next(iter(self._finished)))
+        if self._most:
+            owner = next(iter(self._holding[self._most]))
+            await self._evict((owner, next(iter(self._owned[owner]))))
             return
         if not self._over_capacity_warned:
             self._over_capacity_warned = True
@@ -108,9 +119,33 @@ class BoundedMemoryTaskStore(InMemoryTaskStore):
                 self.max_capacity,
             )
 
+    def _unfinish(self, key: _Key) -> None:
+        """Forget *key* as a finished task (if it was one)."""
+        if self._finished.pop(key, None) is None:
+            return
+        owner, task_id = key
+        owned = self._owned[owner]
+        del owned[task_id]
+        if not owned:
+            del self._owned[owner]
+        self._recount(owner, len(owned) + 1, len(owned))
+
+    def _recount(self, owner: str, before: int, after: int) -> None:
+        """*owner* now holds *after* finished tasks instead of *before* (one apart)."""
+        if before:
+            self._holding[before].discard(owner)
+            if not self._holding[before]:
+                del self._holding[before]
+        if after:
+            self._holding.setdefault(after, set()).add(owner)
+        # Counts move by one, so the largest moves by at most one.
+        self._most = max(self._most, after)
+        while self._most and self._most not in self._holding:
+            self._most -= 1
+
     async def _evict(self, key: _Key) -> None:
         owner, task_id = key
-        self._finished.pop(key, None)
+        self._unfinish(key)
         self._active.discard(key)
         context = ServerCallContext(user=UnauthenticatedUser(), state={_OWNER_STATE_KEY: owner})
         await super().delete(task_id, context)

@@ -42,10 +42,13 @@ slots_table = Table(
 )
 _S = slots_table.c
 
+# Whether a take inserted its row is read from RETURNING, not the row count: SQLite's
+# driver reports -1 for a statement starting with WITH (issue 40), read as success.
 # One given slot: most takes find a random slot free (a caller far below its quota).
 _TAKE_SLOT = text(
     "INSERT INTO apcore_a2a_quota_slots (scope, subject, slot, holder, replica_id) "
-    "VALUES (:scope, :subject, :slot, :holder, :replica) ON CONFLICT DO NOTHING"
+    "VALUES (:scope, :subject, :slot, :holder, :replica) ON CONFLICT DO NOTHING "
+    "RETURNING slot"
 )
 # Any free slot below :limit (a random one, so that racing takers rarely pick the same).
 _TAKE_FREE = text(
@@ -61,6 +64,7 @@ _TAKE_FREE = text(
     )
     ORDER BY random() LIMIT 1
     ON CONFLICT DO NOTHING
+    RETURNING slot
     """
 )
 
@@ -145,10 +149,10 @@ class SqlQuotaSlots:
             async with self.engine.begin() as conn:
                 if attempt == 0:
                     take = _TAKE_SLOT.bindparams(slot=secrets.randbelow(limit))
-                    if (await conn.execute(take, params)).rowcount:
+                    if (await conn.execute(take, params)).first() is not None:
                         return True
                     continue
-                if (await conn.execute(_TAKE_FREE, params)).rowcount:
+                if (await conn.execute(_TAKE_FREE, params)).first() is not None:
                     return True
                 count = select(func.count()).where(_S.scope == scope, _S.subject == subject)
                 taken = (await conn.execute(count)).scalar_one()

@@ -145,6 +145,27 @@ async def test_eviction_only_touches_the_evicted_owners_task() -> None:
     assert kept.history[0].parts[0].text == "bob"
 
 
+async def test_the_owner_holding_most_finished_tasks_gives_one_up() -> None:
+    store = BoundedMemoryTaskStore(max_capacity=6, ttl_seconds=None)
+    done = TaskState.TASK_STATE_COMPLETED
+    alice = [make_task(done) for _ in range(2)]
+    bob = [make_task(done) for _ in range(4)]
+    for task in alice:
+        await store.save(task, ctx("alice"))
+    for task in bob:
+        await store.save(task, ctx("bob"))
+    # Carol's first task, and Alice's next one: Bob holds most (4, then 3 against 2).
+    await store.save(make_task(done), ctx("carol"))
+    assert await store.get(bob[0].id, ctx("bob")) is None
+    await store.save(make_task(done), ctx("alice"))
+    assert {await store.get(t.id, ctx("alice")) is None for t in alice} == {False}
+    assert await store.get(bob[1].id, ctx("bob")) is None
+    await store.save(make_task(done), ctx("alice"))  # Alice 3, Bob 2: Alice gives one up
+    assert await store.get(alice[0].id, ctx("alice")) is None
+    assert await store.get(bob[2].id, ctx("bob")) is not None
+    assert len(store) == 6
+
+
 async def test_delete_frees_capacity() -> None:
     store = BoundedMemoryTaskStore(max_capacity=2, ttl_seconds=None)
     a = make_task(TaskState.TASK_STATE_WORKING)
