@@ -97,7 +97,7 @@ class ModuleSources:
         self, registry: Any, execution_timeout: float | None = None, *, config: Any = None
     ) -> Any:
         """An apcore ``Executor`` over *registry* with this ACL file and apcore config."""
-        from apcore import ACL, Executor
+        from apcore import ACL, Executor, ToggleState, register_sys_modules
 
         from apcore_a2a.approval import A2AApprovalHandler
         from apcore_a2a.execution.executors import cache_schemas, default_executor
@@ -109,9 +109,25 @@ class ModuleSources:
         if config is None:
             # No apcore config of the user's: one setting (execution_timeout) governs.
             return default_executor(registry, acl=acl, execution_timeout=execution_timeout or 300.0)
-        return cache_schemas(
-            Executor(registry, acl=acl, config=config, approval_handler=A2AApprovalHandler())
+        toggles = ToggleState()
+        executor = Executor(
+            registry,
+            acl=acl,
+            config=config,
+            approval_handler=A2AApprovalHandler(),
+            toggle_state=toggles,
         )
+        if config.get("sys_modules.enabled", False):
+            # What APCore(config) does: apcore's system.* modules, served only when named.
+            _apcore_call(
+                "modules.apcore_config",
+                register_sys_modules,
+                registry,
+                executor,
+                config,
+                toggle_state=toggles,
+            )
+        return cache_schemas(executor)
 
     def _report_skipped(self, registry: Any, config: Any) -> None:
         """One WARNING line per module file apcore found but did not register, saying why."""

@@ -110,6 +110,13 @@ class Settings(BaseSettings):
         None, "modules.apcore_config", "apcore config file (YAML)", env="APCORE_CONFIG_FILE"
     )
     acl: str | None = setting(None, "modules.acl", "apcore ACL file (YAML)")
+    system_modules: Strings = setting(
+        (),
+        "modules.system_modules",
+        "apcore system.* module to serve as a skill (system.control.* also need auth, the "
+        "operator role and apcore's approval gate)",
+        flag="--system-module",
+    )
     # -- HTTP server -----------------------------------------------------------------
     host: str = setting("127.0.0.1", "http.host", "address to listen on")
     port: int = setting(8000, "http.port", "port to listen on")
