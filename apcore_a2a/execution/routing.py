@@ -54,6 +54,18 @@ def _skill_in(holder: Message | SendMessageRequest | Task | None) -> str | None:
     return None
 
 
+def check_follow_up(params: SendMessageRequest, task: Task) -> None:
+    """A message on *task* answers the task's own skill (an approval approves that skill's
+    run, an answer fills that skill's input): one naming another skill is refused, before
+    it claims the task's wait, so the task is unchanged."""
+    own, named = _skill_in(task), _skill_in(params.message) or _skill_in(params)
+    if own and named and named != own:
+        raise InvalidParamsError(
+            message=f"Task {task.id} runs skill {own}: a message on it answers that skill "
+            f"only, and metadata.skillId names {clean_for_log(named, 200)}"
+        )
+
+
 def _who(identity: Any) -> str:
     return sanitize(str(getattr(identity, "id", None) or "anonymous"), 200)
 

@@ -43,6 +43,7 @@ from a2a.utils.errors import (
 
 from apcore_a2a.errors import TaskBusyError
 from apcore_a2a.execution.executor import BLOCKING_STATE_KEY
+from apcore_a2a.execution.routing import check_follow_up
 from apcore_a2a.server.resume import (
     SSE_IDS_STATE_KEY,
     EventLog,
@@ -161,6 +162,7 @@ class ApCoreRequestHandler(DefaultRequestHandler):
         stored = await self._task_lookup(task_id, context)
         if stored is None:
             return  # the SDK answers TaskNotFoundError
+        check_follow_up(params, stored)
         state = stored.status.state
         if state in _RUNNING:
             raise TaskBusyError(
