@@ -307,8 +307,8 @@ class Settings(BaseSettings):
     process_tuning: bool | None = setting(
         None,
         "limits.process_tuning",
-        "size the event loop's thread pool (sync_workers) and gc.freeze() after start "
-        "(default: on under serve() and the CLI, off for an app you mount yourself)",
+        "gc.freeze() after start (default: on under serve() and the CLI, off for an app you "
+        "mount yourself)",
     )
     explorer: bool = setting(False, "explorer.enabled", "serve the Explorer")
     explorer_prefix: str = setting("/explorer", "explorer.prefix", "path of the Explorer")
