@@ -16,16 +16,19 @@ from __future__ import annotations
 
 import ast
 import difflib
+import importlib.machinery
+import importlib.util
 import logging
 import os
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
 
 import yaml
+from apcore import BindingLoader
 
 from apcore_a2a.settings import Setting, Settings, SettingsError
 
@@ -61,7 +64,7 @@ class ModuleSources:
     def build_executor(self, execution_timeout: float | None = None) -> Any:
         """An apcore ``Executor`` over the discovered modules, or :class:`ConfigFileError`
         (a missing folder or file, an unusable apcore config or ACL, no module found)."""
-        from apcore import BindingLoader, Registry
+        from apcore import Registry
 
         if not self.given:
             raise ConfigFileError(
@@ -84,10 +87,7 @@ class ModuleSources:
             self._report_skipped(registry, config)
         for directory in self.bindings_dirs:
             folder = str(Path(directory).resolve())
-            # Binding targets are usually Python modules beside the YAML files.
-            if folder not in sys.path:
-                sys.path.insert(0, folder)
-            _apcore_call("bindings", BindingLoader().load_binding_dir, folder, registry)
+            _apcore_call("bindings", _FolderTargets(folder).load_binding_dir, folder, registry)
         if not registry.list():
             where = ", ".join((*self.extensions_dirs, *self.bindings_dirs))
             raise ConfigFileError(f"no apcore modules found in {where}")
@@ -97,7 +97,7 @@ class ModuleSources:
         self, registry: Any, execution_timeout: float | None = None, *, config: Any = None
     ) -> Any:
         """An apcore ``Executor`` over *registry* with this ACL file and apcore config."""
-        from apcore import ACL, Executor
+        from apcore import ACL, Executor, ToggleState, register_sys_modules
 
         from apcore_a2a.approval import A2AApprovalHandler
         from apcore_a2a.execution.executors import cache_schemas, default_executor
@@ -109,9 +109,25 @@ class ModuleSources:
         if config is None:
             # No apcore config of the user's: one setting (execution_timeout) governs.
             return default_executor(registry, acl=acl, execution_timeout=execution_timeout or 300.0)
-        return cache_schemas(
-            Executor(registry, acl=acl, config=config, approval_handler=A2AApprovalHandler())
+        toggles = ToggleState()
+        executor = Executor(
+            registry,
+            acl=acl,
+            config=config,
+            approval_handler=A2AApprovalHandler(),
+            toggle_state=toggles,
         )
+        if config.get("sys_modules.enabled", False):
+            # What APCore(config) does: apcore's system.* modules, served only when named.
+            _apcore_call(
+                "modules.apcore_config",
+                register_sys_modules,
+                registry,
+                executor,
+                config,
+                toggle_state=toggles,
+            )
+        return cache_schemas(executor)
 
     def _report_skipped(self, registry: Any, config: Any) -> None:
         """One WARNING line per module file apcore found but did not register, saying why."""
@@ -137,6 +153,31 @@ class ModuleSources:
         if not Path(self.apcore_config).is_file():
             raise ConfigFileError(f"apcore config not found: {self.apcore_config}")
         return _apcore_call("modules.apcore_config", Config.load, self.apcore_config)
+
+
+class _FolderTargets(BindingLoader):  # type: ignore[misc]  # apcore ships no types
+    """apcore's ``BindingLoader``, finding a target's top-level module in the binding
+    folder first (``tools:initials`` is ``tools.py`` beside the YAML): loaded from an
+    explicit location, so the folder is never added to ``sys.path``."""
+
+    def __init__(self, folder: str) -> None:
+        super().__init__()
+        self.folder = folder
+
+    def resolve_target(self, target_string: str) -> Callable[..., Any]:
+        top = target_string.partition(":")[0].split(".")[0]
+        if top and top not in sys.modules:
+            spec = importlib.machinery.PathFinder.find_spec(top, [self.folder])
+            if spec is not None and spec.loader is not None:
+                module = importlib.util.module_from_spec(spec)
+                sys.modules[top] = module  # where a nested target's import finds it
+                try:
+                    spec.loader.exec_module(module)
+                except BaseException:
+                    del sys.modules[top]
+                    raise
+        found: Callable[..., Any] = super().resolve_target(target_string)
+        return found
 
 
 def _apcore_call(what: str, func: Any, *args: Any, **kwargs: Any) -> Any:

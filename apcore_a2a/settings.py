@@ -110,6 +110,13 @@ class Settings(BaseSettings):
         None, "modules.apcore_config", "apcore config file (YAML)", env="APCORE_CONFIG_FILE"
     )
     acl: str | None = setting(None, "modules.acl", "apcore ACL file (YAML)")
+    system_modules: Strings = setting(
+        (),
+        "modules.system_modules",
+        "apcore system.* module to serve as a skill (system.control.* also need auth, the "
+        "operator role and apcore's approval gate)",
+        flag="--system-module",
+    )
     # -- HTTP server -----------------------------------------------------------------
     host: str = setting("127.0.0.1", "http.host", "address to listen on")
     port: int = setting(8000, "http.port", "port to listen on")
@@ -300,8 +307,8 @@ class Settings(BaseSettings):
     process_tuning: bool | None = setting(
         None,
         "limits.process_tuning",
-        "size the event loop's thread pool (sync_workers) and gc.freeze() after start "
-        "(default: on under serve() and the CLI, off for an app you mount yourself)",
+        "gc.freeze() after start (default: on under serve() and the CLI, off for an app you "
+        "mount yourself)",
     )
     explorer: bool = setting(False, "explorer.enabled", "serve the Explorer")
     explorer_prefix: str = setting("/explorer", "explorer.prefix", "path of the Explorer")

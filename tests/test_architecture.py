@@ -18,7 +18,7 @@ MAX_LINES = 600
 #: room -> rooms (and top-level modules) it may import; a room may always import itself.
 ALLOWED: dict[str, set[str]] = {
     "adapters": set(),
-    "execution": {"adapters", "settings", "errors", "approval", "classify", "_logging"},
+    "execution": {"adapters", "settings", "errors", "approval", "classify", "_logging", "upstream"},
     "storage": {"settings", "errors", "upstream"},
     "auth": {"adapters", "execution", "settings", "errors", "classify", "upstream"},
     "push": {"adapters", "settings", "errors", "storage", "classify", "upstream"},

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +23,10 @@ logger = logging.getLogger("apcore_a2a.adapters.skills")
 
 #: URI of the card extension that carries every skill's input/output JSON Schema.
 SCHEMA_EXTENSION_URI = "urn:apcore:a2a:skill-schemas:v1"
+#: apcore's own modules (health, manifest, usage; control): skills only when named
+SYSTEM_PREFIX = "system."
+#: apcore's control plane (update_config, toggle_feature, reload_module)
+CONTROL_PREFIX = "system.control."
 
 MAX_EXAMPLES = 10
 JSON_MODE = "application/json"
@@ -54,6 +58,12 @@ class SkillSpec:
     #: the output schema is apcore's ``{"result": X}`` wrapper of a plain function return
     wrapped_result: bool
     extension_entry: dict[str, Any]
+
+
+def is_served(module_id: str, system_modules: Collection[str]) -> bool:
+    """Whether *module_id* may become a skill: any module but apcore's ``system.*`` ones,
+    which only when the operator names them in *system_modules*."""
+    return not module_id.startswith(SYSTEM_PREFIX) or module_id in system_modules
 
 
 def humanize(module_id: str) -> str:

@@ -25,7 +25,6 @@ from starlette.routing import Route
 from apcore_a2a.adapters.agent_card import CardDocument, serialize_card
 from apcore_a2a.errors import UnauthenticatedError
 from apcore_a2a.execution.identity import (
-    acl_of,
     identity_of,
     visible_modules,
     visible_modules_async,
@@ -79,8 +78,6 @@ def acl_card_document(
     def document() -> CardDocument:
         nonlocal cached
         source = current()
-        if acl_of(executor) is None:
-            return source
         now = time.monotonic()
         if cached is not None and cached[0] is source and now - cached[2] < ttl:
             return cached[1]

@@ -108,9 +108,9 @@ def _serve_command(args: argparse.Namespace) -> int:
     overrides = overrides_from(args)
     try:
         factory = A2AServerFactory(None, config=args.config, standalone=True, **overrides)
+        app, card = factory.create()
     except SettingsError as exc:
         raise SettingsError(_flag_named(str(exc), overrides)) from None
-    app, card = factory.create()
     notice = extension_ids_notice(factory.settings.extensions_dirs)
     if notice:
         print(notice, file=sys.stderr, flush=True)

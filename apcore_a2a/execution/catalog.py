@@ -1,7 +1,8 @@
 """The live list of skills and the card built from it.
 
 :class:`SkillCatalog` reads module descriptors from the apcore registry once, keeps the
-:class:`SkillSpec` of every public module, and rebuilds itself (and the serialized card)
+:class:`SkillSpec` of every public module (apcore's ``system.*`` modules only when named,
+:func:`~apcore_a2a.adapters.skills.is_served`), and rebuilds itself (and the serialized card)
 when modules are registered or unregistered at runtime. Readers always see a complete
 snapshot: a rebuild prepares everything first and then swaps one reference.
 """
@@ -10,14 +11,14 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from a2a.types import AgentCard
 
 from apcore_a2a.adapters.agent_card import AgentCardBuilder, CardDocument, serialize_card
-from apcore_a2a.adapters.skills import SkillSpec, skill_from_descriptor
+from apcore_a2a.adapters.skills import SkillSpec, is_served, skill_from_descriptor
 
 logger = logging.getLogger("apcore_a2a.execution.catalog")
 
@@ -37,9 +38,12 @@ class CatalogSnapshot:
 class SkillCatalog:
     """Skills of an apcore registry, kept in step with registry changes."""
 
-    def __init__(self, registry: Any, builder: AgentCardBuilder) -> None:
+    def __init__(
+        self, registry: Any, builder: AgentCardBuilder, system_modules: Collection[str] = ()
+    ) -> None:
         self._registry = registry
         self._builder = builder
+        self._system = frozenset(system_modules)
         self._lock = threading.Lock()
         self._spec_cache: dict[int, SkillSpec | None] = {}
         self._snapshot = self._build(None)
@@ -97,6 +101,8 @@ class SkillCatalog:
     def _build(self, previous: CatalogSnapshot | None) -> CatalogSnapshot:
         specs: dict[str, SkillSpec] = {}
         for module_id in self._registry.list():
+            if not is_served(module_id, self._system):
+                continue
             try:
                 spec = self._spec_for(module_id)
             except Exception:

@@ -18,6 +18,7 @@ import functools
 import logging
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from a2a.helpers.proto_helpers import new_message
@@ -145,8 +146,10 @@ def _deep_merge(target: dict[str, Any], chunk: dict[str, Any]) -> None:
 class ApCoreAgentExecutor(AgentExecutor):
     """Run apcore modules for the a2a-sdk request handler.
 
-    *executor* is an ``apcore.Executor``; *settings* supplies ``execution_timeout``;
-    *observers* are told when each execution starts and how it ended (metrics, spans).
+    *executor* is an ``apcore.Executor``; *settings* supplies ``execution_timeout`` and
+    ``sync_workers`` (the threads modules with a plain ``def execute`` run on, started as
+    needed and stopped by :meth:`close`); *observers* are told when each execution starts
+    and how it ended (metrics, spans).
     """
 
     def __init__(
@@ -155,8 +158,21 @@ class ApCoreAgentExecutor(AgentExecutor):
         self._executor = executor
         track_module_tasks(executor)
         self._timeout = settings.execution_timeout
+        self._workers = settings.sync_workers
+        self._pool: ThreadPoolExecutor | None = None
         self._runs: dict[str, Run] = {}
         self._observers = tuple(observers)
+
+    def _threads(self) -> ThreadPoolExecutor:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self._workers, thread_name_prefix="apcore-a2a")
+        return self._pool
+
+    def close(self) -> None:
+        """Stop the sync modules' threads once their calls return (a new run starts new ones)."""
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
 
     # -- AgentExecutor ---------------------------------------------------------------
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
@@ -176,7 +192,7 @@ class ApCoreAgentExecutor(AgentExecutor):
         assert isinstance(context, ApCoreRequestContext)
         stored = context.current_task or context.stored_task
         inputs = turns.without_token(context.module_input)
-        run = self._runs[task_id] = Run(event_queue, task_id, context_id)
+        run = self._runs[task_id] = Run(event_queue, task_id, context_id, pool=self._threads())
         try:
             if stored is None and spec.reply != "task":
                 await self._answer_first(run, context, spec, message, inputs)

@@ -40,8 +40,17 @@ def default_executor(registry: Any, *, acl: Any = None, execution_timeout: float
 
 
 def resolve_executor(obj: Any, *, execution_timeout: float = 300.0) -> tuple[Any, Any]:
-    """Return ``(registry, executor)`` for a Registry or an Executor (duck-typed)."""
+    """Return ``(registry, executor)`` for a Registry, an Executor (duck-typed) or an
+    ``APCore`` client (its executor). An apcore Executor without an approval handler gets
+    ours (:func:`~apcore_a2a.execution.governance.ensure_approvals`)."""
+    from apcore import APCore
+
+    from apcore_a2a.execution.governance import ensure_approvals
+
+    if isinstance(obj, APCore):
+        obj = obj.executor
     if callable(getattr(obj, "call_async", None)) and hasattr(obj, "registry"):
+        ensure_approvals(obj)
         return obj.registry, obj
     if callable(getattr(obj, "list", None)) and callable(getattr(obj, "get_definition", None)):
         return obj, default_executor(obj, execution_timeout=execution_timeout)

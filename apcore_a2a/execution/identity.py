@@ -1,7 +1,8 @@
 """Who is calling (an apcore ``Identity`` left in the ASGI scope by authentication, as
 the SDK ``User`` :class:`IdentityUser` that owns tasks and push configs), and which modules
-the apcore ACL lets them call: skill ids are module ids, so "may this caller see skill S" is
-asked of the ACL without executing anything (preflight, routing, per-caller cards).
+they may call: skill ids are module ids, so "may this caller see skill S" is asked of the
+apcore ACL without executing anything (preflight, routing, per-caller cards). apcore's
+control modules (``system.control.*``) are for callers with the :data:`OPERATOR_ROLE` only.
 """
 
 from __future__ import annotations
@@ -12,6 +13,9 @@ from typing import TYPE_CHECKING
 
 from a2a.auth.user import User
 from apcore import Context
+from apcore.builtin_steps import BuiltinACLCheck
+
+from apcore_a2a.adapters.skills import CONTROL_PREFIX
 
 if TYPE_CHECKING:
     from a2a.server.context import ServerCallContext
@@ -25,6 +29,8 @@ AUTH_SCHEME_ATTR = "auth_scheme"
 AUTH_ISSUER_ATTR = "auth_issuer"
 #: The SDK's SQL stores keep the owner in a VARCHAR(255) column.
 MAX_OWNER_CHARS = 255
+#: The role of callers who operate the agent: ``/health`` details, apcore's control modules.
+OPERATOR_ROLE = "operator"
 
 
 def owner_key(identity: Identity) -> str:
@@ -78,19 +84,44 @@ def identity_of(context: ServerCallContext | None) -> Identity | None:
 
 
 def acl_of(executor: Executor) -> ACL | None:
-    """The ACL an apcore ``Executor`` enforces, if any."""
-    # apcore 0.32 exposes no public getter; the attribute is what set_acl() writes.
-    acl: ACL | None = getattr(executor, "_acl", None)
-    return acl
+    """The ACL *executor*'s strategy enforces (what its ACL gate holds), if any."""
+    strategy = getattr(executor, "current_strategy", None)
+    for step in getattr(strategy, "steps", ()):
+        if isinstance(step, BuiltinACLCheck) and step.acl is not None:
+            acl: ACL = step.acl
+            return acl
+    return None
+
+
+def _operates(identity: Identity | None, module_id: str) -> bool:
+    """Whether *identity* may see *module_id* by the operator rule (control modules)."""
+    if not module_id.startswith(CONTROL_PREFIX):
+        return True
+    return identity is not None and OPERATOR_ROLE in identity.roles
+
+
+def denial(executor: Executor, identity: Identity | None, module_id: str) -> str | None:
+    """Why *identity* (``None`` = anonymous) may not call *module_id*, or ``None``."""
+    if not _operates(identity, module_id):
+        return f"a control module needs the {OPERATOR_ROLE!r} role"
+    acl = acl_of(executor)
+    if acl is None:
+        return None
+    decision = acl.check_access(None, module_id, Context.create(identity=identity))
+    return None if decision.access == "allow" else str(decision.reason or "denied")
 
 
 def visible_modules(
     executor: Executor, identity: Identity | None, module_ids: Iterable[str]
 ) -> set[str]:
-    """The modules *identity* (``None`` = anonymous) may call, by the executor's ACL."""
+    """The modules *identity* (``None`` = anonymous) may call: the executor's ACL allows
+    them, and control modules only for operators."""
     acl, context = acl_of(executor), Context.create(identity=identity)
     return {
-        m for m in module_ids if acl is None or acl.check_access(None, m, context).access == "allow"
+        m
+        for m in module_ids
+        if _operates(identity, m)
+        and (acl is None or acl.check_access(None, m, context).access == "allow")
     }
 
 
@@ -102,5 +133,6 @@ async def visible_modules_async(
     return {
         m
         for m in module_ids
-        if acl is None or (await acl.async_check_access(None, m, context)).access == "allow"
+        if _operates(identity, m)
+        and (acl is None or (await acl.async_check_access(None, m, context)).access == "allow")
     }

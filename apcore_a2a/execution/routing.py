@@ -25,7 +25,6 @@ from a2a.server.agent_execution import RequestContext, RequestContextBuilder
 from a2a.server.context import ServerCallContext
 from a2a.types import Message, SendMessageRequest, Task
 from a2a.utils.errors import A2AError, InvalidParamsError, MethodNotFoundError, TaskNotFoundError
-from apcore import Context
 from google.protobuf.struct_pb2 import Struct
 from pydantic import ValidationError
 
@@ -33,7 +32,7 @@ from apcore_a2a.adapters.errors import clean_for_log, sanitize
 from apcore_a2a.adapters.parts import input_from_parts
 from apcore_a2a.adapters.skills import SkillSpec
 from apcore_a2a.execution.catalog import SkillCatalog
-from apcore_a2a.execution.identity import acl_of, identity_of, visible_modules
+from apcore_a2a.execution.identity import denial, identity_of, visible_modules
 
 logger = logging.getLogger("apcore_a2a.acl")
 
@@ -53,6 +52,18 @@ def _skill_in(holder: Message | SendMessageRequest | Task | None) -> str | None:
         if value is not None and value.WhichOneof("kind") == "string_value" and value.string_value:
             return str(value.string_value)
     return None
+
+
+def check_follow_up(params: SendMessageRequest, task: Task) -> None:
+    """A message on *task* answers the task's own skill (an approval approves that skill's
+    run, an answer fills that skill's input): one naming another skill is refused, before
+    it claims the task's wait, so the task is unchanged."""
+    own, named = _skill_in(task), _skill_in(params.message) or _skill_in(params)
+    if own and named and named != own:
+        raise InvalidParamsError(
+            message=f"Task {task.id} runs skill {own}: a message on it answers that skill "
+            f"only, and metadata.skillId names {clean_for_log(named, 200)}"
+        )
 
 
 def _who(identity: Any) -> str:
@@ -107,27 +118,19 @@ class Preflight:
         """The ids of *module_ids* the ACL lets *identity* call, sorted."""
         return sorted(visible_modules(self._executor, identity, module_ids))
 
-    def may_call(self, module_id: str, identity: Any) -> bool:
-        """Whether the ACL lets *identity* call *module_id* (a denial is logged)."""
-        if self.visible((module_id,), identity):
+    def may_call(self, module_id: str, identity: Any, answered: str = "skill not found") -> bool:
+        """Whether *identity* may call *module_id* (ACL, operator rule); a denial is logged."""
+        reason = denial(self._executor, identity, module_id)
+        if reason is None:
             return True
         logger.warning(
-            "ACL denied %s -> %s; answered as skill not found", _who(identity), module_id
+            "ACL denied %s -> %s (%s); answered as %s", _who(identity), module_id, reason, answered
         )
         return False
 
     def check_access(self, module_id: str, identity: Any) -> None:
-        acl = acl_of(self._executor)
-        if acl is None:
-            return
-        decision = acl.check_access(None, module_id, Context.create(identity=identity))
-        if getattr(decision, "access", "allow") == "deny":
-            logger.warning(
-                "ACL denied %s -> %s (%s); answered as task not found",
-                _who(identity),
-                module_id,
-                getattr(decision, "reason", "denied"),
-            )
+        """A follow-up's skill the caller may no longer call: ``Task not found``."""
+        if not self.may_call(module_id, identity, "task not found"):
             raise TaskNotFoundError(message="Task not found")
 
 

@@ -2,7 +2,7 @@
 
 The cancellation rules live here: a canceled run emits nothing more, a finished run is not
 overwritten by a late cancel, and the task apcore runs an async module in is cancelled
-with it.
+with it. A module with a plain ``def execute`` runs on the agent's own thread pool.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import asyncio
 import inspect
 import time
 import weakref
+from concurrent.futures import Executor
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,6 +34,7 @@ from google.protobuf.json_format import MessageToDict
 
 from apcore_a2a.execution.executors import WrappedStep
 from apcore_a2a.execution.identity import identity_of
+from apcore_a2a.upstream.apcore_module_tasks import tracked
 
 
 @dataclass(slots=True)
@@ -57,6 +59,8 @@ class Run:
     data: dict[str, Any] | None = None
     #: the tasks apcore ran the module in (see track_module_tasks)
     spawned: weakref.WeakSet[asyncio.Task[Any]] = field(default_factory=weakref.WeakSet)
+    #: the threads a module with a plain ``def execute`` runs on
+    pool: Executor | None = None
 
     async def emit(self, event: Any) -> None:
         if self.canceled:
@@ -139,39 +143,42 @@ CURRENT_RUN: ContextVar[Run | None] = ContextVar("apcore_a2a_run", default=None)
 
 
 @dataclass(slots=True, eq=False)
-class _TrackedModule:
-    """The module as apcore's ``execute`` step sees it in our runs: apcore runs an async
-    module in a task of its own (for its timeouts) and does not cancel it with its caller,
-    so that task is recorded on the run for :meth:`Run.stop` to cancel."""
+class _PooledModule:
+    """A module with a plain ``def execute`` as apcore's execute step sees it in our runs:
+    an async ``execute`` on the agent's own thread pool (``sync_workers`` threads), not on
+    the event loop's default executor, which belongs to whoever runs the loop."""
 
     _module: Any
-    _run: Run
-    _home: asyncio.Task[Any] | None
+    _pool: Executor
 
     async def execute(self, inputs: Any, context: Any) -> Any:
-        task = asyncio.current_task()
-        if task is not None and task is not self._home:
-            self._run.spawned.add(task)
-        return await self._module.execute(inputs, context)
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._pool, self._module.execute, inputs, context)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._module, name)
 
 
-class _TrackingExecuteStep(WrappedStep):
-    """apcore's ``execute`` step, handed a :class:`_TrackedModule` for our runs' async modules."""
+class _RunStep(WrappedStep):
+    """apcore's ``execute`` step in our runs: a sync module on the run's pool, and the task
+    apcore runs the module in recorded for :meth:`Run.stop` (upstream/apcore_module_tasks.py)."""
 
     def view(self, module: Any) -> Any:
         run = CURRENT_RUN.get()
-        if run is None or not inspect.iscoroutinefunction(module.execute):
+        if run is None:
             return module
-        return _TrackedModule(module, run, asyncio.current_task())
+        if not inspect.iscoroutinefunction(module.execute):
+            if run.pool is None:
+                return module
+            module = _PooledModule(module, run.pool)
+        return tracked(module, run.spawned)
 
 
 def track_module_tasks(executor: Any) -> None:
-    """Let the runs of *executor* cancel the tasks apcore starts for their modules, by
-    wrapping its ``execute`` step (idempotent; no loop-wide task factory)."""
+    """Let the runs of *executor* run sync modules on their pool and cancel the tasks apcore
+    starts for their modules, by wrapping its ``execute`` step (idempotent; no loop-wide
+    task factory or default executor)."""
     strategy: Any = getattr(executor, "current_strategy", None)  # None: not an apcore Executor
     step = next((s for s in getattr(strategy, "steps", ()) if s.name == "execute"), None)
-    if step is not None and not isinstance(step, _TrackingExecuteStep):
-        strategy.replace("execute", _TrackingExecuteStep(step))
+    if step is not None and not isinstance(step, _RunStep):
+        strategy.replace("execute", _RunStep(step))

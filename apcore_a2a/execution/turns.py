@@ -32,6 +32,7 @@ from apcore_a2a.adapters.outputs import AuthRequired, InputRequired
 from apcore_a2a.adapters.parts import input_from_parts, value_to_python
 from apcore_a2a.adapters.schema import SchemaFacts, coerce_integers
 from apcore_a2a.adapters.skills import SkillSpec
+from apcore_a2a.execution.governance import approval_handler_of
 from apcore_a2a.execution.routing import SKILL_METADATA_KEY
 from apcore_a2a.execution.runs import Run
 
@@ -160,7 +161,7 @@ async def _approval_answered(
         return None
     approved, reason = decision
     # Tell an approval handler that understands A2A decisions what the user said.
-    record = getattr(getattr(executor, "_approval_handler", None), "record_decision", None)
+    record = getattr(approval_handler_of(executor), "record_decision", None)
     if callable(record):
         record(pending.approval_id, approved, reason)
     decided = pending.metadata("approved" if approved else "rejected")

@@ -24,7 +24,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from apcore_a2a._version import __version__
 from apcore_a2a.classify import HEALTH_PATH, METRICS_PATH, request_info
 from apcore_a2a.errors import MissingExtraError
-from apcore_a2a.execution.identity import IDENTITY_SCOPE_KEY
+from apcore_a2a.execution.identity import IDENTITY_SCOPE_KEY, OPERATOR_ROLE
 from apcore_a2a.execution.observer import ExecutionObserver, ExecutionTracker
 from apcore_a2a.storage import StoreUnavailableError
 
@@ -39,8 +39,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("apcore_a2a.ops")
 
-#: The identity role that sees ``/health`` details (JWT ``roles`` claim, ``Identity.roles``).
-OPERATOR_ROLE = "operator"
 #: Seconds a health probe waits for the task store before reporting it unreachable.
 HEALTH_TIMEOUT = 0.8
 _NO_STORE = {"Cache-Control": "no-store"}

@@ -38,6 +38,7 @@ from apcore_a2a.errors import MissingExtraError
 from apcore_a2a.execution.catalog import SkillCatalog
 from apcore_a2a.execution.executor import ApCoreAgentExecutor
 from apcore_a2a.execution.executors import resolve_executor
+from apcore_a2a.execution.governance import check_served
 from apcore_a2a.execution.identity import IDENTITY_SCOPE_KEY, IdentityUser
 from apcore_a2a.execution.routing import ApCoreRequestContextBuilder, Preflight
 from apcore_a2a.keys import CardSigner, card_signer_from_settings
@@ -73,6 +74,7 @@ from apcore_a2a.streams.resume import (
     SSE_IDS_STATE_KEY,
     last_event_id_of,
 )
+from apcore_a2a.upstream.apcore_config import config_of
 from apcore_a2a.upstream.file_bytes import MESSAGE_PATHS, with_spec_files
 from apcore_a2a.upstream.parsed_body import parsed_once
 from apcore_a2a.upstream.rest03_streams import eager_streams
@@ -181,9 +183,16 @@ class A2AServerFactory:
         s = self.settings
         if not list(self.registry.list()):
             raise ValueError("The apcore registry has no modules; nothing to serve")
-        catalog = SkillCatalog(self.registry, self.card_builder())
+        catalog = SkillCatalog(self.registry, self.card_builder(), s.system_modules)
         if not catalog.ids():
             raise ValueError("No module has a description; nothing to publish as a skill")
+        check_served(
+            self.executor,
+            self.registry,
+            catalog.ids(),
+            s.system_modules,
+            authenticated=self.auth is not None,
+        )
         if s.default_skill and catalog.get(s.default_skill) is None:
             raise ValueError(f"default_skill {s.default_skill!r} is not a served skill")
 
@@ -349,8 +358,7 @@ def _executor_for(obj: Any, settings: Settings) -> tuple[Any, Any]:
 
 def _config_value(executor: Any, registry: Any, key: str) -> str | None:
     for owner in (executor, registry):
-        config = getattr(owner, "_config", None) or getattr(owner, "config", None)
-        getter = getattr(config, "get", None)
+        getter = getattr(config_of(owner), "get", None)
         if callable(getter):
             try:
                 value = getter(key)

@@ -43,6 +43,7 @@ from a2a.utils.errors import (
 
 from apcore_a2a.errors import TaskBusyError
 from apcore_a2a.execution.executor import BLOCKING_STATE_KEY
+from apcore_a2a.execution.routing import check_follow_up
 from apcore_a2a.server.task_quota import TaskLookup, TaskQuota
 from apcore_a2a.storage.deferred import DEFER_STATE_KEY, NEW_TASK_STATE_KEY
 from apcore_a2a.storage.event_log import MemoryEventLog, RecordingTaskStore
@@ -166,6 +167,7 @@ class ApCoreRequestHandler(DefaultRequestHandler):
         stored = await self._task_lookup(task_id, context)
         if stored is None:
             return  # the SDK answers TaskNotFoundError
+        check_follow_up(params, stored)
         state = stored.status.state
         if state in _RUNNING:
             raise TaskBusyError(

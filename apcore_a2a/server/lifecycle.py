@@ -10,9 +10,9 @@ A host app that mounts the agent usually does not run a mounted app's lifespan, 
 :class:`StartOnFirstRequest` starts the same work on the first request (for a clean
 shutdown the host wires our lifespan into its own, see docs/deployment.md).
 
-Process-wide tuning (the loop's default thread pool sized ``sync_workers``, where apcore
-runs sync modules; ``gc.freeze()`` after start) only with ``process_tuning`` (by default
-under ``serve()`` and the CLI, which own the process), and undone on stop.
+Process-wide tuning (``gc.freeze()`` after start) only with ``process_tuning`` (by default
+under ``serve()`` and the CLI, which own the process), and undone on stop. Sync modules run
+on the agent's own thread pool (``ApCoreAgentExecutor``), never the loop's default one.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ import gc
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -142,15 +141,12 @@ class Lifecycle:
         self.closed = False
         self._lock = asyncio.Lock()
         self._stopped: list[Feature] = []
-        self._pool: ThreadPoolExecutor | None = None
-        self._previous_pool: Any = None
 
     async def start(self) -> None:
         """Start everything; a second call (or a concurrent one) does nothing."""
         async with self._lock:
             if self.started or self.closed:
                 return
-            self._tune()
             self.state.started_at = time.time()
             await self.state.stores.start()
             for feature in self.features:
@@ -197,29 +193,10 @@ class Lifecycle:
         finally:
             await self.stop()
 
-    def _tune(self) -> None:
-        if not self.tuning:
-            return
-        loop = asyncio.get_running_loop()
-        self._pool = ThreadPoolExecutor(
-            max_workers=self.state.settings.sync_workers, thread_name_prefix="apcore-a2a"
-        )
-        self._previous_pool = getattr(loop, "_default_executor", None)
-        loop.set_default_executor(self._pool)
-
     def _untune(self) -> None:
-        pool, self._pool = self._pool, None
-        if pool is None:
-            return
-        loop = asyncio.get_running_loop()
-        current: object = getattr(loop, "_default_executor", None)
-        if current is pool:
-            if self._previous_pool is not None:
-                loop.set_default_executor(self._previous_pool)
-            else:
-                loop._default_executor = None  # type: ignore[attr-defined]
-        pool.shutdown(wait=False, cancel_futures=True)
-        gc.unfreeze()  # let this app's own cycles be collected once it is gone
+        self.state.agent_executor.close()
+        if self.tuning:
+            gc.unfreeze()  # let this app's own cycles be collected once it is gone
 
 
 @dataclass

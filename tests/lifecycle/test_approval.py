@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import httpx
 import pytest
 from a2a.types import GetTaskRequest, ListTasksRequest, Task, TaskState
 from google.protobuf.json_format import MessageToDict
@@ -11,7 +12,7 @@ from google.protobuf.json_format import MessageToDict
 from tests._sdk import request
 
 from ._agent import Agent
-from ._client import collect, parts_data, sdk_client, summarize
+from ._client import V1, collect, parts_data, rpc, sdk_client, summarize, wire_message
 
 INPUT_REQUIRED = TaskState.TASK_STATE_INPUT_REQUIRED
 
@@ -202,3 +203,42 @@ async def test_module_sees_a2a_ids_and_tasks_list_by_context(agent: Agent) -> No
         assert sorted(t.id for t in listed.tasks) == sorted([first.id, second.id])
     finally:
         await client.close()
+
+
+@pytest.mark.parametrize("binding", ["JSONRPC", "REST"])
+async def test_an_approval_answers_only_the_task_own_skill(agent: Agent, binding: str) -> None:
+    """``{"approved": true}`` naming another skill (itself approval-gated) is refused and
+    changes nothing (issue 40 item 4; before, it ran that skill without its approval)."""
+    async with httpx.AsyncClient(base_url=agent.url, timeout=30) as http:
+
+        async def task(task_id: str) -> dict[str, Any]:
+            answer = await http.post("/", json=rpc("GetTask", {"id": task_id}), headers=V1)
+            return answer.json()["result"]  # type: ignore[no-any-return]
+
+        first = wire_message("life.transfer", {"to": "bob", "amount": 5})
+        sent = await http.post("/", json=rpc("SendMessage", {"message": first}), headers=V1)
+        parked = sent.json()["result"]["task"]
+        assert parked["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+        before = await task(parked["id"])
+
+        other = wire_message("life.transfer_stream", {"approved": True}, taskId=parked["id"])
+        if binding == "JSONRPC":
+            answer = await http.post("/", json=rpc("SendMessage", {"message": other}), headers=V1)
+            error = answer.json()["error"]
+            assert (answer.status_code, error["code"]) == (200, -32602)
+        else:
+            answer = await http.post("/message:send", json={"message": other}, headers=V1)
+            error = answer.json()["error"]
+            assert (answer.status_code, error["status"]) == (400, "INVALID_ARGUMENT")
+        assert error["message"] == (
+            f"Task {parked['id']} runs skill life.transfer: a message on it answers that "
+            "skill only, and metadata.skillId names life.transfer_stream"
+        )
+        assert await task(parked["id"]) == before
+        assert _ran(agent) == []
+
+        # The wait is still the task's: its own approval runs its own skill.
+        own = wire_message(None, {"approved": True}, taskId=parked["id"])
+        done = await http.post("/", json=rpc("SendMessage", {"message": own}), headers=V1)
+        assert done.json()["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+        assert _ran(agent) == [{"ran": "life.transfer", "to": "bob", "amount": 5}]

@@ -1,13 +1,13 @@
 """Outside ``apcore_a2a/upstream/`` no module reads or writes a private name of a2a-sdk,
-Starlette, uvicorn, sse-starlette or aiosqlite (issue 30).
+Starlette, uvicorn, sse-starlette, aiosqlite or apcore (issues 30, 42).
 
-Private names are those the five packages define with one leading underscore (attributes
+Private names are those the six packages define with one leading underscore (attributes
 they assign, functions, classes, module variables). Checked statically on every module:
 
-* ``obj._name`` where ``_name`` is such a name and not an attribute of ours: on
-  ``self``/``cls`` the enclosing class of ours must define it, on any other object some
-  class of ours must (a name both define is taken as ours: the check errs on the quiet
-  side);
+* ``obj._name``, or ``getattr``/``hasattr``/``setattr``/``delattr(obj, "_name")``, where
+  ``_name`` is such a name and not an attribute of ours: on ``self``/``cls`` the enclosing
+  class of ours must define it, on any other object some class of ours must (a name both
+  define is taken as ours: the check errs on the quiet side);
 * ``from pkg.mod import _name``, or a module path with a private segment.
 """
 
@@ -24,7 +24,9 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "apcore_a2a"
 SEAM = PACKAGE / "upstream"
-UPSTREAM = ("a2a", "starlette", "uvicorn", "sse_starlette", "aiosqlite")
+UPSTREAM = ("a2a", "starlette", "uvicorn", "sse_starlette", "aiosqlite", "apcore")
+#: the builtins that name an attribute by a string
+_BY_NAME = ("getattr", "hasattr", "setattr", "delattr")
 _PRIVATE = re.compile(r"^_[A-Za-z0-9]\w*$")
 
 #: (module path relative to apcore_a2a, name) found outside the seam today.
@@ -131,8 +133,33 @@ def _privates_of(module: str, name: str) -> frozenset[str]:
     return frozenset(found)
 
 
+def _named_attribute(node: ast.AST) -> tuple[ast.expr, str] | None:
+    """``(receiver, name)`` of ``obj.name`` or ``getattr(obj, "name")`` (and its kin)."""
+    if isinstance(node, ast.Attribute):
+        return node.value, node.attr
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id in _BY_NAME
+        and len(node.args) >= 2
+        and isinstance(node.args[1], ast.Constant)
+        and isinstance(node.args[1].value, str)
+    ):
+        return node.args[0], node.args[1].value
+    return None
+
+
 def _private_uses(tree: ast.Module, upstream: frozenset[str], ours: set[str]) -> Iterator[str]:
     imported = _upstream_imports(tree)
+    classes = {n.name: n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
+
+    def defined(cls: ast.ClassDef, seen: frozenset[str] = frozenset()) -> set[str]:
+        """What *cls* and its bases of this module define (a mixin of ours included)."""
+        names = set(_attributes(cls))
+        for base in cls.bases:
+            if isinstance(base, ast.Name) and base.id in classes and base.id not in seen:
+                names |= defined(classes[base.id], seen | {cls.name})
+        return names
 
     def visit(node: ast.AST, own: set[str] | None) -> Iterator[str]:
         if isinstance(node, ast.ClassDef):
@@ -143,14 +170,13 @@ def _private_uses(tree: ast.Module, upstream: frozenset[str], ours: set[str]) ->
                 for base in node.bases
                 if isinstance(base, ast.Name) and base.id in imported
             ]
-            own = set(_attributes(node)).difference(*inherited)
-        if isinstance(node, ast.Attribute) and node.attr in upstream:
-            receiver = node.value
+            own = defined(node).difference(*inherited)
+        named = _named_attribute(node)
+        if named is not None and named[1] in upstream:
+            receiver, attr = named
             on_self = isinstance(receiver, ast.Name) and receiver.id in ("self", "cls")
-            if (on_self and node.attr not in (own or set())) or (
-                not on_self and node.attr not in ours
-            ):
-                yield node.attr
+            if (on_self and attr not in (own or set())) or (not on_self and attr not in ours):
+                yield attr
         elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in UPSTREAM:
             segments = (node.module or "").split(".")
             yield from (s for s in segments if _private(s))
@@ -168,8 +194,8 @@ def _private_uses(tree: ast.Module, upstream: frozenset[str], ours: set[str]) ->
 
 def test_no_private_upstream_name_outside_the_seam() -> None:
     found = [item for item in offenders(_ours()) if item not in ALLOWED]
-    assert not found, "private names of a2a-sdk/Starlette/uvicorn/sse-starlette/aiosqlite: " + repr(
-        found
+    assert not found, (
+        "private names of a2a-sdk/Starlette/uvicorn/sse-starlette/aiosqlite/apcore: " + repr(found)
     )
 
 
@@ -188,13 +214,15 @@ class Handler(DefaultRequestHandler):
         self._mine = 1
         self._versioned_store = None
 
-def f(request):
+def f(request, executor):
     request._body = b""
+    return getattr(executor, "_approval_handler", None)
 """
     tree = ast.parse(source)
     found = offenders({PACKAGE / "server" / "example.py": tree})
     assert found == [
         ("server/example.py", "_ERROR_CODE_MAP"),
+        ("server/example.py", "_approval_handler"),
         ("server/example.py", "_body"),
         ("server/example.py", "_versioned_store"),
     ]  # not _mine: the handler's own

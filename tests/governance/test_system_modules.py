@@ -1,0 +1,173 @@
+"""apcore's control plane is no open door (issue 40 item 2).
+
+An ``APCore`` client with ``sys_modules`` and events on registers nine ``system.*`` modules
+beside the user's. None is a skill unless the operator names it; a control module
+(``system.control.*``) only behind authentication, for callers with the operator role,
+and under apcore's approval gate. Before: all nine on the card, and an anonymous
+``SendMessage`` to ``system.control.toggle_feature`` disabled ``demo.echo``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from apcore import Executor
+
+from apcore_a2a import A2AServerFactory, Settings
+from apcore_a2a.config import load_config
+from apcore_a2a.settings import SettingsError
+from tests._support import cli, cli_server
+
+from ._agent import KEYS, OPS, TOGGLE, USER, V1, apcore_client, call, send, served, skills, toggle
+
+READ_ONLY = ("system.health.summary", "system.manifest.full")
+
+
+def _text(answer: dict[str, Any]) -> Any:
+    return answer["result"]["task"]["artifacts"][0]["parts"][0]["text"]
+
+
+async def test_no_system_skill_by_default_and_the_control_plane_is_unknown() -> None:
+    client = apcore_client()
+    assert len([m for m in client.registry.list() if m.startswith("system.")]) == 9
+    async with served(client.executor) as http:
+        assert await skills(http) == ["demo.echo"]
+        refused = await call(http, TOGGLE, toggle(False))
+        unknown = await call(http, "nope.nope", toggle(False))
+        assert refused["error"]["code"] == unknown["error"]["code"] == -32601
+        assert refused["error"]["message"] == f"Skill not found: {TOGGLE}"
+        assert refused["error"]["data"] == unknown["error"]["data"]
+        # REST answers both alike too.
+        rest = []
+        for skill in (TOGGLE, "nope.nope"):
+            body = send(skill, toggle(False))["params"]
+            answer = await http.post("/message:send", json=body, headers=V1)
+            rest.append((answer.status_code, answer.json()["error"]["status"]))
+        assert rest[0] == rest[1] == (404, "NOT_FOUND")
+        # The other skill still works: nothing was toggled.
+        assert _text(await call(http, "demo.echo", {"text": "hi"})) == "hi"
+        assert _text(await call(http, "demo.echo", {"text": "again"})) == "again"
+
+
+async def test_named_read_only_system_modules_are_served() -> None:
+    client = apcore_client()
+    async with served(client.executor, system_modules=READ_ONLY) as http:
+        assert await skills(http) == ["demo.echo", *READ_ONLY]
+        manifest = await call(http, "system.manifest.full", {})
+        data = manifest["result"]["task"]["artifacts"][0]["parts"][0]["data"]
+        assert "demo.echo" in [m["module_id"] for m in data["modules"]]
+        # One not named stays unknown.
+        other = await call(http, "system.usage.summary", {})
+        assert other["error"]["code"] == -32601
+
+
+@pytest.mark.parametrize(
+    ("name", "said"),
+    [
+        ("demo.echo", "'demo.echo' is not one of apcore's system modules"),
+        ("system.health.summry", "'system.health.summry' is not registered"),
+    ],
+)
+def test_a_name_that_is_no_registered_system_module_is_refused(name: str, said: str) -> None:
+    with pytest.raises(SettingsError) as refused:
+        A2AServerFactory(apcore_client().executor, environ={}, system_modules=[name]).create()
+    assert said in str(refused.value) and "\n" not in str(refused.value)
+
+
+def test_a_control_module_needs_authentication() -> None:
+    with pytest.raises(SettingsError) as refused:
+        A2AServerFactory(apcore_client().executor, environ={}, system_modules=[TOGGLE]).create()
+    message = str(refused.value)
+    assert message.startswith(f"system_modules: {TOGGLE} is one of apcore's control modules")
+    assert "only with authentication" in message and "'operator' role" in message
+
+
+def test_a_control_module_needs_apcore_approval_gate() -> None:
+    # A strategy without apcore's approval gate: governance_state() calls the control
+    # surface unprotected, and the agent refuses to serve it.
+    client = apcore_client()
+    executor = Executor(client.registry, strategy="internal")
+    assert executor.governance_state().unprotected_control_surface
+    factory = A2AServerFactory(executor, environ={}, api_keys=KEYS, system_modules=[TOGGLE])
+    with pytest.raises(SettingsError) as refused:
+        factory.create()
+    assert str(refused.value) == (
+        f"system_modules: {TOGGLE} is one of apcore's control modules, and apcore's approval "
+        "gate does not protect the control plane (governance_state(): "
+        "unprotected_control_surface True, approval gate wired False): refusing to serve it"
+    )
+
+
+async def test_a_control_module_is_for_operators_and_asks_for_approval() -> None:
+    client = apcore_client()
+    async with served(client.executor, api_keys=KEYS, system_modules=[TOGGLE]) as http:
+        assert await skills(http) == ["demo.echo"]  # the public card: anonymous callers
+        extended = {"jsonrpc": "2.0", "id": 2, "method": "GetExtendedAgentCard", "params": {}}
+        for key, listed in ((USER, ["demo.echo"]), (OPS, ["demo.echo", TOGGLE])):
+            card = (await http.post("/", json=extended, headers={**V1, **key})).json()
+            assert [s["id"] for s in card["result"]["skills"]] == listed
+        # Not an operator: the same answer as for a skill that does not exist.
+        refused = await call(http, TOGGLE, toggle(False), **USER)
+        assert (refused["error"]["code"], refused["error"]["message"]) == (
+            -32601,
+            f"Skill not found: {TOGGLE}",
+        )
+        # An operator is asked for approval first; nothing changes before it.
+        parked = (await call(http, TOGGLE, toggle(False), **OPS))["result"]["task"]
+        assert parked["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+        assert parked["status"]["message"]["parts"][1]["data"]["code"] == "APPROVAL_PENDING"
+        assert _text(await call(http, "demo.echo", {"text": "hi"}, **USER)) == "hi"
+        approve = send(None, {"approved": True}, taskId=parked["id"])
+        done = (await http.post("/", json=approve, headers={**V1, **OPS})).json()
+        assert done["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+        disabled = await call(http, "demo.echo", {"text": "hi"}, **USER)
+        assert disabled["error"]["message"] == "Skill is disabled: demo.echo"
+
+
+def test_the_setting_comes_from_env_and_the_config_file(tmp_path: Path) -> None:
+    env = Settings.resolve(
+        environ={"A2A_SYSTEM_MODULES": "system.health.summary,system.usage.summary"}
+    )
+    assert env.system_modules == ("system.health.summary", "system.usage.summary")
+    agent = tmp_path / "agent.yaml"
+    agent.write_text("modules:\n  system_modules: [system.manifest.full]\n", encoding="utf-8")
+    assert load_config(agent).base().system_modules == ("system.manifest.full",)
+
+
+def _apcore_yaml(tmp_path: Path) -> str:
+    path = tmp_path / f"apcore-{uuid.uuid4().hex}.yaml"
+    path.write_text(
+        'version: "1.0"\nproject:\n  name: governed\n'
+        "sys_modules:\n  enabled: true\n  events:\n    enabled: true\n",
+        encoding="utf-8",
+    )
+    return str(path)
+
+
+async def test_cli_refuses_an_unprotected_control_module_in_one_line(tmp_path: Path) -> None:
+    code, _out, err = await cli(
+        *("serve", "--extensions-dir", "examples/extensions"),
+        *("--apcore-config", _apcore_yaml(tmp_path), "--system-module", TOGGLE),
+    )
+    assert code == 1
+    said = [line for line in err.splitlines() if line.startswith("Error:")]
+    assert said == [
+        f"Error: --system-module: {TOGGLE} is one of apcore's control modules: it is served "
+        "only with authentication (auth_key, auth_jwks_url or api_keys), to callers with "
+        "the 'operator' role"
+    ]
+    assert "Traceback" not in err
+
+
+def test_cli_serves_the_system_modules_it_names(tmp_path: Path) -> None:
+    import httpx
+
+    args = ["--extensions-dir", "examples/extensions", "--apcore-config", _apcore_yaml(tmp_path)]
+    with cli_server([*args, "--system-module", "system.health.summary"]) as (url, _proc):
+        card = httpx.get(url + "/.well-known/agent-card.json", headers=V1).json()
+    ids = [s["id"] for s in card["skills"]]
+    assert "system.health.summary" in ids and "math.add" in ids
+    assert [i for i in ids if i.startswith("system.")] == ["system.health.summary"]

@@ -1,0 +1,51 @@
+"""The apcore behaviour ``apcore_a2a/upstream/apcore_module_tasks.py`` answers: cancelling
+``Executor.call_async`` leaves the task apcore runs an async module in running to its end.
+A failure here means apcore cancels that task with its caller now: delete that file (and
+the tracking in ``execution/runs.py``)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+from apcore import Executor, Registry
+from pydantic import BaseModel
+
+
+class _Empty(BaseModel):
+    pass
+
+
+class _Slow:
+    input_schema = _Empty
+    output_schema = _Empty
+    description = "Wait a little"
+
+    def __init__(self) -> None:
+        self.started = asyncio.Event()
+        self.finished = asyncio.Event()
+        self.cancelled = False
+
+    async def execute(self, inputs: dict[str, Any], context: Any) -> dict[str, Any]:
+        self.started.set()
+        try:
+            await asyncio.sleep(0.3)
+        except asyncio.CancelledError:
+            self.cancelled = True
+            raise
+        self.finished.set()
+        return {}
+
+
+async def test_cancelling_the_caller_leaves_the_module_task_running() -> None:
+    module = _Slow()
+    registry = Registry()
+    registry.register("slow.wait", module)
+    call = asyncio.ensure_future(Executor(registry).call_async("slow.wait", {}))
+    await asyncio.wait_for(module.started.wait(), 10)
+    call.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await call
+    await asyncio.wait_for(module.finished.wait(), 10)
+    assert not module.cancelled  # it ran on after its caller was cancelled
