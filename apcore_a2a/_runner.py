@@ -18,6 +18,7 @@ import signal
 import socket
 import sys
 import time
+from collections.abc import Callable
 from multiprocessing.connection import wait
 from typing import TYPE_CHECKING, Any
 
@@ -96,9 +97,15 @@ def serve(registry_or_executor: Any = None, **kwargs: Any) -> None:
 STREAM_FLUSH_SECONDS = 3
 
 
-def run_app(app: Starlette, settings: Settings, sockets: list[Any] | None = None) -> None:
+def run_app(
+    app: Starlette,
+    settings: Settings,
+    sockets: list[Any] | None = None,
+    on_started: Callable[[], None] | None = None,
+) -> None:
     """Run *app* with uvicorn per *settings*, on *sockets* if given (a worker); raises
-    :class:`StartupError` (one line) when it cannot start."""
+    :class:`StartupError` (one line) when it cannot start. *on_started* runs once it
+    serves (the CLI's banner: never before a start-up failure)."""
     import uvicorn
 
     from apcore_a2a import _logging
@@ -108,6 +115,13 @@ def run_app(app: Starlette, settings: Settings, sockets: list[Any] | None = None
         """Drains running tasks alongside uvicorn's wait for open connections: the lifespan
         shutdown comes too late (a returnImmediately task holds no connection; a stream
         would be cut before its ``canceled`` event)."""
+
+        async def startup(self, sockets: Any = None) -> None:
+            await super().startup(sockets)
+            if self.started and not sockets:
+                logger.info("Serving A2A agent at %s", settings.public_url())
+            if self.started and on_started is not None:
+                on_started()
 
         async def shutdown(self, sockets: Any = None) -> None:
             state = getattr(getattr(self.config.app, "state", None), "a2a", None)
@@ -133,8 +147,6 @@ def run_app(app: Starlette, settings: Settings, sockets: list[Any] | None = None
         log_config=None,
     )
     server = GracefulServer(config)
-    if sockets is None:
-        logger.info("Serving A2A agent at %s", settings.public_url())
     errors: list[str] = []
 
     def startup_errors(record: logging.LogRecord) -> bool:
@@ -223,15 +235,20 @@ STARTUP_FAILED = 3
 _KILL_MARGIN = 5.0
 
 
-def run_workers(factory: A2AServerFactory) -> int:
-    """Serve with ``factory.settings.workers`` processes; returns the exit code."""
+def run_workers(factory: A2AServerFactory, on_started: Callable[[], None] | None = None) -> int:
+    """Serve with ``factory.settings.workers`` processes; returns the exit code. The first
+    worker runs *on_started* once it serves."""
     settings = factory.settings  # workers > 1 implies cluster mode (Settings checks it)
     # Bound, not listening: it reserves the port (an error here names it) without taking
     # connections; the workers' listening sockets join it through SO_REUSEPORT.
     reservation = _bind(settings.host, settings.port)
     context = multiprocessing.get_context("fork")
     children = [
-        context.Process(target=_child, args=(factory,), name=f"apcore-a2a-worker-{i}")
+        context.Process(
+            target=_child,
+            args=(factory, on_started if i == 0 else None),
+            name=f"apcore-a2a-worker-{i}",
+        )
         for i in range(settings.workers)
     ]
     stopping = False
@@ -291,7 +308,7 @@ def _bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def _child(factory: A2AServerFactory) -> None:
+def _child(factory: A2AServerFactory, on_started: Callable[[], None] | None) -> None:
     # The parent's handlers forward signals; a worker stops the way a single server does.
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, signal.SIG_DFL)
@@ -300,7 +317,7 @@ def _child(factory: A2AServerFactory) -> None:
     listener.listen(2048)
     app, _card = factory.create()
     try:
-        run_app(app, settings, sockets=[listener])
+        run_app(app, settings, sockets=[listener], on_started=on_started)
     except StartupError as exc:
         # One line, as a single server says it; the parent then exits with this code.
         print(f"Error: {exc}", file=sys.stderr, flush=True)

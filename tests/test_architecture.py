@@ -24,7 +24,9 @@ ALLOWED: dict[str, set[str]] = {
     "push": {"adapters", "settings", "errors", "storage", "classify", "upstream"},
     "ops": {"execution", "storage", "settings", "errors", "classify", "_version", "_logging"},
     "explorer": {"_version"},
-    "client": {"_version"},
+    # the client may import the seam's corrections of the SDK's client side, and only those
+    # (CLIENT_SEAM): the rest of the seam is the server's
+    "client": {"_version", "upstream"},
     "config": {"settings", "execution", "approval"},
     # the agent's own keys (card signing); the key class is push's SigningKey for now
     "keys": {"adapters", "settings", "push"},
@@ -40,6 +42,11 @@ ALLOWED: dict[str, set[str]] = {
         *("settings", "errors", "classify", "shape", "approval", "_version", "_logging"),
     },
 }
+
+
+#: the seam's corrections of a2a-sdk's client transports: the only seam modules the client
+#: imports, and they import nothing of ours (tests/client/test_imports.py: no server stack)
+CLIENT_SEAM = {"apcore_a2a.upstream.utc_timestamps"}
 
 
 def _module_name(path: Path) -> str:
@@ -144,6 +151,21 @@ def test_rooms_import_only_what_they_may() -> None:
             if other != room and other not in ALLOWED[room]:
                 wrong.append(f"{module} -> {target}")
     assert wrong == []
+
+
+def test_the_client_imports_only_the_client_side_of_the_seam() -> None:
+    graph = _graph()
+    seam = {"apcore_a2a.upstream", *CLIENT_SEAM}
+    wrong = [
+        f"{module} -> {target}"
+        for module, targets in sorted(graph.items())
+        if _room(module) == "client"
+        for target in sorted(targets)
+        if _room(target) == "upstream" and target not in seam
+    ]
+    assert wrong == []
+    of_ours = {module: sorted(graph[module] - seam) for module in CLIENT_SEAM}
+    assert of_ours == {module: [] for module in CLIENT_SEAM}
 
 
 def test_no_module_is_too_long() -> None:

@@ -21,11 +21,11 @@ import json
 import logging
 import mimetypes
 import sys
-import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from apcore_a2a.cli._waiting import StillRunning, wait_for
 from apcore_a2a.client import (
     A2AAuthenticationError,
     A2AClient,
@@ -42,19 +42,28 @@ EXIT_UNREACHABLE = 3
 EXIT_UNVERIFIED = 4
 EXIT_REFUSED = 5
 EXIT_STILL_RUNNING = 6
+#: ``call``: the task ended in one of these states (its JSON is printed all the same)
+EXIT_TASK_STATES = {"failed": 7, "rejected": 8, "canceled": 9}
 #: what each exit code of the client commands means (shown by ``--help``)
 EXIT_CODES = f"""exit codes:
-  0  done
+  0  done (call: the task completed, or waits for input; card, task: printed)
   {EXIT_REMOTE}  the agent answered with an A2A error (unknown skill, invalid input, ...)
   {EXIT_USAGE}  bad command input
   {EXIT_UNREACHABLE}  the agent cannot be reached or has no usable card
   {EXIT_UNVERIFIED}  card --verify: the card's signature is missing or does not verify
   {EXIT_REFUSED}  the agent refused the credentials (HTTP 401/403): see --token, --header
-  {EXIT_STILL_RUNNING}  call: the task still runs when --timeout ends (its id is printed)"""
+  {EXIT_STILL_RUNNING}  call: the task still runs when --timeout ends (its id is printed)
+  7  call: the task failed   8  call: the agent rejected it   9  call: it was canceled"""
 
 
-class StillRunning(Exception):
-    """``call`` stopped waiting (``--timeout``) while the task runs on."""
+class TaskEnded(Exception):
+    """``call``'s task ended ``failed``, ``rejected`` or ``canceled`` (see EXIT_TASK_STATES)."""
+
+    def __init__(self, task: dict[str, Any]) -> None:
+        self.state = str(task["status"]["state"])
+        message = task["status"].get("message") or {}
+        said = " ".join(str(p.get("text") or "") for p in message.get("parts") or []).strip()
+        super().__init__(f"task {task['id']} {self.state}" + (f": {said}" if said else ""))
 
 
 def _fail(code: int, message: str) -> int:
@@ -138,6 +147,8 @@ def _run(
         return _fail(EXIT_REFUSED, f"{type(exc).__name__}: {exc.message}")
     except StillRunning as exc:
         return _fail(EXIT_STILL_RUNNING, str(exc))
+    except TaskEnded as exc:
+        return _fail(EXIT_TASK_STATES[exc.state], str(exc))
     except (A2AConnectionError, A2ADiscoveryError) as exc:
         return _fail(EXIT_UNREACHABLE, f"{type(exc).__name__}: {exc.message}")
     except A2AClientError as exc:
@@ -170,12 +181,29 @@ def _message_from(args: argparse.Namespace) -> Any:
     return {"parts": [part]}
 
 
+#: the card extension an apcore-a2a agent publishes its skills' schemas in (its URI is
+#: adapters/skills.py's; the client side imports nothing of the server)
+SCHEMA_EXTENSION = "urn:apcore:a2a:skill-schemas:v1"
+
+
+def skills_of(card: dict[str, Any]) -> list[dict[str, Any]]:
+    """The card's skills, each with what the schema extension publishes for it
+    (``inputSchema``, ``outputSchema``, ``annotations``, ...) in its own entry."""
+    extensions = (card.get("capabilities") or {}).get("extensions") or []
+    params = next((e.get("params") for e in extensions if e.get("uri") == SCHEMA_EXTENSION), None)
+    published = (params or {}).get("skills") or {}
+    return [
+        {**(published.get(skill.get("id")) or {}), **skill} for skill in card.get("skills") or []
+    ]
+
+
 def _cmd_card(args: argparse.Namespace) -> int:
     if args.keys and not args.verify:
         return _fail(EXIT_USAGE, "--keys needs --verify")
 
     async def body(client: A2AClient) -> None:
-        _emit(await client.discover(), indent=2)
+        card = await client.discover()
+        _emit(skills_of(card) if args.skills else card, indent=2)
         if args.verify:
             print("card signature verified", file=sys.stderr)
 
@@ -192,96 +220,19 @@ def _cmd_call(args: argparse.Namespace) -> int:
         options: dict[str, Any] = {"context_id": args.context_id, "skill_id": args.skill}
         if args.task_id:
             options["task_id"] = args.task_id
+        last: dict[str, Any] = {}
         if args.stream:
-            async for event in client.stream_message(message, **options):
-                _emit(event)
+            async for last in client.stream_message(message, **options):
+                _emit(last)
         elif args.no_wait:
-            _emit(await client.send_message(message, return_immediately=True, **options))
+            _emit(last := await client.send_message(message, return_immediately=True, **options))
         else:
-            _emit(await _wait(client, message, options, args))
+            _emit(last := await wait_for(client, message, options, args))
+        if (last.get("status") or {}).get("state") in EXIT_TASK_STATES:
+            raise TaskEnded({"id": last.get("id") or last.get("taskId"), **last})
 
     # The wait is bounded as a whole (--timeout), not each read of the stream.
     return _run(args, body, per_request=False)
-
-
-class _Progress:
-    """The waiting line on stderr: task id, state, elapsed time (after a quiet first 2 s).
-
-    On a terminal it is redrawn in place every second; elsewhere a line is written when
-    the state changes and every 30 s.
-    """
-
-    def __init__(self) -> None:
-        self.started = time.monotonic()
-        self.task_id: str | None = None
-        self.state = "submitted"
-        self._shown: tuple[str, float] | None = None
-        self._tty = sys.stderr.isatty()
-
-    def update(self, task_id: str | None = None, state: str | None = None) -> None:
-        self.task_id = task_id or self.task_id
-        self.state = state or self.state
-        elapsed = time.monotonic() - self.started
-        if elapsed < 2 or self.task_id is None:
-            return
-        shown = self._shown
-        if shown and not self._tty and shown[0] == self.state and elapsed - shown[1] < 30:
-            return
-        self._shown = (self.state, elapsed)
-        line = f"task {self.task_id}: {self.state}, {elapsed:.0f} s"
-        sys.stderr.write(f"\r\x1b[2K{line}" if self._tty else line + "\n")
-        sys.stderr.flush()
-
-    def done(self) -> None:
-        if self._tty and self._shown is not None:
-            sys.stderr.write("\r\x1b[2K")
-            sys.stderr.flush()
-
-
-async def _wait(
-    client: A2AClient, message: Any, options: dict[str, Any], args: argparse.Namespace
-) -> Any:
-    """Send and wait for the answer, streaming when the agent can, to show progress."""
-    progress = _Progress()
-
-    async def follow() -> Any:
-        card = await client.discover()
-        if not (card.get("capabilities") or {}).get("streaming"):
-            return await client.send_message(message, **options)
-        async for event in client.stream_message(message, **options):
-            if event["kind"] == "message" and progress.task_id is None:
-                return event
-            task_id = event.get("id") if event["kind"] == "task" else event.get("taskId")
-            progress.update(task_id, (event.get("status") or {}).get("state"))
-        if progress.task_id is None:
-            raise A2AClientError("the agent's stream ended without a task")
-        return await client.get_task(progress.task_id)
-
-    async def tick() -> None:
-        while True:
-            await asyncio.sleep(1)
-            progress.update()
-
-    ticker = asyncio.create_task(tick())
-    try:
-        async with asyncio.timeout(args.timeout):
-            return await follow()
-    except TimeoutError:
-        raise StillRunning(_still_running(progress, args)) from None
-    finally:
-        ticker.cancel()
-        progress.done()
-
-
-def _still_running(progress: _Progress, args: argparse.Namespace) -> str:
-    waited = f"after --timeout {args.timeout:g} s"
-    if progress.task_id is None:
-        return f"no answer from the agent {waited}; a longer --timeout waits longer"
-    return (
-        f"task {progress.task_id} is still {progress.state} {waited}; it runs on: follow it "
-        f"with 'apcore-a2a task get {args.url} {progress.task_id}' (or start long work "
-        "with --no-wait)"
-    )
 
 
 def _cmd_task(args: argparse.Namespace) -> int:
@@ -385,6 +336,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         action="store_true",
         help="require a valid A2A signature (keys: the agent's /.well-known/jwks.json); "
         "prints the signed card, exit 4 when it does not verify",
+    )
+    card.add_argument(
+        "--skills",
+        action="store_true",
+        help="print the skills only, each with its input and output JSON Schema",
     )
     card.add_argument(
         "--keys",

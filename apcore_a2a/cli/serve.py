@@ -112,15 +112,18 @@ def _serve_command(args: argparse.Namespace) -> int:
     except SettingsError as exc:
         raise SettingsError(_flag_named(str(exc), overrides)) from None
     notice = extension_ids_notice(factory.settings.extensions_dirs)
-    if notice:
-        print(notice, file=sys.stderr, flush=True)
-    print(
-        f"apcore-a2a {__version__}: serving {len(card.skills)} skills "
-        f"({', '.join(s.id for s in card.skills)}) at {factory.settings.public_url()}",
-        file=sys.stderr,
-        flush=True,
-    )
+
+    def banner() -> None:  # once it serves: a start-up failure is the only line then
+        if notice:
+            print(notice, file=sys.stderr, flush=True)
+        print(
+            f"apcore-a2a {__version__}: serving {len(card.skills)} skills "
+            f"({', '.join(s.id for s in card.skills)}) at {factory.settings.public_url()}",
+            file=sys.stderr,
+            flush=True,
+        )
+
     if factory.settings.workers > 1:
-        return run_workers(factory)
-    run_app(app, factory.settings)
+        return run_workers(factory, banner)
+    run_app(app, factory.settings, on_started=banner)
     return 0

@@ -2,10 +2,13 @@
 
 :func:`on_response` (an httpx hook) sees every HTTP reply before the transport does: errors
 keep the agent's code (also apcore-a2a's -32090..), message and ``data``/``details``, which
-the transports reduce; SSE bodies are re-read with ``httpx-sse`` one event at a time, so the
-id of the event the transport yields (``Last-Event-ID`` resume), which the SDK drops, is the
-one last read. The result as received also keeps what protobuf cannot hold (a 0.3 ``final``,
-push-config delivery status, a card as served).
+the transports reduce, and a non-2xx answer is read by its ErrorInfo reason or JSON-RPC
+code whatever its status (1.0.1's 400s and 1.0.0-era 409/415/502 alike). SSE bodies are read
+with ``httpx-sse`` and handed to the transport one event at a time, so the id of the event
+the transport yields (``Last-Event-ID`` resume), which the SDK drops, is the one last read.
+The result as received also keeps what protobuf cannot hold (a 0.3 ``final``, push-config
+delivery status, a card as served). Every answer passes ``upstream.utc_timestamps`` before
+the SDK parses it.
 
 With OpenTelemetry's API installed, each call runs in a CLIENT span named after the A2A 1.0
 method, with the draft OpenTelemetry A2A attributes, and sends the span's ``traceparent``.
@@ -34,13 +37,13 @@ from apcore_a2a.client.errors import (
     A2AConnectionError,
     A2ARemoteError,
     A2AServerError,
+    ContentTypeNotSupportedError,
     InvalidAgentResponseError,
     UnsupportedOperationError,
     error_from_details,
     error_from_rpc,
 )
-
-_SSE_HEADERS = {"content-type": "text/event-stream"}
+from apcore_a2a.upstream.utc_timestamps import utc_timestamps
 
 
 @dataclass
@@ -84,46 +87,86 @@ def _result(payload: Any, call: Call) -> Any:
     return payload.get("result")
 
 
-def _rest_error(content: bytes | str) -> A2ARemoteError | None:
-    """A ``google.rpc.Status`` (1.0, also apcore-a2a's 0.3 routes) or 0.3 ``{type, message}``."""
+def _error_body(content: bytes | str) -> dict[str, Any] | None:
+    """The error object of a failed answer: ``google.rpc.Status`` (1.0, apcore-a2a's 0.3
+    routes), a JSON-RPC ``error``, a 0.3 REST ``{type, message}`` or an RFC 9457 problem."""
     with contextlib.suppress(ValueError):
         body = json.loads(content)
         error = body.get("error", body) if isinstance(body, dict) else None
-        if isinstance(error, dict):
-            message = str(error.get("message") or "")
-            return error_from_details(message, error.get("details"), error.get("type"))
+        return error if isinstance(error, dict) else None
     return None
 
 
+def _rest_error(content: bytes | str) -> A2ARemoteError | None:
+    error = _error_body(content)
+    if error is None:
+        return None
+    message = str(error.get("message") or "")
+    return error_from_details(message, error.get("details"), error.get("type"))
+
+
+def _said(content: bytes, error: dict[str, Any] | None) -> str:
+    """What a refusal says, in one line: the error's message, else a short plain body."""
+    said = error and (error.get("message") or error.get("detail") or error.get("title"))
+    if isinstance(said, str):
+        return " ".join(said.split())[:300]
+    text = content.decode(errors="replace").strip()
+    return " ".join(text.split())[:200] if text and text[0] not in "{[<" else ""
+
+
+def _failed(response: httpx.Response, content: bytes) -> A2AClientError:
+    """The typed error of a non-2xx answer. By ErrorInfo reason (1.0.1: 400, 404, 500 ...;
+    1.0.0-era agents: 409, 415, 502 ...) or JSON-RPC code, whatever the status; a bare
+    415 is the content type; 401/403 refuse the caller; anything else is the connection's."""
+    status = response.status_code
+    error = _error_body(content)
+    if status not in (401, 403) and error is not None:
+        typed = (
+            error_from_rpc(error)
+            if isinstance(error.get("code"), int) and error["code"] < 0
+            else _rest_error(content)
+        )
+        if typed is not None:
+            return typed
+    said = _said(content, error)
+    if status == 415:
+        return ContentTypeNotSupportedError(said or "the agent does not accept the content type")
+    cls = A2AAuthenticationError if status in (401, 403) else A2AConnectionError
+    return cls(
+        f"HTTP {status} from {response.url}" + (f": {said}" if said else ""), status_code=status
+    )
+
+
 async def on_response(response: httpx.Response) -> None:
-    """Raise a failed A2A call's typed error; tap an SSE body (see the module docstring)."""
+    """Raise a failed A2A call's typed error; tap its body (see the module docstring)."""
     call = _current.get()
     if call is None:  # not an A2A call (card, keys)
         return
+    # Read through a response of our own (the content decoded), so the SDK reads the body
+    # we hand it: each SSE event on its own, the answer's timestamps read as UTC.
+    body = httpx.Response(response.status_code, headers=response.headers, stream=response.stream)
+    response.headers.pop("content-encoding", None)
     if not response.is_success:
-        content = await response.aread()
-        status = response.status_code
-        typed = _rest_error(content) if call.binding != "JSONRPC" else None
-        if typed is not None and status not in (401, 403):
-            raise typed
-        text = content.decode(errors="replace")[:200].strip()
-        cls = A2AAuthenticationError if status in (401, 403) else A2AConnectionError
-        detail = f": {text}" if text else ""
-        raise cls(f"HTTP {status} from {response.url}{detail}", status_code=status)
+        raise _failed(response, await body.aread())
     if "text/event-stream" in response.headers.get("content-type", ""):
-        response.stream = _EventTap(response.stream, call)
-    else:
-        content = await response.aread()
-        call.wire = _result(_payload(content), call) if content.strip() else None
+        response.stream = _EventTap(body, call)
+        return
+    content = await body.aread()
+    if not content.strip():
+        response.stream = httpx.ByteStream(content)
+        return
+    payload = _payload(content)
+    fixed = utc_timestamps(payload)
+    call.wire = _result(fixed, call)
+    response.stream = httpx.ByteStream(content if fixed is payload else json.dumps(fixed).encode())
 
 
 class _EventTap(httpx.AsyncByteStream):
-    def __init__(self, body: Any, call: Call) -> None:
+    def __init__(self, body: httpx.Response, call: Call) -> None:
         self._body, self._call = body, call
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
-        source = EventSource(httpx.Response(200, headers=_SSE_HEADERS, stream=self._body))
-        async for sse in source.aiter_sse():
+        async for sse in EventSource(self._body).aiter_sse():
             if not sse.data:
                 continue
             payload = _payload(sse.data)
@@ -132,10 +175,12 @@ class _EventTap(httpx.AsyncByteStream):
                     raise _rest_error(sse.data) or A2AServerError(sse.data[:300])
                 if not (isinstance(payload, dict) and "error" in payload):
                     raise error_from_rpc(payload)
-            self._call.wire = _result(payload, self._call)
+            fixed = utc_timestamps(payload)
+            self._call.wire = _result(fixed, self._call)
             self._call.event_id = sse.id or self._call.event_id
-            # The event as received, unless it spans lines (one data line per event here).
-            data = sse.data if "\n" not in sse.data else json.dumps(payload)
+            # The event as received, unless it spans lines or was corrected.
+            unchanged = fixed is payload and "\n" not in sse.data
+            data = sse.data if unchanged else json.dumps(fixed)
             yield b"data: " + data.encode() + b"\n\n"
 
     async def aclose(self) -> None:

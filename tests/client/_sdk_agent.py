@@ -126,13 +126,15 @@ def agent_card(
     streaming: bool = True,
     push: bool = True,
     input_modes: tuple[str, ...] = ("text/plain", "application/json"),
+    binding: str = "JSONRPC",
 ) -> AgentCard:
+    """The card: *binding*'s interfaces (a gRPC one names *base_url* as ``host:port``)."""
     return AgentCard(
         name="SDK echo agent",
         description="Plain a2a-sdk agent used as the client's test peer",
         version="1.0.0",
         supported_interfaces=[
-            AgentInterface(url=base_url, protocol_binding="JSONRPC", protocol_version=v)
+            AgentInterface(url=base_url, protocol_binding=binding, protocol_version=v)
             for v in versions
         ],
         capabilities=AgentCapabilities(
@@ -153,9 +155,11 @@ def build_sdk_app(
     validate_input_modes: bool = False,
     legacy_card_only: bool = False,
     executor: EchoExecutor | None = None,
+    binding: str = "JSONRPC",
 ) -> Starlette:
-    """An A2A agent made of SDK parts: card + JSON-RPC (1.0 and 0.3) + REST routes."""
-    card = agent_card(base_url, versions=versions, streaming=streaming, push=push)
+    """An A2A agent made of SDK parts: card + JSON-RPC (1.0 and 0.3) + REST routes; its
+    card offers *binding* (JSON-RPC or HTTP+JSON)."""
+    card = agent_card(base_url, versions=versions, streaming=streaming, push=push, binding=binding)
     handler = DefaultRequestHandler(
         agent_executor=executor or EchoExecutor(),
         task_store=InMemoryTaskStore(),

@@ -6,6 +6,7 @@ import json
 import re
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -15,7 +16,7 @@ from tests._support import cli, free_port, running_server
 from tests._support import json_lines as lines
 from tests.client._apcore_agent import build_our_app
 from tests.client._sdk_agent import build_sdk_app
-from tests.client._stub_agent import Recorder
+from tests.client._stub_agent import CARD_V10, Recorder, StubAgent, json_reply
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -247,6 +248,9 @@ async def test_refused_credentials_exit_5_not_3() -> None:
         )
     assert code == 5 and out == "", err
     assert err.startswith("error: A2AAuthenticationError") and err.count("\n") == 1
+    # What the agent said, not its JSON body cut in the middle.
+    assert err.rstrip().endswith(": Missing or invalid API key"), err
+    assert "{" not in err, err
 
 
 async def test_help_lists_the_exit_codes() -> None:
@@ -256,5 +260,74 @@ async def test_help_lists_the_exit_codes() -> None:
         "3  the agent cannot be reached",
         "5  the agent refused the credentials",
         "6  call: the task still runs when --timeout ends",
+        "7  call: the task failed",
+        "8  call: the agent rejected it",
+        "9  call: it was canceled",
     ):
         assert line in out, out
+
+
+def _ending_in(state: str) -> StubAgent:
+    """An agent whose every task ends in *state* at once (status message "why")."""
+    why = {"messageId": "m-a", "role": "ROLE_AGENT", "parts": [{"text": "why"}]}
+    task = {"id": "t-1", "contextId": "c-1", "status": {"state": state, "message": why}}
+
+    def rpc(body: dict[str, Any]) -> Any:
+        wrapped = body["method"] in ("SendMessage", "SendStreamingMessage")
+        return json_reply(
+            {"jsonrpc": "2.0", "id": body["id"], "result": {"task": task} if wrapped else task}
+        )
+
+    return StubAgent(rpc=rpc, card=dict(CARD_V10))
+
+
+@pytest.mark.parametrize(
+    ("state", "code"),
+    [
+        ("TASK_STATE_FAILED", 7),
+        ("TASK_STATE_REJECTED", 8),
+        ("TASK_STATE_CANCELED", 9),
+        ("TASK_STATE_COMPLETED", 0),
+        ("TASK_STATE_INPUT_REQUIRED", 0),
+    ],
+)
+@pytest.mark.parametrize(
+    "mode", [(), ("--stream",), ("--no-wait",)], ids=["wait", "stream", "no-wait"]
+)
+async def test_call_exits_with_the_code_of_how_its_task_ended(
+    state: str, code: int, mode: tuple[str, ...]
+) -> None:
+    port = free_port()
+    stub = _ending_in(state)
+    rpc = f"http://127.0.0.1:{port}/rpc"
+    stub.card["supportedInterfaces"] = [
+        {"url": rpc, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}
+    ]
+    async with running_server(stub, port=port) as url:
+        got, out, err = await cli("call", url, "--text", "x", *mode)
+    assert got == code, err
+    assert lines(out)[-1]["status"]["state"] == state.removeprefix("TASK_STATE_").lower().replace(
+        "_", "-"
+    )
+    if code:
+        name = state.removeprefix("TASK_STATE_").lower()
+        assert err == f"error: task t-1 {name}: why\n", err
+    else:
+        assert "error" not in err
+
+
+async def test_card_skills_show_each_skills_schemas(ours: str) -> None:
+    code, out, err = await cli("card", ours, "--skills")
+    assert code == 0, err
+    skills = {s["id"]: s for s in json.loads(out)}
+    add = skills["demo.add"]
+    assert add["name"] and add["inputSchema"]["required"] == ["a", "b"]
+    assert add["outputSchema"]["properties"]["sum"]["type"] == "integer"
+    assert skills["demo.echo"]["inputSchema"]["properties"]["text"]["type"] == "string"
+
+
+async def test_card_skills_of_an_agent_without_schemas(sdk: tuple[str, Recorder]) -> None:
+    code, out, err = await cli("card", sdk[0], "--skills")
+    assert code == 0, err
+    [echo] = json.loads(out)
+    assert echo["id"] == "echo" and "inputSchema" not in echo

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import pytest
@@ -31,7 +32,7 @@ from apcore_a2a.client import (
 from tests._support import free_port, running_server
 from tests.client._apcore_agent import build_our_app
 from tests.client._sdk_agent import build_sdk_app
-from tests.client._stub_agent import StubAgent, json_reply, rpc_error
+from tests.client._stub_agent import CARD_V10, StubAgent, json_reply, rpc_error
 
 STUB = "http://stub.local"
 
@@ -222,3 +223,178 @@ async def test_our_server_failures(protocol: str) -> None:
     assert failed["status"]["state"] == "failed"
     assert failed["status"]["message"]["role"] == "agent"
     assert failed["status"]["message"]["parts"][0]["type"] == "text"
+
+
+# -- A2A 1.0.1 answers and 1.0.0-era ones: the same typed errors ---------------------------
+
+REST_CARD = {
+    **CARD_V10,
+    "supportedInterfaces": [
+        {"url": "http://rest.local", "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"}
+    ],
+}
+A2A_JSON = {"content-type": "application/a2a+json"}
+
+
+def _status(code: int, status: str, message: str, reason: str | None) -> bytes:
+    info = (
+        [
+            {
+                "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                "reason": reason,
+                "domain": "a2a-protocol.org",
+                "metadata": {},
+            }
+        ]
+        if reason
+        else []
+    )
+    error = {"code": code, "status": status, "message": message}
+    return json.dumps({"error": error | ({"details": info} if info else {})}).encode()
+
+
+#: (what the call meets, the 1.0.1 answer, the 1.0.0-era answer, the error raised either way)
+ANSWERS = [
+    (
+        "cancel-finished",
+        (
+            400,
+            A2A_JSON,
+            [_status(400, "FAILED_PRECONDITION", "not cancelable", "TASK_NOT_CANCELABLE")],
+        ),
+        (409, {}, [_status(409, "FAILED_PRECONDITION", "not cancelable", "TASK_NOT_CANCELABLE")]),
+        TaskNotCancelableError,
+    ),
+    (
+        "content-type",
+        (
+            400,
+            A2A_JSON,
+            [_status(400, "INVALID_ARGUMENT", "send JSON", "CONTENT_TYPE_NOT_SUPPORTED")],
+        ),
+        (415, {}, [_status(415, "INVALID_ARGUMENT", "send JSON", None)]),
+        ContentTypeNotSupportedError,
+    ),
+    (
+        "invalid-agent-response",
+        (500, A2A_JSON, [_status(500, "INTERNAL", "bad events", "INVALID_AGENT_RESPONSE")]),
+        (502, {}, [_status(502, "INTERNAL", "bad events", "INVALID_AGENT_RESPONSE")]),
+        InvalidAgentResponseError,
+    ),
+    (
+        "push-not-supported",
+        (
+            400,
+            A2A_JSON,
+            [_status(400, "FAILED_PRECONDITION", "no push", "PUSH_NOTIFICATION_NOT_SUPPORTED")],
+        ),
+        (
+            400,
+            {},
+            [_status(400, "FAILED_PRECONDITION", "no push", "PUSH_NOTIFICATION_NOT_SUPPORTED")],
+        ),
+        PushNotificationNotSupportedError,
+    ),
+]
+
+
+class _RestStub:
+    """A REST agent: the card, then *reply* for every other request."""
+
+    def __init__(self, reply: Any) -> None:
+        self.reply = reply
+        self.stub = StubAgent(card=REST_CARD)
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and not scope["path"].startswith("/.well-known/"):
+            status, headers, chunks = self.reply
+            start = {"type": "http.response.start", "status": status}
+            raw = {"content-type": "application/json", **headers}
+            await send(start | {"headers": [(k.encode(), v.encode()) for k, v in raw.items()]})
+            await send({"type": "http.response.body", "body": b"".join(chunks)})
+            return
+        await self.stub(scope, receive, send)
+
+
+@pytest.mark.parametrize("era", ["1.0.1", "1.0.0"])
+@pytest.mark.parametrize(
+    ("new", "old", "cls"), [a[1:] for a in ANSWERS], ids=[a[0] for a in ANSWERS]
+)
+async def test_rest_errors_of_either_era_are_the_same_typed_error(
+    era: str, new: Any, old: Any, cls: type[A2ARemoteError]
+) -> None:
+    async with A2AClient("http://rest.local", app=_RestStub(new if era == "1.0.1" else old)) as c:
+        with pytest.raises(A2AClientError) as err:
+            await c.cancel_task("t-1")
+    assert type(err.value) is cls
+    assert err.value.code == cls.default_code and err.value.message
+
+
+@pytest.mark.parametrize("status", [200, 415], ids=["1.0.1", "1.0.0"])
+async def test_json_rpc_content_type_refusal_of_either_era(status: int) -> None:
+    # 1.0.1: the JSON-RPC error object; apcore-a2a before it: the same object with HTTP 415.
+    reply = json_reply(
+        {"jsonrpc": "2.0", "id": None, "error": {"code": -32005, "message": "send JSON"}}, status
+    )
+    async with A2AClient(STUB, app=StubAgent(rpc=lambda _b: reply)) as client:
+        with pytest.raises(ContentTypeNotSupportedError) as err:
+            await client.get_task("t-1")
+    assert (err.value.code, err.value.message) == (-32005, "send JSON")
+
+
+async def test_rest_answers_in_a2a_json_are_read() -> None:
+    task = {"id": "t-1", "contextId": "c-1", "status": {"state": "TASK_STATE_COMPLETED"}}
+    reply = (200, A2A_JSON, [json.dumps(task).encode()])
+    async with A2AClient("http://rest.local", app=_RestStub(reply)) as client:
+        got = await client.get_task("t-1")
+    assert (got["id"], got["status"]["state"]) == ("t-1", "completed")
+
+
+async def test_a_real_sdk_agent_over_rest_answers_1_0_1() -> None:
+    url = "http://sdk.local"
+    app = build_sdk_app(url, versions=("1.0",), binding="HTTP+JSON")
+    async with A2AClient(url, app=app) as client:
+        task = await client.send_message("hello")
+        with pytest.raises(TaskNotCancelableError) as err:
+            await client.cancel_task(task["id"])
+        with pytest.raises(TaskNotFoundError):
+            await client.get_task("no-such-task")
+    assert err.value.code == -32002
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {
+            "type": "about:blank",
+            "title": "Unauthorized",
+            "status": 401,
+            "detail": "Missing or invalid API key",
+            "error": {
+                "code": 401,
+                "status": "UNAUTHENTICATED",
+                "message": "Missing or invalid API key",
+                "details": [
+                    {
+                        "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                        "reason": "UNAUTHENTICATED",
+                        "domain": "a2a-protocol.org",
+                    }
+                ],
+            },
+        },
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "error": {"code": -32093, "message": "Missing or invalid API key"},
+        },
+        {"detail": "Missing or invalid API key"},
+    ],
+    ids=["rest-status", "json-rpc", "problem"],
+)
+async def test_a_refusal_says_what_the_agent_said_in_one_line(body: Any) -> None:
+    reply = json_reply(body, 401)
+    async with A2AClient(STUB, app=StubAgent(rpc=lambda _b: reply)) as client:
+        with pytest.raises(A2AAuthenticationError) as err:
+            await client.get_task("t-1")
+    assert err.value.message == "HTTP 401 from http://stub.local/rpc: Missing or invalid API key"

@@ -59,6 +59,7 @@ async def test_an_unreachable_database_is_one_line_and_exit_3() -> None:
     assert line.startswith("Error: task store postgresql://agent:***@127.0.0.1:"), line
     assert "is unreachable" in line and "--task-store (A2A_TASK_STORE)" in line
     assert "secret" not in err
+    assert "serving" not in err.lower(), err  # the banner comes once it serves, never before
 
 
 async def test_a_port_in_use_is_one_line_and_exit_3() -> None:
@@ -70,6 +71,7 @@ async def test_a_port_in_use_is_one_line_and_exit_3() -> None:
     assert code == 3, err
     line = _one_error_line(err)
     assert "address already in use" in line and "--port (A2A_PORT)" in line
+    assert "serving" not in err.lower(), err
 
 
 async def test_a_missing_schema_says_to_create_it_at_start_and_in_db_upgrade() -> None:

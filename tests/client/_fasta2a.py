@@ -1,0 +1,55 @@
+"""A genuine pydantic fasta2a 2.1.1 agent as a separate process, in its own virtualenv.
+
+The virtualenv is built once under ``.cache/interop/fasta2a`` from
+``peers/fasta2a-requirements.txt`` (every package pinned), the way tests/interop builds its
+peers: under a file lock, again when the pin file changes.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from tests._support import ServerProcess, free_port, wait_http
+from tests.interop._envs import CACHE, PeerUnavailable, _digest, _locked, _run, unavailable
+
+PEERS = Path(__file__).resolve().parent / "peers"
+REQUIREMENTS = PEERS / "fasta2a-requirements.txt"
+
+
+def fasta2a_python() -> Path:
+    """The interpreter of the fasta2a virtualenv, built if missing or outdated."""
+    home = CACHE / "fasta2a"
+    python = home / "bin" / "python"
+    marker = home / ".ready"
+    want = _digest(REQUIREMENTS)
+    with _locked("fasta2a"):
+        if marker.exists() and marker.read_text() == want and python.exists():
+            return python
+        shutil.rmtree(home, ignore_errors=True)
+        _run([sys.executable, "-m", "venv", str(home)])
+        pip = [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+        _run([*pip, "-r", str(REQUIREMENTS)])
+        marker.write_text(want)
+    return python
+
+
+@contextmanager
+def fasta2a_agent() -> Iterator[str]:
+    """The agent of ``peers/fasta2a_agent.py`` on a free port; yields its URL."""
+    try:
+        python = fasta2a_python()
+    except PeerUnavailable as exc:
+        unavailable(str(exc))
+    port = free_port()
+    proc = ServerProcess([str(python), str(PEERS / "fasta2a_agent.py"), str(port)])
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_http(url + "/.well-known/agent-card.json", proc=proc)
+        yield url
+    finally:  # the peer's exit status is uvicorn's (-15 after SIGTERM), not ours to judge
+        proc.terminate()
+        proc.wait(timeout=30)
