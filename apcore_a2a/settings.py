@@ -314,7 +314,6 @@ class Settings(BaseSettings):
     explorer_prefix: str = setting("/explorer", "explorer.prefix", "path of the Explorer")
     metrics: bool = setting(False, "metrics.enabled", "serve /metrics")
     telemetry: bool = setting(False, "telemetry.enabled", "OpenTelemetry request and module spans")
-    sdk_telemetry: bool = setting(False, "telemetry.sdk", "also the a2a-sdk's internal spans")
     telemetry_legacy_names: bool = setting(
         False,
         "telemetry.legacy_names",

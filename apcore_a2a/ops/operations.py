@@ -77,8 +77,6 @@ class Operations:
     """Health, metrics, telemetry and the running-execution tracker of one server."""
 
     def __init__(self, settings: Settings) -> None:
-        from apcore_a2a.ops.telemetry import set_sdk_spans
-
         self.settings = settings
         self._state: ServerView | None = None
         self._ping: asyncio.Future[None] | None = None
@@ -95,7 +93,6 @@ class Operations:
             from apcore_a2a.ops.telemetry import ModuleSpans
 
             self.module_spans = ModuleSpans(legacy_names=settings.telemetry_legacy_names)
-        set_sdk_spans(settings.sdk_telemetry)
         #: monotonic deadline of a shutdown in progress (see apcore_a2a.ops.shutdown)
         self.shutdown_deadline: float | None = None
         self._last_problem: str | None = None

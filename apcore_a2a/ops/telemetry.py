@@ -4,8 +4,9 @@ follow the draft A2A conventions (:data:`CONVENTIONS`), or those of apcore-a2a 0
 ``telemetry_legacy_names``; docs/operations.md lists them.
 
 The spans: a request's (:func:`telemetry_middleware`, named by :class:`A2ASpans`), a gRPC
-call's (:func:`rpc_span`), a module run's (:class:`ModuleSpans`) and, switched per process by
-``settings.sdk_telemetry``, the a2a-sdk's own (:func:`set_sdk_spans`).
+call's (:func:`rpc_span`) and a module run's (:class:`ModuleSpans`). The a2a-sdk's own spans
+are the SDK's business: its switch is ``OTEL_INSTRUMENTATION_A2A_SDK_ENABLED``, which the
+operator sets (nothing here touches it, nor anything else of the process).
 """
 
 from __future__ import annotations
@@ -297,61 +298,3 @@ class ModuleSpans:
             span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, execution.error_code))
         span.end()
         self._context.detach(token)
-
-
-class _Silent:
-    """Tracer, span and context manager in one, recording nothing.
-
-    The SDK wraps ~55 calls of every request in spans. OpenTelemetry's ``NoOpTracer`` still
-    attaches and detaches a context for each (about 4 µs); this shared object does nothing
-    at all, which saves about 0.2 ms of CPU per SendMessage while SDK spans are off.
-    """
-
-    __slots__ = ()
-
-    def start_as_current_span(self, *args: Any, **kwargs: Any) -> _Silent:
-        return self
-
-    start_span = __enter__ = start_as_current_span
-
-    def __exit__(self, *args: Any, **kwargs: Any) -> None:
-        return None
-
-    def is_recording(self) -> bool:
-        return False
-
-    def __getattr__(self, name: str) -> Any:
-        return self.__exit__  # set_attribute, add_event...: take anything, return None
-
-
-_SILENT = _Silent()
-
-
-class _SdkTracerGate:
-    """Stands in for ``opentelemetry.trace`` inside ``a2a.utils.telemetry``: the SDK looks
-    the tracer up there on every call, so a no-op tracer switches its spans off."""
-
-    def __init__(self, real: Any) -> None:
-        self.real = real
-        self.enabled = True
-
-    def get_tracer(self, *args: Any, **kwargs: Any) -> Any:
-        if self.enabled:
-            return self.real.get_tracer(*args, **kwargs)
-        return _SILENT
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.real, name)
-
-
-def set_sdk_spans(enabled: bool) -> None:
-    """Turn the a2a-sdk's own spans on or off for this process (no effect without
-    OpenTelemetry, or when the SDK's environment variable switched them off for good)."""
-    from a2a.utils import telemetry as sdk
-
-    if not (getattr(sdk, "otel_installed", False) and getattr(sdk, "otel_enabled", False)):
-        return
-    current = getattr(sdk, "trace", None)
-    gate = current if isinstance(current, _SdkTracerGate) else _SdkTracerGate(current)
-    gate.enabled = enabled
-    setattr(sdk, "trace", gate)  # noqa: B010 - the SDK module does not export it

@@ -53,7 +53,7 @@ push:
   signing_key: sign-me
 explorer: {{enabled: true, prefix: /ui}}
 metrics: {{enabled: true}}
-telemetry: {{enabled: true, sdk: true}}
+telemetry: {{enabled: true}}
 limits:
   execution_timeout: 12.5
   shutdown_timeout: 4
@@ -104,13 +104,7 @@ def test_every_section_lands_in_settings(tmp_path: Path) -> None:
     )
     assert (s.push_notifications, s.push_allow_insecure_urls, s.push_timeout) == (True, True, 3.0)
     assert s.push_retry_delays == (0.5, 1.0) and s.push_signing_key == "sign-me"
-    assert (s.explorer, s.explorer_prefix, s.metrics, s.telemetry, s.sdk_telemetry) == (
-        True,
-        "/ui",
-        True,
-        True,
-        True,
-    )
+    assert (s.explorer, s.explorer_prefix, s.metrics, s.telemetry) == (True, "/ui", True, True)
     assert (s.execution_timeout, s.shutdown_timeout, s.max_body_bytes) == (12.5, 4.0, 2048)
     assert (s.max_streams, s.sync_workers, s.cancel_on_disconnect) == (7, 3, True)
     assert isinstance(s.task_ttl_seconds, float) and isinstance(s.shutdown_timeout, float)

@@ -1,4 +1,4 @@
-"""OpenTelemetry: request span -> module span, inbound traceparent, SDK spans switch.
+"""OpenTelemetry: request span -> module span, inbound traceparent, the SDK's own spans.
 
 Spans are read back with the OpenTelemetry SDK's in-memory exporter on the global
 tracer provider (the provider an application would configure).
@@ -7,21 +7,33 @@ tracer provider (the provider an application would configure).
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
+from a2a.utils.telemetry import trace_function
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
-from ._agent import V1, message_params, rpc, send, served, wait_state
+from apcore_a2a import A2AServerFactory
+from tests._support import running_server
+from tests.upstream._plain import plain_agent
+
+from ._agent import V1, build_registry, message_params, rpc, send, served, wait_state
 
 _EXPORTER = InMemorySpanExporter()
+#: the instrumentation scope of the a2a-sdk's own spans
+SDK_SCOPE = "a2a-python-sdk"
 
 
 @pytest.fixture
@@ -97,9 +109,10 @@ async def test_module_span_is_a_child_of_the_request_in_the_inbound_trace(
     }
     assert module.kind == SpanKind.INTERNAL
     assert module.status.status_code != StatusCode.ERROR
-    # one trace per request: every other span of the trace hangs below the request span
+    # one trace per request: every other span of ours hangs below the request span (the
+    # SDK's own spans are its business: some still open when this reads the trace)
     for span in in_trace:
-        if span is not request:
+        if span is not request and span.instrumentation_scope.name != SDK_SCOPE:
             assert request in _ancestors(span, in_trace), span.name
 
 
@@ -196,23 +209,115 @@ async def test_legacy_names_on_request(spans: InMemorySpanExporter) -> None:
     }
 
 
-async def test_sdk_spans_are_switched_separately(spans: InMemorySpanExporter) -> None:
-    async def run(**settings: Any) -> tuple[list[ReadableSpan], ReadableSpan]:
-        header, trace_id, _ = _traceparent()
-        async with served(telemetry=True, **settings) as (http, _app):
-            await send(http, "ops.add", {"a": 1, "b": 1}, headers={"traceparent": header})
-            module, _ = await _module_span(spans, trace_id, "ops.add")
-        in_trace = _in_trace(spans, trace_id)
-        return [s for s in in_trace if s.instrumentation_scope.name == "a2a-python-sdk"], module
+async def test_sdk_spans_follow_the_sdks_own_switch(spans: InMemorySpanExporter) -> None:
+    """The SDK traces its handler as it would alone (its switch is its environment
+    variable, the operator's); ours keep their parents among its spans."""
+    header, trace_id, _ = _traceparent()
+    async with served(telemetry=True) as (http, _app):
+        await send(http, "ops.add", {"a": 1, "b": 1}, headers={"traceparent": header})
+        module, _ = await _module_span(spans, trace_id, "ops.add")
+    in_trace = _in_trace(spans, trace_id)
+    assert [s for s in in_trace if s.instrumentation_scope.name == SDK_SCOPE]
+    assert _request_span(module, in_trace).name == "SendMessage"
 
-    sdk, module = await run(sdk_telemetry=True)
-    assert sdk, "the SDK produced no spans with sdk_telemetry=True"
-    in_trace = _in_trace(spans, module.context.trace_id)
-    _request_span(module, in_trace)
 
-    sdk, module = await run()
-    assert sdk == []
-    _request_span(module, _in_trace(spans, module.context.trace_id))
+_SWITCHED_OFF = """
+import asyncio, json
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from tests.ops._agent import send, served
+
+exporter = InMemorySpanExporter()
+provider = TracerProvider()
+provider.add_span_processor(SimpleSpanProcessor(exporter))
+trace.set_tracer_provider(provider)
+
+async def main():
+    async with served(telemetry=True) as (http, _app):
+        await send(http, "ops.add", {"a": 1, "b": 1})
+    spans = exporter.get_finished_spans()
+    module = next(s for s in spans if s.name == "execute ops.add")
+    by_id = {s.context.span_id: s for s in spans}
+    parent = by_id.get(module.parent.span_id) if module.parent else None
+    print(json.dumps({
+        "sdk": sum(s.instrumentation_scope.name == "a2a-python-sdk" for s in spans),
+        "parent": parent.name if parent else None,
+    }))
+
+asyncio.run(main())
+"""
+
+
+def test_the_sdks_switch_turns_only_its_spans_off() -> None:
+    env = {**os.environ, "OTEL_INSTRUMENTATION_A2A_SDK_ENABLED": "false"}
+    done = subprocess.run(
+        [sys.executable, "-c", _SWITCHED_OFF],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=Path(__file__).resolve().parents[2],
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[-1]) == {"sdk": 0, "parent": "SendMessage"}
+
+
+@trace_function(span_name="tests.sdk_traced")
+def _sdk_traced() -> None:
+    """A function of anyone in the process, traced with the SDK's own decorator."""
+
+
+async def _plain_answers(url: str, exporter: InMemorySpanExporter) -> list[Any]:
+    """Bytes of what a plain a2a-sdk agent answers (ids fixed), with the SDK's span names."""
+    answers: list[Any] = []
+    async with httpx.AsyncClient(base_url=url, timeout=20) as http:
+        for method, path, body in (
+            ("POST", "/", {"jsonrpc": "2.0", "id": 7, "method": "GetTask", "params": {"id": "x"}}),
+            ("POST", "/", {"jsonrpc": "2.0", "id": 8, "method": "Nope", "params": {}}),
+            ("GET", "/tasks/x", None),
+            ("POST", "/tasks/x:cancel", {}),
+        ):
+            exporter.clear()
+            reply = await http.request(method, path, json=body, headers=V1)
+            # the request's own spans (queues of other agents' tasks may close meanwhile)
+            sdk = sorted(
+                s.name
+                for s in exporter.get_finished_spans()
+                if s.instrumentation_scope.name == SDK_SCOPE
+                and ("Dispatcher." in s.name or "RequestHandler" in s.name)
+            )
+            answers.append((reply.status_code, reply.headers["content-type"], reply.content, sdk))
+    return answers
+
+
+async def test_the_sdks_tracing_is_untouched_by_our_agents(spans: InMemorySpanExporter) -> None:
+    """Issue 42 item 1: building or serving our agents (telemetry off and on) leaves the
+    SDK's ``trace_function`` recording, and a plain a2a-sdk agent answering, as alone."""
+
+    def recorded() -> int:
+        spans.clear()
+        _sdk_traced()
+        return sum(s.name == "tests.sdk_traced" for s in spans.get_finished_spans())
+
+    assert recorded() == 1
+    before, _ = plain_agent()
+    async with running_server(before) as before_url:
+        alone = await _plain_answers(before_url, spans)
+        assert all(sdk for *_, sdk in alone), "the plain agent recorded no SDK spans"
+        for settings in ({}, {"telemetry": True}):
+            A2AServerFactory(build_registry(), environ={}, **settings).create()
+            assert recorded() == 1, settings
+            async with served(**settings) as (http, _app):
+                await send(http, "ops.add", {"a": 1, "b": 1})
+                assert recorded() == 1, settings
+                assert await _plain_answers(before_url, spans) == alone
+            assert recorded() == 1, settings
+        after, _ = plain_agent()
+        async with running_server(after) as after_url:
+            assert await _plain_answers(after_url, spans) == alone
+        assert await _plain_answers(before_url, spans) == alone
 
 
 async def test_nothing_is_traced_unless_enabled(spans: InMemorySpanExporter) -> None:
@@ -221,7 +326,8 @@ async def test_nothing_is_traced_unless_enabled(spans: InMemorySpanExporter) -> 
         task = await send(http, "ops.add", {"a": 1, "b": 1}, headers={"traceparent": header})
         assert task["status"]["state"] == "TASK_STATE_COMPLETED"
     assert _in_trace(spans, trace_id) == []
-    assert spans.get_finished_spans() == ()
+    ours = [s for s in spans.get_finished_spans() if s.instrumentation_scope.name != SDK_SCOPE]
+    assert ours == []
 
 
 async def test_health_and_metrics_are_not_traced(spans: InMemorySpanExporter) -> None:
