@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import time
+from typing import Any
 
 import httpx
 
-from apcore_a2a import __version__
+from apcore_a2a import A2AServerFactory, __version__
 from apcore_a2a.ops.operations import HEALTH_TIMEOUT
 
 from .._proxy import TcpProxy
+from .._support import free_port, running_server
 from ..storage.conftest import PG_HOST, PG_PORT, pg_schema_url
 from ._agent import Extra, build_registry, send, served, wait_state
 from ._proc import serve_process
@@ -89,6 +92,28 @@ async def test_health_answers_while_the_agent_is_busy() -> None:
     assert [(p.status_code, p.json()["status"]) for p in probes] == [(200, "healthy")] * 5
     assert [t["status"]["state"] for t in completed] == ["TASK_STATE_COMPLETED"] * 20
     assert states == ["TASK_STATE_WORKING"] * 30
+
+
+async def test_a_held_up_event_loop_does_not_make_a_healthy_store_look_sick() -> None:
+    # Something else in the process holds the event loop for longer than HEALTH_TIMEOUT
+    # just after a probe asked the store (a blocking call in the host app; a machine so
+    # busy the process does not run): the store's answer and the probe's timer come due
+    # in the same turn. The store answered: healthy. (It used to answer 503, "did not
+    # answer within 0.8 s", on the memory store, which cannot fail.)
+    port = free_port()
+    agent, _card = A2AServerFactory(build_registry(), environ={}, port=port).create()
+
+    async def host(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["path"] == "/health":
+            asyncio.get_running_loop().call_soon(time.sleep, HEALTH_TIMEOUT + 0.2)
+        await agent(scope, receive, send)
+
+    async with (
+        running_server(host, port=port) as url,
+        httpx.AsyncClient(base_url=url, timeout=20) as http,
+    ):
+        probes = [await http.get("/health") for _ in range(3)]
+    assert [(p.status_code, p.json()) for p in probes] == [(200, {"status": "healthy"})] * 3
 
 
 async def test_postgres_that_hangs_or_is_gone_makes_health_503_at_once() -> None:
