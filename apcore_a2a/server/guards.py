@@ -28,7 +28,12 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from apcore_a2a.classify import VERSION_HEADER, RequestInfo, request_info
-from apcore_a2a.errors import RETRY_AFTER_KEY, WIRE_KEY, QuotaExceededError
+from apcore_a2a.errors import (
+    RETRY_AFTER_KEY,
+    WIRE_KEY,
+    QuotaExceededError,
+    StoreUnavailableError,
+)
 from apcore_a2a.execution.identity import IDENTITY_SCOPE_KEY, IdentityUser
 from apcore_a2a.server.limits import GLOBAL_RETRY_AFTER, StreamLimiter
 
@@ -143,7 +148,14 @@ class RequestGuard:
 
     async def _stream(self, scope: Scope, info: RequestInfo, receive: Receive, send: Send) -> None:
         caller = caller_of(scope)
-        refusal = await self.streams.acquire(caller)
+        try:
+            refusal = await self.streams.acquire(caller)
+        except StoreUnavailableError as unavailable:  # cluster mode: the slots are stored
+            payload = error_payload(info, 503, unavailable.wire.code, unavailable.message)
+            payload["error"]["data"] = unavailable.data
+            retry = unavailable.data[RETRY_AFTER_KEY]  # type: ignore[index]
+            await JSONResponse(payload, 503, {"retry-after": str(retry)})(scope, receive, send)
+            return
         if refusal is not None:
             if refusal.scope == "agent":
                 payload = error_payload(info, 503, -32603, refusal.message)

@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import secrets
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from functools import partial
 from typing import Any
@@ -23,13 +24,14 @@ from a2a.server.cluster.database_event_stream import stream_response_to_event
 from a2a.server.events.event_queue import Event
 from a2a.server.models import TaskEventModel as _E
 from a2a.types.a2a_pb2 import StreamResponse
-from sqlalchemy import func, select, text
+from sqlalchemy import Column, String, Table, func, select, text
 from sqlalchemy.exc import OperationalError, ProgrammingError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from apcore_a2a.upstream.task_version import version_number
 
 from ._pg_writer import pg_connect
+from ._replicas import METADATA
 from ._urls import StoreURL, read
 
 logger = logging.getLogger(__name__)
@@ -46,10 +48,16 @@ _TRIGGER = "apcore_a2a_task_events_notify"
 _LOCK_KEY = 0x0A2A_5EED
 
 
-def _channel(schema: str) -> str:
-    # md5 of the schema name: one channel per store, whatever the length of the schema's
-    # name (channel names stop at 63 bytes).
-    return f"'apcore_a2a_' || md5({schema})"
+#: The store's channel secret (its own table, beside the replicas'): the channel is
+#: ``apcore_a2a_`` + this, so only a role that can read this table can LISTEN to the
+#: store's wake-ups (``docs/storage.md``, *Wake-ups and latency*).
+secrets_table = Table(
+    "apcore_a2a_secrets",
+    METADATA,
+    Column("name", String(32), primary_key=True),
+    Column("value", String(64), nullable=False),
+)
+_CHANNEL = "SELECT 'apcore_a2a_' || value FROM apcore_a2a_secrets WHERE name = 'channel'"
 
 
 class Waiter(asyncio.Event):
@@ -99,15 +107,31 @@ class WakeHub:
 
 
 async def _install_notify_trigger(engine: AsyncEngine) -> None:
-    """Create or update (once; replicas may race) the trigger that NOTIFYs on inserts."""
+    """Create the channel secret (once) and create or update the trigger that NOTIFYs on
+    inserts; replicas may race, hence the lock."""
     function = f"{_TRIGGER}_fn"
     async with engine.begin() as conn:
         await conn.execute(text(f"SELECT pg_advisory_xact_lock({_LOCK_KEY})"))
+        await conn.run_sync(secrets_table.create, checkfirst=True)
+        await conn.execute(text("REVOKE ALL ON apcore_a2a_secrets FROM PUBLIC"))
         await conn.execute(
             text(
-                f"CREATE OR REPLACE FUNCTION {function}() RETURNS trigger "
-                "LANGUAGE plpgsql AS $$ BEGIN "
-                f"PERFORM pg_notify({_channel('TG_TABLE_SCHEMA')}, NEW.task_id || ' ' || NEW.seq); "
+                "INSERT INTO apcore_a2a_secrets (name, value) VALUES ('channel', :value) "
+                "ON CONFLICT DO NOTHING"
+            ),
+            {"value": secrets.token_hex(16)},
+        )
+        quoted = await conn.execute(text("SELECT quote_ident(current_schema())"))
+        schema: str = quoted.scalar_one()
+        # The body names the secret's table, not the secret (anyone can read function
+        # bodies); it runs as its owner, so any writer of task_events (a plain SDK replica
+        # under another role) still notifies. The schema name was quoted by the server.
+        secret = f"(SELECT 'apcore_a2a_' || value FROM {schema}.apcore_a2a_secrets"  # noqa: S608
+        body = f"PERFORM pg_notify({secret} WHERE name = 'channel'), NEW.task_id || ' ' || NEW.seq)"
+        await conn.execute(
+            text(
+                f"CREATE OR REPLACE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql "
+                f"SECURITY DEFINER SET search_path = pg_catalog AS $$ BEGIN {body}; "
                 "RETURN NULL; END $$"
             )
         )
@@ -195,11 +219,7 @@ class PgListener(_Loop):
             closed.set()
 
         conn.add_termination_listener(terminated)
-        channel = await conn.fetchval(
-            f"SELECT {_channel('n.nspname')} FROM pg_class c JOIN pg_namespace n "  # noqa: S608
-            "ON n.oid = c.relnamespace WHERE c.oid = CAST('task_events' AS regclass)"
-        )
-        await conn.add_listener(channel, self._notified)
+        await conn.add_listener(await conn.fetchval(_CHANNEL), self._notified)
         self.live.set()
         # Events written while nobody listened: read them now, not at the next poll.
         self.hub.wake_all()

@@ -7,6 +7,7 @@ A slot taken for a request or a stream is leased to its replica: given back, it 
 :data:`LEASE_SECONDS` for the same caller's next request there, then is freed; leases of
 dead replicas are freed when a subject is full. A slot renamed to a lasting holder (a
 task id) names no replica and lives until that holder gives it back, from any process.
+A database outage is :class:`~apcore_a2a.errors.StoreUnavailableError`, as for tasks.
 """
 
 from __future__ import annotations
@@ -16,12 +17,14 @@ import logging
 import secrets
 import time
 import uuid
+from typing import Any
 
 from sqlalchemy import Column, Index, Integer, String, Table, delete, func, select, text, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ._replicas import METADATA, ReplicaRegistry, replicas_table
 from ._urls import read
+from .outages import guarded
 
 logger = logging.getLogger("apcore_a2a.storage")
 
@@ -90,7 +93,7 @@ class SqlQuotaSlots:
                 del self._idle[(scope, subject)]
         else:
             row = f"r:{uuid.uuid4().hex}"
-            if not await self._insert(scope, subject, row, limit):
+            if not await guarded(self._insert(scope, subject, row, limit)):
                 return False
         self._leased[(scope, holder)] = (subject, row)
         return True
@@ -99,12 +102,8 @@ class SqlQuotaSlots:
         """Hand *old*'s slot to *new*, which keeps it until it gives it back."""
         leased = self._leased.pop((scope, old), None)
         holder = leased[1] if leased else old
-        async with self.engine.begin() as conn:
-            await conn.execute(
-                update(slots_table)
-                .where(_S.scope == scope, _S.holder == holder)
-                .values(holder=new, replica_id=None)
-            )
+        stmt = update(slots_table).where(_S.scope == scope, _S.holder == holder)
+        await guarded(self._execute(stmt.values(holder=new, replica_id=None)))
 
     async def give_back(self, scope: str, holder: str) -> None:
         """Free the slot *holder* took (nothing when it holds none)."""
@@ -164,13 +163,17 @@ class SqlQuotaSlots:
         return False
 
     async def _delete(self, scope: str, holders: list[str]) -> None:
+        stmt = delete(slots_table).where(_S.scope == scope, _S.holder.in_(holders))
+        await guarded(self._execute(stmt))
+
+    async def _execute(self, stmt: Any) -> None:
         async with self.engine.begin() as conn:
-            await conn.execute(delete(slots_table).where(_S.scope == scope, _S.holder.in_(holders)))
+            await conn.execute(stmt)
 
     async def holders(self, scope: str, subject: str) -> list[str]:
         """The holders of *subject*'s slots."""
         stmt = select(_S.holder).where(_S.scope == scope, _S.subject == subject)
-        return [row[0] for row in await read(self.engine, stmt)]
+        return [row[0] for row in await guarded(read(self.engine, stmt))]
 
     async def _reclaim(self, scope: str, subject: str) -> bool:
         """Free *subject*'s slots held by dead replicas; whether any was."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Protocol
+from typing import Any, Protocol
 
 from a2a.server.context import ServerCallContext
 from a2a.server.models import TaskModel
@@ -22,6 +22,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ._replicas import turns_table
+from .outages import guarded
 
 logger = logging.getLogger(__name__)
 
@@ -79,13 +80,16 @@ class SqlTurnClaims:
             ["task_id", "turn"], select(literal(task.id), literal(turn[:64])).where(still_there)
         )
         try:
-            async with self._engine.begin() as conn:
-                inserted = (await conn.execute(claim)).rowcount
+            inserted = await guarded(self._insert(claim))
         except IntegrityError:
             return False
         if inserted == 1:
             self._held[task.id] = turn
-        return bool(inserted == 1)
+        return inserted == 1
+
+    async def _insert(self, claim: Any) -> int:
+        async with self._engine.begin() as conn:
+            return int((await conn.execute(claim)).rowcount)
 
     def saved(self, task: Task, context: ServerCallContext) -> None:
         """A save listener: a task saved past the turn claimed here releases its rows."""

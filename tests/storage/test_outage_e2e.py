@@ -8,6 +8,7 @@ agent serves again and the task written before the outage is intact.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from typing import Any
 
@@ -17,7 +18,8 @@ from a2a.types import GetTaskRequest
 from apcore import Registry
 
 from apcore_a2a import A2AServerFactory
-from tests._sdk import make_client
+from apcore_a2a.storage.quota_slots import LEASE_SECONDS
+from tests._sdk import make_client, request
 
 from .._modules import Add
 from .._proxy import TcpProxy
@@ -38,7 +40,8 @@ def _send(skill: str = "demo.add") -> dict[str, Any]:
 
 
 @pytest.mark.postgres
-async def test_an_outage_answers_retryable_errors_and_loses_nothing() -> None:
+@pytest.mark.parametrize("cluster", [False, True], ids=["single", "cluster"])
+async def test_an_outage_answers_retryable_errors_and_loses_nothing(cluster: bool) -> None:
     proxy = TcpProxy(PG_HOST, PG_PORT)
     await proxy.start()
     registry = Registry()
@@ -48,18 +51,29 @@ async def test_an_outage_answers_retryable_errors_and_loses_nothing() -> None:
         with pg_schema_url() as pg_url:
             url = pg_url.replace(f"{PG_HOST}:{PG_PORT}", f"127.0.0.1:{proxy.port}")
             app, _ = A2AServerFactory(
-                registry, environ={}, task_store=url, grpc_port=grpc_port
+                registry, environ={}, task_store=url, grpc_port=grpc_port, cluster=cluster
             ).create()
             async with running_server(app) as base, httpx.AsyncClient(base_url=base) as http:
                 before = (await http.post("/", json=_send(), headers=V10)).json()
                 task_id = before["result"]["task"]["id"]
 
                 await proxy.stop()
+                # Past the lease a process keeps on a quota slot (cluster mode: the slots
+                # are in the database too).
+                await asyncio.sleep(LEASE_SECONDS + 0.5)
                 sent = (await http.post("/", json=_send(), headers=V10)).json()
                 assert sent["error"]["code"] == -32092, sent
                 (info,) = sent["error"]["data"]
                 assert info["reason"] == "TASK_STORE_UNAVAILABLE"
                 assert info["metadata"]["retryAfter"] == 2
+                message = _send()["params"]
+                rest_sent = await http.post("/message:send", json=message, headers=V10)
+                assert rest_sent.status_code == 503, rest_sent.text
+                assert rest_sent.headers["retry-after"] == "2"
+                streamed = {**_send(), "method": "SendStreamingMessage"}
+                stream = await http.post("/", json=streamed, headers=V10)
+                assert stream.status_code in (200, 503), stream.text
+                assert "-32092" in stream.text, stream.text
                 got = (
                     await http.post(
                         "/",
@@ -88,6 +102,20 @@ async def test_an_outage_answers_retryable_errors_and_loses_nothing() -> None:
                     try:
                         with pytest.raises(Exception) as refused:
                             await client.get_task(GetTaskRequest(id=task_id))
+                        cause = refused.value.__cause__ or refused.value
+                        text = f"{type(refused.value).__name__} {refused.value} {cause}"
+                        assert "UNAVAILABLE" in text or "StoreUnavailable" in text, text
+                    finally:
+                        await client.close()
+                # New tasks over gRPC, blocking and streamed (a stream takes a quota slot).
+                for streaming in (False, True):
+                    client = await make_client(base, "GRPC", "1.0", streaming=streaming)
+                    try:
+                        with pytest.raises(Exception) as refused:
+                            async for _ in client.send_message(
+                                request("demo.add", {"a": 1, "b": 2})
+                            ):
+                                pass
                         cause = refused.value.__cause__ or refused.value
                         text = f"{type(refused.value).__name__} {refused.value} {cause}"
                         assert "UNAVAILABLE" in text or "StoreUnavailable" in text, text

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import hashlib
 import itertools
 import json
 import random
@@ -145,9 +144,11 @@ async def test_forged_notifications_cost_at_most_one_read_per_subscriber(
     cluster: tuple[str, str, str],
 ) -> None:
     a, b, database = cluster
-    # The channel the docs name for tables in schema "public", and the one-for-all
-    # channel of earlier versions.
-    channels = ["apcore_a2a_" + hashlib.md5(b"public").hexdigest(), "apcore_a2a_task_events"]
+    # The store's channel, read by a role that may read its secret (the test's
+    # superuser), and the one-for-all channel of earlier versions.
+    secret = "SELECT 'apcore_a2a_' || value FROM apcore_a2a_secrets WHERE name = 'channel'"
+    channels = [await asyncio.to_thread(_on, database, lambda c: c.fetchval(secret))]
+    channels.append("apcore_a2a_task_events")
     forged = [""] * 300 + [f"{uuid.uuid4()} {random.randint(1, 10**6)}" for _ in range(300)]
 
     async def cost(on: list[str]) -> int:
