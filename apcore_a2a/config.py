@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+import functools
 import importlib.machinery
 import importlib.util
 import logging
@@ -119,14 +120,8 @@ class ModuleSources:
         )
         if config.get("sys_modules.enabled", False):
             # What APCore(config) does: apcore's system.* modules, served only when named.
-            _apcore_call(
-                "modules.apcore_config",
-                register_sys_modules,
-                registry,
-                executor,
-                config,
-                toggle_state=toggles,
-            )
+            register = functools.partial(register_sys_modules, toggle_state=toggles)
+            _apcore_call("modules.apcore_config", register, registry, executor, config)
         return cache_schemas(executor)
 
     def _report_skipped(self, registry: Any, config: Any) -> None:
@@ -176,8 +171,7 @@ class _FolderTargets(BindingLoader):  # type: ignore[misc]  # apcore ships no ty
                 except BaseException:
                     del sys.modules[top]
                     raise
-        found: Callable[..., Any] = super().resolve_target(target_string)
-        return found
+        return super().resolve_target(target_string)  # type: ignore[no-any-return]
 
 
 def _apcore_call(what: str, func: Any, *args: Any, **kwargs: Any) -> Any:

@@ -41,6 +41,7 @@ from apcore_a2a.execution import turns
 from apcore_a2a.execution.observer import ExecutionObserver, observe
 from apcore_a2a.execution.routing import SKILL_METADATA_KEY, ApCoreRequestContext
 from apcore_a2a.execution.runs import CURRENT_RUN, Run, track_module_tasks
+from apcore_a2a.upstream.sdk_first_event import let_first_event_out
 
 if TYPE_CHECKING:
     from apcore_a2a.settings import Settings
@@ -56,22 +57,6 @@ BLOCKING_STATE_KEY = "apcore_a2a.blocking"
 _END_STATES = {"rejected": TaskState.TASK_STATE_REJECTED, "canceled": TaskState.TASK_STATE_CANCELED}
 #: apcore errors of an input that did not validate
 _BAD_INPUT = ("SCHEMA_VALIDATION_ERROR", "GENERAL_INVALID_INPUT")
-#: event-loop turns the submitted Task needs to reach an SSE stream (see below)
-_FIRST_EVENT_TURNS = 10
-
-
-async def _let_first_event_out() -> None:
-    """Give the submitted Task its way to the client before the module call starts.
-
-    An enqueued event reaches a stream through several SDK tasks (the agent queue's
-    dispatcher and its gathered delivery, the consumer that saves the task, the
-    subscriber queue's dispatcher, the subscriber), each woken one loop turn after the
-    previous one. apcore's pipeline then runs about half a millisecond of CPU before the
-    module's first await, so without these turns the first event waited for it: time to
-    first event at 16 streams was 1.3-2x the plain a2a-sdk server's (docs/benchmarks.md).
-    """
-    for _ in range(_FIRST_EVENT_TURNS):
-        await asyncio.sleep(0)
 
 
 def _ids(context: RequestContext) -> tuple[str, str]:
@@ -201,7 +186,7 @@ class ApCoreAgentExecutor(AgentExecutor):
                 await turns.submit(run, message, spec)
                 call = context.call_context
                 if call is None or not call.state.get(BLOCKING_STATE_KEY):
-                    await _let_first_event_out()
+                    await let_first_event_out()
                 await run.status(TaskState.TASK_STATE_WORKING)
             else:
                 resumed = await turns.resume(self._executor, run, stored, message, spec)
