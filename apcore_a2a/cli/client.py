@@ -192,8 +192,12 @@ def skills_of(card: dict[str, Any]) -> list[dict[str, Any]]:
     extensions = (card.get("capabilities") or {}).get("extensions") or []
     params = next((e.get("params") for e in extensions if e.get("uri") == SCHEMA_EXTENSION), None)
     published = (params or {}).get("skills") or {}
+    skills = card.get("skills") or []
+    extra = [published.get(skill.get("id")) or {} for skill in skills]
+    # The skill's own fields first (id, name, ...), then what the extension adds.
     return [
-        {**(published.get(skill.get("id")) or {}), **skill} for skill in card.get("skills") or []
+        skill | {k: v for k, v in more.items() if k not in skill}
+        for skill, more in zip(skills, extra, strict=True)
     ]
 
 

@@ -156,7 +156,7 @@ async def on_response(response: httpx.Response) -> None:
         response.stream = httpx.ByteStream(content)
         return
     payload = _payload(content)
-    fixed = utc_timestamps(payload)
+    fixed = utc_timestamps(payload, content)
     call.wire = _result(fixed, call)
     response.stream = httpx.ByteStream(content if fixed is payload else json.dumps(fixed).encode())
 
@@ -175,7 +175,7 @@ class _EventTap(httpx.AsyncByteStream):
                     raise _rest_error(sse.data) or A2AServerError(sse.data[:300])
                 if not (isinstance(payload, dict) and "error" in payload):
                     raise error_from_rpc(payload)
-            fixed = utc_timestamps(payload)
+            fixed = utc_timestamps(payload, sse.data.encode())
             self._call.wire = _result(fixed, self._call)
             self._call.event_id = sse.id or self._call.event_id
             # The event as received, unless it spans lines or was corrected.

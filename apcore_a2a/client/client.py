@@ -2,59 +2,36 @@
 
 The wire work is a2a-sdk's: its client transports (JSON-RPC, HTTP+JSON and gRPC; 1.0,
 and 0.3 from ``a2a.compat``) send each call; this module turns the caller's values into
-their requests and their results into the documented dicts, and resumes dropped streams.
+their requests and their results into the documented dicts (``_shapes``); the call path
+itself (transport, headers, span, errors, resuming a dropped stream) is ``_calls.Caller``.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import re
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
-from a2a.client.client import ClientCallContext
-from a2a.client.transports.base import ClientTransport
-from a2a.client.transports.jsonrpc import JsonRpcTransport
-from a2a.client.transports.rest import RestTransport
-from a2a.compat.v0_3.jsonrpc_transport import CompatJsonRpcTransport
-from a2a.compat.v0_3.rest_transport import CompatRestTransport
 from a2a.types import a2a_pb2 as pb
-from google.protobuf.json_format import MessageToDict, ParseDict
-from google.protobuf.message import Message as Proto
+from google.protobuf.json_format import ParseDict
 
 from apcore_a2a.client import _shapes as shape
 from apcore_a2a.client._asgi import CONNECT_TIMEOUT, ASGIApp, DirectTransport
+from apcore_a2a.client._calls import Caller
 from apcore_a2a.client._origin import Endpoint, OriginGuard, Protocol, origin_of, select_endpoint
 from apcore_a2a.client._shapes import MessageInput
-from apcore_a2a.client._wire import Call, a2a_call, current, on_response, translated
+from apcore_a2a.client._wire import on_response
 from apcore_a2a.client.card_fetcher import CARD_PATHS, AgentCardFetcher
 from apcore_a2a.client.card_verify import CardKeys, CardVerifier
 from apcore_a2a.client.errors import (
     A2AClientError,
-    A2AConnectionError,
     A2ADiscoveryError,
     InvalidAgentResponseError,
     UnsupportedOperationError,
 )
 
 AuthInput = str | httpx.Auth | tuple[str, str] | None
-#: The SDK transport method of each A2A method whose name does not derive from it
-_SDK_NAMES = {
-    "SendStreamingMessage": "send_message_streaming",
-    "SubscribeToTask": "subscribe",
-}
-_HTTP_TRANSPORTS: dict[tuple[str, str], Callable[..., ClientTransport]] = {
-    ("JSONRPC", "1.0"): JsonRpcTransport,
-    ("JSONRPC", "0.3"): CompatJsonRpcTransport,
-    ("HTTP+JSON", "1.0"): RestTransport,
-    ("HTTP+JSON", "0.3"): CompatRestTransport,
-}
-#: The transports answer GetExtendedAgentCard from the card they were given unless that
-#: card says there is an extended one; the client always asks the agent.
-_ASK_FOR_EXTENDED = pb.AgentCard(capabilities=pb.AgentCapabilities(extended_agent_card=True))
 
 
 def _normalize_url(url: str) -> str:
@@ -144,7 +121,7 @@ class A2AClient:
         verify = self._verifier.verify if self._verifier is not None else None
         self._cards = AgentCardFetcher(self._http, self._base, ttl=card_ttl, verify=verify)
         self._pinned: Endpoint | None = None
-        self._channels: dict[tuple[str, bool], Any] = {}
+        self._calls = Caller(self._http, guard, self._base, timeout, self._endpoint)
         self._closed = False
 
     @property
@@ -171,8 +148,7 @@ class A2AClient:
             return
         self._closed = True
         await self._http.aclose()
-        for channel in self._channels.values():
-            await channel.close()
+        await self._calls.aclose()
 
     async def _ensure_open(self) -> None:
         if self._closed:
@@ -212,119 +188,6 @@ class A2AClient:
             allow_other_origins=self._allow_other_origins,
             direct=self._direct is not None,
         )
-
-    def _transport(self, to: Endpoint) -> ClientTransport:
-        if to.binding != "GRPC":
-            transport = _HTTP_TRANSPORTS[to.binding, to.version]
-            return transport(self._http, _ASK_FOR_EXTENDED, to.url, is_shared_httpx=True)
-        try:
-            import grpc.aio
-            from a2a.client.transports.grpc import GrpcTransport
-            from a2a.compat.v0_3.grpc_transport import CompatGrpcTransport
-        except ImportError:
-            raise A2ADiscoveryError(
-                "the agent offers gRPC only, which needs the grpc extra: "
-                "pip install 'apcore-a2a[grpc]'"
-            ) from None
-        channel = self._channels.get((to.url, to.secure))
-        if channel is None:
-            channel = (
-                grpc.aio.secure_channel(to.url, grpc.ssl_channel_credentials())
-                if to.secure
-                else grpc.aio.insecure_channel(to.url)
-            )
-            self._channels[to.url, to.secure] = channel
-        grpc_transport = GrpcTransport if to.version == "1.0" else CompatGrpcTransport
-        return grpc_transport(channel, _ASK_FOR_EXTENDED)
-
-    @contextlib.asynccontextmanager
-    async def _sdk(
-        self, method: str, request: Proto, call: Call
-    ) -> AsyncIterator[tuple[Any, Callable[[Mapping[str, Any]], None]]]:
-        """The SDK call for *method* (not yet awaited) in its span, and the span's callback."""
-        to = await self._endpoint()
-        call.binding = to.binding
-        headers: dict[str, str] = {}
-        if to.binding == "GRPC":  # the caller's headers and credentials, for its host only
-            if urlsplit("//" + to.url).hostname == urlsplit(self._base).hostname:
-                headers = await self._guard.metadata(self._http.build_request("POST", self._base))
-        elif to.version == "1.0":  # the 0.3 and gRPC transports set their A2A-Version
-            headers["A2A-Version"] = "1.0"
-        if method == "SubscribeToTask" and call.event_id is not None:
-            headers["Last-Event-ID"] = call.event_id
-        name = _SDK_NAMES.get(method) or re.sub(r"(?<!^)([A-Z])", r"_\1", method).lower()
-        timeout = self._timeout if to.binding == "GRPC" else None  # httpx has its own
-        with (
-            a2a_call(method, to.version, to.url, MessageToDict(request), headers) as seen,
-            translated(method, to.url),
-        ):
-            context = ClientCallContext(service_parameters=headers, timeout=timeout)
-            yield getattr(self._transport(to), name)(request, context=context), seen
-
-    async def _call(self, method: str, request: Proto) -> tuple[Any, dict[str, Any]]:
-        """Run one SDK call; return its result as received (HTTP) and as 1.0 JSON."""
-        call = Call()
-        async with self._sdk(method, request, call) as (pending, seen):
-            with current(call):
-                result = await pending
-            as_json = MessageToDict(result) if isinstance(result, Proto) else {}
-            seen(as_json)
-        return call.wire, as_json
-
-    async def _events(
-        self, method: str, request: Proto, call: Call
-    ) -> AsyncIterator[dict[str, Any]]:
-        async with (
-            self._sdk(method, request, call) as (stream, seen),
-            contextlib.aclosing(stream),
-        ):
-            while True:
-                with current(call):
-                    try:
-                        item = await anext(stream)
-                    except StopAsyncIteration:
-                        return
-                as_json = MessageToDict(item)
-                seen(as_json)
-                event = shape.event(as_json, call.wire)
-                if event is not None:
-                    yield event
-                    if shape.is_final(event):
-                        return
-
-    async def _resumable(
-        self,
-        task_id: str | None,
-        last_event_id: str | None,
-        max_retries: int,
-        first: pb.SendMessageRequest | None = None,
-    ) -> AsyncIterator[dict[str, Any]]:
-        """Events of *task_id* (or of the stream *first* opens), resubscribed after the last
-        SSE id seen when the connection drops (see :meth:`resubscribe`)."""
-        call = Call(event_id=last_event_id)
-        failures = 0
-        while True:
-            method = "SubscribeToTask" if first is None else "SendStreamingMessage"
-            request = pb.SubscribeToTaskRequest(id=task_id) if first is None else first
-            try:
-                async for event in self._events(method, request, call):
-                    failures = 0
-                    if task_id is None:
-                        task_id = event["id"] if event["kind"] == "task" else event["taskId"]
-                    yield event
-                return
-            except A2AConnectionError as exc:
-                can_resume = call.event_id is not None and task_id is not None
-                if not can_resume or exc.status_code is not None or failures >= max_retries:
-                    if failures:
-                        raise A2AConnectionError(
-                            f"stream of task {task_id} lost; gave up after "
-                            f"{failures} resume attempt(s): {exc}"
-                        ) from exc
-                    raise
-                first = None  # from now on: the task's events after the last id seen
-                failures += 1
-                await asyncio.sleep(0.25 * 2 ** (failures - 1))
 
     # -- messages ----------------------------------------------------------------------
     @staticmethod
@@ -369,7 +232,7 @@ class A2AClient:
         request = self._send_request(
             message, metadata, context_id, task_id, skill_id, return_immediately
         )
-        wire, as_json = await self._call("SendMessage", request)
+        wire, as_json = await self._calls.call("SendMessage", request)
         event = shape.event(as_json, wire)
         if event is None or event["kind"] not in ("task", "message"):
             raise InvalidAgentResponseError(f"agent returned an invalid send result: {wire!r:.200}")
@@ -398,7 +261,7 @@ class A2AClient:
         if max_retries < 0:
             raise ValueError("max_retries must be 0 or more")
         request = self._send_request(message, metadata, context_id, task_id, skill_id, False)
-        return self._resumable(None, None, max_retries, request)
+        return self._calls.resumable(None, None, max_retries, request)
 
     # -- tasks -------------------------------------------------------------------------
     async def get_task(self, task_id: str, history_length: int | None = None) -> dict[str, Any]:
@@ -408,12 +271,12 @@ class A2AClient:
             if history_length < 0:
                 raise ValueError("history_length must be >= 0")
             request.history_length = history_length
-        return shape.task((await self._call("GetTask", request))[1])
+        return shape.task((await self._calls.call("GetTask", request))[1])
 
     async def cancel_task(self, task_id: str) -> dict[str, Any]:
         """Ask the agent to cancel the task; return the task as the agent reports it."""
         request = pb.CancelTaskRequest(id=_require_id(task_id, "task_id"))
-        return shape.task((await self._call("CancelTask", request))[1])
+        return shape.task((await self._calls.call("CancelTask", request))[1])
 
     async def list_tasks(
         self,
@@ -445,7 +308,7 @@ class A2AClient:
         if status:
             name = status.upper().replace("-", "_").removeprefix("TASK_STATE_")
             request.status = pb.TaskState.Value("TASK_STATE_" + name)
-        page = (await self._call("ListTasks", request))[1]
+        page = (await self._calls.call("ListTasks", request))[1]
         return {
             "tasks": [shape.task(t) for t in page.get("tasks") or []],
             "nextCursor": page.get("nextPageToken") or None,
@@ -465,7 +328,7 @@ class A2AClient:
         """
         if max_retries < 0:
             raise ValueError("max_retries must be 0 or more")
-        return self._resumable(_require_id(task_id, "task_id"), last_event_id, max_retries)
+        return self._calls.resumable(_require_id(task_id, "task_id"), last_event_id, max_retries)
 
     # -- push notification configs -----------------------------------------------------
     async def set_push_config(
@@ -476,7 +339,7 @@ class A2AClient:
             shape.build_push_config(_require_id(task_id, "task_id"), config),
             pb.TaskPushNotificationConfig(),
         )
-        wire, as_json = await self._call("CreateTaskPushNotificationConfig", request)
+        wire, as_json = await self._calls.call("CreateTaskPushNotificationConfig", request)
         return shape.push_config(as_json, wire)
 
     async def get_push_config(self, task_id: str, config_id: str) -> dict[str, Any]:
@@ -484,13 +347,13 @@ class A2AClient:
         request = pb.GetTaskPushNotificationConfigRequest(
             task_id=_require_id(task_id, "task_id"), id=_require_id(config_id, "config_id")
         )
-        wire, as_json = await self._call("GetTaskPushNotificationConfig", request)
+        wire, as_json = await self._calls.call("GetTaskPushNotificationConfig", request)
         return shape.push_config(as_json, wire)
 
     async def list_push_configs(self, task_id: str) -> list[dict[str, Any]]:
         """Return every push config of a task."""
         request = pb.ListTaskPushNotificationConfigsRequest(task_id=_require_id(task_id, "task_id"))
-        wire, as_json = await self._call("ListTaskPushNotificationConfigs", request)
+        wire, as_json = await self._calls.call("ListTaskPushNotificationConfigs", request)
         wired = (wire.get("configs") if isinstance(wire, Mapping) else wire) or []
         wired = wired if isinstance(wired, list) else []
         return [
@@ -503,11 +366,13 @@ class A2AClient:
         request = pb.DeleteTaskPushNotificationConfigRequest(
             task_id=_require_id(task_id, "task_id"), id=_require_id(config_id, "config_id")
         )
-        await self._call("DeleteTaskPushNotificationConfig", request)
+        await self._calls.call("DeleteTaskPushNotificationConfig", request)
 
     async def get_extended_card(self) -> dict[str, Any]:
         """Return the agent's extended (authenticated) card as served."""
-        wire, as_json = await self._call("GetExtendedAgentCard", pb.GetExtendedAgentCardRequest())
+        wire, as_json = await self._calls.call(
+            "GetExtendedAgentCard", pb.GetExtendedAgentCardRequest()
+        )
         card = wire if wire is not None else as_json  # as served; gRPC serves protobuf
         if not isinstance(card, dict):
             raise InvalidAgentResponseError("the extended card is not an object")

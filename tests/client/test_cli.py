@@ -321,6 +321,7 @@ async def test_card_skills_show_each_skills_schemas(ours: str) -> None:
     assert code == 0, err
     skills = {s["id"]: s for s in json.loads(out)}
     add = skills["demo.add"]
+    assert list(add)[:2] == ["id", "name"]  # the skill's own fields first, then its schemas
     assert add["name"] and add["inputSchema"]["required"] == ["a", "b"]
     assert add["outputSchema"]["properties"]["sum"]["type"] == "integer"
     assert skills["demo.echo"]["inputSchema"]["properties"]["text"]["type"] == "string"

@@ -27,10 +27,10 @@ What each fenced block does:
   ``...`` stands for any text.
 * ``json`` / ``yaml``: must parse.
 
-Addresses: ``127.0.0.1:8000`` is the agent the page last served (a free port stands in for
-8000). A page that calls the agent before serving one talks to the README's quick-start
-agent, which the reader keeps running in another terminal (the first ``apcore-a2a serve``
-line of README.md). gRPC's ``50051`` and the push walkthrough receiver's port ``9000`` get
+Addresses: ``127.0.0.1:80NN`` is the agent the page last served (a free port stands in;
+each page that serves names a port of its own, the quick start 8000). A page that calls
+the agent before serving one talks to the README's quick-start agent, which the reader
+keeps running in another terminal (the first ``apcore-a2a serve`` line of README.md). gRPC's ``50051`` and the push walkthrough receiver's port ``9000`` get
 free ports too.
 
 A block that cannot run here is marked just above it with an HTML comment, which renders
@@ -65,6 +65,8 @@ BLOCK_TIMEOUT = 90.0
 _DONE = "__DOCS_BLOCK_DONE__"
 _JSONRPC_ERROR = re.compile(r'"error"\s*:\s*\{')
 _SERVES = re.compile(r"^[^#\n]*\bapcore-a2a serve\b", re.MULTILINE)
+#: the agent a page talks to: the quick start's (8000) or the page's own (80NN)
+_AGENT_ADDRESS = re.compile(r"127\.0\.0\.1:80\d\d\b")
 
 
 def quick_start_serve() -> str:
@@ -261,8 +263,9 @@ class _Shell:
         self._send(_PRELUDE)
 
     def substitute(self, source: str) -> str:
-        """*source* with the documented ports replaced by this page's free ones."""
-        source = source.replace("127.0.0.1:8000", f"127.0.0.1:{self.agent_port}")
+        """*source* with the documented ports replaced by this page's free ones (8000, or
+        the 80NN port of its own a page serves on: tests/docs/test_ports.py)."""
+        source = _AGENT_ADDRESS.sub(f"127.0.0.1:{self.agent_port}", source)
         source = source.replace("50051", str(self.grpc_port))
         source = source.replace("127.0.0.1:9000", f"127.0.0.1:{self.receiver_port}")
         return source.replace("--port 9000", f"--port {self.receiver_port}")

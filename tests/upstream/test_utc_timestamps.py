@@ -7,6 +7,7 @@ and the correction can go.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -87,3 +88,11 @@ def test_what_is_not_a_zone_less_status_timestamp_is_left_alone() -> None:
     assert utc_timestamps(answer) is answer  # nothing to correct: not even copied
     garbage = _task("yesterday")
     assert utc_timestamps(garbage) is garbage  # for the SDK to refuse
+
+
+def test_the_answers_text_spares_the_walk_only_when_it_holds_no_such_timestamp() -> None:
+    naive = {"task": _task(STAMP)}
+    text = json.dumps(naive).encode()
+    assert utc_timestamps(naive, text)["task"]["status"]["timestamp"] == STAMP + "Z"
+    zoned = {"task": _task(STAMP + "Z")}
+    assert utc_timestamps(zoned, json.dumps(zoned).encode()) is zoned
