@@ -41,8 +41,9 @@ def bench(session: nox.Session) -> None:
 
     A full run (no arguments) also runs ``benchmarks.workers`` (SendMessage req/s with 1
     and 2 worker processes on PostgreSQL), ``benchmarks.cluster_streams`` (cross-replica
-    delay p50/p90/p99 on PostgreSQL and SQLite, idle queries) and ``benchmarks.growth``
-    (bytes stored and time per chunk of long streams, replay memory).
+    delay p50/p90/p99 on PostgreSQL and SQLite, idle queries), ``benchmarks.growth``
+    (bytes stored and time per chunk of long streams, replay memory) and
+    ``benchmarks.busy_health`` (``/health`` while large bodies arrive, beside the plain SDK).
 
     Installs Debian's ``wrk`` when it is missing (as root); appends to benchmarks/RESULTS.md.
     """
@@ -56,8 +57,8 @@ def bench(session: nox.Session) -> None:
         session.run("apt-get", "install", "-y", "-qq", "wrk", external=True)
     # sqlite/metrics only because apcore_a2a.push and server.ops import sqlalchemy and
     # prometheus_client unconditionally; postgres for the cross-replica rows; no
-    # OpenTelemetry, as in a plain install.
-    session.install("-e", ".[speed,sqlite,postgres,metrics]")
+    # OpenTelemetry, as in a plain install; grpc for busy_health's gRPC shape.
+    session.install("-e", ".[speed,sqlite,postgres,metrics,grpc]")
     session.run("python", "-m", "benchmarks", *session.posargs)
     if not session.posargs:
         # The workers scaling table (issue 20): 1 and 2 workers, rounds interleaved.
@@ -69,6 +70,9 @@ def bench(session: nox.Session) -> None:
         )
         # Growth (issue 33): bytes stored and time per chunk of long streams, replay memory.
         session.run("python", "-m", "benchmarks.growth", "--append", "benchmarks/RESULTS.md")
+        # /health while large bodies arrive (issue 31), beside the plain SDK server: the
+        # figure tests/reliability/test_body_shape.py used to assert (issue 43).
+        session.run("python", "-m", "benchmarks.busy_health", "--append", "benchmarks/RESULTS.md")
 
 
 def _reliability_run(session: nox.Session, paths: list[str], scale: str) -> None:

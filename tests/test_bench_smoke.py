@@ -217,3 +217,34 @@ def test_store_ratios_are_medians_with_the_per_round_range() -> None:
     # PostgreSQL without its S system: that ratio is not measured.
     assert "| PostgreSQL | 0.55x (0.50-0.60) | - | **not met** | not measured |" in text
     assert report.store_lines(harness.Results(harness.Plan())) == []
+
+
+def test_busy_health_table_probes_both_servers_while_bodies_arrive(tmp_path: Path) -> None:
+    # The figures are the report's to give (docs/benchmarks.md); here only that it runs:
+    # both servers probed during the bodies, no probe failed, each body answered.
+    results_md = tmp_path / "RESULTS.md"
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.busy_health", "--shapes", "parts,gRPC values beyond",
+         "--systems", "S,O", "--rounds", "1", "--parallel", "2", "--idle", "0.2",
+         "--append", str(results_md)],
+        cwd=ROOT, capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert results_md.read_text().strip() == done.stdout.strip()
+    rows = {
+        (m["shape"], m["system"]): (int(m["probes"]), int(m["failed"]), m["answered"])
+        for m in re.finditer(
+            r"^\| (?P<shape>[\w ]+) \| (?P<system>[SO]) \| (?P<probes>\d+) \| (?P<failed>\d+) "
+            r"\|(?: [\d.]+ \|){3} (?P<answered>.*) \|$",
+            done.stdout,
+            re.MULTILINE,
+        )
+    }
+    # S has no gRPC: the gRPC shape is O's only.
+    expected = {(shape, system) for shape in ("idle", "parts") for system in "SO"}
+    assert set(rows) == expected | {("gRPC values beyond", "O")}, done.stdout
+    assert all(probes > 0 and failed == 0 for probes, failed, _ in rows.values()), rows
+    assert rows[("parts", "O")][2] == "2x TASK_STATE_COMPLETED"
+    assert rows[("parts", "S")][2] == "2x TASK_STATE_COMPLETED"
+    assert rows[("gRPC values beyond", "O")][2].startswith("2x INVALID_ARGUMENT ")
+    assert "gRPC values beyond: O /health p99" in done.stdout
