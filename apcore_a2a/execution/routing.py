@@ -55,9 +55,9 @@ def _skill_in(holder: Message | SendMessageRequest | Task | None) -> str | None:
 
 
 def check_follow_up(params: SendMessageRequest, task: Task) -> None:
-    """A message on *task* answers the task's own skill (an approval approves that skill's
-    run, an answer fills that skill's input): one naming another skill is refused, before
-    it claims the task's wait, so the task is unchanged."""
+    """A message on a waiting *task* answers the task's own skill (an approval approves
+    that skill's run, an answer fills that skill's input): one naming another skill is
+    refused, before it claims the task's wait, so the task is unchanged."""
     own, named = _skill_in(task), _skill_in(params.message) or _skill_in(params)
     if own and named and named != own:
         raise InvalidParamsError(

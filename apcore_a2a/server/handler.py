@@ -167,15 +167,17 @@ class ApCoreRequestHandler(DefaultRequestHandler):
         stored = await self._task_lookup(task_id, context)
         if stored is None:
             return  # the SDK answers TaskNotFoundError
-        check_follow_up(params, stored)
         state = stored.status.state
         if state in _RUNNING:
             raise TaskBusyError(
                 message=f"Task is busy: it is {state_label(state)}; send the next message "
                 "when it asks for input"
             )
-        if state in _WAITING and not await self._turns.claim(stored):
-            raise TaskBusyError(message="Task is busy: another message is already continuing it")
+        if state in _WAITING:
+            check_follow_up(params, stored)  # before the claim: a refused message leaves the wait
+            if not await self._turns.claim(stored):
+                busy = "Task is busy: another message is already continuing it"
+                raise TaskBusyError(message=busy)
 
     async def on_cancel_task(
         self, params: CancelTaskRequest, context: ServerCallContext
