@@ -180,7 +180,7 @@ def store_hint(message: str) -> str:
             f"the schema {name!r} the URL names does not exist; create it "
             f"(CREATE SCHEMA {name};) or drop ?schema= from the URL"
         )
-    if "max_connections" in message:
+    if "this agent's connections" in message:
         return "docs/deployment.md counts the connections an agent holds"
     if _OLD_SCHEMA.search(message):
         return (
@@ -242,6 +242,11 @@ def run_workers(factory: A2AServerFactory, on_started: Callable[[], None] | None
     # Bound, not listening: it reserves the port (an error here names it) without taking
     # connections; the workers' listening sockets join it through SO_REUSEPORT.
     reservation = _bind(settings.host, settings.port)
+    refusal = _connections_refusal(settings)
+    if refusal is not None:  # one line for all workers, before any is forked
+        reservation.close()
+        print(f"Error: {refusal}", file=sys.stderr, flush=True)
+        return STARTUP_FAILED
     context = multiprocessing.get_context("fork")
     children = [
         context.Process(
@@ -294,6 +299,27 @@ def run_workers(factory: A2AServerFactory, on_started: Callable[[], None] | None
     if STARTUP_FAILED in codes:
         return STARTUP_FAILED
     return 0 if all(code == 0 for code in codes) else 1
+
+
+def _connections_refusal(settings: Settings) -> str | None:
+    """Why the database cannot take the connections of all workers (PostgreSQL), or None."""
+    from apcore_a2a.storage import StoreUnavailableError, open_stores
+
+    if not settings.task_store.startswith("postgres"):
+        return None
+
+    async def check() -> None:
+        stores = open_stores(settings.task_store, settings)
+        try:
+            await stores.check_connections()
+        finally:
+            await stores.aclose()
+
+    try:
+        asyncio.run(check())
+    except StoreUnavailableError as exc:
+        return _describe(exc)
+    return None
 
 
 def _bind(host: str, port: int) -> socket.socket:

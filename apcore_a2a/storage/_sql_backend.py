@@ -47,11 +47,27 @@ logger = logging.getLogger(__name__)
 PING_TIMEOUT = 3.0
 #: how long a stop waits for connections in use to come back before closing the pool
 RETURN_TIMEOUT = 2.0
-_FREE_CONNECTIONS = (
-    "SELECT current_setting('max_connections')::int"
-    " - current_setting('superuser_reserved_connections')::int"
-    " - (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend')"
-)
+# Connections this agent may still open, per limit: (what limits it, its value, open now);
+# a limit of -1 is none. Superusers pass role and database limits (and the reserved ones).
+_LIMITS = """
+WITH me AS (SELECT rolsuper AS su FROM pg_roles WHERE rolname = current_user),
+open AS (SELECT usename, datname FROM pg_stat_activity WHERE backend_type = 'client backend')
+SELECT 'the server''s max_connections', current_setting('max_connections')::int
+       - CASE WHEN (SELECT su FROM me) THEN 0 ELSE
+         current_setting('superuser_reserved_connections')::int
+         + coalesce(current_setting('reserved_connections', true)::int, 0) END,
+       (SELECT count(*) FROM open)
+UNION ALL
+SELECT 'the CONNECTION LIMIT of role ' || quote_ident(current_user),
+       CASE WHEN (SELECT su FROM me) THEN -1 ELSE rolconnlimit END,
+       (SELECT count(*) FROM open WHERE usename = current_user)
+FROM pg_roles WHERE rolname = current_user
+UNION ALL
+SELECT 'the CONNECTION LIMIT of database ' || quote_ident(current_database()),
+       CASE WHEN (SELECT su FROM me) THEN -1 ELSE datconnlimit END,
+       (SELECT count(*) FROM open WHERE datname = current_database())
+FROM pg_database WHERE datname = current_database()
+"""
 _DB_ERRORS: tuple[type[BaseException], ...] = (*_UNAVAILABLE, DBAPIError)
 
 
@@ -96,8 +112,7 @@ class SqlBackend:
             with contextlib.suppress(FileExistsError, FileNotFoundError, IsADirectoryError):
                 os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
         try:
-            if self.store_url.kind == "postgresql":
-                await self._check_connections()
+            await self.check_connections()
             await self._create_tables()
             running = _running()
             if self.registry is not None:
@@ -153,20 +168,32 @@ class SqlBackend:
             raise self._unavailable(exc) from None
 
     # -- internals -----------------------------------------------------------------
-    async def _check_connections(self) -> None:
+    async def check_connections(self) -> None:
+        """PostgreSQL: raise :class:`StoreUnavailableError` naming the first limit (the
+        server's, the role's, the database's) that cannot take the connections of all
+        workers (docs/deployment.md, *Database connections*)."""
         # The pool opens its connections under load, when running out of them is an
         # outage; a start that cannot have them all says so at once instead.
+        if self.store_url.kind != "postgresql":
+            return
         per_process, workers, held = self.connections
-        free: int = (await read(self.engine, text(_FREE_CONNECTIONS)))[0][0]
-        # +1: the connection asking is one of the pool's own
-        if workers * per_process > free + 1:
+        need = workers * per_process
+        try:
+            limits = await read(self.engine, text(_LIMITS))
+        except _DB_ERRORS as exc:
+            raise self._unavailable(exc) from None
+        for what, limit, open_now in limits:
+            free = limit - open_now + 1  # +1: the connection asking is one of the pool's
+            if limit < 0 or need <= free:
+                continue
+            others = per_process - self.store_url.pool_size
+            fits = free // workers - others
+            advice = f"?pool_size={fits} would fit" if fits >= 1 else "fewer workers would"
             raise StoreUnavailableError(
                 f"task store {self.store_url.display} cannot take this agent's connections: "
-                f"{workers} worker(s) x {per_process} ({held}) = {workers * per_process}, "
-                f"but the server has {free + 1} "
-                "left (max_connections - superuser_reserved_connections - connections open "
-                "now); lower ?pool_size= in the task store URL or the workers, or raise "
-                "max_connections"
+                f"{workers} worker(s) x {per_process} ({held}) = {need}, but {what} leaves "
+                f"{free} ({limit} allowed, {open_now - 1} open by others now); {advice}, "
+                "or raise the limit"
             )
 
     async def _create_tables(self) -> None:

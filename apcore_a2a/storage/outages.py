@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 from a2a.server.tasks import PushNotificationConfigStore
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from apcore_a2a.errors import StoreUnavailableError
 
@@ -30,13 +31,26 @@ UNAVAILABLE: tuple[type[BaseException], ...] = (
     OperationalError,
     InterfaceError,
     ConnectionError,
+    PoolTimeout,  # every pooled connection busy for the pool's whole timeout
 )
 
 
+#: SQLSTATE classes of a server that cannot take (more) work now: connection exceptions,
+#: insufficient resources (``too many connections for role``/``for database``), shutdown.
+_BUSY_STATES = ("08", "53", "57P")
+
+
 def is_outage(exc: BaseException) -> bool:
-    """Whether *exc* means the database cannot be reached right now."""
-    invalidated = isinstance(exc, DBAPIError) and exc.connection_invalidated
-    return isinstance(exc, UNAVAILABLE) or bool(invalidated)
+    """Whether *exc* means the database cannot be reached (or take a connection) now."""
+    if isinstance(exc, UNAVAILABLE):
+        return True
+    if not isinstance(exc, DBAPIError):
+        return False
+    cause = exc.orig
+    state = getattr(cause, "sqlstate", None) or getattr(
+        getattr(cause, "__cause__", None), "sqlstate", ""
+    )
+    return exc.connection_invalidated or str(state).startswith(_BUSY_STATES)
 
 
 async def guarded(call: Awaitable[_T]) -> _T:

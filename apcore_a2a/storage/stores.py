@@ -97,6 +97,13 @@ class Stores:
         if self._backend is not None:
             await self._backend.start()
 
+    async def check_connections(self) -> None:
+        """PostgreSQL: :class:`StoreUnavailableError` naming the limit (the server's, the
+        role's or the database's) that cannot take the connections all workers will hold
+        (:meth:`start` checks it too; ``--workers`` checks it once before forking)."""
+        if self._backend is not None:
+            await self._backend.check_connections()
+
     async def aclose(self) -> None:
         """Stop background loops and release connections. Safe to call twice."""
         if self._backend is not None:
