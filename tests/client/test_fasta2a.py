@@ -12,6 +12,7 @@ import asyncio
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
+import httpx
 import pytest
 import pytest_asyncio
 
@@ -46,8 +47,6 @@ async def _settled(client: A2AClient, task_id: str) -> dict[str, Any]:
 
 async def test_the_agent_writes_timestamps_without_a_zone(agent: str) -> None:
     # What the correction is for; the day fasta2a writes a zone, this test says so.
-    import httpx
-
     body = {
         "jsonrpc": "2.0",
         "id": 1,
