@@ -23,7 +23,7 @@ class HangingEndpoint:
     open: int = 0
     _writers: set[asyncio.StreamWriter] = field(default_factory=set)
 
-    async def wait_open(self, count: int = 1, timeout: float = 10.0) -> None:
+    async def wait_open(self, count: int = 1, timeout: float = 60.0) -> None:
         """Return once at least *count* connections are open (or raise after *timeout*)."""
         deadline = time.monotonic() + timeout
         while self.open < count:

@@ -3,9 +3,7 @@
 The real CLI agent serves the examples with JWT (JWKS) *and* API-key auth. While the key
 endpoint hangs and 40 bearer requests wait on it, an API-key call to the sync module
 ``math.add`` must answer (it runs on the thread pool the key fetches used to occupy), and
-SIGTERM must end the process within ``shutdown_timeout`` + 5 s.
-
-The figures (printed with ``-s``) are the ones in docs/reliability.md.
+SIGTERM must end the process (exit 0) while the key fetch still hangs.
 """
 
 from __future__ import annotations
@@ -29,6 +27,8 @@ from .keys import ec_pair
 
 API_KEY = "k-outage-" + secrets.token_hex(12)
 SHUTDOWN_TIMEOUT = 3.0
+#: seconds the test waits for the exit before it fails (not how fast it should be)
+HANG_GUARD = 120
 
 
 def add_request() -> dict[str, Any]:
@@ -47,17 +47,14 @@ def add_request() -> dict[str, Any]:
     }
 
 
-async def add_with_api_key(http: httpx.AsyncClient, base: str) -> float:
-    started = time.perf_counter()
+async def add_with_api_key(http: httpx.AsyncClient, base: str) -> None:
     resp = await http.post(
         base + "/", json=add_request(), headers={"X-API-Key": API_KEY, "A2A-Version": "1.0"}
     )
-    elapsed = time.perf_counter() - started
     assert resp.status_code == 200, resp.text
     task = resp.json()["result"]["task"]
     assert task["status"]["state"] == "TASK_STATE_COMPLETED", task
     assert task["artifacts"][0]["parts"][0]["data"] == {"sum": 42}
-    return elapsed
 
 
 async def wait_ready(base: str, proc: subprocess.Popen[bytes]) -> None:
@@ -81,7 +78,7 @@ async def test_api_key_call_answers_and_sigterm_exits_while_the_jwks_endpoint_ha
         env = {k: v for k, v in os.environ.items() if not k.startswith(("A2A_", "JWT_"))}
         env.update(
             JWT_JWKS_URL=hang.url,
-            JWT_JWKS_TIMEOUT="120",  # the fetch hangs for the whole test
+            JWT_JWKS_TIMEOUT="3600",  # the fetch hangs for the whole test
             A2A_API_KEYS=f"{API_KEY}=ops",
             A2A_SHUTDOWN_TIMEOUT=str(SHUTDOWN_TIMEOUT),
         )
@@ -94,7 +91,7 @@ async def test_api_key_call_answers_and_sigterm_exits_while_the_jwks_endpoint_ha
             await wait_ready(base, proc)
             limits = httpx.Limits(max_connections=100)
             async with httpx.AsyncClient(timeout=60, limits=limits) as http:
-                baseline = min([await add_with_api_key(http, base) for _ in range(3)])
+                await add_with_api_key(http, base)
 
                 tokens = [
                     ec_pair(secrets.token_hex(8)).sign(
@@ -113,27 +110,20 @@ async def test_api_key_call_answers_and_sigterm_exits_while_the_jwks_endpoint_ha
                 ]
                 await hang.wait_open(1)
 
-                during = [await add_with_api_key(http, base) for _ in range(3)]
+                for _ in range(3):
+                    await add_with_api_key(http, base)
                 # Answered while every bearer request still waits on the hanging fetch.
                 assert not any(b.done() for b in bearers)
                 assert hang.open == 1 and hang.connections == 1, "one fetch for 40 tokens"
 
-                started = time.monotonic()
+                # SIGTERM ends the process while the fetch still hangs (it would for an
+                # hour): shutdown does not wait for it. The wait is only a hang guard.
                 proc.send_signal(signal.SIGTERM)
-                while proc.poll() is None:
-                    assert time.monotonic() - started < SHUTDOWN_TIMEOUT + 5, "still alive"
-                    await asyncio.sleep(0.05)
-                exit_after = time.monotonic() - started
-                assert proc.returncode == 0
+                assert await asyncio.to_thread(proc.wait, HANG_GUARD) == 0
+                assert hang.connections == 1
                 answers = await asyncio.gather(*bearers, return_exceptions=True)
                 # Each bearer request got a refusal or lost its connection; none was let in.
                 for answer in answers:
                     assert isinstance(answer, httpx.HTTPError) or answer.status_code == 401
-            print(
-                f"\nJWKS hang, 40 random-kid tokens: API-key math.add {max(during) * 1000:.0f} ms "
-                f"(no outage {baseline * 1000:.0f} ms); SIGTERM exit after {exit_after:.2f} s "
-                f"(shutdown_timeout {SHUTDOWN_TIMEOUT:.0f} s); JWKS connections "
-                f"{hang.connections}"
-            )
         finally:
             stop_process(proc, timeout=5)

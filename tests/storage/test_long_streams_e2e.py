@@ -9,7 +9,6 @@ goes on from B with ``Last-Event-ID``.
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -142,7 +141,6 @@ async def test_kill_9_mid_stream_loses_no_chunk_and_the_stream_goes_on_elsewhere
             rest: list[str] = []
             final = None
             body = _rpc("SubscribeToTask", id=task_id)
-            started = time.monotonic()
             headers = {"Last-Event-ID": last_id}
             async with http.stream("POST", b + "/", json=body, headers=headers) as response:
                 async for _id, payload in sse_frames(response):
@@ -151,7 +149,7 @@ async def test_kill_9_mid_stream_loses_no_chunk_and_the_stream_goes_on_elsewhere
                     rest += [p["text"] for p in update["artifact"]["parts"]] if update else []
                     if "statusUpdate" in result:
                         final = result["statusUpdate"]["status"]
-            assert time.monotonic() - started < 30
+            # It ends (the client's read timeout is the hang guard) with B's verdict.
             assert final is not None and final["state"] == "TASK_STATE_FAILED"
             assert final["message"]["parts"][0]["text"] == INTERRUPTED_MESSAGE
             whole = seen + rest
