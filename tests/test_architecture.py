@@ -195,13 +195,13 @@ FOREIGN_KEYS = {"headers", "auth", "user", "method", "request_id", "type", "path
 #: ``edge/call.py``'s CallRecord by the slice that owns its module (storage, streams,
 #: execution); the rule keeps new ones out.
 PENDING = {
-    ("apcore_a2a/server/resume.py", "SSE_IDS_SCOPE_KEY"),
-    ("apcore_a2a/server/resume.py", "SSE_IDS_STATE_KEY"),
-    ("apcore_a2a/server/resume.py", "LAST_EVENT_ID_STATE_KEY"),
+    ("apcore_a2a/streams/resume.py", "SSE_IDS_SCOPE_KEY"),
+    ("apcore_a2a/streams/resume.py", "SSE_IDS_STATE_KEY"),
+    ("apcore_a2a/streams/resume.py", "LAST_EVENT_ID_STATE_KEY"),
+    ("apcore_a2a/streams/answers.py", "SSE_IDS_SCOPE_KEY"),
     ("apcore_a2a/server/routes.py", "SSE_IDS_SCOPE_KEY"),
     ("apcore_a2a/server/routes.py", "SSE_IDS_STATE_KEY"),
     ("apcore_a2a/server/routes.py", "LAST_EVENT_ID_STATE_KEY"),
-    ("apcore_a2a/server/guards.py", "SSE_IDS_SCOPE_KEY"),
     ("apcore_a2a/server/handler.py", "SSE_IDS_STATE_KEY"),
     ("apcore_a2a/server/handler.py", "BLOCKING_STATE_KEY"),
     ("apcore_a2a/server/handler.py", "DEFER_STATE_KEY"),
