@@ -145,6 +145,10 @@ def run_app(
         lifespan="on",
         access_log=False,
         log_config=None,
+        # X-Forwarded-For names the caller quotas count by: trusted from configured proxies
+        # only (uvicorn's default trusts any client on 127.0.0.1).
+        proxy_headers=bool(settings.forwarded_allow_ips),
+        forwarded_allow_ips=list(settings.forwarded_allow_ips) or None,
     )
     server = GracefulServer(config)
     errors: list[str] = []

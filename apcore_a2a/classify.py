@@ -23,6 +23,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from a2a.utils.errors import VersionNotSupportedError
 from starlette.middleware import Middleware
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -101,14 +102,15 @@ _current: ContextVar[RequestInfo | None] = ContextVar("apcore_a2a_request", defa
 @dataclass(slots=True)
 class RequestInfo:
     """What one HTTP request is to the A2A layers: ``method`` is the A2A 1.0 name whatever
-    the binding, ``rpc_method`` the JSON-RPC name as sent; ``version`` is the header's or
-    the one the path or method implies (``explicit_version`` tells which)."""
+    the binding, ``rpc_method`` the JSON-RPC name as sent; ``version`` is the protocol the
+    path or method speaks (else the announced one), ``announced`` the ``A2A-Version``
+    header as sent (``""``: none, which spec §3.6.2 reads as 0.3)."""
 
     kind: Kind
     http_method: str
     binding: Binding | None = None
     version: str | None = None
-    explicit_version: bool = False
+    announced: str = ""
     method: str | None = None
     rpc_method: str | None = None
     tenant: str = ""
@@ -146,7 +148,9 @@ class RequestInfo:
             self._payload = None
             if self.body is not None and self.binding == "jsonrpc" and not self.shape_error:
                 try:
-                    self._payload = json.loads(self.body)
+                    # Decoded as UTF-8 only (RFC 8259 §8.1): json.loads would guess UTF-16
+                    # or UTF-32 from raw bytes, whose shape the scan did not see.
+                    self._payload = json.loads(self.body.decode("utf-8"))
                 except (ValueError, RecursionError) as exc:
                     self.parse_error = exc
                 doc = self._payload
@@ -154,8 +158,7 @@ class RequestInfo:
                 self.rpc_method = name if isinstance(name, str) else None
                 known = JSONRPC_METHODS.get(self.rpc_method or "")
                 if known is not None:
-                    self.method = known[0]
-                    self.version = self.version if self.explicit_version else known[1]
+                    self.method, self.version = known
         return self._payload
 
     @property
@@ -189,6 +192,8 @@ class RequestInfo:
             if not message.get("more_body", False):
                 break
         self.body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        if not utf8_json(self.body):
+            return True  # refused as such; its shape is not UTF-8 JSON's to check
         try:
             for _step in scan(self.body, self.shape):
                 await asyncio.sleep(0)  # a large body is checked in steps
@@ -208,6 +213,30 @@ class RequestInfo:
             return await receive()
 
         return replayed
+
+
+def utf8_json(body: bytes) -> bool:
+    """Whether *body* can be UTF-8 JSON: RFC 8259 §8.1 makes UTF-8 the only encoding, and
+    UTF-16 or UTF-32 text (detected as RFC 4627 §3 does: a NUL among the first four bytes;
+    or a byte order mark) is told apart before anything counts its values."""
+    head = body[:4]
+    return 0 not in head and not head.startswith((b"\xfe\xff", b"\xff\xfe"))
+
+
+def version_error(announced: str, spoken: str | None) -> VersionNotSupportedError | None:
+    """The refusal of a call announcing *announced* (``A2A-Version``; ``""`` for none, which
+    spec §3.6.2 reads as 0.3) to a method of protocol *spoken*; ``None`` when the major
+    versions agree or the method is unknown (its own error follows). One rule for every
+    binding: a2a-sdk checks it on HTTP only, its gRPC servicers never."""
+    asked = announced or "0.3"
+    if spoken is None or asked.split(".", 1)[0] == spoken.split(".", 1)[0]:
+        return None
+    told = f"send 'A2A-Version: {spoken}'" if spoken != "0.3" else "send 'A2A-Version: 0.3' or none"
+    if not announced:
+        reason = "a request without A2A-Version is an A2A 0.3 request (spec §3.6.2)"
+    else:
+        reason = f"A2A version {announced[:20]!r} is not supported by this method"
+    return VersionNotSupportedError(message=f"{reason}; this method is A2A {spoken}: {told}")
 
 
 def request_info(scope: Scope) -> RequestInfo | None:
@@ -353,9 +382,10 @@ class Recorder:
                 info.tenant = tenant
         for key, value in scope.get("headers", ()):
             if key == VERSION_HEADER:
-                info.version = bytes(value).decode("latin-1").strip() or info.version
-                info.explicit_version = True
+                info.announced = bytes(value).decode("latin-1").strip()
                 break
+        if info.version is None and info.announced:
+            info.version = info.announced
         info.base_url = base_url({**scope, "root_path": root})
         scope[REQUEST_KEY] = info
         token = _current.set(info)

@@ -134,6 +134,12 @@ class Settings(BaseSettings):
         "host and the loopback names; '*' = any)",
         flag="--allowed-host",
     )
+    forwarded_allow_ips: Strings = setting(
+        (),
+        "http.forwarded_allow_ips",
+        "proxy address or network whose X-Forwarded-For/-Proto is trusted (default: none)",
+        flag="--forwarded-allow-ip",
+    )
     log_level: LogLevel = setting("info", "logging.level", "log level")
     log_format: LogFormat = setting("text", "logging.format", "text or json")
     # -- limits ----------------------------------------------------------------------

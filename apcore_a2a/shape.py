@@ -98,9 +98,7 @@ def scan(body: bytes, shape: Shape) -> Generator[None, None, None]:
                 size = 0
             strings += size
             if strings > shape.max_string_bytes:
-                raise ShapeError(
-                    f"more than {shape.max_string_bytes} bytes of strings", "max_string_bytes"
-                )
+                raise _too_many_strings(shape)
         elif char in b"[{":
             values += 1
             # A message is the body's (REST) or its params' (JSON-RPC): deeper arrays of that
@@ -130,14 +128,15 @@ def _escaped_string(body: bytes, pos: int) -> Generator[None, None, int]:
 
 
 def check_message(message: Message, shape: Shape) -> None:
-    """:func:`scan`'s limits on a protobuf request (gRPC), strings aside: the binary parser
-    takes them at C speed. A message, ``Struct`` or ``ListValue`` is one value and one level
-    (a JSON object or array), a ``Value`` only its content. Stops at the first limit, so it
-    walks at most ``max_values`` values; raises :class:`ShapeError`."""
-    left = shape.max_values
+    """:func:`scan`'s limits on a protobuf request (gRPC). A message, ``Struct`` or
+    ``ListValue`` is one value and one level (a JSON object or array), a ``Value`` only its
+    content; strings (map keys included) count their UTF-8 bytes, a file's ``bytes`` do
+    not (as in JSON). Stops at the first limit, so it walks at most ``max_values`` values;
+    raises :class:`ShapeError`."""
+    left, strings = shape.max_values, 0
 
     def walk(message: Message, depth: int) -> None:
-        nonlocal left
+        nonlocal left, strings
         if message.DESCRIPTOR.full_name != "google.protobuf.Value":
             left, depth = left - 1, depth + 1
             if depth > shape.max_depth:
@@ -148,6 +147,11 @@ def check_message(message: Message, shape: Shape) -> None:
             items = value.values() if is_map else value if many else (value,)
             if many and field.name in ("parts", "content") and len(items) > shape.max_parts:
                 raise _too_many_parts(shape)
+            texts = value.keys() if is_map else () if of_messages else items
+            if is_map or field.type == FieldDescriptor.TYPE_STRING:
+                strings += sum(len(text.encode("utf-8")) for text in texts if isinstance(text, str))
+                if strings > shape.max_string_bytes:
+                    raise _too_many_strings(shape)
             if not of_messages:
                 left -= len(items)
             for item in items if of_messages else ():
@@ -178,6 +182,10 @@ def _too_many_parts(shape: Shape) -> ShapeError:
 
 def _too_many_values(shape: Shape) -> ShapeError:
     return ShapeError(f"more than {shape.max_values} JSON values", "max_json_values")
+
+
+def _too_many_strings(shape: Shape) -> ShapeError:
+    return ShapeError(f"more than {shape.max_string_bytes} bytes of strings", "max_string_bytes")
 
 
 def _too_deep(shape: Shape) -> ShapeError:

@@ -1,6 +1,6 @@
-"""apcore-a2a's own A2A errors, and the spec §5.4 statuses, as our HTTP layer answers them.
+"""apcore-a2a's own A2A errors as our HTTP layer answers them; the SDK's pass unchanged.
 
-The SDK renders errors it has no table entry for as internal errors; the request guard
+The SDK renders errors it has no table entry for as internal errors; the answering layer
 turns them into ours (:func:`apcore_a2a.upstream.error_answers.correct_error`). The
 answers on the wire are checked in tests/test_process_wide.py and the binding suites.
 """
@@ -48,10 +48,10 @@ def test_retry_after_travels_in_the_data() -> None:
     assert data is not None and data["store"] == "x" and data["retryAfter"] == 2
 
 
-def test_spec_statuses_apply_to_rest_only() -> None:
-    rest = correct_error(build_rest_error_payload(TaskNotCancelableError())["error"])
-    assert (rest["code"], rest["status"]) == (409, "FAILED_PRECONDITION")
-    rpc: dict[str, Any] = build_error_response(1, TaskNotCancelableError())["error"]
+@pytest.mark.parametrize("error", [TaskNotCancelableError(), TaskNotFoundError()])
+def test_the_sdks_own_answers_pass_unchanged(error: A2AError) -> None:
+    """A2A 1.0.1 §5.4 is the SDK's table: its answers are ours (REST 400, not 409)."""
+    rest = build_rest_error_payload(error)["error"]
+    assert correct_error(rest) == rest
+    rpc: dict[str, Any] = build_error_response(1, error)["error"]
     assert correct_error(rpc) == rpc
-    untouched = build_rest_error_payload(TaskNotFoundError())["error"]
-    assert correct_error(untouched) == untouched

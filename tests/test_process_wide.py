@@ -1,9 +1,9 @@
 """Our agent changes nothing for another a2a-sdk agent in the same process (issue 30).
 
 A plain a2a-sdk agent built before ours and one built after ours are served next to it
-(JSON-RPC, REST and gRPC). Each must answer the errors whose statuses we correct for our
-own routes (spec §5.4) exactly as the SDK answers them alone: the SDK's statuses, codes
-and reasons, read from a fresh interpreter.
+(JSON-RPC, REST and gRPC). Each must answer these errors (spec §5.4) exactly as the SDK
+answers them alone: the SDK's statuses, codes and reasons, read from a fresh interpreter;
+and so does ours (A2A 1.0.1 is the SDK's table).
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from tests.bindings._agent import serve_agent
 from tests.upstream._plain import plain_agent
 
 V1 = {"A2A-Version": "1.0"}
+GRPC_V1 = (("a2a-version", "1.0"),)
 ERRORS = ("TaskNotCancelableError", "PushNotificationNotSupportedError")
 
 _ALONE = """
@@ -89,7 +90,9 @@ def _answers(url: str, grpc_port: int) -> dict[str, Any]:
             "CancelTask",
             f"/tasks/{task_id}:cancel",
             {"id": task_id},
-            lambda stub: stub.CancelTask(pb.CancelTaskRequest(id=task_id), timeout=10),
+            lambda stub: stub.CancelTask(
+                pb.CancelTaskRequest(id=task_id), timeout=10, metadata=GRPC_V1
+            ),
         ),
         "PushNotificationNotSupportedError": (
             "CreateTaskPushNotificationConfig",
@@ -98,6 +101,7 @@ def _answers(url: str, grpc_port: int) -> dict[str, Any]:
             lambda stub: stub.CreateTaskPushNotificationConfig(
                 pb.TaskPushNotificationConfig(task_id=task_id, url="https://example.com/hook"),
                 timeout=10,
+                metadata=GRPC_V1,
             ),
         ),
     }
@@ -154,11 +158,9 @@ def test_a_plain_sdk_agent_answers_as_alone_before_and_after_ours() -> None:
     with _served(before) as before_url:
         assert _answers(before_url, before_grpc) == expected
         with serve_agent() as ours:
-            # ours answers the spec's statuses (§5.4) on its own routes...
+            # ours answers as the SDK does (spec 1.0.1 §5.4: REST 400, FAILED_PRECONDITION)...
             port = int(ours.grpc_address.rsplit(":", 1)[1])
-            spec = _answers(ours.url, port)
-            assert spec["TaskNotCancelableError"]["rest"]["http"] == 409
-            assert spec["PushNotificationNotSupportedError"]["grpc"]["grpc"] == "UNIMPLEMENTED"
+            assert _answers(ours.url, port) == expected
             after, after_grpc = plain_agent()
             with _served(after) as after_url:
                 # ...and the agents built before and after it still answer as the SDK does.

@@ -19,16 +19,18 @@ from starlette.middleware.cors import CORSMiddleware
 from starlette.responses import JSONResponse
 
 from apcore_a2a.auth.authenticator import (
+    SCOPES_ATTR,
     AnyAuthenticator,
     APIKeyAuthenticator,
     Authenticator,
     Gate,
     parse_api_key_entries,
+    words,
 )
 from apcore_a2a.auth.jwt_authenticator import JWTAuthenticator
 from apcore_a2a.classify import RequestInfo, request_info
 from apcore_a2a.errors import OwnError, PermissionDeniedError, UnauthenticatedError
-from apcore_a2a.execution.identity import IDENTITY_SCOPE_KEY
+from apcore_a2a.execution.identity import Caller, CallerCredentials
 from apcore_a2a.settings import SettingsError
 from apcore_a2a.upstream.error_answers import correct_error
 
@@ -66,8 +68,9 @@ def needs_credentials(info: RequestInfo | None, *, ops_public: bool) -> bool | N
 class AuthMiddleware:
     """Authenticate every request that needs it (see :func:`needs_credentials`).
 
-    The identity goes to ``scope[IDENTITY_SCOPE_KEY]`` (the SDK call-context builder makes
-    it the task owner) and to :func:`current_identity` until the request ends. Refusals
+    The caller goes to ``scope["user"]`` and ``scope["auth"]`` (where a2a-sdk's own
+    call-context builder finds the task owner and the identity) and to
+    :func:`current_identity` until the request ends. Refusals
     (:class:`~apcore_a2a.auth.authenticator.Gate`) get the fixed answers of docs/auth.md
     ("What callers see"). With ``require_auth=False`` requests *without* credentials pass as
     anonymous, but bad credentials and anonymous extended-card requests are still refused.
@@ -99,7 +102,9 @@ class AuthMiddleware:
         if scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
-        scope.pop(IDENTITY_SCOPE_KEY, None)  # only this middleware may say who the caller is
+        # only this middleware may say who the caller is
+        scope.pop("user", None)
+        scope.pop("auth", None)
         info = request_info(scope)
         need = needs_credentials(info, ops_public=self.ops_public)
         if need is False:
@@ -109,7 +114,8 @@ class AuthMiddleware:
             identity = await self.gate.identify(Headers(scope=scope))
             if need:
                 anonymous_ok = identity is None and await self._anonymous_ok(info, receive)
-                if info is not None and info.is_a2a:  # roles and scopes are for A2A calls
+                if info is not None and (info.is_a2a or info.kind == "metrics"):
+                    # roles and scopes: A2A calls, and the figures about them
                     self.gate.admit(identity, anonymous_ok=anonymous_ok)
                 elif identity is None and not anonymous_ok:
                     raise self.gate.unauthenticated()
@@ -122,7 +128,8 @@ class AuthMiddleware:
         if info is not None:
             receive = info.replay(receive)  # the body, if we had to read it
         if identity is not None:
-            scope[IDENTITY_SCOPE_KEY] = identity
+            scope["user"] = Caller(identity)
+            scope["auth"] = CallerCredentials(identity, words(identity.attrs.get(SCOPES_ATTR)))
         token = _identity_var.set(identity)
         try:
             await self.app(scope, receive, send)

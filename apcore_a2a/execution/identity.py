@@ -1,19 +1,25 @@
-"""Who is calling (an apcore ``Identity`` left in the ASGI scope by authentication, as
-the SDK ``User`` :class:`IdentityUser` that owns tasks and push configs), and which modules
-they may call: skill ids are module ids, so "may this caller see skill S" is asked of the
-apcore ACL without executing anything (preflight, routing, per-caller cards). apcore's
-control modules (``system.control.*``) are for callers with the :data:`OPERATOR_ROLE` only.
+"""Who is calling, and which modules they may call: skill ids are module ids, so "may this
+caller see skill S" is asked of the apcore ACL without executing anything (preflight,
+routing, per-caller cards). apcore's control modules (``system.control.*``) are for
+callers with the :data:`OPERATOR_ROLE` only.
+
+The caller travels where Starlette and a2a-sdk look for it: authentication leaves
+``scope["user"]`` (:class:`Caller`, whose ``display_name`` is the task owner) and
+``scope["auth"]`` (:class:`CallerCredentials`, the apcore ``Identity`` and its scopes), so
+the SDK's own context builder makes the owner (``user.user_name``) and carries the
+identity (``state["auth"]``); gRPC's builder makes an :class:`IdentityUser`.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from a2a.auth.user import User
 from apcore import Context
 from apcore.builtin_steps import BuiltinACLCheck
+from starlette.authentication import AuthCredentials, BaseUser
 
 from apcore_a2a.adapters.skills import CONTROL_PREFIX
 
@@ -21,8 +27,6 @@ if TYPE_CHECKING:
     from a2a.server.context import ServerCallContext
     from apcore import ACL, Executor, Identity
 
-#: ASGI scope key under which auth middleware leaves the caller's apcore ``Identity``.
-IDENTITY_SCOPE_KEY = "apcore.identity"
 #: Identity attribute naming how the caller authenticated (``"jwt"``, ``"apikey"``, ...).
 AUTH_SCHEME_ATTR = "auth_scheme"
 #: Identity attribute holding the token issuer (``iss``) for schemes that have one.
@@ -75,12 +79,52 @@ class IdentityUser(User):
         return self._owner
 
 
+class Caller(BaseUser):
+    """``scope["user"]`` of an authenticated caller (Starlette's place for it)."""
+
+    def __init__(self, identity: Identity) -> None:
+        self.apcore_identity = identity
+        self.owner = owner_key(identity)
+
+    @property
+    def identity(self) -> Identity:
+        """The apcore identity (Starlette's ``BaseUser.identity`` is a string id)."""
+        return self.apcore_identity
+
+    @property
+    def is_authenticated(self) -> bool:
+        return True
+
+    @property
+    def display_name(self) -> str:
+        """The task owner: what a2a-sdk's ``StarletteUser.user_name`` reads."""
+        return self.owner
+
+
+class CallerCredentials(AuthCredentials):
+    """``scope["auth"]`` of an authenticated caller: its scopes, and the identity (the SDK's
+    builder hands it on as ``ServerCallContext.state["auth"]``)."""
+
+    def __init__(self, identity: Identity, scopes: Iterable[str] = ()) -> None:
+        super().__init__(list(scopes))
+        self.identity = identity
+
+
+def caller_identity(scope: Mapping[str, Any]) -> Identity | None:
+    """The identity authentication left in an ASGI *scope*, ``None`` for anonymous."""
+    user = scope.get("user")
+    return user.identity if isinstance(user, Caller) else None
+
+
 def identity_of(context: ServerCallContext | None) -> Identity | None:
     """The apcore identity of a call, or ``None`` for anonymous callers."""
     if context is None:
         return None
     user = context.user
-    return user.identity if isinstance(user, IdentityUser) else None
+    if isinstance(user, IdentityUser):
+        return user.identity
+    auth = context.state.get("auth")
+    return auth.identity if isinstance(auth, CallerCredentials) else None
 
 
 def acl_of(executor: Executor) -> ACL | None:

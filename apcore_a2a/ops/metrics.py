@@ -10,7 +10,7 @@ ids, task states and error codes: no identities, no task content.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Container, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -86,10 +86,22 @@ class Metrics(Collector):
             "push_notifications_failed": live.push_notifications_failed,
         }
 
-    def exposition(self, accept: str = "") -> tuple[bytes, str]:
-        """Prometheus text (or OpenMetrics, if *accept* asks for it) and its content type."""
+    def skills(self) -> set[str]:
+        """The skills the figures name."""
+        return {skill for skill, _ in (*self.by_skill_state, *self.errors)}
+
+    def exposition(
+        self, accept: str = "", skills: Container[str] | None = None
+    ) -> tuple[bytes, str]:
+        """Prometheus text (or OpenMetrics, if *accept* asks for it) and its content type;
+        with *skills*, the samples of other skills left out (a caller sees the figures of
+        the skills the ACL shows it, as on its card)."""
         encoder, content_type = choose_encoder(accept)
-        return encoder(self.registry), content_type
+        body: bytes = encoder(self.registry)
+        if skills is not None:
+            lines = body.split(b"\n")
+            body = b"\n".join(line for line in lines if _shown(line, skills))
+        return body, content_type
 
     def collect(self) -> Iterator[Metric]:
         snapshot = self.snapshot()
@@ -125,3 +137,11 @@ class Metrics(Collector):
             for labels, count in sorted(counts.items()):
                 family.add_metric(list(labels), count)
             yield family
+
+
+def _shown(line: bytes, skills: Container[str]) -> bool:
+    start = line.find(b'skill="')
+    if start < 0 or line.startswith(b"#"):
+        return True
+    name = line[start + 7 : line.find(b'"', start + 7)]
+    return name.decode("utf-8", "replace") in skills

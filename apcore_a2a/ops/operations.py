@@ -24,7 +24,11 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from apcore_a2a._version import __version__
 from apcore_a2a.classify import HEALTH_PATH, METRICS_PATH, request_info
 from apcore_a2a.errors import MissingExtraError
-from apcore_a2a.execution.identity import IDENTITY_SCOPE_KEY, OPERATOR_ROLE
+from apcore_a2a.execution.identity import (
+    OPERATOR_ROLE,
+    caller_identity,
+    visible_modules_async,
+)
 from apcore_a2a.execution.observer import ExecutionObserver, ExecutionTracker
 from apcore_a2a.storage import StoreUnavailableError
 
@@ -56,6 +60,7 @@ class ServerView(Protocol):
     stores: Stores
     handler: DefaultRequestHandler
     ops: Operations
+    executor: Any  # the apcore Executor (its ACL names what a caller may see)
 
 
 class RequestWatch:
@@ -148,7 +153,7 @@ class Operations:
     async def health(self, request: Request) -> Response:
         # Other callers learn healthy/unhealthy only: the details tell how many skills
         # exist and which version runs, which only operators need.
-        roles = getattr(request.scope.get(IDENTITY_SCOPE_KEY), "roles", ())
+        roles = getattr(caller_identity(request.scope), "roles", ())
         detailed = self.settings.ops_details_public or OPERATOR_ROLE in roles
         problem = await self.problem()
         if problem is not None:
@@ -201,7 +206,14 @@ class Operations:
         else:
             wanted = asked.lower() in ("prometheus", "openmetrics", "text")
         if wanted:
-            body, content_type = metrics.exposition(accept)
+            identity = caller_identity(request.scope)
+            shown: set[str] | None = None
+            operator = OPERATOR_ROLE in getattr(identity, "roles", ())
+            if not (self.settings.ops_details_public or operator) and self._state is not None:
+                # skills the ACL hides from this caller are not named to it
+                executor = self._state.executor
+                shown = await visible_modules_async(executor, identity, metrics.skills())
+            body, content_type = metrics.exposition(accept, shown)
             return Response(body, headers={**_NO_STORE, "Content-Type": content_type})
         return JSONResponse(metrics.snapshot(), headers=_NO_STORE)
 

@@ -27,7 +27,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from apcore_a2a.classify import JWKS_PATH
-from apcore_a2a.push.bodies import PROTOCOL_VERSION_STATE_KEY, TaskSnapshots, protocol_version
+from apcore_a2a.push.bodies import TaskSnapshots, protocol_version
 from apcore_a2a.push.configs import PushConfigStore
 from apcore_a2a.push.policy import PushUrlPolicy, Resolver
 from apcore_a2a.push.responses import PushResponseMiddleware
@@ -50,7 +50,6 @@ __all__ = [
     "ACTIVE",
     "FAILED",
     "JWKS_PATH",
-    "PROTOCOL_VERSION_STATE_KEY",
     "PUSH_SIGNING_EXTENSION_URI",
     "SIGNATURE_HEADER",
     "ConfigStatusBook",

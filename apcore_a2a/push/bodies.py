@@ -23,23 +23,23 @@ from a2a.utils.proto_utils import to_stream_response
 from cachetools import LRUCache
 from google.protobuf.json_format import MessageToDict
 
+from apcore_a2a.edge.call import call_of
 from apcore_a2a.storage.observed import observe_saves
 from apcore_a2a.storage.streamed import IN_LOG
 
 V1_0 = "1.0"
 V0_3 = "0.3"
+
+
 #: ``ServerCallContext.state`` key where a transport records the protocol version it serves.
-PROTOCOL_VERSION_STATE_KEY = "apcore_a2a.protocol_version"
-
-
 def protocol_version(context: ServerCallContext | None) -> str:
-    """``"1.0"`` or ``"0.3"``, the version of the call that built *context*: as marked under
-    :data:`PROTOCOL_VERSION_STATE_KEY` (gRPC), else ``A2A-Version``, missing meaning 0.3."""
+    """``"1.0"`` or ``"0.3"``, the version of the call that built *context*: its call record's
+    (every binding), else ``A2A-Version``, missing meaning 0.3."""
     if context is None:
         return V1_0
-    marked = context.state.get(PROTOCOL_VERSION_STATE_KEY)
-    if marked in (V1_0, V0_3):
-        return str(marked)
+    call = call_of(context)
+    if call is not None and call.version in (V1_0, V0_3):
+        return call.version
     headers = context.state.get("headers") or {}
     raw = str(headers.get("a2a-version") or headers.get("A2A-Version") or "").strip()
     return V0_3 if not raw or raw.split(".", 1)[0] == "0" else V1_0

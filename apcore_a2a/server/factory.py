@@ -14,15 +14,10 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from a2a.auth.user import UnauthenticatedUser, User
-from a2a.server.context import ServerCallContext
-from a2a.server.routes import create_jsonrpc_routes, create_rest_routes
-from a2a.server.routes.common import DefaultServerCallContextBuilder
 from a2a.types import AgentCard
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
-from starlette.requests import Request
-from starlette.routing import BaseRoute, Mount, Route
+from starlette.routing import BaseRoute
 
 from apcore_a2a.adapters.agent_card import AgentCardBuilder, Binding
 from apcore_a2a.auth import (
@@ -33,20 +28,19 @@ from apcore_a2a.auth import (
     security_for,
     security_middleware,
 )
-from apcore_a2a.classify import JWKS_PATH, describe, layered
+from apcore_a2a.classify import JWKS_PATH, layered
 from apcore_a2a.errors import MissingExtraError
 from apcore_a2a.execution.catalog import SkillCatalog
 from apcore_a2a.execution.executor import ApCoreAgentExecutor
 from apcore_a2a.execution.executors import resolve_executor
 from apcore_a2a.execution.governance import check_served
-from apcore_a2a.execution.identity import IDENTITY_SCOPE_KEY, IdentityUser
 from apcore_a2a.execution.routing import ApCoreRequestContextBuilder, Preflight
 from apcore_a2a.keys import CardSigner, card_signer_from_settings
 from apcore_a2a.ops.operations import Operations
 from apcore_a2a.push import build_push, jwks_route
 from apcore_a2a.push import card_extensions as push_card_extensions
 from apcore_a2a.server.card_routes import CardBase, card_routes
-from apcore_a2a.server.guards import RequestGuard, caller_of
+from apcore_a2a.server.guards import RequestGuard
 from apcore_a2a.server.handler import ApCoreRequestHandler, NewTaskMarking
 from apcore_a2a.server.lifecycle import (
     AUTH,
@@ -62,48 +56,19 @@ from apcore_a2a.server.lifecycle import (
     middleware_stack,
 )
 from apcore_a2a.server.limits import StreamLimiter
-from apcore_a2a.server.task_quota import CALLER_STATE_KEY, TaskQuota
+from apcore_a2a.server.routes import ApCoreCallContextBuilder, a2a_routes
+from apcore_a2a.server.task_quota import TaskQuota
 from apcore_a2a.settings import Settings, SettingsError, config_path
 from apcore_a2a.shape import Shape
 from apcore_a2a.storage import Stores, open_stores
 from apcore_a2a.storage.observed import observe_saves
 from apcore_a2a.streams import AnswerSide, cancel_on_drop
-from apcore_a2a.streams.resume import (
-    LAST_EVENT_ID_STATE_KEY,
-    SSE_IDS_SCOPE_KEY,
-    SSE_IDS_STATE_KEY,
-    last_event_id_of,
-)
 from apcore_a2a.upstream.apcore_config import config_of
-from apcore_a2a.upstream.file_bytes import MESSAGE_PATHS, with_spec_files
-from apcore_a2a.upstream.parsed_body import parsed_once
-from apcore_a2a.upstream.rest03_streams import eager_streams
-from apcore_a2a.upstream.rest_media_type import RestMediaType
 
 logger = logging.getLogger("apcore_a2a.server")
 
 _TASK_STORE_METHODS = ("save", "get", "list", "delete")
 _AUTH_METHODS = ("authenticate", "security_schemes")
-
-
-class ApCoreCallContextBuilder(DefaultServerCallContextBuilder):
-    """The SDK default builder (keeps ``state['headers']``) plus the apcore identity
-    and the caller key quotas count by."""
-
-    def build(self, request: Request) -> ServerCallContext:
-        context = super().build(request)
-        context.state[CALLER_STATE_KEY] = caller_of(request.scope)
-        ids = request.scope.get(SSE_IDS_SCOPE_KEY)
-        if ids is not None:
-            context.state[SSE_IDS_STATE_KEY] = ids
-            context.state[LAST_EVENT_ID_STATE_KEY] = last_event_id_of(request.scope)
-        return context
-
-    def build_user(self, request: Request) -> User:
-        identity: Any = request.scope.get(IDENTITY_SCOPE_KEY)
-        if identity is not None:
-            return IdentityUser(identity)
-        return UnauthenticatedUser()
 
 
 class A2AServerFactory:
@@ -241,7 +206,7 @@ class A2AServerFactory:
         context_builder = ApCoreCallContextBuilder()
         features = _optional_features(state, self.auth, push, signer, context_builder)
         grace = s.shutdown_timeout + 1.0
-        rpc_routes, rest_routes = _a2a_routes(handler, s.rpc_path, context_builder, grace)
+        rpc_routes, rest_routes = a2a_routes(handler, s.rpc_path, context_builder, grace)
         # Rebased onto where the caller reached us, then signed: the signature covers the
         # URLs the caller is given.
         card_source = card_base.document(acl_card_document(self.executor, state.document))
@@ -257,9 +222,7 @@ class A2AServerFactory:
         guard = Middleware(RequestGuard, max_body_bytes=s.max_body_bytes, streams=streams)
         # task_streams: one dict shared by the answer side of all routes
         answers = Middleware(AnswerSide, on_stream_dropped=drop, task_streams={})
-        edge, per_route = middleware_stack(
-            features, [(GUARD, guard), (GUARD, answers), (INNER, Middleware(RestMediaType))]
-        )
+        edge, per_route = middleware_stack(features, [(GUARD, guard), (GUARD, answers)])
         # Every route runs the request record, auth, the guard... once it matched: no
         # spelling of a path reaches an endpoint around them (see apcore_a2a.classify).
         shape = Shape.of(s)
@@ -367,46 +330,6 @@ def _config_value(executor: Any, registry: Any, key: str) -> str | None:
             if value:
                 return str(value)
     return None
-
-
-def _a2a_routes(
-    handler: Any, rpc_path: str, context_builder: Any, stream_grace: float
-) -> tuple[list[BaseRoute], list[BaseRoute]]:
-    """``(JSON-RPC routes, REST routes)`` with the seam's corrections; REST goes last, as
-    the SDK also mounts it under ``/{tenant}``, which would take any two-segment path."""
-    rpc = [
-        parsed_once(route)
-        for route in create_jsonrpc_routes(
-            handler,
-            rpc_url=rpc_path,
-            context_builder=context_builder,
-            enable_v0_3_compat=True,
-            shutdown_grace_period=stream_grace,
-        )
-    ]
-    streams = eager_streams(handler, context_builder, stream_grace)
-    rest: list[BaseRoute] = []
-    for route in create_rest_routes(
-        handler,
-        context_builder=context_builder,
-        enable_v0_3_compat=True,
-        shutdown_grace_period=stream_grace,
-    ):
-        if isinstance(route, Route) and route.path in streams:
-            rest.append(Route(route.path, streams[route.path], methods=route.methods))
-        elif isinstance(route, Route) and route.path in MESSAGE_PATHS:
-            rest.append(Route(route.path, with_spec_files(route.endpoint), methods=route.methods))
-        else:
-            rest.append(route)
-    inner = [r for m in rest if isinstance(m, Mount) for r in m.routes]
-    unknown = [
-        r.path
-        for r in (*rest, *inner)
-        if isinstance(r, Route) and describe(r.path, min(r.methods or ("GET",))).kind != "a2a"
-    ]
-    if unknown:  # served as "other", such a route would skip the A2A checks
-        raise RuntimeError(f"a2a-sdk routes unknown to apcore_a2a.classify: {unknown}")
-    return rpc, rest
 
 
 def _optional_features(

@@ -7,13 +7,12 @@ the API-key header) with the HTTP rules; refusals are ``UNAUTHENTICATED`` (with
 ``www-authenticate`` trailers) or ``PERMISSION_DENIED``. Calls are counted in ``/metrics``
 and, with ``telemetry``, traced (``ops/telemetry.py``). ``grpc.health.v1.Health`` (with
 ``grpcio-health-checking``) reports the ``/health`` store probe for ``""`` and each A2A
-service; ``Watch`` follows it every ``HEALTH_INTERVAL`` seconds. Without the ``grpc`` extra,
+service (``ops/grpc_health.py``). Without the ``grpc`` extra,
 importing this module raises an ``ImportError`` that says so.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -28,17 +27,16 @@ from a2a.utils.errors import A2AError, InternalError, InvalidParamsError
 
 from apcore_a2a import errors
 from apcore_a2a.auth.authenticator import Gate, metadata_headers
+from apcore_a2a.classify import version_error
+from apcore_a2a.edge.call import CallRecord, attach
 from apcore_a2a.execution.identity import IdentityUser
-from apcore_a2a.push.bodies import PROTOCOL_VERSION_STATE_KEY
-from apcore_a2a.server.limits import StreamLimiter
-from apcore_a2a.server.task_quota import CALLER_STATE_KEY
+from apcore_a2a.server.limits import GLOBAL_RETRY_AFTER, StreamLimiter
 from apcore_a2a.shape import Shape, ShapeError, check_message
 from apcore_a2a.upstream.file_bytes import (
     is_python_client,
     proto_request_to_sdk,
     proto_response_to_wire,
 )
-from apcore_a2a.upstream.grpc_version import grpc_version_error
 
 GRPC_EXTRA_HINT = 'gRPC support needs the "grpc" extra: pip install "apcore-a2a[grpc]"'
 
@@ -49,7 +47,9 @@ try:
     from a2a.server.request_handlers.grpc_handler import DefaultGrpcServerCallContextBuilder
     from a2a.types import a2a_pb2, a2a_pb2_grpc
 
+    from apcore_a2a.ops.grpc_health import add_health_service
     from apcore_a2a.upstream.error_answers import CompatServicer, Servicer
+    from apcore_a2a.upstream.error_answers import abort as abort_with
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess without grpc
     raise ImportError(GRPC_EXTRA_HINT) from exc
 
@@ -66,8 +66,6 @@ logger = logging.getLogger("apcore_a2a.grpc")
 #: Full names of the two A2A services this server hosts.
 SERVICE_V1: str = a2a_pb2.DESCRIPTOR.services_by_name["A2AService"].full_name
 SERVICE_V0_3: str = a2a_v0_3_pb2.DESCRIPTOR.services_by_name["A2AService"].full_name
-#: Seconds between two store probes feeding ``Health.Watch``.
-HEALTH_INTERVAL = 5.0
 
 # Methods that return the (authenticated) extended card: like their HTTP routes they need
 # credentials even when anonymous calls are allowed.
@@ -81,10 +79,12 @@ _V03_NAMES = {
     "ListTaskPushNotificationConfig": "ListTaskPushNotificationConfigs",
 }
 
-# The interceptor authenticates asynchronously, but the SDK builds the call context
-# synchronously; this hands the identity over. Every RPC runs in its own asyncio task,
-# so a value set for one call is never seen by another.
-_call_identity: ContextVar[Identity | None] = ContextVar("apcore_a2a_grpc_identity", default=None)
+# The interceptor admits the call asynchronously, but the SDK builds the call context
+# synchronously; this hands the record (and identity) over. Every RPC runs in its own
+# asyncio task, so a value set for one call is never seen by another.
+_call: ContextVar[tuple[CallRecord, Identity | None] | None] = ContextVar(
+    "apcore_a2a_grpc_call", default=None
+)
 
 _Abort = Callable[[A2AError, grpc.aio.ServicerContext], Awaitable[None]]
 
@@ -111,21 +111,20 @@ def _read_tls(cert: str | None, key: str | None) -> tuple[bytes, bytes] | None:
 
 
 class GrpcCallContextBuilder(DefaultGrpcServerCallContextBuilder):
-    """The SDK's gRPC builder plus, as over HTTP, the apcore identity, the text metadata as
-    ``state['headers']`` and the protocol of the service the call reached."""
-
-    def __init__(self, protocol_version: str) -> None:
-        self.protocol_version = protocol_version
+    """The SDK's gRPC builder plus, as over HTTP, the call record the interceptor made, the
+    apcore identity and the text metadata as ``state['headers']``."""
 
     def build(self, context: grpc.aio.ServicerContext) -> ServerCallContext:
         call_context: ServerCallContext = super().build(context)
         call_context.state["headers"] = metadata_headers(context.invocation_metadata())
-        call_context.state[CALLER_STATE_KEY] = _caller(_call_identity.get(), context)
-        call_context.state[PROTOCOL_VERSION_STATE_KEY] = self.protocol_version
+        current = _call.get()
+        if current is not None:
+            attach(call_context, current[0])
         return call_context
 
     def build_user(self, context: grpc.aio.ServicerContext) -> User:
-        identity = _call_identity.get()
+        current = _call.get()
+        identity = current[1] if current is not None else None
         return IdentityUser(identity) if identity is not None else UnauthenticatedUser()
 
 
@@ -222,26 +221,25 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
                 await abort(exc, context)
             except errors.PermissionDeniedError as exc:
                 await abort(exc, context)
-            _call_identity.set(identity)
-        major = "0" if method.startswith(f"/{SERVICE_V0_3}/") else "1"
-        wrong = grpc_version_error(major, headers.get("a2a-version"))
+        spoken = "0.3" if method.startswith(f"/{SERVICE_V0_3}/") else "1.0"
+        wrong = version_error(headers.get("a2a-version", "").strip(), spoken)
         if wrong is not None:
             await abort(wrong, context)
         return identity
 
     async def _take_stream(
-        self, identity: Identity | None, context: grpc.aio.ServicerContext
+        self, caller: str, context: grpc.aio.ServicerContext, abort: _Abort
     ) -> str | None:
         """Take a stream slot (the same limits as SSE streams), or abort the call."""
         if self._streams is None:
             return None
-        caller = _caller(identity, context)
         refusal = await self._streams.acquire(caller)
         if refusal is None:
             return caller
-        if refusal.scope == "agent":
-            await context.abort(grpc.StatusCode.UNAVAILABLE, refusal.message)
-        await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, refusal.message)
+        if refusal.scope == "agent":  # as HTTP's 503 + Retry-After
+            code = grpc.StatusCode.UNAVAILABLE
+            await abort_with(context, code, refusal.message, None, GLOBAL_RETRY_AFTER)
+        await abort(errors.QuotaExceededError(refusal.message), context)
         return None  # pragma: no cover - abort() always raises
 
     def _wrap(
@@ -252,12 +250,17 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         async def serve(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
             with self._observed(method, request, context) as seen:
                 identity = await self._admit(method, context, abort)
+                name = method.rsplit("/", 1)[-1]
+                spoken = "0.3" if legacy else "1.0"
+                caller = _caller(identity, context)
+                call = CallRecord("grpc", spoken, _V03_NAMES.get(name, name), caller)
+                _call.set((call, identity))
                 if self._shape is not None:
                     try:
                         check_message(request, self._shape)
                     except ShapeError as exc:
                         await abort(InvalidParamsError(message=f"Invalid params: {exc}"), context)
-                caller = await self._take_stream(identity, context) if streaming else None
+                slot = await self._take_stream(caller, context, abort) if streaming else None
                 try:
                     async with _internal_errors(method, context, abort):
                         python = await _legacy_request(request, context, abort) if legacy else False
@@ -268,8 +271,8 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
                             seen(item)
                             yield item
                 finally:
-                    if caller is not None and self._streams is not None:
-                        await self._streams.release(caller)
+                    if slot is not None and self._streams is not None:
+                        await self._streams.release(slot)
 
         async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
             (answer,) = [item async for item in serve(request, context)]
@@ -314,52 +317,6 @@ async def _legacy_request(request: Any, context: grpc.aio.ServicerContext, abort
     except A2AError as exc:
         await abort(exc, context)
     return python
-
-
-def _add_health_service(
-    server: grpc.aio.Server, problem: Callable[[], Awaitable[object]], services: tuple[str, ...]
-) -> Callable[[], Awaitable[None]] | None:
-    """Add ``grpc.health.v1.Health`` to *server*; its stop hook, or ``None`` without the
-    package. *problem* returns ``None`` when healthy."""
-    try:
-        from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-    except ImportError:
-        logger.info("grpc.health.v1 not offered: install grpcio-health-checking")
-        return None
-
-    serving = health_pb2.HealthCheckResponse.SERVING
-    not_serving = health_pb2.HealthCheckResponse.NOT_SERVING
-
-    class StoreHealth(health.aio.HealthServicer):  # type: ignore[misc]
-        async def refresh(self) -> None:
-            status = serving if await problem() is None else not_serving
-            for service in ("", *services):
-                await self.set(service, status)
-
-        async def Check(self, request: Any, context: Any) -> Any:
-            await self.refresh()
-            return await super().Check(request, context)
-
-    servicer = StoreHealth()
-    health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
-
-    async def watch() -> None:
-        while True:
-            try:
-                await servicer.refresh()
-            except Exception:  # a probe that fails is NOT_SERVING next time, not a crash
-                logger.exception("gRPC health probe failed")
-            await asyncio.sleep(HEALTH_INTERVAL)
-
-    loop = asyncio.ensure_future(watch())
-
-    async def stop() -> None:
-        loop.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await loop
-        await servicer.enter_graceful_shutdown()
-
-    return stop
 
 
 class GrpcServer:
@@ -411,8 +368,8 @@ class GrpcServer:
         if self._server is not None:
             return
         s = self.settings
-        v1 = Servicer(self.handler, context_builder=GrpcCallContextBuilder("1.0"))
-        v03 = CompatServicer(self.handler, context_builder=GrpcCallContextBuilder("0.3"))
+        v1 = Servicer(self.handler, context_builder=GrpcCallContextBuilder())
+        v03 = CompatServicer(self.handler, context_builder=GrpcCallContextBuilder())
         interceptor = _A2AInterceptor(
             {SERVICE_V1: v1.abort_context, SERVICE_V0_3: v03.abort_context},
             Gate(self.authenticator, roles=s.required_roles, scopes=s.required_scopes)
@@ -443,7 +400,7 @@ class GrpcServer:
             names = (SERVICE_V1, SERVICE_V0_3, reflection.SERVICE_NAME)
             reflection.enable_server_reflection(names, server)
         if self.operations is not None:
-            self._health_stop = _add_health_service(
+            self._health_stop = add_health_service(
                 server, self.operations.problem, (SERVICE_V1, SERVICE_V0_3)
             )
         try:

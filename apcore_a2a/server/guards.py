@@ -1,15 +1,19 @@
 """Pure-ASGI request guard on every route (it acts on A2A routes), reading the request
-record the matched route made (:mod:`apcore_a2a.classify`). It adds what the SDK lacks:
+record the matched route made (:mod:`apcore_a2a.classify`). It adds what the SDK lacks,
+each refusal an A2A error in the shape of the request's binding (:func:`refusal`):
 
-* ``415`` for a POST with a body that is not JSON, also without Content-Type (what a
-  cross-origin page sends unasked; body-less POSTs such as ``:cancel`` need none); ``413``
-  for a body over the limit (on ``Content-Length`` and again while reading);
+* ``ContentTypeNotSupportedError`` for a POST with a body that is not JSON, also without
+  Content-Type (what a cross-origin page sends unasked; body-less POSTs such as
+  ``:cancel`` need none): REST 400, JSON-RPC ``-32005`` (spec §5.4); ``413`` for a body
+  over the limit (on ``Content-Length`` and again while reading);
 * ``-32700`` (JSON-RPC) or ``400`` (REST) for a body that is not UTF-8, nested deeper than
   Python's decoder goes, or (JSON-RPC) with an unpaired surrogate escape or no ``id``
   (the SDK: -32603, HTTP 500, or no answer);
 * ``-32602`` (JSON-RPC) or ``400`` (REST) for a body beyond a shape limit
   (:mod:`apcore_a2a.shape`), before anything parses it;
-* without ``A2A-Version`` (0.3 to the SDK), a 1.0 method name or REST path is served as 1.0;
+* the version rule (:func:`~apcore_a2a.classify.version_error`): without ``A2A-Version``
+  a request is 0.3 (spec §3.6.2), so a 1.0 method name or REST path is refused
+  (``VersionNotSupportedError``) with a message saying what to send;
 * stream limits (:class:`~apcore_a2a.server.limits.StreamLimiter`): over the agent's cap
   ``503`` + ``Retry-After``, over the caller's quota ``429`` (``QuotaExceededError``).
 
@@ -23,36 +27,48 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from a2a.utils.error_handlers import build_error_details, build_rest_error_payload
+from a2a.utils.errors import (
+    JSON_RPC_ERROR_CODE_MAP,
+    A2AError,
+    ContentTypeNotSupportedError,
+    InternalError,
+    InvalidParamsError,
+    InvalidRequestError,
+    JSONParseError,
+    MethodNotFoundError,
+)
 from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from apcore_a2a.classify import VERSION_HEADER, RequestInfo, request_info
+from apcore_a2a.classify import (
+    JSONRPC_METHODS,
+    RequestInfo,
+    request_info,
+    utf8_json,
+    version_error,
+)
 from apcore_a2a.errors import (
     RETRY_AFTER_KEY,
-    WIRE_KEY,
+    OwnError,
     QuotaExceededError,
     StoreUnavailableError,
 )
-from apcore_a2a.execution.identity import IDENTITY_SCOPE_KEY, IdentityUser
+from apcore_a2a.execution.identity import Caller
 from apcore_a2a.server.limits import GLOBAL_RETRY_AFTER, StreamLimiter
+from apcore_a2a.upstream.error_answers import correct_error
 
 _JSON_TYPES = ("application/json", "application/a2a+json")
-_STATUS_NAMES = {
-    400: "INVALID_ARGUMENT",
-    404: "NOT_FOUND",
-    413: "PAYLOAD_TOO_LARGE",
-    415: "INVALID_ARGUMENT",
-    429: "RESOURCE_EXHAUSTED",
-    503: "UNAVAILABLE",
-}
+#: REST statuses of the refusals the SDK's error table has no row for
+_REST_STATUS = {JSONParseError: (400, "INVALID_ARGUMENT"), InternalError: (503, "UNAVAILABLE")}
 
 
 def caller_of(scope: Scope) -> str:
     """The key quotas count by: the task owner, or ``ip:<address>`` for anonymous callers."""
-    identity = scope.get(IDENTITY_SCOPE_KEY)
-    if identity is not None:
-        return IdentityUser(identity).user_name
+    user = scope.get("user")
+    if isinstance(user, Caller):
+        return user.owner
     client = scope.get("client")
     return f"ip:{client[0]}" if client else "ip:unknown"
 
@@ -62,18 +78,39 @@ def _is_json_type(value: str | None) -> bool:
     return media in _JSON_TYPES or media.endswith("+json")
 
 
-def error_payload(info: RequestInfo, status: int, code: int, message: str) -> dict[str, Any]:
-    """An error in the shape of the request's binding (JSON-RPC or REST)."""
+def refusal(
+    info: RequestInfo,
+    error: A2AError,
+    status: int | None = None,
+    headers: dict[str, str] | None = None,
+) -> JSONResponse:
+    """*error* answered in the shape of the request's binding and protocol version, as
+    a2a-sdk answers it: JSON-RPC HTTP 200 unless *status* says otherwise (1.0 with the
+    ``ErrorInfo`` data), REST the status of spec §5.4 (or *status*), our errors' codes."""
     if info.binding == "jsonrpc":
+        code = error.wire.code if isinstance(error, OwnError) else None
+        code = code or JSON_RPC_ERROR_CODE_MAP.get(type(error), -32603)
+        detail: dict[str, Any] = {"code": code, "message": error.message}
+        if info.version == "0.3":
+            if error.data:
+                detail["data"] = error.data
+        elif not isinstance(error, JSONParseError | InvalidRequestError | InternalError):
+            detail["data"] = build_error_details(error)
         # JSON-RPC 2.0 §5: a request that could not be parsed has no id
         request_id = None if code == -32700 else info.request_id
-        return {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
-    name = _STATUS_NAMES.get(status, "ERROR")
-    return {"error": {"code": status, "status": name, "message": message}}
+        payload = {"jsonrpc": "2.0", "id": request_id, "error": correct_error(detail)}
+        return JSONResponse(payload, status or 200, headers)
+    body = build_rest_error_payload(error)
+    if type(error) in _REST_STATUS:
+        body["error"]["code"], body["error"]["status"] = _REST_STATUS[type(error)]
+    if status is not None:
+        body["error"]["code"] = status
+    body["error"] = correct_error(body["error"])
+    return JSONResponse(body, body["error"]["code"], headers)
 
 
 def _not_found(info: RequestInfo) -> JSONResponse:
-    return JSONResponse(error_payload(info, 404, -32601, "Not Found"), 404)
+    return refusal(info, MethodNotFoundError(message="Not Found"), 404)
 
 
 @dataclass
@@ -91,13 +128,8 @@ class RequestGuard:
             return
         rejection = await self._check(scope, info, receive)
         if rejection is not None:
-            status, code, message = rejection
-            await JSONResponse(error_payload(info, status, code, message), status)(
-                scope, receive, send
-            )
+            await refusal(info, *rejection)(scope, receive, send)
             return
-        if not info.explicit_version and info.version is not None:
-            scope["headers"] = [*scope["headers"], (VERSION_HEADER, info.version.encode())]
         receive = info.replay(receive)
         if info.streaming:
             await self._stream(scope, info, receive, send)
@@ -108,8 +140,22 @@ class RequestGuard:
 
     async def _check(
         self, scope: Scope, info: RequestInfo, receive: Receive
-    ) -> tuple[int, int, str] | None:
-        """``(HTTP status, JSON-RPC code, message)`` for a request to refuse, else ``None``."""
+    ) -> tuple[A2AError, int | None] | None:
+        """``(error, HTTP status or None for the binding's own)`` to refuse, else ``None``."""
+        refused = await self._check_body(scope, info, receive)
+        if refused is not None:
+            return refused
+        if info.binding == "rest":
+            spoken = info.version
+        else:
+            known = JSONRPC_METHODS.get(info.rpc_method or "")
+            spoken = known[1] if known else None
+        wrong = version_error(info.announced, spoken)
+        return (wrong, None) if wrong is not None else None
+
+    async def _check_body(
+        self, scope: Scope, info: RequestInfo, receive: Receive
+    ) -> tuple[A2AError, int | None] | None:
         if info.http_method != "POST":
             return None
         headers = Headers(scope=scope)
@@ -117,57 +163,56 @@ class RequestGuard:
         has_body = length != "0" and (length is not None or "transfer-encoding" in headers)
         if has_body and not _is_json_type(headers.get("content-type")):
             # Also without any Content-Type: what a cross-origin page can send unasked.
-            # -32005 ContentTypeNotSupported: the spec's only media-type error (JSONRPC-SSE-002).
-            return 415, -32005, "Unsupported Content-Type: send JSON (application/json)"
+            return ContentTypeNotSupportedError(
+                message="Unsupported Content-Type: send JSON (application/a2a+json or "
+                "application/json)"
+            ), None
         limit = self.max_body_bytes
         too_large = length is not None and length.isdigit() and int(length) > limit
         if too_large or not await info.load_body(receive, limit):
-            return 413, -32600, "Payload too large"
+            return InvalidRequestError(message="Payload too large"), 413
         body = info.body or b""
+        if not utf8_json(body):
+            return JSONParseError(message="Parse error: body is not UTF-8 JSON (RFC 8259)"), None
         if info.shape_error is not None:
-            status = 200 if info.binding == "jsonrpc" else 400
-            return status, -32602, f"Invalid params: {info.shape_error}"
+            return InvalidParamsError(message=f"Invalid params: {info.shape_error}"), None
         if info.binding == "rest":
             try:
                 body.decode("utf-8")
             except UnicodeDecodeError:
                 # The SDK's REST dispatcher decodes outside its error handling (HTTP 500).
-                return 400, -32700, "Parse error: body is not valid UTF-8 JSON"
+                return JSONParseError(message="Parse error: body is not valid UTF-8 JSON"), None
             return None
         payload = info.payload
         if info.parse_error is not None:
             # The SDK maps only JSONDecodeError to -32700; these reach it as -32603 or 500.
-            return 200, -32700, _parse_error(info.parse_error)
+            return JSONParseError(message=_parse_error(info.parse_error)), None
         hint = any(p.search(body) for p in _SURROGATE_HINTS)
         if hint and _has_lone_surrogate(payload):
             # The SDK echoes such strings in its errors, then fails to encode its own answer.
-            return 200, -32700, _LONE_SURROGATE
+            return JSONParseError(message=_LONE_SURROGATE), None
         if isinstance(payload, dict) and "method" in payload and "id" not in payload:
-            return 200, -32600, "Invalid Request: 'id' is required (A2A has no notifications)"
+            message = "Invalid Request: 'id' is required (A2A has no notifications)"
+            return InvalidRequestError(message=message), None
         return None
 
     async def _stream(self, scope: Scope, info: RequestInfo, receive: Receive, send: Send) -> None:
         caller = caller_of(scope)
         try:
-            refusal = await self.streams.acquire(caller)
+            refused = await self.streams.acquire(caller)
         except StoreUnavailableError as unavailable:  # cluster mode: the slots are stored
-            payload = error_payload(info, 503, unavailable.wire.code, unavailable.message)
-            payload["error"]["data"] = unavailable.data
-            retry = unavailable.data[RETRY_AFTER_KEY]  # type: ignore[index]
-            await JSONResponse(payload, 503, {"retry-after": str(retry)})(scope, receive, send)
+            retry = {"retry-after": str(unavailable.data[RETRY_AFTER_KEY])}  # type: ignore[index]
+            await refusal(info, unavailable, 503, retry)(scope, receive, send)
             return
-        if refusal is not None:
-            if refusal.scope == "agent":
-                payload = error_payload(info, 503, -32603, refusal.message)
-                status, retry = 503, GLOBAL_RETRY_AFTER
+        if refused is not None:
+            if refused.scope == "agent":
+                retry = {"retry-after": str(GLOBAL_RETRY_AFTER)}
+                answer = refusal(info, InternalError(message=refused.message), 503, retry)
             else:
-                error = QuotaExceededError(refusal.message)
-                payload = error_payload(info, 429, error.wire.code, refusal.message)
-                # Sent past the answer side's scrubbing: without our marker (errors.WIRE_KEY).
-                data = {k: v for k, v in (error.data or {}).items() if k != WIRE_KEY}
-                payload["error"]["data"] = data
-                status, retry = 429, data[RETRY_AFTER_KEY]
-            await JSONResponse(payload, status, {"retry-after": str(retry)})(scope, receive, send)
+                error = QuotaExceededError(refused.message)
+                seconds = error.data[RETRY_AFTER_KEY]  # type: ignore[index]
+                answer = refusal(info, error, 429, {"retry-after": str(seconds)})
+            await answer(scope, receive, send)
             return
         released = False
         respond_to = send

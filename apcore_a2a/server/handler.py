@@ -41,6 +41,7 @@ from a2a.utils.errors import (
     UnsupportedOperationError,
 )
 
+from apcore_a2a.edge.call import call_of
 from apcore_a2a.errors import TaskBusyError
 from apcore_a2a.execution.executor import BLOCKING_STATE_KEY
 from apcore_a2a.execution.routing import check_follow_up
@@ -56,9 +57,6 @@ from apcore_a2a.streams.resume import (
     subscribe_from_log,
 )
 from apcore_a2a.upstream.required_fields import SEND, SEND_STREAM, check
-
-#: ``ServerCallContext.state`` key of a message stream's :class:`StreamPositions`
-POSITIONS_STATE_KEY = "apcore_a2a_stream_positions"
 
 _RUNNING = frozenset({TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING})
 
@@ -121,8 +119,9 @@ class ApCoreRequestHandler(DefaultRequestHandler):
         await self._take_turn(params, context)
         ids: deque[str] | None = context.state.get(SSE_IDS_STATE_KEY)
         log, positions = self._event_log, None
-        if ids is not None and log is not None and self._tap is not None:
-            positions = context.state[POSITIONS_STATE_KEY] = StreamPositions(self._tap)
+        call = call_of(context)
+        if ids is not None and log is not None and self._tap is not None and call is not None:
+            positions = call.positions = StreamPositions(self._tap)
         events = SEND_STREAM(self, params, context)
         try:
             async for event in self._quota.settle_stream(context, events):
@@ -214,7 +213,8 @@ class NewTaskMarking(RequestContextBuilder):
         built = await self.inner.build(context, params, task_id, context_id, task)
         if params is not None and not task_id and built.task_id:
             context.state[NEW_TASK_STATE_KEY] = built.task_id
-        positions = context.state.get(POSITIONS_STATE_KEY)
+        call = call_of(context)
+        positions = call.positions if call is not None else None
         if isinstance(positions, StreamPositions) and built.task_id:
             positions.watch(built.task_id)
         return built

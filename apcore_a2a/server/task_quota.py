@@ -26,18 +26,12 @@ from a2a.server.agent_execution.active_task import INTERRUPTED_TASK_STATES
 from a2a.server.context import ServerCallContext
 from a2a.types import Task, TaskState
 
+from apcore_a2a.edge.call import CallRecord, attach, call_of
 from apcore_a2a.errors import QuotaExceededError
 from apcore_a2a.server.limits import LocalSlots, QuotaSlots
 
 logger = logging.getLogger("apcore_a2a.server")
 
-#: ``ServerCallContext.state`` keys: the caller key; the slot a new-task request holds,
-#: and its task
-CALLER_STATE_KEY = "apcore_a2a.caller"
-_SLOT_STATE_KEY = "apcore_a2a.task_slot"
-_TASK_STATE_KEY = "apcore_a2a.task_slot_task"
-#: ``ServerCallContext.state`` key of the slot update a save in a final state started
-_FREED_STATE_KEY = "apcore_a2a.task_slot_freed"
 #: Seconds a caller over its quota is told to wait (tasks finish or time out meanwhile).
 RETRY_AFTER = 30
 #: Seconds between two checks of one caller's counted tasks against the store.
@@ -66,8 +60,11 @@ class TaskQuota:
         """Take a slot for the new task of this request, or raise ``QuotaExceededError``."""
         if not self.limit:
             return
-        # The key the HTTP/gRPC context builders set, else the user.
-        caller: str = context.state.get(CALLER_STATE_KEY) or context.user.user_name or "anonymous"
+        # The key the edge named for this call (HTTP and gRPC alike), else the user's.
+        call = call_of(context) or attach(
+            context, CallRecord("internal", "1.0", None, context.user.user_name or "anonymous")
+        )
+        caller = call.caller
         holder = f"r:{uuid.uuid4().hex}"
         taken = await self.slots.take(_SCOPE, caller, holder, self.limit)
         if not taken and await self._recheck(caller, context, lookup):
@@ -78,7 +75,7 @@ class TaskQuota:
                 "finish or cancel some first",
                 retry_after=RETRY_AFTER,
             )
-        context.state[_SLOT_STATE_KEY] = holder
+        call.task_slot = holder
 
     async def settle(self, context: ServerCallContext, call: Awaitable[_T]) -> _T:
         """Await the request *call*, then give back a slot no task took."""
@@ -98,16 +95,19 @@ class TaskQuota:
             await self._settle(context)
 
     async def _settle(self, context: ServerCallContext) -> None:
-        freed = context.state.pop(_FREED_STATE_KEY, None)
-        if isinstance(freed, asyncio.Future):
+        call = call_of(context)
+        if call is None:
+            return
+        freed, call.slot_freed = call.slot_freed, None
+        if freed is not None:
             # A task this request finished has its slot back before the answer leaves, so
             # the caller's next request (on any replica) can take it.
             await asyncio.shield(freed)
-        holder = context.state.pop(_SLOT_STATE_KEY, None)
-        task_id = context.state.pop(_TASK_STATE_KEY, None)
-        if not isinstance(holder, str):
+        holder, task_id = call.task_slot, call.slot_task
+        call.task_slot = call.slot_task = None
+        if holder is None:
             return
-        if isinstance(task_id, str):
+        if task_id is not None:
             # The request made a task that is still unfinished: the slot is the task's now.
             update = self._apply(task_id, "rename", holder, task_id)
         else:
@@ -119,24 +119,23 @@ class TaskQuota:
         """Follow one save of *task* (a ``storage.observed`` listener)."""
         if not self.limit:
             return
-        holder = context.state.get(_SLOT_STATE_KEY)
+        call = call_of(context)
+        holder = call.task_slot if call is not None else None
         finished = task.status.state not in _UNFINISHED
-        if isinstance(holder, str):
+        if call is not None and holder is not None:
             # The request that made the task is still running: the slot changes hands
             # when it ends (most blocking calls finish first and never rename it).
-            if finished:
-                del context.state[_SLOT_STATE_KEY]
-                context.state.pop(_TASK_STATE_KEY, None)
-                freed = self._apply(task.id, "give_back", holder)
-            else:
-                context.state[_TASK_STATE_KEY] = task.id
+            if not finished:
+                call.slot_task = task.id
                 return
+            call.task_slot = call.slot_task = None
+            freed = self._apply(task.id, "give_back", holder)
         elif finished:  # wherever the task was counted: its slot is free
             freed = self._apply(task.id, "give_back", task.id)
         else:
             return
-        if freed is not None:
-            context.state[_FREED_STATE_KEY] = freed
+        if freed is not None and call is not None:
+            call.slot_freed = freed
 
     def _apply(self, task_id: str, op: str, *args: str) -> asyncio.Future[None] | None:
         if isinstance(self.slots, LocalSlots):

@@ -14,12 +14,12 @@ from starlette.routing import Mount, Route
 
 from apcore_a2a.auth import Authenticator, AuthMiddleware, current_identity
 from apcore_a2a.classify import layered
-from apcore_a2a.execution.identity import IDENTITY_SCOPE_KEY
+from apcore_a2a.execution.identity import caller_identity
 from tests._support import running_server
 
 
 async def whoami(request: Request) -> Response:
-    in_scope = request.scope.get(IDENTITY_SCOPE_KEY)
+    in_scope = caller_identity(request.scope)
     in_var = current_identity()
     body: dict[str, Any] = {"scope": None, "var": None}
     if in_scope is not None:

@@ -15,7 +15,7 @@ from starlette.routing import Mount
 
 from apcore_a2a.auth import AuthMiddleware, JWTAuthenticator, current_identity
 from apcore_a2a.classify import REQUEST_KEY, RequestInfo
-from apcore_a2a.execution.identity import IDENTITY_SCOPE_KEY
+from apcore_a2a.execution.identity import Caller, caller_identity
 from tests._support import running_server
 
 from .keys import HMAC_SECRET, bearer
@@ -153,7 +153,7 @@ async def _call(mw: AuthMiddleware, headers: list[tuple[bytes, bytes]]) -> list[
         "method": "GET",
         "path": "/tasks",
         "headers": headers,
-        IDENTITY_SCOPE_KEY: Identity(id="injected"),
+        "user": Caller(Identity(id="injected")),
         REQUEST_KEY: RequestInfo("a2a", "GET", binding="rest", method="ListTasks"),
     }
     await mw(scope, receive, send)
@@ -164,7 +164,7 @@ async def test_identity_contextvar_is_reset_even_when_the_app_fails() -> None:
     seen: list[tuple[Any, Any]] = []
 
     async def app(scope: Any, receive: Any, send: Any) -> None:
-        seen.append((scope.get(IDENTITY_SCOPE_KEY), current_identity()))
+        seen.append((caller_identity(scope), current_identity()))
         raise RuntimeError("boom")
 
     mw = AuthMiddleware(app, AUTH)

@@ -22,15 +22,38 @@ from google.rpc import error_details_pb2
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 
+def _announced(details: Any) -> Any:
+    """*details* with ``a2a-version`` (1.0 or 0.3, by the service called) unless it names
+    one, as the SDK's clients send it: a call without it is 0.3 (spec §3.6.2)."""
+    method = details.method.decode() if isinstance(details.method, bytes) else details.method
+    metadata = grpc.aio.Metadata(*(details.metadata or ()))
+    if "a2a-version" not in metadata:
+        metadata.add("a2a-version", "0.3" if method.startswith("/a2a.v1.") else "1.0")
+    return details._replace(metadata=metadata)
+
+
+# grpc.aio files an interceptor under the first kind it is, so one class per kind.
+class _AnnounceUnary(grpc.aio.UnaryUnaryClientInterceptor):  # type: ignore[misc]
+    async def intercept_unary_unary(self, continuation: Any, details: Any, request: Any) -> Any:
+        return await continuation(_announced(details), request)
+
+
+class _AnnounceStream(grpc.aio.UnaryStreamClientInterceptor):  # type: ignore[misc]
+    async def intercept_unary_stream(self, continuation: Any, details: Any, request: Any) -> Any:
+        return await continuation(_announced(details), request)
+
+
 @contextlib.asynccontextmanager
 async def stubs(
-    address: str, credentials: grpc.ChannelCredentials | None = None
+    address: str, credentials: grpc.ChannelCredentials | None = None, *, announce: bool = True
 ) -> AsyncIterator[tuple[Any, Any]]:
-    """``(1.0 stub, 0.3 stub)`` on one channel to *address*."""
+    """``(1.0 stub, 0.3 stub)`` on one channel to *address*; each call announces its
+    service's version unless it names one or *announce* is off."""
+    interceptors = [_AnnounceUnary(), _AnnounceStream()] if announce else None
     channel = (
-        grpc.aio.secure_channel(address, credentials)
+        grpc.aio.secure_channel(address, credentials, interceptors=interceptors)
         if credentials is not None
-        else grpc.aio.insecure_channel(address)
+        else grpc.aio.insecure_channel(address, interceptors=interceptors)
     )
     try:
         yield a2a_pb2_grpc.A2AServiceStub(channel), a2a_v0_3_pb2_grpc.A2AServiceStub(channel)

@@ -98,7 +98,7 @@ async def _grpc(
     version: str, address: str, task_id: str | None, last_id: str | None, **kw: Any
 ) -> tuple[list[Event], str]:
     assert last_id is None, "gRPC offers no id-based resume"
-    metadata: list[tuple[str, str]] = []
+    metadata = [("a2a-version", version)]
     events: list[Event] = []
     found = ""
     async with grpc.aio.insecure_channel(address) as channel:

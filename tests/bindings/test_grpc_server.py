@@ -213,11 +213,10 @@ async def test_unexpected_errors_are_internal_and_do_not_leak(failing_agent: Age
         old = await failure(v03.GetTask(a2a_v0_3_pb2.GetTaskRequest(name="tasks/explode")))
         assert old.code() == grpc.StatusCode.INTERNAL
         assert "hunter2" not in old.details()
-        # push is off on this agent: spec §5.4's UNIMPLEMENTED (the SDK alone answers
-        # FAILED_PRECONDITION) with the SDK's reason
+        # push is off on this agent: the SDK's FAILED_PRECONDITION (spec 1.0.1 §5.4)
         config = a2a_pb2.TaskPushNotificationConfig(task_id="t", url="https://example.com/h")
         push_off = rich_status(await failure(v1.CreateTaskPushNotificationConfig(config)))
-        assert push_off["code"] == grpc.StatusCode.UNIMPLEMENTED
+        assert push_off["code"] == grpc.StatusCode.FAILED_PRECONDITION
         assert push_off["reason"] == "PUSH_NOTIFICATION_NOT_SUPPORTED"
         # the server keeps serving other calls
         ok = await v1.SendMessage(_send_request("demo.echo", Part(text="still here")))

@@ -203,7 +203,7 @@ async def test_streaming_off_is_on_the_card_and_streams_are_refused(
             "message": "Streaming is not supported by the agent",
         }
         if binding == "GRPC":
-            assert served(events[0])["code"] == grpc.StatusCode.UNIMPLEMENTED  # spec §5.4
+            assert served(events[0])["code"] == grpc.StatusCode.FAILED_PRECONDITION  # spec §5.4
         elif binding == "HTTP+JSON":
             assert served(events[0])["status"] == 400  # spec §5.4
 

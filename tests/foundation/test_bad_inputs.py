@@ -13,7 +13,8 @@ SEND = "SendMessage"
 
 def post(url: str, body: Any, *, content_type: str = "application/json") -> httpx.Response:
     raw = body if isinstance(body, bytes) else json.dumps(body).encode()
-    return httpx.post(url + "/", content=raw, headers={"content-type": content_type}, timeout=20)
+    headers = {"content-type": content_type, "A2A-Version": "1.0"}
+    return httpx.post(url + "/", content=raw, headers=headers, timeout=20)
 
 
 def send_params(parts: list[dict[str, Any]], skill: str | None = "math.add") -> dict[str, Any]:
@@ -209,27 +210,30 @@ def test_oversized_chunked_body_is_413(agent_url: str) -> None:
 
 
 @pytest.mark.parametrize("content_type", ["text/plain", "application/x-www-form-urlencoded"])
-def test_wrong_content_type_is_415(agent_url: str, content_type: str) -> None:
+def test_wrong_content_type_is_content_type_not_supported(
+    agent_url: str, content_type: str
+) -> None:
     body = {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "x"}}
     response = post(agent_url, body, content_type=content_type)
-    assert response.status_code == 415
+    assert rpc_error(response)["code"] == -32005  # A2A 1.0.1: an error object, not HTTP 415
     rest = httpx.post(
         agent_url + "/message:send",
         content=b"{}",
-        headers={"content-type": content_type},
+        headers={"content-type": content_type, "A2A-Version": "1.0"},
         timeout=10,
     )
-    assert rest.status_code == 415
+    assert rest.status_code == 400
+    assert rest.json()["error"]["details"][0]["reason"] == "CONTENT_TYPE_NOT_SUPPORTED"
 
 
 def test_rest_errors(agent_url: str) -> None:
-    missing = httpx.get(agent_url + "/tasks/not-a-task", timeout=10)
+    missing = httpx.get(agent_url + "/tasks/not-a-task", headers={"A2A-Version": "1.0"}, timeout=10)
     assert missing.status_code == 404
     assert missing.json()["error"]["status"] == "NOT_FOUND"
     bad = httpx.post(
         agent_url + "/message:send",
         content=b"{oops",
-        headers={"content-type": "application/json"},
+        headers={"content-type": "application/json", "A2A-Version": "1.0"},
         timeout=10,
     )
     assert bad.status_code == 400

@@ -39,7 +39,7 @@ SCRIPT = textwrap.dedent(
                     "message": {{"messageId": "m", "role": "ROLE_USER",
                                 "parts": [{{"data": {{"a": 2, "b": 40}}}}],
                                 "metadata": {{"skillId": "math.add"}}}}}}}}
-                reply = (await c.post("/", json=body)).json()
+                reply = (await c.post("/", json=body, headers={{"A2A-Version": "1.0"}})).json()
                 print(reply["result"]["task"]["artifacts"][0]["parts"][0]["data"]["sum"])
                 print((await c.get("/health")).status_code)
         print(sorted(m for m in sys.modules if m.split(".")[0] in {{"grpc", "prometheus_client", "asyncpg"}}))

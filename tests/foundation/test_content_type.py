@@ -1,7 +1,7 @@
 """A file part for a skill that takes no file: ContentTypeNotSupportedError on every binding.
 
 A2A (§3.3.2, §5.4): a part of a media type the agent does not accept answers
-ContentTypeNotSupportedError: JSON-RPC -32005, HTTP 415, gRPC INVALID_ARGUMENT; no task
+ContentTypeNotSupportedError: JSON-RPC -32005, HTTP 400, gRPC INVALID_ARGUMENT; no task
 is created. ``math.add`` of the examples takes two integers and no file.
 """
 
@@ -60,7 +60,8 @@ async def test_jsonrpc_and_rest_answer_content_type_not_supported(agent: str) ->
         assert error["code"] == -32005, error
         assert ODD in error["message"] and "no file input" in error["message"]
         rest = await http.post("/message:send", json={"message": _message()}, headers=V10)
-        assert rest.status_code == 415, rest.text
+        assert rest.status_code == 400, rest.text  # A2A 1.0.1 §5.4 (1.0.0: 415)
+        assert rest.json()["error"]["details"][0]["reason"] == "CONTENT_TYPE_NOT_SUPPORTED"
         listed = await http.post(
             "/", json={"jsonrpc": "2.0", "id": 2, "method": "ListTasks", "params": {}}, headers=V10
         )

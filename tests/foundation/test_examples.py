@@ -15,6 +15,8 @@ from apcore import BindingLoader, Executor, Registry
 from tests._support import EXAMPLES, ROOT, ServerProcess, free_port, stop_process, wait_http
 from tests.foundation.conftest import serve_in_thread
 
+V1 = {"A2A-Version": "1.0"}
+
 
 def _handler_class() -> Any:
     spec = importlib.util.spec_from_file_location("example_approvals", EXAMPLES / "approvals.py")
@@ -44,7 +46,7 @@ def transfer(url: str, amount: int, **ids: str) -> dict[str, Any]:
         **ids,
     }
     body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}}
-    return httpx.post(url + "/", json=body, timeout=10).json()["result"]["task"]
+    return httpx.post(url + "/", json=body, headers=V1, timeout=10).json()["result"]["task"]
 
 
 def test_small_transfer_is_approved_by_policy(examples_url: str) -> None:
@@ -70,7 +72,9 @@ def test_large_transfer_waits_for_a_person_then_completes(examples_url: str) -> 
         "parts": [{"data": {"approved": True}}],
     }
     body = {"jsonrpc": "2.0", "id": 2, "method": "SendMessage", "params": {"message": answer}}
-    done = httpx.post(examples_url + "/", json=body, timeout=10).json()["result"]["task"]
+    done = httpx.post(examples_url + "/", json=body, headers=V1, timeout=10).json()["result"][
+        "task"
+    ]
     assert done["status"]["state"] == "TASK_STATE_COMPLETED"
     assert done["artifacts"][0]["parts"][0]["data"]["amount"] == 5000
 

@@ -19,7 +19,7 @@ class BrokenStore(InMemoryTaskStore):
 def test_store_failure_is_a_generic_internal_error() -> None:
     with serve_in_thread(build_registry(), task_store=BrokenStore()) as url:
         body = {"jsonrpc": "2.0", "id": 7, "method": "GetTask", "params": {"id": "t"}}
-        response = httpx.post(url + "/", json=body, timeout=10)
+        response = httpx.post(url + "/", json=body, headers={"A2A-Version": "1.0"}, timeout=10)
         assert response.status_code == 200
         payload = response.json()
         assert payload == {

@@ -8,7 +8,8 @@ below; every other route must hold each check, so a new route that escapes one f
 here:
 
 * no credentials: 401;
-* a POST body that is not JSON (``text/plain``, or no Content-Type): 415;
+* a POST body that is not JSON (``text/plain``, or no Content-Type):
+  ``ContentTypeNotSupportedError`` (JSON-RPC -32005, REST 400);
 * a body over ``max_body_bytes``: 413;
 * a body that is not UTF-8: ``-32700`` (JSON-RPC) or 400 (REST);
 * a stream when the agent is at its stream cap: 503 with ``Retry-After``;
@@ -118,6 +119,20 @@ def _assert_clean(response: httpx.Response) -> None:
             assert not _LEAKS.search(json.dumps(error)), error
 
 
+def _content_type_refused(status: int, content: bytes) -> bool:
+    """A2A 1.0.1's answer: a JSON-RPC error object -32005 (HTTP 200) or REST 400."""
+    if status == 200:
+        return b'"code":-32005' in content.replace(b" ", b"")
+    return status == 400 and b"CONTENT_TYPE_NOT_SUPPORTED" in content
+
+
+def _version(path: str, rpc_method: str | None) -> dict[str, str]:
+    """The ``A2A-Version`` header of the protocol the route or method speaks."""
+    legacy = (JSONRPC_METHODS[rpc_method][1] if rpc_method else "") == "0.3"
+    legacy = legacy or "/v1/" in path + "/" or "/agent/" in path
+    return {"A2A-Version": "0.3" if legacy else "1.0"}
+
+
 def _rpc(method: str) -> bytes:
     return json.dumps({"jsonrpc": "2.0", "id": 7, "method": method, "params": {}}).encode()
 
@@ -170,7 +185,8 @@ async def test_every_post_route_refuses_bodies_that_are_not_json(
             body = _rpc(rpc_method) if rpc_method else b"{}"
             for headers in ({"Content-Type": "text/plain"}, {}):
                 response = await http.post(path, content=body, headers={**KEY, **headers})
-                assert response.status_code == 415, (path, rpc_method, headers)
+                refused = _content_type_refused(response.status_code, response.content)
+                assert refused, (path, rpc_method, headers, response.status_code)
                 _assert_clean(response)
 
 
@@ -200,14 +216,15 @@ async def test_every_stream_route_honours_the_stream_cap(
     agent: tuple[str, list[tuple[str, str]]],
 ) -> None:
     url, routes = agent
-    json_type = {**KEY, "Content-Type": "application/json", "A2A-Version": "1.0"}
+    json_type = {**KEY, "Content-Type": "application/json"}
     async with httpx.AsyncClient(base_url=url) as http:
         checked = 0
         for method, path, rpc_method in _cases(routes):
             if not _streams(path, rpc_method):
                 continue
             body = _rpc(rpc_method) if rpc_method else b"{}"
-            response = await http.request(method, path, content=body, headers=json_type)
+            headers = {**json_type, **_version(path, rpc_method)}
+            response = await http.request(method, path, content=body, headers=headers)
             assert response.status_code == 503, (method, path, rpc_method)
             assert response.headers["retry-after"] == "5"
             _assert_clean(response)
@@ -304,6 +321,7 @@ async def test_no_spelling_of_a_route_escapes_the_checks(
                 # (what to send, the answer the checks give)
                 checks: list[tuple[bytes, dict[str, str], int]] = [(rpc, json_type, 401)]
                 if method == "POST":
+                    # 415 stands for ContentTypeNotSupportedError (_content_type_refused)
                     checks.append((rpc, {**KEY, "Content-Type": "text/plain"}, 415))
                     checks.append((big, {**KEY, **json_type}, 413))
                 if streams:
@@ -317,6 +335,12 @@ async def test_no_spelling_of_a_route_escapes_the_checks(
                         kind = dict(response.headers).get(b"content-type", b"")
                         if kind.startswith(b"text/event-stream"):
                             escaped.append(where)
+                    elif status == 415:
+                        refused = _content_type_refused(response.status, response.content)
+                        if not refused and not _unrouted(response):
+                            escaped.append(where)
+                        reached += refused
+                        continue
                     elif response.status != status and not _unrouted(response):
                         escaped.append(where)
                     reached += response.status == status

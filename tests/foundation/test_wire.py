@@ -52,26 +52,17 @@ def test_0_3_text_part_in_message_metadata(agent_url: str) -> None:
     assert reply["result"]["artifacts"][0]["parts"] == [{"kind": "text", "text": "HI!"}]
 
 
-def test_1_0_send_message_without_version_header(agent_url: str) -> None:
-    reply = rpc(
-        agent_url,
-        "SendMessage",
-        {
-            "message": {
-                "messageId": "m-3",
-                "role": "ROLE_USER",
-                "parts": [{"data": {"a": 1, "b": 2}}],
-                "metadata": {"skillId": "math.add"},
-            }
-        },
-    )
-    task = reply["result"]["task"]
-    assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+def test_1_0_send_message_without_version_header_is_refused(agent_url: str) -> None:
+    """No A2A-Version is 0.3 (spec §3.6.2): a 1.0 method is refused, naming the header."""
+    params = {"message": {"messageId": "m-3", "role": "ROLE_USER",
+                          "parts": [{"data": {"a": 1, "b": 2}}], "metadata": {"skillId": "math.add"}}}  # fmt: skip
+    refused = rpc(agent_url, "SendMessage", params)["error"]
+    assert refused["code"] == -32009
+    assert refused["data"][0]["reason"] == "VERSION_NOT_SUPPORTED"
+    assert "A2A-Version: 1.0" in refused["message"]
+    # with the header it is served, and the 0.3 name (no header) reads the task in 0.3 shape
+    task = rpc(agent_url, "SendMessage", params, headers={"A2A-Version": "1.0"})["result"]["task"]
     assert task["artifacts"][0]["parts"] == [{"data": {"sum": 3}}]
-    # and GetTask (1.0 name, no header) finds it
-    got = rpc(agent_url, "GetTask", {"id": task["id"]}, id=2)
-    assert got["result"]["id"] == task["id"]
-    # the 0.3 name reads the same task in the 0.3 shape
     legacy = rpc(agent_url, "tasks/get", {"id": task["id"]}, id=3)
     assert legacy["result"]["status"]["state"] == "completed"
 
@@ -86,22 +77,19 @@ def test_explicit_version_header_still_enforced(agent_url: str) -> None:
     assert reply["error"]["code"] == -32009
 
 
-def test_rest_1_0_without_header(agent_url: str) -> None:
-    body = {
-        "message": {
-            "messageId": "r-1",
-            "role": "ROLE_USER",
-            "parts": [{"text": "rest"}],
-            "metadata": {"skillId": "text.shout"},
-        }
-    }
+def test_rest_1_0_without_header_is_refused(agent_url: str) -> None:
+    body = {"message": {"messageId": "r-1", "role": "ROLE_USER", "parts": [{"text": "rest"}],
+                        "metadata": {"skillId": "text.shout"}}}  # fmt: skip
     response = httpx.post(agent_url + "/message:send", json=body, timeout=10)
-    assert response.status_code == 200, response.text
-    task = response.json()["task"]
-    assert task["artifacts"][0]["parts"] == [{"text": "REST!"}]
-    got = httpx.get(agent_url + f"/tasks/{task['id']}", timeout=10)
-    assert got.status_code == 200
-    assert got.json()["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert response.status_code == 400, response.text
+    assert response.json()["error"]["details"][0]["reason"] == "VERSION_NOT_SUPPORTED"
+    assert "A2A-Version: 1.0" in response.json()["error"]["message"]
+    served = httpx.post(
+        agent_url + "/message:send", json=body, headers={"A2A-Version": "1.0"}, timeout=10
+    )
+    assert served.status_code == 200, served.text
+    assert served.headers["content-type"] == "application/a2a+json"
+    assert served.json()["task"]["artifacts"][0]["parts"] == [{"text": "REST!"}]
 
 
 def test_rest_0_3_v1_path_without_header(agent_url: str) -> None:

@@ -1,8 +1,7 @@
-"""Transport conformance where a2a-sdk 1.3 differs from the spec (issue 19, item 6).
-
-Spec §5.4 error mapping, GRPC-ERR-002 (unsupported version on gRPC), HTTP_JSON-SVC-001
-(REST media type) and JSONRPC-SSE-002 (wrong Content-Type on JSON-RPC), each on the raw
-wire, plus watch tests that fail when the SDK changes what we correct.
+"""Transport conformance to A2A 1.0.1 on the raw wire of a served agent (a subprocess):
+spec §5.4 error mapping (the SDK's own answers), §3.6.2 on gRPC (GRPC-ERR-002, the
+version rule), §11.1 (REST media type) and §9.1 (a JSON-RPC request that is not JSON).
+The six binding x version cells of each row: ``tests/bindings/test_spec_101.py``.
 """
 
 from __future__ import annotations
@@ -21,7 +20,7 @@ from a2a.types import a2a_pb2 as pb
 from a2a.types import a2a_pb2_grpc as grpc10
 from google.rpc import error_details_pb2, status_pb2
 
-from apcore_a2a.upstream.grpc_version import grpc_version_error
+from apcore_a2a.classify import version_error
 from tests.bindings._agent import Agent, serve_agent
 from tests.interop._runs import Target
 
@@ -51,10 +50,10 @@ def _reason(response: httpx.Response) -> str:
 # -- spec §5.4 on HTTP --------------------------------------------------------------------
 
 
-def test_cancel_of_a_finished_task_is_409_on_rest(interop_agent: Target) -> None:
+def test_cancel_of_a_finished_task_is_400_on_rest(interop_agent: Target) -> None:
     task = _send_rest(interop_agent)
     response = httpx.post(f"{interop_agent.url}/tasks/{task['id']}:cancel", headers=V1, timeout=10)
-    assert response.status_code == 409
+    assert response.status_code == 400
     assert _reason(response) == "TASK_NOT_CANCELABLE"
     assert response.headers["content-type"].startswith("application/json")
 
@@ -92,16 +91,21 @@ def _v1_get_task(agent: Target, metadata: list[tuple[str, str]]) -> grpc.RpcErro
     return None
 
 
-@pytest.mark.parametrize("version", ["2.0", "0.3", "0", "banana"])
-def test_grpc_unsupported_version_is_unimplemented(interop_agent: Target, version: str) -> None:
-    error = _v1_get_task(interop_agent, [("a2a-version", version)])
+@pytest.mark.parametrize("metadata", [["2.0"], ["0.3"], ["0"], ["banana"], []])
+def test_grpc_unsupported_or_absent_version_is_refused(
+    interop_agent: Target, metadata: list[str]
+) -> None:
+    """No ``a2a-version`` is 0.3 (spec §3.6.2), which the 1.0 service does not speak."""
+    error = _v1_get_task(interop_agent, [("a2a-version", v) for v in metadata])
     assert error is not None
-    assert error.code() == grpc.StatusCode.UNIMPLEMENTED
+    assert error.code() == grpc.StatusCode.FAILED_PRECONDITION  # spec §5.4
     assert _rpc_error_reason(error) == "VERSION_NOT_SUPPORTED"
+    if not metadata:
+        assert "A2A-Version: 1.0" in str(error.details())
 
 
-@pytest.mark.parametrize("metadata", [[("a2a-version", "1.0")], [("a2a-version", "1.7")], []])
-def test_grpc_supported_or_absent_version_is_served(
+@pytest.mark.parametrize("metadata", [[("a2a-version", "1.0")], [("a2a-version", "1.7")]])
+def test_grpc_supported_version_is_served(
     interop_agent: Target, metadata: list[tuple[str, str]]
 ) -> None:
     error = _v1_get_task(interop_agent, metadata)
@@ -113,13 +117,14 @@ def test_grpc_03_service_refuses_1_0(interop_agent: Target) -> None:
         stub = grpc03.A2AServiceStub(channel)
         with pytest.raises(grpc.RpcError) as caught:
             stub.GetTask(pb03.GetTaskRequest(name="tasks/x"), metadata=[("a2a-version", "1.0")])
-        assert caught.value.code() == grpc.StatusCode.UNIMPLEMENTED
-        with pytest.raises(grpc.RpcError) as served:
-            stub.GetTask(pb03.GetTaskRequest(name="tasks/x"), metadata=[("a2a-version", "0.3")])
-        assert served.value.code() == grpc.StatusCode.NOT_FOUND
+        assert caught.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        for announced in ([("a2a-version", "0.3")], []):  # none is 0.3
+            with pytest.raises(grpc.RpcError) as served:
+                stub.GetTask(pb03.GetTaskRequest(name="tasks/x"), metadata=announced)
+            assert served.value.code() == grpc.StatusCode.NOT_FOUND
 
 
-def test_grpc_subscribe_to_a_finished_task_is_unimplemented(interop_agent: Target) -> None:
+def test_grpc_subscribe_to_a_finished_task_is_failed_precondition(interop_agent: Target) -> None:
     task = _send_rest(interop_agent)
     with grpc.insecure_channel(interop_agent.grpc) as channel:
         stream = grpc10.A2AServiceStub(channel).SubscribeToTask(
@@ -127,7 +132,7 @@ def test_grpc_subscribe_to_a_finished_task_is_unimplemented(interop_agent: Targe
         )
         with pytest.raises(grpc.RpcError) as caught:
             list(stream)
-    assert caught.value.code() == grpc.StatusCode.UNIMPLEMENTED
+    assert caught.value.code() == grpc.StatusCode.FAILED_PRECONDITION
     assert _rpc_error_reason(caught.value) == "UNSUPPORTED_OPERATION"
 
 
@@ -137,7 +142,7 @@ def agent_without_push() -> Iterator[Agent]:
         yield running
 
 
-def test_grpc_push_not_supported_is_unimplemented(agent_without_push: Agent) -> None:
+def test_grpc_push_not_supported_is_failed_precondition(agent_without_push: Agent) -> None:
     with (
         grpc.insecure_channel(agent_without_push.grpc_address) as channel,
         pytest.raises(grpc.RpcError) as caught,
@@ -147,52 +152,60 @@ def test_grpc_push_not_supported_is_unimplemented(agent_without_push: Agent) -> 
             metadata=[("a2a-version", "1.0")],
             timeout=10,
         )
-    assert caught.value.code() == grpc.StatusCode.UNIMPLEMENTED
+    assert caught.value.code() == grpc.StatusCode.FAILED_PRECONDITION
     assert _rpc_error_reason(caught.value) == "PUSH_NOTIFICATION_NOT_SUPPORTED"
 
 
-def test_grpc_version_rule() -> None:
-    assert grpc_version_error("1", None) is None
-    assert grpc_version_error("1", " 1.2 ") is None
-    assert grpc_version_error("0", "0.3") is None
-    error = grpc_version_error("1", "9" * 500)
-    assert error is not None and len(str(error.message)) < 120  # echoes at most 20 chars
+def test_version_rule() -> None:
+    assert version_error("", "0.3") is None
+    assert version_error(" 1.2 ".strip(), "1.0") is None
+    assert version_error("0.3", "0.3") is None
+    assert version_error("", "1.0") is not None  # none is 0.3 (spec §3.6.2)
+    assert version_error("1.0", "0.3") is not None
+    error = version_error("9" * 500, "1.0")
+    assert error is not None and len(str(error.message)) < 160  # echoes at most 20 chars
 
 
-# -- HTTP_JSON-SVC-001: REST media type ------------------------------------------------------
+# -- spec §11.1: REST media type ---------------------------------------------------------------
 
 
-def test_rest_answers_are_application_json(interop_agent: Target) -> None:
+@pytest.mark.parametrize("accept", [None, "application/json", "*/*", "application/a2a+json"])
+def test_rest_answers_are_application_a2a_json(interop_agent: Target, accept: str | None) -> None:
+    """Success answers in the SDK's ``application/a2a+json`` (§11.1 SHOULD), whatever the
+    caller accepts; errors as the SDK sends them (``application/json``)."""
     task = _send_rest(interop_agent)
-    got = httpx.get(f"{interop_agent.url}/tasks/{task['id']}", headers=V1, timeout=10)
-    assert got.headers["content-type"] == "application/json"
-    missing = httpx.get(f"{interop_agent.url}/tasks/nope", headers=V1, timeout=10)
+    headers = {**V1, **({"Accept": accept} if accept else {})}
+    got = httpx.get(f"{interop_agent.url}/tasks/{task['id']}", headers=headers, timeout=10)
+    assert got.headers["content-type"] == "application/a2a+json"
+    listed = httpx.get(f"{interop_agent.url}/tasks", headers=headers, timeout=10)
+    assert listed.headers["content-type"] == "application/a2a+json"
+    missing = httpx.get(f"{interop_agent.url}/tasks/nope", headers=headers, timeout=10)
     assert missing.status_code == 404
     assert missing.headers["content-type"] == "application/json"
-    listed = httpx.get(f"{interop_agent.url}/tasks", headers=V1, timeout=10)
-    assert listed.headers["content-type"] == "application/json"
 
 
-@pytest.mark.parametrize(
-    ("accept", "expected"),
-    [
-        ("application/a2a+json", "application/a2a+json"),
-        ("application/a2a+json, application/json;q=0", "application/a2a+json"),
-        ("application/a2a+json, application/json", "application/json"),
-        ("*/*", "application/json"),
-        ("application/json", "application/json"),
-    ],
-)
-def test_rest_media_type_follows_accept(interop_agent: Target, accept: str, expected: str) -> None:
-    task = _send_rest(interop_agent)
-    got = httpx.get(
-        f"{interop_agent.url}/tasks/{task['id']}", headers={**V1, "Accept": accept}, timeout=10
+@pytest.mark.parametrize("content_type", ["application/json", "application/a2a+json"])
+def test_rest_requests_are_accepted_in_either_type(
+    interop_agent: Target, content_type: str
+) -> None:
+    body = {
+        "message": {
+            "messageId": uuid.uuid4().hex,
+            "role": "ROLE_USER",
+            "parts": [{"text": "hi"}],
+            "metadata": {"skillId": "interop.echo"},
+        }
+    }
+    response = httpx.post(
+        interop_agent.url + "/message:send",
+        content=json.dumps(body),
+        headers={**V1, "Content-Type": content_type},
+        timeout=30,
     )
-    assert got.status_code == 200
-    assert got.headers["content-type"] == expected
+    assert response.status_code == 200, response.text
 
 
-# -- JSONRPC-SSE-002: a JSON-RPC request that is not application/json -----------------------
+# -- spec §9.1: a JSON-RPC request that is not JSON (refused: our CSRF protection) ------------
 
 
 @pytest.mark.parametrize("content_type", ["text/plain", "application/x-www-form-urlencoded"])
@@ -204,16 +217,18 @@ def test_json_rpc_with_wrong_content_type(interop_agent: Target, content_type: s
         headers={**V1, "Content-Type": content_type},
         timeout=10,
     )
-    assert response.status_code == 415
+    assert response.status_code == 200  # a JSON-RPC error, as the SDK answers them
     error = response.json()["error"]
     assert error["code"] == -32005  # ContentTypeNotSupportedError (see docs/interop.md)
+    assert error["data"][0]["reason"] == "CONTENT_TYPE_NOT_SUPPORTED"
 
 
-def test_rest_with_wrong_content_type_is_415(interop_agent: Target) -> None:
+def test_rest_with_wrong_content_type_is_400(interop_agent: Target) -> None:
     response = httpx.post(
         interop_agent.url + "/message:send",
         content=b"{}",
         headers={**V1, "Content-Type": "text/plain"},
         timeout=10,
     )
-    assert response.status_code == 415
+    assert response.status_code == 400
+    assert _reason(response) == "CONTENT_TYPE_NOT_SUPPORTED"

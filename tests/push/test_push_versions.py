@@ -368,8 +368,8 @@ async def test_the_version_is_recorded_before_the_config_can_be_dispatched_to() 
     from a2a.server.context import ServerCallContext
     from a2a.server.tasks import InMemoryPushNotificationConfigStore
 
+    from apcore_a2a.edge.call import CallRecord, attach
     from apcore_a2a.errors import QuotaExceededError
-    from apcore_a2a.push.bodies import PROTOCOL_VERSION_STATE_KEY
     from apcore_a2a.push.configs import PushConfigStore
     from apcore_a2a.push.status import ConfigStatusBook
 
@@ -383,7 +383,8 @@ async def test_the_version_is_recorded_before_the_config_can_be_dispatched_to() 
             return stored
 
     store = PushConfigStore(Watching(), statuses, max_per_task=1)
-    context = ServerCallContext(state={PROTOCOL_VERSION_STATE_KEY: "0.3"})
+    context = ServerCallContext()
+    attach(context, CallRecord("grpc", "0.3", "CreateTaskPushNotificationConfig", "ip:x"))
     config = TaskPushNotificationConfig(id="x", task_id="t", url="http://127.0.0.1:9/x")
     await store.set_info("t", config, context)
     assert seen == [{"x": "0.3"}]

@@ -19,13 +19,15 @@ from tests._support import free_port
 from tests.client._sdk_agent import EchoExecutor, agent_card
 
 
-def plain_agent() -> tuple[Starlette, int]:
-    """A plain a2a-sdk agent (no push support) and the gRPC port its lifespan serves."""
+def plain_agent(*, compat: bool = False, extended: bool = True) -> tuple[Starlette, int]:
+    """A plain a2a-sdk agent (no push support) and the gRPC port its lifespan serves; with
+    *compat*, A2A 0.3 on JSON-RPC and REST too; *extended*: its card's
+    ``capabilities.extended_agent_card`` (none is configured)."""
     base = "http://127.0.0.1"
+    card = agent_card(base, push=False)
+    card.capabilities.extended_agent_card = extended
     handler = DefaultRequestHandler(
-        agent_executor=EchoExecutor(),
-        task_store=InMemoryTaskStore(),
-        agent_card=agent_card(base, push=False),
+        agent_executor=EchoExecutor(), task_store=InMemoryTaskStore(), agent_card=card
     )
     grpc_port = free_port()
 
@@ -39,5 +41,8 @@ def plain_agent() -> tuple[Starlette, int]:
         await server.stop(0)
         await handler.aclose()
 
-    routes = [*create_jsonrpc_routes(handler, rpc_url="/"), *create_rest_routes(handler)]
+    routes = [
+        *create_jsonrpc_routes(handler, rpc_url="/", enable_v0_3_compat=compat),
+        *create_rest_routes(handler, enable_v0_3_compat=compat),
+    ]
     return Starlette(routes=routes, lifespan=lifespan), grpc_port

@@ -1,0 +1,61 @@
+"""The call record: one typed record per A2A call, the same on JSON-RPC, REST and gRPC.
+
+The edge builds it once, where the call is known: the HTTP context builder from the route
+Starlette matched (``classify.RequestInfo``), the gRPC interceptor from the method called.
+It travels in the SDK's ``ServerCallContext`` (under one key, written and read only here),
+so the request handler, quotas and push read what the edge decided instead of deriving it
+again; what one layer hands the next during the call (the quota slot, the stream's event
+positions) is a field of it, not a string key of its own. The caller's identity travels
+where a2a-sdk and Starlette look for it (``scope["user"]`` / ``scope["auth"]``, see
+``execution/identity.py``); :attr:`CallRecord.caller` is the key quotas count by.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from a2a.server.context import ServerCallContext
+
+#: ``internal``: a call the edge did not see (an app calling the request handler itself)
+Binding = Literal["jsonrpc", "rest", "grpc", "internal"]
+
+#: The one ``ServerCallContext.state`` key of ours (tests/test_architecture.py allows it here).
+_KEY = "apcore_a2a.call"
+
+
+@dataclass(slots=True)
+class CallRecord:
+    """What one A2A call is, whatever its binding.
+
+    ``version`` is the protocol the method speaks (``"1.0"`` or ``"0.3"``; the version rule
+    refused the call otherwise), ``method`` its A2A 1.0 name, ``caller`` the task owner or
+    ``ip:<address>`` for anonymous callers (the quota key)."""
+
+    binding: Binding
+    version: str
+    method: str | None
+    caller: str
+    #: the unfinished-task quota slot this request holds (``server/task_quota.py``), the
+    #: task that took it, and the slot update a save in a final state started
+    task_slot: str | None = None
+    slot_task: str | None = None
+    slot_freed: asyncio.Future[None] | None = None
+    #: a message stream's event positions (``server/resume.py``'s ``StreamPositions``)
+    positions: Any = None
+
+
+def attach(context: ServerCallContext, record: CallRecord) -> CallRecord:
+    """Put *record* into *context* (the edge does, once per call)."""
+    context.state[_KEY] = record
+    return record
+
+
+def call_of(context: ServerCallContext | None) -> CallRecord | None:
+    """The record of the call *context* belongs to; ``None`` for a context the edge did not
+    build (a store's own lookups, a test calling the handler directly)."""
+    if context is None:
+        return None
+    found = context.state.get(_KEY)
+    return found if isinstance(found, CallRecord) else None

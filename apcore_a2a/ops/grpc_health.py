@@ -1,0 +1,64 @@
+"""``grpc.health.v1.Health`` for the gRPC server (with ``grpcio-health-checking``): the
+``/health`` store probe reported for ``""`` and each A2A service; ``Watch`` follows it every
+:data:`HEALTH_INTERVAL` seconds."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import grpc.aio
+
+logger = logging.getLogger("apcore_a2a.grpc")
+
+#: Seconds between two store probes feeding ``Health.Watch``.
+HEALTH_INTERVAL = 5.0
+
+
+def add_health_service(
+    server: grpc.aio.Server, problem: Callable[[], Awaitable[object]], services: tuple[str, ...]
+) -> Callable[[], Awaitable[None]] | None:
+    """Add ``grpc.health.v1.Health`` to *server*; its stop hook, or ``None`` without the
+    package. *problem* returns ``None`` when healthy."""
+    try:
+        from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+    except ImportError:
+        logger.info("grpc.health.v1 not offered: install grpcio-health-checking")
+        return None
+
+    serving = health_pb2.HealthCheckResponse.SERVING
+    not_serving = health_pb2.HealthCheckResponse.NOT_SERVING
+
+    class StoreHealth(health.aio.HealthServicer):  # type: ignore[misc]
+        async def refresh(self) -> None:
+            status = serving if await problem() is None else not_serving
+            for service in ("", *services):
+                await self.set(service, status)
+
+        async def Check(self, request: Any, context: Any) -> Any:
+            await self.refresh()
+            return await super().Check(request, context)
+
+    servicer = StoreHealth()
+    health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
+
+    async def watch() -> None:
+        while True:
+            try:
+                await servicer.refresh()
+            except Exception:  # a probe that fails is NOT_SERVING next time, not a crash
+                logger.exception("gRPC health probe failed")
+            await asyncio.sleep(HEALTH_INTERVAL)
+
+    loop = asyncio.ensure_future(watch())
+
+    async def stop() -> None:
+        loop.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await loop
+        await servicer.enter_graceful_shutdown()
+
+    return stop

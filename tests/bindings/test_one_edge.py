@@ -1,0 +1,172 @@
+"""One edge (issue 42): each policy's violating request, sent on JSON-RPC, REST and gRPC,
+gets the same refusal class on each binding.
+
+* shape limits (strings, values, depth, parts): ``-32602`` / 400 ``INVALID_ARGUMENT`` /
+  ``INVALID_ARGUMENT``, naming the limit; a string over ``max_string_bytes`` was served
+  on gRPC before;
+* the version rule: ``-32009`` / 400 / ``FAILED_PRECONDITION``, reason
+  ``VERSION_NOT_SUPPORTED``;
+* the stream quota: ``-32091`` / 429 with ``Retry-After`` / ``RESOURCE_EXHAUSTED`` with
+  reason ``QUOTA_EXCEEDED`` and a ``google.rpc.RetryInfo`` (gRPC had neither before);
+* a body that is not UTF-8 JSON (UTF-16 included, RFC 8259 §8.1): ``-32700`` / 400;
+  gRPC bodies are protobuf, whose strings the runtime requires to be UTF-8.
+
+Authentication and roles (401/403 alike on the three) are in ``test_refusals.py``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import grpc
+import grpc.aio
+import httpx
+import pytest
+from a2a.types import a2a_pb2 as pb
+from a2a.utils.grpc_status import status_from_call
+from google.protobuf.json_format import ParseDict
+from google.rpc import error_details_pb2
+
+from tests.bindings._agent import GATES, Agent, serve_agent
+from tests.bindings._grpc import rich_status, stubs
+
+LIMITS = {
+    "max_string_bytes": 2000,
+    "max_json_values": 300,
+    "max_json_depth": 8,
+    "max_parts_per_message": 3,
+    "max_streams_per_caller": 1,
+}
+V1 = {"A2A-Version": "1.0"}
+
+
+@pytest.fixture(scope="module")
+def agent() -> Iterator[Agent]:
+    with serve_agent(**LIMITS) as running:
+        yield running
+
+
+def _message(parts: list[dict[str, Any]], skill: str = "demo.echo", **meta: Any) -> dict[str, Any]:
+    return {"messageId": uuid.uuid4().hex, "role": "ROLE_USER", "parts": parts,
+            "metadata": {"skillId": skill, **meta}}  # fmt: skip
+
+
+def _nested(levels: int) -> Any:
+    value: Any = 1
+    for _ in range(levels):
+        value = {"x": value}
+    return value
+
+
+VIOLATIONS = {
+    "max_string_bytes": _message([{"text": "s" * 3000}]),
+    "max_json_values": _message([{"text": "hi"}], bulk=list(range(400))),
+    "max_json_depth": _message([{"text": "hi"}], deep=_nested(10)),
+    "max_parts_per_message": _message([{"text": "a"}] * 4),
+}
+
+
+async def _three(agent: Agent, message: dict[str, Any], headers: dict[str, str]) -> dict[str, Any]:
+    """What JSON-RPC, REST and gRPC answer to SendMessage(*message*)."""
+    async with httpx.AsyncClient(base_url=agent.url, timeout=30) as http:
+        call = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}}
+        rpc = (await http.post("/", json=call, headers=headers)).json()
+        rest = await http.post("/message:send", json={"message": message}, headers=headers)
+    request = ParseDict({"message": message}, pb.SendMessageRequest())
+    metadata = [("a2a-version", v) for k, v in headers.items() if k.lower() == "a2a-version"]
+    async with stubs(agent.grpc_address, announce=False) as (v1, _v03):
+        try:
+            await v1.SendMessage(request, metadata=metadata, timeout=30)
+            answered: dict[str, Any] = {"code": "served"}
+        except grpc.aio.AioRpcError as failed:
+            answered = rich_status(failed)
+    details = rest.json()["error"].get("details") or [{}]
+    return {
+        "jsonrpc": (rpc["error"]["code"], rpc["error"]["message"]),
+        "rest": (rest.status_code, rest.json()["error"]["status"], details[0].get("reason")),
+        "grpc": (answered["code"], answered.get("reason"), answered.get("message")),
+    }
+
+
+@pytest.mark.parametrize("limit", sorted(VIOLATIONS))
+async def test_a_shape_limit_refuses_alike_on_every_binding(agent: Agent, limit: str) -> None:
+    seen = await _three(agent, VIOLATIONS[limit], V1)
+    assert seen["jsonrpc"][0] == -32602
+    assert str(LIMITS[limit]) in seen["jsonrpc"][1]
+    assert seen["rest"][:2] == (400, "INVALID_ARGUMENT")
+    assert seen["grpc"][0] == grpc.StatusCode.INVALID_ARGUMENT, seen  # main: strings served
+    assert str(LIMITS[limit]) in seen["grpc"][2]
+
+
+async def test_the_version_rule_refuses_alike_on_every_binding(agent: Agent) -> None:
+    seen = await _three(agent, _message([{"text": "hi"}]), {})
+    assert seen["jsonrpc"][0] == -32009
+    assert seen["rest"] == (400, "FAILED_PRECONDITION", "VERSION_NOT_SUPPORTED")
+    assert seen["grpc"][:2] == (grpc.StatusCode.FAILED_PRECONDITION, "VERSION_NOT_SUPPORTED")
+    assert all("A2A-Version: 1.0" in str(seen[b][-1]) for b in ("jsonrpc", "grpc"))
+
+
+@contextlib.asynccontextmanager
+async def _holding_a_stream(agent: Agent) -> AsyncIterator[None]:
+    """One stream of this caller held open (the quota is 1)."""
+    key = uuid.uuid4().hex
+    body = {"message": _message([{"data": {"key": key}}], skill="demo.gate")}
+    async with (
+        httpx.AsyncClient(timeout=30) as http,
+        http.stream("POST", agent.url + "/message:stream", json=body, headers=V1) as held,
+    ):
+        assert held.status_code == 200
+        await GATES.wait_started(key)
+        try:
+            yield
+        finally:
+            GATES.release(key)
+
+
+async def test_the_stream_quota_refuses_alike_with_a_retry_hint(agent: Agent) -> None:
+    body = {"message": _message([{"text": "hi"}], skill="demo.countdown")}
+    call = {"jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage", "params": body}
+    async with _holding_a_stream(agent), httpx.AsyncClient(timeout=30) as http:
+        rpc = await http.post(agent.url + "/", json=call, headers=V1)
+        rest = await http.post(agent.url + "/message:stream", json=body, headers=V1)
+        async with stubs(agent.grpc_address) as (v1, _v03):
+            stream = v1.SendStreamingMessage(ParseDict(body, pb.SendMessageRequest()))
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await stream.read()
+    assert (rpc.status_code, rpc.json()["error"]["code"]) == (429, -32091)
+    assert (rest.status_code, rest.json()["error"]["details"][0]["reason"]) == (
+        429,
+        "QUOTA_EXCEEDED",
+    )
+    assert rpc.headers["retry-after"] == rest.headers["retry-after"] == "1"
+    seen = rich_status(refused.value)
+    assert (seen["code"], seen.get("reason")) == (
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        "QUOTA_EXCEEDED",  # main: no reason, no retry hint
+    )
+    status = status_from_call(refused.value)
+    retry = error_details_pb2.RetryInfo()
+    assert status is not None and any(d.Unpack(retry) for d in status.details)
+    assert retry.retry_delay.seconds == 1
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le", "utf-32"])
+async def test_a_body_that_is_not_utf8_is_a_parse_error(agent: Agent, encoding: str) -> None:
+    """RFC 8259 §8.1: JSON is UTF-8. A UTF-16/32 body is refused before it is parsed: its
+    values are never counted against the shape limits, and a lone surrogate in its id
+    does not reach the SDK (main: 240,000 values accepted, and HTTP 500)."""
+    bulk = list(range(5000))  # far over max_json_values
+    call = {"jsonrpc": "2.0", "id": "\ud800", "method": "SendMessage",
+            "params": {"message": _message([{"text": "hi"}], bulk=bulk)}}  # fmt: skip
+    raw = json.dumps(call).encode(encoding, "surrogatepass")
+    headers = {**V1, "Content-Type": "application/json"}
+    async with httpx.AsyncClient(base_url=agent.url, timeout=30) as http:
+        rpc = await http.post("/", content=raw, headers=headers)
+        rest = await http.post("/message:send", content=raw, headers=headers)
+    assert rpc.status_code == 200 and rpc.json()["error"]["code"] == -32700, rpc.text
+    assert rpc.json()["id"] is None
+    assert rest.status_code == 400, rest.text
