@@ -42,8 +42,11 @@ class CallRecord:
     task_slot: str | None = None
     slot_task: str | None = None
     slot_freed: asyncio.Future[None] | None = None
-    #: a message stream's event positions (``server/resume.py``'s ``StreamPositions``)
+    #: a message stream's event positions (``streams/resume.py``'s ``StreamPositions``)
     positions: Any = None
+    #: a blocking send: its caller is answered only at the end, so no stream waits for the
+    #: submitted Task (set by the request handler, read by the executor)
+    blocking: bool = False
 
 
 def attach(context: ServerCallContext, record: CallRecord) -> CallRecord:
