@@ -25,7 +25,16 @@ ALLOWED: dict[str, set[str]] = {
     "storage": {"settings", "errors", "upstream"},
     "auth": {"adapters", "execution", "settings", "errors", "classify", "upstream"},
     "push": {"adapters", "settings", "errors", "storage", "classify", "upstream", "edge"},
-    "ops": {"execution", "storage", "settings", "errors", "classify", "_version", "_logging"},
+    "ops": {
+        "execution",
+        "storage",
+        "settings",
+        "errors",
+        "classify",
+        "_version",
+        "_logging",
+        "edge",
+    },
     "explorer": {"_version"},
     # the client may import the seam's corrections of the SDK's client side, and only those
     # (CLIENT_SEAM): the rest of the seam is the server's
@@ -212,8 +221,6 @@ PENDING = {
     ("apcore_a2a/storage/deferred.py", "NEW_TASK_STATE_KEY"),
     ("apcore_a2a/storage/memory.py", "_OWNER_STATE_KEY"),
     ("apcore_a2a/storage/observed.py", "_READS_STATE_KEY"),
-    ("apcore_a2a/execution/executor.py", "CANCEL_REASON_KEY"),
-    ("apcore_a2a/ops/shutdown.py", "CANCEL_REASON_KEY"),
 }
 
 

@@ -50,8 +50,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger("apcore_a2a.executor")
 
 CANCEL_MESSAGE = "Canceled by client"
-#: call_context.state key naming why the server itself canceled (e.g. shutting down)
-CANCEL_REASON_KEY = "apcore_a2a.cancel_reason"
 _END_STATES = {"rejected": TaskState.TASK_STATE_REJECTED, "canceled": TaskState.TASK_STATE_CANCELED}
 #: apcore errors of an input that did not validate
 _BAD_INPUT = ("SCHEMA_VALIDATION_ERROR", "GENERAL_INVALID_INPUT")
@@ -212,8 +210,8 @@ class ApCoreAgentExecutor(AgentExecutor):
         # The SDK cancels our execute() right after this returns (a sync module keeps its
         # thread; its late result is dropped by Run.emit). The canceled status is written
         # here so it carries a reason and every open stream receives it.
-        state = context.call_context.state if context.call_context is not None else {}
-        reason = str(state.get(CANCEL_REASON_KEY) or CANCEL_MESSAGE)
+        call = call_of(context.call_context)
+        reason = (call.cancel_reason if call is not None else None) or CANCEL_MESSAGE
         canceling = Run(event_queue, task_id, context_id)
         await canceling.status(TaskState.TASK_STATE_CANCELED, canceling.message(reason, {}))
 
