@@ -18,11 +18,23 @@ MAX_LINES = 600
 #: room -> rooms (and top-level modules) it may import; a room may always import itself.
 ALLOWED: dict[str, set[str]] = {
     "adapters": set(),
-    "execution": {"adapters", "settings", "errors", "approval", "classify", "_logging", "upstream"},
+    "execution": {
+        *("adapters", "settings", "errors", "approval", "classify", "_logging", "upstream"),
+        "edge",
+    },
     "storage": {"settings", "errors", "upstream"},
     "auth": {"adapters", "execution", "settings", "errors", "classify", "upstream"},
     "push": {"adapters", "settings", "errors", "storage", "classify", "upstream", "edge"},
-    "ops": {"execution", "storage", "settings", "errors", "classify", "_version", "_logging"},
+    "ops": {
+        "execution",
+        "storage",
+        "settings",
+        "errors",
+        "classify",
+        "_version",
+        "_logging",
+        "edge",
+    },
     "explorer": {"_version"},
     # the client may import the seam's corrections of the SDK's client side, and only those
     # (CLIENT_SEAM): the rest of the seam is the server's
@@ -203,16 +215,12 @@ PENDING = {
     ("apcore_a2a/server/routes.py", "SSE_IDS_STATE_KEY"),
     ("apcore_a2a/server/routes.py", "LAST_EVENT_ID_STATE_KEY"),
     ("apcore_a2a/server/handler.py", "SSE_IDS_STATE_KEY"),
-    ("apcore_a2a/server/handler.py", "BLOCKING_STATE_KEY"),
     ("apcore_a2a/server/handler.py", "DEFER_STATE_KEY"),
     ("apcore_a2a/server/handler.py", "NEW_TASK_STATE_KEY"),
     ("apcore_a2a/storage/deferred.py", "DEFER_STATE_KEY"),
     ("apcore_a2a/storage/deferred.py", "NEW_TASK_STATE_KEY"),
     ("apcore_a2a/storage/memory.py", "_OWNER_STATE_KEY"),
     ("apcore_a2a/storage/observed.py", "_READS_STATE_KEY"),
-    ("apcore_a2a/execution/executor.py", "BLOCKING_STATE_KEY"),
-    ("apcore_a2a/execution/executor.py", "CANCEL_REASON_KEY"),
-    ("apcore_a2a/ops/shutdown.py", "CANCEL_REASON_KEY"),
 }
 
 

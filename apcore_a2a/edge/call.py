@@ -13,6 +13,7 @@ where a2a-sdk and Starlette look for it (``scope["user"]`` / ``scope["auth"]``, 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -42,8 +43,13 @@ class CallRecord:
     task_slot: str | None = None
     slot_task: str | None = None
     slot_freed: asyncio.Future[None] | None = None
-    #: a message stream's event positions (``server/resume.py``'s ``StreamPositions``)
+    #: a message stream's event positions (``streams/resume.py``'s ``StreamPositions``)
     positions: Any = None
+    #: a blocking send: its caller is answered only at the end, so no stream waits for the
+    #: submitted Task (set by the request handler, read by the executor)
+    blocking: bool = False
+    #: why the server itself cancels the task (shutting down), shown in its final status
+    cancel_reason: str | None = None
 
 
 def attach(context: ServerCallContext, record: CallRecord) -> CallRecord:
@@ -59,3 +65,12 @@ def call_of(context: ServerCallContext | None) -> CallRecord | None:
         return None
     found = context.state.get(_KEY)
     return found if isinstance(found, CallRecord) else None
+
+
+def with_record(context: ServerCallContext, **changes: Any) -> ServerCallContext:
+    """A copy of *context* whose record is its own, with *changes* (the server acting on a
+    call's behalf, e.g. cancelling it at shutdown, without touching the original)."""
+    found = call_of(context) or CallRecord("internal", "1.0", None, context.user.user_name)
+    copied = context.model_copy(update={"state": dict(context.state)})
+    attach(copied, dataclasses.replace(found, **changes))
+    return copied

@@ -37,6 +37,7 @@ from apcore_a2a.adapters.errors import (
 from apcore_a2a.adapters.outputs import TASK_HOOK_KEY, input_required_of, reply_of, text_from_value
 from apcore_a2a.adapters.parts import is_file, output_to_parts
 from apcore_a2a.adapters.skills import SkillSpec
+from apcore_a2a.edge.call import call_of
 from apcore_a2a.execution import turns
 from apcore_a2a.execution.observer import ExecutionObserver, observe
 from apcore_a2a.execution.routing import SKILL_METADATA_KEY, ApCoreRequestContext
@@ -49,11 +50,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger("apcore_a2a.executor")
 
 CANCEL_MESSAGE = "Canceled by client"
-#: call_context.state key naming why the server itself canceled (e.g. shutting down)
-CANCEL_REASON_KEY = "apcore_a2a.cancel_reason"
-#: call_context.state key set by the request handler on a blocking send: its caller is
-#: answered only at the end, so no stream is waiting for the submitted Task
-BLOCKING_STATE_KEY = "apcore_a2a.blocking"
 _END_STATES = {"rejected": TaskState.TASK_STATE_REJECTED, "canceled": TaskState.TASK_STATE_CANCELED}
 #: apcore errors of an input that did not validate
 _BAD_INPUT = ("SCHEMA_VALIDATION_ERROR", "GENERAL_INVALID_INPUT")
@@ -184,8 +180,8 @@ class ApCoreAgentExecutor(AgentExecutor):
                 return
             if stored is None:
                 await turns.submit(run, message, spec)
-                call = context.call_context
-                if call is None or not call.state.get(BLOCKING_STATE_KEY):
+                call = call_of(context.call_context)
+                if call is None or not call.blocking:
                     await let_first_event_out()
                 await run.status(TaskState.TASK_STATE_WORKING)
             else:
@@ -214,8 +210,8 @@ class ApCoreAgentExecutor(AgentExecutor):
         # The SDK cancels our execute() right after this returns (a sync module keeps its
         # thread; its late result is dropped by Run.emit). The canceled status is written
         # here so it carries a reason and every open stream receives it.
-        state = context.call_context.state if context.call_context is not None else {}
-        reason = str(state.get(CANCEL_REASON_KEY) or CANCEL_MESSAGE)
+        call = call_of(context.call_context)
+        reason = (call.cancel_reason if call is not None else None) or CANCEL_MESSAGE
         canceling = Run(event_queue, task_id, context_id)
         await canceling.status(TaskState.TASK_STATE_CANCELED, canceling.message(reason, {}))
 

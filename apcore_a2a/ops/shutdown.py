@@ -19,7 +19,7 @@ from a2a.server.context import ServerCallContext
 from a2a.types import CancelTaskRequest
 from a2a.utils.errors import A2AError
 
-from apcore_a2a.execution.executor import CANCEL_REASON_KEY
+from apcore_a2a.edge.call import with_record
 from apcore_a2a.execution.observer import TERMINAL_STATES, state_name
 
 if TYPE_CHECKING:
@@ -100,9 +100,9 @@ async def _stored(state: ServerView, execution: Execution) -> None:
 
 async def _cancel(state: ServerView, execution: Execution) -> None:
     # As the caller who started it (owner scoping applies), with the reason to show.
-    context = execution.call_context or ServerCallContext()
-    reasoned = {**context.state, CANCEL_REASON_KEY: SHUTDOWN_MESSAGE}
-    context = context.model_copy(update={"state": reasoned})
+    context = with_record(
+        execution.call_context or ServerCallContext(), cancel_reason=SHUTDOWN_MESSAGE
+    )
     try:
         await state.handler.on_cancel_task(CancelTaskRequest(id=execution.task_id), context)
     except A2AError as exc:

@@ -43,7 +43,6 @@ from a2a.utils.errors import (
 
 from apcore_a2a.edge.call import call_of
 from apcore_a2a.errors import TaskBusyError
-from apcore_a2a.execution.executor import BLOCKING_STATE_KEY
 from apcore_a2a.execution.routing import check_follow_up
 from apcore_a2a.server.task_quota import TaskLookup, TaskQuota
 from apcore_a2a.storage.deferred import DEFER_STATE_KEY, NEW_TASK_STATE_KEY
@@ -104,8 +103,10 @@ class ApCoreRequestHandler(DefaultRequestHandler):
     async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Any:
         check(params)
         await self._take_turn(params, context)
+        call = call_of(context)
         if not params.configuration.return_immediately:
-            context.state[BLOCKING_STATE_KEY] = True
+            if call is not None:
+                call.blocking = True
             # A push config hands the task id to a webhook before the answer: no deferring.
             if not params.configuration.HasField("task_push_notification_config"):
                 context.state[DEFER_STATE_KEY] = True

@@ -6,8 +6,9 @@ gets the same refusal class on each binding.
   on gRPC before;
 * the version rule: ``-32009`` / 400 / ``FAILED_PRECONDITION``, reason
   ``VERSION_NOT_SUPPORTED``;
-* the stream quota: ``-32091`` / 429 with ``Retry-After`` / ``RESOURCE_EXHAUSTED`` with
-  reason ``QUOTA_EXCEEDED`` and a ``google.rpc.RetryInfo`` (gRPC had neither before);
+* the stream and unfinished-task quotas: ``-32091`` / 429 with ``Retry-After`` /
+  ``RESOURCE_EXHAUSTED`` with reason ``QUOTA_EXCEEDED`` and a ``google.rpc.RetryInfo`` of
+  the same seconds (gRPC had no retry hint, its stream refusal no reason);
 * a body that is not UTF-8 JSON (UTF-16 included, RFC 8259 §8.1): ``-32700`` / 400;
   gRPC bodies are protobuf, whose strings the runtime requires to be UTF-8.
 
@@ -170,3 +171,38 @@ async def test_a_body_that_is_not_utf8_is_a_parse_error(agent: Agent, encoding: 
     assert rpc.status_code == 200 and rpc.json()["error"]["code"] == -32700, rpc.text
     assert rpc.json()["id"] is None
     assert rest.status_code == 400, rest.text
+
+
+async def test_the_task_quota_refuses_alike_with_a_retry_hint() -> None:
+    """One unfinished task per caller: a second new task is refused on each binding with
+    the same error and the same retry hint (gRPC: ``google.rpc.RetryInfo``, new)."""
+    key = uuid.uuid4().hex
+    parked = {"message": _message([{"data": {"key": key}}], skill="demo.gate"),
+              "configuration": {"returnImmediately": True}}  # fmt: skip
+    body = {"message": _message([{"text": "hi"}])}
+    call = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": body}
+    with serve_agent(max_unfinished_tasks_per_caller=1) as agent:
+        try:
+            async with httpx.AsyncClient(base_url=agent.url, timeout=30) as http:
+                held = await http.post("/message:send", json=parked, headers=V1)
+                assert held.status_code == 200, held.text
+                await GATES.wait_started(key)
+                rpc = await http.post("/", json=call, headers=V1)
+                rest = await http.post("/message:send", json=body, headers=V1)
+            async with stubs(agent.grpc_address) as (v1, _v03):
+                with pytest.raises(grpc.aio.AioRpcError) as refused:
+                    await v1.SendMessage(ParseDict(body, pb.SendMessageRequest()), timeout=30)
+        finally:
+            GATES.release(key)
+    assert rpc.json()["error"]["code"] == -32091
+    assert rpc.json()["error"]["data"][0]["metadata"]["retryAfter"] == 30
+    assert (rest.status_code, rest.headers["retry-after"]) == (429, "30")
+    seen = rich_status(refused.value)
+    assert (seen["code"], seen.get("reason")) == (
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        "QUOTA_EXCEEDED",
+    )
+    status = status_from_call(refused.value)
+    retry = error_details_pb2.RetryInfo()
+    assert status is not None and any(d.Unpack(retry) for d in status.details)
+    assert retry.retry_delay.seconds == 30  # main: no retry hint on gRPC

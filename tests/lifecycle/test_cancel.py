@@ -164,7 +164,7 @@ async def test_cancel_error_codes_on_the_wire(agent: Agent) -> None:
             (f"/v1/tasks/{task_id}:cancel", V03),
         ):
             rest = await http.post(path, headers=headers)
-            assert rest.status_code == 409  # spec §5.4 (the SDK alone answers 400)
+            assert rest.status_code == 400  # A2A 1.0.1 §5.4 (1.0.0: 409)
             assert rest.json()["error"]["details"][0]["reason"] == "TASK_NOT_CANCELABLE"
             assert "current state is completed" in rest.json()["error"]["message"]
         missing = await http.post("/v1/tasks/nope:cancel", headers=V03)
