@@ -42,8 +42,10 @@ class CallRecord:
     task_slot: str | None = None
     slot_task: str | None = None
     slot_freed: asyncio.Future[None] | None = None
-    #: a message stream's event positions (``server/resume.py``'s ``StreamPositions``)
+    #: a message stream's event positions (``streams/resume.py``'s ``StreamPositions``)
     positions: Any = None
+    #: what the call answered (``streams/tap.py``'s ``Answer``; HTTP calls only)
+    answer: Any = None
 
 
 def attach(context: ServerCallContext, record: CallRecord) -> CallRecord:

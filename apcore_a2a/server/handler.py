@@ -12,11 +12,12 @@
   nothing stored yet (:class:`NewTaskMarking`).
 * **Resumable streams**: subscriptions are served from the event log, and every stream's
   events carry their position in it (``streams/resume.py``).
+* **One tap on the answer**: every method notes what it answers, or raises, on the call's
+  answer (``streams/tap.py``), for the answer side, telemetry and cancel-on-drop.
 """
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
@@ -49,13 +50,8 @@ from apcore_a2a.server.task_quota import TaskLookup, TaskQuota
 from apcore_a2a.storage.deferred import DEFER_STATE_KEY, NEW_TASK_STATE_KEY
 from apcore_a2a.storage.event_log import MemoryEventLog, RecordingTaskStore
 from apcore_a2a.storage.turns import MemoryTurnClaims, TurnClaims
-from apcore_a2a.streams.resume import (
-    SSE_IDS_STATE_KEY,
-    EventLog,
-    PositionTap,
-    StreamPositions,
-    subscribe_from_log,
-)
+from apcore_a2a.streams.resume import EventLog, PositionTap, StreamPositions, subscribe_from_log
+from apcore_a2a.streams.tap import answer_of, answering, answering_stream
 from apcore_a2a.upstream.required_fields import SEND, SEND_STREAM, check
 
 _RUNNING = frozenset({TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING})
@@ -101,6 +97,7 @@ class ApCoreRequestHandler(DefaultRequestHandler):
         #: refuses values the store cannot hold, before any task exists (storage/fields.py)
         self._check_values = check_values
 
+    @answering
     async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Any:
         check(params)
         await self._take_turn(params, context)
@@ -112,32 +109,43 @@ class ApCoreRequestHandler(DefaultRequestHandler):
         send = SEND(self, params, context)
         return await self._quota.settle(context, send)
 
+    @answering_stream
     async def on_message_send_stream(
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> AsyncGenerator[Any, None]:
         check(params)
         await self._take_turn(params, context)
-        ids: deque[str] | None = context.state.get(SSE_IDS_STATE_KEY)
-        log, positions = self._event_log, None
         call = call_of(context)
-        if ids is not None and log is not None and self._tap is not None and call is not None:
+        answer = answer_of(context)
+        positions = None
+        if call is not None and answer is not None and self._event_log and self._tap:
             positions = call.positions = StreamPositions(self._tap)
+        async for event, sse_id in self._positioned(params, context, positions):
+            if answer is not None:
+                answer.sse_id = sse_id
+            yield event
+
+    async def _positioned(
+        self, params: SendMessageRequest, context: ServerCallContext, positions: Any
+    ) -> AsyncGenerator[tuple[Any, str | None], None]:
+        """The SDK's message stream, each event with its SSE id (``None``: none)."""
         events = SEND_STREAM(self, params, context)
+        log = self._event_log
         try:
             async for event in self._quota.settle_stream(context, events):
-                if positions is not None and log is not None and ids is not None:
+                seq = None
+                if positions is not None and log is not None:
                     version = positions.take(event)
                     if version is not None and positions.task_id is not None:
                         seq = await log.seq_at(positions.task_id, version)
-                        if seq:
-                            ids.append(str(seq))
-                yield event
+                yield event, str(seq) if seq else None
         finally:
             # What the SDK's decorator did: a bare async for leaves *events* unclosed.
             await events.aclose()
             if positions is not None:
                 positions.tap.unwatch(positions)
 
+    @answering_stream
     @validate_request_params
     async def on_subscribe_to_task(
         self, params: SubscribeToTaskRequest, context: ServerCallContext
@@ -149,7 +157,10 @@ class ApCoreRequestHandler(DefaultRequestHandler):
             return
         if not self._capabilities.streaming:
             raise UnsupportedOperationError(message="Streaming is not supported by the agent")
-        async for event in subscribe_from_log(log, self._tasks, params.id, context):
+        answer = answer_of(context)
+        async for event, sse_id in subscribe_from_log(log, self._tasks, params.id, context):
+            if answer is not None:
+                answer.sse_id = sse_id
             yield event
 
     async def _take_turn(self, params: SendMessageRequest, context: ServerCallContext) -> None:
@@ -178,6 +189,7 @@ class ApCoreRequestHandler(DefaultRequestHandler):
                 busy = "Task is busy: another message is already continuing it"
                 raise TaskBusyError(message=busy)
 
+    @answering
     async def on_cancel_task(
         self, params: CancelTaskRequest, context: ServerCallContext
     ) -> Task | None:
@@ -192,6 +204,14 @@ class ApCoreRequestHandler(DefaultRequestHandler):
             raise TaskNotCancelableError(
                 message=f"Task is not cancelable: current state is {state}"
             ) from None
+
+
+for _name in (
+    *("on_get_task", "on_list_tasks", "on_get_extended_agent_card"),
+    *(f"on_{verb}_task_push_notification_config" for verb in ("create", "get", "delete")),
+    "on_list_task_push_notification_configs",
+):  # the methods not overridden above note their answers too
+    setattr(ApCoreRequestHandler, _name, answering(getattr(DefaultRequestHandler, _name)))
 
 
 class NewTaskMarking(RequestContextBuilder):
