@@ -12,6 +12,8 @@
   nothing stored yet (:class:`NewTaskMarking`).
 * **Resumable streams**: subscriptions are served from the event log, and every stream's
   events carry their position in it (``streams/resume.py``).
+* **Bounded per reader**: a stream of the SDK's running task keeps at most
+  ``max_stream_backlog_bytes`` of events for a slow reader (``streams/backlog.py``).
 * **One tap on the answer**: every method notes what it answers, or raises, on the call's
   answer (``streams/tap.py``), for the answer side, telemetry and cancel-on-drop.
 """
@@ -50,6 +52,7 @@ from apcore_a2a.server.task_quota import TaskLookup, TaskQuota
 from apcore_a2a.storage.deferred import DEFER_STATE_KEY, NEW_TASK_STATE_KEY
 from apcore_a2a.storage.event_log import MemoryEventLog, RecordingTaskStore
 from apcore_a2a.storage.turns import MemoryTurnClaims, TurnClaims
+from apcore_a2a.streams.backlog import bounded
 from apcore_a2a.streams.resume import EventLog, PositionTap, StreamPositions, subscribe_from_log
 from apcore_a2a.streams.tap import answer_of, answering, answering_stream
 from apcore_a2a.upstream.required_fields import SEND, SEND_STREAM, check
@@ -76,6 +79,7 @@ class ApCoreRequestHandler(DefaultRequestHandler):
         quota: TaskQuota | None = None,
         event_log: object | None = None,
         check_values: Callable[[SendMessageRequest, ServerCallContext], None] | None = None,
+        stream_backlog: int = 8 * 1024 * 1024,
         **kwargs: Any,
     ) -> None:
         self._event_log = event_log if isinstance(event_log, EventLog) else None
@@ -96,6 +100,7 @@ class ApCoreRequestHandler(DefaultRequestHandler):
         self._quota = quota if quota is not None else TaskQuota(0)
         #: refuses values the store cannot hold, before any task exists (storage/fields.py)
         self._check_values = check_values
+        self._backlog = stream_backlog
 
     @answering
     async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Any:
@@ -120,7 +125,8 @@ class ApCoreRequestHandler(DefaultRequestHandler):
         positions = None
         if call is not None and answer is not None and self._event_log and self._tap:
             positions = call.positions = StreamPositions(self._tap)
-        async for event, sse_id in self._positioned(params, context, positions):
+        positioned = self._positioned(params, context, positions)
+        async for event, sse_id in bounded(positioned, self._backlog, _event_size):
             if answer is not None:
                 answer.sse_id = sse_id
             yield event
@@ -152,7 +158,8 @@ class ApCoreRequestHandler(DefaultRequestHandler):
     ) -> AsyncGenerator[Any, None]:
         log = self._event_log
         if log is None:
-            async for event in super().on_subscribe_to_task(params, context):
+            events = super().on_subscribe_to_task(params, context)
+            async for event in bounded(events, self._backlog, _size):
                 yield event
             return
         if not self._capabilities.streaming:
@@ -204,6 +211,14 @@ class ApCoreRequestHandler(DefaultRequestHandler):
             raise TaskNotCancelableError(
                 message=f"Task is not cancelable: current state is {state}"
             ) from None
+
+
+def _size(event: Any) -> int:
+    return int(event.ByteSize())
+
+
+def _event_size(positioned: tuple[Any, str | None]) -> int:
+    return _size(positioned[0])
 
 
 for _name in (

@@ -79,7 +79,8 @@ def _ends_stream(event: Any) -> bool:
 
 
 def _parse_id(raw: str) -> int:
-    if not raw.isdigit() or len(raw) > 18:
+    # ASCII only: ``isdigit`` also says yes to "²" (which ``int`` refuses) and "٣"
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 18:
         raise InvalidParamsError(
             message=f"Last-Event-ID must be an event id this agent sent, got {raw[:40]!r}"
         )
