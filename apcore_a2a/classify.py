@@ -130,6 +130,8 @@ class RequestInfo:
     #: ``False`` for an A2A route under a reserved segment (``/.well-known/message:send``):
     #: it gets every check an A2A request gets, then 404 -- it is never a tenant
     routable: bool = True
+    #: what the call answered (``streams/tap.py``'s ``Answer``), made by the first reader
+    answer: Any = field(default=None, repr=False)
     _delivered: bool = field(default=False, repr=False)
 
     @property

@@ -173,6 +173,13 @@ class Settings(BaseSettings):
         "concurrent streams one caller may hold (0 = no per-caller quota)",
         ge=0,
     )
+    max_stream_backlog_bytes: int = setting(
+        8 * 1024 * 1024,
+        "limits.max_stream_backlog_bytes",
+        "events (protobuf bytes) a stream keeps for a reader slower than its task; past it "
+        "the stream ends with -32091 and the reader resubscribes",
+        ge=1,
+    )
     max_unfinished_tasks_per_caller: int = setting(
         1000,
         "limits.max_unfinished_tasks_per_caller",

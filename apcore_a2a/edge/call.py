@@ -50,6 +50,8 @@ class CallRecord:
     blocking: bool = False
     #: why the server itself cancels the task (shutting down), shown in its final status
     cancel_reason: str | None = None
+    #: what the call answered (``streams/tap.py``'s ``Answer``; HTTP calls only)
+    answer: Any = None
 
 
 def attach(context: ServerCallContext, record: CallRecord) -> CallRecord:

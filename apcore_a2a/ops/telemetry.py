@@ -23,6 +23,7 @@ from apcore_a2a._version import __version__
 from apcore_a2a.classify import RequestInfo, request_info
 from apcore_a2a.errors import MissingExtraError
 from apcore_a2a.execution.observer import Execution
+from apcore_a2a.streams.tap import Answer
 
 if TYPE_CHECKING:
     from starlette.middleware import Middleware
@@ -45,8 +46,6 @@ LEGACY_ATTRIBUTES = {
     "a2a.task.state": "a2a.task_state",
     "error.type": "apcore.error_code",
 }
-#: answers larger than this are not read for the task attributes
-_MAX_READ = 256 * 1024
 #: one-member objects that wrap the payload (1.0 SendMessage and stream responses; 0.3 gRPC)
 _WRAPPERS = frozenset({"task", "message", "msg", "statusUpdate", "artifactUpdate"})
 
@@ -143,13 +142,14 @@ def _request_attributes(info: RequestInfo, scope: Scope, attributes: Attributes)
         return
     _put(attributes, "a2a.task.id", scope.get("path_params", {}).get("id"))  # REST: /tasks/{id}
     if info.body and info.method in ("SendMessage", "SendStreamingMessage"):
-        read_params(_loads(info.body), attributes)
+        with contextlib.suppress(ValueError, RecursionError):
+            read_params(json.loads(info.body), attributes)
 
 
 class A2ASpans:
     """ASGI middleware inside the request span: its A2A name, the request's attributes
-    (from its record) and the task's (from the JSON answer, up to 256 KiB, or each SSE
-    event, so a stream's span ends with the last state it sent)."""
+    (from its record) and the task's, as the call's answer names it (``streams/tap.py``:
+    for a stream, the last state it sent), set just before the last chunk leaves."""
 
     def __init__(self, app: Callable[..., Any]) -> None:
         from opentelemetry import trace
@@ -163,51 +163,33 @@ class A2ASpans:
         if info is None or not info.is_a2a or not span.is_recording():
             await self.app(scope, receive, send)
             return
-        answer: dict[str, Any] = {}
-        body = bytearray()
-        streaming = False
+        answer = Answer.of(scope)
+        status = 200
 
         def finish() -> None:
             # Before the last body goes out: the request span ends right after it.
-            if body:
-                read_answer(_loads(bytes(body)), answer)
-                body.clear()
             if info.method and span.is_recording():
                 attributes: dict[str, Any] = {}
                 _request_attributes(info, scope, attributes)
+                _put(attributes, "a2a.task.id", answer.task_id)
+                _put(attributes, "gen_ai.conversation.id", answer.context_id)
+                _put(attributes, "a2a.task.state", answer.state)
+                _put(attributes, "error.type", str(status) if status >= 400 else answer.error_type)
                 span.update_name(info.method)
-                span.set_attributes({**attributes, **answer})
+                span.set_attributes(attributes)
 
         async def watched(message: MutableMapping[str, Any]) -> None:
-            nonlocal streaming
+            nonlocal status
             if message["type"] == "http.response.start":
-                if message["status"] >= 400:
-                    answer["error.type"] = str(message["status"])
-                headers = dict(message.get("headers") or ())
-                streaming = headers.get(b"content-type", b"").startswith(b"text/event-stream")
-            elif message["type"] == "http.response.body":
-                chunk: bytes = message.get("body", b"")
-                if streaming:
-                    for line in chunk.split(b"\n"):
-                        if line.startswith(b"data:"):
-                            read_answer(_loads(line[5:]), answer)
-                elif len(body) + len(chunk) <= _MAX_READ:
-                    body.extend(chunk)
-                if not message.get("more_body", False):
-                    finish()
+                status = message["status"]
+            elif message["type"] == "http.response.body" and not message.get("more_body", False):
+                finish()
             await send(message)
 
         try:
             await self.app(scope, receive, watched)
         finally:
             finish()  # no-op once the span has ended
-
-
-def _loads(raw: bytes) -> Any:
-    try:
-        return json.loads(raw)
-    except (ValueError, RecursionError):
-        return None
 
 
 @contextlib.contextmanager

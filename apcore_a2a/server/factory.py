@@ -280,6 +280,7 @@ class A2AServerFactory:
             ),
             event_stream=stores.event_stream,
             event_log=stores.event_log,
+            stream_backlog=self.settings.max_stream_backlog_bytes,
             extended_agent_card=catalog.snapshot.card if self.auth is not None else None,
             extended_card_modifier=modifier,
         )

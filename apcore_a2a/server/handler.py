@@ -12,11 +12,14 @@
   nothing stored yet (:class:`NewTaskMarking`).
 * **Resumable streams**: subscriptions are served from the event log, and every stream's
   events carry their position in it (``streams/resume.py``).
+* **Bounded per reader**: a stream of the SDK's running task keeps at most
+  ``max_stream_backlog_bytes`` of events for a slow reader (``streams/backlog.py``).
+* **One tap on the answer**: every method notes what it answers, or raises, on the call's
+  answer (``streams/tap.py``), for the answer side, telemetry and cancel-on-drop.
 """
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
@@ -48,13 +51,9 @@ from apcore_a2a.server.task_quota import TaskLookup, TaskQuota
 from apcore_a2a.storage.deferred import DEFER_STATE_KEY, NEW_TASK_STATE_KEY
 from apcore_a2a.storage.event_log import MemoryEventLog, RecordingTaskStore
 from apcore_a2a.storage.turns import MemoryTurnClaims, TurnClaims
-from apcore_a2a.streams.resume import (
-    SSE_IDS_STATE_KEY,
-    EventLog,
-    PositionTap,
-    StreamPositions,
-    subscribe_from_log,
-)
+from apcore_a2a.streams.backlog import bounded
+from apcore_a2a.streams.resume import EventLog, PositionTap, StreamPositions, subscribe_from_log
+from apcore_a2a.streams.tap import answer_of, answering, answering_stream
 from apcore_a2a.upstream.required_fields import SEND, SEND_STREAM, check
 
 _RUNNING = frozenset({TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING})
@@ -79,6 +78,7 @@ class ApCoreRequestHandler(DefaultRequestHandler):
         quota: TaskQuota | None = None,
         event_log: object | None = None,
         check_values: Callable[[SendMessageRequest, ServerCallContext], None] | None = None,
+        stream_backlog: int = 8 * 1024 * 1024,
         **kwargs: Any,
     ) -> None:
         self._event_log = event_log if isinstance(event_log, EventLog) else None
@@ -99,7 +99,9 @@ class ApCoreRequestHandler(DefaultRequestHandler):
         self._quota = quota if quota is not None else TaskQuota(0)
         #: refuses values the store cannot hold, before any task exists (storage/fields.py)
         self._check_values = check_values
+        self._backlog = stream_backlog
 
+    @answering
     async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Any:
         check(params)
         await self._take_turn(params, context)
@@ -113,44 +115,60 @@ class ApCoreRequestHandler(DefaultRequestHandler):
         send = SEND(self, params, context)
         return await self._quota.settle(context, send)
 
+    @answering_stream
     async def on_message_send_stream(
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> AsyncGenerator[Any, None]:
         check(params)
         await self._take_turn(params, context)
-        ids: deque[str] | None = context.state.get(SSE_IDS_STATE_KEY)
-        log, positions = self._event_log, None
         call = call_of(context)
-        if ids is not None and log is not None and self._tap is not None and call is not None:
+        answer = answer_of(context)
+        positions = None
+        if call is not None and answer is not None and self._event_log and self._tap:
             positions = call.positions = StreamPositions(self._tap)
+        positioned = self._positioned(params, context, positions)
+        async for event, sse_id in bounded(positioned, self._backlog, _event_size):
+            if answer is not None:
+                answer.sse_id = sse_id
+            yield event
+
+    async def _positioned(
+        self, params: SendMessageRequest, context: ServerCallContext, positions: Any
+    ) -> AsyncGenerator[tuple[Any, str | None], None]:
+        """The SDK's message stream, each event with its SSE id (``None``: none)."""
         events = SEND_STREAM(self, params, context)
+        log = self._event_log
         try:
             async for event in self._quota.settle_stream(context, events):
-                if positions is not None and log is not None and ids is not None:
+                seq = None
+                if positions is not None and log is not None:
                     version = positions.take(event)
                     if version is not None and positions.task_id is not None:
                         seq = await log.seq_at(positions.task_id, version)
-                        if seq:
-                            ids.append(str(seq))
-                yield event
+                yield event, str(seq) if seq else None
         finally:
             # What the SDK's decorator did: a bare async for leaves *events* unclosed.
             await events.aclose()
             if positions is not None:
                 positions.tap.unwatch(positions)
 
+    @answering_stream
     @validate_request_params
     async def on_subscribe_to_task(
         self, params: SubscribeToTaskRequest, context: ServerCallContext
     ) -> AsyncGenerator[Any, None]:
         log = self._event_log
         if log is None:
-            async for event in super().on_subscribe_to_task(params, context):
+            events = super().on_subscribe_to_task(params, context)
+            async for event in bounded(events, self._backlog, _size):
                 yield event
             return
         if not self._capabilities.streaming:
             raise UnsupportedOperationError(message="Streaming is not supported by the agent")
-        async for event in subscribe_from_log(log, self._tasks, params.id, context):
+        answer = answer_of(context)
+        async for event, sse_id in subscribe_from_log(log, self._tasks, params.id, context):
+            if answer is not None:
+                answer.sse_id = sse_id
             yield event
 
     async def _take_turn(self, params: SendMessageRequest, context: ServerCallContext) -> None:
@@ -179,6 +197,7 @@ class ApCoreRequestHandler(DefaultRequestHandler):
                 busy = "Task is busy: another message is already continuing it"
                 raise TaskBusyError(message=busy)
 
+    @answering
     async def on_cancel_task(
         self, params: CancelTaskRequest, context: ServerCallContext
     ) -> Task | None:
@@ -193,6 +212,22 @@ class ApCoreRequestHandler(DefaultRequestHandler):
             raise TaskNotCancelableError(
                 message=f"Task is not cancelable: current state is {state}"
             ) from None
+
+
+def _size(event: Any) -> int:
+    return int(event.ByteSize())
+
+
+def _event_size(positioned: tuple[Any, str | None]) -> int:
+    return _size(positioned[0])
+
+
+for _name in (
+    *("on_get_task", "on_list_tasks", "on_get_extended_agent_card"),
+    *(f"on_{verb}_task_push_notification_config" for verb in ("create", "get", "delete")),
+    "on_list_task_push_notification_configs",
+):  # the methods not overridden above note their answers too
+    setattr(ApCoreRequestHandler, _name, answering(getattr(DefaultRequestHandler, _name)))
 
 
 class NewTaskMarking(RequestContextBuilder):

@@ -15,12 +15,6 @@ from starlette.routing import BaseRoute, Mount, Route
 from apcore_a2a.classify import describe, request_info
 from apcore_a2a.edge.call import CallRecord, attach
 from apcore_a2a.server.guards import caller_of
-from apcore_a2a.streams.resume import (
-    LAST_EVENT_ID_STATE_KEY,
-    SSE_IDS_SCOPE_KEY,
-    SSE_IDS_STATE_KEY,
-    last_event_id_of,
-)
 from apcore_a2a.upstream.file_bytes import MESSAGE_PATHS, with_spec_files
 from apcore_a2a.upstream.parsed_body import parsed_once
 from apcore_a2a.upstream.rest03_streams import eager_streams
@@ -28,7 +22,8 @@ from apcore_a2a.upstream.rest03_streams import eager_streams
 
 class ApCoreCallContextBuilder(DefaultServerCallContextBuilder):
     """The SDK default builder, unchanged for the caller (``scope["user"]`` and
-    ``scope["auth"]``, see ``execution/identity.py``), plus the caller key quotas count by."""
+    ``scope["auth"]``, see ``execution/identity.py``), plus the call record: the caller key
+    quotas count by and what the call answers (``streams/tap.py``)."""
 
     def build(self, request: Request) -> ServerCallContext:
         context = super().build(request)
@@ -36,11 +31,9 @@ class ApCoreCallContextBuilder(DefaultServerCallContextBuilder):
         binding = info.binding if info is not None and info.binding else "internal"
         version = info.version if info is not None and info.version else "0.3"
         method = info.method if info is not None else None
-        attach(context, CallRecord(binding, version, method, caller_of(request.scope)))
-        ids = request.scope.get(SSE_IDS_SCOPE_KEY)
-        if ids is not None:
-            context.state[SSE_IDS_STATE_KEY] = ids
-            context.state[LAST_EVENT_ID_STATE_KEY] = last_event_id_of(request.scope)
+        answer = info.answer if info is not None else None
+        caller = caller_of(request.scope)
+        attach(context, CallRecord(binding, version, method, caller, answer=answer))
         return context
 
 

@@ -1,41 +1,38 @@
 """``cancel_on_disconnect``: a task whose last stream the client dropped is canceled.
 
-:class:`StreamWatch` follows one SSE response (its task, named by the first event, and
-whether the client hung up before the last chunk); :func:`cancel_on_drop` cancels such a
+:class:`StreamWatch` follows one SSE response (its task, as the call's answer names it,
+and whether the client hung up before the last chunk); :func:`cancel_on_drop` cancels such a
 task through the SDK handler, as the caller who opened the stream.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from starlette.types import Message, Receive, Scope, Send
 
+from apcore_a2a.streams.tap import Answer
+
 logger = logging.getLogger("apcore_a2a.server")
 
 #: called with the request scope and task id when a task's last stream was dropped
 DropHandler = Callable[[Scope, str], Awaitable[None]]
 
-_KINDS_03 = ("task", "status-update", "artifact-update")
-
 
 class StreamWatch:
-    """Follows one SSE response: its task (named by the first event) and whether the client
-    dropped it (``http.disconnect`` before the last chunk). *open_streams*, shared by all
-    watches, counts streams per task: a task another client still streams is left alone."""
+    """Follows one SSE response: its task (the first the answer names, as the first frame
+    leaves) and whether the client dropped it (``http.disconnect`` before the last chunk).
+    *open_streams*, shared by all watches, counts streams per task: a task another client
+    still streams is left alone."""
 
-    _MAX_SNIFF = 64 * 1024
-
-    def __init__(self, open_streams: dict[str, int]) -> None:
+    def __init__(self, open_streams: dict[str, int], answer: Answer) -> None:
         self.open_streams = open_streams
+        self.answer = answer
         self.task_id: str | None = None
         self.complete = False
         self.dropped = False
-        self._buffer = b""
-        self._sniffing = True
 
     def wrap_receive(self, receive: Receive) -> Receive:
         async def watched() -> Message:
@@ -49,8 +46,9 @@ class StreamWatch:
     def wrap_send(self, send: Send) -> Send:
         async def watched(message: Message) -> None:
             if message["type"] == "http.response.body":
-                if self._sniffing:
-                    self._sniff(message.get("body", b""))
+                if self.task_id is None and self.answer.task_id is not None:
+                    self.task_id = task_id = self.answer.task_id
+                    self.open_streams[task_id] = self.open_streams.get(task_id, 0) + 1
                 if not message.get("more_body", False):
                     self.complete = True
             await send(message)
@@ -67,43 +65,6 @@ class StreamWatch:
         else:
             self.open_streams.pop(self.task_id, None)
         return self.dropped and left <= 0
-
-    def _sniff(self, chunk: bytes) -> None:
-        self._buffer += chunk.replace(b"\r\n", b"\n")
-        while b"\n\n" in self._buffer:
-            event, self._buffer = self._buffer.split(b"\n\n", 1)
-            data = b"\n".join(
-                line[5:].strip() for line in event.split(b"\n") if line.startswith(b"data:")
-            )
-            if not data:
-                continue
-            self._sniffing = False
-            self._buffer = b""
-            try:
-                self.task_id = _task_id_of(json.loads(data))
-            except ValueError:
-                self.task_id = None
-            if self.task_id is not None:
-                self.open_streams[self.task_id] = self.open_streams.get(self.task_id, 0) + 1
-            return
-        if len(self._buffer) > self._MAX_SNIFF:
-            self._sniffing = False
-            self._buffer = b""
-
-
-def _task_id_of(payload: Any) -> str | None:
-    """The task id in one stream event (JSON-RPC or REST, A2A 1.0 or 0.3 shapes)."""
-    result = payload.get("result", payload) if isinstance(payload, dict) else None
-    if not isinstance(result, dict):
-        return None
-    for key, id_key in (("task", "id"), ("statusUpdate", "taskId"), ("artifactUpdate", "taskId")):
-        if isinstance(result.get(key), dict):  # 1.0: the event is wrapped
-            found = result[key].get(id_key)
-            break
-    else:  # 0.3: the event names its kind
-        kind = result.get("kind")
-        found = result.get("id" if kind == "task" else "taskId") if kind in _KINDS_03 else None
-    return found if isinstance(found, str) and found else None
 
 
 def cancel_on_drop(handler: Any, context_builder: Any) -> DropHandler:

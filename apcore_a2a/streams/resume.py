@@ -8,10 +8,10 @@ or the REST query, for clients that cannot set headers) and gets each later even
 order, from any replica, also when the task finished meanwhile. gRPC streams carry no ids
 (neither gRPC nor A2A has a place for one): their clients resubscribe for the current task.
 
-An id's way to the wire: the answer side (``streams/answers.py``) puts a queue in the
-scope (:data:`SSE_IDS_SCOPE_KEY`), the call-context builder hands it to the handler, which
-appends each event's id just before yielding it; the answer side's ``send`` writes it into
-that event's SSE frame (the SDK writes one frame per event, in order).
+An id's way to the wire: the handler notes each event's id on the call's answer
+(``streams/tap.py``) just before yielding the event; the answer side writes it into that
+event's SSE frame as it leaves (the SDK writes one frame per event, in order, and asks for
+the next event only once that frame is sent).
 
 Message streams get their events from the SDK's running task, not the log. The SDK hands
 each saved event object, with the version the store gave it, to
@@ -36,14 +36,10 @@ from a2a.server.context import ServerCallContext
 from a2a.types import Message, Task, TaskState, TaskStatusUpdateEvent
 from a2a.utils.errors import InvalidParamsError, TaskNotFoundError, UnsupportedOperationError
 from starlette.datastructures import Headers, QueryParams
-from starlette.types import Message as ASGIMessage
-from starlette.types import Send
 
 from apcore_a2a.classify import request_info
+from apcore_a2a.streams.tap import answer_of
 
-SSE_IDS_SCOPE_KEY = "apcore_a2a.sse_ids"
-SSE_IDS_STATE_KEY = "apcore_a2a_sse_ids"
-LAST_EVENT_ID_STATE_KEY = "apcore_a2a_last_event_id"
 #: the metadata field / REST query parameter for clients that cannot set headers
 LAST_EVENT_ID_FIELD = "lastEventId"
 #: events a message stream may lag behind the running task before its oldest notes go
@@ -75,19 +71,6 @@ def last_event_id_of(scope: MutableMapping[str, Any]) -> str | None:
     return QueryParams(scope.get("query_string", b"")).get(LAST_EVENT_ID_FIELD) or None
 
 
-def sse_id_send(send: Send, ids: deque[str]) -> Send:
-    """Write the next queued id into each SSE event frame (comments and errors get none)."""
-
-    async def with_ids(message: ASGIMessage) -> None:
-        if message["type"] == "http.response.body" and ids:
-            body = message.get("body", b"")
-            if body.startswith((b"data:", b"event:")):
-                message = {**message, "body": b"id: " + ids.popleft().encode() + b"\r\n" + body}
-        await send(message)
-
-    return with_ids
-
-
 def _ends_stream(event: Any) -> bool:
     return isinstance(event, Message) or (
         isinstance(event, TaskStatusUpdateEvent | Task)
@@ -96,7 +79,8 @@ def _ends_stream(event: Any) -> bool:
 
 
 def _parse_id(raw: str) -> int:
-    if not raw.isdigit() or len(raw) > 18:
+    # ASCII only: ``isdigit`` also says yes to "²" (which ``int`` refuses) and "٣"
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 18:
         raise InvalidParamsError(
             message=f"Last-Event-ID must be an event id this agent sent, got {raw[:40]!r}"
         )
@@ -105,16 +89,16 @@ def _parse_id(raw: str) -> int:
 
 async def subscribe_from_log(
     log: EventLog, store: Any, task_id: str, context: ServerCallContext
-) -> AsyncGenerator[Any, None]:
-    """A subscription served from the event log, for the owner of the task in *store*; a
-    resumed one reads the log a page at a time and the task's status only (``peek``)."""
-    state = context.state
-    raw = state.get(LAST_EVENT_ID_STATE_KEY)
+) -> AsyncGenerator[tuple[Any, str], None]:
+    """A subscription served from the event log, for the owner of the task in *store*:
+    each event with its SSE id; a resumed one reads the log a page at a time and the
+    task's status only (``peek``)."""
+    answer = answer_of(context)
+    raw = answer.last_event_id if answer is not None else None
     read = getattr(store, "peek", None) if raw is not None else None
     stored = await (read or store.get)(task_id, context)
     if stored is None:
         raise TaskNotFoundError
-    ids: deque[str] | None = state.get(SSE_IDS_STATE_KEY)
     task: Task = stored.task
     settled = task.status.state in (TERMINAL_TASK_STATES | INTERRUPTED_TASK_STATES)
     resumed = raw is not None
@@ -124,18 +108,14 @@ async def subscribe_from_log(
                 message=f"Task {task_id} is in terminal state: {TaskState.Name(task.status.state)}"
             )
         cursor = await log.seq_at(task_id, stored.version)
-        if ids is not None:
-            ids.append(str(cursor))
-        yield task
+        yield task, str(cursor)
         snapshot = stored.version
     else:
         cursor, snapshot = _parse_id(raw), None
     async for seq, version, event in log.tail(task_id, cursor, until_idle=settled and resumed):
         if snapshot is not None and not version.is_after(snapshot):
             continue
-        if ids is not None:
-            ids.append(str(seq))
-        yield event
+        yield event, str(seq)
         if _ends_stream(event):
             return
 

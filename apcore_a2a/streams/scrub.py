@@ -1,15 +1,17 @@
 """Every error the agent sends, ours or the SDK's, is sanitized and bounded.
 
 The SDK answers some failures with raw exception text (-32603 carries ``str(exc)``: a
-database URL, a path; validation errors carry pages of pydantic text with links; SSE
-errors go out as they are). :func:`scrubbing_send` rewrites only error payloads (a JSON-RPC
-``error``, a REST ``{"error": ...}`` body, such an object in an SSE ``data:`` line) and
-leaves everything else untouched and unbuffered: the message loses paths, traceback lines
+database URL, a path; validation errors carry pages of pydantic text with links). An
+error object leaves through :func:`scrub_error`: the message loses paths, traceback lines
 and links and is cut to 500 characters, each string in its data to 200; -32603 (and HTTP
 500) say only "Internal error" without data, unless the executor worded them (their data
-names the apcore code). Before that each error is answered as spec §5.4 and our errors say
+names the apcore code). Before that each error gets our errors' codes
 (:func:`~apcore_a2a.upstream.error_answers.correct_error`; a REST status line follows the
 corrected ``code``), and REST 429/503 answers get ``Retry-After`` from ``retryAfter``.
+
+What the handler raised is rendered here from the exception itself (:func:`error_answer`,
+with the SDK's own builders); only an error the SDK's route answered before reaching the
+handler (a request its parser refused) is read back from its body (:func:`error_body`).
 """
 
 from __future__ import annotations
@@ -17,12 +19,15 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, get_args
 
-from starlette.datastructures import MutableHeaders
-from starlette.types import Message, Send
+from a2a.compat.v0_3 import types as types_v03
+from a2a.server.request_handlers.response_helpers import build_error_response
+from a2a.utils.error_handlers import build_rest_error_payload
+from a2a.utils.errors import JSON_RPC_ERROR_CODE_MAP, A2AError, InternalError
 
 from apcore_a2a.adapters.errors import sanitize
+from apcore_a2a.classify import RequestInfo
 from apcore_a2a.errors import RETRY_AFTER_KEY
 from apcore_a2a.upstream.error_answers import correct_error
 
@@ -32,7 +37,11 @@ INTERNAL = "Internal error"
 #: error-data key with which the executor marks its own (already sanitized) wording
 OURS_KEY = "apcoreCode"
 _LINK = re.compile(r"\s*(?:For further information visit\s+)?https?://\S+")
-_MARKER = b'"error"'
+#: the codes A2A 0.3 knows; a 0.3 client gets -32603 for the others (as from the SDK)
+_V03_CODES = frozenset(
+    model.model_fields["code"].default
+    for model in get_args(types_v03.A2AError.model_fields["root"].annotation)
+)
 
 
 def _clean(text: str, limit: int) -> str:
@@ -102,14 +111,46 @@ def scrub_error(error: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _scrub_document(doc: Any) -> tuple[Any, int | None, int | None]:
-    """(*doc* with its error answered and scrubbed, the error's retry-after seconds if any,
-    the HTTP status of a REST error)."""
-    if not isinstance(doc, dict) or not isinstance(doc.get("error"), dict):
-        return doc, None, None
-    error = scrub_error(correct_error(doc["error"]))
-    status = error.get("code") if isinstance(error.get("status"), str) else None
-    return {**doc, "error": error}, _retry_after(error), status if isinstance(status, int) else None
+class Scrubbed:
+    """One error answer, ready to send: the document, its HTTP status, ``Retry-After``."""
+
+    __slots__ = ("code", "document", "retry_after", "status")
+
+    def __init__(self, document: dict[str, Any], rest: bool) -> None:
+        error = scrub_error(correct_error(document["error"]))
+        self.document = {**document, "error": error}
+        self.code = error.get("code")
+        status = self.code if rest and isinstance(self.code, int) else 200
+        self.status = status if 200 <= status < 600 else 500
+        self.retry_after = _retry_after(error)
+
+    def body(self) -> bytes:
+        return json.dumps(self.document, ensure_ascii=False).encode()
+
+
+def error_answer(info: RequestInfo, failure: Exception) -> Scrubbed:
+    """What the handler raised, as the request's binding and version answer it."""
+    error = failure if isinstance(failure, A2AError) else InternalError()
+    if info.binding == "rest":
+        return Scrubbed(build_rest_error_payload(error), rest=True)
+    if info.version != "0.3":
+        return Scrubbed(build_error_response(info.request_id, error), rest=False)
+    code = JSON_RPC_ERROR_CODE_MAP.get(type(error), -32603)
+    answered = {"code": code if code in _V03_CODES else -32603, "message": error.message}
+    if error.data is not None:
+        answered["data"] = error.data
+    return Scrubbed({"jsonrpc": "2.0", "id": info.request_id, "error": answered}, rest=False)
+
+
+def error_body(body: bytes, rest: bool) -> Scrubbed | None:
+    """An error the SDK's route answered itself, read back from its JSON *body*."""
+    try:
+        document = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(document, dict) or not isinstance(document.get("error"), dict):
+        return None
+    return Scrubbed(document, rest)
 
 
 def _retry_after(error: dict[str, Any]) -> int | None:
@@ -118,67 +159,3 @@ def _retry_after(error: dict[str, Any]) -> int | None:
         if isinstance(found, int | float) and not isinstance(found, bool):
             return max(1, round(found))
     return None
-
-
-def _scrub_sse(chunk: bytes) -> bytes:
-    lines = chunk.split(b"\n")
-    for i, line in enumerate(lines):
-        if line.startswith(b"data:") and _MARKER in line:
-            try:
-                doc = json.loads(line[5:])
-            except ValueError:
-                continue
-            cleaned, _, _ = _scrub_document(doc)
-            if cleaned is not doc:
-                lines[i] = b"data: " + json.dumps(cleaned, ensure_ascii=False).encode()
-    return b"\n".join(lines)
-
-
-def scrubbing_send(send: Send) -> Send:
-    """Wrap *send* so error payloads leave sanitized (see the module docstring)."""
-    start: Message | None = None
-    streaming = False
-
-    async def wrapped(message: Message) -> None:
-        nonlocal start, streaming
-        if message["type"] == "http.response.start":
-            content_type = dict(message.get("headers") or ()).get(b"content-type", b"")
-            streaming = content_type.startswith(b"text/event-stream")
-            if streaming:
-                await send(message)
-            else:
-                start = message
-            return
-        if message["type"] != "http.response.body":
-            await send(message)
-            return
-        body: bytes = message.get("body", b"")
-        if streaming:
-            if _MARKER in body:
-                message = {**message, "body": _scrub_sse(body)}
-            await send(message)
-            return
-        if start is not None and (message.get("more_body", False) or _MARKER not in body):
-            await send(start)
-            start = None
-        if start is None:
-            await send(message)
-            return
-        try:
-            doc = json.loads(body)
-        except ValueError:
-            doc = None
-        cleaned, retry_after, status = _scrub_document(doc)
-        if status is not None and 400 <= status < 600:
-            start = {**start, "status": status}
-        headers = MutableHeaders(raw=list(start.get("headers") or ()))
-        if cleaned is not doc:
-            body = json.dumps(cleaned, ensure_ascii=False).encode()
-            headers["content-length"] = str(len(body))
-        if retry_after is not None and start.get("status") in (429, 503):
-            headers["retry-after"] = str(retry_after)
-        await send({**start, "headers": headers.raw})
-        start = None
-        await send({**message, "body": body})
-
-    return wrapped

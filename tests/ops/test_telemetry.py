@@ -29,7 +29,17 @@ from apcore_a2a import A2AServerFactory
 from tests._support import running_server
 from tests.upstream._plain import plain_agent
 
-from ._agent import V1, build_registry, message_params, rpc, send, served, wait_state
+from ._agent import (
+    V1,
+    TextIn,
+    TextOut,
+    build_registry,
+    message_params,
+    rpc,
+    send,
+    served,
+    wait_state,
+)
 
 _EXPORTER = InMemorySpanExporter()
 #: the instrumentation scope of the a2a-sdk's own spans
@@ -178,6 +188,31 @@ async def test_rest_streaming_and_background_runs_keep_the_parent(
         # the request answered before the module finished; the span still hangs below it
         assert request.end_time is not None and module.end_time is not None
         assert request.end_time < module.end_time
+
+
+class _Large:
+    """Answers 400 kB of text: more than a reader of the answer's bytes would read."""
+
+    input_schema = TextIn
+    output_schema = TextOut
+    description = "Repeat the text 400,000 times"
+
+    def execute(self, inputs: dict[str, Any], context: Any) -> dict[str, Any]:
+        return {"text": inputs["text"] * 400_000}
+
+
+async def test_a_large_answer_still_names_its_task(spans: InMemorySpanExporter) -> None:
+    """The span's task attributes come from the answer's objects, whatever its size."""
+    registry = build_registry()
+    registry.register("ops.large", _Large())
+    header, trace_id, _ = _traceparent()
+    async with served(registry, telemetry=True) as (http, _app):
+        task = await send(http, "ops.large", {"text": "x"}, headers={"traceparent": header})
+        module, in_trace = await _module_span(spans, trace_id, "ops.large")
+    attributes = dict(_request_span(module, in_trace).attributes or {})
+    assert attributes["a2a.task.id"] == task["id"]
+    assert attributes["gen_ai.conversation.id"] == task["contextId"]
+    assert attributes["a2a.task.state"] == "TASK_STATE_COMPLETED"
 
 
 async def test_failed_run_marks_its_span(spans: InMemorySpanExporter) -> None:
