@@ -25,14 +25,16 @@ from a2a.server.agent_execution import RequestContext, RequestContextBuilder
 from a2a.server.context import ServerCallContext
 from a2a.types import Message, SendMessageRequest, Task
 from a2a.utils.errors import A2AError, InvalidParamsError, MethodNotFoundError, TaskNotFoundError
+from apcore import ModuleDisabledError
 from google.protobuf.struct_pb2 import Struct
 from pydantic import ValidationError
 
-from apcore_a2a.adapters.errors import clean_for_log, sanitize
+from apcore_a2a.adapters.errors import as_a2a_error, clean_for_log, map_error, sanitize
 from apcore_a2a.adapters.parts import input_from_parts
 from apcore_a2a.adapters.skills import SkillSpec
 from apcore_a2a.execution.catalog import SkillCatalog
 from apcore_a2a.execution.identity import denial, identity_of, visible_modules
+from apcore_a2a.upstream.apcore_toggles import is_disabled
 
 logger = logging.getLogger("apcore_a2a.acl")
 
@@ -133,6 +135,13 @@ class Preflight:
         if not self.may_call(module_id, identity, "task not found"):
             raise TaskNotFoundError(message="Task not found")
 
+    def check_enabled(self, module_id: str) -> None:
+        """A skill apcore's toggle disabled is refused as apcore's call would refuse it."""
+        if is_disabled(self._executor, module_id):
+            logger.info("Skill %s is disabled; refused", module_id)
+            refusal = ModuleDisabledError(module_id=module_id)
+            raise as_a2a_error(map_error(refusal, module_id=module_id))
+
 
 def _errors_of(exc: Exception) -> list[dict[str, str]]:
     items = exc.errors() if isinstance(exc, ValidationError) else []
@@ -202,6 +211,7 @@ class ApCoreRequestContextBuilder(RequestContextBuilder):
             # caller named it (the resolved one when it named none).
             visible = self.preflight.visible(self.catalog.ids(), identity)
             raise _skill_not_found(named or spec.module_id, visible)
+        self.preflight.check_enabled(spec.module_id)
         return spec
 
     async def build(
