@@ -3,7 +3,8 @@
 * **One execution per task.** a2a-sdk queues a message for a running task behind the
   execution and then runs it too. Here a message may continue a task only while it waits
   for input, one message per wait; the others get
-  :class:`~apcore_a2a.errors.TaskBusyError` at once (``storage/turns.py``).
+  :class:`~apcore_a2a.errors.TaskBusyError` at once (``storage/turns.py``). A message
+  refused after it claimed the wait gives it back.
 * **Unfinished tasks per caller** are capped (``server/task_quota.py``).
 * The not-cancelable error names the task's state; a message asking for push
   notifications of an agent without them is refused.
@@ -16,8 +17,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import logging
 from collections import deque
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import Any
 
 from a2a.server.agent_execution import RequestContext, RequestContextBuilder
@@ -36,6 +39,7 @@ from a2a.types import (
     TaskState,
 )
 from a2a.utils.errors import (
+    A2AError,
     PushNotificationNotSupportedError,
     TaskNotCancelableError,
     UnsupportedOperationError,
@@ -57,6 +61,8 @@ from apcore_a2a.streams.resume import (
     subscribe_from_log,
 )
 from apcore_a2a.upstream.required_fields import SEND, SEND_STREAM, check
+
+logger = logging.getLogger("apcore_a2a.server")
 
 _RUNNING = frozenset({TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING})
 
@@ -103,20 +109,20 @@ class ApCoreRequestHandler(DefaultRequestHandler):
 
     async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Any:
         check(params)
-        await self._take_turn(params, context)
+        claimed = await self._take_turn(params, context)
         if not params.configuration.return_immediately:
             context.state[BLOCKING_STATE_KEY] = True
             # A push config hands the task id to a webhook before the answer: no deferring.
             if not params.configuration.HasField("task_push_notification_config"):
                 context.state[DEFER_STATE_KEY] = True
-        send = SEND(self, params, context)
-        return await self._quota.settle(context, send)
+        async with self._released_if_refused(claimed):
+            return await self._quota.settle(context, SEND(self, params, context))
 
     async def on_message_send_stream(
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> AsyncGenerator[Any, None]:
         check(params)
-        await self._take_turn(params, context)
+        claimed = await self._take_turn(params, context)
         ids: deque[str] | None = context.state.get(SSE_IDS_STATE_KEY)
         log, positions = self._event_log, None
         call = call_of(context)
@@ -124,14 +130,15 @@ class ApCoreRequestHandler(DefaultRequestHandler):
             positions = call.positions = StreamPositions(self._tap)
         events = SEND_STREAM(self, params, context)
         try:
-            async for event in self._quota.settle_stream(context, events):
-                if positions is not None and log is not None and ids is not None:
-                    version = positions.take(event)
-                    if version is not None and positions.task_id is not None:
-                        seq = await log.seq_at(positions.task_id, version)
-                        if seq:
-                            ids.append(str(seq))
-                yield event
+            async with self._released_if_refused(claimed):
+                async for event in self._quota.settle_stream(context, events):
+                    if positions is not None and log is not None and ids is not None:
+                        version = positions.take(event)
+                        if version is not None and positions.task_id is not None:
+                            seq = await log.seq_at(positions.task_id, version)
+                            if seq:
+                                ids.append(str(seq))
+                    yield event
         finally:
             # What the SDK's decorator did: a bare async for leaves *events* unclosed.
             await events.aclose()
@@ -152,7 +159,11 @@ class ApCoreRequestHandler(DefaultRequestHandler):
         async for event in subscribe_from_log(log, self._tasks, params.id, context):
             yield event
 
-    async def _take_turn(self, params: SendMessageRequest, context: ServerCallContext) -> None:
+    async def _take_turn(
+        self, params: SendMessageRequest, context: ServerCallContext
+    ) -> Task | None:
+        """Check that *params* may start or continue a task now; returns the parked task
+        whose wait it claimed, if it continues one."""
         if self._check_values is not None:
             self._check_values(params, context)
         push = params.configuration.HasField("task_push_notification_config")
@@ -162,10 +173,10 @@ class ApCoreRequestHandler(DefaultRequestHandler):
         task_id = params.message.task_id
         if not task_id:
             await self._quota.reserve(context, self._task_lookup)
-            return
+            return None
         stored = await self._task_lookup(task_id, context)
         if stored is None:
-            return  # the SDK answers TaskNotFoundError
+            return None  # the SDK answers TaskNotFoundError
         state = stored.status.state
         if state in _RUNNING:
             raise TaskBusyError(
@@ -177,6 +188,24 @@ class ApCoreRequestHandler(DefaultRequestHandler):
             if not await self._turns.claim(stored):
                 busy = "Task is busy: another message is already continuing it"
                 raise TaskBusyError(message=busy)
+            return stored
+        return None
+
+    @contextlib.asynccontextmanager
+    async def _released_if_refused(self, claimed: Task | None) -> AsyncIterator[None]:
+        """A follow-up refused after it claimed its task's wait (the SDK's checks, the
+        request-context builder's: skill, ACL, toggle; a push URL) gives the wait back, so
+        the task stays open to the right answer. A refusal is an A2A error; once the run
+        has saved anything the task is past the claimed turn, and giving it back is moot."""
+        try:
+            yield
+        except A2AError:
+            if claimed is not None:
+                try:
+                    await self._turns.release(claimed)
+                except Exception as exc:  # the answer stays the refusal
+                    logger.warning("turn of task %s not given back: %r", claimed.id, exc)
+            raise
 
     async def on_cancel_task(
         self, params: CancelTaskRequest, context: ServerCallContext
