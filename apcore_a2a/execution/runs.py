@@ -32,9 +32,9 @@ from a2a.types import (
 from apcore import CancelToken, Context, TraceContext
 from google.protobuf.json_format import MessageToDict
 
-from apcore_a2a.execution.executors import WrappedStep
 from apcore_a2a.execution.identity import identity_of
 from apcore_a2a.upstream.apcore_module_tasks import tracked
+from apcore_a2a.upstream.apcore_schema_cache import WrappedStep
 
 
 @dataclass(slots=True)

@@ -32,8 +32,7 @@ from apcore_a2a.classify import JWKS_PATH, layered
 from apcore_a2a.errors import MissingExtraError
 from apcore_a2a.execution.catalog import SkillCatalog
 from apcore_a2a.execution.executor import ApCoreAgentExecutor
-from apcore_a2a.execution.executors import resolve_executor
-from apcore_a2a.execution.governance import check_served
+from apcore_a2a.execution.governance import check_served, resolve_executor
 from apcore_a2a.execution.routing import ApCoreRequestContextBuilder, Preflight
 from apcore_a2a.keys import CardSigner, card_signer_from_settings
 from apcore_a2a.ops.operations import Operations
