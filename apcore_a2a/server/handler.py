@@ -48,6 +48,7 @@ from a2a.utils.errors import (
 from apcore_a2a.edge.call import call_of
 from apcore_a2a.errors import TaskBusyError
 from apcore_a2a.execution.executor import BLOCKING_STATE_KEY
+from apcore_a2a.execution.observer import state_name
 from apcore_a2a.execution.routing import check_follow_up
 from apcore_a2a.server.task_quota import TaskLookup, TaskQuota
 from apcore_a2a.storage.deferred import DEFER_STATE_KEY, NEW_TASK_STATE_KEY
@@ -65,12 +66,6 @@ from apcore_a2a.upstream.required_fields import SEND, SEND_STREAM, check
 logger = logging.getLogger("apcore_a2a.server")
 
 _RUNNING = frozenset({TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING})
-
-
-def state_label(state: int) -> str:
-    """``TASK_STATE_INPUT_REQUIRED`` -> ``input-required``."""
-    name = str(TaskState.Name(state))
-    return name.removeprefix("TASK_STATE_").lower().replace("_", "-")
 
 
 class ApCoreRequestHandler(DefaultRequestHandler):
@@ -180,7 +175,7 @@ class ApCoreRequestHandler(DefaultRequestHandler):
         state = stored.status.state
         if state in _RUNNING:
             raise TaskBusyError(
-                message=f"Task is busy: it is {state_label(state)}; send the next message "
+                message=f"Task is busy: it is {state_name(state)}; send the next message "
                 "when it asks for input"
             )
         if state in _WAITING:
@@ -217,7 +212,7 @@ class ApCoreRequestHandler(DefaultRequestHandler):
             stored = await self._task_lookup(params.id, context)
             if stored is None:
                 raise
-            state = state_label(stored.status.state)
+            state = state_name(stored.status.state)
             raise TaskNotCancelableError(
                 message=f"Task is not cancelable: current state is {state}"
             ) from None
