@@ -26,9 +26,9 @@ if TYPE_CHECKING:
     )
     from apcore_a2a.errors import MissingExtraError
     from apcore_a2a.execution.executor import ApCoreAgentExecutor
-    from apcore_a2a.execution.executors import cache_schemas
     from apcore_a2a.server.factory import A2AServerFactory
     from apcore_a2a.settings import Settings
+    from apcore_a2a.upstream.apcore_schema_cache import cache_schemas
 
 __all__ = [
     "A2AApprovalHandler",
@@ -65,7 +65,7 @@ _MODULES = {
     ),
     "apcore_a2a.errors": ("MissingExtraError",),
     "apcore_a2a.execution.executor": ("ApCoreAgentExecutor",),
-    "apcore_a2a.execution.executors": ("cache_schemas",),
+    "apcore_a2a.upstream.apcore_schema_cache": ("cache_schemas",),
     "apcore_a2a.server.factory": ("A2AServerFactory",),
     "apcore_a2a.settings": ("Settings",),
 }

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections import OrderedDict
 from typing import Any
 
 from apcore import ApprovalResult
+from cachetools import LRUCache
 
 
 class A2AApprovalHandler:
@@ -25,20 +25,21 @@ class A2AApprovalHandler:
     """
 
     def __init__(self, *, max_entries: int = 10_000) -> None:
-        self._decisions: OrderedDict[str, tuple[str, str | None]] = OrderedDict()
+        self._decisions: LRUCache[str, tuple[str, str | None]] = LRUCache(max_entries)
         self._lock = threading.Lock()
-        self._max = max_entries
 
     async def request_approval(self, request: Any) -> ApprovalResult:
+        """Park the call: ``pending``, under a new approval id the caller answers."""
         approval_id = uuid.uuid4().hex
         with self._lock:
-            self._remember(approval_id, "pending", None)
+            self._decisions[approval_id] = ("pending", None)
         description = getattr(request, "description", None) or ""
         module_id = getattr(request, "module_id", "")
         reason = description or f"{module_id} requires approval"
         return ApprovalResult(status="pending", approval_id=approval_id, reason=reason)
 
     async def check_approval(self, approval_id: str) -> ApprovalResult:
+        """The caller's decision on *approval_id*, used once (unknown ids are rejected)."""
         with self._lock:
             entry = self._decisions.get(approval_id)
             if entry is not None and entry[0] != "pending":
@@ -53,10 +54,4 @@ class A2AApprovalHandler:
     def record_decision(self, approval_id: str, approved: bool, reason: str | None = None) -> None:
         """Record the caller's answer for *approval_id*."""
         with self._lock:
-            self._remember(approval_id, "approved" if approved else "rejected", reason)
-
-    def _remember(self, approval_id: str, status: str, reason: str | None) -> None:
-        self._decisions[approval_id] = (status, reason)
-        self._decisions.move_to_end(approval_id)
-        while len(self._decisions) > self._max:
-            self._decisions.popitem(last=False)
+            self._decisions[approval_id] = ("approved" if approved else "rejected", reason)

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import ast
 import difflib
-import functools
 import importlib.machinery
 import importlib.util
 import logging
@@ -98,31 +97,22 @@ class ModuleSources:
         self, registry: Any, execution_timeout: float | None = None, *, config: Any = None
     ) -> Any:
         """An apcore ``Executor`` over *registry* with this ACL file and apcore config."""
-        from apcore import ACL, Executor, ToggleState, register_sys_modules
+        from apcore import ACL
 
-        from apcore_a2a.approval import A2AApprovalHandler
-        from apcore_a2a.execution.executors import cache_schemas, default_executor
+        from apcore_a2a.execution.governance import default_executor
 
         if self.acl and not Path(self.acl).is_file():
             raise ConfigFileError(f"ACL file not found: {self.acl}")
         config = config if config is not None else self._apcore_config()
         acl = _apcore_call("modules.acl", ACL.load, self.acl) if self.acl else None
-        if config is None:
-            # No apcore config of the user's: one setting (execution_timeout) governs.
-            return default_executor(registry, acl=acl, execution_timeout=execution_timeout or 300.0)
-        toggles = ToggleState()
-        executor = Executor(
+        return _apcore_call(
+            "modules.apcore_config",
+            default_executor,
             registry,
             acl=acl,
             config=config,
-            approval_handler=A2AApprovalHandler(),
-            toggle_state=toggles,
+            execution_timeout=execution_timeout or 300.0,
         )
-        if config.get("sys_modules.enabled", False):
-            # What APCore(config) does: apcore's system.* modules, served only when named.
-            register = functools.partial(register_sys_modules, toggle_state=toggles)
-            _apcore_call("modules.apcore_config", register, registry, executor, config)
-        return cache_schemas(executor)
 
     def _report_skipped(self, registry: Any, config: Any) -> None:
         """One WARNING line per module file apcore found but did not register, saying why."""

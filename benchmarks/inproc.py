@@ -36,7 +36,7 @@ async def _per_call(executor: Any, calls: int, warmup: int) -> tuple[float, floa
 async def measure(calls: int, warmup: int) -> dict[str, float]:
     from apcore import Executor
 
-    from apcore_a2a.execution.executors import default_executor
+    from apcore_a2a.execution.governance import default_executor
 
     cpu, wall = await _per_call(default_executor(echo_registry()), calls, warmup)
     apcore_cpu, apcore_wall = await _per_call(Executor(echo_registry()), calls, warmup)

@@ -11,10 +11,13 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal, get_args, get_origin
+from typing import TYPE_CHECKING, Any, Literal, get_args, get_origin
 
 from apcore_a2a._version import __version__
 from apcore_a2a.settings import Setting, Settings, SettingsError, read_secret_file
+
+if TYPE_CHECKING:
+    from a2a.types import AgentCard
 
 _FILE_SUFFIX = "__file"
 
@@ -93,6 +96,21 @@ def extension_ids_notice(extensions_dirs: Sequence[str]) -> str | None:
     )
 
 
+def banner_line(card: AgentCard, executor: Any, url: str) -> str:
+    """The line ``serve`` starts with: the skills an anonymous caller sees (the public
+    card's), then those only callers the ACL or the operator rule admit may call."""
+    from apcore_a2a.execution.identity import visible_modules
+
+    ids = [skill.id for skill in card.skills]
+    public = visible_modules(executor, None, ids)
+    shown = ", ".join(i for i in ids if i in public)
+    line = f"apcore-a2a {__version__}: serving {len(public)} skills ({shown}) at {url}"
+    restricted = [i for i in ids if i not in public]
+    if restricted:
+        line += f"; for authorized callers only: {', '.join(restricted)}"
+    return line
+
+
 def _flag_named(message: str, overrides: dict[str, Any]) -> str:
     """*message* with a setting given by flag named as that flag."""
     for spec in Settings.specs():
@@ -113,15 +131,12 @@ def _serve_command(args: argparse.Namespace) -> int:
         raise SettingsError(_flag_named(str(exc), overrides)) from None
     notice = extension_ids_notice(factory.settings.extensions_dirs)
 
+    said = banner_line(card, factory.executor, factory.settings.public_url())
+
     def banner() -> None:  # once it serves: a start-up failure is the only line then
         if notice:
             print(notice, file=sys.stderr, flush=True)
-        print(
-            f"apcore-a2a {__version__}: serving {len(card.skills)} skills "
-            f"({', '.join(s.id for s in card.skills)}) at {factory.settings.public_url()}",
-            file=sys.stderr,
-            flush=True,
-        )
+        print(said, file=sys.stderr, flush=True)
 
     if factory.settings.workers > 1:
         return run_workers(factory, banner)

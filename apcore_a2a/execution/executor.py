@@ -157,23 +157,28 @@ class ApCoreAgentExecutor(AgentExecutor):
 
     # -- AgentExecutor ---------------------------------------------------------------
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
-        spec = getattr(context, "skill", None)
-        if spec is None or not self._observers:
-            await self._execute(context, event_queue)
-            return
-        with observe(self._observers, context, spec.module_id, event_queue) as queue:
-            await self._execute(context, queue)
-
-    async def _execute(self, context: RequestContext, event_queue: EventQueue) -> None:
-        task_id, context_id = _ids(context)
-        spec = getattr(context, "skill", None)
-        message = context.message
-        if spec is None or message is None:  # pragma: no cover - builder always sets it
+        if (
+            not isinstance(context, ApCoreRequestContext)
+            or context.skill is None
+            or context.message is None
+        ):  # pragma: no cover - the builder routes every message
             raise InvalidParamsError(message="Message could not be routed to a skill")
-        assert isinstance(context, ApCoreRequestContext)
+        spec, message = context.skill, context.message
+        watched = (
+            observe(self._observers, context, spec.module_id, event_queue)
+            if self._observers
+            else contextlib.nullcontext(event_queue)
+        )
+        with watched as queue:
+            await self._execute(context, spec, message, queue)
+
+    async def _execute(
+        self, context: ApCoreRequestContext, spec: SkillSpec, message: Message, queue: EventQueue
+    ) -> None:
+        task_id, context_id = _ids(context)
         stored = context.current_task or context.stored_task
         inputs = turns.without_token(context.module_input)
-        run = self._runs[task_id] = Run(event_queue, task_id, context_id, pool=self._threads())
+        run = self._runs[task_id] = Run(queue, task_id, context_id, pool=self._threads())
         try:
             if stored is None and spec.reply != "task":
                 await self._answer_first(run, context, spec, message, inputs)

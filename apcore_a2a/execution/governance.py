@@ -1,5 +1,8 @@
-"""apcore's governance, honoured by the agent that serves its modules (docs/auth.md).
+"""The apcore ``Executor`` an agent runs modules through, and apcore's governance honoured
+by the agent that serves its modules (docs/auth.md).
 
+* **The executor.** An ``Executor`` (or an ``APCore`` client's) is used as given; for a
+  bare registry we build one (:func:`default_executor`).
 * **Approvals.** An ``Executor`` handed in without an approval handler gets an
   :class:`~apcore_a2a.approval.A2AApprovalHandler` (said once, in the log), so a module that
   requires approval asks the caller instead of running unasked; one whose strategy has no
@@ -18,17 +21,68 @@ strategy's approval gate step and its ``handler``, ``set_approval_handler()``.
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Mapping
+from collections.abc import Collection
 from typing import Any
 
 from apcore.builtin_steps import BuiltinApprovalGate
+from apcore.schema import governance_union
 
 from apcore_a2a.adapters.skills import CONTROL_PREFIX, SYSTEM_PREFIX
 from apcore_a2a.approval import A2AApprovalHandler
 from apcore_a2a.execution.identity import OPERATOR_ROLE
 from apcore_a2a.settings import SettingsError
+from apcore_a2a.upstream.apcore_schema_cache import cache_schemas
 
 logger = logging.getLogger("apcore_a2a")
+
+
+def default_executor(
+    registry: Any, *, acl: Any = None, config: Any = None, execution_timeout: float = 300.0
+) -> Any:
+    """The apcore ``Executor`` we build over *registry*.
+
+    Approval-gated modules get the :class:`A2AApprovalHandler` (they park in
+    ``input-required`` instead of running unchecked); the executor has toggles of its own
+    (nothing process-wide) and its validation steps reuse each module's JSON Schema
+    (:func:`~apcore_a2a.upstream.apcore_schema_cache.cache_schemas`). Without an apcore
+    *config* of the user's, apcore's own per-call timeouts (30 s by default) are raised to
+    *execution_timeout*, so that one setting governs; with one, its ``sys_modules`` are
+    registered as ``APCore(config)`` would (served only when named).
+    """
+    from apcore import Config, Executor, ToggleState, register_sys_modules
+
+    if config is None:
+        limit_ms = max(1, int(execution_timeout * 1000))
+        config = Config(
+            data={"executor": {"default_timeout": limit_ms, "global_timeout": limit_ms}}
+        )
+    toggles = ToggleState()
+    handler = A2AApprovalHandler()
+    executor = Executor(
+        registry, acl=acl, config=config, approval_handler=handler, toggle_state=toggles
+    )
+    if config.get("sys_modules.enabled", False):
+        register_sys_modules(registry, executor, config, toggle_state=toggles)
+    return cache_schemas(executor)
+
+
+def resolve_executor(obj: Any, *, execution_timeout: float = 300.0) -> tuple[Any, Any]:
+    """Return ``(registry, executor)`` for a Registry, an Executor (duck-typed) or an
+    ``APCore`` client (its executor). An apcore Executor without an approval handler gets
+    ours (:func:`ensure_approvals`)."""
+    from apcore import APCore
+
+    if isinstance(obj, APCore):
+        obj = obj.executor
+    if callable(getattr(obj, "call_async", None)) and hasattr(obj, "registry"):
+        ensure_approvals(obj)
+        return obj.registry, obj
+    if callable(getattr(obj, "list", None)) and callable(getattr(obj, "get_definition", None)):
+        return obj, default_executor(obj, execution_timeout=execution_timeout)
+    raise TypeError(
+        "Expected an apcore Registry (list, get_definition) or Executor (call_async, registry), "
+        f"got {type(obj).__name__}"
+    )
 
 
 def approval_handler_of(executor: Any) -> Any:
@@ -39,13 +93,10 @@ def approval_handler_of(executor: Any) -> Any:
 
 
 def _requires_approval(registry: Any, module_id: str) -> bool:
-    declared = getattr(registry.get_definition(module_id), "annotations", None)
+    """apcore's own rule (what its approval gate reads): the module's or the declared."""
     own = getattr(registry.get(module_id), "annotations", None)
-    for found in (declared, own):
-        flag = found.get("requires_approval") if isinstance(found, Mapping) else None
-        if flag is True or getattr(found, "requires_approval", False) is True:
-            return True
-    return False
+    found = governance_union(own, registry.get_declared_annotations(module_id))
+    return bool(getattr(found, "requires_approval", False))
 
 
 def ensure_approvals(executor: Any) -> None:

@@ -6,11 +6,11 @@ request that cannot be routed or converted is answered with a JSON-RPC error and
 nothing behind in the task store. A skill id the ACL hides from the caller is answered
 exactly like an id that does not exist, so a caller cannot probe which skills exist.
 
-:class:`Preflight` checks input schema and ACL there too: apcore validates again when it
-runs the module, but checking first means bad input, or a caller the ACL denies, gets a
-JSON-RPC error and leaves no failed task behind. ``Executor.validate()`` would do both but
-costs about as much as a whole call, so this uses the module's own input model and the ACL
-directly (a few microseconds).
+The builder checks input schema, ACL and apcore's toggle there too: apcore checks again
+when it runs the module, but checking first means bad input, a caller the ACL denies or a
+disabled skill gets a JSON-RPC error and leaves no failed task behind.
+``Executor.validate()`` would do it all but costs about as much as a whole call, so this
+uses the module's own input model and the ACL directly (a few microseconds).
 """
 
 from __future__ import annotations
@@ -25,14 +25,16 @@ from a2a.server.agent_execution import RequestContext, RequestContextBuilder
 from a2a.server.context import ServerCallContext
 from a2a.types import Message, SendMessageRequest, Task
 from a2a.utils.errors import A2AError, InvalidParamsError, MethodNotFoundError, TaskNotFoundError
+from apcore import ModuleDisabledError
 from google.protobuf.struct_pb2 import Struct
 from pydantic import ValidationError
 
-from apcore_a2a.adapters.errors import clean_for_log, sanitize
+from apcore_a2a.adapters.errors import as_a2a_error, clean_for_log, map_error, sanitize
 from apcore_a2a.adapters.parts import input_from_parts
 from apcore_a2a.adapters.skills import SkillSpec
 from apcore_a2a.execution.catalog import SkillCatalog
 from apcore_a2a.execution.identity import denial, identity_of, visible_modules
+from apcore_a2a.upstream.apcore_toggles import is_disabled
 
 logger = logging.getLogger("apcore_a2a.acl")
 
@@ -66,74 +68,6 @@ def check_follow_up(params: SendMessageRequest, task: Task) -> None:
         )
 
 
-def _who(identity: Any) -> str:
-    return sanitize(str(getattr(identity, "id", None) or "anonymous"), 200)
-
-
-class Preflight:
-    """Validate module input and ACL access for a resolved skill."""
-
-    def __init__(self, registry: Any, executor: Any) -> None:
-        self._registry = registry
-        self._executor = executor
-
-    def check_input(self, module_id: str, inputs: dict[str, Any]) -> None:
-        model = getattr(self._registry.get(module_id), "input_schema", None)
-        try:
-            if model is not None:
-                try:
-                    # The object first: a 9.6 MB text took 33-87 ms of event loop through
-                    # the JSON round trip, 10-70 us this way (2026-11-27). What strict Python
-                    # mode refuses goes the way apcore validates (JSON, strict), which also
-                    # reads dates, enums and bytes from strings: it decides, with its errors.
-                    model.model_validate(inputs, strict=True)
-                except Exception:
-                    model.model_validate_json(json.dumps(inputs, default=str), strict=True)
-        except Exception as exc:
-            errors = _errors_of(exc)
-            summary = "; ".join(f"{e['field']}: {e['message']}" for e in errors[:5])
-            raise InvalidParamsError(
-                message=f"Input does not match the skill's schema: {summary}"[:500],
-                data={
-                    "type": "SchemaValidationError",
-                    "apcoreCode": "SCHEMA_VALIDATION_ERROR",
-                    "errors": errors,
-                },
-            ) from None
-
-    def accepts(self, spec: SkillSpec, message: Message) -> bool:
-        """Whether *message*, converted for *spec*, is valid input for it (no side effects)."""
-        try:
-            inputs = input_from_parts(message.parts, spec.input_facts)
-            self.check_input(spec.module_id, inputs)
-        except A2AError:
-            return False
-        # Models usually ignore unknown keys; for routing, a key the schema does not name
-        # means the message is for another skill.
-        schema = spec.input_facts.schema
-        named = schema.get("properties") or {}
-        return schema.get("additionalProperties") is True or set(inputs) <= set(named)
-
-    def visible(self, module_ids: Iterable[str], identity: Any) -> list[str]:
-        """The ids of *module_ids* the ACL lets *identity* call, sorted."""
-        return sorted(visible_modules(self._executor, identity, module_ids))
-
-    def may_call(self, module_id: str, identity: Any, answered: str = "skill not found") -> bool:
-        """Whether *identity* may call *module_id* (ACL, operator rule); a denial is logged."""
-        reason = denial(self._executor, identity, module_id)
-        if reason is None:
-            return True
-        logger.warning(
-            "ACL denied %s -> %s (%s); answered as %s", _who(identity), module_id, reason, answered
-        )
-        return False
-
-    def check_access(self, module_id: str, identity: Any) -> None:
-        """A follow-up's skill the caller may no longer call: ``Task not found``."""
-        if not self.may_call(module_id, identity, "task not found"):
-            raise TaskNotFoundError(message="Task not found")
-
-
 def _errors_of(exc: Exception) -> list[dict[str, str]]:
     items = exc.errors() if isinstance(exc, ValidationError) else []
     out = [
@@ -162,12 +96,14 @@ def _skill_not_found(skill_id: str, available: list[str]) -> MethodNotFoundError
 
 @dataclass(slots=True)
 class ApCoreRequestContextBuilder(RequestContextBuilder):
-    """Resolve skill and input up front (the routing rules, against the live catalog);
-    fill a follow-up's context id from the store."""
+    """Resolve skill and input up front (the routing rules, against the live catalog) and
+    check them as apcore will (input schema, ACL, toggle); fill a follow-up's context id
+    from the store."""
 
     catalog: SkillCatalog
     lookup: TaskLookup
-    preflight: Preflight
+    registry: Any
+    executor: Any
     default_skill: str | None = None
     by_schema: bool = True
 
@@ -179,9 +115,8 @@ class ApCoreRequestContextBuilder(RequestContextBuilder):
         if skill_id is None:
             skill_id = next(iter(specs)) if len(specs) == 1 else self.default_skill
         if skill_id is None:
-            available = self.preflight.visible(specs, identity)
-            accepts = self.preflight.accepts
-            fits = [i for i in available if self.by_schema and accepts(specs[i], params.message)]
+            available = self.visible(specs, identity)
+            fits = [i for i in available if self.by_schema and self.accepts(specs[i], params)]
             if len(fits) != 1:
                 data: dict[str, Any] = {"availableSkills": available}
                 reason = ""
@@ -194,15 +129,67 @@ class ApCoreRequestContextBuilder(RequestContextBuilder):
             skill_id = fits[0]
         spec = specs.get(skill_id)
         if spec is None:
-            raise _skill_not_found(skill_id, self.preflight.visible(specs, identity))
-        if task is not None:
-            self.preflight.check_access(spec.module_id, identity)
-        elif not self.preflight.may_call(spec.module_id, identity):
-            # A hidden skill answers exactly like an unknown one, under the id as the
-            # caller named it (the resolved one when it named none).
-            visible = self.preflight.visible(self.catalog.ids(), identity)
-            raise _skill_not_found(named or spec.module_id, visible)
+            raise _skill_not_found(skill_id, self.visible(specs, identity))
+        denied = denial(self.executor, identity, spec.module_id)
+        if denied is not None:
+            # A follow-up's task the caller may no longer touch is not found; a hidden
+            # skill answers exactly like an unknown one, under the id as the caller named
+            # it (the resolved one when it named none).
+            answer = "task not found" if task is not None else "skill not found"
+            who = sanitize(str(getattr(identity, "id", None) or "anonymous"), 200)
+            logger.warning(
+                "ACL denied %s -> %s (%s); answered as %s", who, skill_id, denied, answer
+            )
+            if task is not None:
+                raise TaskNotFoundError(message="Task not found")
+            raise _skill_not_found(named or skill_id, self.visible(self.catalog.ids(), identity))
+        if is_disabled(self.executor, skill_id):
+            logger.info("Skill %s is disabled; refused", skill_id)
+            refusal = ModuleDisabledError(module_id=skill_id)
+            raise as_a2a_error(map_error(refusal, module_id=skill_id))
         return spec
+
+    def visible(self, module_ids: Iterable[str], identity: Any) -> list[str]:
+        """The ids of *module_ids* the ACL lets *identity* call, sorted."""
+        return sorted(visible_modules(self.executor, identity, module_ids))
+
+    def accepts(self, spec: SkillSpec, params: SendMessageRequest) -> bool:
+        """Whether the message, converted for *spec*, is valid input for it (no side effects)."""
+        try:
+            inputs = input_from_parts(params.message.parts, spec.input_facts)
+            self.check_input(spec.module_id, inputs)
+        except A2AError:
+            return False
+        # Models usually ignore unknown keys; for routing, a key the schema does not name
+        # means the message is for another skill.
+        schema = spec.input_facts.schema
+        named = schema.get("properties") or {}
+        return schema.get("additionalProperties") is True or set(inputs) <= set(named)
+
+    def check_input(self, module_id: str, inputs: dict[str, Any]) -> None:
+        """Refuse *inputs* the module's input model does not validate, as apcore would."""
+        model = getattr(self.registry.get(module_id), "input_schema", None)
+        try:
+            if model is not None:
+                try:
+                    # The object first: a 9.6 MB text took 33-87 ms of event loop through
+                    # the JSON round trip, 10-70 us this way (2026-11-27). What strict Python
+                    # mode refuses goes the way apcore validates (JSON, strict), which also
+                    # reads dates, enums and bytes from strings: it decides, with its errors.
+                    model.model_validate(inputs, strict=True)
+                except Exception:
+                    model.model_validate_json(json.dumps(inputs, default=str), strict=True)
+        except Exception as exc:
+            errors = _errors_of(exc)
+            summary = "; ".join(f"{e['field']}: {e['message']}" for e in errors[:5])
+            raise InvalidParamsError(
+                message=f"Input does not match the skill's schema: {summary}"[:500],
+                data={
+                    "type": "SchemaValidationError",
+                    "apcoreCode": "SCHEMA_VALIDATION_ERROR",
+                    "errors": errors,
+                },
+            ) from None
 
     async def build(
         self,
@@ -226,6 +213,6 @@ class ApCoreRequestContextBuilder(RequestContextBuilder):
         spec = self.resolve(params, stored, identity_of(context))
         if stored is None:
             request_context.module_input = input_from_parts(params.message.parts, spec.input_facts)
-            self.preflight.check_input(spec.module_id, request_context.module_input)
+            self.check_input(spec.module_id, request_context.module_input)
         request_context.skill = spec
         return request_context

@@ -32,9 +32,10 @@ from a2a.types import (
 from apcore import CancelToken, Context, TraceContext
 from google.protobuf.json_format import MessageToDict
 
-from apcore_a2a.execution.executors import WrappedStep
 from apcore_a2a.execution.identity import identity_of
 from apcore_a2a.upstream.apcore_module_tasks import tracked
+from apcore_a2a.upstream.apcore_schema_cache import WrappedStep
+from apcore_a2a.upstream.apcore_sync_pool import PooledModule
 
 
 @dataclass(slots=True)
@@ -142,26 +143,10 @@ class Run:
 CURRENT_RUN: ContextVar[Run | None] = ContextVar("apcore_a2a_run", default=None)
 
 
-@dataclass(slots=True, eq=False)
-class _PooledModule:
-    """A module with a plain ``def execute`` as apcore's execute step sees it in our runs:
-    an async ``execute`` on the agent's own thread pool (``sync_workers`` threads), not on
-    the event loop's default executor, which belongs to whoever runs the loop."""
-
-    _module: Any
-    _pool: Executor
-
-    async def execute(self, inputs: Any, context: Any) -> Any:
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._pool, self._module.execute, inputs, context)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._module, name)
-
-
 class _RunStep(WrappedStep):
-    """apcore's ``execute`` step in our runs: a sync module on the run's pool, and the task
-    apcore runs the module in recorded for :meth:`Run.stop` (upstream/apcore_module_tasks.py)."""
+    """apcore's ``execute`` step in our runs: a sync module on the run's pool
+    (upstream/apcore_sync_pool.py), and the task apcore runs the module in recorded for
+    :meth:`Run.stop` (upstream/apcore_module_tasks.py)."""
 
     def view(self, module: Any) -> Any:
         run = CURRENT_RUN.get()
@@ -170,7 +155,7 @@ class _RunStep(WrappedStep):
         if not inspect.iscoroutinefunction(module.execute):
             if run.pool is None:
                 return module
-            module = _PooledModule(module, run.pool)
+            module = PooledModule(module, run.pool)
         return tracked(module, run.spawned)
 
 

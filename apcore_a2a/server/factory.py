@@ -32,9 +32,8 @@ from apcore_a2a.classify import JWKS_PATH, layered
 from apcore_a2a.errors import MissingExtraError
 from apcore_a2a.execution.catalog import SkillCatalog
 from apcore_a2a.execution.executor import ApCoreAgentExecutor
-from apcore_a2a.execution.executors import resolve_executor
-from apcore_a2a.execution.governance import check_served
-from apcore_a2a.execution.routing import ApCoreRequestContextBuilder, Preflight
+from apcore_a2a.execution.governance import check_served, resolve_executor
+from apcore_a2a.execution.routing import ApCoreRequestContextBuilder
 from apcore_a2a.keys import CardSigner, card_signer_from_settings
 from apcore_a2a.ops.operations import Operations
 from apcore_a2a.push import build_push, jwks_route
@@ -273,7 +272,8 @@ class A2AServerFactory:
                 ApCoreRequestContextBuilder(
                     catalog,
                     stores.get_task,
-                    Preflight(self.registry, self.executor),
+                    self.registry,
+                    self.executor,
                     self.settings.default_skill,
                     self.settings.route_by_schema,
                 )

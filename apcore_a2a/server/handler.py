@@ -3,7 +3,8 @@
 * **One execution per task.** a2a-sdk queues a message for a running task behind the
   execution and then runs it too. Here a message may continue a task only while it waits
   for input, one message per wait; the others get
-  :class:`~apcore_a2a.errors.TaskBusyError` at once (``storage/turns.py``).
+  :class:`~apcore_a2a.errors.TaskBusyError` at once (``storage/turns.py``). A message
+  refused after it claimed the wait gives it back.
 * **Unfinished tasks per caller** are capped (``server/task_quota.py``).
 * The not-cancelable error names the task's state; a message asking for push
   notifications of an agent without them is refused.
@@ -20,7 +21,9 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Callable
+import contextlib
+import logging
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import Any
 
 from a2a.server.agent_execution import RequestContext, RequestContextBuilder
@@ -39,6 +42,7 @@ from a2a.types import (
     TaskState,
 )
 from a2a.utils.errors import (
+    A2AError,
     PushNotificationNotSupportedError,
     TaskNotCancelableError,
     UnsupportedOperationError,
@@ -46,6 +50,7 @@ from a2a.utils.errors import (
 
 from apcore_a2a.edge.call import call_of
 from apcore_a2a.errors import TaskBusyError
+from apcore_a2a.execution.observer import state_name
 from apcore_a2a.execution.routing import check_follow_up
 from apcore_a2a.server.task_quota import TaskLookup, TaskQuota
 from apcore_a2a.storage.deferred import DEFER_STATE_KEY, NEW_TASK_STATE_KEY
@@ -56,13 +61,9 @@ from apcore_a2a.streams.resume import EventLog, PositionTap, StreamPositions, su
 from apcore_a2a.streams.tap import answer_of, answering, answering_stream
 from apcore_a2a.upstream.required_fields import SEND, SEND_STREAM, check
 
+logger = logging.getLogger("apcore_a2a.server")
+
 _RUNNING = frozenset({TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING})
-
-
-def state_label(state: int) -> str:
-    """``TASK_STATE_INPUT_REQUIRED`` -> ``input-required``."""
-    name = str(TaskState.Name(state))
-    return name.removeprefix("TASK_STATE_").lower().replace("_", "-")
 
 
 class ApCoreRequestHandler(DefaultRequestHandler):
@@ -104,7 +105,7 @@ class ApCoreRequestHandler(DefaultRequestHandler):
     @answering
     async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Any:
         check(params)
-        await self._take_turn(params, context)
+        claimed = await self._take_turn(params, context)
         call = call_of(context)
         if not params.configuration.return_immediately:
             if call is not None:
@@ -112,40 +113,45 @@ class ApCoreRequestHandler(DefaultRequestHandler):
             # A push config hands the task id to a webhook before the answer: no deferring.
             if not params.configuration.HasField("task_push_notification_config"):
                 context.state[DEFER_STATE_KEY] = True
-        send = SEND(self, params, context)
-        return await self._quota.settle(context, send)
+        async with self._released_if_refused(claimed):
+            return await self._quota.settle(context, SEND(self, params, context))
 
     @answering_stream
     async def on_message_send_stream(
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> AsyncGenerator[Any, None]:
         check(params)
-        await self._take_turn(params, context)
+        claimed = await self._take_turn(params, context)
         call = call_of(context)
         answer = answer_of(context)
         positions = None
         if call is not None and answer is not None and self._event_log and self._tap:
             positions = call.positions = StreamPositions(self._tap)
-        positioned = self._positioned(params, context, positions)
+        positioned = self._positioned(params, context, positions, claimed)
         async for event, sse_id in bounded(positioned, self._backlog, _event_size):
             if answer is not None:
                 answer.sse_id = sse_id
             yield event
 
     async def _positioned(
-        self, params: SendMessageRequest, context: ServerCallContext, positions: Any
+        self,
+        params: SendMessageRequest,
+        context: ServerCallContext,
+        positions: Any,
+        claimed: Task | None,
     ) -> AsyncGenerator[tuple[Any, str | None], None]:
         """The SDK's message stream, each event with its SSE id (``None``: none)."""
         events = SEND_STREAM(self, params, context)
         log = self._event_log
         try:
-            async for event in self._quota.settle_stream(context, events):
-                seq = None
-                if positions is not None and log is not None:
-                    version = positions.take(event)
-                    if version is not None and positions.task_id is not None:
-                        seq = await log.seq_at(positions.task_id, version)
-                yield event, str(seq) if seq else None
+            async with self._released_if_refused(claimed):
+                async for event in self._quota.settle_stream(context, events):
+                    seq = None
+                    if positions is not None and log is not None:
+                        version = positions.take(event)
+                        if version is not None and positions.task_id is not None:
+                            seq = await log.seq_at(positions.task_id, version)
+                    yield event, str(seq) if seq else None
         finally:
             # What the SDK's decorator did: a bare async for leaves *events* unclosed.
             await events.aclose()
@@ -171,7 +177,11 @@ class ApCoreRequestHandler(DefaultRequestHandler):
                 answer.sse_id = sse_id
             yield event
 
-    async def _take_turn(self, params: SendMessageRequest, context: ServerCallContext) -> None:
+    async def _take_turn(
+        self, params: SendMessageRequest, context: ServerCallContext
+    ) -> Task | None:
+        """Check that *params* may start or continue a task now; returns the parked task
+        whose wait it claimed, if it continues one."""
         if self._check_values is not None:
             self._check_values(params, context)
         push = params.configuration.HasField("task_push_notification_config")
@@ -181,14 +191,14 @@ class ApCoreRequestHandler(DefaultRequestHandler):
         task_id = params.message.task_id
         if not task_id:
             await self._quota.reserve(context, self._task_lookup)
-            return
+            return None
         stored = await self._task_lookup(task_id, context)
         if stored is None:
-            return  # the SDK answers TaskNotFoundError
+            return None  # the SDK answers TaskNotFoundError
         state = stored.status.state
         if state in _RUNNING:
             raise TaskBusyError(
-                message=f"Task is busy: it is {state_label(state)}; send the next message "
+                message=f"Task is busy: it is {state_name(state)}; send the next message "
                 "when it asks for input"
             )
         if state in _WAITING:
@@ -196,6 +206,24 @@ class ApCoreRequestHandler(DefaultRequestHandler):
             if not await self._turns.claim(stored):
                 busy = "Task is busy: another message is already continuing it"
                 raise TaskBusyError(message=busy)
+            return stored
+        return None
+
+    @contextlib.asynccontextmanager
+    async def _released_if_refused(self, claimed: Task | None) -> AsyncIterator[None]:
+        """A follow-up refused after it claimed its task's wait (the SDK's checks, the
+        request-context builder's: skill, ACL, toggle; a push URL) gives the wait back, so
+        the task stays open to the right answer. A refusal is an A2A error; once the run
+        has saved anything the task is past the claimed turn, and giving it back is moot."""
+        try:
+            yield
+        except A2AError:
+            if claimed is not None:
+                try:
+                    await self._turns.release(claimed)
+                except Exception as exc:  # the answer stays the refusal
+                    logger.warning("turn of task %s not given back: %r", claimed.id, exc)
+            raise
 
     @answering
     async def on_cancel_task(
@@ -208,7 +236,7 @@ class ApCoreRequestHandler(DefaultRequestHandler):
             stored = await self._task_lookup(params.id, context)
             if stored is None:
                 raise
-            state = state_label(stored.status.state)
+            state = state_name(stored.status.state)
             raise TaskNotCancelableError(
                 message=f"Task is not cancelable: current state is {state}"
             ) from None

@@ -37,6 +37,10 @@ class TurnClaims(Protocol):
         """Whether this call is the first to claim the turn *task* (as stored) is in."""
         ...
 
+    async def release(self, task: Task) -> None:
+        """Give back the claim of *task*'s turn: the message that took it was refused."""
+        ...
+
 
 class MemoryTurnClaims:
     """Claims of one process, remembered for the most recent *max_entries* turns."""
@@ -51,6 +55,10 @@ class MemoryTurnClaims:
             return False
         self._seen[key] = None
         return True
+
+    async def release(self, task: Task) -> None:
+        """Forget the claim of *task*'s turn."""
+        self._seen.pop((task.id, turn_of(task)), None)
 
 
 class SqlTurnClaims:
@@ -86,6 +94,16 @@ class SqlTurnClaims:
         if inserted == 1:
             self._held[task.id] = turn
         return inserted == 1
+
+    async def release(self, task: Task) -> None:
+        """Delete the claim row of *task*'s turn (only that turn's: a later one is another's)."""
+        turn = turn_of(task)
+        if self._held.get(task.id) == turn:
+            del self._held[task.id]
+        rows = turns_table.c
+        mine = delete(turns_table).where(rows.task_id == task.id, rows.turn == turn[:64])
+        async with self._engine.begin() as conn:
+            await conn.execute(mine)
 
     async def _insert(self, claim: Any) -> int:
         async with self._engine.begin() as conn:

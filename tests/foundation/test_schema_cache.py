@@ -17,7 +17,7 @@ from apcore.errors import SchemaValidationError
 from pydantic import BaseModel, Field
 
 from apcore_a2a import cache_schemas
-from apcore_a2a.execution.executors import default_executor
+from apcore_a2a.execution.governance import default_executor
 
 
 class _Counted(BaseModel):

@@ -171,3 +171,19 @@ def test_cli_serves_the_system_modules_it_names(tmp_path: Path) -> None:
     ids = [s["id"] for s in card["skills"]]
     assert "system.health.summary" in ids and "math.add" in ids
     assert [i for i in ids if i.startswith("system.")] == ["system.health.summary"]
+
+
+def test_cli_banner_lists_what_an_anonymous_caller_sees(tmp_path: Path) -> None:
+    args = ["--extensions-dir", "examples/extensions", "--apcore-config", _apcore_yaml(tmp_path)]
+    keys = [arg for key in KEYS for arg in ("--api-key", key)]
+    with cli_server([*args, *keys, "--system-module", TOGGLE]) as (url, proc):
+        import httpx
+
+        card = httpx.get(url + "/.well-known/agent-card.json", headers=V1).json()
+    public = [s["id"] for s in card["skills"]]
+    assert TOGGLE not in public and "math.add" in public
+    banner = [ln for ln in proc.output().splitlines() if ": serving " in ln]
+    assert len(banner) == 1, proc.output()
+    served, restricted = banner[0].split("; for authorized callers only: ")
+    assert f"serving {len(public)} skills ({', '.join(public)}) at {url}" in served
+    assert restricted == TOGGLE

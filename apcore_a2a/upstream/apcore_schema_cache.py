@@ -1,0 +1,119 @@
+"""apcore's validation steps pay for a module's JSON Schema once, not per call.
+
+Upstream (apcore 0.32.2, ``BuiltinInputValidation`` / ``BuiltinOutputValidation``): to
+redact inputs and outputs they ask the module's schema class for its JSON Schema on every
+call, and pydantic's ``model_json_schema()`` rebuilds it each time (about 85 µs for a
+one-field model), twice per call. A pydantic class's schema only changes when the class is
+rebuilt, so the two (replaceable) steps get a view of the module whose schema classes
+answer from a cache keyed on the class and its core schema; validation, redaction and
+errors stay apcore's. The module-lookup step asks once more and is not replaceable, so one
+build per call remains (docs/benchmarks.md). Deletable when apcore caches the schema:
+``tests/upstream/test_apcore_schema_cache.py`` fails then.
+
+:class:`WrappedStep` is how a correction hands one of apcore's steps a view of the module
+(also the execute step of our runs: ``execution/runs.py``).
+"""
+
+from __future__ import annotations
+
+import abc
+import weakref
+from dataclasses import dataclass
+from typing import Any
+
+# class -> (core schema it was built from, JSON Schema). A rebuilt class (model_rebuild)
+# gets a new core schema object, which invalidates its entry.
+_built: weakref.WeakKeyDictionary[type, tuple[object, dict[str, Any]]] = weakref.WeakKeyDictionary()
+
+
+@dataclass(slots=True, eq=False)
+class _SchemaView:
+    """A pydantic model class, except that ``model_json_schema()`` answers from the cache."""
+
+    _cls: type
+
+    def model_json_schema(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        cls: Any = self._cls
+        if args or kwargs:
+            return dict(cls.model_json_schema(*args, **kwargs))
+        core = getattr(cls, "__pydantic_core_schema__", None)
+        hit = _built.get(cls)
+        if hit is not None and hit[0] is core:
+            return hit[1]
+        schema: dict[str, Any] = cls.model_json_schema()
+        if getattr(cls, "__pydantic_complete__", False):
+            _built[cls] = (core, schema)
+        return schema
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._cls, name)
+
+
+@dataclass(slots=True, eq=False)
+class _ModuleView:
+    """The module as the validation steps see it: its schema classes behind :class:`_SchemaView`."""
+
+    _module: Any
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._module, name)
+        # Only pydantic model classes rebuild their schema per call; dict-schema adapters
+        # and anything else already answer cheaply and pass through untouched.
+        if name in ("input_schema", "output_schema") and isinstance(value, type):
+            return _SchemaView(value) if hasattr(value, "__pydantic_core_schema__") else value
+        return value
+
+
+class WrappedStep(abc.ABC):
+    """An apcore pipeline step that runs *inner* with ``ctx.module`` replaced by ``view()``;
+    every other attribute (name, flags, requires/provides) is *inner*'s, so traces,
+    dependency checks and the post-stream sub-strategy see the same step."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "inner":  # not set yet (a copy in the making)
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    @abc.abstractmethod
+    def view(self, module: Any) -> Any:
+        """The module the inner step should see."""
+
+    async def execute(self, ctx: Any) -> Any:
+        module = ctx.module
+        if module is None:
+            return await self.inner.execute(ctx)
+        ctx.module = self.view(module)
+        try:
+            return await self.inner.execute(ctx)
+        finally:
+            ctx.module = module
+
+
+class _CachedSchemaStep(WrappedStep):
+    def view(self, module: Any) -> Any:
+        return _ModuleView(module)
+
+
+def cache_schemas(executor: Any) -> Any:
+    """Make *executor*'s validation steps reuse each module's JSON Schema; returns it.
+
+    Applied to the executors apcore-a2a builds for a bare registry. An ``Executor`` of your
+    own can opt in the same way::
+
+        from apcore_a2a import cache_schemas
+        executor = cache_schemas(Executor(registry, acl=acl))
+
+    Only apcore's own two step classes are wrapped: a step of yours (a subclass included)
+    may expect the real module on the context, and is left alone; so is a step already
+    wrapped, so a second call changes nothing.
+    """
+    from apcore.builtin_steps import BuiltinInputValidation, BuiltinOutputValidation
+
+    strategy = executor.current_strategy
+    for step in list(strategy.steps):
+        if type(step) in (BuiltinInputValidation, BuiltinOutputValidation):
+            strategy.replace(step.name, _CachedSchemaStep(step))
+    return executor

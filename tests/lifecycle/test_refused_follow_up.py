@@ -1,0 +1,148 @@
+"""A refused follow-up never strands its task (issue 40; found after items 2-4 landed).
+
+A message on a task parked in ``input-required`` claims the task's wait (one message per
+wait, ``storage/turns.py``). Before: a follow-up refused after that claim (its context id
+is not the task's, the ACL now denies its caller, the skill was disabled) kept the claim,
+so every later message, the right answer included, got "Task is busy" and the task could
+never be continued. Now the refused message gives the wait back: the task stays parked,
+and a good answer continues it. On every store: memory, SQLite and PostgreSQL, alone and
+in cluster mode (where the claims are rows shared by the replicas).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from apcore import ACL, ACLRule, Executor, ModuleAnnotations, Registry, ToggleState
+from pydantic import BaseModel
+
+from apcore_a2a import A2AApprovalHandler, A2AServerFactory
+from tests._support import running_server
+from tests.storage.conftest import pg_schema_url
+
+V1 = {"A2A-Version": "1.0"}
+PAY = "shop.pay"
+
+
+class _Amount(BaseModel):
+    amount: int
+
+
+class _Pay:
+    input_schema = _Amount
+    description = "Pay after approval"
+    annotations = ModuleAnnotations(requires_approval=True)
+
+    def execute(self, inputs: dict[str, Any], context: object) -> dict[str, Any]:
+        return {"paid": inputs["amount"]}
+
+
+@pytest.fixture(params=["memory", "sqlite", "postgresql", "sqlite-cluster", "postgresql-cluster"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict[str, Any]]:
+    """The settings of one task store."""
+    kind = str(request.param)
+    cluster = kind.endswith("-cluster")
+    if kind == "memory":
+        yield {"task_store": "memory://"}
+    elif kind.startswith("sqlite"):
+        yield {"task_store": f"sqlite:///{tmp_path / 'tasks.db'}", "cluster": cluster}
+    else:
+        if cluster:
+            pytest.importorskip("asyncpg")
+        with pg_schema_url() as url:
+            yield {"task_store": url, "cluster": cluster}
+
+
+def _message(data: dict[str, Any], **fields: Any) -> dict[str, Any]:
+    return {"messageId": uuid.uuid4().hex, "role": "ROLE_USER", "parts": [{"data": data}], **fields}
+
+
+async def _rpc(http: httpx.AsyncClient, message: dict[str, Any], **params: Any) -> dict[str, Any]:
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "SendMessage",
+        "params": {"message": message, **params},
+    }
+    answer = await http.post("/", json=body, headers=V1)
+    assert answer.status_code == 200, answer.text
+    result: dict[str, Any] = answer.json()
+    return result
+
+
+async def _state(http: httpx.AsyncClient, task_id: str) -> str:
+    body = {"jsonrpc": "2.0", "id": 2, "method": "GetTask", "params": {"id": task_id}}
+    task = (await http.post("/", json=body, headers=V1)).json()["result"]
+    return str(task["status"]["state"])
+
+
+async def test_a_refused_follow_up_leaves_the_task_waiting_for_its_answer(
+    store: dict[str, Any],
+) -> None:
+    registry = Registry()
+    registry.register(PAY, _Pay())
+    acl = ACL(rules=[ACLRule(callers=["@external"], targets=["*"], effect="allow")])
+    toggles = ToggleState()
+    executor = Executor(
+        registry, acl=acl, approval_handler=A2AApprovalHandler(), toggle_state=toggles
+    )
+    app, _ = A2AServerFactory(executor, environ={}, name="payer", **store).create()
+    async with running_server(app) as url, httpx.AsyncClient(base_url=url, timeout=30) as http:
+        asked = await _rpc(http, _message({"amount": 5}, metadata={"skillId": PAY}))
+        parked = asked["result"]["task"]
+        assert parked["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+        task_id, context_id = parked["id"], parked["contextId"]
+        approve = {"approved": True}
+
+        async def refused(expected: int, message: dict[str, Any], **params: Any) -> None:
+            answer = await _rpc(http, message, **params)
+            assert answer.get("error", {}).get("code") == expected, answer
+            assert await _state(http, task_id) == "TASK_STATE_INPUT_REQUIRED"
+
+        # The SDK's own check: the context id is not the task's.
+        await refused(-32602, _message(approve, taskId=task_id, contextId=uuid.uuid4().hex))
+        # A history length the SDK refuses.
+        await refused(
+            -32602, _message(approve, taskId=task_id), configuration={"historyLength": -1}
+        )
+        # The ACL now denies the caller: answered as an unknown task.
+        acl.add_rule(ACLRule(callers=["@external"], targets=[PAY], effect="deny"))
+        await refused(-32001, _message(approve, taskId=task_id))
+        acl.remove_rule(["@external"], [PAY])
+        # apcore's toggle disabled the skill.
+        toggles.disable(PAY)
+        await refused(-32601, _message(approve, taskId=task_id))
+        toggles.enable(PAY)
+        # An approval naming another skill (refused before the claim since items 2-4).
+        await refused(-32602, _message(approve, taskId=task_id, metadata={"skillId": "x.y"}))
+
+        done = await _rpc(http, _message(approve, taskId=task_id, contextId=context_id))
+        task = done["result"]["task"]
+        assert task["status"]["state"] == "TASK_STATE_COMPLETED", done
+        assert task["artifacts"][0]["parts"][0]["data"] == {"paid": 5}
+
+
+async def test_a_refused_streamed_follow_up_leaves_the_task_waiting() -> None:
+    registry = Registry()
+    registry.register(PAY, _Pay())
+    app, _ = A2AServerFactory(registry, environ={}, name="payer").create()
+    async with running_server(app) as url, httpx.AsyncClient(base_url=url, timeout=30) as http:
+        parked = (await _rpc(http, _message({"amount": 7}, metadata={"skillId": PAY})))["result"]
+        task_id = parked["task"]["id"]
+        wrong = _message({"approved": True}, taskId=task_id, contextId=uuid.uuid4().hex)
+        body = {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "method": "SendStreamingMessage",
+            "params": {"message": wrong},
+        }
+        answer = await http.post("/", json=body, headers=V1)
+        assert '"code":-32602' in answer.text.replace(" ", ""), answer.text
+        assert await _state(http, task_id) == "TASK_STATE_INPUT_REQUIRED"
+        done = await _rpc(http, _message({"approved": True}, taskId=task_id))
+        assert done["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED", done
