@@ -172,27 +172,27 @@ class A2AClient:
         return await self.discover()
 
     async def _endpoint(self) -> Endpoint:
+        """Where a call goes: chosen from the card each time (it is cached), once when the
+        protocol is pinned."""
         await self._ensure_open()
-        if self._protocol == "auto":
-            return self._select(await self._cards.fetch())
-        if self._pinned is None:
-            try:
-                card: dict[str, Any] | None = await self._cards.fetch()
-            except A2ADiscoveryError:
-                if self._verifier is not None:
-                    raise  # asked to verify: no card (or a bad one) is never worked around
-                card = None  # a pinned version does not need the card
-            self._pinned = self._select(card)
-        return self._pinned
-
-    def _select(self, card: dict[str, Any] | None) -> Endpoint:
-        return select_endpoint(
+        if self._pinned is not None:
+            return self._pinned
+        try:
+            card: dict[str, Any] | None = await self._cards.fetch()
+        except A2ADiscoveryError:
+            if self._protocol == "auto" or self._verifier is not None:
+                raise  # asked to verify: no card (or a bad one) is never worked around
+            card = None  # a pinned version does not need the card
+        endpoint = select_endpoint(
             card,
             self._base,
             self._protocol,
             allow_other_origins=self._allow_other_origins,
             direct=self._direct is not None,
         )
+        if self._protocol != "auto":
+            self._pinned = endpoint
+        return endpoint
 
     # -- messages ----------------------------------------------------------------------
     async def send_message(
