@@ -4,9 +4,9 @@
 Each command prints JSON on stdout (the card indented; a task, a message, each stream event
 or each push config as one line; ``push delete`` prints nothing) and, on failure, one line
 on stderr with a non-zero exit code (:data:`EXIT_CODES`). ``call`` waits as long as the task
-runs (``--timeout`` bounds it), showing the task's id, state and elapsed time on stderr while
-it waits. Push configs carry the agent's delivery ``status`` and ``statusReason`` when it
-reports them::
+runs (``--timeout`` bounds it), streaming when the agent can, and after 2 s shows ``task ID:
+STATE, N s`` on stderr while it waits. Push configs carry the agent's delivery ``status``
+and ``statusReason`` when it reports them::
 
     apcore-a2a push set http://127.0.0.1:8000 TASK_ID http://127.0.0.1:9000/webhook \\
         --id mine --notification-token s3cret
@@ -16,16 +16,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
 import json
 import logging
 import mimetypes
 import sys
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from apcore_a2a.cli._waiting import StillRunning, wait_for
 from apcore_a2a.client import (
     A2AAuthenticationError,
     A2AClient,
@@ -36,34 +35,40 @@ from apcore_a2a.client import (
     CardVerificationError,
 )
 
-EXIT_REMOTE = 1
-EXIT_USAGE = 2
-EXIT_UNREACHABLE = 3
-EXIT_UNVERIFIED = 4
-EXIT_REFUSED = 5
-EXIT_STILL_RUNNING = 6
 #: ``call``: the task ended in one of these states (its JSON is printed all the same)
 EXIT_TASK_STATES = {"failed": 7, "rejected": 8, "canceled": 9}
 #: what each exit code of the client commands means (shown by ``--help``)
-EXIT_CODES = f"""exit codes:
+EXIT_CODES = """exit codes:
   0  done (call: the task completed, or waits for input; card, task: printed)
-  {EXIT_REMOTE}  the agent answered with an A2A error (unknown skill, invalid input, ...)
-  {EXIT_USAGE}  bad command input
-  {EXIT_UNREACHABLE}  the agent cannot be reached or has no usable card
-  {EXIT_UNVERIFIED}  card --verify: the card's signature is missing or does not verify
-  {EXIT_REFUSED}  the agent refused the credentials (HTTP 401/403): see --token, --header
-  {EXIT_STILL_RUNNING}  call: the task still runs when --timeout ends (its id is printed)
+  1  the agent answered with an A2A error (unknown skill, invalid input, ...)
+  2  bad command input
+  3  the agent cannot be reached or has no usable card
+  4  card --verify: the card's signature is missing or does not verify
+  5  the agent refused the credentials (HTTP 401/403): see --token, --header
+  6  call: the task still runs when --timeout ends (its id is printed)
   7  call: the task failed   8  call: the agent rejected it   9  call: it was canceled"""
+#: the exit code of each failure, the first that matches
+_EXITS: list[tuple[type[Exception] | tuple[type[Exception], ...], int]] = [
+    (A2ARemoteError, 1),
+    (CardVerificationError, 4),
+    (A2AAuthenticationError, 5),
+    ((A2AConnectionError, A2ADiscoveryError), 3),
+    (A2AClientError, 1),
+    ((ValueError, TypeError), 2),
+]
+#: the card extension an apcore-a2a agent publishes its skills' schemas in (its URI is
+#: adapters/skills.py's; the client side imports nothing of the server)
+SCHEMA_EXTENSION = "urn:apcore:a2a:skill-schemas:v1"
+#: what a command does with its client and arguments
+Body = Callable[[A2AClient, argparse.Namespace], Awaitable[None]]
 
 
-class TaskEnded(Exception):
-    """``call``'s task ended ``failed``, ``rejected`` or ``canceled`` (see EXIT_TASK_STATES)."""
+class Exit(Exception):
+    """Ends a command with exit *code* and its message as the one line on stderr."""
 
-    def __init__(self, task: dict[str, Any]) -> None:
-        self.state = str(task["status"]["state"])
-        message = task["status"].get("message") or {}
-        said = " ".join(str(p.get("text") or "") for p in message.get("parts") or []).strip()
-        super().__init__(f"task {task['id']} {self.state}" + (f": {said}" if said else ""))
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 def _fail(code: int, message: str) -> int:
@@ -71,42 +76,32 @@ def _fail(code: int, message: str) -> int:
     return code
 
 
-def _parse_headers(values: list[str] | None) -> dict[str, str]:
+def _client(args: argparse.Namespace, timeout: float | None) -> A2AClient:
     headers: dict[str, str] = {}
-    for item in values or []:
+    for item in args.header or []:
         name, sep, value = item.partition(":")
         if not sep or not name.strip():
             raise ValueError(f"--header must look like 'Name: value', got {item!r}")
         headers[name.strip()] = value.strip()
-    return headers
-
-
-def _card_keys(path: str | None) -> Any:
-    """The ``--keys`` file: a JWKS or JWK (JSON) or a PEM public key."""
-    if path is None:
-        return None
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = getattr(exc, "strerror", None) or exc
-        raise ValueError(f"cannot read --keys {path}: {reason}") from None
-    if text.lstrip().startswith(("{", "[")):
+    keys: Any = getattr(args, "keys", None)
+    if keys is not None:  # a JWKS or JWK (JSON) or a PEM public key
+        if not args.verify:
+            raise ValueError("--keys needs --verify")
         try:
-            return json.loads(text)
+            keys = Path(args.keys).read_text(encoding="utf-8")
+            keys = json.loads(keys) if keys.lstrip().startswith(("{", "[")) else keys
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = getattr(exc, "strerror", None) or exc
+            raise ValueError(f"cannot read --keys {args.keys}: {reason}") from None
         except ValueError as exc:
-            raise ValueError(f"--keys {path} is not valid JSON: {exc}") from exc
-    return text
-
-
-def _client(args: argparse.Namespace, timeout: float | None) -> A2AClient:
-    keys = _card_keys(getattr(args, "keys", None))
+            raise ValueError(f"--keys {args.keys} is not valid JSON: {exc}") from exc
     try:
         return A2AClient(
             args.url,
             auth=args.token,
             timeout=timeout,
             protocol=args.protocol,
-            headers=_parse_headers(args.header),
+            headers=headers,
             allow_other_origins=args.allow_other_origins,
             verify_card=bool(getattr(args, "verify", False)),
             card_keys=keys,
@@ -120,70 +115,30 @@ def _emit(obj: Any, *, indent: int | None = None) -> None:
     sys.stdout.flush()
 
 
-def _run(
-    args: argparse.Namespace,
-    body: Callable[[A2AClient], Awaitable[None]],
-    *,
-    per_request: bool = True,
-) -> int:
-    """Run *body* with a client and turn every failure into one stderr line + exit code.
+def _run(args: argparse.Namespace) -> int:
+    """Run the command's body with a client; every failure is one stderr line + exit code.
 
-    ``--timeout`` bounds each request when *per_request*, else the body bounds itself.
+    ``--timeout`` bounds each request, but ``call``'s: it bounds the whole wait.
     """
 
     async def main() -> None:
-        async with _client(args, args.timeout if per_request else None) as client:
-            await body(client)
+        async with _client(args, None if args.command == "call" else args.timeout) as client:
+            await args.body(client, args)
 
     # httpx logs every request at INFO; the commands' output is the JSON, not a log.
     logging.getLogger("httpx").setLevel(logging.WARNING)
     try:
         asyncio.run(main())
-    except A2ARemoteError as exc:
-        return _fail(EXIT_REMOTE, f"{type(exc).__name__} ({exc.code}): {exc.message}")
-    except CardVerificationError as exc:
-        return _fail(EXIT_UNVERIFIED, f"{type(exc).__name__} ({exc.reason}): {exc.message}")
-    except A2AAuthenticationError as exc:
-        return _fail(EXIT_REFUSED, f"{type(exc).__name__}: {exc.message}")
-    except StillRunning as exc:
-        return _fail(EXIT_STILL_RUNNING, str(exc))
-    except TaskEnded as exc:
-        return _fail(EXIT_TASK_STATES[exc.state], str(exc))
-    except (A2AConnectionError, A2ADiscoveryError) as exc:
-        return _fail(EXIT_UNREACHABLE, f"{type(exc).__name__}: {exc.message}")
-    except A2AClientError as exc:
-        return _fail(EXIT_REMOTE, f"{type(exc).__name__}: {exc.message}")
-    except (ValueError, TypeError) as exc:
-        return _fail(EXIT_USAGE, str(exc))
+    except Exit as exc:
+        return _fail(exc.code, str(exc))
+    except (A2AClientError, ValueError, TypeError) as exc:
+        code = next(code for kinds, code in _EXITS if isinstance(exc, kinds))
+        if not isinstance(exc, A2AClientError):
+            return _fail(code, str(exc))
+        detail = getattr(exc, "code", None) or getattr(exc, "reason", None)
+        named = type(exc).__name__ + (f" ({detail})" if detail else "")
+        return _fail(code, f"{named}: {exc.message}")
     return 0
-
-
-def _message_from(args: argparse.Namespace) -> Any:
-    if args.text is not None:
-        return args.text
-    if args.data is not None:
-        try:
-            data = json.loads(args.data)
-        except ValueError as exc:
-            raise ValueError(f"--data is not valid JSON: {exc}") from exc
-        return {"parts": [{"type": "data", "data": data}]}
-    path = Path(args.file)
-    try:
-        content = path.read_bytes()
-    except OSError as exc:
-        raise ValueError(f"cannot read --file {path}: {exc.strerror or exc}") from exc
-    part = {
-        "type": "file",
-        "raw": base64.b64encode(content).decode("ascii"),
-        "mediaType": mimetypes.guess_type(path.name)[0] or "application/octet-stream",
-        "filename": path.name,
-    }
-    return {"parts": [part]}
-
-
-#: the card extension an apcore-a2a agent publishes its skills' schemas in (its URI is
-#: adapters/skills.py's; the client side imports nothing of the server)
-SCHEMA_EXTENSION = "urn:apcore:a2a:skill-schemas:v1"
 
 
 def skills_of(card: dict[str, Any]) -> list[dict[str, Any]]:
@@ -192,90 +147,159 @@ def skills_of(card: dict[str, Any]) -> list[dict[str, Any]]:
     extensions = (card.get("capabilities") or {}).get("extensions") or []
     params = next((e.get("params") for e in extensions if e.get("uri") == SCHEMA_EXTENSION), None)
     published = (params or {}).get("skills") or {}
-    skills = card.get("skills") or []
-    extra = [published.get(skill.get("id")) or {} for skill in skills]
     # The skill's own fields first (id, name, ...), then what the extension adds.
     return [
-        skill | {k: v for k, v in more.items() if k not in skill}
-        for skill, more in zip(skills, extra, strict=True)
+        skill | {k: v for k, v in (published.get(skill.get("id")) or {}).items() if k not in skill}
+        for skill in card.get("skills") or []
     ]
 
 
-def _cmd_card(args: argparse.Namespace) -> int:
-    if args.keys and not args.verify:
-        return _fail(EXIT_USAGE, "--keys needs --verify")
-
-    async def body(client: A2AClient) -> None:
-        card = await client.discover()
-        _emit(skills_of(card) if args.skills else card, indent=2)
-        if args.verify:
-            print("card signature verified", file=sys.stderr)
-
-    return _run(args, body)
+async def _card(client: A2AClient, args: argparse.Namespace) -> None:
+    card = await client.discover()
+    _emit(skills_of(card) if args.skills else card, indent=2)
+    if args.verify:
+        print("card signature verified", file=sys.stderr)
 
 
-def _cmd_call(args: argparse.Namespace) -> int:
+def _message_from(args: argparse.Namespace) -> Any:
+    if args.text is not None:
+        return args.text
+    if args.data is not None:
+        try:
+            return {"parts": [{"data": json.loads(args.data)}]}
+        except ValueError as exc:
+            raise ValueError(f"--data is not valid JSON: {exc}") from exc
+    path = Path(args.file)
     try:
-        message = _message_from(args)
-    except ValueError as exc:
-        return _fail(EXIT_USAGE, str(exc))
-
-    async def body(client: A2AClient) -> None:
-        options: dict[str, Any] = {"context_id": args.context_id, "skill_id": args.skill}
-        if args.task_id:
-            options["task_id"] = args.task_id
-        last: dict[str, Any] = {}
-        if args.stream:
-            async for last in client.stream_message(message, **options):
-                _emit(last)
-        elif args.no_wait:
-            _emit(last := await client.send_message(message, return_immediately=True, **options))
-        else:
-            _emit(last := await wait_for(client, message, options, args))
-        if (last.get("status") or {}).get("state") in EXIT_TASK_STATES:
-            raise TaskEnded({"id": last.get("id") or last.get("taskId"), **last})
-
-    # The wait is bounded as a whole (--timeout), not each read of the stream.
-    return _run(args, body, per_request=False)
+        content = path.read_bytes()
+    except OSError as exc:
+        raise ValueError(f"cannot read --file {path}: {exc.strerror or exc}") from exc
+    media_type = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+    return {"parts": [{"raw": content, "mediaType": media_type, "filename": path.name}]}
 
 
-def _cmd_task(args: argparse.Namespace) -> int:
-    async def body(client: A2AClient) -> None:
-        if args.action == "get":
-            _emit(await client.get_task(args.task_id, history_length=args.history_length))
-        else:
-            _emit(await client.cancel_task(args.task_id))
+async def _call(client: A2AClient, args: argparse.Namespace) -> None:
+    message = _message_from(args)
+    options: dict[str, Any] = {"context_id": args.context_id, "skill_id": args.skill}
+    if args.task_id:
+        options["task_id"] = args.task_id
+    last: dict[str, Any] = {}
+    if args.stream:
+        async for last in client.stream_message(message, **options):
+            _emit(last)
+    elif args.no_wait:
+        _emit(last := await client.send_message(message, return_immediately=True, **options))
+    else:
+        _emit(last := await _wait_for(client, message, options, args))
+    state = (last.get("status") or {}).get("state")
+    if state in EXIT_TASK_STATES:  # printed all the same; the agent's message says why
+        parts = (last["status"]["message"] or {}).get("parts") or []
+        said = " ".join(str(part.get("text") or "") for part in parts).strip()
+        ended = f"task {last.get('id') or last.get('taskId')} {state}"
+        raise Exit(EXIT_TASK_STATES[state], ended + (f": {said}" if said else ""))
 
-    return _run(args, body)
+
+class _Progress:
+    """The waiting line on stderr: task id, state, elapsed time (after a quiet first 2 s).
+
+    On a terminal it is redrawn in place every second; elsewhere a line is written when
+    the state changes and every 30 s.
+    """
+
+    def __init__(self) -> None:
+        self.started = time.monotonic()
+        self.task_id: str | None = None
+        self.state = "submitted"
+        self._shown: tuple[str, float] | None = None
+        self._tty = sys.stderr.isatty()
+
+    def update(self, task_id: str | None = None, state: str | None = None) -> None:
+        self.task_id = task_id or self.task_id
+        self.state = state or self.state
+        elapsed = time.monotonic() - self.started
+        if elapsed < 2 or self.task_id is None:
+            return
+        shown = self._shown
+        if shown and not self._tty and shown[0] == self.state and elapsed - shown[1] < 30:
+            return
+        self._shown = (self.state, elapsed)
+        line = f"task {self.task_id}: {self.state}, {elapsed:.0f} s"
+        sys.stderr.write(f"\r\x1b[2K{line}" if self._tty else line + "\n")
+        sys.stderr.flush()
+
+    def done(self) -> None:
+        if self._tty and self._shown is not None:
+            sys.stderr.write("\r\x1b[2K")
+            sys.stderr.flush()
 
 
-def _push_config(args: argparse.Namespace) -> dict[str, Any]:
-    config: dict[str, Any] = {"url": args.webhook}
-    if args.id:
-        config["id"] = args.id
-    if args.notification_token:
+async def _wait_for(
+    client: A2AClient, message: Any, options: dict[str, Any], args: argparse.Namespace
+) -> Any:
+    """Send and wait for the answer, streaming when the agent can, to show progress."""
+    progress = _Progress()
+
+    async def follow() -> Any:
+        card = await client.discover()
+        if not (card.get("capabilities") or {}).get("streaming"):
+            return await client.send_message(message, **options)
+        async for event in client.stream_message(message, **options):
+            if event["kind"] == "message" and progress.task_id is None:
+                return event
+            task_id = event.get("id") if event["kind"] == "task" else event.get("taskId")
+            progress.update(task_id, (event.get("status") or {}).get("state"))
+        if progress.task_id is None:
+            raise A2AClientError("the agent's stream ended without a task")
+        return await client.get_task(progress.task_id)
+
+    async def tick() -> None:
+        while True:
+            await asyncio.sleep(1)
+            progress.update()
+
+    ticker = asyncio.create_task(tick())
+    try:
+        async with asyncio.timeout(args.timeout):
+            return await follow()
+    except TimeoutError:
+        waited = f"after --timeout {args.timeout:g} s"
+        said = f"no answer from the agent {waited}; a longer --timeout waits longer"
+        if progress.task_id is not None:
+            said = (
+                f"task {progress.task_id} is still {progress.state} {waited}; it runs on: "
+                f"follow it with 'apcore-a2a task get {args.url} {progress.task_id}' (or start "
+                "long work with --no-wait)"
+            )
+        raise Exit(6, said) from None
+    finally:
+        ticker.cancel()
+        progress.done()
+
+
+async def _task(client: A2AClient, args: argparse.Namespace) -> None:
+    if args.action == "get":
+        _emit(await client.get_task(args.task_id, history_length=args.history_length))
+    else:
+        _emit(await client.cancel_task(args.task_id))
+
+
+async def _push(client: A2AClient, args: argparse.Namespace) -> None:
+    if args.action == "set":
+        config: dict[str, Any] = {"url": args.webhook, "id": args.id}
         config["token"] = args.notification_token
-    if args.auth:
-        scheme, _, credentials = args.auth.strip().partition(" ")
-        if not scheme or not credentials.strip():
-            raise ValueError("--auth must look like 'SCHEME CREDENTIALS', e.g. 'Bearer abc'")
-        config["authentication"] = {"scheme": scheme, "credentials": credentials.strip()}
-    return config
-
-
-def _cmd_push(args: argparse.Namespace) -> int:
-    async def body(client: A2AClient) -> None:
-        if args.action == "set":
-            _emit(await client.set_push_config(args.task_id, _push_config(args)))
-        elif args.action == "get":
-            _emit(await client.get_push_config(args.task_id, args.config_id))
-        elif args.action == "list":
-            for config in await client.list_push_configs(args.task_id):
-                _emit(config)
-        else:
-            await client.delete_push_config(args.task_id, args.config_id)
-
-    return _run(args, body)
+        if args.auth:
+            scheme, _, credentials = args.auth.strip().partition(" ")
+            if not scheme or not credentials.strip():
+                raise ValueError("--auth must look like 'SCHEME CREDENTIALS', e.g. 'Bearer abc'")
+            config["authentication"] = {"scheme": scheme, "credentials": credentials.strip()}
+        _emit(await client.set_push_config(args.task_id, config))
+    elif args.action == "get":
+        _emit(await client.get_push_config(args.task_id, args.config_id))
+    elif args.action == "list":
+        for config in await client.list_push_configs(args.task_id):
+            _emit(config)
+    else:
+        await client.delete_push_config(args.task_id, args.config_id)
 
 
 def _positive(value: str) -> float:
@@ -292,14 +316,14 @@ def _command(
     subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
     name: str,
     help: str,
-    func: Callable[[argparse.Namespace], int],
+    body: Body,
     *positionals: str,
 ) -> argparse.ArgumentParser:
     """A client command: URL, *positionals* and the connection options every one takes."""
     parser = subparsers.add_parser(
         name, help=help, epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.set_defaults(func=func)
+    parser.set_defaults(func=_run, body=body)
     parser.add_argument("url", metavar="URL", help="base URL of the agent")
     for positional in positionals:
         parser.add_argument(positional, metavar=positional.upper())
@@ -334,7 +358,7 @@ def _command(
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the client subcommands (``card``, ``call``, ``task``, ``push``) to the parser."""
-    card = _command(subparsers, "card", "print an agent's card as JSON", _cmd_card)
+    card = _command(subparsers, "card", "print an agent's card as JSON", _card)
     card.add_argument(
         "--verify",
         action="store_true",
@@ -355,7 +379,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         subparsers,
         "call",
         "send a message to an agent and print the task (or each streamed event)",
-        _cmd_call,
+        _call,
     )
     call.add_argument("--skill", metavar="ID", help="skill to run (message.metadata.skillId)")
     source = call.add_mutually_exclusive_group(required=True)
@@ -375,16 +399,16 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
     task = subparsers.add_parser("task", help="get or cancel a task")
     actions = task.add_subparsers(dest="action", metavar="ACTION", required=True)
-    get = _command(actions, "get", "print a task as JSON", _cmd_task, "task_id")
+    get = _command(actions, "get", "print a task as JSON", _task, "task_id")
     get.add_argument("--history-length", type=int, metavar="N", help="last N history messages")
-    _command(actions, "cancel", "cancel a task and print it", _cmd_task, "task_id")
+    _command(actions, "cancel", "cancel a task and print it", _task, "task_id")
 
     push = subparsers.add_parser(
         "push", help="register, read and delete a task's push notification configs"
     )
     actions = push.add_subparsers(dest="action", metavar="ACTION", required=True)
     set_ = _command(
-        actions, "set", "register a webhook for a task and print the config", _cmd_push, "task_id"
+        actions, "set", "register a webhook for a task and print the config", _push, "task_id"
     )
     set_.add_argument("webhook", metavar="WEBHOOK_URL", help="URL the agent POSTs updates to")
     set_.add_argument("--id", metavar="ID", help="config id (default: chosen by the agent)")
@@ -396,6 +420,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="'SCHEME CREDENTIALS'",
         help="sent back as 'Authorization: SCHEME CREDENTIALS' with every delivery",
     )
-    _command(actions, "get", "print one config of a task", _cmd_push, "task_id", "config_id")
-    _command(actions, "list", "print every config of a task, one per line", _cmd_push, "task_id")
-    _command(actions, "delete", "delete one config of a task", _cmd_push, "task_id", "config_id")
+    _command(actions, "get", "print one config of a task", _push, "task_id", "config_id")
+    _command(actions, "list", "print every config of a task, one per line", _push, "task_id")
+    _command(actions, "delete", "delete one config of a task", _push, "task_id", "config_id")

@@ -5,7 +5,7 @@
 """
 
 from apcore_a2a.client import errors
-from apcore_a2a.client.card_fetcher import AgentCardFetcher
+from apcore_a2a.client.card import AgentCardFetcher
 from apcore_a2a.client.client import A2AClient
 from apcore_a2a.client.errors import *  # noqa: F403  (the typed errors, errors.__all__)
 

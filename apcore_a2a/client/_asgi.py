@@ -2,9 +2,9 @@
 
 Not ``httpx.ASGITransport``: it runs the app to completion before returning the response,
 so an SSE stream of a running task could never be read while it runs
-(tests/client/test_direct.py). This one hands chunks over as they are sent, signals
-``http.disconnect`` on close, and applies the read timeout (httpx enforces timeouts only
-in its network transports).
+(tests/client/test_direct.py). This one hands each ``http.response.*`` message over as the
+app sends it, signals ``http.disconnect`` on close, and applies the read timeout (httpx
+enforces timeouts only in its network transports).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import httpx
@@ -25,37 +25,59 @@ CONNECT_TIMEOUT = 30.0
 
 #: ASGI scope extension marking a request made in the same process (no socket).
 IN_PROCESS_EXTENSION = "apcore_a2a.in_process"
-Message = MutableMapping[str, Any]
 #: (scope, receive, send) -> None
 ASGIApp = Callable[[Any, Any, Any], Awaitable[None]]
 
 logger = logging.getLogger("apcore_a2a.client")
-_END = object()
+_END = {"type": "http.response.body"}  # what the app's return means: no more body
 _CLOSE_GRACE_S = 1.0
 
 
-class _BodyStream(httpx.AsyncByteStream):
-    def __init__(
-        self, queue: asyncio.Queue[object], task: asyncio.Task[None], gone: asyncio.Event, t: Any
-    ) -> None:
-        self._queue, self._task, self._gone, self._timeout = queue, task, gone, t
+class _Answer(httpx.AsyncByteStream):
+    """What the app sends for one request, read as it is sent (each read within *timeout*)."""
+
+    def __init__(self, app: ASGIApp, scope: dict[str, Any], body: bytes, timeout: Any) -> None:
+        self._sent: asyncio.Queue[Any] = asyncio.Queue()
+        self._gone = asyncio.Event()
+        self._timeout, self._body = timeout, body
+        self._body_read = False
+        self._task = asyncio.create_task(self._run(app, scope))
+
+    async def _run(self, app: ASGIApp, scope: dict[str, Any]) -> None:
+        try:
+            await app(scope, self._receive, self._sent.put)
+        except Exception as exc:
+            await self._sent.put(exc)
+        await self._sent.put(_END)
+
+    async def _receive(self) -> dict[str, Any]:
+        if not self._body_read:
+            self._body_read = True
+            return {"type": "http.request", "body": self._body, "more_body": False}
+        await self._gone.wait()
+        return {"type": "http.disconnect"}
+
+    async def next(self) -> Any:
+        """The app's next message (or what it raised)."""
+        try:
+            return await asyncio.wait_for(self._sent.get(), self._timeout)
+        except TimeoutError as exc:
+            raise httpx.ReadTimeout("the in-process agent did not answer in time") from exc
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         while True:
-            try:
-                item = await asyncio.wait_for(self._queue.get(), self._timeout)
-            except TimeoutError as exc:
-                raise httpx.ReadTimeout("the in-process agent sent nothing in time") from exc
-            if item is _END:
+            message = await self.next()
+            if isinstance(message, BaseException):
+                raise httpx.ReadError(f"the in-process agent failed: {message}") from message
+            if message.get("body"):
+                yield bytes(message["body"])
+            if not message.get("more_body", False):
                 return
-            if isinstance(item, BaseException):
-                raise httpx.ReadError(f"the in-process agent failed: {item}") from item
-            yield item  # type: ignore[misc]
 
-    async def aclose(self) -> None:
+    async def aclose(self, grace: float = _CLOSE_GRACE_S) -> None:
         self._gone.set()
         # Streaming apps stop on http.disconnect; give them a moment, then cancel.
-        await asyncio.wait({self._task}, timeout=_CLOSE_GRACE_S)
+        await asyncio.wait({self._task}, timeout=grace)
         if not self._task.done():
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -87,6 +109,7 @@ class DirectTransport(httpx.AsyncBaseTransport):
         self._lock = asyncio.Lock()
 
     async def start(self, bound: float) -> None:
+        """Run the app's lifespan startup once (within *bound* seconds), if asked to."""
         if not self._to_start:
             return
         async with self._lock:
@@ -109,7 +132,6 @@ class DirectTransport(httpx.AsyncBaseTransport):
                 await self._lifespan.__aexit__(None, None, None)
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        body = await request.aread()
         scope: dict[str, Any] = {
             "type": "http",
             "asgi": {"version": "3.0", "spec_version": "2.3"},
@@ -129,48 +151,16 @@ class DirectTransport(httpx.AsyncBaseTransport):
             "extensions": {IN_PROCESS_EXTENSION: {}},
         }
         timeout = (request.extensions.get("timeout") or {}).get("read")
-        queue: asyncio.Queue[object] = asyncio.Queue()
-        started: asyncio.Future[tuple[int, Any]] = asyncio.get_running_loop().create_future()
-        gone = asyncio.Event()
-        sent = False
-
-        async def receive() -> Message:
-            nonlocal sent
-            if not sent:
-                sent = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            await gone.wait()
-            return {"type": "http.disconnect"}
-
-        async def send(message: Message) -> None:
-            if message["type"] == "http.response.start" and not started.done():
-                started.set_result((int(message["status"]), list(message.get("headers", []))))
-            elif message["type"] == "http.response.body":
-                if message.get("body"):
-                    queue.put_nowait(bytes(message["body"]))
-                if not message.get("more_body", False):
-                    queue.put_nowait(_END)
-
-        async def run() -> None:
-            try:
-                await self.app(scope, receive, send)
-            except Exception as exc:
-                (queue.put_nowait if started.done() else started.set_exception)(exc)
-                return
-            if not started.done():
-                started.set_exception(RuntimeError("the app returned without a response"))
-            queue.put_nowait(_END)
-
-        task = asyncio.create_task(run())
+        answer = _Answer(self.app, scope, await request.aread(), timeout)
         try:
-            status, headers = await asyncio.wait_for(asyncio.shield(started), timeout)
-        except TimeoutError as exc:
-            gone.set()
-            task.cancel()
-            raise httpx.ReadTimeout("the in-process agent did not answer in time") from exc
-        except Exception:
+            start = await answer.next()
+        except httpx.ReadTimeout:
+            await answer.aclose(grace=0)
+            raise
+        if isinstance(start, BaseException) or start.get("type") != "http.response.start":
             # What an ASGI server does with an app that crashed before answering.
-            logger.exception("in-process agent raised before sending a response")
+            error = start if isinstance(start, BaseException) else None
+            logger.error("in-process agent failed before sending a response", exc_info=error)
             return httpx.Response(500, text="Internal Server Error", request=request)
-        stream = _BodyStream(queue, task, gone, timeout)
-        return httpx.Response(status, headers=headers, stream=stream, request=request)
+        headers = list(start.get("headers", []))
+        return httpx.Response(start["status"], headers=headers, stream=answer, request=request)

@@ -4,7 +4,12 @@
 gRPC; 1.0 or 0.3; one gRPC channel per address), sends the headers the call needs
 (``A2A-Version: 1.0`` for a 1.0 call, the caller's credentials as gRPC metadata for the
 agent's own host only, ``Last-Event-ID`` when resuming), runs it in its span with the
-client's errors, and resumes a dropped stream from the last SSE id seen.
+client's errors, and resumes a dropped stream from the last SSE id seen. An interface on
+another origin (``allow_other_origins=True``) is called through an HTTP client of its own,
+which holds none of the caller's credentials or headers.
+
+With OpenTelemetry's API installed, each call runs in a CLIENT span named after the A2A 1.0
+method, with the draft OpenTelemetry A2A attributes, and sends the span's ``traceparent``.
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, MutableMapping
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -24,19 +29,13 @@ from a2a.client.transports.rest import RestTransport
 from a2a.compat.v0_3.jsonrpc_transport import CompatJsonRpcTransport
 from a2a.compat.v0_3.rest_transport import CompatRestTransport
 from a2a.types import a2a_pb2 as pb
-from google.protobuf.json_format import MessageToDict
 from google.protobuf.message import Message as Proto
 
 from apcore_a2a.client import _shapes as shape
-from apcore_a2a.client._origin import Endpoint, OriginGuard
-from apcore_a2a.client._wire import Call, a2a_call, current, translated
+from apcore_a2a.client._wire import Call, current, on_response, translated
+from apcore_a2a.client.card import Endpoint, origin_of
 from apcore_a2a.client.errors import A2AConnectionError, A2ADiscoveryError
 
-#: The SDK transport method of each A2A method whose name does not derive from it
-_SDK_NAMES = {
-    "SendStreamingMessage": "send_message_streaming",
-    "SubscribeToTask": "subscribe",
-}
 _HTTP_TRANSPORTS: dict[tuple[str, str], Callable[..., ClientTransport]] = {
     ("JSONRPC", "1.0"): JsonRpcTransport,
     ("JSONRPC", "0.3"): CompatJsonRpcTransport,
@@ -49,29 +48,41 @@ _ASK_FOR_EXTENDED = pb.AgentCard(capabilities=pb.AgentCapabilities(extended_agen
 
 
 class Caller:
-    """Makes the client's A2A calls: *endpoint* says where each one goes."""
+    """Makes the client's A2A calls: *endpoint* says where each one goes; *http* holds the
+    caller's headers and *auth*, for the agent's origin (*base*'s) only."""
 
     def __init__(
         self,
         http: httpx.AsyncClient,
-        guard: OriginGuard,
+        auth: httpx.Auth | None,
         base: str,
         timeout: float | None,
         endpoint: Callable[[], Awaitable[Endpoint]],
     ) -> None:
-        self._http, self._guard, self._base, self._timeout = http, guard, base, timeout
+        self._http, self._auth, self._base, self._timeout = http, auth, base, timeout
         self._endpoint = endpoint
+        self._elsewhere: httpx.AsyncClient | None = None
         self._channels: dict[tuple[str, bool], Any] = {}
 
     async def aclose(self) -> None:
-        """Close the gRPC channels opened (the HTTP client is the owner's)."""
+        """Close what the calls opened: gRPC channels, the other origins' HTTP client."""
         for channel in self._channels.values():
             await channel.close()
+        if self._elsewhere is not None:
+            await self._elsewhere.aclose()
 
     def _transport(self, to: Endpoint) -> ClientTransport:
         if to.binding != "GRPC":
+            http = self._http
+            if origin_of(to.url) != origin_of(self._base):
+                if self._elsewhere is None:
+                    hooks = {"response": [on_response]}
+                    self._elsewhere = httpx.AsyncClient(
+                        timeout=self._http.timeout, event_hooks=hooks
+                    )
+                http = self._elsewhere
             transport = _HTTP_TRANSPORTS[to.binding, to.version]
-            return transport(self._http, _ASK_FOR_EXTENDED, to.url, is_shared_httpx=True)
+            return transport(http, _ASK_FOR_EXTENDED, to.url, is_shared_httpx=True)
         try:
             import grpc.aio
             from a2a.client.transports.grpc import GrpcTransport
@@ -92,61 +103,50 @@ class Caller:
         grpc_transport = GrpcTransport if to.version == "1.0" else CompatGrpcTransport
         return grpc_transport(channel, _ASK_FOR_EXTENDED)
 
+    async def _grpc_metadata(self) -> dict[str, str]:
+        """The caller's headers and credentials (what *auth* adds first) as call metadata."""
+        request = httpx.Request("POST", self._base, headers=self._http.headers)
+        if self._auth is not None:
+            flow = self._auth.async_auth_flow(request)
+            request = await anext(flow)
+            await flow.aclose()
+        # What httpx sets itself is no header of the caller's (gRPC reserves most of them).
+        own = ("host", "accept", "accept-encoding", "connection", "user-agent", "content-length")
+        return {k: v for k, v in request.headers.items() if k not in own}
+
     @contextlib.asynccontextmanager
     async def _sdk(
         self, method: str, request: Proto, call: Call
-    ) -> AsyncIterator[tuple[Any, Callable[[Mapping[str, Any]], None]]]:
+    ) -> AsyncIterator[tuple[Any, Callable[[Any], None]]]:
         """The SDK call for *method* (not yet awaited) in its span, and the span's callback."""
         to = await self._endpoint()
         call.binding = to.binding
         headers: dict[str, str] = {}
         if to.binding == "GRPC":  # the caller's headers and credentials, for its host only
             if urlsplit("//" + to.url).hostname == urlsplit(self._base).hostname:
-                headers = await self._guard.metadata(self._http.build_request("POST", self._base))
+                headers = await self._grpc_metadata()
         elif to.version == "1.0":  # the 0.3 and gRPC transports set their A2A-Version
             headers["A2A-Version"] = "1.0"
         if method == "SubscribeToTask" and call.event_id is not None:
             headers["Last-Event-ID"] = call.event_id
-        name = _SDK_NAMES.get(method) or re.sub(r"(?<!^)([A-Z])", r"_\1", method).lower()
+        sdk_method = {
+            "SendStreamingMessage": "send_message_streaming",
+            "SubscribeToTask": "subscribe",
+        }
+        name = sdk_method.get(method) or re.sub(r"(?<!^)([A-Z])", r"_\1", method).lower()
         timeout = self._timeout if to.binding == "GRPC" else None  # httpx has its own
-        with (
-            a2a_call(method, to.version, to.url, MessageToDict(request), headers) as seen,
-            translated(method, to.url),
-        ):
+        with _span(method, to, request, headers) as seen, translated(method, to.url):
             context = ClientCallContext(service_parameters=headers, timeout=timeout)
             yield getattr(self._transport(to), name)(request, context=context), seen
 
-    async def call(self, method: str, request: Proto) -> tuple[Any, dict[str, Any]]:
-        """Run one SDK call; return its result as received (HTTP) and as 1.0 JSON."""
+    async def call(self, method: str, request: Proto) -> tuple[Any, Any]:
+        """Run one SDK call; return its result and the result as received (HTTP)."""
         call = Call()
         async with self._sdk(method, request, call) as (pending, seen):
             with current(call):
                 result = await pending
-            as_json = MessageToDict(result) if isinstance(result, Proto) else {}
-            seen(as_json)
-        return call.wire, as_json
-
-    async def _events(
-        self, method: str, request: Proto, call: Call
-    ) -> AsyncIterator[dict[str, Any]]:
-        """The stream's events in the client's shape, up to the final one."""
-        async with (
-            self._sdk(method, request, call) as (stream, seen),
-            contextlib.aclosing(stream),
-        ):
-            while True:
-                with current(call):
-                    try:
-                        item = await anext(stream)
-                    except StopAsyncIteration:
-                        return
-                as_json = MessageToDict(item)
-                seen(as_json)
-                event = shape.event(as_json, call.wire)
-                if event is not None:
-                    yield event
-                    if shape.is_final(event):
-                        return
+            seen(result)
+        return result, call.wire
 
     async def resumable(
         self,
@@ -155,20 +155,35 @@ class Caller:
         max_retries: int,
         first: pb.SendMessageRequest | None = None,
     ) -> AsyncIterator[dict[str, Any]]:
-        """Events of *task_id* (or of the stream *first* opens), resubscribed after the last
-        SSE id seen when the connection drops (``A2AClient.resubscribe`` says how)."""
+        """Events of *task_id* (or of the stream *first* opens) in the client's shape, up to
+        the final one; resubscribed after the last SSE id seen when the connection drops
+        (``A2AClient.resubscribe`` says how)."""
         call = Call(event_id=last_event_id)
         failures = 0
         while True:
             method = "SubscribeToTask" if first is None else "SendStreamingMessage"
             request = pb.SubscribeToTaskRequest(id=task_id) if first is None else first
             try:
-                async for event in self._events(method, request, call):
-                    failures = 0
-                    if task_id is None:
-                        task_id = event["id"] if event["kind"] == "task" else event["taskId"]
-                    yield event
-                return
+                async with (
+                    self._sdk(method, request, call) as (stream, seen),
+                    contextlib.aclosing(stream),
+                ):
+                    while True:
+                        with current(call):
+                            try:
+                                item = await anext(stream)
+                            except StopAsyncIteration:
+                                return
+                        seen(item)
+                        event = shape.event(item, call.wire)
+                        if event is None:
+                            continue
+                        failures = 0
+                        if task_id is None:
+                            task_id = event["id"] if event["kind"] == "task" else event["taskId"]
+                        yield event
+                        if shape.is_final(event):
+                            return
             except A2AConnectionError as exc:
                 can_resume = call.event_id is not None and task_id is not None
                 if not can_resume or exc.status_code is not None or failures >= max_retries:
@@ -181,3 +196,64 @@ class Caller:
                 first = None  # from now on: the task's events after the last id seen
                 failures += 1
                 await asyncio.sleep(0.25 * 2 ** (failures - 1))
+
+
+def _answer_attributes(result: Any) -> dict[str, Any]:
+    """Task, conversation and state of a result or stream event."""
+    if isinstance(result, Proto) and "payload" in result.DESCRIPTOR.oneofs_by_name:
+        result = getattr(result, result.WhichOneof("payload") or "", None)
+    if not isinstance(result, Proto):
+        return {}
+    state = result.status.state if isinstance(result, pb.Task | pb.TaskStatusUpdateEvent) else 0
+    found = {
+        "a2a.task.id": getattr(result, "task_id", "")
+        or (isinstance(result, pb.Task) and result.id),
+        "gen_ai.conversation.id": getattr(result, "context_id", ""),
+        "a2a.task.state": state and pb.TaskState.Name(state),
+    }
+    return {k: v for k, v in found.items() if v}
+
+
+@contextlib.contextmanager
+def _span(
+    method: str, to: Endpoint, request: Proto, headers: MutableMapping[str, str]
+) -> Iterator[Callable[[Any], None]]:
+    """The CLIENT span of one call; adds ``traceparent`` to *headers*; yields what to call
+    with each result or stream event."""
+    try:
+        from opentelemetry import propagate, trace
+    except ImportError:
+        yield lambda _result: None
+        return
+    where = urlsplit(to.url if "://" in to.url else "//" + to.url)  # gRPC: host:port
+    message = request.message if isinstance(request, pb.SendMessageRequest) else None
+    found = {
+        "a2a.method.name": method,
+        "a2a.protocol.version": to.version,
+        "a2a.message.id": message and message.message_id,
+        "a2a.task.id": (message and message.task_id)
+        or getattr(request, "task_id", "")
+        or getattr(request, "id", ""),
+        "server.address": where.hostname,
+        "server.port": where.hostname and (where.port or (443 if where.scheme == "https" else 80)),
+    }
+    # Not made current: a stream's span stays open while the caller runs between events.
+    span = trace.get_tracer("apcore_a2a.client").start_span(
+        method, kind=trace.SpanKind.CLIENT, attributes={k: v for k, v in found.items() if v}
+    )
+    propagate.inject(headers, context=trace.set_span_in_context(span))
+
+    def seen(result: Any) -> None:
+        if span.is_recording():
+            span.set_attributes(_answer_attributes(result))
+
+    try:
+        yield seen
+    except Exception as exc:
+        code = getattr(exc, "code", None) or getattr(exc, "status_code", None)
+        error = str(code) if code else type(exc).__name__
+        span.set_attribute("error.type", error)
+        span.set_status(trace.Status(trace.StatusCode.ERROR, error))
+        raise
+    finally:
+        span.end()

@@ -1,174 +1,160 @@
-"""The client's shapes, both ways (pure functions): caller input (seed, 0.3 or 1.0 shape;
-see :meth:`A2AClient.send_message`) → 1.0 JSON requests, which a2a-sdk's 0.3 transports
-convert for 0.3 agents; SDK results as 1.0 JSON → the result shape of docs/client.md, with
-absent optional members present as ``None``, ``[]`` or ``{}``.
+"""The client's shapes, both ways (pure functions).
+
+What a caller passes (the seed, 0.3 or 1.0 shape; see :meth:`A2AClient.send_message`) is
+brought to the 1.0 JSON names and parsed into the SDK's protobuf request, which checks
+every value (its ``ParseError`` is the caller's ``ValueError``); the 0.3 transports convert
+it for 0.3 agents. What comes back, a protobuf message of the SDK's transports, becomes the
+result shape of docs/client.md by one walk over the message's own fields (:func:`plain`).
 """
 
 from __future__ import annotations
 
 import base64
+import re
 import uuid
 from collections.abc import Mapping, Sequence
-from typing import Any, cast
+from typing import Any, TypeVar, cast
+
+from a2a.types import a2a_pb2 as pb
+from google.protobuf.json_format import MessageToDict, ParseDict, ParseError
+from google.protobuf.message import Message as Proto
 
 from apcore_a2a.client.errors import InvalidAgentResponseError
 
 MessageInput = str | bytes | Mapping[str, Any] | Sequence[Mapping[str, Any]]
+P = TypeVar("P", bound=Proto)
 
-_CONTENT_KEYS = ("text", "data", "raw", "url")
-
-
-def _first(mapping: Mapping[str, Any], *keys: str) -> Any:
-    return next((mapping[key] for key in keys if mapping.get(key) is not None), None)
-
-
-def _b64(value: Any) -> str:
-    if isinstance(value, bytes | bytearray | memoryview):
-        return base64.b64encode(bytes(value)).decode("ascii")
-    if isinstance(value, str):
-        try:
-            base64.b64decode(value, validate=True)
-        except ValueError as exc:  # binascii.Error is one
-            raise ValueError("file bytes must be bytes or a base64 string") from exc
-        return value
-    raise ValueError("file bytes must be bytes or a base64 string")
+#: a part's content members; a part has exactly one (the proto's ``content`` oneof)
+_CONTENT = {"text": ("text",), "data": ("data",), "file": ("raw", "url")}
+#: 0.3 and seed names of a part's members -> 1.0 names
+_PART_ALIASES = {"bytes": "raw", "uri": "url", "mimeType": "mediaType", "name": "filename"}
 
 
-def normalize_part(part: Mapping[str, Any]) -> dict[str, Any]:
+def _camel(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """*fields* with snake_case keys in camelCase, so a key is found under one name only."""
+    return {re.sub(r"_([a-z])", lambda m: m[1].upper(), str(k)): v for k, v in fields.items()}
+
+
+def _parsed(fields: Mapping[str, Any], into: P) -> P:
+    try:
+        parsed: P = ParseDict(fields, into, ignore_unknown_fields=True)
+    except ParseError as exc:
+        raise ValueError(str(exc)) from None
+    return parsed
+
+
+def _part(part: Any) -> dict[str, Any]:
+    """One part in 1.0 JSON names (a 0.3 ``file`` object flattened into it)."""
     if not isinstance(part, Mapping):
         raise ValueError(f"a part must be a mapping, got {type(part).__name__}")
     kind = part.get("type") or part.get("kind")
-    file_obj = part.get("file")
-    source: Mapping[str, Any] = file_obj if isinstance(file_obj, Mapping) else part
-    if kind is None:
-        present = [key for key in _CONTENT_KEYS if key in part]
-        if len(present) != 1:
-            raise ValueError(
-                "a part needs exactly one of text, data, raw or url (or a 'type'), "
-                f"got keys {sorted(part)}"
-            )
-        kind = "file" if present[0] in ("raw", "url") else present[0]
-    out: dict[str, Any]
-    if kind == "text":
-        text = part.get("text")
-        if not isinstance(text, str):
-            raise ValueError("a text part needs a string 'text'")
-        out = {"text": text}
-    elif kind == "data":
-        if "data" not in part:
-            raise ValueError("a data part needs 'data'")
-        out = {"data": part["data"]}
-    elif kind == "file":
-        raw = _first(source, "raw", "bytes")
-        url = _first(source, "url", "uri")
-        if (raw is None) == (url is None):
-            raise ValueError("a file part needs exactly one of bytes/raw or uri/url")
-        if raw is not None:
-            out = {"raw": _b64(raw)}
-        elif isinstance(url, str):
-            out = {"url": url}
-        else:
-            raise ValueError("a file part's url must be a string")
-    else:
+    if kind is not None and kind not in _CONTENT:
         raise ValueError(f"unknown part type {kind!r} (expected text, data or file)")
-    extras = {
-        "mediaType": _first(source, "mediaType", "media_type", "mimeType", "mime_type"),
-        "filename": _first(source, "filename", "name"),
+    fields = _camel(part)
+    if isinstance(fields.get("file"), Mapping):
+        fields |= _camel(fields["file"])
+    out = {
+        _PART_ALIASES.get(key, key): value
+        for key, value in fields.items()
+        if key not in ("type", "kind", "file") and (value is not None or key == "data")
     }
-    out |= {key: str(value) for key, value in extras.items() if value}
-    metadata = part.get("metadata")
-    if metadata is not None:
-        if not isinstance(metadata, Mapping):
-            raise ValueError("part metadata must be a mapping")
-        out["metadata"] = dict(metadata)
+    expected = _CONTENT[kind] if kind else ("text", "data", "raw", "url")
+    content = [key for key in ("text", "data", "raw", "url") if key in out]
+    if len(content) != 1 or content[0] not in expected:
+        raise ValueError(f"a part needs exactly one of {', '.join(expected)}, got {sorted(part)}")
+    raw = out.get("raw")
+    if isinstance(raw, bytes | bytearray | memoryview):
+        out["raw"] = base64.b64encode(raw).decode("ascii")
+    elif raw is not None:  # protobuf would skip what is not base64 instead of refusing it
+        try:
+            base64.b64decode(raw, validate=True)
+        except (ValueError, TypeError) as exc:  # binascii.Error is a ValueError
+            raise ValueError("file bytes must be bytes or a base64 string") from exc
     return out
 
 
-def _parts_of(message: MessageInput) -> tuple[list[dict[str, Any]], Mapping[str, Any]]:
+def _message(message: MessageInput) -> dict[str, Any]:
+    """The caller's message in 1.0 JSON names: a text, file or data part, parts, or a
+    message mapping (``role`` ``"user"`` by default)."""
     if isinstance(message, str):
-        return [{"text": message}], {}
+        return {"parts": [{"text": message}]}
     if isinstance(message, bytes | bytearray):
-        return [{"raw": _b64(message), "mediaType": "application/octet-stream"}], {}
+        return {"parts": [_part({"raw": message, "mediaType": "application/octet-stream"})]}
     if isinstance(message, Mapping):
         if "parts" not in message:
-            return [{"data": dict(message)}], {}
-        parts = message["parts"]
-        if isinstance(parts, str | bytes) or not isinstance(parts, Sequence):
+            return {"parts": [{"data": dict(message)}]}
+        fields = _camel(message)
+        if isinstance(fields["parts"], str | bytes) or not isinstance(fields["parts"], Sequence):
             raise ValueError("message 'parts' must be a list of parts")
-        return [normalize_part(p) for p in parts], message
+        role = str(fields.get("role") or "user").lower().removeprefix("role_")
+        if role not in ("user", "agent"):
+            raise ValueError(f"unknown message role {role!r} (expected 'user' or 'agent')")
+        return fields | {"role": "ROLE_" + role.upper(), "parts": list(map(_part, fields["parts"]))}
     if isinstance(message, Sequence):
-        return [normalize_part(p) for p in cast("Sequence[Any]", message)], {}
+        return {"parts": [_part(p) for p in cast("Sequence[Any]", message)]}
     raise TypeError(f"cannot send a {type(message).__name__} as a message")
 
 
-def build_message(
+def send_request(
     message: MessageInput,
-    *,
-    context_id: str | None = None,
-    task_id: str | None = None,
-    skill_id: str | None = None,
-) -> dict[str, Any]:
-    """Build a 1.0 JSON ``Message`` from caller input; explicit ids win over the message's."""
-    parts, fields = _parts_of(message)
-    role_in = str(fields.get("role") or "user")
-    role = {"user": "ROLE_USER", "agent": "ROLE_AGENT"}.get(role_in.lower().removeprefix("role_"))
-    if role is None:
-        raise ValueError(f"unknown message role {role_in!r} (expected 'user' or 'agent')")
-    out: dict[str, Any] = {
-        "messageId": str(_first(fields, "messageId", "message_id") or uuid.uuid4().hex),
-        "role": role,
-        "parts": parts,
-    }
-    ids = {
-        "contextId": context_id or _first(fields, "contextId", "context_id"),
-        "taskId": task_id or _first(fields, "taskId", "task_id"),
-    }
-    out |= {key: str(value) for key, value in ids.items() if value}
-    metadata = fields.get("metadata")
-    if metadata is not None and not isinstance(metadata, Mapping):
-        raise ValueError("message metadata must be a mapping")
-    meta = dict(metadata or {}) | ({"skillId": skill_id} if skill_id else {})
-    if meta:
-        out["metadata"] = meta
-    refs = _first(fields, "referenceTaskIds", "reference_task_ids")
-    if refs:
-        out["referenceTaskIds"] = [str(r) for r in refs]
-    if fields.get("extensions"):
-        out["extensions"] = [str(e) for e in fields["extensions"]]
-    return out
+    metadata: Mapping[str, Any] | None,
+    context_id: str | None,
+    task_id: str | None,
+    skill_id: str | None,
+    return_immediately: bool,
+) -> pb.SendMessageRequest:
+    """The ``SendMessageRequest`` of a caller's message; explicit ids win over the message's,
+    ``skill_id`` goes in ``message.metadata.skillId``."""
+    fields = {"role": "ROLE_USER"} | {k: v for k, v in _message(message).items() if v is not None}
+    fields |= {k: v for k, v in (("contextId", context_id), ("taskId", task_id)) if v}
+    fields["messageId"] = fields.get("messageId") or uuid.uuid4().hex
+    if skill_id:
+        meta = fields.get("metadata") or {}
+        if not isinstance(meta, Mapping):
+            raise ValueError("message metadata must be a mapping")
+        fields["metadata"] = {**meta, "skillId": skill_id}
+    request = pb.SendMessageRequest(message=_parsed(fields, pb.Message()))
+    if metadata:
+        request.metadata.update(dict(metadata))
+    # Set even when false: the 0.3 transport then sends ``blocking: true`` explicitly.
+    request.configuration.return_immediately = return_immediately
+    request.configuration.SetInParent()
+    return request
 
 
-def build_push_config(task_id: str, config: str | Mapping[str, Any]) -> dict[str, Any]:
-    """A 1.0 ``TaskPushNotificationConfig`` (a 0.3 ``schemes`` list is accepted)."""
-    cfg: Mapping[str, Any] = {"url": config} if isinstance(config, str) else config
+def push_config_request(
+    task_id: str, config: str | Mapping[str, Any]
+) -> pb.TaskPushNotificationConfig:
+    """A push config of a URL or ``{url, id?, token?, authentication?}`` (a 0.3
+    ``schemes`` list is accepted)."""
+    cfg: Any = {"url": config} if isinstance(config, str) else config
     if not isinstance(cfg, Mapping):
         raise TypeError("a push config must be a URL string or a mapping")
-    url = cfg.get("url")
-    if not isinstance(url, str) or not url:
+    if not isinstance(cfg.get("url"), str) or not cfg["url"]:
         raise ValueError("a push config needs a 'url'")
-    out: dict[str, Any] = {"taskId": task_id, "url": url}
-    out |= {key: str(cfg[key]) for key in ("id", "token") if cfg.get(key)}
+    fields = {key: cfg[key] for key in ("url", "id", "token") if cfg.get(key)}
     auth = cfg.get("authentication")
     if auth:
         if not isinstance(auth, Mapping):
             raise ValueError("push 'authentication' must be a mapping")
-        schemes = auth.get("schemes")
-        scheme = auth.get("scheme") or (schemes[0] if schemes else None)
+        scheme = auth.get("scheme") or next(iter(auth.get("schemes") or ()), None)
         if not scheme:
             raise ValueError("push 'authentication' needs a 'scheme'")
-        credentials = {"credentials": str(auth["credentials"])} if auth.get("credentials") else {}
-        out["authentication"] = {"scheme": str(scheme)} | credentials
-    return out
+        fields["authentication"] = {"scheme": scheme, "credentials": auth.get("credentials")}
+    return _parsed(fields | {"taskId": task_id}, pb.TaskPushNotificationConfig())
 
 
 # -- results ----------------------------------------------------------------------------
 FINAL_STATES = frozenset({"completed", "canceled", "failed", "rejected"})
 INTERRUPTED_STATES = frozenset({"input-required", "auth-required"})
-
-
-def _name(value: Any, prefix: str) -> str:
-    name = str(value or "").removeprefix(prefix).lower().replace("_", "-")
-    return "unknown" if name in ("", "unspecified") else name
+_KINDS = {
+    "Task": "task",
+    "Message": "message",
+    "TaskStatusUpdateEvent": "status-update",
+    "TaskArtifactUpdateEvent": "artifact-update",
+}
+#: message fields a2a.proto marks REQUIRED: read as empty when an agent leaves them out
+_ALWAYS = frozenset({"TaskStatus", "Artifact"})
 
 
 def _ints(value: Any) -> Any:
@@ -182,97 +168,71 @@ def _ints(value: Any) -> Any:
     return value
 
 
-def _part(part: Mapping[str, Any]) -> dict[str, Any]:
-    kind = next((k for k in _CONTENT_KEYS if k in part), "text")
-    value = _ints(part[kind]) if kind == "data" else part.get(kind, "")
-    return {
-        "type": "file" if kind in ("raw", "url") else kind,
-        kind: value,
-        "mediaType": part.get("mediaType") or None,
-        "filename": part.get("filename") or None,
-        "metadata": dict(part.get("metadata") or {}),
-    }
+def _enum(name: str) -> str:
+    """``TASK_STATE_INPUT_REQUIRED`` → ``input-required``, ``ROLE_USER`` → ``user``."""
+    word = re.sub(r"^(TASK_STATE|ROLE)_", "", name).lower().replace("_", "-")
+    return "unknown" if word in ("", "unspecified") else word
 
 
-def message(msg: Mapping[str, Any]) -> dict[str, Any]:
-    return {
-        "kind": "message",
-        "messageId": msg.get("messageId"),
-        "role": _name(msg.get("role"), "ROLE_"),
-        "parts": [_part(p) for p in msg.get("parts") or []],
-        "contextId": msg.get("contextId") or None,
-        "taskId": msg.get("taskId") or None,
-        "metadata": dict(msg.get("metadata") or {}),
-        "referenceTaskIds": list(msg.get("referenceTaskIds") or []),
-        "extensions": list(msg.get("extensions") or []),
-    }
+def plain(message: Proto) -> dict[str, Any]:
+    """*message* in the client's shape: every field under its JSON name, absent ones as
+    ``None``, ``[]`` or ``{}``; enums as lowercase words; JSON values (``data``,
+    ``metadata``) with integral numbers as ``int``; a ``kind`` on tasks, messages and
+    events, a ``type`` on parts (``text``, ``data`` or ``file``)."""
+    descriptor = message.DESCRIPTOR
+    out: dict[str, Any] = {}
+    if descriptor.name in _KINDS:
+        out["kind"] = _KINDS[descriptor.name]
+    elif descriptor.name == "Part":
+        content = message.WhichOneof("content") or "text"
+        out["type"] = "file" if content in ("raw", "url") else content
+    for field in descriptor.fields:
+        one_of, value, target = (
+            field.containing_oneof,
+            getattr(message, field.name),
+            field.message_type,
+        )
+        if one_of is not None and message.WhichOneof(one_of.name) != field.name:
+            continue
+        if isinstance(value, Sequence) and not isinstance(value, str | bytes):
+            value = [plain(item) for item in value] if target else list(value)
+        elif field.enum_type is not None:
+            value = _enum(field.enum_type.values_by_number[value].name)
+        elif target is not None and target.full_name.startswith("google.protobuf."):
+            has = message.HasField(field.name)
+            value = _ints(MessageToDict(value)) if has else {} if target.name == "Struct" else None
+        elif target is not None:
+            has = message.HasField(field.name) or target.name in _ALWAYS
+            value = plain(value) if has else None
+        elif isinstance(value, bytes):
+            value = base64.b64encode(value).decode("ascii")
+        elif value == "" and one_of is None:
+            value = None
+        out[field.json_name] = value
+    return out
 
 
-def _status(status: Mapping[str, Any] | None) -> dict[str, Any]:
-    status = status or {}
-    return {
-        "state": _name(status.get("state"), "TASK_STATE_"),
-        "message": message(status["message"]) if status.get("message") else None,
-        "timestamp": status.get("timestamp") or None,
-    }
+def task(result: pb.Task) -> dict[str, Any]:
+    """A task the agent answered with; one without an id is no task."""
+    if not result.id:
+        raise InvalidAgentResponseError(f"agent returned a task without an id: {result!r:.200}")
+    return plain(result)
 
 
-def _artifact(art: Mapping[str, Any]) -> dict[str, Any]:
-    return {
-        "artifactId": art.get("artifactId"),
-        "name": art.get("name") or None,
-        "description": art.get("description") or None,
-        "parts": [_part(p) for p in art.get("parts") or []],
-        "metadata": dict(art.get("metadata") or {}),
-        "extensions": list(art.get("extensions") or []),
-    }
-
-
-def task(t: Mapping[str, Any]) -> dict[str, Any]:
-    if not t.get("id"):
-        raise InvalidAgentResponseError(f"agent returned a task without an id: {t!r:.200}")
-    return {
-        "kind": "task",
-        "id": t.get("id"),
-        "contextId": t.get("contextId") or None,
-        "status": _status(t.get("status")),
-        "artifacts": [_artifact(a) for a in t.get("artifacts") or []],
-        "history": [message(m) for m in t.get("history") or []],
-        "metadata": dict(t.get("metadata") or {}),
-    }
-
-
-def _update(ev: Mapping[str, Any]) -> dict[str, Any]:
-    return {
-        "taskId": ev.get("taskId"),
-        "contextId": ev.get("contextId") or None,
-        "metadata": dict(ev.get("metadata") or {}),
-    }
-
-
-def event(obj: Mapping[str, Any], wire: Any = None) -> dict[str, Any] | None:
+def event(result: Proto, wire: Any = None) -> dict[str, Any] | None:
     """A ``StreamResponse`` / ``SendMessageResponse`` → client shape; ``None`` when empty.
     *wire* (the result as received) carries a 0.3 agent's ``final: true``."""
-    if "task" in obj:
-        return task(obj["task"])
-    if "message" in obj:
-        return message(obj["message"])
-    if "statusUpdate" in obj:
-        ev, status = obj["statusUpdate"], _status(obj["statusUpdate"].get("status"))
+    name = result.WhichOneof("payload")
+    if name is None:
+        return None
+    if name == "task":
+        return task(cast("pb.Task", getattr(result, name)))
+    out = plain(getattr(result, name))
+    if name == "status_update":
         sent = wire.get("statusUpdate", wire) if isinstance(wire, Mapping) else None
         sent_final = isinstance(sent, Mapping) and sent.get("final") is True
-        final = status["state"] in FINAL_STATES | INTERRUPTED_STATES or sent_final
-        return {"kind": "status-update", **_update(ev), "status": status, "final": final}
-    if "artifactUpdate" in obj:
-        ev = obj["artifactUpdate"]
-        return {
-            "kind": "artifact-update",
-            **_update(ev),
-            "artifact": _artifact(ev.get("artifact") or {}),
-            "append": bool(ev.get("append")),
-            "lastChunk": bool(ev.get("lastChunk")),
-        }
-    return None
+        out["final"] = out["status"]["state"] in FINAL_STATES | INTERRUPTED_STATES or sent_final
+    return out
 
 
 def is_final(ev: Mapping[str, Any]) -> bool:
@@ -282,18 +242,11 @@ def is_final(ev: Mapping[str, Any]) -> bool:
     return ev["kind"] == "message" or bool(ev.get("final"))
 
 
-def push_config(obj: Mapping[str, Any], wire: Any = None) -> dict[str, Any]:
+def push_config(result: pb.TaskPushNotificationConfig, wire: Any = None) -> dict[str, Any]:
     """``status``/``statusReason``: an apcore-a2a agent's delivery report, only in *wire*."""
     wire = wire if isinstance(wire, Mapping) else {}
-    auth = obj.get("authentication")
-    return {
-        "id": obj.get("id") or None,
-        "taskId": obj.get("taskId") or None,
-        "url": obj.get("url"),
-        "token": obj.get("token") or None,
-        "authentication": {"scheme": auth.get("scheme"), "credentials": auth.get("credentials")}
-        if auth
-        else None,
-        "status": wire.get("status") if isinstance(wire.get("status"), str) else None,
-        "statusReason": wire.get("statusReason") or None,
-    }
+    out = plain(result)
+    del out["tenant"]
+    out["status"] = wire.get("status") if isinstance(wire.get("status"), str) else None
+    out["statusReason"] = wire.get("statusReason") or None
+    return out

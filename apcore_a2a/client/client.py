@@ -14,16 +14,22 @@ from urllib.parse import urlsplit
 
 import httpx
 from a2a.types import a2a_pb2 as pb
-from google.protobuf.json_format import ParseDict
+from google.protobuf.json_format import MessageToDict
 
 from apcore_a2a.client import _shapes as shape
 from apcore_a2a.client._asgi import CONNECT_TIMEOUT, ASGIApp, DirectTransport
 from apcore_a2a.client._calls import Caller
-from apcore_a2a.client._origin import Endpoint, OriginGuard, Protocol, origin_of, select_endpoint
 from apcore_a2a.client._shapes import MessageInput
 from apcore_a2a.client._wire import on_response
-from apcore_a2a.client.card_fetcher import CARD_PATHS, AgentCardFetcher
-from apcore_a2a.client.card_verify import CardKeys, CardVerifier
+from apcore_a2a.client.card import (
+    CARD_PATHS,
+    AgentCardFetcher,
+    CardKeys,
+    CardVerifier,
+    Endpoint,
+    Protocol,
+    select_endpoint,
+)
 from apcore_a2a.client.errors import (
     A2AClientError,
     A2ADiscoveryError,
@@ -106,13 +112,12 @@ class A2AClient:
         default_headers = dict(headers or {})
         if isinstance(auth, str):
             default_headers["Authorization"], auth = f"Bearer {auth}", None
-        inner_auth = httpx.BasicAuth(*auth) if isinstance(auth, tuple) else auth
-        self._guard = guard = OriginGuard(origin_of(self._base), inner_auth, default_headers)
+        http_auth = httpx.BasicAuth(*auth) if isinstance(auth, tuple) else auth
         self._direct = DirectTransport(app, lifespan) if app is not None else None
         self._http = httpx.AsyncClient(
             timeout=httpx.Timeout(timeout, connect=timeout or CONNECT_TIMEOUT),
             headers=default_headers,
-            auth=guard,
+            auth=http_auth,
             transport=self._direct,
             event_hooks={"response": [on_response]},
         )
@@ -121,7 +126,7 @@ class A2AClient:
         verify = self._verifier.verify if self._verifier is not None else None
         self._cards = AgentCardFetcher(self._http, self._base, ttl=card_ttl, verify=verify)
         self._pinned: Endpoint | None = None
-        self._calls = Caller(self._http, guard, self._base, timeout, self._endpoint)
+        self._calls = Caller(self._http, http_auth, self._base, timeout, self._endpoint)
         self._closed = False
 
     @property
@@ -167,49 +172,29 @@ class A2AClient:
         return await self.discover()
 
     async def _endpoint(self) -> Endpoint:
+        """Where a call goes: chosen from the card each time (it is cached), once when the
+        protocol is pinned."""
         await self._ensure_open()
-        if self._protocol == "auto":
-            return self._select(await self._cards.fetch())
-        if self._pinned is None:
-            try:
-                card: dict[str, Any] | None = await self._cards.fetch()
-            except A2ADiscoveryError:
-                if self._verifier is not None:
-                    raise  # asked to verify: no card (or a bad one) is never worked around
-                card = None  # a pinned version does not need the card
-            self._pinned = self._select(card)
-        return self._pinned
-
-    def _select(self, card: dict[str, Any] | None) -> Endpoint:
-        return select_endpoint(
+        if self._pinned is not None:
+            return self._pinned
+        try:
+            card: dict[str, Any] | None = await self._cards.fetch()
+        except A2ADiscoveryError:
+            if self._protocol == "auto" or self._verifier is not None:
+                raise  # asked to verify: no card (or a bad one) is never worked around
+            card = None  # a pinned version does not need the card
+        endpoint = select_endpoint(
             card,
             self._base,
             self._protocol,
             allow_other_origins=self._allow_other_origins,
             direct=self._direct is not None,
         )
+        if self._protocol != "auto":
+            self._pinned = endpoint
+        return endpoint
 
     # -- messages ----------------------------------------------------------------------
-    @staticmethod
-    def _send_request(
-        message: MessageInput,
-        metadata: Mapping[str, Any] | None,
-        context_id: str | None,
-        task_id: str | None,
-        skill_id: str | None,
-        return_immediately: bool,
-    ) -> pb.SendMessageRequest:
-        msg = shape.build_message(
-            message, context_id=context_id, task_id=task_id, skill_id=skill_id
-        )
-        request = pb.SendMessageRequest(message=ParseDict(msg, pb.Message()))
-        if metadata:
-            request.metadata.update(dict(metadata))
-        # Set even when empty: the 0.3 transport then sends ``blocking: true`` explicitly.
-        request.configuration.return_immediately = return_immediately
-        request.configuration.SetInParent()
-        return request
-
     async def send_message(
         self,
         message: MessageInput,
@@ -229,11 +214,11 @@ class A2AClient:
         the call waits for a terminal or interrupted state; ``return_immediately=True``
         returns as soon as the task exists.
         """
-        request = self._send_request(
+        request = shape.send_request(
             message, metadata, context_id, task_id, skill_id, return_immediately
         )
-        wire, as_json = await self._calls.call("SendMessage", request)
-        event = shape.event(as_json, wire)
+        result, wire = await self._calls.call("SendMessage", request)
+        event = shape.event(result, wire)
         if event is None or event["kind"] not in ("task", "message"):
             raise InvalidAgentResponseError(f"agent returned an invalid send result: {wire!r:.200}")
         return event
@@ -260,7 +245,7 @@ class A2AClient:
         """
         if max_retries < 0:
             raise ValueError("max_retries must be 0 or more")
-        request = self._send_request(message, metadata, context_id, task_id, skill_id, False)
+        request = shape.send_request(message, metadata, context_id, task_id, skill_id, False)
         return self._calls.resumable(None, None, max_retries, request)
 
     # -- tasks -------------------------------------------------------------------------
@@ -271,12 +256,12 @@ class A2AClient:
             if history_length < 0:
                 raise ValueError("history_length must be >= 0")
             request.history_length = history_length
-        return shape.task((await self._calls.call("GetTask", request))[1])
+        return shape.task((await self._calls.call("GetTask", request))[0])
 
     async def cancel_task(self, task_id: str) -> dict[str, Any]:
         """Ask the agent to cancel the task; return the task as the agent reports it."""
         request = pb.CancelTaskRequest(id=_require_id(task_id, "task_id"))
-        return shape.task((await self._calls.call("CancelTask", request))[1])
+        return shape.task((await self._calls.call("CancelTask", request))[0])
 
     async def list_tasks(
         self,
@@ -308,11 +293,11 @@ class A2AClient:
         if status:
             name = status.upper().replace("-", "_").removeprefix("TASK_STATE_")
             request.status = pb.TaskState.Value("TASK_STATE_" + name)
-        page = (await self._calls.call("ListTasks", request))[1]
+        page, _wire = await self._calls.call("ListTasks", request)
         return {
-            "tasks": [shape.task(t) for t in page.get("tasks") or []],
-            "nextCursor": page.get("nextPageToken") or None,
-            "totalSize": page.get("totalSize"),
+            "tasks": [shape.task(t) for t in page.tasks],
+            "nextCursor": page.next_page_token or None,
+            "totalSize": page.total_size or None,
         }
 
     def resubscribe(
@@ -335,30 +320,27 @@ class A2AClient:
         self, task_id: str, config: str | Mapping[str, Any]
     ) -> dict[str, Any]:
         """Register a push endpoint for a task: a URL or ``{url, id?, token?, authentication?}``."""
-        request = ParseDict(
-            shape.build_push_config(_require_id(task_id, "task_id"), config),
-            pb.TaskPushNotificationConfig(),
-        )
-        wire, as_json = await self._calls.call("CreateTaskPushNotificationConfig", request)
-        return shape.push_config(as_json, wire)
+        request = shape.push_config_request(_require_id(task_id, "task_id"), config)
+        result, wire = await self._calls.call("CreateTaskPushNotificationConfig", request)
+        return shape.push_config(result, wire)
 
     async def get_push_config(self, task_id: str, config_id: str) -> dict[str, Any]:
         """Return one push config of a task."""
         request = pb.GetTaskPushNotificationConfigRequest(
             task_id=_require_id(task_id, "task_id"), id=_require_id(config_id, "config_id")
         )
-        wire, as_json = await self._calls.call("GetTaskPushNotificationConfig", request)
-        return shape.push_config(as_json, wire)
+        result, wire = await self._calls.call("GetTaskPushNotificationConfig", request)
+        return shape.push_config(result, wire)
 
     async def list_push_configs(self, task_id: str) -> list[dict[str, Any]]:
         """Return every push config of a task."""
         request = pb.ListTaskPushNotificationConfigsRequest(task_id=_require_id(task_id, "task_id"))
-        wire, as_json = await self._calls.call("ListTaskPushNotificationConfigs", request)
+        result, wire = await self._calls.call("ListTaskPushNotificationConfigs", request)
         wired = (wire.get("configs") if isinstance(wire, Mapping) else wire) or []
-        wired = wired if isinstance(wired, list) else []
+        wired = wired if isinstance(wired, list) else []  # a 0.3 agent answers a list
         return [
             shape.push_config(config, wired[i] if i < len(wired) else None)
-            for i, config in enumerate(as_json.get("configs") or [])
+            for i, config in enumerate(result.configs)
         ]
 
     async def delete_push_config(self, task_id: str, config_id: str) -> None:
@@ -370,10 +352,10 @@ class A2AClient:
 
     async def get_extended_card(self) -> dict[str, Any]:
         """Return the agent's extended (authenticated) card as served."""
-        wire, as_json = await self._calls.call(
+        result, wire = await self._calls.call(
             "GetExtendedAgentCard", pb.GetExtendedAgentCardRequest()
         )
-        card = wire if wire is not None else as_json  # as served; gRPC serves protobuf
+        card = wire if wire is not None else MessageToDict(result)  # gRPC serves protobuf
         if not isinstance(card, dict):
             raise InvalidAgentResponseError("the extended card is not an object")
         if self._verifier is not None:

@@ -9,6 +9,7 @@ reach the agent at all (network, timeout, another non-2xx HTTP status) are
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from a2a.utils.errors import A2A_ERROR_MAPPING, JSON_RPC_ERROR_CODE_MAP
@@ -207,13 +208,15 @@ _REASON_CODES |= {"TASK_BUSY": -32090, "QUOTA_EXCEEDED": -32091, "TASK_STORE_UNA
 _BY_NAME = {cls.__name__: cls for cls in _BY_CODE.values()}
 
 
-def error_from_details(message: str, details: Any, name: Any = None) -> A2ARemoteError | None:
-    """The typed exception of a REST or gRPC error by ErrorInfo reason in *details* (or a
-    0.3 REST ``type``, *name*); ``None`` for any other."""
+def error_from_details(error: Mapping[str, Any], name: Any = None) -> A2ARemoteError | None:
+    """The typed exception of a REST or gRPC error (a ``google.rpc.Status``) by the
+    ErrorInfo reason in its ``details``, else by a 0.3 error's type name (*name*, else its
+    ``type``); ``None`` for any other."""
+    message, details = str(error.get("message") or ""), error.get("details")
     for detail in details if isinstance(details, list) else ():
         if isinstance(detail, dict) and str(detail.get("@type")).endswith("rpc.ErrorInfo"):
             code = _REASON_CODES.get(str(detail.get("reason")))
             if code is not None:
                 return error_from_rpc({"code": code, "message": message, "data": details})
-    cls = _BY_NAME.get(name) if isinstance(name, str) else None
+    cls = _BY_NAME.get(str(name or error.get("type")))
     return cls(message or "agent returned an error") if cls is not None else None

@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from apcore_a2a.client import A2AClient, A2ADiscoveryError, CrossOriginEndpointError
-from apcore_a2a.client._origin import check_endpoint
+from apcore_a2a.client.card import check_endpoint
 from tests._support import running_server
 
 from ._stub_agent import CARD_V10, StubAgent, json_reply
