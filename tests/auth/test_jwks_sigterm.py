@@ -20,7 +20,7 @@ from typing import Any
 
 import httpx
 
-from tests._support import ROOT, free_port, stop_process
+from tests._support import ROOT, START_TIMEOUT, free_port, stop_process
 
 from .hanging import hanging_endpoint
 from .keys import ec_pair
@@ -58,7 +58,7 @@ async def add_with_api_key(http: httpx.AsyncClient, base: str) -> None:
 
 
 async def wait_ready(base: str, proc: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + START_TIMEOUT
     async with httpx.AsyncClient() as http:
         while True:
             assert proc.poll() is None, "agent exited during start-up"
