@@ -26,6 +26,7 @@ from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
 from a2a.types import Message, Part, TaskState
 from a2a.utils.errors import InvalidParamsError
+from apcore.cancel import ExecutionCancelledError
 
 from apcore_a2a.adapters.errors import (
     ExecutionTimeout,
@@ -267,8 +268,13 @@ class ApCoreAgentExecutor(AgentExecutor):
                     return await self._stream(run, spec, inputs, apcore_context)
                 value = await self._executor.call_async(spec.module_id, inputs, apcore_context)
                 return value, False
-        except (TimeoutError, asyncio.CancelledError):
+        except (TimeoutError, asyncio.CancelledError) as exc:
             run.stop()
+            current = asyncio.current_task()
+            if isinstance(exc, asyncio.CancelledError) and current and not current.cancelling():
+                # Only the module's own task was cancelled (Run.stop, for a cancel seen in the
+                # store): the run ends as canceled, and its write meets the stored cancel.
+                raise ExecutionCancelledError() from None
             raise
         finally:
             CURRENT_RUN.reset(marker)

@@ -63,8 +63,9 @@ class BoundedMemoryTaskStore(InMemoryTaskStore):
         self._finished: OrderedDict[_Key, float] = OrderedDict()
         #: owner -> its finished task ids, oldest first
         self._owned: dict[str, OrderedDict[str, None]] = {}
-        #: number of finished tasks -> the owners holding that many; the largest number
-        self._holding: dict[int, set[str]] = {}
+        #: number of finished tasks -> the owners holding that many, in the order they got
+        #: there (a tie gives up the longest holder's task, the same in every process)
+        self._holding: dict[int, dict[str, None]] = {}
         self._most = 0
         self._over_capacity_warned = False
 
@@ -133,11 +134,11 @@ class BoundedMemoryTaskStore(InMemoryTaskStore):
     def _recount(self, owner: str, before: int, after: int) -> None:
         """*owner* now holds *after* finished tasks instead of *before* (one apart)."""
         if before:
-            self._holding[before].discard(owner)
+            self._holding[before].pop(owner, None)
             if not self._holding[before]:
                 del self._holding[before]
         if after:
-            self._holding.setdefault(after, set()).add(owner)
+            self._holding.setdefault(after, {})[owner] = None
         # Counts move by one, so the largest moves by at most one.
         self._most = max(self._most, after)
         while self._most and self._most not in self._holding:

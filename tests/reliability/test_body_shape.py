@@ -21,7 +21,7 @@ import httpx
 import pytest
 from a2a.compat.v0_3 import a2a_v0_3_pb2
 from a2a.types import a2a_pb2
-from google.protobuf.json_format import MessageToDict, ParseDict
+from google.protobuf.json_format import ParseDict
 
 from apcore_a2a.settings import Settings
 from benchmarks import busy_health
@@ -129,7 +129,7 @@ def _grpc_requests(parts: list[Any]) -> list[tuple[str, Any]]:
     return [("1.0", v10), ("0.3", v03)]
 
 
-@pytest.mark.parametrize("limit", sorted(set(BREAKERS) - {"max_string_bytes"}))
+@pytest.mark.parametrize("limit", sorted(BREAKERS))
 async def test_each_limit_is_answered_on_grpc(served: tuple[str, str], limit: str) -> None:
     async with stubs(served[1]) as (v10, v03):
         for version, request in _grpc_requests(BREAKERS[limit](False)):
@@ -140,18 +140,6 @@ async def test_each_limit_is_answered_on_grpc(served: tuple[str, str], limit: st
                     await (call.read() if name == "SendStreamingMessage" else call)
                 assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT, (version, name)
                 assert limit in str(refused.value.details()), (version, name)
-
-
-async def test_grpc_takes_long_strings(served: tuple[str, str]) -> None:
-    # Binary protobuf reads strings at C speed: max_string_bytes is for JSON bodies only.
-    text = "w\u00f6rd " * (STRINGS // 4)
-    parts = [{"text": text}]
-    async with stubs(served[1]) as (v10, _v03):
-        (_, request), _ = _grpc_requests(parts)
-        request.message.metadata.update({"skillId": "text.stats"})
-        task = (await v10.SendMessage(request, metadata=(("a2a-version", "1.0"),))).task
-    counted = MessageToDict(task.artifacts[0].parts[0].data)
-    assert counted == {"words": STRINGS // 4, "characters": len(text)}
 
 
 async def test_arrays_named_parts_inside_data_are_not_parts(agent: str) -> None:
