@@ -29,6 +29,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from apcore_a2a.shape import Shape, ShapeError, scan
+from apcore_a2a.upstream.version_param import version_from_param
 
 Kind = Literal["a2a", "card", "jwks", "explorer", "health", "metrics", "other"]
 Binding = Literal["jsonrpc", "rest"]
@@ -386,6 +387,9 @@ class Recorder:
             if key == VERSION_HEADER:
                 info.announced = bytes(value).decode("latin-1").strip()
                 break
+        else:
+            param = version_from_param(scope)
+            info.announced = "" if param is None else param.decode("latin-1").strip()
         if info.version is None and info.announced:
             info.version = info.announced
         info.base_url = base_url({**scope, "root_path": root})
