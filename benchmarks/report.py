@@ -32,6 +32,12 @@ def median(samples: list[Metrics], key: str) -> float:
     return statistics.median(vals) if vals else float("nan")
 
 
+def ratio(num: list[Metrics], den: list[Metrics], key: str = "rps") -> float:
+    """Ratio of the medians; NaN when the denominator measured nothing (a starved run)."""
+    below = median(den, key)
+    return median(num, key) / below if below else float("nan")
+
+
 def cell(samples: list[Metrics], key: str, fmt: str = "{:.0f}") -> str:
     vals = _values(samples, key)
     if not vals:
@@ -136,7 +142,7 @@ def _ratio_table(res: Results) -> list[str]:
             sa, sb = res.samples.get((work, a)), res.samples.get((work, b))
             if not sa or not sb:
                 continue
-            rps = median(sa, "rps") / median(sb, "rps")
+            rps = ratio(sa, sb)
             cpu_a, cpu_b = median(sa, "cpu_us"), median(sb, "cpu_us")
             overhead = "-"
             if a.startswith("O") and b.startswith("S") and not work.startswith("card"):
@@ -162,10 +168,10 @@ def _memory_lines(res: Results) -> list[str]:
 
 def _ratio_cell(num: list[Metrics], den: list[Metrics]) -> tuple[float, str]:
     """Ratio of the req/s medians, with the (min-max) of the per-round ratios."""
-    ratio = median(num, "rps") / median(den, "rps")
+    value = ratio(num, den)
     rounds = [a["rps"] / b["rps"] for a, b in zip(num, den, strict=False) if b["rps"]]
     spread = f" ({min(rounds):.2f}-{max(rounds):.2f})" if len(rounds) > 1 else ""
-    return ratio, f"{ratio:.2f}x{spread}"
+    return value, f"{value:.2f}x{spread}"
 
 
 def store_lines(res: Results) -> list[str]:
@@ -237,10 +243,10 @@ def targets(res: Results) -> list[str]:
         out.append(f"- Adapter overhead at c=16: {mark(None)}")
     co, cs = res.samples.get(("card GET c=16", "O")), res.samples.get(("card GET c=16", "S"))
     if co and cs:
-        ratio = median(co, "rps") / median(cs, "rps")
+        value = ratio(co, cs)
         out.append(
-            f"- Card GET >= {TARGET_CARD_RATIO}x S: {ratio:.2f}x: "
-            f"{mark(ratio >= TARGET_CARD_RATIO)}"
+            f"- Card GET >= {TARGET_CARD_RATIO}x S: {value:.2f}x: "
+            f"{mark(value >= TARGET_CARD_RATIO)}"
         )
     else:
         out.append(f"- Card GET >= {TARGET_CARD_RATIO}x S: {mark(None)}")
@@ -284,10 +290,10 @@ def _speed_targets(res: Results) -> list[str]:
     ):
         so = res.samples.get((work, system))
         if so:
-            ratio = median(so, "rps") / median(ss, "rps")
+            value = ratio(so, ss)
             out.append(
-                f"- SendMessage c=16 {label} >= {target:.2f}x S: {ratio:.2f}x: "
-                f"{_mark(ratio - target, 0)}"
+                f"- SendMessage c=16 {label} >= {target:.2f}x S: {value:.2f}x: "
+                f"{_mark(value - target, 0)}"
             )
     return out
 
@@ -299,11 +305,11 @@ def _stream_targets(res: Results) -> list[str]:
     if not (so and ss and res.r_samples):
         return [f"- Stream CPU and time to first event against S at c=16: {_mark(math.nan, 0)}"]
     over = median(so, "cpu_us") - median(ss, "cpu_us") - median(res.r_samples, "cpu_us")
-    ratio = median(so, "ttfe_p50_ms") / median(ss, "ttfe_p50_ms")
+    value = ratio(so, ss, "ttfe_p50_ms")
     return [
         f"- Server CPU per stream O <= S + R + {TARGET_OVERHEAD_US:.0f} µs at c=16: O - S - R ="
         f" {over:.0f} µs: {_mark(TARGET_OVERHEAD_US - over, 0)}",
-        f"- Time to first SSE event p50 at c=16 O <= S: {ratio:.2f}x S: {_mark(1 - ratio, 0)}",
+        f"- Time to first SSE event p50 at c=16 O <= S: {value:.2f}x S: {_mark(1 - value, 0)}",
     ]
 
 
