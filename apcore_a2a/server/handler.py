@@ -48,12 +48,11 @@ from a2a.utils.errors import (
     UnsupportedOperationError,
 )
 
-from apcore_a2a.edge.call import call_of
+from apcore_a2a.edge.call import call_of, record_of
 from apcore_a2a.errors import TaskBusyError
 from apcore_a2a.execution.observer import state_name
 from apcore_a2a.execution.routing import check_follow_up
 from apcore_a2a.server.task_quota import TaskLookup, TaskQuota
-from apcore_a2a.storage.deferred import DEFER_STATE_KEY, NEW_TASK_STATE_KEY
 from apcore_a2a.storage.event_log import MemoryEventLog, RecordingTaskStore
 from apcore_a2a.storage.turns import MemoryTurnClaims, TurnClaims
 from apcore_a2a.streams.backlog import bounded
@@ -106,13 +105,11 @@ class ApCoreRequestHandler(DefaultRequestHandler):
     async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Any:
         check(params)
         claimed = await self._take_turn(params, context)
-        call = call_of(context)
         if not params.configuration.return_immediately:
-            if call is not None:
-                call.blocking = True
+            call = record_of(context)
+            call.blocking = True
             # A push config hands the task id to a webhook before the answer: no deferring.
-            if not params.configuration.HasField("task_push_notification_config"):
-                context.state[DEFER_STATE_KEY] = True
+            call.defer_writes = not params.configuration.HasField("task_push_notification_config")
         async with self._released_if_refused(claimed):
             return await self._quota.settle(context, SEND(self, params, context))
 
@@ -275,10 +272,10 @@ class NewTaskMarking(RequestContextBuilder):
         task: Task | None = None,
     ) -> RequestContext:
         built = await self.inner.build(context, params, task_id, context_id, task)
+        call = record_of(context)
         if params is not None and not task_id and built.task_id:
-            context.state[NEW_TASK_STATE_KEY] = built.task_id
-        call = call_of(context)
-        positions = call.positions if call is not None else None
+            call.new_task = built.task_id
+        positions = call.positions
         if isinstance(positions, StreamPositions) and built.task_id:
             positions.watch(built.task_id)
         return built
