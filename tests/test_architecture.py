@@ -23,7 +23,7 @@ ALLOWED: dict[str, set[str]] = {
         "edge",
     },
     "storage": {"settings", "errors", "upstream", "edge"},
-    "auth": {"adapters", "execution", "settings", "errors", "classify", "upstream"},
+    "auth": {"adapters", "execution", "settings", "errors", "classify", "upstream", "edge"},
     "push": {"adapters", "settings", "errors", "storage", "classify", "upstream", "edge"},
     "ops": {
         *("execution", "storage", "streams", "settings", "errors", "classify", "edge"),
@@ -40,8 +40,9 @@ ALLOWED: dict[str, set[str]] = {
     "upstream": {"errors", "classify", "shape"},
     # the answer side: scrubbing, SSE event ids and replay, cancel-on-drop
     "streams": {"adapters", "errors", "classify", "upstream", "edge"},
-    # the call record (edge/call.py): built by the edge, read by every layer after it
-    "edge": set(),
+    # the call record (edge/call.py): built by the edge, read by every layer after it;
+    # a refusal's answer on HTTP (edge/refusal.py)
+    "edge": {"errors", "classify", "upstream"},
     "server": {
         "upstream",
         "streams",
