@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from a2a.server.context import ServerCallContext
 
@@ -24,6 +24,12 @@ Binding = Literal["jsonrpc", "rest", "grpc", "internal"]
 
 #: The one ``ServerCallContext.state`` key of ours (tests/test_architecture.py allows it here).
 _KEY = "apcore_a2a.call"
+
+
+class Watcher(Protocol):
+    """What follows a task's events once its id is known (a message stream's positions)."""
+
+    def watch(self, task_id: str) -> None: ...
 
 
 @dataclass(slots=True)
@@ -43,8 +49,9 @@ class CallRecord:
     task_slot: str | None = None
     slot_task: str | None = None
     slot_freed: asyncio.Future[None] | None = None
-    #: a message stream's event positions (``streams/resume.py``'s ``StreamPositions``)
-    positions: Any = None
+    #: a message stream's event positions (``streams/resume.py``'s ``StreamPositions``),
+    #: told the task id once the request context builder knows it
+    positions: Watcher | None = None
     #: a blocking send: its caller is answered only at the end, so no stream waits for the
     #: submitted Task (set by the request handler, read by the executor)
     blocking: bool = False

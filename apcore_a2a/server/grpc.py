@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 
 from a2a.auth.user import UnauthenticatedUser, User
 from a2a.server.context import ServerCallContext
-from a2a.utils.errors import A2AError, InternalError, InvalidParamsError
+from a2a.utils.errors import A2AError, InternalError
 
 from apcore_a2a import errors
 from apcore_a2a.auth.authenticator import Gate, metadata_headers
@@ -255,7 +255,7 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
                     try:
                         check_message(request, self._shape)
                     except ShapeError as exc:
-                        await abort(InvalidParamsError(message=f"Invalid params: {exc}"), context)
+                        await abort(exc.refusal(), context)
                 slot = await self._take_stream(caller, context, abort) if streaming else None
                 try:
                     async with _internal_errors(method, context, abort):

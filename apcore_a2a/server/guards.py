@@ -31,7 +31,6 @@ from typing import Any
 from a2a.utils.errors import (
     A2AError,
     ContentTypeNotSupportedError,
-    InvalidParamsError,
     InvalidRequestError,
     JSONParseError,
 )
@@ -39,7 +38,6 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from apcore_a2a.classify import (
-    JSONRPC_METHODS,
     RequestInfo,
     request_info,
     utf8_json,
@@ -89,12 +87,8 @@ class RequestGuard:
         refused = await self._check_body(scope, info, receive)
         if refused is not None:
             return refused
-        if info.binding == "rest":
-            spoken = info.version
-        else:
-            known = JSONRPC_METHODS.get(info.rpc_method or "")
-            spoken = known[1] if known else None
-        wrong = version_error(info.announced, spoken)
+        # The method's own version; a JSON-RPC method not known has none (its error follows).
+        wrong = version_error(info.announced, info.version if info.method else None)
         return (wrong, None) if wrong is not None else None
 
     async def _check_body(
@@ -119,7 +113,7 @@ class RequestGuard:
         if not utf8_json(body):
             return JSONParseError(message="Parse error: body is not UTF-8 JSON (RFC 8259)"), None
         if info.shape_error is not None:
-            return InvalidParamsError(message=f"Invalid params: {info.shape_error}"), None
+            return info.shape_error.refusal(), None
         if info.binding == "rest":
             try:
                 body.decode("utf-8")
