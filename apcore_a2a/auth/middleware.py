@@ -29,7 +29,7 @@ from apcore_a2a.auth.authenticator import (
 )
 from apcore_a2a.auth.jwt_authenticator import JWTAuthenticator
 from apcore_a2a.classify import RequestInfo, request_info
-from apcore_a2a.edge.refusal import jsonrpc_error
+from apcore_a2a.edge.refusal import refusal
 from apcore_a2a.errors import OwnError, PermissionDeniedError, UnauthenticatedError
 from apcore_a2a.execution.identity import Caller, CallerCredentials
 from apcore_a2a.settings import SettingsError
@@ -163,7 +163,7 @@ class AuthMiddleware:
         if info is not None and info.binding == "jsonrpc":
             if info.http_method == "POST":
                 await info.load_body(receive, min(self.max_body, _ID_READ_LIMIT))
-            answer = JSONResponse(jsonrpc_error(info, error), status)
+            answer = refusal(info, error, status)
         else:
             answer = JSONResponse(
                 _problem(status, error), status, media_type="application/problem+json"

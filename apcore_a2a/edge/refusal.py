@@ -26,22 +26,6 @@ from apcore_a2a.upstream.error_answers import correct_error
 _REST_STATUS = {JSONParseError: (400, "INVALID_ARGUMENT"), InternalError: (503, "UNAVAILABLE")}
 
 
-def jsonrpc_error(info: RequestInfo, error: A2AError) -> dict[str, Any]:
-    """The JSON-RPC response of *error*: 1.0 with the ``ErrorInfo`` data, our own errors
-    with their codes."""
-    code = error.wire.code if isinstance(error, OwnError) else None
-    code = code or JSON_RPC_ERROR_CODE_MAP.get(type(error), -32603)
-    detail: dict[str, Any] = {"code": code, "message": error.message}
-    if info.version == "0.3":
-        if error.data:
-            detail["data"] = error.data
-    elif not isinstance(error, JSONParseError | InvalidRequestError | InternalError):
-        detail["data"] = build_error_details(error)
-    # JSON-RPC 2.0 §5: a request that could not be parsed has no id
-    request_id = None if code == -32700 else info.request_id
-    return {"jsonrpc": "2.0", "id": request_id, "error": correct_error(detail)}
-
-
 def refusal(
     info: RequestInfo,
     error: A2AError,
@@ -52,7 +36,18 @@ def refusal(
     a2a-sdk answers it: JSON-RPC HTTP 200 unless *status* says otherwise (1.0 with the
     ``ErrorInfo`` data), REST the status of spec §5.4 (or *status*), our errors' codes."""
     if info.binding == "jsonrpc":
-        return JSONResponse(jsonrpc_error(info, error), status or 200, headers)
+        code = error.wire.code if isinstance(error, OwnError) else None
+        code = code or JSON_RPC_ERROR_CODE_MAP.get(type(error), -32603)
+        detail: dict[str, Any] = {"code": code, "message": error.message}
+        if info.version == "0.3":
+            if error.data:
+                detail["data"] = error.data
+        elif not isinstance(error, JSONParseError | InvalidRequestError | InternalError):
+            detail["data"] = build_error_details(error)
+        # JSON-RPC 2.0 §5: a request that could not be parsed has no id
+        request_id = None if code == -32700 else info.request_id
+        payload = {"jsonrpc": "2.0", "id": request_id, "error": correct_error(detail)}
+        return JSONResponse(payload, status or 200, headers)
     body = build_rest_error_payload(error)
     if type(error) in _REST_STATUS:
         body["error"]["code"], body["error"]["status"] = _REST_STATUS[type(error)]
