@@ -18,6 +18,7 @@ from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any
 
+from a2a.utils.errors import InvalidParamsError
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
 
@@ -58,6 +59,10 @@ class ShapeError(ValueError):
     def __init__(self, message: str, setting: str) -> None:
         super().__init__(f"{message} (limit: {setting})")
         self.setting = setting
+
+    def refusal(self) -> InvalidParamsError:
+        """The A2A error every binding answers it with (-32602 / 400 / INVALID_ARGUMENT)."""
+        return InvalidParamsError(message=f"Invalid params: {self}")
 
 
 def scan(body: bytes, shape: Shape) -> Generator[None, None, None]:

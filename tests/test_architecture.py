@@ -13,7 +13,7 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parent.parent / "apcore_a2a"
 #: An alarm for a module that has grown a second concept, not a size to split at: a
 #: concept (the settings object, one field per setting) is as long as it is.
-MAX_LINES = 600
+MAX_LINES = 450
 
 #: room -> rooms (and top-level modules) it may import; a room may always import itself.
 ALLOWED: dict[str, set[str]] = {
@@ -22,8 +22,8 @@ ALLOWED: dict[str, set[str]] = {
         *("adapters", "settings", "errors", "approval", "classify", "_logging", "upstream"),
         "edge",
     },
-    "storage": {"settings", "errors", "upstream"},
-    "auth": {"adapters", "execution", "settings", "errors", "classify", "upstream"},
+    "storage": {"settings", "errors", "upstream", "edge"},
+    "auth": {"adapters", "execution", "settings", "errors", "classify", "upstream", "edge"},
     "push": {"adapters", "settings", "errors", "storage", "classify", "upstream", "edge"},
     "ops": {
         *("execution", "storage", "streams", "settings", "errors", "classify", "edge"),
@@ -40,8 +40,9 @@ ALLOWED: dict[str, set[str]] = {
     "upstream": {"errors", "classify", "shape"},
     # the answer side: scrubbing, SSE event ids and replay, cancel-on-drop
     "streams": {"adapters", "errors", "classify", "upstream", "edge"},
-    # the call record (edge/call.py): built by the edge, read by every layer after it
-    "edge": set(),
+    # the call record (edge/call.py): built by the edge, read by every layer after it;
+    # a refusal's answer on HTTP (edge/refusal.py)
+    "edge": {"errors", "classify", "upstream"},
     "server": {
         "upstream",
         "streams",
@@ -197,17 +198,6 @@ RECORD_MODULES = {"apcore_a2a/edge/call.py", "apcore_a2a/classify.py"}
 FOREIGN_KEYS = {"headers", "auth", "user", "method", "request_id", "type", "path", "client",
                 "server", "root_path", "scheme", "extensions", "path_params", "query_string",
                 "http_version", "app", "router", "endpoint", "route", "state"}  # fmt: skip
-#: string keys of call state still defined outside the record: each is to move into
-#: ``edge/call.py``'s CallRecord by the slice that owns its module (storage, streams,
-#: execution); the rule keeps new ones out.
-PENDING = {
-    ("apcore_a2a/server/handler.py", "DEFER_STATE_KEY"),
-    ("apcore_a2a/server/handler.py", "NEW_TASK_STATE_KEY"),
-    ("apcore_a2a/storage/deferred.py", "DEFER_STATE_KEY"),
-    ("apcore_a2a/storage/deferred.py", "NEW_TASK_STATE_KEY"),
-    ("apcore_a2a/storage/memory.py", "_OWNER_STATE_KEY"),
-    ("apcore_a2a/storage/observed.py", "_READS_STATE_KEY"),
-}
 
 
 def _holder(node: ast.expr) -> bool:
@@ -264,7 +254,7 @@ def call_state_keys(tree: ast.AST) -> Iterator[str]:
 
 def test_call_state_travels_in_the_record() -> None:
     """No module outside the record's reads or writes the call state (``ServerCallContext
-    .state``, the ASGI scope) through a string key of its own, but those ``PENDING``."""
+    .state``, the ASGI scope) through a string key of its own."""
     found = set()
     for path in sorted(PACKAGE.rglob("*.py")):
         relative = str(path.relative_to(PACKAGE.parent))
@@ -272,8 +262,7 @@ def test_call_state_travels_in_the_record() -> None:
             continue
         for key in call_state_keys(ast.parse(path.read_text(encoding="utf-8"))):
             found.add((relative, key))
-    assert found - PENDING == set()
-    assert PENDING - found == set(), "moved into the record: drop it from PENDING"
+    assert found == set()
 
 
 def test_the_call_state_rule_sees_a_string_key() -> None:

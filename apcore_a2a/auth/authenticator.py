@@ -218,16 +218,23 @@ def words(value: Any) -> tuple[str, ...]:
 
 class Gate:
     """Authenticate a caller (:meth:`identify`) and decide whether it may use the agent
-    (:meth:`admit`): *one* of *roles* and *all* of *scopes* (RFC 6749 §3.3), when given.
-    Refusals never say why a credential failed (the INFO log does, without the credential);
-    a permission refusal names what the agent requires, never what the caller holds
-    (spec §3.3.2)."""
+    (:meth:`admit`): *one* of *roles* and *all* of *scopes* (RFC 6749 §3.3), when given;
+    without *require_auth*, anonymous callers may call every A2A method but the extended
+    card (:meth:`anonymous_ok`). Refusals never say why a credential failed (the INFO log
+    does, without the credential); a permission refusal names what the agent requires,
+    never what the caller holds (spec §3.3.2)."""
 
     def __init__(
-        self, authenticator: Authenticator, *, roles: Iterable[str] = (), scopes: Iterable[str] = ()
+        self,
+        authenticator: Authenticator,
+        *,
+        roles: Iterable[str] = (),
+        scopes: Iterable[str] = (),
+        require_auth: bool = True,
     ) -> None:
         self.authenticator = authenticator
         self.roles, self.scopes = tuple(roles), tuple(scopes)
+        self.require_auth = require_auth
         # One challenge per scheme on the card (RFC 9110 §11.6.1), so a client can tell
         # what to send without the card.
         found: list[str] = []
@@ -256,6 +263,11 @@ class Gate:
             # The reason, never the credential: these exceptions name what failed.
             logger.info("refused credentials: %s", clean_for_log(str(exc), 300))
             raise self.unauthenticated() from None
+
+    def anonymous_ok(self, method: str | None) -> bool:
+        """Whether an anonymous caller may call *method* (its A2A 1.0 name, on every
+        binding): the extended card always needs credentials, as its HTTP route does."""
+        return not self.require_auth and method != "GetExtendedAgentCard"
 
     def admit(self, identity: Identity | None, *, anonymous_ok: bool) -> None:
         """Raise unless *identity* may use the agent. Anonymous callers pass only when

@@ -12,7 +12,7 @@ from contextvars import ContextVar
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
 
-from a2a.utils.error_handlers import build_error_details, build_rest_error_payload
+from a2a.utils.error_handlers import build_rest_error_payload
 from starlette.datastructures import Headers
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
@@ -29,6 +29,7 @@ from apcore_a2a.auth.authenticator import (
 )
 from apcore_a2a.auth.jwt_authenticator import JWTAuthenticator
 from apcore_a2a.classify import RequestInfo, request_info
+from apcore_a2a.edge.refusal import refusal
 from apcore_a2a.errors import OwnError, PermissionDeniedError, UnauthenticatedError
 from apcore_a2a.execution.identity import Caller, CallerCredentials
 from apcore_a2a.settings import SettingsError
@@ -93,8 +94,9 @@ class AuthMiddleware:
         required_scopes: Sequence[str] = (),
     ) -> None:
         self.app = app
-        self.gate = Gate(authenticator, roles=required_roles, scopes=required_scopes)
-        self.require_auth = require_auth
+        self.gate = Gate(
+            authenticator, roles=required_roles, scopes=required_scopes, require_auth=require_auth
+        )
         self.ops_public = ops_public
         self.max_body = max_body_bytes
 
@@ -137,14 +139,14 @@ class AuthMiddleware:
             _identity_var.reset(token)
 
     async def _anonymous_ok(self, info: RequestInfo | None, receive: Receive) -> bool:
-        if info is None or self.require_auth or info.kind == "metrics":
+        if info is None or self.gate.require_auth or info.kind == "metrics":
             return False
         # The method of a JSON-RPC call is in its body; the record reads and parses it once,
         # for everyone after us too.
         jsonrpc = info.binding == "jsonrpc" and info.http_method == "POST"
         if jsonrpc and await info.load_body(receive, self.max_body):
             _ = info.payload
-        return info.method != "GetExtendedAgentCard"
+        return self.gate.anonymous_ok(info.method)
 
     async def _deny(
         self,
@@ -161,7 +163,7 @@ class AuthMiddleware:
         if info is not None and info.binding == "jsonrpc":
             if info.http_method == "POST":
                 await info.load_body(receive, min(self.max_body, _ID_READ_LIMIT))
-            answer = JSONResponse(_jsonrpc_error(info, error), status)
+            answer = refusal(info, error, status)
         else:
             answer = JSONResponse(
                 _problem(status, error), status, media_type="application/problem+json"
@@ -169,14 +171,6 @@ class AuthMiddleware:
         if status == 401:
             answer.raw_headers += [(b"www-authenticate", v.encode()) for v in self.gate.challenges]
         await answer(scope, receive, send)
-
-
-def _jsonrpc_error(info: RequestInfo, error: OwnError) -> dict[str, Any]:
-    """A JSON-RPC error response; for 1.0 with the ``ErrorInfo`` data the SDK adds."""
-    detail: dict[str, Any] = {"code": error.wire.code, "message": error.message}
-    if info.version != "0.3":
-        detail["data"] = build_error_details(error)
-    return {"jsonrpc": "2.0", "id": info.request_id, "error": correct_error(detail)}
 
 
 def _problem(status: int, error: OwnError) -> dict[str, Any]:

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from dataclasses import dataclass
-from typing import Any, Literal
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
 
 from a2a.server.context import ServerCallContext
 
@@ -24,6 +24,12 @@ Binding = Literal["jsonrpc", "rest", "grpc", "internal"]
 
 #: The one ``ServerCallContext.state`` key of ours (tests/test_architecture.py allows it here).
 _KEY = "apcore_a2a.call"
+
+
+class Watcher(Protocol):
+    """What follows a task's events once its id is known (a message stream's positions)."""
+
+    def watch(self, task_id: str) -> None: ...
 
 
 @dataclass(slots=True)
@@ -43,11 +49,20 @@ class CallRecord:
     task_slot: str | None = None
     slot_task: str | None = None
     slot_freed: asyncio.Future[None] | None = None
-    #: a message stream's event positions (``streams/resume.py``'s ``StreamPositions``)
-    positions: Any = None
+    #: a message stream's event positions (``streams/resume.py``'s ``StreamPositions``),
+    #: told the task id once the request context builder knows it
+    positions: Watcher | None = None
     #: a blocking send: its caller is answered only at the end, so no stream waits for the
     #: submitted Task (set by the request handler, read by the executor)
     blocking: bool = False
+    #: a blocking send without a push config: its passing states may wait in memory
+    #: (set by the request handler, read by ``storage/deferred.py``)
+    defer_writes: bool = False
+    #: the id this call made up for a new task: nothing is stored under it until its first
+    #: save (set by the request context builder, read and ended by ``storage/deferred.py``)
+    new_task: str | None = None
+    #: task id -> (what this call read from the store, when) (``storage/observed.py``)
+    reads: dict[str, tuple[Any, float]] = field(default_factory=dict)
     #: why the server itself cancels the task (shutting down), shown in its final status
     cancel_reason: str | None = None
     #: what the call answered (``streams/tap.py``'s ``Answer``; HTTP calls only)
@@ -69,10 +84,20 @@ def call_of(context: ServerCallContext | None) -> CallRecord | None:
     return found if isinstance(found, CallRecord) else None
 
 
+def record_of(context: ServerCallContext) -> CallRecord:
+    """The record of *context*'s call; a call the edge did not see (an app calling the
+    request handler itself) gets an ``internal`` one, attached now."""
+    return call_of(context) or attach(context, _internal(context))
+
+
+def _internal(context: ServerCallContext) -> CallRecord:
+    return CallRecord("internal", "1.0", None, context.user.user_name or "anonymous")
+
+
 def with_record(context: ServerCallContext, **changes: Any) -> ServerCallContext:
     """A copy of *context* whose record is its own, with *changes* (the server acting on a
     call's behalf, e.g. cancelling it at shutdown, without touching the original)."""
-    found = call_of(context) or CallRecord("internal", "1.0", None, context.user.user_name)
+    found = call_of(context) or _internal(context)
     copied = context.model_copy(update={"state": dict(context.state)})
     attach(copied, dataclasses.replace(found, **changes))
     return copied

@@ -60,6 +60,12 @@ def owner_key(identity: Identity) -> str:
     return owner
 
 
+def caller_key(identity: Identity | None, address: str | None) -> str:
+    """The key quotas count by, on every binding: the task owner, or ``ip:<address>`` for
+    anonymous callers."""
+    return owner_key(identity) if identity is not None else f"ip:{address or 'unknown'}"
+
+
 class IdentityUser(User):
     """An authenticated SDK user backed by an apcore ``Identity``: the SDK stores scope
     by its ``user_name`` (:func:`owner_key`); modules and the ACL see the identity."""
@@ -114,6 +120,12 @@ def caller_identity(scope: Mapping[str, Any]) -> Identity | None:
     """The identity authentication left in an ASGI *scope*, ``None`` for anonymous."""
     user = scope.get("user")
     return user.identity if isinstance(user, Caller) else None
+
+
+def caller_of(scope: Mapping[str, Any]) -> str:
+    """The quota key (:func:`caller_key`) of the caller of an HTTP request's *scope*."""
+    client = scope.get("client")
+    return caller_key(caller_identity(scope), client[0] if client else None)
 
 
 def identity_of(context: ServerCallContext | None) -> Identity | None:

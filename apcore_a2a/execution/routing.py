@@ -32,6 +32,7 @@ from pydantic import ValidationError
 from apcore_a2a.adapters.errors import as_a2a_error, clean_for_log, map_error, sanitize
 from apcore_a2a.adapters.parts import input_from_parts
 from apcore_a2a.adapters.skills import SkillSpec
+from apcore_a2a.edge.call import record_of
 from apcore_a2a.execution.catalog import SkillCatalog
 from apcore_a2a.execution.identity import denial, identity_of, visible_modules
 from apcore_a2a.upstream.apcore_toggles import is_disabled
@@ -215,4 +216,9 @@ class ApCoreRequestContextBuilder(RequestContextBuilder):
             request_context.module_input = input_from_parts(params.message.parts, spec.input_facts)
             self.check_input(spec.module_id, request_context.module_input)
         request_context.skill = spec
+        call = record_of(context)
+        if not task_id:  # the id made up for a new task: nothing is stored under it yet
+            call.new_task = request_context.task_id
+        if call.positions is not None and request_context.task_id:
+            call.positions.watch(request_context.task_id)  # known before its events flow
         return request_context

@@ -40,7 +40,7 @@ from apcore_a2a.push import build_push, jwks_route
 from apcore_a2a.push import card_extensions as push_card_extensions
 from apcore_a2a.server.card_routes import CardBase, card_routes
 from apcore_a2a.server.guards import RequestGuard
-from apcore_a2a.server.handler import ApCoreRequestHandler, NewTaskMarking
+from apcore_a2a.server.handler import ApCoreRequestHandler
 from apcore_a2a.server.lifecycle import (
     AUTH,
     EDGE,
@@ -268,15 +268,13 @@ class A2AServerFactory:
             push_config_store=push.config_store if push else stores.push_config_store,
             push_sender=push.sender if push else None,
             push_url_validator=push.url_validator if push else None,
-            request_context_builder=NewTaskMarking(
-                ApCoreRequestContextBuilder(
-                    catalog,
-                    stores.get_task,
-                    self.registry,
-                    self.executor,
-                    self.settings.default_skill,
-                    self.settings.route_by_schema,
-                )
+            request_context_builder=ApCoreRequestContextBuilder(
+                catalog,
+                stores.get_task,
+                self.registry,
+                self.executor,
+                self.settings.default_skill,
+                self.settings.route_by_schema,
             ),
             event_stream=stores.event_stream,
             event_log=stores.event_log,

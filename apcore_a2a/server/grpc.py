@@ -23,14 +23,14 @@ from urllib.parse import urlsplit
 
 from a2a.auth.user import UnauthenticatedUser, User
 from a2a.server.context import ServerCallContext
-from a2a.utils.errors import A2AError, InternalError, InvalidParamsError
+from a2a.utils.errors import A2AError, InternalError
 
 from apcore_a2a import errors
 from apcore_a2a.auth.authenticator import Gate, metadata_headers
 from apcore_a2a.classify import version_error
 from apcore_a2a.edge.call import CallRecord, attach
-from apcore_a2a.execution.identity import IdentityUser
-from apcore_a2a.server.limits import GLOBAL_RETRY_AFTER, StreamLimiter
+from apcore_a2a.execution.identity import IdentityUser, caller_key
+from apcore_a2a.server.limits import StreamLimiter
 from apcore_a2a.shape import Shape, ShapeError, check_message
 from apcore_a2a.upstream.file_bytes import (
     is_python_client,
@@ -67,11 +67,6 @@ logger = logging.getLogger("apcore_a2a.grpc")
 SERVICE_V1: str = a2a_pb2.DESCRIPTOR.services_by_name["A2AService"].full_name
 SERVICE_V0_3: str = a2a_v0_3_pb2.DESCRIPTOR.services_by_name["A2AService"].full_name
 
-# Methods that return the (authenticated) extended card: like their HTTP routes they need
-# credentials even when anonymous calls are allowed.
-_EXTENDED_CARD_METHODS = frozenset(
-    {f"/{SERVICE_V1}/GetExtendedAgentCard", f"/{SERVICE_V0_3}/GetAgentCard"}
-)
 #: 0.3 gRPC method names that differ from their 1.0 name.
 _V03_NAMES = {
     "TaskSubscription": "SubscribeToTask",
@@ -87,6 +82,12 @@ _call: ContextVar[tuple[CallRecord, Identity | None] | None] = ContextVar(
 )
 
 _Abort = Callable[[A2AError, grpc.aio.ServicerContext], Awaitable[None]]
+
+
+def _a2a_name(method: str) -> str:
+    """The A2A 1.0 name of a gRPC *method* (``/a2a.v1.A2AService/GetAgentCard``: 0.3's)."""
+    name = method.rsplit("/", 1)[-1]
+    return _V03_NAMES.get(name, name)
 
 
 def _bind_host(host: str) -> str:
@@ -137,7 +138,6 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         self,
         aborts: dict[str, _Abort],
         gate: Gate | None,
-        require_auth: bool,
         streams: StreamLimiter | None = None,
         operations: Any = None,
         shape: Shape | None = None,
@@ -145,7 +145,6 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         self._aborts = aborts
         self._shape = shape
         self._gate = gate
-        self._require_auth = require_auth
         self._streams = streams
         metrics = getattr(operations, "metrics", None)
         settings = getattr(operations, "settings", None)
@@ -196,24 +195,22 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
             return
         from apcore_a2a.ops.telemetry import rpc_span
 
-        name = method.rsplit("/", 1)[-1]
-        a2a_method = _V03_NAMES.get(name, name)
         with rpc_span(
-            self._tracer, method, a2a_method, request, context, legacy=self._legacy_names
+            self._tracer, method, _a2a_name(method), request, context, legacy=self._legacy_names
         ) as seen:
             yield seen
 
     async def _admit(
-        self, method: str, context: grpc.aio.ServicerContext, abort: _Abort
+        self, method: str, spoken: str, context: grpc.aio.ServicerContext, abort: _Abort
     ) -> Identity | None:
-        """Identify and admit the caller (the HTTP rules), then check the announced version."""
+        """Identify and admit the caller to *method* (the HTTP rules), then check the
+        announced version against *spoken*."""
         identity = None
         headers = metadata_headers(context.invocation_metadata())
         if self._gate is not None:
-            anonymous_ok = not (self._require_auth or method in _EXTENDED_CARD_METHODS)
             try:
                 identity = await self._gate.identify(headers)
-                self._gate.admit(identity, anonymous_ok=anonymous_ok)
+                self._gate.admit(identity, anonymous_ok=self._gate.anonymous_ok(method))
             except errors.UnauthenticatedError as exc:
                 context.set_trailing_metadata(
                     tuple(("www-authenticate", v) for v in self._gate.challenges)
@@ -221,7 +218,6 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
                 await abort(exc, context)
             except errors.PermissionDeniedError as exc:
                 await abort(exc, context)
-        spoken = "0.3" if method.startswith(f"/{SERVICE_V0_3}/") else "1.0"
         wrong = version_error(headers.get("a2a-version", "").strip(), spoken)
         if wrong is not None:
             await abort(wrong, context)
@@ -233,33 +229,33 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         """Take a stream slot (the same limits as SSE streams), or abort the call."""
         if self._streams is None:
             return None
-        refusal = await self._streams.acquire(caller)
-        if refusal is None:
+        refused = await self._streams.acquire(caller)
+        if refused is None:
             return caller
-        if refusal.scope == "agent":  # as HTTP's 503 + Retry-After
-            code = grpc.StatusCode.UNAVAILABLE
-            await abort_with(context, code, refusal.message, None, GLOBAL_RETRY_AFTER)
-        await abort(errors.QuotaExceededError(refusal.message), context)
+        if not isinstance(refused.error, errors.OwnError):  # the agent's cap: HTTP's 503
+            code, message = grpc.StatusCode.UNAVAILABLE, refused.error.message
+            await abort_with(context, code, message, None, refused.retry_after)
+        await abort(refused.error, context)
         return None  # pragma: no cover - abort() always raises
 
     def _wrap(
         self, behavior: Callable[..., Any], method: str, abort: _Abort, streaming: bool
     ) -> Callable[[Any, grpc.aio.ServicerContext], Any]:
         legacy = method.startswith(f"/{SERVICE_V0_3}/")
+        spoken = "0.3" if legacy else "1.0"
+        a2a_method = _a2a_name(method)
 
         async def serve(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
             with self._observed(method, request, context) as seen:
-                identity = await self._admit(method, context, abort)
-                name = method.rsplit("/", 1)[-1]
-                spoken = "0.3" if legacy else "1.0"
+                identity = await self._admit(a2a_method, spoken, context, abort)
                 caller = _caller(identity, context)
-                call = CallRecord("grpc", spoken, _V03_NAMES.get(name, name), caller)
+                call = CallRecord("grpc", spoken, a2a_method, caller)
                 _call.set((call, identity))
                 if self._shape is not None:
                     try:
                         check_message(request, self._shape)
                     except ShapeError as exc:
-                        await abort(InvalidParamsError(message=f"Invalid params: {exc}"), context)
+                        await abort(exc.refusal(), context)
                 slot = await self._take_stream(caller, context, abort) if streaming else None
                 try:
                     async with _internal_errors(method, context, abort):
@@ -300,13 +296,11 @@ async def _internal_errors(
 
 
 def _caller(identity: Identity | None, context: grpc.aio.ServicerContext) -> str:
-    """The quota key, as ``guards.caller_of`` for HTTP: the task owner, or ``ip:<address>``."""
-    if identity is not None:
-        return IdentityUser(identity).user_name
+    """The quota key (:func:`~apcore_a2a.execution.identity.caller_key`)."""
     peer = str(context.peer() or "unknown")  # e.g. "ipv4:127.0.0.1:53422"
     kind, _, rest = peer.partition(":")
     address = rest.rsplit(":", 1)[0] if kind in ("ipv4", "ipv6") else peer
-    return f"ip:{address.strip('[]')}"
+    return caller_key(identity, address.strip("[]"))
 
 
 async def _legacy_request(request: Any, context: grpc.aio.ServicerContext, abort: _Abort) -> bool:
@@ -372,10 +366,14 @@ class GrpcServer:
         v03 = CompatServicer(self.handler, context_builder=GrpcCallContextBuilder())
         interceptor = _A2AInterceptor(
             {SERVICE_V1: v1.abort_context, SERVICE_V0_3: v03.abort_context},
-            Gate(self.authenticator, roles=s.required_roles, scopes=s.required_scopes)
+            Gate(
+                self.authenticator,
+                roles=s.required_roles,
+                scopes=s.required_scopes,
+                require_auth=s.require_auth,
+            )
             if self.authenticator
             else None,
-            s.require_auth,
             self.streams,
             self.operations,
             Shape.of(s),

@@ -1,6 +1,7 @@
 """Pure-ASGI request guard on every route (it acts on A2A routes), reading the request
 record the matched route made (:mod:`apcore_a2a.classify`). It adds what the SDK lacks,
-each refusal an A2A error in the shape of the request's binding (:func:`refusal`):
+each refusal an A2A error in the shape of the request's binding
+(:func:`~apcore_a2a.edge.refusal.refusal`):
 
 * ``ContentTypeNotSupportedError`` for a POST with a body that is not JSON, also without
   Content-Type (what a cross-origin page sends unasked; body-less POSTs such as
@@ -27,90 +28,31 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from a2a.utils.error_handlers import build_error_details, build_rest_error_payload
 from a2a.utils.errors import (
-    JSON_RPC_ERROR_CODE_MAP,
     A2AError,
     ContentTypeNotSupportedError,
-    InternalError,
-    InvalidParamsError,
     InvalidRequestError,
     JSONParseError,
-    MethodNotFoundError,
 )
 from starlette.datastructures import Headers
-from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from apcore_a2a.classify import (
-    JSONRPC_METHODS,
     RequestInfo,
     request_info,
     utf8_json,
     version_error,
 )
-from apcore_a2a.errors import (
-    RETRY_AFTER_KEY,
-    OwnError,
-    QuotaExceededError,
-    StoreUnavailableError,
-)
-from apcore_a2a.execution.identity import Caller
-from apcore_a2a.server.limits import GLOBAL_RETRY_AFTER, StreamLimiter
-from apcore_a2a.upstream.error_answers import correct_error
+from apcore_a2a.edge.refusal import not_found, refusal
+from apcore_a2a.execution.identity import caller_of
+from apcore_a2a.server.limits import StreamLimiter
 
 _JSON_TYPES = ("application/json", "application/a2a+json")
-#: REST statuses of the refusals the SDK's error table has no row for
-_REST_STATUS = {JSONParseError: (400, "INVALID_ARGUMENT"), InternalError: (503, "UNAVAILABLE")}
-
-
-def caller_of(scope: Scope) -> str:
-    """The key quotas count by: the task owner, or ``ip:<address>`` for anonymous callers."""
-    user = scope.get("user")
-    if isinstance(user, Caller):
-        return user.owner
-    client = scope.get("client")
-    return f"ip:{client[0]}" if client else "ip:unknown"
 
 
 def _is_json_type(value: str | None) -> bool:
     media = (value or "").split(";", 1)[0].strip().lower()
     return media in _JSON_TYPES or media.endswith("+json")
-
-
-def refusal(
-    info: RequestInfo,
-    error: A2AError,
-    status: int | None = None,
-    headers: dict[str, str] | None = None,
-) -> JSONResponse:
-    """*error* answered in the shape of the request's binding and protocol version, as
-    a2a-sdk answers it: JSON-RPC HTTP 200 unless *status* says otherwise (1.0 with the
-    ``ErrorInfo`` data), REST the status of spec §5.4 (or *status*), our errors' codes."""
-    if info.binding == "jsonrpc":
-        code = error.wire.code if isinstance(error, OwnError) else None
-        code = code or JSON_RPC_ERROR_CODE_MAP.get(type(error), -32603)
-        detail: dict[str, Any] = {"code": code, "message": error.message}
-        if info.version == "0.3":
-            if error.data:
-                detail["data"] = error.data
-        elif not isinstance(error, JSONParseError | InvalidRequestError | InternalError):
-            detail["data"] = build_error_details(error)
-        # JSON-RPC 2.0 §5: a request that could not be parsed has no id
-        request_id = None if code == -32700 else info.request_id
-        payload = {"jsonrpc": "2.0", "id": request_id, "error": correct_error(detail)}
-        return JSONResponse(payload, status or 200, headers)
-    body = build_rest_error_payload(error)
-    if type(error) in _REST_STATUS:
-        body["error"]["code"], body["error"]["status"] = _REST_STATUS[type(error)]
-    if status is not None:
-        body["error"]["code"] = status
-    body["error"] = correct_error(body["error"])
-    return JSONResponse(body, body["error"]["code"], headers)
-
-
-def _not_found(info: RequestInfo) -> JSONResponse:
-    return refusal(info, MethodNotFoundError(message="Not Found"), 404)
 
 
 @dataclass
@@ -136,7 +78,7 @@ class RequestGuard:
         elif info.routable:
             await self.app(scope, receive, send)
         else:
-            await _not_found(info)(scope, receive, send)
+            await not_found(info)(scope, receive, send)
 
     async def _check(
         self, scope: Scope, info: RequestInfo, receive: Receive
@@ -145,12 +87,8 @@ class RequestGuard:
         refused = await self._check_body(scope, info, receive)
         if refused is not None:
             return refused
-        if info.binding == "rest":
-            spoken = info.version
-        else:
-            known = JSONRPC_METHODS.get(info.rpc_method or "")
-            spoken = known[1] if known else None
-        wrong = version_error(info.announced, spoken)
+        # The method's own version; a JSON-RPC method not known has none (its error follows).
+        wrong = version_error(info.announced, info.version if info.method else None)
         return (wrong, None) if wrong is not None else None
 
     async def _check_body(
@@ -175,7 +113,7 @@ class RequestGuard:
         if not utf8_json(body):
             return JSONParseError(message="Parse error: body is not UTF-8 JSON (RFC 8259)"), None
         if info.shape_error is not None:
-            return InvalidParamsError(message=f"Invalid params: {info.shape_error}"), None
+            return info.shape_error.refusal(), None
         if info.binding == "rest":
             try:
                 body.decode("utf-8")
@@ -198,21 +136,10 @@ class RequestGuard:
 
     async def _stream(self, scope: Scope, info: RequestInfo, receive: Receive, send: Send) -> None:
         caller = caller_of(scope)
-        try:
-            refused = await self.streams.acquire(caller)
-        except StoreUnavailableError as unavailable:  # cluster mode: the slots are stored
-            retry = {"retry-after": str(unavailable.data[RETRY_AFTER_KEY])}  # type: ignore[index]
-            await refusal(info, unavailable, 503, retry)(scope, receive, send)
-            return
+        refused = await self.streams.acquire(caller)
         if refused is not None:
-            if refused.scope == "agent":
-                retry = {"retry-after": str(GLOBAL_RETRY_AFTER)}
-                answer = refusal(info, InternalError(message=refused.message), 503, retry)
-            else:
-                error = QuotaExceededError(refused.message)
-                seconds = error.data[RETRY_AFTER_KEY]  # type: ignore[index]
-                answer = refusal(info, error, 429, {"retry-after": str(seconds)})
-            await answer(scope, receive, send)
+            retry = {"retry-after": str(refused.retry_after)}
+            await refusal(info, refused.error, refused.status, retry)(scope, receive, send)
             return
         released = False
         respond_to = send
@@ -232,7 +159,7 @@ class RequestGuard:
 
         try:
             if not info.routable:
-                await _not_found(info)(scope, receive, ending)
+                await not_found(info)(scope, receive, ending)
             else:
                 await self.app(scope, receive, ending)
         finally:

@@ -10,7 +10,7 @@
   notifications of an agent without them is refused.
 * **Fewer writes for blocking calls**: a blocking ``SendMessage``'s intermediate states
   wait in memory (``storage/deferred.py``); a new task's made-up id is known to have
-  nothing stored yet (:class:`NewTaskMarking`).
+  nothing stored yet (the call record's ``new_task``, noted by the request context builder).
 * **Resumable streams**: subscriptions are served from the event log, and every stream's
   events carry their position in it (``streams/resume.py``).
 * **Bounded per reader**: a stream of the SDK's running task keeps at most
@@ -26,7 +26,6 @@ import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import Any
 
-from a2a.server.agent_execution import RequestContext, RequestContextBuilder
 from a2a.server.agent_execution.active_task import INTERRUPTED_TASK_STATES as _WAITING
 from a2a.server.cluster import LegacyTaskStoreAdapter, VersionedTaskStore
 from a2a.server.cluster.event_stream import TaskEventStream
@@ -48,12 +47,11 @@ from a2a.utils.errors import (
     UnsupportedOperationError,
 )
 
-from apcore_a2a.edge.call import call_of
+from apcore_a2a.edge.call import call_of, record_of
 from apcore_a2a.errors import TaskBusyError
 from apcore_a2a.execution.observer import state_name
 from apcore_a2a.execution.routing import check_follow_up
 from apcore_a2a.server.task_quota import TaskLookup, TaskQuota
-from apcore_a2a.storage.deferred import DEFER_STATE_KEY, NEW_TASK_STATE_KEY
 from apcore_a2a.storage.event_log import MemoryEventLog, RecordingTaskStore
 from apcore_a2a.storage.turns import MemoryTurnClaims, TurnClaims
 from apcore_a2a.streams.backlog import bounded
@@ -106,13 +104,11 @@ class ApCoreRequestHandler(DefaultRequestHandler):
     async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Any:
         check(params)
         claimed = await self._take_turn(params, context)
-        call = call_of(context)
         if not params.configuration.return_immediately:
-            if call is not None:
-                call.blocking = True
+            call = record_of(context)
+            call.blocking = True
             # A push config hands the task id to a webhook before the answer: no deferring.
-            if not params.configuration.HasField("task_push_notification_config"):
-                context.state[DEFER_STATE_KEY] = True
+            call.defer_writes = not params.configuration.HasField("task_push_notification_config")
         async with self._released_if_refused(claimed):
             return await self._quota.settle(context, SEND(self, params, context))
 
@@ -256,29 +252,3 @@ for _name in (
     "on_list_task_push_notification_configs",
 ):  # the methods not overridden above note their answers too
     setattr(ApCoreRequestHandler, _name, answering(getattr(DefaultRequestHandler, _name)))
-
-
-class NewTaskMarking(RequestContextBuilder):
-    """*inner*, noting the id it made up for a new task (the store then knows nothing is
-    stored under it) and, knowing a streamed message's task id before its events flow,
-    starting the message stream's :class:`StreamPositions` on it."""
-
-    def __init__(self, inner: RequestContextBuilder) -> None:
-        self.inner = inner
-
-    async def build(
-        self,
-        context: ServerCallContext,
-        params: SendMessageRequest | None = None,
-        task_id: str | None = None,
-        context_id: str | None = None,
-        task: Task | None = None,
-    ) -> RequestContext:
-        built = await self.inner.build(context, params, task_id, context_id, task)
-        if params is not None and not task_id and built.task_id:
-            context.state[NEW_TASK_STATE_KEY] = built.task_id
-        call = call_of(context)
-        positions = call.positions if call is not None else None
-        if isinstance(positions, StreamPositions) and built.task_id:
-            positions.watch(built.task_id)
-        return built

@@ -14,7 +14,16 @@ from __future__ import annotations
 import asyncio
 import uuid
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Protocol
+
+from a2a.utils.errors import A2AError, InternalError
+
+from apcore_a2a.errors import (
+    RETRY_AFTER_KEY,
+    OwnError,
+    QuotaExceededError,
+    StoreUnavailableError,
+)
 
 #: Seconds a client is told to wait when the agent as a whole is at its stream cap.
 GLOBAL_RETRY_AFTER = 5
@@ -75,16 +84,18 @@ class LocalSlots:
 
 @dataclass(frozen=True, slots=True)
 class StreamRefusal:
-    """Why a stream was refused: the agent is full, or the caller used its quota."""
+    """Why a stream was refused, the same on every binding: *error* (the agent is full,
+    the caller used its quota, or cluster mode cannot reach the slots), the HTTP status
+    and the seconds to wait (``Retry-After``; gRPC: ``google.rpc.RetryInfo``)."""
 
-    scope: Literal["agent", "caller"]
-    limit: int
+    error: A2AError
+    status: int
+    retry_after: int
 
-    @property
-    def message(self) -> str:
-        if self.scope == "agent":
-            return "Too many concurrent streams; retry later"
-        return f"Stream quota exceeded: at most {self.limit} concurrent streams per caller"
+
+def _refused(error: OwnError) -> StreamRefusal:
+    seconds = (error.data or {}).get(RETRY_AFTER_KEY, GLOBAL_RETRY_AFTER)
+    return StreamRefusal(error, error.wire.http, int(seconds))
 
 
 class StreamLimiter:
@@ -103,19 +114,23 @@ class StreamLimiter:
         """Take a slot for *caller*, or say why not (then nothing was taken)."""
         if self.active >= self.max_streams:
             self.rejected += 1
-            return StreamRefusal("agent", self.max_streams)
+            busy = InternalError(message="Too many concurrent streams; retry later")
+            return StreamRefusal(busy, 503, GLOBAL_RETRY_AFTER)
         self.active += 1  # before any await: the agent's cap is never overshot
         if self.per_caller:
             holder = uuid.uuid4().hex
             try:
                 taken = await self.slots.take("stream", caller, holder, self.per_caller)
-            except BaseException:
+            except BaseException as exc:
                 self.active -= 1
+                if isinstance(exc, StoreUnavailableError):  # cluster mode: slots are stored
+                    return _refused(exc)
                 raise
             if not taken:
                 self.active -= 1
                 self.rejected += 1
-                return StreamRefusal("caller", self.per_caller)
+                quota = f"at most {self.per_caller} concurrent streams per caller"
+                return _refused(QuotaExceededError(f"Stream quota exceeded: {quota}"))
             self._mine.setdefault(caller, []).append(holder)
         return None
 

@@ -14,7 +14,7 @@ from starlette.routing import BaseRoute, Mount, Route
 
 from apcore_a2a.classify import describe, request_info
 from apcore_a2a.edge.call import CallRecord, attach
-from apcore_a2a.server.guards import caller_of
+from apcore_a2a.execution.identity import caller_of
 from apcore_a2a.upstream.file_bytes import MESSAGE_PATHS, with_spec_files
 from apcore_a2a.upstream.parsed_body import parsed_once
 from apcore_a2a.upstream.rest03_streams import eager_streams

@@ -26,7 +26,7 @@ from a2a.server.agent_execution.active_task import INTERRUPTED_TASK_STATES
 from a2a.server.context import ServerCallContext
 from a2a.types import Task, TaskState
 
-from apcore_a2a.edge.call import CallRecord, attach, call_of
+from apcore_a2a.edge.call import call_of, record_of
 from apcore_a2a.errors import QuotaExceededError
 from apcore_a2a.server.limits import LocalSlots, QuotaSlots
 
@@ -61,9 +61,7 @@ class TaskQuota:
         if not self.limit:
             return
         # The key the edge named for this call (HTTP and gRPC alike), else the user's.
-        call = call_of(context) or attach(
-            context, CallRecord("internal", "1.0", None, context.user.user_name or "anonymous")
-        )
+        call = record_of(context)
         caller = call.caller
         holder = f"r:{uuid.uuid4().hex}"
         taken = await self.slots.take(_SCOPE, caller, holder, self.limit)

@@ -35,6 +35,7 @@ from sqlalchemy import Engine, Table, insert
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 
+from apcore_a2a.edge.call import call_of
 from apcore_a2a.upstream.sql_task_rows import TaskRows
 
 from ._pg_writer import PgInsert, PgWriter
@@ -47,25 +48,28 @@ logger = logging.getLogger(__name__)
 
 #: Seconds a blocking call's passing state may wait in memory before it is written.
 WRITE_DELAY = 1.0
-#: call-context state: this request answers only when its task settles (blocking send)
-DEFER_STATE_KEY = "apcore_a2a_defer_writes"
-#: call-context state: the id this request made up for a new task (nothing stored yet)
-NEW_TASK_STATE_KEY = "apcore_a2a_new_task_id"
-
 #: Times a kept state is tried while the database is unreachable (one try per delay).
 MAX_TRIES = 30
 
 _PASSING = frozenset({TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING})
 
 
+def _defers(context: ServerCallContext) -> bool:
+    """This request answers only when its task settles (the call record's ``defer_writes``)."""
+    call = call_of(context)
+    return call is not None and call.defer_writes
+
+
 def _made_up_here(task_id: str, context: ServerCallContext) -> bool:
-    return bool(context.state.get(NEW_TASK_STATE_KEY) == task_id)
+    call = call_of(context)
+    return call is not None and call.new_task == task_id
 
 
 def _forget_new(task_id: str, context: ServerCallContext) -> None:
     """After the first save of a made-up id, the store answers for it."""
-    if context.state.get(NEW_TASK_STATE_KEY) == task_id:
-        del context.state[NEW_TASK_STATE_KEY]
+    call = call_of(context)
+    if call is not None and call.new_task == task_id:
+        call.new_task = None
 
 
 def _copy(task: Task) -> Task:
@@ -150,7 +154,7 @@ class DeferredWrites(TaskStoreLayer):
             self._pg_upsert = PgInsert(table, dialect, conflict_key="id")
 
     async def save(self, task: Task, context: ServerCallContext) -> None:
-        if task.status.state in _PASSING and context.state.get(DEFER_STATE_KEY):
+        if task.status.state in _PASSING and _defers(context):
             self._keep(task, context, self._kept.get(task.id))
             _forget_new(task.id, context)
             return
@@ -298,7 +302,7 @@ class DeferredClusterWrites(VersionedStoreLayer):
             _made_up_here(task.id, context)
             and prev_version.is_missing
             and task.status.state in _PASSING
-            and context.state.get(DEFER_STATE_KEY)
+            and _defers(context)
         ):
             kept = self._kept[task.id] = _Kept(task=Task(), owner=self._owner(context))
             _arm(kept, self._delay, self._write_later, task.id)

@@ -23,12 +23,15 @@ from a2a.server.tasks import InMemoryTaskStore
 from a2a.types import Task
 
 logger = logging.getLogger(__name__)
-
-# Marks contexts we build ourselves to address one owner's bucket when evicting; the
-# SDK store only sees owners through its resolver, so we route ours through it too.
-_OWNER_STATE_KEY = "apcore_a2a.storage.evict_owner"
-
 _Key = tuple[str, str]
+
+
+class _Evicting(UnauthenticatedUser):
+    """The user of a context we build ourselves to address one owner's bucket when
+    evicting: the SDK store only sees owners through its resolver, so ours goes through it."""
+
+    def __init__(self, owner: str) -> None:
+        self.owner = owner
 
 
 class BoundedMemoryTaskStore(InMemoryTaskStore):
@@ -148,9 +151,8 @@ class BoundedMemoryTaskStore(InMemoryTaskStore):
         owner, task_id = key
         self._unfinish(key)
         self._active.discard(key)
-        context = ServerCallContext(user=UnauthenticatedUser(), state={_OWNER_STATE_KEY: owner})
-        await super().delete(task_id, context)
+        await super().delete(task_id, ServerCallContext(user=_Evicting(owner)))
 
     def _resolve_owner(self, context: ServerCallContext) -> str:
-        owner = context.state.get(_OWNER_STATE_KEY)
-        return owner if isinstance(owner, str) else self._owner_resolver(context)
+        user = context.user
+        return user.owner if isinstance(user, _Evicting) else self._owner_resolver(context)

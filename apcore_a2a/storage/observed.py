@@ -22,12 +22,12 @@ from a2a.server.tasks import TaskStore
 from a2a.types import ListTasksRequest, ListTasksResponse, Task
 from cachetools import TTLCache
 
+from apcore_a2a.edge.call import call_of
+
 _T = TypeVar("_T")
 SaveListener = Callable[[Task, ServerCallContext], None]
 #: awaits one store call for the view (and may translate its errors)
 Around = Callable[[Awaitable[Any]], Awaitable[Any]]
-#: call-context state: task id -> (what this request read, when)
-_READS_STATE_KEY = "apcore_a2a_reads"
 #: seconds a read stays good for later reads of the same request (a long stream reads anew)
 _READ_TTL = 1.0
 
@@ -72,7 +72,7 @@ class _ViewMixin(Layer):
         return result
 
     async def get(self, task_id: str, context: ServerCallContext) -> Any:
-        reads: dict[str, tuple[Any, float]] = context.state.setdefault(_READS_STATE_KEY, {})
+        reads = _reads(context)
         now = time.monotonic()
         hit = reads.get(task_id)
         if hit is None or now - hit[1] > _READ_TTL or self._saves.get(task_id, 0.0) >= hit[1]:
@@ -81,17 +81,24 @@ class _ViewMixin(Layer):
         return _copy(hit[0])
 
     async def delete(self, task_id: str, context: ServerCallContext) -> None:
-        context.state.get(_READS_STATE_KEY, {}).pop(task_id, None)
+        _reads(context).pop(task_id, None)
         await self._call(self.inner.delete(task_id, context))
 
     async def _save(self, task: Task, context: ServerCallContext, saving: Awaitable[_T]) -> _T:
-        context.state.get(_READS_STATE_KEY, {}).pop(task.id, None)
+        _reads(context).pop(task.id, None)
         result = await self._call(saving)
         self._saves[task.id] = time.monotonic()
-        context.state.get(_READS_STATE_KEY, {}).pop(task.id, None)
+        _reads(context).pop(task.id, None)
         for listener in self._saved:
             listener(task, context)
         return result
+
+
+def _reads(context: ServerCallContext) -> dict[str, tuple[Any, float]]:
+    """What this request read (its call record's ``reads``); a context the edge did not
+    build keeps none."""
+    call = call_of(context)
+    return call.reads if call is not None else {}
 
 
 def _copy(found: Any) -> Any:

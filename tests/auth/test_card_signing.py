@@ -35,8 +35,14 @@ from tests.storage.conftest import pg_schema_url
 from .agent import build_executor, serve_agent
 from .keys import HMAC_SECRET, bearer, hs_plain
 
-ADMIN = bearer(hs_plain(sub="root", roles=["admin"]))
-VIEWER = bearer(hs_plain(sub="vic", roles=["viewer"]))
+
+def as_admin() -> dict[str, str]:
+    """An admin's credentials, made when used (a token made at import expires mid-suite)."""
+    return bearer(hs_plain(sub="root", roles=["admin"]))
+
+
+def as_viewer() -> dict[str, str]:
+    return bearer(hs_plain(sub="vic", roles=["viewer"]))
 
 
 def sdk_verifier(jwks: dict[str, Any]) -> Callable[[Any], None]:
@@ -72,7 +78,7 @@ def fetch(url: str, path: str, **kwargs: Any) -> httpx.Response:
 async def test_the_official_sdk_verifier_accepts_our_cards(signed_url: str) -> None:
     jwks = fetch(signed_url, "/.well-known/jwks.json").json()
     verifier = sdk_verifier(jwks)
-    async with httpx.AsyncClient(headers=ADMIN, timeout=30) as http:
+    async with httpx.AsyncClient(headers=as_admin(), timeout=30) as http:
         factory = ClientFactory(ClientConfig(httpx_client=http, streaming=False))
         client = await factory.create_from_url(signed_url, signature_verifier=verifier)
         try:
@@ -94,7 +100,7 @@ async def test_the_official_sdk_verifier_accepts_our_cards(signed_url: str) -> N
 async def test_each_callers_extended_card_is_signed(signed_url: str, binding: str) -> None:
     verifier = sdk_verifier(fetch(signed_url, "/.well-known/jwks.json").json())
     seen: dict[str, set[str]] = {}
-    for name, headers in (("admin", ADMIN), ("viewer", VIEWER)):
+    for name, headers in (("admin", as_admin()), ("viewer", as_viewer())):
         async with httpx.AsyncClient(headers=headers, timeout=30) as http:
             config = ClientConfig(
                 httpx_client=http, streaming=False, supported_protocol_bindings=[binding]

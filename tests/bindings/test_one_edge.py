@@ -9,6 +9,8 @@ gets the same refusal class on each binding.
 * the stream and unfinished-task quotas: ``-32091`` / 429 with ``Retry-After`` /
   ``RESOURCE_EXHAUSTED`` with reason ``QUOTA_EXCEEDED`` and a ``google.rpc.RetryInfo`` of
   the same seconds (gRPC had no retry hint, its stream refusal no reason);
+* the agent's stream cap: 503 with ``Retry-After`` / ``UNAVAILABLE`` with a
+  ``google.rpc.RetryInfo`` of the same seconds;
 * a body that is not UTF-8 JSON (UTF-16 included, RFC 8259 §8.1): ``-32700`` / 400;
   gRPC bodies are protobuf, whose strings the runtime requires to be UTF-8.
 
@@ -149,10 +151,35 @@ async def test_the_stream_quota_refuses_alike_with_a_retry_hint(agent: Agent) ->
         grpc.StatusCode.RESOURCE_EXHAUSTED,
         "QUOTA_EXCEEDED",  # main: no reason, no retry hint
     )
-    status = status_from_call(refused.value)
+    assert _retry_seconds(refused.value) == 1
+
+
+def _retry_seconds(refused: grpc.aio.AioRpcError) -> int:
+    status = status_from_call(refused)
     retry = error_details_pb2.RetryInfo()
     assert status is not None and any(d.Unpack(retry) for d in status.details)
-    assert retry.retry_delay.seconds == 1
+    return retry.retry_delay.seconds
+
+
+async def test_the_agents_stream_cap_refuses_alike_with_a_retry_hint() -> None:
+    """The agent as a whole at its stream cap (one stream, held by another caller): each
+    binding answers "unavailable, retry in 5 s" (one refusal, ``StreamLimiter.acquire``)."""
+    body = {"message": _message([{"text": "hi"}], skill="demo.countdown")}
+    call = {"jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage", "params": body}
+    with serve_agent(max_streams=1) as agent:
+        async with _holding_a_stream(agent), httpx.AsyncClient(timeout=30) as http:
+            rpc = await http.post(agent.url + "/", json=call, headers=V1)
+            rest = await http.post(agent.url + "/message:stream", json=body, headers=V1)
+            async with stubs(agent.grpc_address) as (v1, _v03):
+                stream = v1.SendStreamingMessage(ParseDict(body, pb.SendMessageRequest()))
+                with pytest.raises(grpc.aio.AioRpcError) as refused:
+                    await stream.read()
+    assert (rpc.status_code, rpc.json()["error"]["code"]) == (503, -32603)
+    assert (rest.status_code, rest.json()["error"]["status"]) == (503, "UNAVAILABLE")
+    assert rpc.headers["retry-after"] == rest.headers["retry-after"] == "5"
+    assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
+    assert "Too many concurrent streams" in str(refused.value.details())
+    assert _retry_seconds(refused.value) == 5
 
 
 @pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le", "utf-32"])
@@ -202,7 +229,4 @@ async def test_the_task_quota_refuses_alike_with_a_retry_hint() -> None:
         grpc.StatusCode.RESOURCE_EXHAUSTED,
         "QUOTA_EXCEEDED",
     )
-    status = status_from_call(refused.value)
-    retry = error_details_pb2.RetryInfo()
-    assert status is not None and any(d.Unpack(retry) for d in status.details)
-    assert retry.retry_delay.seconds == 30  # main: no retry hint on gRPC
+    assert _retry_seconds(refused.value) == 30  # main: no retry hint on gRPC

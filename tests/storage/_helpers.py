@@ -39,12 +39,11 @@ def ctx(user: str | None = "alice") -> ServerCallContext:
 def blocking(user: str = "alice", *, made_up: str | None = None) -> ServerCallContext:
     """*user*'s blocking ``SendMessage`` (its states may be kept), which made up the task
     id *made_up* if given."""
-    from apcore_a2a.storage.deferred import DEFER_STATE_KEY, NEW_TASK_STATE_KEY
+    from apcore_a2a.edge.call import record_of
 
     context = ctx(user)
-    context.state[DEFER_STATE_KEY] = True
-    if made_up is not None:
-        context.state[NEW_TASK_STATE_KEY] = made_up
+    call = record_of(context)
+    call.defer_writes, call.new_task = True, made_up
     return context
 
 

@@ -15,10 +15,11 @@ from a2a.server.cluster import TaskVersion, VersionedDatabaseTaskStore
 from a2a.server.cluster.task_store import ConcurrentTaskModificationError
 from a2a.types import TaskState, TaskStatusUpdateEvent
 
+from apcore_a2a.edge.call import record_of
 from apcore_a2a.storage._pg_writer import PgWriter
 from apcore_a2a.storage._replicas import METADATA, ReplicaRegistry
 from apcore_a2a.storage._urls import create_engine, parse_store_url
-from apcore_a2a.storage.deferred import DEFER_STATE_KEY, DeferredClusterWrites
+from apcore_a2a.storage.deferred import DeferredClusterWrites
 
 from ._helpers import blocking, ctx, make_task
 
@@ -101,7 +102,7 @@ async def test_only_a_new_blocking_task_is_kept(
 ) -> None:
     store = deferred(versioned, writer)
     for context in (ctx(), blocking(made_up="someone-else")):
-        context.state[DEFER_STATE_KEY] = True
+        record_of(context).defer_writes = True
         task = make_task(WORKING)
         await store.save(task, prev_version=TaskVersion.MISSING, context=context)
         assert await versioned.get(task.id, ctx()) is not None  # written at once

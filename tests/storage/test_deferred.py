@@ -16,8 +16,9 @@ import pytest
 from a2a.server.tasks import DatabaseTaskStore
 from a2a.types import TaskState
 
+from apcore_a2a.edge.call import record_of
 from apcore_a2a.storage._urls import create_engine, create_sqlite_writer_engine, parse_store_url
-from apcore_a2a.storage.deferred import NEW_TASK_STATE_KEY, DeferredWrites
+from apcore_a2a.storage.deferred import DeferredWrites
 
 from ._helpers import blocking, ctx, make_task
 
@@ -60,10 +61,10 @@ async def test_a_made_up_id_is_not_looked_up_until_it_is_saved(db: DatabaseTaskS
     existing = make_task(COMPLETED)
     await db.save(existing, ctx("alice"))
     context = ctx("alice")
-    context.state[NEW_TASK_STATE_KEY] = existing.id  # as if this request had made it up
+    record_of(context).new_task = existing.id  # as if this request had made it up
     assert await store.get(existing.id, context) is None
     await store.save(existing, context)  # the first save ends the mark
-    assert NEW_TASK_STATE_KEY not in context.state
+    assert record_of(context).new_task is None
     assert await store.get(existing.id, context) == existing
 
 
