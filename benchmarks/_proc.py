@@ -55,7 +55,6 @@ class Server:
     variant: Variant
     base_url: str
     proc: subprocess.Popen[bytes]
-    log: Path
 
     @property
     def pid(self) -> int:
@@ -86,6 +85,28 @@ def _wait_ready(url: str, proc: subprocess.Popen[bytes], log: Path, timeout: flo
 
 
 @contextlib.contextmanager
+def serving(cmd: list[str], port: int, timeout: float = 60.0) -> Iterator[subprocess.Popen[bytes]]:
+    """Run the server *cmd* (listening on *port*) until its card answers; SIGTERM it on exit."""
+    # A file, not a pipe: a chatty server must never block on a full pipe mid-measurement.
+    fd, log_name = tempfile.mkstemp(prefix="bench-server-", suffix=".log")
+    log = Path(log_name)
+    with os.fdopen(fd, "wb") as log_file:
+        proc = subprocess.Popen(cmd, cwd=str(ROOT), stdout=log_file, stderr=subprocess.STDOUT)
+    try:
+        _wait_ready(f"http://127.0.0.1:{port}{CARD_PATH}", proc, log, timeout)
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        log.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
 def run_server(
     variant: Variant,
     *,
@@ -101,21 +122,5 @@ def run_server(
         "--loop", variant.loop, "--http", variant.http, "--task-store", task_store,
         *(["--cluster"] if cluster else []),
     ]  # fmt: skip
-    # A file, not a pipe: a chatty server must never block on a full pipe mid-measurement.
-    fd, log_name = tempfile.mkstemp(prefix="bench-server-", suffix=".log")
-    log = Path(log_name)
-    with os.fdopen(fd, "wb") as log_file:
-        proc = subprocess.Popen(cmd, cwd=str(ROOT), stdout=log_file, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        _wait_ready(base + CARD_PATH, proc, log, timeout)
-        yield Server(variant, base, proc, log)
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        log.unlink(missing_ok=True)
+    with serving(cmd, port, timeout) as proc:
+        yield Server(variant, f"http://127.0.0.1:{port}", proc)

@@ -31,7 +31,6 @@ import datetime as dt
 import importlib.util
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -40,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmarks._proc import CARD_PATH, ROOT, Variant, _wait_ready, free_port, run_server
+from benchmarks._proc import CARD_PATH, ROOT, Variant, free_port, run_server, serving
 
 #: the shapes, each grown to the body cap beyond a limit (refused) or within them (served)
 SHAPES = (
@@ -263,22 +262,8 @@ def _ours() -> Iterator[tuple[str, str | None]]:
     with_grpc = importlib.util.find_spec("grpc") is not None
     if with_grpc:
         cmd += ["--grpc-port", str(grpc_port)]
-    fd, name = tempfile.mkstemp(prefix="bench-busy-health-", suffix=".log")
-    log = Path(name)
-    with os.fdopen(fd, "wb") as sink:
-        proc = subprocess.Popen(cmd, cwd=str(ROOT), stdout=sink, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        _wait_ready(base + CARD_PATH, proc, log, 120.0)
-        yield base, f"127.0.0.1:{grpc_port}" if with_grpc else None
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.unlink(missing_ok=True)
+    with serving(cmd, port, 120.0):
+        yield f"http://127.0.0.1:{port}", f"127.0.0.1:{grpc_port}" if with_grpc else None
 
 
 def _quantile(values: list[float], q: float) -> float:

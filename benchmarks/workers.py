@@ -17,16 +17,13 @@ import argparse
 import contextlib
 import datetime as dt
 import os
-import signal
 import statistics
-import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks._proc import CARD_PATH, ROOT, _wait_ready, cpu_seconds, free_port
+from benchmarks._proc import ROOT, cpu_seconds, free_port, serving
 from benchmarks._wrk import run_wrk
 from benchmarks.stores import fresh_store
 
@@ -76,22 +73,8 @@ def _agent(workers: int, store: str) -> Iterator[tuple[str, int]]:
         "--port", str(port), "--workers", str(workers), "--cluster", "--task-store", store,
         "--log-level", "warning",
     ]  # fmt: skip
-    fd, log_name = tempfile.mkstemp(prefix="bench-workers-", suffix=".log")
-    log = Path(log_name)
-    with os.fdopen(fd, "wb") as sink:
-        proc = subprocess.Popen(cmd, cwd=str(ROOT), stdout=sink, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        _wait_ready(base + CARD_PATH, proc, log, 60)
-        yield base, proc.pid
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.unlink(missing_ok=True)
+    with serving(cmd, port) as proc:
+        yield f"http://127.0.0.1:{port}", proc.pid
 
 
 def measure(

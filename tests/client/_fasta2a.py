@@ -7,41 +7,22 @@ peers: under a file lock, again when the pin file changes.
 
 from __future__ import annotations
 
-import shutil
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from tests._support import ServerProcess, free_port, wait_http
-from tests.interop._envs import CACHE, PeerUnavailable, _digest, _locked, _run, unavailable
+from tests.interop._envs import PeerUnavailable, unavailable, venv_python
 
 PEERS = Path(__file__).resolve().parent / "peers"
 REQUIREMENTS = PEERS / "fasta2a-requirements.txt"
-
-
-def fasta2a_python() -> Path:
-    """The interpreter of the fasta2a virtualenv, built if missing or outdated."""
-    home = CACHE / "fasta2a"
-    python = home / "bin" / "python"
-    marker = home / ".ready"
-    want = _digest(REQUIREMENTS)
-    with _locked("fasta2a"):
-        if marker.exists() and marker.read_text() == want and python.exists():
-            return python
-        shutil.rmtree(home, ignore_errors=True)
-        _run([sys.executable, "-m", "venv", str(home)])
-        pip = [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-        _run([*pip, "-r", str(REQUIREMENTS)])
-        marker.write_text(want)
-    return python
 
 
 @contextmanager
 def fasta2a_agent() -> Iterator[str]:
     """The agent of ``peers/fasta2a_agent.py`` on a free port; yields its URL."""
     try:
-        python = fasta2a_python()
+        python = venv_python("fasta2a", REQUIREMENTS)
     except PeerUnavailable as exc:
         unavailable(str(exc))
     port = free_port()

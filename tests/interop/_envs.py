@@ -82,31 +82,27 @@ def _run(cmd: list[str], *, cwd: Path | None = None, timeout: float = 600) -> No
         )
 
 
-def sdk03_python() -> Path:
-    """The interpreter of the a2a-sdk 0.3 virtualenv, built if missing or outdated."""
-    home = CACHE / "sdk03"
+def venv_python(name: str, requirements: Path) -> Path:
+    """The interpreter of ``.cache/interop/<name>``, a virtualenv of *requirements* (every
+    package pinned), built if missing or outdated."""
+    home = CACHE / name
     python = home / "bin" / "python"
     marker = home / ".ready"
-    want = _digest(SDK03_REQUIREMENTS)
-    with _locked("sdk03"):
+    want = _digest(requirements)
+    with _locked(name):
         if marker.exists() and marker.read_text() == want and python.exists():
             return python
         shutil.rmtree(home, ignore_errors=True)
         _run([sys.executable, "-m", "venv", str(home)])
-        _run(
-            [
-                str(python),
-                "-m",
-                "pip",
-                "install",
-                "-q",
-                "--disable-pip-version-check",
-                "-r",
-                str(SDK03_REQUIREMENTS),
-            ]
-        )
+        pip = [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+        _run([*pip, "-r", str(requirements)])
         marker.write_text(want)
     return python
+
+
+def sdk03_python() -> Path:
+    """The interpreter of the a2a-sdk 0.3 virtualenv, built if missing or outdated."""
+    return venv_python("sdk03", SDK03_REQUIREMENTS)
 
 
 def _node_major(node: str) -> int:
