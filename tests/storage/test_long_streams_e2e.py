@@ -269,3 +269,51 @@ async def test_kill_9_mid_stream_loses_no_chunk_and_the_stream_goes_on_elsewhere
             stored = await _get(http, b, task_id)
             assert stored["status"]["state"] == "TASK_STATE_FAILED"
             assert _texts(stored) == whole
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+async def test_kill_9_mid_stream_without_cluster_loses_no_chunk_after_a_restart(
+    backend: str, tmp_path: Path
+) -> None:
+    args = ["--extensions-dir", PROBES, "--log-level", "warning"]
+    with _growth_store(backend, tmp_path) as url:
+        seen: list[str] = []
+        last_id, task_id = "", ""
+        with cli_server([*args, "--task-store", url], env=FAST) as (base, proc):
+            async with httpx.AsyncClient(headers=V1, timeout=60) as http:
+                body = _stream_body(count=2000, size=256, delay=0.01)
+                async with http.stream("POST", base + "/", json=body) as response:
+                    async for event_id, payload in sse_frames(response):
+                        result = payload["result"]
+                        task_id = result["task"]["id"] if "task" in result else task_id
+                        update = result.get("artifactUpdate")
+                        seen += [p["text"] for p in update["artifact"]["parts"]] if update else []
+                        last_id = event_id or last_id
+                        if len(seen) >= 150:
+                            proc.kill9()  # mid-stream, without any shutdown hook
+                            break
+        with cli_server([*args, "--task-store", url], env=FAST) as (base, _proc):
+            async with httpx.AsyncClient(headers=V1, timeout=60) as http:
+                # The restart failed the interrupted task, with every chunk it had stored.
+                stored = await _get(http, base, task_id)
+                assert stored["status"]["state"] == "TASK_STATE_FAILED"
+                whole = _texts(stored)
+                assert whole[: len(seen)] == seen
+                assert [t[:6] for t in whole] == [f"{n:06d}" for n in range(len(whole))]
+                assert "metadata" not in stored["artifacts"][0]
+                # The event ids survive the restart: resuming after the last one seen
+                # gives the chunks stored after it, then the end.
+                rest: list[str] = []
+                final = None
+                body = _rpc("SubscribeToTask", id=task_id)
+                headers = {"Last-Event-ID": last_id}
+                async with http.stream("POST", base + "/", json=body, headers=headers) as response:
+                    async for _id, payload in sse_frames(response):
+                        result = payload["result"]
+                        update = result.get("artifactUpdate")
+                        rest += [p["text"] for p in update["artifact"]["parts"]] if update else []
+                        if "statusUpdate" in result:
+                            final = result["statusUpdate"]["status"]
+                assert seen + rest == whole
+                assert final is not None and final["state"] == "TASK_STATE_FAILED"
+                assert final["message"]["parts"][0]["text"] == INTERRUPTED_MESSAGE
