@@ -1,20 +1,23 @@
 """Growth: what a long streamed output costs the store, and what replaying it costs the server.
 
-``python -m benchmarks.growth [--sizes 1,10] [--replay-mb 10] [--append RESULTS.md]``
+``python -m benchmarks.growth [--sizes 1,10] [--chunk 4096] [--modes single,cluster]
+[--replay-mb 10] [--append RESULTS.md]``
 
-Streams (cluster mode, one replica, fresh store): ``bench.stream`` sends *size* MB of
-random text in 4 KB chunks (random: PostgreSQL compresses repeated text) to one
-``SendStreamingMessage`` client. Per stream:
+Streams (one process, fresh store, without and with ``--cluster`` side by side):
+``bench.stream`` sends *size* MB of random text in *chunk*-character chunks (random:
+PostgreSQL compresses repeated text) to one ``SendStreamingMessage`` client. Per stream:
 
 * bytes in the store: on PostgreSQL the size of the ``tasks``, ``task_events`` and
   ``task_versions`` tables (with indexes and TOAST, dead rows included: no vacuum runs in
   between) and the WAL written for the benchmark's database (``pg_walinspect``, records
   that touch its relations); on SQLite the database file once the server closed it
-  (its WAL checkpointed). Each also as a multiple of the output;
+  (its WAL checkpointed), and as "WAL" what the stream wrote to the file and its WAL (a
+  read transaction held meanwhile keeps every WAL frame). Each also as a multiple of the
+  output;
 * time per chunk (arrival at the client), mean of the first 100 and of the last 100
   chunks, and their ratio (1.0 = flat).
 
-Replay: a fresh server process on a store holding a finished *replay-mb* MB task;
+Replay (cluster mode): a fresh server process on a store holding a finished *replay-mb* MB task;
 10 clients subscribe to it at once with ``Last-Event-ID: 0`` (every event from the
 start) and read to the end. The row is the server's RSS growth (peak sampled every
 20 ms, minus the RSS before the clients came).
@@ -30,6 +33,7 @@ import asyncio
 import contextlib
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -54,6 +58,7 @@ REPLAY_CLIENTS = 10
 @dataclass
 class StreamRow:
     backend: str
+    mode: str
     mb: float
     chunks: int
     output: int = 0
@@ -76,14 +81,15 @@ class ReplayRow:
 
 
 @contextlib.contextmanager
-def _server(url: str) -> Iterator[tuple[str, int]]:
-    """One cluster replica on *url*: (base URL, pid)."""
+def _server(url: str, cluster: bool = True) -> Iterator[tuple[str, int]]:
+    """One server process on *url* (a cluster replica, or alone): (base URL, pid)."""
     import httpx
 
     port = free_port()
     env = {**os.environ, "A2A_MAX_STREAMS_PER_CALLER": "0"}
     cmd = [sys.executable, "-m", "apcore_a2a", "serve", "--host", "127.0.0.1", "--port",
-           str(port), "--extensions-dir", EXTENSIONS, "--task-store", url, "--cluster"]  # fmt: skip
+           str(port), "--extensions-dir", EXTENSIONS, "--task-store", url]  # fmt: skip
+    cmd += ["--cluster"] * cluster
     log = tempfile.TemporaryFile()  # noqa: SIM115 - closed in the finally below
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
@@ -113,18 +119,18 @@ def _server(url: str) -> Iterator[tuple[str, int]]:
         log.close()
 
 
-def _send_body(chunks: int) -> dict[str, Any]:
+def _send_body(chunks: int, size: int = CHUNK) -> dict[str, Any]:
     message = {
         "messageId": uuid.uuid4().hex,
         "role": "ROLE_USER",
-        "parts": [{"data": {"chunks": chunks, "size": CHUNK}}],
+        "parts": [{"data": {"chunks": chunks, "size": size}}],
         "metadata": {"skillId": "bench.stream"},
     }
     return {"jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage",
             "params": {"message": message}}  # fmt: skip
 
 
-async def _stream(base: str, chunks: int) -> tuple[str, list[float], int]:
+async def _stream(base: str, chunks: int, size: int = CHUNK) -> tuple[str, list[float], int]:
     """Stream one output: (task id, arrival time of each chunk, output characters)."""
     import httpx
 
@@ -133,7 +139,7 @@ async def _stream(base: str, chunks: int) -> tuple[str, list[float], int]:
     async with (
         httpx.AsyncClient(timeout=600) as http,
         http.stream(
-            "POST", base + "/", json=_send_body(chunks), headers={"A2A-Version": "1.0"}
+            "POST", base + "/", json=_send_body(chunks, size), headers={"A2A-Version": "1.0"}
         ) as response,
     ):
         async for line in response.aiter_lines():
@@ -216,14 +222,14 @@ class WalMeter:
 
 
 async def _metered_stream(
-    base: str, chunks: int, meter: WalMeter | None
+    base: str, chunks: int, size: int, meter: WalMeter | None
 ) -> tuple[str, list[float], int]:
     if meter is None:
-        return await _stream(base, chunks)
+        return await _stream(base, chunks, size)
     running = asyncio.create_task(meter.run())
     await asyncio.sleep(0.5)  # the meter has its starting point
     try:
-        return await _stream(base, chunks)
+        return await _stream(base, chunks, size)
     finally:
         meter.stop()
         await running
@@ -234,15 +240,39 @@ def _sqlite_bytes(url: str) -> int:
     return sum(p.stat().st_size for p in (path, Path(f"{path}-wal")) if p.exists())
 
 
-def measure_stream(backend: str, mb: float, folder: Path) -> StreamRow:
-    chunks = max(1, round(mb * MB / CHUNK))
-    row = StreamRow(backend, mb, chunks)
+@contextlib.contextmanager
+def _sqlite_frames_kept(url: str, database: str | None) -> Iterator[None]:
+    """SQLite: a read transaction held on the file, so no checkpoint reuses the WAL and it
+    keeps every frame written meanwhile (its growth is what was written)."""
+    if database is not None:
+        yield
+        return
+    reader = sqlite3.connect(url.removeprefix("sqlite:///"), isolation_level=None)
+    try:
+        reader.execute("BEGIN")
+        reader.execute("SELECT count(*) FROM tasks").fetchall()
+        yield
+    finally:
+        reader.execute("COMMIT")
+        reader.close()
+
+
+def measure_stream(
+    backend: str, mb: float, folder: Path, *, cluster: bool = True, chunk: int = CHUNK
+) -> StreamRow:
+    chunks = max(1, round(mb * MB / chunk))
+    row = StreamRow(backend, "cluster" if cluster else "single", mb, chunks)
     with _store(backend, folder) as (url, database):
-        with _server(url) as (base, _pid):
+        with _server(url, cluster) as (base, _pid):
+            asyncio.run(_stream(base, 1, 8))  # the tables exist: the stream adds rows only
             before = _sqlite_bytes(url) if database is None else asyncio.run(_pg_bytes(database))
             meter = WalMeter(database) if database is not None else None
             start = time.perf_counter()
-            _task, arrivals, row.output = asyncio.run(_metered_stream(base, chunks, meter))
+            with _sqlite_frames_kept(url, database):
+                streamed = asyncio.run(_metered_stream(base, chunks, chunk, meter))
+                if database is None:
+                    row.wal = _sqlite_bytes(url) - before
+            _task, arrivals, row.output = streamed
             row.seconds = time.perf_counter() - start
             if database is not None and meter is not None:
                 row.tables = asyncio.run(_pg_bytes(database)) - before
@@ -304,13 +334,15 @@ def _mb(n: float) -> str:
 
 
 def _targets(streams: list[StreamRow], replays: list[ReplayRow]) -> list[str]:
-    """Issue 33's targets, judged on this run's own rows."""
+    """Issue 33's and 43's targets, judged on this run's own rows."""
     out = []
     for s in (s for s in streams if s.mb >= 10):
         x = max(s.tables, s.wal or 0) / s.output
+        bound = 3 if s.backend == "postgresql" else 5  # issue 43: SQLite frames are pages
         ratio = s.last / s.first
         out.append(
-            f"- {s.backend} {s.mb:g} MB: stored ≤ 3x the output: **{_met(x <= 3)}** ({x:.2f}x); "
+            f"- {s.backend} {s.mode} {s.mb:g} MB: stored ≤ {bound:g}x the output: "
+            f"**{_met(x <= bound)}** ({x:.2f}x); "
             f"last 100 chunks ≤ 1.5x the first 100: **{_met(ratio <= 1.5)}** ({ratio:.2f})"
         )
     for r in replays:
@@ -333,19 +365,21 @@ def render(
     lines = [
         f"## {title or 'Growth'} (`python -m benchmarks.growth`) — {stamp}",
         "",
-        "Streams of 4 KB random-text chunks, cluster mode, one replica; bytes are what the "
-        "store grew by (tables with indexes and TOAST, no vacuum; PostgreSQL WAL of the "
-        "benchmark's database), x = multiple of the output. Time per chunk at the client.",
+        "Streams of random-text chunks, one process without and with `--cluster`; bytes are "
+        "what the store grew by (tables with indexes and TOAST, no vacuum; SQLite: the file "
+        "once checkpointed), WAL what was written (PostgreSQL: records of the benchmark's "
+        "database; SQLite: file and WAL, every frame kept), x = multiple of the output. "
+        "Time per chunk at the client.",
         "",
-        "| store | output | chunks | store bytes | x | WAL | x | first 100 | last 100 | "
+        "| store | mode | output | chunks | store bytes | x | WAL | x | first 100 | last 100 | "
         "last/first | total |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for s in streams:
         wal = "—" if s.wal is None else _mb(s.wal)
         wal_x = "—" if s.wal is None else f"{s.wal / s.output:.2f}"
         lines.append(
-            f"| {s.backend} | {_mb(s.output)} | {s.chunks} | {_mb(s.tables)} | "
+            f"| {s.backend} | {s.mode} | {_mb(s.output)} | {s.chunks} | {_mb(s.tables)} | "
             f"{s.tables / s.output:.2f} | {wal} | {wal_x} | {s.first * 1000:.2f} ms | "
             f"{s.last * 1000:.2f} ms | {s.last / s.first:.2f} | {s.seconds:.1f} s |"
         )
@@ -372,6 +406,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.growth", description=__doc__)
     parser.add_argument("--sizes", default="1,10", help="stream sizes in MB (comma-separated)")
     parser.add_argument("--backends", default="postgresql,sqlite")
+    parser.add_argument("--modes", default="single,cluster", help="without/with --cluster")
+    parser.add_argument("--chunk", type=int, default=CHUNK, help="characters per chunk")
     parser.add_argument("--replay-mb", type=float, default=10.0, help="0: no replay row")
     parser.add_argument("--idle", default="0,50,500", help='subscriber counts ("": none)')
     parser.add_argument("--title")
@@ -383,8 +419,12 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         for backend in backends:
             for size in (float(s) for s in args.sizes.split(",") if s):
-                streams.append(measure_stream(backend, size, Path(tmp)))
-                print(streams[-1], file=sys.stderr, flush=True)
+                for mode in (m for m in args.modes.split(",") if m):
+                    row = measure_stream(
+                        backend, size, Path(tmp), cluster=mode == "cluster", chunk=args.chunk
+                    )
+                    streams.append(row)
+                    print(row, file=sys.stderr, flush=True)
             if args.replay_mb:
                 replays.append(measure_replay(backend, args.replay_mb, Path(tmp)))
                 print(replays[-1].rss_peak - replays[-1].rss_before, file=sys.stderr, flush=True)

@@ -72,7 +72,7 @@ def body_v03(event: PushNotificationEvent, task: Task | None) -> bytes:
 
 
 def _unmarked(task: Task, event: PushNotificationEvent) -> Task:
-    """*task* with this event's chunk in place of a streamed artifact the cluster keeps in
+    """*task* with this event's chunk in place of a streamed artifact a SQL store keeps in
     the event log (``storage/streamed.py``); earlier chunks went with their own events."""
     if not any(IN_LOG in a.metadata for a in task.artifacts):
         return task

@@ -282,15 +282,15 @@ class SqlBackend:
             )
 
     async def _purge(self) -> None:
-        """Delete finished tasks past retention with their dependent rows (cluster mode:
-        also their versions, events, claims, turns and push-config quota slots)."""
+        """Delete finished tasks past retention with their dependent rows: push configs,
+        versions, events (cluster mode: also claims, turns and push-config quota slots)."""
         assert self.retention_seconds is not None
         # The SDK stores ``last_updated`` as naive UTC (the status timestamp).
         cutoff = datetime.now(UTC).replace(tzinfo=None) - timedelta(seconds=self.retention_seconds)
         cluster = self.registry is not None
         dependents: list[Any] = [PushNotificationConfigModel.__table__]
+        dependents += [TaskVersionModel.__table__, TaskEventModel.__table__]
         if cluster:
-            dependents += [TaskVersionModel.__table__, TaskEventModel.__table__]
             dependents += [claims_table, turns_table]
         finished = select(TaskModel.id).where(
             TaskModel.last_updated < cutoff, _STATE.in_(_FINISHED_NAMES)

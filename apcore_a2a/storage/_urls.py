@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from sqlalchemy import Engine, event
-from sqlalchemy import create_engine as sa_create_engine
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
@@ -170,18 +169,6 @@ def _sqlite_engine(store_url: StoreURL) -> AsyncEngine:
         kwargs = {"poolclass": StaticPool, "connect_args": {"check_same_thread": False}}
     engine = create_async_engine(store_url.url, **kwargs)
     _tune_sqlite(engine.sync_engine, in_memory=in_memory)
-    return engine
-
-
-def create_sqlite_writer_engine(store_url: StoreURL) -> Engine | None:
-    """A synchronous engine on the same SQLite file (same pragmas), for the writer thread:
-    a whole transaction in one hop, where aiosqlite hops per statement. ``None`` for an
-    in-memory database, which only the async engine's one connection can see."""
-    if store_url.kind != "sqlite" or store_url.url is None or store_url.sqlite_path is None:
-        return None
-    url = make_url(store_url.url).set(drivername="sqlite")
-    engine = sa_create_engine(url, pool_size=1, max_overflow=0)  # one thread uses it
-    _tune_sqlite(engine, in_memory=False)
     return engine
 
 

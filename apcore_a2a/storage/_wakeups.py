@@ -350,6 +350,13 @@ class WakingTaskEventStream(DatabaseTaskEventStream):
             if loop is not None:
                 await loop.aclose()
 
+    async def publish(self, task_id: str, event: VersionedEvent) -> None:
+        """The SDK hands each event here once its save committed: wake this process's
+        subscribers of the task now (the row is in the table; other processes hear of it
+        through the listener, the file watch or the safety poll)."""
+        del event
+        self.hub.wake(task_id)
+
     async def subscribe(
         self, task_id: str, *, after: TaskVersion
     ) -> AsyncGenerator[VersionedEvent, None]:

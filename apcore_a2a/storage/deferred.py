@@ -12,10 +12,8 @@ difference. Rows are exactly what the SDK's stores write (``upstream/sql_task_ro
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,8 +29,7 @@ from a2a.server.models import TaskEventModel, TaskVersionModel
 from a2a.server.tasks import DatabaseTaskStore
 from a2a.types import Task, TaskState
 from a2a.utils.proto_utils import to_stream_response
-from sqlalchemy import Engine, Table, insert
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy import Table, insert
 from sqlalchemy.exc import IntegrityError
 
 from apcore_a2a.edge.call import call_of
@@ -41,7 +38,7 @@ from apcore_a2a.upstream.sql_task_rows import TaskRows
 from ._pg_writer import PgInsert, PgWriter
 from ._replicas import ReplicaRegistry
 from .group_commit import GroupCommit
-from .observed import TaskStoreLayer, VersionedStoreLayer
+from .observed import VersionedStoreLayer
 from .outages import is_outage
 
 logger = logging.getLogger(__name__)
@@ -105,164 +102,29 @@ class _Kept:
     owner: str
     timer: asyncio.TimerHandle | None = None
     writing: asyncio.Task[None] | None = None
-    #: plain: bumped by each save, so a write knows whether it wrote the newest state;
-    #: cluster: the version the store will hold once this state is written
+    #: the version the store will hold once this state is written
     version: int = 0
-    written: int = -1
     tries: int = 0
-    #: cluster: (version it made, serialized StreamResponse) per saved event, in order
+    #: (version it made, serialized StreamResponse) per saved event, in order
     events: list[tuple[int, bytes]] = field(default_factory=list)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-
-
-class DeferredWrites(TaskStoreLayer):
-    """The SDK's ``DatabaseTaskStore`` *inner* with the write rule of the module docstring;
-    *sync_engine*: SQLite's writer-thread engine; *pg_writer*: PostgreSQL's connection."""
-
-    inner: DatabaseTaskStore
-
-    def __init__(
-        self,
-        inner: DatabaseTaskStore,
-        *,
-        delay: float = WRITE_DELAY,
-        sync_engine: Engine | None = None,
-        pg_writer: PgWriter | None = None,
-    ) -> None:
-        super().__init__(inner)
-        self._owner = inner.owner_resolver
-        self._delay = delay
-        self._kept: dict[str, _Kept] = {}
-        self._rows = TaskRows(inner)
-        table = self._rows.table
-        dialect = inner.engine.dialect
-        statement = (postgresql.insert if dialect.name == "postgresql" else sqlite.insert)(table)
-        #: executed with a list of rows: one multi-row statement ("insertmanyvalues")
-        self._upsert = statement.on_conflict_do_update(
-            index_elements=[table.c.id],
-            set_={c: statement.excluded[c] for c in self._rows.columns if c != "id"},
-        )
-        self._group: GroupCommit[dict[str, Any]] = GroupCommit(self._write_batch)
-        self._sync_engine = sync_engine
-        self._thread = (
-            ThreadPoolExecutor(1, thread_name_prefix="apcore-a2a-sqlite-writer")
-            if sync_engine is not None
-            else None
-        )
-        self._pg = pg_writer
-        if pg_writer is not None:
-            self._pg_upsert = PgInsert(table, dialect, conflict_key="id")
-
-    async def save(self, task: Task, context: ServerCallContext) -> None:
-        if task.status.state in _PASSING and _defers(context):
-            self._keep(task, context, self._kept.get(task.id))
-            _forget_new(task.id, context)
-            return
-        # This write supersedes the kept state; one already under way lands first.
-        kept = _forget(self._kept, task.id)
-        if kept is not None and kept.writing is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.shield(kept.writing)
-        await self._group.submit(self._rows.row(task, self._owner(context)))
-        _forget_new(task.id, context)
-
-    async def get(self, task_id: str, context: ServerCallContext) -> Task | None:
-        kept = self._kept.get(task_id)
-        if kept is not None:
-            return _copy(kept.task) if kept.owner == self._owner(context) else None
-        if _made_up_here(task_id, context):
-            return None
-        return await self.inner.get(task_id, context)
-
-    async def delete(self, task_id: str, context: ServerCallContext) -> None:
-        _forget(self._kept, task_id)
-        await self.inner.delete(task_id, context)
-
-    async def aclose(self) -> None:
-        """Write what is still kept (a stop without a drain), then release the writers."""
-        for task_id, kept in list(self._kept.items()):
-            if kept.timer is not None:
-                kept.timer.cancel()
-                self._write_later(task_id)
-        writes = [k.writing for k in self._kept.values() if k.writing is not None]
-        await asyncio.gather(*writes, return_exceptions=True)
-        await self._group.aclose()
-        if self._pg is not None:
-            await self._pg.aclose()
-        if self._thread is not None and self._sync_engine is not None:
-            # Closed on the thread that opened its connection (sqlite3 objects belong to one).
-            loop = asyncio.get_running_loop()
-            await loop.run_in_executor(self._thread, self._sync_engine.dispose)
-            self._thread.shutdown(wait=True)
-            self._thread = None
-
-    def _keep(self, task: Task, context: ServerCallContext, kept: _Kept | None) -> None:
-        if kept is None:
-            kept = self._kept[task.id] = _Kept(_copy(task), self._owner(context))
-        else:
-            kept.task = _copy(task)
-        kept.version += 1
-        if kept.timer is None and kept.writing is None:
-            _arm(kept, self._delay, self._write_later, task.id)
-
-    def _write_later(self, task_id: str) -> None:
-        kept = self._kept.get(task_id)
-        if kept is not None:
-            kept.timer = None
-            kept.writing = asyncio.ensure_future(self._write_kept(task_id, kept))
-
-    async def _write_kept(self, task_id: str, kept: _Kept) -> None:
-        version = kept.version
-        retry = True
-        try:
-            await self._group.submit(self._rows.row(kept.task, kept.owner))
-            kept.written = version
-        except Exception as exc:
-            retry = _retry(kept, exc, task_id)
-        finally:
-            kept.writing = None
-        if self._kept.get(task_id) is not kept:
-            return  # superseded by a direct write meanwhile
-        if kept.version == kept.written or not retry:
-            # Stored as kept: read it from the store again. Or it cannot be stored: the
-            # task's next save goes to the store and its caller gets the error.
-            del self._kept[task_id]
-        else:
-            _arm(kept, self._delay, self._write_later, task_id)
-
-    async def _write_batch(self, batch: list[dict[str, Any]]) -> None:
-        # One row per task: the last save of a task in the batch is its newest state (an
-        # upsert may not touch a row twice in one statement).
-        rows = list({row["id"]: row for row in batch}.values())
-        await self.inner.initialize()  # once: the table exists from then on
-        if self._thread is not None:
-            await asyncio.get_running_loop().run_in_executor(self._thread, self._write_sync, rows)
-        elif self._pg is not None:
-            await self._pg.write([(self._pg_upsert, rows)])
-        else:
-            async with self.inner.engine.begin() as conn:
-                await conn.execute(self._upsert, rows)
-
-    def _write_sync(self, rows: list[dict[str, Any]]) -> None:
-        assert self._sync_engine is not None
-        with self._sync_engine.begin() as conn:
-            conn.execute(self._upsert, rows)
 
 
 #: one cluster write: its ``task_versions`` row, ``tasks`` row and ``task_events`` rows
 _Write = tuple[dict[str, Any], dict[str, Any], list[dict[str, Any]]]
 
 
-class DeferredClusterWrites(VersionedStoreLayer):
-    """The SDK's cluster store *inner* (default tables) with the write rule of the module
-    docstring; *registry* records the claims of running tasks."""
+class DeferredWrites(VersionedStoreLayer):
+    """The SDK's versioned store *inner* (default tables) with the write rule of the module
+    docstring; *registry* records the claims of running tasks (cluster mode; ``None``:
+    one process)."""
 
     inner: VersionedDatabaseTaskStore
 
     def __init__(
         self,
         inner: VersionedDatabaseTaskStore,
-        registry: ReplicaRegistry,
+        registry: ReplicaRegistry | None,
         *,
         delay: float = WRITE_DELAY,
         pg_writer: PgWriter | None = None,
@@ -312,9 +174,9 @@ class DeferredClusterWrites(VersionedStoreLayer):
                 if self._kept.get(task.id) is kept:
                     return await self._save_kept(kept, task, event, prev_version, context)
         if task.status.state in _PASSING:
-            await self.registry.claim(task.id, self._owner(context))
+            await self._claim(task.id, self._owner(context))
         else:
-            self.registry.release(task.id)
+            self._release(task.id)
         version = await self.inner.save(
             task, event=event, prev=prev, prev_version=prev_version, context=context
         )
@@ -340,7 +202,7 @@ class DeferredClusterWrites(VersionedStoreLayer):
 
     async def delete(self, task_id: str, context: ServerCallContext) -> None:
         _forget(self._kept, task_id)
-        self.registry.release(task_id)
+        self._release(task_id)
         await self.inner.delete(task_id, context)
 
     async def aclose(self) -> None:
@@ -373,9 +235,17 @@ class DeferredClusterWrites(VersionedStoreLayer):
             # the kept state stays as it was (the delay still writes it).
             await self._write(task.id, kept.owner, _copy(task), version, events)
             _forget(self._kept, task.id)
-            self.registry.release(task.id)
+            self._release(task.id)
         _forget_new(task.id, context)
         return TaskVersion(version)
+
+    async def _claim(self, task_id: str, owner: str) -> None:
+        if self.registry is not None:
+            await self.registry.claim(task_id, owner)
+
+    def _release(self, task_id: str) -> None:
+        if self.registry is not None:
+            self.registry.release(task_id)
 
     def _write_later(self, task_id: str) -> None:
         kept = self._kept.get(task_id)
@@ -394,7 +264,7 @@ class DeferredClusterWrites(VersionedStoreLayer):
                 return
             try:
                 # The claim first: a running task row always has one (see _replicas.py).
-                await self.registry.claim(task_id, kept.owner)
+                await self._claim(task_id, kept.owner)
                 await self._write(task_id, kept.owner, kept.task, kept.version, kept.events)
             except Exception as exc:
                 if _retry(kept, exc, task_id):

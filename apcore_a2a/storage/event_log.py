@@ -1,7 +1,8 @@
-"""A bounded in-process event log, for resumable subscriptions without cluster mode
-(``docs/storage.md``, *The memory store is bounded*). :class:`RecordingTaskStore` feeds
-it: the SDK's ``LegacyTaskStoreAdapter`` (which drops the event of each save) appending
-the event first and reporting its log position as the task's version.
+"""A bounded in-process event log, for resumable subscriptions on the memory store (SQL
+stores have ``task_events``; ``docs/storage.md``, *The memory store is bounded*).
+:class:`RecordingTaskStore` feeds it: the SDK's ``LegacyTaskStoreAdapter`` (which drops
+the event of each save) appending the event first and reporting its log position as the
+task's version.
 """
 
 from __future__ import annotations

@@ -6,9 +6,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from functools import partial
 from typing import TYPE_CHECKING
 
 from a2a.server.cluster import StoredTask, TaskEventStream, VersionedTaskStore
@@ -24,7 +23,6 @@ from a2a.types import Task
 from ._urls import (
     StoreURL,
     create_engine,
-    create_sqlite_writer_engine,
     parse_store_url,
 )
 from .event_log import MemoryEventLog
@@ -55,14 +53,15 @@ class Stores:
 
     Attributes:
         task_store: For ``DefaultRequestHandler(task_store=...)``; a
-            ``VersionedTaskStore`` in cluster mode.
+            ``VersionedTaskStore`` on SQL stores.
         push_config_store: Same backend (and database) as the task store, owner-scoped.
-        event_stream: Cluster mode only, for ``DefaultRequestHandler(event_stream=...)``.
+        event_stream: SQL stores (the ``task_events`` table), for
+            ``DefaultRequestHandler(event_stream=...)``.
         engine: The SQLAlchemy engine of SQL stores (``None`` otherwise), for features
             that keep a table of their own next to the tasks.
         turns: Which follow-up continues a parked task (``turns.py``; in the database
             in cluster mode).
-        event_log: Events kept for resumable subscriptions: the cluster event stream,
+        event_log: Events kept for resumable subscriptions: the SQL event stream,
             or a :class:`~.event_log.MemoryEventLog` (``None``: off).
         quota_slots: Cluster mode: per-caller quota slots shared by all replicas.
         fields: What of a caller's message the store can hold (``fields.py``): check
@@ -87,7 +86,7 @@ class Stores:
     def watch_cancels(self, running: Callable[[], list[str]], stop: Callable[[str], None]) -> None:
         """Cluster mode (else a no-op): call *stop* with each task id of *running* (those
         executing here) that another replica has canceled in the shared store."""
-        if self._backend is not None and self.event_stream is not None:
+        if self._backend is not None and self._backend.registry is not None:
             self._backend.cancel_watch = (running, stop)
 
     async def start(self) -> None:
@@ -157,6 +156,9 @@ def open_stores(
 def _sql_stores(
     url: StoreURL, settings: Settings, heartbeat_interval: float, replica_timeout: float
 ) -> Stores:
+    """One chain for SQLite and PostgreSQL, single and cluster: the SDK's versioned store
+    with streamed chunks in ``task_events`` only (``streamed.py``) under the deferred
+    writes; cluster mode adds the replica registry, shared turns and quota slots."""
     try:
         from a2a.server.tasks import DatabasePushNotificationConfigStore
 
@@ -171,7 +173,7 @@ def _sql_stores(
     from ._replicas import ReplicaRegistry
     from ._sql_backend import SqlBackend
     from ._wakeups import WakingTaskEventStream
-    from .deferred import DeferredClusterWrites, DeferredWrites
+    from .deferred import DeferredWrites
     from .outages import GuardedPushStore, guarded
     from .quota_slots import SqlQuotaSlots
     from .streamed import ChunkedTaskStore
@@ -185,55 +187,59 @@ def _sql_stores(
                 "push_encryption_key needs the 'cryptography' package: "
                 "pip install 'apcore-a2a[encryption]'"
             ) from None
+    if settings.cluster_poll_interval <= 0:
+        raise ValueError("cluster_poll_interval must be greater than 0")
+    cluster = settings.cluster
     push_store = DatabasePushNotificationConfigStore(
         engine, encryption_key=settings.push_encryption_key or None
     )
     pg_writer = PgWriter(url) if url.kind == "postgresql" else None
     held = [f"pool {url.pool_size}"] + ["writer"] * (pg_writer is not None)
-    if settings.cluster and settings.cluster_wakeups and url.kind == "postgresql":
+    # One process alone wakes its own subscribers as it saves (``publish``); replicas
+    # listen for each other's events.
+    wakeups = cluster and settings.cluster_wakeups
+    if wakeups and url.kind == "postgresql":
         held.append("listener")
-    backend = partial(
-        SqlBackend,
+    versioned = ChunkedTaskStore(engine)
+    events = WakingTaskEventStream(
+        engine, url, poll_interval_s=settings.cluster_poll_interval, wakeups=wakeups
+    )
+    registry = (
+        ReplicaRegistry(
+            engine, heartbeat_interval=heartbeat_interval, replica_timeout=replica_timeout
+        )
+        if cluster
+        else None
+    )
+    writes = DeferredWrites(versioned, registry, pg_writer=pg_writer)
+    turns = SqlTurnClaims(engine) if cluster else MemoryTurnClaims()
+    closers: list[Callable[[], Awaitable[None]]] = [writes.aclose, events.aclose]
+    if isinstance(turns, SqlTurnClaims):
+        closers.append(turns.aclose)
+    sql = SqlBackend(
         url,
         engine,
+        versioned,
+        [versioned.initialize, events.initialize, push_store.initialize],
+        closers,
         retention_seconds=settings.task_retention_seconds,
         poll_interval=settings.cluster_poll_interval,
         connections=(url.pool_size + len(held) - 1, settings.workers, " + ".join(held)),
-    )
-    push = GuardedPushStore(push_store)
-    if not settings.cluster:
-        plain = DatabaseTaskStore(engine)
-        sync_engine = create_sqlite_writer_engine(url)
-        deferred = DeferredWrites(plain, sync_engine=sync_engine, pg_writer=pg_writer)
-        sql = backend(plain, [plain.initialize, push_store.initialize], [deferred.aclose])
-        task_store = store_view(deferred, around=guarded)
-        fields = StoredFields(plain)
-        return Stores(task_store, push, engine=engine, fields=fields, _backend=sql)
-    if settings.cluster_poll_interval <= 0:
-        raise ValueError("cluster_poll_interval must be greater than 0")
-    versioned = ChunkedTaskStore(engine)
-    registry = ReplicaRegistry(
-        engine, heartbeat_interval=heartbeat_interval, replica_timeout=replica_timeout
-    )
-    events = WakingTaskEventStream(
-        engine,
-        url,
-        poll_interval_s=settings.cluster_poll_interval,
-        wakeups=settings.cluster_wakeups,
-    )
-    turns = SqlTurnClaims(engine)
-    writes = DeferredClusterWrites(versioned, registry, pg_writer=pg_writer)
-    sql = backend(
-        versioned,
-        [versioned.initialize, events.initialize, push_store.initialize],
-        [writes.aclose, turns.aclose, events.aclose],
         registry=registry,
     )
-    task_store = store_view(writes, around=guarded, saved=turns.saved)
-    slots = SqlQuotaSlots(engine, registry)
+    saved = turns.saved if isinstance(turns, SqlTurnClaims) else None
+    task_store = store_view(writes, around=guarded, saved=saved)
+    slots = SqlQuotaSlots(engine, registry) if registry is not None else None
     db = versioned.as_task_store
     assert isinstance(db, DatabaseTaskStore)
-    fields = StoredFields(db)
+    push = GuardedPushStore(push_store)
     return Stores(
-        task_store, push, events, engine, turns, quota_slots=slots, fields=fields, _backend=sql
+        task_store,
+        push,
+        events,
+        engine,
+        turns,
+        quota_slots=slots,
+        fields=StoredFields(db),
+        _backend=sql,
     )

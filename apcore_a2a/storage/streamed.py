@@ -1,7 +1,8 @@
-"""Streamed chunks stay out of the task row while the task runs (cluster mode).
+"""Streamed chunks stay out of the task row while the task runs (every SQL store).
 
 The SDK stores the whole task with each appended chunk, so a stream of *n* chunks
-rewrites the artifact *n* times; in cluster mode every event is also in ``task_events``.
+rewrites the artifact *n* times; its versioned store also puts every event in
+``task_events``.
 So :class:`ChunkedTaskStore` empties an appended artifact of a running task in the very
 task object the SDK keeps in memory (its copies stay small too) and marks it
 (:data:`IN_LOG`), and puts the parts back from the events on a read and on the save that

@@ -1,4 +1,4 @@
-"""DeferredClusterWrites over the SDK's versioned store on a real database.
+"""DeferredWrites over the SDK's versioned store on a real database.
 
 The end-to-end behaviour with two replicas is in test_cluster_write_path_e2e.py; these pin
 what a server run cannot time: compare-and-swap against kept versions, owner scoping,
@@ -19,7 +19,7 @@ from apcore_a2a.edge.call import record_of
 from apcore_a2a.storage._pg_writer import PgWriter
 from apcore_a2a.storage._replicas import METADATA, ReplicaRegistry
 from apcore_a2a.storage._urls import create_engine, parse_store_url
-from apcore_a2a.storage.deferred import DeferredClusterWrites
+from apcore_a2a.storage.deferred import DeferredWrites
 
 from ._helpers import blocking, ctx, make_task
 
@@ -50,10 +50,10 @@ async def writer(sql_url: str) -> AsyncIterator[PgWriter | None]:
 
 def deferred(
     store: VersionedDatabaseTaskStore, writer: PgWriter | None, delay: float = 60.0
-) -> DeferredClusterWrites:
+) -> DeferredWrites:
     engine = store.as_task_store.engine  # type: ignore[attr-defined]
     registry = ReplicaRegistry(engine, heartbeat_interval=1, replica_timeout=5)
-    return DeferredClusterWrites(store, registry, delay=delay, pg_writer=writer)
+    return DeferredWrites(store, registry, delay=delay, pg_writer=writer)
 
 
 def _event(task_id: str, context_id: str, state: TaskState) -> TaskStatusUpdateEvent:

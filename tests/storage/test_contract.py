@@ -180,11 +180,11 @@ async def test_start_and_aclose_are_idempotent(store_url: str) -> None:
     s = open_stores(store_url, settings())
     await s.start()
     running = make_task(TaskState.TASK_STATE_WORKING)
-    await s.task_store.save(running, ctx())  # type: ignore[call-arg]
+    await save(s, running)
     # A second start is a no-op: it must not run the restart recovery again, which
     # would fail this process's own running task as "interrupted".
     await s.start()
-    assert await s.get_task(running.id, ctx()) == running
+    assert await s.get_task(running.id, ctx("alice")) == running
     await s.aclose()
     assert await s.aclose() is None  # closing twice is harmless
 

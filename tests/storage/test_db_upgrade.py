@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 import pytest
+from a2a.server.tasks import DatabaseTaskStore
 from a2a.types import TaskState
 from sqlalchemy import inspect, text
 
@@ -14,7 +15,6 @@ from apcore_a2a.storage._urls import create_engine, parse_store_url
 
 from .._support import free_port
 from ._helpers import ctx, make_task, settings
-from .test_recovery import put
 
 SDK_HEAD = "b5e3d1c8a2f7"
 
@@ -72,11 +72,13 @@ async def test_upgrading_a_plain_store_keeps_its_tasks_and_enables_cluster_mode(
 ) -> None:
     import asyncio
 
-    plain = open_stores(sql_url, settings())
-    await plain.start()
+    # A store as earlier versions wrote it without cluster mode: the SDK's tasks only.
+    engine = create_engine(parse_store_url(sql_url))
+    plain = DatabaseTaskStore(engine)
+    await plain.initialize()
     done = make_task(TaskState.TASK_STATE_COMPLETED)
-    await put(plain, done)
-    await plain.aclose()
+    await plain.save(done, ctx())
+    await engine.dispose()
     names, revision = await tables_and_revision(sql_url)
     assert "task_versions" not in names
     assert revision is None

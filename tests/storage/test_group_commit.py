@@ -16,7 +16,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 from a2a.server.cluster import TaskVersion, VersionedDatabaseTaskStore
-from a2a.server.tasks import DatabaseTaskStore
 from a2a.types import Task, TaskState
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -24,7 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from apcore_a2a.storage._pg_writer import PgWriter
 from apcore_a2a.storage._replicas import METADATA, ReplicaRegistry
 from apcore_a2a.storage._urls import create_engine, parse_store_url
-from apcore_a2a.storage.deferred import DeferredClusterWrites, DeferredWrites
+from apcore_a2a.storage.deferred import DeferredWrites
 
 from ._helpers import blocking, ctx, make_task
 
@@ -58,30 +57,14 @@ async def _cluster(engine: AsyncEngine) -> VersionedDatabaseTaskStore:
     return versioned
 
 
-async def test_one_bad_row_fails_only_its_own_save_single_mode(
-    engine_and_writer: tuple[AsyncEngine, PgWriter],
-) -> None:
-    engine, writer = engine_and_writer
-    db = DatabaseTaskStore(engine)
-    await db.initialize()
-    store = DeferredWrites(db, pg_writer=writer)
-    tasks = [make_task(COMPLETED) for _ in range(20)]
-    tasks.insert(7, make_task(COMPLETED, context_id=TOO_LONG))
-    outcomes = await _save_all(lambda t: store.save(t, ctx()), tasks)
-    assert [i for i, o in enumerate(outcomes) if o is not None] == [7]
-    assert isinstance(outcomes[7], DBAPIError)
-    for i, task in enumerate(tasks):
-        assert (await db.get(task.id, ctx()) is None) == (i == 7)
-    await store.aclose()
-
-
-async def test_one_bad_row_fails_only_its_own_save_cluster_mode(
-    engine_and_writer: tuple[AsyncEngine, PgWriter],
+@pytest.mark.parametrize("cluster", [False, True], ids=["single", "cluster"])
+async def test_one_bad_row_fails_only_its_own_save(
+    engine_and_writer: tuple[AsyncEngine, PgWriter], cluster: bool
 ) -> None:
     engine, writer = engine_and_writer
     versioned = await _cluster(engine)
     registry = ReplicaRegistry(engine, heartbeat_interval=1, replica_timeout=5)
-    store = DeferredClusterWrites(versioned, registry, pg_writer=writer)
+    store = DeferredWrites(versioned, registry if cluster else None, pg_writer=writer)
 
     async def answer(task: Task) -> None:
         # A blocking call's life: working kept in memory, then the answer in one write.
@@ -95,6 +78,7 @@ async def test_one_bad_row_fails_only_its_own_save_cluster_mode(
     tasks.insert(3, make_task(COMPLETED, context_id=TOO_LONG))
     outcomes = await _save_all(answer, tasks)
     assert [i for i, o in enumerate(outcomes) if o is not None] == [3]
+    assert isinstance(outcomes[3], DBAPIError)
     for i, task in enumerate(tasks):
         assert (await versioned.get(task.id, ctx()) is None) == (i == 3)
     await store.aclose()
@@ -106,7 +90,7 @@ async def test_a_kept_state_the_store_refuses_is_not_retried(
     engine, writer = engine_and_writer
     versioned = await _cluster(engine)
     registry = ReplicaRegistry(engine, heartbeat_interval=1, replica_timeout=5)
-    store = DeferredClusterWrites(versioned, registry, delay=0.05, pg_writer=writer)
+    store = DeferredWrites(versioned, registry, delay=0.05, pg_writer=writer)
     bad = make_task(WORKING, context_id=TOO_LONG)
     context = blocking(made_up=bad.id)
     caplog.set_level(logging.WARNING, logger="apcore_a2a.storage.deferred")

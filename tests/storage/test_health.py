@@ -16,6 +16,7 @@ from .._proxy import TcpProxy
 from .._support import free_port
 from ._helpers import ctx, make_task, settings
 from .conftest import PG_HOST, PG_PORT, require_postgres
+from .test_recovery import put
 
 
 async def test_postgres_outage_and_recovery_without_restart(pg_url: str) -> None:
@@ -27,7 +28,7 @@ async def test_postgres_outage_and_recovery_without_restart(pg_url: str) -> None
         await stores.start()
         await stores.ping()
         task = make_task(TaskState.TASK_STATE_COMPLETED)
-        await stores.task_store.save(task, ctx())
+        await put(stores, task)
 
         await proxy.stop()
         with pytest.raises(StoreUnavailableError, match="unreachable"):

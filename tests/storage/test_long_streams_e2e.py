@@ -8,8 +8,10 @@ goes on from B with ``Last-Event-ID``.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-from collections.abc import Iterator
+import sqlite3
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +21,7 @@ import pytest
 from apcore_a2a.storage import INTERRUPTED_MESSAGE
 
 from .._support import ServerProcess, cli_server, sse_frames
-from .conftest import pg_schema_url
+from .conftest import pg_database_url, pg_schema_url
 from .test_cluster_write_path_e2e import FAST, _rpc
 from .test_write_path_e2e import V1, _body, _sql
 
@@ -95,24 +97,139 @@ async def test_the_other_replica_shows_every_chunk_stored_so_far(cluster_url: st
                 assert "metadata" not in task["artifacts"][0]
 
 
-async def test_a_streamed_output_is_stored_about_twice_not_once_per_chunk() -> None:
-    with pg_schema_url() as url, _replica(url) as (a, _):
-        tables = "pg_total_relation_size('tasks') + pg_total_relation_size('task_events')"
-        [(before,)] = await _sql(url, f"SELECT {tables}")
-        async with httpx.AsyncClient(headers=V1, timeout=120) as http:
-            output = 0
-            body = _stream_body(count=100, size=4096, delay=0.0)
-            async with http.stream("POST", a + "/", json=body) as response:
-                async for _id, payload in sse_frames(response):
-                    update = payload["result"].get("artifactUpdate")
-                    output += (
-                        sum(len(p["text"]) for p in update["artifact"]["parts"]) if update else 0
-                    )
-        [(after,)] = await _sql(url, f"SELECT {tables}")
-    assert output == 100 * 4096
-    # The chunks once as events, once in the finished row (TOAST pages round up): each
-    # chunk rewriting the whole artifact stored 50 times the output here.
-    assert int(after) - int(before) < 4 * output  # type: ignore[call-overload]
+#: 1,000 chunks of 10,000 characters (10 MB): issue 43's stream
+GROWTH_CHUNKS, GROWTH_SIZE = 1000, 10_000
+#: bytes written per byte of output at most (PostgreSQL: table growth, and WAL; SQLite:
+#: database file and WAL, whose frames are whole pages): one copy as events, one in the
+#: settled row, page and TOAST rounding. Rewriting the task at each chunk: 100s of times.
+BOUNDS = {"postgresql": 3.0, "sqlite": 5.0}
+
+
+@contextlib.contextmanager
+def _wal_kept(path: Path) -> Iterator[None]:
+    """Hold a read transaction on the SQLite file: no checkpoint can then reuse the WAL,
+    so it keeps every frame written meanwhile (its size is what was written)."""
+    reader = sqlite3.connect(path, isolation_level=None)
+    try:
+        reader.execute("BEGIN")
+        reader.execute("SELECT count(*) FROM tasks").fetchall()
+        yield
+    finally:
+        reader.execute("COMMIT")
+        reader.close()
+
+
+def _sqlite_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in (path, Path(f"{path}-wal")) if p.exists())
+
+
+@contextlib.contextmanager
+def _growth_store(backend: str, tmp_path: Path) -> Iterator[str]:
+    if backend == "sqlite":
+        yield f"sqlite:///{tmp_path / 'tasks.db'}"
+    else:
+        with pg_database_url() as url:  # its own database: its WAL records are its own
+            yield url
+
+
+_PG_TABLES = (
+    "SELECT sum(pg_total_relation_size(c.oid))::bigint FROM pg_class c "
+    "WHERE c.relkind = 'r' AND c.relname IN ('tasks', 'task_events', 'task_versions')"
+)
+
+
+async def _stream_texts(http: httpx.AsyncClient, base: str, count: int, size: int) -> list[str]:
+    """The text chunks of one streamed output, as the client received them."""
+    texts: list[str] = []
+    body = _stream_body(count=count, size=size, delay=0.0)
+    async with http.stream("POST", base + "/", json=body) as response:
+        async for _id, payload in sse_frames(response):
+            update = payload["result"].get("artifactUpdate")
+            texts += [p["text"] for p in update["artifact"]["parts"]] if update else []
+    return texts
+
+
+@contextlib.asynccontextmanager
+async def _pg_wal_meter(url: str) -> AsyncIterator[list[int]]:
+    """WAL bytes of the records touching this database's relations, written inside the
+    block (``[total]``). Read every half second: a checkpoint meanwhile may recycle the
+    segments of a busy shared server soon after."""
+    [(available,)] = await _sql(
+        url, "SELECT count(*) FROM pg_available_extensions WHERE name = 'pg_walinspect'"
+    )
+    if not available:
+        pytest.skip("the WAL is read with pg_walinspect (PostgreSQL 15 or later)")
+    await _sql(url, "CREATE EXTENSION IF NOT EXISTS pg_walinspect")
+    [(oid, start)] = await _sql(
+        url,
+        "SELECT oid, pg_current_wal_flush_lsn()::text FROM pg_database "
+        "WHERE datname = current_database()",
+    )
+    total = [0]
+
+    async def read_up_to_now() -> None:
+        nonlocal start
+        [(end,)] = await _sql(url, "SELECT pg_current_wal_flush_lsn()::text")
+        if end != start:
+            [(wal,)] = await _sql(
+                url,
+                "SELECT coalesce(sum(record_length), 0)::bigint FROM "
+                f"pg_get_wal_records_info('{start}', '{end}') WHERE block_ref LIKE '%/{oid}/%'",
+            )
+            total[0] += int(wal)  # type: ignore[call-overload]
+            start = end
+
+    async def every_half_second() -> None:
+        while True:
+            await asyncio.sleep(0.5)
+            await read_up_to_now()
+
+    reader = asyncio.create_task(every_half_second())
+    try:
+        yield total
+    finally:
+        reader.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await reader
+    await read_up_to_now()
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+@pytest.mark.parametrize("cluster", [False, True], ids=["single", "cluster"])
+async def test_a_long_stream_writes_a_few_times_its_size_not_once_per_chunk(
+    backend: str, cluster: bool, tmp_path: Path
+) -> None:
+    args = ["--extensions-dir", PROBES, "--log-level", "warning"] + ["--cluster"] * cluster
+    with (
+        _growth_store(backend, tmp_path) as url,
+        cli_server([*args, "--task-store", url], env=FAST) as (base, _proc),
+    ):
+        async with httpx.AsyncClient(headers=V1, timeout=600) as http:
+            # A first task creates the tables: the stream's rows are what it adds.
+            await _stream_texts(http, base, 1, 8)
+            path = tmp_path / "tasks.db"
+            if backend == "postgresql":
+                [(tables_before,)] = await _sql(url, _PG_TABLES)
+                async with _pg_wal_meter(url) as wal:
+                    texts = await _stream_texts(http, base, GROWTH_CHUNKS, GROWTH_SIZE)
+                [(tables_after,)] = await _sql(url, _PG_TABLES)
+                grown = int(tables_after) - int(tables_before)  # type: ignore[call-overload]
+                written = {"tables": grown, "WAL": wal[0]}
+            else:
+                with _wal_kept(path):
+                    before = _sqlite_bytes(path)
+                    texts = await _stream_texts(http, base, GROWTH_CHUNKS, GROWTH_SIZE)
+                    written = {"file and WAL": _sqlite_bytes(path) - before}
+            output = sum(len(t) for t in texts)
+            assert output == GROWTH_CHUNKS * GROWTH_SIZE
+            times = {what: round(n / output, 2) for what, n in written.items()}
+            print(f"{backend} {'cluster' if cluster else 'single'}: {times} x the output")
+            assert max(times.values()) <= BOUNDS[backend], times
+            # Stored whole and in order, as the stream sent it.
+            tasks = await http.post(base + "/", json=_rpc("ListTasks", includeArtifacts=True))
+            stored = [t for t in tasks.json()["result"]["tasks"] if len(_texts(t)) > 1]
+            assert [_texts(t) for t in stored] == [texts]
+            assert [t[:6] for t in texts] == [f"{n:06d}" for n in range(GROWTH_CHUNKS)]
 
 
 async def test_kill_9_mid_stream_loses_no_chunk_and_the_stream_goes_on_elsewhere() -> None:
@@ -157,3 +274,51 @@ async def test_kill_9_mid_stream_loses_no_chunk_and_the_stream_goes_on_elsewhere
             stored = await _get(http, b, task_id)
             assert stored["status"]["state"] == "TASK_STATE_FAILED"
             assert _texts(stored) == whole
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+async def test_kill_9_mid_stream_without_cluster_loses_no_chunk_after_a_restart(
+    backend: str, tmp_path: Path
+) -> None:
+    args = ["--extensions-dir", PROBES, "--log-level", "warning"]
+    with _growth_store(backend, tmp_path) as url:
+        seen: list[str] = []
+        last_id, task_id = "", ""
+        with cli_server([*args, "--task-store", url], env=FAST) as (base, proc):
+            async with httpx.AsyncClient(headers=V1, timeout=60) as http:
+                body = _stream_body(count=2000, size=256, delay=0.01)
+                async with http.stream("POST", base + "/", json=body) as response:
+                    async for event_id, payload in sse_frames(response):
+                        result = payload["result"]
+                        task_id = result["task"]["id"] if "task" in result else task_id
+                        update = result.get("artifactUpdate")
+                        seen += [p["text"] for p in update["artifact"]["parts"]] if update else []
+                        last_id = event_id or last_id
+                        if len(seen) >= 150:
+                            proc.kill9()  # mid-stream, without any shutdown hook
+                            break
+        with cli_server([*args, "--task-store", url], env=FAST) as (base, _proc):
+            async with httpx.AsyncClient(headers=V1, timeout=60) as http:
+                # The restart failed the interrupted task, with every chunk it had stored.
+                stored = await _get(http, base, task_id)
+                assert stored["status"]["state"] == "TASK_STATE_FAILED"
+                whole = _texts(stored)
+                assert whole[: len(seen)] == seen
+                assert [t[:6] for t in whole] == [f"{n:06d}" for n in range(len(whole))]
+                assert "metadata" not in stored["artifacts"][0]
+                # The event ids survive the restart: resuming after the last one seen
+                # gives the chunks stored after it, then the end.
+                rest: list[str] = []
+                final = None
+                body = _rpc("SubscribeToTask", id=task_id)
+                headers = {"Last-Event-ID": last_id}
+                async with http.stream("POST", base + "/", json=body, headers=headers) as response:
+                    async for _id, payload in sse_frames(response):
+                        result = payload["result"]
+                        update = result.get("artifactUpdate")
+                        rest += [p["text"] for p in update["artifact"]["parts"]] if update else []
+                        if "statusUpdate" in result:
+                            final = result["statusUpdate"]["status"]
+                assert seen + rest == whole
+                assert final is not None and final["state"] == "TASK_STATE_FAILED"
+                assert final["message"]["parts"][0]["text"] == INTERRUPTED_MESSAGE

@@ -15,8 +15,9 @@ from collections.abc import AsyncIterator
 
 import asyncpg
 import pytest
+from a2a.server.cluster import TaskVersion, VersionedDatabaseTaskStore
 from a2a.server.tasks import DatabaseTaskStore
-from a2a.types import TaskState
+from a2a.types import Task, TaskState
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 
 from apcore_a2a.storage._pg_writer import SDK_COLUMNS, WRITER_APPLICATION, PgInsert, PgWriter
@@ -24,9 +25,10 @@ from apcore_a2a.storage._urls import create_engine, parse_store_url
 from apcore_a2a.storage.deferred import DeferredWrites
 from apcore_a2a.storage.outages import is_outage
 
-from ._helpers import ctx, make_task
+from ._helpers import blocking, ctx, make_task
 from .conftest import PG_DB, PG_HOST, PG_PORT, PG_USER
 
+WORKING = TaskState.TASK_STATE_WORKING
 COMPLETED = TaskState.TASK_STATE_COMPLETED
 pytestmark = pytest.mark.postgres
 
@@ -34,7 +36,7 @@ pytestmark = pytest.mark.postgres
 @pytest.fixture
 async def db(pg_url: str) -> AsyncIterator[DatabaseTaskStore]:
     store = DatabaseTaskStore(create_engine(parse_store_url(pg_url)))
-    await store.initialize()
+    await VersionedDatabaseTaskStore(store.engine).initialize()
     yield store
     await store.engine.dispose()
 
@@ -74,18 +76,30 @@ async def _terminate(pids: list[int]) -> None:
         await conn.close()
 
 
+def _writes(db: DatabaseTaskStore, pg: PgWriter) -> DeferredWrites:
+    return DeferredWrites(VersionedDatabaseTaskStore(db.engine), None, pg_writer=pg)
+
+
+async def _answer(writer: DeferredWrites, task: Task) -> None:
+    """A blocking call's life: working kept in memory, its answer written by the writer."""
+    context = blocking(made_up=task.id)
+    working = make_task(WORKING, task_id=task.id, context_id=task.context_id)
+    kept = await writer.save(working, prev_version=TaskVersion.MISSING, context=context)
+    await writer.save(task, prev_version=kept, context=context)
+
+
 async def test_a_closed_connection_is_replaced_before_the_next_write(
     db: DatabaseTaskStore, pg_url: str
 ) -> None:
     schema = pg_url.rsplit("schema=", 1)[1]
-    writer = DeferredWrites(db, pg_writer=PgWriter(parse_store_url(pg_url)))
+    writer = _writes(db, PgWriter(parse_store_url(pg_url)))
     first = make_task(COMPLETED)
-    await writer.save(first, ctx())
+    await _answer(writer, first)
     (pid,) = await _writer_backends(schema)
     await _terminate([pid])
     await asyncio.sleep(0.2)  # the server's close reaches the client
     second = make_task(COMPLETED)
-    await writer.save(second, ctx())  # no error: a new connection took over
+    await _answer(writer, second)  # no error: a new connection took over
     assert await _writer_backends(schema) not in ([], [pid])
     assert await db.get(first.id, ctx()) == first
     assert await db.get(second.id, ctx()) == second
@@ -97,9 +111,9 @@ async def test_a_closed_connection_is_replaced_before_the_next_write(
 async def test_an_unreachable_database_is_an_outage(db: DatabaseTaskStore) -> None:
     # Port 1 on the loopback: nothing listens, the connect is refused at once.
     unreachable = parse_store_url(f"postgresql://{PG_USER}@127.0.0.1:1/{PG_DB}")
-    writer = DeferredWrites(db, pg_writer=PgWriter(unreachable))
+    writer = _writes(db, PgWriter(unreachable))
     with pytest.raises(OperationalError) as caught:
-        await writer.save(make_task(COMPLETED), ctx())
+        await _answer(writer, make_task(COMPLETED))
     assert is_outage(caught.value)
     await writer.aclose()
 
