@@ -22,8 +22,8 @@ from typing import Any
 import httpx
 import pytest
 
+from .._postgres import pg_schema_url
 from .._support import cli_server
-from ..storage.conftest import pg_schema_url, require_postgres
 from ..storage.test_replicas_e2e import PROBES
 
 QUOTA = 3
@@ -63,8 +63,7 @@ def _deployment(
             assert tmp is not None
             args += ["--task-store", f"sqlite:///{tmp / 'tasks.db'}"]
         elif store == "postgresql":
-            require_postgres()
-            args += ["--task-store", stack.enter_context(pg_schema_url())]
+            args += ["--task-store", stack.enter_context(pg_schema_url(agents=2))]
         if kind == "one":
             yield [stack.enter_context(cli_server(args, env=env))[0]]
             return

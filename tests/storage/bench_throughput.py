@@ -19,9 +19,9 @@ from contextlib import ExitStack
 
 import httpx
 
+from .._postgres import pg_schema_url
 from .._support import cli_server
 from ._a2a import EXTENSIONS
-from .conftest import pg_schema_url
 
 
 async def load(base_url: str, concurrency: int, seconds: float) -> tuple[int, int, list[float]]:

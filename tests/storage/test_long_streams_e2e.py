@@ -18,8 +18,8 @@ import pytest
 
 from apcore_a2a.storage import INTERRUPTED_MESSAGE
 
+from .._postgres import pg_schema_url
 from .._support import ServerProcess, cli_server, sse_frames
-from .conftest import pg_schema_url
 from .test_cluster_write_path_e2e import FAST, _rpc
 from .test_write_path_e2e import V1, _body, _sql
 
@@ -38,7 +38,7 @@ def cluster_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'tasks.db'}"
     else:
-        with pg_schema_url() as url:
+        with pg_schema_url(agents=2) as url:
             yield url
 
 
@@ -116,7 +116,7 @@ async def test_a_streamed_output_is_stored_about_twice_not_once_per_chunk() -> N
 
 
 async def test_kill_9_mid_stream_loses_no_chunk_and_the_stream_goes_on_elsewhere() -> None:
-    with pg_schema_url() as url, _replica(url) as (b, _):
+    with pg_schema_url(agents=2) as url, _replica(url) as (b, _):
         seen: list[str] = []
         last_id, task_id = "", ""
         with _replica(url) as (a, proc_a):

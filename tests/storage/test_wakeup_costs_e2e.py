@@ -22,9 +22,9 @@ import asyncpg
 import httpx
 import pytest
 
+from .._postgres import PG_HOST, PG_PORT, PG_USER, pg_database_url
 from .._support import cli_server
 from ._a2a import EXTENSIONS
-from .conftest import PG_HOST, PG_PORT, PG_USER, pg_database_url
 
 pytestmark = pytest.mark.postgres
 
@@ -45,11 +45,11 @@ ENV = {
 def cluster() -> Iterator[tuple[str, str, str]]:
     """(URL of A, URL of B, database name): two replicas on a database of their own."""
     with contextlib.ExitStack() as stack:
-        url = stack.enter_context(pg_database_url())
+        url = stack.enter_context(pg_database_url(agents=2))
         args = ["--extensions-dir", EXTENSIONS, "--task-store", url, "--cluster"]
         a, _ = stack.enter_context(cli_server(args, env=ENV))
         b, _ = stack.enter_context(cli_server(args, env=ENV))
-        yield a, b, url.rsplit("/", 1)[1]
+        yield a, b, url.rsplit("/", 1)[1].split("?")[0]
 
 
 def _on(database: str, work: Any) -> Any:
