@@ -117,7 +117,7 @@ async def _idle_subscribers(a: str, b: str, count: int) -> AsyncIterator[None]:
                     if line.startswith("data:"):
                         opened.release()
 
-        parked = [await _parked_task(http, a) for _ in range(count)]
+        parked = await asyncio.gather(*(_parked_task(http, a) for _ in range(count)))
         readers = [asyncio.ensure_future(follow(task_id)) for task_id in parked]
         try:
             for _ in parked:
