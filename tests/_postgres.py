@@ -109,13 +109,16 @@ def require_postgres(agents: int = 1) -> None:
             f"{_where()} is not reachable; start it or point APCORE_A2A_TEST_POSTGRES_URL "
             "at another server"
         )
+    import asyncpg
+
     need = agents * PER_AGENT + 1
     try:
         limits = _run(_FREE, fetch=True)
-    except Exception as exc:
+    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+        # e.g. "too many clients already", a role or database that does not exist
         _cannot_run(f"{_where()} refused the test's connection: {exc}")
     for what, limit, open_now in limits:
-        free = limit - open_now + 1  # +1: the connection that asked has closed
+        free = limit - open_now + 1  # +1: the connection that asked is closed now
         if limit >= 0 and free < need:
             _cannot_run(
                 f"this test needs {need} free connections to {_where()} ({agents} agent(s) x "
