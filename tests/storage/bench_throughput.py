@@ -77,7 +77,7 @@ def main() -> None:
         urls = {
             "memory": "memory://",
             "sqlite": f"sqlite:///{tmp}/bench.db",
-            "postgresql": stack.enter_context(pg_schema_url()),
+            "postgresql": stack.enter_context(pg_schema_url(pool_size=None)),  # the default pool
         }
         for name, url in urls.items():
             args = ["--extensions-dir", EXTENSIONS, "--task-store", url, "--log-level", "warning"]
