@@ -40,6 +40,8 @@ PG_HOST = _URL.host or "127.0.0.1"
 PG_PORT = _URL.port or 5432
 PG_USER = _URL.username or "postgres"
 PG_DB = _URL.database or "test"
+#: a password for URLs that show one (masking tests): the server's, else any (trust auth)
+PG_PASSWORD = os.environ.get("PGPASSWORD") or "not-a-password"
 
 #: the ``?pool_size=`` of the URLs handed to tests (the agent's default is 20)
 POOL_SIZE = 4
