@@ -29,8 +29,8 @@ from jwt.algorithms import OKPAlgorithm
 
 from apcore_a2a import A2AServerFactory
 from apcore_a2a.settings import SettingsError
+from tests._postgres import pg_schema_url
 from tests._support import running_server
-from tests.storage.conftest import pg_schema_url
 
 from .agent import build_executor, serve_agent
 from .keys import HMAC_SECRET, bearer, hs_plain

@@ -7,9 +7,9 @@ import time
 
 import httpx
 
+from .._postgres import PG_HOST, PG_PASSWORD, PG_PORT, PG_USER, pg_schema_url, require_postgres
 from .._proxy import TcpProxy
 from ..ops._agent import served
-from ..storage.conftest import PG_HOST, PG_PORT, pg_schema_url, require_postgres
 from .agent import serve_agent
 from .keys import AUDIENCE, HMAC_SECRET, ISSUER, bearer, hs_token
 
@@ -41,8 +41,8 @@ async def test_an_unreachable_store_is_not_named_to_operators() -> None:
     try:
         with pg_schema_url() as pg_url:
             store = pg_url.replace(
-                f"postgresql://postgres@{PG_HOST}:{PG_PORT}",
-                f"postgresql://postgres:secret@127.0.0.1:{proxy.port}",
+                f"postgresql://{PG_USER}@{PG_HOST}:{PG_PORT}",
+                f"postgresql://{PG_USER}:{PG_PASSWORD}@127.0.0.1:{proxy.port}",
             )
             async with served(task_store=store, **JWT) as (http, _app):
                 await proxy.stop()
@@ -54,7 +54,7 @@ async def test_an_unreachable_store_is_not_named_to_operators() -> None:
     reason = down.json()["reason"]
     assert "unreachable" in reason
     schema = pg_url.rsplit("=", 1)[-1]
-    for detail in ("postgres", "127.0.0.1", str(proxy.port), "secret", schema):
+    for detail in (PG_USER, "127.0.0.1", str(proxy.port), PG_PASSWORD, schema):
         assert detail not in reason, reason
 
 

@@ -22,10 +22,10 @@ from a2a.client import ClientConfig, ClientFactory
 from a2a.client.errors import A2AClientError
 from a2a.types import GetTaskRequest, TaskState
 
+from tests._postgres import pg_schema_url
 from tests._sdk import peer_http, request
 from tests._support import EXAMPLES, ROOT, ServerProcess, free_port, stop_process, wait_http
 from tests.storage._a2a import send
-from tests.storage.conftest import pg_schema_url
 
 from ._image import ImageRoot
 
@@ -176,7 +176,7 @@ async def test_two_replicas_behind_caddy_share_tasks_and_survive_one_stopping(
     with contextlib.ExitStack() as stack:
         # The compose environment, with this machine's database and public URL.
         env = {k: v for k, v in compose["services"]["agent-1"]["environment"].items() if v}
-        env["A2A_TASK_STORE"] = stack.enter_context(pg_schema_url())
+        env["A2A_TASK_STORE"] = stack.enter_context(pg_schema_url(agents=2))
         env["A2A_URL"] = f"http://127.0.0.1:{proxy_port}"
         grace = _grace(compose)
         a, proc_a = stack.enter_context(_replica(image, env, grace))

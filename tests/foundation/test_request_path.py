@@ -21,10 +21,10 @@ from apcore import Identity
 from apcore_a2a import A2AServerFactory
 from apcore_a2a.auth import APIKeyAuthenticator
 from apcore_a2a.storage import BoundedMemoryTaskStore
+from tests._postgres import PG_HOST, PG_PORT, pg_schema_url
 from tests._proxy import TcpProxy
 from tests._support import running_server
 from tests.foundation.modules import build_registry
-from tests.storage.conftest import PG_HOST, PG_PORT, pg_schema_url
 
 SEND = {
     "jsonrpc": "2.0",

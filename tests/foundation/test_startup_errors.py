@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests._postgres import PG_DB, PG_HOST, PG_PORT, PG_USER, require_postgres
 from tests._support import cli, free_port, without_packages
-from tests.storage.conftest import PG_DB, PG_HOST, PG_PORT, PG_USER, require_postgres
 
 EXAMPLES = ["--extensions-dir", "examples/extensions", "--port"]
 

@@ -22,8 +22,8 @@ from apcore import ACL, ACLRule, Executor, ModuleAnnotations, Registry, ToggleSt
 from pydantic import BaseModel
 
 from apcore_a2a import A2AApprovalHandler, A2AServerFactory
+from tests._postgres import pg_schema_url
 from tests._support import running_server
-from tests.storage.conftest import pg_schema_url
 
 V1 = {"A2A-Version": "1.0"}
 PAY = "shop.pay"

@@ -16,9 +16,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from apcore_a2a.server.grpc import SERVICE_V0_3, SERVICE_V1
 from tests._sdk import make_client, request
 
+from .._postgres import PG_HOST, PG_PORT, pg_schema_url
 from .._proxy import TcpProxy
 from .._support import free_port
-from ..storage.conftest import PG_HOST, PG_PORT, pg_schema_url
 from ._agent import served
 from .test_telemetry import spans  # noqa: F401 - the in-memory span exporter fixture
 

@@ -7,6 +7,9 @@ one process (and in cluster mode on SQLite and PostgreSQL), ``--workers 2``
 and two replicas (cluster mode on SQLite and PostgreSQL: the quota is the agent's, not one
 process's). Each refused attempt gets -32091 / HTTP 429 and creates
 nothing; ``docs/reliability.md`` ("Hostile callers") quotes the figures.
+
+Each deployment starts once for the module; each test is a caller of its own (an API key),
+so the tasks and streams one test leaves do not count against another's quota.
 """
 
 from __future__ import annotations
@@ -22,8 +25,8 @@ from typing import Any
 import httpx
 import pytest
 
+from .._postgres import pg_schema_url
 from .._support import cli_server
-from ..storage.conftest import pg_schema_url, require_postgres
 from ..storage.test_replicas_e2e import PROBES
 
 QUOTA = 3
@@ -41,6 +44,12 @@ DEPLOYMENTS = [
     ("replicas", "sqlite"),
     ("replicas", "postgresql"),
 ]
+#: one caller per test: its API key is ``key-<caller>``
+CALLERS = ("tasks", "streams", "push", "slots")
+
+
+def _headers(caller: str, version: str = "1.0") -> dict[str, str]:
+    return {"A2A-Version": version, "X-API-Key": f"key-{caller}"}
 
 
 @contextlib.contextmanager
@@ -58,13 +67,14 @@ def _deployment(
         "A2A_PUSH_ALLOW_INSECURE_URLS": "true",
     }
     args = ["--extensions-dir", PROBES]
+    for caller in CALLERS:
+        args += ["--api-key", f"key-{caller}={caller}"]
     with contextlib.ExitStack() as stack:
         if store == "sqlite":
             assert tmp is not None
             args += ["--task-store", f"sqlite:///{tmp / 'tasks.db'}"]
         elif store == "postgresql":
-            require_postgres()
-            args += ["--task-store", stack.enter_context(pg_schema_url())]
+            args += ["--task-store", stack.enter_context(pg_schema_url(agents=2))]
         if kind == "one":
             yield [stack.enter_context(cli_server(args, env=env))[0]]
             return
@@ -80,8 +90,21 @@ def _deployment(
         yield [a, b]
 
 
-def _call(base: str, dialect: str, skill: str, data: dict[str, Any], *, stream: bool) -> Any:
-    """``(url, headers, body)`` of a new-task request in *dialect*."""
+@pytest.fixture(scope="module", params=DEPLOYMENTS, ids=[f"{k}-{s}" for k, s in DEPLOYMENTS])
+def deployment(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[list[str]]:
+    """Base URLs of the (kind, store) deployment, shared by the module's tests (pytest runs
+    the tests of one deployment together, then stops it)."""
+    kind, store = request.param
+    with _deployment(kind, store, tmp_path_factory.mktemp("quotas")) as urls:
+        yield urls
+
+
+def _call(
+    base: str, dialect: str, skill: str, data: dict[str, Any], *, stream: bool, caller: str
+) -> Any:
+    """``(url, headers, body)`` of a new-task request in *dialect*, by *caller*."""
     legacy = dialect.endswith("0.3")
     part: dict[str, Any] = {"data": data}
     message: dict[str, Any] = {
@@ -92,7 +115,7 @@ def _call(base: str, dialect: str, skill: str, data: dict[str, Any], *, stream: 
     }
     if legacy:
         message["kind"] = "message"
-    headers = {"A2A-Version": "0.3" if legacy else "1.0"}
+    headers = _headers(caller, "0.3" if legacy else "1.0")
     verb = "stream" if stream else "send"
     if dialect == "rest-0.3":
         del message["kind"], message["parts"]
@@ -126,32 +149,33 @@ def _task_id(payload: Any) -> str | None:
 async def _burst(
     urls: list[str], one: Any, attempts: int = ATTEMPTS
 ) -> list[tuple[bool, str | None]]:
-    """*attempts* calls of ``one(http, base, dialect)``, released together."""
-    start = asyncio.Event()
+    """*attempts* calls of ``one(http, base, dialect)``, released together once every
+    attempt has its client and waits."""
+    start, ready = asyncio.Event(), asyncio.Semaphore(0)
 
     async def attempt(index: int) -> tuple[bool, str | None]:
         # A connection of its own, so with workers the kernel may pick either process.
         async with httpx.AsyncClient(timeout=60) as http:
+            ready.release()
             await start.wait()
             base = urls[index % len(urls)]
             return await one(http, base, DIALECTS[index % len(DIALECTS)])
 
     tasks = [asyncio.create_task(attempt(i)) for i in range(attempts)]
-    await asyncio.sleep(0.5)
+    for _ in tasks:
+        await ready.acquire()
     start.set()
     return await asyncio.gather(*tasks)
 
 
-@pytest.mark.parametrize(("kind", "store"), DEPLOYMENTS)
 async def test_fifty_concurrent_new_tasks_against_a_quota_of_three(
-    kind: str, store: str, tmp_path: Path
+    deployment: list[str], tmp_path: Path
 ) -> None:
     journal = str(tmp_path / "journal.txt")
 
     async def send(http: httpx.AsyncClient, base: str, dialect: str) -> tuple[bool, str | None]:
-        url, headers, body = _call(
-            base, dialect, "probe.pay", {"journal": journal, "amount": 5}, stream=False
-        )
+        pay = {"journal": journal, "amount": 5}
+        url, headers, body = _call(base, dialect, "probe.pay", pay, stream=False, caller="tasks")
         response = await http.post(url, json=body, headers=headers)
         payload = response.json()
         if _refused(response.status_code, payload):
@@ -159,23 +183,22 @@ async def test_fifty_concurrent_new_tasks_against_a_quota_of_three(
         assert response.status_code == 200 and "error" not in payload, payload
         return True, _task_id(payload)
 
-    with _deployment(kind, store, tmp_path) as urls:
-        outcomes = await _burst(urls, send)
-        accepted = [task_id for ok, task_id in outcomes if ok]
-        assert len(accepted) == QUOTA, f"{len(accepted)} of {ATTEMPTS} accepted"
-        # The refused ones created nothing: the caller has exactly its quota of tasks.
-        async with httpx.AsyncClient(timeout=30) as http:
-            listed = await http.post(
-                urls[0] + "/",
-                json={"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {}},
-                headers={"A2A-Version": "1.0"},
-            )
-        assert listed.json()["result"]["totalSize"] == QUOTA
+    urls = deployment
+    outcomes = await _burst(urls, send)
+    accepted = [task_id for ok, task_id in outcomes if ok]
+    assert len(accepted) == QUOTA, f"{len(accepted)} of {ATTEMPTS} accepted"
+    # The refused ones created nothing: the caller has exactly its quota of tasks.
+    async with httpx.AsyncClient(timeout=30) as http:
+        listed = await http.post(
+            urls[0] + "/",
+            json={"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {}},
+            headers=_headers("tasks"),
+        )
+    assert listed.json()["result"]["totalSize"] == QUOTA
 
 
-@pytest.mark.parametrize(("kind", "store"), DEPLOYMENTS)
 async def test_fifty_concurrent_streams_against_a_quota_of_three(
-    kind: str, store: str, tmp_path: Path
+    deployment: list[str], tmp_path: Path
 ) -> None:
     journal = str(tmp_path / "journal.txt")
     pending = [ATTEMPTS]
@@ -189,9 +212,8 @@ async def test_fifty_concurrent_streams_against_a_quota_of_three(
     async def open_stream(
         http: httpx.AsyncClient, base: str, dialect: str
     ) -> tuple[bool, str | None]:
-        url, headers, body = _call(
-            base, dialect, "probe.work", {"journal": journal, "seconds": 60}, stream=True
-        )
+        work = {"journal": journal, "seconds": 60}
+        url, headers, body = _call(base, dialect, "probe.work", work, stream=True, caller="streams")
         async with http.stream("POST", url, json=body, headers=headers) as response:
             if response.status_code != 200:
                 payload = await response.aread()
@@ -209,21 +231,21 @@ async def test_fifty_concurrent_streams_against_a_quota_of_three(
             await asyncio.wait_for(all_decided.wait(), 60)
             return True, task_id
 
-    with _deployment(kind, store, tmp_path) as urls:
-        outcomes = await _burst(urls, open_stream)
-        opened = [task_id for ok, task_id in outcomes if ok]
-        async with httpx.AsyncClient(timeout=30) as http:
-            for task_id in opened:
-                cancel = {"jsonrpc": "2.0", "id": 1, "method": "CancelTask", "params": {}}
-                cancel["params"] = {"id": task_id}
-                await http.post(urls[0] + "/", json=cancel, headers={"A2A-Version": "1.0"})
-        assert len(opened) == QUOTA, f"{len(opened)} of {ATTEMPTS} streams opened"
+    urls = deployment
+    outcomes = await _burst(urls, open_stream)
+    opened = [task_id for ok, task_id in outcomes if ok]
+    async with httpx.AsyncClient(timeout=30) as http:
+        for task_id in opened:
+            cancel = {"jsonrpc": "2.0", "id": 1, "method": "CancelTask", "params": {}}
+            cancel["params"] = {"id": task_id}
+            await http.post(urls[0] + "/", json=cancel, headers=_headers("streams"))
+    assert len(opened) == QUOTA, f"{len(opened)} of {ATTEMPTS} streams opened"
 
 
 def _push_config(base: str, dialect: str, task_id: str, config_id: str) -> Any:
     """``(url, headers, body)`` of a CreateTaskPushNotificationConfig in *dialect*."""
     hook = f"http://127.0.0.1:9/{config_id}"
-    headers = {"A2A-Version": "0.3" if dialect.endswith("0.3") else "1.0"}
+    headers = _headers("push", "0.3" if dialect.endswith("0.3") else "1.0")
     if dialect == "rest-0.3":
         body = {"pushNotificationConfig": {"id": config_id, "url": hook}}
         return f"{base}/v1/tasks/{task_id}/pushNotificationConfigs", headers, body
@@ -242,9 +264,14 @@ def _push_config(base: str, dialect: str, task_id: str, config_id: str) -> Any:
     return f"{base}/", headers, {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
 
 
-@pytest.mark.parametrize("kind", ["one", "workers", "replicas"])
+@pytest.mark.parametrize(
+    "deployment",
+    [("one", "memory"), ("workers", "postgresql"), ("replicas", "postgresql")],
+    ids=["one-memory", "workers-postgresql", "replicas-postgresql"],
+    indirect=True,
+)
 async def test_fifty_concurrent_push_configs_against_a_quota_of_three(
-    kind: str, tmp_path: Path
+    deployment: list[str], tmp_path: Path
 ) -> None:
     """The quota is per task; then, emptied again, twenty bursts of 4: exactly 3 each time
     (processes that counted after storing could both withdraw, leaving 2)."""
@@ -252,7 +279,7 @@ async def test_fifty_concurrent_push_configs_against_a_quota_of_three(
 
     async def rpc(http: httpx.AsyncClient, base: str, method: str, params: Any) -> Any:
         body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
-        return (await http.post(base + "/", json=body, headers={"A2A-Version": "1.0"})).json()
+        return (await http.post(base + "/", json=body, headers=_headers("push"))).json()
 
     async def create(http: httpx.AsyncClient, base: str, dialect: str) -> tuple[bool, str | None]:
         config_id = uuid.uuid4().hex
@@ -264,29 +291,34 @@ async def test_fifty_concurrent_push_configs_against_a_quota_of_three(
         assert response.status_code == 200 and "error" not in payload, payload
         return True, config_id
 
-    with _deployment(kind, "memory" if kind == "one" else "postgresql") as urls:
-        async with httpx.AsyncClient(timeout=60) as http:
-            pay = {"journal": journal, "amount": 5}
-            message = _call(urls[0], "jsonrpc-1.0", "probe.pay", pay, stream=False)[2]
-            answer = await rpc(http, urls[0], "SendMessage", message["params"])
-            task_id = answer["result"]["task"]["id"]
-        for attempts in (ATTEMPTS, *[QUOTA + 1] * 20):
-            outcomes = await _burst(urls, create, attempts)
-            accepted = sorted(str(config_id) for ok, config_id in outcomes if ok)
-            assert len(accepted) == QUOTA, f"{len(accepted)} of {attempts} accepted"
-            async with httpx.AsyncClient(timeout=30) as http:
-                # The refused ones stored nothing: the task has exactly the accepted configs.
-                for base in urls:
-                    listed = await rpc(
-                        http, base, "ListTaskPushNotificationConfigs", {"taskId": task_id}
-                    )
-                    assert sorted(c["id"] for c in listed["result"]["configs"]) == accepted
-                for i, config_id in enumerate(accepted):
-                    params = {"taskId": task_id, "id": config_id}
-                    await rpc(http, urls[i % len(urls)], "DeleteTaskPushNotificationConfig", params)
+    urls = deployment
+    async with httpx.AsyncClient(timeout=60) as http:
+        pay = {"journal": journal, "amount": 5}
+        call = _call(urls[0], "jsonrpc-1.0", "probe.pay", pay, stream=False, caller="push")
+        answer = await rpc(http, urls[0], "SendMessage", call[2]["params"])
+        task_id = answer["result"]["task"]["id"]
+    for attempts in (ATTEMPTS, *[QUOTA + 1] * 20):
+        outcomes = await _burst(urls, create, attempts)
+        accepted = sorted(str(config_id) for ok, config_id in outcomes if ok)
+        assert len(accepted) == QUOTA, f"{len(accepted)} of {attempts} accepted"
+        async with httpx.AsyncClient(timeout=30) as http:
+            # The refused ones stored nothing: the task has exactly the accepted configs.
+            for base in urls:
+                listed = await rpc(
+                    http, base, "ListTaskPushNotificationConfigs", {"taskId": task_id}
+                )
+                assert sorted(c["id"] for c in listed["result"]["configs"]) == accepted
+            for i, config_id in enumerate(accepted):
+                params = {"taskId": task_id, "id": config_id}
+                await rpc(http, urls[i % len(urls)], "DeleteTaskPushNotificationConfig", params)
 
 
-async def test_slots_freed_on_one_replica_serve_the_other(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "deployment", [("replicas", "postgresql")], ids=["replicas-postgresql"], indirect=True
+)
+async def test_slots_freed_on_one_replica_serve_the_other(
+    deployment: list[str], tmp_path: Path
+) -> None:
     """Quota 3 over two replicas: a task finished or canceled anywhere frees its slot for
     the caller on either replica, and so does a slot one replica kept leased after a
     blocking call (within a second or so)."""
@@ -295,7 +327,7 @@ async def test_slots_freed_on_one_replica_serve_the_other(tmp_path: Path) -> Non
     async def send(
         http: httpx.AsyncClient, base: str, skill: str, data: dict[str, Any], **ids: str
     ) -> Any:
-        url, headers, body = _call(base, "jsonrpc-1.0", skill, data, stream=False)
+        url, headers, body = _call(base, "jsonrpc-1.0", skill, data, stream=False, caller="slots")
         body["params"]["message"].update(ids)
         return (await http.post(url, json=body, headers=headers)).json()
 
@@ -303,28 +335,28 @@ async def test_slots_freed_on_one_replica_serve_the_other(tmp_path: Path) -> Non
         return str(answer["result"]["task"]["status"]["state"])
 
     pay = {"journal": journal, "amount": 5}
-    with _deployment("replicas") as (a, b):
-        async with httpx.AsyncClient(timeout=60) as http:
-            parked = [(await send(http, a, "probe.pay", pay))["result"]["task"]["id"]]
-            parked += [(await send(http, a, "probe.pay", pay))["result"]["task"]["id"]]
-            parked += [(await send(http, a, "probe.pay", pay))["result"]["task"]["id"]]
-            assert (await send(http, b, "probe.pay", pay))["error"]["code"] == -32091
-            # Approved on B, a task taken on A finishes there: its slot is free.
-            done = await send(http, b, "probe.pay", {"approved": True}, taskId=parked[0])
-            assert state(done) == "TASK_STATE_COMPLETED"
-            assert state(await send(http, b, "probe.pay", pay)) == "TASK_STATE_INPUT_REQUIRED"
-            # Canceled on A: free for B.
-            cancel = {"jsonrpc": "2.0", "id": 1, "method": "CancelTask", "params": {}}
-            cancel["params"] = {"id": parked[1]}
-            await http.post(a + "/", json=cancel, headers={"A2A-Version": "1.0"})
-            # A blocking call on A takes the free slot and finishes; A keeps it leased
-            # for its next request, then lets it go: B is served after that.
-            work = {"journal": journal, "seconds": 0}
-            assert state(await send(http, a, "probe.work", work)) == "TASK_STATE_COMPLETED"
-            answer: Any = None
-            for _ in range(100):
-                answer = await send(http, b, "probe.pay", pay)
-                if "result" in answer:
-                    break
-                await asyncio.sleep(0.1)
-            assert state(answer) == "TASK_STATE_INPUT_REQUIRED", answer
+    a, b = deployment
+    async with httpx.AsyncClient(timeout=60) as http:
+        parked = [(await send(http, a, "probe.pay", pay))["result"]["task"]["id"]]
+        parked += [(await send(http, a, "probe.pay", pay))["result"]["task"]["id"]]
+        parked += [(await send(http, a, "probe.pay", pay))["result"]["task"]["id"]]
+        assert (await send(http, b, "probe.pay", pay))["error"]["code"] == -32091
+        # Approved on B, a task taken on A finishes there: its slot is free.
+        done = await send(http, b, "probe.pay", {"approved": True}, taskId=parked[0])
+        assert state(done) == "TASK_STATE_COMPLETED"
+        assert state(await send(http, b, "probe.pay", pay)) == "TASK_STATE_INPUT_REQUIRED"
+        # Canceled on A: free for B.
+        cancel = {"jsonrpc": "2.0", "id": 1, "method": "CancelTask", "params": {}}
+        cancel["params"] = {"id": parked[1]}
+        await http.post(a + "/", json=cancel, headers=_headers("slots"))
+        # A blocking call on A takes the free slot and finishes; A keeps it leased
+        # for its next request, then lets it go: B is served after that.
+        work = {"journal": journal, "seconds": 0}
+        assert state(await send(http, a, "probe.work", work)) == "TASK_STATE_COMPLETED"
+        answer: Any = None
+        for _ in range(100):
+            answer = await send(http, b, "probe.pay", pay)
+            if "result" in answer:
+                break
+            await asyncio.sleep(0.1)
+        assert state(answer) == "TASK_STATE_INPUT_REQUIRED", answer

@@ -19,9 +19,9 @@ from contextlib import ExitStack
 
 import httpx
 
+from .._postgres import pg_schema_url
 from .._support import cli_server
 from ._a2a import EXTENSIONS
-from .conftest import pg_schema_url
 
 
 async def load(base_url: str, concurrency: int, seconds: float) -> tuple[int, int, list[float]]:
@@ -77,7 +77,7 @@ def main() -> None:
         urls = {
             "memory": "memory://",
             "sqlite": f"sqlite:///{tmp}/bench.db",
-            "postgresql": stack.enter_context(pg_schema_url()),
+            "postgresql": stack.enter_context(pg_schema_url(pool_size=None)),  # the default pool
         }
         for name, url in urls.items():
             args = ["--extensions-dir", EXTENSIONS, "--task-store", url, "--log-level", "warning"]

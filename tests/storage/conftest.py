@@ -1,90 +1,27 @@
 """Fixtures giving each test a fresh task store URL per backend.
 
-PostgreSQL tests use the server at 127.0.0.1:5432 (database ``test``), each test in a
-schema of its own that is dropped afterwards. When that server is unreachable the tests
-are skipped, except under ``CI`` where they must run and therefore fail.
+PostgreSQL tests use the server of ``tests/_postgres.py`` (``APCORE_A2A_TEST_POSTGRES_URL``),
+each test in a schema of its own that is dropped afterwards, skipped with the reason when the
+server cannot give the test its connections (failed under ``CI``).
 """
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
-import contextlib
-import os
-import socket
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-PG_HOST = "127.0.0.1"
-PG_PORT = 5432
-PG_DB = "test"
-PG_USER = "postgres"
+from .._postgres import pg_schema_url
 
-
-def _pg_reachable() -> bool:
-    try:
-        with socket.create_connection((PG_HOST, PG_PORT), timeout=1.0):
-            return True
-    except OSError:
-        return False
-
-
-def require_postgres() -> None:
-    if _pg_reachable():
-        return
-    reason = f"PostgreSQL not reachable at {PG_HOST}:{PG_PORT}"
-    if os.environ.get("CI"):
-        pytest.fail(f"{reason}; CI must run the PostgreSQL storage tests")
-    pytest.skip(f"{reason} (only skipped outside CI)")
-
-
-def _pg_execute(sql: str) -> None:
-    """Run one statement on the ``test`` database, off the (maybe running) test loop."""
-    import asyncpg
-
-    async def run() -> None:
-        conn = await asyncpg.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, database=PG_DB)
-        try:
-            await conn.execute(sql)
-        finally:
-            await conn.close()
-
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        pool.submit(asyncio.run, run()).result()
-
-
-@contextlib.contextmanager
-def pg_schema_url() -> Iterator[str]:
-    """A fresh schema in the ``test`` database, dropped on exit; yields its URL."""
-    require_postgres()
-    schema = f"apcore_a2a_t_{uuid.uuid4().hex[:12]}"
-    _pg_execute(f"CREATE SCHEMA {schema}")
-    try:
-        yield f"postgresql://{PG_USER}@{PG_HOST}:{PG_PORT}/{PG_DB}?schema={schema}"
-    finally:
-        _pg_execute(f"DROP SCHEMA {schema} CASCADE")
-
-
-@contextlib.contextmanager
-def pg_database_url() -> Iterator[str]:
-    """A fresh database of its own (its transaction counters count only its clients),
-    dropped on exit; yields its URL."""
-    require_postgres()
-    name = f"apcore_a2a_d_{uuid.uuid4().hex[:12]}"
-    _pg_execute(f"CREATE DATABASE {name}")
-    try:
-        yield f"postgresql://{PG_USER}@{PG_HOST}:{PG_PORT}/{name}"
-    finally:
-        _pg_execute(f"DROP DATABASE {name} WITH (FORCE)")
+#: store sets a storage test opens at once (test_contract's three replicas)
+STORE_SETS = 3
 
 
 @pytest.fixture
 def pg_url() -> Iterator[str]:
-    """``postgresql://`` URL of a fresh, empty schema in the ``test`` database."""
-    with pg_schema_url() as url:
+    """``postgresql://`` URL of a fresh, empty schema in the test database."""
+    with pg_schema_url(agents=STORE_SETS) as url:
         yield url
 
 

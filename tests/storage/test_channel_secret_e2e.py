@@ -20,9 +20,9 @@ import asyncpg
 import httpx
 import pytest
 
+from .._postgres import PG_DB, PG_HOST, PG_PORT, PG_USER, pg_execute, pg_schema_url
 from .._support import cli_server
 from ._a2a import EXTENSIONS
-from .conftest import PG_DB, PG_HOST, PG_PORT, PG_USER, _pg_execute, pg_schema_url
 
 pytestmark = pytest.mark.postgres
 
@@ -42,9 +42,9 @@ async def test_a_role_with_connect_hears_no_task_ids() -> None:
     spy = f"apcore_a2a_spy_{uuid.uuid4().hex[:8]}"
     with pg_schema_url() as url:
         schema = url.rsplit("schema=", 1)[1]
-        _pg_execute(f"CREATE ROLE {spy} LOGIN")
+        pg_execute(f"CREATE ROLE {spy} LOGIN")
         try:
-            _pg_execute(f"GRANT USAGE ON SCHEMA {schema} TO {spy}")
+            pg_execute(f"GRANT USAGE ON SCHEMA {schema} TO {spy}")
             args = ["--extensions-dir", EXTENSIONS, "--task-store", url, "--cluster"]
             with cli_server(args) as (base, _):
                 heard: list[str] = []
@@ -95,5 +95,5 @@ async def test_a_role_with_connect_hears_no_task_ids() -> None:
                     await admin.close()
                 assert channel not in guesses and listening == 1
         finally:
-            _pg_execute(f"REVOKE ALL ON SCHEMA {schema} FROM {spy}")
-            _pg_execute(f"DROP ROLE {spy}")
+            pg_execute(f"REVOKE ALL ON SCHEMA {schema} FROM {spy}")
+            pg_execute(f"DROP ROLE {spy}")

@@ -23,12 +23,27 @@ import pytest
 from apcore_a2a.storage import StoreUnavailableError, open_stores
 from tests._sdk import make_client, request
 
+from .._postgres import (
+    PG_DB,
+    PG_HOST,
+    PG_PORT,
+    PG_USER,
+    pg_database_url,
+    pg_execute,
+    pg_schema_url,
+)
 from .._support import cli, cli_server, free_port
 from ._a2a import EXTENSIONS
 from ._helpers import settings
-from .conftest import PG_DB, PG_HOST, PG_PORT, _pg_execute, pg_database_url, pg_schema_url
 
 pytestmark = pytest.mark.postgres
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    """A fresh schema's URL without ``?pool_size=``: these tests size the pool themselves."""
+    with pg_schema_url(agents=2, pool_size=None) as url:
+        yield url
 
 
 async def test_a_pool_the_server_cannot_take_stops_the_start_with_one_line(pg_url: str) -> None:
@@ -73,17 +88,17 @@ def test_pool_size_must_be_a_small_whole_number() -> None:
 def _limited_role(limit: int) -> Iterator[tuple[str, str]]:
     """(store URL, role): a fresh schema used by a role with ``CONNECTION LIMIT`` *limit*."""
     role = f"apcore_a2a_lim_{uuid.uuid4().hex[:8]}"
-    with pg_schema_url() as url:
+    with pg_schema_url(pool_size=None) as url:
         schema = url.rsplit("schema=", 1)[1]
-        _pg_execute(f"CREATE ROLE {role} LOGIN CONNECTION LIMIT {limit}")
+        pg_execute(f"CREATE ROLE {role} LOGIN CONNECTION LIMIT {limit}")
         try:
-            _pg_execute(f"GRANT USAGE, CREATE ON SCHEMA {schema} TO {role}")
-            yield url.replace("postgres@", f"{role}@", 1), role
+            pg_execute(f"GRANT USAGE, CREATE ON SCHEMA {schema} TO {role}")
+            yield url.replace(f"{PG_USER}@", f"{role}@", 1), role
         finally:
-            _pg_execute(f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            pg_execute(f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
                         f"WHERE usename = '{role}'")  # fmt: skip
-            _pg_execute(f"DROP OWNED BY {role}")
-            _pg_execute(f"DROP ROLE {role}")
+            pg_execute(f"DROP OWNED BY {role}")
+            pg_execute(f"DROP ROLE {role}")
 
 
 async def test_a_role_limit_too_small_for_the_workers_refuses_the_start_in_one_line() -> None:
@@ -105,13 +120,13 @@ async def test_a_role_limit_too_small_for_the_workers_refuses_the_start_in_one_l
 async def test_a_database_limit_is_counted_too() -> None:
     # The test's superuser passes database limits: a role of its own, owning the database.
     role = f"apcore_a2a_lim_{uuid.uuid4().hex[:8]}"
-    _pg_execute(f"CREATE ROLE {role} LOGIN")
+    pg_execute(f"CREATE ROLE {role} LOGIN")
     try:
-        with pg_database_url() as url:
+        with pg_database_url(pool_size=None) as url:
             name = url.rsplit("/", 1)[1]
-            _pg_execute(f"ALTER DATABASE {name} OWNER TO {role}")
-            _pg_execute(f"ALTER DATABASE {name} CONNECTION LIMIT 4")
-            url = url.replace("postgres@", f"{role}@")
+            pg_execute(f"ALTER DATABASE {name} OWNER TO {role}")
+            pg_execute(f"ALTER DATABASE {name} CONNECTION LIMIT 4")
+            url = url.replace(f"{PG_USER}@", f"{role}@", 1)
             stores = open_stores(url, settings())
             with pytest.raises(StoreUnavailableError, match=f"CONNECTION LIMIT of database {name}"):
                 await stores.start()
@@ -120,7 +135,7 @@ async def test_a_database_limit_is_counted_too() -> None:
             await fits.start()
             await fits.aclose()
     finally:
-        _pg_execute(f"DROP ROLE {role}")
+        pg_execute(f"DROP ROLE {role}")
 
 
 def _send() -> dict[str, Any]:
@@ -161,7 +176,7 @@ async def test_a_saturated_role_answers_store_unavailable_and_health_agrees(
                 # loses the ones it had (so it must open new ones).
                 await _hog(role, held)
                 mine = ",".join(str(c.get_server_pid()) for c in held)
-                _pg_execute(
+                pg_execute(
                     f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE "
                     f"usename = '{role}' AND pid NOT IN ({mine})"
                 )

@@ -12,10 +12,10 @@ from sqlalchemy import text
 from apcore_a2a.storage import StoreUnavailableError, open_stores
 from apcore_a2a.storage._urls import create_engine, parse_store_url
 
+from .._postgres import PG_HOST, PG_PORT, PG_USER, require_postgres
 from .._proxy import TcpProxy
 from .._support import free_port
 from ._helpers import ctx, make_task, settings
-from .conftest import PG_HOST, PG_PORT, require_postgres
 from .test_recovery import put
 
 
@@ -111,7 +111,7 @@ async def test_sqlite_ping_does_not_wait_for_a_writer_holding_the_lock(sqlite_ur
 async def test_missing_postgres_database_is_reported_as_unavailable() -> None:
     require_postgres()
     stores = open_stores(
-        f"postgresql://postgres@{PG_HOST}:{PG_PORT}/apcore_a2a_no_such_db", settings()
+        f"postgresql://{PG_USER}@{PG_HOST}:{PG_PORT}/apcore_a2a_no_such_db", settings()
     )
     try:
         with pytest.raises(StoreUnavailableError, match="apcore_a2a_no_such_db"):

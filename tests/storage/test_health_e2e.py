@@ -8,17 +8,17 @@ from apcore import Registry
 from apcore_a2a import A2AServerFactory
 
 from .._modules import Add
+from .._postgres import PG_HOST, PG_PASSWORD, PG_PORT, PG_USER
 from .._proxy import TcpProxy
 from .._support import running_server
-from .conftest import PG_HOST, PG_PORT
 
 
 async def test_health_tracks_postgres_without_a_restart(pg_url: str) -> None:
     proxy = TcpProxy(PG_HOST, PG_PORT)
     await proxy.start()
     url = pg_url.replace(
-        f"postgresql://postgres@{PG_HOST}:{PG_PORT}",
-        "postgresql://postgres:pw@127.0.0.1:" + str(proxy.port),
+        f"postgresql://{PG_USER}@{PG_HOST}:{PG_PORT}",
+        f"postgresql://{PG_USER}:{PG_PASSWORD}@127.0.0.1:{proxy.port}",
     )
     registry = Registry()
     registry.register("demo.add", Add())
@@ -35,7 +35,7 @@ async def test_health_tracks_postgres_without_a_restart(pg_url: str) -> None:
             body = down.json()
             assert body["status"] == "unhealthy"
             assert "unreachable" in body["reason"]
-            assert ":pw@" not in body["reason"]
+            assert f":{PG_PASSWORD}@" not in body["reason"]
 
             await proxy.start()
             back = await http.get("/health")

@@ -20,8 +20,8 @@ import pytest
 
 from apcore_a2a.storage import INTERRUPTED_MESSAGE
 
+from .._postgres import cannot_run, pg_database_url, pg_schema_url
 from .._support import ServerProcess, cli_server, sse_frames
-from .conftest import pg_database_url, pg_schema_url
 from .test_cluster_write_path_e2e import FAST, _rpc
 from .test_write_path_e2e import V1, _body, _sql
 
@@ -40,7 +40,7 @@ def cluster_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'tasks.db'}"
     else:
-        with pg_schema_url() as url:
+        with pg_schema_url(agents=2) as url:
             yield url
 
 
@@ -158,7 +158,7 @@ async def _pg_wal_meter(url: str) -> AsyncIterator[list[int]]:
         url, "SELECT count(*) FROM pg_available_extensions WHERE name = 'pg_walinspect'"
     )
     if not available:
-        pytest.skip("the WAL is read with pg_walinspect (PostgreSQL 15 or later)")
+        cannot_run("the WAL is read with pg_walinspect (PostgreSQL 15 or later)")
     await _sql(url, "CREATE EXTENSION IF NOT EXISTS pg_walinspect")
     [(oid, start)] = await _sql(
         url,
@@ -233,7 +233,7 @@ async def test_a_long_stream_writes_a_few_times_its_size_not_once_per_chunk(
 
 
 async def test_kill_9_mid_stream_loses_no_chunk_and_the_stream_goes_on_elsewhere() -> None:
-    with pg_schema_url() as url, _replica(url) as (b, _):
+    with pg_schema_url(agents=2) as url, _replica(url) as (b, _):
         seen: list[str] = []
         last_id, task_id = "", ""
         with _replica(url) as (a, proc_a):

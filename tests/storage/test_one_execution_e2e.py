@@ -27,8 +27,8 @@ from a2a.utils.errors import A2AError
 
 from tests._sdk import make_client, request
 
+from .._postgres import pg_schema_url
 from .._support import cli_server, free_port
-from .conftest import pg_schema_url
 from .test_replicas_e2e import PROBES
 
 V10 = {"A2A-Version": "1.0"}
@@ -44,7 +44,7 @@ def _deployment(backend: str, grpc: bool = False) -> Iterator[list[str]]:
             url, _ = stack.enter_context(cli_server([*args, *grpc_args]))
             yield [url]
             return
-        store = stack.enter_context(pg_schema_url())
+        store = stack.enter_context(pg_schema_url(agents=2))
         args += ["--task-store", store, "--cluster"]
         a, _ = stack.enter_context(cli_server([*args, *grpc_args]))
         b, _ = stack.enter_context(cli_server(args))

@@ -22,9 +22,9 @@ from apcore_a2a.storage.quota_slots import LEASE_SECONDS
 from tests._sdk import make_client, request
 
 from .._modules import Add
+from .._postgres import PG_HOST, PG_PORT, pg_schema_url
 from .._proxy import TcpProxy
 from .._support import free_port, running_server
-from .conftest import PG_HOST, PG_PORT, pg_schema_url
 
 V10 = {"A2A-Version": "1.0"}
 

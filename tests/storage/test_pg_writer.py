@@ -25,8 +25,8 @@ from apcore_a2a.storage._urls import create_engine, parse_store_url
 from apcore_a2a.storage.deferred import DeferredWrites
 from apcore_a2a.storage.outages import is_outage
 
+from .._postgres import PG_DB, PG_HOST, PG_PORT, PG_USER
 from ._helpers import blocking, ctx, make_task
-from .conftest import PG_DB, PG_HOST, PG_PORT, PG_USER
 
 WORKING = TaskState.TASK_STATE_WORKING
 COMPLETED = TaskState.TASK_STATE_COMPLETED

@@ -23,9 +23,9 @@ from a2a.types import (
 
 from tests._sdk import request
 
+from .._postgres import pg_schema_url
 from .._support import ServerProcess, cli_server, stop_process
 from ._a2a import EXTENSIONS, client, send
-from .conftest import pg_schema_url
 
 POLL = "0.1"
 #: test-only modules (``probe.work`` journals what happens to it)
@@ -45,7 +45,7 @@ def _pair(
         if backend == "sqlite":
             url = f"sqlite:///{folder / 'tasks.db'}"
         else:
-            url = stack.enter_context(pg_schema_url())
+            url = stack.enter_context(pg_schema_url(agents=2))
         args = ["--extensions-dir", extensions, "--task-store", url, "--cluster", *extra]
         env = {"A2A_CLUSTER_POLL_INTERVAL": POLL}
         a = stack.enter_context(cli_server(args, env=env))

@@ -22,9 +22,9 @@ import pytest
 
 from tests._sdk import request
 
+from .._postgres import pg_schema_url
 from .._support import cli_server, find_key, free_port, sse_frames
 from ._a2a import EXTENSIONS, client, send
-from .conftest import pg_schema_url
 
 TIMEOUT = 30.0
 #: countdown start per task in the 20-task test: 47 chunks + task, working and completed
@@ -43,7 +43,7 @@ def _pair(backend: str, folder: Path) -> Iterator[tuple[str, str]]:
         if backend == "sqlite":
             url = f"sqlite:///{folder / 'tasks.db'}"
         else:
-            url = stack.enter_context(pg_schema_url())
+            url = stack.enter_context(pg_schema_url(agents=2))
         # These tests open up to 20 streams of one caller at once, right after others
         # closed on the other replica (whose slots it keeps leased for a second): the
         # per-caller quota is tests/reliability/test_hostile_quotas.py's subject, not theirs.
@@ -278,7 +278,7 @@ async def test_a_replica_restarted_mid_stream_resumes_from_the_store(
         if backend == "sqlite":
             url = f"sqlite:///{tmp_path / 'tasks.db'}"
         else:
-            url = stack.enter_context(pg_schema_url())
+            url = stack.enter_context(pg_schema_url(agents=2))
         # These tests open up to 20 streams of one caller at once, right after others
         # closed on the other replica (whose slots it keeps leased for a second): the
         # per-caller quota is tests/reliability/test_hostile_quotas.py's subject, not theirs.

@@ -24,9 +24,9 @@ from a2a.utils.errors import InvalidParamsError
 
 from tests._sdk import make_client, request
 
+from .._postgres import pg_schema_url
 from .._support import cli_server, free_port
 from ._a2a import EXTENSIONS
-from .conftest import pg_schema_url
 from .test_write_path_e2e import _sql
 
 GOOD = {"X-API-Key": "key-good", "A2A-Version": "1.0"}

@@ -20,9 +20,9 @@ from a2a.types import SubscribeToTaskRequest, TaskState
 
 from tests._sdk import request
 
+from .._postgres import pg_schema_url
 from .._support import cli_server
 from ._a2a import EXTENSIONS, client, send
-from .conftest import pg_schema_url
 
 #: far longer than any test here: only a wake-up delivers in time
 SLOW_POLL = "60"
@@ -36,7 +36,7 @@ def _pair(backend: str, folder: Path) -> Iterator[tuple[str, str, str]]:
         if backend == "sqlite":
             url = f"sqlite:///{folder / 'tasks.db'}"
         else:
-            url = stack.enter_context(pg_schema_url())
+            url = stack.enter_context(pg_schema_url(agents=2))
         args = ["--extensions-dir", EXTENSIONS, "--task-store", url, "--cluster"]
         env = {"A2A_CLUSTER_POLL_INTERVAL": SLOW_POLL}
         a, _pa = stack.enter_context(cli_server(args, env=env))
@@ -110,7 +110,7 @@ def _listen_sessions(schema: str, terminate: bool) -> int:
 
     import asyncpg
 
-    from .conftest import PG_DB, PG_HOST, PG_PORT, PG_USER
+    from .._postgres import PG_DB, PG_HOST, PG_PORT, PG_USER
 
     sql = (
         f"SELECT {'pg_terminate_backend(pid)' if terminate else 'pid'} FROM pg_stat_activity "

@@ -24,9 +24,9 @@ from a2a.types import Task
 from apcore import ModuleAnnotations, Registry
 from pydantic import BaseModel
 
+from .._postgres import PG_DB, PG_HOST, PG_PORT, PG_USER, pg_schema_url
 from .._support import cli_server, free_port, running_server
 from ._a2a import EXTENSIONS
-from .conftest import PG_DB, PG_HOST, PG_PORT, PG_USER, pg_schema_url
 
 V10 = {"A2A-Version": "1.0"}
 
@@ -92,7 +92,7 @@ async def test_a_follow_up_reads_its_stored_task_once() -> None:
 @contextlib.contextmanager
 def _replicas() -> Iterator[tuple[str, str, str]]:
     with contextlib.ExitStack() as stack:
-        url = stack.enter_context(pg_schema_url())
+        url = stack.enter_context(pg_schema_url(agents=2))
         args = ["--extensions-dir", EXTENSIONS, "--task-store", url, "--cluster"]
         a, _ = stack.enter_context(cli_server(args))
         b, _ = stack.enter_context(cli_server(args))

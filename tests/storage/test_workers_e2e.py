@@ -20,8 +20,8 @@ from typing import Any
 import httpx
 import pytest
 
+from .._postgres import pg_schema_url
 from .._support import ROOT, cli_server
-from .conftest import pg_schema_url
 from .test_replicas_e2e import PROBES
 
 V10 = {"A2A-Version": "1.0"}
@@ -35,7 +35,7 @@ def workers(
         if request.param == "sqlite":
             store = f"sqlite:///{tmp_path_factory.mktemp('workers') / 'tasks.db'}"
         else:
-            store = stack.enter_context(pg_schema_url())
+            store = stack.enter_context(pg_schema_url(agents=2))
         args = ["--extensions-dir", PROBES, "--workers", "2", "--cluster", "--task-store", store]
         env = {"A2A_CLUSTER_POLL_INTERVAL": "0.1"}
         url, _proc = stack.enter_context(cli_server(args, env=env))

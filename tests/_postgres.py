@@ -1,0 +1,168 @@
+"""The PostgreSQL server the tests use, and what each test may ask of it.
+
+``APCORE_A2A_TEST_POSTGRES_URL`` names the server, its user and a database the tests may use
+(default ``postgresql://postgres@127.0.0.1:5432/test``); a password comes from ``PGPASSWORD``
+(read by asyncpg in the tests and in every agent they start). The user must be able to
+create schemas, databases and roles (a superuser, as the tests check roles' limits).
+
+Every test gets a schema (or database) of its own, dropped afterwards, and a URL whose
+``?pool_size=`` is :data:`POOL_SIZE`: an agent process (a server, each of its workers, or a
+store set opened in the test's own process) then holds at most :data:`PER_AGENT`
+connections. A test states how many agents it runs at once on the server; before it runs,
+the server must have that many times :data:`PER_AGENT`, plus one for the test itself, free
+under every limit (``max_connections`` less the reserved ones, the role's and the
+database's ``CONNECTION LIMIT``). When it has not, or is not reachable at all, the test is
+skipped with the reason, except under ``CI`` where it must run and so fails with it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import os
+import socket
+import uuid
+from collections.abc import Iterator
+from typing import Any, NoReturn
+
+import pytest
+from sqlalchemy.engine import make_url
+
+_DEFAULT = "postgresql://postgres@127.0.0.1:5432/test"
+_URL = make_url(os.environ.get("APCORE_A2A_TEST_POSTGRES_URL") or _DEFAULT)
+if _URL.password is not None:
+    raise pytest.UsageError(
+        "APCORE_A2A_TEST_POSTGRES_URL carries a password; pass it in PGPASSWORD instead "
+        "(the tests hand the URL to agents, whose logs would show it)"
+    )
+PG_HOST = _URL.host or "127.0.0.1"
+PG_PORT = _URL.port or 5432
+PG_USER = _URL.username or "postgres"
+PG_DB = _URL.database or "test"
+#: a password for URLs that show one (masking tests): the server's, else any (trust auth)
+PG_PASSWORD = os.environ.get("PGPASSWORD") or "not-a-password"
+
+#: the ``?pool_size=`` of the URLs handed to tests (the agent's default is 20)
+POOL_SIZE = 4
+#: connections one agent process holds at most: its pool, the writer's, the listener's
+PER_AGENT = POOL_SIZE + 2
+
+# Free connections under each limit, for the test's user on the test database (the
+# reserved slots do not count against a superuser, nor do role and database limits).
+_FREE = """
+WITH me AS (SELECT rolsuper AS su, rolconnlimit FROM pg_roles WHERE rolname = current_user),
+open AS (SELECT usename, datname FROM pg_stat_activity WHERE backend_type = 'client backend')
+SELECT 'the server''s max_connections', current_setting('max_connections')::int
+       - CASE WHEN (SELECT su FROM me) THEN 0 ELSE
+         current_setting('superuser_reserved_connections')::int
+         + coalesce(current_setting('reserved_connections', true)::int, 0) END,
+       (SELECT count(*) FROM open)
+UNION ALL
+SELECT 'the CONNECTION LIMIT of role ' || current_user,
+       CASE WHEN su THEN -1 ELSE rolconnlimit END,
+       (SELECT count(*) FROM open WHERE usename = current_user)
+FROM me
+UNION ALL
+SELECT 'the CONNECTION LIMIT of database ' || current_database(),
+       CASE WHEN (SELECT su FROM me) THEN -1 ELSE datconnlimit END,
+       (SELECT count(*) FROM open WHERE datname = current_database())
+FROM pg_database WHERE datname = current_database()
+"""
+
+
+def _where() -> str:
+    return f"PostgreSQL at {PG_USER}@{PG_HOST}:{PG_PORT}/{PG_DB}"
+
+
+def cannot_run(reason: str) -> NoReturn:
+    if os.environ.get("CI"):
+        pytest.fail(f"{reason}; CI must run the PostgreSQL tests", pytrace=False)
+    pytest.skip(f"{reason} (only skipped outside CI)")
+
+
+def _run(sql: str, fetch: bool = False) -> list[Any]:
+    """Run one statement on the test database, off the (maybe running) test loop."""
+    import asyncpg
+
+    async def run() -> list[Any]:
+        conn = await asyncpg.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, database=PG_DB)
+        try:
+            return list(await conn.fetch(sql)) if fetch else [await conn.execute(sql)]
+        finally:
+            await conn.close()
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, run()).result()
+
+
+def pg_execute(sql: str) -> None:
+    """Run one statement on the test database as the test's user."""
+    _run(sql)
+
+
+def require_postgres(agents: int = 1) -> None:
+    """Skip (fail under ``CI``) unless the server is reachable and can give *agents* agent
+    processes their connections now, plus one for the test."""
+    try:
+        socket.create_connection((PG_HOST, PG_PORT), timeout=1.0).close()
+    except OSError:
+        cannot_run(
+            f"{_where()} is not reachable; start it or point APCORE_A2A_TEST_POSTGRES_URL "
+            "at another server"
+        )
+    import asyncpg
+
+    need = agents * PER_AGENT + 1
+    try:
+        limits = _run(_FREE, fetch=True)
+    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+        # e.g. "too many clients already", a role or database that does not exist
+        cannot_run(f"{_where()} refused the test's connection: {exc}")
+    for what, limit, open_now in limits:
+        free = limit - open_now + 1  # +1: the connection that asked is closed now
+        if limit >= 0 and free < need:
+            cannot_run(
+                f"this test needs {need} free connections to {_where()} ({agents} agent(s) x "
+                f"{PER_AGENT} + 1), but {what} leaves {free} ({limit} allowed, "
+                f"{open_now - 1} open); close other clients (see pg_stat_activity), raise "
+                "the limit, run with -n 0, or point APCORE_A2A_TEST_POSTGRES_URL at another "
+                "server"
+            )
+
+
+def _url(database: str, pool_size: int | None, schema: str | None = None) -> str:
+    # The schema goes last: tests read it back with ``url.rsplit("schema=", 1)``.
+    query = []
+    if pool_size is not None:
+        query.append(f"pool_size={pool_size}")
+    if schema is not None:
+        query.append(f"schema={schema}")
+    base = f"postgresql://{PG_USER}@{PG_HOST}:{PG_PORT}/{database}"
+    return f"{base}?{'&'.join(query)}" if query else base
+
+
+@contextlib.contextmanager
+def pg_schema_url(agents: int = 1, pool_size: int | None = POOL_SIZE) -> Iterator[str]:
+    """A fresh schema in the test database for *agents* agent processes at once, dropped
+    on exit; yields its URL (with ``?pool_size=`` *pool_size*, none when ``None``)."""
+    require_postgres(agents)
+    schema = f"apcore_a2a_t_{uuid.uuid4().hex[:12]}"
+    pg_execute(f"CREATE SCHEMA {schema}")
+    try:
+        yield _url(PG_DB, pool_size, schema)
+    finally:
+        pg_execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+@contextlib.contextmanager
+def pg_database_url(agents: int = 1, pool_size: int | None = POOL_SIZE) -> Iterator[str]:
+    """A fresh database of its own (its transaction counters count only its clients) for
+    *agents* agent processes at once, dropped on exit; yields its URL."""
+    require_postgres(agents)
+    name = f"apcore_a2a_d_{uuid.uuid4().hex[:12]}"
+    pg_execute(f"CREATE DATABASE {name}")
+    try:
+        yield _url(name, pool_size)
+    finally:
+        pg_execute(f"DROP DATABASE {name} WITH (FORCE)")
