@@ -31,7 +31,7 @@ from apcore_a2a.adapters.skills import CONTROL_PREFIX, SYSTEM_PREFIX
 from apcore_a2a.approval import A2AApprovalHandler
 from apcore_a2a.execution.identity import OPERATOR_ROLE
 from apcore_a2a.settings import SettingsError
-from apcore_a2a.upstream.apcore_schema_cache import cache_schemas
+from apcore_a2a.upstream.apcore_schema_cache import LookupRegistry, cache_schemas, registry_of
 
 logger = logging.getLogger("apcore_a2a")
 
@@ -59,7 +59,11 @@ def default_executor(
     toggles = ToggleState()
     handler = A2AApprovalHandler()
     executor = Executor(
-        registry, acl=acl, config=config, approval_handler=handler, toggle_state=toggles
+        LookupRegistry(registry),
+        acl=acl,
+        config=config,
+        approval_handler=handler,
+        toggle_state=toggles,
     )
     if config.get("sys_modules.enabled", False):
         register_sys_modules(registry, executor, config, toggle_state=toggles)
@@ -76,7 +80,7 @@ def resolve_executor(obj: Any, *, execution_timeout: float = 300.0) -> tuple[Any
         obj = obj.executor
     if callable(getattr(obj, "call_async", None)) and hasattr(obj, "registry"):
         ensure_approvals(obj)
-        return obj.registry, obj
+        return registry_of(obj), obj
     if callable(getattr(obj, "list", None)) and callable(getattr(obj, "get_definition", None)):
         return obj, default_executor(obj, execution_timeout=execution_timeout)
     raise TypeError(

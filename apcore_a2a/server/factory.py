@@ -300,8 +300,7 @@ def _executor_for(obj: Any, settings: Settings) -> tuple[Any, Any]:
     sources = ModuleSources.from_settings(settings)
     timeout = settings.execution_timeout
     if obj is None:
-        executor = sources.build_executor(timeout)
-        return executor.registry, executor
+        return resolve_executor(sources.build_executor(timeout), execution_timeout=timeout)
     if sources.given:
         raise ValueError(
             "extensions_dirs / bindings_dirs build a registry; they cannot be combined "

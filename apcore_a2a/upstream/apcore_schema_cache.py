@@ -1,13 +1,15 @@
-"""apcore's validation steps pay for a module's JSON Schema once, not per call.
+"""apcore's steps pay for a module's JSON Schema once, not per call.
 
-Upstream (apcore 0.32.2, ``BuiltinInputValidation`` / ``BuiltinOutputValidation``): to
-redact inputs and outputs they ask the module's schema class for its JSON Schema on every
-call, and pydantic's ``model_json_schema()`` rebuilds it each time (about 85 µs for a
-one-field model), twice per call. A pydantic class's schema only changes when the class is
-rebuilt, so the two (replaceable) steps get a view of the module whose schema classes
-answer from a cache keyed on the class and its core schema; validation, redaction and
-errors stay apcore's. The module-lookup step asks once more and is not replaceable, so one
-build per call remains (docs/benchmarks.md). Deletable when apcore caches the schema:
+Upstream (apcore 0.32.2, ``BuiltinModuleLookup``, ``BuiltinInputValidation`` and
+``BuiltinOutputValidation``): to redact inputs and outputs they ask the module's schema
+class for its JSON Schema on every call, and pydantic's ``model_json_schema()`` rebuilds it
+each time (about 90 µs for a one-field model), three times per call. A pydantic class's
+schema only changes when the class is rebuilt, so the steps see a view of the module whose
+schema classes answer from a cache keyed on the class and its core schema; validation,
+redaction and errors stay apcore's. The two validation steps are replaceable and are
+wrapped; the module-lookup step is not, and reads the registry it was built with, so the
+executors we build get the registry through :class:`LookupRegistry`, whose ``get`` hands
+out the same view. Deletable when apcore caches the schema:
 ``tests/upstream/test_apcore_schema_cache.py`` fails then.
 
 :class:`WrappedStep` is how a correction hands one of apcore's steps a view of the module
@@ -62,6 +64,30 @@ class _ModuleView:
         if name in ("input_schema", "output_schema") and isinstance(value, type):
             return _SchemaView(value) if hasattr(value, "__pydantic_core_schema__") else value
         return value
+
+
+class LookupRegistry:
+    """An apcore ``Registry`` whose ``get`` answers a module behind :class:`_ModuleView`;
+    everything else is the registry's own. For an ``Executor`` of ours, so its
+    (non-replaceable) module-lookup step reads the cached schema too."""
+
+    def __init__(self, registry: Any) -> None:
+        self.registry = registry
+
+    def get(self, module_id: str, *args: Any, **kwargs: Any) -> Any:
+        module = self.registry.get(module_id, *args, **kwargs)
+        return None if module is None else _ModuleView(module)
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "registry":  # not set yet (a copy in the making)
+            raise AttributeError(name)
+        return getattr(self.registry, name)
+
+
+def registry_of(executor: Any) -> Any:
+    """*executor*'s registry: the user's, not the :class:`LookupRegistry` in front of it."""
+    registry = executor.registry
+    return registry.registry if isinstance(registry, LookupRegistry) else registry
 
 
 class WrappedStep(abc.ABC):

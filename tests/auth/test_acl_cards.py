@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -23,8 +22,14 @@ from google.protobuf.json_format import MessageToDict
 from .agent import BINDINGS, message, sdk_client, send, serve_agent
 from .keys import HMAC_SECRET, bearer, hs_plain
 
-VIEWER = bearer(hs_plain(sub="vic", roles=["viewer"], exp=int(time.time()) + 3600))
-ADMIN = bearer(hs_plain(sub="root", roles=["admin"], type="user", exp=int(time.time()) + 3600))
+
+def as_viewer() -> dict[str, str]:
+    """A viewer's credentials, made when used (a token made at import expires mid-suite)."""
+    return bearer(hs_plain(sub="vic", roles=["viewer"]))
+
+
+def as_admin() -> dict[str, str]:
+    return bearer(hs_plain(sub="root", roles=["admin"], type="user"))
 
 
 @pytest.fixture(scope="module")
@@ -77,7 +82,7 @@ async def test_extended_card_is_computed_per_identity(
     agent_url: str, binding: str, version: str
 ) -> None:
     seen = {}
-    for name, headers in (("viewer", VIEWER), ("admin", ADMIN)):
+    for name, headers in (("viewer", as_viewer()), ("admin", as_admin())):
         async with sdk_client(agent_url, binding, version, headers) as client:
             card = await client.get_extended_agent_card(GetExtendedAgentCardRequest())
         seen[name] = MessageToDict(card)
@@ -90,8 +95,8 @@ async def test_extended_card_is_computed_per_identity(
 
 async def test_legacy_extended_card_path(agent_url: str, open_agent_url: str) -> None:
     async with httpx.AsyncClient(base_url=agent_url) as http:
-        viewer = await http.get("/agent/authenticatedExtendedCard", headers=VIEWER)
-        admin = await http.get("/agent/authenticatedExtendedCard", headers=ADMIN)
+        viewer = await http.get("/agent/authenticatedExtendedCard", headers=as_viewer())
+        admin = await http.get("/agent/authenticatedExtendedCard", headers=as_admin())
         anonymous = await http.get("/agent/authenticatedExtendedCard")
     assert viewer.status_code == admin.status_code == 200
     assert viewer.headers["cache-control"] == "private, no-cache"
@@ -143,7 +148,7 @@ async def test_acl_denial_is_masked_and_admin_call_sees_identity(
     agent_url: str, binding: str, version: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.WARNING)
-    async with sdk_client(agent_url, binding, version, VIEWER) as viewer:
+    async with sdk_client(agent_url, binding, version, as_viewer()) as viewer:
         # The denial is masked as an unknown skill.
         with pytest.raises(MethodNotFoundError) as denied:
             await send(viewer, message("admin.reset"))
@@ -152,7 +157,7 @@ async def test_acl_denial_is_masked_and_admin_call_sees_identity(
     assert denial and denial[-1].levelno == logging.WARNING
     assert "vic" in denial[-1].getMessage() and "admin.reset" in denial[-1].getMessage()
 
-    async with sdk_client(agent_url, binding, version, ADMIN) as admin:
+    async with sdk_client(agent_url, binding, version, as_admin()) as admin:
         task = await send(admin, message("admin.reset"))
     assert task.status.state == TaskState.TASK_STATE_COMPLETED
     data = MessageToDict(task.artifacts[0].parts[0].data)
@@ -176,7 +181,7 @@ async def test_masked_denial_on_the_wire(agent_url: str) -> None:
             resp = await http.post(
                 "/",
                 json={"jsonrpc": "2.0", "id": 7, "method": "SendMessage", "params": params},
-                headers={**VIEWER, "A2A-Version": "1.0"},
+                headers={**as_viewer(), "A2A-Version": "1.0"},
             )
         return resp.json()["error"]
 

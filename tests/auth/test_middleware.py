@@ -22,7 +22,12 @@ from .keys import HMAC_SECRET, bearer
 from .probe import probe_app, serve_probe
 
 AUTH = JWTAuthenticator(HMAC_SECRET)
-ALICE = bearer(jwt.encode({"sub": "alice", "exp": int(time.time()) + 3600}, HMAC_SECRET))
+
+
+def as_alice() -> dict[str, str]:
+    """Alice's credentials, made when used (a token made at import expires mid-suite)."""
+    return bearer(jwt.encode({"sub": "alice", "exp": int(time.time()) + 600}, HMAC_SECRET))
+
 
 EXEMPT = [
     "/.well-known/agent-card.json",
@@ -58,7 +63,7 @@ async def test_exempt_paths_open_everything_else_closed() -> None:
         for method, path in NOWHERE:
             resp = await client.request(method, path)
             assert (method, path, resp.status_code) == (method, path, 404)
-        assert (await client.get("/tasks", headers=ALICE)).status_code == 200
+        assert (await client.get("/tasks", headers=as_alice())).status_code == 200
 
 
 async def test_explorer_prefix_is_open_for_get_only_when_enabled() -> None:
@@ -87,7 +92,7 @@ async def test_explorer_prefix_is_open_for_get_only_when_enabled() -> None:
 async def test_metrics_need_credentials_unless_ops_details_are_public() -> None:
     async with serve_probe(AUTH) as base, httpx.AsyncClient(base_url=base) as client:
         assert (await client.get("/metrics")).status_code == 401
-        assert (await client.get("/metrics", headers=ALICE)).status_code == 200
+        assert (await client.get("/metrics", headers=as_alice())).status_code == 200
     async with (
         serve_probe(AUTH, ops_public=True) as base,
         httpx.AsyncClient(base_url=base) as client,
@@ -105,7 +110,7 @@ async def test_optional_auth_admits_anonymous_but_not_bad_tokens() -> None:
         anon = await client.get("/whoami")
         assert anon.status_code == 200
         assert anon.json() == {"scope": None, "var": None}
-        assert (await client.get("/whoami", headers=ALICE)).json()["var"] == "alice"
+        assert (await client.get("/whoami", headers=as_alice())).json()["var"] == "alice"
         assert (await client.get("/whoami", headers=bearer("forged"))).status_code == 401
 
 
@@ -122,11 +127,11 @@ async def test_extended_card_requires_auth_even_when_optional() -> None:
             "/agent/authenticatedExtendedCard",
         ]:
             assert (await client.get(path)).status_code == 401, path
-            assert (await client.get(path, headers=ALICE)).status_code == 200, path
+            assert (await client.get(path, headers=as_alice())).status_code == 200, path
         for method in ["GetExtendedAgentCard", "agent/getAuthenticatedExtendedCard"]:
             resp = await client.post("/", json={**rpc, "method": method})
             assert resp.status_code == 401, method
-            resp = await client.post("/", json={**rpc, "method": method}, headers=ALICE)
+            resp = await client.post("/", json={**rpc, "method": method}, headers=as_alice())
             assert resp.status_code == 200
         # Other anonymous JSON-RPC calls pass, with the body replayed intact downstream.
         body = json.dumps({**rpc, "method": "SendMessage", "params": {"x": "y" * 100_000}})
@@ -168,7 +173,7 @@ async def test_identity_contextvar_is_reset_even_when_the_app_fails() -> None:
         raise RuntimeError("boom")
 
     mw = AuthMiddleware(app, AUTH)
-    header = [(b"authorization", ALICE["Authorization"].encode())]
+    header = [(b"authorization", as_alice()["Authorization"].encode())]
     with pytest.raises(RuntimeError, match="boom"):
         await _call(mw, header)
     assert seen[0][0] == seen[0][1] == Identity(id="alice", attrs={"auth_scheme": "jwt"})
@@ -186,4 +191,4 @@ async def test_a_mounted_agent_reads_its_routes_below_the_root_path() -> None:
     async with running_server(host) as base, httpx.AsyncClient(base_url=base) as client:
         assert (await client.get("/agent/health")).status_code == 200
         assert (await client.get("/agent/tasks")).status_code == 401
-        assert (await client.get("/agent/tasks", headers=ALICE)).status_code == 200
+        assert (await client.get("/agent/tasks", headers=as_alice())).status_code == 200

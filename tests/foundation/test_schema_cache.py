@@ -2,7 +2,9 @@
 
 Every observable outcome (redacted inputs and outputs, validation errors, approval, streamed
 chunks) must be the same as with apcore's Executor as shipped; only the number of schema
-builds per call drops (3 -> 1).
+builds per call drops (3 -> 1 for an ``Executor`` of the user's passed through
+``cache_schemas``; 3 -> 0 for the executor we build over a bare registry, whose module-lookup
+step reads the registry through ``LookupRegistry``).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from apcore.errors import SchemaValidationError
 from pydantic import BaseModel, Field
 
 from apcore_a2a import cache_schemas
-from apcore_a2a.execution.governance import default_executor
+from apcore_a2a.execution.governance import default_executor, resolve_executor
 
 
 class _Counted(BaseModel):
@@ -86,18 +88,23 @@ class Capture(Middleware):
         self.seen.append((context.redacted_inputs, context.redacted_output))
 
 
-def _executor(cached: bool) -> tuple[Executor, Capture]:
+def _registry() -> Registry:
     registry = Registry()
     registry.register("demo.login", Login())
     registry.register("demo.stream_login", StreamLogin())
     registry.register("demo.dict", DictSchema())
-    executor = Executor(registry)
+    return registry
+
+
+def _executor(cached: bool | str) -> tuple[Executor, Capture]:
+    """apcore's as shipped (False), through ``cache_schemas`` (True), or ours ("ours")."""
+    executor = default_executor(_registry()) if cached == "ours" else Executor(_registry())
     capture = Capture()
     executor.use(capture)
-    return (cache_schemas(executor) if cached else executor), capture
+    return (cache_schemas(executor) if cached is True else executor), capture
 
 
-async def _outcome(cached: bool, module_id: str, inputs: dict[str, Any]) -> dict[str, Any]:
+async def _outcome(cached: bool | str, module_id: str, inputs: dict[str, Any]) -> dict[str, Any]:
     executor, capture = _executor(cached)
     try:
         result: Any = await executor.call_async(module_id, inputs)
@@ -121,11 +128,13 @@ CASES = [
 def test_same_outcome_with_and_without(module_id: str, inputs: dict[str, Any]) -> None:
     shipped = asyncio.run(_outcome(False, module_id, inputs))
     cached = asyncio.run(_outcome(True, module_id, inputs))
-    assert cached == shipped
+    ours = asyncio.run(_outcome("ours", module_id, inputs))
+    assert cached == shipped == ours
 
 
-def test_secrets_are_redacted_on_the_cached_path() -> None:
-    out = asyncio.run(_outcome(True, "demo.login", {"user": "ann", "password": "s3cret"}))
+@pytest.mark.parametrize("cached", [True, "ours"])
+def test_secrets_are_redacted_on_the_cached_path(cached: bool | str) -> None:
+    out = asyncio.run(_outcome(cached, "demo.login", {"user": "ann", "password": "s3cret"}))
     assert out["result"] == {"token": "tok-s3cret", "user": "ann"}
     [(redacted_in, redacted_out)] = out["seen"]
     assert redacted_in["password"] != "s3cret" and redacted_in["user"] == "ann"
@@ -133,7 +142,7 @@ def test_secrets_are_redacted_on_the_cached_path() -> None:
 
 
 def test_streamed_chunks_and_redaction_match() -> None:
-    async def run(cached: bool) -> tuple[list[Any], list[Any]]:
+    async def run(cached: bool | str) -> tuple[list[Any], list[Any]]:
         executor, capture = _executor(cached)
         chunks = [
             c async for c in executor.stream("demo.stream_login", {"user": "a", "password": "p"})
@@ -141,12 +150,12 @@ def test_streamed_chunks_and_redaction_match() -> None:
         return chunks, capture.seen
 
     shipped, cached = asyncio.run(run(False)), asyncio.run(run(True))
-    assert cached == shipped
+    assert cached == shipped == asyncio.run(run("ours"))
     assert cached[1][0][1]["token"] != "tok-p"
 
 
 def test_one_schema_build_per_call_instead_of_three() -> None:
-    async def builds_per_call(cached: bool) -> float:
+    async def builds_per_call(cached: bool | str) -> float:
         executor, _ = _executor(cached)
         await executor.call_async("demo.login", {"user": "a", "password": "p"})  # fills the cache
         before = LoginIn.builds + LoginOut.builds
@@ -157,6 +166,15 @@ def test_one_schema_build_per_call_instead_of_three() -> None:
     assert asyncio.run(builds_per_call(False)) == 3
     # The third build is apcore's module-lookup step (early redaction), not replaceable.
     assert asyncio.run(builds_per_call(True)) == 1
+    # Ours: that step reads its module through the registry view, so none is left.
+    assert asyncio.run(builds_per_call("ours")) == 0
+
+
+def test_our_executor_answers_with_the_users_registry() -> None:
+    registry = _registry()
+    executor = default_executor(registry)
+    assert resolve_executor(executor) == (registry, executor)
+    assert resolve_executor(registry)[0] is registry
 
 
 def test_a_rebuilt_class_gets_a_fresh_schema() -> None:
