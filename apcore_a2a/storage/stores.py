@@ -202,7 +202,11 @@ def _sql_stores(
         held.append("listener")
     versioned = ChunkedTaskStore(engine)
     events = WakingTaskEventStream(
-        engine, url, poll_interval_s=settings.cluster_poll_interval, wakeups=wakeups
+        engine,
+        url,
+        poll_interval_s=settings.cluster_poll_interval,
+        wakeups=wakeups,
+        noted=versioned.seqs,
     )
     registry = (
         ReplicaRegistry(
