@@ -217,7 +217,7 @@ def _sql_stores(
     )
     writes = DeferredWrites(versioned, registry, pg_writer=pg_writer)
     turns = SqlTurnClaims(engine) if cluster else MemoryTurnClaims()
-    closers: list[Callable[[], Awaitable[None]]] = [writes.aclose, events.aclose]
+    closers: list[Callable[[], Awaitable[None]]] = [writes.aclose, versioned.aclose, events.aclose]
     if isinstance(turns, SqlTurnClaims):
         closers.append(turns.aclose)
     sql = SqlBackend(

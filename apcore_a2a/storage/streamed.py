@@ -13,8 +13,11 @@ in its place: ``push/bodies.py``); so do replicas of older versions reading the 
 A save of a task the store already holds (not a cancel, which the SDK orders against the
 task's state) is the SDK's compare-and-swap written in Core statements: it inserts the
 event with ``RETURNING seq`` and notes that id (:attr:`ChunkedTaskStore.seqs`), so the
-stream sending the event names its SSE id without reading it back, one transaction per
-event instead of two (``docs/storage.md``, *What a streamed event costs*).
+stream sending the event names its SSE id without reading it back. Such saves of
+concurrent tasks share a transaction (``group_commit.py``), taken in task id order (each
+task's version row before its task row, the SDK's order), so two replicas' batches lock
+in one order; a stale version refuses only its own save (``docs/storage.md``, *What a
+streamed event costs*).
 """
 
 from __future__ import annotations
@@ -51,6 +54,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from apcore_a2a.upstream.sql_task_rows import TaskRows
 from apcore_a2a.upstream.task_version import version_number
 
+from .group_commit import GroupCommit
+
 #: artifact metadata key in a stored row: "the parts of this artifact are its events"
 IN_LOG = "apcore_a2a.inEventLog"
 
@@ -63,6 +68,8 @@ _TRIES, _PAUSE_S = 5, 0.02
 _CONTENTION = frozenset({"40P01", "40001"})
 _E: Table = TaskEventModel.__table__  # type: ignore[assignment]
 _V: Table = TaskVersionModel.__table__  # type: ignore[assignment]
+#: one save of a stored task: its id, owner, new version, row, and event (``None``: none)
+_Save = tuple[str, str, int, dict[str, Any], bytes | None]
 
 
 class ChunkedTaskStore(VersionedDatabaseTaskStore):
@@ -73,6 +80,11 @@ class ChunkedTaskStore(VersionedDatabaseTaskStore):
         self._rows = TaskRows(self._sql)
         #: (task id, version) -> ``task_events.seq`` of the event that save inserted
         self.seqs: LRUCache[tuple[str, int], int] = LRUCache(NOTED_SEQS)
+        self._group: GroupCommit[_Save] = GroupCommit(self._write_saves)
+
+    async def aclose(self) -> None:
+        """Wait for the saves under way."""
+        await self._group.aclose()
 
     @property
     def _sql(self) -> DatabaseTaskStore:
@@ -105,7 +117,9 @@ class ChunkedTaskStore(VersionedDatabaseTaskStore):
         while True:
             tries += 1
             try:
-                seq = await self._update(task, owner, version, data)
+                seq = await self._group.submit(
+                    (task.id, owner, version, self._rows.row(task, owner), data)
+                )
                 break
             except DBAPIError as exc:  # retried as the SDK's store retries
                 contention = getattr(exc.orig, "sqlstate", None) in _CONTENTION
@@ -116,30 +130,35 @@ class ChunkedTaskStore(VersionedDatabaseTaskStore):
             self.seqs[task.id, version] = seq
         return TaskVersion(version)
 
-    async def _update(self, task: Task, owner: str, version: int, data: bytes | None) -> Any:
-        """The SDK's update in one transaction: the version row first (its lock order),
-        the task row only where it changed (as the ORM merge), the event; its ``seq``."""
-        row = self._rows.row(task, owner)
+    async def _write_saves(self, batch: list[_Save]) -> list[Any]:
+        """The SDK's update of each save, in one transaction: per task the version row
+        (compare-and-swap), the task row only where it changed (as the ORM merge), the
+        event; each save's event ``seq``, or its refusal."""
+        answers: list[Any] = [None] * len(batch)
         tasks = self._rows.table
         async with self._sql.engine.begin() as conn:
-            swapped = await conn.execute(
-                update(_V)
-                .where(_V.c.task_id == task.id, _V.c.owner == owner, _V.c.version == version - 1)
-                .values(version=version)
-            )
-            if swapped.rowcount == 0:
-                raise ConcurrentTaskModificationError(task.id)
-            key = and_(tasks.c.id == task.id, tasks.c.owner == owner)
-            stored = (await conn.execute(select(tasks).where(key))).mappings().one_or_none()
-            if stored is None:
-                await conn.execute(insert(tasks), row)
-            elif any(stored[column] != value for column, value in row.items()):
-                await conn.execute(update(tasks).where(key).values(row))
-            if data is None:
-                return None
-            values = {"task_id": task.id, "owner": owner, "task_version": version}
-            inserted = insert(_E).values(**values, event_data=data).returning(_E.c.seq)
-            return (await conn.execute(inserted)).scalar_one()
+            for index in sorted(range(len(batch)), key=lambda i: batch[i][:3]):
+                task_id, owner, version, row, data = batch[index]
+                swapped = await conn.execute(
+                    update(_V)
+                    .where(_V.c.task_id == task_id, _V.c.owner == owner)
+                    .where(_V.c.version == version - 1)
+                    .values(version=version)
+                )
+                if swapped.rowcount == 0:
+                    answers[index] = ConcurrentTaskModificationError(task_id)
+                    continue
+                key = and_(tasks.c.id == task_id, tasks.c.owner == owner)
+                stored = (await conn.execute(select(tasks).where(key))).mappings().one_or_none()
+                if stored is None:
+                    await conn.execute(insert(tasks), row)
+                elif any(stored[column] != value for column, value in row.items()):
+                    await conn.execute(update(tasks).where(key).values(row))
+                if data is not None:
+                    ids = {"task_id": task_id, "owner": owner, "task_version": version}
+                    inserted = insert(_E).values(**ids, event_data=data).returning(_E.c.seq)
+                    answers[index] = (await conn.execute(inserted)).scalar_one()
+        return answers
 
     async def get(self, task_id: str, context: ServerCallContext) -> StoredTask | None:
         """The task with its version, its streamed artifacts whole as of that version."""

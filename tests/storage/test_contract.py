@@ -291,3 +291,53 @@ async def test_saves_of_tasks_in_turn_name_the_event_ids_the_log_holds(
             assert await s.get_task(task.id, ctx()) == task
     finally:
         await s.aclose()
+
+
+@pytest.mark.parametrize("cluster", [False, True], ids=["single", "cluster"])
+async def test_a_stale_save_among_concurrent_ones_refuses_only_itself(
+    sql_url: str, cluster: bool
+) -> None:
+    """Saves of several stored tasks at once (one transaction may take them together):
+    the one with a stale version is refused, every other is stored with its event."""
+    s = open_stores(sql_url, settings(cluster=cluster))
+    await s.start()
+    try:
+        store, log = s.task_store, s.event_stream
+        assert isinstance(store, VersionedTaskStore)
+        assert log is not None
+        tasks = [make_task(TaskState.TASK_STATE_WORKING) for _ in range(6)]
+        firsts = [
+            await store.save(
+                t, event=None, prev=None, prev_version=TaskVersion.MISSING, context=ctx()
+            )
+            for t in tasks
+        ]
+        stale = tasks[2]
+        await store.save(stale, event=None, prev=stale, prev_version=firsts[2], context=ctx())
+
+        async def step(task: Task, prev: TaskVersion) -> TaskVersion:
+            task.status.message.message_id = "next"
+            event = TaskStatusUpdateEvent(
+                task_id=task.id, context_id=task.context_id, status=task.status
+            )
+            return await store.save(task, event=event, prev=task, prev_version=prev, context=ctx())
+
+        outcomes = await asyncio.gather(
+            *(step(t, v) for t, v in zip(tasks, firsts, strict=True)), return_exceptions=True
+        )
+        assert isinstance(outcomes[2], ConcurrentTaskModificationError)
+        for task, outcome in zip(tasks, outcomes, strict=True):
+            if task is stale:
+                stored = await store.get(task.id, ctx())
+                assert stored is not None and stored.task.status.message.message_id != "next"
+                assert [e async for e in log.tail(task.id, 0, until_idle=True)] == []
+                continue
+            assert isinstance(outcome, TaskVersion)
+            assert await s.get_task(task.id, ctx()) == task
+            replayed = [
+                (await log.seq_at(task.id, outcome), outcome),
+                *[(seq, v) async for seq, v, _e in log.tail(task.id, 0, until_idle=True)],
+            ]
+            assert replayed[0] == replayed[1] and len(replayed) == 2
+    finally:
+        await s.aclose()
