@@ -15,7 +15,7 @@ import contextlib
 import logging
 import os
 import secrets
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable, MutableMapping
 from functools import partial
 from typing import Any
 
@@ -309,10 +309,19 @@ class WakingTaskEventStream(DatabaseTaskEventStream):
     events."""
 
     def __init__(
-        self, engine: AsyncEngine, store_url: StoreURL, *, poll_interval_s: float, wakeups: bool
+        self,
+        engine: AsyncEngine,
+        store_url: StoreURL,
+        *,
+        poll_interval_s: float,
+        wakeups: bool,
+        noted: MutableMapping[tuple[str, int], int] | None = None,
     ) -> None:
         super().__init__(engine, poll_interval_s=poll_interval_s)
         self.engine = engine
+        #: (task id, version) -> event id, noted by the save that inserted it
+        #: (``streamed.py``); :meth:`seq_at` takes an entry instead of reading it
+        self.noted: MutableMapping[tuple[str, int], int] = {} if noted is None else noted
         self.poll_interval = poll_interval_s
         self.hub = WakeHub()
         self.listener: PgListener | None = None
@@ -370,6 +379,9 @@ class WakingTaskEventStream(DatabaseTaskEventStream):
         """The event id (table ``seq``) of *task_id* at *version* (0: before the first)."""
         if version.is_missing:
             return 0
+        noted = self.noted.pop((task_id, version_number(version)), None)
+        if noted is not None:  # the save that made *version* inserted this event
+            return noted
         stmt = select(func.max(_E.seq)).where(
             _E.task_id == task_id, _E.task_version <= version_number(version)
         )

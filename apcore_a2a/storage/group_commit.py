@@ -5,13 +5,15 @@ instead of N; alone, an item is written at once. One caller's item can fail only
 caller: a batch that fails for any reason but an outage is written again item by item, so
 the others are stored and the bad item's caller gets the error (issue 40). An outage
 (``outages.is_outage``) fails the whole batch: no item could be written then anyway.
+*write* may also answer each item on its own: a list of one outcome per item (a value
+its caller gets, or an exception it raises), for a refusal that leaves the others intact.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from .outages import is_outage
 
@@ -24,18 +26,19 @@ _T = TypeVar("_T")
 class GroupCommit(Generic[_T]):
     """Items handed to :meth:`submit` are written by *write*, in batches (module doc)."""
 
-    def __init__(self, write: Callable[[list[_T]], Awaitable[None]]) -> None:
+    def __init__(self, write: Callable[[list[_T]], Awaitable[list[Any] | None]]) -> None:
         self._write = write
-        self._queue: list[tuple[_T, asyncio.Future[None]]] = []
+        self._queue: list[tuple[_T, asyncio.Future[Any]]] = []
         self._writer: asyncio.Task[None] | None = None
 
-    async def submit(self, item: _T) -> None:
-        """Write *item*; returns once its transaction has committed (or raises its error)."""
-        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    async def submit(self, item: _T) -> Any:
+        """Write *item*; returns its outcome once its transaction has committed (or raises
+        its error)."""
+        done: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._queue.append((item, done))
         if self._writer is None:
             self._writer = asyncio.ensure_future(self._write_all())
-        await done
+        return await done
 
     async def aclose(self) -> None:
         """Wait for the batch under way (its callers get its outcome)."""
@@ -54,10 +57,11 @@ class GroupCommit(Generic[_T]):
                     done.cancel()
             self._queue = []
 
-    async def _commit(self, batch: list[tuple[_T, asyncio.Future[None]]]) -> None:
+    async def _commit(self, batch: list[tuple[_T, asyncio.Future[Any]]]) -> None:
         outcome: BaseException | None = None
+        answers: list[Any] | None = None
         try:
-            await self._write([item for item, _ in batch])
+            answers = await self._write([item for item, _ in batch])
         except Exception as exc:
             if len(batch) > 1 and not is_outage(exc):
                 for one in batch:
@@ -66,12 +70,13 @@ class GroupCommit(Generic[_T]):
             outcome = exc
         except BaseException as exc:  # canceled: every caller learns it, then it goes on
             outcome = exc
-        for _, done in batch:
+        for index, (_, done) in enumerate(batch):
             if done.done():
                 continue
-            if outcome is None:
-                done.set_result(None)
+            answer = outcome if answers is None else answers[index]
+            if isinstance(answer, BaseException):
+                done.set_exception(answer)
             else:
-                done.set_exception(outcome)
+                done.set_result(answer)
         if outcome is not None and not isinstance(outcome, Exception):
             raise outcome

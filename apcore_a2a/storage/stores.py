@@ -202,7 +202,11 @@ def _sql_stores(
         held.append("listener")
     versioned = ChunkedTaskStore(engine)
     events = WakingTaskEventStream(
-        engine, url, poll_interval_s=settings.cluster_poll_interval, wakeups=wakeups
+        engine,
+        url,
+        poll_interval_s=settings.cluster_poll_interval,
+        wakeups=wakeups,
+        noted=versioned.seqs,
     )
     registry = (
         ReplicaRegistry(
@@ -213,7 +217,7 @@ def _sql_stores(
     )
     writes = DeferredWrites(versioned, registry, pg_writer=pg_writer)
     turns = SqlTurnClaims(engine) if cluster else MemoryTurnClaims()
-    closers: list[Callable[[], Awaitable[None]]] = [writes.aclose, events.aclose]
+    closers: list[Callable[[], Awaitable[None]]] = [writes.aclose, versioned.aclose, events.aclose]
     if isinstance(turns, SqlTurnClaims):
         closers.append(turns.aclose)
     sql = SqlBackend(

@@ -9,16 +9,31 @@ task object the SDK keeps in memory (its copies stay small too) and marks it
 settles the task (``docs/storage.md``, *Long streams*). Whoever reads the SDK's in-memory
 task meanwhile sees the artifact empty and marked (0.3 push bodies put the event's chunk
 in its place: ``push/bodies.py``); so do replicas of older versions reading the row.
+
+A save of a task the store already holds (not a cancel, which the SDK orders against the
+task's state) is the SDK's compare-and-swap written in Core statements: it inserts the
+event with ``RETURNING seq`` and notes that id (:attr:`ChunkedTaskStore.seqs`), so the
+stream sending the event names its SSE id without reading it back. Such saves of
+concurrent tasks share a transaction (``group_commit.py``), taken in task id order (each
+task's version row before its task row, the SDK's order), so two replicas' batches lock
+in one order; a stale version refuses only its own save (``docs/storage.md``, *What a
+streamed event costs*).
 """
 
 from __future__ import annotations
 
-from typing import cast
+import asyncio
+from typing import Any, cast
 
-from a2a.server.cluster import StoredTask, TaskVersion, VersionedDatabaseTaskStore
+from a2a.server.cluster import (
+    ConcurrentTaskModificationError,
+    StoredTask,
+    TaskVersion,
+    VersionedDatabaseTaskStore,
+)
 from a2a.server.context import ServerCallContext
 from a2a.server.events.event_queue import Event
-from a2a.server.models import TaskEventModel
+from a2a.server.models import TaskEventModel, TaskVersionModel
 from a2a.server.tasks import DatabaseTaskStore
 from a2a.types import (
     Artifact,
@@ -29,17 +44,47 @@ from a2a.types import (
     TaskState,
 )
 from a2a.types.a2a_pb2 import StreamResponse
+from a2a.utils.proto_utils import to_stream_response
+from cachetools import LRUCache
 from google.protobuf.json_format import ParseDict
-from sqlalchemy import and_, select
+from sqlalchemy import Table, and_, insert, select, update
+from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from apcore_a2a.upstream.sql_task_rows import TaskRows
+from apcore_a2a.upstream.task_version import version_number
+
+from .group_commit import GroupCommit
 
 #: artifact metadata key in a stored row: "the parts of this artifact are its events"
 IN_LOG = "apcore_a2a.inEventLog"
 
 _RUNNING = frozenset({TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING})
+#: Event ids noted for streams to name (each is taken once, right after its save).
+NOTED_SEQS = 10_000
+#: As the SDK's store: tries of a save that met lock contention, and the pause per try.
+_TRIES, _PAUSE_S = 5, 0.02
+#: PostgreSQL deadlock and serialization failure (asyncpg reports them as DBAPIError).
+_CONTENTION = frozenset({"40P01", "40001"})
+_E: Table = TaskEventModel.__table__  # type: ignore[assignment]
+_V: Table = TaskVersionModel.__table__  # type: ignore[assignment]
+#: one save of a stored task: its id, owner, new version, row, and event (``None``: none)
+_Save = tuple[str, str, int, dict[str, Any], bytes | None]
 
 
 class ChunkedTaskStore(VersionedDatabaseTaskStore):
     """``VersionedDatabaseTaskStore`` keeping appended chunks in the event log only."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        super().__init__(engine)
+        self._rows = TaskRows(self._sql)
+        #: (task id, version) -> ``task_events.seq`` of the event that save inserted
+        self.seqs: LRUCache[tuple[str, int], int] = LRUCache(NOTED_SEQS)
+        self._group: GroupCommit[_Save] = GroupCommit(self._write_saves)
+
+    async def aclose(self) -> None:
+        """Wait for the saves under way."""
+        await self._group.aclose()
 
     @property
     def _sql(self) -> DatabaseTaskStore:
@@ -60,9 +105,60 @@ class ChunkedTaskStore(VersionedDatabaseTaskStore):
                 _take_out(task, event)
         elif any(IN_LOG in a.metadata for a in task.artifacts):
             await self._put_back(task, self._sql.owner_resolver(context), None)
-        return await super().save(
-            task, event=event, prev=prev, prev_version=prev_version, context=context
-        )
+        if prev_version.is_missing or task.status.state == TaskState.TASK_STATE_CANCELED:
+            return await super().save(
+                task, event=event, prev=prev, prev_version=prev_version, context=context
+            )
+        await self.initialize()  # once: the tables exist from then on
+        owner = self._sql.owner_resolver(context)
+        version = version_number(prev_version) + 1
+        data = None if event is None else to_stream_response(event).SerializeToString()
+        tries = 0
+        while True:
+            tries += 1
+            try:
+                seq = await self._group.submit(
+                    (task.id, owner, version, self._rows.row(task, owner), data)
+                )
+                break
+            except DBAPIError as exc:  # retried as the SDK's store retries
+                contention = getattr(exc.orig, "sqlstate", None) in _CONTENTION
+                if not (isinstance(exc, OperationalError) or contention) or tries >= _TRIES:
+                    raise
+                await asyncio.sleep(_PAUSE_S * tries)
+        if seq is not None:
+            self.seqs[task.id, version] = seq
+        return TaskVersion(version)
+
+    async def _write_saves(self, batch: list[_Save]) -> list[Any]:
+        """The SDK's update of each save, in one transaction: per task the version row
+        (compare-and-swap), the task row only where it changed (as the ORM merge), the
+        event; each save's event ``seq``, or its refusal."""
+        answers: list[Any] = [None] * len(batch)
+        tasks = self._rows.table
+        async with self._sql.engine.begin() as conn:
+            for index in sorted(range(len(batch)), key=lambda i: batch[i][:3]):
+                task_id, owner, version, row, data = batch[index]
+                swapped = await conn.execute(
+                    update(_V)
+                    .where(_V.c.task_id == task_id, _V.c.owner == owner)
+                    .where(_V.c.version == version - 1)
+                    .values(version=version)
+                )
+                if swapped.rowcount == 0:
+                    answers[index] = ConcurrentTaskModificationError(task_id)
+                    continue
+                key = and_(tasks.c.id == task_id, tasks.c.owner == owner)
+                stored = (await conn.execute(select(tasks).where(key))).mappings().one_or_none()
+                if stored is None:
+                    await conn.execute(insert(tasks), row)
+                elif any(stored[column] != value for column, value in row.items()):
+                    await conn.execute(update(tasks).where(key).values(row))
+                if data is not None:
+                    ids = {"task_id": task_id, "owner": owner, "task_version": version}
+                    inserted = insert(_E).values(**ids, event_data=data).returning(_E.c.seq)
+                    answers[index] = (await conn.execute(inserted)).scalar_one()
+        return answers
 
     async def get(self, task_id: str, context: ServerCallContext) -> StoredTask | None:
         """The task with its version, its streamed artifacts whole as of that version."""

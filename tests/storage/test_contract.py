@@ -232,3 +232,112 @@ async def test_replicas_starting_together_on_an_empty_database_both_come_up(
             assert await r.get_task(task.id, ctx()) == task
     finally:
         await asyncio.gather(*(r.aclose() for r in replicas))
+
+
+@pytest.mark.parametrize("cluster", [False, True], ids=["single", "cluster"])
+async def test_saves_of_tasks_in_turn_name_the_event_ids_the_log_holds(
+    sql_url: str, cluster: bool
+) -> None:
+    """A save of a stored task inserts its event and names its id to the stream sending
+    it; interleaved tasks, the id is the one the log replays, and a stale save leaves
+    neither its event nor its task behind."""
+    s = open_stores(sql_url, settings(cluster=cluster))
+    await s.start()
+    try:
+        store, log = s.task_store, s.event_stream
+        assert isinstance(store, VersionedTaskStore)
+        assert log is not None
+        tasks = [make_task(TaskState.TASK_STATE_WORKING) for _ in range(2)]
+        versions = {}
+        for task in tasks:
+            versions[task.id] = [
+                await store.save(
+                    task, event=None, prev=None, prev_version=TaskVersion.MISSING, context=ctx()
+                )
+            ]
+        for n in range(3):
+            for task in tasks:
+                task.status.message.message_id = f"m{n}"
+                event = TaskStatusUpdateEvent(
+                    task_id=task.id, context_id=task.context_id, status=task.status
+                )
+                prev = versions[task.id][-1]
+                version = await store.save(
+                    task, event=event, prev=task, prev_version=prev, context=ctx()
+                )
+                versions[task.id].append(version)
+        named = {
+            task.id: [await log.seq_at(task.id, v) for v in versions[task.id][1:]] for task in tasks
+        }
+        stale = Task()
+        stale.CopyFrom(tasks[0])
+        stale.status.message.message_id = "stale"
+        with pytest.raises(ConcurrentTaskModificationError):
+            await store.save(
+                stale,
+                event=TaskStatusUpdateEvent(task_id=stale.id, context_id=stale.context_id),
+                prev=stale,
+                prev_version=versions[stale.id][1],
+                context=ctx(),
+            )
+        for task in tasks:
+            replayed = [
+                (seq, version)
+                async for seq, version, _event in log.tail(task.id, 0, until_idle=True)
+            ]
+            assert replayed == list(zip(named[task.id], versions[task.id][1:], strict=True))
+            # read again (nothing noted now), the ids are the same
+            assert [await log.seq_at(task.id, v) for v in versions[task.id][1:]] == named[task.id]
+            assert await s.get_task(task.id, ctx()) == task
+    finally:
+        await s.aclose()
+
+
+@pytest.mark.parametrize("cluster", [False, True], ids=["single", "cluster"])
+async def test_a_stale_save_among_concurrent_ones_refuses_only_itself(
+    sql_url: str, cluster: bool
+) -> None:
+    """Saves of several stored tasks at once (one transaction may take them together):
+    the one with a stale version is refused, every other is stored with its event."""
+    s = open_stores(sql_url, settings(cluster=cluster))
+    await s.start()
+    try:
+        store, log = s.task_store, s.event_stream
+        assert isinstance(store, VersionedTaskStore)
+        assert log is not None
+        tasks = [make_task(TaskState.TASK_STATE_WORKING) for _ in range(6)]
+        firsts = [
+            await store.save(
+                t, event=None, prev=None, prev_version=TaskVersion.MISSING, context=ctx()
+            )
+            for t in tasks
+        ]
+        stale = tasks[2]
+        await store.save(stale, event=None, prev=stale, prev_version=firsts[2], context=ctx())
+
+        async def step(task: Task, prev: TaskVersion) -> TaskVersion:
+            task.status.message.message_id = "next"
+            event = TaskStatusUpdateEvent(
+                task_id=task.id, context_id=task.context_id, status=task.status
+            )
+            return await store.save(task, event=event, prev=task, prev_version=prev, context=ctx())
+
+        outcomes = await asyncio.gather(
+            *(step(t, v) for t, v in zip(tasks, firsts, strict=True)), return_exceptions=True
+        )
+        assert isinstance(outcomes[2], ConcurrentTaskModificationError)
+        for task, outcome in zip(tasks, outcomes, strict=True):
+            if task is stale:
+                stored = await store.get(task.id, ctx())
+                assert stored is not None and stored.task.status.message.message_id != "next"
+                assert [e async for e in log.tail(task.id, 0, until_idle=True)] == []
+                continue
+            assert isinstance(outcome, TaskVersion)
+            assert await s.get_task(task.id, ctx()) == task
+            replayed = [
+                (await log.seq_at(task.id, outcome), outcome),
+                *[(seq, v) async for seq, v, _e in log.tail(task.id, 0, until_idle=True)],
+            ]
+            assert replayed[0] == replayed[1] and len(replayed) == 2
+    finally:
+        await s.aclose()

@@ -105,3 +105,38 @@ async def test_a_kept_state_the_store_refuses_is_not_retried(
         await store.save(done, event=None, prev_version=version, context=context)
     assert await versioned.get(bad.id, ctx()) is None
     await store.aclose()
+
+
+async def test_one_bad_row_among_event_saves_fails_only_its_own_save(
+    engine_and_writer: tuple[AsyncEngine, PgWriter],
+) -> None:
+    """Saves of stored tasks (a stream's events) share a transaction; the one whose row
+    the database refuses fails alone, and its task stays as it was."""
+    from a2a.types import TaskStatusUpdateEvent
+
+    from apcore_a2a.storage.streamed import ChunkedTaskStore
+
+    engine, _writer = engine_and_writer
+    store = ChunkedTaskStore(engine)
+    await store.initialize()
+    tasks = [make_task(WORKING) for _ in range(12)]
+    firsts = {}
+    for task in tasks:
+        firsts[task.id] = await store.save(task, prev_version=TaskVersion.MISSING, context=ctx())
+    tasks[4].context_id = TOO_LONG
+
+    async def event(task: Task) -> object:
+        done = Task()
+        done.CopyFrom(task)
+        done.status.state = COMPLETED
+        update = TaskStatusUpdateEvent(task_id=task.id, context_id=task.id, status=done.status)
+        return await store.save(done, event=update, prev_version=firsts[task.id], context=ctx())
+
+    outcomes = await _save_all(event, tasks)
+    assert [i for i, o in enumerate(outcomes) if o is not None] == [4]
+    assert isinstance(outcomes[4], DBAPIError)
+    for i, task in enumerate(tasks):
+        stored = await store.get(task.id, ctx())
+        assert stored is not None
+        assert stored.task.status.state == (WORKING if i == 4 else COMPLETED)
+    await store.aclose()
