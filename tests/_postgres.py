@@ -29,6 +29,8 @@ from typing import Any, NoReturn
 import pytest
 from sqlalchemy.engine import make_url
 
+from apcore_a2a.storage._sql_backend import _LIMITS as CONNECTION_LIMITS
+
 _DEFAULT = "postgresql://postgres@127.0.0.1:5432/test"
 _URL = make_url(os.environ.get("APCORE_A2A_TEST_POSTGRES_URL") or _DEFAULT)
 if _URL.password is not None:
@@ -48,27 +50,9 @@ POOL_SIZE = 4
 #: connections one agent process holds at most: its pool, the writer's, the listener's
 PER_AGENT = POOL_SIZE + 2
 
-# Free connections under each limit, for the test's user on the test database (the
-# reserved slots do not count against a superuser, nor do role and database limits).
-_FREE = """
-WITH me AS (SELECT rolsuper AS su, rolconnlimit FROM pg_roles WHERE rolname = current_user),
-open AS (SELECT usename, datname FROM pg_stat_activity WHERE backend_type = 'client backend')
-SELECT 'the server''s max_connections', current_setting('max_connections')::int
-       - CASE WHEN (SELECT su FROM me) THEN 0 ELSE
-         current_setting('superuser_reserved_connections')::int
-         + coalesce(current_setting('reserved_connections', true)::int, 0) END,
-       (SELECT count(*) FROM open)
-UNION ALL
-SELECT 'the CONNECTION LIMIT of role ' || current_user,
-       CASE WHEN su THEN -1 ELSE rolconnlimit END,
-       (SELECT count(*) FROM open WHERE usename = current_user)
-FROM me
-UNION ALL
-SELECT 'the CONNECTION LIMIT of database ' || current_database(),
-       CASE WHEN (SELECT su FROM me) THEN -1 ELSE datconnlimit END,
-       (SELECT count(*) FROM open WHERE datname = current_database())
-FROM pg_database WHERE datname = current_database()
-"""
+# Free connections under each limit: the agent's own start check's query (what limits
+# it, its value, open now), so the tests count as the agent does.
+_FREE = CONNECTION_LIMITS
 
 
 def _where() -> str:

@@ -123,6 +123,24 @@ def _sqlite_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in (path, Path(f"{path}-wal")) if p.exists())
 
 
+async def _resume(
+    http: httpx.AsyncClient, base: str, task_id: str, last_id: str
+) -> tuple[list[str], dict[str, Any] | None]:
+    """Resubscribe after *last_id*: the texts of the chunks that follow, and the last status."""
+    rest: list[str] = []
+    final = None
+    body = _rpc("SubscribeToTask", id=task_id)
+    headers = {"Last-Event-ID": last_id}
+    async with http.stream("POST", base + "/", json=body, headers=headers) as response:
+        async for _id, payload in sse_frames(response):
+            result = payload["result"]
+            update = result.get("artifactUpdate")
+            rest += [p["text"] for p in update["artifact"]["parts"]] if update else []
+            if "statusUpdate" in result:
+                final = result["statusUpdate"]["status"]
+    return rest, final
+
+
 @contextlib.contextmanager
 def _growth_store(backend: str, tmp_path: Path) -> Iterator[str]:
     if backend == "sqlite":
@@ -255,17 +273,7 @@ async def test_kill_9_mid_stream_loses_no_chunk_and_the_stream_goes_on_elsewhere
             assert _texts(await _get(http, b, task_id))[: len(seen)] == seen
             # The stream goes on from B after the last id: what A stored after it, then the
             # end B's recovery gives the task of a dead replica.
-            rest: list[str] = []
-            final = None
-            body = _rpc("SubscribeToTask", id=task_id)
-            headers = {"Last-Event-ID": last_id}
-            async with http.stream("POST", b + "/", json=body, headers=headers) as response:
-                async for _id, payload in sse_frames(response):
-                    result = payload["result"]
-                    update = result.get("artifactUpdate")
-                    rest += [p["text"] for p in update["artifact"]["parts"]] if update else []
-                    if "statusUpdate" in result:
-                        final = result["statusUpdate"]["status"]
+            rest, final = await _resume(http, b, task_id, last_id)
             # It ends (the client's read timeout is the hang guard) with B's verdict.
             assert final is not None and final["state"] == "TASK_STATE_FAILED"
             assert final["message"]["parts"][0]["text"] == INTERRUPTED_MESSAGE
@@ -308,17 +316,7 @@ async def test_kill_9_mid_stream_without_cluster_loses_no_chunk_after_a_restart(
                 assert "metadata" not in stored["artifacts"][0]
                 # The event ids survive the restart: resuming after the last one seen
                 # gives the chunks stored after it, then the end.
-                rest: list[str] = []
-                final = None
-                body = _rpc("SubscribeToTask", id=task_id)
-                headers = {"Last-Event-ID": last_id}
-                async with http.stream("POST", base + "/", json=body, headers=headers) as response:
-                    async for _id, payload in sse_frames(response):
-                        result = payload["result"]
-                        update = result.get("artifactUpdate")
-                        rest += [p["text"] for p in update["artifact"]["parts"]] if update else []
-                        if "statusUpdate" in result:
-                            final = result["statusUpdate"]["status"]
+                rest, final = await _resume(http, base, task_id, last_id)
                 assert seen + rest == whole
                 assert final is not None and final["state"] == "TASK_STATE_FAILED"
                 assert final["message"]["parts"][0]["text"] == INTERRUPTED_MESSAGE
