@@ -235,18 +235,16 @@ async def _metered_stream(
         await running
 
 
-def _sqlite_bytes(url: str) -> int:
+def sqlite_bytes(url: str) -> int:
+    """Bytes of the SQLite store at *url* on disk: its file and its WAL."""
     path = Path(url.removeprefix("sqlite:///"))
     return sum(p.stat().st_size for p in (path, Path(f"{path}-wal")) if p.exists())
 
 
 @contextlib.contextmanager
-def _sqlite_frames_kept(url: str, database: str | None) -> Iterator[None]:
-    """SQLite: a read transaction held on the file, so no checkpoint reuses the WAL and it
-    keeps every frame written meanwhile (its growth is what was written)."""
-    if database is not None:
-        yield
-        return
+def sqlite_frames_kept(url: str) -> Iterator[None]:
+    """A read transaction held on the SQLite store at *url*, so no checkpoint reuses the
+    WAL and it keeps every frame written meanwhile (its growth is what was written)."""
     reader = sqlite3.connect(url.removeprefix("sqlite:///"), isolation_level=None)
     try:
         reader.execute("BEGIN")
@@ -265,20 +263,20 @@ def measure_stream(
     with _store(backend, folder) as (url, database):
         with _server(url, cluster) as (base, _pid):
             asyncio.run(_stream(base, 1, 8))  # the tables exist: the stream adds rows only
-            before = _sqlite_bytes(url) if database is None else asyncio.run(_pg_bytes(database))
+            before = sqlite_bytes(url) if database is None else asyncio.run(_pg_bytes(database))
             meter = WalMeter(database) if database is not None else None
             start = time.perf_counter()
-            with _sqlite_frames_kept(url, database):
+            with sqlite_frames_kept(url) if database is None else contextlib.nullcontext():
                 streamed = asyncio.run(_metered_stream(base, chunks, chunk, meter))
                 if database is None:
-                    row.wal = _sqlite_bytes(url) - before
+                    row.wal = sqlite_bytes(url) - before
             _task, arrivals, row.output = streamed
             row.seconds = time.perf_counter() - start
             if database is not None and meter is not None:
                 row.tables = asyncio.run(_pg_bytes(database)) - before
                 row.wal = meter.total
         if database is None:  # after the server closed it: its WAL is checkpointed then
-            row.tables = _sqlite_bytes(url) - before
+            row.tables = sqlite_bytes(url) - before
     times = _per_chunk(arrivals, start)[1:]  # the first one also waited for the task
     window = min(100, max(1, len(times) // 4))
     row.first = sum(times[:window]) / window

@@ -130,7 +130,11 @@ async def _holding_a_stream(agent: Agent) -> AsyncIterator[None]:
             GATES.release(key)
 
 
-async def test_the_stream_quota_refuses_alike_with_a_retry_hint(agent: Agent) -> None:
+async def _streams_beside_a_held_one(
+    agent: Agent,
+) -> tuple[httpx.Response, httpx.Response, grpc.aio.AioRpcError]:
+    """While another caller holds a stream: a stream asked for on JSON-RPC, REST and gRPC,
+    and how each was answered (gRPC's must be a refusal)."""
     body = {"message": _message([{"text": "hi"}], skill="demo.countdown")}
     call = {"jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage", "params": body}
     async with _holding_a_stream(agent), httpx.AsyncClient(timeout=30) as http:
@@ -140,18 +144,23 @@ async def test_the_stream_quota_refuses_alike_with_a_retry_hint(agent: Agent) ->
             stream = v1.SendStreamingMessage(ParseDict(body, pb.SendMessageRequest()))
             with pytest.raises(grpc.aio.AioRpcError) as refused:
                 await stream.read()
+    return rpc, rest, refused.value
+
+
+async def test_the_stream_quota_refuses_alike_with_a_retry_hint(agent: Agent) -> None:
+    rpc, rest, refused = await _streams_beside_a_held_one(agent)
     assert (rpc.status_code, rpc.json()["error"]["code"]) == (429, -32091)
     assert (rest.status_code, rest.json()["error"]["details"][0]["reason"]) == (
         429,
         "QUOTA_EXCEEDED",
     )
     assert rpc.headers["retry-after"] == rest.headers["retry-after"] == "1"
-    seen = rich_status(refused.value)
+    seen = rich_status(refused)
     assert (seen["code"], seen.get("reason")) == (
         grpc.StatusCode.RESOURCE_EXHAUSTED,
         "QUOTA_EXCEEDED",  # main: no reason, no retry hint
     )
-    assert _retry_seconds(refused.value) == 1
+    assert _retry_seconds(refused) == 1
 
 
 def _retry_seconds(refused: grpc.aio.AioRpcError) -> int:
@@ -164,22 +173,14 @@ def _retry_seconds(refused: grpc.aio.AioRpcError) -> int:
 async def test_the_agents_stream_cap_refuses_alike_with_a_retry_hint() -> None:
     """The agent as a whole at its stream cap (one stream, held by another caller): each
     binding answers "unavailable, retry in 5 s" (one refusal, ``StreamLimiter.acquire``)."""
-    body = {"message": _message([{"text": "hi"}], skill="demo.countdown")}
-    call = {"jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage", "params": body}
     with serve_agent(max_streams=1) as agent:
-        async with _holding_a_stream(agent), httpx.AsyncClient(timeout=30) as http:
-            rpc = await http.post(agent.url + "/", json=call, headers=V1)
-            rest = await http.post(agent.url + "/message:stream", json=body, headers=V1)
-            async with stubs(agent.grpc_address) as (v1, _v03):
-                stream = v1.SendStreamingMessage(ParseDict(body, pb.SendMessageRequest()))
-                with pytest.raises(grpc.aio.AioRpcError) as refused:
-                    await stream.read()
+        rpc, rest, refused = await _streams_beside_a_held_one(agent)
     assert (rpc.status_code, rpc.json()["error"]["code"]) == (503, -32603)
     assert (rest.status_code, rest.json()["error"]["status"]) == (503, "UNAVAILABLE")
     assert rpc.headers["retry-after"] == rest.headers["retry-after"] == "5"
-    assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
-    assert "Too many concurrent streams" in str(refused.value.details())
-    assert _retry_seconds(refused.value) == 5
+    assert refused.code() == grpc.StatusCode.UNAVAILABLE
+    assert "Too many concurrent streams" in str(refused.details())
+    assert _retry_seconds(refused) == 5
 
 
 @pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le", "utf-32"])

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import sqlite3
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ import httpx
 import pytest
 
 from apcore_a2a.storage import INTERRUPTED_MESSAGE
+from benchmarks.growth import sqlite_bytes, sqlite_frames_kept
 
 from .._postgres import cannot_run, pg_database_url, pg_schema_url
 from .._support import ServerProcess, cli_server, sse_frames
@@ -105,22 +105,24 @@ GROWTH_CHUNKS, GROWTH_SIZE = 1000, 10_000
 BOUNDS = {"postgresql": 3.0, "sqlite": 5.0}
 
 
-@contextlib.contextmanager
-def _wal_kept(path: Path) -> Iterator[None]:
-    """Hold a read transaction on the SQLite file: no checkpoint can then reuse the WAL,
-    so it keeps every frame written meanwhile (its size is what was written)."""
-    reader = sqlite3.connect(path, isolation_level=None)
-    try:
-        reader.execute("BEGIN")
-        reader.execute("SELECT count(*) FROM tasks").fetchall()
-        yield
-    finally:
-        reader.execute("COMMIT")
-        reader.close()
-
-
-def _sqlite_bytes(path: Path) -> int:
-    return sum(p.stat().st_size for p in (path, Path(f"{path}-wal")) if p.exists())
+async def _stream_until_killed(base: str, proc: ServerProcess) -> tuple[list[str], str, str]:
+    """Stream 2,000 chunks from *base* and kill -9 its server after 150 of them: the texts
+    the client saw, the last event id and the task id."""
+    seen: list[str] = []
+    last_id, task_id = "", ""
+    async with httpx.AsyncClient(headers=V1, timeout=60) as http:
+        body = _stream_body(count=2000, size=256, delay=0.01)
+        async with http.stream("POST", base + "/", json=body) as response:
+            async for event_id, payload in sse_frames(response):
+                result = payload["result"]
+                task_id = result["task"]["id"] if "task" in result else task_id
+                update = result.get("artifactUpdate")
+                seen += [p["text"] for p in update["artifact"]["parts"]] if update else []
+                last_id = event_id or last_id
+                if len(seen) >= 150:
+                    proc.kill9()  # mid-stream, without any shutdown hook
+                    break
+    return seen, last_id, task_id
 
 
 async def _resume(
@@ -225,7 +227,6 @@ async def test_a_long_stream_writes_a_few_times_its_size_not_once_per_chunk(
         async with httpx.AsyncClient(headers=V1, timeout=600) as http:
             # A first task creates the tables: the stream's rows are what it adds.
             await _stream_texts(http, base, 1, 8)
-            path = tmp_path / "tasks.db"
             if backend == "postgresql":
                 [(tables_before,)] = await _sql(url, _PG_TABLES)
                 async with _pg_wal_meter(url) as wal:
@@ -234,10 +235,10 @@ async def test_a_long_stream_writes_a_few_times_its_size_not_once_per_chunk(
                 grown = int(tables_after) - int(tables_before)  # type: ignore[call-overload]
                 written = {"tables": grown, "WAL": wal[0]}
             else:
-                with _wal_kept(path):
-                    before = _sqlite_bytes(path)
+                with sqlite_frames_kept(url):
+                    before = sqlite_bytes(url)
                     texts = await _stream_texts(http, base, GROWTH_CHUNKS, GROWTH_SIZE)
-                    written = {"file and WAL": _sqlite_bytes(path) - before}
+                    written = {"file and WAL": sqlite_bytes(url) - before}
             output = sum(len(t) for t in texts)
             assert output == GROWTH_CHUNKS * GROWTH_SIZE
             times = {what: round(n / output, 2) for what, n in written.items()}
@@ -252,22 +253,8 @@ async def test_a_long_stream_writes_a_few_times_its_size_not_once_per_chunk(
 
 async def test_kill_9_mid_stream_loses_no_chunk_and_the_stream_goes_on_elsewhere() -> None:
     with pg_schema_url(agents=2) as url, _replica(url) as (b, _):
-        seen: list[str] = []
-        last_id, task_id = "", ""
         with _replica(url) as (a, proc_a):
-            async with httpx.AsyncClient(headers=V1, timeout=60) as http:
-                body = _stream_body(count=2000, size=256, delay=0.01)
-                async with http.stream("POST", a + "/", json=body) as response:
-                    async for event_id, payload in sse_frames(response):
-                        result = payload["result"]
-                        task_id = result["task"]["id"] if "task" in result else task_id
-                        update = result.get("artifactUpdate")
-                        if update:
-                            seen += [p["text"] for p in update["artifact"]["parts"]]
-                        last_id = event_id or last_id
-                        if len(seen) >= 150:
-                            proc_a.kill9()  # mid-stream, without any shutdown hook
-                            break
+            seen, last_id, task_id = await _stream_until_killed(a, proc_a)
         async with httpx.AsyncClient(headers=V1, timeout=60) as http:
             # B has every chunk the client saw, in order, right away.
             assert _texts(await _get(http, b, task_id))[: len(seen)] == seen
@@ -290,21 +277,8 @@ async def test_kill_9_mid_stream_without_cluster_loses_no_chunk_after_a_restart(
 ) -> None:
     args = ["--extensions-dir", PROBES, "--log-level", "warning"]
     with _growth_store(backend, tmp_path) as url:
-        seen: list[str] = []
-        last_id, task_id = "", ""
         with cli_server([*args, "--task-store", url], env=FAST) as (base, proc):
-            async with httpx.AsyncClient(headers=V1, timeout=60) as http:
-                body = _stream_body(count=2000, size=256, delay=0.01)
-                async with http.stream("POST", base + "/", json=body) as response:
-                    async for event_id, payload in sse_frames(response):
-                        result = payload["result"]
-                        task_id = result["task"]["id"] if "task" in result else task_id
-                        update = result.get("artifactUpdate")
-                        seen += [p["text"] for p in update["artifact"]["parts"]] if update else []
-                        last_id = event_id or last_id
-                        if len(seen) >= 150:
-                            proc.kill9()  # mid-stream, without any shutdown hook
-                            break
+            seen, last_id, task_id = await _stream_until_killed(base, proc)
         with cli_server([*args, "--task-store", url], env=FAST) as (base, _proc):
             async with httpx.AsyncClient(headers=V1, timeout=60) as http:
                 # The restart failed the interrupted task, with every chunk it had stored.
