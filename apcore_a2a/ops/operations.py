@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -34,7 +35,6 @@ from apcore_a2a.storage import StoreUnavailableError
 
 if TYPE_CHECKING:
     from a2a.server.request_handlers import DefaultRequestHandler
-    from starlette.middleware import Middleware
 
     from apcore_a2a.execution.catalog import SkillCatalog
     from apcore_a2a.ops.metrics import Metrics
@@ -122,8 +122,6 @@ class Operations:
 
     def middleware(self) -> list[Middleware]:
         """Outermost first: the request span, then the request counter."""
-        from starlette.middleware import Middleware
-
         from apcore_a2a.ops.telemetry import telemetry_middleware
 
         found: list[Middleware] = []

@@ -15,8 +15,9 @@ import contextlib
 import json
 import re
 from collections.abc import Callable, Iterator, MutableMapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from starlette.middleware import Middleware
 from starlette.types import Scope
 
 from apcore_a2a._version import __version__
@@ -24,9 +25,6 @@ from apcore_a2a.classify import RequestInfo, request_info
 from apcore_a2a.errors import MissingExtraError
 from apcore_a2a.execution.observer import Execution
 from apcore_a2a.streams.tap import Answer
-
-if TYPE_CHECKING:
-    from starlette.middleware import Middleware
 
 TRACER_NAME = "apcore_a2a"
 #: the draft these spans follow (docs/operations.md names it too)
@@ -59,16 +57,12 @@ def telemetry_middleware(*, legacy_names: bool = False) -> list[Middleware]:
         from opentelemetry.util.http import ExcludeList
     except ImportError as exc:
         raise MissingExtraError(TELEMETRY_EXTRA_HINT) from exc
-    from starlette.middleware import Middleware
-
-    found = [
-        Middleware(
-            OpenTelemetryMiddleware,
-            excluded_urls=ExcludeList(list(UNTRACED_URLS)),
-            exclude_spans=["receive", "send"],
-        )
-    ]
-    return found if legacy_names else [*found, Middleware(A2ASpans)]
+    span = Middleware(
+        OpenTelemetryMiddleware,
+        excluded_urls=ExcludeList(list(UNTRACED_URLS)),
+        exclude_spans=["receive", "send"],
+    )
+    return [span] if legacy_names else [span, Middleware(A2ASpans)]
 
 
 def task_state(state: str) -> str:
