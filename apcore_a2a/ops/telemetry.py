@@ -1,12 +1,10 @@
-"""OpenTelemetry: one SERVER span per A2A call, a child span per module run (off unless
-``settings.telemetry``; spans go to the global tracer provider). Names and attributes
-follow the draft A2A conventions (:data:`CONVENTIONS`), or those of apcore-a2a 0.1 with
-``telemetry_legacy_names``; docs/operations.md lists them.
-
-The spans: a request's (:func:`telemetry_middleware`, named by :class:`A2ASpans`), a gRPC
-call's (:func:`rpc_span`) and a module run's (:class:`ModuleSpans`). The a2a-sdk's own spans
-are the SDK's business: its switch is ``OTEL_INSTRUMENTATION_A2A_SDK_ENABLED``, which the
-operator sets (nothing here touches it, nor anything else of the process).
+"""OpenTelemetry (off unless ``settings.telemetry``; spans go to the global tracer
+provider): one SERVER span per A2A call (:func:`telemetry_middleware`, named by
+:class:`A2ASpans`; gRPC: :func:`rpc_span`), a child span per module run (:class:`ModuleSpans`).
+Names and attributes follow the draft A2A conventions (:data:`CONVENTIONS`), or those of
+apcore-a2a 0.1 with ``telemetry_legacy_names``; docs/operations.md lists them. The a2a-sdk's
+own spans are the SDK's business: its switch is ``OTEL_INSTRUMENTATION_A2A_SDK_ENABLED``,
+which the operator sets (nothing here touches it, nor anything else of the process).
 """
 
 from __future__ import annotations
@@ -88,8 +86,7 @@ def read_params(params: Any, attributes: Attributes) -> None:
         return
     message = params.get("message") or params.get("request")
     if isinstance(message, dict):
-        if isinstance(_get(message, "messageId"), str):
-            attributes["a2a.message.id"] = _get(message, "messageId")
+        _put(attributes, "a2a.message.id", _get(message, "messageId"))
         references = _get(message, "referenceTaskIds")
         if isinstance(references, list) and references:
             attributes["a2a.message.reference_task_ids"] = [str(r) for r in references]
