@@ -43,11 +43,11 @@ PROTOCOL_VERSIONS = ("1.0", "0.3")
 
 @dataclass(frozen=True, slots=True)
 class Binding:
-    """One served transport: ``JSONRPC``, ``HTTP+JSON`` or ``GRPC`` at an address."""
+    """One served transport: ``JSONRPC``, ``HTTP+JSON`` or ``GRPC`` at an address, in every
+    protocol version (:data:`PROTOCOL_VERSIONS`)."""
 
     protocol: str
     url: str
-    versions: tuple[str, ...] = PROTOCOL_VERSIONS
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,7 +185,6 @@ class AgentCardBuilder:
                 AgentInterface(url=b.url, protocol_binding=b.protocol, protocol_version=version)
                 for version in PROTOCOL_VERSIONS
                 for b in self.bindings
-                if version in b.versions
             ],
             capabilities=capabilities,
             default_input_modes=sorted({m for s in specs for m in s.skill.input_modes})

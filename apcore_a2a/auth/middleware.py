@@ -10,7 +10,7 @@ import logging
 from collections.abc import Iterable, Sequence
 from contextvars import ContextVar
 from http import HTTPStatus
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from a2a.utils.error_handlers import build_rest_error_payload
 from starlette.datastructures import Headers
@@ -30,7 +30,7 @@ from apcore_a2a.auth.authenticator import (
 from apcore_a2a.auth.jwt_authenticator import JWTAuthenticator
 from apcore_a2a.classify import RequestInfo, request_info
 from apcore_a2a.edge.refusal import refusal
-from apcore_a2a.errors import OwnError, PermissionDeniedError, UnauthenticatedError
+from apcore_a2a.errors import PermissionDeniedError, UnauthenticatedError
 from apcore_a2a.execution.identity import Caller, CallerCredentials
 from apcore_a2a.settings import SettingsError
 from apcore_a2a.upstream.error_answers import correct_error
@@ -165,24 +165,19 @@ class AuthMiddleware:
                 await info.load_body(receive, min(self.max_body, _ID_READ_LIMIT))
             answer = refusal(info, error, status)
         else:
-            answer = JSONResponse(
-                _problem(status, error), status, media_type="application/problem+json"
-            )
+            # An RFC 9457 problem (spec §11.6) that also carries the SDK's REST error envelope
+            # (``error`` with the ``ErrorInfo`` reason), which a2a-sdk's REST client reads.
+            problem = {
+                "type": "about:blank",
+                "title": HTTPStatus(status).phrase,
+                "status": status,
+                "detail": error.message,
+                "error": correct_error(build_rest_error_payload(error)["error"]),
+            }
+            answer = JSONResponse(problem, status, media_type="application/problem+json")
         if status == 401:
             answer.raw_headers += [(b"www-authenticate", v.encode()) for v in self.gate.challenges]
         await answer(scope, receive, send)
-
-
-def _problem(status: int, error: OwnError) -> dict[str, Any]:
-    """An RFC 9457 problem (spec §11.6) that also carries the SDK's REST error envelope
-    (``error`` with the ``ErrorInfo`` reason), which a2a-sdk's REST client reads."""
-    return {
-        "type": "about:blank",
-        "title": HTTPStatus(status).phrase,
-        "status": status,
-        "detail": error.message,
-        "error": correct_error(build_rest_error_payload(error)["error"]),
-    }
 
 
 #: Authorization/Content-Type plus the A2A protocol headers SDK clients send.

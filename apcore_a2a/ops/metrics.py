@@ -10,9 +10,7 @@ ids, task states and error codes: no identities, no task content.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Container, Iterator
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable, Container, Iterator, Mapping
 
 from prometheus_client import CollectorRegistry, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -24,25 +22,28 @@ from apcore_a2a.execution.observer import Execution
 #: Histogram buckets (seconds) for skill durations: 5 ms to 30 s (longer runs land in +Inf).
 DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 _PREFIX = "apcore_a2a"
-
-
-@dataclass(frozen=True, slots=True)
-class LiveValues:
-    """Values read from the running server at scrape time."""
-
-    active_tasks: int = 0
-    uptime_seconds: float = 0.0
-    sse_active_streams: int = 0
-    push_notifications_sent: int = 0
-    push_notifications_failed: int = 0
+#: The figures of ``GET /metrics`` in order: JSON key, Prometheus kind and help text. The
+#: Prometheus name is the key without ``total_`` (a counter gets ``_total`` appended).
+FIGURES = (
+    ("active_tasks", "gauge", "Executions running now"),
+    ("completed_tasks", "counter", "Tasks that ended completed"),
+    ("failed_tasks", "counter", "Tasks that ended failed"),
+    ("canceled_tasks", "counter", "Tasks that ended canceled"),
+    ("total_requests", "counter", "A2A requests received"),
+    ("uptime_seconds", "gauge", "Seconds since the server started"),
+    ("sse_active_streams", "gauge", "Open SSE streams"),
+    ("push_notifications_sent", "counter", "Push deliveries acknowledged by the receiver"),
+    ("push_notifications_failed", "counter", "Push deliveries abandoned"),
+)
 
 
 class Metrics(Collector):
-    """Execution and request counters of one agent; *live* is read once per rendering."""
+    """Execution and request counters of one agent; *live* (live :data:`FIGURES` by key)
+    is read once per rendering."""
 
-    def __init__(self, live: Callable[[], LiveValues] | None = None) -> None:
+    def __init__(self, live: Callable[[], Mapping[str, float]] = dict) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
-        self.live: Callable[[], LiveValues] = live or LiveValues
+        self.live = live
         self.total_requests = 0
         self.by_skill_state: Counter[tuple[str, str]] = Counter()
         self.errors: Counter[tuple[str, str]] = Counter()
@@ -71,20 +72,13 @@ class Metrics(Collector):
             self.errors[(execution.skill_id, execution.error_code)] += 1
         self._duration.labels(execution.skill_id).observe(execution.seconds)
 
-    def snapshot(self) -> dict[str, Any]:
-        """The JSON document of ``GET /metrics``."""
+    def snapshot(self) -> dict[str, float]:
+        """The JSON document of ``GET /metrics``: :data:`FIGURES` by key, counted here or
+        read from *live* (0 when it has no such value)."""
+        counted = {f"{s}_tasks": self._tasks[s] for s in ("completed", "failed", "canceled")}
+        counted["total_requests"] = self.total_requests
         live = self.live()
-        return {
-            "active_tasks": live.active_tasks,
-            "completed_tasks": self._tasks["completed"],
-            "failed_tasks": self._tasks["failed"],
-            "canceled_tasks": self._tasks["canceled"],
-            "total_requests": self.total_requests,
-            "uptime_seconds": round(live.uptime_seconds, 3),
-            "sse_active_streams": live.sse_active_streams,
-            "push_notifications_sent": live.push_notifications_sent,
-            "push_notifications_failed": live.push_notifications_failed,
-        }
+        return {key: counted.get(key, live.get(key, 0)) for key, _, _ in FIGURES}
 
     def skills(self) -> set[str]:
         """The skills the figures name."""
@@ -105,24 +99,9 @@ class Metrics(Collector):
 
     def collect(self) -> Iterator[Metric]:
         snapshot = self.snapshot()
-        gauges = (
-            ("active_tasks", "Executions running now"),
-            ("uptime_seconds", "Seconds since the server started"),
-            ("sse_active_streams", "Open SSE streams"),
-        )
-        for key, text in gauges:
-            yield GaugeMetricFamily(f"{_PREFIX}_{key}", text, value=snapshot[key])
-        counters = (
-            ("completed_tasks", "Tasks that ended completed"),
-            ("failed_tasks", "Tasks that ended failed"),
-            ("canceled_tasks", "Tasks that ended canceled"),
-            ("requests", "A2A requests received"),
-            ("push_notifications_sent", "Push deliveries acknowledged by the receiver"),
-            ("push_notifications_failed", "Push deliveries abandoned"),
-        )
-        for key, text in counters:
-            value = snapshot["total_requests" if key == "requests" else key]
-            yield CounterMetricFamily(f"{_PREFIX}_{key}", text, value=value)
+        for key, kind, text in FIGURES:
+            make = GaugeMetricFamily if kind == "gauge" else CounterMetricFamily
+            yield make(f"{_PREFIX}_{key.removeprefix('total_')}", text, value=snapshot[key])
         by_skill = (
             ("executions", "Executions by skill and final state", "state", self.by_skill_state),
             (

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -34,10 +35,9 @@ from apcore_a2a.storage import StoreUnavailableError
 
 if TYPE_CHECKING:
     from a2a.server.request_handlers import DefaultRequestHandler
-    from starlette.middleware import Middleware
 
     from apcore_a2a.execution.catalog import SkillCatalog
-    from apcore_a2a.ops.metrics import LiveValues, Metrics
+    from apcore_a2a.ops.metrics import Metrics
     from apcore_a2a.settings import Settings
     from apcore_a2a.storage import Stores
 
@@ -122,8 +122,6 @@ class Operations:
 
     def middleware(self) -> list[Middleware]:
         """Outermost first: the request span, then the request counter."""
-        from starlette.middleware import Middleware
-
         from apcore_a2a.ops.telemetry import telemetry_middleware
 
         found: list[Middleware] = []
@@ -137,18 +135,16 @@ class Operations:
         started = self._state.started_at if self._state is not None else 0.0
         return max(0.0, time.time() - started) if started else 0.0
 
-    def _live(self) -> LiveValues:
-        from apcore_a2a.ops.metrics import LiveValues
-
+    def _live(self) -> dict[str, float]:
         state = self._state
         sender = getattr(state.extras.get("push"), "sender", None) if state else None
-        return LiveValues(
-            active_tasks=self.tracker.active,
-            uptime_seconds=self.uptime(),
-            sse_active_streams=state.streams.active if state is not None else 0,
-            push_notifications_sent=int(getattr(sender, "sent", 0)),
-            push_notifications_failed=int(getattr(sender, "failed", 0)),
-        )
+        return {
+            "active_tasks": self.tracker.active,
+            "uptime_seconds": round(self.uptime(), 3),
+            "sse_active_streams": state.streams.active if state is not None else 0,
+            "push_notifications_sent": int(getattr(sender, "sent", 0)),
+            "push_notifications_failed": int(getattr(sender, "failed", 0)),
+        }
 
     async def health(self, request: Request) -> Response:
         # Other callers learn healthy/unhealthy only: the details tell how many skills

@@ -1,12 +1,10 @@
-"""OpenTelemetry: one SERVER span per A2A call, a child span per module run (off unless
-``settings.telemetry``; spans go to the global tracer provider). Names and attributes
-follow the draft A2A conventions (:data:`CONVENTIONS`), or those of apcore-a2a 0.1 with
-``telemetry_legacy_names``; docs/operations.md lists them.
-
-The spans: a request's (:func:`telemetry_middleware`, named by :class:`A2ASpans`), a gRPC
-call's (:func:`rpc_span`) and a module run's (:class:`ModuleSpans`). The a2a-sdk's own spans
-are the SDK's business: its switch is ``OTEL_INSTRUMENTATION_A2A_SDK_ENABLED``, which the
-operator sets (nothing here touches it, nor anything else of the process).
+"""OpenTelemetry (off unless ``settings.telemetry``; spans go to the global tracer
+provider): one SERVER span per A2A call (:func:`telemetry_middleware`, named by
+:class:`A2ASpans`; gRPC: :func:`rpc_span`), a child span per module run (:class:`ModuleSpans`).
+Names and attributes follow the draft A2A conventions (:data:`CONVENTIONS`), or those of
+apcore-a2a 0.1 with ``telemetry_legacy_names``; docs/operations.md lists them. The a2a-sdk's
+own spans are the SDK's business: its switch is ``OTEL_INSTRUMENTATION_A2A_SDK_ENABLED``,
+which the operator sets (nothing here touches it, nor anything else of the process).
 """
 
 from __future__ import annotations
@@ -15,8 +13,9 @@ import contextlib
 import json
 import re
 from collections.abc import Callable, Iterator, MutableMapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from starlette.middleware import Middleware
 from starlette.types import Scope
 
 from apcore_a2a._version import __version__
@@ -24,9 +23,6 @@ from apcore_a2a.classify import RequestInfo, request_info
 from apcore_a2a.errors import MissingExtraError
 from apcore_a2a.execution.observer import Execution
 from apcore_a2a.streams.tap import Answer
-
-if TYPE_CHECKING:
-    from starlette.middleware import Middleware
 
 TRACER_NAME = "apcore_a2a"
 #: the draft these spans follow (docs/operations.md names it too)
@@ -59,16 +55,12 @@ def telemetry_middleware(*, legacy_names: bool = False) -> list[Middleware]:
         from opentelemetry.util.http import ExcludeList
     except ImportError as exc:
         raise MissingExtraError(TELEMETRY_EXTRA_HINT) from exc
-    from starlette.middleware import Middleware
-
-    found = [
-        Middleware(
-            OpenTelemetryMiddleware,
-            excluded_urls=ExcludeList(list(UNTRACED_URLS)),
-            exclude_spans=["receive", "send"],
-        )
-    ]
-    return found if legacy_names else [*found, Middleware(A2ASpans)]
+    span = Middleware(
+        OpenTelemetryMiddleware,
+        excluded_urls=ExcludeList(list(UNTRACED_URLS)),
+        exclude_spans=["receive", "send"],
+    )
+    return [span] if legacy_names else [span, Middleware(A2ASpans)]
 
 
 def task_state(state: str) -> str:
@@ -94,8 +86,7 @@ def read_params(params: Any, attributes: Attributes) -> None:
         return
     message = params.get("message") or params.get("request")
     if isinstance(message, dict):
-        if isinstance(_get(message, "messageId"), str):
-            attributes["a2a.message.id"] = _get(message, "messageId")
+        _put(attributes, "a2a.message.id", _get(message, "messageId"))
         references = _get(message, "referenceTaskIds")
         if isinstance(references, list) and references:
             attributes["a2a.message.reference_task_ids"] = [str(r) for r in references]
