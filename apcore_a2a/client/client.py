@@ -1,14 +1,13 @@
 """``A2AClient``: call any A2A agent (protocol 1.0 or 0.3) with plain dicts.
 
-The wire work is a2a-sdk's: its client transports (JSON-RPC, HTTP+JSON and gRPC; 1.0,
-and 0.3 from ``a2a.compat``) send each call; this module turns the caller's values into
-their requests and their results into the documented dicts (``_shapes``); the call path
-itself (transport, headers, span, errors, resuming a dropped stream) is ``_calls.Caller``.
+a2a-sdk's client transports send each call (``_calls``); ``_shapes`` turns the caller's
+values into their requests and their results into the documented dicts.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
+from itertools import zip_longest
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -172,8 +171,7 @@ class A2AClient:
         return await self.discover()
 
     async def _endpoint(self) -> Endpoint:
-        """Where a call goes: chosen from the card each time (it is cached), once when the
-        protocol is pinned."""
+        """Where a call goes: chosen from the (cached) card, once when the protocol is pinned."""
         await self._ensure_open()
         if self._pinned is not None:
             return self._pinned
@@ -336,11 +334,10 @@ class A2AClient:
         """Return every push config of a task."""
         request = pb.ListTaskPushNotificationConfigsRequest(task_id=_require_id(task_id, "task_id"))
         result, wire = await self._calls.call("ListTaskPushNotificationConfigs", request)
-        wired = (wire.get("configs") if isinstance(wire, Mapping) else wire) or []
-        wired = wired if isinstance(wired, list) else []  # a 0.3 agent answers a list
+        wired = wire.get("configs") if isinstance(wire, Mapping) else wire  # 0.3: a list
+        wired = wired if isinstance(wired, list) else []
         return [
-            shape.push_config(config, wired[i] if i < len(wired) else None)
-            for i, config in enumerate(result.configs)
+            shape.push_config(c, w) for c, w in zip_longest(result.configs, wired) if c is not None
         ]
 
     async def delete_push_config(self, task_id: str, config_id: str) -> None:
