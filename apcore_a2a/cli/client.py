@@ -1,15 +1,10 @@
 """Client commands of ``apcore-a2a``: ``card``, ``call``, ``task get|cancel`` and
 ``push set|get|list|delete``.
 
-Each command prints JSON on stdout (the card indented; a task, a message, each stream event
-or each push config as one line; ``push delete`` prints nothing) and, on failure, one line
-on stderr with a non-zero exit code (:data:`EXIT_CODES`). ``call`` waits as long as the task
-runs (``--timeout`` bounds it), streaming when the agent can, and after 2 s shows ``task ID:
-STATE, N s`` on stderr while it waits. Push configs carry the agent's delivery ``status``
-and ``statusReason`` when it reports them::
-
-    apcore-a2a push set http://127.0.0.1:8000 TASK_ID http://127.0.0.1:9000/webhook \\
-        --id mine --notification-token s3cret
+Each command prints JSON on stdout (the card indented, anything else one object a line)
+and, on failure, one line on stderr with a non-zero exit code (:data:`EXIT_CODES`). ``call``
+waits as long as the task runs (``--timeout`` bounds it), streaming when the agent can, and
+after 2 s shows ``task ID: STATE, N s`` on stderr while it waits.
 """
 
 from __future__ import annotations
@@ -56,8 +51,7 @@ _EXITS: list[tuple[type[Exception] | tuple[type[Exception], ...], int]] = [
     (A2AClientError, 1),
     ((ValueError, TypeError), 2),
 ]
-#: the card extension an apcore-a2a agent publishes its skills' schemas in (its URI is
-#: adapters/skills.py's; the client side imports nothing of the server)
+#: where an apcore-a2a agent's card publishes skill schemas (adapters/skills.py's URI)
 SCHEMA_EXTENSION = "urn:apcore:a2a:skill-schemas:v1"
 #: what a command does with its client and arguments
 Body = Callable[[A2AClient, argparse.Namespace], Awaitable[None]]
@@ -117,9 +111,7 @@ def _emit(obj: Any, *, indent: int | None = None) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     """Run the command's body with a client; every failure is one stderr line + exit code.
-
-    ``--timeout`` bounds each request, but ``call``'s: it bounds the whole wait.
-    """
+    ``--timeout`` bounds each request, but ``call``'s: it bounds the whole wait."""
 
     async def main() -> None:
         async with _client(args, None if args.command == "call" else args.timeout) as client:
