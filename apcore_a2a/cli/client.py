@@ -65,11 +65,6 @@ class Exit(Exception):
         self.code = code
 
 
-def _fail(code: int, message: str) -> int:
-    print(f"error: {' '.join(message.split())}", file=sys.stderr)
-    return code
-
-
 def _client(args: argparse.Namespace, timeout: float | None) -> A2AClient:
     headers: dict[str, str] = {}
     for item in args.header or []:
@@ -121,15 +116,15 @@ def _run(args: argparse.Namespace) -> int:
     logging.getLogger("httpx").setLevel(logging.WARNING)
     try:
         asyncio.run(main())
-    except Exit as exc:
-        return _fail(exc.code, str(exc))
-    except (A2AClientError, ValueError, TypeError) as exc:
-        code = next(code for kinds, code in _EXITS if isinstance(exc, kinds))
-        if not isinstance(exc, A2AClientError):
-            return _fail(code, str(exc))
-        detail = getattr(exc, "code", None) or getattr(exc, "reason", None)
-        named = type(exc).__name__ + (f" ({detail})" if detail else "")
-        return _fail(code, f"{named}: {exc.message}")
+    except (Exit, A2AClientError, ValueError, TypeError) as exc:
+        said = str(exc)
+        if isinstance(exc, A2AClientError):
+            detail = getattr(exc, "code", None) or getattr(exc, "reason", None)
+            said = type(exc).__name__ + (f" ({detail})" if detail else "") + f": {exc.message}"
+        print(f"error: {' '.join(said.split())}", file=sys.stderr)
+        return (
+            exc.code if isinstance(exc, Exit) else next(c for k, c in _EXITS if isinstance(exc, k))
+        )
     return 0
 
 
