@@ -108,25 +108,24 @@ class AgentCardFetcher:
             except httpx.TransportError as exc:
                 raise A2AConnectionError(f"cannot reach {self._base}: {exc}") from exc
             if response.status_code == 304 and self._card is not None:
-                self._fetched_at = self._clock()
-                return self._card
-            if response.is_success:
+                card = self._card
+            elif response.is_success:
                 try:
-                    parsed = json.loads(response.content)
+                    card = json.loads(response.content)
                 except ValueError as exc:
                     raise A2ADiscoveryError(
                         f"agent card at {response.url} is not valid JSON"
                     ) from exc
-                if not isinstance(parsed, dict) or not isinstance(parsed.get("name"), str):
+                if not isinstance(card, dict) or not isinstance(card.get("name"), str):
                     raise A2ADiscoveryError(f"{response.url} did not return an agent card object")
-                card: dict[str, Any] = parsed
                 if self._verify is not None:
                     card = await self._verify(card)
-                self._card, self._path = card, path
-                self._etag = response.headers.get("etag")
-                self._fetched_at = self._clock()
-                return card
-            failures.append(f"{path} → HTTP {response.status_code}")
+                self._path, self._etag = path, response.headers.get("etag")
+            else:
+                failures.append(f"{path} → HTTP {response.status_code}")
+                continue
+            self._card, self._fetched_at = card, self._clock()
+            return card
         raise A2ADiscoveryError(f"no agent card at {self._base}: " + "; ".join(failures))
 
 
