@@ -167,9 +167,7 @@ def _message_from(args: argparse.Namespace) -> Any:
 
 async def _call(client: A2AClient, args: argparse.Namespace) -> None:
     message = _message_from(args)
-    options: dict[str, Any] = {"context_id": args.context_id, "skill_id": args.skill}
-    if args.task_id:
-        options["task_id"] = args.task_id
+    options = {"context_id": args.context_id, "task_id": args.task_id, "skill_id": args.skill}
     last: dict[str, Any] = {}
     if args.stream:
         async for last in client.stream_message(message, **options):
