@@ -1,11 +1,9 @@
 """The ``apcore-a2a`` command: ``serve`` plus the client, storage and config commands.
 
 Exit codes: 0 success, 1 invalid configuration or runtime failure (a missing extra
-included; one-line message on stderr), 2 command-line usage error, 3 ``serve`` could not
-start what the configuration names (task store unreachable, port in use; one line). The
-client commands add theirs (``cli/client.py``: ``EXIT_CODES``, shown by ``--help``): 4 a
-card that does not verify, 5 credentials refused, 6 ``call --timeout`` ended the wait, and
-7, 8, 9 ``call``'s task ended ``failed``, ``rejected``, ``canceled``.
+included), 2 command-line usage error, 3 ``serve`` could not start what the configuration
+names (task store unreachable, port in use); a failure is one line on stderr. The client
+commands add theirs (``cli/client.py``: ``EXIT_CODES``, shown by ``--help``).
 """
 
 from __future__ import annotations

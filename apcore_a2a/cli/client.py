@@ -1,15 +1,10 @@
 """Client commands of ``apcore-a2a``: ``card``, ``call``, ``task get|cancel`` and
 ``push set|get|list|delete``.
 
-Each command prints JSON on stdout (the card indented; a task, a message, each stream event
-or each push config as one line; ``push delete`` prints nothing) and, on failure, one line
-on stderr with a non-zero exit code (:data:`EXIT_CODES`). ``call`` waits as long as the task
-runs (``--timeout`` bounds it), streaming when the agent can, and after 2 s shows ``task ID:
-STATE, N s`` on stderr while it waits. Push configs carry the agent's delivery ``status``
-and ``statusReason`` when it reports them::
-
-    apcore-a2a push set http://127.0.0.1:8000 TASK_ID http://127.0.0.1:9000/webhook \\
-        --id mine --notification-token s3cret
+Each command prints JSON on stdout (the card indented, anything else one object a line)
+and, on failure, one line on stderr with a non-zero exit code (:data:`EXIT_CODES`). ``call``
+waits as long as the task runs (``--timeout`` bounds it), streaming when the agent can, and
+after 2 s shows ``task ID: STATE, N s`` on stderr while it waits.
 """
 
 from __future__ import annotations
@@ -56,8 +51,7 @@ _EXITS: list[tuple[type[Exception] | tuple[type[Exception], ...], int]] = [
     (A2AClientError, 1),
     ((ValueError, TypeError), 2),
 ]
-#: the card extension an apcore-a2a agent publishes its skills' schemas in (its URI is
-#: adapters/skills.py's; the client side imports nothing of the server)
+#: where an apcore-a2a agent's card publishes skill schemas (adapters/skills.py's URI)
 SCHEMA_EXTENSION = "urn:apcore:a2a:skill-schemas:v1"
 #: what a command does with its client and arguments
 Body = Callable[[A2AClient, argparse.Namespace], Awaitable[None]]
@@ -69,11 +63,6 @@ class Exit(Exception):
     def __init__(self, code: int, message: str) -> None:
         super().__init__(message)
         self.code = code
-
-
-def _fail(code: int, message: str) -> int:
-    print(f"error: {' '.join(message.split())}", file=sys.stderr)
-    return code
 
 
 def _client(args: argparse.Namespace, timeout: float | None) -> A2AClient:
@@ -117,9 +106,7 @@ def _emit(obj: Any, *, indent: int | None = None) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     """Run the command's body with a client; every failure is one stderr line + exit code.
-
-    ``--timeout`` bounds each request, but ``call``'s: it bounds the whole wait.
-    """
+    ``--timeout`` bounds each request, but ``call``'s: it bounds the whole wait."""
 
     async def main() -> None:
         async with _client(args, None if args.command == "call" else args.timeout) as client:
@@ -129,15 +116,15 @@ def _run(args: argparse.Namespace) -> int:
     logging.getLogger("httpx").setLevel(logging.WARNING)
     try:
         asyncio.run(main())
-    except Exit as exc:
-        return _fail(exc.code, str(exc))
-    except (A2AClientError, ValueError, TypeError) as exc:
-        code = next(code for kinds, code in _EXITS if isinstance(exc, kinds))
-        if not isinstance(exc, A2AClientError):
-            return _fail(code, str(exc))
-        detail = getattr(exc, "code", None) or getattr(exc, "reason", None)
-        named = type(exc).__name__ + (f" ({detail})" if detail else "")
-        return _fail(code, f"{named}: {exc.message}")
+    except (Exit, A2AClientError, ValueError, TypeError) as exc:
+        said = str(exc)
+        if isinstance(exc, A2AClientError):
+            detail = getattr(exc, "code", None) or getattr(exc, "reason", None)
+            said = type(exc).__name__ + (f" ({detail})" if detail else "") + f": {exc.message}"
+        print(f"error: {' '.join(said.split())}", file=sys.stderr)
+        return (
+            exc.code if isinstance(exc, Exit) else next(c for k, c in _EXITS if isinstance(exc, k))
+        )
     return 0
 
 
@@ -180,9 +167,7 @@ def _message_from(args: argparse.Namespace) -> Any:
 
 async def _call(client: A2AClient, args: argparse.Namespace) -> None:
     message = _message_from(args)
-    options: dict[str, Any] = {"context_id": args.context_id, "skill_id": args.skill}
-    if args.task_id:
-        options["task_id"] = args.task_id
+    options = {"context_id": args.context_id, "task_id": args.task_id, "skill_id": args.skill}
     last: dict[str, Any] = {}
     if args.stream:
         async for last in client.stream_message(message, **options):

@@ -42,24 +42,17 @@ def register(subparsers: Any) -> None:
 
 
 def _add_flag(group: Any, spec: Setting) -> None:
-    kind = spec.annotation
-    help_text = f"{spec.help} [env {spec.env}]"
-    flag = spec.flag
-    assert flag is not None
+    kind, flag = spec.annotation, str(spec.flag)
+    options: dict[str, Any] = {"dest": spec.name, "help": f"{spec.help} [env {spec.env}]"}
     if kind is bool:
-        group.add_argument(
-            flag, dest=spec.name, action=argparse.BooleanOptionalAction, help=help_text
-        )
+        options["action"] = argparse.BooleanOptionalAction
     elif get_origin(kind) is tuple:
-        item = get_args(kind)[0]
-        group.add_argument(
-            flag, dest=spec.name, action="append", type=item, metavar="VALUE", help=help_text
-        )
+        options |= {"action": "append", "type": get_args(kind)[0], "metavar": "VALUE"}
     elif get_origin(kind) is Literal:
-        group.add_argument(flag, dest=spec.name, choices=get_args(kind), help=help_text)
+        options["choices"] = get_args(kind)
     else:
-        metavar = {int: "N", float: "SECONDS"}.get(kind, "VALUE")
-        group.add_argument(flag, dest=spec.name, type=kind, metavar=metavar, help=help_text)
+        options |= {"type": kind, "metavar": {int: "N", float: "SECONDS"}.get(kind, "VALUE")}
+    group.add_argument(flag, **options)
     if spec.secret:
         group.add_argument(
             flag + "-file",

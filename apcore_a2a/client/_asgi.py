@@ -110,8 +110,6 @@ class DirectTransport(httpx.AsyncBaseTransport):
 
     async def start(self, bound: float) -> None:
         """Run the app's lifespan startup once (within *bound* seconds), if asked to."""
-        if not self._to_start:
-            return
         async with self._lock:
             if not self._to_start:
                 return

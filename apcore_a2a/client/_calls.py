@@ -1,15 +1,9 @@
 """One A2A call through a2a-sdk's client transports, as the client makes every call.
 
-:class:`Caller` picks the SDK transport of the interface a call goes to (JSON-RPC, REST,
-gRPC; 1.0 or 0.3; one gRPC channel per address), sends the headers the call needs
-(``A2A-Version: 1.0`` for a 1.0 call, the caller's credentials as gRPC metadata for the
-agent's own host only, ``Last-Event-ID`` when resuming), runs it in its span with the
-client's errors, and resumes a dropped stream from the last SSE id seen. An interface on
-another origin (``allow_other_origins=True``) is called through an HTTP client of its own,
-which holds none of the caller's credentials or headers.
-
-With OpenTelemetry's API installed, each call runs in a CLIENT span named after the A2A 1.0
-method, with the draft OpenTelemetry A2A attributes, and sends the span's ``traceparent``.
+The caller's credentials and headers go to the agent's own origin only (as gRPC metadata
+to its host): an interface on another origin is called through an HTTP client without
+them. With OpenTelemetry's API installed, each call runs in a CLIENT span named after the
+A2A 1.0 method, with the draft OpenTelemetry A2A attributes, and sends its ``traceparent``.
 """
 
 from __future__ import annotations
@@ -48,8 +42,8 @@ _ASK_FOR_EXTENDED = pb.AgentCard(capabilities=pb.AgentCapabilities(extended_agen
 
 
 class Caller:
-    """Makes the client's A2A calls: *endpoint* says where each one goes; *http* holds the
-    caller's headers and *auth*, for the agent's origin (*base*'s) only."""
+    """Makes the client's A2A calls: picks the SDK transport of the interface *endpoint*
+    names, sends the headers the call needs, maps errors, resumes a dropped stream."""
 
     def __init__(
         self,
@@ -104,7 +98,7 @@ class Caller:
         return grpc_transport(channel, _ASK_FOR_EXTENDED)
 
     async def _grpc_metadata(self) -> dict[str, str]:
-        """The caller's headers and credentials (what *auth* adds first) as call metadata."""
+        """The caller's headers and credentials (what *auth* adds first)."""
         request = httpx.Request("POST", self._base, headers=self._http.headers)
         if self._auth is not None:
             flow = self._auth.async_auth_flow(request)
@@ -155,9 +149,8 @@ class Caller:
         max_retries: int,
         first: pb.SendMessageRequest | None = None,
     ) -> AsyncIterator[dict[str, Any]]:
-        """Events of *task_id* (or of the stream *first* opens) in the client's shape, up to
-        the final one; resubscribed after the last SSE id seen when the connection drops
-        (``A2AClient.resubscribe`` says how)."""
+        """Events of *task_id* (or of the stream *first* opens) up to the final one, resumed
+        as ``A2AClient.resubscribe`` says."""
         call = Call(event_id=last_event_id)
         failures = 0
         while True:

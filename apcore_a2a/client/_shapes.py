@@ -1,10 +1,8 @@
 """The client's shapes, both ways (pure functions).
 
-What a caller passes (the seed, 0.3 or 1.0 shape; see :meth:`A2AClient.send_message`) is
-brought to the 1.0 JSON names and parsed into the SDK's protobuf request, which checks
-every value (its ``ParseError`` is the caller's ``ValueError``); the 0.3 transports convert
-it for 0.3 agents. What comes back, a protobuf message of the SDK's transports, becomes the
-result shape of docs/client.md by one walk over the message's own fields (:func:`plain`).
+What a caller passes (seed, 0.3 or 1.0 names) is brought to 1.0 JSON names and parsed into
+the SDK's protobuf request, which checks every value (the 0.3 transports convert it for 0.3
+agents); a protobuf result becomes the shape of docs/client.md by one walk (:func:`plain`).
 """
 
 from __future__ import annotations

@@ -1,15 +1,12 @@
 """What an agent's answers say before a2a-sdk's client transports read them.
 
-:func:`on_response` (an httpx hook) sees every HTTP answer to an A2A call first. A failed
-call raises its typed error with the agent's code, message and ``data``/``details``, which
-the transports reduce, read by its ErrorInfo reason or JSON-RPC code whatever its status
-(1.0.1's 400s and 1.0.0-era 409/415/502 alike). Every answer passes
-``upstream.utc_timestamps`` before the SDK parses it, and its result as received stays in
-:attr:`Call.wire` for what protobuf cannot hold (a 0.3 ``final``, push-config delivery
-status, a card as served). An SSE body is read with ``httpx-sse`` and handed to the
-transport one event at a time, so the id of the event the transport yields, which the SDK
-drops, is the one last read (``Last-Event-ID`` resumes; docs/benchmarks.md has its cost).
-:func:`translated` turns the transports' own failures (gRPC's included) into ours.
+The transports reduce an error to its message; :func:`on_response` (an httpx hook) raises
+it first with the agent's code, message and ``data``/``details``, by its ErrorInfo reason or
+JSON-RPC code whatever the HTTP status. It passes every answer through
+``upstream.utc_timestamps`` and keeps the result as received in :attr:`Call.wire` for what
+protobuf cannot hold (a 0.3 ``final``, push-config delivery status, a card as served). An SSE
+body is handed to the transport one event at a time, so the id the SDK drops is the one
+last read (``Last-Event-ID`` resumes; docs/benchmarks.md has its cost).
 """
 
 from __future__ import annotations

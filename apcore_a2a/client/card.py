@@ -1,20 +1,12 @@
 """The agent card as the client reads it: fetched and cached, verified, and which of its
 interfaces a call goes to.
 
-:class:`AgentCardFetcher` keeps the card as served for ``ttl`` seconds. :class:`CardVerifier`
-checks its signature (A2A 1.0 ``signatures``) with a2a-sdk's verifier and the caller's keys
-(a JWKS, one JWK or a PEM public key) or the agent's own ``/.well-known/jwks.json``, never
-the ``jku`` a card names: a card cannot choose who vouches for it. A served card may carry a
-field twice (1.0 and a 0.3 copy), so it is verified as the SDK client reads it *and* as a
-strict 1.0 reader does: a change to either copy fails; what the client acts on is the signed
-view (1.0 fields only).
-
-:func:`select_endpoint` picks the interface. A card is data from the network and could name
-another host, port, or ``http://`` under an ``https://`` agent: the client follows an
-interface URL only on the origin (scheme, host, port) of the agent URL the caller gave,
-unless ``allow_other_origins=True``; even then the caller's credentials and headers stay
-with the agent's own origin (``_calls.Caller`` calls other origins through an HTTP client
-without them).
+Signatures are checked with the caller's keys or the agent's own ``/.well-known/jwks.json``,
+never the ``jku`` a card names: a card cannot choose who vouches for it. A served card may
+carry a field twice (1.0 and a 0.3 copy), so it must verify both as the SDK client reads it
+and as a strict 1.0 reader does; the client acts on the signed view. A card is data from the
+network: an interface URL is followed only on the agent URL's origin unless
+``allow_other_origins=True``, and even then gets none of the caller's credentials.
 """
 
 from __future__ import annotations
@@ -116,25 +108,24 @@ class AgentCardFetcher:
             except httpx.TransportError as exc:
                 raise A2AConnectionError(f"cannot reach {self._base}: {exc}") from exc
             if response.status_code == 304 and self._card is not None:
-                self._fetched_at = self._clock()
-                return self._card
-            if response.is_success:
+                card = self._card
+            elif response.is_success:
                 try:
-                    parsed = json.loads(response.content)
+                    card = json.loads(response.content)
                 except ValueError as exc:
                     raise A2ADiscoveryError(
                         f"agent card at {response.url} is not valid JSON"
                     ) from exc
-                if not isinstance(parsed, dict) or not isinstance(parsed.get("name"), str):
+                if not isinstance(card, dict) or not isinstance(card.get("name"), str):
                     raise A2ADiscoveryError(f"{response.url} did not return an agent card object")
-                card: dict[str, Any] = parsed
                 if self._verify is not None:
                     card = await self._verify(card)
-                self._card, self._path = card, path
-                self._etag = response.headers.get("etag")
-                self._fetched_at = self._clock()
-                return card
-            failures.append(f"{path} → HTTP {response.status_code}")
+                self._path, self._etag = path, response.headers.get("etag")
+            else:
+                failures.append(f"{path} → HTTP {response.status_code}")
+                continue
+            self._card, self._fetched_at = card, self._clock()
+            return card
         raise A2ADiscoveryError(f"no agent card at {self._base}: " + "; ".join(failures))
 
 
@@ -213,30 +204,27 @@ class CardVerifier:
         return signed
 
     async def _fetch_jwks(self) -> Mapping[str, Any]:
+        body = bytearray()
         try:
             async with self._http.stream("GET", self._jwks_url) as response:
-                if response.status_code != 200:
-                    raise CardVerificationError(
-                        f"no key set at {self._jwks_url} (HTTP {response.status_code})",
-                        reason="no_keys",
-                    )
-                body = bytearray()
                 async for chunk in response.aiter_bytes():
                     body += chunk
-                    if len(body) > _MAX_JWKS_BYTES:
-                        raise self._no_keys("is too large")
+                    if len(body) > _MAX_JWKS_BYTES or response.status_code != 200:
+                        break
         except httpx.HTTPError as exc:
             raise A2AConnectionError(f"cannot fetch {self._jwks_url}: {exc}") from exc
-        try:
+        document = None
+        with contextlib.suppress(ValueError):
             document = json.loads(bytes(body))
-        except ValueError:
-            raise self._no_keys("is not JSON") from None
-        if not isinstance(document, Mapping):
-            raise self._no_keys("is not a JWKS")
-        return document
-
-    def _no_keys(self, problem: str) -> CardVerificationError:
-        return CardVerificationError(f"the key set at {self._jwks_url} {problem}", reason="no_keys")
+        if response.status_code != 200:
+            problem = f"answers HTTP {response.status_code}"
+        elif len(body) > _MAX_JWKS_BYTES:
+            problem = "is too large"
+        elif not isinstance(document, Mapping):
+            problem = "is not a JWKS (a JSON object)"
+        else:
+            return document
+        raise CardVerificationError(f"the key set at {self._jwks_url} {problem}", reason="no_keys")
 
 
 def _parse_keys(given: CardKeys | Mapping[str, Any]) -> dict[str | None, Any]:
@@ -275,7 +263,6 @@ def _parse_keys(given: CardKeys | Mapping[str, Any]) -> dict[str | None, Any]:
 
 
 Protocol = Literal["auto", "1.0", "0.3"]
-Origin = tuple[str, str, int]
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
@@ -288,20 +275,14 @@ class Endpoint(NamedTuple):
     secure: bool = False
 
 
-def origin_of(url: str) -> Origin | None:
-    """``(scheme, host, port)`` of an http(s) URL, ports filled in; else ``None``."""
+def origin_of(url: str) -> str | None:
+    """``scheme://host:port`` of an http(s) URL, the port filled in; else ``None``."""
     parts = urlsplit(url)  # scheme and hostname come lowercased
     if parts.scheme in _DEFAULT_PORTS and parts.hostname:
+        host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
         with contextlib.suppress(ValueError):  # a port out of range
-            return parts.scheme, parts.hostname, parts.port or _DEFAULT_PORTS[parts.scheme]
+            return f"{parts.scheme}://{host}:{parts.port or _DEFAULT_PORTS[parts.scheme]}"
     return None
-
-
-def _shown(origin: Origin | None) -> str:
-    if origin is None:
-        return "no http(s) origin"
-    scheme, host, port = origin
-    return f"{scheme}://{f'[{host}]' if ':' in host else host}:{port}"
 
 
 def check_endpoint(url: str, base: str, *, allow_other_origins: bool, direct: bool) -> str:
@@ -314,14 +295,14 @@ def check_endpoint(url: str, base: str, *, allow_other_origins: bool, direct: bo
     agent, target = origin_of(base), origin_of(resolved)
     if target == agent or (allow_other_origins and target is not None):
         return resolved
-    downgrade = agent and target and (agent[0], target[0]) == ("https", "http")
+    downgrade = str(agent).startswith("https:") and str(target).startswith("http:")
     raise CrossOriginEndpointError(
-        f"the agent card names {resolved} ({_shown(target)}), which is not the agent's "
-        f"origin {_shown(agent)}"
+        f"the agent card names {resolved} ({target or 'no http(s) origin'}), which is not "
+        f"the agent's origin {agent}"
         + (" (https downgraded to http)" if downgrade else "")
         + "; pass allow_other_origins=True to follow it (credentials are never sent there)",
         url=resolved,
-        agent_origin=_shown(agent),
+        agent_origin=str(agent),
     )
 
 
@@ -336,7 +317,7 @@ def _grpc_endpoint(version: str, url: str, base: str, allow_other_origins: bool)
             f"host {home.hostname}; pass allow_other_origins=True to follow it "
             "(credentials are never sent there)",
             url=url,
-            agent_origin=_shown(origin_of(base)),
+            agent_origin=str(origin_of(base)),
         )
     secure = scheme.lower() in ("https", "grpcs") or (not scheme and home.scheme == "https")
     return Endpoint("GRPC", version, target.rstrip("/"), secure)

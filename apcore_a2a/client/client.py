@@ -1,14 +1,13 @@
 """``A2AClient``: call any A2A agent (protocol 1.0 or 0.3) with plain dicts.
 
-The wire work is a2a-sdk's: its client transports (JSON-RPC, HTTP+JSON and gRPC; 1.0,
-and 0.3 from ``a2a.compat``) send each call; this module turns the caller's values into
-their requests and their results into the documented dicts (``_shapes``); the call path
-itself (transport, headers, span, errors, resuming a dropped stream) is ``_calls.Caller``.
+a2a-sdk's client transports send each call (``_calls``); ``_shapes`` turns the caller's
+values into their requests and their results into the documented dicts.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
+from itertools import zip_longest
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -63,21 +62,15 @@ def _require_id(value: str, what: str) -> str:
 class A2AClient:
     """An async client for one A2A agent (docs/client.md has the whole contract).
 
-    ``url`` is the agent's base URL. The card decides the binding (JSON-RPC when it offers
-    it, else HTTP+JSON, else gRPC) and, with ``protocol="auto"``, the wire version (1.0
-    when that binding has a 1.0 interface, else 0.3). ``auth`` is a
-    bearer token, an ``httpx.Auth`` or a ``(user, password)`` pair; ``headers`` go with
-    every request. ``app=`` calls an ASGI app in this process without any socket, running
-    its lifespan unless ``lifespan=False``. Interface URLs of another origin than ``url``'s
-    raise :class:`CrossOriginEndpointError` unless ``allow_other_origins=True``, and never
-    get the credentials. ``verify_card=True`` (or ``card_keys``) requires a valid card
-    signature. Results are plain dicts in one shape whatever the wire version; errors are
-    :class:`A2AClientError` subclasses.
-
-    ``timeout`` bounds each request in seconds; ``None`` (the default) waits as long as the
-    agent takes -- a blocking ``send_message`` returns when the task ends, however long it
-    runs -- and gives up connecting after :data:`CONNECT_TIMEOUT` s. To bound long work,
-    pass a number, or use ``return_immediately=True`` (then ``get_task``) or streaming.
+    The card at ``url`` decides the binding (JSON-RPC, else HTTP+JSON, else gRPC) and, with
+    ``protocol="auto"``, the version (1.0 when offered, else 0.3). ``auth`` is a bearer
+    token, an ``httpx.Auth`` or a ``(user, password)`` pair. ``app=`` calls an ASGI app in
+    this process, without a socket. Interface URLs on another origin than ``url``'s are
+    refused unless ``allow_other_origins=True`` and never get the credentials.
+    ``verify_card=True`` (or ``card_keys``) requires a valid card signature. ``timeout``
+    bounds each request in seconds; ``None`` waits as long as the agent takes (connecting
+    gives up after :data:`CONNECT_TIMEOUT` s). Results are plain dicts in one shape whatever
+    the wire version; errors are :class:`A2AClientError` subclasses.
 
     Example::
 
@@ -172,8 +165,7 @@ class A2AClient:
         return await self.discover()
 
     async def _endpoint(self) -> Endpoint:
-        """Where a call goes: chosen from the card each time (it is cached), once when the
-        protocol is pinned."""
+        """Where a call goes: chosen from the (cached) card, once when the protocol is pinned."""
         await self._ensure_open()
         if self._pinned is not None:
             return self._pinned
@@ -207,12 +199,10 @@ class A2AClient:
     ) -> dict[str, Any]:
         """Send a message; return the resulting task (or the agent's reply message).
 
-        ``message`` may be a ``str`` (a text part), ``bytes`` (a file part), a mapping
-        without ``parts`` (a data part), a list of parts, or a full message mapping in
-        the seed, 0.3 or 1.0 shape. ``skill_id`` names the skill in
-        ``message.metadata.skillId``; ``metadata`` is request-level metadata. By default
-        the call waits for a terminal or interrupted state; ``return_immediately=True``
-        returns as soon as the task exists.
+        ``message``: a ``str`` (text part), ``bytes`` (file part), a mapping without
+        ``parts`` (data part), a list of parts, or a message mapping. ``skill_id`` goes in
+        ``message.metadata.skillId``. The call waits for a terminal or interrupted state
+        unless ``return_immediately=True``.
         """
         request = shape.send_request(
             message, metadata, context_id, task_id, skill_id, return_immediately
@@ -235,13 +225,9 @@ class A2AClient:
     ) -> AsyncIterator[dict[str, Any]]:
         """Send a message and iterate over the task's events as they happen.
 
-        The iterator ends after a final event (a terminal task state, an interrupted
-        state such as ``input-required``, or a reply message) or when the agent closes
-        the stream. An error frame raises the matching typed exception. When the
-        connection drops mid-stream and the agent sent event ids, the iterator resumes
-        the task's events with a subscription from the last id it saw (as
-        :meth:`resubscribe` does): nothing is lost or repeated; after *max_retries*
-        failed attempts in a row it raises :class:`A2AConnectionError`.
+        The iterator ends after a final event (terminal or interrupted state, or a reply
+        message) or when the agent closes the stream. A dropped connection is resumed as
+        :meth:`resubscribe` says.
         """
         if max_retries < 0:
             raise ValueError("max_retries must be 0 or more")
@@ -274,9 +260,8 @@ class A2AClient:
     ) -> dict[str, Any]:
         """Return one page of the caller's tasks, newest first: ``{tasks, nextCursor, totalSize}``.
 
-        Pass the returned ``nextCursor`` as ``cursor`` for the next page; it is ``None``
-        on the last page. A2A 0.3 has no task listing: on a 0.3 agent this raises
-        :class:`UnsupportedOperationError` without a request.
+        ``nextCursor`` (``None`` on the last page) is the next call's ``cursor``. A2A 0.3 has
+        no task listing: on a 0.3 agent this raises :class:`UnsupportedOperationError`.
         """
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise ValueError("limit must be a positive integer")
@@ -306,10 +291,10 @@ class A2AClient:
         """Iterate over a running task's events: first the task as it is now, then updates.
 
         With *last_event_id* (an SSE id of an earlier subscription), the agent replays the
-        events after it instead of sending the task first. When the connection drops
-        mid-stream and the agent sent event ids, the iterator reconnects with the last id
-        it saw, so no event is lost or repeated: at most *max_retries* times in a row
-        (0.25, 0.5, 1 s ... apart); then it raises :class:`A2AConnectionError`.
+        events after it instead. When the connection drops and the agent sent event ids, the
+        iterator reconnects from the last id seen (nothing lost or repeated), at most
+        *max_retries* times in a row (0.25, 0.5, 1 s ... apart), then raises
+        :class:`A2AConnectionError`.
         """
         if max_retries < 0:
             raise ValueError("max_retries must be 0 or more")
@@ -336,11 +321,10 @@ class A2AClient:
         """Return every push config of a task."""
         request = pb.ListTaskPushNotificationConfigsRequest(task_id=_require_id(task_id, "task_id"))
         result, wire = await self._calls.call("ListTaskPushNotificationConfigs", request)
-        wired = (wire.get("configs") if isinstance(wire, Mapping) else wire) or []
-        wired = wired if isinstance(wired, list) else []  # a 0.3 agent answers a list
+        wired = wire.get("configs") if isinstance(wire, Mapping) else wire  # 0.3: a list
+        wired = wired if isinstance(wired, list) else []
         return [
-            shape.push_config(config, wired[i] if i < len(wired) else None)
-            for i, config in enumerate(result.configs)
+            shape.push_config(c, w) for c, w in zip_longest(result.configs, wired) if c is not None
         ]
 
     async def delete_push_config(self, task_id: str, config_id: str) -> None:
