@@ -30,15 +30,12 @@ from apcore_a2a.adapters.agent_card import CardDocument, rebase_card, serialize_
 from apcore_a2a.classify import CARD_PATHS, current_request
 
 CACHE_CONTROL = "public, max-age=300"
-_VERSION = "a2a-version"
 
 
 def wants_v1_card(request: Request) -> bool:
-    """True when the caller announced protocol version 1.x (header first, then query)."""
-    value = request.headers.get(_VERSION)
-    if value is None:
-        value = next((v for k, v in request.query_params.items() if k.lower() == _VERSION), "")
-    major = value.strip().split(".", 1)[0]
+    """True when the caller announced protocol version 1.x (the header, or the query
+    parameter the request record copied into it: ``upstream/version_param.py``)."""
+    major = request.headers.get("a2a-version", "").strip().split(".", 1)[0]
     return major.isdigit() and int(major) >= 1
 
 
