@@ -20,8 +20,8 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
-from typing import Any, TypeVar
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
 
 from a2a.server.agent_execution.active_task import INTERRUPTED_TASK_STATES
 from a2a.server.context import ServerCallContext
@@ -40,7 +40,6 @@ RECHECK_SECONDS = 5.0
 _SCOPE = "task"
 
 TaskLookup = Callable[[str, ServerCallContext], Awaitable[Task | None]]
-_T = TypeVar("_T")
 
 _UNFINISHED = frozenset(
     {TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING, *INTERRUPTED_TASK_STATES}
@@ -76,24 +75,9 @@ class TaskQuota:
             )
         call.task_slot = holder
 
-    async def settle(self, context: ServerCallContext, call: Awaitable[_T]) -> _T:
-        """Await the request *call*, then give back a slot no task took."""
-        try:
-            return await call
-        finally:
-            await self._settle(context)
-
-    async def settle_stream(
-        self, context: ServerCallContext, events: AsyncIterator[_T]
-    ) -> AsyncIterator[_T]:
-        """:meth:`settle` for a streamed request."""
-        try:
-            async for event in events:
-                yield event
-        finally:
-            await self._settle(context)
-
-    async def _settle(self, context: ServerCallContext) -> None:
+    async def settle(self, context: ServerCallContext) -> None:
+        """At the end of a request: hand the slot it took to its unfinished task, or give
+        it back."""
         call = call_of(context)
         if call is None:
             return
