@@ -1,17 +1,12 @@
 """Which A2A call is this HTTP request? The route Starlette matched says so.
 
-:func:`layered` gives every route a :class:`Call` per HTTP method (kind of endpoint; for
-A2A its binding, version and method), named once from (path template, HTTP method), and
-middleware that runs once the route matched: :class:`Recorder` stores a
-:class:`RequestInfo` at ``scope[REQUEST_KEY]``, then telemetry, metrics, auth, the request
-guard and response shaping read it. However a path is spelled, a request reaches an
-endpoint only through them. A JSON-RPC body is read once (:meth:`RequestInfo.load_body`,
-bounded in size and shape) and parsed once (:attr:`RequestInfo.payload`), the SDK's
-route included (``upstream/parsed_body``).
-
-Reserved first segments (``.well-known``, ``health``, ``metrics``, ``v1``, ``agent``, the
-Explorer's and the RPC path's) are never a REST tenant: an A2A route of the SDK's
-``/{tenant}`` mount under one is checked like any A2A request, then answered 404.
+:func:`layered` runs, on every route once it matched, :class:`Recorder` (it stores the
+:class:`RequestInfo` of the route's call at ``scope[REQUEST_KEY]``) and then the layers
+that read it, so however a path is spelled, a request reaches an endpoint only through
+them. A JSON-RPC body is read once (bounded in size and shape) and parsed once, the SDK's
+route included (``upstream/parsed_body``). Reserved first segments are never a REST
+tenant: an A2A route of the SDK's ``/{tenant}`` mount under one is checked like any A2A
+request, then answered 404.
 """
 
 from __future__ import annotations

@@ -15,7 +15,6 @@ from mixing the two.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Awaitable, Callable
 from email.utils import formatdate, parsedate_to_datetime
 from typing import Any
@@ -93,7 +92,6 @@ class CardBase:
         self._documents: LRUCache[tuple[int, str], tuple[CardDocument, CardDocument]] = LRUCache(
             maxsize=32
         )
-        self._lock = threading.Lock()
 
     def base(self) -> str | None:
         """The base to name for the request being served, or ``None`` to keep the card's."""
@@ -115,15 +113,14 @@ class CardBase:
             base = self.base()
             if base is None:
                 return source
+            # Only the event loop's thread serves cards: the cache needs no lock.
             key = (id(source), base)
-            with self._lock:
-                hit = self._documents.get(key)
-                if hit is not None and hit[0] is source:
-                    return hit[1]
+            hit = self._documents.get(key)
+            if hit is not None and hit[0] is source:
+                return hit[1]
             card = rebase_card(source.card, self.built_for, base)
             document = serialize_card(card, last_modified=source.last_modified)
-            with self._lock:
-                self._documents[key] = (source, document)
+            self._documents[key] = (source, document)
             return document
 
         return rebased

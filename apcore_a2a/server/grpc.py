@@ -1,14 +1,10 @@
 """gRPC binding: the same ``DefaultRequestHandler`` served over ``grpc.aio``.
 
 One port carries ``lf.a2a.v1.A2AService`` (1.0, the SDK's ``GrpcHandler``) and
-``a2a.v1.A2AService`` (0.3, ``CompatGrpcHandler``); tasks, streams and push configs are the
-handler's, shared with JSON-RPC and REST. Call metadata authenticates (``authorization`` or
-the API-key header) with the HTTP rules; refusals are ``UNAUTHENTICATED`` (with
-``www-authenticate`` trailers) or ``PERMISSION_DENIED``. Calls are counted in ``/metrics``
-and, with ``telemetry``, traced (``ops/telemetry.py``). ``grpc.health.v1.Health`` (with
-``grpcio-health-checking``) reports the ``/health`` store probe for ``""`` and each A2A
-service (``ops/grpc_health.py``). Without the ``grpc`` extra,
-importing this module raises an ``ImportError`` that says so.
+``a2a.v1.A2AService`` (0.3, ``CompatGrpcHandler``), with the HTTP edge's rules (auth,
+version, shape, stream slots) on the same call record, and ``grpc.health.v1.Health``
+(``ops/grpc_health.py``). Without the ``grpc`` extra, importing this module raises an
+``ImportError`` that says so.
 """
 
 from __future__ import annotations
