@@ -1,22 +1,18 @@
 """Which A2A call is this HTTP request? The route Starlette matched says so.
 
-:func:`layered` gives every route a :class:`Call` per HTTP method (kind of endpoint; for
-A2A its binding, version and method), named once from (path template, HTTP method), and
-middleware that runs once the route matched: :class:`Recorder` stores a
-:class:`RequestInfo` at ``scope[REQUEST_KEY]``, then telemetry, metrics, auth, the request
-guard and response shaping read it. However a path is spelled, a request reaches an
-endpoint only through them. A JSON-RPC body is read once (:meth:`RequestInfo.load_body`,
-bounded in size and shape) and parsed once (:attr:`RequestInfo.payload`), the SDK's
-route included (``upstream/parsed_body``).
-
-Reserved first segments (``.well-known``, ``health``, ``metrics``, ``v1``, ``agent``, the
-Explorer's and the RPC path's) are never a REST tenant: an A2A route of the SDK's
-``/{tenant}`` mount under one is checked like any A2A request, then answered 404.
+:func:`layered` runs, on every route once it matched, :class:`Recorder` (it stores the
+:class:`RequestInfo` of the route's call at ``scope[REQUEST_KEY]``) and then the layers
+that read it, so however a path is spelled, a request reaches an endpoint only through
+them. A JSON-RPC body is read once (bounded in size and shape) and parsed once, the SDK's
+route included (``upstream/parsed_body``). Reserved first segments are never a REST
+tenant: an A2A route of the SDK's ``/{tenant}`` mount under one is checked like any A2A
+request, then answered 404.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from collections.abc import Iterable, Sequence
 from contextvars import ContextVar
@@ -248,9 +244,8 @@ def request_info(scope: Scope) -> RequestInfo | None:
     return info if isinstance(info, RequestInfo) else None
 
 
-def current_request() -> RequestInfo | None:
-    """The record of the HTTP request being served in this context, if any."""
-    return _current.get()
+#: The record of the HTTP request being served in this context, if any.
+current_request = _current.get
 
 
 def base_url(scope: Scope) -> str:
@@ -269,43 +264,28 @@ def base_url(scope: Scope) -> str:
     return f"{scheme}://{address}{root}"
 
 
-@dataclass(frozen=True, slots=True)
-class Call:
-    """What a route serves; ``method`` is ``None`` on the JSON-RPC route (it is in the body)."""
-
-    kind: Kind
-    binding: Binding | None = None
-    version: str | None = None
-    method: str | None = None
-
-
 def describe(
     path: str, verb: str, *, rpc_path: str = "/", explorer_prefix: str | None = None
-) -> Call:
-    """The :class:`Call` of a route with path template *path* and HTTP method *verb*."""
+) -> RequestInfo:
+    """What a request to the route with path template *path* and HTTP method *verb* is
+    (the JSON-RPC route's method is in the body), before anything is read of it."""
+    info = RequestInfo("other", verb)
     verb = "GET" if verb == "HEAD" else verb
-    if path in _KINDS:
-        return Call(_KINDS[path])
     prefix = (explorer_prefix or "").rstrip("/")
-    if prefix and (path == prefix or path.startswith(prefix + "/")):
-        return Call("explorer")
-    if path == rpc_path:
-        return Call("a2a", "jsonrpc")
-    if (path, verb) in REST_CALLS:
-        return Call("a2a", "rest", "1.0", REST_CALLS[path, verb])
-    if (path, verb) in _REST03_CALLS:
-        return Call("a2a", "rest", "0.3", _REST03_CALLS[path, verb])
-    return Call("other")
-
-
-def reserved_segments(rpc_path: str = "/", explorer_prefix: str | None = None) -> frozenset[str]:
-    """First path segments that are never a REST tenant."""
-    names = {".well-known", "health", "metrics", "v1", "agent"}
-    for path in (rpc_path, explorer_prefix or ""):
-        first = path.strip("/").split("/", 1)[0]
-        if first:
-            names.add(first)
-    return frozenset(names)
+    if path in _KINDS:
+        info.kind = _KINDS[path]
+    elif prefix and (path == prefix or path.startswith(prefix + "/")):
+        info.kind = "explorer"
+        info.static_file = verb == "GET"
+    elif path == rpc_path:
+        info.kind, info.binding = "a2a", "jsonrpc"
+    elif (path, verb) in REST_CALLS:
+        info.kind, info.binding, info.version = "a2a", "rest", "1.0"
+        info.method = REST_CALLS[path, verb]
+    elif (path, verb) in _REST03_CALLS:
+        info.kind, info.binding, info.version = "a2a", "rest", "0.3"
+        info.method = _REST03_CALLS[path, verb]
+    return info
 
 
 def layered(
@@ -318,7 +298,9 @@ def layered(
 ) -> list[BaseRoute]:
     """*routes*, each rebuilt to run :class:`Recorder` then *middleware* once it matched
     (a ``Mount`` of routes: its inner routes; a ``Mount`` of an app: the mount itself)."""
-    reserved = reserved_segments(rpc_path, explorer_prefix)
+    # First path segments that are never a REST tenant.
+    reserved = {".well-known", "health", "metrics", "v1", "agent"}
+    reserved |= {p.strip("/").split("/", 1)[0] for p in (rpc_path, explorer_prefix or "")} - {""}
 
     def stack(path: str, verbs: Iterable[str], tenanted: bool = False) -> list[Middleware]:
         calls = {
@@ -326,7 +308,7 @@ def layered(
             for verb in verbs
         }
         record = Middleware(
-            Recorder, calls=calls, reserved=reserved, tenanted=tenanted, shape=shape
+            Recorder, calls=calls, reserved=frozenset(reserved), tenanted=tenanted, shape=shape
         )
         return [record, *middleware]
 
@@ -357,7 +339,8 @@ class Recorder:
     """Route middleware: the request's :class:`RequestInfo`, from the matched route's call."""
 
     app: ASGIApp
-    calls: dict[str, Call]
+    #: per HTTP method, what a request is before anything is read of it (:func:`describe`)
+    calls: dict[str, RequestInfo]
     reserved: frozenset[str]
     #: a route of the SDK's ``/{tenant}`` mount
     tenanted: bool = False
@@ -368,11 +351,8 @@ class Recorder:
             await self.app(scope, receive, send)
             return
         verb: str = scope["method"]
-        call = self.calls.get(verb) or Call("other")  # a GET route's calls name HEAD too
-        info = RequestInfo(
-            call.kind, verb, binding=call.binding, version=call.version, method=call.method
-        )
-        info.static_file = call.kind == "explorer" and verb in ("GET", "HEAD")
+        known = self.calls.get(verb)  # a GET route's calls name HEAD too
+        info = RequestInfo("other", verb) if known is None else dataclasses.replace(known)
         info.shape = self.shape
         root = str(scope.get("root_path", ""))
         if self.tenanted:

@@ -42,14 +42,6 @@ if TYPE_CHECKING:
 
     from apcore_a2a.settings import Settings
 
-__all__ = [
-    "JWKS_PATH",
-    "CardSigner",
-    "card_signer_from_settings",
-    "load_key_file",
-    "parse_key",
-]
-
 logger = logging.getLogger("apcore_a2a.keys")
 
 #: Signed extended cards remembered (one per distinct skill set a caller may see).

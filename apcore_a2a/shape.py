@@ -82,9 +82,9 @@ def scan(body: bytes, shape: Shape) -> Generator[None, None, None]:
             if stack and stack[-1][0]:
                 stack[-1][1] += commas
                 if stack[-1][1] > shape.max_parts:
-                    raise _too_many_parts(shape)
+                    raise _beyond(shape, "max_parts_per_message")
             if values > shape.max_values:
-                raise _too_many_values(shape)
+                raise _beyond(shape, "max_json_values")
         if found is None:
             return
         char, pos = body[stop], stop + 1
@@ -103,7 +103,7 @@ def scan(body: bytes, shape: Shape) -> Generator[None, None, None]:
                 size = 0
             strings += size
             if strings > shape.max_string_bytes:
-                raise _too_many_strings(shape)
+                raise _beyond(shape, "max_string_bytes")
         elif char in b"[{":
             values += 1
             # A message is the body's (REST) or its params' (JSON-RPC): deeper arrays of that
@@ -115,7 +115,7 @@ def scan(body: bytes, shape: Shape) -> Generator[None, None, None]:
             )
             stack.append([parts, 1])
             if len(stack) > shape.max_depth:
-                raise _too_deep(shape)
+                raise _beyond(shape, "max_json_depth")
         elif stack:
             stack.pop()
 
@@ -145,24 +145,24 @@ def check_message(message: Message, shape: Shape) -> None:
         if message.DESCRIPTOR.full_name != "google.protobuf.Value":
             left, depth = left - 1, depth + 1
             if depth > shape.max_depth:
-                raise _too_deep(shape)
+                raise _beyond(shape, "max_json_depth")
         for field, value in message.ListFields():
             many, target, is_map = field_items(field)
             of_messages = target is not None
             items = value.values() if is_map else value if many else (value,)
             if many and field.name in ("parts", "content") and len(items) > shape.max_parts:
-                raise _too_many_parts(shape)
+                raise _beyond(shape, "max_parts_per_message")
             texts = value.keys() if is_map else () if of_messages else items
             if is_map or field.type == FieldDescriptor.TYPE_STRING:
                 strings += sum(len(text.encode("utf-8")) for text in texts if isinstance(text, str))
                 if strings > shape.max_string_bytes:
-                    raise _too_many_strings(shape)
+                    raise _beyond(shape, "max_string_bytes")
             if not of_messages:
                 left -= len(items)
             for item in items if of_messages else ():
                 walk(item, depth)
             if left < 0:
-                raise _too_many_values(shape)
+                raise _beyond(shape, "max_json_values")
 
     walk(message, 0)
 
@@ -181,17 +181,13 @@ def field_items(field: FieldDescriptor) -> tuple[bool, Descriptor | None, bool]:
     return bool(repeated), target, False
 
 
-def _too_many_parts(shape: Shape) -> ShapeError:
-    return ShapeError(f"more than {shape.max_parts} parts in a message", "max_parts_per_message")
+_LIMITS = {
+    "max_parts_per_message": "more than {0.max_parts} parts in a message",
+    "max_json_values": "more than {0.max_values} JSON values",
+    "max_string_bytes": "more than {0.max_string_bytes} bytes of strings",
+    "max_json_depth": "JSON nested deeper than {0.max_depth}",
+}
 
 
-def _too_many_values(shape: Shape) -> ShapeError:
-    return ShapeError(f"more than {shape.max_values} JSON values", "max_json_values")
-
-
-def _too_many_strings(shape: Shape) -> ShapeError:
-    return ShapeError(f"more than {shape.max_string_bytes} bytes of strings", "max_string_bytes")
-
-
-def _too_deep(shape: Shape) -> ShapeError:
-    return ShapeError(f"JSON nested deeper than {shape.max_depth}", "max_json_depth")
+def _beyond(shape: Shape, setting: str) -> ShapeError:
+    return ShapeError(_LIMITS[setting].format(shape), setting)

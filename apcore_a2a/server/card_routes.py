@@ -15,7 +15,6 @@ from mixing the two.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Awaitable, Callable
 from email.utils import formatdate, parsedate_to_datetime
 from typing import Any
@@ -30,15 +29,12 @@ from apcore_a2a.adapters.agent_card import CardDocument, rebase_card, serialize_
 from apcore_a2a.classify import CARD_PATHS, current_request
 
 CACHE_CONTROL = "public, max-age=300"
-_VERSION = "a2a-version"
 
 
 def wants_v1_card(request: Request) -> bool:
-    """True when the caller announced protocol version 1.x (header first, then query)."""
-    value = request.headers.get(_VERSION)
-    if value is None:
-        value = next((v for k, v in request.query_params.items() if k.lower() == _VERSION), "")
-    major = value.strip().split(".", 1)[0]
+    """True when the caller announced protocol version 1.x (the header, or the query
+    parameter the request record copied into it: ``upstream/version_param.py``)."""
+    major = request.headers.get("a2a-version", "").strip().split(".", 1)[0]
     return major.isdigit() and int(major) >= 1
 
 
@@ -96,7 +92,6 @@ class CardBase:
         self._documents: LRUCache[tuple[int, str], tuple[CardDocument, CardDocument]] = LRUCache(
             maxsize=32
         )
-        self._lock = threading.Lock()
 
     def base(self) -> str | None:
         """The base to name for the request being served, or ``None`` to keep the card's."""
@@ -118,15 +113,14 @@ class CardBase:
             base = self.base()
             if base is None:
                 return source
+            # Only the event loop's thread serves cards: the cache needs no lock.
             key = (id(source), base)
-            with self._lock:
-                hit = self._documents.get(key)
-                if hit is not None and hit[0] is source:
-                    return hit[1]
+            hit = self._documents.get(key)
+            if hit is not None and hit[0] is source:
+                return hit[1]
             card = rebase_card(source.card, self.built_for, base)
             document = serialize_card(card, last_modified=source.last_modified)
-            with self._lock:
-                self._documents[key] = (source, document)
+            self._documents[key] = (source, document)
             return document
 
         return rebased

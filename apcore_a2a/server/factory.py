@@ -59,7 +59,7 @@ from apcore_a2a.server.routes import ApCoreCallContextBuilder, a2a_routes
 from apcore_a2a.server.task_quota import TaskQuota
 from apcore_a2a.settings import Settings, SettingsError, config_path
 from apcore_a2a.shape import Shape
-from apcore_a2a.storage import Stores, open_stores
+from apcore_a2a.storage import open_stores
 from apcore_a2a.storage.observed import observe_saves
 from apcore_a2a.streams import AnswerSide, cancel_on_drop
 from apcore_a2a.upstream.apcore_config import config_of
@@ -188,7 +188,42 @@ class A2AServerFactory:
             if s.push_notifications
             else None
         )
-        handler = self._handler(catalog, stores, agent_executor, push, card_base, signer)
+        modifier = card_base.modifier(
+            extended_card_modifier(self.executor, lambda: catalog.snapshot.card)
+            if self.auth is not None
+            else None
+        )
+        if signer is not None and modifier is not None:
+            modifier = signer.extended_modifier(modifier)
+        quota = TaskQuota(s.max_unfinished_tasks_per_caller, stores.quota_slots)
+        task_store = push.observe(stores.task_store) if push else stores.task_store
+        if quota.limit:
+            task_store = observe_saves(task_store, quota.saved)
+        handler = ApCoreRequestHandler(
+            task_lookup=stores.get_task,
+            turns=stores.turns,
+            check_values=stores.fields.check,
+            quota=quota,
+            agent_executor=agent_executor,
+            task_store=task_store,
+            agent_card=catalog.snapshot.card,
+            push_config_store=push.config_store if push else stores.push_config_store,
+            push_sender=push.sender if push else None,
+            push_url_validator=push.url_validator if push else None,
+            request_context_builder=ApCoreRequestContextBuilder(
+                catalog,
+                stores.get_task,
+                self.registry,
+                self.executor,
+                s.default_skill,
+                s.route_by_schema,
+            ),
+            event_stream=stores.event_stream,
+            event_log=stores.event_log,
+            stream_backlog=s.max_stream_backlog_bytes,
+            extended_agent_card=catalog.snapshot.card if self.auth is not None else None,
+            extended_card_modifier=modifier,
+        )
         streams = StreamLimiter(s.max_streams, s.max_streams_per_caller, stores.quota_slots)
         state = ServerState(
             settings=s,
@@ -208,7 +243,9 @@ class A2AServerFactory:
         rpc_routes, rest_routes = a2a_routes(handler, s.rpc_path, context_builder, grace)
         # Rebased onto where the caller reached us, then signed: the signature covers the
         # URLs the caller is given.
-        card_source = card_base.document(acl_card_document(self.executor, state.document))
+        card_source = card_base.document(
+            acl_card_document(self.executor, lambda: catalog.snapshot.document)
+        )
         if signer is not None:
             card_source = signer.documents(card_source)
         served: list[BaseRoute] = [
@@ -236,52 +273,6 @@ class A2AServerFactory:
         app.state.a2a = state
         state.extras.update({f.name: f.handle for f in features if f.handle is not None})
         return app, catalog.snapshot.card
-
-    def _handler(
-        self,
-        catalog: SkillCatalog,
-        stores: Stores,
-        agent_executor: ApCoreAgentExecutor,
-        push: Any,
-        card_base: CardBase,
-        signer: CardSigner | None,
-    ) -> ApCoreRequestHandler:
-        modifier = card_base.modifier(
-            extended_card_modifier(self.executor, lambda: catalog.snapshot.card)
-            if self.auth is not None
-            else None
-        )
-        if signer is not None and modifier is not None:
-            modifier = signer.extended_modifier(modifier)
-        quota = TaskQuota(self.settings.max_unfinished_tasks_per_caller, stores.quota_slots)
-        task_store = push.observe(stores.task_store) if push else stores.task_store
-        if quota.limit:
-            task_store = observe_saves(task_store, quota.saved)
-        return ApCoreRequestHandler(
-            task_lookup=stores.get_task,
-            turns=stores.turns,
-            check_values=stores.fields.check,
-            quota=quota,
-            agent_executor=agent_executor,
-            task_store=task_store,
-            agent_card=catalog.snapshot.card,
-            push_config_store=push.config_store if push else stores.push_config_store,
-            push_sender=push.sender if push else None,
-            push_url_validator=push.url_validator if push else None,
-            request_context_builder=ApCoreRequestContextBuilder(
-                catalog,
-                stores.get_task,
-                self.registry,
-                self.executor,
-                self.settings.default_skill,
-                self.settings.route_by_schema,
-            ),
-            event_stream=stores.event_stream,
-            event_log=stores.event_log,
-            stream_backlog=self.settings.max_stream_backlog_bytes,
-            extended_agent_card=catalog.snapshot.card if self.auth is not None else None,
-            extended_card_modifier=modifier,
-        )
 
 
 def _require_methods(obj: Any, methods: tuple[str, ...], what: str) -> None:

@@ -1,14 +1,10 @@
 """gRPC binding: the same ``DefaultRequestHandler`` served over ``grpc.aio``.
 
 One port carries ``lf.a2a.v1.A2AService`` (1.0, the SDK's ``GrpcHandler``) and
-``a2a.v1.A2AService`` (0.3, ``CompatGrpcHandler``); tasks, streams and push configs are the
-handler's, shared with JSON-RPC and REST. Call metadata authenticates (``authorization`` or
-the API-key header) with the HTTP rules; refusals are ``UNAUTHENTICATED`` (with
-``www-authenticate`` trailers) or ``PERMISSION_DENIED``. Calls are counted in ``/metrics``
-and, with ``telemetry``, traced (``ops/telemetry.py``). ``grpc.health.v1.Health`` (with
-``grpcio-health-checking``) reports the ``/health`` store probe for ``""`` and each A2A
-service (``ops/grpc_health.py``). Without the ``grpc`` extra,
-importing this module raises an ``ImportError`` that says so.
+``a2a.v1.A2AService`` (0.3, ``CompatGrpcHandler``), with the HTTP edge's rules (auth,
+version, shape, stream slots) on the same call record, and ``grpc.health.v1.Health``
+(``ops/grpc_health.py``). Without the ``grpc`` extra, importing this module raises an
+``ImportError`` that says so.
 """
 
 from __future__ import annotations
@@ -138,9 +134,9 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         self,
         aborts: dict[str, _Abort],
         gate: Gate | None,
-        streams: StreamLimiter | None = None,
-        operations: Any = None,
-        shape: Shape | None = None,
+        streams: StreamLimiter | None,
+        operations: Any,
+        shape: Shape,
     ) -> None:
         self._aborts = aborts
         self._shape = shape
@@ -200,43 +196,20 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         ) as seen:
             yield seen
 
-    async def _admit(
-        self, method: str, spoken: str, context: grpc.aio.ServicerContext, abort: _Abort
+    async def _identify(
+        self, method: str, headers: dict[str, str], context: grpc.aio.ServicerContext
     ) -> Identity | None:
-        """Identify and admit the caller to *method* (the HTTP rules), then check the
-        announced version against *spoken*."""
-        identity = None
-        headers = metadata_headers(context.invocation_metadata())
-        if self._gate is not None:
-            try:
-                identity = await self._gate.identify(headers)
-                self._gate.admit(identity, anonymous_ok=self._gate.anonymous_ok(method))
-            except errors.UnauthenticatedError as exc:
-                context.set_trailing_metadata(
-                    tuple(("www-authenticate", v) for v in self._gate.challenges)
-                )
-                await abort(exc, context)
-            except errors.PermissionDeniedError as exc:
-                await abort(exc, context)
-        wrong = version_error(headers.get("a2a-version", "").strip(), spoken)
-        if wrong is not None:
-            await abort(wrong, context)
-        return identity
-
-    async def _take_stream(
-        self, caller: str, context: grpc.aio.ServicerContext, abort: _Abort
-    ) -> str | None:
-        """Take a stream slot (the same limits as SSE streams), or abort the call."""
-        if self._streams is None:
+        """Identify and admit the caller to *method* with the HTTP rules; raises the refusal."""
+        if self._gate is None:
             return None
-        refused = await self._streams.acquire(caller)
-        if refused is None:
-            return caller
-        if not isinstance(refused.error, errors.OwnError):  # the agent's cap: HTTP's 503
-            code, message = grpc.StatusCode.UNAVAILABLE, refused.error.message
-            await abort_with(context, code, message, None, refused.retry_after)
-        await abort(refused.error, context)
-        return None  # pragma: no cover - abort() always raises
+        try:
+            identity = await self._gate.identify(headers)
+            self._gate.admit(identity, anonymous_ok=self._gate.anonymous_ok(method))
+        except errors.UnauthenticatedError:
+            challenges = self._gate.challenges
+            context.set_trailing_metadata(tuple(("www-authenticate", v) for v in challenges))
+            raise
+        return identity
 
     def _wrap(
         self, behavior: Callable[..., Any], method: str, abort: _Abort, streaming: bool
@@ -246,26 +219,39 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         a2a_method = _a2a_name(method)
 
         async def serve(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+            slot = None
             with self._observed(method, request, context) as seen:
-                identity = await self._admit(a2a_method, spoken, context, abort)
-                caller = _caller(identity, context)
-                call = CallRecord("grpc", spoken, a2a_method, caller)
-                _call.set((call, identity))
-                if self._shape is not None:
+                try:
+                    headers = metadata_headers(context.invocation_metadata())
+                    identity = await self._identify(a2a_method, headers, context)
+                    wrong = version_error(headers.get("a2a-version", "").strip(), spoken)
+                    if wrong is not None:
+                        raise wrong
                     try:
                         check_message(request, self._shape)
                     except ShapeError as exc:
-                        await abort(exc.refusal(), context)
-                slot = await self._take_stream(caller, context, abort) if streaming else None
-                try:
-                    async with _internal_errors(method, context, abort):
-                        python = await _legacy_request(request, context, abort) if legacy else False
-                        answers = behavior(request, context)
-                        async for item in answers if streaming else _one(answers):
-                            if legacy:
-                                proto_response_to_wire(item, python_client=python)
-                            seen(item)
-                            yield item
+                        raise exc.refusal() from None
+                    caller = _caller(identity, context)
+                    _call.set((CallRecord("grpc", spoken, a2a_method, caller), identity))
+                    if streaming and self._streams is not None:
+                        await self._take_stream(caller, context)
+                        slot = caller
+                    python = legacy and is_python_client(headers.get("user-agent"))
+                    if legacy:
+                        proto_request_to_sdk(request, python_client=python)
+                    answers = behavior(request, context)
+                    async for item in answers if streaming else _one(answers):
+                        if legacy:
+                            proto_response_to_wire(item, python_client=python)
+                        seen(item)
+                        yield item
+                except grpc.aio.AbortError:
+                    raise
+                except A2AError as exc:  # a refusal of ours (the servicer answers its own)
+                    await abort(exc, context)
+                except Exception:
+                    logger.exception("unexpected error in gRPC %s", method)
+                    await abort(InternalError(), context)
                 finally:
                     if slot is not None and self._streams is not None:
                         await self._streams.release(slot)
@@ -276,23 +262,20 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
 
         return serve if streaming else unary
 
+    async def _take_stream(self, caller: str, context: grpc.aio.ServicerContext) -> None:
+        """Take a stream slot (the same limits as SSE streams); raises the refusal."""
+        assert self._streams is not None
+        refused = await self._streams.acquire(caller)
+        if refused is None:
+            return
+        if not isinstance(refused.error, errors.OwnError):  # the agent's cap: HTTP's 503
+            code, message = grpc.StatusCode.UNAVAILABLE, refused.error.message
+            await abort_with(context, code, message, None, refused.retry_after)
+        raise refused.error
+
 
 async def _one(answer: Awaitable[Any]) -> AsyncIterator[Any]:
     yield await answer
-
-
-@contextlib.asynccontextmanager
-async def _internal_errors(
-    method: str, context: grpc.aio.ServicerContext, abort: _Abort
-) -> AsyncIterator[None]:
-    try:
-        yield
-    except grpc.aio.AbortError:
-        raise
-    except Exception:
-        logger.exception("unexpected error in gRPC %s", method)
-        await abort(InternalError(), context)
-        raise  # pragma: no cover - abort() always raises
 
 
 def _caller(identity: Identity | None, context: grpc.aio.ServicerContext) -> str:
@@ -301,16 +284,6 @@ def _caller(identity: Identity | None, context: grpc.aio.ServicerContext) -> str
     kind, _, rest = peer.partition(":")
     address = rest.rsplit(":", 1)[0] if kind in ("ipv4", "ipv6") else peer
     return caller_key(identity, address.strip("[]"))
-
-
-async def _legacy_request(request: Any, context: grpc.aio.ServicerContext, abort: _Abort) -> bool:
-    """Fix a 0.3 request's file bytes (``upstream/file_bytes``); whether the caller is Python."""
-    python = is_python_client(metadata_headers(context.invocation_metadata()).get("user-agent"))
-    try:
-        proto_request_to_sdk(request, python_client=python)
-    except A2AError as exc:
-        await abort(exc, context)
-    return python
 
 
 class GrpcServer:

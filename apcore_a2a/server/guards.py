@@ -68,32 +68,25 @@ class RequestGuard:
         if info is None or not info.is_a2a:
             await self.app(scope, receive, send)
             return
-        rejection = await self._check(scope, info, receive)
+        rejection = await self._check_body(scope, info, receive)
+        if rejection is None:
+            # The method's own version; a JSON-RPC method not known has none (its error follows).
+            wrong = version_error(info.announced, info.version if info.method else None)
+            rejection = None if wrong is None else (wrong, None)
         if rejection is not None:
             await refusal(info, *rejection)(scope, receive, send)
             return
         receive = info.replay(receive)
+        app = self.app if info.routable else not_found(info)
         if info.streaming:
-            await self._stream(scope, info, receive, send)
-        elif info.routable:
-            await self.app(scope, receive, send)
+            await self._stream(scope, info, app, receive, send)
         else:
-            await not_found(info)(scope, receive, send)
-
-    async def _check(
-        self, scope: Scope, info: RequestInfo, receive: Receive
-    ) -> tuple[A2AError, int | None] | None:
-        """``(error, HTTP status or None for the binding's own)`` to refuse, else ``None``."""
-        refused = await self._check_body(scope, info, receive)
-        if refused is not None:
-            return refused
-        # The method's own version; a JSON-RPC method not known has none (its error follows).
-        wrong = version_error(info.announced, info.version if info.method else None)
-        return (wrong, None) if wrong is not None else None
+            await app(scope, receive, send)
 
     async def _check_body(
         self, scope: Scope, info: RequestInfo, receive: Receive
     ) -> tuple[A2AError, int | None] | None:
+        """``(error, HTTP status or None for the binding's own)`` to refuse, else ``None``."""
         if info.http_method != "POST":
             return None
         headers = Headers(scope=scope)
@@ -134,7 +127,9 @@ class RequestGuard:
             return InvalidRequestError(message=message), None
         return None
 
-    async def _stream(self, scope: Scope, info: RequestInfo, receive: Receive, send: Send) -> None:
+    async def _stream(
+        self, scope: Scope, info: RequestInfo, app: ASGIApp, receive: Receive, send: Send
+    ) -> None:
         caller = caller_of(scope)
         refused = await self.streams.acquire(caller)
         if refused is not None:
@@ -158,10 +153,7 @@ class RequestGuard:
             await respond_to(message)
 
         try:
-            if not info.routable:
-                await not_found(info)(scope, receive, ending)
-            else:
-                await self.app(scope, receive, ending)
+            await app(scope, receive, ending)
         finally:
             await release()
 

@@ -53,7 +53,7 @@ from apcore_a2a.execution.observer import state_name
 from apcore_a2a.execution.routing import check_follow_up
 from apcore_a2a.server.task_quota import TaskLookup, TaskQuota
 from apcore_a2a.storage.event_log import MemoryEventLog, RecordingTaskStore
-from apcore_a2a.storage.turns import MemoryTurnClaims, TurnClaims
+from apcore_a2a.storage.turns import TurnClaims
 from apcore_a2a.streams.backlog import bounded
 from apcore_a2a.streams.resume import EventLog, PositionTap, StreamPositions, subscribe_from_log
 from apcore_a2a.streams.tap import answer_of, answering, answering_stream
@@ -73,11 +73,11 @@ class ApCoreRequestHandler(DefaultRequestHandler):
         task_store: TaskStore | VersionedTaskStore,
         event_stream: TaskEventStream | None = None,
         task_lookup: TaskLookup,
-        turns: TurnClaims | None = None,
-        quota: TaskQuota | None = None,
-        event_log: object | None = None,
-        check_values: Callable[[SendMessageRequest, ServerCallContext], None] | None = None,
-        stream_backlog: int = 8 * 1024 * 1024,
+        turns: TurnClaims,
+        quota: TaskQuota,
+        event_log: object | None,
+        check_values: Callable[[SendMessageRequest, ServerCallContext], None],
+        stream_backlog: int,
         **kwargs: Any,
     ) -> None:
         self._event_log = event_log if isinstance(event_log, EventLog) else None
@@ -94,8 +94,8 @@ class ApCoreRequestHandler(DefaultRequestHandler):
         super().__init__(task_store=task_store, event_stream=event_stream, **kwargs)
         self._capabilities = kwargs["agent_card"].capabilities
         self._task_lookup = task_lookup
-        self._turns = turns if turns is not None else MemoryTurnClaims()
-        self._quota = quota if quota is not None else TaskQuota(0)
+        self._turns = turns
+        self._quota = quota
         #: refuses values the store cannot hold, before any task exists (storage/fields.py)
         self._check_values = check_values
         self._backlog = stream_backlog
@@ -110,7 +110,10 @@ class ApCoreRequestHandler(DefaultRequestHandler):
             # A push config hands the task id to a webhook before the answer: no deferring.
             call.defer_writes = not params.configuration.HasField("task_push_notification_config")
         async with self._released_if_refused(claimed):
-            return await self._quota.settle(context, SEND(self, params, context))
+            try:
+                return await SEND(self, params, context)
+            finally:
+                await self._quota.settle(context)
 
     @answering_stream
     async def on_message_send_stream(
@@ -141,7 +144,7 @@ class ApCoreRequestHandler(DefaultRequestHandler):
         log = self._event_log
         try:
             async with self._released_if_refused(claimed):
-                async for event in self._quota.settle_stream(context, events):
+                async for event in events:
                     seq = None
                     if positions is not None and log is not None:
                         version = positions.take(event)
@@ -151,6 +154,7 @@ class ApCoreRequestHandler(DefaultRequestHandler):
         finally:
             # What the SDK's decorator did: a bare async for leaves *events* unclosed.
             await events.aclose()
+            await self._quota.settle(context)
             if positions is not None:
                 positions.tap.unwatch(positions)
 
@@ -178,8 +182,7 @@ class ApCoreRequestHandler(DefaultRequestHandler):
     ) -> Task | None:
         """Check that *params* may start or continue a task now; returns the parked task
         whose wait it claimed, if it continues one."""
-        if self._check_values is not None:
-            self._check_values(params, context)
+        self._check_values(params, context)
         push = params.configuration.HasField("task_push_notification_config")
         if push and not self._capabilities.push_notifications:
             # Spec §3.3.4; the SDK would store the config and never deliver to it.

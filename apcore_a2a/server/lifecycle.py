@@ -33,7 +33,6 @@ from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.routing import BaseRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from apcore_a2a.adapters.agent_card import CardDocument
 from apcore_a2a.execution.catalog import SkillCatalog
 from apcore_a2a.execution.executor import ApCoreAgentExecutor
 from apcore_a2a.ops.operations import Operations
@@ -94,19 +93,15 @@ def host_feature(settings: Settings) -> Feature | None:
     return Feature("allowed-hosts", middleware=[(EDGE, check)])
 
 
-class HostCheck:
+class HostCheck(TrustedHostMiddleware):
     """Starlette's ``TrustedHostMiddleware``, except for calls made in this process
     (``A2AClient(app=...)``: no socket, so no browser in between, whatever Host it names)."""
 
-    def __init__(self, app: Any, *, allowed_hosts: Sequence[str]) -> None:
-        self.app = app
-        self.checked = TrustedHostMiddleware(app, allowed_hosts=allowed_hosts)
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if IN_PROCESS in (scope.get("extensions") or {}):
             await self.app(scope, receive, send)
         else:
-            await self.checked(scope, receive, send)
+            await super().__call__(scope, receive, send)
 
 
 @dataclass
@@ -124,9 +119,6 @@ class ServerState:
     ops: Operations
     started_at: float = 0.0
     extras: dict[str, Any] = field(default_factory=dict)
-
-    def document(self) -> CardDocument:
-        return self.catalog.snapshot.document
 
 
 class Lifecycle:
@@ -182,7 +174,9 @@ class Lifecycle:
             self._stopped.clear()
             await state.ops.aclose()
             await state.stores.aclose()
-            self._untune()
+            state.agent_executor.close()
+            if self.tuning:
+                gc.unfreeze()  # let this app's own cycles be collected once it is gone
 
     @contextlib.asynccontextmanager
     async def lifespan(self, _app: Any) -> AsyncIterator[None]:
@@ -192,11 +186,6 @@ class Lifecycle:
             yield
         finally:
             await self.stop()
-
-    def _untune(self) -> None:
-        self.state.agent_executor.close()
-        if self.tuning:
-            gc.unfreeze()  # let this app's own cycles be collected once it is gone
 
 
 @dataclass

@@ -45,7 +45,7 @@ class LocalSlots:
         self._held: dict[tuple[str, str], set[str]] = {}
         self._subject: dict[tuple[str, str], str] = {}
 
-    def take_now(self, scope: str, subject: str, holder: str, limit: int) -> bool:
+    async def take(self, scope: str, subject: str, holder: str, limit: int) -> bool:
         held = self._held.setdefault((scope, subject), set())
         if len(held) >= limit:
             return False
@@ -53,7 +53,7 @@ class LocalSlots:
         self._subject[(scope, holder)] = subject
         return True
 
-    def rename_now(self, scope: str, old: str, new: str) -> None:
+    async def rename(self, scope: str, old: str, new: str) -> None:
         subject = self._subject.pop((scope, old), None)
         if subject is not None:
             held = self._held[(scope, subject)]
@@ -61,22 +61,13 @@ class LocalSlots:
             held.add(new)
             self._subject[(scope, new)] = subject
 
-    def give_back_now(self, scope: str, holder: str) -> None:
+    async def give_back(self, scope: str, holder: str) -> None:
         subject = self._subject.pop((scope, holder), None)
         if subject is not None:
             held = self._held[(scope, subject)]
             held.discard(holder)
             if not held:
                 del self._held[(scope, subject)]
-
-    async def take(self, scope: str, subject: str, holder: str, limit: int) -> bool:
-        return self.take_now(scope, subject, holder, limit)
-
-    async def rename(self, scope: str, old: str, new: str) -> None:
-        self.rename_now(scope, old, new)
-
-    async def give_back(self, scope: str, holder: str) -> None:
-        self.give_back_now(scope, holder)
 
     async def holders(self, scope: str, subject: str) -> list[str]:
         return list(self._held.get((scope, subject), ()))

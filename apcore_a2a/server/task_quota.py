@@ -16,11 +16,12 @@ most once per ``RECHECK_SECONDS``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import TypeVar
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
 
 from a2a.server.agent_execution.active_task import INTERRUPTED_TASK_STATES
 from a2a.server.context import ServerCallContext
@@ -39,7 +40,6 @@ RECHECK_SECONDS = 5.0
 _SCOPE = "task"
 
 TaskLookup = Callable[[str, ServerCallContext], Awaitable[Task | None]]
-_T = TypeVar("_T")
 
 _UNFINISHED = frozenset(
     {TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING, *INTERRUPTED_TASK_STATES}
@@ -75,24 +75,9 @@ class TaskQuota:
             )
         call.task_slot = holder
 
-    async def settle(self, context: ServerCallContext, call: Awaitable[_T]) -> _T:
-        """Await the request *call*, then give back a slot no task took."""
-        try:
-            return await call
-        finally:
-            await self._settle(context)
-
-    async def settle_stream(
-        self, context: ServerCallContext, events: AsyncIterator[_T]
-    ) -> AsyncIterator[_T]:
-        """:meth:`settle` for a streamed request."""
-        try:
-            async for event in events:
-                yield event
-        finally:
-            await self._settle(context)
-
-    async def _settle(self, context: ServerCallContext) -> None:
+    async def settle(self, context: ServerCallContext) -> None:
+        """At the end of a request: hand the slot it took to its unfinished task, or give
+        it back."""
         call = call_of(context)
         if call is None:
             return
@@ -107,9 +92,9 @@ class TaskQuota:
             return
         if task_id is not None:
             # The request made a task that is still unfinished: the slot is the task's now.
-            update = self._apply(task_id, "rename", holder, task_id)
+            update = self._apply(task_id, self.slots.rename(_SCOPE, holder, task_id))
         else:
-            update = self._apply(holder, "give_back", holder)
+            update = self._apply(holder, self.slots.give_back(_SCOPE, holder))
         if update is not None:
             await asyncio.shield(update)
 
@@ -127,22 +112,23 @@ class TaskQuota:
                 call.slot_task = task.id
                 return
             call.task_slot = call.slot_task = None
-            freed = self._apply(task.id, "give_back", holder)
+            freed = self._apply(task.id, self.slots.give_back(_SCOPE, holder))
         elif finished:  # wherever the task was counted: its slot is free
-            freed = self._apply(task.id, "give_back", task.id)
+            freed = self._apply(task.id, self.slots.give_back(_SCOPE, task.id))
         else:
             return
         if freed is not None and call is not None:
             call.slot_freed = freed
 
-    def _apply(self, task_id: str, op: str, *args: str) -> asyncio.Future[None] | None:
+    def _apply(self, task_id: str, call: Coroutine[Any, Any, None]) -> asyncio.Future[None] | None:
         if isinstance(self.slots, LocalSlots):
-            # Nothing awaits in local slots: applied now, in the calling coroutine.
-            getattr(self.slots, f"{op}_now")(_SCOPE, *args)
+            # Nothing awaits in local slots: the update runs to its end now, in the calling
+            # coroutine (its first step is its last).
+            with contextlib.suppress(StopIteration):
+                call.send(None)
             return None
         # A save listener must not block: the database update runs beside the save,
         # after the task's previous update.
-        call: Awaitable[None] = getattr(self.slots, op)(_SCOPE, *args)
         before = self._updates.get(task_id)
 
         async def run() -> None:

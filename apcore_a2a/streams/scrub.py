@@ -10,8 +10,9 @@ names the apcore code). Before that each error gets our errors' codes
 corrected ``code``), and REST 429/503 answers get ``Retry-After`` from ``retryAfter``.
 
 What the handler raised is rendered here from the exception itself (:func:`error_answer`,
-with the SDK's own builders); only an error the SDK's route answered before reaching the
-handler (a request its parser refused) is read back from its body (:func:`error_body`).
+with the edge's builder, ``edge/refusal.py``); only an error the SDK's route answered
+before reaching the handler (a request its parser refused) is read back from its body
+(:func:`error_body`).
 """
 
 from __future__ import annotations
@@ -22,12 +23,11 @@ from collections.abc import Iterator
 from typing import Any, get_args
 
 from a2a.compat.v0_3 import types as types_v03
-from a2a.server.request_handlers.response_helpers import build_error_response
-from a2a.utils.error_handlers import build_rest_error_payload
-from a2a.utils.errors import JSON_RPC_ERROR_CODE_MAP, A2AError, InternalError
+from a2a.utils.errors import A2AError, InternalError
 
 from apcore_a2a.adapters.errors import sanitize
 from apcore_a2a.classify import RequestInfo
+from apcore_a2a.edge.refusal import error_document
 from apcore_a2a.errors import RETRY_AFTER_KEY
 from apcore_a2a.upstream.error_answers import correct_error
 
@@ -130,16 +130,11 @@ class Scrubbed:
 
 def error_answer(info: RequestInfo, failure: Exception) -> Scrubbed:
     """What the handler raised, as the request's binding and version answer it."""
-    error = failure if isinstance(failure, A2AError) else InternalError()
-    if info.binding == "rest":
-        return Scrubbed(build_rest_error_payload(error), rest=True)
-    if info.version != "0.3":
-        return Scrubbed(build_error_response(info.request_id, error), rest=False)
-    code = JSON_RPC_ERROR_CODE_MAP.get(type(error), -32603)
-    answered = {"code": code if code in _V03_CODES else -32603, "message": error.message}
-    if error.data is not None:
-        answered["data"] = error.data
-    return Scrubbed({"jsonrpc": "2.0", "id": info.request_id, "error": answered}, rest=False)
+    document = error_document(info, failure if isinstance(failure, A2AError) else InternalError())
+    rest = info.binding == "rest"
+    if not rest and info.version == "0.3" and document["error"]["code"] not in _V03_CODES:
+        document["error"]["code"] = -32603
+    return Scrubbed(document, rest)
 
 
 def error_body(body: bytes, rest: bool) -> Scrubbed | None:
