@@ -29,7 +29,7 @@ def build_plan(args: argparse.Namespace) -> tuple[harness.Plan, list[str]]:
             # A warm-up, short as it is, pays a fresh server's first calls (pool, tables)
             # outside the window, so a loaded machine still completes requests in it.
             rounds=1, duration=1.0, warmup=0.5, workloads=harness.SMOKE_WORKLOADS, r_calls=200,
-            memory_counts=(200,), memory_variants=(harness.OURS,),
+            memory_counts=(200,), memory_variants=(harness.OURS,), store_requests=48,
         )  # fmt: skip
     elif args.quick:
         plan = harness.Plan(rounds=2, duration=2.0, memory_counts=(1_000, 5_000))

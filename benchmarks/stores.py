@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from benchmarks._proc import Variant, run_server
-from benchmarks._wrk import run_wrk
+from benchmarks._wrk import run_wrk, run_wrk_count
 
 Metrics = dict[str, float]
 
@@ -96,8 +96,9 @@ def fresh_store(kind: str) -> Iterator[str]:
         raise ValueError(f"unknown store kind {kind!r}")
 
 
-def measure(system: StoreSystem, duration: float, warmup: float) -> Metrics:
-    """One round of *system*: fresh store, fresh server, warm-up, then wrk at c=16."""
+def measure(system: StoreSystem, duration: float, warmup: float, requests: int = 0) -> Metrics:
+    """One round of *system*: fresh store, fresh server, warm-up, then wrk at c=16 for
+    *duration* seconds, or until *requests* replies when that is given."""
     with (
         fresh_store(system.store) as url,
         run_server(
@@ -107,7 +108,10 @@ def measure(system: StoreSystem, duration: float, warmup: float) -> Metrics:
         if warmup > 0:
             run_wrk(server.base_url + "/", "send", connections=4, duration=warmup)
         cpu0 = server.cpu()
-        wrk = run_wrk(server.base_url + "/", "send", connections=CONNECTIONS, duration=duration)
+        if requests:
+            wrk = run_wrk_count(server.base_url + "/", total=requests, connections=CONNECTIONS)
+        else:
+            wrk = run_wrk(server.base_url + "/", "send", connections=CONNECTIONS, duration=duration)
         cpu = server.cpu() - cpu0
     return wrk.metrics(cpu)
 
@@ -120,6 +124,7 @@ def run(
     systems: tuple[StoreSystem, ...] = SYSTEMS,
     log: Callable[[str], None] = print,
     notes: list[str] | None = None,
+    requests: int = 0,
 ) -> dict[str, list[Metrics]]:
     """Interleaved rounds over *systems*; returns samples per system label."""
     if any(s.store == "postgresql" for s in systems) and not postgres_reachable():
@@ -129,7 +134,7 @@ def run(
     samples: dict[str, list[Metrics]] = {s.label: [] for s in systems}
     for rnd in range(1, rounds + 1):
         for system in systems:
-            metrics = measure(system, duration, warmup)
+            metrics = measure(system, duration, warmup, requests)
             samples[system.label].append(metrics)
             log(
                 f"stores round {rnd} {system.label:13} {metrics['rps']:8.1f} req/s "
