@@ -93,8 +93,6 @@ class RetryingPushSender(PushNotificationSender):
         timeout: float = 10.0,
         retry_delays: Sequence[float] = (1.0, 2.0, 4.0),
         queue_size: int = 100,
-        snapshots: TaskSnapshots | None = None,
-        client: httpx.AsyncClient | None = None,
     ) -> None:
         self._store = config_store
         self._policy = policy
@@ -104,9 +102,8 @@ class RetryingPushSender(PushNotificationSender):
         self._timeout = timeout
         self._delays = tuple(retry_delays)
         self._queue_size = queue_size
-        self.snapshots = snapshots if snapshots is not None else TaskSnapshots()
-        self._client = client
-        self._owns_client = client is None
+        self.snapshots = TaskSnapshots()
+        self._client: httpx.AsyncClient | None = None
         self._key: SigningKey | None = None
         self._queues: dict[_Key, _Queue] = {}
         self._workers: dict[_Key, asyncio.Task[None]] = {}
@@ -136,7 +133,7 @@ class RetryingPushSender(PushNotificationSender):
                 for task in pending:
                     task.cancel()
                 await asyncio.gather(*pending, return_exceptions=True)
-        if self._owns_client and self._client is not None:
+        if self._client is not None:
             await self._client.aclose()
             self._client = None
 
