@@ -1,23 +1,18 @@
 """Resumable streams: SSE event ids and ``Last-Event-ID`` replay.
 
 Every event of a task is kept in an event log (cluster: the ``task_events`` table, id =
-its ``seq``; otherwise the bounded in-process ``storage/event_log.py``). Subscriptions are
-served from it, so each SSE event carries ``id: <position>``; a client that lost the stream
-sends the last id it saw (``Last-Event-ID``, or ``lastEventId`` in JSON-RPC params metadata
-or the REST query, for clients that cannot set headers) and gets each later event once, in
-order, from any replica, also when the task finished meanwhile. gRPC streams carry no ids
-(neither gRPC nor A2A has a place for one): their clients resubscribe for the current task.
+its ``seq``; otherwise the bounded in-process ``storage/event_log.py``), so each SSE event
+carries ``id: <position>``; a client that lost the stream sends the last id it saw
+(``Last-Event-ID``, or ``lastEventId`` in JSON-RPC params metadata or the REST query) and
+gets each later event once, in order, from any replica. gRPC streams carry no ids (neither
+gRPC nor A2A has a place for one): their clients resubscribe for the current task.
 
-An id's way to the wire: the handler notes each event's id on the call's answer
-(``streams/tap.py``) just before yielding the event; the answer side writes it into that
-event's SSE frame as it leaves (the SDK writes one frame per event, in order, and asks for
-the next event only once that frame is sent).
-
-Message streams get their events from the SDK's running task, not the log. The SDK hands
-each saved event object, with the version the store gave it, to
-``TaskEventStream.publish`` as it queues it for the streams; :class:`PositionTap` is that
-stream, noting ``(event, version)`` for each message stream watching the task. An event
-never saved (a direct reply Message) gets no id.
+The handler notes each event's id on the call's answer (``streams/tap.py``) just before
+yielding it; the answer side writes it into that event's SSE frame (the SDK writes one
+frame per event and asks for the next only once it is sent). Message streams get their
+events from the SDK's running task, not the log: :class:`PositionTap` is the
+``TaskEventStream`` the SDK publishes each saved event to, with its version; an event never
+saved (a direct reply Message) gets no id.
 """
 
 from __future__ import annotations
