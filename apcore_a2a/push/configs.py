@@ -117,7 +117,7 @@ class PushConfigStore(PushNotificationConfigStore):
                 if slot is not None and self.slots is not None:
                     await self.slots.give_back(PUSH_SCOPE, slot)
                 raise
-            await self.statuses.clear(task_id, config_id)
+            await self.statuses.failed.drop(task_id, config_id)
         return stored
 
     async def get_info(

@@ -120,7 +120,7 @@ class PushResponseMiddleware:
         else:
             return value
         if task_id not in cache:
-            cache[task_id] = await self.statuses.failures(task_id)
+            cache[task_id] = await self.statuses.failed.read(task_id)
         reason = cache[task_id].get(str(config_id or task_id))
         value["status"] = ACTIVE if reason is None else FAILED
         if reason is not None:

@@ -154,7 +154,7 @@ class RetryingPushSender(PushNotificationSender):
             return
         try:
             configs = await self._store.get_info_for_dispatch(task_id)
-            versions = await self._statuses.versions(task_id) if configs else {}
+            versions = await self._statuses.versions.read(task_id) if configs else {}
         except Exception:
             logger.exception("push: cannot read push configs of task %s", task_id)
             return
@@ -185,7 +185,7 @@ class RetryingPushSender(PushNotificationSender):
                 "deliveries stopped"
             )
             logger.error("push: config %s of task %s: %s", config_id, task_id, reason)
-            await self._statuses.mark_failed(task_id, config_id, reason)
+            await self._statuses.failed.put(task_id, config_id, reason)
             return
         headers = _config_headers(config)
         issuer = self._issuer().rstrip("/")
@@ -212,7 +212,7 @@ class RetryingPushSender(PushNotificationSender):
 
     async def _deliver(self, delivery: _Delivery) -> None:
         task_id, config_id = delivery.task_id, delivery.config_id
-        if await self._statuses.failure(task_id, config_id) is not None:
+        if config_id in await self._statuses.failed.read(task_id):
             self.dropped += 1
             return
         attempts = len(self._delays) + 1
@@ -245,8 +245,8 @@ class RetryingPushSender(PushNotificationSender):
                 stop,
             )
             # The first reason stays: a queue overflow while this attempt ran says more.
-            if await self._statuses.failure(task_id, config_id) is None:
-                await self._statuses.mark_failed(task_id, config_id, str(stop))
+            if config_id not in await self._statuses.failed.read(task_id):
+                await self._statuses.failed.put(task_id, config_id, str(stop))
 
     async def _attempt(self, delivery: _Delivery) -> str | None:
         """One attempt: ``None`` on success, a retryable problem, or raise ``_GiveUp``."""
