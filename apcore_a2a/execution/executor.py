@@ -56,23 +56,9 @@ _END_STATES = {"rejected": TaskState.TASK_STATE_REJECTED, "canceled": TaskState.
 _BAD_INPUT = ("SCHEMA_VALIDATION_ERROR", "GENERAL_INVALID_INPUT")
 
 
-def _ids(context: RequestContext) -> tuple[str, str]:
-    return context.task_id or "", context.context_id or ""
-
-
-# -- streaming ------------------------------------------------------------------------
-# Learn which streamed chunk is the last one without holding every chunk back.
-#
-# A2A marks the final chunk of an artifact with ``lastChunk``, and the proto requires
-# every artifact update to carry at least one part, so an empty closing update is not
-# allowed. The server only learns that a chunk was the last when the module's generator
-# ends. ``with_last_flag`` keeps each chunk back for at most ``grace`` seconds while it
-# waits for the next one: when the generator ends inside that window the chunk goes out
-# with ``last=True``; when the window passes first, the chunk goes out with ``last=False``
-# and a generator that ends later is closed by the task's terminal status alone.
-
-# Long enough for a generator that returns right after its final yield (apcore's
-# stream pipeline adds a few awaits), short enough that a slow stream barely notices.
+#: How long a streamed chunk waits for the next one to learn whether it was the last: long
+#: enough for a generator that returns right after its final yield (apcore's stream
+#: pipeline adds a few awaits), short enough that a slow stream barely notices.
 LAST_CHUNK_GRACE = 0.02
 
 _END = object()
@@ -81,9 +67,14 @@ _END = object()
 async def with_last_flag(
     chunks: AsyncIterator[Any], grace: float = LAST_CHUNK_GRACE
 ) -> AsyncGenerator[tuple[Any, bool], None]:
-    """Yield ``(chunk, is_last)`` for each chunk of ``chunks``, in order. The caller owns
-    ``chunks`` (and closes it); a pending read is cancelled here when the consumer stops
-    early, so the generator is never closed while it is running."""
+    """Yield ``(chunk, is_last)`` for each chunk of ``chunks``, in order.
+
+    A2A marks an artifact's final chunk ``lastChunk`` and allows no empty closing update,
+    but only the generator's end says which chunk was the last: each chunk waits up to
+    *grace* for the next; when the generator ends first it goes out as the last, else as
+    not (and the task's terminal status closes the artifact). The caller owns ``chunks``
+    (and closes it); a pending read is cancelled here when the consumer stops early, so
+    the generator is never closed while it is running."""
     held: Any = _END
     pending: asyncio.Task[Any] | None = None
     try:
@@ -94,21 +85,19 @@ async def with_last_flag(
                 if not done:
                     yield held, False
                     held = _END
+            failure: Exception | None = None
             try:
                 following = await pending
-            except Exception:
-                # A module that fails mid-stream still delivers what it yielded before.
-                pending = None
-                if held is not _END:
-                    yield held, False
-                raise
+            except Exception as exc:
+                following, failure = _END, exc
             pending = None
-            if following is _END:
-                if held is not _END:
-                    yield held, True
-                return
             if held is not _END:
-                yield held, False
+                # A module that fails mid-stream still delivers what it yielded before.
+                yield held, following is _END and failure is None
+            if following is _END:
+                if failure is not None:
+                    raise failure
+                return
             held = following
     finally:
         if pending is not None and not pending.done():
@@ -176,7 +165,7 @@ class ApCoreAgentExecutor(AgentExecutor):
     async def _execute(
         self, context: ApCoreRequestContext, spec: SkillSpec, message: Message, queue: EventQueue
     ) -> None:
-        task_id, context_id = _ids(context)
+        task_id, context_id = context.task_id or "", context.context_id or ""
         stored = context.current_task or context.stored_task
         inputs = turns.without_token(context.module_input)
         run = self._runs[task_id] = Run(queue, task_id, context_id, pool=self._threads())
@@ -206,7 +195,7 @@ class ApCoreAgentExecutor(AgentExecutor):
                 del self._runs[task_id]
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
-        task_id, context_id = _ids(context)
+        task_id, context_id = context.task_id or "", context.context_id or ""
         run = self._runs.get(task_id)
         if run is not None:
             if run.ended:

@@ -1,21 +1,17 @@
 """The apcore ``Executor`` an agent runs modules through, and apcore's governance honoured
 by the agent that serves its modules (docs/auth.md).
 
-* **The executor.** An ``Executor`` (or an ``APCore`` client's) is used as given; for a
-  bare registry we build one (:func:`default_executor`).
-* **Approvals.** An ``Executor`` handed in without an approval handler gets an
-  :class:`~apcore_a2a.approval.A2AApprovalHandler` (said once, in the log), so a module that
-  requires approval asks the caller instead of running unasked; one whose strategy has no
-  approval gate at all cannot serve a module that requires approval.
-* **The control plane.** apcore's ``system.*`` modules become skills only when the operator
-  names them (``system_modules``); a control module (``system.control.*``) only behind
-  authentication, for callers with the operator role (:mod:`~apcore_a2a.execution.identity`),
-  and with apcore's approval gate over every control module, as ``governance_state()``
-  reports it.
+* **The executor**: used as given (also an ``APCore`` client's), or built over a bare
+  registry (:func:`default_executor`).
+* **Approvals**: a given ``Executor`` without an approval handler gets an
+  :class:`~apcore_a2a.approval.A2AApprovalHandler`, so a module that requires approval
+  asks the caller instead of running unasked.
+* **The control plane**: apcore's ``system.*`` modules are served only when named
+  (``system_modules``); a control module (``system.control.*``) only behind
+  authentication, to the operator role, under apcore's approval gate.
 
-What cannot be served stops the agent at start with one line (:func:`check_served`).
-All of it is read and set through apcore's public API: ``governance_state()``, the
-strategy's approval gate step and its ``handler``, ``set_approval_handler()``.
+What cannot be served stops the agent at start with one line (:func:`check_served`), all
+read through apcore's public API (``governance_state()``, the strategy's steps).
 """
 
 from __future__ import annotations
@@ -39,15 +35,10 @@ logger = logging.getLogger("apcore_a2a")
 def default_executor(
     registry: Any, *, acl: Any = None, config: Any = None, execution_timeout: float = 300.0
 ) -> Any:
-    """The apcore ``Executor`` we build over *registry*.
-
-    Approval-gated modules get the :class:`A2AApprovalHandler` (they park in
-    ``input-required`` instead of running unchecked); the executor has toggles of its own
-    (nothing process-wide) and its validation steps reuse each module's JSON Schema
-    (:func:`~apcore_a2a.upstream.apcore_schema_cache.cache_schemas`). Without an apcore
-    *config* of the user's, apcore's own per-call timeouts (30 s by default) are raised to
-    *execution_timeout*, so that one setting governs; with one, its ``sys_modules`` are
-    registered as ``APCore(config)`` would (served only when named).
+    """The apcore ``Executor`` we build over *registry*: with our approval handler, toggles
+    of its own (nothing process-wide) and cached schemas. Without a *config* of the user's,
+    apcore's per-call timeouts (30 s by default) become *execution_timeout*, so that one
+    setting governs; with one, its ``sys_modules`` are registered as ``APCore(config)`` would.
     """
     from apcore import Config, Executor, ToggleState, register_sys_modules
 

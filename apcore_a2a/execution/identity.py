@@ -7,7 +7,7 @@ The caller travels where Starlette and a2a-sdk look for it: authentication leave
 ``scope["user"]`` (:class:`Caller`, whose ``display_name`` is the task owner) and
 ``scope["auth"]`` (:class:`CallerCredentials`, the apcore ``Identity`` and its scopes), so
 the SDK's own context builder makes the owner (``user.user_name``) and carries the
-identity (``state["auth"]``); gRPC's builder makes an :class:`IdentityUser`.
+identity (``state["auth"]``); gRPC's builder makes a :class:`Caller` too.
 """
 
 from __future__ import annotations
@@ -66,27 +66,10 @@ def caller_key(identity: Identity | None, address: str | None) -> str:
     return owner_key(identity) if identity is not None else f"ip:{address or 'unknown'}"
 
 
-class IdentityUser(User):
-    """An authenticated SDK user backed by an apcore ``Identity``: the SDK stores scope
-    by its ``user_name`` (:func:`owner_key`); modules and the ACL see the identity."""
-
-    __slots__ = ("_owner", "identity")
-
-    def __init__(self, identity: Identity) -> None:
-        self.identity = identity
-        self._owner = owner_key(identity)
-
-    @property
-    def is_authenticated(self) -> bool:
-        return True
-
-    @property
-    def user_name(self) -> str:
-        return self._owner
-
-
-class Caller(BaseUser):
-    """``scope["user"]`` of an authenticated caller (Starlette's place for it)."""
+class Caller(BaseUser, User):
+    """An authenticated caller: Starlette's ``scope["user"]`` and, over gRPC, the SDK's
+    ``ServerCallContext.user``. The stores scope by its owner (:func:`owner_key`, which
+    ``display_name`` and ``user_name`` give); modules and the ACL see the apcore identity."""
 
     def __init__(self, identity: Identity) -> None:
         self.apcore_identity = identity
@@ -105,6 +88,15 @@ class Caller(BaseUser):
     def display_name(self) -> str:
         """The task owner: what a2a-sdk's ``StarletteUser.user_name`` reads."""
         return self.owner
+
+    @property
+    def user_name(self) -> str:
+        """The task owner, as the SDK's stores read it."""
+        return self.owner
+
+
+#: the name the gRPC binding's context builder makes it under
+IdentityUser = Caller
 
 
 class CallerCredentials(AuthCredentials):
@@ -133,7 +125,7 @@ def identity_of(context: ServerCallContext | None) -> Identity | None:
     if context is None:
         return None
     user = context.user
-    if isinstance(user, IdentityUser):
+    if isinstance(user, Caller):
         return user.identity
     auth = context.state.get("auth")
     return auth.identity if isinstance(auth, CallerCredentials) else None

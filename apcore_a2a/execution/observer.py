@@ -21,7 +21,7 @@ from a2a.types import Message, Task, TaskState, TaskStatusUpdateEvent
 from apcore import TraceContext
 
 from apcore_a2a import _logging
-from apcore_a2a.classify import current_request
+from apcore_a2a.edge.call import call_of
 
 if TYPE_CHECKING:
     from a2a.server.agent_execution import RequestContext
@@ -152,14 +152,6 @@ def _trace_id_of(call_context: ServerCallContext | None) -> str | None:
     return parent.trace_id if parent is not None else None
 
 
-def _method_of(call_context: ServerCallContext | None) -> str | None:
-    info = current_request()
-    if info is not None and info.method is not None:
-        return info.method
-    method = call_context.state.get("method") if call_context is not None else None
-    return method if isinstance(method, str) else None
-
-
 @contextlib.contextmanager
 def observe(
     observers: Sequence[ExecutionObserver],
@@ -173,11 +165,12 @@ def observe(
     raises is logged and skipped: watching must never break a task.
     """
     call_context = context.call_context
+    call = call_of(call_context)  # its A2A method, as the edge named it on every binding
     execution = Execution(
         task_id=context.task_id or "",
         context_id=context.context_id or "",
         skill_id=skill_id,
-        method=_method_of(call_context),
+        method=call.method if call is not None else None,
         call_context=call_context,
         trace_id=_trace_id_of(call_context),
     )

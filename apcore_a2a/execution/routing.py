@@ -1,16 +1,12 @@
 """Which skill does a message go to, and with what input?
 
 :class:`ApCoreRequestContextBuilder` applies the routing rules of the README ("How
-messages reach modules") and converts the parts *before* the SDK creates a task, so a
-request that cannot be routed or converted is answered with a JSON-RPC error and leaves
-nothing behind in the task store. A skill id the ACL hides from the caller is answered
-exactly like an id that does not exist, so a caller cannot probe which skills exist.
-
-The builder checks input schema, ACL and apcore's toggle there too: apcore checks again
-when it runs the module, but checking first means bad input, a caller the ACL denies or a
-disabled skill gets a JSON-RPC error and leaves no failed task behind.
-``Executor.validate()`` would do it all but costs about as much as a whole call, so this
-uses the module's own input model and the ACL directly (a few microseconds).
+messages reach modules"), converts the parts and checks input schema, ACL and apcore's
+toggle *before* the SDK creates a task, so a request that cannot be served is answered
+with an error and leaves no task behind (apcore checks again when it runs the module).
+A skill id the ACL hides is answered exactly like one that does not exist, so a caller
+cannot probe which skills exist. ``Executor.validate()`` would check it all but costs
+about a whole call; the module's input model and the ACL take microseconds.
 """
 
 from __future__ import annotations

@@ -70,6 +70,8 @@ def _metadata_entry(task: Task, key: str) -> dict[str, Any] | None:
 
 @dataclass(frozen=True, slots=True)
 class PendingApproval:
+    """An approval a task waits on (apcore's ``ApprovalPendingError``, as recorded)."""
+
     approval_id: str
     module_id: str
     reason: str

@@ -1,15 +1,8 @@
 """Push notifications: SSRF policy, bounded retrying signed delivery, JWKS, config status.
 
 The SDK stores configs and calls a ``PushNotificationSender`` for each task event; this
-package adds what it leaves out, as one :class:`PushKit` the server factory wires in.
-
-Example::
-
-    kit = build_push(settings, config_store=store, agent_url=settings.public_url())
-    handler = DefaultRequestHandler(task_store=kit.observe(task_store), push_sender=kit.sender,
-        push_config_store=kit.config_store, push_url_validator=kit.url_validator, ...)
-    routes += kit.routes_for(handler, context_builder)
-    await kit.start()  # and at shutdown: await kit.aclose()
+package adds what it leaves out, as one :class:`PushKit` (:func:`build_push`) that the
+server factory hands to the request handler and starts with the app.
 """
 
 from __future__ import annotations
@@ -27,13 +20,12 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from apcore_a2a.classify import JWKS_PATH
-from apcore_a2a.push.bodies import TaskSnapshots, protocol_version
 from apcore_a2a.push.configs import PushConfigStore
 from apcore_a2a.push.policy import PushUrlPolicy, Resolver
 from apcore_a2a.push.responses import PushResponseMiddleware
 from apcore_a2a.push.sender import SIGNATURE_HEADER, RetryingPushSender
 from apcore_a2a.push.signing import SigningKey, stored_key
-from apcore_a2a.push.status import ACTIVE, FAILED, ConfigStatusBook, create_tables, signing_keys
+from apcore_a2a.push.status import ConfigStatusBook, create_tables, signing_keys
 from apcore_a2a.upstream.rest03_push_routes import rest03_push_routes
 
 if TYPE_CHECKING:
@@ -47,24 +39,15 @@ if TYPE_CHECKING:
     from apcore_a2a.storage.quota_slots import SqlQuotaSlots
 
 __all__ = [
-    "ACTIVE",
-    "FAILED",
     "JWKS_PATH",
     "PUSH_SIGNING_EXTENSION_URI",
-    "SIGNATURE_HEADER",
     "ConfigStatusBook",
-    "PushConfigStore",
     "PushKit",
-    "PushResponseMiddleware",
     "PushUrlPolicy",
-    "RetryingPushSender",
     "SigningKey",
-    "TaskSnapshots",
     "build_push",
     "card_extensions",
     "jwks_route",
-    "protocol_version",
-    "push_card_extension",
 ]
 
 logger = logging.getLogger("apcore_a2a.push")
@@ -188,27 +171,23 @@ def build_push(
     )
 
 
-def push_card_extension(agent_url: str, *, algorithm: str = "ES256") -> AgentExtension:
-    """The card extension (for ``AgentCapabilities.extensions``) that points receivers at
-    the delivery-signing keys: ``jwksUrl``, ``algorithm``, ``header`` (where the JWT travels)."""
-    jwks_url = agent_url.rstrip("/") + JWKS_PATH
-    return AgentExtension(
-        uri=PUSH_SIGNING_EXTENSION_URI,
-        description=(
-            f"Push notifications carry '{SIGNATURE_HEADER}: <JWT>' signed by this agent; "
-            "verify it with the keys at jwksUrl (claims iss, aud, iat, exp, jti, task_id, "
-            "body_sha256 = hex SHA-256 of the request body). 'Authorization' carries the "
-            "credentials of the push config's own 'authentication', when it has them."
-        ),
-        required=False,
-        params={"jwksUrl": jwks_url, "algorithm": algorithm, "header": SIGNATURE_HEADER},
-    )
-
-
 def card_extensions(settings: Settings) -> list[AgentExtension]:
-    """``[push_card_extension(...)]`` when push notifications are on, else ``[]``."""
+    """The card extensions (``AgentCapabilities.extensions``) of push notifications: none
+    when they are off, else the one pointing receivers at the delivery-signing keys
+    (``jwksUrl``, ``algorithm``, ``header``: where the JWT travels)."""
     if not settings.push_notifications:
         return []
     key = settings.push_signing_key
     algorithm = SigningKey.from_pem(key).algorithm if key else "ES256"
-    return [push_card_extension(settings.public_url(), algorithm=algorithm)]
+    description = (
+        f"Push notifications carry '{SIGNATURE_HEADER}: <JWT>' signed by this agent; "
+        "verify it with the keys at jwksUrl (claims iss, aud, iat, exp, jti, task_id, "
+        "body_sha256 = hex SHA-256 of the request body). 'Authorization' carries the "
+        "credentials of the push config's own 'authentication', when it has them."
+    )
+    jwks_url = settings.public_url().rstrip("/") + JWKS_PATH
+    params = {"jwksUrl": jwks_url, "algorithm": algorithm, "header": SIGNATURE_HEADER}
+    extension = AgentExtension(
+        uri=PUSH_SIGNING_EXTENSION_URI, description=description, required=False, params=params
+    )
+    return [extension]

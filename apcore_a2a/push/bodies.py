@@ -31,18 +31,11 @@ V1_0 = "1.0"
 V0_3 = "0.3"
 
 
-#: ``ServerCallContext.state`` key where a transport records the protocol version it serves.
 def protocol_version(context: ServerCallContext | None) -> str:
-    """``"1.0"`` or ``"0.3"``, the version of the call that built *context*: its call record's
-    (every binding), else ``A2A-Version``, missing meaning 0.3."""
-    if context is None:
-        return V1_0
+    """``"1.0"`` or ``"0.3"``: the version of the call that built *context*, as its call
+    record says (every binding has one; a call the edge did not see speaks 1.0)."""
     call = call_of(context)
-    if call is not None and call.version in (V1_0, V0_3):
-        return call.version
-    headers = context.state.get("headers") or {}
-    raw = str(headers.get("a2a-version") or headers.get("A2A-Version") or "").strip()
-    return V0_3 if not raw or raw.split(".", 1)[0] == "0" else V1_0
+    return call.version if call is not None and call.version == V0_3 else V1_0
 
 
 def dumps(doc: Any) -> bytes:

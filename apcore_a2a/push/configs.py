@@ -1,14 +1,11 @@
 """The push-config store the request handler sees: limits, header safety, bookkeeping.
 
-Over the storage layer's store (owner scoping, encryption at rest): the cap per task,
-``-32602`` for a token or credentials that could not travel in an HTTP header (a line break
-would smuggle another header), the call's protocol version, a fresh failure record.
-
-The cap holds under concurrency: in a process, registrations of one task are serialized;
-in cluster mode (also ``workers`` > 1) a new config first takes one of its task's slots
-(``storage/quota_slots.py``, scope ``push``) atomically and keeps it until deleted (by its
-owner, or with its task by retention). Processes sharing a database without cluster mode
-count again after the insert and withdraw an excess (erring only on the side of refusing).
+Over the storage layer's store: the cap per task, ``-32602`` for a token or credentials
+that cannot travel in an HTTP header (a line break would smuggle another header), the
+call's protocol version, a fresh failure record. The cap holds under concurrency: a
+process serializes a task's registrations; in cluster mode a new config takes one of its
+task's quota slots (scope ``push``) until deleted; processes sharing a database without
+it count again after the insert and withdraw an excess.
 """
 
 from __future__ import annotations
@@ -120,7 +117,7 @@ class PushConfigStore(PushNotificationConfigStore):
                 if slot is not None and self.slots is not None:
                     await self.slots.give_back(PUSH_SCOPE, slot)
                 raise
-            await self.statuses.clear(task_id, config_id)
+            await self.statuses.failed.drop(task_id, config_id)
         return stored
 
     async def get_info(

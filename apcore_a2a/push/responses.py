@@ -91,38 +91,35 @@ class PushResponseMiddleware:
             doc = json.loads(body)
         except ValueError:
             return body
-        cache: dict[str, dict[str, str]] = {}
-        if rpc_method is None:
-            doc = await self._decorate(doc, cache)
-        elif isinstance(doc, dict) and "error" not in doc:
-            if rpc_method == "tasks/pushNotificationConfig/delete":
+        if rpc_method == "tasks/pushNotificationConfig/delete":
+            if isinstance(doc, dict) and "error" not in doc:
                 # a2a-sdk 1.3 leaves "result" out, which JSON-RPC 2.0 does not allow for a
                 # success; the 0.3 schema says the result is null.
                 doc.setdefault("result", None)
-            elif "result" in doc:
-                doc["result"] = await self._decorate(doc["result"], cache)
+        elif rpc_method is None or isinstance(doc, dict):
+            await self._decorate(doc if rpc_method is None else doc.get("result"), {})
         return dumps(doc)
 
-    async def _decorate(self, value: Any, cache: dict[str, dict[str, str]]) -> Any:
+    async def _decorate(self, value: Any, cache: dict[str, dict[str, str]]) -> None:
         """Add status fields to a config, a list of configs, or ``{"configs": [...]}``."""
+        if isinstance(value, dict) and isinstance(value.get("configs"), list):
+            value = value["configs"]
         if isinstance(value, list):
-            return [await self._decorate(item, cache) for item in value]
+            for item in value:
+                await self._decorate(item, cache)
+            return
         if not isinstance(value, dict):
-            return value
-        if isinstance(value.get("configs"), list):
-            value["configs"] = await self._decorate(value["configs"], cache)
-            return value
+            return
         inner = value.get("pushNotificationConfig")
         if isinstance(inner, dict):
             task_id, config_id = str(value.get("taskId") or ""), inner.get("id")
         elif "url" in value and "taskId" in value:
             task_id, config_id = str(value["taskId"]), value.get("id")
         else:
-            return value
+            return
         if task_id not in cache:
-            cache[task_id] = await self.statuses.failures(task_id)
+            cache[task_id] = await self.statuses.failed.read(task_id)
         reason = cache[task_id].get(str(config_id or task_id))
         value["status"] = ACTIVE if reason is None else FAILED
         if reason is not None:
             value["statusReason"] = reason
-        return value

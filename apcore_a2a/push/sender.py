@@ -93,8 +93,6 @@ class RetryingPushSender(PushNotificationSender):
         timeout: float = 10.0,
         retry_delays: Sequence[float] = (1.0, 2.0, 4.0),
         queue_size: int = 100,
-        snapshots: TaskSnapshots | None = None,
-        client: httpx.AsyncClient | None = None,
     ) -> None:
         self._store = config_store
         self._policy = policy
@@ -104,9 +102,8 @@ class RetryingPushSender(PushNotificationSender):
         self._timeout = timeout
         self._delays = tuple(retry_delays)
         self._queue_size = queue_size
-        self.snapshots = snapshots if snapshots is not None else TaskSnapshots()
-        self._client = client
-        self._owns_client = client is None
+        self.snapshots = TaskSnapshots()
+        self._client: httpx.AsyncClient | None = None
         self._key: SigningKey | None = None
         self._queues: dict[_Key, _Queue] = {}
         self._workers: dict[_Key, asyncio.Task[None]] = {}
@@ -136,7 +133,7 @@ class RetryingPushSender(PushNotificationSender):
                 for task in pending:
                     task.cancel()
                 await asyncio.gather(*pending, return_exceptions=True)
-        if self._owns_client and self._client is not None:
+        if self._client is not None:
             await self._client.aclose()
             self._client = None
 
@@ -157,7 +154,7 @@ class RetryingPushSender(PushNotificationSender):
             return
         try:
             configs = await self._store.get_info_for_dispatch(task_id)
-            versions = await self._statuses.versions(task_id) if configs else {}
+            versions = await self._statuses.versions.read(task_id) if configs else {}
         except Exception:
             logger.exception("push: cannot read push configs of task %s", task_id)
             return
@@ -188,7 +185,7 @@ class RetryingPushSender(PushNotificationSender):
                 "deliveries stopped"
             )
             logger.error("push: config %s of task %s: %s", config_id, task_id, reason)
-            await self._statuses.mark_failed(task_id, config_id, reason)
+            await self._statuses.failed.put(task_id, config_id, reason)
             return
         headers = _config_headers(config)
         issuer = self._issuer().rstrip("/")
@@ -215,7 +212,7 @@ class RetryingPushSender(PushNotificationSender):
 
     async def _deliver(self, delivery: _Delivery) -> None:
         task_id, config_id = delivery.task_id, delivery.config_id
-        if await self._statuses.failure(task_id, config_id) is not None:
+        if config_id in await self._statuses.failed.read(task_id):
             self.dropped += 1
             return
         attempts = len(self._delays) + 1
@@ -248,8 +245,8 @@ class RetryingPushSender(PushNotificationSender):
                 stop,
             )
             # The first reason stays: a queue overflow while this attempt ran says more.
-            if await self._statuses.failure(task_id, config_id) is None:
-                await self._statuses.mark_failed(task_id, config_id, str(stop))
+            if config_id not in await self._statuses.failed.read(task_id):
+                await self._statuses.failed.put(task_id, config_id, str(stop))
 
     async def _attempt(self, delivery: _Delivery) -> str | None:
         """One attempt: ``None`` on success, a retryable problem, or raise ``_GiveUp``."""

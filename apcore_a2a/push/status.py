@@ -117,42 +117,23 @@ async def create_tables(engine: AsyncEngine) -> None:
 
 class ConfigStatusBook:
     """Failures and protocol versions of push configs, in SQL (on *engine*) or in memory
-    (at most *max_tasks* tasks per kind, so many dead webhooks cannot grow it unbounded)."""
+    (at most *max_tasks* tasks per kind, so many dead webhooks cannot grow it unbounded):
+    ``failed`` holds ``{config_id: reason}`` per task, ``versions`` the versions not 1.0."""
 
     def __init__(self, engine: AsyncEngine | None = None, *, max_tasks: int = 10_000) -> None:
         def records(table: Table) -> ConfigRecords | _MemoryRecords:
             return _MemoryRecords(max_tasks) if engine is None else ConfigRecords(engine, table)
 
-        self._failures, self._versions = records(failed_configs), records(config_versions)
-
-    async def failures(self, task_id: str) -> dict[str, str]:
-        """``{config_id: reason}`` for the failed configs of a task."""
-        return await self._failures.read(task_id)
-
-    async def failure(self, task_id: str, config_id: str) -> str | None:
-        """Why the config failed, or ``None`` while it is active."""
-        return (await self.failures(task_id)).get(config_id)
-
-    async def mark_failed(self, task_id: str, config_id: str, reason: str) -> None:
-        """Record that deliveries to this config stopped, and why."""
-        await self._failures.put(task_id, config_id, reason)
-
-    async def clear(self, task_id: str, config_id: str | None = None) -> None:
-        """Forget the failure of one config, or of every config of the task."""
-        await self._failures.drop(task_id, config_id)
-
-    async def versions(self, task_id: str) -> dict[str, str]:
-        """``{config_id: version}`` for the configs of a task not registered under 1.0."""
-        return await self._versions.read(task_id)
+        self.failed, self.versions = records(failed_configs), records(config_versions)
 
     async def set_version(self, task_id: str, config_id: str, version: str) -> None:
         """Record the protocol version a config was (re)registered under."""
         if version == V1_0:  # the version of a config without a record
-            await self._versions.drop(task_id, config_id)
+            await self.versions.drop(task_id, config_id)
         else:
-            await self._versions.put(task_id, config_id, version)
+            await self.versions.put(task_id, config_id, version)
 
     async def forget(self, task_id: str, config_id: str | None = None) -> None:
         """Drop every record of one config, or of every config of the task (deletion)."""
-        await self.clear(task_id, config_id)
-        await self._versions.drop(task_id, config_id)
+        await self.failed.drop(task_id, config_id)
+        await self.versions.drop(task_id, config_id)

@@ -8,25 +8,36 @@ objects), never the SDK's rendered events:
   of a call, the error frame of a stream; an error the route answered before reaching the
   handler is scrubbed from its (small) JSON body;
 * each event frame of a resumable stream gets its SSE ``id`` (:mod:`~.resume`);
-* with ``cancel_on_disconnect``, a stream's task is canceled when the client drops its
-  last stream of it (:mod:`~.drop`).
+* with ``cancel_on_disconnect``, a stream's task is canceled (:func:`cancel_on_drop`) when
+  the client hung up before the last chunk of the last open stream of that task (the first
+  task the answer names as the first frame leaves).
 """
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
+from a2a.types import CancelTaskRequest
+from a2a.utils.errors import A2AError
 from starlette.datastructures import MutableHeaders
+from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from apcore_a2a.classify import RequestInfo, request_info
-from apcore_a2a.streams.drop import DropHandler, StreamWatch
 from apcore_a2a.streams.resume import last_event_id_of
 from apcore_a2a.streams.scrub import Scrubbed, error_answer, error_body
 from apcore_a2a.streams.tap import Answer
 
+logger = logging.getLogger("apcore_a2a.server")
+
 #: JSON bodies larger than this are no error document of the SDK's
 _MAX_ERROR_BODY = 64 * 1024
+
+#: called with the request scope and task id when a task's last stream was dropped
+DropHandler = Callable[[Scope, str], Awaitable[None]]
 
 
 @dataclass
@@ -46,20 +57,55 @@ class AnswerSide:
             return
         answer = Answer.of(scope)
         send = _answering(send, info, answer)
-        if not info.streaming:
+        if info.streaming:
+            answer.last_event_id = last_event_id_of(scope)
+        if not info.streaming or self.on_stream_dropped is None:
             await self.app(scope, receive, send)
             return
-        answer.last_event_id = last_event_id_of(scope)
-        if self.on_stream_dropped is None:
-            await self.app(scope, receive, send)
-            return
-        watch = StreamWatch(self.task_streams, answer)
+        task_id: str | None = None
+        complete = dropped = False
+
+        async def watched_receive() -> Message:
+            nonlocal dropped
+            message = await receive()
+            dropped = dropped or (message["type"] == "http.disconnect" and not complete)
+            return message
+
+        async def watched_send(message: Message) -> None:
+            nonlocal task_id, complete
+            if message["type"] == "http.response.body":
+                if task_id is None and answer.task_id is not None:
+                    task_id = answer.task_id
+                    self.task_streams[task_id] = self.task_streams.get(task_id, 0) + 1
+                complete = not message.get("more_body", False)
+            await send(message)
+
         try:
-            await self.app(scope, watch.wrap_receive(receive), watch.wrap_send(send))
+            await self.app(scope, watched_receive, watched_send)
         finally:
-            if watch.close():
-                assert watch.task_id is not None
-                await self.on_stream_dropped(scope, watch.task_id)
+            if task_id is not None:
+                left = self.task_streams.pop(task_id) - 1
+                if left > 0:  # another client still streams the task: it is left alone
+                    self.task_streams[task_id] = left
+                elif dropped:
+                    await self.on_stream_dropped(scope, task_id)
+
+
+def cancel_on_drop(handler: Any, context_builder: Any) -> DropHandler:
+    """A :data:`DropHandler` cancelling the task through the SDK handler, as the caller who
+    opened the stream (owner scoping applies as for the client's own CancelTask)."""
+
+    async def cancel(scope: Scope, task_id: str) -> None:
+        call_context = context_builder.build(Request(scope))
+        try:
+            await handler.on_cancel_task(CancelTaskRequest(id=task_id), call_context)
+        except A2AError as exc:
+            # Finished (or gone) meanwhile: nothing left to cancel.
+            logger.debug("Dropped stream of task %s: not canceled (%s)", task_id, exc)
+            return
+        logger.info("Client dropped the only stream of task %s; canceled it", task_id)
+
+    return cancel
 
 
 def _answering(send: Send, info: RequestInfo, answer: Answer) -> Send:

@@ -1,14 +1,11 @@
 """A reader that stops reading costs a bounded amount of memory.
 
-a2a-sdk 1.3 hands a stream its events through a queue of up to 1,024 entries
-(``ActiveTask.subscribe``), each with a copy of the whole task as it was then: a client
-that opens a message stream and stops reading makes the server hold up to 1,024 copies of
-the growing task (2,000 chunks of 5 kB: 6.4 GB). :func:`bounded` reads the SDK's stream as
-it comes, so that queue stays empty and only the events wait for the reader, up to
-``max_stream_backlog_bytes`` (their protobuf size). A reader further behind is let go: the
-waiting events are freed and the SDK's stream closed at once (the task runs on), and the
-reader, once it reads again, gets the error ``-32091`` naming the bound after the events
-it already had; it resubscribes (``Last-Event-ID`` resumes where it stopped).
+a2a-sdk 1.3 queues up to 1,024 events per stream (``ActiveTask.subscribe``), each with a
+copy of the whole task: a client that stops reading makes the server hold up to 1,024
+copies of the growing task (2,000 chunks of 5 kB: 6.4 GB). :func:`bounded` reads the SDK's
+stream as it comes and keeps only the events, up to ``max_stream_backlog_bytes``. A reader
+further behind is let go (the task runs on): after the events it had it gets ``-32091``
+naming the bound, and resubscribes (``Last-Event-ID`` resumes where it stopped).
 """
 
 from __future__ import annotations
@@ -22,13 +19,6 @@ from typing import TypeVar
 from apcore_a2a.errors import QuotaExceededError
 
 T = TypeVar("T")
-
-
-def _behind(limit: int) -> QuotaExceededError:
-    return QuotaExceededError(
-        message=f"Stream closed: the client fell more than {limit} bytes of events behind "
-        "(max_stream_backlog_bytes); resubscribe to the task to go on"
-    )
 
 
 async def bounded(
@@ -49,7 +39,11 @@ async def bounded(
                 cost = size(item)
                 if waiting and held + cost > limit:
                     waiting.clear()
-                    ended = _behind(limit)
+                    ended = QuotaExceededError(
+                        message=f"Stream closed: the client fell more than {limit} bytes of "
+                        "events behind (max_stream_backlog_bytes); resubscribe to the task "
+                        "to go on"
+                    )
                     return
                 waiting.append((item, cost))
                 held += cost

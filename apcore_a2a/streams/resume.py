@@ -1,23 +1,18 @@
 """Resumable streams: SSE event ids and ``Last-Event-ID`` replay.
 
 Every event of a task is kept in an event log (cluster: the ``task_events`` table, id =
-its ``seq``; otherwise the bounded in-process ``storage/event_log.py``). Subscriptions are
-served from it, so each SSE event carries ``id: <position>``; a client that lost the stream
-sends the last id it saw (``Last-Event-ID``, or ``lastEventId`` in JSON-RPC params metadata
-or the REST query, for clients that cannot set headers) and gets each later event once, in
-order, from any replica, also when the task finished meanwhile. gRPC streams carry no ids
-(neither gRPC nor A2A has a place for one): their clients resubscribe for the current task.
+its ``seq``; otherwise the bounded in-process ``storage/event_log.py``), so each SSE event
+carries ``id: <position>``; a client that lost the stream sends the last id it saw
+(``Last-Event-ID``, or ``lastEventId`` in JSON-RPC params metadata or the REST query) and
+gets each later event once, in order, from any replica. gRPC streams carry no ids (neither
+gRPC nor A2A has a place for one): their clients resubscribe for the current task.
 
-An id's way to the wire: the handler notes each event's id on the call's answer
-(``streams/tap.py``) just before yielding the event; the answer side writes it into that
-event's SSE frame as it leaves (the SDK writes one frame per event, in order, and asks for
-the next event only once that frame is sent).
-
-Message streams get their events from the SDK's running task, not the log. The SDK hands
-each saved event object, with the version the store gave it, to
-``TaskEventStream.publish`` as it queues it for the streams; :class:`PositionTap` is that
-stream, noting ``(event, version)`` for each message stream watching the task. An event
-never saved (a direct reply Message) gets no id.
+The handler notes each event's id on the call's answer (``streams/tap.py``) just before
+yielding it; the answer side writes it into that event's SSE frame (the SDK writes one
+frame per event and asks for the next only once it is sent). Message streams get their
+events from the SDK's running task, not the log: :class:`PositionTap` is the
+``TaskEventStream`` the SDK publishes each saved event to, with its version; an event never
+saved (a direct reply Message) gets no id.
 """
 
 from __future__ import annotations
@@ -126,20 +121,19 @@ class StreamPositions:
     def __init__(self, tap: PositionTap) -> None:
         self.tap = tap
         self.task_id: str | None = None
-        self._notes: deque[tuple[Any, TaskVersion]] = deque(maxlen=_MAX_NOTES)
+        #: ``(event, version)`` as the tap saw them published, oldest first
+        self.notes: deque[tuple[Any, TaskVersion]] = deque(maxlen=_MAX_NOTES)
 
     def watch(self, task_id: str) -> None:
         """Start noting the events *task_id* publishes (its id is known before they flow)."""
-        self.tap.watch(task_id, self)
-
-    def note(self, event: Any, version: TaskVersion) -> None:
-        self._notes.append((event, version))
+        self.task_id = task_id
+        self.tap.watching.setdefault(task_id, []).append(self)
 
     def take(self, event: Any) -> TaskVersion | None:
         """The version *event* was published with (notes before it are dropped); a Task the
         stream trimmed to ``historyLength`` is a copy: then the next noted Task is the one."""
 
-        notes = self._notes
+        notes = self.notes
         index = next((i for i, (noted, _v) in enumerate(notes) if noted is event), None)
         if index is None:
             kind = type(event)
@@ -157,25 +151,23 @@ class PositionTap(TaskEventStream):
 
     def __init__(self, inner: TaskEventStream | None) -> None:
         self._inner = inner
-        self._watching: dict[str, list[StreamPositions]] = {}
-
-    def watch(self, task_id: str, positions: StreamPositions) -> None:
-        positions.task_id = task_id
-        self._watching.setdefault(task_id, []).append(positions)
+        #: the message streams watching each task
+        self.watching: dict[str, list[StreamPositions]] = {}
 
     def unwatch(self, positions: StreamPositions) -> None:
-        task_id = positions.task_id
-        watchers = self._watching.get(task_id or "", [])
+        """Stop noting for *positions* (its stream ended)."""
+        task_id = positions.task_id or ""
+        watchers = self.watching.get(task_id, [])
         if positions in watchers:
             watchers.remove(positions)
             if not watchers:
-                del self._watching[task_id or ""]
+                del self.watching[task_id]
 
     async def publish(self, task_id: str, event: VersionedEvent) -> None:
         if self._inner is not None:
             await self._inner.publish(task_id, event)
-        for positions in self._watching.get(task_id, ()):
-            positions.note(event.event, event.version)
+        for positions in self.watching.get(task_id, ()):
+            positions.notes.append((event.event, event.version))
 
     def subscribe(
         self, task_id: str, *, after: TaskVersion

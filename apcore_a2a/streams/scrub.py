@@ -1,18 +1,13 @@
 """Every error the agent sends, ours or the SDK's, is sanitized and bounded.
 
 The SDK answers some failures with raw exception text (-32603 carries ``str(exc)``: a
-database URL, a path; validation errors carry pages of pydantic text with links). An
-error object leaves through :func:`scrub_error`: the message loses paths, traceback lines
-and links and is cut to 500 characters, each string in its data to 200; -32603 (and HTTP
-500) say only "Internal error" without data, unless the executor worded them (their data
-names the apcore code). Before that each error gets our errors' codes
-(:func:`~apcore_a2a.upstream.error_answers.correct_error`; a REST status line follows the
-corrected ``code``), and REST 429/503 answers get ``Retry-After`` from ``retryAfter``.
-
-What the handler raised is rendered here from the exception itself (:func:`error_answer`,
+database URL, a path; validation errors carry pages of pydantic text with links). Each
+error gets our errors' codes (``upstream/error_answers.py``), then :func:`scrub_error`:
+paths, traceback lines and links go, the message is cut to 500 characters and each string
+of its data to 200; -32603 (HTTP 500) says only "Internal error" unless the executor
+worded it. What the handler raised is rendered from the exception (:func:`error_answer`,
 with the edge's builder, ``edge/refusal.py``); only an error the SDK's route answered
-before reaching the handler (a request its parser refused) is read back from its body
-(:func:`error_body`).
+before the handler is read back (:func:`error_body`).
 """
 
 from __future__ import annotations

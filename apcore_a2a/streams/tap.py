@@ -3,12 +3,11 @@
 Every binding and version reaches the one request handler, which hands back protobuf
 objects (a ``Task``, a stream's events, a push config) or raises. Its methods, wrapped in
 :func:`answering` / :func:`answering_stream`, note each on the call's :class:`Answer`, and
-whoever needs the answer reads it there: the error answers and SSE ids
-(``streams/answers.py``), the request span (``ops/telemetry.py``), cancel-on-drop
-(``streams/drop.py``). Nothing reads the SDK's rendered bytes back. An HTTP call's answer
-is made once (:meth:`Answer.of`) on its request record (``classify.RequestInfo``), and the
-call-context builder hands it to the handler on the call record (``edge/call.py``); gRPC
-calls have none.
+whoever needs the answer reads it there: the error answers, SSE ids and cancel-on-drop
+(``streams/answers.py``), the request span (``ops/telemetry.py``). Nothing reads the SDK's
+rendered bytes back. An HTTP call's answer is made once (:meth:`Answer.of`) on its request
+record (``classify.RequestInfo``) and reaches the handler on the call record
+(``edge/call.py``); gRPC calls have none.
 """
 
 from __future__ import annotations

@@ -298,7 +298,7 @@ async def test_the_registering_version_survives_a_restart(tmp_path: Path) -> Non
                 assert "result" in await rpc(client, base, method, params, version=version)
         second = app()
         async with running_server(second) as base, httpx.AsyncClient(timeout=10) as client:
-            assert await second.state.a2a.extras["push"].statuses.versions(task["id"]) == {
+            assert await second.state.a2a.extras["push"].statuses.versions.read(task["id"]) == {
                 "old": "0.3"
             }
             # The approval resumes the task on the second process: its events are pushed.
@@ -379,7 +379,7 @@ async def test_the_version_is_recorded_before_the_config_can_be_dispatched_to() 
     class Watching(InMemoryPushNotificationConfigStore):
         async def set_info(self, task_id: str, config: Any, context: Any) -> Any:
             stored = await super().set_info(task_id, config, context)
-            seen.append(await statuses.versions(task_id))  # what a sender now reads
+            seen.append(await statuses.versions.read(task_id))  # what a sender now reads
             return stored
 
     store = PushConfigStore(Watching(), statuses, max_per_task=1)
@@ -392,4 +392,4 @@ async def test_the_version_is_recorded_before_the_config_can_be_dispatched_to() 
     other = TaskPushNotificationConfig(id="y", task_id="t", url="http://127.0.0.1:9/y")
     with pytest.raises(QuotaExceededError):
         await store.set_info("t", other, context)
-    assert await statuses.versions("t") == {"x": "0.3"}
+    assert await statuses.versions.read("t") == {"x": "0.3"}
