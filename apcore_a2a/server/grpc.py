@@ -134,7 +134,7 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         self,
         aborts: dict[str, _Abort],
         gate: Gate | None,
-        streams: StreamLimiter | None,
+        streams: StreamLimiter,
         operations: Any,
         shape: Shape,
     ) -> None:
@@ -233,7 +233,7 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
                         raise exc.refusal() from None
                     caller = _caller(identity, context)
                     _call.set((CallRecord("grpc", spoken, a2a_method, caller), identity))
-                    if streaming and self._streams is not None:
+                    if streaming:
                         await self._take_stream(caller, context)
                         slot = caller
                     python = legacy and is_python_client(headers.get("user-agent"))
@@ -253,7 +253,7 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
                     logger.exception("unexpected error in gRPC %s", method)
                     await abort(InternalError(), context)
                 finally:
-                    if slot is not None and self._streams is not None:
+                    if slot is not None:
                         await self._streams.release(slot)
 
         async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
@@ -264,7 +264,6 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
 
     async def _take_stream(self, caller: str, context: grpc.aio.ServicerContext) -> None:
         """Take a stream slot (the same limits as SSE streams); raises the refusal."""
-        assert self._streams is not None
         refused = await self._streams.acquire(caller)
         if refused is None:
             return
@@ -316,8 +315,13 @@ class GrpcServer:
         self.settings = settings
         self.handler = handler
         self.authenticator = authenticator
-        #: shared with the HTTP request guard, so SSE and gRPC streams count together
-        self.streams = streams
+        #: shared with the HTTP request guard, so SSE and gRPC streams count together; on
+        #: its own, the server still holds the settings' stream limits
+        self.streams = (
+            streams
+            if streams is not None
+            else StreamLimiter(settings.max_streams, settings.max_streams_per_caller)
+        )
         #: counts and traces calls, and feeds grpc.health.v1 (``ops.Operations``)
         self.operations = operations
         self._health_stop: Callable[[], Awaitable[None]] | None = None

@@ -299,3 +299,59 @@ async def test_grpc_streams_are_standard_and_resume_by_subscription(agent: Agent
 async def _drain(call: Any) -> None:
     async for _response in call:
         pass
+
+
+class _HeldStream:
+    """A plain SDK executor whose task works until it is canceled: a stream stays open."""
+
+    async def execute(self, context: Any, event_queue: Any) -> None:
+        from a2a.types import Task, TaskStatus
+
+        working = TaskStatus(state=TaskState.TASK_STATE_WORKING)
+        task = Task(id=context.task_id, context_id=context.context_id, status=working)
+        await event_queue.enqueue_event(task)
+        await asyncio.Event().wait()
+
+    async def cancel(self, context: Any, event_queue: Any) -> None:
+        from a2a.server.tasks import TaskUpdater
+
+        await TaskUpdater(event_queue, context.task_id, context.context_id).cancel()
+
+
+async def test_a_grpc_server_of_its_own_holds_the_settings_stream_limit() -> None:
+    """``GrpcServer`` beside a request handler of one's own (docs/grpc.md), without the
+    factory's shared limiter, still refuses streams past ``max_streams``."""
+    from a2a.server.request_handlers import DefaultRequestHandler
+    from a2a.types import AgentCapabilities, AgentCard, AgentInterface, AgentSkill
+
+    from apcore_a2a.server.grpc import GrpcServer
+    from apcore_a2a.settings import Settings
+
+    handler = DefaultRequestHandler(
+        agent_executor=_HeldStream(),  # type: ignore[arg-type]
+        task_store=InMemoryTaskStore(),
+        agent_card=AgentCard(
+            name="held",
+            description="holds a stream",
+            version="1",
+            supported_interfaces=[AgentInterface(url="127.0.0.1:1", protocol_binding="GRPC")],
+            capabilities=AgentCapabilities(streaming=True),
+            default_input_modes=["text/plain"],
+            default_output_modes=["text/plain"],
+            skills=[AgentSkill(id="any", name="any", description="any", tags=["any"])],
+        ),
+    )
+    settings = Settings.resolve({"grpc_port": free_port(), "max_streams": 1}, environ={})
+    server = GrpcServer(handler, settings)
+    await server.start()
+    try:
+        async with stubs(server.address) as (v1, _v03):
+            held = v1.SendStreamingMessage(_send_request("any", Part(text="hold")))
+            assert (await held.read()).task.id
+            refused = v1.SendStreamingMessage(_send_request("any", Part(text="second")))
+            with pytest.raises(grpc.aio.AioRpcError) as caught:
+                await refused.read()
+            assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
+            held.cancel()
+    finally:
+        await server.stop(grace=0)
