@@ -15,11 +15,7 @@ from typing import Any
 
 from a2a.auth.user import User
 from a2a.server.agent_execution.active_task import TERMINAL_TASK_STATES
-from a2a.server.cluster import (
-    ConcurrentTaskModificationError,
-    LegacyTaskStoreAdapter,
-    VersionedDatabaseTaskStore,
-)
+from a2a.server.cluster import ConcurrentTaskModificationError, VersionedDatabaseTaskStore
 from a2a.server.context import ServerCallContext
 from a2a.server.models import (
     PushNotificationConfigModel,
@@ -27,7 +23,6 @@ from a2a.server.models import (
     TaskModel,
     TaskVersionModel,
 )
-from a2a.server.tasks import DatabaseTaskStore
 from a2a.types import Message, Part, Role, Task, TaskState, TaskStatus, TaskStatusUpdateEvent
 from sqlalchemy import and_, delete, or_, select, text
 from sqlalchemy.exc import DBAPIError, ProgrammingError
@@ -79,7 +74,7 @@ class SqlBackend:
 
     store_url: StoreURL
     engine: AsyncEngine
-    task_store: DatabaseTaskStore | VersionedDatabaseTaskStore
+    task_store: VersionedDatabaseTaskStore
     initializers: list[Callable[[], Awaitable[None]]]
     closers: list[Callable[[], Awaitable[None]]]
     retention_seconds: float | None
@@ -251,11 +246,10 @@ class SqlBackend:
                 stop(task_id)
 
     async def _fail(self, stmt: Any) -> None:
-        """Move each task *stmt* finds that is still running to ``failed``; in cluster mode a
-        compare-and-swap with a status event (other replicas' subscribers see it), so a task
-        another replica advanced meanwhile is left alone."""
-        store = self.task_store
-        versioned = LegacyTaskStoreAdapter(store) if isinstance(store, DatabaseTaskStore) else store
+        """Move each task *stmt* finds that is still running to ``failed``: a compare-and-swap
+        with a status event (subscribers see it), so a task another replica advanced
+        meanwhile is left alone."""
+        versioned = self.task_store
         changed = 0
         for task_id, owner in await read(self.engine, stmt):
             context = ServerCallContext(user=_Owner(owner or ""))
@@ -269,9 +263,12 @@ class SqlBackend:
                 event = TaskStatusUpdateEvent(
                     task_id=task.id, context_id=task.context_id, status=task.status
                 )
-                version = stored.version
                 await versioned.save(
-                    task, event=event, prev=stored.task, prev_version=version, context=context
+                    task,
+                    event=event,
+                    prev=stored.task,
+                    prev_version=stored.version,
+                    context=context,
                 )
                 changed += 1
             except ConcurrentTaskModificationError:
