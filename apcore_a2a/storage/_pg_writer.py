@@ -1,12 +1,10 @@
 """PostgreSQL writes of a group-commit writer: one connection of its own, one round trip.
 
-Through the pooled engine the three inserts of a cluster answer cost about 800 µs of CPU
-(checkout, pre-ping, SQLAlchemy's machinery, BEGIN and COMMIT), against about 330 µs on
-a plain asyncpg connection (2026-11-27, benchmarks/RESULTS.md). So several inserts go as
-one ``WITH`` whose parts read their rows from arrays (``unnest``), atomic on its own.
-Values are encoded by each column type's SQLAlchemy bind processor, so the SDK reads the
-rows back unchanged; errors keep SQLAlchemy's classes (``IntegrityError``,
-``OperationalError``), which the group commit and the outage guard handle.
+Through the pooled engine the three inserts of an answer cost about 800 µs of CPU, against
+about 330 µs on a plain asyncpg connection (benchmarks/RESULTS.md, 2026-11-27): so they go
+as one ``WITH`` whose parts read their rows from arrays (``unnest``). Values are encoded
+by SQLAlchemy's bind processors (the SDK reads the rows back unchanged); errors keep
+SQLAlchemy's classes, which the group commit and the outage guard handle.
 """
 
 from __future__ import annotations

@@ -1,12 +1,10 @@
 """Fewer writes per task: what a blocking call passes through waits in memory.
 
-The rule and its promises are in ``docs/storage.md`` (*How tasks are written*);
-``docs/architecture.md`` draws where these layers sit. Reasons kept here: the SDK stores
-a blocking ``SendMessage`` four times and looks up three times an id it made up (in
-cluster mode about forty round trips), though the caller only ever sees the last state.
-A kept cluster task carries the versions and events a save per event would have made,
-so other replicas, resubscribing streams and the SDK's compare-and-swap see no
-difference. Rows are exactly what the SDK's stores write (``upstream/sql_task_rows.py``).
+The SDK stores a blocking ``SendMessage`` four times and looks up three times an id it
+made up, though the caller only ever sees the last state (the rule and its promises:
+``docs/storage.md``, *How tasks are written*). A kept task carries the versions and
+events a save per event would have made, so other replicas, resubscribing streams and
+the SDK's compare-and-swap see no difference.
 """
 
 from __future__ import annotations

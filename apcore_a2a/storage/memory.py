@@ -1,11 +1,9 @@
 """A bounded in-memory task store (the rules: ``docs/storage.md``, *The memory store is bounded*).
 
-Listing, owner scoping, copying and pagination are the SDK's ``InMemoryTaskStore``; this
-class only decides which tasks to forget. Every operation is O(1) amortized: finished
-tasks sit in insertion-ordered dicts, oldest first (all of them, for expiry; each
-owner's, for eviction), and owners are bucketed by how many finished tasks they hold, so
-the owner that holds the most is found at once: it is the one that gives a task up, so
-one caller's quick tasks evict its own, never another owner's before their TTL.
+The SDK's ``InMemoryTaskStore`` does the rest; this class only decides which tasks to
+forget, in O(1) amortized: owners are bucketed by how many finished tasks they hold, and
+the owner holding the most gives its oldest up, so one caller's quick tasks evict its
+own, never another owner's before their TTL.
 """
 
 from __future__ import annotations

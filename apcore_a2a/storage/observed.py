@@ -1,11 +1,9 @@
 """Store layers: the one base of every task-store wrapper, and the view at the chain's top.
 
-A :class:`Layer` holds ``inner`` and passes ``list``/``peek`` through. The SDK tells
-plain stores from versioned ones by type, so a layer is one or the other. The view
-(:func:`store_view`) awaits every call through *around* (the outage guard), runs save
-listeners right after a save in the saving coroutine (they must not block), and answers
-a read once per request: the task a request read is kept in its call context for a
-second at most, until it is saved here, so a follow-up message (turn check, routing, the
+The SDK tells plain stores from versioned ones by type, so a layer is one or the other.
+The view (:func:`store_view`) runs save listeners in the saving coroutine (they must not
+block) and answers a read once per request: a task read is kept in the call record for a
+second at most, until it is saved, so a follow-up message (turn check, routing, the
 SDK's own load) reads its stored task once.
 """
 
