@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from a2a.auth.user import User
 from a2a.server.agent_execution.active_task import TERMINAL_TASK_STATES
 from a2a.server.cluster import ConcurrentTaskModificationError, VersionedDatabaseTaskStore
 from a2a.server.context import ServerCallContext
@@ -32,6 +31,7 @@ from apcore_a2a.upstream.aiosqlite_workers import track_workers
 
 from ._replicas import METADATA, ReplicaRegistry, claims_table, replicas_table, turns_table
 from ._urls import StoreUnavailableError, StoreURL, read
+from .memory import OwnerUser
 from .outages import UNAVAILABLE as _UNAVAILABLE
 from .quota_slots import PUSH_SCOPE, slots_table
 
@@ -252,7 +252,7 @@ class SqlBackend:
         versioned = self.task_store
         changed = 0
         for task_id, owner in await read(self.engine, stmt):
-            context = ServerCallContext(user=_Owner(owner or ""))
+            context = ServerCallContext(user=OwnerUser(owner or ""))
             try:
                 stored = await versioned.get(task_id, context)
                 if stored is None or stored.task.status.state not in _RUNNING:
@@ -359,21 +359,6 @@ def _running_of(replica_id: str) -> Any:
         claims_table,
         and_(claims_table.c.task_id == TaskModel.id, claims_table.c.replica_id == replica_id),
     )
-
-
-class _Owner(User):
-    """A stand-in user so the SDK's owner-scoped store methods address *owner*'s bucket."""
-
-    def __init__(self, owner: str) -> None:
-        self._owner = owner
-
-    @property
-    def is_authenticated(self) -> bool:
-        return bool(self._owner)
-
-    @property
-    def user_name(self) -> str:
-        return self._owner
 
 
 def _mark_failed(task: Task) -> None:

@@ -19,6 +19,7 @@ from a2a.server.cluster import (
     StoredTask,
     TaskVersion,
     VersionedDatabaseTaskStore,
+    VersionedTaskStore,
 )
 from a2a.server.context import ServerCallContext
 from a2a.server.events.event_queue import Event
@@ -35,7 +36,7 @@ from apcore_a2a.upstream.sql_task_rows import TaskRows
 from ._pg_writer import PgInsert, PgWriter
 from ._replicas import ReplicaRegistry
 from .group_commit import GroupCommit
-from .observed import VersionedStoreLayer
+from .observed import Layer
 from .outages import is_outage
 
 logger = logging.getLogger(__name__)
@@ -94,7 +95,7 @@ class _Kept:
 _Write = tuple[dict[str, Any], dict[str, Any], list[dict[str, Any]]]
 
 
-class DeferredWrites(VersionedStoreLayer):
+class DeferredWrites(Layer, VersionedTaskStore):
     """The SDK's versioned store *inner* (default tables) with the write rule of the module
     docstring; *registry* records the claims of running tasks (cluster mode; ``None``:
     one process)."""

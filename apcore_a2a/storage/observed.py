@@ -31,7 +31,8 @@ _READ_TTL = 1.0
 
 
 class Layer:
-    """*inner* with ``list``/``peek`` passed through ``_call``."""
+    """*inner* with ``list``/``peek`` passed through ``_call``; a subclass is a
+    ``TaskStore`` or a ``VersionedTaskStore`` too."""
 
     def __init__(self, inner: Any) -> None:
         self.inner = inner
@@ -49,14 +50,6 @@ class Layer:
         the whole task."""
         read = getattr(self.inner, "peek", self.inner.get)
         return await self._call(read(task_id, context))
-
-
-class TaskStoreLayer(Layer, TaskStore):
-    """A layer over a plain ``TaskStore``."""
-
-
-class VersionedStoreLayer(Layer, VersionedTaskStore):
-    """A layer over a ``VersionedTaskStore``."""
 
 
 class _ViewMixin(Layer):
@@ -107,12 +100,12 @@ def _copy(found: Any) -> Any:
     return StoredTask(task, found.version) if isinstance(found, StoredTask) else task
 
 
-class _View(_ViewMixin, TaskStoreLayer):
+class _View(_ViewMixin, TaskStore):
     async def save(self, task: Task, context: ServerCallContext) -> None:
         await self._save(task, context, self.inner.save(task, context))
 
 
-class _VersionedView(_ViewMixin, VersionedStoreLayer):
+class _VersionedView(_ViewMixin, VersionedTaskStore):
     async def save(
         self,
         task: Task,
