@@ -175,7 +175,6 @@ def _sql_stores(url: StoreURL, settings: Settings) -> Stores:
                 "push_encryption_key needs the 'cryptography' package: "
                 "pip install 'apcore-a2a[encryption]'"
             ) from None
-    cluster = settings.cluster
     push_store = DatabasePushNotificationConfigStore(
         engine, encryption_key=settings.push_encryption_key or None
     )
@@ -183,7 +182,7 @@ def _sql_stores(url: StoreURL, settings: Settings) -> Stores:
     held = [f"pool {url.pool_size}"] + ["writer"] * (pg_writer is not None)
     # One process alone wakes its own subscribers as it saves (``publish``); replicas
     # listen for each other's events.
-    wakeups = cluster and settings.cluster_wakeups
+    wakeups = settings.cluster and settings.cluster_wakeups
     if wakeups and url.kind == "postgresql":
         held.append("listener")
     versioned = ChunkedTaskStore(engine)
@@ -194,43 +193,36 @@ def _sql_stores(url: StoreURL, settings: Settings) -> Stores:
         wakeups=wakeups,
         noted=versioned.seqs,
     )
-    registry = (
-        ReplicaRegistry(
+    registry = turns = slots = None
+    if settings.cluster:
+        registry = ReplicaRegistry(
             engine,
             heartbeat_interval=settings.cluster_heartbeat_interval,
             replica_timeout=settings.cluster_replica_timeout,
         )
-        if cluster
-        else None
-    )
+        turns = SqlTurnClaims(engine)
+        slots = SqlQuotaSlots(engine, registry)
     writes = DeferredWrites(versioned, registry, pg_writer=pg_writer)
-    turns = SqlTurnClaims(engine) if cluster else MemoryTurnClaims()
     closers: list[Callable[[], Awaitable[None]]] = [writes.aclose, versioned.aclose, events.aclose]
-    if isinstance(turns, SqlTurnClaims):
-        closers.append(turns.aclose)
     sql = SqlBackend(
         url,
         engine,
         versioned,
         [versioned.initialize, events.initialize, push_store.initialize],
-        closers,
+        closers + ([turns.aclose] if turns else []),
         retention_seconds=settings.task_retention_seconds,
         poll_interval=settings.cluster_poll_interval,
         connections=(url.pool_size + len(held) - 1, settings.workers, " + ".join(held)),
         registry=registry,
     )
-    saved = turns.saved if isinstance(turns, SqlTurnClaims) else None
-    task_store = store_view(writes, around=guarded, saved=saved)
-    slots = SqlQuotaSlots(engine, registry) if registry is not None else None
     db = versioned.as_task_store
     assert isinstance(db, DatabaseTaskStore)
-    push = GuardedPushStore(push_store)
     return Stores(
-        task_store,
-        push,
+        store_view(writes, around=guarded, saved=turns.saved if turns else None),
+        GuardedPushStore(push_store),
         events,
         engine,
-        turns,
+        turns or MemoryTurnClaims(),
         quota_slots=slots,
         fields=StoredFields(db),
         _backend=sql,
