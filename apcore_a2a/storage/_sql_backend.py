@@ -239,10 +239,10 @@ class SqlBackend:
         ids = running()
         for start in range(0, len(ids), _BATCH):
             chunk = ids[start : start + _BATCH]
-            canceled = select(TaskModel.id, TaskModel.owner).where(
+            canceled = select(TaskModel.id).where(
                 TaskModel.id.in_(chunk), _STATE.in_(_CANCELED_NAMES)
             )
-            for task_id, _ in await read(self.engine, canceled):
+            for (task_id,) in await read(self.engine, canceled):
                 stop(task_id)
 
     async def _fail(self, stmt: Any) -> None:
