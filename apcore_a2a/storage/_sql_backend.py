@@ -228,7 +228,9 @@ class SqlBackend:
     async def _heartbeat(self) -> None:
         assert self.registry is not None
         for dead in await self.registry.heartbeat():
-            await self._fail(_running_of(dead))
+            claims = claims_table.c
+            mine = and_(claims.task_id == TaskModel.id, claims.replica_id == dead)
+            await self._fail(_running().join(claims_table, mine))
             await self.registry.retire(dead)
 
     async def _check_cancels(self) -> None:
@@ -350,14 +352,6 @@ def _orphaned(live_cutoff: float) -> Any:
         _running()
         .outerjoin(claims_table, claims_table.c.task_id == TaskModel.id)
         .where(or_(claim.is_(None), claim.not_in(live.scalar_subquery())))
-    )
-
-
-def _running_of(replica_id: str) -> Any:
-    """Running tasks claimed by one (dead) replica."""
-    return _running().join(
-        claims_table,
-        and_(claims_table.c.task_id == TaskModel.id, claims_table.c.replica_id == replica_id),
     )
 
 

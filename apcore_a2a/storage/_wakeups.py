@@ -68,14 +68,15 @@ class WakeHub:
     """The waiting subscribers of one process; ``wake`` sets those that are behind."""
 
     def __init__(self) -> None:
-        self._waiters: dict[str, set[Waiter]] = {}
+        #: task id -> its waiting subscribers
+        self.waiters: dict[str, set[Waiter]] = {}
         self.count = 0
         #: called when the first subscriber registers (start watchers and polls)
         self.on_first: list[Callable[[], None]] = []
 
     def register(self, task_id: str) -> Waiter:
         waiter = Waiter()
-        self._waiters.setdefault(task_id, set()).add(waiter)
+        self.waiters.setdefault(task_id, set()).add(waiter)
         self.count += 1
         if self.count == 1:
             for start in self.on_first:
@@ -83,24 +84,21 @@ class WakeHub:
         return waiter
 
     def unregister(self, task_id: str, waiter: Waiter) -> None:
-        waiters = self._waiters.get(task_id, set())
+        waiters = self.waiters.get(task_id, set())
         if waiter in waiters:
             waiters.discard(waiter)
             self.count -= 1
             if not waiters:
-                del self._waiters[task_id]
-
-    def followed(self) -> list[str]:
-        return list(self._waiters)
+                del self.waiters[task_id]
 
     def wake(self, task_id: str, seq: int | None = None) -> None:
         """Wake *task_id*'s subscribers (those whose cursor is before *seq*, if given)."""
-        for waiter in self._waiters.get(task_id, ()):
+        for waiter in self.waiters.get(task_id, ()):
             if seq is None or waiter.cursor < seq:
                 waiter.set()
 
     def wake_all(self) -> None:
-        for task_id in self._waiters:
+        for task_id in self.waiters:
             self.wake(task_id)
 
 
@@ -255,7 +253,7 @@ class SafetyPoll(_Loop):
                     await asyncio.wait_for(listener.lost.wait(), max(SAFETY_POLL, self._interval))
             else:
                 await asyncio.sleep(self._interval)
-            followed = self.hub.followed()
+            followed = list(self.hub.waiters)
             if not followed:
                 continue
             try:

@@ -67,16 +67,6 @@ def _copy(task: Task) -> Task:
     return copy
 
 
-def _retry(kept: _Kept, exc: Exception, task_id: str) -> bool:
-    """Whether a kept state whose write failed with *exc* is tried again: during an
-    outage, at most :data:`MAX_TRIES` times; a value the store refuses, never."""
-    kept.tries += 1
-    again = is_outage(exc) and kept.tries < MAX_TRIES
-    why = "will try again" if again else "given up"
-    logger.warning("task %s: deferred write failed (%s); %s", task_id, type(exc).__name__, why)
-    return again
-
-
 @dataclass(slots=True, eq=False)
 class _Kept:
     task: Task
@@ -254,7 +244,14 @@ class DeferredWrites(Layer, VersionedTaskStore):
                 await self._claim(task_id, kept.owner)
                 await self._write(task_id, kept.owner, kept.task, kept.version, kept.events)
             except Exception as exc:
-                if _retry(kept, exc, task_id):
+                # Tried again during an outage (at most MAX_TRIES times), never for a
+                # value the store refuses.
+                kept.tries += 1
+                again = is_outage(exc) and kept.tries < MAX_TRIES
+                why = "will try again" if again else "given up"
+                name = type(exc).__name__
+                logger.warning("task %s: deferred write failed (%s); %s", task_id, name, why)
+                if again:
                     self._arm(kept, task_id)
                     return
             # Written, or never will be: the task's next save goes to the store (and its
