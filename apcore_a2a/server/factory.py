@@ -165,12 +165,7 @@ class A2AServerFactory:
         except ValueError as exc:
             raise SettingsError(str(exc)) from None
         store = self.task_store_object
-        stores = open_stores(
-            s.task_store if store is None else store,
-            s,
-            heartbeat_interval=s.cluster_heartbeat_interval,
-            replica_timeout=s.cluster_replica_timeout,
-        )
+        stores = open_stores(s.task_store if store is None else store, s)
         ops = Operations(s)
         agent_executor = ApCoreAgentExecutor(self.executor, s, ops.observers)
         stores.watch_cancels(

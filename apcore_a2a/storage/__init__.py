@@ -12,16 +12,9 @@ Example::
 from ._sql_backend import INTERRUPTED_MESSAGE
 from ._urls import StoreUnavailableError
 from .memory import BoundedMemoryTaskStore
-from .stores import (
-    DEFAULT_HEARTBEAT_INTERVAL,
-    DEFAULT_REPLICA_TIMEOUT,
-    Stores,
-    open_stores,
-)
+from .stores import Stores, open_stores
 
 __all__ = [
-    "DEFAULT_HEARTBEAT_INTERVAL",
-    "DEFAULT_REPLICA_TIMEOUT",
     "INTERRUPTED_MESSAGE",
     "BoundedMemoryTaskStore",
     "StoreUnavailableError",

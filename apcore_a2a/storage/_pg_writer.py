@@ -1,12 +1,10 @@
 """PostgreSQL writes of a group-commit writer: one connection of its own, one round trip.
 
-Through the pooled engine the three inserts of a cluster answer cost about 800 µs of CPU
-(checkout, pre-ping, SQLAlchemy's machinery, BEGIN and COMMIT), against about 330 µs on
-a plain asyncpg connection (2026-11-27, benchmarks/RESULTS.md). So several inserts go as
-one ``WITH`` whose parts read their rows from arrays (``unnest``), atomic on its own.
-Values are encoded by each column type's SQLAlchemy bind processor, so the SDK reads the
-rows back unchanged; errors keep SQLAlchemy's classes (``IntegrityError``,
-``OperationalError``), which the group commit and the outage guard handle.
+Through the pooled engine the three inserts of an answer cost about 800 µs of CPU, against
+about 330 µs on a plain asyncpg connection (benchmarks/RESULTS.md, 2026-11-27): so they go
+as one ``WITH`` whose parts read their rows from arrays (``unnest``). Values are encoded
+by SQLAlchemy's bind processors (the SDK reads the rows back unchanged); errors keep
+SQLAlchemy's classes, which the group commit and the outage guard handle.
 """
 
 from __future__ import annotations
@@ -73,48 +71,36 @@ async def pg_connect(store_url: StoreURL, application_name: str) -> Any:
 
 
 class PgInsert:
-    """``INSERT`` into *table* of its :data:`SDK_COLUMNS` (an upsert on *conflict_key*
-    when given); values are encoded by *table*'s column types."""
+    """``INSERT`` into *table* of its :data:`SDK_COLUMNS`, its rows read from one array per
+    column; values are encoded by *table*'s column types."""
 
-    def __init__(self, table: Table, dialect: Dialect, *, conflict_key: str | None = None) -> None:
+    def __init__(self, table: Table, dialect: Dialect) -> None:
         written = SDK_COLUMNS[table.name]
-        columns = list(written)
-        quote = dialect.identifier_preparer.quote
-        names = ", ".join(quote(c) for c in columns)
+        self._columns = list(written)
+        names = ", ".join(dialect.identifier_preparer.quote(c) for c in self._columns)
         self._head = f"INSERT INTO {dialect.identifier_preparer.format_table(table)} ({names})"
-        self._tail = ""
-        if conflict_key is not None:
-            updates = ", ".join(
-                f"{quote(c)} = EXCLUDED.{quote(c)}" for c in columns if c != conflict_key
-            )
-            self._tail = f" ON CONFLICT ({quote(conflict_key)}) DO UPDATE SET {updates}"
-        marks = ", ".join(f"${i}" for i in range(1, len(columns) + 1))
-        self.sql = f"{self._head} VALUES ({marks}){self._tail}"
-        self._columns = columns
         self._processors: list[_Processor] = [
-            table.c[c].type.dialect_impl(dialect).bind_processor(dialect) for c in columns
+            table.c[c].type.dialect_impl(dialect).bind_processor(dialect) for c in self._columns
         ]
-        # For the same insert fed from one array per column (see PgWriter.write): arrays of
-        # the base type (VARCHAR, not VARCHAR(36)), as an explicit cast to a length would
-        # cut a long value silently, where the column's own assignment refuses it.
-        self._types = [re.sub(r"\(\d+\)| PRIMARY KEY| NOT NULL", "", written[c]) for c in columns]
+        # Arrays of the base type (VARCHAR, not VARCHAR(36)), as an explicit cast to a
+        # length would cut a long value silently, where the column's own assignment
+        # refuses it.
+        self._types = [
+            re.sub(r"\(\d+\)| PRIMARY KEY| NOT NULL", "", written[c]) for c in self._columns
+        ]
 
     def from_arrays(self, first: int) -> str:
         """This insert reading its rows from arrays ``$first``, ``$first+1``, ..."""
         arrays = ", ".join(f"${first + i}::{t}[]" for i, t in enumerate(self._types))
         # Names quoted by the dialect, types from the table, values only as parameters.
-        return f"{self._head} SELECT * FROM unnest({arrays}){self._tail}"  # noqa: S608
+        return f"{self._head} SELECT * FROM unnest({arrays})"  # noqa: S608
 
     def arrays(self, rows: Sequence[dict[str, Any]]) -> list[list[Any]]:
-        """One list per column of *rows*' parameters (for :meth:`from_arrays`)."""
-        return [list(column) for column in zip(*map(self.values, rows), strict=True)]
-
-    def values(self, row: dict[str, Any]) -> tuple[Any, ...]:
-        """*row*'s parameters, in column order, as SQLAlchemy would encode them."""
-        return tuple(
-            row[c] if p is None else p(row[c])
+        """One list per column of *rows*' parameters, as SQLAlchemy would encode them."""
+        return [
+            [row[c] if p is None else p(row[c]) for row in rows]
             for c, p in zip(self._columns, self._processors, strict=True)
-        )
+        ]
 
 
 class PgWriter:
@@ -123,25 +109,20 @@ class PgWriter:
     def __init__(self, store_url: StoreURL) -> None:
         self._store_url = store_url
         self._conn: Any = None
-        self._combined: dict[tuple[int, ...], str] = {}
+        self._combined: dict[tuple[PgInsert, ...], str] = {}
 
     async def write(self, steps: Sequence[tuple[PgInsert, Sequence[dict[str, Any]]]]) -> None:
-        """Run every ``(statement, rows)`` step, all or nothing, in one round trip (one
-        ``executemany``, atomic in asyncpg; or one ``WITH`` statement of several)."""
+        """Run every ``(statement, rows)`` step, all or nothing, as one statement (a
+        ``WITH`` of several) in one round trip."""
         import asyncpg
 
         present = [(insert, rows) for insert, rows in steps if rows]
-        statement = ""
+        if not present:
+            return
+        statement = self._statement(tuple(insert for insert, _ in present))
         try:
             conn = await self._connection()
-            if len(present) == 1:
-                insert, rows = present[0]
-                statement = insert.sql
-                await conn.executemany(statement, [insert.values(r) for r in rows])
-            elif present:
-                statement = self._statement([insert for insert, _ in present])
-                arrays = [a for insert, rows in present for a in insert.arrays(rows)]
-                await conn.execute(statement, *arrays)
+            await conn.execute(statement, *[a for i, rows in present for a in i.arrays(rows)])
         except asyncpg.IntegrityConstraintViolationError as exc:
             raise IntegrityError(statement, None, exc) from None
         except (
@@ -159,16 +140,15 @@ class PgWriter:
             self._drop()
             raise
 
-    def _statement(self, inserts: list[PgInsert]) -> str:
-        key = tuple(id(insert) for insert in inserts)
-        sql = self._combined.get(key)
+    def _statement(self, inserts: tuple[PgInsert, ...]) -> str:
+        sql = self._combined.get(inserts)
         if sql is None:
             parts, first = [], 1
             for insert in inserts:
                 parts.append(insert.from_arrays(first))
                 first += len(insert._columns)
             ctes = ", ".join(f"s{i} AS ({part})" for i, part in enumerate(parts[:-1]))
-            sql = self._combined[key] = f"WITH {ctes} {parts[-1]}"
+            sql = self._combined[inserts] = f"WITH {ctes} {parts[-1]}" if ctes else parts[-1]
         return sql
 
     async def aclose(self) -> None:

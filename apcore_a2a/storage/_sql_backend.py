@@ -13,13 +13,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from a2a.auth.user import User
 from a2a.server.agent_execution.active_task import TERMINAL_TASK_STATES
-from a2a.server.cluster import (
-    ConcurrentTaskModificationError,
-    LegacyTaskStoreAdapter,
-    VersionedDatabaseTaskStore,
-)
+from a2a.server.cluster import ConcurrentTaskModificationError, VersionedDatabaseTaskStore
 from a2a.server.context import ServerCallContext
 from a2a.server.models import (
     PushNotificationConfigModel,
@@ -27,7 +22,6 @@ from a2a.server.models import (
     TaskModel,
     TaskVersionModel,
 )
-from a2a.server.tasks import DatabaseTaskStore
 from a2a.types import Message, Part, Role, Task, TaskState, TaskStatus, TaskStatusUpdateEvent
 from sqlalchemy import and_, delete, or_, select, text
 from sqlalchemy.exc import DBAPIError, ProgrammingError
@@ -37,6 +31,7 @@ from apcore_a2a.upstream.aiosqlite_workers import track_workers
 
 from ._replicas import METADATA, ReplicaRegistry, claims_table, replicas_table, turns_table
 from ._urls import StoreUnavailableError, StoreURL, read
+from .memory import OwnerUser
 from .outages import UNAVAILABLE as _UNAVAILABLE
 from .quota_slots import PUSH_SCOPE, slots_table
 
@@ -79,7 +74,7 @@ class SqlBackend:
 
     store_url: StoreURL
     engine: AsyncEngine
-    task_store: DatabaseTaskStore | VersionedDatabaseTaskStore
+    task_store: VersionedDatabaseTaskStore
     initializers: list[Callable[[], Awaitable[None]]]
     closers: list[Callable[[], Awaitable[None]]]
     retention_seconds: float | None
@@ -233,7 +228,9 @@ class SqlBackend:
     async def _heartbeat(self) -> None:
         assert self.registry is not None
         for dead in await self.registry.heartbeat():
-            await self._fail(_running_of(dead))
+            claims = claims_table.c
+            mine = and_(claims.task_id == TaskModel.id, claims.replica_id == dead)
+            await self._fail(_running().join(claims_table, mine))
             await self.registry.retire(dead)
 
     async def _check_cancels(self) -> None:
@@ -244,21 +241,20 @@ class SqlBackend:
         ids = running()
         for start in range(0, len(ids), _BATCH):
             chunk = ids[start : start + _BATCH]
-            canceled = select(TaskModel.id, TaskModel.owner).where(
+            canceled = select(TaskModel.id).where(
                 TaskModel.id.in_(chunk), _STATE.in_(_CANCELED_NAMES)
             )
-            for task_id, _ in await read(self.engine, canceled):
+            for (task_id,) in await read(self.engine, canceled):
                 stop(task_id)
 
     async def _fail(self, stmt: Any) -> None:
-        """Move each task *stmt* finds that is still running to ``failed``; in cluster mode a
-        compare-and-swap with a status event (other replicas' subscribers see it), so a task
-        another replica advanced meanwhile is left alone."""
-        store = self.task_store
-        versioned = LegacyTaskStoreAdapter(store) if isinstance(store, DatabaseTaskStore) else store
+        """Move each task *stmt* finds that is still running to ``failed``: a compare-and-swap
+        with a status event (subscribers see it), so a task another replica advanced
+        meanwhile is left alone."""
+        versioned = self.task_store
         changed = 0
         for task_id, owner in await read(self.engine, stmt):
-            context = ServerCallContext(user=_Owner(owner or ""))
+            context = ServerCallContext(user=OwnerUser(owner or ""))
             try:
                 stored = await versioned.get(task_id, context)
                 if stored is None or stored.task.status.state not in _RUNNING:
@@ -269,9 +265,12 @@ class SqlBackend:
                 event = TaskStatusUpdateEvent(
                     task_id=task.id, context_id=task.context_id, status=task.status
                 )
-                version = stored.version
                 await versioned.save(
-                    task, event=event, prev=stored.task, prev_version=version, context=context
+                    task,
+                    event=event,
+                    prev=stored.task,
+                    prev_version=stored.version,
+                    context=context,
                 )
                 changed += 1
             except ConcurrentTaskModificationError:
@@ -354,29 +353,6 @@ def _orphaned(live_cutoff: float) -> Any:
         .outerjoin(claims_table, claims_table.c.task_id == TaskModel.id)
         .where(or_(claim.is_(None), claim.not_in(live.scalar_subquery())))
     )
-
-
-def _running_of(replica_id: str) -> Any:
-    """Running tasks claimed by one (dead) replica."""
-    return _running().join(
-        claims_table,
-        and_(claims_table.c.task_id == TaskModel.id, claims_table.c.replica_id == replica_id),
-    )
-
-
-class _Owner(User):
-    """A stand-in user so the SDK's owner-scoped store methods address *owner*'s bucket."""
-
-    def __init__(self, owner: str) -> None:
-        self._owner = owner
-
-    @property
-    def is_authenticated(self) -> bool:
-        return bool(self._owner)
-
-    @property
-    def user_name(self) -> str:
-        return self._owner
 
 
 def _mark_failed(task: Task) -> None:

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from sqlalchemy import Engine, event
+from sqlalchemy import event
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
@@ -168,12 +168,8 @@ def _sqlite_engine(store_url: StoreURL) -> AsyncEngine:
         # One shared connection, or every checkout would see a fresh empty database.
         kwargs = {"poolclass": StaticPool, "connect_args": {"check_same_thread": False}}
     engine = create_async_engine(store_url.url, **kwargs)
-    _tune_sqlite(engine.sync_engine, in_memory=in_memory)
-    return engine
 
-
-def _tune_sqlite(engine: Engine, *, in_memory: bool) -> None:
-    @event.listens_for(engine, "connect")
+    @event.listens_for(engine.sync_engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         # Let us issue BEGIN ourselves (see module docstring).
         dbapi_connection.isolation_level = None
@@ -186,8 +182,10 @@ def _tune_sqlite(engine: Engine, *, in_memory: bool) -> None:
             cursor.execute("PRAGMA synchronous = NORMAL")
         cursor.close()
 
-    @event.listens_for(engine, "begin")
+    @event.listens_for(engine.sync_engine, "begin")
     def _on_begin(connection: Any) -> None:
         # Our own read-only probes opt out, so a health check never queues for the lock.
         read_only = connection.get_execution_options().get(READ_ONLY)
         connection.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
+
+    return engine

@@ -1,21 +1,19 @@
 """Wake-ups for event subscribers: read the event table when it has news, not on a timer.
 
-The SDK's ``DatabaseTaskEventStream.subscribe`` sleeps ``poll_interval_s`` whenever a read
-found nothing and has no hook for an earlier wake-up; :class:`WakingTaskEventStream` keeps
-its table, cursor and version semantics and replaces that sleep by "until woken". The
-mechanisms (:class:`PgListener`, :class:`FileWatcher`, :class:`SafetyPoll`) and why a
-trigger rather than our own ``NOTIFY`` are in ``docs/storage.md`` (*Wake-ups and latency*).
+The SDK's ``DatabaseTaskEventStream.subscribe`` sleeps ``poll_interval_s`` after every
+empty read, with no hook to wake it; :class:`WakingTaskEventStream` keeps its table and
+version semantics and sleeps "until woken" instead (the mechanisms, and why a trigger:
+``docs/storage.md``, *Wake-ups and latency*).
 """
 
 from __future__ import annotations
 
-import abc
 import asyncio
 import contextlib
 import logging
 import os
 import secrets
-from collections.abc import AsyncGenerator, Awaitable, Callable, MutableMapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, MutableMapping
 from functools import partial
 from typing import Any
 
@@ -70,14 +68,15 @@ class WakeHub:
     """The waiting subscribers of one process; ``wake`` sets those that are behind."""
 
     def __init__(self) -> None:
-        self._waiters: dict[str, set[Waiter]] = {}
+        #: task id -> its waiting subscribers
+        self.waiters: dict[str, set[Waiter]] = {}
         self.count = 0
         #: called when the first subscriber registers (start watchers and polls)
         self.on_first: list[Callable[[], None]] = []
 
     def register(self, task_id: str) -> Waiter:
         waiter = Waiter()
-        self._waiters.setdefault(task_id, set()).add(waiter)
+        self.waiters.setdefault(task_id, set()).add(waiter)
         self.count += 1
         if self.count == 1:
             for start in self.on_first:
@@ -85,24 +84,21 @@ class WakeHub:
         return waiter
 
     def unregister(self, task_id: str, waiter: Waiter) -> None:
-        waiters = self._waiters.get(task_id, set())
+        waiters = self.waiters.get(task_id, set())
         if waiter in waiters:
             waiters.discard(waiter)
             self.count -= 1
             if not waiters:
-                del self._waiters[task_id]
-
-    def followed(self) -> list[str]:
-        return list(self._waiters)
+                del self.waiters[task_id]
 
     def wake(self, task_id: str, seq: int | None = None) -> None:
         """Wake *task_id*'s subscribers (those whose cursor is before *seq*, if given)."""
-        for waiter in self._waiters.get(task_id, ()):
+        for waiter in self.waiters.get(task_id, ()):
             if seq is None or waiter.cursor < seq:
                 waiter.set()
 
     def wake_all(self) -> None:
-        for task_id in self._waiters:
+        for task_id in self.waiters:
             self.wake(task_id)
 
 
@@ -151,11 +147,12 @@ async def _install_notify_trigger(engine: AsyncEngine) -> None:
             )
 
 
-class _Loop(abc.ABC):
-    """One named background task: started on demand (again once it has ended)."""
+class _Loop:
+    """One named background task (``_run``): started on demand (again once it has ended)."""
 
     _name = ""
     _task: asyncio.Task[None] | None = None
+    _run: Callable[[], Coroutine[Any, Any, None]]
 
     def start(self) -> None:
         if self._task is None or self._task.done():
@@ -167,10 +164,6 @@ class _Loop(abc.ABC):
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-
-    @abc.abstractmethod
-    async def _run(self) -> None:
-        """The task's body."""
 
 
 class PgListener(_Loop):
@@ -260,7 +253,7 @@ class SafetyPoll(_Loop):
                     await asyncio.wait_for(listener.lost.wait(), max(SAFETY_POLL, self._interval))
             else:
                 await asyncio.sleep(self._interval)
-            followed = self.hub.followed()
+            followed = list(self.hub.waiters)
             if not followed:
                 continue
             try:
@@ -315,13 +308,13 @@ class WakingTaskEventStream(DatabaseTaskEventStream):
         *,
         poll_interval_s: float,
         wakeups: bool,
-        noted: MutableMapping[tuple[str, int], int] | None = None,
+        noted: MutableMapping[tuple[str, int], int],
     ) -> None:
         super().__init__(engine, poll_interval_s=poll_interval_s)
         self.engine = engine
         #: (task id, version) -> event id, noted by the save that inserted it
         #: (``streamed.py``); :meth:`seq_at` takes an entry instead of reading it
-        self.noted: MutableMapping[tuple[str, int], int] = {} if noted is None else noted
+        self.noted = noted
         self.poll_interval = poll_interval_s
         self.hub = WakeHub()
         self.listener: PgListener | None = None

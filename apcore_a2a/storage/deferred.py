@@ -1,19 +1,16 @@
 """Fewer writes per task: what a blocking call passes through waits in memory.
 
-The rule and its promises are in ``docs/storage.md`` (*How tasks are written*);
-``docs/architecture.md`` draws where these layers sit. Reasons kept here: the SDK stores
-a blocking ``SendMessage`` four times and looks up three times an id it made up (in
-cluster mode about forty round trips), though the caller only ever sees the last state.
-A kept cluster task carries the versions and events a save per event would have made,
-so other replicas, resubscribing streams and the SDK's compare-and-swap see no
-difference. Rows are exactly what the SDK's stores write (``upstream/sql_task_rows.py``).
+The SDK stores a blocking ``SendMessage`` four times and looks up three times an id it
+made up, though the caller only ever sees the last state (the rule and its promises:
+``docs/storage.md``, *How tasks are written*). A kept task carries the versions and
+events a save per event would have made, so other replicas, resubscribing streams and
+the SDK's compare-and-swap see no difference.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +19,7 @@ from a2a.server.cluster import (
     StoredTask,
     TaskVersion,
     VersionedDatabaseTaskStore,
+    VersionedTaskStore,
 )
 from a2a.server.context import ServerCallContext
 from a2a.server.events.event_queue import Event
@@ -32,13 +30,13 @@ from a2a.utils.proto_utils import to_stream_response
 from sqlalchemy import Table, insert
 from sqlalchemy.exc import IntegrityError
 
-from apcore_a2a.edge.call import call_of
+from apcore_a2a.edge.call import CallRecord, call_of
 from apcore_a2a.upstream.sql_task_rows import TaskRows
 
 from ._pg_writer import PgInsert, PgWriter
 from ._replicas import ReplicaRegistry
 from .group_commit import GroupCommit
-from .observed import VersionedStoreLayer
+from .observed import Layer
 from .outages import is_outage
 
 logger = logging.getLogger(__name__)
@@ -51,21 +49,15 @@ MAX_TRIES = 30
 _PASSING = frozenset({TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING})
 
 
-def _defers(context: ServerCallContext) -> bool:
-    """This request answers only when its task settles (the call record's ``defer_writes``)."""
+def _made_up_here(task_id: str, context: ServerCallContext) -> CallRecord | None:
+    """The call record if *task_id* is the id this call made up (nothing stored yet)."""
     call = call_of(context)
-    return call is not None and call.defer_writes
-
-
-def _made_up_here(task_id: str, context: ServerCallContext) -> bool:
-    call = call_of(context)
-    return call is not None and call.new_task == task_id
+    return call if call is not None and call.new_task == task_id else None
 
 
 def _forget_new(task_id: str, context: ServerCallContext) -> None:
     """After the first save of a made-up id, the store answers for it."""
-    call = call_of(context)
-    if call is not None and call.new_task == task_id:
+    if call := _made_up_here(task_id, context):
         call.new_task = None
 
 
@@ -73,27 +65,6 @@ def _copy(task: Task) -> Task:
     copy = Task()
     copy.CopyFrom(task)
     return copy
-
-
-def _arm(kept: _Kept, delay: float, write_later: Callable[[str], None], task_id: str) -> None:
-    kept.timer = asyncio.get_running_loop().call_later(delay, write_later, task_id)
-
-
-def _forget(kept: dict[str, _Kept], task_id: str) -> _Kept | None:
-    found = kept.pop(task_id, None)
-    if found is not None and found.timer is not None:
-        found.timer.cancel()
-    return found
-
-
-def _retry(kept: _Kept, exc: Exception, task_id: str) -> bool:
-    """Whether a kept state whose write failed with *exc* is tried again: during an
-    outage, at most :data:`MAX_TRIES` times; a value the store refuses, never."""
-    kept.tries += 1
-    again = is_outage(exc) and kept.tries < MAX_TRIES
-    why = "will try again" if again else "given up"
-    logger.warning("task %s: deferred write failed (%s); %s", task_id, type(exc).__name__, why)
-    return again
 
 
 @dataclass(slots=True, eq=False)
@@ -114,7 +85,7 @@ class _Kept:
 _Write = tuple[dict[str, Any], dict[str, Any], list[dict[str, Any]]]
 
 
-class DeferredWrites(VersionedStoreLayer):
+class DeferredWrites(Layer, VersionedTaskStore):
     """The SDK's versioned store *inner* (default tables) with the write rule of the module
     docstring; *registry* records the claims of running tasks (cluster mode; ``None``:
     one process)."""
@@ -160,20 +131,18 @@ class DeferredWrites(VersionedStoreLayer):
         context: ServerCallContext,
     ) -> TaskVersion:
         kept = self._kept.get(task.id)
-        if kept is None and (
-            _made_up_here(task.id, context)
-            and prev_version.is_missing
-            and task.status.state in _PASSING
-            and _defers(context)
-        ):
+        call = _made_up_here(task.id, context)
+        # A new task of a call that answers only when it settles (``defer_writes``).
+        passing = task.status.state in _PASSING
+        if kept is None and call and call.defer_writes and prev_version.is_missing and passing:
             kept = self._kept[task.id] = _Kept(task=Task(), owner=self._owner(context))
-            _arm(kept, self._delay, self._write_later, task.id)
+            self._arm(kept, task.id)
         if kept is not None:
             async with kept.lock:
                 # Unless the delay wrote it meanwhile: then the store holds our version.
                 if self._kept.get(task.id) is kept:
                     return await self._save_kept(kept, task, event, prev_version, context)
-        if task.status.state in _PASSING:
+        if passing:
             await self._claim(task.id, self._owner(context))
         else:
             self._release(task.id)
@@ -201,7 +170,7 @@ class DeferredWrites(VersionedStoreLayer):
         return stored
 
     async def delete(self, task_id: str, context: ServerCallContext) -> None:
-        _forget(self._kept, task_id)
+        self._forget(task_id)
         self._release(task_id)
         await self.inner.delete(task_id, context)
 
@@ -234,10 +203,18 @@ class DeferredWrites(VersionedStoreLayer):
             # The answer: everything kept and this state, in one transaction. On failure
             # the kept state stays as it was (the delay still writes it).
             await self._write(task.id, kept.owner, _copy(task), version, events)
-            _forget(self._kept, task.id)
+            self._forget(task.id)
             self._release(task.id)
         _forget_new(task.id, context)
         return TaskVersion(version)
+
+    def _arm(self, kept: _Kept, task_id: str) -> None:
+        kept.timer = asyncio.get_running_loop().call_later(self._delay, self._write_later, task_id)
+
+    def _forget(self, task_id: str) -> None:
+        found = self._kept.pop(task_id, None)
+        if found is not None and found.timer is not None:
+            found.timer.cancel()
 
     async def _claim(self, task_id: str, owner: str) -> None:
         if self.registry is not None:
@@ -267,12 +244,19 @@ class DeferredWrites(VersionedStoreLayer):
                 await self._claim(task_id, kept.owner)
                 await self._write(task_id, kept.owner, kept.task, kept.version, kept.events)
             except Exception as exc:
-                if _retry(kept, exc, task_id):
-                    _arm(kept, self._delay, self._write_later, task_id)
+                # Tried again during an outage (at most MAX_TRIES times), never for a
+                # value the store refuses.
+                kept.tries += 1
+                again = is_outage(exc) and kept.tries < MAX_TRIES
+                why = "will try again" if again else "given up"
+                name = type(exc).__name__
+                logger.warning("task %s: deferred write failed (%s); %s", task_id, name, why)
+                if again:
+                    self._arm(kept, task_id)
                     return
             # Written, or never will be: the task's next save goes to the store (and its
             # caller gets the error then).
-            _forget(self._kept, task_id)
+            self._forget(task_id)
 
     async def _write(
         self, task_id: str, owner: str, task: Task, version: int, events: list[tuple[int, bytes]]

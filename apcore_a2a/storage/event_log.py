@@ -1,8 +1,7 @@
 """A bounded in-process event log, for resumable subscriptions on the memory store (SQL
-stores have ``task_events``; ``docs/storage.md``, *The memory store is bounded*).
-:class:`RecordingTaskStore` feeds it: the SDK's ``LegacyTaskStoreAdapter`` (which drops
-the event of each save) appending the event first and reporting its log position as the
-task's version.
+stores have ``task_events``; ``docs/storage.md``, *The memory store is bounded*), fed by
+:class:`RecordingTaskStore`: the SDK's adapter, which drops each save's event, appending it
+and reporting its log position as the task's version.
 """
 
 from __future__ import annotations

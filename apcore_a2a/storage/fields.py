@@ -21,23 +21,24 @@ class StoredFields:
     nothing to check)."""
 
     def __init__(self, store: DatabaseTaskStore | None = None) -> None:
-        #: column name -> its length (``None``: unbounded)
-        self._limits: dict[str, int | None] = {}
-        self._owner_of = store.owner_resolver if store is not None else None
+        self._store = store
         if store is not None:
             table = store.task_model.__table__
-            for column in ("context_id", "id", "owner"):
-                self._limits[column] = getattr(table.c[column].type, "length", None)
+            #: column name -> its length (``None``: unbounded)
+            self._limits: dict[str, int | None] = {
+                column: getattr(table.c[column].type, "length", None)
+                for column in ("context_id", "id", "owner")
+            }
 
     def check(self, params: SendMessageRequest, context: ServerCallContext) -> None:
         """Raise ``InvalidParamsError`` naming the first value the store cannot hold."""
-        if not self._limits:
+        if self._store is None:
             return
         message = params.message
         self._fits("message.contextId", message.context_id, self._limits["context_id"])
         self._fits("message.taskId", message.task_id, self._limits["id"])
-        if self._owner_of is not None:
-            self._fits("the caller's identity", self._owner_of(context), self._limits["owner"])
+        owner = self._store.owner_resolver(context)
+        self._fits("the caller's identity", owner, self._limits["owner"])
 
     @staticmethod
     def _fits(field: str, value: str, limit: int | None) -> None:

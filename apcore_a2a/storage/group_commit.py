@@ -1,12 +1,9 @@
 """Group commit: the saves that gather while one transaction runs share the next one.
 
 N concurrent callers pay for a few commits (one WAL flush, one SQLite write lock each)
-instead of N; alone, an item is written at once. One caller's item can fail only its own
-caller: a batch that fails for any reason but an outage is written again item by item, so
-the others are stored and the bad item's caller gets the error (issue 40). An outage
-(``outages.is_outage``) fails the whole batch: no item could be written then anyway.
-*write* may also answer each item on its own: a list of one outcome per item (a value
-its caller gets, or an exception it raises), for a refusal that leaves the others intact.
+instead of N. A batch that fails for any reason but an outage is written again item by
+item, so only the bad item's caller gets the error (issue 40). *write* may also answer
+each item on its own: a list of outcomes (a value, or an exception its caller raises).
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """A bounded in-memory task store (the rules: ``docs/storage.md``, *The memory store is bounded*).
 
-Listing, owner scoping, copying and pagination are the SDK's ``InMemoryTaskStore``; this
-class only decides which tasks to forget. Every operation is O(1) amortized: finished
-tasks sit in insertion-ordered dicts, oldest first (all of them, for expiry; each
-owner's, for eviction), and owners are bucketed by how many finished tasks they hold, so
-the owner that holds the most is found at once: it is the one that gives a task up, so
-one caller's quick tasks evict its own, never another owner's before their TTL.
+The SDK's ``InMemoryTaskStore`` does the rest; this class only decides which tasks to
+forget, in O(1) amortized: owners are bucketed by how many finished tasks they hold, and
+the owner holding the most gives its oldest up, so one caller's quick tasks evict its
+own, never another owner's before their TTL.
 """
 
 from __future__ import annotations
@@ -26,12 +24,17 @@ logger = logging.getLogger(__name__)
 _Key = tuple[str, str]
 
 
-class _Evicting(UnauthenticatedUser):
-    """The user of a context we build ourselves to address one owner's bucket when
-    evicting: the SDK store only sees owners through its resolver, so ours goes through it."""
+class OwnerUser(UnauthenticatedUser):
+    """The user of a context the store itself builds to address *owner*'s tasks (the
+    SDK's default resolver reads ``user_name``; ours reads it first)."""
 
     def __init__(self, owner: str) -> None:
         self.owner = owner
+
+    @property
+    def user_name(self) -> str:
+        """The owner addressed."""
+        return self.owner
 
 
 class BoundedMemoryTaskStore(InMemoryTaskStore):
@@ -151,8 +154,8 @@ class BoundedMemoryTaskStore(InMemoryTaskStore):
         owner, task_id = key
         self._unfinish(key)
         self._active.discard(key)
-        await super().delete(task_id, ServerCallContext(user=_Evicting(owner)))
+        await super().delete(task_id, ServerCallContext(user=OwnerUser(owner)))
 
     def _resolve_owner(self, context: ServerCallContext) -> str:
         user = context.user
-        return user.owner if isinstance(user, _Evicting) else self._owner_resolver(context)
+        return user.owner if isinstance(user, OwnerUser) else self._owner_resolver(context)

@@ -1,11 +1,9 @@
 """Store layers: the one base of every task-store wrapper, and the view at the chain's top.
 
-A :class:`Layer` holds ``inner`` and passes ``list``/``peek`` through. The SDK tells
-plain stores from versioned ones by type, so a layer is one or the other. The view
-(:func:`store_view`) awaits every call through *around* (the outage guard), runs save
-listeners right after a save in the saving coroutine (they must not block), and answers
-a read once per request: the task a request read is kept in its call context for a
-second at most, until it is saved here, so a follow-up message (turn check, routing, the
+The SDK tells plain stores from versioned ones by type, so a layer is one or the other.
+The view (:func:`store_view`) runs save listeners in the saving coroutine (they must not
+block) and answers a read once per request: a task read is kept in the call record for a
+second at most, until it is saved, so a follow-up message (turn check, routing, the
 SDK's own load) reads its stored task once.
 """
 
@@ -33,7 +31,8 @@ _READ_TTL = 1.0
 
 
 class Layer:
-    """*inner* with ``list``/``peek`` passed through ``_call``."""
+    """*inner* with ``list``/``peek`` passed through ``_call``; a subclass is a
+    ``TaskStore`` or a ``VersionedTaskStore`` too."""
 
     def __init__(self, inner: Any) -> None:
         self.inner = inner
@@ -51,14 +50,6 @@ class Layer:
         the whole task."""
         read = getattr(self.inner, "peek", self.inner.get)
         return await self._call(read(task_id, context))
-
-
-class TaskStoreLayer(Layer, TaskStore):
-    """A layer over a plain ``TaskStore``."""
-
-
-class VersionedStoreLayer(Layer, VersionedTaskStore):
-    """A layer over a ``VersionedTaskStore``."""
 
 
 class _ViewMixin(Layer):
@@ -109,12 +100,12 @@ def _copy(found: Any) -> Any:
     return StoredTask(task, found.version) if isinstance(found, StoredTask) else task
 
 
-class _View(_ViewMixin, TaskStoreLayer):
+class _View(_ViewMixin, TaskStore):
     async def save(self, task: Task, context: ServerCallContext) -> None:
         await self._save(task, context, self.inner.save(task, context))
 
 
-class _VersionedView(_ViewMixin, VersionedStoreLayer):
+class _VersionedView(_ViewMixin, VersionedTaskStore):
     async def save(
         self,
         task: Task,

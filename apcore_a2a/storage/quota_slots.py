@@ -1,13 +1,10 @@
 """Quota slots in the shared database: per-caller limits that hold across processes.
 
-A limit of N for one subject (a caller key) is N numbered slots; taking one inserts a
-free slot number, and the primary key makes that atomic, so N replicas together never
-hand out more than N (counting first and creating after would let every racer through).
-A slot taken for a request or a stream is leased to its replica: given back, it waits
-:data:`LEASE_SECONDS` for the same caller's next request there, then is freed; leases of
-dead replicas are freed when a subject is full. A slot renamed to a lasting holder (a
-task id) names no replica and lives until that holder gives it back, from any process.
-A database outage is :class:`~apcore_a2a.errors.StoreUnavailableError`, as for tasks.
+A limit of N for one subject (a caller key) is N numbered slots; the primary key makes
+taking one atomic, so N replicas together never hand out more than N. A slot taken for a
+request or a stream is leased to its replica: given back, it waits :data:`LEASE_SECONDS`
+for the same caller's next request there, then is freed (a dead replica's, when a
+subject is full). A slot renamed to a task id lives until the task gives it back.
 """
 
 from __future__ import annotations

@@ -39,10 +39,6 @@ if TYPE_CHECKING:
     from ._sql_backend import SqlBackend
     from .quota_slots import SqlQuotaSlots
 
-#: Seconds between a cluster replica's heartbeats.
-DEFAULT_HEARTBEAT_INTERVAL = 2.0
-#: Seconds without a heartbeat after which a replica counts as dead.
-DEFAULT_REPLICA_TIMEOUT = 10.0
 #: Tasks whose recent events the in-process event log keeps (the most recently active).
 EVENT_LOG_TASKS = 1000
 
@@ -114,13 +110,7 @@ class Stores:
             await self._backend.ping()
 
 
-def open_stores(
-    task_store: str | TaskStore,
-    settings: Settings,
-    *,
-    heartbeat_interval: float = DEFAULT_HEARTBEAT_INTERVAL,
-    replica_timeout: float = DEFAULT_REPLICA_TIMEOUT,
-) -> Stores:
+def open_stores(task_store: str | TaskStore, settings: Settings) -> Stores:
     """Build the stores for *task_store* without any I/O: a URL (the forms:
     ``docs/storage.md``, *URLs*) or a ``TaskStore`` object, used as is with an in-memory
     push-config store beside it. Raises ``ValueError`` for an unusable URL or setting
@@ -143,7 +133,7 @@ def open_stores(
         if isinstance(store, DatabaseTaskStore):  # a caller's own SQL store
             stores.fields = StoredFields(store)
     else:
-        stores = _sql_stores(url, settings, heartbeat_interval, replica_timeout)
+        stores = _sql_stores(url, settings)
     if stores.event_stream is not None:
         stores.event_log = stores.event_stream
     elif settings.task_event_log_size > 0:
@@ -153,9 +143,7 @@ def open_stores(
     return stores
 
 
-def _sql_stores(
-    url: StoreURL, settings: Settings, heartbeat_interval: float, replica_timeout: float
-) -> Stores:
+def _sql_stores(url: StoreURL, settings: Settings) -> Stores:
     """One chain for SQLite and PostgreSQL, single and cluster: the SDK's versioned store
     with streamed chunks in ``task_events`` only (``streamed.py``) under the deferred
     writes; cluster mode adds the replica registry, shared turns and quota slots."""
@@ -187,9 +175,6 @@ def _sql_stores(
                 "push_encryption_key needs the 'cryptography' package: "
                 "pip install 'apcore-a2a[encryption]'"
             ) from None
-    if settings.cluster_poll_interval <= 0:
-        raise ValueError("cluster_poll_interval must be greater than 0")
-    cluster = settings.cluster
     push_store = DatabasePushNotificationConfigStore(
         engine, encryption_key=settings.push_encryption_key or None
     )
@@ -197,7 +182,7 @@ def _sql_stores(
     held = [f"pool {url.pool_size}"] + ["writer"] * (pg_writer is not None)
     # One process alone wakes its own subscribers as it saves (``publish``); replicas
     # listen for each other's events.
-    wakeups = cluster and settings.cluster_wakeups
+    wakeups = settings.cluster and settings.cluster_wakeups
     if wakeups and url.kind == "postgresql":
         held.append("listener")
     versioned = ChunkedTaskStore(engine)
@@ -208,41 +193,36 @@ def _sql_stores(
         wakeups=wakeups,
         noted=versioned.seqs,
     )
-    registry = (
-        ReplicaRegistry(
-            engine, heartbeat_interval=heartbeat_interval, replica_timeout=replica_timeout
+    registry = turns = slots = None
+    if settings.cluster:
+        registry = ReplicaRegistry(
+            engine,
+            heartbeat_interval=settings.cluster_heartbeat_interval,
+            replica_timeout=settings.cluster_replica_timeout,
         )
-        if cluster
-        else None
-    )
+        turns = SqlTurnClaims(engine)
+        slots = SqlQuotaSlots(engine, registry)
     writes = DeferredWrites(versioned, registry, pg_writer=pg_writer)
-    turns = SqlTurnClaims(engine) if cluster else MemoryTurnClaims()
     closers: list[Callable[[], Awaitable[None]]] = [writes.aclose, versioned.aclose, events.aclose]
-    if isinstance(turns, SqlTurnClaims):
-        closers.append(turns.aclose)
     sql = SqlBackend(
         url,
         engine,
         versioned,
         [versioned.initialize, events.initialize, push_store.initialize],
-        closers,
+        closers + ([turns.aclose] if turns else []),
         retention_seconds=settings.task_retention_seconds,
         poll_interval=settings.cluster_poll_interval,
         connections=(url.pool_size + len(held) - 1, settings.workers, " + ".join(held)),
         registry=registry,
     )
-    saved = turns.saved if isinstance(turns, SqlTurnClaims) else None
-    task_store = store_view(writes, around=guarded, saved=saved)
-    slots = SqlQuotaSlots(engine, registry) if registry is not None else None
     db = versioned.as_task_store
     assert isinstance(db, DatabaseTaskStore)
-    push = GuardedPushStore(push_store)
     return Stores(
-        task_store,
-        push,
+        store_view(writes, around=guarded, saved=turns.saved if turns else None),
+        GuardedPushStore(push_store),
         events,
         engine,
-        turns,
+        turns or MemoryTurnClaims(),
         quota_slots=slots,
         fields=StoredFields(db),
         _backend=sql,

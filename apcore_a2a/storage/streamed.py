@@ -1,23 +1,18 @@
 """Streamed chunks stay out of the task row while the task runs (every SQL store).
 
-The SDK stores the whole task with each appended chunk, so a stream of *n* chunks
-rewrites the artifact *n* times; its versioned store also puts every event in
-``task_events``.
-So :class:`ChunkedTaskStore` empties an appended artifact of a running task in the very
-task object the SDK keeps in memory (its copies stay small too) and marks it
-(:data:`IN_LOG`), and puts the parts back from the events on a read and on the save that
-settles the task (``docs/storage.md``, *Long streams*). Whoever reads the SDK's in-memory
-task meanwhile sees the artifact empty and marked (0.3 push bodies put the event's chunk
-in its place: ``push/bodies.py``); so do replicas of older versions reading the row.
+The SDK stores the whole task with each appended chunk (a stream of *n* chunks rewrites
+the artifact *n* times), and every event in ``task_events`` too. So an appended artifact
+of a running task is emptied in the very task object the SDK keeps in memory and marked
+(:data:`IN_LOG`); its parts are put back from the events on a read and on the save that
+settles the task (``docs/storage.md``, *Long streams*; 0.3 push bodies put the event's
+chunk in its place: ``push/bodies.py``).
 
-A save of a task the store already holds (not a cancel, which the SDK orders against the
-task's state) is the SDK's compare-and-swap written in Core statements: it inserts the
-event with ``RETURNING seq`` and notes that id (:attr:`ChunkedTaskStore.seqs`), so the
-stream sending the event names its SSE id without reading it back. Such saves of
-concurrent tasks share a transaction (``group_commit.py``), taken in task id order (each
-task's version row before its task row, the SDK's order), so two replicas' batches lock
-in one order; a stale version refuses only its own save (``docs/storage.md``, *What a
-streamed event costs*).
+A save of a task already stored (not a cancel, which the SDK orders against the task's
+state) is the SDK's compare-and-swap in Core statements, its event inserted ``RETURNING
+seq`` (noted in :attr:`ChunkedTaskStore.seqs`: the stream names its SSE id without a
+read). Concurrent tasks' saves share a transaction (``group_commit.py``) taken in task id
+order, so two replicas' batches lock in one order (``docs/storage.md``, *What a streamed
+event costs*).
 """
 
 from __future__ import annotations

@@ -50,9 +50,8 @@ ROW = {c: None for c in SDK_COLUMNS["tasks"]} | {
 }
 
 
-def _insert(db: DatabaseTaskStore, conflict_key: str | None = None) -> PgInsert:
-    table = db.task_model.__table__
-    return PgInsert(table, db.engine.dialect, conflict_key=conflict_key)  # type: ignore[arg-type]
+def _insert(db: DatabaseTaskStore) -> PgInsert:
+    return PgInsert(db.task_model.__table__, db.engine.dialect)  # type: ignore[arg-type]
 
 
 async def _writer_backends(schema: str) -> list[int]:
@@ -141,12 +140,12 @@ async def test_several_steps_are_one_statement_all_or_nothing(
     db: DatabaseTaskStore, pg_url: str
 ) -> None:
     pg = PgWriter(parse_store_url(pg_url))
-    tasks, upsert = _insert(db), _insert(db, conflict_key="id")
+    tasks, more = _insert(db), _insert(db)
     row = ROW
-    await pg.write([(tasks, [row]), (upsert, [{**row, "id": "b"}, {**row, "id": "c"}])])
-    # The second step conflicts with the first: nothing of the statement stays.
+    await pg.write([(tasks, [row]), (more, [{**row, "id": "b"}, {**row, "id": "c"}])])
+    # The second step conflicts with a stored row: nothing of the statement stays.
     with pytest.raises(IntegrityError):
-        await pg.write([(upsert, [{**row, "id": "d"}]), (tasks, [{**row, "id": "a"}])])
+        await pg.write([(more, [{**row, "id": "d"}]), (tasks, [{**row, "id": "a"}])])
     # A value longer than its column is refused, not cut to fit.
     with pytest.raises(DBAPIError, match="too long"):
         await pg.write([(tasks, [{**row, "id": "e"}]), (tasks, [{**row, "id": "x" * 40}])])

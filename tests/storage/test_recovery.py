@@ -18,7 +18,7 @@ from apcore_a2a.storage import INTERRUPTED_MESSAGE, Stores, open_stores
 from .._support import ROOT
 from ._helpers import ctx, make_task, settings
 
-FAST = {"heartbeat_interval": 0.2, "replica_timeout": 1.0}
+FAST = {"cluster_heartbeat_interval": 0.2, "cluster_replica_timeout": 1.0}
 
 
 async def put(stores: Stores, task: Task, user: str = "alice") -> None:
@@ -85,9 +85,9 @@ async def test_restart_fails_running_tasks_and_keeps_the_rest(sql_url: str) -> N
 
 
 async def test_cluster_replica_leaves_tasks_of_live_replicas_alone(sql_url: str) -> None:
-    a = open_stores(sql_url, settings(cluster=True), **FAST)
+    a = open_stores(sql_url, settings(cluster=True, **FAST))
     await a.start()
-    b = open_stores(sql_url, settings(cluster=True), **FAST)
+    b = open_stores(sql_url, settings(cluster=True, **FAST))
     try:
         running = make_task(TaskState.TASK_STATE_WORKING)
         await put(a, running)
@@ -106,7 +106,7 @@ async def test_cluster_startup_fails_unclaimed_running_tasks(sql_url: str) -> No
     orphan = make_task(TaskState.TASK_STATE_WORKING)
     await put(plain, orphan)
     await plain.aclose()
-    replica = open_stores(sql_url, settings(cluster=True), **FAST)
+    replica = open_stores(sql_url, settings(cluster=True, **FAST))
     try:
         await replica.start()
         assert_interrupted(await state_of(replica, orphan.id))
@@ -115,8 +115,11 @@ async def test_cluster_startup_fails_unclaimed_running_tasks(sql_url: str) -> No
 
 
 async def test_cluster_graceful_shutdown_hands_orphans_over_at_once(sql_url: str) -> None:
-    a = open_stores(sql_url, settings(cluster=True), **FAST)
-    b = open_stores(sql_url, settings(cluster=True), heartbeat_interval=0.2, replica_timeout=30)
+    a = open_stores(sql_url, settings(cluster=True, **FAST))
+    b = open_stores(
+        sql_url,
+        settings(cluster=True, cluster_heartbeat_interval=0.2, cluster_replica_timeout=30),
+    )
     await a.start()
     await b.start()
     try:
@@ -142,7 +145,8 @@ from apcore_a2a.storage import open_stores
 from tests.storage._helpers import ctx, make_task, settings
 
 async def main(url, task_id):
-    stores = open_stores(url, settings(cluster=True), heartbeat_interval=0.2, replica_timeout=1.0)
+    stores = open_stores(url, settings(cluster=True, cluster_heartbeat_interval=0.2,
+                                       cluster_replica_timeout=1.0))
     await stores.start()
     task = make_task(TaskState.TASK_STATE_WORKING, task_id=task_id)
     await stores.task_store.save(task, event=None, prev=None, prev_version=TaskVersion.MISSING,
@@ -162,7 +166,7 @@ async def test_cluster_kill_9_replica_tasks_are_failed_by_a_live_one(sql_url: st
         stdout=subprocess.PIPE,
         text=True,
     )
-    b = open_stores(sql_url, settings(cluster=True), **FAST)
+    b = open_stores(sql_url, settings(cluster=True, **FAST))
     try:
         assert proc.stdout is not None
         line = await asyncio.wait_for(asyncio.to_thread(proc.stdout.readline), 30)
