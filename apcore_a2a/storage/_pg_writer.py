@@ -76,17 +76,17 @@ class PgInsert:
 
     def __init__(self, table: Table, dialect: Dialect) -> None:
         written = SDK_COLUMNS[table.name]
-        self._columns = list(written)
-        names = ", ".join(dialect.identifier_preparer.quote(c) for c in self._columns)
+        self.columns = list(written)
+        names = ", ".join(dialect.identifier_preparer.quote(c) for c in self.columns)
         self._head = f"INSERT INTO {dialect.identifier_preparer.format_table(table)} ({names})"
         self._processors: list[_Processor] = [
-            table.c[c].type.dialect_impl(dialect).bind_processor(dialect) for c in self._columns
+            table.c[c].type.dialect_impl(dialect).bind_processor(dialect) for c in self.columns
         ]
         # Arrays of the base type (VARCHAR, not VARCHAR(36)), as an explicit cast to a
         # length would cut a long value silently, where the column's own assignment
         # refuses it.
         self._types = [
-            re.sub(r"\(\d+\)| PRIMARY KEY| NOT NULL", "", written[c]) for c in self._columns
+            re.sub(r"\(\d+\)| PRIMARY KEY| NOT NULL", "", written[c]) for c in self.columns
         ]
 
     def from_arrays(self, first: int) -> str:
@@ -99,7 +99,7 @@ class PgInsert:
         """One list per column of *rows*' parameters, as SQLAlchemy would encode them."""
         return [
             [row[c] if p is None else p(row[c]) for row in rows]
-            for c, p in zip(self._columns, self._processors, strict=True)
+            for c, p in zip(self.columns, self._processors, strict=True)
         ]
 
 
@@ -146,7 +146,7 @@ class PgWriter:
             parts, first = [], 1
             for insert in inserts:
                 parts.append(insert.from_arrays(first))
-                first += len(insert._columns)
+                first += len(insert.columns)
             ctes = ", ".join(f"s{i} AS ({part})" for i, part in enumerate(parts[:-1]))
             sql = self._combined[inserts] = f"WITH {ctes} {parts[-1]}" if ctes else parts[-1]
         return sql
