@@ -69,6 +69,8 @@ def scan(body: bytes, shape: Shape) -> Generator[None, None, None]:
     """Check *body* against *shape*, yielding between steps; raises :class:`ShapeError`.
     Values count as containers opened plus separators: a close upper bound, exact about
     everything costly."""
+    if _surely_within(body, shape):
+        return
     values, strings = 0, 0
     # per open container: is it a "parts" array, and its elements so far
     stack: list[list[Any]] = []
@@ -118,6 +120,23 @@ def scan(body: bytes, shape: Shape) -> Generator[None, None, None]:
                 raise _beyond(shape, "max_json_depth")
         elif stack:
             stack.pop()
+
+
+def _surely_within(body: bytes, shape: Shape) -> bool:
+    """Whether *body* is within every limit by counts alone (a few ``bytes.count`` calls,
+    no token loop): the walk's counters only ever count, outside strings, what is counted
+    here everywhere. Its string bytes are at most the body's; its values are the ``[``
+    and ``{`` it opens plus the commas; depth at most the ``[`` and ``{``; a parts array's
+    elements at most one more than the commas. Most requests are small and take this path."""
+    if len(body) > shape.max_string_bytes:
+        return False
+    opened = body.count(b"[") + body.count(b"{")
+    commas = body.count(b",")
+    return (
+        opened + commas <= shape.max_values
+        and opened <= shape.max_depth
+        and commas + 1 <= shape.max_parts
+    )
 
 
 def _escaped_string(body: bytes, pos: int) -> Generator[None, None, int]:

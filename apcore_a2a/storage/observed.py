@@ -18,7 +18,6 @@ from a2a.server.context import ServerCallContext
 from a2a.server.events import Event
 from a2a.server.tasks import TaskStore
 from a2a.types import ListTasksRequest, ListTasksResponse, Task
-from cachetools import TTLCache
 
 from apcore_a2a.edge.call import call_of
 
@@ -52,11 +51,32 @@ class Layer:
         return await self._call(read(task_id, context))
 
 
+class _RecentSaves:
+    """When each task was last saved, kept at least :data:`_READ_TTL` seconds (at most
+    twice that): two generations of a plain dict, the older dropped whole. A save older
+    than that cannot be newer than a read still in use, so forgetting it changes nothing;
+    a ``TTLCache`` did the same with a timer list updated on every save."""
+
+    def __init__(self) -> None:
+        self._new: dict[str, float] = {}
+        self._old: dict[str, float] = {}
+        self._since = time.monotonic()
+
+    def note(self, task_id: str, now: float) -> None:
+        if now - self._since > _READ_TTL:
+            self._old, self._new, self._since = self._new, {}, now
+        self._new[task_id] = now
+
+    def last(self, task_id: str) -> float:
+        found = self._new.get(task_id)
+        return found if found is not None else self._old.get(task_id, 0.0)
+
+
 class _ViewMixin(Layer):
     _around: Around | None
     _saved: tuple[SaveListener, ...]
     #: task id -> when it was last saved through a view of this chain (any request)
-    _saves: TTLCache[str, float]
+    _saves: _RecentSaves
 
     async def _call(self, call: Awaitable[_T]) -> _T:
         result: _T = await (call if self._around is None else self._around(call))
@@ -66,7 +86,7 @@ class _ViewMixin(Layer):
         reads = _reads(context)
         now = time.monotonic()
         hit = reads.get(task_id)
-        if hit is None or now - hit[1] > _READ_TTL or self._saves.get(task_id, 0.0) >= hit[1]:
+        if hit is None or now - hit[1] > _READ_TTL or self._saves.last(task_id) >= hit[1]:
             found = await self._call(self.inner.get(task_id, context))
             reads[task_id] = hit = (found, now)
         return _copy(hit[0])
@@ -78,7 +98,7 @@ class _ViewMixin(Layer):
     async def _save(self, task: Task, context: ServerCallContext, saving: Awaitable[_T]) -> _T:
         _reads(context).pop(task.id, None)
         result = await self._call(saving)
-        self._saves[task.id] = time.monotonic()
+        self._saves.note(task.id, time.monotonic())
         _reads(context).pop(task.id, None)
         for listener in self._saved:
             listener(task, context)
@@ -131,7 +151,7 @@ def store_view(
     """*store* (plain or versioned) with every call awaited through *around* and *saved*
     called after each successful save; a view of a view is one view with both."""
     listeners: tuple[SaveListener, ...] = () if saved is None else (saved,)
-    saves: TTLCache[str, float] = TTLCache(maxsize=100_000, ttl=_READ_TTL)
+    saves = _RecentSaves()
     if isinstance(store, _ViewMixin):
         if around is not None:
             raise ValueError("the view already has its around")
