@@ -95,10 +95,6 @@ class Caller(BaseUser, User):
         return self.owner
 
 
-#: the name the gRPC binding's context builder makes it under
-IdentityUser = Caller
-
-
 class CallerCredentials(AuthCredentials):
     """``scope["auth"]`` of an authenticated caller: its scopes, and the identity (the SDK's
     builder hands it on as ``ServerCallContext.state["auth"]``)."""

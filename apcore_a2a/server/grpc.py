@@ -25,7 +25,7 @@ from apcore_a2a import errors
 from apcore_a2a.auth.authenticator import Gate, metadata_headers
 from apcore_a2a.classify import version_error
 from apcore_a2a.edge.call import CallRecord, attach
-from apcore_a2a.execution.identity import IdentityUser, caller_key
+from apcore_a2a.execution.identity import Caller, caller_key
 from apcore_a2a.server.limits import StreamLimiter
 from apcore_a2a.shape import Shape, ShapeError, check_message
 from apcore_a2a.upstream.file_bytes import (
@@ -122,7 +122,7 @@ class GrpcCallContextBuilder(DefaultGrpcServerCallContextBuilder):
     def build_user(self, context: grpc.aio.ServicerContext) -> User:
         current = _call.get()
         identity = current[1] if current is not None else None
-        return IdentityUser(identity) if identity is not None else UnauthenticatedUser()
+        return Caller(identity) if identity is not None else UnauthenticatedUser()
 
 
 class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]

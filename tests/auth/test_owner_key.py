@@ -7,7 +7,7 @@ import hashlib
 from apcore import Identity
 
 from apcore_a2a.auth import APIKeyAuthenticator, owner_key, stamp_identity
-from apcore_a2a.execution.identity import MAX_OWNER_CHARS, IdentityUser
+from apcore_a2a.execution.identity import MAX_OWNER_CHARS, Caller
 
 
 def tag(issuer: str) -> str:
@@ -21,8 +21,8 @@ def test_formats() -> None:
     assert owner_key(stamp_identity(Identity(id="alice"), "jwt")) == "jwt::alice"
     # A custom authenticator that stamps nothing keeps the bare id (as before).
     assert owner_key(Identity(id="alice")) == "alice"
-    assert IdentityUser(jwt_alice).user_name == owner_key(jwt_alice)
-    assert IdentityUser(jwt_alice).identity.id == "alice"
+    assert Caller(jwt_alice).user_name == owner_key(jwt_alice)
+    assert Caller(jwt_alice).identity.id == "alice"
 
 
 def test_ids_with_separators_do_not_collide() -> None:
