@@ -24,7 +24,7 @@ from apcore_a2a.auth import (
     visible_modules,
 )
 from apcore_a2a.errors import UnauthenticatedError
-from apcore_a2a.execution.identity import IdentityUser
+from apcore_a2a.execution.identity import Caller
 
 from .agent import build_executor
 from .keys import HMAC_SECRET
@@ -122,7 +122,7 @@ async def test_extended_card_modifier_refuses_anonymous_and_uses_the_current_car
     stale = card_with("demo.add")
     with pytest.raises(UnauthenticatedError):
         await modify(stale, ServerCallContext())
-    admin = ServerCallContext(user=IdentityUser(Identity(id="a", roles=("admin",))))
+    admin = ServerCallContext(user=Caller(Identity(id="a", roles=("admin",))))
     assert [s.id for s in (await modify(stale, admin)).skills] == ["demo.add", "admin.reset"]
-    viewer = ServerCallContext(user=IdentityUser(Identity(id="v")))
+    viewer = ServerCallContext(user=Caller(Identity(id="v")))
     assert [s.id for s in (await modify(stale, viewer)).skills] == ["demo.add"]

@@ -18,7 +18,7 @@ from a2a.types import (
 )
 from apcore import Identity
 
-from apcore_a2a.execution.identity import IdentityUser
+from apcore_a2a.execution.identity import Caller
 from apcore_a2a.settings import Settings
 
 TERMINAL = (
@@ -33,7 +33,7 @@ def ctx(user: str | None = "alice") -> ServerCallContext:
     """A call context for *user* (``None``: anonymous), as our server builds it."""
     if user is None:
         return ServerCallContext()
-    return ServerCallContext(user=IdentityUser(Identity(id=user)))
+    return ServerCallContext(user=Caller(Identity(id=user)))
 
 
 def blocking(user: str = "alice", *, made_up: str | None = None) -> ServerCallContext:
