@@ -4,7 +4,8 @@
   execution and then runs it too. Here a message may continue a task only while it waits
   for input, one message per wait; the others get
   :class:`~apcore_a2a.errors.TaskBusyError` at once (``storage/turns.py``). A message
-  refused after it claimed the wait gives it back.
+  refused after it claimed the wait gives it back. A message for a finished task gets
+  the SDK's terminal-state answer here, before a replica's parked run sees it.
 * **Unfinished tasks per caller** are capped (``server/task_quota.py``).
 * The not-cancelable error names the task's state; a message asking for push
   notifications of an agent without them is refused.
@@ -27,6 +28,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import Any
 
 from a2a.server.agent_execution.active_task import INTERRUPTED_TASK_STATES as _WAITING
+from a2a.server.agent_execution.active_task import TERMINAL_TASK_STATES as _FINISHED
 from a2a.server.cluster import LegacyTaskStoreAdapter, VersionedTaskStore
 from a2a.server.cluster.event_stream import TaskEventStream
 from a2a.server.context import ServerCallContext
@@ -195,6 +197,13 @@ class ApCoreRequestHandler(DefaultRequestHandler):
         if stored is None:
             return None  # the SDK answers TaskNotFoundError
         state = stored.status.state
+        if state in _FINISHED:
+            # The SDK's answer, given here: in cluster mode the SDK would hand the message
+            # to this replica's parked run of a task another replica finished, and a second
+            # message racing the first would meet its closed queue (an internal error).
+            raise UnsupportedOperationError(
+                message=f"Task {task_id} is in terminal state: {TaskState.Name(state)}"
+            )
         if state in _RUNNING:
             raise TaskBusyError(
                 message=f"Task is busy: it is {state_name(state)}; send the next message "

@@ -155,6 +155,36 @@ async def test_fifty_concurrent_approvals_run_the_payment_once(
     assert len(await _journal_lines(journal, "paid")) == 1, journal.read_text()
 
 
+async def test_messages_racing_to_a_task_another_replica_finished_are_refused_alike(
+    tmp_path: Path,
+) -> None:
+    """Replica A parks the payment (its run waits there for input), replica B approves and
+    finishes it; then 24 messages reach A at once. Each gets the SDK's terminal-state
+    answer (-32004 / 400), none an internal error: a2a-sdk 1.3 hands them to A's parked
+    run, whose closed request queue the second one met (HTTP 500 / -32603)."""
+    journal = tmp_path / "journal.txt"
+    with _deployment("postgresql") as (a, b):
+        async with httpx.AsyncClient(timeout=60, limits=httpx.Limits(max_connections=30)) as http:
+            for _ in range(3):
+                pay = {"journal": str(journal), "amount": 5}
+                parked = await _rpc(http, a, "SendMessage", {"message": _message("probe.pay", pay)})
+                task_id = parked["result"]["task"]["id"]
+                approve = {"message": _message(None, {"approved": True}, task_id)}
+                assert _state(await _rpc(http, b, "SendMessage", approve)) == "TASK_STATE_COMPLETED"
+
+                async def late(i: int, approve: dict[str, Any] = approve) -> str:
+                    if i % 2:
+                        rest = await http.post(a + "/message:send", json=approve, headers=V10)
+                        return f"{rest.status_code} {rest.json().get('error', {}).get('message')}"
+                    answer = await _rpc(http, a, "SendMessage", approve)
+                    return f"{answer['error']['code']} {answer['error']['message']}"
+
+                outcomes = await asyncio.gather(*(late(i) for i in range(24)))
+                terminal = f"Task {task_id} is in terminal state: TASK_STATE_COMPLETED"
+                assert set(outcomes) == {f"-32004 {terminal}", f"400 {terminal}"}, outcomes
+    assert len(await _journal_lines(journal, "paid")) == 3, journal.read_text()
+
+
 @pytest.mark.parametrize("backend", ["memory", "postgresql"])
 async def test_a_message_for_a_running_task_is_refused_on_every_binding(
     backend: str, tmp_path: Path
