@@ -4,7 +4,8 @@ The SDK tells plain stores from versioned ones by type, so a layer is one or the
 The view (:func:`store_view`) runs save listeners in the saving coroutine (they must not
 block) and answers a read once per request: a task read is kept in the call record for a
 second at most, until it is saved, so a follow-up message (turn check, routing, the
-SDK's own load) reads its stored task once.
+SDK's own load) reads its stored task once. A save refused as a concurrent
+modification ends every kept read of that task.
 """
 
 from __future__ import annotations
@@ -13,7 +14,12 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from a2a.server.cluster import StoredTask, TaskVersion, VersionedTaskStore
+from a2a.server.cluster import (
+    ConcurrentTaskModificationError,
+    StoredTask,
+    TaskVersion,
+    VersionedTaskStore,
+)
 from a2a.server.context import ServerCallContext
 from a2a.server.events import Event
 from a2a.server.tasks import TaskStore
@@ -97,7 +103,14 @@ class _ViewMixin(Layer):
 
     async def _save(self, task: Task, context: ServerCallContext, saving: Awaitable[_T]) -> _T:
         _reads(context).pop(task.id, None)
-        result = await self._call(saving)
+        try:
+            result = await self._call(saving)
+        except ConcurrentTaskModificationError:
+            # Another writer (a cancel, a replica) moved the task on: no read kept before
+            # now is current, whichever request kept it. The SDK re-reads after this,
+            # sometimes through another request's context (ActiveTask.cancel swaps it).
+            self._saves.note(task.id, time.monotonic())
+            raise
         self._saves.note(task.id, time.monotonic())
         _reads(context).pop(task.id, None)
         for listener in self._saved:

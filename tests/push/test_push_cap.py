@@ -43,7 +43,11 @@ async def test_a_config_over_the_cap_is_refused_with_the_typed_error_on_every_bi
         push_agent(push_max_configs_per_task=3, grpc_port=grpc_port) as (base, _app),
         httpx.AsyncClient(timeout=10) as client,
     ):
-        task_id = await _task(client, base)
+        # A task waiting for approval: it takes a follow-up message (with a config) below.
+        parked = await rpc(
+            client, base, "SendMessage", {"message": skill_message("demo.transfer", 1)}
+        )
+        task_id = str(parked["result"]["task"]["id"])
         for cid in ("c1", "c2", "c3"):
             assert (await _create(client, base, task_id, cid))["result"]["status"] == "active"
         message = QUOTA.format(n=3)
@@ -66,7 +70,12 @@ async def test_a_config_over_the_cap_is_refused_with_the_typed_error_on_every_bi
             base,
             "SendMessage",
             {
-                "message": {**add_message(), "taskId": task_id},
+                "message": {
+                    "messageId": str(uuid.uuid4()),
+                    "role": "ROLE_USER",
+                    "parts": [{"data": {"approved": True}}],
+                    "taskId": task_id,
+                },
                 "configuration": {"taskPushNotificationConfig": {"id": "c4", "url": HOOK}},
             },
         )

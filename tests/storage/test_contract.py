@@ -17,6 +17,7 @@ from a2a.types import (
     TaskStatusUpdateEvent,
 )
 
+from apcore_a2a.edge.call import record_of
 from apcore_a2a.storage import Stores, open_stores
 
 from ._helpers import ago, ctx, make_task, settings
@@ -218,6 +219,45 @@ async def test_cluster_store_rejects_a_stale_version(sql_url: str) -> None:
         assert replayed.event == event
     finally:
         await s.aclose()
+
+
+async def test_a_refused_save_ends_the_reads_a_request_kept(sql_url: str) -> None:
+    """A request's reads are kept for a second, but a save refused as a concurrent
+    modification proves them stale: the SDK's re-read after it (ActiveTask, sometimes
+    through a cancel's context) sees the other replica's write, not the kept copy."""
+    a, b = (
+        open_stores(sql_url, settings(cluster=True)),
+        open_stores(sql_url, settings(cluster=True)),
+    )
+    await a.start()
+    await b.start()
+    try:
+        store_a, store_b = a.task_store, b.task_store
+        assert isinstance(store_a, VersionedTaskStore)
+        assert isinstance(store_b, VersionedTaskStore)
+        task = make_task(TaskState.TASK_STATE_INPUT_REQUIRED)
+        v1 = await store_a.save(
+            task, event=None, prev=None, prev_version=TaskVersion.MISSING, context=ctx()
+        )
+        request = ctx()
+        record_of(request)  # a request of our edge: it keeps its reads
+        kept = await store_a.get(task.id, request)
+        assert kept is not None and kept.version == v1
+        canceled = Task()
+        canceled.CopyFrom(task)
+        canceled.status.state = TaskState.TASK_STATE_CANCELED
+        v2 = await store_b.save(canceled, event=None, prev=task, prev_version=v1, context=ctx())
+        working = Task()
+        working.CopyFrom(task)
+        working.status.state = TaskState.TASK_STATE_WORKING
+        with pytest.raises(ConcurrentTaskModificationError):
+            await store_a.save(working, event=None, prev=task, prev_version=v1, context=ctx())
+        again = await store_a.get(task.id, request)
+        assert again is not None and again.version == v2
+        assert again.task.status.state == TaskState.TASK_STATE_CANCELED
+    finally:
+        await a.aclose()
+        await b.aclose()
 
 
 async def test_replicas_starting_together_on_an_empty_database_both_come_up(

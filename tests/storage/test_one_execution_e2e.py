@@ -186,6 +186,47 @@ async def test_messages_racing_to_a_task_another_replica_finished_are_refused_al
 
 
 @pytest.mark.parametrize("backend", ["memory", "postgresql"])
+async def test_approvals_racing_cancels_get_typed_answers_that_agree(
+    backend: str, tmp_path: Path
+) -> None:
+    """26 approvals and 14 cancels of one parked payment at once, over both replicas, ten
+    times. Every answer is a task or a typed refusal (never -32603: a2a-sdk 1.3 let a
+    message meet its run's shut queue, and a re-read after a refused save was served from
+    the request's kept reads), the task ends in one terminal state that every task answer
+    names, and the payment runs at most once per task."""
+    journal = tmp_path / "journal.txt"
+    with _deployment(backend) as urls:
+        async with httpx.AsyncClient(timeout=60, limits=httpx.Limits(max_connections=45)) as http:
+            for amount in range(1, 11):
+                pay = {"journal": str(journal), "amount": amount}
+                parked = await _rpc(
+                    http, urls[0], "SendMessage", {"message": _message("probe.pay", pay)}
+                )
+                task_id = parked["result"]["task"]["id"]
+                approve = {"message": _message(None, {"approved": True}, task_id)}
+
+                async def call(i: int, task_id: str = task_id, approve: Any = approve) -> str:
+                    url = urls[i % len(urls)]
+                    if i % 3:
+                        answer = await _rpc(http, url, "SendMessage", approve)
+                    else:
+                        answer = await _rpc(http, url, "CancelTask", {"id": task_id})
+                    if "error" in answer:
+                        return str(answer["error"]["code"])
+                    found = answer["result"]
+                    return str(found.get("task", found)["status"]["state"])
+
+                outcomes = await asyncio.gather(*(call(i) for i in range(40)))
+                stored = await _rpc(http, urls[-1], "GetTask", {"id": task_id})
+                final = stored["result"]["status"]["state"]
+                assert final in ("TASK_STATE_COMPLETED", "TASK_STATE_CANCELED"), stored
+                refusals = {"-32090", "-32004", "-32002"}
+                assert set(outcomes) <= refusals | {final}, (final, outcomes)
+    paid = await _journal_lines(journal, "paid")
+    assert len(paid) == len({line.split()[1] for line in paid}), paid
+
+
+@pytest.mark.parametrize("backend", ["memory", "postgresql"])
 async def test_a_message_for_a_running_task_is_refused_on_every_binding(
     backend: str, tmp_path: Path
 ) -> None:
