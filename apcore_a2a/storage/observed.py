@@ -14,6 +14,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+from a2a.server.agent_execution.active_task import TERMINAL_TASK_STATES as _TERMINAL
 from a2a.server.cluster import (
     ConcurrentTaskModificationError,
     StoredTask,
@@ -24,6 +25,7 @@ from a2a.server.context import ServerCallContext
 from a2a.server.events import Event
 from a2a.server.tasks import TaskStore
 from a2a.types import ListTasksRequest, ListTasksResponse, Task
+from cachetools import FIFOCache
 
 from apcore_a2a.edge.call import call_of
 
@@ -33,6 +35,8 @@ SaveListener = Callable[[Task, ServerCallContext], None]
 Around = Callable[[Awaitable[Any]], Awaitable[Any]]
 #: seconds a read stays good for later reads of the same request (a long stream reads anew)
 _READ_TTL = 1.0
+#: finished tasks remembered (a late save races its task's end by moments, not hours)
+_FINISHED_KEPT = 100_000
 
 
 class Layer:
@@ -83,6 +87,8 @@ class _ViewMixin(Layer):
     _saved: tuple[SaveListener, ...]
     #: task id -> when it was last saved through a view of this chain (any request)
     _saves: _RecentSaves
+    #: tasks this chain read or saved in a terminal state, the most recent ones
+    _finished: FIFOCache[str, None]
 
     async def _call(self, call: Awaitable[_T]) -> _T:
         result: _T = await (call if self._around is None else self._around(call))
@@ -95,11 +101,23 @@ class _ViewMixin(Layer):
         if hit is None or now - hit[1] > _READ_TTL or self._saves.last(task_id) >= hit[1]:
             found = await self._call(self.inner.get(task_id, context))
             reads[task_id] = hit = (found, now)
+            if found is not None and _task(found).status.state in _TERMINAL:
+                self._finished[task_id] = None
         return _copy(hit[0])
 
     async def delete(self, task_id: str, context: ServerCallContext) -> None:
         _reads(context).pop(task_id, None)
+        self._finished.pop(task_id, None)
         await self._call(self.inner.delete(task_id, context))
+
+    def _check_open(self, task: Task) -> None:
+        """A finished task is final (spec §3.1.6 and §4.1.3): a save over one is refused
+        as a concurrent modification. a2a-sdk 1.3's run goes on saving the events its
+        agent queued after it re-read the task as finished (a cancel won), and its
+        compare-and-swap then holds its own fresh version: the result overwrote CANCELED."""
+        if task.id in self._finished:
+            self._saves.note(task.id, time.monotonic())  # its re-read must see the end
+            raise ConcurrentTaskModificationError(task.id)
 
     async def _save(self, task: Task, context: ServerCallContext, saving: Awaitable[_T]) -> _T:
         _reads(context).pop(task.id, None)
@@ -112,6 +130,8 @@ class _ViewMixin(Layer):
             self._saves.note(task.id, time.monotonic())
             raise
         self._saves.note(task.id, time.monotonic())
+        if task.status.state in _TERMINAL:
+            self._finished[task.id] = None
         _reads(context).pop(task.id, None)
         for listener in self._saved:
             listener(task, context)
@@ -125,6 +145,10 @@ def _reads(context: ServerCallContext) -> dict[str, tuple[Any, float]]:
     return call.reads if call is not None else {}
 
 
+def _task(found: Any) -> Task:
+    return found.task if isinstance(found, StoredTask) else found
+
+
 def _copy(found: Any) -> Any:
     if found is None:
         return None
@@ -135,6 +159,7 @@ def _copy(found: Any) -> Any:
 
 class _View(_ViewMixin, TaskStore):
     async def save(self, task: Task, context: ServerCallContext) -> None:
+        self._check_open(task)
         await self._save(task, context, self.inner.save(task, context))
 
 
@@ -148,6 +173,7 @@ class _VersionedView(_ViewMixin, VersionedTaskStore):
         prev_version: TaskVersion,
         context: ServerCallContext,
     ) -> TaskVersion:
+        self._check_open(task)
         saving = self.inner.save(
             task, event=event, prev=prev, prev_version=prev_version, context=context
         )
@@ -164,14 +190,15 @@ def store_view(
     """*store* (plain or versioned) with every call awaited through *around* and *saved*
     called after each successful save; a view of a view is one view with both."""
     listeners: tuple[SaveListener, ...] = () if saved is None else (saved,)
-    saves = _RecentSaves()
+    saves, finished = _RecentSaves(), FIFOCache[str, None](maxsize=_FINISHED_KEPT)
     if isinstance(store, _ViewMixin):
         if around is not None:
             raise ValueError("the view already has its around")
-        around, listeners, saves = store._around, (*store._saved, *listeners), store._saves
+        around, listeners = store._around, (*store._saved, *listeners)
+        saves, finished = store._saves, store._finished
         store = store.inner
     view = _VersionedView(store) if isinstance(store, VersionedTaskStore) else _View(store)
-    view._around, view._saved, view._saves = around, listeners, saves
+    view._around, view._saved, view._saves, view._finished = around, listeners, saves, finished
     return view
 
 

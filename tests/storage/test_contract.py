@@ -92,6 +92,24 @@ async def test_mutating_a_returned_task_does_not_change_the_store(stores: Stores
     assert again.status.state == TaskState.TASK_STATE_WORKING
 
 
+async def test_a_finished_task_is_final(stores: Stores) -> None:
+    """A save over a task stored in a terminal state is refused as a concurrent
+    modification (a2a-sdk 1.3 saves an agent's queued result after a cancel won)."""
+    task = make_task(TaskState.TASK_STATE_WORKING)
+    await save(stores, task)
+    canceled = Task()
+    canceled.CopyFrom(task)
+    canceled.status.state = TaskState.TASK_STATE_CANCELED
+    await save(stores, canceled)
+    completed = Task()
+    completed.CopyFrom(task)
+    completed.status.state = TaskState.TASK_STATE_COMPLETED
+    with pytest.raises(ConcurrentTaskModificationError):
+        await save(stores, completed)
+    stored = await stores.get_task(task.id, ctx())
+    assert stored is not None and stored.status.state == TaskState.TASK_STATE_CANCELED
+
+
 async def test_tasks_are_scoped_to_their_owner(stores: Stores) -> None:
     task = make_task(TaskState.TASK_STATE_COMPLETED)
     await save(stores, task, "alice")
@@ -255,6 +273,9 @@ async def test_a_refused_save_ends_the_reads_a_request_kept(sql_url: str) -> Non
         again = await store_a.get(task.id, request)
         assert again is not None and again.version == v2
         assert again.task.status.state == TaskState.TASK_STATE_CANCELED
+        # With the current version too: the other replica's cancel is final.
+        with pytest.raises(ConcurrentTaskModificationError):
+            await store_a.save(working, event=None, prev=task, prev_version=v2, context=request)
     finally:
         await a.aclose()
         await b.aclose()
