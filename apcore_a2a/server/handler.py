@@ -59,7 +59,7 @@ from apcore_a2a.storage.turns import TurnClaims
 from apcore_a2a.streams.backlog import bounded
 from apcore_a2a.streams.resume import EventLog, PositionTap, StreamPositions, subscribe_from_log
 from apcore_a2a.streams.tap import answer_of, answering, answering_stream
-from apcore_a2a.upstream.finished_runs import refused_if_finished
+from apcore_a2a.upstream.finished_runs import FINISHED_RUN, finished_refusal
 from apcore_a2a.upstream.required_fields import SEND, SEND_STREAM, check
 
 logger = logging.getLogger("apcore_a2a.server")
@@ -114,8 +114,9 @@ class ApCoreRequestHandler(DefaultRequestHandler):
             call.defer_writes = not params.configuration.HasField("task_push_notification_config")
         async with self._released_if_refused(claimed):
             try:
-                with refused_if_finished(params.message.task_id):
-                    return await SEND(self, params, context)
+                return await SEND(self, params, context)
+            except FINISHED_RUN:
+                raise finished_refusal(params.message.task_id) from None
             finally:
                 await self._quota.settle(context)
 
@@ -148,7 +149,7 @@ class ApCoreRequestHandler(DefaultRequestHandler):
         log = self._event_log
         try:
             async with self._released_if_refused(claimed):
-                with refused_if_finished(params.message.task_id):
+                try:
                     async for event in events:
                         seq = None
                         if positions is not None and log is not None:
@@ -156,6 +157,8 @@ class ApCoreRequestHandler(DefaultRequestHandler):
                             if version is not None and positions.task_id is not None:
                                 seq = await log.seq_at(positions.task_id, version)
                         yield event, str(seq) if seq else None
+                except FINISHED_RUN:
+                    raise finished_refusal(params.message.task_id) from None
         finally:
             # What the SDK's decorator did: a bare async for leaves *events* unclosed.
             await events.aclose()

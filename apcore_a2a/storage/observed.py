@@ -10,6 +10,7 @@ modification ends every kept read of that task.
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -25,7 +26,6 @@ from a2a.server.context import ServerCallContext
 from a2a.server.events import Event
 from a2a.server.tasks import TaskStore
 from a2a.types import ListTasksRequest, ListTasksResponse, Task
-from cachetools import FIFOCache
 
 from apcore_a2a.edge.call import call_of
 
@@ -35,8 +35,8 @@ SaveListener = Callable[[Task, ServerCallContext], None]
 Around = Callable[[Awaitable[Any]], Awaitable[Any]]
 #: seconds a read stays good for later reads of the same request (a long stream reads anew)
 _READ_TTL = 1.0
-#: finished tasks remembered (a late save races its task's end by moments, not hours)
-_FINISHED_KEPT = 100_000
+#: finished tasks remembered: at least a minute, at most 2 x 50,000 of them
+_FINISHED_KEPT = (60.0, 50_000)
 
 
 class Layer:
@@ -61,19 +61,20 @@ class Layer:
         return await self._call(read(task_id, context))
 
 
-class _RecentSaves:
-    """When each task was last saved, kept at least :data:`_READ_TTL` seconds (at most
-    twice that): two generations of a plain dict, the older dropped whole. A save older
-    than that cannot be newer than a read still in use, so forgetting it changes nothing;
-    a ``TTLCache`` did the same with a timer list updated on every save."""
+class _Recent:
+    """Tasks noted in the last *window* seconds at least (at most twice that, or until
+    *most* newer ones came), with when each was last noted: two generations of a plain
+    dict, the older dropped whole. A ``TTLCache`` or ``FIFOCache`` did the same with
+    Python-level bookkeeping on every call of the save path."""
 
-    def __init__(self) -> None:
+    def __init__(self, window: float, most: int = sys.maxsize) -> None:
+        self._window, self._most = window, most
         self._new: dict[str, float] = {}
         self._old: dict[str, float] = {}
         self._since = time.monotonic()
 
     def note(self, task_id: str, now: float) -> None:
-        if now - self._since > _READ_TTL:
+        if now - self._since > self._window or len(self._new) >= self._most:
             self._old, self._new, self._since = self._new, {}, now
         self._new[task_id] = now
 
@@ -81,14 +82,20 @@ class _RecentSaves:
         found = self._new.get(task_id)
         return found if found is not None else self._old.get(task_id, 0.0)
 
+    def forget(self, task_id: str) -> None:
+        self._new.pop(task_id, None)
+        self._old.pop(task_id, None)
+
 
 class _ViewMixin(Layer):
     _around: Around | None
     _saved: tuple[SaveListener, ...]
-    #: task id -> when it was last saved through a view of this chain (any request)
-    _saves: _RecentSaves
-    #: tasks this chain read or saved in a terminal state, the most recent ones
-    _finished: FIFOCache[str, None]
+    #: task id -> when it was last saved through a view of this chain (any request); a
+    #: save older than :data:`_READ_TTL` cannot be newer than a read still in use
+    _saves: _Recent
+    #: tasks this chain read or saved in a terminal state lately (a late save races its
+    #: task's end by moments)
+    _finished: _Recent
 
     async def _call(self, call: Awaitable[_T]) -> _T:
         result: _T = await (call if self._around is None else self._around(call))
@@ -102,20 +109,20 @@ class _ViewMixin(Layer):
             found = await self._call(self.inner.get(task_id, context))
             reads[task_id] = hit = (found, now)
             if found is not None and _task(found).status.state in _TERMINAL:
-                self._finished[task_id] = None
+                self._finished.note(task_id, now)
         return _copy(hit[0])
 
     async def delete(self, task_id: str, context: ServerCallContext) -> None:
         _reads(context).pop(task_id, None)
-        self._finished.pop(task_id, None)
+        self._finished.forget(task_id)
         await self._call(self.inner.delete(task_id, context))
 
     def _check_open(self, task: Task) -> None:
-        """A finished task is final (spec §3.1.6 and §4.1.3): a save over one is refused
-        as a concurrent modification. a2a-sdk 1.3's run goes on saving the events its
-        agent queued after it re-read the task as finished (a cancel won), and its
-        compare-and-swap then holds its own fresh version: the result overwrote CANCELED."""
-        if task.id in self._finished:
+        """A finished task is final (it takes no message, spec §3.1.1, and no cancel,
+        §3.1.5): a save over one is refused as a concurrent modification. a2a-sdk 1.3's
+        run goes on saving the events its agent queued after it re-read the task as
+        finished (a cancel won), with the fresh version: the result overwrote CANCELED."""
+        if self._finished.last(task.id):
             self._saves.note(task.id, time.monotonic())  # its re-read must see the end
             raise ConcurrentTaskModificationError(task.id)
 
@@ -129,9 +136,10 @@ class _ViewMixin(Layer):
             # sometimes through another request's context (ActiveTask.cancel swaps it).
             self._saves.note(task.id, time.monotonic())
             raise
-        self._saves.note(task.id, time.monotonic())
+        now = time.monotonic()
+        self._saves.note(task.id, now)
         if task.status.state in _TERMINAL:
-            self._finished[task.id] = None
+            self._finished.note(task.id, now)
         _reads(context).pop(task.id, None)
         for listener in self._saved:
             listener(task, context)
@@ -190,7 +198,7 @@ def store_view(
     """*store* (plain or versioned) with every call awaited through *around* and *saved*
     called after each successful save; a view of a view is one view with both."""
     listeners: tuple[SaveListener, ...] = () if saved is None else (saved,)
-    saves, finished = _RecentSaves(), FIFOCache[str, None](maxsize=_FINISHED_KEPT)
+    saves, finished = _Recent(_READ_TTL), _Recent(*_FINISHED_KEPT)
     if isinstance(store, _ViewMixin):
         if around is not None:
             raise ValueError("the view already has its around")

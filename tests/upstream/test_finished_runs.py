@@ -17,7 +17,7 @@ from a2a.types import Message, Part, Role, SendMessageRequest, TaskState
 from a2a.utils._async_queue_compat import QueueShutDown
 from a2a.utils.errors import UnsupportedOperationError
 
-from apcore_a2a.upstream.finished_runs import refused_if_finished
+from apcore_a2a.upstream.finished_runs import FINISHED_RUN, finished_refusal
 from tests.client._sdk_agent import agent_card
 
 
@@ -62,14 +62,16 @@ async def test_a_message_meeting_a_finishing_run_leaks_queue_shutdown() -> None:
         await handler.aclose()
 
 
-async def test_the_correction_answers_the_sdks_refusal_of_a_finished_run() -> None:
+async def test_the_correction_catches_what_the_sdk_raises_and_answers_its_refusal() -> None:
     handler = DefaultRequestHandler(
         agent_executor=_Parks(), task_store=InMemoryTaskStore(), agent_card=agent_card("http://x")
     )
     try:
         task_id = await _finishing_run(handler)
-        refused = pytest.raises(UnsupportedOperationError, match=f"Task {task_id} is already")
-        with refused, refused_if_finished(task_id):
+        with pytest.raises(FINISHED_RUN):
             await handler.on_message_send(_message("second", task_id), ServerCallContext())
+        refusal = finished_refusal(task_id)
+        assert isinstance(refusal, UnsupportedOperationError)
+        assert refusal.message == f"Task {task_id} is already completed."
     finally:
         await handler.aclose()
