@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 from urllib.parse import quote
 
@@ -56,6 +57,9 @@ GET_PATHS = (
 )
 
 
+_ESCAPES = re.compile(r"(?:%[0-9A-Fa-f]{2})+")
+
+
 def _segment() -> st.SearchStrategy[str]:
     return st.one_of(
         st.text(max_size=30),
@@ -64,7 +68,11 @@ def _segment() -> st.SearchStrategy[str]:
             ["..", ".", "%2e%2e", "%00", "%ff", "%c0%af", "a" * 5000, ":cancel", "tasks"]
         ),
     ).map(
-        lambda s: s if s.startswith("%") else quote(s.encode("utf-8", "surrogatepass"), safe=":@")
+        # Percent escapes go as they are (the raw ones sampled above); anything else,
+        # a drawn "%\x1f" included, is quoted: httpx refuses control characters in a URL.
+        lambda s: (
+            s if _ESCAPES.fullmatch(s) else quote(s.encode("utf-8", "surrogatepass"), safe=":@")
+        )
     )
 
 
