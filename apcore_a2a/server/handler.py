@@ -112,11 +112,9 @@ class ApCoreRequestHandler(DefaultRequestHandler):
             call.blocking = True
             # A push config hands the task id to a webhook before the answer: no deferring.
             call.defer_writes = not params.configuration.HasField("task_push_notification_config")
-        async with self._released_if_refused(claimed):
+        async with self._released_if_refused(claimed, params.message.task_id):
             try:
                 return await SEND(self, params, context)
-            except FINISHED_RUN:
-                raise finished_refusal(params.message.task_id) from None
             finally:
                 await self._quota.settle(context)
 
@@ -148,17 +146,14 @@ class ApCoreRequestHandler(DefaultRequestHandler):
         events = SEND_STREAM(self, params, context)
         log = self._event_log
         try:
-            async with self._released_if_refused(claimed):
-                try:
-                    async for event in events:
-                        seq = None
-                        if positions is not None and log is not None:
-                            version = positions.take(event)
-                            if version is not None and positions.task_id is not None:
-                                seq = await log.seq_at(positions.task_id, version)
-                        yield event, str(seq) if seq else None
-                except FINISHED_RUN:
-                    raise finished_refusal(params.message.task_id) from None
+            async with self._released_if_refused(claimed, params.message.task_id):
+                async for event in events:
+                    seq = None
+                    if positions is not None and log is not None:
+                        version = positions.take(event)
+                        if version is not None and positions.task_id is not None:
+                            seq = await log.seq_at(positions.task_id, version)
+                    yield event, str(seq) if seq else None
         finally:
             # What the SDK's decorator did: a bare async for leaves *events* unclosed.
             await events.aclose()
@@ -224,13 +219,18 @@ class ApCoreRequestHandler(DefaultRequestHandler):
         return None
 
     @contextlib.asynccontextmanager
-    async def _released_if_refused(self, claimed: Task | None) -> AsyncIterator[None]:
+    async def _released_if_refused(self, claimed: Task | None, task_id: str) -> AsyncIterator[None]:
         """A follow-up refused after it claimed its task's wait (the SDK's checks, the
         request-context builder's: skill, ACL, toggle; a push URL) gives the wait back, so
         the task stays open to the right answer. A refusal is an A2A error; once the run
-        has saved anything the task is past the claimed turn, and giving it back is moot."""
+        has saved anything the task is past the claimed turn, and giving it back is moot.
+        A message that met its task's run finishing is refused as the SDK refuses a
+        finished run (``upstream/finished_runs.py``)."""
         try:
-            yield
+            try:
+                yield
+            except FINISHED_RUN:
+                raise finished_refusal(task_id) from None
         except A2AError:
             if claimed is not None:
                 try:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
 from a2a.server.agent_execution.active_task import TERMINAL_TASK_STATES as _TERMINAL
@@ -117,18 +117,18 @@ class _ViewMixin(Layer):
         self._finished.forget(task_id)
         await self._call(self.inner.delete(task_id, context))
 
-    def _check_open(self, task: Task) -> None:
-        """A finished task is final (it takes no message, spec §3.1.1, and no cancel,
-        §3.1.5): a save over one is refused as a concurrent modification. a2a-sdk 1.3's
-        run goes on saving the events its agent queued after it re-read the task as
-        finished (a cancel won), with the fresh version: the result overwrote CANCELED."""
-        if self._finished.last(task.id):
-            self._saves.note(task.id, time.monotonic())  # its re-read must see the end
-            raise ConcurrentTaskModificationError(task.id)
-
-    async def _save(self, task: Task, context: ServerCallContext, saving: Awaitable[_T]) -> _T:
+    async def _save(
+        self, task: Task, context: ServerCallContext, saving: Coroutine[Any, Any, _T]
+    ) -> _T:
         _reads(context).pop(task.id, None)
         try:
+            if self._finished.last(task.id):
+                saving.close()  # never started: nothing to undo
+                # A finished task is final (it takes no message, spec §3.1.1, and no
+                # cancel, §3.1.5). a2a-sdk 1.3's run goes on saving the events its agent
+                # queued after it re-read the task as finished (a cancel won), with the
+                # fresh version: the result overwrote CANCELED.
+                raise ConcurrentTaskModificationError(task.id)
             result = await self._call(saving)
         except ConcurrentTaskModificationError:
             # Another writer (a cancel, a replica) moved the task on: no read kept before
@@ -161,13 +161,12 @@ def _copy(found: Any) -> Any:
     if found is None:
         return None
     task = Task()
-    task.CopyFrom(found.task if isinstance(found, StoredTask) else found)
+    task.CopyFrom(_task(found))
     return StoredTask(task, found.version) if isinstance(found, StoredTask) else task
 
 
 class _View(_ViewMixin, TaskStore):
     async def save(self, task: Task, context: ServerCallContext) -> None:
-        self._check_open(task)
         await self._save(task, context, self.inner.save(task, context))
 
 
@@ -181,7 +180,6 @@ class _VersionedView(_ViewMixin, VersionedTaskStore):
         prev_version: TaskVersion,
         context: ServerCallContext,
     ) -> TaskVersion:
-        self._check_open(task)
         saving = self.inner.save(
             task, event=event, prev=prev, prev_version=prev_version, context=context
         )
