@@ -52,6 +52,14 @@ async def save(stores: Stores, task: Task, user: str | None = "alice") -> None:
         await store.save(task, ctx(user))
 
 
+def _in_state(task: Task, state: TaskState) -> Task:
+    """A copy of *task* in *state*."""
+    copy = Task()
+    copy.CopyFrom(task)
+    copy.status.state = state
+    return copy
+
+
 async def list_tasks(stores: Stores, user: str | None = "alice", **params: object) -> list[str]:
     page = await stores.task_store.list(ListTasksRequest(**params), ctx(user))  # type: ignore[arg-type]
     return [t.id for t in page.tasks]
@@ -97,15 +105,9 @@ async def test_a_finished_task_is_final(stores: Stores) -> None:
     modification (a2a-sdk 1.3 saves an agent's queued result after a cancel won)."""
     task = make_task(TaskState.TASK_STATE_WORKING)
     await save(stores, task)
-    canceled = Task()
-    canceled.CopyFrom(task)
-    canceled.status.state = TaskState.TASK_STATE_CANCELED
-    await save(stores, canceled)
-    completed = Task()
-    completed.CopyFrom(task)
-    completed.status.state = TaskState.TASK_STATE_COMPLETED
+    await save(stores, _in_state(task, TaskState.TASK_STATE_CANCELED))
     with pytest.raises(ConcurrentTaskModificationError):
-        await save(stores, completed)
+        await save(stores, _in_state(task, TaskState.TASK_STATE_COMPLETED))
     stored = await stores.get_task(task.id, ctx())
     assert stored is not None and stored.status.state == TaskState.TASK_STATE_CANCELED
 
@@ -261,13 +263,9 @@ async def test_a_refused_save_ends_the_reads_a_request_kept(sql_url: str) -> Non
         record_of(request)  # a request of our edge: it keeps its reads
         kept = await store_a.get(task.id, request)
         assert kept is not None and kept.version == v1
-        canceled = Task()
-        canceled.CopyFrom(task)
-        canceled.status.state = TaskState.TASK_STATE_CANCELED
+        canceled = _in_state(task, TaskState.TASK_STATE_CANCELED)
         v2 = await store_b.save(canceled, event=None, prev=task, prev_version=v1, context=ctx())
-        working = Task()
-        working.CopyFrom(task)
-        working.status.state = TaskState.TASK_STATE_WORKING
+        working = _in_state(task, TaskState.TASK_STATE_WORKING)
         with pytest.raises(ConcurrentTaskModificationError):
             await store_a.save(working, event=None, prev=task, prev_version=v1, context=ctx())
         again = await store_a.get(task.id, request)
