@@ -65,7 +65,7 @@ class CallRecord:
     reads: dict[str, tuple[Any, float]] = field(default_factory=dict)
     #: why the server itself cancels the task (shutting down), shown in its final status
     cancel_reason: str | None = None
-    #: what the call answered (``streams/tap.py``'s ``Answer``; HTTP calls only)
+    #: what the call answered (``streams/tap.py``'s ``Answer``; none for ``internal`` calls)
     answer: Any = None
 
 

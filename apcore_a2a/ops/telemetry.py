@@ -42,8 +42,6 @@ LEGACY_ATTRIBUTES = {
     "a2a.task.state": "a2a.task_state",
     "error.type": "apcore.error_code",
 }
-#: one-member objects that wrap the payload (1.0 SendMessage and stream responses; 0.3 gRPC)
-_WRAPPERS = frozenset({"task", "message", "msg", "statusUpdate", "artifactUpdate"})
 
 Attributes = MutableMapping[str, Any]
 
@@ -99,26 +97,13 @@ def read_params(params: Any, attributes: Attributes) -> None:
     _put(attributes, "a2a.tenant", params.get("tenant"))
 
 
-def read_answer(doc: Any, attributes: Attributes) -> None:
-    """The task, conversation, state or error an answer (or stream event) carries."""
-    if not isinstance(doc, dict):
-        return
-    error = doc.get("error")
-    if isinstance(error, dict):
-        attributes["error.type"] = str(error.get("code", "error"))
-        return
-    if "jsonrpc" in doc:
-        doc = doc.get("result")
-    if isinstance(doc, dict) and len(doc) == 1 and next(iter(doc)) in _WRAPPERS:
-        doc = next(iter(doc.values()))
-    if not isinstance(doc, dict):
-        return
-    task_id = doc.get("taskId") or (doc.get("id") if "status" in doc else None)
-    _put(attributes, "a2a.task.id", task_id)
-    _put(attributes, "gen_ai.conversation.id", doc.get("contextId"))
-    status = doc.get("status")
-    if isinstance(status, dict) and isinstance(status.get("state"), str):
-        attributes["a2a.task.state"] = task_state(status["state"])
+def _answer_attributes(answer: Answer) -> Attributes:
+    """The task, conversation and last state a call's answer carried."""
+    attributes: Attributes = {}
+    _put(attributes, "a2a.task.id", answer.task_id)
+    _put(attributes, "gen_ai.conversation.id", answer.context_id)
+    _put(attributes, "a2a.task.state", answer.state)
+    return attributes
 
 
 def _request_attributes(info: RequestInfo, scope: Scope, attributes: Attributes) -> None:
@@ -162,9 +147,7 @@ class A2ASpans:
             if info.method and span.is_recording():
                 attributes: dict[str, Any] = {}
                 _request_attributes(info, scope, attributes)
-                _put(attributes, "a2a.task.id", answer.task_id)
-                _put(attributes, "gen_ai.conversation.id", answer.context_id)
-                _put(attributes, "a2a.task.state", answer.state)
+                attributes.update(_answer_attributes(answer))
                 _put(attributes, "error.type", str(status) if status >= 400 else answer.error_type)
                 span.update_name(info.method)
                 span.set_attributes(attributes)
@@ -185,10 +168,17 @@ class A2ASpans:
 
 @contextlib.contextmanager
 def rpc_span(
-    tracer: Any, path: str, method: str, request: Any, context: Any, *, legacy: bool = False
-) -> Iterator[Callable[[Any], None]]:
-    """The SERVER span of one gRPC call to *path* (A2A *method*); yields what to call
-    with each response sent. 0.3 is the ``a2a.v1`` service, 1.0 ``lf.a2a.v1``."""
+    tracer: Any,
+    path: str,
+    method: str,
+    request: Any,
+    context: Any,
+    answer: Answer,
+    legacy: bool = False,
+) -> Iterator[None]:
+    """The SERVER span of one gRPC call to *path* (A2A *method*), which ends with the task
+    *answer* (the call's, ``streams/tap.py``) noted. 0.3 is the ``a2a.v1`` service, 1.0
+    ``lf.a2a.v1``."""
     from google.protobuf.json_format import MessageToDict
     from opentelemetry.trace import SpanKind
 
@@ -202,20 +192,16 @@ def rpc_span(
             read_params(MessageToDict(request), attributes)
     name = f"a2a {method}" if legacy else method
     with tracer.start_as_current_span(name, kind=SpanKind.SERVER, attributes=attributes) as span:
-
-        def seen(response: Any) -> None:
-            if not legacy and span.is_recording():
-                answer: dict[str, Any] = {}
-                read_answer(MessageToDict(response), answer)
-                span.set_attributes(answer)
-
         try:
-            yield seen
+            yield
         except Exception as exc:
             if not legacy:
                 code = context.code() if context is not None else None
                 span.set_attribute("error.type", getattr(code, "name", None) or type(exc).__name__)
             raise
+        finally:
+            if not legacy and span.is_recording():
+                span.set_attributes(_answer_attributes(answer))
 
 
 class ModuleSpans:

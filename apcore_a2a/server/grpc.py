@@ -28,6 +28,7 @@ from apcore_a2a.edge.call import CallRecord, attach
 from apcore_a2a.execution.identity import Caller, caller_key
 from apcore_a2a.server.limits import StreamLimiter
 from apcore_a2a.shape import Shape, ShapeError, check_message
+from apcore_a2a.streams.tap import Answer
 from apcore_a2a.upstream.file_bytes import (
     is_python_client,
     proto_request_to_sdk,
@@ -181,20 +182,19 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
 
     @contextlib.contextmanager
     def _observed(
-        self, method: str, request: Any, context: grpc.aio.ServicerContext
-    ) -> Iterator[Callable[[Any], None]]:
-        """Count the call, and trace it; yields what to call with each response."""
+        self, method: str, request: Any, context: grpc.aio.ServicerContext, answer: Answer
+    ) -> Iterator[None]:
+        """Count the call, and trace it: its span reads what *answer* noted."""
         if self._count is not None:
             self._count()
         if self._tracer is None:
-            yield lambda _response: None
+            yield
             return
         from apcore_a2a.ops.telemetry import rpc_span
 
-        with rpc_span(
-            self._tracer, method, _a2a_name(method), request, context, legacy=self._legacy_names
-        ) as seen:
-            yield seen
+        legacy = self._legacy_names
+        with rpc_span(self._tracer, method, _a2a_name(method), request, context, answer, legacy):
+            yield
 
     async def _identify(
         self, method: str, headers: dict[str, str], context: grpc.aio.ServicerContext
@@ -220,7 +220,8 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
 
         async def serve(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
             slot = None
-            with self._observed(method, request, context) as seen:
+            answer = Answer()
+            with self._observed(method, request, context, answer):
                 try:
                     headers = metadata_headers(context.invocation_metadata())
                     identity = await self._identify(a2a_method, headers, context)
@@ -232,7 +233,8 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
                     except ShapeError as exc:
                         raise exc.refusal() from None
                     caller = _caller(identity, context)
-                    _call.set((CallRecord("grpc", spoken, a2a_method, caller), identity))
+                    record = CallRecord("grpc", spoken, a2a_method, caller, answer=answer)
+                    _call.set((record, identity))
                     if streaming:
                         await self._take_stream(caller, context)
                         slot = caller
@@ -243,7 +245,6 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
                     async for item in answers if streaming else _one(answers):
                         if legacy:
                             proto_response_to_wire(item, python_client=python)
-                        seen(item)
                         yield item
                 except grpc.aio.AbortError:
                     raise

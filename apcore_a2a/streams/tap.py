@@ -7,7 +7,7 @@ whoever needs the answer reads it there: the error answers, SSE ids and cancel-o
 (``streams/answers.py``), the request span (``ops/telemetry.py``). Nothing reads the SDK's
 rendered bytes back. An HTTP call's answer is made once (:meth:`Answer.of`) on its request
 record (``classify.RequestInfo``) and reaches the handler on the call record
-(``edge/call.py``); gRPC calls have none.
+(``edge/call.py``); a gRPC call's is made by the interceptor (``server/grpc.py``).
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ class Answer:
 
 
 def answer_of(context: ServerCallContext | None) -> Answer | None:
-    """The answer of the call *context* belongs to (``None`` over gRPC)."""
+    """The answer of the call *context* belongs to (``None``: a call the edge did not see)."""
     call = call_of(context)
     found = call.answer if call is not None else None
     return found if isinstance(found, Answer) else None

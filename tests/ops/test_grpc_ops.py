@@ -65,16 +65,25 @@ async def test_grpc_calls_are_counted_and_traced(
     grpc_port = free_port()
     async with served(grpc_port=grpc_port, metrics=True, telemetry=True) as (http, _app):
         before = (await http.get("/metrics")).json()["total_requests"]
-        client = await make_client(str(http.base_url).rstrip("/"), "GRPC", "1.0")
+        base = str(http.base_url).rstrip("/")
+        client = await make_client(base, "GRPC", "1.0")
+        streamer = await make_client(base, "GRPC", "1.0", streaming=True)
+        legacy = await make_client(base, "GRPC", "0.3")
+        sent: list[list[Any]] = [[], [], []]
         try:
-            async for _ in client.send_message(request("ops.add", {"a": 1, "b": 2})):
-                pass
+            async for item in client.send_message(request("ops.add", {"a": 1, "b": 2})):
+                sent[0].append(item)
             with pytest.raises(TaskNotFoundError):
                 await client.get_task(GetTaskRequest(id=uuid.uuid4().hex))
+            async for item in streamer.send_message(request("ops.add", {"a": 2, "b": 2})):
+                sent[1].append(item)
+            async for item in legacy.send_message(request("ops.add", {"a": 3, "b": 2})):
+                sent[2].append(item)
         finally:
-            await client.close()
+            for each in (client, streamer, legacy):
+                await each.close()
         after = (await http.get("/metrics")).json()["total_requests"]
-        assert after - before == 2
+        assert after - before == 4
     names = {
         (s.name, s.attributes.get("a2a.method.name") if s.attributes else None)
         for s in spans.get_finished_spans()
@@ -86,3 +95,24 @@ async def test_grpc_calls_are_counted_and_traced(
     call, module = by_name["SendMessage"], by_name.get("execute ops.add")
     assert module is not None and module.parent is not None
     assert module.context.trace_id == call.context.trace_id
+    # Each call's span names the task it answered and the last state it carried, on the
+    # 1.0 and the 0.3 service, unary and streaming (read from the call's answer).
+    assert len(sent[1]) > 1  # a stream of events, not one answer
+    tasks = [items[0].task for items in sent]
+    answered = {
+        s.attributes.get("rpc.method"): dict(s.attributes)
+        for s in spans.get_finished_spans()
+        if s.attributes and s.attributes.get("rpc.system") == "grpc"
+    }
+    methods = {
+        f"/{SERVICE_V1}/SendMessage": tasks[0],
+        f"/{SERVICE_V1}/SendStreamingMessage": tasks[1],
+        f"/{SERVICE_V0_3}/SendMessage": tasks[2],
+    }
+    for method, task in methods.items():
+        attributes = answered[method]
+        assert attributes["a2a.task.id"] == task.id, (method, attributes)
+        assert attributes["gen_ai.conversation.id"] == task.context_id, (method, attributes)
+        assert attributes["a2a.task.state"] == "TASK_STATE_COMPLETED", (method, attributes)
+    missing = answered[f"/{SERVICE_V1}/GetTask"]
+    assert missing["error.type"] == "NOT_FOUND" and "a2a.task.state" not in missing
