@@ -4,9 +4,9 @@ The SDK answers the config methods from the protobuf ``TaskPushNotificationConfi
 has no status; this ASGI middleware rewrites only those answers (the call is read from the
 request record, :mod:`apcore_a2a.classify`; other requests pass untouched, unbuffered),
 as docs/push.md "Response shapes" lists: 1.0 and JSON-RPC 0.3 configs gain ``status`` and
-``statusReason``; a JSON-RPC 0.3 ``get`` by task id alone answers the config whose id
-defaulted to it; a 0.3 ``delete`` answers ``"result": null``; REST 0.3 stays exact (the
-0.3 Python client parses it as protobuf and rejects unknown members).
+``statusReason``; REST 0.3 stays exact (the 0.3 Python client parses it as protobuf and
+rejects unknown members). On the way it applies the seam's two JSON-RPC 0.3 corrections
+(``upstream/jsonrpc03_push.py``: ``get`` by task id alone, ``delete``'s ``"result": null``).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from apcore_a2a.classify import request_info
 from apcore_a2a.push.bodies import dumps
 from apcore_a2a.push.status import ACTIVE, FAILED, ConfigStatusBook
+from apcore_a2a.upstream.jsonrpc03_push import DELETE, with_config_id, with_result
 
 _CONFIG_METHODS = {
     "CreateTaskPushNotificationConfig",
@@ -47,16 +48,7 @@ class PushResponseMiddleware:
             await self.app(scope, receive, send)
             return
         doc = info.payload  # None for REST (and its rpc_method too)
-        params = doc.get("params") if isinstance(doc, dict) else None
-        if (
-            info.rpc_method == "tasks/pushNotificationConfig/get"
-            and isinstance(params, dict)
-            and params.get("id")
-            and not params.get("pushNotificationConfigId")
-        ):
-            # 0.3 allowed get by task id alone (the config whose id defaulted to the task
-            # id); the SDK's 1.0 request needs the config id, so fill it in.
-            params["pushNotificationConfigId"] = params["id"]
+        if with_config_id(info.rpc_method, doc):
             info.rewrite_payload(doc)
         await self._rewrite(scope, receive, send, rpc_method=info.rpc_method)
 
@@ -91,11 +83,8 @@ class PushResponseMiddleware:
             doc = json.loads(body)
         except ValueError:
             return body
-        if rpc_method == "tasks/pushNotificationConfig/delete":
-            if isinstance(doc, dict) and "error" not in doc:
-                # a2a-sdk 1.3 leaves "result" out, which JSON-RPC 2.0 does not allow for a
-                # success; the 0.3 schema says the result is null.
-                doc.setdefault("result", None)
+        if rpc_method == DELETE:
+            with_result(doc)
         elif rpc_method is None or isinstance(doc, dict):
             await self._decorate(doc if rpc_method is None else doc.get("result"), {})
         return dumps(doc)
