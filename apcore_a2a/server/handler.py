@@ -44,7 +44,6 @@ from a2a.types import (
 )
 from a2a.utils.errors import (
     A2AError,
-    PushNotificationNotSupportedError,
     TaskNotCancelableError,
     UnsupportedOperationError,
 )
@@ -60,6 +59,7 @@ from apcore_a2a.streams.backlog import bounded
 from apcore_a2a.streams.resume import EventLog, PositionTap, StreamPositions, subscribe_from_log
 from apcore_a2a.streams.tap import answer_of, answering, answering_stream
 from apcore_a2a.upstream.finished_runs import FINISHED_RUN, finished_refusal
+from apcore_a2a.upstream.push_capability import refuse_push_config
 from apcore_a2a.upstream.required_fields import SEND, SEND_STREAM, check
 
 logger = logging.getLogger("apcore_a2a.server")
@@ -187,10 +187,7 @@ class ApCoreRequestHandler(DefaultRequestHandler):
         """Check that *params* may start or continue a task now; returns the parked task
         whose wait it claimed, if it continues one."""
         self._check_values(params, context)
-        push = params.configuration.HasField("task_push_notification_config")
-        if push and not self._capabilities.push_notifications:
-            # Spec §3.3.4; the SDK would store the config and never deliver to it.
-            raise PushNotificationNotSupportedError
+        refuse_push_config(params, self._capabilities)
         task_id = params.message.task_id
         if not task_id:
             await self._quota.reserve(context, self._task_lookup)
