@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from a2a.utils.errors import VersionNotSupportedError
+from packaging.version import InvalidVersion, Version
 from starlette.middleware import Middleware
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -222,13 +223,23 @@ def utf8_json(body: bytes) -> bool:
     return 0 not in head and not head.startswith((b"\xfe\xff", b"\xff\xfe"))
 
 
+def _major(version: str) -> int | None:
+    """The major version of *version* read as a2a-sdk's check reads it (``packaging``, so
+    ``1.0.1`` is 1: spec §3.6 ignores patch numbers); ``None`` for no version at all."""
+    try:
+        return Version(version).major
+    except InvalidVersion:
+        return None
+
+
 def version_error(announced: str, spoken: str | None) -> VersionNotSupportedError | None:
     """The refusal of a call announcing *announced* (``A2A-Version``; ``""`` for none, which
     spec §3.6.2 reads as 0.3) to a method of protocol *spoken*; ``None`` when the major
-    versions agree or the method is unknown (its own error follows). One rule for every
-    binding: a2a-sdk checks it on HTTP only, its gRPC servicers never."""
+    versions agree, as a2a-sdk's check has them, or the method is unknown (its own error
+    follows). One rule for every binding: a2a-sdk checks it on HTTP only, its gRPC
+    servicers never."""
     asked = announced or "0.3"
-    if spoken is None or asked.split(".", 1)[0] == spoken.split(".", 1)[0]:
+    if spoken is None or _major(asked) == _major(spoken):
         return None
     told = f"send 'A2A-Version: {spoken}'" if spoken != "0.3" else "send 'A2A-Version: 0.3' or none"
     if not announced:

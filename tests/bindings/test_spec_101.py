@@ -303,6 +303,41 @@ async def test_push_off_and_an_unknown_version(
         assert _reason(unknown.json()) == "VERSION_NOT_SUPPORTED"
 
 
+# -- A2A-Version read one way on every binding --------------------------------------------------
+
+#: per protocol: an announced version, and whether a method of that protocol serves it (spec
+#: §3.6: patch numbers do not count; a2a-sdk's check on HTTP, which gRPC follows)
+ODD_VERSIONS = {
+    "1.0": (("1.0.1", True), ("1", True), ("1.x", False), ("1.0, 0.3", False)),
+    "0.3": (("0.3.0", True), ("0.x", False), ("0.3; 1.0", False)),
+}
+
+
+async def test_an_odd_version_gets_one_verdict_on_every_binding(
+    agent: Agent, http: httpx.AsyncClient, binding: str, version: str
+) -> None:
+    task_id = await _finished_task(http)
+    for announced, served in ODD_VERSIONS[version]:
+        refusal: Any = None
+        if binding == "GRPC":
+            get = {"id": task_id} if version == "1.0" else {"name": f"tasks/{task_id}"}
+            answer = await _grpc_call(agent, version, "GetTask", _announce(announced), **get)
+            if isinstance(answer, dict):
+                refusal = answer["code"] == grpc.StatusCode.FAILED_PRECONDITION, answer
+        elif binding == "JSONRPC":
+            call = _rpc("GetTask", version, {"id": task_id})
+            body = (await http.post("/", json=call, headers={"A2A-Version": announced})).json()
+            if "error" in body:
+                refusal = body["error"]["code"] == -32009, body
+        else:
+            base = "" if version == "1.0" else "/v1"
+            got = await http.get(f"{base}/tasks/{task_id}", headers={"A2A-Version": announced})
+            if got.status_code != 200:
+                refusal = _reason(got.json()) == "VERSION_NOT_SUPPORTED", got.text
+        assert (refusal is None) is served, (announced, refusal)
+        assert refusal is None or refusal[0], (announced, refusal)
+
+
 async def test_the_official_client_sends_the_version_and_is_served(
     agent: Agent, binding: str, version: str
 ) -> None:
