@@ -120,7 +120,7 @@ class Scrubbed:
         self.retry_after = _retry_after(error)
 
     def body(self) -> bytes:
-        return json.dumps(self.document, ensure_ascii=False).encode()
+        return json.dumps(self.document, ensure_ascii=False, separators=(",", ":")).encode()
 
 
 def error_answer(info: RequestInfo, failure: Exception) -> Scrubbed:
