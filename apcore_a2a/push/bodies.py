@@ -25,7 +25,7 @@ from google.protobuf.json_format import MessageToDict
 
 from apcore_a2a.edge.call import call_of
 from apcore_a2a.storage.observed import observe_saves
-from apcore_a2a.storage.streamed import IN_LOG
+from apcore_a2a.storage.streamed import in_log
 
 V1_0 = "1.0"
 V0_3 = "0.3"
@@ -54,7 +54,7 @@ def body_v03(event: PushNotificationEvent, task: Task | None) -> bytes:
     if isinstance(event, Task):
         current = event
     elif task is not None:
-        current = _unmarked(task, event)
+        current = _chunk_in_place(task, event)
     else:
         current = Task(id=event.task_id, context_id=event.context_id)
         if isinstance(event, TaskStatusUpdateEvent):
@@ -64,17 +64,17 @@ def body_v03(event: PushNotificationEvent, task: Task | None) -> bytes:
     return dumps(to_compat_task(current).model_dump(mode="json", exclude_none=True, by_alias=True))
 
 
-def _unmarked(task: Task, event: PushNotificationEvent) -> Task:
+def _chunk_in_place(task: Task, event: PushNotificationEvent) -> Task:
     """*task* with this event's chunk in place of a streamed artifact a SQL store keeps in
     the event log (``storage/streamed.py``); earlier chunks went with their own events."""
-    if not any(IN_LOG in a.metadata for a in task.artifacts):
+    if not any(in_log(a) for a in task.artifacts):
         return task
     chunk = event.artifact if isinstance(event, TaskArtifactUpdateEvent) else None
     copy = Task()
     copy.CopyFrom(task)
     del copy.artifacts[:]
     for artifact in task.artifacts:
-        if IN_LOG not in artifact.metadata:
+        if not in_log(artifact):
             copy.artifacts.append(artifact)
         elif chunk is not None and chunk.artifact_id == artifact.artifact_id:
             copy.artifacts.append(chunk)

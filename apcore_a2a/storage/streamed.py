@@ -2,10 +2,12 @@
 
 The SDK stores the whole task with each appended chunk (a stream of *n* chunks rewrites
 the artifact *n* times), and every event in ``task_events`` too. So an appended artifact
-of a running task is emptied in the very task object the SDK keeps in memory and marked
-(:data:`IN_LOG`); its parts are put back from the events on a read and on the save that
-settles the task (``docs/storage.md``, *Long streams*; 0.3 push bodies put the event's
-chunk in its place: ``push/bodies.py``).
+of a running task is emptied in the very task object the SDK keeps in memory; its parts
+are put back from the events on a read and on the save that settles the task
+(``docs/storage.md``, *Long streams*; 0.3 push bodies put the event's chunk in its place:
+``push/bodies.py``). No mark is kept in the row: an artifact has at least one part (its
+``parts`` are REQUIRED), so a stored one without any is one whose parts are its events
+(:func:`in_log`).
 
 A save of a task already stored (not a cancel, which the SDK orders against the task's
 state) is the SDK's compare-and-swap in Core statements, its event inserted ``RETURNING
@@ -51,9 +53,6 @@ from apcore_a2a.upstream.task_version import version_number
 
 from .group_commit import GroupCommit
 
-#: artifact metadata key in a stored row: "the parts of this artifact are its events"
-IN_LOG = "apcore_a2a.inEventLog"
-
 _RUNNING = frozenset({TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING})
 #: Event ids noted for streams to name (each is taken once, right after its save).
 NOTED_SEQS = 10_000
@@ -98,7 +97,7 @@ class ChunkedTaskStore(VersionedDatabaseTaskStore):
         if task.status.state in _RUNNING:
             if isinstance(event, TaskArtifactUpdateEvent) and event.append:
                 _take_out(task, event)
-        elif any(IN_LOG in a.metadata for a in task.artifacts):
+        elif any(in_log(a) for a in task.artifacts):
             await self._put_back(task, self._sql.owner_resolver(context), None)
         if prev_version.is_missing or task.status.state == TaskState.TASK_STATE_CANCELED:
             return await super().save(
@@ -158,7 +157,7 @@ class ChunkedTaskStore(VersionedDatabaseTaskStore):
     async def get(self, task_id: str, context: ServerCallContext) -> StoredTask | None:
         """The task with its version, its streamed artifacts whole as of that version."""
         stored = await super().get(task_id, context)
-        if stored is not None and any(IN_LOG in a.metadata for a in stored.task.artifacts):
+        if stored is not None and any(in_log(a) for a in stored.task.artifacts):
             await self._put_back(stored.task, self._sql.owner_resolver(context), stored.version)
         return stored
 
@@ -167,7 +166,7 @@ class ChunkedTaskStore(VersionedDatabaseTaskStore):
         found = await super().list(params, context)
         owner = self._sql.owner_resolver(context)
         for task in found.tasks:
-            if any(IN_LOG in a.metadata for a in task.artifacts):
+            if any(in_log(a) for a in task.artifacts):
                 await self._put_back(task, owner, None)
         return found
 
@@ -190,8 +189,8 @@ class ChunkedTaskStore(VersionedDatabaseTaskStore):
         return StoredTask(task, TaskVersion.MISSING)
 
     async def _put_back(self, task: Task, owner: str, upto: TaskVersion | None) -> None:
-        """Rebuild *task*'s marked artifacts, in place, from its events (up to *upto*)."""
-        marked = {a.artifact_id: a for a in task.artifacts if IN_LOG in a.metadata}
+        """Rebuild *task*'s streamed artifacts, in place, from its events (up to *upto*)."""
+        marked = {a.artifact_id: a for a in task.artifacts if in_log(a)}
         parts: dict[str, list[Artifact]] = {key: [] for key in marked}
         events = TaskEventModel
         stmt = (
@@ -218,18 +217,18 @@ class ChunkedTaskStore(VersionedDatabaseTaskStore):
                             chunks.clear()
                         chunks.append(update.artifact)
         for key, artifact in marked.items():
-            del artifact.parts[:]
             artifact.parts.extend(part for chunk in parts[key] for part in chunk.parts)
-            del artifact.metadata[IN_LOG]
-            if not artifact.metadata.fields:
-                artifact.ClearField("metadata")
+
+
+def in_log(artifact: Artifact) -> bool:
+    """Whether a stored *artifact*'s parts are its events (see the module docstring)."""
+    return not artifact.parts
 
 
 def _take_out(task: Task, event: TaskArtifactUpdateEvent) -> None:
-    """Empty the artifact *event* appended to (every part of it is an event) and mark it."""
+    """Empty the artifact *event* appended to (every part of it is an event)."""
     artifact_id = event.artifact.artifact_id
     for artifact in reversed(task.artifacts):
         if artifact.artifact_id == artifact_id:
             del artifact.parts[:]
-            artifact.metadata[IN_LOG] = True
             return

@@ -84,6 +84,10 @@ async def test_the_other_replica_shows_every_chunk_stored_so_far(cluster_url: st
                             [entry] = listed.json()["result"]["tasks"]
                             assert _texts(entry)[: len(seen)] == seen
                             assert "metadata" not in entry["artifacts"][0]
+                            # The task row is the SDK's, with no mark of ours in it: the
+                            # streamed artifact is stored without parts.
+                            [[row]] = await _sql(cluster_url, "SELECT artifacts FROM tasks")
+                            assert "apcore" not in str(row), row
                     elif "statusUpdate" in result:
                         final = result["statusUpdate"]["status"]
             assert len(seen) == 40 and [t[:6] for t in seen] == [f"{n:06d}" for n in range(40)]
