@@ -28,6 +28,7 @@ from apcore_a2a.edge.call import CallRecord, attach
 from apcore_a2a.execution.identity import Caller, caller_key
 from apcore_a2a.server.limits import StreamLimiter
 from apcore_a2a.shape import Shape, ShapeError, check_message
+from apcore_a2a.streams.scrub import scrub_exception
 from apcore_a2a.streams.tap import Answer
 from apcore_a2a.upstream.file_bytes import (
     is_python_client,
@@ -124,6 +125,24 @@ class GrpcCallContextBuilder(DefaultGrpcServerCallContextBuilder):
         current = _call.get()
         identity = current[1] if current is not None else None
         return Caller(identity) if identity is not None else UnauthenticatedUser()
+
+
+class _ScrubbedAnswers:
+    """A servicer whose error answers are sanitized and bounded as over HTTP
+    (:func:`~apcore_a2a.streams.scrub.scrub_exception`): no path, no traceback, a message
+    of at most 500 characters (one echoing a long request value would otherwise overflow
+    the client's metadata limit and reach it as ``RESOURCE_EXHAUSTED``)."""
+
+    async def abort_context(self, error: A2AError, context: grpc.aio.ServicerContext) -> None:
+        await super().abort_context(scrub_exception(error), context)  # type: ignore[misc]
+
+
+class _V1Servicer(_ScrubbedAnswers, Servicer):
+    """The 1.0 servicer, its answers scrubbed."""
+
+
+class _V03Servicer(_ScrubbedAnswers, CompatServicer):
+    """The 0.3 servicer, its answers scrubbed."""
 
 
 class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
@@ -340,8 +359,8 @@ class GrpcServer:
         if self._server is not None:
             return
         s = self.settings
-        v1 = Servicer(self.handler, context_builder=GrpcCallContextBuilder())
-        v03 = CompatServicer(self.handler, context_builder=GrpcCallContextBuilder())
+        v1 = _V1Servicer(self.handler, context_builder=GrpcCallContextBuilder())
+        v03 = _V03Servicer(self.handler, context_builder=GrpcCallContextBuilder())
         interceptor = _A2AInterceptor(
             {SERVICE_V1: v1.abort_context, SERVICE_V0_3: v03.abort_context},
             Gate(

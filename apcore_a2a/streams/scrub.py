@@ -7,11 +7,13 @@ paths, traceback lines and links go, the message is cut to 500 characters and ea
 of its data to 200; -32603 (HTTP 500) says only "Internal error" unless the executor
 worded it. What the handler raised is rendered from the exception (:func:`error_answer`,
 with the edge's builder, ``edge/refusal.py``); only an error the SDK's route answered
-before the handler is read back (:func:`error_body`).
+before the handler is read back (:func:`error_body`). The gRPC servicers answer from the
+exception: :func:`scrub_exception` applies the same rule to it.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 from collections.abc import Iterator
@@ -104,6 +106,19 @@ def scrub_error(error: dict[str, Any]) -> dict[str, Any]:
         if key in out:
             out[key] = _clean_data(out[key])
     return out
+
+
+def scrub_exception(error: A2AError) -> A2AError:
+    """*error* as :func:`scrub_error` would send it, for an answer built from the exception
+    itself (the gRPC servicers'): a copy with its message and data strings cleaned and cut;
+    an internal error the executor did not word says only "Internal error"."""
+    data = error.data if isinstance(error.data, dict) else None
+    if isinstance(error, InternalError) and not isinstance((data or {}).get(OURS_KEY), str):
+        return InternalError()
+    clean = copy.copy(error)
+    clean.message = _clean(str(error.message), MAX_MESSAGE) or "Error"
+    clean.data = None if data is None else _clean_data(data)
+    return clean
 
 
 class Scrubbed:

@@ -10,6 +10,7 @@ from typing import Any
 
 import grpc
 import grpc.aio
+import httpx
 import pytest
 from a2a.client import ClientConfig, ClientFactory
 from a2a.client.transports.grpc import GrpcTransport
@@ -24,6 +25,7 @@ from a2a.types import (
     TaskState,
     a2a_pb2,
 )
+from google.protobuf.json_format import MessageToDict
 from google.protobuf.unknown_fields import UnknownFieldSet
 from grpc_reflection.v1alpha import reflection_pb2
 
@@ -180,6 +182,31 @@ async def test_0_3_service_reports_errors_the_0_3_way(agent: Agent) -> None:
         bad_name = await failure(v03.CancelTask(a2a_v0_3_pb2.CancelTaskRequest(name="nonsense")))
         assert bad_name.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert bad_name.details().startswith("InvalidParamsError:")
+
+
+async def test_errors_echoing_a_long_request_value_are_cut_as_on_json_rpc(agent: Agent) -> None:
+    """An error message that repeats what the caller sent is cut to 500 characters on every
+    binding. Main: JSON-RPC cut it; gRPC sent it whole, twice (``grpc-message`` and the
+    status details), so a 5,000-character task id overflowed the client's 8 KiB metadata
+    limit and the caller got ``RESOURCE_EXHAUSTED`` "Stream removed" instead of
+    ``NOT_FOUND``; the 0.3 service echoed a 5,000-character resource name."""
+    long_id = "z" * 5000
+    follow_up = _send_request("demo.echo", Part(text="hi"))
+    follow_up.message.task_id = long_id
+    async with httpx.AsyncClient(timeout=30) as http:
+        call = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+                "params": MessageToDict(follow_up)}  # fmt: skip
+        rpc = (await http.post(agent.url, json=call, headers={"A2A-Version": "1.0"})).json()
+    assert rpc["error"]["code"] == -32001
+    assert len(rpc["error"]["message"]) <= 500
+    async with stubs(agent.grpc_address) as (v1, v03):
+        missing = rich_status(await failure(v1.SendMessage(follow_up)))
+        bad_name = await failure(v03.GetTask(a2a_v0_3_pb2.GetTaskRequest(name=long_id)))
+    assert (missing["code"], missing["reason"]) == (grpc.StatusCode.NOT_FOUND, "TASK_NOT_FOUND")
+    assert len(missing["message"]) <= 500
+    assert bad_name.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert bad_name.details().startswith("InvalidParamsError: ")
+    assert len(bad_name.details()) <= len("InvalidParamsError: ") + 500
 
 
 class _FailingStore(InMemoryTaskStore):
