@@ -13,6 +13,7 @@ way. ``docs/reliability.md`` has the cost of each limit.
 from __future__ import annotations
 
 import functools
+import math
 import re
 from collections.abc import Generator
 from dataclasses import dataclass
@@ -54,10 +55,11 @@ class Shape:
 
 
 class ShapeError(ValueError):
-    """A body beyond a shape limit; ``setting`` names the limit."""
+    """A body beyond a shape limit; ``setting`` names the limit (``None``: a value JSON
+    cannot hold, such as a NaN number in a gRPC request)."""
 
-    def __init__(self, message: str, setting: str) -> None:
-        super().__init__(f"{message} (limit: {setting})")
+    def __init__(self, message: str, setting: str | None) -> None:
+        super().__init__(message if setting is None else f"{message} (limit: {setting})")
         self.setting = setting
 
     def refusal(self) -> InvalidParamsError:
@@ -155,7 +157,8 @@ def check_message(message: Message, shape: Shape) -> None:
     """:func:`scan`'s limits on a protobuf request (gRPC). A message, ``Struct`` or
     ``ListValue`` is one value and one level (a JSON object or array), a ``Value`` only its
     content; strings (map keys included) count their UTF-8 bytes, a file's ``bytes`` do
-    not (as in JSON). Stops at the first limit, so it walks at most ``max_values`` values;
+    not (as in JSON); a NaN or infinite number, which JSON cannot hold, is refused too. Stops
+    at the first limit, so it walks at most ``max_values`` values;
     raises :class:`ShapeError`."""
     left, strings = shape.max_values, 0
 
@@ -178,6 +181,11 @@ def check_message(message: Message, shape: Shape) -> None:
                     raise _beyond(shape, "max_string_bytes")
             if not of_messages:
                 left -= len(items)
+                if field.cpp_type == FieldDescriptor.CPPTYPE_DOUBLE and not all(
+                    math.isfinite(item) for item in items
+                ):
+                    # JSON has no NaN or Infinity: such a task could not be read over HTTP.
+                    raise ShapeError("a number is NaN or infinite, which JSON cannot hold", None)
             for item in items if of_messages else ():
                 walk(item, depth)
             if left < 0:

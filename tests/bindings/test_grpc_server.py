@@ -209,6 +209,31 @@ async def test_errors_echoing_a_long_request_value_are_cut_as_on_json_rpc(agent:
     assert len(bad_name.details()) <= len("InvalidParamsError: ") + 500
 
 
+@pytest.mark.parametrize("number", [float("nan"), float("inf")], ids=["nan", "infinity"])
+async def test_a_number_json_cannot_hold_is_refused_before_a_task_exists(
+    agent: Agent, number: float
+) -> None:
+    """Protobuf carries NaN and infinite numbers, JSON none. Main: a data part holding one
+    made a task that JSON-RPC then answered -32603 (with the serializer's text) and REST
+    500, and broke ListTasks for its owner; one in the request's metadata failed the task
+    with an ERROR traceback. Now both are INVALID_ARGUMENT and nothing is stored."""
+    poisoned = _send_request("demo.add", data({"a": 1, "b": 2}))
+    poisoned.message.parts[0].data.struct_value.fields["extra"].number_value = number
+    in_metadata = _send_request("demo.echo", Part(text="hi"))
+    in_metadata.metadata.fields["x"].number_value = number
+    list_tasks = {"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {}}
+    async with httpx.AsyncClient(timeout=30, headers={"A2A-Version": "1.0"}) as http:
+        before = (await http.post(agent.url, json=list_tasks)).json()["result"]
+        async with stubs(agent.grpc_address) as (v1, _v03):
+            for request in (poisoned, in_metadata):
+                refused = rich_status(await failure(v1.SendMessage(request)))
+                assert refused["code"] == grpc.StatusCode.INVALID_ARGUMENT, refused
+                assert refused["reason"] == "INVALID_PARAMS"
+                assert "NaN or infinite" in refused["message"]
+        after = (await http.post(agent.url, json=list_tasks)).json()["result"]
+    assert after["totalSize"] == before["totalSize"]
+
+
 class _FailingStore(InMemoryTaskStore):
     """A store whose reads of one task fail the way a broken database would."""
 
