@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -146,6 +147,8 @@ def sniff_media_type(data: bytes) -> str:
 
 
 def _data_part(value: Any) -> Part:
+    if _non_finite(value):
+        value = _json_numbers(value)
     holder = Struct()
     try:
         holder.update({"v": value})
@@ -156,6 +159,29 @@ def _data_part(value: Any) -> Part:
     part = Part()
     part.data.CopyFrom(holder.fields["v"])
     return part
+
+
+def _non_finite(value: Any) -> bool:
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    if isinstance(value, dict):
+        return any(_non_finite(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        return any(_non_finite(v) for v in value)
+    return False
+
+
+def _json_numbers(value: Any) -> Any:
+    """*value* with each NaN or infinite float as ``None``, as pydantic's JSON mode and
+    ``JSON.stringify`` write them: JSON has no such numbers, and a task holding one could
+    be read over no JSON binding."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _json_numbers(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_numbers(v) for v in value]
+    return value
 
 
 def _file_part(file: File | bytes, default_name: str | None = None) -> Part:

@@ -107,6 +107,10 @@ class RequestGuard:
             return JSONParseError(message="Parse error: body is not UTF-8 JSON (RFC 8259)"), None
         if info.shape_error is not None:
             return info.shape_error.refusal(), None
+        if _NON_FINITE_HINT.search(body) and _has_non_finite(body):
+            # Python's and protobuf's parsers take them; a task holding one can then be read
+            # over no JSON binding (its owner's ListTasks fails with it).
+            return JSONParseError(message=_NON_FINITE), None
         if info.binding == "rest":
             try:
                 body.decode("utf-8")
@@ -162,6 +166,30 @@ class RequestGuard:
 # pattern with both alternatives scans a 10 MB body byte by byte, for a quarter second).
 _SURROGATE_HINTS = (re.compile(rb"\\u[dD][89a-fA-F]"), re.compile(rb"\xed[\xa0-\xbf]"))
 _LONE_SURROGATE = "Parse error: a string holds an unpaired UTF-16 surrogate"
+
+
+#: what the bare words NaN, Infinity and -Infinity (not JSON, RFC 8259 §6) start with
+_NON_FINITE_HINT = re.compile(rb"NaN|Infinity")
+_NON_FINITE = "Parse error: NaN and Infinity are not JSON numbers (RFC 8259)"
+
+
+def _has_non_finite(body: bytes) -> bool:
+    """Whether *body* holds a bare ``NaN`` or ``Infinity`` (not inside a string)."""
+
+    def refuse(_word: str) -> None:
+        raise _NonFinite
+
+    try:
+        json.loads(body, parse_constant=refuse)
+    except _NonFinite:
+        return True
+    except (ValueError, RecursionError):
+        return False  # another parse error, answered as such further on
+    return False
+
+
+class _NonFinite(Exception):
+    pass
 
 
 def _has_lone_surrogate(value: Any) -> bool:

@@ -1,0 +1,123 @@
+"""NaN and Infinity, which JSON has no numbers for (RFC 8259 §6), never reach a stored task.
+
+Python's and protobuf's JSON parsers take the bare words, and protobuf ``Value`` holds
+such numbers; a task holding one could then be read over no JSON binding, so one caller's
+bad body made its owner's ``ListTasks`` fail (JSON-RPC -32603 naming the serializer, REST
+500). A request carrying one is a parse error on every binding (gRPC:
+``tests/bindings/test_grpc_server.py``); a module's output carrying one is written as
+``null``, as pydantic's JSON mode writes it.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import httpx
+from apcore import Registry
+from pydantic import BaseModel
+
+from tests.foundation.conftest import serve_in_thread
+from tests.foundation.modules import Add
+
+V1 = {"A2A-Version": "1.0", "content-type": "application/json"}
+
+
+class RatioIn(BaseModel):
+    a: float
+    b: float
+
+
+class RatioOut(BaseModel):
+    ratio: float
+    rest: list[float]
+
+
+class Ratio:
+    input_schema = RatioIn
+    output_schema = RatioOut
+    description = "Divide a by b (IEEE 754: 0/0 is NaN)"
+
+    def execute(self, inputs: dict[str, Any], context: Any) -> dict[str, Any]:
+        a, b = inputs["a"], inputs["b"]
+        ratio = a / b if b else (float("nan") if a == 0 else float("inf") * a)
+        return {"ratio": ratio, "rest": [ratio, 1.5, -float("inf")]}
+
+
+def _registry() -> Registry:
+    registry = Registry()
+    registry.register("math.add", Add())
+    registry.register("math.ratio", Ratio())
+    return registry
+
+
+def _message(data: str, skill: str = "math.add", metadata: str = "") -> str:
+    """A 1.0 message as raw JSON text (so that it can hold what JSON cannot)."""
+    return (
+        f'{{"messageId": "{uuid.uuid4().hex}", "role": "ROLE_USER", '
+        f'"parts": [{{"data": {data}}}], "metadata": {{"skillId": "{skill}"{metadata}}}}}'
+    )
+
+
+def _rest(message: str) -> str:
+    return f'{{"message": {message}}}'
+
+
+def _rpc(message: str) -> str:
+    return f'{{"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {_rest(message)}}}'
+
+
+def _listed(http: httpx.Client) -> list[dict[str, Any]]:
+    """The caller's tasks over JSON-RPC and REST, which must agree and answer 200."""
+    body = {"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {"pageSize": 100}}
+    rpc = http.post("/", json=body)
+    rest = http.get("/tasks", params={"pageSize": 100})
+    assert rpc.status_code == 200 and "result" in rpc.json(), rpc.text
+    assert rest.status_code == 200, rest.text
+    assert len(rpc.json()["result"]["tasks"]) == len(rest.json()["tasks"])
+    tasks: list[dict[str, Any]] = rest.json()["tasks"]
+    return tasks
+
+
+def test_a_body_with_nan_or_infinity_is_a_parse_error_and_stores_nothing() -> None:
+    with serve_in_thread(_registry()) as url, httpx.Client(base_url=url, headers=V1) as http:
+        good = http.post("/message:send", content=_rest(_message('{"a": 1, "b": 2}')))
+        assert good.status_code == 200, good.text
+        bodies = {
+            "jsonrpc": [
+                _rpc(_message('{"a": 1, "b": NaN}')),
+                _rpc(_message('{"a": 1, "b": 2}', metadata=', "x": -Infinity')),
+            ],
+            "rest": [
+                _rest(_message('{"a": 1, "b": 2, "c": Infinity}')),
+                _rest(_message('{"a": 1, "b": 2}', metadata=', "x": NaN')),
+            ],
+        }
+        for body in bodies["jsonrpc"]:
+            answer = http.post("/", content=body)
+            assert answer.status_code == 200
+            assert answer.json()["error"]["code"] == -32700, answer.text
+            assert "RFC 8259" in answer.json()["error"]["message"]
+        for body in bodies["rest"]:
+            answer = http.post("/message:send", content=body)
+            assert answer.status_code == 400, answer.text
+            assert "RFC 8259" in answer.json()["error"]["message"]
+        # The words inside a string are text, not numbers.
+        text = _rest(_message('{"a": 1, "b": 2, "note": "NaN or Infinity"}'))
+        assert http.post("/message:send", content=text).status_code == 200
+        assert len(_listed(http)) == 2
+
+
+def test_a_non_finite_number_in_a_module_output_is_written_as_null() -> None:
+    with serve_in_thread(_registry()) as url, httpx.Client(base_url=url, headers=V1) as http:
+        for a in (0, 3):
+            body = _rest(_message(f'{{"a": {a}, "b": 0}}', skill="math.ratio"))
+            sent = http.post("/message:send", content=body)
+            assert sent.status_code == 200, sent.text
+            task = sent.json()["task"]
+            assert task["status"]["state"] == "TASK_STATE_COMPLETED", task
+            [part] = task["artifacts"][0]["parts"]
+            assert part["data"] == {"ratio": None, "rest": [None, 1.5, None]}
+            got = http.get(f"/tasks/{task['id']}")
+            assert got.status_code == 200 and got.json()["artifacts"] == task["artifacts"]
+        assert len(_listed(http)) == 2
