@@ -29,10 +29,10 @@ from apcore_a2a.push.status import ConfigStatusBook, create_tables, signing_keys
 from apcore_a2a.upstream.rest03_push_routes import rest03_push_routes
 
 if TYPE_CHECKING:
-    from a2a.server.cluster import VersionedTaskStore
+    from a2a.server.context import ServerCallContext
     from a2a.server.request_handlers import RequestHandler
     from a2a.server.routes.common import ServerCallContextBuilder
-    from a2a.server.tasks import TaskStore
+    from a2a.types import Task
     from sqlalchemy.ext.asyncio import AsyncEngine
 
     from apcore_a2a.settings import Settings
@@ -94,9 +94,9 @@ class PushKit:
     _engine: AsyncEngine | None = None
     _encryption_key: str | None = None
 
-    def observe(self, task_store: TaskStore | VersionedTaskStore) -> TaskStore | VersionedTaskStore:
-        """*task_store* as the handler should get it (0.3 deliveries carry the saved task)."""
-        return self.sender.snapshots.observe(task_store)
+    def saved(self, task: Task, _context: ServerCallContext) -> None:
+        """A save listener for the task store (0.3 deliveries carry the saved task)."""
+        self.sender.snapshots.remember(task)
 
     def routes_for(
         self, handler: RequestHandler, context_builder: ServerCallContextBuilder | None = None

@@ -14,9 +14,7 @@ import json
 from typing import Any
 
 from a2a.compat.v0_3.conversions import to_compat_task
-from a2a.server.cluster import VersionedTaskStore
 from a2a.server.context import ServerCallContext
-from a2a.server.tasks import TaskStore
 from a2a.server.tasks.push_notification_sender import PushNotificationEvent
 from a2a.types import Task, TaskArtifactUpdateEvent, TaskStatusUpdateEvent
 from a2a.utils.proto_utils import to_stream_response
@@ -24,7 +22,6 @@ from cachetools import LRUCache
 from google.protobuf.json_format import MessageToDict
 
 from apcore_a2a.edge.call import call_of
-from apcore_a2a.storage.observed import observe_saves
 from apcore_a2a.storage.streamed import in_log
 
 V1_0 = "1.0"
@@ -82,8 +79,8 @@ def _chunk_in_place(task: Task, event: PushNotificationEvent) -> Task:
 
 
 class TaskSnapshots:
-    """The last saved ``Task`` per task id (at most *limit* tasks); use it as
-    ``DefaultRequestHandler(task_store=TaskSnapshots().observe(store), ...)``."""
+    """The last saved ``Task`` per task id (at most *limit* tasks), noted by a save
+    listener of the task store (``PushKit.saved``)."""
 
     def __init__(self, limit: int = 1024) -> None:
         self._tasks: LRUCache[str, Task] = LRUCache(maxsize=limit)
@@ -94,7 +91,3 @@ class TaskSnapshots:
     def take(self, task_id: str) -> Task | None:
         """The task as last saved (forgotten afterwards), or ``None``."""
         return self._tasks.pop(task_id, None)
-
-    def observe(self, store: TaskStore | VersionedTaskStore) -> TaskStore | VersionedTaskStore:
-        """*store* seen through a view that remembers every saved task here."""
-        return observe_saves(store, lambda task, _context: self.remember(task))

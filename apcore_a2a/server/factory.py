@@ -60,7 +60,6 @@ from apcore_a2a.server.task_quota import TaskQuota
 from apcore_a2a.settings import Settings, SettingsError, config_path
 from apcore_a2a.shape import Shape
 from apcore_a2a.storage import open_stores
-from apcore_a2a.storage.observed import observe_saves
 from apcore_a2a.streams import AnswerSide, cancel_on_drop
 from apcore_a2a.upstream.apcore_config import config_of
 
@@ -191,16 +190,17 @@ class A2AServerFactory:
         if signer is not None and modifier is not None:
             modifier = signer.extended_modifier(modifier)
         quota = TaskQuota(s.max_unfinished_tasks_per_caller, stores.quota_slots)
-        task_store = push.observe(stores.task_store) if push else stores.task_store
+        if push:
+            stores.on_save(push.saved)
         if quota.limit:
-            task_store = observe_saves(task_store, quota.saved)
+            stores.on_save(quota.saved)
         handler = ApCoreRequestHandler(
             task_lookup=stores.get_task,
             turns=stores.turns,
             check_values=stores.fields.check,
             quota=quota,
             agent_executor=agent_executor,
-            task_store=task_store,
+            task_store=stores.task_store,
             agent_card=catalog.snapshot.card,
             push_config_store=push.config_store if push else stores.push_config_store,
             push_sender=push.sender if push else None,

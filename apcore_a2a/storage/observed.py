@@ -101,6 +101,10 @@ class _ViewMixin(Layer):
         result: _T = await (call if self._around is None else self._around(call))
         return result
 
+    def on_save(self, listener: SaveListener) -> None:
+        """Call *listener* after each successful save too, after those named before."""
+        self._saved = (*self._saved, listener)
+
     async def get(self, task_id: str, context: ServerCallContext) -> Any:
         reads = _reads(context)
         now = time.monotonic()
@@ -206,10 +210,3 @@ def store_view(
     view = _VersionedView(store) if isinstance(store, VersionedTaskStore) else _View(store)
     view._around, view._saved, view._saves, view._finished = around, listeners, saves, finished
     return view
-
-
-def observe_saves(
-    store: TaskStore | VersionedTaskStore, listener: SaveListener
-) -> TaskStore | VersionedTaskStore:
-    """*store* with *listener* called after each successful save."""
-    return store_view(store, saved=listener)

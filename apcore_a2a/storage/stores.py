@@ -8,9 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from a2a.server.cluster import StoredTask, TaskEventStream, VersionedTaskStore
+from a2a.server.cluster import (
+    LegacyTaskStoreAdapter,
+    StoredTask,
+    TaskEventStream,
+    VersionedTaskStore,
+)
 from a2a.server.context import ServerCallContext
 from a2a.server.tasks import (
     DatabaseTaskStore,
@@ -25,10 +30,10 @@ from ._urls import (
     create_engine,
     parse_store_url,
 )
-from .event_log import MemoryEventLog
+from .event_log import MemoryEventLog, RecordingTaskStore
 from .fields import StoredFields
 from .memory import BoundedMemoryTaskStore
-from .observed import store_view
+from .observed import SaveListener, store_view
 from .turns import MemoryTurnClaims, TurnClaims
 
 if TYPE_CHECKING:
@@ -73,6 +78,15 @@ class Stores:
     quota_slots: SqlQuotaSlots | None = None
     fields: StoredFields = field(default_factory=StoredFields)
     _backend: SqlBackend | None = field(default=None, repr=False)
+    #: the chain's view (``observed.py``), which calls the save listeners
+    _view: Any = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        self._view = self.task_store
+
+    def on_save(self, listener: SaveListener) -> None:
+        """Call *listener* (it must not block) after each successful save of a task."""
+        self._view.on_save(listener)
 
     async def get_task(self, task_id: str, context: ServerCallContext) -> Task | None:
         """The caller's task, whichever store kind is in use (unwraps cluster versions)."""
@@ -140,6 +154,11 @@ def open_stores(task_store: str | TaskStore, settings: Settings) -> Stores:
         stores.event_log = MemoryEventLog(
             per_task=settings.task_event_log_size, max_tasks=EVENT_LOG_TASKS
         )
+        if not isinstance(stores.task_store, VersionedTaskStore):
+            # The SDK would wrap the store in LegacyTaskStoreAdapter, which drops each
+            # save's event; this records it for resumable subscriptions (event_log.py).
+            legacy = LegacyTaskStoreAdapter(stores.task_store)
+            stores.task_store = RecordingTaskStore(legacy, stores.event_log)
     return stores
 
 
