@@ -29,10 +29,12 @@ from apcore_a2a.storage.quota_slots import PUSH_SCOPE
 if TYPE_CHECKING:
     from apcore_a2a.storage.quota_slots import SqlQuotaSlots
 
-# RFC 9110 field values: visible ASCII, space and tab, obs-text; nothing else.
-_HEADER_UNSAFE = re.compile(r"[^\t\x20-\x7e\x80-\xff]")
+# An RFC 9110 field value the sender can write: visible ASCII, with spaces and tabs only
+# inside (no leading or trailing white space, which h11 refuses to send). No obs-text: the
+# value is text, and httpx encodes header text as ASCII.
+_HEADER_SAFE = re.compile(r"[\x21-\x7e](?:[\t\x20-\x7e]*[\x21-\x7e])?")
 # A scheme is an RFC 9110 token: it is followed by a space in the header.
-_TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 
 
 def _holder(task_id: str, config_id: str) -> str:
@@ -44,11 +46,11 @@ def _check_header_safe(config: TaskPushNotificationConfig) -> None:
     auth = config.authentication
     unsafe = "characters that cannot be sent in an HTTP header"
     problem = None
-    if _HEADER_UNSAFE.search(config.token):
+    if config.token and not _HEADER_SAFE.fullmatch(config.token):
         problem = f"the token contains {unsafe}"
-    elif auth.scheme and not _TOKEN.match(auth.scheme):
+    elif auth.scheme and not _TOKEN.fullmatch(auth.scheme):
         problem = "authentication.scheme must be a single word such as Bearer or Basic"
-    elif _HEADER_UNSAFE.search(auth.credentials):
+    elif auth.credentials and not _HEADER_SAFE.fullmatch(auth.credentials):
         problem = f"authentication.credentials contain {unsafe}"
     if problem is not None:
         raise InvalidParamsError(message=f"Invalid push notification config: {problem}")

@@ -250,6 +250,34 @@ async def test_300_registrations_on_one_task_fan_out_to_at_most_the_cap() -> Non
             "Invalid push notification config: authentication.scheme must be a single word "
             "such as Bearer or Basic",
         ),
+        # A line break at the end of the scheme (``$`` would match before it).
+        (
+            {"authentication": {"scheme": "Bearer\n", "credentials": "y"}},
+            "Invalid push notification config: authentication.scheme must be a single word "
+            "such as Bearer or Basic",
+        ),
+        # Not ASCII: no header can carry the character (the sender could not encode it).
+        (
+            {"token": "caf\u00e9"},
+            "Invalid push notification config: the token contains characters that cannot be "
+            "sent in an HTTP header",
+        ),
+        (
+            {"authentication": {"scheme": "Bearer", "credentials": "\u00fcber"}},
+            "Invalid push notification config: authentication.credentials contain characters "
+            "that cannot be sent in an HTTP header",
+        ),
+        # A field value neither starts nor ends with white space (RFC 9110 5.5).
+        (
+            {"token": " padded"},
+            "Invalid push notification config: the token contains characters that cannot be "
+            "sent in an HTTP header",
+        ),
+        (
+            {"authentication": {"scheme": "Bearer", "credentials": "abc\t"}},
+            "Invalid push notification config: authentication.credentials contain characters "
+            "that cannot be sent in an HTTP header",
+        ),
     ],
 )
 async def test_values_that_cannot_travel_in_a_header_are_refused_at_registration(
