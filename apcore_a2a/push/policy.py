@@ -16,10 +16,12 @@ import asyncio
 import contextlib
 import ipaddress
 import logging
+import re
 import socket
 import urllib.parse
 from collections.abc import Awaitable, Callable, Sequence
 
+import httpx
 from a2a.utils.errors import InvalidParamsError
 
 logger = logging.getLogger("apcore_a2a.push")
@@ -35,6 +37,11 @@ _CGNAT = ipaddress.ip_network("100.64.0.0/10")
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 # Cloud metadata endpoints (AWS/GCP/Azure use the IPv4 one; AWS also answers on IPv6).
 _METADATA = {ipaddress.ip_address("169.254.169.254"), ipaddress.ip_address("fd00:ec2::254")}
+#: The longest URL the sender's HTTP client (httpx) sends.
+MAX_URL_CHARS = 65536
+# urlsplit drops tabs and line breaks before parsing (WHATWG); the sender's client refuses
+# every control character, so such a URL would be checked as one URL and never sent.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 async def _loop_resolver(host: str, port: int) -> list[str]:
@@ -104,10 +111,15 @@ class PushUrlPolicy:
     async def resolve(self, url: str) -> tuple[str | None, str | None]:
         """``(reason, None)`` when *url* is refused, else ``(None, address)``: the checked
         address to connect to (never a second lookup: DNS rebinding)."""
+        if _CONTROL.search(url):
+            return "URL contains a control character", None
+        if len(url) > MAX_URL_CHARS:
+            return f"URL is longer than {MAX_URL_CHARS} characters", None
         try:
             parsed = urllib.parse.urlsplit(url)
             port = parsed.port
-        except ValueError:
+            httpx.URL(url)  # what the sender will parse
+        except (ValueError, httpx.InvalidURL):
             return "URL cannot be parsed", None
         scheme = parsed.scheme.lower()
         if scheme not in ("http", "https"):

@@ -140,6 +140,43 @@ async def test_secure_agent_refuses_unsafe_urls_with_the_reason_on_every_binding
         assert listed["result"].get("configs", []) == []
 
 
+@pytest.mark.parametrize(
+    ("path", "reason"),
+    [
+        ("/a\x01b", "URL contains a control character"),
+        ("/a\x7fb", "URL contains a control character"),
+        # urlsplit drops tabs and line breaks before parsing; the sender's client does not.
+        ("/hook\t", "URL contains a control character"),
+        ("/" + "a" * 70_000, "URL is longer than 65536 characters"),
+    ],
+    ids=["soh", "del", "tab", "70k"],
+)
+async def test_a_url_the_sender_could_not_send_is_refused_at_registration(
+    path: str, reason: str
+) -> None:
+    # Allowed host (loopback, insecure mode): only the URL's own text is wrong. Before, such
+    # a config was stored ``active`` and every delivery to it vanished without a count.
+    async with push_agent() as (base, _app), httpx.AsyncClient(timeout=10) as client:
+        task_id = await _completed_task(client, base)
+        url = f"http://127.0.0.1:9{path}"
+        expected = f"Invalid push notification URL: {reason}"
+        new = await rpc(
+            client, base, "CreateTaskPushNotificationConfig", {"taskId": task_id, "url": url}
+        )
+        assert (new["error"]["code"], new["error"]["message"]) == (-32602, expected)
+        rest = await client.post(
+            f"{base}/tasks/{task_id}/pushNotificationConfigs", json={"url": url}, headers=V1
+        )
+        assert (rest.status_code, rest.json()["error"]["message"]) == (400, expected)
+        config = {"taskPushNotificationConfig": {"url": url}}
+        send = await rpc(
+            client, base, "SendMessage", {"message": add_message(), "configuration": config}
+        )
+        assert (send["error"]["code"], send["error"]["message"]) == (-32602, expected)
+        listed = await rpc(client, base, "ListTaskPushNotificationConfigs", {"taskId": task_id})
+        assert listed["result"].get("configs", []) == []
+
+
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
 async def secure_agent() -> AsyncIterator[tuple[str, str]]:
     """One secure-mode agent (and a finished task) for the whole SSRF table."""
