@@ -1,7 +1,8 @@
 """The push-config store the request handler sees: limits, header safety, bookkeeping.
 
 Over the storage layer's store: the cap per task, ``-32602`` for a token or credentials
-that cannot travel in an HTTP header (a line break would smuggle another header), the
+that cannot travel in an HTTP header (a line break would smuggle another header) and for
+an id the SQL tables cannot hold (over 255 characters, a NUL), the
 call's protocol version, a fresh failure record. The cap holds under concurrency: a
 process serializes a task's registrations; in cluster mode a new config takes one of its
 task's quota slots (scope ``push``) until deleted; processes sharing a database without
@@ -17,13 +18,14 @@ import uuid
 from typing import TYPE_CHECKING
 
 from a2a.server.context import ServerCallContext
+from a2a.server.models import PushNotificationConfigModel
 from a2a.server.tasks.push_notification_config_store import PushNotificationConfigStore
 from a2a.types import TaskPushNotificationConfig
 from a2a.utils.errors import InvalidParamsError
 
 from apcore_a2a.errors import QuotaExceededError
 from apcore_a2a.push.bodies import protocol_version
-from apcore_a2a.push.status import ConfigStatusBook
+from apcore_a2a.push.status import ConfigStatusBook, config_versions
 from apcore_a2a.storage.quota_slots import PUSH_SCOPE
 
 if TYPE_CHECKING:
@@ -35,6 +37,12 @@ if TYPE_CHECKING:
 _HEADER_SAFE = re.compile(r"[\x21-\x7e](?:[\t\x20-\x7e]*[\x21-\x7e])?")
 # A scheme is an RFC 9110 token: it is followed by a space in the header.
 _TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+#: The longest config id the SQL tables hold (the SDK's configs and our versions, VARCHAR),
+#: on every store, so a config is accepted or refused the same whatever the backend.
+MAX_CONFIG_ID_CHARS: int = min(
+    getattr(PushNotificationConfigModel.__table__.c.config_id.type, "length", None) or 255,
+    getattr(config_versions.c.config_id.type, "length", None) or 255,
+)
 
 
 def _holder(task_id: str, config_id: str) -> str:
@@ -42,11 +50,18 @@ def _holder(task_id: str, config_id: str) -> str:
     return "c:" + hashlib.sha256(f"{task_id}\n{config_id}".encode()).hexdigest()
 
 
-def _check_header_safe(config: TaskPushNotificationConfig) -> None:
+def _check_storable_and_header_safe(config: TaskPushNotificationConfig) -> None:
     auth = config.authentication
     unsafe = "characters that cannot be sent in an HTTP header"
     problem = None
-    if config.token and not _HEADER_SAFE.fullmatch(config.token):
+    if "\x00" in config.id:  # PostgreSQL text holds no NUL
+        problem = "id contains a NUL character"
+    elif len(config.id) > MAX_CONFIG_ID_CHARS:
+        problem = (
+            f"id is longer than the store holds: at most {MAX_CONFIG_ID_CHARS} characters, "
+            f"got {len(config.id)}"
+        )
+    elif config.token and not _HEADER_SAFE.fullmatch(config.token):
         problem = f"the token contains {unsafe}"
     elif auth.scheme and not _TOKEN.fullmatch(auth.scheme):
         problem = "authentication.scheme must be a single word such as Bearer or Basic"
@@ -87,7 +102,7 @@ class PushConfigStore(PushNotificationConfigStore):
         notification_config: TaskPushNotificationConfig,
         context: ServerCallContext,
     ) -> TaskPushNotificationConfig | None:
-        _check_header_safe(notification_config)
+        _check_storable_and_header_safe(notification_config)
         config_id = notification_config.id or task_id  # as the SDK's stores default it
         async with self._locks[hash(task_id) % len(self._locks)]:
             existing = {c.id or task_id for c in await self.inner.get_info_for_dispatch(task_id)}

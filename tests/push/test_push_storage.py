@@ -159,3 +159,52 @@ async def test_encryption_at_rest_on_sqlite(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError, match="stored push signing key is encrypted"):
         async with app.router.lifespan_context(app):
             pass
+
+
+@pytest.mark.parametrize(
+    ("config_id", "problem"),
+    [
+        ("x" * 256, "id is longer than the store holds: at most 255 characters, got 256"),
+        ("a\x00b", "id contains a NUL character"),
+    ],
+    ids=["256-chars", "nul"],
+)
+async def test_a_config_id_the_store_cannot_hold_is_refused_as_invalid_params(
+    sql_store: str, config_id: str, problem: str
+) -> None:
+    # The SQL tables key configs by a VARCHAR(255) id, and PostgreSQL text holds no NUL:
+    # such an id had failed the insert (-32603 "Internal error", REST 500) on PostgreSQL.
+    expected = f"Invalid push notification config: {problem}"
+    async with (
+        push_agent(task_store=sql_store) as (base, _app),
+        httpx.AsyncClient(timeout=10) as client,
+    ):
+        reply = await rpc(client, base, "SendMessage", {"message": add_message()})
+        task_id = reply["result"]["task"]["id"]
+        config = {"id": config_id, "url": "http://127.0.0.1:9/hook"}
+        created = await rpc(
+            client, base, "CreateTaskPushNotificationConfig", {"taskId": task_id, **config}
+        )
+        assert (created["error"]["code"], created["error"]["message"]) == (-32602, expected)
+        old = await rpc(
+            client,
+            base,
+            "tasks/pushNotificationConfig/set",
+            {"taskId": task_id, "pushNotificationConfig": config},
+            version="0.3",
+        )
+        assert (old["error"]["code"], old["error"]["message"]) == (-32602, expected)
+        rest = await client.post(
+            f"{base}/tasks/{task_id}/pushNotificationConfigs", json=config, headers=V1
+        )
+        assert (rest.status_code, rest.json()["error"]["message"]) == (400, expected)
+        riding = {"taskPushNotificationConfig": config}
+        send = await rpc(
+            client, base, "SendMessage", {"message": add_message(), "configuration": riding}
+        )
+        assert (send["error"]["code"], send["error"]["message"]) == (-32602, expected)
+        # Nothing stored, and the one task there is stays readable.
+        listed = await rpc(client, base, "ListTaskPushNotificationConfigs", {"taskId": task_id})
+        assert listed["result"].get("configs", []) == []
+        tasks = await rpc(client, base, "ListTasks", {})
+        assert [t["id"] for t in tasks["result"]["tasks"]] == [task_id]
