@@ -137,8 +137,11 @@ class Caller:
         """Run one SDK call; return its result and the result as received (HTTP)."""
         call = Call()
         async with self._sdk(method, request, call) as (pending, seen):
+            # The whole answer within the timeout: httpx bounds each read, so an agent
+            # trickling a byte at a time would hold the call forever.
             with current(call):
-                result = await pending
+                async with asyncio.timeout(self._timeout):
+                    result = await pending
             seen(result)
         return result, call.wire
 

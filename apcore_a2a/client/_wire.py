@@ -7,6 +7,10 @@ JSON-RPC code whatever the HTTP status. It passes every answer through
 protobuf cannot hold (a 0.3 ``final``, push-config delivery status, a card as served). An SSE
 body is handed to the transport one event at a time, so the id the SDK drops is the one
 last read (``Last-Event-ID`` resumes; docs/benchmarks.md has its cost).
+
+An agent is not trusted with the client's memory: an answer, and each stream event, is read
+up to :data:`MAX_ANSWER_BYTES` (decoded: a compressed body counts inflated) and a deeper JSON
+than Python can parse is an invalid answer, not a ``RecursionError``.
 """
 
 from __future__ import annotations
@@ -38,6 +42,28 @@ from apcore_a2a.client.errors import (
 )
 from apcore_a2a.upstream.utc_timestamps import utc_timestamps
 
+#: The largest answer the client reads, decoded: a result, or one event of a stream.
+MAX_ANSWER_BYTES = 64 * 1024 * 1024
+#: What of an error answer is read for the one line that says what went wrong.
+MAX_ERROR_BYTES = 64 * 1024
+
+
+async def read_at_most(response: httpx.Response, limit: int) -> tuple[bytes, bool]:
+    """Up to *limit* bytes of *response*'s decoded body, and whether that is all of it (a
+    larger body is not read further: the response is closed)."""
+    body = bytearray()
+    async for chunk in response.aiter_bytes():
+        body += chunk
+        if len(body) > limit:
+            await response.aclose()
+            del body[limit:]
+            return bytes(body), False
+    return bytes(body), True
+
+
+def _too_large(what: str) -> InvalidAgentResponseError:
+    return InvalidAgentResponseError(f"{what} is larger than {MAX_ANSWER_BYTES} bytes")
+
 
 @dataclass
 class Call:
@@ -54,7 +80,7 @@ class Call:
         error it carries (*error*: an ``event: error`` frame)."""
         try:
             payload = json.loads(text)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             raise InvalidAgentResponseError(f"agent returned invalid JSON: {text[:200]!r}") from exc
         if self.binding == "JSONRPC":
             if not isinstance(payload, dict):
@@ -89,7 +115,7 @@ def _refused(response: httpx.Response, content: bytes) -> A2AClientError:
     names, whatever the status; else a bare 415 is the content type, 401/403 refuse the
     caller, anything else is the connection's."""
     status, body = response.status_code, None
-    with contextlib.suppress(ValueError):
+    with contextlib.suppress(ValueError, RecursionError):
         body = json.loads(content)
     error = body.get("error", body) if isinstance(body, dict) else None
     error = error if isinstance(error, dict) else {}
@@ -123,21 +149,52 @@ async def on_response(response: httpx.Response) -> None:
     body = httpx.Response(response.status_code, headers=response.headers, stream=response.stream)
     response.headers.pop("content-encoding", None)
     if not response.is_success:
-        raise _refused(response, await body.aread())
+        raise _refused(response, (await read_at_most(body, MAX_ERROR_BYTES))[0])
     if "text/event-stream" in response.headers.get("content-type", ""):
-        response.stream = _EventTap(body, call)
+        response.stream = _EventTap(body, call, response.url)
         return
-    content = await body.aread()
+    content, whole = await read_at_most(body, MAX_ANSWER_BYTES)
+    if not whole:
+        raise _too_large(f"the answer of {response.url}")
     fixed = call.read(content) if content.strip() else None
     response.stream = httpx.ByteStream(content if fixed is None else json.dumps(fixed).encode())
 
 
-class _EventTap(httpx.AsyncByteStream):
-    def __init__(self, body: httpx.Response, call: Call) -> None:
-        self._body, self._call = body, call
+#: the end of an SSE event: a blank line after any of the line endings SSE allows
+_BLANK_LINES = (b"\n\n", b"\r\r", b"\n\r\n", b"\r\n\n")
+
+
+class _Events(httpx.AsyncByteStream):
+    """*body*'s decoded bytes, refused once one event (or line) runs past the limit: the
+    SSE reader would otherwise buffer it whole, however long."""
+
+    def __init__(self, body: httpx.Response, url: httpx.URL) -> None:
+        self._body, self._url = body, url
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
-        async for sse in EventSource(self._body).aiter_sse():
+        pending = 0  # bytes since the last blank line
+        tail = b""  # the end of the previous chunk, for a blank line split between chunks
+        async for chunk in self._body.aiter_bytes():
+            seen = tail + chunk
+            ends = [seen.rfind(blank) + len(blank) for blank in _BLANK_LINES if blank in seen]
+            pending = len(seen) - max(ends) if ends else pending + len(chunk)
+            if pending > MAX_ANSWER_BYTES:
+                raise _too_large(f"an event of the stream from {self._url}")
+            tail = seen[-2:]
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self._body.aclose()
+
+
+class _EventTap(httpx.AsyncByteStream):
+    def __init__(self, body: httpx.Response, call: Call, url: httpx.URL) -> None:
+        self._body, self._call, self._url = body, call, url
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        media_type = {"content-type": self._body.headers["content-type"]}  # its charset
+        events = httpx.Response(200, headers=media_type, stream=_Events(self._body, self._url))
+        async for sse in EventSource(events).aiter_sse():
             if not sse.data:
                 continue
             fixed = self._call.read(sse.data, error=sse.event == "error")
@@ -177,7 +234,7 @@ def translated(method: str, url: str) -> Iterator[None]:
         yield
     except A2AClientError:
         raise
-    except A2AClientTimeoutError as exc:
+    except (A2AClientTimeoutError, TimeoutError) as exc:  # TimeoutError: the whole call's
         raise A2AConnectionError(f"{method} to {url} timed out") from exc
     except NotImplementedError as exc:  # what the SDK's 0.3 transports do not offer
         raise UnsupportedOperationError(f"{method} over this binding: {exc}") from exc
@@ -188,7 +245,7 @@ def translated(method: str, url: str) -> Iterator[None]:
         if isinstance(exc.__cause__, httpx.TransportError):
             raise A2AConnectionError(f"{method} to {url} failed: {exc.__cause__}") from exc
         raise InvalidAgentResponseError(f"agent returned an invalid reply: {exc}") from exc
-    except (ValueError, TypeError, KeyError, AttributeError, ParseError) as exc:
+    except (ValueError, TypeError, KeyError, AttributeError, ParseError, RecursionError) as exc:
         raise InvalidAgentResponseError(
             f"agent returned an invalid {method} result: {exc}"[:300]
         ) from exc

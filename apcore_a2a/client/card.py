@@ -11,6 +11,7 @@ network: an interface URL is followed only on the agent URL's origin unless
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import copy
 import json
@@ -26,6 +27,7 @@ from a2a.types import AgentCard
 from a2a.utils.signing import SignatureVerificationError, create_signature_verifier
 from google.protobuf.json_format import MessageToDict, ParseDict
 
+from apcore_a2a.client._wire import read_at_most
 from apcore_a2a.client.errors import (
     A2AConnectionError,
     A2ADiscoveryError,
@@ -35,6 +37,8 @@ from apcore_a2a.client.errors import (
 
 #: Well-known card locations, tried in order: A2A 1.0 / 0.3, then the pre-0.3 name.
 CARD_PATHS = ("/.well-known/agent-card.json", "/.well-known/agent.json")
+#: The largest card read (decoded; a compressed card counts inflated).
+MAX_CARD_BYTES = 4 * 1024 * 1024
 
 
 class AgentCardFetcher:
@@ -99,25 +103,32 @@ class AgentCardFetcher:
         for path in paths:
             # An ETag is kept with the card and path it came from (one path to try then).
             etag = {"If-None-Match": self._etag} if self._etag else {}
-            try:
-                response = await self._http.get(
-                    self._base + path, headers={"Accept": "application/json"} | etag
-                )
-            except httpx.TimeoutException as exc:
-                raise A2AConnectionError(f"timed out fetching the agent card: {exc}") from exc
+            url = self._base + path
+            try:  # the whole fetch within the HTTP client's read timeout, not each read
+                async with (
+                    asyncio.timeout(self._http.timeout.read),
+                    self._http.stream(
+                        "GET", url, headers={"Accept": "application/json"} | etag
+                    ) as response,
+                ):
+                    content, whole = await read_at_most(response, MAX_CARD_BYTES)
+            except (httpx.TimeoutException, TimeoutError) as exc:
+                raise A2AConnectionError(f"timed out fetching the agent card at {url}") from exc
             except httpx.TransportError as exc:
                 raise A2AConnectionError(f"cannot reach {self._base}: {exc}") from exc
             if response.status_code == 304 and self._card is not None:
                 card = self._card
             elif response.is_success:
-                try:
-                    card = json.loads(response.content)
-                except ValueError as exc:
+                if not whole:
                     raise A2ADiscoveryError(
-                        f"agent card at {response.url} is not valid JSON"
-                    ) from exc
+                        f"agent card at {url} is larger than {MAX_CARD_BYTES} bytes"
+                    )
+                try:
+                    card = json.loads(content)
+                except (ValueError, RecursionError) as exc:
+                    raise A2ADiscoveryError(f"agent card at {url} is not valid JSON") from exc
                 if not isinstance(card, dict) or not isinstance(card.get("name"), str):
-                    raise A2ADiscoveryError(f"{response.url} did not return an agent card object")
+                    raise A2ADiscoveryError(f"{url} did not return an agent card object")
                 if self._verify is not None:
                     card = await self._verify(card)
                 self._path, self._etag = path, response.headers.get("etag")
@@ -206,15 +217,20 @@ class CardVerifier:
     async def _fetch_jwks(self) -> Mapping[str, Any]:
         body = bytearray()
         try:
-            async with self._http.stream("GET", self._jwks_url) as response:
+            async with (
+                asyncio.timeout(self._http.timeout.read),
+                self._http.stream("GET", self._jwks_url) as response,
+            ):
                 async for chunk in response.aiter_bytes():
                     body += chunk
                     if len(body) > _MAX_JWKS_BYTES or response.status_code != 200:
                         break
-        except httpx.HTTPError as exc:
-            raise A2AConnectionError(f"cannot fetch {self._jwks_url}: {exc}") from exc
+        except (httpx.HTTPError, TimeoutError) as exc:
+            raise A2AConnectionError(
+                f"cannot fetch {self._jwks_url}: {str(exc) or 'timed out'}"
+            ) from exc
         document = None
-        with contextlib.suppress(ValueError):
+        with contextlib.suppress(ValueError, RecursionError):
             document = json.loads(bytes(body))
         if response.status_code != 200:
             problem = f"answers HTTP {response.status_code}"
@@ -323,18 +339,20 @@ def _grpc_endpoint(version: str, url: str, base: str, allow_other_origins: bool)
     return Endpoint("GRPC", version, target.rstrip("/"), secure)
 
 
+def _objects(value: Any) -> list[Mapping[str, Any]]:
+    """The objects of a card's list member (a member of another type lists nothing)."""
+    return [i for i in value if isinstance(i, Mapping)] if isinstance(value, list) else []
+
+
 def _offered(card: Mapping[str, Any]) -> list[tuple[str, str, str]]:
     """(binding, major version, url) of every interface the card names, 1.0 and 0.3 keys."""
     pairs = [
         (i.get("protocolBinding"), str(i.get("protocolVersion") or "0"), i.get("url"))
-        for i in card.get("supportedInterfaces") or []
-        if isinstance(i, Mapping)
+        for i in _objects(card.get("supportedInterfaces"))
     ]  # an unversioned interface is a 0.3-era declaration (the SDK reads it that way too)
     pairs.append((card.get("preferredTransport") or "JSONRPC", "0", card.get("url")))
     pairs += [
-        (i.get("transport"), "0", i.get("url"))
-        for i in card.get("additionalInterfaces") or []
-        if isinstance(i, Mapping)
+        (i.get("transport"), "0", i.get("url")) for i in _objects(card.get("additionalInterfaces"))
     ]
     return [(str(b).upper(), v.split(".")[0], str(u)) for b, v, u in pairs if b and u]
 

@@ -1,0 +1,192 @@
+"""A hostile or broken agent cannot take the client's memory or time, nor crash it.
+
+Each agent here is a real server on 127.0.0.1 answering what no honest agent would: a body
+larger than the client reads (plain, or a gzip bomb that inflates past it), an SSE event
+that never ends, JSON nested deeper than Python parses, an answer trickled a byte at a
+time. The client raises its typed errors (docs/client.md, *Errors*) and gives up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import gzip
+import json
+from typing import Any
+
+import pytest
+
+from apcore_a2a.client import (
+    A2AClient,
+    A2AConnectionError,
+    A2ADiscoveryError,
+    InvalidAgentResponseError,
+)
+from apcore_a2a.client._wire import MAX_ANSWER_BYTES
+from apcore_a2a.client.card import MAX_CARD_BYTES
+from tests._support import running_server
+from tests.client._stub_agent import CARD_V10, Reply, StubAgent, json_reply
+
+TASK_03 = {"kind": "task", "id": "t-1", "contextId": "c-1", "status": {"state": "completed"}}
+#: deeper than Python's JSON parser goes (its recursion limit)
+DEEP = b"[" * 100_000 + b"]" * 100_000
+
+
+@functools.cache
+def _bomb(padding: int) -> bytes:
+    """A gzip body of a few kB whose JSON-RPC answer inflates to more than *padding* bytes."""
+    answer = b'{"jsonrpc": "2.0", "id": 1, "result": {"task": {"id": "t-1"' + b" " * padding
+    return gzip.compress(answer + b"}}}", compresslevel=9)
+
+
+def _gzip_reply(media_type: str, body: bytes) -> Reply:
+    return 200, {"content-type": media_type, "content-encoding": "gzip"}, [body]
+
+
+async def test_a_card_larger_than_the_limit_is_not_read() -> None:
+    card = json.dumps({**CARD_V10, "description": "x" * MAX_CARD_BYTES}).encode()
+    async with running_server(StubAgent(card=card)) as url, A2AClient(url) as client:
+        with pytest.raises(A2ADiscoveryError, match=f"larger than {MAX_CARD_BYTES} bytes"):
+            await client.discover()
+
+
+async def test_a_gzip_bomb_card_is_not_inflated_whole() -> None:
+    card = json.dumps(CARD_V10).encode()[:-1] + b' "pad": "' + b"x" * MAX_CARD_BYTES + b'"}'
+    stub = StubAgent(card=b"")
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["path"].startswith("/.well-known/agent-card"):
+            body = gzip.compress(card, compresslevel=9)
+            headers = [(b"content-type", b"application/json"), (b"content-encoding", b"gzip")]
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            await send({"type": "http.response.body", "body": body})
+            return
+        await stub(scope, receive, send)
+
+    async with running_server(app) as url, A2AClient(url) as client:
+        with pytest.raises(A2ADiscoveryError, match="larger than"):
+            await client.discover()
+
+
+async def test_a_gzip_bomb_answer_is_an_invalid_response() -> None:
+    stub = StubAgent(
+        rpc=lambda _b: _gzip_reply("application/json", _bomb(MAX_ANSWER_BYTES)), card_paths=()
+    )
+    async with running_server(stub) as url, A2AClient(url, protocol="1.0") as client:
+        with pytest.raises(InvalidAgentResponseError, match=f"larger than {MAX_ANSWER_BYTES}"):
+            await client.send_message("hi")
+        # Within the limit, the same answer is read: the limit is on size, not on gzip.
+        stub.rpc = lambda _b: _gzip_reply("application/json", _bomb(1000))
+        assert (await client.send_message("hi"))["id"] == "t-1"
+
+
+async def test_an_event_that_never_ends_is_an_invalid_response() -> None:
+    # One SSE line with no end, as long as the client would read it (here: past the limit).
+    endless = gzip.compress(b"data: " + b"a" * (MAX_ANSWER_BYTES + 1), compresslevel=9)
+    stub = StubAgent(rpc=lambda _b: _gzip_reply("text/event-stream", endless), card_paths=())
+    async with running_server(stub) as url, A2AClient(url, protocol="1.0") as client:
+        with pytest.raises(InvalidAgentResponseError, match="an event of the stream"):
+            await _drain(client.stream_message("hi"))
+
+
+async def test_events_split_anywhere_still_arrive() -> None:
+    task = {"task": {"id": "t-1", "status": {"state": "TASK_STATE_COMPLETED"}}}
+    event = b"data: " + json.dumps({"jsonrpc": "2.0", "id": 1, "result": task}).encode()
+    chunks = [b": keep-alive\r\n\r", b"\n", event[:9], event[9:], b"\n", b"\n"]
+    stub = StubAgent(
+        rpc=lambda _b: (200, {"content-type": "text/event-stream"}, chunks), card_paths=()
+    )
+    async with running_server(stub) as url, A2AClient(url, protocol="1.0") as client:
+        events = [e async for e in client.stream_message("hi")]
+    assert [(e["kind"], e["status"]["state"]) for e in events] == [("task", "completed")]
+
+
+@pytest.mark.parametrize(
+    ("where", "error"),
+    [
+        ("card", A2ADiscoveryError),
+        ("answer", InvalidAgentResponseError),
+        ("error-answer", A2AConnectionError),
+        ("event", InvalidAgentResponseError),
+    ],
+)
+async def test_json_deeper_than_python_parses_is_a_typed_error(
+    where: str, error: type[Exception]
+) -> None:
+    replies: dict[str, Reply] = {
+        "answer": (200, {"content-type": "application/json"}, [DEEP]),
+        "error-answer": (500, {"content-type": "application/json"}, [DEEP]),
+        "event": (200, {"content-type": "text/event-stream"}, [b"data: " + DEEP + b"\n\n"]),
+    }
+    stub = StubAgent(rpc=lambda _b: replies[where], card_paths=())
+    if where == "card":
+        stub = StubAgent(card=DEEP)
+    protocol = "auto" if where == "card" else "1.0"
+    async with running_server(stub) as url, A2AClient(url, protocol=protocol) as client:
+        call = (
+            _drain(client.stream_message("hi")) if where == "event" else client.send_message("hi")
+        )
+        with pytest.raises(error):
+            await call
+
+
+async def _drain(events: Any) -> None:
+    async for _event in events:
+        pass
+
+
+class _Trickle:
+    """Answers the card (*what* ``"card"``) or every POST (``"answer"``) one byte at a time
+    until the client goes away, each byte well within the client's read timeout."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self.stub = StubAgent(card_paths=() if what == "answer" else ("/.well-known/x",))
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        method = scope.get("method")
+        if scope["type"] != "http" or method != ("GET" if self.what == "card" else "POST"):
+            await self.stub(scope, receive, send)
+            return
+        gone = asyncio.Event()
+
+        async def watch() -> None:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            gone.set()
+
+        watcher = asyncio.create_task(watch())
+        headers = [(b"content-type", b"application/json")]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        while not gone.is_set():
+            await send({"type": "http.response.body", "body": b" ", "more_body": True})
+            await asyncio.sleep(0.1)
+        await watcher
+
+
+@pytest.mark.parametrize("what", ["card", "answer"])
+async def test_the_timeout_bounds_an_answer_trickled_a_byte_at_a_time(what: str) -> None:
+    agent = _Trickle(what)
+    async with running_server(agent) as url:
+        client = A2AClient(url, timeout=1, protocol="auto" if what == "card" else "1.0")
+        async with client, asyncio.timeout(120):  # a hang guard, not a speed target
+            with pytest.raises(A2AConnectionError, match="timed out"):
+                await (client.discover() if what == "card" else client.get_task("t-1"))
+
+
+async def test_card_members_of_the_wrong_type_offer_nothing() -> None:
+    stub = StubAgent(rpc=lambda _b: json_reply({"jsonrpc": "2.0", "id": 1, "result": TASK_03}))
+    async with running_server(stub) as url:
+        # Interface lists that are no lists: the 0.3 ``url`` is what the card offers.
+        stub.card = CARD_V10 | {
+            "supportedInterfaces": {"url": url},
+            "additionalInterfaces": 7,
+            "url": url + "/rpc",
+            "preferredTransport": "JSONRPC",
+        }
+        async with A2AClient(url) as client:
+            task = await client.send_message("hi")
+    assert task["status"]["state"] == "completed"
+    assert [(s.path, s.rpc_method) for s in stub.seen if s.method == "POST"] == [
+        ("/rpc", "message/send")
+    ]
