@@ -14,6 +14,7 @@ import asyncio
 import json
 import logging
 import mimetypes
+import re
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -99,9 +100,22 @@ def _client(args: argparse.Namespace, timeout: float | None) -> A2AClient:
         raise ValueError(f"--keys: {exc.message}") from None
 
 
+#: what a terminal may read as a command (ESC starts one; U+009B is CSI): C0, DEL and C1
+_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f]")
+_DEL_AND_C1 = re.compile("[\x7f-\x9f]")
+
+
 def _emit(obj: Any, *, indent: int | None = None) -> None:
-    sys.stdout.write(json.dumps(obj, indent=indent, ensure_ascii=False) + "\n")
+    # JSON escapes C0 in strings itself; DEL and C1 are escaped here (the same value).
+    text = json.dumps(obj, indent=indent, ensure_ascii=False)
+    sys.stdout.write(_DEL_AND_C1.sub(lambda m: f"\\u{ord(m[0]):04x}", text) + "\n")
     sys.stdout.flush()
+
+
+def _printable(text: str) -> str:
+    """*text* (the agent's words included) for a line on a terminal: one line, every
+    control character as its ``\\xNN`` escape, so none is sent to the terminal raw."""
+    return _CONTROLS.sub(lambda m: m[0].encode("unicode_escape").decode(), " ".join(text.split()))
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -121,7 +135,7 @@ def _run(args: argparse.Namespace) -> int:
         if isinstance(exc, A2AClientError):
             detail = getattr(exc, "code", None) or getattr(exc, "reason", None)
             said = type(exc).__name__ + (f" ({detail})" if detail else "") + f": {exc.message}"
-        print(f"error: {' '.join(said.split())}", file=sys.stderr)
+        print(f"error: {_printable(said)}", file=sys.stderr)
         return (
             exc.code if isinstance(exc, Exit) else next(c for k, c in _EXITS if isinstance(exc, k))
         )
@@ -131,14 +145,25 @@ def _run(args: argparse.Namespace) -> int:
 def skills_of(card: dict[str, Any]) -> list[dict[str, Any]]:
     """The card's skills, each with what the schema extension publishes for it
     (``inputSchema``, ``outputSchema``, ``annotations``, ...) in its own entry."""
-    extensions = (card.get("capabilities") or {}).get("extensions") or []
+    extensions = _objects(_member(card, "capabilities").get("extensions"))
     params = next((e.get("params") for e in extensions if e.get("uri") == SCHEMA_EXTENSION), None)
-    published = (params or {}).get("skills") or {}
+    published = _member(params, "skills")
     # The skill's own fields first (id, name, ...), then what the extension adds.
     return [
-        skill | {k: v for k, v in (published.get(skill.get("id")) or {}).items() if k not in skill}
-        for skill in card.get("skills") or []
+        skill | {k: v for k, v in _member(published, skill.get("id")).items() if k not in skill}
+        for skill in _objects(card.get("skills"))
     ]
+
+
+def _member(value: Any, key: Any) -> dict[str, Any]:
+    """``value[key]`` when both are JSON objects, else ``{}`` (a card is the agent's data)."""
+    found = value.get(key) if isinstance(value, dict) and isinstance(key, str) else None
+    return found if isinstance(found, dict) else {}
+
+
+def _objects(value: Any) -> list[dict[str, Any]]:
+    """The objects in *value* when it is a list, else none."""
+    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
 
 
 async def _card(client: A2AClient, args: argparse.Namespace) -> None:
@@ -208,7 +233,7 @@ class _Progress:
         if shown and not self._tty and shown[0] == self.state and elapsed - shown[1] < 30:
             return
         self._shown = (self.state, elapsed)
-        line = f"task {self.task_id}: {self.state}, {elapsed:.0f} s"
+        line = _printable(f"task {self.task_id}: {self.state}, {elapsed:.0f} s")
         sys.stderr.write(f"\r\x1b[2K{line}" if self._tty else line + "\n")
         sys.stderr.flush()
 
@@ -226,7 +251,7 @@ async def _wait_for(
 
     async def follow() -> Any:
         card = await client.discover()
-        if not (card.get("capabilities") or {}).get("streaming"):
+        if _member(card, "capabilities").get("streaming") is not True:
             return await client.send_message(message, **options)
         async for event in client.stream_message(message, **options):
             if event["kind"] == "message" and progress.task_id is None:

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
+from apcore_a2a.cli.client import SCHEMA_EXTENSION
 from apcore_a2a.client import A2AClient
 from tests._support import cli, free_port, running_server
 from tests._support import json_lines as lines
@@ -332,3 +333,55 @@ async def test_card_skills_of_an_agent_without_schemas(sdk: tuple[str, Recorder]
     assert code == 0, err
     [echo] = json.loads(out)
     assert echo["id"] == "echo" and "inputSchema" not in echo
+
+
+async def test_agent_text_reaches_the_terminal_without_its_control_characters() -> None:
+    """An agent's words (card, error message, task) cannot drive the terminal: ESC, BEL and
+    C1 controls are printed as escapes, on stderr's one line and in stdout's JSON."""
+    trap = "\x1b]0;owned\x07\x1b[2J\x9b31m"
+    stub = StubAgent(
+        rpc=lambda body: json_reply(
+            {"jsonrpc": "2.0", "id": body["id"], "error": {"code": -32001, "message": trap}}
+        ),
+        card=CARD_V10 | {"name": trap},
+    )
+    port = free_port()
+    stub.card["supportedInterfaces"] = [
+        {"url": f"http://127.0.0.1:{port}/", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}
+    ]
+    async with running_server(stub, port=port) as url:
+        failed, _out, err = await cli("task", "get", url, "t-1")
+        shown, out, _err = await cli("card", url)
+    assert failed == 1
+    assert err == "error: TaskNotFoundError (-32001): \\x1b]0;owned\\x07\\x1b[2J\\x9b31m\n"
+    assert shown == 0 and json.loads(out)["name"] == trap  # the same value, escaped
+    assert not {"\x1b", "\x07", "\x9b"} & set(out + err)
+
+
+@pytest.mark.parametrize(
+    "card",
+    [
+        {"capabilities": [1, 2]},
+        {"skills": ["x", {"id": "s"}], "capabilities": {"extensions": ["x", {"params": 3}]}},
+        {"capabilities": {"extensions": [{"uri": SCHEMA_EXTENSION, "params": {"skills": 1}}]}},
+    ],
+    ids=["capabilities-list", "strings-in-lists", "skills-not-an-object"],
+)
+async def test_card_members_of_the_wrong_type_are_no_traceback(card: dict[str, Any]) -> None:
+    port = free_port()
+    stub = _ending_in("TASK_STATE_COMPLETED")
+    stub.card |= card | {
+        "supportedInterfaces": [
+            {
+                "url": f"http://127.0.0.1:{port}/",
+                "protocolBinding": "JSONRPC",
+                "protocolVersion": "1.0",
+            }
+        ]
+    }
+    async with running_server(stub, port=port) as url:
+        called, out, err = await cli("call", url, "--text", "x")
+        listed, skills, skills_err = await cli("card", url, "--skills")
+    assert (called, listed) == (0, 0), err + skills_err
+    assert lines(out)[-1]["status"]["state"] == "completed"
+    assert all(isinstance(s, dict) for s in json.loads(skills))
