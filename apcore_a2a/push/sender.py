@@ -258,7 +258,11 @@ class RetryingPushSender(PushNotificationSender):
                     raise _GiveUp(f"URL refused at delivery: {refused}")
                 if self._key is None or self._client is None:
                     raise _GiveUp("sender is not running")
-                request = self._request(self._client, self._key, delivery, address)
+                try:
+                    request = self._request(self._client, self._key, delivery, address)
+                except (ValueError, httpx.InvalidURL) as exc:  # UnicodeEncodeError too
+                    # A config stored before its values were checked: no retry can send it.
+                    raise _GiveUp(f"request cannot be sent: {type(exc).__name__}") from None
                 answer = await self._client.send(request, stream=True)
                 async with contextlib.aclosing(answer) as response:
                     status = response.status_code

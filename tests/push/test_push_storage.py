@@ -3,6 +3,8 @@ generated signing key), and can be encrypted at rest."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import sqlite3
 from pathlib import Path
 
@@ -13,7 +15,16 @@ from cryptography.fernet import Fernet
 from apcore_a2a import A2AServerFactory
 from apcore_a2a.push import JWKS_PATH
 
-from ._agent import V1, add_message, demo_registry, push_agent, receiver, rpc
+from ._agent import (
+    GATES,
+    V1,
+    add_message,
+    demo_registry,
+    push_agent,
+    receiver,
+    rpc,
+    skill_message,
+)
 
 ALICE = "alice-key-0123456789abcdef"
 BOB = "bob-key-0123456789abcdef00"
@@ -208,3 +219,61 @@ async def test_a_config_id_the_store_cannot_hold_is_refused_as_invalid_params(
         assert listed["result"].get("configs", []) == []
         tasks = await rpc(client, base, "ListTasks", {})
         assert [t["id"] for t in tasks["result"]["tasks"]] == [task_id]
+
+
+async def test_a_stored_config_that_cannot_be_sent_fails_with_its_reason(tmp_path: Path) -> None:
+    """A config stored before today's checks (edited into the table here) whose token
+    cannot go in a header: its deliveries fail, and the config says why; before, each
+    delivery died unseen and the config stayed ``active``."""
+    db = tmp_path / "tasks.db"
+    GATES[401] = asyncio.Event()
+    async with (
+        receiver() as rec,
+        push_agent(task_store=f"sqlite:///{db}") as (base, app),
+        httpx.AsyncClient(timeout=10) as client,
+    ):
+        reply = await rpc(
+            client,
+            base,
+            "SendMessage",
+            {
+                "message": skill_message("demo.gate", 401),
+                "configuration": {
+                    "returnImmediately": True,
+                    "taskPushNotificationConfig": {
+                        "id": "old",
+                        "url": rec.url("/old"),
+                        "token": "fine",
+                    },
+                },
+            },
+        )
+        task_id = reply["result"]["task"]["id"]
+        await asyncio.to_thread(_give_token, db, "old", "caf\u00e9")  # the agent runs on
+        GATES[401].set()
+        for _ in range(200):
+            await app.state.a2a.extras["push"].sender.idle()
+            got = await rpc(
+                client, base, "GetTaskPushNotificationConfig", {"taskId": task_id, "id": "old"}
+            )
+            if got["result"]["status"] == "failed":
+                break
+            await asyncio.sleep(0.05)
+    assert got["result"]["token"] == "café"
+    assert got["result"]["status"] == "failed", got
+    assert "cannot be sent" in got["result"]["statusReason"]
+
+
+def _give_token(db: Path, config_id: str, token: str) -> None:
+    """Write *token* into a stored config (its JSON, unencrypted), as an older version's
+    checks let it be stored."""
+    with sqlite3.connect(db, timeout=30) as conn:
+        (data,) = conn.execute(
+            "SELECT config_data FROM push_notification_configs WHERE config_id = ?", (config_id,)
+        ).fetchone()
+        document = json.loads(bytes(data))
+        document["token"] = token
+        conn.execute(
+            "UPDATE push_notification_configs SET config_data = ? WHERE config_id = ?",
+            (json.dumps(document).encode(), config_id),
+        )
