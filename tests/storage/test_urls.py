@@ -94,7 +94,7 @@ def test_cluster_mode_refuses_a_non_positive_poll_interval() -> None:
 async def test_a_store_object_is_used_as_is() -> None:
     mine = InMemoryTaskStore()
     stores = open_stores(mine, settings())
-    assert stores.task_store.inner is mine  # type: ignore[union-attr]
+    assert stores._view.inner is mine  # under the chain's view and event-log recording
     assert isinstance(stores.push_config_store, InMemoryPushNotificationConfigStore)
     assert stores.event_stream is None
     assert stores.engine is None
@@ -105,7 +105,7 @@ async def test_a_store_object_is_used_as_is() -> None:
 
 def test_defaults_are_bounded_memory() -> None:
     stores = open_stores(settings().task_store, settings())
-    memory = stores.task_store.inner  # type: ignore[union-attr]
+    memory = stores._view.inner
     assert isinstance(memory, BoundedMemoryTaskStore)
     assert memory.max_capacity == 10_000
 
