@@ -16,13 +16,17 @@ each refusal an A2A error in the shape of the request's binding
   a request is 0.3 (spec §3.6.2), so a 1.0 method name or REST path is refused
   (``VersionNotSupportedError``) with a message saying what to send;
 * stream limits (:class:`~apcore_a2a.server.limits.StreamLimiter`): over the agent's cap
-  ``503`` + ``Retry-After``, over the caller's quota ``429`` (``QuotaExceededError``).
+  ``503`` + ``Retry-After``, over the caller's quota ``429`` (``QuotaExceededError``); a
+  subscription whose client hangs up before its answer starts is ended then (a resumed
+  one may wait long for its first event, and the SDK's routes answer only once it came),
+  so its slot comes back.
 
 The answer side (scrubbing, SSE event ids, cancel-on-drop) is :mod:`apcore_a2a.streams`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from dataclasses import dataclass
@@ -76,12 +80,11 @@ class RequestGuard:
         if rejection is not None:
             await refusal(info, *rejection)(scope, receive, send)
             return
-        receive = info.replay(receive)
         app = self.app if info.routable else not_found(info)
         if info.streaming:
             await self._stream(scope, info, app, receive, send)
         else:
-            await app(scope, receive, send)
+            await app(scope, info.replay(receive), send)
 
     async def _check_body(
         self, scope: Scope, info: RequestInfo, receive: Receive
@@ -157,9 +160,55 @@ class RequestGuard:
             await respond_to(message)
 
         try:
-            await app(scope, receive, ending)
+            if info.method == "SubscribeToTask" and info.routable:
+                if info.body is None and not await info.load_body(receive, self.max_body_bytes):
+                    too_large = InvalidRequestError(message="Payload too large")
+                    await refusal(info, too_large, 413)(scope, receive, send)
+                    return
+                await _until_gone(scope, info, app, receive, ending)
+            else:
+                await app(scope, info.replay(receive), ending)
         finally:
             await release()
+
+
+async def _until_gone(
+    scope: Scope, info: RequestInfo, app: ASGIApp, receive: Receive, send: Send
+) -> None:
+    """Serve a subscription, ending it if its client hangs up before the answer starts.
+
+    The SDK's routes answer a stream once its first event came (request errors go out
+    as plain error answers), and nobody listens for the client meanwhile: a resumed
+    subscription of a quiet task would hold its slot until the task's next event. The
+    request body was read (*info*), so the client's ``receive`` only has its hang-up left."""
+    started = asyncio.Event()
+
+    async def starting(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            started.set()
+        await send(message)
+
+    async def hang_up() -> None:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+
+    served = asyncio.ensure_future(app(scope, info.replay(receive), starting))
+    hung_up = asyncio.ensure_future(hang_up())
+    waits = [hung_up, asyncio.ensure_future(started.wait())]
+    try:
+        await asyncio.wait([served, *waits], return_when=asyncio.FIRST_COMPLETED)
+        gone = hung_up.done() and not started.is_set()
+        for task in waits:  # from here on the answer listens for its client itself
+            task.cancel()
+        if gone:
+            served.cancel()  # nothing was answered: nothing to finish
+            await asyncio.gather(served, return_exceptions=True)
+        else:
+            await served
+    finally:
+        for task in (*waits, served):
+            task.cancel()
+        await asyncio.gather(*waits, served, return_exceptions=True)
 
 
 # Two patterns, each with a literal start the regex engine finds at memchr speed (one

@@ -368,6 +368,12 @@ class WakingTaskEventStream(DatabaseTaskEventStream):
             if version.is_after(after):
                 yield VersionedEvent(event=event, version=version)
 
+    async def head(self, task_id: str) -> int:
+        """The event id (table ``seq``) of *task_id*'s latest event (0: none)."""
+        await self.initialize()
+        stmt = select(func.max(_E.seq)).where(_E.task_id == task_id)
+        return int((await read(self.engine, stmt))[0][0] or 0)
+
     async def seq_at(self, task_id: str, version: TaskVersion) -> int:
         """The event id (table ``seq``) of *task_id* at *version* (0: before the first)."""
         if version.is_missing:

@@ -56,6 +56,11 @@ class MemoryEventLog:
         log = self._logs.get(task_id)
         return log[-1][0] if log else 0
 
+    async def head(self, task_id: str) -> int:
+        """The id of the task's latest event; for a task whose events are no longer kept,
+        the latest id sent at all (ids after it were never sent)."""
+        return self.position(task_id) or self._last
+
     async def seq_at(self, task_id: str, version: TaskVersion) -> int:
         try:
             return version_number(version)

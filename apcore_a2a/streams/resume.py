@@ -47,6 +47,8 @@ class EventLog(Protocol):
 
     async def seq_at(self, task_id: str, version: Any) -> int: ...
 
+    async def head(self, task_id: str) -> int: ...
+
     def tail(
         self, task_id: str, after_seq: int, *, until_idle: bool = False
     ) -> AsyncIterator[tuple[int, Any, Any]]: ...
@@ -107,6 +109,12 @@ async def subscribe_from_log(
         snapshot = stored.version
     else:
         cursor, snapshot = _parse_id(raw), None
+        head = await log.head(task_id)
+        if cursor > head:  # never sent for this task: no event would ever follow it
+            raise InvalidParamsError(
+                message=f"Last-Event-ID {cursor} is past the latest event of task {task_id} "
+                f"({head}); subscribe without it, or read the task with GetTask"
+            )
     async for seq, version, event in log.tail(task_id, cursor, until_idle=settled and resumed):
         if snapshot is not None and not version.is_after(snapshot):
             continue

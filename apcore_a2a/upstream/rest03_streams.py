@@ -4,7 +4,8 @@ a2a-sdk 1.3 parses a ``/v1/message:stream`` body (and looks up a ``/v1/tasks/{id
 task) inside the SSE generator, after the ``200`` went out: a bad body, skill or task just
 cuts the connection. Like its JSON-RPC dispatcher, these endpoints (built from the public
 ``REST03Handler`` and ``V03ServerCallContextBuilder``) pull the first event before they
-answer, so such errors are ordinary REST error responses.
+answer, so such errors are ordinary REST error responses; a stream with no event at all
+is an empty stream, as the SDK's 1.0 REST routes answer it.
 Watched by ``tests/upstream/test_rest03_streams.py``.
 """
 
@@ -46,7 +47,10 @@ def eager_streams(
             await request.body()
             python = is_python_client(request.headers.get("user-agent"))
             stream = method(request, builder.build(request))
-            first = await anext(stream)  # request errors surface here, before the 200
+            try:
+                first = await anext(stream)  # request errors surface here, before the 200
+            except StopAsyncIteration:  # nothing to send (a resume from the last event)
+                return create_event_source_response(iter([]), shutdown_grace_period=grace)
 
             def wire(item: Any) -> str:
                 rest_response_to_wire(item, python_client=python)
