@@ -108,7 +108,8 @@ def describe_error(
         where = spec.env + "_FILE"
     else:
         where = spec.key
-    return f"{where}: {message[:1].lower()}{message[1:]}, got {error.get('input')!r}"
+    got = "a secret (value not shown)" if spec and spec.secret else repr(error.get("input"))
+    return f"{where}: {message[:1].lower()}{message[1:]}, got {got}"
 
 
 #: (environment, config-file values) for the Settings being built by resolve().

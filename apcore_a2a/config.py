@@ -385,16 +385,19 @@ class _Reader:
         if get_origin(kind) is tuple:
             item_type = get_args(kind)[0]
             if not isinstance(value, list) or not all(_is(item, item_type) for item in value):
-                raise self.fail(node, f"{where}: expected {_describe(kind)}, got {_show(value)}")
+                got = _show(value, spec.secret)
+                raise self.fail(node, f"{where}: expected {_describe(kind)}, got {got}")
             return tuple(float(v) if item_type is float else v for v in value)
         if get_origin(kind) is Literal:
             if value not in get_args(kind):
                 choices = ", ".join(map(str, get_args(kind)))
-                raise self.fail(node, f"{where}: expected one of {choices}, got {_show(value)}")
+                got = _show(value, spec.secret)
+                raise self.fail(node, f"{where}: expected one of {choices}, got {got}")
             return value
         if not _is(value, kind):
             quote = " (quote it)" if kind is str and isinstance(value, int | float) else ""
-            raise self.fail(node, f"{where}: expected {_describe(kind)}, got {_show(value)}{quote}")
+            got = _show(value, spec.secret)
+            raise self.fail(node, f"{where}: expected {_describe(kind)}, got {got}{quote}")
         if kind is not bool and isinstance(value, int | float):
             if spec.name in _PORTS and not 1 <= value <= 65535:
                 raise self.fail(node, f"{where}: must be between 1 and 65535, got {value}")
@@ -426,10 +429,12 @@ def _describe(kind: Any) -> str:
     return names.get(kind, str(kind))
 
 
-def _show(value: Any) -> str:
+def _show(value: Any, secret: bool = False) -> str:
+    """*value* for an error message; a secret's type only, never its content."""
     kind = {bool: "boolean", int: "integer", float: "number", str: "string"}.get(type(value))
+    hidden = " (a secret: value not shown)"
     if kind is not None:
-        return f"{kind} {value!r}"
+        return f"{kind}{hidden}" if secret else f"{kind} {value!r}"
     if isinstance(value, list):
-        return f"a list {value!r}"
+        return f"a list{hidden}" if secret else f"a list {value!r}"
     return "a mapping" if isinstance(value, dict) else type(value).__name__

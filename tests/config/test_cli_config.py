@@ -170,3 +170,26 @@ def test_show_reports_bad_files_and_bad_environment(cli: InProcessCLI, tmp_path:
 def test_config_needs_a_subcommand(cli: InProcessCLI) -> None:
     result = cli("config")
     assert result.returncode == 2 and "COMMAND" in result.stderr
+
+
+SECRET_TYPE_ERRORS = [
+    # (file text, key named in the message); each value is a secret of the wrong type
+    ("auth:\n  api_keys: key-sekrit-4242\n", "auth.api_keys"),
+    ("auth:\n  jwt_key: 4242424242\n", "auth.jwt_key"),
+    ("push:\n  encryption_key: [enc-sekrit-4242]\n", "push.encryption_key"),
+    ("push:\n  signing_key: {pem: sign-sekrit-4242}\n", "push.signing_key"),
+]
+
+
+@pytest.mark.parametrize(("text", "key"), SECRET_TYPE_ERRORS, ids=lambda v: str(v)[:14])
+def test_a_secret_of_the_wrong_type_is_named_but_never_shown(
+    tmp_path: Path, text: str, key: str
+) -> None:
+    """A real `apcore-a2a config check`: the line names the file, line and key; the value
+    (a secret, pasted where a list or string belongs) stays out of the output."""
+    path = write(tmp_path, text)
+    result = run_cli("config", "check", str(path))
+    assert result.returncode == 1, result
+    message = error_line(result)
+    assert message.startswith(f"Error: {path}:2: {key}: expected "), message
+    assert "4242" not in result.stderr + result.stdout, message
