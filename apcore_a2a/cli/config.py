@@ -116,12 +116,17 @@ def settings_table() -> str:
     return "\n".join(rows) + "\n"
 
 
-_USERINFO = re.compile(r"^(\w[\w+.-]*://[^:/@]*):[^@/]*@")
+# The password runs to the last '@': an unencoded '/', ':' or '@' in it must not end it
+# early (masking part of the host too is the safe side).
+_USERINFO = re.compile(r"^(\w[\w+.-]*://[^:/@]*):.*@")
+_QUERY_PASSWORD = re.compile(r"([?&](?:password|passwd|sslpassword)=)[^&#]*", re.IGNORECASE)
 
 
 def _hide_password(value: Any) -> Any:
-    # Database and JWKS URLs may carry a password in their user-info part.
-    return _USERINFO.sub(r"\1:***@", value) if isinstance(value, str) else value
+    # Database and JWKS URLs may carry a password in their user-info part or query.
+    if not isinstance(value, str):
+        return value
+    return _QUERY_PASSWORD.sub(r"\1***", _USERINFO.sub(r"\1:***@", value))
 
 
 def _flow(value: Any) -> str:

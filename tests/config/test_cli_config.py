@@ -9,7 +9,7 @@ import yaml
 
 from apcore_a2a.config import load_config
 
-from ._helpers import EXTENSIONS, InProcessCLI, error_line, run_cli, write
+from ._helpers import EXTENSIONS, InProcessCLI, clean_env, error_line, run_cli, write
 
 
 @pytest.fixture
@@ -193,3 +193,22 @@ def test_a_secret_of_the_wrong_type_is_named_but_never_shown(
     message = error_line(result)
     assert message.startswith(f"Error: {path}:2: {key}: expected "), message
     assert "4242" not in result.stderr + result.stdout, message
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://app:pa/ss-4242@db:5432/agent",  # '/' in the password
+        "postgresql://app:pa@ss-4242@db:5432/agent",  # an unencoded '@'
+        "postgresql://app:pa:ss-4242@db:5432/agent",  # ':' in the password
+        "postgresql://app@db:5432/agent?password=ss-4242",  # libpq's query form
+    ],
+    ids=["slash", "at", "colon", "query"],
+)
+def test_show_masks_database_passwords_in_any_spelling(url: str) -> None:
+    """A real `apcore-a2a config show`: the password never appears, whatever it holds."""
+    result = run_cli("config", "show", env=clean_env(A2A_TASK_STORE=url))
+    assert result.returncode == 0, result.stderr
+    (line,) = [ln for ln in result.stdout.splitlines() if "task_store:" in ln]
+    assert "4242" not in result.stdout, line
+    assert "***" in line and "# env A2A_TASK_STORE" in line, line
