@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from apcore_a2a.config import SECTIONS, AgentConfig, load_config
-from apcore_a2a.settings import Settings
+from apcore_a2a.settings import Settings, config_path
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -25,7 +25,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description="Print the settings `serve` would use, from environment variables, the "
         "config file and defaults, with secrets masked and each value's source noted.",
     )
-    show.add_argument("--config", metavar="FILE", help="agent config file (YAML)")
+    show.add_argument("--config", metavar="FILE", help="agent config file (YAML) [env A2A_CONFIG]")
     show.set_defaults(func=_show)
     check = commands.add_parser(
         "check",
@@ -49,7 +49,8 @@ def _fail(exc: Exception) -> int:
 
 def _show(args: argparse.Namespace) -> int:
     try:
-        config = load_config(args.config) if args.config else AgentConfig(path="")
+        path = args.config or config_path()  # like serve: --config, then A2A_CONFIG
+        config = load_config(path) if path else AgentConfig(path="")
         settings = config.settings()
     except ValueError as exc:
         return _fail(exc)

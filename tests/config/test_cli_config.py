@@ -212,3 +212,12 @@ def test_show_masks_database_passwords_in_any_spelling(url: str) -> None:
     (line,) = [ln for ln in result.stdout.splitlines() if "task_store:" in ln]
     assert "4242" not in result.stdout, line
     assert "***" in line and "# env A2A_TASK_STORE" in line, line
+
+
+def test_show_reads_the_file_a2a_config_names_like_serve(tmp_path: Path) -> None:
+    """`serve` takes its file from A2A_CONFIG when --config is not given; so does `show`."""
+    path = write(tmp_path, "http:\n  port: 18999\n")
+    result = run_cli("config", "show", env=clean_env(A2A_CONFIG=str(path)))
+    assert result.returncode == 0, result.stderr
+    assert f"# file: {path}" in result.stdout
+    assert "port: 18999  # file line 2" in result.stdout
