@@ -23,6 +23,10 @@ from sqlalchemy.pool import StaticPool
 StoreKind = Literal["memory", "sqlite", "postgresql"]
 
 _EXAMPLES = "memory://, sqlite:///path/tasks.db or postgresql://user@host/db"
+_HOST_FORM = (
+    "write scheme://user:password@host:port/db and percent-encode '@', ':' and '/' "
+    "in the password (%40, %3A, %2F)"
+)
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 _SSL_MODES = {"disable", "allow", "prefer", "require", "verify-ca", "verify-full"}
 
@@ -64,8 +68,16 @@ def parse_store_url(text: str) -> StoreURL:
         raise ValueError(f"task store URL {text!r} has no scheme; expected {_EXAMPLES}")
     try:
         url = make_url(text)
+        port = url.port  # SQLAlchemy reads it as int() when parsing
     except ArgumentError as exc:
         raise ValueError(f"cannot parse task store URL: {exc}") from None
+    except ValueError:  # its int() of the port; the message quotes it, never the password
+        raise ValueError(f"task store URL: bad port or host; {_HOST_FORM}") from None
+    if port is not None and not 1 <= port <= 65535:
+        raise ValueError(f"task store URL: bad port {port} (1-65535); {_HOST_FORM}")
+    if url.host and "@" in url.host:
+        # an unencoded '@' in the password: the rest of it would be taken for the host
+        raise ValueError(f"task store URL: '@' in the host part; {_HOST_FORM}")
     backend, _, driver = url.drivername.partition("+")
     if backend == "sqlite":
         return _sqlite(url, driver)

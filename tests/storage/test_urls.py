@@ -69,6 +69,9 @@ def test_postgres_schema_and_sslmode_become_driver_arguments() -> None:
         ("postgresql://u@h/db?schema=a;drop", "plain SQL identifier"),
         ("postgresql://u@h/db?sslmode=maybe", "sslmode must be one of"),
         ("postgresql://u@h/db?pool=3", "unsupported PostgreSQL task store options"),
+        ("postgresql://u@h:99999/db", "bad port 99999"),
+        ("postgresql://u@h:x/db", "bad port or host"),
+        ("postgresql://u:p@ss@h/db", "'@' in the host part"),
     ],
 )
 def test_bad_urls_raise_value_error_naming_the_problem(url: str, message: str) -> None:
