@@ -186,6 +186,12 @@ def store_hint(message: str) -> str:
         )
     if "this agent's connections" in message:
         return "docs/deployment.md counts the connections an agent holds"
+    if "Can't locate revision" in message:
+        return (
+            "the database's schema revision is unknown to this version: it was written "
+            "by a newer version of apcore-a2a (a2a-sdk); upgrade this one, or give it "
+            "another database"
+        )
     if _OLD_SCHEMA.search(message):
         return (
             "the database's tables are from an older version: run "

@@ -129,3 +129,22 @@ def test_db_needs_a_subcommand() -> None:
     with pytest.raises(SystemExit) as info:
         run_cli("db")
     assert info.value.code == 2
+
+
+def test_a_database_of_a_newer_version_says_so(
+    tmp_path: object, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A revision this SDK does not know (written by a newer version) is not 'is the
+    database running?': the line says the schema is newer and what to do."""
+    import sqlite3
+
+    url = f"sqlite:///{tmp_path}/newer.db"
+    assert upgrade(url) == 0
+    with sqlite3.connect(f"{tmp_path}/newer.db") as db:
+        db.execute("UPDATE a2a_alembic_version SET version_num = 'ffff0000newer'")
+    capsys.readouterr()
+    assert upgrade(url) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: upgrade failed: ") and err.count("\n") == 1, err
+    assert "'ffff0000newer'" in err and "newer version" in err, err
+    assert "is the database running" not in err, err
