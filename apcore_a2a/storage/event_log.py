@@ -115,6 +115,12 @@ class RecordingTaskStore(LegacyTaskStoreAdapter):
         await super().save(task, event=event, prev=prev, prev_version=prev_version, context=context)
         if event is None:
             return TaskVersion.MISSING
+        if isinstance(event, Task):
+            # The SDK goes on changing the Task it enqueued (it is the task it keeps): the
+            # log keeps the event as it was sent.
+            sent = Task()
+            sent.CopyFrom(event)
+            event = sent
         return TaskVersion(self.log.append(task.id, event))
 
     async def get(self, task_id: str, context: ServerCallContext) -> StoredTask | None:

@@ -162,3 +162,34 @@ async def test_a_v03_rest_resume_after_the_last_event_is_an_empty_stream(
                 assert answer.headers["content-type"].startswith("text/event-stream"), text
                 assert "data:" not in text, (path, text)
         assert "Unknown error" not in caplog.text and "StopAsyncIteration" not in caplog.text
+
+
+async def test_a_resume_from_the_start_replays_the_task_as_it_was_sent(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The memory store's log keeps each event as it was sent: its first ``Task`` is the
+    submitted one, not the task as it is now (the SDK goes on changing that object)."""
+    async with (
+        agent_server(caplog) as agent,
+        httpx.AsyncClient(base_url=agent.url, timeout=30) as http,
+    ):
+        task_id, _last = await _gated_task(http)
+        assert agent.probe.gate is not None
+        agent.probe.gate.set()
+        for _ in range(400):  # a hang guard
+            got = await http.post("/", json=rpc("GetTask", {"id": task_id}), headers=V1)
+            if got.json()["result"]["status"]["state"] == "TASK_STATE_COMPLETED":
+                break
+            await asyncio.sleep(0.05)
+        replayed: list[dict[str, Any]] = []
+        body = rpc("SubscribeToTask", {"id": task_id})
+        headers = {**V1, "Last-Event-ID": "0"}
+        async with http.stream("POST", "/", json=body, headers=headers) as response:
+            async for line in response.aiter_lines():
+                if line.startswith("data:"):
+                    replayed.append(json.loads(line[5:])["result"])
+    first = replayed[0]["task"]
+    assert first["status"]["state"] == "TASK_STATE_SUBMITTED", first
+    assert "artifacts" not in first
+    states = [r["statusUpdate"]["status"]["state"] for r in replayed if "statusUpdate" in r]
+    assert states[0] == "TASK_STATE_WORKING" and states[-1] == "TASK_STATE_COMPLETED", states
