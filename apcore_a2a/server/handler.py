@@ -29,7 +29,7 @@ from typing import Any
 
 from a2a.server.agent_execution.active_task import INTERRUPTED_TASK_STATES as _WAITING
 from a2a.server.agent_execution.active_task import TERMINAL_TASK_STATES as _FINISHED
-from a2a.server.cluster import VersionedTaskStore
+from a2a.server.cluster import LegacyTaskStoreAdapter, VersionedTaskStore
 from a2a.server.cluster.event_stream import TaskEventStream
 from a2a.server.context import ServerCallContext
 from a2a.server.request_handlers import DefaultRequestHandler
@@ -53,6 +53,7 @@ from apcore_a2a.errors import TaskBusyError
 from apcore_a2a.execution.observer import state_name
 from apcore_a2a.execution.routing import check_follow_up
 from apcore_a2a.server.task_quota import TaskLookup, TaskQuota
+from apcore_a2a.storage.event_log import MemoryEventLog, RecordingTaskStore
 from apcore_a2a.storage.turns import TurnClaims
 from apcore_a2a.streams.backlog import bounded
 from apcore_a2a.streams.resume import EventLog, PositionTap, StreamPositions, subscribe_from_log
@@ -83,6 +84,10 @@ class ApCoreRequestHandler(DefaultRequestHandler):
         **kwargs: Any,
     ) -> None:
         self._event_log = event_log if isinstance(event_log, EventLog) else None
+        if isinstance(event_log, MemoryEventLog) and not isinstance(task_store, VersionedTaskStore):
+            # The SDK would wrap the store in LegacyTaskStoreAdapter, which drops each
+            # save's event; ours records it (storage/event_log.py).
+            task_store = RecordingTaskStore(LegacyTaskStoreAdapter(task_store), event_log)
         self._tasks = task_store
         self._tap: PositionTap | None = None
         if self._event_log is not None:

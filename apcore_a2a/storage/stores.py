@@ -10,12 +10,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from a2a.server.cluster import (
-    LegacyTaskStoreAdapter,
-    StoredTask,
-    TaskEventStream,
-    VersionedTaskStore,
-)
+from a2a.server.cluster import StoredTask, TaskEventStream, VersionedTaskStore
 from a2a.server.context import ServerCallContext
 from a2a.server.tasks import (
     DatabaseTaskStore,
@@ -30,7 +25,7 @@ from ._urls import (
     create_engine,
     parse_store_url,
 )
-from .event_log import MemoryEventLog, RecordingTaskStore
+from .event_log import MemoryEventLog
 from .fields import StoredFields
 from .memory import BoundedMemoryTaskStore
 from .observed import SaveListener, store_view
@@ -78,15 +73,11 @@ class Stores:
     quota_slots: SqlQuotaSlots | None = None
     fields: StoredFields = field(default_factory=StoredFields)
     _backend: SqlBackend | None = field(default=None, repr=False)
-    #: the chain's view (``observed.py``), which calls the save listeners
-    _view: Any = field(default=None, repr=False)
-
-    def __post_init__(self) -> None:
-        self._view = self.task_store
 
     def on_save(self, listener: SaveListener) -> None:
         """Call *listener* (it must not block) after each successful save of a task."""
-        self._view.on_save(listener)
+        view: Any = self.task_store  # the chain's view (observed.py): it calls the listeners
+        view.on_save(listener)
 
     async def get_task(self, task_id: str, context: ServerCallContext) -> Task | None:
         """The caller's task, whichever store kind is in use (unwraps cluster versions)."""
@@ -154,11 +145,6 @@ def open_stores(task_store: str | TaskStore, settings: Settings) -> Stores:
         stores.event_log = MemoryEventLog(
             per_task=settings.task_event_log_size, max_tasks=EVENT_LOG_TASKS
         )
-        if not isinstance(stores.task_store, VersionedTaskStore):
-            # The SDK would wrap the store in LegacyTaskStoreAdapter, which drops each
-            # save's event; this records it for resumable subscriptions (event_log.py).
-            legacy = LegacyTaskStoreAdapter(stores.task_store)
-            stores.task_store = RecordingTaskStore(legacy, stores.event_log)
     return stores
 
 
