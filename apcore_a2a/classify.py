@@ -239,7 +239,7 @@ def version_error(announced: str, spoken: str | None) -> VersionNotSupportedErro
     follows). One rule for every binding: a2a-sdk checks it on HTTP only, its gRPC
     servicers never."""
     asked = announced or "0.3"
-    if spoken is None or _major(asked) == _major(spoken):
+    if spoken is None or asked == spoken or _major(asked) == _major(spoken):
         return None
     told = f"send 'A2A-Version: {spoken}'" if spoken != "0.3" else "send 'A2A-Version: 0.3' or none"
     if not announced:

@@ -215,26 +215,24 @@ class CardVerifier:
         return signed
 
     async def _fetch_jwks(self) -> Mapping[str, Any]:
-        body = bytearray()
+        body, whole = b"", True
         try:
             async with (
                 asyncio.timeout(self._http.timeout.read),
                 self._http.stream("GET", self._jwks_url) as response,
             ):
-                async for chunk in response.aiter_bytes():
-                    body += chunk
-                    if len(body) > _MAX_JWKS_BYTES or response.status_code != 200:
-                        break
+                if response.status_code == 200:  # another answer's body is not read
+                    body, whole = await read_at_most(response, _MAX_JWKS_BYTES)
         except (httpx.HTTPError, TimeoutError) as exc:
             raise A2AConnectionError(
                 f"cannot fetch {self._jwks_url}: {str(exc) or 'timed out'}"
             ) from exc
         document = None
         with contextlib.suppress(ValueError, RecursionError):
-            document = json.loads(bytes(body))
+            document = json.loads(body)
         if response.status_code != 200:
             problem = f"answers HTTP {response.status_code}"
-        elif len(body) > _MAX_JWKS_BYTES:
+        elif not whole:
             problem = "is too large"
         elif not isinstance(document, Mapping):
             problem = "is not a JWKS (a JSON object)"

@@ -127,8 +127,13 @@ class ApCoreRequestHandler(DefaultRequestHandler):
         call = call_of(context)
         answer = answer_of(context)
         positions = None
-        sse = call is not None and call.binding in ("jsonrpc", "rest")  # gRPC: no event ids
-        if sse and call is not None and answer is not None and self._event_log and self._tap:
+        if (
+            call is not None
+            and call.binding in ("jsonrpc", "rest")  # gRPC streams carry no event ids
+            and answer is not None
+            and self._event_log
+            and self._tap
+        ):
             positions = call.positions = StreamPositions(self._tap)
         positioned = self._positioned(params, context, positions, claimed)
         async for event, sse_id in bounded(positioned, self._backlog, _event_size):
