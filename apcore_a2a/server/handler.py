@@ -60,7 +60,7 @@ from apcore_a2a.streams.resume import EventLog, PositionTap, StreamPositions, su
 from apcore_a2a.streams.tap import answer_of, answering, answering_stream
 from apcore_a2a.upstream.finished_runs import FINISHED_RUN, finished_refusal
 from apcore_a2a.upstream.push_capability import refuse_push_config
-from apcore_a2a.upstream.required_fields import SEND, SEND_STREAM, check
+from apcore_a2a.upstream.required_fields import SEND, SEND_STREAM, check, checked
 
 logger = logging.getLogger("apcore_a2a.server")
 
@@ -271,5 +271,5 @@ for _name in (
     *("on_get_task", "on_list_tasks", "on_get_extended_agent_card"),
     *(f"on_{verb}_task_push_notification_config" for verb in ("create", "get", "delete")),
     "on_list_task_push_notification_configs",
-):  # the methods not overridden above note their answers too
-    setattr(ApCoreRequestHandler, _name, answering(getattr(DefaultRequestHandler, _name)))
+):  # the methods not overridden above check enum values and note their answers too
+    setattr(ApCoreRequestHandler, _name, answering(checked(getattr(DefaultRequestHandler, _name))))

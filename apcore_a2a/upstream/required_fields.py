@@ -1,4 +1,5 @@
-"""The SDK's required-field check, without walking through ``google.protobuf.Struct``.
+"""The SDK's request check, without walking through ``google.protobuf.Struct``, and with
+the spec's enum values.
 
 a2a-sdk 1.3's ``validate_request_params`` walks every message of a request and, in each,
 reads every field's options; it descends into each ``google.protobuf.Value`` of a data
@@ -6,15 +7,19 @@ part or of metadata, which has no REQUIRED field. That is 16 µs of event-loop t
 JSON value: three quarters of what a data-heavy message costs, and the bound on how many
 values a body may carry (``max_json_values``). :func:`unchecked` is the SDK method without
 that decorator; :func:`check` raises the SDK's own error for the same fields, with a walk
-planned once per message type that stops at google.protobuf's types. Watched by
-``tests/upstream/test_required_fields.py``.
+planned once per message type that stops at google.protobuf's types. The same walk refuses
+an enum number the spec does not define (``"role": 7``, ``ListTasks`` ``"status": 99``):
+the SDK parses A2A's enums as open proto3 enums and passes the number on, where a task
+stores it and answers it back (``"role": 7``, not an A2A value) or a database store fails
+on it (an internal error). :func:`checked` puts :func:`check` in front of the SDK's other
+methods. Watched by ``tests/upstream/test_required_fields.py``.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
 
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.utils.errors import InvalidParamsError
@@ -26,7 +31,9 @@ from google.protobuf.message import Message
 
 from apcore_a2a.shape import field_items
 
-_ONE, _MANY, _MAP = 1, 2, 3
+_ONE, _MANY, _MAP, _ENUM = 1, 2, 3, 4
+H = TypeVar("H")
+R = TypeVar("R")
 
 
 def unchecked(method: Callable[..., Any]) -> Callable[..., Any]:
@@ -49,12 +56,31 @@ def check(request: Message) -> None:
         raise InvalidParamsError(message="Validation failed", data={"errors": errors})
 
 
+def checked(
+    method: Callable[[H, Message, Any], Coroutine[Any, Any, R]],
+) -> Callable[[H, Message, Any], Coroutine[Any, Any, R]]:
+    """*method* ``(self, params, context)`` of the SDK's handler, after :func:`check`."""
+
+    @functools.wraps(method)
+    async def checked_first(self: H, params: Message, context: Any) -> R:
+        check(params)
+        return await method(self, params, context)
+
+    return checked_first
+
+
 def _errors(message: Message) -> list[Any]:
     errors: list[Any] = []
     for field, required, nested in _plan(message.DESCRIPTOR):
         if required and (violation := _check_required_field_violation(message, field)):
             errors.append(violation)
         value = getattr(message, field.name)
+        if nested == _ENUM:
+            defined = field.enum_type.values_by_number
+            for number in value if field_items(field)[0] else (value,):
+                if number not in defined:
+                    text = f"{number} is not a value of {field.enum_type.name}"
+                    errors.append({"field": field.name, "message": text})
         if nested == _ONE and message.HasField(field.name):
             _append_nested_errors(errors, field.name, _errors(value))
         elif nested == _MANY:
@@ -68,14 +94,15 @@ def _errors(message: Message) -> list[Any]:
 
 @functools.cache
 def _plan(descriptor: Descriptor) -> tuple[tuple[FieldDescriptor, bool, int], ...]:
-    """Per field to look at: is it REQUIRED, and which messages below it to walk."""
+    """Per field to look at: is it REQUIRED, and which messages below it to walk (or an
+    enum to check)."""
     plan = []
     for field in descriptor.fields:
         required = REQUIRED in field.GetOptions().Extensions[field_behavior]
         many, target, is_map = field_items(field)
         nested = _MAP if is_map else _MANY if many else _ONE
         if target is None or target.full_name.startswith("google.protobuf."):
-            nested = 0
+            nested = _ENUM if field.enum_type is not None else 0
         if required or nested:
             plan.append((field, required, nested))
     return tuple(plan)

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from a2a.server.request_handlers import DefaultRequestHandler, validate_request_params
-from a2a.types import SendMessageRequest
+from a2a.types import ListTasksRequest, SendMessageRequest
 from a2a.utils import proto_utils
 from a2a.utils.errors import InvalidParamsError
 from google.protobuf.descriptor import FieldDescriptor
@@ -116,3 +116,21 @@ def test_field_items_reads_repeated_fields_of_protobuf_before_6_31() -> None:
     message = SendMessageRequest.DESCRIPTOR.fields_by_name["message"].message_type
     parts = message.fields_by_name["parts"]
     assert field_items(parts) == (True, parts.message_type, False)
+
+
+def test_the_sdk_takes_an_enum_number_a2a_does_not_define() -> None:
+    """The second half of the correction: the SDK's check passes ``"role": 7`` (and a
+    ``ListTasks`` ``status`` of 99, which its database store then fails on); ours refuses
+    it, naming the enum. Fails the day the SDK checks enum values itself."""
+    request = _request({"message": {"messageId": "m", "role": 7, "parts": [{"text": "x"}]}})
+    assert request.message.role == 7
+    assert _answer(proto_utils.validate_proto_required_fields, request) is None
+    refused = _answer(check, request)
+    assert refused is not None
+    assert refused[1]["errors"] == [
+        {"field": "message.role", "message": "7 is not a value of Role"}
+    ]
+    listing = ParseDict({"status": 99}, ListTasksRequest())
+    assert _answer(proto_utils.validate_proto_required_fields, listing) is None
+    assert _answer(check, listing) is not None
+    assert _answer(check, ParseDict({"status": "TASK_STATE_WORKING"}, ListTasksRequest())) is None
