@@ -9,7 +9,8 @@ each refusal an A2A error in the shape of the request's binding
   over the limit (on ``Content-Length`` and again while reading);
 * ``-32700`` (JSON-RPC) or ``400`` (REST) for a body that is not UTF-8, nested deeper than
   Python's decoder goes, or (JSON-RPC) with an unpaired surrogate escape or no ``id``
-  (the SDK: -32603, HTTP 500, or no answer);
+  (the SDK: -32603, HTTP 500, or no answer); ``-32602`` for JSON-RPC 0.3 file bytes
+  that are not base64 (``upstream/file_bytes.py``);
 * ``-32602`` (JSON-RPC) or ``400`` (REST) for a body beyond a shape limit
   (:mod:`apcore_a2a.shape`), before anything parses it;
 * the version rule (:func:`~apcore_a2a.classify.version_error`): without ``A2A-Version``
@@ -35,6 +36,7 @@ from typing import Any
 from a2a.utils.errors import (
     A2AError,
     ContentTypeNotSupportedError,
+    InvalidParamsError,
     InvalidRequestError,
     JSONParseError,
 )
@@ -50,8 +52,10 @@ from apcore_a2a.classify import (
 from apcore_a2a.edge.refusal import not_found, refusal
 from apcore_a2a.execution.identity import caller_of
 from apcore_a2a.server.limits import StreamLimiter
+from apcore_a2a.upstream.file_bytes import undecodable_rpc03
 
 _JSON_TYPES = ("application/json", "application/a2a+json")
+_MESSAGE_METHODS = frozenset({"SendMessage", "SendStreamingMessage"})
 
 
 def _is_json_type(value: str | None) -> bool:
@@ -129,6 +133,10 @@ class RequestGuard:
         if hint and _has_lone_surrogate(payload):
             # The SDK echoes such strings in its errors, then fails to encode its own answer.
             return JSONParseError(message=_LONE_SURROGATE), None
+        if info.version == "0.3" and info.method in _MESSAGE_METHODS:
+            undecodable = undecodable_rpc03(payload)
+            if undecodable is not None:
+                return InvalidParamsError(message=undecodable), None
         if isinstance(payload, dict) and "method" in payload and "id" not in payload:
             message = "Invalid Request: 'id' is required (A2A has no notifications)"
             return InvalidRequestError(message=message), None

@@ -16,7 +16,10 @@ the 0.3 REST message routes; the gRPC interceptor), without touching the SDK:
 
 Walks skip ``data`` and ``metadata`` (user data may use any key). The same walks refuse a
 part with no content, which the SDK's conversion answers with a bare ``ValueError`` (HTTP
-500 / gRPC INTERNAL). When the SDK decodes once, this file must go:
+500 / gRPC INTERNAL); :func:`undecodable_rpc03` finds JSON-RPC 0.3 file ``bytes`` that
+are not base64, which the SDK's conversion meets as ``binascii.Error`` (``-32603``;
+``test_sdk_still_fails_on_rpc03_bytes_that_are_not_base64`` watches it). When the SDK
+decodes once, this file must go:
 ``tests/interop/test_file_bytes.py::test_sdk_still_decodes_03_proto_file_bytes_twice`` fails.
 
 """
@@ -70,6 +73,24 @@ def looks_base64(payload: bytes) -> bool:
         return base64.b64encode(base64.b64decode(payload, validate=True)) == payload
     except (binascii.Error, ValueError):
         return False
+
+
+def undecodable_rpc03(payload: Any) -> str | None:
+    """Why the file bytes of a JSON-RPC 0.3 ``message/send``/``message/stream`` *payload*
+    cannot be decoded as the SDK's conversion decodes them (``base64.b64decode``), else
+    ``None``."""
+    params = payload.get("params") if isinstance(payload, dict) else None
+    message = params.get("message") if isinstance(params, dict) else None
+    parts = message.get("parts") if isinstance(message, dict) else None
+    for i, part in enumerate(parts if isinstance(parts, list) else ()):
+        file = part.get("file") if isinstance(part, dict) else None
+        content = file.get("bytes") if isinstance(file, dict) else None
+        if isinstance(content, str):
+            try:
+                base64.b64decode(content)
+            except (binascii.Error, ValueError):
+                return f"message.parts[{i}].file.bytes is not base64"
+    return None
 
 
 def _sdk_bytes(payload: bytes, python_client: bool) -> bytes:
