@@ -108,32 +108,44 @@ def _spec_bytes(sdk_value: bytes) -> bytes:
         return sdk_value  # not produced by the SDK's encoder; leave it alone
 
 
-def _walk_json(node: Any, transform: Callable[[bytes], bytes]) -> bool:
+def _json_bytes(value: str) -> bytes | None:
+    """A proto JSON ``bytes`` value: standard or URL-safe base64, padded or not."""
+    text = value.replace("-", "+").replace("_", "/")
+    try:
+        return base64.b64decode(text + "=" * (-len(text) % 4), validate=True)
+    except (binascii.Error, ValueError):
+        return None
+
+
+def _walk_json(node: Any, transform: Callable[[bytes], bytes], *, request: bool = False) -> bool:
     changed = False
     if isinstance(node, dict):
         for key, value in node.items():
             if key in _OPAQUE:
                 continue
             if key == _JSON_KEY and isinstance(value, str):
-                try:
-                    raw = base64.b64decode(value, validate=True)
-                except (binascii.Error, ValueError):
-                    continue  # not base64 at all: let the SDK report the bad request
+                raw = _json_bytes(value)
+                if raw is None and request:
+                    # The SDK's conversion would fail on it (HTTP 500).
+                    raise InvalidParamsError(message=f"{_JSON_KEY} is not base64")
+                if raw is None:
+                    continue
                 new = base64.b64encode(transform(raw)).decode("ascii")
                 if new != value:
                     node[key] = new
                     changed = True
             elif isinstance(value, dict | list):
-                changed = _walk_json(value, transform) or changed
+                changed = _walk_json(value, transform, request=request) or changed
     elif isinstance(node, list):
         for item in node:
-            changed = _walk_json(item, transform) or changed
+            changed = _walk_json(item, transform, request=request) or changed
     return changed
 
 
 def rest_request_to_sdk(body: Any, *, python_client: bool) -> bool:
-    """Rewrite a parsed REST 0.3 request body in place; ``True`` if anything changed."""
-    return _walk_json(body, lambda raw: _sdk_bytes(raw, python_client))
+    """Rewrite a parsed REST 0.3 request body in place; ``True`` if anything changed. Raises
+    ``InvalidParamsError`` for file bytes that are not base64."""
+    return _walk_json(body, lambda raw: _sdk_bytes(raw, python_client), request=True)
 
 
 def rest_response_to_wire(body: Any, *, python_client: bool) -> bool:

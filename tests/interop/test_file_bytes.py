@@ -200,9 +200,23 @@ def test_user_data_named_like_the_field_is_never_touched() -> None:
     assert repr(body) == before
 
 
-def test_bad_base64_is_left_for_the_sdk_to_reject() -> None:
-    body = {"request": {"content": [{"file": {"fileWithBytes": "%%%"}}]}}
-    assert rest_request_to_sdk(body, python_client=False) is False
+def test_url_safe_or_unpadded_base64_is_read_as_proto_json_reads_it() -> None:
+    body = {"request": {"content": [{"file": {"fileWithBytes": "-_8"}}]}}  # b"\xfb\xff"
+    assert rest_request_to_sdk(body, python_client=False) is True
+    sent = body["request"]["content"][0]["file"]["fileWithBytes"]
+    assert base64.b64decode(base64.b64decode(sent)) == b"\xfb\xff"
+
+
+@pytest.mark.parametrize("content", ["!!!notb64", "%%%", "a"])
+def test_rest03_file_bytes_that_are_not_base64_are_invalid_params(
+    interop_agent: Target, content: str
+) -> None:
+    """main: HTTP 500 (the SDK's conversion decodes them outside its error handling)."""
+    for path in ("/v1/message:send", "/v1/message:stream"):
+        answer = httpx.post(interop_agent.url + path, json=_rest_body(content),
+                            headers=SPEC_CLIENT, timeout=30)  # fmt: skip
+        assert answer.status_code == 400, (path, answer.text)
+        assert "fileWithBytes is not base64" in answer.json()["error"]["message"]
 
 
 def test_proto_walk_reaches_parts_in_history_and_artifacts() -> None:
