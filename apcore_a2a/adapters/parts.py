@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import json
 import math
+import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -21,6 +22,7 @@ from apcore_a2a.adapters.outputs import File, file_from_value, text_from_value
 from apcore_a2a.adapters.schema import SchemaFacts, coerce_integers, json_types
 
 _OCTET = "application/octet-stream"
+_DOUBLE_MAX = sys.float_info.max
 
 
 def value_to_python(value: Value) -> Any:
@@ -147,7 +149,7 @@ def sniff_media_type(data: bytes) -> str:
 
 
 def _data_part(value: Any) -> Part:
-    if _non_finite(value):
+    if _no_double(value):
         value = _json_numbers(value)
     holder = Struct()
     try:
@@ -161,22 +163,32 @@ def _data_part(value: Any) -> Part:
     return part
 
 
-def _non_finite(value: Any) -> bool:
+def _no_double(value: Any) -> bool:
+    """Whether *value* holds a number a ``google.protobuf.Value`` (a double) cannot hold."""
     if isinstance(value, float):
         return not math.isfinite(value)
+    if isinstance(value, int):
+        return abs(value) > _DOUBLE_MAX
     if isinstance(value, dict):
-        return any(_non_finite(v) for v in value.values())
+        return any(_no_double(v) for v in value.values())
     if isinstance(value, list | tuple):
-        return any(_non_finite(v) for v in value)
+        return any(_no_double(v) for v in value)
     return False
 
 
 def _json_numbers(value: Any) -> Any:
     """*value* with each NaN or infinite float as ``None``, as pydantic's JSON mode and
     ``JSON.stringify`` write them: JSON has no such numbers, and a task holding one could
-    be read over no JSON binding."""
+    be read over no JSON binding. An integer beyond a double's range (a data part's
+    numbers are doubles) becomes its decimal digits, as proto JSON writes 64-bit integers;
+    one too long for Python to print (``sys.set_int_max_str_digits``) becomes ``None``."""
     if isinstance(value, float):
         return value if math.isfinite(value) else None
+    if isinstance(value, int) and abs(value) > _DOUBLE_MAX:
+        try:
+            return str(value)
+        except ValueError:
+            return None
     if isinstance(value, dict):
         return {k: _json_numbers(v) for k, v in value.items()}
     if isinstance(value, list | tuple):

@@ -44,10 +44,29 @@ class Ratio:
         return {"ratio": ratio, "rest": [ratio, 1.5, -float("inf")]}
 
 
+class PowerIn(BaseModel):
+    digits: int
+
+
+class PowerOut(BaseModel):
+    power: int
+    small: int
+
+
+class Power:
+    input_schema = PowerIn
+    output_schema = PowerOut
+    description = "10 to the given number of digits: an integer no double holds"
+
+    def execute(self, inputs: dict[str, Any], context: Any) -> dict[str, Any]:
+        return {"power": 10 ** inputs["digits"], "small": 7}
+
+
 def _registry() -> Registry:
     registry = Registry()
     registry.register("math.add", Add())
     registry.register("math.ratio", Ratio())
+    registry.register("math.power", Power())
     return registry
 
 
@@ -120,4 +139,19 @@ def test_a_non_finite_number_in_a_module_output_is_written_as_null() -> None:
             assert part["data"] == {"ratio": None, "rest": [None, 1.5, None]}
             got = http.get(f"/tasks/{task['id']}")
             assert got.status_code == 200 and got.json()["artifacts"] == task["artifacts"]
+        assert len(_listed(http)) == 2
+
+
+def test_an_integer_output_beyond_a_double_is_written_as_its_digits() -> None:
+    """A data part's numbers are doubles; an integer beyond their range failed the call
+    (-32603 / 500: protobuf's OverflowError) and lost the result."""
+    with serve_in_thread(_registry()) as url, httpx.Client(base_url=url, headers=V1) as http:
+        for digits, expected in ((400, "1" + "0" * 400), (5000, None)):
+            body = _rest(_message(f'{{"digits": {digits}}}', skill="math.power"))
+            sent = http.post("/message:send", content=body)
+            assert sent.status_code == 200, sent.text
+            task = sent.json()["task"]
+            assert task["status"]["state"] == "TASK_STATE_COMPLETED", task
+            [part] = task["artifacts"][0]["parts"]
+            assert part["data"] == {"power": expected, "small": 7}
         assert len(_listed(http)) == 2
