@@ -10,7 +10,7 @@ wait, unknown kids remembered) is in docs/auth.md ("How tokens are checked").
 Example::
 
     keys = JWKSKeySource("https://idp.example.com/.well-known/jwks.json")
-    key = await keys.get("2025-01")      # a PyJWK, or KeyLookupError
+    key = await keys.get("2025-01", "PS256")   # a PyJWK, or KeyLookupError
     await keys.aclose()
 """
 
@@ -42,6 +42,36 @@ MAX_UNKNOWN_KIDS = 4096
 
 class KeyLookupError(InvalidCredentials):
     """No verification key for a ``kid`` (not in the set, or the endpoint is failing)."""
+
+
+class PublishedKey:
+    """One signature key of the set, as a ``PyJWK`` per algorithm.
+
+    A JWK need not name its ``alg`` (RFC 7517 §4.4), and ``PyJWK`` then binds a default
+    (RS256 for every RSA key), which PyJWT enforces against the token's ``alg``: a token
+    in PS256 or RS384, though allowed by the configuration, would be refused. So a JWK
+    without ``alg`` is bound to the algorithm asked for (the caller asks only for one it
+    allows; one the key cannot do fails to build), and a JWK that names one keeps it.
+    """
+
+    def __init__(self, member: dict[str, Any]) -> None:
+        self._member = member
+        self.declared: str | None = (
+            member.get("alg") if isinstance(member.get("alg"), str) else None
+        )
+        self.default = jwt.PyJWK(member)  # raises if the key is unusable
+        self._by_alg = {self.default.algorithm_name: self.default}
+
+    def for_alg(self, alg: str | None) -> jwt.PyJWK:
+        """The key bound to *alg* (the declared or default one if *alg* is ``None`` or the
+        JWK names its own); raises ``PyJWTError`` when this key cannot do *alg*."""
+        if alg is None or self.declared is not None:
+            return self.default
+        key = self._by_alg.get(alg)
+        if key is None:
+            # At most one entry per algorithm PyJWT knows: a short, fixed list.
+            key = self._by_alg[alg] = jwt.PyJWK(self._member, algorithm=alg)
+        return key
 
 
 class JWKSKeySource:
@@ -83,7 +113,7 @@ class JWKSKeySource:
             httpx.create_ssl_context() if parts.scheme == "https" and transport is None else True
         )
         self._clock = clock
-        self._keys: dict[str, jwt.PyJWK] = {}
+        self._keys: dict[str, PublishedKey] = {}
         self._fetched_at: float | None = None
         self._failures = 0
         self._retry_at = 0.0
@@ -95,8 +125,12 @@ class JWKSKeySource:
         #: Completed fetch attempts (successful or not), for operations and tests.
         self.fetches = 0
 
-    async def get(self, kid: str) -> jwt.PyJWK:
-        """The key for *kid*; raise :class:`KeyLookupError`."""
+    async def get(self, kid: str, alg: str | None = None) -> jwt.PyJWK:
+        """The key for *kid*, bound to *alg* unless its JWK names its own algorithm
+        (:class:`PublishedKey`); raise :class:`KeyLookupError`."""
+        return _bind(await self._published(kid), alg)
+
+    async def _published(self, kid: str) -> PublishedKey:
         now = self._clock()
         key = self._keys.get(kid)
         if key is not None:
@@ -176,7 +210,7 @@ class JWKSKeySource:
         finally:
             self.fetches += 1
 
-    async def _download(self) -> dict[str, jwt.PyJWK]:
+    async def _download(self) -> dict[str, PublishedKey]:
         async with (
             httpx.AsyncClient(
                 transport=self._transport,
@@ -205,7 +239,14 @@ class JWKSKeySource:
                 await task
 
 
-def parse_jwks(body: bytes) -> dict[str, jwt.PyJWK]:
+def _bind(key: PublishedKey, alg: str | None) -> jwt.PyJWK:
+    try:
+        return key.for_alg(alg)
+    except (jwt.PyJWTError, ValueError, TypeError):
+        raise KeyLookupError(f"the key cannot verify {alg}") from None
+
+
+def parse_jwks(body: bytes) -> dict[str, PublishedKey]:
     """The signature keys of a JWKS document by ``kid``; ``ValueError`` if it has none.
     Symmetric keys are skipped too: a public key set has no business publishing a secret."""
     try:
@@ -215,14 +256,14 @@ def parse_jwks(body: bytes) -> dict[str, jwt.PyJWK]:
     members = document.get("keys") if isinstance(document, dict) else None
     if not isinstance(members, list):
         raise ValueError("no 'keys' array")
-    keys: dict[str, jwt.PyJWK] = {}
+    keys: dict[str, PublishedKey] = {}
     for member in members:
         if not isinstance(member, dict) or member.get("kty") == "oct":
             continue
         kid = member.get("kid")
         if isinstance(kid, str) and kid and member.get("use", "sig") == "sig":
             with contextlib.suppress(jwt.PyJWTError, ValueError, TypeError):
-                keys[kid] = jwt.PyJWK(member)
+                keys[kid] = PublishedKey(member)
     if not keys:
         raise ValueError("no usable signature keys")
     return keys

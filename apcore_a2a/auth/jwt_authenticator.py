@@ -277,12 +277,16 @@ class JWTAuthenticator:
         if self.jwks is None:
             return self._key
         try:
-            kid = jwt.get_unverified_header(token).get("kid")
+            header = jwt.get_unverified_header(token)
         except jwt.PyJWTError as exc:
             raise InvalidCredentials(f"{type(exc).__name__}: {exc}") from None
+        kid, alg = header.get("kid"), header.get("alg")
         if not isinstance(kid, str) or not kid:
             raise InvalidCredentials("token has no 'kid' header; required with a JWKS URL")
-        return await self.jwks.get(kid)
+        if alg not in self.algorithms:
+            raise InvalidCredentials(f"token algorithm {str(alg)[:20]!r} is not allowed")
+        # The key is bound to the token's algorithm only once it is one we allow.
+        return await self.jwks.get(kid, alg)
 
     async def aclose(self) -> None:
         """Cancel a JWKS fetch in flight (called when the server stops)."""

@@ -28,6 +28,8 @@ class KeyPair:
     alg: str
     private: Any
     kid: str
+    #: whether the JWK names its algorithm (``alg`` is optional, RFC 7517 §4.4)
+    declares_alg: bool = True
 
     @property
     def public_pem(self) -> str:
@@ -42,12 +44,14 @@ class KeyPair:
     def jwk(self) -> dict[str, Any]:
         algo = jwt.get_algorithm_by_name(self.alg)
         data: dict[str, Any] = json.loads(algo.to_jwk(self.private.public_key()))
-        data.update(kid=self.kid, use="sig", alg=self.alg)
+        data.update(kid=self.kid, use="sig")
+        if self.declares_alg:
+            data["alg"] = self.alg
         return data
 
-    def sign(self, claims: dict[str, Any], **headers: Any) -> str:
+    def sign(self, claims: dict[str, Any], *, alg: str | None = None, **headers: Any) -> str:
         return jwt.encode(
-            claims, self.private, algorithm=self.alg, headers={"kid": self.kid, **headers}
+            claims, self.private, algorithm=alg or self.alg, headers={"kid": self.kid, **headers}
         )
 
 

@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import base64
+import dataclasses
+import hashlib
+import hmac
+import json
 import logging
 import time
 from collections.abc import Callable
@@ -15,7 +20,7 @@ from apcore_a2a.auth import JWTAuthenticator
 from tests._support import running_server
 
 from .attacks import refusal_text
-from .keys import AUDIENCE, ISSUER, JWKSServer, bearer, claims, ec_pair, rsa_pair
+from .keys import AUDIENCE, ISSUER, JWKSServer, KeyPair, bearer, claims, ec_pair, rsa_pair
 from .probe import serve_probe
 
 
@@ -120,6 +125,59 @@ async def test_token_without_kid_is_rejected_without_fetching() -> None:
             token = pyjwt.encode(sub("a"), key.private, algorithm="RS256")
             assert (await whoami(client, base, token)).status_code == 401
             assert jwks.fetches == 0
+
+
+def hmac_forgery(key: KeyPair, payload: dict[str, Any]) -> str:
+    """An HS256 token "signed" with *key*'s public PEM as the HMAC secret (PyJWT will not
+    make one), the classic algorithm confusion."""
+
+    def b64(data: bytes) -> str:
+        return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+    header = {"alg": "HS256", "typ": "JWT", "kid": key.kid}
+    signing_input = f"{b64(json.dumps(header).encode())}.{b64(json.dumps(payload).encode())}"
+    mac = hmac.new(key.public_pem.encode(), signing_input.encode(), hashlib.sha256).digest()
+    return f"{signing_input}.{b64(mac)}"
+
+
+async def test_the_configured_algorithms_decide_not_pyjwks_default() -> None:
+    # A JWK need not name its algorithm (RFC 7517 §4.4; several IdPs omit it). PyJWK then
+    # binds RS256 to every RSA key, so an agent configured for PS256 refused every token.
+    bare = dataclasses.replace(rsa_pair("bare"), declares_alg=False)
+    named = rsa_pair("named")  # its JWK says RS256
+    jwks = JWKSServer(keys=[bare, named])
+    async with running_server(jwks.app()) as idp:
+        url = idp + "/.well-known/jwks.json"
+        wide = JWTAuthenticator(jwks_url=url, algorithms=["PS256", "RS384", "RS256"])
+        narrow = JWTAuthenticator(jwks_url=url, algorithms=["PS256"])
+        async with (
+            serve_probe(wide) as wide_base,
+            serve_probe(narrow) as narrow_base,
+            httpx.AsyncClient() as client,
+        ):
+            for alg in ("PS256", "RS384", "RS256"):
+                resp = await whoami(client, wide_base, bare.sign(sub(alg), alg=alg))
+                assert resp.status_code == 200, (alg, resp.text)
+                assert resp.json()["var"] == alg
+            # A JWK that names its algorithm is used with that one only.
+            assert (await whoami(client, wide_base, named.sign(sub("n")))).status_code == 200
+            refused = await whoami(client, wide_base, named.sign(sub("n"), alg="PS256"))
+            assert refused.status_code == 401
+            # Whatever the key, only the configured algorithms pass.
+            assert (
+                await whoami(client, narrow_base, bare.sign(sub("p"), alg="PS256"))
+            ).status_code == 200
+            for token in (
+                bare.sign(sub("r"), alg="RS256"),
+                named.sign(sub("r")),
+                hmac_forgery(bare, sub("mallory")),
+                hmac_forgery(named, sub("mallory")),
+            ):
+                assert (await whoami(client, narrow_base, token)).status_code == 401
+            for key in (bare, named):
+                assert (
+                    await whoami(client, wide_base, hmac_forgery(key, sub("m")))
+                ).status_code == 401
 
 
 @pytest.mark.parametrize("failure", ["unreachable", "not json"])
