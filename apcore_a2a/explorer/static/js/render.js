@@ -87,6 +87,9 @@ function humanSize(n) {
   return `${(n / 1024 / 1024).toFixed(1)} MiB`;
 }
 
+// Image types a preview shows; an image opened in a tab can run no script in these.
+const PREVIEW_TYPES = new Set(["image/png", "image/jpeg", "image/gif", "image/webp", "image/avif", "image/bmp"]);
+
 export function renderPart(part) {
   const meta = part.mediaType ? h("span", { class: "muted small" }, ` ${part.mediaType}`) : null;
   if (typeof part.text === "string") {
@@ -99,14 +102,20 @@ export function renderPart(part) {
     const name = part.filename || "download";
     let blob;
     try {
-      blob = base64ToBlob(part.raw, part.mediaType);
+      // Never the agent's media type: a blob: URL has this page's origin, and one opened
+      // in a tab (middle click, "open in new tab") renders as its type, outside this
+      // page's CSP, so text/html or SVG from the agent would run script as the agent's
+      // own origin. As octet-stream it can only be downloaded.
+      blob = base64ToBlob(part.raw, "application/octet-stream");
     } catch {
       return h("div", { class: "part part-file error-text" }, `File ${name}: content is not valid base64`);
     }
     const url = URL.createObjectURL(blob);
     const link = h("a", { href: url, download: name, class: "file-link" }, `⬇ ${name}`);
-    const preview = (part.mediaType || "").startsWith("image/")
-      ? h("img", { src: url, alt: name, class: "preview" }) : null;
+    // Previews only for raster images (no SVG: it is a document that can hold script).
+    const type = String(part.mediaType || "").split(";")[0].trim().toLowerCase();
+    const preview = PREVIEW_TYPES.has(type)
+      ? h("img", { src: URL.createObjectURL(new Blob([blob], { type })), alt: name, class: "preview" }) : null;
     return h("div", { class: "part part-file" }, link, h("span", { class: "muted small" }, ` ${humanSize(blob.size)}`), meta, preview);
   }
   if (typeof part.url === "string") {

@@ -1,0 +1,123 @@
+"""The Explorer shows a hostile agent's words as words: markup in the card (names,
+descriptions, tags, examples, schema titles and enums) and in task output (text, data,
+file names, media types, URLs, error messages) never becomes an element, and nothing runs.
+
+Each payload carries the marker attribute ``data-pwn``: were any of it parsed as HTML, an
+element with that attribute would appear, whatever the CSP then did with its handlers.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+from typing import Any, Literal
+
+import pytest
+from apcore import Executor, ModuleExample, Registry
+from playwright.async_api import Error as PlaywrightError
+from pydantic import BaseModel, Field
+from starlette.applications import Starlette
+
+from apcore_a2a import A2AServerFactory, File
+from tests.browser.conftest import serve_app
+
+pytestmark = pytest.mark.browser
+
+MARK = "<img data-pwn src=x onerror=\"document.title='pwned'\">"
+TAG = f"</code></pre><b data-pwn>bold</b><script>document.title='pwned'</script>{MARK}"
+PAGE = b"<html><body><script>document.title='pwned'</script><b data-pwn>x</b></body></html>"
+SVG = (
+    b'<svg xmlns="http://www.w3.org/2000/svg" onload="document.title=\'pwned\'">'
+    b"<script>document.title='pwned'</script></svg>"
+)
+
+
+class HostileIn(BaseModel):
+    note: str = Field(default="", title=f"Note {TAG}", description=f"what {TAG}")
+    mode: Literal["plain", "<b data-pwn>odd</b>"] = Field(default="plain", title=TAG)
+
+
+class HostileOut(BaseModel):
+    model_config = {"extra": "allow"}
+
+
+class HostileModule:
+    input_schema = HostileIn
+    output_schema = HostileOut
+    description = f"Answers with markup {TAG}"
+    tags = [f"tag{MARK}"]
+    examples = [
+        ModuleExample(title=f"example {TAG}", inputs={"note": TAG, "mode": "plain"}, output={})
+    ]
+
+    def execute(self, inputs: dict[str, Any], context: Any) -> dict[str, Any]:
+        if inputs.get("note") == "fail":
+            raise ValueError(f"failed {TAG}")
+        return {
+            "text": TAG,
+            TAG: [TAG, {TAG: TAG}],
+            "page": File(raw=PAGE, media_type="text/html", filename=f"{TAG}.html"),
+            "svg": File(raw=SVG, media_type="image/svg+xml", filename="x.svg"),
+            "odd": File(raw=b"x", media_type=f'image/png" {MARK}', filename=MARK),
+            "script_url": File(url="javascript:document.title='pwned'", filename=TAG),
+            "data_url": File(url="data:text/html;base64," + base64.b64encode(PAGE).decode()),
+            "web": File(url=f"https://example.invalid/{TAG}", filename=TAG),
+        }
+
+
+def hostile_app(**settings: Any) -> Starlette:
+    registry = Registry()
+    registry.register("demo.hostile", HostileModule())
+    settings.setdefault("name", f"Agent {TAG}")
+    settings.setdefault("description", f"About {TAG}")
+    settings.setdefault("explorer", True)
+    app, _card = A2AServerFactory(Executor(registry), **settings).create()
+    return app
+
+
+async def assert_inert(page: Any) -> None:
+    assert await page.locator("[data-pwn]").count() == 0
+    assert await page.locator("script:not([src])").count() == 0
+    assert await page.title() != "pwned"
+    assert page.log.errors == []
+
+
+async def test_hostile_card_and_task_output_stay_text(page: Any) -> None:
+    async with serve_app(hostile_app) as base:
+        await page.goto(base + "/explorer/")
+        await page.wait_for_selector("#agent-name")
+        assert TAG in await page.inner_text("#agent-name")
+        await page.click("#skills [data-skill-id='demo.hostile']")
+        await page.wait_for_selector("#skill-body code:text-is('demo.hostile')")
+        assert "Answers with markup" in await page.inner_text("#skill-body")
+        await page.click("button.example")
+        await page.click("#send")
+        await page.wait_for_selector("#task-state [data-state='TASK_STATE_COMPLETED']")
+        artifact = page.locator("#task-body .artifact")
+        await artifact.wait_for()
+        assert TAG in await artifact.inner_text()
+        await assert_inert(page)
+
+        # Only http(s) URLs become links; the inline files are blob: downloads.
+        hrefs = [
+            await link.get_attribute("href") for link in await page.locator("a.file-link").all()
+        ]
+        assert hrefs and all(h.startswith(("blob:", "https://")) for h in hrefs), hrefs
+        # A file the agent returned as HTML or SVG, opened in a tab of its own (middle
+        # click, "open in new tab"), runs nothing either: a blob: URL has the page's
+        # origin, and a top-level blob: document is not under the page's CSP.
+        blobs = [h for h in hrefs if h.startswith("blob:")]
+        blobs += [await img.get_attribute("src") for img in await page.locator("img.preview").all()]
+        assert len(blobs) >= 3, blobs
+        for blob in blobs:
+            opened = await page.context.new_page()
+            with contextlib.suppress(PlaywrightError):  # a download starts: nothing rendered
+                await opened.goto(blob)
+            assert await opened.title() != "pwned"
+            await opened.close()
+
+        # An error whose message carries markup is shown as text too.
+        await page.fill("[data-path='note']", "fail")
+        await page.click("#send")
+        await page.wait_for_selector("#task-state [data-state='TASK_STATE_FAILED']")
+        await assert_inert(page)
