@@ -134,6 +134,38 @@ async def test_calls_without_valid_credentials_are_unauthenticated(
         assert "not-a-key" not in error.details()
 
 
+def _every_a2a_method() -> list[tuple[str, bool]]:
+    """``(path, server streaming)`` of every method of both A2A services, read from the
+    SDK's descriptors, so a method a new SDK adds is covered without editing this test."""
+    return [
+        (f"/{service.full_name}/{method.name}", method.server_streaming)
+        for module in (a2a_pb2, a2a_v0_3_pb2)
+        for service in module.DESCRIPTOR.services_by_name.values()
+        for method in service.methods
+    ]
+
+
+async def test_every_method_of_both_services_refuses_a_caller_without_credentials(
+    secured: Agent,
+) -> None:
+    methods = _every_a2a_method()
+    assert len(methods) >= 20  # 11 + 10 today
+    as_is = {"request_serializer": bytes, "response_deserializer": bytes}
+    bad_first = (("x-api-key", "not-a-key"), ("x-api-key", ALICE_KEY))
+    async with grpc.aio.insecure_channel(secured.grpc_address) as channel:
+        for path, streaming in methods:
+            version = "0.3" if path.startswith("/a2a.v1.") else "1.0"
+            # The first of a repeated key counts, as the first of a repeated HTTP header.
+            for metadata in (None, (("x-api-key", ""),), bad_first):
+                sent = (("a2a-version", version), *(metadata or ()))
+                if streaming:
+                    call = channel.unary_stream(path, **as_is)(b"", metadata=sent)
+                    error = await failure(call.read())
+                else:
+                    error = await failure(channel.unary_unary(path, **as_is)(b"", metadata=sent))
+                assert error.code() == grpc.StatusCode.UNAUTHENTICATED, (path, metadata)
+
+
 @pytest.mark.parametrize(
     ("credential", "who"),
     [
