@@ -127,18 +127,23 @@ def test_a_body_with_nan_or_infinity_is_a_parse_error_and_stores_nothing() -> No
         assert len(_listed(http)) == 2
 
 
+def _result(http: httpx.Client, skill: str, data: str) -> Any:
+    """The data part a completed task answered for *data*; GetTask reads the same."""
+    sent = http.post("/message:send", content=_rest(_message(data, skill=skill)))
+    assert sent.status_code == 200, sent.text
+    task = sent.json()["task"]
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED", task
+    [part] = task["artifacts"][0]["parts"]
+    got = http.get(f"/tasks/{task['id']}")
+    assert got.status_code == 200 and got.json()["artifacts"] == task["artifacts"]
+    return part["data"]
+
+
 def test_a_non_finite_number_in_a_module_output_is_written_as_null() -> None:
     with serve_in_thread(_registry()) as url, httpx.Client(base_url=url, headers=V1) as http:
         for a in (0, 3):
-            body = _rest(_message(f'{{"a": {a}, "b": 0}}', skill="math.ratio"))
-            sent = http.post("/message:send", content=body)
-            assert sent.status_code == 200, sent.text
-            task = sent.json()["task"]
-            assert task["status"]["state"] == "TASK_STATE_COMPLETED", task
-            [part] = task["artifacts"][0]["parts"]
-            assert part["data"] == {"ratio": None, "rest": [None, 1.5, None]}
-            got = http.get(f"/tasks/{task['id']}")
-            assert got.status_code == 200 and got.json()["artifacts"] == task["artifacts"]
+            data = _result(http, "math.ratio", f'{{"a": {a}, "b": 0}}')
+            assert data == {"ratio": None, "rest": [None, 1.5, None]}
         assert len(_listed(http)) == 2
 
 
@@ -147,11 +152,6 @@ def test_an_integer_output_beyond_a_double_is_written_as_its_digits() -> None:
     (-32603 / 500: protobuf's OverflowError) and lost the result."""
     with serve_in_thread(_registry()) as url, httpx.Client(base_url=url, headers=V1) as http:
         for digits, expected in ((400, "1" + "0" * 400), (5000, None)):
-            body = _rest(_message(f'{{"digits": {digits}}}', skill="math.power"))
-            sent = http.post("/message:send", content=body)
-            assert sent.status_code == 200, sent.text
-            task = sent.json()["task"]
-            assert task["status"]["state"] == "TASK_STATE_COMPLETED", task
-            [part] = task["artifacts"][0]["parts"]
-            assert part["data"] == {"power": expected, "small": 7}
+            data = _result(http, "math.power", f'{{"digits": {digits}}}')
+            assert data == {"power": expected, "small": 7}
         assert len(_listed(http)) == 2
