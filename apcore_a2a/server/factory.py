@@ -199,6 +199,7 @@ class A2AServerFactory:
             turns=stores.turns,
             check_values=stores.fields.check,
             quota=quota,
+            contexts=stores.contexts,
             agent_executor=agent_executor,
             task_store=stores.task_store,
             agent_card=catalog.snapshot.card,

@@ -6,6 +6,8 @@
   :class:`~apcore_a2a.errors.TaskBusyError` at once (``storage/turns.py``). A message
   refused after it claimed the wait gives it back. A message for a finished task gets
   the SDK's terminal-state answer here, before a replica's parked run sees it.
+* **A context belongs to the owner of its tasks**: a new task naming a ``contextId``
+  that holds another owner's task is refused as invalid params (``storage/contexts.py``).
 * **Unfinished tasks per caller** are capped (``server/task_quota.py``).
 * The not-cancelable error names the task's state; a message asking for push
   notifications of an agent without them is refused.
@@ -53,6 +55,7 @@ from apcore_a2a.errors import TaskBusyError
 from apcore_a2a.execution.observer import state_name
 from apcore_a2a.execution.routing import check_follow_up
 from apcore_a2a.server.task_quota import TaskLookup, TaskQuota
+from apcore_a2a.storage.contexts import ContextGuard
 from apcore_a2a.storage.event_log import MemoryEventLog, RecordingTaskStore
 from apcore_a2a.storage.turns import TurnClaims
 from apcore_a2a.streams.backlog import bounded
@@ -78,6 +81,7 @@ class ApCoreRequestHandler(DefaultRequestHandler):
         task_lookup: TaskLookup,
         turns: TurnClaims,
         quota: TaskQuota,
+        contexts: ContextGuard,
         event_log: object | None,
         check_values: Callable[[SendMessageRequest, ServerCallContext], None],
         stream_backlog: int,
@@ -99,6 +103,7 @@ class ApCoreRequestHandler(DefaultRequestHandler):
         self._task_lookup = task_lookup
         self._turns = turns
         self._quota = quota
+        self._contexts = contexts
         #: refuses values the store cannot hold, before any task exists (storage/fields.py)
         self._check_values = check_values
         self._backlog = stream_backlog
@@ -106,40 +111,48 @@ class ApCoreRequestHandler(DefaultRequestHandler):
     @answering
     async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Any:
         check(params)
-        claimed = await self._take_turn(params, context)
-        if not params.configuration.return_immediately:
-            call = record_of(context)
-            call.blocking = True
-            # A push config hands the task id to a webhook before the answer: no deferring.
-            call.defer_writes = not params.configuration.HasField("task_push_notification_config")
-        async with self._released_if_refused(claimed, params.message.task_id):
-            try:
-                return await SEND(self, params, context)
-            finally:
-                await self._quota.settle(context)
+        claimed, leave = await self._take_turn(params, context)
+        try:
+            if not params.configuration.return_immediately:
+                call = record_of(context)
+                call.blocking = True
+                # A push config hands the task id to a webhook before the answer: no deferring.
+                call.defer_writes = not params.configuration.HasField(
+                    "task_push_notification_config"
+                )
+            async with self._released_if_refused(claimed, params.message.task_id):
+                try:
+                    return await SEND(self, params, context)
+                finally:
+                    await self._quota.settle(context)
+        finally:
+            leave()
 
     @answering_stream
     async def on_message_send_stream(
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> AsyncGenerator[Any, None]:
         check(params)
-        claimed = await self._take_turn(params, context)
-        call = call_of(context)
-        answer = answer_of(context)
-        positions = None
-        if (
-            call is not None
-            and call.binding in ("jsonrpc", "rest")  # gRPC streams carry no event ids
-            and answer is not None
-            and self._event_log
-            and self._tap
-        ):
-            positions = call.positions = StreamPositions(self._tap)
-        positioned = self._positioned(params, context, positions, claimed)
-        async for event, sse_id in bounded(positioned, self._backlog, _event_size):
-            if answer is not None:
-                answer.sse_id = sse_id
-            yield event
+        claimed, leave = await self._take_turn(params, context)
+        try:
+            call = call_of(context)
+            answer = answer_of(context)
+            positions = None
+            if (
+                call is not None
+                and call.binding in ("jsonrpc", "rest")  # gRPC streams carry no event ids
+                and answer is not None
+                and self._event_log
+                and self._tap
+            ):
+                positions = call.positions = StreamPositions(self._tap)
+            positioned = self._positioned(params, context, positions, claimed)
+            async for event, sse_id in bounded(positioned, self._backlog, _event_size):
+                if answer is not None:
+                    answer.sse_id = sse_id
+                yield event
+        finally:
+            leave()
 
     async def _positioned(
         self,
@@ -188,15 +201,27 @@ class ApCoreRequestHandler(DefaultRequestHandler):
 
     async def _take_turn(
         self, params: SendMessageRequest, context: ServerCallContext
-    ) -> Task | None:
+    ) -> tuple[Task | None, Callable[[], None]]:
         """Check that *params* may start or continue a task now; returns the parked task
-        whose wait it claimed, if it continues one."""
+        whose wait it claimed, if it continues one, and what ends the request's hold on
+        the context of a task it starts (call it when the request ends)."""
         self._check_values(params, context)
         refuse_push_config(params, self._capabilities)
         task_id = params.message.task_id
         if not task_id:
-            await self._quota.reserve(context, self._task_lookup)
-            return None
+            leave = await self._contexts.enter(params, context)
+            try:
+                await self._quota.reserve(context, self._task_lookup)
+            except BaseException:
+                leave()
+                raise
+            return None, leave
+        return await self._continued(params, context, task_id), _stay
+
+    async def _continued(
+        self, params: SendMessageRequest, context: ServerCallContext, task_id: str
+    ) -> Task | None:
+        """The parked task whose wait a follow-up for *task_id* claimed (``None``: none)."""
         stored = await self._task_lookup(task_id, context)
         if stored is None:
             return None  # the SDK answers TaskNotFoundError
@@ -257,6 +282,10 @@ class ApCoreRequestHandler(DefaultRequestHandler):
             raise TaskNotCancelableError(
                 message=f"Task is not cancelable: current state is {state}"
             ) from None
+
+
+def _stay() -> None:
+    """A follow-up holds no context (its task is the caller's own)."""
 
 
 def _size(event: Any) -> int:

@@ -74,6 +74,10 @@ class BoundedMemoryTaskStore(InMemoryTaskStore):
         self._holding: dict[int, dict[str, None]] = {}
         self._most = 0
         self._over_capacity_warned = False
+        #: each stored task's context, and each context's owners with their task counts
+        #: (storage/contexts.py asks whether a context holds another owner's task)
+        self._context_of: dict[_Key, str] = {}
+        self._contexts: dict[str, dict[str, int]] = {}
 
     def __len__(self) -> int:
         """Number of tasks currently stored, across all owners."""
@@ -88,6 +92,10 @@ class BoundedMemoryTaskStore(InMemoryTaskStore):
         if is_new and len(self) >= self.max_capacity:
             await self._make_room()
         await super().save(task, context)
+        if key not in self._context_of:
+            self._context_of[key] = task.context_id
+            owners = self._contexts.setdefault(task.context_id, {})
+            owners[key[0]] = owners.get(key[0], 0) + 1
         if task.status.state in _TERMINAL:
             self._active.discard(key)
             self._unfinish(key)
@@ -102,6 +110,15 @@ class BoundedMemoryTaskStore(InMemoryTaskStore):
     async def delete(self, task_id: str, context: ServerCallContext) -> None:
         """Forget the caller's task with this id (no error if it does not exist)."""
         await self._evict((self._owner_resolver(context), task_id))
+
+    def owner_of(self, context: ServerCallContext) -> str:
+        """The owner key the store files the caller's tasks under."""
+        return self._resolve_owner(context)
+
+    async def others_in(self, context_id: str, owner: str) -> bool:
+        """Whether *context_id* holds a task of an owner other than *owner*."""
+        owners = self._contexts.get(context_id)
+        return owners is not None and any(other != owner for other in owners)
 
     async def _expire(self, now: float) -> None:
         if self._ttl is None:
@@ -154,6 +171,14 @@ class BoundedMemoryTaskStore(InMemoryTaskStore):
         owner, task_id = key
         self._unfinish(key)
         self._active.discard(key)
+        context_id = self._context_of.pop(key, None)
+        if context_id is not None:
+            owners = self._contexts[context_id]
+            owners[owner] -= 1
+            if not owners[owner]:
+                del owners[owner]
+                if not owners:
+                    del self._contexts[context_id]
         await super().delete(task_id, ServerCallContext(user=OwnerUser(owner)))
 
     def _resolve_owner(self, context: ServerCallContext) -> str:

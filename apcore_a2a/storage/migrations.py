@@ -17,6 +17,7 @@ from sqlalchemy import inspect
 from . import quota_slots  # noqa: F401  (its table joins METADATA)
 from ._replicas import METADATA
 from ._urls import create_engine, parse_store_url
+from .contexts import create_index
 
 #: The Alembic version table the a2a-sdk's migrations use.
 SDK_VERSION_TABLE = "a2a_alembic_version"
@@ -39,11 +40,13 @@ async def upgrade_database(task_store_url: str) -> list[str]:
     try:
         async with engine.connect() as conn:
             before = set(await conn.run_sync(lambda c: inspect(c).get_table_names()))
-        await DatabaseTaskStore(engine).initialize()
+        tasks = DatabaseTaskStore(engine)
+        await tasks.initialize()
         await DatabasePushNotificationConfigStore(engine).initialize()
         async with engine.begin() as conn:
             old_rev, new_rev = await conn.run_sync(_run_sdk_migrations)
             await conn.run_sync(METADATA.create_all)
+        await create_index(tasks)  # the context check's (contexts.py)
         async with engine.connect() as conn:
             after = set(await conn.run_sync(lambda c: inspect(c).get_table_names()))
     finally:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from a2a.server.cluster import StoredTask, TaskEventStream, VersionedTaskStore
 from a2a.server.context import ServerCallContext
+from a2a.server.owner_resolver import resolve_user_scope
 from a2a.server.tasks import (
     DatabaseTaskStore,
     InMemoryPushNotificationConfigStore,
@@ -25,6 +26,7 @@ from ._urls import (
     create_engine,
     parse_store_url,
 )
+from .contexts import ContextGuard, create_index, sql_others
 from .event_log import MemoryEventLog
 from .fields import StoredFields
 from .memory import BoundedMemoryTaskStore
@@ -62,6 +64,8 @@ class Stores:
         quota_slots: Cluster mode: per-caller quota slots shared by all replicas.
         fields: What of a caller's message the store can hold (``fields.py``): check
             it before any task exists.
+        contexts: Refuses a new task in a context holding another owner's task
+            (``contexts.py``).
     """
 
     task_store: TaskStore | VersionedTaskStore
@@ -72,6 +76,7 @@ class Stores:
     event_log: object | None = None
     quota_slots: SqlQuotaSlots | None = None
     fields: StoredFields = field(default_factory=StoredFields)
+    contexts: ContextGuard = field(default_factory=lambda: ContextGuard(None, resolve_user_scope))
     _backend: SqlBackend | None = field(default=None, repr=False)
 
     def on_save(self, listener: SaveListener) -> None:
@@ -135,8 +140,14 @@ def open_stores(task_store: str | TaskStore, settings: Settings) -> Stores:
                 max_capacity=settings.task_max_capacity, ttl_seconds=settings.task_ttl_seconds
             )
         stores = Stores(store_view(store), InMemoryPushNotificationConfigStore())
-        if isinstance(store, DatabaseTaskStore):  # a caller's own SQL store
+        if isinstance(store, BoundedMemoryTaskStore):
+            stores.contexts = ContextGuard(store.others_in, store.owner_of)
+        elif isinstance(store, DatabaseTaskStore):  # a caller's own SQL store
             stores.fields = StoredFields(store)
+            stores.contexts = ContextGuard(sql_others(store, indexed=False), store.owner_resolver)
+        else:  # a store that cannot tell: this process's open requests only
+            owner_of = getattr(store, "owner_resolver", resolve_user_scope)
+            stores.contexts = ContextGuard(None, owner_of)
     else:
         stores = _sql_stores(url, settings)
     if stores.event_stream is not None:
@@ -213,7 +224,7 @@ def _sql_stores(url: StoreURL, settings: Settings) -> Stores:
         url,
         engine,
         versioned,
-        [versioned.initialize, events.initialize, push_store.initialize],
+        [versioned.initialize, _indexed(versioned), events.initialize, push_store.initialize],
         closers + ([turns.aclose] if turns else []),
         retention_seconds=settings.task_retention_seconds,
         poll_interval=settings.cluster_poll_interval,
@@ -222,6 +233,12 @@ def _sql_stores(url: StoreURL, settings: Settings) -> Stores:
     )
     db = versioned.as_task_store
     assert isinstance(db, DatabaseTaskStore)
+    others = sql_others(db)
+
+    async def others_guarded(context_id: str, owner: str) -> bool:
+        found: bool = await guarded(others(context_id, owner))
+        return found
+
     return Stores(
         store_view(writes, around=guarded, saved=turns.saved if turns else None),
         GuardedPushStore(push_store),
@@ -230,5 +247,15 @@ def _sql_stores(url: StoreURL, settings: Settings) -> Stores:
         turns or MemoryTurnClaims(),
         quota_slots=slots,
         fields=StoredFields(db),
+        contexts=ContextGuard(others_guarded, db.owner_resolver),
         _backend=sql,
     )
+
+
+def _indexed(versioned: Any) -> Callable[[], Awaitable[None]]:
+    """Creates the index of the context check (``contexts.py``) on *versioned*'s tasks."""
+
+    async def create() -> None:
+        await create_index(versioned.as_task_store)
+
+    return create

@@ -1,0 +1,130 @@
+"""A context belongs to the owner of the tasks in it (``docs/auth.md``, *Contexts belong to
+their owner*).
+
+A message without a task id that names a ``contextId`` starts a new task in that context.
+When the context holds a task of another owner, the message is refused as invalid params
+(A2A 1.0.1 §3.4.1: an agent that cannot accept a client-provided ``contextId`` rejects the
+request and makes up no other one), before anything is stored or any module runs: modules
+keep conversation state by ``a2a.context_id``, and client-chosen ids may be guessable.
+The answer does not say whose the context is.
+
+The check costs nothing for a message without a ``contextId`` or with a task id; else one
+lookup: a dict read in the memory store, one indexed query in SQL stores
+(:data:`INDEX_NAME` on ``tasks (context_id, owner)``, created at start).
+
+Two callers opening the same fresh context at once: in one process the first whose
+lookup ends holds the context for its request (:class:`ContextGuard`) and the other is
+refused. Across processes on one database there is a window from one's lookup to its
+task's first save (at most ``WRITE_DELAY`` more for a blocking call) in which both may be
+accepted; the context then has two owners, each seeing only its own tasks, and every
+later new task in it is refused (follow-ups of the tasks there go on).
+
+Anonymous callers share the SDK's one anonymous owner, so they share contexts (as tasks).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from a2a.server.context import ServerCallContext
+from a2a.server.owner_resolver import OwnerResolver
+from a2a.server.tasks import DatabaseTaskStore
+from a2a.types import SendMessageRequest
+from a2a.utils.errors import InvalidParamsError
+from sqlalchemy import bindparam, select, text
+
+#: The index the SQL check reads (``tasks``: the SDK's table has none on ``context_id``).
+INDEX_NAME = "ix_apcore_a2a_tasks_context_owner"
+#: Whether a context holds a task of an owner other than the one given.
+Others = Callable[[str, str], Awaitable[bool]]
+REFUSAL = (
+    "message.contextId is not available to this caller: omit it to start a new "
+    "conversation, or name a context of your own"
+)
+
+
+def _nothing_else() -> None:
+    return None
+
+
+class ContextGuard:
+    """Refuses a new task in a context of another owner (see the module docstring).
+
+    Args:
+        others: The store's lookup, ``None`` for a store that cannot tell (a ``TaskStore``
+            object of the application's): only this process's open requests count then.
+        owner_of: The owner of a call, as the task store resolves it.
+    """
+
+    def __init__(self, others: Others | None, owner_of: OwnerResolver) -> None:
+        self._others = others
+        self._owner_of = owner_of
+        #: context -> (owner, its requests under way that start a task in it)
+        self._held: dict[str, tuple[str, int]] = {}
+
+    async def enter(
+        self, params: SendMessageRequest, context: ServerCallContext
+    ) -> Callable[[], None]:
+        """Check *params* (raise ``InvalidParamsError``); the returned function ends the
+        request's hold on its context (call it once, when the request ends)."""
+        message = params.message
+        context_id = message.context_id
+        if message.task_id or not context_id:
+            return _nothing_else
+        owner = self._owner_of(context)
+        if not self._free(context_id, owner) or (
+            self._others is not None and await self._others(context_id, owner)
+        ):
+            raise InvalidParamsError(message=REFUSAL)
+        if not self._free(context_id, owner):  # another request took it during the lookup
+            raise InvalidParamsError(message=REFUSAL)
+        held = self._held.get(context_id)
+        self._held[context_id] = (owner, held[1] + 1 if held else 1)
+        return lambda: self._leave(context_id)
+
+    def _free(self, context_id: str, owner: str) -> bool:
+        held = self._held.get(context_id)
+        return held is None or held[0] == owner
+
+    def _leave(self, context_id: str) -> None:
+        owner, count = self._held[context_id]
+        if count > 1:
+            self._held[context_id] = (owner, count - 1)
+        else:
+            del self._held[context_id]
+
+
+def sql_others(store: DatabaseTaskStore, *, indexed: bool = True) -> Others:
+    """The lookup of a SQL store: one row at most, found through :data:`INDEX_NAME`
+    (created before the first lookup unless *indexed*: the store's start created it)."""
+    model = store.task_model
+    stmt = (
+        select(model.id)
+        .where(model.context_id == bindparam("context_id"))
+        .where(model.owner.is_distinct_from(bindparam("owner")))
+        .limit(1)
+    )
+
+    async def others(context_id: str, owner: str) -> bool:
+        nonlocal indexed
+        if not indexed:
+            await create_index(store)
+            indexed = True
+        async with store.engine.connect() as conn:
+            found = await conn.execute(stmt, {"context_id": context_id, "owner": owner})
+            return found.first() is not None
+
+    return others
+
+
+async def create_index(store: DatabaseTaskStore) -> None:
+    """Create :data:`INDEX_NAME` on the store's task table unless it exists."""
+    table = store.task_model.__tablename__
+    async with store.engine.begin() as conn:
+        quote = conn.dialect.identifier_preparer.quote
+        await conn.execute(
+            text(
+                f"CREATE INDEX IF NOT EXISTS {quote(INDEX_NAME)} "
+                f"ON {quote(table)} (context_id, owner)"
+            )
+        )
