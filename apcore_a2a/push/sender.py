@@ -7,7 +7,8 @@ the task nor reorders what another receiver sees. Bounds: ONE deadline per attem
 (``push_timeout`` for URL check, connect, send, headers and the bounded body read, so a
 receiver dripping a byte at a time is cut off like one that never answers); at most
 :data:`MAX_ANSWER_BYTES` of an answer read, undecoded (a compressed answer cannot
-expand); ``push_queue_size`` events per config, one more marks it ``failed``.
+expand); ``push_queue_size`` events per config, one more marks it ``failed``;
+``push_max_deliveries`` attempts in flight across all configs (connections held).
 """
 
 from __future__ import annotations
@@ -93,6 +94,7 @@ class RetryingPushSender(PushNotificationSender):
         timeout: float = 10.0,
         retry_delays: Sequence[float] = (1.0, 2.0, 4.0),
         queue_size: int = 100,
+        max_deliveries: int = 64,
     ) -> None:
         self._store = config_store
         self._policy = policy
@@ -102,6 +104,9 @@ class RetryingPushSender(PushNotificationSender):
         self._timeout = timeout
         self._delays = tuple(retry_delays)
         self._queue_size = queue_size
+        # One worker per (task, config) and any number of tasks: without a cap on the
+        # attempts in flight, stalled receivers could hold every file descriptor.
+        self._in_flight = asyncio.Semaphore(max_deliveries)
         self.snapshots = TaskSnapshots()
         self._client: httpx.AsyncClient | None = None
         self._key: SigningKey | None = None
@@ -218,7 +223,10 @@ class RetryingPushSender(PushNotificationSender):
         attempts = len(self._delays) + 1
         try:
             for attempt, delay in enumerate([*self._delays, None], 1):
-                problem = await self._attempt(delivery)
+                # A slot per attempt, not per delivery: a retry's pause holds none. The
+                # wait for it is outside the attempt's deadline.
+                async with self._in_flight:
+                    problem = await self._attempt(delivery)
                 if problem is None:
                     self.sent += 1
                     return

@@ -7,7 +7,8 @@ complete headers, then the body one byte every ``interval``; ``stall`` reads the
 and never answers until :meth:`release`.
 
 Each connection is recorded (:class:`Conn`): when it opened, when the agent closed it
-(seen as end-of-file or a reset) and how many bytes the receiver managed to send.
+(seen as end-of-file or a reset) and how many bytes the receiver managed to send;
+``peak`` is the most connections it ever had open at once.
 """
 
 from __future__ import annotations
@@ -43,6 +44,9 @@ class HostileReceiver:
     status: int = 200
     conns: list[Conn] = field(default_factory=list)
     url: str = ""
+    #: connections open right now, and the most ever open at once
+    open: int = 0
+    peak: int = 0
     changed: asyncio.Event = field(default_factory=asyncio.Event)
     _release: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -65,6 +69,8 @@ class HostileReceiver:
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         conn = Conn(opened=time.monotonic())
         self.conns.append(conn)
+        self.open += 1
+        self.peak = max(self.peak, self.open)
         self.changed.set()
         try:
             conn.request = await _read_request(reader)
@@ -77,6 +83,7 @@ class HostileReceiver:
         except (ConnectionError, OSError, asyncio.IncompleteReadError):
             pass
         finally:
+            self.open -= 1
             conn.closed = time.monotonic()
             writer.close()
             with contextlib.suppress(ConnectionError, OSError):

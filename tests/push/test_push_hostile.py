@@ -6,6 +6,7 @@ them and the agent smooths their behaviour.
 
 from __future__ import annotations
 
+import asyncio
 import os
 from pathlib import Path
 from typing import Any
@@ -173,3 +174,30 @@ async def test_a_stalled_receiver_overflows_its_bounded_queue_and_is_marked_fail
         )
         assert again["result"]["statusReason"] == got["result"]["statusReason"]
         assert len(stall.conns) == 1
+
+
+async def test_stalled_receivers_of_many_tasks_hold_at_most_push_max_deliveries() -> None:
+    # Every task may have its webhooks; without a cap each (task, config) would hold its
+    # own connection to a stalled receiver, and one caller's tasks could take every file
+    # descriptor of the agent.
+    async with (
+        hostile("stall") as stall,
+        push_agent(
+            push_timeout=30.0, push_retry_delays=(), push_max_deliveries=2, shutdown_timeout=1.0
+        ) as (base, app),
+        httpx.AsyncClient(timeout=10) as client,
+    ):
+        sender = app.state.a2a.extras["push"].sender
+        for _ in range(6):
+            hook = {"taskPushNotificationConfig": {"id": "s", "url": stall.url}}
+            await rpc(
+                client, base, "SendMessage", {"message": add_message(), "configuration": hook}
+            )
+        await stall.wait_for(lambda: len(stall.conns) >= 2)
+        await asyncio.sleep(0.5)  # room for a connection beyond the cap to show up
+        assert len(stall.conns) == 2
+        assert sender.pending >= 6  # the other tasks' deliveries wait their turn
+        stall.release()  # the stalled receiver now hangs up at once: each config fails
+        await sender.idle()
+        assert stall.peak == 2
+        assert len(stall.conns) == 6  # every config got its turn
