@@ -3,8 +3,8 @@
 One port carries ``lf.a2a.v1.A2AService`` (1.0, the SDK's ``GrpcHandler``) and
 ``a2a.v1.A2AService`` (0.3, ``CompatGrpcHandler``), with the HTTP edge's rules (auth,
 version, shape, stream slots) on the same call record, and ``grpc.health.v1.Health``
-(``ops/grpc_health.py``). Without the ``grpc`` extra, importing this module raises an
-``ImportError`` that says so.
+(``ops/grpc_health.py``; its ``Watch`` streams take stream slots too, ``grpc_streams.py``).
+Without the ``grpc`` extra, importing this module raises an ``ImportError`` that says so.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from apcore_a2a import errors
 from apcore_a2a.auth.authenticator import Gate, metadata_headers
 from apcore_a2a.classify import version_error
 from apcore_a2a.edge.call import CallRecord, attach
-from apcore_a2a.execution.identity import Caller, caller_key
+from apcore_a2a.execution.identity import Caller
 from apcore_a2a.server.limits import StreamLimiter
 from apcore_a2a.shape import Shape, ShapeError, check_message
 from apcore_a2a.streams.scrub import scrub_exception
@@ -46,6 +46,7 @@ try:
     from a2a.types import a2a_pb2, a2a_pb2_grpc
 
     from apcore_a2a.ops.grpc_health import add_health_service
+    from apcore_a2a.server.grpc_streams import caller_of, held_streams
     from apcore_a2a.upstream.error_answers import CompatServicer, Servicer
     from apcore_a2a.upstream.error_answers import abort as abort_with
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess without grpc
@@ -183,8 +184,10 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         handler = await continuation(details)
         method: str = details.method
         abort = self._aborts.get(method.split("/")[1] if method.count("/") == 2 else "")
-        if handler is None or abort is None:
-            return handler  # reflection and unknown methods pass untouched
+        if handler is None:
+            return handler
+        if abort is None:  # health, reflection: no credentials, but a stream takes a slot
+            return held_streams(handler, self._streams)
         streaming = handler.unary_stream is not None
         if handler.unary_unary is None and not streaming:
             return handler
@@ -251,7 +254,7 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
                         check_message(request, self._shape)
                     except ShapeError as exc:
                         raise exc.refusal() from None
-                    caller = _caller(identity, context)
+                    caller = caller_of(identity, context)
                     record = CallRecord("grpc", spoken, a2a_method, caller, answer=answer)
                     _call.set((record, identity))
                     if streaming:
@@ -295,14 +298,6 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
 
 async def _one(answer: Awaitable[Any]) -> AsyncIterator[Any]:
     yield await answer
-
-
-def _caller(identity: Identity | None, context: grpc.aio.ServicerContext) -> str:
-    """The quota key (:func:`~apcore_a2a.execution.identity.caller_key`)."""
-    peer = str(context.peer() or "unknown")  # e.g. "ipv4:127.0.0.1:53422"
-    kind, _, rest = peer.partition(":")
-    address = rest.rsplit(":", 1)[0] if kind in ("ipv4", "ipv6") else peer
-    return caller_key(identity, address.strip("[]"))
 
 
 class GrpcServer:

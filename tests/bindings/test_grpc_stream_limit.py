@@ -80,3 +80,43 @@ async def _drain(call: Any) -> bool:
     async for response in call:
         last = response
     return last is not None and last.status_update.status.state == a2a_pb2.TASK_STATE_COMPLETED
+
+
+async def test_health_watch_streams_take_stream_slots_and_give_them_back() -> None:
+    # grpc.health.v1 needs no credentials: without a slot per Watch, one client could
+    # hold any number of streams open (20,000 cost the agent 400 MB).
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    watch = health_pb2.HealthCheckRequest(service="")
+    with serve_agent(max_streams_per_caller=2) as agent:
+        async with grpc.aio.insecure_channel(agent.grpc_address) as channel:
+            health = health_pb2_grpc.HealthStub(channel)
+            held = [health.Watch(watch) for _ in range(2)]
+            for call in held:
+                assert (await call.read()).status == health_pb2.HealthCheckResponse.SERVING
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await health.Watch(watch).read()
+            assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+            assert "at most 2 concurrent streams" in (refused.value.details() or "")
+            async with stubs(agent.grpc_address) as (v1, _v03):
+                open_key = f"open-{uuid.uuid4().hex}"
+                GATES.release(open_key)
+                with pytest.raises(grpc.aio.AioRpcError) as a2a_refused:
+                    await _drain(v1.SendStreamingMessage(_gate_request(open_key)))
+                assert a2a_refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+                # A Watch the client cancels gives its slot back.
+                held[0].cancel()
+                again = f"again-{uuid.uuid4().hex}"
+                GATES.release(again)
+                codes, served = [], False
+                for _ in range(200):  # a hang guard: the release is asynchronous
+                    try:
+                        served = await _drain(v1.SendStreamingMessage(_gate_request(again)))
+                    except grpc.aio.AioRpcError as exc:
+                        codes.append(exc.code())
+                        await asyncio.sleep(0.05)
+                    else:
+                        break
+                assert served, "a canceled Watch kept its stream slot"
+                assert set(codes) <= {grpc.StatusCode.RESOURCE_EXHAUSTED}
+            held[1].cancel()
