@@ -61,6 +61,9 @@ class CallRecord:
     #: the id this call made up for a new task: nothing is stored under it until its first
     #: save (set by the request context builder, read and ended by ``storage/deferred.py``)
     new_task: str | None = None
+    #: the task this call's run goes by, new or continued (set by the request context
+    #: builder, never cleared): a message-reply run has it before anything is stored
+    run_task: str | None = None
     #: task id -> (what this call read from the store, when) (``storage/observed.py``)
     reads: dict[str, tuple[Any, float]] = field(default_factory=dict)
     #: why the server itself cancels the task (shutting down), shown in its final status

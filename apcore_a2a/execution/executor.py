@@ -210,6 +210,17 @@ class ApCoreAgentExecutor(AgentExecutor):
         canceling = Run(event_queue, task_id, context_id)
         await canceling.status(TaskState.TASK_STATE_CANCELED, canceling.message(reason, {}))
 
+    def abandon(self, task_id: str) -> bool:
+        """Stop the run of *task_id* whose caller left before anything was answered or
+        stored (a message-reply skill's module): the module is canceled as on a cancel, and
+        nothing is recorded for it, as for a message reply. Whether such a run was here."""
+        run = self._runs.get(task_id)
+        if run is None or run.ended:
+            return False
+        run.canceled = True
+        run.stop()
+        return True
+
     def running_task_ids(self) -> list[str]:
         """Ids of the tasks whose module is executing in this process."""
         return list(self._runs)
@@ -320,6 +331,8 @@ class ApCoreAgentExecutor(AgentExecutor):
                 value, _ = await self._invoke(run, context, spec, inputs, on_task=hook)
             except Exception as exc:
                 error = exc
+            if run.canceled:
+                return  # abandoned: its caller left before the answer (emits nothing now)
             kind = reply_of(run.data) or ("task" if spec.reply == "auto" else "message")
             if error is not None and (
                 input_required_of(error) is not None

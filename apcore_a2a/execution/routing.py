@@ -213,6 +213,7 @@ class ApCoreRequestContextBuilder(RequestContextBuilder):
             self.check_input(spec.module_id, request_context.module_input)
         request_context.skill = spec
         call = record_of(context)
+        call.run_task = request_context.task_id
         if not task_id:  # the id made up for a new task: nothing is stored under it yet
             call.new_task = request_context.task_id
         if call.positions is not None and request_context.task_id:

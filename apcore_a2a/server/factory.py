@@ -250,7 +250,11 @@ class A2AServerFactory:
             *(route for feature in features for route in feature.routes),
             *rest_routes,
         ]
-        drop = cancel_on_drop(handler, context_builder) if s.cancel_on_disconnect else None
+        drop = (
+            cancel_on_drop(handler, context_builder, agent_executor)
+            if s.cancel_on_disconnect
+            else None
+        )
         guard = Middleware(RequestGuard, max_body_bytes=s.max_body_bytes, streams=streams)
         # task_streams: one dict shared by the answer side of all routes
         answers = Middleware(AnswerSide, on_stream_dropped=drop, task_streams={})

@@ -18,9 +18,9 @@ each refusal an A2A error in the shape of the request's binding
   (``VersionNotSupportedError``) with a message saying what to send;
 * stream limits (:class:`~apcore_a2a.server.limits.StreamLimiter`): over the agent's cap
   ``503`` + ``Retry-After``, over the caller's quota ``429`` (``QuotaExceededError``); a
-  subscription whose client hangs up before its answer starts is ended then (a resumed
-  one may wait long for its first event, and the SDK's routes answer only once it came),
-  so its slot comes back.
+  stream whose client hangs up before its answer starts is ended then (a resumed
+  subscription may wait long for its first event, a message-reply skill's stream for its
+  module, and the SDK's routes answer only once it came), so its slot comes back.
 
 The answer side (scrubbing, SSE event ids, cancel-on-drop) is :mod:`apcore_a2a.streams`.
 """
@@ -53,6 +53,7 @@ from apcore_a2a.edge.refusal import not_found, refusal
 from apcore_a2a.execution.identity import caller_of
 from apcore_a2a.server.limits import StreamLimiter
 from apcore_a2a.upstream.file_bytes import undecodable_rpc03
+from apcore_a2a.streams.tap import Answer
 
 _JSON_TYPES = ("application/json", "application/a2a+json")
 _MESSAGE_METHODS = frozenset({"SendMessage", "SendStreamingMessage"})
@@ -168,14 +169,14 @@ class RequestGuard:
             await respond_to(message)
 
         try:
-            if info.method == "SubscribeToTask" and info.routable:
-                if info.body is None and not await info.load_body(receive, self.max_body_bytes):
-                    too_large = InvalidRequestError(message="Payload too large")
-                    await refusal(info, too_large, 413)(scope, receive, send)
-                    return
-                await _until_gone(scope, info, app, receive, ending)
-            else:
+            if not info.routable:
                 await app(scope, info.replay(receive), ending)
+                return
+            if info.body is None and not await info.load_body(receive, self.max_body_bytes):
+                too_large = InvalidRequestError(message="Payload too large")
+                await refusal(info, too_large, 413)(scope, receive, send)
+                return
+            await _until_gone(scope, info, app, receive, ending)
         finally:
             await release()
 
@@ -183,12 +184,14 @@ class RequestGuard:
 async def _until_gone(
     scope: Scope, info: RequestInfo, app: ASGIApp, receive: Receive, send: Send
 ) -> None:
-    """Serve a subscription, ending it if its client hangs up before the answer starts.
+    """Serve a stream, ending it if its client hangs up before the answer starts.
 
     The SDK's routes answer a stream once its first event came (request errors go out
     as plain error answers), and nobody listens for the client meanwhile: a resumed
-    subscription of a quiet task would hold its slot until the task's next event. The
-    request body was read (*info*), so the client's ``receive`` only has its hang-up left."""
+    subscription of a quiet task would hold its slot until the task's next event, a
+    message-reply skill's stream until its module returned. The hang-up is noted on the
+    call's answer, for cancel-on-drop (``streams/answers.py``). The request body was read
+    (*info*), so the client's ``receive`` only has its hang-up left."""
     started = asyncio.Event()
 
     async def starting(message: Message) -> None:
@@ -209,6 +212,7 @@ async def _until_gone(
         for task in waits:  # from here on the answer listens for its client itself
             task.cancel()
         if gone:
+            Answer.of(scope).hung_up = True
             served.cancel()  # nothing was answered: nothing to finish
             await asyncio.gather(served, return_exceptions=True)
         else:

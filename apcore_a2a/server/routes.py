@@ -15,6 +15,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from apcore_a2a.classify import describe, request_info
 from apcore_a2a.edge.call import CallRecord, attach
 from apcore_a2a.execution.identity import caller_of
+from apcore_a2a.streams.tap import Answer
 from apcore_a2a.upstream.file_bytes import MESSAGE_PATHS, with_spec_files
 from apcore_a2a.upstream.parsed_body import parsed_once
 from apcore_a2a.upstream.rest03_streams import eager_streams
@@ -33,7 +34,9 @@ class ApCoreCallContextBuilder(DefaultServerCallContextBuilder):
         method = info.method if info is not None else None
         answer = info.answer if info is not None else None
         caller = caller_of(request.scope)
-        attach(context, CallRecord(binding, version, method, caller, answer=answer))
+        record = attach(context, CallRecord(binding, version, method, caller, answer=answer))
+        if isinstance(answer, Answer):
+            answer.call = record
         return context
 
 

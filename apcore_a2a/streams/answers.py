@@ -10,7 +10,8 @@ objects), never the SDK's rendered events:
 * each event frame of a resumable stream gets its SSE ``id`` (:mod:`~.resume`);
 * with ``cancel_on_disconnect``, a stream's task is canceled (:func:`cancel_on_drop`) when
   the client hung up before the last chunk of the last open stream of that task (the first
-  task the answer names as the first frame leaves).
+  task the answer names as the first frame leaves), or before the first frame: then the
+  call's own run is stopped (the request guard notes that hang-up).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from a2a.types import CancelTaskRequest
-from a2a.utils.errors import A2AError
+from a2a.utils.errors import A2AError, TaskNotFoundError
 from starlette.datastructures import MutableHeaders
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -89,16 +90,28 @@ class AnswerSide:
                     self.task_streams[task_id] = left
                 elif dropped:
                     await self.on_stream_dropped(scope, task_id)
+            elif answer.hung_up:
+                # Gone before the first frame (a message-reply skill's module was still
+                # running): no stream ever followed the run, so its task, or the run itself
+                # when nothing is stored yet, goes with the client.
+                unsent = answer.task_id or (answer.call.run_task if answer.call else None)
+                if unsent is not None and unsent not in self.task_streams:
+                    await self.on_stream_dropped(scope, unsent)
 
 
-def cancel_on_drop(handler: Any, context_builder: Any) -> DropHandler:
+def cancel_on_drop(handler: Any, context_builder: Any, runs: Any) -> DropHandler:
     """A :data:`DropHandler` cancelling the task through the SDK handler, as the caller who
-    opened the stream (owner scoping applies as for the client's own CancelTask)."""
+    opened the stream (owner scoping applies as for the client's own CancelTask). A run
+    with no task stored yet (a message-reply skill's module) is stopped through *runs*
+    (the agent executor's ``abandon``): there is nothing to cancel, and nothing to keep."""
 
     async def cancel(scope: Scope, task_id: str) -> None:
         call_context = context_builder.build(Request(scope))
         try:
             await handler.on_cancel_task(CancelTaskRequest(id=task_id), call_context)
+        except TaskNotFoundError:
+            if runs.abandon(task_id):
+                logger.info("Client dropped the stream of run %s before its answer", task_id)
         except A2AError as exc:
             # Finished (or gone) meanwhile: nothing left to cancel.
             logger.debug("Dropped stream of task %s: not canceled (%s)", task_id, exc)

@@ -21,7 +21,7 @@ from a2a.server.context import ServerCallContext
 from a2a.types import Task, TaskState, TaskStatusUpdateEvent
 
 from apcore_a2a.classify import request_info
-from apcore_a2a.edge.call import call_of
+from apcore_a2a.edge.call import CallRecord, call_of
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -46,6 +46,11 @@ class Answer:
     sse_id: str | None = None
     #: the id a resuming client sent (``Last-Event-ID``)
     last_event_id: str | None = None
+    #: the stream's client hung up before its answer started (the request guard saw it)
+    hung_up: bool = False
+    #: the call's record (``edge/call.py``), attached by the edge when it builds it: the
+    #: task its run goes by is known there before anything is answered
+    call: CallRecord | None = None
 
     @classmethod
     def of(cls, scope: MutableMapping[str, Any]) -> Answer:

@@ -313,6 +313,30 @@ class Quick:
         return {"upper": inputs["text"].upper()}
 
 
+class Ponder:
+    """Answers with a message (``reply: "auto"`` when it chooses one, else a task) after
+    waiting for ``probe.gate``: a stream that sends nothing while its module runs."""
+
+    input_schema = EmptyIn
+    output_schema = GateOut
+    description = "Wait for the gate, then answer with a message"
+    metadata = {"a2a": {"reply": "auto"}}
+
+    def __init__(self, probe: Probe) -> None:
+        self.probe = probe
+
+    async def execute(self, inputs: dict[str, Any], context: Any) -> dict[str, Any]:
+        key = str(context.data.get("a2a.task_id"))
+        self.probe.contexts.append({"ran": "life.ponder", "task_id": key})
+        try:
+            assert self.probe.gate is not None
+            await self.probe.gate.wait()
+            return {"opened": True}
+        finally:
+            self.probe.token_seen_cancelled[key] = bool(context.cancel_token.is_cancelled)
+            self.probe.done(key).set()
+
+
 class PolicyHandler(A2AApprovalHandler):
     """The A2A handler, except that ``life.forbidden`` is always denied by policy."""
 
@@ -340,4 +364,5 @@ def build_executor(probe: Probe) -> Executor:
     )
     registry.register("life.forbidden", Transfer(probe, module_id="life.forbidden"))
     registry.register("life.quick", Quick())
+    registry.register("life.ponder", Ponder(probe))
     return Executor(registry, approval_handler=PolicyHandler())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from typing import Any
 
@@ -151,3 +152,71 @@ async def test_drop_leaves_task_alone_while_another_stream_follows_it(
             assert task.status.state == TaskState.TASK_STATE_COMPLETED
         finally:
             await follower.close()
+
+
+#: a message-reply skill's stream sends nothing while its module runs (life.ponder)
+PONDER_SHAPES = {
+    "jsonrpc-1.0": ("/", rpc("SendStreamingMessage", {"message": wire_message("life.ponder", {})})),
+    "rest-1.0": ("/message:stream", {"message": wire_message("life.ponder", {})}),
+}
+
+
+async def _hang_up_before_answer(agent: Agent, shape: str) -> str:
+    """Send a ``life.ponder`` stream on a raw socket and close it while the module runs,
+    before the server answered anything (not even the status line); return the run's id."""
+    path, body = PONDER_SHAPES[shape]
+    host, port = agent.url.removeprefix("http://").split(":")
+    reader, writer = await asyncio.open_connection(host, int(port))
+    data = json.dumps(body).encode()
+    head = (
+        f"POST {path} HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n"
+        f"A2A-Version: 1.0\r\ncontent-length: {len(data)}\r\n\r\n"
+    )
+    writer.write(head.encode() + data)
+    await writer.drain()
+    deadline = time.monotonic() + 30
+    while not agent.probe.contexts:  # the module runs: the answer waits for its result
+        assert time.monotonic() < deadline, "the module never ran"
+        await asyncio.sleep(0.01)
+    assert not reader.at_eof()  # the gate is shut: nothing was answered yet
+    writer.close()
+    await writer.wait_closed()
+    return str(agent.probe.contexts[0]["task_id"])
+
+
+async def _until(condition: Any, what: str) -> None:
+    deadline = time.monotonic() + 30  # a hang guard
+    while not condition():
+        assert time.monotonic() < deadline, what
+        await asyncio.sleep(0.01)
+
+
+async def _listed(agent: Agent) -> list[dict[str, Any]]:
+    async with httpx.AsyncClient(base_url=agent.url) as http:
+        answer = await http.post("/", json=rpc("ListTasks", {}), headers=V1)
+    return list(answer.json()["result"]["tasks"])
+
+
+@pytest.mark.parametrize("shape", sorted(PONDER_SHAPES))
+async def test_hang_up_before_the_first_frame_stops_the_run_when_enabled(
+    caplog: pytest.LogCaptureFixture, shape: str
+) -> None:
+    async with agent_server(caplog, cancel_on_disconnect=True) as agent:
+        run_id = await _hang_up_before_answer(agent, shape)
+        await _until(agent.probe.done(run_id).is_set, "the module was not stopped")
+        assert agent.probe.token_seen_cancelled[run_id] is True
+        await _until(lambda: agent.state.streams.active == 0, "the stream slot is still held")
+        assert await _listed(agent) == []  # nothing answered, nothing recorded
+
+
+async def test_hang_up_before_the_first_frame_frees_the_slot_by_default(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async with agent_server(caplog, max_streams=1) as agent:
+        run_id = await _hang_up_before_answer(agent, "jsonrpc-1.0")
+        # The run goes on (a dropped stream does by default), but the stream is gone.
+        await _until(lambda: agent.state.streams.active == 0, "the stream slot is still held")
+        assert not agent.probe.done(run_id).is_set()
+        agent.probe.gate.set()
+        await _until(agent.probe.done(run_id).is_set, "the module did not finish")
+        assert agent.probe.token_seen_cancelled[run_id] is False
