@@ -43,6 +43,7 @@ from apcore_a2a.execution import turns
 from apcore_a2a.execution.observer import ExecutionObserver, observe
 from apcore_a2a.execution.routing import SKILL_METADATA_KEY, ApCoreRequestContext
 from apcore_a2a.execution.runs import CURRENT_RUN, Run, track_module_tasks
+from apcore_a2a.execution.stored import StoredWorking
 from apcore_a2a.upstream.sdk_first_event import let_first_event_out
 
 if TYPE_CHECKING:
@@ -133,6 +134,15 @@ class ApCoreAgentExecutor(AgentExecutor):
         self._pool: ThreadPoolExecutor | None = None
         self._runs: dict[str, Run] = {}
         self._observers = tuple(observers)
+        #: cluster mode: a continued task's module waits for its ``working`` save; the
+        #: server adds :meth:`StoredWorking.saved` to the store's save listeners
+        self.stored_working = StoredWorking() if settings.cluster else None
+
+    def _working_stored(self, task_id: str) -> Any:
+        """The wait of execution/stored.py for *task_id* (cluster mode), else a no-op."""
+        if self.stored_working is None:
+            return contextlib.nullcontext(None)
+        return self.stored_working.expected(task_id)
 
     def _threads(self) -> ThreadPoolExecutor:
         if self._pool is None:
@@ -180,7 +190,12 @@ class ApCoreAgentExecutor(AgentExecutor):
                     await let_first_event_out()
                 await run.status(TaskState.TASK_STATE_WORKING)
             else:
-                resumed = await turns.resume(self._executor, run, stored, message, spec)
+                with self._working_stored(task_id) as working:
+                    resumed = await turns.resume(self._executor, run, stored, message, spec)
+                    if resumed is not None and working is not None:
+                        # Cluster mode (execution/stored.py); bounded like the module's run.
+                        async with asyncio.timeout(self._timeout):
+                            await working
                 if resumed is None:
                     return
                 inputs = resumed

@@ -170,6 +170,8 @@ class A2AServerFactory:
         stores.watch_cancels(
             agent_executor.running_task_ids, agent_executor.stop_canceled_elsewhere
         )
+        if agent_executor.stored_working is not None:
+            stores.on_save(agent_executor.stored_working.saved)
         card_base = CardBase(s.public_url(), fixed=bool(s.url))
         push = (
             build_push(

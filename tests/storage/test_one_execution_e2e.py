@@ -291,3 +291,47 @@ async def test_a_finished_task_stays_finished(backend: str, tmp_path: Path) -> N
                 assert answer["error"]["code"] == -32002, answer
                 stored = await _rpc(http, url, "GetTask", {"id": task_id})
                 assert stored["result"]["status"]["state"] == "TASK_STATE_COMPLETED"
+
+
+@pytest.mark.parametrize("backend", ["memory", "postgresql"])
+async def test_an_approved_module_runs_only_once_its_approval_is_stored(
+    backend: str, tmp_path: Path
+) -> None:
+    """Two approvals and two cancels of one parked payment at once, over both replicas, 20
+    times. A payment made is one whose approval the store recorded (``apcore.approval``
+    ``approved``, saved with the ``working`` status before the module starts): a cancel
+    stored first wins, and the module never runs. Before, in cluster mode, the resumed run
+    started the module as soon as it queued ``working``; a cancel stored before that write
+    made it fail, yet the payment was made on a task that stayed ``canceled`` with its
+    approval ``pending`` (about one round in five)."""
+    journal = tmp_path / "journal.txt"
+    with _deployment(backend) as urls:
+        async with httpx.AsyncClient(timeout=60, limits=httpx.Limits(max_connections=10)) as http:
+            unrecorded = []
+            for amount in range(1, 21):
+                pay = {"journal": str(journal), "amount": amount}
+                parked = await _rpc(
+                    http, urls[0], "SendMessage", {"message": _message("probe.pay", pay)}
+                )
+                task_id = parked["result"]["task"]["id"]
+                approve = {"message": _message(None, {"approved": True}, task_id)}
+
+                async def call(i: int, task_id: str = task_id, approve: Any = approve) -> None:
+                    url = urls[i // 2 % len(urls)]
+                    if i % 2:
+                        await _rpc(http, url, "SendMessage", approve)
+                    else:
+                        await _rpc(http, url, "CancelTask", {"id": task_id})
+
+                await asyncio.gather(*(call(i) for i in range(4)))
+                stored = await _rpc(http, urls[-1], "GetTask", {"id": task_id})
+                task = stored["result"]
+                paid = [
+                    line
+                    for line in await _journal_lines(journal, "paid")
+                    if line.split()[1] == str(amount)
+                ]
+                approval = task["metadata"]["apcore"]["approval"]["status"]
+                if paid and approval != "approved":
+                    unrecorded.append((amount, task["status"]["state"], approval))
+            assert unrecorded == []
