@@ -13,6 +13,8 @@ each refusal an A2A error in the shape of the request's binding
   that are not base64 (``upstream/file_bytes.py``);
 * ``-32602`` (JSON-RPC) or ``400`` (REST) for a body beyond a shape limit
   (:mod:`apcore_a2a.shape`), before anything parses it;
+* ``-32602`` / ``400`` for a 0.3 ``historyLength`` no int32 holds
+  (``upstream/v03_history_length.py``);
 * the version rule (:func:`~apcore_a2a.classify.version_error`): without ``A2A-Version``
   a request is 0.3 (spec §3.6.2), so a 1.0 method name or REST path is refused
   (``VersionNotSupportedError``) with a message saying what to send;
@@ -54,6 +56,7 @@ from apcore_a2a.execution.identity import caller_of
 from apcore_a2a.server.limits import StreamLimiter
 from apcore_a2a.upstream.file_bytes import undecodable_rpc03
 from apcore_a2a.streams.tap import Answer
+from apcore_a2a.upstream.v03_history_length import history_length_error
 
 _JSON_TYPES = ("application/json", "application/a2a+json")
 _MESSAGE_METHODS = frozenset({"SendMessage", "SendStreamingMessage"})
@@ -82,6 +85,9 @@ class RequestGuard:
             # The method's own version; a JSON-RPC method not known has none (its error follows).
             wrong = version_error(info.announced, info.version if info.method else None)
             rejection = None if wrong is None else (wrong, None)
+        if rejection is None:
+            history = history_length_error(info, scope.get("query_string", b""))
+            rejection = None if history is None else (history, None)
         if rejection is not None:
             await refusal(info, *rejection)(scope, receive, send)
             return

@@ -1,0 +1,58 @@
+"""``historyLength`` of an A2A 0.3 call refused as invalid params when no int32 holds it.
+
+Upstream (a2a-sdk 1.3, ``a2a.compat.v0_3``): the JSON-RPC adapter copies a 0.3
+``historyLength`` into the 1.0 request's int32 proto field unchecked, and the REST handler
+parses the ``GetTask`` query with ``int()`` outside its error handling. A value past int32
+(JSON-RPC, REST) or no integer at all (REST query) raises ``ValueError`` there: answered
+``-32603 "Internal error"`` / HTTP 500 and logged as an unhandled exception, at ERROR
+with its traceback, for anyone who sends it. The 1.0 routes answer invalid params (the
+value is parsed into the proto message inside their error handling). Checked here, from
+the request record, before the SDK sees it. ``tests/upstream/test_v03_history_length.py``
+fails the day the SDK refuses such values itself (delete this then).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import parse_qs
+
+from a2a.utils.errors import InvalidParamsError
+
+from apcore_a2a.classify import RequestInfo
+
+_INT32 = range(-(2**31), 2**31)
+
+
+def history_length_error(info: RequestInfo, query: bytes) -> InvalidParamsError | None:
+    """The refusal of a 0.3 call (*query*: the URL's query string) whose ``historyLength``
+    the SDK would fail on, else ``None`` (other values go on to the SDK's own checks)."""
+    if info.version != "0.3":
+        return None
+    if info.binding == "rest":
+        if info.method != "GetTask":
+            return None  # a body's configuration is parsed by json_format: 400 already
+        sent = parse_qs(query.decode("latin-1")).get("historyLength", [])
+        value: Any = sent[-1] if sent else None
+        if value is None:
+            return None
+        try:
+            value = int(value)
+        except ValueError:
+            return _refusal(value)
+    else:
+        params = info.payload.get("params") if isinstance(info.payload, dict) else None
+        if not isinstance(params, dict):
+            return None
+        config = params.get("configuration")
+        holder = config if isinstance(config, dict) else params
+        value = holder.get("historyLength")
+    if isinstance(value, int) and not isinstance(value, bool) and value not in _INT32:
+        return _refusal(value)
+    return None
+
+
+def _refusal(value: Any) -> InvalidParamsError:
+    shown = str(value)[:40]
+    return InvalidParamsError(
+        message=f"historyLength must be an integer from 0 to {2**31 - 1}, not {shown}"
+    )

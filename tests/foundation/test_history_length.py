@@ -1,0 +1,102 @@
+"""``historyLength`` past what the protocol holds (an int32), or no integer at all, is an
+invalid parameter on every binding and version, never an internal error.
+
+a2a-sdk 1.3's 0.3 adapters put the value into an int32 proto field unchecked (JSON-RPC)
+and parse the REST query with ``int()`` outside their error handling: JSON-RPC 0.3
+answered ``-32603 "Internal error"`` and REST 0.3 HTTP 500, each with an "unhandled
+exception" logged at ERROR (a log line with a traceback per request, for anyone).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.lifecycle._agent import agent_server
+from tests.lifecycle._client import V03, V1, rpc, sse_events, wire_message, wire_message_03
+
+_LAST_RESORT = ("a2a.compat.", "a2a.utils.error_handlers")
+#: past int32 either way, and past int64
+OUT_OF_RANGE = [2**31, -(2**31) - 1, 2**63]
+
+
+async def _answer(http: httpx.AsyncClient, path: str, body: Any, headers: dict[str, str]) -> Any:
+    """(HTTP status, the JSON answer or the stream's first frame)."""
+    if body is None:
+        response = await http.get(path, headers=headers)
+        return response.status_code, response.json()
+    async with http.stream("POST", path, json=body, headers=headers) as response:
+        if response.headers.get("content-type", "").startswith("text/event-stream"):
+            return response.status_code, await anext(sse_events(response))
+        await response.aread()
+        return response.status_code, response.json()
+
+
+def _calls(task_id: str, value: Any) -> dict[str, tuple[str, Any, dict[str, str]]]:
+    config = {"historyLength": value}
+    return {
+        "jsonrpc-1.0 GetTask": ("/", rpc("GetTask", {"id": task_id, **config}), V1),
+        "jsonrpc-0.3 tasks/get": ("/", rpc("tasks/get", {"id": task_id, **config}), V03),
+        "jsonrpc-0.3 message/send": (
+            "/",
+            rpc(
+                "message/send",
+                {"message": wire_message_03("life.echo", {"text": "x"}), "configuration": config},
+            ),
+            V03,
+        ),
+        "jsonrpc-0.3 message/stream": (
+            "/",
+            rpc(
+                "message/stream",
+                {"message": wire_message_03("life.echo", {"text": "x"}), "configuration": config},
+            ),
+            V03,
+        ),
+        "rest-1.0 GET task": (f"/tasks/{task_id}?historyLength={value}", None, V1),
+        "rest-0.3 GET task": (f"/v1/tasks/{task_id}?historyLength={value}", None, V03),
+        "rest-0.3 send": (
+            "/v1/message:send",
+            {"message": wire_message_03("life.echo", {"text": "x"}), "configuration": config},
+            V03,
+        ),
+    }
+
+
+def _invalid_params(status: int, answer: dict[str, Any], binding: str) -> bool:
+    if binding.startswith("rest"):
+        return status == 400 and answer["error"]["status"] == "INVALID_ARGUMENT"
+    return status == 200 and answer["error"]["code"] == -32602
+
+
+@pytest.mark.parametrize("value", [*OUT_OF_RANGE, "abc", "1.5"])
+async def test_history_length_out_of_range_is_invalid_params(
+    caplog: pytest.LogCaptureFixture, value: Any
+) -> None:
+    async with (
+        agent_server(caplog) as agent,
+        httpx.AsyncClient(base_url=agent.url) as http,
+    ):
+        send = rpc("SendMessage", {"message": wire_message("life.echo", {"text": "x"})})
+        task_id = (await http.post("/", json=send, headers=V1)).json()["result"]["task"]["id"]
+        answers = {}
+        for name, (path, body, headers) in _calls(task_id, value).items():
+            if isinstance(value, str) and body is not None:
+                continue  # a JSON string is refused as a type by every JSON binding
+            answers[name] = await _answer(http, path, body, headers)
+        wrong = {
+            name: answer
+            for name, answer in answers.items()
+            if not _invalid_params(*answer, name.split()[0])
+        }
+        assert wrong == {}
+        # The SDK's 0.3 adapters and its last-resort handler log what escaped them.
+        escaped = [
+            r.getMessage()
+            for r in caplog.records
+            if r.levelno >= logging.ERROR and r.name.startswith(_LAST_RESORT)
+        ]
+        assert escaped == []
