@@ -69,9 +69,15 @@ def last_event_id_of(scope: MutableMapping[str, Any]) -> str | None:
 
 
 def _ends_stream(event: Any) -> bool:
-    return isinstance(event, Message) or (
-        isinstance(event, TaskStatusUpdateEvent | Task)
-        and event.status.state in (TERMINAL_TASK_STATES | INTERRUPTED_TASK_STATES)
+    """Whether a logged *event* is its stream's last. A task parks by a status update; a
+    ``Task`` in an interrupted state is the parked task saved again, with the message
+    that continues it in its history (the run it starts follows), so it ends nothing."""
+    if isinstance(event, Message):
+        return True
+    if isinstance(event, Task):
+        return event.status.state in TERMINAL_TASK_STATES
+    return isinstance(event, TaskStatusUpdateEvent) and event.status.state in (
+        TERMINAL_TASK_STATES | INTERRUPTED_TASK_STATES
     )
 
 

@@ -172,3 +172,39 @@ async def test_every_open_stream_receives_the_cancel(agent: Agent) -> None:
     finally:
         for client in (first, second, canceller):
             await client.close()
+
+
+@pytest.mark.parametrize(
+    ("binding", "version"), [("JSONRPC", "1.0"), ("HTTP+JSON", "1.0"), ("JSONRPC", "0.3")]
+)
+async def test_a_subscription_to_a_parked_task_follows_it_when_it_goes_on(
+    agent: Agent, binding: str, version: str
+) -> None:
+    """Subscribed while the task waits for approval, the stream stays open and, once the
+    approval comes, carries the run to its end. Before, it ended on the first event the
+    approval made (the task with the approving message in its history, still
+    ``input-required``): the subscriber never saw ``working`` nor ``completed``."""
+    asker = await sdk_client(agent.url)
+    follower = await sdk_client(agent.url, binding, version)
+    try:
+        parked = [
+            event
+            async for event in asker.send_message(
+                request("life.transfer", {"to": "bob", "amount": 5})
+            )
+        ]
+        task_id = parked[0].task.id
+        assert summarize(parked[-1]) == ("status", "INPUT_REQUIRED")
+        subscription = follower.subscribe(SubscribeToTaskRequest(id=task_id))
+        attached = await anext(subscription)  # the task as it waits
+        assert summarize(attached) == ("task", "INPUT_REQUIRED")
+        following = asyncio.create_task(collect(subscription))
+        approval = request(None, {"approved": True}, task_id=task_id)
+        answered = [event async for event in asker.send_message(approval)]
+        assert summarize(answered[-1]) == ("status", "COMPLETED")
+        followed = await asyncio.wait_for(following, 30)
+        assert ("status", "WORKING") in [summarize(e) for e in followed]
+        assert summarize(followed[-1]) == ("status", "COMPLETED")
+    finally:
+        await asker.close()
+        await follower.close()
