@@ -54,8 +54,8 @@ from apcore_a2a.classify import (
 from apcore_a2a.edge.refusal import not_found, refusal
 from apcore_a2a.execution.identity import caller_of
 from apcore_a2a.server.limits import StreamLimiter
-from apcore_a2a.upstream.file_bytes import undecodable_rpc03
 from apcore_a2a.streams.tap import Answer
+from apcore_a2a.upstream.file_bytes import undecodable_rpc03
 from apcore_a2a.upstream.v03_history_length import history_length_error
 
 _JSON_TYPES = ("application/json", "application/a2a+json")
