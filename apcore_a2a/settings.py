@@ -293,6 +293,9 @@ class Settings(BaseSettings):
         10, "push.max_configs_per_task", "push configs one task may have", ge=1
     )
     push_queue_size: int = setting(100, "push.queue_size", "events waiting per push config", ge=1)
+    push_queue_bytes: int = setting(
+        64 * 1024 * 1024, "push.queue_bytes", "bytes of events waiting, all push configs", ge=1
+    )
     push_max_deliveries: int = setting(
         64, "push.max_deliveries", "webhook requests in flight at once", ge=1
     )

@@ -156,6 +156,7 @@ def build_push(
         timeout=settings.push_timeout,
         retry_delays=settings.push_retry_delays,
         queue_size=settings.push_queue_size,
+        queue_bytes=settings.push_queue_bytes,
         max_deliveries=settings.push_max_deliveries,
     )
     key = settings.push_signing_key

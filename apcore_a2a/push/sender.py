@@ -8,7 +8,9 @@ the task nor reorders what another receiver sees. Bounds: ONE deadline per attem
 receiver dripping a byte at a time is cut off like one that never answers); at most
 :data:`MAX_ANSWER_BYTES` of an answer read, undecoded (a compressed answer cannot
 expand); ``push_queue_size`` events per config, one more marks it ``failed``;
-``push_max_deliveries`` attempts in flight across all configs (connections held).
+``push_queue_bytes`` of bodies held (queued or being delivered) across all configs, an
+event beyond it marks its config ``failed`` the same way; ``push_max_deliveries``
+attempts in flight across all configs (connections held).
 """
 
 from __future__ import annotations
@@ -55,6 +57,16 @@ class _Delivery:
 
 class _Queue(deque[_Delivery]):
     overflowed = False  # the receiver fell too far behind; nothing more is queued
+    size = 0  # bytes of the bodies queued (not the one being delivered)
+
+    def push(self, delivery: _Delivery) -> None:
+        self.append(delivery)
+        self.size += len(delivery.body)
+
+    def pop_first(self) -> _Delivery:
+        delivery = self.popleft()
+        self.size -= len(delivery.body)
+        return delivery
 
 
 class _GiveUp(Exception):
@@ -81,7 +93,8 @@ def _config_headers(config: TaskPushNotificationConfig) -> dict[str, str]:
 class RetryingPushSender(PushNotificationSender):
     """A ``PushNotificationSender`` with per-config ordering, retries, bounds and signing.
 
-    Counters for metrics (docs/push.md): ``sent``, ``failed``, ``retried``, ``dropped``.
+    Counters for metrics (docs/push.md): ``sent``, ``failed``, ``retried``, ``dropped``;
+    ``held_bytes`` is the size of the bodies held now (queued or being delivered).
     """
 
     def __init__(
@@ -94,6 +107,7 @@ class RetryingPushSender(PushNotificationSender):
         timeout: float = 10.0,
         retry_delays: Sequence[float] = (1.0, 2.0, 4.0),
         queue_size: int = 100,
+        queue_bytes: int = 64 * 1024 * 1024,
         max_deliveries: int = 64,
     ) -> None:
         self._store = config_store
@@ -104,6 +118,12 @@ class RetryingPushSender(PushNotificationSender):
         self._timeout = timeout
         self._delays = tuple(retry_delays)
         self._queue_size = queue_size
+        # Events per config are capped, but a 0.3 body is the whole task, and any number
+        # of tasks may have configs: only a budget across them all bounds the memory.
+        self._queue_bytes = queue_bytes
+        #: Bytes of the bodies held now, queued or being delivered (each event counted
+        #: once per config it waits for: an upper bound of what they take).
+        self.held_bytes = 0
         # One worker per (task, config) and any number of tasks: without a cap on the
         # attempts in flight, stalled receivers could hold every file descriptor.
         self._in_flight = asyncio.Semaphore(max_deliveries)
@@ -176,41 +196,79 @@ class RetryingPushSender(PushNotificationSender):
         self, task_id: str, config_id: str, config: TaskPushNotificationConfig, body: bytes
     ) -> None:
         key = (task_id, config_id)
-        queue = self._queues.setdefault(key, _Queue())
-        if queue.overflowed:
-            self.dropped += 1
-            return
-        if len(queue) >= self._queue_size:
-            # The receiver cannot keep up: stop queueing for it rather than grow.
-            queue.overflowed = True
-            self.dropped += len(queue) + 1
-            queue.clear()
+        while True:  # again after each await: another event may have changed the queues
+            queue = self._queues.setdefault(key, _Queue())
+            if queue.overflowed:
+                self.dropped += 1
+                return
+            if len(queue) >= self._queue_size:
+                # The receiver cannot keep up: stop queueing for it rather than grow.
+                reason = (
+                    f"more than {self._queue_size} events were waiting for this receiver; "
+                    "deliveries stopped"
+                )
+                await self._stop(key, reason)
+                return
+            if self.held_bytes + len(body) <= self._queue_bytes:
+                break
+            # Over the budget of all receivers: stop the one holding the most queued
+            # bytes, as on an overflow (a receiver that keeps up holds next to none, so
+            # slow ones cannot make it fail), else this one.
+            heaviest = max(self._queues, key=lambda k: self._queues[k].size)
+            if self._queues[heaviest].size == 0 or heaviest == key:
+                reason = (
+                    f"the events waiting for push receivers would exceed {self._queue_bytes} "
+                    "bytes (push_queue_bytes); deliveries to this receiver stopped"
+                )
+                await self._stop(key, reason)
+                return
             reason = (
-                f"more than {self._queue_size} events were waiting for this receiver; "
-                "deliveries stopped"
+                f"the events waiting for push receivers reached {self._queue_bytes} bytes "
+                "(push_queue_bytes), the most of them for this receiver; deliveries stopped"
             )
-            logger.error("push: config %s of task %s: %s", config_id, task_id, reason)
-            await self._statuses.failed.put(task_id, config_id, reason)
-            return
+            await self._stop(heaviest, reason, refused=0)
         headers = _config_headers(config)
         issuer = self._issuer().rstrip("/")
-        queue.append(_Delivery(task_id, config_id, config.url, headers, body, issuer))
+        queue.push(_Delivery(task_id, config_id, config.url, headers, body, issuer))
+        self.held_bytes += len(body)
         if key not in self._workers:
             self._workers[key] = asyncio.create_task(
                 self._work(key, queue), name=f"a2a-push:{task_id}:{config_id}"
             )
 
+    async def _stop(self, key: _Key, reason: str, *, refused: int = 1) -> None:
+        """Drop the queue of *key* (and its *refused* events that did not fit); mark the
+        config ``failed``."""
+        task_id, config_id = key
+        queue = self._queues[key]
+        queue.overflowed = True
+        self.dropped += len(queue) + refused
+        self.held_bytes -= queue.size
+        queue.clear()
+        queue.size = 0
+        if key not in self._workers:
+            # No worker will remove it: an overflowed queue left here would drop the
+            # config's events for good, even once it is registered again.
+            del self._queues[key]
+        logger.error("push: config %s of task %s: %s", config_id, task_id, reason)
+        await self._statuses.failed.put(task_id, config_id, reason)
+
     async def _work(self, key: _Key, queue: _Queue) -> None:
         try:
             while queue:
-                delivery = queue.popleft()
+                delivery = queue.pop_first()
                 try:
                     await self._deliver(delivery)
                 except Exception:
                     logger.exception("push: unexpected error delivering to %s", delivery.url)
+                finally:
+                    self.held_bytes -= len(delivery.body)
         finally:
             # No await between the emptiness check above and here, so no event can slip
-            # into a queue whose worker is gone.
+            # into a queue whose worker is gone. A queue left over was canceled (shutdown).
+            self.held_bytes -= queue.size
+            queue.clear()
+            queue.size = 0
             self._workers.pop(key, None)
             if self._queues.get(key) is queue and not queue:
                 del self._queues[key]

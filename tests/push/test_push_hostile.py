@@ -201,3 +201,78 @@ async def test_stalled_receivers_of_many_tasks_hold_at_most_push_max_deliveries(
         await sender.idle()
         assert stall.peak == 2
         assert len(stall.conns) == 6  # every config got its turn
+
+
+async def test_stalled_receivers_hold_at_most_push_queue_bytes_and_others_keep_delivering() -> None:
+    # push_queue_size counts events per config, not bytes, and any number of tasks may
+    # have configs (a 0.3 body is the whole task): only a budget across them all bounds
+    # what stalled receivers make the agent hold. A 1.0 event of demo.chunks is ~240 bytes.
+    budget = 10_000
+    async with (
+        hostile("stall") as stall,
+        hostile("ok") as polite,
+        push_agent(
+            push_timeout=30.0, push_retry_delays=(), push_queue_bytes=budget, shutdown_timeout=1.0
+        ) as (base, app),
+        httpx.AsyncClient(timeout=10) as client,
+    ):
+        sender = app.state.a2a.extras["push"].sender
+        peak = 0
+
+        async def watch() -> None:  # the agent runs in this loop: sees every step
+            nonlocal peak
+            while True:
+                peak = max(peak, sender.held_bytes)
+                await asyncio.sleep(0)
+
+        async def send(n: int, url: str) -> str:
+            hook = {"taskPushNotificationConfig": {"id": "s", "url": url}}
+            message = skill_message("demo.chunks", n)
+            reply = await rpc(
+                client, base, "SendMessage", {"message": message, "configuration": hook}
+            )
+            return str(reply["result"]["task"]["id"])
+
+        async def status(task_id: str) -> tuple[str, str | None]:
+            got = await rpc(
+                client, base, "GetTaskPushNotificationConfig", {"taskId": task_id, "id": "s"}
+            )
+            return got["result"]["status"], got["result"].get("statusReason")
+
+        watcher = asyncio.create_task(watch())
+        try:
+            # 33 events for a receiver that never answers: ~8 KB held, within the budget.
+            slow = await send(30, stall.url)
+            assert await status(slow) == ("active", None)
+            assert budget * 0.7 < sender.held_bytes <= budget
+            # A receiver that keeps up gets all its 23 events: its queue would go over the
+            # budget, and the stalled receiver holding the most is stopped instead.
+            fast = await send(20, polite.url)
+            await polite.wait_for(lambda: _finished(polite) == 1)
+            assert sum(b'"artifactUpdate"' in c.request for c in polite.conns) == 20
+            assert await status(fast) == ("active", None)
+            assert await status(slow) == (
+                "failed",
+                f"the events waiting for push receivers reached {budget} bytes "
+                "(push_queue_bytes), the most of them for this receiver; deliveries stopped",
+            )
+            # 83 events for a stalled receiver alone: it goes over the budget itself.
+            alone = await send(80, stall.url)
+            assert await status(alone) == (
+                "failed",
+                f"the events waiting for push receivers would exceed {budget} bytes "
+                "(push_queue_bytes); deliveries to this receiver stopped",
+            )
+            # Their queues were given back: only the two stalled attempts (each a task's
+            # first event, the whole task, ~500 bytes) are held.
+            assert sender.pending == 2
+            assert sender.held_bytes < 1500
+            again = await send(20, polite.url)
+            await polite.wait_for(lambda: _finished(polite) == 2)
+            assert await status(again) == ("active", None)
+            stall.release()
+            await sender.idle()
+            assert sender.held_bytes == 0
+        finally:
+            watcher.cancel()
+        assert 0 < peak <= budget, peak
