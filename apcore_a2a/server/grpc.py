@@ -163,6 +163,7 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         self._shape = shape
         self._gate = gate
         self._streams = streams
+        self._unadmitted: set[str] = set()  # methods refused (and logged) already
         metrics = getattr(operations, "metrics", None)
         settings = getattr(operations, "settings", None)
         self._count = metrics.count_request if metrics is not None else None
@@ -190,7 +191,9 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
             return held_streams(handler, self._streams)
         streaming = handler.unary_stream is not None
         if handler.unary_unary is None and not streaming:
-            return handler
+            # Only unary requests are admitted below (auth, version, shape, slots): a
+            # client-streaming A2A method would run unchecked, so it is refused instead.
+            return self._refused(handler, method)
         wrap = (
             grpc.unary_stream_rpc_method_handler
             if streaming
@@ -198,6 +201,28 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         )
         return wrap(
             self._wrap(handler.unary_stream or handler.unary_unary, method, abort, streaming),
+            request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer,
+        )
+
+    def _refused(self, handler: grpc.RpcMethodHandler, method: str) -> grpc.RpcMethodHandler:
+        """A handler of *handler*'s kind that answers every call ``UNIMPLEMENTED``."""
+        if method not in self._unadmitted:  # the A2A services' methods: a bounded set
+            self._unadmitted.add(method)
+            logger.error(
+                "gRPC %s streams its requests, which this edge cannot admit; refused", method
+            )
+
+        async def refuse(_requests: Any, context: grpc.aio.ServicerContext) -> None:
+            await context.abort(grpc.StatusCode.UNIMPLEMENTED, f"{method} is not served")
+
+        wrap = (
+            grpc.stream_stream_rpc_method_handler
+            if handler.stream_stream is not None
+            else grpc.stream_unary_rpc_method_handler
+        )
+        return wrap(
+            refuse,
             request_deserializer=handler.request_deserializer,
             response_serializer=handler.response_serializer,
         )
