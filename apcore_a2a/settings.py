@@ -317,6 +317,9 @@ class Settings(BaseSettings):
     grpc_tls_cert: str | None = setting(None, "grpc.tls_cert", "gRPC TLS certificate (PEM file)")
     grpc_tls_key: str | None = setting(None, "grpc.tls_key", "gRPC TLS private key (PEM file)")
     grpc_reflection: bool = setting(False, "grpc.reflection", "serve gRPC reflection")
+    grpc_max_connection_idle: float = setting(
+        300.0, "grpc.max_connection_idle", "seconds before an idle gRPC connection is closed", gt=0
+    )
     # -- operations ------------------------------------------------------------------
     ops_details_public: bool = setting(
         False,

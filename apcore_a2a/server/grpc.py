@@ -403,6 +403,11 @@ class GrpcServer:
                 # "bind" a port that is already serving and split traffic with it; only
                 # the worker processes of one agent (workers=N) share it on purpose.
                 ("grpc.so_reuseport", 1 if s.workers > 1 else 0),
+                # grpc keeps a connection without calls open forever (uvicorn closes an
+                # idle keep-alive after 5 s): clients gone quiet would hold a descriptor
+                # each. GOAWAY after this long; a client's channel reconnects on its next
+                # call. Open streams are calls, so a long subscription is never idle.
+                ("grpc.max_connection_idle_ms", max(1, round(s.grpc_max_connection_idle * 1000))),
             ],
         )
         a2a_pb2_grpc.add_A2AServiceServicer_to_server(v1, server)  # type: ignore[no-untyped-call]
