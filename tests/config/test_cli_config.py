@@ -221,3 +221,18 @@ def test_show_reads_the_file_a2a_config_names_like_serve(tmp_path: Path) -> None
     assert result.returncode == 0, result.stderr
     assert f"# file: {path}" in result.stdout
     assert "port: 18999  # file line 2" in result.stdout
+
+
+def test_show_names_the_file_a_secret_was_read_from(cli: InProcessCLI, tmp_path: Path) -> None:
+    """A secret given as ``<ENV>_FILE`` is not a default: its line names the variable and
+    the file, and the secret itself is not printed."""
+    jwt = tmp_path / "jwt-key"
+    jwt.write_text("jwt-secret-from-a-file\n", encoding="utf-8")
+    keys = tmp_path / "api-keys"
+    keys.write_text("api-key-from-a-file-0123456789=ops\n", encoding="utf-8")
+    env = {"JWT_KEY_FILE": str(jwt), "A2A_API_KEYS_FILE": str(keys)}
+    result = cli("config", "show", env=env)
+    assert result.returncode == 0, result.stderr
+    assert "from-a-file" not in result.stdout
+    assert f'jwt_key: "***"  # env JWT_KEY_FILE ({jwt})' in result.stdout
+    assert f'api_keys: ["***"]  # env A2A_API_KEYS_FILE ({keys})' in result.stdout
