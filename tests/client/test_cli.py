@@ -385,3 +385,69 @@ async def test_card_members_of_the_wrong_type_are_no_traceback(card: dict[str, A
     assert (called, listed) == (0, 0), err + skills_err
     assert lines(out)[-1]["status"]["state"] == "completed"
     assert all(isinstance(s, dict) for s in json.loads(skills))
+
+
+#: characters that change what a terminal shows without being controls: bidi overrides and
+#: isolates (Trojan Source), zero-width and invisible format characters, a line separator,
+#: a byte order mark, Unicode tags (invisible ASCII look-alikes), an Arabic letter mark
+INVISIBLE = "\u202e\u2066\u2069\u200b\u200f\u2028\ufeff\U000e0041\u061c\u00ad"
+
+
+async def test_agent_text_reaches_the_terminal_without_bidi_or_invisible_characters() -> None:
+    """Bidi and invisible characters in what the agent says (card name, skill description,
+    task message, error message) are escaped like control characters: on stderr's line as
+    ``\\u202e``-style escapes, in stdout's JSON as JSON escapes (the same value)."""
+    trap = f"safe{INVISIBLE}txt.exe"
+    why = {"messageId": "m-a", "role": "ROLE_AGENT", "parts": [{"text": trap}]}
+    task = {
+        "id": "t-1",
+        "contextId": "c-1",
+        "status": {"state": "TASK_STATE_FAILED", "message": why},
+    }
+
+    def rpc(body: dict[str, Any]) -> Any:
+        if body["method"] == "GetTask":
+            error = {"code": -32001, "message": trap}
+            return json_reply({"jsonrpc": "2.0", "id": body["id"], "error": error})
+        return json_reply({"jsonrpc": "2.0", "id": body["id"], "result": {"task": task}})
+
+    port = free_port()
+    skill = {"id": "s", "name": "s", "description": trap, "tags": []}
+    stub = StubAgent(rpc=rpc, card=CARD_V10 | {"name": trap, "skills": [skill]})
+    stub.card["supportedInterfaces"] = [
+        {"url": f"http://127.0.0.1:{port}/", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}
+    ]
+    async with running_server(stub, port=port) as url:
+        shown, card_out, _ = await cli("card", url)
+        listed, skills_out, _ = await cli("card", url, "--skills")
+        called, call_out, call_err = await cli("call", url, "--text", "x", "--no-wait")
+        failed, _, get_err = await cli("task", "get", url, "t-1")
+    assert (shown, listed, called, failed) == (0, 0, 7, 1)
+    card = json.loads(card_out)
+    assert card["name"] == trap and card["skills"][0]["description"] == trap
+    assert json.loads(skills_out)[0]["description"] == trap
+    assert lines(call_out)[0]["status"]["message"]["parts"][0]["text"] == trap
+    assert "\\u202e" in call_err and "\\u202e" in get_err, call_err + get_err
+    for text in (card_out, skills_out, call_out, call_err, get_err):
+        assert not set(INVISIBLE) & set(text), ascii(text)
+
+
+async def test_every_invisible_character_of_this_unicode_database_is_escaped(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The CLI's list of invisible characters covers this Python's Unicode database: every
+    control (Cc), format (Cf) and line or paragraph separator (Zl, Zp) character."""
+    import sys
+    import unicodedata
+
+    from apcore_a2a.cli.client import _emit, _printable
+
+    kinds = ("Cc", "Cf", "Zl", "Zp")
+    every = "".join(
+        chr(c) for c in range(sys.maxunicode + 1) if unicodedata.category(chr(c)) in kinds
+    )
+    _emit({"text": every})
+    out = capsys.readouterr().out
+    assert json.loads(out)["text"] == every
+    assert not set(every) & set(out.rstrip("\n")), ascii(set(every) & set(out))
+    assert not set(every) & set(_printable(every))
