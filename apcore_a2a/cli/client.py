@@ -333,8 +333,8 @@ def _positive(value: str) -> float:
         number = float(value)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number: {value!r}") from None
-    if number <= 0:
-        raise argparse.ArgumentTypeError("must be positive")
+    if not number > 0:  # NaN too: the wait would end at once, as if the agent were slow
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {value!r}")
     return number
 
 

@@ -8,6 +8,7 @@ agents); a protobuf result becomes the shape of docs/client.md by one walk (:fun
 from __future__ import annotations
 
 import base64
+import math
 import re
 import uuid
 from collections.abc import Mapping, Sequence
@@ -39,6 +40,20 @@ def _parsed(fields: Mapping[str, Any], into: P) -> P:
     except ParseError as exc:
         raise ValueError(str(exc)) from None
     return parsed
+
+
+def _json_numbers(value: Any, where: str) -> None:
+    """Refuse NaN and ±Infinity anywhere in *value*: JSON has no such number, and protobuf
+    takes one into a ``Value`` but fails writing the request (mid-call, as no ValueError)."""
+    pending = [value]
+    while pending:  # no recursion: a deep value is the caller's, not a RecursionError
+        item = pending.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            raise ValueError(f"{where} holds {item}, which is no JSON number")
+        if isinstance(item, Mapping):
+            pending.extend(item.values())
+        elif isinstance(item, list | tuple):
+            pending.extend(item)
 
 
 def _part(part: Any) -> dict[str, Any]:
@@ -111,8 +126,10 @@ def send_request(
         if not isinstance(meta, Mapping):
             raise ValueError("message metadata must be a mapping")
         fields["metadata"] = {**meta, "skillId": skill_id}
+    _json_numbers(fields, "the message")
     request = pb.SendMessageRequest(message=_parsed(fields, pb.Message()))
     if metadata:
+        _json_numbers(metadata, "the request metadata")
         request.metadata.update(dict(metadata))
     # Set even when false: the 0.3 transport then sends ``blocking: true`` explicitly.
     request.configuration.return_immediately = return_immediately

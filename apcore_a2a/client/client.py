@@ -98,7 +98,7 @@ class A2AClient:
         self._allow_other_origins = allow_other_origins
         if protocol not in ("auto", "1.0", "0.3"):
             raise ValueError(f"protocol must be 'auto', '1.0' or '0.3', got {protocol!r}")
-        if timeout is not None and timeout <= 0:
+        if timeout is not None and not timeout > 0:  # NaN too: every wait would end at once
             raise ValueError("timeout must be positive (or None for no timeout)")
         self._protocol: Protocol = protocol
         self._timeout = timeout

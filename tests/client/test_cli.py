@@ -139,14 +139,26 @@ async def test_unreachable_agent_exits_3() -> None:
         ("call", "URL", "--data", "{not json"),
         ("call", "URL", "--file", "/no/such/file"),
         ("call", "not-a-url", "--text", "x"),
+        ("call", "URL", "--data", '{"a": NaN}'),
+        ("call", "URL", "--data", "[1e999]"),
     ],
-    ids=["bad-json", "missing-file", "bad-url"],
+    ids=["bad-json", "missing-file", "bad-url", "nan-data", "infinite-data"],
 )
 async def test_bad_input_exits_2(sdk: tuple[str, Recorder], args: tuple[str, ...]) -> None:
     url, _ = sdk
     code, out, err = await cli(*(url if a == "URL" else a for a in args))
     assert code == 2 and out == ""
     assert err.startswith("error: ") and err.count("\n") == 1
+
+
+async def test_a_timeout_of_nan_is_a_usage_error(sdk: tuple[str, Recorder]) -> None:
+    """Not a wait that ends at once as if the agent never answered (exit 6)."""
+    url, _ = sdk
+    code, out, err = await cli("call", url, "--text", "x", "--timeout", "nan")
+    assert code == 2 and out == ""
+    assert err.splitlines()[-1].endswith(
+        "--timeout: must be a positive number of seconds, got 'nan'"
+    )
 
 
 async def test_call_requires_exactly_one_input(sdk: tuple[str, Recorder]) -> None:

@@ -197,6 +197,10 @@ BAD_MESSAGES: list[tuple[str, Any]] = [
     ("bad-role", {"role": "system", "parts": [{"text": "x"}]}),
     ("metadata-not-mapping", {"parts": [{"text": "x"}], "metadata": [1]}),
     ("part-metadata-not-mapping", [{"text": "x", "metadata": "m"}]),
+    # JSON has no NaN or Infinity: protobuf would hold them and fail writing the request.
+    ("data-nan", {"a": float("nan")}),
+    ("data-infinity-deep", [{"data": {"x": [1, {"y": float("inf")}]}}]),
+    ("metadata-infinity", {"parts": [{"text": "x"}], "metadata": {"n": float("-inf")}}),
 ]
 
 
@@ -213,6 +217,20 @@ async def test_bad_messages_are_refused_before_any_request(case: str, message: A
             client.stream_message(message)
     assert type(sent.value) is type(streamed.value) is expected
     assert stub.seen == []
+
+
+async def test_request_metadata_without_a_json_number_is_refused() -> None:
+    stub = _stub("1.0")
+    async with A2AClient(STUB, app=stub) as client:
+        with pytest.raises(ValueError, match="request metadata holds nan"):
+            await client.send_message("x", metadata={"n": [float("nan")]})
+    assert stub.seen == []
+
+
+def test_a_timeout_that_is_not_a_number_of_seconds_is_refused() -> None:
+    for timeout in (0, -1, float("nan")):
+        with pytest.raises(ValueError, match="timeout"):
+            A2AClient(STUB, timeout=timeout)
 
 
 @pytest.mark.parametrize(
