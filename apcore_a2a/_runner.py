@@ -184,6 +184,9 @@ def store_hint(message: str) -> str:
             f"the schema {name!r} the URL names does not exist; create it "
             f"(CREATE SCHEMA {name};) or drop ?schema= from the URL"
         )
+    folder = re.search(r"directory (.+?) does not exist", message)
+    if folder:  # SQLite creates the database file, not its folder
+        return f"create the folder first (mkdir -p {folder.group(1)}) or name another path"
     if "this agent's connections" in message:
         return "docs/deployment.md counts the connections an agent holds"
     if "Can't locate revision" in message:

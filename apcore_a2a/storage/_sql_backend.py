@@ -30,7 +30,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from apcore_a2a.upstream.aiosqlite_workers import track_workers
 
 from ._replicas import METADATA, ReplicaRegistry, claims_table, replicas_table, turns_table
-from ._urls import StoreUnavailableError, StoreURL, read
+from ._urls import StoreUnavailableError, StoreURL, check_sqlite_folder, read
 from .memory import OwnerUser
 from .outages import UNAVAILABLE as _UNAVAILABLE
 from .quota_slots import PUSH_SCOPE, slots_table
@@ -97,11 +97,7 @@ class SqlBackend:
             return
         path = self.store_url.sqlite_path
         if path is not None:
-            parent = os.path.dirname(os.path.abspath(path))  # noqa: ASYNC240 - no I/O
-            if not await asyncio.to_thread(os.path.isdir, parent):
-                raise StoreUnavailableError(
-                    f"task store {self.store_url.display}: directory {parent} does not exist"
-                )
+            await asyncio.to_thread(check_sqlite_folder, self.store_url)
             # A new database file is private (0600); SQLite gives its -wal and -shm files
             # its mode. An existing file keeps its mode (the operator's choice).
             with contextlib.suppress(FileExistsError, FileNotFoundError, IsADirectoryError):

@@ -10,6 +10,7 @@ restart are replaced transparently.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -52,6 +53,20 @@ class StoreURL:
         """The database file of a file-backed SQLite URL, else ``None``."""
         database = self.url.database if self.kind == "sqlite" and self.url else None
         return database if database and database != ":memory:" else None
+
+
+def check_sqlite_folder(store_url: StoreURL) -> None:
+    """Raise :class:`StoreUnavailableError` when a SQLite database's folder is missing:
+    SQLite creates the file but not its folder, and says only "unable to open database
+    file" (blocking: a file-system check)."""
+    path = store_url.sqlite_path
+    if path is None:
+        return
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise StoreUnavailableError(
+            f"task store {store_url.display}: directory {parent} does not exist"
+        )
 
 
 def parse_store_url(text: str) -> StoreURL:

@@ -18,6 +18,7 @@ from . import quota_slots  # noqa: F401  (its table joins METADATA)
 from ._replicas import METADATA
 from ._urls import create_engine, parse_store_url
 from .contexts import create_index
+from ._urls import check_sqlite_folder, create_engine, parse_store_url
 
 #: The Alembic version table the a2a-sdk's migrations use.
 SDK_VERSION_TABLE = "a2a_alembic_version"
@@ -36,6 +37,7 @@ async def upgrade_database(task_store_url: str) -> list[str]:
         )
     from a2a.server.tasks import DatabasePushNotificationConfigStore, DatabaseTaskStore
 
+    check_sqlite_folder(store_url)
     engine = create_engine(store_url)
     try:
         async with engine.connect() as conn:

@@ -148,3 +148,17 @@ def test_a_database_of_a_newer_version_says_so(
     assert err.startswith("error: upgrade failed: ") and err.count("\n") == 1, err
     assert "'ffff0000newer'" in err and "newer version" in err, err
     assert "is the database running" not in err, err
+
+
+def test_a_sqlite_database_in_a_missing_folder_says_to_create_the_folder(
+    tmp_path: object, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """SQLite creates the file, not its folder: the line names the folder and what to do,
+    not SQLite's 'unable to open database file' and 'is the database running?'."""
+    folder = f"{tmp_path}/no/such"
+    assert upgrade(f"sqlite:///{folder}/tasks.db") == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert f"directory {folder} does not exist" in err, err
+    assert f"mkdir -p {folder}" in err, err
+    assert "unable to open" not in err and "is the database running" not in err, err
