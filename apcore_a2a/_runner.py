@@ -189,7 +189,7 @@ def store_hint(message: str) -> str:
         return f"create the folder first (mkdir -p {folder.group(1)}) or name another path"
     if "this agent's connections" in message:
         return "docs/deployment.md counts the connections an agent holds"
-    if "Can't locate revision" in message:
+    if "Can't locate revision" in message or "unknown a2a-sdk schema revision" in message:
         return (
             "the database's schema revision is unknown to this version: it was written "
             "by a newer version of apcore-a2a (a2a-sdk); upgrade this one, or give it "

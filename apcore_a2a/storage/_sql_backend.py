@@ -104,6 +104,7 @@ class SqlBackend:
                 os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
         try:
             await self.check_connections()
+            await self._refuse_a_newer_schema()
             await self._create_tables()
             running = _running()
             if self.registry is not None:
@@ -185,6 +186,19 @@ class SqlBackend:
                 f"{workers} worker(s) x {per_process} ({held}) = {need}, but {what} leaves "
                 f"{free} ({limit} allowed, {open_now - 1} open by others now); {advice}, "
                 "or raise the limit"
+            )
+
+    async def _refuse_a_newer_schema(self) -> None:
+        """A database a newer version migrated may hold what this one cannot read, and
+        this one's writes could break it for that version: refuse it, as ``db upgrade``
+        does, instead of serving on it."""
+        from .migrations import unknown_revision
+
+        async with self.engine.connect() as conn:
+            newer = await conn.run_sync(unknown_revision)
+        if newer is not None:
+            raise StoreUnavailableError(
+                f"task store {self.store_url.display}: unknown a2a-sdk schema revision {newer!r}"
             )
 
     async def _create_tables(self) -> None:

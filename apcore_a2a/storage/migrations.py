@@ -66,16 +66,41 @@ async def upgrade_database(task_store_url: str) -> list[str]:
     return lines
 
 
-def _run_sdk_migrations(sync_conn: Any) -> tuple[str | None, str | None]:
-    from a2a.server.models import Base
+def _sdk_scripts() -> tuple[Any, Any]:
+    """The a2a-sdk's Alembic configuration and its migration scripts."""
     from alembic.config import Config
-    from alembic.runtime.environment import EnvironmentContext
-    from alembic.runtime.migration import MigrationContext
     from alembic.script import ScriptDirectory
 
     config = Config()
     config.set_main_option("script_location", str(files("a2a").joinpath("migrations")))
-    script = ScriptDirectory.from_config(config)
+    return config, ScriptDirectory.from_config(config)
+
+
+def unknown_revision(sync_conn: Any) -> str | None:
+    """The a2a-sdk schema revision the database records when this a2a-sdk has no such
+    migration (a newer version wrote the database), else ``None``."""
+    if not inspect(sync_conn).has_table(SDK_VERSION_TABLE):
+        return None
+    from alembic.runtime.migration import MigrationContext
+    from alembic.util import CommandError
+
+    ctx = MigrationContext.configure(sync_conn, opts={"version_table": SDK_VERSION_TABLE})
+    revisions = ctx.get_current_heads()
+    _config, script = _sdk_scripts()
+    for revision in revisions:
+        try:
+            script.get_revision(revision)
+        except CommandError:  # alembic's ResolutionError: not among the scripts
+            return str(revision)
+    return None
+
+
+def _run_sdk_migrations(sync_conn: Any) -> tuple[str | None, str | None]:
+    from a2a.server.models import Base
+    from alembic.runtime.environment import EnvironmentContext
+    from alembic.runtime.migration import MigrationContext
+
+    config, script = _sdk_scripts()
 
     def current() -> str | None:
         ctx = MigrationContext.configure(sync_conn, opts={"version_table": SDK_VERSION_TABLE})

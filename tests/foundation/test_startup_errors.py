@@ -141,3 +141,18 @@ async def test_a_task_store_url_with_a_bad_port_is_a_config_error(store: str, sa
     line = _one_error_line(err)
     assert line.startswith(f"Error: {says}"), line
     assert "hunter2" not in err
+
+
+async def test_a_database_of_a_newer_version_is_refused_at_start(tmp_path: Path) -> None:
+    """A schema revision this a2a-sdk does not know was written by a newer version: serving
+    on it could write what that version cannot read, so serve refuses, as db upgrade does."""
+    store = f"sqlite:///{tmp_path / 'newer.db'}"
+    code, _out, err = await cli("db", "upgrade", "--task-store", store)
+    assert code == 0, err
+    with sqlite3.connect(tmp_path / "newer.db") as db:
+        db.execute("UPDATE a2a_alembic_version SET version_num = 'ffff0000newer'")
+    code, _out, err = await cli("serve", *EXAMPLES, str(free_port()), "--task-store", store)
+    assert code == 3, err
+    line = _one_error_line(err)
+    assert "'ffff0000newer'" in line and "newer version" in line, line
+    assert "serving" not in err.lower(), err
