@@ -92,9 +92,26 @@ class Call:
         elif error:
             typed = error_from_details(payload) if isinstance(payload, dict) else None
             raise typed or A2AServerError(f"agent sent an error event: {text!r:.300}")
-        fixed = utc_timestamps(payload, text.encode() if isinstance(text, str) else text)
-        self.wire = fixed.get("result") if self.binding == "JSONRPC" else fixed
+        fixed = utc_timestamps(payload, text)
+        result = fixed.get("result") if self.binding == "JSONRPC" else fixed
+        self.wire = None if _whole_in_proto(result) else result
         return None if fixed is payload else fixed
+
+
+#: 1.0 members, and 0.3 kinds, of a result that protobuf holds whole
+_WHOLE_MEMBERS = frozenset({"task", "message", "artifactUpdate", "tasks"})
+_WHOLE_KINDS = frozenset({"task", "message", "artifact-update"})
+
+
+def _whole_in_proto(result: Any) -> bool:
+    """Whether *result* (as received) is a task, message, artifact update or page of tasks,
+    of which :attr:`Call.wire` has nothing to add: not keeping it spares holding a large
+    answer (an artifact of many MB) twice while the SDK parses its own copy."""
+    if not isinstance(result, dict):
+        return False
+    if result.get("kind") in _WHOLE_KINDS or not _WHOLE_MEMBERS.isdisjoint(result):
+        return True
+    return isinstance(result.get("status"), dict) and "id" in result  # a 1.0 task, bare
 
 
 _current: ContextVar[Call | None] = ContextVar("apcore_a2a_client_call", default=None)
@@ -201,7 +218,9 @@ class _EventTap(httpx.AsyncByteStream):
             self._call.event_id = sse.id or self._call.event_id
             # One line: JSON spread over data lines is the same value with spaces.
             data = sse.data.replace("\n", " ") if fixed is None else json.dumps(fixed)
-            yield b"data: " + data.encode() + b"\n\n"
+            yield b"data: "  # in three pieces: not one more copy of a large event
+            yield data.encode()
+            yield b"\n\n"
 
     async def aclose(self) -> None:
         await self._body.aclose()

@@ -190,3 +190,46 @@ async def test_card_members_of_the_wrong_type_offer_nothing() -> None:
     assert [(s.path, s.rpc_method) for s in stub.seen if s.method == "POST"] == [
         ("/rpc", "message/send")
     ]
+
+
+@pytest.mark.parametrize(
+    ("method", "times"), [("send_message", 3.5), ("get_task", 3.5), ("stream_message", 8.5)]
+)
+async def test_a_large_answer_is_not_copied_needlessly(method: str, times: float) -> None:
+    """Memory (traced by tracemalloc; protobuf's own is not traced) for a task with a 4 MB
+    artifact, from the answer's bytes to the result dict. An answer: its bytes, the SDK's
+    JSON parse (a decoded copy and its values), the result; the answer as received is not
+    kept besides (protobuf holds a task whole): it was 4 times. A stream event is decoded
+    and split into lines by httpx-sse twice (our tap, then the SDK); the tap no longer
+    encodes it to search it nor joins it into one more copy: it was 11 times."""
+    import gc
+    import tracemalloc
+
+    size = 4 * 1024 * 1024
+    artifact = {"artifactId": "a", "parts": [{"text": "x" * size}]}
+    task = {"id": "t-1", "status": {"state": "TASK_STATE_COMPLETED"}, "artifacts": [artifact]}
+    result = task if method == "get_task" else {"task": task}
+    answer = json.dumps({"jsonrpc": "2.0", "id": 1, "result": result}).encode()
+    media_type = "text/event-stream" if method == "stream_message" else "application/json"
+    body = b"data: " + answer + b"\n\n" if method == "stream_message" else answer
+    stub = StubAgent(rpc=lambda _body: (200, {"content-type": media_type}, [body]))
+    async with A2AClient("http://stub.local", app=stub, protocol="1.0") as client:
+
+        async def call() -> dict[str, Any]:
+            if method == "get_task":
+                return await client.get_task("t-1")
+            if method == "send_message":
+                return await client.send_message("x")
+            return [event async for event in client.stream_message("x")][-1]
+
+        await call()  # imports and caches warmed
+        gc.collect()
+        tracemalloc.start()
+        try:
+            before = tracemalloc.get_traced_memory()[0]
+            got = await call()
+            peak = tracemalloc.get_traced_memory()[1] - before
+        finally:
+            tracemalloc.stop()
+    assert len(got["artifacts"][0]["parts"][0]["text"]) == size
+    assert peak < times * size, f"{peak / size:.2f} times the artifact"
