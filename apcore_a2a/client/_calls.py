@@ -172,7 +172,9 @@ class Caller:
                                 return
                         seen(item)
                         event = shape.event(item, call.wire)
-                        if event is None:
+                        # A repeat (an agent replaying the id it resumes from) is neither
+                        # yielded nor progress: replayed forever, it would reset the retries.
+                        if event is None or call.repeated:
                             continue
                         failures = 0
                         if task_id is None:

@@ -73,6 +73,9 @@ class Call:
     binding: str = "JSONRPC"
     wire: Any = None
     event_id: str | None = None
+    #: the stream event last received has the id of the one before (or of the
+    #: ``Last-Event-ID`` it resumed from): the agent sent it again
+    repeated: bool = False
 
     def read(self, text: str | bytes, *, error: bool = False) -> Any:
         """Keep the result of *text* (an answer or SSE event) in :attr:`wire`; return what
@@ -215,6 +218,7 @@ class _EventTap(httpx.AsyncByteStream):
             if not sse.data:
                 continue
             fixed = self._call.read(sse.data, error=sse.event == "error")
+            self._call.repeated = bool(sse.id) and sse.id == self._call.event_id
             self._call.event_id = sse.id or self._call.event_id
             # One line: JSON spread over data lines is the same value with spaces.
             data = sse.data.replace("\n", " ") if fixed is None else json.dumps(fixed)

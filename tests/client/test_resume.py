@@ -6,7 +6,9 @@ connection aborted, the listener reopened on the same port).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -16,7 +18,8 @@ from apcore_a2a import A2AClient
 from apcore_a2a.client.errors import A2AConnectionError
 
 from .._proxy import TcpProxy
-from .._support import ROOT, cli_server, free_port
+from .._support import ROOT, cli_server, free_port, running_server
+from ._stub_agent import CARD_V10, StubAgent
 
 EXTENSIONS = str(ROOT / "examples" / "extensions")
 
@@ -97,3 +100,49 @@ async def test_stream_message_resumes_a_cut_stream_by_subscription(protocol: Any
     assert kinds[0] == "task" and kinds.count("task") == 1  # resumed without a new snapshot
     assert live == list(range(10, -1, -1)), live  # every chunk once, in order
     assert kinds[-1] == "status-update" and len(kinds) == 14  # task, working, 11, completed
+
+
+class _Replayer:
+    """A hostile agent: every stream (the first, and each resume whatever its
+    ``Last-Event-ID``) sends the same event, id 1, then stalls until the client goes."""
+
+    def __init__(self) -> None:
+        self.stub = StubAgent(card=dict(CARD_V10), card_paths=())
+        self.resumed_from: list[str | None] = []
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await self.stub(scope, receive, send)
+            return
+        request = json.loads((await receive())["body"])
+        headers = dict(scope["headers"])
+        if request["method"] == "SubscribeToTask":
+            self.resumed_from.append(headers.get(b"last-event-id", b"").decode() or None)
+        task = {"id": "t-1", "contextId": "c-1", "status": {"state": "TASK_STATE_WORKING"}}
+        event = json.dumps({"jsonrpc": "2.0", "id": request["id"], "result": {"task": task}})
+        start = {"type": "http.response.start", "status": 200}
+        await send(start | {"headers": [(b"content-type", b"text/event-stream")]})
+        body = f"id: 1\ndata: {event}\n\n".encode()
+        await send({"type": "http.response.body", "body": body, "more_body": True})
+        while (await receive())["type"] != "http.disconnect":
+            pass
+
+
+async def test_an_agent_that_replays_the_event_it_resumes_from_is_given_up_on() -> None:
+    """Resumed with ``Last-Event-ID: 1``, the agent sends event 1 again, then stalls. The
+    repeat is not yielded (nothing is repeated) and not counted as progress, so the
+    client gives up after its retries; it yielded the same event forever."""
+    agent = _Replayer()
+    seen: list[dict[str, Any]] = []
+
+    async def follow(client: A2AClient) -> None:
+        async for event in client.stream_message("x", max_retries=2):
+            seen.append(event)
+            assert len(seen) <= 3, "the same event again and again"
+
+    async with running_server(agent) as url, A2AClient(url, timeout=1, protocol="1.0") as c:
+        async with asyncio.timeout(120):  # a hang guard, not a speed target
+            with pytest.raises(A2AConnectionError, match="gave up after 2 resume attempt"):
+                await follow(c)
+    assert [e["id"] for e in seen] == ["t-1"]
+    assert agent.resumed_from == ["1", "1"]
