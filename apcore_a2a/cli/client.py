@@ -210,11 +210,19 @@ async def _call(client: A2AClient, args: argparse.Namespace) -> None:
     message = _message_from(args)
     options = {"context_id": args.context_id, "task_id": args.task_id, "skill_id": args.skill}
     last: dict[str, Any] = {}
-    if args.stream:
-        async for last in client.stream_message(message, **options):
-            _emit(last)
-    elif args.no_wait:
-        _emit(last := await client.send_message(message, return_immediately=True, **options))
+    if args.stream or args.no_wait:
+        try:  # --timeout bounds the whole wait here too (_wait_for bounds its own)
+            async with asyncio.timeout(args.timeout):
+                if args.stream:
+                    async for last in client.stream_message(message, **options):
+                        _emit(last)
+                else:
+                    last = await client.send_message(message, return_immediately=True, **options)
+                    _emit(last)
+        except TimeoutError:
+            task_id = last.get("id") if last.get("kind") == "task" else last.get("taskId")
+            state = (last.get("status") or {}).get("state") or "working"
+            raise _timed_out(args, task_id, state) from None
     else:
         _emit(last := await _wait_for(client, message, options, args))
     state = (last.get("status") or {}).get("state")
@@ -288,18 +296,23 @@ async def _wait_for(
         async with asyncio.timeout(args.timeout):
             return await follow()
     except TimeoutError:
-        waited = f"after --timeout {args.timeout:g} s"
-        said = f"no answer from the agent {waited}; a longer --timeout waits longer"
-        if progress.task_id is not None:
-            said = (
-                f"task {progress.task_id} is still {progress.state} {waited}; it runs on: "
-                f"follow it with 'apcore-a2a task get {args.url} {progress.task_id}' (or start "
-                "long work with --no-wait)"
-            )
-        raise Exit(6, said) from None
+        raise _timed_out(args, progress.task_id, progress.state) from None
     finally:
         ticker.cancel()
         progress.done()
+
+
+def _timed_out(args: argparse.Namespace, task_id: str | None, state: str) -> Exit:
+    """Exit 6: ``--timeout`` ended the wait; the task (when it is known) runs on."""
+    waited = f"after --timeout {args.timeout:g} s"
+    said = f"no answer from the agent {waited}; a longer --timeout waits longer"
+    if task_id is not None:
+        said = (
+            f"task {task_id} is still {state} {waited}; it runs on: "
+            f"follow it with 'apcore-a2a task get {args.url} {task_id}' (or start "
+            "long work with --no-wait)"
+        )
+    return Exit(6, said)
 
 
 async def _task(client: A2AClient, args: argparse.Namespace) -> None:

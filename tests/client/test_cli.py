@@ -463,3 +463,49 @@ async def test_every_invisible_character_of_this_unicode_database_is_escaped(
     assert json.loads(out)["text"] == every
     assert not set(every) & set(out.rstrip("\n")), ascii(set(every) & set(out))
     assert not set(every) & set(_printable(every))
+
+
+class _Stalling:
+    """An agent that starts every answer (an SSE event, a JSON body) and sends no more
+    until the client goes away."""
+
+    def __init__(self, port: int) -> None:
+        card = CARD_V10 | {
+            "supportedInterfaces": [
+                {
+                    "url": f"http://127.0.0.1:{port}/",
+                    "protocolBinding": "JSONRPC",
+                    "protocolVersion": "1.0",
+                }
+            ]
+        }
+        self.stub = StubAgent(card=card)
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await self.stub(scope, receive, send)
+            return
+        await receive()  # the request
+        streaming = b"text/event-stream" in dict(scope["headers"]).get(b"accept", b"")
+        media_type = b"text/event-stream" if streaming else b"application/json"
+        start = {"type": "http.response.start", "status": 200}
+        await send(start | {"headers": [(b"content-type", media_type)]})
+        body = b'data: {"jsonrpc"' if streaming else b'{"jsonrpc"'
+        await send({"type": "http.response.body", "body": body, "more_body": True})
+        while (await receive())["type"] != "http.disconnect":
+            pass
+
+
+@pytest.mark.parametrize("mode", ["--stream", "--no-wait"])
+async def test_call_timeout_bounds_a_stream_and_a_no_wait_call(mode: str) -> None:
+    """``--timeout`` bounds the whole wait in every mode of ``call``: exit 6, one line.
+    With ``--stream`` or ``--no-wait`` it was ignored, so a stalled agent held the
+    command for ever."""
+    port = free_port()
+    async with running_server(_Stalling(port), port=port) as url:
+        code, out, err = await cli("call", url, "--text", "x", mode, "--timeout", "1")
+    assert code == 6 and out == "", err
+    assert (
+        err
+        == "error: no answer from the agent after --timeout 1 s; a longer --timeout waits longer\n"
+    )
