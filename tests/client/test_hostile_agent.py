@@ -233,3 +233,28 @@ async def test_a_large_answer_is_not_copied_needlessly(method: str, times: float
             tracemalloc.stop()
     assert len(got["artifacts"][0]["parts"][0]["text"]) == size
     assert peak < times * size, f"{peak / size:.2f} times the artifact"
+
+
+async def test_the_timeout_bounds_each_wait_of_a_stream_for_the_agents_bytes() -> None:
+    """docs/client.md, ``timeout``: on a stream it bounds each wait for the agent's next
+    bytes; an agent that starts an event and sends no more is given up on."""
+    agent = _StalledStream()
+    async with running_server(agent) as url, A2AClient(url, timeout=1, protocol="1.0") as c:
+        async with asyncio.timeout(120):  # a hang guard, not a speed target
+            with pytest.raises(A2AConnectionError, match="timed out"):
+                await anext(aiter(c.stream_message("x")))
+
+
+class _StalledStream:
+    """Starts an SSE event, then sends nothing until the client goes away."""
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await StubAgent()(scope, receive, send)
+            return
+        await receive()
+        start = {"type": "http.response.start", "status": 200}
+        await send(start | {"headers": [(b"content-type", b"text/event-stream")]})
+        await send({"type": "http.response.body", "body": b'data: {"json', "more_body": True})
+        while (await receive())["type"] != "http.disconnect":
+            pass
