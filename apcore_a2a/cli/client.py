@@ -14,13 +14,13 @@ import asyncio
 import json
 import logging
 import mimetypes
-import re
 import sys
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from apcore_a2a.cli._terminal import emit, printable
 from apcore_a2a.client import (
     A2AAuthenticationError,
     A2AClient,
@@ -100,40 +100,6 @@ def _client(args: argparse.Namespace, timeout: float | None) -> A2AClient:
         raise ValueError(f"--keys: {exc.message}") from None
 
 
-#: What changes what a terminal shows without being seen: the format characters (Unicode
-#: category Cf: bidi overrides and isolates that reorder a line, as in "Trojan Source";
-#: zero-width characters; tags, invisible ASCII look-alikes) and the line and paragraph
-#: separators (Zl, Zp: a line break to many readers, though JSON leaves them raw). Listed
-#: (Unicode 15) rather than looked up at start-up; tests/client/test_cli.py checks the list
-#: against this Python's Unicode database.
-_INVISIBLE = (
-    "\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e\u200b-\u200f"
-    "\u2028-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\U000110bd\U000110cd"
-    "\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001"
-    "\U000e0020-\U000e007f"
-)
-#: what a terminal may read as a command (ESC starts one; U+009B is CSI): C0, DEL and C1;
-#: and the invisible characters above
-_CONTROLS = re.compile(f"[\x00-\x1f\x7f-\x9f{_INVISIBLE}]")
-#: what of those JSON leaves raw in its strings (it escapes C0 itself)
-_JSON_RAW = re.compile(f"[\x7f-\x9f{_INVISIBLE}]")
-
-
-def _emit(obj: Any, *, indent: int | None = None) -> None:
-    # JSON escapes C0 in strings itself; the rest is escaped here (the same value; a
-    # character past U+FFFF as its surrogate pair, as JSON spells it).
-    text = json.dumps(obj, indent=indent, ensure_ascii=False)
-    sys.stdout.write(_JSON_RAW.sub(lambda m: json.dumps(m[0])[1:-1], text) + "\n")
-    sys.stdout.flush()
-
-
-def _printable(text: str) -> str:
-    """*text* (the agent's words included) for a line on a terminal: one line, every
-    control or invisible character as its ``\\xNN``/``\\uNNNN`` escape, so none is sent to
-    the terminal raw."""
-    return _CONTROLS.sub(lambda m: m[0].encode("unicode_escape").decode(), " ".join(text.split()))
-
-
 def _run(args: argparse.Namespace) -> int:
     """Run the command's body with a client; every failure is one stderr line + exit code.
     ``--timeout`` bounds each request, but ``call``'s: it bounds the whole wait."""
@@ -151,7 +117,7 @@ def _run(args: argparse.Namespace) -> int:
         if isinstance(exc, A2AClientError):
             detail = getattr(exc, "code", None) or getattr(exc, "reason", None)
             said = type(exc).__name__ + (f" ({detail})" if detail else "") + f": {exc.message}"
-        print(f"error: {_printable(said)}", file=sys.stderr)
+        print(f"error: {printable(said)}", file=sys.stderr)
         return (
             exc.code if isinstance(exc, Exit) else next(c for k, c in _EXITS if isinstance(exc, k))
         )
@@ -184,7 +150,7 @@ def _objects(value: Any) -> list[dict[str, Any]]:
 
 async def _card(client: A2AClient, args: argparse.Namespace) -> None:
     card = await client.discover()
-    _emit(skills_of(card) if args.skills else card, indent=2)
+    emit(skills_of(card) if args.skills else card, indent=2)
     if args.verify:
         print("card signature verified", file=sys.stderr)
 
@@ -215,16 +181,16 @@ async def _call(client: A2AClient, args: argparse.Namespace) -> None:
             async with asyncio.timeout(args.timeout):
                 if args.stream:
                     async for last in client.stream_message(message, **options):
-                        _emit(last)
+                        emit(last)
                 else:
                     last = await client.send_message(message, return_immediately=True, **options)
-                    _emit(last)
+                    emit(last)
         except TimeoutError:
             task_id = last.get("id") if last.get("kind") == "task" else last.get("taskId")
             state = (last.get("status") or {}).get("state") or "working"
             raise _timed_out(args, task_id, state) from None
     else:
-        _emit(last := await _wait_for(client, message, options, args))
+        emit(last := await _wait_for(client, message, options, args))
     state = (last.get("status") or {}).get("state")
     if state in EXIT_TASK_STATES:  # printed all the same; the agent's message says why
         parts = (last["status"]["message"] or {}).get("parts") or []
@@ -257,7 +223,7 @@ class _Progress:
         if shown and not self._tty and shown[0] == self.state and elapsed - shown[1] < 30:
             return
         self._shown = (self.state, elapsed)
-        line = _printable(f"task {self.task_id}: {self.state}, {elapsed:.0f} s")
+        line = printable(f"task {self.task_id}: {self.state}, {elapsed:.0f} s")
         sys.stderr.write(f"\r\x1b[2K{line}" if self._tty else line + "\n")
         sys.stderr.flush()
 
@@ -317,9 +283,9 @@ def _timed_out(args: argparse.Namespace, task_id: str | None, state: str) -> Exi
 
 async def _task(client: A2AClient, args: argparse.Namespace) -> None:
     if args.action == "get":
-        _emit(await client.get_task(args.task_id, history_length=args.history_length))
+        emit(await client.get_task(args.task_id, history_length=args.history_length))
     else:
-        _emit(await client.cancel_task(args.task_id))
+        emit(await client.cancel_task(args.task_id))
 
 
 async def _push(client: A2AClient, args: argparse.Namespace) -> None:
@@ -331,12 +297,12 @@ async def _push(client: A2AClient, args: argparse.Namespace) -> None:
             if not scheme or not credentials.strip():
                 raise ValueError("--auth must look like 'SCHEME CREDENTIALS', e.g. 'Bearer abc'")
             config["authentication"] = {"scheme": scheme, "credentials": credentials.strip()}
-        _emit(await client.set_push_config(args.task_id, config))
+        emit(await client.set_push_config(args.task_id, config))
     elif args.action == "get":
-        _emit(await client.get_push_config(args.task_id, args.config_id))
+        emit(await client.get_push_config(args.task_id, args.config_id))
     elif args.action == "list":
         for config in await client.list_push_configs(args.task_id):
-            _emit(config)
+            emit(config)
     else:
         await client.delete_push_config(args.task_id, args.config_id)
 

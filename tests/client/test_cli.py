@@ -452,17 +452,17 @@ async def test_every_invisible_character_of_this_unicode_database_is_escaped(
     import sys
     import unicodedata
 
-    from apcore_a2a.cli.client import _emit, _printable
+    from apcore_a2a.cli._terminal import emit, printable
 
     kinds = ("Cc", "Cf", "Zl", "Zp")
     every = "".join(
         chr(c) for c in range(sys.maxunicode + 1) if unicodedata.category(chr(c)) in kinds
     )
-    _emit({"text": every})
+    emit({"text": every})
     out = capsys.readouterr().out
     assert json.loads(out)["text"] == every
     assert not set(every) & set(out.rstrip("\n")), ascii(set(every) & set(out))
-    assert not set(every) & set(_printable(every))
+    assert not set(every) & set(printable(every))
 
 
 class _Stalling:
