@@ -8,11 +8,17 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Generator
+from typing import Any
 
 import httpx
 import pytest
 
-from apcore_a2a.client import A2AClient, A2ADiscoveryError, CrossOriginEndpointError
+from apcore_a2a.client import (
+    A2AClient,
+    A2AConnectionError,
+    A2ADiscoveryError,
+    CrossOriginEndpointError,
+)
 from apcore_a2a.client.card import check_endpoint
 from tests._support import running_server
 
@@ -151,3 +157,35 @@ def test_direct_mode_keeps_requests_on_the_in_process_app() -> None:
         direct=True,
     )
     assert moved == "http://agent.local/a2a?x=1"
+
+
+class _Redirecting:
+    """An agent that answers every request (card, JSON-RPC, keys) with a 307 to another
+    origin."""
+
+    def __init__(self, to: str) -> None:
+        self.to = to
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await StubAgent()(scope, receive, send)
+            return
+        location = (self.to + scope["path"]).encode()
+        start = {"type": "http.response.start", "status": 307}
+        await send(start | {"headers": [(b"location", location)]})
+        await send({"type": "http.response.body", "body": b""})
+
+
+@pytest.mark.parametrize("protocol", ["auto", "1.0"])
+async def test_a_redirect_to_another_origin_is_not_followed(protocol: str) -> None:
+    """A redirect is never followed, so the caller's credentials cannot be carried to
+    another origin by one: the call fails with the status, and nothing reaches there."""
+    elsewhere = StubAgent(rpc=task_reply)
+    async with running_server(elsewhere) as other, running_server(_Redirecting(other)) as url:
+        client = A2AClient(
+            url, auth="tok-secret", headers={"X-API-Key": "key-secret"}, protocol=protocol
+        )
+        async with client:
+            with pytest.raises((A2AConnectionError, A2ADiscoveryError), match="307"):
+                await client.send_message("x")
+    assert elsewhere.seen == []
