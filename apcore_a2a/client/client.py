@@ -53,6 +53,15 @@ def _normalize_url(url: str) -> str:
     return base.rstrip("/")
 
 
+def _header_value(value: str, what: str) -> str:
+    """*value* when it can be sent as an HTTP header value. httpx refuses it only later,
+    with a bare encoding error (the value's position) or, for a line break, as a failed
+    connection; the value (often a credential) is not repeated here."""
+    if not isinstance(value, str) or not value.isascii() or any(c in value for c in "\r\n\0"):
+        raise ValueError(f"{what} must be ASCII text without line breaks (an HTTP header value)")
+    return value
+
+
 def _require_id(value: str, what: str) -> str:
     if not isinstance(value, str) or not value:
         raise ValueError(f"{what} must be a non-empty string")
@@ -102,9 +111,13 @@ class A2AClient:
             raise ValueError("timeout must be positive (or None for no timeout)")
         self._protocol: Protocol = protocol
         self._timeout = timeout
-        default_headers = dict(headers or {})
+        default_headers = {
+            name: _header_value(value, f"header {name!r}")
+            for name, value in (headers or {}).items()
+        }
         if isinstance(auth, str):
-            default_headers["Authorization"], auth = f"Bearer {auth}", None
+            token = _header_value(auth, "the bearer token (auth)")
+            default_headers["Authorization"], auth = f"Bearer {token}", None
         http_auth = httpx.BasicAuth(*auth) if isinstance(auth, tuple) else auth
         self._direct = DirectTransport(app, lifespan) if app is not None else None
         self._http = httpx.AsyncClient(

@@ -141,8 +141,18 @@ async def test_unreachable_agent_exits_3() -> None:
         ("call", "not-a-url", "--text", "x"),
         ("call", "URL", "--data", '{"a": NaN}'),
         ("call", "URL", "--data", "[1e999]"),
+        ("call", "URL", "--text", "x", "--token", "tök"),
+        ("call", "URL", "--text", "x", "--header", "X-Key: a\r\nInjected: 1"),
     ],
-    ids=["bad-json", "missing-file", "bad-url", "nan-data", "infinite-data"],
+    ids=[
+        "bad-json",
+        "missing-file",
+        "bad-url",
+        "nan-data",
+        "infinite-data",
+        "token-not-ascii",
+        "header-line-break",
+    ],
 )
 async def test_bad_input_exits_2(sdk: tuple[str, Recorder], args: tuple[str, ...]) -> None:
     url, _ = sdk

@@ -227,6 +227,25 @@ async def test_request_metadata_without_a_json_number_is_refused() -> None:
     assert stub.seen == []
 
 
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"auth": "tök-secret"},
+        {"headers": {"X-API-Key": "é-secret"}},
+        {"headers": {"X": "a\r\nB: 1"}},
+    ],
+    ids=["token-not-ascii", "header-not-ascii", "header-with-line-break"],
+)
+def test_credentials_that_are_no_header_value_are_refused_without_showing_them(
+    options: dict[str, Any],
+) -> None:
+    """At construction, as a ValueError naming the header (not at the first request, as an
+    encoding error or as a connection error), and the value is not in the message."""
+    with pytest.raises(ValueError, match="ASCII text without line breaks") as refused:
+        A2AClient(STUB, **options)
+    assert "secret" not in str(refused.value) and "B: 1" not in str(refused.value)
+
+
 def test_a_timeout_that_is_not_a_number_of_seconds_is_refused() -> None:
     for timeout in (0, -1, float("nan")):
         with pytest.raises(ValueError, match="timeout"):
