@@ -16,9 +16,8 @@ from sqlalchemy import inspect
 
 from . import quota_slots  # noqa: F401  (its table joins METADATA)
 from ._replicas import METADATA
-from ._urls import create_engine, parse_store_url
-from .contexts import create_index
 from ._urls import check_sqlite_folder, create_engine, parse_store_url
+from .contexts import create_index
 
 #: The Alembic version table the a2a-sdk's migrations use.
 SDK_VERSION_TABLE = "a2a_alembic_version"
