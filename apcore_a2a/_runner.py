@@ -204,9 +204,11 @@ def store_hint(message: str) -> str:
 
 
 def _describe(error: BaseException) -> str:
-    from apcore_a2a.storage import StoreUnavailableError
+    from apcore_a2a.storage import StoreInUseError, StoreUnavailableError
 
     message = " ".join(str(error).split()) or type(error).__name__
+    if isinstance(error, StoreInUseError):  # says what to do itself
+        return message
     if isinstance(error, StoreUnavailableError):
         return f"{message}; {store_hint(message)}"
     if isinstance(error, OSError | ValueError):

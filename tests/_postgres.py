@@ -47,8 +47,9 @@ PG_PASSWORD = os.environ.get("PGPASSWORD") or "not-a-password"
 
 #: the ``?pool_size=`` of the URLs handed to tests (the agent's default is 20)
 POOL_SIZE = 4
-#: connections one agent process holds at most: its pool, the writer's, the listener's
-PER_AGENT = POOL_SIZE + 2
+#: connections one agent process holds at most: its pool, the writer's, the listener's,
+#: the lock's
+PER_AGENT = POOL_SIZE + 3
 
 # Free connections under each limit: the agent's own start check's query (what limits
 # it, its value, open now), so the tests count as the agent does.

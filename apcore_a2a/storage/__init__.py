@@ -10,13 +10,14 @@ Example::
 """
 
 from ._sql_backend import INTERRUPTED_MESSAGE
-from ._urls import StoreUnavailableError
+from ._urls import StoreInUseError, StoreUnavailableError
 from .memory import BoundedMemoryTaskStore
 from .stores import Stores, open_stores
 
 __all__ = [
     "INTERRUPTED_MESSAGE",
     "BoundedMemoryTaskStore",
+    "StoreInUseError",
     "StoreUnavailableError",
     "Stores",
     "open_stores",

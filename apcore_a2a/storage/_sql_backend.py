@@ -29,8 +29,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from apcore_a2a.upstream.aiosqlite_workers import track_workers
 
+from ._owner import OwnerLock, owner_lock
 from ._replicas import METADATA, ReplicaRegistry, claims_table, replicas_table, turns_table
 from ._urls import StoreUnavailableError, StoreURL, check_sqlite_folder, read
+from ._urls import StoreInUseError, StoreUnavailableError, StoreURL, read
 from .memory import OwnerUser
 from .outages import UNAVAILABLE as _UNAVAILABLE
 from .quota_slots import PUSH_SCOPE, slots_table
@@ -87,8 +89,11 @@ class SqlBackend:
     cancel_watch: CancelWatch | None = None
     _started: bool = False
     _join_workers: Callable[[], Awaitable[None]] | None = None
+    #: one process alone, or cluster processes together (``_owner.py``)
+    owner: OwnerLock = field(default_factory=OwnerLock)
 
     def __post_init__(self) -> None:
+        self.owner = owner_lock(self.store_url, shared=self.registry is not None)
         if self.store_url.kind == "sqlite":
             self._join_workers = track_workers(self.engine)
 
@@ -105,6 +110,9 @@ class SqlBackend:
         try:
             await self.check_connections()
             await self._refuse_a_newer_schema()
+            # Before anything is written: the recovery below fails every running task
+            # it may (docs/storage.md, *Restarts*).
+            await self._own()
             await self._create_tables()
             running = _running()
             if self.registry is not None:
@@ -114,7 +122,11 @@ class SqlBackend:
         except _DB_ERRORS as exc:
             # Wrong password, missing database, no permission: the store is unusable
             # either way, and the operator needs the reason, not a traceback.
+            await self.owner.release()
             raise self._unavailable(exc) from None
+        except BaseException:
+            await self.owner.release()
+            raise
         if self.registry is not None:
             beat = self.registry.heartbeat_interval
             self._spawn("heartbeat", "replica heartbeat", beat, self._heartbeat)
@@ -151,6 +163,7 @@ class SqlBackend:
         await self.engine.dispose()
         if self._join_workers is not None:
             await self._join_workers()
+        await self.owner.release()  # the last write is done
 
     async def ping(self) -> None:
         try:
@@ -200,6 +213,15 @@ class SqlBackend:
             raise StoreUnavailableError(
                 f"task store {self.store_url.display}: unknown a2a-sdk schema revision {newer!r}"
             )
+    async def _own(self) -> None:
+        """Take the database for this process alone, or for cluster processes together;
+        :class:`StoreInUseError` when another process holds it the other way."""
+        try:
+            await self.owner.acquire()
+        except StoreInUseError:
+            raise
+        except Exception as exc:  # asyncpg's errors share no base class with OSError
+            raise self._unavailable(exc) from None
 
     async def _create_tables(self) -> None:
         # Two replicas starting together can both see a table missing and race to

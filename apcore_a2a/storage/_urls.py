@@ -37,6 +37,11 @@ class StoreUnavailableError(Exception):
     password: safe for operators and ``/health``)."""
 
 
+class StoreInUseError(StoreUnavailableError):
+    """Another process serves the database in a way this one may not join (``_owner.py``);
+    the message says what to do."""
+
+
 @dataclass(frozen=True, slots=True)
 class StoreURL:
     """A parsed task store URL; ``display`` masks the password (safe for logs)."""

@@ -201,6 +201,8 @@ def _sql_stores(url: StoreURL, settings: Settings) -> Stores:
     wakeups = settings.cluster and settings.cluster_wakeups
     if wakeups and url.kind == "postgresql":
         held.append("listener")
+    if url.kind == "postgresql":  # holds this process's lock on the schema (_owner.py)
+        held.append("lock")
     versioned = ChunkedTaskStore(engine)
     events = WakingTaskEventStream(
         engine,

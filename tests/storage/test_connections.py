@@ -1,7 +1,8 @@
 """An agent counts the PostgreSQL connections it will hold before it serves.
 
-Per process: the pool (``?pool_size=``, 20 by default), the writer's connection and, in
-cluster mode with wake-ups, the listening one; times the workers. Against every limit
+Per process: the pool (``?pool_size=``, 20 by default), the writer's connection, the one
+holding the process's lock on the schema and, in cluster mode with wake-ups, the listening
+one; times the workers. Against every limit
 (the server's ``max_connections`` less its reserved ones, the role's and the database's
 ``CONNECTION LIMIT``): one that cannot take them all refuses the start with one line
 naming it, not found out under load. A pool that cannot get a connection later (another
@@ -57,7 +58,7 @@ async def test_a_pool_the_server_cannot_take_stops_the_start_with_one_line(pg_ur
     assert code == 3, (out, err)
     lines = [line for line in err.splitlines() if line.startswith("Error:")]
     assert len(lines) == 1, err
-    assert "1 worker(s) x 501 (pool 500 + writer) = 501" in lines[0]
+    assert "1 worker(s) x 502 (pool 500 + writer + lock) = 502" in lines[0]
     assert "max_connections" in lines[0]
     assert "Traceback" not in err
 
@@ -65,7 +66,8 @@ async def test_a_pool_the_server_cannot_take_stops_the_start_with_one_line(pg_ur
 async def test_the_workers_count_in_cluster_mode(pg_url: str) -> None:
     stores = open_stores(pg_url, settings(cluster=True, workers=8))
     with pytest.raises(
-        StoreUnavailableError, match=r"8 worker\(s\) x 22 \(pool 20 \+ writer \+ listener\) = 176"
+        StoreUnavailableError,
+        match=r"8 worker\(s\) x 23 \(pool 20 \+ writer \+ listener \+ lock\) = 184",
     ):
         await stores.start()
     await stores.aclose()
@@ -112,7 +114,7 @@ async def test_a_role_limit_too_small_for_the_workers_refuses_the_start_in_one_l
     assert len(lines) == 1, err  # each worker says the same, once
     (line,) = lines
     assert f"the CONNECTION LIMIT of role {role}" in line, line
-    assert "2 worker(s) x 22 (pool 20 + writer + listener) = 44" in line, line
+    assert "2 worker(s) x 23 (pool 20 + writer + listener + lock) = 46" in line, line
     assert "4 allowed" in line and "fewer workers would" in line, line
     assert "Traceback" not in err
 
@@ -131,7 +133,7 @@ async def test_a_database_limit_is_counted_too() -> None:
             with pytest.raises(StoreUnavailableError, match=f"CONNECTION LIMIT of database {name}"):
                 await stores.start()
             await stores.aclose()
-            fits = open_stores(f"{url}?pool_size=3", settings())
+            fits = open_stores(f"{url}?pool_size=2", settings())  # + writer + lock
             await fits.start()
             await fits.aclose()
     finally:

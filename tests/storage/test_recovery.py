@@ -67,7 +67,10 @@ async def test_restart_fails_running_tasks_and_keeps_the_rest(sql_url: str) -> N
     for task in (submitted, working, done, waiting):
         await put(first, task)
     await put(first, bobs, "bob")
-    # The "crashed" process never closes its stores; a new one starts on the same DB.
+    # The "crashed" process never closes its stores, and its lock on the database went
+    # with it (the OS, the server drop it: test_one_owner.py); a new one starts on it.
+    assert first._backend is not None
+    await first._backend.owner.release()
     second = open_stores(sql_url, settings())
     try:
         await second.start()
