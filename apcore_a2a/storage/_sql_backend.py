@@ -31,8 +31,7 @@ from apcore_a2a.upstream.aiosqlite_workers import track_workers
 
 from ._owner import OwnerLock, owner_lock
 from ._replicas import METADATA, ReplicaRegistry, claims_table, replicas_table, turns_table
-from ._urls import StoreUnavailableError, StoreURL, check_sqlite_folder, read
-from ._urls import StoreInUseError, StoreUnavailableError, StoreURL, read
+from ._urls import StoreInUseError, StoreUnavailableError, StoreURL, check_sqlite_folder, read
 from .memory import OwnerUser
 from .outages import UNAVAILABLE as _UNAVAILABLE
 from .quota_slots import PUSH_SCOPE, slots_table
@@ -213,6 +212,7 @@ class SqlBackend:
             raise StoreUnavailableError(
                 f"task store {self.store_url.display}: unknown a2a-sdk schema revision {newer!r}"
             )
+
     async def _own(self) -> None:
         """Take the database for this process alone, or for cluster processes together;
         :class:`StoreInUseError` when another process holds it the other way."""
