@@ -108,11 +108,11 @@ class SqlBackend:
                 os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
         try:
             await self.check_connections()
-            await self._refuse_a_newer_schema()
+            await self._raced(self._refuse_a_newer_schema)
             # Before anything is written: the recovery below fails every running task
             # it may (docs/storage.md, *Restarts*).
             await self._own()
-            await self._create_tables()
+            await self._raced(self._create_tables)
             running = _running()
             if self.registry is not None:
                 await self.registry.register()
@@ -224,15 +224,20 @@ class SqlBackend:
             raise self._unavailable(exc) from None
 
     async def _create_tables(self) -> None:
-        # Two replicas starting together can both see a table missing and race to
-        # create it; the loser sees a duplicate error, and a second pass finds it done.
+        for initialize in self.initializers:
+            await initialize()
+        if self.registry is not None:
+            async with self.engine.begin() as conn:
+                await conn.run_sync(METADATA.create_all)
+
+    async def _raced(self, step: Callable[[], Awaitable[None]]) -> None:
+        """Run a start *step* again when it lost a race with another process starting on
+        the same database: both can see a table missing and create it (the loser sees a
+        duplicate error), and SQLite refuses a connection while another switches a new
+        file to WAL ("database is locked"); a second pass finds it done."""
         for attempt in range(5):
             try:
-                for initialize in self.initializers:
-                    await initialize()
-                if self.registry is not None:
-                    async with self.engine.begin() as conn:
-                        await conn.run_sync(METADATA.create_all)
+                await step()
                 return
             except (ProgrammingError, DBAPIError) as exc:
                 text = str(exc).lower()
@@ -241,7 +246,7 @@ class SqlBackend:
                 raced = "already exists" in text or "database is locked" in text
                 if (isinstance(exc, _UNAVAILABLE) and not raced) or attempt == 4:
                     raise
-                logger.debug("table creation raced with another process; retrying")
+                logger.debug("start step raced with another process; retrying")
                 await asyncio.sleep(0.1 * (attempt + 1))
 
     def _spawn(

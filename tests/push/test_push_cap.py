@@ -169,6 +169,7 @@ async def test_two_replicas_registering_at_once_never_exceed_the_cap(pg_store: s
             environ={},
             port=free_port(),
             task_store=sql_store,
+            cluster=True,  # two processes on one database are replicas
             push_notifications=True,
             push_allow_insecure_urls=True,
             push_max_configs_per_task=5,

@@ -175,13 +175,12 @@ async def test_single_serve_is_refused_by_a_cluster_and_restarts_after_kill_9(
             started = await send(c, request("jobs.sleep", {"seconds": 60}, return_immediately=True))
             proc.kill9()
             proc.wait()
-        began = time.monotonic()
+        # The dead process's lock went with it: the restart is not refused (the locks are
+        # taken without waiting, so a stale one would refuse it with exit 3).
         with cli_server(args) as (base, _proc):
-            took = time.monotonic() - began
             c = await client(base)
             task = await c.get_task(GetTaskRequest(id=started.id))
             assert task.status.state == TaskState.TASK_STATE_FAILED
-        assert took < 20, f"the restart waited {took:.1f} s for the dead process's lock"
 
 
 async def test_a_lost_postgresql_lock_is_taken_again_and_a_thief_is_named(
