@@ -59,6 +59,8 @@ from apcore_a2a.upstream.file_bytes import undecodable_rpc03
 from apcore_a2a.upstream.v03_history_length import history_length_error
 
 _JSON_TYPES = ("application/json", "application/a2a+json")
+#: seconds a stream may take to start answering before its client is watched for a hang-up
+_WATCH_AFTER = 0.05
 _MESSAGE_METHODS = frozenset({"SendMessage", "SendStreamingMessage"})
 
 
@@ -198,35 +200,49 @@ async def _until_gone(
     message-reply skill's stream until its module returned. The hang-up is noted on the
     call's answer, for cancel-on-drop (``streams/answers.py``). The request body was read
     (*info*), so the client's ``receive`` only has its hang-up left."""
-    started = asyncio.Event()
+    serving = asyncio.current_task()
+    started = gone = False
+    watch: asyncio.Future[None] | None = None
 
     async def starting(message: Message) -> None:
+        nonlocal started
         if message["type"] == "http.response.start":
-            started.set()
+            started = True
+            timer.cancel()
+            if watch is not None:
+                watch.cancel()  # from here on the answer listens for its client itself
         await send(message)
 
     async def hang_up() -> None:
+        nonlocal gone
         while (await receive())["type"] != "http.disconnect":
             pass
-
-    served = asyncio.ensure_future(app(scope, info.replay(receive), starting))
-    hung_up = asyncio.ensure_future(hang_up())
-    waits = [hung_up, asyncio.ensure_future(started.wait())]
-    try:
-        await asyncio.wait([served, *waits], return_when=asyncio.FIRST_COMPLETED)
-        gone = hung_up.done() and not started.is_set()
-        for task in waits:  # from here on the answer listens for its client itself
-            task.cancel()
-        if gone:
+        if not started and serving is not None:
+            gone = True
             Answer.of(scope).hung_up = True
-            served.cancel()  # nothing was answered: nothing to finish
-            await asyncio.gather(served, return_exceptions=True)
-        else:
-            await served
+            serving.cancel()  # nothing was answered: nothing to finish
+
+    def begin_watching() -> None:
+        nonlocal watch
+        if not started:
+            watch = asyncio.ensure_future(hang_up())
+
+    # Most streams start answering at once (a task's first event); only one that waits
+    # longer gets a watcher task, which reads a hang-up queued meanwhile just the same.
+    timer = asyncio.get_running_loop().call_later(_WATCH_AFTER, begin_watching)
+    try:
+        await app(scope, info.replay(receive), starting)
+    except asyncio.CancelledError:
+        if not gone or serving is None or serving.uncancel() > 0:
+            raise  # a cancel of our caller's, not the hang-up's
+    else:
+        if gone and serving is not None:
+            serving.uncancel()  # the app swallowed the hang-up's cancel
     finally:
-        for task in (*waits, served):
-            task.cancel()
-        await asyncio.gather(*waits, served, return_exceptions=True)
+        timer.cancel()
+        if watch is not None:
+            watch.cancel()
+            await asyncio.gather(watch, return_exceptions=True)
 
 
 # Two patterns, each with a literal start the regex engine finds at memchr speed (one
