@@ -20,6 +20,7 @@ import contextlib
 import logging
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
@@ -47,12 +48,23 @@ _UNFINISHED = frozenset(
 
 
 class TaskQuota:
-    """Unfinished tasks per caller key; ``limit`` 0 turns the quota off."""
+    """Unfinished tasks per caller key; ``limit`` 0 turns the quota off. *clock*:
+    monotonic seconds (injectable for tests)."""
 
-    def __init__(self, limit: int, slots: QuotaSlots | None = None) -> None:
+    def __init__(
+        self,
+        limit: int,
+        slots: QuotaSlots | None = None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.limit = limit
         self.slots = slots if slots is not None else LocalSlots()
-        self._checked_at: dict[str, float] = {}
+        self._clock = clock
+        #: caller -> when its tasks were last checked, oldest first: only the checks of
+        #: the last RECHECK_SECONDS (older ones no longer hold a recheck back), so callers
+        #: that once reached their quota and left leave nothing behind
+        self.recent_checks: OrderedDict[str, float] = OrderedDict()
         #: cluster mode: the last slot update of each task, so they apply in order
         self._updates: dict[str, asyncio.Future[None]] = {}
 
@@ -151,10 +163,13 @@ class TaskQuota:
 
     async def _recheck(self, caller: str, context: ServerCallContext, lookup: TaskLookup) -> bool:
         """Free the slots of *caller*'s tasks that ended unseen; whether any was."""
-        now = time.monotonic()
-        if now - self._checked_at.get(caller, 0.0) < RECHECK_SECONDS:
+        now = self._clock()
+        checks = self.recent_checks
+        while checks and now - next(iter(checks.values())) >= RECHECK_SECONDS:
+            checks.popitem(last=False)
+        if caller in checks:
             return False
-        self._checked_at[caller] = now
+        checks[caller] = now  # the newest: the order stays by time
         freed = False
         for holder in await self.slots.holders(_SCOPE, caller):
             if holder.startswith("r:"):
