@@ -24,6 +24,10 @@ if TYPE_CHECKING:
 
 #: Longest message (in characters) a record keeps; the rest is cut with a marker.
 MAX_MESSAGE = 4000
+#: Longest traceback a record keeps, and longest line of it (its last line is the
+#: exception's message, which may repeat a client's input of any size).
+MAX_TRACEBACK = 16_000
+MAX_TRACEBACK_LINE = 1000
 _FIELDS = ("task_id", "skill_id", "trace_id")
 
 _context: ContextVar[dict[str, str] | None] = ContextVar("apcore_a2a_log_context", default=None)
@@ -54,7 +58,25 @@ def _message(record: logging.LogRecord) -> str:
         text = f"{record.msg!r} {record.args!r}"
     # clean_for_log keeps line breaks and tabs; escaped here, one record stays one line.
     cleaned = clean_for_log(text, MAX_MESSAGE)
-    return cleaned.replace("\r", "").replace("\n", "\\n").replace("\t", " ")
+    return _one_line(cleaned)
+
+
+def _one_line(text: str) -> str:
+    return text.replace("\r", "").replace("\n", "\\n").replace("\t", " ")
+
+
+def _traceback(formatter: logging.Formatter, record: logging.LogRecord) -> str | None:
+    """The record's traceback (and stack), cleaned and cut: each line at
+    :data:`MAX_TRACEBACK_LINE`, the whole at :data:`MAX_TRACEBACK`."""
+    found = [
+        formatter.formatException(record.exc_info) if record.exc_info else record.exc_text,
+        formatter.formatStack(record.stack_info) if record.stack_info else None,
+    ]
+    text = "\n".join(part for part in found if part)
+    if not text:
+        return None
+    lines = (clean_for_log(line, MAX_TRACEBACK_LINE) for line in text.splitlines())
+    return clean_for_log("\n".join(lines), MAX_TRACEBACK)
 
 
 class JsonFormatter(logging.Formatter):
@@ -72,15 +94,16 @@ class JsonFormatter(logging.Formatter):
             "msg": _message(record),
         }
         out.update(current_fields())
-        if record.exc_info:
-            out["exc"] = self.formatException(record.exc_info)
-        elif record.exc_text:
-            out["exc"] = record.exc_text
+        exc = _traceback(self, record)
+        if exc is not None:
+            out["exc"] = exc
         return json.dumps(out, ensure_ascii=False, default=str)
 
 
 class TextFormatter(logging.Formatter):
-    """``TIME LEVEL logger: message [task_id=... skill_id=... trace_id=...]``."""
+    """``TIME LEVEL logger: message [task_id=... skill_id=... trace_id=...]``, then the
+    traceback if any, on the same line: an exception's message may carry client text, which
+    must not start a line of its own (a forged record)."""
 
     def __init__(self) -> None:
         super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -92,6 +115,10 @@ class TextFormatter(logging.Formatter):
         fields = current_fields()
         if fields:
             clean.msg += " [" + " ".join(f"{k}={fields[k]}" for k in _FIELDS if k in fields) + "]"
+        exc = _traceback(self, record)
+        if exc is not None:
+            clean.msg += " | " + _one_line(exc)
+        clean.exc_info = clean.exc_text = clean.stack_info = None
         return super().format(clean)
 
 

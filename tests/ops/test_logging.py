@@ -191,3 +191,25 @@ def test_every_package_logger_is_under_apcore_a2a() -> None:
     assert names, "found no loggers at all"
     strays = [n for n in names if n != "apcore_a2a" and not n.startswith("apcore_a2a.")]
     assert strays == []
+
+
+def test_a_traceback_carrying_client_text_stays_one_bounded_line() -> None:
+    # A module raising a plain exception with the client's text in it is logged at ERROR
+    # with its traceback (execution/executor.py): the text must not start a line of its
+    # own in the text format, and a megabyte of it must not reach the log.
+    try:
+        forged = "x\r\n2025-01-01 12:00:00,000 ERROR forged: line"
+        raise ValueError(f"bad input {forged}" + "y" * 1_000_000)
+    except ValueError:
+        import sys
+
+        failing = logging.LogRecord(
+            "apcore_a2a.executor", logging.ERROR, __file__, 1, "Skill failed", (), sys.exc_info()
+        )
+    text = TextFormatter().format(failing)
+    assert len(text.splitlines()) == 1, text[:300]
+    assert "ValueError: bad input x" in text and "forged: line" in text
+    assert len(text) < _logging.MAX_TRACEBACK + 200
+    exc = json.loads(JsonFormatter().format(failing))["exc"]
+    assert exc.startswith("Traceback") and "ValueError: bad input x" in exc
+    assert len(exc) < _logging.MAX_TRACEBACK + 200
