@@ -31,6 +31,11 @@ TELEMETRY_EXTRA_HINT = (
     "telemetry=True needs OpenTelemetry: pip install 'apcore-a2a[telemetry]' "
     "(opentelemetry-api and opentelemetry-instrumentation-asgi)"
 )
+#: Longest string attribute (characters) and longest list attribute (items) our spans take
+#: from a request: ids are the client's choice (up to ``max_string_bytes``), and every
+#: span is exported, stored and indexed by the tracing backend. A2A ids are UUIDs.
+MAX_VALUE = 256
+MAX_LIST = 32
 #: URL patterns (searched in the full request URL) that get no request span.
 UNTRACED_URLS = (r"^[a-z]+://[^/]+/health(\?.*)?$", r"^[a-z]+://[^/]+/metrics(\?.*)?$")
 #: the module-span attributes of apcore-a2a 0.1, for ``telemetry_legacy_names``
@@ -75,7 +80,7 @@ def _get(doc: dict[str, Any], name: str) -> Any:
 
 def _put(attributes: Attributes, key: str, value: Any) -> None:
     if isinstance(value, str) and value:
-        attributes[key] = value
+        attributes[key] = value[:MAX_VALUE]
 
 
 def read_params(params: Any, attributes: Attributes) -> None:
@@ -87,7 +92,9 @@ def read_params(params: Any, attributes: Attributes) -> None:
         _put(attributes, "a2a.message.id", _get(message, "messageId"))
         references = _get(message, "referenceTaskIds")
         if isinstance(references, list) and references:
-            attributes["a2a.message.reference_task_ids"] = [str(r) for r in references]
+            attributes["a2a.message.reference_task_ids"] = [
+                str(r)[:MAX_VALUE] for r in references[:MAX_LIST]
+            ]
         _put(attributes, "a2a.task.id", _get(message, "taskId"))
     task_id = _get(params, "taskId") or (params.get("id") if message is None else None)
     name = params.get("name") or params.get("parent")  # 0.3 gRPC: "tasks/{id}[/...]"
@@ -226,8 +233,8 @@ class ModuleSpans:
 
     def started(self, execution: Execution) -> None:
         attributes: dict[str, Any] = {
-            "a2a.task.id": execution.task_id,
-            "gen_ai.conversation.id": execution.context_id,
+            "a2a.task.id": execution.task_id[:MAX_VALUE],
+            "gen_ai.conversation.id": execution.context_id[:MAX_VALUE],  # the client's
             "apcore.module.id": execution.skill_id,
         }
         if execution.method:

@@ -26,6 +26,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 
 from apcore_a2a import A2AServerFactory
+from apcore_a2a.ops import telemetry
 from tests._support import running_server
 from tests.upstream._plain import plain_agent
 
@@ -393,3 +394,30 @@ def test_telemetry_without_the_extra_names_it(monkeypatch: pytest.MonkeyPatch) -
         A2AServerFactory(build_registry(), environ={}, telemetry=True).create()
     # off, nothing of it is needed
     A2AServerFactory(build_registry(), environ={}).create()
+
+
+async def test_span_attributes_from_the_request_are_bounded(spans: InMemorySpanExporter) -> None:
+    # A client chooses its message id, context id, reference task ids and tenant: up to
+    # max_string_bytes in all, thousands of them. A span (exported, stored, indexed by the
+    # tracing backend) keeps a bounded part of each, however much was sent.
+    header, trace_id, _ = _traceparent()
+    params = message_params("ops.add", {"a": 1, "b": 2})
+    huge = "m" * 50_000
+    params["message"].update(
+        messageId=huge, contextId="c" * 50_000, referenceTaskIds=[f"t{i}" for i in range(1500)]
+    )
+    async with served(telemetry=True) as (http, _app):
+        reply = await rpc(http, "SendMessage", params, {"traceparent": header})
+        assert reply["result"]["task"]["contextId"] == "c" * 50_000  # served as sent
+        module, in_trace = await _module_span(spans, trace_id, "ops.add")
+    for span in (module, _request_span(module, in_trace)):
+        attributes = dict(span.attributes or {})
+        for key, value in attributes.items():
+            values = list(value) if isinstance(value, tuple | list) else [value]
+            assert len(values) <= telemetry.MAX_LIST, (span.name, key, len(values))
+            for one in values:
+                assert len(str(one)) <= telemetry.MAX_VALUE, (span.name, key, len(str(one)))
+        assert span.name in ("SendMessage", "execute ops.add")
+    request = dict(_request_span(module, in_trace).attributes or {})
+    assert request["a2a.message.id"] == huge[: telemetry.MAX_VALUE]
+    assert list(request["a2a.message.reference_task_ids"])[:2] == ["t0", "t1"]
