@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import logging
 import random
@@ -117,8 +118,9 @@ class JWKSKeySource:
         self._fetched_at: float | None = None
         self._failures = 0
         self._retry_at = 0.0
-        # kid -> when to forget it; a refused kid is remembered (bounded) for a while.
-        self._unknown: TLRUCache[str, float] = TLRUCache(
+        # SHA-256 of a kid -> when to forget it; a refused kid is remembered (bounded) for
+        # a while, by digest: a made-up kid can be as long as the token (8 kB each).
+        self._unknown: TLRUCache[bytes, float] = TLRUCache(
             maxsize=MAX_UNKNOWN_KIDS, ttu=lambda _kid, until, _now: until, timer=clock
         )
         self._inflight: asyncio.Task[None] | None = None
@@ -138,7 +140,7 @@ class JWKSKeySource:
             if stale and now >= self._retry_at:
                 self._start_fetch()  # refresh in the background; this request does not wait
             return key
-        if kid in self._unknown:
+        if _digest(kid) in self._unknown:
             raise KeyLookupError("kid not in the key set (remembered)")
         if self._fetched_at is not None and now - self._fetched_at < self.refresh_cooldown:
             # The set was fetched moments ago: a refetch would only let a stream of made-up
@@ -158,7 +160,7 @@ class JWKSKeySource:
 
     def _remember_unknown(self, kid: str, now: float) -> None:
         if self.unknown_kid_seconds > 0:
-            self._unknown[kid] = now + self.unknown_kid_seconds
+            self._unknown[_digest(kid)] = now + self.unknown_kid_seconds
 
     def _start_fetch(self) -> asyncio.Task[None]:
         task = self._inflight
@@ -205,8 +207,8 @@ class JWKSKeySource:
                 logger.warning("JWKS from %s reachable again", self.url)
             self._keys, self._fetched_at = keys, self._clock()
             self._failures, self._retry_at = 0, 0.0
-            for kid in [k for k in self._unknown if k in keys]:
-                del self._unknown[kid]
+            for digest in [d for d in map(_digest, keys) if d in self._unknown]:
+                del self._unknown[digest]
         finally:
             self.fetches += 1
 
@@ -237,6 +239,10 @@ class JWKSKeySource:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, RuntimeError):
                 await task
+
+
+def _digest(kid: str) -> bytes:
+    return hashlib.sha256(kid.encode("utf-8", "surrogatepass")).digest()
 
 
 def _bind(key: PublishedKey, alg: str | None) -> jwt.PyJWK:

@@ -199,3 +199,31 @@ async def test_jwks_failure_is_401_and_a_warning(
             assert refusal_text(resp) == "Missing or invalid Bearer token"
     assert "JWKS" in caplog.text
     assert token not in caplog.text
+
+
+async def test_made_up_kids_remembered_cost_little_memory_whatever_their_length() -> None:
+    # A kid is the client's to choose, as long as the token allows (8 kB): the unknown
+    # ones are remembered (at most MAX_UNKNOWN_KIDS), and each must cost little, not its
+    # length.
+    import tracemalloc
+
+    from apcore_a2a.auth.jwks import MAX_UNKNOWN_KIDS, JWKSKeySource, KeyLookupError
+
+    body = json.dumps({"keys": [rsa_pair("real").jwk()]}).encode()
+    transport = httpx.MockTransport(lambda _request: httpx.Response(200, content=body))
+    source = JWKSKeySource("https://idp.example/jwks.json", transport=transport)
+    with pytest.raises(KeyLookupError):
+        await source.get("first", "RS256")  # fetches the set once
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for i in range(MAX_UNKNOWN_KIDS):  # each kid a string of its own, as parsed
+            with pytest.raises(KeyLookupError):
+                await source.get(f"{i:06d}" + "k" * 6000, "RS256")
+        grown = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert source.fetches == 1
+    with pytest.raises(KeyLookupError, match="remembered"):
+        await source.get(f"{0:06d}" + "k" * 6000, "RS256")
+    assert grown < 500 * MAX_UNKNOWN_KIDS, grown  # not the 6 kB of each kid
