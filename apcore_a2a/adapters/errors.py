@@ -52,6 +52,13 @@ def clean_for_log(value: Any, limit: int = MAX_LOG) -> str:
     return text
 
 
+def one_line(value: Any, limit: int = MAX_LOG) -> str:
+    """Client-supplied text as an argument of a log message: :func:`clean_for_log` with its
+    line breaks escaped, so the record is one line under any formatter (an application
+    that configures logging itself keeps its own, which does not escape them)."""
+    return clean_for_log(value, limit).replace("\n", "\\n").replace("\t", " ")
+
+
 @dataclass(frozen=True, slots=True)
 class ErrorRule:
     """One row of the error table."""

@@ -16,7 +16,7 @@ from typing import Any, Protocol, runtime_checkable
 from a2a.types import APIKeySecurityScheme, SecurityScheme
 from apcore import Identity
 
-from apcore_a2a.adapters.errors import clean_for_log
+from apcore_a2a.adapters.errors import one_line
 from apcore_a2a.errors import PermissionDeniedError, UnauthenticatedError
 from apcore_a2a.execution.identity import AUTH_ISSUER_ATTR, AUTH_SCHEME_ATTR
 
@@ -261,7 +261,7 @@ class Gate:
             return await self.authenticator.authenticate(headers)
         except InvalidCredentials as exc:
             # The reason, never the credential: these exceptions name what failed.
-            logger.info("refused credentials: %s", clean_for_log(str(exc), 300))
+            logger.info("refused credentials: %s", one_line(exc, 300))
             raise self.unauthenticated() from None
 
     def anonymous_ok(self, method: str | None) -> bool:

@@ -32,8 +32,8 @@ from apcore_a2a.adapters.errors import (
     ExecutionTimeout,
     MappedError,
     as_a2a_error,
-    clean_for_log,
     map_error,
+    one_line,
 )
 from apcore_a2a.adapters.outputs import TASK_HOOK_KEY, input_required_of, reply_of, text_from_value
 from apcore_a2a.adapters.parts import is_file, output_to_parts
@@ -408,7 +408,7 @@ class ApCoreAgentExecutor(AgentExecutor):
             "Skill %s failed: %s (%s)",
             spec.module_id,
             mapped.code,
-            mapped.message if timeout else clean_for_log(exc),
+            mapped.message if timeout else one_line(exc),
             exc_info=exc if level >= logging.ERROR and not timeout else None,
         )
         return mapped

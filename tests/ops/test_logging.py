@@ -213,3 +213,17 @@ def test_a_traceback_carrying_client_text_stays_one_bounded_line() -> None:
     exc = json.loads(JsonFormatter().format(failing))["exc"]
     assert exc.startswith("Traceback") and "ValueError: bad input x" in exc
     assert len(exc) < _logging.MAX_TRACEBACK + 200
+
+
+async def test_client_text_is_one_line_under_the_applications_own_formatter(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # An application that configures logging itself keeps its formatter (serve() leaves
+    # it alone): the client text the agent puts into a message must be one line already.
+    caplog.set_level(logging.INFO, logger="apcore_a2a")
+    async with served() as (http, _app):
+        task = await send(http, "ops.fail", {"text": "first\nFAKE 2025 ERROR line"})
+        assert task["status"]["state"] == "TASK_STATE_FAILED"
+    (record,) = [r for r in caplog.records if r.getMessage().startswith("Skill ops.fail failed")]
+    assert "first\\nFAKE 2025 ERROR line" in record.getMessage()
+    assert "\n" not in logging.Formatter().format(record)
