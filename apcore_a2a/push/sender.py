@@ -250,7 +250,9 @@ class RetryingPushSender(PushNotificationSender):
             # No worker will remove it: an overflowed queue left here would drop the
             # config's events for good, even once it is registered again.
             del self._queues[key]
-        logger.error("push: config %s of task %s: %s", config_id, task_id, reason)
+        # The receiver's trouble, which any caller with push can cause at will: a warning,
+        # where operators alert on errors (the config's status names the reason).
+        logger.warning("push: config %s of task %s: %s", config_id, task_id, reason)
         await self._statuses.failed.put(task_id, config_id, reason)
 
     async def _work(self, key: _Key, queue: _Queue) -> None:
@@ -303,7 +305,7 @@ class RetryingPushSender(PushNotificationSender):
                 await asyncio.sleep(delay)
         except _GiveUp as stop:
             self.failed += 1
-            logger.error(
+            logger.warning(  # the receiver's trouble, not the agent's (see _stop)
                 "push: giving up on config %s of task %s (%s): %s",
                 config_id,
                 task_id,

@@ -7,6 +7,7 @@ them and the agent smooths their behaviour.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 from pathlib import Path
 from typing import Any
@@ -78,9 +79,12 @@ async def test_a_receiver_answering_1_gib_leaves_agent_memory_flat() -> None:
             assert len(huge.conns) == per_task * tasks
 
 
-async def test_a_header_drip_ends_each_attempt_at_push_timeout() -> None:
+async def test_a_header_drip_ends_each_attempt_at_push_timeout(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     # One byte every 0.2 s never trips a per-read timeout; only a deadline per attempt
     # stops it. The receiver would drip for 2000 s.
+    caplog.set_level(logging.INFO, logger="apcore_a2a.push")
     async with (
         hostile("drip-headers", interval=0.2) as drip,
         push_agent(push_timeout=1.0, push_retry_delays=(0.1,)) as (base, app),
@@ -102,6 +106,10 @@ async def test_a_header_drip_ends_each_attempt_at_push_timeout() -> None:
         )
         assert got["result"]["status"] == "failed"
         assert got["result"]["statusReason"] == "no complete answer within 1 s (after 2 attempts)"
+        # A receiver's failure, which any caller can cause, is a warning (was ERROR).
+        gave_up = [r for r in caplog.records if "giving up" in r.getMessage()]
+        assert [r.levelno for r in gave_up] == [logging.WARNING]
+        assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
 
 
 async def test_a_body_drip_after_a_2xx_is_cut_at_push_timeout_and_counts_as_delivered() -> None:
