@@ -28,7 +28,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from apcore_a2a.shape import Shape, ShapeError, scan
 from apcore_a2a.upstream.version_param import version_from_param
 
-Kind = Literal["a2a", "card", "jwks", "explorer", "health", "metrics", "other"]
+Kind = Literal["a2a", "card", "jwks", "push", "explorer", "health", "metrics", "other"]
 Binding = Literal["jsonrpc", "rest"]
 
 #: Scope key of the :class:`RequestInfo`.
@@ -36,6 +36,9 @@ REQUEST_KEY = "apcore_a2a.request"
 CARD_PATHS = ("/.well-known/agent-card.json", "/.well-known/agent.json")
 #: Where the agent publishes its public keys (card and push-delivery signatures).
 JWKS_PATH = "/.well-known/jwks.json"
+#: The delivery status of a task's push configs, for their owner (``push/status_route.py``):
+#: not an A2A method, admitted like one (kind ``"push"``).
+PUSH_STATUS_PATH = "/push/status/{task_id}"
 HEALTH_PATH = "/health"
 METRICS_PATH = "/metrics"
 VERSION_HEADER = b"a2a-version"
@@ -86,6 +89,7 @@ STREAMING_METHODS = frozenset({"SendStreamingMessage", "SubscribeToTask"})
 _KINDS: dict[str, Kind] = {
     **dict.fromkeys(CARD_PATHS, "card"),
     JWKS_PATH: "jwks",
+    PUSH_STATUS_PATH: "push",
     HEALTH_PATH: "health",
     METRICS_PATH: "metrics",
 }

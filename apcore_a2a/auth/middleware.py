@@ -116,8 +116,9 @@ class AuthMiddleware:
             identity = await self.gate.identify(Headers(scope=scope))
             if need:
                 anonymous_ok = identity is None and await self._anonymous_ok(info, receive)
-                if info is not None and (info.is_a2a or info.kind == "metrics"):
-                    # roles and scopes: A2A calls, and the figures about them
+                if info is not None and (info.is_a2a or info.kind in ("metrics", "push")):
+                    # roles and scopes: A2A calls, the push status beside them, and the
+                    # figures about them
                     self.gate.admit(identity, anonymous_ok=anonymous_ok)
                 elif identity is None and not anonymous_ok:
                     raise self.gate.unauthenticated()

@@ -297,14 +297,28 @@ async def _push(client: A2AClient, args: argparse.Namespace) -> None:
             if not scheme or not credentials.strip():
                 raise ValueError("--auth must look like 'SCHEME CREDENTIALS', e.g. 'Bearer abc'")
             config["authentication"] = {"scheme": scheme, "credentials": credentials.strip()}
-        emit(await client.set_push_config(args.task_id, config))
+        configs = [await client.set_push_config(args.task_id, config)]
     elif args.action == "get":
-        emit(await client.get_push_config(args.task_id, args.config_id))
+        configs = [await client.get_push_config(args.task_id, args.config_id)]
     elif args.action == "list":
-        for config in await client.list_push_configs(args.task_id):
-            emit(config)
+        configs = await client.list_push_configs(args.task_id)
     else:
         await client.delete_push_config(args.task_id, args.config_id)
+        return
+    for shown in await _with_status(client, args.task_id, configs):
+        emit(shown)
+
+
+async def _with_status(
+    client: A2AClient, task_id: str, configs: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """*configs* with ``status``/``statusReason`` from the agent's push status route
+    (``A2AClient.push_status``); as they are from an agent that does not serve it."""
+    report = await client.push_status(task_id) if configs else None
+    found = {str(c.get("id")): c for c in (report or {}).get("configs", []) if isinstance(c, dict)}
+    keys = ("status", "statusReason")
+    shown = [(c, found.get(str(c.get("id") or task_id))) for c in configs]
+    return [c if s is None else {**c, **{k: s.get(k) for k in keys}} for c, s in shown]
 
 
 def _positive(value: str) -> float:

@@ -257,11 +257,8 @@ def is_final(ev: Mapping[str, Any]) -> bool:
     return ev["kind"] == "message" or bool(ev.get("final"))
 
 
-def push_config(result: pb.TaskPushNotificationConfig, wire: Any = None) -> dict[str, Any]:
-    """``status``/``statusReason``: an apcore-a2a agent's delivery report, only in *wire*."""
-    wire = wire if isinstance(wire, Mapping) else {}
+def push_config(result: pb.TaskPushNotificationConfig) -> dict[str, Any]:
+    """A push config as A2A defines it (no delivery status: ``A2AClient.push_status``)."""
     out = plain(result)
     del out["tenant"]
-    out["status"] = wire.get("status") if isinstance(wire.get("status"), str) else None
-    out["statusReason"] = wire.get("statusReason") or None
     return out

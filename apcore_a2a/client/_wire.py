@@ -4,7 +4,7 @@ The transports reduce an error to its message; :func:`on_response` (an httpx hoo
 it first with the agent's code, message and ``data``/``details``, by its ErrorInfo reason or
 JSON-RPC code whatever the HTTP status. It passes every answer through
 ``upstream.utc_timestamps`` and keeps the result as received in :attr:`Call.wire` for what
-protobuf cannot hold (a 0.3 ``final``, push-config delivery status, a card as served). An SSE
+protobuf cannot hold (a 0.3 ``final``, a card as served). An SSE
 body is handed to the transport one event at a time, so the id the SDK drops is the one
 last read (``Last-Event-ID`` resumes; docs/benchmarks.md has its cost).
 
@@ -130,7 +130,7 @@ def current(call: Call) -> Iterator[None]:
         _current.reset(token)
 
 
-def _refused(response: httpx.Response, content: bytes) -> A2AClientError:
+def refused(response: httpx.Response, content: bytes) -> A2AClientError:
     """The typed error of a non-2xx answer: by the JSON-RPC code or ErrorInfo reason it
     names, whatever the status; else a bare 415 is the content type, 401/403 refuse the
     caller, anything else is the connection's."""
@@ -169,7 +169,7 @@ async def on_response(response: httpx.Response) -> None:
     body = httpx.Response(response.status_code, headers=response.headers, stream=response.stream)
     response.headers.pop("content-encoding", None)
     if not response.is_success:
-        raise _refused(response, (await read_at_most(body, MAX_ERROR_BYTES))[0])
+        raise refused(response, (await read_at_most(body, MAX_ERROR_BYTES))[0])
     if "text/event-stream" in response.headers.get("content-type", ""):
         response.stream = _EventTap(body, call, response.url)
         return

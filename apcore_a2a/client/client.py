@@ -6,10 +6,10 @@ values into their requests and their results into the documented dicts.
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Mapping
-from itertools import zip_longest
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 import httpx
 from a2a.types import a2a_pb2 as pb
@@ -19,7 +19,13 @@ from apcore_a2a.client import _shapes as shape
 from apcore_a2a.client._asgi import CONNECT_TIMEOUT, ASGIApp, DirectTransport
 from apcore_a2a.client._calls import Caller
 from apcore_a2a.client._shapes import MessageInput
-from apcore_a2a.client._wire import on_response
+from apcore_a2a.client._wire import (
+    MAX_ANSWER_BYTES,
+    MAX_ERROR_BYTES,
+    on_response,
+    read_at_most,
+    refused,
+)
 from apcore_a2a.client.card import (
     CARD_PATHS,
     AgentCardFetcher,
@@ -31,12 +37,15 @@ from apcore_a2a.client.card import (
 )
 from apcore_a2a.client.errors import (
     A2AClientError,
+    A2AConnectionError,
     A2ADiscoveryError,
     InvalidAgentResponseError,
     UnsupportedOperationError,
 )
 
 AuthInput = str | httpx.Auth | tuple[str, str] | None
+#: The card extension of an apcore-a2a agent that serves ``GET /push/status/{taskId}``.
+PUSH_STATUS_EXTENSION = "urn:apcore:a2a:push-status:v1"
 
 
 def _normalize_url(url: str) -> str:
@@ -319,26 +328,22 @@ class A2AClient:
     ) -> dict[str, Any]:
         """Register a push endpoint for a task: a URL or ``{url, id?, token?, authentication?}``."""
         request = shape.push_config_request(_require_id(task_id, "task_id"), config)
-        result, wire = await self._calls.call("CreateTaskPushNotificationConfig", request)
-        return shape.push_config(result, wire)
+        result, _wire = await self._calls.call("CreateTaskPushNotificationConfig", request)
+        return shape.push_config(result)
 
     async def get_push_config(self, task_id: str, config_id: str) -> dict[str, Any]:
         """Return one push config of a task."""
         request = pb.GetTaskPushNotificationConfigRequest(
             task_id=_require_id(task_id, "task_id"), id=_require_id(config_id, "config_id")
         )
-        result, wire = await self._calls.call("GetTaskPushNotificationConfig", request)
-        return shape.push_config(result, wire)
+        result, _wire = await self._calls.call("GetTaskPushNotificationConfig", request)
+        return shape.push_config(result)
 
     async def list_push_configs(self, task_id: str) -> list[dict[str, Any]]:
         """Return every push config of a task."""
         request = pb.ListTaskPushNotificationConfigsRequest(task_id=_require_id(task_id, "task_id"))
-        result, wire = await self._calls.call("ListTaskPushNotificationConfigs", request)
-        wired = wire.get("configs") if isinstance(wire, Mapping) else wire  # 0.3: a list
-        wired = wired if isinstance(wired, list) else []
-        return [
-            shape.push_config(c, w) for c, w in zip_longest(result.configs, wired) if c is not None
-        ]
+        result, _wire = await self._calls.call("ListTaskPushNotificationConfigs", request)
+        return [shape.push_config(c) for c in result.configs]
 
     async def delete_push_config(self, task_id: str, config_id: str) -> None:
         """Delete one push config of a task."""
@@ -346,6 +351,52 @@ class A2AClient:
             task_id=_require_id(task_id, "task_id"), id=_require_id(config_id, "config_id")
         )
         await self._calls.call("DeleteTaskPushNotificationConfig", request)
+
+    async def push_status(self, task_id: str) -> dict[str, Any] | None:
+        """The delivery status of the caller's push configs of a task, from an apcore-a2a
+        agent's ``GET /push/status/{taskId}`` (not part of A2A, whose configs carry none):
+        ``{"taskId", "configs": [{"id", "url", "status": "active" | "failed",
+        "statusReason": str | None}]}``. ``None``, without a request, from an agent whose
+        card does not declare it (:data:`PUSH_STATUS_EXTENSION`: another vendor's, or push
+        notifications off, or no card at all with a pinned ``protocol``). A task that is not
+        the caller's raises :class:`TaskNotFoundError`, refused credentials
+        :class:`A2AAuthenticationError`."""
+        task_id = _require_id(task_id, "task_id")
+        await self._ensure_open()
+        try:
+            card = await self._cards.fetch()
+        except A2ADiscoveryError:
+            if self._protocol == "auto" or self._verifier is not None:
+                raise
+            return None  # a pinned version does without the card; nothing declares it
+        extensions = (card.get("capabilities") or {}).get("extensions")
+        declared = [
+            e
+            for e in (extensions if isinstance(extensions, list) else [])
+            if isinstance(e, Mapping) and e.get("uri") == PUSH_STATUS_EXTENSION
+        ]
+        if not declared:
+            return None
+        # Always on the agent's own base URL (where its card is): the credentials never go
+        # to a URL the card names.
+        url = f"{self._base}/push/status/{quote(task_id, safe='')}"
+        try:
+            async with self._http.stream("GET", url) as response:
+                limit = MAX_ANSWER_BYTES if response.is_success else MAX_ERROR_BYTES
+                content, whole = await read_at_most(response, limit)
+        except httpx.TimeoutException as exc:
+            raise A2AConnectionError(f"timed out reading {url}") from exc
+        except httpx.HTTPError as exc:
+            raise A2AConnectionError(f"cannot reach {url}: {exc}") from exc
+        if not response.is_success:
+            raise refused(response, content)
+        try:
+            answer = json.loads(content) if whole else None
+        except (ValueError, RecursionError):
+            answer = None
+        if not isinstance(answer, dict) or not isinstance(answer.get("configs"), list):
+            raise InvalidAgentResponseError(f"{url} did not answer a push status document")
+        return answer
 
     async def get_extended_card(self) -> dict[str, Any]:
         """Return the agent's extended (authenticated) card as served."""

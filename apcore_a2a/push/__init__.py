@@ -2,7 +2,9 @@
 
 The SDK stores configs and calls a ``PushNotificationSender`` for each task event; this
 package adds what it leaves out, as one :class:`PushKit` (:func:`build_push`) that the
-server factory hands to the request handler and starts with the app.
+server factory hands to the request handler and starts with the app. The delivery status
+of a config is not in any A2A answer (the config answers are exactly the SDK's); its owner
+reads it at ``GET /push/status/{task_id}`` (:mod:`apcore_a2a.push.status_route`).
 """
 
 from __future__ import annotations
@@ -22,10 +24,11 @@ from starlette.routing import BaseRoute, Route
 from apcore_a2a.classify import JWKS_PATH
 from apcore_a2a.push.configs import PushConfigStore
 from apcore_a2a.push.policy import PushUrlPolicy, Resolver
-from apcore_a2a.push.responses import PushResponseMiddleware
 from apcore_a2a.push.sender import SIGNATURE_HEADER, RetryingPushSender
 from apcore_a2a.push.signing import SigningKey, stored_key
 from apcore_a2a.push.status import ConfigStatusBook, create_tables, signing_keys
+from apcore_a2a.push.status_route import PUSH_STATUS_EXTENSION_URI, status_extension, status_route
+from apcore_a2a.upstream.jsonrpc03_push import JsonRpc03PushCorrections
 from apcore_a2a.upstream.rest03_push_routes import rest03_push_routes
 
 if TYPE_CHECKING:
@@ -41,6 +44,7 @@ if TYPE_CHECKING:
 __all__ = [
     "JWKS_PATH",
     "PUSH_SIGNING_EXTENSION_URI",
+    "PUSH_STATUS_EXTENSION_URI",
     "ConfigStatusBook",
     "PushKit",
     "PushUrlPolicy",
@@ -81,7 +85,8 @@ def jwks_route(sources: Sequence[KeySource]) -> Route:
 @dataclass(eq=False)
 class PushKit:
     """What the server factory wires in: the handler's ``push_sender``, ``push_config_store``
-    and ``push_url_validator``, the routes, and ``middleware`` (status in config answers)."""
+    and ``push_url_validator``, the routes, and ``middleware`` (the seam's JSON-RPC 0.3
+    push-config corrections, ``upstream/jsonrpc03_push.py``)."""
 
     sender: RetryingPushSender
     url_validator: Callable[[str], Awaitable[bool]]
@@ -101,8 +106,13 @@ class PushKit:
     def routes_for(
         self, handler: RequestHandler, context_builder: ServerCallContextBuilder | None = None
     ) -> list[BaseRoute]:
-        """The JWKS route and the REST 0.3 config routes; mount before the SDK's REST."""
-        return [jwks_route([self.public_jwk]), *rest03_push_routes(handler, context_builder)]
+        """The JWKS route, the owner's status route and the REST 0.3 config routes; mount
+        before the SDK's REST."""
+        return [
+            jwks_route([self.public_jwk]),
+            status_route(handler, self.statuses, context_builder),
+            *rest03_push_routes(handler, context_builder),
+        ]
 
     def public_jwk(self) -> dict[str, Any] | None:
         """The delivery-signing key as a JWK, once loaded."""
@@ -165,7 +175,7 @@ def build_push(
         url_validator=policy.validate,
         config_store=store,
         statuses=statuses,
-        middleware=[Middleware(PushResponseMiddleware, statuses=statuses)],
+        middleware=[Middleware(JsonRpc03PushCorrections)],
         signing_key=SigningKey.from_pem(key) if key else None,
         drain_timeout=min(10.0, settings.shutdown_timeout),
         _engine=engine,
@@ -176,7 +186,8 @@ def build_push(
 def card_extensions(settings: Settings) -> list[AgentExtension]:
     """The card extensions (``AgentCapabilities.extensions``) of push notifications: none
     when they are off, else the one pointing receivers at the delivery-signing keys
-    (``jwksUrl``, ``algorithm``, ``header``: where the JWT travels)."""
+    (``jwksUrl``, ``algorithm``, ``header``: where the JWT travels) and the one declaring
+    the owner's status route (``path``)."""
     if not settings.push_notifications:
         return []
     key = settings.push_signing_key
@@ -192,4 +203,4 @@ def card_extensions(settings: Settings) -> list[AgentExtension]:
     extension = AgentExtension(
         uri=PUSH_SIGNING_EXTENSION_URI, description=description, required=False, params=params
     )
-    return [extension]
+    return [extension, status_extension()]

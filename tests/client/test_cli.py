@@ -519,3 +519,23 @@ async def test_call_timeout_bounds_a_stream_and_a_no_wait_call(mode: str) -> Non
         err
         == "error: no answer from the agent after --timeout 1 s; a longer --timeout waits longer\n"
     )
+
+
+async def test_push_commands_show_no_status_from_an_agent_without_the_status_route(
+    sdk: tuple[str, Recorder],
+) -> None:
+    """Another vendor's agent (plain a2a-sdk) declares no push status route: ``push set``
+    and ``push list`` print A2A's configs alone, never ask for it, and succeed."""
+    url, recorder = sdk
+    code, out, err = await cli("call", url, "--text", "hi")
+    assert code == 0, err
+    [task] = lines(out)
+    code, out, err = await cli("push", "set", url, task["id"], "https://e.com/h", "--id", "p1")
+    assert code == 0, err
+    [created] = lines(out)
+    assert (created["id"], created["url"]) == ("p1", "https://e.com/h")
+    assert "status" not in created and "statusReason" not in created
+    code, out, err = await cli("push", "list", url, task["id"])
+    assert code == 0, err
+    assert [c["id"] for c in lines(out)] == ["p1"]
+    assert not [s for s in recorder.seen if s.path.startswith("/push/")]

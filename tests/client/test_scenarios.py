@@ -207,6 +207,7 @@ async def test_push_config_round_trip(agent: Agent) -> None:
             )
             listed = await client.list_push_configs(task["id"])
             fetched = await client.get_push_config(task["id"], "cfg-1")
+            status = await client.push_status(task["id"])
             await client.delete_push_config(task["id"], "cfg-1")
             after = await client.list_push_configs(task["id"])
         finally:
@@ -217,12 +218,16 @@ async def test_push_config_round_trip(agent: Agent) -> None:
         "url": hook,
         "token": "tok",
         "authentication": {"scheme": "Bearer", "credentials": "s3cret"},
-        # Our agent reports the delivery status on both protocol versions; a plain SDK
-        # agent has none to report.
-        "status": "active" if agent.profile.name == "ours" else None,
-        "statusReason": None,
     }
     assert created == expected
     assert listed == [expected]
     assert fetched == expected
     assert after == []
+    # The delivery status is our agent's own route (not A2A); a plain SDK agent has none.
+    if agent.profile.name == "ours":
+        assert status == {
+            "taskId": task["id"],
+            "configs": [{"id": "cfg-1", "url": hook, "status": "active", "statusReason": None}],
+        }
+    else:
+        assert status is None

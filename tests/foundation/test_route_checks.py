@@ -51,7 +51,7 @@ PUBLIC = {
 }
 EXPLORER = "/explorer"
 STREAMING = {"SendStreamingMessage", "SubscribeToTask"}
-_PARAMS = {"id": "t-1", "push_id": "p-1", "tenant": "acme"}
+_PARAMS = {"id": "t-1", "push_id": "p-1", "tenant": "acme", "task_id": "t-1"}
 _LEAKS = re.compile(r"Traceback|File \"|/work/|/usr/|site-packages|https?://", re.I)
 
 
@@ -160,6 +160,7 @@ async def test_the_routing_table_is_covered(agent: tuple[str, list[tuple[str, st
     for expected in ("/", "/message:send", "/acme/message:send", "/v1/message:send"):
         assert expected in paths, expected
     assert "/.well-known/message:stream" in paths
+    assert "/push/status/t-1" in paths  # the owner's push status: checked like A2A calls
     assert len(routes) >= 40
 
 

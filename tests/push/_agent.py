@@ -243,3 +243,13 @@ async def rpc(
     )
     assert response.status_code == 200, response.text
     return response.json()  # type: ignore[no-any-return]
+
+
+async def statuses(
+    client: httpx.AsyncClient, base: str, task_id: str, headers: dict[str, str] | None = None
+) -> dict[str, tuple[str, str | None]]:
+    """``{config id: (status, statusReason)}`` of a task's configs, from the owner's
+    ``GET /push/status/{task_id}`` (A2A's config answers carry no status)."""
+    response = await client.get(f"{base}/push/status/{task_id}", headers=headers)
+    assert response.status_code == 200, response.text
+    return {c["id"]: (c["status"], c["statusReason"]) for c in response.json()["configs"]}

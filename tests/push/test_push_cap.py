@@ -49,7 +49,7 @@ async def test_a_config_over_the_cap_is_refused_with_the_typed_error_on_every_bi
         )
         task_id = str(parked["result"]["task"]["id"])
         for cid in ("c1", "c2", "c3"):
-            assert (await _create(client, base, task_id, cid))["result"]["status"] == "active"
+            assert (await _create(client, base, task_id, cid))["result"]["taskId"] == task_id
         message = QUOTA.format(n=3)
 
         # JSON-RPC 1.0 and 0.3: -32091 with the reason.
@@ -134,7 +134,7 @@ async def test_a_config_over_the_cap_is_refused_with_the_typed_error_on_every_bi
         )
         assert replaced["result"]["url"] == HOOK + "/new"
         await rpc(client, base, "DeleteTaskPushNotificationConfig", {"taskId": task_id, "id": "c1"})
-        assert (await _create(client, base, task_id, "c4"))["result"]["status"] == "active"
+        assert (await _create(client, base, task_id, "c4"))["result"]["id"] == "c4"
 
 
 async def test_fifty_concurrent_registrations_store_exactly_the_cap_in_memory() -> None:

@@ -198,7 +198,7 @@ async def test_public_https_url_is_accepted_in_secure_mode(secure_agent: tuple[s
             "CreateTaskPushNotificationConfig",
             {"taskId": task_id, "id": "pub", "url": "https://93.184.215.14/hook"},
         )
-        assert created["result"]["status"] == "active"
+        assert created["result"]["url"] == "https://93.184.215.14/hook"
         await rpc(
             client, base, "DeleteTaskPushNotificationConfig", {"taskId": task_id, "id": "pub"}
         )
@@ -208,7 +208,7 @@ async def test_response_shapes_on_json_rpc_and_rest() -> None:
     async with push_agent() as (base, _app), httpx.AsyncClient(timeout=10) as client:
         task_id = await _completed_task(client, base)
         hook = "http://127.0.0.1:9/hook"
-        # 1.0: the standard config plus status.
+        # 1.0: exactly the standard config (the delivery status is at /push/status).
         created = await rpc(
             client,
             base,
@@ -220,13 +220,12 @@ async def test_response_shapes_on_json_rpc_and_rest() -> None:
             "taskId": task_id,
             "url": hook,
             "token": "t",
-            "status": "active",
         }
         got = await rpc(
             client, base, "GetTaskPushNotificationConfig", {"taskId": task_id, "id": "n1"}
         )
         assert got["result"] == created["result"]
-        # 0.3 JSON-RPC: the standard {taskId, pushNotificationConfig} plus the status.
+        # 0.3 JSON-RPC: exactly the standard {taskId, pushNotificationConfig}.
         old_set = await rpc(
             client,
             base,
@@ -239,7 +238,6 @@ async def test_response_shapes_on_json_rpc_and_rest() -> None:
         )
         assert old_set["result"] == {
             "taskId": task_id,
-            "status": "active",
             "pushNotificationConfig": {"id": "o1", "url": hook + "/old"},
         }
         old_get = await rpc(
@@ -270,14 +268,11 @@ async def test_response_shapes_on_json_rpc_and_rest() -> None:
             client, base, "tasks/pushNotificationConfig/list", {"id": task_id}, version="0.3"
         )
         assert sorted(
-            (c["pushNotificationConfig"]["id"], c["pushNotificationConfig"]["url"], c["status"])
+            (c["taskId"], c["pushNotificationConfig"]["id"], c["pushNotificationConfig"]["url"])
             for c in old_list["result"]
-        ) == [("n1", hook, "active"), ("o1", hook + "/old", "active")]
+        ) == [(task_id, "n1", hook), (task_id, "o1", hook + "/old")]
         new_list = await rpc(client, base, "ListTaskPushNotificationConfigs", {"taskId": task_id})
-        assert sorted((c["id"], c["status"]) for c in new_list["result"]["configs"]) == [
-            ("n1", "active"),
-            ("o1", "active"),
-        ]
+        assert sorted(c["id"] for c in new_list["result"]["configs"]) == ["n1", "o1"]
         # REST 1.0 and the 0.3 REST list.
         rest = await client.post(
             f"{base}/tasks/{task_id}/pushNotificationConfigs",
@@ -289,12 +284,11 @@ async def test_response_shapes_on_json_rpc_and_rest() -> None:
             "id": "r1",
             "taskId": task_id,
             "url": hook + "/rest",
-            "status": "active",
         }
         rest_get = await client.get(
             f"{base}/tasks/{task_id}/pushNotificationConfigs/r1", headers=V1
         )
-        assert rest_get.json()["status"] == "active"
+        assert rest_get.json() == rest.json()
         assert int(rest_get.headers["content-length"]) == len(rest_get.content)
         # REST 0.3 answers exactly the 0.3 schema: {name, pushNotificationConfig}.
         v1_list = await client.get(f"{base}/v1/tasks/{task_id}/pushNotificationConfigs")

@@ -20,6 +20,7 @@ from ._agent import (
     push_receiver,
     receiver,
     rpc,
+    statuses,
 )
 
 
@@ -166,19 +167,10 @@ async def test_always_failing_receiver_marks_the_config_failed() -> None:
         got = await rpc(
             client, base, "GetTaskPushNotificationConfig", {"taskId": task_id, "id": "c1"}
         )
-        assert got["result"]["status"] == "failed"
-        assert got["result"]["statusReason"] == "HTTP 503 (after 4 attempts)"
         assert got["result"]["url"] == rec.url("/dead")
-        listed = await client.get(f"{base}/tasks/{task_id}/pushNotificationConfigs", headers=V1)
-        assert [(c["id"], c["status"]) for c in listed.json()["configs"]] == [("c1", "failed")]
-        old = await rpc(
-            client,
-            base,
-            "tasks/pushNotificationConfig/get",
-            {"id": task_id, "pushNotificationConfigId": "c1"},
-            version="0.3",
-        )
-        assert old["result"]["status"] == "failed"
+        assert await statuses(client, base, task_id) == {
+            "c1": ("failed", "HTTP 503 (after 4 attempts)")
+        }
 
         # Registering the config again re-enables it.
         again = await rpc(
@@ -187,12 +179,8 @@ async def test_always_failing_receiver_marks_the_config_failed() -> None:
             "CreateTaskPushNotificationConfig",
             {"taskId": task_id, "id": "c1", "url": rec.url("/alive")},
         )
-        assert again["result"]["status"] == "active"
-        got = await rpc(
-            client, base, "GetTaskPushNotificationConfig", {"taskId": task_id, "id": "c1"}
-        )
-        assert got["result"]["status"] == "active"
-        assert "statusReason" not in got["result"]
+        assert again["result"]["url"] == rec.url("/alive")
+        assert await statuses(client, base, task_id) == {"c1": ("active", None)}
 
 
 async def test_client_error_is_not_retried() -> None:
@@ -218,8 +206,10 @@ async def test_client_error_is_not_retried() -> None:
         got = await rpc(
             client, base, "GetTaskPushNotificationConfig", {"taskId": task_id, "id": "g"}
         )
-        assert got["result"]["status"] == "failed"
-        assert got["result"]["statusReason"] == "receiver answered HTTP 410"
+        assert got["result"]["url"] == rec.url("/gone")
+        assert await statuses(client, base, task_id) == {
+            "g": ("failed", "receiver answered HTTP 410")
+        }
 
 
 async def test_unreachable_receiver_is_retried_then_failed() -> None:
@@ -243,10 +233,9 @@ async def test_unreachable_receiver_is_retried_then_failed() -> None:
         sender = app.state.a2a.extras["push"].sender
         await sender.idle()
         assert sender.retried == 2
-        got = await rpc(
-            client, base, "GetTaskPushNotificationConfig", {"taskId": task_id, "id": "n"}
-        )
-        assert got["result"]["statusReason"] == "connection error: ConnectError (after 3 attempts)"
+        assert await statuses(client, base, task_id) == {
+            "n": ("failed", "connection error: ConnectError (after 3 attempts)")
+        }
 
 
 async def test_config_added_while_running_gets_the_rest_in_order() -> None:
@@ -277,7 +266,7 @@ async def test_config_added_while_running_gets_the_rest_in_order() -> None:
             "CreateTaskPushNotificationConfig",
             {"taskId": task_id, "id": "second", "url": rec.url("/b")},
         )
-        assert created["result"]["status"] == "active"
+        assert created["result"]["id"] == "second"
         slow.release()  # the task ends only now, after the second config is in place
         await rec.wait_for(
             lambda: any(
@@ -354,7 +343,13 @@ async def test_a2a_client_reads_the_failed_status_and_reason(protocol: str) -> N
     ):
         task = await client.send_message({"a": 1, "b": 2}, skill_id="demo.add")
         created = await client.set_push_config(task["id"], {"id": "d", "url": rec.url("/dead")})
-        assert (created["status"], created["statusReason"]) == ("active", None)
+        assert "status" not in created  # A2A's config has none
+        assert await client.push_status(task["id"]) == {
+            "taskId": task["id"],
+            "configs": [
+                {"id": "d", "url": rec.url("/dead"), "status": "active", "statusReason": None}
+            ],
+        }
         # The task is finished: a second one, held working until the config is there,
         # feeds the dead receiver.
         GATES[77] = asyncio.Event()
@@ -363,7 +358,14 @@ async def test_a2a_client_reads_the_failed_status_and_reason(protocol: str) -> N
         GATES[77].set()
         await rec.wait_for(lambda: len(rec.attempts("/dead")) >= 2)
         await app.state.a2a.extras["push"].sender.idle()
+        report = await client.push_status(second["id"])
+        assert report is not None
+        (status,) = report["configs"]
+        assert (status["status"], status["statusReason"]) == (
+            "failed",
+            "HTTP 503 (after 2 attempts)",
+        )
         got = await client.get_push_config(second["id"], "d")
-        assert (got["status"], got["statusReason"]) == ("failed", "HTTP 503 (after 2 attempts)")
+        assert "status" not in got and "statusReason" not in got
         (listed,) = await client.list_push_configs(second["id"])
         assert listed == got

@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from .._support import cli_server
-from ._agent import add_message, push_agent, rpc, skill_message
+from ._agent import add_message, push_agent, rpc, skill_message, statuses
 from ._hostile import hostile
 
 
@@ -101,11 +101,9 @@ async def test_a_header_drip_ends_each_attempt_at_push_timeout(
         # Each attempt ended after ~5 dripped bytes (1 s), far from the 10 000 it had left.
         assert all(c.sent <= 15 for c in attempts), [c.sent for c in attempts]
         print("drip attempt durations:", [round(c.duration, 3) for c in attempts])
-        got = await rpc(
-            client, base, "GetTaskPushNotificationConfig", {"taskId": task_id, "id": "d"}
-        )
-        assert got["result"]["status"] == "failed"
-        assert got["result"]["statusReason"] == "no complete answer within 1 s (after 2 attempts)"
+        assert await statuses(client, base, task_id) == {
+            "d": ("failed", "no complete answer within 1 s (after 2 attempts)")
+        }
         # A receiver's failure, which any caller can cause, is a warning (was ERROR).
         gave_up = [r for r in caplog.records if "giving up" in r.getMessage()]
         assert [r.levelno for r in gave_up] == [logging.WARNING]
@@ -128,10 +126,7 @@ async def test_a_body_drip_after_a_2xx_is_cut_at_push_timeout_and_counts_as_deli
         assert sender.sent == len(attempts) >= 3
         assert sender.retried == 0
         assert all(c.sent <= 15 for c in attempts), [c.sent for c in attempts]
-        got = await rpc(
-            client, base, "GetTaskPushNotificationConfig", {"taskId": task_id, "id": "b"}
-        )
-        assert got["result"]["status"] == "active"
+        assert await statuses(client, base, task_id) == {"b": ("active", None)}
 
 
 def _config(url: str, config_id: str, skill: str = "demo.add") -> dict[str, Any]:
@@ -165,22 +160,19 @@ async def test_a_stalled_receiver_overflows_its_bounded_queue_and_is_marked_fail
         assert reply["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
         # ~43 events: one in flight (stalled), five queued, the sixth overflowed the queue.
         await stall.wait_for(lambda: len(stall.conns) == 1)
-        got = await rpc(
-            client, base, "GetTaskPushNotificationConfig", {"taskId": task_id, "id": "s"}
-        )
-        assert got["result"]["status"] == "failed"
-        assert got["result"]["statusReason"] == (
-            "more than 5 events were waiting for this receiver; deliveries stopped"
-        )
+        got = await statuses(client, base, task_id)
+        assert got == {
+            "s": (
+                "failed",
+                "more than 5 events were waiting for this receiver; deliveries stopped",
+            )
+        }
         assert sender.dropped >= 40 - 5
         assert sender.pending <= 1  # nothing queued any more, only the stalled attempt
         stall.release()
         await sender.idle()
         # The stalled attempt then failed too; the first reason (the overflow) is kept.
-        again = await rpc(
-            client, base, "GetTaskPushNotificationConfig", {"taskId": task_id, "id": "s"}
-        )
-        assert again["result"]["statusReason"] == got["result"]["statusReason"]
+        assert await statuses(client, base, task_id) == got
         assert len(stall.conns) == 1
 
 
@@ -242,10 +234,7 @@ async def test_stalled_receivers_hold_at_most_push_queue_bytes_and_others_keep_d
             return str(reply["result"]["task"]["id"])
 
         async def status(task_id: str) -> tuple[str, str | None]:
-            got = await rpc(
-                client, base, "GetTaskPushNotificationConfig", {"taskId": task_id, "id": "s"}
-            )
-            return got["result"]["status"], got["result"].get("statusReason")
+            return (await statuses(client, base, task_id))["s"]
 
         watcher = asyncio.create_task(watch())
         try:

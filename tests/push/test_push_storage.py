@@ -24,6 +24,7 @@ from ._agent import (
     receiver,
     rpc,
     skill_message,
+    statuses,
 )
 
 ALICE = "alice-key-0123456789abcdef"
@@ -48,7 +49,8 @@ async def test_configs_are_invisible_to_other_identities() -> None:
             "CreateTaskPushNotificationConfig",
             {"taskId": task_id, "id": "a1", "url": hook},
         )
-        assert created["result"]["status"] == "active"
+        assert created["result"]["url"] == hook
+        assert "status" not in created["result"]  # the owner reads it at /push/status
 
         # Bob cannot see, read, replace or delete alice's config, on any binding.
         for method, params, version in [
@@ -127,9 +129,10 @@ async def test_configs_status_and_signing_key_survive_a_restart(sql_store: str) 
             assert set(configs) == {"dead", "live"}
             assert configs["live"]["url"] == rec.url("/live")
             assert configs["live"]["token"] == "t"
-            assert configs["live"]["status"] == "active"
-            assert configs["dead"]["status"] == "failed"
-            assert configs["dead"]["statusReason"] == "HTTP 503 (after 2 attempts)"
+            assert await statuses(client, base, task_id) == {
+                "dead": ("failed", "HTTP 503 (after 2 attempts)"),
+                "live": ("active", None),
+            }
             kid_after = (await client.get(base + JWKS_PATH)).json()["keys"][0]["kid"]
             assert kid_after == kid_before
 
@@ -253,15 +256,16 @@ async def test_a_stored_config_that_cannot_be_sent_fails_with_its_reason(tmp_pat
         GATES[401].set()
         for _ in range(200):
             await app.state.a2a.extras["push"].sender.idle()
-            got = await rpc(
-                client, base, "GetTaskPushNotificationConfig", {"taskId": task_id, "id": "old"}
-            )
-            if got["result"]["status"] == "failed":
+            status, reason = (await statuses(client, base, task_id))["old"]
+            if status == "failed":
                 break
             await asyncio.sleep(0.05)
+        got = await rpc(
+            client, base, "GetTaskPushNotificationConfig", {"taskId": task_id, "id": "old"}
+        )
     assert got["result"]["token"] == "café"
-    assert got["result"]["status"] == "failed", got
-    assert "cannot be sent" in got["result"]["statusReason"]
+    assert status == "failed", reason
+    assert "cannot be sent" in str(reason)
 
 
 def _give_token(db: Path, config_id: str, token: str) -> None:

@@ -55,14 +55,11 @@ async def test_push_receiver_down_retries_then_fails_the_config_and_tasks_are_un
 
         sender = app.state.a2a.extras["push"].sender
         await asyncio.wait_for(sender.idle(), 30)
-        configs = await asyncio.gather(
-            *(
-                call(http, "GetTaskPushNotificationConfig", {"taskId": t["id"], "id": f"c{i}"})
-                for i, t in enumerate(tasks)
-            )
-        )
-        statuses = {c["result"]["status"] for c in configs}
-        reasons = {c["result"]["statusReason"] for c in configs}
+        answers = await asyncio.gather(*(http.get(f"/push/status/{t['id']}") for t in tasks))
+        configs = [c for a in answers for c in a.json()["configs"]]
+        assert [c["id"] for c in configs] == [f"c{i}" for i in range(len(tasks))]
+        statuses = {c["status"] for c in configs}
+        reasons = {c["statusReason"] for c in configs}
         assert statuses == {"failed"}
         assert reasons == {"connection error: ConnectError (after 3 attempts)"}
         assert sender.retried >= 2 * PUSHED and sender.sent == 0

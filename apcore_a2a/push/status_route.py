@@ -1,0 +1,81 @@
+"""``GET /push/status/{task_id}``: the delivery status of a task's push configs, for their
+owner, outside the A2A wire.
+
+A2A's ``TaskPushNotificationConfig`` has no status, and the agent's config answers are
+exactly the SDK's (a strict proto-JSON peer rejects members the schema lacks). The status
+(:class:`~apcore_a2a.push.status.ConfigStatusBook`) is read here instead: the route passes
+the same admission as an A2A call (``classify`` kind ``"push"``: authentication, roles and
+scopes, 401/403), lists the configs through the request handler's
+``on_list_task_push_notification_configs`` with the caller's ``ServerCallContext`` (so only
+the owner's task answers; another owner's or an unknown one is A2A's ``TaskNotFoundError``:
+HTTP 404 with the REST error body) and adds each config's status::
+
+    {"taskId": "t-1", "configs": [{"id": "mine", "url": "https://hooks.example.com/a2a",
+      "status": "failed", "statusReason": "HTTP 503 (after 4 attempts)"}]}
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from a2a.server.routes.common import DefaultServerCallContextBuilder
+from a2a.types import AgentExtension, ListTaskPushNotificationConfigsRequest
+from a2a.utils.error_handlers import rest_error_handler
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from apcore_a2a.classify import PUSH_STATUS_PATH
+from apcore_a2a.push.status import ACTIVE, FAILED, ConfigStatusBook
+
+if TYPE_CHECKING:
+    from a2a.server.request_handlers import RequestHandler
+    from a2a.server.routes.common import ServerCallContextBuilder
+
+#: Card extension (``AgentCapabilities.extensions``) saying the agent serves the route.
+PUSH_STATUS_EXTENSION_URI = "urn:apcore:a2a:push-status:v1"
+
+
+def status_extension() -> AgentExtension:
+    """The card extension that declares ``GET /push/status/{taskId}`` (``params.path``,
+    relative to the agent's base URL, where its card is)."""
+    return AgentExtension(
+        uri=PUSH_STATUS_EXTENSION_URI,
+        description=(
+            "GET path (taskId filled in) on this agent's base URL, with the credentials of an "
+            "A2A call, answers the delivery status of the caller's push configs of that "
+            'task: {"taskId", "configs": [{"id", "url", "status": "active"|"failed", '
+            '"statusReason"}]}; 404 for a task that is not the caller\'s.'
+        ),
+        required=False,
+        params={"path": PUSH_STATUS_PATH.replace("{task_id}", "{taskId}")},
+    )
+
+
+def status_route(
+    handler: RequestHandler,
+    statuses: ConfigStatusBook,
+    context_builder: ServerCallContextBuilder | None = None,
+) -> Route:
+    """The owner-scoped status route (see the module docstring)."""
+    builder = context_builder or DefaultServerCallContextBuilder()
+
+    @rest_error_handler
+    async def endpoint(request: Request) -> Response:
+        task_id = str(request.path_params["task_id"])
+        listed = await handler.on_list_task_push_notification_configs(
+            ListTaskPushNotificationConfigsRequest(task_id=task_id), builder.build(request)
+        )
+        failed = await statuses.failed.read(task_id) if listed.configs else {}
+        configs: list[dict[str, Any]] = []
+        for config in listed.configs:
+            config_id = config.id or task_id  # as the stores default it
+            reason = failed.get(config_id)
+            status = ACTIVE if reason is None else FAILED
+            configs.append(
+                {"id": config_id, "url": config.url, "status": status, "statusReason": reason}
+            )
+        document = {"taskId": task_id, "configs": configs}
+        return JSONResponse(document, headers={"Cache-Control": "no-store"})
+
+    return Route(PUSH_STATUS_PATH, endpoint, methods=["GET"], name="push_status")
