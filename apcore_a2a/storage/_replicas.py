@@ -21,6 +21,7 @@ from sqlalchemy import (
     MetaData,
     String,
     Table,
+    and_,
     delete,
     insert,
     select,
@@ -99,18 +100,20 @@ class ReplicaRegistry:
                 )
             )
 
-    async def heartbeat(self) -> list[str]:
-        """Refresh this replica's heartbeat (re-registering if another replica retired
-        it); returns the ids of other replicas whose heartbeat is too old."""
+    async def heartbeat(self) -> None:
+        """Refresh this replica's heartbeat (re-registering if another replica retired it)."""
         async with self.engine.begin() as conn:
             result = await conn.execute(self._beat(time.time()))
+        if result.rowcount == 0:
+            await self.register()
+
+    async def dead(self) -> list[str]:
+        """The ids of other replicas whose heartbeat is too old."""
+        async with self.engine.connect() as conn:
             dead = select(_R.replica_id).where(
                 _R.heartbeat_at < self.live_cutoff(), _R.replica_id != self.replica_id
             )
-            found = [row[0] for row in await conn.execute(dead)]
-        if result.rowcount == 0:
-            await self.register()
-        return found
+            return [row[0] for row in await conn.execute(dead)]
 
     async def deregister(self) -> None:
         """Mark this replica dead now so other replicas take over its orphans immediately."""
@@ -122,10 +125,15 @@ class ReplicaRegistry:
         return update(replicas_table).where(mine).values(heartbeat_at=at)
 
     async def retire(self, replica_id: str) -> None:
-        """Drop a dead replica's row and claims (after its orphans were failed)."""
+        """Drop a dead replica's row and claims (after its orphans were failed), unless it
+        has beaten meanwhile: failing its orphans may have waited for one of its locks
+        (paused mid-write), and once awake it claims new tasks."""
         async with self.engine.begin() as conn:
-            await conn.execute(delete(claims_table).where(claims_table.c.replica_id == replica_id))
-            await conn.execute(delete(replicas_table).where(_R.replica_id == replica_id))
+            still_dead = and_(_R.replica_id == replica_id, _R.heartbeat_at < self.live_cutoff())
+            gone = await conn.execute(delete(replicas_table).where(still_dead))
+            if gone.rowcount:
+                claims = claims_table.c
+                await conn.execute(delete(claims_table).where(claims.replica_id == replica_id))
 
     async def claim(self, task_id: str, owner: str) -> None:
         """Record that this replica runs *task_id* (idempotent, cached)."""

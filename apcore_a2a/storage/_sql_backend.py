@@ -128,7 +128,11 @@ class SqlBackend:
             raise
         if self.registry is not None:
             beat = self.registry.heartbeat_interval
-            self._spawn("heartbeat", "replica heartbeat", beat, self._heartbeat)
+            self._spawn("heartbeat", "replica heartbeat", beat, self.registry.heartbeat)
+            # A loop of its own: failing an orphan can wait for a row lock as long as a
+            # paused replica holds it, and this replica must go on beating meanwhile (else
+            # every replica waiting there would be declared dead too).
+            self._spawn("orphans", "orphan recovery", beat, self._recover)
             if self.cancel_watch is not None:
                 self._spawn("cancels", "cancel check", self.poll_interval, self._check_cancels)
         if self.retention_seconds is not None and self.retention_seconds > 0:
@@ -262,9 +266,9 @@ class SqlBackend:
 
         self._loops.append(asyncio.create_task(loop(), name=f"apcore-a2a-store-{name}"))
 
-    async def _heartbeat(self) -> None:
+    async def _recover(self) -> None:
         assert self.registry is not None
-        for dead in await self.registry.heartbeat():
+        for dead in await self.registry.dead():
             claims = claims_table.c
             mine = and_(claims.task_id == TaskModel.id, claims.replica_id == dead)
             await self._fail(_running().join(claims_table, mine))

@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 from a2a.server.cluster import TaskVersion, VersionedTaskStore
 from a2a.types import Task, TaskState
+from sqlalchemy import text
 
 from apcore_a2a.storage import INTERRUPTED_MESSAGE, Stores, open_stores
 
@@ -191,3 +192,71 @@ async def test_cluster_kill_9_replica_tasks_are_failed_by_a_live_one(sql_url: st
         if proc.stdout:
             proc.stdout.close()
         await b.aclose()
+
+
+async def test_cluster_heartbeat_goes_on_while_an_orphan_is_locked(pg_url: str) -> None:
+    """A replica paused (SIGSTOP, a hung VM) in the middle of a write holds its task's
+    version row locked. Failing that orphan waits for the lock; the replica that does it
+    must go on heartbeating meanwhile, or every replica stuck on the lock would be
+    declared dead too and fail the others' live tasks once the lock is gone. And the
+    paused replica, awake again, keeps its row and the claims of its new tasks."""
+    slow = {"cluster_heartbeat_interval": 500, "cluster_replica_timeout": 1000}
+    a = open_stores(pg_url, settings(cluster=True, **slow))  # beats only when told to
+    b = open_stores(
+        pg_url,
+        settings(cluster=True, cluster_heartbeat_interval=0.2, cluster_replica_timeout=30),
+    )
+    await a.start()
+    await b.start()
+    assert a.engine is not None and a._backend is not None and b._backend is not None
+    registry_a, registry_b = a._backend.registry, b._backend.registry
+    assert registry_a is not None and registry_b is not None
+    engine = a.engine
+    running = make_task(TaskState.TASK_STATE_WORKING)
+    await put(a, running)
+
+    async def scalar(sql: str, **params: str) -> object:
+        async with engine.connect() as conn:
+            return (await conn.execute(text(sql), params)).scalar()
+
+    beat_of_b = "SELECT heartbeat_at FROM apcore_a2a_replicas WHERE replica_id = :id"
+    waiting = (
+        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+        "AND datname = current_database()"
+    )
+    try:
+        async with engine.connect() as paused:
+            # A's write in flight when it paused: its task's version row stays locked.
+            await paused.execute(
+                text("UPDATE task_versions SET version = version WHERE task_id = :id"),
+                {"id": running.id},
+            )
+            await registry_a.deregister()  # A is dead for B from now on
+            try:
+                await eventually(lambda: scalar(waiting))  # B fails A's orphan: stuck
+                stuck_at = await scalar(beat_of_b, id=registry_b.replica_id)
+                assert isinstance(stuck_at, float)
+
+                async def beating() -> bool:
+                    now = await scalar(beat_of_b, id=registry_b.replica_id)
+                    return isinstance(now, float) and now > stuck_at
+
+                await eventually(beating, timeout=15)
+                # A wakes: it beats and starts a new task before B's recovery is done.
+                await registry_a.heartbeat()
+                fresh = make_task(TaskState.TASK_STATE_WORKING)
+                await put(a, fresh)
+            finally:
+                await paused.rollback()
+        await eventually(lambda: _is_failed(b, running.id))  # the lock gone: failed
+        await registry_b.retire(registry_a.replica_id)  # as B's recovery does next
+        claimed = "SELECT replica_id FROM apcore_a2a_task_claims WHERE task_id = :id"
+        assert await scalar(claimed, id=fresh.id) == registry_a.replica_id
+        assert (await state_of(b, fresh.id)).status.state == TaskState.TASK_STATE_WORKING
+    finally:
+        await b.aclose()
+        await a.aclose()
+
+
+async def _is_failed(stores: Stores, task_id: str) -> bool:
+    return (await state_of(stores, task_id)).status.state == TaskState.TASK_STATE_FAILED
