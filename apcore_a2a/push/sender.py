@@ -24,9 +24,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import httpx
+from a2a.server.agent_execution.active_task import TERMINAL_TASK_STATES as _FINAL
 from a2a.server.tasks.push_notification_config_store import PushNotificationConfigStore
 from a2a.server.tasks.push_notification_sender import PushNotificationEvent, PushNotificationSender
-from a2a.types import TaskPushNotificationConfig
+from a2a.types import TaskPushNotificationConfig, TaskStatusUpdateEvent
+from cachetools import LRUCache
 
 from apcore_a2a.push.bodies import V0_3, V1_0, TaskSnapshots, body_v03, body_v10
 from apcore_a2a.push.policy import PushUrlPolicy
@@ -41,6 +43,9 @@ SIGNATURE_HEADER = "X-A2A-Signature"
 MAX_ANSWER_BYTES = 4096
 
 _Key = tuple[str, str]
+#: tasks whose final status is remembered as pushed; a task forgotten (with this many
+#: settled after it) is at most pushed its cancel once more
+_SETTLED_TASKS = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +139,8 @@ class RetryingPushSender(PushNotificationSender):
         self._workers: dict[_Key, asyncio.Task[None]] = {}
         self._closing = False
         self.sent = self.failed = self.retried = self.dropped = 0
+        #: tasks whose final status this process has queued (bounded: see send_settled)
+        self._settled: LRUCache[str, bool] = LRUCache(maxsize=_SETTLED_TASKS)
 
     def start(self, key: SigningKey) -> None:
         """Begin accepting events, signing them with *key*."""
@@ -172,7 +179,16 @@ class RetryingPushSender(PushNotificationSender):
         while self._workers:
             await asyncio.gather(*list(self._workers.values()), return_exceptions=True)
 
+    async def send_settled(self, task_id: str, event: TaskStatusUpdateEvent) -> None:
+        """Push a task's final *event* written outside a run of this process (a cancel of
+        a task another replica runs: that run ends at the stored state without pushing
+        it), unless this process has pushed a final status of the task already."""
+        if task_id not in self._settled:
+            await self.send_notification(task_id, event)
+
     async def send_notification(self, task_id: str, event: PushNotificationEvent) -> None:
+        if isinstance(event, TaskStatusUpdateEvent) and event.status.state in _FINAL:
+            self._settled[task_id] = True
         snapshot = self.snapshots.take(task_id)
         if self._closing or self._key is None:
             logger.warning("push: sender not running, event for task %s not delivered", task_id)

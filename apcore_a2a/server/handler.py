@@ -27,6 +27,8 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Any
 
 from a2a.server.agent_execution.active_task import INTERRUPTED_TASK_STATES as _WAITING
@@ -43,6 +45,8 @@ from a2a.types import (
     SubscribeToTaskRequest,
     Task,
     TaskState,
+    TaskStatus,
+    TaskStatusUpdateEvent,
 )
 from a2a.utils.errors import (
     A2AError,
@@ -54,6 +58,7 @@ from apcore_a2a.edge.call import call_of, record_of
 from apcore_a2a.errors import TaskBusyError
 from apcore_a2a.execution.observer import state_name
 from apcore_a2a.execution.routing import check_follow_up
+from apcore_a2a.push.sender import RetryingPushSender
 from apcore_a2a.server.task_quota import TaskLookup, TaskQuota
 from apcore_a2a.storage.contexts import ContextGuard
 from apcore_a2a.storage.event_log import MemoryEventLog, RecordingTaskStore
@@ -107,6 +112,11 @@ class ApCoreRequestHandler(DefaultRequestHandler):
         #: refuses values the store cannot hold, before any task exists (storage/fields.py)
         self._check_values = check_values
         self._backlog = stream_backlog
+        sender = kwargs.get("push_sender")
+        self._push = sender if isinstance(sender, RetryingPushSender) else None
+        on_save = getattr(task_store, "on_save", None)  # the store view (storage/observed.py)
+        if self._push is not None and on_save is not None:
+            on_save(_note_cancel)
 
     @answering
     async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Any:
@@ -271,9 +281,13 @@ class ApCoreRequestHandler(DefaultRequestHandler):
     async def on_cancel_task(
         self, params: CancelTaskRequest, context: ServerCallContext
     ) -> Task | None:
+        # A task running on another replica (cluster mode) is canceled by writing the
+        # stored state here; its run there ends at that state without pushing it, so the
+        # cancel is pushed here, by the call whose write won (one push, not one per call).
+        written = _CancelWrite(params.id)
+        token = _CANCELING.set(written)
         try:
             task: Task | None = await super().on_cancel_task(params, context)
-            return task
         except TaskNotCancelableError:
             stored = await self._task_lookup(params.id, context)
             if stored is None:
@@ -282,6 +296,36 @@ class ApCoreRequestHandler(DefaultRequestHandler):
             raise TaskNotCancelableError(
                 message=f"Task is not cancelable: current state is {state}"
             ) from None
+        finally:
+            _CANCELING.reset(token)
+        if written.status is not None and self._push is not None:
+            event = TaskStatusUpdateEvent(
+                task_id=params.id, context_id=written.context_id, status=written.status
+            )
+            await self._push.send_settled(params.id, event)
+        return task
+
+
+@dataclass
+class _CancelWrite:
+    """What a cancel call's own save wrote (``None``: no save of it stored ``canceled``)."""
+
+    task_id: str
+    status: TaskStatus | None = None
+    context_id: str = ""
+
+
+_CANCELING: ContextVar[_CancelWrite | None] = ContextVar("apcore_a2a_canceling", default=None)
+
+
+def _note_cancel(task: Task, _context: ServerCallContext) -> None:
+    """Save listener: a save of the cancel call running in this context (saves of a run
+    here happen in the run's own tasks and are pushed by it)."""
+    written = _CANCELING.get()
+    canceled = task.status.state == TaskState.TASK_STATE_CANCELED
+    if written is not None and written.task_id == task.id and canceled:
+        written.status, written.context_id = TaskStatus(), task.context_id
+        written.status.CopyFrom(task.status)
 
 
 def _stay() -> None:
