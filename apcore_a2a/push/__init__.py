@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from a2a.server.context import ServerCallContext
     from a2a.server.request_handlers import RequestHandler
     from a2a.server.routes.common import ServerCallContextBuilder
-    from a2a.types import Task
+    from a2a.types import Task, TaskStatusUpdateEvent
     from sqlalchemy.ext.asyncio import AsyncEngine
 
     from apcore_a2a.settings import Settings
@@ -102,6 +102,12 @@ class PushKit:
     def saved(self, task: Task, _context: ServerCallContext) -> None:
         """A save listener for the task store (0.3 deliveries carry the saved task)."""
         self.sender.snapshots.remember(task)
+
+    async def interrupted(self, task: Task, event: TaskStatusUpdateEvent) -> None:
+        """A listener of the stores' interrupted tasks (``Stores.on_interrupted``): no run
+        reports these failures, so they are pushed from here."""
+        self.sender.snapshots.remember(task)
+        await self.sender.send_settled(task.id, event)
 
     def routes_for(
         self, handler: RequestHandler, context_builder: ServerCallContextBuilder | None = None

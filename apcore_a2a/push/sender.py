@@ -182,7 +182,10 @@ class RetryingPushSender(PushNotificationSender):
     async def send_settled(self, task_id: str, event: TaskStatusUpdateEvent) -> None:
         """Push a task's final *event* written outside a run of this process (a cancel of
         a task another replica runs: that run ends at the stored state without pushing
-        it), unless this process has pushed a final status of the task already."""
+        it; a task failed because its replica died), unless this process has pushed a
+        final status of the task already."""
+        if self._key is None:  # not started: a restart's own recovery runs before push
+            return
         if task_id not in self._settled:
             await self.send_notification(task_id, event)
 

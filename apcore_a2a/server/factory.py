@@ -194,6 +194,7 @@ class A2AServerFactory:
         quota = TaskQuota(s.max_unfinished_tasks_per_caller, stores.quota_slots)
         if push:
             stores.on_save(push.saved)
+            stores.on_interrupted(push.interrupted)
         if quota.limit:
             stores.on_save(quota.saved)
         handler = ApCoreRequestHandler(

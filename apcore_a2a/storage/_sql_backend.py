@@ -37,6 +37,8 @@ from .outages import UNAVAILABLE as _UNAVAILABLE
 from .quota_slots import PUSH_SCOPE, slots_table
 
 CancelWatch = tuple[Callable[[], list[str]], Callable[[str], None]]
+#: told of each task this process failed as interrupted, with the status event it saved
+Interrupted = Callable[[Task, TaskStatusUpdateEvent], Awaitable[None]]
 
 logger = logging.getLogger(__name__)
 
@@ -90,6 +92,8 @@ class SqlBackend:
     _join_workers: Callable[[], Awaitable[None]] | None = None
     #: one process alone, or cluster processes together (``_owner.py``)
     owner: OwnerLock = field(default_factory=OwnerLock)
+    #: listeners of :meth:`_fail` (push: no run reports these failures)
+    interrupted: list[Interrupted] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.owner = owner_lock(self.store_url, shared=self.registry is not None)
@@ -316,6 +320,13 @@ class SqlBackend:
                 changed += 1
             except ConcurrentTaskModificationError:
                 logger.debug("task %s changed while being marked interrupted; left as is", task_id)
+                continue
+            # Only the replica whose write won tells its listeners: once per task.
+            for listener in self.interrupted:
+                try:
+                    await listener(task, event)
+                except Exception:
+                    logger.exception("interrupted task %s: listener failed", task_id)
         if changed:
             logger.warning(
                 "marked %d interrupted task(s) as failed: %s", changed, INTERRUPTED_MESSAGE

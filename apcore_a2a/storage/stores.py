@@ -19,7 +19,7 @@ from a2a.server.tasks import (
     PushNotificationConfigStore,
     TaskStore,
 )
-from a2a.types import Task
+from a2a.types import Task, TaskStatusUpdateEvent
 
 from ._urls import (
     StoreURL,
@@ -94,6 +94,14 @@ class Stores:
         executing here) that another replica has canceled in the shared store."""
         if self._backend is not None and self._backend.registry is not None:
             self._backend.cancel_watch = (running, stop)
+
+    def on_interrupted(
+        self, listener: Callable[[Task, TaskStatusUpdateEvent], Awaitable[None]]
+    ) -> None:
+        """SQL stores (else a no-op): await *listener* with each task this process fails
+        as interrupted (its replica died, or a restart), after the failure is stored."""
+        if self._backend is not None:
+            self._backend.interrupted.append(listener)
 
     async def start(self) -> None:
         """Create missing tables, fail tasks a dead process left running, start loops;

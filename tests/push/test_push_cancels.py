@@ -3,7 +3,9 @@ or not a module is running when it comes."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,7 +16,7 @@ import pytest
 from apcore_a2a import A2AServerFactory
 
 from .._postgres import pg_schema_url
-from .._support import free_port, running_server
+from .._support import cli_server, free_port, running_server
 from ._agent import demo_registry, push_agent, receiver, rpc
 from ._agent import skill_message as message
 from .test_push_versions import _gated_task
@@ -22,19 +24,32 @@ from .test_push_versions import _gated_task
 
 @pytest.fixture(params=["sqlite", "postgresql"])
 def shared_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """A task store URL two cluster replicas share."""
+    """A task store URL cluster replicas share (three at most)."""
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'tasks.db'}"
     else:
-        with pg_schema_url(agents=2) as url:
+        with pg_schema_url(agents=3) as url:
             yield url
 
 
-def _states(bodies: list[bytes]) -> list[str]:
+PROBES = str(Path(__file__).resolve().parents[1] / "storage" / "probes")
+
+
+def probe_message(skill: str, inputs: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "messageId": uuid.uuid4().hex,
+        "role": "ROLE_USER",
+        "parts": [{"data": inputs}],
+        "metadata": {"skillId": skill},
+    }
+
+
+def _pushed(rec: Any) -> list[str]:
+    """The states of the status updates pushed to ``/x``, in arrival order."""
     return [
-        json.loads(body)["statusUpdate"]["status"]["state"]
-        for body in bodies
-        if b"statusUpdate" in body
+        json.loads(d.body)["statusUpdate"]["status"]["state"]
+        for d in rec.accepted("/x")
+        if b"statusUpdate" in d.body
     ]
 
 
@@ -62,13 +77,11 @@ async def test_a_cancel_taken_by_another_replica_is_pushed_once(shared_store: st
         await rpc(client, base_b, "CreateTaskPushNotificationConfig", config)
         canceled = await rpc(client, base_b, "CancelTask", {"id": task_id})
         assert canceled["result"]["status"]["state"] == "TASK_STATE_CANCELED"
-        await rec.wait_for(
-            lambda: "TASK_STATE_CANCELED" in _states([d.body for d in rec.accepted("/x")])
-        )
+        await rec.wait_for(lambda: "TASK_STATE_CANCELED" in _pushed(rec))
         gate.set()  # A's module ends; its result is not stored, nor pushed
         for app in (a, b):
             await app.state.a2a.extras["push"].sender.idle()
-    assert _states([d.body for d in rec.accepted("/x")]).count("TASK_STATE_CANCELED") == 1
+    assert _pushed(rec).count("TASK_STATE_CANCELED") == 1
 
 
 async def test_a_cancel_of_a_parked_task_is_pushed_once() -> None:
@@ -84,8 +97,44 @@ async def test_a_cancel_of_a_parked_task_is_pushed_once() -> None:
         await rpc(client, base, "CreateTaskPushNotificationConfig", config)
         canceled = await rpc(client, base, "CancelTask", {"id": task["id"]})
         assert canceled["result"]["status"]["state"] == "TASK_STATE_CANCELED"
-        await rec.wait_for(
-            lambda: "TASK_STATE_CANCELED" in _states([d.body for d in rec.accepted("/x")])
-        )
+        await rec.wait_for(lambda: "TASK_STATE_CANCELED" in _pushed(rec))
         await app.state.a2a.extras["push"].sender.idle()
-    assert _states([d.body for d in rec.accepted("/x")]).count("TASK_STATE_CANCELED") == 1
+    assert _pushed(rec).count("TASK_STATE_CANCELED") == 1
+
+
+async def test_a_task_failed_for_a_killed_replica_is_pushed_once(
+    shared_store: str, tmp_path: Path
+) -> None:
+    """Replica A is killed (SIGKILL) while its task runs: the replica that fails the orphan
+    ("Interrupted by server restart") pushes that status, once, whichever replica it is."""
+    env = {
+        "PUSH_NOTIFICATIONS": "true",
+        "A2A_PUSH_ALLOW_INSECURE_URLS": "true",
+        "A2A_CLUSTER_POLL_INTERVAL": "0.1",
+        "A2A_CLUSTER_HEARTBEAT_INTERVAL": "0.2",
+        "A2A_CLUSTER_REPLICA_TIMEOUT": "1.0",
+    }
+    args = ["--extensions-dir", PROBES, "--task-store", shared_store, "--cluster"]
+    journal = tmp_path / "journal.txt"
+    async with receiver() as rec, httpx.AsyncClient(timeout=10) as client:
+        with (
+            cli_server(args, env=env) as (base_a, proc_a),
+            cli_server(args, env=env) as (base_b, _proc_b),
+            cli_server(args, env=env) as (_base_c, _proc_c),
+        ):
+            work = {"journal": str(journal), "seconds": 300}
+            send = {"message": probe_message("probe.work", work)}
+            send["configuration"] = {
+                "returnImmediately": True,
+                "taskPushNotificationConfig": {"id": "x", "url": rec.url("/x")},
+            }
+            reply = await rpc(client, base_a, "SendMessage", send)
+            task_id = reply["result"]["task"]["id"]
+            while not (journal.exists() and "started" in journal.read_text()):
+                await asyncio.sleep(0.05)
+            proc_a.kill9()
+            await rec.wait_for(lambda: "TASK_STATE_FAILED" in _pushed(rec))
+            stored = await rpc(client, base_b, "GetTask", {"id": task_id})
+            assert stored["result"]["status"]["state"] == "TASK_STATE_FAILED"
+        # B and C stopped (their queues drained): nothing more was pushed.
+    assert _pushed(rec).count("TASK_STATE_FAILED") == 1
