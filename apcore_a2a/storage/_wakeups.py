@@ -59,9 +59,11 @@ _CHANNEL = "SELECT 'apcore_a2a_' || value FROM apcore_a2a_secrets WHERE name = '
 
 
 class Waiter(asyncio.Event):
-    """One subscriber: set when its task has events after ``cursor`` (its last read)."""
+    """One subscriber: set when its task has events after ``cursor`` (its last read), or
+    when they are all gone (``gone``: retention purged the task)."""
 
     cursor = 0
+    gone = False
 
 
 class WakeHub:
@@ -263,6 +265,14 @@ class SafetyPoll(_Loop):
                 continue
             for task_id, seq in heads.items():
                 self.hub.wake(task_id, seq)
+            # A task whose subscriber read some of its events has none left: retention
+            # purged it (on any replica) before the subscriber read its end, which no
+            # event will ever bring now; its subscription ends instead of waiting.
+            for task_id in set(followed) - heads.keys():
+                for waiter in self.hub.waiters.get(task_id, ()):
+                    if waiter.cursor > 0:
+                        waiter.gone = True
+                        waiter.set()
 
 
 class FileWatcher(_Loop):
@@ -415,7 +425,7 @@ class WakingTaskEventStream(DatabaseTaskEventStream):
                     response.ParseFromString(event_data)
                     yield seq, TaskVersion(task_version), stream_response_to_event(response)
                 if not rows:
-                    if until_idle:
+                    if until_idle or woken.gone:
                         return
                     await woken.wait()
         finally:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from a2a.server.cluster import TaskVersion, VersionedTaskStore
 from a2a.types import TaskPushNotificationConfig, TaskState, TaskStatusUpdateEvent
@@ -110,3 +112,49 @@ async def test_without_retention_nothing_is_deleted(sql_url: str) -> None:
         assert await stores.get_task(old_done.id, ctx()) is not None
     finally:
         await stores.aclose()
+
+
+async def test_a_subscriber_behind_a_purged_task_ends_instead_of_waiting_for_ever(
+    sql_url: str,
+) -> None:
+    """Replica A purges a finished task while a subscriber on replica B has not read its
+    last events yet (a client that stopped reading for longer than the retention): the
+    subscription ends, rather than wait for events that can no longer come."""
+    a = open_stores(sql_url, settings(cluster=True, task_retention_seconds=2.0))
+    b = open_stores(sql_url, settings(cluster=True, cluster_poll_interval=0.1))
+    await a.start()
+    await b.start()
+    try:
+        task = make_task(TaskState.TASK_STATE_WORKING, at=ago(3600))
+        store = a.task_store
+        assert isinstance(store, VersionedTaskStore)
+
+        async def save(state: TaskState, version: TaskVersion) -> TaskVersion:
+            task.status.state = state
+            event = TaskStatusUpdateEvent(
+                task_id=task.id, context_id=task.context_id, status=task.status
+            )
+            return await store.save(
+                task, event=event, prev=None, prev_version=version, context=ctx()
+            )
+
+        version = await save(TaskState.TASK_STATE_WORKING, TaskVersion.MISSING)
+        tail = b.event_log.tail(task.id, 0)  # type: ignore[union-attr]
+        _seq, _version, first = await anext(tail)
+        assert first.status.state == TaskState.TASK_STATE_WORKING
+        await save(TaskState.TASK_STATE_COMPLETED, version)  # the subscriber reads no more
+
+        async def purged() -> bool:
+            return await a.get_task(task.id, ctx()) is None
+
+        await eventually(purged)
+        # A hang guard: the tail either ends or, before, waited for ever.
+        rest = await asyncio.wait_for(_drain(tail), timeout=30)
+        assert all(e.status.state == TaskState.TASK_STATE_COMPLETED for e in rest)
+    finally:
+        await b.aclose()
+        await a.aclose()
+
+
+async def _drain(tail: Any) -> list[Any]:
+    return [event async for _seq, _version, event in tail]
