@@ -64,6 +64,8 @@ turns_table = Table(
 
 _R = replicas_table.c
 _CLAIM_CACHE_SIZE = 10_000
+#: the heartbeat of a replica that shut down cleanly
+_DEREGISTERED = 0.0
 
 
 class ReplicaRegistry:
@@ -81,6 +83,15 @@ class ReplicaRegistry:
         # Task ids this replica has a claim row for, so a task's many "working" saves
         # write the claim once. Bounded: a miss only costs one idempotent upsert.
         self._claimed: LRUCache[str, bool] = LRUCache(maxsize=_CLAIM_CACHE_SIZE)
+        #: successful heartbeats so far
+        self.beats = 0
+        # Monotonic times: the last successful beat, and the first of the unbroken run of
+        # beats it ends (None: the last one failed). A gap longer than this between two
+        # beats means this replica could not beat either (paused, or the database stalled
+        # or unreachable), so it cannot tell a dead replica from one that shared its stall.
+        self._max_gap = (heartbeat_interval + replica_timeout) / 2
+        self._last_beat: float | None = None
+        self._steady_since: float | None = None
 
     def live_cutoff(self) -> float:
         """Heartbeats at or after this wall-clock time count as alive."""
@@ -102,23 +113,39 @@ class ReplicaRegistry:
 
     async def heartbeat(self) -> None:
         """Refresh this replica's heartbeat (re-registering if another replica retired it)."""
-        async with self.engine.begin() as conn:
-            result = await conn.execute(self._beat(time.time()))
-        if result.rowcount == 0:
-            await self.register()
+        try:
+            async with self.engine.begin() as conn:
+                result = await conn.execute(self._beat(time.time()))
+            if result.rowcount == 0:
+                await self.register()
+        except BaseException:
+            self._steady_since = None
+            raise
+        now = time.monotonic()
+        last, self._last_beat = self._last_beat, now
+        if self._steady_since is None or last is None or now - last > self._max_gap:
+            self._steady_since = now
+        self.beats += 1
 
     async def dead(self) -> list[str]:
-        """The ids of other replicas whose heartbeat is too old."""
+        """The ids of other replicas that shut down (:meth:`deregister`) or whose heartbeat
+        is too old; the latter only once this replica has itself beaten without a break
+        for a whole ``replica_timeout`` (after a stall it shared, a live replica needs
+        that long to beat again)."""
+        steady = self._steady_since
+        judge = steady is not None and time.monotonic() - steady >= self.replica_timeout
+        # A heartbeat of 0 is a clean shutdown's, never a stall's.
+        cutoff = self.live_cutoff() if judge else _DEREGISTERED
         async with self.engine.connect() as conn:
             dead = select(_R.replica_id).where(
-                _R.heartbeat_at < self.live_cutoff(), _R.replica_id != self.replica_id
+                _R.heartbeat_at <= cutoff, _R.replica_id != self.replica_id
             )
             return [row[0] for row in await conn.execute(dead)]
 
     async def deregister(self) -> None:
         """Mark this replica dead now so other replicas take over its orphans immediately."""
         async with self.engine.begin() as conn:
-            await conn.execute(self._beat(0.0))
+            await conn.execute(self._beat(_DEREGISTERED))
 
     def _beat(self, at: float) -> Any:
         mine = _R.replica_id == self.replica_id

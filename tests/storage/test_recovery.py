@@ -260,3 +260,34 @@ async def test_cluster_heartbeat_goes_on_while_an_orphan_is_locked(pg_url: str) 
 
 async def _is_failed(stores: Stores, task_id: str) -> bool:
     return (await state_of(stores, task_id)).status.state == TaskState.TASK_STATE_FAILED
+
+
+async def test_cluster_replicas_that_could_not_beat_do_not_fail_each_others_tasks(
+    pg_url: str,
+) -> None:
+    """No replica could write a heartbeat for longer than the replica timeout (the table
+    locked here; a database outage, a stalled disk alike) while reads went on. Every
+    heartbeat is then old, and a replica must not take its own stall for the others'
+    death: they are alive, and their tasks run on."""
+    a = open_stores(pg_url, settings(cluster=True, **FAST))
+    b = open_stores(pg_url, settings(cluster=True, **FAST))
+    await a.start()
+    await b.start()
+    assert a.engine is not None and b._backend is not None
+    registry_b = b._backend.registry
+    assert registry_b is not None
+    try:
+        running = make_task(TaskState.TASK_STATE_WORKING)
+        await put(a, running)
+        async with a.engine.connect() as stall:
+            await stall.execute(text("LOCK TABLE apcore_a2a_replicas IN EXCLUSIVE MODE"))
+            await asyncio.sleep(3 * FAST["cluster_replica_timeout"])
+            await stall.rollback()
+        # B beats again, and keeps beating for longer than the timeout: A does too, so B
+        # has seen it alive since the stall.
+        seen = registry_b.beats
+        await eventually(lambda: registry_b.beats >= seen + 10)
+        assert (await state_of(b, running.id)).status.state == TaskState.TASK_STATE_WORKING
+    finally:
+        await b.aclose()
+        await a.aclose()
