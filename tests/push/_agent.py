@@ -121,20 +121,26 @@ def demo_registry(slow: SlowAdd | None = None) -> Registry:
     return registry
 
 
+def push_app(registry: Registry | None = None, **overrides: Any) -> Starlette:
+    """An agent app with push notifications on (insecure URLs allowed), not yet served:
+    ``task_store=..., cluster=True`` makes one replica of several."""
+    settings: dict[str, Any] = {
+        "push_notifications": True,
+        "push_allow_insecure_urls": True,
+        "port": _free_port(),
+        **overrides,
+    }
+    app, _card = A2AServerFactory(registry or demo_registry(), environ={}, **settings).create()
+    return app
+
+
 @contextlib.asynccontextmanager
 async def push_agent(
     registry: Registry | None = None, **overrides: Any
 ) -> AsyncIterator[tuple[str, Starlette]]:
     """A real agent on 127.0.0.1 with push notifications on (insecure URLs allowed)."""
-    settings: dict[str, Any] = {
-        "push_notifications": True,
-        "push_allow_insecure_urls": True,
-        **overrides,
-    }
-    port = settings.pop("port", None) or _free_port()
-    app, _card = A2AServerFactory(
-        registry or demo_registry(), environ={}, port=port, **settings
-    ).create()
+    port = overrides.pop("port", None) or _free_port()
+    app = push_app(registry, port=port, **overrides)
     async with running_server(app, port=port) as base:
         yield base, app
 

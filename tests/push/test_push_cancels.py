@@ -13,11 +13,9 @@ from typing import Any
 import httpx
 import pytest
 
-from apcore_a2a import A2AServerFactory
-
 from .._postgres import pg_schema_url
-from .._support import cli_server, free_port, running_server
-from ._agent import demo_registry, push_agent, receiver, rpc
+from .._support import cli_server, running_server
+from ._agent import push_agent, push_app, receiver, rpc
 from ._agent import skill_message as message
 from .test_push_versions import _gated_task
 
@@ -55,15 +53,7 @@ def _pushed(rec: Any) -> list[str]:
 
 async def test_a_cancel_taken_by_another_replica_is_pushed_once(shared_store: str) -> None:
     def replica() -> Any:
-        return A2AServerFactory(
-            demo_registry(),
-            environ={},
-            port=free_port(),
-            task_store=shared_store,
-            cluster=True,
-            push_notifications=True,
-            push_allow_insecure_urls=True,
-        ).create()[0]
+        return push_app(task_store=shared_store, cluster=True)
 
     a, b = replica(), replica()
     async with (

@@ -13,11 +13,18 @@ import pytest
 from a2a.compat.v0_3 import a2a_v0_3_pb2 as pb2_v03
 from a2a.types import TaskPushNotificationConfig
 
-from apcore_a2a import A2AServerFactory
-
 from .._support import free_port, running_server
 from ..bindings._grpc import rich_status, stubs
-from ._agent import GATES, V1, add_message, demo_registry, push_agent, receiver, rpc, skill_message
+from ._agent import (
+    GATES,
+    V1,
+    add_message,
+    push_agent,
+    push_app,
+    receiver,
+    rpc,
+    skill_message,
+)
 
 HOOK = "http://127.0.0.1:9/hook"
 QUOTA = "This task already has {n} push notification configs, the most allowed; delete one or replace one by registering its id again"
@@ -163,18 +170,9 @@ async def _fifty_at_once(overrides: dict[str, Any]) -> None:
 
 async def test_two_replicas_registering_at_once_never_exceed_the_cap(pg_store: str) -> None:
     sql_store = pg_store
+    # two processes on one database are replicas
     apps = [
-        A2AServerFactory(
-            demo_registry(),
-            environ={},
-            port=free_port(),
-            task_store=sql_store,
-            cluster=True,  # two processes on one database are replicas
-            push_notifications=True,
-            push_allow_insecure_urls=True,
-            push_max_configs_per_task=5,
-        ).create()[0]
-        for _ in range(2)
+        push_app(task_store=sql_store, cluster=True, push_max_configs_per_task=5) for _ in range(2)
     ]
     async with (
         running_server(apps[0]) as base_a,

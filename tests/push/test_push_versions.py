@@ -16,12 +16,10 @@ from a2a.compat.v0_3 import types as types_v03
 from a2a.types import GetTaskPushNotificationConfigRequest, TaskPushNotificationConfig
 from google.protobuf.json_format import Parse
 
-from apcore_a2a import A2AServerFactory
-
 from .._support import free_port, running_server
 from ..bindings._grpc import stubs
 from ..bindings._peers import fetch_card, make_client
-from ._agent import GATES, V1, demo_registry, push_agent, push_receiver, receiver, rpc
+from ._agent import GATES, V1, push_agent, push_app, push_receiver, receiver, rpc
 from ._agent import skill_message as message
 
 _gate_numbers = iter(range(1000, 2000))
@@ -266,14 +264,7 @@ async def test_the_registering_version_survives_a_restart(tmp_path: Path) -> Non
     store = f"sqlite:///{tmp_path / 'tasks.db'}"
 
     def app() -> Any:
-        return A2AServerFactory(
-            demo_registry(),
-            environ={},
-            port=free_port(),
-            task_store=store,
-            push_notifications=True,
-            push_allow_insecure_urls=True,
-        ).create()[0]
+        return push_app(task_store=store)
 
     async with receiver() as rec:
         first = app()
@@ -326,15 +317,7 @@ async def test_a_0_3_config_registered_on_one_replica_is_delivered_as_0_3_by_the
     sql_store = pg_store
 
     def replica() -> Any:
-        return A2AServerFactory(
-            demo_registry(),
-            environ={},
-            port=free_port(),
-            task_store=sql_store,
-            cluster=True,
-            push_notifications=True,
-            push_allow_insecure_urls=True,
-        ).create()[0]
+        return push_app(task_store=sql_store, cluster=True)
 
     a, b = replica(), replica()
     async with (
