@@ -127,15 +127,21 @@ class ReplicaRegistry:
             self._steady_since = now
         self.beats += 1
 
-    async def dead(self) -> list[str]:
-        """The ids of other replicas that shut down (:meth:`deregister`) or whose heartbeat
-        is too old; the latter only once this replica has itself beaten without a break
-        for a whole ``replica_timeout`` (after a stall it shared, a live replica needs
-        that long to beat again)."""
+    def dead_cutoff(self) -> float:
+        """Heartbeats at or before this wall-clock time are dead ones: too old
+        (:meth:`live_cutoff`) only once this replica has itself beaten without a break for
+        a whole ``replica_timeout`` (after a stall it shared, a live replica needs that
+        long to beat again; a replica just started has not beaten yet), else only a clean
+        shutdown's (:meth:`deregister`). Orphan recovery, at startup and in its loop, and
+        the quota slots judge other replicas by it."""
         steady = self._steady_since
         judge = steady is not None and time.monotonic() - steady >= self.replica_timeout
         # A heartbeat of 0 is a clean shutdown's, never a stall's.
-        cutoff = self.live_cutoff() if judge else _DEREGISTERED
+        return self.live_cutoff() if judge else _DEREGISTERED
+
+    async def dead(self) -> list[str]:
+        """The ids of other replicas with a dead heartbeat (:meth:`dead_cutoff`)."""
+        cutoff = self.dead_cutoff()
         async with self.engine.connect() as conn:
             dead = select(_R.replica_id).where(
                 _R.heartbeat_at <= cutoff, _R.replica_id != self.replica_id

@@ -120,7 +120,10 @@ class SqlBackend:
             running = _running()
             if self.registry is not None:
                 await self.registry.register()
-                running = _orphaned(self.registry.live_cutoff())
+                # Not yet live_cutoff(): just after an outage every heartbeat is old, the
+                # live replicas' too. Others' tasks are judged by the recovery loop once
+                # this replica has beaten for a replica timeout (docs/storage.md).
+                running = _orphaned(self.registry.dead_cutoff())
             await self._fail(running)
         except _DB_ERRORS as exc:
             # Wrong password, missing database, no permission: the store is unusable
@@ -396,9 +399,10 @@ def _running() -> Any:
     return select(TaskModel.id, TaskModel.owner).where(_STATE.in_(_RUNNING_NAMES))
 
 
-def _orphaned(live_cutoff: float) -> Any:
-    """Running tasks whose claim is missing or names a replica without a recent heartbeat."""
-    live = select(replicas_table.c.replica_id).where(replicas_table.c.heartbeat_at >= live_cutoff)
+def _orphaned(dead_cutoff: float) -> Any:
+    """Running tasks whose claim is missing or names a replica without a row (retired) or
+    whose heartbeat is at or before *dead_cutoff* (``ReplicaRegistry.dead_cutoff``)."""
+    live = select(replicas_table.c.replica_id).where(replicas_table.c.heartbeat_at > dead_cutoff)
     claim = claims_table.c.replica_id
     return (
         _running()

@@ -291,3 +291,49 @@ async def test_cluster_replicas_that_could_not_beat_do_not_fail_each_others_task
     finally:
         await b.aclose()
         await a.aclose()
+
+
+async def test_cluster_replica_starting_after_an_outage_leaves_live_replicas_tasks(
+    pg_url: str,
+) -> None:
+    """A replica starts just after a database outage longer than the replica timeout
+    (crash-looping while the database was away, say), before the live replicas have
+    beaten again: every heartbeat is old. It must leave their tasks to its heartbeat
+    loop, which judges them once it could have seen them beat; it still fails at once
+    the tasks of a replica that shut down cleanly."""
+    slow = {"cluster_heartbeat_interval": 500, "cluster_replica_timeout": 1000}
+    a = open_stores(pg_url, settings(cluster=True, **slow))  # beats only when told to
+    gone = open_stores(pg_url, settings(cluster=True, **FAST))
+    b = open_stores(pg_url, settings(cluster=True, **FAST))
+    await a.start()
+    await gone.start()
+    assert a.engine is not None and a._backend is not None and b._backend is not None
+    registry_a, registry_b = a._backend.registry, b._backend.registry
+    assert registry_a is not None and registry_b is not None
+    running = make_task(TaskState.TASK_STATE_WORKING)
+    await put(a, running)
+    handed_over = make_task(TaskState.TASK_STATE_WORKING)
+    await put(gone, handed_over)
+    await gone.aclose()
+    # The outage: nobody could beat for a minute (A's last heartbeat is that old).
+    async with a.engine.begin() as conn:
+        await conn.execute(
+            text(
+                "UPDATE apcore_a2a_replicas SET heartbeat_at = heartbeat_at - 60 "
+                "WHERE replica_id = :id"
+            ),
+            {"id": registry_a.replica_id},
+        )
+    try:
+        await b.start()
+        assert (await state_of(b, running.id)).status.state == TaskState.TASK_STATE_WORKING
+        assert_interrupted(await state_of(b, handed_over.id))
+        # A beats again, and B keeps beating for longer than its timeout: A stays alive.
+        seen = registry_b.beats
+        while registry_b.beats < seen + 10:
+            await registry_a.heartbeat()
+            await asyncio.sleep(0.1)
+        assert (await state_of(b, running.id)).status.state == TaskState.TASK_STATE_WORKING
+    finally:
+        await b.aclose()
+        await a.aclose()
