@@ -129,13 +129,21 @@ class ReplicaRegistry:
 
     def dead_cutoff(self) -> float:
         """Heartbeats at or before this wall-clock time are dead ones: too old
-        (:meth:`live_cutoff`) only once this replica has itself beaten without a break for
-        a whole ``replica_timeout`` (after a stall it shared, a live replica needs that
-        long to beat again; a replica just started has not beaten yet), else only a clean
-        shutdown's (:meth:`deregister`). Orphan recovery, at startup and in its loop, and
-        the quota slots judge other replicas by it."""
-        steady = self._steady_since
-        judge = steady is not None and time.monotonic() - steady >= self.replica_timeout
+        (:meth:`live_cutoff`) only while this replica has itself beaten without a break,
+        up to now, for a whole ``replica_timeout`` (after a stall it shared, a live
+        replica needs that long to beat again; a replica just started has not beaten
+        yet), else only a clean shutdown's (:meth:`deregister`). Orphan recovery, at
+        startup and in its loop, and the quota slots judge other replicas by it."""
+        steady, last, now = self._steady_since, self._last_beat, time.monotonic()
+        # The run of beats must reach now: a beat still waiting (the table locked, the
+        # database hung) fails only when it gives up, and meanwhile every heartbeat,
+        # this replica's too, grows old.
+        judge = (
+            steady is not None
+            and last is not None
+            and now - steady >= self.replica_timeout
+            and now - last <= self._max_gap
+        )
         # A heartbeat of 0 is a clean shutdown's, never a stall's.
         return self.live_cutoff() if judge else _DEREGISTERED
 

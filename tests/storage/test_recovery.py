@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 
 from a2a.server.cluster import TaskVersion, VersionedTaskStore
 from a2a.types import Task, TaskState
@@ -333,6 +334,47 @@ async def test_cluster_replica_starting_after_an_outage_leaves_live_replicas_tas
         while registry_b.beats < seen + 10:
             await registry_a.heartbeat()
             await asyncio.sleep(0.1)
+        assert (await state_of(b, running.id)).status.state == TaskState.TASK_STATE_WORKING
+    finally:
+        await b.aclose()
+        await a.aclose()
+
+
+async def _steady_pair(pg_url: str) -> tuple[Stores, Stores]:
+    """Two replicas on *pg_url*, the second one beating for longer than its timeout."""
+    a = open_stores(pg_url, settings(cluster=True, **FAST))
+    b = open_stores(pg_url, settings(cluster=True, **FAST))
+    await a.start()
+    await b.start()
+    assert b._backend is not None and b._backend.registry is not None
+    registry_b = b._backend.registry
+    await eventually(lambda: registry_b.beats >= 10)  # 2 s of beats: steady
+    return a, b
+
+
+@contextlib.asynccontextmanager
+async def _replicas_stalled(stores: Stores) -> AsyncIterator[None]:
+    """No replica can write a heartbeat for three replica timeouts (reads go on)."""
+    assert stores.engine is not None
+    async with stores.engine.connect() as stall:
+        await stall.execute(text("LOCK TABLE apcore_a2a_replicas IN EXCLUSIVE MODE"))
+        await asyncio.sleep(3 * FAST["cluster_replica_timeout"])
+        try:
+            yield
+        finally:
+            await stall.rollback()
+
+
+async def test_cluster_replicas_stalled_now_do_not_fail_each_others_tasks(pg_url: str) -> None:
+    """A stall that begins after the replicas have beaten steadily: while it lasts (a
+    heartbeat write waiting, not failing), every heartbeat grows old, this replica's
+    own too, and its recovery loop must not take that for the others' death."""
+    a, b = await _steady_pair(pg_url)
+    try:
+        running = make_task(TaskState.TASK_STATE_WORKING)
+        await put(a, running)
+        async with _replicas_stalled(a):
+            assert (await state_of(b, running.id)).status.state == TaskState.TASK_STATE_WORKING
         assert (await state_of(b, running.id)).status.state == TaskState.TASK_STATE_WORKING
     finally:
         await b.aclose()
