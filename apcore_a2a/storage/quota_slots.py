@@ -4,7 +4,8 @@ A limit of N for one subject (a caller key) is N numbered slots; the primary key
 taking one atomic, so N replicas together never hand out more than N. A slot taken for a
 request or a stream is leased to its replica: given back, it waits :data:`LEASE_SECONDS`
 for the same caller's next request there, then is freed (a dead replica's, when a
-subject is full). A slot renamed to a task id lives until the task gives it back.
+subject is full: dead as orphan recovery judges it, ``ReplicaRegistry.dead_cutoff``). A
+slot renamed to a task id lives until the task gives it back.
 """
 
 from __future__ import annotations
@@ -174,15 +175,20 @@ class SqlQuotaSlots:
 
     async def _reclaim(self, scope: str, subject: str) -> bool:
         """Free *subject*'s slots held by dead replicas; whether any was."""
+        # Dead by the rule of orphan recovery, not just an old heartbeat: after a stall no
+        # replica could beat through, every heartbeat is old, this replica's own too, and
+        # freeing the live replicas' slots would let more requests in than the quota.
         live = select(replicas_table.c.replica_id).where(
-            replicas_table.c.heartbeat_at >= self.registry.live_cutoff()
+            replicas_table.c.heartbeat_at > self.registry.dead_cutoff()
         )
+        mine = self.registry.replica_id
         async with self.engine.begin() as conn:
             result = await conn.execute(
                 delete(slots_table).where(
                     _S.scope == scope,
                     _S.subject == subject,
                     _S.replica_id.is_not(None),
+                    _S.replica_id != mine,
                     _S.replica_id.not_in(live),
                 )
             )

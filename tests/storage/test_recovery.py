@@ -379,3 +379,22 @@ async def test_cluster_replicas_stalled_now_do_not_fail_each_others_tasks(pg_url
     finally:
         await b.aclose()
         await a.aclose()
+
+
+async def test_cluster_quota_slots_of_live_replicas_outlast_a_shared_stall(pg_url: str) -> None:
+    """A caller's quota of 2 is full, a slot leased on each replica. A stall no replica
+    could beat through makes every heartbeat old: a replica must not free the live
+    replicas' slots (its own included) as dead ones and let a third request in."""
+    a, b = await _steady_pair(pg_url)
+    slots_a, slots_b = a.quota_slots, b.quota_slots
+    assert slots_a is not None and slots_b is not None
+    try:
+        assert await slots_a.take("streams", "ip:10.0.0.1", "on-a", 2)
+        assert await slots_b.take("streams", "ip:10.0.0.1", "on-b", 2)
+        async with _replicas_stalled(a):
+            assert not await slots_b.take("streams", "ip:10.0.0.1", "stalled", 2)
+        assert not await slots_b.take("streams", "ip:10.0.0.1", "after", 2)
+        assert len(await slots_b.holders("streams", "ip:10.0.0.1")) == 2
+    finally:
+        await b.aclose()
+        await a.aclose()
