@@ -154,7 +154,7 @@ def _answering(send: Send, info: RequestInfo, answer: Answer) -> Send:
         elif not answer.reached and not message.get("more_body", False):
             body = message.get("body", b"")
             if (not rest or held["status"] >= 400) and len(body) <= _MAX_ERROR_BODY:
-                scrubbed = error_body(body, rest)
+                scrubbed = error_body(body, info)
         if scrubbed is None:
             await send(held)
             await send(message)

@@ -27,6 +27,7 @@ from apcore_a2a.classify import RequestInfo
 from apcore_a2a.edge.refusal import error_document
 from apcore_a2a.errors import RETRY_AFTER_KEY
 from apcore_a2a.upstream.error_answers import correct_error
+from apcore_a2a.upstream.v03_invalid_params import invalid_params_03
 
 MAX_MESSAGE = 500
 MAX_DATA_TEXT = 200
@@ -147,15 +148,17 @@ def error_answer(info: RequestInfo, failure: Exception) -> Scrubbed:
     return Scrubbed(document, rest)
 
 
-def error_body(body: bytes, rest: bool) -> Scrubbed | None:
-    """An error the SDK's route answered itself, read back from its JSON *body*."""
+def error_body(body: bytes, info: RequestInfo) -> Scrubbed | None:
+    """An error the SDK's route answered itself, read back from its JSON *body* (a 0.3
+    request refused for its params alone gets ``-32602``: ``upstream/v03_invalid_params.py``)."""
     try:
         document = json.loads(body)
     except ValueError:
         return None
     if not isinstance(document, dict) or not isinstance(document.get("error"), dict):
         return None
-    return Scrubbed(document, rest)
+    document["error"] = invalid_params_03(info, document["error"])
+    return Scrubbed(document, info.binding == "rest")
 
 
 def _retry_after(error: dict[str, Any]) -> int | None:
