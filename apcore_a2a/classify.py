@@ -37,7 +37,7 @@ CARD_PATHS = ("/.well-known/agent-card.json", "/.well-known/agent.json")
 #: Where the agent publishes its public keys (card and push-delivery signatures).
 JWKS_PATH = "/.well-known/jwks.json"
 #: The delivery status of a task's push configs, for their owner (``push/status_route.py``):
-#: not an A2A method, admitted like one (kind ``"push"``).
+#: not an A2A method, admitted like one (kind ``"push"``), its errors answered as REST 1.0's.
 PUSH_STATUS_PATH = "/push/status/{task_id}"
 HEALTH_PATH = "/health"
 METRICS_PATH = "/metrics"
@@ -289,6 +289,9 @@ def describe(
     prefix = (explorer_prefix or "").rstrip("/")
     if path in _KINDS:
         info.kind = _KINDS[path]
+        if info.kind == "push":
+            # A REST route beside A2A's: its errors are answered as theirs (streams/answers.py).
+            info.binding, info.version = "rest", "1.0"
     elif prefix and (path == prefix or path.startswith(prefix + "/")):
         info.kind = "explorer"
         info.static_file = verb == "GET"

@@ -8,7 +8,9 @@ the same admission as an A2A call (``classify`` kind ``"push"``: authentication,
 scopes, 401/403), lists the configs through the request handler's
 ``on_list_task_push_notification_configs`` with the caller's ``ServerCallContext`` (so only
 the owner's task answers; another owner's or an unknown one is A2A's ``TaskNotFoundError``:
-HTTP 404 with the REST error body) and adds each config's status::
+HTTP 404 with the REST error body) and adds each config's status. Its errors, ours
+included (a store outage, also of the status records: 503 with ``Retry-After``), are
+answered as the A2A REST routes answer them (``streams/answers.py``)::
 
     {"taskId": "t-1", "configs": [{"id": "mine", "url": "https://hooks.example.com/a2a",
       "status": "failed", "statusReason": "HTTP 503 (after 4 attempts)"}]}
@@ -27,6 +29,7 @@ from starlette.routing import Route
 
 from apcore_a2a.classify import PUSH_STATUS_PATH
 from apcore_a2a.push.status import ACTIVE, FAILED, ConfigStatusBook
+from apcore_a2a.storage.outages import guarded
 
 if TYPE_CHECKING:
     from a2a.server.request_handlers import RequestHandler
@@ -66,7 +69,7 @@ def status_route(
         listed = await handler.on_list_task_push_notification_configs(
             ListTaskPushNotificationConfigsRequest(task_id=task_id), builder.build(request)
         )
-        failed = await statuses.failed.read(task_id) if listed.configs else {}
+        failed = await guarded(statuses.failed.read(task_id)) if listed.configs else {}
         configs: list[dict[str, Any]] = []
         for config in listed.configs:
             config_id = config.id or task_id  # as the stores default it

@@ -6,7 +6,8 @@ objects), never the SDK's rendered events:
 * an error the handler raised is answered from the exception, scrubbed
   (:mod:`~apcore_a2a.streams.scrub`), in place of the SDK's rendering of it: the JSON body
   of a call, the error frame of a stream; an error the route answered before reaching the
-  handler is scrubbed from its (small) JSON body;
+  handler is scrubbed from its (small) JSON body; so are the errors of the push status
+  route (``push/status_route.py``, REST-shaped), which answers ours as the A2A routes do;
 * each event frame of a resumable stream gets its SSE ``id`` (:mod:`~.resume`);
 * with ``cancel_on_disconnect``, a stream's task is canceled (:func:`cancel_on_drop`) when
   the client hung up before the last chunk of the last open stream of that task (the first
@@ -53,7 +54,7 @@ class AnswerSide:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         info = request_info(scope) if scope["type"] == "http" else None
-        if info is None or not info.is_a2a:
+        if info is None or not (info.is_a2a or info.kind == "push"):
             await self.app(scope, receive, send)
             return
         answer = Answer.of(scope)
@@ -151,7 +152,8 @@ def _answering(send: Send, info: RequestInfo, answer: Answer) -> Send:
         scrubbed: Scrubbed | None = None
         if answer.failure is not None:
             scrubbed = error_answer(info, answer.failure)
-        elif not answer.reached and not message.get("more_body", False):
+        elif (not answer.reached or not info.is_a2a) and not message.get("more_body", False):
+            # the route answered itself: before the handler, or (the push status route) after
             body = message.get("body", b"")
             if (not rest or held["status"] >= 400) and len(body) <= _MAX_ERROR_BODY:
                 scrubbed = error_body(body, info)

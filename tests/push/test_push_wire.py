@@ -16,11 +16,14 @@ import httpx
 import pytest
 from a2a.compat.v0_3 import a2a_v0_3_pb2 as pb2_v03
 from a2a.compat.v0_3 import types as types_v03
+from a2a.server.tasks import InMemoryTaskStore
 from a2a.types import a2a_pb2 as pb
 from google.protobuf.descriptor import Descriptor
 from pydantic import BaseModel
+from sqlalchemy.exc import OperationalError
 
 from apcore_a2a.client import A2AAuthenticationError, A2AClient, TaskNotFoundError
+from apcore_a2a.errors import StoreUnavailableError
 from apcore_a2a.push import PUSH_STATUS_EXTENSION_URI
 
 from ._agent import V1, add_message, push_agent, receiver, rpc
@@ -246,3 +249,50 @@ async def test_an_agent_without_push_serves_no_status_route() -> None:
         assert PUSH_STATUS_EXTENSION_URI not in uris
         assert await a2a.push_status("t-1") is None
         assert (await client.get(f"{base}/push/status/t-1")).status_code == 404
+
+
+class _UnavailableStore(InMemoryTaskStore):
+    """A task store whose reads fail as a store outage does (``storage/outages.py``)."""
+
+    async def get(self, *args: Any, **kwargs: Any) -> Any:
+        raise StoreUnavailableError(retry_after=2.0)
+
+
+async def test_the_status_route_answers_our_errors_as_the_a2a_rest_routes() -> None:
+    """A store outage on ``/push/status`` is the A2A routes' 503 with ``Retry-After``, the
+    same error body as REST ``GetTask`` (not the SDK's generic 500)."""
+    async with (
+        push_agent(task_store=_UnavailableStore()) as (base, _app),
+        httpx.AsyncClient(timeout=10) as client,
+    ):
+        status = await client.get(f"{base}/push/status/t-1")
+        rest = await client.get(f"{base}/tasks/t-1", headers=V1)
+    assert rest.status_code == 503, rest.text  # the A2A route it is held to
+    assert status.status_code == 503, status.text
+    assert status.headers["retry-after"] == rest.headers["retry-after"] == "2"
+    assert status.json() == rest.json()
+    assert [d["reason"] for d in status.json()["error"]["details"]] == ["TASK_STORE_UNAVAILABLE"]
+
+
+class _UnreachableRecords:
+    """Status records whose database cannot be reached (the driver's error, unguarded)."""
+
+    async def read(self, task_id: str) -> dict[str, str]:
+        raise OperationalError("SELECT", {}, ConnectionRefusedError("connection refused"))
+
+
+async def test_a_status_book_outage_is_a_store_outage_too() -> None:
+    async with push_agent() as (base, app), httpx.AsyncClient(timeout=10) as client:
+        sent = await rpc(client, base, "SendMessage", {"message": add_message()})
+        task_id = sent["result"]["task"]["id"]
+        created = await client.post(
+            f"{base}/tasks/{task_id}/pushNotificationConfigs",
+            json={"id": "c", "url": "http://127.0.0.1:9/hook"},
+            headers=V1,
+        )
+        assert created.status_code == 200, created.text
+        app.state.a2a.extras["push"].statuses.failed = _UnreachableRecords()
+        status = await client.get(f"{base}/push/status/{task_id}")
+    assert status.status_code == 503, status.text
+    assert status.headers["retry-after"] == "2"
+    assert [d["reason"] for d in status.json()["error"]["details"]] == ["TASK_STORE_UNAVAILABLE"]
