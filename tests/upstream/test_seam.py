@@ -226,3 +226,16 @@ def f(request, executor):
         ("server/example.py", "_body"),
         ("server/example.py", "_versioned_store"),
     ]  # not _mine: the handler's own
+
+
+def test_the_seam_readme_lists_every_correction_with_its_tripwire() -> None:
+    """``upstream/README.md`` is the one table of corrections (docs/architecture.md points
+    to it): a row per file, naming the test that fails the day upstream changes."""
+    readme = (SEAM / "README.md").read_text(encoding="utf-8")
+    rows = {line.split("|")[1].strip(" `"): line for line in readme.splitlines()
+            if line.startswith("| `")}  # fmt: skip
+    files = {p.name for p in SEAM.glob("*.py") if p.name != "__init__.py"}
+    assert sorted(files - rows.keys()) == [], "corrections without a README row"
+    assert sorted(rows.keys() - files) == [], "README rows without a file"
+    untested = [name for name in files if "test_" not in rows[name] and "tests/" not in rows[name]]
+    assert untested == [], "README rows that name no tripwire test"

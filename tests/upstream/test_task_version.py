@@ -1,0 +1,22 @@
+"""Watch: a2a-sdk's ``TaskVersion`` offers no accessor for the number it wraps.
+
+``apcore_a2a.upstream.task_version.version_number`` reads it. The first test fails the day
+``TaskVersion`` gains a public member (an accessor, say ``value``): use it and delete the
+correction. The second holds the correction to what the SDK stores.
+"""
+
+from __future__ import annotations
+
+from a2a.server.cluster import TaskVersion
+
+from apcore_a2a.upstream.task_version import version_number
+
+
+def test_task_version_still_has_no_accessor() -> None:
+    public = sorted(name for name in dir(TaskVersion) if not name.startswith("_"))
+    assert public == ["MISSING", "is_after", "is_missing"]
+
+
+def test_the_number_is_the_one_wrapped() -> None:
+    assert version_number(TaskVersion(7)) == 7
+    assert TaskVersion(8).is_after(TaskVersion(7))
