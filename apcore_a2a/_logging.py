@@ -17,7 +17,7 @@ import time
 from contextvars import ContextVar, Token
 from typing import TYPE_CHECKING, Any, TextIO
 
-from apcore_a2a.adapters.errors import clean_for_log
+from apcore_a2a.adapters.errors import clean_for_log, escape_line_breaks, one_line
 
 if TYPE_CHECKING:
     from apcore_a2a.settings import Settings
@@ -57,12 +57,7 @@ def _message(record: logging.LogRecord) -> str:
     except Exception:  # a bad %-format must not lose the record
         text = f"{record.msg!r} {record.args!r}"
     # clean_for_log keeps line breaks and tabs; escaped here, one record stays one line.
-    cleaned = clean_for_log(text, MAX_MESSAGE)
-    return _one_line(cleaned)
-
-
-def _one_line(text: str) -> str:
-    return text.replace("\r", "").replace("\n", "\\n").replace("\t", " ")
+    return one_line(text, MAX_MESSAGE)
 
 
 def _traceback(formatter: logging.Formatter, record: logging.LogRecord) -> str | None:
@@ -117,7 +112,7 @@ class TextFormatter(logging.Formatter):
             clean.msg += " [" + " ".join(f"{k}={fields[k]}" for k in _FIELDS if k in fields) + "]"
         exc = _traceback(self, record)
         if exc is not None:
-            clean.msg += " | " + _one_line(exc)
+            clean.msg += " | " + escape_line_breaks(exc)
         clean.exc_info = clean.exc_text = clean.stack_info = None
         return super().format(clean)
 

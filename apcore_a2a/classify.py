@@ -86,6 +86,8 @@ JSONRPC_METHODS: dict[str, tuple[str, str]] = {
     "agent/getAuthenticatedExtendedCard": ("GetExtendedAgentCard", "0.3"),
 }
 STREAMING_METHODS = frozenset({"SendStreamingMessage", "SubscribeToTask"})
+#: The A2A 1.0 methods that send a message (and may start a task).
+MESSAGE_METHODS = frozenset({"SendMessage", "SendStreamingMessage"})
 _KINDS: dict[str, Kind] = {
     **dict.fromkeys(CARD_PATHS, "card"),
     JWKS_PATH: "jwks",

@@ -56,7 +56,13 @@ def one_line(value: Any, limit: int = MAX_LOG) -> str:
     """Client-supplied text as an argument of a log message: :func:`clean_for_log` with its
     line breaks escaped, so the record is one line under any formatter (an application
     that configures logging itself keeps its own, which does not escape them)."""
-    return clean_for_log(value, limit).replace("\n", "\\n").replace("\t", " ")
+    return escape_line_breaks(clean_for_log(value, limit))
+
+
+def escape_line_breaks(cleaned: str) -> str:
+    """*cleaned* (:func:`clean_for_log` output: no ``\\r`` left) on one line: line breaks
+    escaped, tabs as spaces."""
+    return cleaned.replace("\n", "\\n").replace("\t", " ")
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,7 +19,7 @@ from starlette.middleware import Middleware
 from starlette.types import Scope
 
 from apcore_a2a._version import __version__
-from apcore_a2a.classify import RequestInfo, request_info
+from apcore_a2a.classify import MESSAGE_METHODS, RequestInfo, request_info
 from apcore_a2a.errors import MissingExtraError
 from apcore_a2a.execution.observer import Execution
 from apcore_a2a.streams.tap import Answer
@@ -124,7 +124,7 @@ def _request_attributes(info: RequestInfo, scope: Scope, attributes: Attributes)
         read_params(payload.get("params") if isinstance(payload, dict) else None, attributes)
         return
     _put(attributes, "a2a.task.id", scope.get("path_params", {}).get("id"))  # REST: /tasks/{id}
-    if info.body and info.method in ("SendMessage", "SendStreamingMessage"):
+    if info.body and info.method in MESSAGE_METHODS:
         with contextlib.suppress(ValueError, RecursionError):
             read_params(json.loads(info.body), attributes)
 

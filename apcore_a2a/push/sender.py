@@ -73,6 +73,12 @@ class _Queue(deque[_Delivery]):
         self.size -= len(delivery.body)
         return delivery
 
+    def drop(self) -> int:
+        """Empty the queue; the bytes its bodies held."""
+        freed, self.size = self.size, 0
+        self.clear()
+        return freed
+
 
 class _GiveUp(Exception):
     """The delivery cannot succeed; the message is the reason recorded on the config."""
@@ -262,9 +268,7 @@ class RetryingPushSender(PushNotificationSender):
         queue = self._queues[key]
         queue.overflowed = True
         self.dropped += len(queue) + refused
-        self.held_bytes -= queue.size
-        queue.clear()
-        queue.size = 0
+        self.held_bytes -= queue.drop()
         if key not in self._workers:
             # No worker will remove it: an overflowed queue left here would drop the
             # config's events for good, even once it is registered again.
@@ -287,9 +291,7 @@ class RetryingPushSender(PushNotificationSender):
         finally:
             # No await between the emptiness check above and here, so no event can slip
             # into a queue whose worker is gone. A queue left over was canceled (shutdown).
-            self.held_bytes -= queue.size
-            queue.clear()
-            queue.size = 0
+            self.held_bytes -= queue.drop()
             self._workers.pop(key, None)
             if self._queues.get(key) is queue and not queue:
                 del self._queues[key]

@@ -46,6 +46,7 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from apcore_a2a.classify import (
+    MESSAGE_METHODS,
     RequestInfo,
     request_info,
     utf8_json,
@@ -61,7 +62,6 @@ from apcore_a2a.upstream.v03_history_length import history_length_error
 _JSON_TYPES = ("application/json", "application/a2a+json")
 #: seconds a stream may take to start answering before its client is watched for a hang-up
 _WATCH_AFTER = 0.05
-_MESSAGE_METHODS = frozenset({"SendMessage", "SendStreamingMessage"})
 
 
 def _is_json_type(value: str | None) -> bool:
@@ -142,7 +142,7 @@ class RequestGuard:
         if hint and _has_lone_surrogate(payload):
             # The SDK echoes such strings in its errors, then fails to encode its own answer.
             return JSONParseError(message=_LONE_SURROGATE), None
-        if info.version == "0.3" and info.method in _MESSAGE_METHODS:
+        if info.version == "0.3" and info.method in MESSAGE_METHODS:
             undecodable = undecodable_rpc03(payload)
             if undecodable is not None:
                 return InvalidParamsError(message=undecodable), None

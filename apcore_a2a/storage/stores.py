@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -212,6 +213,9 @@ def _sql_stores(url: StoreURL, settings: Settings) -> Stores:
     if url.kind == "postgresql":  # holds this process's lock on the schema (_owner.py)
         held.append("lock")
     versioned = ChunkedTaskStore(engine)
+    db = versioned.as_task_store
+    assert isinstance(db, DatabaseTaskStore)
+    index = functools.partial(create_index, db)  # the context check's (contexts.py)
     events = WakingTaskEventStream(
         engine,
         url,
@@ -234,15 +238,13 @@ def _sql_stores(url: StoreURL, settings: Settings) -> Stores:
         url,
         engine,
         versioned,
-        [versioned.initialize, _indexed(versioned), events.initialize, push_store.initialize],
+        [versioned.initialize, index, events.initialize, push_store.initialize],
         closers + ([turns.aclose] if turns else []),
         retention_seconds=settings.task_retention_seconds,
         poll_interval=settings.cluster_poll_interval,
         connections=(url.pool_size + len(held) - 1, settings.workers, " + ".join(held)),
         registry=registry,
     )
-    db = versioned.as_task_store
-    assert isinstance(db, DatabaseTaskStore)
     others = sql_others(db)
 
     async def others_guarded(context_id: str, owner: str) -> bool:
@@ -260,12 +262,3 @@ def _sql_stores(url: StoreURL, settings: Settings) -> Stores:
         contexts=ContextGuard(others_guarded, db.owner_resolver),
         _backend=sql,
     )
-
-
-def _indexed(versioned: Any) -> Callable[[], Awaitable[None]]:
-    """Creates the index of the context check (``contexts.py``) on *versioned*'s tasks."""
-
-    async def create() -> None:
-        await create_index(versioned.as_task_store)
-
-    return create
