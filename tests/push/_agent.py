@@ -220,6 +220,31 @@ async def receiver(**kwargs: Any) -> AsyncIterator[Receiver]:
         yield rec
 
 
+@dataclass
+class Replicas:
+    """Two push agents serving one task store as cluster replicas, beside a receiver."""
+
+    rec: Receiver
+    client: httpx.AsyncClient
+    a: Starlette
+    b: Starlette
+    base_a: str
+    base_b: str
+
+
+@contextlib.asynccontextmanager
+async def two_replicas(task_store: str) -> AsyncIterator[Replicas]:
+    """A webhook receiver and two push agents serving *task_store* as cluster replicas."""
+    a, b = (push_app(task_store=task_store, cluster=True) for _ in range(2))
+    async with (
+        receiver() as rec,
+        running_server(a) as base_a,
+        running_server(b) as base_b,
+        httpx.AsyncClient(timeout=10) as client,
+    ):
+        yield Replicas(rec, client, a, b, base_a, base_b)
+
+
 def add_message(a: int = 2, b: int = 3) -> dict[str, Any]:
     return {
         "messageId": str(uuid.uuid4()),

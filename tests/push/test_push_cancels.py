@@ -14,8 +14,8 @@ import httpx
 import pytest
 
 from .._postgres import pg_schema_url
-from .._support import cli_server, running_server
-from ._agent import push_agent, push_app, receiver, rpc
+from .._support import cli_server
+from ._agent import push_agent, receiver, rpc, two_replicas
 from ._agent import skill_message as message
 from .test_push_versions import _gated_task
 
@@ -52,26 +52,17 @@ def _pushed(rec: Any) -> list[str]:
 
 
 async def test_a_cancel_taken_by_another_replica_is_pushed_once(shared_store: str) -> None:
-    def replica() -> Any:
-        return push_app(task_store=shared_store, cluster=True)
-
-    a, b = replica(), replica()
-    async with (
-        receiver() as rec,
-        running_server(a) as base_a,
-        running_server(b) as base_b,
-        httpx.AsyncClient(timeout=10) as client,
-    ):
-        task_id, gate = await _gated_task(client, base_a)  # runs on replica A
-        config = {"taskId": task_id, "id": "x", "url": rec.url("/x")}
-        await rpc(client, base_b, "CreateTaskPushNotificationConfig", config)
-        canceled = await rpc(client, base_b, "CancelTask", {"id": task_id})
+    async with two_replicas(shared_store) as r:
+        task_id, gate = await _gated_task(r.client, r.base_a)  # runs on replica A
+        config = {"taskId": task_id, "id": "x", "url": r.rec.url("/x")}
+        await rpc(r.client, r.base_b, "CreateTaskPushNotificationConfig", config)
+        canceled = await rpc(r.client, r.base_b, "CancelTask", {"id": task_id})
         assert canceled["result"]["status"]["state"] == "TASK_STATE_CANCELED"
-        await rec.wait_for(lambda: "TASK_STATE_CANCELED" in _pushed(rec))
+        await r.rec.wait_for(lambda: "TASK_STATE_CANCELED" in _pushed(r.rec))
         gate.set()  # A's module ends; its result is not stored, nor pushed
-        for app in (a, b):
+        for app in (r.a, r.b):
             await app.state.a2a.extras["push"].sender.idle()
-    assert _pushed(rec).count("TASK_STATE_CANCELED") == 1
+    assert _pushed(r.rec).count("TASK_STATE_CANCELED") == 1
 
 
 async def test_a_cancel_of_a_parked_task_is_pushed_once() -> None:

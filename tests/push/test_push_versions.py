@@ -19,7 +19,7 @@ from google.protobuf.json_format import Parse
 from .._support import free_port, running_server
 from ..bindings._grpc import stubs
 from ..bindings._peers import fetch_card, make_client
-from ._agent import GATES, V1, push_agent, push_app, push_receiver, receiver, rpc
+from ._agent import GATES, V1, push_agent, push_app, push_receiver, receiver, rpc, two_replicas
 from ._agent import skill_message as message
 
 _gate_numbers = iter(range(1000, 2000))
@@ -316,31 +316,22 @@ async def test_a_0_3_config_registered_on_one_replica_is_delivered_as_0_3_by_the
 ) -> None:
     sql_store = pg_store
 
-    def replica() -> Any:
-        return push_app(task_store=sql_store, cluster=True)
-
-    a, b = replica(), replica()
-    async with (
-        receiver() as rec,
-        running_server(a) as base_a,
-        running_server(b) as base_b,
-        httpx.AsyncClient(timeout=10) as client,
-    ):
-        task_id, gate = await _gated_task(client, base_a)  # runs on replica A
+    async with two_replicas(sql_store) as r:
+        task_id, gate = await _gated_task(r.client, r.base_a)  # runs on replica A
         made = await rpc(
-            client,
-            base_b,
+            r.client,
+            r.base_b,
             "tasks/pushNotificationConfig/set",
-            {"taskId": task_id, "pushNotificationConfig": {"id": "x", "url": rec.url("/x")}},
+            {"taskId": task_id, "pushNotificationConfig": {"id": "x", "url": r.rec.url("/x")}},
             version="0.3",
         )
         assert made["result"]["pushNotificationConfig"]["id"] == "x"
         gate.set()
-        await rec.wait_for(lambda: any(b'"completed"' in d.body for d in rec.accepted("/x")))
-        await a.state.a2a.extras["push"].sender.idle()
-        tasks = _v03_tasks([d.body for d in rec.accepted("/x")])
+        await r.rec.wait_for(lambda: any(b'"completed"' in d.body for d in r.rec.accepted("/x")))
+        await r.a.state.a2a.extras["push"].sender.idle()
+        tasks = _v03_tasks([d.body for d in r.rec.accepted("/x")])
         assert tasks[-1].id == task_id
-        assert a.state.a2a.extras["push"].sender.sent == len(tasks)
+        assert r.a.state.a2a.extras["push"].sender.sent == len(tasks)
 
 
 async def test_the_version_is_recorded_before_the_config_can_be_dispatched_to() -> None:
