@@ -24,6 +24,7 @@ import os
 import socket
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any, NoReturn
 
 import pytest
@@ -151,3 +152,14 @@ def pg_database_url(agents: int = 1, pool_size: int | None = POOL_SIZE) -> Itera
         yield _url(name, pool_size)
     finally:
         pg_execute(f"DROP DATABASE {name} WITH (FORCE)")
+
+
+@contextlib.contextmanager
+def store_url(kind: str, folder: Path, agents: int = 1) -> Iterator[str]:
+    """A SQL task store URL for *agents* agent processes at once: *kind* ``"sqlite"`` a
+    database file in *folder*, ``"postgresql"`` a fresh schema (:func:`pg_schema_url`)."""
+    if kind == "sqlite":
+        yield f"sqlite:///{folder / 'tasks.db'}"
+    else:
+        with pg_schema_url(agents=agents) as url:
+            yield url

@@ -12,17 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from .._postgres import pg_schema_url
+from .._postgres import pg_schema_url, store_url
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
 def sql_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """A task store URL on SQLite or PostgreSQL (one agent at a time)."""
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'tasks.db'}"
-    else:
-        with pg_schema_url() as url:
-            yield url
+    with store_url(request.param, tmp_path) as url:
+        yield url
 
 
 @pytest.fixture

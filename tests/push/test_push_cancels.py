@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from .._postgres import pg_schema_url
+from .._postgres import store_url
 from .._support import cli_server
 from ._agent import push_agent, receiver, rpc, two_replicas
 from ._agent import skill_message as message
@@ -23,11 +23,8 @@ from .test_push_versions import _gated_task
 @pytest.fixture(params=["sqlite", "postgresql"])
 def shared_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """A task store URL cluster replicas share (three at most)."""
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'tasks.db'}"
-    else:
-        with pg_schema_url(agents=3) as url:
-            yield url
+    with store_url(request.param, tmp_path, agents=3) as url:
+        yield url
 
 
 PROBES = str(Path(__file__).resolve().parents[1] / "storage" / "probes")

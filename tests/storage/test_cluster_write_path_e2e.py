@@ -22,7 +22,7 @@ from a2a.types.a2a_pb2 import StreamResponse
 from apcore_a2a.storage import INTERRUPTED_MESSAGE
 from apcore_a2a.storage.deferred import WRITE_DELAY
 
-from .._postgres import pg_schema_url
+from .._postgres import store_url
 from .._support import ServerProcess, cli_server
 from ._a2a import EXTENSIONS
 from .test_write_path_e2e import V1, _body, _count_writes, _sql, _writes
@@ -37,11 +37,8 @@ FAST = {
 
 @pytest.fixture(params=["sqlite", "postgresql"])
 def cluster_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'tasks.db'}"
-    else:
-        with pg_schema_url(agents=2) as url:
-            yield url
+    with store_url(request.param, tmp_path, agents=2) as url:
+        yield url
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])
@@ -50,10 +47,8 @@ def pair(
 ) -> Iterator[tuple[str, str, str]]:
     """(store URL, replica A, replica B) of the examples, shared by this module's tests."""
     with contextlib.ExitStack() as stack:
-        if request.param == "sqlite":
-            url = f"sqlite:///{tmp_path_factory.mktemp('cluster') / 'tasks.db'}"
-        else:
-            url = stack.enter_context(pg_schema_url(agents=2))
+        folder = tmp_path_factory.mktemp("cluster")
+        url = stack.enter_context(store_url(request.param, folder, agents=2))
         # Push on: a message carrying a push config is refused by an agent without it.
         push = ["--push-notifications", "--push-allow-insecure-urls"]
         a, _ = stack.enter_context(_replica(url, extra=push))

@@ -20,7 +20,7 @@ import pytest
 from apcore_a2a.storage import INTERRUPTED_MESSAGE
 from benchmarks.growth import sqlite_bytes, sqlite_frames_kept
 
-from .._postgres import cannot_run, pg_database_url, pg_schema_url
+from .._postgres import cannot_run, pg_database_url, pg_schema_url, store_url
 from .._support import ServerProcess, cli_server, sse_frames
 from .test_cluster_write_path_e2e import FAST, _rpc
 from .test_write_path_e2e import V1, _body, _sql
@@ -37,11 +37,8 @@ def _replica(url: str) -> Iterator[tuple[str, ServerProcess]]:
 
 @pytest.fixture(params=["sqlite", "postgresql"])
 def cluster_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'tasks.db'}"
-    else:
-        with pg_schema_url(agents=2) as url:
-            yield url
+    with store_url(request.param, tmp_path, agents=2) as url:
+        yield url
 
 
 def _stream_body(count: int, size: int, delay: float) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
-from .._postgres import pg_schema_url
+from .._postgres import store_url
 from .._support import ROOT, cli_server
 from .test_replicas_e2e import PROBES
 
@@ -32,10 +32,8 @@ def workers(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[str]:
     with contextlib.ExitStack() as stack:
-        if request.param == "sqlite":
-            store = f"sqlite:///{tmp_path_factory.mktemp('workers') / 'tasks.db'}"
-        else:
-            store = stack.enter_context(pg_schema_url(agents=2))
+        folder = tmp_path_factory.mktemp("workers")
+        store = stack.enter_context(store_url(request.param, folder, agents=2))
         args = ["--extensions-dir", PROBES, "--workers", "2", "--cluster", "--task-store", store]
         env = {"A2A_CLUSTER_POLL_INTERVAL": "0.1"}
         url, _proc = stack.enter_context(cli_server(args, env=env))
