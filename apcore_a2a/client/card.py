@@ -342,6 +342,14 @@ def _objects(value: Any) -> list[Mapping[str, Any]]:
     return [i for i in value if isinstance(i, Mapping)] if isinstance(value, list) else []
 
 
+def extension(card: Mapping[str, Any], uri: str) -> Mapping[str, Any] | None:
+    """The card's ``capabilities.extensions`` entry of *uri*, if it declares one (a member
+    of the wrong type declares nothing)."""
+    capabilities = card.get("capabilities")
+    found = capabilities.get("extensions") if isinstance(capabilities, Mapping) else None
+    return next((e for e in _objects(found) if e.get("uri") == uri), None)
+
+
 def _offered(card: Mapping[str, Any]) -> list[tuple[str, str, str]]:
     """(binding, major version, url) of every interface the card names, 1.0 and 0.3 keys."""
     pairs = [

@@ -33,6 +33,7 @@ from apcore_a2a.client.card import (
     CardVerifier,
     Endpoint,
     Protocol,
+    extension,
     select_endpoint,
 )
 from apcore_a2a.client.errors import (
@@ -369,13 +370,7 @@ class A2AClient:
             if self._protocol == "auto" or self._verifier is not None:
                 raise
             return None  # a pinned version does without the card; nothing declares it
-        extensions = (card.get("capabilities") or {}).get("extensions")
-        declared = [
-            e
-            for e in (extensions if isinstance(extensions, list) else [])
-            if isinstance(e, Mapping) and e.get("uri") == PUSH_STATUS_EXTENSION
-        ]
-        if not declared:
+        if extension(card, PUSH_STATUS_EXTENSION) is None:
             return None
         # Always on the agent's own base URL (where its card is): the credentials never go
         # to a URL the card names.

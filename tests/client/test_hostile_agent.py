@@ -258,3 +258,15 @@ class _StalledStream:
         await send({"type": "http.response.body", "body": b'data: {"json', "more_body": True})
         while (await receive())["type"] != "http.disconnect":
             pass
+
+
+@pytest.mark.parametrize("capabilities", [["push"], "all", {"extensions": {"uri": "x"}}])
+async def test_a_card_whose_capabilities_are_no_object_declares_no_push_status(
+    capabilities: Any,
+) -> None:
+    """``push_status`` reads the card's extensions as data from the network: members of the
+    wrong type declare nothing (no request, ``None``), not an ``AttributeError``."""
+    stub = StubAgent(card=CARD_V10 | {"capabilities": capabilities})
+    async with running_server(stub) as url, A2AClient(url) as client:
+        assert await client.push_status("t-1") is None
+    assert not [s for s in stub.seen if "/push/status/" in s.path]
