@@ -30,6 +30,7 @@ from apcore_a2a.client import (
     A2ARemoteError,
     CardVerificationError,
 )
+from apcore_a2a.client.card import extension
 
 #: ``call``: the task ended in one of these states (its JSON is printed all the same)
 EXIT_TASK_STATES = {"failed": 7, "rejected": 8, "canceled": 9}
@@ -127,9 +128,7 @@ def _run(args: argparse.Namespace) -> int:
 def skills_of(card: dict[str, Any]) -> list[dict[str, Any]]:
     """The card's skills, each with what the schema extension publishes for it
     (``inputSchema``, ``outputSchema``, ``annotations``, ...) in its own entry."""
-    extensions = _objects(_member(card, "capabilities").get("extensions"))
-    params = next((e.get("params") for e in extensions if e.get("uri") == SCHEMA_EXTENSION), None)
-    published = _member(params, "skills")
+    published = _member(extension(card, SCHEMA_EXTENSION), "params").get("skills")
     # The skill's own fields first (id, name, ...), then what the extension adds.
     return [
         skill | {k: v for k, v in _member(published, skill.get("id")).items() if k not in skill}

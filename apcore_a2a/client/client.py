@@ -187,19 +187,22 @@ class A2AClient:
         """Same as :meth:`discover`."""
         return await self.discover()
 
+    async def _card(self) -> dict[str, Any] | None:
+        """The (cached) card; ``None`` when there is none and a pinned version does without."""
+        try:
+            return await self._cards.fetch()
+        except A2ADiscoveryError:
+            if self._protocol == "auto" or self._verifier is not None:
+                raise  # asked to verify: no card (or a bad one) is never worked around
+            return None
+
     async def _endpoint(self) -> Endpoint:
         """Where a call goes: chosen from the (cached) card, once when the protocol is pinned."""
         await self._ensure_open()
         if self._pinned is not None:
             return self._pinned
-        try:
-            card: dict[str, Any] | None = await self._cards.fetch()
-        except A2ADiscoveryError:
-            if self._protocol == "auto" or self._verifier is not None:
-                raise  # asked to verify: no card (or a bad one) is never worked around
-            card = None  # a pinned version does not need the card
         endpoint = select_endpoint(
-            card,
+            await self._card(),
             self._base,
             self._protocol,
             allow_other_origins=self._allow_other_origins,
@@ -364,13 +367,8 @@ class A2AClient:
         :class:`A2AAuthenticationError`."""
         task_id = _require_id(task_id, "task_id")
         await self._ensure_open()
-        try:
-            card = await self._cards.fetch()
-        except A2ADiscoveryError:
-            if self._protocol == "auto" or self._verifier is not None:
-                raise
-            return None  # a pinned version does without the card; nothing declares it
-        if extension(card, PUSH_STATUS_EXTENSION) is None:
+        card = await self._card()
+        if card is None or extension(card, PUSH_STATUS_EXTENSION) is None:
             return None
         # Always on the agent's own base URL (where its card is): the credentials never go
         # to a URL the card names.
