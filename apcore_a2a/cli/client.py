@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from apcore_a2a.cli._terminal import emit, printable
+from apcore_a2a.cli import emit, printable
 from apcore_a2a.client import (
     A2AAuthenticationError,
     A2AClient,

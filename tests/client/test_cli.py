@@ -462,7 +462,7 @@ async def test_every_invisible_character_of_this_unicode_database_is_escaped(
     import sys
     import unicodedata
 
-    from apcore_a2a.cli._terminal import emit, printable
+    from apcore_a2a.cli import emit, printable
 
     kinds = ("Cc", "Cf", "Zl", "Zp")
     every = "".join(
