@@ -55,8 +55,6 @@ _EXITS: list[tuple[type[Exception] | tuple[type[Exception], ...], int]] = [
 ]
 #: where an apcore-a2a agent's card publishes skill schemas (adapters/skills.py's URI)
 SCHEMA_EXTENSION = "urn:apcore:a2a:skill-schemas:v1"
-#: what a command does with its client and arguments
-Body = Callable[[A2AClient, argparse.Namespace], Awaitable[None]]
 
 
 class Exit(Exception):
@@ -334,7 +332,7 @@ def _command(
     subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
     name: str,
     help: str,
-    body: Body,
+    body: Callable[[A2AClient, argparse.Namespace], Awaitable[None]],
     *positionals: str,
 ) -> argparse.ArgumentParser:
     """A client command: URL, *positionals* and the connection options every one takes."""

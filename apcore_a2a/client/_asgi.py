@@ -23,14 +23,10 @@ from apcore_a2a.client.errors import A2AConnectionError
 #: seconds to connect (and for an in-process app to start) when ``timeout`` is ``None``
 CONNECT_TIMEOUT = 30.0
 
-#: ASGI scope extension marking a request made in the same process (no socket).
-IN_PROCESS_EXTENSION = "apcore_a2a.in_process"
 #: (scope, receive, send) -> None
 ASGIApp = Callable[[Any, Any, Any], Awaitable[None]]
 
 logger = logging.getLogger("apcore_a2a.client")
-_END = {"type": "http.response.body"}  # what the app's return means: no more body
-_CLOSE_GRACE_S = 1.0
 
 
 class _Answer(httpx.AsyncByteStream):
@@ -48,7 +44,7 @@ class _Answer(httpx.AsyncByteStream):
             await app(scope, self._receive, self._sent.put)
         except Exception as exc:
             await self._sent.put(exc)
-        await self._sent.put(_END)
+        await self._sent.put({"type": "http.response.body"})  # returned: no more body
 
     async def _receive(self) -> dict[str, Any]:
         if not self._body_read:
@@ -74,7 +70,7 @@ class _Answer(httpx.AsyncByteStream):
             if not message.get("more_body", False):
                 return
 
-    async def aclose(self, grace: float = _CLOSE_GRACE_S) -> None:
+    async def aclose(self, grace: float = 1.0) -> None:
         self._gone.set()
         # Streaming apps stop on http.disconnect; give them a moment, then cancel.
         await asyncio.wait({self._task}, timeout=grace)
@@ -144,9 +140,9 @@ class DirectTransport(httpx.AsyncBaseTransport):
             "client": ("127.0.0.1", 0),
             "root_path": "",
             "state": {},
-            # No network between us and the app: its Host check (DNS rebinding) has
-            # nothing to protect here, whatever name the caller used for it.
-            "extensions": {IN_PROCESS_EXTENSION: {}},
+            # Made in this process (server/lifecycle.py: IN_PROCESS): no network between
+            # us and the app, so its Host check (DNS rebinding) has nothing to protect here.
+            "extensions": {"apcore_a2a.in_process": {}},
         }
         timeout = (request.extensions.get("timeout") or {}).get("read")
         answer = _Answer(self.app, scope, await request.aread(), timeout)

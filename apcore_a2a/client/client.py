@@ -44,7 +44,6 @@ from apcore_a2a.client.errors import (
     UnsupportedOperationError,
 )
 
-AuthInput = str | httpx.Auth | tuple[str, str] | None
 #: The card extension of an apcore-a2a agent that serves ``GET /push/status/{taskId}``.
 PUSH_STATUS_EXTENSION = "urn:apcore:a2a:push-status:v1"
 
@@ -102,7 +101,7 @@ class A2AClient:
         self,
         url: str,
         *,
-        auth: AuthInput = None,
+        auth: str | httpx.Auth | tuple[str, str] | None = None,
         timeout: float | None = None,
         card_ttl: float = 300.0,
         protocol: Protocol = "auto",
