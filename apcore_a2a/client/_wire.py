@@ -184,27 +184,19 @@ async def on_response(response: httpx.Response) -> None:
 _BLANK_LINES = (b"\n\n", b"\r\r", b"\n\r\n", b"\r\n\n")
 
 
-class _Events(httpx.AsyncByteStream):
+async def _events(body: httpx.Response, url: httpx.URL) -> AsyncIterator[bytes]:
     """*body*'s decoded bytes, refused once one event (or line) runs past the limit: the
     SSE reader would otherwise buffer it whole, however long."""
-
-    def __init__(self, body: httpx.Response, url: httpx.URL) -> None:
-        self._body, self._url = body, url
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        pending = 0  # bytes since the last blank line
-        tail = b""  # the end of the previous chunk, for a blank line split between chunks
-        async for chunk in self._body.aiter_bytes():
-            seen = tail + chunk
-            ends = [seen.rfind(blank) + len(blank) for blank in _BLANK_LINES if blank in seen]
-            pending = len(seen) - max(ends) if ends else pending + len(chunk)
-            if pending > MAX_ANSWER_BYTES:
-                raise _too_large(f"an event of the stream from {self._url}")
-            tail = seen[-2:]
-            yield chunk
-
-    async def aclose(self) -> None:
-        await self._body.aclose()
+    pending = 0  # bytes since the last blank line
+    tail = b""  # the end of the previous chunk, for a blank line split between chunks
+    async for chunk in body.aiter_bytes():
+        seen = tail + chunk
+        ends = [seen.rfind(blank) + len(blank) for blank in _BLANK_LINES if blank in seen]
+        pending = len(seen) - max(ends) if ends else pending + len(chunk)
+        if pending > MAX_ANSWER_BYTES:
+            raise _too_large(f"an event of the stream from {url}")
+        tail = seen[-2:]
+        yield chunk
 
 
 class _EventTap(httpx.AsyncByteStream):
@@ -213,7 +205,7 @@ class _EventTap(httpx.AsyncByteStream):
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         media_type = {"content-type": self._body.headers["content-type"]}  # its charset
-        events = httpx.Response(200, headers=media_type, stream=_Events(self._body, self._url))
+        events = httpx.Response(200, headers=media_type, content=_events(self._body, self._url))
         async for sse in EventSource(events).aiter_sse():
             if not sse.data:
                 continue
