@@ -116,6 +116,8 @@ class AgentCardFetcher:
                 raise A2AConnectionError(f"timed out fetching the agent card at {url}") from exc
             except httpx.TransportError as exc:
                 raise A2AConnectionError(f"cannot reach {self._base}: {exc}") from exc
+            except httpx.DecodingError as exc:
+                raise A2ADiscoveryError(f"agent card at {url} cannot be decoded: {exc}") from exc
             if response.status_code == 304 and self._card is not None:
                 card = self._card
             elif response.is_success:

@@ -6,6 +6,7 @@ values into their requests and their results into the documented dicts.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
@@ -372,11 +373,14 @@ class A2AClient:
         # Always on the agent's own base URL (where its card is): the credentials never go
         # to a URL the card names.
         url = f"{self._base}/push/status/{quote(task_id, safe='')}"
-        try:
-            async with self._http.stream("GET", url) as response:
+        try:  # the whole answer within the read timeout, as a call's
+            async with (
+                asyncio.timeout(self._http.timeout.read),
+                self._http.stream("GET", url) as response,
+            ):
                 limit = MAX_ANSWER_BYTES if response.is_success else MAX_ERROR_BYTES
                 content, whole = await read_at_most(response, limit)
-        except httpx.TimeoutException as exc:
+        except (httpx.TimeoutException, TimeoutError) as exc:
             raise A2AConnectionError(f"timed out reading {url}") from exc
         except httpx.HTTPError as exc:
             raise A2AConnectionError(f"cannot reach {url}: {exc}") from exc

@@ -24,6 +24,7 @@ from apcore_a2a.client import (
 )
 from apcore_a2a.client._wire import MAX_ANSWER_BYTES
 from apcore_a2a.client.card import MAX_CARD_BYTES
+from apcore_a2a.client.client import PUSH_STATUS_EXTENSION
 from tests._support import running_server
 from tests.client._stub_agent import CARD_V10, Reply, StubAgent, json_reply
 
@@ -136,16 +137,23 @@ async def _drain(events: Any) -> None:
 
 
 class _Trickle:
-    """Answers the card (*what* ``"card"``) or every POST (``"answer"``) one byte at a time
-    until the client goes away, each byte well within the client's read timeout."""
+    """Answers the card (*what* ``"card"``), every POST (``"answer"``) or a push status
+    (``"push status"``) one byte at a time until the client goes away, each byte well within
+    the client's read timeout."""
 
     def __init__(self, what: str) -> None:
         self.what = what
-        self.stub = StubAgent(card_paths=() if what == "answer" else ("/.well-known/x",))
+        paths = {"answer": (), "card": ("/.well-known/x",)}
+        self.stub = StubAgent(card_paths=paths.get(what, ("/.well-known/agent-card.json",)))
+        self.stub.card["capabilities"] |= {"extensions": [{"uri": PUSH_STATUS_EXTENSION}]}
+
+    def _trickled(self, scope: dict[str, Any]) -> bool:
+        if self.what == "push status":
+            return str(scope.get("path", "")).startswith("/push/status/")
+        return scope.get("method") == ("GET" if self.what == "card" else "POST")
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        method = scope.get("method")
-        if scope["type"] != "http" or method != ("GET" if self.what == "card" else "POST"):
+        if scope["type"] != "http" or not self._trickled(scope):
             await self.stub(scope, receive, send)
             return
         gone = asyncio.Event()
@@ -164,14 +172,16 @@ class _Trickle:
         await watcher
 
 
-@pytest.mark.parametrize("what", ["card", "answer"])
+@pytest.mark.parametrize("what", ["card", "answer", "push status"])
 async def test_the_timeout_bounds_an_answer_trickled_a_byte_at_a_time(what: str) -> None:
     agent = _Trickle(what)
+    calls = {"card": A2AClient.discover, "answer": lambda c: c.get_task("t-1")}
+    call = calls.get(what, lambda c: c.push_status("t-1"))
     async with running_server(agent) as url:
-        client = A2AClient(url, timeout=1, protocol="auto" if what == "card" else "1.0")
+        client = A2AClient(url, timeout=1, protocol="1.0" if what == "answer" else "auto")
         async with client, asyncio.timeout(120):  # a hang guard, not a speed target
             with pytest.raises(A2AConnectionError, match="timed out"):
-                await (client.discover() if what == "card" else client.get_task("t-1"))
+                await call(client)
 
 
 async def test_card_members_of_the_wrong_type_offer_nothing() -> None:
@@ -270,3 +280,22 @@ async def test_a_card_whose_capabilities_are_no_object_declares_no_push_status(
     async with running_server(stub) as url, A2AClient(url) as client:
         assert await client.push_status("t-1") is None
     assert not [s for s in stub.seen if "/push/status/" in s.path]
+
+
+async def test_a_body_that_is_not_in_its_content_encoding_is_a_typed_error() -> None:
+    stub = StubAgent(rpc=lambda _b: _gzip_reply("application/json", b"not gzip"), card_paths=())
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["path"].startswith("/.well-known/agent-card"):
+            headers = [(b"content-type", b"application/json"), (b"content-encoding", b"gzip")]
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            await send({"type": "http.response.body", "body": json.dumps(CARD_V10).encode()})
+            return
+        await stub(scope, receive, send)
+
+    async with running_server(app) as url, A2AClient(url) as client:
+        with pytest.raises(A2ADiscoveryError, match="cannot be decoded"):
+            await client.discover()
+    async with running_server(stub) as url, A2AClient(url, protocol="1.0") as client:
+        with pytest.raises(InvalidAgentResponseError):
+            await client.send_message("hi")
