@@ -1,11 +1,7 @@
-"""A stopped aiosqlite connection's worker thread, joined before the event loop closes.
+"""Stopped aiosqlite worker threads, joined before the event loop closes.
 
-Upstream (aiosqlite 0.22, ``Connection.stop``): ``stop()`` queues the close and returns; the
-worker thread finishes its running statement, then reports to the loop with
-``call_soon_threadsafe``. SQLAlchemy's dialect stops a connection it terminates (a query
-cancelled again while its connection closes, as anyio's cancel scopes do when a stream is
-cut at shutdown) and does not wait. If the loop has closed by then, the thread prints
-``RuntimeError: Event loop is closed``. Watched by ``tests/upstream/test_aiosqlite_workers.py``.
+SQLAlchemy stops a connection it terminates without waiting; a thread that reports to a
+closed loop prints ``RuntimeError: Event loop is closed``.
 """
 
 from __future__ import annotations

@@ -1,12 +1,5 @@
-"""The task apcore runs an async module in stops with the run that called it.
-
-Upstream (apcore 0.32.2, ``BuiltinExecute``): under a timeout (every call has one by
-default) an async module's coroutine runs in a task of its own (``asyncio.ensure_future``,
-awaited through ``asyncio.wait``), and cancelling the caller does not cancel that task: the
-module runs on, unseen, after an A2A cancel or our ``execution_timeout``. So the execute
-step is handed a view of the module whose ``execute`` records the task it runs in, for the
-run to cancel (``execution/runs.py``). Deletable when apcore cancels the module's task
-with its caller: ``tests/upstream/test_apcore_module_tasks.py`` fails then.
+"""The task apcore runs an async module in (under a timeout), recorded for the run to cancel
+(``execution/runs.py``).
 """
 
 from __future__ import annotations

@@ -1,19 +1,8 @@
-"""apcore's steps pay for a module's JSON Schema once, not per call.
+"""apcore's steps read a module's JSON Schema from a cache keyed on the class and its core schema.
 
-Upstream (apcore 0.32.2, ``BuiltinModuleLookup``, ``BuiltinInputValidation`` and
-``BuiltinOutputValidation``): to redact inputs and outputs they ask the module's schema
-class for its JSON Schema on every call, and pydantic's ``model_json_schema()`` rebuilds it
-each time (about 90 µs for a one-field model), three times per call. A pydantic class's
-schema only changes when the class is rebuilt, so the steps see a view of the module whose
-schema classes answer from a cache keyed on the class and its core schema; validation,
-redaction and errors stay apcore's. The two validation steps are replaceable and are
-wrapped; the module-lookup step is not, and reads the registry it was built with, so the
-executors we build get the registry through :class:`LookupRegistry`, whose ``get`` hands
-out the same view. Deletable when apcore caches the schema:
-``tests/upstream/test_apcore_schema_cache.py`` fails then.
-
-:class:`WrappedStep` is how a correction hands one of apcore's steps a view of the module
-(also the execute step of our runs: ``execution/runs.py``).
+The two validation steps are replaceable and get wrapped; the module-lookup step is not
+and reads the registry it was built with, so our executors get :class:`LookupRegistry`.
+:class:`WrappedStep` also serves the execute step of our runs (``execution/runs.py``).
 """
 
 from __future__ import annotations

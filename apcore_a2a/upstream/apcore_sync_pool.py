@@ -1,11 +1,5 @@
-"""A module with a plain ``def execute`` runs on the agent's own threads.
-
-Upstream (apcore 0.32.2, ``BuiltinExecute``): a sync module runs through
-``loop.run_in_executor(None, ...)``, on the event loop's default executor, which belongs to
-whoever runs the loop (a host app mounting the agent) and is sized for it. So the execute
-step of our runs (``execution/runs.py``) is handed a view of such a module whose async
-``execute`` runs it on the agent's pool of ``sync_workers`` threads. Deletable when apcore
-takes an executor for sync modules: ``tests/upstream/test_apcore_sync_pool.py`` fails then.
+"""A module with a plain ``def execute`` runs on the agent's ``sync_workers`` pool, not on
+the host loop's default executor.
 """
 
 from __future__ import annotations

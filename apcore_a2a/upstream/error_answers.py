@@ -1,14 +1,8 @@
-"""Our own errors' answers on our routes and servicers (``apcore_a2a.errors``).
+"""Our own errors (``apcore_a2a.errors``) answered with their own codes.
 
-a2a-sdk 1.3 answers by the A2A 1.0.1 table (spec §5.4), which we keep as it is. It looks
-answers up by exact type in process-wide tables (``a2a.utils.errors``,
-``grpc_handler._ERROR_CODE_MAP``), where an error of ours could be added only for every
-agent in the process, and offers no per-app hook: unknown there, ours leave the SDK as
-internal errors carrying ``WIRE_KEY``. So nothing is written into the SDK: on HTTP the
-answer's error object passes through :func:`correct_error` (also the REST status line);
-on gRPC :class:`Servicer` and :class:`CompatServicer` answer them in ``abort_context``
-(the servicers' public hook). ``tests/upstream/test_error_answers.py`` fails when the SDK
-gains a way to answer an app's own errors: then this file can go.
+a2a-sdk answers by exact type from process-wide tables, so nothing is written into it: on
+HTTP the rendered error object passes through :func:`correct_error`; on gRPC the servicers'
+public ``abort_context`` answers them.
 """
 
 from __future__ import annotations

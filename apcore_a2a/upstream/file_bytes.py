@@ -1,27 +1,15 @@
-"""Inline file bytes on the A2A 0.3 proto bindings (REST 0.3 and gRPC 0.3), as the spec says.
+"""Inline file bytes on REST 0.3 and gRPC 0.3 in the spec's single base64 encoding.
 
-In 0.3, ``FilePart.file_with_bytes`` is a proto ``bytes`` field: the file itself on gRPC,
-its base64 (once) in REST's proto JSON. a2a-sdk 1.3's 0.3 conversions
-(``a2a.compat.v0_3.proto_utils``) treat it as the *text* of a second base64 layer both
-ways: a spec client's file is decoded twice (14 bytes arrive as 9; binary fails), answers
-carry base64 of base64. The Python SDK's 0.3 clients make the same mistake, so
-Python-to-Python looked right. We translate at our boundary (:func:`with_spec_files` on
-the 0.3 REST message routes; the gRPC interceptor), without touching the SDK:
+a2a-sdk 1.3's 0.3 conversions decode and encode ``file_with_bytes`` twice, and so do the
+Python SDK's 0.3 clients. So:
 
-* requests: read the spec's single encoding; the Python SDK's double one only where it is
-  safely told apart: a Python HTTP/gRPC stack (:func:`is_python_client`) *and* a
-  once-decoded field that is itself canonical padded base64 (:func:`looks_base64`);
-* answers: the spec's encoding, except to a Python stack, whose SDK clients decode twice
-  too (binary content would raise ``UnicodeDecodeError``): they get the SDK's.
+* requests: the spec's encoding; the Python SDK's double one only when both a Python
+  HTTP/gRPC stack (:func:`is_python_client`) sent it and the once-decoded field is itself
+  canonical padded base64 (:func:`looks_base64`);
+* answers: the spec's encoding, except to a Python stack, which decodes twice too.
 
-Walks skip ``data`` and ``metadata`` (user data may use any key). The same walks refuse a
-part with no content, which the SDK's conversion answers with a bare ``ValueError`` (HTTP
-500 / gRPC INTERNAL); :func:`undecodable_rpc03` finds JSON-RPC 0.3 file ``bytes`` that
-are not base64, which the SDK's conversion meets as ``binascii.Error`` (``-32603``;
-``test_sdk_still_fails_on_rpc03_bytes_that_are_not_base64`` watches it). When the SDK
-decodes once, this file must go:
-``tests/interop/test_file_bytes.py::test_sdk_still_decodes_03_proto_file_bytes_twice`` fails.
-
+Walks skip ``data`` and ``metadata`` (user data), and refuse a part with no content, which
+the SDK's conversion meets with a bare ``ValueError``.
 """
 
 from __future__ import annotations

@@ -1,15 +1,5 @@
-"""JSON-RPC 0.3 push-config calls as A2A 0.3 has them (a2a-sdk 1.3 answers two otherwise).
-
-0.3's ``GetTaskPushNotificationConfigParams`` makes the config id optional: by task id
-alone, ``get`` means the config whose id defaulted to the task id, but a2a-sdk 1.3 turns it
-into the 1.0 request, which needs the config id, and refuses it. And a successful
-``tasks/pushNotificationConfig/delete`` leaves without ``result``, which JSON-RPC 2.0
-requires of a success (0.3's schema: ``null``). :class:`JsonRpc03PushCorrections`, a route
-middleware, applies both and touches nothing else: it names the config id in the request
-of a 0.3 ``get`` (from the request record, :mod:`apcore_a2a.classify`) and adds the
-``result`` to a 0.3 ``delete``'s answer; every other request and answer passes untouched
-and unbuffered (1.0 answers, and every config answer, are exactly the SDK's).
-``tests/upstream/test_jsonrpc03_push.py`` fails when the SDK answers both as specified.
+"""JSON-RPC 0.3 push configs: ``get`` by task id alone names the config id defaulted to the
+task id; a ``delete`` success gets its ``"result": null``. Other requests pass unbuffered.
 """
 
 from __future__ import annotations

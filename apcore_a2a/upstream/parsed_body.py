@@ -1,10 +1,4 @@
-"""The SDK's JSON-RPC route, handed the body the request guard already parsed.
-
-a2a-sdk 1.3's ``JsonRpcDispatcher.handle_requests`` parses the body again with
-``await request.json()``; the endpoint here gets a ``Request`` whose ``json()`` is the
-request record's payload, so a body is parsed once. Watched by
-``tests/upstream/test_parsed_body.py``.
-"""
+"""The SDK's JSON-RPC route, handed the body the request guard already parsed."""
 
 from __future__ import annotations
 

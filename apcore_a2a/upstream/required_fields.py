@@ -1,18 +1,6 @@
-"""The SDK's request check, without walking through ``google.protobuf.Struct``, and with
-the spec's enum values.
-
-a2a-sdk 1.3's ``validate_request_params`` walks every message of a request and, in each,
-reads every field's options; it descends into each ``google.protobuf.Value`` of a data
-part or of metadata, which has no REQUIRED field. That is 16 µs of event-loop time per
-JSON value: three quarters of what a data-heavy message costs, and the bound on how many
-values a body may carry (``max_json_values``). :func:`unchecked` is the SDK method without
-that decorator; :func:`check` raises the SDK's own error for the same fields, with a walk
-planned once per message type that stops at google.protobuf's types. The same walk refuses
-an enum number the spec does not define (``"role": 7``, ``ListTasks`` ``"status": 99``):
-the SDK parses A2A's enums as open proto3 enums and passes the number on, where a task
-stores it and answers it back (``"role": 7``, not an A2A value) or a database store fails
-on it (an internal error). :func:`checked` puts :func:`check` in front of the SDK's other
-methods. Watched by ``tests/upstream/test_required_fields.py``.
+"""The SDK's REQUIRED-field check, with a walk planned once per message type that stops at
+google.protobuf's types (the SDK reads every field's options of every ``Value``), and that
+refuses an enum number A2A does not define (the SDK takes A2A's enums as open).
 """
 
 from __future__ import annotations

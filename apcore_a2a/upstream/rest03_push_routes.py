@@ -1,14 +1,8 @@
-"""REST 0.3 push-config routes the way 0.3 clients call them (a2a-sdk 1.3 does not).
+"""REST 0.3 push configs as the 0.3 ``google.api.http`` mapping has them.
 
-The 0.3 HTTP binding (``google.api.http`` in the 0.3 proto) posts the *config*,
-``{"name", "pushNotificationConfig"}``, to ``POST /v1/tasks/{id}/pushNotificationConfigs``
-(so does the JS SDK); a2a-sdk reads the whole RPC request (``{"parent", "configId",
-"config"}``, as its Python clients send) and answers the spec's form 400; it has no 0.3
-``DELETE``. Here ``POST`` takes both (told apart by their keys; a body naming another task
-than the path is refused) and answers only the 0.3 ``TaskPushNotificationConfig`` JSON (the
-0.3 Python client parses strictly); ``DELETE .../{push_id}`` answers ``{}`` (the RPC's
-``Empty``). Both check ``A2A-Version`` like the SDK's 0.3 routes (missing means 0.3).
-``tests/upstream/test_rest03_push_routes.py`` fails when the SDK serves these as specified.
+``POST`` takes the spec's config form and the RPC request form the Python clients send
+(told apart by their keys; a body naming another task than the path is refused) and answers
+the 0.3 ``TaskPushNotificationConfig`` JSON; ``DELETE .../{push_id}`` answers ``{}``.
 """
 
 from __future__ import annotations

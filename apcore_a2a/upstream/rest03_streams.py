@@ -1,12 +1,5 @@
-"""The SDK's 0.3 REST streams, answering request errors before the stream starts.
-
-a2a-sdk 1.3 parses a ``/v1/message:stream`` body (and looks up a ``/v1/tasks/{id}:subscribe``
-task) inside the SSE generator, after the ``200`` went out: a bad body, skill or task just
-cuts the connection. Like its JSON-RPC dispatcher, these endpoints (built from the public
-``REST03Handler`` and ``V03ServerCallContextBuilder``) pull the first event before they
-answer, so such errors are ordinary REST error responses; a stream with no event at all
-is an empty stream, as the SDK's 1.0 REST routes answer it.
-Watched by ``tests/upstream/test_rest03_streams.py``.
+"""The SDK's 0.3 REST streams, pulling the first event before the ``200`` so that request
+errors are ordinary REST error responses.
 """
 
 from __future__ import annotations

@@ -1,12 +1,4 @@
-"""Rows of the SDK's ``tasks`` table without saving them.
-
-Upstream (a2a-sdk 1.3, ``a2a.server.tasks.DatabaseTaskStore``): a task becomes its row
-only inside ``save`` (the private ``_to_orm``), an ORM merge in a transaction of its own
-per task. The group-commit writers (``storage/deferred.py``)
-write many rows in one statement, so they need the row itself, exactly as the SDK writes
-it, since the SDK's reads parse it back. The columns and types our statements write are
-pinned against the SDK's models and migrations by ``tests/upstream/test_sql_task_rows.py``.
-"""
+"""Rows of the SDK's ``tasks`` table without saving them, for the group-commit writers."""
 
 from __future__ import annotations
 

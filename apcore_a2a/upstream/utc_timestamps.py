@@ -1,16 +1,7 @@
-"""The client reads a task status ``timestamp`` without a zone designator as UTC.
+"""The client reads a task status ``timestamp`` without a zone designator as UTC (§5.6.1).
 
-A2A 1.0.1 §5.6.1: timestamps are ISO 8601 "in UTC timezone" ("all times are UTC"). a2a-sdk
-1.3's client transports parse them with protobuf's ``Timestamp.FromJsonString``, which
-refuses one without ``Z`` or an offset, so a whole answer fails ("Failed to parse timestamp
-field"): pydantic fasta2a 2.1.1 writes ``datetime.now().isoformat()``
-(``2026-12-02T00:45:27.232760``) in every task it answers with. :func:`utc_timestamps`
-gives such a timestamp its ``Z`` before the SDK parses the answer; anything else
-(offsets, other strings) is left for the SDK to judge. Only task statuses are read: a
-part's ``data`` and any ``metadata`` are the application's, never touched.
-
-The client imports this module alone (nothing of the server side). Deletable the day
-``tests/upstream/test_utc_timestamps.py`` fails: the SDK then parses such answers itself.
+Only task statuses are read, never a part's ``data`` or ``metadata``. The client imports
+this module alone (nothing of the server side).
 """
 
 from __future__ import annotations

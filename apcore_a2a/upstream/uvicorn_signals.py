@@ -1,12 +1,4 @@
-"""A graceful stop of ``serve()`` exits with status 0 (uvicorn ends it with the signal).
-
-uvicorn hands the signal it stopped on back to the process's own handler once it has shut
-down gracefully (``Server.capture_signals``): the default SIGTERM handler then ends the
-process with -15 and SIGINT raises ``KeyboardInterrupt``, so a clean stop looks like a
-crash to service managers and containers. :func:`graceful_exit` installs, for the length
-of the run, a handler with nothing left to do. ``tests/upstream/test_uvicorn_signals.py``
-fails when uvicorn stops handing the signal back; then this file can go.
-"""
+"""A graceful stop of ``serve()`` exits with status 0, not with the signal uvicorn hands back."""
 
 from __future__ import annotations
 

@@ -1,14 +1,5 @@
-"""``historyLength`` of an A2A 0.3 call refused as invalid params when no int32 holds it.
-
-Upstream (a2a-sdk 1.3, ``a2a.compat.v0_3``): the JSON-RPC adapter copies a 0.3
-``historyLength`` into the 1.0 request's int32 proto field unchecked, and the REST handler
-parses the ``GetTask`` query with ``int()`` outside its error handling. A value past int32
-(JSON-RPC, REST) or no integer at all (REST query) raises ``ValueError`` there: answered
-``-32603 "Internal error"`` / HTTP 500 and logged as an unhandled exception, at ERROR
-with its traceback, for anyone who sends it. The 1.0 routes answer invalid params (the
-value is parsed into the proto message inside their error handling). Checked here, from
-the request record, before the SDK sees it. ``tests/upstream/test_v03_history_length.py``
-fails the day the SDK refuses such values itself (delete this then).
+"""A 0.3 ``historyLength`` no int32 holds (REST query: no integer) refused as invalid params,
+checked from the request record before the SDK fails on it.
 """
 
 from __future__ import annotations

@@ -1,23 +1,8 @@
 """A JSON-RPC 0.3 call with a valid envelope but invalid ``params`` answered ``-32602``.
 
-Upstream (a2a-sdk 1.3, ``a2a.compat.v0_3.jsonrpc_adapter.JSONRPC03Adapter``): the 0.3
-adapter validates the whole request with its 0.3 pydantic model and answers any
-``ValidationError`` as ``-32600 Invalid Request``, also when only ``params`` is wrong (a
-fractional ``historyLength``, a ``role`` 0.3 does not define, a missing task id). JSON-RPC
-2.0 §5.1 has ``-32602 Invalid params`` for those, and the genuine a2a-sdk 0.3 server
-answered them so (it validated the envelope first, then the method's request:
-``InvalidParamsError``, "Invalid parameters"). The envelope itself (``jsonrpc``,
-``method``, ``id``) is checked by the SDK's dispatcher before the adapter, and an ``id`` of
-a wrong type still reaches the adapter's model: such a request stays ``-32600``.
-
-Valid requests cost nothing here: only an answer the adapter already refused with
-``-32600`` (read back by the answer side, ``streams/answers.py``) is looked at, and its
-request validated again with the adapter's own model (public ``METHOD_TO_MODEL``, the
-models of ``a2a.compat.v0_3.types``) to learn where it failed; when every error lies
-under ``params`` the answer becomes 0.3's ``InvalidParamsError``, its data the first
-failures' types, locations and messages (not the input they echo).
-``tests/upstream/test_v03_invalid_params.py`` fails the day the SDK answers such a request
-``-32602`` itself (delete this then).
+Only an answer the SDK's 0.3 adapter already gave ``-32600`` is looked at: its request is
+validated again with the adapter's own model (public ``METHOD_TO_MODEL``) and, when every
+failure lies under ``params``, the answer becomes 0.3's ``InvalidParamsError``.
 """
 
 from __future__ import annotations

@@ -1,13 +1,4 @@
-"""``A2A-Version`` sent as a request parameter is read as the header (spec §3.6.1).
-
-Upstream (a2a-sdk 1.3): the version check (``a2a.utils.version_validator``) and the REST
-and JSON-RPC handlers read ``A2A-Version`` only from the request's headers, so a client that
-sends ``?A2A-Version=1.0``, as A2A 1.0.1 §3.6.1 allows ("Clients MAY provide the
-``A2A-Version`` as a request parameter instead of a header"), is taken for a 0.3 client and
-its 1.0 calls are refused. The edge copies the parameter into the request's headers when no
-header is sent (a header wins over the parameter). Deletable when the SDK reads the
-parameter itself: ``tests/upstream/test_version_param.py`` fails then.
-"""
+"""``A2A-Version`` sent as a request parameter is read as the header (spec §3.6.1)."""
 
 from __future__ import annotations
 
