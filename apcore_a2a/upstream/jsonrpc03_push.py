@@ -5,7 +5,6 @@ task id; a ``delete`` success gets its ``"result": null``. Other requests pass u
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -14,24 +13,7 @@ from apcore_a2a.classify import request_info
 
 GET = "tasks/pushNotificationConfig/get"
 DELETE = "tasks/pushNotificationConfig/delete"
-
-
-def with_config_id(rpc_method: str | None, doc: Any) -> bool:
-    """Name the config id of a 0.3 ``get`` by task id alone in *doc* (the request, in
-    place); ``True`` when it did."""
-    params = doc.get("params") if rpc_method == GET and isinstance(doc, dict) else None
-    if not isinstance(params, dict) or not params.get("id"):
-        return False
-    if params.get("pushNotificationConfigId"):
-        return False
-    params["pushNotificationConfigId"] = params["id"]
-    return True
-
-
-def with_result(doc: Any) -> None:
-    """Give a 0.3 ``delete``'s success answer *doc* its ``"result": null`` (in place)."""
-    if isinstance(doc, dict) and "error" not in doc:
-        doc.setdefault("result", None)
+CONFIG_ID = "pushNotificationConfigId"
 
 
 class JsonRpc03PushCorrections:
@@ -43,15 +25,14 @@ class JsonRpc03PushCorrections:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         info = request_info(scope) if scope["type"] == "http" else None
-        if info is None or info.binding != "jsonrpc":
-            await self.app(scope, receive, send)
-            return
-        doc = info.payload  # parsed once, on first use
-        if info.rpc_method == GET and with_config_id(GET, doc):
-            info.rewrite_payload(doc)
-        elif info.rpc_method == DELETE:
-            await self.app(scope, receive, _delete_answer(send))
-            return
+        if info is not None and info.binding == "jsonrpc" and info.rpc_method == GET:
+            doc = info.payload  # parsed once, on first use
+            params = doc.get("params") if isinstance(doc, dict) else None
+            if isinstance(params, dict) and params.get("id") and not params.get(CONFIG_ID):
+                params[CONFIG_ID] = params["id"]
+                info.rewrite_payload(doc)
+        elif info is not None and info.binding == "jsonrpc" and info.rpc_method == DELETE:
+            send = _delete_answer(send)
         await self.app(scope, receive, send)
 
 
@@ -78,7 +59,7 @@ def _delete_answer(send: Send) -> Send:
             except ValueError:
                 doc = None
             if isinstance(doc, dict) and "result" not in doc and "error" not in doc:
-                with_result(doc)
+                doc["result"] = None
                 body = json.dumps(doc, separators=(",", ":")).encode()
         headers = MutableHeaders(raw=list(start.get("headers", [])))
         headers["content-length"] = str(len(body))
