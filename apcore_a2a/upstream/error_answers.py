@@ -13,8 +13,6 @@ from a2a.utils.errors import A2AError
 
 from apcore_a2a.errors import OWN_ERRORS, RETRY_AFTER_KEY, WIRE_KEY, OwnError
 
-__all__ = ["correct_error"]
-
 
 def _own_reason(holder: Any) -> tuple[Any, str | None]:
     """(*holder* without our marker, the reason it named) for one data/metadata dict."""
@@ -34,9 +32,7 @@ def correct_error(error: dict[str, Any]) -> dict[str, Any]:
     if reason is None and not isinstance(holder, list):
         return error
     out = dict(error)
-    if reason is not None:
-        out[key] = holder or None
-    else:
+    if reason is None:
         items = []
         for item in holder:
             metadata, named = _own_reason(item.get("metadata") if isinstance(item, dict) else None)
@@ -44,8 +40,10 @@ def correct_error(error: dict[str, Any]) -> dict[str, Any]:
                 item, reason = {**item, "reason": named, "metadata": metadata}, named
             items.append(item)
         out[key] = items
-    if out.get(key) is None:
-        out.pop(key, None)
+    elif holder:
+        out[key] = holder
+    else:
+        del out[key]
     own = OWN_ERRORS.get(reason or "")
     if own is not None:
         wire = own.wire
@@ -64,7 +62,6 @@ try:
 except ImportError:  # the grpc extra is not installed: nothing serves gRPC
     pass
 else:
-    __all__ += ["CompatServicer", "Servicer", "abort"]
 
     async def abort(
         context: grpc.aio.ServicerContext,
@@ -79,7 +76,7 @@ else:
         details = []
         if reason is not None:
             info = any_pb2.Any()
-            info.Pack(error_details_pb2.ErrorInfo(reason=reason, domain=_DOMAIN))
+            info.Pack(error_details_pb2.ErrorInfo(reason=reason, domain="a2a-protocol.org"))
             details.append(info)
         if retry_after is not None:
             retry = any_pb2.Any()
@@ -93,30 +90,27 @@ else:
         context.set_trailing_metadata(trailing + tuple(rich.trailing_metadata))
         await context.abort(rich.code, rich.details)
 
-    def _retry_after(error: OwnError) -> float | None:
+    async def _abort_own(context: grpc.aio.ServicerContext, error: OwnError, text: str) -> None:
         found = (error.data or {}).get(RETRY_AFTER_KEY)
-        return float(found) if isinstance(found, int | float) else None
+        retry_after = float(found) if isinstance(found, int | float) else None
+        code = getattr(grpc.StatusCode, error.wire.grpc)
+        await abort(context, code, text, error.wire.reason, retry_after)
 
     class Servicer(GrpcHandler):
         """The SDK's A2A 1.0 servicer; our own errors get their status here."""
 
         async def abort_context(self, error: A2AError, context: grpc.aio.ServicerContext) -> None:
-            if not isinstance(error, OwnError):
+            if isinstance(error, OwnError):
+                await _abort_own(context, error, error.message)
+            else:
                 await super().abort_context(error, context)
-                return
-            code = getattr(grpc.StatusCode, error.wire.grpc)
-            await abort(context, code, error.message, error.wire.reason, _retry_after(error))
 
     class CompatServicer(CompatGrpcHandler):
         """The SDK's A2A 0.3 servicer, with our own errors' statuses as :class:`Servicer`
         (its text as the SDK's 0.3 servicer words errors)."""
 
         async def abort_context(self, error: A2AError, context: grpc.aio.ServicerContext) -> None:
-            if not isinstance(error, OwnError):
+            if isinstance(error, OwnError):
+                await _abort_own(context, error, f"{type(error).__name__}: {error.message}")
+            else:
                 await super().abort_context(error, context)
-                return
-            code = getattr(grpc.StatusCode, error.wire.grpc)
-            text = f"{type(error).__name__}: {error.message}"
-            await abort(context, code, text, error.wire.reason, _retry_after(error))
-
-    _DOMAIN = "a2a-protocol.org"
