@@ -15,9 +15,7 @@ the SDK's conversion meets with a bare ``ValueError``.
 from __future__ import annotations
 
 import base64
-import binascii
 import json
-import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -27,15 +25,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Message
 
-#: Full names of the 0.3 proto messages holding the bytes, and a part.
-FILE_PART_03 = "a2a.v1.FilePart"
-PART_03 = "a2a.v1.Part"
 _PART_KINDS = ("text", "file", "data")
 _EMPTY_PART = "A message part has no content: give text, file or data"
 
 _JSON_KEY = "fileWithBytes"
 _OPAQUE = frozenset({"data", "metadata"})
-_BASE64 = re.compile(rb"(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?")
 # User-Agent prefixes of the stacks the Python SDK clients run on (httpx for JSON-RPC and
 # REST, grpcio for gRPC); other clients never get the double encoding read as such.
 _PYTHON_AGENTS = ("python-httpx/", "grpc-python/", "grpc-python-asyncio/")
@@ -47,19 +41,16 @@ Endpoint = Callable[[Request], Awaitable[Response]]
 
 def is_python_client(user_agent: str | None) -> bool:
     """True when *user_agent* names the HTTP or gRPC stack of the Python SDK clients."""
-    if not user_agent:
-        return False
-    first = user_agent.strip().lower()
-    return first.startswith(_PYTHON_AGENTS)
+    return user_agent is not None and user_agent.strip().lower().startswith(_PYTHON_AGENTS)
 
 
 def looks_base64(payload: bytes) -> bool:
     """True when *payload* is non-empty, canonical, padded standard base64 text."""
-    if not payload or len(payload) % 4 or _BASE64.fullmatch(payload) is None:
+    if not payload:
         return False
     try:
         return base64.b64encode(base64.b64decode(payload, validate=True)) == payload
-    except (binascii.Error, ValueError):
+    except ValueError:
         return False
 
 
@@ -76,7 +67,7 @@ def undecodable_rpc03(payload: Any) -> str | None:
         if isinstance(content, str):
             try:
                 base64.b64decode(content)
-            except (binascii.Error, ValueError):
+            except ValueError:
                 return f"message.parts[{i}].file.bytes is not base64"
     return None
 
@@ -92,7 +83,7 @@ def _spec_bytes(sdk_value: bytes) -> bytes:
     """The file, from the base64 text the SDK put into the proto field."""
     try:
         return base64.b64decode(sdk_value, validate=True)
-    except (binascii.Error, ValueError):
+    except ValueError:
         return sdk_value  # not produced by the SDK's encoder; leave it alone
 
 
@@ -101,7 +92,7 @@ def _json_bytes(value: str) -> bytes | None:
     text = value.replace("-", "+").replace("_", "/")
     try:
         return base64.b64decode(text + "=" * (-len(text) % 4), validate=True)
-    except (binascii.Error, ValueError):
+    except ValueError:
         return None
 
 
@@ -146,11 +137,11 @@ def _walk_proto(
     message: Any, transform: Callable[[bytes], bytes], *, request: bool = False
 ) -> None:
     name = message.DESCRIPTOR.full_name
-    if name == FILE_PART_03:
+    if name == "a2a.v1.FilePart":
         if message.WhichOneof("file") == "file_with_bytes":
             message.file_with_bytes = transform(message.file_with_bytes)
         return
-    if request and name == PART_03 and message.WhichOneof("part") is None:
+    if request and name == "a2a.v1.Part" and message.WhichOneof("part") is None:
         raise InvalidParamsError(message=_EMPTY_PART)
     for field, value in message.ListFields():
         kind = field.message_type
@@ -178,7 +169,6 @@ def proto_response_to_wire(message: Any, *, python_client: bool) -> None:
 async def spec_request(request: Request) -> Request:
     """*request* (REST 0.3) with its file bytes as the SDK decodes them correctly; raises
     ``InvalidParamsError`` for a message part without content."""
-
     body = await request.body()
     if request.method != "POST" or request.url.path.endswith(":cancel"):
         return request
