@@ -36,21 +36,6 @@ _CONFIGS = "/v1/tasks/{id}/pushNotificationConfigs"
 _REQUEST_KEYS = frozenset({"parent", "config", "configId", "config_id"})
 
 
-def v03_rest_config(config: TaskPushNotificationConfig) -> dict[str, Any]:
-    """A stored 1.0 config as the 0.3 REST ``TaskPushNotificationConfig`` JSON."""
-    compat = to_compat_task_push_notification_config(config)
-    doc: dict[str, Any] = MessageToDict(proto_utils.ToProto.task_push_notification_config(compat))
-    return doc
-
-
-def _named_task(name: str) -> str | None:
-    """The task id in ``tasks/{id}`` or ``tasks/{id}/pushNotificationConfigs/...``."""
-    parts = name.split("/")
-    if len(parts) >= 2 and parts[0] == "tasks" and parts[1]:
-        return parts[1]
-    return None
-
-
 def _parse_config(raw: bytes, task_id: str) -> TaskPushNotificationConfig:
     """The 1.0 config for a 0.3 REST create body of either form."""
     try:
@@ -69,11 +54,11 @@ def _parse_config(raw: bytes, task_id: str) -> TaskPushNotificationConfig:
         config = pb2_v03.TaskPushNotificationConfig()
         ParseDict(doc, config, ignore_unknown_fields=True)
     named.append(config.name)
-    for name in named:
-        other = _named_task(name) if name else None
-        if other is not None and other != task_id:
+    for name in named:  # tasks/{id} or tasks/{id}/pushNotificationConfigs/...
+        parts = name.split("/")
+        if len(parts) >= 2 and parts[0] == "tasks" and parts[1] not in ("", task_id):
             raise InvalidParamsError(
-                message=f"The body names task {other!r} but the path names task {task_id!r}"
+                message=f"The body names task {parts[1]!r} but the path names task {task_id!r}"
             )
     inner = proto_utils.FromProto.push_notification_config(config.push_notification_config)
     core = to_core_push_notification_config(inner)
@@ -90,10 +75,11 @@ def rest03_push_routes(
     """The 0.3 REST create and delete routes; mount them before the SDK's REST routes."""
     builder = V03ServerCallContextBuilder(context_builder or DefaultServerCallContextBuilder())
 
-    async def create(request: Request, context: ServerCallContext) -> dict[str, Any]:
+    async def create(request: Request, context: ServerCallContext) -> Any:
         config = _parse_config(await request.body(), request.path_params["id"])
         stored = await handler.on_create_task_push_notification_config(config, context)
-        return v03_rest_config(stored)
+        compat = to_compat_task_push_notification_config(stored)
+        return MessageToDict(proto_utils.ToProto.task_push_notification_config(compat))
 
     async def delete(request: Request, context: ServerCallContext) -> dict[str, Any]:
         params = DeleteTaskPushNotificationConfigRequest(
