@@ -21,8 +21,6 @@ from starlette.responses import Response
 
 from apcore_a2a.upstream.file_bytes import is_python_client, rest_response_to_wire, spec_request
 
-STREAM_PATHS = frozenset({"/v1/message:stream", "/v1/tasks/{id}:subscribe"})
-
 Endpoint = Callable[[Request], Awaitable[Response]]
 
 

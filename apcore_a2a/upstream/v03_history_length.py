@@ -22,14 +22,13 @@ def history_length_error(info: RequestInfo, query: bytes) -> InvalidParamsError 
     if info.binding == "rest":
         if info.method != "GetTask":
             return None  # a body's configuration is parsed by json_format: 400 already
-        sent = parse_qs(query.decode("latin-1")).get("historyLength", [])
-        value: Any = sent[-1] if sent else None
-        if value is None:
+        sent = parse_qs(query.decode("latin-1")).get("historyLength")
+        if not sent:
             return None
         try:
-            value = int(value)
+            value: Any = int(sent[-1])
         except ValueError:
-            return _refusal(value)
+            return _refusal(sent[-1])
     else:
         params = info.payload.get("params") if isinstance(info.payload, dict) else None
         if not isinstance(params, dict):
