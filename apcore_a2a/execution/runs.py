@@ -33,9 +33,8 @@ from apcore import CancelToken, Context, TraceContext
 from google.protobuf.json_format import MessageToDict
 
 from apcore_a2a.execution.identity import identity_of
-from apcore_a2a.upstream.apcore_module_tasks import tracked
+from apcore_a2a.upstream.apcore_execute import RunModule
 from apcore_a2a.upstream.apcore_schema_cache import WrappedStep
-from apcore_a2a.upstream.apcore_sync_pool import PooledModule
 
 
 @dataclass(slots=True)
@@ -144,19 +143,18 @@ CURRENT_RUN: ContextVar[Run | None] = ContextVar("apcore_a2a_run", default=None)
 
 
 class _RunStep(WrappedStep):
-    """apcore's ``execute`` step in our runs: a sync module on the run's pool
-    (upstream/apcore_sync_pool.py), and the task apcore runs the module in recorded for
-    :meth:`Run.stop` (upstream/apcore_module_tasks.py)."""
+    """apcore's ``execute`` step in our runs: a sync module on the run's pool, and the task
+    apcore runs the module in recorded for :meth:`Run.stop` (upstream/apcore_execute.py)."""
 
     def view(self, module: Any) -> Any:
         run = CURRENT_RUN.get()
         if run is None:
             return module
-        if not inspect.iscoroutinefunction(module.execute):
-            if run.pool is None:
-                return module
-            module = PooledModule(module, run.pool)
-        return tracked(module, run.spawned)
+        if inspect.iscoroutinefunction(module.execute):
+            return RunModule(module, run.spawned, asyncio.current_task())
+        if run.pool is None:
+            return module
+        return RunModule(module, run.spawned, asyncio.current_task(), run.pool)
 
 
 def track_module_tasks(executor: Any) -> None:

@@ -1,7 +1,7 @@
-"""The apcore behaviour ``apcore_a2a/upstream/apcore_module_tasks.py`` answers: cancelling
+"""The apcore behaviour ``apcore_a2a/upstream/apcore_execute.py`` answers: cancelling
 ``Executor.call_async`` leaves the task apcore runs an async module in running to its end.
-A failure here means apcore cancels that task with its caller now: delete that file (and
-the tracking in ``execution/runs.py``)."""
+A failure here means apcore cancels that task with its caller now: drop the tracking there
+(and in ``execution/runs.py``)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""The apcore behaviour ``apcore_a2a/upstream/apcore_sync_pool.py`` answers: apcore runs a
+"""The apcore behaviour ``apcore_a2a/upstream/apcore_execute.py`` answers: apcore runs a
 module with a plain ``def execute`` on the event loop's default executor, whoever owns the
 loop. A failure here means apcore runs it elsewhere now (or takes an executor): run sync
-modules its way and delete that file."""
+modules its way and drop ``RunModule.pool``."""
 
 from __future__ import annotations
 
