@@ -6,7 +6,6 @@ import contextlib
 import signal
 import threading
 from collections.abc import Iterator
-from typing import Any
 
 
 @contextlib.contextmanager
@@ -15,16 +14,11 @@ def graceful_exit() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = {sig: signal.signal(sig, _stopped) for sig in _STOP_SIGNALS}
+    # A handler with nothing left to do: uvicorn already stopped on the signal.
+    stops = (signal.SIGINT, signal.SIGTERM)
+    previous = {sig: signal.signal(sig, lambda sig, frame: None) for sig in stops}
     try:
         yield
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-
-
-_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
-
-
-def _stopped(sig: int, frame: Any) -> None:
-    """Handler of a stop signal uvicorn already acted on (see :func:`graceful_exit`)."""

@@ -27,13 +27,12 @@ def invalid_params_03(info: RequestInfo, error: dict[str, Any]) -> dict[str, Any
     if error.get("code") != -32600 or info.binding != "jsonrpc" or info.version != "0.3":
         return error
     model = JSONRPC03Adapter.METHOD_TO_MODEL.get(info.rpc_method or "")
-    payload = info.payload
     if not (isinstance(model, type) and issubclass(model, BaseModel)):
         return error
-    if not isinstance(payload, dict):
+    if not isinstance(info.payload, dict):
         return error
     try:
-        model.model_validate(payload)
+        model.model_validate(info.payload)
     except ValidationError as exc:
         failures = exc.errors(include_url=False, include_input=False, include_context=False)
     else:
