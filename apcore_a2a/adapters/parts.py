@@ -139,9 +139,6 @@ def _place_files(result: dict[str, Any], files: list[Part], facts: SchemaFacts) 
         result[wanted] = _file_value(part, props.get(wanted))
 
 
-# -- output -----------------------------------------------------------------------------
-
-
 def sniff_media_type(data: bytes) -> str:
     """Guess a media type from magic bytes (``application/octet-stream`` if unknown)."""
     guessed = filetype.guess_mime(data[:8192]) if data else None

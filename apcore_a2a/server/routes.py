@@ -45,7 +45,7 @@ def a2a_routes(
 ) -> tuple[list[BaseRoute], list[BaseRoute]]:
     """``(JSON-RPC routes, REST routes)`` with the seam's corrections; REST goes last, as
     the SDK also mounts it under ``/{tenant}``, which would take any two-segment path."""
-    rpc = [
+    rpc: list[BaseRoute] = [
         parsed_once(route)
         for route in create_jsonrpc_routes(
             handler,

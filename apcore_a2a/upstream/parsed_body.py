@@ -7,7 +7,7 @@ from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import BaseRoute, Route
+from starlette.routing import Route
 
 from apcore_a2a.classify import request_info
 
@@ -27,10 +27,8 @@ class _Parsed(Request):
         return self.parsed
 
 
-def parsed_once(route: BaseRoute) -> BaseRoute:
+def parsed_once(route: Route) -> Route:
     """*route* (the SDK's JSON-RPC route) reading the request record's parsed body."""
-    if not isinstance(route, Route):
-        return route
     inner: Endpoint = route.endpoint
 
     async def endpoint(request: Request) -> Response:
