@@ -71,11 +71,8 @@ def _errors(message: Message) -> list[Any]:
                     errors.append({"field": field.name, "message": text})
         if nested == _ONE and message.HasField(field.name):
             _append_nested_errors(errors, field.name, _errors(value))
-        elif nested == _MANY:
-            for i, item in enumerate(value):
-                _append_nested_errors(errors, f"{field.name}[{i}]", _errors(item))
-        elif nested == _MAP:
-            for key, item in value.items():
+        elif nested in (_MANY, _MAP):
+            for key, item in value.items() if nested == _MAP else enumerate(value):
                 _append_nested_errors(errors, f"{field.name}[{key}]", _errors(item))
     return errors
 
