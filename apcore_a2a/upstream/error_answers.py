@@ -57,7 +57,6 @@ try:
     from a2a.compat.v0_3.grpc_handler import CompatGrpcHandler
     from a2a.server.request_handlers.grpc_handler import GrpcHandler
     from a2a.utils.grpc_status import status_to_grpc
-    from google.protobuf import any_pb2
     from google.rpc import error_details_pb2, status_pb2
 except ImportError:  # the grpc extra is not installed: nothing serves gRPC
     pass
@@ -73,18 +72,14 @@ else:
         """End the call with *code*, the ``google.rpc.Status`` details of spec §10.6
         (``ErrorInfo`` with *reason*) and, for a refusal worth retrying, a
         ``google.rpc.RetryInfo`` of *retry_after* seconds (HTTP's ``Retry-After``)."""
-        details = []
+        status = status_pb2.Status(code=code.value[0], message=message)
         if reason is not None:
-            info = any_pb2.Any()
-            info.Pack(error_details_pb2.ErrorInfo(reason=reason, domain="a2a-protocol.org"))
-            details.append(info)
+            info = error_details_pb2.ErrorInfo(reason=reason, domain="a2a-protocol.org")
+            status.details.add().Pack(info)
         if retry_after is not None:
-            retry = any_pb2.Any()
             delay = error_details_pb2.RetryInfo()
             delay.retry_delay.FromSeconds(max(1, round(retry_after)))
-            retry.Pack(delay)
-            details.append(retry)
-        status = status_pb2.Status(code=code.value[0], message=message, details=details)
+            status.details.add().Pack(delay)
         rich = status_to_grpc(status)
         trailing = tuple(context.trailing_metadata() or ())
         context.set_trailing_metadata(trailing + tuple(rich.trailing_metadata))
