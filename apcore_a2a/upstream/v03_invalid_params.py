@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import a2a.server.routes  # noqa: F401  (first: jsonrpc_adapter alone is a circular import)
 from a2a.compat.v0_3 import types as types_v03
 from a2a.compat.v0_3.jsonrpc_adapter import JSONRPC03Adapter
 from pydantic import BaseModel, ValidationError
