@@ -144,11 +144,6 @@ class ApCoreAgentExecutor(AgentExecutor):
             return contextlib.nullcontext(None)
         return self.stored_working.expected(task_id)
 
-    def _threads(self) -> ThreadPoolExecutor:
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(self._workers, thread_name_prefix="apcore-a2a")
-        return self._pool
-
     def close(self) -> None:
         """Stop the sync modules' threads once their calls return (a new run starts new ones)."""
         pool, self._pool = self._pool, None
@@ -165,20 +160,24 @@ class ApCoreAgentExecutor(AgentExecutor):
             raise InvalidParamsError(message="Message could not be routed to a skill")
         spec, message = context.skill, context.message
         watched = (
-            observe(self._observers, context, spec.module_id, event_queue)
+            observe(self._observers, context, spec.module_id)
             if self._observers
-            else contextlib.nullcontext(event_queue)
+            else contextlib.nullcontext()
         )
-        with watched as queue:
-            await self._execute(context, spec, message, queue)
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self._workers, thread_name_prefix="apcore-a2a")
+        with watched as execution:
+            task_id, context_id = context.task_id or "", context.context_id or ""
+            run = Run(event_queue, task_id, context_id, pool=self._pool, execution=execution)
+            await self._execute(context, spec, message, run)
 
     async def _execute(
-        self, context: ApCoreRequestContext, spec: SkillSpec, message: Message, queue: EventQueue
+        self, context: ApCoreRequestContext, spec: SkillSpec, message: Message, run: Run
     ) -> None:
-        task_id, context_id = context.task_id or "", context.context_id or ""
+        task_id = run.task_id
         stored = context.current_task or context.stored_task
         inputs = turns.without_token(context.module_input)
-        run = self._runs[task_id] = Run(queue, task_id, context_id, pool=self._threads())
+        self._runs[task_id] = run
         try:
             if stored is None and spec.reply != "task":
                 await self._answer_first(run, context, spec, message, inputs)
@@ -360,7 +359,7 @@ class ApCoreAgentExecutor(AgentExecutor):
                 parts = output_to_parts(value, wrapped_result=spec.wrapped_result)
                 reply = new_message(parts, run.context_id)
                 reply.metadata.update({SKILL_METADATA_KEY: spec.module_id})
-                await run.queue.enqueue_event(reply)
+                await run.emit(reply)
                 return
             chosen.set()  # if the module did not choose the task already
             await opening

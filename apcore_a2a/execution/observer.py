@@ -3,7 +3,7 @@
 The executor wraps every ``execute()`` in :func:`observe`. Observers (metrics, telemetry,
 the :class:`ExecutionTracker` of graceful shutdown) get ``started`` and ``finished`` with
 one :class:`Execution`, whose final ``state`` and ``error_code`` are read off the events
-the executor enqueues, so the executor itself keeps no counters.
+the run emits (:meth:`Execution.saw`), so the executor itself keeps no counters.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from a2a.server.events import EventQueue
 from a2a.types import Message, Task, TaskState, TaskStatusUpdateEvent
 from apcore import TraceContext
 
@@ -60,6 +59,15 @@ class Execution:
     @property
     def ended(self) -> bool:
         return self.state in TERMINAL_STATES
+
+    def saw(self, event: Any) -> None:
+        """Note the task state (and error code) an event the run enqueues carries."""
+        if isinstance(event, TaskStatusUpdateEvent | Task):
+            self.state = state_name(event.status.state)
+            self.error_code = _error_code(event.status.message) or self.error_code
+        elif isinstance(event, Message):
+            self.state = "completed"
+            self.reply = True
 
 
 class ExecutionObserver(Protocol):
@@ -115,27 +123,6 @@ class ExecutionTracker:
         return not self._running
 
 
-class _WatchedQueue(EventQueue):
-    """Passes events on, noting the task state (and error code) they carry."""
-
-    def __init__(self, inner: EventQueue, execution: Execution) -> None:
-        self._inner = inner
-        self._execution = execution
-
-    async def enqueue_event(self, event: Any) -> None:
-        execution = self._execution
-        if isinstance(event, TaskStatusUpdateEvent | Task):
-            execution.state = state_name(event.status.state)
-            execution.error_code = _error_code(event.status.message) or execution.error_code
-        elif isinstance(event, Message):
-            execution.state = "completed"
-            execution.reply = True
-        await self._inner.enqueue_event(event)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
-
-
 def _error_code(message: Message) -> str | None:
     for part in message.parts:
         if part.HasField("data") and part.data.HasField("struct_value"):
@@ -157,9 +144,9 @@ def observe(
     observers: Sequence[ExecutionObserver],
     context: RequestContext,
     skill_id: str,
-    event_queue: EventQueue,
-) -> Iterator[EventQueue]:
-    """Run one execution under *observers*; yields the queue the executor must use.
+) -> Iterator[Execution]:
+    """Run one execution under *observers*; yields the :class:`Execution` its run notes
+    its events on.
 
     Records logged inside carry the task id, skill id and trace id. An observer that
     raises is logged and skipped: watching must never break a task.
@@ -178,7 +165,7 @@ def observe(
         _call(observer.started, execution)
     token = _logging.bind(task_id=execution.task_id, skill_id=skill_id, trace_id=execution.trace_id)
     try:
-        yield _WatchedQueue(event_queue, execution)
+        yield execution
     except asyncio.CancelledError:
         if not execution.ended:
             execution.state = "canceled"

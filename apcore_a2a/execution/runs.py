@@ -33,6 +33,7 @@ from apcore import CancelToken, Context, TraceContext
 from google.protobuf.json_format import MessageToDict
 
 from apcore_a2a.execution.identity import identity_of
+from apcore_a2a.execution.observer import Execution
 from apcore_a2a.upstream.apcore_execute import RunModule
 from apcore_a2a.upstream.apcore_schema_cache import WrappedStep
 
@@ -61,12 +62,16 @@ class Run:
     spawned: weakref.WeakSet[asyncio.Task[Any]] = field(default_factory=weakref.WeakSet)
     #: the threads a module with a plain ``def execute`` runs on
     pool: Executor | None = None
+    #: what the observers are told of this run (``None``: no observers)
+    execution: Execution | None = None
 
     async def emit(self, event: Any) -> None:
         if self.canceled:
             return
         if isinstance(event, TaskStatusUpdateEvent) and event.status.state in _TERMINAL:
             self.ended = True
+        if self.execution is not None:
+            self.execution.saw(event)
         await self.queue.enqueue_event(event)
 
     async def status(
