@@ -138,12 +138,6 @@ class ApCoreAgentExecutor(AgentExecutor):
         #: server adds :meth:`StoredWorking.saved` to the store's save listeners
         self.stored_working = StoredWorking() if settings.cluster else None
 
-    def _working_stored(self, task_id: str) -> Any:
-        """The wait of execution/stored.py for *task_id* (cluster mode), else a no-op."""
-        if self.stored_working is None:
-            return contextlib.nullcontext(None)
-        return self.stored_working.expected(task_id)
-
     def close(self) -> None:
         """Stop the sync modules' threads once their calls return (a new run starts new ones)."""
         pool, self._pool = self._pool, None
@@ -189,7 +183,8 @@ class ApCoreAgentExecutor(AgentExecutor):
                     await let_first_event_out()
                 await run.status(TaskState.TASK_STATE_WORKING)
             else:
-                with self._working_stored(task_id) as working:
+                waits = self.stored_working
+                with waits.expected(task_id) if waits else contextlib.nullcontext() as working:
                     resumed = await turns.resume(self._executor, run, stored, message, spec)
                     if resumed is not None and working is not None:
                         # Cluster mode (execution/stored.py); bounded like the module's run.
@@ -199,7 +194,7 @@ class ApCoreAgentExecutor(AgentExecutor):
                     return
                 inputs = resumed
             try:
-                value, streamed = await self._invoke(run, context, spec, inputs, stream=True)
+                value, streamed = await self._invoke(run, context, spec, inputs)
             except Exception as exc:
                 await self._handle_failure(run, context, spec, exc, inputs)
                 return
@@ -211,11 +206,9 @@ class ApCoreAgentExecutor(AgentExecutor):
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
         task_id, context_id = context.task_id or "", context.context_id or ""
         run = self._runs.get(task_id)
-        if run is not None:
-            if run.ended:
-                return  # the result is already on its way; CANCELED must not overwrite it
-            run.canceled = True
-            run.stop()
+        if run is not None and run.ended:
+            return  # the result is already on its way; CANCELED must not overwrite it
+        self.abandon(task_id)
         # The SDK cancels our execute() right after this returns (a sync module keeps its
         # thread; its late result is dropped by Run.emit). The canceled status is written
         # here so it carries a reason and every open stream receives it.
@@ -264,12 +257,11 @@ class ApCoreAgentExecutor(AgentExecutor):
         context: RequestContext,
         spec: SkillSpec,
         inputs: dict[str, Any],
-        *,
-        stream: bool = False,
         on_task: Callable[[], object] | None = None,
     ) -> tuple[Any, bool]:
-        """Run the module under ``execution_timeout`` (with *stream*, chunk by chunk); returns
-        (result, streamed). *on_task* is called, from any thread, when the module chooses a task."""
+        """Run the module under ``execution_timeout`` (a streaming one chunk by chunk, unless
+        its reply may be a message); returns (result, streamed). *on_task* (a message-reply
+        skill's) is called, from any thread, when the module chooses a task."""
         apcore_context = run.apcore_context(context, spec.module_id, self._timeout)
         if on_task is not None:
             apcore_context.data[TASK_HOOK_KEY] = on_task
@@ -278,7 +270,7 @@ class ApCoreAgentExecutor(AgentExecutor):
         marker = CURRENT_RUN.set(run)
         try:
             async with asyncio.timeout(self._timeout):
-                if spec.streaming and stream:
+                if spec.streaming and on_task is None:
                     return await self._stream(run, spec, inputs, apcore_context)
                 value = await self._executor.call_async(spec.module_id, inputs, apcore_context)
                 return value, False
