@@ -60,7 +60,7 @@ from apcore_a2a.server.task_quota import TaskQuota
 from apcore_a2a.settings import Settings, SettingsError, config_path
 from apcore_a2a.shape import Shape
 from apcore_a2a.storage import open_stores
-from apcore_a2a.streams import AnswerSide, cancel_on_drop
+from apcore_a2a.streams.answers import AnswerSide, cancel_on_drop
 from apcore_a2a.upstream.apcore_config import config_of
 
 logger = logging.getLogger("apcore_a2a.server")
