@@ -65,24 +65,22 @@ LAST_CHUNK_GRACE = 0.02
 _END = object()
 
 
-async def with_last_flag(
-    chunks: AsyncIterator[Any], grace: float = LAST_CHUNK_GRACE
-) -> AsyncGenerator[tuple[Any, bool], None]:
+async def with_last_flag(chunks: AsyncIterator[Any]) -> AsyncGenerator[tuple[Any, bool], None]:
     """Yield ``(chunk, is_last)`` for each chunk of ``chunks``, in order.
 
     A2A marks an artifact's final chunk ``lastChunk`` and allows no empty closing update,
     but only the generator's end says which chunk was the last: each chunk waits up to
-    *grace* for the next; when the generator ends first it goes out as the last, else as
-    not (and the task's terminal status closes the artifact). The caller owns ``chunks``
-    (and closes it); a pending read is cancelled here when the consumer stops early, so
-    the generator is never closed while it is running."""
+    :data:`LAST_CHUNK_GRACE` for the next; when the generator ends first it goes out as the
+    last, else as not (and the task's terminal status closes the artifact). The caller owns
+    ``chunks`` (and closes it); a pending read is cancelled here when the consumer stops
+    early, so the generator is never closed while it is running."""
     held: Any = _END
     pending: asyncio.Task[Any] | None = None
     try:
         while True:
             pending = asyncio.ensure_future(anext(chunks, _END))
             if held is not _END:
-                done, _ = await asyncio.wait({pending}, timeout=grace)
+                done, _ = await asyncio.wait({pending}, timeout=LAST_CHUNK_GRACE)
                 if not done:
                     yield held, False
                     held = _END
@@ -144,7 +142,6 @@ class ApCoreAgentExecutor(AgentExecutor):
         if pool is not None:
             pool.shutdown(wait=False, cancel_futures=True)
 
-    # -- AgentExecutor ---------------------------------------------------------------
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         if (
             not isinstance(context, ApCoreRequestContext)
@@ -239,7 +236,6 @@ class ApCoreAgentExecutor(AgentExecutor):
         if run is not None and not run.ended:
             run.stop()
 
-    # -- running ---------------------------------------------------------------------
     async def _complete(self, run: Run, spec: SkillSpec, value: Any, streamed: bool) -> None:
         """The result as an artifact (or, streamed, as the status message) + completed."""
         message: Message | None = None
@@ -362,7 +358,6 @@ class ApCoreAgentExecutor(AgentExecutor):
         finally:
             opening.cancel()
 
-    # -- failures --------------------------------------------------------------------
     async def _handle_failure(
         self,
         run: Run,

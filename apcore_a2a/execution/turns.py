@@ -65,9 +65,6 @@ def _metadata_entry(task: Task, key: str) -> dict[str, Any] | None:
     return entry if isinstance(entry, dict) else None
 
 
-# -- approvals --------------------------------------------------------------------------
-
-
 @dataclass(frozen=True, slots=True)
 class PendingApproval:
     """An approval a task waits on (apcore's ``ApprovalPendingError``, as recorded)."""
@@ -188,9 +185,6 @@ async def _approval_answered(
     inputs[RESUME_KEY] = pending.approval_id
     await run.status(TaskState.TASK_STATE_WORKING, metadata=decided)
     return inputs
-
-
-# -- questions --------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
