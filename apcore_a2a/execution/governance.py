@@ -20,7 +20,6 @@ import logging
 from collections.abc import Collection
 from typing import Any
 
-from apcore.builtin_steps import BuiltinApprovalGate
 from apcore.schema import governance_union
 
 from apcore_a2a.adapters.skills import CONTROL_PREFIX, SYSTEM_PREFIX
@@ -78,13 +77,6 @@ def resolve_executor(obj: Any, *, execution_timeout: float = 300.0) -> tuple[Any
         "Expected an apcore Registry (list, get_definition) or Executor (call_async, registry), "
         f"got {type(obj).__name__}"
     )
-
-
-def approval_handler_of(executor: Any) -> Any:
-    """The approval handler *executor*'s approval gate consults, if any."""
-    steps = getattr(getattr(executor, "current_strategy", None), "steps", ())
-    gates = (s.handler for s in steps if isinstance(s, BuiltinApprovalGate))
-    return next((handler for handler in gates if handler is not None), None)
 
 
 def _requires_approval(registry: Any, module_id: str) -> bool:

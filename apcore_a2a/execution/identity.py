@@ -127,14 +127,12 @@ def identity_of(context: ServerCallContext | None) -> Identity | None:
     return auth.identity if isinstance(auth, CallerCredentials) else None
 
 
-def acl_of(executor: Executor) -> ACL | None:
-    """The ACL *executor*'s strategy enforces (what its ACL gate holds), if any."""
-    strategy = getattr(executor, "current_strategy", None)
-    for step in getattr(strategy, "steps", ()):
-        if isinstance(step, BuiltinACLCheck) and step.acl is not None:
-            acl: ACL = step.acl
-            return acl
-    return None
+def gate_holding(executor: Any, gate: type, provider: str) -> Any:
+    """What the first built-in *gate* step of *executor*'s strategy that has one holds as
+    *provider* (the ACL gate's ``acl``, the approval gate's ``handler``), if any."""
+    steps = getattr(getattr(executor, "current_strategy", None), "steps", ())
+    held = (getattr(step, provider) for step in steps if isinstance(step, gate))
+    return next((found for found in held if found is not None), None)
 
 
 def _operates(identity: Identity | None, module_id: str) -> bool:
@@ -148,7 +146,7 @@ def denial(executor: Executor, identity: Identity | None, module_id: str) -> str
     """Why *identity* (``None`` = anonymous) may not call *module_id*, or ``None``."""
     if not _operates(identity, module_id):
         return f"a control module needs the {OPERATOR_ROLE!r} role"
-    acl = acl_of(executor)
+    acl: ACL | None = gate_holding(executor, BuiltinACLCheck, "acl")
     if acl is None:
         return None
     decision = acl.check_access(None, module_id, Context.create(identity=identity))
@@ -166,7 +164,8 @@ async def visible_modules_async(
     executor: Executor, identity: Identity | None, module_ids: Iterable[str]
 ) -> set[str]:
     """Like :func:`visible_modules`, also evaluating async ACL conditions."""
-    acl, context = acl_of(executor), Context.create(identity=identity)
+    acl: ACL | None = gate_holding(executor, BuiltinACLCheck, "acl")
+    context = Context.create(identity=identity)
     return {
         m
         for m in module_ids

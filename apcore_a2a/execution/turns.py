@@ -26,13 +26,14 @@ from a2a.helpers.proto_helpers import new_task
 from a2a.server.agent_execution.active_task import INTERRUPTED_TASK_STATES as _WAITING
 from a2a.types import Message, Task, TaskState
 from a2a.utils.errors import InvalidParamsError
+from apcore.builtin_steps import BuiltinApprovalGate
 
 from apcore_a2a.adapters.errors import sanitize
 from apcore_a2a.adapters.outputs import AuthRequired, InputRequired
 from apcore_a2a.adapters.parts import input_from_parts, value_to_python
 from apcore_a2a.adapters.schema import SchemaFacts, coerce_integers
 from apcore_a2a.adapters.skills import SkillSpec
-from apcore_a2a.execution.governance import approval_handler_of
+from apcore_a2a.execution.identity import gate_holding
 from apcore_a2a.execution.routing import SKILL_METADATA_KEY
 from apcore_a2a.execution.runs import Run
 
@@ -160,7 +161,8 @@ async def _approval_answered(
         return None
     approved, reason = decision
     # Tell an approval handler that understands A2A decisions what the user said.
-    record = getattr(approval_handler_of(executor), "record_decision", None)
+    handler = gate_holding(executor, BuiltinApprovalGate, "handler")
+    record = getattr(handler, "record_decision", None)
     if callable(record):
         record(pending.approval_id, approved, reason)
     decided = pending.metadata("approved" if approved else "rejected")
