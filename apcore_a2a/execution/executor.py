@@ -193,7 +193,7 @@ class ApCoreAgentExecutor(AgentExecutor):
             try:
                 value, streamed = await self._invoke(run, context, spec, inputs)
             except Exception as exc:
-                await self._handle_failure(run, context, spec, exc, inputs)
+                await self._handle_failure(run, message, spec, exc, inputs)
                 return
             await self._complete(run, spec, value, streamed)
         finally:
@@ -352,7 +352,7 @@ class ApCoreAgentExecutor(AgentExecutor):
             chosen.set()  # if the module did not choose the task already
             await opening
             if error is not None:
-                await self._handle_failure(run, context, spec, error, inputs)
+                await self._handle_failure(run, message, spec, error, inputs)
             else:
                 await self._complete(run, spec, value, False)
         finally:
@@ -361,21 +361,20 @@ class ApCoreAgentExecutor(AgentExecutor):
     async def _handle_failure(
         self,
         run: Run,
-        context: RequestContext,
+        message: Message,
         spec: SkillSpec,
         exc: BaseException,
         inputs: dict[str, Any],
     ) -> None:
-        message_id = context.message.message_id if context.message is not None else ""
         asked = input_required_of(exc)
         code = "MODULE_TIMEOUT" if isinstance(exc, TimeoutError) else getattr(exc, "code", None)
         if asked is not None:
-            await turns.ask(run, asked, message_id, inputs)
+            await turns.ask(run, asked, message.message_id, inputs)
         elif run.answering is not None and code in _BAD_INPUT:
             # The answer made the input invalid: ask again, saying why.
             await turns.reask(run, run.answering, map_error(exc, module_id=spec.module_id).message)
         elif code == "APPROVAL_PENDING":
-            await turns.ask_approval(run, exc, spec.module_id, message_id)
+            await turns.ask_approval(run, exc, spec.module_id, message.message_id)
         else:
             mapped = self._mapped(spec, exc)
             state = _END_STATES.get(mapped.outcome, TaskState.TASK_STATE_FAILED)
