@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import types
 from collections.abc import Mapping
-from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
@@ -110,12 +109,6 @@ def describe_error(
         where = spec.key
     got = "a secret (value not shown)" if spec and spec.secret else repr(error.get("input"))
     return f"{where}: {message[:1].lower()}{message[1:]}, got {got}"
-
-
-#: (environment, config-file values) for the Settings being built by resolve().
-SOURCES: ContextVar[tuple[Mapping[str, str], Mapping[str, Any]] | None] = ContextVar(
-    "apcore_a2a_settings_sources", default=None
-)
 
 
 def _items(value: Any) -> Any:

@@ -35,7 +35,6 @@ from pydantic_settings import (
 
 from apcore_a2a._settings_sources import (
     CONFIG_ENV,
-    SOURCES,
     AuthType,
     LogFormat,
     LogLevel,
@@ -373,11 +372,10 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        environ, file_values = SOURCES.get() or (os.environ, {})
+        # Settings() reads os.environ; resolve() merges its own sources (model_validate).
         return (
             init_settings,
-            InitSettingsSource(settings_cls, from_environ(environ, cls.specs())),
-            InitSettingsSource(settings_cls, dict(file_values)),
+            InitSettingsSource(settings_cls, from_environ(os.environ, cls.specs())),
         )
 
     @classmethod
@@ -404,13 +402,12 @@ class Settings(BaseSettings):
         if isinstance(base, Settings):
             base = {k: getattr(base, k) for k in base.model_fields_set}
         environ = os.environ if environ is None else environ
-        token = SOURCES.set((environ, dict(base or {})))
         try:
-            return cls(**given)
+            return cls.model_validate(
+                {**(base or {}), **from_environ(environ, cls.specs()), **given}
+            )
         except ValidationError as exc:
             raise SettingsError(describe_error(exc, given, environ, cls.specs())) from None
-        finally:
-            SOURCES.reset(token)
 
     @classmethod
     def defaults(cls) -> Self:
