@@ -10,7 +10,7 @@ The signature covers the card's A2A 1.0 canonical form (``a2a.utils.signing``), 
 
 Example::
 
-    signer = CardSigner(agent_url="https://agent.example", key=SigningKey.generate())
+    signer = CardSigner(agent_url="https://agent.example", key_file="card-key.pem")
     signed = signer.sign(card)           # a signed copy; ``card`` is not changed
 """
 
@@ -44,9 +44,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("apcore_a2a.keys")
 
-#: Signed extended cards remembered (one per distinct skill set a caller may see).
-_EXTENDED_CACHE = 64
-
 Modifier = Callable[[AgentCard, "ServerCallContext"], Awaitable[AgentCard]]
 
 _metadata = MetaData()
@@ -60,26 +57,20 @@ card_signing_keys = Table(
 
 
 class CardSigner:
-    """Signs agent cards with one key: *key*, else *key_file*, else (in :meth:`start`) the
-    key stored in the database, else one generated in memory (see the module docstring).
-    Until a key is loaded, cards are served unsigned."""
+    """Signs agent cards with one key: *key_file*'s, else (in :meth:`start`) the key stored
+    in the database, else one generated in memory (see the module docstring). Until a key
+    is loaded, cards are served unsigned."""
 
     def __init__(
-        self,
-        *,
-        agent_url: str,
-        key: SigningKey | None = None,
-        key_file: str | None = None,
-        encryption_key: str | None = None,
+        self, *, agent_url: str, key_file: str | None = None, encryption_key: str | None = None
     ) -> None:
         self.jku = agent_url.rstrip("/") + JWKS_PATH
-        self._key = key
+        self._key: SigningKey | None = None
         self._encryption_key = encryption_key
         self._sign: Callable[[AgentCard], AgentCard] | None = None
-        self._extended: LRUCache[bytes, AgentCard] = LRUCache(_EXTENDED_CACHE)
-        if key is not None:
-            self._use(key)
-        elif key_file:
+        # Signed extended cards: one per distinct skill set a caller may see.
+        self._extended: LRUCache[bytes, AgentCard] = LRUCache(64)
+        if key_file:
             # Read now, so a bad file stops the agent at build time with a clear error.
             self._use(load_key_file(key_file))
 
