@@ -262,9 +262,7 @@ class AgentConfig:
         environ: Mapping[str, str] | None = None,
     ) -> Settings:
         """Effective settings: *overrides* > environment > file > defaults."""
-        return Settings.resolve(
-            overrides, environ=os.environ if environ is None else environ, base=self.values
-        )
+        return Settings.resolve(overrides, environ=environ, base=self.values)
 
 
 def load_config(path: str | os.PathLike[str]) -> AgentConfig:
