@@ -134,13 +134,9 @@ LogFormat = Literal["text", "json"]
 AuthType = Literal["bearer", "apikey"]
 
 
-#: Environment variable naming the agent config file (``--config`` / ``config=`` win).
-CONFIG_ENV = "A2A_CONFIG"
-
-
 def config_path(environ: Mapping[str, str] | None = None) -> str | None:
-    """The config file the environment names, if any."""
-    return (os.environ if environ is None else environ).get(CONFIG_ENV) or None
+    """The config file ``A2A_CONFIG`` names, if any (``--config`` / ``config=`` win)."""
+    return (os.environ if environ is None else environ).get("A2A_CONFIG") or None
 
 
 def field_specs(fields: Mapping[str, FieldInfo]) -> tuple[Setting, ...]:

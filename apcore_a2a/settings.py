@@ -34,7 +34,6 @@ from pydantic_settings import (
 )
 
 from apcore_a2a._settings_sources import (
-    CONFIG_ENV,
     AuthType,
     LogFormat,
     LogLevel,
@@ -53,7 +52,6 @@ from apcore_a2a._settings_sources import (
 from apcore_a2a.shape import Shape
 
 __all__ = [
-    "CONFIG_ENV",
     "ENV_VARS",
     "Setting",
     "Settings",
