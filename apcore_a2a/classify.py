@@ -41,7 +41,6 @@ JWKS_PATH = "/.well-known/jwks.json"
 PUSH_STATUS_PATH = "/push/status/{task_id}"
 HEALTH_PATH = "/health"
 METRICS_PATH = "/metrics"
-VERSION_HEADER = b"a2a-version"
 
 #: (path template, HTTP method) of the SDK's 1.0 REST routes -> A2A method. The 0.3 routes
 #: are the same under ``/v1`` (without ListTasks; the extended card is ``/v1/card``).
@@ -85,7 +84,6 @@ JSONRPC_METHODS: dict[str, tuple[str, str]] = {
     "tasks/pushNotificationConfig/delete": ("DeleteTaskPushNotificationConfig", "0.3"),
     "agent/getAuthenticatedExtendedCard": ("GetExtendedAgentCard", "0.3"),
 }
-STREAMING_METHODS = frozenset({"SendStreamingMessage", "SubscribeToTask"})
 #: The A2A 1.0 methods that send a message (and may start a task).
 MESSAGE_METHODS = frozenset({"SendMessage", "SendStreamingMessage"})
 _KINDS: dict[str, Kind] = {
@@ -140,7 +138,7 @@ class RequestInfo:
 
     @property
     def streaming(self) -> bool:
-        return self.method in STREAMING_METHODS
+        return self.method in ("SendStreamingMessage", "SubscribeToTask")
 
     @property
     def is_a2a(self) -> bool:
@@ -384,7 +382,7 @@ class Recorder:
             else:
                 info.tenant = tenant
         for key, value in scope.get("headers", ()):
-            if key == VERSION_HEADER:
+            if key == b"a2a-version":
                 info.announced = bytes(value).decode("latin-1").strip()
                 break
         else:
