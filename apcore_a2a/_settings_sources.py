@@ -25,15 +25,14 @@ class SettingsError(ValueError):
 class Setting:
     """Where one setting comes from, besides keyword arguments.
 
-    ``key`` is ``section.name`` in the config file; ``flag`` the ``serve`` option (``None``
-    when the setting has no flag of its own); ``annotation`` the type without ``| None``,
-    which ``optional`` says it had.
+    ``key`` is ``section.name`` in the config file; ``flag`` the ``serve`` option;
+    ``annotation`` the type without ``| None``, which ``optional`` says it had.
     """
 
     name: str
     env: str
     key: str
-    flag: str | None
+    flag: str
     help: str
     secret: bool
     annotation: Any
@@ -46,7 +45,7 @@ def setting(
     help: str,
     *,
     env: str | None = None,
-    flag: str | bool = True,
+    flag: str | None = None,
     secret: bool = False,
     **limits: Any,
 ) -> Any:
@@ -144,7 +143,7 @@ def field_specs(fields: Mapping[str, FieldInfo]) -> tuple[Setting, ...]:
     specs = []
     for name, info in fields.items():
         meta: dict[str, Any] = info.json_schema_extra["apcore_a2a"]  # type: ignore[index,assignment]
-        flag = "--" + name.replace("_", "-") if meta["flag"] is True else meta["flag"]
+        flag = meta["flag"] or "--" + name.replace("_", "-")
         kind = info.annotation
         optional = get_origin(kind) in (Union, types.UnionType) and type(None) in get_args(kind)
         if optional:
@@ -155,7 +154,5 @@ def field_specs(fields: Mapping[str, FieldInfo]) -> tuple[Setting, ...]:
         if get_origin(kind) is tuple:
             sep = "os.pathsep" if BeforeValidator(_paths) in info.metadata else "comma"
             help += f" (repeatable; env: {sep}-separated)"
-        specs.append(
-            Setting(name, env, meta["key"], flag or None, help, meta["secret"], kind, optional)
-        )
+        specs.append(Setting(name, env, meta["key"], flag, help, meta["secret"], kind, optional))
     return tuple(specs)
