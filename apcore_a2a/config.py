@@ -380,21 +380,19 @@ class _Reader:
         if float in (kind, *get_args(kind)):
             _retag_plain_floats(node)
         value = self.loader.construct_object(node, deep=True)
+        got = _show(value, spec.secret)
         if get_origin(kind) is tuple:
             item_type = get_args(kind)[0]
             if not isinstance(value, list) or not all(_is(item, item_type) for item in value):
-                got = _show(value, spec.secret)
                 raise self.fail(node, f"{where}: expected {_describe(kind)}, got {got}")
             return tuple(float(v) if item_type is float else v for v in value)
         if get_origin(kind) is Literal:
             if value not in get_args(kind):
                 choices = ", ".join(map(str, get_args(kind)))
-                got = _show(value, spec.secret)
                 raise self.fail(node, f"{where}: expected one of {choices}, got {got}")
             return value
         if not _is(value, kind):
             quote = " (quote it)" if kind is str and isinstance(value, int | float) else ""
-            got = _show(value, spec.secret)
             raise self.fail(node, f"{where}: expected {_describe(kind)}, got {got}{quote}")
         if kind is not bool and isinstance(value, int | float):
             if spec.name in _PORTS and not 1 <= value <= 65535:
