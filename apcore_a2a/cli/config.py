@@ -113,8 +113,8 @@ def settings_table() -> str:
     for spec in Settings.specs():
         default = defaults[spec.name]
         shown = "-" if default in (None, ()) else f"`{_flow(default).strip(chr(34))}`"
-        flag = f"`{spec.flag}`" if spec.flag else "-"
-        if spec.secret and spec.flag:
+        flag = f"`{spec.flag}`"
+        if spec.secret:
             flag += f", `{spec.flag}-file`"
         env = f"`{spec.env}`" + (f", `{spec.env}_FILE`" if spec.secret else "")
         rows.append(f"| `{spec.key}` | {env} | {flag} | {shown} |")

@@ -32,8 +32,6 @@ def register(subparsers: Any) -> None:
     p.add_argument("--config", metavar="FILE", help="agent config file (YAML) [env A2A_CONFIG]")
     groups: dict[str, Any] = {}
     for spec in Settings.specs():
-        if spec.flag is None:
-            continue
         section = spec.key.split(".", 1)[0]
         if section not in groups:
             groups[section] = p.add_argument_group(section)
@@ -42,7 +40,7 @@ def register(subparsers: Any) -> None:
 
 
 def _add_flag(group: Any, spec: Setting) -> None:
-    kind, flag = spec.annotation, str(spec.flag)
+    kind, flag = spec.annotation, spec.flag
     options: dict[str, Any] = {"dest": spec.name, "help": f"{spec.help} [env {spec.env}]"}
     if kind is bool:
         options["action"] = argparse.BooleanOptionalAction
@@ -107,7 +105,7 @@ def banner_line(card: AgentCard, executor: Any, url: str) -> str:
 def _flag_named(message: str, overrides: dict[str, Any]) -> str:
     """*message* with a setting given by flag named as that flag."""
     for spec in Settings.specs():
-        if spec.flag and spec.name in overrides and message.startswith(spec.name + ":"):
+        if spec.name in overrides and message.startswith(spec.name + ":"):
             return spec.flag + message[len(spec.name) :]
     return message
 
