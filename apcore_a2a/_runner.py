@@ -32,8 +32,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("apcore_a2a")
 
-#: What to check when the task store cannot be reached at start.
-_STORE_HINT = "is the database running, and does --task-store (A2A_TASK_STORE) name it?"
 _PORT_HINT = "is another server on that port? Choose another with --port (A2A_PORT)"
 _UVICORN_FAILED = "Application startup failed. Exiting."
 #: SQLite's and PostgreSQL's words for a table or column the running code expects.
@@ -83,18 +81,10 @@ def serve(registry_or_executor: Any = None, **kwargs: Any) -> None:
     from apcore_a2a.server.factory import A2AServerFactory
 
     factory = A2AServerFactory(registry_or_executor, standalone=True, **kwargs)
-    if factory.settings.workers > 1:
-        code = run_workers(factory)
-        if code:
-            raise SystemExit(code)
-        return
-    app, _card = factory.create()
-    run_app(app, factory.settings)
-
-
-#: After ``shutdown_timeout``, how long open connections get to finish (streams, their
-#: last event) before uvicorn closes them.
-STREAM_FLUSH_SECONDS = 3
+    if factory.settings.workers == 1:
+        run_app(factory.create()[0], factory.settings)
+    elif code := run_workers(factory):
+        raise SystemExit(code)
 
 
 def run_app(
@@ -141,7 +131,8 @@ def run_app(
         host=settings.host,
         port=settings.port,
         log_level=settings.log_level.lower(),
-        timeout_graceful_shutdown=math.ceil(settings.shutdown_timeout) + STREAM_FLUSH_SECONDS,
+        # then open connections get 3 s to finish (streams, their last event)
+        timeout_graceful_shutdown=math.ceil(settings.shutdown_timeout) + 3,
         lifespan="on",
         access_log=False,
         log_config=None,
@@ -200,7 +191,7 @@ def store_hint(message: str) -> str:
             "the database's tables are from an older version: run "
             "`apcore-a2a db upgrade` with the same --task-store first"
         )
-    return _STORE_HINT
+    return "is the database running, and does --task-store (A2A_TASK_STORE) name it?"
 
 
 def _describe(error: BaseException) -> str:
@@ -246,8 +237,6 @@ class _StartupWatch:
 
 #: Exit status of a worker (and then of the group) that could not start (CLI: 3).
 STARTUP_FAILED = 3
-#: Seconds, beyond ``shutdown_timeout``, the parent waits for children before SIGKILL.
-_KILL_MARGIN = 5.0
 
 
 def run_workers(factory: A2AServerFactory, on_started: Callable[[], None] | None = None) -> int:
@@ -298,7 +287,8 @@ def run_workers(factory: A2AServerFactory, on_started: Callable[[], None] | None
                     "worker %s exited with %s; stopping the others", dead[0].pid, dead[0].exitcode
                 )
                 stop(signal.SIGTERM, None)
-        deadline = time.monotonic() + settings.shutdown_timeout + _KILL_MARGIN
+        # then SIGKILL for those still running 5 s later
+        deadline = time.monotonic() + settings.shutdown_timeout + 5.0
         for child in children:
             child.join(max(0.0, deadline - time.monotonic()))
         for child in children:
