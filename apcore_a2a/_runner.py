@@ -114,14 +114,12 @@ def run_app(
                 on_started()
 
         async def shutdown(self, sockets: Any = None) -> None:
-            state = getattr(getattr(self.config.app, "state", None), "a2a", None)
-            draining = None
-            if state is not None:
-                draining = asyncio.ensure_future(drain(state, state.settings.shutdown_timeout))
+            state = app.state.a2a  # the factory's apps all have it
+            draining = asyncio.ensure_future(drain(state, state.settings.shutdown_timeout))
             try:
                 await super().shutdown(sockets)
             finally:
-                if draining is not None and not draining.done():  # a second Ctrl-C
+                if not draining.done():  # a second Ctrl-C
                     draining.cancel()
 
     _logging.configure(settings, force=False)
@@ -214,9 +212,6 @@ class _StartupWatch:
     def __init__(self, app: Any) -> None:
         self.app = app
         self.error: BaseException | None = None
-
-    def __getattr__(self, name: str) -> Any:  # app.state, app.router... for uvicorn/tests
-        return getattr(self.app, name)
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "lifespan":
