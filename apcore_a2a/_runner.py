@@ -9,6 +9,7 @@ shared accepting socket would let the first idle process take nearly all of them
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
 import multiprocessing
@@ -309,11 +310,8 @@ def _connections_refusal(settings: Settings) -> str | None:
         return None
 
     async def check() -> None:
-        stores = open_stores(settings.task_store, settings)
-        try:
+        async with contextlib.aclosing(open_stores(settings.task_store, settings)) as stores:
             await stores.check_connections()
-        finally:
-            await stores.aclose()
 
     try:
         asyncio.run(check())
