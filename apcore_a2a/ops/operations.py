@@ -122,10 +122,10 @@ class Operations:
 
     def middleware(self) -> list[Middleware]:
         """Outermost first: the request span, then the request counter."""
-        from apcore_a2a.ops.telemetry import telemetry_middleware
-
         found: list[Middleware] = []
         if self.settings.telemetry:
+            from apcore_a2a.ops.telemetry import telemetry_middleware
+
             found.extend(telemetry_middleware(legacy_names=self.settings.telemetry_legacy_names))
         if self.metrics is not None:
             found.append(Middleware(RequestWatch, on_request=self.metrics.count_request))

@@ -50,6 +50,11 @@ LEGACY_ATTRIBUTES = {
 
 Attributes = MutableMapping[str, Any]
 
+try:
+    from opentelemetry import context, trace
+except ImportError as exc:
+    raise MissingExtraError(TELEMETRY_EXTRA_HINT) from exc
+
 
 def telemetry_middleware(*, legacy_names: bool = False) -> list[Middleware]:
     """The request-span middleware; raises ``MissingExtraError`` naming the extra if missing."""
@@ -135,14 +140,11 @@ class A2ASpans:
     for a stream, the last state it sent), set just before the last chunk leaves."""
 
     def __init__(self, app: Callable[..., Any]) -> None:
-        from opentelemetry import trace
-
         self.app = app
-        self._trace = trace
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         info = request_info(scope) if scope["type"] == "http" else None
-        span = self._trace.get_current_span()
+        span = trace.get_current_span()
         if info is None or not info.is_a2a or not span.is_recording():
             await self.app(scope, receive, send)
             return
@@ -187,7 +189,6 @@ def rpc_span(
     *answer* (the call's, ``streams/tap.py``) noted. 0.3 is the ``a2a.v1`` service, 1.0
     ``lf.a2a.v1``."""
     from google.protobuf.json_format import MessageToDict
-    from opentelemetry.trace import SpanKind
 
     attributes: dict[str, Any] = {"rpc.system": "grpc", "rpc.method": path}
     if legacy:
@@ -198,7 +199,9 @@ def rpc_span(
         if request is not None:
             read_params(MessageToDict(request), attributes)
     name = f"a2a {method}" if legacy else method
-    with tracer.start_as_current_span(name, kind=SpanKind.SERVER, attributes=attributes) as span:
+    with tracer.start_as_current_span(
+        name, kind=trace.SpanKind.SERVER, attributes=attributes
+    ) as span:
         try:
             yield
         except Exception as exc:
@@ -215,14 +218,8 @@ class ModuleSpans:
     """Execution observer: each module run in a span, current while the module runs (so
     the module's own spans are its children; its trace id is what the run's logs carry)."""
 
-    def __init__(self, tracer_provider: Any = None, *, legacy_names: bool = False) -> None:
-        try:
-            from opentelemetry import context, trace
-        except ImportError as exc:
-            raise MissingExtraError(TELEMETRY_EXTRA_HINT) from exc
-        self._trace = trace
-        self._context = context
-        self._tracer = trace.get_tracer(TRACER_NAME, __version__, tracer_provider)
+    def __init__(self, *, legacy_names: bool = False) -> None:
+        self._tracer = trace.get_tracer(TRACER_NAME, __version__)
         self._open: dict[Execution, tuple[Any, Any]] = {}
         self._legacy = legacy_names
 
@@ -241,10 +238,10 @@ class ModuleSpans:
             attributes["a2a.method.name"] = execution.method
         span = self._tracer.start_span(
             f"execute {execution.skill_id}",
-            kind=self._trace.SpanKind.INTERNAL,
+            kind=trace.SpanKind.INTERNAL,
             attributes=self._named(attributes),
         )
-        token = self._context.attach(self._trace.set_span_in_context(span))
+        token = context.attach(trace.set_span_in_context(span))
         self._open[execution] = (span, token)
         span_context = span.get_span_context()
         if span_context.is_valid:
@@ -261,6 +258,6 @@ class ModuleSpans:
             ended["error.type"] = execution.error_code
         span.set_attributes(self._named(ended))
         if execution.state == "failed":
-            span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, execution.error_code))
+            span.set_status(trace.Status(trace.StatusCode.ERROR, execution.error_code))
         span.end()
-        self._context.detach(token)
+        context.detach(token)
