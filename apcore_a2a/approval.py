@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import threading
 import uuid
-from typing import Any
 
-from apcore import ApprovalResult
+from apcore import ApprovalRequest, ApprovalResult
 from cachetools import LRUCache
 
 
@@ -28,14 +27,12 @@ class A2AApprovalHandler:
         self._decisions: LRUCache[str, tuple[str, str | None]] = LRUCache(max_entries)
         self._lock = threading.Lock()
 
-    async def request_approval(self, request: Any) -> ApprovalResult:
+    async def request_approval(self, request: ApprovalRequest) -> ApprovalResult:
         """Park the call: ``pending``, under a new approval id the caller answers."""
         approval_id = uuid.uuid4().hex
         with self._lock:
             self._decisions[approval_id] = ("pending", None)
-        description = getattr(request, "description", None) or ""
-        module_id = getattr(request, "module_id", "")
-        reason = description or f"{module_id} requires approval"
+        reason = request.description or f"{request.module_id} requires approval"
         return ApprovalResult(status="pending", approval_id=approval_id, reason=reason)
 
     async def check_approval(self, approval_id: str) -> ApprovalResult:
