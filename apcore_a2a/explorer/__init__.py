@@ -21,9 +21,7 @@ from starlette.types import Scope
 __all__ = ["SECURITY_HEADERS", "explorer_routes"]
 
 _HERE = Path(__file__).resolve().parent
-_STATIC_DIR = _HERE / "static"
 _PAGE_TEMPLATE = _HERE / "page.html"
-_CARD_PATH = ".well-known/agent-card.json"
 _PREFIX_RE = re.compile(r"^(/[A-Za-z0-9._~-]+)+$")
 
 _CSP = "; ".join(
@@ -100,7 +98,7 @@ def explorer_routes(prefix: str = "/explorer") -> list[BaseRoute]:
     prefix = prefix.rstrip("/")
     # The page lives at "<prefix>/"; climbing one level per prefix segment reaches the app
     # root, which keeps the card URL right behind a proxy that adds a root path.
-    card_url = html.escape("../" * prefix.count("/") + _CARD_PATH, quote=True)
+    card_url = html.escape("../" * prefix.count("/") + ".well-known/agent-card.json", quote=True)
     page = _PAGE_TEMPLATE.read_text(encoding="utf-8").replace("%CARD_URL%", card_url).encode()
     etag = '"' + hashlib.sha256(page).hexdigest()[:32] + '"'
     # Asset names are not fingerprinted (no build step), so browsers must revalidate; the
@@ -124,7 +122,7 @@ def explorer_routes(prefix: str = "/explorer") -> list[BaseRoute]:
             page, media_type="text/html; charset=utf-8", headers={**headers, "etag": etag}
         )
 
-    assets = _Assets(directory=_STATIC_DIR)
+    assets = _Assets(directory=_HERE / "static")
     assets.headers = headers
     return [
         Route(prefix, redirect_to_page, methods=["GET", "HEAD"], name="explorer_redirect"),
