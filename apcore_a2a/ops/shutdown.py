@@ -54,20 +54,20 @@ async def drain(state: ServerView, grace: float) -> None:
             except Exception:
                 logger.exception("The authenticator could not be closed")
     deadline = ops.shutdown_deadline
+    remaining = max(deadline - now, 0.0)
     grpc_server = state.extras.get("grpc")
     # gRPC keeps accepting until told; its grace outlasts ours so our cancels, not its
     # own, end the calls still running at the deadline.
     stopping = (
-        asyncio.ensure_future(grpc_server.stop(max(deadline - now, 0.0) + 5.0))
+        asyncio.ensure_future(grpc_server.stop(remaining + 5.0))
         if grpc_server is not None
         else None
     )
     tracker = ops.tracker
     seen = tracker.record()
     if tracker.active:
-        wait = max(deadline - now, 0.0)
         logger.info(
-            "Shutting down: waiting up to %.1f s for %d running task(s)", wait, tracker.active
+            "Shutting down: waiting up to %.1f s for %d running task(s)", remaining, tracker.active
         )
     await tracker.wait_idle(deadline - time.monotonic())
     leftover = [e for e in tracker.running() if not e.reply]
