@@ -197,12 +197,10 @@ def _describe(error: BaseException) -> str:
     from apcore_a2a.storage import StoreInUseError, StoreUnavailableError
 
     message = " ".join(str(error).split()) or type(error).__name__
-    if isinstance(error, StoreInUseError):  # says what to do itself
+    if isinstance(error, StoreInUseError | OSError | ValueError):  # says what to do itself
         return message
     if isinstance(error, StoreUnavailableError):
         return f"{message}; {store_hint(message)}"
-    if isinstance(error, OSError | ValueError):
-        return message
     return f"start-up failed: {type(error).__name__}: {message}"
 
 
