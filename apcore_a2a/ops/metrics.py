@@ -42,7 +42,8 @@ class Metrics(Collector):
     is read once per rendering."""
 
     def __init__(self, live: Callable[[], Mapping[str, float]] = dict) -> None:
-        self.registry = CollectorRegistry(auto_describe=True)
+        # No auto_describe: registering must not collect (live values are read at scrape time).
+        self.registry = CollectorRegistry()
         self.live = live
         self.total_requests = 0
         self.by_skill_state: Counter[tuple[str, str]] = Counter()

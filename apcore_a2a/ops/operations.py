@@ -83,7 +83,7 @@ class Operations:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self._state: ServerView | None = None
+        self._state: ServerView  # set by attach(), before anything is served or scraped
         self._ping: asyncio.Future[None] | None = None
         self.tracker = ExecutionTracker()
         self.metrics: Metrics | None = None
@@ -132,16 +132,15 @@ class Operations:
         return found
 
     def uptime(self) -> float:
-        started = self._state.started_at if self._state is not None else 0.0
+        started = self._state.started_at
         return max(0.0, time.time() - started) if started else 0.0
 
     def _live(self) -> dict[str, float]:
-        state = self._state
-        sender = getattr(state.extras.get("push"), "sender", None) if state else None
+        sender = getattr(self._state.extras.get("push"), "sender", None)
         return {
             "active_tasks": self.tracker.active,
             "uptime_seconds": round(self.uptime(), 3),
-            "sse_active_streams": state.streams.active if state is not None else 0,
+            "sse_active_streams": self._state.streams.active,
             "push_notifications_sent": int(getattr(sender, "sent", 0)),
             "push_notifications_failed": int(getattr(sender, "failed", 0)),
         }
@@ -163,7 +162,7 @@ class Operations:
             return JSONResponse(body, 503, headers=_NO_STORE)
         self._last_problem = None
         body = {"status": "healthy"}
-        if detailed and self._state is not None:
+        if detailed:
             body.update(
                 module_count=len(self._state.catalog.ids()),
                 uptime_seconds=round(self.uptime(), 3),
@@ -173,11 +172,8 @@ class Operations:
 
     async def problem(self) -> tuple[str, str] | None:
         """``(reason to log, reason to show)`` when the server is unhealthy, else ``None``."""
-        state = self._state
-        if state is None:
-            return "server not started", "server not started"
         try:
-            await self._ping_store(state)
+            await self._ping_store()
         except StoreUnavailableError as exc:
             # Its message names the store (user@host:port/db, driver detail): log only.
             return str(exc), "task store is unreachable (details in the server log)"
@@ -205,7 +201,7 @@ class Operations:
             identity = caller_identity(request.scope)
             shown: set[str] | None = None
             operator = OPERATOR_ROLE in getattr(identity, "roles", ())
-            if not (self.settings.ops_details_public or operator) and self._state is not None:
+            if not (self.settings.ops_details_public or operator):
                 # skills the ACL hides from this caller are not named to it
                 executor = self._state.executor
                 shown = await visible_modules_async(executor, identity, metrics.skills())
@@ -213,12 +209,12 @@ class Operations:
             return Response(body, headers={**_NO_STORE, "Content-Type": content_type})
         return JSONResponse(metrics.snapshot(), headers=_NO_STORE)
 
-    async def _ping_store(self, state: ServerView) -> None:
+    async def _ping_store(self) -> None:
         # One ping serves every probe that arrives while it runs, so a burst of probes
         # under load costs the store one query; a hung store costs each probe the timeout.
         ping = self._ping
         if ping is None or ping.done():
-            ping = self._ping = asyncio.ensure_future(state.stores.ping())
+            ping = self._ping = asyncio.ensure_future(self._state.stores.ping())
             ping.add_done_callback(_consume)
         try:
             async with asyncio.timeout(HEALTH_TIMEOUT):
