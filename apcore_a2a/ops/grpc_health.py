@@ -29,12 +29,11 @@ def add_health_service(
         logger.info("grpc.health.v1 not offered: install grpcio-health-checking")
         return None
 
-    serving = health_pb2.HealthCheckResponse.SERVING
-    not_serving = health_pb2.HealthCheckResponse.NOT_SERVING
+    response = health_pb2.HealthCheckResponse
 
     class StoreHealth(health.aio.HealthServicer):  # type: ignore[misc]
         async def refresh(self) -> None:
-            status = serving if await problem() is None else not_serving
+            status = response.SERVING if await problem() is None else response.NOT_SERVING
             for service in ("", *services):
                 await self.set(service, status)
 
