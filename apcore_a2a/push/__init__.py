@@ -101,12 +101,12 @@ class PushKit:
 
     def saved(self, task: Task, _context: ServerCallContext) -> None:
         """A save listener for the task store (0.3 deliveries carry the saved task)."""
-        self.sender.snapshots.remember(task)
+        self.sender.snapshots[task.id] = task
 
     async def interrupted(self, task: Task, event: TaskStatusUpdateEvent) -> None:
         """A listener of the stores' interrupted tasks (``Stores.on_interrupted``): no run
         reports these failures, so they are pushed from here."""
-        self.sender.snapshots.remember(task)
+        self.sender.snapshots[task.id] = task
         await self.sender.send_settled(task.id, event)
 
     def routes_for(

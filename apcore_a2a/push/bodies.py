@@ -3,9 +3,10 @@
 1.0: the event's ``StreamResponse``, exactly as a 1.0 SSE stream carries it. 0.3: the
 whole ``Task`` as 0.3 JSON, as 0.3 senders post it on every update. The SDK saves the
 updated task and then, in the same coroutine, calls the sender with only the event, so
-:class:`TaskSnapshots` (a view of the task store keeping the latest save per task) gives
-the task after the event with no read and no owner. Its bound covers saves no event
-follows (a cancel from another replica, recovery of interrupted tasks).
+the sender's ``snapshots`` (the latest save per task, noted by a save listener of the task
+store, ``PushKit.saved``) give the task after the event with no read and no owner. Their
+bound covers saves no event follows (a cancel from another replica, recovery of
+interrupted tasks).
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ from a2a.server.context import ServerCallContext
 from a2a.server.tasks.push_notification_sender import PushNotificationEvent
 from a2a.types import Task, TaskArtifactUpdateEvent, TaskStatusUpdateEvent
 from a2a.utils.proto_utils import to_stream_response
-from cachetools import LRUCache
 from google.protobuf.json_format import MessageToDict
 
 from apcore_a2a.edge.call import call_of
@@ -76,18 +76,3 @@ def _chunk_in_place(task: Task, event: PushNotificationEvent) -> Task:
         elif chunk is not None and chunk.artifact_id == artifact.artifact_id:
             copy.artifacts.append(chunk)
     return copy
-
-
-class TaskSnapshots:
-    """The last saved ``Task`` per task id (at most *limit* tasks), noted by a save
-    listener of the task store (``PushKit.saved``)."""
-
-    def __init__(self, limit: int = 1024) -> None:
-        self._tasks: LRUCache[str, Task] = LRUCache(maxsize=limit)
-
-    def remember(self, task: Task) -> None:
-        self._tasks[task.id] = task
-
-    def take(self, task_id: str) -> Task | None:
-        """The task as last saved (forgotten afterwards), or ``None``."""
-        return self._tasks.pop(task_id, None)

@@ -27,10 +27,10 @@ import httpx
 from a2a.server.agent_execution.active_task import TERMINAL_TASK_STATES as _FINAL
 from a2a.server.tasks.push_notification_config_store import PushNotificationConfigStore
 from a2a.server.tasks.push_notification_sender import PushNotificationEvent, PushNotificationSender
-from a2a.types import TaskPushNotificationConfig, TaskStatusUpdateEvent
+from a2a.types import Task, TaskPushNotificationConfig, TaskStatusUpdateEvent
 from cachetools import LRUCache
 
-from apcore_a2a.push.bodies import V0_3, V1_0, TaskSnapshots, body_v03, body_v10
+from apcore_a2a.push.bodies import V0_3, V1_0, body_v03, body_v10
 from apcore_a2a.push.policy import PushUrlPolicy
 from apcore_a2a.push.signing import SigningKey
 from apcore_a2a.push.status import ConfigStatusBook
@@ -138,7 +138,8 @@ class RetryingPushSender(PushNotificationSender):
         # One worker per (task, config) and any number of tasks: without a cap on the
         # attempts in flight, stalled receivers could hold every file descriptor.
         self._in_flight = asyncio.Semaphore(max_deliveries)
-        self.snapshots = TaskSnapshots()
+        #: The last saved ``Task`` per task id, taken by its event (push/bodies.py).
+        self.snapshots: LRUCache[str, Task] = LRUCache(maxsize=1024)
         self._client: httpx.AsyncClient | None = None
         self._key: SigningKey | None = None
         self._queues: dict[_Key, _Queue] = {}
@@ -198,7 +199,7 @@ class RetryingPushSender(PushNotificationSender):
     async def send_notification(self, task_id: str, event: PushNotificationEvent) -> None:
         if isinstance(event, TaskStatusUpdateEvent) and event.status.state in _FINAL:
             self._settled[task_id] = True
-        snapshot = self.snapshots.take(task_id)
+        snapshot = self.snapshots.pop(task_id, None)
         if self._closing or self._key is None:
             logger.warning("push: sender not running, event for task %s not delivered", task_id)
             return
