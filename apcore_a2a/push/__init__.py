@@ -21,13 +21,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from apcore_a2a.classify import JWKS_PATH
+from apcore_a2a.classify import JWKS_PATH, PUSH_STATUS_PATH
 from apcore_a2a.push.configs import PushConfigStore
 from apcore_a2a.push.policy import PushUrlPolicy, Resolver
 from apcore_a2a.push.sender import SIGNATURE_HEADER, RetryingPushSender
 from apcore_a2a.push.signing import SigningKey, stored_key
 from apcore_a2a.push.status import ConfigStatusBook, create_tables, signing_keys
-from apcore_a2a.push.status_route import PUSH_STATUS_EXTENSION_URI, status_extension, status_route
+from apcore_a2a.push.status_route import status_route
 from apcore_a2a.upstream.jsonrpc03_push import JsonRpc03PushCorrections
 from apcore_a2a.upstream.rest03_push_routes import rest03_push_routes
 
@@ -58,12 +58,11 @@ logger = logging.getLogger("apcore_a2a.push")
 
 #: Card extension that tells receivers where the delivery-signing keys are published.
 PUSH_SIGNING_EXTENSION_URI = "urn:apcore:a2a:push-signing:v1"
+#: Card extension saying the agent serves the owner's status route.
+PUSH_STATUS_EXTENSION_URI = "urn:apcore:a2a:push-status:v1"
 
 
-KeySource = Callable[[], dict[str, Any] | None]
-
-
-def jwks_route(sources: Sequence[KeySource]) -> Route:
+def jwks_route(sources: Sequence[Callable[[], dict[str, Any] | None]]) -> Route:
     """``GET /.well-known/jwks.json``: the keys of every source that has one, one entry per
     ``kid`` (card and delivery signatures use different keys), cacheable for 5 minutes; 503
     until some source has loaded its key."""
@@ -193,7 +192,8 @@ def card_extensions(settings: Settings) -> list[AgentExtension]:
     """The card extensions (``AgentCapabilities.extensions``) of push notifications: none
     when they are off, else the one pointing receivers at the delivery-signing keys
     (``jwksUrl``, ``algorithm``, ``header``: where the JWT travels) and the one declaring
-    the owner's status route (``path``)."""
+    the owner's status route (``path``, relative to the agent's base URL, where its card
+    is)."""
     if not settings.push_notifications:
         return []
     key = settings.push_signing_key
@@ -209,4 +209,15 @@ def card_extensions(settings: Settings) -> list[AgentExtension]:
     extension = AgentExtension(
         uri=PUSH_SIGNING_EXTENSION_URI, description=description, required=False, params=params
     )
-    return [extension, status_extension()]
+    status = AgentExtension(
+        uri=PUSH_STATUS_EXTENSION_URI,
+        description=(
+            "GET path (taskId filled in) on this agent's base URL, with the credentials of an "
+            "A2A call, answers the delivery status of the caller's push configs of that "
+            'task: {"taskId", "configs": [{"id", "url", "status": "active"|"failed", '
+            '"statusReason"}]}; 404 for a task that is not the caller\'s.'
+        ),
+        required=False,
+        params={"path": PUSH_STATUS_PATH.replace("{task_id}", "{taskId}")},
+    )
+    return [extension, status]

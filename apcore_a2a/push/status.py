@@ -17,9 +17,6 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from apcore_a2a.push.bodies import V1_0
 
-ACTIVE = "active"
-FAILED = "failed"
-
 _metadata = MetaData()
 
 signing_keys = Table(

@@ -21,38 +21,19 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from a2a.server.routes.common import DefaultServerCallContextBuilder
-from a2a.types import AgentExtension, ListTaskPushNotificationConfigsRequest
+from a2a.types import ListTaskPushNotificationConfigsRequest
 from a2a.utils.error_handlers import rest_error_handler
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from apcore_a2a.classify import PUSH_STATUS_PATH
-from apcore_a2a.push.status import ACTIVE, FAILED, ConfigStatusBook
+from apcore_a2a.push.status import ConfigStatusBook
 from apcore_a2a.storage.outages import guarded
 
 if TYPE_CHECKING:
     from a2a.server.request_handlers import RequestHandler
     from a2a.server.routes.common import ServerCallContextBuilder
-
-#: Card extension (``AgentCapabilities.extensions``) saying the agent serves the route.
-PUSH_STATUS_EXTENSION_URI = "urn:apcore:a2a:push-status:v1"
-
-
-def status_extension() -> AgentExtension:
-    """The card extension that declares ``GET /push/status/{taskId}`` (``params.path``,
-    relative to the agent's base URL, where its card is)."""
-    return AgentExtension(
-        uri=PUSH_STATUS_EXTENSION_URI,
-        description=(
-            "GET path (taskId filled in) on this agent's base URL, with the credentials of an "
-            "A2A call, answers the delivery status of the caller's push configs of that "
-            'task: {"taskId", "configs": [{"id", "url", "status": "active"|"failed", '
-            '"statusReason"}]}; 404 for a task that is not the caller\'s.'
-        ),
-        required=False,
-        params={"path": PUSH_STATUS_PATH.replace("{task_id}", "{taskId}")},
-    )
 
 
 def status_route(
@@ -74,7 +55,7 @@ def status_route(
         for config in listed.configs:
             config_id = config.id or task_id  # as the stores default it
             reason = failed.get(config_id)
-            status = ACTIVE if reason is None else FAILED
+            status = "active" if reason is None else "failed"
             configs.append(
                 {"id": config_id, "url": config.url, "status": status, "statusReason": reason}
             )
