@@ -130,7 +130,11 @@ class JWKSKeySource:
     async def get(self, kid: str, alg: str | None = None) -> jwt.PyJWK:
         """The key for *kid*, bound to *alg* unless its JWK names its own algorithm
         (:class:`PublishedKey`); raise :class:`KeyLookupError`."""
-        return _bind(await self._published(kid), alg)
+        published = await self._published(kid)
+        try:
+            return published.for_alg(alg)
+        except (jwt.PyJWTError, ValueError, TypeError):
+            raise KeyLookupError(f"the key cannot verify {alg}") from None
 
     async def _published(self, kid: str) -> PublishedKey:
         now = self._clock()
@@ -243,13 +247,6 @@ class JWKSKeySource:
 
 def _digest(kid: str) -> bytes:
     return hashlib.sha256(kid.encode("utf-8", "surrogatepass")).digest()
-
-
-def _bind(key: PublishedKey, alg: str | None) -> jwt.PyJWK:
-    try:
-        return key.for_alg(alg)
-    except (jwt.PyJWTError, ValueError, TypeError):
-        raise KeyLookupError(f"the key cannot verify {alg}") from None
 
 
 def parse_jwks(body: bytes) -> dict[str, PublishedKey]:
