@@ -115,9 +115,7 @@ def extended_card_modifier(
 
 
 def legacy_extended_card_route(
-    handler: RequestHandler,
-    context_builder: ServerCallContextBuilder,
-    path: str = LEGACY_EXTENDED_CARD_PATH,
+    handler: RequestHandler, context_builder: ServerCallContextBuilder
 ) -> Route:
     """``GET /agent/authenticatedExtendedCard``: the caller's extended card as JSON, from
     ``handler.on_get_extended_agent_card`` (the card of ``GetExtendedAgentCard``). Mount it
@@ -134,4 +132,4 @@ def legacy_extended_card_route(
         headers = {"Cache-Control": "private, no-cache", "Vary": "Authorization"}
         return JSONResponse(agent_card_to_dict(card), headers=headers)
 
-    return Route(path, endpoint, methods=["GET"])
+    return Route(LEGACY_EXTENDED_CARD_PATH, endpoint, methods=["GET"])

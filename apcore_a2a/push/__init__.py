@@ -109,7 +109,7 @@ class PushKit:
         await self.sender.send_settled(task.id, event)
 
     def routes_for(
-        self, handler: RequestHandler, context_builder: ServerCallContextBuilder | None = None
+        self, handler: RequestHandler, context_builder: ServerCallContextBuilder
     ) -> list[BaseRoute]:
         """The JWKS route, the owner's status route and the REST 0.3 config routes; mount
         before the SDK's REST."""

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from a2a.server.routes.common import DefaultServerCallContextBuilder
 from a2a.types import ListTaskPushNotificationConfigsRequest
 from a2a.utils.error_handlers import rest_error_handler
 from starlette.requests import Request
@@ -39,16 +38,15 @@ if TYPE_CHECKING:
 def status_route(
     handler: RequestHandler,
     statuses: ConfigStatusBook,
-    context_builder: ServerCallContextBuilder | None = None,
+    context_builder: ServerCallContextBuilder,
 ) -> Route:
     """The owner-scoped status route (see the module docstring)."""
-    builder = context_builder or DefaultServerCallContextBuilder()
 
     @rest_error_handler
     async def endpoint(request: Request) -> Response:
         task_id = str(request.path_params["task_id"])
         listed = await handler.on_list_task_push_notification_configs(
-            ListTaskPushNotificationConfigsRequest(task_id=task_id), builder.build(request)
+            ListTaskPushNotificationConfigsRequest(task_id=task_id), context_builder.build(request)
         )
         failed = await guarded(statuses.failed.read(task_id)) if listed.configs else {}
         configs: list[dict[str, Any]] = []
