@@ -35,6 +35,7 @@ from sqlalchemy import Column, Float, MetaData, String, Table, Text
 from apcore_a2a.adapters.agent_card import CardDocument, serialize_card
 from apcore_a2a.push import JWKS_PATH
 from apcore_a2a.push.signing import PrivateKey, SigningKey, stored_key
+from apcore_a2a.push.status import create_tables
 
 if TYPE_CHECKING:
     from a2a.server.context import ServerCallContext
@@ -83,8 +84,7 @@ class CardSigner:
         if self._key is not None:
             return
         if engine is not None:
-            async with engine.begin() as conn:
-                await conn.run_sync(_metadata.create_all)
+            await create_tables(engine, _metadata)
             table, what = card_signing_keys, "card signing key"
             self._use(await stored_key(engine, table, self._encryption_key, what))
             return

@@ -98,14 +98,14 @@ class _MemoryRecords:
             self._tasks.pop(task_id, None)
 
 
-async def create_tables(engine: AsyncEngine) -> None:
-    """Create the push tables on *engine* if they are missing."""
+async def create_tables(engine: AsyncEngine, metadata: MetaData = _metadata) -> None:
+    """Create the tables of *metadata* (the push tables) on *engine* if they are missing."""
     # Processes starting together (``workers``) race to create a table; PostgreSQL fails
     # the loser's CREATE on pg_type's unique index: a second pass finds it made.
     for attempt in range(3):
         try:
             async with engine.begin() as conn:
-                await conn.run_sync(_metadata.create_all)
+                await conn.run_sync(metadata.create_all)
             return
         except (IntegrityError, ProgrammingError):
             if attempt == 2:

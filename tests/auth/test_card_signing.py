@@ -350,3 +350,23 @@ def test_card_body_is_json_with_the_signature(signed_url: str) -> None:
     body = fetch(signed_url, "/.well-known/agent-card.json").content
     card = json.loads(body)
     assert [sorted(s) for s in card["signatures"]] == [["protected", "signature"]]
+
+
+async def test_replicas_starting_together_on_a_new_database_share_one_key() -> None:
+    """Replicas (``--workers``) create the key table at once: the loser of PostgreSQL's
+    CREATE race (a duplicate in ``pg_type``) tries again instead of failing its start."""
+    import asyncio
+
+    from apcore_a2a.keys import CardSigner
+    from apcore_a2a.storage._urls import create_engine, parse_store_url
+
+    with pg_schema_url(agents=4) as url:
+        engines = [create_engine(parse_store_url(url)) for _ in range(4)]
+        signers = [CardSigner(agent_url="http://agent.example") for _ in engines]
+        try:
+            await asyncio.gather(*(s.start(e) for s, e in zip(signers, engines, strict=True)))
+        finally:
+            for engine in engines:
+                await engine.dispose()
+        kids = {s.public_jwk()["kid"] for s in signers}  # type: ignore[index]
+        assert len(kids) == 1
