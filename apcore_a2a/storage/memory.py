@@ -60,7 +60,7 @@ class BoundedMemoryTaskStore(InMemoryTaskStore):
             raise TypeError("max_capacity must be an integer")
         if max_capacity < 1:
             raise ValueError(f"max_capacity must be at least 1, got {max_capacity}")
-        super().__init__(owner_resolver=self._resolve_owner)
+        super().__init__(owner_resolver=self.owner_of)
         self.max_capacity = max_capacity
         self._ttl = ttl_seconds if ttl_seconds is not None and ttl_seconds > 0 else None
         self._owner_resolver = owner_resolver
@@ -113,7 +113,8 @@ class BoundedMemoryTaskStore(InMemoryTaskStore):
 
     def owner_of(self, context: ServerCallContext) -> str:
         """The owner key the store files the caller's tasks under."""
-        return self._resolve_owner(context)
+        user = context.user
+        return user.owner if isinstance(user, OwnerUser) else self._owner_resolver(context)
 
     async def others_in(self, context_id: str, owner: str) -> bool:
         """Whether *context_id* holds a task of an owner other than *owner*."""
@@ -180,7 +181,3 @@ class BoundedMemoryTaskStore(InMemoryTaskStore):
                 if not owners:
                     del self._contexts[context_id]
         await super().delete(task_id, ServerCallContext(user=OwnerUser(owner)))
-
-    def _resolve_owner(self, context: ServerCallContext) -> str:
-        user = context.user
-        return user.owner if isinstance(user, OwnerUser) else self._owner_resolver(context)
