@@ -1,25 +1,9 @@
 """A context belongs to the owner of the tasks in it (``docs/auth.md``, *Contexts belong to
-their owner*).
+their owner*: the rule, what it costs, and the race between processes).
 
-A message without a task id that names a ``contextId`` starts a new task in that context.
-When the context holds a task of another owner, the message is refused as invalid params
-(A2A 1.0.1 §3.4.1: an agent that cannot accept a client-provided ``contextId`` rejects the
-request and makes up no other one), before anything is stored or any module runs: modules
-keep conversation state by ``a2a.context_id``, and client-chosen ids may be guessable.
-The answer does not say whose the context is.
-
-The check costs nothing for a message without a ``contextId`` or with a task id; else one
-lookup: a dict read in the memory store, one indexed query in SQL stores
-(:data:`INDEX_NAME` on ``tasks (context_id, owner)``, created at start).
-
-Two callers opening the same fresh context at once: in one process the first whose
-lookup ends holds the context for its request (:class:`ContextGuard`) and the other is
-refused. Across processes on one database there is a window from one's lookup to its
-task's first save (at most ``WRITE_DELAY`` more for a blocking call) in which both may be
-accepted; the context then has two owners, each seeing only its own tasks, and every
-later new task in it is refused (follow-ups of the tasks there go on).
-
-Anonymous callers share the SDK's one anonymous owner, so they share contexts (as tasks).
+A message that starts a task in a context holding a task of another owner is refused as
+invalid params (A2A 1.0.1 §3.4.1) before anything is stored or any module runs; the
+answer does not say whose the context is.
 """
 
 from __future__ import annotations
@@ -41,10 +25,6 @@ REFUSAL = (
     "message.contextId is not available to this caller: omit it to start a new "
     "conversation, or name a context of your own"
 )
-
-
-def _nothing_else() -> None:
-    return None
 
 
 class ContextGuard:
@@ -70,7 +50,7 @@ class ContextGuard:
         message = params.message
         context_id = message.context_id
         if message.task_id or not context_id:
-            return _nothing_else
+            return lambda: None
         owner = self._owner_of(context)
         if not self._free(context_id, owner) or (
             self._others is not None and await self._others(context_id, owner)
