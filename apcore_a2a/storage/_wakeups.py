@@ -72,26 +72,23 @@ class WakeHub:
     def __init__(self) -> None:
         #: task id -> its waiting subscribers
         self.waiters: dict[str, set[Waiter]] = {}
-        self.count = 0
         #: called when the first subscriber registers (start watchers and polls)
         self.on_first: list[Callable[[], None]] = []
 
     def register(self, task_id: str) -> Waiter:
+        first = not self.waiters
         waiter = Waiter()
         self.waiters.setdefault(task_id, set()).add(waiter)
-        self.count += 1
-        if self.count == 1:
+        if first:
             for start in self.on_first:
                 start()
         return waiter
 
     def unregister(self, task_id: str, waiter: Waiter) -> None:
         waiters = self.waiters.get(task_id, set())
-        if waiter in waiters:
-            waiters.discard(waiter)
-            self.count -= 1
-            if not waiters:
-                del self.waiters[task_id]
+        waiters.discard(waiter)
+        if not waiters:
+            self.waiters.pop(task_id, None)
 
     def wake(self, task_id: str, seq: int | None = None) -> None:
         """Wake *task_id*'s subscribers (those whose cursor is before *seq*, if given)."""
@@ -247,7 +244,7 @@ class SafetyPoll(_Loop):
         hub.on_first.append(self.start)
 
     async def _run(self) -> None:
-        while self.hub.count > 0:
+        while self.hub.waiters:
             listener = self.listener
             if listener is not None and listener.live.is_set():
                 listener.lost.clear()
@@ -299,7 +296,7 @@ class FileWatcher(_Loop):
     async def _run(self) -> None:
         # stat() of a local file takes microseconds: cheaper than a thread hop.
         seen = self._signature()
-        while self.hub.count > 0:
+        while self.hub.waiters:
             await asyncio.sleep(FILE_WATCH_INTERVAL)
             now = self._signature()
             if now != seen:
