@@ -33,7 +33,7 @@ from typing import Any
 
 from a2a.server.agent_execution.active_task import INTERRUPTED_TASK_STATES as _WAITING
 from a2a.server.agent_execution.active_task import TERMINAL_TASK_STATES as _FINISHED
-from a2a.server.cluster import LegacyTaskStoreAdapter, VersionedTaskStore
+from a2a.server.cluster import VersionedTaskStore
 from a2a.server.cluster.event_stream import TaskEventStream
 from a2a.server.context import ServerCallContext
 from a2a.server.request_handlers import DefaultRequestHandler
@@ -96,7 +96,7 @@ class ApCoreRequestHandler(DefaultRequestHandler):
         if isinstance(event_log, MemoryEventLog) and not isinstance(task_store, VersionedTaskStore):
             # The SDK would wrap the store in LegacyTaskStoreAdapter, which drops each
             # save's event; ours records it (storage/event_log.py).
-            task_store = RecordingTaskStore(LegacyTaskStoreAdapter(task_store), event_log)
+            task_store = RecordingTaskStore(task_store, event_log)
         self._tasks = task_store
         self._tap: PositionTap | None = None
         if self._event_log is not None:

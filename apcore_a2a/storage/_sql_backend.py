@@ -33,6 +33,7 @@ from ._owner import OwnerLock, owner_lock
 from ._replicas import METADATA, ReplicaRegistry, claims_table, replicas_table, turns_table
 from ._urls import StoreInUseError, StoreUnavailableError, StoreURL, check_sqlite_folder, read
 from .memory import OwnerUser
+from .observed import copy_task
 from .outages import UNAVAILABLE as _UNAVAILABLE
 from .quota_slots import PUSH_SCOPE, slots_table
 
@@ -307,8 +308,7 @@ class SqlBackend:
                 stored = await versioned.get(task_id, context)
                 if stored is None or stored.task.status.state not in _RUNNING:
                     continue
-                task = Task()
-                task.CopyFrom(stored.task)
+                task = copy_task(stored.task)
                 _mark_failed(task)
                 event = TaskStatusUpdateEvent(
                     task_id=task.id, context_id=task.context_id, status=task.status

@@ -36,7 +36,7 @@ from apcore_a2a.upstream.sql_task_rows import TaskRows
 from ._pg_writer import PgInsert, PgWriter
 from ._replicas import ReplicaRegistry
 from .group_commit import GroupCommit
-from .observed import Layer
+from .observed import Layer, copy_task
 from .outages import is_outage
 
 logger = logging.getLogger(__name__)
@@ -59,12 +59,6 @@ def _forget_new(task_id: str, context: ServerCallContext) -> None:
     """After the first save of a made-up id, the store answers for it."""
     if call := _made_up_here(task_id, context):
         call.new_task = None
-
-
-def _copy(task: Task) -> Task:
-    copy = Task()
-    copy.CopyFrom(task)
-    return copy
 
 
 @dataclass(slots=True, eq=False)
@@ -157,7 +151,7 @@ class DeferredWrites(Layer, VersionedTaskStore):
         if kept is not None and kept.version > 0:
             if kept.owner != self._owner(context):
                 return None
-            return StoredTask(_copy(kept.task), TaskVersion(kept.version))
+            return StoredTask(copy_task(kept.task), TaskVersion(kept.version))
         if _made_up_here(task_id, context):
             return None
         return await self.inner.get(task_id, context)
@@ -198,11 +192,11 @@ class DeferredWrites(Layer, VersionedTaskStore):
         if event is not None:
             events.append((version, to_stream_response(event).SerializeToString()))
         if task.status.state in _PASSING:
-            kept.task, kept.version, kept.events = _copy(task), version, events
+            kept.task, kept.version, kept.events = copy_task(task), version, events
         else:
             # The answer: everything kept and this state, in one transaction. On failure
             # the kept state stays as it was (the delay still writes it).
-            await self._write(task.id, kept.owner, _copy(task), version, events)
+            await self._write(task.id, kept.owner, copy_task(task), version, events)
             self._forget(task.id)
             self._release(task.id)
         _forget_new(task.id, context)

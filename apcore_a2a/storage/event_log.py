@@ -6,20 +6,20 @@ and reporting its log position as the task's version.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from collections import OrderedDict, deque
 from collections.abc import AsyncGenerator
 
 from a2a.server.cluster import LegacyTaskStoreAdapter, StoredTask, TaskVersion
 from a2a.server.context import ServerCallContext
 from a2a.server.events.event_queue import Event
+from a2a.server.tasks import TaskStore
 from a2a.types import Task
 from a2a.utils.errors import InvalidParamsError
 
 from apcore_a2a.upstream.task_version import version_number
 
 from ._wakeups import WakeHub
+from .observed import copy_task
 
 
 class MemoryEventLog:
@@ -90,8 +90,7 @@ class MemoryEventLog:
                 if not fresh:
                     if until_idle:
                         return
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(woken.wait(), 30.0)
+                    await woken.wait()
         finally:
             self.hub.unregister(task_id, woken)
 
@@ -99,8 +98,8 @@ class MemoryEventLog:
 class RecordingTaskStore(LegacyTaskStoreAdapter):
     """The SDK's adapter for an unversioned store, appending each saved event to a log."""
 
-    def __init__(self, adapter: LegacyTaskStoreAdapter, log: MemoryEventLog) -> None:
-        super().__init__(adapter.store)
+    def __init__(self, store: TaskStore, log: MemoryEventLog) -> None:
+        super().__init__(store)
         self.log = log
 
     async def save(
@@ -118,9 +117,7 @@ class RecordingTaskStore(LegacyTaskStoreAdapter):
         if isinstance(event, Task):
             # The SDK goes on changing the Task it enqueued (it is the task it keeps): the
             # log keeps the event as it was sent.
-            sent = Task()
-            sent.CopyFrom(event)
-            event = sent
+            event = copy_task(event)
         return TaskVersion(self.log.append(task.id, event))
 
     async def get(self, task_id: str, context: ServerCallContext) -> StoredTask | None:

@@ -161,11 +161,17 @@ def _task(found: Any) -> Task:
     return found.task if isinstance(found, StoredTask) else found
 
 
+def copy_task(task: Task) -> Task:
+    """A copy of *task*: a store hands out, and keeps, none that its caller may change."""
+    copy = Task()
+    copy.CopyFrom(task)
+    return copy
+
+
 def _copy(found: Any) -> Any:
     if found is None:
         return None
-    task = Task()
-    task.CopyFrom(_task(found))
+    task = copy_task(_task(found))
     return StoredTask(task, found.version) if isinstance(found, StoredTask) else task
 
 
