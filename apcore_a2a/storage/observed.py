@@ -204,15 +204,8 @@ def store_view(
     saved: SaveListener | None = None,
 ) -> TaskStore | VersionedTaskStore:
     """*store* (plain or versioned) with every call awaited through *around* and *saved*
-    called after each successful save; a view of a view is one view with both."""
-    listeners: tuple[SaveListener, ...] = () if saved is None else (saved,)
-    saves, finished = _Recent(_READ_TTL), _Recent(*_FINISHED_KEPT)
-    if isinstance(store, _ViewMixin):
-        if around is not None:
-            raise ValueError("the view already has its around")
-        around, listeners = store._around, (*store._saved, *listeners)
-        saves, finished = store._saves, store._finished
-        store = store.inner
+    called after each successful save."""
     view = _VersionedView(store) if isinstance(store, VersionedTaskStore) else _View(store)
-    view._around, view._saved, view._saves, view._finished = around, listeners, saves, finished
+    view._around, view._saved = around, () if saved is None else (saved,)
+    view._saves, view._finished = _Recent(_READ_TTL), _Recent(*_FINISHED_KEPT)
     return view
