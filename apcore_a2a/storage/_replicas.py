@@ -31,6 +31,8 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from ._urls import read
+
 #: Our own tables, beside the SDK's; turn claims (``turns.py``) and quota slots too.
 METADATA = MetaData()
 
@@ -149,12 +151,9 @@ class ReplicaRegistry:
 
     async def dead(self) -> list[str]:
         """The ids of other replicas with a dead heartbeat (:meth:`dead_cutoff`)."""
-        cutoff = self.dead_cutoff()
-        async with self.engine.connect() as conn:
-            dead = select(_R.replica_id).where(
-                _R.heartbeat_at <= cutoff, _R.replica_id != self.replica_id
-            )
-            return [row[0] for row in await conn.execute(dead)]
+        others = _R.replica_id != self.replica_id
+        dead = select(_R.replica_id).where(_R.heartbeat_at <= self.dead_cutoff(), others)
+        return [row[0] for row in await read(self.engine, dead)]
 
     async def deregister(self) -> None:
         """Mark this replica dead now so other replicas take over its orphans immediately."""
