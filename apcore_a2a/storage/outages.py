@@ -26,11 +26,9 @@ _T = TypeVar("_T")
 
 #: Errors that mean "the database cannot be reached or used right now".
 UNAVAILABLE: tuple[type[BaseException], ...] = (
-    OSError,
-    TimeoutError,
+    OSError,  # also TimeoutError and ConnectionError
     OperationalError,
     InterfaceError,
-    ConnectionError,
     PoolTimeout,  # every pooled connection busy for the pool's whole timeout
 )
 
