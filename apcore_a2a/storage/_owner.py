@@ -1,16 +1,7 @@
-"""Who may serve a database: one process without ``--cluster``, or any number with it.
-
-The startup step of a process without ``--cluster`` fails every running task in the
-database (``docs/storage.md``, *Restarts*), so it holds the database exclusively; cluster
-processes hold it shared. The locks are ones the OS or the server drops with their
-holder, so a restart after a crash never waits for a stale record:
-
-* SQLite: ``flock`` on ``<database>.lock`` (exclusive or shared, non-blocking). A lock
-  belongs to an open file: each process (each worker) opens its own.
-* PostgreSQL: a session advisory lock keyed on the schema the tables live in
-  (``current_schema()``), held on a connection of its own. When that connection is lost
-  (server restart), it is opened again and the lock taken again; if another process took
-  it meanwhile, that is logged as an error until the lock is back.
+"""Who may serve a database: one process without ``--cluster`` (exclusively), or any number
+with it (shared); why, and the locks that hold it (a SQLite ``flock``, a PostgreSQL
+session advisory lock taken again after its connection is lost): ``docs/storage.md``,
+*Restarts*. A ``flock`` belongs to an open file: each process (each worker) opens its own.
 """
 
 from __future__ import annotations

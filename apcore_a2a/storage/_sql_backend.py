@@ -183,13 +183,10 @@ class SqlBackend:
         except _DB_ERRORS as exc:
             raise self._unavailable(exc) from None
 
-    # -- internals -----------------------------------------------------------------
     async def check_connections(self) -> None:
-        """PostgreSQL: raise :class:`StoreUnavailableError` naming the first limit (the
-        server's, the role's, the database's) that cannot take the connections of all
-        workers (docs/deployment.md, *Database connections*)."""
         # The pool opens its connections under load, when running out of them is an
-        # outage; a start that cannot have them all says so at once instead.
+        # outage; a start that cannot have them all says so at once instead
+        # (docs/deployment.md, *Database connections*).
         if self.store_url.kind != "postgresql":
             return
         per_process, workers, held = self.connections
