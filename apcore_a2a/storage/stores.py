@@ -246,11 +246,6 @@ def _sql_stores(url: StoreURL, settings: Settings) -> Stores:
         registry=registry,
     )
     others = sql_others(db)
-
-    async def others_guarded(context_id: str, owner: str) -> bool:
-        found: bool = await guarded(others(context_id, owner))
-        return found
-
     return Stores(
         store_view(writes, around=guarded, saved=turns.saved if turns else None),
         GuardedPushStore(push_store),
@@ -259,6 +254,8 @@ def _sql_stores(url: StoreURL, settings: Settings) -> Stores:
         turns or MemoryTurnClaims(),
         quota_slots=slots,
         fields=StoredFields(db),
-        contexts=ContextGuard(others_guarded, db.owner_resolver),
+        contexts=ContextGuard(
+            lambda context_id, owner: guarded(others(context_id, owner)), db.owner_resolver
+        ),
         _backend=sql,
     )
