@@ -46,9 +46,8 @@ try:
     from a2a.types import a2a_pb2, a2a_pb2_grpc
 
     from apcore_a2a.ops.grpc_health import add_health_service
-    from apcore_a2a.server.grpc_streams import caller_of, held_streams
+    from apcore_a2a.server.grpc_streams import caller_of, held_streams, stream_slot
     from apcore_a2a.upstream.error_answers import CompatServicer, Servicer
-    from apcore_a2a.upstream.error_answers import abort as abort_with
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess without grpc
     raise ImportError(GRPC_EXTRA_HINT) from exc
 
@@ -266,7 +265,6 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         a2a_method = _a2a_name(method)
 
         async def serve(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-            slot = None
             answer = Answer()
             with self._observed(method, request, context, answer):
                 try:
@@ -282,17 +280,18 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
                     caller = caller_of(identity, context)
                     record = CallRecord("grpc", spoken, a2a_method, caller, answer=answer)
                     _call.set((record, identity))
-                    if streaming:
-                        await self._take_stream(caller, context)
-                        slot = caller
                     python = legacy and is_python_client(headers.get("user-agent"))
                     if legacy:
                         proto_request_to_sdk(request, python_client=python)
-                    answers = behavior(request, context)
-                    async for item in answers if streaming else _one(answers):
-                        if legacy:
-                            proto_response_to_wire(item, python_client=python)
-                        yield item
+                    held: contextlib.AbstractAsyncContextManager[None] = contextlib.nullcontext()
+                    if streaming:
+                        held = stream_slot(self._streams, caller, context, a2a=True)
+                    async with held:
+                        answers = behavior(request, context)
+                        async for item in answers if streaming else _one(answers):
+                            if legacy:
+                                proto_response_to_wire(item, python_client=python)
+                            yield item
                 except grpc.aio.AbortError:
                     raise
                 except A2AError as exc:  # a refusal of ours (the servicer answers its own)
@@ -300,25 +299,12 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
                 except Exception:
                     logger.exception("unexpected error in gRPC %s", method)
                     await abort(InternalError(), context)
-                finally:
-                    if slot is not None:
-                        await self._streams.release(slot)
 
         async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
             (answer,) = [item async for item in serve(request, context)]
             return answer
 
         return serve if streaming else unary
-
-    async def _take_stream(self, caller: str, context: grpc.aio.ServicerContext) -> None:
-        """Take a stream slot (the same limits as SSE streams); raises the refusal."""
-        refused = await self._streams.acquire(caller)
-        if refused is None:
-            return
-        if not isinstance(refused.error, errors.OwnError):  # the agent's cap: HTTP's 503
-            code, message = grpc.StatusCode.UNAVAILABLE, refused.error.message
-            await abort_with(context, code, message, None, refused.retry_after)
-        raise refused.error
 
 
 async def _one(answer: Awaitable[Any]) -> AsyncIterator[Any]:

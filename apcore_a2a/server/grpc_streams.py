@@ -1,9 +1,9 @@
-"""Stream slots for the gRPC services other than A2A (``Health.Watch``, reflection).
-
-They need no credentials, so without a slot per stream one client could hold any number
-open (20,000 ``Watch`` streams cost the agent 400 MB). Each takes a slot of the caller's
-address from the :class:`~apcore_a2a.server.limits.StreamLimiter` that counts A2A's gRPC
-and SSE streams, and gives it back when it ends or is canceled.
+"""Stream slots of gRPC calls: A2A's streams (the interceptor, ``grpc.py``) and those of
+the services other than A2A (``Health.Watch``, reflection), which need no credentials:
+without a slot per stream one client could hold any number open (20,000 ``Watch``
+streams cost the agent 400 MB). Each takes a slot of the caller's address from the
+:class:`~apcore_a2a.server.limits.StreamLimiter` that counts A2A's gRPC and SSE streams,
+and gives it back when it ends or is canceled.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def held_streams(handler: grpc.RpcMethodHandler, streams: StreamLimiter) -> grpc
     if inspect.isasyncgenfunction(behavior):
 
         async def generated(request: Any, context: grpc.aio.ServicerContext) -> Any:
-            async with _slot(streams, context):
+            async with stream_slot(streams, caller_of(None, context), context):
                 async for item in behavior(request, context):
                     yield item
 
@@ -55,7 +55,7 @@ def held_streams(handler: grpc.RpcMethodHandler, streams: StreamLimiter) -> grpc
     else:
 
         async def written(request: Any, context: grpc.aio.ServicerContext) -> Any:
-            async with _slot(streams, context):
+            async with stream_slot(streams, caller_of(None, context), context):
                 return await behavior(request, context)
 
         held = written
@@ -67,13 +67,17 @@ def held_streams(handler: grpc.RpcMethodHandler, streams: StreamLimiter) -> grpc
 
 
 @contextlib.asynccontextmanager
-async def _slot(streams: StreamLimiter, context: grpc.aio.ServicerContext) -> AsyncIterator[None]:
-    """Hold a slot of the caller's address while the call runs; a refusal ends the call
-    (RESOURCE_EXHAUSTED for the caller's cap, UNAVAILABLE for the agent's, as A2A's)."""
-    caller = caller_of(None, context)
+async def stream_slot(
+    streams: StreamLimiter, caller: str, context: grpc.aio.ServicerContext, *, a2a: bool = False
+) -> AsyncIterator[None]:
+    """Hold a stream slot of *caller* while the call runs (the same limits as SSE streams);
+    a refusal ends the call: UNAVAILABLE for the agent's cap (HTTP's 503), for the caller's
+    RESOURCE_EXHAUSTED, or on an *a2a* service the error raised, answered by its servicer."""
     refused = await streams.acquire(caller)
     if refused is not None:
         own = isinstance(refused.error, errors.OwnError)
+        if own and a2a:
+            raise refused.error
         code = grpc.StatusCode.RESOURCE_EXHAUSTED if own else grpc.StatusCode.UNAVAILABLE
         await abort(context, code, refused.error.message, None, refused.retry_after)
     try:
