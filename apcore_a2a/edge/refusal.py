@@ -15,7 +15,6 @@ from a2a.utils.errors import (
     InternalError,
     InvalidRequestError,
     JSONParseError,
-    MethodNotFoundError,
 )
 from starlette.responses import JSONResponse
 
@@ -63,8 +62,3 @@ def refusal(
         del detail["data"]
     document["error"] = correct_error(detail)
     return JSONResponse(document, document["error"]["code"] if rest else status or 200, headers)
-
-
-def not_found(info: RequestInfo) -> JSONResponse:
-    """404 for an A2A route that is not served here (under a reserved segment)."""
-    return refusal(info, MethodNotFoundError(message="Not Found"), 404)

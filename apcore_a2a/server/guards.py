@@ -30,6 +30,7 @@ The answer side (scrubbing, SSE event ids, cancel-on-drop) is :mod:`apcore_a2a.s
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 from dataclasses import dataclass
@@ -41,6 +42,7 @@ from a2a.utils.errors import (
     InvalidParamsError,
     InvalidRequestError,
     JSONParseError,
+    MethodNotFoundError,
 )
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -52,7 +54,7 @@ from apcore_a2a.classify import (
     utf8_json,
     version_error,
 )
-from apcore_a2a.edge.refusal import not_found, refusal
+from apcore_a2a.edge.refusal import refusal
 from apcore_a2a.execution.identity import caller_of
 from apcore_a2a.server.limits import StreamLimiter
 from apcore_a2a.streams.tap import Answer
@@ -93,7 +95,9 @@ class RequestGuard:
         if rejection is not None:
             await refusal(info, *rejection)(scope, receive, send)
             return
-        app = self.app if info.routable else not_found(info)
+        app = self.app
+        if not info.routable:  # an A2A route that is not served here (a reserved segment)
+            app = refusal(info, MethodNotFoundError(message="Not Found"), 404)
         if info.streaming:
             await self._stream(scope, info, app, receive, send)
         else:
@@ -126,7 +130,8 @@ class RequestGuard:
         if (b"NaN" in body or b"Infinity" in body) and _has_non_finite(body):
             # Python's and protobuf's parsers take them; a task holding one can then be read
             # over no JSON binding (its owner's ListTasks fails with it).
-            return JSONParseError(message=_NON_FINITE), None
+            message = "Parse error: NaN and Infinity are not JSON numbers (RFC 8259)"
+            return JSONParseError(message=message), None
         if info.binding == "rest":
             try:
                 body.decode("utf-8")
@@ -141,7 +146,8 @@ class RequestGuard:
         hint = any(p.search(body) for p in _SURROGATE_HINTS)
         if hint and _has_lone_surrogate(payload):
             # The SDK echoes such strings in its errors, then fails to encode its own answer.
-            return JSONParseError(message=_LONE_SURROGATE), None
+            message = "Parse error: a string holds an unpaired UTF-16 surrogate"
+            return JSONParseError(message=message), None
         if info.version == "0.3" and info.method in MESSAGE_METHODS:
             undecodable = undecodable_rpc03(payload)
             if undecodable is not None:
@@ -248,29 +254,15 @@ async def _until_gone(
 # Two patterns, each with a literal start the regex engine finds at memchr speed (one
 # pattern with both alternatives scans a 10 MB body byte by byte, for a quarter second).
 _SURROGATE_HINTS = (re.compile(rb"\\u[dD][89a-fA-F]"), re.compile(rb"\xed[\xa0-\xbf]"))
-_LONE_SURROGATE = "Parse error: a string holds an unpaired UTF-16 surrogate"
-
-
-_NON_FINITE = "Parse error: NaN and Infinity are not JSON numbers (RFC 8259)"
 
 
 def _has_non_finite(body: bytes) -> bool:
     """Whether *body* holds a bare ``NaN`` or ``Infinity`` (not inside a string)."""
-
-    def refuse(_word: str) -> None:
-        raise _NonFinite
-
-    try:
-        json.loads(body, parse_constant=refuse)
-    except _NonFinite:
-        return True
-    except (ValueError, RecursionError):
-        return False  # another parse error, answered as such further on
-    return False
-
-
-class _NonFinite(Exception):
-    pass
+    found: list[str] = []
+    # Another parse error is answered as such further on.
+    with contextlib.suppress(ValueError, RecursionError):
+        json.loads(body, parse_constant=found.append)
+    return bool(found)
 
 
 def _has_lone_surrogate(value: Any) -> bool:
