@@ -226,7 +226,6 @@ class A2AServerFactory:
         streams = StreamLimiter(s.max_streams, s.max_streams_per_caller, stores.quota_slots)
         state = ServerState(
             settings=s,
-            registry=self.registry,
             executor=self.executor,
             catalog=catalog,
             handler=handler,

@@ -97,7 +97,6 @@ class ApCoreRequestHandler(DefaultRequestHandler):
             # The SDK would wrap the store in LegacyTaskStoreAdapter, which drops each
             # save's event; ours records it (storage/event_log.py).
             task_store = RecordingTaskStore(task_store, event_log)
-        self._tasks = task_store
         self._tap: PositionTap | None = None
         if self._event_log is not None:
             # Running tasks publish each saved event with its version; the tap notes them
@@ -152,8 +151,7 @@ class ApCoreRequestHandler(DefaultRequestHandler):
                 call is not None
                 and call.binding in ("jsonrpc", "rest")  # gRPC streams carry no event ids
                 and answer is not None
-                and self._event_log
-                and self._tap
+                and self._tap is not None
             ):
                 positions = call.positions = StreamPositions(self._tap)
             positioned = self._positioned(params, context, positions, claimed)
@@ -204,7 +202,7 @@ class ApCoreRequestHandler(DefaultRequestHandler):
         if not self._capabilities.streaming:
             raise UnsupportedOperationError(message="Streaming is not supported by the agent")
         answer = answer_of(context)
-        async for event, sse_id in subscribe_from_log(log, self._tasks, params.id, context):
+        async for event, sse_id in subscribe_from_log(log, self.task_store, params.id, context):
             if answer is not None:
                 answer.sse_id = sse_id
             yield event

@@ -109,7 +109,6 @@ class ServerState:
     """Live objects of one server, shared with ops endpoints and tests."""
 
     settings: Settings
-    registry: Any
     executor: Any
     catalog: SkillCatalog
     handler: DefaultRequestHandler
