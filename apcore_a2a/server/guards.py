@@ -87,11 +87,10 @@ class RequestGuard:
         rejection = await self._check_body(scope, info, receive)
         if rejection is None:
             # The method's own version; a JSON-RPC method not known has none (its error follows).
-            wrong = version_error(info.announced, info.version if info.method else None)
+            spoken = info.version if info.method else None
+            wrong: A2AError | None = version_error(info.announced, spoken)
+            wrong = wrong or history_length_error(info, scope.get("query_string", b""))
             rejection = None if wrong is None else (wrong, None)
-        if rejection is None:
-            history = history_length_error(info, scope.get("query_string", b""))
-            rejection = None if history is None else (history, None)
         if rejection is not None:
             await refusal(info, *rejection)(scope, receive, send)
             return
@@ -167,7 +166,6 @@ class RequestGuard:
             await refusal(info, refused.error, refused.status, retry)(scope, receive, send)
             return
         released = False
-        respond_to = send
 
         async def release() -> None:
             nonlocal released
@@ -180,13 +178,11 @@ class RequestGuard:
             # stream at once, before the app below has finished tearing this one down.
             if message["type"] == "http.response.body" and not message.get("more_body", False):
                 await release()
-            await respond_to(message)
+            await send(message)
 
         try:
-            if not info.routable:
-                await app(scope, info.replay(receive), ending)
-                return
-            if info.body is None and not await info.load_body(receive, self.max_body_bytes):
+            # A stream's body is read now (GET has none), unless 404 answers it anyway.
+            if info.routable and not await info.load_body(receive, self.max_body_bytes):
                 too_large = InvalidRequestError(message="Payload too large")
                 await refusal(info, too_large, 413)(scope, receive, send)
                 return
