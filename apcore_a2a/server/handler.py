@@ -57,9 +57,9 @@ from a2a.utils.errors import (
 from apcore_a2a.edge.call import call_of, record_of
 from apcore_a2a.errors import TaskBusyError
 from apcore_a2a.execution.observer import state_name
-from apcore_a2a.execution.routing import check_follow_up
+from apcore_a2a.execution.routing import TaskLookup, check_follow_up
 from apcore_a2a.push.sender import RetryingPushSender
-from apcore_a2a.server.task_quota import TaskLookup, TaskQuota
+from apcore_a2a.server.task_quota import TaskQuota
 from apcore_a2a.storage.contexts import ContextGuard
 from apcore_a2a.storage.event_log import MemoryEventLog, RecordingTaskStore
 from apcore_a2a.storage.turns import TurnClaims

@@ -21,7 +21,7 @@ import logging
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from a2a.server.agent_execution.active_task import INTERRUPTED_TASK_STATES
@@ -30,6 +30,7 @@ from a2a.types import Task, TaskState
 
 from apcore_a2a.edge.call import call_of, record_of
 from apcore_a2a.errors import QuotaExceededError
+from apcore_a2a.execution.routing import TaskLookup
 from apcore_a2a.server.limits import LocalSlots, QuotaSlots
 
 logger = logging.getLogger("apcore_a2a.server")
@@ -39,8 +40,6 @@ RETRY_AFTER = 30
 #: Seconds between two checks of one caller's counted tasks against the store.
 RECHECK_SECONDS = 5.0
 _SCOPE = "task"
-
-TaskLookup = Callable[[str, ServerCallContext], Awaitable[Task | None]]
 
 _UNFINISHED = frozenset(
     {TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING, *INTERRUPTED_TASK_STATES}
@@ -111,9 +110,7 @@ class TaskQuota:
             await asyncio.shield(update)
 
     def saved(self, task: Task, context: ServerCallContext) -> None:
-        """Follow one save of *task* (a ``storage.observed`` listener)."""
-        if not self.limit:
-            return
+        """Follow one save of *task* (a ``storage.observed`` listener, with a limit only)."""
         call = call_of(context)
         holder = call.task_slot if call is not None else None
         finished = task.status.state not in _UNFINISHED
