@@ -296,6 +296,7 @@ class ApCoreRequestHandler(DefaultRequestHandler):
             ) from None
         finally:
             _CANCELING.reset(token)
+        await self._quota.given_back(params.id)
         if written.status is not None and self._push is not None:
             event = TaskStatusUpdateEvent(
                 task_id=params.id, context_id=written.context_id, status=written.status

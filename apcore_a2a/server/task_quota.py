@@ -109,6 +109,13 @@ class TaskQuota:
         if update is not None:
             await asyncio.shield(update)
 
+    async def given_back(self, task_id: str) -> None:
+        """Wait for the slot update of *task_id* under way, if any: a cancel answers after
+        it, so the caller's next task finds the slot free on any replica."""
+        update = self._updates.get(task_id)
+        if update is not None:
+            await asyncio.shield(update)
+
     def saved(self, task: Task, context: ServerCallContext) -> None:
         """Follow one save of *task* (a ``storage.observed`` listener, with a limit only)."""
         call = call_of(context)

@@ -7,10 +7,13 @@ continuing, finishing or canceling one of its tasks frees a slot.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import httpx
 import pytest
+
+from tests._postgres import PG_DB, PG_HOST, PG_PORT, PG_USER, pg_schema_url
 
 from ._agent import agent_server
 from ._client import V1, rpc, wire_message
@@ -81,3 +84,48 @@ async def test_a_caller_over_its_task_quota_is_refused_while_others_are_served(
             "/", json=rpc("ListTasks", {"pageSize": 100}), headers={**V1, **KEY_A}
         )
         assert listed.json()["result"]["totalSize"] == 5
+
+
+async def test_a_cancel_answers_after_its_slot_is_free_in_cluster_mode(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Cluster mode keeps the slots in the database: the answer of a cancel leaves only once
+    the canceled task's slot is given back there, so the caller's next task (on any replica)
+    is never refused by a slot that is about to be freed."""
+    import asyncpg
+
+    with pg_schema_url() as url:
+        schema = url.rsplit("schema=", 1)[1]
+        async with (
+            agent_server(
+                caplog, max_unfinished_tasks_per_caller=1, task_store=url, cluster=True
+            ) as agent,
+            httpx.AsyncClient(base_url=agent.url, timeout=60) as http,
+        ):
+            parked = (await _send(http, KEY_A, _transfer()))["result"]["task"]["id"]
+            locker = await asyncpg.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, database=PG_DB)
+            try:
+                # The slot table held: the cancel's give-back waits on it.
+                lock = locker.transaction()
+                await lock.start()
+                await locker.execute(f"LOCK TABLE {schema}.apcore_a2a_quota_slots")
+                cancel = asyncio.ensure_future(
+                    http.post("/", json=rpc("CancelTask", {"id": parked}), headers={**V1, **KEY_A})
+                )
+                for _ in range(600):
+                    waiting = await locker.fetchval(
+                        "SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = "
+                        f"'{schema}.apcore_a2a_quota_slots'::regclass"
+                    )
+                    if waiting or cancel.done():
+                        break
+                    await asyncio.sleep(0.05)
+                await asyncio.sleep(0.5)
+                assert not cancel.done(), "the cancel answered before its slot was given back"
+                await lock.rollback()
+            finally:
+                await locker.close()
+            answer = (await cancel).json()
+            assert answer["result"]["status"]["state"] == "TASK_STATE_CANCELED", answer
+            again = await _send(http, KEY_A, _transfer())
+            assert again["result"]["task"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
