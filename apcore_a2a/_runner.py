@@ -81,10 +81,7 @@ def serve(registry_or_executor: Any = None, **kwargs: Any) -> None:
     """
     from apcore_a2a.server.factory import A2AServerFactory
 
-    factory = A2AServerFactory(registry_or_executor, standalone=True, **kwargs)
-    if factory.settings.workers == 1:
-        run_app(factory.create()[0], factory.settings)
-    elif code := run_workers(factory):
+    if code := run(A2AServerFactory(registry_or_executor, standalone=True, **kwargs)):
         raise SystemExit(code)
 
 
@@ -233,10 +230,17 @@ class _StartupWatch:
 STARTUP_FAILED = 3
 
 
-def run_workers(factory: A2AServerFactory, on_started: Callable[[], None] | None = None) -> int:
-    """Serve with ``factory.settings.workers`` processes; returns the exit code. The first
-    worker runs *on_started* once it serves."""
+def run(
+    factory: A2AServerFactory,
+    on_started: Callable[[], None] | None = None,
+    app: Starlette | None = None,
+) -> int:
+    """Serve with ``factory.settings.workers`` processes (one: this one, *app* if built);
+    returns the exit code. The first worker runs *on_started* once it serves."""
     settings = factory.settings  # workers > 1 implies cluster mode (Settings checks it)
+    if settings.workers == 1:
+        run_app(app if app is not None else factory.create()[0], settings, on_started=on_started)
+        return 0
     # Bound, not listening: it reserves the port (an error here names it) without taking
     # connections; the workers' listening sockets join it through SO_REUSEPORT.
     reservation = _bind(settings.host, settings.port)

@@ -111,7 +111,7 @@ def _flag_named(message: str, overrides: dict[str, Any]) -> str:
 
 
 def _serve_command(args: argparse.Namespace) -> int:
-    from apcore_a2a._runner import run_app, run_workers
+    from apcore_a2a._runner import run
     from apcore_a2a.server.factory import A2AServerFactory
 
     overrides = overrides_from(args)
@@ -129,7 +129,4 @@ def _serve_command(args: argparse.Namespace) -> int:
             print(notice, file=sys.stderr, flush=True)
         print(said, file=sys.stderr, flush=True)
 
-    if factory.settings.workers > 1:
-        return run_workers(factory, banner)
-    run_app(app, factory.settings, on_started=banner)
-    return 0
+    return run(factory, banner, app)

@@ -148,7 +148,7 @@ class DocsEnv:
 def docs_env() -> Iterator[DocsEnv]:
     from apcore_a2a import _runner
 
-    def build_only(app: Any, settings: Any, sockets: Any = None) -> None:
+    def build_only(app: Any, settings: Any, **_: Any) -> None:
         """``serve()`` without blocking: the app is built, and that is all."""
 
     # serve() calls _runner.run_app.
