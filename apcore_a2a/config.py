@@ -30,7 +30,7 @@ from typing import Any, Literal, get_args, get_origin
 import yaml
 from apcore import BindingLoader
 
-from apcore_a2a.settings import Setting, Settings, SettingsError
+from apcore_a2a.settings import SPECS, Setting, Settings, SettingsError
 
 logger = logging.getLogger("apcore_a2a")
 #: what apcore needs of a module class in an extensions folder
@@ -220,10 +220,9 @@ def _why_not_a_module(path: Path) -> str:
     return "apcore refused it (its warning above says why)"
 
 
-_SPECS: dict[str, Setting] = {spec.name: spec for spec in Settings.specs()}
 #: section -> key in the file -> Settings field, in declaration order.
 SECTIONS: dict[str, dict[str, str]] = {}
-for _spec in _SPECS.values():
+for _spec in Settings.specs():
     _section, _key = _spec.key.split(".")
     SECTIONS.setdefault(_section, {})[_key] = _spec.name
 # Settings whose values are file paths, resolved against the config file's folder.
@@ -339,7 +338,7 @@ class _Reader:
                 raise self.unknown(key_node, key, list(keys), f"{section}.")
             setting = keys[key]
             where = f"{section}.{key}"
-            value = self.typed(value_node, where, _SPECS[setting])
+            value = self.typed(value_node, where, SPECS[setting])
             if value is None:
                 continue
             if setting in _DIR_LISTS:

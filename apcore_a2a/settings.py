@@ -437,3 +437,5 @@ class Settings(BaseSettings):
 
 #: Environment variable name -> setting name, for documentation and the CLI help.
 ENV_VARS: dict[str, str] = {spec.env: spec.name for spec in Settings.specs()}
+#: Setting name -> its spec (the config file, the CLI's flags and ``config show`` look up).
+SPECS: dict[str, Setting] = {spec.name: spec for spec in Settings.specs()}

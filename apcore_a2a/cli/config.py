@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from apcore_a2a.config import SECTIONS, AgentConfig, load_config
-from apcore_a2a.settings import Settings, config_path
+from apcore_a2a.settings import SPECS, Settings, config_path
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -78,19 +78,18 @@ def _check(args: argparse.Namespace) -> int:
 def render(settings: Settings, config: AgentConfig, environ: Mapping[str, str]) -> str:
     """The settings as YAML in the config file's layout, each value with its source."""
     masked = {k: _hide_password(v) for k, v in settings.masked().items()}
-    specs = {spec.name: spec for spec in Settings.specs()}
     lines = [
         "# effective settings: flags > environment > file > defaults (secrets masked)",
         f"# file: {config.path or '(none)'}",
     ]
 
     def source(name: str) -> str:
-        env = specs[name].env
+        env = SPECS[name].env
         if environ.get(env):
             return f"env {env}"
         # A secret read from <ENV>_FILE (the order from_environ reads them in): name the
         # file, so the operator sees which one is used; its content stays masked.
-        if specs[name].secret and environ.get(env + "_FILE"):
+        if SPECS[name].secret and environ.get(env + "_FILE"):
             return f"env {env}_FILE ({environ[env + '_FILE']})"
         if name in config.lines:
             return f"file line {config.lines[name]}"

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, get_args, get_origin
 
 from apcore_a2a._version import __version__
-from apcore_a2a.settings import Setting, Settings, SettingsError, read_secret_file
+from apcore_a2a.settings import SPECS, Setting, Settings, SettingsError, read_secret_file
 
 if TYPE_CHECKING:
     from a2a.types import AgentCard
@@ -104,10 +104,8 @@ def banner_line(card: AgentCard, executor: Any, url: str) -> str:
 
 def _flag_named(message: str, overrides: dict[str, Any]) -> str:
     """*message* with a setting given by flag named as that flag."""
-    for spec in Settings.specs():
-        if spec.name in overrides and message.startswith(spec.name + ":"):
-            return spec.flag + message[len(spec.name) :]
-    return message
+    name, colon, rest = message.partition(":")
+    return SPECS[name].flag + colon + rest if colon and name in overrides else message
 
 
 def _serve_command(args: argparse.Namespace) -> int:
