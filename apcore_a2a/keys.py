@@ -30,12 +30,12 @@ from a2a.types import AgentCard
 from a2a.utils.signing import create_agent_card_signer
 from cachetools import LRUCache
 from cryptography.hazmat.primitives.serialization import load_pem_private_key
-from sqlalchemy import Column, Float, MetaData, String, Table, Text
+from sqlalchemy import MetaData
 
 from apcore_a2a.adapters.agent_card import CardDocument, serialize_card
 from apcore_a2a.push import JWKS_PATH
 from apcore_a2a.push.signing import PrivateKey, SigningKey, stored_key
-from apcore_a2a.push.status import create_tables
+from apcore_a2a.push.status import create_tables, signing_keys
 
 if TYPE_CHECKING:
     from a2a.server.context import ServerCallContext
@@ -48,13 +48,8 @@ logger = logging.getLogger("apcore_a2a.keys")
 Modifier = Callable[[AgentCard, "ServerCallContext"], Awaitable[AgentCard]]
 
 _metadata = MetaData()
-card_signing_keys = Table(
-    "apcore_a2a_card_signing_keys",
-    _metadata,
-    Column("kid", String(64), primary_key=True),
-    Column("key_data", Text, nullable=False),
-    Column("created_at", Float, nullable=False),
-)
+# The push signing key's table (what stored_key reads and writes), under a name of its own.
+card_signing_keys = signing_keys.to_metadata(_metadata, name="apcore_a2a_card_signing_keys")
 
 
 class CardSigner:
