@@ -30,7 +30,7 @@ from apcore_a2a.client import (
     A2ARemoteError,
     CardVerificationError,
 )
-from apcore_a2a.client.card import extension
+from apcore_a2a.client.card import extension, objects
 
 #: ``call``: the task ended in one of these states (its JSON is printed all the same)
 EXIT_TASK_STATES = {"failed": 7, "rejected": 8, "canceled": 9}
@@ -129,8 +129,9 @@ def skills_of(card: dict[str, Any]) -> list[dict[str, Any]]:
     published = _member(extension(card, SCHEMA_EXTENSION), "params").get("skills")
     # The skill's own fields first (id, name, ...), then what the extension adds.
     return [
-        skill | {k: v for k, v in _member(published, skill.get("id")).items() if k not in skill}
-        for skill in _objects(card.get("skills"))
+        dict(skill)
+        | {k: v for k, v in _member(published, skill.get("id")).items() if k not in skill}
+        for skill in objects(card.get("skills"))
     ]
 
 
@@ -138,11 +139,6 @@ def _member(value: Any, key: Any) -> dict[str, Any]:
     """``value[key]`` when both are JSON objects, else ``{}`` (a card is the agent's data)."""
     found = value.get(key) if isinstance(value, dict) and isinstance(key, str) else None
     return found if isinstance(found, dict) else {}
-
-
-def _objects(value: Any) -> list[dict[str, Any]]:
-    """The objects in *value* when it is a list, else none."""
-    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
 
 
 async def _card(client: A2AClient, args: argparse.Namespace) -> None:

@@ -339,7 +339,7 @@ def _grpc_endpoint(version: str, url: str, base: str, allow_other_origins: bool)
     return Endpoint("GRPC", version, target.rstrip("/"), secure)
 
 
-def _objects(value: Any) -> list[Mapping[str, Any]]:
+def objects(value: Any) -> list[Mapping[str, Any]]:
     """The objects of a card's list member (a member of another type lists nothing)."""
     return [i for i in value if isinstance(i, Mapping)] if isinstance(value, list) else []
 
@@ -349,18 +349,18 @@ def extension(card: Mapping[str, Any], uri: str) -> Mapping[str, Any] | None:
     of the wrong type declares nothing)."""
     capabilities = card.get("capabilities")
     found = capabilities.get("extensions") if isinstance(capabilities, Mapping) else None
-    return next((e for e in _objects(found) if e.get("uri") == uri), None)
+    return next((e for e in objects(found) if e.get("uri") == uri), None)
 
 
 def _offered(card: Mapping[str, Any]) -> list[tuple[str, str, str]]:
     """(binding, major version, url) of every interface the card names, 1.0 and 0.3 keys."""
     pairs = [
         (i.get("protocolBinding"), str(i.get("protocolVersion") or "0"), i.get("url"))
-        for i in _objects(card.get("supportedInterfaces"))
+        for i in objects(card.get("supportedInterfaces"))
     ]  # an unversioned interface is a 0.3-era declaration (the SDK reads it that way too)
     pairs.append((card.get("preferredTransport") or "JSONRPC", "0", card.get("url")))
     pairs += [
-        (i.get("transport"), "0", i.get("url")) for i in _objects(card.get("additionalInterfaces"))
+        (i.get("transport"), "0", i.get("url")) for i in objects(card.get("additionalInterfaces"))
     ]
     return [(str(b).upper(), v.split(".")[0], str(u)) for b, v, u in pairs if b and u]
 
