@@ -33,8 +33,9 @@ _SSL_MODES = {"disable", "allow", "prefer", "require", "verify-ca", "verify-full
 
 
 class StoreUnavailableError(Exception):
-    """The task store cannot be reached or used right now (the message masks the
-    password: safe for operators and ``/health``)."""
+    """The task store cannot be opened or reached (start-up, ``/health``); for operators,
+    its message names the store, password masked. A request meeting an outage is answered
+    :class:`apcore_a2a.errors.StoreUnavailableError` (-32092, no detail) instead."""
 
 
 class StoreInUseError(StoreUnavailableError):
