@@ -294,7 +294,10 @@ class Settings(BaseSettings):
         64 * 1024 * 1024, "push.queue_bytes", "bytes of events waiting, all push configs", ge=1
     )
     push_max_deliveries: int = setting(
-        64, "push.max_deliveries", "webhook requests in flight at once", ge=1
+        64,
+        "push.max_deliveries",
+        "webhook requests in flight at once (one caller's tasks: at most half)",
+        ge=1,
     )
     push_signing_key: str | None = setting(
         None, "push.signing_key", "PEM key that signs deliveries", secret=True

@@ -10,7 +10,8 @@ receiver dripping a byte at a time is cut off like one that never answers); at m
 expand); ``push_queue_size`` events per config, one more marks it ``failed``;
 ``push_queue_bytes`` of bodies held (queued or being delivered) across all configs, an
 event beyond it marks its config ``failed`` the same way; ``push_max_deliveries``
-attempts in flight across all configs (connections held).
+attempts in flight across all configs (connections held), half of them at most for one
+caller's tasks, so a caller whose receivers stall never holds up another's deliveries.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import contextlib
 import logging
 import uuid
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 
 import httpx
@@ -56,6 +57,8 @@ class _Delivery:
     headers: dict[str, str]
     body: bytes
     issuer: str
+    #: The quota key of the caller whose task it is (``""``: not known here).
+    caller: str = ""
     #: The JWT's ``jti``: one per delivery, the same on its retries.
     delivery_id: str = field(default_factory=lambda: str(uuid.uuid4()))
 
@@ -78,6 +81,15 @@ class _Queue(deque[_Delivery]):
         freed, self.size = self.size, 0
         self.clear()
         return freed
+
+
+@dataclass(slots=True)
+class _Share:
+    """One caller's part of the delivery slots, while any of its attempts holds or awaits
+    one of them."""
+
+    slots: asyncio.Semaphore
+    users: int = 0
 
 
 class _GiveUp(Exception):
@@ -138,6 +150,12 @@ class RetryingPushSender(PushNotificationSender):
         # One worker per (task, config) and any number of tasks: without a cap on the
         # attempts in flight, stalled receivers could hold every file descriptor.
         self._in_flight = asyncio.Semaphore(max_deliveries)
+        # One caller's attempts take at most half of them: its receivers that stall, any
+        # number of them, leave slots for the other callers' deliveries.
+        self._share = max(1, max_deliveries // 2)
+        self._shares: dict[str, _Share] = {}
+        #: The caller of each task's latest save (``PushKit.saved``), for its deliveries.
+        self.callers: LRUCache[str, str] = LRUCache(maxsize=_SETTLED_TASKS)
         #: The last saved ``Task`` per task id, taken by its event (push/bodies.py).
         self.snapshots: LRUCache[str, Task] = LRUCache(maxsize=1024)
         self._client: httpx.AsyncClient | None = None
@@ -211,15 +229,21 @@ class RetryingPushSender(PushNotificationSender):
             return
         # Serialized once per version, now: the body is what each attempt's JWT signs.
         bodies: dict[str, bytes] = {}
+        caller = self.callers.get(task_id, "")
         for config in configs:
             config_id = config.id or task_id
             version = versions.get(config_id, V1_0)
             if version not in bodies:
                 bodies[version] = body_v03(event, snapshot) if version == V0_3 else body_v10(event)
-            await self._enqueue(task_id, config_id, config, bodies[version])
+            await self._enqueue(task_id, config_id, config, bodies[version], caller)
 
     async def _enqueue(
-        self, task_id: str, config_id: str, config: TaskPushNotificationConfig, body: bytes
+        self,
+        task_id: str,
+        config_id: str,
+        config: TaskPushNotificationConfig,
+        body: bytes,
+        caller: str,
     ) -> None:
         key = (task_id, config_id)
         while True:  # again after each await: another event may have changed the queues
@@ -255,7 +279,7 @@ class RetryingPushSender(PushNotificationSender):
             await self._stop(heaviest, reason, refused=0)
         headers = _config_headers(config)
         issuer = self._issuer().rstrip("/")
-        queue.push(_Delivery(task_id, config_id, config.url, headers, body, issuer))
+        queue.push(_Delivery(task_id, config_id, config.url, headers, body, issuer, caller))
         self.held_bytes += len(body)
         if key not in self._workers:
             self._workers[key] = asyncio.create_task(
@@ -307,7 +331,7 @@ class RetryingPushSender(PushNotificationSender):
             for attempt, delay in enumerate([*self._delays, None], 1):
                 # A slot per attempt, not per delivery: a retry's pause holds none. The
                 # wait for it is outside the attempt's deadline.
-                async with self._in_flight:
+                async with self._slot(delivery.caller):
                     problem = await self._attempt(delivery)
                 if problem is None:
                     self.sent += 1
@@ -337,6 +361,21 @@ class RetryingPushSender(PushNotificationSender):
             # The first reason stays: a queue overflow while this attempt ran says more.
             if config_id not in await self._statuses.failed.read(task_id):
                 await self._statuses.failed.put(task_id, config_id, str(stop))
+
+    @contextlib.asynccontextmanager
+    async def _slot(self, caller: str) -> AsyncIterator[None]:
+        """A slot for one attempt: one of *caller*'s share first, then one of all."""
+        share = self._shares.get(caller)
+        if share is None:
+            share = self._shares[caller] = _Share(asyncio.Semaphore(self._share))
+        share.users += 1
+        try:
+            async with share.slots, self._in_flight:
+                yield
+        finally:
+            share.users -= 1
+            if not share.users:
+                del self._shares[caller]
 
     async def _attempt(self, delivery: _Delivery) -> str | None:
         """One attempt: ``None`` on success, a retryable problem, or raise ``_GiveUp``."""

@@ -176,23 +176,30 @@ async def test_a_stalled_receiver_overflows_its_bounded_queue_and_is_marked_fail
         assert len(stall.conns) == 1
 
 
+#: Two callers of the same agent, by API key.
+KEYS = ("key-alice-0123456789=alice", "key-bob-0123456789ab=bob")
+ALICE, BOB = ({"X-API-Key": key.split("=")[0]} for key in KEYS)
+
+
 async def test_stalled_receivers_of_many_tasks_hold_at_most_push_max_deliveries() -> None:
     # Every task may have its webhooks; without a cap each (task, config) would hold its
-    # own connection to a stalled receiver, and one caller's tasks could take every file
+    # own connection to a stalled receiver, and callers' tasks could take every file
     # descriptor of the agent.
     async with (
         hostile("stall") as stall,
         push_agent(
-            push_timeout=30.0, push_retry_delays=(), push_max_deliveries=2, shutdown_timeout=1.0
+            api_keys=KEYS,
+            push_timeout=30.0,
+            push_retry_delays=(),
+            push_max_deliveries=2,
+            shutdown_timeout=1.0,
         ) as (base, app),
         httpx.AsyncClient(timeout=10) as client,
     ):
         sender = app.state.a2a.extras["push"].sender
-        for _ in range(6):
-            hook = {"taskPushNotificationConfig": {"id": "s", "url": stall.url}}
-            await rpc(
-                client, base, "SendMessage", {"message": add_message(), "configuration": hook}
-            )
+        for caller in (ALICE, BOB) * 3:
+            client.headers.update(caller)
+            await rpc(client, base, "SendMessage", _config(stall.url, "s"))
         await stall.wait_for(lambda: len(stall.conns) >= 2)
         await asyncio.sleep(0.5)  # room for a connection beyond the cap to show up
         assert len(stall.conns) == 2
@@ -273,3 +280,39 @@ async def test_stalled_receivers_hold_at_most_push_queue_bytes_and_others_keep_d
         finally:
             watcher.cancel()
         assert 0 < peak <= budget, peak
+
+
+async def test_one_callers_stalled_receivers_hold_at_most_half_of_push_max_deliveries() -> None:
+    # The slots are shared by every caller. Before, bob's stalled receivers held all of
+    # them, so alice's receiver, which keeps up, got nothing until all of his attempts
+    # ended (push_timeout each): her queue filled meanwhile, and once over push_queue_size
+    # her config was marked failed.
+    async with (
+        hostile("stall") as stall,
+        hostile("ok") as polite,
+        push_agent(
+            api_keys=KEYS,
+            push_timeout=30.0,
+            push_retry_delays=(),
+            push_max_deliveries=2,
+            shutdown_timeout=1.0,
+        ) as (base, app),
+        httpx.AsyncClient(timeout=10, headers=ALICE) as alice,
+        httpx.AsyncClient(timeout=10, headers=BOB) as bob,
+    ):
+        sender = app.state.a2a.extras["push"].sender
+        for _ in range(3):
+            await rpc(bob, base, "SendMessage", _config(stall.url, "s"))
+        await stall.wait_for(lambda: len(stall.conns) >= 1)
+        hook = {"taskPushNotificationConfig": {"id": "p", "url": polite.url}}
+        chunks = {"message": skill_message("demo.chunks", 10), "configuration": hook}
+        reply = await rpc(alice, base, "SendMessage", chunks)
+        task_id = reply["result"]["task"]["id"]
+        assert await statuses(alice, base, task_id) == {"p": ("active", None)}
+        await polite.wait_for(lambda: _finished(polite) == 1, timeout=20)  # bob still stalls
+        assert await statuses(alice, base, task_id) == {"p": ("active", None)}
+        assert len(stall.conns) == 1  # bob's other deliveries wait for his own slot
+        stall.release()
+        await sender.idle()
+        assert stall.peak == 1
+        assert len(stall.conns) == 3
