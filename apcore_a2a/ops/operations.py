@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 
     from apcore_a2a.execution.catalog import SkillCatalog
     from apcore_a2a.ops.metrics import Metrics
+    from apcore_a2a.ops.telemetry import ModuleSpans
     from apcore_a2a.settings import Settings
     from apcore_a2a.storage import Stores
 
@@ -93,7 +94,7 @@ class Operations:
             except ImportError as exc:
                 raise MissingExtraError(METRICS_EXTRA_HINT) from exc
             self.metrics = Metrics(self._live)
-        self.module_spans: ExecutionObserver | None = None
+        self.module_spans: ModuleSpans | None = None
         if settings.telemetry:
             from apcore_a2a.ops.telemetry import ModuleSpans
 

@@ -177,18 +177,14 @@ class A2ASpans:
 
 @contextlib.contextmanager
 def rpc_span(
-    tracer: Any,
-    path: str,
-    method: str,
-    request: Any,
-    context: Any,
-    answer: Answer,
-    legacy: bool = False,
+    spans: ModuleSpans, path: str, method: str, request: Any, context: Any, answer: Answer
 ) -> Iterator[None]:
-    """The SERVER span of one gRPC call to *path* (A2A *method*), which ends with the task
-    *answer* (the call's, ``streams/tap.py``) noted. 0.3 is the ``a2a.v1`` service, 1.0
-    ``lf.a2a.v1``."""
+    """The SERVER span of one gRPC call to *path* (A2A *method*), from the tracer and names
+    of the agent's *spans*, which ends with the task *answer* (the call's,
+    ``streams/tap.py``) noted. 0.3 is the ``a2a.v1`` service, 1.0 ``lf.a2a.v1``."""
     from google.protobuf.json_format import MessageToDict
+
+    legacy = spans.legacy
 
     attributes: dict[str, Any] = {"rpc.system": "grpc", "rpc.method": path}
     if legacy:
@@ -199,7 +195,7 @@ def rpc_span(
         if request is not None:
             read_params(MessageToDict(request), attributes)
     name = f"a2a {method}" if legacy else method
-    with tracer.start_as_current_span(
+    with spans.tracer.start_as_current_span(
         name, kind=trace.SpanKind.SERVER, attributes=attributes
     ) as span:
         try:
@@ -219,12 +215,14 @@ class ModuleSpans:
     the module's own spans are its children; its trace id is what the run's logs carry)."""
 
     def __init__(self, *, legacy_names: bool = False) -> None:
-        self._tracer = trace.get_tracer(TRACER_NAME, __version__)
+        #: the agent's tracer, and whether it names spans as apcore-a2a 0.1 did (gRPC
+        #: request spans take both: :func:`rpc_span`)
+        self.tracer = trace.get_tracer(TRACER_NAME, __version__)
+        self.legacy = legacy_names
         self._open: dict[Execution, tuple[Any, Any]] = {}
-        self._legacy = legacy_names
 
     def _named(self, attributes: dict[str, Any]) -> dict[str, Any]:
-        if not self._legacy:
+        if not self.legacy:
             return attributes
         return {LEGACY_ATTRIBUTES.get(key, key): value for key, value in attributes.items()}
 
@@ -236,7 +234,7 @@ class ModuleSpans:
         }
         if execution.method:
             attributes["a2a.method.name"] = execution.method
-        span = self._tracer.start_span(
+        span = self.tracer.start_span(
             f"execute {execution.skill_id}",
             kind=trace.SpanKind.INTERNAL,
             attributes=self._named(attributes),
@@ -252,9 +250,9 @@ class ModuleSpans:
         if opened is None:
             return
         span, token = opened
-        state = execution.state if self._legacy else task_state(execution.state)
+        state = execution.state if self.legacy else task_state(execution.state)
         ended: dict[str, Any] = {"a2a.task.state": state}
-        if execution.error_code and (self._legacy or execution.state == "failed"):
+        if execution.error_code and (self.legacy or execution.state == "failed"):
             ended["error.type"] = execution.error_code
         span.set_attributes(self._named(ended))
         if execution.state == "failed":

@@ -56,6 +56,7 @@ if TYPE_CHECKING:
     from apcore import Identity
 
     from apcore_a2a.auth import Authenticator
+    from apcore_a2a.ops.operations import Operations
     from apcore_a2a.settings import Settings
 
 
@@ -155,7 +156,7 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         aborts: dict[str, _Abort],
         gate: Gate | None,
         streams: StreamLimiter,
-        operations: Any,
+        operations: Operations | None,
         shape: Shape,
     ) -> None:
         self._aborts = aborts
@@ -163,18 +164,8 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         self._gate = gate
         self._streams = streams
         self._unadmitted: set[str] = set()  # methods refused (and logged) already
-        metrics = getattr(operations, "metrics", None)
-        settings = getattr(operations, "settings", None)
-        self._count = metrics.count_request if metrics is not None else None
-        self._legacy_names = bool(getattr(settings, "telemetry_legacy_names", False))
-        self._tracer = None
-        if getattr(settings, "telemetry", False):
-            from opentelemetry import trace
-
-            from apcore_a2a._version import __version__
-            from apcore_a2a.ops.telemetry import TRACER_NAME
-
-            self._tracer = trace.get_tracer(TRACER_NAME, __version__)
+        self._metrics = operations.metrics if operations is not None else None
+        self._spans = operations.module_spans if operations is not None else None
 
     async def intercept_service(
         self,
@@ -231,15 +222,14 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         self, method: str, request: Any, context: grpc.aio.ServicerContext, answer: Answer
     ) -> Iterator[None]:
         """Count the call, and trace it: its span reads what *answer* noted."""
-        if self._count is not None:
-            self._count()
-        if self._tracer is None:
+        if self._metrics is not None:
+            self._metrics.count_request()
+        if self._spans is None:
             yield
             return
         from apcore_a2a.ops.telemetry import rpc_span
 
-        legacy = self._legacy_names
-        with rpc_span(self._tracer, method, _a2a_name(method), request, context, answer, legacy):
+        with rpc_span(self._spans, method, _a2a_name(method), request, context, answer):
             yield
 
     async def _identify(
@@ -333,7 +323,7 @@ class GrpcServer:
         *,
         authenticator: Authenticator | None = None,
         streams: StreamLimiter | None = None,
-        operations: Any = None,
+        operations: Operations | None = None,
     ) -> None:
         port = settings.grpc_port
         if port is None or not 0 < port < 65536:
