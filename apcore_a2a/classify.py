@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from a2a.utils.errors import VersionNotSupportedError
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 from starlette.middleware import Middleware
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -232,7 +232,7 @@ def _major(version: str) -> int | None:
     ``1.0.1`` is 1: spec §3.6 ignores patch numbers); ``None`` for no version at all."""
     try:
         return Version(version).major
-    except InvalidVersion:
+    except ValueError:  # InvalidVersion, or a number of more digits than int() reads
         return None
 
 

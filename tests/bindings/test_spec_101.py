@@ -306,10 +306,18 @@ async def test_push_off_and_an_unknown_version(
 # -- A2A-Version read one way on every binding --------------------------------------------------
 
 #: per protocol: an announced version, and whether a method of that protocol serves it (spec
-#: §3.6: patch numbers do not count; a2a-sdk's check on HTTP, which gRPC follows)
+#: §3.6: patch numbers do not count; a2a-sdk's check on HTTP, which gRPC follows); a number
+#: longer than Python reads as an int is no version (main: HTTP 500, gRPC INTERNAL)
+LONG = "0" * 5000
 ODD_VERSIONS = {
-    "1.0": (("1.0.1", True), ("1", True), ("1.x", False), ("1.0, 0.3", False)),
-    "0.3": (("0.3.0", True), ("0.x", False), ("0.3; 1.0", False)),
+    "1.0": (
+        ("1.0.1", True),
+        ("1", True),
+        ("1.x", False),
+        ("1.0, 0.3", False),
+        ("1." + LONG, False),
+    ),
+    "0.3": (("0.3.0", True), ("0.x", False), ("0.3; 1.0", False), ("0.3" + LONG, False)),
 }
 
 
@@ -334,8 +342,8 @@ async def test_an_odd_version_gets_one_verdict_on_every_binding(
             got = await http.get(f"{base}/tasks/{task_id}", headers={"A2A-Version": announced})
             if got.status_code != 200:
                 refusal = _reason(got.json()) == "VERSION_NOT_SUPPORTED", got.text
-        assert (refusal is None) is served, (announced, refusal)
-        assert refusal is None or refusal[0], (announced, refusal)
+        assert (refusal is None) is served, (announced[:20], refusal)
+        assert refusal is None or refusal[0], (announced[:20], refusal)
 
 
 async def test_the_official_client_sends_the_version_and_is_served(
