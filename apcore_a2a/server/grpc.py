@@ -3,7 +3,8 @@
 One port carries ``lf.a2a.v1.A2AService`` (1.0, the SDK's ``GrpcHandler``) and
 ``a2a.v1.A2AService`` (0.3, ``CompatGrpcHandler``), with the HTTP edge's rules (auth,
 version, shape, stream slots) on the same call record, and ``grpc.health.v1.Health``
-(``ops/grpc_health.py``; its ``Watch`` streams take stream slots too, ``grpc_streams.py``).
+(``ops/grpc_health.py``; its ``Watch`` streams take stream slots too, and a request that
+does not decode is answered ``INVALID_ARGUMENT`` on every service: ``grpc_streams.py``).
 Without the ``grpc`` extra, importing this module raises an ``ImportError`` that says so.
 """
 
@@ -19,7 +20,7 @@ from urllib.parse import urlsplit
 
 from a2a.auth.user import UnauthenticatedUser, User
 from a2a.server.context import ServerCallContext
-from a2a.utils.errors import A2AError, InternalError
+from a2a.utils.errors import A2AError, InternalError, InvalidRequestError
 
 from apcore_a2a import errors
 from apcore_a2a.auth.authenticator import Gate, metadata_headers
@@ -46,7 +47,14 @@ try:
     from a2a.types import a2a_pb2, a2a_pb2_grpc
 
     from apcore_a2a.ops.grpc_health import add_health_service
-    from apcore_a2a.server.grpc_streams import caller_of, held_streams, stream_slot
+    from apcore_a2a.server.grpc_streams import (
+        UNDECODABLE,
+        UNDECODABLE_TEXT,
+        caller_of,
+        lenient,
+        other_service,
+        stream_slot,
+    )
     from apcore_a2a.upstream.error_answers import CompatServicer, Servicer
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess without grpc
     raise ImportError(GRPC_EXTRA_HINT) from exc
@@ -178,7 +186,7 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         if handler is None:
             return handler
         if abort is None:  # health, reflection: no credentials, but a stream takes a slot
-            return held_streams(handler, self._streams)
+            return other_service(handler, self._streams)
         streaming = handler.unary_stream is not None
         if handler.unary_unary is None and not streaming:
             # Only unary requests are admitted below (auth, version, shape, slots): a
@@ -191,7 +199,7 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         )
         return wrap(
             self._wrap(handler.unary_stream or handler.unary_unary, method, abort, streaming),
-            request_deserializer=handler.request_deserializer,
+            request_deserializer=lenient(handler.request_deserializer),
             response_serializer=handler.response_serializer,
         )
 
@@ -260,6 +268,8 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
                 try:
                     headers = metadata_headers(context.invocation_metadata())
                     identity = await self._identify(a2a_method, headers, context)
+                    if request is UNDECODABLE:
+                        raise InvalidRequestError(message=UNDECODABLE_TEXT)
                     wrong = version_error(headers.get("a2a-version", "").strip(), spoken)
                     if wrong is not None:
                         raise wrong

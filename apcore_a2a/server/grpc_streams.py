@@ -1,9 +1,18 @@
-"""Stream slots of gRPC calls: A2A's streams (the interceptor, ``grpc.py``) and those of
-the services other than A2A (``Health.Watch``, reflection), which need no credentials:
-without a slot per stream one client could hold any number open (20,000 ``Watch``
-streams cost the agent 400 MB). Each takes a slot of the caller's address from the
+"""gRPC calls past the A2A admission: stream slots, and requests that do not decode.
+
+Stream slots: A2A's streams (the interceptor, ``grpc.py``) and those of the services other
+than A2A (``Health.Watch``, reflection), which need no credentials: without a slot per
+stream one client could hold any number open (20,000 ``Watch`` streams cost the agent
+400 MB). Each takes a slot of the caller's address from the
 :class:`~apcore_a2a.server.limits.StreamLimiter` that counts A2A's gRPC and SSE streams,
 and gives it back when it ends or is canceled.
+
+Requests that do not decode (corrupt bytes, or nested deeper than protobuf decodes: 100
+levels, about 33 of a ``Struct``): grpc answers a deserializer's exception ``UNKNOWN``,
+naming its class (``google.protobuf.message.DecodeError``). The deserializer of every
+method hands over :data:`UNDECODABLE` instead (:func:`lenient`), and the call answers
+``INVALID_ARGUMENT``: an A2A call once admitted (the interceptor: HTTP too answers a body
+it cannot parse after its 401), a call to another service at once (:func:`other_service`).
 """
 
 from __future__ import annotations
@@ -34,36 +43,84 @@ def caller_of(identity: Identity | None, context: grpc.aio.ServicerContext) -> s
     return caller_key(identity, address.strip("[]"))
 
 
-def held_streams(handler: grpc.RpcMethodHandler, streams: StreamLimiter) -> grpc.RpcMethodHandler:
-    """*handler* whose server streams, if it has any, each hold a slot of *streams*."""
-    if handler.unary_stream is not None:
-        behavior, wrap = handler.unary_stream, grpc.unary_stream_rpc_method_handler
-    elif handler.stream_stream is not None:
-        behavior, wrap = handler.stream_stream, grpc.stream_stream_rpc_method_handler
-    else:
-        return handler
-    # grpc.aio streams an async generator's items, or awaits a coroutine that writes with
-    # context.write (Health.Watch does): the wrapper must be of the same kind.
+#: the request of a call whose bytes are not its method's message
+UNDECODABLE = object()
+#: what a call whose request does not decode is told
+UNDECODABLE_TEXT = "the request is not a valid message of its method (corrupt, or nested too deep)"
+
+
+def lenient(deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], Any] | None:
+    """*deserializer* handing over :data:`UNDECODABLE` where it would raise."""
+    if deserializer is None:
+        return None
+
+    def decode(raw: bytes) -> Any:
+        try:
+            return deserializer(raw)
+        except Exception:  # protobuf's DecodeError; nothing of it is answered
+            return UNDECODABLE
+
+    return decode
+
+
+def other_service(handler: grpc.RpcMethodHandler, streams: StreamLimiter) -> grpc.RpcMethodHandler:
+    """*handler* of a service other than A2A (grpc.aio's: its methods are ``async``): a
+    request that does not decode answers ``INVALID_ARGUMENT``, and each server stream holds a
+    slot of *streams*."""
+    kinds = (handler.unary_unary, handler.unary_stream, handler.stream_unary, handler.stream_stream)
+    behavior = next(kind for kind in kinds if kind is not None)
+    wrap = {
+        (False, False): grpc.unary_unary_rpc_method_handler,
+        (False, True): grpc.unary_stream_rpc_method_handler,
+        (True, False): grpc.stream_unary_rpc_method_handler,
+        (True, True): grpc.stream_stream_rpc_method_handler,
+    }[bool(handler.request_streaming), bool(handler.response_streaming)]
+
+    async def decoded(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        if handler.request_streaming:
+            return _decoded_stream(request, context)
+        if request is UNDECODABLE:
+            await abort(context, grpc.StatusCode.INVALID_ARGUMENT, UNDECODABLE_TEXT)
+        return request
+
+    def held(context: grpc.aio.ServicerContext) -> contextlib.AbstractAsyncContextManager[None]:
+        if not handler.response_streaming:
+            return contextlib.nullcontext()
+        return stream_slot(streams, caller_of(None, context), context)
+
+    # grpc.aio streams an async generator's items, or awaits a coroutine (which may write
+    # with context.write, as Health.Watch does): the wrapper must be of the same kind.
     if inspect.isasyncgenfunction(behavior):
 
         async def generated(request: Any, context: grpc.aio.ServicerContext) -> Any:
-            async with stream_slot(streams, caller_of(None, context), context):
+            request = await decoded(request, context)
+            async with held(context):
                 async for item in behavior(request, context):
                     yield item
 
-        held: Callable[[Any, grpc.aio.ServicerContext], Any] = generated
+        served: Callable[[Any, grpc.aio.ServicerContext], Any] = generated
     else:
 
-        async def written(request: Any, context: grpc.aio.ServicerContext) -> Any:
-            async with stream_slot(streams, caller_of(None, context), context):
+        async def called(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            request = await decoded(request, context)
+            async with held(context):
                 return await behavior(request, context)
 
-        held = written
+        served = called
     return wrap(
-        held,
-        request_deserializer=handler.request_deserializer,
+        served,
+        request_deserializer=lenient(handler.request_deserializer),
         response_serializer=handler.response_serializer,
     )
+
+
+async def _decoded_stream(
+    requests: AsyncIterator[Any], context: grpc.aio.ServicerContext
+) -> AsyncIterator[Any]:
+    async for request in requests:
+        if request is UNDECODABLE:
+            await abort(context, grpc.StatusCode.INVALID_ARGUMENT, UNDECODABLE_TEXT)
+        yield request
 
 
 @contextlib.asynccontextmanager

@@ -260,6 +260,36 @@ async def test_reflection_needs_no_credentials(secured: Agent) -> None:
     assert "lf.a2a.v1.A2AService" in await list_services(secured.grpc_address)
 
 
+async def test_a_request_that_does_not_decode_is_refused_after_admission(secured: Agent) -> None:
+    """As HTTP answers a body it cannot parse after its 401: corrupt request bytes get
+    UNAUTHENTICATED without credentials, INVALID_ARGUMENT with them; health and reflection
+    (no credentials) answer them INVALID_ARGUMENT too (main: UNKNOWN on every service,
+    naming protobuf's ``DecodeError``)."""
+    corrupt = b"\xff" * 4
+    versioned = (("a2a-version", "1.0"),)
+    async with grpc.aio.insecure_channel(secured.grpc_address) as channel:
+        send = channel.unary_unary("/lf.a2a.v1.A2AService/SendMessage")
+        anonymous = await failure(send(corrupt, metadata=versioned))
+        known = await failure(send(corrupt, metadata=(*versioned, ("x-api-key", ALICE_KEY))))
+        check = await failure(channel.unary_unary("/grpc.health.v1.Health/Check")(corrupt))
+        watch = await failure(
+            _drained(channel.unary_stream("/grpc.health.v1.Health/Watch")(corrupt))
+        )
+        reflect = channel.stream_stream(
+            "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo"
+        )
+        reflected = await failure(_drained(reflect(iter([corrupt]))))
+    assert anonymous.code() == grpc.StatusCode.UNAUTHENTICATED
+    for refused in (known, check, watch, reflected):
+        assert refused.code() == grpc.StatusCode.INVALID_ARGUMENT, refused
+        assert "DecodeError" not in str(refused.details())
+
+
+async def _drained(stream: Any) -> None:
+    async for _ in stream:
+        pass
+
+
 async def test_anonymous_calls_pass_when_auth_is_optional(open_door: Agent) -> None:
     async with stubs(open_door.grpc_address) as (v1, v03):
         anonymous = await v1.SendMessage(_send("demo.whoami"))

@@ -12,7 +12,11 @@ gets the same refusal class on each binding.
 * the agent's stream cap: 503 with ``Retry-After`` / ``UNAVAILABLE`` with a
   ``google.rpc.RetryInfo`` of the same seconds;
 * a body that is not UTF-8 JSON (UTF-16 included, RFC 8259 §8.1): ``-32700`` / 400;
-  gRPC bodies are protobuf, whose strings the runtime requires to be UTF-8.
+  gRPC bodies are protobuf, whose strings the runtime requires to be UTF-8;
+* a body that does not parse (JSON cut short; a gRPC message corrupt, or nested deeper than
+  protobuf decodes): ``-32700`` / 400 ``INVALID_ARGUMENT`` / ``INVALID_ARGUMENT``, reason
+  ``INVALID_REQUEST``, naming no exception class (gRPC answered ``UNKNOWN``, naming
+  protobuf's ``DecodeError``).
 
 Authentication and roles (401/403 alike on the three) are in ``test_refusals.py``.
 """
@@ -231,3 +235,40 @@ async def test_the_task_quota_refuses_alike_with_a_retry_hint() -> None:
         "QUOTA_EXCEEDED",
     )
     assert _retry_seconds(refused.value) == 30  # main: no retry hint on gRPC
+
+
+async def _raw_grpc(agent: Agent, method: str, raw: bytes, version: str) -> dict[str, Any]:
+    """What gRPC *method* answers to the request bytes *raw*."""
+    async with grpc.aio.insecure_channel(agent.grpc_address) as channel:
+        call = channel.unary_unary(method)
+        try:
+            await call(raw, metadata=[("a2a-version", version)], timeout=30)
+        except grpc.aio.AioRpcError as failed:
+            return rich_status(failed)
+    return {"code": "served"}
+
+
+async def test_a_body_that_does_not_parse_is_refused_alike(agent: Agent) -> None:
+    headers = {**V1, "Content-Type": "application/json"}
+    async with httpx.AsyncClient(base_url=agent.url, timeout=30) as http:
+        rpc = (await http.post("/", content=b'{"jsonrpc": ', headers=headers)).json()
+        rest = await http.post("/message:send", content=b'{"message": {', headers=headers)
+    assert rpc["error"]["code"] == -32700
+    assert (rest.status_code, rest.json()["error"]["details"][0]["reason"]) == (
+        400,
+        "INVALID_REQUEST",
+    )
+    # 40 Structs deep: 120 protobuf levels, where protobuf's decoder stops at 100
+    deep = ParseDict(
+        {"message": _message([{"text": "hi"}], deep=_nested(40))}, pb.SendMessageRequest()
+    )
+    sent = {
+        ("/lf.a2a.v1.A2AService/SendMessage", "1.0"): (b"\xff" * 4, deep.SerializeToString()),
+        ("/a2a.v1.A2AService/SendMessage", "0.3"): (b"\xff" * 4,),
+    }
+    for (method, version), bodies in sent.items():
+        for raw in bodies:
+            seen = await _raw_grpc(agent, method, raw, version)
+            assert seen["code"] == grpc.StatusCode.INVALID_ARGUMENT, seen  # main: UNKNOWN
+            assert "class" not in seen["message"] and "DecodeError" not in seen["message"]
+            assert version == "0.3" or seen["reason"] == "INVALID_REQUEST"
