@@ -60,7 +60,7 @@ from apcore_a2a.server.task_quota import TaskQuota
 from apcore_a2a.settings import Settings, SettingsError, config_path
 from apcore_a2a.shape import Shape
 from apcore_a2a.storage import open_stores
-from apcore_a2a.streams.answers import AnswerSide, cancel_on_drop
+from apcore_a2a.streams.answers import AnswerSide, StreamDrops
 from apcore_a2a.upstream.apcore_config import config_of
 
 logger = logging.getLogger("apcore_a2a.server")
@@ -236,7 +236,8 @@ class A2AServerFactory:
         )
         ops.attach(state)
         context_builder = ApCoreCallContextBuilder()
-        features = _optional_features(state, self.auth, push, signer, context_builder)
+        drops = StreamDrops(handler, agent_executor) if s.cancel_on_disconnect else None
+        features = _optional_features(state, self.auth, push, signer, context_builder, drops)
         grace = s.shutdown_timeout + 1.0
         rpc_routes, rest_routes = a2a_routes(handler, s.rpc_path, context_builder, grace)
         # Rebased onto where the caller reached us, then signed: the signature covers the
@@ -252,14 +253,9 @@ class A2AServerFactory:
             *(route for feature in features for route in feature.routes),
             *rest_routes,
         ]
-        drop = (
-            cancel_on_drop(handler, context_builder, agent_executor)
-            if s.cancel_on_disconnect
-            else None
-        )
         guard = Middleware(RequestGuard, max_body_bytes=s.max_body_bytes, streams=streams)
-        # task_streams: one dict shared by the answer side of all routes
-        answers = Middleware(AnswerSide, on_stream_dropped=drop, task_streams={})
+        # drops: one count of each task's streams for the answer side of all routes and gRPC
+        answers = Middleware(AnswerSide, drops=drops, context_builder=context_builder)
         edge, per_route = middleware_stack(features, [(GUARD, guard), (GUARD, answers)])
         # Every route runs the request record, auth, the guard... once it matched: no
         # spelling of a path reaches an endpoint around them (see apcore_a2a.classify).
@@ -329,6 +325,7 @@ def _optional_features(
     push: Any,
     signer: CardSigner | None,
     context_builder: ApCoreCallContextBuilder,
+    drops: StreamDrops | None,
 ) -> list[Feature]:
     """The optional parts the settings ask for, in start order."""
     s = state.settings
@@ -379,7 +376,12 @@ def _optional_features(
         )
     if s.grpc_port is not None:
         server = _grpc_binding().GrpcServer(
-            state.handler, s, authenticator=authenticator, streams=state.streams, operations=ops
+            state.handler,
+            s,
+            authenticator=authenticator,
+            streams=state.streams,
+            operations=ops,
+            drops=drops,
         )
         found.append(Feature("grpc", start=server.start, stop=server.stop, handle=server))
     if s.explorer:

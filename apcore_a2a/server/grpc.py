@@ -3,8 +3,8 @@
 One port carries ``lf.a2a.v1.A2AService`` (1.0, the SDK's ``GrpcHandler``) and
 ``a2a.v1.A2AService`` (0.3, ``CompatGrpcHandler``), with the HTTP edge's rules (auth,
 version, shape, stream slots) on the same call record, and ``grpc.health.v1.Health``
-(``ops/grpc_health.py``; its ``Watch`` streams take stream slots too, and a request that
-does not decode is answered ``INVALID_ARGUMENT`` on every service: ``grpc_streams.py``).
+(``ops/grpc_health.py``); stream slots, cancel-on-drop and requests that do not decode on
+every service: ``grpc_streams.py``.
 Without the ``grpc`` extra, importing this module raises an ``ImportError`` that says so.
 """
 
@@ -51,8 +51,9 @@ try:
         UNDECODABLE,
         UNDECODABLE_TEXT,
         caller_of,
-        lenient,
+        followed,
         other_service,
+        same_kind,
         stream_slot,
     )
     from apcore_a2a.upstream.error_answers import CompatServicer, Servicer
@@ -66,6 +67,7 @@ if TYPE_CHECKING:
     from apcore_a2a.auth import Authenticator
     from apcore_a2a.ops.operations import Operations
     from apcore_a2a.settings import Settings
+    from apcore_a2a.streams.answers import StreamDrops
 
 
 logger = logging.getLogger("apcore_a2a.grpc")
@@ -166,8 +168,10 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         streams: StreamLimiter,
         operations: Operations | None,
         shape: Shape,
+        drops: StreamDrops | None = None,
     ) -> None:
         self._aborts = aborts
+        self._drops = drops
         self._shape = shape
         self._gate = gate
         self._streams = streams
@@ -192,16 +196,8 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
             # Only unary requests are admitted below (auth, version, shape, slots): a
             # client-streaming A2A method would run unchecked, so it is refused instead.
             return self._refused(handler, method)
-        wrap = (
-            grpc.unary_stream_rpc_method_handler
-            if streaming
-            else grpc.unary_unary_rpc_method_handler
-        )
-        return wrap(
-            self._wrap(handler.unary_stream or handler.unary_unary, method, abort, streaming),
-            request_deserializer=lenient(handler.request_deserializer),
-            response_serializer=handler.response_serializer,
-        )
+        behavior = handler.unary_stream or handler.unary_unary
+        return same_kind(handler, self._wrap(behavior, method, abort, streaming))
 
     def _refused(self, handler: grpc.RpcMethodHandler, method: str) -> grpc.RpcMethodHandler:
         """A handler of *handler*'s kind that answers every call ``UNIMPLEMENTED``."""
@@ -214,16 +210,7 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         async def refuse(_requests: Any, context: grpc.aio.ServicerContext) -> None:
             await context.abort(grpc.StatusCode.UNIMPLEMENTED, f"{method} is not served")
 
-        wrap = (
-            grpc.stream_stream_rpc_method_handler
-            if handler.stream_stream is not None
-            else grpc.stream_unary_rpc_method_handler
-        )
-        return wrap(
-            refuse,
-            request_deserializer=handler.request_deserializer,
-            response_serializer=handler.response_serializer,
-        )
+        return same_kind(handler, refuse)
 
     @contextlib.contextmanager
     def _observed(
@@ -278,8 +265,16 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
                     except ShapeError as exc:
                         raise exc.refusal() from None
                     caller = caller_of(identity, context)
-                    record = CallRecord("grpc", spoken, a2a_method, caller, answer=answer)
+                    record = answer.call = CallRecord(
+                        "grpc", spoken, a2a_method, caller, answer=answer
+                    )
                     _call.set((record, identity))
+
+                    def rebuilt() -> ServerCallContext:  # as HTTP's: a record of its own
+                        fresh = CallRecord("grpc", spoken, a2a_method, caller, answer=answer)
+                        _call.set((fresh, identity))
+                        return GrpcCallContextBuilder().build(context)
+
                     python = legacy and is_python_client(headers.get("user-agent"))
                     if legacy:
                         proto_request_to_sdk(request, python_client=python)
@@ -288,6 +283,8 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
                         held = stream_slot(self._streams, caller, context, a2a=True)
                     async with held:
                         answers = behavior(request, context)
+                        if streaming and self._drops is not None:
+                            answers = followed(answers, answer, self._drops, context, rebuilt)
                         async for item in answers if streaming else _one(answers):
                             if legacy:
                                 proto_response_to_wire(item, python_client=python)
@@ -334,6 +331,7 @@ class GrpcServer:
         authenticator: Authenticator | None = None,
         streams: StreamLimiter | None = None,
         operations: Operations | None = None,
+        drops: StreamDrops | None = None,
     ) -> None:
         port = settings.grpc_port
         if port is None or not 0 < port < 65536:
@@ -350,6 +348,8 @@ class GrpcServer:
         )
         #: counts and traces calls, and feeds grpc.health.v1 (``ops.Operations``)
         self.operations = operations
+        #: cancel_on_disconnect, shared with the HTTP answer side (``streams/answers.py``)
+        self.drops = drops
         self._health_stop: Callable[[], Awaitable[None]] | None = None
         self.bind_address = f"{_bind_host(settings.host or '0.0.0.0')}:{port}"
         self.address = grpc_address(settings)
@@ -380,6 +380,7 @@ class GrpcServer:
             self.streams,
             self.operations,
             Shape.of(s),
+            self.drops,
         )
         server = grpc.aio.server(
             interceptors=[interceptor],

@@ -1,11 +1,14 @@
-"""gRPC calls past the A2A admission: stream slots, and requests that do not decode.
+"""gRPC calls past the A2A admission: stream slots, cancel-on-drop, and requests that do
+not decode.
 
 Stream slots: A2A's streams (the interceptor, ``grpc.py``) and those of the services other
 than A2A (``Health.Watch``, reflection), which need no credentials: without a slot per
 stream one client could hold any number open (20,000 ``Watch`` streams cost the agent
 400 MB). Each takes a slot of the caller's address from the
 :class:`~apcore_a2a.server.limits.StreamLimiter` that counts A2A's gRPC and SSE streams,
-and gives it back when it ends or is canceled.
+and gives it back when it ends or is canceled. With ``cancel_on_disconnect``, an A2A
+stream is followed as an SSE one (:func:`followed`, ``streams/answers.py``): a call its
+client cancels, or whose deadline passes, is a dropped stream.
 
 Requests that do not decode (corrupt bytes, or nested deeper than protobuf decodes: 100
 levels, about 33 of a ``Struct``): grpc answers a deserializer's exception ``UNKNOWN``,
@@ -17,6 +20,7 @@ it cannot parse after its 401), a call to another service at once (:func:`other_
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import inspect
 from collections.abc import AsyncIterator, Callable
@@ -30,9 +34,12 @@ from apcore_a2a.execution.identity import caller_key
 from apcore_a2a.upstream.error_answers import abort
 
 if TYPE_CHECKING:
+    from a2a.server.context import ServerCallContext
     from apcore import Identity
 
     from apcore_a2a.server.limits import StreamLimiter
+    from apcore_a2a.streams.answers import StreamDrops
+    from apcore_a2a.streams.tap import Answer
 
 
 def caller_of(identity: Identity | None, context: grpc.aio.ServicerContext) -> str:
@@ -69,12 +76,6 @@ def other_service(handler: grpc.RpcMethodHandler, streams: StreamLimiter) -> grp
     slot of *streams*."""
     kinds = (handler.unary_unary, handler.unary_stream, handler.stream_unary, handler.stream_stream)
     behavior = next(kind for kind in kinds if kind is not None)
-    wrap = {
-        (False, False): grpc.unary_unary_rpc_method_handler,
-        (False, True): grpc.unary_stream_rpc_method_handler,
-        (True, False): grpc.stream_unary_rpc_method_handler,
-        (True, True): grpc.stream_stream_rpc_method_handler,
-    }[bool(handler.request_streaming), bool(handler.response_streaming)]
 
     async def decoded(request: Any, context: grpc.aio.ServicerContext) -> Any:
         if handler.request_streaming:
@@ -107,8 +108,22 @@ def other_service(handler: grpc.RpcMethodHandler, streams: StreamLimiter) -> grp
                 return await behavior(request, context)
 
         served = called
+    return same_kind(handler, served)
+
+
+def same_kind(
+    handler: grpc.RpcMethodHandler, behavior: Callable[[Any, grpc.aio.ServicerContext], Any]
+) -> grpc.RpcMethodHandler:
+    """A handler of *handler*'s kind (requests, answers streamed or not) running *behavior*,
+    its requests decoded by :func:`lenient`."""
+    wrap = {
+        (False, False): grpc.unary_unary_rpc_method_handler,
+        (False, True): grpc.unary_stream_rpc_method_handler,
+        (True, False): grpc.stream_unary_rpc_method_handler,
+        (True, True): grpc.stream_stream_rpc_method_handler,
+    }[bool(handler.request_streaming), bool(handler.response_streaming)]
     return wrap(
-        served,
+        behavior,
         request_deserializer=lenient(handler.request_deserializer),
         response_serializer=handler.response_serializer,
     )
@@ -121,6 +136,32 @@ async def _decoded_stream(
         if request is UNDECODABLE:
             await abort(context, grpc.StatusCode.INVALID_ARGUMENT, UNDECODABLE_TEXT)
         yield request
+
+
+async def followed(
+    items: AsyncIterator[Any],
+    answer: Answer,
+    drops: StreamDrops,
+    context: grpc.aio.ServicerContext,
+    call_context: Callable[[], ServerCallContext],
+) -> AsyncIterator[Any]:
+    """The *items* of an A2A stream, followed by *drops* (``cancel_on_disconnect``) as an
+    SSE stream is: a client that cancels the call (or lets its deadline pass) before the
+    last item drops the stream, and before the first one hangs up on the run."""
+    task_id: str | None = None
+    dropped = False
+    try:
+        async for item in items:
+            if task_id is None and answer.task_id is not None:
+                task_id = answer.task_id
+                drops.opened(task_id)
+            yield item
+    except asyncio.CancelledError:  # the client canceled the call, or its deadline passed
+        dropped = True
+        raise
+    finally:
+        answer.hung_up = dropped and task_id is None
+        await drops.closed(task_id, answer, dropped, call_context)
 
 
 @contextlib.asynccontextmanager

@@ -9,18 +9,19 @@ objects), never the SDK's rendered events:
   handler is scrubbed from its (small) JSON body; so are the errors of the push status
   route (``push/status_route.py``, REST-shaped), which answers ours as the A2A routes do;
 * each event frame of a resumable stream gets its SSE ``id`` (:mod:`~.resume`);
-* with ``cancel_on_disconnect``, a stream's task is canceled (:func:`cancel_on_drop`) when
-  the client hung up before the last chunk of the last open stream of that task (the first
-  task the answer names as the first frame leaves), or before the first frame: then the
-  call's own run is stopped (the request guard notes that hang-up).
+* with ``cancel_on_disconnect``, a stream's task is canceled (:class:`StreamDrops`, which
+  the gRPC binding's streams use too) when the client hung up before the last chunk of the
+  last open stream of that task (the first task the answer names as the first frame
+  leaves), or before the first frame: then the call's own run is stopped (the request guard
+  notes that hang-up).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from a2a.types import CancelTaskRequest
 from a2a.utils.errors import A2AError, TaskNotFoundError
@@ -33,24 +34,75 @@ from apcore_a2a.streams.resume import last_event_id_of
 from apcore_a2a.streams.scrub import Scrubbed, error_answer, error_body
 from apcore_a2a.streams.tap import Answer
 
+if TYPE_CHECKING:
+    from a2a.server.context import ServerCallContext
+
 logger = logging.getLogger("apcore_a2a.server")
 
 #: JSON bodies larger than this are no error document of the SDK's
 _MAX_ERROR_BODY = 64 * 1024
 
-#: called with the request scope and task id when a task's last stream was dropped
-DropHandler = Callable[[Scope, str], Awaitable[None]]
+
+class StreamDrops:
+    """``cancel_on_disconnect``, one policy for every binding: the open streams of each task
+    (SSE and gRPC counted together), and the cancel of a task whose last stream its client
+    dropped, through the SDK handler, as the caller who opened the stream (owner scoping
+    applies as for the client's own CancelTask). A run with no task stored yet (a
+    message-reply skill's module) is stopped through *runs* (the agent executor's
+    ``abandon``): there is nothing to cancel, and nothing to keep."""
+
+    def __init__(self, handler: Any, runs: Any) -> None:
+        self.handler, self.runs = handler, runs
+        self._open: dict[str, int] = {}
+
+    def opened(self, task_id: str) -> None:
+        """A stream's first frame named *task_id*."""
+        self._open[task_id] = self._open.get(task_id, 0) + 1
+
+    async def closed(
+        self,
+        task_id: str | None,
+        answer: Answer,
+        dropped: bool,
+        call_context: Callable[[], ServerCallContext],
+    ) -> None:
+        """A stream of the call that answered *answer* ended: it followed *task_id* (``None``:
+        no frame left), *dropped* if its client left before the last frame (before the
+        first: ``answer.hung_up``); *call_context* makes the context of a cancel."""
+        if task_id is not None:
+            left = self._open.pop(task_id) - 1
+            if left > 0:  # another client still streams the task: it is left alone
+                self._open[task_id] = left
+            elif dropped:
+                await self._cancel(call_context(), task_id)
+        elif answer.hung_up:
+            # Gone before the first frame (a message-reply skill's module was still
+            # running): no stream ever followed the run, so its task, or the run itself
+            # when nothing is stored yet, goes with the client.
+            unsent = answer.task_id or (answer.call.run_task if answer.call else None)
+            if unsent is not None and unsent not in self._open:
+                await self._cancel(call_context(), unsent)
+
+    async def _cancel(self, call_context: ServerCallContext, task_id: str) -> None:
+        try:
+            await self.handler.on_cancel_task(CancelTaskRequest(id=task_id), call_context)
+        except TaskNotFoundError:
+            if self.runs.abandon(task_id):
+                logger.info("Client dropped the stream of run %s before its answer", task_id)
+        except A2AError as exc:
+            # Finished (or gone) meanwhile: nothing left to cancel.
+            logger.debug("Dropped stream of task %s: not canceled (%s)", task_id, exc)
+            return
+        logger.info("Client dropped the only stream of task %s; canceled it", task_id)
 
 
 @dataclass
 class AnswerSide:
-    """See the module docstring."""
+    """See the module docstring; *context_builder* makes a dropped stream's cancel context."""
 
     app: ASGIApp
-    on_stream_dropped: DropHandler | None = None
-    #: open watched streams per task id (only with on_stream_dropped); one dict for the
-    #: middleware of all routes
-    task_streams: dict[str, int] = field(default_factory=dict)
+    drops: StreamDrops | None = None
+    context_builder: Any = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         info = request_info(scope) if scope["type"] == "http" else None
@@ -61,7 +113,8 @@ class AnswerSide:
         send = _answering(send, info, answer)
         if info.streaming:
             answer.last_event_id = last_event_id_of(scope)
-        if not info.streaming or self.on_stream_dropped is None:
+        drops = self.drops
+        if not info.streaming or drops is None:
             await self.app(scope, receive, send)
             return
         task_id: str | None = None
@@ -78,48 +131,15 @@ class AnswerSide:
             if message["type"] == "http.response.body":
                 if task_id is None and answer.task_id is not None:
                     task_id = answer.task_id
-                    self.task_streams[task_id] = self.task_streams.get(task_id, 0) + 1
+                    drops.opened(task_id)
                 complete = not message.get("more_body", False)
             await send(message)
 
         try:
             await self.app(scope, watched_receive, watched_send)
         finally:
-            if task_id is not None:
-                left = self.task_streams.pop(task_id) - 1
-                if left > 0:  # another client still streams the task: it is left alone
-                    self.task_streams[task_id] = left
-                elif dropped:
-                    await self.on_stream_dropped(scope, task_id)
-            elif answer.hung_up:
-                # Gone before the first frame (a message-reply skill's module was still
-                # running): no stream ever followed the run, so its task, or the run itself
-                # when nothing is stored yet, goes with the client.
-                unsent = answer.task_id or (answer.call.run_task if answer.call else None)
-                if unsent is not None and unsent not in self.task_streams:
-                    await self.on_stream_dropped(scope, unsent)
-
-
-def cancel_on_drop(handler: Any, context_builder: Any, runs: Any) -> DropHandler:
-    """A :data:`DropHandler` cancelling the task through the SDK handler, as the caller who
-    opened the stream (owner scoping applies as for the client's own CancelTask). A run
-    with no task stored yet (a message-reply skill's module) is stopped through *runs*
-    (the agent executor's ``abandon``): there is nothing to cancel, and nothing to keep."""
-
-    async def cancel(scope: Scope, task_id: str) -> None:
-        call_context = context_builder.build(Request(scope))
-        try:
-            await handler.on_cancel_task(CancelTaskRequest(id=task_id), call_context)
-        except TaskNotFoundError:
-            if runs.abandon(task_id):
-                logger.info("Client dropped the stream of run %s before its answer", task_id)
-        except A2AError as exc:
-            # Finished (or gone) meanwhile: nothing left to cancel.
-            logger.debug("Dropped stream of task %s: not canceled (%s)", task_id, exc)
-            return
-        logger.info("Client dropped the only stream of task %s; canceled it", task_id)
-
-    return cancel
+            builder = self.context_builder
+            await drops.closed(task_id, answer, dropped, lambda: builder.build(Request(scope)))
 
 
 def _answering(send: Send, info: RequestInfo, answer: Answer) -> Send:

@@ -1,4 +1,6 @@
-"""cancel_on_disconnect: off by default (clients may resubscribe); on, a dropped stream cancels."""
+"""cancel_on_disconnect: off by default (clients may resubscribe); on, a dropped stream cancels,
+on every binding: a gRPC stream its client cancels is dropped as an SSE stream whose client
+hangs up (main: the task ran on)."""
 
 from __future__ import annotations
 
@@ -9,8 +11,11 @@ from typing import Any
 
 import httpx
 import pytest
-from a2a.types import SubscribeToTaskRequest, TaskState
+from a2a.types import SubscribeToTaskRequest, TaskState, a2a_pb2
+from google.protobuf.json_format import ParseDict
 
+from .._support import free_port
+from ..bindings._grpc import stubs
 from ._agent import Agent, agent_server
 from ._client import (
     V03,
@@ -61,6 +66,8 @@ async def _drop_after(
     agent: Agent, shape: str, events: int, shapes: dict[str, Any] | None = None
 ) -> str:
     """Open a stream, read *events* events, then hang up; return the task id."""
+    if shape == GRPC:
+        return await _grpc_drop_after(agent, events, (shapes or SHAPES)["rest-1.0"][1])
     path, body, headers = (shapes or SHAPES)[shape]
     async with (
         httpx.AsyncClient(base_url=agent.url) as http,
@@ -72,6 +79,24 @@ async def _drop_after(
             if len(seen) == events:
                 break
     return _task_id(seen[0])
+
+
+#: the gRPC 1.0 shape (cancel_on_disconnect needs its agent served with a gRPC port)
+GRPC = "grpc-1.0"
+
+
+def _grpc_address(agent: Agent) -> str:
+    return f"127.0.0.1:{agent.state.settings.grpc_port}"
+
+
+async def _grpc_drop_after(agent: Agent, events: int, body: dict[str, Any]) -> str:
+    """:func:`_drop_after` on gRPC: the client cancels the call."""
+    async with stubs(_grpc_address(agent)) as (v1, _v03):
+        call = v1.SendStreamingMessage(ParseDict(body, a2a_pb2.SendMessageRequest()))
+        seen = [await call.read() for _ in range(events)]
+        call.cancel()
+    first = seen[0]
+    return str(first.task.id if first.HasField("task") else first.status_update.task_id)
 
 
 async def _final_state(agent: Agent, task_id: str, timeout: float = 30.0) -> Any:
@@ -103,11 +128,11 @@ async def test_dropped_stream_keeps_running_by_default(agent: Agent) -> None:
     ]
 
 
-@pytest.mark.parametrize("shape", sorted(SHAPES))
+@pytest.mark.parametrize("shape", [*sorted(SHAPES), GRPC])
 async def test_dropped_only_stream_cancels_when_enabled(
     caplog: pytest.LogCaptureFixture, shape: str
 ) -> None:
-    async with agent_server(caplog, cancel_on_disconnect=True) as agent:
+    async with agent_server(caplog, cancel_on_disconnect=True, grpc_port=free_port()) as agent:
         task_id = await _drop_after(agent, shape, 3, SLOW_SHAPES)
         task = await _final_state(agent, task_id)
         assert task.status.state == TaskState.TASK_STATE_CANCELED
@@ -127,6 +152,29 @@ async def test_stream_that_ends_normally_is_not_canceled(caplog: pytest.LogCaptu
         assert events[-1]["result"]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
         task = await _final_state(agent, _task_id(events[0]))
         assert task.status.state == TaskState.TASK_STATE_COMPLETED
+
+
+async def test_a_dropped_grpc_stream_leaves_a_task_alone_that_sse_follows(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """One count of a task's open streams for SSE and gRPC."""
+    async with agent_server(caplog, cancel_on_disconnect=True, grpc_port=free_port()) as agent:
+        follower = await sdk_client(agent.url)
+        try:
+            async with stubs(_grpc_address(agent)) as (v1, _v03):
+                body = ParseDict(SHAPES["rest-1.0"][1], a2a_pb2.SendMessageRequest())
+                call = v1.SendStreamingMessage(body)
+                task_id = (await call.read()).task.id
+                subscription = follower.subscribe(SubscribeToTaskRequest(id=task_id))
+                attached = await anext(subscription)
+                following = asyncio.create_task(collect(subscription))
+                call.cancel()
+            followed = [attached, *await asyncio.wait_for(following, 30)]
+            assert summarize(followed[-1]) == ("status", "COMPLETED")
+            task = await _final_state(agent, task_id)
+            assert task.status.state == TaskState.TASK_STATE_COMPLETED
+        finally:
+            await follower.close()
 
 
 async def test_drop_leaves_task_alone_while_another_stream_follows_it(
@@ -203,6 +251,22 @@ async def test_hang_up_before_the_first_frame_stops_the_run_when_enabled(
 ) -> None:
     async with agent_server(caplog, cancel_on_disconnect=True) as agent:
         run_id = await _hang_up_before_answer(agent, shape)
+        await _until(agent.probe.done(run_id).is_set, "the module was not stopped")
+        assert agent.probe.token_seen_cancelled[run_id] is True
+        await _until(lambda: agent.state.streams.active == 0, "the stream slot is still held")
+        assert await _listed(agent) == []  # nothing answered, nothing recorded
+
+
+async def test_a_grpc_call_canceled_before_its_first_item_stops_the_run_when_enabled(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async with agent_server(caplog, cancel_on_disconnect=True, grpc_port=free_port()) as agent:
+        async with stubs(_grpc_address(agent)) as (v1, _v03):
+            body = {"message": wire_message("life.ponder", {})}
+            call = v1.SendStreamingMessage(ParseDict(body, a2a_pb2.SendMessageRequest()))
+            await _until(lambda: agent.probe.contexts, "the module never ran")
+            run_id = str(agent.probe.contexts[0]["task_id"])
+            call.cancel()
         await _until(agent.probe.done(run_id).is_set, "the module was not stopped")
         assert agent.probe.token_seen_cancelled[run_id] is True
         await _until(lambda: agent.state.streams.active == 0, "the stream slot is still held")
