@@ -257,6 +257,9 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
                     identity = await self._identify(a2a_method, headers, context)
                     if request is UNDECODABLE:
                         raise InvalidRequestError(message=UNDECODABLE_TEXT)
+                    # Ignored, as the SDK's JSON parsers ignore them: kept, they would be
+                    # stored and answered back, outside every shape limit.
+                    request.DiscardUnknownFields()
                     wrong = version_error(headers.get("a2a-version", "").strip(), spoken)
                     if wrong is not None:
                         raise wrong

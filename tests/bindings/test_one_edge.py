@@ -13,6 +13,9 @@ gets the same refusal class on each binding.
   ``google.rpc.RetryInfo`` of the same seconds;
 * a body that is not UTF-8 JSON (UTF-16 included, RFC 8259 §8.1): ``-32700`` / 400;
   gRPC bodies are protobuf, whose strings the runtime requires to be UTF-8;
+* a field the schema does not know: ignored (the SDK parses JSON with
+  ``ignore_unknown_fields``; protobuf kept a gRPC message's, stored and answered back
+  outside every shape limit);
 * a body that does not parse (JSON cut short; a gRPC message corrupt, or nested deeper than
   protobuf decodes): ``-32700`` / 400 ``INVALID_ARGUMENT`` / ``INVALID_ARGUMENT``, reason
   ``INVALID_REQUEST``, naming no exception class (gRPC answered ``UNKNOWN``, naming
@@ -272,3 +275,34 @@ async def test_a_body_that_does_not_parse_is_refused_alike(agent: Agent) -> None
             assert seen["code"] == grpc.StatusCode.INVALID_ARGUMENT, seen  # main: UNKNOWN
             assert "class" not in seen["message"] and "DecodeError" not in seen["message"]
             assert version == "0.3" or seen["reason"] == "INVALID_REQUEST"
+
+
+def _tagged(number: int, payload: bytes) -> bytes:
+    """Field *number* of a protobuf message, length-delimited, holding *payload*."""
+    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while n > 0x7F:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    return bytes([*out, n])
+
+
+async def test_a_field_the_schema_does_not_know_is_ignored_alike(agent: Agent) -> None:
+    message = _message([{"text": "hi"}])
+    async with httpx.AsyncClient(base_url=agent.url, timeout=30) as http:
+        rest = await http.post("/message:send", json={"message": {**message, "x": "u"}}, headers=V1)
+    assert rest.status_code == 200 and '"x"' not in rest.text
+    # 100 kB in field 999 of the message, which no schema names (max_string_bytes: 2000)
+    known = ParseDict({"message": message}, pb.SendMessageRequest()).message.SerializeToString()
+    raw = _tagged(2, known + _tagged(999, b"u" * 100_000))  # SendMessageRequest.message
+    async with grpc.aio.insecure_channel(agent.grpc_address) as channel:
+        send = channel.unary_unary("/lf.a2a.v1.A2AService/SendMessage")
+        sent = pb.SendMessageResponse.FromString(await send(raw, metadata=[("a2a-version", "1.0")]))
+        get = channel.unary_unary("/lf.a2a.v1.A2AService/GetTask")
+        asked = pb.GetTaskRequest(id=sent.task.id, history_length=5).SerializeToString()
+        stored = pb.Task.FromString(await get(asked, metadata=[("a2a-version", "1.0")]))
+    assert [m.parts[0].text for m in stored.history] == ["hi"]
+    assert sent.ByteSize() < 10_000 and stored.ByteSize() < 10_000  # main: 100 kB more each
