@@ -251,7 +251,8 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
 
         async def serve(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
             answer = Answer()
-            with self._observed(method, request, context, answer):
+            read = None if request is UNDECODABLE else request  # what the span may read
+            with self._observed(method, read, context, answer):
                 try:
                     headers = metadata_headers(context.invocation_metadata())
                     identity = await self._identify(a2a_method, headers, context)

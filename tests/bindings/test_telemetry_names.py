@@ -12,6 +12,8 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
+import grpc
+import grpc.aio
 import pytest
 from a2a.types import GetTaskRequest
 from opentelemetry.sdk.trace import ReadableSpan
@@ -22,7 +24,9 @@ from apcore_a2a import A2AClient
 from tests._sdk import make_client, request
 from tests.ops.test_telemetry import spans  # noqa: F401 - the in-memory exporter fixture
 
+from ._grpc import failure
 from ._outputs_agent import ALL_TRANSPORTS, BINDINGS, send, serve_outputs
+from ._peers import fetch_card
 
 #: error.type of GetTask on an unknown task, per binding
 NOT_FOUND = {"JSONRPC": "-32001", "HTTP+JSON": "404", "GRPC": "NOT_FOUND"}
@@ -113,6 +117,23 @@ async def test_a_stream_span_ends_with_the_last_state(
     assert span.attributes is not None
     assert span.attributes["a2a.task.id"] == events[0].task.id
     assert span.attributes["a2a.task.state"] == "TASK_STATE_COMPLETED"
+
+
+async def test_a_grpc_request_that_does_not_decode_is_traced_as_refused(
+    spans: InMemorySpanExporter,  # noqa: F811
+    agent_url: str,
+) -> None:
+    """Its span has no request to read (main: the span broke the call, UNKNOWN naming
+    an ``AttributeError``)."""
+    card = await fetch_card(agent_url)
+    address = next(i.url for i in card.supported_interfaces if i.protocol_binding == "GRPC")
+    async with grpc.aio.insecure_channel(address) as channel:
+        send = channel.unary_unary("/lf.a2a.v1.A2AService/SendMessage")
+        refused = await failure(send(b"\xff" * 4, metadata=[("a2a-version", "1.0")]))
+    assert refused.code() == grpc.StatusCode.INVALID_ARGUMENT, refused
+    span = await _span(spans, "SendMessage", SpanKind.SERVER)
+    assert span.attributes is not None
+    assert span.attributes["error.type"] == "INVALID_ARGUMENT"
 
 
 @pytest.mark.parametrize("version", ["1.0", "0.3"])
