@@ -182,18 +182,19 @@ def rpc_span(
     """The SERVER span of one gRPC call to *path* (A2A *method*), from the tracer and names
     of the agent's *spans*, which ends with the task *answer* (the call's,
     ``streams/tap.py``) noted. 0.3 is the ``a2a.v1`` service, 1.0 ``lf.a2a.v1``."""
-    from google.protobuf.json_format import MessageToDict
+    from google.protobuf import json_format
 
     legacy = spans.legacy
-
     attributes: dict[str, Any] = {"rpc.system": "grpc", "rpc.method": path}
     if legacy:
         attributes["a2a.method"] = method
     else:
         attributes["a2a.method.name"] = method
         attributes["a2a.protocol.version"] = "0.3" if path.startswith("/a2a.") else "1.0"
-        if request is not None:
-            read_params(MessageToDict(request), attributes)
+        # None: not decoded; json_format.Error: a value JSON cannot hold (both refused)
+        with contextlib.suppress(json_format.Error):
+            if request is not None:
+                read_params(json_format.MessageToDict(request), attributes)
     name = f"a2a {method}" if legacy else method
     with spans.tracer.start_as_current_span(
         name, kind=trace.SpanKind.SERVER, attributes=attributes

@@ -15,7 +15,7 @@ from typing import Any
 import grpc
 import grpc.aio
 import pytest
-from a2a.types import GetTaskRequest
+from a2a.types import GetTaskRequest, a2a_pb2
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
@@ -119,17 +119,27 @@ async def test_a_stream_span_ends_with_the_last_state(
     assert span.attributes["a2a.task.state"] == "TASK_STATE_COMPLETED"
 
 
-async def test_a_grpc_request_that_does_not_decode_is_traced_as_refused(
+def _nan_request() -> bytes:
+    message = a2a_pb2.Message(message_id=uuid.uuid4().hex, role=a2a_pb2.ROLE_USER)
+    message.parts.add(text="hi")
+    message.metadata.update({"skillId": "out.trip", "n": float("nan")})
+    return a2a_pb2.SendMessageRequest(message=message).SerializeToString()
+
+
+@pytest.mark.parametrize("raw", [b"\xff" * 4, _nan_request()], ids=["corrupt", "nan"])
+async def test_a_grpc_request_refused_for_its_shape_is_traced_as_refused(
     spans: InMemorySpanExporter,  # noqa: F811
     agent_url: str,
+    raw: bytes,
 ) -> None:
-    """Its span has no request to read (main: the span broke the call, UNKNOWN naming
-    an ``AttributeError``)."""
+    """A request that does not decode, or holds a number JSON cannot hold: its span reads
+    what it can of the request (main: the span broke the call, UNKNOWN naming an
+    ``AttributeError``, or a ``SerializeToJsonError``)."""
     card = await fetch_card(agent_url)
     address = next(i.url for i in card.supported_interfaces if i.protocol_binding == "GRPC")
     async with grpc.aio.insecure_channel(address) as channel:
         send = channel.unary_unary("/lf.a2a.v1.A2AService/SendMessage")
-        refused = await failure(send(b"\xff" * 4, metadata=[("a2a-version", "1.0")]))
+        refused = await failure(send(raw, metadata=[("a2a-version", "1.0")]))
     assert refused.code() == grpc.StatusCode.INVALID_ARGUMENT, refused
     span = await _span(spans, "SendMessage", SpanKind.SERVER)
     assert span.attributes is not None
