@@ -261,13 +261,13 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
                     # Ignored, as the SDK's JSON parsers ignore them: kept, they would be
                     # stored and answered back, outside every shape limit.
                     request.DiscardUnknownFields()
-                    wrong = version_error(headers.get("a2a-version", "").strip(), spoken)
-                    if wrong is not None:
-                        raise wrong
-                    try:
+                    try:  # the shape, then the version: HTTP's order
                         check_message(request, self._shape)
                     except ShapeError as exc:
                         raise exc.refusal() from None
+                    wrong = version_error(headers.get("a2a-version", "").strip(), spoken)
+                    if wrong is not None:
+                        raise wrong
                     caller = caller_of(identity, context)
                     record = answer.call = CallRecord(
                         "grpc", spoken, a2a_method, caller, answer=answer

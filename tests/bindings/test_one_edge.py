@@ -120,6 +120,17 @@ async def test_the_version_rule_refuses_alike_on_every_binding(agent: Agent) -> 
     assert all("A2A-Version: 1.0" in str(seen[b][-1]) for b in ("jsonrpc", "grpc"))
 
 
+async def test_a_request_breaking_two_rules_gets_one_refusal_on_every_binding(
+    agent: Agent,
+) -> None:
+    """The shape limits come before the version rule, as on HTTP (gRPC checked the version
+    first: ``FAILED_PRECONDITION``)."""
+    seen = await _three(agent, VIOLATIONS["max_string_bytes"], {})
+    assert seen["jsonrpc"][0] == -32602
+    assert seen["rest"][:2] == (400, "INVALID_ARGUMENT")
+    assert seen["grpc"][0] == grpc.StatusCode.INVALID_ARGUMENT, seen
+
+
 @contextlib.asynccontextmanager
 async def _holding_a_stream(agent: Agent) -> AsyncIterator[None]:
     """One stream of this caller held open (the quota is 1)."""
