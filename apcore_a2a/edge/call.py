@@ -64,6 +64,10 @@ class CallRecord:
     #: the task this call's run goes by, new or continued (set by the request context
     #: builder, never cleared): a message-reply run has it before anything is stored
     run_task: str | None = None
+    #: a follow-up's claim of its task's wait (``server/handler.py``): ``"claimed"`` until
+    #: the executor starts its run (``"run"``); a request that ends first (its client hung
+    #: up) gives the wait back and leaves it ``"dropped"``, and its message never runs
+    turn: Literal["claimed", "run", "dropped"] | None = None
     #: task id -> (what this call read from the store, when) (``storage/observed.py``)
     reads: dict[str, tuple[Any, float]] = field(default_factory=dict)
     #: why the server itself cancels the task (shutting down), shown in its final status

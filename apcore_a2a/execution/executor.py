@@ -149,6 +149,11 @@ class ApCoreAgentExecutor(AgentExecutor):
             or context.message is None
         ):  # pragma: no cover - the builder routes every message
             raise InvalidParamsError(message="Message could not be routed to a skill")
+        call = call_of(context.call_context)
+        if call is not None and call.turn == "dropped":
+            return  # its request ended before this: it gave the task's wait back
+        if call is not None and call.turn == "claimed":
+            call.turn = "run"  # from here on the request's end leaves the wait claimed
         spec, message = context.skill, context.message
         watched = (
             observe(self._observers, context, spec.module_id)

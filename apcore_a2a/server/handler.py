@@ -4,7 +4,8 @@
   execution and then runs it too. Here a message may continue a task only while it waits
   for input, one message per wait; the others get
   :class:`~apcore_a2a.errors.TaskBusyError` at once (``storage/turns.py``). A message
-  refused after it claimed the wait gives it back. A message for a finished task gets
+  refused after it claimed the wait gives it back, and so does one whose request ended
+  before the executor took it (it never runs). A message for a finished task gets
   the SDK's terminal-state answer here, before a replica's parked run sees it.
 * **A context belongs to the owner of its tasks**: a new task naming a ``contextId``
   that holds another owner's task is refused as invalid params (``storage/contexts.py``).
@@ -24,6 +25,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
@@ -129,7 +131,7 @@ class ApCoreRequestHandler(DefaultRequestHandler):
                 call.defer_writes = not params.configuration.HasField(
                     "task_push_notification_config"
                 )
-            async with self._released_if_refused(claimed, params.message.task_id):
+            async with self._released_if_refused(claimed, params, context):
                 try:
                     return await SEND(self, params, context)
                 finally:
@@ -173,7 +175,7 @@ class ApCoreRequestHandler(DefaultRequestHandler):
         events = SEND_STREAM(self, params, context)
         log = self._event_log
         try:
-            async with self._released_if_refused(claimed, params.message.task_id):
+            async with self._released_if_refused(claimed, params, context):
                 async for event in events:
                     seq = None
                     if positions is not None and log is not None:
@@ -251,28 +253,38 @@ class ApCoreRequestHandler(DefaultRequestHandler):
             if not await self._turns.claim(stored):
                 busy = "Task is busy: another message is already continuing it"
                 raise TaskBusyError(message=busy)
+            record_of(context).turn = "claimed"
             return stored
         return None
 
     @contextlib.asynccontextmanager
-    async def _released_if_refused(self, claimed: Task | None, task_id: str) -> AsyncIterator[None]:
+    async def _released_if_refused(
+        self, claimed: Task | None, params: SendMessageRequest, context: ServerCallContext
+    ) -> AsyncIterator[None]:
         """A follow-up refused after it claimed its task's wait (the SDK's checks, the
         request-context builder's: skill, ACL, toggle; a push URL) gives the wait back, so
         the task stays open to the right answer. A refusal is an A2A error; once the run
         has saved anything the task is past the claimed turn, and giving it back is moot.
-        A message that met its task's run finishing is refused as the SDK refuses a
-        finished run (``upstream/finished_runs.py``)."""
+        So does a request that ends before the executor took its message (its client hung
+        up, a gRPC deadline): that message never runs (``CallRecord.turn``). A message
+        that met its task's run finishing is refused as the SDK refuses a finished run
+        (``upstream/finished_runs.py``)."""
+        call = record_of(context)
         try:
             try:
                 yield
             except FINISHED_RUN:
-                raise finished_refusal(task_id) from None
-        except A2AError:
-            if claimed is not None:
+                raise finished_refusal(params.message.task_id) from None
+        except BaseException as exc:
+            undelivered = call.turn == "claimed"
+            if undelivered:
+                call.turn = "dropped"
+            if claimed is not None and (undelivered or isinstance(exc, A2AError)):
                 try:
-                    await self._turns.release(claimed)
-                except Exception as exc:  # the answer stays the refusal
-                    logger.warning("turn of task %s not given back: %r", claimed.id, exc)
+                    # Shielded: a request torn down by a hang-up must still give it back.
+                    await asyncio.shield(self._turns.release(claimed))
+                except Exception as failure:  # the answer stays the refusal
+                    logger.warning("turn of task %s not given back: %r", claimed.id, failure)
             raise
 
     @answering

@@ -11,8 +11,11 @@ in cluster mode (where the claims are rows shared by the replicas).
 
 from __future__ import annotations
 
+import asyncio
+import json
+import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +25,7 @@ from apcore import ACL, ACLRule, Executor, ModuleAnnotations, Registry, ToggleSt
 from pydantic import BaseModel
 
 from apcore_a2a import A2AApprovalHandler, A2AServerFactory
-from tests._postgres import pg_schema_url
+from tests._postgres import PG_DB, PG_HOST, PG_PORT, PG_USER, pg_schema_url
 from tests._support import running_server
 
 V1 = {"A2A-Version": "1.0"}
@@ -146,3 +149,92 @@ async def test_a_refused_streamed_follow_up_leaves_the_task_waiting() -> None:
         assert await _state(http, task_id) == "TASK_STATE_INPUT_REQUIRED"
         done = await _rpc(http, _message({"approved": True}, taskId=task_id))
         assert done["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED", done
+
+
+@pytest.mark.parametrize("cluster", [False, True], ids=["postgresql", "postgresql-cluster"])
+async def test_a_follow_up_whose_client_hung_up_before_it_was_delivered_leaves_the_wait(
+    cluster: bool,
+) -> None:
+    """A streamed approval claims the wait, then stalls on its push config's write (the
+    config table held by a test connection) and its client hangs up: the message never
+    reached the run. Before, its claim stayed, and every later message, the right answer
+    included, got "Task is busy" (-32090) for good. Now the wait is given back with the
+    request: the next approval continues the task, and the payment runs once."""
+    import asyncpg
+
+    paid: list[int] = []
+
+    class _Counted(_Pay):
+        def execute(self, inputs: dict[str, Any], context: object) -> dict[str, Any]:
+            paid.append(inputs["amount"])
+            return super().execute(inputs, context)
+
+    registry = Registry()
+    registry.register(PAY, _Counted())
+    with pg_schema_url() as url:
+        schema = url.rsplit("schema=", 1)[1]
+        app, _ = A2AServerFactory(
+            registry,
+            environ={},
+            name="payer",
+            task_store=url,
+            cluster=cluster,
+            push_notifications=True,
+            push_allow_insecure_urls=True,
+        ).create()
+        async with (
+            running_server(app) as base,
+            httpx.AsyncClient(base_url=base, timeout=30) as http,
+        ):
+            asked = await _rpc(http, _message({"amount": 5}, metadata={"skillId": PAY}))
+            task_id = asked["result"]["task"]["id"]
+            locker = await asyncpg.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, database=PG_DB)
+            try:
+                held = locker.transaction()
+                await held.start()
+                table = f"{schema}.push_notification_configs"
+                await locker.execute(f"LOCK TABLE {table}")
+                approve = _message({"approved": True}, taskId=task_id)
+                push = {"taskPushNotificationConfig": {"url": "http://127.0.0.1:9/hook"}}
+                params = {"message": approve, "configuration": push}
+                body = json.dumps(
+                    {"jsonrpc": "2.0", "id": 3, "method": "SendStreamingMessage", "params": params}
+                ).encode()
+                host, port = base.removeprefix("http://").split(":")
+                reader, writer = await asyncio.open_connection(host, int(port))
+                writer.write(
+                    b"POST / HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n"
+                    + f"A2A-Version: 1.0\r\ncontent-length: {len(body)}\r\n\r\n".encode()
+                    + body
+                )
+                await writer.drain()
+                waiting = f"SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = '{table}'::regclass"
+                await _until(lambda: locker.fetchval(waiting), "the approval never met the lock")
+                assert not reader.at_eof()  # nothing answered yet
+                writer.close()
+                await writer.wait_closed()
+                # The hung-up request has ended once its stream slot is free.
+                await _until(_done(app.state.a2a.streams), "the hung-up request never ended")
+                await held.rollback()
+            finally:
+                await locker.close()
+            assert await _state(http, task_id) == "TASK_STATE_INPUT_REQUIRED"
+            done = await _rpc(http, _message({"approved": True}, taskId=task_id))
+            assert done.get("result", {}).get("task", {}).get("status", {}).get("state") == (
+                "TASK_STATE_COMPLETED"
+            ), done
+    assert paid == [5]
+
+
+def _done(streams: Any) -> Callable[[], Awaitable[bool]]:
+    async def check() -> bool:
+        return bool(streams.active == 0)
+
+    return check
+
+
+async def _until(condition: Callable[[], Awaitable[Any]], what: str) -> None:
+    deadline = time.monotonic() + 30  # a hang guard
+    while not await condition():
+        assert time.monotonic() < deadline, what
+        await asyncio.sleep(0.02)
