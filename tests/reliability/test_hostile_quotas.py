@@ -26,7 +26,7 @@ import httpx
 import pytest
 
 from .._postgres import pg_schema_url
-from .._support import cli_server
+from .._support import cli_server, find_key, sse_frames
 from ..storage.test_replicas_e2e import PROBES
 
 QUOTA = 3
@@ -45,7 +45,7 @@ DEPLOYMENTS = [
     ("replicas", "postgresql"),
 ]
 #: one caller per test: its API key is ``key-<caller>``
-CALLERS = ("tasks", "streams", "push", "slots")
+CALLERS = ("tasks", "streams", "push", "slots", "ended")
 
 
 def _headers(caller: str, version: str = "1.0") -> dict[str, str]:
@@ -360,3 +360,58 @@ async def test_slots_freed_on_one_replica_serve_the_other(
                 break
             await asyncio.sleep(0.1)
         assert state(answer) == "TASK_STATE_INPUT_REQUIRED", answer
+
+
+@pytest.mark.parametrize(
+    "deployment", [("replicas", "postgresql")], ids=["replicas-postgresql"], indirect=True
+)
+async def test_a_task_canceled_on_b_while_its_stream_on_a_runs_frees_its_slot(
+    deployment: list[str], tmp_path: Path
+) -> None:
+    """Quota 3, two replicas: a streamed task on A is canceled on B while A's stream still
+    holds its slot. Once the stream has ended (canceled), A serves the caller's next task.
+    Before, A's stream handed its slot to the canceled task as it ended, as to a task still
+    running, so the caller stayed at its quota with two tasks, refused -32091 until a
+    recheck of its tasks (at most one per five seconds per replica, and one had just run)."""
+    journal = str(tmp_path / "journal.txt")
+    a, b = deployment
+
+    async def rpc(http: httpx.AsyncClient, base: str, method: str, params: Any) -> Any:
+        body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+        return (await http.post(base + "/", json=body, headers=_headers("ended"))).json()
+
+    def new_task(skill: str, data: dict[str, Any]) -> dict[str, Any]:
+        return _call(a, "jsonrpc-1.0", skill, data, stream=False, caller="ended")[2]["params"]
+
+    pay = {"journal": journal, "amount": 5}
+    async with httpx.AsyncClient(timeout=60) as http:
+        parked = [(await rpc(http, a, "SendMessage", new_task("probe.pay", pay)))["result"]]
+        parked += [(await rpc(http, a, "SendMessage", new_task("probe.pay", pay)))["result"]]
+        parked += [(await rpc(http, a, "SendMessage", new_task("probe.pay", pay)))["result"]]
+        # At the quota: A checks the caller's tasks against the store (all unfinished).
+        over = await rpc(http, a, "SendMessage", new_task("probe.pay", pay))
+        assert over["error"]["code"] == -32091, over
+        canceled = await rpc(http, b, "CancelTask", {"id": parked[0]["task"]["id"]})
+        assert canceled["result"]["status"]["state"] == "TASK_STATE_CANCELED", canceled
+        # A streamed task on A takes the free slot; B cancels it while the stream is open.
+        url, headers, body = _call(
+            a,
+            "jsonrpc-1.0",
+            "probe.work",
+            {"journal": journal, "seconds": 300},
+            stream=True,
+            caller="ended",
+        )
+        states: list[str] = []
+        async with http.stream("POST", url, json=body, headers=headers) as stream:
+            async for _id, event in sse_frames(stream):
+                found = find_key(event, "state")
+                if "TASK_STATE_WORKING" in found and "TASK_STATE_WORKING" not in states:
+                    answer = await rpc(http, b, "CancelTask", {"id": _task_id(event)})
+                    assert answer["result"]["status"]["state"] == "TASK_STATE_CANCELED"
+                states += found
+        assert states[-1] == "TASK_STATE_CANCELED", states
+        again = await rpc(http, a, "SendMessage", new_task("probe.pay", pay))
+        assert again.get("result", {}).get("task", {}).get("status", {}).get("state") == (
+            "TASK_STATE_INPUT_REQUIRED"
+        ), again
