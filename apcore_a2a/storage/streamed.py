@@ -9,19 +9,22 @@ are put back from the events on a read and on the save that settles the task
 ``parts`` are REQUIRED), so a stored one without any is one whose parts are its events
 (:func:`in_log`).
 
-A save of a task already stored (not a cancel, which the SDK orders against the task's
-state) is the SDK's compare-and-swap in Core statements, its event inserted ``RETURNING
-seq`` (noted in :attr:`ChunkedTaskStore.seqs`: the stream names its SSE id without a
-read). Concurrent tasks' saves share a transaction (``group_commit.py``) taken in task id
-order, so two replicas' batches lock in one order (``docs/storage.md``, *What a streamed
-event costs*).
+A save of a task already stored is the SDK's compare-and-swap in Core statements, its
+event inserted ``RETURNING seq`` (noted in :attr:`ChunkedTaskStore.seqs`: the stream
+names its SSE id without a read); a cancel, which the SDK orders against the task's
+state, is too, so that it changes only the state of a task saved since it was read.
+Concurrent tasks' saves share a transaction (``group_commit.py``) taken in task id order,
+so two replicas' batches lock in one order (``docs/storage.md``, *What a streamed event
+costs*).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any, cast
 
+from a2a.server.agent_execution.active_task import TERMINAL_TASK_STATES
 from a2a.server.cluster import (
     ConcurrentTaskModificationError,
     StoredTask,
@@ -54,6 +57,8 @@ from apcore_a2a.upstream.task_version import version_number
 from .group_commit import GroupCommit
 
 _RUNNING = frozenset({TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING})
+#: the stored spelling of a finished task's state (``status.state`` of a 1.0 row)
+_FINISHED = frozenset(TaskState.Name(state) for state in TERMINAL_TASK_STATES)
 #: Event ids noted for streams to name (each is taken once, right after its save).
 NOTED_SEQS = 10_000
 #: As the SDK's store: tries of a save that met lock contention, and the pause per try.
@@ -99,14 +104,17 @@ class ChunkedTaskStore(VersionedDatabaseTaskStore):
                 _take_out(task, event)
         elif any(in_log(a) for a in task.artifacts):
             await self._put_back(task, self._sql.owner_resolver(context), None)
+        await self.initialize()  # once: the tables exist from then on
+        owner = self._sql.owner_resolver(context)
+        data = None if event is None else to_stream_response(event).SerializeToString()
+        if task.status.state == TaskState.TASK_STATE_CANCELED and not prev_version.is_missing:
+            with contextlib.suppress(_OlderRow):
+                return await self._cancel(task, owner, version_number(prev_version), data)
         if prev_version.is_missing or task.status.state == TaskState.TASK_STATE_CANCELED:
             return await super().save(
                 task, event=event, prev=prev, prev_version=prev_version, context=context
             )
-        await self.initialize()  # once: the tables exist from then on
-        owner = self._sql.owner_resolver(context)
         version = version_number(prev_version) + 1
-        data = None if event is None else to_stream_response(event).SerializeToString()
         tries = 0
         while True:
             tries += 1
@@ -153,6 +161,38 @@ class ChunkedTaskStore(VersionedDatabaseTaskStore):
                     inserted = insert(_E).values(**ids, event_data=data).returning(_E.c.seq)
                     answers[index] = (await conn.execute(inserted)).scalar_one()
         return answers
+
+    async def _cancel(self, task: Task, owner: str, read: int, data: bytes | None) -> TaskVersion:
+        """Cancel the stored task, unless it is finished (a concurrent modification), as
+        the SDK's store does; but a task saved since the cancel read it (version *read*),
+        by its run on another replica, keeps that save and takes the cancel's status
+        only. The SDK's store wrote back the task as read: the run's last artifact was
+        lost from the task, though its stream, webhooks and event log had it."""
+        tasks = self._rows.table
+        key = and_(tasks.c.id == task.id, tasks.c.owner == owner)
+        row = self._rows.row(task, owner)
+        async with self._sql.engine.begin() as conn:
+            bumped = update(_V).where(_V.c.task_id == task.id, _V.c.owner == owner)
+            bumped = bumped.values(version=_V.c.version + 1).returning(_V.c.version)
+            version = (await conn.execute(bumped)).scalar_one_or_none()
+            stored = (
+                await conn.execute(select(tasks.c.status, tasks.c.protocol_version).where(key))
+            ).one_or_none()
+            if version is None or stored is None or stored.protocol_version != "1.0":
+                raise _OlderRow  # rolled back: the SDK's store knows these rows
+            if stored.status.get("state") in _FINISHED:
+                raise ConcurrentTaskModificationError(task.id)
+            if version - 1 != read:
+                row = {column: row[column] for column in ("status", "last_updated")}
+            await conn.execute(update(tasks).where(key).values(row))
+            seq = None
+            if data is not None:
+                ids = {"task_id": task.id, "owner": owner, "task_version": version}
+                inserted = insert(_E).values(**ids, event_data=data).returning(_E.c.seq)
+                seq = (await conn.execute(inserted)).scalar_one()
+        if seq is not None:
+            self.seqs[task.id, version] = seq
+        return TaskVersion(version)
 
     async def get(self, task_id: str, context: ServerCallContext) -> StoredTask | None:
         """The task with its version, its streamed artifacts whole as of that version."""
@@ -218,6 +258,10 @@ class ChunkedTaskStore(VersionedDatabaseTaskStore):
                         chunks.append(update.artifact)
         for key, artifact in marked.items():
             artifact.parts.extend(part for chunk in parts[key] for part in chunk.parts)
+
+
+class _OlderRow(Exception):
+    """A task without a version row, or stored in an older format."""
 
 
 def in_log(artifact: Artifact) -> bool:

@@ -10,10 +10,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import httpx
 import pytest
 
-from .._postgres import store_url
+from .._postgres import PG_DB, PG_HOST, PG_PORT, PG_USER, pg_schema_url, store_url
 from .._support import cli_server
 from ._agent import push_agent, receiver, rpc, two_replicas
 from ._agent import skill_message as message
@@ -116,3 +117,57 @@ async def test_a_task_failed_for_a_killed_replica_is_pushed_once(
             assert stored["result"]["status"]["state"] == "TASK_STATE_FAILED"
         # B and C stopped (their queues drained): nothing more was pushed.
     assert _pushed(rec).count("TASK_STATE_FAILED") == 1
+
+
+async def test_a_cancel_racing_the_result_keeps_the_stored_result() -> None:
+    """A's module returns as B cancels: A's result artifact is stored (and pushed) between
+    B's read of the task and B's write of the cancel (the task's version row held by a
+    test connection, so that the two writes queue for it in that order). The cancel wins over the
+    ``completed`` status, and the canceled task keeps the artifact. Before, the cancel
+    wrote back the task as it had read it: the stored task lost the artifact its webhook
+    and its event log had."""
+    with pg_schema_url(agents=2) as url:
+        table = f"{url.rsplit('schema=', 1)[1]}.task_versions"
+        # The first writer waiting for a row holds its tuple lock, the next waits for it.
+        queued = (
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'tuple' "
+            f"AND relation = '{table}'::regclass AND granted = $1"
+        )
+        async with two_replicas(url) as r:
+            task_id, gate = await _gated_task(r.client, r.base_a)  # runs on replica A
+            config = {"taskId": task_id, "id": "x", "url": r.rec.url("/x")}
+            await rpc(r.client, r.base_b, "CreateTaskPushNotificationConfig", config)
+            while (await rpc(r.client, r.base_b, "GetTask", {"id": task_id}))["result"]["status"][
+                "state"
+            ] != "TASK_STATE_WORKING":
+                await asyncio.sleep(0.02)
+            locker = await asyncpg.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, database=PG_DB)
+            try:
+                held = locker.transaction()
+                await held.start()
+                row = f"SELECT 1 FROM {table} WHERE task_id = $1 FOR UPDATE"
+                await locker.execute(row, task_id)
+                gate.set()  # A's result queues for the row first
+                while not await locker.fetchval(queued, True):
+                    await asyncio.sleep(0.02)
+                cancel = asyncio.ensure_future(
+                    rpc(r.client, r.base_b, "CancelTask", {"id": task_id})
+                )
+                while not await locker.fetchval(queued, False) and not cancel.done():
+                    await asyncio.sleep(0.02)
+                await held.rollback()
+            finally:
+                await locker.close()
+            canceled = await cancel
+            assert canceled["result"]["status"]["state"] == "TASK_STATE_CANCELED", canceled
+            await r.rec.wait_for(lambda: "TASK_STATE_CANCELED" in _pushed(r.rec))
+            for app in (r.a, r.b):
+                await app.state.a2a.extras["push"].sender.idle()
+            pushed = [json.loads(d.body) for d in r.rec.accepted("/x")]
+            results = [p["artifactUpdate"]["artifact"] for p in pushed if "artifactUpdate" in p]
+            assert len(results) == 1, pushed
+            for base in (r.base_a, r.base_b):
+                stored = (await rpc(r.client, base, "GetTask", {"id": task_id}))["result"]
+                assert stored["status"]["state"] == "TASK_STATE_CANCELED"
+                assert stored.get("artifacts") == results, stored
+    assert _pushed(r.rec) == ["TASK_STATE_CANCELED"]
