@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import Any, cast
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar, cast
 
 from a2a.server.agent_execution.active_task import TERMINAL_TASK_STATES
 from a2a.server.cluster import (
@@ -69,6 +70,7 @@ _E: Table = TaskEventModel.__table__  # type: ignore[assignment]
 _V: Table = TaskVersionModel.__table__  # type: ignore[assignment]
 #: one save of a stored task: its id, owner, new version, row, and event (``None``: none)
 _Save = tuple[str, str, int, dict[str, Any], bytes | None]
+_T = TypeVar("_T")
 
 
 class ChunkedTaskStore(VersionedDatabaseTaskStore):
@@ -108,26 +110,16 @@ class ChunkedTaskStore(VersionedDatabaseTaskStore):
         owner = self._sql.owner_resolver(context)
         data = None if event is None else to_stream_response(event).SerializeToString()
         if task.status.state == TaskState.TASK_STATE_CANCELED and not prev_version.is_missing:
+            read = version_number(prev_version)
             with contextlib.suppress(_OlderRow):
-                return await self._cancel(task, owner, version_number(prev_version), data)
+                return await _retried(lambda: self._cancel(task, owner, read, data))
         if prev_version.is_missing or task.status.state == TaskState.TASK_STATE_CANCELED:
             return await super().save(
                 task, event=event, prev=prev, prev_version=prev_version, context=context
             )
         version = version_number(prev_version) + 1
-        tries = 0
-        while True:
-            tries += 1
-            try:
-                seq = await self._group.submit(
-                    (task.id, owner, version, self._rows.row(task, owner), data)
-                )
-                break
-            except DBAPIError as exc:  # retried as the SDK's store retries
-                contention = getattr(exc.orig, "sqlstate", None) in _CONTENTION
-                if not (isinstance(exc, OperationalError) or contention) or tries >= _TRIES:
-                    raise
-                await asyncio.sleep(_PAUSE_S * tries)
+        row = self._rows.row(task, owner)
+        seq = await _retried(lambda: self._group.submit((task.id, owner, version, row, data)))
         if seq is not None:
             self.seqs[task.id, version] = seq
         return TaskVersion(version)
@@ -258,6 +250,20 @@ class ChunkedTaskStore(VersionedDatabaseTaskStore):
                         chunks.append(update.artifact)
         for key, artifact in marked.items():
             artifact.parts.extend(part for chunk in parts[key] for part in chunk.parts)
+
+
+async def _retried(attempt: Callable[[], Awaitable[_T]]) -> _T:
+    """*attempt*, tried again after lock contention, as the SDK's store retries a save."""
+    tries = 0
+    while True:
+        tries += 1
+        try:
+            return await attempt()
+        except DBAPIError as exc:
+            contention = getattr(exc.orig, "sqlstate", None) in _CONTENTION
+            if not (isinstance(exc, OperationalError) or contention) or tries >= _TRIES:
+                raise
+            await asyncio.sleep(_PAUSE_S * tries)
 
 
 class _OlderRow(Exception):
