@@ -115,14 +115,19 @@ class SqlTurnClaims:
         if held is None or held == turn_of(task):
             return
         del self._held[task.id]
-        release = asyncio.ensure_future(self._release(task.id))
+        release = asyncio.ensure_future(self._release(task.id, held))
         self._releases.add(release)
         release.add_done_callback(self._releases.discard)
 
-    async def _release(self, task_id: str) -> None:
+    async def _release(self, task_id: str, turn: str) -> None:
+        # Only the claim held here: run late, a delete of all the task's claims would take
+        # the claim of its next wait from the replica that made it.
+        rows = turns_table.c
         try:
             async with self._engine.begin() as conn:
-                await conn.execute(delete(turns_table).where(turns_table.c.task_id == task_id))
+                await conn.execute(
+                    delete(turns_table).where(rows.task_id == task_id, rows.turn == turn[:64])
+                )
         except Exception as exc:  # the row stays until retention deletes the task
             logger.warning("turn claim of task %s not deleted: %s", task_id, type(exc).__name__)
 

@@ -121,3 +121,38 @@ async def test_turn_claims_are_deleted_when_their_wait_ends() -> None:
         while (rows := await _turn_rows(schema)) > 0:
             assert time.monotonic() < deadline, f"{rows} turn claim(s) left behind"
             await asyncio.sleep(0.1)
+
+
+async def test_a_late_release_leaves_the_claim_of_the_next_wait() -> None:
+    """Replica A's claim of a wait is deleted once the task moves past it, in the background;
+    when that runs after replica B claimed the task's next wait, B's claim stays: a third
+    message cannot take the same wait."""
+    from a2a.types import TaskState
+
+    from apcore_a2a.storage import open_stores
+
+    from ._helpers import ctx, make_task, settings
+    from .test_recovery import put
+
+    with pg_schema_url(agents=2) as url:
+        a = open_stores(url, settings(cluster=True))
+        b = open_stores(url, settings(cluster=True))
+        await a.start()
+        await b.start()
+        try:
+            first = make_task(TaskState.TASK_STATE_INPUT_REQUIRED)
+            await put(a, first)
+            assert await a.turns.claim(first)
+            # The message ran (on A) and the task asks again: a new wait, saved by B here.
+            second = Task()
+            second.CopyFrom(first)
+            second.status.timestamp.GetCurrentTime()
+            await put(b, second)
+            assert await b.turns.claim(second)
+            # A's listener sees the task past its claim only now, and deletes that claim.
+            a.turns.saved(second, ctx())  # type: ignore[attr-defined]
+            await a.turns.aclose()  # type: ignore[attr-defined]
+            assert not await a.turns.claim(second), "the next wait was claimed twice"
+        finally:
+            await a.aclose()
+            await b.aclose()
