@@ -1,9 +1,9 @@
 """A bounded in-memory task store (the rules: ``docs/storage.md``, *The memory store is bounded*).
 
 The SDK's ``InMemoryTaskStore`` does the rest; this class only decides which tasks to
-forget, in O(1) amortized: owners are bucketed by how many finished tasks they hold, and
-the owner holding the most gives its oldest up, so one caller's quick tasks evict its
-own, never another owner's before their TTL.
+forget, in O(1) amortized: the owner holding the most finished tasks gives its oldest up
+(``owner_queues.py``), so one caller's quick tasks evict its own, never another owner's
+before their TTL.
 """
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ from a2a.server.context import ServerCallContext
 from a2a.server.owner_resolver import OwnerResolver, resolve_user_scope
 from a2a.server.tasks import InMemoryTaskStore
 from a2a.types import Task
+
+from .owner_queues import OwnerQueues
 
 logger = logging.getLogger(__name__)
 _Key = tuple[str, str]
@@ -67,12 +69,8 @@ class BoundedMemoryTaskStore(InMemoryTaskStore):
         self._clock = clock
         self._active: set[_Key] = set()
         self._finished: OrderedDict[_Key, float] = OrderedDict()
-        #: owner -> its finished task ids, oldest first
-        self._owned: dict[str, OrderedDict[str, None]] = {}
-        #: number of finished tasks -> the owners holding that many, in the order they got
-        #: there (a tie gives up the longest holder's task, the same in every process)
-        self._holding: dict[int, dict[str, None]] = {}
-        self._most = 0
+        #: the finished task ids of each owner, the next to evict first
+        self._owned = OwnerQueues()
         self._over_capacity_warned = False
         #: each stored task's context, and each context's owners with their task counts
         #: (storage/contexts.py asks whether a context holds another owner's task)
@@ -100,9 +98,7 @@ class BoundedMemoryTaskStore(InMemoryTaskStore):
             self._active.discard(key)
             self._unfinish(key)
             self._finished[key] = now
-            owned = self._owned.setdefault(key[0], OrderedDict())
-            owned[key[1]] = None
-            self._recount(key[0], len(owned) - 1, len(owned))
+            self._owned.add(*key)
         else:
             self._unfinish(key)
             self._active.add(key)
@@ -132,9 +128,9 @@ class BoundedMemoryTaskStore(InMemoryTaskStore):
             await self._evict(key)
 
     async def _make_room(self) -> None:
-        if self._most:
-            owner = next(iter(self._holding[self._most]))
-            await self._evict((owner, next(iter(self._owned[owner]))))
+        oldest = self._owned.next_out()
+        if oldest is not None:
+            await self._evict(oldest)
             return
         if not self._over_capacity_warned:
             self._over_capacity_warned = True
@@ -146,27 +142,8 @@ class BoundedMemoryTaskStore(InMemoryTaskStore):
 
     def _unfinish(self, key: _Key) -> None:
         """Forget *key* as a finished task (if it was one)."""
-        if self._finished.pop(key, None) is None:
-            return
-        owner, task_id = key
-        owned = self._owned[owner]
-        del owned[task_id]
-        if not owned:
-            del self._owned[owner]
-        self._recount(owner, len(owned) + 1, len(owned))
-
-    def _recount(self, owner: str, before: int, after: int) -> None:
-        """*owner* now holds *after* finished tasks instead of *before* (one apart)."""
-        if before:
-            self._holding[before].pop(owner, None)
-            if not self._holding[before]:
-                del self._holding[before]
-        if after:
-            self._holding.setdefault(after, {})[owner] = None
-        # Counts move by one, so the largest moves by at most one.
-        self._most = max(self._most, after)
-        while self._most and self._most not in self._holding:
-            self._most -= 1
+        if self._finished.pop(key, None) is not None:
+            self._owned.discard(*key)
 
     async def _evict(self, key: _Key) -> None:
         owner, task_id = key
