@@ -38,7 +38,8 @@ class CallRecord:
 
     ``version`` is the protocol the method speaks (``"1.0"`` or ``"0.3"``; the version rule
     refused the call otherwise), ``method`` its A2A 1.0 name, ``caller`` the task owner or
-    ``ip:<address>`` for anonymous callers (the quota key)."""
+    ``ip:<address>`` for anonymous callers (the quota key; the memory event log files a
+    task's log under its first call's)."""
 
     binding: Binding
     version: str

@@ -2,11 +2,16 @@
 stores have ``task_events``; ``docs/storage.md``, *The memory store is bounded*), fed by
 :class:`RecordingTaskStore`: the SDK's adapter, which drops each save's event, appending it
 and reporting its log position as the task's version.
+
+The log keeps the events of a bounded number of tasks: a new task's log takes the place of
+the least recently active log of the caller holding the most (``owner_queues.py``, as the
+memory task store evicts), so one caller's quick tasks replace its own logs, not the log a
+parked task of another caller will be resumed from.
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict, deque
+from collections import deque
 from collections.abc import AsyncGenerator
 
 from a2a.server.cluster import LegacyTaskStoreAdapter, StoredTask, TaskVersion
@@ -16,10 +21,12 @@ from a2a.server.tasks import TaskStore
 from a2a.types import Task
 from a2a.utils.errors import InvalidParamsError
 
+from apcore_a2a.edge.call import record_of
 from apcore_a2a.upstream.task_version import version_number
 
 from ._wakeups import WakeHub
 from .observed import copy_task
+from .owner_queues import OwnerQueues
 
 
 class MemoryEventLog:
@@ -30,26 +37,38 @@ class MemoryEventLog:
             raise ValueError("task_event_log_size and task_max_capacity must be at least 1")
         self._per_task = per_task
         self._max_tasks = max_tasks
-        self._logs: OrderedDict[str, deque[tuple[int, Event]]] = OrderedDict()
+        self._logs: dict[str, deque[tuple[int, Event]]] = {}
+        #: each task's caller (the one whose call logged its first event), and each
+        #: caller's tasks, the least recently active first
+        self._owners: dict[str, str] = {}
+        self._recent = OwnerQueues()
         #: per task, the id of the latest event that fell out of its log
         self._dropped: dict[str, int] = {}
         self._last = 0
         self.hub = WakeHub()
 
-    def append(self, task_id: str, event: Event) -> int:
+    def append(self, task_id: str, event: Event, *, owner: str) -> int:
+        """Log *event* of the task, filing a new task's log under *owner*; its id."""
         self._last += 1
         log = self._logs.get(task_id)
         if log is None:
+            while len(self._logs) >= self._max_tasks and (oldest := self._recent.next_out()):
+                self._forget(*oldest)
             log = self._logs[task_id] = deque(maxlen=self._per_task)
-            while len(self._logs) > self._max_tasks:
-                gone, _ = self._logs.popitem(last=False)
-                self._dropped.pop(gone, None)
-        self._logs.move_to_end(task_id)
+            self._owners[task_id] = owner
+        else:
+            owner = self._owners[task_id]
+        self._recent.add(owner, task_id)
         if len(log) == self._per_task:
             self._dropped[task_id] = log[0][0]
         log.append((self._last, event))
         self.hub.wake(task_id)
         return self._last
+
+    def _forget(self, owner: str, task_id: str) -> None:
+        self._recent.discard(owner, task_id)
+        del self._logs[task_id], self._owners[task_id]
+        self._dropped.pop(task_id, None)
 
     def position(self, task_id: str) -> int:
         """The id of the task's latest event (0 if none is kept)."""
@@ -118,7 +137,7 @@ class RecordingTaskStore(LegacyTaskStoreAdapter):
             # The SDK goes on changing the Task it enqueued (it is the task it keeps): the
             # log keeps the event as it was sent.
             event = copy_task(event)
-        return TaskVersion(self.log.append(task.id, event))
+        return TaskVersion(self.log.append(task.id, event, owner=record_of(context).caller))
 
     async def get(self, task_id: str, context: ServerCallContext) -> StoredTask | None:
         # The position is read first: the snapshot may then hold a later event too (sent

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from ._sql_backend import SqlBackend
     from .quota_slots import SqlQuotaSlots
 
-#: Tasks whose recent events the in-process event log keeps (the most recently active).
+#: Tasks whose recent events the in-process event log keeps (which go: ``event_log.py``).
 EVENT_LOG_TASKS = 1000
 
 

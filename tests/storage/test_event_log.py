@@ -23,8 +23,8 @@ async def _replay(log: MemoryEventLog, task_id: str, after: int) -> list[int]:
 
 async def test_replays_what_it_keeps_and_refuses_an_id_whose_successors_are_gone() -> None:
     log = MemoryEventLog(per_task=3, max_tasks=10)
-    ids = [log.append("t1", _event("t1", n)) for n in range(5)]
-    log.append("t2", _event("t2", 0))  # ids are per process, shared by tasks
+    ids = [log.append("t1", _event("t1", n), owner="o") for n in range(5)]
+    log.append("t2", _event("t2", 0), owner="o")  # ids are per process, shared by tasks
     assert await _replay(log, "t1", ids[1]) == ids[2:]
     assert await _replay(log, "t1", ids[4]) == []
     for lost in (0, ids[0]):
@@ -34,9 +34,9 @@ async def test_replays_what_it_keeps_and_refuses_an_id_whose_successors_are_gone
 
 async def test_keeps_only_the_most_recently_active_tasks() -> None:
     log = MemoryEventLog(per_task=3, max_tasks=2)
-    first = log.append("old", _event("old", 0))
-    log.append("a", _event("a", 0))
-    log.append("b", _event("b", 0))
+    first = log.append("old", _event("old", 0), owner="o")
+    log.append("a", _event("a", 0), owner="o")
+    log.append("b", _event("b", 0), owner="o")
     with pytest.raises(InvalidParamsError):
         await _replay(log, "old", first)
 
