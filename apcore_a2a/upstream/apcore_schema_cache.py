@@ -10,6 +10,7 @@ from __future__ import annotations
 import abc
 import weakref
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 
 # class -> (core schema it was built from, JSON Schema). A rebuilt class (model_rebuild)
@@ -40,19 +41,28 @@ class _SchemaView:
         return getattr(self._cls, name)
 
 
+def _viewed(schema: Any) -> Any:
+    # Only pydantic model classes rebuild their schema per call; dict-schema adapters
+    # and anything else already answer cheaply and pass through untouched.
+    if isinstance(schema, type) and hasattr(schema, "__pydantic_core_schema__"):
+        return _SchemaView(schema)
+    return schema
+
+
 @dataclass(slots=True, eq=False)
 class _ModuleView:
     """The module as the validation steps see it: its schema classes behind :class:`_SchemaView`."""
 
     _module: Any
 
+    # What apcore's steps read of the module on every call, found at once: a name left to
+    # __getattr__ is first missed, which costs an AttributeError (issue 43).
+    input_schema = property(lambda self: _viewed(self._module.input_schema))
+    output_schema = property(lambda self: _viewed(self._module.output_schema))
+    execute = property(attrgetter("_module.execute"))
+
     def __getattr__(self, name: str) -> Any:
-        value = getattr(self._module, name)
-        # Only pydantic model classes rebuild their schema per call; dict-schema adapters
-        # and anything else already answer cheaply and pass through untouched.
-        if name in ("input_schema", "output_schema") and isinstance(value, type):
-            return _SchemaView(value) if hasattr(value, "__pydantic_core_schema__") else value
-        return value
+        return getattr(self._module, name)
 
 
 class LookupRegistry:
@@ -91,6 +101,14 @@ class WrappedStep(abc.ABC):
         if name == "inner":  # not set yet (a copy in the making)
             raise AttributeError(name)
         return getattr(self.inner, name)
+
+    # What apcore's pipeline reads of every step on every call, found at once (see
+    # _ModuleView).
+    name = property(attrgetter("inner.name"))
+    match_modules = property(attrgetter("inner.match_modules"))
+    ignore_errors = property(attrgetter("inner.ignore_errors"))
+    pure = property(attrgetter("inner.pure"))
+    timeout_ms = property(attrgetter("inner.timeout_ms"))
 
     @abc.abstractmethod
     def view(self, module: Any) -> Any:
