@@ -133,5 +133,9 @@ class StreamLimiter:
             holder = mine.pop()
             if not mine:
                 del self._mine[caller]
-            # Shielded: a stream torn down by a disconnect must still free its slot.
-            await asyncio.shield(self.slots.give_back("stream", holder))
+            giving = self.slots.give_back("stream", holder)
+            if isinstance(self.slots, LocalSlots):
+                await giving  # never suspends (LocalSlots): no cancel can stop it half-way
+            else:
+                # Shielded: a stream torn down by a disconnect must still free its slot.
+                await asyncio.shield(giving)

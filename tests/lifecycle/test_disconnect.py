@@ -25,6 +25,7 @@ from ._client import (
     rpc,
     sdk_client,
     sse_events,
+    sse_post,
     summarize,
     wire_message,
     wire_message_03,
@@ -284,3 +285,19 @@ async def test_hang_up_before_the_first_frame_frees_the_slot_by_default(
         agent.probe.gate.set()
         await _until(agent.probe.done(run_id).is_set, "the module did not finish")
         assert agent.probe.token_seen_cancelled[run_id] is False
+
+
+async def test_hang_up_before_the_first_frame_gives_the_caller_its_stream_quota_back(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async with agent_server(caplog, max_streams_per_caller=1) as agent:
+        run_id = await _hang_up_before_answer(agent, "jsonrpc-1.0")
+        await _until(lambda: agent.state.streams.active == 0, "the stream slot is still held")
+        # The same caller (ip:127.0.0.1) streams again: its one slot was given back.
+        body = rpc("SendStreamingMessage", {"message": wire_message("life.echo", {"text": "x"})})
+        async with httpx.AsyncClient(base_url=agent.url, timeout=30) as http:
+            response, events = await sse_post(http, "/", body)
+        assert response.status_code == 200
+        assert events[-1]["result"]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
+        agent.probe.gate.set()
+        await _until(agent.probe.done(run_id).is_set, "the module did not finish")
