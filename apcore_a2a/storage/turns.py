@@ -100,10 +100,8 @@ class SqlTurnClaims:
         turn = turn_of(task)
         if self._held.get(task.id) == turn:
             del self._held[task.id]
-        rows = turns_table.c
-        mine = delete(turns_table).where(rows.task_id == task.id, rows.turn == turn[:64])
         async with self._engine.begin() as conn:
-            await conn.execute(mine)
+            await conn.execute(_claim_of(task.id, turn))
 
     async def _insert(self, claim: Any) -> int:
         async with self._engine.begin() as conn:
@@ -122,12 +120,9 @@ class SqlTurnClaims:
     async def _release(self, task_id: str, turn: str) -> None:
         # Only the claim held here: run late, a delete of all the task's claims would take
         # the claim of its next wait from the replica that made it.
-        rows = turns_table.c
         try:
             async with self._engine.begin() as conn:
-                await conn.execute(
-                    delete(turns_table).where(rows.task_id == task_id, rows.turn == turn[:64])
-                )
+                await conn.execute(_claim_of(task_id, turn))
         except Exception as exc:  # the row stays until retention deletes the task
             logger.warning("turn claim of task %s not deleted: %s", task_id, type(exc).__name__)
 
@@ -135,3 +130,9 @@ class SqlTurnClaims:
         """Wait for the deletions under way."""
         if self._releases:
             await asyncio.gather(*self._releases, return_exceptions=True)
+
+
+def _claim_of(task_id: str, turn: str) -> Any:
+    """The deletion of the claim row of *task_id*'s *turn* (stored cut to its column)."""
+    rows = turns_table.c
+    return delete(turns_table).where(rows.task_id == task_id, rows.turn == turn[:64])
