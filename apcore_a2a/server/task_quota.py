@@ -32,6 +32,7 @@ from apcore_a2a.edge.call import call_of, record_of
 from apcore_a2a.errors import QuotaExceededError
 from apcore_a2a.execution.routing import TaskLookup
 from apcore_a2a.server.limits import LocalSlots, QuotaSlots
+from apcore_a2a.storage.observed import last_read
 
 logger = logging.getLogger("apcore_a2a.server")
 
@@ -101,7 +102,10 @@ class TaskQuota:
         call.task_slot = call.slot_task = None
         if holder is None:
             return
-        if task_id is not None and not _ended(call.reads.get(task_id)):
+        # A task this request read finished was ended by another replica (a cancel) while
+        # the request held its slot, which gave back a slot of the task's name, not this one.
+        read = last_read(context, task_id) if task_id is not None else None
+        if task_id is not None and (read is None or read.status.state in _UNFINISHED):
             # The request made a task that is still unfinished: the slot is the task's now.
             update = self._apply(task_id, self.slots.rename(_SCOPE, holder, task_id))
         else:
@@ -185,14 +189,3 @@ class TaskQuota:
                 await self.slots.give_back(_SCOPE, holder)
                 freed = True
         return freed
-
-
-def _ended(read: tuple[Any, float] | None) -> bool:
-    """Whether this request read its task finished: another replica ended it (a cancel)
-    while the request held its slot, and gave back a slot of that task's name, not this
-    request's."""
-    if read is None or read[0] is None:
-        return False
-    found = read[0]
-    task: Task = getattr(found, "task", found)  # a StoredTask of a versioned store
-    return task.status.state not in _UNFINISHED

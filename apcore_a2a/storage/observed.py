@@ -157,6 +157,13 @@ def _reads(context: ServerCallContext) -> dict[str, tuple[Any, float]]:
     return call.reads if call is not None else {}
 
 
+def last_read(context: ServerCallContext, task_id: str) -> Task | None:
+    """*task_id* as this request last read it through the store view (``None``: not read,
+    or not found)."""
+    hit = _reads(context).get(task_id)
+    return None if hit is None or hit[0] is None else _task(hit[0])
+
+
 def _task(found: Any) -> Task:
     return found.task if isinstance(found, StoredTask) else found
 
