@@ -283,6 +283,11 @@ class ApCoreAgentExecutor(AgentExecutor):
                 # store): the run ends as canceled, and its write meets the stored cancel.
                 raise ExecutionCancelledError() from None
             raise
+        except Exception:
+            # apcore's own per-module timeout leaves the module's task running (it only
+            # consumes a late result): the module ends with its call, as on our timeout.
+            run.stop()
+            raise
         finally:
             CURRENT_RUN.reset(marker)
 

@@ -144,6 +144,13 @@ class Nap:
         return {"slept": inputs.get("seconds", 1.0)}
 
 
+class ShortNap(Nap):
+    """A Nap with apcore's own per-module timeout (``resources.timeout``, 200 ms): apcore
+    abandons the call before the server's ``execution_timeout`` does."""
+
+    resources = {"timeout": 200}
+
+
 class Drip:
     """Streams one chunk, then stalls: for stream timeouts."""
 
@@ -354,6 +361,7 @@ def build_executor(probe: Probe) -> Executor:
     registry.register("life.deaf", DeafSleep(probe))
     registry.register("life.hold", Hold(probe))
     registry.register("life.nap", Nap())
+    registry.register("life.short_nap", ShortNap())
     registry.register("life.drip", Drip())
     registry.register("life.gate", Gate(probe))
     registry.register("life.stall", Stall(probe))

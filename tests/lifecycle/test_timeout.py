@@ -59,6 +59,24 @@ async def test_async_call_module_times_out(caplog: pytest.LogCaptureFixture) -> 
     # agent_server's exit checked that the abandoned module coroutine was cancelled
 
 
+async def test_a_module_apcore_times_out_itself_is_cancelled(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # apcore's own per-module timeout leaves the module's task running on (it only consumes a
+    # late result); the run cancels it as it does on the server's execution_timeout.
+    async with agent_server(caplog, execution_timeout=60) as agent:
+        client = await sdk_client(agent.url, streaming=False)
+        try:
+            result = None
+            async for response in client.send_message(request("life.short_nap", {"seconds": 30})):
+                result = response.task
+            assert result is not None and result.status.state == FAILED
+            assert parts_data(result.status.message.parts)[0] == "Execution timed out"
+        finally:
+            await client.close()
+    # agent_server's exit checked that the module's task was cancelled, not left sleeping
+
+
 async def test_stream_module_times_out(caplog: pytest.LogCaptureFixture) -> None:
     async with agent_server(caplog, execution_timeout=0.4) as agent:
         client = await sdk_client(agent.url)

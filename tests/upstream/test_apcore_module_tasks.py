@@ -1,5 +1,6 @@
 """The apcore behaviour ``apcore_a2a/upstream/apcore_execute.py`` answers: cancelling
-``Executor.call_async`` leaves the task apcore runs an async module in running to its end.
+``Executor.call_async``, or apcore's own per-module timeout, leaves the task apcore runs an
+async module in running to its end.
 A failure here means apcore cancels that task with its caller now: drop the tracking there
 (and in ``execution/runs.py``)."""
 
@@ -49,3 +50,15 @@ async def test_cancelling_the_caller_leaves_the_module_task_running() -> None:
         await call
     await asyncio.wait_for(module.finished.wait(), 10)
     assert not module.cancelled  # it ran on after its caller was cancelled
+
+
+async def test_apcores_own_timeout_leaves_the_module_task_running() -> None:
+    module = _Slow()
+    module.resources = {"timeout": 50}  # type: ignore[attr-defined]
+    registry = Registry()
+    registry.register("slow.wait", module)
+    with contextlib.suppress(Exception):
+        await Executor(registry).call_async("slow.wait", {})
+    assert module.started.is_set() and not module.finished.is_set()
+    await asyncio.wait_for(module.finished.wait(), 10)
+    assert not module.cancelled  # apcore only consumes its late result
