@@ -32,11 +32,13 @@ _INVISIBLE = (
     "\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001"
     "\U000e0020-\U000e007f"
 )
+#: halves of a surrogate pair: JSON may spell one alone, which no UTF-8 output takes
+_SURROGATES = "\ud800-\udfff"
 #: what a terminal may read as a command (ESC starts one; U+009B is CSI): C0, DEL and C1;
-#: and the invisible characters above
-_CONTROLS = re.compile(f"[\x00-\x1f\x7f-\x9f{_INVISIBLE}]")
+#: and the invisible characters and lone surrogates above
+_CONTROLS = re.compile(f"[\x00-\x1f\x7f-\x9f{_INVISIBLE}{_SURROGATES}]")
 #: what of those JSON leaves raw in its strings (it escapes C0 itself)
-_JSON_RAW = re.compile(f"[\x7f-\x9f{_INVISIBLE}]")
+_JSON_RAW = re.compile(f"[\x7f-\x9f{_INVISIBLE}{_SURROGATES}]")
 
 
 def emit(obj: Any, *, indent: int | None = None) -> None:

@@ -14,6 +14,7 @@ import asyncio
 import json
 import logging
 import mimetypes
+import shlex
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -53,6 +54,8 @@ _EXITS: list[tuple[type[Exception] | tuple[type[Exception], ...], int]] = [
     (A2AClientError, 1),
     ((ValueError, TypeError), 2),
 ]
+#: the longest error line printed (the agent's message is cut there)
+MAX_ERROR_LINE = 2000
 #: where an apcore-a2a agent's card publishes skill schemas (adapters/skills.py's URI)
 SCHEMA_EXTENSION = "urn:apcore:a2a:skill-schemas:v1"
 
@@ -70,7 +73,8 @@ def _client(args: argparse.Namespace, timeout: float | None) -> A2AClient:
     for item in args.header or []:
         name, sep, value = item.partition(":")
         if not sep or not name.strip():
-            raise ValueError(f"--header must look like 'Name: value', got {item!r}")
+            # Not repeated: the value is often a credential.
+            raise ValueError("--header must look like 'Name: value' (a colon after the name)")
         headers[name.strip()] = value.strip()
     keys: Any = getattr(args, "keys", None)
     if keys is not None:  # a JWKS or JWK (JSON) or a PEM public key
@@ -116,7 +120,9 @@ def _run(args: argparse.Namespace) -> int:
         if isinstance(exc, A2AClientError):
             detail = getattr(exc, "code", None) or getattr(exc, "reason", None)
             said = type(exc).__name__ + (f" ({detail})" if detail else "") + f": {exc.message}"
-        print(f"error: {printable(said)}", file=sys.stderr)
+        line = printable(said)  # the agent's words may run to megabytes
+        cut = line[:MAX_ERROR_LINE] + "... (cut)" if len(line) > MAX_ERROR_LINE else line
+        print(f"error: {cut}", file=sys.stderr)
         return (
             exc.code if isinstance(exc, Exit) else next(c for k, c in _EXITS if isinstance(exc, k))
         )
@@ -181,7 +187,7 @@ async def _call(client: A2AClient, args: argparse.Namespace) -> None:
         except TimeoutError:
             task_id = last.get("id") if last.get("kind") == "task" else last.get("taskId")
             state = (last.get("status") or {}).get("state") or "working"
-            raise _timed_out(args, task_id, state) from None
+            raise _timed_out(args, client.url, task_id, state) from None
     else:
         emit(last := await _wait_for(client, message, options, args))
     state = (last.get("status") or {}).get("state")
@@ -255,21 +261,23 @@ async def _wait_for(
         async with asyncio.timeout(args.timeout):
             return await follow()
     except TimeoutError:
-        raise _timed_out(args, progress.task_id, progress.state) from None
+        raise _timed_out(args, client.url, progress.task_id, progress.state) from None
     finally:
         ticker.cancel()
         progress.done()
 
 
-def _timed_out(args: argparse.Namespace, task_id: str | None, state: str) -> Exit:
-    """Exit 6: ``--timeout`` ended the wait; the task (when it is known) runs on."""
+def _timed_out(args: argparse.Namespace, url: str, task_id: str | None, state: str) -> Exit:
+    """Exit 6: ``--timeout`` ended the wait; the task (when it is known) runs on at *url*
+    (the agent's, without the credentials it may have carried)."""
     waited = f"after --timeout {args.timeout:g} s"
     said = f"no answer from the agent {waited}; a longer --timeout waits longer"
     if task_id is not None:
+        # Quoted for the shell: the id is the agent's, and the command is made to be pasted.
+        command = shlex.join(["apcore-a2a", "task", "get", url, task_id])
         said = (
-            f"task {task_id} is still {state} {waited}; it runs on: "
-            f"follow it with 'apcore-a2a task get {args.url} {task_id}' (or start "
-            "long work with --no-wait)"
+            f"task {task_id} is still {state} {waited}; it runs on (start long work with "
+            f"--no-wait): follow it with: {command}"
         )
     return Exit(6, said)
 

@@ -189,6 +189,17 @@ def _enum(name: str) -> str:
     return "unknown" if word in ("", "unspecified") else word
 
 
+def _json(value: Proto, name: str) -> Any:
+    """A well-known type (``Struct``, ``Value``, ``Timestamp``) as JSON."""
+    try:
+        return _ints(MessageToDict(value))
+    except ValueError as exc:  # Python's JSON reader (and gRPC) give protobuf NaN and inf
+        raise InvalidAgentResponseError(
+            f"agent returned a {name} that JSON cannot hold: {exc} (NaN and infinity are "
+            "no JSON number)"
+        ) from None
+
+
 def plain(message: Proto) -> dict[str, Any]:
     """*message* in the client's shape: every field under its JSON name, absent ones as
     ``None``, ``[]`` or ``{}``; enums as lowercase words; JSON values (``data``,
@@ -211,11 +222,14 @@ def plain(message: Proto) -> dict[str, Any]:
             continue
         if isinstance(value, Sequence) and not isinstance(value, str | bytes):
             value = [plain(item) for item in value] if target else list(value)
-        elif field.enum_type is not None:
-            value = _enum(field.enum_type.values_by_number[value].name)
+        elif field.enum_type is not None:  # a number without a name (a newer enum) too
+            known = field.enum_type.values_by_number.get(value)
+            value = _enum(known.name if known is not None else "")
         elif target is not None and target.full_name.startswith("google.protobuf."):
             has = message.HasField(field.name)
-            value = _ints(MessageToDict(value)) if has else {} if target.name == "Struct" else None
+            value = (
+                _json(value, field.json_name) if has else {} if target.name == "Struct" else None
+            )
         elif target is not None:
             has = message.HasField(field.name) or target.name in _ALWAYS
             value = plain(value) if has else None

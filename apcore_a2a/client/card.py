@@ -133,7 +133,9 @@ class AgentCardFetcher:
                     raise A2ADiscoveryError(f"{url} did not return an agent card object")
                 if self._verify is not None:
                     card = await self._verify(card)
-                self._path, self._etag = path, response.headers.get("etag")
+                # An ETag that cannot be sent back as a header is not kept.
+                etag = response.headers.get("etag")
+                self._path, self._etag = path, etag if etag and etag.isascii() else None
             else:
                 failures.append(f"{path} → HTTP {response.status_code}")
                 continue

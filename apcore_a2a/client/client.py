@@ -10,7 +10,7 @@ import asyncio
 import json
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 import httpx
 from a2a.types import a2a_pb2 as pb
@@ -49,7 +49,9 @@ from apcore_a2a.client.errors import (
 PUSH_STATUS_EXTENSION = "urn:apcore:a2a:push-status:v1"
 
 
-def _normalize_url(url: str) -> str:
+def _normalize_url(url: str) -> tuple[str, tuple[str, str] | None]:
+    """The agent's base URL, and the ``user:password`` it carried (then taken out of it, so
+    that no message repeats the password)."""
     if not isinstance(url, str):
         raise ValueError(f"agent URL must be a string, got {type(url).__name__}")
     parts = urlsplit(url.strip())
@@ -57,10 +59,15 @@ def _normalize_url(url: str) -> str:
         raise ValueError(f"agent URL must be an absolute http(s) URL, got {url!r}")
     if parts.query or parts.fragment:
         raise ValueError(f"agent URL must not carry a query or fragment, got {url!r}")
-    base = url.strip().rstrip("/")
+    userinfo, at, host = parts.netloc.rpartition("@")
+    credentials = None
+    if at:
+        user, _, password = userinfo.partition(":")
+        credentials = (unquote(user), unquote(password))
+    base = parts._replace(netloc=host).geturl().rstrip("/")
     for path in CARD_PATHS:  # a card URL given by mistake names the same agent
         base = base.removesuffix(path)
-    return base.rstrip("/")
+    return base.rstrip("/"), credentials
 
 
 def _header_value(value: str, what: str) -> str:
@@ -113,7 +120,11 @@ class A2AClient:
         verify_card: bool = False,
         card_keys: CardKeys | None = None,
     ) -> None:
-        self._base = _normalize_url(url)
+        self._base, in_url = _normalize_url(url)
+        if in_url is not None:
+            if auth is not None:
+                raise ValueError("credentials both in the URL and in auth: pass one")
+            auth = in_url  # Basic auth, as httpx reads a URL's, but for every call
         self._allow_other_origins = allow_other_origins
         if protocol not in ("auto", "1.0", "0.3"):
             raise ValueError(f"protocol must be 'auto', '1.0' or '0.3', got {protocol!r}")

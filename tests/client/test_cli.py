@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -257,7 +258,10 @@ async def test_call_timeout_names_the_task_and_how_to_follow_it(ours: str) -> No
     found = re.search(r"error: task (\S+) is still working after --timeout 3 s", err)
     assert found is not None, err
     task_id = found.group(1)
-    assert f"'apcore-a2a task get {ours} {task_id}'" in err and "--no-wait" in err
+    assert (
+        err.endswith(f"follow it with: apcore-a2a task get {ours} {task_id}\n")
+        and "--no-wait" in err
+    )
     code, out, err = await cli("task", "cancel", ours, task_id)
     assert code == 0, err
 
@@ -539,3 +543,75 @@ async def test_push_commands_show_no_status_from_an_agent_without_the_status_rou
     assert code == 0, err
     assert [c["id"] for c in lines(out)] == ["p1"]
     assert not [s for s in recorder.seen if s.path.startswith("/push/")]
+
+
+async def test_a_card_with_a_lone_surrogate_is_printed_escaped() -> None:
+    """JSON may spell half a surrogate pair (``"\\ud800"``); Python reads it into a string
+    that no UTF-8 terminal takes. It is printed as JSON's escape (the same value), not
+    refused as the user's bad input (exit 2) with nothing printed."""
+    port = free_port()
+    stub = StubAgent(card=CARD_V10 | {"name": "a\ud800b"})
+    async with running_server(stub, port=port) as url:
+        code, out, err = await cli("card", url)
+    assert code == 0, err
+    assert '"name": "a\\ud800b"' in out and json.loads(out)["name"] == "a\ud800b"
+
+
+class _WorkingForEver:
+    """An agent whose stream sends one ``working`` task of id *task_id* and no more."""
+
+    def __init__(self, port: int, task_id: str) -> None:
+        self.stub, self.task_id = _Stalling(port).stub, task_id
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await self.stub(scope, receive, send)
+            return
+        request = json.loads((await receive())["body"])
+        task = {"id": self.task_id, "contextId": "c-1", "status": {"state": "TASK_STATE_WORKING"}}
+        event = {"jsonrpc": "2.0", "id": request["id"], "result": {"task": task}}
+        start = {"type": "http.response.start", "status": 200}
+        await send(start | {"headers": [(b"content-type", b"text/event-stream")]})
+        body = b"data: " + json.dumps(event).encode() + b"\n\n"
+        await send({"type": "http.response.body", "body": body, "more_body": True})
+        while (await receive())["type"] != "http.disconnect":
+            pass
+
+
+async def test_the_command_to_follow_a_task_is_safe_to_paste() -> None:
+    """The ``task get`` command printed when ``--timeout`` ends names the agent's task id
+    quoted for the shell: pasted, an id such as ``x'; touch pwned; '`` is the id, not a
+    second command."""
+    port = free_port()
+    task_id = "t-1'; touch pwned; echo '"
+    async with running_server(_WorkingForEver(port, task_id), port=port) as url:
+        code, _out, err = await cli("call", url, "--text", "x", "--timeout", "2")
+    assert code == 6, err
+    command = err.rstrip("\n").rpartition("follow it with: ")[2]
+    assert shlex.split(command) == ["apcore-a2a", "task", "get", url, task_id], err
+
+
+async def test_a_header_without_a_colon_is_not_repeated() -> None:
+    """A malformed ``--header`` is refused without echoing it: it is often an API key."""
+    code, out, err = await cli("card", "http://127.0.0.1:1", "--header", "X-Key=s3cret")
+    assert (code, out) == (2, ""), err
+    assert "--header" in err and "s3cret" not in err
+
+
+async def test_an_agents_long_error_message_is_cut_on_the_error_line() -> None:
+    """The one stderr line shows the start of what the agent said, not megabytes of it."""
+    said = "no such task " + "x" * 1_000_000
+    stub = StubAgent(
+        rpc=lambda body: json_reply(
+            {"jsonrpc": "2.0", "id": body["id"], "error": {"code": -32001, "message": said}}
+        ),
+    )
+    port = free_port()
+    stub.card["supportedInterfaces"] = [
+        {"url": f"http://127.0.0.1:{port}/", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}
+    ]
+    async with running_server(stub, port=port) as url:
+        code, _out, err = await cli("task", "get", url, "t-1")
+    assert code == 1
+    assert err.startswith("error: TaskNotFoundError (-32001): no such task xxx")
+    assert err.endswith("x... (cut)\n") and len(err) < 2100 and err.count("\n") == 1

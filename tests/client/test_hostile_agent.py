@@ -299,3 +299,60 @@ async def test_a_body_that_is_not_in_its_content_encoding_is_a_typed_error() -> 
     async with running_server(stub) as url, A2AClient(url, protocol="1.0") as client:
         with pytest.raises(InvalidAgentResponseError):
             await client.send_message("hi")
+
+
+def _raw_result(result: bytes) -> Reply:
+    """A JSON-RPC answer whose ``result`` is *result* as written (JSON or not)."""
+    return (
+        200,
+        {"content-type": "application/json"},
+        [b'{"jsonrpc":"2.0","id":1,"result":' + result + b"}"],
+    )
+
+
+async def test_enum_numbers_the_client_does_not_know_read_as_unknown() -> None:
+    """protobuf keeps an enum number it has no name for; the task is not refused for it
+    (a ``KeyError`` escaped before: a traceback from the CLI)."""
+    task = {
+        "id": "t-1",
+        "status": {"state": 99},
+        "history": [{"messageId": "m-1", "role": 7, "parts": [{"text": "hi"}]}],
+    }
+    stub = StubAgent(rpc=lambda _b: _raw_result(json.dumps(task).encode()), card_paths=())
+    async with running_server(stub) as url, A2AClient(url, protocol="1.0") as client:
+        got = await client.get_task("t-1")
+    assert (got["status"]["state"], got["history"][0]["role"]) == ("unknown", "unknown")
+    assert got["history"][0]["parts"][0]["text"] == "hi"
+
+
+@pytest.mark.parametrize("number", [b"NaN", b"-Infinity", b"1e400"])
+async def test_a_number_json_has_not_is_an_invalid_response(number: bytes) -> None:
+    """Python's JSON reader takes ``NaN``, ``Infinity`` and a number too large for a
+    double (as infinity); no JSON value holds one, so the answer is invalid (a bare
+    ``ValueError`` escaped before, which the CLI took for the user's bad input)."""
+    task = b'{"id": "t-1", "status": {"state": "TASK_STATE_COMPLETED"}, "metadata": {"x": '
+    stub = StubAgent(rpc=lambda _b: _raw_result(task + number + b"}}"), card_paths=())
+    async with running_server(stub) as url, A2AClient(url, protocol="1.0") as client:
+        with pytest.raises(InvalidAgentResponseError, match="no JSON number"):
+            await client.get_task("t-1")
+
+
+async def test_an_etag_that_is_not_ascii_is_not_sent_back() -> None:
+    """An ``ETag`` the client cannot send as a header does not make the next card fetch
+    fail (a ``UnicodeEncodeError`` escaped before): the card is fetched whole again."""
+    stub = StubAgent()
+    asked: list[str | None] = []
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["path"].startswith("/.well-known/agent-card"):
+            asked.append(dict(scope["headers"]).get(b"if-none-match", b"").decode() or None)
+            headers = [(b"content-type", b"application/json"), (b"etag", '"\u00e9"'.encode())]
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            await send({"type": "http.response.body", "body": json.dumps(CARD_V10).encode()})
+            return
+        await stub(scope, receive, send)
+
+    async with running_server(app) as url, A2AClient(url, card_ttl=0) as client:
+        first, again = await client.discover(), await client.discover()
+    assert first["name"] == again["name"] == "stub"
+    assert asked == [None, None]

@@ -6,6 +6,7 @@ Two real servers on 127.0.0.1: the agent (its card names an interface) and "else
 
 from __future__ import annotations
 
+import base64
 import contextlib
 from collections.abc import AsyncIterator, Generator
 from typing import Any
@@ -20,7 +21,7 @@ from apcore_a2a.client import (
     CrossOriginEndpointError,
 )
 from apcore_a2a.client.card import check_endpoint
-from tests._support import running_server
+from tests._support import free_port, running_server
 
 from ._stub_agent import CARD_V10, StubAgent, json_reply
 
@@ -189,3 +190,30 @@ async def test_a_redirect_to_another_origin_is_not_followed(protocol: str) -> No
             with pytest.raises((A2AConnectionError, A2ADiscoveryError), match="307"):
                 await client.send_message("x")
     assert elsewhere.seen == []
+
+
+async def test_credentials_in_the_url_are_basic_auth_and_in_no_message() -> None:
+    """``http://user:password@host`` authenticates every call to the agent (the card
+    fetch only before: an absolute interface URL dropped them), and the password is in no
+    error message nor in ``client.url``."""
+    agent = StubAgent(rpc=task_reply)
+    async with running_server(agent) as url:
+        agent.card = CARD_V10 | {
+            "supportedInterfaces": [
+                {"url": url + "/rpc", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}
+            ]
+        }
+        async with A2AClient(url.replace("://", "://ann:s%3Ac3ret@")) as client:
+            assert client.url == url
+            assert (await client.get_task("t-1"))["id"] == "t-1"
+    basic = "Basic " + base64.b64encode(b"ann:s:c3ret").decode()
+    assert [(s.path, s.headers.get("authorization")) for s in agent.seen] == [
+        ("/.well-known/agent-card.json", basic),
+        ("/rpc", basic),
+    ]
+    async with A2AClient(f"http://ann:s3cret@127.0.0.1:{free_port()}") as client:
+        with pytest.raises(A2AConnectionError) as failed:
+            await client.discover()
+    assert "s3cret" not in str(failed.value)
+    with pytest.raises(ValueError, match="credentials both"):
+        A2AClient("http://ann:s3cret@127.0.0.1:1", auth="token")
