@@ -111,8 +111,11 @@ def _run(args: argparse.Namespace) -> int:
         async with _client(args, None if args.command == "call" else args.timeout) as client:
             await args.body(client, args)
 
-    # httpx logs every request at INFO; the commands' output is the JSON, not a log.
+    # httpx logs every request at INFO, and a2a-sdk warns about what it reads of the agent's
+    # (a card it finds incomplete, each member it misses); the commands' output is the JSON
+    # and the one line that says what went wrong, not a log.
     logging.getLogger("httpx").setLevel(logging.WARNING)
+    logging.getLogger("a2a").setLevel(logging.ERROR)
     try:
         asyncio.run(main())
     except (Exit, A2AClientError, ValueError, TypeError) as exc:

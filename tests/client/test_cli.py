@@ -615,3 +615,26 @@ async def test_an_agents_long_error_message_is_cut_on_the_error_line() -> None:
     assert code == 1
     assert err.startswith("error: TaskNotFoundError (-32001): no such task xxx")
     assert err.endswith("x... (cut)\n") and len(err) < 2100 and err.count("\n") == 1
+
+
+async def test_card_verify_of_a_card_the_sdk_finds_incomplete_prints_one_line(
+    tmp_path: Path,
+) -> None:
+    """a2a-sdk logs a warning while it checks a card without the members A2A requires
+    (here: no skills); the command's stderr stays its own one line, however many members
+    the agent's card leaves out."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    keys = tmp_path / "key.pem"
+    keys.write_bytes(
+        ec.generate_private_key(ec.SECP256R1())
+        .public_key()
+        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    )
+    skills = [{"tags": []}] * 1000  # each without id, name, description, tags
+    stub = StubAgent(card=CARD_V10 | {"skills": skills, "signatures": [{"protected": "e30"}]})
+    async with running_server(stub) as url:
+        code, out, err = await cli("card", url, "--verify", "--keys", str(keys))
+    assert (code, out) == (4, "")
+    assert err.startswith("error: CardVerificationError (invalid)") and err.count("\n") == 1, err
