@@ -48,13 +48,11 @@ class Caller:
     def __init__(
         self,
         http: httpx.AsyncClient,
-        auth: httpx.Auth | None,
         base: str,
-        timeout: float | None,
         endpoint: Callable[[], Awaitable[Endpoint]],
     ) -> None:
-        self._http, self._auth, self._base, self._timeout = http, auth, base, timeout
-        self._endpoint = endpoint
+        self._http, self._base, self._endpoint = http, base, endpoint
+        self._timeout = http.timeout.read  # the client's timeout (None: no bound)
         self._elsewhere: httpx.AsyncClient | None = None
         self._channels: dict[tuple[str, bool], Any] = {}
 
@@ -100,8 +98,8 @@ class Caller:
     async def _grpc_metadata(self) -> dict[str, str]:
         """The caller's headers and credentials (what *auth* adds first)."""
         request = httpx.Request("POST", self._base, headers=self._http.headers)
-        if self._auth is not None:
-            flow = self._auth.async_auth_flow(request)
+        if self._http.auth is not None:
+            flow = self._http.auth.async_auth_flow(request)
             request = await anext(flow)
             await flow.aclose()
         # What httpx sets itself is no header of the caller's (gRPC reserves most of them).

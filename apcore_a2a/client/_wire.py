@@ -15,10 +15,11 @@ than Python can parse is an invalid answer, not a ``RecursionError``.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
@@ -59,6 +60,27 @@ async def read_at_most(response: httpx.Response, limit: int) -> tuple[bytes, boo
             del body[limit:]
             return bytes(body), False
     return bytes(body), True
+
+
+async def get_at_most(
+    http: httpx.AsyncClient, url: str, limit: int, headers: Mapping[str, str] | None = None
+) -> tuple[httpx.Response, bytes, bool]:
+    """GET *url*, the whole answer within *http*'s read timeout (not each read): the
+    response, up to *limit* bytes of its decoded body (of an error status, up to
+    :data:`MAX_ERROR_BYTES`) and whether that is all of it. A timeout or a failed
+    connection raises :class:`A2AConnectionError`; a body that is not in its content
+    encoding, ``httpx.DecodingError``."""
+    try:
+        async with (
+            asyncio.timeout(http.timeout.read),
+            http.stream("GET", url, headers=headers) as response,
+        ):
+            limit = limit if response.is_success else min(limit, MAX_ERROR_BYTES)
+            return response, *await read_at_most(response, limit)
+    except (httpx.TimeoutException, TimeoutError) as exc:
+        raise A2AConnectionError(f"timed out fetching {url}") from exc
+    except httpx.TransportError as exc:
+        raise A2AConnectionError(f"cannot reach {url}: {exc}") from exc
 
 
 def _too_large(what: str) -> InvalidAgentResponseError:

@@ -11,7 +11,6 @@ network: an interface URL is followed only on the agent URL's origin unless
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import copy
 import json
@@ -27,7 +26,7 @@ from a2a.types import AgentCard
 from a2a.utils.signing import SignatureVerificationError, create_signature_verifier
 from google.protobuf.json_format import MessageToDict, ParseDict
 
-from apcore_a2a.client._wire import read_at_most
+from apcore_a2a.client._wire import get_at_most
 from apcore_a2a.client.errors import (
     A2AConnectionError,
     A2ADiscoveryError,
@@ -104,18 +103,10 @@ class AgentCardFetcher:
             # An ETag is kept with the card and path it came from (one path to try then).
             etag = {"If-None-Match": self._etag} if self._etag else {}
             url = self._base + path
-            try:  # the whole fetch within the HTTP client's read timeout, not each read
-                async with (
-                    asyncio.timeout(self._http.timeout.read),
-                    self._http.stream(
-                        "GET", url, headers={"Accept": "application/json"} | etag
-                    ) as response,
-                ):
-                    content, whole = await read_at_most(response, MAX_CARD_BYTES)
-            except (httpx.TimeoutException, TimeoutError) as exc:
-                raise A2AConnectionError(f"timed out fetching the agent card at {url}") from exc
-            except httpx.TransportError as exc:
-                raise A2AConnectionError(f"cannot reach {self._base}: {exc}") from exc
+            try:
+                response, content, whole = await get_at_most(
+                    self._http, url, MAX_CARD_BYTES, {"Accept": "application/json"} | etag
+                )
             except httpx.DecodingError as exc:
                 raise A2ADiscoveryError(f"agent card at {url} cannot be decoded: {exc}") from exc
             if response.status_code == 304 and self._card is not None:
@@ -219,18 +210,10 @@ class CardVerifier:
         return signed
 
     async def _fetch_jwks(self) -> Mapping[str, Any]:
-        body, whole = b"", True
         try:
-            async with (
-                asyncio.timeout(self._http.timeout.read),
-                self._http.stream("GET", self._jwks_url) as response,
-            ):
-                if response.status_code == 200:  # another answer's body is not read
-                    body, whole = await read_at_most(response, _MAX_JWKS_BYTES)
-        except (httpx.HTTPError, TimeoutError) as exc:
-            raise A2AConnectionError(
-                f"cannot fetch {self._jwks_url}: {str(exc) or 'timed out'}"
-            ) from exc
+            response, body, whole = await get_at_most(self._http, self._jwks_url, _MAX_JWKS_BYTES)
+        except httpx.DecodingError as exc:
+            raise A2AConnectionError(f"cannot fetch {self._jwks_url}: {exc}") from exc
         document = None
         with contextlib.suppress(ValueError, RecursionError):
             document = json.loads(body)

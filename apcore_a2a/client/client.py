@@ -6,7 +6,6 @@ values into their requests and their results into the documented dicts.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
@@ -22,9 +21,8 @@ from apcore_a2a.client._calls import Caller
 from apcore_a2a.client._shapes import MessageInput
 from apcore_a2a.client._wire import (
     MAX_ANSWER_BYTES,
-    MAX_ERROR_BYTES,
+    get_at_most,
     on_response,
-    read_at_most,
     refused,
 )
 from apcore_a2a.client.card import (
@@ -139,12 +137,11 @@ class A2AClient:
         if isinstance(auth, str):
             token = _header_value(auth, "the bearer token (auth)")
             default_headers["Authorization"], auth = f"Bearer {token}", None
-        http_auth = httpx.BasicAuth(*auth) if isinstance(auth, tuple) else auth
         self._direct = DirectTransport(app, lifespan) if app is not None else None
         self._http = httpx.AsyncClient(
             timeout=httpx.Timeout(timeout, connect=timeout or CONNECT_TIMEOUT),
             headers=default_headers,
-            auth=http_auth,
+            auth=auth,  # a (user, password) pair: httpx's basic auth
             transport=self._direct,
             event_hooks={"response": [on_response]},
         )
@@ -153,7 +150,7 @@ class A2AClient:
         verify = self._verifier.verify if self._verifier is not None else None
         self._cards = AgentCardFetcher(self._http, self._base, ttl=card_ttl, verify=verify)
         self._pinned: Endpoint | None = None
-        self._calls = Caller(self._http, http_auth, self._base, timeout, self._endpoint)
+        self._calls = Caller(self._http, self._base, self._endpoint)
         self._closed = False
 
     @property
@@ -384,16 +381,9 @@ class A2AClient:
         # Always on the agent's own base URL (where its card is): the credentials never go
         # to a URL the card names.
         url = f"{self._base}/push/status/{quote(task_id, safe='')}"
-        try:  # the whole answer within the read timeout, as a call's
-            async with (
-                asyncio.timeout(self._http.timeout.read),
-                self._http.stream("GET", url) as response,
-            ):
-                limit = MAX_ANSWER_BYTES if response.is_success else MAX_ERROR_BYTES
-                content, whole = await read_at_most(response, limit)
-        except (httpx.TimeoutException, TimeoutError) as exc:
-            raise A2AConnectionError(f"timed out reading {url}") from exc
-        except httpx.HTTPError as exc:
+        try:
+            response, content, whole = await get_at_most(self._http, url, MAX_ANSWER_BYTES)
+        except httpx.DecodingError as exc:
             raise A2AConnectionError(f"cannot reach {url}: {exc}") from exc
         if not response.is_success:
             raise refused(response, content)
