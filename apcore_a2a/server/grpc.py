@@ -11,6 +11,7 @@ Without the ``grpc`` extra, importing this module raises an ``ImportError`` that
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextvars import ContextVar
@@ -84,9 +85,10 @@ _V03_NAMES = {
 }
 
 # The interceptor admits the call asynchronously, but the SDK builds the call context
-# synchronously; this hands the record (and identity) over. Every RPC runs in its own
-# asyncio task, so a value set for one call is never seen by another.
-_call: ContextVar[tuple[CallRecord, Identity | None] | None] = ContextVar(
+# synchronously; this hands what the call is over: (version, A2A method, caller key,
+# answer, identity). Every RPC runs in its own asyncio task, so a value set for one call
+# is never seen by another.
+_call: ContextVar[tuple[str, str, str, Answer, Identity | None] | None] = ContextVar(
     "apcore_a2a_grpc_call", default=None
 )
 
@@ -121,20 +123,23 @@ def _read_tls(cert: str | None, key: str | None) -> tuple[bytes, bytes] | None:
 
 
 class GrpcCallContextBuilder(DefaultGrpcServerCallContextBuilder):
-    """The SDK's gRPC builder plus, as over HTTP, the call record the interceptor made, the
-    apcore identity and the text metadata as ``state['headers']``."""
+    """The SDK's gRPC builder plus, as over HTTP, the call record of what the interceptor
+    admitted (a record of its own for each context, as HTTP's builder makes), the apcore
+    identity and the text metadata as ``state['headers']``."""
 
     def build(self, context: grpc.aio.ServicerContext) -> ServerCallContext:
         call_context: ServerCallContext = super().build(context)
         call_context.state["headers"] = metadata_headers(context.invocation_metadata())
         current = _call.get()
         if current is not None:
-            attach(call_context, current[0])
+            spoken, method, caller, answer, _identity = current
+            record = CallRecord("grpc", spoken, method, caller, answer=answer)
+            answer.call = attach(call_context, record)
         return call_context
 
     def build_user(self, context: grpc.aio.ServicerContext) -> User:
         current = _call.get()
-        identity = current[1] if current is not None else None
+        identity = current[4] if current is not None else None
         return Caller(identity) if identity is not None else UnauthenticatedUser()
 
 
@@ -269,16 +274,7 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
                     if wrong is not None:
                         raise wrong
                     caller = caller_of(identity, context)
-                    record = answer.call = CallRecord(
-                        "grpc", spoken, a2a_method, caller, answer=answer
-                    )
-                    _call.set((record, identity))
-
-                    def rebuilt() -> ServerCallContext:  # as HTTP's: a record of its own
-                        fresh = CallRecord("grpc", spoken, a2a_method, caller, answer=answer)
-                        _call.set((fresh, identity))
-                        return GrpcCallContextBuilder().build(context)
-
+                    _call.set((spoken, a2a_method, caller, answer, identity))
                     python = legacy and is_python_client(headers.get("user-agent"))
                     if legacy:
                         proto_request_to_sdk(request, python_client=python)
@@ -288,6 +284,7 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
                     async with held:
                         answers = behavior(request, context)
                         if streaming and self._drops is not None:
+                            rebuilt = functools.partial(GrpcCallContextBuilder().build, context)
                             answers = followed(answers, answer, self._drops, context, rebuilt)
                         async for item in answers if streaming else _one(answers):
                             if legacy:
