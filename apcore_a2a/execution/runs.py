@@ -155,11 +155,10 @@ class _RunStep(WrappedStep):
         run = CURRENT_RUN.get()
         if run is None:
             return module
-        if inspect.iscoroutinefunction(module.execute):
-            return RunModule(module, run.spawned, asyncio.current_task())
-        if run.pool is None:
-            return module
-        return RunModule(module, run.spawned, asyncio.current_task(), run.pool)
+        # An async module runs where apcore runs it; a sync one on the run's pool (every
+        # run the executor starts has one).
+        pool = None if inspect.iscoroutinefunction(module.execute) else run.pool
+        return RunModule(module, run.spawned, asyncio.current_task(), pool)
 
 
 def track_module_tasks(executor: Any) -> None:
