@@ -1,7 +1,8 @@
 """The call record: one typed record per A2A call, the same on JSON-RPC, REST and gRPC.
 
 The edge builds it once, where the call is known: the HTTP context builder from the route
-Starlette matched (``classify.RequestInfo``), the gRPC interceptor from the method called.
+Starlette matched (``classify.RequestInfo``), the gRPC one from the method the interceptor
+admitted.
 It travels in the SDK's ``ServerCallContext`` (under one key, written and read only here),
 so the request handler, quotas and push read what the edge decided instead of deriving it
 again; what one layer hands the next during the call (the quota slot, the stream's event
