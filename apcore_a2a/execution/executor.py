@@ -43,7 +43,6 @@ from apcore_a2a.execution import turns
 from apcore_a2a.execution.observer import ExecutionObserver, observe
 from apcore_a2a.execution.routing import SKILL_METADATA_KEY, ApCoreRequestContext
 from apcore_a2a.execution.runs import CURRENT_RUN, Run, track_module_tasks
-from apcore_a2a.execution.stored import StoredWorking
 from apcore_a2a.upstream.sdk_first_event import let_first_event_out
 
 if TYPE_CHECKING:
@@ -134,7 +133,7 @@ class ApCoreAgentExecutor(AgentExecutor):
         self._observers = tuple(observers)
         #: cluster mode: a continued task's module waits for its ``working`` save; the
         #: server adds :meth:`StoredWorking.saved` to the store's save listeners
-        self.stored_working = StoredWorking() if settings.cluster else None
+        self.stored_working = turns.StoredWorking() if settings.cluster else None
 
     def close(self) -> None:
         """Stop the sync modules' threads once their calls return (a new run starts new ones)."""
@@ -189,7 +188,7 @@ class ApCoreAgentExecutor(AgentExecutor):
                 with waits.expected(task_id) if waits else contextlib.nullcontext() as working:
                     resumed = await turns.resume(self._executor, run, stored, message, spec)
                     if resumed is not None and working is not None:
-                        # Cluster mode (execution/stored.py); bounded like the module's run.
+                        # Cluster mode (turns.StoredWorking); bounded like the module's run.
                         async with asyncio.timeout(self._timeout):
                             await working
                 if resumed is None:
