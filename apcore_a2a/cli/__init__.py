@@ -93,5 +93,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(f"Error: {exc}", file=sys.stderr)
         code = 3 if isinstance(exc, StartupError) else 1
     except KeyboardInterrupt:
-        code = 0
+        # Ctrl-C stops a server gracefully (0); it cuts a client command short (128 + SIGINT),
+        # which a script must not read as the command's success.
+        code = 0 if args.command == "serve" else 130
     sys.exit(code)

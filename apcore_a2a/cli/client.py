@@ -44,7 +44,8 @@ EXIT_CODES = """exit codes:
   4  card --verify: the card's signature is missing or does not verify
   5  the agent refused the credentials (HTTP 401/403): see --token, --header
   6  call: the task still runs when --timeout ends (its id is printed)
-  7  call: the task failed   8  call: the agent rejected it   9  call: it was canceled"""
+  7  call: the task failed   8  call: the agent rejected it   9  call: it was canceled
+130  interrupted (Ctrl-C); a task already sent runs on"""
 #: the exit code of each failure, the first that matches
 _EXITS: list[tuple[type[Exception] | tuple[type[Exception], ...], int]] = [
     (A2ARemoteError, 1),

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import shlex
+import signal
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -14,7 +17,7 @@ import pytest_asyncio
 
 from apcore_a2a.cli.client import SCHEMA_EXTENSION
 from apcore_a2a.client import A2AClient
-from tests._support import cli, free_port, running_server
+from tests._support import ROOT, cli, free_port, running_server
 from tests._support import json_lines as lines
 from tests.client._apcore_agent import build_our_app
 from tests.client._sdk_agent import build_sdk_app
@@ -638,3 +641,22 @@ async def test_card_verify_of_a_card_the_sdk_finds_incomplete_prints_one_line(
         code, out, err = await cli("card", url, "--verify", "--keys", str(keys))
     assert (code, out) == (4, "")
     assert err.startswith("error: CardVerificationError (invalid)") and err.count("\n") == 1, err
+
+
+async def test_an_interrupted_call_exits_130_not_0(ours: str) -> None:
+    # Ctrl-C ends the wait, not the task: a script must not read it as the task's success.
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "apcore_a2a", "call", ours, "--skill", "demo.slow",
+        "--data", '{"seconds": 30}', cwd=ROOT,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert proc.stderr is not None
+    progress = await asyncio.wait_for(proc.stderr.readline(), 60)
+    found = re.match(rb"task (\S+): working", progress)
+    assert found is not None, progress
+    proc.send_signal(signal.SIGINT)
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 130, (out, err)
+    assert out == b"" and b"Traceback" not in err, err
+    code, _out, err_text = await cli("task", "cancel", ours, found.group(1).decode())
+    assert code == 0, err_text
