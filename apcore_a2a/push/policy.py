@@ -24,6 +24,8 @@ from collections.abc import Awaitable, Callable, Sequence
 import httpx
 from a2a.utils.errors import InvalidParamsError
 
+from apcore_a2a.adapters.errors import one_line
+
 logger = logging.getLogger("apcore_a2a.push")
 
 #: ``resolve(host, port) -> addresses``; the default asks the event loop's resolver.
@@ -157,5 +159,6 @@ class PushUrlPolicy:
         reason = await self.check(url)
         if reason is None:
             return True
-        logger.info("refused push notification URL %s: %s", url, reason)
+        # The URL is the caller's text: one bounded line, whatever it holds.
+        logger.info("refused push notification URL %s: %s", one_line(url), reason)
         raise InvalidParamsError(message=f"Invalid push notification URL: {reason}")

@@ -31,6 +31,7 @@ from a2a.server.tasks.push_notification_sender import PushNotificationEvent, Pus
 from a2a.types import Task, TaskPushNotificationConfig, TaskStatusUpdateEvent
 from cachetools import LRUCache
 
+from apcore_a2a.adapters.errors import one_line
 from apcore_a2a.push.bodies import V0_3, V1_0, body_v03, body_v10
 from apcore_a2a.push.policy import PushUrlPolicy
 from apcore_a2a.push.signing import SigningKey
@@ -107,7 +108,7 @@ def _config_headers(config: TaskPushNotificationConfig) -> dict[str, str]:
         logger.warning(
             "push: config %s names authentication scheme %r without credentials; "
             "no Authorization header is sent",
-            config.id,
+            one_line(config.id),
             auth.scheme,
         )
     return headers
@@ -300,7 +301,7 @@ class RetryingPushSender(PushNotificationSender):
             del self._queues[key]
         # The receiver's trouble, which any caller with push can cause at will: a warning,
         # where operators alert on errors (the config's status names the reason).
-        logger.warning("push: config %s of task %s: %s", config_id, task_id, reason)
+        logger.warning("push: config %s of task %s: %s", one_line(config_id), task_id, reason)
         await self._statuses.failed.put(task_id, config_id, reason)
 
     async def _work(self, key: _Key, queue: _Queue) -> None:
@@ -310,7 +311,9 @@ class RetryingPushSender(PushNotificationSender):
                 try:
                     await self._deliver(delivery)
                 except Exception:
-                    logger.exception("push: unexpected error delivering to %s", delivery.url)
+                    logger.exception(
+                        "push: unexpected error delivering to %s", one_line(delivery.url)
+                    )
                 finally:
                     self.held_bytes -= len(delivery.body)
         finally:
@@ -341,7 +344,7 @@ class RetryingPushSender(PushNotificationSender):
                 self.retried += 1
                 logger.warning(
                     "push: delivery to %s for task %s failed (%s); retry %d/%d in %.1f s",
-                    delivery.url,
+                    one_line(delivery.url),
                     task_id,
                     problem,
                     attempt,
@@ -353,9 +356,9 @@ class RetryingPushSender(PushNotificationSender):
             self.failed += 1
             logger.warning(  # the receiver's trouble, not the agent's (see _stop)
                 "push: giving up on config %s of task %s (%s): %s",
-                config_id,
+                one_line(config_id),
                 task_id,
-                delivery.url,
+                one_line(delivery.url),
                 stop,
             )
             # The first reason stays: a queue overflow while this attempt ran says more.
