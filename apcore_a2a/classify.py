@@ -167,8 +167,15 @@ class RequestInfo:
 
     @property
     def request_id(self) -> str | int | None:
-        """The JSON-RPC request's id, if it could be read (JSON-RPC 2.0 §5: null otherwise)."""
+        """The JSON-RPC request's id, if it could be read (JSON-RPC 2.0 §5: null otherwise).
+        A string id holding an unpaired surrogate (``"\\ud800"`` is valid JSON) cannot be
+        written back in a UTF-8 answer: it reads as none, as the request guard answers it."""
         found = self.payload.get("id") if isinstance(self.payload, dict) else None
+        if isinstance(found, str):
+            try:
+                found.encode("utf-8")
+            except UnicodeEncodeError:
+                return None
         return found if isinstance(found, str | int) and not isinstance(found, bool) else None
 
     def rewrite_payload(self, payload: Any) -> None:

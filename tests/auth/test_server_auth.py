@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import subprocess
 import sys
@@ -141,3 +142,20 @@ async def test_explorer_page_is_public_but_api_paths_below_it_are_not() -> None:
                 # The Explorer's files, not a tenant's tasks: no such file.
                 resp = await http.get(path, headers={"A2A-Version": "1.0"})
                 assert resp.status_code == 404, path
+
+
+@pytest.mark.parametrize(("version", "method"), [("1.0", "GetTask"), ("0.3", "tasks/get")])
+async def test_a_refused_call_whose_id_cannot_be_written_back_is_still_a_401(
+    agent_url: str, version: str, method: str
+) -> None:
+    # JSON lets "\ud800" (an unpaired surrogate) stand in an id; the refusal echoed it and
+    # could not encode its own answer: HTTP 500, a traceback at ERROR, for anyone.
+    call = json.dumps({"jsonrpc": "2.0", "id": "@", "method": method, "params": {"id": "t"}})
+    body = call.replace('"@"', '"\\ud800"')
+    headers = {"A2A-Version": version, "Content-Type": "application/json"}
+    async with httpx.AsyncClient(base_url=agent_url) as http:
+        resp = await http.post("/", content=body.encode(), headers=headers)
+    assert resp.status_code == 401, resp.text
+    assert refusal_text(resp) == UNAUTHORIZED_BODY
+    assert resp.json()["id"] is None  # JSON-RPC 2.0 §5: an id that could not be read
+    assert resp.headers["www-authenticate"] == "Bearer"
