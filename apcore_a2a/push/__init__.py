@@ -166,7 +166,11 @@ def build_push(
     store = PushConfigStore(
         config_store, statuses, max_per_task=settings.push_max_configs_per_task, slots=slots
     )
-    policy = PushUrlPolicy(allow_insecure=settings.push_allow_insecure_urls, resolver=resolver)
+    policy = PushUrlPolicy(
+        allow_insecure=settings.push_allow_insecure_urls,
+        resolver=resolver,
+        lookup_timeout=settings.push_timeout,
+    )
     sender = RetryingPushSender(
         store,
         policy=policy,

@@ -13,13 +13,14 @@ Example: ``await PushUrlPolicy().check("https://127.0.0.1/hook")`` is
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import functools
 import ipaddress
 import logging
 import re
 import socket
 import urllib.parse
 from collections.abc import Awaitable, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 from a2a.utils.errors import InvalidParamsError
@@ -28,8 +29,14 @@ from apcore_a2a.adapters.errors import one_line
 
 logger = logging.getLogger("apcore_a2a.push")
 
-#: ``resolve(host, port) -> addresses``; the default asks the event loop's resolver.
+#: ``resolve(host, port) -> addresses``; the default asks the system's resolver.
 Resolver = Callable[[str, int], Awaitable[Sequence[str]]]
+#: Webhook names are looked up on this many threads of the policy's own. A name whose DNS
+#: never answers holds a thread for the resolver's whole timeout (10 s and more): on the
+#: event loop's shared executor (6 threads on 2 cores) a few such names, registered again
+#: and again, would hold every thread, and the other lookups there (database and JWKS
+#: hosts) would wait for them.
+MAX_LOOKUPS = 4
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
@@ -44,11 +51,6 @@ MAX_URL_CHARS = 65536
 # urlsplit drops tabs and line breaks before parsing (WHATWG); the sender's client refuses
 # every control character, so such a URL would be checked as one URL and never sent.
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-
-
-async def _loop_resolver(host: str, port: int) -> list[str]:
-    infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    return [str(info[4][0]) for info in infos]
 
 
 def _embedded_ipv4(addr: IPAddress) -> tuple[str, list[ipaddress.IPv4Address]] | None:
@@ -102,9 +104,32 @@ class PushUrlPolicy:
     unicast addresses; ``allow_insecure=True`` (development, tests) adds ``http`` and
     loopback, nothing else (private, link-local, CGNAT, multicast, metadata stay refused)."""
 
-    def __init__(self, *, allow_insecure: bool = False, resolver: Resolver | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        allow_insecure: bool = False,
+        resolver: Resolver | None = None,
+        lookup_timeout: float = 10.0,
+    ) -> None:
         self.allow_insecure = allow_insecure
-        self._resolve: Resolver = resolver or _loop_resolver
+        self._resolve: Resolver = resolver or self._system_resolver
+        #: Seconds a host name may take to resolve (``push_timeout``); then it is refused.
+        self.lookup_timeout = lookup_timeout
+        self._lookups: ThreadPoolExecutor | None = None
+
+    async def _system_resolver(self, host: str, port: int) -> list[str]:
+        if self._lookups is None:
+            self._lookups = ThreadPoolExecutor(MAX_LOOKUPS, "apcore-a2a-push-dns")
+        lookup = functools.partial(socket.getaddrinfo, host, port, type=socket.SOCK_STREAM)
+        # A caller that stops waiting takes its lookup out of the queue if it has not started.
+        infos = await asyncio.get_running_loop().run_in_executor(self._lookups, lookup)
+        return [str(info[4][0]) for info in infos]
+
+    def close(self) -> None:
+        """Let go of the lookup threads (a lookup still running ends on its own)."""
+        lookups, self._lookups = self._lookups, None
+        if lookups is not None:
+            lookups.shutdown(wait=False, cancel_futures=True)
 
     async def check(self, url: str) -> str | None:
         """Return why *url* is refused, or ``None`` when it may be called."""
@@ -139,8 +164,15 @@ class PushUrlPolicy:
             named = ""
         except ValueError:
             addresses, named = [], f"host {host!r} resolves to "
-            with contextlib.suppress(OSError, UnicodeError):
-                addresses = await self._resolve(host, port or (443 if scheme == "https" else 80))
+            try:
+                async with asyncio.timeout(self.lookup_timeout):
+                    addresses = await self._resolve(
+                        host, port or (443 if scheme == "https" else 80)
+                    )
+            except TimeoutError:
+                return f"host {host!r} could not be resolved within {self.lookup_timeout:g} s", None
+            except (OSError, UnicodeError):
+                pass  # no address: refused below
             if not addresses:
                 return f"host {host!r} could not be resolved", None
         for text in addresses:

@@ -194,6 +194,7 @@ class RetryingPushSender(PushNotificationSender):
         if self._client is not None:
             await self._client.aclose()
             self._client = None
+        self._policy.close()
 
     @property
     def pending(self) -> int:
