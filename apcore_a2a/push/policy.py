@@ -161,9 +161,9 @@ class PushUrlPolicy:
             return "URL must not contain credentials", None
         try:
             addresses: Sequence[str] = [str(ipaddress.ip_address(host.split("%", 1)[0]))]
-            named = ""
+            named = False
         except ValueError:
-            addresses, named = [], f"host {host!r} resolves to "
+            addresses, named = [], True
             try:
                 async with asyncio.timeout(self.lookup_timeout):
                     addresses = await self._resolve(
@@ -181,8 +181,13 @@ class PushUrlPolicy:
             except ValueError:
                 return f"host {host!r} resolved to an unusable address ({text})", None
             reason = _classify(addr, allow_loopback=self.allow_insecure)
+            if reason is not None and named:
+                # Told to the caller, the address would map the agent's internal names
+                # for it (which address the database host has): the operator's log has it.
+                logger.info("push URL host %r resolves to %s", host, reason)
+                return f"host {host!r} resolves to a non-public address", None
             if reason is not None:
-                return named + reason, None
+                return reason, None
         return None, addresses[0]
 
     async def validate(self, url: str) -> bool:

@@ -62,3 +62,34 @@ async def test_each_delivery_attempt_resolves_the_webhook_name_once(
     # One lookup at registration, then one per attempt: the check's answer is the
     # address the POST went to.
     assert len(lookups) == 1 + len(delivered), lookups
+
+
+async def test_a_refused_name_does_not_tell_the_caller_its_internal_address(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A caller must not learn what the agent's DNS says about internal names (which
+    # address db.corp.test has): the reason names the host, the address goes to the log.
+    real = socket.getaddrinfo
+
+    def getaddrinfo(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
+        if host in ("db.corp.test", b"db.corp.test"):
+            return real("10.20.30.40", port, *args, **kwargs)
+        return real(host, port, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    caplog.set_level("INFO", logger="apcore_a2a.push")
+    async with (
+        push_agent(push_allow_insecure_urls=False) as (base, _app),
+        httpx.AsyncClient(timeout=30) as client,
+    ):
+        params = {
+            "message": add_message(),
+            "configuration": {"taskPushNotificationConfig": {"url": "https://db.corp.test/"}},
+        }
+        reply = await rpc(client, base, "SendMessage", params)
+    assert reply["error"]["code"] == -32602, reply
+    message = reply["error"]["message"]
+    assert message == (
+        "Invalid push notification URL: host 'db.corp.test' resolves to a non-public address"
+    )
+    assert "10.20.30.40" in caplog.text  # the operator still sees it
