@@ -6,6 +6,8 @@ it adds no per-event cost, and the identity ContextVar stays set until the respo
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from collections.abc import Iterable, Sequence
 from contextvars import ContextVar
@@ -44,9 +46,11 @@ if TYPE_CHECKING:
 logger = logging.getLogger("apcore_a2a.auth")
 
 _identity_var: ContextVar[Identity | None] = ContextVar("apcore_a2a_identity", default=None)
-#: A refused JSON-RPC request's body is read up to this size, for its ``id``; no more is
-#: read from a caller the agent does not serve.
+#: A refused JSON-RPC request's body is read up to this size and for at most this many
+#: seconds, for its ``id``; no more is read, nor waited for, from a caller the agent does
+#: not serve (a body sent slowly, or never, would hold the connection).
 _ID_READ_LIMIT = 64 * 1024
+_ID_READ_SECONDS = 1.0
 
 
 def current_identity() -> Identity | None:
@@ -163,7 +167,9 @@ class AuthMiddleware:
         status = 401 if isinstance(error, UnauthenticatedError) else 403
         if info is not None and info.binding == "jsonrpc":
             if info.http_method == "POST":
-                await info.load_body(receive, min(self.max_body, _ID_READ_LIMIT))
+                with contextlib.suppress(TimeoutError):  # then answered without the id
+                    async with asyncio.timeout(_ID_READ_SECONDS):
+                        await info.load_body(receive, min(self.max_body, _ID_READ_LIMIT))
             answer = refusal(info, error, status)
         else:
             # An RFC 9457 problem (spec §11.6) that also carries the SDK's REST error envelope

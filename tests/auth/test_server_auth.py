@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import subprocess
@@ -159,3 +160,27 @@ async def test_a_refused_call_whose_id_cannot_be_written_back_is_still_a_401(
     assert refusal_text(resp) == UNAUTHORIZED_BODY
     assert resp.json()["id"] is None  # JSON-RPC 2.0 §5: an id that could not be read
     assert resp.headers["www-authenticate"] == "Bearer"
+
+
+async def test_a_caller_without_credentials_cannot_hold_a_connection_by_stalling_its_body(
+    agent_url: str,
+) -> None:
+    # The refusal reads a JSON-RPC body only for its id: a body that never comes must not
+    # keep the connection (and its task) waiting for a caller the agent does not serve.
+    url = httpx.URL(agent_url)
+    reader, writer = await asyncio.open_connection(url.host, url.port)
+    try:
+        writer.write(
+            b"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            b'A2A-Version: 1.0\r\nContent-Length: 1000\r\n\r\n{"jsonrpc": "2.0", "id": 3'
+        )
+        await writer.drain()
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 15)
+        length = int(head.lower().partition(b"content-length: ")[2].partition(b"\r\n")[0])
+        body = json.loads(await asyncio.wait_for(reader.readexactly(length), 15))
+    finally:
+        writer.close()
+    assert head.startswith(b"HTTP/1.1 401 "), head
+    assert b"\r\nwww-authenticate: Bearer\r\n" in head
+    assert body["id"] is None  # the id was never read
+    assert body["error"]["message"] == UNAUTHORIZED_BODY
