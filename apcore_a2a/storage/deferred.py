@@ -66,7 +66,6 @@ class _Kept:
     task: Task
     owner: str
     timer: asyncio.TimerHandle | None = None
-    writing: asyncio.Task[None] | None = None
     #: the version the store will hold once this state is written
     version: int = 0
     tries: int = 0
