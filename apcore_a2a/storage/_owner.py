@@ -14,6 +14,7 @@ import sys
 from typing import Any
 
 from ._urls import StoreInUseError, StoreURL
+from ._wakeups import BackgroundLoop
 
 logger = logging.getLogger(__name__)
 
@@ -112,14 +113,16 @@ class FileOwnerLock(OwnerLock):
             os.close(fd)  # the last descriptor of the open file: the lock goes with it
 
 
-class PgOwnerLock(OwnerLock):
-    """A session advisory lock on a connection of its own (see the module doc)."""
+class PgOwnerLock(BackgroundLoop, OwnerLock):
+    """A session advisory lock on a connection of its own (see the module doc), taken
+    again by the loop each time that connection is lost."""
+
+    _name = "apcore-a2a-store-lock"
 
     def __init__(self, store_url: StoreURL, *, shared: bool) -> None:
         self.store_url = store_url
         self.shared = shared
         self._conn: Any = None
-        self._keeper: asyncio.Task[None] | None = None
         self._lost = asyncio.Event()
 
     async def acquire(self) -> None:
@@ -129,14 +132,10 @@ class PgOwnerLock(OwnerLock):
         if conn is None:
             raise refusal(self.store_url.display, cluster_holds=cluster_holds)
         self._hold(conn)
-        self._keeper = asyncio.create_task(self._keep(), name="apcore-a2a-store-lock")
+        self.start()
 
     async def release(self) -> None:
-        keeper, self._keeper = self._keeper, None
-        if keeper is not None:
-            keeper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await keeper
+        await self.aclose()
         conn, self._conn = self._conn, None
         if conn is not None:
             try:  # the session ends: the server drops its locks
@@ -171,8 +170,7 @@ class PgOwnerLock(OwnerLock):
         self._lost.clear()
         conn.add_termination_listener(lambda _conn: self._lost.set())
 
-    async def _keep(self) -> None:
-        """Take the lock again each time its connection is lost."""
+    async def _run(self) -> None:
         while True:
             await self._lost.wait()
             conn, self._conn = self._conn, None

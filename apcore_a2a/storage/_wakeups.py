@@ -146,8 +146,9 @@ async def _install_notify_trigger(engine: AsyncEngine) -> None:
             )
 
 
-class _Loop:
-    """One named background task (``_run``): started on demand (again once it has ended)."""
+class BackgroundLoop:
+    """One named background task (``_run``): started on demand (again once it has ended),
+    canceled and awaited by :meth:`aclose`."""
 
     _name = ""
     _task: asyncio.Task[None] | None = None
@@ -165,7 +166,7 @@ class _Loop:
                 await task
 
 
-class PgListener(_Loop):
+class PgListener(BackgroundLoop):
     """One ``LISTEN`` connection that wakes the hub; reconnects until stopped."""
 
     _name = "apcore-a2a-store-listen"
@@ -223,7 +224,7 @@ class PgListener(_Loop):
             self.hub.wake(task_id, int(seq))
 
 
-class SafetyPoll(_Loop):
+class SafetyPoll(BackgroundLoop):
     """While anyone subscribes: one query for the newest event of every followed task
     (*heads*), waking the subscribers behind it; slow while the listener is live."""
 
@@ -272,7 +273,7 @@ class SafetyPoll(_Loop):
                         waiter.set()
 
 
-class FileWatcher(_Loop):
+class FileWatcher(BackgroundLoop):
     """Wakes the hub when the SQLite file or its WAL changes, while anyone subscribes."""
 
     _name = "apcore-a2a-store-watch"
