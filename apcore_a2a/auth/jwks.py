@@ -224,6 +224,7 @@ class JWKSKeySource:
                 follow_redirects=True,
                 max_redirects=3,
                 timeout=self.timeout,
+                event_hooks={"request": [self._no_downgrade]},
             ) as http,
             http.stream("GET", self.url, headers={"Accept": "application/json"}) as response,
         ):
@@ -235,6 +236,13 @@ class JWKSKeySource:
                 if len(body) > MAX_JWKS_BYTES:
                     raise ValueError(f"key set larger than {MAX_JWKS_BYTES} bytes")
         return parse_jwks(bytes(body))
+
+    async def _no_downgrade(self, request: httpx.Request) -> None:
+        # Redirects are followed (identity providers move their key sets), but a key set
+        # asked for over https is never read from plain http, where anyone on the path
+        # could write the keys whose tokens the agent then accepts.
+        if request.url.scheme != "https" and httpx.URL(self.url).scheme == "https":
+            raise ValueError(f"refused a redirect from https to {request.url.scheme}")
 
     async def aclose(self) -> None:
         """Cancel a fetch in flight (waiting requests are refused); the source stays usable."""

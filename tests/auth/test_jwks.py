@@ -227,3 +227,38 @@ async def test_made_up_kids_remembered_cost_little_memory_whatever_their_length(
     with pytest.raises(KeyLookupError, match="remembered"):
         await source.get(f"{0:06d}" + "k" * 6000, "RS256")
     assert grown < 500 * MAX_UNKNOWN_KIDS, grown  # not the 6 kB of each kid
+
+
+@pytest.mark.parametrize("target", ["http://idp.example/jwks.json", "http://evil.example/k"])
+async def test_a_redirect_from_https_to_http_is_not_followed(target: str) -> None:
+    # The key set decides whose tokens are accepted: fetched over https, it must not be
+    # read from a plain-http answer a redirect points to (an on-path attacker writes it).
+    from apcore_a2a.auth.jwks import JWKSKeySource, KeyLookupError
+
+    body = json.dumps({"keys": [rsa_pair("real").jwk()]}).encode()
+    seen: list[str] = []
+
+    def idp(request: httpx.Request) -> httpx.Response:
+        seen.append(str(request.url))
+        if request.url.scheme == "https":
+            return httpx.Response(302, headers={"Location": target})
+        return httpx.Response(200, content=body)
+
+    source = JWKSKeySource("https://idp.example/jwks.json", transport=httpx.MockTransport(idp))
+    with pytest.raises(KeyLookupError, match="fetch failed"):
+        await source.get("real", "RS256")
+    assert seen == ["https://idp.example/jwks.json"]
+
+
+async def test_a_redirect_within_https_is_followed() -> None:
+    from apcore_a2a.auth.jwks import JWKSKeySource
+
+    body = json.dumps({"keys": [rsa_pair("real").jwk()]}).encode()
+
+    def idp(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/old":
+            return httpx.Response(301, headers={"Location": "https://keys.example/jwks"})
+        return httpx.Response(200, content=body)
+
+    source = JWKSKeySource("https://idp.example/old", transport=httpx.MockTransport(idp))
+    assert (await source.get("real", "RS256")) is not None
