@@ -22,7 +22,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from apcore_a2a.classify import JWKS_PATH, PUSH_STATUS_PATH
-from apcore_a2a.edge.call import call_of
+from apcore_a2a.edge.call import record_of
 from apcore_a2a.push.configs import PushConfigStore
 from apcore_a2a.push.policy import PushUrlPolicy, Resolver
 from apcore_a2a.push.sender import SIGNATURE_HEADER, RetryingPushSender
@@ -103,8 +103,7 @@ class PushKit:
         """A save listener for the task store: 0.3 deliveries carry the saved task, and
         the task's deliveries count against the share of its caller (the call's quota key)."""
         self.sender.snapshots[task.id] = task
-        call = call_of(context)
-        self.sender.callers[task.id] = call.caller if call is not None else context.user.user_name
+        self.sender.callers[task.id] = record_of(context).caller
 
     async def interrupted(self, task: Task, event: TaskStatusUpdateEvent) -> None:
         """A listener of the stores' interrupted tasks (``Stores.on_interrupted``): no run
