@@ -97,7 +97,17 @@ def run_app(
     import uvicorn
 
     from apcore_a2a import _logging
+    from apcore_a2a.ops.exit_deadline import ExitDeadline
     from apcore_a2a.ops.shutdown import drain
+
+    # The drain's grace, then 3 s for open connections (streams, their last event).
+    graceful = math.ceil(settings.shutdown_timeout) + 3
+    # ...then the process is gone, whatever a module that ignores its cancel still does.
+    deadline = ExitDeadline(
+        graceful + settings.shutdown_force_timeout,
+        settings.shutdown_force_timeout,
+        lambda: app.state.a2a.agent_executor.module_calls.snapshot(),
+    )
 
     class GracefulServer(uvicorn.Server):
         """Drains running tasks alongside uvicorn's wait for open connections: the lifespan
@@ -113,6 +123,7 @@ def run_app(
 
         async def shutdown(self, sockets: Any = None) -> None:
             state = app.state.a2a  # the factory's apps all have it
+            deadline.arm()
             draining = asyncio.ensure_future(drain(state, state.settings.shutdown_timeout))
             try:
                 await super().shutdown(sockets)
@@ -127,8 +138,7 @@ def run_app(
         host=settings.host,
         port=settings.port,
         log_level=settings.log_level.lower(),
-        # then open connections get 3 s to finish (streams, their last event)
-        timeout_graceful_shutdown=math.ceil(settings.shutdown_timeout) + 3,
+        timeout_graceful_shutdown=graceful,
         lifespan="on",
         access_log=False,
         log_config=None,
@@ -151,6 +161,9 @@ def run_app(
     try:
         with graceful_exit():
             server.run(sockets=sockets)
+        if not app.state.a2a.agent_executor.module_calls.snapshot():
+            deadline.disarm()
+        # else the deadline stays armed: the interpreter would wait for a module's thread
     except SystemExit as exc:  # uvicorn's exit on a failed start-up
         if watch.error is not None:
             raise StartupError(_describe(watch.error)) from None
@@ -285,8 +298,9 @@ def run(
                     "worker %s exited with %s; stopping the others", dead[0].pid, dead[0].exitcode
                 )
                 stop(signal.SIGTERM, None)
-        # then SIGKILL for those still running 5 s later
-        deadline = time.monotonic() + settings.shutdown_timeout + 5.0
+        # then SIGKILL for those still running 2 s after their own ExitDeadline
+        deadline = time.monotonic() + math.ceil(settings.shutdown_timeout) + 5.0
+        deadline += settings.shutdown_force_timeout
         for child in children:
             child.join(max(0.0, deadline - time.monotonic()))
         for child in children:

@@ -40,6 +40,7 @@ from apcore_a2a.adapters.parts import is_file, output_to_parts
 from apcore_a2a.adapters.skills import SkillSpec
 from apcore_a2a.edge.call import call_of
 from apcore_a2a.execution import turns
+from apcore_a2a.execution.module_calls import ModuleCalls
 from apcore_a2a.execution.observer import ExecutionObserver, observe
 from apcore_a2a.execution.routing import SKILL_METADATA_KEY, ApCoreRequestContext
 from apcore_a2a.execution.runs import CURRENT_RUN, Run, track_module_tasks
@@ -131,6 +132,8 @@ class ApCoreAgentExecutor(AgentExecutor):
         self._pool: ThreadPoolExecutor | None = None
         self._runs: dict[str, Run] = {}
         self._observers = tuple(observers)
+        #: the module calls not returned yet, including those a cancel could not stop
+        self.module_calls = ModuleCalls()
         #: cluster mode: a continued task's module waits for its ``working`` save; the
         #: server adds :meth:`StoredWorking.saved` to the store's save listeners
         self.stored_working = turns.StoredWorking() if settings.cluster else None
@@ -163,7 +166,14 @@ class ApCoreAgentExecutor(AgentExecutor):
             self._pool = ThreadPoolExecutor(self._workers, thread_name_prefix="apcore-a2a")
         with watched as execution:
             task_id, context_id = context.task_id or "", context.context_id or ""
-            run = Run(event_queue, task_id, context_id, pool=self._pool, execution=execution)
+            run = Run(
+                event_queue,
+                task_id,
+                context_id,
+                pool=self._pool,
+                execution=execution,
+                calls=self.module_calls,
+            )
             await self._execute(context, spec, message, run)
 
     async def _execute(

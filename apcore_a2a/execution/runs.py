@@ -8,6 +8,7 @@ with it. A module with a plain ``def execute`` runs on the agent's own thread po
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import time
 import weakref
@@ -33,6 +34,7 @@ from apcore import CancelToken, Context, TraceContext
 from google.protobuf.json_format import MessageToDict
 
 from apcore_a2a.execution.identity import identity_of
+from apcore_a2a.execution.module_calls import ModuleCalls
 from apcore_a2a.execution.observer import Execution
 from apcore_a2a.upstream.apcore_execute import RunModule
 from apcore_a2a.upstream.apcore_schema_cache import WrappedStep
@@ -64,6 +66,10 @@ class Run:
     pool: Executor | None = None
     #: what the observers are told of this run (``None``: no observers)
     execution: Execution | None = None
+    #: where the module's call is counted while it runs (``None``: not counted)
+    calls: ModuleCalls | None = None
+    #: the module the run calls (known once its apcore context is built)
+    module_id: str = ""
 
     async def emit(self, event: Any) -> None:
         if self.canceled:
@@ -113,6 +119,7 @@ class Run:
     def apcore_context(self, context: RequestContext, module_id: str, timeout: float) -> Any:
         """The apcore ``Context`` of the module call: identity, W3C trace parent, this run's
         cancel token, deadline and the ``a2a.*`` facts (kept as :attr:`data`)."""
+        self.module_id = module_id
         call_context = context.call_context
         headers = call_context.state.get("headers") if call_context is not None else None
         message = context.message
@@ -155,10 +162,12 @@ class _RunStep(WrappedStep):
         run = CURRENT_RUN.get()
         if run is None:
             return module
+        calls = run.calls
+        tracked = functools.partial(calls.running, run.task_id, run.module_id) if calls else None
         # An async module runs where apcore runs it; a sync one on the run's pool (every
         # run the executor starts has one).
         pool = None if inspect.iscoroutinefunction(module.execute) else run.pool
-        return RunModule(module, run.spawned, asyncio.current_task(), pool)
+        return RunModule(module, run.spawned, asyncio.current_task(), pool, tracked)
 
 
 def track_module_tasks(executor: Any) -> None:

@@ -7,7 +7,9 @@ for the run to cancel.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import weakref
+from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any
@@ -22,15 +24,32 @@ class RunModule:
     spawned: weakref.WeakSet[asyncio.Task[Any]]
     home: asyncio.Task[Any] | None
     pool: Executor | None = None
+    #: a context the module's call runs in, from start to return (in its thread, for a
+    #: sync module): how the run knows a module that ignored its cancel still runs
+    tracked: Callable[[], contextlib.AbstractContextManager[None]] | None = None
 
     async def execute(self, inputs: Any, context: Any) -> Any:
         task = asyncio.current_task()
         if task is not None and task is not self.home:
             self.spawned.add(task)
         if self.pool is None:
-            return await self.module.execute(inputs, context)
+            with self.tracked() if self.tracked is not None else contextlib.nullcontext():
+                return await self.module.execute(inputs, context)
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self.pool, self.module.execute, inputs, context)
+        call = self.module.execute
+        return await loop.run_in_executor(
+            self.pool, _in_thread, self.tracked, call, inputs, context
+        )
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.module, name)
+
+
+def _in_thread(
+    tracked: Callable[[], contextlib.AbstractContextManager[None]] | None,
+    call: Callable[[Any, Any], Any],
+    inputs: Any,
+    context: Any,
+) -> Any:
+    with tracked() if tracked is not None else contextlib.nullcontext():
+        return call(inputs, context)

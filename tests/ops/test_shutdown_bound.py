@@ -1,0 +1,87 @@
+"""SIGTERM ends the process even when a module will not stop.
+
+A sync module blocked in its thread, or an async one that swallows ``CancelledError``,
+is canceled like any task when ``shutdown_timeout`` runs out, and ignores it. The process
+then waits ``shutdown_force_timeout`` more for it and exits with status 1 and one log
+line naming each task (and module) it abandoned, instead of living on until the module
+returns (it never might).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import signal
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+from .._support import ROOT, ServerProcess, free_port, stop_process, wait_http
+from ._agent import send, wait_state
+
+#: Hang guard only: how long the test waits for the process to be gone after SIGTERM
+#: (a stubborn module would keep it alive 120 s).
+GUARD = 60.0
+
+_SCRIPT = """
+import json, sys
+sys.path.insert(0, {root!r})
+from tests.ops._stubborn import build_registry
+from apcore_a2a import serve
+serve(build_registry(), **json.loads(sys.argv[1]))
+"""
+
+
+def _serve(**settings: object) -> tuple[str, ServerProcess]:
+    port = free_port()
+    args = json.dumps({"host": "127.0.0.1", "port": port, **settings})
+    proc = ServerProcess([sys.executable, "-c", _SCRIPT.format(root=str(ROOT)), args], cwd=ROOT)
+    url = f"http://127.0.0.1:{port}"
+    wait_http(url + "/health", proc=proc)
+    return url, proc
+
+
+@pytest.mark.parametrize("module", ["stuck.sync", "stuck.async"])
+async def test_sigterm_abandons_a_module_that_ignores_cancellation(
+    tmp_path: Path, module: str
+) -> None:
+    gate = tmp_path / "never"  # never created: the module would run on
+    url, proc = _serve(
+        task_store=f"sqlite:///{tmp_path / 'tasks.db'}",
+        shutdown_timeout=1,
+        shutdown_force_timeout=1,
+    )
+    try:
+        async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+            task = await send(http, module, {"path": str(gate)}, return_immediately=True)
+            await wait_state(http, task["id"], {"TASK_STATE_WORKING"})
+        proc.send_signal(signal.SIGTERM)
+        code = await asyncio.to_thread(proc.wait, GUARD)
+        out = proc.output()
+    finally:
+        proc.judged = True  # exit 1 is this test's expectation, not stop_process's
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert code == 1, out
+    line = re.search(r"ERROR apcore_a2a\.ops\.shutdown: (.*abandon.*)", out)
+    assert line is not None, out
+    assert f"task {task['id']} (module {module})" in line.group(1)
+    assert "shutdown_force_timeout" in line.group(1)
+    assert "Traceback" not in out
+
+
+async def test_sigterm_with_nothing_stubborn_still_exits_0(tmp_path: Path) -> None:
+    gate = tmp_path / "release"
+    url, proc = _serve(shutdown_timeout=30, shutdown_force_timeout=1)
+    async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+        task = await send(http, "stuck.sync", {"path": str(gate)}, return_immediately=True)
+        await wait_state(http, task["id"], {"TASK_STATE_WORKING"})
+    proc.send_signal(signal.SIGTERM)
+    gate.touch()  # the module finishes inside the drain
+    stop_process(proc, timeout=GUARD)
+    out = proc.output()
+    assert "abandon" not in out, out
