@@ -70,7 +70,10 @@ class Settings(BaseSettings):
     Build it with :meth:`resolve` (or ``Settings()`` for defaults plus ``os.environ``).
     """
 
-    model_config = SettingsConfigDict(frozen=True, extra="forbid", validate_default=False)
+    # Every float is a number of seconds or bytes: inf and nan would parse, then break.
+    model_config = SettingsConfigDict(
+        frozen=True, extra="forbid", validate_default=False, allow_inf_nan=False
+    )
 
     # -- agent identity --------------------------------------------------------------
     name: str | None = setting(None, "agent.name", "agent name on the card")
