@@ -7,6 +7,7 @@ itself is :class:`apcore_a2a.settings.Settings`, which re-exports the public nam
 from __future__ import annotations
 
 import os
+import re
 import types
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -156,3 +157,25 @@ def field_specs(fields: Mapping[str, FieldInfo]) -> tuple[Setting, ...]:
             help += f" (repeatable; env: {sep}-separated)"
         specs.append(Setting(name, env, meta["key"], flag, help, meta["secret"], kind, optional))
     return tuple(specs)
+
+
+# The password runs to the last '@': an unencoded '/', ':' or '@' in it must not end it
+# early (masking part of the host too is the safe side).
+_USERINFO = re.compile(r"^(\w[\w+.-]*://[^:/@]*):.*@")
+_QUERY_PASSWORD = re.compile(r"([?&](?:password|passwd|sslpassword)=)[^&#]*", re.IGNORECASE)
+
+
+def hide_url_password(value: Any) -> Any:
+    """*value* with the password of a URL (user-info or ``?password=``) shown as ``***``;
+    anything but a string unchanged. Database and JWKS URLs may carry one."""
+    if not isinstance(value, str):
+        return value
+    return _QUERY_PASSWORD.sub(r"\1***", _USERINFO.sub(r"\1:***@", value))
+
+
+def masked_value(spec: Setting, value: Any) -> Any:
+    """*value* of the setting *spec* as it may be printed: a secret as ``***`` (one per
+    item of a list), a URL without its password."""
+    if spec.secret and value:
+        return "***" if isinstance(value, str) else ["***"] * len(value)
+    return hide_url_password(value)

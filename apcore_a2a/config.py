@@ -30,7 +30,7 @@ from typing import Any, Literal, get_args, get_origin
 import yaml
 from apcore import BindingLoader
 
-from apcore_a2a.settings import SPECS, Setting, Settings, SettingsError
+from apcore_a2a.settings import SPECS, Setting, Settings, SettingsError, masked_value
 
 logger = logging.getLogger("apcore_a2a")
 #: what apcore needs of a module class in an extensions folder
@@ -235,7 +235,7 @@ _STR_TAG = "tag:yaml.org,2002:str"
 _EXPONENT = re.compile(r"^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)[eE][-+]?[0-9]+$")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class AgentConfig:
     """A loaded, validated config file."""
 
@@ -244,6 +244,11 @@ class AgentConfig:
     values: Mapping[str, Any] = field(default_factory=dict)
     #: Settings field name -> line in the file.
     lines: Mapping[str, int] = field(default_factory=dict)
+
+    def __repr__(self) -> str:
+        # Never the file's secrets (tracebacks, captured locals): as `config show` has them.
+        values = {name: masked_value(SPECS[name], v) for name, v in self.values.items()}
+        return f"AgentConfig(path={self.path!r}, values={values!r}, lines={dict(self.lines)!r})"
 
     def base(self) -> Settings:
         """Defaults with the file's values on top (no environment)."""

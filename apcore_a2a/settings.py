@@ -46,6 +46,7 @@ from apcore_a2a._settings_sources import (
     describe_error,
     field_specs,
     from_environ,
+    masked_value,
     read_secret_file,
     setting,
 )
@@ -57,9 +58,9 @@ __all__ = [
     "Settings",
     "SettingsError",
     "config_path",
+    "masked_value",
     "read_secret_file",
 ]
-
 
 _SHAPE = Shape()
 
@@ -426,13 +427,12 @@ class Settings(BaseSettings):
         return type(self).resolve(changes, environ={}, base=self)
 
     def masked(self) -> dict[str, Any]:
-        """The settings as a dict with secrets replaced by ``"***"``."""
-        out = self.model_dump()
-        for spec in self.specs():
-            value = out.get(spec.name)
-            if spec.secret and value:
-                out[spec.name] = "***" if isinstance(value, str) else ["***"] * len(value)
-        return out
+        """The settings as a dict, secrets as ``"***"`` and URLs without their password."""
+        values = self.model_dump()
+        return {spec.name: masked_value(spec, values[spec.name]) for spec in self.specs()}
+
+    def __repr_args__(self) -> Any:
+        return list(self.masked().items())  # repr(), str(), tracebacks: never a secret
 
     def public_url(self) -> str:
         """``url`` without its trailing slash, or ``http://host:port`` (a reachable host)."""

@@ -6,11 +6,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import sys
 from collections.abc import Mapping
 from typing import Any
 
+from apcore_a2a._settings_sources import hide_url_password
 from apcore_a2a.config import SECTIONS, AgentConfig, load_config
 from apcore_a2a.settings import SPECS, Settings, config_path
 
@@ -67,7 +67,7 @@ def _check(args: argparse.Namespace) -> int:
     except Exception as exc:  # any reason the agent would not start, as one line
         return _fail(exc)
     skills = ", ".join(skill.id for skill in card.skills)
-    store = _hide_password(factory.settings.task_store)
+    store = hide_url_password(factory.settings.task_store)
     print(
         f"{args.file}: OK - {len(card.skills)} skills ({skills}) at "
         f"{factory.settings.public_url()}, task store {store}"
@@ -77,7 +77,7 @@ def _check(args: argparse.Namespace) -> int:
 
 def render(settings: Settings, config: AgentConfig, environ: Mapping[str, str]) -> str:
     """The settings as YAML in the config file's layout, each value with its source."""
-    masked = {k: _hide_password(v) for k, v in settings.masked().items()}
+    masked = settings.masked()
     lines = [
         "# effective settings: flags > environment > file > defaults (secrets masked)",
         f"# file: {config.path or '(none)'}",
@@ -118,19 +118,6 @@ def settings_table() -> str:
         env = f"`{spec.env}`" + (f", `{spec.env}_FILE`" if spec.secret else "")
         rows.append(f"| `{spec.key}` | {env} | {flag} | {shown} |")
     return "\n".join(rows) + "\n"
-
-
-# The password runs to the last '@': an unencoded '/', ':' or '@' in it must not end it
-# early (masking part of the host too is the safe side).
-_USERINFO = re.compile(r"^(\w[\w+.-]*://[^:/@]*):.*@")
-_QUERY_PASSWORD = re.compile(r"([?&](?:password|passwd|sslpassword)=)[^&#]*", re.IGNORECASE)
-
-
-def _hide_password(value: Any) -> Any:
-    # Database and JWKS URLs may carry a password in their user-info part or query.
-    if not isinstance(value, str):
-        return value
-    return _QUERY_PASSWORD.sub(r"\1***", _USERINFO.sub(r"\1:***@", value))
 
 
 def _flow(value: Any) -> str:
