@@ -286,6 +286,14 @@ def base_url(scope: Scope) -> str:
     return f"{scheme}://{address}{root}"
 
 
+def hidden_routes(prefix: str, rpc_path: str = "/") -> list[str]:
+    """The agent's own route paths a mount at *prefix* would take over (the path itself
+    or one below it): the Explorer there would shadow them or make them public."""
+    prefix = prefix.rstrip("/")
+    paths = {*_KINDS, *(p for p, _ in REST_CALLS), *(p for p, _ in _REST03_CALLS), rpc_path}
+    return sorted(p for p in paths if p == prefix or p.startswith(prefix + "/"))
+
+
 def describe(
     path: str, verb: str, *, rpc_path: str = "/", explorer_prefix: str | None = None
 ) -> RequestInfo:

@@ -28,7 +28,7 @@ from apcore_a2a.auth import (
     security_for,
     security_middleware,
 )
-from apcore_a2a.classify import JWKS_PATH, layered
+from apcore_a2a.classify import JWKS_PATH, hidden_routes, layered
 from apcore_a2a.errors import MissingExtraError
 from apcore_a2a.execution.catalog import SkillCatalog
 from apcore_a2a.execution.executor import ApCoreAgentExecutor
@@ -387,6 +387,11 @@ def _optional_features(
     if s.explorer:
         from apcore_a2a.explorer import explorer_routes
 
+        if hidden := hidden_routes(s.explorer_prefix, s.rpc_path):
+            raise ValueError(
+                f"explorer prefix {s.explorer_prefix!r} would hide the agent's own route "
+                f"{hidden[0]}; choose another (A2A_EXPLORER_PREFIX, --explorer-prefix)"
+            )
         found.append(Feature("explorer", routes=explorer_routes(s.explorer_prefix)))
     return [f for f in found if f is not None]
 

@@ -155,3 +155,17 @@ async def test_page_is_public_but_calls_need_credentials() -> None:
         assert (await client.post(base + "/explorer/", headers=headers)).status_code == 401
         allowed = await client.post(base + "/", json=body, headers={**headers, "X-API-Key": "k1"})
         assert allowed.status_code == 200
+
+
+@pytest.mark.parametrize("prefix", ["/agent", "/v1", "/tasks", "/health", "/.well-known"])
+def test_a_prefix_over_the_agents_own_routes_is_refused(prefix: str) -> None:
+    """Mounted over ``/agent`` the Explorer's public-file rule took in the 0.3 extended card
+    route (unauthenticated, then a 500 even with a valid key); over ``/v1`` or ``/tasks``
+    it hid the REST routes (404). Such a prefix is refused when the app is built."""
+    with pytest.raises(ValueError, match=f"explorer prefix '{prefix}' would hide the agent's"):
+        demo_app(explorer_prefix=prefix)
+
+
+def test_a_prefix_next_to_the_agents_routes_is_fine() -> None:
+    demo_app(explorer_prefix="/agent-ui")
+    demo_app(explorer_prefix="/agent/ui")
