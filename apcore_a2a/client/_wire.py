@@ -28,6 +28,7 @@ import httpx
 from a2a.client.errors import A2AClientTimeoutError
 from a2a.utils.errors import A2AError as SDKError
 from google.protobuf.json_format import MessageToDict, ParseError
+from google.protobuf.message import DecodeError
 from httpx_sse import EventSource
 
 from apcore_a2a.client.errors import (
@@ -244,12 +245,27 @@ class _EventTap(httpx.AsyncByteStream):
         await self._body.aclose()
 
 
-def _grpc_error(error: Any, method: str, url: str) -> A2AClientError:
+def _grpc_details(error: Any) -> list[dict[str, Any]]:
+    """The readable details of *error*'s ``google.rpc.Status``: none when the agent's status
+    is no ``Status`` or contradicts the call's own code and message, and not one of a type
+    no one registered or that is corrupt (the call's code and message still say what failed).
+    """
     from a2a.utils.grpc_status import status_from_call
     from google.rpc import error_details_pb2  # noqa: F401  (registers ErrorInfo for MessageToDict)
 
-    status = status_from_call(error)
-    details = [MessageToDict(d) for d in status.details] if status is not None else []
+    try:
+        status = status_from_call(error)
+    except (DecodeError, ValueError):
+        return []
+    details = []
+    for detail in status.details if status is not None else ():
+        with contextlib.suppress(DecodeError, TypeError, ValueError):
+            details.append(MessageToDict(detail))
+    return details
+
+
+def _grpc_error(error: Any, method: str, url: str) -> A2AClientError:
+    details = _grpc_details(error)
     message, code = str(error.details() or ""), error.code().name
     name, _, text = message.partition(": ")  # 0.3 answers "TaskNotFoundError: Task not found"
     typed = error_from_details({"message": message, "details": details}) or error_from_details(
@@ -264,6 +280,16 @@ def _grpc_error(error: Any, method: str, url: str) -> A2AClientError:
     return A2AServerError(f"gRPC {code} from {url}: {message}", data=details or None)
 
 
+def _grpc_call(exc: BaseException) -> Any:
+    """The failed gRPC call behind *exc*: an SDK error raised from it, or what the SDK
+    raised while reading its error details; ``None`` for another failure."""
+    grpc = sys.modules.get("grpc.aio")
+    for behind in (exc.__cause__, exc.__context__):
+        if grpc is not None and isinstance(behind, grpc.AioRpcError):
+            return behind
+    return None
+
+
 @contextlib.contextmanager
 def translated(method: str, url: str) -> Iterator[None]:
     """SDK transport failures → the client's typed errors (ours pass through)."""
@@ -276,13 +302,22 @@ def translated(method: str, url: str) -> Iterator[None]:
     except NotImplementedError as exc:  # what the SDK's 0.3 transports do not offer
         raise UnsupportedOperationError(f"{method} over this binding: {exc}") from exc
     except SDKError as exc:
-        grpc = sys.modules.get("grpc.aio")
-        if grpc is not None and isinstance(exc.__cause__, grpc.AioRpcError):
-            raise _grpc_error(exc.__cause__, method, url) from exc
+        if (rpc := _grpc_call(exc)) is not None:
+            raise _grpc_error(rpc, method, url) from exc
         if isinstance(exc.__cause__, httpx.TransportError):
             raise A2AConnectionError(f"{method} to {url} failed: {exc.__cause__}") from exc
         raise InvalidAgentResponseError(f"agent returned an invalid reply: {exc}") from exc
-    except (ValueError, TypeError, KeyError, AttributeError, ParseError, RecursionError) as exc:
+    except (
+        ValueError,
+        TypeError,
+        KeyError,
+        AttributeError,
+        ParseError,
+        RecursionError,
+        DecodeError,
+    ) as exc:
+        if (rpc := _grpc_call(exc)) is not None:  # the SDK could not read the agent's error
+            raise _grpc_error(rpc, method, url) from exc
         raise InvalidAgentResponseError(
             f"agent returned an invalid {method} result: {exc}"[:300]
         ) from exc

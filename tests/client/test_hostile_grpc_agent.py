@@ -1,0 +1,182 @@
+"""A hostile or broken gRPC agent cannot take the client's memory or time, nor crash it.
+
+Each agent here is a real ``grpc.aio`` server on 127.0.0.1 implementing a2a-sdk's generated
+A2A service, its card (served over HTTP by a2a-sdk's card routes) naming the gRPC address.
+It answers what no honest agent would: error statuses whose ``google.rpc.Status`` details
+are corrupt or name types nobody knows, answers larger than the client reads, streams that
+outlive the client's ``timeout`` or never end, a card naming an address gRPC reads as a
+local Unix socket. The client raises its typed errors (docs/client.md, *Errors*).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import grpc
+import pytest
+from a2a.server.routes import create_agent_card_routes
+from a2a.types import a2a_pb2 as pb
+from a2a.types import a2a_pb2_grpc
+from google.protobuf import any_pb2
+from google.rpc import error_details_pb2, status_pb2
+from starlette.applications import Starlette
+
+from apcore_a2a.client import (
+    A2AClient,
+    A2AServerError,
+    TaskNotFoundError,
+)
+from tests._support import cli, free_port, running_server
+from tests.client._sdk_agent import agent_card
+
+Answer = Callable[[grpc.aio.ServicerContext], Awaitable[pb.Task]]
+Events = Callable[[], AsyncIterator[pb.StreamResponse]]
+DETAILS_KEY = "grpc-status-details-bin"
+
+
+def _task(state: int = pb.TASK_STATE_COMPLETED) -> pb.Task:
+    return pb.Task(id="t-1", context_id="c-1", status=pb.TaskStatus(state=state))
+
+
+def _working() -> pb.StreamResponse:
+    working = pb.TaskStatus(state=pb.TASK_STATE_WORKING)
+    update = pb.TaskStatusUpdateEvent(task_id="t-1", context_id="c-1", status=working)
+    return pb.StreamResponse(status_update=update)
+
+
+class _Hostile(a2a_pb2_grpc.A2AServiceServicer):  # type: ignore[misc]
+    """Answers ``SendMessage`` and ``GetTask`` with :attr:`answer` and streams :attr:`events`; records the
+    metadata of each call."""
+
+    def __init__(self) -> None:
+        self.answer: Answer = self._completed
+        self.events: Events = self._no_events
+        self.metadata: list[dict[str, Any]] = []
+
+    @staticmethod
+    async def _completed(_context: grpc.aio.ServicerContext) -> pb.Task:
+        return _task()
+
+    @staticmethod
+    async def _no_events() -> AsyncIterator[pb.StreamResponse]:
+        yield pb.StreamResponse(task=_task())
+
+    async def SendMessage(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        self.metadata.append(dict(context.invocation_metadata() or ()))
+        return pb.SendMessageResponse(task=await self.answer(context))
+
+    async def GetTask(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        return await self.answer(context)
+
+    async def SendStreamingMessage(
+        self, request: Any, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.StreamResponse]:
+        async for event in self.events():
+            yield event
+
+
+@contextlib.asynccontextmanager
+async def _grpc_agent(address: str | None = None) -> AsyncIterator[tuple[str, _Hostile]]:
+    """The hostile agent on gRPC (at *address*, a gRPC server address, else a free port on
+    127.0.0.1) and its card over HTTP naming it; yields the card's base URL."""
+    hostile = _Hostile()
+    server = grpc.aio.server()
+    a2a_pb2_grpc.add_A2AServiceServicer_to_server(hostile, server)  # type: ignore[no-untyped-call]
+    address = address or f"127.0.0.1:{free_port()}"
+    assert server.add_insecure_port(address)
+    await server.start()
+    card = agent_card(address, versions=("1.0",), binding="GRPC")
+    try:
+        async with running_server(Starlette(routes=create_agent_card_routes(card))) as url:
+            yield url, hostile
+    finally:
+        await server.stop(0)
+
+
+def _status(code: grpc.StatusCode, message: str, *details: any_pb2.Any) -> status_pb2.Status:
+    return status_pb2.Status(code=code.value[0], message=message, details=list(details))
+
+
+def _failing(status: status_pb2.Status, details: bytes | None = None) -> Answer:
+    """An answer that aborts with *status*, its details sent as *details* (else the
+    status's own bytes)."""
+
+    async def answer(context: grpc.aio.ServicerContext) -> pb.Task:
+        code = next(c for c in grpc.StatusCode if c.value[0] == status.code)
+        sent = status.SerializeToString() if details is None else details
+        await context.abort(code, status.message, trailing_metadata=((DETAILS_KEY, sent),))
+        raise AssertionError("abort returns no answer")
+
+    return answer
+
+
+def _packed(message: Any) -> any_pb2.Any:
+    packed = any_pb2.Any()
+    packed.Pack(message)
+    return packed
+
+
+TASK_NOT_FOUND = _packed(
+    error_details_pb2.ErrorInfo(reason="TASK_NOT_FOUND", domain="a2a-protocol.org")
+)
+#: details no client can read: a corrupt ErrorInfo, and a type nobody registered
+CORRUPT_ERROR_INFO = any_pb2.Any(
+    type_url="type.googleapis.com/google.rpc.ErrorInfo", value=b"\xff\xff"
+)
+UNKNOWN_TYPE = any_pb2.Any(type_url="type.googleapis.com/evil.Unknown", value=b"\x08\x01")
+
+
+@pytest.mark.parametrize(
+    ("answer", "expected", "said"),
+    [
+        # Details that are not a google.rpc.Status at all: the status code and message say it.
+        (
+            _failing(_status(grpc.StatusCode.INTERNAL, "boom"), b"\xff\xff\xff"),
+            A2AServerError,
+            "boom",
+        ),
+        (
+            _failing(_status(grpc.StatusCode.NOT_FOUND, "gone", UNKNOWN_TYPE)),
+            A2AServerError,
+            "gone",
+        ),
+        # A detail that cannot be read does not hide the one that can.
+        (
+            _failing(
+                _status(grpc.StatusCode.NOT_FOUND, "no task", CORRUPT_ERROR_INFO, TASK_NOT_FOUND)
+            ),
+            TaskNotFoundError,
+            "no task",
+        ),
+        # Details that contradict the call's status: the call's status is what counts.
+        (
+            _failing(
+                _status(grpc.StatusCode.NOT_FOUND, "gone"),
+                _status(grpc.StatusCode.NOT_FOUND, "other", TASK_NOT_FOUND).SerializeToString(),
+            ),
+            A2AServerError,
+            "gRPC NOT_FOUND from 127.0.0.1:",
+        ),
+    ],
+    ids=["not-a-status", "unknown-type", "corrupt-error-info", "contradicting"],
+)
+async def test_error_details_no_one_can_read_are_a_typed_error(
+    answer: Answer, expected: type[Exception], said: str
+) -> None:
+    async with _grpc_agent() as (url, hostile), A2AClient(url, timeout=30) as client:
+        hostile.answer = answer
+        with pytest.raises(expected) as raised:
+            await client.send_message("hi")
+    assert said in str(raised.value)
+
+
+async def test_the_cli_says_what_a_corrupt_grpc_error_is_in_one_line() -> None:
+    async with _grpc_agent() as (url, hostile):
+        status = _status(grpc.StatusCode.INTERNAL, "boom\x1b[2J", UNKNOWN_TYPE)
+        hostile.answer = _failing(status, b"\xff\xff\xff")
+        code, out, err = await cli("task", "get", url, "t-1")
+    assert (code, out) == (1, "")
+    assert err.count("\n") == 1 and "Traceback" not in err and "\x1b" not in err, err
+    assert err.startswith("error: A2AServerError (-32603): gRPC INTERNAL from 127.0.0.1:"), err
