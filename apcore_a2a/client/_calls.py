@@ -86,10 +86,12 @@ class Caller:
             ) from None
         channel = self._channels.get((to.url, to.secure))
         if channel is None:
+            # A host named like a gRPC resolver ("unix:PORT") is still a host to look up.
+            target = "dns:///" + to.url
             channel = (
-                grpc.aio.secure_channel(to.url, grpc.ssl_channel_credentials())
+                grpc.aio.secure_channel(target, grpc.ssl_channel_credentials())
                 if to.secure
-                else grpc.aio.insecure_channel(to.url)
+                else grpc.aio.insecure_channel(target)
             )
             self._channels[to.url, to.secure] = channel
         grpc_transport = GrpcTransport if to.version == "1.0" else CompatGrpcTransport

@@ -307,11 +307,30 @@ def check_endpoint(url: str, base: str, *, allow_other_origins: bool, direct: bo
     )
 
 
+def _host_port(target: str) -> bool:
+    """Whether *target* is a plain ``host[:port]``: a name or IP address (no user, path or
+    query), and a port from 1 to 65535 if any."""
+    where = urlsplit("//" + target)
+    try:
+        port = where.port
+    except ValueError:  # a port out of range, or no number
+        return False
+    return bool(where.hostname) and where.netloc == target and "@" not in target and port != 0
+
+
 def _grpc_endpoint(version: str, url: str, base: str, allow_other_origins: bool) -> Endpoint:
     """Host only, not origin (gRPC has its own port); TLS when the address says so or,
-    scheme-less, when the agent URL is https."""
+    scheme-less, when the agent URL is https. Only ``host[:port]``: gRPC reads other
+    addresses its own way (``unix:NAME@HOST`` is a local socket, whatever ``HOST`` says)."""
     scheme, _, target = url.rpartition("://")
+    target = target.rstrip("/")
     home = urlsplit(base)
+    if not _host_port(target):
+        raise CrossOriginEndpointError(
+            f"the agent card names the gRPC address {url}, which is no host:port",
+            url=url,
+            agent_origin=str(origin_of(base)),
+        )
     if urlsplit("//" + target).hostname != home.hostname and not allow_other_origins:
         raise CrossOriginEndpointError(
             f"the agent card names the gRPC address {url}, which is not on the agent's "
@@ -321,7 +340,7 @@ def _grpc_endpoint(version: str, url: str, base: str, allow_other_origins: bool)
             agent_origin=str(origin_of(base)),
         )
     secure = scheme.lower() in ("https", "grpcs") or (not scheme and home.scheme == "https")
-    return Endpoint("GRPC", version, target.rstrip("/"), secure)
+    return Endpoint("GRPC", version, target, secure)
 
 
 def objects(value: Any) -> list[Mapping[str, Any]]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -25,7 +26,9 @@ from starlette.applications import Starlette
 
 from apcore_a2a.client import (
     A2AClient,
+    A2AConnectionError,
     A2AServerError,
+    CrossOriginEndpointError,
     TaskNotFoundError,
 )
 from tests._support import cli, free_port, running_server
@@ -180,3 +183,36 @@ async def test_the_cli_says_what_a_corrupt_grpc_error_is_in_one_line() -> None:
     assert (code, out) == (1, "")
     assert err.count("\n") == 1 and "Traceback" not in err and "\x1b" not in err, err
     assert err.startswith("error: A2AServerError (-32603): gRPC INTERNAL from 127.0.0.1:"), err
+
+
+@pytest.mark.parametrize("allow_other_origins", [False, True])
+async def test_a_card_cannot_send_the_client_to_a_local_socket(allow_other_origins: bool) -> None:
+    # gRPC reads "unix-abstract:NAME@127.0.0.1" as a Unix socket on the caller's machine,
+    # while the address's host, read as a URL, is the agent's own: 127.0.0.1.
+    address = f"unix-abstract:apcore-a2a-{free_port()}@127.0.0.1"
+    async with (
+        _grpc_agent(address) as (url, hostile),
+        A2AClient(url, auth="secret", allow_other_origins=allow_other_origins) as client,
+    ):
+        with pytest.raises(CrossOriginEndpointError, match="no host:port"):
+            await client.send_message("hi")
+    assert hostile.metadata == []
+
+
+async def test_an_address_named_like_a_grpc_scheme_is_a_host(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # "unix:PORT" is host "unix", port PORT, as the origin rule reads it; gRPC would dial
+    # the Unix socket PORT in the working directory, with the caller's credentials.
+    port = free_port()
+    monkeypatch.chdir(tmp_path)
+    async with _grpc_agent(f"unix:{tmp_path}/{port}") as (_url, hostile):
+        card = agent_card(f"unix:{port}", versions=("1.0",), binding="GRPC")
+        app = Starlette(routes=create_agent_card_routes(card))
+        async with (
+            running_server(app) as other,
+            A2AClient(other, auth="secret", allow_other_origins=True, timeout=5) as client,
+        ):
+            with pytest.raises(A2AConnectionError):
+                await client.send_message("hi")
+    assert hostile.metadata == []
