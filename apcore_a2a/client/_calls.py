@@ -26,7 +26,7 @@ from a2a.types import a2a_pb2 as pb
 from google.protobuf.message import Message as Proto
 
 from apcore_a2a.client import _shapes as shape
-from apcore_a2a.client._wire import Call, current, on_response, translated
+from apcore_a2a.client._wire import MAX_ANSWER_BYTES, Call, current, on_response, translated
 from apcore_a2a.client.card import Endpoint, origin_of
 from apcore_a2a.client.errors import A2AConnectionError, A2ADiscoveryError
 
@@ -88,10 +88,12 @@ class Caller:
         if channel is None:
             # A host named like a gRPC resolver ("unix:PORT") is still a host to look up.
             target = "dns:///" + to.url
+            # What the client reads of an answer on every binding (gRPC's own: 4 MiB).
+            options = [("grpc.max_receive_message_length", MAX_ANSWER_BYTES)]
             channel = (
-                grpc.aio.secure_channel(target, grpc.ssl_channel_credentials())
+                grpc.aio.secure_channel(target, grpc.ssl_channel_credentials(), options)
                 if to.secure
-                else grpc.aio.insecure_channel(target)
+                else grpc.aio.insecure_channel(target, options)
             )
             self._channels[to.url, to.secure] = channel
         grpc_transport = GrpcTransport if to.version == "1.0" else CompatGrpcTransport

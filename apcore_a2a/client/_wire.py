@@ -9,7 +9,8 @@ body is handed to the transport one event at a time, so the id the SDK drops is 
 last read (``Last-Event-ID`` resumes; docs/benchmarks.md has its cost).
 
 An agent is not trusted with the client's memory: an answer, and each stream event, is read
-up to :data:`MAX_ANSWER_BYTES` (decoded: a compressed body counts inflated) and a deeper JSON
+up to :data:`MAX_ANSWER_BYTES` (decoded: a compressed body counts inflated; gRPC: each
+message, the channel's receive limit) and a deeper JSON
 than Python can parse is an invalid answer, not a ``RecursionError``.
 """
 
@@ -273,6 +274,8 @@ def _grpc_error(error: Any, method: str, url: str) -> A2AClientError:
     )
     if typed is not None:
         return typed
+    if code == "RESOURCE_EXHAUSTED" and "CLIENT: Received message larger than max" in message:
+        return _too_large(f"an answer of {url}")  # gRPC's words for the limit the client set
     if code in ("UNAUTHENTICATED", "PERMISSION_DENIED"):
         return A2AAuthenticationError(f"gRPC {code} from {url}: {message}")
     if code == "UNAVAILABLE":

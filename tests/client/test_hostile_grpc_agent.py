@@ -29,8 +29,10 @@ from apcore_a2a.client import (
     A2AConnectionError,
     A2AServerError,
     CrossOriginEndpointError,
+    InvalidAgentResponseError,
     TaskNotFoundError,
 )
+from apcore_a2a.client._wire import MAX_ANSWER_BYTES
 from tests._support import cli, free_port, running_server
 from tests.client._sdk_agent import agent_card
 
@@ -216,3 +218,37 @@ async def test_an_address_named_like_a_grpc_scheme_is_a_host(
             with pytest.raises(A2AConnectionError):
                 await client.send_message("hi")
     assert hostile.metadata == []
+
+
+def _padded(size: int) -> pb.Task:
+    """A completed task of about *size* bytes on the wire."""
+    task = _task()
+    task.metadata.fields["pad"].string_value = "x" * size
+    return task
+
+
+async def test_grpc_answers_are_read_up_to_the_limit_http_answers_are() -> None:
+    async with _grpc_agent() as (url, hostile), A2AClient(url, timeout=60) as client:
+
+        async def answer(_context: grpc.aio.ServicerContext) -> pb.Task:
+            return _padded(8 * 1024 * 1024)  # gRPC's own default stops at 4 MiB
+
+        async def events() -> AsyncIterator[pb.StreamResponse]:
+            yield pb.StreamResponse(task=_padded(8 * 1024 * 1024))
+
+        hostile.answer, hostile.events = answer, events
+        task = await client.send_message("hi")
+        assert len(task["metadata"]["pad"]) == 8 * 1024 * 1024
+        [event] = [e async for e in client.stream_message("hi")]
+        assert len(event["metadata"]["pad"]) == 8 * 1024 * 1024
+
+
+async def test_a_grpc_answer_larger_than_the_limit_is_an_invalid_response() -> None:
+    async with _grpc_agent() as (url, hostile), A2AClient(url, timeout=60) as client:
+
+        async def answer(_context: grpc.aio.ServicerContext) -> pb.Task:
+            return _padded(MAX_ANSWER_BYTES)
+
+        hostile.answer = answer
+        with pytest.raises(InvalidAgentResponseError, match=f"larger than {MAX_ANSWER_BYTES}"):
+            await client.send_message("hi")
