@@ -130,7 +130,10 @@ class Caller:
             "SubscribeToTask": "subscribe",
         }
         name = sdk_method.get(method) or re.sub(r"(?<!^)([A-Z])", r"_\1", method).lower()
-        timeout = self._timeout if to.binding == "GRPC" else None  # httpx has its own
+        # httpx has its own; a gRPC deadline would end a stream however lively (its
+        # waits are bounded one by one in resumable()).
+        streams = method in sdk_method
+        timeout = self._timeout if to.binding == "GRPC" and not streams else None
         with _span(method, to, request, headers) as seen, translated(method, to.url):
             context = ClientCallContext(service_parameters=headers, timeout=timeout)
             yield getattr(self._transport(to), name)(request, context=context), seen
@@ -166,10 +169,13 @@ class Caller:
                     self._sdk(method, request, call) as (stream, seen),
                     contextlib.aclosing(stream),
                 ):
+                    # Each wait for the agent's next event (httpx bounds each read itself).
+                    wait = self._timeout if call.binding == "GRPC" else None
                     while True:
                         with current(call):
                             try:
-                                item = await anext(stream)
+                                async with asyncio.timeout(wait):
+                                    item = await anext(stream)
                             except StopAsyncIteration:
                                 return
                         seen(item)

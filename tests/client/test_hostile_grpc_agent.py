@@ -10,6 +10,7 @@ local Unix socket. The client raises its typed errors (docs/client.md, *Errors*)
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -252,3 +253,31 @@ async def test_a_grpc_answer_larger_than_the_limit_is_an_invalid_response() -> N
         hostile.answer = answer
         with pytest.raises(InvalidAgentResponseError, match=f"larger than {MAX_ANSWER_BYTES}"):
             await client.send_message("hi")
+
+
+async def test_the_timeout_bounds_each_wait_of_a_grpc_stream_not_the_stream() -> None:
+    async def events() -> AsyncIterator[pb.StreamResponse]:
+        yield pb.StreamResponse(task=_task(pb.TASK_STATE_WORKING))
+        for _ in range(8):  # 2 s of events, each within the 1 s timeout
+            await asyncio.sleep(0.25)
+            yield _working()
+        yield pb.StreamResponse(task=_task())
+
+    async with _grpc_agent() as (url, hostile), A2AClient(url, timeout=1) as client:
+        hostile.events = events
+        seen = [e["status"]["state"] async for e in client.stream_message("hi")]
+    assert seen == ["working"] * 9 + ["completed"]
+
+
+async def test_the_timeout_gives_up_on_a_grpc_stream_that_falls_silent() -> None:
+    async def events() -> AsyncIterator[pb.StreamResponse]:
+        yield pb.StreamResponse(task=_task(pb.TASK_STATE_WORKING))
+        await asyncio.Event().wait()  # and never another event, nor the end
+        yield _working()
+
+    async with _grpc_agent() as (url, hostile), A2AClient(url, timeout=1) as client:
+        hostile.events = events
+        stream = client.stream_message("hi")
+        assert (await anext(stream))["status"]["state"] == "working"
+        with pytest.raises(A2AConnectionError, match="timed out"):
+            await anext(stream)
