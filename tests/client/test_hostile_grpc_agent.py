@@ -180,11 +180,13 @@ async def test_error_details_no_one_can_read_are_a_typed_error(
 
 async def test_the_cli_says_what_a_corrupt_grpc_error_is_in_one_line() -> None:
     async with _grpc_agent() as (url, hostile):
-        status = _status(grpc.StatusCode.INTERNAL, "boom\x1b[2J", UNKNOWN_TYPE)
+        status = _status(grpc.StatusCode.INTERNAL, "boom\x1b[2J\nforged line\u202e", UNKNOWN_TYPE)
         hostile.answer = _failing(status, b"\xff\xff\xff")
         code, out, err = await cli("task", "get", url, "t-1")
     assert (code, out) == (1, "")
-    assert err.count("\n") == 1 and "Traceback" not in err and "\x1b" not in err, err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert "\x1b" not in err and "\u202e" not in err
+    assert "boom\\x1b[2J" in err and "forged line\\u202e" in err
     assert err.startswith("error: A2AServerError (-32603): gRPC INTERNAL from 127.0.0.1:"), err
 
 
@@ -281,3 +283,50 @@ async def test_the_timeout_gives_up_on_a_grpc_stream_that_falls_silent() -> None
         assert (await anext(stream))["status"]["state"] == "working"
         with pytest.raises(A2AConnectionError, match="timed out"):
             await anext(stream)
+
+
+@pytest.mark.parametrize("number", [float("nan"), float("inf"), float("-inf")])
+async def test_a_number_json_has_not_is_an_invalid_response_over_grpc(number: float) -> None:
+    async def answer(_context: grpc.aio.ServicerContext) -> pb.Task:
+        task = _task()
+        task.metadata.fields["n"].number_value = number  # protobuf's double holds it
+        return task
+
+    async with _grpc_agent() as (url, hostile), A2AClient(url, timeout=30) as client:
+        hostile.answer = answer
+        with pytest.raises(InvalidAgentResponseError, match="JSON cannot hold"):
+            await client.send_message("hi")
+
+
+async def test_enum_numbers_the_client_does_not_know_read_as_unknown_over_grpc() -> None:
+    async def answer(_context: grpc.aio.ServicerContext) -> pb.Task:
+        task = _task()
+        task.status.state = 77  # type: ignore[assignment]  # a state of a newer A2A
+        task.status.message.role = 9  # type: ignore[assignment]
+        return task
+
+    async with _grpc_agent() as (url, hostile), A2AClient(url, timeout=30) as client:
+        hostile.answer = answer
+        task = await client.send_message("hi")
+    assert task["status"]["state"] == "unknown"
+    assert task["status"]["message"]["role"] == "unknown"
+
+
+async def test_the_timeout_gives_up_on_a_grpc_agent_that_never_answers() -> None:
+    async def answer(_context: grpc.aio.ServicerContext) -> pb.Task:
+        await asyncio.Event().wait()
+        raise AssertionError("never answers")
+
+    async with _grpc_agent() as (url, hostile), A2AClient(url, timeout=1) as client:
+        hostile.answer = answer
+        with pytest.raises(A2AConnectionError, match="timed out"):
+            await client.send_message("hi")
+
+
+async def test_error_metadata_past_grpcs_limit_is_a_typed_error() -> None:
+    # gRPC refuses trailing metadata over 16 KiB itself: the message is no megabyte line.
+    async with _grpc_agent() as (url, hostile), A2AClient(url, timeout=30) as client:
+        hostile.answer = _failing(_status(grpc.StatusCode.INTERNAL, "y" * 1_000_000))
+        with pytest.raises(A2AServerError, match="RESOURCE_EXHAUSTED") as raised:
+            await client.send_message("hi")
+    assert len(str(raised.value)) < 1000
