@@ -18,6 +18,7 @@ from typing import Any
 
 import grpc
 import pytest
+from a2a.compat.v0_3 import a2a_v0_3_pb2_grpc
 from a2a.server.routes import create_agent_card_routes
 from a2a.types import a2a_pb2 as pb
 from a2a.types import a2a_pb2_grpc
@@ -83,17 +84,31 @@ class _Hostile(a2a_pb2_grpc.A2AServiceServicer):  # type: ignore[misc]
             yield event
 
 
+class _Hostile03(a2a_v0_3_pb2_grpc.A2AServiceServicer):  # type: ignore[misc]
+    """The A2A 0.3 service: ``SendMessage`` fails as :attr:`_Hostile.answer` does."""
+
+    def __init__(self, hostile: _Hostile) -> None:
+        self.hostile = hostile
+
+    async def SendMessage(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        await self.hostile.answer(context)
+        raise AssertionError("only failing answers are sent in A2A 0.3")
+
+
 @contextlib.asynccontextmanager
-async def _grpc_agent(address: str | None = None) -> AsyncIterator[tuple[str, _Hostile]]:
+async def _grpc_agent(
+    address: str | None = None, version: str = "1.0"
+) -> AsyncIterator[tuple[str, _Hostile]]:
     """The hostile agent on gRPC (at *address*, a gRPC server address, else a free port on
-    127.0.0.1) and its card over HTTP naming it; yields the card's base URL."""
+    127.0.0.1) and its card over HTTP naming it for *version*; yields the card's base URL."""
     hostile = _Hostile()
     server = grpc.aio.server()
     a2a_pb2_grpc.add_A2AServiceServicer_to_server(hostile, server)  # type: ignore[no-untyped-call]
+    a2a_v0_3_pb2_grpc.add_A2AServiceServicer_to_server(_Hostile03(hostile), server)  # type: ignore[no-untyped-call]
     address = address or f"127.0.0.1:{free_port()}"
     assert server.add_insecure_port(address)
     await server.start()
-    card = agent_card(address, versions=("1.0",), binding="GRPC")
+    card = agent_card(address, versions=(version,), binding="GRPC")
     try:
         async with running_server(Starlette(routes=create_agent_card_routes(card))) as url:
             yield url, hostile
@@ -168,10 +183,11 @@ UNKNOWN_TYPE = any_pb2.Any(type_url="type.googleapis.com/evil.Unknown", value=b"
     ],
     ids=["not-a-status", "unknown-type", "corrupt-error-info", "contradicting"],
 )
+@pytest.mark.parametrize("version", ["1.0", "0.3"])
 async def test_error_details_no_one_can_read_are_a_typed_error(
-    answer: Answer, expected: type[Exception], said: str
+    answer: Answer, expected: type[Exception], said: str, version: str
 ) -> None:
-    async with _grpc_agent() as (url, hostile), A2AClient(url, timeout=30) as client:
+    async with _grpc_agent(version=version) as (url, hostile), A2AClient(url, timeout=30) as client:
         hostile.answer = answer
         with pytest.raises(expected) as raised:
             await client.send_message("hi")
