@@ -103,6 +103,12 @@ class JWKSKeySource:
         if timeout <= 0:
             raise ValueError("jwks_timeout must be positive")
         self.url = url
+        #: the URL as logged: a password it carries is not written to the log
+        self.shown = (
+            str(parts.copy_with(username=parts.username, password="***"))  # noqa: S106
+            if parts.password
+            else url
+        )
         self.cache_seconds = cache_seconds
         self.refresh_cooldown = refresh_cooldown
         self.timeout = timeout
@@ -201,14 +207,14 @@ class JWKSKeySource:
             logger.log(
                 logging.WARNING if self._failures == 1 else logging.DEBUG,
                 "JWKS fetch from %s failed (%s); %s; next attempt in %.1f s at the earliest",
-                self.url,
+                self.shown,
                 reason[:200],
                 "keeping the last key set" if self._keys else "no keys yet",
                 delay,
             )
         else:
             if self._failures:
-                logger.warning("JWKS from %s reachable again", self.url)
+                logger.warning("JWKS from %s reachable again", self.shown)
             self._keys, self._fetched_at = keys, self._clock()
             self._failures, self._retry_at = 0, 0.0
             for digest in [d for d in map(_digest, keys) if d in self._unknown]:

@@ -262,3 +262,14 @@ async def test_a_redirect_within_https_is_followed() -> None:
 
     source = JWKSKeySource("https://idp.example/old", transport=httpx.MockTransport(idp))
     assert (await source.get("real", "RS256")) is not None
+
+
+async def test_a_password_in_the_jwks_url_is_not_logged(caplog: pytest.LogCaptureFixture) -> None:
+    from apcore_a2a.auth.jwks import JWKSKeySource, KeyLookupError
+
+    failing = httpx.MockTransport(lambda _request: httpx.Response(500))
+    source = JWKSKeySource("https://svc:s3cret-pw@idp.example/jwks.json", transport=failing)
+    with caplog.at_level(logging.DEBUG, logger="apcore_a2a"), pytest.raises(KeyLookupError):
+        await source.get("real", "RS256")
+    assert "JWKS fetch from https://svc:***@idp.example/jwks.json failed" in caplog.text
+    assert "s3cret-pw" not in caplog.text
