@@ -40,8 +40,9 @@ USER 10001
 EXPOSE 8000
 VOLUME ["/data"]
 # python is PID 1 and handles SIGTERM itself: it stops accepting, drains running tasks
-# within the shutdown timeout (20 s in deploy/agent.yaml) and exits 0; give `docker stop`
-# more than that (compose: stop_grace_period).
+# within the shutdown timeout (20 s in deploy/agent.yaml) and exits 0; it is gone at most
+# shutdown_timeout + 3 s + shutdown_force_timeout (5 s) later, 28 s: give `docker stop -t`
+# more than that (its default is 10 s; compose: stop_grace_period).
 STOPSIGNAL SIGTERM
 HEALTHCHECK --interval=10s --timeout=5s --start-period=20s --retries=3 \
     CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen(f\"http://127.0.0.1:{os.environ.get('A2A_PORT', '8000')}/health\", timeout=4)"]

@@ -7,7 +7,9 @@ deploy/Caddyfile, the database the local PostgreSQL (a schema of its own).
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -48,8 +50,15 @@ def _has_compose() -> bool:
     return subprocess.run(["docker", "compose", "version"], capture_output=True).returncode == 0
 
 
-def _compose_config(path: Path = COMPOSE) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("POSTGRES_PASSWORD", "A2A_API_KEYS")}
+# What a user puts in deploy/.env: the compose file has no default database password.
+DOTENV = {"POSTGRES_PASSWORD": "s3cret-from-dotenv"}
+
+
+def _compose_config(
+    path: Path = COMPOSE, dotenv: dict[str, str] = DOTENV
+) -> subprocess.CompletedProcess[str]:
+    unset = ("POSTGRES_PASSWORD", "A2A_API_KEYS", "PROXY_BIND", "PROXY_PORT")
+    env = {k: v for k, v in os.environ.items() if k not in unset} | dotenv
     return subprocess.run(
         ["docker", "compose", "-f", str(path), "config", "--format", "json"],
         capture_output=True,
@@ -81,6 +90,8 @@ def test_compose_config_validates_the_topology(compose: dict[str, Any]) -> None:
         and "@postgres:5432/" in env["A2A_TASK_STORE"]
     )
     assert env["A2A_URL"] == "http://localhost:8080"  # the proxy, not one replica
+    assert env["A2A_TASK_STORE"] == "postgresql://agent:s3cret-from-dotenv@postgres:5432/agent"
+    assert services["postgres"]["environment"]["POSTGRES_PASSWORD"] == "s3cret-from-dotenv"
     for agent in (first, second):
         assert agent["depends_on"]["postgres"]["condition"] == "service_healthy"
         (mount,) = agent["volumes"]
@@ -94,12 +105,51 @@ def test_compose_config_validates_the_topology(compose: dict[str, Any]) -> None:
     assert proxy["ports"][0]["published"] == "8080" and proxy["ports"][0]["target"] == 80
 
 
-def test_stop_grace_period_outlasts_the_agents_shutdown_timeout(compose: dict[str, Any]) -> None:
-    image_config = yaml.safe_load((DEPLOY / "agent.yaml").read_text())
-    shutdown = float(image_config["limits"]["shutdown_timeout"])
+def test_only_the_proxy_is_published_and_on_loopback_by_default(compose: dict[str, Any]) -> None:
+    services = compose["services"]
+    published = {name for name, service in services.items() if service.get("ports")}
+    assert published == {"proxy"}  # PostgreSQL and the replicas stay on the compose network
+    (port,) = services["proxy"]["ports"]
+    # Without A2A_API_KEYS the agent takes anonymous calls: not on every interface unasked.
+    assert port["host_ip"] == "127.0.0.1"
+
+
+def test_the_replicas_trust_forwarded_headers_from_the_proxy_only(compose: dict[str, Any]) -> None:
+    (network,) = compose["services"]["proxy"]["networks"].values()
+    proxy_address = ipaddress.ip_address(network["ipv4_address"])
+    (subnet,) = compose["networks"]["default"]["ipam"]["config"]
+    assert proxy_address in ipaddress.ip_network(subnet["subnet"])
+    for name in AGENTS:
+        trusted = compose["services"][name]["environment"]["A2A_FORWARDED_ALLOW_IPS"]
+        assert trusted == str(proxy_address)  # not "*", not the whole network
+
+
+def test_the_replicas_run_without_privileges(compose: dict[str, Any]) -> None:
+    for name in AGENTS:
+        agent = compose["services"][name]
+        assert agent["read_only"] is True and agent["cap_drop"] == ["ALL"]
+        assert "no-new-privileges:true" in agent["security_opt"]
+
+
+def test_compose_refuses_to_start_without_a_database_password() -> None:
+    _require(_has_compose(), "docker compose (the Compose CLI plugin)")
+    result = _compose_config(dotenv={})
+    assert result.returncode != 0 and "POSTGRES_PASSWORD" in result.stderr, result.stderr
+
+
+def test_stop_grace_period_outlasts_the_agents_exit_bound(compose: dict[str, Any]) -> None:
+    """docs/operations.md, *Graceful shutdown*: SIGTERM ends the process within
+    ``shutdown_timeout`` (rounded up) + 3 s + ``shutdown_force_timeout``."""
+    from apcore_a2a.settings import Settings
+
+    limits = yaml.safe_load((DEPLOY / "agent.yaml").read_text())["limits"]
+    defaults = Settings()
+    shutdown = float(limits.get("shutdown_timeout", defaults.shutdown_timeout))
+    force = float(limits.get("shutdown_force_timeout", defaults.shutdown_force_timeout))
+    bound = math.ceil(shutdown) + 3 + force
     for name in AGENTS:
         grace = compose["services"][name]["stop_grace_period"]
-        assert grace.endswith("s") and float(grace[:-1]) > shutdown
+        assert grace.endswith("s") and float(grace[:-1]) > bound
 
 
 def test_compose_config_rejects_a_broken_file(tmp_path: Path) -> None:
@@ -114,6 +164,44 @@ def test_caddyfile_balances_over_the_agent_services() -> None:
     text = (DEPLOY / "Caddyfile").read_text()
     assert "reverse_proxy agent-1:8000 agent-2:8000" in text
     assert "health_uri /health" in text and "flush_interval -1" in text
+
+
+def _caddy_json() -> dict[str, Any]:
+    """deploy/Caddyfile as Caddy itself reads it (``caddy adapt``)."""
+    _require(shutil.which("caddy") is not None, "caddy (Debian package caddy)")
+    result = subprocess.run(
+        ["caddy", "adapt", "--adapter", "caddyfile", "--config", str(DEPLOY / "Caddyfile")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    return dict(json.loads(result.stdout))
+
+
+def _handlers(node: Any) -> Iterator[dict[str, Any]]:
+    if isinstance(node, dict):
+        if "handler" in node:
+            yield node
+        for value in node.values():
+            yield from _handlers(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _handlers(value)
+
+
+def test_caddy_bounds_slow_request_headers() -> None:
+    """uvicorn has no timeout for reading a request's headers: the proxy bounds it."""
+    (server,) = _caddy_json()["apps"]["http"]["servers"].values()
+    read_header = server["read_header_timeout"]
+    assert 0 < read_header <= 30 * 10**9  # nanoseconds
+
+
+def test_caddy_sets_security_headers() -> None:
+    (server,) = _caddy_json()["apps"]["http"]["servers"].values()
+    (headers,) = (h for h in _handlers(server) if h["handler"] == "headers")
+    assert headers["response"]["set"]["X-Content-Type-Options"] == ["nosniff"]
+    assert "Server" in headers["response"]["delete"]
 
 
 # -- the topology, without containers ------------------------------------------------------
@@ -144,10 +232,14 @@ def _replica(
 
 @contextlib.contextmanager
 def _caddy(tmp_path: Path, port: int, upstreams: dict[str, str]) -> Iterator[str]:
-    """deploy/Caddyfile with the agents' service names replaced by local addresses."""
+    """deploy/Caddyfile with the agents' service names replaced by local addresses.
+
+    The addresses are IPv4-mapped IPv6 (``[::ffff:127.0.0.1]:PORT``): like ``agent-1:8000``
+    in compose, not one of the loopback names a replica answers by default, so Caddy's
+    health checks name the replica as they do in compose."""
     text = (DEPLOY / "Caddyfile").read_text().replace(":80 {", f"http://127.0.0.1:{port} {{")
     for name, address in upstreams.items():
-        text = text.replace(f"{name}:8000", address)
+        text = text.replace(f"{name}:8000", address.replace("127.0.0.1", "[::ffff:127.0.0.1]"))
     config = tmp_path / "Caddyfile"
     config.write_text(text)
     home = {"HOME": str(tmp_path), "XDG_DATA_HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path)}
@@ -178,6 +270,7 @@ async def test_two_replicas_behind_caddy_share_tasks_and_survive_one_stopping(
         env = {k: v for k, v in compose["services"]["agent-1"]["environment"].items() if v}
         env["A2A_TASK_STORE"] = stack.enter_context(pg_schema_url(agents=2))
         env["A2A_URL"] = f"http://127.0.0.1:{proxy_port}"
+        env["A2A_FORWARDED_ALLOW_IPS"] = "127.0.0.1"  # the address the local Caddy dials from
         grace = _grace(compose)
         a, proc_a = stack.enter_context(_replica(image, env, grace))
         b, proc_b = stack.enter_context(_replica(image, env, grace))
@@ -197,7 +290,10 @@ async def test_two_replicas_behind_caddy_share_tasks_and_survive_one_stopping(
         stop_process(proc_a, timeout=grace)
         late = await send(client, request("math.add", {"a": 5, "b": 5}))
         assert late.status.state == TaskState.TASK_STATE_COMPLETED
-        assert httpx.get(proxy + "/health").status_code == 200
+        health = httpx.get(proxy + "/health")
+        assert health.status_code == 200
+        assert health.headers["x-content-type-options"] == "nosniff"
+        assert "server" not in health.headers  # neither Caddy's nor uvicorn's name
         a2, _proc = stack.enter_context(_replica(image, env, grace))
         assert a2 != a  # a new port; the proxy only knows the stopped address and b
         stop_process(proc_b, timeout=grace)
