@@ -1,11 +1,13 @@
 """Where settings come from: how a field declares its config key, environment variable and
 flag (:func:`setting`, :class:`Setting`), secrets read from files, list values from one
-string, and the one-line error naming the source of a bad value. The settings object
-itself is :class:`apcore_a2a.settings.Settings`, which re-exports the public names.
+string, the one-line error naming the source of a bad value, and the base class reading the
+environment through those declarations. The settings object itself is
+:class:`apcore_a2a.settings.Settings`, which re-exports the public names.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import types
@@ -16,6 +18,7 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from pydantic import BeforeValidator, Field, ValidationError
 from pydantic.fields import FieldInfo
+from pydantic_settings import BaseSettings, InitSettingsSource, PydanticBaseSettingsSource
 
 
 class SettingsError(ValueError):
@@ -179,3 +182,29 @@ def masked_value(spec: Setting, value: Any) -> Any:
     if spec.secret and value:
         return "***" if isinstance(value, str) else ["***"] * len(value)
     return hide_url_password(value)
+
+
+class SourcedSettings(BaseSettings):
+    """A settings model whose fields declare their sources with :func:`setting`: its
+    :meth:`specs`, and ``os.environ`` read through them when built as ``Cls()``."""
+
+    @classmethod
+    @functools.cache
+    def specs(cls) -> tuple[Setting, ...]:
+        """Every field's name, env var, config key, flag and help, in declaration order."""
+        return field_specs(cls.model_fields)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # Cls() reads os.environ; Settings.resolve() merges its own sources (model_validate).
+        return (
+            init_settings,
+            InitSettingsSource(settings_cls, from_environ(os.environ, cls.specs())),
+        )

@@ -20,18 +20,12 @@ Example::
 from __future__ import annotations
 
 import difflib
-import functools
 import os
 from collections.abc import Mapping
 from typing import Any, Self
 
 from pydantic import ValidationError, field_validator, model_validator
-from pydantic_settings import (
-    BaseSettings,
-    InitSettingsSource,
-    PydanticBaseSettingsSource,
-    SettingsConfigDict,
-)
+from pydantic_settings import SettingsConfigDict
 
 from apcore_a2a._settings_sources import (
     AuthType,
@@ -41,10 +35,10 @@ from apcore_a2a._settings_sources import (
     Paths,
     Setting,
     SettingsError,
+    SourcedSettings,
     Strings,
     config_path,
     describe_error,
-    field_specs,
     from_environ,
     masked_value,
     read_secret_file,
@@ -65,7 +59,7 @@ __all__ = [
 _SHAPE = Shape()
 
 
-class Settings(BaseSettings):
+class Settings(SourcedSettings):
     """Every configurable knob of an apcore-a2a agent, with its default.
 
     Build it with :meth:`resolve` (or ``Settings()`` for defaults plus ``os.environ``).
@@ -364,27 +358,6 @@ class Settings(BaseSettings):
                 "(--cluster --task-store sqlite:///path.db or postgresql://...)"
             )
         return self
-
-    @classmethod
-    @functools.cache
-    def specs(cls) -> tuple[Setting, ...]:
-        """Every field's name, env var, config key, flag and help, in declaration order."""
-        return field_specs(cls.model_fields)
-
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        # Settings() reads os.environ; resolve() merges its own sources (model_validate).
-        return (
-            init_settings,
-            InitSettingsSource(settings_cls, from_environ(os.environ, cls.specs())),
-        )
 
     @classmethod
     def resolve(
