@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from starlette.applications import Starlette
 
 from apcore_a2a.settings import Settings
+from apcore_a2a.upstream.request_head_deadline import head_deadline_protocol
 from apcore_a2a.upstream.uvicorn_signals import graceful_exit
 
 if TYPE_CHECKING:
@@ -133,8 +134,14 @@ def run_app(
 
     _logging.configure(settings, force=False)
     watch = _StartupWatch(app)
+    # uvicorn's own choice (httptools when installed, else h11), closing connections whose
+    # request head is late (slowloris); the body's deadline is the app's (BodyDeadline).
+    http: Any = "auto"
+    if settings.header_timeout:
+        http = head_deadline_protocol(settings.header_timeout)
     config = uvicorn.Config(
         watch,
+        http=http,
         host=settings.host,
         port=settings.port,
         log_level=settings.log_level.lower(),

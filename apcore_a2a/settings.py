@@ -135,6 +135,19 @@ class Settings(SourcedSettings):
         "proxy address or network whose X-Forwarded-For/-Proto is trusted (default: none)",
         flag="--forwarded-allow-ip",
     )
+    header_timeout: float | None = setting(
+        10.0,
+        "http.header_timeout",
+        "seconds a connection may take to send a request head, from its opening or its "
+        "previous answer (0 = no bound)",
+        ge=0,
+    )
+    body_timeout: float | None = setting(
+        30.0,
+        "http.body_timeout",
+        "seconds a request body may take to arrive after its head; later: 408 (0 = no bound)",
+        ge=0,
+    )
     log_level: LogLevel = setting("info", "logging.level", "log level")
     log_format: LogFormat = setting("text", "logging.format", "text or json")
     # -- limits ----------------------------------------------------------------------

@@ -38,6 +38,7 @@ from apcore_a2a.keys import CardSigner, card_signer_from_settings
 from apcore_a2a.ops.operations import Operations
 from apcore_a2a.push import build_push, jwks_route
 from apcore_a2a.push import card_extensions as push_card_extensions
+from apcore_a2a.server.body_deadline import BodyDeadline
 from apcore_a2a.server.card_routes import CardBase, card_routes
 from apcore_a2a.server.guards import RequestGuard
 from apcore_a2a.server.handler import ApCoreRequestHandler
@@ -267,6 +268,8 @@ class A2AServerFactory:
         tuning = s.process_tuning if s.process_tuning is not None else self.standalone
         lifecycle = Lifecycle(state, features, tuning=tuning)
         middleware = [Middleware(StartOnFirstRequest, lifecycle=lifecycle), *edge]
+        if s.body_timeout:  # outermost: one deadline for every route's body
+            middleware.insert(0, Middleware(BodyDeadline, body_timeout=s.body_timeout))
         app = Starlette(routes=routes, middleware=middleware, lifespan=lifecycle.lifespan)
         app.state.a2a = state
         state.extras.update({f.name: f.handle for f in features if f.handle is not None})

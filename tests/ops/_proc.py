@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -23,16 +24,19 @@ serve(build_registry(gated=True), **json.loads(sys.argv[1]))
 
 
 @contextlib.contextmanager
-def serve_process(**settings: Any) -> Iterator[tuple[str, ServerProcess]]:
-    """``serve(build_registry(gated=True), port=..., **settings)`` in a child; yields
-    (url, process).
+def serve_process(
+    env: dict[str, str] | None = None, **settings: Any
+) -> Iterator[tuple[str, ServerProcess]]:
+    """``serve(build_registry(gated=True), port=..., **settings)`` in a child (with *env*
+    added to its environment); yields (url, process).
 
     On exit the child gets SIGTERM (if still running) and must exit 0 within its
     ``shutdown_timeout`` (+ :data:`STOP_MARGIN`), else the test fails.
     """
     port = free_port()
     args = json.dumps({"host": "127.0.0.1", "port": port, **settings})
-    proc = ServerProcess([sys.executable, "-c", _SCRIPT.format(root=str(ROOT)), args], cwd=ROOT)
+    script = [sys.executable, "-c", _SCRIPT.format(root=str(ROOT)), args]
+    proc = ServerProcess(script, cwd=ROOT, env={**os.environ, **env} if env else None)
     url = f"http://127.0.0.1:{port}"
     try:
         wait_http(url + "/health", proc=proc)
