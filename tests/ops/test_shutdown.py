@@ -81,9 +81,10 @@ async def _refused(url: str) -> bool:
                     # closes is cancelled, and /health's store query with it (see the note
                     # of stop 36 on in-flight SQLite queries at shutdown).
                     await fresh.get(url + "/.well-known/agent-card.json")
-            except (httpx.ConnectError, httpx.RemoteProtocolError):
+            except (httpx.ConnectError, httpx.RemoteProtocolError, httpx.ReadError):
                 # refused, or taken from the backlog as the listener closed and dropped
-                # unanswered: either way no new request is served
+                # unanswered (closed, or reset: a ReadError): either way no new request
+                # is served
                 return True
             await asyncio.sleep(0.05)
 
