@@ -15,7 +15,7 @@ from a2a.server.owner_resolver import OwnerResolver
 from a2a.server.tasks import DatabaseTaskStore
 from a2a.types import SendMessageRequest
 from a2a.utils.errors import InvalidParamsError
-from sqlalchemy import bindparam, select, text
+from sqlalchemy import bindparam, exists, select, text
 
 #: The index the SQL check reads (``tasks``: the SDK's table has none on ``context_id``).
 INDEX_NAME = "ix_apcore_a2a_tasks_context_owner"
@@ -75,15 +75,23 @@ class ContextGuard:
 
 
 def sql_others(store: DatabaseTaskStore, *, indexed: bool = True) -> Others:
-    """The lookup of a SQL store: one row at most, found through :data:`INDEX_NAME`
-    (created before the first lookup unless *indexed*: the store's start created it)."""
+    """The lookup of a SQL store: the first and the last owner of the context in
+    :data:`INDEX_NAME` (created before the first lookup unless *indexed*: the store's
+    start created it), one index entry each, however many tasks the context holds.
+
+    The context holds another owner's task if and only if one of the two differs from
+    the caller's owner: a ``NULL`` owner sorts first on one end (SQLite ascending,
+    PostgreSQL descending). A filter on the owner instead (``IS DISTINCT FROM``) read
+    every task of the caller in the context, and PostgreSQL chose to scan the whole
+    table for a context holding many.
+    """
     model = store.task_model
-    stmt = (
-        select(model.id)
-        .where(model.context_id == bindparam("context_id"))
-        .where(model.owner.is_distinct_from(bindparam("owner")))
-        .limit(1)
-    )
+    in_context = model.context_id == bindparam("context_id")
+    ends = [
+        select(model.owner).where(in_context).order_by(order).limit(1).scalar_subquery()
+        for order in (model.owner.asc(), model.owner.desc())
+    ]
+    stmt = select(*ends, exists().where(in_context))
 
     async def others(context_id: str, owner: str) -> bool:
         nonlocal indexed
@@ -91,8 +99,8 @@ def sql_others(store: DatabaseTaskStore, *, indexed: bool = True) -> Others:
             await create_index(store)
             indexed = True
         async with store.engine.connect() as conn:
-            found = await conn.execute(stmt, {"context_id": context_id, "owner": owner})
-            return found.first() is not None
+            first, last, any_task = (await conn.execute(stmt, {"context_id": context_id})).one()
+            return bool(any_task) and (first != owner or last != owner)
 
     return others
 
