@@ -31,6 +31,7 @@ from apcore_a2a.upstream.task_version import version_number
 from ._pg_writer import pg_connect
 from ._replicas import METADATA
 from ._urls import StoreURL, read
+from .event_index import in_order, of_task
 
 logger = logging.getLogger(__name__)
 
@@ -379,8 +380,9 @@ class WakingTaskEventStream(DatabaseTaskEventStream):
     async def head(self, task_id: str) -> int:
         """The event id (table ``seq``) of *task_id*'s latest event (0: none)."""
         await self.initialize()
-        stmt = select(func.max(_E.seq)).where(_E.task_id == task_id)
-        return int((await read(self.engine, stmt))[0][0] or 0)
+        stmt = select(_E.seq).where(of_task(task_id)).order_by(*in_order(newest_first=True))
+        rows = await read(self.engine, stmt.limit(1))
+        return int(rows[0][0]) if rows else 0
 
     async def seq_at(self, task_id: str, version: TaskVersion) -> int:
         """The event id (table ``seq``) of *task_id* at *version* (0: before the first)."""
@@ -389,10 +391,13 @@ class WakingTaskEventStream(DatabaseTaskEventStream):
         noted = self.noted.pop((task_id, version_number(version)), None)
         if noted is not None:  # the save that made *version* inserted this event
             return noted
-        stmt = select(func.max(_E.seq)).where(
-            _E.task_id == task_id, _E.task_version <= version_number(version)
+        stmt = (
+            select(_E.seq)
+            .where(of_task(task_id), _E.task_version <= version_number(version))
+            .order_by(*in_order(newest_first=True))
         )
-        return int((await read(self.engine, stmt))[0][0] or 0)
+        rows = await read(self.engine, stmt.limit(1))
+        return int(rows[0][0]) if rows else 0
 
     async def tail(
         self, task_id: str, after_seq: int, *, until_idle: bool = False
@@ -407,8 +412,8 @@ class WakingTaskEventStream(DatabaseTaskEventStream):
                 woken.clear()
                 stmt = (
                     select(_E.seq, _E.task_version, _E.event_data)
-                    .where(_E.task_id == task_id, _E.seq > woken.cursor)
-                    .order_by(_E.seq.asc())
+                    .where(of_task(task_id), _E.seq > woken.cursor)
+                    .order_by(*in_order())
                     .limit(PAGE_SIZE)
                 )
                 try:

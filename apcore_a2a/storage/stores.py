@@ -28,6 +28,7 @@ from ._urls import (
     parse_store_url,
 )
 from .contexts import ContextGuard, create_index, sql_others
+from .event_index import create_event_index
 from .event_log import MemoryEventLog
 from .fields import StoredFields
 from .memory import BoundedMemoryTaskStore
@@ -216,6 +217,7 @@ def _sql_stores(url: StoreURL, settings: Settings) -> Stores:
     db = versioned.as_task_store
     assert isinstance(db, DatabaseTaskStore)
     index = functools.partial(create_index, db)  # the context check's (contexts.py)
+    event_index = functools.partial(create_event_index, engine)  # a task's events (event_index.py)
     events = WakingTaskEventStream(
         engine,
         url,
@@ -238,7 +240,7 @@ def _sql_stores(url: StoreURL, settings: Settings) -> Stores:
         url,
         engine,
         versioned,
-        [versioned.initialize, index, events.initialize, push_store.initialize],
+        [versioned.initialize, index, events.initialize, push_store.initialize, event_index],
         closers + ([turns.aclose] if turns else []),
         retention_seconds=settings.task_retention_seconds,
         poll_interval=settings.cluster_poll_interval,

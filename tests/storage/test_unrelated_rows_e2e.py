@@ -2,6 +2,8 @@
 without ``--cluster``; rows read as the database counts them: ``pg_stat_user_tables``,
 ``seq_tup_read + idx_tup_fetch``, in a database of the test's own).
 
+* Resuming a subscription (``Last-Event-ID``) to a long task reads the events after that
+  id, not the task's earlier events nor the events of every task written after it.
 * A new task in a context holding many tasks checks the context's owners with two index
   reads, however many tasks the context and the table hold.
 """
@@ -19,11 +21,13 @@ import httpx
 import pytest
 
 from .._postgres import PG_HOST, PG_PORT, PG_USER, pg_database_url
-from .._support import cli_server
+from .._support import cli_server, sse_frames
 from .test_cluster_write_path_e2e import FAST
 from .test_write_path_e2e import V1, _body, _sql
 
 PROBES = str(Path(__file__).resolve().parent / "probes")
+#: other tasks' events the store holds meanwhile (about 8 MB of table)
+UNRELATED = 50_000
 #: rows a request about a few rows may read at most (the store held about 100 times more)
 FEW = 200
 
@@ -51,8 +55,9 @@ def database() -> Iterator[tuple[str, str]]:
 async def _rows_read(database: str, table: str) -> int:
     """Rows of *table* read so far, once every server connection has reported its reads.
 
-    A backend reports its counts when it goes idle, at most once a second: the count is
-    taken once it has not moved for 2.5 s (a query, not a timing assertion).
+    A backend reports its counts when it goes idle, at most once a second, else after 10
+    s idle (PostgreSQL 15): the count is taken once it has not moved for 11 s (a wait for
+    the database's bookkeeping, not a timing assertion).
     """
     sql = (
         "SELECT coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0) "
@@ -61,17 +66,56 @@ async def _rows_read(database: str, table: str) -> int:
     conn = await asyncpg.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, database=database)
     try:
         last, same = -1, 0
-        for _ in range(60):
+        for _ in range(120):
             await conn.execute("SELECT pg_stat_clear_snapshot()")
             now = int(await conn.fetchval(sql, table))
             same = same + 1 if now == last else 0
-            if same == 5:
+            if same == 22:
                 return now
             last = now
             await asyncio.sleep(0.5)
         raise AssertionError(f"reads of {table} did not settle")
     finally:
         await conn.close()
+
+
+def _stream(count: int) -> dict[str, Any]:
+    body = _body("probe.chunks", {"count": count, "size": 8, "delay": 0})
+    body["method"] = "SendStreamingMessage"
+    return body
+
+
+async def test_resuming_a_long_task_reads_only_the_events_after_the_id(
+    database: tuple[str, str], mode: str
+) -> None:
+    url, name = database
+    with _server(url, mode) as base:
+        async with httpx.AsyncClient(headers=V1, timeout=60) as http:
+            ids: list[str] = []
+            task_id = ""
+            async with http.stream("POST", base + "/", json=_stream(2000)) as response:
+                async for event_id, payload in sse_frames(response):
+                    task_id = payload["result"].get("task", {}).get("id", task_id)
+                    ids.append(event_id or "")
+            # Other tasks' events, written after this task's (the table's newest rows).
+            await _sql(
+                url,
+                "INSERT INTO task_events (task_id, owner, task_version, event_data) "
+                f"SELECT 'other-' || (g % 5000), 'someone', g / 5000 + 1, '\\x00'::bytea "
+                f"FROM generate_series(1, {UNRELATED}) g",
+                "ANALYZE task_events",
+            )
+            before = await _rows_read(name, "task_events")
+            body = {"jsonrpc": "2.0", "id": 2, "method": "SubscribeToTask"}
+            body["params"] = {"id": task_id}
+            headers = {"Last-Event-ID": ids[-11]}  # ten events to go
+            got = []
+            async with http.stream("POST", base + "/", json=body, headers=headers) as response:
+                async for event_id, _payload in sse_frames(response):
+                    got.append(event_id)
+            assert got == ids[-10:]
+            read = await _rows_read(name, "task_events") - before
+    assert read <= FEW, f"resuming 10 events read {read} rows of task_events"
 
 
 def _in_context(context_id: str) -> dict[str, Any]:
