@@ -126,7 +126,7 @@ class ChunkedTaskStore(VersionedDatabaseTaskStore):
 
     async def _write_saves(self, batch: list[_Save]) -> list[Any]:
         """The SDK's update of each save, in one transaction: per task the version row
-        (compare-and-swap), the task row only where it changed (as the ORM merge), the
+        (compare-and-swap), the task row's columns that changed (as the ORM merge), the
         event; each save's event ``seq``, or its refusal."""
         answers: list[Any] = [None] * len(batch)
         tasks = self._rows.table
@@ -146,8 +146,12 @@ class ChunkedTaskStore(VersionedDatabaseTaskStore):
                 stored = (await conn.execute(select(tasks).where(key))).mappings().one_or_none()
                 if stored is None:
                     await conn.execute(insert(tasks), row)
-                elif any(stored[column] != value for column, value in row.items()):
-                    await conn.execute(update(tasks).where(key).values(row))
+                else:
+                    # Only the columns that changed, as the ORM merge: PostgreSQL writes a
+                    # column named in an UPDATE again (a long history, at every status).
+                    changed = {c: v for c, v in row.items() if stored[c] != v}
+                    if changed:
+                        await conn.execute(update(tasks).where(key).values(changed))
                 if data is not None:
                     ids = {"task_id": task_id, "owner": owner, "task_version": version}
                     inserted = insert(_E).values(**ids, event_data=data).returning(_E.c.seq)
