@@ -1,7 +1,8 @@
 """Growth: what a long streamed output costs the store, and what replaying it costs the server.
 
 ``python -m benchmarks.growth [--sizes 1,10] [--chunk 4096] [--modes single,cluster]
-[--replay-mb 10] [--append RESULTS.md]``
+[--replay-mb 10] [--dimensions streams,turns,others] [--turns 20,200]
+[--others 10000,100000] [--append RESULTS.md]``
 
 Streams (one process, fresh store, without and with ``--cluster`` side by side):
 ``bench.stream`` sends *size* MB of random text in *chunk*-character chunks (random:
@@ -21,6 +22,17 @@ Replay (cluster mode): a fresh server process on a store holding a finished *rep
 10 clients subscribe to it at once with ``Last-Event-ID: 0`` (every event from the
 start) and read to the end. The row is the server's RSS growth (peak sampled every
 20 ms, minus the RSS before the clients came).
+
+Other dimensions (``--dimensions turns,others``; ``streams`` is the above), each at two
+sizes so the growth ratio shows, in costs that do not depend on the clock:
+
+* ``turns``: one task continued *n* times (``bench.turns`` asks a question at every
+  follow-up; ``--turns 20,200``): bytes the tables and WAL grew by (SQLite: file and WAL,
+  every frame kept) and rows of the store's tables read (PostgreSQL
+  ``pg_stat_user_tables``: ``seq_tup_read + idx_tup_fetch``), per turn;
+* ``others``: one caller's ``GetTask``, ``ListTasks`` and new ``SendMessage`` while the
+  store holds *n* tasks of other callers (``--others 10000,100000``, inserted by SQL),
+  rows of ``tasks`` each read (PostgreSQL).
 
 Idle subscribers (transactions/s with 0, 50, 500 open subscriptions on two PostgreSQL
 replicas) are measured by ``benchmarks.idle`` and join the table (``--idle ""``: not).
@@ -327,6 +339,220 @@ def measure_replay(backend: str, mb: float, folder: Path) -> ReplayRow:
     return row
 
 
+# -- other dimensions: turns of one task, other callers' tasks ---------------------------
+
+#: a backend's pending table counts reach pg_stat_user_tables when it is idle, within 10 s
+_SETTLED_READS = 22
+
+
+@dataclass
+class TurnsRow:
+    backend: str
+    mode: str
+    turns: int
+    task_bytes: int = 0
+    tables: int = 0
+    wal: int | None = None
+    rows_read: int | None = None
+
+
+@dataclass
+class OthersRow:
+    backend: str
+    mode: str
+    others: int
+    #: request -> rows of ``tasks`` it read
+    reads: dict[str, int] = field(default_factory=dict)
+
+
+@contextlib.contextmanager
+def growth_store(backend: str, folder: Path) -> Iterator[tuple[str, str | None]]:
+    """``(task store URL, PostgreSQL database name or None)``: a fresh store of its own."""
+    if backend == "sqlite":
+        yield f"sqlite:///{folder / f'{uuid.uuid4().hex}.db'}", None
+        return
+    name = f"growth_{uuid.uuid4().hex[:10]}"
+    asyncio.run(_pg(f"CREATE DATABASE {name}"))
+    try:
+        yield f"postgresql://postgres@127.0.0.1:5432/{name}", name
+    finally:
+        asyncio.run(_pg(f"DROP DATABASE {name} WITH (FORCE)"))
+
+
+async def rows_read(database: str, tables: tuple[str, ...] = ("tasks", "task_events",
+                    "task_versions")) -> int:  # fmt: skip
+    """Rows of *tables* read so far (``seq_tup_read + idx_tup_fetch``), once the
+    server's connections have reported them (the sum has not moved for 11 s)."""
+    import asyncpg
+
+    names = ", ".join(f"'{t}'" for t in tables)
+    sql = (
+        "SELECT coalesce(sum(coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0)), 0) "
+        f"FROM pg_stat_user_tables WHERE relname IN ({names})"
+    )
+    conn = await asyncpg.connect(host="127.0.0.1", port=5432, user="postgres", database=database)
+    try:
+        last, same = -1, 0
+        while same < _SETTLED_READS:
+            await conn.execute("SELECT pg_stat_clear_snapshot()")
+            now = int(await conn.fetchval(sql))
+            same = same + 1 if now == last else 0
+            last = now
+            await asyncio.sleep(0.5)
+        return last
+    finally:
+        await conn.close()
+
+
+async def _rpc(http: Any, base: str, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+    reply = (await http.post(base + "/", json=body, headers={"A2A-Version": "1.0"})).json()
+    if "result" not in reply:
+        raise RuntimeError(f"{method}: {reply}")
+    return dict(reply["result"])
+
+
+def _turn(data: dict[str, Any], task_id: str = "", context_id: str = "") -> dict[str, Any]:
+    message: dict[str, Any] = {"messageId": uuid.uuid4().hex, "role": "ROLE_USER",
+                               "parts": [{"data": data}]}  # fmt: skip
+    if task_id:
+        message["taskId"] = task_id
+    else:
+        message["metadata"] = {"skillId": "bench.turns"}
+    if context_id:
+        message["contextId"] = context_id
+    return {"message": message}
+
+
+async def _converse(base: str, turns: int) -> tuple[str, str]:
+    """Start a ``bench.turns`` task and continue it *turns* times: (task id, state)."""
+    import httpx
+
+    async with httpx.AsyncClient(timeout=60) as http:
+        task = (await _rpc(http, base, "SendMessage", _turn({"turns": turns})))["task"]
+        for turn in range(1, turns + 1):
+            task = (await _rpc(http, base, "SendMessage", _turn({"turn": turn}, task["id"])))[
+                "task"
+            ]
+        return task["id"], task["status"]["state"]
+
+
+def measure_turns(backend: str, turns: int, folder: Path, *, cluster: bool) -> TurnsRow:
+    import httpx
+
+    row = TurnsRow(backend, "cluster" if cluster else "single", turns)
+    with growth_store(backend, folder) as (url, database), _server(url, cluster) as (base, _):
+        asyncio.run(_converse(base, 0))  # the tables exist: the turns add rows only
+        if database is None:
+            before = sqlite_bytes(url)
+            with sqlite_frames_kept(url):
+                task_id, state = asyncio.run(_converse(base, turns))
+                row.wal = sqlite_bytes(url) - before
+        else:
+            before = asyncio.run(_pg_bytes(database))
+            read = asyncio.run(rows_read(database))
+            meter = WalMeter(database)
+
+            async def metered() -> tuple[str, str]:
+                running = asyncio.create_task(meter.run())
+                await asyncio.sleep(0.5)
+                try:
+                    return await _converse(base, turns)
+                finally:
+                    meter.stop()
+                    await running
+
+            task_id, state = asyncio.run(metered())
+            row.tables = asyncio.run(_pg_bytes(database)) - before
+            row.wal = meter.total
+            row.rows_read = asyncio.run(rows_read(database)) - read
+        if state != "TASK_STATE_COMPLETED":
+            raise RuntimeError(f"conversation ended {state}")
+        body = {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": task_id}}
+        reply = httpx.post(base + "/", json=body, headers={"A2A-Version": "1.0"}, timeout=60)
+        row.task_bytes = len(json.dumps(reply.json()["result"]))
+    if database is None:
+        row.tables = sqlite_bytes(url) - before
+    return row
+
+
+_OTHER_TASKS = (
+    "INSERT INTO tasks (id, context_id, kind, owner, last_updated, status, history, "
+    "protocol_version) SELECT 'other-' || g, 'ctx-' || g, 'task', 'caller-' || (g % 1000), "
+    "now() - g * interval '1 second', '{{\"state\": \"TASK_STATE_COMPLETED\"}}', "
+    "'[]', '1.0' FROM generate_series(1, {n}) g"
+)
+
+
+def measure_others(backend: str, others: int, folder: Path, *, cluster: bool) -> OthersRow:
+    """Rows of ``tasks`` one caller's requests read with *others* tasks of 1,000 other
+    callers in the store (PostgreSQL)."""
+    import httpx
+
+    row = OthersRow(backend, "cluster" if cluster else "single", others)
+    with growth_store(backend, folder) as (url, database), _server(url, cluster) as (base, _):
+        assert database is not None, "rows read are PostgreSQL's counts"
+        asyncio.run(_converse(base, 0))
+        asyncio.run(_pg(_OTHER_TASKS.format(n=others), database))
+        asyncio.run(_pg("ANALYZE tasks", database))
+
+        async def requests() -> None:
+            async with httpx.AsyncClient(timeout=60) as http:
+                task = (await _rpc(http, base, "SendMessage", _turn({"turns": 0})))["task"]
+                calls = {
+                    "GetTask": ("GetTask", {"id": task["id"]}),
+                    "ListTasks": ("ListTasks", {}),
+                    "SendMessage (new task)": ("SendMessage", _turn({"turns": 0})),
+                    "SendMessage (its context)": (
+                        "SendMessage", _turn({"turns": 0}, context_id=task["contextId"])),
+                }  # fmt: skip
+                for name, (method, params) in calls.items():
+                    before = await rows_read(database, ("tasks",))
+                    await _rpc(http, base, method, params)
+                    row.reads[name] = await rows_read(database, ("tasks",)) - before
+
+        asyncio.run(requests())
+    return row
+
+
+def render_dimensions(turns: list[TurnsRow], others: list[OthersRow]) -> str:
+    """Tables of the other dimensions, each size beside the smallest (the growth ratio)."""
+    lines: list[str] = []
+    if turns:
+        lines += [
+            "One task continued *n* times (`bench.turns`, a 100-character question per turn):"
+            " bytes the store grew by and WAL written (PostgreSQL: records of its database; "
+            "SQLite: file and WAL, every frame kept), rows of `tasks`, `task_events`, "
+            "`task_versions` read; per turn, and the task as `GetTask` returns it.",
+            "",
+            "| store | mode | turns | task (JSON) | store bytes / turn | WAL / turn | "
+            "rows read / turn |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for t in turns:
+            wal = "—" if t.wal is None else f"{t.wal / t.turns:,.0f}"
+            read = "—" if t.rows_read is None else f"{t.rows_read / t.turns:,.1f}"
+            lines.append(
+                f"| {t.backend} | {t.mode} | {t.turns} | {t.task_bytes:,} | "
+                f"{t.tables / t.turns:,.0f} | {wal} | {read} |"
+            )
+        lines.append("")
+    if others:
+        names = list(others[0].reads)
+        lines += [
+            "Rows of `tasks` one caller's request read while the store holds *n* tasks of "
+            "1,000 other callers (PostgreSQL `pg_stat_user_tables`):",
+            "",
+            "| store | mode | other tasks | " + " | ".join(names) + " |",
+            "|---|---|---|" + "---|" * len(names),
+        ]
+        for o in others:
+            cells = " | ".join(str(o.reads[n]) for n in names)
+            lines.append(f"| {o.backend} | {o.mode} | {o.others:,} | {cells} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
 def _mb(n: float) -> str:
     return f"{n / MB:.1f} MB"
 
@@ -408,14 +634,31 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--chunk", type=int, default=CHUNK, help="characters per chunk")
     parser.add_argument("--replay-mb", type=float, default=10.0, help="0: no replay row")
     parser.add_argument("--idle", default="0,50,500", help='subscriber counts ("": none)')
+    parser.add_argument("--dimensions", default="streams", help="streams,turns,others")
+    parser.add_argument("--turns", default="20,200", help="follow-ups of one task")
+    parser.add_argument("--others", default="10000,100000", help="other callers' tasks")
     parser.add_argument("--title")
     parser.add_argument("--append", type=Path, help="Markdown file to append the table to")
     args = parser.parse_args(argv)
     backends = [b for b in args.backends.split(",") if b]
     streams: list[StreamRow] = []
     replays: list[ReplayRow] = []
+    dimensions = [d for d in args.dimensions.split(",") if d]
+    modes = [m for m in args.modes.split(",") if m]
+    turns: list[TurnsRow] = []
+    others: list[OthersRow] = []
     with tempfile.TemporaryDirectory() as tmp:
         for backend in backends:
+            for mode, n in ((m, int(n)) for n in args.turns.split(",") for m in modes):
+                if "turns" in dimensions:
+                    turns.append(measure_turns(backend, n, Path(tmp), cluster=mode == "cluster"))
+                    print(turns[-1], file=sys.stderr, flush=True)
+            for mode, n in ((m, int(n)) for n in args.others.split(",") for m in modes):
+                if "others" in dimensions and backend == "postgresql":
+                    others.append(measure_others(backend, n, Path(tmp), cluster=mode == "cluster"))
+                    print(others[-1], file=sys.stderr, flush=True)
+            if "streams" not in dimensions:
+                continue
             for size in (float(s) for s in args.sizes.split(",") if s):
                 for mode in (m for m in args.modes.split(",") if m):
                     row = measure_stream(
@@ -426,9 +669,13 @@ def main(argv: list[str] | None = None) -> int:
             if args.replay_mb:
                 replays.append(measure_replay(backend, args.replay_mb, Path(tmp)))
                 print(replays[-1].rss_peak - replays[-1].rss_before, file=sys.stderr, flush=True)
-    counts = [int(n) for n in args.idle.split(",") if n]
+    counts = [int(n) for n in args.idle.split(",") if n] if "streams" in dimensions else []
     idle_table = table(idle_rates(counts)) if counts and "postgresql" in backends else ""
-    text = render(streams, replays, args.title, idle_table)
+    text = render(streams, replays, args.title, idle_table) if "streams" in dimensions else ""
+    if not text:
+        stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+        text = f"## {args.title or 'Growth'} (`python -m benchmarks.growth`) — {stamp}\n\n"
+    text += render_dimensions(turns, others)
     print(text)
     if args.append:
         with args.append.open("a") as out:
