@@ -22,7 +22,7 @@ from a2a.server.cluster.database_event_stream import stream_response_to_event
 from a2a.server.events.event_queue import Event
 from a2a.server.models import TaskEventModel as _E
 from a2a.types.a2a_pb2 import StreamResponse
-from sqlalchemy import Column, String, Table, func, select, text
+from sqlalchemy import Column, String, Table, select, text
 from sqlalchemy.exc import OperationalError, ProgrammingError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -435,12 +435,23 @@ class WakingTaskEventStream(DatabaseTaskEventStream):
             self.hub.unregister(task_id, woken)
 
     async def _heads(self, task_ids: list[str]) -> dict[str, int]:
+        # The latest event of each task, one index entry each: a maximum over each task's
+        # rows read all of them at every poll (event_index.py).
         heads: dict[str, int] = {}
         for start in range(0, len(task_ids), 500):
-            stmt = (
-                select(_E.task_id, func.max(_E.seq))
-                .where(_E.task_id.in_(task_ids[start : start + 500]))
-                .group_by(_E.task_id)
+            chunk = task_ids[start : start + 500]
+            latest = [
+                select(_E.seq)
+                .where(of_task(task_id))
+                .order_by(*in_order(newest_first=True))
+                .limit(1)
+                .scalar_subquery()
+                for task_id in chunk
+            ]
+            [row] = await read(self.engine, select(*latest))
+            heads.update(
+                (task_id, int(seq))
+                for task_id, seq in zip(chunk, row, strict=True)
+                if seq is not None
             )
-            heads.update((task_id, int(seq)) for task_id, seq in await read(self.engine, stmt))
         return heads

@@ -4,6 +4,8 @@ without ``--cluster``; rows read as the database counts them: ``pg_stat_user_tab
 
 * Resuming a subscription (``Last-Event-ID``) to a long task reads the events after that
   id, not the task's earlier events nor the events of every task written after it.
+* The safety poll of a cluster replica reads the latest event of each task followed
+  there, not every event of those tasks.
 * A new task in a context holding many tasks checks the context's owners with two index
   reads, however many tasks the context and the table hold.
 """
@@ -21,11 +23,12 @@ import httpx
 import pytest
 
 from .._postgres import PG_HOST, PG_PORT, PG_USER, pg_database_url
-from .._support import cli_server, sse_frames
+from .._support import ROOT, cli_server, sse_frames
 from .test_cluster_write_path_e2e import FAST
 from .test_write_path_e2e import V1, _body, _sql
 
 PROBES = str(Path(__file__).resolve().parent / "probes")
+BENCH = str(ROOT / "benchmarks" / "extensions")
 #: other tasks' events the store holds meanwhile (about 8 MB of table)
 UNRELATED = 50_000
 #: rows a request about a few rows may read at most (the store held about 100 times more)
@@ -152,3 +155,60 @@ async def test_a_new_task_in_a_big_context_reads_few_rows(
             assert answer["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
             read = await _rows_read(name, "tasks") - before
     assert read <= FEW, f"a new task in the context read {read} rows of tasks"
+
+
+def _answer(task_id: str, turn: int) -> dict[str, Any]:
+    body = _body("bench.turns", {"turn": turn})
+    message = body["params"]["message"]  # type: ignore[index]
+    message["taskId"] = task_id
+    del message["metadata"]
+    return body
+
+
+async def _scans_and_rows(database: str) -> tuple[int, int]:
+    sql = (
+        "SELECT coalesce(seq_scan, 0) + coalesce(idx_scan, 0), "
+        "coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0) "
+        "FROM pg_stat_user_tables WHERE relname = 'task_events'"
+    )
+    conn = await asyncpg.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, database=database)
+    try:
+        await conn.execute("SELECT pg_stat_clear_snapshot()")
+        scans, rows = await conn.fetchrow(sql)
+        return int(scans), int(rows)
+    finally:
+        await conn.close()
+
+
+async def test_the_safety_poll_reads_the_latest_event_of_each_task(
+    database: tuple[str, str],
+) -> None:
+    url, name = database
+    args = ["--extensions-dir", BENCH, "--task-store", url, "--cluster", "--log-level", "warning"]
+    # Without wake-ups the poll runs every cluster_poll_interval (0.1 s here).
+    env = {**FAST, "A2A_CLUSTER_WAKEUPS": "false"}
+    with cli_server(args, env=env) as (base, _proc):
+        async with httpx.AsyncClient(headers=V1, timeout=60) as http:
+            reply = await http.post(base + "/", json=_body("bench.turns", {"turns": 101}))
+            task_id = reply.json()["result"]["task"]["id"]
+            for turn in range(1, 101):  # a task with hundreds of events, waiting
+                reply = await http.post(base + "/", json=_answer(task_id, turn))
+            assert reply.json()["result"]["task"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+            [[events]] = await _sql(url, "SELECT count(*) FROM task_events")
+            assert int(events) >= 300  # type: ignore[call-overload]
+            await _sql(url, "ANALYZE task_events")
+            body = {"jsonrpc": "2.0", "id": 2, "method": "SubscribeToTask"}
+            body["params"] = {"id": task_id}
+            async with http.stream("POST", base + "/", json=body) as response:
+                frames = sse_frames(response)
+                await anext(frames)  # the task as it waits: the subscription is open
+                # A backend reports a query's scans and rows together, at least once a
+                # second while it works: their ratio over a few seconds is per poll.
+                await asyncio.sleep(2)
+                scans, rows = await _scans_and_rows(name)
+                await asyncio.sleep(4)  # polls run meanwhile (about 40)
+                more_scans, more_rows = await _scans_and_rows(name)
+                await frames.aclose()
+    polls = more_scans - scans
+    assert polls >= 3
+    assert more_rows - rows <= 2 * polls, f"{polls} polls read {more_rows - rows} rows"
