@@ -31,7 +31,7 @@ from apcore_a2a.upstream.task_version import version_number
 from ._pg_writer import pg_connect
 from ._replicas import METADATA
 from ._urls import StoreURL, read
-from .event_index import in_order, of_task
+from .event_index import in_order, latest, of_task
 
 logger = logging.getLogger(__name__)
 
@@ -380,8 +380,7 @@ class WakingTaskEventStream(DatabaseTaskEventStream):
     async def head(self, task_id: str) -> int:
         """The event id (table ``seq``) of *task_id*'s latest event (0: none)."""
         await self.initialize()
-        stmt = select(_E.seq).where(of_task(task_id)).order_by(*in_order(newest_first=True))
-        rows = await read(self.engine, stmt.limit(1))
+        rows = await read(self.engine, latest(task_id))
         return int(rows[0][0]) if rows else 0
 
     async def seq_at(self, task_id: str, version: TaskVersion) -> int:
@@ -391,12 +390,8 @@ class WakingTaskEventStream(DatabaseTaskEventStream):
         noted = self.noted.pop((task_id, version_number(version)), None)
         if noted is not None:  # the save that made *version* inserted this event
             return noted
-        stmt = (
-            select(_E.seq)
-            .where(of_task(task_id), _E.task_version <= version_number(version))
-            .order_by(*in_order(newest_first=True))
-        )
-        rows = await read(self.engine, stmt.limit(1))
+        stmt = latest(task_id).where(_E.task_version <= version_number(version))
+        rows = await read(self.engine, stmt)
         return int(rows[0][0]) if rows else 0
 
     async def tail(
@@ -440,15 +435,8 @@ class WakingTaskEventStream(DatabaseTaskEventStream):
         heads: dict[str, int] = {}
         for start in range(0, len(task_ids), 500):
             chunk = task_ids[start : start + 500]
-            latest = [
-                select(_E.seq)
-                .where(of_task(task_id))
-                .order_by(*in_order(newest_first=True))
-                .limit(1)
-                .scalar_subquery()
-                for task_id in chunk
-            ]
-            [row] = await read(self.engine, select(*latest))
+            heads_of = [latest(task_id).scalar_subquery() for task_id in chunk]
+            [row] = await read(self.engine, select(*heads_of))
             heads.update(
                 (task_id, int(seq))
                 for task_id, seq in zip(chunk, row, strict=True)

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from a2a.server.models import TaskEventModel as _E
-from sqlalchemy import and_, text
+from sqlalchemy import and_, select, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 INDEX_NAME = "ix_apcore_a2a_task_events_task_seq"
@@ -32,6 +32,12 @@ def in_order(*, newest_first: bool = False) -> tuple[Any, Any]:
     if newest_first:
         return _E.task_id.desc(), _E.seq.desc()
     return _E.task_id.asc(), _E.seq.asc()
+
+
+def latest(task_id: str) -> Any:
+    """The statement of *task_id*'s latest event id (``seq``): one index entry (narrow it
+    with ``.where``: the latest of those)."""
+    return select(_E.seq).where(of_task(task_id)).order_by(*in_order(newest_first=True)).limit(1)
 
 
 async def create_event_index(engine: AsyncEngine) -> None:
