@@ -365,20 +365,6 @@ class OthersRow:
     reads: dict[str, int] = field(default_factory=dict)
 
 
-@contextlib.contextmanager
-def growth_store(backend: str, folder: Path) -> Iterator[tuple[str, str | None]]:
-    """``(task store URL, PostgreSQL database name or None)``: a fresh store of its own."""
-    if backend == "sqlite":
-        yield f"sqlite:///{folder / f'{uuid.uuid4().hex}.db'}", None
-        return
-    name = f"growth_{uuid.uuid4().hex[:10]}"
-    asyncio.run(_pg(f"CREATE DATABASE {name}"))
-    try:
-        yield f"postgresql://postgres@127.0.0.1:5432/{name}", name
-    finally:
-        asyncio.run(_pg(f"DROP DATABASE {name} WITH (FORCE)"))
-
-
 async def rows_read(database: str, tables: tuple[str, ...] = ("tasks", "task_events",
                     "task_versions")) -> int:  # fmt: skip
     """Rows of *tables* read so far (``seq_tup_read + idx_tup_fetch``), once the
@@ -441,7 +427,7 @@ def measure_turns(backend: str, turns: int, folder: Path, *, cluster: bool) -> T
     import httpx
 
     row = TurnsRow(backend, "cluster" if cluster else "single", turns)
-    with growth_store(backend, folder) as (url, database), _server(url, cluster) as (base, _):
+    with _store(backend, folder) as (url, database), _server(url, cluster) as (base, _):
         asyncio.run(_converse(base, 0))  # the tables exist: the turns add rows only
         if database is None:
             before = sqlite_bytes(url)
@@ -490,7 +476,7 @@ def measure_others(backend: str, others: int, folder: Path, *, cluster: bool) ->
     import httpx
 
     row = OthersRow(backend, "cluster" if cluster else "single", others)
-    with growth_store(backend, folder) as (url, database), _server(url, cluster) as (base, _):
+    with _store(backend, folder) as (url, database), _server(url, cluster) as (base, _):
         assert database is not None, "rows read are PostgreSQL's counts"
         asyncio.run(_converse(base, 0))
         asyncio.run(_pg(_OTHER_TASKS.format(n=others), database))
