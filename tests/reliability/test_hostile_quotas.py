@@ -220,12 +220,14 @@ async def test_fifty_concurrent_streams_against_a_quota_of_three(
                 assert response.status_code == 429, payload
                 decided()
                 return False, None
-            task_id = None
+            task_id, first = None, None
             async for line in response.aiter_lines():
                 if line.startswith("data:"):
+                    first = line[5:300]
                     task_id = _task_id(json.loads(line[5:]))
                     break
-            assert task_id is not None, "stream ended without a task event"
+            # (the first event, when it is no task, says what the stream answered instead)
+            assert task_id is not None, f"stream ended without a task event: {first!r}"
             decided()
             # Held open until every attempt is decided, then dropped.
             await asyncio.wait_for(all_decided.wait(), 60)
