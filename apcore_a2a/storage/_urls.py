@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from sqlalchemy import event
+from sqlalchemy import event, text
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
@@ -171,6 +171,15 @@ async def read(engine: AsyncEngine, stmt: Any) -> list[Any]:
     async with engine.connect() as conn:
         conn = await conn.execution_options(**{READ_ONLY: True})
         return list((await conn.execute(stmt)).all())
+
+
+async def create_index(engine: AsyncEngine, name: str, table: str, columns: str) -> None:
+    """Create the index *name* on *table* (*columns*, SQL) unless it exists."""
+    async with engine.begin() as conn:
+        quote = conn.dialect.identifier_preparer.quote
+        await conn.execute(
+            text(f"CREATE INDEX IF NOT EXISTS {quote(name)} ON {quote(table)} ({columns})")
+        )
 
 
 def create_engine(store_url: StoreURL) -> AsyncEngine:

@@ -15,7 +15,9 @@ from a2a.server.owner_resolver import OwnerResolver
 from a2a.server.tasks import DatabaseTaskStore
 from a2a.types import SendMessageRequest
 from a2a.utils.errors import InvalidParamsError
-from sqlalchemy import bindparam, exists, select, text
+from sqlalchemy import bindparam, exists, select
+
+from ._urls import create_index as create_sql_index
 
 #: The index the SQL check reads (``tasks``: the SDK's table has none on ``context_id``).
 INDEX_NAME = "ix_apcore_a2a_tasks_context_owner"
@@ -108,11 +110,4 @@ def sql_others(store: DatabaseTaskStore, *, indexed: bool = True) -> Others:
 async def create_index(store: DatabaseTaskStore) -> None:
     """Create :data:`INDEX_NAME` on the store's task table unless it exists."""
     table = store.task_model.__tablename__
-    async with store.engine.begin() as conn:
-        quote = conn.dialect.identifier_preparer.quote
-        await conn.execute(
-            text(
-                f"CREATE INDEX IF NOT EXISTS {quote(INDEX_NAME)} "
-                f"ON {quote(table)} (context_id, owner)"
-            )
-        )
+    await create_sql_index(store.engine, INDEX_NAME, table, "context_id, owner")

@@ -15,8 +15,10 @@ from __future__ import annotations
 from typing import Any
 
 from a2a.server.models import TaskEventModel as _E
-from sqlalchemy import and_, select, text
+from sqlalchemy import and_, select
 from sqlalchemy.ext.asyncio import AsyncEngine
+
+from ._urls import create_index
 
 INDEX_NAME = "ix_apcore_a2a_task_events_task_seq"
 
@@ -42,9 +44,4 @@ def latest(task_id: str) -> Any:
 
 async def create_event_index(engine: AsyncEngine) -> None:
     """Create :data:`INDEX_NAME` on the event table unless it exists."""
-    table = _E.__tablename__
-    async with engine.begin() as conn:
-        quote = conn.dialect.identifier_preparer.quote
-        await conn.execute(
-            text(f"CREATE INDEX IF NOT EXISTS {quote(INDEX_NAME)} ON {quote(table)} (task_id, seq)")
-        )
+    await create_index(engine, INDEX_NAME, _E.__tablename__, "task_id, seq")
