@@ -94,6 +94,13 @@ class _Hostile03(a2a_v0_3_pb2_grpc.A2AServiceServicer):  # type: ignore[misc]
         await self.hostile.answer(context)
         raise AssertionError("only failing answers are sent in A2A 0.3")
 
+    async def SendStreamingMessage(
+        self, request: Any, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[Any]:
+        await self.hostile.answer(context)
+        raise AssertionError("only failing or silent streams are sent in A2A 0.3")
+        yield  # an async generator, as grpc.aio streams it
+
 
 @contextlib.asynccontextmanager
 async def _grpc_agent(
@@ -328,15 +335,61 @@ async def test_enum_numbers_the_client_does_not_know_read_as_unknown_over_grpc()
     assert task["status"]["message"]["role"] == "unknown"
 
 
-async def test_the_timeout_gives_up_on_a_grpc_agent_that_never_answers() -> None:
+@pytest.mark.parametrize("version", ["1.0", "0.3"])
+async def test_the_timeout_gives_up_on_a_grpc_agent_that_never_answers(version: str) -> None:
+    # a2a-sdk's 0.3 gRPC transport sends no deadline (its 1.0 one sends the call's
+    # timeout): the client's own bound on the whole call is what ends the 0.3 wait.
     async def answer(_context: grpc.aio.ServicerContext) -> pb.Task:
         await asyncio.Event().wait()
         raise AssertionError("never answers")
 
-    async with _grpc_agent() as (url, hostile), A2AClient(url, timeout=1) as client:
+    async with (
+        _grpc_agent(version=version) as (url, hostile),
+        A2AClient(url, timeout=1) as client,
+    ):
         hostile.answer = answer
-        with pytest.raises(A2AConnectionError, match="timed out"):
+        with pytest.raises(A2AConnectionError, match=r"SendMessage to 127\.0\.0\.1:\d+ timed out"):
             await client.send_message("hi")
+
+
+@pytest.mark.parametrize("version", ["1.0", "0.3"])
+async def test_the_timeout_gives_up_on_a_grpc_stream_that_never_starts(version: str) -> None:
+    async def answer(_context: grpc.aio.ServicerContext) -> pb.Task:
+        await asyncio.Event().wait()
+        raise AssertionError("never answers")
+
+    async def events() -> AsyncIterator[pb.StreamResponse]:
+        await asyncio.Event().wait()
+        yield _working()
+
+    async with (
+        _grpc_agent(version=version) as (url, hostile),
+        A2AClient(url, timeout=1) as client,
+    ):
+        hostile.answer, hostile.events = answer, events
+        with pytest.raises(A2AConnectionError, match="timed out"):
+            await anext(client.stream_message("hi"))
+
+
+@pytest.mark.parametrize("version", ["1.0", "0.3"])
+async def test_the_cli_timeout_bounds_a_grpc_agent_that_never_answers(version: str) -> None:
+    async def answer(_context: grpc.aio.ServicerContext) -> pb.Task:
+        await asyncio.Event().wait()
+        raise AssertionError("never answers")
+
+    async def events() -> AsyncIterator[pb.StreamResponse]:
+        await asyncio.Event().wait()
+        yield _working()
+
+    async with _grpc_agent(version=version) as (url, hostile):
+        hostile.answer, hostile.events = answer, events
+        code, out, err = await cli("call", url, "--text", "hi", "--timeout", "1")
+    # the CLI's own code for a call still running when --timeout ends (EXIT_CODES)
+    assert (code, out) == (6, ""), err
+    assert (
+        err
+        == "error: no answer from the agent after --timeout 1 s; a longer --timeout waits longer\n"
+    )
 
 
 async def test_error_metadata_past_grpcs_limit_is_a_typed_error() -> None:
