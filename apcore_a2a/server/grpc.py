@@ -48,6 +48,7 @@ try:
     from a2a.types import a2a_pb2, a2a_pb2_grpc
 
     from apcore_a2a.ops.grpc_health import add_health_service
+    from apcore_a2a.server.grpc_deadlines import connection_options, timed
     from apcore_a2a.server.grpc_streams import (
         UNDECODABLE,
         UNDECODABLE_TEXT,
@@ -174,8 +175,10 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         operations: Operations | None,
         shape: Shape,
         drops: StreamDrops | None = None,
+        request_timeout: float | None = None,
     ) -> None:
         self._aborts = aborts
+        self._request_timeout = request_timeout  # body_timeout (grpc_deadlines.py)
         self._drops = drops
         self._shape = shape
         self._gate = gate
@@ -195,14 +198,15 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         if handler is None:
             return handler
         if abort is None:  # health, reflection: no credentials, but a stream takes a slot
-            return other_service(handler, self._streams)
+            return timed(other_service(handler, self._streams), self._request_timeout)
         streaming = handler.unary_stream is not None
         if handler.unary_unary is None and not streaming:
             # Only unary requests are admitted below (auth, version, shape, slots): a
             # client-streaming A2A method would run unchecked, so it is refused instead.
             return self._refused(handler, method)
         behavior = handler.unary_stream or handler.unary_unary
-        return same_kind(handler, self._wrap(behavior, method, abort, streaming))
+        served = same_kind(handler, self._wrap(behavior, method, abort, streaming))
+        return timed(served, self._request_timeout)
 
     def _refused(self, handler: grpc.RpcMethodHandler, method: str) -> grpc.RpcMethodHandler:
         """A handler of *handler*'s kind that answers every call ``UNIMPLEMENTED``."""
@@ -382,6 +386,7 @@ class GrpcServer:
             self.operations,
             Shape.of(s),
             self.drops,
+            s.body_timeout,
         )
         server = grpc.aio.server(
             interceptors=[interceptor],
@@ -391,11 +396,8 @@ class GrpcServer:
                 # "bind" a port that is already serving and split traffic with it; only
                 # the worker processes of one agent (workers=N) share it on purpose.
                 ("grpc.so_reuseport", 1 if s.workers > 1 else 0),
-                # grpc keeps a connection without calls open forever (uvicorn closes an
-                # idle keep-alive after 5 s): clients gone quiet would hold a descriptor
-                # each. GOAWAY after this long; a client's channel reconnects on its next
-                # call. Open streams are calls, so a long subscription is never idle.
-                ("grpc.max_connection_idle_ms", max(1, round(s.grpc_max_connection_idle * 1000))),
+                # the handshake and idle bounds (grpc_deadlines.py)
+                *connection_options(s),
             ],
         )
         a2a_pb2_grpc.add_A2AServiceServicer_to_server(v1, server)  # type: ignore[no-untyped-call]

@@ -1,0 +1,126 @@
+"""Slow and silent clients against the gRPC port: what each holds, and for how long.
+
+Run: ``.venv/bin/python -m benchmarks.grpc_slow_clients [--count 200] [--watch 60]
+[settings as JSON]``. Serves the ops agent with ``serve()`` in a child process (gRPC on),
+then opens, with raw HTTP/2 (``tests/_h2raw.py``, PINGs answered):
+
+- ``silent``: TCP connections that send nothing;
+- ``preface``: connections that send the HTTP/2 preface and SETTINGS, then nothing;
+- ``unary`` / ``stream``: a ``SendMessage`` / ``SendStreamingMessage`` call whose HEADERS
+  and part of a length-prefixed message arrive, never the rest nor END_STREAM (one call
+  per connection).
+
+It prints, every few seconds, how many of each are still open (or, for calls, not
+ended), the child's RSS and open descriptors, and how long a good client's call takes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import grpc
+import grpc.aio
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tests._h2raw import Peer, partial_message
+from tests._support import free_port
+from tests.ops._proc import serve_process
+
+V1 = "/lf.a2a.v1.A2AService"
+
+
+def _child_stats(pid: int) -> tuple[int, int]:
+    """(RSS in MiB, open descriptors) of process *pid*."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    rss_kib = next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS"))
+    return rss_kib // 1024, len(os.listdir(f"/proc/{pid}/fd"))
+
+
+async def _good_call(address: str) -> str:
+    from a2a.types import a2a_pb2, a2a_pb2_grpc
+
+    started = time.perf_counter()
+    async with grpc.aio.insecure_channel(address) as channel:
+        stub = a2a_pb2_grpc.A2AServiceStub(channel)  # type: ignore[no-untyped-call]
+        try:
+            await stub.GetTask(
+                a2a_pb2.GetTaskRequest(id="probe"), metadata=(("a2a-version", "1.0"),), timeout=10
+            )
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() != grpc.StatusCode.NOT_FOUND:
+                return f"failed {exc.code().name}"
+    return f"{(time.perf_counter() - started) * 1000:.0f} ms"
+
+
+async def _open(kind: str, port: int) -> Peer:
+    peer = await Peer.open("127.0.0.1", port)
+    authority = f"127.0.0.1:{port}"
+    if kind != "silent":
+        peer.preface()
+    if kind == "unary":
+        peer.start_call(1, authority, f"{V1}/SendMessage", partial_message())
+    elif kind == "stream":
+        peer.start_call(1, authority, f"{V1}/SendStreamingMessage", partial_message())
+    return peer
+
+
+def _alive(kind: str, peer: Peer) -> bool:
+    if kind in ("silent", "preface"):
+        return not peer.seen.closed
+    return not peer.seen.ended(1) and not peer.seen.closed
+
+
+async def main(count: int, watch: float, settings: dict[str, object]) -> None:
+    grpc_port = free_port()
+    with serve_process(None, grpc_port=grpc_port, **settings) as (_url, proc):
+        address = f"127.0.0.1:{grpc_port}"
+        await asyncio.sleep(1)
+        print("settings:", settings or "defaults")
+        print(
+            "before: rss {} MiB, fds {};".format(*_child_stats(proc.pid)),
+            "good call",
+            await _good_call(address),
+        )
+        kinds = ("silent", "preface", "unary", "stream")
+        peers = {kind: [await _open(kind, grpc_port) for _ in range(count)] for kind in kinds}
+        started = time.monotonic()
+        await asyncio.sleep(1)
+        freed: dict[str, float | None] = dict.fromkeys(kinds)
+        while time.monotonic() - started < watch:
+            elapsed = time.monotonic() - started
+            alive = {kind: sum(_alive(kind, p) for p in peers[kind]) for kind in kinds}
+            for kind in kinds:
+                if alive[kind] == 0 and freed[kind] is None:
+                    freed[kind] = elapsed
+            rss, fds = _child_stats(proc.pid)
+            print(
+                f"t={elapsed:5.1f}s open/unended {alive} rss {rss} MiB fds {fds};"
+                f" good call {await _good_call(address)}",
+                flush=True,
+            )
+            if all(v is not None for v in freed.values()):
+                break
+            await asyncio.sleep(5)
+        print(
+            "all released after (s):",
+            {k: None if v is None else round(v, 1) for k, v in freed.items()},
+        )
+        for kind in kinds:
+            for peer in peers[kind]:
+                await peer.close()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--count", type=int, default=200)
+    parser.add_argument("--watch", type=float, default=60.0)
+    parser.add_argument("settings", nargs="?", default="{}")
+    args = parser.parse_args()
+    asyncio.run(main(args.count, args.watch, json.loads(args.settings)))
