@@ -79,15 +79,13 @@ class Seen:
     #: stream id -> the header blocks (raw HPACK) and RST_STREAM codes it got
     headers: dict[int, list[bytes]] = field(default_factory=dict)
     resets: dict[int, int] = field(default_factory=dict)
+    #: the streams a HEADERS frame with END_STREAM ended (trailers, or trailers-only)
+    finished: set[int] = field(default_factory=set)
     closed: bool = False
 
     def ended(self, stream: int) -> bool:
-        """Whether *stream* got its trailers (a second HEADERS) or a reset."""
-        return (
-            len(self.headers.get(stream, [])) >= 2
-            or stream in self.resets
-            or (GOAWAY in self.kinds and self.closed)
-        )
+        """Whether *stream* got its trailers or a reset."""
+        return stream in self.finished or stream in self.resets
 
 
 class Peer:
@@ -138,6 +136,8 @@ class Peer:
                     self.send(frame(PING, ACK, 0, payload))
                 elif kind == HEADERS:
                     self.seen.headers.setdefault(stream, []).append(payload)
+                    if flags & END_STREAM:
+                        self.seen.finished.add(stream)
                 elif kind == RST_STREAM:
                     self.seen.resets[stream] = int.from_bytes(payload[:4], "big")
         except (asyncio.IncompleteReadError, ConnectionError):
