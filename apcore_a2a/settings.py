@@ -125,8 +125,9 @@ class Settings(SourcedSettings):
     allowed_hosts: Strings = setting(
         (),
         "http.allowed_hosts",
-        "Host headers to answer; others get 400 (default: the url's host, a specific bind "
-        "host and the loopback names; '*' = any)",
+        "Host headers to answer besides the loopback names (always answered: probes on "
+        "the agent's machine); others get 400 (default: the url's host or a specific bind "
+        "host; '*' = any)",
         flag="--allowed-host",
     )
     forwarded_allow_ips: Strings = setting(

@@ -72,17 +72,25 @@ def middleware_stack(
     return [m for p, m in entries if p <= EDGE], [m for p, m in entries if p > EDGE]
 
 
+#: Host names of this machine's loopback interface, always answered. The check defends
+#: against DNS rebinding, where a browser names the attacker's host, never one of these; a
+#: cross-origin page reaching a loopback address is the request guard's business (JSON
+#: bodies only). Probes on the agent's machine (the image's HEALTHCHECK) send them.
+LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "[::1]", "::1"})
+
+
 def host_feature(settings: Settings) -> Feature | None:
     """Refuse ``Host`` headers the agent does not answer to (DNS rebinding) with 400;
     ``None`` to answer any (a bind on every interface, no url)."""
+    hosts = set(LOOPBACK_HOSTS)
     if settings.allowed_hosts:
         if "*" in settings.allowed_hosts:
             return None
-        hosts = set(settings.allowed_hosts)
+        hosts.update(settings.allowed_hosts)
     else:
         # "testserver" is the name Starlette's TestClient sends; it resolves nowhere, so
         # it opens no door to DNS rebinding.
-        hosts = {"localhost", "127.0.0.1", "[::1]", "::1", "testserver"}
+        hosts.add("testserver")
         if settings.url:
             hosts.add(urlsplit(settings.url).hostname or "localhost")
         elif settings.host in ("0.0.0.0", "::", ""):

@@ -53,14 +53,22 @@ async def test_a_foreign_host_header_is_refused() -> None:
         assert (await http.get("/health", headers={"Host": "localhost"})).status_code == 200
 
 
-async def test_allowed_hosts_setting_replaces_the_default() -> None:
+async def test_allowed_hosts_setting_replaces_the_default_but_loopback_is_answered() -> None:
+    """A listed name is answered and any other name refused; the loopback names are
+    answered too, so a probe on the agent's own machine (the image's HEALTHCHECK) works."""
     app, _card = A2AServerFactory(
         build_registry(), environ={}, allowed_hosts=["agents.example"]
     ).create()
     async with running_server(app) as url, httpx.AsyncClient(base_url=url) as http:
-        assert (await http.get("/health")).status_code == 400  # 127.0.0.1 is not listed now
-        named = await http.get("/health", headers={"Host": "agents.example"})
-        assert named.status_code == 200
+        port = url.rsplit(":", 1)[1]
+        for host in ("agents.example", f"127.0.0.1:{port}", "localhost", f"[::1]:{port}"):
+            assert (await http.get("/health", headers={"Host": host})).status_code == 200, host
+        called = await http.post("/", json=SEND, headers={**V1, "Host": f"localhost:{port}"})
+        assert called.json()["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+        for host in ("evil.example", "127.0.0.1.evil.example", "localhost.evil.example"):
+            assert (await http.get("/health", headers={"Host": host})).status_code == 400, host
+            refused = await http.post("/", json=SEND, headers={**V1, "Host": host})
+            assert refused.status_code == 400, host
 
 
 class _FailingStore(InMemoryTaskStore):
