@@ -27,6 +27,7 @@ from typing import Any, Self
 from pydantic import ValidationError, field_validator, model_validator
 from pydantic_settings import SettingsConfigDict
 
+from apcore_a2a._settings_checks import FernetKey
 from apcore_a2a._settings_sources import (
     AuthType,
     LogFormat,
@@ -317,7 +318,7 @@ class Settings(SourcedSettings):
     push_signing_key: str | None = setting(
         None, "push.signing_key", "PEM key that signs deliveries", secret=True
     )
-    push_encryption_key: str | None = setting(
+    push_encryption_key: FernetKey = setting(
         None, "push.encryption_key", "Fernet key encrypting stored push configs", secret=True
     )
     # -- agent card signing ----------------------------------------------------------

@@ -96,6 +96,7 @@ def test_check_sees_the_environment_like_serve_does(cli: InProcessCLI, tmp_path:
     assert result.returncode == 1 and "requires at least one --api-key" in error_line(result)
 
 
+ENCRYPTION_KEY = "0vnJxhxrd4Y0wHxp1ugJfCC4W_cg-632ASDH3kR-k6c="
 SECRET_FILE = f"""
 modules:
   extensions_dirs: [{EXTENSIONS}]
@@ -113,7 +114,8 @@ push:
 
 def test_show_masks_secrets_and_names_each_source(cli: InProcessCLI, tmp_path: Path) -> None:
     path = write(tmp_path, SECRET_FILE)
-    env = {"A2A_PORT": "9123", "A2A_PUSH_ENCRYPTION_KEY": "env-encryption-secret"}
+    # a Fernet key (anything else is refused), its text in none of the output
+    env = {"A2A_PORT": "9123", "A2A_PUSH_ENCRYPTION_KEY": ENCRYPTION_KEY}
     result = cli("config", "show", "--config", str(path), env=env)
     assert result.returncode == 0, result.stderr
     out = result.stdout
@@ -122,7 +124,7 @@ def test_show_masks_secrets_and_names_each_source(cli: InProcessCLI, tmp_path: P
         "file-api-key",
         "db-password",
         "push-signing",
-        "env-encryption",
+        ENCRYPTION_KEY,
     ):
         assert secret not in out
     assert 'jwt_key: "***"  # file line 6' in out
