@@ -30,7 +30,9 @@ class Setting:
     """Where one setting comes from, besides keyword arguments.
 
     ``key`` is ``section.name`` in the config file; ``flag`` the ``serve`` option;
-    ``annotation`` the type without ``| None``, which ``optional`` says it had.
+    ``annotation`` the type without ``| None``, which ``optional`` says it had. A setting
+    ``from_file`` (every secret, and URLs that may carry a password) also comes from a file:
+    ``<env>_FILE`` and ``<flag>-file``.
     """
 
     name: str
@@ -41,6 +43,7 @@ class Setting:
     secret: bool
     annotation: Any
     optional: bool
+    from_file: bool = False
 
 
 def setting(
@@ -51,15 +54,23 @@ def setting(
     env: str | None = None,
     flag: str | None = None,
     secret: bool = False,
+    from_file: bool = False,
     **limits: Any,
 ) -> Any:
     """Declare a field: its config-file ``section.key``, help, env var (default
     ``A2A_<NAME>``; the JWT settings, ``auth_<rest>``, ``JWT_<REST>``) and CLI flag (default
-    ``--<name>``).
+    ``--<name>``). A *secret* is never shown; it and a *from_file* setting (a URL that
+    may hold a password, shown with the password masked) can also be read from a file.
 
     *limits* are pydantic constraints (``ge=0``...), checked whatever the source.
     """
-    extra: dict[str, Any] = {"env": env, "key": key, "flag": flag, "secret": secret}
+    extra: dict[str, Any] = {
+        "env": env,
+        "key": key,
+        "flag": flag,
+        "secret": secret,
+        "from_file": from_file or secret,
+    }
     return Field(
         default,
         description=help,
@@ -70,21 +81,39 @@ def setting(
 
 
 def read_secret_file(path: str, where: str) -> str:
-    """A secret kept in a file: its text without the trailing newline."""
+    """A secret kept in a file: its text without the trailing newline; *where* (the
+    variable or flag naming the file) starts the error for an unreadable or empty file."""
     try:
-        return Path(path).read_text(encoding="utf-8").rstrip("\r\n")
+        text = Path(path).read_text(encoding="utf-8").rstrip("\r\n")
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise SettingsError(f"{where}: cannot read {path}: {reason}") from None
+    if not text:
+        # Read as "not set", an empty secret file would quietly turn off what it guards.
+        raise SettingsError(f"{where}: {path} is empty")
+    return text
+
+
+def file_value(spec: Setting, path: str, where: str) -> Any:
+    """The value of *spec* kept in the file at *path*: its text, or one item per line for
+    a list (a newline cannot be part of a key or URL, a comma could)."""
+    text = read_secret_file(path, where)
+    if get_origin(spec.annotation) is tuple:
+        return [line.strip() for line in text.splitlines() if line.strip()]
+    return text
 
 
 def from_environ(environ: Mapping[str, str], specs: tuple[Setting, ...]) -> dict[str, Any]:
+    """The settings *environ* gives (an empty variable counts as unset), files read."""
     out: dict[str, Any] = {}
     for spec in specs:
         raw, path = environ.get(spec.env), environ.get(spec.env + "_FILE")
-        if spec.secret and not raw and path:
-            raw = read_secret_file(path, spec.env + "_FILE")
-        if raw:
+        if spec.from_file and path:
+            where = spec.env + "_FILE"
+            if raw:
+                raise SettingsError(f"{where}: set {spec.env} or {where}, not both")
+            out[spec.name] = file_value(spec, path, where)
+        elif raw:
             out[spec.name] = raw
     return out
 
@@ -106,11 +135,12 @@ def describe_error(
         where = name
     elif environ.get(spec.env):
         where = spec.env
-    elif spec.secret and environ.get(spec.env + "_FILE"):
+    elif spec.from_file and environ.get(spec.env + "_FILE"):
         where = spec.env + "_FILE"
     else:
         where = spec.key
-    got = "a secret (value not shown)" if spec and spec.secret else repr(error.get("input"))
+    shown = repr(hide_url_password(error.get("input")))
+    got = "a secret (value not shown)" if spec and spec.secret else shown
     return f"{where}: {message[:1].lower()}{message[1:]}, got {got}"
 
 
@@ -158,7 +188,19 @@ def field_specs(fields: Mapping[str, FieldInfo]) -> tuple[Setting, ...]:
         if get_origin(kind) is tuple:
             sep = "os.pathsep" if BeforeValidator(_paths) in info.metadata else "comma"
             help += f" (repeatable; env: {sep}-separated)"
-        specs.append(Setting(name, env, meta["key"], flag, help, meta["secret"], kind, optional))
+        specs.append(
+            Setting(
+                name,
+                env,
+                meta["key"],
+                flag,
+                help,
+                meta["secret"],
+                kind,
+                optional,
+                meta["from_file"],
+            )
+        )
     return tuple(specs)
 
 

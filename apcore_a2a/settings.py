@@ -7,9 +7,10 @@ one place, its key in the agent config file, its environment variable (``A2A_<NA
 here; nothing else reads the environment. Precedence is *argument or flag > environment
 variable > config file > default*, applied by :meth:`Settings.resolve`.
 
-Secrets (``secret=True``) can also come from a file: ``<ENV>_FILE=/run/secrets/x`` or
-``--<flag>-file PATH`` (the file's content, without the trailing newline; for lists, one item
-per line), so they need not appear in ``ps`` or the environment.
+Secrets (``secret=True``) and URLs that may carry a password (``from_file=True``) can also
+come from a file: ``<ENV>_FILE=/run/secrets/x`` or ``--<flag>-file PATH`` (the file's
+content, without the trailing newline; for lists, one item per line), so they need not
+appear in ``ps`` or the environment. Both forms at once, or an empty file, is an error.
 
 Example::
 
@@ -40,6 +41,7 @@ from apcore_a2a._settings_sources import (
     Strings,
     config_path,
     describe_error,
+    file_value,
     from_environ,
     masked_value,
     read_secret_file,
@@ -53,6 +55,7 @@ __all__ = [
     "Settings",
     "SettingsError",
     "config_path",
+    "file_value",
     "masked_value",
     "read_secret_file",
 ]
@@ -205,7 +208,10 @@ class Settings(SourcedSettings):
     sync_workers: int = setting(32, "limits.sync_workers", "threads for sync modules", ge=1)
     # -- storage ---------------------------------------------------------------------
     task_store: str = setting(
-        "memory://", "storage.task_store", "memory://, sqlite:///path.db or postgresql://..."
+        "memory://",
+        "storage.task_store",
+        "memory://, sqlite:///path.db or postgresql://...",
+        from_file=True,
     )
     task_max_capacity: int = setting(
         10_000, "storage.task_max_capacity", "tasks kept in memory", ge=1
@@ -238,7 +244,9 @@ class Settings(SourcedSettings):
     auth_key: str | None = setting(
         None, "auth.jwt_key", "JWT secret or public key (PEM)", secret=True
     )
-    auth_jwks_url: str | None = setting(None, "auth.jwks_url", "JWKS URL of the token issuer")
+    auth_jwks_url: str | None = setting(
+        None, "auth.jwks_url", "JWKS URL of the token issuer", from_file=True
+    )
     auth_issuer: str | None = setting(None, "auth.issuer", "required JWT iss")
     auth_audience: str | None = setting(None, "auth.audience", "required JWT aud")
     auth_algorithms: Strings = setting(

@@ -89,7 +89,7 @@ def render(settings: Settings, config: AgentConfig, environ: Mapping[str, str]) 
             return f"env {env}"
         # A secret read from <ENV>_FILE (the order from_environ reads them in): name the
         # file, so the operator sees which one is used; its content stays masked.
-        if SPECS[name].secret and environ.get(env + "_FILE"):
+        if SPECS[name].from_file and environ.get(env + "_FILE"):
             return f"env {env}_FILE ({environ[env + '_FILE']})"
         if name in config.lines:
             return f"file line {config.lines[name]}"
@@ -113,9 +113,9 @@ def settings_table() -> str:
         default = defaults[spec.name]
         shown = "-" if default in (None, ()) else f"`{_flow(default).strip(chr(34))}`"
         flag = f"`{spec.flag}`"
-        if spec.secret:
+        if spec.from_file:
             flag += f", `{spec.flag}-file`"
-        env = f"`{spec.env}`" + (f", `{spec.env}_FILE`" if spec.secret else "")
+        env = f"`{spec.env}`" + (f", `{spec.env}_FILE`" if spec.from_file else "")
         rows.append(f"| `{spec.key}` | {env} | {flag} | {shown} |")
     return "\n".join(rows) + "\n"
 

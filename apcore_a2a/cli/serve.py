@@ -1,8 +1,8 @@
 """``apcore-a2a serve``: serve apcore modules as an A2A agent.
 
 Its flags are generated from :mod:`apcore_a2a.settings`: every setting with a flag gets one
-(booleans also a ``--no-`` form, list settings repeat), and every secret also a
-``--<flag>-file PATH`` form.
+(booleans also a ``--no-`` form, list settings repeat), and every setting that can hold a
+secret also a ``--<flag>-file PATH`` form (giving both forms is a usage error).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, get_args, get_origin
 
 from apcore_a2a._version import __version__
-from apcore_a2a.settings import SPECS, Setting, Settings, SettingsError, read_secret_file
+from apcore_a2a.settings import SPECS, Setting, Settings, SettingsError, file_value
 
 if TYPE_CHECKING:
     from a2a.types import AgentCard
@@ -50,8 +50,11 @@ def _add_flag(group: Any, spec: Setting) -> None:
         options["choices"] = get_args(kind)
     else:
         options |= {"type": kind, "metavar": {int: "N", float: "SECONDS"}.get(kind, "VALUE")}
+    if spec.from_file:
+        # One value, two ways to give it: argparse refuses both (exit 2), none is dropped.
+        group = group.add_mutually_exclusive_group()
     group.add_argument(flag, **options)
-    if spec.secret:
+    if spec.from_file:
         group.add_argument(
             flag + "-file",
             dest=spec.name + _FILE_SUFFIX,
@@ -67,9 +70,7 @@ def overrides_from(args: argparse.Namespace) -> dict[str, Any]:
         value = getattr(args, spec.name, None)
         path = getattr(args, spec.name + _FILE_SUFFIX, None)
         if value is None and path is not None:
-            text = read_secret_file(path, f"{spec.flag}-file")
-            is_list = get_origin(spec.annotation) is tuple
-            value = [ln.strip() for ln in text.splitlines() if ln.strip()] if is_list else text
+            value = file_value(spec, path, f"{spec.flag}-file")
         if value is not None:
             out[spec.name] = value
     return out
