@@ -8,9 +8,14 @@ from __future__ import annotations
 
 import base64
 import binascii
+import ipaddress
+import re
 from typing import Annotated
+from urllib.parse import urlsplit
 
-from pydantic import AfterValidator
+from pydantic import AfterValidator, Field
+
+from apcore_a2a._settings_sources import Numbers, Strings
 
 _FERNET_HINT = (
     "must be a Fernet key: 32 url-safe base64-encoded bytes (make one with: python -c "
@@ -33,3 +38,81 @@ def _fernet_key(value: str | None) -> str | None:
 
 #: ``push_encryption_key``: a Fernet key, or unset
 FernetKey = Annotated[str | None, AfterValidator(_fernet_key)]
+
+
+_PATH = re.compile(r"^/[^\s?#]*$")
+# A host name or an IPv4 address, "*." in front for every subdomain (Starlette's pattern).
+_HOST_NAME = re.compile(r"^(\*\.)?[A-Za-z0-9_]([A-Za-z0-9_.-]*[A-Za-z0-9_])?$")
+_WITH_PORT = re.compile(r"^(\[[^\]]*\]|[^:]*):\d+$")
+# What a browser sends as Origin: scheme://host[:port]; a trailing "/" is tolerated (dropped).
+_ORIGIN = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://[^/\s?#@]+/?$")
+
+
+def _url_path(value: str) -> str:
+    if not _PATH.match(value):
+        raise ValueError("must be a URL path starting with '/' (no spaces, query or fragment)")
+    return value
+
+
+def _http_url(value: str | None) -> str | None:
+    # Put on the card for clients to call: anything but http(s) with a host cannot be.
+    if value is None:
+        return None
+    parts = urlsplit(value)
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname or " " in value:
+        raise ValueError("must be an http:// or https:// URL with a host")
+    return value
+
+
+def _is_ipv6(text: str) -> bool:
+    try:
+        ipaddress.IPv6Address(text.removeprefix("[").removesuffix("]"))
+    except ValueError:
+        return False
+    return True
+
+
+def _host_names(values: tuple[str, ...]) -> tuple[str, ...]:
+    # The Host header is compared without its port: a pattern with one never matches, and
+    # Starlette asserts on a misplaced "*" at the first request rather than at start.
+    for value in values:
+        if value == "*" or _HOST_NAME.match(value) or _is_ipv6(value):
+            continue
+        if _WITH_PORT.match(value):
+            raise ValueError(f"{value!r}: give the host name without the port")
+        raise ValueError(
+            f"{value!r} is not a host name (a name, an address or *.example.com, "
+            "without scheme or port)"
+        )
+    return values
+
+
+def _origins(values: tuple[str, ...]) -> tuple[str, ...]:
+    # An origin never matched by a browser's Origin header would only look like a grant.
+    for value in values:
+        if value != "*" and not _ORIGIN.match(value):
+            raise ValueError(
+                f"{value!r} is not an origin (scheme://host[:port], as in "
+                "https://app.example.com, or *)"
+            )
+    return values
+
+
+def _delays(values: tuple[float, ...]) -> tuple[float, ...]:
+    if any(value < 0 for value in values):
+        raise ValueError("must not be negative")
+    return values
+
+
+#: ``rpc_path``: an absolute URL path (Starlette asserts on anything else)
+UrlPath = Annotated[str, AfterValidator(_url_path)]
+#: ``url``: the public base URL put on the card, or unset
+HttpUrl = Annotated[str | None, AfterValidator(_http_url)]
+#: ``allowed_hosts``: names the Host header is compared with
+HostNames = Annotated[Strings, AfterValidator(_host_names)]
+#: ``cors_origins``: browser origins
+Origins = Annotated[Strings, AfterValidator(_origins)]
+#: ``push_retry_delays``: seconds, none negative
+Delays = Annotated[Numbers, AfterValidator(_delays)]
+#: ``grpc_max_connection_idle``: grpcio takes milliseconds as a C int
+GrpcIdle = Annotated[float, Field(le=2**31 // 1000)]

@@ -30,6 +30,14 @@ from typing import Any, Literal, get_args, get_origin
 import yaml
 from apcore import BindingLoader
 
+from apcore_a2a._config_values import (
+    describe_type,
+    is_type,
+    read_capped,
+    retag_plain_floats,
+    show_value,
+    unflat,
+)
 from apcore_a2a.settings import SPECS, Setting, Settings, SettingsError, masked_value
 
 logger = logging.getLogger("apcore_a2a")
@@ -231,8 +239,6 @@ _DIR_LISTS = ("extensions_dirs", "bindings_dirs")
 _MUST_EXIST = ("apcore_config", "acl")
 _PORTS = ("port", "grpc_port")
 _SQLITE = re.compile(r"^(sqlite(?:\+\w+)?):///(.*)$")
-_STR_TAG = "tag:yaml.org,2002:str"
-_EXPONENT = re.compile(r"^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)[eE][-+]?[0-9]+$")
 
 
 @dataclass(frozen=True, slots=True, repr=False)
@@ -277,8 +283,8 @@ def load_config(path: str | os.PathLike[str]) -> AgentConfig:
     """
     name = os.fspath(path)
     try:
-        text = Path(name).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        text = read_capped(name)
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise ConfigFileError(f"{name}: cannot read config file: {reason}") from None
     return _Reader(name, text).read()
@@ -380,24 +386,27 @@ class _Reader:
         if isinstance(node, yaml.ScalarNode) and node.tag == "tag:yaml.org,2002:null":
             if spec.optional:
                 return None
-            raise self.fail(node, f"{where}: expected {_describe(kind)}, got nothing (null)")
+            raise self.fail(node, f"{where}: expected {describe_type(kind)}, got nothing (null)")
+        shape = unflat(node, get_origin(kind) is tuple)
+        if shape is not None:  # refused on the nodes: a value built of aliases never built
+            raise self.fail(node, f"{where}: expected {describe_type(kind)}, got {shape}")
         if float in (kind, *get_args(kind)):
-            _retag_plain_floats(node)
+            retag_plain_floats(node)
         value = self.loader.construct_object(node, deep=True)
-        got = _show(value, spec.secret)
+        got = show_value(value, spec.secret)
         if get_origin(kind) is tuple:
             item_type = get_args(kind)[0]
-            if not isinstance(value, list) or not all(_is(item, item_type) for item in value):
-                raise self.fail(node, f"{where}: expected {_describe(kind)}, got {got}")
+            if not isinstance(value, list) or not all(is_type(item, item_type) for item in value):
+                raise self.fail(node, f"{where}: expected {describe_type(kind)}, got {got}")
             return tuple(float(v) if item_type is float else v for v in value)
         if get_origin(kind) is Literal:
             if value not in get_args(kind):
                 choices = ", ".join(map(str, get_args(kind)))
                 raise self.fail(node, f"{where}: expected one of {choices}, got {got}")
             return value
-        if not _is(value, kind):
+        if not is_type(value, kind):
             quote = " (quote it)" if kind is str and isinstance(value, int | float) else ""
-            raise self.fail(node, f"{where}: expected {_describe(kind)}, got {got}{quote}")
+            raise self.fail(node, f"{where}: expected {describe_type(kind)}, got {got}{quote}")
         if kind is not bool and isinstance(value, int | float):
             if spec.name in _PORTS and not 1 <= value <= 65535:
                 raise self.fail(node, f"{where}: must be between 1 and 65535, got {value}")
@@ -405,36 +414,3 @@ class _Reader:
                 raise self.fail(node, f"{where}: must not be negative, got {value}")
             return float(value) if kind is float else value
         return value
-
-
-def _retag_plain_floats(node: yaml.Node) -> None:
-    # YAML 1.1 (PyYAML) reads an unquoted 1e-3 as a string; YAML 1.2 and people read a number.
-    nodes = node.value if isinstance(node, yaml.SequenceNode) else [node]
-    for item in nodes:
-        plain = isinstance(item, yaml.ScalarNode) and item.style is None
-        if plain and item.tag == _STR_TAG and _EXPONENT.match(item.value):
-            item.tag = "tag:yaml.org,2002:float"
-
-
-def _is(value: Any, kind: Any) -> bool:
-    if isinstance(value, bool) or kind is bool:  # a bool is an int to Python, not to people
-        return isinstance(value, bool) and kind is bool
-    return isinstance(value, int | float if kind is float else kind)
-
-
-def _describe(kind: Any) -> str:
-    if get_origin(kind) is tuple:
-        return "a list of " + {str: "strings", float: "numbers"}[get_args(kind)[0]]
-    names = {str: "a string", int: "an integer", float: "a number", bool: "true or false"}
-    return names.get(kind, str(kind))
-
-
-def _show(value: Any, secret: bool = False) -> str:
-    """*value* for an error message; a secret's type only, never its content."""
-    kind = {bool: "boolean", int: "integer", float: "number", str: "string"}.get(type(value))
-    hidden = " (a secret: value not shown)"
-    if kind is not None:
-        return f"{kind}{hidden}" if secret else f"{kind} {value!r}"
-    if isinstance(value, list):
-        return f"a list{hidden}" if secret else f"a list {value!r}"
-    return "a mapping" if isinstance(value, dict) else type(value).__name__

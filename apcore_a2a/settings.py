@@ -28,12 +28,11 @@ from typing import Any, Self
 from pydantic import ValidationError, field_validator, model_validator
 from pydantic_settings import SettingsConfigDict
 
-from apcore_a2a._settings_checks import FernetKey
+from apcore_a2a import _settings_checks as checks
 from apcore_a2a._settings_sources import (
     AuthType,
     LogFormat,
     LogLevel,
-    Numbers,
     Paths,
     Setting,
     SettingsError,
@@ -80,7 +79,7 @@ class Settings(SourcedSettings):
     version: str | None = setting(
         None, "agent.version", "agent version on the card", flag="--agent-version"
     )
-    url: str | None = setting(
+    url: checks.HttpUrl = setting(
         None, "agent.url", "public base URL (default: the mount or http://HOST:PORT)"
     )
     default_skill: str | None = setting(
@@ -122,11 +121,11 @@ class Settings(SourcedSettings):
     workers: int = setting(
         1, "http.workers", "server processes on this host (2+: needs --cluster)", ge=1
     )
-    rpc_path: str = setting("/", "http.rpc_path", "JSON-RPC endpoint path")
-    cors_origins: Strings = setting(
+    rpc_path: checks.UrlPath = setting("/", "http.rpc_path", "JSON-RPC endpoint path")
+    cors_origins: checks.Origins = setting(
         (), "http.cors_origins", "browser origin allowed to call the agent", flag="--cors-origin"
     )
-    allowed_hosts: Strings = setting(
+    allowed_hosts: checks.HostNames = setting(
         (),
         "http.allowed_hosts",
         "Host headers to answer besides the loopback names (always answered: probes on "
@@ -307,7 +306,7 @@ class Settings(SourcedSettings):
         False, "push.allow_insecure_urls", "accept http:// and loopback webhooks (development only)"
     )
     push_timeout: float = setting(10.0, "push.timeout", "seconds per delivery attempt", gt=0)
-    push_retry_delays: Numbers = setting(
+    push_retry_delays: checks.Delays = setting(
         (1.0, 2.0, 4.0), "push.retry_delays", "seconds before each retry", flag="--push-retry-delay"
     )
     push_max_configs_per_task: int = setting(
@@ -326,7 +325,7 @@ class Settings(SourcedSettings):
     push_signing_key: str | None = setting(
         None, "push.signing_key", "PEM key that signs deliveries", secret=True
     )
-    push_encryption_key: FernetKey = setting(
+    push_encryption_key: checks.FernetKey = setting(
         None, "push.encryption_key", "Fernet key encrypting stored push configs", secret=True
     )
     # -- agent card signing ----------------------------------------------------------
@@ -341,7 +340,7 @@ class Settings(SourcedSettings):
     grpc_tls_cert: str | None = setting(None, "grpc.tls_cert", "gRPC TLS certificate (PEM file)")
     grpc_tls_key: str | None = setting(None, "grpc.tls_key", "gRPC TLS private key (PEM file)")
     grpc_reflection: bool = setting(False, "grpc.reflection", "serve gRPC reflection")
-    grpc_max_connection_idle: float = setting(
+    grpc_max_connection_idle: checks.GrpcIdle = setting(
         300.0, "grpc.max_connection_idle", "seconds before an idle gRPC connection is closed", gt=0
     )
     # -- operations ------------------------------------------------------------------

@@ -33,7 +33,8 @@ ALLOWED: dict[str, set[str]] = {
     # the client may import the seam's corrections of the SDK's client side, and only those
     # (CLIENT_SEAM): the rest of the seam is the server's
     "client": {"_version", "upstream"},
-    "config": {"settings", "execution", "approval"},
+    # _config_values: how the file's YAML nodes become values (config.py's helper)
+    "config": {"settings", "execution", "approval", "_config_values"},
     # the agent's own keys (card signing); the key class is push's SigningKey for now
     "keys": {"adapters", "settings", "push"},
     # the seam: corrections of a2a-sdk, Starlette, uvicorn, sse-starlette (one per file)

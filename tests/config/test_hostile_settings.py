@@ -1,0 +1,106 @@
+"""Bad values an attacker or a careless operator may give: each is refused at start with
+one line naming the setting's source (exit status 1 from the CLI), never a traceback, a
+hang, or a value kept that can never work."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from apcore_a2a import A2AServerFactory
+from apcore_a2a.config import ConfigFileError, load_config
+from apcore_a2a.settings import Settings, SettingsError
+from tests.foundation.modules import build_registry
+
+from ._helpers import EXTENSIONS, error_line, run_cli, write
+
+# (environment variable, value, words of the message after "VAR: ")
+BAD_ENV = [
+    ("A2A_RPC_PATH", "rpc", "must be a URL path starting with '/'"),
+    ("A2A_RPC_PATH", "/a b", "must be a URL path starting with '/'"),
+    ("A2A_URL", "javascript:alert(1)", "must be an http:// or https:// URL with a host"),
+    ("A2A_URL", "ftp://agent.example.com", "must be an http:// or https:// URL with a host"),
+    ("A2A_URL", "https://", "must be an http:// or https:// URL with a host"),
+    ("A2A_ALLOWED_HOSTS", "a*b.example.com", "'a*b.example.com' is not a host name"),
+    ("A2A_ALLOWED_HOSTS", "agent.example.com:8080", "without the port"),
+    ("A2A_ALLOWED_HOSTS", "https://agent.example.com", "'https://agent.example.com' is not"),
+    ("A2A_CORS_ORIGINS", "app.example.com", "'app.example.com' is not an origin"),
+    ("A2A_CORS_ORIGINS", "https://app.example.com/ui", "'https://app.example.com/ui' is not"),
+    ("A2A_PUSH_RETRY_DELAYS", "1,-2", "must not be negative"),
+    ("A2A_GRPC_MAX_CONNECTION_IDLE", "1e300", "less than or equal to"),
+]
+
+
+@pytest.mark.parametrize(
+    ("env", "value", "words"), BAD_ENV, ids=[f"{e}={v}" for e, v, _ in BAD_ENV]
+)
+def test_a_bad_value_is_refused_naming_its_variable(env: str, value: str, words: str) -> None:
+    with pytest.raises(SettingsError) as caught:
+        Settings.resolve(environ={env: value})
+    message = str(caught.value)
+    assert message.startswith(f"{env}: ") and words in message, message
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        {"A2A_RPC_PATH": "/rpc"},
+        {"A2A_URL": "https://agents.example.com/billing/"},
+        {"A2A_URL": "http://[::1]:8000"},
+        {"A2A_ALLOWED_HOSTS": "agent.example.com,*.example.org,10.0.0.5,::1,[::1],*"},
+        {"A2A_CORS_ORIGINS": "https://app.example.com,http://localhost:3000/,*"},
+        {"A2A_PUSH_RETRY_DELAYS": "0,0.5,2"},
+    ],
+)
+def test_usable_values_are_kept(values: dict[str, str]) -> None:
+    settings = Settings.resolve(environ=values)
+    assert settings.model_fields_set == {
+        {"A2A_RPC_PATH": "rpc_path", "A2A_URL": "url", "A2A_ALLOWED_HOSTS": "allowed_hosts"}.get(
+            env, {"A2A_CORS_ORIGINS": "cors_origins"}.get(env, "push_retry_delays")
+        )
+        for env in values
+    }
+
+
+def test_a_bad_allowed_host_is_refused_before_serving() -> None:
+    """Starlette checks its host patterns on the first request: every request failed."""
+    with pytest.raises(SettingsError, match=r"^allowed_hosts: "):
+        A2AServerFactory(build_registry(), environ={}, allowed_hosts=["a*b"]).create()
+
+
+def test_serve_refuses_a_relative_rpc_path_in_one_line() -> None:
+    """A real `apcore-a2a serve`: Starlette's assertion used to end it with a traceback."""
+    result = run_cli("serve", "--extensions-dir", str(EXTENSIONS), "--rpc-path", "rpc")
+    assert result.returncode == 1, result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
+    line = error_line(result)
+    assert line.startswith("Error: --rpc-path: must be a URL path starting with '/'"), line
+
+
+def test_yaml_aliases_cannot_blow_up_a_value(tmp_path: Path) -> None:
+    """Nested aliases (a "billion laughs") under a list setting: refused at once, the
+    value never built or printed (it was: `config check` ran for ever)."""
+    lines = ["http:", "  cors_origins:", "    - &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]"]
+    for i in range(1, 9):
+        lines.append(f"    - &a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]")
+    path = write(tmp_path, "\n".join(lines) + "\n")
+    with pytest.raises(ConfigFileError) as caught:
+        load_config(path)
+    message = str(caught.value)
+    assert message.startswith(f"{path}:3: http.cors_origins: expected a list of strings")
+    assert len(message) < 300, message
+
+
+def test_a_huge_config_file_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "agent.yaml"
+    path.write_text("# padding\n" * 200_000 + "http:\n  port: 8000\n")
+    with pytest.raises(ConfigFileError) as caught:
+        load_config(path)
+    assert str(caught.value) == f"{path}: cannot read config file: larger than 1 MiB"
+
+
+def test_a_config_file_that_never_ends_is_refused() -> None:
+    """`--config /dev/zero` (a careless path): refused, not read until memory runs out."""
+    with pytest.raises(ConfigFileError, match="larger than 1 MiB"):
+        load_config("/dev/zero")
