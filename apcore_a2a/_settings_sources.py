@@ -114,8 +114,19 @@ def from_environ(environ: Mapping[str, str], specs: tuple[Setting, ...]) -> dict
                 raise SettingsError(f"{where}: set {spec.env} or {where}, not both")
             out[spec.name] = file_value(spec, path, where)
         elif raw:
+            if not raw.isascii():
+                _utf8(raw, spec.env)
             out[spec.name] = raw
     return out
+
+
+def _utf8(raw: str, where: str) -> None:
+    # Bytes that are not UTF-8 arrive as lone surrogates (PEP 383), which fail much later,
+    # where the value is written out (the card), with a message naming no setting.
+    try:
+        raw.encode("utf-8")
+    except UnicodeEncodeError:
+        raise SettingsError(f"{where}: not valid UTF-8") from None
 
 
 def describe_error(

@@ -392,7 +392,11 @@ class _Reader:
             raise self.fail(node, f"{where}: expected {describe_type(kind)}, got {shape}")
         if float in (kind, *get_args(kind)):
             retag_plain_floats(node)
-        value = self.loader.construct_object(node, deep=True)
+        try:
+            value = self.loader.construct_object(node, deep=True)
+        except yaml.YAMLError as exc:  # a tag SafeLoader has no constructor for
+            problem = getattr(exc, "problem", None) or str(exc)
+            raise self.fail(node, f"{where}: {' '.join(problem.split())}") from None
         got = show_value(value, spec.secret)
         if get_origin(kind) is tuple:
             item_type = get_args(kind)[0]

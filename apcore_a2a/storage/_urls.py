@@ -120,6 +120,13 @@ def _sqlite(url: URL, driver: str) -> StoreURL:
             "SQLite task store URL has a host part; use sqlite:///relative.db or "
             "sqlite:////absolute/path.db"
         )
+    if not url.database:
+        # Most often a variable left empty (sqlite:///$DB): SQLAlchemy would open a
+        # throwaway in-memory database, and the tasks would be lost at the next start.
+        raise ValueError(
+            "SQLite task store URL names no file; use sqlite:///path/tasks.db "
+            "(sqlite:///:memory: for a throwaway database)"
+        )
     url = url.set(drivername="sqlite+aiosqlite")
     return StoreURL(kind="sqlite", display=url.render_as_string(hide_password=True), url=url)
 

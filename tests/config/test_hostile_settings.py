@@ -104,3 +104,26 @@ def test_a_config_file_that_never_ends_is_refused() -> None:
     """`--config /dev/zero` (a careless path): refused, not read until memory runs out."""
     with pytest.raises(ConfigFileError, match="larger than 1 MiB"):
         load_config("/dev/zero")
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["!custom x", "!!python/name:os.system", "!!python/object/new:os.system id"],
+    ids=["unknown", "python-name", "python-object"],
+)
+def test_a_yaml_tag_nobody_reads_is_refused_in_one_line(tmp_path: Path, value: str) -> None:
+    """SafeLoader knows no constructor for them: its error was a traceback."""
+    path = write(tmp_path, f"agent:\n  description: {value}\n")
+    with pytest.raises(ConfigFileError) as caught:
+        load_config(path)
+    message = str(caught.value)
+    assert message.startswith(f"{path}:2: agent.description: "), message
+    assert "\n" not in message and "constructor" in message
+
+
+def test_an_environment_value_that_is_not_utf8_is_refused() -> None:
+    """Bytes that are not UTF-8 reach Python as lone surrogates, which fail far later
+    (writing the card) with a message naming no setting."""
+    with pytest.raises(SettingsError) as caught:
+        Settings.resolve(environ={"A2A_NAME": "agent-\udcff"})
+    assert str(caught.value) == "A2A_NAME: not valid UTF-8"

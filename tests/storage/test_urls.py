@@ -63,6 +63,9 @@ def test_postgres_schema_and_sslmode_become_driver_arguments() -> None:
         ("memory://somewhere", "takes no path"),
         ("sqlite+pysqlite:///t.db", "driver 'pysqlite' is not supported"),
         ("sqlite://host/t.db", "host part"),
+        # a variable left empty (sqlite:///$DB): not a throwaway in-memory store, silently
+        ("sqlite://", "names no file"),
+        ("sqlite:///", "names no file"),
         ("sqlite:///t.db?mode=ro", "take no options"),
         ("postgresql+psycopg2://u@h/db", "driver 'psycopg2' is not supported"),
         ("postgresql://u@h", "names no database"),
