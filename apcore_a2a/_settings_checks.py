@@ -72,19 +72,37 @@ def _is_ipv6(text: str) -> bool:
     return True
 
 
+def _host_problem(value: str, *, patterns: bool) -> str | None:
+    """What is wrong with *value* as a host name or address (``None``: nothing);
+    *patterns* admits ``*`` and ``*.example.com``."""
+    name = _HOST_NAME.match(value)
+    if (name and (patterns or not value.startswith("*"))) or _is_ipv6(value):
+        return None
+    if patterns and value == "*":
+        return None
+    if _WITH_PORT.match(value):
+        return f"{value!r}: give the host name without the port"
+    shape = "a name, an address or *.example.com" if patterns else "a name or an address"
+    return f"{value!r} is not a host name ({shape}, without scheme or port)"
+
+
 def _host_names(values: tuple[str, ...]) -> tuple[str, ...]:
     # The Host header is compared without its port: a pattern with one never matches, and
     # Starlette asserts on a misplaced "*" at the first request rather than at start.
     for value in values:
-        if value == "*" or _HOST_NAME.match(value) or _is_ipv6(value):
-            continue
-        if _WITH_PORT.match(value):
-            raise ValueError(f"{value!r}: give the host name without the port")
-        raise ValueError(
-            f"{value!r} is not a host name (a name, an address or *.example.com, "
-            "without scheme or port)"
-        )
+        problem = _host_problem(value, patterns=True)
+        if problem:
+            raise ValueError(problem)
     return values
+
+
+def _listen_host(value: str) -> str:
+    # Caught here, "http://0.0.0.0" or "0.0.0.0:8000" is named as the setting it came from,
+    # rather than left to the resolver's "Name or service not known" at bind time.
+    problem = _host_problem(value, patterns=False) if value else None
+    if problem:
+        raise ValueError(problem)
+    return value
 
 
 def _origins(values: tuple[str, ...]) -> tuple[str, ...]:
@@ -108,6 +126,8 @@ def _delays(values: tuple[float, ...]) -> tuple[float, ...]:
 UrlPath = Annotated[str, AfterValidator(_url_path)]
 #: ``url``: the public base URL put on the card, or unset
 HttpUrl = Annotated[str | None, AfterValidator(_http_url)]
+#: ``host``: the address to listen on ("" and "::" are every interface)
+ListenHost = Annotated[str, AfterValidator(_listen_host)]
 #: ``allowed_hosts``: names the Host header is compared with
 HostNames = Annotated[Strings, AfterValidator(_host_names)]
 #: ``cors_origins``: browser origins

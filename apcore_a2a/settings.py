@@ -116,7 +116,7 @@ class Settings(SourcedSettings):
         flag="--system-module",
     )
     # -- HTTP server -----------------------------------------------------------------
-    host: str = setting("127.0.0.1", "http.host", "address to listen on")
+    host: checks.ListenHost = setting("127.0.0.1", "http.host", "address to listen on")
     port: int = setting(8000, "http.port", "port to listen on")
     workers: int = setting(
         1, "http.workers", "server processes on this host (2+: needs --cluster)", ge=1
