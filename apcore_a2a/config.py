@@ -310,6 +310,8 @@ class _Reader:
             line = f":{mark.line + 1}" if mark is not None else ""
             problem = getattr(exc, "problem", None) or str(exc)
             raise ConfigFileError(f"{self.name}{line}: invalid YAML: {problem}") from None
+        except RecursionError:  # PyYAML composes nested nodes recursively
+            raise ConfigFileError(f"{self.name}: invalid YAML: nested too deeply") from None
         finally:
             self.loader.dispose()
         if root is None:

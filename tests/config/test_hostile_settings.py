@@ -127,3 +127,16 @@ def test_an_environment_value_that_is_not_utf8_is_refused() -> None:
     with pytest.raises(SettingsError) as caught:
         Settings.resolve(environ={"A2A_NAME": "agent-\udcff"})
     assert str(caught.value) == "A2A_NAME: not valid UTF-8"
+
+
+@pytest.mark.parametrize(
+    "text", ["[" * 100_000 + "]" * 100_000, "{a: " * 50_000 + "1" + "}" * 50_000]
+)
+def test_yaml_nested_past_the_recursion_limit_is_refused_in_one_line(
+    tmp_path: Path, text: str
+) -> None:
+    """PyYAML composes nested nodes recursively: its RecursionError was a traceback."""
+    path = write(tmp_path, f"http:\n  cors_origins: {text}\n")
+    with pytest.raises(ConfigFileError) as caught:
+        load_config(path)
+    assert str(caught.value) == f"{path}: invalid YAML: nested too deeply"
