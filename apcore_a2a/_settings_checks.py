@@ -134,5 +134,6 @@ HostNames = Annotated[Strings, AfterValidator(_host_names)]
 Origins = Annotated[Strings, AfterValidator(_origins)]
 #: ``push_retry_delays``: seconds, none negative
 Delays = Annotated[Numbers, AfterValidator(_delays)]
-#: ``grpc_max_connection_idle``: grpcio takes milliseconds as a C int
-GrpcIdle = Annotated[float, Field(le=2**31 // 1000)]
+#: seconds grpcio takes as milliseconds in a C int (``grpc_max_connection_idle``, and
+#: ``header_timeout``, which bounds the gRPC handshake too): larger values fail at bind
+GrpcSeconds = Annotated[float, Field(le=2**31 // 1000)]

@@ -139,7 +139,7 @@ class Settings(SourcedSettings):
         "proxy address or network whose X-Forwarded-For/-Proto is trusted (default: none)",
         flag="--forwarded-allow-ip",
     )
-    header_timeout: float | None = setting(
+    header_timeout: checks.GrpcSeconds | None = setting(
         10.0,
         "http.header_timeout",
         "seconds a connection may take to send a request head, from its opening or its "
@@ -340,7 +340,7 @@ class Settings(SourcedSettings):
     grpc_tls_cert: str | None = setting(None, "grpc.tls_cert", "gRPC TLS certificate (PEM file)")
     grpc_tls_key: str | None = setting(None, "grpc.tls_key", "gRPC TLS private key (PEM file)")
     grpc_reflection: bool = setting(False, "grpc.reflection", "serve gRPC reflection")
-    grpc_max_connection_idle: checks.GrpcIdle = setting(
+    grpc_max_connection_idle: checks.GrpcSeconds = setting(
         300.0, "grpc.max_connection_idle", "seconds before an idle gRPC connection is closed", gt=0
     )
     # -- operations ------------------------------------------------------------------
