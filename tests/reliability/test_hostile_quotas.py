@@ -200,41 +200,67 @@ async def test_fifty_concurrent_new_tasks_against_a_quota_of_three(
 async def test_fifty_concurrent_streams_against_a_quota_of_three(
     deployment: list[str], tmp_path: Path
 ) -> None:
+    """Each refusal names the stream quota (a stream let in over it would meet the task
+    quota: -32091 in a 200 answer on JSON-RPC, a 429 on REST). The admitted streams stay
+    open until every attempt is decided, and one more attempt then is refused as well."""
     journal = str(tmp_path / "journal.txt")
+    work = {"journal": journal, "seconds": 60}
     pending = [ATTEMPTS]
-    all_decided = asyncio.Event()
+    all_decided, drop = asyncio.Event(), asyncio.Event()
 
     def decided() -> None:
         pending[0] -= 1
         if not pending[0]:
             all_decided.set()
 
+    async def refused(response: httpx.Response) -> None:
+        payload = await response.aread()
+        assert response.status_code == 429 and b"Stream quota" in payload, payload
+
     async def open_stream(
         http: httpx.AsyncClient, base: str, dialect: str
     ) -> tuple[bool, str | None]:
-        work = {"journal": journal, "seconds": 60}
         url, headers, body = _call(base, dialect, "probe.work", work, stream=True, caller="streams")
         async with http.stream("POST", url, json=body, headers=headers) as response:
             if response.status_code != 200:
-                payload = await response.aread()
-                assert response.status_code == 429, payload
+                await refused(response)
                 decided()
                 return False, None
-            task_id, first = None, None
-            async for line in response.aiter_lines():
-                if line.startswith("data:"):
-                    first = line[5:300]
-                    task_id = _task_id(json.loads(line[5:]))
-                    break
-            # (the first event, when it is no task, says what the stream answered instead)
-            assert task_id is not None, f"stream ended without a task event: {first!r}"
-            decided()
-            # Held open until every attempt is decided, then dropped.
-            await asyncio.wait_for(all_decided.wait(), 60)
+            # The line iterator is held until the stream is dropped: one abandoned after
+            # its first event is closed as soon as it is collected, and httpx closes the
+            # connection with it, which frees the stream's slot for a later attempt.
+            async with contextlib.aclosing(response.aiter_lines()) as lines:
+                task_id, seen = None, list[str]()
+                async for line in lines:
+                    seen.append(line[:300])
+                    if line.startswith("data:"):
+                        task_id = _task_id(json.loads(line[5:]))
+                        break
+                # (when the first event is no task, what the stream answered instead, and how)
+                kind = response.headers.get("content-type")
+                assert task_id is not None, f"{dialect} {kind}: no task event first: {seen!r}"
+                decided()
+                await asyncio.wait_for(drop.wait(), 120)
             return True, task_id
 
     urls = deployment
-    outcomes = await _burst(urls, open_stream)
+    burst = asyncio.ensure_future(_burst(urls, open_stream))
+    try:
+        waiting = asyncio.ensure_future(all_decided.wait())
+        await asyncio.wait({burst, waiting}, return_when=asyncio.FIRST_COMPLETED)
+        waiting.cancel()
+        if burst.done():
+            burst.result()  # an attempt failed before all were decided
+        # The admitted streams are still open: the caller is still at its quota.
+        async with httpx.AsyncClient(timeout=60) as http:
+            url, headers, body = _call(
+                urls[0], "rest-1.0", "probe.work", work, stream=True, caller="streams"
+            )
+            async with http.stream("POST", url, json=body, headers=headers) as response:
+                await refused(response)
+    finally:
+        drop.set()
+        outcomes = await burst
     opened = [task_id for ok, task_id in outcomes if ok]
     async with httpx.AsyncClient(timeout=30) as http:
         for task_id in opened:
