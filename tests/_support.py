@@ -293,6 +293,23 @@ async def sse_frames(response: httpx.Response) -> AsyncIterator[tuple[str | None
             event_id, data = None, []
 
 
+def send_message(skill: str, data: dict[str, Any], *, message_id: str = "m-1") -> dict[str, Any]:
+    """A JSON-RPC 1.0 ``SendMessage`` request calling *skill* with one data part."""
+    return {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "SendMessage",
+        "params": {
+            "message": {
+                "messageId": message_id,
+                "role": "ROLE_USER",
+                "parts": [{"data": data}],
+                "metadata": {"skillId": skill},
+            }
+        },
+    }
+
+
 def find_key(value: Any, key: str) -> list[Any]:
     """Every value under *key* anywhere in a JSON document, depth first."""
     if isinstance(value, dict):

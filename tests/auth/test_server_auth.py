@@ -13,7 +13,7 @@ import httpx
 import jwt
 import pytest
 
-from tests._support import ROOT, cli_server
+from tests._support import ROOT, cli_server, send_message
 
 from .agent import serve_agent
 from .attacks import ATTACKS, UNAUTHORIZED_BODY, refusal_text
@@ -33,19 +33,7 @@ PROTECTED = [
     ("GET", "/agent/authenticatedExtendedCard"),
     ("GET", "/acme/tasks"),
 ]
-SEND = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "SendMessage",
-    "params": {
-        "message": {
-            "messageId": "m-1",
-            "role": "ROLE_USER",
-            "parts": [{"data": {"a": 1, "b": 2}}],
-            "metadata": {"skillId": "demo.add"},
-        }
-    },
-}
+SEND = send_message("demo.add", {"a": 1, "b": 2})
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ import pytest
 
 from apcore_a2a import A2AServerFactory
 from apcore_a2a.settings import SPECS, Settings, SettingsError
-from tests._support import running_server
+from tests._support import running_server, send_message
 from tests.foundation.modules import build_registry
 
 from ._helpers import EXTENSIONS, InProcessCLI, error_line, run_cli
@@ -26,19 +26,7 @@ FROM_FILES = {
     "task_store": "postgresql://agent:db-pass-4242@db:5432/agent",
     "auth_jwks_url": "https://user:jwks-pass-4242@issuer.example/jwks.json",
 }
-SEND = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "SendMessage",
-    "params": {
-        "message": {
-            "messageId": "m-1",
-            "role": "ROLE_USER",
-            "parts": [{"data": {"a": 1, "b": 2}}],
-            "metadata": {"skillId": "math.add"},
-        }
-    },
-}
+SEND = send_message("math.add", {"a": 1, "b": 2})
 
 
 @pytest.fixture

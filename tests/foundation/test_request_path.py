@@ -23,22 +23,10 @@ from apcore_a2a.auth import APIKeyAuthenticator
 from apcore_a2a.storage import BoundedMemoryTaskStore
 from tests._postgres import PG_HOST, PG_PORT, pg_schema_url
 from tests._proxy import TcpProxy
-from tests._support import running_server
+from tests._support import running_server, send_message
 from tests.foundation.modules import build_registry
 
-SEND = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "SendMessage",
-    "params": {
-        "message": {
-            "messageId": "m-1",
-            "role": "ROLE_USER",
-            "parts": [{"data": {"a": 1, "b": 2}}],
-            "metadata": {"skillId": "math.add"},
-        }
-    },
-}
+SEND = send_message("math.add", {"a": 1, "b": 2})
 V1 = {"A2A-Version": "1.0"}
 
 

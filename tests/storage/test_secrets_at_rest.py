@@ -16,7 +16,7 @@ from apcore import Registry
 from apcore_a2a import A2AServerFactory
 
 from .._modules import Add
-from .._support import running_server
+from .._support import running_server, send_message
 
 KEY_TABLES = ("apcore_a2a_push_signing_keys", "apcore_a2a_card_signing_keys")
 FERNET_KEY = "0vnJxhxrd4Y0wHxp1ugJfCC4W_cg-632ASDH3kR-k6c="
@@ -34,19 +34,7 @@ async def _serve_once(store: Path, **settings: object) -> None:
         **settings,
     ).create()
     async with running_server(app) as base, httpx.AsyncClient(base_url=base) as http:
-        send = {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "SendMessage",
-            "params": {
-                "message": {
-                    "messageId": "m-1",
-                    "role": "ROLE_USER",
-                    "parts": [{"data": {"a": 1, "b": 2}}],
-                    "metadata": {"skillId": "demo.add"},
-                }
-            },
-        }
+        send = send_message("demo.add", {"a": 1, "b": 2})
         answer = await http.post("/", json=send, headers={"A2A-Version": "1.0"})
         assert answer.json()["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
         # Checked while the server holds the database open: the WAL and SHM files exist.
