@@ -63,10 +63,14 @@ def telemetry_middleware(*, legacy_names: bool = False) -> list[Middleware]:
         from opentelemetry.util.http import ExcludeList
     except ImportError as exc:
         raise MissingExtraError(TELEMETRY_EXTRA_HINT) from exc
+    from apcore_a2a.ops.http_meters import HostFreeMeters
+
     span = Middleware(
         OpenTelemetryMiddleware,
         excluded_urls=ExcludeList(list(UNTRACED_URLS)),
         exclude_spans=["receive", "send"],
+        # its HTTP metrics, without a series per Host header a client sends
+        meter_provider=HostFreeMeters(),
     )
     return [span] if legacy_names else [span, Middleware(A2ASpans)]
 

@@ -1,0 +1,89 @@
+"""The meters the OpenTelemetry ASGI middleware records its HTTP metrics with, without the
+attributes a client chooses.
+
+With the default (pre-1.0) HTTP conventions the middleware labels every
+``http.server.duration``, ``http.server.active_requests`` and request/response size point
+with ``http.server_name``: the request's ``Host`` header, verbatim. A client sending
+distinct ``Host`` values (an agent bound to every interface answers any) makes one series
+per value in the operator's metrics backend. :class:`HostFreeMeters` hands the middleware
+meters of the global meter provider whose instruments leave those attributes out; the rest
+(method, status, route template, scheme, the socket's address) is bounded already.
+
+Only the middleware gets these meters: nothing process-wide is replaced.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from opentelemetry import metrics
+
+#: Attributes of the middleware's metric points that repeat request headers verbatim.
+CLIENT_CHOSEN = frozenset({"http.server_name"})
+
+
+def _bounded(attributes: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    if not attributes or CLIENT_CHOSEN.isdisjoint(attributes):
+        return attributes
+    return {key: value for key, value in attributes.items() if key not in CLIENT_CHOSEN}
+
+
+class _Instrument:
+    """A synchronous instrument (counter, up-down counter, histogram, gauge) recording
+    through *inner* without the :data:`CLIENT_CHOSEN` attributes."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def add(self, amount: float, attributes: Any = None, context: Any = None) -> None:
+        self._inner.add(amount, _bounded(attributes), context)
+
+    def record(self, amount: float, attributes: Any = None, context: Any = None) -> None:
+        self._inner.record(amount, _bounded(attributes), context)
+
+    def set(self, amount: float, attributes: Any = None, context: Any = None) -> None:
+        self._inner.set(amount, _bounded(attributes), context)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+class _Meter:
+    """A meter whose synchronous instruments are :class:`_Instrument`; anything else
+    (observable instruments take no attributes from a request) is *inner*'s."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def create_counter(self, *args: Any, **kwargs: Any) -> _Instrument:
+        return _Instrument(self._inner.create_counter(*args, **kwargs))
+
+    def create_up_down_counter(self, *args: Any, **kwargs: Any) -> _Instrument:
+        return _Instrument(self._inner.create_up_down_counter(*args, **kwargs))
+
+    def create_histogram(self, *args: Any, **kwargs: Any) -> _Instrument:
+        return _Instrument(self._inner.create_histogram(*args, **kwargs))
+
+    def create_gauge(self, *args: Any, **kwargs: Any) -> _Instrument:
+        return _Instrument(self._inner.create_gauge(*args, **kwargs))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+class HostFreeMeters:
+    """A meter provider for the ASGI middleware (its ``meter_provider``): the global
+    provider's meters, read when the middleware asks, with :class:`_Meter` around them."""
+
+    def get_meter(
+        self,
+        name: str,
+        version: str | None = None,
+        schema_url: str | None = None,
+        attributes: Any = None,
+    ) -> Any:
+        # The global provider as the middleware starts: a proxy until the application sets
+        # its own, which then serves the meters handed out before.
+        inner = metrics.get_meter_provider().get_meter(name, version, schema_url, attributes)
+        return _Meter(inner)
