@@ -13,6 +13,7 @@ identity (``state["auth"]``); gRPC's builder makes a :class:`Caller` too.
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +34,9 @@ AUTH_SCHEME_ATTR = "auth_scheme"
 AUTH_ISSUER_ATTR = "auth_issuer"
 #: The SDK's SQL stores keep the owner in a VARCHAR(255) column.
 MAX_OWNER_CHARS = 255
+#: Anonymous IPv6 callers are counted by network of this prefix length: a host is given a
+#: /64 at least (RFC 6177), so counting its addresses apart gave it 2**64 quotas.
+IPV6_CALLER_PREFIX = 64
 #: The role of callers who operate the agent: ``/health`` details, apcore's control modules.
 OPERATOR_ROLE = "operator"
 
@@ -62,8 +66,33 @@ def owner_key(identity: Identity) -> str:
 
 def caller_key(identity: Identity | None, address: str | None) -> str:
     """The key quotas count by, on every binding: the task owner, or ``ip:<address>`` for
-    anonymous callers."""
-    return owner_key(identity) if identity is not None else f"ip:{address or 'unknown'}"
+    anonymous callers (:func:`address_key`)."""
+    return owner_key(identity) if identity is not None else address_key(address)
+
+
+def address_key(address: str | None) -> str:
+    """``ip:<address>`` of an anonymous caller; an IPv6 address counts as its
+    :data:`IPV6_CALLER_PREFIX` network (``ip:2001:db8::/64``), an IPv4-mapped one as the
+    IPv4 address; anything else that is not an IP address, as given::
+
+        address_key("2001:db8::7")        # "ip:2001:db8::/64"
+        address_key("::ffff:192.0.2.7")   # "ip:192.0.2.7"
+    """
+    if not address:
+        return "ip:unknown"
+    try:
+        ip = ipaddress.ip_address(address.strip("[]"))
+    except ValueError:
+        return f"ip:{address}"
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return f"ip:{ip.ipv4_mapped}"
+        if ip.is_loopback:  # ::1 alone, not the addresses of ::/64
+            return f"ip:{ip}"
+        host_bits = 128 - IPV6_CALLER_PREFIX
+        network = ipaddress.IPv6Address(int(ip) >> host_bits << host_bits)
+        return f"ip:{network}/{IPV6_CALLER_PREFIX}"
+    return f"ip:{ip}"
 
 
 class Caller(BaseUser, User):

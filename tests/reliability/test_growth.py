@@ -4,11 +4,15 @@ metric label, a log line of its own or an unbounded span attribute."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 from a2a.server.context import ServerCallContext
 from a2a.types import Task, TaskState, TaskStatus
 
 from apcore_a2a.edge.call import CallRecord, attach
 from apcore_a2a.server.task_quota import RECHECK_SECONDS, TaskQuota
+from tests.ops._agent import build_registry, message_params, rpc, served
 
 CALLERS = 10_000
 
@@ -33,3 +37,33 @@ async def test_callers_found_at_their_task_quota_leave_no_memory_behind() -> Non
         assert await quota.slots.holders("task", caller) == []
         now[0] += 1.0
     assert len(quota.recent_checks) <= RECHECK_SECONDS + 1
+
+
+async def test_anonymous_ipv6_callers_in_one_slash_64_share_their_quota(tmp_path: Path) -> None:
+    # A host is given a /64 at least: 2**64 addresses, each of which was a caller of its
+    # own, so one anonymous client had as many quotas as it cared to use addresses.
+    gate = tmp_path / "gate"
+    async with served(build_registry(gated=True), max_unfinished_tasks_per_caller=1) as (
+        http,
+        _app,
+    ):
+
+        async def start(address: str) -> dict[str, Any]:
+            params = message_params("ops.await_file", {"path": str(gate)}, return_immediately=True)
+            return await rpc(http, "SendMessage", params, {"X-Forwarded-For": address})
+
+        try:
+            first = await start("2001:db8:1:2::1")
+            assert first["result"]["task"]["status"]["state"] in (
+                "TASK_STATE_SUBMITTED",
+                "TASK_STATE_WORKING",
+            )
+            same_host = await start("2001:db8:1:2:ffff:ffff:ffff:fffe")
+            assert same_host["error"]["code"] == -32091, same_host
+            other_network = await start("2001:db8:1:3::1")
+            assert "result" in other_network, other_network
+            mapped = await start("::ffff:192.0.2.7")  # an IPv4 client seen on an IPv6 socket
+            assert "result" in mapped, mapped
+            assert (await start("192.0.2.7"))["error"]["code"] == -32091  # the same client
+        finally:
+            gate.touch()  # the running tasks end, so the agent stops
