@@ -184,11 +184,15 @@ class ApCoreRequestHandler(DefaultRequestHandler):
                             seq = await log.seq_at(positions.task_id, version)
                     yield event, str(seq) if seq else None
         finally:
-            # What the SDK's decorator did: a bare async for leaves *events* unclosed.
-            await events.aclose()
-            await self._quota.settle(context)
+            # First what needs no await: when the client hung up, its cancel scope makes
+            # every await below raise again, and the tap kept a dropped stream's notes.
             if positions is not None:
                 positions.tap.unwatch(positions)
+            try:
+                # What the SDK's decorator did: a bare async for leaves *events* unclosed.
+                await events.aclose()
+            finally:
+                await self._quota.settle(context)
 
     @answering_stream
     @validate_request_params

@@ -4,17 +4,22 @@ metric label, a log line of its own or an unbounded span attribute."""
 
 from __future__ import annotations
 
+import asyncio
+import gc
 from pathlib import Path
 from typing import Any
 
+import httpx
 from a2a.server.context import ServerCallContext
 from a2a.types import Task, TaskState, TaskStatus
 
 from apcore_a2a.edge.call import CallRecord, attach
 from apcore_a2a.server.task_quota import RECHECK_SECONDS, TaskQuota
-from tests.ops._agent import build_registry, message_params, rpc, served
+from apcore_a2a.streams.resume import PositionTap
+from tests.ops._agent import V1, build_registry, message_params, rpc, served
 
 CALLERS = 10_000
+DROPPED_STREAMS = 20
 
 
 async def test_callers_found_at_their_task_quota_leave_no_memory_behind() -> None:
@@ -67,3 +72,36 @@ async def test_anonymous_ipv6_callers_in_one_slash_64_share_their_quota(tmp_path
             assert (await start("192.0.2.7"))["error"]["code"] == -32091  # the same client
         finally:
             gate.touch()  # the running tasks end, so the agent stops
+
+
+async def test_message_streams_dropped_mid_way_leave_nothing_behind(tmp_path: Path) -> None:
+    # In cluster mode each message stream notes the events its task publishes (for their
+    # SSE ids); a client that hung up mid-way left its notes behind, one entry and up to
+    # 1,024 events per dropped stream, for as long as the agent ran.
+    store = f"sqlite+aiosqlite:///{tmp_path / 'tasks.db'}"
+    async with served(task_store=store, cluster=True, metrics=True) as (http, _app):
+        for i in range(DROPPED_STREAMS):
+            params = message_params("ops.sleep", {"seconds": 0.2})
+            body = {"jsonrpc": "2.0", "id": i, "method": "SendStreamingMessage", "params": params}
+            # A client of its own: its connection (and what the server keeps with an open
+            # connection) is gone with it.
+            async with (
+                httpx.AsyncClient(base_url=http.base_url, timeout=30) as client,
+                client.stream("POST", "/", json=body, headers=V1) as stream,
+            ):
+                async for line in stream.aiter_lines():
+                    if line.startswith("data:"):
+                        break  # the client hangs up after the first event
+        async with asyncio.timeout(30):  # the streams' ends reach the server, the tasks end
+            while True:
+                live = (await http.get("/metrics")).json()
+                if not live["sse_active_streams"] and not live["active_tasks"]:
+                    break
+                await asyncio.sleep(0.05)
+        # The agents' taps (one per agent), found as the interpreter sees them: the
+        # streams they still note events for. (StreamPositions objects themselves linger
+        # a while in contexts the event loop's cancelled timers keep until purged.)
+        taps = [o for o in gc.get_objects() if isinstance(o, PositionTap)]
+        assert taps
+        left = sum(len(watchers) for tap in taps for watchers in tap.watching.values())
+    assert left == 0, f"{left} of {DROPPED_STREAMS} dropped streams left their notes"
