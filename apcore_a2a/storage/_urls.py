@@ -189,6 +189,13 @@ async def create_index(engine: AsyncEngine, name: str, table: str, columns: str)
         )
 
 
+async def drop_index(engine: AsyncEngine, name: str) -> None:
+    """Drop the index *name* if it exists."""
+    async with engine.begin() as conn:
+        quote = conn.dialect.identifier_preparer.quote
+        await conn.execute(text(f"DROP INDEX IF EXISTS {quote(name)}"))
+
+
 def create_engine(store_url: StoreURL) -> AsyncEngine:
     """Create (without connecting) the engine for a SQL :class:`StoreURL`."""
     if store_url.url is None:

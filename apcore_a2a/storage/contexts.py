@@ -18,9 +18,13 @@ from a2a.utils.errors import InvalidParamsError
 from sqlalchemy import bindparam, exists, select
 
 from ._urls import create_index as create_sql_index
+from ._urls import drop_index as drop_sql_index
 
-#: The index the SQL check reads (``tasks``: the SDK's table has none on ``context_id``).
-INDEX_NAME = "ix_apcore_a2a_tasks_context_owner"
+#: The index the SQL check reads (``tasks``: the SDK's table has none on ``context_id``);
+#: its third column orders a page of ``ListTasks`` filtered by ``contextId`` (``listing.py``).
+INDEX_NAME = "ix_apcore_a2a_tasks_context_owner_updated_id"
+#: The index this one replaced (``context_id, owner``): dropped where it exists.
+OLD_INDEX_NAME = "ix_apcore_a2a_tasks_context_owner"
 #: Whether a context holds a task of an owner other than the one given.
 Others = Callable[[str, str], Awaitable[bool]]
 REFUSAL = (
@@ -108,6 +112,8 @@ def sql_others(store: DatabaseTaskStore, *, indexed: bool = True) -> Others:
 
 
 async def create_index(store: DatabaseTaskStore) -> None:
-    """Create :data:`INDEX_NAME` on the store's task table unless it exists."""
+    """Create :data:`INDEX_NAME` on the store's task table unless it exists, and drop
+    :data:`OLD_INDEX_NAME` (a prefix of it: one index less to write at every save)."""
     table = store.task_model.__tablename__
-    await create_sql_index(store.engine, INDEX_NAME, table, "context_id, owner")
+    await create_sql_index(store.engine, INDEX_NAME, table, "context_id, owner, last_updated, id")
+    await drop_sql_index(store.engine, OLD_INDEX_NAME)

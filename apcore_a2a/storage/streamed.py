@@ -56,6 +56,7 @@ from apcore_a2a.upstream.sql_task_rows import TaskRows
 from apcore_a2a.upstream.task_version import version_number
 
 from .group_commit import GroupCommit
+from .listing import TaskPages
 
 _RUNNING = frozenset({TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING})
 #: the stored spelling of a finished task's state (``status.state`` of a 1.0 row)
@@ -82,6 +83,7 @@ class ChunkedTaskStore(VersionedDatabaseTaskStore):
         #: (task id, version) -> ``task_events.seq`` of the event that save inserted
         self.seqs: LRUCache[tuple[str, int], int] = LRUCache(NOTED_SEQS)
         self._group: GroupCommit[_Save] = GroupCommit(self._write_saves)
+        self._pages = TaskPages(self._sql)
 
     async def aclose(self) -> None:
         """Wait for the saves under way."""
@@ -198,8 +200,9 @@ class ChunkedTaskStore(VersionedDatabaseTaskStore):
         return stored
 
     async def list(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
-        """The caller's tasks (SDK semantics), streamed artifacts whole."""
-        found = await super().list(params, context)
+        """The caller's tasks (SDK semantics, a page read from an index: ``listing.py``),
+        streamed artifacts whole."""
+        found = await self._pages.list(params, context)
         owner = self._sql.owner_resolver(context)
         for task in found.tasks:
             if any(in_log(a) for a in task.artifacts):

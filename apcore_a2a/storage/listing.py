@@ -1,0 +1,154 @@
+"""How ``ListTasks`` reads a page of a caller's tasks from a SQL store: from an index, in
+the order of the list, starting at the page token (``docs/storage.md``, *Listing tasks*).
+
+The SDK's ``DatabaseTaskStore.list`` orders by an expression (tasks without a timestamp
+last) that no index holds, and names the page token's position as an ``OR`` no index
+range answers: PostgreSQL read all of the caller's tasks and sorted them for every page,
+twice with the count (2,000 rows a page at 1,000 tasks; paging to the end read the
+table once per page). Here the same order and the same page tokens are two index ranges:
+the timestamped tasks (newest first) through ``owner, last_updated`` (the SDK's index;
+``context_id, owner, last_updated`` under a ``contextId`` filter, ``contexts.py``), then
+those without a timestamp by id. A page reads its rows and the one after it; ``totalSize``
+is a count over the same index, which PostgreSQL answers from the index alone on the
+pages autovacuum marked all-visible. A ``status`` filter is not in an index: a page
+reads the caller's tasks in order until it has its rows.
+"""
+
+from __future__ import annotations
+
+import builtins
+from datetime import datetime, timedelta
+from typing import Any
+
+from a2a.compat.v0_3.conversions import to_compat_task_status
+from a2a.server.context import ServerCallContext
+from a2a.server.tasks import DatabaseTaskStore
+from a2a.types import ListTasksRequest, ListTasksResponse, Task, TaskState, TaskStatus
+from a2a.utils.constants import DEFAULT_LIST_TASKS_PAGE_SIZE
+from a2a.utils.errors import InvalidParamsError
+from a2a.utils.task import (
+    ListTasksCursor,
+    decode_list_tasks_cursor,
+    decode_page_token,
+    encode_list_tasks_cursor,
+)
+from google.protobuf.json_format import ParseDict
+from sqlalchemy import and_, func, or_, select
+
+_EPOCH = datetime(1970, 1, 1)
+_BAD_TOKEN = "Invalid page token"  # noqa: S105 - an error message
+
+
+def _ns(value: datetime) -> int:
+    """Nanoseconds since the epoch of a stored (naive UTC) ``last_updated``, as the
+    SDK's page tokens carry it."""
+    delta = value.replace(tzinfo=None) - _EPOCH
+    return (delta // timedelta(microseconds=1)) * 1000
+
+
+def _at(timestamp_ns: int) -> datetime:
+    try:
+        return _EPOCH + timedelta(microseconds=timestamp_ns // 1000)
+    except OverflowError:
+        raise InvalidParamsError(_BAD_TOKEN) from None
+
+
+class TaskPages:
+    """``ListTasks`` of a SQL store, with the SDK's order, filters and page tokens."""
+
+    def __init__(self, store: DatabaseTaskStore) -> None:
+        self._db = store
+        self._model = store.task_model
+
+    async def list(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
+        """The page of *params* of the caller's tasks (``InvalidParamsError`` for a page
+        token that names no position of this caller's list)."""
+        m = self._model
+        owner = self._db.owner_resolver(context)
+        where = [m.owner == owner, *self._filters(params)]
+        size = params.page_size or DEFAULT_LIST_TASKS_PAGE_SIZE
+        async with self._db.async_session_maker() as session:
+            cursor, inclusive = await self._position(session, owner, params.page_token)
+            rows: builtins.list[Any] = []
+            if cursor is None or cursor.timestamp_ns is not None:
+                after: builtins.list[Any] = [m.last_updated.is_not(None)]
+                if cursor is not None and cursor.timestamp_ns is not None:
+                    at = _at(cursor.timestamp_ns)
+                    beyond = m.id <= cursor.task_id if inclusive else m.id < cursor.task_id
+                    after += [m.last_updated <= at, or_(m.last_updated < at, beyond)]
+                stmt = select(m).where(*where, *after)
+                stmt = stmt.order_by(m.last_updated.desc(), m.id.desc()).limit(size + 1)
+                rows = list((await session.execute(stmt)).scalars())
+            if len(rows) <= size and not params.HasField("status_timestamp_after"):
+                undated: builtins.list[Any] = [m.last_updated.is_(None)]
+                if cursor is not None and cursor.timestamp_ns is None:
+                    beyond = m.id <= cursor.task_id if inclusive else m.id < cursor.task_id
+                    undated.append(beyond)
+                stmt = select(m).where(*where, *undated)
+                stmt = stmt.order_by(m.id.desc()).limit(size + 1 - len(rows))
+                rows += list((await session.execute(stmt)).scalars())
+            count = select(func.count()).select_from(m).where(*where)
+            total = (await session.execute(count)).scalar_one()
+        page = rows[:size]
+        token = ""
+        if len(rows) > size:
+            last = page[-1].last_updated
+            position = ListTasksCursor(_ns(last) if last is not None else None, page[-1].id)
+            token = encode_list_tasks_cursor(position)
+        tasks = [await self._task(row, context) for row in page]
+        return ListTasksResponse(
+            tasks=tasks, total_size=total, next_page_token=token, page_size=size
+        )
+
+    def _filters(self, params: ListTasksRequest) -> builtins.list[Any]:
+        m = self._model
+        out: builtins.list[Any] = []
+        if params.context_id:
+            out.append(m.context_id == params.context_id)
+        if params.status:
+            # The 1.0 name and the 0.3 value: rows an older agent wrote hold the latter.
+            old = to_compat_task_status(TaskStatus(state=params.status)).state.value
+            names = [TaskState.Name(params.status), old]
+            out.append(m.status["state"].as_string().in_(names))
+        if params.HasField("status_timestamp_after"):
+            out.append(m.last_updated >= params.status_timestamp_after.ToDatetime())
+        return out
+
+    async def _position(
+        self, session: Any, owner: str, token: str
+    ) -> tuple[ListTasksCursor | None, bool]:
+        """Where the page starts: (the position, whether the page includes it). A token
+        of the SDK's older form names the first task of the page, which must be one of
+        the caller's (so that no token tells whether another caller's task exists)."""
+        if not token:
+            return None, False
+        cursor = decode_list_tasks_cursor(token)
+        if cursor is not None:
+            return cursor, False
+        task_id = decode_page_token(token)  # InvalidParamsError if not even that
+        m = self._model
+        stmt = select(m.last_updated).where(and_(m.id == task_id, m.owner == owner))
+        found = (await session.execute(stmt)).one_or_none()
+        if found is None:
+            raise InvalidParamsError(f"{_BAD_TOKEN}: {token}")
+        stamp = found[0]
+        return ListTasksCursor(_ns(stamp) if stamp is not None else None, task_id), True
+
+    async def _task(self, row: Any, context: ServerCallContext) -> Task:
+        """The task of *row*, as the SDK's store reads it."""
+        if self._db.model_to_core_conversion is not None:
+            converted: Task = self._db.model_to_core_conversion(row)
+            return converted
+        if row.protocol_version != "1.0":  # an older row: the SDK's own conversion
+            older = await self._db.get(row.id, context)
+            return older if older is not None else Task(id=row.id, context_id=row.context_id)
+        task = Task(id=row.id, context_id=row.context_id)
+        if row.status:
+            ParseDict(row.status, task.status)
+        for artifact in row.artifacts or ():
+            ParseDict(artifact, task.artifacts.add())
+        for message in row.history or ():
+            ParseDict(message, task.history.add())
+        if row.task_metadata:
+            task.metadata.update(row.task_metadata)
+        return task
