@@ -2,7 +2,7 @@
 
 ``python -m benchmarks.growth [--sizes 1,10] [--chunk 4096] [--modes single,cluster]
 [--replay-mb 10] [--dimensions streams,turns,others] [--turns 20,200]
-[--others 10000,100000] [--append RESULTS.md]``
+[--others 10000,100000] [--pages 1000,10000] [--append RESULTS.md]``
 
 Streams (one process, fresh store, without and with ``--cluster`` side by side):
 ``bench.stream`` sends *size* MB of random text in *chunk*-character chunks (random:
@@ -30,6 +30,8 @@ sizes so the growth ratio shows, in costs that do not depend on the clock:
   follow-up; ``--turns 20,200``): bytes the tables and WAL grew by (SQLite: file and WAL,
   every frame kept) and rows of the store's tables read (PostgreSQL
   ``pg_stat_user_tables``: ``seq_tup_read + idx_tup_fetch``), per turn;
+* ``pages``: one caller paging through *n* tasks of its own with ``ListTasks``
+  (``--pages 1000,10000``, ``--page-size 50``; ``benchmarks/pages.py``);
 * ``others``: one caller's ``GetTask``, ``ListTasks`` and new ``SendMessage`` while the
   store holds *n* tasks of other callers (``--others 10000,100000``, inserted by SQL),
   rows of ``tasks`` each read (PostgreSQL).
@@ -60,6 +62,7 @@ from typing import Any
 from benchmarks._proc import ROOT, free_port, rss_bytes
 from benchmarks.cluster_streams import _pg, _store
 from benchmarks.idle import idle_rates, table
+from benchmarks.pages import PagesRow, measure_pages, render_pages
 
 EXTENSIONS = str(Path(__file__).resolve().parent / "extensions")
 CHUNK = 4096
@@ -620,9 +623,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--chunk", type=int, default=CHUNK, help="characters per chunk")
     parser.add_argument("--replay-mb", type=float, default=10.0, help="0: no replay row")
     parser.add_argument("--idle", default="0,50,500", help='subscriber counts ("": none)')
-    parser.add_argument("--dimensions", default="streams", help="streams,turns,others")
+    parser.add_argument("--dimensions", default="streams", help="streams,turns,others,pages")
     parser.add_argument("--turns", default="20,200", help="follow-ups of one task")
     parser.add_argument("--others", default="10000,100000", help="other callers' tasks")
+    parser.add_argument("--pages", default="1000,10000", help="the caller's own tasks")
+    parser.add_argument("--page-size", type=int, default=50, help="ListTasks pageSize")
     parser.add_argument("--title")
     parser.add_argument("--append", type=Path, help="Markdown file to append the table to")
     args = parser.parse_args(argv)
@@ -633,6 +638,7 @@ def main(argv: list[str] | None = None) -> int:
     modes = [m for m in args.modes.split(",") if m]
     turns: list[TurnsRow] = []
     others: list[OthersRow] = []
+    pages: list[PagesRow] = []
     with tempfile.TemporaryDirectory() as tmp:
         for backend in backends:
             for mode, n in ((m, int(n)) for n in args.turns.split(",") for m in modes):
@@ -643,6 +649,11 @@ def main(argv: list[str] | None = None) -> int:
                 if "others" in dimensions and backend == "postgresql":
                     others.append(measure_others(backend, n, Path(tmp), cluster=mode == "cluster"))
                     print(others[-1], file=sys.stderr, flush=True)
+            for mode, n in ((m, int(n)) for n in args.pages.split(",") for m in modes):
+                if "pages" in dimensions and (backend != "memory" or mode == "single"):
+                    pages.append(measure_pages(backend, n, Path(tmp), cluster=mode == "cluster",
+                                               page_size=args.page_size))  # fmt: skip
+                    print(pages[-1], file=sys.stderr, flush=True)
             if "streams" not in dimensions:
                 continue
             for size in (float(s) for s in args.sizes.split(",") if s):
@@ -661,7 +672,7 @@ def main(argv: list[str] | None = None) -> int:
     if not text:
         stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
         text = f"## {args.title or 'Growth'} (`python -m benchmarks.growth`) — {stamp}\n\n"
-    text += render_dimensions(turns, others)
+    text += render_dimensions(turns, others) + render_pages(pages)
     print(text)
     if args.append:
         with args.append.open("a") as out:
