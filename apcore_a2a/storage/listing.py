@@ -53,6 +53,18 @@ def _at(timestamp_ns: int) -> datetime:
         raise InvalidParamsError(_BAD_TOKEN) from None
 
 
+def _checked(task_id: str) -> str:
+    """*task_id* of a page token, if a database can compare it: no NUL (PostgreSQL
+    refuses the string), nothing UTF-8 cannot encode (a lone surrogate from JSON)."""
+    try:
+        task_id.encode()
+    except UnicodeEncodeError:
+        raise InvalidParamsError(_BAD_TOKEN) from None
+    if "\x00" in task_id:
+        raise InvalidParamsError(_BAD_TOKEN)
+    return task_id
+
+
 class TaskPages:
     """``ListTasks`` of a SQL store, with the SDK's order, filters and page tokens."""
 
@@ -124,8 +136,9 @@ class TaskPages:
             return None, False
         cursor = decode_list_tasks_cursor(token)
         if cursor is not None:
+            _checked(cursor.task_id)
             return cursor, False
-        task_id = decode_page_token(token)  # InvalidParamsError if not even that
+        task_id = _checked(decode_page_token(token))  # InvalidParamsError if not even that
         m = self._model
         stmt = select(m.last_updated).where(and_(m.id == task_id, m.owner == owner))
         found = (await session.execute(stmt)).one_or_none()
