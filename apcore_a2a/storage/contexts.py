@@ -15,7 +15,7 @@ from a2a.server.owner_resolver import OwnerResolver
 from a2a.server.tasks import DatabaseTaskStore
 from a2a.types import SendMessageRequest
 from a2a.utils.errors import InvalidParamsError
-from sqlalchemy import bindparam, exists, select
+from sqlalchemy import and_, bindparam, exists, select
 
 from ._urls import create_index as create_sql_index
 from ._urls import drop_index as drop_sql_index
@@ -89,13 +89,21 @@ def sql_others(store: DatabaseTaskStore, *, indexed: bool = True) -> Others:
     the caller's owner: a ``NULL`` owner sorts first on one end (SQLite ascending,
     PostgreSQL descending). A filter on the owner instead (``IS DISTINCT FROM``) read
     every task of the caller in the context, and PostgreSQL chose to scan the whole
-    table for a context holding many.
+    table for a context holding many. The context is named as a range and kept in the
+    order (as ``event_index.py`` does): only this index gives that order, where
+    PostgreSQL walked the SDK's ``owner`` index over every task of a context holding
+    half the table.
     """
     model = store.task_model
-    in_context = model.context_id == bindparam("context_id")
+    in_context = and_(
+        model.context_id >= bindparam("context_id"), model.context_id <= bindparam("context_id")
+    )
     ends = [
-        select(model.owner).where(in_context).order_by(order).limit(1).scalar_subquery()
-        for order in (model.owner.asc(), model.owner.desc())
+        select(model.owner).where(in_context).order_by(*order).limit(1).scalar_subquery()
+        for order in (
+            (model.context_id.asc(), model.owner.asc()),
+            (model.context_id.desc(), model.owner.desc()),
+        )
     ]
     stmt = select(*ends, exists().where(in_context))
 
