@@ -87,7 +87,7 @@ async def _fill_sql(stores: Any, n: int) -> None:
     ]
     values += others
     async with engine.begin() as conn:
-        for start in range(0, n, 5000):
+        for start in range(0, len(values), 5000):
             await conn.execute(insert(TaskModel), values[start : start + 5000])
 
 
