@@ -12,6 +12,7 @@ from sqlalchemy import inspect, text
 from apcore_a2a.cli import db as _cli_db
 from apcore_a2a.storage import open_stores
 from apcore_a2a.storage._urls import create_engine, parse_store_url
+from apcore_a2a.storage.contexts import INDEX_NAME, OLD_INDEX_NAME
 
 from .._support import free_port
 from ._helpers import ctx, make_task, settings
@@ -94,6 +95,28 @@ async def test_upgrading_a_plain_store_keeps_its_tasks_and_enables_cluster_mode(
         assert await cluster.get_task(done.id, ctx()) == done
     finally:
         await cluster.aclose()
+
+
+async def test_upgrade_replaces_the_context_index_with_the_listing_one(sql_url: str) -> None:
+    import asyncio
+
+    # A store as the previous version left it: the context index on (context_id, owner).
+    engine = create_engine(parse_store_url(sql_url))
+    await DatabaseTaskStore(engine).initialize()
+    async with engine.begin() as conn:
+        await conn.execute(text(f"CREATE INDEX {OLD_INDEX_NAME} ON tasks (context_id, owner)"))
+    await engine.dispose()
+
+    assert await asyncio.to_thread(upgrade, sql_url) == 0
+    engine = create_engine(parse_store_url(sql_url))
+    try:
+        async with engine.connect() as conn:
+            indexes = await conn.run_sync(lambda c: inspect(c).get_indexes("tasks"))
+    finally:
+        await engine.dispose()
+    columns = {index["name"]: index["column_names"] for index in indexes}
+    assert columns[INDEX_NAME] == ["context_id", "owner", "last_updated", "id"]
+    assert OLD_INDEX_NAME not in columns
 
 
 def test_memory_store_has_nothing_to_upgrade(capsys: pytest.CaptureFixture[str]) -> None:
