@@ -7,7 +7,7 @@ range answers: PostgreSQL read all of the caller's tasks and sorted them for eve
 twice with the count (2,000 rows a page at 1,000 tasks; paging to the end read the
 table once per page). Here the same order and the same page tokens are two index ranges:
 the timestamped tasks (newest first) through ``owner, last_updated`` (the SDK's index;
-``context_id, owner, last_updated`` under a ``contextId`` filter, ``contexts.py``), then
+``context_id, owner, last_updated, id`` under a ``contextId`` filter, ``contexts.py``), then
 those without a timestamp by id. A page reads its rows and the one after it; ``totalSize``
 is a count over the same index, which PostgreSQL answers from the index alone on the
 pages autovacuum marked all-visible. A ``status`` filter is not in an index: a page
@@ -89,8 +89,7 @@ class TaskPages:
                     beyond = m.id <= cursor.task_id if inclusive else m.id < cursor.task_id
                     after += [m.last_updated <= at, or_(m.last_updated < at, beyond)]
                 stmt = select(m).where(*where, *after)
-                stmt = stmt.order_by(*self._order(params), m.last_updated.desc(), m.id.desc())
-                stmt = stmt.limit(size + 1)
+                stmt = stmt.order_by(m.last_updated.desc(), m.id.desc()).limit(size + 1)
                 rows = list((await session.execute(stmt)).scalars())
             if len(rows) <= size and not params.HasField("status_timestamp_after"):
                 undated: builtins.list[Any] = [m.last_updated.is_(None)]
@@ -113,19 +112,11 @@ class TaskPages:
             tasks=tasks, total_size=total, next_page_token=token, page_size=size
         )
 
-    def _order(self, params: ListTasksRequest) -> builtins.list[Any]:
-        """Under a ``contextId`` filter, the context index's leading columns (named as
-        ranges in :meth:`_filters`): only that index gives the order then, where
-        PostgreSQL may walk the caller's tasks by time through the ``owner`` index."""
-        m = self._model
-        return [m.context_id.desc(), m.owner.desc()] if params.context_id else []
-
     def _filters(self, params: ListTasksRequest) -> builtins.list[Any]:
         m = self._model
         out: builtins.list[Any] = []
         if params.context_id:
-            context = params.context_id
-            out += [m.context_id >= context, m.context_id <= context]
+            out.append(m.context_id == params.context_id)
         if params.status:
             # The 1.0 name and the 0.3 value: rows an older agent wrote hold the latter.
             old = to_compat_task_status(TaskStatus(state=params.status)).state.value
