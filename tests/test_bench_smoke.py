@@ -248,3 +248,14 @@ def test_busy_health_table_probes_both_servers_while_bodies_arrive(tmp_path: Pat
     assert rows[("parts", "S")][2] == "2x TASK_STATE_COMPLETED"
     assert rows[("gRPC values beyond", "O")][2].startswith("2x INVALID_ARGUMENT ")
     assert "gRPC values beyond: O /health p99" in done.stdout
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite"])
+def test_pages_dimension_walks_every_page_and_counts(backend: str, tmp_path: Path) -> None:
+    from benchmarks.pages import measure_pages, render_pages
+
+    row = measure_pages(backend, 120, tmp_path, cluster=False, page_size=50)
+    assert row.pages == 3  # 50 + 50 + 20: every task seen once (it raises otherwise)
+    for counts in (row.first, row.second, row.last, row.by_context, row.by_status):
+        assert next(iter(counts.values())) > 0
+    assert f"| {backend} | single | 120 | 50 |" in render_pages([row])
