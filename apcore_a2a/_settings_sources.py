@@ -193,6 +193,8 @@ def field_specs(fields: Mapping[str, FieldInfo]) -> tuple[Setting, ...]:
         optional = get_origin(kind) in (Union, types.UnionType) and type(None) in get_args(kind)
         if optional:
             kind = next(a for a in get_args(kind) if a is not type(None))
+        if get_origin(kind) is Annotated:  # pydantic unwraps it only outside a union
+            kind = get_args(kind)[0]
         prefix, rest = ("JWT_", name[5:]) if name.startswith("auth_") else ("A2A_", name)
         env = meta["env"] or (prefix + rest).upper()
         help = info.description or ""
