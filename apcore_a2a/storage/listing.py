@@ -23,7 +23,7 @@ from typing import Any
 from a2a.compat.v0_3.conversions import to_compat_task_status
 from a2a.server.context import ServerCallContext
 from a2a.server.tasks import DatabaseTaskStore
-from a2a.types import ListTasksRequest, ListTasksResponse, Task, TaskState, TaskStatus
+from a2a.types import ListTasksRequest, ListTasksResponse, TaskState, TaskStatus
 from a2a.utils.constants import DEFAULT_LIST_TASKS_PAGE_SIZE
 from a2a.utils.errors import InvalidParamsError
 from a2a.utils.task import (
@@ -32,8 +32,9 @@ from a2a.utils.task import (
     decode_page_token,
     encode_list_tasks_cursor,
 )
-from google.protobuf.json_format import ParseDict
 from sqlalchemy import and_, func, or_, select
+
+from apcore_a2a.upstream.sql_task_rows import TaskRows
 
 _EPOCH = datetime(1970, 1, 1)
 _BAD_TOKEN = "Invalid page token"  # noqa: S105 - an error message
@@ -71,6 +72,7 @@ class TaskPages:
     def __init__(self, store: DatabaseTaskStore) -> None:
         self._db = store
         self._model = store.task_model
+        self._rows = TaskRows(store)
 
     async def list(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
         """The page of *params* of the caller's tasks (``InvalidParamsError`` for a page
@@ -107,7 +109,7 @@ class TaskPages:
             last = page[-1].last_updated
             position = ListTasksCursor(_ns(last) if last is not None else None, page[-1].id)
             token = encode_list_tasks_cursor(position)
-        tasks = [await self._task(row, context) for row in page]
+        tasks = [self._rows.task(row) for row in page]
         return ListTasksResponse(
             tasks=tasks, total_size=total, next_page_token=token, page_size=size
         )
@@ -146,22 +148,3 @@ class TaskPages:
             raise InvalidParamsError(f"{_BAD_TOKEN}: {token}")
         stamp = found[0]
         return ListTasksCursor(_ns(stamp) if stamp is not None else None, task_id), True
-
-    async def _task(self, row: Any, context: ServerCallContext) -> Task:
-        """The task of *row*, as the SDK's store reads it."""
-        if self._db.model_to_core_conversion is not None:
-            converted: Task = self._db.model_to_core_conversion(row)
-            return converted
-        if row.protocol_version != "1.0":  # an older row: the SDK's own conversion
-            older = await self._db.get(row.id, context)
-            return older if older is not None else Task(id=row.id, context_id=row.context_id)
-        task = Task(id=row.id, context_id=row.context_id)
-        if row.status:
-            ParseDict(row.status, task.status)
-        for artifact in row.artifacts or ():
-            ParseDict(artifact, task.artifacts.add())
-        for message in row.history or ():
-            ParseDict(message, task.history.add())
-        if row.task_metadata:
-            task.metadata.update(row.task_metadata)
-        return task

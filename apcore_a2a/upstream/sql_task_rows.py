@@ -1,4 +1,5 @@
-"""Rows of the SDK's ``tasks`` table without saving them, for the group-commit writers."""
+"""Rows of the SDK's ``tasks`` table without saving them, for the group-commit writers, and
+tasks of rows read without the store, for the index-planned ``ListTasks`` (``listing.py``)."""
 
 from __future__ import annotations
 
@@ -24,3 +25,9 @@ class TaskRows:
         """*task*'s row for *owner*, as ``DatabaseTaskStore.save`` would write it."""
         model = self.store._to_orm(task, owner)
         return {column: getattr(model, key) for key, column in self._columns}
+
+    def task(self, model: Any) -> Task:
+        """The task of a ``tasks`` row read as the store's ORM *model*, as
+        ``DatabaseTaskStore.get`` reads it (older protocol versions' rows included)."""
+        task: Task = self.store._from_orm(model)
+        return task

@@ -122,6 +122,21 @@ async def test_our_rows_are_what_the_sdk_store_writes(
 
 
 @pytest.mark.postgres
+async def test_a_task_of_a_row_is_what_the_sdk_store_reads(
+    versioned: VersionedDatabaseTaskStore,
+) -> None:
+    db = versioned.as_task_store
+    assert isinstance(db, DatabaseTaskStore)
+    task = make_task(TaskState.TASK_STATE_COMPLETED)
+    task.artifacts.append(Artifact(artifact_id="a-1", parts=[Part(text="done")]))
+    task.metadata.update({"k": "v"})
+    await db.save(task, ctx("alice"))
+    async with db.async_session_maker() as session:
+        model = (await session.execute(select(db.task_model))).scalars().one()
+    assert TaskRows(db).task(model) == await db.get(task.id, ctx("alice")) == task
+
+
+@pytest.mark.postgres
 async def test_a_task_version_is_the_event_logs_number(
     versioned: VersionedDatabaseTaskStore,
 ) -> None:
