@@ -204,6 +204,13 @@ class Caller:
                 await asyncio.sleep(0.25 * 2 ** (failures - 1))
 
 
+def _state_name(state: int) -> str:
+    """*state*'s name, or its number for a state this A2A version does not define (a newer
+    or hostile agent's; the answer itself reads as ``unknown``)."""
+    known = pb.TaskState.DESCRIPTOR.values_by_number.get(state)
+    return known.name if known is not None else str(state)
+
+
 def _answer_attributes(result: Any) -> dict[str, Any]:
     """Task, conversation and state of a result or stream event."""
     if isinstance(result, Proto) and "payload" in result.DESCRIPTOR.oneofs_by_name:
@@ -215,7 +222,7 @@ def _answer_attributes(result: Any) -> dict[str, Any]:
         "a2a.task.id": getattr(result, "task_id", "")
         or (isinstance(result, pb.Task) and result.id),
         "gen_ai.conversation.id": getattr(result, "context_id", ""),
-        "a2a.task.state": state and pb.TaskState.Name(state),
+        "a2a.task.state": state and _state_name(state),
     }
     return {k: v for k, v in found.items() if v}
 

@@ -154,3 +154,15 @@ def agent(request: pytest.FixtureRequest) -> Iterator[Agent]:
     # server's sockets, not the client's.
     client_attempts = [a for a in attempts if tuple(a)[1:2] != (9,)]
     assert client_attempts == [], f"direct mode opened sockets: {client_attempts}"
+
+
+@pytest.fixture(params=["untraced", "traced"])
+def tracing(request: pytest.FixtureRequest) -> None:
+    """Whether this process records the client's spans (OpenTelemetry's provider is set
+    once per process: once set by a test, it stays for the ones after)."""
+    if request.param == "traced":
+        from opentelemetry import trace
+        from opentelemetry.sdk.trace import TracerProvider
+
+        if not isinstance(trace.get_tracer_provider(), TracerProvider):
+            trace.set_tracer_provider(TracerProvider())

@@ -310,6 +310,7 @@ def _raw_result(result: bytes) -> Reply:
     )
 
 
+@pytest.mark.usefixtures("tracing")
 async def test_enum_numbers_the_client_does_not_know_read_as_unknown() -> None:
     """protobuf keeps an enum number it has no name for; the task is not refused for it
     (a ``KeyError`` escaped before: a traceback from the CLI)."""

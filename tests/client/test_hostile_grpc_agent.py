@@ -321,6 +321,7 @@ async def test_a_number_json_has_not_is_an_invalid_response_over_grpc(number: fl
             await client.send_message("hi")
 
 
+@pytest.mark.usefixtures("tracing")
 async def test_enum_numbers_the_client_does_not_know_read_as_unknown_over_grpc() -> None:
     async def answer(_context: grpc.aio.ServicerContext) -> pb.Task:
         task = _task()
