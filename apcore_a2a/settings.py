@@ -343,6 +343,18 @@ class Settings(SourcedSettings):
     grpc_max_connection_idle: checks.GrpcSeconds = setting(
         300.0, "grpc.max_connection_idle", "seconds before an idle gRPC connection is closed", gt=0
     )
+    grpc_max_pending_requests: int = setting(
+        100, "grpc.max_pending_requests", "calls a connection may have awaiting a request", ge=0
+    )
+    grpc_keepalive_time: float = setting(
+        60.0,
+        "grpc.keepalive_time",
+        "seconds of quiet before a connection is pinged (0: grpc's 2 h)",
+        ge=0,
+    )
+    grpc_keepalive_timeout: float = setting(
+        20.0, "grpc.keepalive_timeout", "seconds a pinged connection has to answer", gt=0
+    )
     # -- operations ------------------------------------------------------------------
     ops_details_public: bool = setting(
         False,

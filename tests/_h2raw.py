@@ -66,6 +66,11 @@ def grpc_headers(authority: str, path: str, version: str = "1.0") -> bytes:
     return header_block(headers)
 
 
+def message(payload: bytes) -> bytes:
+    """*payload* (a serialized protobuf) as a length-prefixed gRPC message."""
+    return b"\x00" + struct.pack(">I", len(payload)) + payload
+
+
 def partial_message(declared: int = 1000, sent: int = 10) -> bytes:
     """A length-prefixed gRPC message that announces *declared* bytes and carries *sent*."""
     return b"\x00" + struct.pack(">I", declared) + b"\x0a" * sent
@@ -98,6 +103,9 @@ class Peer:
         #: a peer that never sent its preface answers nothing either (its bytes would be
         #: a protocol error, and the server would close the connection at once)
         self.talking = False
+        #: False: the peer acknowledges no PING (a client that vanished without FIN or
+        #: RST looks so to the server)
+        self.answering_pings = True
         self._reading = asyncio.ensure_future(self._read())
 
     @classmethod
@@ -119,6 +127,14 @@ class Peer:
         if body:
             self.send(frame(DATA, 0, stream, body))
 
+    def finish_call(self, stream: int, body: bytes) -> None:
+        """*body* as the last DATA of *stream* (END_STREAM): the call's request is in."""
+        self.send(frame(DATA, END_STREAM, stream, body))
+
+    def cancel(self, stream: int) -> None:
+        """RST_STREAM CANCEL on *stream*: the client gives the call up."""
+        self.send(frame(RST_STREAM, 0, stream, struct.pack(">I", 0x8)))
+
     async def _read(self) -> None:
         try:
             while True:
@@ -132,7 +148,7 @@ class Peer:
                     continue
                 if kind == SETTINGS and not flags & ACK:
                     self.send(frame(SETTINGS, ACK, 0))
-                elif kind == PING and not flags & ACK:
+                elif kind == PING and not flags & ACK and self.answering_pings:
                     self.send(frame(PING, ACK, 0, payload))
                 elif kind == HEADERS:
                     self.seen.headers.setdefault(stream, []).append(payload)

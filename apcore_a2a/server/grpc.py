@@ -48,7 +48,7 @@ try:
     from a2a.types import a2a_pb2, a2a_pb2_grpc
 
     from apcore_a2a.ops.grpc_health import add_health_service
-    from apcore_a2a.server.grpc_deadlines import connection_options, timed
+    from apcore_a2a.server.grpc_deadlines import RequestBounds, connection_options
     from apcore_a2a.server.grpc_streams import (
         UNDECODABLE,
         UNDECODABLE_TEXT,
@@ -175,10 +175,10 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         operations: Operations | None,
         shape: Shape,
         drops: StreamDrops | None = None,
-        request_timeout: float | None = None,
+        requests: RequestBounds | None = None,
     ) -> None:
         self._aborts = aborts
-        self._request_timeout = request_timeout  # body_timeout (grpc_deadlines.py)
+        self._requests = requests or RequestBounds(None, 0)  # grpc_deadlines.py
         self._drops = drops
         self._shape = shape
         self._gate = gate
@@ -198,7 +198,7 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         if handler is None:
             return handler
         if abort is None:  # health, reflection: no credentials, but a stream takes a slot
-            return timed(other_service(handler, self._streams), self._request_timeout)
+            return self._requests.timed(other_service(handler, self._streams))
         streaming = handler.unary_stream is not None
         if handler.unary_unary is None and not streaming:
             # Only unary requests are admitted below (auth, version, shape, slots): a
@@ -206,7 +206,7 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
             return self._refused(handler, method)
         behavior = handler.unary_stream or handler.unary_unary
         served = same_kind(handler, self._wrap(behavior, method, abort, streaming))
-        return timed(served, self._request_timeout)
+        return self._requests.timed(served)
 
     def _refused(self, handler: grpc.RpcMethodHandler, method: str) -> grpc.RpcMethodHandler:
         """A handler of *handler*'s kind that answers every call ``UNIMPLEMENTED``."""
@@ -386,7 +386,7 @@ class GrpcServer:
             self.operations,
             Shape.of(s),
             self.drops,
-            s.body_timeout,
+            RequestBounds(s.body_timeout, s.grpc_max_pending_requests),
         )
         server = grpc.aio.server(
             interceptors=[interceptor],
@@ -396,7 +396,7 @@ class GrpcServer:
                 # "bind" a port that is already serving and split traffic with it; only
                 # the worker processes of one agent (workers=N) share it on purpose.
                 ("grpc.so_reuseport", 1 if s.workers > 1 else 0),
-                # the handshake and idle bounds (grpc_deadlines.py)
+                # the handshake, idle and keepalive bounds (grpc_deadlines.py)
                 *connection_options(s),
             ],
         )
