@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Iterator
 import grpc
 import grpc.aio
 import pytest
-from a2a.types import Message, Part, Role, SendMessageRequest, TaskState, a2a_pb2
+from a2a.types import Message, Part, Role, SendMessageRequest, TaskState, a2a_pb2, a2a_pb2_grpc
 
 from tests._h2raw import Peer, message
 from tests.bindings._agent import GATES, Agent, serve_agent
@@ -219,3 +219,39 @@ async def _admitted_stream(agent: Agent, key: str) -> list[int]:
                 if exc.code() != grpc.StatusCode.RESOURCE_EXHAUSTED:
                     raise
                 await asyncio.sleep(0.2)
+
+
+async def test_a_client_that_pings_is_not_told_too_many_pings(agent: Agent) -> None:
+    """A grpcio channel set to ping every 1.5 s, with or without data (as keepalive
+    guides suggest), holds a quiet stream over several PINGs: grpc's server would take
+    the third as abuse and end the connection (GOAWAY too_many_pings); it runs to its
+    end."""
+    key = uuid.uuid4().hex
+    options = [
+        ("grpc.keepalive_time_ms", 1500),
+        ("grpc.keepalive_permit_without_calls", 1),
+        ("grpc.http2.max_pings_without_data", 0),
+    ]
+    try:
+        async with grpc.aio.insecure_channel(agent.grpc_address, options=options) as channel:
+            stub = a2a_pb2_grpc.A2AServiceStub(channel)  # type: ignore[no-untyped-call]
+            stream = stub.SendStreamingMessage(
+                _send("demo.gate", data({"key": key})), metadata=(("a2a-version", "1.0"),)
+            )
+            states: list[int] = []
+
+            async def read() -> None:
+                async for event in stream:
+                    if event.HasField("task"):
+                        states.append(event.task.status.state)
+                    elif event.HasField("status_update"):
+                        states.append(event.status_update.status.state)
+
+            reading = asyncio.ensure_future(read())
+            await GATES.wait_started(key)
+            await asyncio.sleep(6)  # four PINGs, and nothing else on the connection
+            GATES.release(key)
+            await asyncio.wait_for(reading, GUARD)
+        assert states[-1] == TaskState.TASK_STATE_COMPLETED
+    finally:
+        GATES.release(key)
