@@ -10,6 +10,11 @@ then opens, with raw HTTP/2 (``tests/_h2raw.py``, PINGs answered):
   and part of a length-prefixed message arrive, never the rest nor END_STREAM (one call
   per connection).
 
+With ``--one-connection N [--rate R]`` it opens instead N stalled ``SendMessage`` calls
+(HEADERS only) on ONE connection, R a second, and prints the child's RSS, how many calls
+the server ended (refused past ``grpc_max_pending_requests``, or timed out) and a good
+client's call time on another connection.
+
 It prints, every few seconds, how many of each are still open (or, for calls, not
 ended), the child's RSS and open descriptors, and how long a good client's call takes.
 """
@@ -117,10 +122,57 @@ async def main(count: int, watch: float, settings: dict[str, object]) -> None:
                 await peer.close()
 
 
+async def flood(count: int, rate: float, watch: float, settings: dict[str, object]) -> None:
+    """*count* stalled calls on one connection, *rate* a second (see the module doc)."""
+    grpc_port = free_port()
+    with serve_process(None, grpc_port=grpc_port, **settings) as (_url, proc):
+        address = f"127.0.0.1:{grpc_port}"
+        await asyncio.sleep(1)
+        print("settings:", settings or "defaults")
+        print(
+            "before: rss {} MiB, fds {};".format(*_child_stats(proc.pid)),
+            "good call",
+            await _good_call(address),
+        )
+        peer = await Peer.open("127.0.0.1", grpc_port)
+        peer.preface()
+        authority = f"127.0.0.1:{grpc_port}"
+
+        def report(label: str) -> str:
+            rss, fds = _child_stats(proc.pid)
+            ended = len(peer.seen.finished | set(peer.seen.resets))
+            return f"{label}: rss {rss} MiB fds {fds}, ended {ended}, closed {peer.seen.closed}"
+
+        started = time.monotonic()
+        sent = 0
+        while sent < count:
+            due = min(count, int((time.monotonic() - started) * rate) + 1)
+            for stream in range(sent, due):
+                peer.start_call(1 + 2 * stream, authority, f"{V1}/SendMessage")
+            sent = due
+            await peer.writer.drain()
+            if sent % max(1, int(rate * 5)) < max(1, int(rate / 10)):
+                good = await _good_call(address)
+                print(f"{report(f'sent {sent}')}; good call {good}", flush=True)
+            await asyncio.sleep(0.1)
+        while time.monotonic() - started < watch:
+            await asyncio.sleep(5)
+            elapsed = time.monotonic() - started
+            good = await _good_call(address)
+            print(f"{report(f't={elapsed:5.1f}s')}; good call {good}", flush=True)
+        await peer.close()
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=200)
     parser.add_argument("--watch", type=float, default=60.0)
+    parser.add_argument("--one-connection", type=int, default=0, metavar="N")
+    parser.add_argument("--rate", type=float, default=1000.0)
     parser.add_argument("settings", nargs="?", default="{}")
     args = parser.parse_args()
-    asyncio.run(main(args.count, args.watch, json.loads(args.settings)))
+    given = json.loads(args.settings)
+    if args.one_connection:
+        asyncio.run(flood(args.one_connection, args.rate, args.watch, given))
+    else:
+        asyncio.run(main(args.count, args.watch, given))
