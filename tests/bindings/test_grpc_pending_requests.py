@@ -33,6 +33,8 @@ GUARD = 30.0
 V1 = "/lf.a2a.v1.A2AService"
 #: grpc's HPACK sends a status the first time as a literal: 8 is RESOURCE_EXHAUSTED.
 REFUSED = b"grpc-status\x018"
+#: grpc_max_pending_requests' default
+DEFAULT_CAP = 100
 REFUSED_TEXT = f"this connection already has {CAP} calls waiting for their request message"
 
 
@@ -70,11 +72,11 @@ async def _stalled(agent: Agent, count: int) -> tuple[Peer, list[int]]:
     return peer, streams
 
 
-async def _answered(peer: Peer, stream: int, port: int, body: bytes | None = None) -> bool:
-    """Start (or, with *body* None, finish) *stream* with an echo request, wait for its
-    end; whether it was answered (headers, message, trailers) rather than refused
+async def _answered(peer: Peer, stream: int, port: int, *, new: bool = False) -> bool:
+    """Send the echo request of *stream* (a *new* call: its HEADERS first) and wait for
+    its end; whether it was answered (headers, message, trailers) rather than refused
     (trailers only)."""
-    if body is not None:
+    if new:
         peer.start_call(stream, f"127.0.0.1:{port}", f"{V1}/SendMessage")
     peer.finish_call(stream, _echo())
     seen = await peer.until_ended(stream, GUARD)
@@ -106,13 +108,16 @@ async def test_calls_past_the_bound_are_refused_and_places_come_back(agent: Agen
         assert echoed.task.status.state == TaskState.TASK_STATE_COMPLETED
         following = streams[-1] + 2
         # The bound is full: a whole call is refused too.
-        assert not await _answered(peer, following, port, b"")
+        assert not await _answered(peer, following, port, new=True)
         # A waiting call's message arrives: it is answered, and its place is free.
         assert await _answered(peer, waiting.pop(), port)
-        assert await _answered(peer, following + 2, port, b"")
-        # A waiting call is cancelled by its client: its place is free.
+        assert await _answered(peer, following + 2, port, new=True)
+        # A new call that waits fills the bound again...
+        peer.start_call(following + 4, f"127.0.0.1:{port}", f"{V1}/SendMessage")
+        assert not await _answered(peer, following + 6, port, new=True)
+        # ... and a waiting call cancelled by its client frees its place.
         peer.cancel(waiting.pop())
-        assert await _answered(peer, following + 4, port, b"")
+        assert await _answered(peer, following + 8, port, new=True)
         assert not peer.seen.closed
     finally:
         await peer.close()
@@ -153,10 +158,10 @@ def default_agent() -> Iterator[Agent]:
 
 async def test_calls_ended_by_body_timeout_give_their_places_back(default_agent: Agent) -> None:
     port = _port(default_agent)
-    peer, streams = await _stalled(default_agent, 100)
+    peer, streams = await _stalled(default_agent, DEFAULT_CAP)
     try:
         assert await _ended(peer, len(streams)) == len(streams)
-        assert await _answered(peer, streams[-1] + 2, port, b"")
+        assert await _answered(peer, streams[-1] + 2, port, new=True)
     finally:
         await peer.close()
 
