@@ -15,7 +15,7 @@ about 24 KB (2,000 on one connection: 48 MB) for as long as the client likes.
   its stream is reset (HTTP answers 408).
 
 One connection may still open calls far faster than ``body_timeout`` ends them (20,000
-stalled calls at 1,000/s held 460 MB), so :class:`RequestBounds` also counts, per
+stalled calls at 1,000/s took 512 MiB), so :class:`RequestBounds` also counts, per
 connection, the calls still waiting for their message: past
 ``grpc_max_pending_requests`` a new call is refused ``RESOURCE_EXHAUSTED`` at once. A good
 client's calls carry their message with their HEADERS and wait for nothing, so even a
@@ -50,8 +50,6 @@ if TYPE_CHECKING:
 
 #: what a call without a request message is told
 NO_REQUEST_TEXT = "the call carried no request message"
-
-
 #: how often a client may ping (ms) without being told GOAWAY too_many_pings
 CLIENT_PING_INTERVAL_MS = 1000
 
@@ -61,7 +59,8 @@ def _ms(seconds: float) -> int:
 
 
 def connection_options(settings: Settings) -> list[tuple[str, int]]:
-    """The grpc server options bounding a connection's handshake and its idle time."""
+    """The grpc server options bounding a connection's handshake, its idle time and how
+    long a silent peer keeps it (keepalive)."""
     options = [
         # grpc keeps a connection without calls open forever (uvicorn closes an idle
         # keep-alive after 5 s): clients gone quiet would hold a descriptor each. GOAWAY
@@ -83,10 +82,10 @@ def connection_options(settings: Settings) -> list[tuple[str, int]]:
         # on such a connection within 2 h as abuse.
         ("grpc.keepalive_permit_without_calls", 1),
         # The client's own keepalive pings. grpc's server takes a ping more often than
-        # every 5 min as abuse, and after two sends GOAWAY too_many_pings, which fails
-        # the client's calls. grpcio and the SDK's clients send none by default, but a
-        # client configured to ping (every 10 s, as many guides suggest) is a good
-        # client; one PING a second is still nothing to serve.
+        # every 5 min as abuse, and past two such pings sends GOAWAY too_many_pings,
+        # which fails the client's calls. grpcio and the SDK's clients send none by
+        # default, but a client configured to ping (every 10 s, as many guides suggest)
+        # is a good client; one PING a second is still nothing to serve.
         ("grpc.http2.min_ping_interval_without_data_ms", CLIENT_PING_INTERVAL_MS),
     ]
     if settings.header_timeout:
