@@ -134,6 +134,6 @@ HostNames = Annotated[Strings, AfterValidator(_host_names)]
 Origins = Annotated[Strings, AfterValidator(_origins)]
 #: ``push_retry_delays``: seconds, none negative
 Delays = Annotated[Numbers, AfterValidator(_delays)]
-#: seconds grpcio takes as milliseconds in a C int (``grpc_max_connection_idle``, and
+#: seconds grpcio takes as milliseconds in a C int (the ``grpc_*`` durations, and
 #: ``header_timeout``, which bounds the gRPC handshake too): larger values fail at bind
 GrpcSeconds = Annotated[float, Field(le=2**31 // 1000)]

@@ -346,13 +346,13 @@ class Settings(SourcedSettings):
     grpc_max_pending_requests: int = setting(
         100, "grpc.max_pending_requests", "calls a connection may have awaiting a request", ge=0
     )
-    grpc_keepalive_time: float = setting(
+    grpc_keepalive_time: checks.GrpcSeconds = setting(
         60.0,
         "grpc.keepalive_time",
         "seconds of quiet before a connection is pinged (0: grpc's 2 h)",
         ge=0,
     )
-    grpc_keepalive_timeout: float = setting(
+    grpc_keepalive_timeout: checks.GrpcSeconds = setting(
         20.0, "grpc.keepalive_timeout", "seconds a pinged connection has to answer", gt=0
     )
     # -- operations ------------------------------------------------------------------

@@ -34,6 +34,8 @@ BAD_ENV = [
     ("A2A_GRPC_MAX_CONNECTION_IDLE", "1e300", "less than or equal to"),
     # also the gRPC handshake bound, which grpcio takes in milliseconds as a C int
     ("A2A_HEADER_TIMEOUT", "1e300", "less than or equal to"),
+    ("A2A_GRPC_KEEPALIVE_TIME", "1e300", "less than or equal to"),
+    ("A2A_GRPC_KEEPALIVE_TIMEOUT", "1e300", "less than or equal to"),
 ]
 
 
