@@ -19,23 +19,25 @@ import logging
 import re
 import socket
 import urllib.parse
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 from a2a.utils.errors import InvalidParamsError
 
 from apcore_a2a.adapters.errors import one_line
+from apcore_a2a.push.lookups import LOOKUPS_PER_CALLER, FairLookups, Resolver, current_caller
 
 logger = logging.getLogger("apcore_a2a.push")
 
-#: ``resolve(host, port) -> addresses``; the default asks the system's resolver.
-Resolver = Callable[[str, int], Awaitable[Sequence[str]]]
+__all__ = ["LOOKUPS_PER_CALLER", "MAX_LOOKUPS", "PushUrlPolicy", "Resolver"]
+
 #: Webhook names are looked up on this many threads of the policy's own. A name whose DNS
 #: never answers holds a thread for the resolver's whole timeout (10 s and more): on the
 #: event loop's shared executor (6 threads on 2 cores) a few such names, registered again
 #: and again, would hold every thread, and the other lookups there (database and JWKS
-#: hosts) would wait for them.
+#: hosts) would wait for them. One caller has at most ``LOOKUPS_PER_CALLER`` of them
+#: (``push/lookups.py``).
 MAX_LOOKUPS = 4
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -102,7 +104,10 @@ def _classify(addr: IPAddress, *, allow_loopback: bool) -> str | None:
 class PushUrlPolicy:
     """SSRF policy for webhook URLs: only ``https`` to hosts resolving exclusively to public
     unicast addresses; ``allow_insecure=True`` (development, tests) adds ``http`` and
-    loopback, nothing else (private, link-local, CGNAT, multicast, metadata stay refused)."""
+    loopback, nothing else (private, link-local, CGNAT, multicast, metadata stay refused).
+
+    *resolver* (``resolve(host, port) -> addresses``) replaces the system's resolver; the
+    policy shares either fairly between callers (``push/lookups.py``)."""
 
     def __init__(
         self,
@@ -112,7 +117,7 @@ class PushUrlPolicy:
         lookup_timeout: float = 10.0,
     ) -> None:
         self.allow_insecure = allow_insecure
-        self._resolve: Resolver = resolver or self._system_resolver
+        self._lookups_fairly = FairLookups(resolver or self._system_resolver)
         #: Seconds a host name may take to resolve (``push_timeout``); then it is refused.
         self.lookup_timeout = lookup_timeout
         self._lookups: ThreadPoolExecutor | None = None
@@ -121,23 +126,24 @@ class PushUrlPolicy:
         if self._lookups is None:
             self._lookups = ThreadPoolExecutor(MAX_LOOKUPS, "apcore-a2a-push-dns")
         lookup = functools.partial(socket.getaddrinfo, host, port, type=socket.SOCK_STREAM)
-        # A caller that stops waiting takes its lookup out of the queue if it has not started.
         infos = await asyncio.get_running_loop().run_in_executor(self._lookups, lookup)
         return [str(info[4][0]) for info in infos]
 
     def close(self) -> None:
         """Let go of the lookup threads (a lookup still running ends on its own)."""
+        self._lookups_fairly.cancel()
         lookups, self._lookups = self._lookups, None
         if lookups is not None:
             lookups.shutdown(wait=False, cancel_futures=True)
 
-    async def check(self, url: str) -> str | None:
+    async def check(self, url: str, caller: str | None = None) -> str | None:
         """Return why *url* is refused, or ``None`` when it may be called."""
-        return (await self.resolve(url))[0]
+        return (await self.resolve(url, caller))[0]
 
-    async def resolve(self, url: str) -> tuple[str | None, str | None]:
+    async def resolve(self, url: str, caller: str | None = None) -> tuple[str | None, str | None]:
         """``(reason, None)`` when *url* is refused, else ``(None, address)``: the checked
-        address to connect to (never a second lookup: DNS rebinding)."""
+        address to connect to (never a second lookup: DNS rebinding). A host-name lookup
+        counts against *caller* (a quota key; default: the one ``looking_up_for`` names)."""
         if _CONTROL.search(url):
             return "URL contains a control character", None
         if len(url) > MAX_URL_CHARS:
@@ -166,8 +172,10 @@ class PushUrlPolicy:
             addresses, named = [], True
             try:
                 async with asyncio.timeout(self.lookup_timeout):
-                    addresses = await self._resolve(
-                        host, port or (443 if scheme == "https" else 80)
+                    addresses = await self._lookups_fairly.lookup(
+                        host,
+                        port or (443 if scheme == "https" else 80),
+                        current_caller() if caller is None else caller,
                     )
             except TimeoutError:
                 return f"host {host!r} could not be resolved within {self.lookup_timeout:g} s", None

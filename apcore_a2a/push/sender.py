@@ -386,7 +386,7 @@ class RetryingPushSender(PushNotificationSender):
         status = None  # known as soon as the answer's headers are in
         try:
             async with asyncio.timeout(self._timeout):
-                refused, address = await self._policy.resolve(delivery.url)
+                refused, address = await self._policy.resolve(delivery.url, delivery.caller)
                 if address is None:
                     raise _GiveUp(f"URL refused at delivery: {refused}")
                 if self._key is None or self._client is None:

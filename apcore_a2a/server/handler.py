@@ -46,6 +46,7 @@ from a2a.types import (
     SendMessageRequest,
     SubscribeToTaskRequest,
     Task,
+    TaskPushNotificationConfig,
     TaskState,
     TaskStatus,
     TaskStatusUpdateEvent,
@@ -60,6 +61,7 @@ from apcore_a2a.edge.call import call_of, record_of
 from apcore_a2a.errors import TaskBusyError
 from apcore_a2a.execution.observer import state_name
 from apcore_a2a.execution.routing import TaskLookup, check_follow_up
+from apcore_a2a.push.lookups import looking_up_for
 from apcore_a2a.push.sender import RetryingPushSender
 from apcore_a2a.server.task_quota import TaskQuota
 from apcore_a2a.storage.contexts import ContextGuard
@@ -133,7 +135,8 @@ class ApCoreRequestHandler(DefaultRequestHandler):
                 )
             async with self._released_if_refused(claimed, params, context):
                 try:
-                    return await SEND(self, params, context)
+                    with looking_up_for(record_of(context).caller):  # its push URL's lookup
+                        return await SEND(self, params, context)
                 finally:
                     await self._quota.settle(context)
         finally:
@@ -176,13 +179,14 @@ class ApCoreRequestHandler(DefaultRequestHandler):
         log = self._event_log
         try:
             async with self._released_if_refused(claimed, params, context):
-                async for event in events:
-                    seq = None
-                    if positions is not None and log is not None:
-                        version = positions.take(event)
-                        if version is not None and positions.task_id is not None:
-                            seq = await log.seq_at(positions.task_id, version)
-                    yield event, str(seq) if seq else None
+                with looking_up_for(record_of(context).caller):  # its push URL's lookup
+                    async for event in events:
+                        seq = None
+                        if positions is not None and log is not None:
+                            version = positions.take(event)
+                            if version is not None and positions.task_id is not None:
+                                seq = await log.seq_at(positions.task_id, version)
+                        yield event, str(seq) if seq else None
         finally:
             # First what needs no await: when the client hung up, its cancel scope makes
             # every await below raise again, and the tap kept a dropped stream's notes.
@@ -292,6 +296,18 @@ class ApCoreRequestHandler(DefaultRequestHandler):
             raise
 
     @answering
+    async def on_create_task_push_notification_config(
+        self, params: TaskPushNotificationConfig, context: ServerCallContext
+    ) -> TaskPushNotificationConfig:
+        check(params)
+        # The URL's lookup counts against this caller's share (push/lookups.py).
+        with looking_up_for(record_of(context).caller):
+            created: TaskPushNotificationConfig = (
+                await super().on_create_task_push_notification_config(params, context)
+            )
+            return created
+
+    @answering
     async def on_cancel_task(
         self, params: CancelTaskRequest, context: ServerCallContext
     ) -> Task | None:
@@ -357,7 +373,7 @@ def _event_size(positioned: tuple[Any, str | None]) -> int:
 
 for _name in (
     *("on_get_task", "on_list_tasks", "on_get_extended_agent_card"),
-    *(f"on_{verb}_task_push_notification_config" for verb in ("create", "get", "delete")),
+    *(f"on_{verb}_task_push_notification_config" for verb in ("get", "delete")),
     "on_list_task_push_notification_configs",
 ):  # the methods not overridden above check enum values and note their answers too
     setattr(ApCoreRequestHandler, _name, answering(checked(getattr(DefaultRequestHandler, _name))))

@@ -69,3 +69,119 @@ async def test_lookups_that_never_answer_hold_few_threads_and_are_refused_in_tim
         assert reply["error"]["code"] == -32602, reply
         assert "could not be resolved within 1 s" in reply["error"]["message"], reply
     assert stuck[1] <= MAX_LOOKUPS
+
+
+class _Dns:
+    """The DNS edge, replaced: names under ``blackhole.test`` never answer until
+    :meth:`release`; names under ``hooks.test`` resolve to 127.0.0.1; the rest as usual."""
+
+    def __init__(self) -> None:
+        self.released = threading.Event()
+        self.stuck = threading.Condition()
+        self.now = 0
+        self.most = 0
+        self.asked: list[str] = []
+        self._real = socket.getaddrinfo
+
+    def getaddrinfo(self, host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
+        name = host.decode() if isinstance(host, bytes) else str(host)
+        if name.endswith(".hooks.test"):
+            return self._real("127.0.0.1", port, *args, **kwargs)
+        if not name.endswith(".blackhole.test"):
+            return self._real(host, port, *args, **kwargs)
+        with self.stuck:
+            self.asked.append(name)
+            self.now += 1
+            self.most = max(self.most, self.now)
+            self.stuck.notify_all()
+        try:
+            self.released.wait(60)
+            raise socket.gaierror(socket.EAI_AGAIN, "timed out")
+        finally:
+            with self.stuck:
+                self.now -= 1
+
+    async def stuck_lookups(self, count: int) -> None:
+        """Wait until *count* lookups are stuck (in a thread: the agent shares this loop)."""
+
+        def wait() -> bool:
+            with self.stuck:
+                return self.stuck.wait_for(lambda: self.now >= count, 20)
+
+        assert await asyncio.to_thread(wait)
+
+
+def _send_with_hook(url: str) -> dict[str, Any]:
+    return {"message": add_message(), "configuration": {"taskPushNotificationConfig": {"url": url}}}
+
+
+ALICE = "alice-key-0123456789abcdef"
+BOB = "bob-key-0123456789abcdef00"
+
+
+async def test_one_callers_stuck_lookups_leave_threads_for_another_caller(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Alice registers more never-answering names than there are lookup threads; Bob's
+    # webhook, registered while hers are stuck, is looked up at once and accepted.
+    dns = _Dns()
+    monkeypatch.setattr(socket, "getaddrinfo", dns.getaddrinfo)
+    keys = (f"{ALICE}=alice", f"{BOB}=bob")
+    try:
+        async with (
+            push_agent(push_timeout=3.0, api_keys=keys) as (base, _app),
+            httpx.AsyncClient(timeout=30, headers={"X-API-Key": ALICE}) as alice,
+            httpx.AsyncClient(timeout=30, headers={"X-API-Key": BOB}) as bob,
+        ):
+            hers = [
+                asyncio.create_task(
+                    rpc(
+                        alice, base, "SendMessage", _send_with_hook(f"https://a{n}.blackhole.test/")
+                    )
+                )
+                for n in range(2 * MAX_LOOKUPS)
+            ]
+            await dns.stuck_lookups(1)
+            reply = await rpc(bob, base, "SendMessage", _send_with_hook("http://bob.hooks.test:9/"))
+            task_id = reply["result"]["task"]["id"]
+            hook = {"taskId": task_id, "id": "second", "url": "http://bob2.hooks.test:9/"}
+            created = await rpc(bob, base, "CreateTaskPushNotificationConfig", hook)
+            alice_replies = await asyncio.wait_for(asyncio.gather(*hers), 20)
+    finally:
+        dns.released.set()
+    assert created["result"]["url"] == "http://bob2.hooks.test:9/", created
+    for refused in alice_replies:
+        assert refused["error"]["code"] == -32602, refused
+        assert "could not be resolved within 3 s" in refused["error"]["message"], refused
+    # Her lookups ran one at a time (one lookup in flight per caller, docs/push.md): the
+    # others waited for her own slot.
+    assert dns.most == 1
+
+
+async def test_concurrent_lookups_of_one_name_share_one_lookup(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    dns = _Dns()
+    monkeypatch.setattr(socket, "getaddrinfo", dns.getaddrinfo)
+    keys = (f"{ALICE}=alice", f"{BOB}=bob")
+    try:
+        async with (
+            push_agent(push_timeout=2.0, api_keys=keys) as (base, _app),
+            httpx.AsyncClient(timeout=30, headers={"X-API-Key": ALICE}) as alice,
+            httpx.AsyncClient(timeout=30, headers={"X-API-Key": BOB}) as bob,
+        ):
+            same = "https://same.blackhole.test/hook"
+            replies = await asyncio.wait_for(
+                asyncio.gather(
+                    *(
+                        rpc(client, base, "SendMessage", _send_with_hook(same))
+                        for client in (alice, bob) * 3
+                    )
+                ),
+                20,
+            )
+    finally:
+        dns.released.set()
+    for refused in replies:
+        assert "could not be resolved within 2 s" in refused["error"]["message"], refused
+    assert dns.asked == ["same.blackhole.test"]
