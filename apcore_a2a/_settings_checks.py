@@ -116,12 +116,30 @@ def _origins(values: tuple[str, ...]) -> tuple[str, ...]:
     return values
 
 
+# What the Explorer's routes can be mounted at (explorer/__init__.py applies the same rule).
+_EXPLORER_PREFIX = re.compile(r"^(/[A-Za-z0-9._~-]+)+/?$")
+
+
+def _explorer_prefix(value: str) -> str:
+    if not _EXPLORER_PREFIX.match(value):
+        raise ValueError("must be a non-root URL path like '/explorer'")
+    return value
+
+
+def _port(value: int) -> int:
+    if not 1 <= value <= 65535:
+        raise ValueError("must be between 1 and 65535")
+    return value
+
+
 def _delays(values: tuple[float, ...]) -> tuple[float, ...]:
     if any(value < 0 for value in values):
         raise ValueError("must not be negative")
     return values
 
 
+#: ``port``, ``grpc_port``: a TCP port
+Port = Annotated[int, AfterValidator(_port)]
 #: ``rpc_path``: an absolute URL path (Starlette asserts on anything else)
 UrlPath = Annotated[str, AfterValidator(_url_path)]
 #: ``url``: the public base URL put on the card, or unset
@@ -132,6 +150,12 @@ ListenHost = Annotated[str, AfterValidator(_listen_host)]
 HostNames = Annotated[Strings, AfterValidator(_host_names)]
 #: ``cors_origins``: browser origins
 Origins = Annotated[Strings, AfterValidator(_origins)]
+#: ``explorer_prefix``: a path below the root (checked whether the Explorer is on or not)
+ExplorerPrefix = Annotated[str, AfterValidator(_explorer_prefix)]
+#: The most ``workers``: each is a whole process with its own database connections (a
+#: pool each on one PostgreSQL, whose default ``max_connections`` is 100), and one host
+#: rarely has more cores; a bigger number is a typo that would fork that many processes.
+MAX_WORKERS = 64
 #: ``push_retry_delays``: seconds, none negative
 Delays = Annotated[Numbers, AfterValidator(_delays)]
 #: seconds grpcio takes as milliseconds in a C int (the ``grpc_*`` durations, and

@@ -129,6 +129,22 @@ def _utf8(raw: str, where: str) -> None:
         raise SettingsError(f"{where}: not valid UTF-8") from None
 
 
+def source_of(
+    name: str, given: Mapping[str, Any], environ: Mapping[str, str], specs: tuple[Setting, ...]
+) -> str:
+    """Where setting *name* came from, as its errors start: the name itself when *given*
+    (the CLI names its flag), the environment variable (or its ``_FILE``), else the config
+    file key."""
+    spec = next((s for s in specs if s.name == name), None)
+    if spec is None or given.get(name) is not None:
+        return name
+    if environ.get(spec.env):
+        return spec.env
+    if spec.from_file and environ.get(spec.env + "_FILE"):
+        return spec.env + "_FILE"
+    return spec.key
+
+
 def describe_error(
     exc: ValidationError,
     given: Mapping[str, Any],
@@ -142,14 +158,7 @@ def describe_error(
         return message  # a rule across settings (model validator) names them itself
     name = str(error["loc"][0])
     spec = next((s for s in specs if s.name == name), None)
-    if name in given or spec is None:
-        where = name
-    elif environ.get(spec.env):
-        where = spec.env
-    elif spec.from_file and environ.get(spec.env + "_FILE"):
-        where = spec.env + "_FILE"
-    else:
-        where = spec.key
+    where = source_of(name, given, environ, specs)
     shown = repr(hide_url_password(error.get("input")))
     got = "a secret (value not shown)" if spec and spec.secret else shown
     return f"{where}: {message[:1].lower()}{message[1:]}, got {got}"

@@ -238,6 +238,8 @@ _PATH_SETTINGS = ("grpc_tls_cert", "grpc_tls_key", "apcore_config", "acl", "card
 _DIR_LISTS = ("extensions_dirs", "bindings_dirs")
 _MUST_EXIST = ("apcore_config", "acl")
 _PORTS = ("port", "grpc_port")
+#: String settings whose empty value is not the default: "" listens on every interface.
+_EMPTY_MEANS_SOMETHING = ("host",)
 _SQLITE = re.compile(r"^(sqlite(?:\+\w+)?):///(.*)$")
 
 
@@ -413,6 +415,10 @@ class _Reader:
         if not is_type(value, kind):
             quote = " (quote it)" if kind is str and isinstance(value, int | float) else ""
             raise self.fail(node, f"{where}: expected {describe_type(kind)}, got {got}{quote}")
+        if kind is str and not value.strip() and spec.name not in _EMPTY_MEANS_SOMETHING:
+            # An environment variable set to "" counts as unset; a key written in the file
+            # is meant, and an empty value would quietly be the default (agent.name: "").
+            raise self.fail(node, f"{where}: must not be empty (leave the key out), got {got}")
         if kind is not bool and isinstance(value, int | float):
             if spec.name in _PORTS and not 1 <= value <= 65535:
                 raise self.fail(node, f"{where}: must be between 1 and 65535, got {value}")

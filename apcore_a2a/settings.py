@@ -25,7 +25,7 @@ import os
 from collections.abc import Mapping
 from typing import Any, Self
 
-from pydantic import ValidationError, field_validator, model_validator
+from pydantic import ValidationError, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from apcore_a2a import _settings_checks as checks
@@ -45,6 +45,7 @@ from apcore_a2a._settings_sources import (
     masked_value,
     read_secret_file,
     setting,
+    source_of,
 )
 from apcore_a2a.shape import Shape
 
@@ -57,6 +58,7 @@ __all__ = [
     "file_value",
     "masked_value",
     "read_secret_file",
+    "source_of",
 ]
 
 _SHAPE = Shape()
@@ -117,9 +119,13 @@ class Settings(SourcedSettings):
     )
     # -- HTTP server -----------------------------------------------------------------
     host: checks.ListenHost = setting("127.0.0.1", "http.host", "address to listen on")
-    port: int = setting(8000, "http.port", "port to listen on")
+    port: checks.Port = setting(8000, "http.port", "port to listen on")
     workers: int = setting(
-        1, "http.workers", "server processes on this host (2+: needs --cluster)", ge=1
+        1,
+        "http.workers",
+        f"server processes on this host, at most {checks.MAX_WORKERS} (2+: needs --cluster)",
+        ge=1,
+        le=checks.MAX_WORKERS,
     )
     rpc_path: checks.UrlPath = setting("/", "http.rpc_path", "JSON-RPC endpoint path")
     cors_origins: checks.Origins = setting(
@@ -336,7 +342,7 @@ class Settings(SourcedSettings):
         "PEM or JWK private key file signing the card (created when missing)",
     )
     # -- gRPC ------------------------------------------------------------------------
-    grpc_port: int | None = setting(None, "grpc.port", "serve gRPC on PORT")
+    grpc_port: checks.Port | None = setting(None, "grpc.port", "serve gRPC on PORT")
     grpc_tls_cert: str | None = setting(None, "grpc.tls_cert", "gRPC TLS certificate (PEM file)")
     grpc_tls_key: str | None = setting(None, "grpc.tls_key", "gRPC TLS private key (PEM file)")
     grpc_reflection: bool = setting(False, "grpc.reflection", "serve gRPC reflection")
@@ -368,7 +374,9 @@ class Settings(SourcedSettings):
         "mount yourself)",
     )
     explorer: bool = setting(False, "explorer.enabled", "serve the Explorer")
-    explorer_prefix: str = setting("/explorer", "explorer.prefix", "path of the Explorer")
+    explorer_prefix: checks.ExplorerPrefix = setting(
+        "/explorer", "explorer.prefix", "path of the Explorer"
+    )
     metrics: bool = setting(False, "metrics.enabled", "serve /metrics")
     telemetry: bool = setting(False, "telemetry.enabled", "OpenTelemetry request and module spans")
     telemetry_legacy_names: bool = setting(
@@ -376,13 +384,6 @@ class Settings(SourcedSettings):
         "telemetry.legacy_names",
         "span names and attributes of apcore-a2a 0.1 instead of the OpenTelemetry A2A draft",
     )
-
-    @field_validator("port", "grpc_port")
-    @classmethod
-    def _port(cls, value: int | None) -> int | None:
-        if value is not None and not 1 <= value <= 65535:
-            raise ValueError("must be between 1 and 65535")
-        return value
 
     @model_validator(mode="after")
     def _workers_share_tasks(self) -> Settings:

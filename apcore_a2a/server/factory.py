@@ -58,7 +58,7 @@ from apcore_a2a.server.lifecycle import (
 from apcore_a2a.server.limits import StreamLimiter
 from apcore_a2a.server.routes import ApCoreCallContextBuilder, a2a_routes
 from apcore_a2a.server.task_quota import TaskQuota
-from apcore_a2a.settings import Settings, SettingsError, config_path
+from apcore_a2a.settings import Settings, SettingsError, config_path, source_of
 from apcore_a2a.shape import Shape
 from apcore_a2a.storage import open_stores
 from apcore_a2a.streams.answers import AnswerSide, StreamDrops
@@ -114,6 +114,7 @@ class A2AServerFactory:
         else:
             base = settings
         self.settings = Settings.resolve(overrides, environ=environ, base=base)
+        _check_explorer_prefix(self.settings, overrides, environ)
         self.registry, self.executor = _executor_for(registry_or_executor, self.settings)
         self.auth = auth if auth is not None else authenticator_from_settings(self.settings)
         self.task_store_object = task_store
@@ -284,6 +285,22 @@ def _require_methods(obj: Any, methods: tuple[str, ...], what: str) -> None:
         )
 
 
+def _check_explorer_prefix(
+    settings: Settings, overrides: Mapping[str, Any], environ: Mapping[str, str]
+) -> None:
+    """Refuse an Explorer prefix over the agent's own routes, naming where it came from:
+    mounted over ``/agent`` or ``/v1`` the Explorer would shadow them or make them public."""
+    if not settings.explorer:
+        return
+    hidden = hidden_routes(settings.explorer_prefix, settings.rpc_path)
+    if hidden:
+        where = source_of("explorer_prefix", overrides, environ, Settings.specs())
+        raise SettingsError(
+            f"{where}: would hide the agent's own route {hidden[0]}; choose another, "
+            f"got {settings.explorer_prefix!r}"
+        )
+
+
 def _executor_for(obj: Any, settings: Settings) -> tuple[Any, Any]:
     """``(registry, executor)``: the caller's, or built from the settings' module sources;
     settings for an executor we build are refused, not ignored, when the caller brings one."""
@@ -390,11 +407,6 @@ def _optional_features(
     if s.explorer:
         from apcore_a2a.explorer import explorer_routes
 
-        if hidden := hidden_routes(s.explorer_prefix, s.rpc_path):
-            raise ValueError(
-                f"explorer prefix {s.explorer_prefix!r} would hide the agent's own route "
-                f"{hidden[0]}; choose another (A2A_EXPLORER_PREFIX, --explorer-prefix)"
-            )
         found.append(Feature("explorer", routes=explorer_routes(s.explorer_prefix)))
     return [f for f in found if f is not None]
 

@@ -10,6 +10,7 @@ import pytest
 from starlette.applications import Starlette
 
 from apcore_a2a.explorer import SECURITY_HEADERS, explorer_routes
+from apcore_a2a.settings import SettingsError
 from tests._support import running_server
 from tests.browser._agent import demo_app
 from tests.browser.conftest import serve_app
@@ -162,7 +163,7 @@ def test_a_prefix_over_the_agents_own_routes_is_refused(prefix: str) -> None:
     """Mounted over ``/agent`` the Explorer's public-file rule took in the 0.3 extended card
     route (unauthenticated, then a 500 even with a valid key); over ``/v1`` or ``/tasks``
     it hid the REST routes (404). Such a prefix is refused when the app is built."""
-    with pytest.raises(ValueError, match=f"explorer prefix '{prefix}' would hide the agent's"):
+    with pytest.raises(SettingsError, match=r"^explorer_prefix: would hide the agent's own route"):
         demo_app(explorer_prefix=prefix)
 
 

@@ -13,7 +13,7 @@ from apcore_a2a.config import ConfigFileError, load_config
 from apcore_a2a.settings import Settings, SettingsError
 from tests.foundation.modules import build_registry
 
-from ._helpers import EXTENSIONS, error_line, run_cli, write
+from ._helpers import EXTENSIONS, clean_env, error_line, run_cli, write
 
 # (environment variable, value, words of the message after "VAR: ")
 BAD_ENV = [
@@ -36,6 +36,10 @@ BAD_ENV = [
     ("A2A_HEADER_TIMEOUT", "1e300", "less than or equal to"),
     ("A2A_GRPC_KEEPALIVE_TIME", "1e300", "less than or equal to"),
     ("A2A_GRPC_KEEPALIVE_TIMEOUT", "1e300", "less than or equal to"),
+    # one process each: a typo of a few digits forked that many (docs/configuration.md)
+    ("A2A_WORKERS", "100000", "less than or equal to 64"),
+    ("A2A_EXPLORER_PREFIX", "explorer", "must be a non-root URL path like '/explorer'"),
+    ("A2A_EXPLORER_PREFIX", "/", "must be a non-root URL path like '/explorer'"),
 ]
 
 
@@ -80,6 +84,47 @@ def test_serve_refuses_a_relative_rpc_path_in_one_line() -> None:
     assert "Traceback" not in result.stderr, result.stderr
     line = error_line(result)
     assert line.startswith("Error: --rpc-path: must be a URL path starting with '/'"), line
+
+
+@pytest.mark.parametrize(
+    ("source", "env", "line"),
+    [
+        (("--explorer-prefix", "/v1"), {}, "Error: --explorer-prefix: would hide"),
+        ((), {"A2A_EXPLORER_PREFIX": "/v1"}, "Error: A2A_EXPLORER_PREFIX: would hide"),
+    ],
+    ids=["flag", "variable"],
+)
+def test_an_explorer_prefix_over_the_agents_routes_names_its_source(
+    source: tuple[str, ...], env: dict[str, str], line: str
+) -> None:
+    result = run_cli(
+        "serve", "--extensions-dir", str(EXTENSIONS), "--explorer", *source, env=clean_env(**env)
+    )
+    assert result.returncode == 1, result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
+    said = error_line(result)
+    assert said.startswith(line) and "the agent's own route /v1" in said, said
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("agent", "name"), ("agent", "version"), ("modules", "acl"), ("push", "signing_key")],
+)
+def test_an_empty_string_in_the_config_file_is_refused(
+    tmp_path: Path, key: str, value: str
+) -> None:
+    """An explicit key with an empty string used to fall back to the default silently
+    (``agent.name: ""`` served an agent named ``apcore-agent``)."""
+    path = write(tmp_path, f"{key}:\n  {value}: '  '\n")
+    with pytest.raises(ConfigFileError) as caught:
+        load_config(path)
+    message = str(caught.value)
+    assert message.startswith(f"{path}:2: {key}.{value}: must not be empty"), message
+
+
+def test_an_empty_host_in_the_config_file_still_means_every_interface(tmp_path: Path) -> None:
+    path = write(tmp_path, "http:\n  host: ''\n")
+    assert load_config(path).base().host == ""
 
 
 def test_yaml_aliases_cannot_blow_up_a_value(tmp_path: Path) -> None:
