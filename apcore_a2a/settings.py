@@ -207,6 +207,9 @@ class Settings(SourcedSettings):
         "unfinished tasks (running or waiting for input) one caller may hold (0 = no quota)",
         ge=0,
     )
+    ipv6_caller_prefix: int = setting(
+        64, "limits.ipv6_caller_prefix", "anonymous IPv6 callers count as their /N", ge=48, le=128
+    )
     cancel_on_disconnect: bool = setting(
         False, "limits.cancel_on_disconnect", "cancel a task when its only stream is dropped"
     )

@@ -34,8 +34,9 @@ AUTH_SCHEME_ATTR = "auth_scheme"
 AUTH_ISSUER_ATTR = "auth_issuer"
 #: The SDK's SQL stores keep the owner in a VARCHAR(255) column.
 MAX_OWNER_CHARS = 255
-#: Anonymous IPv6 callers are counted by network of this prefix length: a host is given a
-#: /64 at least (RFC 6177), so counting its addresses apart gave it 2**64 quotas.
+#: Anonymous IPv6 callers are counted by network of this prefix length by default (the
+#: ``ipv6_caller_prefix`` setting): a host is given a /64 at least (RFC 6177), so counting
+#: its addresses apart gave it 2**64 quotas.
 IPV6_CALLER_PREFIX = 64
 #: The role of callers who operate the agent: ``/health`` details, apcore's control modules.
 OPERATOR_ROLE = "operator"
@@ -64,16 +65,18 @@ def owner_key(identity: Identity) -> str:
     return owner
 
 
-def caller_key(identity: Identity | None, address: str | None) -> str:
+def caller_key(
+    identity: Identity | None, address: str | None, ipv6_prefix: int = IPV6_CALLER_PREFIX
+) -> str:
     """The key quotas count by, on every binding: the task owner, or ``ip:<address>`` for
     anonymous callers (:func:`address_key`)."""
-    return owner_key(identity) if identity is not None else address_key(address)
+    return owner_key(identity) if identity is not None else address_key(address, ipv6_prefix)
 
 
-def address_key(address: str | None) -> str:
-    """``ip:<address>`` of an anonymous caller; an IPv6 address counts as its
-    :data:`IPV6_CALLER_PREFIX` network (``ip:2001:db8::/64``), an IPv4-mapped one as the
-    IPv4 address; anything else that is not an IP address, as given::
+def address_key(address: str | None, ipv6_prefix: int = IPV6_CALLER_PREFIX) -> str:
+    """``ip:<address>`` of an anonymous caller; an IPv6 address counts as its network of
+    *ipv6_prefix* bits (``ip:2001:db8::/64``), an IPv4-mapped one as the IPv4 address;
+    anything else that is not an IP address, as given::
 
         address_key("2001:db8::7")        # "ip:2001:db8::/64"
         address_key("::ffff:192.0.2.7")   # "ip:192.0.2.7"
@@ -89,9 +92,9 @@ def address_key(address: str | None) -> str:
             return f"ip:{ip.ipv4_mapped}"
         if ip.is_loopback:  # ::1 alone, not the addresses of ::/64
             return f"ip:{ip}"
-        host_bits = 128 - IPV6_CALLER_PREFIX
+        host_bits = 128 - ipv6_prefix
         network = ipaddress.IPv6Address(int(ip) >> host_bits << host_bits)
-        return f"ip:{network}/{IPV6_CALLER_PREFIX}"
+        return f"ip:{network}/{ipv6_prefix}"
     return f"ip:{ip}"
 
 
@@ -139,10 +142,10 @@ def caller_identity(scope: Mapping[str, Any]) -> Identity | None:
     return user.identity if isinstance(user, Caller) else None
 
 
-def caller_of(scope: Mapping[str, Any]) -> str:
+def caller_of(scope: Mapping[str, Any], ipv6_prefix: int = IPV6_CALLER_PREFIX) -> str:
     """The quota key (:func:`caller_key`) of the caller of an HTTP request's *scope*."""
     client = scope.get("client")
-    return caller_key(caller_identity(scope), client[0] if client else None)
+    return caller_key(caller_identity(scope), client[0] if client else None, ipv6_prefix)
 
 
 def identity_of(context: ServerCallContext | None) -> Identity | None:

@@ -237,7 +237,7 @@ class A2AServerFactory:
             ops=ops,
         )
         ops.attach(state)
-        context_builder = ApCoreCallContextBuilder()
+        context_builder = ApCoreCallContextBuilder(s.ipv6_caller_prefix)
         drops = StreamDrops(handler, agent_executor) if s.cancel_on_disconnect else None
         features = _optional_features(state, self.auth, push, signer, context_builder, drops)
         grace = s.shutdown_timeout + 1.0
@@ -255,7 +255,12 @@ class A2AServerFactory:
             *(route for feature in features for route in feature.routes),
             *rest_routes,
         ]
-        guard = Middleware(RequestGuard, max_body_bytes=s.max_body_bytes, streams=streams)
+        guard = Middleware(
+            RequestGuard,
+            max_body_bytes=s.max_body_bytes,
+            streams=streams,
+            ipv6_caller_prefix=s.ipv6_caller_prefix,
+        )
         # drops: one count of each task's streams for the answer side of all routes and gRPC
         answers = Middleware(AnswerSide, drops=drops, context_builder=context_builder)
         edge, per_route = middleware_stack(features, [(GUARD, guard), (GUARD, answers)])

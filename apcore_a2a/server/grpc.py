@@ -27,7 +27,7 @@ from apcore_a2a import errors
 from apcore_a2a.auth.authenticator import Gate, metadata_headers
 from apcore_a2a.classify import version_error
 from apcore_a2a.edge.call import CallRecord, attach
-from apcore_a2a.execution.identity import Caller
+from apcore_a2a.execution.identity import IPV6_CALLER_PREFIX, Caller
 from apcore_a2a.server.limits import StreamLimiter
 from apcore_a2a.shape import Shape, ShapeError, check_message
 from apcore_a2a.streams.scrub import scrub_exception
@@ -176,8 +176,10 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         shape: Shape,
         drops: StreamDrops | None = None,
         requests: RequestBounds | None = None,
+        ipv6_caller_prefix: int = IPV6_CALLER_PREFIX,
     ) -> None:
         self._aborts = aborts
+        self._ipv6_prefix = ipv6_caller_prefix  # anonymous callers' quota keys
         self._requests = requests or RequestBounds(None, 0)  # grpc_deadlines.py
         self._drops = drops
         self._shape = shape
@@ -198,7 +200,8 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         if handler is None:
             return handler
         if abort is None:  # health, reflection: no credentials, but a stream takes a slot
-            return self._requests.timed(other_service(handler, self._streams))
+            service = other_service(handler, self._streams, self._ipv6_prefix)
+            return self._requests.timed(service)
         streaming = handler.unary_stream is not None
         if handler.unary_unary is None and not streaming:
             # Only unary requests are admitted below (auth, version, shape, slots): a
@@ -277,7 +280,7 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
                     wrong = version_error(headers.get("a2a-version", "").strip(), spoken)
                     if wrong is not None:
                         raise wrong
-                    caller = caller_of(identity, context)
+                    caller = caller_of(identity, context, self._ipv6_prefix)
                     _call.set((spoken, a2a_method, caller, answer, identity))
                     python = legacy and is_python_client(headers.get("user-agent"))
                     if legacy:
@@ -387,6 +390,7 @@ class GrpcServer:
             Shape.of(s),
             self.drops,
             RequestBounds(s.body_timeout, s.grpc_max_pending_requests),
+            s.ipv6_caller_prefix,
         )
         server = grpc.aio.server(
             interceptors=[interceptor],

@@ -42,12 +42,15 @@ if TYPE_CHECKING:
     from apcore_a2a.streams.tap import Answer
 
 
-def caller_of(identity: Identity | None, context: grpc.aio.ServicerContext) -> str:
-    """The quota key (:func:`~apcore_a2a.execution.identity.caller_key`)."""
+def caller_of(
+    identity: Identity | None, context: grpc.aio.ServicerContext, ipv6_prefix: int
+) -> str:
+    """The quota key (:func:`~apcore_a2a.execution.identity.caller_key`; anonymous IPv6
+    callers by their network of *ipv6_prefix* bits)."""
     peer = str(context.peer() or "unknown")  # e.g. "ipv4:127.0.0.1:53422"
     kind, _, rest = peer.partition(":")
     address = rest.rsplit(":", 1)[0] if kind in ("ipv4", "ipv6") else peer
-    return caller_key(identity, address.strip("[]"))
+    return caller_key(identity, address.strip("[]"), ipv6_prefix)
 
 
 #: the request of a call whose bytes are not its method's message
@@ -70,10 +73,12 @@ def lenient(deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], An
     return decode
 
 
-def other_service(handler: grpc.RpcMethodHandler, streams: StreamLimiter) -> grpc.RpcMethodHandler:
+def other_service(
+    handler: grpc.RpcMethodHandler, streams: StreamLimiter, ipv6_prefix: int
+) -> grpc.RpcMethodHandler:
     """*handler* of a service other than A2A (grpc.aio's: its methods are ``async``): a
     request that does not decode answers ``INVALID_ARGUMENT``, and each server stream holds a
-    slot of *streams*."""
+    slot of *streams* (its caller keyed with *ipv6_prefix*)."""
     kinds = (handler.unary_unary, handler.unary_stream, handler.stream_unary, handler.stream_stream)
     behavior = next(kind for kind in kinds if kind is not None)
 
@@ -87,7 +92,7 @@ def other_service(handler: grpc.RpcMethodHandler, streams: StreamLimiter) -> grp
     def held(context: grpc.aio.ServicerContext) -> contextlib.AbstractAsyncContextManager[None]:
         if not handler.response_streaming:
             return contextlib.nullcontext()
-        return stream_slot(streams, caller_of(None, context), context)
+        return stream_slot(streams, caller_of(None, context, ipv6_prefix), context)
 
     # grpc.aio streams an async generator's items, or awaits a coroutine (which may write
     # with context.write, as Health.Watch does): the wrapper must be of the same kind.

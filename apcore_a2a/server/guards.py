@@ -78,6 +78,8 @@ class RequestGuard:
     app: ASGIApp
     max_body_bytes: int
     streams: StreamLimiter
+    #: the ``ipv6_caller_prefix`` setting: how anonymous callers' stream quotas are keyed
+    ipv6_caller_prefix: int
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         info = request_info(scope) if scope["type"] == "http" else None
@@ -159,7 +161,7 @@ class RequestGuard:
     async def _stream(
         self, scope: Scope, info: RequestInfo, app: ASGIApp, receive: Receive, send: Send
     ) -> None:
-        caller = caller_of(scope)
+        caller = caller_of(scope, self.ipv6_caller_prefix)
         refused = await self.streams.acquire(caller)
         if refused is not None:
             retry = {"retry-after": str(refused.retry_after)}

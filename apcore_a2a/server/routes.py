@@ -26,6 +26,11 @@ class ApCoreCallContextBuilder(DefaultServerCallContextBuilder):
     ``scope["auth"]``, see ``execution/identity.py``), plus the call record: the caller key
     quotas count by and what the call answers (``streams/tap.py``)."""
 
+    def __init__(self, ipv6_caller_prefix: int) -> None:
+        super().__init__()
+        #: how anonymous IPv6 callers are keyed (the ``ipv6_caller_prefix`` setting)
+        self.ipv6_caller_prefix = ipv6_caller_prefix
+
     def build(self, request: Request) -> ServerCallContext:
         context = super().build(request)
         info = request_info(request.scope)
@@ -33,7 +38,7 @@ class ApCoreCallContextBuilder(DefaultServerCallContextBuilder):
         version = info.version if info is not None and info.version else "0.3"
         method = info.method if info is not None else None
         answer = info.answer if info is not None else None
-        caller = caller_of(request.scope)
+        caller = caller_of(request.scope, self.ipv6_caller_prefix)
         record = attach(context, CallRecord(binding, version, method, caller, answer=answer))
         if isinstance(answer, Answer):
             answer.call = record

@@ -38,6 +38,8 @@ BAD_ENV = [
     ("A2A_GRPC_KEEPALIVE_TIMEOUT", "1e300", "less than or equal to"),
     # one process each: a typo of a few digits forked that many (docs/configuration.md)
     ("A2A_WORKERS", "100000", "less than or equal to 64"),
+    ("A2A_IPV6_CALLER_PREFIX", "32", "greater than or equal to 48"),
+    ("A2A_IPV6_CALLER_PREFIX", "129", "less than or equal to 128"),
     ("A2A_EXPLORER_PREFIX", "explorer", "must be a non-root URL path like '/explorer'"),
     ("A2A_EXPLORER_PREFIX", "/", "must be a non-root URL path like '/explorer'"),
 ]

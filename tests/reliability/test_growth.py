@@ -74,6 +74,28 @@ async def test_anonymous_ipv6_callers_in_one_slash_64_share_their_quota(tmp_path
             gate.touch()  # the running tasks end, so the agent stops
 
 
+async def test_the_ipv6_caller_prefix_is_a_setting(tmp_path: Path) -> None:
+    # Providers hand out /56 or /48 too: with ipv6_caller_prefix=48 two /64s of one /48 are
+    # one caller, and another /48 is another.
+    gate = tmp_path / "gate"
+    async with served(
+        build_registry(gated=True), max_unfinished_tasks_per_caller=1, ipv6_caller_prefix=48
+    ) as (http, _app):
+
+        async def start(address: str) -> dict[str, Any]:
+            params = message_params("ops.await_file", {"path": str(gate)}, return_immediately=True)
+            return await rpc(http, "SendMessage", params, {"X-Forwarded-For": address})
+
+        try:
+            assert "result" in await start("2001:db8:1:2::1")
+            same_site = await start("2001:db8:1:ff00::1")
+            assert same_site["error"]["code"] == -32091, same_site
+            other_site = await start("2001:db8:2::1")
+            assert "result" in other_site, other_site
+        finally:
+            gate.touch()
+
+
 async def test_message_streams_dropped_mid_way_leave_nothing_behind(tmp_path: Path) -> None:
     # In cluster mode each message stream notes the events its task publishes (for their
     # SSE ids); a client that hung up mid-way left its notes behind, one entry and up to
