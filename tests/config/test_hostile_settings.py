@@ -88,6 +88,15 @@ def test_serve_refuses_a_relative_rpc_path_in_one_line() -> None:
     assert line.startswith("Error: --rpc-path: must be a URL path starting with '/'"), line
 
 
+def test_serve_refuses_a_huge_workers_count_naming_the_flag() -> None:
+    """A typo of a few digits: each worker is a process (without --cluster here, so the
+    unbounded command was refused by the cluster rule, not the count, and forked nothing)."""
+    result = run_cli("serve", "--extensions-dir", str(EXTENSIONS), "--workers", "640")
+    assert result.returncode == 1, result.stderr
+    line = error_line(result)
+    assert line == "Error: --workers: input should be less than or equal to 64, got 640", line
+
+
 @pytest.mark.parametrize(
     ("source", "env", "line"),
     [
