@@ -293,3 +293,14 @@ def test_exponent_numbers_are_numbers_but_quoted_ones_are_not(tmp_path: Path) ->
         load_config(path)
     path = write(tmp_path, "agent:\n  name: 1e3\n")  # a string setting keeps its text
     assert load_config(path).base().name == "1e3"
+
+
+def test_an_optional_checked_setting_is_read_from_the_file(tmp_path: Path) -> None:
+    """``http.header_timeout`` (an optional number with a bound): its type check met the
+    annotated type and ended the start with a TypeError traceback."""
+    path = write(tmp_path, "http:\n  header_timeout: 5\ngrpc:\n  port: 50051\n")
+    s = load_config(path).base()
+    assert (s.header_timeout, s.grpc_port) == (5.0, 50051)
+    path = write(tmp_path, "http:\n  header_timeout: '5'\n")
+    with pytest.raises(ConfigFileError, match=r"http\.header_timeout: expected a number"):
+        load_config(path)
