@@ -1,12 +1,14 @@
 """Where settings come from: how a field declares its config key, environment variable and
 flag (:func:`setting`, :class:`Setting`), secrets read from files, list values from one
-string, the one-line error naming the source of a bad value, and the base class reading the
-environment through those declarations. The settings object itself is
-:class:`apcore_a2a.settings.Settings`, which re-exports the public names.
+string, the one-line error naming the source of a bad value, and the base class that reads
+the environment through those declarations and merges every source (``resolve``). The
+settings object itself is :class:`apcore_a2a.settings.Settings`, which re-exports the
+public names.
 """
 
 from __future__ import annotations
 
+import difflib
 import functools
 import os
 import re
@@ -14,7 +16,7 @@ import types
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union, get_args, get_origin
+from typing import Annotated, Any, Literal, Self, Union, get_args, get_origin
 
 from pydantic import BeforeValidator, Field, ValidationError
 from pydantic.fields import FieldInfo
@@ -272,3 +274,51 @@ class SourcedSettings(BaseSettings):
             init_settings,
             InitSettingsSource(settings_cls, from_environ(os.environ, cls.specs())),
         )
+
+    @classmethod
+    def resolve(
+        cls,
+        overrides: Mapping[str, Any] | None = None,
+        *,
+        environ: Mapping[str, str] | None = None,
+        base: SourcedSettings | Mapping[str, Any] | None = None,
+    ) -> Self:
+        """Settings from *overrides*, then *environ*, then *base*, then the defaults.
+
+        ``None`` values in *overrides* mean "not given". *base* is what the config file
+        says (a mapping of field names, or a ``Settings`` whose explicitly set fields
+        count). Unknown names and unusable values raise :class:`SettingsError` naming the
+        variable or key.
+        """
+        given = {k: v for k, v in (overrides or {}).items() if v is not None}
+        unknown = sorted(set(given) - set(cls.model_fields))
+        if unknown:
+            near = difflib.get_close_matches(unknown[0], list(cls.model_fields), n=1)
+            hint = f"; did you mean {near[0]!r}?" if near else ""
+            raise SettingsError(f"unknown setting {unknown[0]!r}{hint}")
+        if isinstance(base, SourcedSettings):
+            base = {k: getattr(base, k) for k in base.model_fields_set}
+        environ = os.environ if environ is None else environ
+        try:
+            return cls.model_validate(
+                {**(base or {}), **from_environ(environ, cls.specs()), **given}
+            )
+        except ValidationError as exc:
+            raise SettingsError(describe_error(exc, given, environ, cls.specs())) from None
+
+    @classmethod
+    def defaults(cls) -> Self:
+        """Every setting at its default (no environment)."""
+        return cls.resolve(environ={})
+
+    def replace(self, **changes: Any) -> Self:
+        """A copy with *changes* applied (validated like any other source)."""
+        return type(self).resolve(changes, environ={}, base=self)
+
+    def masked(self) -> dict[str, Any]:
+        """The settings as a dict, secrets as ``"***"`` and URLs without their password."""
+        values = self.model_dump()
+        return {spec.name: masked_value(spec, values[spec.name]) for spec in self.specs()}
+
+    def __repr_args__(self) -> Any:
+        return list(self.masked().items())  # repr(), str(), tracebacks: never a secret

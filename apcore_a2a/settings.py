@@ -20,12 +20,7 @@ Example::
 
 from __future__ import annotations
 
-import difflib
-import os
-from collections.abc import Mapping
-from typing import Any, Self
-
-from pydantic import ValidationError, model_validator
+from pydantic import model_validator
 from pydantic_settings import SettingsConfigDict
 
 from apcore_a2a import _settings_checks as checks
@@ -39,9 +34,7 @@ from apcore_a2a._settings_sources import (
     SourcedSettings,
     Strings,
     config_path,
-    describe_error,
     file_value,
-    from_environ,
     masked_value,
     read_secret_file,
     setting,
@@ -396,54 +389,6 @@ class Settings(SourcedSettings):
                 "(--cluster --task-store sqlite:///path.db or postgresql://...)"
             )
         return self
-
-    @classmethod
-    def resolve(
-        cls,
-        overrides: Mapping[str, Any] | None = None,
-        *,
-        environ: Mapping[str, str] | None = None,
-        base: Settings | Mapping[str, Any] | None = None,
-    ) -> Self:
-        """Settings from *overrides*, then *environ*, then *base*, then the defaults.
-
-        ``None`` values in *overrides* mean "not given". *base* is what the config file
-        says (a mapping of field names, or a ``Settings`` whose explicitly set fields
-        count). Unknown names and unusable values raise :class:`SettingsError` naming the
-        variable or key.
-        """
-        given = {k: v for k, v in (overrides or {}).items() if v is not None}
-        unknown = sorted(set(given) - set(cls.model_fields))
-        if unknown:
-            near = difflib.get_close_matches(unknown[0], list(cls.model_fields), n=1)
-            hint = f"; did you mean {near[0]!r}?" if near else ""
-            raise SettingsError(f"unknown setting {unknown[0]!r}{hint}")
-        if isinstance(base, Settings):
-            base = {k: getattr(base, k) for k in base.model_fields_set}
-        environ = os.environ if environ is None else environ
-        try:
-            return cls.model_validate(
-                {**(base or {}), **from_environ(environ, cls.specs()), **given}
-            )
-        except ValidationError as exc:
-            raise SettingsError(describe_error(exc, given, environ, cls.specs())) from None
-
-    @classmethod
-    def defaults(cls) -> Self:
-        """Every setting at its default (no environment)."""
-        return cls.resolve(environ={})
-
-    def replace(self, **changes: Any) -> Self:
-        """A copy with *changes* applied (validated like any other source)."""
-        return type(self).resolve(changes, environ={}, base=self)
-
-    def masked(self) -> dict[str, Any]:
-        """The settings as a dict, secrets as ``"***"`` and URLs without their password."""
-        values = self.model_dump()
-        return {spec.name: masked_value(spec, values[spec.name]) for spec in self.specs()}
-
-    def __repr_args__(self) -> Any:
-        return list(self.masked().items())  # repr(), str(), tracebacks: never a secret
 
     def public_url(self) -> str:
         """``url`` without its trailing slash, or ``http://host:port`` (a reachable host)."""
