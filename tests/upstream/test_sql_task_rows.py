@@ -16,7 +16,7 @@ import pytest
 from a2a.server.cluster import TaskVersion, VersionedDatabaseTaskStore
 from a2a.server.models import Base
 from a2a.server.tasks import DatabaseTaskStore
-from a2a.types import Artifact, Part, TaskState, TaskStatusUpdateEvent
+from a2a.types import Artifact, Part, Task, TaskState, TaskStatusUpdateEvent
 from sqlalchemy import Column, inspect, select, text
 from sqlalchemy.dialects import postgresql
 
@@ -101,16 +101,22 @@ async def versioned() -> AsyncIterator[VersionedDatabaseTaskStore]:
         await store.as_task_store.engine.dispose()  # type: ignore[attr-defined]
 
 
-@pytest.mark.postgres
-async def test_our_rows_are_what_the_sdk_store_writes(
-    versioned: VersionedDatabaseTaskStore,
-) -> None:
+async def _saved_task(versioned: VersionedDatabaseTaskStore) -> tuple[DatabaseTaskStore, Task]:
+    """The SDK's own store behind *versioned*, and a task it saved for ``alice``."""
     db = versioned.as_task_store
     assert isinstance(db, DatabaseTaskStore)
     task = make_task(TaskState.TASK_STATE_COMPLETED)
     task.artifacts.append(Artifact(artifact_id="a-1", parts=[Part(text="done")]))
     task.metadata.update({"k": "v"})
     await db.save(task, ctx("alice"))
+    return db, task
+
+
+@pytest.mark.postgres
+async def test_our_rows_are_what_the_sdk_store_writes(
+    versioned: VersionedDatabaseTaskStore,
+) -> None:
+    db, task = await _saved_task(versioned)
     rows = TaskRows(db)
     async with db.engine.connect() as conn:
         stored = (await conn.execute(select(rows.table))).mappings().one()
@@ -125,12 +131,7 @@ async def test_our_rows_are_what_the_sdk_store_writes(
 async def test_a_task_of_a_row_is_what_the_sdk_store_reads(
     versioned: VersionedDatabaseTaskStore,
 ) -> None:
-    db = versioned.as_task_store
-    assert isinstance(db, DatabaseTaskStore)
-    task = make_task(TaskState.TASK_STATE_COMPLETED)
-    task.artifacts.append(Artifact(artifact_id="a-1", parts=[Part(text="done")]))
-    task.metadata.update({"k": "v"})
-    await db.save(task, ctx("alice"))
+    db, task = await _saved_task(versioned)
     async with db.async_session_maker() as session:
         model = (await session.execute(select(db.task_model))).scalars().one()
     assert TaskRows(db).task(model) == await db.get(task.id, ctx("alice")) == task
