@@ -31,7 +31,7 @@ from apcore_a2a.auth.authenticator import (
 )
 from apcore_a2a.auth.jwt_authenticator import JWTAuthenticator
 from apcore_a2a.classify import RequestInfo, request_info
-from apcore_a2a.edge.refusal import refusal
+from apcore_a2a.edge.refusal import refusal, string_metadata
 from apcore_a2a.errors import PermissionDeniedError, UnauthenticatedError
 from apcore_a2a.execution.identity import Caller, CallerCredentials
 from apcore_a2a.settings import SettingsError
@@ -179,7 +179,7 @@ class AuthMiddleware:
                 "title": HTTPStatus(status).phrase,
                 "status": status,
                 "detail": error.message,
-                "error": correct_error(build_rest_error_payload(error)["error"]),
+                "error": string_metadata(correct_error(build_rest_error_payload(error)["error"])),
             }
             answer = JSONResponse(problem, status, media_type="application/problem+json")
         if status == 401:

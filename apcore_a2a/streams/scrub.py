@@ -24,7 +24,7 @@ from a2a.utils.errors import A2AError, InternalError
 
 from apcore_a2a.adapters.errors import sanitize
 from apcore_a2a.classify import RequestInfo
-from apcore_a2a.edge.refusal import error_document
+from apcore_a2a.edge.refusal import error_document, string_metadata
 from apcore_a2a.errors import RETRY_AFTER_KEY
 from apcore_a2a.upstream.error_answers import correct_error
 from apcore_a2a.upstream.v03_invalid_params import invalid_params_03
@@ -129,11 +129,11 @@ class Scrubbed:
 
     def __init__(self, document: dict[str, Any], rest: bool) -> None:
         error = scrub_error(correct_error(document["error"]))
-        self.document = {**document, "error": error}
+        self.retry_after = _retry_after(error)
+        self.document = {**document, "error": string_metadata(error)}
         self.code = error.get("code")
         status = self.code if rest and isinstance(self.code, int) else 200
         self.status = status if 200 <= status < 600 else 500
-        self.retry_after = _retry_after(error)
 
     def body(self) -> bytes:
         return json.dumps(self.document, ensure_ascii=False, separators=(",", ":")).encode()

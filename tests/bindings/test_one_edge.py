@@ -241,7 +241,7 @@ async def test_the_task_quota_refuses_alike_with_a_retry_hint() -> None:
         finally:
             GATES.release(key)
     assert rpc.json()["error"]["code"] == -32091
-    assert rpc.json()["error"]["data"][0]["metadata"]["retryAfter"] == 30
+    assert rpc.json()["error"]["data"][0]["metadata"]["retryAfter"] == "30"
     assert (rest.status_code, rest.headers["retry-after"]) == (429, "30")
     seen = rich_status(refused.value)
     assert (seen["code"], seen.get("reason")) == (

@@ -163,9 +163,10 @@ def test_missing_skill_lists_available_skills(agent_url: str) -> None:
         "Missing required parameter: metadata.skillId (the message fits several skills: "
         "errors.raise, text.shout, text.stats)"
     )
+    # ErrorInfo.metadata is map<string, string>: a list goes as its JSON text.
     metadata = error["data"][0]["metadata"]
-    assert metadata["matchingSkills"] == ["errors.raise", "text.shout", "text.stats"]
-    assert metadata["availableSkills"] == sorted(
+    assert json.loads(metadata["matchingSkills"]) == ["errors.raise", "text.shout", "text.stats"]
+    assert json.loads(metadata["availableSkills"]) == sorted(
         ["math.add", "text.stats", "errors.raise", "text.shout", "data.pair"]
     )
 
@@ -180,7 +181,7 @@ def test_schema_error_has_field_errors(agent_url: str) -> None:
     error = rpc_error(post(agent_url, body))
     info, bad_request = error["data"]
     assert info["metadata"]["type"] == "SchemaValidationError"
-    assert info["metadata"]["errors"] == [
+    assert json.loads(info["metadata"]["errors"]) == [
         {"field": "/a", "message": "Input should be a valid integer"}
     ]
     assert bad_request["fieldViolations"][0]["field"] == "/a"

@@ -53,7 +53,7 @@ async def test_a_caller_over_its_task_quota_is_refused_while_others_are_served(
         assert over["error"]["code"] == -32091, over
         assert "at most 3 unfinished tasks" in over["error"]["message"]
         (info,) = over["error"]["data"]
-        assert info["reason"] == "QUOTA_EXCEEDED" and info["metadata"]["retryAfter"] == 30
+        assert info["reason"] == "QUOTA_EXCEEDED" and info["metadata"]["retryAfter"] == "30"
         rest = await http.post(
             "/message:send", json={"message": _transfer()}, headers={**V1, **KEY_A}
         )

@@ -65,7 +65,7 @@ async def test_an_outage_answers_retryable_errors_and_loses_nothing(cluster: boo
                 assert sent["error"]["code"] == -32092, sent
                 (info,) = sent["error"]["data"]
                 assert info["reason"] == "TASK_STORE_UNAVAILABLE"
-                assert info["metadata"]["retryAfter"] == 2
+                assert info["metadata"]["retryAfter"] == "2"
                 message = _send()["params"]
                 rest_sent = await http.post("/message:send", json=message, headers=V10)
                 assert rest_sent.status_code == 503, rest_sent.text
