@@ -21,8 +21,12 @@ from pydantic import BaseModel
 from apcore_a2a import InputRequired
 from tests.bindings._agent import GATES
 
-KEY, QUOTA_KEY = "audit-key-robot", "audit-key-quota"
-HOOK = "http://127.0.0.1:9/hook"  # never reached: the tasks it watches are canceled
+KEY, QUOTA_KEY = "audit-key-robot-0001", "audit-key-quota-0001"
+#: a valid key without the role the agent requires: 403
+GUEST_KEY = "audit-key-guest-0001"
+ROLE = "caller"
+#: the webhook of the config the corpus deletes again (nothing is delivered to it)
+UNUSED_HOOK = "http://127.0.0.1:9/hook"
 V10 = {"A2A-Version": "1.0"}
 
 
@@ -79,9 +83,13 @@ def sse_frames(text: str) -> list[list[tuple[str, str]]]:
 class HttpCell:
     """Raw HTTP on one binding (``JSONRPC`` / ``REST``) and version (``1.0`` / ``0.3``)."""
 
-    def __init__(self, url: str, binding: str, version: str, client: httpx.AsyncClient) -> None:
+    def __init__(
+        self, url: str, binding: str, version: str, client: httpx.AsyncClient, hook: str
+    ) -> None:
         self.url, self.binding, self.version, self.client = url, binding, version, client
         self.cell = f"{binding} {version}"
+        #: the webhook of the push config whose deliveries the audit reads
+        self.hook = hook
         self.exchanges: list[Exchange] = []
 
     def headers(self, key: str | None = KEY, version: str | None = None) -> dict[str, str]:
@@ -272,12 +280,16 @@ async def jsonrpc_corpus(cell: HttpCell) -> None:
     )
     await cell.rpc("subscribe (finished)", name["subscribe"], {"id": done}, "")
     gate, running = await gated(send_gate)
-    config = {"id": "c1", "url": HOOK, "token": "t0k"}
-    push_set = (
-        {"taskId": running, "pushNotificationConfig": config}
-        if v03
-        else {"taskId": running, **config}
-    )
+
+    def push_config(config_id: str, url: str) -> dict[str, Any]:
+        config = {"id": config_id, "url": url, "token": "t0k"}
+        return (
+            {"taskId": running, "pushNotificationConfig": config}
+            if v03
+            else {"taskId": running, **config}
+        )
+
+    push_set = push_config("c1", cell.hook)
     await cell.rpc("push set", name["push_set"], push_set, "TaskPushNotificationConfig")
     get_params = (
         {"id": running, "pushNotificationConfigId": "c1"}
@@ -295,7 +307,14 @@ async def jsonrpc_corpus(cell: HttpCell) -> None:
     await cell.rpc(
         "push list", name["push_list"], list_params, "ListTaskPushNotificationConfigsResponse"
     )
-    await cell.rpc("push delete", name["push_delete"], get_params, "Empty")
+    unused = push_config("c2", UNUSED_HOOK)
+    await cell.rpc("push set", name["push_set"], unused, "TaskPushNotificationConfig")
+    c2 = (
+        {"id": running, "pushNotificationConfigId": "c2"}
+        if v03
+        else {"taskId": running, "id": "c2"}
+    )
+    await cell.rpc("push delete", name["push_delete"], c2, "Empty")
     await cell.rpc(
         "push set (bad url)",
         name["push_set"],
@@ -312,6 +331,7 @@ async def jsonrpc_corpus(cell: HttpCell) -> None:
     await cell.rpc("wrong version", name["get"], {"id": done}, "", version="2.0")
     await cell.rpc("unauthenticated", name["get"], {"id": done}, "", key=None)
     await cell.rpc("bad key", name["get"], {"id": done}, "", key="wrong")
+    await cell.rpc("forbidden", name["get"], {"id": done}, "", key=GUEST_KEY)
     await cell.http("not JSON", "POST", "/", "", raw=b"{nope")
     await cell.http("oversized", "POST", "/", "", raw=b'{"x": "' + b"a" * 70_000 + b'"}')
     gates = [await gated(send_gate, QUOTA_KEY) for _ in range(2)]

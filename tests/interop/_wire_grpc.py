@@ -16,7 +16,14 @@ from google.rpc import status_pb2
 
 from tests.bindings._agent import GATES
 from tests.bindings._grpc import stubs
-from tests.interop._wire_corpus import KEY, QUOTA_KEY, Exchange, message, proto03_message
+from tests.interop._wire_corpus import (
+    GUEST_KEY,
+    KEY,
+    QUOTA_KEY,
+    Exchange,
+    message,
+    proto03_message,
+)
 
 
 async def grpc_corpus(address: str, version: str) -> list[Exchange]:
@@ -83,11 +90,15 @@ async def grpc_corpus(address: str, version: str) -> list[Exchange]:
             await call(
                 "unauthenticated", stub.GetTask, pb03.GetTaskRequest(name=f"tasks/{done}"), key=None
             )
+            await call(
+                "forbidden", stub.GetTask, pb03.GetTaskRequest(name=f"tasks/{done}"), key=GUEST_KEY
+            )
             await call("extended card", stub.GetAgentCard, pb03.GetAgentCardRequest())
         else:
             await call("get (unknown task)", stub.GetTask, pb.GetTaskRequest(id="nope"))
             await call("cancel (finished)", stub.CancelTask, pb.CancelTaskRequest(id=done))
             await call("unauthenticated", stub.GetTask, pb.GetTaskRequest(id=done), key=None)
+            await call("forbidden", stub.GetTask, pb.GetTaskRequest(id=done), key=GUEST_KEY)
             await call(
                 "wrong version",
                 stub.GetTask,

@@ -8,8 +8,9 @@ from typing import Any
 
 from tests.bindings._agent import GATES
 from tests.interop._wire_corpus import (
-    HOOK,
+    GUEST_KEY,
     QUOTA_KEY,
+    UNUSED_HOOK,
     Exchange,
     HttpCell,
     gated,
@@ -76,17 +77,24 @@ async def rest_corpus(cell: HttpCell) -> None:
     await cell.http("subscribe (finished)", "GET", f"{root}/tasks/{done}:subscribe", "")
     gate, running = await gated(send_gate)
     configs = f"{root}/tasks/{running}/pushNotificationConfigs"
-    config = {"id": "c1", "url": HOOK, "token": "t0k"}
-    body = (
-        {"name": f"tasks/{running}/pushNotificationConfigs/c1", "pushNotificationConfig": config}
-        if v03
-        else {"taskId": running, **config}
-    )
+
+    def push_config(config_id: str, url: str) -> dict[str, Any]:
+        config = {"id": config_id, "url": url, "token": "t0k"}
+        name = f"tasks/{running}/pushNotificationConfigs/{config_id}"
+        return (
+            {"name": name, "pushNotificationConfig": config}
+            if v03
+            else {"taskId": running, **config}
+        )
+
+    body = push_config("c1", cell.hook)
     await cell.http("push set", "POST", configs, "TaskPushNotificationConfig", body)
     await cell.http("push get", "GET", configs + "/c1", "TaskPushNotificationConfig")
     await cell.http("push get (unknown config)", "GET", configs + "/nope", "")
     await cell.http("push list", "GET", configs, "ListTaskPushNotificationConfigsResponse")
-    await cell.http("push delete", "DELETE", configs + "/c1", "Empty")
+    unused = push_config("c2", UNUSED_HOOK)
+    await cell.http("push set", "POST", configs, "TaskPushNotificationConfig", unused)
+    await cell.http("push delete", "DELETE", configs + "/c2", "Empty")
     bad = (
         {**body, "pushNotificationConfig": {"url": "ftp://x"}}
         if v03
@@ -102,6 +110,7 @@ async def rest_corpus(cell: HttpCell) -> None:
     await cell.http("wrong version", "GET", f"{root}/tasks/{done}", "", version="2.0")
     await cell.http("unauthenticated", "GET", f"{root}/tasks/{done}", "", key=None)
     await cell.http("bad key", "GET", f"{root}/tasks/{done}", "", key="wrong")
+    await cell.http("forbidden", "GET", f"{root}/tasks/{done}", "", key=GUEST_KEY)
     await cell.http("not JSON", "POST", root + "/message:send", "", raw=b"{nope")
     await cell.http(
         "oversized", "POST", root + "/message:send", "", raw=b'{"x": "' + b"a" * 70_000 + b'"}'

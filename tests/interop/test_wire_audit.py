@@ -32,9 +32,12 @@ from pydantic import BaseModel, ValidationError
 from apcore_a2a import A2AServerFactory
 from tests._support import free_port, threaded_server
 from tests.bindings._agent import Agent, build_registry
+from tests.interop._webhook import Delivery, Webhook
 from tests.interop._wire_corpus import (
+    GUEST_KEY,
     KEY,
     QUOTA_KEY,
+    ROLE,
     Ask,
     Exchange,
     Fail,
@@ -224,6 +227,51 @@ def problems(exchange: Exchange) -> list[str]:
     return out + rest_problems(exchange.body, exchange.status, version, exchange.expect)
 
 
+#: headers of a push delivery: standard ones, the config's token (a2a-sdk's own sender
+#: sends the same header), and the agent's signature, whose header the card's
+#: ``urn:apcore:a2a:push-signing:v1`` extension names (docs/push.md)
+DELIVERY_HEADERS = {
+    "host",
+    "content-type",
+    "content-length",
+    "accept",
+    "accept-encoding",
+    "connection",
+    "user-agent",
+    "x-a2a-notification-token",
+    "x-a2a-signature",
+}
+
+
+def delivery_problems(version: str, delivery: Delivery) -> list[str]:
+    """What in one push delivery the specs do not define: 1.0 posts a ``StreamResponse``,
+    0.3 the whole ``Task``."""
+    out = [f"delivery header {name!r}" for name in delivery.headers if name not in DELIVERY_HEADERS]
+    body = delivery.json()
+    if version == "1.0":
+        problem = strict_proto(body, pb.StreamResponse)
+    else:
+        problem = strict_model(body, t03.Task)
+    return out + ([problem] if problem else [])
+
+
+async def deliveries(webhook: Webhook, run: str) -> list[Delivery]:
+    """The deliveries of *run* once the canceled task's last one is in (10 s at most)."""
+    for _ in range(1000):
+        received = webhook.deliveries(run)
+        if any(b'"canceled"' in d.body or b"TASK_STATE_CANCELED" in d.body for d in received):
+            return received
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"no delivery of the canceled task reached the webhook ({run})")
+
+
+@pytest.fixture(scope="module")
+def webhook() -> Iterator[tuple[Webhook, str]]:
+    hook = Webhook()
+    with threaded_server(hook.app()) as url:
+        yield hook, url
+
+
 @pytest.fixture(scope="module")
 def audit_agent() -> Iterator[Agent]:
     registry: Registry = build_registry()
@@ -235,7 +283,8 @@ def audit_agent() -> Iterator[Agent]:
         environ={},
         port=port,
         grpc_port=grpc_port,
-        api_keys=(f"{KEY}=robot", f"{QUOTA_KEY}=quota"),
+        api_keys=(f"{KEY}=robot:{ROLE}", f"{QUOTA_KEY}=quota:{ROLE}", f"{GUEST_KEY}=guest"),
+        required_roles=(ROLE,),
         push_notifications=True,
         push_allow_insecure_urls=True,
         max_unfinished_tasks_per_caller=2,
@@ -245,24 +294,36 @@ def audit_agent() -> Iterator[Agent]:
         yield Agent(url=url, grpc_address=f"127.0.0.1:{grpc_port}", app=app)
 
 
-async def run_corpus(agent: Agent) -> list[Exchange]:
+async def run_corpus(
+    agent: Agent, webhook: tuple[Webhook, str]
+) -> tuple[list[Exchange], list[str]]:
+    """Every exchange of the six cells, and what the push deliveries of the HTTP cells'
+    configs carry that the specs do not define."""
     exchanges: list[Exchange] = []
+    pushed: list[str] = []
+    hook, hook_url = webhook
     async with httpx.AsyncClient(timeout=30) as client:
         for binding in ("JSONRPC", "REST"):
             for version in ("1.0", "0.3"):
-                cell = HttpCell(agent.url, binding, version, client)
+                run = f"{binding}-{version}"
+                cell = HttpCell(agent.url, binding, version, client, f"{hook_url}/hook/{run}")
                 await (jsonrpc_corpus if binding == "JSONRPC" else rest_corpus)(cell)
                 if binding == "REST":
                     await card_corpus(cell)
                 exchanges += cell.exchanges
+                for delivery in await deliveries(hook, run):
+                    pushed += [f"[{run}] {p}" for p in delivery_problems(version, delivery)]
     for version in ("1.0", "0.3"):
         exchanges += await grpc_corpus(agent.grpc_address, version)
-    return exchanges
+    return exchanges, pushed
 
 
-def test_the_wire_carries_only_what_the_specs_define(audit_agent: Agent) -> None:
-    exchanges = asyncio.run(run_corpus(audit_agent))
+def test_the_wire_carries_only_what_the_specs_define(
+    audit_agent: Agent, webhook: tuple[Webhook, str]
+) -> None:
+    exchanges, pushed = asyncio.run(run_corpus(audit_agent, webhook))
     assert {e.cell for e in exchanges} == {f"{b} {v}" for b in BINDINGS for v in ("1.0", "0.3")}
+    assert not pushed, pushed
     found: dict[tuple[str, str, str], str] = {}
     for exchange in exchanges:
         for problem in problems(exchange):
@@ -290,12 +351,12 @@ KNOWN: dict[tuple[str, str, str], str] = {
     # A path no binding defines: Starlette's plain-text 404.
     ("REST 1.0", "unknown route", "not a google.rpc.Status body"): "starlette",
     ("REST 0.3", "unknown route", "not a google.rpc.Status body"): "starlette",
-    # Ours, chosen: 401 on REST is an RFC 9457 problem that also carries the Status
+    # Ours, chosen: 401 and 403 on REST are RFC 9457 problems that also carry the Status
     # envelope (docs/interop.md, "auth: 401").
     **{
         (f"REST {v}", label, f"body member {m!r}"): "ours"
         for v in ("1.0", "0.3")
-        for label in ("unauthenticated", "bad key")
+        for label in ("unauthenticated", "bad key", "forbidden")
         for m in ("type", "title", "status", "detail")
     },
 }
