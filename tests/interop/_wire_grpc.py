@@ -53,10 +53,15 @@ async def grpc_corpus(address: str, version: str) -> list[Exchange]:
         except grpc.aio.AioRpcError as error:
             exchange.status = error.code().value[0]
             for key_, value in error.trailing_metadata() or ():
-                exchange.headers.append((key_, value if isinstance(value, str) else "<bin>"))
                 if key_ == "grpc-status-details-bin":
                     status = status_pb2.Status.FromString(value)
                     exchange.grpc_details = [d.type_url for d in status.details]
+        # What the server sent as metadata, before the answer and after it.
+        for key_, _value in (
+            *(await rpc.initial_metadata() or ()),
+            *(await rpc.trailing_metadata() or ()),
+        ):
+            exchange.headers.append((key_, ""))
         out.append(exchange)
         return result
 

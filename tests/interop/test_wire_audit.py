@@ -66,6 +66,10 @@ STANDARD_HEADERS = {
     "x-accel-buffering",
 }
 
+#: gRPC metadata the server may send: the rich status (google.rpc.Status) and, on 401,
+#: the challenges (as HTTP's WWW-Authenticate, spec §7.4)
+GRPC_METADATA = {"grpc-status-details-bin", "www-authenticate"}
+
 SSE_FIELDS = {"data", "id", "event", "retry", ""}
 
 PB10 = {
@@ -200,6 +204,7 @@ def problems(exchange: Exchange) -> list[str]:
         and not name.lower().startswith("access-control-")
     ]
     if binding == "GRPC":
+        out += [f"gRPC metadata {k!r}" for k, _ in exchange.headers if k not in GRPC_METADATA]
         return out + [
             f"status detail {url}"
             for url in exchange.grpc_details
