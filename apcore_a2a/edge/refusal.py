@@ -34,6 +34,9 @@ def error_document(info: RequestInfo, error: A2AError) -> dict[str, Any]:
     errors get their codes from :func:`~apcore_a2a.upstream.error_answers.correct_error`."""
     if info.binding == "rest":
         return build_rest_error_payload(error)
+    # A JSON-RPC call's version is its method's: read the body (once) before choosing the
+    # shape, or a refusal made before anyone read it (401, 403) answers 0.3 in 1.0's.
+    request_id = info.request_id
     # The SDK's JSON-RPC builder has no model for some of A2A's own errors (-32700).
     code = JSON_RPC_ERROR_CODE_MAP.get(type(error), -32603)
     detail: dict[str, Any] = {"code": code, "message": error.message}
@@ -42,7 +45,7 @@ def error_document(info: RequestInfo, error: A2AError) -> dict[str, Any]:
     elif error.data:
         detail["data"] = error.data
     # JSON-RPC 2.0 §5: a request that could not be parsed has no id
-    return {"jsonrpc": "2.0", "id": None if code == -32700 else info.request_id, "error": detail}
+    return {"jsonrpc": "2.0", "id": None if code == -32700 else request_id, "error": detail}
 
 
 def string_metadata(error: dict[str, Any]) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -109,9 +109,10 @@ class HttpCell:
         key: str | None = KEY,
         version: str | None = None,
         raw: bytes | None = None,
-        stream_hook: Callable[[], None] | None = None,
+        while_open: Callable[[], Awaitable[None]] | None = None,
     ) -> Exchange:
-        """Send one request; record the answer (an SSE body read to its end)."""
+        """Send one request; record the answer (an SSE body read to its end, *while_open*
+        awaited once its first event is in)."""
         content = raw if raw is not None else (json.dumps(body).encode() if body else None)
         headers = {**self.headers(key, version), "Content-Type": "application/json"}
         shown = f"{method} {path} {content[:300].decode(errors='replace') if content else ''}"
@@ -127,9 +128,9 @@ class HttpCell:
                 chunks: list[str] = []
                 async for chunk in response.aiter_text():
                     chunks.append(chunk)
-                    if stream_hook is not None:
-                        stream_hook()
-                        stream_hook = None
+                    if while_open is not None:
+                        await while_open()
+                        while_open = None
                 exchange.frames = sse_frames("".join(chunks))
             else:
                 data = await response.aread()
@@ -271,12 +272,15 @@ async def jsonrpc_corpus(cell: HttpCell) -> None:
     await cell.rpc("cancel (finished)", name["cancel"], {"id": done}, "")
     await cell.rpc("cancel (unknown task)", name["cancel"], {"id": uuid.uuid4().hex}, "")
     gate, running = await gated(send_gate)
+
+    async def second_stream() -> None:
+        # The caller holds its one stream: a second one is over its quota (429).
+        label = "subscribe (over the stream quota)"
+        await cell.rpc(label, name["subscribe"], {"id": running}, "")
+        GATES.release(gate)
+
     await cell.rpc(
-        "subscribe",
-        name["subscribe"],
-        {"id": running},
-        "StreamResponse",
-        stream_hook=lambda: GATES.release(gate),
+        "subscribe", name["subscribe"], {"id": running}, "StreamResponse", while_open=second_stream
     )
     await cell.rpc("subscribe (finished)", name["subscribe"], {"id": done}, "")
     gate, running = await gated(send_gate)

@@ -67,13 +67,14 @@ async def rest_corpus(cell: HttpCell) -> None:
     await cell.http("cancel (finished)", "POST", f"{root}/tasks/{done}:cancel", "")
     await cell.http("cancel (unknown task)", "POST", f"{root}/tasks/{uuid.uuid4().hex}:cancel", "")
     gate, running = await gated(send_gate)
-    await cell.http(
-        "subscribe",
-        "GET",
-        f"{root}/tasks/{running}:subscribe",
-        "StreamResponse",
-        stream_hook=lambda: GATES.release(gate),
-    )
+    subscribe = f"{root}/tasks/{running}:subscribe"
+
+    async def second_stream() -> None:
+        # The caller holds its one stream: a second one is over its quota (429).
+        await cell.http("subscribe (over the stream quota)", "GET", subscribe, "")
+        GATES.release(gate)
+
+    await cell.http("subscribe", "GET", subscribe, "StreamResponse", while_open=second_stream)
     await cell.http("subscribe (finished)", "GET", f"{root}/tasks/{done}:subscribe", "")
     gate, running = await gated(send_gate)
     configs = f"{root}/tasks/{running}/pushNotificationConfigs"
