@@ -337,6 +337,7 @@ async def jsonrpc_corpus(cell: HttpCell) -> None:
     await cell.rpc("bad key", name["get"], {"id": done}, "", key="wrong")
     await cell.rpc("forbidden", name["get"], {"id": done}, "", key=GUEST_KEY)
     await cell.http("not JSON", "POST", "/", "", raw=b"{nope")
+    await cell.http("wrong HTTP method", "GET", "/", "")
     await cell.http("oversized", "POST", "/", "", raw=b'{"x": "' + b"a" * 70_000 + b'"}')
     gates = [await gated(send_gate, QUOTA_KEY) for _ in range(2)]
     await send_gate(uuid.uuid4().hex, QUOTA_KEY, "send (over the task quota)")

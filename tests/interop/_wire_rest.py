@@ -108,6 +108,7 @@ async def rest_corpus(cell: HttpCell) -> None:
         "extended card", "GET", "/v1/card" if v03 else "/extendedAgentCard", "AgentCard"
     )
     await cell.http("unknown route", "GET", f"{root}/frobnicate/x/y", "")
+    await cell.http("wrong HTTP method", "DELETE", f"{root}/message:send", "")
     await cell.http("wrong version", "GET", f"{root}/tasks/{done}", "", version="2.0")
     await cell.http("unauthenticated", "GET", f"{root}/tasks/{done}", "", key=None)
     await cell.http("bad key", "GET", f"{root}/tasks/{done}", "", key="wrong")
