@@ -8,8 +8,13 @@ names for it (``docs/interop.md``, "What the wire carries").
   0.3 REST: the 0.3 proto, unknown fields refused;
 * JSON-RPC envelopes only ``jsonrpc`` / ``id`` / ``result`` | ``error``, error objects only
   ``code`` / ``message`` / ``data``; REST errors ``{"error": google.rpc.Status}``;
-* gRPC status details only ``google.rpc`` types; SSE frames only standard fields;
-* response headers only standard HTTP ones and A2A's.
+* gRPC status details only ``google.rpc`` types, metadata only the rich status and 401's
+  challenges; SSE frames only standard fields;
+* response headers only standard HTTP ones; push deliveries (1.0 ``StreamResponse``, 0.3
+  ``Task``) and their headers likewise.
+
+Each call is expected to succeed or to be refused; the deviations the audit knows are
+listed in :data:`KNOWN`, each with whose it is, and must stay seen.
 """
 
 from __future__ import annotations
@@ -209,6 +214,8 @@ def problems(exchange: Exchange) -> list[str]:
         and not name.lower().startswith("access-control-")
     ]
     if binding == "GRPC":
+        if exchange.grpc_ok != bool(exchange.expect):
+            out.append("succeeded" if exchange.grpc_ok else f"failed with status {exchange.status}")
         out += [f"gRPC metadata {k!r}" for k, _ in exchange.headers if k not in GRPC_METADATA]
         return out + [
             f"status detail {url}"
