@@ -1,5 +1,5 @@
 """A page of ``ListTasks`` reads its own rows, however many tasks the caller holds
-(PostgreSQL, with and without ``--cluster``; rows of ``tasks`` read as the database
+(PostgreSQL; rows of ``tasks`` read as the database
 counts them: ``pg_stat_user_tables``, ``seq_tup_read + idx_tup_fetch``).
 
 The caller holds 2,000 tasks (and three without a timestamp, and pairs sharing one),
@@ -17,7 +17,7 @@ import asyncpg
 import httpx
 
 from .._postgres import PG_HOST, PG_PORT, PG_USER
-from .test_unrelated_rows_e2e import _rows_read, _server, database, mode  # noqa: F401
+from .test_unrelated_rows_e2e import _rows_read, _server, database  # noqa: F401
 from .test_write_path_e2e import V1, _body, _sql
 
 #: the caller's tasks
@@ -73,10 +73,12 @@ async def _page(http: httpx.AsyncClient, base: str, body: dict[str, Any]) -> dic
 
 async def test_a_page_reads_its_rows_not_every_task_of_the_caller(
     database: tuple[str, str],  # noqa: F811
-    mode: str,  # noqa: F811
 ) -> None:
     url, name = database
-    with _server(url, mode) as base:
+    # Single mode only: with --cluster the same listing reads the same rows (the SDK's
+    # store under the versioned one; benchmarks/pages.py measures both), and each
+    # measurement waits 11 s for PostgreSQL's counters to settle.
+    with _server(url, "single") as base:
         async with httpx.AsyncClient(headers=V1, timeout=60) as http:
             answer = (
                 await http.post(

@@ -96,7 +96,7 @@ async def test_resuming_a_long_task_reads_only_the_events_after_the_id(
         async with httpx.AsyncClient(headers=V1, timeout=60) as http:
             ids: list[str] = []
             task_id = ""
-            async with http.stream("POST", base + "/", json=_stream(2000)) as response:
+            async with http.stream("POST", base + "/", json=_stream(500)) as response:
                 async for event_id, payload in sse_frames(response):
                     task_id = payload["result"].get("task", {}).get("id", task_id)
                     ids.append(event_id or "")
