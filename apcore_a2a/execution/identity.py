@@ -92,9 +92,7 @@ def address_key(address: str | None, ipv6_prefix: int = IPV6_CALLER_PREFIX) -> s
             return f"ip:{ip.ipv4_mapped}"
         if ip.is_loopback:  # ::1 alone, not the addresses of ::/64
             return f"ip:{ip}"
-        host_bits = 128 - ipv6_prefix
-        network = ipaddress.IPv6Address(int(ip) >> host_bits << host_bits)
-        return f"ip:{network}/{ipv6_prefix}"
+        return f"ip:{ipaddress.IPv6Network((ip, ipv6_prefix), strict=False)}"
     return f"ip:{ip}"
 
 
