@@ -262,7 +262,7 @@ async def test_grpc_answers_are_read_up_to_the_limit_http_answers_are() -> None:
         async def events() -> AsyncIterator[pb.StreamResponse]:
             yield pb.StreamResponse(task=_padded(8 * 1024 * 1024))
 
-        hostile.answer, hostile.events = answer, events
+        hostile.answer, hostile.events = _never_answers, _never_streams
         task = await client.send_message("hi")
         assert len(task["metadata"]["pad"]) == 8 * 1024 * 1024
         [event] = [e async for e in client.stream_message("hi")]
@@ -336,54 +336,46 @@ async def test_enum_numbers_the_client_does_not_know_read_as_unknown_over_grpc()
     assert task["status"]["message"]["role"] == "unknown"
 
 
+async def _never_answers(_context: grpc.aio.ServicerContext) -> pb.Task:
+    """An agent's unary answer that never comes."""
+    await asyncio.Event().wait()
+    raise AssertionError("never answers")
+
+
+async def _never_streams() -> AsyncIterator[pb.StreamResponse]:
+    """An agent's stream whose first event never comes."""
+    await asyncio.Event().wait()
+    yield _working()
+
+
 @pytest.mark.parametrize("version", ["1.0", "0.3"])
 async def test_the_timeout_gives_up_on_a_grpc_agent_that_never_answers(version: str) -> None:
     # a2a-sdk's 0.3 gRPC transport sends no deadline (its 1.0 one sends the call's
     # timeout): the client's own bound on the whole call is what ends the 0.3 wait.
-    async def answer(_context: grpc.aio.ServicerContext) -> pb.Task:
-        await asyncio.Event().wait()
-        raise AssertionError("never answers")
-
     async with (
         _grpc_agent(version=version) as (url, hostile),
         A2AClient(url, timeout=1) as client,
     ):
-        hostile.answer = answer
+        hostile.answer = _never_answers
         with pytest.raises(A2AConnectionError, match=r"SendMessage to 127\.0\.0\.1:\d+ timed out"):
             await client.send_message("hi")
 
 
 @pytest.mark.parametrize("version", ["1.0", "0.3"])
 async def test_the_timeout_gives_up_on_a_grpc_stream_that_never_starts(version: str) -> None:
-    async def answer(_context: grpc.aio.ServicerContext) -> pb.Task:
-        await asyncio.Event().wait()
-        raise AssertionError("never answers")
-
-    async def events() -> AsyncIterator[pb.StreamResponse]:
-        await asyncio.Event().wait()
-        yield _working()
-
     async with (
         _grpc_agent(version=version) as (url, hostile),
         A2AClient(url, timeout=1) as client,
     ):
-        hostile.answer, hostile.events = answer, events
+        hostile.answer, hostile.events = _never_answers, _never_streams
         with pytest.raises(A2AConnectionError, match="timed out"):
             await anext(client.stream_message("hi"))
 
 
 @pytest.mark.parametrize("version", ["1.0", "0.3"])
 async def test_the_cli_timeout_bounds_a_grpc_agent_that_never_answers(version: str) -> None:
-    async def answer(_context: grpc.aio.ServicerContext) -> pb.Task:
-        await asyncio.Event().wait()
-        raise AssertionError("never answers")
-
-    async def events() -> AsyncIterator[pb.StreamResponse]:
-        await asyncio.Event().wait()
-        yield _working()
-
     async with _grpc_agent(version=version) as (url, hostile):
-        hostile.answer, hostile.events = answer, events
+        hostile.answer, hostile.events = _never_answers, _never_streams
         code, out, err = await cli("call", url, "--text", "hi", "--timeout", "1")
     # the CLI's own code for a call still running when --timeout ends (EXIT_CODES)
     assert (code, out) == (6, ""), err
