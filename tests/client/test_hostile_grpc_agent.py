@@ -262,7 +262,7 @@ async def test_grpc_answers_are_read_up_to_the_limit_http_answers_are() -> None:
         async def events() -> AsyncIterator[pb.StreamResponse]:
             yield pb.StreamResponse(task=_padded(8 * 1024 * 1024))
 
-        hostile.answer, hostile.events = _never_answers, _never_streams
+        hostile.answer, hostile.events = answer, events
         task = await client.send_message("hi")
         assert len(task["metadata"]["pad"]) == 8 * 1024 * 1024
         [event] = [e async for e in client.stream_message("hi")]
