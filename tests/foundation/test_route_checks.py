@@ -18,7 +18,7 @@ here:
 And none of that depends on how a path is spelled (issue 30): every route, spelled with a
 trailing ``%0A``/``%0D``/``%00``/``%20``/``/``, a doubled or dotted slash, ``%2F``, in upper
 case, under a tenant, or below the root path of a host app that mounts the agent, either
-gets the same checks or reaches no endpoint at all (Starlette's 404/405, or a redirect).
+gets the same checks or reaches no endpoint at all (a 404/405, or a redirect).
 """
 
 from __future__ import annotations
@@ -268,19 +268,23 @@ def _spellings(path: str) -> Iterator[str]:
 
 
 def _unrouted(response: httpcore.Response) -> bool:
-    """Starlette answered: no route (404/405 in plain text) or a redirect to another path."""
+    """No route took it (a 404 or 405: Starlette's text, or on an A2A path the A2A error
+    of ``server/unrouted.py``) or a redirect to another path. The guard's own 404 for an
+    A2A route under a reserved segment reads the same, but comes after every check."""
     if 300 <= response.status < 400:
         return True
-    plain = dict(response.headers).get(b"content-type", b"").startswith(b"text/plain")
-    return (
-        response.status in (404, 405)
-        and plain
-        and response.content
-        in (
-            b"Not Found",
-            b"Method Not Allowed",
-        )
-    )
+    if response.status not in (404, 405):
+        return False
+    if response.content in (b"Not Found", b"Method Not Allowed"):
+        return True
+    try:
+        error = json.loads(response.content).get("error")
+    except (ValueError, AttributeError):
+        return False
+    if not isinstance(error, dict):
+        return False
+    reasons = [d.get("reason") for d in error.get("details") or ()]
+    return reasons == ["METHOD_NOT_FOUND"] or error.get("code") == -32600
 
 
 async def _send(

@@ -366,17 +366,6 @@ KNOWN: dict[tuple[str, str, str], str] = {
     # a2a-sdk 1.3's REST 0.3 /v1/card sends the JSON-RPC 0.3 (pydantic) card, not the 0.3
     # proto's JSON ("security": [{"apiKey": []}] where the proto has {"schemes": {...}}).
     ("REST 0.3", "extended card", "not a a2a.v1.AgentCard"): "a2a-sdk",
-    # A path no binding defines, or an HTTP method it does not: Starlette's plain-text
-    # 404 and 405 (with Allow).
-    **{
-        (f"REST {v}", label, "not a google.rpc.Status body"): "starlette"
-        for v in ("1.0", "0.3")
-        for label in ("unknown route", "wrong HTTP method")
-    },
-    **{
-        (f"JSONRPC {v}", "wrong HTTP method", "not a JSON object"): "starlette"
-        for v in ("1.0", "0.3")
-    },
     # Ours, chosen: 401 and 403 on REST are RFC 9457 problems that also carry the Status
     # envelope (docs/interop.md, "auth: 401").
     **{

@@ -1,0 +1,103 @@
+"""The answer to a request no route takes: a path the agent does not serve (404), or an
+HTTP method its path does not take (405, with ``Allow``).
+
+Starlette answers both in ``text/plain``; on the agent's A2A paths they are A2A errors
+instead, with the same status and headers: on the REST paths (and every path no binding
+defines, since any of them could be a REST call with a tenant) the ``google.rpc.Status``
+object of spec §11.6, reason ``METHOD_NOT_FOUND``; on the JSON-RPC path (only a method
+other than ``POST`` misses it) the JSON-RPC error object of §9.5, ``-32600`` with a null
+``id`` (JSON-RPC 2.0 §5.1: it is no Request object), ``application/json`` as §9.1 says of
+every answer there. The Explorer's files and the ops routes (``/health``, ``/metrics``, the
+key set) are no A2A path: Starlette's answer stays theirs.
+
+Both are handlers of the agent's own Starlette app (``exception_handlers``): a host app
+the agent is mounted in keeps its own answers. :class:`AgentRoot` notes where the agent is
+mounted before its own mounts (the REST tenant, the Explorer's files) add to the root path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from a2a.utils.errors import InvalidRequestError, MethodNotFoundError
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from apcore_a2a.classify import HEALTH_PATH, JWKS_PATH, METRICS_PATH, RequestInfo
+from apcore_a2a.edge.refusal import error_document, refusal
+from apcore_a2a.upstream.version_param import version_from_param
+
+Handler = Callable[[Request, Exception], Awaitable[Response]]
+
+#: the ``google.rpc.Code`` name of each status, as gRPC-gateway's routing errors name them
+_CODE_NAMES = {404: "NOT_FOUND", 405: "UNIMPLEMENTED"}
+_MESSAGES = {404: "Not Found", 405: "Method Not Allowed"}
+_NOT_A2A = (HEALTH_PATH, METRICS_PATH, JWKS_PATH)
+#: scope key of the agent's root path as the request entered the agent's app
+_ROOT_KEY = "apcore_a2a.root_path"
+
+
+class AgentRoot:
+    """App middleware: the root path the request entered the agent with, for the handlers
+    of :func:`unrouted_handlers` (Starlette's mounts extend ``root_path`` as they match)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            scope[_ROOT_KEY] = scope.get("root_path", "")
+        await self.app(scope, receive, send)
+
+
+def unrouted_handlers(rpc_path: str, explorer_prefix: str | None) -> dict[int, Handler]:
+    """Starlette ``exception_handlers`` for 404 and 405: A2A errors on the A2A paths of an
+    agent whose JSON-RPC route is *rpc_path* (and whose Explorer, if served, is under
+    *explorer_prefix*), Starlette's own answer elsewhere."""
+    explorer = (explorer_prefix or "").rstrip("/")
+
+    def a2a_path(path: str) -> bool:
+        if path in _NOT_A2A:
+            return False
+        return not explorer or not (path == explorer or path.startswith(explorer + "/"))
+
+    async def answer(request: Request, exc: Exception) -> Response:
+        if not isinstance(exc, HTTPException) or exc.status_code not in _MESSAGES:
+            raise exc  # pragma: no cover - registered for 404 and 405 only
+        status, headers = exc.status_code, dict(exc.headers or {})
+        path = _route_path(request)
+        if not a2a_path(path):
+            return PlainTextResponse(exc.detail, status, headers=headers)
+        if path == rpc_path:
+            # No body to name a method: the announced version (none: 0.3, spec §3.6.2).
+            info = RequestInfo("a2a", request.method, binding="jsonrpc")
+            info.version = _announced(request) or "0.3"
+            message = f"Invalid Request: a JSON-RPC call is an HTTP POST to {rpc_path}"
+            return refusal(info, InvalidRequestError(message=message), status, headers)
+        # One shape for both versions: a2a-sdk answers its 0.3 REST errors in 1.0's.
+        info = RequestInfo("a2a", request.method, binding="rest", version="1.0")
+        document = error_document(info, MethodNotFoundError(message=_MESSAGES[status]))
+        document["error"].update(code=status, status=_CODE_NAMES[status])
+        return JSONResponse(document, status, headers=headers)
+
+    return {404: answer, 405: answer}
+
+
+def _route_path(request: Request) -> str:
+    """The path below the agent's mount point (its routes' paths are relative to it)."""
+    path: str = request.scope["path"]
+    root: str = request.scope.get(_ROOT_KEY, "")
+    if not root or not path.startswith(root):
+        return path
+    return path[len(root) :] or "/"
+
+
+def _announced(request: Request) -> str:
+    """``A2A-Version`` as sent: the header, else the request parameter (spec §3.6.1)."""
+    header = request.headers.get("a2a-version")
+    if header is None:
+        param = version_from_param(request.scope)
+        header = "" if param is None else param.decode("latin-1")
+    return header.strip()
