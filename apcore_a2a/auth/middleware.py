@@ -11,14 +11,11 @@ import contextlib
 import logging
 from collections.abc import Iterable, Sequence
 from contextvars import ContextVar
-from http import HTTPStatus
 from typing import TYPE_CHECKING
 
-from a2a.utils.error_handlers import build_rest_error_payload
 from starlette.datastructures import Headers
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
-from starlette.responses import JSONResponse
 
 from apcore_a2a.auth.authenticator import (
     SCOPES_ATTR,
@@ -31,11 +28,10 @@ from apcore_a2a.auth.authenticator import (
 )
 from apcore_a2a.auth.jwt_authenticator import JWTAuthenticator
 from apcore_a2a.classify import RequestInfo, request_info
-from apcore_a2a.edge.refusal import refusal, string_metadata
+from apcore_a2a.edge.refusal import refusal
 from apcore_a2a.errors import PermissionDeniedError, UnauthenticatedError
 from apcore_a2a.execution.identity import Caller, CallerCredentials
 from apcore_a2a.settings import SettingsError
-from apcore_a2a.upstream.error_answers import correct_error
 
 if TYPE_CHECKING:
     from apcore import Identity
@@ -172,16 +168,11 @@ class AuthMiddleware:
                         await info.load_body(receive, min(self.max_body, _ID_READ_LIMIT))
             answer = refusal(info, error, status)
         else:
-            # An RFC 9457 problem (spec §11.6) that also carries the SDK's REST error envelope
-            # (``error`` with the ``ErrorInfo`` reason), which a2a-sdk's REST client reads.
-            problem = {
-                "type": "about:blank",
-                "title": HTTPStatus(status).phrase,
-                "status": status,
-                "detail": error.message,
-                "error": string_metadata(correct_error(build_rest_error_payload(error)["error"])),
-            }
-            answer = JSONResponse(problem, status, media_type="application/problem+json")
+            # REST, and the routes beside it (metrics, push status, the Explorer's calls):
+            # spec §11.6's error object, a google.rpc.Status with the ErrorInfo reason, and
+            # nothing else (a2a-sdk answers 0.3 REST errors in the same shape).
+            method = info.http_method if info is not None else str(scope.get("method", "GET"))
+            answer = refusal(RequestInfo("other", method, binding="rest"), error, status)
         if status == 401:
             answer.raw_headers += [(b"www-authenticate", v.encode()) for v in self.gate.challenges]
         await answer(scope, receive, send)

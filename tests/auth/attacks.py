@@ -21,16 +21,16 @@ UNAUTHORIZED_BODY = "Missing or invalid Bearer token"
 
 def refusal_text(resp: httpx.Response) -> str:
     """The message of a 401/403 answer, checked to be the fixed shape of its binding: a
-    JSON-RPC error object, or a problem (RFC 9457) with the SDK's ``error`` envelope."""
+    JSON-RPC error object, or spec §11.6's ``{"error": google.rpc.Status}``."""
     body = resp.json()
+    assert resp.headers["content-type"] == "application/json"
     if "jsonrpc" in body:
-        assert resp.headers["content-type"] == "application/json"
         assert body["error"]["code"] == {401: -32093, 403: -32094}[resp.status_code]
         return str(body["error"]["message"])
-    assert resp.headers["content-type"] == "application/problem+json"
-    assert body["status"] == body["error"]["code"] == resp.status_code
-    assert body["detail"] == body["error"]["message"]
-    return str(body["detail"])
+    assert list(body) == ["error"]
+    assert sorted(body["error"]) == ["code", "details", "message", "status"]
+    assert body["error"]["code"] == resp.status_code
+    return str(body["error"]["message"])
 
 
 def _unsigned(payload: dict[str, object], header: dict[str, object]) -> str:

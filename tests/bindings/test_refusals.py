@@ -2,8 +2,8 @@
 binding x version pairs:
 
 * no or bad credentials: 401 with a ``WWW-Authenticate`` challenge per accepted scheme and a
-  JSON body (JSON-RPC error -32093 with the request's id; REST an RFC 9457 problem with the
-  SDK's error envelope), gRPC ``UNAUTHENTICATED`` (with the challenges as trailers);
+  JSON body (JSON-RPC error -32093 with the request's id; REST the ``google.rpc.Status``
+  error object of spec §11.6, nothing more), gRPC ``UNAUTHENTICATED`` (with the challenges as trailers);
 * valid credentials without the role / scope the agent requires: 403 (-32094) /
   ``PERMISSION_DENIED``, the extended card included;
 * streaming switched off: the card says so, and ``SendStreamingMessage`` /
@@ -122,13 +122,15 @@ def check_refusal(answer: dict[str, Any], binding: str, version: str, status: in
         assert body["jsonrpc"] == "2.0" and isinstance(body["id"], str) and body["id"]
         assert body["error"]["code"] == {401: -32093, 403: -32094}[status]
         return str(body["error"]["message"])
-    assert answer["type"] == "application/problem+json"
-    assert (body["type"], body["status"]) == ("about:blank", status)
+    # Spec §11.6's error object and nothing else, on 1.0 and 0.3 alike.
+    assert answer["type"] == "application/json"
+    assert list(body) == ["error"]
     envelope = body["error"]
+    assert sorted(envelope) == ["code", "details", "message", "status"]
     assert (envelope["code"], envelope["status"]) == (status, reason)
-    assert envelope["details"][0]["reason"] == reason
-    assert envelope["message"] == body["detail"]
-    return str(body["detail"])
+    info = {"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": reason}
+    assert envelope["details"] == [{**info, "domain": "a2a-protocol.org", "metadata": {}}]
+    return str(envelope["message"])
 
 
 async def test_calls_without_valid_credentials_get_401_their_binding_parses(

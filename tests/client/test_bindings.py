@@ -214,3 +214,27 @@ async def test_grpc_calls_carry_the_callers_headers_as_metadata() -> None:
             with pytest.raises(A2AAuthenticationError):
                 await stranger.get_task(task["id"])
     assert a2a_requests(narrowed) == []
+
+
+ROBOT_KEY = "k-robot-0123456789abcdef"
+ALL_CASES = [(b, v) for b in ("JSONRPC", "HTTP+JSON", "GRPC") for v in ("1.0", "0.3")]
+
+
+@pytest.mark.parametrize(("binding", "version"), ALL_CASES, ids=[f"{b}-{v}" for b, v in ALL_CASES])
+async def test_refused_credentials_are_authentication_errors(binding: str, version: str) -> None:
+    """The agent's 401 and 403 (REST: spec §11.6's error object alone) are read as
+    ``A2AAuthenticationError`` with the agent's message, on every binding and version."""
+    port = free_port()
+    app = build_our_app(
+        port, grpc_port=free_port(), api_keys=(f"{ROBOT_KEY}=robot",), required_roles=("writer",)
+    )
+    narrowed = Narrowed(app, binding, version)
+    refused = {}
+    async with running_server(narrowed, port=port) as url:
+        for status, headers in ((401, {}), (403, {"X-API-Key": ROBOT_KEY})):
+            async with A2AClient(url, headers=headers, timeout=30) as client:
+                with pytest.raises(A2AAuthenticationError) as err:
+                    await client.get_task("t-1")
+            refused[status] = err.value.message
+    assert refused[401].endswith("Missing or invalid API key"), refused
+    assert refused[403].endswith("Permission denied: this agent requires the role 'writer'")

@@ -366,10 +366,6 @@ async def test_a_real_sdk_agent_over_rest_answers_1_0_1() -> None:
     "body",
     [
         {
-            "type": "about:blank",
-            "title": "Unauthorized",
-            "status": 401,
-            "detail": "Missing or invalid API key",
             "error": {
                 "code": 401,
                 "status": "UNAUTHENTICATED",

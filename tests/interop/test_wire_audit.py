@@ -366,14 +366,6 @@ KNOWN: dict[tuple[str, str, str], str] = {
     # a2a-sdk 1.3's REST 0.3 /v1/card sends the JSON-RPC 0.3 (pydantic) card, not the 0.3
     # proto's JSON ("security": [{"apiKey": []}] where the proto has {"schemes": {...}}).
     ("REST 0.3", "extended card", "not a a2a.v1.AgentCard"): "a2a-sdk",
-    # Ours, chosen: 401 and 403 on REST are RFC 9457 problems that also carry the Status
-    # envelope (docs/interop.md, "auth: 401").
-    **{
-        (f"REST {v}", label, f"body member {m!r}"): "ours"
-        for v in ("1.0", "0.3")
-        for label in ("unauthenticated", "bad key", "forbidden")
-        for m in ("type", "title", "status", "detail")
-    },
 }
 
 
