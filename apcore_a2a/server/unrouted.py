@@ -18,6 +18,7 @@ mounted before its own mounts (the REST tenant, the Explorer's files) add to the
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 
 from a2a.utils.errors import InvalidRequestError, MethodNotFoundError
 from starlette.exceptions import HTTPException
@@ -35,8 +36,8 @@ Handler = Callable[[Request, Exception], Awaitable[Response]]
 _CODE_NAMES = {404: "NOT_FOUND", 405: "UNIMPLEMENTED"}
 _MESSAGES = {404: "Not Found", 405: "Method Not Allowed"}
 _NOT_A2A = (HEALTH_PATH, METRICS_PATH, JWKS_PATH)
-#: scope key of the agent's root path as the request entered the agent's app
-_ROOT_KEY = "apcore_a2a.root_path"
+#: the agent's root path as the request being served entered the agent's app
+_agent_root: ContextVar[str] = ContextVar("apcore_a2a_agent_root", default="")
 
 
 class AgentRoot:
@@ -47,9 +48,14 @@ class AgentRoot:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            scope[_ROOT_KEY] = scope.get("root_path", "")
-        await self.app(scope, receive, send)
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        token = _agent_root.set(str(scope.get("root_path", "")))
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            _agent_root.reset(token)
 
 
 def unrouted_handlers(rpc_path: str, explorer_prefix: str | None) -> dict[int, Handler]:
@@ -88,7 +94,7 @@ def unrouted_handlers(rpc_path: str, explorer_prefix: str | None) -> dict[int, H
 def _route_path(request: Request) -> str:
     """The path below the agent's mount point (its routes' paths are relative to it)."""
     path: str = request.scope["path"]
-    root: str = request.scope.get(_ROOT_KEY, "")
+    root = _agent_root.get()
     if not root or not path.startswith(root):
         return path
     return path[len(root) :] or "/"
