@@ -17,6 +17,7 @@ from apcore_a2a.edge.call import CallRecord, attach
 from apcore_a2a.execution.identity import caller_of
 from apcore_a2a.streams.tap import Answer
 from apcore_a2a.upstream.file_bytes import MESSAGE_PATHS, with_spec_files
+from apcore_a2a.upstream.jsonrpc_empty_result import empty_delete_result
 from apcore_a2a.upstream.parsed_body import parsed_once
 from apcore_a2a.upstream.rest03_streams import eager_streams
 
@@ -51,7 +52,7 @@ def a2a_routes(
     """``(JSON-RPC routes, REST routes)`` with the seam's corrections; REST goes last, as
     the SDK also mounts it under ``/{tenant}``, which would take any two-segment path."""
     rpc: list[BaseRoute] = [
-        parsed_once(route)
+        empty_delete_result(parsed_once(route))
         for route in create_jsonrpc_routes(
             handler,
             rpc_url=rpc_path,

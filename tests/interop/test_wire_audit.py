@@ -360,9 +360,6 @@ BINDINGS = ("JSONRPC", "REST", "GRPC")
 #: (cell, label, start of the problem) of every deviation the audit knows, and whose it is
 #: (docs/interop.md, "What the wire carries"). Anything else fails the audit.
 KNOWN: dict[tuple[str, str, str], str] = {
-    # a2a-sdk 1.3's JSON-RPC dispatcher answers DeleteTaskPushNotificationConfig with
-    # "result": null; google.protobuf.Empty's ProtoJSON is {}.
-    ("JSONRPC 1.0", "push delete", "not a google.protobuf.Empty"): "a2a-sdk",
     # a2a-sdk 1.3's REST 0.3 /v1/card sends the JSON-RPC 0.3 (pydantic) card, not the 0.3
     # proto's JSON ("security": [{"apiKey": []}] where the proto has {"schemes": {...}}).
     ("REST 0.3", "extended card", "not a a2a.v1.AgentCard"): "a2a-sdk",
