@@ -35,6 +35,7 @@ Handler = Callable[[Request, Exception], Awaitable[Response]]
 #: the ``google.rpc.Code`` name of each status, as gRPC-gateway's routing errors name them
 _CODE_NAMES = {404: "NOT_FOUND", 405: "UNIMPLEMENTED"}
 _MESSAGES = {404: "Not Found", 405: "Method Not Allowed"}
+_RPC_MESSAGE = "Invalid Request: a JSON-RPC call is an HTTP POST"
 _NOT_A2A = (HEALTH_PATH, METRICS_PATH, JWKS_PATH)
 #: the agent's root path as the request being served entered the agent's app
 _agent_root: ContextVar[str] = ContextVar("apcore_a2a_agent_root", default="")
@@ -80,8 +81,8 @@ def unrouted_handlers(rpc_path: str, explorer_prefix: str | None) -> dict[int, H
             # No body to name a method: the announced version (none: 0.3, spec §3.6.2).
             info = RequestInfo("a2a", request.method, binding="jsonrpc")
             info.version = _announced(request) or "0.3"
-            message = f"Invalid Request: a JSON-RPC call is an HTTP POST to {rpc_path}"
-            return refusal(info, InvalidRequestError(message=message), status, headers)
+            error = InvalidRequestError(message=_RPC_MESSAGE)
+            return refusal(info, error, status, headers)
         # One shape for both versions: a2a-sdk answers its 0.3 REST errors in 1.0's.
         info = RequestInfo("a2a", request.method, binding="rest", version="1.0")
         document = error_document(info, MethodNotFoundError(message=_MESSAGES[status]))

@@ -87,7 +87,7 @@ def test_the_jsonrpc_path_answers_a_jsonrpc_error_to_other_methods(
     answer = httpx.request(verb, agent_url + "/", headers=VERSIONS[version], timeout=30)
     assert (answer.status_code, answer.headers["allow"]) == (405, "POST")
     assert answer.headers["content-type"] == "application/json"
-    message = "Invalid Request: a JSON-RPC call is an HTTP POST to /"
+    message = "Invalid Request: a JSON-RPC call is an HTTP POST"
     error = {"code": -32600, "message": message}
     assert answer.json() == {"jsonrpc": "2.0", "id": None, "error": error}
 
@@ -97,7 +97,7 @@ def test_the_version_parameter_is_read_like_the_header(agent_url: str) -> None:
     assert answer.status_code == 405
     assert answer.json()["error"] == {
         "code": -32600,
-        "message": "Invalid Request: a JSON-RPC call is an HTTP POST to /",
+        "message": "Invalid Request: a JSON-RPC call is an HTTP POST",
     }
 
 
