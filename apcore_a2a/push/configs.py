@@ -26,6 +26,7 @@ from a2a.utils.errors import InvalidParamsError
 from apcore_a2a.errors import QuotaExceededError
 from apcore_a2a.push.bodies import protocol_version
 from apcore_a2a.push.status import ConfigStatusBook, config_versions
+from apcore_a2a.storage.fields import unstorable
 from apcore_a2a.storage.quota_slots import PUSH_SCOPE
 
 if TYPE_CHECKING:
@@ -53,14 +54,9 @@ def _holder(task_id: str, config_id: str) -> str:
 def _check_storable_and_header_safe(config: TaskPushNotificationConfig) -> None:
     auth = config.authentication
     unsafe = "characters that cannot be sent in an HTTP header"
-    problem = None
-    if "\x00" in config.id:  # PostgreSQL text holds no NUL
-        problem = "id contains a NUL character"
-    elif len(config.id) > MAX_CONFIG_ID_CHARS:
-        problem = (
-            f"id is longer than the store holds: at most {MAX_CONFIG_ID_CHARS} characters, "
-            f"got {len(config.id)}"
-        )
+    problem = unstorable(config.id, MAX_CONFIG_ID_CHARS)
+    if problem is not None:
+        problem = f"id {problem}"
     elif config.token and not _HEADER_SAFE.fullmatch(config.token):
         problem = f"the token contains {unsafe}"
     elif auth.scheme and not _TOKEN.fullmatch(auth.scheme):

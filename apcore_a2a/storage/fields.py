@@ -42,10 +42,22 @@ class StoredFields:
 
     @staticmethod
     def _fits(field: str, value: str, limit: int | None) -> None:
-        if "\x00" in value:
-            raise InvalidParamsError(message=f"{field} contains a NUL character")
-        if limit is not None and len(value) > limit:
-            raise InvalidParamsError(
-                message=f"{field} is longer than the task store holds: at most {limit} "
-                f"characters, got {len(value)}"
-            )
+        problem = unstorable(value, limit)
+        if problem is not None:
+            raise InvalidParamsError(message=f"{field} {problem}")
+
+
+def unstorable(value: str, limit: int | None = None) -> str | None:
+    """Why a text column of *limit* characters (``None``: unbounded) cannot hold *value*,
+    worded to follow the value's name; ``None`` when it can. Every store refuses alike:
+    PostgreSQL text holds no NUL, and no database takes a lone surrogate (UTF-8 has none;
+    JSON's ``"\\ud800"`` and a decoded page token can carry one)."""
+    if "\x00" in value:
+        return "contains a NUL character"
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        return "is not valid Unicode"
+    if limit is not None and len(value) > limit:
+        return f"is longer than the store holds: at most {limit} characters, got {len(value)}"
+    return None

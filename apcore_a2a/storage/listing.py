@@ -34,6 +34,7 @@ from a2a.utils.task import (
 )
 from sqlalchemy import and_, func, or_, select
 
+from apcore_a2a.storage.fields import unstorable
 from apcore_a2a.upstream.sql_task_rows import TaskRows
 
 _EPOCH = datetime(1970, 1, 1)
@@ -55,13 +56,8 @@ def _at(timestamp_ns: int) -> datetime:
 
 
 def _checked(task_id: str) -> str:
-    """*task_id* of a page token, if a database can compare it: no NUL (PostgreSQL
-    refuses the string), nothing UTF-8 cannot encode (a lone surrogate from JSON)."""
-    try:
-        task_id.encode()
-    except UnicodeEncodeError:
-        raise InvalidParamsError(_BAD_TOKEN) from None
-    if "\x00" in task_id:
+    """*task_id* of a page token, if a database can compare it."""
+    if unstorable(task_id) is not None:
         raise InvalidParamsError(_BAD_TOKEN)
     return task_id
 
