@@ -273,3 +273,21 @@ def test_the_call_state_rule_sees_a_string_key() -> None:
     )
     keys = sorted(call_state_keys(ast.parse(code)))
     assert keys == ["MY_SCOPE_KEY", "W", "X_STATE_KEY", "Y", "mine"]
+
+
+#: the modules that still declare a ``ContextVar`` (issue 42: call state travels in the
+#: record, ``edge/call.py``; a module joining this list adds a channel beside it)
+CONTEXT_VAR_MODULES = {
+    *("apcore_a2a/_logging.py", "apcore_a2a/classify.py", "apcore_a2a/auth/middleware.py"),
+    *("apcore_a2a/server/grpc.py", "apcore_a2a/server/handler.py", "apcore_a2a/client/_wire.py"),
+    "apcore_a2a/execution/runs.py",
+}
+
+
+def test_context_vars_are_only_the_known_ones() -> None:
+    found = set()
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "ContextVar":
+                found.add(str(path.relative_to(PACKAGE.parent)))
+    assert found == CONTEXT_VAR_MODULES

@@ -85,11 +85,11 @@ def jwks_route(sources: Sequence[Callable[[], dict[str, Any] | None]]) -> Route:
 @dataclass(eq=False)
 class PushKit:
     """What the server factory wires in: the handler's ``push_sender``, ``push_config_store``
-    and ``push_url_validator``, the routes, and ``middleware`` (the seam's JSON-RPC 0.3
-    push-config corrections, ``upstream/jsonrpc03_push.py``)."""
+    and ``push_url_check`` (``url_check(url, caller)``), the routes, and ``middleware``
+    (the seam's JSON-RPC 0.3 push-config corrections, ``upstream/jsonrpc03_push.py``)."""
 
     sender: RetryingPushSender
-    url_validator: Callable[[str], Awaitable[bool]]
+    url_check: Callable[[str, str], Awaitable[None]]
     config_store: PushConfigStore
     statuses: ConfigStatusBook
     middleware: list[Middleware]
@@ -184,7 +184,7 @@ def build_push(
     key = settings.push_signing_key
     return PushKit(
         sender=sender,
-        url_validator=policy.validate,
+        url_check=policy.validate,
         config_store=store,
         statuses=statuses,
         middleware=[Middleware(JsonRpc03PushCorrections)],

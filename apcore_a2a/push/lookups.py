@@ -8,16 +8,15 @@ given back when the lookup itself ends, not when its caller stops waiting: a cal
 start a new stuck lookup every ``push_timeout``. Lookups of the same name at the same time
 share one, whoever asked.
 
-The caller is the call's quota key (``record_of(context).caller``), named around a call by
-:func:`looking_up_for`: the SDK hands the URL validator the URL alone.
+The caller is the call's quota key (``record_of(context).caller``), passed by whoever
+asks: the request handler checks a webhook URL itself (the SDK's validator gets the URL
+alone), the sender with each delivery's caller.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import Awaitable, Callable, Iterator, Sequence
-from contextvars import ContextVar
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 #: ``resolve(host, port) -> addresses``.
@@ -25,25 +24,6 @@ Resolver = Callable[[str, int], Awaitable[Sequence[str]]]
 #: Lookups one caller may have in flight. With 4 lookup threads, three callers besides one
 #: whose names never answer find a thread free at once.
 LOOKUPS_PER_CALLER = 1
-
-# The caller of the A2A call being served, for the SDK's URL validator (set per call by
-# the request handler; "" outside a call: those lookups share one caller's slots).
-_caller: ContextVar[str] = ContextVar("apcore_a2a_push_lookup_caller", default="")
-
-
-@contextlib.contextmanager
-def looking_up_for(caller: str) -> Iterator[None]:
-    """Count the webhook lookups made in this block against *caller* (a quota key)."""
-    token = _caller.set(caller)
-    try:
-        yield
-    finally:
-        _caller.reset(token)
-
-
-def current_caller() -> str:
-    """The caller named by the innermost :func:`looking_up_for`, ``""`` outside one."""
-    return _caller.get()
 
 
 @dataclass(eq=False)

@@ -26,7 +26,7 @@ import httpx
 from a2a.utils.errors import InvalidParamsError
 
 from apcore_a2a.adapters.errors import one_line
-from apcore_a2a.push.lookups import LOOKUPS_PER_CALLER, FairLookups, Resolver, current_caller
+from apcore_a2a.push.lookups import LOOKUPS_PER_CALLER, FairLookups, Resolver
 
 logger = logging.getLogger("apcore_a2a.push")
 
@@ -136,14 +136,14 @@ class PushUrlPolicy:
         if lookups is not None:
             lookups.shutdown(wait=False, cancel_futures=True)
 
-    async def check(self, url: str, caller: str | None = None) -> str | None:
+    async def check(self, url: str, caller: str = "") -> str | None:
         """Return why *url* is refused, or ``None`` when it may be called."""
         return (await self.resolve(url, caller))[0]
 
-    async def resolve(self, url: str, caller: str | None = None) -> tuple[str | None, str | None]:
+    async def resolve(self, url: str, caller: str = "") -> tuple[str | None, str | None]:
         """``(reason, None)`` when *url* is refused, else ``(None, address)``: the checked
         address to connect to (never a second lookup: DNS rebinding). A host-name lookup
-        counts against *caller* (a quota key; default: the one ``looking_up_for`` names)."""
+        counts against *caller* (a quota key; ``""``: callers nobody named share one)."""
         if _CONTROL.search(url):
             return "URL contains a control character", None
         if len(url) > MAX_URL_CHARS:
@@ -172,10 +172,9 @@ class PushUrlPolicy:
             addresses, named = [], True
             try:
                 async with asyncio.timeout(self.lookup_timeout):
+                    default_port = 443 if scheme == "https" else 80
                     addresses = await self._lookups_fairly.lookup(
-                        host,
-                        port or (443 if scheme == "https" else 80),
-                        current_caller() if caller is None else caller,
+                        host, port or default_port, caller
                     )
             except TimeoutError:
                 return f"host {host!r} could not be resolved within {self.lookup_timeout:g} s", None
@@ -198,12 +197,12 @@ class PushUrlPolicy:
                 return reason, None
         return None, addresses[0]
 
-    async def validate(self, url: str) -> bool:
-        """The SDK handler's ``push_url_validator``: ``InvalidParamsError`` (-32602) with
-        the reason (the SDK would turn a plain ``False`` into a generic message)."""
-        reason = await self.check(url)
+    async def validate(self, url: str, caller: str) -> None:
+        """Refuse *url* of a push config *caller* sends: ``InvalidParamsError`` (-32602)
+        with the reason (the request handler's check, ``server/handler.py``)."""
+        reason = await self.check(url, caller)
         if reason is None:
-            return True
+            return
         # The URL is the caller's text: one bounded line, whatever it holds.
         logger.info("refused push notification URL %s: %s", one_line(url), reason)
         raise InvalidParamsError(message=f"Invalid push notification URL: {reason}")

@@ -211,7 +211,7 @@ class A2AServerFactory:
             agent_card=catalog.snapshot.card,
             push_config_store=push.config_store if push else stores.push_config_store,
             push_sender=push.sender if push else None,
-            push_url_validator=push.url_validator if push else None,
+            push_url_check=push.url_check if push else None,
             request_context_builder=ApCoreRequestContextBuilder(
                 catalog,
                 stores.get_task,

@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
@@ -61,7 +61,6 @@ from apcore_a2a.edge.call import call_of, record_of
 from apcore_a2a.errors import TaskBusyError
 from apcore_a2a.execution.observer import state_name
 from apcore_a2a.execution.routing import TaskLookup, check_follow_up
-from apcore_a2a.push.lookups import looking_up_for
 from apcore_a2a.push.sender import RetryingPushSender
 from apcore_a2a.server.task_quota import TaskQuota
 from apcore_a2a.storage.contexts import ContextGuard
@@ -94,6 +93,7 @@ class ApCoreRequestHandler(DefaultRequestHandler):
         event_log: object | None,
         check_values: Callable[[SendMessageRequest, ServerCallContext], None],
         stream_backlog: int,
+        push_url_check: Callable[[str, str], Awaitable[None]] | None = None,
         **kwargs: Any,
     ) -> None:
         self._event_log = event_log if isinstance(event_log, EventLog) else None
@@ -115,6 +115,9 @@ class ApCoreRequestHandler(DefaultRequestHandler):
         #: refuses values the store cannot hold, before any task exists (storage/fields.py)
         self._check_values = check_values
         self._backlog = stream_backlog
+        #: the SSRF policy's ``validate(url, caller)``: here, not the SDK's validator, which
+        #: gets the URL alone and so could not count a lookup against its caller
+        self._push_url_check = push_url_check
         sender = kwargs.get("push_sender")
         self._push = sender if isinstance(sender, RetryingPushSender) else None
         on_save = getattr(task_store, "on_save", None)  # the store view (storage/observed.py)
@@ -124,6 +127,7 @@ class ApCoreRequestHandler(DefaultRequestHandler):
     @answering
     async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Any:
         check(params)
+        await self._check_push_url(params, context)
         claimed, leave = await self._take_turn(params, context)
         try:
             if not params.configuration.return_immediately:
@@ -135,8 +139,7 @@ class ApCoreRequestHandler(DefaultRequestHandler):
                 )
             async with self._released_if_refused(claimed, params, context):
                 try:
-                    with looking_up_for(record_of(context).caller):  # its push URL's lookup
-                        return await SEND(self, params, context)
+                    return await SEND(self, params, context)
                 finally:
                     await self._quota.settle(context)
         finally:
@@ -147,6 +150,7 @@ class ApCoreRequestHandler(DefaultRequestHandler):
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> AsyncGenerator[Any, None]:
         check(params)
+        await self._check_push_url(params, context)
         claimed, leave = await self._take_turn(params, context)
         try:
             call = call_of(context)
@@ -179,14 +183,13 @@ class ApCoreRequestHandler(DefaultRequestHandler):
         log = self._event_log
         try:
             async with self._released_if_refused(claimed, params, context):
-                with looking_up_for(record_of(context).caller):  # its push URL's lookup
-                    async for event in events:
-                        seq = None
-                        if positions is not None and log is not None:
-                            version = positions.take(event)
-                            if version is not None and positions.task_id is not None:
-                                seq = await log.seq_at(positions.task_id, version)
-                        yield event, str(seq) if seq else None
+                async for event in events:
+                    seq = None
+                    if positions is not None and log is not None:
+                        version = positions.take(event)
+                        if version is not None and positions.task_id is not None:
+                            seq = await log.seq_at(positions.task_id, version)
+                    yield event, str(seq) if seq else None
         finally:
             # First what needs no await: when the client hung up, its cancel scope makes
             # every await below raise again, and the tap kept a dropped stream's notes.
@@ -300,12 +303,23 @@ class ApCoreRequestHandler(DefaultRequestHandler):
         self, params: TaskPushNotificationConfig, context: ServerCallContext
     ) -> TaskPushNotificationConfig:
         check(params)
-        # The URL's lookup counts against this caller's share (push/lookups.py).
-        with looking_up_for(record_of(context).caller):
-            created: TaskPushNotificationConfig = (
-                await super().on_create_task_push_notification_config(params, context)
-            )
-            return created
+        await self._check_push_url(params, context)
+        created: TaskPushNotificationConfig = await super().on_create_task_push_notification_config(
+            params, context
+        )
+        return created
+
+    async def _check_push_url(
+        self, params: SendMessageRequest | TaskPushNotificationConfig, context: ServerCallContext
+    ) -> None:
+        """The SSRF policy on the webhook URL *params* registers, its host-name lookup
+        counted against the call's caller (``push/lookups.py``)."""
+        if isinstance(params, SendMessageRequest):
+            if not params.configuration.HasField("task_push_notification_config"):
+                return
+            params = params.configuration.task_push_notification_config
+        if self._push_url_check is not None:
+            await self._push_url_check(params.url, record_of(context).caller)
 
     @answering
     async def on_cancel_task(

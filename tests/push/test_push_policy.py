@@ -190,7 +190,7 @@ async def test_default_resolver_is_used_for_names() -> None:
 
 async def test_validate_raises_invalid_params_with_the_reason() -> None:
     policy = PushUrlPolicy(resolver=fake_resolve)
-    assert await policy.validate("https://hooks.example.com/") is True
+    await policy.validate("https://hooks.example.com/", "alice")  # accepted: no error
     with pytest.raises(InvalidParamsError) as info:
-        await policy.validate("https://10.0.0.1/hook")
+        await policy.validate("https://10.0.0.1/hook", "alice")
     assert info.value.message == "Invalid push notification URL: private address (10.0.0.1)"
