@@ -4,7 +4,8 @@ Each is an a2a-sdk ``A2AError`` with its own JSON-RPC code, HTTP status, gRPC st
 ``google.rpc.ErrorInfo`` reason (:attr:`OwnError.wire`, on each class below). The codes sit
 at the top of the range the A2A specification leaves to implementations (-32001 to -32099),
 far from the codes A2A itself uses. Quota and store errors carry the seconds to wait in
-their data as ``retryAfter`` (REST answers also send it as ``Retry-After``). The SDK keeps
+their data as ``retryAfter``, as text: the SDK sends the data as ``google.rpc.ErrorInfo``
+metadata, a ``map<string, string>`` (REST answers also send ``Retry-After``). The SDK keeps
 its error answers in process-wide tables, so these are answered by our own routes and
 servicers (:mod:`apcore_a2a.upstream.error_answers`), never by writing those tables.
 """
@@ -69,9 +70,8 @@ class OwnError(A2AError):
     ) -> None:
         if not isinstance(retry_after, EllipsisType):
             self.retry_after = retry_after
-        hint = (
-            {} if self.retry_after is None else {RETRY_AFTER_KEY: max(1, round(self.retry_after))}
-        )
+        seconds = None if self.retry_after is None else max(1, round(self.retry_after))
+        hint = {} if seconds is None else {RETRY_AFTER_KEY: str(seconds)}
         super().__init__(message, {**(data or {}), **hint, WIRE_KEY: self.wire.reason})
 
 

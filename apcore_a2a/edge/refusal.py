@@ -6,7 +6,6 @@ answers its own: one builder (:func:`error_document`) for refusals on HTTP, whoe
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from a2a.utils.error_handlers import build_error_details, build_rest_error_payload
@@ -21,9 +20,7 @@ from starlette.responses import JSONResponse
 
 from apcore_a2a.classify import RequestInfo
 from apcore_a2a.upstream.error_answers import correct_error
-
-#: the ``@type`` of the detail whose ``metadata`` is a ``map<string, string>``
-_ERROR_INFO = "type.googleapis.com/google.rpc.ErrorInfo"
+from apcore_a2a.upstream.error_metadata import string_metadata
 
 #: REST statuses of the refusals the SDK's error table has no row for
 _REST_STATUS = {JSONParseError: (400, "INVALID_ARGUMENT"), InternalError: (503, "UNAVAILABLE")}
@@ -48,32 +45,6 @@ def error_document(info: RequestInfo, error: A2AError) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": None if code == -32700 else request_id, "error": detail}
 
 
-def string_metadata(error: dict[str, Any]) -> dict[str, Any]:
-    """*error* (a JSON-RPC 1.0 or REST error object) with every ``ErrorInfo.metadata`` value
-    a string: a number or a list is sent as its compact JSON text (``30``, ``["a","b"]``).
-
-    ``google.rpc.ErrorInfo.metadata`` is a ``map<string, string>``, and A2A 1.0.1 (§9.5,
-    §11.6) sends details in ProtoJSON, so a peer that parses them with protobuf refuses
-    any other value; a2a-sdk 1.3 copies an error's ``data`` dict into it unaltered."""
-    key = "details" if isinstance(error.get("status"), str) else "data"
-    details = error.get(key)
-    if not isinstance(details, list):
-        return error
-    items = []
-    for item in details:
-        metadata = item.get("metadata") if isinstance(item, dict) else None
-        if item.get("@type") == _ERROR_INFO and isinstance(metadata, dict):
-            item = {**item, "metadata": {k: _text(v) for k, v in metadata.items()}}
-        items.append(item)
-    return {**error, key: items}
-
-
-def _text(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-
-
 def refusal(
     info: RequestInfo,
     error: A2AError,
@@ -93,5 +64,6 @@ def refusal(
     standard = isinstance(error, JSONParseError | InvalidRequestError | InternalError)
     if not rest and info.version != "0.3" and standard:
         del detail["data"]
+    # The SDK's ErrorInfo.metadata values all text (upstream/error_metadata.py).
     document["error"] = string_metadata(correct_error(detail))
     return JSONResponse(document, document["error"]["code"] if rest else status or 200, headers)

@@ -24,9 +24,10 @@ from a2a.utils.errors import A2AError, InternalError
 
 from apcore_a2a.adapters.errors import sanitize
 from apcore_a2a.classify import RequestInfo
-from apcore_a2a.edge.refusal import error_document, string_metadata
+from apcore_a2a.edge.refusal import error_document
 from apcore_a2a.errors import RETRY_AFTER_KEY
 from apcore_a2a.upstream.error_answers import correct_error
+from apcore_a2a.upstream.error_metadata import string_metadata
 from apcore_a2a.upstream.v03_invalid_params import invalid_params_03
 
 MAX_MESSAGE = 500
@@ -130,6 +131,8 @@ class Scrubbed:
     def __init__(self, document: dict[str, Any], rest: bool) -> None:
         error = scrub_error(correct_error(document["error"]))
         self.retry_after = _retry_after(error)
+        # Last: a list the SDK put into ErrorInfo.metadata is scrubbed item by item, then
+        # sent as one text (upstream/error_metadata.py).
         self.document = {**document, "error": string_metadata(error)}
         self.code = error.get("code")
         status = self.code if rest and isinstance(self.code, int) else 200
@@ -163,7 +166,7 @@ def error_body(body: bytes, info: RequestInfo) -> Scrubbed | None:
 
 def _retry_after(error: dict[str, Any]) -> int | None:
     for holder in _dicts(error):
-        found = holder.get(RETRY_AFTER_KEY)
-        if isinstance(found, int | float) and not isinstance(found, bool):
-            return max(1, round(found))
+        found = holder.get(RETRY_AFTER_KEY)  # our errors' text (apcore_a2a/errors.py)
+        if isinstance(found, str) and found.isdecimal():
+            return max(1, int(found))
     return None

@@ -11,7 +11,7 @@ from typing import Any
 
 from a2a.utils.errors import A2AError
 
-from apcore_a2a.errors import OWN_ERRORS, RETRY_AFTER_KEY, WIRE_KEY, OwnError
+from apcore_a2a.errors import OWN_ERRORS, WIRE_KEY, OwnError
 
 
 def _own_reason(holder: Any) -> tuple[Any, str | None]:
@@ -86,10 +86,8 @@ else:
         await context.abort(rich.code, rich.details)
 
     async def _abort_own(context: grpc.aio.ServicerContext, error: OwnError, text: str) -> None:
-        found = (error.data or {}).get(RETRY_AFTER_KEY)
-        retry_after = float(found) if isinstance(found, int | float) else None
         code = getattr(grpc.StatusCode, error.wire.grpc)
-        await abort(context, code, text, error.wire.reason, retry_after)
+        await abort(context, code, text, error.wire.reason, error.retry_after)
 
     class Servicer(GrpcHandler):
         """The SDK's A2A 1.0 servicer; our own errors get their status here."""
