@@ -55,13 +55,6 @@ def _at(timestamp_ns: int) -> datetime:
         raise InvalidParamsError(_BAD_TOKEN) from None
 
 
-def _checked(task_id: str) -> str:
-    """*task_id* of a page token, if a database can compare it."""
-    if unstorable(task_id) is not None:
-        raise InvalidParamsError(_BAD_TOKEN)
-    return task_id
-
-
 class TaskPages:
     """``ListTasks`` of a SQL store, with the SDK's order, filters and page tokens."""
 
@@ -133,10 +126,12 @@ class TaskPages:
         if not token:
             return None, False
         cursor = decode_list_tasks_cursor(token)
+        # decode_page_token: InvalidParamsError if not even the older form
+        task_id = cursor.task_id if cursor is not None else decode_page_token(token)
+        if unstorable(task_id) is not None:  # no database could compare it
+            raise InvalidParamsError(_BAD_TOKEN)
         if cursor is not None:
-            _checked(cursor.task_id)
             return cursor, False
-        task_id = _checked(decode_page_token(token))  # InvalidParamsError if not even that
         m = self._model
         stmt = select(m.last_updated).where(and_(m.id == task_id, m.owner == owner))
         found = (await session.execute(stmt)).one_or_none()
