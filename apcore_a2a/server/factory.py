@@ -63,6 +63,7 @@ from apcore_a2a.settings import Settings, SettingsError, config_path, source_of
 from apcore_a2a.shape import Shape
 from apcore_a2a.storage import open_stores
 from apcore_a2a.streams.answers import AnswerSide, StreamDrops
+from apcore_a2a.upstream import sdk_request_logs
 from apcore_a2a.upstream.apcore_config import config_of
 
 logger = logging.getLogger("apcore_a2a.server")
@@ -367,6 +368,7 @@ def _optional_features(
     s = state.settings
     ops = state.ops
     found: list[Feature | None] = [
+        Feature("sdk-request-logs", start=sdk_request_logs.attach, stop=sdk_request_logs.detach),
         host_feature(s),
         Feature(
             "operations", routes=ops.routes(), middleware=[(OBSERVE, m) for m in ops.middleware()]

@@ -1,13 +1,6 @@
-"""Every ``google.rpc.ErrorInfo.metadata`` value of the SDK's error details a string.
-
-``ErrorInfo.metadata`` is a ``map<string, string>``, and A2A 1.0.1 (§9.5, §11.6) sends
-details in ProtoJSON, so a peer that parses them with protobuf refuses any other value;
-a2a-sdk 1.3 copies an error's ``data`` dict into it unaltered (its own "Validation
-failed" carries the ``errors`` list it also turns into ``google.rpc.BadRequest``). Our
-own errors' scalars are text from the start (``retryAfter``); their lists
-(``availableSkills``, schema ``errors``) stay lists in ``data``, for the SDK's
-``BadRequest``, for 0.3's ``data`` and for the error scrubber, which cuts each item.
-"""
+"""Every ``google.rpc.ErrorInfo.metadata`` value of the SDK's error details a string (our
+own errors carry text there from the start; their lists stay lists in ``data``, for the
+SDK's ``BadRequest``, 0.3's ``data`` and the scrubber, which cuts item by item)."""
 
 from __future__ import annotations
 

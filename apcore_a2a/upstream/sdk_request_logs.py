@@ -1,0 +1,58 @@
+"""a2a-sdk's records of a client's error, DEBUG records on our agent's requests: a filter
+on the SDK's loggers while an agent of ours runs, acting only inside its requests."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from apcore_a2a.classify import current_request
+
+#: the SDK's loggers that report a client's error
+LOGGERS = (
+    "a2a.server.routes.jsonrpc_dispatcher",
+    "a2a.compat.v0_3.jsonrpc_adapter",
+    "a2a.utils.error_handlers",
+)
+#: their ERROR records of a request that did not parse (their WARNINGs are all clients');
+#: a tuple: a record's ``msg`` may be any object, hashable or not
+_UNPARSED = (
+    "Failed to validate base JSON-RPC request",
+    "Failed to parse request params",
+    "Failed to validate base JSON-RPC request for v0.3",
+)
+
+
+class _ClientErrors(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        if current_request() is None:
+            return True  # not a request of ours
+        if record.levelno != logging.WARNING and record.msg not in _UNPARSED:
+            return True
+        record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+        return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
+
+
+_FILTER = _ClientErrors()
+_lock = threading.Lock()
+_agents = 0  # running agents of ours: the filter is on while there is one
+
+
+async def attach() -> None:
+    """An agent of ours starts: its requests' client errors become DEBUG records."""
+    global _agents
+    with _lock:
+        _agents += 1
+        if _agents == 1:
+            for name in LOGGERS:
+                logging.getLogger(name).addFilter(_FILTER)
+
+
+async def detach() -> None:
+    """An agent of ours stopped; the last one takes the filter off."""
+    global _agents
+    with _lock:
+        _agents -= 1
+        if _agents == 0:
+            for name in LOGGERS:
+                logging.getLogger(name).removeFilter(_FILTER)
