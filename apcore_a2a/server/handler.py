@@ -127,7 +127,6 @@ class ApCoreRequestHandler(DefaultRequestHandler):
     @answering
     async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Any:
         check(params)
-        await self._check_push_url(params, context)
         claimed, leave = await self._take_turn(params, context)
         try:
             if not params.configuration.return_immediately:
@@ -150,7 +149,6 @@ class ApCoreRequestHandler(DefaultRequestHandler):
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> AsyncGenerator[Any, None]:
         check(params)
-        await self._check_push_url(params, context)
         claimed, leave = await self._take_turn(params, context)
         try:
             call = call_of(context)
@@ -228,6 +226,8 @@ class ApCoreRequestHandler(DefaultRequestHandler):
         the context of a task it starts (call it when the request ends)."""
         self._check_values(params, context)
         refuse_push_config(params, self._capabilities)
+        if params.configuration.HasField("task_push_notification_config"):
+            await self._check_push_url(params.configuration.task_push_notification_config, context)
         task_id = params.message.task_id
         if not task_id:
             leave = await self._contexts.enter(params, context)
@@ -310,16 +310,12 @@ class ApCoreRequestHandler(DefaultRequestHandler):
         return created
 
     async def _check_push_url(
-        self, params: SendMessageRequest | TaskPushNotificationConfig, context: ServerCallContext
+        self, config: TaskPushNotificationConfig, context: ServerCallContext
     ) -> None:
-        """The SSRF policy on the webhook URL *params* registers, its host-name lookup
-        counted against the call's caller (``push/lookups.py``)."""
-        if isinstance(params, SendMessageRequest):
-            if not params.configuration.HasField("task_push_notification_config"):
-                return
-            params = params.configuration.task_push_notification_config
+        """The SSRF policy on *config*'s webhook URL, its host-name lookup counted against
+        the call's caller (``push/lookups.py``)."""
         if self._push_url_check is not None:
-            await self._push_url_check(params.url, record_of(context).caller)
+            await self._push_url_check(config.url, record_of(context).caller)
 
     @answering
     async def on_cancel_task(
