@@ -141,8 +141,8 @@ class Settings(SourcedSettings):
     header_timeout: checks.GrpcSeconds | None = setting(
         10.0,
         "http.header_timeout",
-        "seconds a connection may take to send a request head, from its opening or its "
-        "previous answer (0 = no bound)",
+        "seconds a connection may take to send a request head (gRPC: a call), from its "
+        "opening or its previous answer (0 = no bound)",
         ge=0,
     )
     body_timeout: float | None = setting(
@@ -342,9 +342,6 @@ class Settings(SourcedSettings):
     grpc_tls_cert: str | None = setting(None, "grpc.tls_cert", "gRPC TLS certificate (PEM file)")
     grpc_tls_key: str | None = setting(None, "grpc.tls_key", "gRPC TLS private key (PEM file)")
     grpc_reflection: bool = setting(False, "grpc.reflection", "serve gRPC reflection")
-    grpc_max_connection_idle: checks.GrpcSeconds = setting(
-        300.0, "grpc.max_connection_idle", "seconds before an idle gRPC connection is closed", gt=0
-    )
     grpc_max_pending_requests: int = setting(
         100, "grpc.max_pending_requests", "calls a connection may have awaiting a request", ge=0
     )

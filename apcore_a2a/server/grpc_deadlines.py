@@ -9,7 +9,12 @@ connection from ever being idle. Each such call holds its stream, a handler task
 about 24 KB (2,000 on one connection: 48 MB) for as long as the client likes.
 
 - ``header_timeout`` bounds the connection's handshake (grpc's
-  ``grpc.server_handshake_timeout_ms``: TLS, and the HTTP/2 preface with its SETTINGS);
+  ``grpc.server_handshake_timeout_ms``: TLS, and the HTTP/2 preface with its SETTINGS),
+  then its wait for a call: as HTTP closes a connection that sends no request head
+  within it of its opening or of its previous answer, grpc's
+  ``grpc.max_connection_idle_ms`` sends GOAWAY to a connection that has had no call that
+  long, and closes it (without, grpc kept one that sent its SETTINGS and nothing else
+  open for ever, and a client could hold thousands);
 - ``body_timeout`` bounds the request message: counted from the call's HEADERS, the
   whole length-prefixed message must be in, else the call ends ``DEADLINE_EXCEEDED`` and
   its stream is reset (HTTP answers 408).
@@ -61,13 +66,7 @@ def _ms(seconds: float) -> int:
 def connection_options(settings: Settings) -> list[tuple[str, int]]:
     """The grpc server options bounding a connection's handshake, its idle time and how
     long a silent peer keeps it (keepalive)."""
-    options = [
-        # grpc keeps a connection without calls open forever (uvicorn closes an idle
-        # keep-alive after 5 s): clients gone quiet would hold a descriptor each. GOAWAY
-        # after this long; a client's channel reconnects on its next call. Open streams
-        # are calls, so a long subscription is never idle.
-        ("grpc.max_connection_idle_ms", _ms(settings.grpc_max_connection_idle)),
-    ]
+    options: list[tuple[str, int]] = []
     if settings.grpc_keepalive_time:
         options += [
             ("grpc.keepalive_time_ms", _ms(settings.grpc_keepalive_time)),
@@ -77,9 +76,8 @@ def connection_options(settings: Settings) -> list[tuple[str, int]]:
             ("grpc.http2.ping_timeout_ms", _ms(settings.grpc_keepalive_timeout)),
         ]
     options += [
-        # Pinging connections without calls too finds a dead one before
-        # grpc_max_connection_idle; and without it grpc's server takes any client ping
-        # on such a connection within 2 h as abuse.
+        # Without it grpc's server takes any client ping on a connection without calls
+        # within 2 h as abuse.
         ("grpc.keepalive_permit_without_calls", 1),
         # The client's own keepalive pings. grpc's server takes a ping more often than
         # every 5 min as abuse, and past two such pings sends GOAWAY too_many_pings,
@@ -89,9 +87,16 @@ def connection_options(settings: Settings) -> list[tuple[str, int]]:
         ("grpc.http2.min_ping_interval_without_data_ms", CLIENT_PING_INTERVAL_MS),
     ]
     if settings.header_timeout:
-        # From accept to the client's SETTINGS (after TLS): a socket sending nothing, or
-        # half a preface, is closed then.
-        options.append(("grpc.server_handshake_timeout_ms", _ms(settings.header_timeout)))
+        options += [
+            # From accept to the client's SETTINGS (after TLS): a socket sending nothing,
+            # or half a preface, is closed then.
+            ("grpc.server_handshake_timeout_ms", _ms(settings.header_timeout)),
+            # Then, without calls (from the handshake, or the end of its last call), the
+            # connection gets GOAWAY and is closed: HTTP's idle keep-alive. A client's
+            # channel goes IDLE and reconnects on its next call; an open stream is a
+            # call, so a long subscription keeps its connection.
+            ("grpc.max_connection_idle_ms", _ms(settings.header_timeout)),
+        ]
     return options
 
 

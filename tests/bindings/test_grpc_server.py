@@ -410,28 +410,35 @@ async def test_a_grpc_server_of_its_own_holds_the_settings_stream_limit() -> Non
 
 
 # -- idle connections ---------------------------------------------------------------------
-async def test_an_idle_connection_is_closed_and_the_channel_calls_again() -> None:
-    """``grpc_max_connection_idle``: a connection without calls is closed with GOAWAY (as
-    uvicorn closes an idle keep-alive); the channel goes IDLE and reconnects on its next
-    call, unnoticed by the caller."""
-    from a2a.types import a2a_pb2_grpc
+@pytest.mark.parametrize("version", ["1.0", "0.3"])
+async def test_an_idle_connection_is_closed_and_the_sdk_client_calls_again(version: str) -> None:
+    """``header_timeout`` bounds a gRPC connection's wait for its next call as it bounds an
+    HTTP connection's wait for its next request head: without calls, the connection is
+    closed with GOAWAY. The official client's channel goes IDLE, and its next call
+    reconnects, unnoticed by the caller."""
+    channels: list[grpc.aio.Channel] = []
 
-    metadata = (("a2a-version", "1.0"),)
-    with serve_agent(grpc_max_connection_idle=0.3) as agent:
-        async with grpc.aio.insecure_channel(agent.grpc_address) as channel:
-            v1 = a2a_pb2_grpc.A2AServiceStub(channel)  # type: ignore[no-untyped-call]
-            first = await v1.SendMessage(
-                _send_request("demo.echo", Part(text="one")), metadata=metadata
-            )
-            assert first.task.status.state == TaskState.TASK_STATE_COMPLETED
+    def channel_factory(address: str) -> grpc.aio.Channel:
+        channels.append(grpc.aio.insecure_channel(address))
+        return channels[-1]
+
+    with serve_agent(header_timeout=1) as agent:
+        card = await fetch_card(agent.url)
+        client = make_client(card, "GRPC", version, channel_factory=channel_factory)
+        peer = Peer("GRPC", version, client, client)
+        try:
+            first = await send(peer, message(text("one"), skill="demo.echo"))
+            assert first.status.state == TaskState.TASK_STATE_COMPLETED
+            (channel,) = channels
             state = channel.get_state()
             assert state == grpc.ChannelConnectivity.READY
             async with asyncio.timeout(60):  # hang guard: the server never closing it
                 while state != grpc.ChannelConnectivity.IDLE:
                     await channel.wait_for_state_change(state)
                     state = channel.get_state()
-            second = await v1.SendMessage(
-                _send_request("demo.echo", Part(text="two")), metadata=metadata
-            )
-            assert second.task.status.state == TaskState.TASK_STATE_COMPLETED
+            second = await send(peer, message(text("two"), skill="demo.echo"))
+            assert second.status.state == TaskState.TASK_STATE_COMPLETED
             assert channel.get_state() == grpc.ChannelConnectivity.READY
+            assert len(channels) == 1, "the same channel reconnected"
+        finally:
+            await client.close()

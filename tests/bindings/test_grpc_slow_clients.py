@@ -2,7 +2,8 @@
 *Slow and silent clients*; ``server/grpc_deadlines.py``).
 
 A socket that sends nothing, or half the HTTP/2 preface, is closed after
-``header_timeout``; a call whose HEADERS came but whose request message never completes
+``header_timeout``, and so is a connection without calls (as HTTP closes one that sends no
+request head); a call whose HEADERS came but whose request message never completes
 ends ``DEADLINE_EXCEEDED`` after ``body_timeout`` (unary and streaming methods, A2A's and
 the health service's). The hostile side is raw HTTP/2 (``tests/_h2raw.py``) where only
 bytes can say it, and grpcio's own client (a request stream that never yields) where the
@@ -22,7 +23,7 @@ import grpc.aio
 import pytest
 from a2a.types import Message, Part, Role, SendMessageRequest, TaskState, a2a_pb2
 
-from tests._h2raw import GOAWAY, PREFACE, Peer, partial_message
+from tests._h2raw import GOAWAY, PREFACE, Peer, message, partial_message
 from tests.bindings._agent import GATES, Agent, serve_agent
 from tests.bindings._grpc import stubs
 from tests.bindings._peers import data
@@ -60,6 +61,26 @@ async def test_a_connection_that_never_finishes_its_handshake_is_closed(
     finally:
         await peer.close()
     assert seen.closed
+
+
+@pytest.mark.parametrize("calls", [0, 1], ids=["no-call", "after-a-call"])
+async def test_a_connection_without_calls_is_closed(agent: Agent, calls: int) -> None:
+    """The HTTP/2 preface and SETTINGS, then nothing (or one call, answered, then
+    nothing): as an HTTP connection that sends no request head within ``header_timeout``
+    of its opening or of its previous answer, it is sent GOAWAY and closed. The peer
+    answers every PING, so keepalive cannot be what ends it."""
+    port = _port(agent)
+    peer = await Peer.open("127.0.0.1", port)
+    try:
+        peer.preface()
+        if calls:
+            peer.start_call(1, f"127.0.0.1:{port}", f"{HEALTH}/Check")
+            peer.finish_call(1, message(b""))  # an empty HealthCheckRequest: all services
+            assert 1 in (await peer.until_ended(1, GUARD)).finished
+        seen = await peer.until_closed(GUARD)
+    finally:
+        await peer.close()
+    assert seen.closed and GOAWAY in seen.kinds, seen
 
 
 @pytest.mark.parametrize("method", ["SendMessage", "SendStreamingMessage"])

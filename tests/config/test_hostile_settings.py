@@ -31,8 +31,7 @@ BAD_ENV = [
     ("A2A_HOST", "http://0.0.0.0", "'http://0.0.0.0' is not a host name"),
     ("A2A_HOST", "0.0.0.0:8000", "give the host name without the port"),
     ("A2A_HOST", "*.example.com", "'*.example.com' is not a host name"),
-    ("A2A_GRPC_MAX_CONNECTION_IDLE", "1e300", "less than or equal to"),
-    # also the gRPC handshake bound, which grpcio takes in milliseconds as a C int
+    # also the gRPC handshake and idle bound, which grpcio takes in milliseconds as a C int
     ("A2A_HEADER_TIMEOUT", "1e300", "less than or equal to"),
     ("A2A_GRPC_KEEPALIVE_TIME", "1e300", "less than or equal to"),
     ("A2A_GRPC_KEEPALIVE_TIMEOUT", "1e300", "less than or equal to"),
