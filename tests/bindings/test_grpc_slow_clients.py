@@ -14,6 +14,7 @@ bounds is not cut.
 from __future__ import annotations
 
 import asyncio
+import random
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -24,6 +25,7 @@ import pytest
 from a2a.types import Message, Part, Role, SendMessageRequest, TaskState, a2a_pb2
 
 from tests._h2raw import GOAWAY, PREFACE, Peer, message, partial_message
+from tests.bindings import _peers as sdk
 from tests.bindings._agent import GATES, Agent, serve_agent
 from tests.bindings._grpc import stubs
 from tests.bindings._peers import data
@@ -81,6 +83,49 @@ async def test_a_connection_without_calls_is_closed(agent: Agent, calls: int) ->
     finally:
         await peer.close()
     assert seen.closed and GOAWAY in seen.kinds, seen
+
+
+@pytest.mark.parametrize("version", ["1.0", "0.3"])
+async def test_calls_racing_the_idle_close_are_all_answered(version: str) -> None:
+    """The official client calls about as often as idle connections are closed (a short
+    ``header_timeout``), so its calls keep meeting the server's GOAWAY (grpcio's: error
+    INTERNAL_ERROR, last stream 0): each is answered, on the same channel, and the
+    connection was closed under it more than once."""
+    bound = 0.2
+    channels: list[grpc.aio.Channel] = []
+    closes = 0
+
+    def channel_factory(address: str) -> grpc.aio.Channel:
+        channels.append(grpc.aio.insecure_channel(address))
+        return channels[-1]
+
+    async def count_closes(channel: grpc.aio.Channel) -> None:
+        nonlocal closes
+        state = channel.get_state()
+        while True:
+            await channel.wait_for_state_change(state)
+            state = channel.get_state()
+            closes += state == grpc.ChannelConnectivity.IDLE
+
+    with serve_agent(header_timeout=bound) as served:
+        card = await sdk.fetch_card(served.url)
+        client = sdk.make_client(card, "GRPC", version, channel_factory=channel_factory)
+        peer = sdk.Peer("GRPC", version, client, client)
+        watching: asyncio.Future[None] | None = None
+        try:
+            for i in range(60):
+                answer = await sdk.send(peer, sdk.message(sdk.text(str(i)), skill="demo.echo"))
+                assert answer.status.state == TaskState.TASK_STATE_COMPLETED
+                if watching is None:
+                    watching = asyncio.ensure_future(count_closes(channels[0]))
+                # Pacing only: grpc closes a connection 1 to 2 bounds after its last call
+                # (its idle timer re-arms), so the close and the next call meet here.
+                await asyncio.sleep(random.uniform(0.8 * bound, 2.2 * bound))
+        finally:
+            if watching is not None:
+                watching.cancel()
+            await client.close()
+    assert len(channels) == 1 and closes > 1, (len(channels), closes)
 
 
 @pytest.mark.parametrize("method", ["SendMessage", "SendStreamingMessage"])
