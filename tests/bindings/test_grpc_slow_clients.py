@@ -91,7 +91,7 @@ async def test_calls_racing_the_idle_close_are_all_answered(version: str) -> Non
     ``header_timeout``), so its calls keep meeting the server's GOAWAY (grpcio's: error
     INTERNAL_ERROR, last stream 0): each is answered, on the same channel, and the
     connection was closed under it more than once."""
-    bound = 0.2
+    bound = 0.4  # also the handshake's bound: room for a busy machine
     channels: list[grpc.aio.Channel] = []
     closes = 0
 
@@ -113,7 +113,7 @@ async def test_calls_racing_the_idle_close_are_all_answered(version: str) -> Non
         peer = sdk.Peer("GRPC", version, client, client)
         watching: asyncio.Future[None] | None = None
         try:
-            for i in range(60):
+            for i in range(30):
                 answer = await sdk.send(peer, sdk.message(sdk.text(str(i)), skill="demo.echo"))
                 assert answer.status.state == TaskState.TASK_STATE_COMPLETED
                 if watching is None:
