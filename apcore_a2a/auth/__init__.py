@@ -20,7 +20,7 @@ from apcore_a2a.auth.cards import (
     security_for,
 )
 from apcore_a2a.auth.jwks import JWKSKeySource
-from apcore_a2a.auth.jwt_authenticator import ClaimMapping, JWTAuthenticator
+from apcore_a2a.auth.jwt_authenticator import ClaimMapping, JWTAuthenticator, WeakKeyError
 from apcore_a2a.auth.middleware import (
     AuthMiddleware,
     authenticator_from_settings,
@@ -49,6 +49,7 @@ __all__ = [
     "InvalidCredentials",
     "JWKSKeySource",
     "JWTAuthenticator",
+    "WeakKeyError",
     "acl_card_document",
     "authenticator_from_settings",
     "cors_middleware",

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import logging
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -26,8 +25,6 @@ from apcore_a2a.auth.authenticator import (
     words,
 )
 from apcore_a2a.auth.jwks import JWKSKeySource
-
-logger = logging.getLogger("apcore_a2a.auth")
 
 _HMAC = ("HS256", "HS384", "HS512")
 _RSA = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512")
@@ -82,6 +79,23 @@ class ClaimMapping:
         attrs: dict[str, Any] = {SCOPES_ATTR: words(granted[0])} if granted else {}
         attrs.update((n, v) for n in self.attrs if (v := _claim(claims, n)) is not _MISSING)
         return Identity(id=ident, type=kind, roles=words(_claim(claims, self.roles)), attrs=attrs)
+
+
+class WeakKeyError(ValueError):
+    """An HMAC secret shorter than the hash of an algorithm it is allowed for: RFC 7518
+    3.2 requires at least 32 bytes for HS256, 48 for HS384 and 64 for HS512."""
+
+
+def _check_hmac_size(size: int, algorithms: Sequence[str]) -> None:
+    # The largest hash allowed decides: a token of that algorithm is as easy to forge as
+    # its key is short, whatever the other algorithms need.
+    strongest = max(algorithms, key=lambda alg: int(alg[2:]))
+    needed = int(strongest[2:]) // 8
+    if size < needed:
+        raise WeakKeyError(
+            f"JWT HMAC secret is {size} bytes; {strongest} needs at least {needed} "
+            "(RFC 7518 3.2; make one with: openssl rand -base64 48)"
+        )
 
 
 def _pem_key(data: bytes) -> tuple[Any, tuple[str, ...], tuple[str, ...]]:
@@ -198,13 +212,7 @@ class JWTAuthenticator:
                 f"allowed: {', '.join(allowed)}"
             )
         if isinstance(self._key, str | bytes) and data:
-            needed = max(int(a[2:]) // 8 for a in self.algorithms)  # the hash size
-            if len(data) < needed:
-                logger.warning(
-                    "JWT HMAC secret is %d bytes; at least %d are recommended (RFC 7518 3.2)",
-                    len(data),
-                    needed,
-                )
+            _check_hmac_size(len(data), self.algorithms)
 
     def security_schemes(self) -> dict[str, SecurityScheme]:
         """``{"bearer": HTTP Bearer (JWT)}``."""

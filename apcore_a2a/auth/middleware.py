@@ -26,7 +26,7 @@ from apcore_a2a.auth.authenticator import (
     parse_api_key_entries,
     words,
 )
-from apcore_a2a.auth.jwt_authenticator import JWTAuthenticator
+from apcore_a2a.auth.jwt_authenticator import JWTAuthenticator, WeakKeyError
 from apcore_a2a.classify import RequestInfo, request_info
 from apcore_a2a.edge.refusal import refusal
 from apcore_a2a.errors import PermissionDeniedError, UnauthenticatedError
@@ -209,13 +209,16 @@ def _bearer(settings: Settings) -> JWTAuthenticator:
             jwks_unknown_kid_seconds=settings.auth_jwks_unknown_kid_seconds,
             jwks_backoff_max=settings.auth_jwks_backoff_max,
         )
+    except WeakKeyError:
+        raise  # about the secret alone: the caller names where it came from
     except ValueError as exc:
         raise SettingsError(f"JWT auth: {exc}") from None
 
 
 def authenticator_from_settings(settings: Settings) -> Authenticator | None:
     """The authenticator the settings ask for (JWT, API keys or either), or ``None`` when
-    auth is off; :class:`~apcore_a2a.settings.SettingsError` for unusable combinations."""
+    auth is off; :class:`~apcore_a2a.settings.SettingsError` for unusable combinations,
+    :class:`~apcore_a2a.auth.WeakKeyError` for an HMAC secret too short for its algorithms."""
     has_bearer = bool(settings.auth_key or settings.auth_jwks_url)
     if settings.auth_type == "bearer" and not has_bearer:
         raise SettingsError(

@@ -21,6 +21,8 @@ from starlette.routing import BaseRoute
 
 from apcore_a2a.adapters.agent_card import AgentCardBuilder, Binding
 from apcore_a2a.auth import (
+    Authenticator,
+    WeakKeyError,
     acl_card_document,
     authenticator_from_settings,
     extended_card_modifier,
@@ -118,7 +120,7 @@ class A2AServerFactory:
         self.settings = Settings.resolve(overrides, environ=environ, base=base)
         _check_explorer_prefix(self.settings, overrides, environ)
         self.registry, self.executor = _executor_for(registry_or_executor, self.settings)
-        self.auth = auth if auth is not None else authenticator_from_settings(self.settings)
+        self.auth = auth if auth is not None else _authenticator(self.settings, overrides, environ)
         self.task_store_object = task_store
         #: served by serve() or the CLI (which own the process): process_tuning defaults on
         self.standalone = standalone
@@ -316,6 +318,18 @@ def _check_explorer_prefix(
             f"{where}: would hide the agent's own route {hidden[0]}; choose another, "
             f"got {settings.explorer_prefix!r}"
         )
+
+
+def _authenticator(
+    settings: Settings, overrides: Mapping[str, Any], environ: Mapping[str, str]
+) -> Authenticator | None:
+    """The settings' authenticator; a JWT secret too short for its algorithms named as
+    the flag, variable or config key it came from."""
+    try:
+        return authenticator_from_settings(settings)
+    except WeakKeyError as exc:
+        where = source_of("auth_key", overrides, environ, Settings.specs())
+        raise SettingsError(f"{where}: {exc}") from None
 
 
 def _executor_for(obj: Any, settings: Settings) -> tuple[Any, Any]:

@@ -179,13 +179,6 @@ def test_unsafe_configurations_refused(kwargs: dict[str, object], message: str) 
         JWTAuthenticator(**kwargs)  # type: ignore[arg-type]
 
 
-def test_short_hmac_secret_warns(caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.WARNING, logger="apcore_a2a.auth"):
-        JWTAuthenticator("short")
-    assert "at least 32 are recommended" in caplog.text
-    assert "short" not in caplog.text.replace("at least", "")
-
-
 async def test_private_key_pem_is_reduced_to_public_key() -> None:
     from cryptography.hazmat.primitives import serialization
 
