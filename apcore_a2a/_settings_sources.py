@@ -105,6 +105,27 @@ def file_value(spec: Setting, path: str, where: str) -> Any:
     return text
 
 
+#: Settings whose empty value is not the default: ``host`` "" listens on every interface.
+EMPTY_MEANS_SOMETHING = frozenset({"host"})
+
+
+def empty_problem(name: str, value: Any) -> str | None:
+    """Why *value*, given on purpose for setting *name* (a flag, a keyword argument, a
+    config-file key), is refused as empty, or ``None``: read as "not given", an empty
+    string would quietly be the default (``--name ""`` served ``apcore-agent``), and an
+    empty item of a list names nothing. An environment variable set to "" counts as unset
+    instead (:func:`from_environ`): that is how env files and templates leave one out."""
+    if name in EMPTY_MEANS_SOMETHING:
+        return None
+    if isinstance(value, str):
+        return None if value.strip() else "must not be empty"
+    if isinstance(value, list | tuple) and any(
+        isinstance(item, str) and not item.strip() for item in value
+    ):
+        return "must not hold an empty value"
+    return None
+
+
 def from_environ(environ: Mapping[str, str], specs: tuple[Setting, ...]) -> dict[str, Any]:
     """The settings *environ* gives (an empty variable counts as unset), files read."""
     out: dict[str, Any] = {}
@@ -296,6 +317,12 @@ class SourcedSettings(BaseSettings):
             near = difflib.get_close_matches(unknown[0], list(cls.model_fields), n=1)
             hint = f"; did you mean {near[0]!r}?" if near else ""
             raise SettingsError(f"unknown setting {unknown[0]!r}{hint}")
+        for name, value in given.items():
+            problem = empty_problem(name, value)
+            if problem and isinstance(value, str):
+                raise SettingsError(f"{name}: {problem} (leave it out), got {value!r}")
+            if problem:  # the list is not shown: it may hold secrets (api_keys)
+                raise SettingsError(f"{name}: {problem}")
         if isinstance(base, SourcedSettings):
             base = {k: getattr(base, k) for k in base.model_fields_set}
         environ = os.environ if environ is None else environ

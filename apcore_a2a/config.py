@@ -38,6 +38,7 @@ from apcore_a2a._config_values import (
     show_value,
     unflat,
 )
+from apcore_a2a._settings_sources import empty_problem
 from apcore_a2a.settings import SPECS, Setting, Settings, SettingsError, masked_value
 
 logger = logging.getLogger("apcore_a2a")
@@ -238,8 +239,6 @@ _PATH_SETTINGS = ("grpc_tls_cert", "grpc_tls_key", "apcore_config", "acl", "card
 _DIR_LISTS = ("extensions_dirs", "bindings_dirs")
 _MUST_EXIST = ("apcore_config", "acl")
 _PORTS = ("port", "grpc_port")
-#: String settings whose empty value is not the default: "" listens on every interface.
-_EMPTY_MEANS_SOMETHING = ("host",)
 _SQLITE = re.compile(r"^(sqlite(?:\+\w+)?):///(.*)$")
 
 
@@ -406,6 +405,9 @@ class _Reader:
             item_type = get_args(kind)[0]
             if not isinstance(value, list) or not all(is_type(item, item_type) for item in value):
                 raise self.fail(node, f"{where}: expected {describe_type(kind)}, got {got}")
+            problem = empty_problem(spec.name, value)
+            if problem:
+                raise self.fail(node, f"{where}: {problem}")
             return tuple(float(v) if item_type is float else v for v in value)
         if get_origin(kind) is Literal:
             if value not in get_args(kind):
@@ -415,10 +417,9 @@ class _Reader:
         if not is_type(value, kind):
             quote = " (quote it)" if kind is str and isinstance(value, int | float) else ""
             raise self.fail(node, f"{where}: expected {describe_type(kind)}, got {got}{quote}")
-        if kind is str and not value.strip() and spec.name not in _EMPTY_MEANS_SOMETHING:
-            # An environment variable set to "" counts as unset; a key written in the file
-            # is meant, and an empty value would quietly be the default (agent.name: "").
-            raise self.fail(node, f"{where}: must not be empty (leave the key out), got {got}")
+        problem = empty_problem(spec.name, value) if kind is str else None
+        if problem:  # the rule of flags and keyword arguments (Settings.resolve)
+            raise self.fail(node, f"{where}: {problem} (leave the key out), got {got}")
         if kind is not bool and isinstance(value, int | float):
             if spec.name in _PORTS and not 1 <= value <= 65535:
                 raise self.fail(node, f"{where}: must be between 1 and 65535, got {value}")

@@ -1,0 +1,101 @@
+"""An empty value given on purpose is refused at start, naming where it was given: a flag
+(``apcore-a2a serve --name ""``), a ``serve()`` / ``A2AServerFactory`` keyword argument,
+a config-file key. It used to be read as "not given": ``--name ""`` served an agent named
+``apcore-agent``. ``host`` is the exception ("" listens on every interface). An empty
+environment variable still counts as unset (docs/configuration.md)."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from apcore_a2a import A2AServerFactory
+from apcore_a2a.config import ConfigFileError, load_config
+from apcore_a2a.settings import SettingsError
+from tests.foundation.modules import build_registry
+
+from ._helpers import EXTENSIONS, clean_env, error_line, run_cli, write
+
+EMPTY_STRINGS = [
+    ("name", ""),
+    ("description", "  "),
+    ("version", ""),
+    ("url", ""),
+    ("default_skill", ""),
+    ("task_store", ""),
+    ("rpc_path", ""),
+    ("apcore_config", ""),
+    ("auth_issuer", ""),
+    ("auth_audience", ""),
+    ("auth_key", ""),
+    ("push_signing_key", " "),
+]
+EMPTY_ITEMS = [
+    ("allowed_hosts", [""]),
+    ("cors_origins", ["https://app.example.com", ""]),
+    ("forwarded_allow_ips", [" "]),
+    ("api_keys", ["k-0123456789abcdef=ci", ""]),
+    ("system_modules", [""]),
+    ("auth_algorithms", [""]),
+    ("extensions_dirs", [""]),
+]
+
+
+@pytest.mark.parametrize(("name", "value"), EMPTY_STRINGS, ids=[n for n, _ in EMPTY_STRINGS])
+def test_an_empty_argument_is_refused_naming_it(name: str, value: str) -> None:
+    with pytest.raises(SettingsError) as caught:
+        A2AServerFactory(build_registry(), environ={}, **{name: value})
+    assert str(caught.value) == f"{name}: must not be empty (leave it out), got {value!r}"
+
+
+@pytest.mark.parametrize(("name", "value"), EMPTY_ITEMS, ids=[n for n, _ in EMPTY_ITEMS])
+def test_an_empty_item_of_a_list_is_refused_naming_it(name: str, value: list[str]) -> None:
+    with pytest.raises(SettingsError) as caught:
+        A2AServerFactory(build_registry(), environ={}, **{name: value})
+    message = str(caught.value)
+    assert message == f"{name}: must not hold an empty value", message  # no key shown
+
+
+def test_an_empty_host_still_means_every_interface() -> None:
+    assert A2AServerFactory(build_registry(), environ={}, host="").settings.host == ""
+
+
+def test_an_empty_environment_variable_still_counts_as_unset() -> None:
+    settings = A2AServerFactory(build_registry(), environ={"A2A_NAME": "", "A2A_URL": ""}).settings
+    assert (settings.name, settings.url) == (None, None)
+
+
+def test_an_empty_item_in_the_config_file_is_refused(tmp_path: Path) -> None:
+    path = write(tmp_path, "http:\n  forwarded_allow_ips: ['10.0.0.1', '']\n")
+    with pytest.raises(ConfigFileError) as caught:
+        load_config(path)
+    message = str(caught.value)
+    assert message == f"{path}:2: http.forwarded_allow_ips: must not hold an empty value"
+
+
+@pytest.fixture
+def taken_port() -> Iterator[str]:
+    """A port another socket listens on: were the flag ignored, the agent would stop there
+    (exit 3) rather than serve."""
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        yield str(listener.getsockname()[1])
+
+
+@pytest.mark.parametrize(
+    ("flag", "line"),
+    [
+        ("--name", "Error: --name: must not be empty (leave it out), got ''"),
+        ("--url", "Error: --url: must not be empty (leave it out), got ''"),
+        ("--allowed-host", "Error: --allowed-host: must not hold an empty value"),
+    ],
+)
+def test_serve_refuses_an_empty_flag_in_one_line(flag: str, line: str, taken_port: str) -> None:
+    args: list[Any] = ["serve", "--extensions-dir", str(EXTENSIONS), "--port", taken_port]
+    result = run_cli(*args, flag, "", env=clean_env())
+    assert result.returncode == 1, result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
+    assert error_line(result) == line
