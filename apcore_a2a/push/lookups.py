@@ -21,8 +21,9 @@ from dataclasses import dataclass, field
 
 #: ``resolve(host, port) -> addresses``.
 Resolver = Callable[[str, int], Awaitable[Sequence[str]]]
-#: Lookups one caller may have in flight. With 4 lookup threads, three callers besides one
-#: whose names never answer find a thread free at once.
+#: Lookups one caller may have in flight. With ``MAX_LOOKUPS`` lookup threads
+#: (``push/policy.py``), every caller finds one free at once unless that many other
+#: callers each hold a name that never answers.
 LOOKUPS_PER_CALLER = 1
 
 

@@ -32,13 +32,16 @@ logger = logging.getLogger("apcore_a2a.push")
 
 __all__ = ["LOOKUPS_PER_CALLER", "MAX_LOOKUPS", "PushUrlPolicy", "Resolver"]
 
-#: Webhook names are looked up on this many threads of the policy's own. A name whose DNS
-#: never answers holds a thread for the resolver's whole timeout (10 s and more): on the
-#: event loop's shared executor (6 threads on 2 cores) a few such names, registered again
-#: and again, would hold every thread, and the other lookups there (database and JWKS
-#: hosts) would wait for them. One caller has at most ``LOOKUPS_PER_CALLER`` of them
-#: (``push/lookups.py``).
-MAX_LOOKUPS = 4
+#: Webhook names are looked up on at most this many threads of the policy's own. A name
+#: whose DNS never answers holds a thread for the resolver's whole timeout (10 s and
+#: more), and nothing can end ``getaddrinfo`` sooner: only another thread frees capacity.
+#: On the event loop's shared executor (6 threads on 2 cores) a few such names would hold
+#: every thread, and the other lookups there (database and JWKS hosts) would wait for
+#: them. One caller has at most ``LOOKUPS_PER_CALLER`` of them (``push/lookups.py``), so
+#: it takes this many callers, each with a name that never answers, to hold them all; with
+#: 4 threads, 4 API keys or anonymous addresses did. Threads are started only when needed;
+#: one blocked in the resolver costs its stack and one query in flight.
+MAX_LOOKUPS = 64
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 

@@ -70,7 +70,7 @@ async def test_lookups_that_never_answer_hold_few_threads_and_are_refused_in_tim
     for reply in replies:
         assert reply["error"]["code"] == -32602, reply
         assert "could not be resolved within 1 s" in reply["error"]["message"], reply
-    assert stuck[1] <= MAX_LOOKUPS
+    assert stuck[1] == 1  # one anonymous caller: one lookup in flight at a time
 
 
 class _Dns:
@@ -150,8 +150,9 @@ async def register(client: httpx.AsyncClient, base: str, how: str, url: str) -> 
 async def test_one_callers_stuck_lookups_leave_threads_for_another_caller(
     monkeypatch: pytest.MonkeyPatch, how: str
 ) -> None:
-    # Alice registers more never-answering names than there are lookup threads; Bob's
-    # webhook, registered while hers are stuck, is looked up at once and accepted.
+    # Alice registers 8 never-answering names at once (twice the lookup threads there once
+    # were); Bob's webhook, registered while hers are stuck, is looked up at once and
+    # accepted.
     dns = _Dns()
     monkeypatch.setattr(socket, "getaddrinfo", dns.getaddrinfo)
     keys = (f"{ALICE}=alice", f"{BOB}=bob")
@@ -163,7 +164,7 @@ async def test_one_callers_stuck_lookups_leave_threads_for_another_caller(
         ):
             hers = [
                 asyncio.create_task(register(alice, base, how, f"https://a{n}.blackhole.test/"))
-                for n in range(2 * MAX_LOOKUPS)
+                for n in range(8)
             ]
             await dns.stuck_lookups(1)
             reply = await register(bob, base, how, "http://bob.hooks.test:9/")
@@ -206,3 +207,47 @@ async def test_concurrent_lookups_of_one_name_share_one_lookup(
     for refused in replies:
         assert "could not be resolved within 2 s" in refused["error"]["message"], refused
     assert dns.asked == ["same.blackhole.test"]
+
+
+@pytest.mark.parametrize("stuck_callers", [4, MAX_LOOKUPS - 1])
+async def test_callers_whose_names_never_answer_leave_lookups_for_every_other_caller(
+    monkeypatch: pytest.MonkeyPatch, stuck_callers: int
+) -> None:
+    # Each of these callers holds one never-answering lookup (its one slot); four of them
+    # took every lookup thread, and the other callers' webhooks were refused as
+    # unresolvable though their DNS answers at once.
+    dns = _Dns()
+    monkeypatch.setattr(socket, "getaddrinfo", dns.getaddrinfo)
+    stuck_keys = [f"stuck-{n}-0123456789abcdef" for n in range(stuck_callers)]
+    other_keys = [f"other-{n}-0123456789abcdef" for n in range(4)]
+    keys = tuple(f"{key}=caller-{key[:8]}" for key in (*stuck_keys, *other_keys))
+    async with contextlib.AsyncExitStack() as stack:
+        base, _app = await stack.enter_async_context(push_agent(push_timeout=3.0, api_keys=keys))
+        clients = {
+            key: await stack.enter_async_context(
+                httpx.AsyncClient(timeout=30, headers={"X-API-Key": key})
+            )
+            for key in (*stuck_keys, *other_keys)
+        }
+        stack.callback(dns.released.set)
+        stuck = [
+            asyncio.create_task(
+                register(clients[key], base, "SendMessage", f"https://s{n}.blackhole.test/")
+            )
+            for n, key in enumerate(stuck_keys)
+        ]
+        await dns.stuck_lookups(stuck_callers)
+        others = await asyncio.wait_for(
+            asyncio.gather(
+                *(
+                    register(clients[key], base, "SendMessage", f"http://o{n}.hooks.test:9/")
+                    for n, key in enumerate(other_keys)
+                )
+            ),
+            20,
+        )
+        refused = await asyncio.wait_for(asyncio.gather(*stuck), 20)
+    answered = [reply for reply in others if "result" in reply]
+    assert len(answered) == len(other_keys), others
+    for reply in refused:
+        assert "could not be resolved within 3 s" in reply["error"]["message"], reply
