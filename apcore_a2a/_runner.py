@@ -71,6 +71,16 @@ def serve(registry_or_executor: Any = None, **kwargs: Any) -> None:
     ``serve(config="agent.yaml")``). SIGINT/SIGTERM stop the server gracefully within
     ``shutdown_timeout``.
 
+    Like ``uvicorn.run``, ``serve()`` owns the process: it installs SIGINT/SIGTERM
+    handlers, and when a module ignores its cancel at the stop (a ``def execute``
+    blocked in its thread), it ends the whole process with ``os._exit(1)``
+    ``shutdown_force_timeout`` seconds after the drain (``shutdown_timeout`` rounded up,
+    plus 3 s), even if ``serve()`` has returned by then: nothing else could end that call,
+    and the interpreter would wait for its thread at exit. A host program with its own
+    work to finish passes ``shutdown_force_timeout=0``: never forced, the process then
+    waits for such a module. To keep the process entirely yours, run the app of
+    :func:`async_serve` with your own server instead.
+
     Example::
 
         from apcore import Registry
@@ -103,11 +113,17 @@ def run_app(
 
     # The drain's grace, then 3 s for open connections (streams, their last event).
     graceful = math.ceil(settings.shutdown_timeout) + 3
-    # ...then the process is gone, whatever a module that ignores its cancel still does.
-    deadline = ExitDeadline(
-        graceful + settings.shutdown_force_timeout,
-        settings.shutdown_force_timeout,
-        lambda: app.state.a2a.agent_executor.module_calls.snapshot(),
+    # ...then the process is gone, whatever a module that ignores its cancel still does,
+    # unless shutdown_force_timeout is 0: a host program that calls serve() may keep its
+    # process, and waits for that module instead.
+    deadline = (
+        ExitDeadline(
+            graceful + settings.shutdown_force_timeout,
+            settings.shutdown_force_timeout,
+            lambda: app.state.a2a.agent_executor.module_calls.snapshot(),
+        )
+        if settings.shutdown_force_timeout
+        else None
     )
 
     class GracefulServer(uvicorn.Server):
@@ -124,7 +140,8 @@ def run_app(
 
         async def shutdown(self, sockets: Any = None) -> None:
             state = app.state.a2a  # the factory's apps all have it
-            deadline.arm()
+            if deadline is not None:
+                deadline.arm()
             draining = asyncio.ensure_future(drain(state, state.settings.shutdown_timeout))
             try:
                 await super().shutdown(sockets)
@@ -168,7 +185,7 @@ def run_app(
     try:
         with graceful_exit():
             server.run(sockets=sockets)
-        if not app.state.a2a.agent_executor.module_calls.snapshot():
+        if deadline is not None and not app.state.a2a.agent_executor.module_calls.snapshot():
             deadline.disarm()
         # else the deadline stays armed: the interpreter would wait for a module's thread
     except SystemExit as exc:  # uvicorn's exit on a failed start-up
@@ -305,11 +322,14 @@ def run(
                     "worker %s exited with %s; stopping the others", dead[0].pid, dead[0].exitcode
                 )
                 stop(signal.SIGTERM, None)
-        # then SIGKILL for those still running 2 s after their own ExitDeadline
+        # then SIGKILL for those still running 2 s after their own ExitDeadline (none
+        # with shutdown_force_timeout 0: each waits for its stubborn work, and so do we)
         deadline = time.monotonic() + math.ceil(settings.shutdown_timeout) + 5.0
         deadline += settings.shutdown_force_timeout
         for child in children:
-            child.join(max(0.0, deadline - time.monotonic()))
+            child.join(
+                max(0.0, deadline - time.monotonic()) if settings.shutdown_force_timeout else None
+            )
         for child in children:
             if child.is_alive():
                 logger.error("worker %s did not stop in time; killing it", child.pid)

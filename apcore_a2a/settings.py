@@ -175,7 +175,11 @@ class Settings(SourcedSettings):
         30.0, "limits.shutdown_timeout", "seconds to drain on stop", ge=0
     )
     shutdown_force_timeout: float = setting(
-        5.0, "limits.shutdown_force_timeout", "then seconds for work ignoring cancel", ge=0
+        5.0,
+        "limits.shutdown_force_timeout",
+        "then seconds for work ignoring cancel, before the process exits with status 1 "
+        "(0 = never: wait for it)",
+        ge=0,
     )
     execution_timeout: float = setting(
         300.0, "limits.execution_timeout", "seconds a run may take", gt=0

@@ -6,7 +6,8 @@ interpreter joins that thread before it exits), an ``async def execute`` that sw
 ``CancelledError`` (``asyncio.run`` waits for it). Nothing inside the process can end
 such a call, so :class:`ExitDeadline` ends the process: it logs one line naming the tasks
 and modules it abandons and exits with :data:`ABANDONED_EXIT`, skipping what is left of
-the interpreter's teardown. Only ``serve()`` (the CLI) arms it: it owns the process.
+the interpreter's teardown. Only ``serve()`` (the CLI) arms it: it owns the process,
+and says so in its docstring; ``shutdown_force_timeout=0`` leaves it unarmed.
 """
 
 from __future__ import annotations

@@ -85,3 +85,62 @@ async def test_sigterm_with_nothing_stubborn_still_exits_0(tmp_path: Path) -> No
     stop_process(proc, timeout=GUARD)
     out = proc.output()
     assert "abandon" not in out, out
+
+
+# A host program that calls serve(): its own thread has work to finish after the stop
+# began, past the moment shutdown_force_timeout would end the process.
+_HOST_SCRIPT = """
+import json, pathlib, sys, threading, time
+sys.path.insert(0, {root!r})
+from tests.ops._stubborn import build_registry
+from apcore_a2a import serve
+settings = json.loads(sys.argv[1])
+stopping, gate = pathlib.Path(sys.argv[2]), pathlib.Path(sys.argv[3])
+
+def host_work():
+    while not stopping.exists():
+        time.sleep(0.05)
+    time.sleep({after})  # past the drain, its 3 s and the force timeout had it been 1 s
+    print("host work done", flush=True)
+    gate.touch()  # and only then does the stubborn module return
+
+threading.Thread(target=host_work, daemon=True).start()
+serve(build_registry(), **settings)
+print("serve returned", flush=True)
+"""
+
+
+async def test_shutdown_force_timeout_0_never_ends_the_host_process(tmp_path: Path) -> None:
+    """``serve()`` ends the process (``os._exit``) when work ignores its cancel; with
+    ``shutdown_force_timeout=0`` it never does: the host program's own thread finishes
+    its work, the stubborn module then returns, and ``serve()`` returns."""
+    stopping, gate = tmp_path / "stopping", tmp_path / "gate"
+    port = free_port()
+    settings = {
+        "host": "127.0.0.1",
+        "port": port,
+        "task_store": f"sqlite:///{tmp_path / 'tasks.db'}",
+        "shutdown_timeout": 1,
+        "shutdown_force_timeout": 0,
+    }
+    script = _HOST_SCRIPT.format(root=str(ROOT), after=1 + 3 + 1 + 2)
+    argv = [sys.executable, "-c", script, json.dumps(settings), str(stopping), str(gate)]
+    proc = ServerProcess(argv, cwd=ROOT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_http(url + "/health", proc=proc)
+        async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+            task = await send(http, "stuck.sync", {"path": str(gate)}, return_immediately=True)
+            await wait_state(http, task["id"], {"TASK_STATE_WORKING"})
+        proc.send_signal(signal.SIGTERM)
+        stopping.touch()
+        code = await asyncio.to_thread(proc.wait, GUARD)
+        out = proc.output()
+    finally:
+        proc.judged = True
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert "abandon" not in out, out
+    assert "host work done" in out and "serve returned" in out, out
+    assert code == 0, out
