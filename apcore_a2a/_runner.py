@@ -326,10 +326,9 @@ def run(
         # with shutdown_force_timeout 0: each waits for its stubborn work, and so do we)
         deadline = time.monotonic() + math.ceil(settings.shutdown_timeout) + 5.0
         deadline += settings.shutdown_force_timeout
+        forced = settings.shutdown_force_timeout > 0
         for child in children:
-            child.join(
-                max(0.0, deadline - time.monotonic()) if settings.shutdown_force_timeout else None
-            )
+            child.join(max(0.0, deadline - time.monotonic()) if forced else None)
         for child in children:
             if child.is_alive():
                 logger.error("worker %s did not stop in time; killing it", child.pid)

@@ -100,7 +100,7 @@ stopping, gate = pathlib.Path(sys.argv[2]), pathlib.Path(sys.argv[3])
 def host_work():
     while not stopping.exists():
         time.sleep(0.05)
-    time.sleep({after})  # past the drain, its 3 s and the force timeout had it been 1 s
+    time.sleep({after})
     print("host work done", flush=True)
     gate.touch()  # and only then does the stubborn module return
 
@@ -110,10 +110,14 @@ print("serve returned", flush=True)
 """
 
 
-async def test_shutdown_force_timeout_0_never_ends_the_host_process(tmp_path: Path) -> None:
-    """``serve()`` ends the process (``os._exit``) when work ignores its cancel; with
-    ``shutdown_force_timeout=0`` it never does: the host program's own thread finishes
-    its work, the stubborn module then returns, and ``serve()`` returns."""
+@pytest.mark.parametrize("workers", [1, 2])
+async def test_shutdown_force_timeout_0_never_ends_the_host_process(
+    tmp_path: Path, workers: int
+) -> None:
+    """``serve()`` ends the process (``os._exit``) when work ignores its cancel, and with
+    workers the parent kills such a worker; with ``shutdown_force_timeout=0`` neither
+    happens: the host program's own thread finishes its work, the stubborn module then
+    returns, and ``serve()`` returns."""
     stopping, gate = tmp_path / "stopping", tmp_path / "gate"
     port = free_port()
     settings = {
@@ -122,8 +126,11 @@ async def test_shutdown_force_timeout_0_never_ends_the_host_process(tmp_path: Pa
         "task_store": f"sqlite:///{tmp_path / 'tasks.db'}",
         "shutdown_timeout": 1,
         "shutdown_force_timeout": 0,
+        "workers": workers,
+        "cluster": workers > 1,
     }
-    script = _HOST_SCRIPT.format(root=str(ROOT), after=1 + 3 + 1 + 2)
+    # past the worker's forced exit (1 s rounded up + 3 s) and the parent's kill (+ 2 s)
+    script = _HOST_SCRIPT.format(root=str(ROOT), after=1 + 3 + 2 + 3)
     argv = [sys.executable, "-c", script, json.dumps(settings), str(stopping), str(gate)]
     proc = ServerProcess(argv, cwd=ROOT)
     url = f"http://127.0.0.1:{port}"
