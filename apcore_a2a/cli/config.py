@@ -10,7 +10,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from apcore_a2a._settings_sources import hide_url_password
+from apcore_a2a._settings_sources import empty_problem, hide_url_password
 from apcore_a2a.config import SECTIONS, AgentConfig, load_config
 from apcore_a2a.settings import SPECS, Settings, config_path
 
@@ -49,6 +49,8 @@ def _fail(exc: Exception) -> int:
 
 def _show(args: argparse.Namespace) -> int:
     try:
+        if args.config is not None and empty_problem("config", args.config):
+            raise ValueError(f"--config: must not be empty (leave it out), got {args.config!r}")
         path = args.config or config_path()  # like serve: --config, then A2A_CONFIG
         config = load_config(path) if path else AgentConfig(path="")
         settings = config.settings()

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, get_args, get_origin
 
+from apcore_a2a._settings_sources import empty_problem
 from apcore_a2a._version import __version__
 from apcore_a2a.settings import SPECS, Setting, Settings, SettingsError, file_value
 
@@ -113,6 +114,9 @@ def _serve_command(args: argparse.Namespace) -> int:
     from apcore_a2a._runner import run
     from apcore_a2a.server.factory import A2AServerFactory
 
+    if args.config is not None and empty_problem("config", args.config):
+        # "" would fall back to A2A_CONFIG, or to no file: one rule with the settings' flags
+        raise SettingsError(f"--config: must not be empty (leave it out), got {args.config!r}")
     overrides = overrides_from(args)
     try:
         factory = A2AServerFactory(None, config=args.config, standalone=True, **overrides)

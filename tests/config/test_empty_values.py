@@ -99,3 +99,15 @@ def test_serve_refuses_an_empty_flag_in_one_line(flag: str, line: str, taken_por
     assert result.returncode == 1, result.stderr
     assert "Traceback" not in result.stderr, result.stderr
     assert error_line(result) == line
+
+
+def test_an_empty_config_flag_is_refused_not_replaced_by_the_variable(tmp_path: Path) -> None:
+    # `--config ""` read as "not given" showed A2A_CONFIG's file instead.
+    other = write(tmp_path, "agent:\n  name: from-the-variable\n")
+    env = clean_env(A2A_CONFIG=str(other))
+    for command in (["config", "show"], ["serve", "--extensions-dir", str(EXTENSIONS)]):
+        result = run_cli(*command, "--config", "", env=env)
+        assert result.returncode == 1, result.stderr
+        assert "from-the-variable" not in result.stdout
+        line = error_line(result)
+        assert line == "Error: --config: must not be empty (leave it out), got ''", line
