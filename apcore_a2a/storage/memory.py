@@ -1,9 +1,10 @@
 """A bounded in-memory task store (the rules: ``docs/storage.md``, *The memory store is bounded*).
 
-The SDK's ``InMemoryTaskStore`` does the rest; this class only decides which tasks to
+The SDK's ``InMemoryTaskStore`` does the rest; this class decides which tasks to
 forget, in O(1) amortized: the owner holding the most finished tasks gives its oldest up
 (``owner_queues.py``), so one caller's quick tasks evict its own, never another owner's
-before their TTL.
+before their TTL. It also answers ``ListTasks`` from lists kept in order
+(``memory_pages.py``) rather than sorting the caller's tasks for every page.
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ from a2a.server.agent_execution.active_task import TERMINAL_TASK_STATES as _TERM
 from a2a.server.context import ServerCallContext
 from a2a.server.owner_resolver import OwnerResolver, resolve_user_scope
 from a2a.server.tasks import InMemoryTaskStore
-from a2a.types import Task
+from a2a.types import ListTasksRequest, ListTasksResponse, Task
 
+from .memory_pages import TaskOrder
 from .owner_queues import OwnerQueues
 
 logger = logging.getLogger(__name__)
@@ -76,6 +78,8 @@ class BoundedMemoryTaskStore(InMemoryTaskStore):
         #: (storage/contexts.py asks whether a context holds another owner's task)
         self._context_of: dict[_Key, str] = {}
         self._contexts: dict[str, dict[str, int]] = {}
+        #: every stored task's place in the lists ``ListTasks`` reads
+        self._order = TaskOrder()
 
     def __len__(self) -> int:
         """Number of tasks currently stored, across all owners."""
@@ -90,6 +94,7 @@ class BoundedMemoryTaskStore(InMemoryTaskStore):
         if is_new and len(self) >= self.max_capacity:
             await self._make_room()
         await super().save(task, context)
+        self._order.put(key[0], task)
         if key not in self._context_of:
             self._context_of[key] = task.context_id
             owners = self._contexts.setdefault(task.context_id, {})
@@ -102,6 +107,24 @@ class BoundedMemoryTaskStore(InMemoryTaskStore):
         else:
             self._unfinish(key)
             self._active.add(key)
+
+    async def list(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
+        """The page of the caller's tasks *params* asks for, as the SDK's store answers it,
+        at the cost of the page (``InvalidParamsError`` for a page token of the older form
+        that names none of the listed tasks)."""
+        page = self._order.page(self.owner_of(context), params)
+        tasks = []
+        for task_id in page.task_ids:
+            # The lists change with the tasks, in the same step: every id is found.
+            task = await self.get(task_id, context)
+            if task is not None:
+                tasks.append(task)
+        return ListTasksResponse(
+            tasks=tasks,
+            total_size=page.total_size,
+            next_page_token=page.next_page_token,
+            page_size=page.page_size,
+        )
 
     async def delete(self, task_id: str, context: ServerCallContext) -> None:
         """Forget the caller's task with this id (no error if it does not exist)."""
@@ -147,6 +170,7 @@ class BoundedMemoryTaskStore(InMemoryTaskStore):
 
     async def _evict(self, key: _Key) -> None:
         owner, task_id = key
+        self._order.drop(owner, task_id)
         self._unfinish(key)
         self._active.discard(key)
         context_id = self._context_of.pop(key, None)
