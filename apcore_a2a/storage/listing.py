@@ -8,10 +8,14 @@ twice with the count (2,000 rows a page at 1,000 tasks; paging to the end read t
 table once per page). Here the same order and the same page tokens are two index ranges:
 the timestamped tasks (newest first) through ``owner, last_updated`` (the SDK's index;
 ``context_id, owner, last_updated, id`` under a ``contextId`` filter, ``contexts.py``), then
-those without a timestamp by id. A page reads its rows and the one after it; ``totalSize``
-is a count over the same index, which PostgreSQL answers from the index alone on the
-pages autovacuum marked all-visible. A ``status`` filter is not in an index: a page
-reads the caller's tasks in order until it has its rows.
+those without a timestamp by id; under a ``status`` filter ``owner, <state>, last_updated,
+id`` (:data:`STATE_INDEX_NAME`), whose state is the 1.0 name of the stored one (rows an
+older agent wrote hold the 0.3 value: ``completed`` for ``TASK_STATE_COMPLETED``), so
+that both spellings are one range of the index in the list's order. A page reads its
+rows and the one after it; ``totalSize`` is a count over the same index, which
+PostgreSQL answers from the index alone on the pages autovacuum marked all-visible
+(except under a ``status`` filter: it reads the matching rows, PostgreSQL does not read
+an expression from an index).
 """
 
 from __future__ import annotations
@@ -32,13 +36,40 @@ from a2a.utils.task import (
     decode_page_token,
     encode_list_tasks_cursor,
 )
-from sqlalchemy import and_, func, or_, select
+from sqlalchemy import String, and_, func, literal_column, or_, select
 
 from apcore_a2a.storage.fields import unstorable
 from apcore_a2a.upstream.sql_task_rows import TaskRows
 
+from ._urls import create_index as create_sql_index
+
 _EPOCH = datetime(1970, 1, 1)
 _BAD_TOKEN = "Invalid page token"  # noqa: S105 - an error message
+#: The index a page filtered by ``status`` reads (see the module docstring).
+STATE_INDEX_NAME = "ix_apcore_a2a_tasks_owner_state_updated_id"
+#: Each state's stored 0.3 value and its 1.0 name, where they differ.
+_OLD_NAMES = [
+    (to_compat_task_status(TaskStatus(state=state)).state.value, TaskState.Name(state))
+    for state in TaskState.values()
+]
+#: SQL of the stored state, per dialect (the key as a literal: an index holds only that).
+_RAW_STATE = {"postgresql": "(status ->> 'state')", "sqlite": "json_extract(status, '$.state')"}
+
+
+def state_sql(dialect: str) -> str:
+    """SQL of a task row's state as A2A 1.0 names it, in *dialect*: the expression of
+    :data:`STATE_INDEX_NAME`, which a query must spell the same to read that index."""
+    raw = _RAW_STATE[dialect]
+    whens = " ".join(f"WHEN '{old}' THEN '{name}'" for old, name in _OLD_NAMES if old != name)
+    return f"CASE {raw} {whens} ELSE {raw} END"
+
+
+async def create_state_index(store: DatabaseTaskStore) -> None:
+    """Create :data:`STATE_INDEX_NAME` on the store's task table unless it exists."""
+    table = store.task_model.__tablename__
+    state = state_sql(store.engine.dialect.name)
+    columns = f"owner, ({state}), last_updated, id"
+    await create_sql_index(store.engine, STATE_INDEX_NAME, table, columns)
 
 
 def _ns(value: datetime) -> int:
@@ -62,6 +93,7 @@ class TaskPages:
         self._db = store
         self._model = store.task_model
         self._rows = TaskRows(store)
+        self._state = literal_column(state_sql(store.engine.dialect.name), String)
 
     async def list(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
         """The page of *params* of the caller's tasks (``InvalidParamsError`` for a page
@@ -109,10 +141,7 @@ class TaskPages:
         if params.context_id:
             out.append(m.context_id == params.context_id)
         if params.status:
-            # The 1.0 name and the 0.3 value: rows an older agent wrote hold the latter.
-            old = to_compat_task_status(TaskStatus(state=params.status)).state.value
-            names = [TaskState.Name(params.status), old]
-            out.append(m.status["state"].as_string().in_(names))
+            out.append(self._state == TaskState.Name(params.status))
         if params.HasField("status_timestamp_after"):
             out.append(m.last_updated >= params.status_timestamp_after.ToDatetime())
         return out

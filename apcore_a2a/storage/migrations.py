@@ -19,6 +19,7 @@ from ._replicas import METADATA
 from ._urls import check_sqlite_folder, create_engine, parse_store_url
 from .contexts import create_index
 from .event_index import create_event_index
+from .listing import create_state_index
 
 #: The Alembic version table the a2a-sdk's migrations use.
 SDK_VERSION_TABLE = "a2a_alembic_version"
@@ -50,6 +51,7 @@ async def upgrade_database(task_store_url: str) -> list[str]:
             await conn.run_sync(METADATA.create_all)
         await create_index(tasks)  # the context check's (contexts.py)
         await create_event_index(engine)  # a task's events (event_index.py)
+        await create_state_index(tasks)  # ListTasks filtered by status (listing.py)
         async with engine.connect() as conn:
             after = set(await conn.run_sync(lambda c: inspect(c).get_table_names()))
     finally:

@@ -188,6 +188,7 @@ def _sql_stores(url: StoreURL, settings: Settings) -> Stores:
     from ._sql_backend import SqlBackend
     from ._wakeups import WakingTaskEventStream
     from .deferred import DeferredWrites
+    from .listing import create_state_index
     from .outages import GuardedPushStore, guarded
     from .quota_slots import SqlQuotaSlots
     from .streamed import ChunkedTaskStore
@@ -218,6 +219,7 @@ def _sql_stores(url: StoreURL, settings: Settings) -> Stores:
     assert isinstance(db, DatabaseTaskStore)
     index = functools.partial(create_index, db)  # the context check's (contexts.py)
     event_index = functools.partial(create_event_index, engine)  # a task's events (event_index.py)
+    state_index = functools.partial(create_state_index, db)  # ListTasks by status (listing.py)
     events = WakingTaskEventStream(
         engine,
         url,
@@ -240,7 +242,14 @@ def _sql_stores(url: StoreURL, settings: Settings) -> Stores:
         url,
         engine,
         versioned,
-        [versioned.initialize, index, events.initialize, push_store.initialize, event_index],
+        [
+            versioned.initialize,
+            index,
+            events.initialize,
+            push_store.initialize,
+            event_index,
+            state_index,
+        ],
         closers + ([turns.aclose] if turns else []),
         retention_seconds=settings.task_retention_seconds,
         poll_interval=settings.cluster_poll_interval,

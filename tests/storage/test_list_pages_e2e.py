@@ -2,11 +2,15 @@
 (PostgreSQL; rows of ``tasks`` read as the database
 counts them: ``pg_stat_user_tables``, ``seq_tup_read + idx_tup_fetch``).
 
-The caller holds 2,000 tasks (and three without a timestamp, and pairs sharing one),
-100 other callers 20,000; it
-pages through them all in the list's order, and its second page, unfiltered and filtered
-by ``contextId``, reads a few rows more than it returns. Before ``storage/listing.py`` the
-SDK's query read every task of the caller twice for each page (4,000 rows).
+The caller holds 2,000 tasks (and three without a timestamp, and pairs sharing one; one
+in five failed, half of those stored by an older agent as ``failed``), 100 other callers
+20,000; it pages through them all in the list's order, and its second page, unfiltered
+and filtered by ``contextId``, reads a few rows more than it returns. Before
+``storage/listing.py`` the SDK's query read every task of the caller twice for each page
+(4,000 rows). Filtered by ``status`` (and by both), the pages give the failed tasks of both
+spellings in one order, and the second page reads its rows and the failed ones its count
+reads; before ``ix_apcore_a2a_tasks_owner_state_updated_id`` it read the caller's tasks
+in order until it had its rows, and every task of the caller for the count.
 """
 
 from __future__ import annotations
@@ -33,8 +37,13 @@ _ROWS = (
     "CASE WHEN g % 4 = 0 THEN 'ctx-big' ELSE 'ctx-' || g END, 'task', '{owner}', "
     # pairs of tasks share a timestamp: the page token orders them by id
     "timestamp '2026-01-01' - (g / 2) * interval '1 second', "
-    "'{{\"state\": \"TASK_STATE_COMPLETED\"}}', '[]', '1.0' FROM generate_series(1, {n}) g"
+    'CASE g % 10 WHEN 2 THEN \'{{"state": "TASK_STATE_FAILED"}}\' '
+    'WHEN 6 THEN \'{{"state": "failed"}}\' '
+    "ELSE '{{\"state\": \"TASK_STATE_COMPLETED\"}}' END::json, '[]', "
+    "CASE g % 10 WHEN 6 THEN '0.3' ELSE '1.0' END FROM generate_series(1, {n}) g"
 )
+#: the caller's failed tasks: ``TASK_STATE_FAILED`` and an older agent's ``failed``
+FAILED = {f"mine-{g:05d}" for g in range(1, TASKS + 1) if g % 10 in (2, 6)}
 _OTHERS = (
     "INSERT INTO tasks (id, context_id, kind, owner, last_updated, status, history, "
     "protocol_version) SELECT 'theirs-' || g, 'c-' || g, 'task', 'u-' || (g % 100), "
@@ -108,6 +117,25 @@ async def test_a_page_reads_its_rows_not_every_task_of_the_caller(
             )
             assert seen == [first_id, *dated, "undated-3", "undated-2", "undated-1"]
 
+            # Filtered by status, and by context and status: the same order, both spellings.
+            for filters, expected in (
+                ({"status": "TASK_STATE_FAILED"}, [i for i in dated if i in FAILED]),
+                (
+                    {"status": "TASK_STATE_FAILED", "contextId": "ctx-big"},
+                    [i for i in dated if i in FAILED and int(i[5:]) % 4 == 0],
+                ),
+            ):
+                seen, token = [], ""
+                while True:
+                    page = await _page(http, base, _list(token, **filters))
+                    assert page["totalSize"] == len(expected)
+                    assert {t["status"]["state"] for t in page["tasks"]} <= {"TASK_STATE_FAILED"}
+                    seen += [task["id"] for task in page["tasks"]]
+                    token = page.get("nextPageToken", "")
+                    if not token:
+                        break
+                assert seen == expected, filters
+
             second = _list((await _page(http, base, _list()))["nextPageToken"])
             before = await _rows_read(name, "tasks")
             page = await _page(http, base, second)
@@ -122,5 +150,16 @@ async def test_a_page_reads_its_rows_not_every_task_of_the_caller(
             read_in_context = await _rows_read(name, "tasks") - before
             assert [t["contextId"] for t in page["tasks"]] == ["ctx-big"] * PAGE
             assert page["totalSize"] == TASKS // 4
+            by_status = _list(status="TASK_STATE_FAILED")
+            token = (await _page(http, base, by_status))["nextPageToken"]
+            by_status = _list(token, status="TASK_STATE_FAILED")
+            before = await _rows_read(name, "tasks")
+            page = await _page(http, base, by_status)
+            read_by_status = await _rows_read(name, "tasks") - before
+            assert len(page["tasks"]) == PAGE
     assert read <= BOUND, f"the second page read {read} rows of tasks"
+    # The count under a status filter reads the matching rows (PostgreSQL reads no
+    # expression from an index); the page its own.
+    bound = BOUND + len(FAILED)
+    assert read_by_status <= bound, f"the second page of a status read {read_by_status}"
     assert read_in_context <= BOUND, f"the second page of a context read {read_in_context}"
