@@ -45,7 +45,8 @@ from ._urls import create_index as create_sql_index
 
 _EPOCH = datetime(1970, 1, 1)
 _BAD_TOKEN = "Invalid page token"  # noqa: S105 - an error message
-#: The index a page filtered by ``status`` reads (see the module docstring).
+#: The index a page filtered by ``status`` reads (see the module docstring). A database
+#: keeps the expression it was built with: another :func:`state_sql` needs another name.
 STATE_INDEX_NAME = "ix_apcore_a2a_tasks_owner_state_updated_id"
 #: Each state's stored 0.3 value and its 1.0 name, where they differ.
 _OLD_NAMES = [

@@ -13,7 +13,7 @@ from apcore_a2a.cli import db as _cli_db
 from apcore_a2a.storage import open_stores
 from apcore_a2a.storage._urls import create_engine, parse_store_url
 from apcore_a2a.storage.contexts import INDEX_NAME, OLD_INDEX_NAME
-from apcore_a2a.storage.listing import STATE_INDEX_NAME
+from apcore_a2a.storage.listing import STATE_INDEX_NAME, state_sql
 
 from .._support import free_port
 from ._helpers import ctx, make_task, settings
@@ -157,6 +157,20 @@ async def test_upgrade_and_start_create_the_index_of_a_status_filter(sql_url: st
     await stores.start()
     await stores.aclose()
     assert STATE_INDEX_NAME in await _index_names(sql_url)
+
+
+def test_the_status_index_expression_is_the_one_databases_hold() -> None:
+    # A database keeps the expression its index was built with, and a query spelled
+    # otherwise does not read the index (correct pages, read without it). If a2a-sdk
+    # renames or adds a state, this changes: give the index a new name (and drop the old).
+    pairs = [("unknown", "UNSPECIFIED"), ("submitted", "SUBMITTED"), ("working", "WORKING"),
+             ("completed", "COMPLETED"), ("failed", "FAILED"), ("canceled", "CANCELED"),
+             ("input-required", "INPUT_REQUIRED"), ("rejected", "REJECTED"),
+             ("auth-required", "AUTH_REQUIRED")]  # fmt: skip
+    raw = "(status ->> 'state')"
+    whens = " ".join(f"WHEN '{old}' THEN 'TASK_STATE_{new}'" for old, new in pairs)
+    assert state_sql("postgresql") == f"CASE {raw} {whens} ELSE {raw} END"
+    assert STATE_INDEX_NAME == "ix_apcore_a2a_tasks_owner_state_updated_id"
 
 
 def test_memory_store_has_nothing_to_upgrade(capsys: pytest.CaptureFixture[str]) -> None:
