@@ -64,6 +64,15 @@ async def read_at_most(response: httpx.Response, limit: int) -> tuple[bytes, boo
     return bytes(body), True
 
 
+def json_or_none(content: bytes) -> Any:
+    """*content* parsed as JSON, or ``None`` when it is not JSON (nested deeper than Python
+    parses included: that is a ``RecursionError``, not a ``ValueError``)."""
+    try:
+        return json.loads(content)
+    except (ValueError, RecursionError):
+        return None
+
+
 async def get_at_most(
     http: httpx.AsyncClient, url: str, limit: int, headers: Mapping[str, str] | None = None
 ) -> tuple[httpx.Response, bytes, bool]:
@@ -158,9 +167,7 @@ def refused(response: httpx.Response, content: bytes) -> A2AClientError:
     """The typed error of a non-2xx answer: by the JSON-RPC code or ErrorInfo reason it
     names, whatever the status; else a bare 415 is the content type, 401/403 refuse the
     caller, anything else is the connection's."""
-    status, body = response.status_code, None
-    with contextlib.suppress(ValueError, RecursionError):
-        body = json.loads(content)
+    status, body = response.status_code, json_or_none(content)
     error = body.get("error", body) if isinstance(body, dict) else None
     error = error if isinstance(error, dict) else {}
     if status not in (401, 403) and error:

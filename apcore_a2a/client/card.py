@@ -26,7 +26,7 @@ from a2a.types import AgentCard
 from a2a.utils.signing import SignatureVerificationError, create_signature_verifier
 from google.protobuf.json_format import MessageToDict, ParseDict
 
-from apcore_a2a.client._wire import get_at_most
+from apcore_a2a.client._wire import get_at_most, json_or_none
 from apcore_a2a.client.errors import (
     A2AConnectionError,
     A2ADiscoveryError,
@@ -214,9 +214,7 @@ class CardVerifier:
             response, body, whole = await get_at_most(self._http, self._jwks_url, _MAX_JWKS_BYTES)
         except httpx.DecodingError as exc:
             raise A2AConnectionError(f"cannot fetch {self._jwks_url}: {exc}") from exc
-        document = None
-        with contextlib.suppress(ValueError, RecursionError):
-            document = json.loads(body)
+        document = json_or_none(body)
         if response.status_code != 200:
             problem = f"answers HTTP {response.status_code}"
         elif not whole:
@@ -326,21 +324,20 @@ def _grpc_endpoint(version: str, url: str, base: str, allow_other_origins: bool)
     target = target.rstrip("/")
     home = urlsplit(base)
     if not _host_port(target):
-        raise CrossOriginEndpointError(
-            f"the agent card names the gRPC address {url}, which is no host:port",
-            url=url,
-            agent_origin=str(origin_of(base)),
+        problem = "is no host:port"
+    elif urlsplit("//" + target).hostname != home.hostname and not allow_other_origins:
+        problem = (
+            f"is not on the agent's host {home.hostname}; pass allow_other_origins=True to "
+            "follow it (credentials are never sent there)"
         )
-    if urlsplit("//" + target).hostname != home.hostname and not allow_other_origins:
-        raise CrossOriginEndpointError(
-            f"the agent card names the gRPC address {url}, which is not on the agent's "
-            f"host {home.hostname}; pass allow_other_origins=True to follow it "
-            "(credentials are never sent there)",
-            url=url,
-            agent_origin=str(origin_of(base)),
-        )
-    secure = scheme.lower() in ("https", "grpcs") or (not scheme and home.scheme == "https")
-    return Endpoint("GRPC", version, target, secure)
+    else:
+        secure = scheme.lower() in ("https", "grpcs") or (not scheme and home.scheme == "https")
+        return Endpoint("GRPC", version, target, secure)
+    raise CrossOriginEndpointError(
+        f"the agent card names the gRPC address {url}, which {problem}",
+        url=url,
+        agent_origin=str(origin_of(base)),
+    )
 
 
 def objects(value: Any) -> list[Mapping[str, Any]]:

@@ -6,7 +6,6 @@ values into their requests and their results into the documented dicts.
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit
@@ -22,6 +21,7 @@ from apcore_a2a.client._shapes import MessageInput
 from apcore_a2a.client._wire import (
     MAX_ANSWER_BYTES,
     get_at_most,
+    json_or_none,
     on_response,
     refused,
 )
@@ -387,10 +387,7 @@ class A2AClient:
             raise A2AConnectionError(f"cannot reach {url}: {exc}") from exc
         if not response.is_success:
             raise refused(response, content)
-        try:
-            answer = json.loads(content) if whole else None
-        except (ValueError, RecursionError):
-            answer = None
+        answer = json_or_none(content) if whole else None
         if not isinstance(answer, dict) or not isinstance(answer.get("configs"), list):
             raise InvalidAgentResponseError(f"{url} did not answer a push status document")
         return answer
