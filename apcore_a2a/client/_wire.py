@@ -65,8 +65,7 @@ async def read_at_most(response: httpx.Response, limit: int) -> tuple[bytes, boo
 
 
 def json_or_none(content: bytes) -> Any:
-    """*content* parsed as JSON, or ``None`` when it is not JSON (nested deeper than Python
-    parses included: that is a ``RecursionError``, not a ``ValueError``)."""
+    """*content* as JSON, or ``None`` when it is not (too deep to parse is a ``RecursionError``)."""
     try:
         return json.loads(content)
     except (ValueError, RecursionError):
