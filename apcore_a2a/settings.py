@@ -135,7 +135,8 @@ class Settings(SourcedSettings):
     forwarded_allow_ips: Strings = setting(
         (),
         "http.forwarded_allow_ips",
-        "proxy address or network whose X-Forwarded-For/-Proto is trusted (default: none)",
+        "proxy address or network whose X-Forwarded-For/-Proto is trusted, on the gRPC port "
+        "its x-forwarded-for metadata (default: none; '*' = any peer)",
         flag="--forwarded-allow-ip",
     )
     header_timeout: checks.GrpcSeconds | None = setting(

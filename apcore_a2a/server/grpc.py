@@ -48,6 +48,7 @@ try:
     from a2a.types import a2a_pb2, a2a_pb2_grpc
 
     from apcore_a2a.ops.grpc_health import add_health_service
+    from apcore_a2a.server.forwarded import ForwardedFor
     from apcore_a2a.server.grpc_deadlines import RequestBounds, connection_options
     from apcore_a2a.server.grpc_streams import (
         UNDECODABLE,
@@ -177,9 +178,11 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         drops: StreamDrops | None = None,
         requests: RequestBounds | None = None,
         ipv6_caller_prefix: int = IPV6_CALLER_PREFIX,
+        forwarded: ForwardedFor | None = None,
     ) -> None:
         self._aborts = aborts
         self._ipv6_prefix = ipv6_caller_prefix  # anonymous callers' quota keys
+        self._forwarded = forwarded  # ...behind trusted proxies (forwarded.py)
         self._requests = requests or RequestBounds(None, 0)  # grpc_deadlines.py
         self._drops = drops
         self._shape = shape
@@ -200,7 +203,7 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         if handler is None:
             return handler
         if abort is None:  # health, reflection: no credentials, but a stream takes a slot
-            service = other_service(handler, self._streams, self._ipv6_prefix)
+            service = other_service(handler, self._streams, self._ipv6_prefix, self._forwarded)
             return self._requests.timed(service)
         streaming = handler.unary_stream is not None
         if handler.unary_unary is None and not streaming:
@@ -280,7 +283,7 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
                     wrong = version_error(headers.get("a2a-version", "").strip(), spoken)
                     if wrong is not None:
                         raise wrong
-                    caller = caller_of(identity, context, self._ipv6_prefix)
+                    caller = await caller_of(identity, context, self._ipv6_prefix, self._forwarded)
                     _call.set((spoken, a2a_method, caller, answer, identity))
                     python = legacy and is_python_client(headers.get("user-agent"))
                     if legacy:
@@ -391,6 +394,7 @@ class GrpcServer:
             self.drops,
             RequestBounds(s.body_timeout, s.grpc_max_pending_requests),
             s.ipv6_caller_prefix,
+            ForwardedFor(s.forwarded_allow_ips),
         )
         server = grpc.aio.server(
             interceptors=[interceptor],

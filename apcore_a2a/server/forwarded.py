@@ -1,0 +1,71 @@
+"""The address of a caller behind a trusted proxy, on the gRPC port as over HTTP.
+
+Anonymous callers are counted by address (``ip:<address>``). Over HTTP, uvicorn takes it
+from ``X-Forwarded-For`` when the peer is one of ``forwarded_allow_ips``
+(``_runner.py``); behind an L7 gRPC proxy (Envoy, nginx ``grpc_pass``, Caddy) the peer is
+the proxy, so without the same rule every anonymous gRPC caller would share one key and
+one caller's quota would refuse all the others.
+
+The rule is uvicorn's own, applied by its public ``ProxyHeadersMiddleware`` to the call
+as a scope of the peer and the ``x-forwarded-for`` metadata: the right-most address that
+is not a trusted proxy (the left-most when every hop is trusted, or with ``*``); networks
+and ``*`` as uvicorn reads them. One rule for both ports: a proxy trusted on one is trusted
+the same way on the other, and uvicorn's fixes reach both. (grpc names an IPv4 peer of a
+port bound on ``::`` by its IPv4 address, as uvicorn does: the addresses compare alike.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
+
+#: the gRPC metadata key (grpc lowercases keys) of the forwarded addresses
+FORWARDED_FOR = "x-forwarded-for"
+
+
+async def _untouched(scope: Any, receive: Any, send: Any) -> None:
+    """The app behind the middleware: the scope it was handed is the answer."""
+
+
+async def _nothing(*_message: Any) -> Any:  # pragma: no cover - never called
+    """The receive and send of the scope: the middleware neither receives nor sends."""
+
+
+class ForwardedFor:
+    """The caller's address of a call, given the proxies whose ``X-Forwarded-For`` is
+    trusted (``Settings.forwarded_allow_ips``: addresses, networks, ``*``).
+
+    Example::
+
+        forwarded = ForwardedFor(["10.0.0.5"])
+        await forwarded.address("10.0.0.5", ["198.51.100.7, 203.0.113.9"])  # "203.0.113.9"
+        await forwarded.address("192.0.2.1", ["203.0.113.9"])  # "192.0.2.1": not a proxy
+    """
+
+    def __init__(self, trusted: Sequence[str]) -> None:
+        self._rule = ProxyHeadersMiddleware(_untouched, list(trusted)) if trusted else None
+
+    async def address(self, peer: str, forwarded: Iterable[str]) -> str:
+        """The address of the caller of a call from *peer* whose ``x-forwarded-for``
+        values are *forwarded*: *peer* unless it is a trusted proxy."""
+        values = [value.encode("latin-1", "replace") for value in forwarded]
+        if self._rule is None or not values:
+            return peer
+        scope: dict[str, Any] = {
+            "type": "http",
+            "client": (peer, 0),
+            "headers": [(FORWARDED_FOR.encode(), value) for value in values],
+        }
+        await self._rule(scope, _nothing, _nothing)  # type: ignore[arg-type]
+        return str(scope["client"][0])
+
+
+def forwarded_values(metadata: Iterable[tuple[str, str | bytes]] | None) -> list[str]:
+    """The ``x-forwarded-for`` values of a gRPC call's invocation *metadata*, in order."""
+    return [
+        value
+        for key, value in metadata or ()
+        if key.lower() == FORWARDED_FOR and isinstance(value, str)
+    ]
