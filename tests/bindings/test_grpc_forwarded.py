@@ -286,6 +286,35 @@ async def test_callers_behind_caddy_count_by_the_address_caddy_forwards(
             assert _refused(await direct.park("203.0.113.2"))
 
 
+async def test_one_forwarded_address_is_one_caller_on_both_ports() -> None:
+    # The agent's HTTP port under uvicorn trusting the same proxy: an SSE stream of
+    # 203.0.113.1 takes that caller's one stream slot, on the gRPC port too.
+    port, grpc_port = free_port(), free_port()
+    trusted = ("127.0.0.1",)
+    app = build_app(port, grpc_port, max_streams_per_caller=1, forwarded_allow_ips=trusted)
+    address = f"127.0.0.1:{grpc_port}"
+    key = f"fwd-sse-{uuid.uuid4().hex}"
+    message = {"messageId": uuid.uuid4().hex, "role": "ROLE_USER",
+               "parts": [{"data": {"key": key}}], "metadata": {"skillId": "demo.gate"}}  # fmt: skip
+    headers = {"A2A-Version": "1.0", "X-Forwarded-For": "203.0.113.1"}
+    with threaded_server(app, port=port, forwarded_allow_ips=list(trusted)) as url:
+        async with (
+            peer_http(base_url=url) as http,
+            http.stream(
+                "POST", "/message:stream", json={"message": message}, headers=headers
+            ) as sse,
+        ):
+            try:
+                assert sse.status_code == 200
+                await GATES.wait_started(key)
+                async with _watching(address, "203.0.113.1") as same:
+                    assert same == grpc.StatusCode.RESOURCE_EXHAUSTED
+                async with _watching(address, "203.0.113.2") as other:
+                    assert other == grpc.StatusCode.OK
+            finally:
+                GATES.release(key)
+
+
 class _PeerOnly:
     """What ``caller_of`` reads of a grpc.aio servicer context: its peer and metadata.
     (A real IPv6 peer other than ::1, counted alone, needs an address this machine lacks.)"""
