@@ -34,7 +34,8 @@ ALLOWED: dict[str, set[str]] = {
     # (CLIENT_SEAM): the rest of the seam is the server's
     "client": {"_version", "upstream"},
     # _config_values: how the file's YAML nodes become values (config.py's helper)
-    "config": {"settings", "execution", "approval", "_config_values"},
+    # _settings_sources: the one rule for empty values, the file's as the flags' (empty_problem)
+    "config": {"settings", "execution", "approval", "_config_values", "_settings_sources"},
     # the agent's own keys (card signing); the key class is push's SigningKey for now
     "keys": {"adapters", "settings", "push"},
     # the seam: corrections of a2a-sdk, Starlette, uvicorn, sse-starlette (one per file)
