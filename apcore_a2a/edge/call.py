@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from a2a.server.context import ServerCallContext
+from a2a.types import TaskStatus
 
 #: ``internal``: a call the edge did not see (an app calling the request handler itself)
 Binding = Literal["jsonrpc", "rest", "grpc", "internal"]
@@ -31,6 +32,22 @@ class Watcher(Protocol):
     """What follows a task's events once its id is known (a message stream's positions)."""
 
     def watch(self, task_id: str) -> None: ...
+
+
+@dataclass(slots=True)
+class CancelWrite:
+    """What a cancel call's own save stored (``server/handler.py``): ``status`` stays
+    ``None`` until a save of *task_id* in ``canceled``, made from *runner* (the asyncio
+    task the call runs in), succeeds.
+
+    The SDK's running task saves with the cancel call's context too (``ActiveTask.cancel``
+    hands it over), but from the run's own asyncio task: that save is the run's, and the
+    run pushes it itself."""
+
+    task_id: str
+    runner: asyncio.Task[Any] | None
+    status: TaskStatus | None = None
+    context_id: str = ""
 
 
 @dataclass(slots=True)
@@ -72,6 +89,8 @@ class CallRecord:
     turn: Literal["claimed", "run", "dropped"] | None = None
     #: task id -> (what this call read from the store, when) (``storage/observed.py``)
     reads: dict[str, tuple[Any, float]] = field(default_factory=dict)
+    #: a cancel call's own write of the canceled state, while the call runs
+    cancel_write: CancelWrite | None = None
     #: why the server itself cancels the task (shutting down), shown in its final status
     cancel_reason: str | None = None
     #: what the call answered (``streams/tap.py``'s ``Answer``; none for ``internal`` calls)

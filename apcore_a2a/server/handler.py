@@ -29,8 +29,6 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
-from contextvars import ContextVar
-from dataclasses import dataclass
 from typing import Any
 
 from a2a.server.agent_execution.active_task import INTERRUPTED_TASK_STATES as _WAITING
@@ -57,7 +55,7 @@ from a2a.utils.errors import (
     UnsupportedOperationError,
 )
 
-from apcore_a2a.edge.call import call_of, record_of
+from apcore_a2a.edge.call import CancelWrite, call_of, record_of
 from apcore_a2a.errors import TaskBusyError
 from apcore_a2a.execution.observer import state_name
 from apcore_a2a.execution.routing import TaskLookup, check_follow_up
@@ -324,8 +322,8 @@ class ApCoreRequestHandler(DefaultRequestHandler):
         # A task running on another replica (cluster mode) is canceled by writing the
         # stored state here; its run there ends at that state without pushing it, so the
         # cancel is pushed here, by the call whose write won (one push, not one per call).
-        written = _CancelWrite(params.id)
-        token = _CANCELING.set(written)
+        record = record_of(context)
+        record.cancel_write = written = CancelWrite(params.id, asyncio.current_task())
         try:
             task: Task | None = await super().on_cancel_task(params, context)
         except TaskNotCancelableError:
@@ -337,7 +335,7 @@ class ApCoreRequestHandler(DefaultRequestHandler):
                 message=f"Task is not cancelable: current state is {state}"
             ) from None
         finally:
-            _CANCELING.reset(token)
+            record.cancel_write = None
         await self._quota.given_back(params.id)
         if written.status is not None and self._push is not None:
             event = TaskStatusUpdateEvent(
@@ -347,24 +345,18 @@ class ApCoreRequestHandler(DefaultRequestHandler):
         return task
 
 
-@dataclass
-class _CancelWrite:
-    """What a cancel call's own save wrote (``None``: no save of it stored ``canceled``)."""
-
-    task_id: str
-    status: TaskStatus | None = None
-    context_id: str = ""
-
-
-_CANCELING: ContextVar[_CancelWrite | None] = ContextVar("apcore_a2a_canceling", default=None)
-
-
-def _note_cancel(task: Task, _context: ServerCallContext) -> None:
-    """Save listener: a save of the cancel call running in this context (saves of a run
-    here happen in the run's own tasks and are pushed by it)."""
-    written = _CANCELING.get()
-    canceled = task.status.state == TaskState.TASK_STATE_CANCELED
-    if written is not None and written.task_id == task.id and canceled:
+def _note_cancel(task: Task, context: ServerCallContext) -> None:
+    """Save listener: a save of ``canceled`` by the cancel call that *context* belongs to,
+    from that call's own asyncio task (a run here saves from its own tasks, and pushes)."""
+    call = call_of(context)
+    written = call.cancel_write if call is not None else None
+    if (
+        written is None
+        or written.task_id != task.id
+        or written.runner is not asyncio.current_task()
+    ):
+        return  # not this cancel's save, or the run's own (it pushes what it saves)
+    if task.status.state == TaskState.TASK_STATE_CANCELED:
         written.status, written.context_id = TaskStatus(), task.context_id
         written.status.CopyFrom(task.status)
 
