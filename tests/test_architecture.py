@@ -280,7 +280,7 @@ def test_the_call_state_rule_sees_a_string_key() -> None:
 #: record, ``edge/call.py``; a module joining this list adds a channel beside it)
 CONTEXT_VAR_MODULES = {
     *("apcore_a2a/_logging.py", "apcore_a2a/classify.py", "apcore_a2a/auth/middleware.py"),
-    *("apcore_a2a/server/grpc.py", "apcore_a2a/client/_wire.py"),
+    "apcore_a2a/client/_wire.py",
     "apcore_a2a/execution/runs.py",
     # the agent's root path before its own mounts extend it, for the 404/405 handlers:
     # Starlette hands them the scope its mounts rewrote, and an unrouted request has no record

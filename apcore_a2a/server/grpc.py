@@ -14,20 +14,16 @@ import contextlib
 import functools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from a2a.auth.user import UnauthenticatedUser, User
-from a2a.server.context import ServerCallContext
 from a2a.utils.errors import A2AError, InternalError, InvalidRequestError
 
 from apcore_a2a import errors
 from apcore_a2a.auth.authenticator import Gate, metadata_headers
 from apcore_a2a.classify import version_error
-from apcore_a2a.edge.call import CallRecord, attach
-from apcore_a2a.execution.identity import IPV6_CALLER_PREFIX, Caller
+from apcore_a2a.execution.identity import IPV6_CALLER_PREFIX
 from apcore_a2a.server.limits import StreamLimiter
 from apcore_a2a.shape import Shape, ShapeError, check_message
 from apcore_a2a.streams.scrub import scrub_exception
@@ -44,11 +40,11 @@ try:
     import grpc
     import grpc.aio
     from a2a.compat.v0_3 import a2a_v0_3_pb2, a2a_v0_3_pb2_grpc
-    from a2a.server.request_handlers.grpc_handler import DefaultGrpcServerCallContextBuilder
     from a2a.types import a2a_pb2, a2a_pb2_grpc
 
     from apcore_a2a.ops.grpc_health import add_health_service
     from apcore_a2a.server.forwarded import ForwardedFor
+    from apcore_a2a.server.grpc_context import Admitted, GrpcCallContextBuilder
     from apcore_a2a.server.grpc_deadlines import RequestBounds, connection_options
     from apcore_a2a.server.grpc_streams import (
         UNDECODABLE,
@@ -86,14 +82,6 @@ _V03_NAMES = {
     "ListTaskPushNotificationConfig": "ListTaskPushNotificationConfigs",
 }
 
-# The interceptor admits the call asynchronously, but the SDK builds the call context
-# synchronously; this hands what the call is over: (version, A2A method, caller key,
-# answer, identity). Every RPC runs in its own asyncio task, so a value set for one call
-# is never seen by another.
-_call: ContextVar[tuple[str, str, str, Answer, Identity | None] | None] = ContextVar(
-    "apcore_a2a_grpc_call", default=None
-)
-
 _Abort = Callable[[A2AError, grpc.aio.ServicerContext], Awaitable[None]]
 
 
@@ -122,27 +110,6 @@ def _read_tls(cert: str | None, key: str | None) -> tuple[bytes, bytes] | None:
         return Path(key).read_bytes(), Path(cert).read_bytes()
     except OSError as exc:
         raise ValueError(f"cannot read gRPC TLS file {exc.filename}: {exc.strerror}") from None
-
-
-class GrpcCallContextBuilder(DefaultGrpcServerCallContextBuilder):
-    """The SDK's gRPC builder plus, as over HTTP, the call record of what the interceptor
-    admitted (a record of its own for each context, as HTTP's builder makes), the apcore
-    identity and the text metadata as ``state['headers']``."""
-
-    def build(self, context: grpc.aio.ServicerContext) -> ServerCallContext:
-        call_context: ServerCallContext = super().build(context)
-        call_context.state["headers"] = metadata_headers(context.invocation_metadata())
-        current = _call.get()
-        if current is not None:
-            spoken, method, caller, answer, _identity = current
-            record = CallRecord("grpc", spoken, method, caller, answer=answer)
-            answer.call = attach(call_context, record)
-        return call_context
-
-    def build_user(self, context: grpc.aio.ServicerContext) -> User:
-        current = _call.get()
-        identity = current[4] if current is not None else None
-        return Caller(identity) if identity is not None else UnauthenticatedUser()
 
 
 class _ScrubbedAnswers:
@@ -179,8 +146,11 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         requests: RequestBounds | None = None,
         ipv6_caller_prefix: int = IPV6_CALLER_PREFIX,
         forwarded: ForwardedFor | None = None,
+        builder: GrpcCallContextBuilder | None = None,
     ) -> None:
         self._aborts = aborts
+        #: the servicers' context builder, told what each call was admitted as
+        self._builder = builder or GrpcCallContextBuilder()
         self._ipv6_prefix = ipv6_caller_prefix  # anonymous callers' quota keys
         self._forwarded = forwarded  # ...behind trusted proxies (forwarded.py)
         self._requests = requests or RequestBounds(None, 0)  # grpc_deadlines.py
@@ -284,7 +254,7 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
                     if wrong is not None:
                         raise wrong
                     caller = await caller_of(identity, context, self._ipv6_prefix, self._forwarded)
-                    _call.set((spoken, a2a_method, caller, answer, identity))
+                    admitted = Admitted(spoken, a2a_method, caller, answer, identity)
                     python = legacy and is_python_client(headers.get("user-agent"))
                     if legacy:
                         proto_request_to_sdk(request, python_client=python)
@@ -292,14 +262,15 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
                     if streaming:
                         held = stream_slot(self._streams, caller, context, a2a=True)
                     async with held:
-                        answers = behavior(request, context)
-                        if streaming and self._drops is not None:
-                            rebuilt = functools.partial(GrpcCallContextBuilder().build, context)
-                            answers = followed(answers, answer, self._drops, context, rebuilt)
-                        async for item in answers if streaming else _one(answers):
-                            if legacy:
-                                proto_response_to_wire(item, python_client=python)
-                            yield item
+                        with self._builder.admitting(context, admitted):
+                            answers = behavior(request, context)
+                            if streaming and self._drops is not None:
+                                rebuilt = functools.partial(self._builder.build, context)
+                                answers = followed(answers, answer, self._drops, context, rebuilt)
+                            async for item in answers if streaming else _one(answers):
+                                if legacy:
+                                    proto_response_to_wire(item, python_client=python)
+                                yield item
                 except grpc.aio.AbortError:
                     raise
                 except A2AError as exc:  # a refusal of ours (the servicer answers its own)
@@ -376,8 +347,9 @@ class GrpcServer:
         if self._server is not None:
             return
         s = self.settings
-        v1 = _V1Servicer(self.handler, context_builder=GrpcCallContextBuilder())
-        v03 = _V03Servicer(self.handler, context_builder=GrpcCallContextBuilder())
+        builder = GrpcCallContextBuilder()
+        v1 = _V1Servicer(self.handler, context_builder=builder)
+        v03 = _V03Servicer(self.handler, context_builder=builder)
         interceptor = _A2AInterceptor(
             {SERVICE_V1: v1.abort_context, SERVICE_V0_3: v03.abort_context},
             Gate(
@@ -395,6 +367,7 @@ class GrpcServer:
             RequestBounds(s.body_timeout, s.grpc_max_pending_requests),
             s.ipv6_caller_prefix,
             ForwardedFor(s.forwarded_allow_ips),
+            builder,
         )
         server = grpc.aio.server(
             interceptors=[interceptor],

@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 import pytest
-from a2a.types import SubscribeToTaskRequest, TaskState, a2a_pb2
+from a2a.types import GetTaskRequest, SubscribeToTaskRequest, TaskState, a2a_pb2
 from google.protobuf.json_format import ParseDict
 
 from .._support import free_port
@@ -140,6 +140,34 @@ async def test_dropped_only_stream_cancels_when_enabled(
         assert parts_data(task.status.message.parts) == ["Canceled by client"]
         assert agent.probe.done(task_id).is_set()
         assert agent.probe.token_seen_cancelled[task_id] is True
+
+
+async def test_a_dropped_grpc_stream_of_a_caller_with_credentials_cancels_its_task(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The cancel of a dropped gRPC stream is built, after the stream, from what the
+    interceptor admitted the call as: it is the stream's caller's own cancel (the task is
+    found in that caller's tasks, not as an anonymous caller's)."""
+    key = (("x-api-key", "key-a"),)
+    settings = {"cancel_on_disconnect": True, "grpc_port": free_port(), "api_keys": ("key-a",)}
+    async with agent_server(caplog, **settings) as agent:
+        async with stubs(_grpc_address(agent)) as (v1, _v03):
+            body = {"message": wire_message("life.count", SLOW)}
+            request = ParseDict(body, a2a_pb2.SendMessageRequest())
+            call = v1.SendStreamingMessage(request, metadata=key)
+            first, *_ = [await call.read() for _ in range(3)]
+            call.cancel()
+            task_id = first.task.id if first.HasField("task") else first.status_update.task_id
+            await _until(agent.probe.done(task_id).is_set, "the module was not stopped")
+            deadline = time.monotonic() + 30  # a hang guard
+            while True:
+                task = await v1.GetTask(GetTaskRequest(id=task_id), metadata=key)
+                if task.status.state != TaskState.TASK_STATE_WORKING:
+                    break
+                assert time.monotonic() < deadline, "the task is still working"
+                await asyncio.sleep(0.02)
+        assert task.status.state == TaskState.TASK_STATE_CANCELED
+        assert parts_data(task.status.message.parts) == ["Canceled by client"]
 
 
 async def test_stream_that_ends_normally_is_not_canceled(caplog: pytest.LogCaptureFixture) -> None:
