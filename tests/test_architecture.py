@@ -277,10 +277,20 @@ def test_the_call_state_rule_sees_a_string_key() -> None:
 
 
 #: the modules that still declare a ``ContextVar`` (issue 42: call state travels in the
-#: record, ``edge/call.py``; a module joining this list adds a channel beside it)
+#: record, ``edge/call.py``; a module joining this list adds a channel beside it). Each is
+#: read where neither a call record nor a scope is at hand (docs/architecture.md):
 CONTEXT_VAR_MODULES = {
-    *("apcore_a2a/_logging.py", "apcore_a2a/classify.py", "apcore_a2a/auth/middleware.py"),
+    # the fields of the task being executed, for our log formatters (a LogRecord is all
+    # they get, from any logger: apcore's, the SDK's, a module's own)
+    "apcore_a2a/_logging.py",
+    # the request record for a log filter telling our requests from another a2a-sdk app's,
+    # and for the card document and push issuer callables the SDK calls without arguments
+    "apcore_a2a/classify.py",
+    # the public ``apcore_a2a.auth.current_identity()``, which takes no argument
+    "apcore_a2a/auth/middleware.py",
+    # the client's call whose answers httpx's response hook reads (the client package)
     "apcore_a2a/client/_wire.py",
+    # the run whose module apcore's execute step is handed (apcore's pipeline calls it)
     "apcore_a2a/execution/runs.py",
     # the agent's root path before its own mounts extend it, for the 404/405 handlers:
     # Starlette hands them the scope its mounts rewrote, and an unrouted request has no record
