@@ -54,6 +54,13 @@ def current_identity() -> Identity | None:
     return _identity_var.get()
 
 
+def identify_task(identity: Identity | None) -> None:
+    """Make *identity* what :func:`current_identity` answers in the rest of the current
+    asyncio task (the gRPC interceptor's, for the call it admitted: grpc.aio serves each
+    call in a task of its own, which ends with the call)."""
+    _identity_var.set(identity)
+
+
 def needs_credentials(info: RequestInfo | None, *, ops_public: bool) -> bool | None:
     """``True``: refuse without credentials; ``False``: public (card, JWKS, Explorer files);
     ``None``: optional, checked when given and served either way (``/health`` answers

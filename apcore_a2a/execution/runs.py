@@ -8,6 +8,7 @@ with it. A module with a plain ``def execute`` runs on the agent's own thread po
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import inspect
 import time
@@ -167,7 +168,16 @@ class _RunStep(WrappedStep):
         # An async module runs where apcore runs it; a sync one on the run's pool (every
         # run the executor starts has one).
         pool = None if inspect.iscoroutinefunction(module.execute) else run.pool
-        return RunModule(module, run.spawned, asyncio.current_task(), pool, tracked)
+        return RunModule(module, run.spawned, asyncio.current_task(), pool, tracked, _thread())
+
+
+def _thread() -> contextvars.Context:
+    """The context a sync module's thread runs in: this one (the caller for
+    ``current_identity()``, the task's log fields), without the run: a module that calls
+    another from its thread is not the run's step, whose tasks live on the loop."""
+    context = contextvars.copy_context()
+    context.run(CURRENT_RUN.set, None)
+    return context
 
 
 def track_module_tasks(executor: Any) -> None:

@@ -22,6 +22,7 @@ from a2a.utils.errors import A2AError, InternalError, InvalidRequestError
 
 from apcore_a2a import errors
 from apcore_a2a.auth.authenticator import Gate, metadata_headers
+from apcore_a2a.auth.middleware import identify_task
 from apcore_a2a.classify import version_error
 from apcore_a2a.execution.identity import IPV6_CALLER_PREFIX
 from apcore_a2a.server.limits import StreamLimiter
@@ -255,6 +256,7 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
                         raise wrong
                     caller = await caller_of(identity, context, self._ipv6_prefix, self._forwarded)
                     admitted = Admitted(spoken, a2a_method, caller, answer, identity)
+                    identify_task(identity)  # current_identity(), as AuthMiddleware sets it
                     python = legacy and is_python_client(headers.get("user-agent"))
                     if legacy:
                         proto_request_to_sdk(request, python_client=python)

@@ -29,6 +29,7 @@ from apcore import Registry
 from pydantic import BaseModel
 
 from apcore_a2a import A2AServerFactory
+from apcore_a2a.auth import current_identity
 from tests._support import free_port, threaded_server
 from tests.bindings._agent import Agent, build_registry
 from tests.bindings._grpc import failure, list_services, stubs
@@ -62,9 +63,27 @@ class WhoAmI:
         return {"caller": identity.id if identity is not None else "anonymous"}
 
 
+class CurrentIdentity(WhoAmI):
+    description = "Report who apcore_a2a.auth.current_identity() says the caller is"
+
+    def execute(self, inputs: dict[str, Any], context: Any) -> dict[str, Any]:
+        identity = current_identity()
+        return {"caller": identity.id if identity is not None else "anonymous"}
+
+
+class CurrentIdentityAsync(WhoAmI):
+    description = "current_identity(), from a module that runs on the event loop"
+
+    async def execute(self, inputs: dict[str, Any], context: Any) -> dict[str, Any]:  # type: ignore[override]
+        identity = current_identity()
+        return {"caller": identity.id if identity is not None else "anonymous"}
+
+
 def _registry() -> Registry:
     registry = build_registry()
     registry.register("demo.whoami", WhoAmI())
+    registry.register("demo.current", CurrentIdentity())
+    registry.register("demo.current_async", CurrentIdentityAsync())
     return registry
 
 
@@ -179,6 +198,20 @@ async def test_identity_reaches_the_module(secured: Agent, credential: Any, who:
     async with stubs(secured.grpc_address) as (v1, _v03):
         response = await v1.SendMessage(_send("demo.whoami"), metadata=(credential(),))
     assert _caller(response.task) == who
+
+
+@pytest.mark.parametrize("binding", ["JSONRPC", "HTTP+JSON", "GRPC"])
+@pytest.mark.parametrize("skill", ["demo.current", "demo.current_async"])
+async def test_current_identity_answers_the_caller_in_a_module_on_every_binding(
+    secured: Agent, binding: str, skill: str
+) -> None:
+    """The public ``current_identity()`` (docs/auth.md) names the caller inside a module,
+    a plain ``def execute`` (on the agent's worker threads) as an async one, whichever
+    binding the call came on."""
+    card = await fetch_card(secured.url)
+    async with open_peer(card, binding, "1.0", headers={"X-API-Key": ALICE_KEY}) as alice:
+        created = await send(alice, message(text("who"), skill=skill))
+    assert _caller(created) == "alice"
 
 
 async def test_tasks_are_owned_by_the_same_identity_on_every_binding(secured: Agent) -> None:

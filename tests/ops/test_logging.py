@@ -22,7 +22,7 @@ from apcore_a2a._logging import JsonFormatter, TextFormatter
 from apcore_a2a.settings import Settings
 
 from .._support import CLI_STOP_TIMEOUT, ROOT, cli_server
-from ._agent import message_params, rpc, send, served
+from ._agent import TextIn, TextOut, build_registry, message_params, rpc, send, served
 
 EXTENSIONS = Path(__file__).parent / "extensions"
 #: 10 KB of client text with control characters (ESC sequences, NUL, BEL, CR/LF, DEL, C1)
@@ -72,6 +72,31 @@ async def test_json_lines_carry_task_context_and_clean_truncated_client_text(
     assert "FAKE LOG LINE" in failure["msg"]
     outside = next(r for r in records if r["msg"] == "outside any task")
     assert set(outside) == {"ts", "level", "logger", "msg"}
+
+
+class LogsInThread:
+    """A plain ``def execute`` (run on the agent's worker threads) that logs a record."""
+
+    input_schema = TextIn
+    output_schema = TextOut
+    description = "Log the text"
+
+    def execute(self, inputs: dict[str, Any], context: Any) -> dict[str, Any]:
+        logging.getLogger("tests.module").warning("module says %s", inputs["text"])
+        return inputs
+
+
+async def test_a_sync_modules_records_carry_its_task_context(captured: io.StringIO) -> None:
+    """A record a plain ``def execute`` module logs on its worker thread names the task
+    and skill, as its async neighbours' records do (before: none of the fields)."""
+    _logging.configure(level="info", fmt="json", stream=captured)
+    registry = build_registry()
+    registry.register("ops.log", LogsInThread())
+    async with served(registry) as (http, _app):
+        task = await send(http, "ops.log", {"text": "hello"})
+        assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+    record = next(r for r in _records(captured.getvalue()) if r["msg"] == "module says hello")
+    assert (record["task_id"], record["skill_id"]) == (task["id"], "ops.log")
 
 
 async def test_text_lines_stay_one_record_per_line(captured: io.StringIO) -> None:
