@@ -26,6 +26,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from apcore_a2a.shape import Shape, ShapeError, scan
+from apcore_a2a.upstream.exact_mounts import ExactMount
 from apcore_a2a.upstream.version_param import version_from_param
 
 Kind = Literal["a2a", "card", "jwks", "push", "explorer", "health", "metrics", "other"]
@@ -357,7 +358,8 @@ def layered(
             )
         if isinstance(route, Mount) and route.routes:
             inner = [rebuild(r, tenanted or "{tenant}" in route.path) for r in route.routes]
-            return Mount(route.path, routes=inner, name=route.name)
+            # it claims only the paths its routes take: upstream/exact_mounts.py
+            return ExactMount(route.path, routes=inner, name=route.name)
         if isinstance(route, Mount):
             verbs = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
             layers = stack(route.path, verbs)

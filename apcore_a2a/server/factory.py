@@ -60,7 +60,7 @@ from apcore_a2a.server.lifecycle import (
 from apcore_a2a.server.limits import StreamLimiter
 from apcore_a2a.server.routes import ApCoreCallContextBuilder, a2a_routes
 from apcore_a2a.server.task_quota import TaskQuota
-from apcore_a2a.server.unrouted import AgentRoot, unrouted_handlers
+from apcore_a2a.server.unrouted import AgentRoot, agent_app
 from apcore_a2a.settings import Settings, SettingsError, config_path, source_of
 from apcore_a2a.shape import Shape
 from apcore_a2a.storage import open_stores
@@ -284,13 +284,8 @@ class A2AServerFactory:
         ]
         if s.body_timeout:  # outermost: one deadline for every route's body
             middleware.insert(0, Middleware(BodyDeadline, body_timeout=s.body_timeout))
-        app = Starlette(
-            routes=routes,
-            middleware=middleware,
-            lifespan=lifecycle.lifespan,
-            # 404 and 405 on the A2A paths: A2A errors, not Starlette's plain text
-            exception_handlers=unrouted_handlers(s.rpc_path, explorer),
-        )
+        # Paths read exactly; 404 and 405 on the A2A paths are A2A errors (server/unrouted.py)
+        app = agent_app(routes, middleware, lifecycle.lifespan, s.rpc_path, explorer)
         app.state.a2a = state
         state.extras.update({f.name: f.handle for f in features if f.handle is not None})
         return app, catalog.snapshot.card

@@ -1,5 +1,13 @@
 """The answer to a request no route takes: a path the agent does not serve (404), or an
-HTTP method its path does not take (405, with ``Allow``).
+HTTP method its path does not take (405, with ``Allow``); never a redirect.
+
+The agent's router reads a path as spelled (A2A 1.0.1 §11: the HTTP+JSON paths are exact):
+Starlette's default answers a path one slash away from a route with a 307 to the other
+spelling, which an API client does not follow for a ``POST``, and with the SDK's
+``/{tenant}`` mount that was every one-segment typo (``/message:sendx`` to
+``/message:sendx/``). :func:`agent_app` turns that off on the agent's own router only; a
+host app the agent is mounted in keeps its own. The Explorer's redirect to its page is its
+own route, not the router's.
 
 Starlette answers both in ``text/plain``; on the agent's A2A paths they are A2A errors
 instead, with the same status and headers: on the REST paths (and every path no binding
@@ -17,14 +25,17 @@ mounted before its own mounts (the REST tenant, the Explorer's files) add to the
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from contextvars import ContextVar
 
 from a2a.utils.errors import InvalidRequestError, MethodNotFoundError
+from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.routing import BaseRoute
+from starlette.types import ASGIApp, Lifespan, Receive, Scope, Send
 
 from apcore_a2a.classify import HEALTH_PATH, JWKS_PATH, METRICS_PATH, RequestInfo
 from apcore_a2a.edge.refusal import error_document, refusal
@@ -57,6 +68,26 @@ class AgentRoot:
             await self.app(scope, receive, send)
         finally:
             _agent_root.reset(token)
+
+
+def agent_app(
+    routes: Sequence[BaseRoute],
+    middleware: Sequence[Middleware],
+    lifespan: Lifespan[Starlette],
+    rpc_path: str,
+    explorer_prefix: str | None,
+) -> Starlette:
+    """The agent's Starlette app: no slash redirects on its router, and the 404 and 405 of
+    :func:`unrouted_handlers`."""
+    app = Starlette(
+        routes=routes,
+        middleware=middleware,
+        lifespan=lifespan,
+        exception_handlers=unrouted_handlers(rpc_path, explorer_prefix),
+    )
+    # Starlette's public switch, on this router alone (not on a host's that mounts us).
+    app.router.redirect_slashes = False
+    return app
 
 
 def unrouted_handlers(rpc_path: str, explorer_prefix: str | None) -> dict[int, Handler]:

@@ -67,7 +67,9 @@ def probe_app(
 ) -> Starlette:
     """*authenticator* on routes that record the request, as in the agent (*explorer*: prefix)."""
     auth = Middleware(AuthMiddleware, authenticator=authenticator, **options)
-    return Starlette(routes=layered(ROUTES, [auth], explorer_prefix=explorer))
+    app = Starlette(routes=layered(ROUTES, [auth], explorer_prefix=explorer))
+    app.router.redirect_slashes = False  # as the agent's router (server/unrouted.py)
+    return app
 
 
 @contextlib.asynccontextmanager

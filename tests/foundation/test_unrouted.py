@@ -30,9 +30,10 @@ REST_MISSES = {
     ("PUT", "/message:send"): (405, "POST"),
     ("GET", "/message:send"): (405, "POST"),
     ("DELETE", "/v1/message:send"): (405, "POST"),
-    # the SDK's /{tenant} mount takes any path of two segments or more before the card's
-    # route can answer 405
-    ("POST", "/.well-known/agent-card.json"): (404, None),
+    # the card's route answers another method (the SDK's /{tenant} mount no longer takes
+    # it first: upstream/exact_mounts.py)
+    ("POST", "/.well-known/agent-card.json"): (405, "GET, HEAD"),
+    ("POST", "/message:sendx"): (404, None),  # not a 307 to /message:sendx/
 }
 VERSIONS = {"1.0": {"A2A-Version": "1.0"}, "0.3": {}}
 
