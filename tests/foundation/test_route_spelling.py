@@ -198,3 +198,30 @@ def test_an_odd_tenant_is_a_tenant_and_never_shows_another_callers_task(
         )
         assert status == 200, (tenant, sent)
         assert sent["task"]["status"]["state"] == "TASK_STATE_COMPLETED", (tenant, sent)
+
+
+@pytest.mark.parametrize("host", ["root", "starlette"])
+def test_a_jsonrpc_path_of_its_own_is_exact_too(host: str) -> None:
+    """``rpc_path="/rpc"``: its typo and its trailing-slash spelling are one A2A 404 (the
+    typo was a 307 to ``/rpcx/``); ``/rpc`` itself serves JSON-RPC, in both versions."""
+    port = free_port()
+    keys = (f"{KEYS['alice']}=alice",)
+    app, _ = A2AServerFactory(
+        build_registry(), environ={}, port=port, rpc_path="/rpc", api_keys=keys
+    ).create()
+    calls = {"1.0": "ListTasks", "0.3": "tasks/get"}
+    with threaded_server(host_app(host, app), port=port) as url:
+        base = url if host == "root" else url + MOUNT_PATH
+        for version, headers in VERSIONS.items():
+            call = {"jsonrpc": "2.0", "id": 1, "method": calls[version], "params": {}}
+            for path in ("/rpcx", "/rpc/", "/rpc//"):
+                status, found, body = send(base, "POST", path, call, **headers)
+                where = f"{path} ({version})"
+                assert (status, found.get("location")) == (404, None), where
+                assert body == rest_error(404), where
+            status, _, body = send(base, "POST", "/rpc", call, **headers)
+            assert (status, body["id"]) == (200, 1), (version, body)
+            if version == "1.0":
+                assert body["result"]["tasks"] == [], body
+            else:  # served as 0.3's tasks/get, which needs the task's id
+                assert body["error"]["code"] == -32602, body
