@@ -299,7 +299,8 @@ async def test_response_shapes_on_json_rpc_and_rest() -> None:
             (f"tasks/{task_id}/pushNotificationConfigs/{i}", i, ["name", "pushNotificationConfig"])
             for i in ("n1", "o1", "r1")
         ]
-        # Deletes: 0.3 answers null as the 0.3 schema says; 1.0 keeps its empty result.
+        # Deletes: 0.3 answers null as the 0.3 schema says; 1.0 answers google.protobuf.Empty
+        # in ProtoJSON (spec §5.5), {} as REST does (upstream/jsonrpc_empty_result.py).
         old_del = await rpc(
             client,
             base,
@@ -312,7 +313,7 @@ async def test_response_shapes_on_json_rpc_and_rest() -> None:
         new_del = await rpc(
             client, base, "DeleteTaskPushNotificationConfig", {"taskId": task_id, "id": "n1"}
         )
-        assert new_del["result"] is None
+        assert new_del["result"] == {}
         missing = await rpc(
             client, base, "GetTaskPushNotificationConfig", {"taskId": task_id, "id": "n1"}
         )
