@@ -186,7 +186,7 @@ class A2AServerError(A2ARemoteError, code=-32603):
     """-32603 or any code without a dedicated class; ``code`` and ``data`` are kept."""
 
 
-_BY_CODE: dict[int, type[A2ARemoteError]] = {
+_BY_CODE: dict[int | None, type[A2ARemoteError]] = {
     cls.default_code: cls for cls in A2ARemoteError.__subclasses__() if cls is not A2AServerError
 }
 
@@ -198,7 +198,7 @@ def error_from_rpc(error: Any) -> A2ARemoteError:
     code, message = error.get("code"), error.get("message")
     text = message if isinstance(message, str) and message else "agent returned an error"
     code = code if isinstance(code, int) and not isinstance(code, bool) else None
-    cls = _BY_CODE.get(code, A2AServerError) if code is not None else A2AServerError
+    cls = _BY_CODE.get(code, A2AServerError)  # no code: no entry either
     return cls(text, code=code, data=error.get("data"))
 
 
