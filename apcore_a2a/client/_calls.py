@@ -140,7 +140,7 @@ class Caller:
 
     async def call(self, method: str, request: Proto) -> tuple[Any, Any]:
         """Run one SDK call; return its result and the result as received (HTTP)."""
-        call = Call()
+        call = Call(nothing_expected=method == "DeleteTaskPushNotificationConfig")
         async with self._sdk(method, request, call) as (pending, seen):
             # The whole answer within the timeout: httpx bounds each read, so an agent
             # trickling a byte at a time would hold the call forever.

@@ -108,6 +108,9 @@ class Call:
     #: the stream event last received has the id of the one before (or of the
     #: ``Last-Event-ID`` it resumed from): the agent sent it again
     repeated: bool = False
+    #: the call's result is nothing (a delete): an answer may leave out its ``null``
+    #: ``result``, as a2a-sdk's own 0.3 server does (it writes no ``None`` member)
+    nothing_expected: bool = False
 
     def read(self, text: str | bytes, *, error: bool = False) -> Any:
         """Keep the result of *text* (an answer or SSE event) in :attr:`wire`; return what
@@ -120,17 +123,36 @@ class Call:
         if self.binding == "JSONRPC":
             if not isinstance(payload, dict):
                 raise InvalidAgentResponseError(f"agent returned a non-object reply: {text!r:.200}")
+            _one_of_result_and_error(payload, error or self.nothing_expected)
             if error or payload.get("error") is not None:
                 raise error_from_rpc(payload.get("error", payload))  # or a bare error object
-            if "result" not in payload and payload.get("jsonrpc") != "2.0":
-                raise InvalidAgentResponseError("agent reply has neither 'result' nor 'error'")
         elif error:
-            typed = error_from_details(payload) if isinstance(payload, dict) else None
+            # A 1.0 REST error is a google.rpc.Status in an ``error`` member (as its
+            # non-2xx answers); a 0.3 agent's is bare.
+            inner = payload.get("error", payload) if isinstance(payload, dict) else None
+            typed = error_from_details(inner) if isinstance(inner, dict) else None
             raise typed or A2AServerError(f"agent sent an error event: {text!r:.300}")
         fixed = utc_timestamps(payload, text)
         result = fixed.get("result") if self.binding == "JSONRPC" else fixed
         self.wire = None if _whole_in_proto(result) else result
         return None if fixed is payload else fixed
+
+
+def _one_of_result_and_error(payload: dict[str, Any], may_be_empty: bool) -> None:
+    """Refuse a JSON-RPC answer that has not exactly one of ``result`` and ``error``
+    (JSON-RPC 2.0, section 5): an answer of nothing is no empty result, and of both the
+    client cannot tell which the agent meant. A ``null`` member beside the other counts as
+    absent (serializers write unset members so). *may_be_empty*: an answer of neither is
+    taken (an ``event: error`` frame may be a bare error object; a delete's result is
+    ``null``, which some servers leave out)."""
+    has_result = payload.get("result") is not None or (
+        "result" in payload and payload.get("error") is None
+    )
+    has_error = payload.get("error") is not None
+    if has_result and has_error:
+        raise InvalidAgentResponseError("agent reply has both 'result' and 'error'")
+    if not (has_result or has_error or may_be_empty):
+        raise InvalidAgentResponseError("agent reply has neither 'result' nor 'error'")
 
 
 #: 1.0 members, and 0.3 kinds, of a result that protobuf holds whole
@@ -327,6 +349,7 @@ def translated(method: str, url: str) -> Iterator[None]:
     ) as exc:
         if (rpc := _grpc_call(exc)) is not None:  # the SDK could not read the agent's error
             raise _grpc_error(rpc, method, url) from exc
+        said = " ".join(str(exc).split())  # one line: pydantic's are several
         raise InvalidAgentResponseError(
-            f"agent returned an invalid {method} result: {exc}"[:300]
+            f"agent returned an invalid {method} result: {said}"[:300]
         ) from exc

@@ -28,7 +28,6 @@ from google.protobuf.json_format import MessageToDict, ParseDict
 
 from apcore_a2a.client._wire import get_at_most, json_or_none
 from apcore_a2a.client.errors import (
-    A2AConnectionError,
     A2ADiscoveryError,
     CardVerificationError,
     CrossOriginEndpointError,
@@ -210,19 +209,22 @@ class CardVerifier:
         return signed
 
     async def _fetch_jwks(self) -> Mapping[str, Any]:
+        """The agent's key set; :class:`CardVerificationError` (``no_keys``) when what it
+        answers is no usable one (a failed connection: :class:`A2AConnectionError`)."""
         try:
             response, body, whole = await get_at_most(self._http, self._jwks_url, _MAX_JWKS_BYTES)
-        except httpx.DecodingError as exc:
-            raise A2AConnectionError(f"cannot fetch {self._jwks_url}: {exc}") from exc
-        document = json_or_none(body)
-        if response.status_code != 200:
-            problem = f"answers HTTP {response.status_code}"
-        elif not whole:
-            problem = "is too large"
-        elif not isinstance(document, Mapping):
-            problem = "is not a JWKS (a JSON object)"
+        except httpx.DecodingError:  # reached: what it answered is no key set
+            problem = "cannot be decoded (not in its content encoding)"
         else:
-            return document
+            document = json_or_none(body)
+            if response.status_code != 200:
+                problem = f"answers HTTP {response.status_code}"
+            elif not whole:
+                problem = f"is larger than {_MAX_JWKS_BYTES} bytes"
+            elif not isinstance(document, Mapping):
+                problem = "is not a JWKS (a JSON object)"
+            else:
+                return document
         raise CardVerificationError(f"the key set at {self._jwks_url} {problem}", reason="no_keys")
 
 

@@ -37,7 +37,6 @@ from apcore_a2a.client.card import (
 )
 from apcore_a2a.client.errors import (
     A2AClientError,
-    A2AConnectionError,
     A2ADiscoveryError,
     InvalidAgentResponseError,
     UnsupportedOperationError,
@@ -244,7 +243,10 @@ class A2AClient:
         result, wire = await self._calls.call("SendMessage", request)
         event = shape.event(result, wire)
         if event is None or event["kind"] not in ("task", "message"):
-            raise InvalidAgentResponseError(f"agent returned an invalid send result: {wire!r:.200}")
+            what = "nothing" if event is None else f"a {event['kind']} event"
+            raise InvalidAgentResponseError(
+                f"agent answered SendMessage with {what}, not a task or a message"
+            )
         return event
 
     def stream_message(
@@ -383,11 +385,15 @@ class A2AClient:
         url = f"{self._base}/push/status/{quote(task_id, safe='')}"
         try:
             response, content, whole = await get_at_most(self._http, url, MAX_ANSWER_BYTES)
-        except httpx.DecodingError as exc:
-            raise A2AConnectionError(f"cannot reach {url}: {exc}") from exc
+        except httpx.DecodingError as exc:  # reached: what it answered is broken
+            raise InvalidAgentResponseError(
+                f"{url} answered a body that cannot be decoded"
+            ) from exc
         if not response.is_success:
             raise refused(response, content)
-        answer = json_or_none(content) if whole else None
+        if not whole:
+            raise InvalidAgentResponseError(f"{url} answered more than {MAX_ANSWER_BYTES} bytes")
+        answer = json_or_none(content)
         if not isinstance(answer, dict) or not isinstance(answer.get("configs"), list):
             raise InvalidAgentResponseError(f"{url} did not answer a push status document")
         return answer
