@@ -1,0 +1,60 @@
+"""The caller's credentials over gRPC: as call metadata to the agent's host, never elsewhere.
+
+docs/client.md, *gRPC*: ``headers`` and ``auth`` go with each call as metadata
+(lowercased), to the agent's host only; a card naming a gRPC address on another host is
+refused (``CrossOriginEndpointError``), or with ``allow_other_origins=True`` followed
+without them. The agent is a real ``grpc.aio`` server on 127.0.0.1 recording the metadata
+of each call (tests/client/test_hostile_grpc_agent.py).
+"""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+
+from apcore_a2a.client import A2AClient, CrossOriginEndpointError
+from tests._support import free_port
+from tests.client.test_hostile_grpc_agent import _grpc_agent
+
+HEADERS = {"X-API-Key": "key-1", "Cookie": "session=s-1"}
+
+
+@pytest.mark.parametrize(
+    ("auth", "authorization"),
+    [
+        ("secret", "Bearer secret"),
+        (("user", "pw"), "Basic " + base64.b64encode(b"user:pw").decode()),
+    ],
+    ids=["bearer", "basic"],
+)
+async def test_the_credentials_reach_a_grpc_agent_on_the_agents_host(
+    auth: str | tuple[str, str], authorization: str
+) -> None:
+    async with (
+        _grpc_agent() as (url, hostile),
+        A2AClient(url, auth=auth, headers=HEADERS, timeout=30) as client,
+    ):
+        await client.send_message("hi")
+        await client.send_message("again")  # each call, not the first only
+    assert len(hostile.metadata) == 2
+    for seen in hostile.metadata:
+        assert seen["authorization"] == authorization
+        assert (seen["x-api-key"], seen["cookie"]) == ("key-1", "session=s-1")
+
+
+async def test_the_credentials_never_reach_a_grpc_address_on_another_host() -> None:
+    # The card, fetched from 127.0.0.1, names "localhost": the same machine, another host.
+    async with _grpc_agent(f"localhost:{free_port()}") as (url, hostile):
+        client = A2AClient(url, auth="secret", headers=HEADERS, timeout=30)
+        async with client:
+            with pytest.raises(CrossOriginEndpointError, match="not on the agent's host"):
+                await client.send_message("hi")
+        assert hostile.metadata == []
+        followed = A2AClient(
+            url, auth="secret", headers=HEADERS, timeout=30, allow_other_origins=True
+        )
+        async with followed:
+            assert (await followed.send_message("hi"))["status"]["state"] == "completed"
+    [seen] = hostile.metadata
+    assert not {"authorization", "x-api-key", "cookie"} & set(seen), seen
