@@ -27,7 +27,7 @@ from google.protobuf.message import Message as Proto
 
 from apcore_a2a.client import _shapes as shape
 from apcore_a2a.client._wire import MAX_ANSWER_BYTES, Call, current, on_response, translated
-from apcore_a2a.client.card import Endpoint, origin_of
+from apcore_a2a.client.card import Endpoint, origin_of, own_grpc_host
 from apcore_a2a.client.errors import A2AConnectionError, A2ADiscoveryError
 
 _HTTP_TRANSPORTS: dict[tuple[str, str], Callable[..., ClientTransport]] = {
@@ -119,7 +119,7 @@ class Caller:
         call.binding = to.binding
         headers: dict[str, str] = {}
         if to.binding == "GRPC":  # the caller's headers and credentials, for its host only
-            if urlsplit("//" + to.url).hostname == urlsplit(self._base).hostname:
+            if own_grpc_host(to, self._base):
                 headers = await self._grpc_metadata()
         elif to.version == "1.0":  # the 0.3 and gRPC transports set their A2A-Version
             headers["A2A-Version"] = "1.0"

@@ -319,27 +319,38 @@ def _host_port(target: str) -> bool:
 
 
 def _grpc_endpoint(version: str, url: str, base: str, allow_other_origins: bool) -> Endpoint:
-    """Host only, not origin (gRPC has its own port); TLS when the address says so or,
+    """Host only, not origin (gRPC has its own port), but plaintext under an https agent is
+    another origin; TLS when the address says so or,
     scheme-less, when the agent URL is https. Only ``host[:port]``: gRPC reads other
     addresses its own way (``unix:NAME@HOST`` is a local socket, whatever ``HOST`` says)."""
     scheme, _, target = url.rpartition("://")
     target = target.rstrip("/")
     home = urlsplit(base)
+    secure = scheme.lower() in ("https", "grpcs") or (not scheme and home.scheme == "https")
+    endpoint = Endpoint("GRPC", version, target, secure)
+    follow = "pass allow_other_origins=True to follow it (credentials are never sent there)"
     if not _host_port(target):
         problem = "is no host:port"
-    elif urlsplit("//" + target).hostname != home.hostname and not allow_other_origins:
-        problem = (
-            f"is not on the agent's host {home.hostname}; pass allow_other_origins=True to "
-            "follow it (credentials are never sent there)"
-        )
+    elif allow_other_origins or own_grpc_host(endpoint, base):
+        return endpoint
+    elif urlsplit("//" + target).hostname != home.hostname:
+        problem = f"is not on the agent's host {home.hostname}; {follow}"
     else:
-        secure = scheme.lower() in ("https", "grpcs") or (not scheme and home.scheme == "https")
-        return Endpoint("GRPC", version, target, secure)
+        problem = f"is plaintext under the https agent {base}; {follow}"
     raise CrossOriginEndpointError(
         f"the agent card names the gRPC address {url}, which {problem}",
         url=url,
         agent_origin=str(origin_of(base)),
     )
+
+
+def own_grpc_host(endpoint: Endpoint, base: str) -> bool:
+    """Whether the gRPC *endpoint* is the agent's own, which gets the caller's credentials:
+    on the host of *base*, and over TLS when *base* is https (``http://`` under
+    ``https://`` is another origin, as for HTTP: the credentials would go readable)."""
+    home = urlsplit(base)
+    same_host = urlsplit("//" + endpoint.url).hostname == home.hostname
+    return same_host and (endpoint.secure or home.scheme != "https")
 
 
 def objects(value: Any) -> list[Mapping[str, Any]]:

@@ -10,11 +10,16 @@ of each call (tests/client/test_hostile_grpc_agent.py).
 from __future__ import annotations
 
 import base64
+from pathlib import Path
 
 import pytest
+from a2a.server.routes import create_agent_card_routes
+from starlette.applications import Starlette
 
 from apcore_a2a.client import A2AClient, CrossOriginEndpointError
-from tests._support import free_port
+from tests._support import free_port, running_server
+from tests.bindings._grpc import self_signed_cert
+from tests.client._sdk_agent import agent_card
 from tests.client.test_hostile_grpc_agent import _grpc_agent
 
 HEADERS = {"X-API-Key": "key-1", "Cookie": "session=s-1"}
@@ -58,3 +63,29 @@ async def test_the_credentials_never_reach_a_grpc_address_on_another_host() -> N
             assert (await followed.send_message("hi"))["status"]["state"] == "completed"
     [seen] = hostile.metadata
     assert not {"authorization", "x-api-key", "cookie"} & set(seen), seen
+
+
+@pytest.mark.parametrize("allow_other_origins", [False, True])
+async def test_the_credentials_never_go_in_plaintext_from_an_https_agent(
+    allow_other_origins: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An agent reached over https whose card names its own host over plaintext gRPC
+    (``http://HOST:PORT``): another origin, as ``http://`` under ``https://`` is for HTTP.
+    Before: the token went with the call, readable by anyone on the way."""
+    cert, key = self_signed_cert(tmp_path)
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert))  # this test's client trusts the card's TLS
+    address = f"127.0.0.1:{free_port()}"
+    card = agent_card(f"http://{address}", versions=("1.0",), binding="GRPC")
+    cards = Starlette(routes=create_agent_card_routes(card))
+    tls = {"ssl_certfile": str(cert), "ssl_keyfile": str(key)}
+    async with _grpc_agent(address) as (_plain, hostile), running_server(cards, **tls) as url:
+        https = url.replace("http://", "https://", 1)
+        client = A2AClient(https, auth="secret", allow_other_origins=allow_other_origins)
+        async with client:
+            if not allow_other_origins:
+                with pytest.raises(CrossOriginEndpointError, match="plaintext"):
+                    await client.send_message("hi")
+            else:
+                assert (await client.send_message("hi"))["status"]["state"] == "completed"
+    assert [seen for seen in hostile.metadata if "authorization" in seen] == []
+    assert len(hostile.metadata) == int(allow_other_origins)
