@@ -93,6 +93,9 @@ def read_secret_file(path: str, where: str) -> str:
     if not text:
         # Read as "not set", an empty secret file would quietly turn off what it guards.
         raise SettingsError(f"{where}: {path} is empty")
+    if not text.strip():
+        # The rule of every source (empty_problem): a blank value is no value.
+        raise SettingsError(f"{where}: {path} holds only whitespace")
     return text
 
 
@@ -113,8 +116,9 @@ def empty_problem(name: str, value: Any) -> str | None:
     """Why *value*, given on purpose for setting *name* (a flag, a keyword argument, a
     config-file key), is refused as empty, or ``None``: read as "not given", an empty
     string would quietly be the default (``--name ""`` served ``apcore-agent``), and an
-    empty item of a list names nothing. An environment variable set to "" counts as unset
-    instead (:func:`from_environ`): that is how env files and templates leave one out."""
+    empty item of a list names nothing. Blank (only whitespace) is empty, in every source.
+    An environment variable set to exactly "" counts as unset instead
+    (:func:`from_environ`): that is how env files and templates leave one out."""
     if name in EMPTY_MEANS_SOMETHING:
         return None
     if isinstance(value, str):
@@ -127,7 +131,7 @@ def empty_problem(name: str, value: Any) -> str | None:
 
 
 def from_environ(environ: Mapping[str, str], specs: tuple[Setting, ...]) -> dict[str, Any]:
-    """The settings *environ* gives (an empty variable counts as unset), files read."""
+    """The settings *environ* gives (a variable set to "" counts as unset), files read."""
     out: dict[str, Any] = {}
     for spec in specs:
         raw, path = environ.get(spec.env), environ.get(spec.env + "_FILE")
@@ -137,10 +141,21 @@ def from_environ(environ: Mapping[str, str], specs: tuple[Setting, ...]) -> dict
                 raise SettingsError(f"{where}: set {spec.env} or {where}, not both")
             out[spec.name] = file_value(spec, path, where)
         elif raw:
+            _blank(spec, raw)
             if not raw.isascii():
                 _utf8(raw, spec.env)
             out[spec.name] = raw
     return out
+
+
+def _blank(spec: Setting, raw: str) -> None:
+    # Only "" leaves a variable out: no template writes "  ", and read as a value it would
+    # be what the same blank is refused as everywhere else (a name of spaces on the card).
+    if empty_problem(spec.name, raw):
+        raise SettingsError(
+            f'{spec.env}: must not be only whitespace (set it to "" or unset it for the '
+            f"default), got {raw!r}"
+        )
 
 
 def _utf8(raw: str, where: str) -> None:

@@ -111,3 +111,31 @@ def test_an_empty_config_flag_is_refused_not_replaced_by_the_variable(tmp_path: 
         assert "from-the-variable" not in result.stdout
         line = error_line(result)
         assert line == "Error: --config: must not be empty (leave it out), got ''", line
+
+
+BLANK_VARIABLES = [
+    ("A2A_NAME", "  "),
+    ("A2A_URL", " "),
+    ("A2A_TASK_STORE", "\t"),
+    ("JWT_KEY", "  "),
+    ("A2A_API_KEYS", " "),
+    ("APCORE_EXTENSIONS_DIR", " "),
+]
+
+
+@pytest.mark.parametrize(("env", "value"), BLANK_VARIABLES, ids=[e for e, _ in BLANK_VARIABLES])
+def test_a_variable_of_only_whitespace_is_refused_naming_it(env: str, value: str) -> None:
+    # A2A_NAME="  " put a name of spaces on the card, where --name "  " is refused: blank
+    # is empty in every source, and only "" leaves a variable out (docs/configuration.md).
+    with pytest.raises(SettingsError) as caught:
+        A2AServerFactory(build_registry(), environ={env: value})
+    expected = 'must not be only whitespace (set it to "" or unset it for the default)'
+    assert str(caught.value) == f"{env}: {expected}, got {value!r}"
+
+
+def test_serve_refuses_a_variable_of_only_whitespace(taken_port: str) -> None:
+    args = ["serve", "--extensions-dir", str(EXTENSIONS), "--port", taken_port]
+    result = run_cli(*args, env=clean_env(A2A_NAME="  "))
+    assert result.returncode == 1, result.stderr
+    line = error_line(result)
+    assert line.startswith("Error: A2A_NAME: must not be only whitespace"), line

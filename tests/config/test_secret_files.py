@@ -12,10 +12,10 @@ import pytest
 
 from apcore_a2a import A2AServerFactory
 from apcore_a2a.settings import SPECS, Settings, SettingsError
-from tests._support import running_server, send_message
+from tests._support import free_port, running_server, send_message
 from tests.foundation.modules import build_registry
 
-from ._helpers import EXTENSIONS, InProcessCLI, error_line, run_cli
+from ._helpers import EXTENSIONS, InProcessCLI, clean_env, error_line, run_cli
 
 #: setting -> a usable value; every setting read from files, secrets and URLs with passwords
 FROM_FILES = {
@@ -125,3 +125,61 @@ def test_serve_takes_a_task_store_file_flag_and_refuses_both_forms(tmp_path: Pat
     assert "4242" not in result.stderr
     both = run_cli(*args, "--task-store", "memory://")
     assert both.returncode == 2 and "not allowed with argument" in both.stderr, both.stderr
+
+
+@pytest.mark.parametrize("name", list(FROM_FILES))
+@pytest.mark.parametrize("text", [" ", "\t\n", " \n \n"], ids=["space", "tab", "blank-lines"])
+def test_a_file_of_only_whitespace_is_refused(tmp_path: Path, name: str, text: str) -> None:
+    # Read as the value, "  " was a name of spaces, a 2-byte JWT secret or, for a list,
+    # no item at all: the rule of every other source (docs/configuration.md).
+    env = SPECS[name].env + "_FILE"
+    path = _file(tmp_path, text)
+    with pytest.raises(SettingsError) as caught:
+        Settings.resolve(environ={env: str(path)})
+    assert str(caught.value) == f"{env}: {path} holds only whitespace"
+
+
+#: 20 bytes: HS256 needs 32 (RFC 7518 3.2)
+SHORT_SECRET = "short-secret-0123456"
+
+
+@pytest.mark.parametrize(
+    ("flag", "text", "said"),
+    [
+        ("--auth-key-file", SHORT_SECRET + "\n", "JWT HMAC secret is 20 bytes; HS256 needs"),
+        ("--auth-key-file", "  \n", "{path} holds only whitespace"),
+        ("--push-encryption-key-file", "not-a-fernet-key\n", "must be a Fernet key"),
+        ("--api-key-file", "\n \n", "{path} holds only whitespace"),
+    ],
+    ids=["weak-jwt-secret", "blank-jwt-secret", "bad-fernet-key", "blank-api-keys"],
+)
+def test_serve_names_the_file_flag_a_refused_value_came_from(
+    tmp_path: Path, flag: str, text: str, said: str
+) -> None:
+    # A short secret in --auth-key-file was reported as "--auth-key:", a flag not given.
+    path = _file(tmp_path, text)
+    args = ["serve", "--extensions-dir", str(EXTENSIONS), "--port", str(free_port())]
+    result = run_cli(*args, "--auth-type", "bearer", flag, str(path))
+    assert result.returncode == 1, result.stderr
+    line = error_line(result)
+    assert line.startswith(f"Error: {flag}: {said.format(path=path)}"), line
+    assert SHORT_SECRET not in result.stderr and "Traceback" not in result.stderr
+
+
+def test_serve_names_the_variable_a_short_jwt_secret_file_came_from(tmp_path: Path) -> None:
+    path = _file(tmp_path, SHORT_SECRET + "\n")
+    args = ["serve", "--extensions-dir", str(EXTENSIONS), "--port", str(free_port())]
+    result = run_cli(*args, "--auth-type", "bearer", env=clean_env(JWT_KEY_FILE=str(path)))
+    assert result.returncode == 1, result.stderr
+    line = error_line(result)
+    assert line.startswith("Error: JWT_KEY_FILE: JWT HMAC secret is 20 bytes"), line
+
+
+def test_the_factory_names_the_variable_a_short_jwt_secret_file_came_from(
+    tmp_path: Path,
+) -> None:
+    path = _file(tmp_path, SHORT_SECRET)
+    environ = {"A2A_AUTH_TYPE": "bearer", "JWT_KEY_FILE": str(path)}
+    with pytest.raises(SettingsError) as caught:
+        A2AServerFactory(build_registry(), environ=environ).create()
+    assert str(caught.value).startswith("JWT_KEY_FILE: JWT HMAC secret is 20 bytes")
