@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import sys
 
 
@@ -35,21 +36,39 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     upgrade.set_defaults(func=_upgrade)
 
 
+def _source(args: argparse.Namespace) -> str | None:
+    """Where the task store to upgrade came from, as a refusal of it starts: the flag, the
+    variable or its ``_FILE``; ``None`` for the default."""
+    from apcore_a2a.settings import SPECS, Settings, source_of
+
+    given = {"task_store": args.task_store}
+    where = source_of("task_store", given, os.environ, Settings.specs())
+    return {"task_store": "--task-store", SPECS["task_store"].key: None}.get(where, where)
+
+
 def _upgrade(args: argparse.Namespace) -> int:
     from apcore_a2a._runner import store_hint
     from apcore_a2a.settings import Settings, SettingsError
     from apcore_a2a.storage.migrations import upgrade_database
 
+    where = _source(args)
+    try:
+        url = Settings.resolve({"task_store": args.task_store}).task_store
+    except SettingsError as exc:
+        # Its own errors name the setting ("task_store:"): this command's is the flag.
+        name, colon, rest = str(exc).partition(":")
+        said = f"{where}{colon}{rest}" if colon and name == "task_store" else str(exc)
+        print(f"error: {said}", file=sys.stderr)
+        return 2
     # The SDK's migrations log each step at INFO (on Alembic's loggers and the root one).
     loggers = [] if args.verbose else [logging.getLogger(name) for name in ("", "alembic")]
     levels = [logger.level for logger in loggers]
     for logger in loggers:
         logger.setLevel(logging.WARNING)
     try:
-        url = Settings.resolve({"task_store": args.task_store}).task_store
         lines = asyncio.run(upgrade_database(url))
-    except (ValueError, SettingsError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    except ValueError as exc:  # a URL no SQL store takes: named as where it came from
+        print(f"error: {where}: {exc}" if where else f"error: {exc}", file=sys.stderr)
         return 2
     except Exception as exc:  # connection or SQL failure: say what, without a traceback
         cause = getattr(exc, "orig", None) or exc

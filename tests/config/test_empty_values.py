@@ -139,3 +139,31 @@ def test_serve_refuses_a_variable_of_only_whitespace(taken_port: str) -> None:
     assert result.returncode == 1, result.stderr
     line = error_line(result)
     assert line.startswith("Error: A2A_NAME: must not be only whitespace"), line
+
+
+@pytest.mark.parametrize(
+    ("store", "env", "line"),
+    [
+        ("", {}, "error: --task-store: must not be empty (leave it out), got ''"),
+        (" ", {}, "error: --task-store: must not be empty (leave it out), got ' '"),
+        ("ftp://h/db", {}, "error: --task-store: unsupported task store URL scheme 'ftp'"),
+        (None, {"A2A_TASK_STORE": "ftp://h/db"}, "error: A2A_TASK_STORE: unsupported task"),
+    ],
+    ids=["empty-flag", "blank-flag", "bad-flag", "bad-variable"],
+)
+def test_db_upgrade_names_the_flag_or_variable_of_a_refused_store(
+    store: str | None, env: dict[str, str], line: str
+) -> None:
+    # `db upgrade --task-store ""` said "task_store:", a name the command does not take.
+    args = ["db", "upgrade"] + ([] if store is None else ["--task-store", store])
+    result = run_cli(*args, env=clean_env(**env))
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith(line), result.stderr
+
+
+def test_db_upgrade_names_the_file_variable_of_a_refused_store(tmp_path: Path) -> None:
+    path = write(tmp_path, "ftp://h/db\n", name="db-url")
+    result = run_cli("db", "upgrade", env=clean_env(A2A_TASK_STORE_FILE=str(path)))
+    assert result.returncode == 2, result.stderr
+    said = "error: A2A_TASK_STORE_FILE: unsupported task store URL scheme 'ftp'"
+    assert result.stderr.startswith(said), result.stderr
