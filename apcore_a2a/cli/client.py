@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from apcore_a2a.cli import emit, printable
+from apcore_a2a.cli.arguments import positive, refuse_blank
 from apcore_a2a.client import (
     A2AAuthenticationError,
     A2AClient,
@@ -118,6 +119,7 @@ def _run(args: argparse.Namespace) -> int:
     logging.getLogger("httpx").setLevel(logging.WARNING)
     logging.getLogger("a2a").setLevel(logging.ERROR)
     try:
+        refuse_blank(args)
         asyncio.run(main())
     except (Exit, A2AClientError, ValueError, TypeError) as exc:
         said = str(exc)
@@ -295,7 +297,7 @@ async def _task(client: A2AClient, args: argparse.Namespace) -> None:
 
 async def _push(client: A2AClient, args: argparse.Namespace) -> None:
     if args.action == "set":
-        config: dict[str, Any] = {"url": args.webhook, "id": args.id}
+        config: dict[str, Any] = {"url": args.webhook_url, "id": args.id}
         config["token"] = args.notification_token
         if args.auth:
             scheme, _, credentials = args.auth.strip().partition(" ")
@@ -326,16 +328,6 @@ async def _with_status(
     return [c if s is None else {**c, **{k: s.get(k) for k in keys}} for c, s in shown]
 
 
-def _positive(value: str) -> float:
-    try:
-        number = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {value!r}") from None
-    if not number > 0:  # NaN too: the wait would end at once, as if the agent were slow
-        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {value!r}")
-    return number
-
-
 def _command(
     subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
     name: str,
@@ -347,7 +339,8 @@ def _command(
     parser = subparsers.add_parser(
         name, help=help, epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.set_defaults(func=_run, body=body)
+    # arguments.refuse_blank names these as the usage shows them (URL, TASK_ID...)
+    parser.set_defaults(func=_run, body=body, positionals=("url", *positionals))
     parser.add_argument("url", metavar="URL", help="base URL of the agent")
     for positional in positionals:
         parser.add_argument(positional, metavar=positional.upper())
@@ -366,7 +359,7 @@ def _command(
     )
     parser.add_argument(
         "--timeout",
-        type=_positive,
+        type=positive,
         default=None,
         metavar="SECONDS",
         help="give up after this long (call: on the whole wait for the task; default: wait "
@@ -434,7 +427,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     set_ = _command(
         actions, "set", "register a webhook for a task and print the config", _push, "task_id"
     )
-    set_.add_argument("webhook", metavar="WEBHOOK_URL", help="URL the agent POSTs updates to")
+    set_.add_argument("webhook_url", metavar="WEBHOOK_URL", help="URL the agent POSTs updates to")
+    set_.set_defaults(positionals=("url", "task_id", "webhook_url"))
     set_.add_argument("--id", metavar="ID", help="config id (default: chosen by the agent)")
     set_.add_argument(
         "--notification-token", metavar="T", help="sent back as X-A2A-Notification-Token"
