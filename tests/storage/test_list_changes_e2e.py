@@ -13,6 +13,7 @@ task not yet listed finishes as completed (it moves ahead of the position and le
 
 from __future__ import annotations
 
+import itertools
 import uuid
 from datetime import datetime, timedelta
 from typing import Any
@@ -24,7 +25,7 @@ from sqlalchemy import insert, text, update
 from apcore_a2a.storage._urls import create_engine, parse_store_url
 
 from .._support import cli_server
-from ._a2a import EXTENSIONS
+from ._a2a import EXTENSIONS, walk_pages
 
 A = {"X-API-Key": "key-a", "A2A-Version": "1.0"}
 B = {"X-API-Key": "key-b", "A2A-Version": "1.0"}
@@ -113,22 +114,6 @@ async def _fill(url: str, caller: Caller, prefix: str, n: int) -> None:
     await _sql(url, _insert(rows))
 
 
-async def _page(
-    http: httpx.AsyncClient, rest: bool, token: str, filters: dict[str, str]
-) -> dict[str, Any]:
-    params: dict[str, Any] = {"pageSize": PAGE, **filters}
-    if token:
-        params["pageToken"] = token
-    if rest:
-        reply = await http.get("/tasks", params=params, headers=A)
-        assert reply.status_code == 200, reply.text
-        return dict(reply.json())
-    body = {"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": params}
-    answer = (await http.post("/", json=body, headers=A)).json()
-    assert "result" in answer, answer
-    return dict(answer["result"])
-
-
 async def _change(url: str, mine: Caller, theirs: Caller, step: int, rest: list[str]) -> None:
     """Between two pages: a new task of each caller, and one not yet listed finishes."""
     for caller in (mine, theirs):
@@ -164,26 +149,14 @@ async def test_pages_follow_the_list_while_tasks_arrive_and_finish(sql_url: str)
             await _fill(sql_url, mine, "a", 120)
             await _fill(sql_url, theirs, "b", 120)
 
-            step = 0
+            steps = itertools.count(1)
+
+            async def between(later: list[str]) -> None:
+                await _change(sql_url, mine, theirs, next(steps), later)
+
             walks = [({}, False), ({"status": FAILED}, False), ({"contextId": "ctx-x"}, False),
                      ({"status": FAILED, "contextId": "ctx-x"}, False),
                      ({"status": FAILED, "contextId": "ctx-x"}, True)]  # fmt: skip
             for filters, rest in walks:
-                token, last, pages = "", None, 0
-                while True:
-                    expected = mine.matching(filters)
-                    if last is not None:
-                        expected = expected[expected.index(last) + 1 :]
-                    page = await _page(http, rest, token, filters)
-                    ids = [task["id"] for task in page["tasks"]]
-                    assert ids == expected[:PAGE], (filters, pages)
-                    assert page["totalSize"] == len(mine.matching(filters)), (filters, pages)
-                    pages += 1
-                    token = page.get("nextPageToken", "")
-                    assert bool(token) == (len(expected) > PAGE), (filters, pages)
-                    if not token:
-                        break
-                    last = ids[-1]
-                    step += 1
-                    await _change(sql_url, mine, theirs, step, expected[PAGE:])
+                pages = await walk_pages(http, A, rest, filters, PAGE, mine.matching, between)
                 assert pages > 2, filters

@@ -21,7 +21,7 @@ import httpx
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from .._support import cli_server
-from ._a2a import EXTENSIONS
+from ._a2a import EXTENSIONS, walk_pages
 
 A = {"X-API-Key": "key-a", "A2A-Version": "1.0"}
 B = {"X-API-Key": "key-b", "A2A-Version": "1.0"}
@@ -71,21 +71,6 @@ async def _send(
     return dict(task)
 
 
-async def _page(
-    http: httpx.AsyncClient, rest: bool, token: str, filters: dict[str, str]
-) -> dict[str, Any]:
-    params: dict[str, Any] = {"pageSize": PAGE, **filters}
-    if token:
-        params["pageToken"] = token
-    if rest:
-        reply = await http.get("/tasks", params=params, headers=A)
-        assert reply.status_code == 200, reply.text
-        return dict(reply.json())
-    answer = (await http.post("/", json=_rpc("ListTasks", **params), headers=A)).json()
-    assert "result" in answer, answer
-    return dict(answer["result"])
-
-
 async def test_pages_follow_the_callers_work_on_every_store(store_url: str) -> None:
     args = ["--extensions-dir", EXTENSIONS, "--task-store", store_url, "--log-level",
             "warning", "--api-key", "key-a=a", "--api-key", "key-b=b"]  # fmt: skip
@@ -102,28 +87,17 @@ async def test_pages_follow_the_callers_work_on_every_store(store_url: str) -> N
 
             walks = [({"status": WAITING}, False), ({"status": WAITING}, True),
                      ({"status": WAITING, "contextId": shared}, False), ({}, True)]  # fmt: skip
+
+            async def between(later: list[str]) -> None:
+                mine.note(await _send(http, A, "bank.transfer", shared))
+                await _send(http, B, "bank.transfer")
+                waiting = [i for i in later if mine.known[i][2] == WAITING]
+                if waiting:
+                    body = _rpc("CancelTask", id=waiting[-1])
+                    answer = (await http.post("/", json=body, headers=A)).json()
+                    assert answer["result"]["status"]["state"] == "TASK_STATE_CANCELED"
+                    mine.note(answer["result"])
+
             for filters, rest in walks:
-                token, last, pages = "", None, 0
-                while True:
-                    expected = mine.matching(filters)
-                    if last is not None:
-                        expected = expected[expected.index(last) + 1 :]
-                    page = await _page(http, rest, token, filters)
-                    ids = [task["id"] for task in page["tasks"]]
-                    assert ids == expected[:PAGE], (filters, rest, pages)
-                    assert page["totalSize"] == len(mine.matching(filters)), (filters, pages)
-                    pages += 1
-                    token = page.get("nextPageToken", "")
-                    assert bool(token) == (len(expected) > PAGE), (filters, pages)
-                    if not token:
-                        break
-                    last = ids[-1]
-                    mine.note(await _send(http, A, "bank.transfer", shared))
-                    await _send(http, B, "bank.transfer")
-                    waiting = [i for i in expected[PAGE:] if mine.known[i][2] == WAITING]
-                    if waiting:
-                        body = _rpc("CancelTask", id=waiting[-1])
-                        answer = (await http.post("/", json=body, headers=A)).json()
-                        assert answer["result"]["status"]["state"] == "TASK_STATE_CANCELED"
-                        mine.note(answer["result"])
+                pages = await walk_pages(http, A, rest, filters, PAGE, mine.matching, between)
                 assert pages > 1, filters
