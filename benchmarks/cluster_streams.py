@@ -87,6 +87,35 @@ async def _pg(sql: str, database: str = "test") -> Any:
         await conn.close()
 
 
+#: a backend's pending table counts reach pg_stat_user_tables when it is idle, within 10 s
+_SETTLED_READS = 22
+
+
+async def rows_read(database: str, tables: tuple[str, ...] = ("tasks", "task_events",
+                    "task_versions")) -> int:  # fmt: skip
+    """Rows of *tables* read so far (``seq_tup_read + idx_tup_fetch``), once the
+    server's connections have reported them (the sum has not moved for 11 s)."""
+    import asyncpg
+
+    names = ", ".join(f"'{t}'" for t in tables)
+    sql = (
+        "SELECT coalesce(sum(coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0)), 0) "
+        f"FROM pg_stat_user_tables WHERE relname IN ({names})"
+    )
+    conn = await asyncpg.connect(host="127.0.0.1", port=5432, user="postgres", database=database)
+    try:
+        last, same = -1, 0
+        while same < _SETTLED_READS:
+            await conn.execute("SELECT pg_stat_clear_snapshot()")
+            now = int(await conn.fetchval(sql))
+            same = same + 1 if now == last else 0
+            last = now
+            await asyncio.sleep(0.5)
+        return last
+    finally:
+        await conn.close()
+
+
 @contextlib.contextmanager
 def _store(backend: str, folder: Path) -> Iterator[tuple[str, str | None]]:
     """``(task store URL, PostgreSQL database name or None)``."""

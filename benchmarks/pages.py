@@ -28,7 +28,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from benchmarks.cluster_streams import _pg, _store
+from benchmarks.cluster_streams import _pg, _store, rows_read
 
 OWNER = "bench-caller"
 #: one task in this many is in the big context, and one (another) failed
@@ -116,7 +116,6 @@ class _Counter:
     async def read(self) -> dict[str, int]:
         if self.database is None:
             return {}
-        from benchmarks.growth import rows_read
 
         rows = await rows_read(self.database, ("tasks",))
         index = await _pg(
