@@ -13,7 +13,7 @@ import functools
 import os
 import re
 import types
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, Self, Union, get_args, get_origin
@@ -202,12 +202,30 @@ def describe_error(
     return f"{where}: {message[:1].lower()}{message[1:]}, got {got}"
 
 
+def _split(value: Any, sep: str, keep: Callable[[str], str]) -> Any:
+    """*value* (one string: the environment's form) as its items between *sep*, empty
+    ones skipped; a list is checked item by item. Nothing but separators is refused: read
+    as "none", ``A2A_API_KEYS=","`` served without authentication while the operator
+    believed keys were set. An item of only separators (a file line ``,``) likewise."""
+    if isinstance(value, str):
+        items = [keep(v) for v in value.split(sep) if v.strip()]
+        if not items:
+            raise ValueError(f"holds only separators ({sep!r}), no item (for none, leave it out)")
+        return items
+    if isinstance(value, list | tuple):
+        for item in value:
+            if isinstance(item, str) and item.strip() and not item.replace(sep, "").strip():
+                raise ValueError(f"must not hold an item of only separators ({sep!r})")
+    return value
+
+
 def _items(value: Any) -> Any:
-    return [v.strip() for v in value.split(",") if v.strip()] if isinstance(value, str) else value
+    return _split(value, ",", str.strip)
 
 
 def _paths(value: Any) -> Any:
-    return [v for v in value.split(os.pathsep) if v] if isinstance(value, str) else value
+    # A folder name may start or end with a space: only the separators are taken away.
+    return _split(value, os.pathsep, str)
 
 
 def _lower(value: Any) -> Any:
