@@ -48,7 +48,7 @@ def _source(args: argparse.Namespace) -> str | None:
 
 def _upgrade(args: argparse.Namespace) -> int:
     from apcore_a2a._runner import store_hint
-    from apcore_a2a.settings import Settings, SettingsError
+    from apcore_a2a.settings import Settings, SettingsError, value_refusal
     from apcore_a2a.storage.migrations import upgrade_database
 
     where = _source(args)
@@ -68,7 +68,7 @@ def _upgrade(args: argparse.Namespace) -> int:
     try:
         lines = asyncio.run(upgrade_database(url))
     except ValueError as exc:  # a URL no SQL store takes: named as where it came from
-        print(f"error: {where}: {exc}" if where else f"error: {exc}", file=sys.stderr)
+        print(f"error: {value_refusal(where, exc, 'task_store', url)}", file=sys.stderr)
         return 2
     except Exception as exc:  # connection or SQL failure: say what, without a traceback
         cause = getattr(exc, "orig", None) or exc

@@ -61,9 +61,10 @@ from apcore_a2a.server.limits import StreamLimiter
 from apcore_a2a.server.routes import ApCoreCallContextBuilder, a2a_routes
 from apcore_a2a.server.task_quota import TaskQuota
 from apcore_a2a.server.unrouted import AgentRoot, agent_app
-from apcore_a2a.settings import Settings, SettingsError, config_path, source_of
+from apcore_a2a.settings import Settings, SettingsError, check_named, config_path, source_of
 from apcore_a2a.shape import Shape
 from apcore_a2a.storage import open_stores
+from apcore_a2a.storage._urls import parse_store_url
 from apcore_a2a.streams.answers import AnswerSide, StreamDrops
 from apcore_a2a.upstream import sdk_request_logs
 from apcore_a2a.upstream.apcore_config import config_of
@@ -119,6 +120,8 @@ class A2AServerFactory:
             base = settings
         self.settings = Settings.resolve(overrides, environ=environ, base=base)
         _check_explorer_prefix(self.settings, overrides, environ)
+        if task_store is None:  # a URL no store takes, named where it came from
+            check_named(self.settings, "task_store", parse_store_url, overrides, environ)
         self.registry, self.executor = _executor_for(registry_or_executor, self.settings)
         self.auth = auth if auth is not None else _authenticator(self.settings, overrides, environ)
         self.task_store_object = task_store

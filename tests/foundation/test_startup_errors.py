@@ -134,12 +134,12 @@ async def test_db_upgrade_prints_its_report_only_unless_verbose(tmp_path: Path) 
 )
 async def test_a_task_store_url_with_a_bad_port_is_a_config_error(store: str, says: str) -> None:
     """A URL that cannot name a server is exit 1 (not 3: retrying cannot help) with one line
-    that says it is the task store URL, and never the password."""
+    that names the flag and says it is the task store URL, and never the password."""
     code, out, err = await cli("serve", *EXAMPLES, str(free_port()), "--task-store", store)
     assert code == 1, err
     assert out == ""
     line = _one_error_line(err)
-    assert line.startswith(f"Error: {says}"), line
+    assert line.startswith(f"Error: --task-store: {says}"), line
     assert "hunter2" not in err
 
 
