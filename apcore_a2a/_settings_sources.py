@@ -82,6 +82,18 @@ def setting(
     )
 
 
+def forms(spec: Setting) -> str:
+    """Every way to give *spec*, for a message saying where to set it: its flags, its
+    variables and its config key (``--auth-key/--auth-key-file (JWT_KEY/JWT_KEY_FILE,
+    auth.jwt_key)``): a message naming only ``JWT_KEY`` hides the file forms secrets
+    should use."""
+    flags, variables = [spec.flag], [spec.env]
+    if spec.from_file:
+        flags.append(spec.flag + "-file")
+        variables.append(spec.env + "_FILE")
+    return f"{'/'.join(flags)} ({'/'.join(variables)}, {spec.key})"
+
+
 def read_secret_file(path: str, where: str) -> str:
     """A secret kept in a file: its text without the trailing newline; *where* (the
     variable or flag naming the file) starts the error for an unreadable or empty file."""

@@ -31,7 +31,7 @@ from apcore_a2a.classify import RequestInfo, request_info
 from apcore_a2a.edge.refusal import refusal
 from apcore_a2a.errors import PermissionDeniedError, UnauthenticatedError
 from apcore_a2a.execution.identity import Caller, CallerCredentials
-from apcore_a2a.settings import SettingsError
+from apcore_a2a.settings import SPECS, SettingsError, forms
 
 if TYPE_CHECKING:
     from apcore import Identity
@@ -196,11 +196,16 @@ CORS_ALLOW_HEADERS = (
 )
 
 
+def _forms(*names: str) -> str:
+    """Where to give the settings *names* (every form: the file ones are those secrets
+    should use), as a message lists them."""
+    *others, last = [forms(SPECS[name]) for name in names]
+    return f"{', '.join(others)} or {last}" if others else last
+
+
 def _bearer(settings: Settings) -> JWTAuthenticator:
     if settings.auth_key and settings.auth_jwks_url:
-        raise SettingsError(
-            "give either --auth-key (JWT_KEY) or --auth-jwks-url (JWT_JWKS_URL), not both"
-        )
+        raise SettingsError(f"give either {_forms('auth_key', 'auth_jwks_url')}, not both")
     try:
         return JWTAuthenticator(
             settings.auth_key or None,
@@ -228,11 +233,9 @@ def authenticator_from_settings(settings: Settings) -> Authenticator | None:
     :class:`~apcore_a2a.auth.WeakKeyError` for an HMAC secret too short for its algorithms."""
     has_bearer = bool(settings.auth_key or settings.auth_jwks_url)
     if settings.auth_type == "bearer" and not has_bearer:
-        raise SettingsError(
-            "--auth-type bearer requires --auth-key (JWT_KEY) or --auth-jwks-url (JWT_JWKS_URL)"
-        )
+        raise SettingsError(f"--auth-type bearer requires {_forms('auth_key', 'auth_jwks_url')}")
     if settings.auth_type == "apikey" and not settings.api_keys:
-        raise SettingsError("--auth-type apikey requires at least one --api-key (A2A_API_KEYS)")
+        raise SettingsError(f"--auth-type apikey requires at least one {_forms('api_keys')}")
     members: list[Authenticator] = []
     if has_bearer and settings.auth_type in (None, "bearer"):
         members.append(_bearer(settings))
@@ -245,7 +248,7 @@ def authenticator_from_settings(settings: Settings) -> Authenticator | None:
         if settings.required_roles or settings.required_scopes:
             raise SettingsError(
                 "--required-roles and --required-scopes need authentication: give "
-                "--auth-key, --auth-jwks-url or --api-key"
+                + _forms("auth_key", "auth_jwks_url", "api_keys")
             )
         return None
     return members[0] if len(members) == 1 else AnyAuthenticator(members)
