@@ -28,7 +28,11 @@ from google.protobuf.message import Message as Proto
 from apcore_a2a.client import _shapes as shape
 from apcore_a2a.client._wire import MAX_ANSWER_BYTES, Call, current, on_response, translated
 from apcore_a2a.client.card import Endpoint, origin_of, own_grpc_host
-from apcore_a2a.client.errors import A2AConnectionError, A2ADiscoveryError
+from apcore_a2a.client.errors import (
+    A2AConnectionError,
+    A2ADiscoveryError,
+    InvalidAgentResponseError,
+)
 
 _HTTP_TRANSPORTS: dict[tuple[str, str], Callable[..., ClientTransport]] = {
     ("JSONRPC", "1.0"): JsonRpcTransport,
@@ -159,11 +163,14 @@ class Caller:
     ) -> AsyncIterator[dict[str, Any]]:
         """Events of *task_id* (or of the stream *first* opens) up to the final one, resumed
         as ``A2AClient.resubscribe`` says."""
-        call = Call(event_id=last_event_id)
+        call = Call(event_id=last_event_id, stream=True)
         failures = 0
         while True:
             method = "SubscribeToTask" if first is None else "SendStreamingMessage"
             request = pb.SubscribeToTaskRequest(id=task_id) if first is None else first
+            # A stream starts with the task (or a message; A2A 1.0.1 §3.1.6, §11.7): one
+            # that ends before is no answer. A resumed one may have nothing left to replay.
+            first_expected = call.event_id is None
             try:
                 async with (
                     self._sdk(method, request, call) as (stream, seen),
@@ -177,6 +184,8 @@ class Caller:
                                 async with asyncio.timeout(wait):
                                     item = await anext(stream)
                             except StopAsyncIteration:
+                                if first_expected:
+                                    raise _ended_before_an_event(method) from None
                                 return
                         seen(item)
                         event = shape.event(item, call.wire)
@@ -184,7 +193,7 @@ class Caller:
                         # yielded nor progress: replayed forever, it would reset the retries.
                         if event is None or call.repeated:
                             continue
-                        failures = 0
+                        first_expected, failures = False, 0
                         if task_id is None:
                             task_id = event["id"] if event["kind"] == "task" else event["taskId"]
                         yield event
@@ -202,6 +211,13 @@ class Caller:
                 first = None  # from now on: the task's events after the last id seen
                 failures += 1
                 await asyncio.sleep(0.25 * 2 ** (failures - 1))
+
+
+def _ended_before_an_event(method: str) -> InvalidAgentResponseError:
+    return InvalidAgentResponseError(
+        f"the agent's stream ended before its first event ({method} answers with the "
+        "task or a message first)"
+    )
 
 
 def _state_name(state: int) -> str:

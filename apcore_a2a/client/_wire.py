@@ -111,6 +111,9 @@ class Call:
     #: the call's result is nothing (a delete): an answer may leave out its ``null``
     #: ``result``, as a2a-sdk's own 0.3 server does (it writes no ``None`` member)
     nothing_expected: bool = False
+    #: the call is a stream (``SendStreamingMessage``, ``SubscribeToTask``): a 2xx
+    #: answer is an SSE stream or no answer (:func:`not_a_stream`)
+    stream: bool = False
 
     def read(self, text: str | bytes, *, error: bool = False) -> Any:
         """Keep the result of *text* (an answer or SSE event) in :attr:`wire`; return what
@@ -211,6 +214,29 @@ def refused(response: httpx.Response, content: bytes) -> A2AClientError:
     )
 
 
+def not_a_stream(response: httpx.Response, binding: str, content: bytes) -> A2AClientError:
+    """The error of a 2xx answer to a stream request that is not ``text/event-stream``
+    (A2A 1.0.1 §9.4.2, §11.7): the typed error it carries, as agents refuse a stream before
+    it starts (a JSON-RPC error object; REST: a ``google.rpc.Status`` naming its reason),
+    else :class:`InvalidAgentResponseError` naming what came instead. A result is refused
+    too, not read as the one event: an agent that answers a stream so did not stream (a
+    server taking the call for ``SendMessage``, a proxy), which the caller is told."""
+    payload = json_or_none(content)
+    error = payload.get("error") if isinstance(payload, dict) else None
+    if binding == "JSONRPC" and isinstance(payload, dict) and error is not None:
+        _one_of_result_and_error(payload, False)
+        return error_from_rpc(error)
+    typed = error_from_details(error) if binding != "JSONRPC" and isinstance(error, dict) else None
+    if typed is not None:
+        return typed
+    media_type = " ".join(response.headers.get("content-type", "").split())[:100]
+    empty = "" if content.strip() else " (an empty body)"
+    return InvalidAgentResponseError(
+        f"the agent answered a stream request with {media_type or 'no content type'}, "
+        f"not text/event-stream{empty}"
+    )
+
+
 async def on_response(response: httpx.Response) -> None:
     """Raise a failed A2A call's typed error; tap its body (see the module docstring)."""
     call = _current.get()
@@ -225,6 +251,8 @@ async def on_response(response: httpx.Response) -> None:
     if "text/event-stream" in response.headers.get("content-type", ""):
         response.stream = _EventTap(body, call, response.url)
         return
+    if call.stream:  # a2a-sdk would read the body as one event, or as none when empty
+        raise not_a_stream(response, call.binding, (await read_at_most(body, MAX_ERROR_BYTES))[0])
     content, whole = await read_at_most(body, MAX_ANSWER_BYTES)
     if not whole:
         raise _too_large(f"the answer of {response.url}")

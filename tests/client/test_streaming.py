@@ -130,11 +130,14 @@ async def test_unknown_events_are_skipped_and_message_ends_stream() -> None:
 
 
 async def test_plain_json_reply_to_a_stream_call() -> None:
+    """An error object is the agent refusing the stream; a result is no stream (A2A 1.0.1
+    §9.4.2), not its one event (tests/client/test_plain_stream_answers.py has every case)."""
     stub = StubAgent(rpc=lambda _b: rpc_error(-32001, "no such task"))
     with pytest.raises(TaskNotFoundError):
         await _collect(stub)
-    ok = StubAgent(rpc=lambda _b: json_reply({"jsonrpc": "2.0", "id": 1, "result": TASK}))
-    assert [e["kind"] for e in await _collect(ok)] == ["task"]
+    plain = StubAgent(rpc=lambda _b: json_reply({"jsonrpc": "2.0", "id": 1, "result": TASK}))
+    with pytest.raises(InvalidAgentResponseError, match="not text/event-stream"):
+        await _collect(plain)
 
 
 async def test_invalid_json_in_a_frame() -> None:
