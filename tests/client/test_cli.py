@@ -21,7 +21,7 @@ from tests._support import ROOT, cli, free_port, running_server
 from tests._support import json_lines as lines
 from tests.client._apcore_agent import build_our_app
 from tests.client._sdk_agent import build_sdk_app
-from tests.client._stub_agent import CARD_V10, Recorder, StubAgent, json_reply
+from tests.client._stub_agent import CARD_V10, Recorder, StubAgent, json_reply, sse_reply
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -304,9 +304,10 @@ def _ending_in(state: str) -> StubAgent:
 
     def rpc(body: dict[str, Any]) -> Any:
         wrapped = body["method"] in ("SendMessage", "SendStreamingMessage")
-        return json_reply(
-            {"jsonrpc": "2.0", "id": body["id"], "result": {"task": task} if wrapped else task}
-        )
+        answer = {"jsonrpc": "2.0", "id": body["id"], "result": {"task": task} if wrapped else task}
+        if body["method"] == "SendStreamingMessage":  # a stream is answered as one
+            return sse_reply(f"data: {json.dumps(answer)}\n\n")
+        return json_reply(answer)
 
     return StubAgent(rpc=rpc, card=dict(CARD_V10))
 
