@@ -6,7 +6,9 @@ JSON-RPC code whatever the HTTP status. It passes every answer through
 ``upstream.utc_timestamps`` and keeps the result as received in :attr:`Call.wire` for what
 protobuf cannot hold (a 0.3 ``final``, a card as served). An SSE
 body is handed to the transport one event at a time, so the id the SDK drops is the one
-last read (``Last-Event-ID`` resumes; docs/benchmarks.md has its cost).
+last read (``Last-Event-ID`` resumes; docs/benchmarks.md has its cost). A stream call
+answered with anything but SSE raises the error it carries, else that it is no stream
+(:func:`not_a_stream`): the transports would read it as at most one event.
 
 An agent is not trusted with the client's memory: an answer, and each stream event, is read
 up to :data:`MAX_ANSWER_BYTES` (decoded: a compressed body counts inflated; gRPC: each
