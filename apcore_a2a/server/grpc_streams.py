@@ -184,6 +184,12 @@ async def followed(
     except asyncio.CancelledError:  # the client canceled the call, or its deadline passed
         dropped = True
         raise
+    except GeneratorExit:
+        # The same cancel, landed while grpc.aio was sending an item (its own await, not
+        # ours): grpc stops reading this generator, which is closed with GeneratorExit at
+        # the yield. Normally the items end, or raise the handler's error.
+        dropped = True
+        raise
     finally:
         answer.hung_up = dropped and task_id is None
         await drops.closed(task_id, answer, dropped, call_context)

@@ -197,6 +197,42 @@ class Stall:
             self.probe.done(key).set()
 
 
+class FloodIn(BaseModel):
+    chunks: int = Field(default=4, ge=1, le=16)
+    size: int = Field(default=1024, ge=1, le=1 << 20)
+
+
+class FloodOut(BaseModel):
+    pad: str = ""
+
+
+class Flood:
+    """Streams *chunks* chunks of *size* characters at once, then waits for ``probe.gate``:
+    more than a client that stops reading takes in, so the agent waits to send them."""
+
+    input_schema = FloodIn
+    output_schema = FloodOut
+    description = "Stream large chunks at once, then wait for the gate"
+
+    def __init__(self, probe: Probe) -> None:
+        self.probe = probe
+
+    async def execute(self, inputs: dict[str, Any], context: Any) -> dict[str, Any]:
+        return {"pad": ""}
+
+    async def stream(self, inputs: dict[str, Any], context: Any) -> AsyncIterator[dict[str, Any]]:
+        key = str(context.data.get("a2a.task_id"))
+        try:
+            for _ in range(inputs.get("chunks", 4)):
+                yield {"pad": "x" * inputs.get("size", 1024)}
+            self.probe.done(f"{key}:flooded").set()
+            assert self.probe.gate is not None
+            await self.probe.gate.wait()
+        finally:
+            self.probe.token_seen_cancelled[key] = bool(context.cancel_token.is_cancelled)
+            self.probe.done(key).set()
+
+
 class GateOut(BaseModel):
     opened: bool
 
@@ -365,6 +401,7 @@ def build_executor(probe: Probe) -> Executor:
     registry.register("life.drip", Drip())
     registry.register("life.gate", Gate(probe))
     registry.register("life.stall", Stall(probe))
+    registry.register("life.flood", Flood(probe))
     registry.register("life.peek", Peek(probe))
     registry.register("life.transfer", Transfer(probe))
     registry.register(

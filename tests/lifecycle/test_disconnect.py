@@ -9,9 +9,11 @@ import json
 import time
 from typing import Any
 
+import grpc
 import httpx
 import pytest
-from a2a.types import GetTaskRequest, SubscribeToTaskRequest, TaskState, a2a_pb2
+from a2a.compat.v0_3 import a2a_v0_3_pb2, a2a_v0_3_pb2_grpc
+from a2a.types import GetTaskRequest, SubscribeToTaskRequest, TaskState, a2a_pb2, a2a_pb2_grpc
 from google.protobuf.json_format import ParseDict
 
 from .._support import free_port
@@ -329,3 +331,49 @@ async def test_hang_up_before_the_first_frame_gives_the_caller_its_stream_quota_
         assert events[-1]["result"]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
         agent.probe.gate.set()
         await _until(agent.probe.done(run_id).is_set, "the module did not finish")
+
+
+#: four 1 MiB chunks at once: far past the 64 KiB a stream may send unread (no BDP probe)
+FLOOD = {"chunks": 4, "size": 1 << 20}
+
+
+def _flood_request(version: str) -> Any:
+    if version == "1.0":
+        body = {"message": wire_message("life.flood", FLOOD)}
+        return ParseDict(body, a2a_pb2.SendMessageRequest())
+    content = [{"data": {"data": FLOOD}}]  # 0.3's protobuf: DataPart{data}
+    message = {"messageId": "m-1", "role": "ROLE_USER", "content": content}
+    message["metadata"] = {"skillId": "life.flood"}
+    return ParseDict({"request": message}, a2a_v0_3_pb2.SendMessageRequest())
+
+
+@pytest.mark.parametrize("version", ["1.0", "0.3"])
+async def test_a_grpc_stream_canceled_while_an_item_waits_to_be_sent_cancels_its_task(
+    caplog: pytest.LogCaptureFixture, version: str
+) -> None:
+    """The client reads one item and stops: the agent's next item waits on flow control,
+    in grpc.aio's send, not in our stream's await. A cancel landing there is a drop too
+    (main: the stream ended unnoticed, and the task ran on, to COMPLETED)."""
+    async with agent_server(caplog, cancel_on_disconnect=True, grpc_port=free_port()) as agent:
+        try:
+            # Without BDP probing the stream's window stays at HTTP/2's 64 KiB.
+            options = [("grpc.http2.bdp_probe", 0)]
+            async with grpc.aio.insecure_channel(_grpc_address(agent), options=options) as channel:
+                stub: Any = (
+                    a2a_pb2_grpc.A2AServiceStub(channel)
+                    if version == "1.0"
+                    else a2a_v0_3_pb2_grpc.A2AServiceStub(channel)
+                )
+                metadata = (("a2a-version", version),)
+                call = stub.SendStreamingMessage(_flood_request(version), metadata=metadata)
+                first = await call.read()
+                task_id = first.task.id
+                flooded = agent.probe.done(f"{task_id}:flooded")
+                await _until(flooded.is_set, "the module did not stream its chunks")
+                call.cancel()
+            await _until(agent.probe.done(task_id).is_set, "the module was not stopped")
+        finally:
+            agent.probe.gate.set()  # a run left going ends before the agent stops
+        assert agent.probe.token_seen_cancelled[task_id] is True
+        task = await _final_state(agent, task_id)
+        assert task.status.state == TaskState.TASK_STATE_CANCELED
