@@ -139,6 +139,10 @@ class AnswerSide:
             await self.app(scope, watched_receive, watched_send)
         finally:
             builder = self.context_builder
+            # Gone before the first frame, after the status line: 0.3's JSON-RPC route
+            # answers that at once, so the request guard, which notes a hang-up only before
+            # it, did not see this one.
+            answer.hung_up = answer.hung_up or (dropped and task_id is None)
             await drops.closed(task_id, answer, dropped, lambda: builder.build(Request(scope)))
 
 

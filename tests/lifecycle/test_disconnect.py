@@ -234,22 +234,34 @@ async def test_drop_leaves_task_alone_while_another_stream_follows_it(
 
 
 #: a message-reply skill's stream sends nothing while its module runs (life.ponder)
+#: the JSON of 0.3's protobuf, as REST 0.3 reads it
+_PONDER_03 = {
+    "messageId": "m-1",
+    "role": "ROLE_USER",
+    "content": [{"data": {"data": {}}}],
+    "metadata": {"skillId": "life.ponder"},
+}
 PONDER_SHAPES = {
     "jsonrpc-1.0": ("/", rpc("SendStreamingMessage", {"message": wire_message("life.ponder", {})})),
     "rest-1.0": ("/message:stream", {"message": wire_message("life.ponder", {})}),
+    # 0.3's JSON-RPC route answers its status line and headers at once, before any frame
+    "jsonrpc-0.3": ("/", rpc("message/stream", {"message": wire_message_03("life.ponder", {})})),
+    "rest-0.3": ("/v1/message:stream", {"message": _PONDER_03}),
 }
 
 
 async def _hang_up_before_answer(agent: Agent, shape: str) -> str:
     """Send a ``life.ponder`` stream on a raw socket and close it while the module runs,
-    before the server answered anything (not even the status line); return the run's id."""
+    before the server answered a frame (1.0: not even the status line); return the run's
+    id."""
     path, body = PONDER_SHAPES[shape]
+    version = shape.rsplit("-", 1)[1]
     host, port = agent.url.removeprefix("http://").split(":")
     reader, writer = await asyncio.open_connection(host, int(port))
     data = json.dumps(body).encode()
     head = (
         f"POST {path} HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n"
-        f"A2A-Version: 1.0\r\ncontent-length: {len(data)}\r\n\r\n"
+        f"A2A-Version: {version}\r\ncontent-length: {len(data)}\r\n\r\n"
     )
     writer.write(head.encode() + data)
     await writer.drain()
