@@ -28,6 +28,32 @@ CARD_V10 = {
 }
 
 
+#: a finished task as 1.0 and 0.3 answer it, and 1.0 REST's TASK_NOT_FOUND error object
+TASK = {"id": "t-1", "contextId": "c-1", "status": {"state": "TASK_STATE_COMPLETED"}}
+TASK_03 = {"kind": "task", "id": "t-1", "contextId": "c-1", "status": {"state": "completed"}}
+NOT_FOUND = {
+    "code": 404,
+    "status": "NOT_FOUND",
+    "message": "no such task",
+    "details": [
+        {
+            "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+            "reason": "TASK_NOT_FOUND",
+            "domain": "a2a-protocol.org",
+        }
+    ],
+}
+
+
+def card_for(url: str, binding: str, version: str) -> dict[str, Any]:
+    """A card naming the stub at *url* for *binding* and *version* (0.3: its own keys)."""
+    if version == "0.3":
+        card = {k: v for k, v in CARD_V10.items() if k != "supportedInterfaces"}
+        return card | {"url": url, "preferredTransport": binding, "protocolVersion": "0.3"}
+    interface = {"url": url, "protocolBinding": binding, "protocolVersion": version}
+    return CARD_V10 | {"supportedInterfaces": [interface]}
+
+
 def json_reply(payload: Any, status: int = 200) -> Reply:
     return status, {"content-type": "application/json"}, [json.dumps(payload).encode()]
 

@@ -28,32 +28,17 @@ from apcore_a2a.client import (
 )
 from apcore_a2a.client.client import PUSH_STATUS_EXTENSION
 from tests._support import cli, running_server
-from tests.client._stub_agent import CARD_V10, Reply, StubAgent, json_reply, sse_reply
-
-TASK = {"id": "t-1", "contextId": "c-1", "status": {"state": "TASK_STATE_COMPLETED"}}
-TASK_03 = {"kind": "task", "id": "t-1", "contextId": "c-1", "status": {"state": "completed"}}
-NOT_FOUND = {
-    "code": 404,
-    "status": "NOT_FOUND",
-    "message": "no such task",
-    "details": [
-        {
-            "@type": "type.googleapis.com/google.rpc.ErrorInfo",
-            "reason": "TASK_NOT_FOUND",
-            "domain": "a2a-protocol.org",
-        }
-    ],
-}
-
-
-def _card(url: str, binding: str, version: str) -> dict[str, Any]:
-    """A card naming the stub itself for *binding* and *version* (0.3: its own keys)."""
-    if version == "0.3":
-        card = {k: v for k, v in CARD_V10.items() if k != "supportedInterfaces"}
-        return card | {"url": url, "preferredTransport": binding, "protocolVersion": "0.3"}
-    interface = {"url": url, "protocolBinding": binding, "protocolVersion": version}
-    return CARD_V10 | {"supportedInterfaces": [interface]}
-
+from tests.client._stub_agent import (
+    CARD_V10,
+    NOT_FOUND,
+    TASK,
+    TASK_03,
+    Reply,
+    StubAgent,
+    card_for,
+    json_reply,
+    sse_reply,
+)
 
 # -- 1. a JSON-RPC answer has exactly one of result and error (JSON-RPC 2.0, section 5) --
 
@@ -144,7 +129,7 @@ async def test_a_rest_error_event_is_the_typed_error_it_names(
     )
     stub = StubAgent(rpc=lambda _b: reply)
     async with running_server(stub) as url:
-        stub.card = _card(url, "HTTP+JSON", "1.0")
+        stub.card = card_for(url, "HTTP+JSON", "1.0")
         async with A2AClient(url) as client:
             events = client.stream_message("hi")
             assert (await anext(events))["status"]["state"] == "working"
@@ -349,7 +334,7 @@ async def test_the_cli_says_what_is_broken_in_one_line(case: str) -> None:
     async with running_server(agent) as url:
         if case != "jwks":
             binding = "HTTP+JSON" if case == "error-event" else "JSONRPC"
-            card = _card(url, binding, "0.3" if case == "null-0.3" else "1.0")
+            card = card_for(url, binding, "0.3" if case == "null-0.3" else "1.0")
             agent.stub.card = card | {"capabilities": agent.stub.card["capabilities"]}
         exit_code, _out, err = await cli(*(url if word == "{url}" else word for word in command))
     assert exit_code == code, err

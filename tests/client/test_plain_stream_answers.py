@@ -19,33 +19,19 @@ import pytest
 
 from apcore_a2a.client import A2AClient, InvalidAgentResponseError, TaskNotFoundError
 from tests._support import cli, running_server
-from tests.client._stub_agent import CARD_V10, Reply, StubAgent, json_reply, sse_reply
+from tests.client._stub_agent import (
+    NOT_FOUND,
+    TASK,
+    TASK_03,
+    Reply,
+    StubAgent,
+    card_for,
+    json_reply,
+    sse_reply,
+)
 
-TASK = {"id": "t-1", "contextId": "c-1", "status": {"state": "TASK_STATE_COMPLETED"}}
-TASK_03 = {"kind": "task", "id": "t-1", "contextId": "c-1", "status": {"state": "completed"}}
-NOT_FOUND = {
-    "code": 404,
-    "status": "NOT_FOUND",
-    "message": "no such task",
-    "details": [
-        {
-            "@type": "type.googleapis.com/google.rpc.ErrorInfo",
-            "reason": "TASK_NOT_FOUND",
-            "domain": "a2a-protocol.org",
-        }
-    ],
-}
 RPC_NOT_FOUND = {"jsonrpc": "2.0", "id": 1, "error": {"code": -32001, "message": "no such task"}}
 HTML = b"<html><body><h1>Service Unavailable</h1>try again later</body></html>"
-
-
-def _card(url: str, binding: str, version: str) -> dict[str, Any]:
-    """A card naming the stub itself for *binding* and *version* (0.3: its own keys)."""
-    if version == "0.3":
-        card = {k: v for k, v in CARD_V10.items() if k != "supportedInterfaces"}
-        return card | {"url": url, "preferredTransport": binding, "protocolVersion": "0.3"}
-    interface = {"url": url, "protocolBinding": binding, "protocolVersion": version}
-    return CARD_V10 | {"supportedInterfaces": [interface]}
 
 
 def _result(binding: str, version: str) -> Any:
@@ -135,7 +121,7 @@ async def test_a_stream_request_answered_without_a_stream_is_a_typed_error(
 ) -> None:
     stub = _agent(case, binding, version)
     async with running_server(stub) as url:
-        stub.card = _card(url, binding, version)
+        stub.card = card_for(url, binding, version)
         async with A2AClient(url, protocol=version) as client:
             expected, said = EXPECTED[case]
             with pytest.raises(expected, match=said) as raised:
@@ -156,7 +142,7 @@ async def test_a_stream_of_events_is_still_read_whole(version: str) -> None:
     reply = sse_reply(*(f"data: {json.dumps(f)}\n\n" for f in frames))
     stub = StubAgent(rpc=lambda _b: reply)
     async with running_server(stub) as url:
-        stub.card = _card(url, "JSONRPC", version)
+        stub.card = card_for(url, "JSONRPC", version)
         async with A2AClient(url, protocol=version) as client:
             events = await _drain(client.stream_message("hi"))
     assert [(e["kind"], e["status"]["state"]) for e in events] == [
@@ -185,7 +171,7 @@ async def test_the_cli_says_the_stream_is_none_in_one_line(
     ended without a task")."""
     stub = _agent(case, binding, "1.0")
     async with running_server(stub) as url:
-        stub.card = _card(url, binding, "1.0")
+        stub.card = card_for(url, binding, "1.0")
         command = ["call", url, "--text", "hi", *(["--stream"] if stream else [])]
         exit_code, out, err = await cli(*command)
     assert (exit_code, out) == (1, ""), err
