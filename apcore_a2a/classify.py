@@ -267,6 +267,16 @@ def request_info(scope: Scope) -> RequestInfo | None:
     return info if isinstance(info, RequestInfo) else None
 
 
+def announced_version(scope: Scope) -> str:
+    """``A2A-Version`` as an HTTP request sent it: the header, else the request parameter
+    (spec §3.6.1); ``""`` for neither (spec §3.6.2 reads that as 0.3)."""
+    for key, value in scope.get("headers", ()):
+        if key == b"a2a-version":
+            return bytes(value).decode("latin-1").strip()
+    param = version_from_param(scope)
+    return "" if param is None else param.decode("latin-1").strip()
+
+
 #: The record of the HTTP request being served in this context, if any.
 current_request = _current.get
 
@@ -398,13 +408,7 @@ class Recorder:
                 info.routable = False
             else:
                 info.tenant = tenant
-        for key, value in scope.get("headers", ()):
-            if key == b"a2a-version":
-                info.announced = bytes(value).decode("latin-1").strip()
-                break
-        else:
-            param = version_from_param(scope)
-            info.announced = "" if param is None else param.decode("latin-1").strip()
+        info.announced = announced_version(scope)
         if info.version is None and info.announced:
             info.version = info.announced
         info.base_url = base_url({**scope, "root_path": root})

@@ -37,9 +37,14 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute
 from starlette.types import ASGIApp, Lifespan, Receive, Scope, Send
 
-from apcore_a2a.classify import HEALTH_PATH, JWKS_PATH, METRICS_PATH, RequestInfo
+from apcore_a2a.classify import (
+    HEALTH_PATH,
+    JWKS_PATH,
+    METRICS_PATH,
+    RequestInfo,
+    announced_version,
+)
 from apcore_a2a.edge.refusal import error_document, refusal
-from apcore_a2a.upstream.version_param import version_from_param
 
 Handler = Callable[[Request, Exception], Awaitable[Response]]
 
@@ -111,7 +116,7 @@ def unrouted_handlers(rpc_path: str, explorer_prefix: str | None) -> dict[int, H
         if path == rpc_path:
             # No body to name a method: the announced version (none: 0.3, spec §3.6.2).
             info = RequestInfo("a2a", request.method, binding="jsonrpc")
-            info.version = _announced(request) or "0.3"
+            info.version = announced_version(request.scope) or "0.3"
             error = InvalidRequestError(message=_RPC_MESSAGE)
             return refusal(info, error, status, headers)
         # One shape for both versions: a2a-sdk answers its 0.3 REST errors in 1.0's.
@@ -130,12 +135,3 @@ def _route_path(request: Request) -> str:
     if not root or not path.startswith(root):
         return path
     return path[len(root) :] or "/"
-
-
-def _announced(request: Request) -> str:
-    """``A2A-Version`` as sent: the header, else the request parameter (spec §3.6.1)."""
-    header = request.headers.get("a2a-version")
-    if header is None:
-        param = version_from_param(request.scope)
-        header = "" if param is None else param.decode("latin-1")
-    return header.strip()
