@@ -10,27 +10,25 @@ from __future__ import annotations
 
 import argparse
 
-
-def _blank(value: object) -> bool:
-    return isinstance(value, str) and not value.strip()
+from apcore_a2a._settings_sources import empty_problem
 
 
 def refuse_blank(args: argparse.Namespace) -> None:
     """Raise ``ValueError`` (exit 2, bad command input) naming the first argument of a
     client command given as an empty or blank string, or holding one (``--header``); a
-    positional one (listed in ``args.positionals``) is named as its usage shows it."""
+    positional one (listed in ``args.positionals``) is named as its usage shows it. The
+    rule is the settings' (:func:`~apcore_a2a._settings_sources.empty_problem`)."""
     positionals = getattr(args, "positionals", ())
     for dest, value in vars(args).items():
-        if isinstance(value, list) and any(_blank(item) for item in value):
-            # Not shown: a repeated value is often a credential (--header 'X-API-Key: k').
-            raise ValueError(f"--{dest.replace('_', '-')}: must not hold an empty value")
-        if not _blank(value):
+        problem = empty_problem(dest, value)
+        if problem is None:
             continue
+        if not isinstance(value, str):
+            # Not shown: a repeated value is often a credential (--header 'X-API-Key: k').
+            raise ValueError(f"--{dest.replace('_', '-')}: {problem}")
         if dest in positionals:
-            raise ValueError(f"{dest.upper()}: must not be empty, got {value!r}")
-        raise ValueError(
-            f"--{dest.replace('_', '-')}: must not be empty (leave it out), got {value!r}"
-        )
+            raise ValueError(f"{dest.upper()}: {problem}, got {value!r}")
+        raise ValueError(f"--{dest.replace('_', '-')}: {problem} (leave it out), got {value!r}")
 
 
 def positive(value: str) -> float:
