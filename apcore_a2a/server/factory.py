@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from a2a.types import AgentCard
@@ -119,7 +119,9 @@ class A2AServerFactory:
         else:
             base = settings
         self.settings = Settings.resolve(overrides, environ=environ, base=base)
-        _check_explorer_prefix(self.settings, overrides, environ)
+        if self.settings.explorer:  # a prefix over the agent's routes, named where it came from
+            check = _hides_no_route(self.settings.rpc_path)
+            check_named(self.settings, "explorer_prefix", check, overrides, environ)
         if task_store is None:  # a URL no store takes, named where it came from
             check_named(self.settings, "task_store", parse_store_url, overrides, environ)
         self.registry, self.executor = _executor_for(registry_or_executor, self.settings)
@@ -302,20 +304,17 @@ def _require_methods(obj: Any, methods: tuple[str, ...], what: str) -> None:
         )
 
 
-def _check_explorer_prefix(
-    settings: Settings, overrides: Mapping[str, Any], environ: Mapping[str, str]
-) -> None:
-    """Refuse an Explorer prefix over the agent's own routes, naming where it came from:
+def _hides_no_route(rpc_path: str) -> Callable[[str], None]:
+    """The check of an Explorer prefix for an agent whose JSON-RPC path is *rpc_path*:
     mounted over ``/agent`` or ``/v1`` the Explorer would shadow them or make them public."""
-    if not settings.explorer:
-        return
-    hidden = hidden_routes(settings.explorer_prefix, settings.rpc_path)
-    if hidden:
-        where = source_of("explorer_prefix", overrides, environ, Settings.specs())
-        raise SettingsError(
-            f"{where}: would hide the agent's own route {hidden[0]}; choose another, "
-            f"got {settings.explorer_prefix!r}"
-        )
+
+    def check(prefix: str) -> None:
+        if hidden := hidden_routes(prefix, rpc_path):
+            raise ValueError(
+                f"would hide the agent's own route {hidden[0]}; choose another, got {prefix!r}"
+            )
+
+    return check
 
 
 def _authenticator(
