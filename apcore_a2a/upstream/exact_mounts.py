@@ -15,17 +15,12 @@ does not match, and the router goes on: to the route that takes the method elsew
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-from starlette.routing import BaseRoute, Match, Mount
+from starlette.routing import Match, Mount
 from starlette.types import Scope
 
 
 class ExactMount(Mount):
     """A ``Mount`` of *routes* that matches a path only when one of *routes* does."""
-
-    def __init__(self, path: str, routes: Sequence[BaseRoute], name: str | None = None) -> None:
-        super().__init__(path, routes=routes, name=name)
 
     def matches(self, scope: Scope) -> tuple[Match, Scope]:
         match, child = super().matches(scope)
