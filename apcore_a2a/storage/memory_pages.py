@@ -51,9 +51,10 @@ class Page:
 
 
 def key_of(task: Task) -> Key:
-    """*task*'s sort key, as the SDK's ``InMemoryTaskStore`` orders ``ListTasks``."""
+    """*task*'s sort key, as the SDK orders ``ListTasks``: the key of a cursor at *task*."""
     dated = task.HasField("status") and task.status.HasField("timestamp")
-    return (dated, task.status.timestamp.ToNanoseconds() if dated else 0, task.id)
+    timestamp_ns = task.status.timestamp.ToNanoseconds() if dated else None
+    return ListTasksCursor(timestamp_ns, task.id).sort_key()
 
 
 def _groups(owner: str, entry: _Entry) -> tuple[_Group, ...]:
