@@ -17,7 +17,7 @@ import time
 import weakref
 from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import httpx
 import pytest
@@ -35,6 +35,14 @@ _PORT_BLOCK = 500
 #: several checkouts testing on one machine at once each set their own slot (0-11)
 _PORT_SLOT = int(os.environ.get("APCORE_A2A_TEST_PORT_SLOT", "0") or 0)
 _next_port = itertools.count(random.randrange(_PORT_BLOCK))
+
+
+def not_installed(what: str) -> NoReturn:
+    """*what* is missing on this machine: a failure in CI, which installs it (``.ci/run``),
+    a skip on a developer's machine."""
+    if os.environ.get("CI"):
+        pytest.fail(f"{what} is not installed; CI must install it (.ci/run)")
+    pytest.skip(f"{what} is not installed (only skipped outside CI)")
 
 
 def free_port() -> int:

@@ -32,7 +32,14 @@ from a2a.types import TaskState
 from apcore_a2a.server.forwarded import ForwardedFor
 from apcore_a2a.server.grpc_streams import caller_of
 from tests._sdk import make_client, peer_http, request
-from tests._support import ServerProcess, free_port, stop_process, threaded_server, wait_http
+from tests._support import (
+    ServerProcess,
+    free_port,
+    not_installed,
+    stop_process,
+    threaded_server,
+    wait_http,
+)
 from tests.bindings._agent import GATES, Agent, build_app, serve_agent
 from tests.bindings._peers import make_client as make_peer
 
@@ -209,9 +216,7 @@ http://127.0.0.1:%(port)d {
 def _caddy(tmp_path: Path, upstream: int) -> Iterator[str]:
     """Caddy proxying gRPC to *upstream* on [::1]: its ``host:port``."""
     if shutil.which("caddy") is None:
-        if os.environ.get("CI"):
-            pytest.fail("caddy is not installed; CI must install it (.ci/run)")
-        pytest.skip("caddy is not installed (only skipped outside CI)")
+        not_installed("caddy")
     port = free_port()
     config = tmp_path / "Caddyfile"
     config.write_text(CADDYFILE % {"port": port, "upstream": upstream})

@@ -26,7 +26,15 @@ from a2a.types import GetTaskRequest, TaskState
 
 from tests._postgres import pg_schema_url
 from tests._sdk import peer_http, request
-from tests._support import EXAMPLES, ROOT, ServerProcess, free_port, stop_process, wait_http
+from tests._support import (
+    EXAMPLES,
+    ROOT,
+    ServerProcess,
+    free_port,
+    not_installed,
+    stop_process,
+    wait_http,
+)
 from tests.storage._a2a import send
 
 from ._image import ImageRoot
@@ -37,11 +45,8 @@ AGENTS = ("agent-1", "agent-2")
 
 
 def _require(available: bool, what: str) -> None:
-    if available:
-        return
-    if os.environ.get("CI"):
-        pytest.fail(f"{what} is not installed; CI must install it (docs/deployment.md)")
-    pytest.skip(f"{what} is not installed (only skipped outside CI)")
+    if not available:
+        not_installed(what)
 
 
 def _has_compose() -> bool:
