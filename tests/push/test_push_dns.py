@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import socket
 import threading
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -146,6 +147,20 @@ async def register(client: httpx.AsyncClient, base: str, how: str, url: str) -> 
     return await rpc(client, base, "CreateTaskPushNotificationConfig", config)
 
 
+@contextlib.asynccontextmanager
+async def _alice_and_bob(
+    push_timeout: float,
+) -> AsyncIterator[tuple[str, httpx.AsyncClient, httpx.AsyncClient]]:
+    """A push agent with two API-key callers: its base URL and a client for each."""
+    keys = (f"{ALICE}=alice", f"{BOB}=bob")
+    async with (
+        push_agent(push_timeout=push_timeout, api_keys=keys) as (base, _app),
+        httpx.AsyncClient(timeout=30, headers={"X-API-Key": ALICE}) as alice,
+        httpx.AsyncClient(timeout=30, headers={"X-API-Key": BOB}) as bob,
+    ):
+        yield base, alice, bob
+
+
 @pytest.mark.parametrize("how", ["SendMessage", "SendStreamingMessage", "create"])
 async def test_one_callers_stuck_lookups_leave_threads_for_another_caller(
     monkeypatch: pytest.MonkeyPatch, how: str
@@ -155,13 +170,8 @@ async def test_one_callers_stuck_lookups_leave_threads_for_another_caller(
     # accepted.
     dns = _Dns()
     monkeypatch.setattr(socket, "getaddrinfo", dns.getaddrinfo)
-    keys = (f"{ALICE}=alice", f"{BOB}=bob")
     try:
-        async with (
-            push_agent(push_timeout=3.0, api_keys=keys) as (base, _app),
-            httpx.AsyncClient(timeout=30, headers={"X-API-Key": ALICE}) as alice,
-            httpx.AsyncClient(timeout=30, headers={"X-API-Key": BOB}) as bob,
-        ):
+        async with _alice_and_bob(push_timeout=3.0) as (base, alice, bob):
             hers = [
                 asyncio.create_task(register(alice, base, how, f"https://a{n}.blackhole.test/"))
                 for n in range(8)
@@ -185,13 +195,8 @@ async def test_concurrent_lookups_of_one_name_share_one_lookup(
 ) -> None:
     dns = _Dns()
     monkeypatch.setattr(socket, "getaddrinfo", dns.getaddrinfo)
-    keys = (f"{ALICE}=alice", f"{BOB}=bob")
     try:
-        async with (
-            push_agent(push_timeout=2.0, api_keys=keys) as (base, _app),
-            httpx.AsyncClient(timeout=30, headers={"X-API-Key": ALICE}) as alice,
-            httpx.AsyncClient(timeout=30, headers={"X-API-Key": BOB}) as bob,
-        ):
+        async with _alice_and_bob(push_timeout=2.0) as (base, alice, bob):
             same = "https://same.blackhole.test/hook"
             replies = await asyncio.wait_for(
                 asyncio.gather(
