@@ -79,8 +79,8 @@ def _agent(**settings: Any) -> Iterator[Agent]:
 
 
 @contextlib.asynccontextmanager
-async def _callers(agent: Agent, version: str) -> AsyncIterator[Callers]:
-    client = await make_client(agent.url, "GRPC", version)
+async def _calling(client: Any) -> AsyncIterator[Callers]:
+    """Callers on *client*; their gates released and the client closed at the end."""
     callers = Callers(client)
     try:
         yield callers
@@ -88,6 +88,13 @@ async def _callers(agent: Agent, version: str) -> AsyncIterator[Callers]:
         for key in callers.keys:
             GATES.release(key)
         await client.close()
+
+
+@contextlib.asynccontextmanager
+async def _callers(agent: Agent, version: str) -> AsyncIterator[Callers]:
+    """SDK gRPC callers of *agent*."""
+    async with _calling(await make_client(agent.url, "GRPC", version)) as callers:
+        yield callers
 
 
 def _refused(answer: str) -> bool:
@@ -238,13 +245,8 @@ async def _callers_at(agent_url: str, version: str, address: str) -> AsyncIterat
     async with peer_http() as http:
         card = await A2ACardResolver(http, agent_url).get_agent_card()
     client = make_peer(card, "GRPC", version, channel_factory=lambda _url: insecure(address))
-    callers = Callers(client)
-    try:
+    async with _calling(client) as callers:
         yield callers
-    finally:
-        for key in callers.keys:
-            GATES.release(key)
-        await client.close()
 
 
 def insecure(address: str) -> grpc.aio.Channel:
