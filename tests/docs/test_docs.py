@@ -21,6 +21,19 @@ PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 SKIP = re.compile(r"<!--\s*skip:\s*(\w+)(.*?)-->")
 REASON = re.compile(r'^\s*"[^"]{10,}"\s*$')
 SUMMARY = re.compile(r"(\d+) passed(?:, (\d+) skipped)? in ")
+#: A shell block (with the skip directive, if any, on the line above its fence).
+SHELL_BLOCK = re.compile(
+    r"^(?P<above>[^\n]*)\n[ \t]*```(?:bash|sh|console)[ \t]*\n(?P<body>.*?)^[ \t]*```",
+    re.MULTILINE | re.DOTALL,
+)
+#: Commands that change the machine a page runs on, not the reader's scratch folder: the
+#: firewall, kernel settings, routes and interfaces, services, users, mounts (a command's
+#: place in its line: at its start, after a separator or ``sudo``).
+HOST_CHANGE = re.compile(
+    r"(?m)(?:^[ \t]*(?:\$[ \t]+)?|[;&|(][ \t]*|sudo[ \t]+)"
+    r"(?:ip6?tables(?:-restore)?|nft|sysctl\s+-w|ip\s+(?:link|addr|route|netns)\s+(?:add|del|set)"
+    r"|systemctl\s+(?:start|stop|restart|enable|disable)|useradd|usermod|mount|swapon)\b"
+)
 
 
 # Hang guards, not speed checks: every page starts the agents it documents, which on a
@@ -67,3 +80,16 @@ def test_every_skipped_block_says_why() -> None:
             assert action == "next", f"{page.name}: use 'skip: next \"reason\"', got {action!r}"
             assert REASON.match(reason), f"{page.name}: a skipped block needs a reason: {reason!r}"
     assert found > 0
+
+
+def test_no_block_that_runs_changes_the_host() -> None:
+    # The documented blocks run on the developer's or CI's own machine (tests/docs/_runner.py):
+    # a firewall rule a page shows as advice once ran there and reset connections of later
+    # tests. Such a block is shown, not run: it carries a skip directive.
+    found = []
+    for page in PAGES:
+        for block in SHELL_BLOCK.finditer(page.read_text()):
+            shown_only = SKIP.search(block.group("above")) is not None
+            if not shown_only and HOST_CHANGE.search(block.group("body")):
+                found.append(f"{page.name}: {block.group('body').splitlines()[0]}")
+    assert found == [], "blocks that change the host must be marked skip: " + "; ".join(found)
