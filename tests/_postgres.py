@@ -31,6 +31,7 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from apcore_a2a.storage._sql_backend import _LIMITS as CONNECTION_LIMITS
+from tests._support import cannot_run_here
 
 _DEFAULT = "postgresql://postgres@127.0.0.1:5432/test"
 _URL = make_url(os.environ.get("APCORE_A2A_TEST_POSTGRES_URL") or _DEFAULT)
@@ -62,9 +63,7 @@ def _where() -> str:
 
 
 def cannot_run(reason: str) -> NoReturn:
-    if os.environ.get("CI"):
-        pytest.fail(f"{reason}; CI must run the PostgreSQL tests", pytrace=False)
-    pytest.skip(f"{reason} (only skipped outside CI)")
+    cannot_run_here(f"PostgreSQL: {reason}")
 
 
 def _run(sql: str, fetch: bool = False) -> list[Any]:

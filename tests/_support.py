@@ -37,12 +37,17 @@ _PORT_SLOT = int(os.environ.get("APCORE_A2A_TEST_PORT_SLOT", "0") or 0)
 _next_port = itertools.count(random.randrange(_PORT_BLOCK))
 
 
-def not_installed(what: str) -> NoReturn:
-    """*what* is missing on this machine: a failure in CI, which installs it (``.ci/run``),
-    a skip on a developer's machine."""
+def cannot_run_here(reason: str) -> NoReturn:
+    """This machine lacks what the test needs (*reason*): a failure in CI, whose ``.ci/run``
+    provides it, a skip on a developer's machine. The one wording of that rule."""
     if os.environ.get("CI"):
-        pytest.fail(f"{what} is not installed; CI must install it (.ci/run)")
-    pytest.skip(f"{what} is not installed (only skipped outside CI)")
+        pytest.fail(f"{reason}; CI must run this test (.ci/run provides it)", pytrace=False)
+    pytest.skip(f"{reason} (skipped only outside CI)")
+
+
+def not_installed(what: str) -> NoReturn:
+    """*what* is not installed on this machine (see :func:`cannot_run_here`)."""
+    cannot_run_here(f"{what} is not installed")
 
 
 def free_port() -> int:

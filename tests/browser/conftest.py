@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -11,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests._support import free_port, running_server
+from tests._support import free_port, not_installed, running_server
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -39,11 +38,7 @@ class PageLog:
 @pytest.fixture
 async def browser() -> AsyncIterator[Any]:
     if not CHROMIUM.exists():
-        if os.environ.get("CI"):
-            pytest.fail(
-                "Debian's chromium is missing; .ci/run installs it (apt-get install chromium)"
-            )
-        pytest.skip("Debian's chromium is not installed (apt-get install chromium; CI installs it)")
+        not_installed("Debian's chromium (apt-get install chromium)")
     from playwright.async_api import async_playwright
 
     async with async_playwright() as pw:

@@ -21,10 +21,9 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NoReturn
 
-import pytest
-
-from tests._support import ROOT
+from tests._support import ROOT, cannot_run_here
 
 PEERS = Path(__file__).resolve().parent / "peers"
 CACHE = ROOT / ".cache" / "interop"
@@ -37,11 +36,8 @@ class PeerUnavailable(RuntimeError):
     """A peer's toolchain (Node, npm) or packages cannot be had on this machine."""
 
 
-def unavailable(reason: str) -> None:
-    """Fail in CI (the suite must run there); skip on a developer machine without the tool."""
-    if os.environ.get("CI"):
-        pytest.fail(f"interop peer unavailable in CI: {reason}")
-    pytest.skip(f"interop peer unavailable: {reason}")
+def unavailable(reason: str) -> NoReturn:
+    cannot_run_here(f"interop peer unavailable: {reason}")
 
 
 @contextlib.contextmanager
