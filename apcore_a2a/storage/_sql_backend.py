@@ -27,6 +27,7 @@ from sqlalchemy import and_, delete, or_, select, text
 from sqlalchemy.exc import DBAPIError, ProgrammingError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from apcore_a2a.errors import TaskUnreadableError
 from apcore_a2a.upstream.aiosqlite_workers import track_workers
 
 from ._owner import OwnerLock, owner_lock
@@ -320,6 +321,8 @@ class SqlBackend:
                 changed += 1
             except ConcurrentTaskModificationError:
                 logger.debug("task %s changed while being marked interrupted; left as is", task_id)
+                continue
+            except TaskUnreadableError:  # logged by the store's reader; never rewritten
                 continue
             # Only the replica whose write won tells its listeners: once per task.
             for listener in self.interrupted:

@@ -21,6 +21,7 @@ an expression from an index).
 from __future__ import annotations
 
 import builtins
+import contextlib
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -38,6 +39,7 @@ from a2a.utils.task import (
 )
 from sqlalchemy import String, and_, func, literal_column, or_, select
 
+from apcore_a2a.errors import TaskUnreadableError
 from apcore_a2a.storage.fields import unstorable
 from apcore_a2a.upstream.sql_task_rows import TaskRows
 
@@ -131,7 +133,12 @@ class TaskPages:
             last = page[-1].last_updated
             position = ListTasksCursor(_ns(last) if last is not None else None, page[-1].id)
             token = encode_list_tasks_cursor(position)
-        tasks = [self._rows.task(row) for row in page]
+        tasks = []
+        for row in page:
+            # An unreadable row (logged by the store's reader) is left out of the page
+            # only: the token is still the last row's position, the count still counts it.
+            with contextlib.suppress(TaskUnreadableError):
+                tasks.append(self._rows.task(row))
         return ListTasksResponse(
             tasks=tasks, total_size=total, next_page_token=token, page_size=size
         )

@@ -5,9 +5,10 @@ database URL, a path; validation errors carry pages of pydantic text with links)
 error gets our errors' codes (``upstream/error_answers.py``), then :func:`scrub_error`:
 paths, traceback lines and links go, the message is cut to 500 characters and each string
 of its data to 200; -32603 (HTTP 500) says only "Internal error" unless the executor
-worded it. What the handler raised is rendered from the exception (:func:`error_answer`,
-with the edge's builder, ``edge/refusal.py``); only an error the SDK's route answered
-before the handler is read back (:func:`error_body`). The gRPC servicers answer from the
+worded it or it is one of our errors (``TaskUnreadableError`` is a REST 500). What the
+handler raised is rendered from the exception (:func:`error_answer`, with the edge's
+builder, ``edge/refusal.py``); only an error the SDK's route answered before the handler
+is read back (:func:`error_body`). The gRPC servicers answer from the
 exception: :func:`scrub_exception` applies the same rule to it.
 """
 
@@ -25,7 +26,7 @@ from a2a.utils.errors import A2AError, InternalError
 from apcore_a2a.adapters.errors import sanitize
 from apcore_a2a.classify import RequestInfo
 from apcore_a2a.edge.refusal import error_document
-from apcore_a2a.errors import RETRY_AFTER_KEY
+from apcore_a2a.errors import OWN_ERRORS, RETRY_AFTER_KEY
 from apcore_a2a.upstream.error_answers import correct_error
 from apcore_a2a.upstream.error_metadata import string_metadata
 from apcore_a2a.upstream.v03_invalid_params import invalid_params_03
@@ -93,10 +94,15 @@ def _ours(error: dict[str, Any]) -> bool:
     return any(isinstance(m, dict) and isinstance(m.get(OURS_KEY), str) for m in metadata)
 
 
+def _own(error: dict[str, Any]) -> bool:
+    """Whether an error is one of ours (``apcore_a2a.errors``), by its ErrorInfo reason."""
+    return any(d.get("reason") in OWN_ERRORS for d in _dicts(error))
+
+
 def scrub_error(error: dict[str, Any]) -> dict[str, Any]:
     """A sanitized copy of one error object (JSON-RPC or REST shape)."""
     code = error.get("code")
-    if code in (-32603, 500) and not _ours(error):
+    if code in (-32603, 500) and not _ours(error) and not _own(error):
         out = {k: v for k, v in error.items() if k in ("code", "status")}
         out["message"] = INTERNAL
         return out
