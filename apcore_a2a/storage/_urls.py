@@ -190,10 +190,22 @@ async def create_index(engine: AsyncEngine, name: str, table: str, columns: str)
 
 
 async def drop_index(engine: AsyncEngine, name: str) -> None:
-    """Drop the index *name* if it exists."""
-    async with engine.begin() as conn:
+    """Drop the index *name* if it exists.
+
+    PostgreSQL drops it ``CONCURRENTLY`` (outside a transaction, as it must be): a plain
+    ``DROP INDEX`` waits for an exclusive lock on the table, and every later read of the
+    table queues behind it until the oldest transaction using the table ends, so one
+    replica of a new release starting beside serving ones stalled them all. A drop cut
+    short leaves the index invalid; the next start's drop finishes it.
+    """
+    async with engine.connect() as conn:
         quote = conn.dialect.identifier_preparer.quote
-        await conn.execute(text(f"DROP INDEX IF EXISTS {quote(name)}"))
+        if conn.dialect.name == "postgresql":
+            conn = await conn.execution_options(isolation_level="AUTOCOMMIT")
+            await conn.execute(text(f"DROP INDEX CONCURRENTLY IF EXISTS {quote(name)}"))
+            return
+        async with conn.begin():
+            await conn.execute(text(f"DROP INDEX IF EXISTS {quote(name)}"))
 
 
 def create_engine(store_url: StoreURL) -> AsyncEngine:
