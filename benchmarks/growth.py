@@ -2,7 +2,7 @@
 
 ``python -m benchmarks.growth [--sizes 1,10] [--chunk 4096] [--modes single,cluster]
 [--replay-mb 10] [--dimensions streams,turns,others] [--turns 20,200]
-[--others 10000,100000] [--pages 1000,10000] [--append RESULTS.md]``
+[--others 10000,100000] [--pages 1000,10000] [--unreadable 0,1] [--append RESULTS.md]``
 
 Streams (one process, fresh store, without and with ``--cluster`` side by side):
 ``bench.stream`` sends *size* MB of random text in *chunk*-character chunks (random:
@@ -31,7 +31,8 @@ sizes so the growth ratio shows, in costs that do not depend on the clock:
   every frame kept) and rows of the store's tables read (PostgreSQL
   ``pg_stat_user_tables``: ``seq_tup_read + idx_tup_fetch``), per turn;
 * ``pages``: one caller paging through *n* tasks of its own with ``ListTasks``
-  (``--pages 1000,10000``, ``--page-size 50``; ``benchmarks/pages.py``);
+  (``--pages 1000,10000``, ``--page-size 50``, ``--unreadable 0,1``: that percent of
+  its rows unreadable; ``benchmarks/pages.py``);
 * ``others``: one caller's ``GetTask``, ``ListTasks`` and new ``SendMessage`` while the
   store holds *n* tasks of other callers (``--others 10000,100000``, inserted by SQL),
   rows of ``tasks`` each read (PostgreSQL).
@@ -600,6 +601,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--others", default="10000,100000", help="other callers' tasks")
     parser.add_argument("--pages", default="1000,10000", help="the caller's own tasks")
     parser.add_argument("--page-size", type=int, default=50, help="ListTasks pageSize")
+    parser.add_argument(
+        "--unreadable", default="0", help="percents of the caller's rows unreadable (pages)"
+    )
     parser.add_argument("--title")
     parser.add_argument("--append", type=Path, help="Markdown file to append the table to")
     args = parser.parse_args(argv)
@@ -621,11 +625,21 @@ def main(argv: list[str] | None = None) -> int:
                 if "others" in dimensions and backend == "postgresql":
                     others.append(measure_others(backend, n, Path(tmp), cluster=mode == "cluster"))
                     print(others[-1], file=sys.stderr, flush=True)
+            damaged = [int(p) for p in args.unreadable.split(",") if p]
             for mode, n in ((m, int(n)) for n in args.pages.split(",") for m in modes):
-                if "pages" in dimensions and (backend != "memory" or mode == "single"):
-                    pages.append(measure_pages(backend, n, Path(tmp), cluster=mode == "cluster",
-                                               page_size=args.page_size))  # fmt: skip
-                    print(pages[-1], file=sys.stderr, flush=True)
+                if "pages" not in dimensions or (backend == "memory" and mode != "single"):
+                    continue
+                for percent in damaged if backend != "memory" else [0]:
+                    measured = measure_pages(
+                        backend,
+                        n,
+                        Path(tmp),
+                        cluster=mode == "cluster",
+                        page_size=args.page_size,
+                        unreadable=percent,
+                    )
+                    pages.append(measured)
+                    print(measured, file=sys.stderr, flush=True)
             if "streams" not in dimensions:
                 continue
             for size in (float(s) for s in args.sizes.split(",") if s):

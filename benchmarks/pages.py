@@ -8,7 +8,10 @@ filtered by ``contextId`` and by ``status``. The calls go to the task store chai
 agent serves ``ListTasks`` from (``open_stores``, started as ``serve`` starts it), in this
 process, so each backend can be counted with a counter that does not depend on the clock:
 
-The SQL stores hold as many tasks of 100 other callers besides.
+The SQL stores hold as many tasks of 100 other callers besides. With ``--unreadable P``
+(SQL stores), P % of the caller's rows (none in the big context or failed) hold a 0.3
+state name in a 1.0 row, which no reading of the row accepts: pages leave them out
+(``docs/storage.md``, *Unreadable rows*), and the counts show what that costs a page.
 
 * PostgreSQL (single and ``--cluster``): rows of ``tasks`` read from the table
   (``pg_stat_user_tables``: ``seq_tup_read + idx_tup_fetch``) and index entries read
@@ -44,6 +47,8 @@ class PagesRow:
     page_size: int
     unit: str
     pages: int = 0
+    #: percent of the caller's rows that cannot be read as a task
+    unreadable: int = 0
     #: what was counted -> count (``rows``; PostgreSQL also ``index``)
     first: dict[str, int] = field(default_factory=dict)
     second: dict[str, int] = field(default_factory=dict)
@@ -51,6 +56,12 @@ class PagesRow:
     walk: dict[str, int] = field(default_factory=dict)
     by_context: dict[str, int] = field(default_factory=dict)
     by_status: dict[str, int] = field(default_factory=dict)
+
+
+def _damaged(g: int, unreadable: int) -> bool:
+    """Whether the caller's task number *g* is one of the *unreadable* percent (one in
+    100 / *unreadable*, at an offset that is neither in the big context nor failed)."""
+    return unreadable > 0 and g % (100 // unreadable) == 5
 
 
 def _task_rows(n: int, prefix: str = "mine") -> list[tuple[str, str, datetime, str]]:
@@ -67,7 +78,7 @@ def _task_rows(n: int, prefix: str = "mine") -> list[tuple[str, str, datetime, s
     return rows
 
 
-async def _fill_sql(stores: Any, n: int) -> None:
+async def _fill_sql(stores: Any, n: int, unreadable: int) -> None:
     from a2a.server.models import TaskModel
     from sqlalchemy import insert
 
@@ -78,6 +89,9 @@ async def _fill_sql(stores: Any, n: int) -> None:
          "protocol_version": "1.0"}
         for i, c, t, s in _task_rows(n)
     ]  # fmt: skip
+    for g, row in enumerate(values, start=1):
+        if _damaged(g, unreadable):
+            row["status"] = {**row["status"], "state": "completed"}  # the 0.3 name
     # As many tasks of 100 other callers: the caller's are not the whole table.
     others = [
         {**row, "owner": f"other-{k % 100}"}
@@ -184,7 +198,7 @@ async def _measure(backend: str, url: str, database: str | None, row: PagesRow) 
         if backend == "memory":
             await _fill_memory(stores, row.tasks, context)
         else:
-            await _fill_sql(stores, row.tasks)
+            await _fill_sql(stores, row.tasks, row.unreadable)
         if database is not None:
             await _pg("VACUUM ANALYZE tasks", database)
         counter = _Counter(backend, url, database, stores.engine)
@@ -194,9 +208,9 @@ async def _measure(backend: str, url: str, database: str | None, row: PagesRow) 
             return await stores.task_store.list(request, context)
 
         listed, row.first = await counter.count(page)
-        token = listed.next_page_token
+        token, seen = listed.next_page_token, len(listed.tasks)
         listed, row.second = await counter.count(lambda: page(token))
-        seen = len(listed.tasks) + row.page_size
+        seen += len(listed.tasks)
 
         async def rest() -> str:
             nonlocal seen
@@ -211,8 +225,9 @@ async def _measure(backend: str, url: str, database: str | None, row: PagesRow) 
                 token = got.next_page_token
 
         last_token, row.walk = await counter.count(rest)
-        if seen != row.tasks:
-            raise RuntimeError(f"paged through {seen} of {row.tasks} tasks")
+        readable = row.tasks - sum(_damaged(g, row.unreadable) for g in range(1, row.tasks + 1))
+        if seen != readable:
+            raise RuntimeError(f"paged through {seen} of {readable} readable tasks")
         _last, row.last = await counter.count(lambda: page(last_token))
         first = await page(context_id=BIG_CONTEXT)
         _, row.by_context = await counter.count(
@@ -225,10 +240,14 @@ async def _measure(backend: str, url: str, database: str | None, row: PagesRow) 
         await stores.aclose()
 
 
-def measure_pages(backend: str, n: int, folder: Path, *, cluster: bool, page_size: int) -> PagesRow:
-    """One caller paging through *n* tasks of its own (see the module docstring)."""
+def measure_pages(
+    backend: str, n: int, folder: Path, *, cluster: bool, page_size: int, unreadable: int = 0
+) -> PagesRow:
+    """One caller paging through *n* tasks of its own (see the module docstring), of
+    which *unreadable* percent cannot be read (SQL stores)."""
     units = {"postgresql": "rows", "sqlite": "steps", "memory": "calls"}
-    row = PagesRow(backend, "cluster" if cluster else "single", n, page_size, units[backend])
+    mode = "cluster" if cluster else "single"
+    row = PagesRow(backend, mode, n, page_size, units[backend], unreadable=unreadable)
     if backend == "memory":
         asyncio.run(_measure(backend, "memory://", None, row))
         return row
@@ -254,14 +273,14 @@ def render_pages(rows: list[PagesRow]) -> str:
         "store's statements; memory: Python calls. Per page; *walk* is the mean over the "
         "pages after the second.",
         "",
-        "| store | mode | tasks | P | unit | page 1 | page 2 | walk (mean) | last page | "
-        "contextId, page 2 | status, page 2 |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| store | mode | tasks | unreadable | P | unit | page 1 | page 2 | walk (mean) | "
+        "last page | contextId, page 2 | status, page 2 |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         unit = "rows / index" if r.backend == "postgresql" else r.unit
         lines.append(
-            f"| {r.backend} | {r.mode} | {r.tasks:,} | {r.page_size} | {unit} | "
+            f"| {r.backend} | {r.mode} | {r.tasks:,} | {r.unreadable} % | {r.page_size} | {unit} | "
             f"{_cell(r.first)} | {_cell(r.second)} | {_cell(r.walk, max(r.pages - 2, 1))} | "
             f"{_cell(r.last)} | {_cell(r.by_context)} | {_cell(r.by_status)} |"
         )
