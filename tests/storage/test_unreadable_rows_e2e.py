@@ -5,9 +5,10 @@ A row can hold JSON its ``protocol_version`` does not describe: an older release
 (protobuf's ``ParseDict`` for 1.0, the 0.3 models otherwise), and one such row failed the
 whole ``ListTasks`` page (-32603) for every caller who could see it, and a start whose
 recovery met it. Here the rows are damaged by SQL beside good rows of the same owner and
-of another owner: the agent starts, pages skip the damaged rows (their tokens still
-advance past them), ``GetTask`` of one answers the typed ``TaskUnreadableError``, each is
-logged once at WARNING by id, and no read rewrites or deletes a row.
+of another owner, on one process and in cluster mode: the agent starts, pages skip the
+damaged rows (their tokens still advance past them), ``GetTask`` of one answers the typed
+``TaskUnreadableError``, each is logged once at WARNING by id, and no read rewrites or
+deletes a row.
 """
 
 from __future__ import annotations
@@ -68,7 +69,7 @@ DAMAGES: dict[str, tuple[str | None, Any]] = {
 
 
 @contextlib.asynccontextmanager
-async def _agent(url: str) -> AsyncIterator[tuple[httpx.AsyncClient, str, str]]:
+async def _agent(url: str, cluster: bool) -> AsyncIterator[tuple[httpx.AsyncClient, str, str]]:
     """A served agent on *url*: (its HTTP client, its base URL, its gRPC address)."""
     registry = Registry()
     registry.register("demo.add", Add())
@@ -79,6 +80,7 @@ async def _agent(url: str) -> AsyncIterator[tuple[httpx.AsyncClient, str, str]]:
         task_store=url,
         grpc_port=grpc_port,
         api_keys=tuple(f"{key}={owner}" for owner, key in KEYS.items()),
+        cluster=cluster,
     ).create()
     async with running_server(app) as base, httpx.AsyncClient(base_url=base, timeout=60) as http:
         yield http, base, f"127.0.0.1:{grpc_port}"
@@ -156,11 +158,11 @@ def _no_internals(text: str) -> None:
     assert "Traceback" not in text and SECRET not in text and "site-packages" not in text, text
 
 
-@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+@pytest.mark.parametrize("cluster", [False, True], ids=["single", "cluster"])
 async def test_an_unreadable_row_costs_only_its_own_task(
-    sql_url: str, caplog: pytest.LogCaptureFixture
+    sql_url: str, cluster: bool, caplog: pytest.LogCaptureFixture
 ) -> None:
-    async with _agent(sql_url) as (http, _base, _grpc):
+    async with _agent(sql_url, cluster) as (http, _base, _grpc):
         for owner, count in (("alice", 8), ("bob", 3)):
             for _ in range(count):
                 answer = (await http.post("/", json=_send(), headers=_headers(owner))).json()
@@ -180,7 +182,7 @@ async def test_an_unreadable_row_costs_only_its_own_task(
 
     caplog.set_level(logging.WARNING, logger="apcore_a2a")
     # The start's recovery reads the running ones ("working"): the agent starts all the same.
-    async with _agent(sql_url) as (http, base, address):
+    async with _agent(sql_url, cluster) as (http, base, address):
         for rest in (False, True):
             for owner, expected in (("alice", good), ("bob", bob)):
                 pages = await _pages_over_http(http, owner, rest)
