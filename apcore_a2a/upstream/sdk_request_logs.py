@@ -1,5 +1,10 @@
 """a2a-sdk's records of a client's error, DEBUG records on our agent's requests: a filter
-on the SDK's loggers while an agent of ours runs, acting only inside its requests."""
+on the SDK's loggers while an agent of ours runs, acting only inside its requests.
+
+So are its records of one of our own errors (``apcore_a2a.errors``): the SDK renders
+them as -32603, not knowing our codes, and logs a streamed call's at ERROR; the agent
+answers them with their own codes, and logs itself what an operator must see (an outage,
+an unreadable task)."""
 
 from __future__ import annotations
 
@@ -7,6 +12,7 @@ import logging
 import threading
 
 from apcore_a2a.classify import current_request
+from apcore_a2a.errors import OWN_ERRORS, WIRE_KEY
 
 #: the SDK's loggers that report a client's error
 LOGGERS = (
@@ -22,12 +28,22 @@ _UNPARSED = (
     "Failed to validate base JSON-RPC request for v0.3",
 )
 
+#: one of our errors as the SDK's record quotes its data (the marker it still carries)
+_OWN_MARKS = tuple(f"'{WIRE_KEY}': '{reason}'" for reason in OWN_ERRORS)
+
+
+def _own_error(record: logging.LogRecord) -> bool:
+    args = record.args if isinstance(record.args, tuple) else ()
+    data = [arg for arg in args if isinstance(arg, str) and arg.startswith(", Data=")]
+    return any(mark in text for text in data for mark in _OWN_MARKS)
+
 
 class _ClientErrors(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         if current_request() is None:
             return True  # not a request of ours
-        if record.levelno != logging.WARNING and record.msg not in _UNPARSED:
+        client = record.levelno == logging.WARNING or record.msg in _UNPARSED
+        if not client and not _own_error(record):
             return True
         record.levelno, record.levelname = logging.DEBUG, "DEBUG"
         return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)

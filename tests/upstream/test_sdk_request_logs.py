@@ -104,3 +104,16 @@ def test_our_client_errors_are_debug_records_and_the_plain_agent_keeps_its_own(
         ("a2a.compat.v0_3.jsonrpc_adapter", "DEBUG"),
         ("a2a.utils.error_handlers", "DEBUG"),
     }
+
+
+def test_the_sdk_renders_our_own_errors_as_internal_in_its_records() -> None:
+    """Why the filter also takes the SDK's records of our own errors: it renders an error
+    class it does not know as -32603 (logged at ERROR on a streamed call), keeping our
+    marker in the data. When it stops, those records need no filtering."""
+    from a2a.server.request_handlers.response_helpers import build_error_response
+
+    from apcore_a2a.errors import WIRE_KEY, TaskUnreadableError
+
+    error = build_error_response(1, TaskUnreadableError.of("t"))["error"]
+    assert error["code"] == -32603
+    assert f"'{WIRE_KEY}': 'TASK_UNREADABLE'" in str(error["data"])
