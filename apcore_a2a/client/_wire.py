@@ -34,6 +34,7 @@ from google.protobuf.json_format import MessageToDict, ParseError
 from google.protobuf.message import DecodeError
 from httpx_sse import EventSource
 
+from apcore_a2a.client._media import EVENT_STREAM, event_stream, is_json, shown
 from apcore_a2a.client.errors import (
     A2AAuthenticationError,
     A2AClientError,
@@ -189,11 +190,23 @@ def current(call: Call) -> Iterator[None]:
         _current.reset(token)
 
 
-def refused(response: httpx.Response, content: bytes) -> A2AClientError:
+def oversized(response: httpx.Response, what: str = "an error answer") -> str:
+    """*what* the agent answered, read only up to :data:`MAX_ERROR_BYTES`: its size (as its
+    ``Content-Length`` gives it, unless compressed, where that is not the size read) and the
+    cap, not its media type: the message says the body was too large to read, not unread."""
+    length = response.headers.get("content-length", "").strip()
+    compressed = "content-encoding" in response.headers
+    if length.isdigit() and int(length) > MAX_ERROR_BYTES and not compressed:
+        what += f" of {int(length)} bytes"
+    return f"{what} (over the {MAX_ERROR_BYTES // 1024} KiB the client reads)"
+
+
+def refused(response: httpx.Response, content: bytes, whole: bool = True) -> A2AClientError:
     """The typed error of a non-2xx answer: by the JSON-RPC code or ErrorInfo reason it
-    names, whatever the status; else a bare 415 is the content type, 401/403 refuse the
-    caller, anything else is the connection's."""
-    status, body = response.status_code, json_or_none(content)
+    names, whatever the status and media type; else a bare 415 is the content type, 401/403
+    refuse the caller, anything else is the connection's. *content* is its body, cut at
+    :data:`MAX_ERROR_BYTES` unless *whole*: then its size is what it says."""
+    status, body = response.status_code, json_or_none(content) if whole else None
     error = body.get("error", body) if isinstance(body, dict) else None
     error = error if isinstance(error, dict) else {}
     if status not in (401, 403) and error:
@@ -205,7 +218,9 @@ def refused(response: httpx.Response, content: bytes) -> A2AClientError:
     # What the refusal says, in one line: the error's message, else a short plain body.
     said = error.get("message") or error.get("detail") or error.get("title")
     text = content.decode(errors="replace").strip()
-    if not isinstance(said, str):
+    if not whole:
+        said = oversized(response)
+    elif not isinstance(said, str):
         said = text[:200] if text and text[0] not in "{[<" else ""
     said = " ".join(said.split())[:300]
     if status == 415:
@@ -216,14 +231,17 @@ def refused(response: httpx.Response, content: bytes) -> A2AClientError:
     )
 
 
-def not_a_stream(response: httpx.Response, binding: str, content: bytes) -> A2AClientError:
+def not_a_stream(
+    response: httpx.Response, binding: str, content: bytes, whole: bool = True
+) -> A2AClientError:
     """The error of a 2xx answer to a stream request that is not ``text/event-stream``
     (A2A 1.0.1 §9.4.2, §11.7): the typed error it carries, as agents refuse a stream before
-    it starts (a JSON-RPC error object; REST: a ``google.rpc.Status`` naming its reason),
-    else :class:`InvalidAgentResponseError` naming what came instead. A result is refused
-    too, not read as the one event: an agent that answers a stream so did not stream (a
-    server taking the call for ``SendMessage``, a proxy), which the caller is told."""
-    payload = json_or_none(content)
+    it starts (JSON: a JSON-RPC error object; REST: a ``google.rpc.Status`` naming its
+    reason), else :class:`InvalidAgentResponseError` naming what came instead. A result is
+    refused too, not read as the one event: an agent that answers a stream so did not stream
+    (a server taking the call for ``SendMessage``, a proxy), which the caller is told."""
+    header = response.headers.get("content-type")
+    payload = json_or_none(content) if whole and is_json(header) else None
     error = payload.get("error") if isinstance(payload, dict) else None
     if binding == "JSONRPC" and isinstance(payload, dict) and error is not None:
         _one_of_result_and_error(payload, False)
@@ -231,11 +249,20 @@ def not_a_stream(response: httpx.Response, binding: str, content: bytes) -> A2AC
     typed = error_from_details(error) if binding != "JSONRPC" and isinstance(error, dict) else None
     if typed is not None:
         return typed
-    media_type = " ".join(response.headers.get("content-type", "").split())[:100]
+    answer = shown(header)
+    if not whole:
+        answer = oversized(response, f"HTTP {response.status_code} and {answer}")
     empty = "" if content.strip() else " (an empty body)"
     return InvalidAgentResponseError(
-        f"the agent answered a stream request with {media_type or 'no content type'}, "
-        f"not text/event-stream{empty}"
+        f"the agent answered a stream request with {answer}, not {EVENT_STREAM}{empty}"
+    )
+
+
+def not_json(response: httpx.Response) -> InvalidAgentResponseError:
+    """The error of a 2xx answer with a body that is not JSON by its media type."""
+    return InvalidAgentResponseError(
+        f"the agent answered {response.url} with {shown(response.headers.get('content-type'))}, "
+        "not JSON (application/json)"
     )
 
 
@@ -247,14 +274,22 @@ async def on_response(response: httpx.Response) -> None:
     # Read through a response of our own (the content decoded), so the SDK reads the body
     # we hand it: each SSE event on its own, the answer's timestamps read as UTC.
     body = httpx.Response(response.status_code, headers=response.headers, stream=response.stream)
-    response.headers.pop("content-encoding", None)
     if not response.is_success:
-        raise refused(response, (await read_at_most(body, MAX_ERROR_BYTES))[0])
-    if "text/event-stream" in response.headers.get("content-type", ""):
-        response.stream = _EventTap(body, call, response.url)
+        raise refused(response, *await read_at_most(body, MAX_ERROR_BYTES))
+    stream_type = event_stream(response.headers.get("content-type"))
+    if call.stream and stream_type is None:  # a2a-sdk would read it as one event, or none
+        raise not_a_stream(response, call.binding, *await read_at_most(body, MAX_ERROR_BYTES))
+    response.headers.pop("content-encoding", None)  # the SDK reads the body decoded, ours
+    if stream_type is not None:
+        response.headers["content-type"] = stream_type
+        response.stream = _EventTap(body, call, response.url, stream_type)
         return
-    if call.stream:  # a2a-sdk would read the body as one event, or as none when empty
-        raise not_a_stream(response, call.binding, (await read_at_most(body, MAX_ERROR_BYTES))[0])
+    header = response.headers.get("content-type")
+    if not is_json(header):  # nothing to read (a delete's answer), or no A2A answer
+        if (await read_at_most(body, MAX_ERROR_BYTES))[0].strip():
+            raise not_json(response)
+        response.stream = httpx.ByteStream(b"")
+        return
     content, whole = await read_at_most(body, MAX_ANSWER_BYTES)
     if not whole:
         raise _too_large(f"the answer of {response.url}")
@@ -282,11 +317,11 @@ async def _events(body: httpx.Response, url: httpx.URL) -> AsyncIterator[bytes]:
 
 
 class _EventTap(httpx.AsyncByteStream):
-    def __init__(self, body: httpx.Response, call: Call, url: httpx.URL) -> None:
-        self._body, self._call, self._url = body, call, url
+    def __init__(self, body: httpx.Response, call: Call, url: httpx.URL, media: str) -> None:
+        self._body, self._call, self._url, self._media = body, call, url, media
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
-        media_type = {"content-type": self._body.headers["content-type"]}  # its charset
+        media_type = {"content-type": self._media}  # its charset
         events = httpx.Response(200, headers=media_type, content=_events(self._body, self._url))
         async for sse in EventSource(events).aiter_sse():
             if not sse.data:

@@ -17,6 +17,7 @@ from google.protobuf.json_format import MessageToDict
 from apcore_a2a.client import _shapes as shape
 from apcore_a2a.client._asgi import CONNECT_TIMEOUT, ASGIApp, DirectTransport
 from apcore_a2a.client._calls import Caller
+from apcore_a2a.client._media import is_json
 from apcore_a2a.client._shapes import MessageInput
 from apcore_a2a.client._wire import (
     MAX_ANSWER_BYTES,
@@ -390,10 +391,10 @@ class A2AClient:
                 f"{url} answered a body that cannot be decoded"
             ) from exc
         if not response.is_success:
-            raise refused(response, content)
+            raise refused(response, content, whole)
         if not whole:
             raise InvalidAgentResponseError(f"{url} answered more than {MAX_ANSWER_BYTES} bytes")
-        answer = json_or_none(content)
+        answer = json_or_none(content) if is_json(response.headers.get("content-type")) else None
         if not isinstance(answer, dict) or not isinstance(answer.get("configs"), list):
             raise InvalidAgentResponseError(f"{url} did not answer a push status document")
         return answer

@@ -138,6 +138,21 @@ class StubAgent:
 
 
 @dataclass
+class AnsweringAgent(StubAgent):
+    """A stub agent answering every request but for its card with :attr:`answer` (a REST
+    ``GET`` or ``:subscribe`` has no body, which the plain stub takes for a client gone
+    away)."""
+
+    answer: Reply = field(default_factory=lambda: json_reply({}))
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["path"] in self.card_paths:
+            await super().__call__(scope, receive, send)
+            return
+        await _send(send, self.answer)
+
+
+@dataclass
 class Recorder:
     """Wraps an ASGI app and records every HTTP request that reaches it."""
 

@@ -164,6 +164,12 @@ def _push_status_agent(answer: Reply) -> _Answering:
 
 
 BROKEN_GZIP = (200, {"content-type": "application/json", "content-encoding": "gzip"}, [b"{}"])
+#: a push status document, but named HTML (before: read as JSON, the header searched for it)
+HTML_DOCUMENT = (
+    200,
+    {"content-type": "text/html; note=application/json"},
+    [json.dumps({"taskId": "t-1", "configs": []}).encode()],
+)
 
 
 @pytest.mark.parametrize(
@@ -176,8 +182,18 @@ BROKEN_GZIP = (200, {"content-type": "application/json", "content-encoding": "gz
         (json_reply([{"id": "p-1"}]), InvalidAgentResponseError, "no.* push status document"),
         (json_reply({"configs": "p-1"}), InvalidAgentResponseError, "push status document"),
         ((200, {}, [b"not json"]), InvalidAgentResponseError, "push status document"),
+        (HTML_DOCUMENT, InvalidAgentResponseError, "push status document"),
     ],
-    ids=["undecodable", "not-found", "refused", "bad-gateway", "a-list", "configs", "not-json"],
+    ids=[
+        "undecodable",
+        "not-found",
+        "refused",
+        "bad-gateway",
+        "a-list",
+        "configs",
+        "not-json",
+        "document-as-html",
+    ],
 )
 async def test_a_broken_push_status_answer_is_a_typed_error(
     answer: Reply, expected: type[Exception], said: str

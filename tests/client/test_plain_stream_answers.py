@@ -12,7 +12,6 @@ one event and an empty stream as a finished one: the caller saw a stream end nor
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -23,6 +22,7 @@ from tests.client._stub_agent import (
     NOT_FOUND,
     TASK,
     TASK_03,
+    AnsweringAgent,
     Reply,
     StubAgent,
     card_for,
@@ -64,27 +64,8 @@ def _answer(case: str, binding: str, version: str) -> Reply:
     return answers[case]
 
 
-@dataclass
-class _Answering(StubAgent):
-    """A stub agent answering every request but for its card with :attr:`answer` (a REST
-    ``:subscribe`` has no body, which the plain stub takes for a client gone away)."""
-
-    answer: Reply = field(default_factory=lambda: json_reply({}))
-
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] != "http" or scope["path"] in self.card_paths:
-            await super().__call__(scope, receive, send)
-            return
-        status, headers, chunks = self.answer
-        raw = [(k.encode(), v.encode()) for k, v in headers.items()]
-        await send({"type": "http.response.start", "status": status, "headers": raw})
-        for chunk in chunks:
-            await send({"type": "http.response.body", "body": chunk, "more_body": True})
-        await send({"type": "http.response.body", "body": b""})
-
-
-def _agent(case: str, binding: str, version: str) -> _Answering:
-    return _Answering(answer=_answer(case, binding, version))
+def _agent(case: str, binding: str, version: str) -> AnsweringAgent:
+    return AnsweringAgent(answer=_answer(case, binding, version))
 
 
 #: case: what the caller gets, and what its message says
