@@ -58,14 +58,14 @@ def printable(text: str) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from apcore_a2a.cli import client, config, db, serve
+    from apcore_a2a.cli import client, config, db, push, serve
 
     parser = argparse.ArgumentParser(
         prog="apcore-a2a", description="Serve and call A2A agents built from apcore modules."
     )
     parser.add_argument("--version", action="version", version=f"apcore-a2a {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in (serve, client, db, config):
+    for module in (serve, client, push, db, config):
         module.register(subparsers)
     return parser
 

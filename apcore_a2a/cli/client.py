@@ -1,10 +1,12 @@
-"""Client commands of ``apcore-a2a``: ``card``, ``call``, ``task get|cancel`` and
-``push set|get|list|delete``.
+"""Client commands of ``apcore-a2a``: ``card``, ``call``, ``task get|cancel|resubscribe``
+(``push``: ``cli/push.py``, on :func:`command`).
 
 Each command prints JSON on stdout (the card indented, anything else one object a line)
 and, on failure, one line on stderr with a non-zero exit code (:data:`EXIT_CODES`). ``call``
 waits as long as the task runs (``--timeout`` bounds it), streaming when the agent can, and
-after 2 s shows ``task ID: STATE, N s`` on stderr while it waits.
+after 2 s shows ``task ID: STATE, N s`` on stderr while it waits. ``task resubscribe``
+follows a running task's stream (``SubscribeToTask``) to its end, printing each event, and
+exits as ``call`` does by the state the task ends in.
 """
 
 from __future__ import annotations
@@ -34,7 +36,8 @@ from apcore_a2a.client import (
 )
 from apcore_a2a.client.card import extension, objects
 
-#: ``call``: the task ended in one of these states (its JSON is printed all the same)
+#: ``call``, ``task resubscribe``: the task ended in one of these states (its JSON is
+#: printed all the same)
 EXIT_TASK_STATES = {"failed": 7, "rejected": 8, "canceled": 9}
 #: what each exit code of the client commands means (shown by ``--help``)
 EXIT_CODES = """exit codes:
@@ -44,8 +47,10 @@ EXIT_CODES = """exit codes:
   3  the agent cannot be reached or has no usable card
   4  card --verify: the card's signature is missing or does not verify
   5  the agent refused the credentials (HTTP 401/403): see --token, --header
-  6  call: the task still runs when --timeout ends (its id is printed)
-  7  call: the task failed   8  call: the agent rejected it   9  call: it was canceled
+  6  call, task resubscribe: the task still runs when --timeout ends (its id is printed)
+  7  call, task resubscribe: the task failed
+  8  call, task resubscribe: the agent rejected it
+  9  call, task resubscribe: it was canceled
 130  interrupted (Ctrl-C); a task already sent runs on"""
 #: the exit code of each failure, the first that matches
 _EXITS: list[tuple[type[Exception] | tuple[type[Exception], ...], int]] = [
@@ -107,10 +112,11 @@ def _client(args: argparse.Namespace, timeout: float | None) -> A2AClient:
 
 def _run(args: argparse.Namespace) -> int:
     """Run the command's body with a client; every failure is one stderr line + exit code.
-    ``--timeout`` bounds each request, but ``call``'s: it bounds the whole wait."""
+    ``--timeout`` bounds each request, but a command that waits for its task (``call``,
+    ``task resubscribe``): it bounds the whole wait."""
 
     async def main() -> None:
-        async with _client(args, None if args.command == "call" else args.timeout) as client:
+        async with _client(args, None if args.waits else args.timeout) as client:
             await args.body(client, args)
 
     # httpx logs every request at INFO, and a2a-sdk warns about what it reads of the agent's
@@ -196,8 +202,14 @@ async def _call(client: A2AClient, args: argparse.Namespace) -> None:
             raise _timed_out(args, client.url, task_id, state) from None
     else:
         emit(last := await _wait_for(client, message, options, args))
+    _exit_by_state(last)
+
+
+def _exit_by_state(last: dict[str, Any]) -> None:
+    """Exit 7, 8 or 9 when *last* (the task, or the final event of its stream, printed
+    already) says the task ended failed, rejected or canceled; the agent's message says why."""
     state = (last.get("status") or {}).get("state")
-    if state in EXIT_TASK_STATES:  # printed all the same; the agent's message says why
+    if state in EXIT_TASK_STATES:
         parts = (last["status"]["message"] or {}).get("parts") or []
         said = " ".join(str(part.get("text") or "") for part in parts).strip()
         ended = f"task {last.get('id') or last.get('taskId')} {state}"
@@ -280,10 +292,12 @@ def _timed_out(args: argparse.Namespace, url: str, task_id: str | None, state: s
     said = f"no answer from the agent {waited}; a longer --timeout waits longer"
     if task_id is not None:
         # Quoted for the shell: the id is the agent's, and the command is made to be pasted.
-        command = shlex.join(["apcore-a2a", "task", "get", url, task_id])
+        following = args.command == "task"  # resubscribe: again, with a longer --timeout
+        action = "resubscribe" if following else "get"
+        again = shlex.join(["apcore-a2a", "task", action, url, task_id])
+        hint = "" if following else " (start long work with --no-wait)"
         said = (
-            f"task {task_id} is still {state} {waited}; it runs on (start long work with "
-            f"--no-wait): follow it with: {command}"
+            f"task {task_id} is still {state} {waited}; it runs on{hint}: follow it with: {again}"
         )
     return Exit(6, said)
 
@@ -295,40 +309,20 @@ async def _task(client: A2AClient, args: argparse.Namespace) -> None:
         emit(await client.cancel_task(args.task_id))
 
 
-async def _push(client: A2AClient, args: argparse.Namespace) -> None:
-    if args.action == "set":
-        config: dict[str, Any] = {"url": args.webhook_url, "id": args.id}
-        config["token"] = args.notification_token
-        if args.auth:
-            scheme, _, credentials = args.auth.strip().partition(" ")
-            if not scheme or not credentials.strip():
-                raise ValueError("--auth must look like 'SCHEME CREDENTIALS', e.g. 'Bearer abc'")
-            config["authentication"] = {"scheme": scheme, "credentials": credentials.strip()}
-        configs = [await client.set_push_config(args.task_id, config)]
-    elif args.action == "get":
-        configs = [await client.get_push_config(args.task_id, args.config_id)]
-    elif args.action == "list":
-        configs = await client.list_push_configs(args.task_id)
-    else:
-        await client.delete_push_config(args.task_id, args.config_id)
-        return
-    for shown in await _with_status(client, args.task_id, configs):
-        emit(shown)
+async def _resubscribe(client: A2AClient, args: argparse.Namespace) -> None:
+    """Each event of the task's stream, from the task as it is now to the final one."""
+    last: dict[str, Any] = {}
+    try:
+        async with asyncio.timeout(args.timeout):
+            async for last in client.resubscribe(args.task_id):
+                emit(last)
+    except TimeoutError:
+        state = (last.get("status") or {}).get("state") or "working"
+        raise _timed_out(args, client.url, args.task_id, state) from None
+    _exit_by_state(last)
 
 
-async def _with_status(
-    client: A2AClient, task_id: str, configs: list[dict[str, Any]]
-) -> list[dict[str, Any]]:
-    """*configs* with ``status``/``statusReason`` from the agent's push status route
-    (``A2AClient.push_status``); as they are from an agent that does not serve it."""
-    report = await client.push_status(task_id) if configs else None
-    found = {str(c.get("id")): c for c in (report or {}).get("configs", []) if isinstance(c, dict)}
-    keys = ("status", "statusReason")
-    shown = [(c, found.get(str(c.get("id") or task_id))) for c in configs]
-    return [c if s is None else {**c, **{k: s.get(k) for k in keys}} for c, s in shown]
-
-
-def _command(
+def command(
     subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
     name: str,
     help: str,
@@ -340,7 +334,7 @@ def _command(
         name, help=help, epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     # arguments.refuse_blank names these as the usage shows them (URL, TASK_ID...)
-    parser.set_defaults(func=_run, body=body, positionals=("url", *positionals))
+    parser.set_defaults(func=_run, body=body, positionals=("url", *positionals), waits=False)
     parser.add_argument("url", metavar="URL", help="base URL of the agent")
     for positional in positionals:
         parser.add_argument(positional, metavar=positional.upper())
@@ -362,8 +356,8 @@ def _command(
         type=positive,
         default=None,
         metavar="SECONDS",
-        help="give up after this long (call: on the whole wait for the task; default: wait "
-        "as long as the task runs)",
+        help="give up after this long (call, task resubscribe: on the whole wait for the "
+        "task; default: wait as long as the task runs)",
     )
     parser.add_argument(
         "--allow-other-origins",
@@ -375,7 +369,7 @@ def _command(
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the client subcommands (``card``, ``call``, ``task``, ``push``) to the parser."""
-    card = _command(subparsers, "card", "print an agent's card as JSON", _card)
+    card = command(subparsers, "card", "print an agent's card as JSON", _card)
     card.add_argument(
         "--verify",
         action="store_true",
@@ -392,12 +386,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="FILE",
         help="with --verify: verify with these keys (JWKS or JWK JSON, or a PEM public key)",
     )
-    call = _command(
+    call = command(
         subparsers,
         "call",
         "send a message to an agent and print the task (or each streamed event)",
         _call,
     )
+    call.set_defaults(waits=True)
     call.add_argument("--skill", metavar="ID", help="skill to run (message.metadata.skillId)")
     source = call.add_mutually_exclusive_group(required=True)
     source.add_argument("--text", metavar="T", help="send a text part")
@@ -414,30 +409,16 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     call.add_argument("--context-id", metavar="ID", help="continue this conversation")
     call.add_argument("--task-id", metavar="ID", help="continue this task (e.g. input-required)")
 
-    task = subparsers.add_parser("task", help="get or cancel a task")
+    task = subparsers.add_parser("task", help="get, cancel or follow a task")
     actions = task.add_subparsers(dest="action", metavar="ACTION", required=True)
-    get = _command(actions, "get", "print a task as JSON", _task, "task_id")
+    get = command(actions, "get", "print a task as JSON", _task, "task_id")
     get.add_argument("--history-length", type=int, metavar="N", help="last N history messages")
-    _command(actions, "cancel", "cancel a task and print it", _task, "task_id")
-
-    push = subparsers.add_parser(
-        "push", help="register, read and delete a task's push notification configs"
+    command(actions, "cancel", "cancel a task and print it", _task, "task_id")
+    follow = command(
+        actions,
+        "resubscribe",
+        "follow a running task's events to its end, one JSON per line",
+        _resubscribe,
+        "task_id",
     )
-    actions = push.add_subparsers(dest="action", metavar="ACTION", required=True)
-    set_ = _command(
-        actions, "set", "register a webhook for a task and print the config", _push, "task_id"
-    )
-    set_.add_argument("webhook_url", metavar="WEBHOOK_URL", help="URL the agent POSTs updates to")
-    set_.set_defaults(positionals=("url", "task_id", "webhook_url"))
-    set_.add_argument("--id", metavar="ID", help="config id (default: chosen by the agent)")
-    set_.add_argument(
-        "--notification-token", metavar="T", help="sent back as X-A2A-Notification-Token"
-    )
-    set_.add_argument(
-        "--auth",
-        metavar="'SCHEME CREDENTIALS'",
-        help="sent back as 'Authorization: SCHEME CREDENTIALS' with every delivery",
-    )
-    _command(actions, "get", "print one config of a task", _push, "task_id", "config_id")
-    _command(actions, "list", "print every config of a task, one per line", _push, "task_id")
-    _command(actions, "delete", "delete one config of a task", _push, "task_id", "config_id")
+    follow.set_defaults(waits=True)

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from typing import Any
 
-from apcore import Registry
+from apcore import ModuleAnnotations, Registry
 from pydantic import BaseModel
 
 from tests._modules import Add, Echo
@@ -42,12 +43,46 @@ class FailModule:
         raise RuntimeError(inputs["reason"])
 
 
+class GateIn(BaseModel):
+    gate: str
+    fail: bool = False
+
+
+class StepOut(BaseModel):
+    step: int
+
+
+#: Gates by name, made by the tests that run ``demo.gated`` (``{"gate": name}``).
+GATES: dict[str, asyncio.Event] = {}
+
+
+class GatedStream:
+    """Streams step 1, waits for the test's gate, then streams steps 2 and 3 (or fails)."""
+
+    input_schema = GateIn
+    output_schema = StepOut
+    description = "Stream a step, wait for the gate, stream the rest"
+    annotations = ModuleAnnotations(streaming=True)
+
+    async def execute(self, inputs: dict[str, Any], context: Any) -> dict[str, Any]:
+        return {"step": 3}
+
+    async def stream(self, inputs: dict[str, Any], context: Any) -> AsyncIterator[dict[str, Any]]:
+        yield {"step": 1}
+        await GATES[inputs["gate"]].wait()
+        if inputs.get("fail"):
+            raise RuntimeError("the gate said fail")
+        yield {"step": 2}
+        yield {"step": 3}
+
+
 def build_registry() -> Registry:
     registry = Registry()
     registry.register("demo.echo", Echo())
     registry.register("demo.add", Add())
     registry.register("demo.slow", SlowModule())
     registry.register("demo.fail", FailModule())
+    registry.register("demo.gated", GatedStream())
     return registry
 
 

@@ -289,10 +289,10 @@ async def test_help_lists_the_exit_codes() -> None:
     for line in (
         "3  the agent cannot be reached",
         "5  the agent refused the credentials",
-        "6  call: the task still runs when --timeout ends",
-        "7  call: the task failed",
-        "8  call: the agent rejected it",
-        "9  call: it was canceled",
+        "6  call, task resubscribe: the task still runs when --timeout ends",
+        "7  call, task resubscribe: the task failed",
+        "8  call, task resubscribe: the agent rejected it",
+        "9  call, task resubscribe: it was canceled",
     ):
         assert line in out, out
 
