@@ -120,7 +120,7 @@ class Caller:
     ) -> AsyncIterator[tuple[Any, Callable[[Any], None]]]:
         """The SDK call for *method* (not yet awaited) in its span, and the span's callback."""
         to = await self._endpoint()
-        call.binding = to.binding
+        call.binding, call.version = to.binding, to.version
         headers: dict[str, str] = {}
         if to.binding == "GRPC":  # the caller's headers and credentials, for its host only
             if own_grpc_host(to, self._base):

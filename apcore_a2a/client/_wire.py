@@ -35,6 +35,7 @@ from google.protobuf.message import DecodeError
 from httpx_sse import EventSource
 
 from apcore_a2a.client._media import EVENT_STREAM, event_stream, is_json, shown
+from apcore_a2a.client._shapes import check_event_03
 from apcore_a2a.client.errors import (
     A2AAuthenticationError,
     A2AClientError,
@@ -106,6 +107,7 @@ class Call:
     body) and SSE id of the answer or stream event last received."""
 
     binding: str = "JSONRPC"
+    version: str = "1.0"
     wire: Any = None
     event_id: str | None = None
     #: the stream event last received has the id of the one before (or of the
@@ -140,6 +142,8 @@ class Call:
             raise typed or A2AServerError(f"agent sent an error event: {text!r:.300}")
         fixed = utc_timestamps(payload, text)
         result = fixed.get("result") if self.binding == "JSONRPC" else fixed
+        if self.stream and self.binding == "JSONRPC" and self.version == "0.3":
+            check_event_03(result)
         self.wire = None if _whole_in_proto(result) else result
         return None if fixed is payload else fixed
 

@@ -77,8 +77,12 @@ EXPECTED: dict[str, tuple[type[Exception], str]] = {
     "no-type": (InvalidAgentResponseError, "no content type, not text/event-stream"),
     "html": (InvalidAgentResponseError, "text/html; charset=utf-8, not text/event-stream"),
     "no-events": (InvalidAgentResponseError, "stream ended before its first event"),
-    # a2a-sdk's 0.3 REST transport refuses such an event itself
-    "unknown-events": (InvalidAgentResponseError, "before its first event|Unsupported StreamR"),
+    # a2a-sdk's 0.3 REST transport refuses such an event itself, the client a 0.3 JSON-RPC
+    # one (which the SDK would drop: test_stream_kinds_03.py)
+    "unknown-events": (
+        InvalidAgentResponseError,
+        "before its first event|Unsupported StreamR|no A2A 0.3 task",
+    ),
 }
 
 CALLS = {
