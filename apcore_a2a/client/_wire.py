@@ -8,7 +8,9 @@ protobuf cannot hold (a 0.3 ``final``, a card as served). An SSE
 body is handed to the transport one event at a time, so the id the SDK drops is the one
 last read (``Last-Event-ID`` resumes; docs/benchmarks.md has its cost). A stream call
 answered with anything but SSE raises the error it carries, else that it is no stream
-(:func:`not_a_stream`): the transports would read it as at most one event.
+(:func:`not_a_stream`): the transports would read it as at most one event. An answer's
+media type is parsed (``_media.py``), never searched for: a ``2xx`` body that is neither
+JSON nor SSE is an invalid answer.
 
 An agent is not trusted with the client's memory: an answer, and each stream event, is read
 up to :data:`MAX_ANSWER_BYTES` (decoded: a compressed body counts inflated; gRPC: each
@@ -195,9 +197,10 @@ def current(call: Call) -> Iterator[None]:
 
 
 def oversized(response: httpx.Response, what: str = "an error answer") -> str:
-    """*what* the agent answered, read only up to :data:`MAX_ERROR_BYTES`: its size (as its
-    ``Content-Length`` gives it, unless compressed, where that is not the size read) and the
-    cap, not its media type: the message says the body was too large to read, not unread."""
+    """What to say of *what* the agent answered past :data:`MAX_ERROR_BYTES`, which the
+    client does not read: its size as ``Content-Length`` gives it (not of a compressed body,
+    whose length is not what it inflates to) and the cap, so the caller knows why the
+    message it carries is not shown."""
     length = response.headers.get("content-length", "").strip()
     compressed = "content-encoding" in response.headers
     if length.isdigit() and int(length) > MAX_ERROR_BYTES and not compressed:
