@@ -20,9 +20,6 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any
-
 from pydantic import model_validator
 from pydantic_settings import SettingsConfigDict
 
@@ -39,7 +36,6 @@ from apcore_a2a._settings_sources import (
     config_path,
     file_value,
     forms,
-    hide_url_password,
     masked_value,
     read_secret_file,
     setting,
@@ -52,14 +48,12 @@ __all__ = [
     "Setting",
     "Settings",
     "SettingsError",
-    "check_named",
     "config_path",
     "file_value",
     "forms",
     "masked_value",
     "read_secret_file",
     "source_of",
-    "value_refusal",
 ]
 
 _SHAPE = Shape()
@@ -414,36 +408,3 @@ class Settings(SourcedSettings):
 ENV_VARS: dict[str, str] = {spec.env: spec.name for spec in Settings.specs()}
 #: Setting name -> its spec (the config file, the CLI's flags and ``config show`` look up).
 SPECS: dict[str, Setting] = {spec.name: spec for spec in Settings.specs()}
-
-
-def value_refusal(where: str | None, problem: object, name: str, value: str) -> SettingsError:
-    """*problem* with *value* of setting *name*, as the one line starting with *where* it
-    came from (``None``: no prefix). Wherever the message quotes the value it is shown as
-    :func:`masked_value` shows it (a task store URL's password as ``***``), and no
-    ``?password=`` is shown."""
-    text, value = str(problem), value.strip()
-    if value:
-        shown = str(masked_value(SPECS[name], value))
-        # quoted as is, or as its repr (a URL holding a quote or a backslash)
-        text = text.replace(repr(value), repr(shown)).replace(value, shown)
-    text = hide_url_password(text)
-    return SettingsError(f"{where}: {text}" if where else text)
-
-
-def check_named(
-    settings: Settings,
-    name: str,
-    check: Callable[[Any], object],
-    given: Mapping[str, Any],
-    environ: Mapping[str, str],
-) -> None:
-    """Run *check* on setting *name*'s value: a check pydantic cannot run here (the task
-    store URL is parsed by the storage package). Its ``ValueError`` is re-raised as the
-    :func:`value_refusal` naming where the value came from (:func:`source_of` of *given*, the
-    keyword arguments or flags, and *environ*)."""
-    value = getattr(settings, name)
-    try:
-        check(value)
-    except ValueError as exc:
-        where = source_of(name, given, environ, Settings.specs())
-        raise value_refusal(where, exc, name, str(value)) from None

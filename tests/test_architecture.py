@@ -51,6 +51,7 @@ ALLOWED: dict[str, set[str]] = {
         *("adapters", "execution", "storage", "auth", "push", "ops", "explorer", "config"),
         *("keys", "edge"),
         *("settings", "errors", "classify", "shape", "approval", "_version", "_logging"),
+        "_settings_refusals",
     },
 }
 

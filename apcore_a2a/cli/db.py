@@ -48,7 +48,8 @@ def _source(args: argparse.Namespace) -> str | None:
 
 def _upgrade(args: argparse.Namespace) -> int:
     from apcore_a2a._runner import store_hint
-    from apcore_a2a.settings import Settings, SettingsError, value_refusal
+    from apcore_a2a._settings_refusals import value_refusal
+    from apcore_a2a.settings import Settings, SettingsError
     from apcore_a2a.storage.migrations import upgrade_database
 
     where = _source(args)

@@ -19,6 +19,7 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.routing import BaseRoute
 
+from apcore_a2a._settings_refusals import check_named
 from apcore_a2a.adapters.agent_card import AgentCardBuilder, Binding
 from apcore_a2a.auth import (
     Authenticator,
@@ -61,7 +62,7 @@ from apcore_a2a.server.limits import StreamLimiter
 from apcore_a2a.server.routes import ApCoreCallContextBuilder, a2a_routes
 from apcore_a2a.server.task_quota import TaskQuota
 from apcore_a2a.server.unrouted import AgentRoot, agent_app
-from apcore_a2a.settings import Settings, SettingsError, check_named, config_path, source_of
+from apcore_a2a.settings import Settings, SettingsError, config_path, source_of
 from apcore_a2a.shape import Shape
 from apcore_a2a.storage import open_stores
 from apcore_a2a.storage._urls import parse_store_url
