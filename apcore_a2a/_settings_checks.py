@@ -116,6 +116,29 @@ def _origins(values: tuple[str, ...]) -> tuple[str, ...]:
     return values
 
 
+def _name_servers(values: tuple[str, ...]) -> tuple[str, ...]:
+    # c-ares takes these forms only, and would refuse another at the first webhook lookup.
+    for value in values:
+        if not _name_server(value):
+            raise ValueError(
+                f"{value!r} is not a name server (an IP address, with :port if not 53, as in "
+                "192.0.2.53, 192.0.2.53:5353 or [2001:db8::53]:53)"
+            )
+    return values
+
+
+def _name_server(value: str) -> bool:
+    address, port = value, "53"
+    with_port = re.fullmatch(r"\[(.+)\]:(\d+)", value) or re.fullmatch(r"([^:]+):(\d+)", value)
+    if with_port:
+        address, port = with_port.groups()
+    try:
+        ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    return 1 <= int(port) <= 65535
+
+
 # What the Explorer's routes can be mounted at (explorer/__init__.py applies the same rule).
 _EXPLORER_PREFIX = re.compile(r"^(/[A-Za-z0-9._~-]+)+/?$")
 
@@ -150,6 +173,8 @@ ListenHost = Annotated[str, AfterValidator(_listen_host)]
 HostNames = Annotated[Strings, AfterValidator(_host_names)]
 #: ``cors_origins``: browser origins
 Origins = Annotated[Strings, AfterValidator(_origins)]
+#: ``push_dns_servers``: name servers by address
+NameServers = Annotated[Strings, AfterValidator(_name_servers)]
 #: ``explorer_prefix``: a path below the root (checked whether the Explorer is on or not)
 ExplorerPrefix = Annotated[str, AfterValidator(_explorer_prefix)]
 #: The most ``workers``: each is a whole process with its own database connections (a

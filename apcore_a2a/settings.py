@@ -315,6 +315,13 @@ class Settings(SourcedSettings):
         False, "push.allow_insecure_urls", "accept http:// and loopback webhooks (development only)"
     )
     push_timeout: float = setting(10.0, "push.timeout", "seconds per delivery attempt", gt=0)
+    push_dns_servers: checks.NameServers = setting(
+        (),
+        "push.dns_servers",
+        "name server (IP, IP:port) webhook host names are looked up on (default: those of "
+        "/etc/resolv.conf)",
+        flag="--push-dns-server",
+    )
     push_retry_delays: checks.Delays = setting(
         (1.0, 2.0, 4.0), "push.retry_delays", "seconds before each retry", flag="--push-retry-delay"
     )

@@ -24,6 +24,7 @@ from starlette.routing import BaseRoute, Route
 from apcore_a2a.classify import JWKS_PATH, PUSH_STATUS_PATH
 from apcore_a2a.edge.call import record_of
 from apcore_a2a.push.configs import PushConfigStore
+from apcore_a2a.push.dns import AresResolver
 from apcore_a2a.push.policy import PushUrlPolicy, Resolver
 from apcore_a2a.push.sender import SIGNATURE_HEADER, RetryingPushSender
 from apcore_a2a.push.signing import SigningKey, stored_key
@@ -46,6 +47,7 @@ __all__ = [
     "JWKS_PATH",
     "PUSH_SIGNING_EXTENSION_URI",
     "PUSH_STATUS_EXTENSION_URI",
+    "AresResolver",
     "ConfigStatusBook",
     "PushKit",
     "PushUrlPolicy",
@@ -155,7 +157,8 @@ def build_push(
 
     *agent_url*: the JWTs' ``iss``, or a callable giving it per request (a mounted agent's
     includes its mount path). *engine* keeps the generated key and config status;
-    *resolver* replaces DNS (tests); *slots* hold the config cap across processes."""
+    *resolver* replaces the webhook lookups on ``push_dns_servers`` (tests); *slots* hold
+    the config cap across processes."""
     if settings.push_allow_insecure_urls:
         logger.warning(
             "push: push_allow_insecure_urls is on - http:// and loopback webhooks are "
@@ -167,7 +170,7 @@ def build_push(
     )
     policy = PushUrlPolicy(
         allow_insecure=settings.push_allow_insecure_urls,
-        resolver=resolver,
+        resolver=resolver or AresResolver(settings.push_dns_servers),
         lookup_timeout=settings.push_timeout,
     )
     sender = RetryingPushSender(

@@ -1,12 +1,12 @@
 """Webhook host-name lookups shared fairly between callers.
 
-A name whose DNS never answers holds its lookup until the resolver gives up (10 s and
-more), whatever the caller who asked stops waiting. Each caller therefore has at most
-:data:`LOOKUPS_PER_CALLER` lookups in flight; its further ones wait for its own slot (within
-``push_timeout``) instead of taking the lookup threads the other callers need. A slot is
-given back when the lookup itself ends, not when its caller stops waiting: a caller cannot
-start a new stuck lookup every ``push_timeout``. Lookups of the same name at the same time
-share one, whoever asked.
+Each caller has at most :data:`LOOKUPS_PER_CALLER` lookups in flight; its further ones
+wait for its own slot (within ``push_timeout``). Lookups of the same name at the same time
+share one, whoever asked, and the lookup is cancelled when the last of them stops waiting
+(its ``push_timeout`` ran out, its request ended): a name whose DNS never answers is asked
+no longer than someone waits for it, and its caller's slot comes back then. No lookup
+waits for another caller's: a lookup costs a pending query (``push/dns.py``), not one of a
+few threads, so there is no shared capacity for many callers to fill.
 
 The caller is the call's quota key (``record_of(context).caller``), passed by whoever
 asks: the request handler checks a webhook URL itself (the SDK's validator gets the URL
@@ -21,9 +21,7 @@ from dataclasses import dataclass, field
 
 #: ``resolve(host, port) -> addresses``.
 Resolver = Callable[[str, int], Awaitable[Sequence[str]]]
-#: Lookups one caller may have in flight. With ``MAX_LOOKUPS`` lookup threads
-#: (``push/policy.py``), every caller finds one free at once unless that many other
-#: callers each hold a name that never answers.
+#: Lookups one caller may have in flight: the names it makes the agent ask at once.
 LOOKUPS_PER_CALLER = 1
 
 
@@ -36,25 +34,39 @@ class _Share:
 
 
 @dataclass(eq=False)
+class _Running:
+    """One lookup in flight and how many callers wait for it."""
+
+    task: asyncio.Task[Sequence[str]]
+    waiters: int = 0
+
+
+@dataclass(eq=False)
 class FairLookups:
     """Runs *resolve* with at most :data:`LOOKUPS_PER_CALLER` lookups in flight per caller,
-    one lookup per name at a time. Cancelling a waiter leaves the lookup running."""
+    one lookup per name at a time, cancelled when nobody waits for it any more."""
 
     resolve: Resolver
     _shares: dict[str, _Share] = field(default_factory=dict)
-    _running: dict[tuple[str, int], asyncio.Task[Sequence[str]]] = field(default_factory=dict)
+    _running: dict[tuple[str, int], _Running] = field(default_factory=dict)
 
     async def lookup(self, host: str, port: int, caller: str) -> Sequence[str]:
         """The addresses of *host*; raises what the resolver raises."""
         key = (host.lower(), port)
         running = self._running.get(key) or await self._start(key, host, port, caller)
-        # Shielded: a caller that stops waiting leaves the lookup to the others (and to
-        # the end of its thread, which gives the slot back).
-        return await asyncio.shield(running)
+        running.waiters += 1
+        try:
+            # Shielded: a caller that stops waiting leaves the lookup to the others.
+            return await asyncio.shield(running.task)
+        finally:
+            running.waiters -= 1
+            if not running.waiters and not running.task.done():
+                # The last one gone: end its queries and free the slot before answering,
+                # so the caller's next lookup finds its slot free.
+                running.task.cancel()
+                await asyncio.wait([running.task])
 
-    async def _start(
-        self, key: tuple[str, int], host: str, port: int, caller: str
-    ) -> asyncio.Task[Sequence[str]]:
+    async def _start(self, key: tuple[str, int], host: str, port: int, caller: str) -> _Running:
         share = self._shares.get(caller)
         if share is None:
             share = self._shares[caller] = _Share(asyncio.Semaphore(LOOKUPS_PER_CALLER))
@@ -69,18 +81,18 @@ class FairLookups:
             share.slots.release()
             self._leave(caller, share)
             return running
-        running = asyncio.create_task(_addresses(self.resolve, host, port))
+        running = _Running(asyncio.create_task(_addresses(self.resolve, host, port)))
         self._running[key] = running
 
         def ended(task: asyncio.Task[Sequence[str]]) -> None:
-            if self._running.get(key) is task:
+            if self._running.get(key) is running:
                 del self._running[key]
             if not task.cancelled():
                 task.exception()  # retrieved: nobody may be waiting any more
             share.slots.release()
             self._leave(caller, share)
 
-        running.add_done_callback(ended)
+        running.task.add_done_callback(ended)
         return running
 
     def _leave(self, caller: str, share: _Share) -> None:
@@ -89,9 +101,9 @@ class FairLookups:
             del self._shares[caller]  # no entry for a caller with nothing in flight
 
     def cancel(self) -> None:
-        """Stop waiting for every running lookup (a lookup thread ends on its own)."""
+        """Cancel every lookup in flight."""
         for running in list(self._running.values()):
-            running.cancel()
+            running.task.cancel()
 
 
 async def _addresses(resolve: Resolver, host: str, port: int) -> Sequence[str]:

@@ -13,35 +13,22 @@ Example: ``await PushUrlPolicy().check("https://127.0.0.1/hook")`` is
 from __future__ import annotations
 
 import asyncio
-import functools
 import ipaddress
 import logging
 import re
-import socket
 import urllib.parse
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 from a2a.utils.errors import InvalidParamsError
 
 from apcore_a2a.adapters.errors import one_line
+from apcore_a2a.push.dns import AresResolver
 from apcore_a2a.push.lookups import LOOKUPS_PER_CALLER, FairLookups, Resolver
 
 logger = logging.getLogger("apcore_a2a.push")
 
-__all__ = ["LOOKUPS_PER_CALLER", "MAX_LOOKUPS", "PushUrlPolicy", "Resolver"]
-
-#: Webhook names are looked up on at most this many threads of the policy's own. A name
-#: whose DNS never answers holds a thread for the resolver's whole timeout (10 s and
-#: more), and nothing can end ``getaddrinfo`` sooner: only another thread frees capacity.
-#: On the event loop's shared executor (6 threads on 2 cores) a few such names would hold
-#: every thread, and the other lookups there (database and JWKS hosts) would wait for
-#: them. One caller has at most ``LOOKUPS_PER_CALLER`` of them (``push/lookups.py``), so
-#: it takes this many callers, each with a name that never answers, to hold them all; with
-#: 4 threads, 4 API keys or anonymous addresses did. Threads are started only when needed;
-#: one blocked in the resolver costs its stack and one query in flight.
-MAX_LOOKUPS = 64
+__all__ = ["LOOKUPS_PER_CALLER", "AresResolver", "PushUrlPolicy", "Resolver"]
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
@@ -109,8 +96,9 @@ class PushUrlPolicy:
     unicast addresses; ``allow_insecure=True`` (development, tests) adds ``http`` and
     loopback, nothing else (private, link-local, CGNAT, multicast, metadata stay refused).
 
-    *resolver* (``resolve(host, port) -> addresses``) replaces the system's resolver; the
-    policy shares either fairly between callers (``push/lookups.py``)."""
+    *resolver* (``resolve(host, port) -> addresses``) replaces the default, an
+    :class:`AresResolver` reading the system's configuration; the policy shares either
+    fairly between callers and cancels a lookup nobody waits for (``push/lookups.py``)."""
 
     def __init__(
         self,
@@ -120,24 +108,18 @@ class PushUrlPolicy:
         lookup_timeout: float = 10.0,
     ) -> None:
         self.allow_insecure = allow_insecure
-        self._lookups_fairly = FairLookups(resolver or self._system_resolver)
+        self._resolver = resolver or AresResolver()
+        self._lookups_fairly = FairLookups(self._resolver)
         #: Seconds a host name may take to resolve (``push_timeout``); then it is refused.
         self.lookup_timeout = lookup_timeout
-        self._lookups: ThreadPoolExecutor | None = None
-
-    async def _system_resolver(self, host: str, port: int) -> list[str]:
-        if self._lookups is None:
-            self._lookups = ThreadPoolExecutor(MAX_LOOKUPS, "apcore-a2a-push-dns")
-        lookup = functools.partial(socket.getaddrinfo, host, port, type=socket.SOCK_STREAM)
-        infos = await asyncio.get_running_loop().run_in_executor(self._lookups, lookup)
-        return [str(info[4][0]) for info in infos]
 
     def close(self) -> None:
-        """Let go of the lookup threads (a lookup still running ends on its own)."""
-        self._lookups_fairly.cancel()
-        lookups, self._lookups = self._lookups, None
-        if lookups is not None:
-            lookups.shutdown(wait=False, cancel_futures=True)
+        """End every lookup in flight, at once: nothing is left to wait for. Their URLs
+        are refused as unresolvable (another resolver's lookups are cancelled)."""
+        if isinstance(self._resolver, AresResolver):
+            self._resolver.close()
+        else:
+            self._lookups_fairly.cancel()
 
     async def check(self, url: str, caller: str = "") -> str | None:
         """Return why *url* is refused, or ``None`` when it may be called."""

@@ -1,117 +1,30 @@
-"""A webhook name whose DNS never answers cannot tie up the agent: its lookups run on a
-few threads of their own and each registration is answered within ``push_timeout``,
-while the event loop's shared resolver threads (database and JWKS host names) stay free."""
+"""Webhook host names are looked up on c-ares (``push/dns.py``), against a real name server
+on 127.0.0.1 (``_dns.py``) the agent is pointed at with ``push_dns_servers``: a name whose
+DNS never answers costs a pending query, not one of a few threads, its lookup ends when
+its caller stops waiting, and nothing waits for it at close or at exit."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
-import threading
+import sys
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from apcore_a2a.push.policy import MAX_LOOKUPS
+from apcore_a2a.push import AresResolver, PushUrlPolicy
 
 from .._support import sse_frames
-from ._agent import add_message, push_agent, rpc
+from ._agent import add_message, push_agent
+from ._dns import NameServer, name_server
 
-
-async def test_lookups_that_never_answer_hold_few_threads_and_are_refused_in_time(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    # DNS is an edge we do not own: names under blackhole.test never answer until the
-    # test ends (an attacker's name server that drops every query).
-    release = threading.Event()
-    lock = threading.Lock()
-    stuck = [0, 0]  # now, most at once
-    real = socket.getaddrinfo
-
-    def getaddrinfo(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
-        name = host.decode() if isinstance(host, bytes) else str(host)
-        if not name.endswith(".blackhole.test"):
-            return real(host, port, *args, **kwargs)
-        with lock:
-            stuck[0] += 1
-            stuck[1] = max(stuck)
-        try:
-            release.wait(60)
-            raise socket.gaierror(socket.EAI_AGAIN, "timed out")
-        finally:
-            with lock:
-                stuck[0] -= 1
-
-    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
-    calls = 12  # twice the default executor's threads on this 2-core machine
-    try:
-        async with (
-            push_agent(push_timeout=1.0) as (base, _app),
-            httpx.AsyncClient(timeout=30) as client,
-        ):
-
-            async def register(n: int) -> dict[str, Any]:
-                url = f"https://h{n}.blackhole.test/hook"
-                config = {"taskPushNotificationConfig": {"url": url}}
-                params = {"message": add_message(), "configuration": config}
-                return await rpc(client, base, "SendMessage", params)
-
-            replies = await asyncio.wait_for(
-                asyncio.gather(*(register(n) for n in range(calls))), 20
-            )
-            # The loop's shared resolver threads are free meanwhile.
-            found = await asyncio.wait_for(
-                asyncio.get_running_loop().getaddrinfo("127.0.0.1", 80), 5
-            )
-            assert found
-    finally:
-        release.set()
-    for reply in replies:
-        assert reply["error"]["code"] == -32602, reply
-        assert "could not be resolved within 1 s" in reply["error"]["message"], reply
-    assert stuck[1] == 1  # one anonymous caller: one lookup in flight at a time
-
-
-class _Dns:
-    """The DNS edge, replaced: names under ``blackhole.test`` never answer until
-    :meth:`release`; names under ``hooks.test`` resolve to 127.0.0.1; the rest as usual."""
-
-    def __init__(self) -> None:
-        self.released = threading.Event()
-        self.stuck = threading.Condition()
-        self.now = 0
-        self.most = 0
-        self.asked: list[str] = []
-        self._real = socket.getaddrinfo
-
-    def getaddrinfo(self, host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
-        name = host.decode() if isinstance(host, bytes) else str(host)
-        if name.endswith(".hooks.test"):
-            return self._real("127.0.0.1", port, *args, **kwargs)
-        if not name.endswith(".blackhole.test"):
-            return self._real(host, port, *args, **kwargs)
-        with self.stuck:
-            self.asked.append(name)
-            self.now += 1
-            self.most = max(self.most, self.now)
-            self.stuck.notify_all()
-        try:
-            self.released.wait(60)
-            raise socket.gaierror(socket.EAI_AGAIN, "timed out")
-        finally:
-            with self.stuck:
-                self.now -= 1
-
-    async def stuck_lookups(self, count: int) -> None:
-        """Wait until *count* lookups are stuck (in a thread: the agent shares this loop)."""
-
-        def wait() -> bool:
-            with self.stuck:
-                return self.stuck.wait_for(lambda: self.now >= count, 20)
-
-        assert await asyncio.to_thread(wait)
+ALICE = "alice-key-0123456789abcdef"
+BOB = "bob-key-0123456789abcdef00"
+#: More callers with names that never answer than there once were lookup threads (64).
+STUCK_CALLERS = 100
 
 
 def _send_with_hook(url: str) -> dict[str, Any]:
@@ -119,11 +32,12 @@ def _send_with_hook(url: str) -> dict[str, Any]:
 
 
 async def first_answer(
-    client: httpx.AsyncClient, base: str, method: str, params: dict[str, Any]
+    client: httpx.AsyncClient, base: str, method: str, params: dict[str, Any], key: str
 ) -> dict[str, Any]:
     """The JSON-RPC answer of *method*, or the first event of its stream."""
     body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
-    async with client.stream("POST", base + "/", json=body, headers={"A2A-Version": "1.0"}) as got:
+    headers = {"A2A-Version": "1.0", "X-API-Key": key}
+    async with client.stream("POST", base + "/", json=body, headers=headers) as got:
         if not got.headers.get("content-type", "").startswith("text/event-stream"):
             await got.aread()
             return got.json()  # type: ignore[no-any-return]
@@ -133,126 +47,200 @@ async def first_answer(
     raise AssertionError("the stream ended without an event")
 
 
-ALICE = "alice-key-0123456789abcdef"
-BOB = "bob-key-0123456789abcdef00"
-
-
-async def register(client: httpx.AsyncClient, base: str, how: str, url: str) -> dict[str, Any]:
-    """Register the webhook *url*: in a send (``SendMessage``, ``SendStreamingMessage``:
-    the answer or the stream's first event), or created for a task just made (``create``)."""
+async def register(
+    client: httpx.AsyncClient, base: str, key: str, url: str, how: str = "SendMessage"
+) -> dict[str, Any]:
+    """Register the webhook *url* as the caller of API key *key*: in a send
+    (``SendMessage``, ``SendStreamingMessage``: the answer or the stream's first event),
+    or created for a task just made (``create``)."""
     if how != "create":
-        return await first_answer(client, base, how, _send_with_hook(url))
-    made = await rpc(client, base, "SendMessage", {"message": add_message()})
+        return await first_answer(client, base, how, _send_with_hook(url), key)
+    made = await first_answer(client, base, "SendMessage", {"message": add_message()}, key)
     config = {"taskId": made["result"]["task"]["id"], "url": url}
-    return await rpc(client, base, "CreateTaskPushNotificationConfig", config)
+    return await first_answer(client, base, "CreateTaskPushNotificationConfig", config, key)
 
 
 @contextlib.asynccontextmanager
-async def _alice_and_bob(
-    push_timeout: float,
-) -> AsyncIterator[tuple[str, httpx.AsyncClient, httpx.AsyncClient]]:
-    """A push agent with two API-key callers: its base URL and a client for each."""
-    keys = (f"{ALICE}=alice", f"{BOB}=bob")
+async def _agent_on(
+    dns: NameServer, keys: list[str], push_timeout: float
+) -> AsyncIterator[tuple[str, httpx.AsyncClient]]:
+    """A push agent looking webhook names up on *dns*, with an API key per caller."""
+    api_keys = tuple(f"{key}=caller-{n}" for n, key in enumerate(keys))
+    agent = push_agent(
+        push_timeout=push_timeout,
+        api_keys=api_keys,
+        push_dns_servers=[dns.address],
+        max_streams=len(keys),  # a stream each, for SendStreamingMessage
+    )
     async with (
-        push_agent(push_timeout=push_timeout, api_keys=keys) as (base, _app),
-        httpx.AsyncClient(timeout=30, headers={"X-API-Key": ALICE}) as alice,
-        httpx.AsyncClient(timeout=30, headers={"X-API-Key": BOB}) as bob,
+        agent as (base, _app),
+        httpx.AsyncClient(timeout=60, limits=httpx.Limits(max_connections=None)) as client,
     ):
-        yield base, alice, bob
+        yield base, client
+
+
+def _stuck_names(dns: NameServer) -> set[str]:
+    return {name for name, _type in dns.asked if name.endswith(".blackhole.test")}
+
+
+def _sockets_to(dns: NameServer) -> int:
+    """UDP sockets of this process's network namespace connected to *dns* (the queries'
+    sockets: c-ares connects each to its name server)."""
+    port = int(dns.address.rsplit(":", 1)[1])
+    rows = Path("/proc/net/udp").read_text().splitlines()[1:]
+    return sum(1 for row in rows if row.split()[2] == f"0100007F:{port:04X}")
 
 
 @pytest.mark.parametrize("how", ["SendMessage", "SendStreamingMessage", "create"])
-async def test_one_callers_stuck_lookups_leave_threads_for_another_caller(
-    monkeypatch: pytest.MonkeyPatch, how: str
+async def test_callers_whose_names_never_answer_leave_another_callers_lookup_free(
+    how: str,
 ) -> None:
-    # Alice registers 8 never-answering names at once (twice the lookup threads there once
-    # were); Bob's webhook, registered while hers are stuck, is looked up at once and
-    # accepted.
-    dns = _Dns()
-    monkeypatch.setattr(socket, "getaddrinfo", dns.getaddrinfo)
-    try:
-        async with _alice_and_bob(push_timeout=3.0) as (base, alice, bob):
-            hers = [
-                asyncio.create_task(register(alice, base, how, f"https://a{n}.blackhole.test/"))
-                for n in range(8)
-            ]
-            await dns.stuck_lookups(1)
-            reply = await register(bob, base, how, "http://bob.hooks.test:9/")
-            alice_replies = await asyncio.wait_for(asyncio.gather(*hers), 20)
-    finally:
-        dns.released.set()
-    assert "result" in reply, reply  # looked up at once, not behind hers
-    for refused in alice_replies:
-        assert refused["error"]["code"] == -32602, refused
-        assert "could not be resolved within 3 s" in refused["error"]["message"], refused
-    # Her lookups ran one at a time (one lookup in flight per caller, docs/push.md): the
-    # others waited for her own slot.
-    assert dns.most == 1
-
-
-async def test_concurrent_lookups_of_one_name_share_one_lookup(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    dns = _Dns()
-    monkeypatch.setattr(socket, "getaddrinfo", dns.getaddrinfo)
-    try:
-        async with _alice_and_bob(push_timeout=2.0) as (base, alice, bob):
-            same = "https://same.blackhole.test/hook"
-            replies = await asyncio.wait_for(
-                asyncio.gather(
-                    *(
-                        rpc(client, base, "SendMessage", _send_with_hook(same))
-                        for client in (alice, bob) * 3
-                    )
-                ),
-                20,
-            )
-    finally:
-        dns.released.set()
-    for refused in replies:
-        assert "could not be resolved within 2 s" in refused["error"]["message"], refused
-    assert dns.asked == ["same.blackhole.test"]
-
-
-@pytest.mark.parametrize("stuck_callers", [4, MAX_LOOKUPS - 1])
-async def test_callers_whose_names_never_answer_leave_lookups_for_every_other_caller(
-    monkeypatch: pytest.MonkeyPatch, stuck_callers: int
-) -> None:
-    # Each of these callers holds one never-answering lookup (its one slot); four of them
-    # took every lookup thread, and the other callers' webhooks were refused as
-    # unresolvable though their DNS answers at once.
-    dns = _Dns()
-    monkeypatch.setattr(socket, "getaddrinfo", dns.getaddrinfo)
-    stuck_keys = [f"stuck-{n}-0123456789abcdef" for n in range(stuck_callers)]
-    other_keys = [f"other-{n}-0123456789abcdef" for n in range(4)]
-    keys = tuple(f"{key}=caller-{key[:8]}" for key in (*stuck_keys, *other_keys))
-    async with contextlib.AsyncExitStack() as stack:
-        base, _app = await stack.enter_async_context(push_agent(push_timeout=3.0, api_keys=keys))
-        clients = {
-            key: await stack.enter_async_context(
-                httpx.AsyncClient(timeout=30, headers={"X-API-Key": key})
-            )
-            for key in (*stuck_keys, *other_keys)
-        }
-        stack.callback(dns.released.set)
+    # 100 callers each register a name their name server never answers; Bob's webhook,
+    # registered while all 100 lookups are out, is looked up and accepted at once. With 64
+    # lookup threads, 64 such callers refused every other caller's webhook.
+    stuck_keys = [f"stuck-{n:03}-0123456789abcdef" for n in range(STUCK_CALLERS)]
+    async with (
+        name_server({"bob.hooks.test": ["127.0.0.1"]}) as dns,
+        _agent_on(dns, [*stuck_keys, BOB], push_timeout=30.0) as (base, client),
+    ):
         stuck = [
-            asyncio.create_task(
-                register(clients[key], base, "SendMessage", f"https://s{n}.blackhole.test/")
-            )
+            asyncio.create_task(register(client, base, key, f"https://s{n}.blackhole.test/", how))
             for n, key in enumerate(stuck_keys)
         ]
-        await dns.stuck_lookups(stuck_callers)
-        others = await asyncio.wait_for(
-            asyncio.gather(
-                *(
-                    register(clients[key], base, "SendMessage", f"http://o{n}.hooks.test:9/")
-                    for n, key in enumerate(other_keys)
-                )
-            ),
-            20,
+        await dns.until(lambda: len(_stuck_names(dns)) == STUCK_CALLERS)
+        reply = await register(client, base, BOB, "http://bob.hooks.test:9/", how)
+        still_out = sum(not task.done() for task in stuck)
+        dns.release()
+        refused = await asyncio.wait_for(asyncio.gather(*stuck), 30)
+    assert "result" in reply, reply
+    assert still_out == STUCK_CALLERS  # Bob's answer came while every stuck lookup waited
+    for answer in refused:
+        assert answer["error"]["code"] == -32602, answer
+        assert "could not be resolved" in answer["error"]["message"], answer
+
+
+async def test_a_callers_timeout_cancels_its_lookup_and_its_queries() -> None:
+    # c-ares retries every 50 ms at first: a lookup still out after its caller's timeout
+    # would keep its socket to the name server and go on asking.
+    async with name_server() as dns:
+        resolver = AresResolver([dns.address], timeout=0.05, tries=1000)
+        policy = PushUrlPolicy(resolver=resolver, lookup_timeout=1.0)
+        reason = await policy.check("https://slow.blackhole.test/", "alice")
+        assert reason == "host 'slow.blackhole.test' could not be resolved within 1 s"
+        assert dns.asks("slow.blackhole.test") > 2  # retried while Alice waited
+        assert resolver.pending == 0
+        assert _sockets_to(dns) == 0  # the queries' socket is closed: no retry can follow
+        # Alice's slot came back with the cancelled lookup: her next one runs at once.
+        dns.table["alice.hooks.test"] = ["93.184.215.14"]
+        assert await policy.check("https://alice.hooks.test/", "alice") is None
+
+
+async def test_a_lookup_shared_by_callers_ends_when_the_last_one_stops_waiting() -> None:
+    async with name_server() as dns:
+        resolver = AresResolver([dns.address])
+        policy = PushUrlPolicy(resolver=resolver, lookup_timeout=30.0)
+        patient = asyncio.create_task(policy.check("https://same.blackhole.test/", "bob"))
+        await dns.until(lambda: dns.asks("same.blackhole.test") > 0)
+        policy.lookup_timeout = 0.5  # Alice joins the lookup and gives up soon
+        hers = await policy.check("https://same.blackhole.test/", "alice")
+        assert hers == "host 'same.blackhole.test' could not be resolved within 0.5 s"
+        assert resolver.pending == 1  # Bob still waits for it
+        patient.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await patient
+        assert resolver.pending == 0
+        assert _sockets_to(dns) == 0
+    assert {name for name, _type in dns.asked} == {"same.blackhole.test"}  # one lookup
+
+
+async def test_close_ends_lookups_whose_names_never_answer() -> None:
+    async with name_server() as dns:
+        resolver = AresResolver([dns.address])
+        policy = PushUrlPolicy(resolver=resolver, lookup_timeout=60.0)
+        checks = [
+            asyncio.create_task(policy.check(f"https://n{n}.blackhole.test/", f"caller-{n}"))
+            for n in range(3)
+        ]
+        await dns.until(lambda: len(_stuck_names(dns)) == 3)
+        policy.close()
+        reasons = await asyncio.wait_for(asyncio.gather(*checks), 10)  # not the 60 s
+        assert dns.held  # the name server still holds their queries
+        assert resolver.pending == 0
+        assert _sockets_to(dns) == 0
+    assert reasons == [f"host 'n{n}.blackhole.test' could not be resolved" for n in range(3)]
+
+
+_EXITING = """
+import asyncio, sys
+from apcore_a2a.push import AresResolver, PushUrlPolicy
+
+async def main():
+    policy = PushUrlPolicy(resolver=AresResolver([sys.argv[1]]), lookup_timeout=60)
+    asyncio.create_task(policy.check("https://exit.blackhole.test/", "alice"))
+    await asyncio.sleep(0.5)
+    print("leaving", flush=True)
+
+asyncio.run(main())
+"""
+
+
+async def test_the_process_exits_while_a_lookup_is_stuck() -> None:
+    async with name_server() as dns:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", _EXITING, dns.address, stdout=asyncio.subprocess.PIPE
         )
-        refused = await asyncio.wait_for(asyncio.gather(*stuck), 20)
-    answered = [reply for reply in others if "result" in reply]
-    assert len(answered) == len(other_keys), others
-    for reply in refused:
-        assert "could not be resolved within 3 s" in reply["error"]["message"], reply
+        output, _ = await asyncio.wait_for(process.communicate(), 30)
+        assert dns.held  # its query was never answered
+    assert (process.returncode, output) == (0, b"leaving\n")
+    assert dns.asks("exit.blackhole.test") > 0
+
+
+#: Answers of the name server for the SSRF checks: public, non-public and mixed names.
+SSRF_TABLE = {
+    "v4.hooks.test": ["93.184.215.14"],
+    "v6.hooks.test": ["2606:2800:21f:cb07:6820:80da:af6b:8b2c"],
+    "private4.hooks.test": ["10.1.2.3"],
+    "private6.hooks.test": ["fd12:3456::1"],
+    "metadata.hooks.test": ["169.254.169.254"],
+    "mixed4.hooks.test": ["93.184.215.14", "192.168.0.7"],
+    "mixed6.hooks.test": ["93.184.215.14", "::1"],
+    "mapped.hooks.test": ["::ffff:127.0.0.1"],
+}
+
+
+@pytest.mark.parametrize("name", ["v4.hooks.test", "v6.hooks.test"])
+async def test_a_public_name_is_accepted_with_the_address_its_dns_gave(name: str) -> None:
+    async with name_server(SSRF_TABLE) as dns:
+        policy = PushUrlPolicy(resolver=AresResolver([dns.address]))
+        assert await policy.resolve(f"https://{name}/hook") == (None, SSRF_TABLE[name][0])
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "private4.hooks.test",
+        "private6.hooks.test",
+        "metadata.hooks.test",
+        "mixed4.hooks.test",
+        "mixed6.hooks.test",
+        "mapped.hooks.test",
+    ],
+)
+async def test_a_name_with_any_non_public_address_is_refused(name: str) -> None:
+    async with name_server(SSRF_TABLE) as dns:
+        policy = PushUrlPolicy(resolver=AresResolver([dns.address]))
+        assert await policy.resolve(f"https://{name}/hook") == (
+            f"host '{name}' resolves to a non-public address",
+            None,
+        )
+
+
+async def test_hosts_file_names_resolve_without_a_query() -> None:
+    # /etc/hosts is read first, as by the system resolver: localhost (and any name an
+    # operator or Docker put there) never reaches the name server.
+    async with name_server() as dns:
+        policy = PushUrlPolicy(allow_insecure=True, resolver=AresResolver([dns.address]))
+        reason, address = await policy.resolve("http://localhost:9/hook")
+        assert reason is None
+        assert address in ("127.0.0.1", "::1")
+    assert dns.asked == []

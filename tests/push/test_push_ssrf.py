@@ -4,13 +4,11 @@ differently (issue 31, item 6)."""
 
 from __future__ import annotations
 
-import socket
-from typing import Any
-
 import httpx
 import pytest
 
 from ._agent import add_message, push_agent, receiver, rpc
+from ._dns import A, name_server
 
 
 async def test_a_site_local_ipv6_webhook_is_refused_at_registration() -> None:
@@ -27,24 +25,13 @@ async def test_a_site_local_ipv6_webhook_is_refused_at_registration() -> None:
     assert "site-local address (fec0::1" in reply["error"]["message"]
 
 
-async def test_each_delivery_attempt_resolves_the_webhook_name_once(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    # DNS is an edge we do not own: a resolver that answers for one made-up name and
-    # notes every lookup (a rebinding name may answer each lookup differently).
-    lookups: list[str] = []
-    real = socket.getaddrinfo
-
-    def getaddrinfo(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
-        if host in ("rebind.test", b"rebind.test"):
-            lookups.append(str(host))
-            return real("127.0.0.1", port, *args, **kwargs)
-        return real(host, port, *args, **kwargs)
-
-    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+async def test_each_delivery_attempt_resolves_the_webhook_name_once() -> None:
+    # The agent's name server notes every query (a rebinding name may answer each lookup
+    # differently).
     async with (
+        name_server({"rebind.test": ["127.0.0.1"]}) as dns,
         receiver() as rec,
-        push_agent() as (base, app),
+        push_agent(push_dns_servers=[dns.address]) as (base, app),
         httpx.AsyncClient(timeout=30) as client,
     ):
         port = httpx.URL(rec.base).port
@@ -59,27 +46,23 @@ async def test_each_delivery_attempt_resolves_the_webhook_name_once(
         delivered = rec.attempts("/hook")
         assert delivered and all(d.status == 204 for d in delivered)
         assert {d.headers["host"] for d in delivered} == {f"rebind.test:{port}"}
-    # One lookup at registration, then one per attempt: the check's answer is the
-    # address the POST went to.
-    assert len(lookups) == 1 + len(delivered), lookups
+    # One lookup (its A query) at registration, then one per attempt: the check's answer
+    # is the address the POST went to.
+    assert dns.asked.count(("rebind.test", A)) == 1 + len(delivered), dns.asked
 
 
 async def test_a_refused_name_does_not_tell_the_caller_its_internal_address(
-    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     # A caller must not learn what the agent's DNS says about internal names (which
     # address db.corp.test has): the reason names the host, the address goes to the log.
-    real = socket.getaddrinfo
-
-    def getaddrinfo(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
-        if host in ("db.corp.test", b"db.corp.test"):
-            return real("10.20.30.40", port, *args, **kwargs)
-        return real(host, port, *args, **kwargs)
-
-    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
     caplog.set_level("INFO", logger="apcore_a2a.push")
     async with (
-        push_agent(push_allow_insecure_urls=False) as (base, _app),
+        name_server({"db.corp.test": ["10.20.30.40"]}) as dns,
+        push_agent(push_allow_insecure_urls=False, push_dns_servers=[dns.address]) as (
+            base,
+            _app,
+        ),
         httpx.AsyncClient(timeout=30) as client,
     ):
         params = {
