@@ -125,31 +125,32 @@ class PushUrlPolicy:
         """Return why *url* is refused, or ``None`` when it may be called."""
         return (await self.resolve(url, caller))[0]
 
-    async def resolve(self, url: str, caller: str = "") -> tuple[str | None, str | None]:
-        """``(reason, None)`` when *url* is refused, else ``(None, address)``: the checked
-        address to connect to (never a second lookup: DNS rebinding). A host-name lookup
+    async def resolve(self, url: str, caller: str = "") -> tuple[str | None, list[str]]:
+        """``(reason, [])`` when *url* is refused, else ``(None, addresses)``: the checked
+        addresses to connect to, in the resolver's order (never a second lookup: DNS
+        rebinding). A host-name lookup
         counts against *caller* (a quota key; ``""``: callers nobody named share one)."""
         if _CONTROL.search(url):
-            return "URL contains a control character", None
+            return "URL contains a control character", []
         if len(url) > MAX_URL_CHARS:
-            return f"URL is longer than {MAX_URL_CHARS} characters", None
+            return f"URL is longer than {MAX_URL_CHARS} characters", []
         try:
             parsed = urllib.parse.urlsplit(url)
             port = parsed.port
             httpx.URL(url)  # what the sender will parse
         except (ValueError, httpx.InvalidURL):
-            return "URL cannot be parsed", None
+            return "URL cannot be parsed", []
         scheme = parsed.scheme.lower()
         if scheme not in ("http", "https"):
-            return f"URL scheme {scheme or '(none)'!r} is not allowed; use https", None
+            return f"URL scheme {scheme or '(none)'!r} is not allowed; use https", []
         if scheme == "http" and not self.allow_insecure:
-            return "only https URLs are allowed", None
+            return "only https URLs are allowed", []
         host = parsed.hostname
         if not host:
-            return "URL has no host", None
+            return "URL has no host", []
         if parsed.username is not None or parsed.password is not None:
             # Credentials in the URL would be sent to the receiver and end up in logs.
-            return "URL must not contain credentials", None
+            return "URL must not contain credentials", []
         try:
             addresses: Sequence[str] = [str(ipaddress.ip_address(host.split("%", 1)[0]))]
             named = False
@@ -162,25 +163,25 @@ class PushUrlPolicy:
                         host, port or default_port, caller
                     )
             except TimeoutError:
-                return f"host {host!r} could not be resolved within {self.lookup_timeout:g} s", None
+                return f"host {host!r} could not be resolved within {self.lookup_timeout:g} s", []
             except (OSError, UnicodeError):
                 pass  # no address: refused below
             if not addresses:
-                return f"host {host!r} could not be resolved", None
+                return f"host {host!r} could not be resolved", []
         for text in addresses:
             try:
                 addr = ipaddress.ip_address(text.split("%", 1)[0])
             except ValueError:
-                return f"host {host!r} resolved to an unusable address ({text})", None
+                return f"host {host!r} resolved to an unusable address ({text})", []
             reason = _classify(addr, allow_loopback=self.allow_insecure)
             if reason is not None and named:
                 # Told to the caller, the address would map the agent's internal names
                 # for it (which address the database host has): the operator's log has it.
                 logger.info("push URL host %r resolves to %s", host, reason)
-                return f"host {host!r} resolves to a non-public address", None
+                return f"host {host!r} resolves to a non-public address", []
             if reason is not None:
-                return reason, None
-        return None, addresses[0]
+                return reason, []
+        return None, list(addresses)
 
     async def validate(self, url: str, caller: str) -> None:
         """Refuse *url* of a push config *caller* sends: ``InvalidParamsError`` (-32602)

@@ -32,6 +32,7 @@ from a2a.types import Task, TaskPushNotificationConfig, TaskStatusUpdateEvent
 from cachetools import LRUCache
 
 from apcore_a2a.adapters.errors import one_line
+from apcore_a2a.push.aimed import send_to_checked
 from apcore_a2a.push.bodies import V0_3, V1_0, body_v03, body_v10
 from apcore_a2a.push.policy import PushUrlPolicy
 from apcore_a2a.push.signing import SigningKey
@@ -386,17 +387,16 @@ class RetryingPushSender(PushNotificationSender):
         status = None  # known as soon as the answer's headers are in
         try:
             async with asyncio.timeout(self._timeout):
-                refused, address = await self._policy.resolve(delivery.url, delivery.caller)
-                if address is None:
+                refused, addresses = await self._policy.resolve(delivery.url, delivery.caller)
+                if not addresses:
                     raise _GiveUp(f"URL refused at delivery: {refused}")
                 if self._key is None or self._client is None:
                     raise _GiveUp("sender is not running")
                 try:
-                    request = self._request(self._client, self._key, delivery, address)
+                    answer = await self._post(self._client, self._key, delivery, addresses)
                 except (ValueError, httpx.InvalidURL) as exc:  # UnicodeEncodeError too
                     # A config stored before its values were checked: no retry can send it.
                     raise _GiveUp(f"request cannot be sent: {type(exc).__name__}") from None
-                answer = await self._client.send(request, stream=True)
                 async with contextlib.aclosing(answer) as response:
                     status = response.status_code
                     # Raw bytes: a compressed answer is never inflated. Reading stops at
@@ -420,10 +420,10 @@ class RetryingPushSender(PushNotificationSender):
         raise _GiveUp(f"receiver answered HTTP {status}")
 
     @staticmethod
-    def _request(
-        client: httpx.AsyncClient, key: SigningKey, delivery: _Delivery, address: str
-    ) -> httpx.Request:
-        """The POST, signed afresh, aimed at the checked *address*."""
+    async def _post(
+        client: httpx.AsyncClient, key: SigningKey, delivery: _Delivery, addresses: Sequence[str]
+    ) -> httpx.Response:
+        """The POST, signed afresh, sent to the checked *addresses* (``push/aimed.py``)."""
         token = key.sign_delivery(
             issuer=delivery.issuer,
             audience=delivery.url,
@@ -432,15 +432,6 @@ class RetryingPushSender(PushNotificationSender):
             jti=delivery.delivery_id,
         )
         headers = {**delivery.headers, SIGNATURE_HEADER: token}
-        url = httpx.URL(delivery.url)
-        extensions: dict[str, str] = {}
-        if url.host != address:
-            # To the checked address, never a second lookup; the name still goes in the
-            # Host header and, for TLS, in SNI, and the certificate is verified for it.
-            headers["Host"] = url.netloc.decode("ascii")
-            if url.scheme == "https":
-                extensions["sni_hostname"] = url.raw_host.decode("ascii")
-            url = url.copy_with(host=address)
-        return client.build_request(
-            "POST", url, content=delivery.body, headers=headers, extensions=extensions
+        return await send_to_checked(
+            client, delivery.url, addresses, content=delivery.body, headers=headers
         )

@@ -14,17 +14,20 @@ from typing import Any
 
 import httpx
 import pytest
+from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
+from a2a.types import TaskPushNotificationConfig
 
 from apcore_a2a.push import AresResolver, PushUrlPolicy
 
 from .._support import sse_frames
-from ._agent import add_message, push_agent
+from ._agent import GATES, add_message, push_agent, receiver, rpc, skill_message
 from ._dns import NameServer, name_server
 
 ALICE = "alice-key-0123456789abcdef"
 BOB = "bob-key-0123456789abcdef00"
 #: More callers with names that never answer than there once were lookup threads (64).
 STUCK_CALLERS = 100
+_IMMEDIATELY = {"returnImmediately": True}
 
 
 def _send_with_hook(url: str) -> dict[str, Any]:
@@ -209,10 +212,10 @@ SSRF_TABLE = {
 
 
 @pytest.mark.parametrize("name", ["v4.hooks.test", "v6.hooks.test"])
-async def test_a_public_name_is_accepted_with_the_address_its_dns_gave(name: str) -> None:
+async def test_a_public_name_is_accepted_with_the_addresses_its_dns_gave(name: str) -> None:
     async with name_server(SSRF_TABLE) as dns:
         policy = PushUrlPolicy(resolver=AresResolver([dns.address]))
-        assert await policy.resolve(f"https://{name}/hook") == (None, SSRF_TABLE[name][0])
+        assert await policy.resolve(f"https://{name}/hook") == (None, SSRF_TABLE[name])
 
 
 @pytest.mark.parametrize(
@@ -231,7 +234,7 @@ async def test_a_name_with_any_non_public_address_is_refused(name: str) -> None:
         policy = PushUrlPolicy(resolver=AresResolver([dns.address]))
         assert await policy.resolve(f"https://{name}/hook") == (
             f"host '{name}' resolves to a non-public address",
-            None,
+            [],
         )
 
 
@@ -240,7 +243,38 @@ async def test_hosts_file_names_resolve_without_a_query() -> None:
     # operator or Docker put there) never reaches the name server.
     async with name_server() as dns:
         policy = PushUrlPolicy(allow_insecure=True, resolver=AresResolver([dns.address]))
-        reason, address = await policy.resolve("http://localhost:9/hook")
+        reason, addresses = await policy.resolve("http://localhost:9/hook")
         assert reason is None
-        assert address in ("127.0.0.1", "::1")
+        assert "127.0.0.1" in addresses
+        assert set(addresses) <= {"127.0.0.1", "::1"}
+    assert dns.asked == []
+
+
+async def test_an_sdk_client_registers_a_localhost_webhook_and_it_is_delivered() -> None:
+    # The official a2a-sdk client registers http://localhost:PORT/hook for a working task:
+    # localhost comes from /etc/hosts (c-ares may add ::1, RFC 6761), the agent's name
+    # server is never asked, and the task's events reach the receiver on 127.0.0.1.
+    GATES[601] = asyncio.Event()
+    async with (
+        name_server() as dns,
+        receiver() as rec,
+        push_agent(push_dns_servers=[dns.address]) as (base, app),
+        httpx.AsyncClient(timeout=30) as http,
+    ):
+        params = {"message": skill_message("demo.gate", 601), "configuration": _IMMEDIATELY}
+        reply = await rpc(http, base, "SendMessage", params)
+        task_id = reply["result"]["task"]["id"]
+        card = await A2ACardResolver(http, base).get_agent_card()
+        client = ClientFactory(ClientConfig(streaming=False, httpx_client=http)).create(card)
+        hook = f"http://localhost:{httpx.URL(rec.base).port}/hook"
+        created = await client.create_task_push_notification_config(
+            TaskPushNotificationConfig(task_id=task_id, id="local", url=hook)
+        )
+        assert created.url == hook
+        GATES[601].set()
+        await rec.wait_for(lambda: bool(rec.accepted("/hook")))
+        await app.state.a2a.extras["push"].sender.idle()
+        delivered = rec.attempts("/hook")
+    assert [d.status for d in delivered] == [204] * len(delivered)
+    assert delivered[-1].event["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
     assert dns.asked == []
