@@ -28,6 +28,10 @@ BAD_ENV = [
     ("A2A_CORS_ORIGINS", "app.example.com", "'app.example.com' is not an origin"),
     ("A2A_CORS_ORIGINS", "https://app.example.com/ui", "'https://app.example.com/ui' is not"),
     ("A2A_PUSH_RETRY_DELAYS", "1,-2", "must not be negative"),
+    # c-ares takes addresses only: a name here would refuse every webhook lookup
+    ("A2A_PUSH_DNS_SERVERS", "dns.example.com", "'dns.example.com' is not a name server"),
+    ("A2A_PUSH_DNS_SERVERS", "192.0.2.53:0", "'192.0.2.53:0' is not a name server"),
+    ("A2A_PUSH_DNS_SERVERS", "192.0.2.53:dns", "'192.0.2.53:dns' is not a name server"),
     ("A2A_HOST", "http://0.0.0.0", "'http://0.0.0.0' is not a host name"),
     ("A2A_HOST", "0.0.0.0:8000", "give the host name without the port"),
     ("A2A_HOST", "*.example.com", "'*.example.com' is not a host name"),
@@ -65,6 +69,7 @@ def test_a_bad_value_is_refused_naming_its_variable(env: str, value: str, words:
         {"A2A_ALLOWED_HOSTS": "agent.example.com,*.example.org,10.0.0.5,::1,[::1],*"},
         {"A2A_CORS_ORIGINS": "https://app.example.com,http://localhost:3000/,*"},
         {"A2A_PUSH_RETRY_DELAYS": "0,0.5,2"},
+        {"A2A_PUSH_DNS_SERVERS": "192.0.2.53,192.0.2.54:5353,2001:db8::53,[2001:db8::54]:53"},
     ],
 )
 def test_usable_values_are_kept(values: dict[str, str]) -> None:
