@@ -180,7 +180,7 @@ from apcore_a2a.push import AresResolver, PushUrlPolicy
 async def main():
     policy = PushUrlPolicy(resolver=AresResolver([sys.argv[1]]), lookup_timeout=60)
     asyncio.create_task(policy.check("https://exit.blackhole.test/", "alice"))
-    await asyncio.sleep(0.5)
+    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
     print("leaving", flush=True)
 
 asyncio.run(main())
@@ -190,12 +190,15 @@ asyncio.run(main())
 async def test_the_process_exits_while_a_lookup_is_stuck() -> None:
     async with name_server() as dns:
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-c", _EXITING, dns.address, stdout=asyncio.subprocess.PIPE
+            *(sys.executable, "-c", _EXITING, dns.address),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
         )
-        output, _ = await asyncio.wait_for(process.communicate(), 30)
+        await dns.until(lambda: dns.asks("exit.blackhole.test") > 0)
+        # Told to leave while its lookup waits for an answer that never comes.
+        output, _ = await asyncio.wait_for(process.communicate(b"go\n"), 30)
         assert dns.held  # its query was never answered
     assert (process.returncode, output) == (0, b"leaving\n")
-    assert dns.asks("exit.blackhole.test") > 0
 
 
 #: Answers of the name server for the SSRF checks: public, non-public and mixed names.
