@@ -62,7 +62,10 @@ class FairLookups:
             running.waiters -= 1
             if not running.waiters and not running.task.done():
                 # The last one gone: end its queries and free the slot before answering,
-                # so the caller's next lookup finds its slot free.
+                # so the caller's next lookup finds its slot free. A caller asking for the
+                # name meanwhile starts a lookup of its own, not one that is ending.
+                if self._running.get(key) is running:
+                    del self._running[key]
                 running.task.cancel()
                 await asyncio.wait([running.task])
 

@@ -156,6 +156,36 @@ async def test_a_lookup_shared_by_callers_ends_when_the_last_one_stops_waiting()
     assert {name for name, _type in dns.asked} == {"same.blackhole.test"}  # one lookup
 
 
+async def test_a_caller_arriving_while_a_lookup_is_cancelled_gets_a_lookup_of_its_own() -> None:
+    # Alice's lookup is being cancelled (her timeout ran out; the resolver takes a moment
+    # to close its sockets) when Bob asks for the same name: he must not join the lookup
+    # that is ending, whose end would reach him as a cancellation of his own request.
+    cancelling, closed = asyncio.Event(), asyncio.Event()
+    asked: list[str] = []
+
+    async def resolve(host: str, port: int) -> list[str]:
+        asked.append(host)
+        if len(asked) == 1:
+            try:
+                await asyncio.Event().wait()  # never answers
+            except asyncio.CancelledError:
+                cancelling.set()
+                await closed.wait()
+                raise
+        return ["93.184.215.14"]
+
+    policy = PushUrlPolicy(resolver=resolve, lookup_timeout=0.2)
+    alice = asyncio.create_task(policy.check("https://same.hooks.test/", "alice"))
+    await cancelling.wait()
+    bob = asyncio.create_task(policy.check("https://same.hooks.test/", "bob"))
+    for _ in range(3):
+        await asyncio.sleep(0)  # Bob's check runs up to its lookup
+    closed.set()
+    assert await asyncio.wait_for(bob, 10) is None
+    assert await alice == "host 'same.hooks.test' could not be resolved within 0.2 s"
+    assert asked == ["same.hooks.test", "same.hooks.test"]
+
+
 async def test_close_ends_lookups_whose_names_never_answer() -> None:
     async with name_server() as dns:
         resolver = AresResolver([dns.address])
