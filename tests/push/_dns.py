@@ -78,7 +78,7 @@ class NameServer(asyncio.DatagramProtocol):
         """How many queries (each try, each type) *name* has had."""
         return sum(1 for asked, _type in self.asked if asked == name)
 
-    async def until(self, check: Callable[[], bool], within: float = 20) -> None:
+    async def until(self, check: Callable[[], bool], within: float = 120) -> None:
         """Wait until *check()* holds, looking again at each query that comes in."""
         async with asyncio.timeout(within):
             while not check():
