@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -235,7 +235,9 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         spoken = "0.3" if legacy else "1.0"
         a2a_method = _a2a_name(method)
 
-        async def serve(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+        async def serve(
+            request: Any, context: grpc.aio.ServicerContext
+        ) -> AsyncGenerator[Any, None]:
             answer = Answer()
             read = None if request is UNDECODABLE else request  # what the span may read
             with self._observed(method, read, context, answer):
@@ -268,11 +270,13 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
                             answers = behavior(request, context)
                             if streaming and self._drops is not None:
                                 rebuilt = functools.partial(self._builder.build, context)
-                                answers = followed(answers, answer, self._drops, context, rebuilt)
-                            async for item in answers if streaming else _one(answers):
-                                if legacy:
-                                    proto_response_to_wire(item, python_client=python)
-                                yield item
+                                answers = followed(answers, answer, self._drops, rebuilt)
+                            items = answers if streaming else _one(answers)
+                            async with contextlib.aclosing(items):
+                                async for item in items:
+                                    if legacy:
+                                        proto_response_to_wire(item, python_client=python)
+                                    yield item
                 except grpc.aio.AbortError:
                     raise
                 except A2AError as exc:  # a refusal of ours (the servicer answers its own)
@@ -285,10 +289,20 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
             (answer,) = [item async for item in serve(request, context)]
             return answer
 
-        return serve if streaming else unary
+        async def written(request: Any, context: grpc.aio.ServicerContext) -> None:
+            # Not handed to grpc.aio as a generator: a cancel (the client's, its deadline,
+            # its connection closing) landing in grpc.aio's own send of an item never
+            # reaches the generator, which is closed only when collected. Sent here, the
+            # cancel lands in this await, and every layer below (the stream slot, the
+            # drop, the SDK's stream) closes in order before the call ends.
+            async with contextlib.aclosing(serve(request, context)) as items:
+                async for item in items:
+                    await context.write(item)
+
+        return written if streaming else unary
 
 
-async def _one(answer: Awaitable[Any]) -> AsyncIterator[Any]:
+async def _one(answer: Awaitable[Any]) -> AsyncGenerator[Any, None]:
     yield await answer
 
 

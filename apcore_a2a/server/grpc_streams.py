@@ -7,8 +7,9 @@ stream one client could hold any number open (20,000 ``Watch`` streams cost the 
 400 MB). Each takes a slot of the caller's address from the
 :class:`~apcore_a2a.server.limits.StreamLimiter` that counts A2A's gRPC and SSE streams,
 and gives it back when it ends or is canceled. With ``cancel_on_disconnect``, an A2A
-stream is followed as an SSE one (:func:`followed`, ``streams/answers.py``): a call its
-client cancels, or whose deadline passes, is a dropped stream.
+stream is followed as an SSE one (:func:`followed`, ``streams/answers.py``): a stream
+closed before its items ended (its client canceled the call, its deadline passed, its
+connection closed) is a dropped stream.
 
 Requests that do not decode (corrupt bytes, or nested deeper than protobuf decodes: 100
 levels, about 33 of a ``Struct``): grpc answers a deserializer's exception ``UNKNOWN``,
@@ -20,10 +21,9 @@ it cannot parse after its 401), a call to another service at once (:func:`other_
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import inspect
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
@@ -164,33 +164,31 @@ async def _decoded_stream(
 
 
 async def followed(
-    items: AsyncIterator[Any],
+    items: AsyncGenerator[Any, None],
     answer: Answer,
     drops: StreamDrops,
-    context: grpc.aio.ServicerContext,
     call_context: Callable[[], ServerCallContext],
-) -> AsyncIterator[Any]:
+) -> AsyncGenerator[Any, None]:
     """The *items* of an A2A stream, followed by *drops* (``cancel_on_disconnect``) as an
-    SSE stream is: a client that cancels the call (or lets its deadline pass) before the
-    last item drops the stream, and before the first one hangs up on the run."""
+    SSE stream is: a stream closed before its items ended (or raised the handler's error)
+    was dropped by its client (a canceled call, a deadline passed, a closed connection),
+    and one dropped before its first item hung up on the run. The interceptor sends the
+    items itself and closes this stream at once when a send fails or is canceled."""
     task_id: str | None = None
-    dropped = False
+    ended = False
     try:
-        async for item in items:
-            if task_id is None and answer.task_id is not None:
-                task_id = answer.task_id
-                drops.opened(task_id)
-            yield item
-    except asyncio.CancelledError:  # the client canceled the call, or its deadline passed
-        dropped = True
-        raise
-    except GeneratorExit:
-        # The same cancel, landed while grpc.aio was sending an item (its own await, not
-        # ours): grpc stops reading this generator, which is closed with GeneratorExit at
-        # the yield. Normally the items end, or raise the handler's error.
-        dropped = True
+        async with contextlib.aclosing(items):
+            async for item in items:
+                if task_id is None and answer.task_id is not None:
+                    task_id = answer.task_id
+                    drops.opened(task_id)
+                yield item
+        ended = True
+    except Exception:  # the handler's error, answered by the servicer: the stream ended
+        ended = True
         raise
     finally:
+        dropped = not ended
         answer.hung_up = dropped and task_id is None
         await drops.closed(task_id, answer, dropped, call_context)
 
