@@ -389,3 +389,45 @@ async def test_a_grpc_stream_canceled_while_an_item_waits_to_be_sent_cancels_its
         assert agent.probe.token_seen_cancelled[task_id] is True
         task = await _final_state(agent, task_id)
         assert task.status.state == TaskState.TASK_STATE_CANCELED
+
+
+#: the deadline of a gRPC stream whose module waits for the gate (a hang guard for the
+#: first item of ``life.stall``, not a speed check)
+DEADLINE = 3.0
+
+
+async def test_a_grpc_stream_whose_deadline_passes_after_its_first_item_cancels_its_task(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async with agent_server(caplog, cancel_on_disconnect=True, grpc_port=free_port()) as agent:
+        async with stubs(_grpc_address(agent)) as (v1, _v03):
+            body = {"message": wire_message("life.stall", {})}
+            request = ParseDict(body, a2a_pb2.SendMessageRequest())
+            call = v1.SendStreamingMessage(request, timeout=DEADLINE)
+            task_id = (await call.read()).task.id
+            with pytest.raises(grpc.aio.AioRpcError) as ended:
+                async for _item in call:
+                    pass
+            assert ended.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+        await _until(agent.probe.done(task_id).is_set, "the module was not stopped")
+        assert agent.probe.token_seen_cancelled[task_id] is True
+        task = await _final_state(agent, task_id)
+        assert task.status.state == TaskState.TASK_STATE_CANCELED
+
+
+async def test_a_grpc_stream_whose_deadline_passes_before_its_first_item_stops_the_run(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async with agent_server(caplog, cancel_on_disconnect=True, grpc_port=free_port()) as agent:
+        async with stubs(_grpc_address(agent)) as (v1, _v03):
+            body = {"message": wire_message("life.ponder", {})}
+            request = ParseDict(body, a2a_pb2.SendMessageRequest())
+            call = v1.SendStreamingMessage(request, timeout=DEADLINE)
+            with pytest.raises(grpc.aio.AioRpcError) as ended:
+                await call.read()
+            assert ended.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+        run_id = str(agent.probe.contexts[0]["task_id"])
+        await _until(agent.probe.done(run_id).is_set, "the module was not stopped")
+        assert agent.probe.token_seen_cancelled[run_id] is True
+        await _until(lambda: agent.state.streams.active == 0, "the stream slot is still held")
+        assert await _listed(agent) == []  # nothing answered, nothing recorded
