@@ -282,7 +282,7 @@ class A2AServerFactory:
             served, per_route, rpc_path=s.rpc_path, explorer_prefix=explorer, shape=shape
         )
         tuning = s.process_tuning if s.process_tuning is not None else self.standalone
-        lifecycle = Lifecycle(state, features, tuning=tuning)
+        lifecycle = Lifecycle(state, features, tuning=tuning, own_server=not self.standalone)
         middleware = [
             Middleware(AgentRoot),
             Middleware(StartOnFirstRequest, lifecycle=lifecycle),

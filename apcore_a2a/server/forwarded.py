@@ -10,16 +10,22 @@ The rule is uvicorn's own, applied by its public ``ProxyHeadersMiddleware`` to t
 as a scope of the peer and the ``x-forwarded-for`` metadata: the right-most address that
 is not a trusted proxy (the left-most when every hop is trusted, or with ``*``); networks
 and ``*`` as uvicorn reads them. One rule for both ports: a proxy trusted on one is trusted
-the same way on the other, and uvicorn's fixes reach both. (grpc names an IPv4 peer of a
+the same way on the other, and uvicorn's fixes reach both. That holds where the agent runs
+both servers (``serve()``, the CLI); under a server of your own (an app you mount, or run
+with uvicorn yourself) HTTP's addresses are that server's, and the setting reaches the
+gRPC port only: :func:`own_server_note` says so at start. (grpc names an IPv4 peer of a
 port bound on ``::`` by its IPv4 address, as uvicorn does: the addresses compare alike.)
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
+
+if TYPE_CHECKING:
+    from apcore_a2a.settings import Settings
 
 #: the gRPC metadata key (grpc lowercases keys) of the forwarded addresses
 FORWARDED_FOR = "x-forwarded-for"
@@ -69,3 +75,24 @@ def forwarded_values(metadata: Iterable[tuple[str, str | bytes]] | None) -> list
         for key, value in metadata or ()
         if key.lower() == FORWARDED_FOR and isinstance(value, str)
     ]
+
+
+def own_server_note(settings: Settings) -> str | None:
+    """What an agent run under a server of its operator's own (mounted, or
+    ``async_serve()``'s app under their uvicorn) tells them at start about a
+    ``forwarded_allow_ips`` they set: that server reads HTTP callers' addresses by its own
+    rule, so the setting reaches the gRPC port only (``None``: nothing set, nothing to say).
+    """
+    if not settings.forwarded_allow_ips:
+        return None
+    trusted = ", ".join(settings.forwarded_allow_ips)
+    http = (
+        "HTTP callers' addresses are read by the server this app runs under (uvicorn: "
+        "--forwarded-allow-ips, 127.0.0.1 and ::1 unless told otherwise)"
+    )
+    if settings.grpc_port is None:
+        return f"forwarded_allow_ips ({trusted}) has no effect: no gRPC port, and {http}"
+    return (
+        f"forwarded_allow_ips ({trusted}) is read by the gRPC port only: {http}; "
+        "trust the same proxies there"
+    )

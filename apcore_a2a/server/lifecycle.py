@@ -37,6 +37,7 @@ from apcore_a2a.execution.catalog import SkillCatalog
 from apcore_a2a.execution.executor import ApCoreAgentExecutor
 from apcore_a2a.ops.operations import Operations
 from apcore_a2a.ops.shutdown import drain
+from apcore_a2a.server.forwarded import own_server_note
 from apcore_a2a.server.limits import StreamLimiter
 from apcore_a2a.settings import Settings
 from apcore_a2a.storage import Stores
@@ -131,10 +132,20 @@ class ServerState:
 class Lifecycle:
     """Start (once) and stop the stores, the features and module watching of one app."""
 
-    def __init__(self, state: ServerState, features: Sequence[Feature], *, tuning: bool) -> None:
+    def __init__(
+        self,
+        state: ServerState,
+        features: Sequence[Feature],
+        *,
+        tuning: bool,
+        own_server: bool = False,
+    ) -> None:
         self.state = state
         self.features = tuple(features)
         self.tuning = tuning
+        #: run under a server of its operator's own (mounted, or async_serve's app), not
+        #: by serve() or the CLI: HTTP's settings (forwarded_allow_ips) are that server's
+        self.own_server = own_server
         self.started = False
         #: stopped for good (a request arriving during or after shutdown starts nothing)
         self.closed = False
@@ -147,6 +158,9 @@ class Lifecycle:
             if self.started or self.closed:
                 return
             self.state.started_at = time.time()
+            note = own_server_note(self.state.settings) if self.own_server else None
+            if note is not None:
+                logger.warning(note)
             await self.state.stores.start()
             for feature in self.features:
                 if feature.start is not None:

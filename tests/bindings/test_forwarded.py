@@ -59,5 +59,7 @@ async def test_forwarded_for_from_an_untrusted_client_is_ignored() -> None:
 
 
 async def test_forwarded_for_from_a_configured_proxy_names_the_caller() -> None:
-    with _serve("--forwarded-allow-ip", "127.0.0.1") as (base, _proc):
+    with _serve("--forwarded-allow-ip", "127.0.0.1") as (base, proc):
         assert await _streams_opened(base) == ATTEMPTS  # each forwarded address its own caller
+        # the CLI runs uvicorn with the setting: no note that HTTP reads another server's
+        assert "forwarded_allow_ips (" not in proc.output()

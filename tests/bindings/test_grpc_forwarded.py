@@ -15,6 +15,7 @@ unfinished and keeps its quota slot until the test releases it.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import shutil
 import uuid
@@ -40,7 +41,15 @@ from tests._support import (
     threaded_server,
     wait_http,
 )
-from tests.bindings._agent import GATES, Agent, build_app, serve_agent
+from tests.bindings._agent import (
+    GATES,
+    MOUNT_PATH,
+    Agent,
+    build_app,
+    build_registry,
+    host_app,
+    serve_agent,
+)
 from tests.bindings._peers import make_client as make_peer
 
 VERSIONS = ("1.0", "0.3")
@@ -320,6 +329,77 @@ async def test_one_forwarded_address_is_one_caller_on_both_ports() -> None:
                     assert other == grpc.StatusCode.OK
             finally:
                 GATES.release(key)
+
+
+def _gated_stream(key: str) -> dict[str, Any]:
+    message = {"messageId": uuid.uuid4().hex, "role": "ROLE_USER",
+               "parts": [{"data": {"key": key}}], "metadata": {"skillId": "demo.gate"}}  # fmt: skip
+    return {"message": message}
+
+
+async def test_mounted_http_follows_the_host_server_and_grpc_the_agents_setting(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Mounted in a Starlette host under the host's uvicorn, which trusts 127.0.0.1 (its
+    # default); the agent's forwarded_allow_ips names another proxy. HTTP callers are
+    # told apart by the host server's rule, gRPC callers by the agent's, and the agent
+    # says so when it starts.
+    port, grpc_port = free_port(), free_port()
+    agent = build_app(port, grpc_port, max_streams_per_caller=1, forwarded_allow_ips=("192.0.2.1",))
+    address = f"127.0.0.1:{grpc_port}"
+    keys = [f"fwd-mounted-{uuid.uuid4().hex}" for _ in range(2)]
+    host = threaded_server(
+        host_app("starlette", agent), port=port, forwarded_allow_ips=["127.0.0.1"]
+    )
+    with caplog.at_level(logging.WARNING, "apcore_a2a.server"), host as url:
+        async with peer_http(base_url=url + MOUNT_PATH) as http:
+            streams = [
+                http.stream("POST", "/message:stream", json=_gated_stream(key), headers=headers)
+                for key, headers in zip(keys, FORWARDED_HEADERS, strict=True)
+            ]
+            try:
+                async with streams[0] as first, streams[1] as second:
+                    # HTTP: the host's uvicorn trusts 127.0.0.1, so two callers, a slot each
+                    assert (first.status_code, second.status_code) == (200, 200)
+                    # gRPC: the agent trusts 192.0.2.1 only; both calls are 127.0.0.1's
+                    async with _watching(address, "203.0.113.1") as one:
+                        assert one == grpc.StatusCode.OK
+                        async with _watching(address, "203.0.113.2") as other:
+                            assert other == grpc.StatusCode.RESOURCE_EXHAUSTED
+            finally:
+                for key in keys:
+                    GATES.release(key)
+    notes = [r.getMessage() for r in caplog.records if "forwarded_allow_ips" in r.getMessage()]
+    assert notes == [
+        "forwarded_allow_ips (192.0.2.1) is read by the gRPC port only: HTTP callers' "
+        "addresses are read by the server this app runs under (uvicorn: "
+        "--forwarded-allow-ips, 127.0.0.1 and ::1 unless told otherwise); trust the same "
+        "proxies there"
+    ]
+
+
+async def test_a_mounted_agent_without_grpc_says_its_forwarded_setting_does_nothing(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from apcore_a2a import async_serve
+
+    port = free_port()
+    agent = async_serve(build_registry(), environ={}, port=port, forwarded_allow_ips=("10.0.0.5",))
+    host = threaded_server(host_app("starlette", agent), port=port)
+    with caplog.at_level(logging.WARNING, "apcore_a2a.server"), host as url:
+        async with peer_http() as http:
+            card = await http.get(url + MOUNT_PATH + "/.well-known/agent-card.json")
+        assert card.status_code == 200
+    notes = [r.getMessage() for r in caplog.records if "forwarded_allow_ips" in r.getMessage()]
+    assert notes == [
+        "forwarded_allow_ips (10.0.0.5) has no effect: no gRPC port, and HTTP callers' "
+        "addresses are read by the server this app runs under (uvicorn: "
+        "--forwarded-allow-ips, 127.0.0.1 and ::1 unless told otherwise)"
+    ]
+
+
+#: two HTTP callers behind one proxy
+FORWARDED_HEADERS = [{"A2A-Version": "1.0", "X-Forwarded-For": f"203.0.113.{n}"} for n in (1, 2)]
 
 
 class _PeerOnly:
