@@ -295,8 +295,10 @@ def field_specs(fields: Mapping[str, FieldInfo]) -> tuple[Setting, ...]:
 
 
 # The password runs to the last '@': an unencoded '/', ':' or '@' in it must not end it
-# early (masking part of the host too is the safe side).
-_USERINFO = re.compile(r"^(\w[\w+.-]*://[^:/@]*):.*@")
+# early (masking part of the host too is the safe side). The scheme and its "//" are
+# optional, so a value refused for its shape (memory:user:PASSWORD@x) is masked too; the
+# user name has no space, so a sentence naming "memory://" and "user@host" is not.
+_USERINFO = re.compile(r"^((?:\w[\w+.-]*:/{0,2})?[^:/@\s]*):.*@")
 _QUERY_PASSWORD = re.compile(r"([?&](?:password|passwd|sslpassword)=)[^&#]*", re.IGNORECASE)
 
 

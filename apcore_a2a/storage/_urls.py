@@ -76,22 +76,26 @@ def check_sqlite_folder(store_url: StoreURL) -> None:
 
 
 def parse_store_url(text: str) -> StoreURL:
-    """Parse *text*; ``ValueError`` with a message that names the accepted forms."""
+    """Parse *text*; ``ValueError`` with a message that names the accepted forms.
+
+    No message quotes *text*: a URL refused for its shape is one no masking rule can be
+    sure to read (``memory:admin:PASSWORD@x``), and ``open_stores`` shows it to an app's
+    log unmasked."""
     if not isinstance(text, str) or not text.strip():
         raise ValueError(f"task store URL is empty; expected {_EXAMPLES}")
     text = text.strip()
     scheme = text.split(":", 1)[0].lower() if ":" in text else ""
     if scheme == "memory":
         if text.lower().rstrip("/") not in ("memory:", "memory:/"):
-            raise ValueError(f"memory task store URL takes no path or options: {text!r}")
+            raise ValueError("memory task store URL takes no path or options; write memory://")
         return StoreURL(kind="memory", display="memory://")
     if not scheme:
-        raise ValueError(f"task store URL {text!r} has no scheme; expected {_EXAMPLES}")
+        raise ValueError(f"task store URL has no scheme; expected {_EXAMPLES}")
     try:
         url = make_url(text)
         port = url.port  # SQLAlchemy reads it as int() when parsing
-    except ArgumentError as exc:
-        raise ValueError(f"cannot parse task store URL: {exc}") from None
+    except ArgumentError:  # its message may quote the URL one day; ours never does
+        raise ValueError(f"cannot parse task store URL; expected {_EXAMPLES}") from None
     except ValueError:  # its int() of the port; the message quotes it, never the password
         raise ValueError(f"task store URL: bad port or host; {_HOST_FORM}") from None
     if port is not None and not 1 <= port <= 65535:

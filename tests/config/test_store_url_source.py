@@ -16,7 +16,7 @@ from apcore_a2a import A2AServerFactory
 from apcore_a2a.settings import SettingsError
 from tests.foundation.modules import build_registry
 
-from ._helpers import EXTENSIONS, clean_env, error_line, run_cli, write
+from ._helpers import EXTENSIONS, InProcessCLI, clean_env, error_line, run_cli, write
 
 SCHEME = "unsupported task store URL scheme 'ftp'"
 #: URLs each refused by a different rule, all with the password hunter2
@@ -26,6 +26,13 @@ LEAKY = [
     "ftp://admin:hunter2@db.example/tasks",
     "sqlite+pysqlite://admin:hunter2@x/db",
     "postgresql://admin:hunter2@db.example:99999/tasks",
+    # no "//": not a URL a masking rule recognises, so the message must not quote it
+    "memory:admin:hunter2@x",
+    "memory:/admin:hunter2@x",
+    "admin:hunter2@db.example/tasks",
+    "hunter2",
+    "postgresql://admin:hunter2@db.example/tasks?password=hunter2",
+    "sqlite://admin:hunter2@/tasks.db",
 ]
 
 
@@ -42,7 +49,12 @@ def _refusal(**kwargs: object) -> str:
 
 
 def test_the_factory_names_the_keyword_argument() -> None:
-    assert _refusal(environ={}, task_store="ftp://h/db").startswith(f"task_store: {SCHEME}")
+    said = _refusal(environ={}, task_store="ftp://h/db")
+    # whole: the forms it names hold "://" and "@", which no password mask may take
+    assert said == (
+        f"task_store: {SCHEME}; expected memory://, sqlite:///path/tasks.db or "
+        "postgresql://user@host/db"
+    ), said
 
 
 def test_the_factory_names_the_variable_and_its_file(tmp_path: Path) -> None:
@@ -81,7 +93,7 @@ SERVE_CASES = [
     (
         {},
         ["--task-store", "memory://admin:hunter2@x"],
-        "--task-store: memory task store URL takes no path or options: 'memory://admin:***@x'",
+        "--task-store: memory task store URL takes no path or options; write memory://",
     ),
 ]
 
@@ -119,3 +131,17 @@ def test_db_upgrade_never_shows_the_password() -> None:
     assert result.returncode == 2, result.stderr
     assert result.stderr.startswith("error: --task-store: memory task store URL"), result.stderr
     assert "hunter2" not in result.stderr
+
+
+@pytest.fixture
+def cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> InProcessCLI:
+    return InProcessCLI(monkeypatch, capsys)
+
+
+@pytest.mark.parametrize("url", [url for url in LEAKY if url != "hunter2"])
+def test_config_show_masks_the_password_of_any_shape(cli: InProcessCLI, url: str) -> None:
+    # config show prints the value without parsing it: a URL without "//" is masked too
+    result = cli("config", "show", env={"A2A_TASK_STORE": url})
+    assert result.returncode == 0, result.stderr
+    shown = next(ln for ln in result.stdout.splitlines() if ln.lstrip().startswith("task_store"))
+    assert "hunter2" not in shown and "***" in shown, shown

@@ -79,6 +79,26 @@ def test_bad_urls_raise_value_error_naming_the_problem(url: str, message: str) -
         open_stores(url, settings())
 
 
+@pytest.mark.parametrize(
+    "url",
+    [
+        "memory://admin:hunter2@x",
+        "memory:admin:hunter2@x",
+        "hunter2",
+        "admin:hunter2@db.example/tasks",
+        "db.example/tasks?password=hunter2",
+        "sqlite://admin:hunter2@/tasks.db",
+        "postgresql://admin:hunter2@db.example:99999/tasks",
+        "postgresql://admin:hunter2@db.example/tasks?sslmode=maybe",
+    ],
+)
+def test_a_refused_url_never_shows_its_password(url: str) -> None:
+    # open_stores is public: an app's traceback or log shows this message unmasked.
+    with pytest.raises(ValueError) as caught:
+        open_stores(url, settings())
+    assert "hunter2" not in str(caught.value), caught.value
+
+
 def test_cluster_mode_refuses_memory() -> None:
     with pytest.raises(ValueError, match="cluster mode needs a shared SQL task store"):
         open_stores("memory://", settings(cluster=True))
