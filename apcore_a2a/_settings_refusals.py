@@ -4,11 +4,11 @@ and the CLI's own, against the same rule of showing values (:func:`masked_value`
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from apcore_a2a._settings_sources import hide_url_password
-from apcore_a2a.settings import SPECS, Settings, SettingsError, masked_value, source_of
+from apcore_a2a.settings import SPECS, Settings, SettingsError, masked_value
 
 __all__ = ["check_named", "value_refusal"]
 
@@ -28,19 +28,14 @@ def value_refusal(where: str | None, problem: object, name: str, value: str) -> 
 
 
 def check_named(
-    settings: Settings,
-    name: str,
-    check: Callable[[Any], object],
-    given: Mapping[str, Any],
-    environ: Mapping[str, str],
+    settings: Settings, name: str, check: Callable[[Any], object], where: Callable[[str], str]
 ) -> None:
     """Run *check* on setting *name*'s value: a check pydantic cannot run here (the task
     store URL is parsed by the storage package). Its ``ValueError`` is re-raised as the
-    :func:`value_refusal` naming where the value came from (:func:`source_of` of *given*, the
-    keyword arguments or flags, and *environ*)."""
+    :func:`value_refusal` naming where the value came from (*where*: the
+    :meth:`Settings.namer` of the sources the settings were resolved from)."""
     value = getattr(settings, name)
     try:
         check(value)
     except ValueError as exc:
-        where = source_of(name, given, environ, Settings.specs())
-        raise value_refusal(where, exc, name, str(value)) from None
+        raise value_refusal(where(name), exc, name, str(value)) from None

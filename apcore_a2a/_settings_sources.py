@@ -180,11 +180,15 @@ def _utf8(raw: str, where: str) -> None:
 
 
 def source_of(
-    name: str, given: Mapping[str, Any], environ: Mapping[str, str], specs: tuple[Setting, ...]
+    name: str,
+    given: Mapping[str, Any],
+    environ: Mapping[str, str],
+    specs: tuple[Setting, ...],
+    passed_in: SourcedSettings | None = None,
 ) -> str:
     """Where setting *name* came from, as its errors start: the name itself when *given*
-    (the CLI names its flag), the environment variable (or its ``_FILE``), else the config
-    file key."""
+    (the CLI names its flag), the environment variable (or its ``_FILE``), the settings
+    object *passed_in* (an app's ``settings=``), else the config file key."""
     spec = next((s for s in specs if s.name == name), None)
     if spec is None or given.get(name) is not None:
         return name
@@ -192,6 +196,8 @@ def source_of(
         return spec.env
     if spec.from_file and environ.get(spec.env + "_FILE"):
         return spec.env + "_FILE"
+    if passed_in is not None:
+        return f"{name} of the settings passed in"
     return spec.key
 
 
@@ -200,6 +206,7 @@ def describe_error(
     given: Mapping[str, Any],
     environ: Mapping[str, str],
     specs: tuple[Setting, ...],
+    passed_in: SourcedSettings | None = None,
 ) -> str:
     """One line naming where the first bad value came from and what was wrong."""
     error = exc.errors(include_url=False)[0]
@@ -208,7 +215,7 @@ def describe_error(
         return message  # a rule across settings (model validator) names them itself
     name = str(error["loc"][0])
     spec = next((s for s in specs if s.name == name), None)
-    where = source_of(name, given, environ, specs)
+    where = source_of(name, given, environ, specs, passed_in)
     shown = repr(hide_url_password(error.get("input")))
     got = "a secret (value not shown)" if spec and spec.secret else shown
     return f"{where}: {message[:1].lower()}{message[1:]}, got {got}"
@@ -370,15 +377,30 @@ class SourcedSettings(BaseSettings):
                 raise SettingsError(f"{name}: {problem} (leave it out), got {value!r}")
             if problem:  # the list is not shown: it may hold secrets (api_keys)
                 raise SettingsError(f"{name}: {problem}")
+        passed_in = None
         if isinstance(base, SourcedSettings):
-            base = {k: getattr(base, k) for k in base.model_fields_set}
+            passed_in, base = base, {k: getattr(base, k) for k in base.model_fields_set}
         environ = os.environ if environ is None else environ
         try:
             return cls.model_validate(
                 {**(base or {}), **from_environ(environ, cls.specs()), **given}
             )
         except ValidationError as exc:
-            raise SettingsError(describe_error(exc, given, environ, cls.specs())) from None
+            said = describe_error(exc, given, environ, cls.specs(), passed_in)
+            raise SettingsError(said) from None
+
+    @classmethod
+    def namer(
+        cls,
+        given: Mapping[str, Any],
+        environ: Mapping[str, str],
+        passed_in: SourcedSettings | None = None,
+    ) -> Callable[[str], str]:
+        """:func:`source_of` for the sources of one :meth:`resolve`: where a setting's value
+        came from, as the refusal of a value checked after it starts."""
+        return functools.partial(
+            source_of, given=given, environ=environ, specs=cls.specs(), passed_in=passed_in
+        )
 
     @classmethod
     def defaults(cls) -> Self:

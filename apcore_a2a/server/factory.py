@@ -62,7 +62,7 @@ from apcore_a2a.server.limits import StreamLimiter
 from apcore_a2a.server.routes import ApCoreCallContextBuilder, a2a_routes
 from apcore_a2a.server.task_quota import TaskQuota
 from apcore_a2a.server.unrouted import AgentRoot, agent_app
-from apcore_a2a.settings import Settings, SettingsError, config_path, source_of
+from apcore_a2a.settings import Settings, SettingsError, config_path
 from apcore_a2a.shape import Shape
 from apcore_a2a.storage import open_stores
 from apcore_a2a.storage._urls import parse_store_url
@@ -120,13 +120,14 @@ class A2AServerFactory:
         else:
             base = settings
         self.settings = Settings.resolve(overrides, environ=environ, base=base)
+        where = Settings.namer(overrides, environ, settings)
         if self.settings.explorer:  # a prefix over the agent's routes, named where it came from
             check = _hides_no_route(self.settings.rpc_path)
-            check_named(self.settings, "explorer_prefix", check, overrides, environ)
+            check_named(self.settings, "explorer_prefix", check, where)
         if task_store is None:  # a URL no store takes, named where it came from
-            check_named(self.settings, "task_store", parse_store_url, overrides, environ)
+            check_named(self.settings, "task_store", parse_store_url, where)
         self.registry, self.executor = _executor_for(registry_or_executor, self.settings)
-        self.auth = auth if auth is not None else _authenticator(self.settings, overrides, environ)
+        self.auth = auth if auth is not None else _authenticator(self.settings, where)
         self.task_store_object = task_store
         #: served by serve() or the CLI (which own the process): process_tuning defaults on
         self.standalone = standalone
@@ -318,16 +319,13 @@ def _hides_no_route(rpc_path: str) -> Callable[[str], None]:
     return check
 
 
-def _authenticator(
-    settings: Settings, overrides: Mapping[str, Any], environ: Mapping[str, str]
-) -> Authenticator | None:
+def _authenticator(settings: Settings, where: Callable[[str], str]) -> Authenticator | None:
     """The settings' authenticator; a JWT secret too short for its algorithms named as
-    the flag, variable or config key it came from."""
+    the flag, variable, config key or settings object it came from (*where*)."""
     try:
         return authenticator_from_settings(settings)
     except WeakKeyError as exc:
-        where = source_of("auth_key", overrides, environ, Settings.specs())
-        raise SettingsError(f"{where}: {exc}") from None
+        raise SettingsError(f"{where('auth_key')}: {exc}") from None
 
 
 def _executor_for(obj: Any, settings: Settings) -> tuple[Any, Any]:
