@@ -27,6 +27,16 @@ class SettingsError(ValueError):
     """A setting has a value that cannot be used (bad type, unknown choice)."""
 
 
+class SettingRefusal(SettingsError):
+    """Setting *name*'s *value* (never a secret's: it is shown) refused by the room that
+    uses it, once resolved: whoever resolved the settings starts the message with where
+    the value came from (:meth:`SourcedSettings.namer`) and the ``detail``."""
+
+    def __init__(self, name: str, problem: str, value: Any) -> None:
+        self.name, self.detail = name, f"{problem}, got {value!r}"
+        super().__init__(f"{name}: {self.detail}")
+
+
 @dataclass(frozen=True, slots=True)
 class Setting:
     """Where one setting comes from, besides keyword arguments.

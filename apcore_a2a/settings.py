@@ -30,6 +30,7 @@ from apcore_a2a._settings_sources import (
     LogLevel,
     Paths,
     Setting,
+    SettingRefusal,
     SettingsError,
     SourcedSettings,
     Strings,
@@ -46,6 +47,7 @@ from apcore_a2a.shape import Shape
 __all__ = [
     "ENV_VARS",
     "Setting",
+    "SettingRefusal",
     "Settings",
     "SettingsError",
     "config_path",

@@ -31,7 +31,7 @@ from apcore_a2a.classify import RequestInfo, request_info
 from apcore_a2a.edge.refusal import refusal
 from apcore_a2a.errors import PermissionDeniedError, UnauthenticatedError
 from apcore_a2a.execution.identity import Caller, CallerCredentials
-from apcore_a2a.settings import SPECS, SettingsError, forms
+from apcore_a2a.settings import SPECS, SettingRefusal, SettingsError, forms
 
 if TYPE_CHECKING:
     from apcore import Identity
@@ -233,9 +233,11 @@ def authenticator_from_settings(settings: Settings) -> Authenticator | None:
     :class:`~apcore_a2a.auth.WeakKeyError` for an HMAC secret too short for its algorithms."""
     has_bearer = bool(settings.auth_key or settings.auth_jwks_url)
     if settings.auth_type == "bearer" and not has_bearer:
-        raise SettingsError(f"--auth-type bearer requires {_forms('auth_key', 'auth_jwks_url')}")
+        needs = f"requires {_forms('auth_key', 'auth_jwks_url')}"
+        raise SettingRefusal("auth_type", needs, settings.auth_type)
     if settings.auth_type == "apikey" and not settings.api_keys:
-        raise SettingsError(f"--auth-type apikey requires at least one {_forms('api_keys')}")
+        needs = f"requires at least one {_forms('api_keys')}"
+        raise SettingRefusal("auth_type", needs, settings.auth_type)
     members: list[Authenticator] = []
     if has_bearer and settings.auth_type in (None, "bearer"):
         members.append(_bearer(settings))
@@ -245,11 +247,12 @@ def authenticator_from_settings(settings: Settings) -> Authenticator | None:
         except ValueError as exc:
             raise SettingsError(f"API keys: {exc}") from None
     if not members:
-        if settings.required_roles or settings.required_scopes:
-            raise SettingsError(
-                "--required-roles and --required-scopes need authentication: give "
-                + _forms("auth_key", "auth_jwks_url", "api_keys")
+        name = "required_roles" if settings.required_roles else "required_scopes"
+        if getattr(settings, name):
+            needs = "requires authentication: give " + _forms(
+                "auth_key", "auth_jwks_url", "api_keys"
             )
+            raise SettingRefusal(name, needs, list(getattr(settings, name)))
         return None
     return members[0] if len(members) == 1 else AnyAuthenticator(members)
 

@@ -62,7 +62,7 @@ from apcore_a2a.server.limits import StreamLimiter
 from apcore_a2a.server.routes import ApCoreCallContextBuilder, a2a_routes
 from apcore_a2a.server.task_quota import TaskQuota
 from apcore_a2a.server.unrouted import AgentRoot, agent_app
-from apcore_a2a.settings import Settings, SettingsError, config_path
+from apcore_a2a.settings import SettingRefusal, Settings, SettingsError, config_path
 from apcore_a2a.shape import Shape
 from apcore_a2a.storage import open_stores
 from apcore_a2a.storage._urls import parse_store_url
@@ -326,6 +326,8 @@ def _authenticator(settings: Settings, where: Callable[[str], str]) -> Authentic
         return authenticator_from_settings(settings)
     except WeakKeyError as exc:
         raise SettingsError(f"{where('auth_key')}: {exc}") from None
+    except SettingRefusal as exc:
+        raise SettingsError(f"{where(exc.name)}: {exc.detail}") from None
 
 
 def _executor_for(obj: Any, settings: Settings) -> tuple[Any, Any]:

@@ -96,7 +96,7 @@ def test_cli_bearer_without_key_exits_1() -> None:
         env={"PATH": "/usr/bin:/bin", "HOME": "/tmp"},
     )
     assert proc.returncode == 1
-    assert "--auth-type bearer requires --auth-key" in proc.stderr
+    assert "--auth-type: requires --auth-key" in proc.stderr
     assert "Traceback" not in proc.stderr
 
 
