@@ -99,6 +99,8 @@ def _host_names(values: tuple[str, ...]) -> tuple[str, ...]:
 def _listen_host(value: str) -> str:
     # Caught here, "http://0.0.0.0" or "0.0.0.0:8000" is named as the setting it came from,
     # rather than left to the resolver's "Name or service not known" at bind time.
+    if value and not value.strip():  # only "" is every interface (empty_problem's rule)
+        raise ValueError('must not be only whitespace ("" listens on every interface)')
     problem = _host_problem(value, patterns=False) if value else None
     if problem:
         raise ValueError(problem)

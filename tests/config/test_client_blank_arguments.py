@@ -24,6 +24,8 @@ BLANK = [
     (["card", URL, "--verify", "--keys", ""], "--keys: must not be empty (leave it out), got ''"),
     (["call", "", "--text", "hi"], "URL: must not be empty, got ''"),
     (["task", "get", URL, " "], "TASK_ID: must not be empty, got ' '"),
+    # quoted as given: three spaces are not shown as one
+    (["task", "cancel", URL, "   "], "TASK_ID: must not be empty, got '   '"),
     (["push", "set", URL, "t-1", ""], "WEBHOOK_URL: must not be empty, got ''"),
     (
         ["push", "set", URL, "t-1", URL, "--id", ""],

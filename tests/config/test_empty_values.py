@@ -18,7 +18,7 @@ from apcore_a2a.config import ConfigFileError, load_config
 from apcore_a2a.settings import SettingsError
 from tests.foundation.modules import build_registry
 
-from ._helpers import EXTENSIONS, clean_env, error_line, run_cli, write
+from ._helpers import EXTENSIONS, InProcessCLI, clean_env, error_line, run_cli, write
 
 EMPTY_STRINGS = [
     ("name", ""),
@@ -131,6 +131,52 @@ def test_a_variable_of_only_whitespace_is_refused_naming_it(env: str, value: str
         A2AServerFactory(build_registry(), environ={env: value})
     expected = 'must not be only whitespace (set it to "" or unset it for the default)'
     assert str(caught.value) == f"{env}: {expected}, got {value!r}"
+
+
+@pytest.fixture
+def cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> InProcessCLI:
+    return InProcessCLI(monkeypatch, capsys)
+
+
+BLANK_HOST = 'must not be only whitespace ("" listens on every interface)'
+
+
+@pytest.mark.parametrize(
+    ("given", "env", "where"),
+    [({}, {"A2A_HOST": "   "}, "A2A_HOST"), ({"host": "   "}, {}, "host")],
+)
+def test_a_blank_host_is_refused_as_blank(
+    given: dict[str, str], env: dict[str, str], where: str
+) -> None:
+    # "" is every interface; "   " is no host at all, and was "not a host name" twice over
+    with pytest.raises(SettingsError) as caught:
+        A2AServerFactory(build_registry(), environ=env, **given)
+    assert str(caught.value) == f"{where}: {BLANK_HOST}, got '   '"
+
+
+#: config show / check print a refusal on one line: its quoted value stays as it was
+FAITHFUL = [
+    ("A2A_NAME", "   ", 'must not be only whitespace (set it to "" or unset it for the default)'),
+    ("A2A_HOST", "  ", BLANK_HOST),
+    ("A2A_URL", "http://a  b", "must be an http:// or https:// URL with a host"),
+]
+
+
+@pytest.mark.parametrize(("env", "value", "problem"), FAITHFUL, ids=[e for e, *_ in FAITHFUL])
+def test_config_show_quotes_the_value_as_it_was_given(
+    cli: InProcessCLI, env: str, value: str, problem: str
+) -> None:
+    result = cli("config", "show", env={env: value})
+    assert result.returncode == 1, result.stdout
+    assert result.stderr == f"Error: {env}: {problem}, got {value!r}\n"
+
+
+def test_config_check_quotes_a_blank_key_as_it_was_given(cli: InProcessCLI, tmp_path: Path) -> None:
+    path = write(tmp_path, f'agent:\n  name: "   "\nmodules:\n  extensions_dirs: [{EXTENSIONS}]\n')
+    result = cli("config", "check", str(path))
+    assert result.returncode == 1, result.stdout
+    expected = f"{path}:2: agent.name: must not be empty (leave the key out), got string '   '"
+    assert result.stderr == f"Error: {expected}\n"
 
 
 def test_serve_refuses_a_variable_of_only_whitespace(taken_port: str) -> None:
