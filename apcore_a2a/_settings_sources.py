@@ -28,12 +28,13 @@ class SettingsError(ValueError):
 
 
 class SettingRefusal(SettingsError):
-    """Setting *name*'s *value* (never a secret's: it is shown) refused by the room that
-    uses it, once resolved: whoever resolved the settings starts the message with where
+    """Setting *name*'s *value* (a *secret*'s is not shown) refused by the room that uses
+    it, once resolved: whoever resolved the settings starts the message with where
     the value came from (:meth:`SourcedSettings.namer`) and the ``detail``."""
 
-    def __init__(self, name: str, problem: str, value: Any) -> None:
-        self.name, self.detail = name, f"{problem}, got {value!r}"
+    def __init__(self, name: str, problem: str, value: Any, *, secret: bool = False) -> None:
+        got = "a secret (value not shown)" if secret else repr(value)
+        self.name, self.detail = name, f"{problem}, got {got}"
         super().__init__(f"{name}: {self.detail}")
 
 
@@ -123,11 +124,28 @@ def read_secret_file(path: str, where: str) -> str:
 
 def file_value(spec: Setting, path: str, where: str) -> Any:
     """The value of *spec* kept in the file at *path*: its text, or one item per line for
-    a list (a newline cannot be part of a key or URL, a comma could)."""
+    a list. A line holding two items is refused, naming the line and not its text (a
+    key): ``k1,k2`` or ``k1 k2`` would have been one key that no caller holds."""
     text = read_secret_file(path, where)
-    if get_origin(spec.annotation) is tuple:
-        return [line.strip() for line in text.splitlines() if line.strip()]
-    return text
+    if get_origin(spec.annotation) is not tuple:
+        return text
+    items = [line.strip() for line in text.splitlines()]
+    for number, item in enumerate(items, 1):
+        if _two_items(item):
+            raise SettingsError(
+                f"{where}: {path} line {number}: holds a comma, or whitespace inside its "
+                "key; the file takes one entry per line"
+            )
+    return [item for item in items if item]
+
+
+def _two_items(item: str) -> bool:
+    # The one list read from files is api_keys, KEY[=ID[:ROLE+ROLE]]: roles may be spaced
+    # ("ops: operator + admin"), a key may not. A line of only commas is refused as such,
+    # as in every list (_split).
+    key = item.partition("=")[0]
+    spaced = any(c.isspace() for c in key)
+    return bool(item.replace(",", "").strip()) and ("," in item or spaced)
 
 
 #: Settings whose empty value is not the default: ``host`` "" listens on every interface.

@@ -141,6 +141,11 @@ def parse_api_key_entries(entries: Iterable[str]) -> dict[str, Identity]:
     keys: dict[str, Identity] = {}
     for raw in entries:
         key, sep, rest = raw.strip().partition("=")
+        if "," in raw or any(c.isspace() for c in key):
+            # two keys given as one ("k1,k2", "k1 k2"), served as one key no caller holds
+            raise ValueError(
+                "an API key entry must not hold a comma, nor its key whitespace (one key per entry)"
+            )
         ident, colon, named = rest.partition(":")
         key, ident = key.strip(), ident.strip()
         roles = tuple(role.strip() for role in named.split("+") if role.strip())

@@ -245,7 +245,7 @@ def authenticator_from_settings(settings: Settings) -> Authenticator | None:
         try:
             members.append(APIKeyAuthenticator(parse_api_key_entries(settings.api_keys)))
         except ValueError as exc:
-            raise SettingsError(f"API keys: {exc}") from None
+            raise SettingRefusal("api_keys", str(exc), None, secret=True) from None
     if not members:
         name = "required_roles" if settings.required_roles else "required_scopes"
         if getattr(settings, name):

@@ -41,8 +41,10 @@ FLAG_CASES = [
 
 
 @pytest.mark.parametrize(("args", "start", "end"), FLAG_CASES)
-def test_serve_names_the_flag_and_the_value(args: list[str], start: str, end: str) -> None:
-    result = run_cli("serve", "--extensions-dir", str(EXTENSIONS), "--port", "1", *args)
+def test_serve_names_the_flag_and_the_value(
+    taken_port: str, args: list[str], start: str, end: str
+) -> None:
+    result = run_cli("serve", "--extensions-dir", str(EXTENSIONS), "--port", taken_port, *args)
     said = _said(result)
     assert said.startswith(f"Error: {start}") and said.endswith(end), said
 
