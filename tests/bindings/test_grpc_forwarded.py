@@ -35,6 +35,7 @@ from apcore_a2a.server.grpc_streams import caller_of
 from tests._sdk import make_client, peer_http, request
 from tests._support import (
     ServerProcess,
+    cli_server,
     free_port,
     not_installed,
     stop_process,
@@ -400,6 +401,38 @@ async def test_a_mounted_agent_without_grpc_says_its_forwarded_setting_does_noth
 
 #: two HTTP callers behind one proxy
 FORWARDED_HEADERS = [{"A2A-Version": "1.0", "X-Forwarded-For": f"203.0.113.{n}"} for n in (1, 2)]
+
+
+@pytest.mark.parametrize(
+    ("trusted", "other"),
+    [((), grpc.StatusCode.RESOURCE_EXHAUSTED), (("127.0.0.1",), grpc.StatusCode.OK)],
+    ids=["no-proxy", "proxy"],
+)
+async def test_serve_reads_forwarded_allow_ips_alike_on_both_ports(
+    trusted: tuple[str, ...], other: grpc.StatusCode
+) -> None:
+    # "No proxy" has one spelling, the empty list (the default): through `serve`, both
+    # ports then ignore a forwarded address (one caller, its one stream slot taken over
+    # HTTP); a named proxy is trusted on both (two callers).
+    grpc_port = free_port()
+    args = ["--extensions-dir", "examples/extensions", "--grpc-port", str(grpc_port),
+            "--max-streams-per-caller", "1", "--cancel-on-disconnect"]  # fmt: skip
+    args += [arg for address in trusted for arg in ("--forwarded-allow-ip", address)]
+    message = {"messageId": uuid.uuid4().hex, "role": "ROLE_USER",
+               "parts": [{"data": {"seconds": 60}}], "metadata": {"skillId": "jobs.sleep"}}  # fmt: skip
+    headers = {"A2A-Version": "1.0", "X-Forwarded-For": "203.0.113.1"}
+    with cli_server(args) as (base, _proc):
+        async with (
+            peer_http(base_url=base) as http,
+            http.stream(
+                "POST", "/message:stream", json={"message": message}, headers=headers
+            ) as sse,
+        ):
+            assert sse.status_code == 200
+            lines = sse.aiter_lines()  # kept: a dropped iterator closes the stream
+            await anext(lines)  # the stream is open: its slot is held
+            async with _watching(f"127.0.0.1:{grpc_port}", "203.0.113.2") as code:
+                assert code == other
 
 
 class _PeerOnly:
