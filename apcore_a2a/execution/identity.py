@@ -140,12 +140,6 @@ def caller_identity(scope: Mapping[str, Any]) -> Identity | None:
     return user.identity if isinstance(user, Caller) else None
 
 
-def caller_of(scope: Mapping[str, Any], ipv6_prefix: int = IPV6_CALLER_PREFIX) -> str:
-    """The quota key (:func:`caller_key`) of the caller of an HTTP request's *scope*."""
-    client = scope.get("client")
-    return caller_key(caller_identity(scope), client[0] if client else None, ipv6_prefix)
-
-
 def identity_of(context: ServerCallContext | None) -> Identity | None:
     """The apcore identity of a call, or ``None`` for anonymous callers."""
     if context is None:

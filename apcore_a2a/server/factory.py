@@ -42,6 +42,7 @@ from apcore_a2a.ops.operations import Operations
 from apcore_a2a.push import build_push, jwks_route
 from apcore_a2a.push import card_extensions as push_card_extensions
 from apcore_a2a.server.body_deadline import BodyDeadline
+from apcore_a2a.server.caller_keys import CallerKeys
 from apcore_a2a.server.card_routes import CardBase, card_routes
 from apcore_a2a.server.guards import RequestGuard
 from apcore_a2a.server.handler import ApCoreRequestHandler
@@ -248,7 +249,7 @@ class A2AServerFactory:
             ops=ops,
         )
         ops.attach(state)
-        context_builder = ApCoreCallContextBuilder(s.ipv6_caller_prefix)
+        context_builder = ApCoreCallContextBuilder(CallerKeys.of(s))
         drops = StreamDrops(handler, agent_executor) if s.cancel_on_disconnect else None
         features = _optional_features(state, self.auth, push, signer, context_builder, drops)
         grace = s.shutdown_timeout + 1.0
@@ -266,11 +267,9 @@ class A2AServerFactory:
             *(route for feature in features for route in feature.routes),
             *rest_routes,
         ]
+        keys = context_builder.caller_keys  # one for every binding: the gRPC port's too
         guard = Middleware(
-            RequestGuard,
-            max_body_bytes=s.max_body_bytes,
-            streams=streams,
-            ipv6_caller_prefix=s.ipv6_caller_prefix,
+            RequestGuard, max_body_bytes=s.max_body_bytes, streams=streams, caller_keys=keys
         )
         # drops: one count of each task's streams for the answer side of all routes and gRPC
         answers = Middleware(AnswerSide, drops=drops, context_builder=context_builder)
@@ -432,6 +431,7 @@ def _optional_features(
             streams=state.streams,
             operations=ops,
             drops=drops,
+            caller_keys=context_builder.caller_keys,
         )
         found.append(Feature("grpc", start=server.start, stop=server.stop, handle=server))
     if s.explorer:

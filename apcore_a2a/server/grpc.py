@@ -24,7 +24,7 @@ from apcore_a2a import errors
 from apcore_a2a.auth.authenticator import Gate, metadata_headers
 from apcore_a2a.auth.middleware import identify_task
 from apcore_a2a.classify import version_error
-from apcore_a2a.execution.identity import IPV6_CALLER_PREFIX
+from apcore_a2a.server.caller_keys import CallerKeys
 from apcore_a2a.server.limits import StreamLimiter
 from apcore_a2a.shape import Shape, ShapeError, check_message
 from apcore_a2a.streams.scrub import scrub_exception
@@ -44,13 +44,11 @@ try:
     from a2a.types import a2a_pb2, a2a_pb2_grpc
 
     from apcore_a2a.ops.grpc_health import add_health_service
-    from apcore_a2a.server.forwarded import ForwardedFor
     from apcore_a2a.server.grpc_context import Admitted, GrpcCallContextBuilder
     from apcore_a2a.server.grpc_deadlines import RequestBounds, connection_options
     from apcore_a2a.server.grpc_streams import (
         UNDECODABLE,
         UNDECODABLE_TEXT,
-        caller_of,
         followed,
         other_service,
         same_kind,
@@ -145,15 +143,13 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         shape: Shape,
         drops: StreamDrops | None = None,
         requests: RequestBounds | None = None,
-        ipv6_caller_prefix: int = IPV6_CALLER_PREFIX,
-        forwarded: ForwardedFor | None = None,
+        caller_keys: CallerKeys | None = None,
         builder: GrpcCallContextBuilder | None = None,
     ) -> None:
         self._aborts = aborts
         #: the servicers' context builder, told what each call was admitted as
         self._builder = builder or GrpcCallContextBuilder()
-        self._ipv6_prefix = ipv6_caller_prefix  # anonymous callers' quota keys
-        self._forwarded = forwarded  # ...behind trusted proxies (forwarded.py)
+        self._keys = caller_keys or CallerKeys()  # quota keys (caller_keys.py)
         self._requests = requests or RequestBounds(None, 0)  # grpc_deadlines.py
         self._drops = drops
         self._shape = shape
@@ -174,7 +170,7 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         if handler is None:
             return handler
         if abort is None:  # health, reflection: no credentials, but a stream takes a slot
-            service = other_service(handler, self._streams, self._ipv6_prefix, self._forwarded)
+            service = other_service(handler, self._streams, self._keys)
             return self._requests.timed(service)
         streaming = handler.unary_stream is not None
         if handler.unary_unary is None and not streaming:
@@ -256,7 +252,7 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
                     wrong = version_error(headers.get("a2a-version", "").strip(), spoken)
                     if wrong is not None:
                         raise wrong
-                    caller = await caller_of(identity, context, self._ipv6_prefix, self._forwarded)
+                    caller = await self._keys.of_call(identity, context)
                     admitted = Admitted(spoken, a2a_method, caller, answer, identity)
                     identify_task(identity)  # current_identity(), as AuthMiddleware sets it
                     python = legacy and is_python_client(headers.get("user-agent"))
@@ -330,6 +326,7 @@ class GrpcServer:
         streams: StreamLimiter | None = None,
         operations: Operations | None = None,
         drops: StreamDrops | None = None,
+        caller_keys: CallerKeys | None = None,
     ) -> None:
         port = settings.grpc_port
         if port is None or not 0 < port < 65536:
@@ -348,6 +345,8 @@ class GrpcServer:
         self.operations = operations
         #: cancel_on_disconnect, shared with the HTTP answer side (``streams/answers.py``)
         self.drops = drops
+        #: how callers are keyed for quotas, as on the HTTP port (``caller_keys.py``)
+        self.caller_keys = caller_keys or CallerKeys.of(settings)
         self._health_stop: Callable[[], Awaitable[None]] | None = None
         self.bind_address = f"{_bind_host(settings.host or '0.0.0.0')}:{port}"
         self.address = grpc_address(settings)
@@ -381,8 +380,7 @@ class GrpcServer:
             Shape.of(s),
             self.drops,
             RequestBounds(s.body_timeout, s.grpc_max_pending_requests),
-            s.ipv6_caller_prefix,
-            ForwardedFor(s.forwarded_allow_ips),
+            self.caller_keys,
             builder,
         )
         server = grpc.aio.server(

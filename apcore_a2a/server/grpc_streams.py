@@ -25,44 +25,20 @@ import contextlib
 import inspect
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote
 
 import grpc
 import grpc.aio
 
 from apcore_a2a import errors
-from apcore_a2a.execution.identity import caller_key
-from apcore_a2a.server.forwarded import ForwardedFor, forwarded_values
 from apcore_a2a.upstream.error_answers import abort
 
 if TYPE_CHECKING:
     from a2a.server.context import ServerCallContext
-    from apcore import Identity
 
+    from apcore_a2a.server.caller_keys import CallerKeys
     from apcore_a2a.server.limits import StreamLimiter
     from apcore_a2a.streams.answers import StreamDrops
     from apcore_a2a.streams.tap import Answer
-
-
-async def caller_of(
-    identity: Identity | None,
-    context: grpc.aio.ServicerContext,
-    ipv6_prefix: int,
-    forwarded: ForwardedFor | None = None,
-) -> str:
-    """The quota key (:func:`~apcore_a2a.execution.identity.caller_key`; anonymous IPv6
-    callers by their network of *ipv6_prefix* bits). An anonymous caller's address is the
-    peer's, or, from a proxy *forwarded* trusts, the one its ``x-forwarded-for`` names."""
-    if identity is not None:
-        return caller_key(identity, None, ipv6_prefix)
-    # grpc's peer is a URI: "ipv4:127.0.0.1:53422", "ipv6:%5B::1%5D:53422" (quoted)
-    peer = unquote(str(context.peer() or "unknown"))
-    kind, _, rest = peer.partition(":")
-    address = (rest.rsplit(":", 1)[0] if kind in ("ipv4", "ipv6") else peer).strip("[]")
-    if forwarded is not None:
-        claimed = forwarded_values(context.invocation_metadata())
-        address = await forwarded.address(address, claimed)
-    return caller_key(None, address, ipv6_prefix)
 
 
 #: the request of a call whose bytes are not its method's message
@@ -88,13 +64,11 @@ def lenient(deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], An
 def other_service(
     handler: grpc.RpcMethodHandler,
     streams: StreamLimiter,
-    ipv6_prefix: int,
-    forwarded: ForwardedFor | None = None,
+    caller_keys: CallerKeys,
 ) -> grpc.RpcMethodHandler:
     """*handler* of a service other than A2A (grpc.aio's: its methods are ``async``): a
     request that does not decode answers ``INVALID_ARGUMENT``, and each server stream holds a
-    slot of *streams* (its caller keyed with *ipv6_prefix*, behind the proxies *forwarded*
-    trusts by the address they forward)."""
+    slot of *streams* (its caller keyed by *caller_keys*)."""
     kinds = (handler.unary_unary, handler.unary_stream, handler.stream_unary, handler.stream_stream)
     behavior = next(kind for kind in kinds if kind is not None)
 
@@ -110,7 +84,7 @@ def other_service(
         if not handler.response_streaming:
             yield
             return
-        caller = await caller_of(None, context, ipv6_prefix, forwarded)
+        caller = await caller_keys.of_call(None, context)
         async with stream_slot(streams, caller, context):
             yield
 

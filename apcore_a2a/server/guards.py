@@ -55,7 +55,7 @@ from apcore_a2a.classify import (
     version_error,
 )
 from apcore_a2a.edge.refusal import refusal
-from apcore_a2a.execution.identity import caller_of
+from apcore_a2a.server.caller_keys import CallerKeys
 from apcore_a2a.server.limits import StreamLimiter
 from apcore_a2a.streams.tap import Answer
 from apcore_a2a.upstream.file_bytes import undecodable_rpc03
@@ -78,8 +78,8 @@ class RequestGuard:
     app: ASGIApp
     max_body_bytes: int
     streams: StreamLimiter
-    #: the ``ipv6_caller_prefix`` setting: how anonymous callers' stream quotas are keyed
-    ipv6_caller_prefix: int
+    #: how stream quotas key a caller (``server/caller_keys.py``)
+    caller_keys: CallerKeys
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         info = request_info(scope) if scope["type"] == "http" else None
@@ -161,7 +161,7 @@ class RequestGuard:
     async def _stream(
         self, scope: Scope, info: RequestInfo, app: ASGIApp, receive: Receive, send: Send
     ) -> None:
-        caller = caller_of(scope, self.ipv6_caller_prefix)
+        caller = self.caller_keys.of_scope(scope)
         refused = await self.streams.acquire(caller)
         if refused is not None:
             retry = {"retry-after": str(refused.retry_after)}

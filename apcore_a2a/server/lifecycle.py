@@ -37,7 +37,7 @@ from apcore_a2a.execution.catalog import SkillCatalog
 from apcore_a2a.execution.executor import ApCoreAgentExecutor
 from apcore_a2a.ops.operations import Operations
 from apcore_a2a.ops.shutdown import drain
-from apcore_a2a.server.forwarded import own_server_note
+from apcore_a2a.server.caller_keys import own_server_note
 from apcore_a2a.server.limits import StreamLimiter
 from apcore_a2a.settings import Settings
 from apcore_a2a.storage import Stores

@@ -14,7 +14,7 @@ from starlette.routing import BaseRoute, Mount, Route
 
 from apcore_a2a.classify import describe, request_info
 from apcore_a2a.edge.call import CallRecord, attach
-from apcore_a2a.execution.identity import caller_of
+from apcore_a2a.server.caller_keys import CallerKeys
 from apcore_a2a.streams.tap import Answer
 from apcore_a2a.upstream.file_bytes import MESSAGE_PATHS, with_spec_files
 from apcore_a2a.upstream.jsonrpc_empty_result import empty_delete_result
@@ -27,10 +27,10 @@ class ApCoreCallContextBuilder(DefaultServerCallContextBuilder):
     ``scope["auth"]``, see ``execution/identity.py``), plus the call record: the caller key
     quotas count by and what the call answers (``streams/tap.py``)."""
 
-    def __init__(self, ipv6_caller_prefix: int) -> None:
+    def __init__(self, caller_keys: CallerKeys) -> None:
         super().__init__()
-        #: how anonymous IPv6 callers are keyed (the ``ipv6_caller_prefix`` setting)
-        self.ipv6_caller_prefix = ipv6_caller_prefix
+        #: how callers are keyed for quotas (``server/caller_keys.py``)
+        self.caller_keys = caller_keys
 
     def build(self, request: Request) -> ServerCallContext:
         context = super().build(request)
@@ -39,7 +39,7 @@ class ApCoreCallContextBuilder(DefaultServerCallContextBuilder):
         version = info.version if info is not None and info.version else "0.3"
         method = info.method if info is not None else None
         answer = info.answer if info is not None else None
-        caller = caller_of(request.scope, self.ipv6_caller_prefix)
+        caller = self.caller_keys.of_scope(request.scope)
         record = attach(context, CallRecord(binding, version, method, caller, answer=answer))
         if isinstance(answer, Answer):
             answer.call = record

@@ -30,8 +30,7 @@ from a2a.client import A2ACardResolver, ClientCallContext
 from a2a.client.errors import A2AClientError
 from a2a.types import TaskState
 
-from apcore_a2a.server.forwarded import ForwardedFor
-from apcore_a2a.server.grpc_streams import caller_of
+from apcore_a2a.server.caller_keys import CallerKeys
 from tests._sdk import make_client, peer_http, request
 from tests._support import (
     ServerProcess,
@@ -436,7 +435,7 @@ async def test_serve_reads_forwarded_allow_ips_alike_on_both_ports(
 
 
 class _PeerOnly:
-    """What ``caller_of`` reads of a grpc.aio servicer context: its peer and metadata.
+    """What ``CallerKeys.of_call`` reads of a grpc.aio servicer context: its peer and metadata.
     (A real IPv6 peer other than ::1, counted alone, needs an address this machine lacks.)"""
 
     def __init__(self, peer: str) -> None:
@@ -452,11 +451,12 @@ class _PeerOnly:
 async def test_an_ipv6_peer_counts_by_its_network() -> None:
     # grpc's own quoting of IPv6 peers (test_a_proxy_on_an_ipv6_address_is_trusted reads it
     # from a real call): two addresses of one /64 are one caller, as over HTTP.
+    untrusting = CallerKeys(64)
     keys = {
-        await caller_of(None, _PeerOnly(f"ipv6:%5B2001:db8::{n}%5D:5000"), 64)  # type: ignore[arg-type]
+        await untrusting.of_call(None, _PeerOnly(f"ipv6:%5B2001:db8::{n}%5D:5000"))  # type: ignore[arg-type]
         for n in (7, 8)
     }
     assert keys == {"ip:2001:db8::/64"}
-    trusted = ForwardedFor(["2001:db8::/64"])
-    forwarded = await caller_of(None, _PeerOnly("ipv6:%5B2001:db8::7%5D:5000"), 64, trusted)  # type: ignore[arg-type]
+    trusting = CallerKeys(64, ["2001:db8::/64"])
+    forwarded = await trusting.of_call(None, _PeerOnly("ipv6:%5B2001:db8::7%5D:5000"))  # type: ignore[arg-type]
     assert forwarded == "ip:203.0.113.1"

@@ -1,7 +1,8 @@
-"""The address of a caller behind a trusted proxy, on the gRPC port as over HTTP.
+"""How a call's caller is keyed for quotas, on every binding: :class:`CallerKeys`, built
+once from the settings, so each layer takes one parameter.
 
-Anonymous callers are counted by address (``ip:<address>``). Over HTTP, uvicorn takes it
-from ``X-Forwarded-For`` when the peer is one of ``forwarded_allow_ips``
+Anonymous callers are counted by address (``ip:<address>``; IPv6 by network). Over HTTP,
+uvicorn takes it from ``X-Forwarded-For`` when the peer is one of ``forwarded_allow_ips``
 (``_runner.py``); behind an L7 gRPC proxy (Envoy, nginx ``grpc_pass``, Caddy) the peer is
 the proxy, so without the same rule every anonymous gRPC caller would share one key and
 one caller's quota would refuse all the others.
@@ -19,12 +20,18 @@ port bound on ``::`` by its IPv4 address, as uvicorn does: the addresses compare
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
 
 from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
+from apcore_a2a.execution.identity import IPV6_CALLER_PREFIX, caller_identity, caller_key
+
 if TYPE_CHECKING:
+    import grpc.aio
+    from apcore import Identity
+
     from apcore_a2a.settings import Settings
 
 #: the gRPC metadata key (grpc lowercases keys) of the forwarded addresses
@@ -39,19 +46,47 @@ async def _nothing(*_message: Any) -> Any:  # pragma: no cover - never called
     """The receive and send of the scope: the middleware neither receives nor sends."""
 
 
-class ForwardedFor:
-    """The caller's address of a call, given the proxies whose ``X-Forwarded-For`` is
-    trusted (``Settings.forwarded_allow_ips``: addresses, networks, ``*``).
+class CallerKeys:
+    """The key quotas count a call's caller by
+    (:func:`~apcore_a2a.execution.identity.caller_key`): the task owner, or an anonymous
+    caller's address, an IPv6 one as its network of *ipv6_prefix* bits; on the gRPC port,
+    from a *trusted* proxy (``forwarded_allow_ips``: addresses, networks, ``*``), the
+    address its ``x-forwarded-for`` names. No trusted proxy (``()``, the default) is the
+    one spelling of "no proxy".
 
     Example::
 
-        forwarded = ForwardedFor(["10.0.0.5"])
-        await forwarded.address("10.0.0.5", ["198.51.100.7, 203.0.113.9"])  # "203.0.113.9"
-        await forwarded.address("192.0.2.1", ["203.0.113.9"])  # "192.0.2.1": not a proxy
+        keys = CallerKeys(64, ["10.0.0.5"])
+        await keys.address("10.0.0.5", ["198.51.100.7, 203.0.113.9"])  # "203.0.113.9"
+        await keys.address("192.0.2.1", ["203.0.113.9"])  # "192.0.2.1": not a proxy
     """
 
-    def __init__(self, trusted: Sequence[str]) -> None:
+    def __init__(self, ipv6_prefix: int = IPV6_CALLER_PREFIX, trusted: Sequence[str] = ()) -> None:
+        self.ipv6_prefix = ipv6_prefix
         self._rule = ProxyHeadersMiddleware(_untouched, list(trusted)) if trusted else None
+
+    @classmethod
+    def of(cls, settings: Settings) -> CallerKeys:
+        """The keys *settings* ask for (``ipv6_caller_prefix``, ``forwarded_allow_ips``)."""
+        return cls(settings.ipv6_caller_prefix, settings.forwarded_allow_ips)
+
+    def of_scope(self, scope: Mapping[str, Any]) -> str:
+        """The key of an HTTP request's caller (uvicorn has applied the proxy rule to the
+        scope's ``client``)."""
+        client = scope.get("client")
+        return caller_key(caller_identity(scope), client[0] if client else None, self.ipv6_prefix)
+
+    async def of_call(self, identity: Identity | None, context: grpc.aio.ServicerContext) -> str:
+        """The key of a gRPC call's caller: *identity*'s owner, or the peer's address (a
+        trusted proxy's: the one it forwards)."""
+        if identity is not None:
+            return caller_key(identity, None, self.ipv6_prefix)
+        # grpc's peer is a URI: "ipv4:127.0.0.1:53422", "ipv6:%5B::1%5D:53422" (quoted)
+        peer = unquote(str(context.peer() or "unknown"))
+        kind, _, rest = peer.partition(":")
+        address = (rest.rsplit(":", 1)[0] if kind in ("ipv4", "ipv6") else peer).strip("[]")
+        address = await self.address(address, forwarded_values(context.invocation_metadata()))
+        return caller_key(None, address, self.ipv6_prefix)
 
     async def address(self, peer: str, forwarded: Iterable[str]) -> str:
         """The address of the caller of a call from *peer* whose ``x-forwarded-for``
