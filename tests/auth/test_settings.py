@@ -96,15 +96,16 @@ def test_api_keys_and_both() -> None:
 @pytest.mark.parametrize(
     ("values", "message"),
     [
-        ({"auth_type": "bearer"}, "--auth-type bearer requires --auth-key"),
-        ({"auth_type": "apikey"}, "--auth-type apikey requires at least one --api-key"),
+        # called alone, the refusal names the setting (the factory names its source)
+        ({"auth_type": "bearer"}, "auth_type: requires --auth-key"),
+        ({"auth_type": "apikey"}, "auth_type: requires at least one --api-key"),
         ({"auth_key": HMAC_SECRET, "auth_jwks_url": "http://x/j"}, "not both"),
         ({"auth_key": HMAC_SECRET, "auth_algorithms": "RS256"}, "RS256 cannot be used"),
         ({"auth_key": HMAC_SECRET, "auth_algorithms": "none"}, "'none'"),
         ({"auth_jwks_url": "ftp://idp/jwks"}, "scheme"),
         ({"api_keys": ("=bob",)}, "KEY=IDENTITY_ID"),
-        ({"required_roles": ("admin",)}, "--required-roles and --required-scopes need auth"),
-        ({"required_scopes": "a2a:call"}, "--required-roles and --required-scopes need auth"),
+        ({"required_roles": ("admin",)}, "required_roles: requires authentication"),
+        ({"required_scopes": "a2a:call"}, "required_scopes: requires authentication"),
     ],
 )
 def test_unusable_settings_raise_settings_error(values: dict[str, object], message: str) -> None:
