@@ -22,6 +22,7 @@ __all__ = [
     "MissingExtraError",
     "OwnError",
     "PermissionDeniedError",
+    "PushConfigUnreadableError",
     "QuotaExceededError",
     "StoreUnavailableError",
     "TaskBusyError",
@@ -130,6 +131,26 @@ class TaskUnreadableError(OwnError):
         return cls(
             f"Task {task_id} is stored but cannot be read (its stored data is damaged); "
             "the agent's operator can restore it"
+        )
+
+
+class PushConfigUnreadableError(OwnError):
+    """The push notification config is stored, but its stored row holds no config this
+    agent can read (JSON its protocol version does not describe, a ciphertext of another
+    key). Lists leave it out and no event is sent to it; its owner can delete it
+    (``docs/storage.md``, *Unreadable rows*)."""
+
+    message = "The stored push notification config cannot be read"
+    wire = Wire(-32096, 500, "DATA_LOSS", "PUSH_CONFIG_UNREADABLE")
+
+    @classmethod
+    def of(cls, task_id: str, config_id: str) -> PushConfigUnreadableError:
+        """The error for the config *config_id* of the task *task_id* (its message names
+        both)."""
+        return cls(
+            f"Push notification config {config_id} of task {task_id} is stored but cannot "
+            "be read (its stored data is damaged, or encrypted with another key); delete "
+            "it and register it again"
         )
 
 

@@ -223,6 +223,7 @@ class A2AServerFactory:
             push_config_store=push.config_store if push else stores.push_config_store,
             push_sender=push.sender if push else None,
             push_url_check=push.url_check if push else None,
+            push_config_unreadable=stores.push_config_unreadable,
             request_context_builder=ApCoreRequestContextBuilder(
                 catalog,
                 stores.get_task,

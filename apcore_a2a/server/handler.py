@@ -41,6 +41,7 @@ from a2a.server.request_handlers.request_handler import validate_request_params
 from a2a.server.tasks import TaskStore
 from a2a.types import (
     CancelTaskRequest,
+    GetTaskPushNotificationConfigRequest,
     SendMessageRequest,
     SubscribeToTaskRequest,
     Task,
@@ -52,11 +53,12 @@ from a2a.types import (
 from a2a.utils.errors import (
     A2AError,
     TaskNotCancelableError,
+    TaskNotFoundError,
     UnsupportedOperationError,
 )
 
 from apcore_a2a.edge.call import CancelWrite, call_of, record_of
-from apcore_a2a.errors import TaskBusyError
+from apcore_a2a.errors import PushConfigUnreadableError, TaskBusyError
 from apcore_a2a.execution.observer import state_name
 from apcore_a2a.execution.routing import TaskLookup, check_follow_up
 from apcore_a2a.push.sender import RetryingPushSender
@@ -92,6 +94,8 @@ class ApCoreRequestHandler(DefaultRequestHandler):
         check_values: Callable[[SendMessageRequest, ServerCallContext], None],
         stream_backlog: int,
         push_url_check: Callable[[str, str], Awaitable[None]] | None = None,
+        push_config_unreadable: Callable[[str, str, ServerCallContext], Awaitable[bool]]
+        | None = None,
         **kwargs: Any,
     ) -> None:
         self._event_log = event_log if isinstance(event_log, EventLog) else None
@@ -116,6 +120,7 @@ class ApCoreRequestHandler(DefaultRequestHandler):
         #: the SSRF policy's ``validate(url, caller)``: here, not the SDK's validator, which
         #: gets the URL alone and so could not count a lookup against its caller
         self._push_url_check = push_url_check
+        self._push_config_unreadable = push_config_unreadable
         sender = kwargs.get("push_sender")
         self._push = sender if isinstance(sender, RetryingPushSender) else None
         on_save = getattr(task_store, "on_save", None)  # the store view (storage/observed.py)
@@ -307,6 +312,23 @@ class ApCoreRequestHandler(DefaultRequestHandler):
         )
         return created
 
+    @answering
+    async def on_get_task_push_notification_config(
+        self, params: GetTaskPushNotificationConfigRequest, context: ServerCallContext
+    ) -> TaskPushNotificationConfig:
+        check(params)
+        try:
+            config: TaskPushNotificationConfig = await super().on_get_task_push_notification_config(
+                params, context
+            )
+        except TaskNotFoundError:
+            # The SDK's lists leave a config it cannot read out: it exists all the same.
+            unreadable = self._push_config_unreadable
+            if unreadable is not None and await unreadable(params.task_id, params.id, context):
+                raise PushConfigUnreadableError.of(params.task_id, params.id) from None
+            raise
+        return config
+
     async def _check_push_url(
         self, config: TaskPushNotificationConfig, context: ServerCallContext
     ) -> None:
@@ -375,7 +397,7 @@ def _event_size(positioned: tuple[Any, str | None]) -> int:
 
 for _name in (
     *("on_get_task", "on_list_tasks", "on_get_extended_agent_card"),
-    *(f"on_{verb}_task_push_notification_config" for verb in ("get", "delete")),
+    "on_delete_task_push_notification_config",
     "on_list_task_push_notification_configs",
 ):  # the methods not overridden above check enum values and note their answers too
     setattr(ApCoreRequestHandler, _name, answering(checked(getattr(DefaultRequestHandler, _name))))

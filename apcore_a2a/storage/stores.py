@@ -68,6 +68,8 @@ class Stores:
             it before any task exists.
         contexts: Refuses a new task in a context holding another owner's task
             (``contexts.py``).
+        push_config_unreadable: SQL stores: whether the caller's stored config of a task
+            is one that cannot be read (``upstream/unreadable_push_configs.py``).
     """
 
     task_store: TaskStore | VersionedTaskStore
@@ -79,6 +81,7 @@ class Stores:
     quota_slots: SqlQuotaSlots | None = None
     fields: StoredFields = field(default_factory=StoredFields)
     contexts: ContextGuard = field(default_factory=lambda: ContextGuard(None, resolve_user_scope))
+    push_config_unreadable: Callable[[str, str, ServerCallContext], Awaitable[bool]] | None = None
     _backend: SqlBackend | None = field(default=None, repr=False)
 
     def on_save(self, listener: SaveListener) -> None:
@@ -174,7 +177,7 @@ def _sql_stores(url: StoreURL, settings: Settings) -> Stores:
     with streamed chunks in ``task_events`` only (``streamed.py``) under the deferred
     writes; cluster mode adds the replica registry, shared turns and quota slots."""
     try:
-        from a2a.server.tasks import DatabasePushNotificationConfigStore
+        from apcore_a2a.upstream.unreadable_push_configs import ReadableConfigStore
 
         engine = create_engine(url)
     except ImportError as exc:
@@ -202,9 +205,7 @@ def _sql_stores(url: StoreURL, settings: Settings) -> Stores:
                 "push_encryption_key needs the 'cryptography' package: "
                 "pip install 'apcore-a2a[encryption]'"
             ) from None
-    push_store = DatabasePushNotificationConfigStore(
-        engine, encryption_key=settings.push_encryption_key or None
-    )
+    push_store = ReadableConfigStore(engine, encryption_key=settings.push_encryption_key or None)
     pg_writer = PgWriter(url) if url.kind == "postgresql" else None
     held = [f"pool {url.pool_size}"] + ["writer"] * (pg_writer is not None)
     # One process alone wakes its own subscribers as it saves (``publish``); replicas
@@ -268,5 +269,6 @@ def _sql_stores(url: StoreURL, settings: Settings) -> Stores:
         contexts=ContextGuard(
             lambda context_id, owner: guarded(others(context_id, owner)), db.owner_resolver
         ),
+        push_config_unreadable=lambda *row: guarded(push_store.unreadable(*row)),
         _backend=sql,
     )
