@@ -1,8 +1,8 @@
 """A stored push config whose row cannot be read costs that config only, on every binding.
 
 A row of ``push_notification_configs`` can hold JSON its ``protocol_version`` does not
-describe, a ciphertext of a key the agent no longer has, bytes that are no ciphertext, or
-a ``protocol_version`` no release wrote. Here four such rows sit beside two good configs
+describe (1.0 or 0.3), a ciphertext of a key the agent no longer has, bytes that are no
+ciphertext, or a ``protocol_version`` no release wrote. Here five such rows sit beside two good configs
 of the same task, another task's and another owner's, on SQLite and PostgreSQL with
 ``push_encryption_key`` set: the agent starts, lists leave the damaged configs out, ``Get``
 of one answers the typed ``PushConfigUnreadableError`` (of a good one, the config), the
@@ -40,7 +40,7 @@ KEYS = {"alice": "alice-key-0123456789abcdef", "bob": "bob-key-0123456789abcdef0
 #: In every damaged row's content (a token, a URL path), which no answer or log may show.
 SECRET = "s3cret-" + uuid.uuid4().hex
 GOOD = ("g1", "g2")
-DAMAGED = ("d-json", "d-key", "d-cipher", "d-version")
+DAMAGED = ("d-json", "d-key", "d-cipher", "d-version", "d-v03")
 OWNER = {name: {"X-API-Key": k, "A2A-Version": "1.0"} for name, k in KEYS.items()}
 
 
@@ -49,12 +49,16 @@ def _damages(key: str) -> dict[str, tuple[str | None, bytes]]:
     v03_json = json.dumps(
         {"url": f"http://127.0.0.1:9/{SECRET}", "authentication": {"schemes": ["Bearer"]}}
     ).encode()
+    # A header where 0.3 wants an object: pydantic's error quotes it (the SDK logged it).
+    header = {"url": "http://127.0.0.1:9/p", "authentication": f"Bearer {SECRET}"}
+    v03_header = json.dumps(header).encode()
     v10_json = json.dumps({"id": "x", "url": "http://127.0.0.1:9/x", "token": SECRET}).encode()
     return {
         "d-json": ("1.0", Fernet(key.encode()).encrypt(v03_json)),
         "d-key": ("1.0", Fernet(Fernet.generate_key()).encrypt(v10_json)),
         "d-cipher": ("1.0", b"gAAAAA" + SECRET.encode()),
         "d-version": ("9.9", Fernet(key.encode()).encrypt(v10_json)),
+        "d-v03": ("0.3", Fernet(key.encode()).encrypt(v03_header)),
     }
 
 
@@ -206,6 +210,7 @@ async def _delete_each(http: httpx.AsyncClient, base: str, task_id: str) -> None
         "d-key": ("POST", "/", "0.3", _rpc("tasks/pushNotificationConfig/delete", {"id": task_id, "pushNotificationConfigId": "d-key"})),
         "d-cipher": ("DELETE", f"/tasks/{task_id}/pushNotificationConfigs/d-cipher", "1.0", None),
         "d-version": ("DELETE", f"/v1/tasks/{task_id}/pushNotificationConfigs/d-version", "0.3", None),
+        "d-v03": ("POST", "/", "1.0", _rpc("DeleteTaskPushNotificationConfig", {"taskId": task_id, "id": "d-v03"})),
     }  # fmt: skip
     for config_id, (verb, path, version, body) in deletes.items():
         headers = {"X-API-Key": KEYS["alice"], "A2A-Version": version}
@@ -268,6 +273,7 @@ async def test_a_damaged_push_config_costs_only_itself(
     left = {(row[0], row[1]) for row in await _rows(sql_store)}
     assert left == {(task_id, "g1"), (task_id, "g2"), (other_id, "o1"), (bob_id, "b1")}
 
+    assert SECRET not in caplog.text
     warned = [r for r in caplog.records if r.levelno >= logging.WARNING]
     assert not [r for r in warned if SECRET in r.getMessage() or r.exc_info], [
         r.getMessage() for r in warned

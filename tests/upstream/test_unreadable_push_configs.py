@@ -1,6 +1,6 @@
 """Tripwire of ``upstream/unreadable_push_configs.py``: the SDK's config store reads a row
 of a ``protocol_version`` it does not know as 0.3 (under the id its JSON names) and logs a
-row it cannot read at ERROR with a traceback, on every read; and it reads good rows as
+row it cannot read at ERROR with a traceback (quoting the row's values), on every read; and it reads good rows as
 ours does.
 
 The first test fails the day a2a-sdk refuses such rows and logs them without their
@@ -62,6 +62,10 @@ async def test_the_sdk_store_reads_unknown_versions_and_logs_unreadable_rows_wit
     other = json.dumps({"id": "x", "url": "http://127.0.0.1:9/x"}).encode()
     await _store_row(sdk_store, "v", protocol_version="9.9", config_data=Fernet(KEY).encrypt(other))
     await _store_row(sdk_store, "k", config_data=Fernet(Fernet.generate_key()).encrypt(other))
+    secret = json.dumps({"url": "http://h/p", "authentication": "Bearer s3cret"}).encode()
+    await _store_row(
+        sdk_store, "p", protocol_version="0.3", config_data=Fernet(KEY).encrypt(secret)
+    )
     await _store_row(sdk_store, "good")
 
     caplog.set_level(logging.WARNING)
@@ -71,14 +75,17 @@ async def test_the_sdk_store_reads_unknown_versions_and_logs_unreadable_rows_wit
         r for r in caplog.records if r.levelno >= logging.ERROR and "config k" in r.getMessage()
     ]
     assert errors and all(r.exc_info for r in errors)
+    assert "s3cret" in caplog.text  # the traceback's pydantic error quotes the token
 
     ours = ReadableConfigStore(sdk_store.engine, encryption_key=KEY.decode())
     caplog.clear()
     for _ in range(2):
         assert [c.id for c in await ours.get_info("t", ctx())] == ["good"]
     warned = [r for r in caplog.records if r.levelno >= logging.WARNING]
-    assert len(warned) == 2 and not [r for r in warned if r.exc_info]
-    assert await ours.unreadable("t", "k", ctx()) and await ours.unreadable("t", "v", ctx())
+    assert len(warned) == 3 and not [r for r in warned if r.exc_info]
+    assert "s3cret" not in caplog.text
+    for config_id in ("k", "v", "p"):
+        assert await ours.unreadable("t", config_id, ctx())
     assert not await ours.unreadable("t", "good", ctx())
     assert not await ours.unreadable("t", "k", ctx("bob"))
 
