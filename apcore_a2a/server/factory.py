@@ -212,18 +212,13 @@ class A2AServerFactory:
         if quota.limit:
             stores.on_save(quota.saved)
         handler = ApCoreRequestHandler(
-            task_lookup=stores.get_task,
-            turns=stores.turns,
-            check_values=stores.fields.check,
+            stores=stores,
             quota=quota,
-            contexts=stores.contexts,
             agent_executor=agent_executor,
-            task_store=stores.task_store,
             agent_card=catalog.snapshot.card,
             push_config_store=push.config_store if push else stores.push_config_store,
             push_sender=push.sender if push else None,
             push_url_check=push.url_check if push else None,
-            push_config_unreadable=stores.push_config_unreadable,
             request_context_builder=ApCoreRequestContextBuilder(
                 catalog,
                 stores.get_task,
@@ -232,8 +227,6 @@ class A2AServerFactory:
                 s.default_skill,
                 s.route_by_schema,
             ),
-            event_stream=stores.event_stream,
-            event_log=stores.event_log,
             stream_backlog=s.max_stream_backlog_bytes,
             extended_agent_card=catalog.snapshot.card if self.auth is not None else None,
             extended_card_modifier=modifier,

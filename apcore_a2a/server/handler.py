@@ -34,7 +34,6 @@ from typing import Any
 from a2a.server.agent_execution.active_task import INTERRUPTED_TASK_STATES as _WAITING
 from a2a.server.agent_execution.active_task import TERMINAL_TASK_STATES as _FINISHED
 from a2a.server.cluster import VersionedTaskStore
-from a2a.server.cluster.event_stream import TaskEventStream
 from a2a.server.context import ServerCallContext
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.request_handlers.request_handler import validate_request_params
@@ -63,9 +62,8 @@ from apcore_a2a.execution.observer import state_name
 from apcore_a2a.execution.routing import TaskLookup, check_follow_up
 from apcore_a2a.push.sender import RetryingPushSender
 from apcore_a2a.server.task_quota import TaskQuota
-from apcore_a2a.storage.contexts import ContextGuard
 from apcore_a2a.storage.event_log import MemoryEventLog, RecordingTaskStore
-from apcore_a2a.storage.turns import TurnClaims
+from apcore_a2a.storage.stores import Stores
 from apcore_a2a.streams.backlog import bounded
 from apcore_a2a.streams.resume import EventLog, PositionTap, StreamPositions, subscribe_from_log
 from apcore_a2a.streams.tap import answer_of, answering, answering_stream
@@ -84,20 +82,14 @@ class ApCoreRequestHandler(DefaultRequestHandler):
     def __init__(
         self,
         *,
-        task_store: TaskStore | VersionedTaskStore,
-        event_stream: TaskEventStream | None = None,
-        task_lookup: TaskLookup,
-        turns: TurnClaims,
+        stores: Stores,
         quota: TaskQuota,
-        contexts: ContextGuard,
-        event_log: object | None,
-        check_values: Callable[[SendMessageRequest, ServerCallContext], None],
         stream_backlog: int,
         push_url_check: Callable[[str, str], Awaitable[None]] | None = None,
-        push_config_unreadable: Callable[[str, str, ServerCallContext], Awaitable[bool]]
-        | None = None,
         **kwargs: Any,
     ) -> None:
+        task_store: TaskStore | VersionedTaskStore = stores.task_store
+        event_stream, event_log = stores.event_stream, stores.event_log
         self._event_log = event_log if isinstance(event_log, EventLog) else None
         if isinstance(event_log, MemoryEventLog) and not isinstance(task_store, VersionedTaskStore):
             # The SDK would wrap the store in LegacyTaskStoreAdapter, which drops each
@@ -110,17 +102,17 @@ class ApCoreRequestHandler(DefaultRequestHandler):
             self._tap = event_stream = PositionTap(event_stream)
         super().__init__(task_store=task_store, event_stream=event_stream, **kwargs)
         self._capabilities = kwargs["agent_card"].capabilities
-        self._task_lookup = task_lookup
-        self._turns = turns
+        self._task_lookup: TaskLookup = stores.get_task
+        self._turns = stores.turns
         self._quota = quota
-        self._contexts = contexts
+        self._contexts = stores.contexts
         #: refuses values the store cannot hold, before any task exists (storage/fields.py)
-        self._check_values = check_values
+        self._check_values = stores.fields.check
         self._backlog = stream_backlog
         #: the SSRF policy's ``validate(url, caller)``: here, not the SDK's validator, which
         #: gets the URL alone and so could not count a lookup against its caller
         self._push_url_check = push_url_check
-        self._push_config_unreadable = push_config_unreadable
+        self._push_config_unreadable = stores.push_config_unreadable
         sender = kwargs.get("push_sender")
         self._push = sender if isinstance(sender, RetryingPushSender) else None
         on_save = getattr(task_store, "on_save", None)  # the store view (storage/observed.py)
