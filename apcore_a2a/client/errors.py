@@ -5,10 +5,16 @@ naming a ``google.rpc.ErrorInfo`` reason) becomes an :class:`A2ARemoteError` sub
 chosen by its JSON-RPC code, keeping ``code``, ``message`` and ``data``. Failures to
 reach the agent at all (network, timeout, another non-2xx HTTP status) are
 :class:`A2AConnectionError`. Everything inherits :class:`A2AClientError`.
+
+An agent's words are not trusted with the caller's memory or log: every error holds a
+message of at most :data:`MAX_MESSAGE_CHARS` characters (a longer one is cut, saying how
+long it was), and a remote error's ``data`` only while it is at most
+:data:`MAX_DATA_CHARS` characters of JSON (else ``None``, its message saying so).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
@@ -41,11 +47,40 @@ __all__ = [
     "VersionNotSupportedError",
 ]
 
+#: The longest message an error of the client holds: an agent can answer megabytes.
+MAX_MESSAGE_CHARS = 4096
+#: The largest ``data`` a remote error keeps, in characters of its compact JSON.
+MAX_DATA_CHARS = 16 * 1024
+
+
+def _shortened(message: str) -> str:
+    if len(message) <= MAX_MESSAGE_CHARS:
+        return message
+    return f"{message[:MAX_MESSAGE_CHARS]}... (cut: {len(message)} characters)"
+
+
+def _fits(data: Any) -> bool:
+    """Whether *data* is at most :data:`MAX_DATA_CHARS` characters of JSON, written only
+    as far as needed to tell."""
+    written = 0
+    try:
+        for chunk in json.JSONEncoder(separators=(",", ":"), default=repr).iterencode(data):
+            written += len(chunk)
+            if written > MAX_DATA_CHARS:
+                return False
+    except (RecursionError, ValueError):  # deeper than Python writes, or a cycle
+        return False
+    return True
+
 
 class A2AClientError(Exception):
-    """Base class of every error raised by the A2A client."""
+    """Base class of every error raised by the A2A client.
+
+    ``message`` is at most :data:`MAX_MESSAGE_CHARS` characters: a longer one is cut there
+    and ends ``... (cut: N characters)``, N its whole length."""
 
     def __init__(self, message: str) -> None:
+        message = _shortened(message)
         super().__init__(message)
         self.message = message
 
@@ -101,7 +136,9 @@ class CardVerificationError(A2ADiscoveryError):
 class A2ARemoteError(A2AClientError):
     """The agent answered with an A2A / JSON-RPC error object.
 
-    ``code`` is the JSON-RPC error code and ``data`` the error's ``data`` member as sent.
+    ``code`` is the JSON-RPC error code and ``data`` the error's ``data`` member as sent,
+    or ``None`` when its JSON is over :data:`MAX_DATA_CHARS` characters: the message then
+    ends saying it was not kept.
     """
 
     default_code: ClassVar[int] = -32603
@@ -112,7 +149,12 @@ class A2ARemoteError(A2AClientError):
     def __init__(self, message: str, *, code: int | None = None, data: Any = None) -> None:
         super().__init__(message)
         self.code = self.default_code if code is None else code
-        self.data = data
+        kept = _fits(data)
+        self.data = data if kept else None
+        if not kept:
+            # After the cut, so that no message is cut before it says so.
+            self.message += f" (its data, over {MAX_DATA_CHARS} characters of JSON, not kept)"
+            self.args = (self.message,)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(code={self.code}, message={self.message!r})"

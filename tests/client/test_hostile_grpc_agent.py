@@ -35,6 +35,7 @@ from apcore_a2a.client import (
     TaskNotFoundError,
 )
 from apcore_a2a.client._wire import MAX_ANSWER_BYTES
+from apcore_a2a.client.errors import MAX_MESSAGE_CHARS
 from tests._support import cli, free_port, running_server
 from tests.client._sdk_agent import agent_card
 
@@ -199,6 +200,28 @@ async def test_error_details_no_one_can_read_are_a_typed_error(
         with pytest.raises(expected) as raised:
             await client.send_message("hi")
     assert said in str(raised.value)
+
+
+async def _long_not_found(context: grpc.aio.ServicerContext) -> pb.Task:
+    # As a 0.3 agent names its error, without details: 6000 characters stay under gRPC's
+    # 8 KiB soft limit of trailers, which it enforces at random up to its 16 KiB hard limit.
+    await context.abort(grpc.StatusCode.NOT_FOUND, "TaskNotFoundError: " + "m" * 6000)
+    raise AssertionError("abort returns no answer")
+
+
+@pytest.mark.parametrize("version", ["1.0", "0.3"])
+async def test_a_long_status_message_is_cut_and_one_past_grpcs_limit_is_refused(
+    version: str,
+) -> None:
+    async with _grpc_agent(version=version) as (url, hostile), A2AClient(url, timeout=30) as client:
+        hostile.answer = _long_not_found
+        with pytest.raises(TaskNotFoundError) as long:
+            await client.send_message("hi")
+        hostile.answer = _failing(_status(grpc.StatusCode.NOT_FOUND, "m" * 2**20, TASK_NOT_FOUND))
+        with pytest.raises(A2AServerError, match="RESOURCE_EXHAUSTED") as huge:
+            await client.send_message("hi")
+    assert long.value.message == "m" * MAX_MESSAGE_CHARS + "... (cut: 6000 characters)"
+    assert len(huge.value.message) < 1000
 
 
 async def test_the_cli_says_what_a_corrupt_grpc_error_is_in_one_line() -> None:

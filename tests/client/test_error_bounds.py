@@ -1,0 +1,144 @@
+"""An agent's error cannot make the client hold, log or show megabytes of its words.
+
+Each agent here is a real server on 127.0.0.1 answering an error whose message (or
+``data``, or ``details``) runs to a megabyte: a JSON-RPC error with HTTP 200, a REST error
+status, an ``event: error`` in the middle of a stream. The client raises the error's typed
+class with its code, the message cut at ``MAX_MESSAGE_CHARS`` saying how long it was, and
+``data`` dropped past ``MAX_DATA_CHARS`` (docs/client.md, *Errors*). A task's own status
+content is the caller's data, never cut: our real agent's answer keeps it whole.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from apcore_a2a.client import (
+    A2AClient,
+    InvalidParamsError,
+    TaskBusyError,
+    TaskNotFoundError,
+)
+from apcore_a2a.client.errors import MAX_DATA_CHARS, MAX_MESSAGE_CHARS
+from tests._support import running_server
+from tests.client._apcore_agent import build_our_app
+from tests.client._stub_agent import (
+    NOT_FOUND,
+    AnsweringAgent,
+    StubAgent,
+    card_for,
+    json_reply,
+    rpc_error,
+    sse_reply,
+)
+
+MEGABYTE = 1024 * 1024
+CUT = f"... (cut: {MEGABYTE} characters)"
+DROPPED = f" (its data, over {MAX_DATA_CHARS} characters of JSON, not kept)"
+
+
+def _held(error: BaseException | None) -> int:
+    """The characters of the messages of *error* and of every exception behind it: what a
+    logged traceback shows."""
+    held = 0
+    while error is not None:
+        held += len(str(error))
+        error = error.__cause__ or error.__context__
+    return held
+
+
+async def test_a_json_rpc_error_of_a_megabyte_is_cut_saying_how_long_it_was() -> None:
+    stub = StubAgent(rpc=lambda _b: rpc_error(-32001, "m" * MEGABYTE), card_paths=())
+    async with running_server(stub) as url, A2AClient(url, protocol="1.0") as client:
+        with pytest.raises(TaskNotFoundError) as caught:
+            await client.get_task("t-1")
+    error = caught.value
+    assert error.code == -32001
+    assert error.message == "m" * MAX_MESSAGE_CHARS + CUT
+    assert str(error) == error.message
+    assert len(repr(error)) < MAX_MESSAGE_CHARS + 100
+    assert _held(error) < MAX_MESSAGE_CHARS + 100
+
+
+@pytest.mark.parametrize(
+    ("size", "kept"), [(MAX_DATA_CHARS - 2, True), (MAX_DATA_CHARS - 1, False), (MEGABYTE, False)]
+)
+async def test_error_data_past_the_bound_is_dropped_saying_so(size: int, kept: bool) -> None:
+    data = "d" * size  # its JSON: two characters more, the quotes
+    stub = StubAgent(rpc=lambda _b: rpc_error(-32602, "bad input", data), card_paths=())
+    async with running_server(stub) as url, A2AClient(url, protocol="1.0") as client:
+        with pytest.raises(InvalidParamsError) as caught:
+            await client.send_message("hi")
+    error = caught.value
+    assert error.code == -32602
+    assert (error.data, error.message) == (
+        (data, "bad input") if kept else (None, "bad input" + DROPPED)
+    )
+
+
+async def test_a_long_message_and_large_data_are_both_bounded() -> None:
+    data = [{"loc": ["text"], "msg": "x" * 100}] * 1000
+    stub = StubAgent(rpc=lambda _b: rpc_error(-32602, "m" * MEGABYTE, data), card_paths=())
+    async with running_server(stub) as url, A2AClient(url, protocol="0.3") as client:
+        with pytest.raises(InvalidParamsError) as caught:
+            await client.send_message("hi")
+    assert caught.value.data is None
+    assert caught.value.message == "m" * MAX_MESSAGE_CHARS + CUT + DROPPED
+
+
+async def test_a_rest_error_status_with_long_message_and_details_is_bounded() -> None:
+    # Under the 64 KiB the client reads of an error body: its message and details are what
+    # the error would hold.
+    extra = {"@type": "type.googleapis.com/google.rpc.DebugInfo", "detail": "d" * 20_000}
+    status = NOT_FOUND | {"message": "m" * 40_000, "details": [*NOT_FOUND["details"], extra]}
+    agent = AnsweringAgent(answer=json_reply({"error": status}, status=404))
+    async with running_server(agent) as url:
+        agent.card = card_for(url, "HTTP+JSON", "1.0")
+        async with A2AClient(url) as client:
+            with pytest.raises(TaskNotFoundError) as caught:
+                await client.get_task("t-1")
+    assert caught.value.code == -32001
+    assert caught.value.data is None
+    assert caught.value.message == "m" * MAX_MESSAGE_CHARS + "... (cut: 40000 characters)" + DROPPED
+
+
+def _event(payload: Any, kind: str = "") -> str:
+    return (f"event: {kind}\n" if kind else "") + f"data: {json.dumps(payload)}\n\n"
+
+
+async def _collect(events: Any, into: list[Any]) -> None:
+    async for event in events:
+        into.append(event)
+
+
+async def test_an_error_event_mid_stream_is_bounded_after_the_events_before_it() -> None:
+    working = {"taskId": "t-1", "contextId": "c-1", "status": {"state": "TASK_STATE_WORKING"}}
+    update = {"jsonrpc": "2.0", "id": 1, "result": {"statusUpdate": working}}
+    error = {"jsonrpc": "2.0", "id": 1, "error": {"code": -32090, "message": "b" * MEGABYTE}}
+    stub = StubAgent(
+        rpc=lambda _b: sse_reply(_event(update), _event(error, "error")), card_paths=()
+    )
+    received: list[Any] = []
+    async with running_server(stub) as url, A2AClient(url, protocol="1.0") as client:
+        with pytest.raises(TaskBusyError) as caught:
+            await _collect(client.stream_message("hi"), received)
+    assert [e["status"]["state"] for e in received] == ["working"]
+    assert caught.value.code == -32090
+    assert caught.value.message == "b" * MAX_MESSAGE_CHARS + CUT
+    assert _held(caught.value) < MAX_MESSAGE_CHARS + 100
+
+
+async def test_our_agent_s_task_content_and_its_errors_stay_whole() -> None:
+    # A task is data the caller asked for: never cut, however long. An honest error's
+    # message and data are under the bounds: kept as sent.
+    text = "t" * (MAX_MESSAGE_CHARS * 4)
+    async with running_server(build_our_app()) as url, A2AClient(url) as client:
+        task = await client.send_message({"text": text}, skill_id="demo.echo")
+        with pytest.raises(InvalidParamsError) as caught:
+            await client.send_message({"a": "x"}, skill_id="demo.add")
+    assert task["status"]["state"] == "completed"
+    assert json.dumps("echo: " + text) in json.dumps(task)
+    assert caught.value.data and "(cut:" not in caught.value.message
+    assert "not kept" not in caught.value.message
