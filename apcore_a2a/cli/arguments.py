@@ -17,7 +17,9 @@ def refuse_blank(args: argparse.Namespace) -> None:
     """Raise ``ValueError`` (exit 2, bad command input) naming the first argument of a
     client command given as an empty or blank string, or holding one (``--header``); a
     positional one (listed in ``args.positionals``) is named as its usage shows it. The
-    rule is the settings' (:func:`~apcore_a2a._settings_sources.empty_problem`)."""
+    rule is the settings' (:func:`~apcore_a2a._settings_sources.empty_problem`). The
+    message quotes a value by ``repr``, every character but a space escaped: it is printed
+    as is, so that ``"  "`` is quoted back as given, not as ``' '``."""
     positionals = getattr(args, "positionals", ())
     for dest, value in vars(args).items():
         problem = empty_problem(dest, value)

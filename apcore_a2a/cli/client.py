@@ -126,6 +126,12 @@ def _run(args: argparse.Namespace) -> int:
     logging.getLogger("a2a").setLevel(logging.ERROR)
     try:
         refuse_blank(args)
+    except ValueError as exc:
+        # Not through printable(): the value is quoted by repr (every control escaped), and
+        # collapsing its spaces would quote back a value the caller did not give ("  ").
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    try:
         asyncio.run(main())
     except (Exit, A2AClientError, ValueError, TypeError) as exc:
         said = str(exc)

@@ -19,6 +19,9 @@ BLANK = [
     ([*CALL, "--skill", " "], "--skill: must not be empty (leave it out), got ' '"),
     ([*CALL, "--context-id", ""], "--context-id: must not be empty (leave it out), got ''"),
     ([*CALL, "--task-id", "\t"], "--task-id: must not be empty (leave it out), got '\\t'"),
+    # Quoted as given: "  " was shown as ' ', a value the caller did not give.
+    ([*CALL, "--skill", "  "], "--skill: must not be empty (leave it out), got '  '"),
+    (["task", "get", URL, " \t  "], "TASK_ID: must not be empty, got ' \\t  '"),
     (["call", URL, "--text", ""], "--text: must not be empty (leave it out), got ''"),
     (["call", URL, "--file", ""], "--file: must not be empty (leave it out), got ''"),
     (["card", URL, "--verify", "--keys", ""], "--keys: must not be empty (leave it out), got ''"),
