@@ -90,6 +90,53 @@ async def test_an_event_that_never_ends_is_an_invalid_response() -> None:
             await _drain(client.stream_message("hi"))
 
 
+class _Endless:
+    """Answers every POST with *start* and then ``a`` for ever, 64 KiB at a time, until the
+    client goes away; counts the bytes it sent."""
+
+    def __init__(self, media_type: str, start: bytes) -> None:
+        self.media_type, self.start, self.sent = media_type, start, 0
+        self.stub = StubAgent(card_paths=())
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await self.stub(scope, receive, send)
+            return
+        while (await receive()).get("more_body"):  # the request, before the answer
+            pass
+        watcher = asyncio.create_task(receive())  # only http.disconnect is left to come
+        headers = [(b"content-type", self.media_type.encode())]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        chunk = self.start
+        while not watcher.done():
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            self.sent += len(chunk)
+            chunk = b"a" * 65536
+            await asyncio.sleep(0)  # the watcher's turn, should send no longer wait
+
+
+@pytest.mark.parametrize(
+    ("media_type", "start", "said"),
+    [
+        ("application/json", b'{"jsonrpc": "2.0", "id": 1, "result": {"task": {"id": "', "answer"),
+        ("text/event-stream", b"data: ", "event of the stream"),
+    ],
+    ids=["json", "sse"],
+)
+async def test_an_endless_answer_is_read_to_the_limit_and_no_further(
+    media_type: str, start: bytes, said: str
+) -> None:
+    agent = _Endless(media_type, start)
+    async with running_server(agent) as url, A2AClient(url, protocol="1.0") as client:
+        call = client.get_task("t-1") if said == "answer" else _drain(client.stream_message("hi"))
+        async with asyncio.timeout(120):  # a hang guard, should the bound go: no speed target
+            with pytest.raises(InvalidAgentResponseError, match=f"{said} .* larger than"):
+                await call
+    # The client closed the connection there: the agent wrote at most the limit and what
+    # the sockets' buffers held.
+    assert MAX_ANSWER_BYTES < agent.sent < 2 * MAX_ANSWER_BYTES
+
+
 async def test_events_split_anywhere_still_arrive() -> None:
     task = {"task": {"id": "t-1", "status": {"state": "TASK_STATE_COMPLETED"}}}
     event = b"data: " + json.dumps({"jsonrpc": "2.0", "id": 1, "result": task}).encode()
