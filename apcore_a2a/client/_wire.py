@@ -126,10 +126,7 @@ class Call:
         """Keep the result of *text* (an answer or SSE event) in :attr:`wire`; return what
         the transport should read instead, or ``None`` for *text* itself. Raises the typed
         error it carries (*error*: an ``event: error`` frame)."""
-        try:
-            payload = json.loads(text)
-        except (ValueError, RecursionError) as exc:
-            raise InvalidAgentResponseError(f"agent returned invalid JSON: {text[:200]!r}") from exc
+        payload = _parsed(text)
         if self.binding == "JSONRPC":
             if not isinstance(payload, dict):
                 raise InvalidAgentResponseError(f"agent returned a non-object reply: {text!r:.200}")
@@ -148,6 +145,17 @@ class Call:
             check_event_03(result)
         self.wire = None if _whole_in_proto(result) else result
         return None if fixed is payload else fixed
+
+
+def _parsed(text: str | bytes) -> Any:
+    """*text* as JSON, else :class:`InvalidAgentResponseError`: raised after the parser's
+    error is gone, which keeps the whole text (up to :data:`MAX_ANSWER_BYTES`) for as long
+    as an exception chained to it is held."""
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        reason = str(exc)
+    raise InvalidAgentResponseError(f"agent returned invalid JSON ({reason}): {text[:200]!r}")
 
 
 def _one_of_result_and_error(payload: dict[str, Any], may_be_empty: bool) -> None:

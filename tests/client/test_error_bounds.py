@@ -17,6 +17,7 @@ import pytest
 
 from apcore_a2a.client import (
     A2AClient,
+    InvalidAgentResponseError,
     InvalidParamsError,
     TaskBusyError,
     TaskNotFoundError,
@@ -40,11 +41,11 @@ DROPPED = f" (its data, over {MAX_DATA_CHARS} characters of JSON, not kept)"
 
 
 def _held(error: BaseException | None) -> int:
-    """The characters of the messages of *error* and of every exception behind it: what a
-    logged traceback shows."""
+    """The characters of the messages of *error* and of every exception behind it (what a
+    logged traceback shows), and of the document a JSON error keeps."""
     held = 0
     while error is not None:
-        held += len(str(error))
+        held += len(str(error)) + len(getattr(error, "doc", ""))
         error = error.__cause__ or error.__context__
     return held
 
@@ -102,6 +103,29 @@ async def test_a_rest_error_status_with_long_message_and_details_is_bounded() ->
     assert caught.value.code == -32001
     assert caught.value.data is None
     assert caught.value.message == "m" * MAX_MESSAGE_CHARS + "... (cut: 40000 characters)" + DROPPED
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"jsonrpc": "2.0", "id": 1, "result": ' + b"x" * MEGABYTE,
+        json.dumps(
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "result": {"task": {"id": "t-1", "status": {"state": "X" * MEGABYTE}}},
+            }
+        ).encode(),
+    ],
+    ids=["invalid-json", "invalid-enum"],
+)
+async def test_an_invalid_answer_of_a_megabyte_leaves_no_megabyte_behind(body: bytes) -> None:
+    reply = (200, {"content-type": "application/json"}, [body])
+    stub = StubAgent(rpc=lambda _b: reply, card_paths=())
+    async with running_server(stub) as url, A2AClient(url, protocol="1.0") as client:
+        with pytest.raises(InvalidAgentResponseError) as caught:
+            await client.get_task("t-1")
+    assert _held(caught.value) < MAX_MESSAGE_CHARS
 
 
 def _event(payload: Any, kind: str = "") -> str:
