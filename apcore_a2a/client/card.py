@@ -115,10 +115,13 @@ class AgentCardFetcher:
                     raise A2ADiscoveryError(
                         f"agent card at {url} is larger than {MAX_CARD_BYTES} bytes"
                     )
+                invalid = False
                 try:
                     card = json.loads(content)
-                except (ValueError, RecursionError) as exc:
-                    raise A2ADiscoveryError(f"agent card at {url} is not valid JSON") from exc
+                except (ValueError, RecursionError):
+                    invalid = True  # raised below: the parser's error keeps the whole card
+                if invalid:
+                    raise A2ADiscoveryError(f"agent card at {url} is not valid JSON")
                 if not isinstance(card, dict) or not isinstance(card.get("name"), str):
                     raise A2ADiscoveryError(f"{url} did not return an agent card object")
                 if self._verify is not None:

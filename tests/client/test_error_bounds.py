@@ -17,6 +17,7 @@ import pytest
 
 from apcore_a2a.client import (
     A2AClient,
+    A2ADiscoveryError,
     InvalidAgentResponseError,
     InvalidParamsError,
     TaskBusyError,
@@ -125,6 +126,14 @@ async def test_an_invalid_answer_of_a_megabyte_leaves_no_megabyte_behind(body: b
     async with running_server(stub) as url, A2AClient(url, protocol="1.0") as client:
         with pytest.raises(InvalidAgentResponseError) as caught:
             await client.get_task("t-1")
+    assert _held(caught.value) < MAX_MESSAGE_CHARS
+
+
+async def test_a_card_that_is_not_json_leaves_no_megabyte_behind() -> None:
+    stub = StubAgent(card=b'{"name": "' + b"x" * MEGABYTE)
+    async with running_server(stub) as url, A2AClient(url) as client:
+        with pytest.raises(A2ADiscoveryError, match="is not valid JSON") as caught:
+            await client.discover()
     assert _held(caught.value) < MAX_MESSAGE_CHARS
 
 
