@@ -70,12 +70,14 @@ def _guard(name: str) -> Any:
 
 
 class GuardedPushStore(PushNotificationConfigStore):
-    """A push-config store raising ``StoreUnavailableError`` on outages."""
+    """A push-config store raising ``StoreUnavailableError`` on outages (over the SQL
+    store, whose ``stored_config_ids`` it passes on too)."""
 
     def __init__(self, inner: PushNotificationConfigStore) -> None:
         self.inner = inner
 
     set_info = _guard("set_info")
+    stored_config_ids = _guard("stored_config_ids")
     get_info = _guard("get_info")
     get_info_for_dispatch = _guard("get_info_for_dispatch")
     delete_info = _guard("delete_info")

@@ -59,6 +59,14 @@ class ReadableConfigStore(DatabasePushNotificationConfigStore):
         )
         return any(self._read(model) is None for model in models)
 
+    async def stored_config_ids(self, task_id: str) -> set[str]:
+        """The ids of every config row *task_id* holds, of every owner, readable or not
+        (the cap counts rows: a row left out of lists is stored all the same)."""
+        await self._ensure_initialized()
+        async with self.async_session_maker() as session:
+            query = select(self.config_model.config_id).where(self.config_model.task_id == task_id)
+            return set((await session.execute(query)).scalars().all())
+
     async def _models(self, *predicates: ColumnElement[bool]) -> list[PushNotificationConfigModel]:
         await self._ensure_initialized()
         async with self.async_session_maker() as session:

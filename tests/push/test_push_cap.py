@@ -25,6 +25,7 @@ from ._agent import (
     rpc,
     skill_message,
 )
+from .test_push_unreadable_configs import _damage, _rows
 
 HOOK = "http://127.0.0.1:9/hook"
 QUOTA = "This task already has {n} push notification configs, the most allowed; delete one or replace one by registering its id again"
@@ -166,6 +167,41 @@ async def _fifty_at_once(overrides: dict[str, Any]) -> None:
         assert sorted(c["id"] for c in listed["result"]["configs"]) == sorted(
             r["result"]["id"] for r in accepted
         )
+
+
+async def test_a_damaged_config_counts_toward_the_cap(sql_store: str) -> None:
+    # A row the agent cannot read is left out of lists, but it is a stored config all
+    # the same: with the cap at 2 and one such row, one more config is accepted.
+    async with push_agent(task_store=sql_store) as (base, _app), httpx.AsyncClient() as client:
+        task_id = await _task(client, base)
+        assert "result" in await _create(client, base, task_id, "damaged")
+    await _damage(sql_store, task_id, {"damaged": ("9.9", b"{}")})
+
+    async with (
+        push_agent(task_store=sql_store, push_max_configs_per_task=2) as (base, _app),
+        httpx.AsyncClient(timeout=10) as client,
+    ):
+        assert (await _create(client, base, task_id, "c1"))["result"]["id"] == "c1"
+        over = await _create(client, base, task_id, "c2")
+        assert (over["error"]["code"], over["error"]["message"]) == (-32091, QUOTA.format(n=2))
+        # Registering the damaged row's id again replaces it: no new row, so not refused.
+        assert (await _create(client, base, task_id, "damaged"))["result"]["id"] == "damaged"
+        await rpc(client, base, "DeleteTaskPushNotificationConfig", {"taskId": task_id, "id": "c1"})
+    await _damage(sql_store, task_id, {"damaged": ("9.9", b"{}")})
+    assert len(await _rows(sql_store)) == 1
+
+    # Twenty at once against a cap of 3: the damaged row leaves room for two.
+    async with (
+        push_agent(task_store=sql_store, push_max_configs_per_task=3) as (base, _app),
+        httpx.AsyncClient(timeout=30) as client,
+    ):
+        replies = await asyncio.gather(
+            *(_create(client, base, task_id, f"n{i}") for i in range(20))
+        )
+        accepted = sorted(r["result"]["id"] for r in replies if "result" in r)
+        assert len(accepted) == 2
+        assert {r["error"]["code"] for r in replies if "error" in r} == {-32091}
+    assert sorted(row[1] for row in await _rows(sql_store)) == sorted(["damaged", *accepted])
 
 
 async def test_two_replicas_registering_at_once_never_exceed_the_cap(pg_store: str) -> None:
