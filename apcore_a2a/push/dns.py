@@ -12,17 +12,32 @@ queries at once: no retry goes out after it.
 Each lookup has a c-ares channel of its own, because c-ares cancels only a whole channel
 (``ares_cancel``); a channel reads the configuration when it is made, so a changed
 ``resolv.conf`` counts from the next lookup on.
+
+c-ares needs a loop that watches sockets (``add_reader``/``add_writer``); one that cannot
+(Windows' default ``ProactorEventLoop`` raises ``NotImplementedError``) would leave every
+lookup needing DNS unanswered until ``push_timeout``, its webhook refused. On such a loop
+(found at its first lookup, remembered per loop) names are looked up on the system
+resolver (``getaddrinfo``) on a few threads of the resolver's own, said once at WARNING: a
+stuck lookup then holds one of them until the system resolver gives up, as before c-ares.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
+import weakref
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 import pycares
 
 __all__ = ["AresResolver"]
+
+logger = logging.getLogger(__name__)
+
+#: Threads looking names up on a loop that cannot watch sockets (further lookups queue).
+FALLBACK_THREADS = 8
 
 
 class AresResolver:
@@ -46,6 +61,11 @@ class AresResolver:
         self.timeout = timeout
         self.tries = tries
         self._lookups: set[_Lookup] = set()
+        #: Loops known to watch sockets (True) or not (False).
+        self._loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, bool] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._pool: ThreadPoolExecutor | None = None
 
     @property
     def pending(self) -> int:
@@ -55,7 +75,10 @@ class AresResolver:
     async def __call__(self, host: str, port: int) -> list[str]:
         """The addresses *host* has for a TCP connection to *port*; ``socket.gaierror``
         when it has none. Cancelling the call cancels its queries."""
-        lookup = _Lookup(self, asyncio.get_running_loop())
+        loop = asyncio.get_running_loop()
+        if not self._watches_sockets(loop):
+            return await self._system_lookup(loop, host, port)
+        lookup = _Lookup(self, loop)
         self._lookups.add(lookup)
         try:
             lookup.start(host, port)
@@ -67,9 +90,56 @@ class AresResolver:
 
     def close(self) -> None:
         """End every lookup in flight now (their callers get ``socket.gaierror``): nothing
-        of c-ares is left running for the event loop or the process to wait for."""
+        of c-ares is left running for the event loop or the process to wait for (a system
+        lookup, on a loop that cannot watch sockets, runs until the system resolver
+        answers)."""
         for lookup in list(self._lookups):
             lookup.end()
+        if self._pool is not None:
+            self._pool.shutdown(wait=False)
+            self._pool = None
+
+    def _watches_sockets(self, loop: asyncio.AbstractEventLoop) -> bool:
+        known = self._loops.get(loop)
+        if known is not None:
+            return known
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+            try:
+                loop.add_reader(probe.fileno(), _nothing)
+                loop.remove_reader(probe.fileno())
+                loop.add_writer(probe.fileno(), _nothing)
+                loop.remove_writer(probe.fileno())
+                watches = True
+            except NotImplementedError:
+                watches = False
+        self._loops[loop] = watches
+        if not watches:
+            logger.warning(
+                "push: the event loop (%s) cannot watch sockets, so webhook names are looked "
+                "up on the system resolver, on at most %d threads (push_dns_servers is not "
+                "used); a name whose DNS does not answer holds a thread until the system "
+                "resolver gives up",
+                type(loop).__name__,
+                FALLBACK_THREADS,
+            )
+        return watches
+
+    async def _system_lookup(
+        self, loop: asyncio.AbstractEventLoop, host: str, port: int
+    ) -> list[str]:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(FALLBACK_THREADS, thread_name_prefix="push-dns")
+        try:
+            infos = await loop.run_in_executor(
+                self._pool, socket.getaddrinfo, host, port, 0, socket.SOCK_STREAM
+            )
+        except UnicodeError as exc:  # a name IDNA cannot encode: no address, as for c-ares
+            raise socket.gaierror(f"host name cannot be looked up: {exc}") from None
+        return [str(info[4][0]) for info in infos]
+
+
+def _nothing() -> None:
+    """The probe's callback: it is removed before the loop could call it."""
 
 
 class _Lookup:
