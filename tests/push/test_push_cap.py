@@ -25,7 +25,7 @@ from ._agent import (
     rpc,
     skill_message,
 )
-from .test_push_unreadable_configs import _damage, _rows
+from ._rows import config_rows, damage_rows
 
 HOOK = "http://127.0.0.1:9/hook"
 QUOTA = "This task already has {n} push notification configs, the most allowed; delete one or replace one by registering its id again"
@@ -175,7 +175,7 @@ async def test_a_damaged_config_counts_toward_the_cap(sql_store: str) -> None:
     async with push_agent(task_store=sql_store) as (base, _app), httpx.AsyncClient() as client:
         task_id = await _task(client, base)
         assert "result" in await _create(client, base, task_id, "damaged")
-    await _damage(sql_store, task_id, {"damaged": ("9.9", b"{}")})
+    await damage_rows(sql_store, task_id, {"damaged": ("9.9", b"{}")})
 
     async with (
         push_agent(task_store=sql_store, push_max_configs_per_task=2) as (base, _app),
@@ -187,8 +187,8 @@ async def test_a_damaged_config_counts_toward_the_cap(sql_store: str) -> None:
         # Registering the damaged row's id again replaces it: no new row, so not refused.
         assert (await _create(client, base, task_id, "damaged"))["result"]["id"] == "damaged"
         await rpc(client, base, "DeleteTaskPushNotificationConfig", {"taskId": task_id, "id": "c1"})
-    await _damage(sql_store, task_id, {"damaged": ("9.9", b"{}")})
-    assert len(await _rows(sql_store)) == 1
+    await damage_rows(sql_store, task_id, {"damaged": ("9.9", b"{}")})
+    assert len(await config_rows(sql_store)) == 1
 
     # Twenty at once against a cap of 3: the damaged row leaves room for two.
     async with (
@@ -201,7 +201,7 @@ async def test_a_damaged_config_counts_toward_the_cap(sql_store: str) -> None:
         accepted = sorted(r["result"]["id"] for r in replies if "result" in r)
         assert len(accepted) == 2
         assert {r["error"]["code"] for r in replies if "error" in r} == {-32091}
-    assert sorted(row[1] for row in await _rows(sql_store)) == sorted(["damaged", *accepted])
+    assert sorted(row[1] for row in await config_rows(sql_store)) == sorted(["damaged", *accepted])
 
 
 async def test_two_replicas_registering_at_once_never_exceed_the_cap(pg_store: str) -> None:

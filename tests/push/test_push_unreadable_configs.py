@@ -22,19 +22,17 @@ import grpc
 import httpx
 import pytest
 from a2a.compat.v0_3 import a2a_v0_3_pb2 as pb2_v03
-from a2a.server.models import PushNotificationConfigModel
 from a2a.types import (
     GetTaskPushNotificationConfigRequest,
     ListTaskPushNotificationConfigsRequest,
 )
 from cryptography.fernet import Fernet
-from sqlalchemy import select, update
 
-from apcore_a2a.storage._urls import create_engine, parse_store_url
 from tests.bindings._grpc import failure, rich_status, stubs
 
 from .._support import free_port
 from ._agent import Receiver, add_message, push_agent, receiver, skill_message
+from ._rows import config_rows, damage_rows
 
 KEYS = {"alice": "alice-key-0123456789abcdef", "bob": "bob-key-0123456789abcdef00"}
 #: In every damaged row's content (a token, a URL path), which no answer or log may show.
@@ -64,31 +62,6 @@ def _damages(key: str) -> dict[str, tuple[str | None, bytes]]:
 
 def _rpc(method: str, params: dict[str, Any]) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
-
-
-async def _rows(url: str) -> set[tuple[Any, ...]]:
-    engine = create_engine(parse_store_url(url))
-    try:
-        async with engine.connect() as conn:
-            rows = (await conn.execute(select(PushNotificationConfigModel.__table__))).all()
-    finally:
-        await engine.dispose()
-    return {tuple(row) for row in rows}
-
-
-async def _damage(url: str, task_id: str, damages: dict[str, tuple[str | None, bytes]]) -> None:
-    engine = create_engine(parse_store_url(url))
-    try:
-        async with engine.begin() as conn:
-            for config_id, (version, data) in damages.items():
-                row = PushNotificationConfigModel
-                where = (row.task_id == task_id) & (row.config_id == config_id)
-                changed = await conn.execute(
-                    update(row).where(where).values(protocol_version=version, config_data=data)
-                )
-                assert changed.rowcount == 1
-    finally:
-        await engine.dispose()
 
 
 def _no_internals(text: str) -> None:
@@ -229,8 +202,8 @@ async def test_a_damaged_push_config_costs_only_itself(
     }
     async with receiver() as rec:
         task_id, other_id, bob_id = await _register(rec, settings)
-        await _damage(sql_store, task_id, _damages(key))
-        stored = await _rows(sql_store)
+        await damage_rows(sql_store, task_id, _damages(key))
+        stored = await config_rows(sql_store)
 
         caplog.set_level(logging.INFO)
         grpc_port = free_port()
@@ -267,10 +240,10 @@ async def test_a_damaged_push_config_costs_only_itself(
             await app.state.a2a.extras["push"].sender.idle()
             assert {d.path for d in rec.log} == {f"/{c}" for c in GOOD}
             assert {d.status for d in rec.log} == {204}
-            assert await _rows(sql_store) == stored  # nothing read was rewritten or deleted
+            assert await config_rows(sql_store) == stored  # nothing read was rewritten or deleted
 
             await _delete_each(http, base, task_id)
-    left = {(row[0], row[1]) for row in await _rows(sql_store)}
+    left = {(row[0], row[1]) for row in await config_rows(sql_store)}
     assert left == {(task_id, "g1"), (task_id, "g2"), (other_id, "o1"), (bob_id, "b1")}
 
     assert SECRET not in caplog.text
