@@ -53,6 +53,7 @@ try:
         other_service,
         same_kind,
         stream_slot,
+        written,
     )
     from apcore_a2a.upstream.error_answers import CompatServicer, Servicer
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess without grpc
@@ -285,17 +286,8 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
             (answer,) = [item async for item in serve(request, context)]
             return answer
 
-        async def written(request: Any, context: grpc.aio.ServicerContext) -> None:
-            # Not handed to grpc.aio as a generator: a cancel (the client's, its deadline,
-            # its connection closing) landing in grpc.aio's own send of an item never
-            # reaches the generator, which is closed only when collected. Sent here, the
-            # cancel lands in this await, and every layer below (the stream slot, the
-            # drop, the SDK's stream) closes in order before the call ends.
-            async with contextlib.aclosing(serve(request, context)) as items:
-                async for item in items:
-                    await context.write(item)
-
-        return written if streaming else unary
+        # the stream slot, the drop, the SDK's stream: closed in order inside the call
+        return written(serve) if streaming else unary
 
 
 async def _one(answer: Awaitable[Any]) -> AsyncGenerator[Any, None]:

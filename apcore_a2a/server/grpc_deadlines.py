@@ -41,8 +41,6 @@ HTTP/2 does not tell a unary request from a stream of one.
 from __future__ import annotations
 
 import asyncio
-import inspect
-from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 import grpc
@@ -144,7 +142,8 @@ def timed(
     seconds: float | None,
     pending: PendingRequests | None = None,
 ) -> grpc.RpcMethodHandler:
-    """*handler* (grpc.aio's, its behaviour ``async``) with its request message bounded to
+    """*handler* (grpc.aio's, its behaviour a coroutine: streams write their items, see
+    :func:`~apcore_a2a.server.grpc_streams.written`) with its request message bounded to
     *seconds* after the call began, and counted in *pending* while it is awaited; a
     request-streaming handler, or no bound at all, is returned as it is."""
     capped = pending is not None and pending.cap > 0
@@ -176,23 +175,8 @@ def timed(
             await abort(context, grpc.StatusCode.INVALID_ARGUMENT, NO_REQUEST_TEXT)
         return request
 
-    # grpc.aio streams an async generator's items, or awaits a coroutine (which may write
-    # with context.write, as Health.Watch does): the wrapper must be of the same kind.
-    if inspect.isasyncgenfunction(behavior):
-
-        async def generated(
-            _requests: Any, context: grpc.aio.ServicerContext
-        ) -> AsyncIterator[Any]:
-            request = await request_of(context)
-            async for item in behavior(request, context):
-                yield item
-
-        return grpc.stream_stream_rpc_method_handler(
-            generated,
-            request_deserializer=handler.request_deserializer,
-            response_serializer=handler.response_serializer,
-        )
-
+    # The interceptor hands over coroutines only: a stream writes its own items
+    # (grpc_streams.written), so no wrapper of another kind is needed here.
     async def called(_requests: Any, context: grpc.aio.ServicerContext) -> Any:
         return await behavior(await request_of(context), context)
 

@@ -6,10 +6,10 @@ than A2A (``Health.Watch``, reflection), which need no credentials: without a sl
 stream one client could hold any number open (20,000 ``Watch`` streams cost the agent
 400 MB). Each takes a slot of the caller's address from the
 :class:`~apcore_a2a.server.limits.StreamLimiter` that counts A2A's gRPC and SSE streams,
-and gives it back when it ends or is canceled. With ``cancel_on_disconnect``, an A2A
-stream is followed as an SSE one (:func:`followed`, ``streams/answers.py``): a stream
-closed before its items ended (its client canceled the call, its deadline passed, its
-connection closed) is a dropped stream.
+and gives it back inside its call when it ends or is canceled (:func:`written`). With
+``cancel_on_disconnect``, an A2A stream is followed as an SSE one (:func:`followed`,
+``streams/answers.py``): a stream closed before its items ended (its client canceled the
+call, its deadline passed, its connection closed) is a dropped stream.
 
 Requests that do not decode (corrupt bytes, or nested deeper than protobuf decodes: 100
 levels, about 33 of a ``Struct``): grpc answers a deserializer's exception ``UNKNOWN``,
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import grpc
@@ -88,26 +88,35 @@ def other_service(
         async with stream_slot(streams, caller, context):
             yield
 
-    # grpc.aio streams an async generator's items, or awaits a coroutine (which may write
-    # with context.write, as Health.Watch does): the wrapper must be of the same kind.
-    if inspect.isasyncgenfunction(behavior):
+    if inspect.isasyncgenfunction(behavior):  # reflection: its stream closed in the call
+        behavior = written(behavior)
 
-        async def generated(request: Any, context: grpc.aio.ServicerContext) -> Any:
-            request = await decoded(request, context)
-            async with held(context):
-                async for item in behavior(request, context):
-                    yield item
+    async def called(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        request = await decoded(request, context)
+        async with held(context):
+            return await behavior(request, context)
 
-        served: Callable[[Any, grpc.aio.ServicerContext], Any] = generated
-    else:
+    return same_kind(handler, called)
 
-        async def called(request: Any, context: grpc.aio.ServicerContext) -> Any:
-            request = await decoded(request, context)
-            async with held(context):
-                return await behavior(request, context)
 
-        served = called
-    return same_kind(handler, served)
+def written(
+    generate: Callable[[Any, grpc.aio.ServicerContext], AsyncGenerator[Any, None]],
+) -> Callable[[Any, grpc.aio.ServicerContext], Awaitable[None]]:
+    """*generate*, a stream's async generator function, as a coroutine that sends its items
+    itself (``context.write``) and closes it before the call ends.
+
+    Not handed to grpc.aio as a generator: a cancel (the client's, its deadline, its
+    connection closing) landing in grpc.aio's own send of an item never reaches the
+    generator, which is closed (its stream slot given back, its drop noted) only when
+    Python collects it, after the call. Sent here, the cancel lands in this await, and
+    every layer below closes in order inside the call."""
+
+    async def write(request: Any, context: grpc.aio.ServicerContext) -> None:
+        async with contextlib.aclosing(generate(request, context)) as items:
+            async for item in items:
+                await context.write(item)
+
+    return write
 
 
 def same_kind(
