@@ -4,9 +4,15 @@ Each caller has at most :data:`LOOKUPS_PER_CALLER` lookups in flight; its furthe
 wait for its own slot (within ``push_timeout``). Lookups of the same name at the same time
 share one, whoever asked, and the lookup is cancelled when the last of them stops waiting
 (its ``push_timeout`` ran out, its request ended): a name whose DNS never answers is asked
-no longer than someone waits for it, and its caller's slot comes back then. No lookup
-waits for another caller's: a lookup costs a pending query (``push/dns.py``), not one of a
-few threads, so there is no shared capacity for many callers to fill.
+no longer than someone waits for it, and its caller's slot comes back then.
+
+A lookup costs a pending query and its UDP socket (``push/dns.py``), not a thread, so many
+can be out at once; but one caller with many quota keys (API keys, or anonymous IPv6
+networks: a /48 holds 65,536 /64s) can start one per key, and each stays out for
+``push_timeout`` after its request hangs up. At most :data:`MAX_LOOKUPS` are out at once:
+their sockets stay well inside a process's file limit, and past it a lookup waits its
+turn (first come, first served, within its caller's ``push_timeout``) instead of taking a
+descriptor the agent's connections need.
 
 The caller is the call's quota key (``record_of(context).caller``), passed by whoever
 asks: the request handler checks a webhook URL itself (the SDK's validator gets the URL
@@ -23,6 +29,8 @@ from dataclasses import dataclass, field
 Resolver = Callable[[str, int], Awaitable[Sequence[str]]]
 #: Lookups one caller may have in flight: the names it makes the agent ask at once.
 LOOKUPS_PER_CALLER = 1
+#: Lookups in flight at once, all callers together (one UDP socket each).
+MAX_LOOKUPS = 256
 
 
 @dataclass(eq=False)
@@ -43,12 +51,18 @@ class _Running:
 
 @dataclass(eq=False)
 class FairLookups:
-    """Runs *resolve* with at most :data:`LOOKUPS_PER_CALLER` lookups in flight per caller,
-    one lookup per name at a time, cancelled when nobody waits for it any more."""
+    """Runs *resolve* with at most :data:`LOOKUPS_PER_CALLER` lookups in flight per caller
+    and *limit* in all, one lookup per name at a time, cancelled when nobody waits for it
+    any more."""
 
     resolve: Resolver
+    limit: int = MAX_LOOKUPS
+    _slots: asyncio.Semaphore = field(init=False)
     _shares: dict[str, _Share] = field(default_factory=dict)
     _running: dict[tuple[str, int], _Running] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self._slots = asyncio.Semaphore(self.limit)
 
     async def lookup(self, host: str, port: int, caller: str) -> Sequence[str]:
         """The addresses of *host*; raises what the resolver raises."""
@@ -76,11 +90,17 @@ class FairLookups:
         share.users += 1
         try:
             await share.slots.acquire()
+            try:
+                await self._slots.acquire()
+            except BaseException:
+                share.slots.release()
+                raise
         except BaseException:
             self._leave(caller, share)
             raise
         running = self._running.get(key)
         if running is not None:  # started by another caller while this one waited
+            self._slots.release()
             share.slots.release()
             self._leave(caller, share)
             return running
@@ -92,6 +112,7 @@ class FairLookups:
                 del self._running[key]
             if not task.cancelled():
                 task.exception()  # retrieved: nobody may be waiting any more
+            self._slots.release()
             share.slots.release()
             self._leave(caller, share)
 

@@ -18,6 +18,7 @@ from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
 from a2a.types import TaskPushNotificationConfig
 
 from apcore_a2a.push import AresResolver, PushUrlPolicy
+from apcore_a2a.push.lookups import MAX_LOOKUPS
 
 from .._support import sse_frames
 from ._agent import GATES, add_message, push_agent, receiver, rpc, skill_message
@@ -186,6 +187,45 @@ async def test_a_caller_arriving_while_a_lookup_is_cancelled_gets_a_lookup_of_it
     assert asked == ["same.hooks.test", "same.hooks.test"]
 
 
+async def test_lookups_in_flight_are_bounded_and_the_next_one_waits_its_turn() -> None:
+    # One caller with many quota keys (API keys, anonymous IPv6 networks) starts a lookup
+    # per key, each a UDP socket for push_timeout: at most MAX_LOOKUPS are out at once,
+    # and Bob's lookup starts when one of them ends, not before.
+    out: set[str] = set()
+
+    async def resolve(host: str, port: int) -> list[str]:
+        out.add(host)
+        try:
+            if host.endswith(".blackhole.test"):
+                await asyncio.Event().wait()  # never answers
+            return ["93.184.215.14"]
+        finally:
+            out.discard(host)
+
+    policy = PushUrlPolicy(resolver=resolve, lookup_timeout=60)
+    stuck = [
+        asyncio.create_task(policy.check(f"https://s{n}.blackhole.test/", f"key-{n}"))
+        for n in range(MAX_LOOKUPS + 10)
+    ]
+    try:
+        for _ in range(10):
+            await asyncio.sleep(0)  # every check runs up to its lookup
+        assert len(out) == MAX_LOOKUPS
+        bob = asyncio.create_task(policy.check("https://bob.hooks.test/", "bob"))
+        stuck[0].cancel()  # its request ended: its lookup is cancelled, the next starts
+        for _ in range(10):
+            await asyncio.sleep(0)
+        assert len(out) == MAX_LOOKUPS and not bob.done()  # first come, first served
+        for task in stuck[1:11]:
+            task.cancel()
+        assert await asyncio.wait_for(bob, 60) is None
+    finally:
+        for task in stuck:
+            task.cancel()
+        await asyncio.gather(*stuck, return_exceptions=True)
+    assert out == set()
+
+
 async def test_close_ends_lookups_whose_names_never_answer() -> None:
     async with name_server() as dns:
         resolver = AresResolver([dns.address])
@@ -206,6 +246,7 @@ async def test_close_ends_lookups_whose_names_never_answer() -> None:
 _EXITING = """
 import asyncio, sys
 from apcore_a2a.push import AresResolver, PushUrlPolicy
+from apcore_a2a.push.lookups import MAX_LOOKUPS
 
 async def main():
     policy = PushUrlPolicy(resolver=AresResolver([sys.argv[1]]), lookup_timeout=60)
