@@ -1,4 +1,4 @@
-"""Shared helpers for storage tests: call contexts, tasks, settings."""
+"""Shared helpers for storage tests: call contexts, tasks, settings, a table's indexes."""
 
 from __future__ import annotations
 
@@ -17,9 +17,11 @@ from a2a.types import (
     TaskStatus,
 )
 from apcore import Identity
+from sqlalchemy import text
 
 from apcore_a2a.execution.identity import Caller
 from apcore_a2a.settings import Settings
+from apcore_a2a.storage._urls import create_engine, parse_store_url
 
 TERMINAL = (
     TaskState.TASK_STATE_COMPLETED,
@@ -86,3 +88,20 @@ def make_task(
 
 def ago(seconds: float) -> datetime:
     return datetime.now(UTC) - timedelta(seconds=seconds)
+
+
+async def index_names(url: str) -> set[str]:
+    """The indexes of ``tasks`` (SQLAlchemy does not reflect SQLite's on expressions)."""
+    store_url = parse_store_url(url)
+    query = (
+        "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'tasks'"
+        if store_url.kind == "sqlite"
+        else "SELECT indexname FROM pg_indexes WHERE tablename = 'tasks' "
+        "AND schemaname = current_schema()"
+    )
+    engine = create_engine(store_url)
+    try:
+        async with engine.connect() as conn:
+            return {str(row[0]) for row in await conn.execute(text(query))}
+    finally:
+        await engine.dispose()

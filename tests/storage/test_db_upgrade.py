@@ -16,7 +16,7 @@ from apcore_a2a.storage.contexts import INDEX_NAME, OLD_INDEX_NAME
 from apcore_a2a.storage.listing import STATE_INDEX_NAME, state_sql
 
 from .._support import free_port
-from ._helpers import ctx, make_task, settings
+from ._helpers import ctx, index_names, make_task, settings
 
 SDK_HEAD = "b5e3d1c8a2f7"
 
@@ -122,32 +122,15 @@ async def test_upgrade_replaces_the_context_index_with_the_listing_one(sql_url: 
     assert OLD_INDEX_NAME not in columns
 
 
-async def _index_names(url: str) -> set[str]:
-    """The indexes of ``tasks`` (SQLAlchemy does not reflect SQLite's on expressions)."""
-    store_url = parse_store_url(url)
-    query = (
-        "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'tasks'"
-        if store_url.kind == "sqlite"
-        else "SELECT indexname FROM pg_indexes WHERE tablename = 'tasks' "
-        "AND schemaname = current_schema()"
-    )
-    engine = create_engine(store_url)
-    try:
-        async with engine.connect() as conn:
-            return {str(row[0]) for row in await conn.execute(text(query))}
-    finally:
-        await engine.dispose()
-
-
 async def test_upgrade_and_start_create_the_index_of_a_status_filter(sql_url: str) -> None:
     import asyncio
 
     engine = create_engine(parse_store_url(sql_url))
     await DatabaseTaskStore(engine).initialize()  # a store as the previous version left it
     await engine.dispose()
-    assert STATE_INDEX_NAME not in await _index_names(sql_url)
+    assert STATE_INDEX_NAME not in await index_names(sql_url)
     assert await asyncio.to_thread(upgrade, sql_url) == 0
-    assert STATE_INDEX_NAME in await _index_names(sql_url)
+    assert STATE_INDEX_NAME in await index_names(sql_url)
 
     engine = create_engine(parse_store_url(sql_url))
     async with engine.begin() as conn:
@@ -156,7 +139,7 @@ async def test_upgrade_and_start_create_the_index_of_a_status_filter(sql_url: st
     stores = open_stores(sql_url, settings())
     await stores.start()
     await stores.aclose()
-    assert STATE_INDEX_NAME in await _index_names(sql_url)
+    assert STATE_INDEX_NAME in await index_names(sql_url)
 
 
 def test_the_status_index_expression_is_the_one_databases_hold() -> None:

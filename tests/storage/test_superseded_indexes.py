@@ -21,7 +21,7 @@ from apcore_a2a.storage import open_stores
 from apcore_a2a.storage._urls import create_engine, parse_store_url
 from apcore_a2a.storage.contexts import INDEX_NAME, OLD_INDEX_NAME
 
-from ._helpers import settings
+from ._helpers import index_names, settings
 
 #: every index of ours a release replaced, with its columns as that release created it
 SUPERSEDED = {OLD_INDEX_NAME: "context_id, owner"}
@@ -40,32 +40,16 @@ async def _as_the_old_release_left_it(url: str) -> None:
         await engine.dispose()
 
 
-async def _index_names(url: str) -> set[str]:
-    store_url = parse_store_url(url)
-    query = (
-        "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'tasks'"
-        if store_url.kind == "sqlite"
-        else "SELECT indexname FROM pg_indexes WHERE tablename = 'tasks' "
-        "AND schemaname = current_schema()"
-    )
-    engine = create_engine(store_url)
-    try:
-        async with engine.connect() as conn:
-            return {str(row[0]) for row in await conn.execute(text(query))}
-    finally:
-        await engine.dispose()
-
-
 async def test_a_start_drops_the_superseded_index_and_a_second_start_changes_nothing(
     sql_url: str,
 ) -> None:
     await _as_the_old_release_left_it(sql_url)
-    assert set(SUPERSEDED) <= await _index_names(sql_url)
+    assert set(SUPERSEDED) <= await index_names(sql_url)
     for _ in range(2):
         stores = open_stores(sql_url, settings())
         await stores.start()
         await stores.aclose()
-        names = await _index_names(sql_url)
+        names = await index_names(sql_url)
         assert INDEX_NAME in names and not set(SUPERSEDED) & names, names
 
 
@@ -78,7 +62,7 @@ async def test_replicas_starting_together_on_postgresql_all_start(pg_url: str) -
     finally:
         for replica in replicas:
             await replica.aclose()
-    names = await _index_names(pg_url)
+    names = await index_names(pg_url)
     assert INDEX_NAME in names and not set(SUPERSEDED) & names, names
 
 
@@ -113,5 +97,5 @@ async def test_the_drop_queues_no_reader_of_tasks_on_postgresql(pg_url: str) -> 
     finally:
         await stores.aclose()
         await engine.dispose()
-    names = await _index_names(pg_url)
+    names = await index_names(pg_url)
     assert INDEX_NAME in names and not set(SUPERSEDED) & names, names
