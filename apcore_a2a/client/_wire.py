@@ -414,7 +414,9 @@ def translated(method: str, url: str) -> Iterator[None]:
         raise UnsupportedOperationError(f"{method} over this binding: {exc}") from exc
     except SDKError as exc:
         if (rpc := _grpc_call(exc)) is not None:
-            raise _grpc_error(rpc, method, url) from exc
+            # Ours says it all; the SDK's error and gRPC's behind it hold the agent's whole
+            # status message (up to 16 KiB), which a logged traceback would print.
+            raise _grpc_error(rpc, method, url) from None
         if isinstance(exc.__cause__, httpx.TransportError):
             raise A2AConnectionError(f"{method} to {url} failed: {exc.__cause__}") from exc
         raise InvalidAgentResponseError(f"agent returned an invalid reply: {exc}") from exc
@@ -428,7 +430,7 @@ def translated(method: str, url: str) -> Iterator[None]:
         DecodeError,
     ) as exc:
         if (rpc := _grpc_call(exc)) is not None:  # the SDK could not read the agent's error
-            raise _grpc_error(rpc, method, url) from exc
+            raise _grpc_error(rpc, method, url) from None  # as above
         said = " ".join(str(exc).split())  # one line: pydantic's are several
         raise InvalidAgentResponseError(
             f"agent returned an invalid {method} result: {said}"[:300]

@@ -8,8 +8,9 @@ reach the agent at all (network, timeout, another non-2xx HTTP status) are
 
 An agent's words are not trusted with the caller's memory or log: every error holds a
 message of at most :data:`MAX_MESSAGE_CHARS` characters (a longer one is cut, saying how
-long it was), and a remote error's ``data`` only while it is at most
-:data:`MAX_DATA_CHARS` characters of JSON (else ``None``, its message saying so).
+long it was), and so do its other texts (the URL a card named); a remote error's ``data``
+only while it is at most :data:`MAX_DATA_CHARS` characters of JSON (else ``None``, its
+message saying so).
 """
 
 from __future__ import annotations
@@ -109,13 +110,14 @@ class CrossOriginEndpointError(A2ADiscoveryError):
 
     Origin = scheme, host and port of the URL the client was given (where the card came
     from); ``https`` to ``http`` counts as another origin. ``url`` is the URL the card
-    named, ``agent_origin`` the agent's origin. Pass ``allow_other_origins=True`` to
-    follow such URLs; the client's credentials are never sent to them.
+    named, cut as a message is (a card may name megabytes), ``agent_origin`` the agent's
+    origin. Pass ``allow_other_origins=True`` to follow such URLs; the client's
+    credentials are never sent to them.
     """
 
     def __init__(self, message: str, *, url: str, agent_origin: str) -> None:
         super().__init__(message)
-        self.url = url
+        self.url = _shortened(url)
         self.agent_origin = agent_origin
 
 
