@@ -61,10 +61,17 @@ _EXITS: list[tuple[type[Exception] | tuple[type[Exception], ...], int]] = [
     (A2AClientError, 1),
     ((ValueError, TypeError), 2),
 ]
-#: the longest error line printed (the agent's message is cut there)
+#: the longest error or waiting line printed (the agent's words are cut there)
 MAX_ERROR_LINE = 2000
 #: where an apcore-a2a agent's card publishes skill schemas (adapters/skills.py's URI)
 SCHEMA_EXTENSION = "urn:apcore:a2a:skill-schemas:v1"
+
+
+def _printed_line(text: str) -> str:
+    """*text* as one printable line of at most :data:`MAX_ERROR_LINE` characters (then
+    ``... (cut)``): the agent's words in it (a message, a task id) may run to megabytes."""
+    line = printable(text)
+    return line[:MAX_ERROR_LINE] + "... (cut)" if len(line) > MAX_ERROR_LINE else line
 
 
 class Exit(Exception):
@@ -138,9 +145,7 @@ def _run(args: argparse.Namespace) -> int:
         if isinstance(exc, A2AClientError):
             detail = getattr(exc, "code", None) or getattr(exc, "reason", None)
             said = type(exc).__name__ + (f" ({detail})" if detail else "") + f": {exc.message}"
-        line = printable(said)  # the agent's words may run to megabytes
-        cut = line[:MAX_ERROR_LINE] + "... (cut)" if len(line) > MAX_ERROR_LINE else line
-        print(f"error: {cut}", file=sys.stderr)
+        print(f"error: {_printed_line(said)}", file=sys.stderr)
         return (
             exc.code if isinstance(exc, Exit) else next(c for k, c in _EXITS if isinstance(exc, k))
         )
@@ -246,7 +251,7 @@ class _Progress:
         if shown and not self._tty and shown[0] == self.state and elapsed - shown[1] < 30:
             return
         self._shown = (self.state, elapsed)
-        line = printable(f"task {self.task_id}: {self.state}, {elapsed:.0f} s")
+        line = _printed_line(f"task {self.task_id}: {self.state}, {elapsed:.0f} s")
         sys.stderr.write(f"\r\x1b[2K{line}" if self._tty else line + "\n")
         sys.stderr.flush()
 

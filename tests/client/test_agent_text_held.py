@@ -6,13 +6,16 @@ status messages run to 6000 characters (under gRPC's own 8 KiB soft limit of tra
 The client raises its typed error with every text it keeps bounded as its message is
 (``MAX_MESSAGE_CHARS``, docs/client.md, *Errors*), and what a logger prints of it shows
 no more: the SDK's error behind it, which keeps the status message whole, is not printed.
+The CLI's waiting line shows a task of a megabyte id cut as its error line is.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import traceback
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Any
 
 import grpc
@@ -21,6 +24,7 @@ from a2a.server.routes import create_agent_card_routes
 from a2a.types import a2a_pb2_grpc
 from starlette.applications import Starlette
 
+from apcore_a2a.cli.client import MAX_ERROR_LINE
 from apcore_a2a.client import (
     A2AClient,
     A2AServerError,
@@ -28,7 +32,7 @@ from apcore_a2a.client import (
     TaskNotFoundError,
 )
 from apcore_a2a.client.errors import MAX_MESSAGE_CHARS
-from tests._support import free_port, running_server
+from tests._support import cli, free_port, running_server
 from tests.client._sdk_agent import agent_card
 from tests.client._stub_agent import StubAgent, card_for
 
@@ -125,3 +129,44 @@ async def test_a_long_grpc_status_is_not_printed_whole_behind_the_typed_error(
     # What logger.exception() prints: the error and every one shown behind it.
     printed = "".join(traceback.format_exception(error))
     assert "m" * (MAX_MESSAGE_CHARS + 1) not in printed
+
+
+@dataclass
+class _StillWorking(StubAgent):
+    """Streams one task, :attr:`task_id`, working; then nothing until the caller hangs up."""
+
+    task_id: str = ""
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await super().__call__(scope, receive, send)
+            return
+        body = b""
+        while (message := await receive())["type"] == "http.request":
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        working = {
+            "id": self.task_id,
+            "contextId": "c-1",
+            "status": {"state": "TASK_STATE_WORKING"},
+        }
+        answer = {"jsonrpc": "2.0", "id": json.loads(body)["id"], "result": {"task": working}}
+        headers = [(b"content-type", b"text/event-stream")]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        event = f"data: {json.dumps(answer)}\n\n".encode()
+        await send({"type": "http.response.body", "body": event, "more_body": True})
+        while (await receive())["type"] != "http.disconnect":
+            pass
+
+
+async def test_the_cli_waiting_line_cuts_a_megabyte_task_id() -> None:
+    agent = _StillWorking(task_id="i" * MEGABYTE)
+    async with running_server(agent) as url:
+        agent.card = card_for(url, "JSONRPC", "1.0")
+        code, out, err = await cli("call", url, "--text", "hi", "--timeout", "4")
+    assert code == 6 and out == "", err[:300]
+    waiting, timed_out = err.splitlines()
+    assert waiting.startswith("task iii") and waiting.endswith("... (cut)")
+    assert timed_out.startswith("error: task iii") and timed_out.endswith("... (cut)")
+    assert max(len(waiting), len(timed_out)) < MAX_ERROR_LINE + 20
