@@ -6,8 +6,6 @@ It used to be a warning, and the agent then served tokens anyone could brute-for
 
 from __future__ import annotations
 
-import socket
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -74,14 +72,6 @@ def test_the_factory_names_the_config_file_key(tmp_path: Path) -> None:
     path = write(tmp_path, "auth:\n  jwt_key: short-secret\n")
     with pytest.raises(SettingsError, match=r"^auth\.jwt_key: JWT HMAC secret is 12 bytes"):
         A2AServerFactory(build_registry(), config=path, environ={})
-
-
-@pytest.fixture
-def taken_port() -> Iterator[str]:
-    """A port another socket listens on: were the secret accepted, the agent would stop
-    there (exit 3) rather than serve."""
-    with socket.create_server(("127.0.0.1", 0)) as listener:
-        yield str(listener.getsockname()[1])
 
 
 def test_the_cli_says_one_line_naming_the_flag_and_exits_1(taken_port: str) -> None:

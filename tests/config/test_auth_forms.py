@@ -6,7 +6,6 @@ recommends for secrets."""
 from __future__ import annotations
 
 import re
-import socket
 from typing import Any
 
 import pytest
@@ -44,11 +43,9 @@ def test_the_refusal_names_every_form(settings: dict[str, Any], forms: tuple[str
     assert "\n" not in message
 
 
-def test_serve_names_the_file_variable() -> None:
-    with socket.create_server(("127.0.0.1", 0)) as listener:
-        port = str(listener.getsockname()[1])
-        args = ["serve", "--extensions-dir", str(EXTENSIONS), "--port", port]
-        result = run_cli(*args, env=clean_env(A2A_AUTH_TYPE="apikey"))
+def test_serve_names_the_file_variable(taken_port: str) -> None:
+    args = ["serve", "--extensions-dir", str(EXTENSIONS), "--port", taken_port]
+    result = run_cli(*args, env=clean_env(A2A_AUTH_TYPE="apikey"))
     assert result.returncode == 1, result.stderr
     line = error_line(result)
     assert "A2A_API_KEYS_FILE" in line and "--api-key-file" in line, line

@@ -6,8 +6,6 @@ environment variable still counts as unset (docs/configuration.md)."""
 
 from __future__ import annotations
 
-import socket
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -75,14 +73,6 @@ def test_an_empty_item_in_the_config_file_is_refused(tmp_path: Path) -> None:
         load_config(path)
     message = str(caught.value)
     assert message == f"{path}:2: http.forwarded_allow_ips: must not hold an empty value"
-
-
-@pytest.fixture
-def taken_port() -> Iterator[str]:
-    """A port another socket listens on: were the flag ignored, the agent would stop there
-    (exit 3) rather than serve."""
-    with socket.create_server(("127.0.0.1", 0)) as listener:
-        yield str(listener.getsockname()[1])
 
 
 @pytest.mark.parametrize(

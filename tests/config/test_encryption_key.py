@@ -65,14 +65,15 @@ def test_check_names_where_the_bad_key_came_from(
     assert "not-a-fernet" not in line
 
 
-def test_serve_refuses_a_bad_key_flag_in_one_line() -> None:
-    """A real `apcore-a2a serve` with the default memory store: exit 1, no traceback."""
+def test_serve_refuses_a_bad_key_flag_in_one_line(taken_port: str) -> None:
+    """A real `apcore-a2a serve` with the default memory store: exit 1, no traceback (had
+    it taken the key, the taken port would stop it with exit 3, not serve on)."""
     result = run_cli(
         "serve",
         "--extensions-dir",
         str(EXTENSIONS),
         "--port",
-        "1",
+        taken_port,
         "--push-encryption-key",
         "not-a-fernet-key-secret",
         env=clean_env(),

@@ -8,8 +8,6 @@ named no folder. An item of only separators (a file line ``,``, ``--api-key ,``,
 from __future__ import annotations
 
 import os
-import socket
-from collections.abc import Iterator
 from pathlib import Path
 from typing import get_origin
 
@@ -33,14 +31,6 @@ def _only_separators(spec: Setting, value: str) -> str:
     sep = _separator(spec)
     got = SECRET if spec.secret else f"got {value!r}"
     return f"holds only separators ({sep!r}), no item (for none, leave it out), {got}"
-
-
-@pytest.fixture
-def taken_port() -> Iterator[str]:
-    """A port another socket listens on: were the setting accepted, serve would stop there
-    (exit 3) rather than refuse it (exit 1)."""
-    with socket.create_server(("127.0.0.1", 0)) as listener:
-        yield str(listener.getsockname()[1])
 
 
 def test_every_list_setting_is_covered() -> None:

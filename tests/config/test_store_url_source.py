@@ -6,8 +6,6 @@ naming no source, and ``memory://admin:PASSWORD@x`` was echoed whole."""
 
 from __future__ import annotations
 
-import socket
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -34,12 +32,6 @@ LEAKY = [
     "postgresql://admin:hunter2@db.example/tasks?password=hunter2",
     "sqlite://admin:hunter2@/tasks.db",
 ]
-
-
-@pytest.fixture
-def taken_port() -> Iterator[str]:
-    with socket.create_server(("127.0.0.1", 0)) as listener:
-        yield str(listener.getsockname()[1])
 
 
 def _refusal(**kwargs: object) -> str:
