@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
 
+from apcore_a2a.adapters.errors import message_line
 from apcore_a2a.settings import Settings
 from apcore_a2a.upstream.request_head_deadline import head_deadline_protocol
 from apcore_a2a.upstream.uvicorn_signals import graceful_exit
@@ -230,7 +231,7 @@ def store_hint(message: str) -> str:
 def _describe(error: BaseException) -> str:
     from apcore_a2a.storage import StoreInUseError, StoreUnavailableError
 
-    message = " ".join(str(error).split()) or type(error).__name__
+    message = message_line(str(error)) or type(error).__name__
     if isinstance(error, StoreInUseError | OSError | ValueError):  # says what to do itself
         return message
     if isinstance(error, StoreUnavailableError):

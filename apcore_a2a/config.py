@@ -39,6 +39,7 @@ from apcore_a2a._config_values import (
     unflat,
 )
 from apcore_a2a._settings_sources import empty_problem
+from apcore_a2a.adapters.errors import message_line
 from apcore_a2a.settings import SPECS, Setting, Settings, SettingsError, masked_value
 
 logger = logging.getLogger("apcore_a2a")
@@ -177,8 +178,7 @@ def _apcore_call(what: str, func: Any, *args: Any, **kwargs: Any) -> Any:
     try:
         return func(*args, **kwargs)
     except Exception as exc:  # apcore raises its own error types; report them in one line
-        message = " ".join(str(exc).split())
-        raise ConfigFileError(f"{what}: {message}") from exc
+        raise ConfigFileError(f"{what}: {message_line(str(exc))}") from exc
 
 
 def _why_not_a_module(path: Path) -> str:
@@ -399,7 +399,7 @@ class _Reader:
             value = self.loader.construct_object(node, deep=True)
         except yaml.YAMLError as exc:  # a tag SafeLoader has no constructor for
             problem = getattr(exc, "problem", None) or str(exc)
-            raise self.fail(node, f"{where}: {' '.join(problem.split())}") from None
+            raise self.fail(node, f"{where}: {message_line(problem)}") from None
         got = show_value(value, spec.secret)
         if get_origin(kind) is tuple:
             item_type = get_args(kind)[0]

@@ -35,7 +35,11 @@ ALLOWED: dict[str, set[str]] = {
     "client": {"_version", "upstream"},
     # _config_values: how the file's YAML nodes become values (config.py's helper)
     # _settings_sources: the one rule for empty values, the file's as the flags' (empty_problem)
-    "config": {"settings", "execution", "approval", "_config_values", "_settings_sources"},
+    # adapters: a message of several lines made one (adapters/errors.py: message_line)
+    "config": {
+        *("settings", "execution", "approval", "adapters", "_config_values"),
+        "_settings_sources",
+    },
     # the agent's own keys (card signing); the key class is push's SigningKey for now
     "keys": {"adapters", "settings", "push"},
     # the seam: corrections of a2a-sdk, Starlette, uvicorn, sse-starlette (one per file)

@@ -59,6 +59,14 @@ def one_line(value: Any, limit: int = MAX_LOG) -> str:
     return escape_line_breaks(clean_for_log(value, limit))
 
 
+def message_line(text: str) -> str:
+    """*text* (pydantic's, YAML's and a database's messages run to several lines) as one
+    line for a person to read: its lines joined by a space, each stripped. Spaces inside a
+    line stay as they are: a refusal quoting ``'no  such'`` must not say ``'no such'``.
+    (:func:`one_line` is for a log argument: it escapes the line breaks instead.)"""
+    return " ".join(line.strip() for line in text.splitlines() if line.strip())
+
+
 def escape_line_breaks(cleaned: str) -> str:
     """*cleaned* (:func:`clean_for_log` output: no ``\\r`` left) on one line: line breaks
     escaped, tabs as spaces."""

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from apcore_a2a._version import __version__
+from apcore_a2a.adapters.errors import message_line
 
 __all__ = ["build_parser", "main"]
 
@@ -50,18 +51,11 @@ def emit(obj: Any, *, indent: int | None = None) -> None:
     sys.stdout.flush()
 
 
-def one_line(text: str) -> str:
-    """*text* (pydantic's and YAML's messages run to several lines) as one line: its
-    lines joined by a space, each stripped. Spaces inside a line stay as they are: a
-    refusal quoting ``'   '`` must not say ``' '``."""
-    return " ".join(line.strip() for line in text.splitlines() if line.strip())
-
-
 def printable(text: str) -> str:
-    """*text* (the agent's words included) for a line on a terminal: :func:`one_line`,
-    every control or invisible character as its ``\\xNN``/``\\uNNNN`` escape, so none is
-    sent to the terminal raw."""
-    return _CONTROLS.sub(lambda m: m[0].encode("unicode_escape").decode(), one_line(text))
+    """*text* (the agent's words included) for a line on a terminal: one line
+    (``message_line``: spaces inside a line kept), every control or invisible character as
+    its ``\\xNN``/``\\uNNNN`` escape, so none is sent to the terminal raw."""
+    return _CONTROLS.sub(lambda m: m[0].encode("unicode_escape").decode(), message_line(text))
 
 
 def build_parser() -> argparse.ArgumentParser:

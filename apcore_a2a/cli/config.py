@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from apcore_a2a._settings_sources import empty_problem, hide_url_password
-from apcore_a2a.cli import one_line
+from apcore_a2a.adapters.errors import message_line
 from apcore_a2a.config import SECTIONS, AgentConfig, load_config
 from apcore_a2a.settings import SPECS, Settings, config_path
 
@@ -44,7 +44,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _fail(exc: Exception) -> int:
-    print(f"Error: {one_line(str(exc))}", file=sys.stderr)
+    print(f"Error: {message_line(str(exc))}", file=sys.stderr)
     return 1
 
 

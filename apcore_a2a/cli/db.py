@@ -8,6 +8,8 @@ import logging
 import os
 import sys
 
+from apcore_a2a.adapters.errors import message_line
+
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``db`` command group (``db upgrade``) to the CLI."""
@@ -73,7 +75,7 @@ def _upgrade(args: argparse.Namespace) -> int:
         return 2
     except Exception as exc:  # connection or SQL failure: say what, without a traceback
         cause = getattr(exc, "orig", None) or exc
-        said = " ".join(f"{type(cause).__name__}: {cause}".split())
+        said = message_line(f"{type(cause).__name__}: {cause}")
         hint = store_hint(f"{said} {url}")
         print(f"error: upgrade failed: {said}; {hint}", file=sys.stderr)
         return 1
