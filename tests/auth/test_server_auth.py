@@ -75,7 +75,9 @@ async def test_attack_table_on_the_real_server(
         assert all(token not in v for v in resp.headers.values())
 
 
-def test_cli_bearer_without_key_exits_1() -> None:
+def test_cli_bearer_without_key_exits_1(taken_port: str) -> None:
+    # on a taken port, not 1 (which root may bind): were bearer accepted without a key,
+    # serve would stop at once (exit 3) rather than serve until the timeout
     proc = subprocess.run(
         [
             sys.executable,
@@ -87,7 +89,7 @@ def test_cli_bearer_without_key_exits_1() -> None:
             "--auth-type",
             "bearer",
             "--port",
-            "1",
+            taken_port,
         ],
         capture_output=True,
         text=True,
