@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ipaddress
+import socket
 import struct
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import cast
@@ -103,6 +104,16 @@ async def name_server(
     transport, server = await loop.create_datagram_endpoint(
         lambda: NameServer(table or {}), local_addr=("127.0.0.1", 0)
     )
+    # The agent under test shares this loop: while it starts a burst of lookups, their
+    # queries queue in the socket, whose default buffer (rmem_default) holds about 256
+    # small datagrams, and the rest were dropped (a name never asked). Root may raise it
+    # past rmem_max; anyone else gets what rmem_max allows.
+    sock = transport.get_extra_info("socket")
+    for option in (getattr(socket, "SO_RCVBUFFORCE", None), socket.SO_RCVBUF):
+        if option is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, option, 16 * 1024 * 1024)
+                break
     try:
         yield server
     finally:
