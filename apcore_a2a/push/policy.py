@@ -128,8 +128,8 @@ class PushUrlPolicy:
     async def resolve(self, url: str, caller: str = "") -> tuple[str | None, list[str]]:
         """``(reason, [])`` when *url* is refused, else ``(None, addresses)``: the checked
         addresses to connect to, in the resolver's order (never a second lookup: DNS
-        rebinding). A host-name lookup
-        counts against *caller* (a quota key; ``""``: callers nobody named share one)."""
+        rebinding). A host-name lookup counts against *caller* (a quota key; ``""``:
+        callers nobody named share one)."""
         if _CONTROL.search(url):
             return "URL contains a control character", []
         if len(url) > MAX_URL_CHARS:
