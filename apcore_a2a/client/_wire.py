@@ -27,7 +27,7 @@ import sys
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 import httpx
 from a2a.client.errors import A2AClientTimeoutError
@@ -391,19 +391,31 @@ def _grpc_error(error: Any, method: str, url: str) -> A2AClientError:
     return A2AServerError(f"gRPC {code} from {url}: {message}", data=details or None)
 
 
-def _grpc_call(exc: BaseException) -> Any:
-    """The failed gRPC call behind *exc*: an SDK error raised from it, or what the SDK
-    raised while reading its error details; ``None`` for another failure."""
+def _from_grpc(exc: BaseException, method: str, url: str) -> A2AClientError | None:
+    """The typed error of the failed gRPC call behind *exc* (an SDK error raised from it, or
+    what the SDK raised while reading its error details); ``None`` for another failure."""
     grpc = sys.modules.get("grpc.aio")
     for behind in (exc.__cause__, exc.__context__):
         if grpc is not None and isinstance(behind, grpc.AioRpcError):
-            return behind
+            return _grpc_error(behind, method, url)
     return None
+
+
+def _alone(error: A2AClientError) -> NoReturn:
+    """Raise *error* with nothing chained. ``from None`` only hides the exception being
+    handled: it stays the error's ``__context__`` (a generator's too, as ``translated``
+    is, raised past its ``except``), and the SDK's error and gRPC's behind it hold the
+    agent's whole status message (up to 16 KiB) for whatever walks the chain."""
+    try:
+        raise error from None
+    finally:
+        error.__context__ = None
 
 
 @contextlib.contextmanager
 def translated(method: str, url: str) -> Iterator[None]:
     """SDK transport failures → the client's typed errors (ours pass through)."""
+    typed: A2AClientError | None = None
     try:
         yield
     except A2AClientError:
@@ -413,13 +425,11 @@ def translated(method: str, url: str) -> Iterator[None]:
     except NotImplementedError as exc:  # what the SDK's 0.3 transports do not offer
         raise UnsupportedOperationError(f"{method} over this binding: {exc}") from exc
     except SDKError as exc:
-        if (rpc := _grpc_call(exc)) is not None:
-            # Ours says it all; the SDK's error and gRPC's behind it hold the agent's whole
-            # status message (up to 16 KiB), which a logged traceback would print.
-            raise _grpc_error(rpc, method, url) from None
-        if isinstance(exc.__cause__, httpx.TransportError):
+        typed = _from_grpc(exc, method, url)  # ours says it all: raised alone, below
+        if typed is None and isinstance(exc.__cause__, httpx.TransportError):
             raise A2AConnectionError(f"{method} to {url} failed: {exc.__cause__}") from exc
-        raise InvalidAgentResponseError(f"agent returned an invalid reply: {exc}") from exc
+        if typed is None:
+            raise InvalidAgentResponseError(f"agent returned an invalid reply: {exc}") from exc
     except (
         ValueError,
         TypeError,
@@ -429,9 +439,11 @@ def translated(method: str, url: str) -> Iterator[None]:
         RecursionError,
         DecodeError,
     ) as exc:
-        if (rpc := _grpc_call(exc)) is not None:  # the SDK could not read the agent's error
-            raise _grpc_error(rpc, method, url) from None  # as above
-        said = " ".join(str(exc).split())  # one line: pydantic's are several
-        raise InvalidAgentResponseError(
-            f"agent returned an invalid {method} result: {said}"[:300]
-        ) from exc
+        typed = _from_grpc(exc, method, url)  # the SDK could not read the agent's error
+        if typed is None:
+            said = " ".join(str(exc).split())  # one line: pydantic's are several
+            raise InvalidAgentResponseError(
+                f"agent returned an invalid {method} result: {said}"[:300]
+            ) from exc
+    if typed is not None:
+        _alone(typed)

@@ -129,6 +129,9 @@ async def test_a_long_grpc_status_is_not_printed_whole_behind_the_typed_error(
     # What logger.exception() prints: the error and every one shown behind it.
     printed = "".join(traceback.format_exception(error))
     assert "m" * (MAX_MESSAGE_CHARS + 1) not in printed
+    # Nor is any held behind it: ``from None`` only hid the SDK's error, still its context.
+    assert (error.__cause__, error.__context__) == (None, None)
+    assert "During handling" not in printed and "AioRpcError" not in printed
 
 
 @dataclass

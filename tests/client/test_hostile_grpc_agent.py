@@ -433,3 +433,34 @@ async def test_a_grpc_stream_ending_before_its_first_event_is_an_invalid_respons
             hostile.events = events
             with pytest.raises(InvalidAgentResponseError, match="before its first event"):
                 [e async for e in client.stream_message("hi")]
+
+
+@pytest.mark.parametrize("version", ["1.0", "0.3"])
+@pytest.mark.parametrize("stream", [False, True], ids=["unary", "stream"])
+async def test_a_typed_grpc_error_has_nothing_behind_it(version: str, stream: bool) -> None:
+    """The SDK's error (and gRPC's behind it) holds the agent's whole status message: it is
+    neither the typed error's cause nor its context, so no traceback, logger or error
+    reporter that walks the chain finds it."""
+    answer = _failing(_status(grpc.StatusCode.NOT_FOUND, "no task", TASK_NOT_FOUND))
+
+    async def events() -> AsyncIterator[pb.StreamResponse]:
+        yield pb.StreamResponse(task=_task(pb.TASK_STATE_WORKING))
+        raise RuntimeError("the agent fails mid-stream")
+
+    async def call(client: A2AClient) -> None:
+        if stream:
+            [e async for e in client.stream_message("hi")]
+        else:
+            await client.send_message("hi")
+
+    # A 1.0 stream starts, then fails (gRPC UNKNOWN); a 0.3 one fails at once.
+    expected = A2AServerError if stream and version == "1.0" else TaskNotFoundError
+    async with _grpc_agent(version=version) as (url, hostile), A2AClient(url, timeout=30) as client:
+        hostile.answer, hostile.events = answer, events
+        with pytest.raises(expected) as raised:
+            await call(client)
+    error = raised.value
+    assert (error.__cause__, error.__context__) == (None, None)
+    if isinstance(error, TaskNotFoundError):  # what the agent said stays on the typed error
+        assert (error.code, error.message) == (-32001, "no task")
+        assert error.data[0]["reason"] == "TASK_NOT_FOUND"
