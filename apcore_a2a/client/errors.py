@@ -138,9 +138,10 @@ class CardVerificationError(A2ADiscoveryError):
 class A2ARemoteError(A2AClientError):
     """The agent answered with an A2A / JSON-RPC error object.
 
-    ``code`` is the JSON-RPC error code and ``data`` the error's ``data`` member as sent,
-    or ``None`` when its JSON is over :data:`MAX_DATA_CHARS` characters: the message then
-    ends saying it was not kept.
+    ``code`` is the JSON-RPC error code, a 32-bit integer (an agent's code that is none, such
+    as a string, a float or ``10**400``, is read as -32603). ``data`` is the error's
+    ``data`` member as sent, or ``None`` when its JSON is over :data:`MAX_DATA_CHARS`
+    characters: the message then ends saying it was not kept.
     """
 
     default_code: ClassVar[int] = -32603
@@ -230,18 +231,24 @@ class A2AServerError(A2ARemoteError, code=-32603):
     """-32603 or any code without a dedicated class; ``code`` and ``data`` are kept."""
 
 
+#: the codes a remote error keeps: a 32-bit integer (any other is read as -32603)
+_CODE_RANGE = range(-(2**31), 2**31)
 _BY_CODE: dict[int | None, type[A2ARemoteError]] = {
     cls.default_code: cls for cls in A2ARemoteError.__subclasses__() if cls is not A2AServerError
 }
 
 
 def error_from_rpc(error: Any) -> A2ARemoteError:
-    """The typed exception of a JSON-RPC ``error`` member (malformed: :class:`A2AServerError`)."""
+    """The typed exception of a JSON-RPC ``error`` member; a malformed one, or one whose
+    ``code`` is no 32-bit integer, is :class:`A2AServerError` with code -32603."""
     if not isinstance(error, dict):
         return A2AServerError(f"agent returned a malformed error: {error!r}")
     code, message = error.get("code"), error.get("message")
     text = message if isinstance(message, str) and message else "agent returned an error"
-    code = code if isinstance(code, int) and not isinstance(code, bool) else None
+    # JSON-RPC 2.0 §5.1: an integer; one past 32 bits (A2A's codes are, gRPC's int32) is
+    # no code either, and an agent's 10**400 is no number for a log line or a span.
+    whole = isinstance(code, int) and not isinstance(code, bool)
+    code = code if whole and code in _CODE_RANGE else None
     cls = _BY_CODE.get(code, A2AServerError)  # no code: no entry either
     return cls(text, code=code, data=error.get("data"))
 

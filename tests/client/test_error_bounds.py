@@ -18,6 +18,7 @@ import pytest
 from apcore_a2a.client import (
     A2AClient,
     A2ADiscoveryError,
+    A2AServerError,
     InvalidAgentResponseError,
     InvalidParamsError,
     TaskBusyError,
@@ -175,3 +176,66 @@ async def test_our_agent_s_task_content_and_its_errors_stay_whole() -> None:
     assert json.dumps("echo: " + text) in json.dumps(task)
     assert caught.value.data and "(cut:" not in caught.value.message
     assert "not kept" not in caught.value.message
+
+
+#: codes no JSON-RPC error has: past a 32-bit integer, or no integer at all (as JSON text)
+NO_CODES = [
+    str(10**400),
+    str(-(10**400)),
+    str(2**31),
+    str(-(2**31) - 1),
+    "-32001.0",
+    "1e400",  # Python reads it as infinity
+    '"-32001"',
+    "true",
+    "null",
+    '{"n": -32001}',
+]
+
+
+def _raw_error(code: str, status: int = 200) -> Any:
+    body = f'{{"jsonrpc": "2.0", "id": 1, "error": {{"code": {code}, "message": "said  so"}}}}'
+    return status, {"content-type": "application/json"}, [body.encode()]
+
+
+@pytest.mark.parametrize("code", NO_CODES)
+async def test_an_error_code_that_is_no_json_rpc_code_is_read_as_an_internal_error(
+    code: str,
+) -> None:
+    stub = StubAgent(rpc=lambda _b: _raw_error(code), card_paths=())
+    async with running_server(stub) as url, A2AClient(url, protocol="1.0") as client:
+        with pytest.raises(A2AServerError) as answered:
+            await client.get_task("t-1")
+        frame = f"event: error\ndata: {_raw_error(code)[2][0].decode()}\n\n"
+        stub.rpc = lambda _b: sse_reply(frame)
+        with pytest.raises(A2AServerError) as streamed:
+            await anext(client.resubscribe("t-1"))
+    for error in (answered.value, streamed.value):
+        assert type(error) is A2AServerError
+        assert (error.code, error.message) == (-32603, "said  so")
+        assert repr(error) == "A2AServerError(code=-32603, message='said  so')"
+
+
+@pytest.mark.parametrize("code", [-(2**31), 2**31 - 1])
+async def test_a_32_bit_error_code_is_kept(code: int) -> None:
+    stub = StubAgent(rpc=lambda _b: _raw_error(str(code)), card_paths=())
+    async with running_server(stub) as url, A2AClient(url, protocol="1.0") as client:
+        with pytest.raises(A2AServerError) as answered:
+            await client.get_task("t-1")
+    assert answered.value.code == code
+
+
+async def test_an_error_code_of_more_digits_than_python_reads_is_an_invalid_response() -> None:
+    stub = StubAgent(rpc=lambda _b: _raw_error("9" * 5000), card_paths=())
+    async with running_server(stub) as url, A2AClient(url, protocol="1.0") as client:
+        with pytest.raises(InvalidAgentResponseError, match="invalid JSON") as caught:
+            await client.get_task("t-1")
+    assert len(caught.value.message) < 1000
+
+
+async def test_a_refusal_whose_code_is_no_json_rpc_code_is_read_as_an_internal_error_too() -> None:
+    stub = StubAgent(rpc=lambda _b: _raw_error(str(-(10**400)), status=500), card_paths=())
+    async with running_server(stub) as url, A2AClient(url, protocol="1.0") as client:
+        with pytest.raises(A2AServerError) as caught:
+            await client.get_task("t-1")
+    assert (caught.value.code, caught.value.message) == (-32603, "said  so")
