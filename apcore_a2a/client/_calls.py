@@ -189,9 +189,11 @@ class Caller:
                                 return
                         seen(item)
                         event = shape.event(item, call.wire)
+                        if event is None:  # what the SDK reads of no member it knows
+                            raise _no_known_member(call.version)
                         # A repeat (an agent replaying the id it resumes from) is neither
                         # yielded nor progress: replayed forever, it would reset the retries.
-                        if event is None or call.repeated:
+                        if call.repeated:
                             continue
                         first_expected, failures = False, 0
                         if task_id is None:
@@ -217,6 +219,17 @@ def _ended_before_an_event(method: str) -> InvalidAgentResponseError:
     return InvalidAgentResponseError(
         f"the agent's stream ended before its first event ({method} answers with the "
         "task or a message first)"
+    )
+
+
+def _no_known_member(version: str) -> InvalidAgentResponseError:
+    """An event holds exactly one member (A2A 1.0.1 §3.2.3, §4.3.3): fields a client does
+    not know are ignored (§5.7), but an event of none it knows is no event. Skipped, it was
+    a gap in the stream no one saw; a 0.3 JSON-RPC event of no known kind is refused alike
+    (``_shapes.check_event_03``, before the SDK drops it)."""
+    return InvalidAgentResponseError(
+        f"agent sent a stream event with no member A2A {version} defines (a task, message, "
+        "status update or artifact update)"
     )
 
 

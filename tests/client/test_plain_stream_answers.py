@@ -78,10 +78,11 @@ EXPECTED: dict[str, tuple[type[Exception], str]] = {
     "html": (InvalidAgentResponseError, "text/html; charset=utf-8, not text/event-stream"),
     "no-events": (InvalidAgentResponseError, "stream ended before its first event"),
     # a2a-sdk's 0.3 REST transport refuses such an event itself, the client a 0.3 JSON-RPC
-    # one (which the SDK would drop: test_stream_kinds_03.py)
+    # one (which the SDK would drop: test_stream_kinds_03.py) and a 1.0 one (which the SDK
+    # reads as empty: test_stream_members.py)
     "unknown-events": (
         InvalidAgentResponseError,
-        "before its first event|Unsupported StreamR|no A2A 0.3 task",
+        "no member A2A 1.0 defines|Unsupported StreamR|no A2A 0.3 task",
     ),
 }
 
