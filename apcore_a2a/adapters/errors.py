@@ -23,6 +23,8 @@ from a2a.utils.errors import (
     TaskNotFoundError,
 )
 
+from apcore_a2a._text import message_line as message_line  # its callers import it here
+
 Outcome = Literal["raise", "failed", "rejected", "canceled"]
 
 MAX_MESSAGE = 500
@@ -57,14 +59,6 @@ def one_line(value: Any, limit: int = MAX_LOG) -> str:
     line breaks escaped, so the record is one line under any formatter (an application
     that configures logging itself keeps its own, which does not escape them)."""
     return escape_line_breaks(clean_for_log(value, limit))
-
-
-def message_line(text: str) -> str:
-    """*text* (pydantic's, YAML's and a database's messages run to several lines) as one
-    line for a person to read: its lines joined by a space, each stripped. Spaces inside a
-    line stay as they are: a refusal quoting ``'no  such'`` must not say ``'no such'``.
-    (:func:`one_line` is for a log argument: it escapes the line breaks instead.)"""
-    return " ".join(line.strip() for line in text.splitlines() if line.strip())
 
 
 def escape_line_breaks(cleaned: str) -> str:

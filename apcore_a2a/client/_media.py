@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import re
 
+from apcore_a2a._text import message_line
+
 #: an RFC 9110 token: what a type and a subtype are made of
 _TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 
@@ -49,5 +51,5 @@ def event_stream(header: str | None) -> str | None:
 
 
 def shown(header: str | None) -> str:
-    """*header* for a message: one line of at most 100 characters."""
-    return " ".join((header or "").split())[:100] or "no content type"
+    """*header* for a message: one line of at most 100 characters, its spaces as sent."""
+    return message_line(header or "")[:100] or "no content type"

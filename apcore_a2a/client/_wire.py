@@ -36,6 +36,7 @@ from google.protobuf.json_format import MessageToDict, ParseError
 from google.protobuf.message import DecodeError
 from httpx_sse import EventSource
 
+from apcore_a2a._text import message_line
 from apcore_a2a.client._media import EVENT_STREAM, event_stream, is_json, shown
 from apcore_a2a.client._shapes import check_event_03
 from apcore_a2a.client.errors import (
@@ -237,7 +238,7 @@ def refused(response: httpx.Response, content: bytes, whole: bool = True) -> A2A
         said = oversized(response)
     elif not isinstance(said, str):
         said = text[:200] if text and text[0] not in "{[<" else ""
-    said = " ".join(said.split())[:300]
+    said = message_line(said)[:300]
     if status == 415:
         return ContentTypeNotSupportedError(said or "the agent does not accept the content type")
     cls = A2AAuthenticationError if status in (401, 403) else A2AConnectionError
@@ -441,7 +442,7 @@ def translated(method: str, url: str) -> Iterator[None]:
     ) as exc:
         typed = _from_grpc(exc, method, url)  # the SDK could not read the agent's error
         if typed is None:
-            said = " ".join(str(exc).split())  # one line: pydantic's are several
+            said = message_line(str(exc))  # pydantic's run to several lines
             raise InvalidAgentResponseError(
                 f"agent returned an invalid {method} result: {said}"[:300]
             ) from exc

@@ -123,6 +123,25 @@ async def test_unusable_replies_are_invalid_agent_responses(reply: Any) -> None:
             await client.get_task("t-1")
 
 
+async def test_what_an_agent_says_keeps_its_spaces_on_one_line() -> None:
+    """Its lines are joined (each stripped), the spaces inside one kept: a refusal quoting
+    ``'a  b'`` does not say ``'a b'`` (as the server's own messages: ``message_line``)."""
+    refusal = {"error": {"message": "no value  'a  b'\n   on line  2 "}}
+    # a2a-sdk's 0.3 transport refuses it in pydantic's words: several lines, quoting it
+    task = {"kind": "task", "id": "t-1", "contextId": "c-1", "status": {"state": "no  such"}}
+    stub = StubAgent(rpc=lambda _b: json_reply(refusal, 500), card_paths=())
+    async with running_server(stub) as url, A2AClient(url, protocol="0.3") as client:
+        with pytest.raises(A2AConnectionError) as refused:
+            await client.get_task("t-1")
+        stub.rpc = lambda _b: json_reply({"jsonrpc": "2.0", "id": 1, "result": task})
+        with pytest.raises(InvalidAgentResponseError) as invalid:
+            await client.get_task("t-1")
+    assert refused.value.message == f"HTTP 500 from {url}: no value  'a  b' on line  2"
+    said = invalid.value.message
+    assert "\n" not in said and "Task status.state Input" in said
+    assert "input_value='no  such'" in said, said
+
+
 async def test_connection_refused() -> None:
     url = f"http://127.0.0.1:{free_port()}"
     async with A2AClient(url, protocol="1.0") as client:

@@ -68,6 +68,7 @@ NOT_JSON = [
     "text/json+html",
     "application/+json",
     "application json",
+    "text/html;  note=a  b",  # its spaces kept as sent: a header is quoted as given
     None,
 ]
 
