@@ -71,12 +71,19 @@ async def read_at_most(response: httpx.Response, limit: int) -> tuple[bytes, boo
     return bytes(body), True
 
 
-def json_or_none(content: bytes) -> Any:
-    """*content* as JSON, or ``None`` when it is not (too deep to parse is a ``RecursionError``)."""
+def parse_json(content: str | bytes) -> tuple[Any, str | None]:
+    """*content* as JSON and ``None``, else ``None`` and why it is not (too deep to parse
+    is a ``RecursionError``): the reason, not the parser's error, whose ``doc`` keeps the
+    whole text (up to :data:`MAX_ANSWER_BYTES`) for as long as an error chained to it is."""
     try:
-        return json.loads(content)
-    except (ValueError, RecursionError):
-        return None
+        return json.loads(content), None
+    except (ValueError, RecursionError) as exc:
+        return None, str(exc)
+
+
+def json_or_none(content: bytes) -> Any:
+    """*content* as JSON, or ``None`` when it is not."""
+    return parse_json(content)[0]
 
 
 async def get_at_most(
@@ -127,7 +134,11 @@ class Call:
         """Keep the result of *text* (an answer or SSE event) in :attr:`wire`; return what
         the transport should read instead, or ``None`` for *text* itself. Raises the typed
         error it carries (*error*: an ``event: error`` frame)."""
-        payload = _parsed(text)
+        payload, problem = parse_json(text)
+        if problem is not None:
+            raise InvalidAgentResponseError(
+                f"agent returned invalid JSON ({problem}): {text[:200]!r}"
+            )
         if self.binding == "JSONRPC":
             if not isinstance(payload, dict):
                 raise InvalidAgentResponseError(f"agent returned a non-object reply: {text!r:.200}")
@@ -146,17 +157,6 @@ class Call:
             check_event_03(result)
         self.wire = None if _whole_in_proto(result) else result
         return None if fixed is payload else fixed
-
-
-def _parsed(text: str | bytes) -> Any:
-    """*text* as JSON, else :class:`InvalidAgentResponseError`: raised after the parser's
-    error is gone, which keeps the whole text (up to :data:`MAX_ANSWER_BYTES`) for as long
-    as an exception chained to it is held."""
-    try:
-        return json.loads(text)
-    except (ValueError, RecursionError) as exc:
-        reason = str(exc)
-    raise InvalidAgentResponseError(f"agent returned invalid JSON ({reason}): {text[:200]!r}")
 
 
 def _one_of_result_and_error(payload: dict[str, Any], may_be_empty: bool) -> None:

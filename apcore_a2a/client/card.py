@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import json
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Literal, NamedTuple
@@ -26,7 +25,7 @@ from a2a.types import AgentCard
 from a2a.utils.signing import SignatureVerificationError, create_signature_verifier
 from google.protobuf.json_format import MessageToDict, ParseDict
 
-from apcore_a2a.client._wire import get_at_most, json_or_none
+from apcore_a2a.client._wire import get_at_most, json_or_none, parse_json
 from apcore_a2a.client.errors import (
     A2ADiscoveryError,
     CardVerificationError,
@@ -115,13 +114,9 @@ class AgentCardFetcher:
                     raise A2ADiscoveryError(
                         f"agent card at {url} is larger than {MAX_CARD_BYTES} bytes"
                     )
-                invalid = False
-                try:
-                    card = json.loads(content)
-                except (ValueError, RecursionError):
-                    invalid = True  # raised below: the parser's error keeps the whole card
-                if invalid:
-                    raise A2ADiscoveryError(f"agent card at {url} is not valid JSON")
+                card, problem = parse_json(content)
+                if problem is not None:
+                    raise A2ADiscoveryError(f"agent card at {url} is not valid JSON ({problem})")
                 if not isinstance(card, dict) or not isinstance(card.get("name"), str):
                     raise A2ADiscoveryError(f"{url} did not return an agent card object")
                 if self._verify is not None:

@@ -90,7 +90,7 @@ async def test_legacy_card_path_is_tried_second() -> None:
 @pytest.mark.parametrize(
     ("card", "match"),
     [
-        (b"{not json", "not valid JSON"),
+        (b"{not json", r"not valid JSON \(Expecting property name .*\(char 1\)\)$"),
         ([1, 2, 3], "agent card object"),
         ({"description": "no name"}, "agent card object"),
     ],
