@@ -27,8 +27,8 @@ from typing import Any
 
 from a2a.compat.v0_3.conversions import to_compat_task_status
 from a2a.server.context import ServerCallContext
-from a2a.server.tasks import DatabaseTaskStore
-from a2a.types import ListTasksRequest, ListTasksResponse, TaskState, TaskStatus
+from a2a.server.tasks import DatabaseTaskStore, TaskStore
+from a2a.types import ListTasksRequest, ListTasksResponse, Task, TaskState, TaskStatus
 from a2a.utils.constants import DEFAULT_LIST_TASKS_PAGE_SIZE
 from a2a.utils.errors import InvalidParamsError
 from a2a.utils.task import (
@@ -73,6 +73,37 @@ async def create_state_index(store: DatabaseTaskStore) -> None:
     state = state_sql(store.engine.dialect.name)
     columns = f"owner, ({state}), last_updated, id"
     await create_sql_index(store.engine, STATE_INDEX_NAME, table, columns)
+
+
+def pages_of(store: DatabaseTaskStore) -> TaskStore:
+    """An application's own *store*, whose ``ListTasks`` pages are :class:`TaskPages` (an
+    unreadable row is left out of its page, not failing it) where they can be: the SDK's
+    ``list`` (not a subclass's) on SQLite or PostgreSQL. Otherwise *store* as it is."""
+    if (
+        type(store).list is not DatabaseTaskStore.list
+        or store.engine.dialect.name not in _RAW_STATE
+    ):
+        return store
+    return _PagedStore(store)
+
+
+class _PagedStore(TaskStore):
+    def __init__(self, store: DatabaseTaskStore) -> None:
+        self.owner_resolver = store.owner_resolver
+        self._store, self._pages = store, TaskPages(store)
+
+    async def save(self, task: Task, context: ServerCallContext) -> None:
+        await self._store.save(task, context)
+
+    async def get(self, task_id: str, context: ServerCallContext) -> Task | None:
+        return await self._store.get(task_id, context)
+
+    async def delete(self, task_id: str, context: ServerCallContext) -> None:
+        await self._store.delete(task_id, context)
+
+    async def list(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
+        await self._store.initialize()  # the SDK's list creates the table as its other calls do
+        return await self._pages.list(params, context)
 
 
 def _ns(value: datetime) -> int:

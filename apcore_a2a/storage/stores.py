@@ -156,6 +156,12 @@ def open_stores(task_store: str | TaskStore, settings: Settings) -> Stores:
         if isinstance(store, BoundedMemoryTaskStore):
             stores.contexts = ContextGuard(store.others_in, store.owner_of)
         elif isinstance(store, DatabaseTaskStore):  # a caller's own SQL store
+            from apcore_a2a.upstream.unreadable_rows import read_rows_safely
+
+            from .listing import pages_of
+
+            read_rows_safely(store)  # an unreadable row costs its own task only
+            stores.task_store = store_view(pages_of(store))
             stores.fields = StoredFields(store)
             stores.contexts = ContextGuard(sql_others(store, indexed=False), store.owner_resolver)
         else:  # a store that cannot tell: this process's open requests only

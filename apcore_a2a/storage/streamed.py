@@ -54,7 +54,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from apcore_a2a.upstream.sql_task_rows import TaskRows
 from apcore_a2a.upstream.task_version import version_number
-from apcore_a2a.upstream.unreadable_rows import RowReader
+from apcore_a2a.upstream.unreadable_rows import read_rows_safely
 
 from .group_commit import GroupCommit
 from .listing import TaskPages
@@ -80,7 +80,8 @@ class ChunkedTaskStore(VersionedDatabaseTaskStore):
 
     def __init__(self, engine: AsyncEngine) -> None:
         # A row that holds no readable task is a typed error on every read of it.
-        super().__init__(engine, model_to_core_conversion=RowReader(engine))
+        super().__init__(engine)
+        read_rows_safely(self._sql)
         self._rows = TaskRows(self._sql)
         #: (task id, version) -> ``task_events.seq`` of the event that save inserted
         self.seqs: LRUCache[tuple[str, int], int] = LRUCache(NOTED_SEQS)

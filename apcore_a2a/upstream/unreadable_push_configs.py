@@ -23,14 +23,13 @@ from a2a.server.context import ServerCallContext
 from a2a.server.models import PushNotificationConfigModel
 from a2a.server.tasks import DatabasePushNotificationConfigStore
 from a2a.types import TaskPushNotificationConfig
-from cachetools import LRUCache
 from sqlalchemy import ColumnElement, and_, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from .unreadable_rows import WarnOnce
+
 logger = logging.getLogger(__name__)
 
-#: Unreadable rows already logged (a list read again must not log them again).
-LOGGED_ROWS = 10_000
 #: The versions a2a-sdk writes (``None``: a row from before the column).
 KNOWN_VERSIONS = ("1.0", "0.3", None)
 
@@ -41,7 +40,7 @@ class ReadableConfigStore(DatabasePushNotificationConfigStore):
 
     def __init__(self, engine: AsyncEngine, encryption_key: str | None = None) -> None:
         super().__init__(engine, encryption_key=encryption_key)
-        self._logged: LRUCache[tuple[str, str], None] = LRUCache(LOGGED_ROWS)
+        self._warn = WarnOnce(logger)
 
     async def _select_configs(
         self, *predicates: ColumnElement[bool]
@@ -101,12 +100,9 @@ class ReadableConfigStore(DatabasePushNotificationConfigStore):
         return self._parse_config(data.decode(), model.task_id, model.protocol_version)
 
     def _log(self, model: PushNotificationConfigModel, what: str) -> None:
-        row = (model.task_id, model.config_id)
-        if row in self._logged:
-            return
-        self._logged[row] = None
         # The ids and what failed, never the row's content (its URL and token are secrets).
-        logger.warning(
+        self._warn(
+            (model.task_id, model.config_id),
             "task %s, push config %s: its stored row cannot be read as a push config "
             "(protocol_version %.16r, %s); the row is left as it is, not listed and not "
             "sent events, and its owner can delete it",

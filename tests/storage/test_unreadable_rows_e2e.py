@@ -8,7 +8,7 @@ recovery met it. Here the rows are damaged by SQL beside good rows of the same o
 of another owner, on one process and in cluster mode: the agent starts, pages skip the
 damaged rows (their tokens still advance past them), ``GetTask`` of one answers the typed
 ``TaskUnreadableError``, each is logged once at WARNING by id, and no read rewrites or
-deletes a row.
+deletes a row. An application's own SDK ``DatabaseTaskStore`` is read the same way.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import pytest
 from a2a.client import ClientCallContext
 from a2a.compat.v0_3 import a2a_v0_3_pb2
 from a2a.server.models import TaskModel
+from a2a.server.tasks import DatabaseTaskStore
 from a2a.types import GetTaskRequest, ListTasksRequest
 from apcore import Registry
 from sqlalchemy import select, update
@@ -68,22 +69,35 @@ DAMAGES: dict[str, tuple[str | None, Any]] = {
 }
 
 
+#: How the agent keeps its tasks: the store its URL builds (one process, or cluster mode),
+#: or the application's own SDK ``DatabaseTaskStore`` on the same database.
+MODES = ["single", "cluster", "application's store"]
+
+
 @contextlib.asynccontextmanager
-async def _agent(url: str, cluster: bool) -> AsyncIterator[tuple[httpx.AsyncClient, str, str]]:
+async def _agent(url: str, mode: str) -> AsyncIterator[tuple[httpx.AsyncClient, str, str]]:
     """A served agent on *url*: (its HTTP client, its base URL, its gRPC address)."""
     registry = Registry()
     registry.register("demo.add", Add())
     grpc_port = free_port()
+    own = DatabaseTaskStore(create_engine(parse_store_url(url))) if mode == MODES[2] else None
     app, _ = A2AServerFactory(
         registry,
         environ={},
-        task_store=url,
+        task_store=own or url,
         grpc_port=grpc_port,
         api_keys=tuple(f"{key}={owner}" for owner, key in KEYS.items()),
-        cluster=cluster,
+        cluster=mode == "cluster",
     ).create()
-    async with running_server(app) as base, httpx.AsyncClient(base_url=base, timeout=60) as http:
-        yield http, base, f"127.0.0.1:{grpc_port}"
+    try:
+        async with (
+            running_server(app) as base,
+            httpx.AsyncClient(base_url=base, timeout=60) as http,
+        ):
+            yield http, base, f"127.0.0.1:{grpc_port}"
+    finally:
+        if own is not None:
+            await own.engine.dispose()
 
 
 async def _rows(url: str) -> dict[str, tuple[Any, ...]]:
@@ -158,11 +172,11 @@ def _no_internals(text: str) -> None:
     assert "Traceback" not in text and SECRET not in text and "site-packages" not in text, text
 
 
-@pytest.mark.parametrize("cluster", [False, True], ids=["single", "cluster"])
+@pytest.mark.parametrize("mode", MODES)
 async def test_an_unreadable_row_costs_only_its_own_task(
-    sql_url: str, cluster: bool, caplog: pytest.LogCaptureFixture
+    sql_url: str, mode: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    async with _agent(sql_url, cluster) as (http, _base, _grpc):
+    async with _agent(sql_url, mode) as (http, _base, _grpc):
         for owner, count in (("alice", 8), ("bob", 3)):
             for _ in range(count):
                 answer = (await http.post("/", json=_send(), headers=_headers(owner))).json()
@@ -182,7 +196,7 @@ async def test_an_unreadable_row_costs_only_its_own_task(
 
     caplog.set_level(logging.WARNING, logger="apcore_a2a")
     # The start's recovery reads the running ones ("working"): the agent starts all the same.
-    async with _agent(sql_url, cluster) as (http, base, address):
+    async with _agent(sql_url, mode) as (http, base, address):
         for rest in (False, True):
             for owner, expected in (("alice", good), ("bob", bob)):
                 pages = await _pages_over_http(http, owner, rest)
