@@ -89,8 +89,8 @@ def pages_of(store: DatabaseTaskStore) -> TaskStore:
 
 class _PagedStore(TaskStore):
     def __init__(self, store: DatabaseTaskStore) -> None:
-        self.owner_resolver = store.owner_resolver
-        self._store, self._pages = store, TaskPages(store)
+        self._store = store
+        self._pages = TaskPages(store)
 
     async def save(self, task: Task, context: ServerCallContext) -> None:
         await self._store.save(task, context)
