@@ -61,10 +61,8 @@ class ReadableConfigStore(DatabasePushNotificationConfigStore):
     async def stored_config_ids(self, task_id: str) -> set[str]:
         """The ids of every config row *task_id* holds, of every owner, readable or not
         (the cap counts rows: a row left out of lists is stored all the same)."""
-        await self._ensure_initialized()
-        async with self.async_session_maker() as session:
-            query = select(self.config_model.config_id).where(self.config_model.task_id == task_id)
-            return set((await session.execute(query)).scalars().all())
+        rows = await self._models(self.config_model.task_id == task_id)
+        return {row.config_id for row in rows}
 
     async def _models(self, *predicates: ColumnElement[bool]) -> list[PushNotificationConfigModel]:
         await self._ensure_initialized()
