@@ -29,6 +29,7 @@ BOB = "bob-key-0123456789abcdef00"
 #: More callers with names that never answer than there once were lookup threads (64).
 STUCK_CALLERS = 100
 _IMMEDIATELY = {"returnImmediately": True}
+_POOL = httpx.Limits(max_connections=None, keepalive_expiry=1.0)
 
 
 def _send_with_hook(url: str) -> dict[str, Any]:
@@ -78,7 +79,10 @@ async def _agent_on(
     )
     async with (
         agent as (base, _app),
-        httpx.AsyncClient(timeout=60, limits=httpx.Limits(max_connections=None)) as client,
+        # Idle connections are let go well before uvicorn's (5 s, httpx's default too):
+        # a request sent on one the server is closing fails (ReadError), and a burst of
+        # 100 callers that keeps the agent busy for seconds left some idle that long.
+        httpx.AsyncClient(timeout=60, limits=_POOL) as client,
     ):
         yield base, client
 
@@ -105,6 +109,7 @@ async def test_callers_whose_names_never_answer_leave_another_callers_lookup_fre
     stuck_keys = [f"stuck-{n:03}-0123456789abcdef" for n in range(STUCK_CALLERS)]
     async with (
         name_server({"bob.hooks.test": ["127.0.0.1"]}) as dns,
+        receiver() as rec,  # Bob's deliveries succeed: no retries for the agent's exit to end
         _agent_on(dns, [*stuck_keys, BOB], push_timeout=120.0) as (base, client),
     ):
         stuck = [
@@ -112,7 +117,8 @@ async def test_callers_whose_names_never_answer_leave_another_callers_lookup_fre
             for n, key in enumerate(stuck_keys)
         ]
         await dns.until(lambda: len(_stuck_names(dns)) == STUCK_CALLERS)
-        reply = await register(client, base, BOB, "http://bob.hooks.test:9/", how)
+        bob_hook = f"http://bob.hooks.test:{httpx.URL(rec.base).port}/hook"
+        reply = await register(client, base, BOB, bob_hook, how)
         still_out = sum(not task.done() for task in stuck)
         dns.release()
         refused = await asyncio.wait_for(asyncio.gather(*stuck), 120)
