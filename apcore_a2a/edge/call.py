@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -95,6 +96,10 @@ class CallRecord:
     cancel_reason: str | None = None
     #: what the call answered (``streams/tap.py``'s ``Answer``; none for ``internal`` calls)
     answer: Any = None
+    #: returns once the call's client has hung up: an HTTP call's, whose handler runs on
+    #: after a hang-up (set by the HTTP context builder); ``None`` where nothing tells, or
+    #: where the binding cancels the call itself (gRPC)
+    client_gone: Callable[[], Awaitable[None]] | None = None
 
 
 def attach(context: ServerCallContext, record: CallRecord) -> CallRecord:

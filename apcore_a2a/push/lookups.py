@@ -1,15 +1,17 @@
 """Webhook host-name lookups shared fairly between callers.
 
-Each caller has at most :data:`LOOKUPS_PER_CALLER` lookups in flight; its further ones
+Each caller waits for at most :data:`LOOKUPS_PER_CALLER` lookups at once; its further ones
 wait for its own slot (within ``push_timeout``). Lookups of the same name at the same time
-share one, whoever asked, and the lookup is cancelled when the last of them stops waiting
-(its ``push_timeout`` ran out, its request ended): a name whose DNS never answers is asked
-no longer than someone waits for it, and its caller's slot comes back then.
+share one, whoever asked. A lookup is charged to the callers waiting for it, one slot
+each however many of their requests wait, whoever started it: a caller that stops waiting
+(its ``push_timeout`` ran out, its request ended or its client hung up) gets its slot back
+at once, while the others still wait; the lookup is cancelled when the last of them
+stops waiting, so a name whose DNS never answers is asked no longer than someone waits.
 
 A lookup costs a pending query and its UDP socket (``push/dns.py``), not a thread, so many
 can be out at once; but one caller with many quota keys (API keys, or anonymous IPv6
 networks: a /48 holds 65,536 /64s) can start one per key, and each stays out for
-``push_timeout`` after its request hangs up. At most :data:`MAX_LOOKUPS` are out at once:
+``push_timeout`` while its request stays open. At most :data:`MAX_LOOKUPS` are out at once:
 their sockets stay well inside a process's file limit, and past it a lookup waits its
 turn (first come, first served, within its caller's ``push_timeout``) instead of taking a
 descriptor the agent's connections need.
@@ -35,7 +37,7 @@ MAX_LOOKUPS = 256
 
 @dataclass(eq=False)
 class _Share:
-    """One caller's lookup slots, while any of its lookups waits or runs."""
+    """One caller's lookup slots, while any of its requests waits for a lookup."""
 
     slots: asyncio.Semaphore
     users: int = 0
@@ -43,10 +45,11 @@ class _Share:
 
 @dataclass(eq=False)
 class _Running:
-    """One lookup in flight and how many callers wait for it."""
+    """One lookup in flight and, per caller, how many of its requests wait for it: each
+    such caller pays one of its slots for it."""
 
     task: asyncio.Task[Sequence[str]]
-    waiters: int = 0
+    callers: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(eq=False)
@@ -67,45 +70,50 @@ class FairLookups:
     async def lookup(self, host: str, port: int, caller: str) -> Sequence[str]:
         """The addresses of *host*; raises what the resolver raises."""
         key = (host.lower(), port)
-        running = self._running.get(key) or await self._start(key, host, port, caller)
-        running.waiters += 1
-        try:
-            # Shielded: a caller that stops waiting leaves the lookup to the others.
-            return await asyncio.shield(running.task)
-        finally:
-            running.waiters -= 1
-            if not running.waiters and not running.task.done():
-                # The last one gone: end its queries and free the slot before answering,
-                # so the caller's next lookup finds its slot free. A caller asking for the
-                # name meanwhile starts a lookup of its own, not one that is ending.
-                if self._running.get(key) is running:
-                    del self._running[key]
-                running.task.cancel()
-                await asyncio.wait([running.task])
-
-    async def _start(self, key: tuple[str, int], host: str, port: int, caller: str) -> _Running:
         share = self._shares.get(caller)
         if share is None:
             share = self._shares[caller] = _Share(asyncio.Semaphore(LOOKUPS_PER_CALLER))
         share.users += 1
         try:
-            await share.slots.acquire()
+            running = await self._join(key, host, port, caller, share)
             try:
-                await self._slots.acquire()
-            except BaseException:
+                # Shielded: a caller that stops waiting leaves the lookup to the others.
+                return await asyncio.shield(running.task)
+            finally:
+                await self._leave(key, running, caller, share)
+        finally:
+            share.users -= 1
+            if not share.users and self._shares.get(caller) is share:
+                del self._shares[caller]  # no entry for a caller with nothing in flight
+
+    async def _join(
+        self, key: tuple[str, int], host: str, port: int, caller: str, share: _Share
+    ) -> _Running:
+        """The lookup of *key*, started if none runs, with *caller* counted as waiting."""
+        running = self._running.get(key)
+        if running is None or caller not in running.callers:
+            await share.slots.acquire()  # the caller pays for a lookup it was not waiting for
+            running = self._running.get(key)
+            if running is None:
+                try:
+                    running = await self._start(key, host, port)
+                except BaseException:
+                    share.slots.release()
+                    raise
+            if caller in running.callers:  # another of its requests joined meanwhile
                 share.slots.release()
-                raise
-        except BaseException:
-            self._leave(caller, share)
-            raise
+        running.callers[caller] = running.callers.get(caller, 0) + 1
+        return running
+
+    async def _start(self, key: tuple[str, int], host: str, port: int) -> _Running:
+        await self._slots.acquire()
         running = self._running.get(key)
         if running is not None:  # started by another caller while this one waited
             self._slots.release()
-            share.slots.release()
-            self._leave(caller, share)
             return running
-        running = _Running(asyncio.create_task(_addresses(self.resolve, host, port)))
-        self._running[key] = running
+        running = self._running[key] = _Running(
+            asyncio.create_task(_addresses(self.resolve, host, port))
+        )
 
         def ended(task: asyncio.Task[Sequence[str]]) -> None:
             if self._running.get(key) is running:
@@ -113,16 +121,27 @@ class FairLookups:
             if not task.cancelled():
                 task.exception()  # retrieved: nobody may be waiting any more
             self._slots.release()
-            share.slots.release()
-            self._leave(caller, share)
 
         running.task.add_done_callback(ended)
         return running
 
-    def _leave(self, caller: str, share: _Share) -> None:
-        share.users -= 1
-        if not share.users and self._shares.get(caller) is share:
-            del self._shares[caller]  # no entry for a caller with nothing in flight
+    async def _leave(
+        self, key: tuple[str, int], running: _Running, caller: str, share: _Share
+    ) -> None:
+        """*caller* stops waiting for *running*: its slot comes back once none of its
+        requests waits for it; the lookup ends once nobody waits for it."""
+        running.callers[caller] -= 1
+        if not running.callers[caller]:
+            del running.callers[caller]
+            share.slots.release()
+        if not running.callers and not running.task.done():
+            # The last one gone: end its queries (and free its socket) before answering.
+            # A caller asking for the name meanwhile starts a lookup of its own, not one
+            # that is ending.
+            if self._running.get(key) is running:
+                del self._running[key]
+            running.task.cancel()
+            await asyncio.wait([running.task])
 
     def cancel(self) -> None:
         """Cancel every lookup in flight."""

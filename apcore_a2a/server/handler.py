@@ -51,6 +51,7 @@ from a2a.types import (
 )
 from a2a.utils.errors import (
     A2AError,
+    InvalidParamsError,
     TaskNotCancelableError,
     TaskNotFoundError,
     UnsupportedOperationError,
@@ -325,9 +326,28 @@ class ApCoreRequestHandler(DefaultRequestHandler):
         self, config: TaskPushNotificationConfig, context: ServerCallContext
     ) -> None:
         """The SSRF policy on *config*'s webhook URL, its host-name lookup counted against
-        the call's caller (``push/lookups.py``)."""
-        if self._push_url_check is not None:
-            await self._push_url_check(config.url, record_of(context).caller)
+        the call's caller (``push/lookups.py``) while its client is there: a client that
+        hangs up ends the check, so a lookup nobody else waits for ends with it and the
+        caller's lookup slot comes back then, not at ``push_timeout``."""
+        if self._push_url_check is None:
+            return
+        call = record_of(context)
+        check = self._push_url_check(config.url, call.caller)
+        if call.client_gone is None:
+            await check
+            return
+        checking, gone = asyncio.ensure_future(check), asyncio.ensure_future(call.client_gone())
+        try:
+            await asyncio.wait((checking, gone), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            checking.cancel()
+            gone.cancel()
+            await asyncio.gather(checking, gone, return_exceptions=True)
+        if checking.cancelled():  # nobody is left to answer: a refusal, for the logs
+            raise InvalidParamsError(
+                message="Invalid push notification URL: the client hung up before it was checked"
+            )
+        checking.result()  # the policy's refusal, if any
 
     @answering
     async def on_cancel_task(

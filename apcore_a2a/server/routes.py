@@ -4,6 +4,7 @@ seam's corrections, and the call-context builder they share, which puts the call
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from a2a.server.context import ServerCallContext
@@ -11,6 +12,7 @@ from a2a.server.routes import create_jsonrpc_routes, create_rest_routes
 from a2a.server.routes.common import DefaultServerCallContextBuilder
 from starlette.requests import Request
 from starlette.routing import BaseRoute, Mount, Route
+from starlette.types import Receive
 
 from apcore_a2a.classify import describe, request_info
 from apcore_a2a.edge.call import CallRecord, attach
@@ -41,9 +43,17 @@ class ApCoreCallContextBuilder(DefaultServerCallContextBuilder):
         answer = info.answer if info is not None else None
         caller = self.caller_keys.of_scope(request.scope)
         record = attach(context, CallRecord(binding, version, method, caller, answer=answer))
+        record.client_gone = functools.partial(_hang_up, request.receive)
         if isinstance(answer, Answer):
             answer.call = record
         return context
+
+
+async def _hang_up(receive: Receive) -> None:
+    """Return once the client hangs up. The handler runs once the body was read, so
+    only the hang-up is left to receive (or the body, if the route never read it)."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
 
 
 def a2a_routes(
