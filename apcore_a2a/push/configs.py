@@ -17,7 +17,7 @@ import asyncio
 import hashlib
 import re
 import uuid
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING
 
 from a2a.server.context import ServerCallContext
 from a2a.server.models import PushNotificationConfigModel
@@ -29,6 +29,7 @@ from apcore_a2a.errors import QuotaExceededError
 from apcore_a2a.push.bodies import protocol_version
 from apcore_a2a.push.status import ConfigStatusBook, config_versions
 from apcore_a2a.storage.fields import unstorable
+from apcore_a2a.storage.outages import ConfigRows
 from apcore_a2a.storage.quota_slots import PUSH_SCOPE
 
 if TYPE_CHECKING:
@@ -46,14 +47,6 @@ MAX_CONFIG_ID_CHARS: int = min(
     getattr(PushNotificationConfigModel.__table__.c.config_id.type, "length", None) or 255,
     getattr(config_versions.c.config_id.type, "length", None) or 255,
 )
-
-
-@runtime_checkable
-class RowCountingStore(Protocol):
-    """A config store that can name every config a task stores, readable or not (the SQL
-    stores); a store without it (in memory) lists every config it holds."""
-
-    async def stored_config_ids(self, task_id: str) -> set[str]: ...
 
 
 def _holder(task_id: str, config_id: str) -> str:
@@ -143,7 +136,7 @@ class PushConfigStore(PushNotificationConfigStore):
 
     async def _stored_ids(self, task_id: str) -> set[str]:
         """The ids of the configs *task_id* stores, of every owner, readable or not."""
-        if isinstance(self.inner, RowCountingStore):
+        if isinstance(self.inner, ConfigRows):  # a store in memory lists every config
             return await self.inner.stored_config_ids(task_id)
         return {c.id or task_id for c in await self.inner.get_info_for_dispatch(task_id)}
 

@@ -64,6 +64,7 @@ from apcore_a2a.execution.routing import TaskLookup, check_follow_up
 from apcore_a2a.push.sender import RetryingPushSender
 from apcore_a2a.server.task_quota import TaskQuota
 from apcore_a2a.storage.event_log import MemoryEventLog, RecordingTaskStore
+from apcore_a2a.storage.outages import ConfigRows
 from apcore_a2a.storage.stores import Stores
 from apcore_a2a.streams.backlog import bounded
 from apcore_a2a.streams.resume import EventLog, PositionTap, StreamPositions, subscribe_from_log
@@ -113,7 +114,7 @@ class ApCoreRequestHandler(DefaultRequestHandler):
         #: the SSRF policy's ``validate(url, caller)``: here, not the SDK's validator, which
         #: gets the URL alone and so could not count a lookup against its caller
         self._push_url_check = push_url_check
-        self._push_config_unreadable = stores.push_config_unreadable
+        self._stored_configs = stores.push_config_store  # a SQL one's rows: ConfigRows
         sender = kwargs.get("push_sender")
         self._push = sender if isinstance(sender, RetryingPushSender) else None
         on_save = getattr(task_store, "on_save", None)  # the store view (storage/observed.py)
@@ -316,8 +317,10 @@ class ApCoreRequestHandler(DefaultRequestHandler):
             )
         except TaskNotFoundError:
             # The SDK's lists leave a config it cannot read out: it exists all the same.
-            unreadable = self._push_config_unreadable
-            if unreadable is not None and await unreadable(params.task_id, params.id, context):
+            rows = self._stored_configs
+            if isinstance(rows, ConfigRows) and await rows.unreadable(
+                params.task_id, params.id, context
+            ):
                 raise PushConfigUnreadableError.of(params.task_id, params.id) from None
             raise
         return config

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
+from a2a.server.context import ServerCallContext
 from a2a.server.tasks import PushNotificationConfigStore
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
@@ -69,15 +70,28 @@ def _guard(name: str) -> Any:
     return call
 
 
+@runtime_checkable
+class ConfigRows(Protocol):
+    """A SQL push-config store's rows, a row its lists leave out included (every config id
+    of a task; whether one is unreadable: ``upstream/unreadable_push_configs.py``)."""
+
+    async def stored_config_ids(self, task_id: str) -> set[str]: ...
+
+    async def unreadable(
+        self, task_id: str, config_id: str, context: ServerCallContext
+    ) -> bool: ...
+
+
 class GuardedPushStore(PushNotificationConfigStore):
-    """A push-config store raising ``StoreUnavailableError`` on outages (over the SQL
-    store, whose ``stored_config_ids`` it passes on too)."""
+    """The SQL push-config store raising ``StoreUnavailableError`` on outages, in the
+    SDK's methods and :class:`ConfigRows`' alike."""
 
     def __init__(self, inner: PushNotificationConfigStore) -> None:
         self.inner = inner
 
     set_info = _guard("set_info")
     stored_config_ids = _guard("stored_config_ids")
+    unreadable = _guard("unreadable")
     get_info = _guard("get_info")
     get_info_for_dispatch = _guard("get_info_for_dispatch")
     delete_info = _guard("delete_info")

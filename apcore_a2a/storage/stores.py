@@ -68,8 +68,6 @@ class Stores:
             it before any task exists.
         contexts: Refuses a new task in a context holding another owner's task
             (``contexts.py``).
-        push_config_unreadable: SQL stores: whether the caller's stored config of a task
-            is one that cannot be read (``upstream/unreadable_push_configs.py``).
     """
 
     task_store: TaskStore | VersionedTaskStore
@@ -81,7 +79,6 @@ class Stores:
     quota_slots: SqlQuotaSlots | None = None
     fields: StoredFields = field(default_factory=StoredFields)
     contexts: ContextGuard = field(default_factory=lambda: ContextGuard(None, resolve_user_scope))
-    push_config_unreadable: Callable[[str, str, ServerCallContext], Awaitable[bool]] | None = None
     _backend: SqlBackend | None = field(default=None, repr=False)
 
     def on_save(self, listener: SaveListener) -> None:
@@ -275,6 +272,5 @@ def _sql_stores(url: StoreURL, settings: Settings) -> Stores:
         contexts=ContextGuard(
             lambda context_id, owner: guarded(others(context_id, owner)), db.owner_resolver
         ),
-        push_config_unreadable=lambda *row: guarded(push_store.unreadable(*row)),
         _backend=sql,
     )
