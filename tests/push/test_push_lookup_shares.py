@@ -10,12 +10,15 @@ import contextlib
 
 import httpx
 import pytest
+from a2a.types import TaskPushNotificationConfig
 
 from apcore_a2a.push import AresResolver, PushUrlPolicy
+from tests.bindings._grpc import stubs
 
-from ._agent import Receiver, receiver
+from .._support import free_port
+from ._agent import Receiver, add_message, push_agent, receiver
 from ._dns import NameServer, name_server
-from .test_push_dns import ALICE, BOB, _agent_on, _sockets_to, register
+from .test_push_dns import ALICE, BOB, _agent_on, _sockets_to, first_answer, register
 
 #: Seconds a test waits for what must follow at once (a guard against hanging, no more).
 _GUARD = 20
@@ -113,3 +116,32 @@ async def test_a_shared_lookup_is_charged_to_the_callers_still_waiting() -> None
         assert await bob == "host 'same.blackhole.test' could not be resolved"
     assert dns.asks("same.blackhole.test") >= 1
     assert {name for name, _type in dns.asked} == {"same.blackhole.test", "alice.hooks.test"}
+
+
+async def test_a_grpc_caller_that_cancels_gets_its_lookup_slot_back_at_once() -> None:
+    # The same over gRPC: the server cancels a call its client cancelled, and the lookup
+    # nobody else waits for ends with it.
+    grpc_port = free_port()
+    async with (
+        name_server({"alice.hooks.test": ["127.0.0.1"]}) as dns,
+        receiver() as rec,
+        push_agent(
+            push_timeout=600.0,
+            api_keys=(f"{ALICE}=alice",),
+            push_dns_servers=[dns.address],
+            grpc_port=grpc_port,
+        ) as (base, _app),
+        httpx.AsyncClient(timeout=60) as client,
+        stubs(f"127.0.0.1:{grpc_port}") as (v1, _v03),
+    ):
+        made = await first_answer(client, base, "SendMessage", {"message": add_message()}, ALICE)
+        config = TaskPushNotificationConfig(
+            task_id=made["result"]["task"]["id"], id="stuck", url="https://g.blackhole.test/"
+        )
+        call = v1.CreateTaskPushNotificationConfig(config, metadata=(("x-api-key", ALICE),))
+        await dns.until(lambda: dns.asks("g.blackhole.test") > 0, within=_GUARD)
+        call.cancel()
+        async with asyncio.timeout(_GUARD):
+            reply = await register(client, base, ALICE, _hook(rec), "create")
+        await _until_sockets(dns, 0)
+    assert "result" in reply, reply
