@@ -155,7 +155,8 @@ class RequestInfo:
                 try:
                     # Decoded as UTF-8 only (RFC 8259 §8.1): json.loads would guess UTF-16
                     # or UTF-32 from raw bytes, whose shape the scan did not see.
-                    self._payload = json.loads(self.body.decode("utf-8"))
+                    text = self.body.decode("utf-8")
+                    self._payload = json.loads(text, object_pairs_hook=_unique_keys)
                 except (ValueError, RecursionError) as exc:
                     self.parse_error = exc
                 doc = self._payload
@@ -225,6 +226,27 @@ class RequestInfo:
             return await receive()
 
         return replayed
+
+
+class DuplicateKeyError(ValueError):
+    """A JSON object names *key* twice. RFC 8259 §4 leaves it to each parser: protobuf's
+    (the REST binding's) refuses it, Python's keeps the last value, so JSON-RPC refuses it
+    too rather than run what a reader of the first value would not expect."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(f"duplicate key {key[:40]!r}")
+        self.key = key
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    doc = dict(pairs)
+    if len(doc) < len(pairs):
+        seen: set[str] = set()
+        for key, _value in pairs:
+            if key in seen:
+                raise DuplicateKeyError(key)
+            seen.add(key)
+    return doc
 
 
 def utf8_json(body: bytes) -> bool:

@@ -8,7 +8,8 @@ each refusal an A2A error in the shape of the request's binding
   ``:cancel`` need none): REST 400, JSON-RPC ``-32005`` (spec §5.4); ``413`` for a body
   over the limit (on ``Content-Length`` and again while reading);
 * ``-32700`` (JSON-RPC) or ``400`` (REST) for a body that is not UTF-8, nested deeper than
-  Python's decoder goes, or (JSON-RPC) with an unpaired surrogate escape or no ``id``
+  Python's decoder goes, or (JSON-RPC) with an unpaired surrogate escape, a key named
+  twice in one object (REST's parser refuses it, Python's kept the last) or no ``id``
   (the SDK: -32603, HTTP 500, or no answer); ``-32602`` for JSON-RPC 0.3 file bytes
   that are not base64 (``upstream/file_bytes.py``);
 * ``-32602`` (JSON-RPC) or ``400`` (REST) for a body beyond a shape limit
@@ -49,6 +50,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from apcore_a2a.classify import (
     MESSAGE_METHODS,
+    DuplicateKeyError,
     RequestInfo,
     request_info,
     utf8_json,
@@ -276,4 +278,6 @@ def _parse_error(exc: Exception) -> str:
         return "Parse error: JSON nested too deeply"
     if isinstance(exc, UnicodeDecodeError):
         return "Parse error: body is not valid UTF-8 JSON"
+    if isinstance(exc, DuplicateKeyError):
+        return f"Parse error: {exc}"
     return "Parse error: body is not valid JSON"
