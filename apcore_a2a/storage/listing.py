@@ -31,12 +31,7 @@ from a2a.server.tasks import DatabaseTaskStore, TaskStore
 from a2a.types import ListTasksRequest, ListTasksResponse, Task, TaskState, TaskStatus
 from a2a.utils.constants import DEFAULT_LIST_TASKS_PAGE_SIZE
 from a2a.utils.errors import InvalidParamsError
-from a2a.utils.task import (
-    ListTasksCursor,
-    decode_list_tasks_cursor,
-    decode_page_token,
-    encode_list_tasks_cursor,
-)
+from a2a.utils.task import ListTasksCursor, decode_page_token, encode_list_tasks_cursor
 from sqlalchemy import String, and_, func, literal_column, or_, select
 
 from apcore_a2a.errors import TaskUnreadableError
@@ -44,6 +39,7 @@ from apcore_a2a.storage.fields import unstorable
 from apcore_a2a.upstream.sql_task_rows import TaskRows
 
 from ._urls import create_index as create_sql_index
+from .memory_pages import page_cursor
 
 _EPOCH = datetime(1970, 1, 1)
 _BAD_TOKEN = "Invalid page token"  # noqa: S105 - an error message
@@ -193,7 +189,7 @@ class TaskPages:
         the caller's (so that no token tells whether another caller's task exists)."""
         if not token:
             return None, False
-        cursor = decode_list_tasks_cursor(token)
+        cursor = page_cursor(token)
         # decode_page_token: InvalidParamsError if not even the older form
         task_id = cursor.task_id if cursor is not None else decode_page_token(token)
         if unstorable(task_id) is not None:  # no database could compare it

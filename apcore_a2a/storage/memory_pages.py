@@ -27,6 +27,17 @@ from a2a.utils.task import (
     encode_list_tasks_cursor,
 )
 
+
+def page_cursor(token: str) -> ListTasksCursor | None:
+    """The SDK's reading of a page *token* (``None``: not its current form). A token is
+    the caller's text: one that decodes to JSON nested deeper than Python's decoder goes
+    raised ``RecursionError`` from the SDK's decoder, an internal error (HTTP 500)."""
+    try:
+        return decode_list_tasks_cursor(token)
+    except RecursionError:
+        raise InvalidParamsError("Invalid page token") from None
+
+
 #: A task's place in the list, ascending: the list reads it from the end.
 Key = tuple[bool, int, str]
 #: The lists a task is in: (kind, owner, context or state, ...).
@@ -124,7 +135,7 @@ class TaskOrder:
         """The index in *keys* above which the page starts (exclusive)."""
         if not token:
             return len(keys)
-        cursor = decode_list_tasks_cursor(token)
+        cursor = page_cursor(token)
         if cursor is not None:
             return max(low, bisect_left(keys, cursor.sort_key()))
         # The older form names the page's first task, which must be among those listed.

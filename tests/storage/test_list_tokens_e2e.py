@@ -36,6 +36,12 @@ def _token(payload: object) -> str:
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
+def _nested(depth: int) -> str:
+    """A token whose JSON is *depth* arrays, one inside the other."""
+    raw = b"[" * depth + b"]" * depth
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
 def _legacy(task_id: str) -> str:
     """A page token of the SDK's older form: the first task of the page, in base64."""
     return base64.b64encode(task_id.encode()).decode()
@@ -84,6 +90,8 @@ async def test_tokens_and_sizes_give_the_callers_tasks_or_invalid_params(store_u
                 "long, older form of NULs": "A" * 4000,
                 "id with a NUL": _token({"ts": 1, "id": "a\u0000b"}),
                 "id with a lone surrogate": _token({"ts": 1, "id": "\ud800"}),
+                # The SDK's decoder failed on it (RecursionError): -32603 / HTTP 500.
+                "JSON nested deeper than Python decodes": _nested(3000),
             }
             for name, token in tokens.items():
                 body = _rpc("ListTasks", pageSize=2, pageToken=token)
@@ -97,7 +105,8 @@ async def test_tokens_and_sizes_give_the_callers_tasks_or_invalid_params(store_u
                 assert _refused((await http.post("/", json=body, headers=B)).json(), size), size
 
             for query in ({"pageToken": "%%%"}, {"pageToken": _legacy(theirs[0])},
-                          {"pageSize": "-1"}, {"pageSize": "101"}):  # fmt: skip
+                          {"pageToken": _nested(3000)}, {"pageSize": "-1"},
+                          {"pageSize": "101"}):  # fmt: skip
                 reply = await http.get("/tasks", params=query, headers=B)
                 assert reply.status_code == 400, (query, reply.text)
                 assert "Traceback" not in reply.text
