@@ -101,7 +101,7 @@ def _input_from_text(texts: list[str], facts: SchemaFacts) -> dict[str, Any]:
     if text.strip().startswith("{"):
         try:
             parsed = json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):  # nested deeper than Python decodes, too
             parsed = None
         if isinstance(parsed, dict):
             return parsed

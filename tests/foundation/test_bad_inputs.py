@@ -59,6 +59,17 @@ CASES: list[tuple[str, Any, int]] = [
         -32602,
     ),
     (
+        # Python's decoder raised RecursionError on it: -32603 (REST 500) and a logged traceback.
+        "JSON text nested deeper than Python decodes",
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": SEND,
+            "params": send_params([{"text": '{"a": ' + "[" * 5000 + "]" * 5000 + "}"}]),
+        },
+        -32602,
+    ),
+    (
         "plain text where no string field exists",
         {"jsonrpc": "2.0", "id": 1, "method": SEND, "params": send_params([{"text": "add them"}])},
         -32602,
