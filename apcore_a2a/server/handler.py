@@ -115,6 +115,8 @@ class ApCoreRequestHandler(DefaultRequestHandler):
         #: gets the URL alone and so could not count a lookup against its caller
         self._push_url_check = push_url_check
         self._stored_configs = stores.push_config_store  # a SQL one's rows: ConfigRows
+        #: cancels of one task wait for one another (striped: a few locks for all tasks)
+        self._cancel_locks = [asyncio.Lock() for _ in range(64)]
         sender = kwargs.get("push_sender")
         self._push = sender if isinstance(sender, RetryingPushSender) else None
         on_save = getattr(task_store, "on_save", None)  # the store view (storage/observed.py)
@@ -361,8 +363,12 @@ class ApCoreRequestHandler(DefaultRequestHandler):
         # cancel is pushed here, by the call whose write won (one push, not one per call).
         record = record_of(context)
         record.cancel_write = written = CancelWrite(params.id, asyncio.current_task())
+        # Cancels of one task take turns here: each that read the task still running went
+        # on to cancel it, and the second CANCELED left a message stream open (no end).
+        lock = self._cancel_locks[hash(params.id) % len(self._cancel_locks)]
         try:
-            task: Task | None = await super().on_cancel_task(params, context)
+            async with lock:
+                task: Task | None = await super().on_cancel_task(params, context)
         except TaskNotCancelableError:
             stored = await self._task_lookup(params.id, context)
             if stored is None:
