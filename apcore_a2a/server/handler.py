@@ -72,6 +72,7 @@ from apcore_a2a.streams.tap import answer_of, answering, answering_stream
 from apcore_a2a.upstream.finished_runs import FINISHED_RUN, finished_refusal
 from apcore_a2a.upstream.push_capability import refuse_push_config
 from apcore_a2a.upstream.required_fields import SEND, SEND_STREAM, check, checked
+from apcore_a2a.upstream.serial_cancels import CancelTurns
 
 logger = logging.getLogger("apcore_a2a.server")
 
@@ -115,8 +116,7 @@ class ApCoreRequestHandler(DefaultRequestHandler):
         #: gets the URL alone and so could not count a lookup against its caller
         self._push_url_check = push_url_check
         self._stored_configs = stores.push_config_store  # a SQL one's rows: ConfigRows
-        #: cancels of one task wait for one another (striped: a few locks for all tasks)
-        self._cancel_locks = [asyncio.Lock() for _ in range(64)]
+        self._cancel_turns = CancelTurns()  # upstream/serial_cancels.py
         sender = kwargs.get("push_sender")
         self._push = sender if isinstance(sender, RetryingPushSender) else None
         on_save = getattr(task_store, "on_save", None)  # the store view (storage/observed.py)
@@ -363,11 +363,8 @@ class ApCoreRequestHandler(DefaultRequestHandler):
         # cancel is pushed here, by the call whose write won (one push, not one per call).
         record = record_of(context)
         record.cancel_write = written = CancelWrite(params.id, asyncio.current_task())
-        # Cancels of one task take turns here: each that read the task still running went
-        # on to cancel it, and the second CANCELED left a message stream open (no end).
-        lock = self._cancel_locks[hash(params.id) % len(self._cancel_locks)]
         try:
-            async with lock:
+            async with self._cancel_turns.turn(params.id):
                 task: Task | None = await super().on_cancel_task(params, context)
         except TaskNotCancelableError:
             stored = await self._task_lookup(params.id, context)

@@ -1,0 +1,89 @@
+"""The SDK behaviour ``apcore_a2a/upstream/serial_cancels.py`` answers: cancels of one running
+task sent at once all succeed on a plain ``DefaultRequestHandler`` (each read the task still
+running). A failure here means the SDK lets one win now: delete that file."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from a2a.helpers.proto_helpers import new_task
+from a2a.server.agent_execution import AgentExecutor
+from a2a.server.context import ServerCallContext
+from a2a.server.request_handlers import DefaultRequestHandler
+from a2a.server.tasks import InMemoryTaskStore
+from a2a.types import (
+    CancelTaskRequest,
+    Message,
+    Part,
+    Role,
+    SendMessageRequest,
+    TaskState,
+    TaskStatus,
+    TaskStatusUpdateEvent,
+)
+from a2a.utils.errors import TaskNotCancelableError
+
+from apcore_a2a.upstream.serial_cancels import CancelTurns
+from tests.client._sdk_agent import agent_card
+
+
+class _Works(AgentExecutor):
+    """Says it works, then waits until cancelled."""
+
+    async def execute(self, context: Any, event_queue: Any) -> None:
+        state = TaskState.TASK_STATE_WORKING
+        task = new_task(context.task_id, context.context_id, state, history=[context.message])
+        await event_queue.enqueue_event(task)
+        await asyncio.Event().wait()
+
+    async def cancel(self, context: Any, event_queue: Any) -> None:
+        await event_queue.enqueue_event(
+            TaskStatusUpdateEvent(
+                task_id=context.task_id,
+                context_id=context.context_id,
+                status=TaskStatus(state=TaskState.TASK_STATE_CANCELED),
+            )
+        )
+
+
+async def _cancels(turns: CancelTurns | None) -> list[object]:
+    """Six cancels at once of one running task: what each answered."""
+    handler = DefaultRequestHandler(
+        agent_executor=_Works(), task_store=InMemoryTaskStore(), agent_card=agent_card("http://x")
+    )
+    message = Message(message_id="m", role=Role.ROLE_USER, parts=[Part(text="go")])
+    request = SendMessageRequest(message=message)
+    request.configuration.return_immediately = True
+    try:
+        task = await handler.on_message_send(request, ServerCallContext())
+        task_id = str(task.id)
+
+        async def cancel() -> object:
+            call = handler.on_cancel_task(CancelTaskRequest(id=task_id), ServerCallContext())
+            try:
+                if turns is None:
+                    return await call
+                async with turns.turn(task_id):
+                    return await call
+            except TaskNotCancelableError as refused:
+                return refused
+
+        return list(await asyncio.gather(*(cancel() for _ in range(6))))
+    finally:
+        await handler.aclose()
+
+
+async def test_cancels_sent_together_all_win_on_the_plain_sdk() -> None:
+    answers = await _cancels(None)
+    assert not any(isinstance(a, TaskNotCancelableError) for a in answers), answers
+
+
+async def test_in_turn_one_cancel_wins_and_the_others_are_the_sdks_refusal() -> None:
+    answers = await _cancels(CancelTurns())
+    refused = [a for a in answers if isinstance(a, TaskNotCancelableError)]
+    assert len(refused) == 5, answers
+    turns = CancelTurns()
+    async with turns.turn("t"):
+        assert len(turns._locks) == 1
+    assert len(turns._locks) == 0  # no lock is kept for a task no cancel waits on
