@@ -21,9 +21,10 @@ each refusal an A2A error in the shape of the request's binding
   (``VersionNotSupportedError``) with a message saying what to send;
 * stream limits (:class:`~apcore_a2a.server.limits.StreamLimiter`): over the agent's cap
   ``503`` + ``Retry-After``, over the caller's quota ``429`` (``QuotaExceededError``); a
-  stream whose client hangs up before its answer starts is ended then (a resumed
-  subscription may wait long for its first event, a message-reply skill's stream for its
-  module, and the SDK's routes answer only once it came), so its slot comes back.
+  stream's slot comes back the moment its client hangs up, and a stream whose client hangs
+  up before its answer starts is ended then (a resumed subscription may wait long for its
+  first event, a message-reply skill's stream for its module, and the SDK's routes answer
+  only once it came).
 
 The answer side (scrubbing, SSE event ids, cancel-on-drop) is :mod:`apcore_a2a.streams`.
 """
@@ -34,6 +35,7 @@ import asyncio
 import contextlib
 import json
 import re
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,8 +66,6 @@ from apcore_a2a.upstream.file_bytes import undecodable_rpc03
 from apcore_a2a.upstream.v03_history_length import history_length_error
 
 _JSON_TYPES = ("application/json", "application/a2a+json")
-#: seconds a stream may take to start answering before its client is watched for a hang-up
-_WATCH_AFTER = 0.05
 
 
 def _is_json_type(value: str | None) -> bool:
@@ -190,52 +190,51 @@ class RequestGuard:
                 too_large = InvalidRequestError(message="Payload too large")
                 await refusal(info, too_large, 413)(scope, receive, send)
                 return
-            await _until_gone(scope, info, app, receive, ending)
+            await _until_gone(scope, info, app, receive, ending, release)
         finally:
             await release()
 
 
 async def _until_gone(
-    scope: Scope, info: RequestInfo, app: ASGIApp, receive: Receive, send: Send
+    scope: Scope,
+    info: RequestInfo,
+    app: ASGIApp,
+    receive: Receive,
+    send: Send,
+    release: Callable[[], Awaitable[None]],
 ) -> None:
-    """Serve a stream, ending it if its client hangs up before the answer starts.
+    """Serve a stream, giving its slot back (*release*) the moment its client hangs up,
+    and ending it then if its answer has not started.
 
-    The SDK's routes answer a stream once its first event came (request errors go out
-    as plain error answers), and nobody listens for the client meanwhile: a resumed
-    subscription of a quiet task would hold its slot until the task's next event, a
-    message-reply skill's stream until its module returned. The hang-up is noted on the
-    call's answer, for cancel-on-drop (``streams/answers.py``). The request body was read
-    (*info*), so the client's ``receive`` only has its hang-up left."""
+    The client is watched from the start, not only once the answer starts: the SDK's
+    routes answer a stream once its first event came (request errors go out as plain
+    error answers), and only then does the answer listen for its client. Meanwhile a
+    resumed subscription of a quiet task, a message-reply skill's module, a push URL
+    check or a busy task store would hold the slot, and even a watcher started a moment
+    late lets the caller's next stream, sent right after the hang-up, find it still held.
+    The hang-up is noted on the call's answer, for cancel-on-drop (``streams/answers.py``).
+    The request body was read (*info*), so the client's ``receive`` only has its hang-up
+    left (uvicorn answers every ``receive`` after it ``http.disconnect``, so the answer's
+    own listener hears it too)."""
     serving = asyncio.current_task()
     started = gone = False
-    watch: asyncio.Future[None] | None = None
 
     async def starting(message: Message) -> None:
         nonlocal started
-        if message["type"] == "http.response.start":
-            started = True
-            timer.cancel()
-            if watch is not None:
-                watch.cancel()  # from here on the answer listens for its client itself
+        started = started or message["type"] == "http.response.start"
         await send(message)
 
     async def hang_up() -> None:
         nonlocal gone
         while (await receive())["type"] != "http.disconnect":
             pass
+        await release()  # before anything is torn down: the caller may stream again now
         if not started and serving is not None:
             gone = True
             Answer.of(scope).hung_up = True
             serving.cancel()  # nothing was answered: nothing to finish
 
-    def begin_watching() -> None:
-        nonlocal watch
-        if not started:
-            watch = asyncio.ensure_future(hang_up())
-
-    # Most streams start answering at once (a task's first event); only one that waits
-    # longer gets a watcher task, which reads a hang-up queued meanwhile just the same.
-    timer = asyncio.get_running_loop().call_later(_WATCH_AFTER, begin_watching)
+    watch = asyncio.ensure_future(hang_up())
     try:
         await app(scope, info.replay(receive), starting)
     except asyncio.CancelledError:
@@ -245,10 +244,8 @@ async def _until_gone(
         if gone and serving is not None:
             serving.uncancel()  # the app swallowed the hang-up's cancel
     finally:
-        timer.cancel()
-        if watch is not None:
-            watch.cancel()
-            await asyncio.gather(watch, return_exceptions=True)
+        watch.cancel()
+        await asyncio.gather(watch, return_exceptions=True)
 
 
 # Two patterns, each with a literal start the regex engine finds at memchr speed (one

@@ -27,6 +27,9 @@ from apcore_a2a.errors import (
 
 #: Seconds a client is told to wait when the agent as a whole is at its stream cap.
 GLOBAL_RETRY_AFTER = 5
+#: event-loop turns a full agent or caller waits for a slot given back by a hang-up
+#: the server read together with the stream asking for it (see ``StreamLimiter.acquire``)
+HANG_UP_TURNS = 10
 
 
 class QuotaSlots(Protocol):
@@ -102,9 +105,25 @@ class StreamLimiter:
         self._mine: dict[str, list[str]] = {}  # caller -> holders of its slots taken here
 
     async def acquire(self, caller: str) -> StreamRefusal | None:
-        """Take a slot for *caller*, or say why not (then nothing was taken)."""
-        if self.active >= self.max_streams:
+        """Take a slot for *caller*, or say why not (then nothing was taken).
+
+        A full agent or caller is asked twice, a few event-loop turns apart: a stream's
+        slot comes back a turn or two after the server reads its client's hang-up (the
+        request guard, ``server/guards.py``; gRPC cancels the call), and the caller's next
+        stream, sent right after the hang-up on a connection already open, may reach the
+        server in the same read and be admitted in between."""
+        refused = await self._take(caller)
+        if refused is None or isinstance(refused.error, StoreUnavailableError):
+            return refused
+        for _ in range(HANG_UP_TURNS):
+            await asyncio.sleep(0)
+        refused = await self._take(caller)
+        if refused is not None and not isinstance(refused.error, StoreUnavailableError):
             self.rejected += 1
+        return refused
+
+    async def _take(self, caller: str) -> StreamRefusal | None:
+        if self.active >= self.max_streams:
             busy = InternalError(message="Too many concurrent streams; retry later")
             return StreamRefusal(busy, 503, GLOBAL_RETRY_AFTER)
         self.active += 1  # before any await: the agent's cap is never overshot
@@ -119,7 +138,6 @@ class StreamLimiter:
                 raise
             if not taken:
                 self.active -= 1
-                self.rejected += 1
                 quota = f"at most {self.per_caller} concurrent streams per caller"
                 return _refused(QuotaExceededError(f"Stream quota exceeded: {quota}"))
             self._mine.setdefault(caller, []).append(holder)
