@@ -67,6 +67,7 @@ from apcore_a2a.settings import SettingRefusal, Settings, SettingsError, config_
 from apcore_a2a.shape import Shape
 from apcore_a2a.storage import open_stores
 from apcore_a2a.storage._urls import parse_store_url
+from apcore_a2a.storage.followers import StreamFollowers
 from apcore_a2a.streams.answers import AnswerSide, StreamDrops
 from apcore_a2a.upstream import sdk_request_logs
 from apcore_a2a.upstream.apcore_config import config_of
@@ -244,7 +245,9 @@ class A2AServerFactory:
         )
         ops.attach(state)
         context_builder = ApCoreCallContextBuilder(CallerKeys.of(s))
-        drops = StreamDrops(handler, agent_executor) if s.cancel_on_disconnect else None
+        slots = stores.quota_slots  # cluster mode: streams on other replicas count too
+        followers = StreamFollowers(slots) if slots is not None else None
+        drops = StreamDrops(handler, agent_executor, followers) if s.cancel_on_disconnect else None
         features = _optional_features(state, self.auth, push, signer, context_builder, drops)
         grace = s.shutdown_timeout + 1.0
         rpc_routes, rest_routes = a2a_routes(handler, s.rpc_path, context_builder, grace)

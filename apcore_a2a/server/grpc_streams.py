@@ -164,7 +164,7 @@ async def followed(
             async for item in items:
                 if task_id is None and answer.task_id is not None:
                     task_id = answer.task_id
-                    drops.opened(task_id)
+                    await drops.opened(task_id)
                 yield item
         ended = True
     except Exception:  # the handler's error, answered by the servicer: the stream ended

@@ -33,6 +33,7 @@ from apcore_a2a.upstream.aiosqlite_workers import track_workers
 from ._owner import OwnerLock, owner_lock
 from ._replicas import METADATA, ReplicaRegistry, claims_table, replicas_table, turns_table
 from ._urls import StoreInUseError, StoreUnavailableError, StoreURL, check_sqlite_folder, read
+from .followers import FOLLOW_SCOPE
 from .memory import OwnerUser
 from .observed import copy_task
 from .outages import UNAVAILABLE as _UNAVAILABLE
@@ -337,7 +338,8 @@ class SqlBackend:
 
     async def _purge(self) -> None:
         """Delete finished tasks past retention with their dependent rows: push configs,
-        versions, events (cluster mode: also claims, turns and push-config quota slots)."""
+        versions, events (cluster mode: also claims, turns, push-config quota slots and the
+        notes of open streams)."""
         assert self.retention_seconds is not None
         # The SDK stores ``last_updated`` as naive UTC (the status timestamp).
         cutoff = datetime.now(UTC).replace(tzinfo=None) - timedelta(seconds=self.retention_seconds)
@@ -360,7 +362,9 @@ class SqlBackend:
                 if cluster:
                     slots = slots_table.c
                     await conn.execute(
-                        delete(slots_table).where(slots.scope == PUSH_SCOPE, slots.subject.in_(ids))
+                        delete(slots_table).where(
+                            slots.scope.in_(_TASK_SCOPES), slots.subject.in_(ids)
+                        )
                     )
                 await conn.execute(delete(TaskModel).where(TaskModel.id.in_(ids)))
             deleted += len(ids)
@@ -392,6 +396,8 @@ _FINISHED_NAMES = [TaskState.Name(s) for s in TERMINAL_TASK_STATES] + [
     *("completed", "failed", "canceled", "rejected")
 ]
 _BATCH = 500
+#: quota-slot scopes whose rows name a task: deleted with it
+_TASK_SCOPES = (PUSH_SCOPE, FOLLOW_SCOPE)
 
 
 def _running() -> Any:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from a2a.types import CancelTaskRequest
 from a2a.utils.errors import A2AError, TaskNotFoundError
@@ -37,6 +37,15 @@ from apcore_a2a.streams.tap import Answer
 if TYPE_CHECKING:
     from a2a.server.context import ServerCallContext
 
+
+class Followers(Protocol):
+    """The open streams of each task on the other replicas (cluster mode)."""
+
+    async def follow(self, task_id: str) -> str | None: ...
+    async def unfollow(self, holder: str) -> None: ...
+    async def elsewhere(self, task_id: str) -> bool: ...
+
+
 logger = logging.getLogger("apcore_a2a.server")
 
 #: JSON bodies larger than this are no error document of the SDK's
@@ -49,15 +58,22 @@ class StreamDrops:
     dropped, through the SDK handler, as the caller who opened the stream (owner scoping
     applies as for the client's own CancelTask). A run with no task stored yet (a
     message-reply skill's module) is stopped through *runs* (the agent executor's
-    ``abandon``): there is nothing to cancel, and nothing to keep."""
+    ``abandon``): there is nothing to cancel, and nothing to keep. In cluster mode
+    *followers* (``storage/followers.py``) shares each open stream with the other
+    replicas, so that a stream on one of them keeps the task as one here does."""
 
-    def __init__(self, handler: Any, runs: Any) -> None:
-        self.handler, self.runs = handler, runs
+    def __init__(self, handler: Any, runs: Any, followers: Followers | None = None) -> None:
+        self.handler, self.runs, self.followers = handler, runs, followers
         self._open: dict[str, int] = {}
+        self._noted: dict[str, list[str]] = {}  # task id -> followers' holders here
 
-    def opened(self, task_id: str) -> None:
+    async def opened(self, task_id: str) -> None:
         """A stream's first frame named *task_id*."""
         self._open[task_id] = self._open.get(task_id, 0) + 1
+        if self.followers is not None:
+            holder = await self.followers.follow(task_id)
+            if holder is not None:
+                self._noted.setdefault(task_id, []).append(holder)
 
     async def closed(
         self,
@@ -73,7 +89,16 @@ class StreamDrops:
             left = self._open.pop(task_id) - 1
             if left > 0:  # another client still streams the task: it is left alone
                 self._open[task_id] = left
-            elif dropped:
+            if self.followers is not None:
+                noted = self._noted.get(task_id)
+                if noted:
+                    holder = noted.pop()
+                    if not noted:
+                        del self._noted[task_id]
+                    await self.followers.unfollow(holder)
+                if left <= 0 and dropped and await self.followers.elsewhere(task_id):
+                    return  # a client streams it on another replica: left alone too
+            if left <= 0 and dropped:
                 await self._cancel(call_context(), task_id)
         elif answer.hung_up:
             # Gone before the first frame (a message-reply skill's module was still
@@ -131,7 +156,7 @@ class AnswerSide:
             if message["type"] == "http.response.body":
                 if task_id is None and answer.task_id is not None:
                     task_id = answer.task_id
-                    drops.opened(task_id)
+                    await drops.opened(task_id)
                 complete = not message.get("more_body", False)
             await send(message)
 
