@@ -244,8 +244,9 @@ class ApCoreAgentExecutor(AgentExecutor):
         return list(self._runs)
 
     def stop_canceled_elsewhere(self, task_id: str) -> None:
-        """Stop the module of *task_id*: another replica canceled the task in the store
-        (what the run emits next conflicts with it, and the SDK ends the run as canceled)."""
+        """Stop the module of *task_id*: another replica canceled the task in the store, or
+        failed it having found this one dead (what the run emits next conflicts with it,
+        and the SDK ends the run at the stored state)."""
         run = self._runs.get(task_id)
         if run is not None and not run.ended:
             run.stop()

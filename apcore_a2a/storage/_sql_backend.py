@@ -289,10 +289,10 @@ class SqlBackend:
         ids = running()
         for start in range(0, len(ids), _BATCH):
             chunk = ids[start : start + _BATCH]
-            canceled = select(TaskModel.id).where(
-                TaskModel.id.in_(chunk), _STATE.in_(_CANCELED_NAMES)
-            )
-            for (task_id,) in await read(self.engine, canceled):
+            # Failed too: another replica found this one dead (paused past the replica
+            # timeout) and failed its task; the result can never be stored.
+            ended = select(TaskModel.id).where(TaskModel.id.in_(chunk), _STATE.in_(_ENDED_NAMES))
+            for (task_id,) in await read(self.engine, ended):
                 stop(task_id)
 
     async def _fail(self, stmt: Any) -> None:
@@ -391,7 +391,10 @@ _STATE = TaskModel.status["state"].as_string()
 # Stored state strings: 1.0 enum names, plus the v0.3 spellings of rows written by
 # older SDKs, which the SDK still reads.
 _RUNNING_NAMES = [TaskState.Name(s) for s in _RUNNING] + ["submitted", "working"]
-_CANCELED_NAMES = [TaskState.Name(TaskState.TASK_STATE_CANCELED), "canceled"]
+_ENDED_NAMES = [
+    *(TaskState.Name(s) for s in (TaskState.TASK_STATE_CANCELED, TaskState.TASK_STATE_FAILED)),
+    *("canceled", "failed"),
+]
 _FINISHED_NAMES = [TaskState.Name(s) for s in TERMINAL_TASK_STATES] + [
     *("completed", "failed", "canceled", "rejected")
 ]

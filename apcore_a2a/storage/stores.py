@@ -93,7 +93,8 @@ class Stores:
 
     def watch_cancels(self, running: Callable[[], list[str]], stop: Callable[[str], None]) -> None:
         """Cluster mode (else a no-op): call *stop* with each task id of *running* (those
-        executing here) that another replica has canceled in the shared store."""
+        executing here) that another replica has canceled (or failed, having found this one
+        dead) in the shared store."""
         if self._backend is not None and self._backend.registry is not None:
             self._backend.cancel_watch = (running, stop)
 
