@@ -291,7 +291,7 @@ def run(
     children = [
         context.Process(
             target=_child,
-            args=(factory, on_started if i == 0 else None),
+            args=(factory, on_started if i == 0 else None, os.getpid()),
             name=f"apcore-a2a-worker-{i}",
         )
         for i in range(settings.workers)
@@ -375,10 +375,25 @@ def _bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def _child(factory: A2AServerFactory, on_started: Callable[[], None] | None) -> None:
+def _stop_with(parent: int) -> None:
+    """Linux: have the kernel send this worker SIGTERM when *parent* dies. A parent killed
+    with SIGKILL (the OOM killer, ``kill -9``) forwards nothing, and its workers would
+    serve on beside the group a service manager starts next, on the same port."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+    if os.getppid() != parent:  # it died before the kernel was asked
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _child(factory: A2AServerFactory, on_started: Callable[[], None] | None, parent: int) -> None:
     # The parent's handlers forward signals; a worker stops the way a single server does.
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, signal.SIG_DFL)
+    _stop_with(parent)
     settings = factory.settings
     listener = _bind(settings.host, settings.port)
     listener.listen(2048)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -135,3 +137,42 @@ def test_workers_without_a_shared_store_are_refused_in_one_line() -> None:
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
     assert "workers=2 needs a shared SQL task store in cluster mode" in lines[0]
+
+
+def _children(pid: int) -> list[int]:
+    """Processes whose parent is *pid* (Linux ``/proc``)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            # "pid (comm) state ppid ...": the command may hold spaces, read after its ")"
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if int(fields[1]) == pid:
+                found.append(int(stat.parent.name))
+    return found
+
+
+def _running(pid: int) -> bool:
+    """Whether *pid* still runs (a zombie waiting for its new parent to reap it does not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="parent death: Linux only")
+def test_workers_stop_when_their_parent_is_killed(tmp_path: Path) -> None:
+    # A parent killed with SIGKILL (the OOM killer, kill -9) forwards no signal: workers
+    # left serving would share the port with the group a service manager starts next.
+    store = f"sqlite:///{tmp_path / 'tasks.db'}"
+    args = ["--extensions-dir", PROBES, "--workers", "2", "--cluster", "--task-store", store]
+    with cli_server(args) as (_url, parent):
+        workers = _children(parent.pid)
+        assert len(workers) == 2, workers
+        parent.kill9()
+        deadline = time.monotonic() + 60
+        while alive := [pid for pid in workers if _running(pid)]:
+            if time.monotonic() > deadline:
+                for pid in alive:
+                    os.kill(pid, signal.SIGKILL)
+                pytest.fail(f"workers {alive} kept running after their parent was killed")
+            time.sleep(0.1)
