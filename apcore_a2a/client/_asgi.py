@@ -115,7 +115,9 @@ class DirectTransport(httpx.AsyncBaseTransport):
             except LifespanNotSupported:
                 pass
             except Exception as exc:
-                raise A2AConnectionError(f"the in-process agent failed to start: {exc}") from exc
+                raise A2AConnectionError(
+                    f"the in-process agent failed to start: {type(exc).__name__}: {exc}"
+                ) from None
             else:
                 self._lifespan, self.app = manager, manager.app  # requests see its state
             self._to_start = False

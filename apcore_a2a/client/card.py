@@ -25,7 +25,7 @@ from a2a.types import AgentCard
 from a2a.utils.signing import SignatureVerificationError, create_signature_verifier
 from google.protobuf.json_format import MessageToDict, ParseDict
 
-from apcore_a2a.client._wire import get_at_most, json_or_none, parse_json
+from apcore_a2a.client._bounded import get_at_most, json_or_none, parse_json
 from apcore_a2a.client.errors import (
     A2ADiscoveryError,
     CardVerificationError,
@@ -106,7 +106,7 @@ class AgentCardFetcher:
                     self._http, url, MAX_CARD_BYTES, {"Accept": "application/json"} | etag
                 )
             except httpx.DecodingError as exc:
-                raise A2ADiscoveryError(f"agent card at {url} cannot be decoded: {exc}") from exc
+                raise A2ADiscoveryError(f"agent card at {url} cannot be decoded: {exc}") from None
             if response.status_code == 304 and self._card is not None:
                 card = self._card
             elif response.is_success:

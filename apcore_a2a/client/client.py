@@ -15,17 +15,14 @@ from a2a.types import a2a_pb2 as pb
 from google.protobuf.json_format import MessageToDict
 
 from apcore_a2a.client import _shapes as shape
+from apcore_a2a.client._alone import alone
 from apcore_a2a.client._asgi import CONNECT_TIMEOUT, ASGIApp, DirectTransport
+from apcore_a2a.client._bounded import MAX_ANSWER_BYTES, get_at_most, json_or_none
 from apcore_a2a.client._calls import Caller
 from apcore_a2a.client._media import is_json
+from apcore_a2a.client._refusals import refused
 from apcore_a2a.client._shapes import MessageInput
-from apcore_a2a.client._wire import (
-    MAX_ANSWER_BYTES,
-    get_at_most,
-    json_or_none,
-    on_response,
-    refused,
-)
+from apcore_a2a.client._wire import on_response
 from apcore_a2a.client.card import (
     CARD_PATHS,
     AgentCardFetcher,
@@ -189,7 +186,8 @@ class A2AClient:
     async def discover(self, *, refresh: bool = False) -> dict[str, Any]:
         """Return the agent card (cached for ``card_ttl`` seconds) as served."""
         await self._ensure_open()
-        return await self._cards.fetch(refresh=refresh)
+        with alone():
+            return await self._cards.fetch(refresh=refresh)
 
     async def agent_card(self) -> dict[str, Any]:
         """Same as :meth:`discover`."""
@@ -386,10 +384,10 @@ class A2AClient:
         url = f"{self._base}/push/status/{quote(task_id, safe='')}"
         try:
             response, content, whole = await get_at_most(self._http, url, MAX_ANSWER_BYTES)
-        except httpx.DecodingError as exc:  # reached: what it answered is broken
+        except httpx.DecodingError:  # reached: what it answered is broken
             raise InvalidAgentResponseError(
                 f"{url} answered a body that cannot be decoded"
-            ) from exc
+            ) from None
         if not response.is_success:
             raise refused(response, content, whole)
         if not whole:

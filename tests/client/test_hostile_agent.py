@@ -22,7 +22,7 @@ from apcore_a2a.client import (
     A2ADiscoveryError,
     InvalidAgentResponseError,
 )
-from apcore_a2a.client._wire import MAX_ANSWER_BYTES
+from apcore_a2a.client._bounded import MAX_ANSWER_BYTES
 from apcore_a2a.client.card import MAX_CARD_BYTES
 from apcore_a2a.client.client import PUSH_STATUS_EXTENSION
 from tests._support import running_server

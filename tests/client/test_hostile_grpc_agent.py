@@ -34,7 +34,7 @@ from apcore_a2a.client import (
     InvalidAgentResponseError,
     TaskNotFoundError,
 )
-from apcore_a2a.client._wire import MAX_ANSWER_BYTES
+from apcore_a2a.client._bounded import MAX_ANSWER_BYTES
 from apcore_a2a.client.errors import MAX_MESSAGE_CHARS
 from tests._support import cli, free_port, running_server
 from tests.client._sdk_agent import agent_card

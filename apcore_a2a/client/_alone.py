@@ -1,0 +1,32 @@
+"""A client error leaves alone: nothing behind it keeps what the agent answered.
+
+An exception keeps alive whatever is behind it: the exceptions it was raised from or
+while handling (``__cause__``, ``__context__``), and through its traceback every frame it
+left with the values they held. Both hold the agent's answer when a call fails: the SDK's
+error (kept by ``contextlib``'s ``__exit__`` frame even when nothing is chained) and the
+protobuf or pydantic error behind it, the body the client read (up to
+``MAX_ANSWER_BYTES``). Measured, an error raised for a 10 MiB answer kept 40 MiB alive for
+as long as a caller held it (a list of failures, a log record). Its own message is bounded
+(``errors.MAX_MESSAGE_CHARS``); the rest is dropped where the error leaves the call.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import traceback
+from collections.abc import Iterator
+
+from apcore_a2a.client.errors import A2AClientError
+
+
+@contextlib.contextmanager
+def alone() -> Iterator[None]:
+    """Let a typed error raised inside leave with nothing chained to it and the frames it
+    left (all finished: only their values go) holding nothing; its traceback still says
+    where it was raised."""
+    try:
+        yield
+    except A2AClientError as error:
+        error.__cause__ = error.__context__ = None
+        traceback.clear_frames(error.__traceback__)
+        raise

@@ -1,0 +1,77 @@
+"""How much of an agent's answer the client reads, and how it reads JSON.
+
+An agent is not trusted with the client's memory: an answer, and each stream event, is read
+up to :data:`MAX_ANSWER_BYTES` (decoded: a compressed body counts inflated; gRPC: each
+message, the channel's receive limit), an error answer up to :data:`MAX_ERROR_BYTES`, and a
+deeper JSON than Python can parse is an invalid answer, not a ``RecursionError``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import httpx
+
+from apcore_a2a.client.errors import A2AConnectionError, InvalidAgentResponseError
+
+#: The largest answer the client reads, decoded: a result, or one event of a stream.
+MAX_ANSWER_BYTES = 64 * 1024 * 1024
+#: What of an error answer is read for the one line that says what went wrong.
+MAX_ERROR_BYTES = 64 * 1024
+
+
+async def read_at_most(response: httpx.Response, limit: int) -> tuple[bytes, bool]:
+    """Up to *limit* bytes of *response*'s decoded body, and whether that is all of it (a
+    larger body is not read further: the response is closed)."""
+    body = bytearray()
+    async for chunk in response.aiter_bytes():
+        body += chunk
+        if len(body) > limit:
+            await response.aclose()
+            del body[limit:]
+            return bytes(body), False
+    return bytes(body), True
+
+
+def parse_json(content: str | bytes) -> tuple[Any, str | None]:
+    """*content* as JSON and ``None``, else ``None`` and why it is not (too deep to parse
+    is a ``RecursionError``): the reason, not the parser's error, whose ``doc`` keeps the
+    whole text (up to :data:`MAX_ANSWER_BYTES`) for as long as an error chained to it is."""
+    try:
+        return json.loads(content), None
+    except (ValueError, RecursionError) as exc:
+        return None, str(exc)
+
+
+def json_or_none(content: bytes) -> Any:
+    """*content* as JSON, or ``None`` when it is not."""
+    return parse_json(content)[0]
+
+
+async def get_at_most(
+    http: httpx.AsyncClient, url: str, limit: int, headers: Mapping[str, str] | None = None
+) -> tuple[httpx.Response, bytes, bool]:
+    """GET *url*, the whole answer within *http*'s read timeout (not each read): the
+    response, up to *limit* bytes of its decoded body (of an error status, up to
+    :data:`MAX_ERROR_BYTES`) and whether that is all of it. A timeout or a failed
+    connection raises :class:`A2AConnectionError`; a body that is not in its content
+    encoding, ``httpx.DecodingError``."""
+    try:
+        async with (
+            asyncio.timeout(http.timeout.read),
+            http.stream("GET", url, headers=headers) as response,
+        ):
+            limit = limit if response.is_success else min(limit, MAX_ERROR_BYTES)
+            return response, *await read_at_most(response, limit)
+    except (httpx.TimeoutException, TimeoutError):
+        raise A2AConnectionError(f"timed out fetching {url}") from None
+    except httpx.TransportError as exc:
+        raise A2AConnectionError(f"cannot reach {url}: {exc}") from None
+
+
+def too_large(what: str) -> InvalidAgentResponseError:
+    """The error of *what* (an answer, an event) past :data:`MAX_ANSWER_BYTES`."""
+    return InvalidAgentResponseError(f"{what} is larger than {MAX_ANSWER_BYTES} bytes")

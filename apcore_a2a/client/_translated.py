@@ -1,0 +1,125 @@
+"""a2a-sdk's client transports' failures as the client's typed errors.
+
+A gRPC status is read for what the agent said (its ErrorInfo reason, a 0.3 error's name,
+the status code); what the SDK could not read (a result it refuses, a reply that is no A2A
+answer) is :class:`InvalidAgentResponseError`, a failed connection or timeout
+:class:`A2AConnectionError`. No typed error is raised from the SDK's: that one, and the
+protobuf, pydantic or gRPC error behind it, keeps the agent's whole answer (a pydantic
+error its input values, a protobuf one the value it names: 31 MiB printed for a 10 MiB
+answer); the typed error says the type and first words of the SDK's error instead
+(``_alone.py`` makes sure nothing else keeps them).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+from a2a.client.errors import A2AClientTimeoutError
+from a2a.utils.errors import A2AError as SDKError
+from google.protobuf.json_format import MessageToDict, ParseError
+from google.protobuf.message import DecodeError
+
+from apcore_a2a._text import message_line
+from apcore_a2a.client._bounded import too_large
+from apcore_a2a.client.errors import (
+    A2AAuthenticationError,
+    A2AClientError,
+    A2AConnectionError,
+    A2AServerError,
+    InvalidAgentResponseError,
+    UnsupportedOperationError,
+    error_from_details,
+)
+
+#: what a typed error says of the SDK's error behind it: its first words, in one line
+_SAID_CHARS = 300
+
+
+def _grpc_details(error: Any) -> list[dict[str, Any]]:
+    """The readable details of *error*'s ``google.rpc.Status``: none when the agent's status
+    is no ``Status`` or contradicts the call's own code and message, and not one of a type
+    no one registered or that is corrupt (the call's code and message still say what failed).
+    """
+    from a2a.utils.grpc_status import status_from_call
+    from google.rpc import error_details_pb2  # noqa: F401  (registers ErrorInfo for MessageToDict)
+
+    try:
+        status = status_from_call(error)
+    except (DecodeError, ValueError):
+        return []
+    details = []
+    for detail in status.details if status is not None else ():
+        with contextlib.suppress(DecodeError, TypeError, ValueError):
+            details.append(MessageToDict(detail))
+    return details
+
+
+def _grpc_error(error: Any, method: str, url: str) -> A2AClientError:
+    details = _grpc_details(error)
+    message, code = str(error.details() or ""), error.code().name
+    name, _, text = message.partition(": ")  # 0.3 answers "TaskNotFoundError: Task not found"
+    typed = error_from_details({"message": message, "details": details}) or error_from_details(
+        {"message": text}, name
+    )
+    if typed is not None:
+        return typed
+    if code == "RESOURCE_EXHAUSTED" and "CLIENT: Received message larger than max" in message:
+        return too_large(f"an answer of {url}")  # gRPC's words for the limit the client set
+    if code in ("UNAUTHENTICATED", "PERMISSION_DENIED"):
+        return A2AAuthenticationError(f"gRPC {code} from {url}: {message}")
+    if code == "UNAVAILABLE":
+        return A2AConnectionError(f"{method} to {url} failed: {message}")
+    return A2AServerError(f"gRPC {code} from {url}: {message}", data=details or None)
+
+
+def _from_grpc(exc: BaseException, method: str, url: str) -> A2AClientError | None:
+    """The typed error of the failed gRPC call behind *exc* (an SDK error raised from it, or
+    what the SDK raised while reading its error details); ``None`` for another failure."""
+    grpc = sys.modules.get("grpc.aio")
+    for behind in (exc.__cause__, exc.__context__):
+        if grpc is not None and isinstance(behind, grpc.AioRpcError):
+            return _grpc_error(behind, method, url)
+    return None
+
+
+def _said(exc: BaseException) -> str:
+    """*exc*'s type and the start of its message, in one line (pydantic's runs to several)."""
+    return f"{type(exc).__name__}: {message_line(str(exc)[: _SAID_CHARS * 2])}"[:_SAID_CHARS]
+
+
+@contextlib.contextmanager
+def translated(method: str, url: str) -> Iterator[None]:
+    """SDK transport failures → the client's typed errors (ours pass through), none raised
+    from the SDK's (see the module docstring)."""
+    try:
+        yield
+    except A2AClientError:
+        raise
+    except (A2AClientTimeoutError, TimeoutError):  # TimeoutError: the whole call's
+        raise A2AConnectionError(f"{method} to {url} timed out") from None
+    except NotImplementedError as exc:  # what the SDK's 0.3 transports do not offer
+        raise UnsupportedOperationError(f"{method} over this binding: {exc}") from None
+    except SDKError as exc:
+        typed = _from_grpc(exc, method, url)
+        if typed is None and isinstance(exc.__cause__, httpx.TransportError):
+            typed = A2AConnectionError(f"{method} to {url} failed: {exc.__cause__}")
+        raise typed or InvalidAgentResponseError(
+            f"agent returned an invalid reply ({_said(exc)})"
+        ) from None
+    except (
+        ValueError,
+        TypeError,
+        KeyError,
+        AttributeError,
+        ParseError,
+        RecursionError,
+        DecodeError,
+    ) as exc:
+        typed = _from_grpc(exc, method, url)  # the SDK could not read the agent's error
+        raise typed or InvalidAgentResponseError(
+            f"agent returned an invalid {method} result ({_said(exc)})"
+        ) from None
