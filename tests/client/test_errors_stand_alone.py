@@ -27,11 +27,19 @@ from a2a.server.routes import create_agent_card_routes
 from a2a.types import a2a_pb2_grpc
 from starlette.applications import Starlette
 
+from apcore_a2a.cli.client import MAX_ERROR_LINE
 from apcore_a2a.client import A2AClient, A2AClientError, A2AServerError, InvalidAgentResponseError
 from apcore_a2a.client.errors import MAX_MESSAGE_CHARS
-from tests._support import free_port, running_server
+from tests._support import cli, free_port, running_server
 from tests.client._sdk_agent import agent_card
-from tests.client._stub_agent import AnsweringAgent, card_for, json_reply, sse_reply
+from tests.client._stub_agent import (
+    AnsweringAgent,
+    Reply,
+    card_for,
+    json_reply,
+    rpc_error,
+    sse_reply,
+)
 
 BIG = 10 * 1024 * 1024
 #: a gRPC status message gRPC lets through every time (it refuses from 8 KiB, at random)
@@ -180,3 +188,60 @@ async def test_a_grpc_status_leaves_neither_the_sdk_s_error_nor_grpc_s_behind(
     assert raised.chained == ("NoneType", "NoneType")
     assert raised.behind == []
     assert raised.printed < 4 * MAX_MESSAGE_CHARS
+
+
+#: a hostile answer for each typed error the CLI shows: (a JSON-RPC answer's body, sent as
+#: JSON or as one SSE event; an HTTP refusal; or a card that is none), what the one error
+#: line starts with, the exit code
+CLI_CASES: dict[str, tuple[bytes | Reply, str, int]] = {
+    "unreadable-task": (
+        json.dumps({"jsonrpc": "2.0", "id": 1, "result": _unreadable("1.0")}).encode(),
+        "InvalidAgentResponseError (-32006): agent returned an invalid",
+        1,
+    ),
+    "not-json": (
+        b"{" + b"x" * BIG,
+        "InvalidAgentResponseError (-32006): agent returned invalid",
+        1,
+    ),
+    "remote-error": (
+        rpc_error(-32603, "m" * BIG, ["d" * BIG])[2][0],
+        "A2AServerError (-32603): mmm",
+        1,
+    ),
+    "http-502": (
+        (502, {"content-type": "text/plain"}, [b"bad gateway " + b"b" * BIG]),
+        "A2AConnectionError: HTTP 502 from",
+        3,
+    ),
+    "http-401": (
+        (401, {"content-type": "text/plain"}, [b"who are you"]),
+        "A2AAuthenticationError: HTTP 401 from",
+        5,
+    ),
+    "card-not-json": ((200, {}, []), "A2ADiscoveryError: agent card at", 3),
+}
+
+
+@pytest.mark.parametrize("command", ["call", "task-get"])
+@pytest.mark.parametrize("case", list(CLI_CASES))
+async def test_the_cli_shows_each_typed_error_in_one_bounded_line(case: str, command: str) -> None:
+    said, shown, exit_code = CLI_CASES[case]
+    streams = command == "call"  # it follows the task's stream
+    if case == "unreadable-task" and streams:  # a stream event holds the task in a member
+        said = json.dumps({"jsonrpc": "2.0", "id": 1, "result": {"task": _unreadable("1.0")}})
+        said = said.encode()
+    if isinstance(said, bytes):
+        kind = "text/event-stream" if streams else "application/json"
+        said = (200, {"content-type": kind}, [b"data: " + said + b"\n\n" if streams else said])
+    agent = AnsweringAgent(answer=said)
+    async with running_server(agent) as url:
+        agent.card = card_for(url, "JSONRPC", "1.0")
+        if case == "card-not-json":
+            agent.card = b"{" + b"c" * (1024 * 1024)
+        args = ("call", url, "--text", "hi") if streams else ("task", "get", url, "t-1")
+        code, out, err = await cli(*args)
+    assert (code, out) == (exit_code, ""), err[:500]
+    assert err.startswith(f"error: {shown}"), err[:500]
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert len(err) < MAX_ERROR_LINE + 20
