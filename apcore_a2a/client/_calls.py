@@ -26,7 +26,6 @@ from a2a.types import a2a_pb2 as pb
 from google.protobuf.message import Message as Proto
 
 from apcore_a2a.client import _shapes as shape
-from apcore_a2a.client._alone import alone
 from apcore_a2a.client._bounded import MAX_ANSWER_BYTES
 from apcore_a2a.client._translated import translated
 from apcore_a2a.client._wire import Call, current, on_response
@@ -148,14 +147,13 @@ class Caller:
     async def call(self, method: str, request: Proto) -> tuple[Any, Any]:
         """Run one SDK call; return its result and the result as received (HTTP)."""
         call = Call(nothing_expected=method == "DeleteTaskPushNotificationConfig")
-        with alone():
-            async with self._sdk(method, request, call) as (pending, seen):
-                # The whole answer within the timeout: httpx bounds each read, so an agent
-                # trickling a byte at a time would hold the call forever.
-                with current(call):
-                    async with asyncio.timeout(self._timeout):
-                        result = await pending
-                seen(result)
+        async with self._sdk(method, request, call) as (pending, seen):
+            # The whole answer within the timeout: httpx bounds each read, so an agent
+            # trickling a byte at a time would hold the call forever.
+            with current(call):
+                async with asyncio.timeout(self._timeout):
+                    result = await pending
+            seen(result)
         return result, call.wire
 
     async def resumable(
@@ -169,57 +167,54 @@ class Caller:
         as ``A2AClient.resubscribe`` says."""
         call = Call(event_id=last_event_id, stream=True)
         failures = 0
-        with alone():
-            while True:
-                method = "SubscribeToTask" if first is None else "SendStreamingMessage"
-                request = pb.SubscribeToTaskRequest(id=task_id) if first is None else first
-                # A stream starts with the task (or a message; A2A 1.0.1 §3.1.6, §11.7): one
-                # that ends before is no answer. A resumed one may have nothing left to replay.
-                first_expected = call.event_id is None
-                try:
-                    async with (
-                        self._sdk(method, request, call) as (stream, seen),
-                        contextlib.aclosing(stream),
-                    ):
-                        # Each wait for the agent's next event (httpx bounds each read itself).
-                        wait = self._timeout if call.binding == "GRPC" else None
-                        while True:
-                            with current(call):
-                                try:
-                                    async with asyncio.timeout(wait):
-                                        item = await anext(stream)
-                                except StopAsyncIteration:
-                                    if first_expected:
-                                        raise _ended_before_an_event(method) from None
-                                    return
-                            seen(item)
-                            event = shape.event(item, call.wire)
-                            if event is None:  # what the SDK reads of no member it knows
-                                raise _no_known_member(call.version)
-                            # A repeat (an agent replaying the id it resumes from) is neither
-                            # yielded nor progress: replayed forever, it would reset the retries.
-                            if call.repeated:
-                                continue
-                            first_expected, failures = False, 0
-                            if task_id is None:
-                                task_id = (
-                                    event["id"] if event["kind"] == "task" else event["taskId"]
-                                )
-                            yield event
-                            if shape.is_final(event):
+        while True:
+            method = "SubscribeToTask" if first is None else "SendStreamingMessage"
+            request = pb.SubscribeToTaskRequest(id=task_id) if first is None else first
+            # A stream starts with the task (or a message; A2A 1.0.1 §3.1.6, §11.7): one
+            # that ends before is no answer. A resumed one may have nothing left to replay.
+            first_expected = call.event_id is None
+            try:
+                async with (
+                    self._sdk(method, request, call) as (stream, seen),
+                    contextlib.aclosing(stream),
+                ):
+                    # Each wait for the agent's next event (httpx bounds each read itself).
+                    wait = self._timeout if call.binding == "GRPC" else None
+                    while True:
+                        with current(call):
+                            try:
+                                async with asyncio.timeout(wait):
+                                    item = await anext(stream)
+                            except StopAsyncIteration:
+                                if first_expected:
+                                    raise _ended_before_an_event(method) from None
                                 return
-                except A2AConnectionError as exc:
-                    can_resume = call.event_id is not None and task_id is not None
-                    if not can_resume or exc.status_code is not None or failures >= max_retries:
-                        if failures:
-                            raise A2AConnectionError(
-                                f"stream of task {task_id} lost; gave up after "
-                                f"{failures} resume attempt(s): {exc}"
-                            ) from None
-                        raise
-                    first = None  # from now on: the task's events after the last id seen
-                    failures += 1
-                    await asyncio.sleep(0.25 * 2 ** (failures - 1))
+                        seen(item)
+                        event = shape.event(item, call.wire)
+                        if event is None:  # what the SDK reads of no member it knows
+                            raise _no_known_member(call.version)
+                        # A repeat (an agent replaying the id it resumes from) is neither
+                        # yielded nor progress: replayed forever, it would reset the retries.
+                        if call.repeated:
+                            continue
+                        first_expected, failures = False, 0
+                        if task_id is None:
+                            task_id = event["id"] if event["kind"] == "task" else event["taskId"]
+                        yield event
+                        if shape.is_final(event):
+                            return
+            except A2AConnectionError as exc:
+                can_resume = call.event_id is not None and task_id is not None
+                if not can_resume or exc.status_code is not None or failures >= max_retries:
+                    if failures:
+                        raise A2AConnectionError(
+                            f"stream of task {task_id} lost; gave up after "
+                            f"{failures} resume attempt(s): {exc}"
+                        ) from None
+                    raise
+                first = None  # from now on: the task's events after the last id seen
+                failures += 1
+                await asyncio.sleep(0.25 * 2 ** (failures - 1))
 
 
 def _ended_before_an_event(method: str) -> InvalidAgentResponseError:

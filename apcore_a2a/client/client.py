@@ -15,7 +15,7 @@ from a2a.types import a2a_pb2 as pb
 from google.protobuf.json_format import MessageToDict
 
 from apcore_a2a.client import _shapes as shape
-from apcore_a2a.client._alone import alone
+from apcore_a2a.client._alone import alone_after_events, leaves_alone
 from apcore_a2a.client._asgi import CONNECT_TIMEOUT, ASGIApp, DirectTransport
 from apcore_a2a.client._bounded import MAX_ANSWER_BYTES, get_at_most, json_or_none
 from apcore_a2a.client._calls import Caller
@@ -183,11 +183,11 @@ class A2AClient:
             await self._direct.start(self._timeout or CONNECT_TIMEOUT)
 
     # -- discovery ---------------------------------------------------------------------
+    @leaves_alone
     async def discover(self, *, refresh: bool = False) -> dict[str, Any]:
         """Return the agent card (cached for ``card_ttl`` seconds) as served."""
         await self._ensure_open()
-        with alone():
-            return await self._cards.fetch(refresh=refresh)
+        return await self._cards.fetch(refresh=refresh)
 
     async def agent_card(self) -> dict[str, Any]:
         """Same as :meth:`discover`."""
@@ -219,6 +219,7 @@ class A2AClient:
         return endpoint
 
     # -- messages ----------------------------------------------------------------------
+    @leaves_alone
     async def send_message(
         self,
         message: MessageInput,
@@ -267,9 +268,10 @@ class A2AClient:
         if max_retries < 0:
             raise ValueError("max_retries must be 0 or more")
         request = shape.send_request(message, metadata, context_id, task_id, skill_id, False)
-        return self._calls.resumable(None, None, max_retries, request)
+        return alone_after_events(self._calls.resumable(None, None, max_retries, request))
 
     # -- tasks -------------------------------------------------------------------------
+    @leaves_alone
     async def get_task(self, task_id: str, history_length: int | None = None) -> dict[str, Any]:
         """Return the task with ``task_id`` (its last ``history_length`` messages, if set)."""
         request = pb.GetTaskRequest(id=_require_id(task_id, "task_id"))
@@ -279,11 +281,13 @@ class A2AClient:
             request.history_length = history_length
         return shape.task((await self._calls.call("GetTask", request))[0])
 
+    @leaves_alone
     async def cancel_task(self, task_id: str) -> dict[str, Any]:
         """Ask the agent to cancel the task; return the task as the agent reports it."""
         request = pb.CancelTaskRequest(id=_require_id(task_id, "task_id"))
         return shape.task((await self._calls.call("CancelTask", request))[0])
 
+    @leaves_alone
     async def list_tasks(
         self,
         context_id: str | None = None,
@@ -333,9 +337,11 @@ class A2AClient:
         """
         if max_retries < 0:
             raise ValueError("max_retries must be 0 or more")
-        return self._calls.resumable(_require_id(task_id, "task_id"), last_event_id, max_retries)
+        task_id = _require_id(task_id, "task_id")
+        return alone_after_events(self._calls.resumable(task_id, last_event_id, max_retries))
 
     # -- push notification configs -----------------------------------------------------
+    @leaves_alone
     async def set_push_config(
         self, task_id: str, config: str | Mapping[str, Any]
     ) -> dict[str, Any]:
@@ -344,6 +350,7 @@ class A2AClient:
         result, _wire = await self._calls.call("CreateTaskPushNotificationConfig", request)
         return shape.push_config(result)
 
+    @leaves_alone
     async def get_push_config(self, task_id: str, config_id: str) -> dict[str, Any]:
         """Return one push config of a task."""
         request = pb.GetTaskPushNotificationConfigRequest(
@@ -352,12 +359,14 @@ class A2AClient:
         result, _wire = await self._calls.call("GetTaskPushNotificationConfig", request)
         return shape.push_config(result)
 
+    @leaves_alone
     async def list_push_configs(self, task_id: str) -> list[dict[str, Any]]:
         """Return every push config of a task."""
         request = pb.ListTaskPushNotificationConfigsRequest(task_id=_require_id(task_id, "task_id"))
         result, _wire = await self._calls.call("ListTaskPushNotificationConfigs", request)
         return [shape.push_config(c) for c in result.configs]
 
+    @leaves_alone
     async def delete_push_config(self, task_id: str, config_id: str) -> None:
         """Delete one push config of a task."""
         request = pb.DeleteTaskPushNotificationConfigRequest(
@@ -365,6 +374,7 @@ class A2AClient:
         )
         await self._calls.call("DeleteTaskPushNotificationConfig", request)
 
+    @leaves_alone
     async def push_status(self, task_id: str) -> dict[str, Any] | None:
         """The delivery status of the caller's push configs of a task, from an apcore-a2a
         agent's ``GET /push/status/{taskId}`` (not part of A2A, whose configs carry none):
@@ -397,6 +407,7 @@ class A2AClient:
             raise InvalidAgentResponseError(f"{url} did not answer a push status document")
         return answer
 
+    @leaves_alone
     async def get_extended_card(self) -> dict[str, Any]:
         """Return the agent's extended (authenticated) card as served."""
         result, wire = await self._calls.call(

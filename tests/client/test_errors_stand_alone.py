@@ -25,10 +25,12 @@ import pytest
 from a2a.compat.v0_3 import a2a_v0_3_pb2_grpc
 from a2a.server.routes import create_agent_card_routes
 from a2a.types import a2a_pb2_grpc
+from google.protobuf.message import Message
 from starlette.applications import Starlette
 
 from apcore_a2a.cli.client import MAX_ERROR_LINE
 from apcore_a2a.client import A2AClient, A2AClientError, A2AServerError, InvalidAgentResponseError
+from apcore_a2a.client.client import PUSH_STATUS_EXTENSION
 from apcore_a2a.client.errors import MAX_MESSAGE_CHARS
 from tests._support import cli, free_port, running_server
 from tests.client._sdk_agent import agent_card
@@ -67,6 +69,9 @@ def _behind(error: BaseException) -> list[str]:
                 found.append(f"{tb.tb_frame.f_code.co_name}: {name}={type(value).__name__}")
             elif isinstance(value, str | bytes) and len(value) > MAX_MESSAGE_CHARS:
                 found.append(f"{tb.tb_frame.f_code.co_name}: {name}={len(value)}")
+            elif isinstance(value, Message) and value.ByteSize() > MAX_MESSAGE_CHARS:
+                # protobuf's memory is its C library's: tracemalloc does not see it
+                found.append(f"{tb.tb_frame.f_code.co_name}: {name}={value.ByteSize()}")
         tb = tb.tb_next
     return found
 
@@ -137,6 +142,36 @@ async def test_an_unreadable_10_mib_answer_leaves_nothing_behind_the_error(
     assert raised.chained == ("NoneType", "NoneType")
     assert raised.behind == []
     assert raised.printed < 4 * MAX_MESSAGE_CHARS
+    assert raised.kept < 256 * 1024, f"{raised.kept} bytes kept alive by the error"
+
+
+#: answers the SDK reads, but the client refuses after the call: (method, answer)
+READ_THEN_REFUSED = {
+    # a task without an id, 10 MiB of history
+    "task-without-id": (
+        "get_task",
+        {"id": "", "contextId": "c", "status": {"state": "TASK_STATE_WORKING"}}
+        | {"history": [{"role": "ROLE_USER", "parts": [{"text": "t" * BIG}]}]},
+    ),
+    # no push status document (apcore-a2a's own route), 10 MiB of it
+    "no-push-status": ("push_status", {"configs": None, "said": "s" * BIG}),
+}
+
+
+@pytest.mark.parametrize("case", list(READ_THEN_REFUSED))
+async def test_an_answer_refused_after_the_call_is_not_kept_by_the_error(case: str) -> None:
+    method, result = READ_THEN_REFUSED[case]
+    body = {"jsonrpc": "2.0", "id": 1, "result": result} if method == "get_task" else result
+    agent = AnsweringAgent(answer=json_reply(body))
+    async with running_server(agent) as url:
+        agent.card = card_for(url, "JSONRPC", "1.0")
+        agent.card["capabilities"]["extensions"] = [{"uri": PUSH_STATUS_EXTENSION}]
+        async with A2AClient(url, timeout=60) as client:
+            await client.discover()
+            raised = await _raised(lambda: getattr(client, method)("t-1"))
+    assert raised.cls is InvalidAgentResponseError
+    assert raised.chained == ("NoneType", "NoneType")
+    assert raised.behind == []
     assert raised.kept < 256 * 1024, f"{raised.kept} bytes kept alive by the error"
 
 
