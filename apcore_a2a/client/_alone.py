@@ -34,6 +34,8 @@ def alone() -> Iterator[None]:
         yield
     except A2AClientError as error:
         error.__cause__ = error.__context__ = None
+        # The frames below this one are done (the error left them): clearing drops their
+        # values only. The running ones, this and its callers', are skipped by clear_frames.
         traceback.clear_frames(error.__traceback__)
         raise
 

@@ -25,6 +25,7 @@ from a2a.types import AgentCard
 from a2a.utils.signing import SignatureVerificationError, create_signature_verifier
 from google.protobuf.json_format import MessageToDict, ParseDict
 
+from apcore_a2a.client._alone import leaves_alone
 from apcore_a2a.client._bounded import get_at_most, json_or_none, parse_json
 from apcore_a2a.client.errors import (
     A2ADiscoveryError,
@@ -87,6 +88,7 @@ class AgentCardFetcher:
         """Forget the cached card; the next :meth:`fetch` goes to the network."""
         self._card, self._etag, self._path = None, None, None
 
+    @leaves_alone  # a public class: its errors keep no card (up to 4 MiB) either
     async def fetch(self, *, refresh: bool = False) -> dict[str, Any]:
         """Return the agent card, from the cache while it is younger than ``ttl``.
 
