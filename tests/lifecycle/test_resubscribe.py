@@ -18,7 +18,7 @@ from a2a.types import (
 
 from tests._sdk import request
 
-from ._agent import Agent
+from ._agent import Agent, agent_server
 from ._client import (
     V03,
     V1,
@@ -73,6 +73,30 @@ async def test_resubscribe_to_active_task_gets_current_task_then_live_events(
         assert chunks == [{"n": 1}, {"n": 2}, {"done": True}]
     finally:
         await client.close()
+
+
+@pytest.mark.parametrize("binding", ["JSONRPC", "HTTP+JSON"])
+async def test_resubscribe_without_an_event_log_gets_current_task_then_live_events(
+    caplog: pytest.LogCaptureFixture, binding: str
+) -> None:
+    # task_event_log_size 0 turns the memory store's event log off (docs/storage.md): the
+    # SDK's own subscription then serves the stream, its backlog bounded all the same.
+    async with agent_server(caplog, task_event_log_size=0) as agent:
+        assert agent.state.stores.event_log is None
+        client = await sdk_client(agent.url, binding)
+        try:
+            task_id = await _start(client, "life.stall", {})
+            await _until_chunks(client, task_id, 2)
+            subscription = client.subscribe(SubscribeToTaskRequest(id=task_id))
+            snapshot = await anext(subscription)
+            assert agent.probe.gate is not None
+            agent.probe.gate.set()
+            events = [snapshot, *await collect(subscription)]
+            assert summarize(events[0]) == ("task", "WORKING")
+            assert events[0].task.id == task_id
+            assert summarize(events[-1]) == ("status", "COMPLETED")
+        finally:
+            await client.close()
 
 
 async def _until_chunks(client: Any, task_id: str, count: int) -> None:
