@@ -12,6 +12,7 @@ from apcore_a2a.auth import authenticator_from_settings, cors_middleware, securi
 from apcore_a2a.settings import Settings
 from tests._support import running_server
 
+from .agent import serve_agent
 from .keys import HMAC_SECRET
 from .probe import ROUTES
 
@@ -85,3 +86,22 @@ def test_wildcard_warns_and_empty_means_no_cors(caplog: pytest.LogCaptureFixture
     with caplog.at_level(logging.WARNING, logger="apcore_a2a.auth"):
         cors_middleware(["https://a.example/"])
     assert caplog.text == ""
+
+
+def test_the_served_agent_answers_preflights_of_its_origins_before_authentication() -> None:
+    # The whole agent, as serve() builds it (CORS at its edge), not only the middleware.
+    with serve_agent(auth_key=HMAC_SECRET, cors_origins=ORIGIN) as url, httpx.Client() as client:
+        ask = {"Origin": ORIGIN, "Access-Control-Request-Method": "POST"}
+        pre = client.options(
+            url + "/", headers=ask | {"Access-Control-Request-Headers": "authorization"}
+        )
+        assert pre.status_code == 200
+        assert pre.headers["access-control-allow-origin"] == ORIGIN
+        denied = client.post(url + "/", json={}, headers={"Origin": ORIGIN})
+        assert denied.status_code == 401
+        assert denied.headers["access-control-allow-origin"] == ORIGIN
+        card = client.get(url + "/.well-known/agent-card.json", headers={"Origin": ORIGIN})
+        assert card.headers["access-control-allow-origin"] == ORIGIN
+        other = client.options(url + "/", headers=ask | {"Origin": "https://evil.example"})
+        assert other.status_code == 400
+        assert "access-control-allow-origin" not in other.headers
