@@ -193,3 +193,25 @@ async def test_a_resume_from_the_start_replays_the_task_as_it_was_sent(
     assert "artifacts" not in first
     states = [r["statusUpdate"]["status"]["state"] for r in replayed if "statusUpdate" in r]
     assert states[0] == "TASK_STATE_WORKING" and states[-1] == "TASK_STATE_COMPLETED", states
+
+
+async def test_every_event_has_an_id_when_the_stream_trims_the_task_history(
+    agent: Agent,
+) -> None:
+    # historyLength makes the SDK send a trimmed copy of the task it noted: the copy is
+    # matched by kind, so a client can resume from the task event too.
+    params = {"message": wire_message("life.echo", {"text": "hi"})}
+    body = rpc("SendStreamingMessage", {**params, "configuration": {"historyLength": 0}})
+    ids: list[int] = []
+    data: list[str] = []
+    async with (
+        httpx.AsyncClient(base_url=agent.url, timeout=30) as http,
+        http.stream("POST", "/", json=body, headers=V1) as response,
+    ):
+        async for line in response.aiter_lines():
+            if line.startswith("id:"):
+                ids.append(int(line[3:]))
+            elif line.startswith("data:"):
+                data.append(line)
+    assert '"task"' in data[0] and '"history"' not in data[0]
+    assert len(ids) == len(data) and ids == sorted(ids), (ids, data)
