@@ -174,6 +174,12 @@ def test_config_needs_a_subcommand(cli: InProcessCLI) -> None:
     assert result.returncode == 2 and "COMMAND" in result.stderr
 
 
+def test_no_command_prints_the_commands_and_exits_2() -> None:
+    result = run_cli()  # a real process: main() decides this, the parser does not
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.startswith("usage: apcore-a2a") and "serve" in result.stderr
+
+
 SECRET_TYPE_ERRORS = [
     # (file text, key named in the message); each value is a secret of the wrong type
     ("auth:\n  api_keys: key-sekrit-4242\n", "auth.api_keys"),
