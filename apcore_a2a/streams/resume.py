@@ -145,8 +145,15 @@ class StreamPositions:
 
     def take(self, event: Any) -> TaskVersion | None:
         """The version *event* was published with (notes before it are dropped); a Task the
-        stream trimmed to ``historyLength`` is a copy: then the next noted Task is the one."""
+        stream trimmed to ``historyLength`` is a copy: then the next noted Task is the one.
 
+        A terminal ``Task`` gets none. Our runs report their end by a status update; a
+        stream ends with the whole task when another writer ended it (a cancel on another
+        replica): the SDK rereads the task and publishes it with that writer's version,
+        whose log entry is the writer's status update. One id names one event, so the
+        task, the stream's last event, goes without one (nothing follows it to resume)."""
+        if isinstance(event, Task) and event.status.state in TERMINAL_TASK_STATES:
+            return None
         notes = self.notes
         index = next((i for i, (noted, _v) in enumerate(notes) if noted is event), None)
         if index is None:
