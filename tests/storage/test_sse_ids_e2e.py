@@ -6,7 +6,7 @@ update at the next position of the task's event log, and A's run, which learns o
 its next save, ends A's stream with the whole ``Task`` as stored. Every id both streams
 carry must name the same event: a client resuming from an id it saw on one stream gets
 what follows that event on the other. Also with one server and its memory log (the
-cancel then reaches the run itself).
+cancel then reaches the run itself), and with ``--workers 2``.
 """
 
 from __future__ import annotations
@@ -29,12 +29,18 @@ WAIT = 60.0
 Frames = list[tuple[str | None, dict[str, Any]]]
 
 
-@pytest.fixture(scope="module", params=["memory", "sqlite", "postgresql"])
+@pytest.fixture(scope="module", params=["memory", "workers", "sqlite", "postgresql"])
 def replicas(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[str, str]]:
-    if request.param == "memory":
-        with cli_server(["--extensions-dir", PROBES, "--task-store", "memory://"]) as (a, _p):
+    # one server: its memory log, or two workers on one port (the cancel reaches the
+    # other worker on some runs only)
+    if request.param in ("memory", "workers"):
+        store = f"sqlite:///{tmp_path_factory.mktemp('ids') / 'tasks.db'}"
+        extra = ["--workers", "2", "--cluster", "--task-store", store]
+        if request.param == "memory":
+            extra = ["--task-store", "memory://"]
+        with cli_server(["--extensions-dir", PROBES, *extra]) as (a, _p):
             yield a, a
         return
     with _pair(request.param, tmp_path_factory.mktemp("ids"), extensions=PROBES) as (a, b):
