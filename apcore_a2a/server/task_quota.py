@@ -33,6 +33,7 @@ from apcore_a2a.errors import QuotaExceededError
 from apcore_a2a.execution.routing import TaskLookup
 from apcore_a2a.server.limits import LocalSlots, QuotaSlots
 from apcore_a2a.storage.observed import last_read
+from apcore_a2a.storage.quota_slots import TASK_SCOPE
 
 logger = logging.getLogger("apcore_a2a.server")
 
@@ -40,7 +41,7 @@ logger = logging.getLogger("apcore_a2a.server")
 RETRY_AFTER = 30
 #: Seconds between two checks of one caller's counted tasks against the store.
 RECHECK_SECONDS = 5.0
-_SCOPE = "task"
+_SCOPE = TASK_SCOPE
 
 _UNFINISHED = frozenset(
     {TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING, *INTERRUPTED_TASK_STATES}

@@ -4,8 +4,9 @@ A limit of N for one subject (a caller key) is N numbered slots; the primary key
 taking one atomic, so N replicas together never hand out more than N. A slot taken for a
 request or a stream is leased to its replica: given back, it waits :data:`LEASE_SECONDS`
 for the same caller's next request there, then is freed (a dead replica's, when a
-subject is full: dead as orphan recovery judges it, ``ReplicaRegistry.dead_cutoff``). A
-slot renamed to a task id lives until the task gives it back.
+subject is full: dead as orphan recovery judges it, ``ReplicaRegistry.dead_cutoff``), or
+at once when its replica stops cleanly. A slot renamed to a task id lives until the task
+gives it back, or recovery fails the task.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import time
 import uuid
 from typing import Any
 
+from a2a.types import Task
 from sqlalchemy import Column, Index, Integer, String, Table, delete, func, select, text, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -28,6 +30,9 @@ logger = logging.getLogger("apcore_a2a.storage")
 
 #: Scope of the push-config slots: the subject is the task id (retention frees them).
 PUSH_SCOPE = "push"
+#: Scope of the unfinished-task quota (``server/task_quota.py``): a slot renamed to its
+#: task's id is held until the task ends.
+TASK_SCOPE = "task"
 #: Seconds a slot given back stays reserved for this process's next taker of it.
 LEASE_SECONDS = 1.0
 
@@ -116,6 +121,25 @@ class SqlQuotaSlots:
             trim = asyncio.ensure_future(self._trim(scope, subject))
             self._trims.add(trim)
             trim.add_done_callback(self._trims.discard)
+
+    async def aclose(self) -> None:
+        """At a clean stop: free every slot this replica leases (its requests and streams
+        are over, and no next request of theirs comes here); task slots stay."""
+        trims, self._trims = self._trims, set()
+        for trim in trims:
+            trim.cancel()
+        self._idle.clear()
+        self._leased.clear()
+        mine = _S.replica_id == self.registry.replica_id
+        try:
+            await self._execute(delete(slots_table).where(mine))
+        except Exception as exc:  # a database outage: freed once the replica is dead
+            logger.warning("could not free this replica's quota slots: %s", exc)
+
+    async def task_ended(self, task: Task, _event: object) -> None:
+        """Free the slot of *task*, which recovery failed (its run, which would have
+        given it back, is gone): listener of the store's interrupted tasks."""
+        await self._delete(TASK_SCOPE, [task.id])
 
     async def _trim(self, scope: str, subject: str) -> None:
         key = (scope, subject)

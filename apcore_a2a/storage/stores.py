@@ -255,12 +255,14 @@ def _sql_stores(url: StoreURL, settings: Settings) -> Stores:
             event_index,
             state_index,
         ],
-        closers + ([turns.aclose] if turns else []),
+        closers + ([turns.aclose] if turns else []) + ([slots.aclose] if slots else []),
         retention_seconds=settings.task_retention_seconds,
         poll_interval=settings.cluster_poll_interval,
         connections=(url.pool_size + len(held) - 1, settings.workers, " + ".join(held)),
         registry=registry,
     )
+    if slots is not None:
+        sql.interrupted.append(slots.task_ended)
     others = sql_others(db)
     return Stores(
         store_view(writes, around=guarded, saved=turns.saved if turns else None),
