@@ -35,6 +35,8 @@ PUSH_SCOPE = "push"
 TASK_SCOPE = "task"
 #: Seconds a slot given back stays reserved for this process's next taker of it.
 LEASE_SECONDS = 1.0
+#: Seconds a clean stop waits to free this replica's slots.
+STOP_SECONDS = 3.0
 
 slots_table = Table(
     "apcore_a2a_quota_slots",
@@ -132,7 +134,9 @@ class SqlQuotaSlots:
         self._leased.clear()
         mine = _S.replica_id == self.registry.replica_id
         try:
-            await self._execute(delete(slots_table).where(mine))
+            # bounded: a stop during an outage must not wait on the database
+            async with asyncio.timeout(STOP_SECONDS):
+                await self._execute(delete(slots_table).where(mine))
         except Exception as exc:  # a database outage: freed once the replica is dead
             logger.warning("could not free this replica's quota slots: %s", exc)
 
