@@ -156,7 +156,7 @@ class RequestInfo:
                     # Decoded as UTF-8 only (RFC 8259 §8.1): json.loads would guess UTF-16
                     # or UTF-32 from raw bytes, whose shape the scan did not see.
                     text = self.body.decode("utf-8")
-                    self._payload = json.loads(text, object_pairs_hook=_unique_keys)
+                    self._payload = load_json(text)
                 except (ValueError, RecursionError) as exc:
                     self.parse_error = exc
                 doc = self._payload
@@ -236,6 +236,12 @@ class DuplicateKeyError(ValueError):
     def __init__(self, key: str) -> None:
         super().__init__(f"duplicate key {key[:40]!r}")
         self.key = key
+
+
+def load_json(text: str | bytes) -> Any:
+    """*text* parsed as the JSON bindings read it: an object naming a key twice is
+    :class:`DuplicateKeyError` (protobuf's parser refuses it; Python's keeps the last)."""
+    return json.loads(text, object_pairs_hook=_unique_keys)
 
 
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

@@ -15,7 +15,10 @@ each refusal an A2A error in the shape of the request's binding
 * ``-32602`` (JSON-RPC) or ``400`` (REST) for a body beyond a shape limit
   (:mod:`apcore_a2a.shape`), before anything parses it;
 * ``-32602`` / ``400`` for a 0.3 ``historyLength`` no int32 holds
-  (``upstream/v03_history_length.py``);
+  (``upstream/v03_history_length.py``), and for values the SDK misreads: an enum name A2A
+  does not define, a REST query boolean other than ``true``/``false`` or single-valued
+  parameter given twice, JSON-RPC 1.0 ``params`` of ``null`` or an array; ``400`` for a
+  REST body number too long for Python (``upstream/wire_values.py``);
 * the version rule (:func:`~apcore_a2a.classify.version_error`): without ``A2A-Version``
   a request is 0.3 (spec §3.6.2), so a 1.0 method name or REST path is refused
   (``VersionNotSupportedError``) with a message saying what to send;
@@ -64,6 +67,7 @@ from apcore_a2a.server.limits import StreamLimiter
 from apcore_a2a.streams.tap import Answer
 from apcore_a2a.upstream.file_bytes import undecodable_rpc03
 from apcore_a2a.upstream.v03_history_length import history_length_error
+from apcore_a2a.upstream.wire_values import body_error, params_error, query_error
 
 _JSON_TYPES = ("application/json", "application/a2a+json")
 
@@ -93,7 +97,8 @@ class RequestGuard:
             # The method's own version; a JSON-RPC method not known has none (its error follows).
             spoken = info.version if info.method else None
             wrong: A2AError | None = version_error(info.announced, spoken)
-            wrong = wrong or history_length_error(info, scope.get("query_string", b""))
+            query = scope.get("query_string", b"")
+            wrong = wrong or history_length_error(info, query) or query_error(info, query)
             rejection = None if wrong is None else (wrong, None)
         if rejection is not None:
             await refusal(info, *rejection)(scope, receive, send)
@@ -141,7 +146,8 @@ class RequestGuard:
             except UnicodeDecodeError:
                 # The SDK's REST dispatcher decodes outside its error handling (HTTP 500).
                 return JSONParseError(message="Parse error: body is not valid UTF-8 JSON"), None
-            return None
+            wrong = body_error(info, body)
+            return None if wrong is None else (wrong, None)
         payload = info.payload
         if info.parse_error is not None:
             # The SDK maps only JSONDecodeError to -32700; these reach it as -32603 or 500.
@@ -158,7 +164,8 @@ class RequestGuard:
         if isinstance(payload, dict) and "method" in payload and "id" not in payload:
             message = "Invalid Request: 'id' is required (A2A has no notifications)"
             return InvalidRequestError(message=message), None
-        return None
+        wrong = params_error(info)
+        return None if wrong is None else (wrong, None)
 
     async def _stream(
         self, scope: Scope, info: RequestInfo, app: ASGIApp, receive: Receive, send: Send

@@ -1,6 +1,8 @@
 """The SDK's REQUIRED-field check, with a walk planned once per message type that stops at
 google.protobuf's types (the SDK reads every field's options of every ``Value``), and that
-refuses an enum number A2A does not define (the SDK takes A2A's enums as open).
+refuses an enum number A2A does not define (the SDK takes A2A's enums as open), and an enum
+name it does not define (protobuf's parser, told to ignore unknown fields, drops such a name:
+a ``ListTasks`` status filter of a misspelt state became no filter at all).
 """
 
 from __future__ import annotations
@@ -91,6 +93,48 @@ def _plan(descriptor: Descriptor) -> tuple[tuple[FieldDescriptor, bool, int], ..
         if required or nested:
             plan.append((field, required, nested))
     return tuple(plan)
+
+
+def name_errors(doc: Any, descriptor: Descriptor, prefix: str = "") -> list[dict[str, str]]:
+    """The errors of each enum *name* in the JSON object *doc* (read as *descriptor*) that
+    the enum does not define, in the shape of :func:`check`'s. Numbers, and numbers as
+    strings (which protobuf reads as numbers), are left to :func:`check`."""
+    errors: list[dict[str, str]] = []
+    fields = _json_fields(descriptor) if isinstance(doc, dict) else {}
+    for key, value in doc.items() if fields else ():
+        field = fields.get(key)
+        if field is None:
+            continue
+        many, target, is_map = field_items(field)
+        items: Any
+        if is_map:
+            items = value.values() if isinstance(value, dict) else ()
+        else:
+            items = value if many and isinstance(value, list) else (value,)
+        name = prefix + field.name
+        if field.enum_type is not None:
+            defined = field.enum_type.values_by_name
+            for item in items:
+                if isinstance(item, str) and item not in defined and not _numeral(item):
+                    text = f"{item[:40]!r} is not a value of {field.enum_type.name}"
+                    errors.append({"field": name, "message": text})
+        elif target is not None and not target.full_name.startswith("google.protobuf."):
+            for item in items:
+                errors += name_errors(item, target, name + ".")
+    return errors
+
+
+def _numeral(text: str) -> bool:
+    return text.removeprefix("-").isdigit()
+
+
+@functools.cache
+def _json_fields(descriptor: Descriptor) -> dict[str, FieldDescriptor]:
+    """Fields by every key protobuf's JSON parser takes for them: JSON name and proto name."""
+    return {
+        **{field.name: field for field in descriptor.fields},
+        **{field.json_name: field for field in descriptor.fields},
+    }
 
 
 #: ``DefaultRequestHandler``'s message methods, for :func:`check` to stand in for the SDK's

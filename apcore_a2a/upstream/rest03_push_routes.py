@@ -7,7 +7,6 @@ the 0.3 ``TaskPushNotificationConfig`` JSON; ``DELETE .../{push_id}`` answers ``
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -24,12 +23,14 @@ from a2a.server.routes.common import DefaultServerCallContextBuilder, ServerCall
 from a2a.types import DeleteTaskPushNotificationConfigRequest, TaskPushNotificationConfig
 from a2a.utils import constants
 from a2a.utils.error_handlers import rest_error_handler
-from a2a.utils.errors import InvalidParamsError
+from a2a.utils.errors import InvalidParamsError, InvalidRequestError
 from a2a.utils.version_validator import validate_version
 from google.protobuf.json_format import MessageToDict, ParseDict
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
+
+from apcore_a2a.classify import DuplicateKeyError, load_json
 
 _CONFIGS = "/v1/tasks/{id}/pushNotificationConfigs"
 # Keys of the RPC request form; the spec's config form has "name"/"pushNotificationConfig".
@@ -39,8 +40,11 @@ _REQUEST_KEYS = frozenset({"parent", "config", "configId", "config_id"})
 def _parse_config(raw: bytes, task_id: str) -> TaskPushNotificationConfig:
     """The 1.0 config for a 0.3 REST create body of either form."""
     try:
-        doc = json.loads(raw or b"null")
-    except ValueError:
+        doc = load_json(raw or b"null")
+    except DuplicateKeyError as exc:
+        # As the SDK refuses a REST 1.0 body that protobuf cannot parse: 400.
+        raise InvalidRequestError(message=f"Parse error: {exc}") from None
+    except (ValueError, RecursionError):
         raise InvalidParamsError(message="The request body is not valid JSON") from None
     if not isinstance(doc, dict):
         raise InvalidParamsError(message="The request body must be a JSON object")

@@ -1,0 +1,117 @@
+"""Request values a2a-sdk 1.3 reads as something else, refused as invalid params before it
+reads them: JSON-RPC 1.0 ``params`` that are no object, enum names A2A does not define
+(protobuf's parser drops them), and REST query strings that are not A2A 1.0.1 §11.5's
+(a boolean other than ``true``/``false``, a single-valued parameter given twice); and REST
+bodies its JSON parser refuses with Python's own words (a number of more digits than
+Python converts).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from typing import Any
+from urllib.parse import parse_qsl
+
+from a2a.compat.v0_3 import a2a_v0_3_pb2 as pb2_v03
+from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
+from a2a.utils.errors import InvalidParamsError, JSONParseError
+from google.protobuf.descriptor import FieldDescriptor
+
+from apcore_a2a.classify import MESSAGE_METHODS, RequestInfo, load_json
+from apcore_a2a.shape import field_items
+from apcore_a2a.upstream.required_fields import name_errors
+
+_MODELS: dict[str, Any] = JsonRpcDispatcher.METHOD_TO_MODEL
+#: Python refuses to convert more digits (``sys.get_int_max_str_digits``; 0: no limit)
+_DIGITS = sys.get_int_max_str_digits() or sys.maxsize
+_LONG_RUN = re.compile(rb"[0-9]{%d}" % min(_DIGITS + 1, 2**15))
+
+
+class _LongNumberError(ValueError):
+    pass
+
+
+def body_error(info: RequestInfo, body: bytes) -> JSONParseError | InvalidParamsError | None:
+    """The refusal of a REST body the SDK would answer in Python's words, or misread, else
+    ``None``: a number too long for Python (the SDK answered ``... use
+    sys.set_int_max_str_digits() to increase the limit``), and in a 0.3 message an enum
+    name A2A does not define (0.3's parse dropped ``"role": "ROLE_ROBOT"`` and served the
+    message; 1.0 refuses such a role as unset)."""
+    long_run = _LONG_RUN.search(body) is not None
+    if not long_run and not (info.version == "0.3" and info.method in MESSAGE_METHODS):
+        return None
+    try:
+        doc = load_json(body.decode("utf-8")) if not long_run else _load_checked(body)
+    except _LongNumberError:
+        return JSONParseError(message=f"Parse error: a number has more than {_DIGITS} digits")
+    except (ValueError, RecursionError):
+        return None  # the SDK's parser refuses it in its own words
+    if info.version == "0.3" and info.method in MESSAGE_METHODS:
+        return _refusal(name_errors(doc, pb2_v03.SendMessageRequest.DESCRIPTOR))
+    return None
+
+
+def _load_checked(body: bytes) -> Any:
+    def integer(text: str) -> int:
+        if len(text.removeprefix("-")) > _DIGITS:
+            raise _LongNumberError(text)
+        return int(text)
+
+    return json.loads(body.decode("utf-8"), parse_int=integer)
+
+
+def params_error(info: RequestInfo) -> InvalidParamsError | None:
+    """The refusal of a JSON-RPC 1.0 call whose ``params`` the SDK would misread, else
+    ``None``. ``null`` reached protobuf and was answered in Python's words (``'NoneType'
+    object is not iterable``), an array was read as no params at all (``ListTasks``
+    listed every task); A2A's params are objects. Other values the SDK refuses itself
+    (``-32600``)."""
+    payload = info.payload
+    model = _MODELS.get(info.rpc_method or "")
+    if info.version != "1.0" or model is None or not isinstance(payload, dict):
+        return None
+    params = payload.get("params", {})
+    if params is None or isinstance(params, list):
+        return InvalidParamsError(message="params must be a JSON object")
+    return _refusal(name_errors(params, model.DESCRIPTOR))
+
+
+def query_error(info: RequestInfo, query: bytes) -> InvalidParamsError | None:
+    """The refusal of a REST ``GET`` whose query string the SDK would misread (it keeps a
+    repeated parameter's last value, reads any boolean but ``true`` as false and drops an
+    unknown enum name: ``?status=working`` listed every task), else ``None``."""
+    if info.binding != "rest" or info.http_method != "GET" or not query:
+        return None
+    if info.version == "0.3":
+        model: Any = pb2_v03.GetTaskRequest if info.method == "GetTask" else None
+    else:
+        model = _MODELS.get(info.method or "")
+    if model is None:
+        return None
+    fields = {field.camelcase_name: field for field in model.DESCRIPTOR.fields}
+    errors: list[dict[str, str]] = []
+    doc: dict[str, Any] = {}
+    # Decoded as Starlette decodes it for the SDK's route.
+    for key, value in parse_qsl(query.decode("latin-1"), keep_blank_values=True):
+        field = fields.get(key)
+        if field is None:
+            continue
+        if field_items(field)[0]:
+            doc.setdefault(key, []).extend(item for item in value.split(",") if item)
+        elif key in doc:
+            errors.append({"field": field.name, "message": f"{key} is given more than once"})
+        else:
+            doc[key] = value
+            if field.type == FieldDescriptor.TYPE_BOOL and value not in ("true", "false"):
+                text = f"{key} must be true or false, not {value[:40]!r}"
+                errors.append({"field": field.name, "message": text})
+    return _refusal(errors + name_errors(doc, model.DESCRIPTOR))
+
+
+def _refusal(errors: list[dict[str, str]]) -> InvalidParamsError | None:
+    """In the shape of the SDK's own refusal of a request's values."""
+    if not errors:
+        return None
+    return InvalidParamsError(message="Validation failed", data={"errors": errors})

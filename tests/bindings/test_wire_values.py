@@ -1,0 +1,167 @@
+"""Request values the SDK would misread are invalid params on every binding and version
+that carries them, and nothing is stored for them (``upstream/wire_values.py``).
+
+An unknown enum name was dropped: ``ListTasks`` filtering on ``TASK_STATE_WORKNG``
+(JSON-RPC) or ``?status=working`` (REST) listed every task of the caller. A REST query's
+``includeArtifacts=yes`` read as false and a repeated ``pageSize`` as its last value
+(A2A 1.0.1 §11.5: booleans are ``true``/``false``). ``"params": null`` and a number of
+5000 digits were answered in Python's own words; a 0.3 REST create of a push config naming
+a key twice kept the last value, where every other JSON body is refused.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.bindings._agent import serve_agent
+from tests.bindings._scenarios import HOOK_URL
+
+V1 = {"A2A-Version": "1.0"}
+V03 = {"A2A-Version": "0.3"}
+JSON = {"content-type": "application/json"}
+#: words of Python the answers carried (its type names, its API hints)
+PYTHON_WORDS = ("NoneType", "sys.", "Error: ", "int_max_str_digits")
+
+
+def _message(text: str = "hi", role: str = "ROLE_USER") -> dict[str, Any]:
+    return {"messageId": uuid.uuid4().hex, "role": role, "parts": [{"text": text}],
+            "metadata": {"skillId": "demo.echo"}}  # fmt: skip
+
+
+def _rpc(http: httpx.Client, method: str, params: Any, headers: dict[str, str] = V1) -> Any:
+    body = {"jsonrpc": "2.0", "id": 7, "method": method, "params": params}
+    return http.post("/", json=body, headers=headers).json()
+
+
+@pytest.fixture(scope="module")
+def http() -> Iterator[httpx.Client]:
+    """Our agent (push on) holding one finished task with an artifact."""
+    with (
+        serve_agent(push_notifications=True, push_allow_insecure_urls=True) as agent,
+        httpx.Client(base_url=agent.url, timeout=10) as client,
+    ):
+        sent = client.post("/message:send", json={"message": _message()}, headers=V1)
+        assert sent.status_code == 200, sent.text
+        yield client
+
+
+def _task_count(http: httpx.Client) -> int:
+    return len(_rpc(http, "ListTasks", {"pageSize": 100})["result"]["tasks"])
+
+
+def _refused_rpc(answer: Any, *words: str) -> None:
+    error = answer["error"]
+    assert error["code"] == -32602, answer
+    text = str(error)
+    assert all(word in text for word in words), text
+    assert not any(word in text for word in PYTHON_WORDS), text
+
+
+def _refused_rest(answer: httpx.Response, *words: str) -> None:
+    assert answer.status_code == 400, answer.text
+    assert all(word in answer.text for word in words), answer.text
+    assert not any(word in answer.text for word in PYTHON_WORDS), answer.text
+
+
+def test_an_unknown_status_name_is_invalid_params(http: httpx.Client) -> None:
+    _refused_rpc(_rpc(http, "ListTasks", {"status": "TASK_STATE_WORKNG"}), "TASK_STATE_WORKNG")
+    _refused_rest(http.get("/tasks?status=working", headers=V1), "working", "TaskState")
+    # The names A2A defines, and numbers as strings (protobuf's reading), still filter.
+    completed = _rpc(http, "ListTasks", {"status": "TASK_STATE_COMPLETED"})["result"]["tasks"]
+    assert len(completed) == _task_count(http)
+    assert http.get("/tasks?status=TASK_STATE_WORKING", headers=V1).json()["tasks"] == []
+    assert _rpc(http, "ListTasks", {"status": "3"})["result"]["tasks"] == completed
+
+
+def test_an_unknown_role_name_is_invalid_params_and_stores_nothing(http: httpx.Client) -> None:
+    before = _task_count(http)
+    robot = _message(role="ROLE_ROBOT")
+    _refused_rpc(_rpc(http, "SendMessage", {"message": robot}), "ROLE_ROBOT", "Role")
+    _refused_rest(http.post("/message:send", json={"message": robot}, headers=V1), "role")
+    robot03 = {**robot, "content": robot.pop("parts")}
+    _refused_rest(http.post("/v1/message:send", json={"message": robot03}, headers=V03), "Role")
+    with http.stream("POST", "/v1/message:stream", json={"message": robot03}, headers=V03) as r:
+        r.read()
+        _refused_rest(r, "ROLE_ROBOT")
+    _refused_rpc(_rpc(http, "message/send", {"message": {**robot, "kind": "message",
+                 "role": "robot"}}, V03), "role")  # fmt: skip
+    assert _task_count(http) == before
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "/tasks?includeArtifacts=yes",
+        "/tasks?includeArtifacts=TRUE",
+        "/tasks?pageSize=1&pageSize=100",
+        "/tasks?status=TASK_STATE_COMPLETED&status=TASK_STATE_WORKING",
+        "/tasks/{task}?historyLength=1&historyLength=2",
+        "/tasks/{task}/pushNotificationConfigs?pageSize=1&pageSize=2",
+        "/v1/tasks/{task}?historyLength=1&historyLength=2",
+    ],
+)
+def test_a_query_value_a2a_does_not_define_is_invalid_params(
+    http: httpx.Client, query: str
+) -> None:
+    task = _rpc(http, "ListTasks", {"pageSize": 1})["result"]["tasks"][0]["id"]
+    headers = V03 if query.startswith("/v1/") else V1
+    _refused_rest(http.get(query.format(task=task), headers=headers), "Validation failed")
+
+
+def test_query_values_a2a_defines_are_read(http: httpx.Client) -> None:
+    with_artifacts = http.get("/tasks?includeArtifacts=true&pageSize=1", headers=V1).json()
+    assert with_artifacts["tasks"][0]["artifacts"]
+    without = http.get("/tasks?includeArtifacts=false", headers=V1).json()
+    assert not any(task.get("artifacts") for task in without["tasks"])
+
+
+@pytest.mark.parametrize("params", [None, []])
+@pytest.mark.parametrize("method", ["GetTask", "ListTasks", "SendMessage", "CancelTask"])
+def test_null_or_array_params_are_invalid_params(
+    http: httpx.Client, method: str, params: Any
+) -> None:
+    # An array was read as no params: ListTasks listed every task.
+    _refused_rpc(_rpc(http, method, params), "params must be a JSON object")
+
+
+def test_scalar_params_stay_an_invalid_request(http: httpx.Client) -> None:
+    for params in ("x", 1, True):
+        error = _rpc(http, "GetTask", params)["error"]
+        assert error["code"] == -32600, error
+        assert not any(word in str(error) for word in PYTHON_WORDS), error
+
+
+@pytest.mark.parametrize(("path", "headers"), [("/message:send", V1), ("/v1/message:send", V03)])
+def test_a_number_python_does_not_convert_is_a_parse_error(
+    http: httpx.Client, path: str, headers: dict[str, str]
+) -> None:
+    before = _task_count(http)
+    message = _message()
+    if headers is V03:
+        message["content"] = message.pop("parts")
+    body = json.dumps({"message": message, "configuration": {"historyLength": 0}})
+    body = body.replace('"historyLength": 0', '"historyLength": ' + "9" * 5000)
+    answer = http.post(path, content=body, headers={**headers, **JSON})
+    _refused_rest(answer, "Parse error: a number has more than 4300 digits")
+    # Those digits in a string are text.
+    served = http.post(path, json={"message": _message("9" * 5000)}, headers=headers)
+    assert served.status_code == 200 or headers is V03, served.text
+    assert _task_count(http) == before + (served.status_code == 200)
+
+
+def test_a_03_rest_push_config_naming_a_key_twice_is_a_parse_error(http: httpx.Client) -> None:
+    task = _rpc(http, "ListTasks", {"pageSize": 1})["result"]["tasks"][0]["id"]
+    configs = f"/v1/tasks/{task}/pushNotificationConfigs"
+    config = {"name": f"tasks/{task}/pushNotificationConfigs/c1",
+              "pushNotificationConfig": {"url": "https://example.com/first", "URL": HOOK_URL}}  # fmt: skip
+    body = json.dumps(config).replace('"URL"', '"url"')
+    answer = http.post(configs, content=body, headers={**V03, **JSON})
+    _refused_rest(answer, "Parse error: duplicate key 'url'")
+    listed = _rpc(http, "ListTaskPushNotificationConfigs", {"taskId": task})["result"]
+    assert listed.get("configs", []) == []

@@ -1,0 +1,82 @@
+"""The SDK behaviours ``apcore_a2a/upstream/wire_values.py`` answers, on a plain a2a-sdk
+agent: an unknown enum name is dropped (a ``ListTasks`` status filter lists every task, a
+0.3 REST message of an unknown role is served), a REST query reads ``includeArtifacts=yes``
+as false and a repeated ``pageSize`` as its last value, JSON-RPC 1.0 ``"params": null``
+is answered in Python's words (an array read as none), and so is a REST body holding a number of 5000 digits.
+A failing test here means the SDK changed that behaviour: shrink or delete the file."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from tests._support import threaded_server
+from tests.client._sdk_agent import build_sdk_app
+
+V1 = {"A2A-Version": "1.0"}
+V03 = {"A2A-Version": "0.3"}
+JSON = {"content-type": "application/json"}
+
+
+def _rpc(http: httpx.Client, method: str, params: Any) -> Any:
+    body = {"jsonrpc": "2.0", "id": 7, "method": method, "params": params}
+    return http.post("/", json=body, headers=V1).json()
+
+
+@pytest.fixture(scope="module")
+def sdk() -> Iterator[httpx.Client]:
+    """A plain SDK agent holding two finished tasks (each with an artifact)."""
+    app = build_sdk_app("http://127.0.0.1", binding="HTTP+JSON")
+    with threaded_server(app) as url, httpx.Client(base_url=url, timeout=10) as http:
+        for n in range(2):
+            message = {"messageId": f"m-{n}", "role": "ROLE_USER", "parts": [{"text": "hi"}]}
+            sent = http.post("/message:send", json={"message": message}, headers=V1)
+            assert sent.status_code == 200, sent.text
+        yield http
+
+
+def test_sdk_drops_an_unknown_status_name_and_lists_every_task(sdk: httpx.Client) -> None:
+    assert _rpc(sdk, "ListTasks", {"status": "TASK_STATE_WORKING"})["result"]["tasks"] == []
+    listed = _rpc(sdk, "ListTasks", {"status": "TASK_STATE_WORKNG"})["result"]
+    assert len(listed["tasks"]) == 2
+    assert len(sdk.get("/tasks?status=working", headers=V1).json()["tasks"]) == 2
+
+
+def test_sdk_reads_query_values_a2a_does_not_define(sdk: httpx.Client) -> None:
+    def tasks(query: str) -> list[Any]:
+        listed: list[Any] = sdk.get("/tasks?" + query, headers=V1).json()["tasks"]
+        return listed
+
+    assert all(task.get("artifacts") for task in tasks("includeArtifacts=true"))
+    assert not any(task.get("artifacts") for task in tasks("includeArtifacts=yes"))
+    assert len(tasks("pageSize=1&pageSize=100")) == 2  # the last value
+    assert len(tasks("pageSize=100&pageSize=1")) == 1
+
+
+def test_sdk_answers_null_params_in_pythons_words(sdk: httpx.Client) -> None:
+    error = _rpc(sdk, "GetTask", None)["error"]
+    assert error["code"] == -32602
+    assert "'NoneType' object is not iterable" in str(error["data"])
+    # An array is read as no params: every task listed.
+    assert len(_rpc(sdk, "ListTasks", [])["result"]["tasks"]) == 2
+
+
+def test_sdk_answers_a_5000_digit_number_in_pythons_words(sdk: httpx.Client) -> None:
+    message = {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "x"}]}
+    body = json.dumps({"message": message, "configuration": {"historyLength": 0}})
+    body = body.replace('"historyLength": 0', '"historyLength": ' + "9" * 5000)
+    answer = sdk.post("/message:send", content=body, headers={**V1, **JSON})
+    assert answer.status_code == 400
+    assert "sys.set_int_max_str_digits()" in answer.json()["error"]["message"]
+
+
+def test_sdk_serves_a_03_rest_message_of_an_unknown_role(sdk: httpx.Client) -> None:
+    message = {"messageId": "m-03", "role": "ROLE_ROBOT", "content": [{"text": "hi"}]}
+    sent = sdk.post("/v1/message:send", json={"message": message}, headers=V03)
+    # Not refused: the message reached the executor without a role, which this echo
+    # executor fails on ("Message must be from a user"), as HTTP 500.
+    assert sent.status_code == 500, sent.text
