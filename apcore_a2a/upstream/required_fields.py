@@ -100,7 +100,7 @@ def name_errors(doc: Any, descriptor: Descriptor, prefix: str = "") -> list[dict
     the enum does not define, in the shape of :func:`check`'s. Numbers, and numbers as
     strings (which protobuf reads as numbers), are left to :func:`check`."""
     errors: list[dict[str, str]] = []
-    fields = _json_fields(descriptor) if isinstance(doc, dict) else {}
+    fields = _enum_fields(descriptor) if isinstance(doc, dict) else {}
     for key, value in doc.items() if fields else ():
         field = fields.get(key)
         if field is None:
@@ -129,12 +129,16 @@ def _numeral(text: str) -> bool:
 
 
 @functools.cache
-def _json_fields(descriptor: Descriptor) -> dict[str, FieldDescriptor]:
-    """Fields by every key protobuf's JSON parser takes for them: JSON name and proto name."""
-    return {
-        **{field.name: field for field in descriptor.fields},
-        **{field.json_name: field for field in descriptor.fields},
-    }
+def _enum_fields(descriptor: Descriptor) -> dict[str, FieldDescriptor]:
+    """The fields that are enums or hold one below (a message's parts hold none: not
+    walked), by every key protobuf's JSON parser takes for them (JSON and proto name)."""
+    found = {}
+    for field in descriptor.fields:
+        target = field_items(field)[1]
+        own = target is None or target.full_name.startswith("google.protobuf.")
+        if field.enum_type is not None or (not own and _enum_fields(target)):
+            found[field.name] = found[field.json_name] = field
+    return found
 
 
 #: ``DefaultRequestHandler``'s message methods, for :func:`check` to stand in for the SDK's
