@@ -2,9 +2,9 @@
 
 One port carries ``lf.a2a.v1.A2AService`` (1.0, the SDK's ``GrpcHandler``) and
 ``a2a.v1.A2AService`` (0.3, ``CompatGrpcHandler``), with the HTTP edge's rules (auth,
-version, shape, stream slots) on the same call record, and ``grpc.health.v1.Health``
-(``ops/grpc_health.py``); stream slots, cancel-on-drop and requests that do not decode on
-every service: ``grpc_streams.py``.
+version, shape, stream slots, a 0.3 message's role: ``upstream/wire_values.py``) on the
+same call record, and ``grpc.health.v1.Health`` (``ops/grpc_health.py``); stream slots,
+cancel-on-drop and requests that do not decode on every service: ``grpc_streams.py``.
 Without the ``grpc`` extra, importing this module raises an ``ImportError`` that says so.
 """
 
@@ -34,6 +34,7 @@ from apcore_a2a.upstream.file_bytes import (
     proto_request_to_sdk,
     proto_response_to_wire,
 )
+from apcore_a2a.upstream.wire_values import role03_error
 
 GRPC_EXTRA_HINT = 'gRPC support needs the "grpc" extra: pip install "apcore-a2a[grpc]"'
 
@@ -250,7 +251,10 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
                         check_message(request, self._shape)
                     except ShapeError as exc:
                         raise exc.refusal() from None
-                    wrong = version_error(headers.get("a2a-version", "").strip(), spoken)
+                    wrong: A2AError | None = version_error(
+                        headers.get("a2a-version", "").strip(), spoken
+                    )
+                    wrong = wrong or (role03_error(request) if legacy else None)
                     if wrong is not None:
                         raise wrong
                     caller = await self._keys.of_call(identity, context)

@@ -3,7 +3,7 @@ reads them: JSON-RPC 1.0 ``params`` that are no object, enum names A2A does not 
 (protobuf's parser drops them), and REST query strings that are not A2A 1.0.1 §11.5's
 (a boolean other than ``true``/``false``, a single-valued parameter given twice); and REST
 bodies its JSON parser refuses with Python's own words (a number of more digits than
-Python converts).
+Python converts), and 0.3 messages without a role (``role03_error``, also on gRPC).
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ from a2a.compat.v0_3 import a2a_v0_3_pb2 as pb2_v03
 from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
 from a2a.utils.errors import InvalidParamsError, JSONParseError
 from google.protobuf.descriptor import FieldDescriptor
+from google.protobuf.json_format import ParseDict, ParseError
+from google.protobuf.message import Message
 
 from apcore_a2a.classify import MESSAGE_METHODS, RequestInfo, load_json
 from apcore_a2a.shape import field_items
@@ -49,8 +51,27 @@ def body_error(info: RequestInfo, body: bytes) -> JSONParseError | InvalidParams
     except (ValueError, RecursionError):
         return None  # the SDK's parser refuses it in its own words
     if info.version == "0.3" and info.method in MESSAGE_METHODS:
-        return _refusal(name_errors(doc, pb2_v03.SendMessageRequest.DESCRIPTOR))
+        errors = name_errors(doc, pb2_v03.SendMessageRequest.DESCRIPTOR)
+        try:
+            request = ParseDict(doc, pb2_v03.SendMessageRequest(), ignore_unknown_fields=True)
+        except (ParseError, RecursionError):
+            return _refusal(errors)  # the SDK's parser refuses it in its own words
+        return _refusal(errors) or role03_error(request)
     return None
+
+
+def role03_error(request: Message) -> InvalidParamsError | None:
+    """The refusal of a 0.3 ``SendMessageRequest`` (gRPC, or REST's body) whose message has
+    no role or one 0.3 does not define, else ``None``: a2a-sdk 1.3's 0.3 conversion reads
+    every role but ``ROLE_USER`` as the agent's, so such a message was served as an agent
+    message (1.0 refuses an unset role, and a number its enum does not define)."""
+    if not isinstance(request, pb2_v03.SendMessageRequest) or not request.HasField("request"):
+        return None
+    role = request.request.role
+    if role in (pb2_v03.ROLE_USER, pb2_v03.ROLE_AGENT):
+        return None
+    text = f"{role} is not a value of Role" if role else "Field is required."
+    return _refusal([{"field": "message.role", "message": text}])
 
 
 def _load_checked(body: bytes) -> Any:

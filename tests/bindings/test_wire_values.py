@@ -16,15 +16,18 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
+import grpc
 import httpx
 import pytest
+from a2a.compat.v0_3 import a2a_v0_3_pb2, a2a_v0_3_pb2_grpc
 
-from tests.bindings._agent import serve_agent
+from tests.bindings._agent import Agent, serve_agent
 from tests.bindings._scenarios import HOOK_URL
 
 V1 = {"A2A-Version": "1.0"}
 V03 = {"A2A-Version": "0.3"}
 JSON = {"content-type": "application/json"}
+GRPC03 = (("a2a-version", "0.3"),)
 #: words of Python the answers carried (its type names, its API hints)
 PYTHON_WORDS = ("NoneType", "sys.", "Error: ", "int_max_str_digits")
 
@@ -40,12 +43,15 @@ def _rpc(http: httpx.Client, method: str, params: Any, headers: dict[str, str] =
 
 
 @pytest.fixture(scope="module")
-def http() -> Iterator[httpx.Client]:
-    """Our agent (push on) holding one finished task with an artifact."""
-    with (
-        serve_agent(push_notifications=True, push_allow_insecure_urls=True) as agent,
-        httpx.Client(base_url=agent.url, timeout=10) as client,
-    ):
+def agent() -> Iterator[Agent]:
+    with serve_agent(push_notifications=True, push_allow_insecure_urls=True) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def http(agent: Agent) -> Iterator[httpx.Client]:
+    """A client of our agent (push on), which holds one finished task with an artifact."""
+    with httpx.Client(base_url=agent.url, timeout=10) as client:
         sent = client.post("/message:send", json={"message": _message()}, headers=V1)
         assert sent.status_code == 200, sent.text
         yield client
@@ -91,6 +97,29 @@ def test_an_unknown_role_name_is_invalid_params_and_stores_nothing(http: httpx.C
         _refused_rest(r, "ROLE_ROBOT")
     _refused_rpc(_rpc(http, "message/send", {"message": {**robot, "kind": "message",
                  "role": "robot"}}, V03), "role")  # fmt: skip
+    # 0.3 read every role but the user's as the agent's: an unset one too.
+    for unset in ("ROLE_UNSPECIFIED", None):
+        message = {**robot03, "role": unset}
+        answer = http.post("/v1/message:send", json={"message": message}, headers=V03)
+        _refused_rest(answer, "message.role", "Field is required.")
+    assert _task_count(http) == before
+
+
+def test_a_03_grpc_message_of_no_or_an_undefined_role_is_invalid_argument(
+    http: httpx.Client, agent: Agent
+) -> None:
+    before = _task_count(http)
+    with grpc.insecure_channel(agent.grpc_address) as channel:
+        stub = a2a_v0_3_pb2_grpc.A2AServiceStub(channel)
+        for role in (7, 0):
+            message = a2a_v0_3_pb2.Message(message_id=uuid.uuid4().hex, role=role,  # type: ignore[arg-type]
+                                           content=[a2a_v0_3_pb2.Part(text="hi")])  # fmt: skip
+            message.metadata.update({"skillId": "demo.echo"})
+            request = a2a_v0_3_pb2.SendMessageRequest(request=message)
+            with pytest.raises(grpc.RpcError) as refused:
+                stub.SendMessage(request, metadata=GRPC03)
+            assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+            assert "Validation failed" in str(refused.value.details())
     assert _task_count(http) == before
 
 

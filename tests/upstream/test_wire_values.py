@@ -1,6 +1,7 @@
 """The SDK behaviours ``apcore_a2a/upstream/wire_values.py`` answers, on a plain a2a-sdk
 agent: an unknown enum name is dropped (a ``ListTasks`` status filter lists every task, a
-0.3 REST message of an unknown role is served), a REST query reads ``includeArtifacts=yes``
+0.3 REST message of an unknown role is served, as the 0.3 gRPC conversion serves an unset
+or undefined role: as the agent's), a REST query reads ``includeArtifacts=yes``
 as false and a repeated ``pageSize`` as its last value, JSON-RPC 1.0 ``"params": null``
 is answered in Python's words (an array read as none), and so is a REST body holding a number of 5000 digits.
 A failing test here means the SDK changed that behaviour: shrink or delete the file."""
@@ -13,6 +14,9 @@ from typing import Any
 
 import httpx
 import pytest
+from a2a.compat.v0_3 import a2a_v0_3_pb2
+from a2a.compat.v0_3 import types as types_v03
+from a2a.compat.v0_3.proto_utils import FromProto
 
 from tests._support import threaded_server
 from tests.client._sdk_agent import build_sdk_app
@@ -72,6 +76,12 @@ def test_sdk_answers_a_5000_digit_number_in_pythons_words(sdk: httpx.Client) -> 
     answer = sdk.post("/message:send", content=body, headers={**V1, **JSON})
     assert answer.status_code == 400
     assert "sys.set_int_max_str_digits()" in answer.json()["error"]["message"]
+
+
+def test_sdk_reads_every_03_role_but_user_as_the_agents() -> None:
+    """The 0.3 gRPC servicer's conversion: an unset role, or one 0.3 does not define."""
+    for role in (a2a_v0_3_pb2.ROLE_UNSPECIFIED, 7):
+        assert FromProto.role(role) is types_v03.Role.agent  # type: ignore[arg-type]
 
 
 def test_sdk_serves_a_03_rest_message_of_an_unknown_role(sdk: httpx.Client) -> None:
