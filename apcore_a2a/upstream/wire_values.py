@@ -40,7 +40,8 @@ def body_error(info: RequestInfo, body: bytes) -> JSONParseError | InvalidParams
     ``None``: a number too long for Python (the SDK answered ``... use
     sys.set_int_max_str_digits() to increase the limit``), and in a 0.3 message an enum
     name A2A does not define (0.3's parse dropped ``"role": "ROLE_ROBOT"`` and served the
-    message; 1.0 refuses such a role as unset)."""
+    message as the agent's; 1.0 refuses such a role as unset) or no role
+    (:func:`role03_error`)."""
     long_run = _LONG_RUN.search(body) is not None
     if not long_run and not (info.version == "0.3" and info.method in MESSAGE_METHODS):
         return None
@@ -50,12 +51,12 @@ def body_error(info: RequestInfo, body: bytes) -> JSONParseError | InvalidParams
         return JSONParseError(message=f"Parse error: a number has more than {_DIGITS} digits")
     except (ValueError, RecursionError):
         return None  # the SDK's parser refuses it in its own words
-    if info.version == "0.3" and info.method in MESSAGE_METHODS:
+    if info.version == "0.3" and info.method in MESSAGE_METHODS and isinstance(doc, dict):
         errors = name_errors(doc, pb2_v03.SendMessageRequest.DESCRIPTOR)
         try:
             request = ParseDict(doc, pb2_v03.SendMessageRequest(), ignore_unknown_fields=True)
-        except (ParseError, RecursionError):
-            return _refusal(errors)  # the SDK's parser refuses it in its own words
+        except (ParseError, ValueError, TypeError, RecursionError):
+            return _refusal(errors)  # the SDK's parser refuses the rest in its own words
         return _refusal(errors) or role03_error(request)
     return None
 

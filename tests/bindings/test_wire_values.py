@@ -123,6 +123,16 @@ def test_a_03_grpc_message_of_no_or_an_undefined_role_is_invalid_argument(
     assert _task_count(http) == before
 
 
+@pytest.mark.parametrize("body", ["1", "null", "[]", '"x"', '{"message": []}', "{}"])
+@pytest.mark.parametrize("path", ["/v1/message:send", "/message:send"])
+def test_a_message_body_of_another_shape_is_a_client_error(
+    http: httpx.Client, path: str, body: str
+) -> None:
+    headers = {**(V03 if path.startswith("/v1/") else V1), **JSON}
+    answer = http.post(path, content=body, headers=headers)
+    assert answer.status_code == 400, answer.text
+
+
 @pytest.mark.parametrize(
     "query",
     [
