@@ -67,7 +67,7 @@ from apcore_a2a.server.limits import StreamLimiter
 from apcore_a2a.streams.tap import Answer
 from apcore_a2a.upstream.file_bytes import undecodable_rpc03
 from apcore_a2a.upstream.v03_history_length import history_length_error
-from apcore_a2a.upstream.wire_values import body_error, params_error, query_error
+from apcore_a2a.upstream.wire_values import long_number_error, values_error
 
 _JSON_TYPES = ("application/json", "application/a2a+json")
 
@@ -98,7 +98,7 @@ class RequestGuard:
             spoken = info.version if info.method else None
             wrong: A2AError | None = version_error(info.announced, spoken)
             query = scope.get("query_string", b"")
-            wrong = wrong or history_length_error(info, query) or query_error(info, query)
+            wrong = wrong or history_length_error(info, query) or values_error(info, query)
             rejection = None if wrong is None else (wrong, None)
         if rejection is not None:
             await refusal(info, *rejection)(scope, receive, send)
@@ -146,7 +146,7 @@ class RequestGuard:
             except UnicodeDecodeError:
                 # The SDK's REST dispatcher decodes outside its error handling (HTTP 500).
                 return JSONParseError(message="Parse error: body is not valid UTF-8 JSON"), None
-            wrong = body_error(info, body)
+            wrong = long_number_error(body)
             return None if wrong is None else (wrong, None)
         payload = info.payload
         if info.parse_error is not None:
@@ -164,8 +164,7 @@ class RequestGuard:
         if isinstance(payload, dict) and "method" in payload and "id" not in payload:
             message = "Invalid Request: 'id' is required (A2A has no notifications)"
             return InvalidRequestError(message=message), None
-        wrong = params_error(info)
-        return None if wrong is None else (wrong, None)
+        return None
 
     async def _stream(
         self, scope: Scope, info: RequestInfo, app: ASGIApp, receive: Receive, send: Send

@@ -35,30 +35,51 @@ class _LongNumberError(ValueError):
     pass
 
 
-def body_error(info: RequestInfo, body: bytes) -> JSONParseError | InvalidParamsError | None:
-    """The refusal of a REST body the SDK would answer in Python's words, or misread, else
-    ``None``: a number too long for Python (the SDK answered ``... use
-    sys.set_int_max_str_digits() to increase the limit``), and in a 0.3 message an enum
-    name A2A does not define (0.3's parse dropped ``"role": "ROLE_ROBOT"`` and served the
-    message as the agent's; 1.0 refuses such a role as unset) or no role
-    (:func:`role03_error`)."""
-    long_run = _LONG_RUN.search(body) is not None
-    if not long_run and not (info.version == "0.3" and info.method in MESSAGE_METHODS):
+def values_error(info: RequestInfo, query: bytes) -> InvalidParamsError | None:
+    """The refusal of a call (*query*: the URL's query string) holding values the SDK would
+    misread, else ``None``; after the version rule, as the SDK's own checks come after it."""
+    return query_error(info, query) or params_error(info) or _message03_error(info)
+
+
+def long_number_error(body: bytes) -> JSONParseError | None:
+    """The refusal of a REST *body* holding a number of more digits than Python converts
+    (the SDK answered ``... use sys.set_int_max_str_digits() to increase the limit``), else
+    ``None``; the same digits inside a string are text."""
+    if _LONG_RUN.search(body) is None:
         return None
     try:
-        doc = load_json(body.decode("utf-8")) if not long_run else _load_checked(body)
+        json.loads(body.decode("utf-8"), parse_int=_checked_int)
     except _LongNumberError:
         return JSONParseError(message=f"Parse error: a number has more than {_DIGITS} digits")
     except (ValueError, RecursionError):
-        return None  # the SDK's parser refuses it in its own words
-    if info.version == "0.3" and info.method in MESSAGE_METHODS and isinstance(doc, dict):
-        errors = name_errors(doc, pb2_v03.SendMessageRequest.DESCRIPTOR)
-        try:
-            request = ParseDict(doc, pb2_v03.SendMessageRequest(), ignore_unknown_fields=True)
-        except (ParseError, ValueError, TypeError, RecursionError):
-            return _refusal(errors)  # the SDK's parser refuses the rest in its own words
-        return _refusal(errors) or role03_error(request)
+        pass  # the SDK's parser refuses it in its own words
     return None
+
+
+def _checked_int(text: str) -> int:
+    if len(text.removeprefix("-")) > _DIGITS:
+        raise _LongNumberError(text)
+    return int(text)
+
+
+def _message03_error(info: RequestInfo) -> InvalidParamsError | None:
+    """A REST 0.3 message naming an enum value A2A does not define (0.3's parse dropped
+    ``"role": "ROLE_ROBOT"`` and served the message as the agent's; 1.0 refuses such a role
+    as unset), or of no role (:func:`role03_error`)."""
+    if info.binding != "rest" or info.version != "0.3" or info.method not in MESSAGE_METHODS:
+        return None
+    try:
+        doc = load_json((info.body or b"").decode("utf-8"))
+    except (ValueError, RecursionError):
+        return None  # the SDK's parser refuses it in its own words
+    if not isinstance(doc, dict):
+        return None
+    errors = name_errors(doc, pb2_v03.SendMessageRequest.DESCRIPTOR)
+    try:
+        request = ParseDict(doc, pb2_v03.SendMessageRequest(), ignore_unknown_fields=True)
+    except (ParseError, ValueError, TypeError, RecursionError):
+        return _refusal(errors)  # the SDK's parser refuses the rest in its own words
+    return _refusal(errors) or role03_error(request)
 
 
 def role03_error(request: Message) -> InvalidParamsError | None:
@@ -73,15 +94,6 @@ def role03_error(request: Message) -> InvalidParamsError | None:
         return None
     text = f"{role} is not a value of Role" if role else "Field is required."
     return _refusal([{"field": "message.role", "message": text}])
-
-
-def _load_checked(body: bytes) -> Any:
-    def integer(text: str) -> int:
-        if len(text.removeprefix("-")) > _DIGITS:
-            raise _LongNumberError(text)
-        return int(text)
-
-    return json.loads(body.decode("utf-8"), parse_int=integer)
 
 
 def params_error(info: RequestInfo) -> InvalidParamsError | None:

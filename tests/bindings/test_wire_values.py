@@ -85,6 +85,14 @@ def test_an_unknown_status_name_is_invalid_params(http: httpx.Client) -> None:
     assert _rpc(http, "ListTasks", {"status": "3"})["result"]["tasks"] == completed
 
 
+def test_the_version_rule_comes_first(http: httpx.Client) -> None:
+    body = {"jsonrpc": "2.0", "id": 7, "method": "ListTasks", "params": {"status": "X"}}
+    answer = http.post("/", json=body).json()  # no A2A-Version: a 0.3 call (spec §3.6.2)
+    assert answer["error"]["code"] == -32009, answer
+    assert http.get("/tasks?status=X").status_code == 400
+    assert "VERSION_NOT_SUPPORTED" in http.get("/tasks?status=X").text
+
+
 def test_an_unknown_role_name_is_invalid_params_and_stores_nothing(http: httpx.Client) -> None:
     before = _task_count(http)
     robot = _message(role="ROLE_ROBOT")
