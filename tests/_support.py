@@ -306,6 +306,27 @@ async def sse_frames(response: httpx.Response) -> AsyncIterator[tuple[str | None
             event_id, data = None, []
 
 
+@contextlib.asynccontextmanager
+async def rpc_stream(
+    url: str, method: str, params: dict[str, Any], *, timeout: float = 60.0
+) -> AsyncIterator[AsyncIterator[tuple[str | None, Any]]]:
+    """An open SSE answer of JSON-RPC 1.0 *method* at *url*: yields an iterator of its
+    ``(SSE id or None, result)`` frames, closed with the answer."""
+    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+    async with (
+        httpx.AsyncClient(timeout=timeout) as http,
+        http.stream("POST", url + "/", json=body, headers={"A2A-Version": "1.0"}) as answer,
+    ):
+        assert answer.headers["content-type"].startswith("text/event-stream"), answer
+
+        async def results() -> AsyncIterator[tuple[str | None, Any]]:
+            async for sse_id, payload in sse_frames(answer):
+                yield sse_id, payload["result"]
+
+        async with contextlib.aclosing(results()) as frames:
+            yield frames
+
+
 def send_message(skill: str, data: dict[str, Any], *, message_id: str = "m-1") -> dict[str, Any]:
     """A JSON-RPC 1.0 ``SendMessage`` request calling *skill* with one data part."""
     return {

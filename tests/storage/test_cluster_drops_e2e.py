@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -19,6 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
+from .._support import rpc_stream
 from .test_replicas_e2e import PROBES, _pair
 
 V10 = {"A2A-Version": "1.0"}
@@ -33,24 +33,6 @@ def replicas(
     folder = tmp_path_factory.mktemp("drops")
     with _pair(request.param, folder, "--cancel-on-disconnect", extensions=PROBES) as (a, b):
         yield a[0], b[0]
-
-
-@contextlib.asynccontextmanager
-async def _stream(url: str, method: str, params: dict[str, Any]) -> AsyncIterator[Any]:
-    """An open SSE answer of *method*: yields an iterator of its JSON-RPC results."""
-    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
-    async with (
-        httpx.AsyncClient(timeout=WAIT) as http,
-        http.stream("POST", url + "/", json=body, headers=V10) as answer,
-    ):
-        assert answer.headers["content-type"].startswith("text/event-stream"), answer
-
-        async def results() -> AsyncIterator[dict[str, Any]]:
-            async for line in answer.aiter_lines():
-                if line.startswith("data:"):
-                    yield json.loads(line[5:])["result"]
-
-        yield results()
 
 
 def _chunks(count: int) -> dict[str, Any]:
@@ -76,6 +58,11 @@ async def _stored_state(url: str, task_id: str) -> str:
     return str(answer["result"]["status"]["state"])
 
 
+async def _results(frames: AsyncIterator[tuple[str | None, Any]]) -> AsyncIterator[Any]:
+    async for _sse_id, result in frames:
+        yield result
+
+
 async def _first_two(results: AsyncIterator[dict[str, Any]]) -> list[dict[str, Any]]:
     return [await anext(results), await anext(results)]
 
@@ -85,11 +72,17 @@ async def _followed_on_b(
 ) -> tuple[str, AsyncIterator[dict[str, Any]]]:
     """A task streaming on A (long enough to outlive the test's hang-ups) that a client
     on B follows: (its id, B's remaining results). Each stream is closed with its stack."""
-    on_a = await stack_a.enter_async_context(
-        _stream(a, "SendStreamingMessage", {"message": _chunks(100)})
+    on_a = _results(
+        await stack_a.enter_async_context(
+            rpc_stream(a, "SendStreamingMessage", {"message": _chunks(100)}, timeout=WAIT)
+        )
     )
     task_id = str((await asyncio.wait_for(_first_two(on_a), WAIT))[0]["task"]["id"])
-    on_b = await stack_b.enter_async_context(_stream(b, "SubscribeToTask", {"id": task_id}))
+    on_b = _results(
+        await stack_b.enter_async_context(
+            rpc_stream(b, "SubscribeToTask", {"id": task_id}, timeout=WAIT)
+        )
+    )
     # B's first frames are out: its subscription follows the task from here on.
     await asyncio.wait_for(_first_two(on_b), WAIT)
     return task_id, on_b

@@ -12,7 +12,6 @@ cancel then reaches the run itself), and with ``--workers 2``.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -20,7 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
-from .._support import cli_server, sse_frames
+from .._support import cli_server, rpc_stream
 from .test_replicas_e2e import PROBES, _pair
 
 V10 = {"A2A-Version": "1.0"}
@@ -45,24 +44,6 @@ def replicas(
         return
     with _pair(request.param, tmp_path_factory.mktemp("ids"), extensions=PROBES) as (a, b):
         yield a[0], b[0]
-
-
-@contextlib.asynccontextmanager
-async def _stream(url: str, method: str, params: dict[str, Any]) -> AsyncIterator[Any]:
-    """The ``(id, JSON-RPC result)`` frames of an open SSE answer of *method*."""
-    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
-    async with (
-        httpx.AsyncClient(timeout=WAIT) as http,
-        http.stream("POST", url + "/", json=body, headers=V10) as answer,
-    ):
-        assert answer.headers["content-type"].startswith("text/event-stream"), answer
-
-        async def results() -> AsyncIterator[tuple[str | None, dict[str, Any]]]:
-            async for sse_id, payload in sse_frames(answer):
-                yield sse_id, payload["result"]
-
-        async with contextlib.aclosing(results()) as frames:
-            yield frames
 
 
 async def _take(frames: AsyncIterator[Any], count: int) -> Frames:
@@ -91,10 +72,10 @@ async def test_a_canceled_streams_ids_name_the_subscribers_events(
         "parts": [{"data": {"count": 400, "size": 16, "delay": 0.05}}],
         "metadata": {"skillId": "probe.chunks"},
     }
-    async with _stream(a, "SendStreamingMessage", {"message": message}) as on_a:
+    async with rpc_stream(a, "SendStreamingMessage", {"message": message}, timeout=WAIT) as on_a:
         seen_a = await asyncio.wait_for(_take(on_a, 2), WAIT)
         task_id = seen_a[0][1]["task"]["id"]
-        async with _stream(b, "SubscribeToTask", {"id": task_id}) as on_b:
+        async with rpc_stream(b, "SubscribeToTask", {"id": task_id}, timeout=WAIT) as on_b:
             seen_b = await asyncio.wait_for(_take(on_b, 2), WAIT)
             cancel = {"jsonrpc": "2.0", "id": 2, "method": "CancelTask", "params": {"id": task_id}}
             async with httpx.AsyncClient(timeout=WAIT) as http:
