@@ -70,6 +70,7 @@ from apcore_a2a.streams.backlog import bounded
 from apcore_a2a.streams.resume import EventLog, PositionTap, StreamPositions, subscribe_from_log
 from apcore_a2a.streams.tap import answer_of, answering, answering_stream
 from apcore_a2a.upstream.finished_runs import FINISHED_RUN, finished_refusal
+from apcore_a2a.upstream.late_run_events import drop_late_run_events
 from apcore_a2a.upstream.push_capability import refuse_push_config
 from apcore_a2a.upstream.required_fields import SEND, SEND_STREAM, check, checked
 from apcore_a2a.upstream.serial_cancels import CancelTurns
@@ -104,6 +105,7 @@ class ApCoreRequestHandler(DefaultRequestHandler):
             # for the message streams that send them (streams/resume.py).
             self._tap = event_stream = PositionTap(event_stream)
         super().__init__(task_store=task_store, event_stream=event_stream, **kwargs)
+        drop_late_run_events(self)  # a cancel stored elsewhere wins over the run's queue
         self._capabilities = kwargs["agent_card"].capabilities
         self._task_lookup: TaskLookup = stores.get_task
         self._turns = stores.turns

@@ -197,6 +197,19 @@ class Stall:
             self.probe.done(key).set()
 
 
+class Late(Stall):
+    """Waits for ``probe.gate``, then streams two chunks: a stream whose every chunk comes
+    when the test says."""
+
+    description = "Wait for the gate, then stream two chunks"
+
+    async def stream(self, inputs: dict[str, Any], context: Any) -> AsyncIterator[dict[str, Any]]:
+        assert self.probe.gate is not None
+        await self.probe.gate.wait()
+        yield {"n": 1}
+        yield {"n": 2}
+
+
 class FloodIn(BaseModel):
     chunks: int = Field(default=4, ge=1, le=16)
     size: int = Field(default=1024, ge=1, le=1 << 20)
@@ -401,6 +414,7 @@ def build_executor(probe: Probe) -> Executor:
     registry.register("life.drip", Drip())
     registry.register("life.gate", Gate(probe))
     registry.register("life.stall", Stall(probe))
+    registry.register("life.late", Late(probe))
     registry.register("life.flood", Flood(probe))
     registry.register("life.peek", Peek(probe))
     registry.register("life.transfer", Transfer(probe))

@@ -1,0 +1,88 @@
+"""The SDK behaviour ``apcore_a2a/upstream/late_run_events.py`` answers: an event a run
+queued after its task's terminal state is still applied by the ``ActiveTask`` consumer (a
+late chunk for an artifact the task never got is logged at ERROR). A failure of the first
+test means the SDK drops such events itself now: delete that file."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import pytest
+from a2a.helpers.proto_helpers import new_task
+from a2a.server.agent_execution import AgentExecutor
+from a2a.server.context import ServerCallContext
+from a2a.server.request_handlers import DefaultRequestHandler
+from a2a.server.tasks import InMemoryTaskStore
+from a2a.types import (
+    Artifact,
+    Message,
+    Part,
+    Role,
+    SendMessageRequest,
+    TaskArtifactUpdateEvent,
+    TaskState,
+    TaskStatus,
+    TaskStatusUpdateEvent,
+)
+
+from apcore_a2a.upstream.late_run_events import drop_late_run_events
+from tests.client._sdk_agent import agent_card
+
+
+class _LateChunk(AgentExecutor):
+    """Ends its task canceled, then queues a chunk (what a run racing a cancel does)."""
+
+    async def execute(self, context: Any, event_queue: Any) -> None:
+        ids = {"task_id": context.task_id, "context_id": context.context_id}
+        state = TaskState.TASK_STATE_WORKING
+        await event_queue.enqueue_event(new_task(**ids, state=state, history=[context.message]))
+        canceled = TaskStatus(state=TaskState.TASK_STATE_CANCELED)
+        await event_queue.enqueue_event(TaskStatusUpdateEvent(**ids, status=canceled))
+        chunk = Artifact(artifact_id="late", parts=[Part(text="late")])
+        await event_queue.enqueue_event(TaskArtifactUpdateEvent(**ids, artifact=chunk, append=True))
+
+    async def cancel(self, context: Any, event_queue: Any) -> None:
+        pass
+
+
+async def _late_chunk_meets(handler: DefaultRequestHandler, caplog: Any, word: str) -> bool:
+    """Send one message; whether a record containing *word* follows (the consumer's
+    handling of the late chunk), within a bounded number of loop turns."""
+    message = Message(message_id="m", role=Role.ROLE_USER, parts=[Part(text="go")])
+    with caplog.at_level(logging.DEBUG):
+        await handler.on_message_send(SendMessageRequest(message=message), ServerCallContext())
+        for _ in range(1000):
+            if any(word in r.getMessage() for r in caplog.records):
+                return True
+            await asyncio.sleep(0)
+    return False
+
+
+def _handler() -> DefaultRequestHandler:
+    return DefaultRequestHandler(
+        agent_executor=_LateChunk(),
+        task_store=InMemoryTaskStore(),
+        agent_card=agent_card("http://x"),
+    )
+
+
+async def test_the_sdk_applies_a_chunk_queued_after_the_terminal_state(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    handler = _handler()
+    try:
+        assert await _late_chunk_meets(handler, caplog, "nonexistent artifact")
+    finally:
+        await handler.aclose()
+
+
+async def test_the_correction_drops_it_quietly(caplog: pytest.LogCaptureFixture) -> None:
+    handler = _handler()
+    drop_late_run_events(handler)
+    try:
+        assert await _late_chunk_meets(handler, caplog, "late TaskArtifactUpdateEvent is dropped")
+        assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
+    finally:
+        await handler.aclose()
