@@ -201,6 +201,13 @@ class RequestGuard:
             await release()
 
 
+async def until_hung_up(receive: Receive) -> None:
+    """Return once the client hangs up. Called once the request's body was read, so only
+    the hang-up is left to receive (or the body, if the route never read it)."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
+
+
 async def _until_gone(
     scope: Scope,
     info: RequestInfo,
@@ -232,8 +239,7 @@ async def _until_gone(
 
     async def hang_up() -> None:
         nonlocal gone
-        while (await receive())["type"] != "http.disconnect":
-            pass
+        await until_hung_up(receive)
         await release()  # before anything is torn down: the caller may stream again now
         if not started and serving is not None:
             gone = True

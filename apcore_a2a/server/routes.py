@@ -12,11 +12,11 @@ from a2a.server.routes import create_jsonrpc_routes, create_rest_routes
 from a2a.server.routes.common import DefaultServerCallContextBuilder
 from starlette.requests import Request
 from starlette.routing import BaseRoute, Mount, Route
-from starlette.types import Receive
 
 from apcore_a2a.classify import describe, request_info
 from apcore_a2a.edge.call import CallRecord, attach
 from apcore_a2a.server.caller_keys import CallerKeys
+from apcore_a2a.server.guards import until_hung_up
 from apcore_a2a.streams.tap import Answer
 from apcore_a2a.upstream.file_bytes import MESSAGE_PATHS, with_spec_files
 from apcore_a2a.upstream.jsonrpc_empty_result import empty_delete_result
@@ -43,17 +43,10 @@ class ApCoreCallContextBuilder(DefaultServerCallContextBuilder):
         answer = info.answer if info is not None else None
         caller = self.caller_keys.of_scope(request.scope)
         record = attach(context, CallRecord(binding, version, method, caller, answer=answer))
-        record.client_gone = functools.partial(_hang_up, request.receive)
+        record.client_gone = functools.partial(until_hung_up, request.receive)
         if isinstance(answer, Answer):
             answer.call = record
         return context
-
-
-async def _hang_up(receive: Receive) -> None:
-    """Return once the client hangs up. The handler runs once the body was read, so
-    only the hang-up is left to receive (or the body, if the route never read it)."""
-    while (await receive())["type"] != "http.disconnect":
-        pass
 
 
 def a2a_routes(

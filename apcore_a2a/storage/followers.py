@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import secrets
 
-from sqlalchemy import delete, exists, insert, select
+from sqlalchemy import exists, insert, select
 
 from ._replicas import replicas_table
 from .outages import guarded
@@ -31,7 +31,7 @@ class StreamFollowers:
     """Open streams per task, shared by the replicas of one cluster (module docstring)."""
 
     def __init__(self, slots: SqlQuotaSlots) -> None:
-        self.engine, self.registry = slots.engine, slots.registry
+        self.slots, self.engine, self.registry = slots, slots.engine, slots.registry
 
     async def follow(self, task_id: str) -> str | None:
         """Note a stream of *task_id* here; its holder to :meth:`unfollow`, ``None`` when
@@ -55,10 +55,8 @@ class StreamFollowers:
 
     async def unfollow(self, holder: str) -> None:
         """The stream noted as *holder* ended."""
-        stmt = delete(slots_table).where(_S.scope == FOLLOW_SCOPE, _S.holder == holder)
         try:
-            async with self.engine.begin() as conn:
-                await guarded(conn.execute(stmt))
+            await self.slots.give_back(FOLLOW_SCOPE, holder)  # a row it never leased: deleted
         except Exception as exc:  # left behind: it stops counting when this replica dies
             logger.warning("could not drop the note of a stream: %s", exc)
 
