@@ -47,14 +47,7 @@ async def test_resubscribe_to_active_task_gets_current_task_then_live_events(
 ) -> None:
     client = await sdk_client(agent.url, binding, version)
     try:
-        # life.stall streams two chunks, then waits for the gate the test opens
-        task_id = await _start(client, "life.stall", {})
-        await _until_chunks(client, task_id, 2)
-        subscription = client.subscribe(SubscribeToTaskRequest(id=task_id))
-        snapshot = await anext(subscription)
-        assert agent.probe.gate is not None
-        agent.probe.gate.set()
-        events = [snapshot, *await collect(subscription)]
+        task_id, events = await _subscribed_midway(agent, client)
         summary = [summarize(e) for e in events]
         assert summary[0] == ("task", "WORKING")
         assert events[0].task.id == task_id
@@ -85,18 +78,25 @@ async def test_resubscribe_without_an_event_log_gets_current_task_then_live_even
         assert agent.state.stores.event_log is None
         client = await sdk_client(agent.url, binding)
         try:
-            task_id = await _start(client, "life.stall", {})
-            await _until_chunks(client, task_id, 2)
-            subscription = client.subscribe(SubscribeToTaskRequest(id=task_id))
-            snapshot = await anext(subscription)
-            assert agent.probe.gate is not None
-            agent.probe.gate.set()
-            events = [snapshot, *await collect(subscription)]
+            task_id, events = await _subscribed_midway(agent, client)
             assert summarize(events[0]) == ("task", "WORKING")
             assert events[0].task.id == task_id
             assert summarize(events[-1]) == ("status", "COMPLETED")
         finally:
             await client.close()
+
+
+async def _subscribed_midway(agent: Agent, client: Any) -> tuple[str, list[Any]]:
+    """A ``life.stall`` task (two chunks, then it waits for the gate the test opens)
+    subscribed to after its two chunks, its gate then opened: its id and every event the
+    subscription got, the snapshot first."""
+    task_id = await _start(client, "life.stall", {})
+    await _until_chunks(client, task_id, 2)
+    subscription = client.subscribe(SubscribeToTaskRequest(id=task_id))
+    snapshot = await anext(subscription)
+    assert agent.probe.gate is not None
+    agent.probe.gate.set()
+    return task_id, [snapshot, *await collect(subscription)]
 
 
 async def _until_chunks(client: Any, task_id: str, count: int) -> None:

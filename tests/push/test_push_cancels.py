@@ -29,6 +29,14 @@ def shared_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
 
 
 PROBES = str(Path(__file__).resolve().parents[1] / "storage" / "probes")
+#: a replica process with push on, whose death the others notice within about a second
+KILLED_REPLICA_ENV = {
+    "PUSH_NOTIFICATIONS": "true",
+    "A2A_PUSH_ALLOW_INSECURE_URLS": "true",
+    "A2A_CLUSTER_POLL_INTERVAL": "0.1",
+    "A2A_CLUSTER_HEARTBEAT_INTERVAL": "0.2",
+    "A2A_CLUSTER_REPLICA_TIMEOUT": "1.0",
+}
 
 
 def probe_message(skill: str, inputs: dict[str, Any]) -> dict[str, Any]:
@@ -86,13 +94,7 @@ async def test_a_task_failed_for_a_killed_replica_is_pushed_once(
 ) -> None:
     """Replica A is killed (SIGKILL) while its task runs: the replica that fails the orphan
     ("Interrupted by server restart") pushes that status, once, whichever replica it is."""
-    env = {
-        "PUSH_NOTIFICATIONS": "true",
-        "A2A_PUSH_ALLOW_INSECURE_URLS": "true",
-        "A2A_CLUSTER_POLL_INTERVAL": "0.1",
-        "A2A_CLUSTER_HEARTBEAT_INTERVAL": "0.2",
-        "A2A_CLUSTER_REPLICA_TIMEOUT": "1.0",
-    }
+    env = KILLED_REPLICA_ENV
     args = ["--extensions-dir", PROBES, "--task-store", shared_store, "--cluster"]
     journal = tmp_path / "journal.txt"
     async with receiver() as rec, httpx.AsyncClient(timeout=10) as client:

@@ -20,7 +20,7 @@ from .._postgres import pg_schema_url
 from .._support import cli_server, running_server
 from ._agent import Receiver, push_app, receiver, rpc, two_replicas
 from ._rows import damage_rows
-from .test_push_cancels import PROBES, probe_message
+from .test_push_cancels import KILLED_REPLICA_ENV, PROBES, probe_message
 from .test_push_versions import _gated_task
 
 #: What the damaged row holds: no JSON at all (the store has no encryption key).
@@ -94,13 +94,7 @@ async def test_a_killed_replicas_task_is_failed_and_pushed_past_a_damaged_config
     # Replica A (a process) runs the task and is killed; replica B (here) fails the
     # orphan in its recovery loop and pushes that failure to the good config only.
     caplog.set_level(logging.WARNING)
-    env = {
-        "PUSH_NOTIFICATIONS": "true",
-        "A2A_PUSH_ALLOW_INSECURE_URLS": "true",
-        "A2A_CLUSTER_POLL_INTERVAL": "0.1",
-        "A2A_CLUSTER_HEARTBEAT_INTERVAL": "0.2",
-        "A2A_CLUSTER_REPLICA_TIMEOUT": "1.0",
-    }
+    env = KILLED_REPLICA_ENV
     journal = tmp_path / "journal.txt"
     with pg_schema_url(agents=2) as url:
         args = ["--extensions-dir", PROBES, "--task-store", url, "--cluster"]
@@ -111,15 +105,7 @@ async def test_a_killed_replicas_task_is_failed_and_pushed_past_a_damaged_config
             running_server(b) as base_b,
         ):
             with cli_server(args, env=env) as (base_a, proc_a):
-                work = {"journal": str(journal), "seconds": 300}
-                send = {"message": probe_message("probe.work", work)}
-                send["configuration"] = {"returnImmediately": True}
-                task_id = (await rpc(client, base_a, "SendMessage", send))["result"]["task"]["id"]
-                await _configs(client, base_a, task_id, rec)
-                await damage_rows(url, task_id, BROKEN)
-                while "started" not in _journal(journal):
-                    await asyncio.sleep(0.05)
-                proc_a.kill9()
+                task_id = await _damaged_task_killed(client, base_a, proc_a, url, journal, rec)
                 await rec.wait_for(lambda: "TASK_STATE_FAILED" in _states(rec, "/g"))
                 await b.state.a2a.extras["push"].sender.idle()
                 stored = await rpc(client, base_b, "GetTask", {"id": task_id})
@@ -133,6 +119,23 @@ async def test_a_killed_replicas_task_is_failed_and_pushed_past_a_damaged_config
 
 def _journal(path: Path) -> str:
     return path.read_text() if path.exists() else ""
+
+
+async def _damaged_task_killed(
+    client: httpx.AsyncClient, base: str, proc: Any, url: str, journal: Path, rec: Receiver
+) -> str:
+    """A task running its module on the agent at *base*, with a good config and a damaged
+    one, whose process (*proc*) is then killed (SIGKILL) mid-run: the task's id."""
+    work = {"journal": str(journal), "seconds": 300}
+    send = {"message": probe_message("probe.work", work)}
+    send["configuration"] = {"returnImmediately": True}
+    task_id = str((await rpc(client, base, "SendMessage", send))["result"]["task"]["id"])
+    await _configs(client, base, task_id, rec)
+    await damage_rows(url, task_id, BROKEN)
+    while "started" not in _journal(journal):
+        await asyncio.sleep(0.05)
+    proc.kill9()
+    return task_id
 
 
 async def test_a_restart_recovers_its_tasks_past_a_damaged_config(
@@ -150,15 +153,7 @@ async def test_a_restart_recovers_its_tasks_past_a_damaged_config(
                 base,
                 proc,
             ):
-                work = {"journal": str(journal), "seconds": 300}
-                send = {"message": probe_message("probe.work", work)}
-                send["configuration"] = {"returnImmediately": True}
-                task_id = (await rpc(client, base, "SendMessage", send))["result"]["task"]["id"]
-                await _configs(client, base, task_id, rec)
-                await damage_rows(url, task_id, BROKEN)
-                while "started" not in _journal(journal):
-                    await asyncio.sleep(0.05)
-                proc.kill9()
+                task_id = await _damaged_task_killed(client, base, proc, url, journal, rec)
             async with running_server(push_app(task_store=url)) as again:
                 stored = await rpc(client, again, "GetTask", {"id": task_id})
                 seen = await _seen_from(client, again, task_id)
