@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from sqlalchemy import event, text
@@ -53,6 +53,12 @@ class StoreURL:
     connect_args: dict[str, Any] = field(default_factory=dict)
     #: PostgreSQL: connections the engine's pool opens at most (``?pool_size=``)
     pool_size: int = 20
+
+    def with_server_settings(self, **settings: str) -> StoreURL:
+        """This URL with PostgreSQL run-time *settings* on each connection it opens."""
+        args = dict(self.connect_args)
+        args["server_settings"] = {**args.get("server_settings", {}), **settings}
+        return replace(self, connect_args=args)
 
     @property
     def sqlite_path(self) -> str | None:

@@ -180,6 +180,13 @@ def _sql_stores(url: StoreURL, settings: Settings) -> Stores:
     """One chain for SQLite and PostgreSQL, single and cluster: the SDK's versioned store
     with streamed chunks in ``task_events`` only (``streamed.py``) under the deferred
     writes; cluster mode adds the replica registry, shared turns and quota slots."""
+    if settings.cluster and url.kind == "postgresql":
+        # A replica paused inside a transaction (a long GC pause, a frozen VM) holds its
+        # rows locked until it wakes, and no other replica could fail its tasks meanwhile:
+        # the server ends such a transaction once it has been idle for a replica timeout,
+        # by when the others count that replica dead anyway.
+        idle = f"{round(settings.cluster_replica_timeout * 1000)}ms"
+        url = url.with_server_settings(idle_in_transaction_session_timeout=idle)
     try:
         from apcore_a2a.upstream.unreadable_push_configs import ReadableConfigStore
 

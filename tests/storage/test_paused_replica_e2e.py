@@ -11,16 +11,23 @@ fail may have sent the work again.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
+import sqlite3
 import time
 import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
+import asyncpg
 import httpx
 import pytest
+from sqlalchemy.engine import make_url
 
+from .._postgres import PG_DB, PG_HOST, PG_PORT, PG_USER, pg_schema_url
+from .._support import cli_server
 from .test_replicas_e2e import PROBES, _pair
 
 V10 = {"A2A-Version": "1.0"}
@@ -29,11 +36,15 @@ WAIT = 90.0
 
 
 async def _rpc(url: str, method: str, params: dict[str, object]) -> dict[str, object]:
-    async with httpx.AsyncClient(timeout=WAIT) as http:
-        body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
-        answer = (await http.post(url + "/", json=body, headers=V10)).json()
+    answer = await _answer(url, method, params)
     assert "result" in answer, answer
     return dict(answer["result"])
+
+
+async def _answer(url: str, method: str, params: dict[str, object]) -> dict[str, Any]:
+    async with httpx.AsyncClient(timeout=WAIT) as http:
+        body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+        return dict((await http.post(url + "/", json=body, headers=V10)).json())
 
 
 async def _until(check: Callable[[], Awaitable[bool]], what: str) -> None:
@@ -41,6 +52,25 @@ async def _until(check: Callable[[], Awaitable[bool]], what: str) -> None:
     while not await check():
         assert time.monotonic() < deadline, what
         await asyncio.sleep(0.1)
+
+
+def _pause_between_writes(pid: int, database: Path) -> None:
+    """SIGSTOP *pid*, again until it holds no write lock on the SQLite *database*: a
+    process paused holding it stalls every process on the file until it wakes (SQLite
+    has no server to end its transaction; ``docs/storage.md``)."""
+    for _ in range(100):
+        os.kill(pid, signal.SIGSTOP)
+        probe = sqlite3.connect(database, timeout=0, isolation_level=None)
+        try:
+            probe.execute("BEGIN IMMEDIATE")
+            probe.execute("ROLLBACK")
+            return
+        except sqlite3.OperationalError:  # "database is locked": paused mid-write
+            os.kill(pid, signal.SIGCONT)
+            time.sleep(0.05)
+        finally:
+            probe.close()
+    raise AssertionError("the replica held the write lock at every pause")
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
@@ -77,10 +107,87 @@ async def test_a_woken_replica_stops_the_module_of_a_task_failed_elsewhere(
             return len(said()) > 1
 
         await _until(started, "the module never started")
-        os.kill(proc_a.pid, signal.SIGSTOP)
+        if backend == "sqlite":
+            _pause_between_writes(proc_a.pid, tmp_path / "tasks.db")
+        else:  # paused mid-write, the server ends A's transaction (the test below)
+            os.kill(proc_a.pid, signal.SIGSTOP)
         try:
             await _until(failed_on_b, "B never failed the paused replica's task")
         finally:
             os.kill(proc_a.pid, signal.SIGCONT)
         await _until(module_ended, f"the module never ended: {said()}")
         assert said() == ["started", "canceled"]
+
+
+async def test_a_replica_paused_inside_a_transaction_does_not_hold_its_task(
+    tmp_path: Path,
+) -> None:
+    """PostgreSQL: A is paused in the middle of a write (its transaction idle, the task's
+    rows locked); B still fails A's task, since the server ends a transaction left idle
+    for a replica timeout. Before, B's write waited for A's lock until A woke."""
+    journal = tmp_path / "journal.txt"
+    timing = ["--cluster-heartbeat-interval", "0.5", "--cluster-replica-timeout", "4"]
+    with contextlib.ExitStack() as stack:
+        url = stack.enter_context(pg_schema_url(agents=2))
+        args = ["--extensions-dir", PROBES, "--task-store", url, "--cluster", *timing]
+        a, proc_a = stack.enter_context(cli_server(args, env={"A2A_CLUSTER_POLL_INTERVAL": "0.1"}))
+        b, _ = stack.enter_context(cli_server(args, env={"A2A_CLUSTER_POLL_INTERVAL": "0.1"}))
+        message = {
+            "messageId": uuid.uuid4().hex,
+            "role": "ROLE_USER",
+            "parts": [{"data": {"journal": str(journal), "seconds": 60}}],
+            "metadata": {"skillId": "probe.work"},
+        }
+        sent = await _rpc(
+            a, "SendMessage", {"message": message, "configuration": {"returnImmediately": True}}
+        )
+        task_id = sent["task"]["id"]  # type: ignore[index]
+
+        async def working_on_a() -> bool:
+            task = await _rpc(a, "GetTask", {"id": task_id})
+            return task["status"]["state"] == "TASK_STATE_WORKING"  # type: ignore[index]
+
+        async def failed_on_b() -> bool:
+            task = await _rpc(b, "GetTask", {"id": task_id})
+            return task["status"]["state"] == "TASK_STATE_FAILED"  # type: ignore[index]
+
+        await _until(working_on_a, "the task never ran on A")
+        schema = make_url(url).query["schema"]
+        conn = await asyncpg.connect(
+            host=PG_HOST,
+            port=PG_PORT,
+            user=PG_USER,
+            database=PG_DB,
+            server_settings={"search_path": str(schema)},
+        )
+        try:
+            # Hold the task's row, let A's cancel write wait for it, pause A, let go: A's
+            # transaction now holds the row, idle, as a replica paused mid-write does.
+            held = conn.transaction()
+            await held.start()
+            await conn.execute("SELECT 1 FROM tasks WHERE id = $1 FOR UPDATE", task_id)
+            cancel = asyncio.ensure_future(_answer(a, "CancelTask", {"id": task_id}))
+            mine = await conn.fetchval("SELECT pg_backend_pid()")
+            blocked = "SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))"
+
+            async def a_waits_for_us() -> bool:
+                return bool(await conn.fetchval(blocked, mine))
+
+            try:
+                await _until(a_waits_for_us, "A's cancel never wrote the task")
+                os.kill(proc_a.pid, signal.SIGSTOP)
+                try:
+                    await held.rollback()
+                    await _until(failed_on_b, "B never failed the task A holds locked")
+                finally:
+                    os.kill(proc_a.pid, signal.SIGCONT)
+                # A's cancel lost its transaction: it answers, with a result or a typed
+                # error, never an internal one.
+                answer = await cancel
+            finally:
+                cancel.cancel()
+        finally:
+            await conn.close()
+        assert answer.get("error", {}).get("code") != -32603, answer
+        task = await _rpc(b, "GetTask", {"id": task_id})
+        assert task["status"]["state"] == "TASK_STATE_FAILED"  # type: ignore[index]
