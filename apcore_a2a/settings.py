@@ -216,6 +216,13 @@ class Settings(SourcedSettings):
         False, "limits.cancel_on_disconnect", "cancel a task when its only stream is dropped"
     )
     sync_workers: int = setting(32, "limits.sync_workers", "threads for sync modules", ge=1)
+    sync_workers_per_caller: int | None = setting(
+        None,
+        "limits.sync_workers_per_caller",
+        "sync_workers threads one caller may hold at once; its other calls wait their turn "
+        "(default: any free thread)",
+        ge=1,
+    )
     # -- storage ---------------------------------------------------------------------
     task_store: str = setting(
         "memory://",

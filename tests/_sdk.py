@@ -18,8 +18,11 @@ if _client_factory.CompatGrpcTransport is None:  # pragma: no cover - import-ord
     _client_factory.CompatGrpcTransport = CompatGrpcTransport
 
 
-async def make_client(url: str, binding: str, version: str, *, streaming: bool = False) -> Any:
-    """An SDK client that talks to *url* only over *binding* at protocol *version*."""
+async def make_client(
+    url: str, binding: str, version: str, *, streaming: bool = False, **options: Any
+) -> Any:
+    """An SDK client that talks to *url* only over *binding* at protocol *version*
+    (*options*: of its ``httpx.AsyncClient``, such as ``headers``)."""
     async with httpx.AsyncClient() as http:
         card = await A2ACardResolver(http, url).get_agent_card()
     keep = [
@@ -33,7 +36,7 @@ async def make_client(url: str, binding: str, version: str, *, streaming: bool =
     config = ClientConfig(
         streaming=streaming,
         supported_protocol_bindings=[binding],
-        httpx_client=peer_http(),
+        httpx_client=peer_http(**options),
     )
     if binding == "GRPC":
         import grpc

@@ -18,7 +18,6 @@ import functools
 import logging
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from a2a.helpers.proto_helpers import new_message
@@ -40,6 +39,8 @@ from apcore_a2a.adapters.parts import is_file, output_to_parts
 from apcore_a2a.adapters.skills import SkillSpec
 from apcore_a2a.edge.call import call_of
 from apcore_a2a.execution import turns
+from apcore_a2a.execution.fair_pool import FairPool
+from apcore_a2a.execution.identity import caller_key, identity_of
 from apcore_a2a.execution.module_calls import ModuleCalls
 from apcore_a2a.execution.observer import ExecutionObserver, observe
 from apcore_a2a.execution.routing import SKILL_METADATA_KEY, ApCoreRequestContext
@@ -116,10 +117,11 @@ def _deep_merge(target: dict[str, Any], chunk: dict[str, Any]) -> None:
 class ApCoreAgentExecutor(AgentExecutor):
     """Run apcore modules for the a2a-sdk request handler.
 
-    *executor* is an ``apcore.Executor``; *settings* supplies ``execution_timeout`` and
+    *executor* is an ``apcore.Executor``; *settings* supplies ``execution_timeout``,
     ``sync_workers`` (the threads modules with a plain ``def execute`` run on, started as
-    needed and stopped by :meth:`close`); *observers* are told when each execution starts
-    and how it ended (metrics, spans).
+    needed and stopped by :meth:`close`; callers waiting for one are served in turn) and
+    ``sync_workers_per_caller``; *observers* are told when each execution starts and how
+    it ended (metrics, spans).
     """
 
     def __init__(
@@ -129,7 +131,8 @@ class ApCoreAgentExecutor(AgentExecutor):
         track_module_tasks(executor)
         self._timeout = settings.execution_timeout
         self._workers = settings.sync_workers
-        self._pool: ThreadPoolExecutor | None = None
+        self._share = settings.sync_workers_per_caller
+        self._pool: FairPool | None = None
         self._runs: dict[str, Run] = {}
         self._observers = tuple(observers)
         #: the module calls not returned yet, including those a cancel could not stop
@@ -142,7 +145,7 @@ class ApCoreAgentExecutor(AgentExecutor):
         """Stop the sync modules' threads once their calls return (a new run starts new ones)."""
         pool, self._pool = self._pool, None
         if pool is not None:
-            pool.shutdown(wait=False, cancel_futures=True)
+            pool.shutdown(wait=False)
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         if (
@@ -163,14 +166,18 @@ class ApCoreAgentExecutor(AgentExecutor):
             else contextlib.nullcontext()
         )
         if self._pool is None:
-            self._pool = ThreadPoolExecutor(self._workers, thread_name_prefix="apcore-a2a")
+            self._pool = FairPool(self._workers, self._share)
+        # The key quotas count by: a caller's sync modules wait for a thread in its own line.
+        caller = (
+            call.caller if call is not None else caller_key(identity_of(context.call_context), None)
+        )
         with watched as execution:
             task_id, context_id = context.task_id or "", context.context_id or ""
             run = Run(
                 event_queue,
                 task_id,
                 context_id,
-                pool=self._pool,
+                pool=self._pool.lane(caller),
                 execution=execution,
                 calls=self.module_calls,
             )

@@ -21,10 +21,11 @@ TRANSPORTS = [("JSONRPC", "1.0"), ("HTTP+JSON", "1.0"), ("JSONRPC", "0.3"), ("HT
 
 
 async def sdk_client(
-    url: str, binding: str = "JSONRPC", version: str = "1.0", *, streaming: bool = True
+    url: str, binding: str = "JSONRPC", version: str = "1.0", *, streaming: bool = True, **http: Any
 ) -> Any:
-    """An SDK ``Client`` that can only use *binding* at protocol *version* (streaming by default)."""
-    return await make_client(url, binding, version, streaming=streaming)
+    """An SDK ``Client`` that can only use *binding* at protocol *version* (streaming by
+    default; *http*: options of its ``httpx.AsyncClient``)."""
+    return await make_client(url, binding, version, streaming=streaming, **http)
 
 
 def state_name(state: int) -> str:
