@@ -9,6 +9,10 @@ objects), never the SDK's rendered events:
   handler is scrubbed from its (small) JSON body; so are the errors of the push status
   route (``push/status_route.py``, REST-shaped), which answers ours as the A2A routes do;
 * each event frame of a resumable stream gets its SSE ``id`` (:mod:`~.resume`);
+* every answer says ``Cache-Control: no-store``: it is one caller's (their task, their
+  list, their extended card), and a shared cache in front of the agent keeps a ``GET``
+  answer that says nothing against it (RFC 9111 §4.2.2) for the next caller of that URL;
+  only ``Authorization`` stops such a cache by itself, and API keys travel in ``X-API-Key``;
 * with ``cancel_on_disconnect``, a stream's task is canceled (:class:`StreamDrops`, which
   the gRPC binding's streams use too) when the client hung up before the last chunk of the
   last open stream of that task (the first task the answer names as the first frame
@@ -180,6 +184,9 @@ def _answering(send: Send, info: RequestInfo, answer: Answer) -> Send:
     async def answered(message: Message) -> None:
         nonlocal start, streaming, replaced
         if message["type"] == "http.response.start":
+            headers = MutableHeaders(raw=list(message.get("headers") or ()))
+            headers.setdefault("cache-control", "no-store")
+            message = {**message, "headers": headers.raw}
             content_type = dict(message.get("headers") or ()).get(b"content-type", b"")
             streaming = content_type.startswith(b"text/event-stream")
             if streaming:

@@ -247,3 +247,37 @@ async def test_equal_names_from_different_authenticators_never_share_tasks(
                 listed = {t.id for t in (await client.list_tasks(ListTasksRequest())).tasks}
                 assert tasks[name] in listed
                 assert listed.isdisjoint(v for k, v in tasks.items() if k != name)
+
+
+async def test_a_callers_answers_are_never_kept_by_a_shared_cache(agent_url: str) -> None:
+    # A cache in front of the agent (Varnish, a CDN) keeps a GET answer that says nothing
+    # against it (RFC 9111 §4.2.2) and hands it to whoever asks the same URL next: bob's
+    # GET /tasks got alice's list. Only Authorization stops a shared cache by itself, and
+    # API keys travel in X-API-Key. Every answer of an A2A call is one caller's.
+    async with sdk_client(agent_url, "JSONRPC", "1.0", auth("alice")) as alice:
+        task = await send(alice, message("demo.add", {"a": 1, "b": 2}))
+        await alice.create_task_push_notification_config(
+            TaskPushNotificationConfig(task_id=task.id, id="cfg", url=HOOK)
+        )
+    v10, v03 = {**auth("alice"), "A2A-Version": "1.0"}, auth("alice")
+    gets = {
+        f"/tasks/{task.id}": v10,
+        f"/tenant-a/tasks/{task.id}": v10,
+        "/tasks?pageSize=5": v10,
+        f"/tasks/{task.id}/pushNotificationConfigs": v10,
+        f"/tasks/{task.id}/pushNotificationConfigs/cfg": v10,
+        "/extendedAgentCard": v10,
+        f"/push/status/{task.id}": v10,
+        f"/v1/tasks/{task.id}": v03,
+        f"/v1/tasks/{task.id}/pushNotificationConfigs": v03,
+        "/v1/card": v03,
+    }
+    async with httpx.AsyncClient(base_url=agent_url) as http:
+        for path, headers in gets.items():
+            answer = await http.get(path, headers=headers)
+            assert answer.status_code == 200, path
+            assert answer.headers.get("cache-control") == "no-store", path
+        # An answer to another caller too: it says nothing of what one caller may see.
+        refused = await http.get(f"/tasks/{task.id}", headers={**v10, **auth("bob")})
+        assert refused.status_code == 404
+        assert refused.headers.get("cache-control") == "no-store"
