@@ -40,11 +40,12 @@ from apcore_a2a.adapters.skills import SkillSpec
 from apcore_a2a.edge.call import call_of
 from apcore_a2a.execution import turns
 from apcore_a2a.execution.fair_pool import FairPool
-from apcore_a2a.execution.identity import caller_key, identity_of
+from apcore_a2a.execution.identity import caller_key, identity_of, is_operator
 from apcore_a2a.execution.module_calls import ModuleCalls
 from apcore_a2a.execution.observer import ExecutionObserver, observe
 from apcore_a2a.execution.routing import SKILL_METADATA_KEY, ApCoreRequestContext
 from apcore_a2a.execution.runs import CURRENT_RUN, Run, track_module_tasks
+from apcore_a2a.upstream.apcore_health_errors import without_error_texts
 from apcore_a2a.upstream.sdk_first_event import let_first_event_out
 
 if TYPE_CHECKING:
@@ -291,6 +292,8 @@ class ApCoreAgentExecutor(AgentExecutor):
                 if spec.streaming and on_task is None:
                     return await self._stream(run, spec, inputs, apcore_context)
                 value = await self._executor.call_async(spec.module_id, inputs, apcore_context)
+                if not is_operator(identity_of(context.call_context)):
+                    value = without_error_texts(spec.module_id, value)
                 return value, False
         except (TimeoutError, asyncio.CancelledError) as exc:
             run.stop()

@@ -159,11 +159,14 @@ def gate_holding(executor: Any, gate: type, provider: str) -> Any:
     return next((found for found in held if found is not None), None)
 
 
+def is_operator(identity: Identity | None) -> bool:
+    """Whether *identity* (``None`` = anonymous) has the :data:`OPERATOR_ROLE`."""
+    return identity is not None and OPERATOR_ROLE in identity.roles
+
+
 def _operates(identity: Identity | None, module_id: str) -> bool:
     """Whether *identity* may see *module_id* by the operator rule (control modules)."""
-    if not module_id.startswith(CONTROL_PREFIX):
-        return True
-    return identity is not None and OPERATOR_ROLE in identity.roles
+    return not module_id.startswith(CONTROL_PREFIX) or is_operator(identity)
 
 
 def denial(executor: Executor, identity: Identity | None, module_id: str) -> str | None:

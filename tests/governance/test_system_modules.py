@@ -9,12 +9,14 @@ and under apcore's approval gate. Before: all nine on the card, and an anonymous
 
 from __future__ import annotations
 
+import json
 import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 from apcore import Executor
+from apcore.decorator import module
 
 from apcore_a2a import A2AServerFactory, Settings
 from apcore_a2a.config import load_config
@@ -187,3 +189,30 @@ def test_cli_banner_lists_what_an_anonymous_caller_sees(tmp_path: Path) -> None:
     served, restricted = banner[0].split("; for authorized callers only: ")
     assert f"serving {len(public)} skills ({', '.join(public)}) at {url}" in served
     assert restricted == TOGGLE
+
+
+async def test_health_modules_show_other_callers_error_messages_to_operators_only() -> None:
+    # apcore's health modules answer the text of recent errors of every call: ann's card
+    # number, which the agent answered ann herself only as "Module execution failed",
+    # reached any caller of system.health.* (the public card's anonymous ones too).
+    client = apcore_client()
+
+    @module(id="demo.pay", description="Pay", registry=client.registry)
+    def pay(card: str) -> str:
+        raise ValueError(f"card {card} declined")
+
+    health = ("system.health.summary", "system.health.module")
+    async with served(
+        client.executor, api_keys=KEYS, require_auth=False, system_modules=health
+    ) as http:
+        secret = "4111-1111-1111-1111"
+        failed = await call(http, "demo.pay", {"card": secret}, **USER)
+        assert failed["result"]["task"]["status"]["state"] == "TASK_STATE_FAILED"
+        assert secret not in json.dumps(failed["result"]["task"]["status"])
+        for skill, data in zip(health, ({}, {"module_id": "demo.pay"}), strict=True):
+            for who, shown in ((None, False), (USER, False), (OPS, True)):
+                answer = await call(http, skill, data, **(who or {}))
+                assert answer["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+                text = json.dumps(answer)
+                assert "MODULE_EXECUTE_ERROR" in text, skill  # the error is still counted
+                assert (secret in text) is shown, (skill, who)
