@@ -68,14 +68,18 @@ class _Delivery:
 class _Queue(deque[_Delivery]):
     overflowed = False  # the receiver fell too far behind; nothing more is queued
     size = 0  # bytes of the bodies queued (not the one being delivered)
+    sending = 0  # bytes of the body being delivered
+    caller = ""  # the quota key of the caller whose task it is
 
     def push(self, delivery: _Delivery) -> None:
         self.append(delivery)
         self.size += len(delivery.body)
+        self.caller = delivery.caller
 
     def pop_first(self) -> _Delivery:
         delivery = self.popleft()
         self.size -= len(delivery.body)
+        self.sending = len(delivery.body)
         return delivery
 
     def drop(self) -> int:
@@ -265,9 +269,16 @@ class RetryingPushSender(PushNotificationSender):
             if self.held_bytes + len(body) <= self._queue_bytes:
                 break
             # Over the budget of all receivers: stop the one holding the most queued
-            # bytes, as on an overflow (a receiver that keeps up holds next to none, so
-            # slow ones cannot make it fail), else this one.
-            heaviest = max(self._queues, key=lambda k: self._queues[k].size)
+            # bytes of the caller holding the most (queued or being delivered), as on an
+            # overflow (a receiver that keeps up holds next to none, so slow ones cannot
+            # make it fail; nor can one caller's many receivers, each holding less, make
+            # another caller's), else this one.
+            held: dict[str, int] = {}
+            for waiting in self._queues.values():
+                held[waiting.caller] = held.get(waiting.caller, 0) + waiting.size + waiting.sending
+            most = max(held, key=held.__getitem__)
+            mine = (k for k, q in self._queues.items() if q.caller == most)
+            heaviest = max(mine, key=lambda k: self._queues[k].size)
             if self._queues[heaviest].size == 0 or heaviest == key:
                 reason = (
                     f"the events waiting for push receivers would exceed {self._queue_bytes} "
@@ -318,6 +329,7 @@ class RetryingPushSender(PushNotificationSender):
                     )
                 finally:
                     self.held_bytes -= len(delivery.body)
+                    queue.sending = 0
         finally:
             # No await between the emptiness check above and here, so no event can slip
             # into a queue whose worker is gone. A queue left over was canceled (shutdown).

@@ -316,3 +316,40 @@ async def test_one_callers_stalled_receivers_hold_at_most_half_of_push_max_deliv
         await sender.idle()
         assert stall.peak == 1
         assert len(stall.conns) == 3
+
+
+async def test_one_callers_many_small_queues_never_stop_anothers_receiver() -> None:
+    # Over push_queue_bytes the receiver holding the most queued bytes was stopped. Bob's
+    # stalled receivers, each holding less than alice's, together held the most of the
+    # budget, and his next task made alice's config fail. Now the caller holding the most
+    # gives up his own heaviest receiver.
+    budget = 10_000
+    async with (
+        hostile("stall") as stall,
+        push_agent(
+            api_keys=KEYS,
+            push_timeout=30.0,
+            push_retry_delays=(),
+            push_queue_bytes=budget,
+            shutdown_timeout=1.0,
+        ) as (base, app),
+        httpx.AsyncClient(timeout=10, headers=ALICE) as alice,
+        httpx.AsyncClient(timeout=10, headers=BOB) as bob,
+    ):
+        sender = app.state.a2a.extras["push"].sender
+
+        async def send(client: httpx.AsyncClient, n: int) -> str:
+            hook = {"taskPushNotificationConfig": {"id": "s", "url": stall.url}}
+            chunks = {"message": skill_message("demo.chunks", n), "configuration": hook}
+            return str((await rpc(client, base, "SendMessage", chunks))["result"]["task"]["id"])
+
+        hers = await send(alice, 10)  # ~3 KB held for her receiver, which stalls a while
+        assert await statuses(alice, base, hers) == {"s": ("active", None)}
+        his = [await send(bob, 2) for _ in range(8)]  # ~1.2 KB each, ~10 KB together
+        assert await statuses(alice, base, hers) == {"s": ("active", None)}
+        reasons = [(await statuses(bob, base, task_id))["s"] for task_id in his]
+        assert ("failed", None) not in reasons
+        assert sum(state == "failed" for state, _ in reasons) >= 2
+        assert sender.held_bytes <= budget
+        stall.release()
+        await sender.idle()
