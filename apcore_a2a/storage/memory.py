@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from a2a.auth.user import UnauthenticatedUser
 from a2a.server.agent_execution.active_task import TERMINAL_TASK_STATES as _TERMINAL
@@ -80,6 +80,8 @@ class BoundedMemoryTaskStore(InMemoryTaskStore):
         self._contexts: dict[str, dict[str, int]] = {}
         #: every stored task's place in the lists ``ListTasks`` reads
         self._order = TaskOrder()
+        #: awaited with the id of each task forgotten (what is kept beside it goes too)
+        self.forgetting: list[Callable[[str], Awaitable[None]]] = []
 
     def __len__(self) -> int:
         """Number of tasks currently stored, across all owners."""
@@ -182,3 +184,5 @@ class BoundedMemoryTaskStore(InMemoryTaskStore):
                 if not owners:
                     del self._contexts[context_id]
         await super().delete(task_id, ServerCallContext(user=OwnerUser(owner)))
+        for forget in self.forgetting:
+            await forget(task_id)

@@ -80,6 +80,7 @@ class Stores:
     fields: StoredFields = field(default_factory=StoredFields)
     contexts: ContextGuard = field(default_factory=lambda: ContextGuard(None, resolve_user_scope))
     _backend: SqlBackend | None = field(default=None, repr=False)
+    _memory: BoundedMemoryTaskStore | None = field(default=None, repr=False)
 
     def on_save(self, listener: SaveListener) -> None:
         """Call *listener* (it must not block) after each successful save of a task."""
@@ -97,6 +98,12 @@ class Stores:
         dead) in the shared store."""
         if self._backend is not None and self._backend.registry is not None:
             self._backend.cancel_watch = (running, stop)
+
+    def on_forget(self, listener: Callable[[str], Awaitable[None]]) -> None:
+        """The memory store (else a no-op): await *listener* with the id of each task it
+        forgets (evicted or deleted), so that what is kept beside a task goes with it."""
+        if self._memory is not None:
+            self._memory.forgetting.append(listener)
 
     def on_interrupted(
         self, listener: Callable[[Task, TaskStatusUpdateEvent], Awaitable[None]]
@@ -153,6 +160,7 @@ def open_stores(task_store: str | TaskStore, settings: Settings) -> Stores:
         stores = Stores(store_view(store), InMemoryPushNotificationConfigStore())
         if isinstance(store, BoundedMemoryTaskStore):
             stores.contexts = ContextGuard(store.others_in, store.owner_of)
+            stores._memory = store
         elif isinstance(store, DatabaseTaskStore):  # a caller's own SQL store
             from apcore_a2a.upstream.unreadable_rows import read_rows_safely
 

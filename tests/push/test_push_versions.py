@@ -367,3 +367,33 @@ async def test_the_version_is_recorded_before_the_config_can_be_dispatched_to() 
     with pytest.raises(QuotaExceededError):
         await store.set_info("t", other, context)
     assert await statuses.versions.read("t") == {"x": "0.3"}
+
+
+async def test_another_callers_0_3_configs_never_change_the_shape_of_mine() -> None:
+    # Without a SQL store the registering versions were kept for the task_max_capacity
+    # tasks registered most recently, whoever's: bob's 0.3 configs on his quick tasks
+    # (finished, evicted from the store, their records kept) pushed out the record of
+    # alice's 0.3 config on her task still running, and her 0.3 receiver got 1.0 events.
+    keys = ("key-alice-0123456789=alice", "key-bob-0123456789ab=bob")
+    alice_key, bob_key = ({"X-API-Key": key.split("=")[0]} for key in keys)
+    async with (
+        receiver() as rec,
+        push_agent(api_keys=keys, task_max_capacity=4) as (base, app),
+        httpx.AsyncClient(timeout=10, headers=alice_key) as alice,
+        httpx.AsyncClient(timeout=10, headers=bob_key) as bob,
+    ):
+        task_id, gate = await _gated_task(alice, base)
+        config = {"id": "mine", "url": rec.url("/alice")}
+        params = {"taskId": task_id, "pushNotificationConfig": config}
+        await rpc(alice, base, "tasks/pushNotificationConfig/set", params, version="0.3")
+        for _ in range(6):
+            done = await rpc(bob, base, "SendMessage", {"message": message("demo.chunks", 1)})
+            his = {"taskId": done["result"]["task"]["id"], "pushNotificationConfig": config}
+            await rpc(bob, base, "tasks/pushNotificationConfig/set", his, version="0.3")
+        gate.set()
+        await rec.wait_for(
+            lambda: any(b"completed" in d.body.lower() for d in rec.accepted("/alice"))
+        )
+        await app.state.a2a.extras["push"].sender.idle()
+        tasks = _v03_tasks([d.body for d in rec.accepted("/alice")])
+        assert tasks[-1].status.state == types_v03.TaskState.completed
