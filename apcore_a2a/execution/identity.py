@@ -60,9 +60,14 @@ def owner_key(identity: Identity) -> str:
         owner = f"{scheme.replace(':', '_')}:{tag}:{identity.id}"
     else:
         owner = str(identity.id)
-    if len(owner) > MAX_OWNER_CHARS:
-        owner = "sha256:" + hashlib.sha256(owner.encode("utf-8")).hexdigest()
-    return owner
+    return _bounded(owner)
+
+
+def _bounded(key: str) -> str:
+    """*key*, or its hash when longer than a stored owner may be."""
+    if len(key) > MAX_OWNER_CHARS:
+        return "sha256:" + hashlib.sha256(key.encode("utf-8")).hexdigest()
+    return key
 
 
 def caller_key(
@@ -85,8 +90,8 @@ def address_key(address: str | None, ipv6_prefix: int = IPV6_CALLER_PREFIX) -> s
         return "ip:unknown"
     try:
         ip = ipaddress.ip_address(address.strip("[]"))
-    except ValueError:
-        return f"ip:{address}"
+    except ValueError:  # what a trusted proxy forwarded, whatever it was sent
+        return _bounded(f"ip:{address}")
     if isinstance(ip, ipaddress.IPv6Address):
         if ip.ipv4_mapped is not None:
             return f"ip:{ip.ipv4_mapped}"

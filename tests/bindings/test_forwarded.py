@@ -16,6 +16,7 @@ from typing import Any
 
 import httpx
 
+from tests._postgres import pg_schema_url
 from tests._support import cli_server
 
 QUOTA = 1
@@ -63,3 +64,22 @@ async def test_forwarded_for_from_a_configured_proxy_names_the_caller() -> None:
         assert await _streams_opened(base) == ATTEMPTS  # each forwarded address its own caller
         # the CLI runs uvicorn with the setting: no note that HTTP reads another server's
         assert "forwarded_allow_ips (" not in proc.output()
+
+
+async def test_a_forwarded_name_of_any_length_is_a_caller_like_any_other() -> None:
+    """A trusted proxy may forward what it was sent, an address or not: a 300-character
+    name is one caller's key like any other, bounded as an owner is, on a store whose
+    quota rows hold 255 characters (cluster mode, PostgreSQL)."""
+    with contextlib.ExitStack() as stack:
+        url = stack.enter_context(pg_schema_url())
+        args = ["--extensions-dir", "examples/extensions", "--task-store", url, "--cluster"]
+        args += ["--forwarded-allow-ip", "127.0.0.1", "--max-unfinished-tasks-per-caller", "1"]
+        base, _proc = stack.enter_context(cli_server(args))
+        message = {"messageId": uuid.uuid4().hex, "role": "ROLE_USER",
+                   "parts": [{"data": {"a": 2, "b": 40}}], "metadata": {"skillId": "math.add"}}  # fmt: skip
+        body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}}
+        headers = {"A2A-Version": "1.0", "X-Forwarded-For": "x" * 300}
+        async with httpx.AsyncClient(timeout=30) as http:
+            answer = (await http.post(base + "/", json=body, headers=headers)).json()
+        assert "result" in answer, answer
+        assert answer["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
