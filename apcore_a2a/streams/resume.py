@@ -37,6 +37,10 @@ from apcore_a2a.streams.tap import answer_of
 
 #: the metadata field / REST query parameter for clients that cannot set headers
 LAST_EVENT_ID_FIELD = "lastEventId"
+#: ends the id of a subscription's first event, the task as it stands: the position of the
+#: latest event it shows, which names that event (one id, one event); a resume from either
+#: gets what came after it
+_SNAPSHOT_MARK = "s"
 #: events a message stream may lag behind the running task before its oldest notes go
 _MAX_NOTES = 1024
 
@@ -82,20 +86,21 @@ def _ends_stream(event: Any) -> bool:
 
 
 def _parse_id(raw: str) -> int:
+    digits = raw.removesuffix(_SNAPSHOT_MARK)
     # ASCII only: ``isdigit`` also says yes to "²" (which ``int`` refuses) and "٣"
-    if not (raw.isascii() and raw.isdigit()) or len(raw) > 18:
+    if not (digits.isascii() and digits.isdigit()) or len(digits) > 18:
         raise InvalidParamsError(
             message=f"Last-Event-ID must be an event id this agent sent, got {raw[:40]!r}"
         )
-    return int(raw)
+    return int(digits)
 
 
 async def subscribe_from_log(
     log: EventLog, store: Any, task_id: str, context: ServerCallContext
 ) -> AsyncGenerator[tuple[Any, str], None]:
     """A subscription served from the event log, for the owner of the task in *store*:
-    each event with its SSE id; a resumed one reads the log a page at a time and the
-    task's status only (``peek``)."""
+    the task as it is unless resumed, then each event, each with its SSE id; a resumed
+    one reads the log a page at a time and the task's status only (``peek``)."""
     answer = answer_of(context)
     raw = answer.last_event_id if answer is not None else None
     read = getattr(store, "peek", None) if raw is not None else None
@@ -111,7 +116,7 @@ async def subscribe_from_log(
                 message=f"Task {task_id} is in terminal state: {TaskState.Name(task.status.state)}"
             )
         cursor = await log.seq_at(task_id, stored.version)
-        yield task, str(cursor)
+        yield task, f"{cursor}{_SNAPSHOT_MARK}"
         snapshot = stored.version
     else:
         cursor, snapshot = _parse_id(raw), None

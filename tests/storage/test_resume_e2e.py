@@ -2,11 +2,13 @@
 
 ``text.countdown`` runs on replica A; a client follows it on B with ``SubscribeToTask``,
 drops the connection after a few chunks and reconnects to the *other* replica (A) with
-the last id it saw (with the memory store: to the same server, from its event log). The two connections together must carry every chunk after the first
-snapshot exactly once, in order, and end with ``completed`` — on memory, SQLite and PostgreSQL,
-over JSON-RPC 1.0 (header), JSON-RPC 0.3 ``tasks/resubscribe`` (metadata field) and
-REST 1.0 (header). A ``SendStreamingMessage`` / ``message/stream`` stream (JSON-RPC and REST,
-1.0 and 0.3) cut the same way resumes with a subscription from its last id.
+the last id it saw (with the memory store: to the same server, from its event log), or
+with the id of the snapshot that started it; the snapshot's chunks and those that follow
+make the countdown exactly once, in order, ending with ``completed`` — on memory, SQLite
+and PostgreSQL, over JSON-RPC 1.0 (header), JSON-RPC 0.3 ``tasks/resubscribe`` (metadata
+field) and REST 1.0 and 0.3 (header). A ``SendStreamingMessage`` / ``message/stream``
+stream (JSON-RPC and REST, 1.0 and 0.3) cut the same way resumes with a subscription from
+its last id.
 """
 
 from __future__ import annotations
@@ -147,10 +149,13 @@ def _remaining(events: list[tuple[str | None, Any]], skip_first: bool) -> list[i
     return [int(v) for p in payloads for v in find_key(_chunk(p), "remaining")]
 
 
-@pytest.mark.parametrize("dialect", ["jsonrpc-1.0", "jsonrpc-0.3", "rest-1.0"])
+@pytest.mark.parametrize("dialect", ["jsonrpc-1.0", "jsonrpc-0.3", "rest-1.0", "rest-0.3"])
 async def test_a_cut_subscription_resumes_on_the_other_replica_exactly_once(
     replicas: tuple[str, str], dialect: str
 ) -> None:
+    """Every id names the one event a replay from 0 sends with it; the subscription's
+    first event, the task as it is, is in no replay: its id is its own. From it, or from
+    the last id before the cut, the rest of the countdown comes exactly once."""
     a, b = replicas
     started = await send(
         await client(a),
@@ -159,19 +164,27 @@ async def test_a_cut_subscription_resumes_on_the_other_replica_exactly_once(
     async with httpx.AsyncClient(timeout=TIMEOUT) as http:
         first, cut = await _read(http, _subscribe_call(dialect, b, started.id, None), 4)
         assert cut
-        last_id = first[-1][0]
-        assert last_id is not None
-        rest, cut = await _read(http, _subscribe_call(dialect, a, started.id, last_id), None)
+        rest, cut = await _read(http, _subscribe_call(dialect, a, started.id, first[-1][0]), None)
+        after, _cut = await _read(http, _subscribe_call(dialect, a, started.id, first[0][0]), None)
+        whole, _cut = await _read(http, _subscribe_call(dialect, a, started.id, "0"), None)
     assert not cut
-    ids = [event_id for event_id, _p in first + rest]
-    assert all(i is not None and i.isdigit() for i in ids), ids
-    assert [int(i) for i in ids] == sorted({int(i) for i in ids if i}), "ids repeat or go back"
-    # The first event is the task snapshot (chunks so far); every chunk after it, once.
+    named = {event_id: _result(p) for event_id, p in whole}
+    assert first[0][0] is not None and first[0][0] not in named, first[0][0]
+    ids = [event_id for event_id, _p in first[1:] + rest]
+    assert [named.get(i) for i in ids] == [_result(p) for _i, p in first[1:] + rest]
+    assert [int(i or -1) for i in ids] == sorted({int(i or -1) for i in ids}), "ids go back"
+    shown = [int(v) for v in find_key(_result(first[0][1]), "remaining")]
     live = _remaining(first, skip_first=True) + _remaining(rest, skip_first=False)
-    assert live == list(range(live[0], -1, -1)), live
-    states = find_key(rest[-1][1], "state")
-    assert states and str(states[-1]).lower() in ("task_state_completed", "completed")
+    assert shown + live == list(range(15, -1, -1)), (shown, live)
+    assert shown + _remaining(after, skip_first=False) == list(range(15, -1, -1))
+    for events in (rest, after):
+        states = find_key(events[-1][1], "state")
+        assert states and str(states[-1]).lower() in ("task_state_completed", "completed")
     print(f"{dialect}: {len(first)} events before the cut, {len(rest)} replayed + live after")
+
+
+def _result(payload: Any) -> Any:
+    return payload.get("result", payload)
 
 
 @pytest.mark.parametrize("dialect", ["jsonrpc-1.0", "jsonrpc-0.3", "rest-1.0", "rest-0.3"])
@@ -303,7 +316,7 @@ async def test_a_replica_restarted_mid_stream_resumes_from_the_store(
                     http, _subscribe_call("jsonrpc-1.0", b_again, started.id, last_id), None
                 )
     assert not cut
-    ids = [int(i or -1) for i, _p in first + rest]
+    ids = [int(i or -1) for i, _p in first[1:] + rest]  # the snapshot's id is its own
     assert ids == sorted(set(ids)), "ids repeat or go back"
     live = _remaining(first, skip_first=True) + _remaining(rest, skip_first=False)
     assert live == list(range(live[0], -1, -1)), live
