@@ -1,4 +1,4 @@
-"""A run's events that reach the SDK after its task is finished in the store are dropped.
+"""A run's events that reach the SDK after its task is finished in the store are dropped, quietly.
 
 a2a-sdk 1.3's ``ActiveTask`` consumer, when a save meets a finished task another writer
 stored (a cancel answered by another worker or replica), reloads the task, ends its streams
@@ -7,6 +7,14 @@ reached it: a chunk appended to the canceled task (or, when the cancel came befo
 artifact was stored, ``InvalidAgentResponseError`` "append=True for nonexistent artifact"
 logged at ERROR), a result saved on it, each published to the other replicas. Those events
 lost the race to the cancel; here the consumer never takes them (logged at DEBUG).
+
+The same branch closes the streams' queue there and then, while the run's end is still to
+come: the consumer forwards the run's request-completed marker (queued when the run
+returned, before the consumer reached the refused save) to that closed queue ("Queue was
+closed during enqueuing", WARNING), and the ending producer closes it again, its dispatcher
+gone ("Dispatcher task is not running", WARNING). Nothing is lost: the streams had the
+stored task and ended. Here the closed queue takes nothing more and a second graceful
+close returns, quietly.
 """
 
 from __future__ import annotations
@@ -63,3 +71,20 @@ def _watch(active: ActiveTask) -> None:
 
     # The consumer reads this attribute at each event: its own queue, this ActiveTask only.
     queue.dequeue_event = dequeue_event  # type: ignore[method-assign]
+
+    streams = active._event_queue_subscribers
+    forward, close = streams.enqueue_event, streams.close
+
+    async def enqueue_event(event: Any) -> None:
+        if streams.is_closed():  # where the SDK would warn that it drops the event
+            logger.debug("Task %s is finished: its streams ended before this event", active.task_id)
+            return
+        await forward(event)
+
+    async def close_once(immediate: bool = False) -> None:
+        if immediate or not streams.is_closed():  # a forced close still stops everything
+            await close(immediate)
+
+    # Read by the consumer and the producer at each use: this ActiveTask's queue only.
+    streams.enqueue_event = enqueue_event  # type: ignore[method-assign]
+    streams.close = close_once  # type: ignore[method-assign]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,6 +35,8 @@ PROBES = str(Path(__file__).resolve().parent / "probes")
 SHUTDOWN_TIMEOUT = 10.0
 #: how long a cancel may take to reach the module on the other replica
 CANCEL_REACH = 20.0
+#: a record at WARNING or above in a replica's log (``%(asctime)s %(levelname)s ...``)
+_LOUD = re.compile(r"^\S+ \S+ (WARNING|ERROR|CRITICAL) ")
 
 
 @contextlib.contextmanager
@@ -114,6 +117,9 @@ async def _cancel_stops_the_module_on_a(backend: str, canceller: str, tmp_path: 
             f"within {CANCEL_REACH}s (its journal: {journal.read_text()!r}); {stopped}"
         )
         assert "finished" not in journal.read_text().split()
+        # A clean cancel: A's own log (its process's output) holds no warning of it.
+        noise = [line for line in proc_a.output().splitlines() if _LOUD.search(line)]
+        assert noise == [], noise
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])

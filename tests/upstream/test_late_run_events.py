@@ -1,7 +1,9 @@
 """The SDK behaviour ``apcore_a2a/upstream/late_run_events.py`` answers: an event a run
 queued after its task's terminal state is still applied by the ``ActiveTask`` consumer (a
-late chunk for an artifact the task never got is logged at ERROR). A failure of the first
-test means the SDK drops such events itself now: delete that file."""
+late chunk for an artifact the task never got is logged at ERROR); a save refused because
+another writer finished the task closes the streams' queue before the run's end reaches it
+(two WARNINGs). A failure of a ``test_the_sdk_...`` test means the SDK does it right now:
+delete that part of the file."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from typing import Any
 import pytest
 from a2a.helpers.proto_helpers import new_task
 from a2a.server.agent_execution import AgentExecutor
+from a2a.server.cluster import ConcurrentTaskModificationError, LegacyTaskStoreAdapter
 from a2a.server.context import ServerCallContext
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.tasks import InMemoryTaskStore
@@ -21,6 +24,7 @@ from a2a.types import (
     Part,
     Role,
     SendMessageRequest,
+    Task,
     TaskArtifactUpdateEvent,
     TaskState,
     TaskStatus,
@@ -86,3 +90,85 @@ async def test_the_correction_drops_it_quietly(caplog: pytest.LogCaptureFixture)
         assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
     finally:
         await handler.aclose()
+
+
+class _CanceledElsewhere(LegacyTaskStoreAdapter):
+    """A versioned store where another writer cancels the task right after the run's first
+    save: the run's next save is refused as stale, and a read finds the task canceled."""
+
+    def __init__(self) -> None:
+        super().__init__(InMemoryTaskStore())
+
+    async def save(self, task: Task, **kwargs: Any) -> Any:
+        prev = kwargs["prev"]
+        if prev is None:
+            return await super().save(task, **kwargs)
+        canceled = Task()
+        canceled.CopyFrom(prev)
+        canceled.status.state = TaskState.TASK_STATE_CANCELED
+        await self.store.save(canceled, kwargs["context"])
+        raise ConcurrentTaskModificationError(task.id)
+
+
+class _Working(AgentExecutor):
+    """Starts its task, reports progress, returns."""
+
+    async def execute(self, context: Any, event_queue: Any) -> None:
+        ids = {"task_id": context.task_id, "context_id": context.context_id}
+        state = TaskState.TASK_STATE_WORKING
+        await event_queue.enqueue_event(new_task(**ids, state=state, history=[context.message]))
+        await event_queue.enqueue_event(
+            TaskStatusUpdateEvent(**ids, status=TaskStatus(state=state))
+        )
+
+    async def cancel(self, context: Any, event_queue: Any) -> None:
+        pass
+
+
+async def _warnings_of_a_cancel_elsewhere(
+    caplog: pytest.LogCaptureFixture, corrected: bool
+) -> list[str]:
+    """The WARNINGs of a run outrun by a cancel another writer stored, once it ended."""
+    store = _CanceledElsewhere()
+    handler = DefaultRequestHandler(
+        agent_executor=_Working(), task_store=store, agent_card=agent_card("http://x")
+    )
+    if corrected:
+        drop_late_run_events(handler)
+    caplog.clear()  # the same note, logged
+    message = Message(message_id="m", role=Role.ROLE_USER, parts=[Part(text="go")])
+    try:
+        with caplog.at_level(logging.DEBUG):
+            answer = await handler.on_message_send(
+                SendMessageRequest(message=message), ServerCallContext()
+            )
+            assert answer.status.state == TaskState.TASK_STATE_CANCELED, answer
+            for _ in range(1000):  # until the run's producer and consumer are gone
+                if any(
+                    "Consumer[" in r.getMessage() and "Finishing" in r.getMessage()
+                    for r in caplog.records
+                ):
+                    break
+                await asyncio.sleep(0)
+    finally:
+        await handler.aclose()
+    return [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+#: the SDK's note that this store streams to no other replica (a Python warning)
+ALONE = "ignore:A VersionedTaskStore was configured without an event_stream"
+
+
+@pytest.mark.filterwarnings(ALONE)
+async def test_the_sdk_warns_after_a_cancel_stored_elsewhere(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    assert await _warnings_of_a_cancel_elsewhere(caplog, corrected=False) == [
+        "Queue was closed during enqueuing. Event dropped.",
+        "Dispatcher task is not running. Cannot wait for event dispatch.",
+    ]
+
+
+@pytest.mark.filterwarnings(ALONE)
+async def test_the_correction_ends_such_a_run_quietly(caplog: pytest.LogCaptureFixture) -> None:
+    assert await _warnings_of_a_cancel_elsewhere(caplog, corrected=True) == []
