@@ -3,6 +3,8 @@ the client's errors share (a leaf: it imports nothing, so every room may import 
 
 from __future__ import annotations
 
+import re
+
 
 def message_line(text: str) -> str:
     """*text* (pydantic's, YAML's and a database's messages run to several lines) as one
@@ -11,3 +13,18 @@ def message_line(text: str) -> str:
     (``adapters.errors.one_line`` is for a log argument: it escapes the line breaks
     instead.)"""
     return " ".join(line.strip() for line in text.splitlines() if line.strip())
+
+
+#: The most characters of a caller's value an answer or a log line quotes back.
+ECHO_LIMIT = 64
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def echoed(value: object, *, quote: bool = False, limit: int = ECHO_LIMIT) -> str:
+    """A caller's *value* as an answer or a log line quotes it back: at most *limit*
+    characters of it (``repr``'d with *quote*), then ``… (N characters)`` when it was
+    longer, so a 1 MB bad value never makes a 1 MB answer, log line or span. Unquoted,
+    its control characters are dropped (quoted, ``repr`` escapes them)."""
+    text = value if isinstance(value, str) else str(value)
+    shown = repr(text[:limit]) if quote else _CONTROL.sub("", text[:limit])
+    return shown if len(text) <= limit else f"{shown}… ({len(text)} characters)"

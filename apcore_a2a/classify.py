@@ -25,6 +25,7 @@ from starlette.middleware import Middleware
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from apcore_a2a._text import echoed
 from apcore_a2a.shape import Shape, ShapeError, scan
 from apcore_a2a.upstream.exact_mounts import ExactMount
 from apcore_a2a.upstream.version_param import version_from_param
@@ -234,7 +235,7 @@ class DuplicateKeyError(ValueError):
     too rather than run what a reader of the first value would not expect."""
 
     def __init__(self, key: str) -> None:
-        super().__init__(f"duplicate key {key[:40]!r}")
+        super().__init__(f"duplicate key {echoed(key, quote=True)}")
         self.key = key
 
 
@@ -285,7 +286,7 @@ def version_error(announced: str, spoken: str | None) -> VersionNotSupportedErro
     if not announced:
         reason = "a request without A2A-Version is an A2A 0.3 request (spec §3.6.2)"
     else:
-        reason = f"A2A version {announced[:20]!r} is not supported by this method"
+        reason = f"A2A version {echoed(announced, quote=True)} is not supported by this method"
     return VersionNotSupportedError(message=f"{reason}; this method is A2A {spoken}: {told}")
 
 

@@ -18,6 +18,7 @@ from a2a.types import Part
 from a2a.utils.errors import ContentTypeNotSupportedError, InvalidParamsError
 from google.protobuf.struct_pb2 import Struct, Value
 
+from apcore_a2a._text import echoed
 from apcore_a2a.adapters.outputs import File, file_from_value, text_from_value
 from apcore_a2a.adapters.schema import SchemaFacts, coerce_integers, json_types
 
@@ -114,10 +115,8 @@ def _input_from_text(texts: list[str], facts: SchemaFacts) -> dict[str, Any]:
 def _place_files(result: dict[str, Any], files: list[Part], facts: SchemaFacts) -> None:
     if not facts.binary:
         # A2A: a part of a media type the agent does not accept is ContentTypeNotSupported.
-        # The media types are echoed back to the caller: keep them short and printable.
-        media = sorted(
-            {"".join(c for c in p.media_type[:100] if c.isprintable()) or _OCTET for p in files}
-        )
+        # The media types are echoed back to the caller: short, without control characters.
+        media = sorted({echoed(p.media_type) or _OCTET for p in files})
         raise ContentTypeNotSupportedError(
             message=f"This skill takes no file input (got {', '.join(media)})",
             data={"mediaTypes": media, "expected": facts.summary},

@@ -25,7 +25,8 @@ from apcore import ModuleDisabledError
 from google.protobuf.struct_pb2 import Struct
 from pydantic import ValidationError
 
-from apcore_a2a.adapters.errors import as_a2a_error, clean_for_log, map_error, sanitize
+from apcore_a2a._text import echoed
+from apcore_a2a.adapters.errors import as_a2a_error, map_error, sanitize
 from apcore_a2a.adapters.parts import input_from_parts
 from apcore_a2a.adapters.skills import SkillSpec
 from apcore_a2a.edge.call import record_of
@@ -61,7 +62,7 @@ def check_follow_up(params: SendMessageRequest, task: Task) -> None:
     if own and named and named != own:
         raise InvalidParamsError(
             message=f"Task {task.id} runs skill {own}: a message on it answers that skill "
-            f"only, and metadata.skillId names {clean_for_log(named, 200)}"
+            f"only, and metadata.skillId names {echoed(named)}"
         )
 
 
@@ -86,7 +87,7 @@ class ApCoreRequestContext(RequestContext):
 def _skill_not_found(skill_id: str, available: list[str]) -> MethodNotFoundError:
     """The one answer for a skill id that does not exist *or* that the caller may not see."""
     return MethodNotFoundError(
-        message=f"Skill not found: {clean_for_log(skill_id, 200)}",
+        message=f"Skill not found: {echoed(skill_id)}",
         data={"availableSkills": available},
     )
 

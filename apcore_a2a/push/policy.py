@@ -22,7 +22,7 @@ from collections.abc import Sequence
 import httpx
 from a2a.utils.errors import InvalidParamsError
 
-from apcore_a2a.adapters.errors import one_line
+from apcore_a2a._text import echoed
 from apcore_a2a.push.dns import AresResolver
 from apcore_a2a.push.lookups import LOOKUPS_PER_CALLER, FairLookups, Resolver
 
@@ -142,12 +142,14 @@ class PushUrlPolicy:
             return "URL cannot be parsed", []
         scheme = parsed.scheme.lower()
         if scheme not in ("http", "https"):
-            return f"URL scheme {scheme or '(none)'!r} is not allowed; use https", []
+            shown = echoed(scheme or "(none)", quote=True)
+            return f"URL scheme {shown} is not allowed; use https", []
         if scheme == "http" and not self.allow_insecure:
             return "only https URLs are allowed", []
         host = parsed.hostname
         if not host:
             return "URL has no host", []
+        shown = echoed(host, quote=True)
         if parsed.username is not None or parsed.password is not None:
             # Credentials in the URL would be sent to the receiver and end up in logs.
             return "URL must not contain credentials", []
@@ -163,22 +165,22 @@ class PushUrlPolicy:
                         host, port or default_port, caller
                     )
             except TimeoutError:
-                return f"host {host!r} could not be resolved within {self.lookup_timeout:g} s", []
+                return f"host {shown} could not be resolved within {self.lookup_timeout:g} s", []
             except (OSError, UnicodeError):
                 pass  # no address: refused below
             if not addresses:
-                return f"host {host!r} could not be resolved", []
+                return f"host {shown} could not be resolved", []
         for text in addresses:
             try:
                 addr = ipaddress.ip_address(text.split("%", 1)[0])
             except ValueError:
-                return f"host {host!r} resolved to an unusable address ({text})", []
+                return f"host {shown} resolved to an unusable address ({text})", []
             reason = _classify(addr, allow_loopback=self.allow_insecure)
             if reason is not None and named:
                 # Told to the caller, the address would map the agent's internal names
                 # for it (which address the database host has): the operator's log has it.
-                logger.info("push URL host %r resolves to %s", host, reason)
-                return f"host {host!r} resolves to a non-public address", []
+                logger.info("push URL host %s resolves to %s", shown, reason)
+                return f"host {shown} resolves to a non-public address", []
             if reason is not None:
                 return reason, []
         return None, list(addresses)
@@ -190,5 +192,5 @@ class PushUrlPolicy:
         if reason is None:
             return
         # The URL is the caller's text: one bounded line, whatever it holds.
-        logger.info("refused push notification URL %s: %s", one_line(url), reason)
+        logger.info("refused push notification URL %s: %s", echoed(url), reason)
         raise InvalidParamsError(message=f"Invalid push notification URL: {reason}")

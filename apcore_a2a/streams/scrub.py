@@ -23,6 +23,7 @@ from typing import Any, get_args
 from a2a.compat.v0_3 import types as types_v03
 from a2a.utils.errors import A2AError, InternalError
 
+from apcore_a2a._text import ECHO_LIMIT, echoed
 from apcore_a2a.adapters.errors import sanitize
 from apcore_a2a.classify import RequestInfo
 from apcore_a2a.edge.refusal import error_document
@@ -37,6 +38,10 @@ INTERNAL = "Internal error"
 #: error-data key with which the executor marks its own (already sanitized) wording
 OURS_KEY = "apcoreCode"
 _LINK = re.compile(r"\s*(?:For further information visit\s+)?https?://\S+")
+#: a word longer than any the SDK or we write: a caller's value the SDK's text quotes whole
+#: ("Task … was specified", protobuf's "Couldn't parse … string", "which is …"), cut as
+#: we cut our own quotes of one (``_text.echoed``)
+_LONG_RUN = re.compile(rf"\S{{{2 * ECHO_LIMIT + 1},}}")
 #: the codes A2A 0.3 knows; a 0.3 client gets -32603 for the others (as from the SDK)
 _V03_CODES = frozenset(
     model.model_fields["code"].default
@@ -47,7 +52,8 @@ _V03_CODES = frozenset(
 def _clean(text: str, limit: int) -> str:
     if "validation error" in text and "[type=" in text:
         text = _summarize_validation(text)
-    return sanitize(_LINK.sub("", text), limit)
+    text = _LONG_RUN.sub(lambda run: echoed(run[0]), _LINK.sub("", text))
+    return sanitize(text, limit)
 
 
 def _summarize_validation(text: str) -> str:

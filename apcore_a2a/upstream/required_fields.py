@@ -19,6 +19,7 @@ from google.api.field_behavior_pb2 import REQUIRED, field_behavior
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
 
+from apcore_a2a._text import echoed
 from apcore_a2a.shape import field_items
 
 _ONE, _MANY, _MAP, _ENUM = 1, 2, 3, 4
@@ -116,7 +117,7 @@ def name_errors(doc: Any, descriptor: Descriptor, prefix: str = "") -> list[dict
             defined = field.enum_type.values_by_name
             for item in items:
                 if isinstance(item, str) and item not in defined and not _numeral(item):
-                    text = f"{item[:40]!r} is not a value of {field.enum_type.name}"
+                    text = f"{echoed(item, quote=True)} is not a value of {field.enum_type.name}"
                     errors.append({"field": name, "message": text})
         elif target is not None and not target.full_name.startswith("google.protobuf."):
             for item in items:

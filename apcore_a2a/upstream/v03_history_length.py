@@ -9,6 +9,7 @@ from urllib.parse import parse_qs
 
 from a2a.utils.errors import InvalidParamsError
 
+from apcore_a2a._text import echoed
 from apcore_a2a.classify import RequestInfo
 
 _INT32 = range(-(2**31), 2**31)
@@ -42,7 +43,7 @@ def history_length_error(info: RequestInfo, query: bytes) -> InvalidParamsError 
 
 
 def _refusal(value: Any) -> InvalidParamsError:
-    shown = str(value)[:40]
+    shown = echoed(value)
     return InvalidParamsError(
         message=f"historyLength must be an integer from 0 to {2**31 - 1}, not {shown}"
     )

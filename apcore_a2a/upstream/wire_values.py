@@ -21,6 +21,7 @@ from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.json_format import ParseDict, ParseError
 from google.protobuf.message import Message
 
+from apcore_a2a._text import echoed
 from apcore_a2a.classify import MESSAGE_METHODS, RequestInfo, load_json
 from apcore_a2a.shape import field_items
 from apcore_a2a.upstream.required_fields import name_errors
@@ -139,7 +140,7 @@ def query_error(info: RequestInfo, query: bytes) -> InvalidParamsError | None:
         else:
             doc[key] = value
             if field.type == FieldDescriptor.TYPE_BOOL and value not in ("true", "false"):
-                text = f"{key} must be true or false, not {value[:40]!r}"
+                text = f"{key} must be true or false, not {echoed(value, quote=True)}"
                 errors.append({"field": field.name, "message": text})
     return _refusal(errors + name_errors(doc, model.DESCRIPTOR))
 
