@@ -25,6 +25,7 @@ from starlette.middleware import Middleware
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from apcore_a2a._json import load_json, utf8_json
 from apcore_a2a._text import echoed
 from apcore_a2a.shape import Shape, ShapeError, scan
 from apcore_a2a.upstream.exact_mounts import ExactMount
@@ -148,11 +149,11 @@ class RequestInfo:
 
     @property
     def payload(self) -> Any:
-        """The JSON-RPC body, parsed on first use (``None`` if absent, unparseable or
-        beyond a shape limit)."""
+        """The body (JSON-RPC or REST), parsed on first use, once for every reader (``None``
+        if absent, unparseable or beyond a shape limit; then ``parse_error`` says why)."""
         if self._payload is _UNREAD:
             self._payload = None
-            if self.body is not None and self.binding == "jsonrpc" and not self.shape_error:
+            if self.body is not None and self.binding is not None and not self.shape_error:
                 try:
                     # Decoded as UTF-8 only (RFC 8259 §8.1): json.loads would guess UTF-16
                     # or UTF-32 from raw bytes, whose shape the scan did not see.
@@ -160,6 +161,8 @@ class RequestInfo:
                     self._payload = load_json(text)
                 except (ValueError, RecursionError) as exc:
                     self.parse_error = exc
+                if self.binding == "rest":
+                    return self._payload
                 doc = self._payload
                 name = doc.get("method") if isinstance(doc, dict) else None
                 self.rpc_method = name if isinstance(name, str) else None
@@ -227,41 +230,6 @@ class RequestInfo:
             return await receive()
 
         return replayed
-
-
-class DuplicateKeyError(ValueError):
-    """A JSON object names *key* twice. RFC 8259 §4 leaves it to each parser: protobuf's
-    (the REST binding's) refuses it, Python's keeps the last value, so JSON-RPC refuses it
-    too rather than run what a reader of the first value would not expect."""
-
-    def __init__(self, key: str) -> None:
-        super().__init__(f"duplicate key {echoed(key, quote=True)}")
-        self.key = key
-
-
-def load_json(text: str | bytes) -> Any:
-    """*text* parsed as the JSON bindings read it: an object naming a key twice is
-    :class:`DuplicateKeyError` (protobuf's parser refuses it; Python's keeps the last)."""
-    return json.loads(text, object_pairs_hook=_unique_keys)
-
-
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    doc = dict(pairs)
-    if len(doc) < len(pairs):
-        seen: set[str] = set()
-        for key, _value in pairs:
-            if key in seen:
-                raise DuplicateKeyError(key)
-            seen.add(key)
-    return doc
-
-
-def utf8_json(body: bytes) -> bool:
-    """Whether *body* can be UTF-8 JSON: RFC 8259 §8.1 makes UTF-8 the only encoding, and
-    UTF-16 or UTF-32 text (detected as RFC 4627 §3 does: a NUL among the first four bytes;
-    or a byte order mark) is told apart before anything counts its values."""
-    head = body[:4]
-    return 0 not in head and not head.startswith((b"\xfe\xff", b"\xff\xfe"))
 
 
 def _major(version: str) -> int | None:

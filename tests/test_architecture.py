@@ -15,9 +15,10 @@ PACKAGE = Path(__file__).resolve().parent.parent / "apcore_a2a"
 #: concept (the settings object, one field per setting) is as long as it is.
 MAX_LINES = 450
 
-#: top-level modules that import nothing of ours, so every room may import them: _text
-#: (a message of several lines made one, a caller's value quoted back short)
-LEAVES = {"_text"}
+#: top-level modules that import no room, so every room may import them: _text (a message
+#: of several lines made one, a caller's value quoted back short), _json (how the JSON
+#: bindings read a body, and refuse what they cannot)
+LEAVES = {"_text", "_json"}
 #: room -> rooms (and top-level modules) it may import; a room may always import itself.
 ALLOWED: dict[str, set[str]] = {
     "adapters": set(),

@@ -53,14 +53,8 @@ from a2a.utils.errors import (
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from apcore_a2a.classify import (
-    MESSAGE_METHODS,
-    DuplicateKeyError,
-    RequestInfo,
-    request_info,
-    utf8_json,
-    version_error,
-)
+from apcore_a2a._json import parse_refusal, utf8_json
+from apcore_a2a.classify import MESSAGE_METHODS, RequestInfo, request_info, version_error
 from apcore_a2a.edge.refusal import refusal
 from apcore_a2a.server.caller_keys import CallerKeys
 from apcore_a2a.server.limits import StreamLimiter
@@ -151,7 +145,7 @@ class RequestGuard:
         payload = info.payload
         if info.parse_error is not None:
             # The SDK maps only JSONDecodeError to -32700; these reach it as -32603 or 500.
-            return JSONParseError(message=_parse_error(info.parse_error)), None
+            return parse_refusal(info.parse_error), None
         hint = any(p.search(body) for p in _SURROGATE_HINTS)
         if hint and _has_lone_surrogate(payload):
             # The SDK echoes such strings in its errors, then fails to encode its own answer.
@@ -280,13 +274,3 @@ def _has_lone_surrogate(value: Any) -> bool:
     except UnicodeEncodeError:
         return True
     return False
-
-
-def _parse_error(exc: Exception) -> str:
-    if isinstance(exc, RecursionError):
-        return "Parse error: JSON nested too deeply"
-    if isinstance(exc, UnicodeDecodeError):
-        return "Parse error: body is not valid UTF-8 JSON"
-    if isinstance(exc, DuplicateKeyError):
-        return f"Parse error: {exc}"
-    return "Parse error: body is not valid JSON"

@@ -64,7 +64,7 @@ def last_event_id_of(scope: MutableMapping[str, Any]) -> str | None:
     if header is not None:
         return header.strip() or None
     info = request_info(scope)
-    payload = info.payload if info is not None else None
+    payload = info.payload if info is not None and info.binding == "jsonrpc" else None
     if isinstance(payload, dict) and isinstance(payload.get("params"), dict):
         metadata = payload["params"].get("metadata")
         if isinstance(metadata, dict) and metadata.get(LAST_EVENT_ID_FIELD) is not None:

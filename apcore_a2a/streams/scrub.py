@@ -21,8 +21,9 @@ from collections.abc import Iterator
 from typing import Any, get_args
 
 from a2a.compat.v0_3 import types as types_v03
-from a2a.utils.errors import A2AError, InternalError
+from a2a.utils.errors import A2AError, InternalError, InvalidRequestError
 
+from apcore_a2a._json import parse_refusal
 from apcore_a2a._text import ECHO_LIMIT, echoed
 from apcore_a2a.adapters.errors import sanitize
 from apcore_a2a.classify import RequestInfo
@@ -165,13 +166,19 @@ def error_answer(info: RequestInfo, failure: Exception) -> Scrubbed:
 
 def error_body(body: bytes, info: RequestInfo) -> Scrubbed | None:
     """An error the SDK's route answered itself, read back from its JSON *body* (a 0.3
-    request refused for its params alone gets ``-32602``: ``upstream/v03_invalid_params.py``)."""
+    request refused for its params alone gets ``-32602``: ``upstream/v03_invalid_params.py``;
+    a REST body that is no JSON, JSON-RPC's -32700 text)."""
     try:
         document = json.loads(body)
     except ValueError:
         return None
     if not isinstance(document, dict) or not isinstance(document.get("error"), dict):
         return None
+    if info.binding == "rest" and info.body and info.payload is None and info.parse_error:
+        # The SDK's words were Python's ("Failed to load JSON: Expecting value: line 1
+        # column 13 (char 12)."); its status and reason stay (400, INVALID_REQUEST).
+        refused = InvalidRequestError(message=parse_refusal(info.parse_error).message)
+        return Scrubbed(error_document(info, refused), True)
     document["error"] = invalid_params_03(info, document["error"])
     return Scrubbed(document, info.binding == "rest")
 

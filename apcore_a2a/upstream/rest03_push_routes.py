@@ -30,7 +30,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from apcore_a2a.classify import DuplicateKeyError, load_json
+from apcore_a2a._json import load_json, parse_refusal
+from apcore_a2a._text import echoed
 
 _CONFIGS = "/v1/tasks/{id}/pushNotificationConfigs"
 # Keys of the RPC request form; the spec's config form has "name"/"pushNotificationConfig".
@@ -41,11 +42,9 @@ def _parse_config(raw: bytes, task_id: str) -> TaskPushNotificationConfig:
     """The 1.0 config for a 0.3 REST create body of either form."""
     try:
         doc = load_json(raw or b"null")
-    except DuplicateKeyError as exc:
+    except (ValueError, RecursionError) as exc:
         # As the SDK refuses a REST 1.0 body that protobuf cannot parse: 400.
-        raise InvalidRequestError(message=f"Parse error: {exc}") from None
-    except (ValueError, RecursionError):
-        raise InvalidParamsError(message="The request body is not valid JSON") from None
+        raise InvalidRequestError(message=parse_refusal(exc).message) from None
     if not isinstance(doc, dict):
         raise InvalidParamsError(message="The request body must be a JSON object")
     config_id = ""
@@ -62,7 +61,8 @@ def _parse_config(raw: bytes, task_id: str) -> TaskPushNotificationConfig:
         parts = name.split("/")
         if len(parts) >= 2 and parts[0] == "tasks" and parts[1] not in ("", task_id):
             raise InvalidParamsError(
-                message=f"The body names task {parts[1]!r} but the path names task {task_id!r}"
+                message=f"The body names task {echoed(parts[1], quote=True)} but the path "
+                f"names task {echoed(task_id, quote=True)}"
             )
     inner = proto_utils.FromProto.push_notification_config(config.push_notification_config)
     core = to_core_push_notification_config(inner)

@@ -21,8 +21,9 @@ from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.json_format import ParseDict, ParseError
 from google.protobuf.message import Message
 
+from apcore_a2a._json import load_json
 from apcore_a2a._text import echoed
-from apcore_a2a.classify import MESSAGE_METHODS, RequestInfo, load_json
+from apcore_a2a.classify import MESSAGE_METHODS, RequestInfo
 from apcore_a2a.shape import field_items
 from apcore_a2a.upstream.required_fields import name_errors
 

@@ -29,6 +29,7 @@ DIGITS = "9" * 5000
 CUT = "… (5000 characters)"
 V1 = {"A2A-Version": "1.0"}
 V03 = {"A2A-Version": "0.3"}
+JSON = {"content-type": "application/json"}
 
 
 @pytest.fixture(scope="module")
@@ -137,3 +138,31 @@ def test_a_refused_push_url_is_logged_short(
     assert refused, caplog.text
     for line in refused:
         assert len(line) < 400, line
+
+
+@pytest.mark.parametrize(
+    ("path", "headers"),
+    [
+        ("/message:send", V1),
+        ("/message:stream", V1),
+        ("/tasks/t/pushNotificationConfigs", V1),
+        ("/v1/message:send", V03),
+        ("/v1/message:stream", V03),
+        ("/v1/tasks/t/pushNotificationConfigs", V03),
+    ],
+)
+def test_a_rest_body_that_is_no_json_is_answered_in_our_words(
+    http: httpx.Client, path: str, headers: dict[str, str]
+) -> None:
+    """As JSON-RPC's -32700 says it; before, Python's parser's words: "Failed to load JSON:
+    Expecting value: line 1 column 13 (char 12)." (0.3 push configs: "The request body is
+    not valid JSON", reason INVALID_PARAMS)."""
+    said = http.post("/", content=b'{"jsonrpc": ', headers={**headers, **JSON}).json()
+    assert said["error"] == {"code": -32700, "message": "Parse error: body is not valid JSON"}
+    answer = http.post(path, content=b'{"message": ', headers={**headers, **JSON})
+    assert answer.status_code == 400, answer.text
+    error = answer.json()["error"]
+    assert error["message"] == "Parse error: body is not valid JSON", answer.text
+    assert error["details"][0]["reason"] == "INVALID_REQUEST", answer.text
+    duplicate = http.post(path, content=b'{"a": 1, "a": 2}', headers={**headers, **JSON})
+    assert duplicate.json()["error"]["message"] == "Parse error: duplicate key 'a'"

@@ -178,7 +178,7 @@ async def test_rest_0_3_refuses_a_body_for_another_task_and_deletes_per_0_3() ->
             configs, content=b"[1, 2", headers={"Content-Type": "application/json"}
         )
         assert broken.status_code == 400
-        assert broken.json()["error"]["message"] == "The request body is not valid JSON"
+        assert broken.json()["error"]["message"] == "Parse error: body is not valid JSON"
         made = await client.post(
             configs, json={"pushNotificationConfig": {"id": "d", "url": "http://127.0.0.1:9/d"}}
         )
