@@ -262,3 +262,14 @@ def test_pages_dimension_walks_every_page_and_counts(
     for counts in (row.first, row.second, row.last, row.by_context, row.by_status):
         assert next(iter(counts.values())) > 0
     assert f"| {backend} | single | 120 | {unreadable} % | 50 |" in render_pages([row])
+
+
+def test_edge_parse_table_measures_each_body_size() -> None:
+    # The figures are docs/benchmarks.md's; here only that it runs, one row per size.
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.edge_parse", "-n", "20", "--parts", "1,3"],
+        cwd=ROOT, capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = re.findall(r"^\| (\d+) \| \d+ \|(?: [\d.]+ \|){3}$", done.stdout, re.MULTILINE)
+    assert rows == ["1", "3"], done.stdout

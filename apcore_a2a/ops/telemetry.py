@@ -10,7 +10,6 @@ which the operator sets (nothing here touches it, nor anything else of the proce
 from __future__ import annotations
 
 import contextlib
-import json
 import re
 from collections.abc import Callable, Iterator, MutableMapping
 from typing import Any
@@ -133,9 +132,8 @@ def _request_attributes(info: RequestInfo, scope: Scope, attributes: Attributes)
         read_params(payload.get("params") if isinstance(payload, dict) else None, attributes)
         return
     _put(attributes, "a2a.task.id", scope.get("path_params", {}).get("id"))  # REST: /tasks/{id}
-    if info.body and info.method in MESSAGE_METHODS:
-        with contextlib.suppress(ValueError, RecursionError):
-            read_params(json.loads(info.body), attributes)
+    if info.method in MESSAGE_METHODS:
+        read_params(info.payload, attributes)  # the body the edge parsed once
 
 
 class A2ASpans:
