@@ -1,9 +1,10 @@
 """Request values a2a-sdk 1.3 reads as something else, refused as invalid params before it
 reads them: JSON-RPC 1.0 ``params`` that are no object, enum names A2A does not define
 (protobuf's parser drops them), and REST query strings that are not A2A 1.0.1 §11.5's
-(a boolean other than ``true``/``false``, a single-valued parameter given twice); and REST
-bodies its JSON parser refuses with Python's own words (a number of more digits than
-Python converts), and 0.3 messages without a role (``role03_error``, also on gRPC).
+(a boolean other than ``true``/``false``, an integer that is none, a single-valued
+parameter given twice); and REST bodies its JSON parser refuses with Python's own words (a
+number of more digits than Python converts), and 0.3 messages without a role
+(``role03_error``, also on gRPC).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ _MODELS: dict[str, Any] = JsonRpcDispatcher.METHOD_TO_MODEL
 #: Python refuses to convert more digits (``sys.get_int_max_str_digits``; 0: no limit)
 _DIGITS = sys.get_int_max_str_digits() or sys.maxsize
 _LONG_RUN = re.compile(rb"[0-9]{%d}" % min(_DIGITS + 1, 2**15))
+_INT32 = range(-(2**31), 2**31)
 
 
 class _LongNumberError(ValueError):
@@ -144,7 +146,17 @@ def query_error(info: RequestInfo, query: bytes) -> InvalidParamsError | None:
             if field.type == FieldDescriptor.TYPE_BOOL and value not in ("true", "false"):
                 text = f"{key} must be true or false, not {echoed(value, quote=True)}"
                 errors.append({"field": field.name, "message": text})
+            if field.type == FieldDescriptor.TYPE_INT32 and not _int32(value):
+                text = f"{key} must be an integer from {-(2**31)} to {2**31 - 1}, not "
+                errors.append({"field": field.name, "message": text + echoed(value, quote=True)})
     return _refusal(errors + name_errors(doc, model.DESCRIPTOR))
+
+
+def _int32(text: str) -> bool:
+    """Whether a query value is an int32 as A2A writes one (the SDK answered any other in
+    Python's or protobuf's words: ``invalid literal for int() with base 10: 'abc'``)."""
+    digits = text.removeprefix("-")
+    return digits.isascii() and digits.isdigit() and len(digits) <= 10 and int(text) in _INT32
 
 
 def _refusal(errors: list[dict[str, str]]) -> InvalidParamsError | None:

@@ -89,7 +89,7 @@ def test_rest_10_answers_quote_a_bad_value_short(http: httpx.Client) -> None:
     _short(_rest(http.post("/message:send", json={"message": _message(BIG)}, headers=V1)))
     _short(_rest(http.get(f"/tasks?status={BIG}", headers=V1)))
     _short(_rest(http.get(f"/tasks?includeArtifacts={BIG}", headers=V1)))
-    _short(_rest(http.get(f"/tasks?pageSize={DIGITS}", headers=V1)), "… (5002 characters)")
+    _short(_rest(http.get(f"/tasks?pageSize={DIGITS}", headers=V1)))
     parts = {"message": {**_message(), "parts": BIG}}  # protobuf's text quotes the value
     _short(_rest(http.post("/message:send", json=parts, headers=V1)))
 

@@ -161,6 +161,29 @@ def test_a_query_value_a2a_does_not_define_is_invalid_params(
     _refused_rest(http.get(query.format(task=task), headers=headers), "Validation failed")
 
 
+@pytest.mark.parametrize(
+    "query",
+    [
+        "/tasks?pageSize=abc",
+        "/tasks?pageSize=",
+        "/tasks?pageSize=1.5",
+        "/tasks?pageSize=99999999999",
+        "/tasks/{task}?historyLength=abc",
+        "/tasks/{task}/pushNotificationConfigs?pageSize=x",
+    ],
+)
+def test_a_query_integer_that_is_none_is_invalid_params_in_our_words(
+    http: httpx.Client, query: str
+) -> None:
+    """Before: Python's and protobuf's words, reason INVALID_REQUEST ("Failed to parse
+    pageSize field: invalid literal for int() with base 10: 'abc'.", "Couldn't parse
+    non-integer string", "Value out of range: 99999999999.")."""
+    task = _rpc(http, "ListTasks", {"pageSize": 1})["result"]["tasks"][0]["id"]
+    answer = http.get(query.format(task=task), headers=V1)
+    _refused_rest(answer, "Validation failed", "must be an integer from -2147483648 to")
+    assert "int()" not in answer.text and "parse" not in answer.text, answer.text
+
+
 def test_query_values_a2a_defines_are_read(http: httpx.Client) -> None:
     with_artifacts = http.get("/tasks?includeArtifacts=true&pageSize=1", headers=V1).json()
     assert with_artifacts["tasks"][0]["artifacts"]

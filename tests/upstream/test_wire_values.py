@@ -2,7 +2,8 @@
 agent: an unknown enum name is dropped (a ``ListTasks`` status filter lists every task, a
 0.3 REST message of an unknown role is served, as the 0.3 gRPC conversion serves an unset
 or undefined role: as the agent's), a REST query reads ``includeArtifacts=yes``
-as false and a repeated ``pageSize`` as its last value, JSON-RPC 1.0 ``"params": null``
+as false and a repeated ``pageSize`` as its last value (and ``pageSize=abc`` in Python's
+words), JSON-RPC 1.0 ``"params": null``
 is answered in Python's words (an array read as none), and so is a REST body holding a number of 5000 digits.
 A failing test here means the SDK changed that behaviour: shrink or delete the file."""
 
@@ -59,6 +60,12 @@ def test_sdk_reads_query_values_a2a_does_not_define(sdk: httpx.Client) -> None:
     assert not any(task.get("artifacts") for task in tasks("includeArtifacts=yes"))
     assert len(tasks("pageSize=1&pageSize=100")) == 2  # the last value
     assert len(tasks("pageSize=100&pageSize=1")) == 1
+
+
+def test_sdk_answers_a_query_integer_that_is_none_in_pythons_words(sdk: httpx.Client) -> None:
+    answer = sdk.get("/tasks?pageSize=abc", headers=V1)
+    assert answer.status_code == 400
+    assert "invalid literal for int() with base 10" in answer.json()["error"]["message"]
 
 
 def test_sdk_answers_null_params_in_pythons_words(sdk: httpx.Client) -> None:
