@@ -4,13 +4,16 @@ on the SDK's loggers while an agent of ours runs, acting only inside its request
 So are its records of one of our own errors (``apcore_a2a.errors``): the SDK renders
 them as -32603, not knowing our codes, and logs a streamed call's at ERROR; the agent
 answers them with their own codes, and logs itself what an operator must see (an outage,
-an unreadable task)."""
+an unreadable task). Every record of theirs inside our requests is cut to
+:data:`MAX_MESSAGE` characters: they quote a request's body (DEBUG) and a client's values
+whole."""
 
 from __future__ import annotations
 
 import logging
 import threading
 
+from apcore_a2a._text import echoed
 from apcore_a2a.classify import current_request
 from apcore_a2a.errors import OWN_ERRORS, WIRE_KEY
 
@@ -28,6 +31,9 @@ _UNPARSED = (
     "Failed to validate base JSON-RPC request for v0.3",
 )
 
+#: the most characters of a record of theirs kept: they quote a request's body (DEBUG)
+#: and a client's values whole
+MAX_MESSAGE = 1000
 #: one of our errors as the SDK's record quotes its data (the marker it still carries)
 _OWN_MARKS = tuple(f"'{WIRE_KEY}': '{reason}'" for reason in OWN_ERRORS)
 
@@ -43,7 +49,11 @@ class _ClientErrors(logging.Filter):
         if current_request() is None:
             return True  # not a request of ours
         client = record.levelno == logging.WARNING or record.msg in _UNPARSED
-        if not client and not _own_error(record):
+        own = _own_error(record)
+        text = record.getMessage()
+        if len(text) > MAX_MESSAGE:  # the body, or a client's value, quoted whole
+            record.msg, record.args = echoed(text, limit=MAX_MESSAGE), None
+        if not client and not own:
             return True
         record.levelno, record.levelname = logging.DEBUG, "DEBUG"
         return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)

@@ -117,3 +117,23 @@ def test_the_sdk_renders_our_own_errors_as_internal_in_its_records() -> None:
     error = build_error_response(1, TaskUnreadableError.of("t"))["error"]
     assert error["code"] == -32603
     assert f"'{WIRE_KEY}': 'TASK_UNREADABLE'" in str(error["data"])
+
+
+def test_our_requests_sdk_records_quote_a_client_value_short(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A 5000-character value a client sent: the SDK's records of our requests (the body
+    it logs at DEBUG, its record of the client's error) quote it to 1,000 characters and
+    its length; before, each record held it whole (5,069 to 5,282 characters)."""
+    big = "x" * 5000
+    bodies = (_rpc("GetTask", {"id": "t", "historyLength": big}), _rpc(big, {}))
+    with (
+        serve_agent() as ours,
+        httpx.Client(timeout=10) as client,
+        caplog.at_level(logging.DEBUG, logger="a2a"),
+    ):
+        for body in bodies:
+            assert client.post(ours.url + "/", json=body, headers=V1).status_code == 200
+    quoted = [r.getMessage() for r in caplog.records if r.name in SDK_LOGGERS]
+    assert any("characters)" in text for text in quoted), quoted
+    assert all(len(text) <= 1100 for text in quoted), [len(text) for text in quoted]
