@@ -592,7 +592,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.growth", description=__doc__)
     parser.add_argument("--sizes", default="1,10", help="stream sizes in MB (comma-separated)")
     parser.add_argument("--backends", default="postgresql,sqlite")
-    parser.add_argument("--modes", default="single,cluster", help="without/with --cluster")
+    parser.add_argument("--modes", default="single,cluster", help="single,cluster (pages: app too)")
     parser.add_argument("--chunk", type=int, default=CHUNK, help="characters per chunk")
     parser.add_argument("--replay-mb", type=float, default=10.0, help="0: no replay row")
     parser.add_argument("--idle", default="0,50,500", help='subscriber counts ("": none)')
@@ -634,7 +634,7 @@ def main(argv: list[str] | None = None) -> int:
                         backend,
                         n,
                         Path(tmp),
-                        cluster=mode == "cluster",
+                        mode=mode,
                         page_size=args.page_size,
                         unreadable=percent,
                     )

@@ -1,12 +1,14 @@
 """Pages: what ``ListTasks`` costs one caller as its own task count grows.
 
 ``python -m benchmarks.growth --dimensions pages [--pages 1000,10000] [--page-size 50]``
-(and ``--backends``, ``--modes``). One caller holds *n* tasks of its own (inserted by SQL;
-memory: saved), one in ten in one context and one in ten failed. It pages through them
-(``pageSize`` *P*, following ``nextPageToken`` to the end), then reads the second page
-filtered by ``contextId`` and by ``status``. The calls go to the task store chain the
-agent serves ``ListTasks`` from (``open_stores``, started as ``serve`` starts it), in this
-process, so each backend can be counted with a counter that does not depend on the clock:
+(and ``--backends``, ``--modes``: ``single``, ``cluster``, or ``app``, an application's own
+a2a-sdk ``DatabaseTaskStore`` on the same database as ``task_store``). One caller holds *n*
+tasks of its own (inserted by SQL; memory: saved), one in ten in one context and one in
+ten failed. It pages through them (``pageSize`` *P*, following ``nextPageToken`` to the
+end), then reads the second page filtered by ``contextId`` and by ``status``. The calls go
+to the task store chain the agent serves ``ListTasks`` from (``open_stores``, started as
+``serve`` starts it), in this process, so each backend can be counted with a counter that
+does not depend on the clock:
 
 The SQL stores hold as many tasks of 100 other callers besides. With ``--unreadable P``
 (SQL stores), P % of the caller's rows (none in the big context or failed) hold a 0.3
@@ -78,11 +80,10 @@ def _task_rows(n: int, prefix: str = "mine") -> list[tuple[str, str, datetime, s
     return rows
 
 
-async def _fill_sql(stores: Any, n: int, unreadable: int) -> None:
+async def _fill_sql(engine: Any, n: int, unreadable: int) -> None:
     from a2a.server.models import TaskModel
     from sqlalchemy import insert
 
-    engine = stores.engine
     values = [
         {"id": i, "context_id": c, "kind": "task", "owner": OWNER, "last_updated": t,
          "status": {"state": s, "timestamp": t.isoformat() + "Z"}, "history": [], "artifacts": [],
@@ -191,17 +192,27 @@ async def _measure(backend: str, url: str, database: str | None, row: PagesRow) 
     from apcore_a2a.storage.stores import open_stores
 
     settings = Settings(cluster=row.mode == "cluster", task_max_capacity=max(row.tasks, 10))
-    stores = open_stores(url, settings)
+    target: Any = url
+    if row.mode == "app":
+        from a2a.server.tasks import DatabaseTaskStore
+
+        from apcore_a2a.storage._urls import create_engine, parse_store_url
+
+        target = DatabaseTaskStore(create_engine(parse_store_url(url)))
+    stores = open_stores(target, settings)
     await stores.start()
+    engine = stores.engine or getattr(target, "engine", None)
     try:
         context = ServerCallContext(user=OwnerUser(OWNER))
         if backend == "memory":
             await _fill_memory(stores, row.tasks, context)
         else:
-            await _fill_sql(stores, row.tasks, row.unreadable)
+            if row.mode == "app":
+                await target.initialize()  # its table, as its first call would create it
+            await _fill_sql(engine, row.tasks, row.unreadable)
         if database is not None:
             await _pg("VACUUM ANALYZE tasks", database)
-        counter = _Counter(backend, url, database, stores.engine)
+        counter = _Counter(backend, url, database, engine)
 
         async def page(token: str = "", **filters: Any) -> Any:
             request = ListTasksRequest(page_size=row.page_size, page_token=token, **filters)
@@ -238,15 +249,16 @@ async def _measure(backend: str, url: str, database: str | None, row: PagesRow) 
         _, row.by_status = await counter.count(lambda: page(first.next_page_token, status=failed))
     finally:
         await stores.aclose()
+        if row.mode == "app":
+            await engine.dispose()  # the application's: the agent leaves it open
 
 
 def measure_pages(
-    backend: str, n: int, folder: Path, *, cluster: bool, page_size: int, unreadable: int = 0
+    backend: str, n: int, folder: Path, *, mode: str, page_size: int, unreadable: int = 0
 ) -> PagesRow:
-    """One caller paging through *n* tasks of its own (see the module docstring), of
-    which *unreadable* percent cannot be read (SQL stores)."""
+    """One caller paging through *n* tasks of its own (see the module docstring) in a
+    store of *mode*, of which *unreadable* percent cannot be read (SQL stores)."""
     units = {"postgresql": "rows", "sqlite": "steps", "memory": "calls"}
-    mode = "cluster" if cluster else "single"
     row = PagesRow(backend, mode, n, page_size, units[backend], unreadable=unreadable)
     if backend == "memory":
         asyncio.run(_measure(backend, "memory://", None, row))

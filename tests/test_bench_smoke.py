@@ -250,18 +250,26 @@ def test_busy_health_table_probes_both_servers_while_bodies_arrive(tmp_path: Pat
     assert "gRPC values beyond: O /health p99" in done.stdout
 
 
-@pytest.mark.parametrize(("backend", "unreadable"), [("memory", 0), ("sqlite", 0), ("sqlite", 1)])
+@pytest.mark.parametrize(
+    ("backend", "unreadable", "mode"),
+    [
+        ("memory", 0, "single"),
+        ("sqlite", 0, "single"),
+        ("sqlite", 1, "single"),
+        ("sqlite", 0, "app"),
+    ],
+)
 def test_pages_dimension_walks_every_page_and_counts(
-    backend: str, unreadable: int, tmp_path: Path
+    backend: str, unreadable: int, mode: str, tmp_path: Path
 ) -> None:
     from benchmarks.pages import measure_pages, render_pages
 
-    row = measure_pages(backend, 120, tmp_path, cluster=False, page_size=50, unreadable=unreadable)
+    row = measure_pages(backend, 120, tmp_path, mode=mode, page_size=50, unreadable=unreadable)
     # 50 + 50 + 20 rows: every readable task seen once (it raises otherwise)
     assert row.pages == 3
     for counts in (row.first, row.second, row.last, row.by_context, row.by_status):
         assert next(iter(counts.values())) > 0
-    assert f"| {backend} | single | 120 | {unreadable} % | 50 |" in render_pages([row])
+    assert f"| {backend} | {mode} | 120 | {unreadable} % | 50 |" in render_pages([row])
 
 
 def test_edge_parse_table_measures_each_body_size() -> None:
