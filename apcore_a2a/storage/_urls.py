@@ -10,6 +10,7 @@ restart are replaced transparently.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from dataclasses import dataclass, field, replace
@@ -190,13 +191,27 @@ async def read(engine: AsyncEngine, stmt: Any) -> list[Any]:
         return list((await conn.execute(stmt)).all())
 
 
+def index_name(table: str, what: str) -> str:
+    """``ix_apcore_a2a_<table>_<what>``: index names are one namespace per schema
+    (PostgreSQL) or database (SQLite), so each task table there needs its own. A name
+    past the 63 bytes PostgreSQL keeps names the table by a digest instead."""
+    name = f"ix_apcore_a2a_{table}_{what}"
+    if len(name.encode()) <= 63:
+        return name
+    return f"ix_apcore_a2a_{hashlib.sha256(table.encode()).hexdigest()[:12]}_{what}"
+
+
+def index_sql(dialect: Any, name: str, table: str, columns: str) -> str:
+    """The statement that creates the index *name* on *table* (*columns*, SQL) unless it
+    exists."""
+    quote = dialect.identifier_preparer.quote
+    return f"CREATE INDEX IF NOT EXISTS {quote(name)} ON {quote(table)} ({columns})"
+
+
 async def create_index(engine: AsyncEngine, name: str, table: str, columns: str) -> None:
     """Create the index *name* on *table* (*columns*, SQL) unless it exists."""
     async with engine.begin() as conn:
-        quote = conn.dialect.identifier_preparer.quote
-        await conn.execute(
-            text(f"CREATE INDEX IF NOT EXISTS {quote(name)} ON {quote(table)} ({columns})")
-        )
+        await conn.execute(text(index_sql(conn.dialect, name, table, columns)))
 
 
 async def drop_index(engine: AsyncEngine, name: str) -> None:

@@ -19,10 +19,11 @@ from sqlalchemy import and_, bindparam, exists, select
 
 from ._urls import create_index as create_sql_index
 from ._urls import drop_index as drop_sql_index
+from ._urls import index_name
 
 #: The index the SQL check reads (``tasks``: the SDK's table has none on ``context_id``);
 #: its third column orders a page of ``ListTasks`` filtered by ``contextId`` (``listing.py``).
-INDEX_NAME = "ix_apcore_a2a_tasks_context_owner_updated_id"
+INDEX_NAME = index_name("tasks", "context_owner_updated_id")
 #: The index this one replaced (``context_id, owner``): dropped where it exists.
 OLD_INDEX_NAME = "ix_apcore_a2a_tasks_context_owner"
 #: Whether a context holds a task of an owner other than the one given.
@@ -80,10 +81,10 @@ class ContextGuard:
             del self._held[context_id]
 
 
-def sql_others(store: DatabaseTaskStore, *, indexed: bool = True) -> Others:
+def sql_others(store: DatabaseTaskStore) -> Others:
     """The lookup of a SQL store: the first and the last owner of the context in
-    :data:`INDEX_NAME` (created before the first lookup unless *indexed*: the store's
-    start created it), one index entry each, however many tasks the context holds.
+    :func:`context_index` (the store's start created it where it could), one index entry
+    each, however many tasks the context holds.
 
     The context holds another owner's task if and only if one of the two differs from
     the caller's owner: a ``NULL`` owner sorts first on one end (SQLite ascending,
@@ -108,10 +109,6 @@ def sql_others(store: DatabaseTaskStore, *, indexed: bool = True) -> Others:
     stmt = select(*ends, exists().where(in_context))
 
     async def others(context_id: str, owner: str) -> bool:
-        nonlocal indexed
-        if not indexed:
-            await create_index(store)
-            indexed = True
         async with store.engine.connect() as conn:
             first, last, any_task = (await conn.execute(stmt, {"context_id": context_id})).one()
             return bool(any_task) and (first != owner or last != owner)
@@ -119,9 +116,19 @@ def sql_others(store: DatabaseTaskStore, *, indexed: bool = True) -> Others:
     return others
 
 
-async def create_index(store: DatabaseTaskStore) -> None:
-    """Create :data:`INDEX_NAME` on the store's task table unless it exists, and drop
-    :data:`OLD_INDEX_NAME` (a prefix of it: one index less to write at every save)."""
+def context_index(store: DatabaseTaskStore) -> tuple[str, str, str]:
+    """(name, table, columns) of the index :func:`sql_others` reads on *store*'s table
+    (:data:`INDEX_NAME` on ``tasks``)."""
     table = store.task_model.__tablename__
-    await create_sql_index(store.engine, INDEX_NAME, table, "context_id, owner, last_updated, id")
+    return (
+        index_name(table, "context_owner_updated_id"),
+        table,
+        "context_id, owner, last_updated, id",
+    )
+
+
+async def create_index(store: DatabaseTaskStore) -> None:
+    """Create :func:`context_index` unless it exists, and drop :data:`OLD_INDEX_NAME` (a
+    prefix of it on ``tasks``: one index less to write at every save)."""
+    await create_sql_index(store.engine, *context_index(store))
     await drop_sql_index(store.engine, OLD_INDEX_NAME)

@@ -39,13 +39,15 @@ from apcore_a2a.storage.fields import unstorable
 from apcore_a2a.upstream.sql_task_rows import TaskRows
 
 from ._urls import create_index as create_sql_index
+from ._urls import index_name
 from .memory_pages import page_cursor
 
 _EPOCH = datetime(1970, 1, 1)
 _BAD_TOKEN = "Invalid page token"  # noqa: S105 - an error message
-#: The index a page filtered by ``status`` reads (see the module docstring). A database
-#: keeps the expression it was built with: another :func:`state_sql` needs another name.
-STATE_INDEX_NAME = "ix_apcore_a2a_tasks_owner_state_updated_id"
+#: The index a page filtered by ``status`` reads on ``tasks`` (see the module docstring).
+#: A database keeps the expression it was built with: another :func:`state_sql` needs
+#: another name.
+STATE_INDEX_NAME = index_name("tasks", "owner_state_updated_id")
 #: Each state's stored 0.3 value and its 1.0 name, where they differ.
 _OLD_NAMES = [
     (to_compat_task_status(TaskStatus(state=state)).state.value, TaskState.Name(state))
@@ -63,12 +65,17 @@ def state_sql(dialect: str) -> str:
     return f"CASE {raw} {whens} ELSE {raw} END"
 
 
-async def create_state_index(store: DatabaseTaskStore) -> None:
-    """Create :data:`STATE_INDEX_NAME` on the store's task table unless it exists."""
+def state_index(store: DatabaseTaskStore) -> tuple[str, str, str]:
+    """(name, table, columns) of the index a page filtered by ``status`` reads on
+    *store*'s table (:data:`STATE_INDEX_NAME` on ``tasks``)."""
     table = store.task_model.__tablename__
-    state = state_sql(store.engine.dialect.name)
-    columns = f"owner, ({state}), last_updated, id"
-    await create_sql_index(store.engine, STATE_INDEX_NAME, table, columns)
+    columns = f"owner, ({state_sql(store.engine.dialect.name)}), last_updated, id"
+    return index_name(table, "owner_state_updated_id"), table, columns
+
+
+async def create_state_index(store: DatabaseTaskStore) -> None:
+    """Create :func:`state_index` unless it exists."""
+    await create_sql_index(store.engine, *state_index(store))
 
 
 def pages_of(store: DatabaseTaskStore) -> TaskStore:

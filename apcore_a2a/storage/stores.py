@@ -81,6 +81,8 @@ class Stores:
     contexts: ContextGuard = field(default_factory=lambda: ContextGuard(None, resolve_user_scope))
     _backend: SqlBackend | None = field(default=None, repr=False)
     _memory: BoundedMemoryTaskStore | None = field(default=None, repr=False)
+    #: an application's own store: what its start does (``own_store.py``)
+    _own_start: Callable[[], Awaitable[None]] | None = field(default=None, repr=False)
 
     def on_save(self, listener: SaveListener) -> None:
         """Call *listener* (it must not block) after each successful save of a task."""
@@ -116,9 +118,12 @@ class Stores:
     async def start(self) -> None:
         """Create missing tables, fail tasks a dead process left running, start loops;
         :class:`StoreUnavailableError` when the database cannot be reached or cannot take
-        the connections this agent would open (PostgreSQL)."""
+        the connections this agent would open (PostgreSQL). An application's own store:
+        the indexes of its table where the agent may create them (``own_store.py``)."""
         if self._backend is not None:
             await self._backend.start()
+        elif self._own_start is not None:
+            await self._own_start()
 
     async def check_connections(self) -> None:
         """PostgreSQL: :class:`StoreUnavailableError` naming the limit (the server's, the
@@ -158,6 +163,7 @@ def open_stores(task_store: str | TaskStore, settings: Settings) -> Stores:
                 max_capacity=settings.task_max_capacity, ttl_seconds=settings.task_ttl_seconds
             )
         stores = Stores(store_view(store), InMemoryPushNotificationConfigStore())
+        paged = False
         if isinstance(store, BoundedMemoryTaskStore):
             stores.contexts = ContextGuard(store.others_in, store.owner_of)
             stores._memory = store
@@ -167,12 +173,21 @@ def open_stores(task_store: str | TaskStore, settings: Settings) -> Stores:
             from .listing import pages_of
 
             read_rows_safely(store)  # an unreadable row costs its own task only
-            stores.task_store = store_view(pages_of(store))
+            pages = pages_of(store)
+            paged = pages is not store
+            stores.task_store = store_view(pages)
             stores.fields = StoredFields(store)
-            stores.contexts = ContextGuard(sql_others(store, indexed=False), store.owner_resolver)
+            stores.contexts = ContextGuard(sql_others(store), store.owner_resolver)
         else:  # a store that cannot tell: this process's open requests only
             owner_of = getattr(store, "owner_resolver", resolve_user_scope)
             stores.contexts = ContextGuard(None, owner_of)
+        if store is task_store:  # the application's own
+            from .own_store import start_own_store
+
+            retention = settings.task_retention_seconds or 0.0
+            stores._own_start = functools.partial(
+                start_own_store, store, paged=paged, retention_seconds=retention
+            )
     else:
         stores = _sql_stores(url, settings)
     if stores.event_stream is not None:

@@ -90,18 +90,18 @@ def ago(seconds: float) -> datetime:
     return datetime.now(UTC) - timedelta(seconds=seconds)
 
 
-async def index_names(url: str) -> set[str]:
-    """The indexes of ``tasks`` (SQLAlchemy does not reflect SQLite's on expressions)."""
+async def index_names(url: str, table: str = "tasks") -> set[str]:
+    """The indexes of *table* (SQLAlchemy does not reflect SQLite's on expressions)."""
     store_url = parse_store_url(url)
     query = (
-        "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'tasks'"
+        "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = :table"
         if store_url.kind == "sqlite"
-        else "SELECT indexname FROM pg_indexes WHERE tablename = 'tasks' "
+        else "SELECT indexname FROM pg_indexes WHERE tablename = :table "
         "AND schemaname = current_schema()"
     )
     engine = create_engine(store_url)
     try:
         async with engine.connect() as conn:
-            return {str(row[0]) for row in await conn.execute(text(query))}
+            return {str(row[0]) for row in await conn.execute(text(query), {"table": table})}
     finally:
         await engine.dispose()

@@ -1,0 +1,84 @@
+"""The start of an agent on an application's own ``TaskStore`` object (``docs/storage.md``,
+*Your own task store*): what it does not get, said once, and the indexes the agent's reads
+of an a2a-sdk ``DatabaseTaskStore`` use, where the agent may create them.
+
+Restart recovery and retention stay with the stores the agent opens from a URL: those it
+holds alone or with its own replicas (``_owner.py``), where a task left ``working`` can only
+be one a dead process of this agent ran. An application's table may be shared with another
+agent or with the application's own code, whose running tasks a recovery would fail and
+whose finished ones a purge would delete.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from a2a.server.tasks import DatabaseTaskStore, TaskStore
+from sqlalchemy.exc import DBAPIError
+
+from ._urls import create_index, index_sql
+from .contexts import context_index
+from .listing import state_index
+from .outages import UNAVAILABLE
+
+#: what a failed index creation is logged for (any other error fails the start)
+_DB_ERRORS: tuple[type[BaseException], ...] = (*UNAVAILABLE, DBAPIError)
+
+logger = logging.getLogger(__name__)
+
+_DOCS = "docs/storage.md, *Your own task store*"
+
+
+async def start_own_store(store: TaskStore, *, paged: bool, retention_seconds: float) -> None:
+    """Log what *store* does not get; on a ``DatabaseTaskStore`` that creates its own table,
+    create it and the indexes of the context check and (where the agent pages its
+    ``ListTasks``: *paged*) of a page filtered by ``status``, logging a failure instead of
+    failing the start: every read works without them, only slower."""
+    retention = f"; task_retention_seconds={retention_seconds:g} deletes none of its tasks"
+    retention = retention if retention_seconds > 0 else ""
+    level = logging.WARNING if retention else logging.INFO
+    kind = type(store).__name__
+    if not isinstance(store, DatabaseTaskStore):
+        if retention:
+            logger.log(level, "task store: the application's own %s%s (%s)", kind, retention, _DOCS)
+        return
+    table = store.task_model.__tablename__
+    logger.log(
+        level,
+        "task store: the application's own %s (table %r): tasks a crash left submitted or "
+        "working stay so, as another process sharing the table may be running them%s; a "
+        "task_store URL gets restart recovery and retention (%s)",
+        *(kind, table, retention, _DOCS),
+    )
+    if store.engine.dialect.name not in ("sqlite", "postgresql"):
+        return  # the indexes' SQL is theirs (MySQL has no CREATE INDEX IF NOT EXISTS)
+    indexes = [context_index(store)] + [state_index(store)] * paged
+    statements = "; ".join(index_sql(store.engine.dialect, *index) for index in indexes)
+    if not store.create_table:
+        logger.info(
+            "task store: the application creates its table %r itself (create_table=False), "
+            "so the agent adds no index to it; for its lists and context checks add: %s",
+            *(table, statements),
+        )
+        return
+    error: BaseException | None = None
+    for _ in range(2):  # a second pass: another agent starting on the table won a race
+        try:
+            await store.initialize()
+            for index in indexes:
+                await create_index(store.engine, *index)
+            break
+        except _DB_ERRORS as exc:
+            error = getattr(exc, "orig", None) or exc
+    else:
+        reason = type(error).__name__ + "".join(f": {x[:200]}" for x in str(error).splitlines()[:1])
+        logger.warning(
+            "task store: could not create the indexes of the application's table %r (%s); "
+            "its lists and context checks read the caller's tasks until they exist: %s",
+            *(table, reason, statements),
+        )
+        return
+    logger.info(
+        "task store: the application's table %r reads the indexes %s",
+        *(table, ", ".join(index[0] for index in indexes)),
+    )

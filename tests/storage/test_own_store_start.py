@@ -1,0 +1,189 @@
+"""The start of an agent on an application's own a2a-sdk ``DatabaseTaskStore`` (docs/storage.md,
+*Your own task store*): the indexes its ``ListTasks`` pages and context check read, on the
+table the store creates, named after that table; a table they cannot be built on (another
+role's, a row no index can hold, one the application creates itself) is served without
+them; one line says what the store does not get (restart recovery, retention)."""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from a2a.server.tasks import DatabaseTaskStore, InMemoryTaskStore
+from a2a.types import TaskState
+
+from apcore_a2a.storage import open_stores
+from apcore_a2a.storage._urls import create_engine, parse_store_url
+from apcore_a2a.storage.contexts import INDEX_NAME
+from apcore_a2a.storage.listing import STATE_INDEX_NAME
+from tests.ops._agent import message_params, rpc, served
+
+from ._helpers import ctx, index_names, make_task, settings
+
+LOGGER = "apcore_a2a.storage"
+
+
+async def _tasks_and_lists(http: Any) -> None:
+    """A completed and a failed task; ``ListTasks`` by status finds each in its list."""
+    done = await rpc(http, "SendMessage", message_params("ops.add", {"a": 1, "b": 2}))
+    # In the same context: the context check reads the table (contexts.py).
+    params = message_params("ops.fail", {"text": "x"})
+    params["message"]["contextId"] = done["result"]["task"]["contextId"]
+    failed = await rpc(http, "SendMessage", params)
+    ids = {}
+    for sent in (done, failed):
+        task = sent["result"]["task"]
+        ids[task["status"]["state"]] = task["id"]
+    assert set(ids) == {"TASK_STATE_COMPLETED", "TASK_STATE_FAILED"}, ids
+    for state, task_id in ids.items():
+        listed = await rpc(http, "ListTasks", {"status": state})
+        assert [t["id"] for t in listed["result"]["tasks"]] == [task_id], listed
+
+
+def _app_store(url: str, **options: Any) -> DatabaseTaskStore:
+    return DatabaseTaskStore(create_engine(parse_store_url(url)), **options)
+
+
+@pytest.fixture
+async def disposed() -> AsyncIterator[list[DatabaseTaskStore]]:
+    """Stores whose engines the test disposes of afterwards (the application's own)."""
+    stores: list[DatabaseTaskStore] = []
+    yield stores
+    for store in stores:
+        await store.engine.dispose()
+
+
+async def test_the_start_indexes_the_table_the_apps_store_creates(
+    sql_url: str, disposed: list[DatabaseTaskStore], caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger=LOGGER)
+    disposed.append(store := _app_store(sql_url))
+    async with served(task_store=store) as (http, _app):
+        assert {STATE_INDEX_NAME, INDEX_NAME} <= await index_names(sql_url)
+        await _tasks_and_lists(http)
+    assert f"reads the indexes {INDEX_NAME}, {STATE_INDEX_NAME}" in caplog.text
+
+
+async def test_a_second_task_table_beside_ours_gets_indexes_of_its_own(
+    sql_url: str, disposed: list[DatabaseTaskStore]
+) -> None:
+    # Index names are one namespace per schema (database): ours on `tasks` exist already.
+    ours = open_stores(sql_url, settings())
+    await ours.start()
+    await ours.aclose()
+    table = f"agent_{uuid.uuid4().hex[:8]}"  # the SDK maps a table name once per process
+    disposed.append(store := _app_store(sql_url, table_name=table))
+    async with served(task_store=store) as (http, _app):
+        assert await index_names(sql_url, table) >= {
+            f"ix_apcore_a2a_{table}_context_owner_updated_id",
+            f"ix_apcore_a2a_{table}_owner_state_updated_id",
+        }
+        await _tasks_and_lists(http)
+
+
+async def test_a_table_the_application_creates_itself_is_left_as_it_is(
+    sql_url: str, disposed: list[DatabaseTaskStore], caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger=LOGGER)
+    disposed.append(maker := _app_store(sql_url))
+    await maker.initialize()  # the application's own migration
+    before = await index_names(sql_url)
+    disposed.append(store := _app_store(sql_url, create_table=False))
+    async with served(task_store=store) as (http, _app):
+        await _tasks_and_lists(http)
+    assert await index_names(sql_url) == before
+    said = [r for r in caplog.records if "create_table=False" in r.message]
+    assert len(said) == 1 and said[0].levelname == "INFO", caplog.text
+    assert (
+        f"CREATE INDEX IF NOT EXISTS {STATE_INDEX_NAME} ON tasks (owner, (CASE" in said[0].message
+    )
+
+
+async def test_a_row_no_index_can_hold_costs_the_index_only(
+    tmp_path: Path, disposed: list[DatabaseTaskStore], caplog: pytest.LogCaptureFixture
+) -> None:
+    url = f"sqlite:///{tmp_path / 'app.db'}"
+    disposed.append(maker := _app_store(url))
+    await maker.initialize()
+    with sqlite3.connect(tmp_path / "app.db") as db:  # another owner's row, not JSON
+        db.execute(
+            "INSERT INTO tasks (id, context_id, kind, owner, status, protocol_version) "
+            "VALUES ('broken', 'c', 'task', 'someone-else', '{not json', '1.0')"
+        )
+    disposed.append(store := _app_store(url))
+    async with served(task_store=store) as (http, _app):
+        await _tasks_and_lists(http)
+    assert STATE_INDEX_NAME not in await index_names(url)
+    said = [r for r in caplog.records if "could not create" in r.message]
+    assert len(said) == 1 and said[0].levelname == "WARNING", caplog.text
+    assert "malformed JSON" in said[0].message and "CREATE INDEX" in said[0].message
+
+
+@pytest.mark.postgres
+async def test_a_table_of_another_role_is_served_without_indexes(
+    pg_url: str, disposed: list[DatabaseTaskStore], caplog: pytest.LogCaptureFixture
+) -> None:
+    from .._postgres import PG_USER, pg_execute
+
+    disposed.append(maker := _app_store(pg_url))
+    await maker.initialize()  # owned by the test's (super)user
+    schema = pg_url.split("schema=", 1)[1].split("&", 1)[0]
+    role = f"apcore_a2a_t_{uuid.uuid4().hex[:12]}"
+    pg_execute(f"CREATE ROLE {role} LOGIN")
+    try:
+        pg_execute(f"GRANT USAGE ON SCHEMA {schema} TO {role}")
+        pg_execute(f"GRANT SELECT, INSERT, UPDATE, DELETE ON {schema}.tasks TO {role}")
+        url = pg_url.replace(f"postgresql://{PG_USER}@", f"postgresql://{role}@", 1)
+        disposed.append(store := _app_store(url))
+        async with served(task_store=store) as (http, _app):
+            await _tasks_and_lists(http)
+        said = [r for r in caplog.records if "could not create" in r.message]
+        assert len(said) == 1 and said[0].levelname == "WARNING", caplog.text
+        assert "must be owner" in said[0].message
+    finally:
+        await store.engine.dispose()
+        pg_execute(f"DROP OWNED BY {role}")
+        pg_execute(f"DROP ROLE {role}")
+
+
+async def test_the_start_says_a_crash_leaves_its_tasks_working_and_retention_is_off(
+    tmp_path: Path, disposed: list[DatabaseTaskStore], caplog: pytest.LogCaptureFixture
+) -> None:
+    url = f"sqlite:///{tmp_path / 'app.db'}"
+    disposed.append(store := _app_store(url))
+    left = make_task(TaskState.TASK_STATE_WORKING)  # as a process killed mid-run left it
+    await store.save(left, ctx())
+    caplog.set_level(logging.INFO, logger=LOGGER)
+    for retention in (None, 60.0):
+        caplog.clear()
+        async with served(task_store=store, task_retention_seconds=retention):
+            pass
+        said = [r for r in caplog.records if "the application's own" in r.message]
+        assert len(said) == 1, caplog.text
+        assert "left submitted or working stay so" in said[0].message
+        assert said[0].levelname == ("INFO" if retention is None else "WARNING")
+        assert ("task_retention_seconds=60" in said[0].message) is (retention is not None)
+        kept = await store.get(left.id, ctx())
+        assert kept is not None and kept.status.state == TaskState.TASK_STATE_WORKING
+
+
+async def test_a_store_that_is_not_sql_is_told_only_about_retention(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    class Mine(InMemoryTaskStore):
+        pass
+
+    caplog.set_level(logging.INFO, logger=LOGGER)
+    async with served(task_store=Mine()):
+        pass
+    assert "the application's own" not in caplog.text
+    async with served(task_store=Mine(), task_retention_seconds=60):
+        pass
+    said = [r for r in caplog.records if "the application's own" in r.message]
+    assert [r.levelname for r in said] == ["WARNING"], caplog.text
+    assert "task_retention_seconds=60" in said[0].message and "Mine" in said[0].message
