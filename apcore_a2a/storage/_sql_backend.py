@@ -24,7 +24,7 @@ from a2a.server.models import (
 )
 from a2a.types import Message, Part, Role, Task, TaskState, TaskStatus, TaskStatusUpdateEvent
 from sqlalchemy import and_, delete, or_, select, text
-from sqlalchemy.exc import DBAPIError, ProgrammingError
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from apcore_a2a.errors import TaskUnreadableError
@@ -32,7 +32,14 @@ from apcore_a2a.upstream.aiosqlite_workers import track_workers
 
 from ._owner import OwnerLock, owner_lock
 from ._replicas import METADATA, ReplicaRegistry, claims_table, replicas_table, turns_table
-from ._urls import StoreInUseError, StoreUnavailableError, StoreURL, check_sqlite_folder, read
+from ._urls import (
+    StoreInUseError,
+    StoreUnavailableError,
+    StoreURL,
+    check_sqlite_folder,
+    raced,
+    read,
+)
 from .followers import FOLLOW_SCOPE
 from .memory import OwnerUser
 from .observed import copy_task
@@ -115,11 +122,11 @@ class SqlBackend:
                 os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
         try:
             await self.check_connections()
-            await self._raced(self._refuse_a_newer_schema)
+            await raced(self._refuse_a_newer_schema)
             # Before anything is written: the recovery below fails every running task
             # it may (docs/storage.md, *Restarts*).
             await self._own()
-            await self._raced(self._create_tables)
+            await raced(self._create_tables)
             running = _running()
             if self.registry is not None:
                 await self.registry.register()
@@ -240,25 +247,6 @@ class SqlBackend:
         if self.registry is not None:
             async with self.engine.begin() as conn:
                 await conn.run_sync(METADATA.create_all)
-
-    async def _raced(self, step: Callable[[], Awaitable[None]]) -> None:
-        """Run a start *step* again when it lost a race with another process starting on
-        the same database: both can see a table missing and create it (the loser sees a
-        duplicate error), and SQLite refuses a connection while another switches a new
-        file to WAL ("database is locked"); a second pass finds it done."""
-        for attempt in range(5):
-            try:
-                await step()
-                return
-            except (ProgrammingError, DBAPIError) as exc:
-                text = str(exc).lower()
-                # SQLite reports the lost race ("already exists", "locked") as an
-                # OperationalError, the same class as an unreachable database.
-                raced = "already exists" in text or "database is locked" in text
-                if (isinstance(exc, _UNAVAILABLE) and not raced) or attempt == 4:
-                    raise
-                logger.debug("start step raced with another process; retrying")
-                await asyncio.sleep(0.1 * (attempt + 1))
 
     def _spawn(
         self, name: str, what: str, interval: float, work: Callable[[], Awaitable[None]]

@@ -10,17 +10,24 @@ restart are replaced transparently.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+import logging
 import os
 import re
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from sqlalchemy import event, text
 from sqlalchemy.engine import URL, make_url
-from sqlalchemy.exc import ArgumentError
+from sqlalchemy.exc import ArgumentError, DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import StaticPool
+
+from .outages import UNAVAILABLE
+
+logger = logging.getLogger(__name__)
 
 StoreKind = Literal["memory", "sqlite", "postgresql"]
 
@@ -231,6 +238,26 @@ async def drop_index(engine: AsyncEngine, name: str) -> None:
             return
         async with conn.begin():
             await conn.execute(text(f"DROP INDEX IF EXISTS {quote(name)}"))
+
+
+async def raced(step: Callable[[], Awaitable[None]]) -> None:
+    """Run a start *step* again when it lost a race with another process starting on
+    the same database: both can see a table or index missing and create it (the loser
+    sees a duplicate error), and SQLite refuses a connection while another switches a new
+    file to WAL ("database is locked"); a later pass finds it done."""
+    for attempt in range(5):
+        try:
+            await step()
+            return
+        except DBAPIError as exc:
+            text = str(exc).lower()
+            # SQLite reports the lost race ("already exists", "locked") as an
+            # OperationalError, the same class as an unreachable database.
+            lost = "already exists" in text or "database is locked" in text
+            if (isinstance(exc, UNAVAILABLE) and not lost) or attempt == 4:
+                raise
+            logger.debug("start step raced with another process; retrying")
+            await asyncio.sleep(0.1 * (attempt + 1))
 
 
 def create_engine(store_url: StoreURL) -> AsyncEngine:

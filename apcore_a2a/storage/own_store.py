@@ -16,7 +16,7 @@ import logging
 from a2a.server.tasks import DatabaseTaskStore, TaskStore
 from sqlalchemy.exc import DBAPIError
 
-from ._urls import create_index, index_sql
+from ._urls import create_index, index_sql, raced
 from .contexts import context_index
 from .listing import state_index
 from .outages import UNAVAILABLE
@@ -61,16 +61,16 @@ async def start_own_store(store: TaskStore, *, paged: bool, retention_seconds: f
             *(table, statements),
         )
         return
-    error: BaseException | None = None
-    for _ in range(2):  # a second pass: another agent starting on the table won a race
-        try:
-            await store.initialize()
-            for index in indexes:
-                await create_index(store.engine, *index)
-            break
-        except _DB_ERRORS as exc:
-            error = getattr(exc, "orig", None) or exc
-    else:
+
+    async def create() -> None:
+        await store.initialize()
+        for index in indexes:
+            await create_index(store.engine, *index)
+
+    try:
+        await raced(create)  # other agents may be starting on the table too
+    except _DB_ERRORS as exc:
+        error = getattr(exc, "orig", None) or exc
         reason = type(error).__name__ + "".join(f": {x[:200]}" for x in str(error).splitlines()[:1])
         logger.warning(
             "task store: could not create the indexes of the application's table %r (%s); "

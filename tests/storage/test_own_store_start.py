@@ -6,6 +6,7 @@ them; one line says what the store does not get (restart recovery, retention).""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import sqlite3
 import uuid
@@ -187,3 +188,15 @@ async def test_a_store_that_is_not_sql_is_told_only_about_retention(
     said = [r for r in caplog.records if "the application's own" in r.message]
     assert [r.levelname for r in said] == ["WARNING"], caplog.text
     assert "task_retention_seconds=60" in said[0].message and "Mine" in said[0].message
+
+
+async def test_agents_starting_together_on_one_table_all_index_it_quietly(
+    sql_url: str, disposed: list[DatabaseTaskStore], caplog: pytest.LogCaptureFixture
+) -> None:
+    disposed.extend(_app_store(sql_url) for _ in range(3))
+    agents = [open_stores(store, settings()) for store in disposed]
+    await asyncio.gather(*(agent.start() for agent in agents))
+    for agent in agents:
+        await agent.aclose()
+    assert {STATE_INDEX_NAME, INDEX_NAME} <= await index_names(sql_url)
+    assert "could not create" not in caplog.text
