@@ -102,6 +102,18 @@ async def _agent(caplog: pytest.LogCaptureFixture, **settings: Any) -> AsyncIter
     await assert_no_leaks(caplog)
 
 
+@contextlib.asynccontextmanager
+async def _keyed_callers(url: str) -> AsyncIterator[tuple[Any, Any]]:
+    """Clients of callers a and b, each with its API key."""
+    a = await sdk_client(url, streaming=False, headers={"X-API-Key": KEYS["a"]})
+    b = await sdk_client(url, streaming=False, headers={"X-API-Key": KEYS["b"]})
+    try:
+        yield a, b
+    finally:
+        await a.close()
+        await b.close()
+
+
 async def _until(condition: Any, what: str) -> None:
     deadline = time.monotonic() + 30
     while not condition():
@@ -162,30 +174,27 @@ async def test_a_caller_holds_at_most_its_share_and_its_other_calls_wait_their_t
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     keys = tuple(KEYS.values())
-    async with _agent(caplog, sync_workers=4, sync_workers_per_caller=2, api_keys=keys) as (
-        url,
-        gates,
+    async with (
+        _agent(caplog, sync_workers=4, sync_workers_per_caller=2, api_keys=keys) as (
+            url,
+            gates,
+        ),
+        _keyed_callers(url) as (a, b),
     ):
-        a = await sdk_client(url, streaming=False, headers={"X-API-Key": KEYS["a"]})
-        b = await sdk_client(url, streaming=False, headers={"X-API-Key": KEYS["b"]})
-        try:
-            tasks = [await _send(a, f"a{i}") for i in range(4)]
-            await _until(lambda: gates.running["a"] == 2, "a's share running")
-            # Two threads are still free for b though a has calls waiting.
-            others = [await _send(b, "b0"), await _send(b, "b1")]
-            await _until(lambda: gates.running["b"] == 2, "b's two calls running")
-            # b's threads come free; a, at its share, does not take them: b's next call does.
-            gates.gate("b0").set()
-            gates.gate("b1").set()
-            others.append(await _send(b, "b2"))
-            await _until(lambda: "b2" in gates.started, "b's third call running")
-            assert gates.running["a"] == 2
-            gates.open_all()
-            await _finished(a, tasks)
-            await _finished(b, others)
-        finally:
-            await a.close()
-            await b.close()
+        tasks = [await _send(a, f"a{i}") for i in range(4)]
+        await _until(lambda: gates.running["a"] == 2, "a's share running")
+        # Two threads are still free for b though a has calls waiting.
+        others = [await _send(b, "b0"), await _send(b, "b1")]
+        await _until(lambda: gates.running["b"] == 2, "b's two calls running")
+        # b's threads come free; a, at its share, does not take them: b's next call does.
+        gates.gate("b0").set()
+        gates.gate("b1").set()
+        others.append(await _send(b, "b2"))
+        await _until(lambda: "b2" in gates.started, "b's third call running")
+        assert gates.running["a"] == 2
+        gates.open_all()
+        await _finished(a, tasks)
+        await _finished(b, others)
     # Every call of a's ran (none refused), never more than two at once.
     assert sorted(n for n in gates.started if n[0] == "a") == ["a0", "a1", "a2", "a3"]
     assert gates.peak["a"] == 2
@@ -195,33 +204,30 @@ async def test_a_canceled_waiting_call_never_runs_and_frees_no_thread(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     keys = tuple(KEYS.values())
-    async with _agent(caplog, sync_workers=2, sync_workers_per_caller=1, api_keys=keys) as (
-        url,
-        gates,
+    async with (
+        _agent(caplog, sync_workers=2, sync_workers_per_caller=1, api_keys=keys) as (
+            url,
+            gates,
+        ),
+        _keyed_callers(url) as (a, b),
     ):
-        a = await sdk_client(url, streaming=False, headers={"X-API-Key": KEYS["a"]})
-        b = await sdk_client(url, streaming=False, headers={"X-API-Key": KEYS["b"]})
-        try:
-            first = await _send(a, "a0")
-            await _until(lambda: gates.started == ["a0"], "a's first call running")
-            waiting = await _send(a, "a1")
-            canceled = await a.cancel_task(CancelTaskRequest(id=waiting))
-            assert canceled.status.state == CANCELED
-            # The cancel gave back no thread of a's: its next call still waits for a0,
-            # and b's call takes the free thread.
-            later = await _send(a, "a2")
-            other = await _send(b, "b0")
-            await _until(lambda: "b0" in gates.started, "b's call running")
-            assert gates.started == ["a0", "b0"]
-            gates.gate("a0").set()
-            await _until(lambda: "a2" in gates.started, "a's next call running")
-            gates.open_all()
-            await _finished(a, [first, later])
-            await _finished(b, [other])
-            await _finished(a, [waiting], CANCELED)
-        finally:
-            await a.close()
-            await b.close()
+        first = await _send(a, "a0")
+        await _until(lambda: gates.started == ["a0"], "a's first call running")
+        waiting = await _send(a, "a1")
+        canceled = await a.cancel_task(CancelTaskRequest(id=waiting))
+        assert canceled.status.state == CANCELED
+        # The cancel gave back no thread of a's: its next call still waits for a0,
+        # and b's call takes the free thread.
+        later = await _send(a, "a2")
+        other = await _send(b, "b0")
+        await _until(lambda: "b0" in gates.started, "b's call running")
+        assert gates.started == ["a0", "b0"]
+        gates.gate("a0").set()
+        await _until(lambda: "a2" in gates.started, "a's next call running")
+        gates.open_all()
+        await _finished(a, [first, later])
+        await _finished(b, [other])
+        await _finished(a, [waiting], CANCELED)
     assert gates.started == ["a0", "b0", "a2"]
 
 

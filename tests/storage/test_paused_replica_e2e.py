@@ -33,6 +33,9 @@ from .test_replicas_e2e import PROBES, _pair
 V10 = {"A2A-Version": "1.0"}
 #: generous bound on any one wait of this test (no timing is asserted)
 WAIT = 90.0
+#: Short enough for a quick test, and lenient: a replica judges others only after a
+#: steady run of its own beats, which a busy machine can break at shorter intervals.
+TIMING = ["--cluster-heartbeat-interval", "0.5", "--cluster-replica-timeout", "4"]
 
 
 async def _rpc(url: str, method: str, params: dict[str, object]) -> dict[str, object]:
@@ -45,6 +48,18 @@ async def _answer(url: str, method: str, params: dict[str, object]) -> dict[str,
     async with httpx.AsyncClient(timeout=WAIT) as http:
         body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
         return dict((await http.post(url + "/", json=body, headers=V10)).json())
+
+
+async def _start_work(url: str, journal: Path) -> str:
+    """The id of a task running ``probe.work`` (60 s, journaled to *journal*) at *url*."""
+    message = {
+        "messageId": uuid.uuid4().hex,
+        "role": "ROLE_USER",
+        "parts": [{"data": {"journal": str(journal), "seconds": 60}}],
+        "metadata": {"skillId": "probe.work"},
+    }
+    params = {"message": message, "configuration": {"returnImmediately": True}}
+    return str((await _rpc(url, "SendMessage", params))["task"]["id"])  # type: ignore[index]
 
 
 async def _until(check: Callable[[], Awaitable[bool]], what: str) -> None:
@@ -78,20 +93,8 @@ async def test_a_woken_replica_stops_the_module_of_a_task_failed_elsewhere(
     backend: str, tmp_path: Path
 ) -> None:
     journal = tmp_path / "journal.txt"
-    # Short enough for a quick test, and lenient: a replica judges others only after a
-    # steady run of its own beats, which a busy machine can break at shorter intervals.
-    timing = ["--cluster-heartbeat-interval", "0.5", "--cluster-replica-timeout", "4"]
-    with _pair(backend, tmp_path, *timing, extensions=PROBES) as ((a, proc_a), (b, _)):
-        message = {
-            "messageId": uuid.uuid4().hex,
-            "role": "ROLE_USER",
-            "parts": [{"data": {"journal": str(journal), "seconds": 60}}],
-            "metadata": {"skillId": "probe.work"},
-        }
-        sent = await _rpc(
-            a, "SendMessage", {"message": message, "configuration": {"returnImmediately": True}}
-        )
-        task_id = sent["task"]["id"]  # type: ignore[index]
+    with _pair(backend, tmp_path, *TIMING, extensions=PROBES) as ((a, proc_a), (b, _)):
+        task_id = await _start_work(a, journal)
 
         def said() -> list[str]:
             return journal.read_text().split()[::2] if journal.exists() else []
@@ -126,22 +129,12 @@ async def test_a_replica_paused_inside_a_transaction_does_not_hold_its_task(
     rows locked); B still fails A's task, since the server ends a transaction left idle
     for a replica timeout. Before, B's write waited for A's lock until A woke."""
     journal = tmp_path / "journal.txt"
-    timing = ["--cluster-heartbeat-interval", "0.5", "--cluster-replica-timeout", "4"]
     with contextlib.ExitStack() as stack:
         url = stack.enter_context(pg_schema_url(agents=2))
-        args = ["--extensions-dir", PROBES, "--task-store", url, "--cluster", *timing]
+        args = ["--extensions-dir", PROBES, "--task-store", url, "--cluster", *TIMING]
         a, proc_a = stack.enter_context(cli_server(args, env={"A2A_CLUSTER_POLL_INTERVAL": "0.1"}))
         b, _ = stack.enter_context(cli_server(args, env={"A2A_CLUSTER_POLL_INTERVAL": "0.1"}))
-        message = {
-            "messageId": uuid.uuid4().hex,
-            "role": "ROLE_USER",
-            "parts": [{"data": {"journal": str(journal), "seconds": 60}}],
-            "metadata": {"skillId": "probe.work"},
-        }
-        sent = await _rpc(
-            a, "SendMessage", {"message": message, "configuration": {"returnImmediately": True}}
-        )
-        task_id = sent["task"]["id"]  # type: ignore[index]
+        task_id = await _start_work(a, journal)
 
         async def working_on_a() -> bool:
             task = await _rpc(a, "GetTask", {"id": task_id})
