@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable
 from threading import Thread
 from typing import Any
 
+import aiosqlite
 from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -26,11 +27,20 @@ def track_workers(engine: AsyncEngine) -> Callable[[], Awaitable[None]]:
     for those whose connection was stopped or dropped. One still open keeps its thread."""
     workers: list[tuple[weakref.ref[Any], Thread]] = []
 
-    @event.listens_for(engine.sync_engine, "connect")
-    def _record(dbapi_connection: Any, _record: Any) -> None:
-        connection = dbapi_connection.driver_connection
+    def connect(*args: Any, **kwargs: Any) -> Any:
+        # Recorded before its thread starts: SQLAlchemy's "connect" event never sees a
+        # connect cancelled while the worker opens the database, yet aiosqlite stops that
+        # worker, which then reports to the loop.
+        connection = aiosqlite.connect(*args, **kwargs)
+        connection._thread.daemon = True  # as SQLAlchemy's own aiosqlite connect sets it
         workers[:] = [(ref, thread) for ref, thread in workers if thread.is_alive()]
         workers.append((weakref.ref(connection), connection._thread))
+        return connection
+
+    @event.listens_for(engine.sync_engine, "do_connect")
+    def _record(_dialect: Any, _record: Any, _cargs: Any, cparams: dict[str, Any]) -> None:
+        # The dialect connects through this creator, with the URL's arguments unchanged.
+        cparams["async_creator_fn"] = connect
 
     def join_stopped() -> None:
         deadline = time.monotonic() + JOIN_SECONDS

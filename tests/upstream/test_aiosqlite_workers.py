@@ -64,3 +64,38 @@ def test_a_stopped_connections_thread_reports_to_a_closed_loop() -> None:
 
 def test_joining_the_stopped_workers_keeps_the_stop_quiet() -> None:
     assert _run(join_them=True) == ""
+
+
+# A connect cancelled while the worker opens the database (a request cancelled as the pool
+# opens a connection): aiosqlite stops the thread, and SQLAlchemy never saw a connection.
+# The long switch interval keeps the worker off the GIL until this thread blocks, so it
+# reports to the closed loop unless join() waits for it (seen under load in the suite).
+_CANCELLED_CONNECT = """
+import asyncio, sys, tempfile, threading
+sys.path.insert(0, {root!r})
+sys.setswitchinterval(5)
+from apcore_a2a.storage._urls import create_engine, parse_store_url
+from apcore_a2a.upstream.aiosqlite_workers import track_workers
+
+async def main():
+    engine = create_engine(parse_store_url(f"sqlite:///{{tempfile.mkdtemp()}}/t.db"))
+    join = track_workers(engine)
+    connecting = asyncio.ensure_future(engine.connect().start())
+    await asyncio.sleep(0)  # the worker is started, its database not yet open
+    connecting.cancel()
+    await asyncio.gather(connecting, return_exceptions=True)
+    await engine.dispose()
+    await join()
+
+asyncio.run(main())
+for thread in threading.enumerate():
+    thread is threading.main_thread() or thread.join(60)
+"""
+
+
+def test_a_cancelled_connects_worker_is_joined_too() -> None:
+    script = _CANCELLED_CONNECT.format(root=str(ROOT))
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert (done.returncode, done.stderr) == (0, "")
