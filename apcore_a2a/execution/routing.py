@@ -64,6 +64,14 @@ def check_follow_up(params: SendMessageRequest, task: Task) -> None:
             message=f"Task {task.id} runs skill {own}: a message on it answers that skill "
             f"only, and metadata.skillId names {echoed(named)}"
         )
+    # The SDK counts a message whose id the history holds as saved: it would run it and
+    # keep it out of the history, so the task would show an answer it never got.
+    message_id = params.message.message_id
+    if any(m.message_id == message_id for m in task.history):
+        raise InvalidParamsError(
+            message=f"Task {task.id} already holds message {echoed(message_id)}: "
+            "a new message needs a new messageId"
+        )
 
 
 def _errors_of(exc: Exception) -> list[dict[str, str]]:

@@ -1,0 +1,68 @@
+"""A repeated messageId on every binding (official SDK client): each answer is typed
+(never -32603 / HTTP 500 / gRPC INTERNAL) and GetTask afterwards tells one coherent story.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from a2a.client.errors import A2AClientError
+from a2a.types import GetTaskRequest, Role
+from a2a.utils.errors import A2AError, InvalidParamsError
+
+from tests._sdk import make_client, request
+
+from ._outputs_agent import BINDINGS, COMPLETED, INPUT_REQUIRED, send, serve_outputs, text_request
+
+
+@pytest.fixture(scope="module")
+def agent_url() -> Iterator[str]:
+    with serve_outputs() as url:
+        yield url
+
+
+def _typed(outcome: Any) -> None:
+    """An exception from the SDK is a typed A2A error, never an internal one."""
+    if isinstance(outcome, BaseException):
+        text = f"{type(outcome).__name__}: {outcome}"
+        assert "Internal" not in text and "500" not in text and "INTERNAL" not in text, text
+        assert isinstance(outcome, A2AClientError | A2AError), text
+
+
+@pytest.mark.parametrize(("binding", "version"), BINDINGS)
+async def test_same_message_id_twice(agent_url: str, binding: str, version: str) -> None:
+    client = await make_client(agent_url, binding, version)
+    try:
+        first = await send(client, request("out.trip", {"origin": "SFO"}, message_id="same-id"))
+        second = await send(client, request("out.trip", {"origin": "SFO"}, message_id="same-id"))
+        # One after the other: each is a message of its own (a2a-sdk keeps no messageId
+        # registry); both are answered.
+        assert first.status.state == second.status.state == INPUT_REQUIRED
+        at_once = await asyncio.gather(
+            *(
+                send(client, request("out.trip", {"origin": "SFO"}, message_id="twin"))
+                for _ in range(2)
+            ),
+            return_exceptions=True,
+        )
+        for outcome in at_once:
+            _typed(outcome)
+        # An answer reusing the id of a message the task holds: the SDK would run it and
+        # keep it out of the history (it counts it saved), so it is refused, typed, and
+        # the task still waits for its answer.
+        reused = text_request(None, "JFK", task_id=first.id)
+        reused.message.message_id = "same-id"
+        with pytest.raises(InvalidParamsError, match="already holds message same-id"):
+            await send(client, reused)
+        waiting = await client.get_task(GetTaskRequest(id=first.id))
+        assert waiting.status.state == INPUT_REQUIRED
+        done = await send(client, text_request(None, "JFK", task_id=first.id))
+        assert done.status.state == COMPLETED
+        stored = await client.get_task(GetTaskRequest(id=first.id))
+        assert [m.role for m in stored.history] == [Role.ROLE_USER, Role.ROLE_AGENT, Role.ROLE_USER]
+        assert stored.history[-1].parts[0].text == "JFK"
+    finally:
+        await client.close()
