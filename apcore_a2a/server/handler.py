@@ -139,11 +139,32 @@ class ApCoreRequestHandler(DefaultRequestHandler):
                 )
             async with self._released_if_refused(claimed, params, context):
                 try:
-                    return await SEND(self, params, context)
+                    answer = await SEND(self, params, context)
                 finally:
                     await self._quota.settle(context)
+                if claimed is not None:
+                    await self._check_taken(answer, params, context)
+                return answer
         finally:
             leave()
+
+    async def _check_taken(
+        self, answer: Any, params: SendMessageRequest, context: ServerCallContext
+    ) -> None:
+        """A follow-up whose task a cancel finished before the run took the message gets
+        the refusal of a finished task: the SDK answered with the canceled task, as if it
+        had taken a message that no history shows."""
+        if not isinstance(answer, Task) or answer.status.state not in _FINISHED:
+            return
+        message_id = params.message.message_id
+        if any(m.message_id == message_id for m in answer.history):
+            return
+        stored = await self._task_lookup(answer.id, context)  # the answer's may be cut
+        if stored is None or not any(m.message_id == message_id for m in stored.history):
+            raise UnsupportedOperationError(
+                message=f"Task {answer.id} is in terminal state: "
+                f"{TaskState.Name(answer.status.state)}"
+            )
 
     @answering_stream
     async def on_message_send_stream(
