@@ -151,19 +151,22 @@ class ApCoreRequestHandler(DefaultRequestHandler):
     async def _check_taken(
         self, answer: Any, params: SendMessageRequest, context: ServerCallContext
     ) -> None:
-        """A follow-up whose task a cancel finished before the run took the message gets
-        the refusal of a finished task: the SDK answered with the canceled task, as if it
-        had taken a message that no history shows."""
-        if not isinstance(answer, Task) or answer.status.state not in _FINISHED:
+        """A follow-up that a cancel beat to the run gets a finished task's refusal; the SDK
+        answered with the canceled task (streams: its status) as if the message was taken."""
+        if isinstance(answer, Task):
+            task_id, history = answer.id, answer.history
+        elif isinstance(answer, TaskStatusUpdateEvent):
+            task_id, history = answer.task_id, []
+        else:
             return
+        state = answer.status.state
         message_id = params.message.message_id
-        if any(m.message_id == message_id for m in answer.history):
+        if state not in _FINISHED or any(m.message_id == message_id for m in history):
             return
-        stored = await self._task_lookup(answer.id, context)  # the answer's may be cut
+        stored = await self._task_lookup(task_id, context)  # the answer's may be cut
         if stored is None or not any(m.message_id == message_id for m in stored.history):
             raise UnsupportedOperationError(
-                message=f"Task {answer.id} is in terminal state: "
-                f"{TaskState.Name(answer.status.state)}"
+                message=f"Task {task_id} is in terminal state: {TaskState.Name(state)}"
             )
 
     @answering_stream
@@ -204,6 +207,9 @@ class ApCoreRequestHandler(DefaultRequestHandler):
         try:
             async with self._released_if_refused(claimed, params, context):
                 async for event in events:
+                    if claimed is not None:  # the first event tells
+                        await self._check_taken(event, params, context)
+                        claimed = None
                     seq = None
                     if positions is not None and log is not None:
                         version = positions.take(event)
