@@ -20,6 +20,7 @@ close returns, quietly.
 from __future__ import annotations
 
 import logging
+import weakref
 from typing import Any
 
 from a2a.server.agent_execution.active_task import TERMINAL_TASK_STATES, ActiveTask
@@ -48,14 +49,21 @@ class _Watched(dict[str, ActiveTask]):
 
 
 def _watch(active: ActiveTask) -> None:
-    queue = active._event_queue_agent
-    taken = queue.dequeue_event
+    # The replacements below live on the ActiveTask's own queues, so they reach it and the
+    # queues only through a weak reference: a strong one is a cycle (queue -> its method ->
+    # ActiveTask -> queue) that kept every finished call's objects, about 90 per call, for
+    # the cyclic garbage collector (issue 43). The consumer, awaiting them, holds the task.
+    owner = weakref.ref(active)
+    queue_type = type(active._event_queue_agent)
+    streams_type = type(active._event_queue_subscribers)
 
     async def dequeue_event() -> Any:
+        watched: Any = owner()
+        queue = watched._event_queue_agent
         while True:
-            event = await taken()
+            event = await queue_type.dequeue_event(queue)
             # The consumer's task: a finished one was saved or reloaded from the store.
-            task = active._task_manager._current_task
+            task = watched._task_manager._current_task
             if (
                 task is None
                 or task.status.state not in TERMINAL_TASK_STATES
@@ -64,27 +72,30 @@ def _watch(active: ActiveTask) -> None:
                 return event
             logger.debug(
                 "Task %s is finished: its run's late %s is dropped",
-                active.task_id,
+                watched.task_id,
                 type(event).__name__,
             )
             queue.task_done()  # as the consumer acknowledges each event it takes
 
     # The consumer reads this attribute at each event: its own queue, this ActiveTask only.
-    queue.dequeue_event = dequeue_event  # type: ignore[method-assign]
-
-    streams = active._event_queue_subscribers
-    forward, close = streams.enqueue_event, streams.close
+    active._event_queue_agent.dequeue_event = dequeue_event  # type: ignore[method-assign]
 
     async def enqueue_event(event: Any) -> None:
+        watched: Any = owner()
+        streams = watched._event_queue_subscribers
         if streams.is_closed():  # where the SDK would warn that it drops the event
-            logger.debug("Task %s is finished: its streams ended before this event", active.task_id)
+            logger.debug(
+                "Task %s is finished: its streams ended before this event", watched.task_id
+            )
             return
-        await forward(event)
+        await streams_type.enqueue_event(streams, event)
 
     async def close_once(immediate: bool = False) -> None:
+        streams = owner()._event_queue_subscribers  # type: ignore[union-attr]
         if immediate or not streams.is_closed():  # a forced close still stops everything
-            await close(immediate)
+            await streams_type.close(streams, immediate)
 
     # Read by the consumer and the producer at each use: this ActiveTask's queue only.
+    streams = active._event_queue_subscribers
     streams.enqueue_event = enqueue_event  # type: ignore[method-assign]
     streams.close = close_once  # type: ignore[method-assign]

@@ -8,7 +8,9 @@ delete that part of the file."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
+import weakref
 from typing import Any
 
 import pytest
@@ -172,3 +174,45 @@ async def test_the_sdk_warns_after_a_cancel_stored_elsewhere(
 @pytest.mark.filterwarnings(ALONE)
 async def test_the_correction_ends_such_a_run_quietly(caplog: pytest.LogCaptureFixture) -> None:
     assert await _warnings_of_a_cancel_elsewhere(caplog, corrected=True) == []
+
+
+class _Done(AgentExecutor):
+    """Completes its task at once."""
+
+    async def execute(self, context: Any, event_queue: Any) -> None:
+        ids = {"task_id": context.task_id, "context_id": context.context_id}
+        state = TaskState.TASK_STATE_COMPLETED
+        await event_queue.enqueue_event(new_task(**ids, state=state, history=[context.message]))
+
+    async def cancel(self, context: Any, event_queue: Any) -> None:
+        pass
+
+
+@pytest.mark.parametrize("corrected", [False, True])
+async def test_a_finished_task_is_freed_without_the_cyclic_collector(corrected: bool) -> None:
+    """Once its run ended and the registry let it go, nothing but reference counting is
+    needed to free the ``ActiveTask``: the correction's methods on its queues make no cycle
+    with it (one kept every call's objects for the cyclic collector, issue 43)."""
+    handler = DefaultRequestHandler(
+        agent_executor=_Done(), task_store=InMemoryTaskStore(), agent_card=agent_card("http://x")
+    )
+    if corrected:
+        drop_late_run_events(handler)
+    registry: Any = handler._active_task_registry
+    message = Message(message_id="m", role=Role.ROLE_USER, parts=[Part(text="go")])
+    gc.collect()
+    gc.disable()  # only reference counting frees anything from here on
+    try:
+        await handler.on_message_send(SendMessageRequest(message=message), ServerCallContext())
+        (active,) = registry._active_tasks.values()
+        freed = weakref.ref(active)
+        del active
+        for _ in range(1000):  # until its producer, consumer and cleanup are gone
+            if not registry._active_tasks and freed() is None:
+                break
+            await asyncio.sleep(0)
+        assert not registry._active_tasks
+        assert freed() is None
+    finally:
+        gc.enable()
+        await handler.aclose()
