@@ -223,6 +223,8 @@ class ApCoreRequestContextBuilder(RequestContextBuilder):
         request_context.skill = spec
         call = record_of(context)
         call.run_task = request_context.task_id
+        if call.answer is not None:  # for cancel-on-drop (``streams/answers.py``)
+            call.answer.run_task = call.run_task
         if not task_id:  # the id made up for a new task: nothing is stored under it yet
             call.new_task = request_context.task_id
         if call.positions is not None and request_context.task_id:

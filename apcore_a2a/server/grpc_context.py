@@ -67,7 +67,7 @@ class GrpcCallContextBuilder(DefaultGrpcServerCallContextBuilder):
         call = self._admitted.get(id(context))
         if call is not None:
             record = CallRecord("grpc", call.version, call.method, call.caller, answer=call.answer)
-            call.answer.call = attach(call_context, record)
+            attach(call_context, record)
         return call_context
 
     def build_user(self, context: grpc.aio.ServicerContext) -> User:

@@ -17,7 +17,6 @@ from apcore_a2a.classify import describe, request_info
 from apcore_a2a.edge.call import CallRecord, attach
 from apcore_a2a.server.caller_keys import CallerKeys
 from apcore_a2a.server.guards import until_hung_up
-from apcore_a2a.streams.tap import Answer
 from apcore_a2a.upstream.file_bytes import MESSAGE_PATHS, with_spec_files
 from apcore_a2a.upstream.jsonrpc_empty_result import empty_delete_result
 from apcore_a2a.upstream.parsed_body import parsed_once
@@ -44,8 +43,6 @@ class ApCoreCallContextBuilder(DefaultServerCallContextBuilder):
         caller = self.caller_keys.of_scope(request.scope)
         record = attach(context, CallRecord(binding, version, method, caller, answer=answer))
         record.client_gone = functools.partial(until_hung_up, request.receive)
-        if isinstance(answer, Answer):
-            answer.call = record
         return context
 
 

@@ -108,7 +108,7 @@ class StreamDrops:
             # Gone before the first frame (a message-reply skill's module was still
             # running): no stream ever followed the run, so its task, or the run itself
             # when nothing is stored yet, goes with the client.
-            unsent = answer.task_id or (answer.call.run_task if answer.call else None)
+            unsent = answer.task_id or answer.run_task
             if unsent is not None and unsent not in self._open:
                 await self._cancel(call_context(), unsent)
 

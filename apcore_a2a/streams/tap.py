@@ -21,7 +21,7 @@ from a2a.server.context import ServerCallContext
 from a2a.types import Task, TaskState, TaskStatusUpdateEvent
 
 from apcore_a2a.classify import request_info
-from apcore_a2a.edge.call import CallRecord, call_of
+from apcore_a2a.edge.call import call_of
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -48,9 +48,10 @@ class Answer:
     last_event_id: str | None = None
     #: the stream's client hung up before its answer started (the request guard saw it)
     hung_up: bool = False
-    #: the call's record (``edge/call.py``), attached by the edge when it builds it: the
-    #: task its run goes by is known there before anything is answered
-    call: CallRecord | None = None
+    #: the task the call's run goes by, known before anything is answered (noted with the
+    #: call record's, ``execution/routing.py``); the answer holds no link to that record,
+    #: which holds the answer: a cycle kept each call's objects for the cyclic collector
+    run_task: str | None = None
 
     @classmethod
     def of(cls, scope: MutableMapping[str, Any]) -> Answer:

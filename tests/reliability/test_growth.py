@@ -16,7 +16,7 @@ from a2a.types import Task, TaskState, TaskStatus
 from apcore_a2a.edge.call import CallRecord, attach
 from apcore_a2a.server.task_quota import RECHECK_SECONDS, TaskQuota
 from apcore_a2a.streams.resume import PositionTap
-from tests.ops._agent import V1, build_registry, message_params, rpc, served
+from tests.ops._agent import V1, build_registry, message_params, rpc, send, served
 
 CALLERS = 10_000
 DROPPED_STREAMS = 20
@@ -127,3 +127,22 @@ async def test_message_streams_dropped_mid_way_leave_nothing_behind(tmp_path: Pa
         assert taps
         left = sum(len(watchers) for tap in taps for watchers in tap.watching.values())
     assert left == 0, f"{left} of {DROPPED_STREAMS} dropped streams left their notes"
+
+
+async def test_a_finished_call_needs_no_cyclic_garbage_collection() -> None:
+    # A finished call's record, and what hangs off it (the request, its parsed body, the
+    # answer), is freed by reference counting; a cycle among them kept every call's objects
+    # for the cyclic collector, whose full collections then took longer (issue 43). The
+    # run's cancelled timeout timers hold its context (so the record) until they are due:
+    # a short execution_timeout lets them go within the test.
+    async with served(execution_timeout=1) as (http, _app):
+        gc.collect()
+        gc.disable()  # from here on, only reference counting frees anything
+        try:
+            for _ in range(5):
+                await send(http, "ops.add", {"a": 1, "b": 2})
+            async with asyncio.timeout(30):  # until the runs and their timers are gone
+                while any(isinstance(o, CallRecord) for o in gc.get_objects()):
+                    await asyncio.sleep(0.05)
+        finally:
+            gc.enable()
