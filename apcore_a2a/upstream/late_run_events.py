@@ -83,7 +83,8 @@ def _watch(active: ActiveTask) -> None:
     async def enqueue_event(event: Any) -> None:
         watched: Any = owner()
         streams = watched._event_queue_subscribers
-        if streams.is_closed():  # where the SDK would warn that it drops the event
+        # Its flag, not is_closed(): the SDK traces that method, a span per event.
+        if streams._is_closed:  # where the SDK would warn that it drops the event
             logger.debug(
                 "Task %s is finished: its streams ended before this event", watched.task_id
             )
@@ -92,7 +93,7 @@ def _watch(active: ActiveTask) -> None:
 
     async def close_once(immediate: bool = False) -> None:
         streams = owner()._event_queue_subscribers  # type: ignore[union-attr]
-        if immediate or not streams.is_closed():  # a forced close still stops everything
+        if immediate or not streams._is_closed:  # a forced close still stops everything
             await streams_type.close(streams, immediate)
 
     # Read by the consumer and the producer at each use: this ActiveTask's queue only.
