@@ -25,6 +25,7 @@ from apcore import ModuleDisabledError
 from google.protobuf.struct_pb2 import Struct
 from pydantic import ValidationError
 
+from apcore_a2a._history import message_in
 from apcore_a2a._text import echoed
 from apcore_a2a.adapters.errors import as_a2a_error, map_error, sanitize
 from apcore_a2a.adapters.parts import input_from_parts
@@ -67,7 +68,7 @@ def check_follow_up(params: SendMessageRequest, task: Task) -> None:
     # The SDK counts a message whose id the history holds as saved: it would run it and
     # keep it out of the history, so the task would show an answer it never got.
     message_id = params.message.message_id
-    if any(m.message_id == message_id for m in task.history):
+    if message_in(task.history, message_id) is not None:
         raise InvalidParamsError(
             message=f"Task {task.id} already holds message {echoed(message_id)}: "
             "a new message needs a new messageId"

@@ -35,6 +35,7 @@ from a2a.types import Message, Task, TaskState
 from a2a.utils.errors import InvalidParamsError
 from apcore.builtin_steps import BuiltinApprovalGate
 
+from apcore_a2a._history import message_in
 from apcore_a2a.adapters.errors import sanitize
 from apcore_a2a.adapters.outputs import AuthRequired, InputRequired
 from apcore_a2a.adapters.parts import input_from_parts, value_to_python
@@ -151,7 +152,7 @@ def _asking_message(task: Task, pending: PendingApproval) -> Message | None:
     if not pending.message_id:
         # Tasks parked before the message id was recorded: their first message asked.
         return task.history[0] if task.history else None
-    return next((m for m in task.history if m.message_id == pending.message_id), None)
+    return message_in(task.history, pending.message_id)
 
 
 async def _approval_answered(
