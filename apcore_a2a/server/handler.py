@@ -74,6 +74,7 @@ from apcore_a2a.upstream.late_run_events import drop_late_run_events
 from apcore_a2a.upstream.push_capability import refuse_push_config
 from apcore_a2a.upstream.required_fields import SEND, SEND_STREAM, check, checked
 from apcore_a2a.upstream.serial_cancels import CancelTurns
+from apcore_a2a.upstream.untaken_follow_ups import refuse_untaken
 
 logger = logging.getLogger("apcore_a2a.server")
 
@@ -143,31 +144,10 @@ class ApCoreRequestHandler(DefaultRequestHandler):
                 finally:
                     await self._quota.settle(context)
                 if claimed is not None:
-                    await self._check_taken(answer, params, context)
+                    await refuse_untaken(answer, params, self._task_lookup, context)
                 return answer
         finally:
             leave()
-
-    async def _check_taken(
-        self, answer: Any, params: SendMessageRequest, context: ServerCallContext
-    ) -> None:
-        """A follow-up that a cancel beat to the run gets a finished task's refusal; the SDK
-        answered with the canceled task (streams: its status) as if the message was taken."""
-        if isinstance(answer, Task):
-            task_id, history = answer.id, answer.history
-        elif isinstance(answer, TaskStatusUpdateEvent):
-            task_id, history = answer.task_id, []
-        else:
-            return
-        state = answer.status.state
-        message_id = params.message.message_id
-        if state not in _FINISHED or any(m.message_id == message_id for m in history):
-            return
-        stored = await self._task_lookup(task_id, context)  # the answer's may be cut
-        if stored is None or not any(m.message_id == message_id for m in stored.history):
-            raise UnsupportedOperationError(
-                message=f"Task {task_id} is in terminal state: {TaskState.Name(state)}"
-            )
 
     @answering_stream
     async def on_message_send_stream(
@@ -208,7 +188,7 @@ class ApCoreRequestHandler(DefaultRequestHandler):
             async with self._released_if_refused(claimed, params, context):
                 async for event in events:
                     if claimed is not None:  # the first event tells
-                        await self._check_taken(event, params, context)
+                        await refuse_untaken(event, params, self._task_lookup, context)
                         claimed = None
                     seq = None
                     if positions is not None and log is not None:
