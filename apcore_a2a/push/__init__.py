@@ -22,7 +22,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from apcore_a2a.classify import JWKS_PATH, PUSH_STATUS_PATH
-from apcore_a2a.edge.call import record_of
+from apcore_a2a.edge.call import CallRecord, record_of
 from apcore_a2a.push.configs import PushConfigStore
 from apcore_a2a.push.dns import AresResolver
 from apcore_a2a.push.policy import PushUrlPolicy, Resolver
@@ -87,11 +87,11 @@ def jwks_route(sources: Sequence[Callable[[], dict[str, Any] | None]]) -> Route:
 @dataclass(eq=False)
 class PushKit:
     """What the server factory wires in: the handler's ``push_sender``, ``push_config_store``
-    and ``push_url_check`` (``url_check(url, caller)``), the routes, and ``middleware``
+    and ``push_url_check`` (``url_check(url, call)``), the routes, and ``middleware``
     (the seam's JSON-RPC 0.3 push-config corrections, ``upstream/jsonrpc03_push.py``)."""
 
     sender: RetryingPushSender
-    url_check: Callable[[str, str], Awaitable[None]]
+    url_check: Callable[[str, CallRecord], Awaitable[None]]
     config_store: PushConfigStore
     statuses: ConfigStatusBook
     middleware: list[Middleware]
@@ -187,7 +187,7 @@ def build_push(
     key = settings.push_signing_key
     return PushKit(
         sender=sender,
-        url_check=policy.validate,
+        url_check=policy.validate_call,
         config_store=store,
         statuses=statuses,
         middleware=[Middleware(JsonRpc03PushCorrections)],

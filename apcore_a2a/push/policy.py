@@ -23,6 +23,7 @@ import httpx
 from a2a.utils.errors import InvalidParamsError
 
 from apcore_a2a._text import echoed
+from apcore_a2a.edge.call import CallRecord
 from apcore_a2a.push.dns import AresResolver
 from apcore_a2a.push.lookups import LOOKUPS_PER_CALLER, FairLookups, Resolver
 
@@ -187,10 +188,32 @@ class PushUrlPolicy:
 
     async def validate(self, url: str, caller: str) -> None:
         """Refuse *url* of a push config *caller* sends: ``InvalidParamsError`` (-32602)
-        with the reason (the request handler's check, ``server/handler.py``)."""
+        with the reason."""
         reason = await self.check(url, caller)
         if reason is None:
             return
         # The URL is the caller's text: one bounded line, whatever it holds.
         logger.info("refused push notification URL %s: %s", echoed(url), reason)
         raise InvalidParamsError(message=f"Invalid push notification URL: {reason}")
+
+    async def validate_call(self, url: str, call: CallRecord) -> None:
+        """:meth:`validate` of the push config *call* sends, its host-name lookup counted
+        against the call's caller (``push/lookups.py``) while its client is there: a client
+        that hangs up ends the check, so a lookup nobody else waits for ends with it and the
+        caller's lookup slot comes back then, not at ``push_timeout``."""
+        check = self.validate(url, call.caller)
+        if call.client_gone is None:
+            await check
+            return
+        checking, gone = asyncio.ensure_future(check), asyncio.ensure_future(call.client_gone())
+        try:
+            await asyncio.wait((checking, gone), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            checking.cancel()
+            gone.cancel()
+            await asyncio.gather(checking, gone, return_exceptions=True)
+        if checking.cancelled():  # nobody is left to answer: a refusal, for the logs
+            raise InvalidParamsError(
+                message="Invalid push notification URL: the client hung up before it was checked"
+            )
+        checking.result()  # the policy's refusal, if any

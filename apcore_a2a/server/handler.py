@@ -51,13 +51,12 @@ from a2a.types import (
 )
 from a2a.utils.errors import (
     A2AError,
-    InvalidParamsError,
     TaskNotCancelableError,
     TaskNotFoundError,
     UnsupportedOperationError,
 )
 
-from apcore_a2a.edge.call import CancelWrite, call_of, record_of
+from apcore_a2a.edge.call import CallRecord, CancelWrite, call_of, record_of
 from apcore_a2a.errors import PushConfigUnreadableError, TaskBusyError
 from apcore_a2a.execution.observer import state_name
 from apcore_a2a.execution.routing import TaskLookup, check_follow_up
@@ -90,7 +89,7 @@ class ApCoreRequestHandler(DefaultRequestHandler):
         stores: Stores,
         quota: TaskQuota,
         stream_backlog: int,
-        push_url_check: Callable[[str, str], Awaitable[None]] | None = None,
+        push_url_check: Callable[[str, CallRecord], Awaitable[None]] | None = None,
         **kwargs: Any,
     ) -> None:
         task_store: TaskStore | VersionedTaskStore = stores.task_store
@@ -115,7 +114,7 @@ class ApCoreRequestHandler(DefaultRequestHandler):
         #: refuses values the store cannot hold, before any task exists (storage/fields.py)
         self._check_values = stores.fields.check
         self._backlog = stream_backlog
-        #: the SSRF policy's ``validate(url, caller)``: here, not the SDK's validator, which
+        #: the SSRF policy's ``validate_call(url, call)``: here, not the SDK's validator, which
         #: gets the URL alone and so could not count a lookup against its caller
         self._push_url_check = push_url_check
         self._stored_configs = stores.push_config_store  # a SQL one's rows: ConfigRows
@@ -339,29 +338,10 @@ class ApCoreRequestHandler(DefaultRequestHandler):
     async def _check_push_url(
         self, config: TaskPushNotificationConfig, context: ServerCallContext
     ) -> None:
-        """The SSRF policy on *config*'s webhook URL, its host-name lookup counted against
-        the call's caller (``push/lookups.py``) while its client is there: a client that
-        hangs up ends the check, so a lookup nobody else waits for ends with it and the
-        caller's lookup slot comes back then, not at ``push_timeout``."""
-        if self._push_url_check is None:
-            return
-        call = record_of(context)
-        check = self._push_url_check(config.url, call.caller)
-        if call.client_gone is None:
-            await check
-            return
-        checking, gone = asyncio.ensure_future(check), asyncio.ensure_future(call.client_gone())
-        try:
-            await asyncio.wait((checking, gone), return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            checking.cancel()
-            gone.cancel()
-            await asyncio.gather(checking, gone, return_exceptions=True)
-        if checking.cancelled():  # nobody is left to answer: a refusal, for the logs
-            raise InvalidParamsError(
-                message="Invalid push notification URL: the client hung up before it was checked"
-            )
-        checking.result()  # the policy's refusal, if any
+        """The SSRF policy on *config*'s webhook URL, for the call's caller while its client
+        is there (``push/policy.py``)."""
+        if self._push_url_check is not None:
+            await self._push_url_check(config.url, record_of(context))
 
     @answering
     async def on_cancel_task(
