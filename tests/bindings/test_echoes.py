@@ -22,7 +22,7 @@ import pytest
 from a2a.compat.v0_3 import a2a_v0_3_pb2, a2a_v0_3_pb2_grpc
 from a2a.types import a2a_pb2, a2a_pb2_grpc
 
-from tests.bindings._agent import Agent, serve_agent
+from tests.bindings._agent import Agent
 
 BIG = "x" * 5000
 DIGITS = "9" * 5000
@@ -30,12 +30,6 @@ CUT = "… (5000 characters)"
 V1 = {"A2A-Version": "1.0"}
 V03 = {"A2A-Version": "0.3"}
 JSON = {"content-type": "application/json"}
-
-
-@pytest.fixture(scope="module")
-def agent() -> Iterator[Agent]:
-    with serve_agent(push_notifications=True, push_allow_insecure_urls=True) as running:
-        yield running
 
 
 @pytest.fixture(scope="module")

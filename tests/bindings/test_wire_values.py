@@ -21,7 +21,7 @@ import httpx
 import pytest
 from a2a.compat.v0_3 import a2a_v0_3_pb2, a2a_v0_3_pb2_grpc
 
-from tests.bindings._agent import Agent, serve_agent
+from tests.bindings._agent import Agent
 from tests.bindings._scenarios import HOOK_URL
 
 V1 = {"A2A-Version": "1.0"}
@@ -40,12 +40,6 @@ def _message(text: str = "hi", role: str = "ROLE_USER") -> dict[str, Any]:
 def _rpc(http: httpx.Client, method: str, params: Any, headers: dict[str, str] = V1) -> Any:
     body = {"jsonrpc": "2.0", "id": 7, "method": method, "params": params}
     return http.post("/", json=body, headers=headers).json()
-
-
-@pytest.fixture(scope="module")
-def agent() -> Iterator[Agent]:
-    with serve_agent(push_notifications=True, push_allow_insecure_urls=True) as running:
-        yield running
 
 
 @pytest.fixture(scope="module")
