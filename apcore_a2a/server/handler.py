@@ -73,6 +73,7 @@ from apcore_a2a.upstream.late_run_events import drop_late_run_events
 from apcore_a2a.upstream.push_capability import refuse_push_config
 from apcore_a2a.upstream.required_fields import SEND, SEND_STREAM, check, checked
 from apcore_a2a.upstream.serial_cancels import CancelTurns
+from apcore_a2a.upstream.unstarted_runs import close_unstarted_runs
 from apcore_a2a.upstream.untaken_follow_ups import refuse_untaken
 
 logger = logging.getLogger("apcore_a2a.server")
@@ -106,6 +107,7 @@ class ApCoreRequestHandler(DefaultRequestHandler):
             self._tap = event_stream = PositionTap(event_stream)
         super().__init__(task_store=task_store, event_stream=event_stream, **kwargs)
         drop_late_run_events(self)  # a cancel stored elsewhere wins over the run's queue
+        close_unstarted_runs(self)  # a run refused at its start leaves no queue running
         self._capabilities = kwargs["agent_card"].capabilities
         self._task_lookup: TaskLookup = stores.get_task
         self._turns = stores.turns

@@ -5,6 +5,8 @@
 from __future__ import annotations
 
 import asyncio
+import gc
+import logging
 from collections.abc import Iterator
 from typing import Any
 
@@ -114,7 +116,7 @@ async def test_the_same_answer_twice_at_once(agent_url: str, binding: str, versi
 @pytest.mark.parametrize("streaming", [False, True], ids=["blocking", "streaming"])
 @pytest.mark.parametrize(("binding", "version"), ALL_TRANSPORTS)
 async def test_an_answer_racing_a_cancel_is_taken_or_refused(
-    agent_url: str, binding: str, version: str, streaming: bool
+    agent_url: str, binding: str, version: str, streaming: bool, caplog: pytest.LogCaptureFixture
 ) -> None:
     client = await make_client(agent_url, binding, version)
     answering = await make_client(agent_url, binding, version, streaming=streaming)
@@ -137,6 +139,13 @@ async def test_an_answer_racing_a_cancel_is_taken_or_refused(
             else:
                 # an answer given as the task's own is in its history
                 assert taken, [m.role for m in stored.history]
+        # An answer refused by the run the SDK built for it (the cancel came first) left
+        # that run's two queue dispatchers waiting for ever: asyncio logged each at ERROR
+        # as the garbage collector destroyed it.
+        with caplog.at_level(logging.ERROR, logger="asyncio"):
+            gc.collect()
+        destroyed = [r for r in caplog.records if "destroyed but it is pending" in r.getMessage()]
+        assert destroyed == [], destroyed[0].getMessage()
     finally:
         await client.close()
         await answering.close()
