@@ -14,9 +14,10 @@ from __future__ import annotations
 import logging
 
 from a2a.server.tasks import DatabaseTaskStore, TaskStore
+from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 
-from ._urls import create_index, index_sql, raced
+from ._urls import index_sql, raced
 from .contexts import context_index
 from .listing import state_index
 from .outages import UNAVAILABLE
@@ -27,6 +28,19 @@ _DB_ERRORS: tuple[type[BaseException], ...] = (*UNAVAILABLE, DBAPIError)
 logger = logging.getLogger(__name__)
 
 _DOCS = "docs/storage.md, *Your own task store*"
+
+#: how long a PostgreSQL index build waits for the application's open writes on its table
+LOCK_WAIT = "1s"
+
+#: the names of the indexes of table :t (the catalogs' reads take no lock on the table)
+_INDEXES = {
+    "sqlite": text("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = :t"),
+    # the table the statements' unqualified name resolves to, in whichever schema
+    "postgresql": text(
+        "SELECT c.relname FROM pg_index x JOIN pg_class c ON c.oid = x.indexrelid "
+        "WHERE x.indrelid = to_regclass(quote_ident(:t))"
+    ),
+}
 
 
 async def start_own_store(store: TaskStore, *, paged: bool, retention_seconds: float) -> None:
@@ -64,8 +78,17 @@ async def start_own_store(store: TaskStore, *, paged: bool, retention_seconds: f
 
     async def create() -> None:
         await store.initialize()
-        for index in indexes:
-            await create_index(store.engine, *index)
+        for index in indexes:  # each on its own: one the table's rows refuse costs itself
+            async with store.engine.begin() as conn:
+                # Building an index waits for every open write on the table, and every
+                # write queued meanwhile waits for it: one the table has is left alone, and
+                # a PostgreSQL build gives up after LOCK_WAIT (the next start tries again).
+                there = await conn.execute(_INDEXES[conn.dialect.name], {"t": table})
+                if index[0] in {row[0] for row in there}:
+                    continue
+                if conn.dialect.name == "postgresql":
+                    await conn.execute(text(f"SET LOCAL lock_timeout = '{LOCK_WAIT}'"))
+                await conn.execute(text(index_sql(conn.dialect, *index)))
 
     try:
         await raced(create)  # other agents may be starting on the table too
