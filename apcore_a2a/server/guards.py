@@ -8,7 +8,7 @@ each refusal an A2A error in the shape of the request's binding
   ``:cancel`` need none): REST 400, JSON-RPC ``-32005`` (spec §5.4); ``413`` for a body
   over the limit (on ``Content-Length`` and again while reading);
 * ``-32700`` (JSON-RPC) or ``400`` (REST) for a body that is not UTF-8, nested deeper than
-  Python's decoder goes, or (JSON-RPC) with an unpaired surrogate escape, a key named
+  Python's decoder goes, with an unpaired surrogate escape, or (JSON-RPC) a key named
   twice in one object (REST's parser refuses it, Python's kept the last) or no ``id``
   (the SDK: -32603, HTTP 500, or no answer); ``-32602`` for JSON-RPC 0.3 file bytes
   that are not base64 (``upstream/file_bytes.py``);
@@ -40,7 +40,6 @@ import json
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
 
 from a2a.utils.errors import (
     A2AError,
@@ -140,17 +139,15 @@ class RequestGuard:
             except UnicodeDecodeError:
                 # The SDK's REST dispatcher decodes outside its error handling (HTTP 500).
                 return JSONParseError(message="Parse error: body is not valid UTF-8 JSON"), None
-            wrong = long_number_error(body)
+            wrong = long_number_error(body) or _lone_surrogate(body, info)
             return None if wrong is None else (wrong, None)
         payload = info.payload
         if info.parse_error is not None:
             # The SDK maps only JSONDecodeError to -32700; these reach it as -32603 or 500.
             return parse_refusal(info.parse_error), None
-        hint = any(p.search(body) for p in _SURROGATE_HINTS)
-        if hint and _has_lone_surrogate(payload):
-            # The SDK echoes such strings in its errors, then fails to encode its own answer.
-            message = "Parse error: a string holds an unpaired UTF-16 surrogate"
-            return JSONParseError(message=message), None
+        lone = _lone_surrogate(body, info)
+        if lone is not None:
+            return lone, None
         if info.version == "0.3" and info.method in MESSAGE_METHODS:
             undecodable = undecodable_rpc03(payload)
             if undecodable is not None:
@@ -268,9 +265,14 @@ def _has_non_finite(body: bytes) -> bool:
     return bool(found)
 
 
-def _has_lone_surrogate(value: Any) -> bool:
+def _lone_surrogate(body: bytes, info: RequestInfo) -> JSONParseError | None:
+    """The refusal of a body holding an unpaired surrogate escape (valid JSON, no UTF-8
+    text): JSON-RPC's SDK echoes it in an error it then cannot encode; REST's protobuf
+    parser names its own internals (a ``SystemError``, a codec's message)."""
+    if not any(p.search(body) for p in _SURROGATE_HINTS):
+        return None
     try:
-        json.dumps(value, ensure_ascii=False).encode("utf-8")
+        json.dumps(info.payload, ensure_ascii=False).encode("utf-8")
     except UnicodeEncodeError:
-        return True
-    return False
+        return JSONParseError(message="Parse error: a string holds an unpaired UTF-16 surrogate")
+    return None

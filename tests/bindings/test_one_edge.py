@@ -13,6 +13,8 @@ gets the same refusal class on each binding.
   ``google.rpc.RetryInfo`` of the same seconds;
 * a body that is not UTF-8 JSON (UTF-16 included, RFC 8259 §8.1): ``-32700`` / 400;
   gRPC bodies are protobuf, whose strings the runtime requires to be UTF-8;
+* a string holding an unpaired surrogate escape: ``-32700`` / 400 in the same words (REST
+  named protobuf's and Python's internals);
 * a field the schema does not know: ignored (the SDK parses JSON with
   ``ignore_unknown_fields``; protobuf kept a gRPC message's, stored and answered back
   outside every shape limit);
@@ -217,6 +219,42 @@ async def test_a_body_that_is_not_utf8_is_a_parse_error(agent: Agent, encoding: 
     assert rpc.status_code == 200 and rpc.json()["error"]["code"] == -32700, rpc.text
     assert rpc.json()["id"] is None
     assert rest.status_code == 400, rest.text
+
+
+LONE = "Parse error: a string holds an unpaired UTF-16 surrogate"
+
+
+@pytest.mark.parametrize(
+    ("where", "escaped"),
+    [("a key", '{"\\ud800": 1}'), ("a Struct's value", '{"skillId": "\\ud800"}')],
+)
+async def test_a_lone_surrogate_is_refused_alike(agent: Agent, where: str, escaped: str) -> None:
+    """An unpaired surrogate escape (``"\\ud800"`` is valid JSON, no UTF-8 text) in a
+    message's metadata: ``-32700`` on JSON-RPC, 400 in the same words on REST, 1.0 and 0.3.
+    REST answered protobuf's and Python's internals: ``SystemError: <method 'get' of
+    'google._upb._message._ByNameMap' objects> returned a result with an exception set``,
+    ``'utf-8' codec can't encode character '\\ud800' ... surrogates not allowed``."""
+    one = {"message": _message([{"text": "hi"}])}
+    one["message"]["metadata"] = "HERE"
+    old = {"message": {"kind": "message", "messageId": "m", "role": "user",
+                       "parts": [{"kind": "text", "text": "hi"}], "metadata": "HERE"}}  # fmt: skip
+    v03 = {"A2A-Version": "0.3"}
+    sent = [
+        ("/", V1, {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": one}),
+        ("/", v03, {"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": old}),
+        ("/message:send", V1, one),
+        ("/message:stream", V1, one),
+        ("/v1/message:send", v03, old),
+        ("/tasks/t/pushNotificationConfigs", V1, "HERE"),
+    ]
+    async with httpx.AsyncClient(base_url=agent.url, timeout=30) as http:
+        for path, version, body in sent:
+            headers = {**version, "Content-Type": "application/json"}
+            raw = json.dumps(body).replace('"HERE"', escaped).encode()
+            answer = await http.post(path, content=raw, headers=headers)
+            error = answer.json()["error"]
+            said = (path, where, answer.status_code, error["message"])
+            assert said == (path, where, 200 if path == "/" else 400, LONE), answer.text
 
 
 async def test_the_task_quota_refuses_alike_with_a_retry_hint() -> None:
