@@ -66,4 +66,6 @@ def refusal(
         del detail["data"]
     # The SDK's ErrorInfo.metadata values all text (upstream/error_metadata.py).
     document["error"] = string_metadata(correct_error(detail))
+    # As every answer of an A2A call (streams/answers.py): a refusal is one caller's too.
+    headers = {"Cache-Control": "no-store", **(headers or {})}
     return JSONResponse(document, document["error"]["code"] if rest else status or 200, headers)

@@ -281,3 +281,16 @@ async def test_a_callers_answers_are_never_kept_by_a_shared_cache(agent_url: str
         refused = await http.get(f"/tasks/{task.id}", headers={**v10, **auth("bob")})
         assert refused.status_code == 404
         assert refused.headers.get("cache-control") == "no-store"
+        # Refused before any handler (credentials, version rule, a query value): the
+        # edge's errors say it too.
+        edge = {
+            401: {**v10, "Authorization": "Bearer not-a-token"},
+            400: {**v10, "A2A-Version": "9.9"},
+        }
+        for status, headers in edge.items():
+            answer = await http.get(f"/tasks/{task.id}", headers=headers)
+            assert answer.status_code == status, answer.text
+            assert answer.headers.get("cache-control") == "no-store", status
+        answer = await http.get("/tasks?includeArtifacts=yes", headers=v10)
+        assert answer.status_code == 400, answer.text
+        assert answer.headers.get("cache-control") == "no-store"
