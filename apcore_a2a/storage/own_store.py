@@ -76,8 +76,18 @@ async def start_own_store(store: TaskStore, *, paged: bool, retention_seconds: f
         )
         return
 
+    try:
+        await raced(store.initialize)  # other agents may be starting on the table too
+    except _DB_ERRORS as exc:
+        # Not fatal: the store tries again at each call (rights granted, the database up).
+        logger.error(
+            "task store: could not create the application's table %r (%s); every call on a "
+            "task fails until it exists",
+            *(table, _reason(exc)),
+        )
+        return
+
     async def create() -> None:
-        await store.initialize()
         for index in indexes:  # each on its own: one the table's rows refuse costs itself
             async with store.engine.begin() as conn:
                 # Building an index waits for every open write on the table, and every
@@ -93,15 +103,19 @@ async def start_own_store(store: TaskStore, *, paged: bool, retention_seconds: f
     try:
         await raced(create)  # other agents may be starting on the table too
     except _DB_ERRORS as exc:
-        error = getattr(exc, "orig", None) or exc
-        reason = type(error).__name__ + "".join(f": {x[:200]}" for x in str(error).splitlines()[:1])
         logger.warning(
             "task store: could not create the indexes of the application's table %r (%s); "
             "its lists and context checks read the caller's tasks until they exist: %s",
-            *(table, reason, statements),
+            *(table, _reason(exc), statements),
         )
         return
     logger.info(
         "task store: the application's table %r reads the indexes %s",
         *(table, ", ".join(index[0] for index in indexes)),
     )
+
+
+def _reason(exc: BaseException) -> str:
+    """*exc* in one short line: the database's error class and the first line of its text."""
+    error = getattr(exc, "orig", None) or exc
+    return type(error).__name__ + "".join(f": {x[:200]}" for x in str(error).splitlines()[:1])

@@ -154,6 +154,34 @@ async def test_a_table_of_another_role_is_served_without_indexes(
         pg_execute(f"DROP ROLE {role}")
 
 
+@pytest.mark.postgres
+async def test_a_table_the_role_cannot_create_is_said_as_such(
+    pg_url: str, disposed: list[DatabaseTaskStore], caplog: pytest.LogCaptureFixture
+) -> None:
+    # No table and no right to create one: every call fails until it exists, which the
+    # start says; it said the indexes were missing and the agent served "only slower".
+    from .._postgres import PG_USER, pg_execute
+
+    schema = pg_url.split("schema=", 1)[1].split("&", 1)[0]
+    role = f"apcore_a2a_t_{uuid.uuid4().hex[:12]}"
+    pg_execute(f"CREATE ROLE {role} LOGIN")
+    try:
+        pg_execute(f"GRANT USAGE ON SCHEMA {schema} TO {role}")
+        url = pg_url.replace(f"postgresql://{PG_USER}@", f"postgresql://{role}@", 1)
+        disposed.append(store := _app_store(url))
+        async with served(task_store=store):
+            pass
+        said = [r for r in caplog.records if r.levelno >= logging.WARNING]
+        assert [r.levelname for r in said] == ["ERROR"], caplog.text
+        assert "could not create the application's table 'tasks'" in said[0].message
+        assert "permission denied for schema" in said[0].message
+        assert "every call on a task fails until it exists" in said[0].message
+    finally:
+        await store.engine.dispose()
+        pg_execute(f"DROP OWNED BY {role}")
+        pg_execute(f"DROP ROLE {role}")
+
+
 async def test_the_start_says_a_crash_leaves_its_tasks_working_and_retention_is_off(
     tmp_path: Path, disposed: list[DatabaseTaskStore], caplog: pytest.LogCaptureFixture
 ) -> None:
