@@ -174,13 +174,14 @@ def error_body(body: bytes, info: RequestInfo) -> Scrubbed | None:
         return None
     if not isinstance(document, dict) or not isinstance(document.get("error"), dict):
         return None
-    if info.binding == "rest" and info.body and info.payload is None and info.parse_error:
+    rest = info.binding == "rest"
+    if rest and info.body is not None and info.payload is None and info.parse_error:
         # The SDK's words were Python's ("Failed to load JSON: Expecting value: line 1
         # column 13 (char 12)."); its status and reason stay (400, INVALID_REQUEST).
         refused = InvalidRequestError(message=parse_refusal(info.parse_error).message)
         return Scrubbed(error_document(info, refused), True)
     document["error"] = invalid_params_03(info, document["error"])
-    return Scrubbed(document, info.binding == "rest")
+    return Scrubbed(document, rest)
 
 
 def _retry_after(error: dict[str, Any]) -> int | None:

@@ -41,7 +41,7 @@ _REQUEST_KEYS = frozenset({"parent", "config", "configId", "config_id"})
 def _parse_config(raw: bytes, task_id: str) -> TaskPushNotificationConfig:
     """The 1.0 config for a 0.3 REST create body of either form."""
     try:
-        doc = load_json(raw or b"null")
+        doc = load_json(raw)
     except (ValueError, RecursionError) as exc:
         # As the SDK refuses a REST 1.0 body that protobuf cannot parse: 400.
         raise InvalidRequestError(message=parse_refusal(exc).message) from None

@@ -134,6 +134,7 @@ def test_a_refused_push_url_is_logged_short(
         assert len(line) < 400, line
 
 
+@pytest.mark.parametrize("body", [b'{"message": ', b""])
 @pytest.mark.parametrize(
     ("path", "headers"),
     [
@@ -146,14 +147,15 @@ def test_a_refused_push_url_is_logged_short(
     ],
 )
 def test_a_rest_body_that_is_no_json_is_answered_in_our_words(
-    http: httpx.Client, path: str, headers: dict[str, str]
+    http: httpx.Client, path: str, headers: dict[str, str], body: bytes
 ) -> None:
     """As JSON-RPC's -32700 says it; before, Python's parser's words: "Failed to load JSON:
     Expecting value: line 1 column 13 (char 12)." (0.3 push configs: "The request body is
-    not valid JSON", reason INVALID_PARAMS)."""
-    said = http.post("/", content=b'{"jsonrpc": ', headers={**headers, **JSON}).json()
+    not valid JSON", reason INVALID_PARAMS). An empty body too: it kept those words
+    (0.3 push configs: "The request body must be a JSON object")."""
+    said = http.post("/", content=body, headers={**headers, **JSON}).json()
     assert said["error"] == {"code": -32700, "message": "Parse error: body is not valid JSON"}
-    answer = http.post(path, content=b'{"message": ', headers={**headers, **JSON})
+    answer = http.post(path, content=body, headers={**headers, **JSON})
     assert answer.status_code == 400, answer.text
     error = answer.json()["error"]
     assert error["message"] == "Parse error: body is not valid JSON", answer.text
