@@ -23,10 +23,11 @@ from starlette.routing import BaseRoute, Route
 
 from apcore_a2a.classify import JWKS_PATH, PUSH_STATUS_PATH
 from apcore_a2a.edge.call import CallRecord, record_of
+from apcore_a2a.push.attempt import SIGNATURE_HEADER
 from apcore_a2a.push.configs import PushConfigStore
 from apcore_a2a.push.dns import AresResolver
 from apcore_a2a.push.policy import PushUrlPolicy, Resolver
-from apcore_a2a.push.sender import SIGNATURE_HEADER, RetryingPushSender
+from apcore_a2a.push.sender import RetryingPushSender
 from apcore_a2a.push.signing import SigningKey, stored_key
 from apcore_a2a.push.status import ConfigStatusBook, create_tables, signing_keys
 from apcore_a2a.push.status_route import status_route

@@ -3,15 +3,13 @@
 The SDK calls :meth:`RetryingPushSender.send_notification` inline while it persists each
 task event, so it only serializes the event and queues it; one worker per
 ``(task_id, config_id)`` POSTs the queue in order, so a slow or dead receiver never delays
-the task nor reorders what another receiver sees. Bounds: ONE deadline per attempt
-(``push_timeout`` for URL check, connect, send, headers and the bounded body read, so a
-receiver dripping a byte at a time is cut off like one that never answers); at most
-:data:`MAX_ANSWER_BYTES` of an answer read, undecoded (a compressed answer cannot
-expand); ``push_queue_size`` events per config, one more marks it ``failed``;
-``push_queue_bytes`` of bodies held (queued or being delivered) across all configs, an
-event beyond it marks its config ``failed`` the same way; ``push_max_deliveries``
-attempts in flight across all configs (connections held), half of them at most for one
-caller's tasks, so a caller whose receivers stall never holds up another's deliveries.
+the task nor reorders what another receiver sees. Each attempt is ``attempt.py``'s (one
+deadline, a bounded answer read). Bounds here: ``push_queue_size`` events per config, one
+more marks it ``failed``; ``push_queue_bytes`` of bodies held (queued or being delivered)
+across all configs, an event beyond it marks its config ``failed`` the same way;
+``push_max_deliveries`` attempts in flight across all configs (connections held), half of
+them at most for one caller's tasks, so a caller whose receivers stall never holds up
+another's deliveries.
 """
 
 from __future__ import annotations
@@ -19,10 +17,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import httpx
 from a2a.server.agent_execution.active_task import TERMINAL_TASK_STATES as _FINAL
@@ -32,7 +29,7 @@ from a2a.types import Task, TaskPushNotificationConfig, TaskStatusUpdateEvent
 from cachetools import LRUCache
 
 from apcore_a2a.adapters.errors import one_line
-from apcore_a2a.push.aimed import send_to_checked
+from apcore_a2a.push.attempt import Delivery, GiveUp, config_headers, try_once
 from apcore_a2a.push.bodies import V0_3, V1_0, body_v03, body_v10
 from apcore_a2a.push.policy import PushUrlPolicy
 from apcore_a2a.push.signing import SigningKey
@@ -40,43 +37,24 @@ from apcore_a2a.push.status import ConfigStatusBook
 
 logger = logging.getLogger("apcore_a2a.push")
 
-#: The header that carries the agent's signed JWT on every delivery.
-SIGNATURE_HEADER = "X-A2A-Signature"
-#: At most this much of a receiver's answer body is read; the rest is never received.
-MAX_ANSWER_BYTES = 4096
-
 _Key = tuple[str, str]
 #: tasks whose final status is remembered as pushed; a task forgotten (with this many
 #: settled after it) is at most pushed its cancel once more
 _SETTLED_TASKS = 10_000
 
 
-@dataclass(frozen=True, slots=True)
-class _Delivery:
-    task_id: str
-    config_id: str
-    url: str
-    headers: dict[str, str]
-    body: bytes
-    issuer: str
-    #: The quota key of the caller whose task it is (``""``: not known here).
-    caller: str = ""
-    #: The JWT's ``jti``: one per delivery, the same on its retries.
-    delivery_id: str = field(default_factory=lambda: str(uuid.uuid4()))
-
-
-class _Queue(deque[_Delivery]):
+class _Queue(deque[Delivery]):
     overflowed = False  # the receiver fell too far behind; nothing more is queued
     size = 0  # bytes of the bodies queued (not the one being delivered)
     sending = 0  # bytes of the body being delivered
     caller = ""  # the quota key of the caller whose task it is
 
-    def push(self, delivery: _Delivery) -> None:
+    def push(self, delivery: Delivery) -> None:
         self.append(delivery)
         self.size += len(delivery.body)
         self.caller = delivery.caller
 
-    def pop_first(self) -> _Delivery:
+    def pop_first(self) -> Delivery:
         delivery = self.popleft()
         self.size -= len(delivery.body)
         self.sending = len(delivery.body)
@@ -96,27 +74,6 @@ class _Share:
 
     slots: asyncio.Semaphore
     users: int = 0
-
-
-class _GiveUp(Exception):
-    """The delivery cannot succeed; the message is the reason recorded on the config."""
-
-
-def _config_headers(config: TaskPushNotificationConfig) -> dict[str, str]:
-    headers = {"Content-Type": "application/json"}
-    if config.token:
-        headers["X-A2A-Notification-Token"] = config.token
-    auth = config.authentication
-    if auth.scheme and auth.credentials:
-        headers["Authorization"] = f"{auth.scheme} {auth.credentials}"
-    elif auth.scheme:
-        logger.warning(
-            "push: config %s names authentication scheme %r without credentials; "
-            "no Authorization header is sent",
-            one_line(config.id),
-            auth.scheme,
-        )
-    return headers
 
 
 class RetryingPushSender(PushNotificationSender):
@@ -291,9 +248,9 @@ class RetryingPushSender(PushNotificationSender):
                 "(push_queue_bytes), the most of them for this receiver; deliveries stopped"
             )
             await self._stop(heaviest, reason, refused=0)
-        headers = _config_headers(config)
+        headers = config_headers(config)
         issuer = self._issuer().rstrip("/")
-        queue.push(_Delivery(task_id, config_id, config.url, headers, body, issuer, caller))
+        queue.push(Delivery(task_id, config_id, config.url, headers, body, issuer, caller))
         self.held_bytes += len(body)
         if key not in self._workers:
             self._workers[key] = asyncio.create_task(
@@ -338,7 +295,7 @@ class RetryingPushSender(PushNotificationSender):
             if self._queues.get(key) is queue and not queue:
                 del self._queues[key]
 
-    async def _deliver(self, delivery: _Delivery) -> None:
+    async def _deliver(self, delivery: Delivery) -> None:
         task_id, config_id = delivery.task_id, delivery.config_id
         if config_id in await self._statuses.failed.read(task_id):
             self.dropped += 1
@@ -349,12 +306,14 @@ class RetryingPushSender(PushNotificationSender):
                 # A slot per attempt, not per delivery: a retry's pause holds none. The
                 # wait for it is outside the attempt's deadline.
                 async with self._slot(delivery.caller):
-                    problem = await self._attempt(delivery)
+                    problem = await try_once(
+                        delivery, self._policy, self._client, self._key, self._timeout
+                    )
                 if problem is None:
                     self.sent += 1
                     return
                 if delay is None:
-                    raise _GiveUp(f"{problem} (after {attempts} attempts)")
+                    raise GiveUp(f"{problem} (after {attempts} attempts)")
                 self.retried += 1
                 logger.warning(
                     "push: delivery to %s for task %s failed (%s); retry %d/%d in %.1f s",
@@ -366,7 +325,7 @@ class RetryingPushSender(PushNotificationSender):
                     delay,
                 )
                 await asyncio.sleep(delay)
-        except _GiveUp as stop:
+        except GiveUp as stop:
             self.failed += 1
             logger.warning(  # the receiver's trouble, not the agent's (see _stop)
                 "push: giving up on config %s of task %s (%s): %s",
@@ -393,57 +352,3 @@ class RetryingPushSender(PushNotificationSender):
             share.users -= 1
             if not share.users:
                 del self._shares[caller]
-
-    async def _attempt(self, delivery: _Delivery) -> str | None:
-        """One attempt: ``None`` on success, a retryable problem, or raise ``_GiveUp``."""
-        status = None  # known as soon as the answer's headers are in
-        try:
-            async with asyncio.timeout(self._timeout):
-                refused, addresses = await self._policy.resolve(delivery.url, delivery.caller)
-                if not addresses:
-                    raise _GiveUp(f"URL refused at delivery: {refused}")
-                if self._key is None or self._client is None:
-                    raise _GiveUp("sender is not running")
-                try:
-                    answer = await self._post(self._client, self._key, delivery, addresses)
-                except (ValueError, httpx.InvalidURL) as exc:  # UnicodeEncodeError too
-                    # A config stored before its values were checked: no retry can send it.
-                    raise _GiveUp(f"request cannot be sent: {type(exc).__name__}") from None
-                async with contextlib.aclosing(answer) as response:
-                    status = response.status_code
-                    # Raw bytes: a compressed answer is never inflated. Reading stops at
-                    # the cap; closing an unfinished body drops the connection.
-                    received = 0
-                    async for chunk in response.aiter_raw():
-                        received += len(chunk)
-                        if received >= MAX_ANSWER_BYTES:
-                            break
-        except (TimeoutError, httpx.TimeoutException):
-            if status is None:
-                return f"no complete answer within {self._timeout:g} s"
-            # The status came in time; only the (ignored) body was still dripping.
-        except httpx.TransportError as exc:
-            if status is None:
-                return f"connection error: {type(exc).__name__}"
-        if 200 <= status < 300:
-            return None
-        if status >= 500 or status == 429:
-            return f"HTTP {status}"
-        raise _GiveUp(f"receiver answered HTTP {status}")
-
-    @staticmethod
-    async def _post(
-        client: httpx.AsyncClient, key: SigningKey, delivery: _Delivery, addresses: Sequence[str]
-    ) -> httpx.Response:
-        """The POST, signed afresh, sent to the checked *addresses* (``push/aimed.py``)."""
-        token = key.sign_delivery(
-            issuer=delivery.issuer,
-            audience=delivery.url,
-            task_id=delivery.task_id,
-            body=delivery.body,
-            jti=delivery.delivery_id,
-        )
-        headers = {**delivery.headers, SIGNATURE_HEADER: token}
-        return await send_to_checked(
-            client, delivery.url, addresses, content=delivery.body, headers=headers
-        )
