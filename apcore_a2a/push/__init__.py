@@ -185,6 +185,7 @@ def build_push(
         queue_bytes=settings.push_queue_bytes,
         max_deliveries=settings.push_max_deliveries,
     )
+    store.deleted = sender.forget
     key = settings.push_signing_key
     return PushKit(
         sender=sender,

@@ -17,6 +17,7 @@ import asyncio
 import hashlib
 import re
 import uuid
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from a2a.server.context import ServerCallContext
@@ -86,6 +87,8 @@ class PushConfigStore(PushNotificationConfigStore):
         self.statuses = statuses
         self.max_per_task = max_per_task
         self.slots = slots
+        #: told of each deletion, to drop what this process still delivers for it
+        self.deleted: Callable[[str, str | None], None] | None = None
         # Striped: registrations of one task always share a lock (a rare, short wait).
         self._locks = [asyncio.Lock() for _ in range(64)]
 
@@ -152,6 +155,8 @@ class PushConfigStore(PushNotificationConfigStore):
         self, task_id: str, context: ServerCallContext, config_id: str | None = None
     ) -> None:
         await self.inner.delete_info(task_id, context, config_id)
+        if self.deleted is not None:
+            self.deleted(task_id, config_id)
         await self.statuses.forget(task_id, config_id)
         if self.slots is None:
             return

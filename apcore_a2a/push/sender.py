@@ -274,6 +274,18 @@ class RetryingPushSender(PushNotificationSender):
         logger.warning("push: config %s of task %s: %s", one_line(config_id), task_id, reason)
         await self._statuses.failed.put(task_id, config_id, reason)
 
+    def forget(self, task_id: str, config_id: str | None = None) -> None:
+        """Drop the deliveries of a config deleted here (of every config of *task_id* for
+        ``None``): its queued events at once, and its POST in flight, whose bytes are given
+        back as it ends. A config registered again under that id gets a queue of its own."""
+        for key in [k for k in self._queues if k[0] == task_id and config_id in (None, k[1])]:
+            queue = self._queues.pop(key)
+            self.dropped += len(queue)
+            self.held_bytes -= queue.drop()
+            worker = self._workers.pop(key, None)
+            if worker is not None:
+                worker.cancel()
+
     async def _work(self, key: _Key, queue: _Queue) -> None:
         try:
             while queue:
@@ -291,7 +303,8 @@ class RetryingPushSender(PushNotificationSender):
             # No await between the emptiness check above and here, so no event can slip
             # into a queue whose worker is gone. A queue left over was canceled (shutdown).
             self.held_bytes -= queue.drop()
-            self._workers.pop(key, None)
+            if self._workers.get(key) is asyncio.current_task():  # not a new one (forget)
+                del self._workers[key]
             if self._queues.get(key) is queue and not queue:
                 del self._queues[key]
 
