@@ -17,7 +17,7 @@ import ipaddress
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from a2a.auth.user import User
+from a2a.auth.user import UnauthenticatedUser, User
 from apcore import Context
 from apcore.builtin_steps import BuiltinACLCheck
 from starlette.authentication import AuthCredentials, BaseUser
@@ -123,6 +123,21 @@ class Caller(BaseUser, User):
     def display_name(self) -> str:
         """The task owner: what a2a-sdk's ``StarletteUser.user_name`` reads."""
         return self.owner
+
+    @property
+    def user_name(self) -> str:
+        """The task owner, as the SDK's stores read it."""
+        return self.owner
+
+
+class AnonymousCaller(UnauthenticatedUser):
+    """A caller without credentials of an agent that authenticates the others: the owner of
+    its tasks and push configs is its address key (``anonymous:ip:203.0.113.7``, IPv6 by
+    network, as :func:`address_key` makes it), so anonymous callers at other addresses never
+    see them (docs/auth.md, "Task owners")."""
+
+    def __init__(self, key: str) -> None:
+        self.owner = _bounded(f"anonymous:{key}")
 
     @property
     def user_name(self) -> str:

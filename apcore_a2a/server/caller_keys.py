@@ -26,7 +26,12 @@ from urllib.parse import unquote
 
 from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
-from apcore_a2a.execution.identity import IPV6_CALLER_PREFIX, caller_identity, caller_key
+from apcore_a2a.execution.identity import (
+    IPV6_CALLER_PREFIX,
+    AnonymousCaller,
+    caller_identity,
+    caller_key,
+)
 
 if TYPE_CHECKING:
     import grpc.aio
@@ -61,14 +66,28 @@ class CallerKeys:
         await keys.address("192.0.2.1", ["203.0.113.9"])  # "192.0.2.1": not a proxy
     """
 
-    def __init__(self, ipv6_prefix: int = IPV6_CALLER_PREFIX, trusted: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        ipv6_prefix: int = IPV6_CALLER_PREFIX,
+        trusted: Sequence[str] = (),
+        apart: bool = False,
+    ) -> None:
         self.ipv6_prefix = ipv6_prefix
         self._rule = ProxyHeadersMiddleware(_untouched, list(trusted)) if trusted else None
+        #: anonymous callers own their tasks by their key (the agent authenticates others)
+        self.apart = apart
 
     @classmethod
-    def of(cls, settings: Settings) -> CallerKeys:
-        """The keys *settings* ask for (``ipv6_caller_prefix``, ``forwarded_allow_ips``)."""
-        return cls(settings.ipv6_caller_prefix, settings.forwarded_allow_ips)
+    def of(cls, settings: Settings, apart: bool = False) -> CallerKeys:
+        """The keys *settings* ask for (``ipv6_caller_prefix``, ``forwarded_allow_ips``);
+        *apart*: anonymous callers are kept apart by their key (:meth:`anonymous`)."""
+        return cls(settings.ipv6_caller_prefix, settings.forwarded_allow_ips, apart)
+
+    def anonymous(self, key: str) -> AnonymousCaller | None:
+        """Who the anonymous caller keyed *key* is to the stores: the owner of its key when
+        callers are kept :attr:`apart`; ``None``, the SDK's one anonymous owner, when the
+        agent authenticates nobody (single-tenant: docs/auth.md)."""
+        return AnonymousCaller(key) if self.apart else None
 
     def of_scope(self, scope: Mapping[str, Any]) -> str:
         """The key of an HTTP request's caller (uvicorn has applied the proxy rule to the

@@ -247,7 +247,7 @@ class A2AServerFactory:
             ops=ops,
         )
         ops.attach(state)
-        context_builder = ApCoreCallContextBuilder(CallerKeys.of(s))
+        context_builder = ApCoreCallContextBuilder(CallerKeys.of(s, self.auth is not None))
         slots = stores.quota_slots  # cluster mode: streams on other replicas count too
         followers = StreamFollowers(slots) if slots is not None else None
         drops = StreamDrops(handler, agent_executor, followers) if s.cancel_on_disconnect else None

@@ -258,7 +258,8 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
                     if wrong is not None:
                         raise wrong
                     caller = await self._keys.of_call(identity, context)
-                    admitted = Admitted(spoken, a2a_method, caller, answer, identity)
+                    anonymous = None if identity else self._keys.anonymous(caller)
+                    admitted = Admitted(spoken, a2a_method, caller, answer, identity, anonymous)
                     identify_task(identity)  # current_identity(), as AuthMiddleware sets it
                     python = legacy and is_python_client(headers.get("user-agent"))
                     if legacy:

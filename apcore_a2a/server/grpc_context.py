@@ -32,13 +32,15 @@ if TYPE_CHECKING:
 @dataclass(frozen=True, slots=True)
 class Admitted:
     """What the interceptor admitted a call as: the protocol version its service speaks,
-    its A2A 1.0 method, the caller key, the call's answer, the caller's identity."""
+    its A2A 1.0 method, the caller key, the call's answer, the caller's identity, and who
+    an anonymous caller is to the stores (``CallerKeys.anonymous``)."""
 
     version: str
     method: str
     caller: str
     answer: Answer
     identity: Identity | None
+    anonymous: User | None = None
 
 
 class GrpcCallContextBuilder(DefaultGrpcServerCallContextBuilder):
@@ -72,5 +74,8 @@ class GrpcCallContextBuilder(DefaultGrpcServerCallContextBuilder):
 
     def build_user(self, context: grpc.aio.ServicerContext) -> User:
         call = self._admitted.get(id(context))
-        identity = call.identity if call is not None else None
-        return Caller(identity) if identity is not None else UnauthenticatedUser()
+        if call is None:
+            return UnauthenticatedUser()
+        if call.identity is not None:
+            return Caller(call.identity)
+        return call.anonymous or UnauthenticatedUser()

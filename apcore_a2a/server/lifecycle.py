@@ -129,6 +129,14 @@ class ServerState:
     extras: dict[str, Any] = field(default_factory=dict)
 
 
+#: What an agent without authentication says at start (docs/auth.md, "Task owners").
+SINGLE_TENANT = (
+    "no authentication configured: this agent is single-tenant, every caller is one "
+    "anonymous owner (each lists, reads and cancels every task, and registers webhooks on "
+    "them); configure api_keys or JWT to keep callers apart"
+)
+
+
 class Lifecycle:
     """Start (once) and stop the stores, the features and module watching of one app."""
 
@@ -161,6 +169,8 @@ class Lifecycle:
             note = own_server_note(self.state.settings) if self.own_server else None
             if note is not None:
                 logger.warning(note)
+            if not any(feature.name == "auth" for feature in self.features):
+                logger.warning(SINGLE_TENANT)
             await self.state.stores.start()
             for feature in self.features:
                 if feature.start is not None:

@@ -41,6 +41,9 @@ class ApCoreCallContextBuilder(DefaultServerCallContextBuilder):
         method = info.method if info is not None else None
         answer = info.answer if info is not None else None
         caller = self.caller_keys.of_scope(request.scope)
+        anonymous = None if context.user.is_authenticated else self.caller_keys.anonymous(caller)
+        if anonymous is not None:
+            context.user = anonymous
         record = attach(context, CallRecord(binding, version, method, caller, answer=answer))
         record.client_gone = functools.partial(until_hung_up, request.receive)
         return context
