@@ -83,3 +83,16 @@ async def test_a_forwarded_name_of_any_length_is_a_caller_like_any_other() -> No
             answer = (await http.post(base + "/", json=body, headers=headers)).json()
         assert "result" in answer, answer
         assert answer["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+
+
+async def test_one_ipv6_network_holds_one_callers_streams() -> None:
+    """A host holds a /64 at least: its addresses are one caller for the stream quota, so
+    many of them cannot take ``max_streams`` from everyone; another /64 is another caller."""
+    with _serve("--forwarded-allow-ip", "127.0.0.1") as (base, _proc):
+        one_host = [f"2001:db8:1:2::{i:x}" for i in range(1, ATTEMPTS + 1)]
+        statuses = await asyncio.gather(
+            *(_opened(base, address) for address in [*one_host, "2001:db8:1:3::1"])
+        )
+        assert set(statuses) <= {200, 429}, statuses
+        assert statuses[:-1].count(200) == QUOTA
+        assert statuses[-1] == 200
