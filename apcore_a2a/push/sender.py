@@ -47,6 +47,7 @@ class _Queue(deque[Delivery]):
     overflowed = False  # the receiver fell too far behind; nothing more is queued
     size = 0  # bytes of the bodies queued (not the one being delivered)
     sending = 0  # bytes of the body being delivered
+    attempting = False  # whether that body is in an attempt (its POST), not waiting
     caller = ""  # the quota key of the caller whose task it is
 
     def push(self, delivery: Delivery) -> None:
@@ -65,6 +66,12 @@ class _Queue(deque[Delivery]):
         freed, self.size = self.size, 0
         self.clear()
         return freed
+
+    @property
+    def stoppable(self) -> int:
+        """The bytes stopping this queue gives back now: the queued bodies, and the one
+        being delivered unless its POST is under way (waiting for a slot, or a retry)."""
+        return self.size + (0 if self.attempting else self.sending)
 
 
 @dataclass(slots=True)
@@ -225,18 +232,18 @@ class RetryingPushSender(PushNotificationSender):
                 return
             if self.held_bytes + len(body) <= self._queue_bytes:
                 break
-            # Over the budget of all receivers: stop the one holding the most queued
-            # bytes of the caller holding the most (queued or being delivered), as on an
-            # overflow (a receiver that keeps up holds next to none, so slow ones cannot
+            # Over the budget of all receivers: stop the one holding the most bytes it can
+            # give back of the caller holding the most (queued or being delivered), as on
+            # an overflow (a receiver that keeps up holds next to none, so slow ones cannot
             # make it fail; nor can one caller's many receivers, each holding less, make
-            # another caller's), else this one.
+            # another caller's, nor its deliveries waiting for a slot), else this one.
             held: dict[str, int] = {}
             for waiting in self._queues.values():
                 held[waiting.caller] = held.get(waiting.caller, 0) + waiting.size + waiting.sending
             most = max(held, key=held.__getitem__)
             mine = (k for k, q in self._queues.items() if q.caller == most)
-            heaviest = max(mine, key=lambda k: self._queues[k].size)
-            if self._queues[heaviest].size == 0 or heaviest == key:
+            heaviest = max(mine, key=lambda k: self._queues[k].stoppable)
+            if self._queues[heaviest].stoppable == 0 or heaviest == key:
                 reason = (
                     f"the events waiting for push receivers would exceed {self._queue_bytes} "
                     "bytes (push_queue_bytes); deliveries to this receiver stopped"
@@ -265,6 +272,13 @@ class RetryingPushSender(PushNotificationSender):
         queue.overflowed = True
         self.dropped += len(queue) + refused
         self.held_bytes -= queue.drop()
+        worker = self._workers.get(key)
+        if queue.sending and not queue.attempting and worker is not None:
+            # Its delivery waits (a slot, a retry's pause): it ends now, its bytes too.
+            self.dropped += 1
+            self.held_bytes -= queue.sending
+            queue.sending = 0
+            worker.cancel()
         if key not in self._workers:
             # No worker will remove it: an overflowed queue left here would drop the
             # config's events for good, even once it is registered again.
@@ -291,13 +305,13 @@ class RetryingPushSender(PushNotificationSender):
             while queue:
                 delivery = queue.pop_first()
                 try:
-                    await self._deliver(delivery)
+                    await self._deliver(delivery, queue)
                 except Exception:
                     logger.exception(
                         "push: unexpected error delivering to %s", one_line(delivery.url)
                     )
                 finally:
-                    self.held_bytes -= len(delivery.body)
+                    self.held_bytes -= queue.sending  # none if _stop gave them back
                     queue.sending = 0
         finally:
             # No await between the emptiness check above and here, so no event can slip
@@ -308,7 +322,7 @@ class RetryingPushSender(PushNotificationSender):
             if self._queues.get(key) is queue and not queue:
                 del self._queues[key]
 
-    async def _deliver(self, delivery: Delivery) -> None:
+    async def _deliver(self, delivery: Delivery, queue: _Queue) -> None:
         task_id, config_id = delivery.task_id, delivery.config_id
         if config_id in await self._statuses.failed.read(task_id):
             self.dropped += 1
@@ -319,9 +333,13 @@ class RetryingPushSender(PushNotificationSender):
                 # A slot per attempt, not per delivery: a retry's pause holds none. The
                 # wait for it is outside the attempt's deadline.
                 async with self._slot(delivery.caller):
-                    problem = await try_once(
-                        delivery, self._policy, self._client, self._key, self._timeout
-                    )
+                    queue.attempting = True
+                    try:
+                        problem = await try_once(
+                            delivery, self._policy, self._client, self._key, self._timeout
+                        )
+                    finally:
+                        queue.attempting = False
                 if problem is None:
                     self.sent += 1
                     return
