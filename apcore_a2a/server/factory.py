@@ -71,7 +71,6 @@ from apcore_a2a.storage.followers import StreamFollowers
 from apcore_a2a.streams.answers import AnswerSide, StreamDrops
 from apcore_a2a.upstream import sdk_request_logs
 from apcore_a2a.upstream.apcore_config import config_of
-from apcore_a2a.upstream.lost_cancels import refuse_lost_cancels
 
 logger = logging.getLogger("apcore_a2a.server")
 
@@ -234,7 +233,6 @@ class A2AServerFactory:
             extended_agent_card=catalog.snapshot.card if self.auth is not None else None,
             extended_card_modifier=modifier,
         )
-        refuse_lost_cancels(handler)  # a cancel that meets the run's result
         streams = StreamLimiter(s.max_streams, s.max_streams_per_caller, stores.quota_slots)
         state = ServerState(
             settings=s,
