@@ -170,7 +170,9 @@ class Lifecycle:
             if note is not None:
                 logger.warning(note)
             if not any(feature.name == "auth" for feature in self.features):
-                logger.warning(SINGLE_TENANT)
+                # Loud only where callers beyond this machine reach it.
+                local = self.state.settings.host in LOOPBACK_HOSTS and not self.own_server
+                logger.log(logging.INFO if local else logging.WARNING, SINGLE_TENANT)
             await self.state.stores.start()
             for feature in self.features:
                 if feature.start is not None:
