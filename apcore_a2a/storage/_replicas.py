@@ -6,6 +6,7 @@ The rules (heartbeats, claims written before the task row, orphans) are in
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import time
@@ -25,10 +26,12 @@ from sqlalchemy import (
     delete,
     insert,
     select,
+    text,
     update,
 )
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ._urls import read
@@ -64,24 +67,45 @@ turns_table = Table(
     Column("turn", String(64), primary_key=True),
 )
 
+logger = logging.getLogger(__name__)
+
 _R = replicas_table.c
 _CLAIM_CACHE_SIZE = 10_000
 #: the heartbeat of a replica that shut down cleanly
 _DEREGISTERED = 0.0
+#: ``application_name`` of a replica's PostgreSQL connections, before its id
+REPLICA_APPLICATION = "apcore-a2a replica "
+# A dead replica's sessions of this database: ended so that the locks they hold (a
+# replica paused in the middle of a statement, which no server timeout ends) go with them.
+_END_SESSIONS = text(
+    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+    "WHERE application_name = :name AND datname = current_database() "
+    "AND pid <> pg_backend_pid()"
+)
+
+
+def new_replica_id() -> str:
+    """A replica's id: its heartbeat row's key, and (PostgreSQL) its connections' name."""
+    return uuid.uuid4().hex
 
 
 class ReplicaRegistry:
     """Heartbeat rows and task claims of this replica in the shared database."""
 
     def __init__(
-        self, engine: AsyncEngine, *, heartbeat_interval: float, replica_timeout: float
+        self,
+        engine: AsyncEngine,
+        *,
+        heartbeat_interval: float,
+        replica_timeout: float,
+        replica_id: str | None = None,
     ) -> None:
         if heartbeat_interval <= 0 or replica_timeout <= heartbeat_interval:
             raise ValueError("replica_timeout must be greater than heartbeat_interval > 0")
         self.engine = engine
         self.heartbeat_interval = heartbeat_interval
         self.replica_timeout = replica_timeout
-        self.replica_id = uuid.uuid4().hex
+        self.replica_id = replica_id or new_replica_id()
         # Task ids this replica has a claim row for, so a task's many "working" saves
         # write the claim once. Bounded: a miss only costs one idempotent upsert.
         self._claimed: LRUCache[str, bool] = LRUCache(maxsize=_CLAIM_CACHE_SIZE)
@@ -94,6 +118,7 @@ class ReplicaRegistry:
         self._max_gap = (heartbeat_interval + replica_timeout) / 2
         self._last_beat: float | None = None
         self._steady_since: float | None = None
+        self._cannot_end = False
 
     def live_cutoff(self) -> float:
         """Heartbeats at or after this wall-clock time count as alive."""
@@ -154,6 +179,31 @@ class ReplicaRegistry:
         others = _R.replica_id != self.replica_id
         dead = select(_R.replica_id).where(_R.heartbeat_at <= self.dead_cutoff(), others)
         return [row[0] for row in await read(self.engine, dead)]
+
+    async def end_sessions(self, replica_id: str) -> None:
+        """End the PostgreSQL sessions of dead *replica_id* (its connections carry its id as
+        their ``application_name``). A replica frozen in the middle of a statement (asyncpg
+        prepares with Parse/Describe/Flush, then the server waits for the Bind, ``active``)
+        holds the locks of its open transaction with no timeout of the server's to end it,
+        and failing its tasks would wait for it to wake. Needs the same role as that
+        replica (or ``pg_signal_backend``); without it, logged once and skipped."""
+        if self.engine.dialect.name != "postgresql" or self._cannot_end:
+            return
+        try:
+            async with self.engine.begin() as conn:
+                ended = (
+                    await conn.execute(_END_SESSIONS, {"name": REPLICA_APPLICATION + replica_id})
+                ).scalar()
+        except DBAPIError as exc:
+            self._cannot_end = True
+            logger.warning(
+                "cannot end the sessions of dead replicas (%s): failing their tasks waits "
+                "for the locks they hold",
+                type(getattr(exc, "orig", exc)).__name__,
+            )
+            return
+        if ended:
+            logger.warning("ended %d session(s) of dead replica %s", ended, replica_id)
 
     async def deregister(self) -> None:
         """Mark this replica dead now so other replicas take over its orphans immediately."""

@@ -264,6 +264,7 @@ class SqlBackend:
     async def _recover(self) -> None:
         assert self.registry is not None
         for dead in await self.registry.dead():
+            await self.registry.end_sessions(dead)
             claims = claims_table.c
             mine = and_(claims.task_id == TaskModel.id, claims.replica_id == dead)
             await self._fail(_running().join(claims_table, mine))

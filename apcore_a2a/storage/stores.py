@@ -203,13 +203,20 @@ def _sql_stores(url: StoreURL, settings: Settings) -> Stores:
     """One chain for SQLite and PostgreSQL, single and cluster: the SDK's versioned store
     with streamed chunks in ``task_events`` only (``streamed.py``) under the deferred
     writes; cluster mode adds the replica registry, shared turns and quota slots."""
+    from ._replicas import REPLICA_APPLICATION, ReplicaRegistry, new_replica_id
+
+    replica_id = new_replica_id()
     if settings.cluster and url.kind == "postgresql":
         # A replica paused inside a transaction (a long GC pause, a frozen VM) holds its
         # rows locked until it wakes, and no other replica could fail its tasks meanwhile:
         # the server ends such a transaction once it has been idle for a replica timeout,
-        # by when the others count that replica dead anyway.
+        # by when the others count that replica dead anyway; one paused in the middle of
+        # a statement, the others end by its sessions' name (ReplicaRegistry.end_sessions).
         idle = f"{round(settings.cluster_replica_timeout * 1000)}ms"
-        url = url.with_server_settings(idle_in_transaction_session_timeout=idle)
+        url = url.with_server_settings(
+            idle_in_transaction_session_timeout=idle,
+            application_name=REPLICA_APPLICATION + replica_id,
+        )
     try:
         from apcore_a2a.upstream.unreadable_push_configs import ReadableConfigStore
 
@@ -221,7 +228,6 @@ def _sql_stores(url: StoreURL, settings: Settings) -> Stores:
             f"install them with: pip install 'apcore-a2a[{extra}]'"
         ) from None
     from ._pg_writer import PgWriter
-    from ._replicas import ReplicaRegistry
     from ._sql_backend import SqlBackend
     from ._wakeups import WakingTaskEventStream
     from .deferred import DeferredWrites
@@ -268,6 +274,7 @@ def _sql_stores(url: StoreURL, settings: Settings) -> Stores:
             engine,
             heartbeat_interval=settings.cluster_heartbeat_interval,
             replica_timeout=settings.cluster_replica_timeout,
+            replica_id=replica_id,
         )
         turns = SqlTurnClaims(engine)
         slots = SqlQuotaSlots(engine, registry)

@@ -184,3 +184,53 @@ async def test_a_replica_paused_inside_a_transaction_does_not_hold_its_task(
         assert answer.get("error", {}).get("code") != -32603, answer
         task = await _rpc(b, "GetTask", {"id": task_id})
         assert task["status"]["state"] == "TASK_STATE_FAILED"  # type: ignore[index]
+
+
+async def test_a_replica_paused_in_the_middle_of_a_statement_does_not_hold_its_task(
+    tmp_path: Path,
+) -> None:
+    """PostgreSQL: a session of A's (named by A's replica id, as A's own are) holds the
+    task's row and waits in the middle of a statement (asyncpg prepares with Parse,
+    Describe and Flush, then sends the Bind: the server waits ``active``, which neither
+    ``idle_in_transaction_session_timeout`` nor ``statement_timeout`` ends), and A is
+    paused. B ends the dead replica's sessions and fails its task. Before, B's write
+    waited for that lock until A woke (1 pause in 6 met this in CI's paused-replica test)."""
+    journal = tmp_path / "journal.txt"
+    with contextlib.ExitStack() as stack:
+        url = stack.enter_context(pg_schema_url(agents=2))
+        args = ["--extensions-dir", PROBES, "--task-store", url, "--cluster", *TIMING]
+        a, proc_a = stack.enter_context(cli_server(args, env={"A2A_CLUSTER_POLL_INTERVAL": "0.1"}))
+        b, _ = stack.enter_context(cli_server(args, env={"A2A_CLUSTER_POLL_INTERVAL": "0.1"}))
+        task_id = await _start_work(a, journal)
+
+        async def failed_on_b() -> bool:
+            task = await _rpc(b, "GetTask", {"id": task_id})
+            return task["status"]["state"] == "TASK_STATE_FAILED"  # type: ignore[index]
+
+        schema = str(make_url(url).query["schema"])
+        where = {"host": PG_HOST, "port": PG_PORT, "user": PG_USER, "database": PG_DB}
+        admin = await asyncpg.connect(**where, server_settings={"search_path": schema})
+        try:
+            replica = await admin.fetchval(
+                "SELECT replica_id FROM apcore_a2a_replicas WHERE pid = $1", proc_a.pid
+            )
+            names = "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1"
+            name = f"apcore-a2a replica {replica}"
+            assert await admin.fetchval(names, name) > 0  # A's own sessions carry it
+            conn = await asyncpg.connect(
+                **where, server_settings={"search_path": schema, "application_name": name}
+            )
+            held = conn.transaction()
+            await held.start()
+            await conn.execute("SELECT 1 FROM tasks WHERE id = $1 FOR UPDATE", task_id)
+            await conn.prepare("SELECT $1::int + 1")  # no Sync: the server waits for a Bind
+            state = "SELECT state FROM pg_stat_activity WHERE pid = $1"
+            assert await admin.fetchval(state, conn.get_server_pid()) == "active"
+            os.kill(proc_a.pid, signal.SIGSTOP)
+            try:
+                await _until(failed_on_b, "B never failed the task A's session holds locked")
+            finally:
+                os.kill(proc_a.pid, signal.SIGCONT)
+            assert conn.is_closed()  # B ended it
+        finally:
+            await admin.close()
