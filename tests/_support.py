@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import itertools
 import json
 import os
@@ -31,10 +32,38 @@ EXAMPLES = ROOT / "examples"
 #: saturated 2-core machine one start took 85 s).
 START_TIMEOUT = 180.0
 
-_PORT_BLOCK = 500
-#: several checkouts testing on one machine at once each set their own slot (0-11)
-_PORT_SLOT = int(os.environ.get("APCORE_A2A_TEST_PORT_SLOT", "0") or 0)
+_PORT_BLOCK = 250
+_PORT_BLOCKS = 48  # 20000-31999: below the kernel's ephemeral range (32768+)
 _next_port = itertools.count(random.randrange(_PORT_BLOCK))
+_port_base: int | None = None
+
+
+def _port_block() -> int:
+    """The first port of this process's block, held under a lock file until it exits.
+
+    Every pytest process on the machine (each xdist worker of each run, in any checkout)
+    holds its own block, so two runs at once never hand out the same port. An ``flock``
+    dies with its process: a killed run frees its block. ``APCORE_A2A_TEST_PORT_SLOT``
+    only says where the search starts.
+    """
+    global _port_base
+    if _port_base is None:
+        folder = Path(tempfile.gettempdir()) / "apcore-a2a-test-ports"
+        folder.mkdir(mode=0o777, exist_ok=True)
+        start = int(os.environ.get("APCORE_A2A_TEST_PORT_SLOT", "0") or 0) * 3
+        for step in range(_PORT_BLOCKS):
+            block = (start + step) % _PORT_BLOCKS
+            fd = os.open(folder / f"{block}.lock", os.O_RDWR | os.O_CREAT, 0o666)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                continue
+            _port_base = 20_000 + block * _PORT_BLOCK  # fd stays open: the lock is held
+            break
+        else:
+            raise RuntimeError(f"all {_PORT_BLOCKS} test port blocks are taken ({folder})")
+    return _port_base
 
 
 def cannot_run_here(reason: str) -> NoReturn:
@@ -51,15 +80,13 @@ def not_installed(what: str) -> NoReturn:
 
 
 def free_port() -> int:
-    """A free port on 127.0.0.1 that no other pytest-xdist worker hands out.
+    """A free port on 127.0.0.1 that no other test process on this machine hands out.
 
-    ``bind(0)`` lets two workers draw the same port between asking and binding; here each
-    worker takes ports from its own block below the kernel's ephemeral range (32768+, where
-    ``bind(0)`` and outgoing connections draw), checking each is free when handed out.
+    ``bind(0)`` lets two processes draw the same port between asking and binding; here each
+    takes ports from its own block (:func:`_port_block`), checking each is free when handed
+    out (a server of another program may hold it).
     """
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
-    index = _PORT_SLOT * 2 + (int(worker) if worker.isdigit() else 0)
-    base = 20_000 + index % 24 * _PORT_BLOCK
+    base = _port_block()
     for _ in range(_PORT_BLOCK):
         port = base + next(_next_port) % _PORT_BLOCK
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:

@@ -1,4 +1,5 @@
-"""The test harness reports what its servers do at shutdown (``tests/_support.py``).
+"""The test harness reports what its servers do at shutdown, and gives each test process
+ports of its own (``tests/_support.py``).
 
 A server a test started must exit 0 on SIGTERM within its stop timeout. One that has to
 be SIGKILLed, or exits with another code, fails the test that started it, with the
@@ -7,13 +8,15 @@ server's output in the message; only a process the test crashed on purpose is fo
 
 from __future__ import annotations
 
+import os
 import signal
+import subprocess
 import sys
 import time
 
 import pytest
 
-from tests._support import ServerProcess, stop_process
+from tests._support import _PORT_BLOCK, ROOT, ServerProcess, free_port, stop_process
 
 # Each child prints "ready" once its SIGTERM handling is in place.
 CLEAN = "import signal, sys, time\nsignal.signal(signal.SIGTERM, lambda *a: sys.exit(0))\n"
@@ -64,3 +67,25 @@ def test_an_exit_is_judged_once() -> None:
     with pytest.raises(pytest.fail.Exception):
         stop_process(proc, timeout=30)
     stop_process(proc, timeout=30)  # the context manager's second look stays quiet
+
+
+def test_two_runs_on_one_port_slot_hand_out_different_ports() -> None:
+    """Another run's worker on the same slot and xdist worker name (a developer's run
+    beside CI) takes a block of ports of its own."""
+    mine = {free_port() for _ in range(_PORT_BLOCK)}
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    other = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from tests._support import free_port\n"
+            f"print(*(free_port() for _ in range({_PORT_BLOCK})))",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    theirs = {int(p) for p in other.stdout.split()}
+    assert len(theirs) > 1
+    assert not mine & theirs
