@@ -53,7 +53,7 @@ def _port_block() -> int:
         start = int(os.environ.get("APCORE_A2A_TEST_PORT_SLOT", "0") or 0) * 3
         for step in range(_PORT_BLOCKS):
             block = (start + step) % _PORT_BLOCKS
-            fd = os.open(folder / f"{block}.lock", os.O_RDWR | os.O_CREAT, 0o666)
+            fd = os.open(folder / f"{block}.lock", os.O_RDONLY | os.O_CREAT, 0o666)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
