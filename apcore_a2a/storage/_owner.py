@@ -61,6 +61,8 @@ class OwnerLock:
 
 def owner_lock(store_url: StoreURL, *, shared: bool) -> OwnerLock:
     """The lock of *store_url*'s database; *shared* for cluster mode."""
+    if store_url.kind == "postgresql" and store_url.pgbouncer:
+        return PooledOwnerCheck(store_url)
     if store_url.kind == "postgresql":
         return PgOwnerLock(store_url, shared=shared)
     path = store_url.sqlite_path
@@ -197,3 +199,27 @@ class PgOwnerLock(BackgroundLoop, OwnerLock):
                         _what_to_do(cluster_holds),
                     )
                 attempts += taken is None
+
+
+class PooledOwnerCheck(OwnerLock):
+    """Behind PgBouncer (cluster mode only, ``stores.py``): a session lock would stay on a
+    server connection that other clients then use, so a replica holds none; it only
+    checks at start that no process connected directly holds the database exclusively."""
+
+    def __init__(self, store_url: StoreURL) -> None:
+        self.store_url = store_url
+
+    async def acquire(self) -> None:
+        from ._pg_writer import pg_connect
+
+        conn = await pg_connect(self.store_url, LOCK_APPLICATION)
+        try:
+            async with conn.transaction():
+                key = await conn.fetchval(_KEY)
+                free = await conn.fetchval("SELECT pg_try_advisory_xact_lock_shared($1)", key)
+        except BaseException:
+            conn.terminate()
+            raise
+        await conn.close(timeout=2)
+        if not free:
+            raise refusal(self.store_url.display, cluster_holds=False)

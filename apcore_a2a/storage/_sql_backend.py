@@ -367,6 +367,8 @@ class SqlBackend:
         if password:
             detail = detail.replace(str(password), "***")
         reason = f"{type(cause).__name__}: {detail}" if detail else type(cause).__name__
+        if "unsupported startup parameter" in detail:  # PgBouncer's word
+            reason += "; behind PgBouncer in transaction mode add ?pgbouncer=true to the URL"
         return StoreUnavailableError(
             f"task store {self.store_url.display} is unreachable ({reason})"
         )

@@ -61,6 +61,9 @@ class StoreURL:
     connect_args: dict[str, Any] = field(default_factory=dict)
     #: PostgreSQL: connections the engine's pool opens at most (``?pool_size=``)
     pool_size: int = 20
+    #: PostgreSQL through a PgBouncer in transaction mode (``?pgbouncer=true``): no
+    #: session state (startup parameters, prepared statements, session locks, ``LISTEN``)
+    pgbouncer: bool = False
 
     def with_server_settings(self, **settings: str) -> StoreURL:
         """This URL with PostgreSQL run-time *settings* on each connection it opens."""
@@ -159,10 +162,23 @@ def _postgres(url: URL, driver: str) -> StoreURL:
         raise ValueError("PostgreSQL task store URL names no database: postgresql://host/DBNAME")
     query = dict(url.query)
     connect_args: dict[str, Any] = {"timeout": 5.0}
+    pgbouncer = query.pop("pgbouncer", "false")
+    if pgbouncer not in ("true", "false"):
+        raise ValueError(f"pgbouncer must be true or false, got {pgbouncer!r}")
+    if pgbouncer == "true":
+        # Each transaction may run on another server connection: a statement prepared
+        # on one is unknown on the next, or collides with another client's of that name.
+        connect_args["statement_cache_size"] = 0
     schema = query.pop("schema", None)
     if schema is not None:
         if not isinstance(schema, str) or not _IDENTIFIER.match(schema):
             raise ValueError(f"schema must be a plain SQL identifier, got {schema!r}")
+        if pgbouncer == "true":
+            raise ValueError(
+                "schema cannot be set through PgBouncer, which refuses search_path as a "
+                "startup parameter: set the role's instead (ALTER ROLE name IN DATABASE db "
+                "SET search_path = schema) and drop ?schema="
+            )
         connect_args["server_settings"] = {"search_path": schema}
     sslmode = query.pop("sslmode", None)
     if sslmode is not None:
@@ -175,7 +191,7 @@ def _postgres(url: URL, driver: str) -> StoreURL:
     if query:
         raise ValueError(
             f"unsupported PostgreSQL task store options {sorted(query)}; supported: schema, "
-            "sslmode, pool_size"
+            "sslmode, pool_size, pgbouncer"
         )
     return StoreURL(
         kind="postgresql",
@@ -183,6 +199,7 @@ def _postgres(url: URL, driver: str) -> StoreURL:
         url=url.set(drivername="postgresql+asyncpg", query={}),
         connect_args=connect_args,
         pool_size=int(pool),
+        pgbouncer=pgbouncer == "true",
     )
 
 
@@ -266,13 +283,20 @@ def create_engine(store_url: StoreURL) -> AsyncEngine:
         raise ValueError(f"{store_url.display} is not a SQL task store")
     if store_url.kind == "sqlite":
         return _sqlite_engine(store_url)
+    connect_args = dict(store_url.connect_args)
+    if store_url.pgbouncer:
+        # SQLAlchemy prepares every statement itself: uncached and unnamed (``str()`` is
+        # ``""``), as a named one outlives its transaction on a server connection that
+        # other clients share.
+        connect_args["prepared_statement_cache_size"] = 0
+        connect_args["prepared_statement_name_func"] = str
     return create_async_engine(
         store_url.url,
         pool_pre_ping=True,
         # Half kept open, half opened under load and closed again.
         pool_size=(store_url.pool_size + 1) // 2,
         max_overflow=store_url.pool_size // 2,
-        connect_args=dict(store_url.connect_args),
+        connect_args=connect_args,
     )
 
 

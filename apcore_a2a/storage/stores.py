@@ -205,18 +205,24 @@ def _sql_stores(url: StoreURL, settings: Settings) -> Stores:
     writes; cluster mode adds the replica registry, shared turns and quota slots."""
     from ._replicas import REPLICA_APPLICATION, ReplicaRegistry, new_replica_id
 
+    if url.pgbouncer and not settings.cluster:
+        raise ValueError(
+            "?pgbouncer=true needs --cluster: a PgBouncer in transaction mode cannot hold "
+            "the lock that keeps a second process off a database served without it"
+        )
     replica_id = new_replica_id()
     if settings.cluster and url.kind == "postgresql":
-        # A replica paused inside a transaction (a long GC pause, a frozen VM) holds its
-        # rows locked until it wakes, and no other replica could fail its tasks meanwhile:
-        # the server ends such a transaction once it has been idle for a replica timeout,
-        # by when the others count that replica dead anyway; one paused in the middle of
-        # a statement, the others end by its sessions' name (ReplicaRegistry.end_sessions).
+        # A replica paused in the middle of a statement holds its transaction's locks
+        # until it wakes, and no other replica could fail its tasks meanwhile: the others
+        # end its sessions by their name (ReplicaRegistry.end_sessions).
+        url = url.with_server_settings(application_name=REPLICA_APPLICATION + replica_id)
+    if settings.cluster and url.kind == "postgresql" and not url.pgbouncer:
+        # The server ends a paused replica's transaction once it has been idle for a
+        # replica timeout, by when the others count that replica dead anyway. (PgBouncer
+        # refuses this startup parameter: its own idle_transaction_timeout does it,
+        # docs/storage.md.)
         idle = f"{round(settings.cluster_replica_timeout * 1000)}ms"
-        url = url.with_server_settings(
-            idle_in_transaction_session_timeout=idle,
-            application_name=REPLICA_APPLICATION + replica_id,
-        )
+        url = url.with_server_settings(idle_in_transaction_session_timeout=idle)
     try:
         from apcore_a2a.upstream.unreadable_push_configs import ReadableConfigStore
 
@@ -250,10 +256,11 @@ def _sql_stores(url: StoreURL, settings: Settings) -> Stores:
     held = [f"pool {url.pool_size}"] + ["writer"] * (pg_writer is not None)
     # One process alone wakes its own subscribers as it saves (``publish``); replicas
     # listen for each other's events.
-    wakeups = settings.cluster and settings.cluster_wakeups
+    # (PgBouncer in transaction mode cannot carry LISTEN: its replicas poll.)
+    wakeups = settings.cluster and settings.cluster_wakeups and not url.pgbouncer
     if wakeups and url.kind == "postgresql":
         held.append("listener")
-    if url.kind == "postgresql":  # holds this process's lock on the schema (_owner.py)
+    if url.kind == "postgresql" and not url.pgbouncer:  # this process's lock (_owner.py)
         held.append("lock")
     versioned = ChunkedTaskStore(engine)
     db = versioned.as_task_store

@@ -72,6 +72,10 @@ def test_postgres_schema_and_sslmode_become_driver_arguments() -> None:
         ("postgresql://u@h/db?schema=a;drop", "plain SQL identifier"),
         ("postgresql://u@h/db?sslmode=maybe", "sslmode must be one of"),
         ("postgresql://u@h/db?pool=3", "unsupported PostgreSQL task store options"),
+        ("postgresql://u@h/db?pgbouncer=yes", "pgbouncer must be true or false"),
+        # PgBouncer refuses search_path at startup; without it the tables would land in
+        # the role's own schema, silently
+        ("postgresql://u@h/db?pgbouncer=true&schema=t", "schema cannot be set through PgBouncer"),
     ],
 )
 def test_bad_urls_raise_value_error_naming_the_problem(url: str, message: str) -> None:
