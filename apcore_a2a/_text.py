@@ -18,13 +18,23 @@ def message_line(text: str) -> str:
 #: The most characters of a caller's value an answer or a log line quotes back.
 ECHO_LIMIT = 64
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+#: No control characters, but a log viewer may start a new line at them (U+2028, U+2029)
+#: or show what follows reversed (bidi embeddings, overrides, isolates): a caller could
+#: forge what an operator reads.
+_INVISIBLE = re.compile("[\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def escape_invisible(text: str) -> str:
+    """*text* with its line separators and bidi controls escaped (``\\u2028``)."""
+    return _INVISIBLE.sub(lambda found: f"\\u{ord(found[0]):04x}", text)
 
 
 def echoed(value: object, *, quote: bool = False, limit: int = ECHO_LIMIT) -> str:
     """A caller's *value* as an answer or a log line quotes it back: at most *limit*
     characters of it (``repr``'d with *quote*), then ``… (N characters)`` when it was
     longer, so a 1 MB bad value never makes a 1 MB answer, log line or span. Unquoted,
-    its control characters are dropped (quoted, ``repr`` escapes them)."""
+    its control characters are dropped and :func:`escape_invisible` applies (quoted,
+    ``repr`` escapes both)."""
     text = value if isinstance(value, str) else str(value)
-    shown = repr(text[:limit]) if quote else _CONTROL.sub("", text[:limit])
+    shown = repr(text[:limit]) if quote else escape_invisible(_CONTROL.sub("", text[:limit]))
     return shown if len(text) <= limit else f"{shown}… ({len(text)} characters)"

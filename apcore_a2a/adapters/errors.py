@@ -23,6 +23,7 @@ from a2a.utils.errors import (
     TaskNotFoundError,
 )
 
+from apcore_a2a._text import escape_invisible
 from apcore_a2a._text import message_line as message_line  # its callers import it here
 
 Outcome = Literal["raise", "failed", "rejected", "canceled"]
@@ -47,8 +48,9 @@ def sanitize(text: str, limit: int = MAX_MESSAGE) -> str:
 
 
 def clean_for_log(value: Any, limit: int = MAX_LOG) -> str:
-    """Client-supplied text for a log line: control characters stripped, truncated."""
-    text = _CONTROL_RE.sub("", str(value))
+    """Client-supplied text for a log line: control characters stripped, line separators
+    and bidi controls escaped (:func:`~apcore_a2a._text.escape_invisible`), truncated."""
+    text = escape_invisible(_CONTROL_RE.sub("", str(value)))
     if len(text) > limit:
         text = text[:limit] + f"...[{len(text) - limit} more chars]"
     return text

@@ -99,15 +99,21 @@ async def test_a_sync_modules_records_carry_its_task_context(captured: io.String
     assert (record["task_id"], record["skill_id"]) == (task["id"], "ops.log")
 
 
-async def test_text_lines_stay_one_record_per_line(captured: io.StringIO) -> None:
+#: what starts a new line (\\n; U+2028, U+2029 in some viewers and in str.splitlines) or
+#: shows the rest reversed (bidi override, isolate) -> how a log line shows it
+BREAKS = {"\n": "\\n", **{c: f"\\u{ord(c):04x}" for c in "\u2028\u2029\u202e\u2066"}}
+
+
+@pytest.mark.parametrize("brk", list(BREAKS))
+async def test_text_lines_stay_one_record_per_line(captured: io.StringIO, brk: str) -> None:
     _logging.configure(level="info", fmt="text", stream=captured)
     async with served() as (http, _app):
-        task = await send(http, "ops.fail", {"text": "first\nFAKE 2025 ERROR line"})
+        task = await send(http, "ops.fail", {"text": f"first{brk}FAKE 2025 ERROR line"})
     lines = [line for line in captured.getvalue().splitlines() if "Skill ops.fail failed" in line]
     assert len(lines) == 1
     line = lines[0]
     assert " WARNING apcore_a2a.executor: Skill ops.fail failed" in line
-    assert "first\\nFAKE 2025 ERROR line" in line
+    assert f"first{BREAKS[brk]}FAKE 2025 ERROR line" in line
     assert f"[task_id={task['id']} skill_id=ops.fail]" in line
     assert not any(row.startswith("FAKE") for row in captured.getvalue().splitlines()), (
         "client text started a line of its own"
@@ -240,15 +246,16 @@ def test_a_traceback_carrying_client_text_stays_one_bounded_line() -> None:
     assert len(exc) < _logging.MAX_TRACEBACK + 200
 
 
+@pytest.mark.parametrize("brk", list(BREAKS))
 async def test_client_text_is_one_line_under_the_applications_own_formatter(
-    caplog: pytest.LogCaptureFixture,
+    caplog: pytest.LogCaptureFixture, brk: str
 ) -> None:
     # An application that configures logging itself keeps its formatter (serve() leaves
     # it alone): the client text the agent puts into a message must be one line already.
     caplog.set_level(logging.INFO, logger="apcore_a2a")
     async with served() as (http, _app):
-        task = await send(http, "ops.fail", {"text": "first\nFAKE 2025 ERROR line"})
+        task = await send(http, "ops.fail", {"text": f"first{brk}FAKE 2025 ERROR line"})
         assert task["status"]["state"] == "TASK_STATE_FAILED"
     (record,) = [r for r in caplog.records if r.getMessage().startswith("Skill ops.fail failed")]
-    assert "first\\nFAKE 2025 ERROR line" in record.getMessage()
-    assert "\n" not in logging.Formatter().format(record)
+    assert f"first{BREAKS[brk]}FAKE 2025 ERROR line" in record.getMessage()
+    assert len(logging.Formatter().format(record).splitlines()) == 1
