@@ -5,6 +5,7 @@ imports only the leaf ``_text``, so every room may import it)."""
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 from a2a.utils.errors import JSONParseError
@@ -22,6 +23,18 @@ class DuplicateKeyError(ValueError):
         self.key = key
 
 
+#: Python converts no integer of more digits (``sys.get_int_max_str_digits``; 0: no limit)
+MAX_DIGITS = sys.get_int_max_str_digits() or sys.maxsize
+
+
+class LongNumberError(ValueError):
+    """A JSON number of more than :data:`MAX_DIGITS` digits (Python's words name
+    ``sys.set_int_max_str_digits``, no concern of a caller's)."""
+
+    def __init__(self) -> None:
+        super().__init__(f"a number has more than {MAX_DIGITS} digits")
+
+
 def parse_refusal(exc: Exception) -> JSONParseError:
     """The refusal of a body the JSON bindings' parser (:func:`load_json`) refused with
     *exc*, in our words whatever the binding (REST answers it 400 as the SDK does)."""
@@ -29,15 +42,23 @@ def parse_refusal(exc: Exception) -> JSONParseError:
         return JSONParseError(message="Parse error: JSON nested too deeply")
     if isinstance(exc, UnicodeDecodeError):
         return JSONParseError(message="Parse error: body is not valid UTF-8 JSON")
-    if isinstance(exc, DuplicateKeyError):
+    if isinstance(exc, DuplicateKeyError | LongNumberError):
         return JSONParseError(message=f"Parse error: {exc}")
     return JSONParseError(message="Parse error: body is not valid JSON")
 
 
 def load_json(text: str | bytes) -> Any:
     """*text* parsed as the JSON bindings read it: an object naming a key twice is
-    :class:`DuplicateKeyError` (protobuf's parser refuses it; Python's keeps the last)."""
-    return json.loads(text, object_pairs_hook=_unique_keys)
+    :class:`DuplicateKeyError` (protobuf's parser refuses it; Python's keeps the last), a
+    number Python does not convert :class:`LongNumberError`."""
+    try:
+        return json.loads(text, object_pairs_hook=_unique_keys)
+    except ValueError as exc:
+        # Besides ours, json.loads lets out only int()'s refusal of too many digits as a
+        # plain ValueError (its syntax errors are JSONDecodeError).
+        if type(exc) is ValueError:
+            raise LongNumberError from None
+        raise
 
 
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

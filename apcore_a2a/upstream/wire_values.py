@@ -9,9 +9,7 @@ number of more digits than Python converts), and 0.3 messages without a role
 
 from __future__ import annotations
 
-import json
 import re
-import sys
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -22,20 +20,15 @@ from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.json_format import ParseDict, ParseError
 from google.protobuf.message import Message
 
+from apcore_a2a._json import MAX_DIGITS, LongNumberError, load_json, parse_refusal
 from apcore_a2a._text import echoed
 from apcore_a2a.classify import MESSAGE_METHODS, RequestInfo
 from apcore_a2a.shape import field_items
 from apcore_a2a.upstream.required_fields import name_errors
 
 _MODELS: dict[str, Any] = JsonRpcDispatcher.METHOD_TO_MODEL
-#: Python refuses to convert more digits (``sys.get_int_max_str_digits``; 0: no limit)
-_DIGITS = sys.get_int_max_str_digits() or sys.maxsize
-_LONG_RUN = re.compile(rb"[0-9]{%d}" % min(_DIGITS + 1, 2**15))
+_LONG_RUN = re.compile(rb"[0-9]{%d}" % min(MAX_DIGITS + 1, 2**15))
 _INT32 = range(-(2**31), 2**31)
-
-
-class _LongNumberError(ValueError):
-    pass
 
 
 def values_error(info: RequestInfo, query: bytes) -> InvalidParamsError | None:
@@ -47,22 +40,17 @@ def values_error(info: RequestInfo, query: bytes) -> InvalidParamsError | None:
 def long_number_error(body: bytes) -> JSONParseError | None:
     """The refusal of a REST *body* holding a number of more digits than Python converts
     (the SDK answered ``... use sys.set_int_max_str_digits() to increase the limit``), else
-    ``None``; the same digits inside a string are text."""
+    ``None``; the same digits inside a string are text. JSON-RPC's parse says the same
+    (``_json.parse_refusal``)."""
     if _LONG_RUN.search(body) is None:
         return None
     try:
-        json.loads(body.decode("utf-8"), parse_int=_checked_int)
-    except _LongNumberError:
-        return JSONParseError(message=f"Parse error: a number has more than {_DIGITS} digits")
+        load_json(body.decode("utf-8"))
+    except LongNumberError as exc:
+        return parse_refusal(exc)
     except (ValueError, RecursionError):
         pass  # the SDK's parser refuses it in its own words
     return None
-
-
-def _checked_int(text: str) -> int:
-    if len(text.removeprefix("-")) > _DIGITS:
-        raise _LongNumberError(text)
-    return int(text)
 
 
 def _message03_error(info: RequestInfo) -> InvalidParamsError | None:

@@ -219,6 +219,24 @@ def test_a_number_python_does_not_convert_is_a_parse_error(
     assert _task_count(http) == before + (served.status_code == 200)
 
 
+@pytest.mark.parametrize("headers", [V1, V03])
+def test_a_number_python_does_not_convert_is_the_same_parse_error_on_jsonrpc(
+    http: httpx.Client, headers: dict[str, str]
+) -> None:
+    before = _task_count(http)
+    body = json.dumps(
+        {"jsonrpc": "2.0", "id": 7, "method": "SendMessage", "params": {"message": _message()}}
+    )
+    body = body.replace('"id": 7', '"id": ' + "9" * 5000)
+    answer = http.post("/", content=body, headers={**headers, **JSON}).json()
+    # Before: "body is not valid JSON", where REST named the number.
+    assert answer["error"] == {
+        "code": -32700,
+        "message": "Parse error: a number has more than 4300 digits",
+    }, answer
+    assert _task_count(http) == before
+
+
 def test_a_03_rest_push_config_naming_a_key_twice_is_a_parse_error(http: httpx.Client) -> None:
     task = _rpc(http, "ListTasks", {"pageSize": 1})["result"]["tasks"][0]["id"]
     configs = f"/v1/tasks/{task}/pushNotificationConfigs"
