@@ -32,7 +32,6 @@ from apcore_a2a.push.signing import SigningKey, stored_key
 from apcore_a2a.push.status import ConfigStatusBook, create_tables, signing_keys
 from apcore_a2a.push.status_route import status_route
 from apcore_a2a.upstream.jsonrpc03_push import JsonRpc03PushCorrections
-from apcore_a2a.upstream.rest03_push_routes import rest03_push_routes
 
 if TYPE_CHECKING:
     from a2a.server.context import ServerCallContext
@@ -117,12 +116,10 @@ class PushKit:
     def routes_for(
         self, handler: RequestHandler, context_builder: ServerCallContextBuilder
     ) -> list[BaseRoute]:
-        """The JWKS route, the owner's status route and the REST 0.3 config routes; mount
-        before the SDK's REST."""
+        """The JWKS route and the owner's status route; mount before the SDK's REST."""
         return [
             jwks_route([self.public_jwk]),
             status_route(handler, self.statuses, context_builder),
-            *rest03_push_routes(handler, context_builder),
         ]
 
     def public_jwk(self) -> dict[str, Any] | None:

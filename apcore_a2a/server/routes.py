@@ -20,6 +20,7 @@ from apcore_a2a.server.guards import until_hung_up
 from apcore_a2a.upstream.file_bytes import MESSAGE_PATHS, with_spec_files
 from apcore_a2a.upstream.jsonrpc_empty_result import empty_delete_result
 from apcore_a2a.upstream.parsed_body import parsed_once
+from apcore_a2a.upstream.rest03_push_routes import rest03_push_routes
 from apcore_a2a.upstream.rest03_streams import eager_streams
 
 
@@ -65,7 +66,9 @@ def a2a_routes(
         )
     ]
     streams = eager_streams(handler, context_builder, stream_grace)
-    rest: list[BaseRoute] = []
+    # Before the SDK's own 0.3 push routes, push on or off: the SDK's read a spec body as
+    # the RPC request and answered an agent without push "No task for" (its empty parent).
+    rest: list[BaseRoute] = rest03_push_routes(handler, context_builder)
     for route in create_rest_routes(
         handler,
         context_builder=context_builder,

@@ -67,10 +67,21 @@ async def test_without_the_option_config_methods_answer_32003() -> None:
         rest = await client.post(
             f"{base}/tasks/{task_id}/pushNotificationConfigs", json={"url": url}, headers=V1
         )
-        assert rest.status_code == 400
-        assert (
-            rest.json()["error"]["message"] == "Push notifications are not supported by the agent"
-        )
+        v03 = f"{base}/v1/tasks/{task_id}/pushNotificationConfigs"
+        # The 0.3 spec's body has no name (nor the RPC request's parent): the SDK's route
+        # answered "No task for", with nothing after it.
+        rest03 = [
+            await client.post(v03, json={"pushNotificationConfig": {"url": url}}),
+            await client.post(
+                v03, json={"taskId": task_id, "pushNotificationConfig": {"url": url}}
+            ),
+            await client.delete(f"{v03}/x"),
+        ]
+        for answer in (rest, *rest03):
+            assert answer.status_code == 400, answer.text
+            error = answer.json()["error"]
+            assert error["message"] == "Push notifications are not supported by the agent"
+            assert error["details"][0]["reason"] == "PUSH_NOTIFICATION_NOT_SUPPORTED"
         card = (await client.get(base + "/.well-known/agent-card.json")).json()
         assert card["capabilities"].get("pushNotifications", False) is False
         uris = [e["uri"] for e in card["capabilities"].get("extensions", [])]
