@@ -8,9 +8,11 @@ not carry.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -18,6 +20,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import asyncpg
 from a2a.types import GetTaskRequest, SubscribeToTaskRequest, TaskState
 from sqlalchemy.engine import make_url
 
@@ -27,6 +30,8 @@ from .._postgres import PG_HOST, PG_PORT, PG_USER, pg_database_url
 from .._support import cli_server, free_port, not_installed
 from ._a2a import EXTENSIONS, client, send
 from .test_one_owner import SINGLE_HELD, _serve_once
+from .test_paused_replica_e2e import _answer, _rpc, _start_work, _until
+from .test_replicas_e2e import PROBES
 
 #: replicas judge each other quickly; PgBouncer ends a transaction idle for as long
 TIMING = ["--cluster-heartbeat-interval", "0.5", "--cluster-replica-timeout", "4"]
@@ -148,3 +153,60 @@ async def test_one_process_without_cluster_is_refused_behind_pgbouncer() -> None
     with through_pgbouncer("pgbouncer=true") as (_direct, url):
         line = _refusal(url)
     assert "?pgbouncer=true needs --cluster" in line
+
+
+async def test_pgbouncers_idle_transaction_timeout_frees_a_paused_replicas_rows(
+    tmp_path: Path,
+) -> None:
+    """What docs/storage.md asks of PgBouncer in place of the startup parameter it refuses:
+    replica A paused mid-write (its transaction holding the task's rows) no longer keeps
+    B from failing its task (``test_paused_replica_e2e.py``, connected directly)."""
+    journal = tmp_path / "journal.txt"
+    timeout = "idle_transaction_timeout = 4"  # the replica timeout of TIMING
+    with contextlib.ExitStack() as stack:
+        direct, url = stack.enter_context(through_pgbouncer("pgbouncer=true", timeout))
+        args = ["--extensions-dir", PROBES, "--task-store", url, "--cluster", *TIMING]
+        env = {"A2A_CLUSTER_POLL_INTERVAL": "0.1"}
+        a, proc_a = stack.enter_context(cli_server(args, env=env))
+        b, _ = stack.enter_context(cli_server(args, env=env))
+        task_id = await _start_work(a, journal)
+
+        async def state_on(replica: str) -> str:
+            return str((await _rpc(replica, "GetTask", {"id": task_id}))["status"]["state"])  # type: ignore[index]
+
+        async def working_on_a() -> bool:
+            return await state_on(a) == "TASK_STATE_WORKING"
+
+        async def failed_on_b() -> bool:
+            return await state_on(b) == "TASK_STATE_FAILED"
+
+        await _until(working_on_a, "the task never ran on A")
+        conn = await asyncpg.connect(direct.split("?")[0])
+        try:
+            # Hold the task's row, let A's cancel write wait for it, pause A, let go: A's
+            # transaction now holds the row, idle, as a replica paused mid-write does.
+            held = conn.transaction()
+            await held.start()
+            await conn.execute("SELECT 1 FROM tasks WHERE id = $1 FOR UPDATE", task_id)
+            cancel = asyncio.ensure_future(_answer(a, "CancelTask", {"id": task_id}))
+            mine = await conn.fetchval("SELECT pg_backend_pid()")
+            blocked = "SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))"
+
+            async def a_waits_for_us() -> bool:
+                return bool(await conn.fetchval(blocked, mine))
+
+            try:
+                await _until(a_waits_for_us, "A's cancel never wrote the task")
+                os.kill(proc_a.pid, signal.SIGSTOP)
+                try:
+                    await held.rollback()
+                    await _until(failed_on_b, "B never failed the task A holds locked")
+                finally:
+                    os.kill(proc_a.pid, signal.SIGCONT)
+                answer = await cancel  # a result or a typed error, never an internal one
+            finally:
+                cancel.cancel()
+        finally:
+            await conn.close()
+        assert answer.get("error", {}).get("code") != -32603, answer
+        assert await failed_on_b()
