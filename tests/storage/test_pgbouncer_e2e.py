@@ -119,9 +119,14 @@ async def test_cluster_replicas_serve_tasks_and_streams_through_pgbouncer() -> N
         args = ["--extensions-dir", EXTENSIONS, "--task-store", url, "--cluster", *TIMING]
         with cli_server(args) as (a, proc_a), cli_server(args) as (b, proc_b):
             ca, cb = await client(a), await client(b)
-            # Many transactions, on server connections the other replica used before.
-            for n in range(10):
-                task = await send(ca if n % 2 else cb, request("math.add", {"a": n, "b": 40}))
+            # Many transactions at once, each on the server connection others used last.
+            tasks = await asyncio.gather(
+                *(
+                    send(ca if n % 2 else cb, request("math.add", {"a": n, "b": 40}))
+                    for n in range(20)
+                )
+            )
+            for n, task in enumerate(tasks):
                 assert task.status.state == TaskState.TASK_STATE_COMPLETED
                 fetched = await (cb if n % 2 else ca).get_task(GetTaskRequest(id=task.id))
                 assert fetched.artifacts == task.artifacts
