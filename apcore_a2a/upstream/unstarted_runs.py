@@ -1,37 +1,41 @@
-"""A run whose start is refused closes its event queues.
+"""A run the SDK set up for a message but could not start is closed, not left pending.
 
-a2a-sdk 1.3's ``ActiveTaskRegistry.get_or_create`` builds an ``ActiveTask``, whose two
-``EventQueueSource`` each start a dispatcher task, then starts it. When the start refuses
-(it reads the task finished: a follow-up or a second cancel that a cancel beat to the
-store), the registry drops the run with both dispatchers still waiting, for ever: the
-garbage collector destroys them later, and asyncio logs "Task was destroyed but it is
-pending!" at ERROR for each (two records per refused message, which a client racing its
-own follow-ups with cancels makes at will). Here the refused run's queues are closed.
+a2a-sdk 1.3's ``ActiveTaskRegistry.get_or_create`` builds an ``ActiveTask`` (two event
+queues, each with a dispatcher ``asyncio.Task`` started in its constructor), then starts
+it; when the start fails (the task is finished in the store, or gone) it hands the
+``ActiveTask`` to its cleanup and forgets it, queues open. Their dispatchers wait for ever,
+reached only through a reference cycle: the cyclic collector destroys them pending
+("Task was destroyed but it is pending!", and OpenTelemetry's "Failed to detach context"
+from the traced dispatcher closed outside its own task). An answer that a cancel overtook
+after it claimed its task's wait meets exactly that. Here the cleanup of an ``ActiveTask``
+that never started closes it (its public ``aclose``), a close the registry's own
+``aclose`` waits for.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import asyncio
+import weakref
 
 from a2a.server.agent_execution.active_task import ActiveTask
 from a2a.server.request_handlers import DefaultRequestHandler
 
 
 def close_unstarted_runs(handler: DefaultRequestHandler) -> None:
-    """A run *handler*'s registry fails to start closes its queues (this handler's only)."""
+    """Every ``ActiveTask`` *handler*'s registry builds from now on is closed when its
+    start fails (this handler's registry only)."""
     registry = handler._active_task_registry
-    get_or_create = registry.get_or_create
+    owner = weakref.ref(registry)  # a strong one would be a cycle: registry -> cleanup -> it
 
-    async def closing(task_id: str, *args: Any, **kwargs: Any) -> ActiveTask:
-        try:
-            return await get_or_create(task_id, *args, **kwargs)
-        except BaseException:
-            # The refused start scheduled the run's removal: it is still registered, and
-            # finished without a producer (a run that started has one).
-            run = registry._active_tasks.get(task_id)
-            if run is not None and run.is_finished and run._producer_task is None:
-                await run._event_queue_agent.close(immediate=True)
-                await run._event_queue_subscribers.close(immediate=True)
-            raise
+    def on_cleanup(active: ActiveTask) -> None:
+        held = owner()
+        if held is None:
+            return
+        if active._producer_task is None:  # its start failed: nothing else closes it
+            closing = asyncio.ensure_future(active.aclose())
+            held._cleanup_tasks.add(closing)
+            closing.add_done_callback(held._cleanup_tasks.discard)
+        type(held)._on_active_task_cleanup(held, active)
 
-    registry.get_or_create = closing  # type: ignore[method-assign]
+    # Each ActiveTask is handed the registry's attribute as it is built: this registry's.
+    registry._on_active_task_cleanup = on_cleanup  # type: ignore[method-assign,assignment]
