@@ -152,9 +152,17 @@ class _Lookup:
         self._writers: set[int] = set()
         self._timer: asyncio.TimerHandle | None = None
         self._ended = False
+        # pycares destroys a closed channel on its own thread, which holds the last one's
+        # socket callback until the next close: a weak one keeps nothing of this call.
+        lookup = weakref.ref(self)
+
+        def sockets(fd: int, readable: bool, writable: bool) -> None:
+            if (alive := lookup()) is not None:
+                alive._sockets(fd, readable, writable)
+
         try:
             self._channel = pycares.Channel(
-                sock_state_cb=self._sockets,
+                sock_state_cb=sockets,
                 servers=resolver.nameservers or None,
                 timeout=resolver.timeout,
                 tries=resolver.tries,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -17,10 +18,12 @@ import pytest
 from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
 from a2a.types import TaskPushNotificationConfig
 
+from apcore_a2a.edge.call import CallRecord
 from apcore_a2a.push import AresResolver, PushUrlPolicy
 from apcore_a2a.push.lookups import MAX_LOOKUPS
 
 from .._support import sse_frames
+from ..bindings._agent import serve_agent
 from ._agent import GATES, add_message, push_agent, receiver, rpc, skill_message
 from ._dns import NameServer, name_server
 
@@ -29,6 +32,7 @@ BOB = "bob-key-0123456789abcdef00"
 #: More callers with names that never answer than there once were lookup threads (64).
 STUCK_CALLERS = 100
 _IMMEDIATELY = {"returnImmediately": True}
+V1 = {"A2A-Version": "1.0"}
 _POOL = httpx.Limits(max_connections=None, keepalive_expiry=1.0)
 
 
@@ -358,3 +362,23 @@ async def test_an_sdk_client_registers_a_localhost_webhook_and_it_is_delivered()
     assert [d.status for d in delivered] == [204] * len(delivered)
     assert delivered[-1].event["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
     assert dns.asked == []
+
+
+def test_a_finished_lookup_keeps_nothing_of_its_call() -> None:
+    # pycares destroys a closed channel on a thread of its own, whose loop holds the last
+    # channel's socket callback until the next close: a callback that was the lookup's
+    # method kept the lookup, its failed answer's traceback and so the whole call (its
+    # request, its call record) for as long as no other lookup ended.
+    with serve_agent(push_notifications=True, push_allow_insecure_urls=True) as agent:
+        with httpx.Client(base_url=agent.url, timeout=30) as http:
+            params = {"taskId": "t", "url": f"http://{'x' * 300}/hook"}
+            body = {"jsonrpc": "2.0", "id": 1, "method": "CreateTaskPushNotificationConfig"}
+            answer = http.post("/", json={**body, "params": params}, headers=V1).json()
+        assert answer["error"]["code"] == -32602, answer
+    gc.collect()
+    left = [
+        o
+        for o in gc.get_objects()
+        if isinstance(o, CallRecord) and o.method == "CreateTaskPushNotificationConfig"
+    ]
+    assert left == []
