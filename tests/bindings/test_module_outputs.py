@@ -12,7 +12,6 @@ The modules are in ``_outputs_agent.py``; asking for input is ``test_module_ques
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -31,14 +30,7 @@ from ._outputs_agent import (
     PDF,
     PNG,
     send,
-    serve_outputs,
 )
-
-
-@pytest.fixture(scope="module")
-def agent_url() -> Iterator[str]:
-    with serve_outputs() as url:
-        yield url
 
 
 # -- DM-ART-001 ----------------------------------------------------------------------------

@@ -8,7 +8,6 @@ same task still resume the right input; the question survives a restart.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -26,12 +25,6 @@ from ._outputs_agent import (
     serve_outputs,
     text_request,
 )
-
-
-@pytest.fixture(scope="module")
-def agent_url() -> Iterator[str]:
-    with serve_outputs() as url:
-        yield url
 
 
 def _question(task: Any) -> tuple[str, dict[str, Any]]:

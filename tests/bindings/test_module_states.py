@@ -8,7 +8,6 @@ Seen by the official SDK client on JSON-RPC, REST and gRPC, 1.0 and 0.3.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -45,12 +44,6 @@ SIGN_IN = {
     "scheme": "oauth2",
     "data": {"authorizationUrl": "https://github.example/login/oauth/authorize"},
 }
-
-
-@pytest.fixture(scope="module")
-def agent_url() -> Iterator[str]:
-    with serve_outputs() as url:
-        yield url
 
 
 def _asked(task: Any) -> tuple[str, dict[str, Any]]:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -22,15 +21,8 @@ from ._outputs_agent import (
     COMPLETED,
     INPUT_REQUIRED,
     send,
-    serve_outputs,
     text_request,
 )
-
-
-@pytest.fixture(scope="module")
-def agent_url() -> Iterator[str]:
-    with serve_outputs() as url:
-        yield url
 
 
 def _typed(outcome: Any) -> None:

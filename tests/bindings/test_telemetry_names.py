@@ -34,6 +34,7 @@ NOT_FOUND = {"JSONRPC": "-32001", "HTTP+JSON": "404", "GRPC": "NOT_FOUND"}
 
 @pytest.fixture(scope="module")
 def agent_url() -> Iterator[str]:
+    """conftest's agent, with telemetry on."""
     with serve_outputs(telemetry=True) as url:
         yield url
 
