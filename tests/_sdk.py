@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import sys
 import uuid
 from typing import Any
 
@@ -9,7 +11,10 @@ import httpx
 from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
 from a2a.client import client_factory as _client_factory
 from a2a.compat.v0_3.grpc_transport import CompatGrpcTransport
-from a2a.types import Message, Part, Role, SendMessageRequest
+from a2a.server.agent_execution.active_task import ActiveTask
+from a2a.server.context import ServerCallContext
+from a2a.server.tasks import InMemoryTaskStore
+from a2a.types import Message, Part, Role, SendMessageRequest, Task
 from google.protobuf.struct_pb2 import Struct
 
 # a2a-sdk 1.3's import cycle can leave ``client_factory.CompatGrpcTransport`` None, and a
@@ -92,3 +97,34 @@ def request(
     if return_immediately:
         req.configuration.return_immediately = True
     return req
+
+
+class StallingStore(InMemoryTaskStore):
+    """A memory task store that, once armed, holds the next read an a2a-sdk run's start
+    makes (``ActiveTask.start``) until its reader is cancelled: ``stalled`` is set when the
+    read is held, ``cancelled`` when the reader was cancelled."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.armed = False
+        self.stalled = asyncio.Event()
+        self.cancelled = asyncio.Event()
+
+    async def get(self, task_id: str, context: ServerCallContext | None = None) -> Task | None:
+        if self.armed and ActiveTask.start.__code__ in _calling_codes():
+            self.armed = False
+            self.stalled.set()
+            try:
+                await asyncio.Event().wait()
+            finally:
+                self.cancelled.set()
+        return await super().get(task_id, context)
+
+
+def _calling_codes() -> list[object]:
+    """The code objects of the calls (and awaits) that led here."""
+    codes, frame = [], sys._getframe()
+    while frame is not None:
+        codes.append(frame.f_code)
+        frame = frame.f_back
+    return codes

@@ -1,41 +1,47 @@
-"""A run the SDK set up for a message but could not start is closed, not left pending.
+"""A run whose start is refused or cancelled is closed and forgotten.
 
-a2a-sdk 1.3's ``ActiveTaskRegistry.get_or_create`` builds an ``ActiveTask`` (two event
-queues, each with a dispatcher ``asyncio.Task`` started in its constructor), then starts
-it; when the start fails (the task is finished in the store, or gone) it hands the
-``ActiveTask`` to its cleanup and forgets it, queues open. Their dispatchers wait for ever,
-reached only through a reference cycle: the cyclic collector destroys them pending
-("Task was destroyed but it is pending!", and OpenTelemetry's "Failed to detach context"
-from the traced dispatcher closed outside its own task). An answer that a cancel overtook
-after it claimed its task's wait meets exactly that. Here the cleanup of an ``ActiveTask``
-that never started closes it (its public ``aclose``), a close the registry's own
-``aclose`` waits for.
+a2a-sdk 1.3's ``ActiveTaskRegistry.get_or_create`` registers a new ``ActiveTask``, whose
+two ``EventQueueSource`` each start a dispatcher task, then awaits its start (a store
+read). When the start refuses (it reads the task finished: a follow-up or a second cancel
+that a cancel beat to the store), the registry drops the run with both dispatchers still
+waiting, for ever: the garbage collector destroys them later, and asyncio logs "Task was
+destroyed but it is pending!" at ERROR for each. When the start is cancelled during its
+read (the client hung up on a stream, a gRPC deadline), the run stays registered, neither
+started nor finished: every later message for its task is handed that run and waits for
+ever for a producer that does not exist, and so does a ``CancelTask`` (it waits for the
+run to finish), holding the task's cancel turn (``serial_cancels.py``). Here a run this
+call built and could not start is taken out of the registry and closed.
 """
 
 from __future__ import annotations
 
 import asyncio
-import weakref
+from typing import Any
 
 from a2a.server.agent_execution.active_task import ActiveTask
 from a2a.server.request_handlers import DefaultRequestHandler
 
 
 def close_unstarted_runs(handler: DefaultRequestHandler) -> None:
-    """Every ``ActiveTask`` *handler*'s registry builds from now on is closed when its
-    start fails (this handler's registry only)."""
+    """A run *handler*'s registry fails to start is closed (this handler's only)."""
     registry = handler._active_task_registry
-    owner = weakref.ref(registry)  # a strong one would be a cycle: registry -> cleanup -> it
+    get_or_create = registry.get_or_create
 
-    def on_cleanup(active: ActiveTask) -> None:
-        held = owner()
-        if held is None:
-            return
-        if active._producer_task is None:  # its start failed: nothing else closes it
-            closing = asyncio.ensure_future(active.aclose())
-            held._cleanup_tasks.add(closing)
-            closing.add_done_callback(held._cleanup_tasks.discard)
-        type(held)._on_active_task_cleanup(held, active)
+    async def closing(task_id: str, *args: Any, **kwargs: Any) -> ActiveTask:
+        before = registry._active_tasks.get(task_id)
+        try:
+            return await get_or_create(task_id, *args, **kwargs)
+        except BaseException:
+            run = registry._active_tasks.get(task_id)
+            # Built by this call (a started run has a producer): forgotten at once, with no
+            # await, so a hang-up's cancel scope cannot stop it, and the next call builds anew.
+            if run is not None and run is not before and run._producer_task is None:
+                with registry._lock:
+                    del registry._active_tasks[task_id]
+                # Its close sets it finished: a cancel already waiting on it then answers.
+                closed = asyncio.ensure_future(run.aclose())
+                registry._cleanup_tasks.add(closed)  # the registry's close waits for it
+                closed.add_done_callback(registry._cleanup_tasks.discard)
+            raise
 
-    # Each ActiveTask is handed the registry's attribute as it is built: this registry's.
-    registry._on_active_task_cleanup = on_cleanup  # type: ignore[method-assign,assignment]
+    registry.get_or_create = closing  # type: ignore[method-assign]

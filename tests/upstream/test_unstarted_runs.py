@@ -1,61 +1,108 @@
-"""The SDK behaviour ``apcore_a2a/upstream/unstarted_runs.py`` answers: a message for a task
-finished in the store gets a run set up for it whose start fails, and its queues' dispatcher
-tasks stay pending on a plain ``DefaultRequestHandler``. A failure of
-``test_the_sdk_...`` means the SDK closes such a run now: delete that file."""
+"""The SDK behaviours ``apcore_a2a/upstream/unstarted_runs.py`` answers, on a plain
+``DefaultRequestHandler``: a message for a finished task, refused by the ``ActiveTask`` the
+registry built for it (its start reads the finished task), leaves that task's two queue
+dispatchers waiting for ever; a message whose request is cancelled while its run's start
+reads the store leaves that run registered, never started, and the next message for the
+task is handed it. A failure of both ``test_the_sdk_...`` means the SDK closes such runs
+now: delete that file."""
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 import pytest
 from a2a.helpers.proto_helpers import new_task
 from a2a.server.context import ServerCallContext
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.tasks import InMemoryTaskStore
-from a2a.types import Message, Part, Role, SendMessageRequest, TaskState
+from a2a.types import Message, Part, Role, SendMessageRequest, Task, TaskState
 from a2a.utils.errors import UnsupportedOperationError
 
 from apcore_a2a.upstream.unstarted_runs import close_unstarted_runs
+from tests._sdk import StallingStore
 from tests.client._sdk_agent import EchoExecutor, agent_card
 
 
-def _pending() -> set[asyncio.Task[Any]]:
-    return {t for t in asyncio.all_tasks() if not t.done() and t is not asyncio.current_task()}
+def _dispatchers() -> set[asyncio.Task[object]]:
+    """The event queues' dispatchers still running."""
+    return {t for t in asyncio.all_tasks() if "_dispatch_loop" in repr(t.get_coro())}
 
 
-async def _left_by_a_message_for_a_finished_task(corrected: bool) -> set[asyncio.Task[Any]]:
-    """The tasks still pending, a few loop turns after the SDK refused such a message."""
+def _message(n: int) -> SendMessageRequest:
+    message = Message(message_id=f"m{n}", role=Role.ROLE_USER, parts=[Part(text="x")])
+    message.task_id, message.context_id = "t", "c"
+    return SendMessageRequest(message=message)
+
+
+async def _refused_follow_ups(corrected: bool) -> set[asyncio.Task[object]]:
+    """Three messages for a canceled task, each refused: the dispatchers left running."""
     store = InMemoryTaskStore()
-    context = ServerCallContext()
-    await store.save(new_task("t-1", "c-1", TaskState.TASK_STATE_COMPLETED), context)
     handler = DefaultRequestHandler(
         agent_executor=EchoExecutor(), task_store=store, agent_card=agent_card("http://x")
     )
     if corrected:
         close_unstarted_runs(handler)
-    before = _pending()
-    message = Message(message_id="m", role=Role.ROLE_USER, parts=[Part(text="hi")], task_id="t-1")
+    canceled = new_task("t", "c", TaskState.TASK_STATE_CANCELED, history=[])
+    await store.save(canceled, ServerCallContext())
+    before = _dispatchers()
     try:
-        with pytest.raises(UnsupportedOperationError, match="terminal state"):
-            await handler.on_message_send(SendMessageRequest(message=message), context)
-        for _ in range(20):
-            await asyncio.sleep(0)
-        return _pending() - before
+        for n in range(3):
+            with pytest.raises(UnsupportedOperationError, match="terminal state"):
+                await handler.on_message_send(_message(n), ServerCallContext())
+        left = _dispatchers() - before
+        if left:
+            await asyncio.wait(left, timeout=1)  # a cancelled dispatcher ends in a loop turn
+        return {t for t in left if not t.done()}
+    finally:
+        await handler.aclose()
+        for task in _dispatchers() - before:
+            task.cancel()
+
+
+async def test_the_sdk_leaves_the_dispatchers_of_a_refused_start_running() -> None:
+    assert len(await _refused_follow_ups(corrected=False)) == 6  # two per refused message
+
+
+async def test_the_correction_closes_them() -> None:
+    assert await _refused_follow_ups(corrected=True) == set()
+
+
+async def _after_a_cancelled_start(corrected: bool) -> Task | Message | None:
+    """A follow-up for a parked task whose run is not registered (a new process) is cancelled
+    while the run's start reads the task; then the next follow-up: its answer, or ``None``
+    if it was handed the unstarted run (it would wait for ever)."""
+    store = StallingStore()
+    handler = DefaultRequestHandler(
+        agent_executor=EchoExecutor(), task_store=store, agent_card=agent_card("http://x")
+    )
+    if corrected:
+        close_unstarted_runs(handler)
+    parked = new_task("t", "c", TaskState.TASK_STATE_INPUT_REQUIRED, history=[])
+    await store.save(parked, ServerCallContext())
+    store.armed = True
+    try:
+        first = asyncio.ensure_future(handler.on_message_send(_message(0), ServerCallContext()))
+        await store.stalled.wait()
+        first.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await first
+        run = await handler._active_task_registry.get("t")
+        if run is not None and not run.is_finished:
+            return None
+        # A hang guard only: the answer comes in a few loop turns.
+        return await asyncio.wait_for(
+            handler.on_message_send(_message(1), ServerCallContext()), timeout=30
+        )
     finally:
         await handler.aclose()
 
 
-async def test_the_sdk_leaves_an_unstarted_runs_queues_pending() -> None:
-    left = await _left_by_a_message_for_a_finished_task(corrected=False)
-    try:
-        names = sorted(t.get_coro().__qualname__ for t in left)  # type: ignore[union-attr]
-        assert names == ["EventQueueSource._dispatch_loop"] * 2, left
-    finally:
-        for task in left:  # what the correction does, so this test leaves nothing behind
-            task.cancel()
-        await asyncio.gather(*left, return_exceptions=True)
+async def test_the_sdk_keeps_a_run_whose_start_was_cancelled() -> None:
+    assert await _after_a_cancelled_start(corrected=False) is None
 
 
-async def test_the_correction_closes_them() -> None:
-    assert await _left_by_a_message_for_a_finished_task(corrected=True) == set()
+async def test_the_correction_forgets_it_and_the_next_message_is_answered() -> None:
+    answer = await _after_a_cancelled_start(corrected=True)
+    assert isinstance(answer, Task), answer
+    assert answer.id == "t"
+    assert [m.message_id for m in answer.history] == ["m1"]

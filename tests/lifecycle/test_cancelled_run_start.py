@@ -1,0 +1,95 @@
+"""A follow-up cancelled while its task's run starts leaves the task open to the next call.
+
+After a restart (or on another replica) a task parked in ``input-required`` has no run in
+the process; the follow-up that answers it makes a2a-sdk build one, whose start reads the
+task. When that request is cancelled during the read (its client hangs up on the stream,
+cancels its gRPC call), a2a-sdk 1.3 kept the run registered, never started: the next
+follow-up was handed it and waited for ever, and so did a ``CancelTask``
+(``upstream/unstarted_runs.py``). Now the next follow-up is answered and a cancel cancels,
+on JSON-RPC, REST (streams: a blocking HTTP call is not cancelled by a hang-up) and gRPC.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from a2a.types import CancelTaskRequest, Task, TaskState
+
+from apcore_a2a import A2AServerFactory
+from apcore_a2a.storage import observed
+from tests._sdk import StallingStore, make_client, request
+from tests._support import free_port, running_server
+from tests.bindings._outputs_agent import build_executor, send, text_request
+
+#: a hang guard: each answer comes in moments
+GUARD = 60
+
+
+@contextlib.asynccontextmanager
+async def _serving(store: StallingStore) -> AsyncIterator[str]:
+    """One process of the agent on *store* (a new one has no run of a parked task)."""
+    port = free_port()
+    factory = A2AServerFactory(
+        build_executor(), environ={}, port=port, grpc_port=free_port(), task_store=store
+    )
+    app, _card = factory.create()
+    async with running_server(app, port=port) as url:
+        yield url
+
+
+async def _cancelled_as_its_run_starts(
+    store: StallingStore, url: str, binding: str, task_id: str
+) -> None:
+    """A follow-up for *task_id* whose client gives up while its run's start reads the task."""
+    client = await make_client(url, binding, "1.0", streaming=binding != "GRPC")
+    try:
+        store.armed = True
+        follow_up = asyncio.ensure_future(send(client, text_request(None, "JFK", task_id=task_id)))
+        await asyncio.wait_for(store.stalled.wait(), GUARD)
+        follow_up.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await follow_up
+        await asyncio.wait_for(store.cancelled.wait(), GUARD)  # the server's request ended
+        store.stalled.clear()
+        store.cancelled.clear()
+    finally:
+        await client.close()
+
+
+@pytest.mark.parametrize("binding", ["JSONRPC", "HTTP+JSON", "GRPC"])
+async def test_a_follow_up_cancelled_as_its_run_starts_leaves_the_task_open(
+    binding: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each read reaches the store, as when a second passes between a request's reads (a
+    # slow push config write): else the start reads the task the request read first.
+    monkeypatch.setattr(observed, "_READ_TTL", -1.0)
+    store = StallingStore()
+    async with _serving(store) as url:
+        client = await make_client(url, binding, "1.0")
+        try:
+            answered, canceled = [await send(client, request("out.trip", {})) for _ in "ab"]
+        finally:
+            await client.close()
+    assert answered.status.state == canceled.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+
+    async with _serving(store) as url:
+        for task in (answered, canceled):
+            await _cancelled_as_its_run_starts(store, url, binding, task.id)
+        client = await make_client(url, binding, "1.0")
+        try:
+            done: Any = await asyncio.wait_for(
+                send(client, text_request(None, "LHR", task_id=answered.id)), GUARD
+            )
+            stopped = await asyncio.wait_for(
+                client.cancel_task(CancelTaskRequest(id=canceled.id)), GUARD
+            )
+        finally:
+            await client.close()
+    assert isinstance(done, Task)
+    assert done.status.state == TaskState.TASK_STATE_INPUT_REQUIRED  # now asks where from
+    assert [p.text for p in done.status.message.parts[:1]] == ["From where?"]
+    assert stopped.status.state == TaskState.TASK_STATE_CANCELED
