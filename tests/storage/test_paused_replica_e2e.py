@@ -27,7 +27,7 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from .._postgres import PG_DB, PG_HOST, PG_PORT, PG_USER, pg_schema_url
-from .._support import cli_server
+from .._support import ServerProcess, cli_server
 from .test_replicas_e2e import PROBES, _pair
 
 V10 = {"A2A-Version": "1.0"}
@@ -60,6 +60,18 @@ async def _start_work(url: str, journal: Path) -> str:
     }
     params = {"message": message, "configuration": {"returnImmediately": True}}
     return str((await _rpc(url, "SendMessage", params))["task"]["id"])  # type: ignore[index]
+
+
+def _pg_replicas(
+    stack: contextlib.ExitStack,
+) -> tuple[str, tuple[str, ServerProcess], str]:
+    """A fresh schema's URL, replica A (its URL and process) and replica B's URL on it."""
+    url = stack.enter_context(pg_schema_url(agents=2))
+    args = ["--extensions-dir", PROBES, "--task-store", url, "--cluster", *TIMING]
+    env = {"A2A_CLUSTER_POLL_INTERVAL": "0.1"}
+    a = stack.enter_context(cli_server(args, env=env))
+    b, _ = stack.enter_context(cli_server(args, env=env))
+    return url, a, b
 
 
 async def _until(check: Callable[[], Awaitable[bool]], what: str) -> None:
@@ -130,10 +142,7 @@ async def test_a_replica_paused_inside_a_transaction_does_not_hold_its_task(
     for a replica timeout. Before, B's write waited for A's lock until A woke."""
     journal = tmp_path / "journal.txt"
     with contextlib.ExitStack() as stack:
-        url = stack.enter_context(pg_schema_url(agents=2))
-        args = ["--extensions-dir", PROBES, "--task-store", url, "--cluster", *TIMING]
-        a, proc_a = stack.enter_context(cli_server(args, env={"A2A_CLUSTER_POLL_INTERVAL": "0.1"}))
-        b, _ = stack.enter_context(cli_server(args, env={"A2A_CLUSTER_POLL_INTERVAL": "0.1"}))
+        url, (a, proc_a), b = _pg_replicas(stack)
         task_id = await _start_work(a, journal)
 
         async def working_on_a() -> bool:
@@ -197,10 +206,7 @@ async def test_a_replica_paused_in_the_middle_of_a_statement_does_not_hold_its_t
     waited for that lock until A woke (1 pause in 6 met this in CI's paused-replica test)."""
     journal = tmp_path / "journal.txt"
     with contextlib.ExitStack() as stack:
-        url = stack.enter_context(pg_schema_url(agents=2))
-        args = ["--extensions-dir", PROBES, "--task-store", url, "--cluster", *TIMING]
-        a, proc_a = stack.enter_context(cli_server(args, env={"A2A_CLUSTER_POLL_INTERVAL": "0.1"}))
-        b, _ = stack.enter_context(cli_server(args, env={"A2A_CLUSTER_POLL_INTERVAL": "0.1"}))
+        url, (a, proc_a), b = _pg_replicas(stack)
         task_id = await _start_work(a, journal)
 
         async def failed_on_b() -> bool:

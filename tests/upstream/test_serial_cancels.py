@@ -5,59 +5,21 @@ running). A failure here means the SDK lets one win now: delete that file."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
-from a2a.helpers.proto_helpers import new_task
-from a2a.server.agent_execution import AgentExecutor
 from a2a.server.context import ServerCallContext
-from a2a.server.request_handlers import DefaultRequestHandler
-from a2a.server.tasks import InMemoryTaskStore
-from a2a.types import (
-    CancelTaskRequest,
-    Message,
-    Part,
-    Role,
-    SendMessageRequest,
-    TaskState,
-    TaskStatus,
-    TaskStatusUpdateEvent,
-)
+from a2a.types import CancelTaskRequest
 from a2a.utils.errors import TaskNotCancelableError
 
 from apcore_a2a.upstream.serial_cancels import CancelTurns
-from tests.client._sdk_agent import agent_card
 
-
-class _Works(AgentExecutor):
-    """Says it works, then waits until cancelled."""
-
-    async def execute(self, context: Any, event_queue: Any) -> None:
-        state = TaskState.TASK_STATE_WORKING
-        task = new_task(context.task_id, context.context_id, state, history=[context.message])
-        await event_queue.enqueue_event(task)
-        await asyncio.Event().wait()
-
-    async def cancel(self, context: Any, event_queue: Any) -> None:
-        await event_queue.enqueue_event(
-            TaskStatusUpdateEvent(
-                task_id=context.task_id,
-                context_id=context.context_id,
-                status=TaskStatus(state=TaskState.TASK_STATE_CANCELED),
-            )
-        )
+from ._plain import WorksUntilCanceled, plain_handler, start_working
 
 
 async def _cancels(turns: CancelTurns | None) -> list[object]:
     """Six cancels at once of one running task: what each answered."""
-    handler = DefaultRequestHandler(
-        agent_executor=_Works(), task_store=InMemoryTaskStore(), agent_card=agent_card("http://x")
-    )
-    message = Message(message_id="m", role=Role.ROLE_USER, parts=[Part(text="go")])
-    request = SendMessageRequest(message=message)
-    request.configuration.return_immediately = True
+    handler = plain_handler(WorksUntilCanceled())
     try:
-        task = await handler.on_message_send(request, ServerCallContext())
-        task_id = str(task.id)
+        task_id = await start_working(handler)
 
         async def cancel() -> object:
             call = handler.on_cancel_task(CancelTaskRequest(id=task_id), ServerCallContext())
