@@ -220,7 +220,8 @@ class Settings(SourcedSettings):
         None,
         "limits.sync_workers_per_caller",
         "sync_workers threads one caller may hold at once; its other calls wait their turn "
-        "(default: any free thread)",
+        "(default: 3/4 of sync_workers, leaving at least one to others; a single-owner "
+        "agent may set it to sync_workers)",
         ge=1,
     )
     # -- storage ---------------------------------------------------------------------

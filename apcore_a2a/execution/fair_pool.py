@@ -6,6 +6,9 @@ find no thread per caller and, as threads free up, serves the waiting callers in
 (round-robin; a caller's own calls in order). Turns cannot free a thread that one caller's
 running calls hold; a *share* can: one caller holds at most that many threads, and its
 next call waits for one of its own to return (never refused) while the rest serve others.
+By default the share is three quarters of the threads (rounded up, at least one thread
+left to others once there are two): a sync module that hangs keeps its thread past every
+timeout, so without a share one caller's hung calls could hold them all for ever.
 
 The threads are a ``ThreadPoolExecutor``'s (started as needed, joined by the interpreter
 before it exits); at most *workers* calls are handed to it at once, so it never queues.
@@ -28,13 +31,19 @@ from typing import Any
 _Call = tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]
 
 
+def default_share(workers: int) -> int:
+    """The threads one caller holds at most when no share is set: 24 of 32, 1 of 2."""
+    return max(1, workers - max(1, workers // 4))
+
+
 class FairPool:
-    """*workers* threads; a caller holds at most *share* of them (``None``: any free one)."""
+    """*workers* threads; a caller holds at most *share* of them (``None``:
+    :func:`default_share`)."""
 
     def __init__(self, workers: int, share: int | None = None, name: str = "apcore-a2a") -> None:
         self._threads = ThreadPoolExecutor(workers, thread_name_prefix=name)
         self._workers = workers
-        self._share = min(share or workers, workers)
+        self._share = min(share or default_share(workers), workers)
         self._lock = threading.Lock()
         self._closed = False
         #: calls handed to the threads and not returned yet, in all and per caller

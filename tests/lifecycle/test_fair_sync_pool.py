@@ -32,6 +32,7 @@ from ._agent import assert_no_leaks
 from ._client import sdk_client
 
 COMPLETED, CANCELED = TaskState.TASK_STATE_COMPLETED, TaskState.TASK_STATE_CANCELED
+FAILED = TaskState.TASK_STATE_FAILED
 KEYS = {"a": "caller-a-key-0123456789", "b": "caller-b-key-0123456789"}
 
 
@@ -144,9 +145,10 @@ async def _finished(client: Any, task_ids: list[str], state: int = COMPLETED) ->
 async def test_a_second_caller_is_served_while_the_first_ones_flood_still_waits(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    # Two threads; anonymous caller a (127.0.0.1) holds both and has four more waiting,
-    # then caller b (127.0.0.2) sends one. First come, first served ran all of a's first.
-    async with _agent(caplog, sync_workers=2) as (url, gates):
+    # Two threads, a caller may hold both; anonymous caller a (127.0.0.1) holds both and
+    # has four more waiting, then caller b (127.0.0.2) sends one. First come, first served
+    # ran all of a's first.
+    async with _agent(caplog, sync_workers=2, sync_workers_per_caller=2) as (url, gates):
         a = await sdk_client(url, streaming=False)
         b_address = httpx.AsyncHTTPTransport(local_address="127.0.0.2")
         b = await sdk_client(url, streaming=False, transport=b_address)
@@ -256,3 +258,30 @@ async def test_a_waiting_call_whose_client_hangs_up_never_runs(
             await a.close()
             await streamer.close()
     assert gates.started == ["a0", "a2"]
+
+
+async def test_by_default_one_callers_hung_calls_leave_threads_to_the_others(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # sync_workers_per_caller unset: a caller holds at most 3 of 4 threads. Caller a's
+    # calls hang past execution_timeout (a thread cannot be killed), so its tasks fail and
+    # free its quota while their threads stay held; its next call waits for one of its own
+    # and fails at its timeout without running, and caller b still gets the fourth thread.
+    keys = tuple(KEYS.values())
+    async with (
+        _agent(caplog, sync_workers=4, execution_timeout=2.0, api_keys=keys) as (url, gates),
+        _keyed_callers(url) as (a, b),
+    ):
+        hung = [await _send(a, f"a{i}") for i in range(3)]
+        await _until(lambda: gates.running["a"] == 3, "a's three calls running")
+        await _finished(a, hung, FAILED)
+        late = await _send(a, "a3")
+        await _finished(a, [late], FAILED)
+        failed = await a.get_task(GetTaskRequest(id=late))
+        assert "timed out" in failed.status.message.parts[0].text.lower()
+        other = await _send(b, "b0")
+        await _until(lambda: "b0" in gates.started, "b's call running")
+        gates.gate("b0").set()
+        await _finished(b, [other])
+        assert gates.running["a"] == 3
+    assert "a3" not in gates.started

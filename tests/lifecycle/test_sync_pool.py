@@ -23,13 +23,19 @@ async def test_32_concurrent_sync_calls_run_at_once_and_the_loop_stays_responsiv
 ) -> None:
     assert agent.state.settings.sync_workers == 32
     limits = httpx.Limits(max_connections=40)
-    async with httpx.AsyncClient(base_url=agent.url, limits=limits, timeout=60) as http:
+    # Two anonymous callers, 16 calls each: one caller alone holds at most 24 threads by
+    # default (sync_workers_per_caller, tests/lifecycle/test_fair_sync_pool.py).
+    other = httpx.AsyncHTTPTransport(local_address="127.0.0.2", limits=limits)
+    async with (
+        httpx.AsyncClient(base_url=agent.url, limits=limits, timeout=60) as http,
+        httpx.AsyncClient(base_url=agent.url, transport=other, timeout=60) as http2,
+    ):
 
-        async def call() -> dict[str, object]:
+        async def call(client: httpx.AsyncClient) -> dict[str, object]:
             body = rpc("SendMessage", {"message": wire_message("life.hold", {})})
-            return (await http.post("/", json=body, headers=V1)).json()  # type: ignore[no-any-return]
+            return (await client.post("/", json=body, headers=V1)).json()  # type: ignore[no-any-return]
 
-        calls = [asyncio.create_task(call()) for _ in range(32)]
+        calls = [asyncio.create_task(call(c)) for c in (http, http2) for _ in range(16)]
         # Each call holds its worker thread until released: 32 of them running at once
         # is only possible with 32 threads (the default pool, 6 threads here, stalls at 6).
         await _until(lambda: agent.probe.running == 32, "32 sync calls running at once")

@@ -85,6 +85,7 @@ async def test_hanging_module_times_out_and_the_pool_serves_the_rest(workers: in
         port=port,
         execution_timeout=0.5,
         sync_workers=workers,
+        sync_workers_per_caller=workers,  # one caller here: it may hang every thread
         process_tuning=True,
     ).create()
     try:
