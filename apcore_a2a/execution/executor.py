@@ -24,7 +24,7 @@ from a2a.helpers.proto_helpers import new_message
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
 from a2a.types import Message, Part, TaskState
-from a2a.utils.errors import InvalidParamsError
+from a2a.utils.errors import InternalError
 from apcore.cancel import ExecutionCancelledError
 
 from apcore_a2a.adapters.errors import (
@@ -40,7 +40,7 @@ from apcore_a2a.adapters.skills import SkillSpec
 from apcore_a2a.edge.call import call_of
 from apcore_a2a.execution import turns
 from apcore_a2a.execution.fair_pool import FairPool
-from apcore_a2a.execution.identity import caller_key, identity_of, is_operator
+from apcore_a2a.execution.identity import identity_of, is_operator
 from apcore_a2a.execution.module_calls import ModuleCalls
 from apcore_a2a.execution.observer import ExecutionObserver, observe
 from apcore_a2a.execution.routing import SKILL_METADATA_KEY, ApCoreRequestContext
@@ -149,16 +149,23 @@ class ApCoreAgentExecutor(AgentExecutor):
             pool.shutdown(wait=False)
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+        call = call_of(context.call_context)
         if (
             not isinstance(context, ApCoreRequestContext)
             or context.skill is None
             or context.message is None
-        ):  # pragma: no cover - the builder routes every message
-            raise InvalidParamsError(message="Message could not be routed to a skill")
-        call = call_of(context.call_context)
-        if call is not None and call.turn == "dropped":
+            or call is None
+        ):
+            # Only ApCoreRequestContextBuilder routes a message, and it records the call
+            # (whose caller key the sync threads are shared by): any other context is the
+            # application's wiring error, not the client's, and no key is made up for it.
+            raise InternalError(
+                message="ApCoreAgentExecutor needs the request context of "
+                "apcore-a2a's request handler (ApCoreRequestContextBuilder)"
+            )
+        if call.turn == "dropped":
             return  # its request ended before this: it gave the task's wait back
-        if call is not None and call.turn == "claimed":
+        if call.turn == "claimed":
             call.turn = "run"  # from here on the request's end leaves the wait claimed
         spec, message = context.skill, context.message
         watched = (
@@ -168,17 +175,14 @@ class ApCoreAgentExecutor(AgentExecutor):
         )
         if self._pool is None:
             self._pool = FairPool(self._workers, self._share)
-        # The key quotas count by: a caller's sync modules wait for a thread in its own line.
-        caller = (
-            call.caller if call is not None else caller_key(identity_of(context.call_context), None)
-        )
         with watched as execution:
             task_id, context_id = context.task_id or "", context.context_id or ""
             run = Run(
                 event_queue,
                 task_id,
                 context_id,
-                pool=self._pool.lane(caller),
+                # The key quotas count by: a caller's sync modules wait in its own line.
+                pool=self._pool.lane(call.caller),
                 execution=execution,
                 calls=self.module_calls,
             )
