@@ -57,6 +57,7 @@ try:
         written,
     )
     from apcore_a2a.upstream.error_answers import CompatServicer, Servicer
+    from apcore_a2a.upstream.grpc03_names import Grpc03Names
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess without grpc
     raise ImportError(GRPC_EXTRA_HINT) from exc
 
@@ -127,8 +128,8 @@ class _V1Servicer(_ScrubbedAnswers, Servicer):
     """The 1.0 servicer, its answers scrubbed."""
 
 
-class _V03Servicer(_ScrubbedAnswers, CompatServicer):
-    """The 0.3 servicer, its answers scrubbed."""
+class _V03Servicer(_ScrubbedAnswers, Grpc03Names, CompatServicer):
+    """The 0.3 servicer, its answers scrubbed, malformed names refused in full."""
 
 
 class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]

@@ -11,6 +11,8 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import grpc
+from a2a.compat.v0_3 import a2a_v0_3_pb2_grpc
+from a2a.compat.v0_3.grpc_handler import CompatGrpcHandler
 from a2a.helpers.proto_helpers import new_task
 from a2a.server.agent_execution import AgentExecutor
 from a2a.server.context import ServerCallContext
@@ -34,7 +36,8 @@ from tests.client._sdk_agent import EchoExecutor, agent_card
 
 
 def plain_agent(*, compat: bool = False, extended: bool = True) -> tuple[Starlette, int]:
-    """A plain a2a-sdk agent (no push support) and the gRPC port its lifespan serves; with
+    """A plain a2a-sdk agent (no push support) and the gRPC port its lifespan serves (the
+    1.0 and the 0.3 service); with
     *compat*, A2A 0.3 on JSON-RPC and REST too; *extended*: its card's
     ``capabilities.extended_agent_card`` (none is configured)."""
     base = "http://127.0.0.1"
@@ -49,6 +52,8 @@ def plain_agent(*, compat: bool = False, extended: bool = True) -> tuple[Starlet
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
         server = grpc.aio.server()
         a2a_pb2_grpc.add_A2AServiceServicer_to_server(GrpcHandler(handler), server)  # type: ignore[no-untyped-call]
+        v03 = CompatGrpcHandler(handler)
+        a2a_v0_3_pb2_grpc.add_A2AServiceServicer_to_server(v03, server)  # type: ignore[no-untyped-call]
         server.add_insecure_port(f"127.0.0.1:{grpc_port}")
         await server.start()
         yield
