@@ -107,6 +107,12 @@ class PushKit:
         self.sender.snapshots[task.id] = task
         self.sender.callers[task.id] = record_of(context).caller
 
+    async def forgotten(self, task_id: str) -> None:
+        """A listener of the tasks the memory store forgets (evicted or deleted): their
+        records and their deliveries go with them."""
+        self.sender.forget(task_id)
+        await self.statuses.forget(task_id)
+
     async def interrupted(self, task: Task, event: TaskStatusUpdateEvent) -> None:
         """A listener of the stores' interrupted tasks (``Stores.on_interrupted``): no run
         reports these failures, so they are pushed from here."""
@@ -182,7 +188,7 @@ def build_push(
         queue_bytes=settings.push_queue_bytes,
         max_deliveries=settings.push_max_deliveries,
     )
-    store.deleted = sender.forget
+    store.changed = sender.forget
     key = settings.push_signing_key
     return PushKit(
         sender=sender,

@@ -87,8 +87,11 @@ class PushConfigStore(PushNotificationConfigStore):
         self.statuses = statuses
         self.max_per_task = max_per_task
         self.slots = slots
-        #: told of each deletion, to drop what this process still delivers for it
-        self.deleted: Callable[[str, str | None], None] | None = None
+        #: told of each deletion (``None``) and registration of a config, to drop what
+        #: this process still delivers for it to another destination
+        self.changed: (
+            Callable[[str, str | None, TaskPushNotificationConfig | None], None] | None
+        ) = None
         # Striped: registrations of one task always share a lock (a rare, short wait).
         self._locks = [asyncio.Lock() for _ in range(64)]
 
@@ -134,6 +137,8 @@ class PushConfigStore(PushNotificationConfigStore):
                 if slot is not None and self.slots is not None:
                     await self.slots.give_back(PUSH_SCOPE, slot)
                 raise
+            if self.changed is not None:
+                self.changed(task_id, config_id, notification_config)
             await self.statuses.failed.drop(task_id, config_id)
         return stored
 
@@ -155,8 +160,8 @@ class PushConfigStore(PushNotificationConfigStore):
         self, task_id: str, context: ServerCallContext, config_id: str | None = None
     ) -> None:
         await self.inner.delete_info(task_id, context, config_id)
-        if self.deleted is not None:
-            self.deleted(task_id, config_id)
+        if self.changed is not None:
+            self.changed(task_id, config_id, None)
         await self.statuses.forget(task_id, config_id)
         if self.slots is None:
             return

@@ -38,6 +38,7 @@ from apcore_a2a.push.status import ConfigStatusBook
 logger = logging.getLogger("apcore_a2a.push")
 
 _Key = tuple[str, str]
+_Aim = tuple[str, str, str, str]
 #: tasks whose final status is remembered as pushed; a task forgotten (with this many
 #: settled after it) is at most pushed its cancel once more
 _SETTLED_TASKS = 10_000
@@ -49,11 +50,13 @@ class _Queue(deque[Delivery]):
     sending = 0  # bytes of the body being delivered
     attempting = False  # whether that body is in an attempt (its POST), not waiting
     caller = ""  # the quota key of the caller whose task it is
+    aim: _Aim = ("", "", "", "")  # the config its deliveries follow (_aim)
 
-    def push(self, delivery: Delivery) -> None:
+    def push(self, delivery: Delivery, aim: _Aim) -> None:
         self.append(delivery)
         self.size += len(delivery.body)
         self.caller = delivery.caller
+        self.aim = aim
 
     def pop_first(self) -> Delivery:
         delivery = self.popleft()
@@ -72,6 +75,13 @@ class _Queue(deque[Delivery]):
         """The bytes stopping this queue gives back now: the queued bodies, and the one
         being delivered unless its POST is under way (waiting for a slot, or a retry)."""
         return self.size + (0 if self.attempting else self.sending)
+
+
+def _aim(config: TaskPushNotificationConfig) -> _Aim:
+    """Where a config's deliveries go and what they carry there: a config stored again
+    with another of these is another destination, not the one its queue was posting to."""
+    auth = config.authentication
+    return (config.url, config.token, auth.scheme, auth.credentials)
 
 
 @dataclass(slots=True)
@@ -217,6 +227,10 @@ class RetryingPushSender(PushNotificationSender):
         caller: str,
     ) -> None:
         key = (task_id, config_id)
+        aim = _aim(config)
+        old = self._queues.get(key)
+        if old is not None and old.aim != aim:
+            self.forget(task_id, config_id, config)  # replaced on another replica
         while True:  # again after each await: another event may have changed the queues
             queue = self._queues.setdefault(key, _Queue())
             if queue.overflowed:
@@ -257,7 +271,7 @@ class RetryingPushSender(PushNotificationSender):
             await self._stop(heaviest, reason, refused=0)
         headers = config_headers(config)
         issuer = self._issuer().rstrip("/")
-        queue.push(Delivery(task_id, config_id, config.url, headers, body, issuer, caller))
+        queue.push(Delivery(task_id, config_id, config.url, headers, body, issuer, caller), aim)
         self.held_bytes += len(body)
         if key not in self._workers:
             self._workers[key] = asyncio.create_task(
@@ -288,11 +302,19 @@ class RetryingPushSender(PushNotificationSender):
         logger.warning("push: config %s of task %s: %s", one_line(config_id), task_id, reason)
         await self._statuses.failed.put(task_id, config_id, reason)
 
-    def forget(self, task_id: str, config_id: str | None = None) -> None:
-        """Drop the deliveries of a config deleted here (of every config of *task_id* for
-        ``None``): its queued events at once, and its POST in flight, whose bytes are given
-        back as it ends. A config registered again under that id gets a queue of its own."""
+    def forget(
+        self,
+        task_id: str,
+        config_id: str | None = None,
+        config: TaskPushNotificationConfig | None = None,
+    ) -> None:
+        """Drop the deliveries of a config deleted (of every config of *task_id* for
+        ``None``: the task is gone) or replaced by *config* with another URL, token or
+        credentials: its queued events at once, and its POST in flight, whose bytes are
+        given back as it ends. The config stored now gets a queue of its own."""
         for key in [k for k in self._queues if k[0] == task_id and config_id in (None, k[1])]:
+            if config is not None and self._queues[key].aim == _aim(config):
+                continue  # stored again as it was: its deliveries go on
             queue = self._queues.pop(key)
             self.dropped += len(queue)
             self.held_bytes -= queue.drop()
@@ -330,6 +352,8 @@ class RetryingPushSender(PushNotificationSender):
         attempts = len(self._delays) + 1
         try:
             for attempt, delay in enumerate([*self._delays, None], 1):
+                if not await self._followed(delivery, queue):
+                    return
                 # A slot per attempt, not per delivery: a retry's pause holds none. The
                 # wait for it is outside the attempt's deadline.
                 async with self._slot(delivery.caller):
@@ -357,6 +381,8 @@ class RetryingPushSender(PushNotificationSender):
                 )
                 await asyncio.sleep(delay)
         except GiveUp as stop:
+            if not await self._followed(delivery, queue):
+                return  # the destination given up on is no longer the config's
             self.failed += 1
             logger.warning(  # the receiver's trouble, not the agent's (see _stop)
                 "push: giving up on config %s of task %s (%s): %s",
@@ -368,6 +394,17 @@ class RetryingPushSender(PushNotificationSender):
             # The first reason stays: a queue overflow while this attempt ran says more.
             if config_id not in await self._statuses.failed.read(task_id):
                 await self._statuses.failed.put(task_id, config_id, str(stop))
+
+    async def _followed(self, delivery: Delivery, queue: _Queue) -> bool:
+        """Whether the config *queue* posts for is still stored as it was; if not (deleted
+        or replaced on another replica, or gone with its task), its deliveries end here."""
+        task_id, config_id = delivery.task_id, delivery.config_id
+        configs = await self._store.get_info_for_dispatch(task_id)
+        if any((c.id or task_id) == config_id and _aim(c) == queue.aim for c in configs):
+            return True
+        self.dropped += len(queue) + 1
+        self.held_bytes -= queue.drop()
+        return False
 
     @contextlib.asynccontextmanager
     async def _slot(self, caller: str) -> AsyncIterator[None]:

@@ -209,7 +209,7 @@ class A2AServerFactory:
         quota = TaskQuota(s.max_unfinished_tasks_per_caller, stores.quota_slots)
         if push:
             stores.on_save(push.saved)
-            stores.on_forget(push.statuses.forget)  # another's records never push out a task's
+            stores.on_forget(push.forgotten)  # another's records never push out a task's
             stores.on_interrupted(push.interrupted)
         if quota.limit:
             stores.on_save(quota.saved)

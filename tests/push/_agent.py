@@ -233,9 +233,9 @@ class Replicas:
 
 
 @contextlib.asynccontextmanager
-async def two_replicas(task_store: str) -> AsyncIterator[Replicas]:
+async def two_replicas(task_store: str, **overrides: Any) -> AsyncIterator[Replicas]:
     """A webhook receiver and two push agents serving *task_store* as cluster replicas."""
-    a, b = (push_app(task_store=task_store, cluster=True) for _ in range(2))
+    a, b = (push_app(task_store=task_store, cluster=True, **overrides) for _ in range(2))
     async with (
         receiver() as rec,
         running_server(a) as base_a,
