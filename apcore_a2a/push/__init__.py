@@ -107,11 +107,12 @@ class PushKit:
         self.sender.snapshots[task.id] = task
         self.sender.callers[task.id] = record_of(context).caller
 
-    async def forgotten(self, task_id: str) -> None:
+    async def forgotten(self, task_id: str, owner: ServerCallContext) -> None:
         """A listener of the tasks the memory store forgets (evicted or deleted): their
-        records and their deliveries go with them."""
-        self.sender.forget(task_id)
-        await self.statuses.forget(task_id)
+        configs (the memory config store kept them for good), records and deliveries go
+        with them."""
+        if await self.config_store.get_info(task_id, owner):  # else the SDK warns
+            await self.config_store.delete_info(task_id, owner)
 
     async def interrupted(self, task: Task, event: TaskStatusUpdateEvent) -> None:
         """A listener of the stores' interrupted tasks (``Stores.on_interrupted``): no run

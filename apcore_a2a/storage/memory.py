@@ -80,8 +80,9 @@ class BoundedMemoryTaskStore(InMemoryTaskStore):
         self._contexts: dict[str, dict[str, int]] = {}
         #: every stored task's place in the lists ``ListTasks`` reads
         self._order = TaskOrder()
-        #: awaited with the id of each task forgotten (what is kept beside it goes too)
-        self.forgetting: list[Callable[[str], Awaitable[None]]] = []
+        #: awaited with the id of each task forgotten and a context of its owner (what is
+        #: kept beside it goes too)
+        self.forgetting: list[Callable[[str, ServerCallContext], Awaitable[None]]] = []
 
     def __len__(self) -> int:
         """Number of tasks currently stored, across all owners."""
@@ -183,6 +184,7 @@ class BoundedMemoryTaskStore(InMemoryTaskStore):
                 del owners[owner]
                 if not owners:
                     del self._contexts[context_id]
-        await super().delete(task_id, ServerCallContext(user=OwnerUser(owner)))
+        context = ServerCallContext(user=OwnerUser(owner))
+        await super().delete(task_id, context)
         for forget in self.forgetting:
-            await forget(task_id)
+            await forget(task_id, context)

@@ -101,9 +101,10 @@ class Stores:
         if self._backend is not None and self._backend.registry is not None:
             self._backend.cancel_watch = (running, stop)
 
-    def on_forget(self, listener: Callable[[str], Awaitable[None]]) -> None:
+    def on_forget(self, listener: Callable[[str, ServerCallContext], Awaitable[None]]) -> None:
         """The memory store (else a no-op): await *listener* with the id of each task it
-        forgets (evicted or deleted), so that what is kept beside a task goes with it."""
+        forgets (evicted or deleted) and a context of its owner, so that what is kept
+        beside a task goes with it."""
         if self._memory is not None:
             self._memory.forgetting.append(listener)
 

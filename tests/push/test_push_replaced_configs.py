@@ -122,15 +122,18 @@ async def test_a_task_evicted_from_memory_ends_its_deliveries() -> None:
         hook = {"id": "s", "url": stall.url}
         send = {"message": skill_message("demo.chunks", 10)}
         send["configuration"] = {"taskPushNotificationConfig": hook}
-        assert "result" in await rpc(client, base, "SendMessage", send)
+        task_id = (await rpc(client, base, "SendMessage", send))["result"]["task"]["id"]
         await stall.wait_for(lambda: len(stall.conns) == 1)
         assert sender.pending > 1
         # A second task evicts the first, finished one from the full store.
         assert "result" in await rpc(client, base, "SendMessage", {"message": add_message()})
         await asyncio.wait_for(sender.idle(), timeout=10)  # was: push_timeout per event
         await stall.wait_for(lambda: len(stall.closed()) == 1)
+        configs = app.state.a2a.extras["push"].config_store
+        kept = await configs.get_info_for_dispatch(task_id)  # was: kept for good
     assert len(stall.conns) == 1
     assert sender.held_bytes == 0
+    assert kept == []
 
 
 async def test_a_task_deleted_by_retention_ends_its_deliveries(tmp_path: Path) -> None:
