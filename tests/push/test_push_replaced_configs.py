@@ -173,3 +173,24 @@ async def test_a_config_registered_again_unchanged_keeps_its_deliveries() -> Non
     assert sender.dropped == 0
     assert _states([d.body for d in rec.accepted("/x")])[-1] == "TASK_STATE_COMPLETED"
     assert len(rec.accepted("/x")) == len(rec.attempts("/x")) - 1  # every event, once
+
+
+async def test_the_replaced_webhooks_failure_does_not_fail_the_new_config(tmp_path: Path) -> None:
+    # Replica A's POST is under way to the old webhook when replica B replaces the config;
+    # that POST then fails (A gives up on it: no retries). It used to mark the config that
+    # B had just stored failed, so every later event for it was dropped.
+    url = f"sqlite:///{tmp_path / 'tasks.db'}"
+    once = {"push_retry_delays": (), "push_timeout": 30.0, "shutdown_timeout": 1.0}
+    async with hostile("stall") as old, two_replicas(url, **once) as r:
+        sender = r.a.state.a2a.extras["push"].sender
+        send = {"message": skill_message("demo.chunks", 2), "configuration": {}}
+        send["configuration"]["taskPushNotificationConfig"] = {"id": "c", "url": old.url}
+        task_id = (await rpc(r.client, r.base_a, "SendMessage", send))["result"]["task"]["id"]
+        await old.wait_for(lambda: len(old.conns) == 1)
+        config = {"taskId": task_id, "id": "c", "url": r.rec.url("/new")}
+        assert "result" in await rpc(r.client, r.base_b, "CreateTaskPushNotificationConfig", config)
+        old.release()  # the old webhook hangs up: A's POST fails
+        await asyncio.wait_for(sender.idle(), timeout=10)
+        status = await statuses(r.client, r.base_b, task_id)
+    assert len(old.conns) == 1  # A posted nothing more there
+    assert status == {"c": ("active", None)}
