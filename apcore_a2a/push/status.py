@@ -117,6 +117,9 @@ class ConfigStatusBook:
     (at most *max_tasks* tasks per kind, so many dead webhooks cannot grow it unbounded):
     ``failed`` holds ``{config_id: reason}`` per task, ``versions`` the versions not 1.0."""
 
+    #: the tables of a SQL store's records, keyed by task id (retention purges them too)
+    tables = (failed_configs, config_versions)
+
     def __init__(self, engine: AsyncEngine | None = None, *, max_tasks: int = 10_000) -> None:
         def records(table: Table) -> ConfigRecords | _MemoryRecords:
             return _MemoryRecords(max_tasks) if engine is None else ConfigRecords(engine, table)

@@ -210,6 +210,7 @@ class A2AServerFactory:
         if push:
             stores.on_save(push.saved)
             stores.on_forget(push.forgotten)  # another's records never push out a task's
+            stores.purge_with(*push.statuses.tables)
             stores.on_interrupted(push.interrupted)
         if quota.limit:
             stores.on_save(quota.saved)

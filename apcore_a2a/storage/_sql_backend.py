@@ -104,6 +104,8 @@ class SqlBackend:
     owner: OwnerLock = field(default_factory=OwnerLock)
     #: listeners of :meth:`_fail` (push: no run reports these failures)
     interrupted: list[Interrupted] = field(default_factory=list)
+    #: tables of the rooms above (push's status) whose rows go with their task at retention
+    purged_with: list[Any] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.owner = owner_lock(self.store_url, shared=self.registry is not None)
@@ -333,7 +335,7 @@ class SqlBackend:
         # The SDK stores ``last_updated`` as naive UTC (the status timestamp).
         cutoff = datetime.now(UTC).replace(tzinfo=None) - timedelta(seconds=self.retention_seconds)
         cluster = self.registry is not None
-        dependents: list[Any] = [PushNotificationConfigModel.__table__]
+        dependents: list[Any] = [PushNotificationConfigModel.__table__, *self.purged_with]
         dependents += [TaskVersionModel.__table__, TaskEventModel.__table__]
         if cluster:
             dependents += [claims_table, turns_table]

@@ -108,6 +108,12 @@ class Stores:
         if self._memory is not None:
             self._memory.forgetting.append(listener)
 
+    def purge_with(self, *tables: Any) -> None:
+        """SQL stores (else a no-op): retention deletes the rows of *tables* (each keyed by
+        a ``task_id`` column) with their task."""
+        if self._backend is not None:
+            self._backend.purged_with += tables
+
     def on_interrupted(
         self, listener: Callable[[Task, TaskStatusUpdateEvent], Awaitable[None]]
     ) -> None:

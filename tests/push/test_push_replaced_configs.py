@@ -194,3 +194,35 @@ async def test_the_replaced_webhooks_failure_does_not_fail_the_new_config(tmp_pa
         status = await statuses(r.client, r.base_b, task_id)
     assert len(old.conns) == 1  # A posted nothing more there
     assert status == {"c": ("active", None)}
+
+
+async def test_retention_deletes_a_tasks_push_records_with_it(tmp_path: Path) -> None:
+    # A 0.3 config (a version row) whose receiver refuses (a failure row): both rows
+    # outlived the task that retention deleted, for good (one per config ever failed).
+    url = f"sqlite:///{tmp_path / 'tasks.db'}"
+    async with (
+        receiver(always={"/h": 410}) as rec,
+        push_agent(task_store=url, task_retention_seconds=1, shutdown_timeout=1.0) as (base, app),
+        httpx.AsyncClient(timeout=10) as client,
+    ):
+        n = next(_gates)
+        GATES[n] = gate = asyncio.Event()
+        send = {"message": skill_message("demo.gate", n), "configuration": {}}
+        send["configuration"]["returnImmediately"] = True
+        task_id = (await rpc(client, base, "SendMessage", send))["result"]["task"]["id"]
+        hook = {"taskId": task_id, "pushNotificationConfig": {"id": "h", "url": rec.url("/h")}}
+        assert "result" in await rpc(
+            client, base, "tasks/pushNotificationConfig/set", hook, version="0.3"
+        )
+        gate.set()
+        await rec.wait_for(lambda: rec.attempts("/h"))
+        push = app.state.a2a.extras["push"]
+        await push.sender.idle()
+        assert await push.statuses.failed.read(task_id)
+        assert await push.statuses.versions.read(task_id)
+        async with asyncio.timeout(15):
+            while "error" not in await rpc(client, base, "GetTask", {"id": task_id}):
+                await asyncio.sleep(0.2)  # retention deletes the task
+        failed = await push.statuses.failed.read(task_id)
+        versions = await push.statuses.versions.read(task_id)
+    assert (failed, versions) == ({}, {})
