@@ -13,10 +13,13 @@ from collections.abc import AsyncIterator, Callable
 
 from a2a.server.cluster import TaskVersion, VersionedTaskStore
 from a2a.types import Task, TaskState
+import asyncpg
 from sqlalchemy import text
+from sqlalchemy.engine import make_url
 
 from apcore_a2a.storage import INTERRUPTED_MESSAGE, Stores, open_stores
 
+from .._postgres import PG_DB, PG_HOST, PG_PORT, PG_USER
 from .._support import ROOT
 from ._helpers import ctx, make_task, settings
 
@@ -225,12 +228,17 @@ async def test_cluster_heartbeat_goes_on_while_an_orphan_is_locked(pg_url: str) 
         "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
         "AND datname = current_database()"
     )
+    schema = str(make_url(pg_url).query["schema"])
+    where = {"host": PG_HOST, "port": PG_PORT, "user": PG_USER, "database": PG_DB}
     try:
-        async with engine.connect() as paused:
-            # A's write in flight when it paused: its task's version row stays locked.
+        # A's write in flight when it paused: its task's version row stays locked, on a
+        # session B cannot end (B ends the sessions named as A's: as if its role could not).
+        paused = await asyncpg.connect(**where, server_settings={"search_path": schema})
+        held = paused.transaction()
+        await held.start()
+        try:
             await paused.execute(
-                text("UPDATE task_versions SET version = version WHERE task_id = :id"),
-                {"id": running.id},
+                "UPDATE task_versions SET version = version WHERE task_id = $1", running.id
             )
             await registry_a.deregister()  # A is dead for B from now on
             try:
@@ -248,7 +256,9 @@ async def test_cluster_heartbeat_goes_on_while_an_orphan_is_locked(pg_url: str) 
                 fresh = make_task(TaskState.TASK_STATE_WORKING)
                 await put(a, fresh)
             finally:
-                await paused.rollback()
+                await held.rollback()
+        finally:
+            await paused.close()
         await eventually(lambda: _is_failed(b, running.id))  # the lock gone: failed
         await registry_b.retire(registry_a.replica_id)  # as B's recovery does next
         claimed = "SELECT replica_id FROM apcore_a2a_task_claims WHERE task_id = :id"
