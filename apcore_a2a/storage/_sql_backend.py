@@ -197,8 +197,10 @@ class SqlBackend:
     async def check_connections(self) -> None:
         # The pool opens its connections under load, when running out of them is an
         # outage; a start that cannot have them all says so at once instead
-        # (docs/deployment.md, *Database connections*).
-        if self.store_url.kind != "postgresql":
+        # (docs/deployment.md, *Database connections*). Behind PgBouncer they are its
+        # clients, bounded by its max_client_conn, which only its admin console shows;
+        # PostgreSQL's limits bound PgBouncer's server pool, not them.
+        if self.store_url.kind != "postgresql" or self.store_url.pgbouncer:
             return
         per_process, workers, held = self.connections
         need = workers * per_process

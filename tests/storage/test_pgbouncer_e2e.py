@@ -147,6 +147,19 @@ async def test_cluster_replicas_serve_tasks_and_streams_through_pgbouncer() -> N
             assert SINGLE_HELD in _refusal(url, "--cluster")
 
 
+async def test_postgresqls_connection_limits_do_not_bound_pgbouncers_clients() -> None:
+    """Behind PgBouncer the agent's pool is PgBouncer's clients; PostgreSQL sees only
+    PgBouncer's server pool (two connections here), so its ``max_connections`` (100 on
+    the test server, or less) does not bound a pool of 150, and the start is not refused
+    for it (docs/deployment.md, *Database connections*)."""
+    with through_pgbouncer("pgbouncer=true") as (_direct, url):
+        url = make_url(url).update_query_dict({"pool_size": "150"}).render_as_string(False)
+        args = ["--extensions-dir", EXTENSIONS, "--task-store", url, "--cluster", *TIMING]
+        with cli_server(args) as (base, _proc):
+            task = await send(await client(base), request("math.add", {"a": 1, "b": 2}))
+    assert task.status.state == TaskState.TASK_STATE_COMPLETED
+
+
 async def test_without_the_option_the_refusal_names_it() -> None:
     with through_pgbouncer("") as (_direct, url):
         line = _refusal(url, "--cluster")
