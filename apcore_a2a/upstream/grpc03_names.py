@@ -7,6 +7,12 @@ a2a-sdk 1.3's 0.3 servicer (``CompatGrpcHandler``) matches names by prefix and r
 the rest as "No task for <name>" or "Bad resource name <name>": an empty ``parent`` (the
 0.3 ``CreateTaskPushNotificationConfig`` as most clients send it) was a bare "No task
 for", and ``tasks/a/b`` was served as task ``a``.
+
+A get by task id alone (``pushNotificationConfigId`` is optional in 0.3, and JSON-RPC 0.3
+answers the config whose id defaulted to the task's: ``jsonrpc03_push.py``) reaches gRPC as
+``tasks/{id}/pushNotificationConfigs/``, the name a2a-sdk's 0.3 gRPC client sends for it;
+the SDK's servicer refused it as "Bad resource name", so it is read as
+``tasks/{id}/pushNotificationConfigs/{id}``.
 """
 
 from __future__ import annotations
@@ -24,6 +30,9 @@ CONFIG = (
     re.compile(r"tasks/[^/]+/pushNotificationConfigs/[^/]+"),
     "tasks/{taskId}/pushNotificationConfigs/{configId}",
 )
+
+#: a get's config name without the config id: the config named by the task
+BY_TASK = re.compile(r"tasks/([^/]+)/pushNotificationConfigs/")
 
 
 def name_error(field: str, value: str, form: tuple[re.Pattern[str], str]) -> str | None:
@@ -66,6 +75,9 @@ class Grpc03Names(CompatGrpcHandler):
     async def GetTaskPushNotificationConfig(
         self, request: Any, context: grpc.aio.ServicerContext
     ) -> Any:
+        by_task = BY_TASK.fullmatch(request.name)
+        if by_task is not None:
+            request = type(request)(name=request.name + by_task[1])
         await self._named(context, name_error("name", request.name, CONFIG))
         return await super().GetTaskPushNotificationConfig(request, context)
 

@@ -14,10 +14,12 @@ import grpc
 import grpc.aio
 import pytest
 from a2a.compat.v0_3 import a2a_v0_3_pb2 as pb03
+from a2a.types import GetTaskPushNotificationConfigRequest, TaskPushNotificationConfig
 from apcore import Executor, Registry
 
 from apcore_a2a import A2AServerFactory
 from tests._modules import Echo
+from tests._sdk import make_client, request
 from tests._support import free_port, running_server
 from tests.bindings._grpc import stubs
 
@@ -124,3 +126,36 @@ async def test_a_malformed_03_resource_name_is_invalid_argument_in_full() -> Non
             pb03.ListTaskPushNotificationConfigRequest(parent=task)
         )
         assert list(listed.configs) == []
+
+
+async def test_a_03_get_by_task_id_alone_answers_the_config_named_by_the_task() -> None:
+    """JSON-RPC 0.3 gets a config by task id alone (``pushNotificationConfigId``
+    optional: the config whose id defaulted to the task's); a2a-sdk's 0.3 gRPC client
+    sends such a get as ``tasks/{id}/pushNotificationConfigs/``, and gets that config too."""
+    registry = Registry()
+    registry.register("t.echo", Echo())
+    port, grpc_port = free_port(), free_port()
+    app, _ = A2AServerFactory(
+        Executor(registry),
+        environ={},
+        port=port,
+        grpc_port=grpc_port,
+        push_notifications=True,
+        push_allow_insecure_urls=True,
+    ).create()
+    async with running_server(app, port=port):
+        client = await make_client(f"http://127.0.0.1:{port}", "GRPC", "0.3")
+        try:
+            sent = [r async for r in client.send_message(request("t.echo", {"text": "hi"}))]
+            task_id = sent[-1].task.id
+            assert task_id
+            made = await client.create_task_push_notification_config(
+                TaskPushNotificationConfig(task_id=task_id, url="http://127.0.0.1:9/hook")
+            )
+            got = await client.get_task_push_notification_config(
+                GetTaskPushNotificationConfigRequest(task_id=task_id)
+            )
+        finally:
+            await client.close()
+    assert made.id == task_id
+    assert (got.task_id, got.id, got.url) == (task_id, task_id, "http://127.0.0.1:9/hook")

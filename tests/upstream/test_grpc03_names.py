@@ -1,7 +1,8 @@
 """The SDK behaviour ``apcore_a2a/upstream/grpc03_names.py`` answers: a2a-sdk's 0.3 gRPC
 servicer refuses an empty ``parent`` of ``CreateTaskPushNotificationConfig`` with a bare
-"No task for", and reads a resource name by its prefix (``tasks/<id>/more`` is task
-``<id>``). A failure here means the SDK checks 0.3 names whole: delete that file."""
+"No task for", reads a resource name by its prefix (``tasks/<id>/more`` is task
+``<id>``), and refuses a get by task id alone (``tasks/<id>/pushNotificationConfigs/``,
+as its own 0.3 client sends it). A failure here means the SDK checks 0.3 names whole: delete that file."""
 
 from __future__ import annotations
 
@@ -26,6 +27,10 @@ def test_sdk_03_grpc_reads_resource_names_by_prefix_and_answers_an_empty_one_bar
                 pb03.CreateTaskPushNotificationConfigRequest(config=config), timeout=10
             ),
             lambda: stub.GetTask(pb03.GetTaskRequest(name="tasks/no-such-task/more"), timeout=10),
+            lambda: stub.GetTaskPushNotificationConfig(
+                pb03.GetTaskPushNotificationConfigRequest(name="tasks/t/pushNotificationConfigs/"),
+                timeout=10,
+            ),
         ):
             try:
                 call()
@@ -34,4 +39,8 @@ def test_sdk_03_grpc_reads_resource_names_by_prefix_and_answers_an_empty_one_bar
     assert refusals == [
         (grpc.StatusCode.INVALID_ARGUMENT, "InvalidParamsError: No task for "),
         (grpc.StatusCode.NOT_FOUND, "TaskNotFoundError: Task not found"),
+        (
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "InvalidParamsError: Bad resource name tasks/t/pushNotificationConfigs/",
+        ),
     ]
