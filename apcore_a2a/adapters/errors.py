@@ -31,9 +31,11 @@ Outcome = Literal["raise", "failed", "rejected", "canceled"]
 MAX_MESSAGE = 500
 MAX_LOG = 1000
 
+# A server path is rooted (``/srv/app``, ``~/app``, ``C:\\app``) or names a Python file (with its
+# folders); a caller's relative name (``tasks/t/pushNotificationConfigs/c``) is neither.
 _PATH_RE = re.compile(
-    r"""(?:[A-Za-z]:)?(?:[\\/][\w.\-+@~ ]+){2,}[\\/]?(?:\.py\w?)?"""
-    r"""|\b[\w.\-]+\.py\b(?::\d+)?"""
+    r"""(?<![\w.\-+@~])(?:[A-Za-z]:|~)?(?:[\\/][\w.\-+@~ ]+){2,}[\\/]?(?:\.py\w?)?"""
+    r"""|\b[\w.\-]+(?:[\\/][\w.\-]+)*\.py\b(?::\d+)?"""
 )
 _TRACE_RE = re.compile(r"Traceback \(most recent call last\).*", re.DOTALL)
 _FRAME_RE = re.compile(r'^\s*File ".*$', re.MULTILINE)

@@ -1,7 +1,7 @@
 """The resource names of 0.3 gRPC calls, checked whole before the SDK reads them: a name
 that is not ``tasks/{id}`` (``GetTask``, ``CancelTask``, ``TaskSubscription``, a push
 config's ``parent``) or ``tasks/{id}/pushNotificationConfigs/{configId}`` (a push config's
-``name``) is ``INVALID_ARGUMENT`` saying which field and the form it must have.
+``name``) is ``INVALID_ARGUMENT`` saying which field, the form it must have and the name given.
 
 a2a-sdk 1.3's 0.3 servicer (``CompatGrpcHandler``) matches names by prefix and refuses
 the rest as "No task for <name>" or "Bad resource name <name>": an empty ``parent`` (the
@@ -25,6 +25,8 @@ import grpc.aio
 from a2a.compat.v0_3.grpc_handler import CompatGrpcHandler
 from a2a.utils.errors import InvalidParamsError
 
+from apcore_a2a._text import echoed
+
 TASK = (re.compile(r"tasks/[^/]+"), "tasks/{taskId}")
 CONFIG = (
     re.compile(r"tasks/[^/]+/pushNotificationConfigs/[^/]+"),
@@ -39,8 +41,8 @@ def name_error(field: str, value: str, form: tuple[re.Pattern[str], str]) -> str
     """What is wrong with *value*, the request's *field*, unless it has the *form*."""
     if form[0].fullmatch(value):
         return None
-    # Not echoed: the answers' scrubber takes a name's slashes for a server path.
-    return f"{field} must be {form[1]}" + ("" if value else ", and none was given")
+    given = f", not {echoed(value, quote=True)}" if value else ", and none was given"
+    return f"{field} must be {form[1]}{given}"
 
 
 class Grpc03Names(CompatGrpcHandler):

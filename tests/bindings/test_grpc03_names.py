@@ -1,5 +1,5 @@
 """A 0.3 gRPC call whose resource name is malformed is ``INVALID_ARGUMENT`` saying which
-field and the form it must have (``upstream/grpc03_names.py``), and touches no
+field, the form it must have and the name given (``upstream/grpc03_names.py``), and touches no
 stored task: a2a-sdk alone answered an empty ``parent`` (the 0.3
 ``CreateTaskPushNotificationConfig`` as most clients send it) with a bare "No task for",
 and served ``tasks/<id>/more`` as task ``<id>``.
@@ -18,6 +18,7 @@ from a2a.types import GetTaskPushNotificationConfigRequest, TaskPushNotification
 from apcore import Executor, Registry
 
 from apcore_a2a import A2AServerFactory
+from apcore_a2a._text import echoed
 from tests._modules import Echo
 from tests._sdk import make_client, request
 from tests._support import free_port, running_server
@@ -27,6 +28,11 @@ TASK, CONFIG = "tasks/{taskId}", "tasks/{taskId}/pushNotificationConfigs/{config
 HOOK = pb03.TaskPushNotificationConfig(
     push_notification_config=pb03.PushNotificationConfig(url="http://127.0.0.1:9/hook")
 )
+
+
+def _not(name: str) -> str:
+    """How a refusal names what was given: whole, quoted, bounded."""
+    return f", not {echoed(name, quote=True)}"
 
 
 def _calls(task: str) -> list[tuple[str, Callable[[Any], Any], str]]:
@@ -46,14 +52,14 @@ def _calls(task: str) -> list[tuple[str, Callable[[Any], Any], str]]:
                     parent=f"{task}/pushNotificationConfigs/c", config=HOOK
                 )
             ),
-            f"parent must be {TASK}",
+            f"parent must be {TASK}{_not(f'{task}/pushNotificationConfigs/c')}",
         ),
         (
             "get by the task's name",
             lambda s: s.GetTaskPushNotificationConfig(
                 pb03.GetTaskPushNotificationConfigRequest(name=task)
             ),
-            f"name must be {CONFIG}",
+            f"name must be {CONFIG}{_not(task)}",
         ),
         (
             "list without parent",
@@ -67,7 +73,7 @@ def _calls(task: str) -> list[tuple[str, Callable[[Any], Any], str]]:
             lambda s: s.DeleteTaskPushNotificationConfig(
                 pb03.DeleteTaskPushNotificationConfigRequest(name="c")
             ),
-            f"name must be {CONFIG}",
+            f"name must be {CONFIG}{_not('c')}",
         ),
         (
             "get a task without name",
@@ -77,7 +83,7 @@ def _calls(task: str) -> list[tuple[str, Callable[[Any], Any], str]]:
         (
             "cancel a task's sub-name",
             lambda s: s.CancelTask(pb03.CancelTaskRequest(name=f"{task}/x")),
-            f"name must be {TASK}",
+            f"name must be {TASK}{_not(f'{task}/x')}",
         ),
     ]
 
