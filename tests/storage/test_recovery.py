@@ -11,9 +11,9 @@ import sys
 import time
 from collections.abc import AsyncIterator, Callable
 
+import asyncpg
 from a2a.server.cluster import TaskVersion, VersionedTaskStore
 from a2a.types import Task, TaskState
-import asyncpg
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
