@@ -222,14 +222,15 @@ def _sql_stores(url: StoreURL, settings: Settings) -> Stores:
         # A replica paused in the middle of a statement holds its transaction's locks
         # until it wakes, and no other replica could fail its tasks meanwhile: the others
         # end its sessions by their name (ReplicaRegistry.end_sessions).
-        url = url.with_server_settings(application_name=REPLICA_APPLICATION + replica_id)
-    if settings.cluster and url.kind == "postgresql" and not url.pgbouncer:
-        # The server ends a paused replica's transaction once it has been idle for a
-        # replica timeout, by when the others count that replica dead anyway. (PgBouncer
-        # refuses this startup parameter: its own idle_transaction_timeout does it,
-        # docs/storage.md.)
-        idle = f"{round(settings.cluster_replica_timeout * 1000)}ms"
-        url = url.with_server_settings(idle_in_transaction_session_timeout=idle)
+        server = {"application_name": REPLICA_APPLICATION + replica_id}
+        if not url.pgbouncer:
+            # The server ends a paused replica's transaction once it has been idle for a
+            # replica timeout, by when the others count that replica dead anyway.
+            # (PgBouncer refuses this startup parameter: its own idle_transaction_timeout
+            # does it, docs/storage.md.)
+            idle = f"{round(settings.cluster_replica_timeout * 1000)}ms"
+            server["idle_in_transaction_session_timeout"] = idle
+        url = url.with_server_settings(**server)
     try:
         from apcore_a2a.upstream.unreadable_push_configs import ReadableConfigStore
 
