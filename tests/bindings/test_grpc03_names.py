@@ -16,6 +16,7 @@ import pytest
 from a2a.compat.v0_3 import a2a_v0_3_pb2 as pb03
 from a2a.types import GetTaskPushNotificationConfigRequest, TaskPushNotificationConfig
 from apcore import Executor, Registry
+from starlette.applications import Starlette
 
 from apcore_a2a import A2AServerFactory
 from apcore_a2a._text import echoed
@@ -88,7 +89,8 @@ def _calls(task: str) -> list[tuple[str, Callable[[Any], Any], str]]:
     ]
 
 
-async def test_a_malformed_03_resource_name_is_invalid_argument_in_full() -> None:
+def _echo_agent() -> tuple[Starlette, int, int]:
+    """An agent serving ``t.echo`` with push on: its app, HTTP port and gRPC port."""
     registry = Registry()
     registry.register("t.echo", Echo())
     port, grpc_port = free_port(), free_port()
@@ -100,6 +102,11 @@ async def test_a_malformed_03_resource_name_is_invalid_argument_in_full() -> Non
         push_notifications=True,
         push_allow_insecure_urls=True,
     ).create()
+    return app, port, grpc_port
+
+
+async def test_a_malformed_03_resource_name_is_invalid_argument_in_full() -> None:
+    app, port, grpc_port = _echo_agent()
     async with (
         running_server(app, port=port),
         stubs(f"127.0.0.1:{grpc_port}") as (_v1, v03),
@@ -138,17 +145,7 @@ async def test_a_03_get_by_task_id_alone_answers_the_config_named_by_the_task() 
     """JSON-RPC 0.3 gets a config by task id alone (``pushNotificationConfigId``
     optional: the config whose id defaulted to the task's); a2a-sdk's 0.3 gRPC client
     sends such a get as ``tasks/{id}/pushNotificationConfigs/``, and gets that config too."""
-    registry = Registry()
-    registry.register("t.echo", Echo())
-    port, grpc_port = free_port(), free_port()
-    app, _ = A2AServerFactory(
-        Executor(registry),
-        environ={},
-        port=port,
-        grpc_port=grpc_port,
-        push_notifications=True,
-        push_allow_insecure_urls=True,
-    ).create()
+    app, port, _grpc = _echo_agent()
     async with running_server(app, port=port):
         client = await make_client(f"http://127.0.0.1:{port}", "GRPC", "0.3")
         try:

@@ -100,6 +100,41 @@ def _pause_between_writes(pid: int, database: Path) -> None:
     raise AssertionError("the replica held the write lock at every pause")
 
 
+async def paused_mid_write(
+    conn: asyncpg.Connection,
+    a: str,
+    pid: int,
+    task_id: str,
+    failed_on_b: Callable[[], Awaitable[bool]],
+) -> dict[str, Any]:
+    """Hold the task's row on *conn*, let replica A's cancel write wait for it, pause A
+    (process *pid*), let go: A's transaction now holds the row, idle, as a replica paused
+    mid-write does; then wait until B fails the task, wake A, and return its cancel's
+    answer (A's cancel lost its transaction: a result or a typed error, never an internal
+    one, the callers check)."""
+    held = conn.transaction()
+    await held.start()
+    await conn.execute("SELECT 1 FROM tasks WHERE id = $1 FOR UPDATE", task_id)
+    cancel = asyncio.ensure_future(_answer(a, "CancelTask", {"id": task_id}))
+    mine = await conn.fetchval("SELECT pg_backend_pid()")
+    blocked = "SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))"
+
+    async def a_waits_for_us() -> bool:
+        return bool(await conn.fetchval(blocked, mine))
+
+    try:
+        await _until(a_waits_for_us, "A's cancel never wrote the task")
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            await held.rollback()
+            await _until(failed_on_b, "B never failed the task A holds locked")
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        return await cancel
+    finally:
+        cancel.cancel()
+
+
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
 async def test_a_woken_replica_stops_the_module_of_a_task_failed_elsewhere(
     backend: str, tmp_path: Path
@@ -163,31 +198,7 @@ async def test_a_replica_paused_inside_a_transaction_does_not_hold_its_task(
             server_settings={"search_path": str(schema)},
         )
         try:
-            # Hold the task's row, let A's cancel write wait for it, pause A, let go: A's
-            # transaction now holds the row, idle, as a replica paused mid-write does.
-            held = conn.transaction()
-            await held.start()
-            await conn.execute("SELECT 1 FROM tasks WHERE id = $1 FOR UPDATE", task_id)
-            cancel = asyncio.ensure_future(_answer(a, "CancelTask", {"id": task_id}))
-            mine = await conn.fetchval("SELECT pg_backend_pid()")
-            blocked = "SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))"
-
-            async def a_waits_for_us() -> bool:
-                return bool(await conn.fetchval(blocked, mine))
-
-            try:
-                await _until(a_waits_for_us, "A's cancel never wrote the task")
-                os.kill(proc_a.pid, signal.SIGSTOP)
-                try:
-                    await held.rollback()
-                    await _until(failed_on_b, "B never failed the task A holds locked")
-                finally:
-                    os.kill(proc_a.pid, signal.SIGCONT)
-                # A's cancel lost its transaction: it answers, with a result or a typed
-                # error, never an internal one.
-                answer = await cancel
-            finally:
-                cancel.cancel()
+            answer = await paused_mid_write(conn, a, proc_a.pid, task_id, failed_on_b)
         finally:
             await conn.close()
         assert answer.get("error", {}).get("code") != -32603, answer

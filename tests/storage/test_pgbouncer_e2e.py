@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import tempfile
@@ -30,7 +29,7 @@ from .._postgres import PG_HOST, PG_PORT, PG_USER, pg_database_url
 from .._support import cli_server, free_port, not_installed
 from ._a2a import EXTENSIONS, client, send
 from .test_one_owner import SINGLE_HELD, _serve_once
-from .test_paused_replica_e2e import _answer, _rpc, _start_work, _until
+from .test_paused_replica_e2e import _rpc, _start_work, _until, paused_mid_write
 from .test_replicas_e2e import PROBES
 
 #: replicas judge each other quickly; PgBouncer ends a transaction idle for as long
@@ -201,29 +200,7 @@ async def test_pgbouncers_idle_transaction_timeout_frees_a_paused_replicas_rows(
         await _until(working_on_a, "the task never ran on A")
         conn = await asyncpg.connect(direct.split("?")[0])
         try:
-            # Hold the task's row, let A's cancel write wait for it, pause A, let go: A's
-            # transaction now holds the row, idle, as a replica paused mid-write does.
-            held = conn.transaction()
-            await held.start()
-            await conn.execute("SELECT 1 FROM tasks WHERE id = $1 FOR UPDATE", task_id)
-            cancel = asyncio.ensure_future(_answer(a, "CancelTask", {"id": task_id}))
-            mine = await conn.fetchval("SELECT pg_backend_pid()")
-            blocked = "SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))"
-
-            async def a_waits_for_us() -> bool:
-                return bool(await conn.fetchval(blocked, mine))
-
-            try:
-                await _until(a_waits_for_us, "A's cancel never wrote the task")
-                os.kill(proc_a.pid, signal.SIGSTOP)
-                try:
-                    await held.rollback()
-                    await _until(failed_on_b, "B never failed the task A holds locked")
-                finally:
-                    os.kill(proc_a.pid, signal.SIGCONT)
-                answer = await cancel  # a result or a typed error, never an internal one
-            finally:
-                cancel.cancel()
+            answer = await paused_mid_write(conn, a, proc_a.pid, task_id, failed_on_b)
         finally:
             await conn.close()
         assert answer.get("error", {}).get("code") != -32603, answer
