@@ -25,9 +25,10 @@ LOCK_SUFFIX = ".lock"
 #: Seconds between attempts to take a lost PostgreSQL lock again, at most.
 RETAKE_INTERVAL = 5.0
 
-# A 64-bit key from the schema's name (md5: any server version, no internal function).
+# A 64-bit key from the schema's name (md5: any server version, no internal function); an
+# expression, so that key and lock are one statement: one server connection behind PgBouncer.
 _KEY = (
-    "SELECT ('x' || substr(md5('apcore-a2a task store ' || coalesce(current_schema(), '')),"
+    "('x' || substr(md5('apcore-a2a task store ' || coalesce(current_schema(), '')),"
     " 1, 16))::bit(64)::bigint"
 )
 
@@ -123,14 +124,14 @@ class PgOwnerLock(BackgroundLoop, OwnerLock):
 
     def __init__(self, store_url: StoreURL, *, shared: bool) -> None:
         self.store_url = store_url
-        self.shared = shared
+        self._take = "pg_try_advisory_lock_shared" if shared else "pg_try_advisory_lock"
         self._conn: Any = None
         self._lost = asyncio.Event()
 
     async def acquire(self) -> None:
         if self._conn is not None:
             return
-        conn, cluster_holds = await self._take()
+        conn, cluster_holds = await _try_lock(self.store_url, self._take)
         if conn is None:
             raise refusal(self.store_url.display, cluster_holds=cluster_holds)
         self._hold(conn)
@@ -144,28 +145,6 @@ class PgOwnerLock(BackgroundLoop, OwnerLock):
                 await conn.close(timeout=2)
             except Exception:
                 conn.terminate()
-
-    async def _take(self) -> tuple[Any, bool]:
-        """``(connection holding the lock, False)``, or ``(None, whether a cluster holds
-        it)``; connection errors propagate."""
-        from ._pg_writer import pg_connect
-
-        conn = await pg_connect(self.store_url, LOCK_APPLICATION)
-        try:
-            key = await conn.fetchval(_KEY)
-            take = "pg_try_advisory_lock_shared" if self.shared else "pg_try_advisory_lock"
-            if await conn.fetchval(f"SELECT {take}($1)", key):
-                return conn, False
-            cluster_holds = False
-            if not self.shared:  # held shared (a cluster) or exclusively (one process)?
-                cluster_holds = bool(
-                    await conn.fetchval("SELECT pg_try_advisory_lock_shared($1)", key)
-                )
-        except BaseException:
-            conn.terminate()
-            raise
-        await conn.close(timeout=2)
-        return None, cluster_holds
 
     def _hold(self, conn: Any) -> None:
         self._conn = conn
@@ -184,7 +163,7 @@ class PgOwnerLock(BackgroundLoop, OwnerLock):
                 await asyncio.sleep(delay)
                 delay = min(RETAKE_INTERVAL, delay * 2)
                 try:
-                    taken, cluster_holds = await self._take()
+                    taken, cluster_holds = await _try_lock(self.store_url, self._take)
                 except Exception as exc:  # asyncpg's errors share no base class with OSError
                     logger.debug("lock connection failed: %s", type(exc).__name__)
                     continue
@@ -210,16 +189,28 @@ class PooledOwnerCheck(OwnerLock):
         self.store_url = store_url
 
     async def acquire(self) -> None:
-        from ._pg_writer import pg_connect
-
-        conn = await pg_connect(self.store_url, LOCK_APPLICATION)
-        try:
-            async with conn.transaction():
-                key = await conn.fetchval(_KEY)
-                free = await conn.fetchval("SELECT pg_try_advisory_xact_lock_shared($1)", key)
-        except BaseException:
-            conn.terminate()
-            raise
-        await conn.close(timeout=2)
-        if not free:
+        # A transaction-level lock, released as its statement ends: held by nobody after.
+        conn, _ = await _try_lock(self.store_url, "pg_try_advisory_xact_lock_shared")
+        if conn is None:
             raise refusal(self.store_url.display, cluster_holds=False)
+        await conn.close(timeout=2)
+
+
+async def _try_lock(store_url: StoreURL, take: str) -> tuple[Any, bool]:
+    """``(a connection of its own that took the lock with the function *take*, False)``,
+    or ``(None, whether a cluster holds it)``; connection errors propagate."""
+    from ._pg_writer import pg_connect
+
+    conn = await pg_connect(store_url, LOCK_APPLICATION)
+    try:
+        if await conn.fetchval(f"SELECT {take}({_KEY})"):
+            return conn, False
+        # held shared (a cluster) or exclusively (one process)?
+        cluster_holds = take == "pg_try_advisory_lock" and bool(
+            await conn.fetchval(f"SELECT pg_try_advisory_lock_shared({_KEY})")
+        )
+    except BaseException:
+        conn.terminate()
+        raise
+    await conn.close(timeout=2)
+    return None, cluster_holds

@@ -201,7 +201,7 @@ async def test_a_lost_postgresql_lock_is_taken_again_and_a_thief_is_named(
     try:
         # Another process waits for the lock; the server drops the lock connection (as in
         # a restart): the waiter has the lock before this one is back.
-        key = await thief.fetchval(_KEY)
+        key = await thief.fetchval(f"SELECT {_KEY}")
         waiting = asyncio.ensure_future(thief.execute("SELECT pg_advisory_lock($1)", key))
         queued = "SELECT count(*) FROM pg_locks WHERE pid = $1 AND NOT granted"
         while not await admin.fetchval(queued, thief.get_server_pid()):
