@@ -12,6 +12,7 @@ whose finished ones a purge would delete.
 from __future__ import annotations
 
 import logging
+import re
 
 from a2a.server.tasks import DatabaseTaskStore, TaskStore
 from sqlalchemy import text
@@ -32,15 +33,26 @@ _DOCS = "docs/storage.md, *Your own task store*"
 #: how long a PostgreSQL index build waits for the application's open writes on its table
 LOCK_WAIT = "1s"
 
-#: the names of the indexes of table :t (the catalogs' reads take no lock on the table)
-_INDEXES = {
-    "sqlite": text("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = :t"),
-    # the table the statements' unqualified name resolves to, in whichever schema
+#: the table and key columns (in order; NULL: an expression) of the index named :i, which
+#: shares one namespace with every index of the table :t's schema (catalog reads: no lock)
+_INDEX_KEYS = {
+    "sqlite": text(
+        "SELECT m.tbl_name, k.name FROM sqlite_master m, pragma_index_info(m.name) k "
+        "WHERE m.type = 'index' AND m.name = :i ORDER BY k.seqno"
+    ),
+    # the schema of the table the statements' unqualified name resolves to
     "postgresql": text(
-        "SELECT c.relname FROM pg_index x JOIN pg_class c ON c.oid = x.indexrelid "
-        "WHERE x.indrelid = to_regclass(quote_ident(:t))"
+        "SELECT t.relname, a.attname FROM pg_class i "
+        "JOIN pg_index x ON x.indexrelid = i.oid JOIN pg_class t ON t.oid = x.indrelid "
+        "CROSS JOIN LATERAL unnest(x.indkey::int2[]) WITH ORDINALITY AS k(attnum, n) "
+        "LEFT JOIN pg_attribute a ON a.attrelid = t.oid AND a.attnum = k.attnum "
+        "WHERE i.relname = :i AND k.n <= x.indnkeyatts AND i.relnamespace = "
+        "(SELECT relnamespace FROM pg_class WHERE oid = to_regclass(quote_ident(:t))) "
+        "ORDER BY k.n"
     ),
 }
+#: a comma between two of an index's columns, not inside an expression's parentheses
+_BETWEEN_COLUMNS = re.compile(r",\s*(?![^()]*\))")
 
 
 async def start_own_store(store: TaskStore, *, paged: bool, retention_seconds: float) -> None:
@@ -87,18 +99,25 @@ async def start_own_store(store: TaskStore, *, paged: bool, retention_seconds: f
         )
         return
 
+    others: dict[str, str] = {}  # name: what the index of that name covers instead
+
     async def create() -> None:
-        for index in indexes:  # each on its own: one the table's rows refuse costs itself
+        others.clear()
+        for name, _table, columns in indexes:  # each on its own: one the rows refuse costs itself
             async with store.engine.begin() as conn:
                 # Building an index waits for every open write on the table, and every
                 # write queued meanwhile waits for it: one the table has is left alone, and
                 # a PostgreSQL build gives up after LOCK_WAIT (the next start tries again).
-                there = await conn.execute(_INDEXES[conn.dialect.name], {"t": table})
-                if index[0] in {row[0] for row in there}:
+                keys = await conn.execute(_INDEX_KEYS[conn.dialect.name], {"i": name, "t": table})
+                found = [(str(on), str(c or "(expression)")) for on, c in keys]
+                if found:
+                    want = [c if c[0] != "(" else "(expression)" for c in _columns(columns)]
+                    if found != [(table, column) for column in want]:
+                        others[name] = f"{found[0][0]} ({', '.join(c for _, c in found)})"
                     continue
                 if conn.dialect.name == "postgresql":
                     await conn.execute(text(f"SET LOCAL lock_timeout = '{LOCK_WAIT}'"))
-                await conn.execute(text(index_sql(conn.dialect, *index)))
+                await conn.execute(text(index_sql(conn.dialect, name, table, columns)))
 
     try:
         await raced(create)  # other agents may be starting on the table too
@@ -109,10 +128,24 @@ async def start_own_store(store: TaskStore, *, paged: bool, retention_seconds: f
             *(table, _reason(exc), statements),
         )
         return
-    logger.info(
-        "task store: the application's table %r reads the indexes %s",
-        *(table, ", ".join(index[0] for index in indexes)),
-    )
+    for name, _table, columns in indexes:
+        if name in others:  # an index the agent did not make is the application's to change
+            logger.warning(
+                "task store: index %s covers %s, not %s (%s): the application's table %r is "
+                "read without it (lists and context checks read the caller's tasks); drop or "
+                "rename that index and restart, and the agent creates its own (%s)",
+                *(name, others[name], table, columns, table, _DOCS),
+            )
+    if read := [index[0] for index in indexes if index[0] not in others]:
+        logger.info(
+            "task store: the application's table %r reads the indexes %s",
+            *(table, ", ".join(read)),
+        )
+
+
+def _columns(columns: str) -> list[str]:
+    """The columns (SQL) of an index, in order: a name or a parenthesized expression."""
+    return _BETWEEN_COLUMNS.split(columns)
 
 
 def _reason(exc: BaseException) -> str:

@@ -266,3 +266,42 @@ def _ours(record: logging.LogRecord) -> bool:
     """A record of the store's start (the agent's own lines, such as that it
     authenticates nobody, are not this file's subject)."""
     return record.name.startswith("apcore_a2a.storage")
+
+
+async def test_an_index_of_our_name_over_other_columns_is_named_and_kept(
+    sql_url: str, disposed: list[DatabaseTaskStore], caplog: pytest.LogCaptureFixture
+) -> None:
+    # Index names are one namespace per schema (database): an application's index of our
+    # name, on our table over other columns or on another table, made the start skip the
+    # index and say the table read it.
+    caplog.set_level(logging.INFO, logger=LOGGER)
+    disposed.append(maker := _app_store(sql_url))
+    await maker.initialize()
+    async with maker.engine.begin() as conn:
+        await conn.execute(text(f"CREATE INDEX {INDEX_NAME} ON tasks (context_id)"))
+        await conn.execute(text("CREATE TABLE app_notes (owner VARCHAR(255), id INTEGER)"))
+        await conn.execute(text(f"CREATE INDEX {STATE_INDEX_NAME} ON app_notes (owner, id)"))
+    disposed.append(store := _app_store(sql_url))
+    async with served(task_store=store) as (http, _app):
+        await _tasks_and_lists(http)
+    said = [r for r in caplog.records if r.levelno >= logging.WARNING and _ours(r)]
+    assert [r.levelname for r in said] == ["WARNING", "WARNING"], caplog.text
+    context, state = (r.getMessage() for r in said)
+    assert f"index {INDEX_NAME} covers tasks (context_id)" in context, context
+    assert "not tasks (context_id, owner, last_updated, id)" in context, context
+    assert f"index {STATE_INDEX_NAME} covers app_notes (owner, id)" in state, state
+    assert "not tasks (owner, (CASE " in state and ", last_updated, id)" in state, state
+    assert all("\n" not in r.getMessage() for r in said)
+    assert "reads the indexes" not in caplog.text
+    assert INDEX_NAME in await index_names(sql_url)  # the application's, left alone
+    assert STATE_INDEX_NAME in await index_names(sql_url, "app_notes")
+    # As the line advises: dropped, the next start creates ours; the one after reads them.
+    async with maker.engine.begin() as conn:
+        for name in (INDEX_NAME, STATE_INDEX_NAME):
+            await conn.execute(text(f"DROP INDEX {name}"))
+    for _ in range(2):
+        caplog.clear()
+        async with served(task_store=store):
+            pass
+        assert not [r for r in caplog.records if r.levelno >= logging.WARNING and _ours(r)]
+        assert f"reads the indexes {INDEX_NAME}, {STATE_INDEX_NAME}" in caplog.text
