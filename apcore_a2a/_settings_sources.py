@@ -230,23 +230,18 @@ def source_of(
 
 
 def describe_error(
-    exc: ValidationError,
-    given: Mapping[str, Any],
-    environ: Mapping[str, str],
-    specs: tuple[Setting, ...],
-    passed_in: SourcedSettings | None = None,
+    exc: ValidationError, where: Callable[[str], str], specs: tuple[Setting, ...]
 ) -> str:
-    """One line naming where the first bad value came from and what was wrong."""
+    """One line naming where (*where*) the first bad value came from and what was wrong."""
     error = exc.errors(include_url=False)[0]
     message = str(error["msg"]).removeprefix("Value error, ")
     if not error["loc"]:
         return message  # a rule across settings (model validator) names them itself
     name = str(error["loc"][0])
     spec = next((s for s in specs if s.name == name), None)
-    where = source_of(name, given, environ, specs, passed_in)
     shown = repr(hide_url_password(error.get("input")))
     got = "a secret (value not shown)" if spec and spec.secret else shown
-    return f"{where}: {message[:1].lower()}{message[1:]}, got {got}"
+    return f"{where(name)}: {message[:1].lower()}{message[1:]}, got {got}"
 
 
 def _split(value: Any, sep: str, keep: Callable[[str], str]) -> Any:
@@ -414,7 +409,7 @@ class SourcedSettings(BaseSettings):
                 {**(base or {}), **from_environ(environ, cls.specs()), **given}
             )
         except ValidationError as exc:
-            said = describe_error(exc, given, environ, cls.specs(), passed_in)
+            said = describe_error(exc, cls.namer(given, environ, passed_in), cls.specs())
             raise SettingsError(said) from None
 
     @classmethod
