@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from apcore_a2a.adapters.skills import SCHEMA_EXTENSION_URI as SCHEMA_EXTENSION
 from apcore_a2a.cli import emit, printable
 from apcore_a2a.cli.arguments import positive, refuse_blank
 from apcore_a2a.client import (
@@ -63,8 +64,6 @@ _EXITS: list[tuple[type[Exception] | tuple[type[Exception], ...], int]] = [
 ]
 #: the longest error or waiting line printed (the agent's words are cut there)
 MAX_ERROR_LINE = 2000
-#: where an apcore-a2a agent's card publishes skill schemas (adapters/skills.py's URI)
-SCHEMA_EXTENSION = "urn:apcore:a2a:skill-schemas:v1"
 
 
 def _printed_line(text: str) -> str:
