@@ -51,6 +51,7 @@ def _source(args: argparse.Namespace) -> str | None:
 def _upgrade(args: argparse.Namespace) -> int:
     from apcore_a2a._runner import store_hint
     from apcore_a2a._settings_refusals import value_refusal
+    from apcore_a2a.cli.serve import flag_named
     from apcore_a2a.settings import Settings, SettingsError
     from apcore_a2a.storage.migrations import upgrade_database
 
@@ -58,10 +59,7 @@ def _upgrade(args: argparse.Namespace) -> int:
     try:
         url = Settings.resolve({"task_store": args.task_store}).task_store
     except SettingsError as exc:
-        # Its own errors name the setting ("task_store:"): this command's is the flag.
-        name, colon, rest = str(exc).partition(":")
-        said = f"{where}{colon}{rest}" if colon and name == "task_store" else str(exc)
-        print(f"error: {said}", file=sys.stderr)
+        print(f"error: {flag_named(str(exc), args)}", file=sys.stderr)
         return 2
     # The SDK's migrations log each step at INFO (on Alembic's loggers and the root one).
     loggers = [] if args.verbose else [logging.getLogger(name) for name in ("", "alembic")]

@@ -104,7 +104,7 @@ def banner_line(card: AgentCard, executor: Any, url: str) -> str:
     return line
 
 
-def _flag_named(message: str, args: argparse.Namespace) -> str:
+def flag_named(message: str, args: argparse.Namespace) -> str:
     """*message* with a setting given on the command line named as the flag used: its
     ``--<flag>-file`` form when the value was read from a file."""
     name, colon, rest = message.partition(":")
@@ -112,7 +112,7 @@ def _flag_named(message: str, args: argparse.Namespace) -> str:
         return message
     if getattr(args, name + _FILE_SUFFIX, None) is not None:
         return SPECS[name].flag + "-file" + colon + rest
-    return SPECS[name].flag + colon + rest if getattr(args, name) is not None else message
+    return SPECS[name].flag + colon + rest if getattr(args, name, None) is not None else message
 
 
 def _serve_command(args: argparse.Namespace) -> int:
@@ -127,7 +127,7 @@ def _serve_command(args: argparse.Namespace) -> int:
         factory = A2AServerFactory(None, config=args.config, standalone=True, **overrides)
         app, card = factory.create()
     except SettingsError as exc:
-        raise SettingsError(_flag_named(str(exc), args)) from None
+        raise SettingsError(flag_named(str(exc), args)) from None
     notice = extension_ids_notice(factory.settings.extensions_dirs)
 
     said = banner_line(card, factory.executor, factory.settings.public_url())
