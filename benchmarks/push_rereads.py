@@ -6,11 +6,11 @@ deliveries at the next attempt).
 
 For each store (memory, a SQLite file, a PostgreSQL schema in cluster mode) a task with
 one config, then, in this process: *rounds* reads of its configs as the sender now makes
-before each attempt (``get_info_for_dispatch``), *rounds* reads of its failure record (the
-read each delivery already made), and *rounds* whole deliveries (``send_notification``
-then ``idle``: serialize, queue, both reads, a signed POST to a receiver on 127.0.0.1 that
-answers 204). The figures are the mean microseconds of each, and the added read as a
-share of a delivery.
+before each attempt (``get_info_for_dispatch``), *rounds* reads of its failure record (a
+read each delivery made until the failures were read with each event's versions), and
+*rounds* whole deliveries (``send_notification`` then ``idle``: serialize, queue, the
+reads, a signed POST to a receiver on 127.0.0.1 that answers 204). The figures are the
+mean microseconds of each, and the added read as a share of a delivery.
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ from a2a.utils.errors import InvalidParamsError
 
 from apcore_a2a.errors import QuotaExceededError
 from apcore_a2a.push.bodies import protocol_version
-from apcore_a2a.push.status import ConfigStatusBook, config_versions
+from apcore_a2a.push.status import Aim, ConfigStatusBook, aim, config_versions
 from apcore_a2a.storage.fields import unstorable
 from apcore_a2a.storage.outages import ConfigRows
 from apcore_a2a.storage.quota_slots import PUSH_SCOPE
@@ -87,11 +87,9 @@ class PushConfigStore(PushNotificationConfigStore):
         self.statuses = statuses
         self.max_per_task = max_per_task
         self.slots = slots
-        #: told of each deletion (``None``) and registration of a config, to drop what
-        #: this process still delivers for it to another destination
-        self.changed: (
-            Callable[[str, str | None, TaskPushNotificationConfig | None], None] | None
-        ) = None
+        #: told of each deletion (``None``) and registration of a config (its aim), to drop
+        #: what this process still delivers for it to another destination
+        self.changed: Callable[[str, str | None, Aim | None], None] | None = None
         # Striped: registrations of one task always share a lock (a rare, short wait).
         self._locks = [asyncio.Lock() for _ in range(64)]
 
@@ -109,6 +107,7 @@ class PushConfigStore(PushNotificationConfigStore):
     ) -> TaskPushNotificationConfig | None:
         _check_storable_and_header_safe(notification_config)
         config_id = notification_config.id or task_id  # as the SDK's stores default it
+        version = protocol_version(context)
         async with self._locks[hash(task_id) % len(self._locks)]:
             existing = await self._stored_ids(task_id)
             is_new = config_id not in existing
@@ -122,7 +121,7 @@ class PushConfigStore(PushNotificationConfigStore):
             try:
                 # The version first: a sender (on any replica) that sees the config must
                 # find its version, or it would post a 1.0 body to a 0.3 receiver.
-                await self.statuses.set_version(task_id, config_id, protocol_version(context))
+                await self.statuses.set_version(task_id, config_id, version)
                 stored = await self.inner.set_info(task_id, notification_config, context)
                 if is_new and len(await self._stored_ids(task_id)) > self.max_per_task:
                     # Another process registered at the same moment: withdraw this one.
@@ -138,7 +137,7 @@ class PushConfigStore(PushNotificationConfigStore):
                     await self.slots.give_back(PUSH_SCOPE, slot)
                 raise
             if self.changed is not None:
-                self.changed(task_id, config_id, notification_config)
+                self.changed(task_id, config_id, aim(notification_config, version))
             await self.statuses.failed.drop(task_id, config_id)
         return stored
 

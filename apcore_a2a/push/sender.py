@@ -30,15 +30,14 @@ from cachetools import LRUCache
 
 from apcore_a2a.adapters.errors import one_line
 from apcore_a2a.push.attempt import Delivery, GiveUp, config_headers, try_once
-from apcore_a2a.push.bodies import V0_3, V1_0, body_v03, body_v10
+from apcore_a2a.push.bodies import V0_3, body_v03, body_v10
 from apcore_a2a.push.policy import PushUrlPolicy
 from apcore_a2a.push.signing import SigningKey
-from apcore_a2a.push.status import ConfigStatusBook
+from apcore_a2a.push.status import Aim, ConfigStatusBook, aim
 
 logger = logging.getLogger("apcore_a2a.push")
 
 _Key = tuple[str, str]
-_Aim = tuple[str, str, str, str]
 #: tasks whose final status is remembered as pushed; a task forgotten (with this many
 #: settled after it) is at most pushed its cancel once more
 _SETTLED_TASKS = 10_000
@@ -50,9 +49,9 @@ class _Queue(deque[Delivery]):
     sending = 0  # bytes of the body being delivered
     attempting = False  # whether that body is in an attempt (its POST), not waiting
     caller = ""  # the quota key of the caller whose task it is
-    aim: _Aim = ("", "", "", "")  # the config its deliveries follow (_aim)
+    aim: Aim = ("", "", "", "", "")  # the config its deliveries follow (status.aim)
 
-    def push(self, delivery: Delivery, aim: _Aim) -> None:
+    def push(self, delivery: Delivery, aim: Aim) -> None:
         self.append(delivery)
         self.size += len(delivery.body)
         self.caller = delivery.caller
@@ -75,13 +74,6 @@ class _Queue(deque[Delivery]):
         """The bytes stopping this queue gives back now: the queued bodies, and the one
         being delivered unless its POST is under way (waiting for a slot, or a retry)."""
         return self.size + (0 if self.attempting else self.sending)
-
-
-def _aim(config: TaskPushNotificationConfig) -> _Aim:
-    """Where a config's deliveries go and what they carry there: a config stored again
-    with another of these is another destination, not the one its queue was posting to."""
-    auth = config.authentication
-    return (config.url, config.token, auth.scheme, auth.credentials)
 
 
 @dataclass(slots=True)
@@ -204,7 +196,7 @@ class RetryingPushSender(PushNotificationSender):
             return
         try:
             configs = await self._store.get_info_for_dispatch(task_id)
-            versions = await self._statuses.versions.read(task_id) if configs else {}
+            states = await self._statuses.of(task_id, configs) if configs else {}
         except Exception:
             logger.exception("push: cannot read push configs of task %s", task_id)
             return
@@ -213,10 +205,14 @@ class RetryingPushSender(PushNotificationSender):
         caller = self.callers.get(task_id, "")
         for config in configs:
             config_id = config.id or task_id
-            version = versions.get(config_id, V1_0)
+            now, failure = states[config_id]
+            if failure is not None:  # given up on: nothing more until registered again
+                self.dropped += 1
+                continue
+            version = now[-1]
             if version not in bodies:
                 bodies[version] = body_v03(event, snapshot) if version == V0_3 else body_v10(event)
-            await self._enqueue(task_id, config_id, config, bodies[version], caller)
+            await self._enqueue(task_id, config_id, config, bodies[version], caller, now)
 
     async def _enqueue(
         self,
@@ -225,12 +221,12 @@ class RetryingPushSender(PushNotificationSender):
         config: TaskPushNotificationConfig,
         body: bytes,
         caller: str,
+        aim: Aim,
     ) -> None:
         key = (task_id, config_id)
-        aim = _aim(config)
         old = self._queues.get(key)
         if old is not None and old.aim != aim:
-            self.forget(task_id, config_id, config)  # replaced on another replica
+            self.forget(task_id, config_id, aim)  # replaced on another replica
         while True:  # again after each await: another event may have changed the queues
             queue = self._queues.setdefault(key, _Queue())
             if queue.overflowed:
@@ -300,20 +296,29 @@ class RetryingPushSender(PushNotificationSender):
         # The receiver's trouble, which any caller with push can cause at will: a warning,
         # where operators alert on errors (the config's status names the reason).
         logger.warning("push: config %s of task %s: %s", one_line(config_id), task_id, reason)
-        await self._statuses.failed.put(task_id, config_id, reason)
+        await self._record(key, queue.aim, reason)
 
-    def forget(
-        self,
-        task_id: str,
-        config_id: str | None = None,
-        config: TaskPushNotificationConfig | None = None,
-    ) -> None:
+    async def _record(self, key: _Key, given_up: Aim, reason: str) -> None:
+        """Mark the config failed; the record counts only while it is stored *given_up*."""
+        try:
+            await self._statuses.fail(*key, given_up, reason)
+        except Exception as exc:  # an outage: a warning, as for the failure itself
+            task_id, config_id, name = *key, type(exc).__name__
+            logger.warning(
+                "push: config %s of task %s not marked failed (%s)",
+                one_line(config_id),
+                task_id,
+                name,
+            )
+
+    def forget(self, task_id: str, config_id: str | None = None, now: Aim | None = None) -> None:
         """Drop the deliveries of a config deleted (of every config of *task_id* for
-        ``None``: the task is gone) or replaced by *config* with another URL, token or
-        credentials: its queued events at once, and its POST in flight, whose bytes are
-        given back as it ends. The config stored now gets a queue of its own."""
+        ``None``: the task is gone) or stored again with another aim *now* (URL, token,
+        credentials, protocol version): its queued events at once, and its POST in flight,
+        whose bytes are given back as it ends. The config stored now gets a queue of its
+        own."""
         for key in [k for k in self._queues if k[0] == task_id and config_id in (None, k[1])]:
-            if config is not None and self._queues[key].aim == _aim(config):
+            if self._queues[key].aim == now:
                 continue  # stored again as it was: its deliveries go on
             queue = self._queues.pop(key)
             self.dropped += len(queue)
@@ -346,9 +351,6 @@ class RetryingPushSender(PushNotificationSender):
 
     async def _deliver(self, delivery: Delivery, queue: _Queue) -> None:
         task_id, config_id = delivery.task_id, delivery.config_id
-        if config_id in await self._statuses.failed.read(task_id):
-            self.dropped += 1
-            return
         attempts = len(self._delays) + 1
         try:
             for attempt, delay in enumerate([*self._delays, None], 1):
@@ -381,8 +383,6 @@ class RetryingPushSender(PushNotificationSender):
                 )
                 await asyncio.sleep(delay)
         except GiveUp as stop:
-            if not await self._followed(delivery, queue):
-                return  # the destination given up on is no longer the config's
             self.failed += 1
             logger.warning(  # the receiver's trouble, not the agent's (see _stop)
                 "push: giving up on config %s of task %s (%s): %s",
@@ -391,16 +391,21 @@ class RetryingPushSender(PushNotificationSender):
                 one_line(delivery.url),
                 stop,
             )
-            # The first reason stays: a queue overflow while this attempt ran says more.
-            if config_id not in await self._statuses.failed.read(task_id):
-                await self._statuses.failed.put(task_id, config_id, str(stop))
+            if not queue.overflowed:  # else the first reason stays: the overflow says more
+                # Its later events go nowhere either (those to come are dropped as its
+                # failure is read); the record counts only for the aim given up on.
+                queue.overflowed = True
+                self.dropped += len(queue)
+                self.held_bytes -= queue.drop()
+                await self._record((task_id, config_id), queue.aim, str(stop))
 
     async def _followed(self, delivery: Delivery, queue: _Queue) -> bool:
-        """Whether the config *queue* posts for is still stored as it was; if not (deleted
-        or replaced on another replica, or gone with its task), its deliveries end here."""
-        task_id, config_id = delivery.task_id, delivery.config_id
+        """Whether the config *queue* posts for is still stored as it was (one read; its
+        version is checked as events come, ``send_notification``); if not (deleted or
+        replaced on another replica, or gone with its task), its deliveries end here."""
+        task_id, config_id, version = delivery.task_id, delivery.config_id, queue.aim[-1]
         configs = await self._store.get_info_for_dispatch(task_id)
-        if any((c.id or task_id) == config_id and _aim(c) == queue.aim for c in configs):
+        if any((c.id or task_id) == config_id and aim(c, version) == queue.aim for c in configs):
             return True
         self.dropped += len(queue) + 1
         self.held_bytes -= queue.drop()

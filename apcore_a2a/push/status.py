@@ -4,14 +4,35 @@ The A2A ``TaskPushNotificationConfig`` has neither. Kept in memory or in the tas
 database (every replica and restart reads the same, as does the generated signing key's
 table): only failures (no record: ``active``; cleared on registering again or deleting,
 which re-enables a receiver that came back) and only non-1.0 versions.
+
+A failure names, by a salted digest, the config's :func:`aim` it was recorded for: one
+written late (by a sender that gave up while the config was being replaced, on this
+replica or another) is not the failure of the config stored since.
 """
 
 from __future__ import annotations
 
+import hashlib
+import re
+import secrets
 import time
 
+from a2a.types import TaskPushNotificationConfig
 from cachetools import LRUCache
-from sqlalchemy import Column, Delete, Float, MetaData, String, Table, Text, delete, insert, select
+from sqlalchemy import (
+    Column,
+    Delete,
+    Float,
+    MetaData,
+    String,
+    Table,
+    Text,
+    delete,
+    insert,
+    literal,
+    select,
+    union_all,
+)
 from sqlalchemy.exc import IntegrityError, ProgrammingError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -44,6 +65,34 @@ config_versions = Table(
     Column("config_id", String(255), primary_key=True),
     Column("protocol_version", String(16), nullable=False),
 )
+
+
+#: Where a config's deliveries go, what they carry there and in which protocol version's
+#: shape: a config stored again with another of these is another destination.
+Aim = tuple[str, str, str, str, str]
+# A failure's value: "<salt><digest> <reason>"; a record without one (written by an earlier
+# release) is the failure of whatever config has the id.
+_MARKED = re.compile(r"([0-9a-f]{16})([0-9a-f]{32}) (.*)", re.DOTALL)
+
+
+def aim(config: TaskPushNotificationConfig, version: str) -> Aim:
+    """The :data:`Aim` of *config* registered under protocol *version*."""
+    auth = config.authentication
+    return (config.url, config.token, auth.scheme, auth.credentials, version)
+
+
+def _digest(salt: str, of: Aim) -> str:
+    # Salted: the token and credentials are in it, and the record is not encrypted.
+    return hashlib.sha256("\0".join((salt, *of)).encode()).hexdigest()[:32]
+
+
+def _failure(value: str | None, of: Aim) -> str | None:
+    """The reason in a failure record *value*, if it was recorded for *of*."""
+    marked = _MARKED.fullmatch(value or "")
+    if marked is None:
+        return value
+    salt, digest, reason = marked.groups()
+    return reason if _digest(salt, of) == digest else None
 
 
 class ConfigRecords:
@@ -115,7 +164,8 @@ async def create_tables(engine: AsyncEngine, metadata: MetaData = _metadata) -> 
 class ConfigStatusBook:
     """Failures and protocol versions of push configs, in SQL (on *engine*) or in memory
     (at most *max_tasks* tasks per kind, so many dead webhooks cannot grow it unbounded):
-    ``failed`` holds ``{config_id: reason}`` per task, ``versions`` the versions not 1.0."""
+    ``failed`` holds ``{config_id: marked reason}`` per task (read through :meth:`of`),
+    ``versions`` the versions not 1.0."""
 
     #: the tables of a SQL store's records, keyed by task id (retention purges them too)
     tables = (failed_configs, config_versions)
@@ -125,6 +175,40 @@ class ConfigStatusBook:
             return _MemoryRecords(max_tasks) if engine is None else ConfigRecords(engine, table)
 
         self.failed, self.versions = records(failed_configs), records(config_versions)
+        self._engine = engine
+
+    async def of(
+        self, task_id: str, configs: list[TaskPushNotificationConfig]
+    ) -> dict[str, tuple[Aim, str | None]]:
+        """``{config_id: (aim, failure reason or None)}`` of *configs* of *task_id* as
+        stored now, in one read of the records."""
+        failed, versions = await self._read(task_id)
+        states = {}
+        for config in configs:
+            config_id = config.id or task_id  # as the SDK's stores default it
+            now = aim(config, versions.get(config_id, V1_0))
+            states[config_id] = (now, _failure(failed.get(config_id), now))
+        return states
+
+    async def _read(self, task_id: str) -> tuple[dict[str, str], dict[str, str]]:
+        if self._engine is None:
+            return await self.failed.read(task_id), await self.versions.read(task_id)
+        f, v = failed_configs.c, config_versions.c
+        query = union_all(
+            select(literal("f"), f.config_id, f.reason).where(f.task_id == task_id),
+            select(literal("v"), v.config_id, v.protocol_version).where(v.task_id == task_id),
+        )
+        async with self._engine.connect() as conn:
+            rows = (await conn.execute(query)).all()
+        both: dict[str, dict[str, str]] = {"f": {}, "v": {}}
+        for kind, config_id, value in rows:
+            both[str(kind)][str(config_id)] = str(value)
+        return both["f"], both["v"]
+
+    async def fail(self, task_id: str, config_id: str, of: Aim, reason: str) -> None:
+        """Record that the config stored with *of* failed, for *reason*."""
+        salt = secrets.token_hex(8)
+        await self.failed.put(task_id, config_id, f"{salt}{_digest(salt, of)} {reason}")
 
     async def set_version(self, task_id: str, config_id: str, version: str) -> None:
         """Record the protocol version a config was (re)registered under."""

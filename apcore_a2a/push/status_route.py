@@ -48,11 +48,11 @@ def status_route(
         listed = await handler.on_list_task_push_notification_configs(
             ListTaskPushNotificationConfigsRequest(task_id=task_id), context_builder.build(request)
         )
-        failed = await guarded(statuses.failed.read(task_id)) if listed.configs else {}
+        states = await guarded(statuses.of(task_id, list(listed.configs))) if listed.configs else {}
         configs: list[dict[str, Any]] = []
         for config in listed.configs:
             config_id = config.id or task_id  # as the stores default it
-            reason = failed.get(config_id)
+            reason = states[config_id][1]
             status = "active" if reason is None else "failed"
             configs.append(
                 {"id": config_id, "url": config.url, "status": status, "statusReason": reason}
