@@ -136,6 +136,8 @@ class RetryingPushSender(PushNotificationSender):
         self._workers: dict[_Key, asyncio.Task[None]] = {}
         self._closing = False
         self.sent = self.failed = self.retried = self.dropped = 0
+        #: Attempts waiting for a delivery slot now (``push_max_deliveries``).
+        self.waiting = 0
         #: tasks whose final status this process has queued (bounded: see send_settled)
         self._settled: LRUCache[str, bool] = LRUCache(maxsize=_SETTLED_TASKS)
 
@@ -197,8 +199,12 @@ class RetryingPushSender(PushNotificationSender):
         try:
             configs = await self._store.get_info_for_dispatch(task_id)
             states = await self._statuses.of(task_id, configs) if configs else {}
-        except Exception:
-            logger.exception("push: cannot read push configs of task %s", task_id)
+        except Exception as exc:  # an outage: the task's run must go on, and say it once
+            logger.warning(
+                "push: event of task %s not delivered: push configs unreadable (%s)",
+                task_id,
+                type(exc).__name__,
+            )
             return
         # Serialized once per version, now: the body is what each attempt's JWT signs.
         bodies: dict[str, bytes] = {}
@@ -354,18 +360,24 @@ class RetryingPushSender(PushNotificationSender):
         attempts = len(self._delays) + 1
         try:
             for attempt, delay in enumerate([*self._delays, None], 1):
-                if not await self._followed(delivery, queue):
-                    return
                 # A slot per attempt, not per delivery: a retry's pause holds none. The
-                # wait for it is outside the attempt's deadline.
+                # wait for it is outside the attempt's deadline; the config is read once
+                # it is had, so one deleted or replaced meanwhile gets nothing.
+                problem: str | None
                 async with self._slot(delivery.caller):
-                    queue.attempting = True
                     try:
-                        problem = await try_once(
-                            delivery, self._policy, self._client, self._key, self._timeout
-                        )
-                    finally:
-                        queue.attempting = False
+                        if not await self._followed(delivery, queue):
+                            return
+                    except Exception as exc:  # an outage: a failed attempt, retried as any
+                        problem = f"push configs unreadable ({type(exc).__name__})"
+                    else:
+                        queue.attempting = True
+                        try:
+                            problem = await try_once(
+                                delivery, self._policy, self._client, self._key, self._timeout
+                            )
+                        finally:
+                            queue.attempting = False
                 if problem is None:
                     self.sent += 1
                     return
@@ -418,10 +430,14 @@ class RetryingPushSender(PushNotificationSender):
         if share is None:
             share = self._shares[caller] = _Share(asyncio.Semaphore(self._share))
         share.users += 1
+        self.waiting += 1
+        waits = 1
         try:
             async with share.slots, self._in_flight:
+                self.waiting, waits = self.waiting - 1, 0
                 yield
         finally:
+            self.waiting -= waits
             share.users -= 1
             if not share.users:
                 del self._shares[caller]

@@ -1,9 +1,11 @@
-"""What a sender records on giving up holds only for the config it gave up on, and a
-config's deliveries follow its protocol version.
+"""Each delivery attempt checks, once and at the right moment, that its config is still the
+one stored, and what it records on giving up holds only for that config.
 
-Its failure record could land after the config was replaced and fail the new one; and a
-config registered again under the other protocol version kept getting bodies of the
-version it had.
+It used to read the store twice for an attempt (a failure record, then the configs), before
+waiting for its slot (a config deleted meanwhile on another replica was still posted to);
+a store outage at that read lost the delivery with a traceback; its failure record could
+land after the config was replaced and fail the new one; and a config registered again
+under the other protocol version kept getting bodies of the version it had.
 """
 
 from __future__ import annotations
@@ -11,9 +13,11 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import httpx
 import pytest
 from a2a.types import TaskPushNotificationConfig
 
@@ -21,9 +25,9 @@ from apcore_a2a.push.status import ConfigStatusBook, aim, create_tables
 from apcore_a2a.storage._urls import create_engine, parse_store_url
 
 from .._postgres import store_url
-from ._agent import GATES, rpc, skill_message, statuses, two_replicas
+from ._agent import GATES, push_agent, receiver, rpc, skill_message, statuses, two_replicas
 from ._hostile import hostile
-from ._statements import hold, in_worker, watching
+from ._statements import PUSH_TABLES, hold, in_worker, watching
 
 _gates = itertools.count(3000)
 
@@ -51,6 +55,31 @@ def _gate() -> tuple[int, asyncio.Event]:
 def _gated(n: int, hook: dict[str, str]) -> dict[str, object]:
     config = {"returnImmediately": True, "taskPushNotificationConfig": hook}
     return {"message": skill_message("demo.gate", n), "configuration": config}
+
+
+async def test_an_attempt_reads_the_store_once(sql_store: str) -> None:
+    reads: list[str] = []
+
+    def count(statement: str) -> None:
+        if in_worker() and PUSH_TABLES.search(statement):
+            reads.append(statement)
+
+    fast = {"push_retry_delays": (0.05,) * 3, "task_store": sql_store}
+    async with (
+        receiver(fail_first={"/h": 2}) as rec,
+        push_agent(**fast) as (base, app),
+        httpx.AsyncClient(timeout=10) as client,
+    ):
+        sender = app.state.a2a.extras["push"].sender
+        with watching(count):
+            send = {"message": skill_message("demo.chunks", 3), "configuration": {}}
+            send["configuration"]["taskPushNotificationConfig"] = {"id": "h", "url": rec.url("/h")}
+            assert "result" in await rpc(client, base, "SendMessage", send)
+            await rec.wait_for(lambda: any(b"COMPLETED" in d.body for d in rec.accepted("/h")))
+            await asyncio.wait_for(sender.idle(), timeout=10)
+    attempts = len(rec.attempts("/h"))
+    assert attempts == len(rec.accepted("/h")) + 2  # two retried
+    assert len(reads) == attempts, reads  # was: one more per delivery (its failure record)
 
 
 async def test_a_late_failure_of_the_replaced_config_does_not_fail_the_new_one(
@@ -99,6 +128,69 @@ async def test_a_failure_counts_only_for_the_config_it_was_recorded_for(
     assert await book.of("t", [old]) == {"c": (aim(old, "0.3"), None)}
     (stored,) = (await book.failed.read("t")).values()
     assert "t1" not in stored  # the token is not kept in the clear beside the config
+
+
+async def test_a_store_outage_at_an_attempt_retries_it_on_a_warning_line(
+    sql_store: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="apcore_a2a")
+    failed: list[str] = []
+
+    def fail_once(statement: str) -> None:
+        if in_worker() and "push_notification_configs" in statement and not failed:
+            failed.append(statement)
+            raise ConnectionResetError("the database went away")
+
+    fast = {"push_retry_delays": (0.05,), "task_store": sql_store}
+    async with (
+        receiver() as rec,
+        push_agent(**fast) as (base, app),
+        httpx.AsyncClient(timeout=10) as client,
+    ):
+        sender = app.state.a2a.extras["push"].sender
+        with watching(fail_once):
+            send = {"message": skill_message("demo.chunks", 2), "configuration": {}}
+            send["configuration"]["taskPushNotificationConfig"] = {"id": "h", "url": rec.url("/h")}
+            assert "result" in await rpc(client, base, "SendMessage", send)
+            await rec.wait_for(lambda: any(b"COMPLETED" in d.body for d in rec.accepted("/h")))
+            await asyncio.wait_for(sender.idle(), timeout=10)
+    assert failed
+    assert (sender.retried, sender.dropped, sender.failed) == (1, 0, 0)
+    assert sender.sent == len(rec.accepted("/h")) == len(rec.attempts("/h"))
+    push = [r for r in caplog.records if r.name.startswith("apcore_a2a")]
+    assert not [r for r in push if r.exc_info or r.levelno >= logging.ERROR]  # was: lost
+    (line,) = [r.getMessage() for r in push if "push configs unreadable" in r.getMessage()]
+    assert "retry 1/1" in line
+
+
+async def test_a_config_deleted_on_another_replica_while_waiting_for_a_slot_gets_nothing(
+    tmp_path: Path,
+) -> None:
+    # One caller, two slots in all: its share is one, held by a POST to a stalled webhook.
+    # Its delivery for another task waits for that slot; replica B deletes that config.
+    url = f"sqlite:///{tmp_path / 'tasks.db'}"
+    tight = {"push_max_deliveries": 2, "push_retry_delays": (), "shutdown_timeout": 1.0}
+    async with hostile("stall") as stall, two_replicas(url, **tight) as r:
+        sender = r.a.state.a2a.extras["push"].sender
+        n, gate = _gate()
+        await rpc(r.client, r.base_a, "SendMessage", _gated(n, {"id": "s", "url": stall.url}))
+        await stall.wait_for(lambda: len(stall.conns) == 1)
+        m, later = _gate()
+        send = _gated(m, {"id": "w", "url": r.rec.url("/w")})
+        task_id = (await rpc(r.client, r.base_a, "SendMessage", send))["result"]["task"]["id"]
+        async with asyncio.timeout(10):
+            while not sender.waiting:
+                await asyncio.sleep(0.01)  # no event: the wait is inside the sender
+        deleted = {"taskId": task_id, "id": "w"}
+        assert "result" in await rpc(
+            r.client, r.base_b, "DeleteTaskPushNotificationConfig", deleted
+        )
+        stall.release()
+        await asyncio.wait_for(sender.idle(), timeout=10)
+        gate.set()
+        later.set()
+    assert r.rec.attempts("/w") == []  # was: posted once the slot was free
+    assert sender.waiting == 0
 
 
 @pytest.mark.parametrize("where", ["here", "elsewhere"])
