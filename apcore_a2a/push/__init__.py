@@ -169,7 +169,9 @@ def build_push(
             "push: push_allow_insecure_urls is on - http:// and loopback webhooks are "
             "accepted; use this for development and tests only"
         )
-    statuses = ConfigStatusBook(engine, max_tasks=settings.task_max_capacity)
+    statuses = ConfigStatusBook(
+        engine, max_tasks=settings.task_max_capacity, secret=settings.push_encryption_key
+    )
     store = PushConfigStore(
         config_store, statuses, max_per_task=settings.push_max_configs_per_task, slots=slots
     )

@@ -13,6 +13,7 @@ replica or another) is not the failure of the config stored since.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import re
 import secrets
 import time
@@ -81,18 +82,23 @@ def aim(config: TaskPushNotificationConfig, version: str) -> Aim:
     return (config.url, config.token, auth.scheme, auth.credentials, version)
 
 
-def _digest(salt: str, of: Aim) -> str:
-    # Salted: the token and credentials are in it, and the record is not encrypted.
-    return hashlib.sha256("\0".join((salt, *of)).encode()).hexdigest()[:32]
+def _digest(key: bytes | None, salt: str, of: Aim) -> str:
+    # Salted: the token and credentials are in it, and the record is not encrypted. Keyed
+    # too where the configs are encrypted, or the digest would open a guess of a weak
+    # token that their encryption closes.
+    text = "\0".join((salt, *of)).encode()
+    if key is None:
+        return hashlib.sha256(text).hexdigest()[:32]
+    return hmac.new(key, text, hashlib.sha256).hexdigest()[:32]
 
 
-def _failure(value: str | None, of: Aim) -> str | None:
+def _failure(key: bytes | None, value: str | None, of: Aim) -> str | None:
     """The reason in a failure record *value*, if it was recorded for *of*."""
     marked = _MARKED.fullmatch(value or "")
     if marked is None:
         return value
     salt, digest, reason = marked.groups()
-    return reason if _digest(salt, of) == digest else None
+    return reason if hmac.compare_digest(_digest(key, salt, of), digest) else None
 
 
 class ConfigRecords:
@@ -170,12 +176,19 @@ class ConfigStatusBook:
     #: the tables of a SQL store's records, keyed by task id (retention purges them too)
     tables = (failed_configs, config_versions)
 
-    def __init__(self, engine: AsyncEngine | None = None, *, max_tasks: int = 10_000) -> None:
+    def __init__(
+        self,
+        engine: AsyncEngine | None = None,
+        *,
+        max_tasks: int = 10_000,
+        secret: str | None = None,
+    ) -> None:
         def records(table: Table) -> ConfigRecords | _MemoryRecords:
             return _MemoryRecords(max_tasks) if engine is None else ConfigRecords(engine, table)
 
         self.failed, self.versions = records(failed_configs), records(config_versions)
         self._engine = engine
+        self._key = secret.encode() if secret else None  # the configs' encryption key
 
     async def of(
         self, task_id: str, configs: list[TaskPushNotificationConfig]
@@ -187,7 +200,7 @@ class ConfigStatusBook:
         for config in configs:
             config_id = config.id or task_id  # as the SDK's stores default it
             now = aim(config, versions.get(config_id, V1_0))
-            states[config_id] = (now, _failure(failed.get(config_id), now))
+            states[config_id] = (now, _failure(self._key, failed.get(config_id), now))
         return states
 
     async def _read(self, task_id: str) -> tuple[dict[str, str], dict[str, str]]:
@@ -208,7 +221,7 @@ class ConfigStatusBook:
     async def fail(self, task_id: str, config_id: str, of: Aim, reason: str) -> None:
         """Record that the config stored with *of* failed, for *reason*."""
         salt = secrets.token_hex(8)
-        await self.failed.put(task_id, config_id, f"{salt}{_digest(salt, of)} {reason}")
+        await self.failed.put(task_id, config_id, f"{salt}{_digest(self._key, salt, of)} {reason}")
 
     async def set_version(self, task_id: str, config_id: str, version: str) -> None:
         """Record the protocol version a config was (re)registered under."""

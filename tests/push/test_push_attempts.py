@@ -130,6 +130,24 @@ async def test_a_failure_counts_only_for_the_config_it_was_recorded_for(
     assert "t1" not in stored  # the token is not kept in the clear beside the config
 
 
+async def test_with_encrypted_configs_a_failure_record_confirms_no_token_guess() -> None:
+    # Where the configs are encrypted, their failure records must not open a check of a
+    # guessed token that anyone reading the table could run: the digest is keyed.
+    key = "k" * 43 + "="
+    config = TaskPushNotificationConfig(id="c", url="https://a.example/h", token="1234")
+    book = ConfigStatusBook(secret=key)
+    await book.fail("t", "c", aim(config, "1.0"), "receiver answered HTTP 401")
+    assert await book.of("t", [config]) == {"c": (aim(config, "1.0"), "receiver answered HTTP 401")}
+    (stored,) = (await book.failed.read("t")).values()
+    unkeyed = ConfigStatusBook()  # what a reader without the key can compute
+    await unkeyed.failed.put("t", "c", stored)
+    assert await unkeyed.of("t", [config]) == {"c": (aim(config, "1.0"), None)}
+    # and the same record is not taken for another key's
+    other = ConfigStatusBook(secret="j" * 43 + "=")
+    await other.failed.put("t", "c", stored)
+    assert await other.of("t", [config]) == {"c": (aim(config, "1.0"), None)}
+
+
 async def test_a_store_outage_at_an_attempt_retries_it_on_a_warning_line(
     sql_store: str, caplog: pytest.LogCaptureFixture
 ) -> None:
