@@ -7,6 +7,9 @@ cancels its gRPC call), a2a-sdk 1.3 kept the run registered, never started: the 
 follow-up was handed it and waited for ever, and so did a ``CancelTask``
 (``upstream/unstarted_runs.py``). Now the next follow-up is answered and a cancel cancels,
 on JSON-RPC, REST (streams: a blocking HTTP call is not cancelled by a hang-up) and gRPC.
+Without an event log (``task_event_log_size`` 0) a ``SubscribeToTask`` is served by that
+run too: after a follow-up's and a subscribe's start were cancelled, a subscriber still
+gets the next follow-up's events (without the seam it waited for ever).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from a2a.types import CancelTaskRequest, Task, TaskState
+from a2a.types import CancelTaskRequest, SubscribeToTaskRequest, Task, TaskState
 
 from apcore_a2a import A2AServerFactory
 from apcore_a2a.storage import observed
@@ -30,11 +33,16 @@ GUARD = 60
 
 
 @contextlib.asynccontextmanager
-async def _serving(store: StallingStore) -> AsyncIterator[str]:
+async def _serving(store: StallingStore, **settings: Any) -> AsyncIterator[str]:
     """One process of the agent on *store* (a new one has no run of a parked task)."""
     port = free_port()
     factory = A2AServerFactory(
-        build_executor(), environ={}, port=port, grpc_port=free_port(), task_store=store
+        build_executor(),
+        environ={},
+        port=port,
+        grpc_port=free_port(),
+        task_store=store,
+        **settings,
     )
     app, _card = factory.create()
     async with running_server(app, port=port) as url:
@@ -93,3 +101,57 @@ async def test_a_follow_up_cancelled_as_its_run_starts_leaves_the_task_open(
     assert done.status.state == TaskState.TASK_STATE_INPUT_REQUIRED  # now asks where from
     assert [p.text for p in done.status.message.parts[:1]] == ["From where?"]
     assert stopped.status.state == TaskState.TASK_STATE_CANCELED
+
+
+@pytest.mark.parametrize("binding", ["JSONRPC", "HTTP+JSON", "GRPC"])
+async def test_a_subscriber_after_cancelled_run_starts_gets_the_next_answers_events(
+    binding: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # task_event_log_size 0: no event log, a subscribe is served by the SDK's run of the
+    # task (which it builds and starts too, when the process has none).
+    monkeypatch.setattr(observed, "_READ_TTL", -1.0)
+    store = StallingStore()
+    async with _serving(store, task_event_log_size=0) as url:
+        client = await make_client(url, binding, "1.0")
+        try:
+            parked = await send(client, request("out.trip", {}))
+        finally:
+            await client.close()
+    assert parked.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+
+    async with _serving(store, task_event_log_size=0) as url:
+        await _cancelled_as_its_run_starts(store, url, binding, parked.id)
+        watcher = await make_client(url, binding, "1.0", streaming=True)
+        client = await make_client(url, binding, "1.0")
+        try:
+            # A subscribe whose client gives up while the run it built reads the task.
+            store.armed = True
+            given_up = asyncio.ensure_future(
+                anext(watcher.subscribe(SubscribeToTaskRequest(id=parked.id)))
+            )
+            await asyncio.wait_for(store.stalled.wait(), GUARD)
+            given_up.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await given_up
+            await asyncio.wait_for(store.cancelled.wait(), GUARD)
+
+            events = watcher.subscribe(SubscribeToTaskRequest(id=parked.id))
+            try:
+                first = await asyncio.wait_for(anext(events), GUARD)
+                answered = asyncio.ensure_future(
+                    send(client, text_request(None, "LHR", task_id=parked.id))
+                )
+                # The stream stays open past input-required (it ends at a terminal state).
+                seen = [await asyncio.wait_for(anext(events), GUARD)]
+                while seen[-1].status_update.status.state != TaskState.TASK_STATE_INPUT_REQUIRED:
+                    seen.append(await asyncio.wait_for(anext(events), GUARD))
+                done = await asyncio.wait_for(answered, GUARD)
+            finally:
+                await events.aclose()  # the subscriber hangs up
+        finally:
+            await watcher.close()
+            await client.close()
+    assert first.task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+    asked = seen[-1].status_update.status.message
+    assert [p.text for p in asked.parts[:1]] == ["From where?"]  # asked again, live
+    assert done.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
