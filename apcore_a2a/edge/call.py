@@ -94,6 +94,9 @@ class CallRecord:
     cancel_write: CancelWrite | None = None
     #: why the server itself cancels the task (shutting down), shown in its final status
     cancel_reason: str | None = None
+    #: a blocking send's refusal, its task already ended ``rejected`` (set by the executor
+    #: when the module's call never got a sync thread, raised by the request handler)
+    refused: Exception | None = None
     #: what the call answered (``streams/tap.py``'s ``Answer``; none for ``internal`` calls)
     answer: Any = None
     #: returns once the call's client has hung up: an HTTP call's, whose handler runs on

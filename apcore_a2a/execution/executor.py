@@ -44,7 +44,7 @@ from apcore_a2a.execution.identity import identity_of, is_operator
 from apcore_a2a.execution.module_calls import ModuleCalls
 from apcore_a2a.execution.observer import ExecutionObserver, observe
 from apcore_a2a.execution.routing import SKILL_METADATA_KEY, ApCoreRequestContext
-from apcore_a2a.execution.runs import CURRENT_RUN, Run, track_module_tasks
+from apcore_a2a.execution.runs import CURRENT_RUN, NoThread, Run, refusal_of, track_module_tasks
 from apcore_a2a.upstream.apcore_health_errors import without_error_texts
 from apcore_a2a.upstream.sdk_first_event import let_first_event_out
 
@@ -219,7 +219,7 @@ class ApCoreAgentExecutor(AgentExecutor):
             try:
                 value, streamed = await self._invoke(run, context, spec, inputs)
             except Exception as exc:
-                await self._handle_failure(run, message, spec, exc, inputs)
+                await self._handle_failure(run, message, spec, exc, inputs, context)
                 return
             await self._complete(run, spec, value, streamed)
         finally:
@@ -300,6 +300,8 @@ class ApCoreAgentExecutor(AgentExecutor):
                     value = without_error_texts(spec.module_id, value)
                 return value, False
         except (TimeoutError, asyncio.CancelledError) as exc:
+            if isinstance(exc, TimeoutError) and run.never_got_a_thread():
+                raise NoThread(self._timeout) from None
             run.stop()
             current = asyncio.current_task()
             if isinstance(exc, asyncio.CancelledError) and current and not current.cancelling():
@@ -307,7 +309,9 @@ class ApCoreAgentExecutor(AgentExecutor):
                 # store): the run ends as canceled, and its write meets the stored cancel.
                 raise ExecutionCancelledError() from None
             raise
-        except Exception:
+        except Exception as exc:
+            if getattr(exc, "code", None) == "MODULE_TIMEOUT" and run.never_got_a_thread():
+                raise NoThread(self._timeout) from None  # apcore's own per-module timeout
             # apcore's own per-module timeout leaves the module's task running (it only
             # consumes a late result): the module ends with its call, as on our timeout.
             run.stop()
@@ -376,7 +380,7 @@ class ApCoreAgentExecutor(AgentExecutor):
             ):
                 kind = "task"  # the caller must answer on a task
             if kind == "message" and error is not None:
-                raise as_a2a_error(self._mapped(spec, error)) from None
+                raise refusal_of(error) or as_a2a_error(self._mapped(spec, error)) from None
             if kind == "message":
                 parts = output_to_parts(value, wrapped_result=spec.wrapped_result)
                 reply = new_message(parts, run.context_id)
@@ -386,7 +390,7 @@ class ApCoreAgentExecutor(AgentExecutor):
             chosen.set()  # if the module did not choose the task already
             await opening
             if error is not None:
-                await self._handle_failure(run, message, spec, error, inputs)
+                await self._handle_failure(run, message, spec, error, inputs, context)
             else:
                 await self._complete(run, spec, value, False)
         finally:
@@ -399,9 +403,18 @@ class ApCoreAgentExecutor(AgentExecutor):
         spec: SkillSpec,
         exc: BaseException,
         inputs: dict[str, Any],
+        context: RequestContext,
     ) -> None:
         asked = input_required_of(exc)
         code = "MODULE_TIMEOUT" if isinstance(exc, TimeoutError) else getattr(exc, "code", None)
+        refusal = refusal_of(exc)
+        if refusal is not None:
+            data = {"code": refusal.wire.reason, "message": refusal.message, "type": "Refused"}
+            await run.status(TaskState.TASK_STATE_REJECTED, run.message(refusal.message, data))
+            call = call_of(context.call_context)
+            if call is not None and call.blocking:
+                call.refused = refusal  # the request handler answers it
+            return
         if asked is not None:
             await turns.ask(run, asked, message.message_id, inputs)
         elif run.answering is not None and code in _BAD_INPUT:

@@ -11,9 +11,10 @@ import asyncio
 import contextvars
 import functools
 import inspect
+import logging
 import time
 import weakref
-from concurrent.futures import Executor
+from concurrent.futures import Executor, Future
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,11 +35,32 @@ from a2a.types import (
 from apcore import CancelToken, Context, TraceContext
 from google.protobuf.json_format import MessageToDict
 
+from apcore_a2a.errors import QuotaExceededError
 from apcore_a2a.execution.identity import identity_of
 from apcore_a2a.execution.module_calls import ModuleCalls
 from apcore_a2a.execution.observer import Execution
 from apcore_a2a.upstream.apcore_execute import RunModule
 from apcore_a2a.upstream.apcore_schema_cache import WrappedStep
+
+logger = logging.getLogger("apcore_a2a.executor")
+
+
+class NoThread(Exception):
+    """A sync module's call that waited for a worker thread until its timeout (the
+    argument, seconds) and never ran: a refusal the caller may retry, not a module that
+    timed out."""
+
+
+def refusal_of(exc: BaseException) -> QuotaExceededError | None:
+    """The answer to a call that never got a sync worker thread (*exc*), or ``None``."""
+    if not isinstance(exc, NoThread):
+        return None
+    logger.warning("A sync module's call waited for a thread until its timeout; refused")
+    return QuotaExceededError(
+        "No sync worker thread came free for this call within execution_timeout "
+        f"({exc.args[0]:g} s): the caller's other calls hold its share of them "
+        "(sync_workers_per_caller), or every one is busy; retry later"
+    )
 
 
 @dataclass(slots=True)
@@ -71,6 +93,8 @@ class Run:
     calls: ModuleCalls | None = None
     #: the module the run calls (known once its apcore context is built)
     module_id: str = ""
+    #: the sync module's last call handed to :attr:`pool` (running, done, or waiting)
+    thread_call: Future[Any] | None = None
 
     async def emit(self, event: Any) -> None:
         if self.canceled:
@@ -144,6 +168,12 @@ class Run:
         self.data = apcore_context.data
         return apcore_context
 
+    def never_got_a_thread(self) -> bool:
+        """Whether the sync module's call still waits for a thread: if so it is taken out
+        of the line here, so it never runs (a timeout then ended a wait, not a module)."""
+        call = self.thread_call
+        return call is not None and call.cancel()
+
     def stop(self) -> None:
         """Cancel the module: its apcore token, and the task apcore runs it in."""
         self.token.cancel()
@@ -167,8 +197,21 @@ class _RunStep(WrappedStep):
         tracked = functools.partial(calls.running, run.task_id, run.module_id) if calls else None
         # An async module runs where apcore runs it; a sync one on the run's pool (every
         # run the executor starts has one).
-        pool = None if inspect.iscoroutinefunction(module.execute) else run.pool
+        lane = None if inspect.iscoroutinefunction(module.execute) else run.pool
+        pool = None if lane is None else _Noted(run, lane)
         return RunModule(module, run.spawned, asyncio.current_task(), pool, tracked, _thread())
+
+
+class _Noted(Executor):
+    """The run's pool, the call it is handed noted on the run (``Run.thread_call``)."""
+
+    def __init__(self, run: Run, pool: Executor) -> None:
+        self._run = run
+        self._pool = pool
+
+    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Future[Any]:
+        call = self._run.thread_call = self._pool.submit(fn, *args, **kwargs)
+        return call
 
 
 def _thread() -> contextvars.Context:

@@ -148,7 +148,10 @@ class ApCoreRequestHandler(DefaultRequestHandler):
                     await self._quota.settle(context)
                 if claimed is not None:
                     await refuse_untaken(answer, params, self._task_lookup, context)
-                return answer
+            refused = record_of(context).refused
+            if refused is not None:
+                raise refused  # its task ended rejected: the caller may send it again
+            return answer
         finally:
             leave()
 

@@ -266,7 +266,8 @@ async def test_by_default_one_callers_hung_calls_leave_threads_to_the_others(
     # sync_workers_per_caller unset: a caller holds at most 3 of 4 threads. Caller a's
     # calls hang past execution_timeout (a thread cannot be killed), so its tasks fail and
     # free its quota while their threads stay held; its next call waits for one of its own
-    # and fails at its timeout without running, and caller b still gets the fourth thread.
+    # and is refused at its timeout without running (test_no_worker_refusal.py), and
+    # caller b still gets the fourth thread.
     keys = tuple(KEYS.values())
     async with (
         _agent(caplog, sync_workers=4, execution_timeout=2.0, api_keys=keys) as (url, gates),
@@ -276,9 +277,9 @@ async def test_by_default_one_callers_hung_calls_leave_threads_to_the_others(
         await _until(lambda: gates.running["a"] == 3, "a's three calls running")
         await _finished(a, hung, FAILED)
         late = await _send(a, "a3")
-        await _finished(a, [late], FAILED)
-        failed = await a.get_task(GetTaskRequest(id=late))
-        assert "timed out" in failed.status.message.parts[0].text.lower()
+        await _finished(a, [late], TaskState.TASK_STATE_REJECTED)
+        refused = await a.get_task(GetTaskRequest(id=late))
+        assert refused.status.message.parts[0].text.endswith("; retry later")
         other = await _send(b, "b0")
         await _until(lambda: "b0" in gates.started, "b's call running")
         gates.gate("b0").set()
