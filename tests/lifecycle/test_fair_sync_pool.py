@@ -25,7 +25,7 @@ from apcore import Executor, Registry
 from pydantic import BaseModel
 
 from apcore_a2a import A2AServerFactory
-from tests._sdk import request
+from tests._sdk import make_client, request
 
 from .._support import free_port, running_server
 from ._agent import assert_no_leaks
@@ -286,3 +286,47 @@ async def test_by_default_one_callers_hung_calls_leave_threads_to_the_others(
         await _finished(b, [other])
         assert gates.running["a"] == 3
     assert "a3" not in gates.started
+
+
+@pytest.mark.parametrize("binding", ["JSONRPC", "HTTP+JSON", "GRPC"])
+async def test_a_queued_call_canceled_leaves_at_once_and_a_held_share_delays_no_other(
+    binding: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Caller a (127.0.0.1, over *binding*) holds its share, one of two threads, with a call
+    # waiting behind it; caller b (127.0.0.2) is served meanwhile, and a's waiting call,
+    # canceled, is canceled at once and never runs: a's next call is the one a0's thread
+    # serves.
+    async with _agent(caplog, sync_workers=2, sync_workers_per_caller=1, grpc_port=free_port()) as (
+        url,
+        gates,
+    ):
+        a = await make_client(url, binding, "1.0")
+        b_address = httpx.AsyncHTTPTransport(local_address="127.0.0.2")
+        b = await sdk_client(url, streaming=False, transport=b_address)
+        try:
+            first = await _send(a, "a0")
+            await _until(lambda: gates.started == ["a0"], "a's first call running")
+            queued = await _send(a, "a1")
+            gates.gate("b0").set()
+            served = await asyncio.wait_for(_send_blocking(b, "b0"), 30)
+            assert served.status.state == COMPLETED
+            canceled = await a.cancel_task(CancelTaskRequest(id=queued))
+            assert canceled.status.state == CANCELED
+            later = await _send(a, "a2")
+            gates.gate("a0").set()
+            await _until(lambda: "a2" in gates.started, "a's next call running")
+            gates.open_all()
+            await _finished(a, [first, later])
+            assert (await a.get_task(GetTaskRequest(id=queued))).status.state == CANCELED
+        finally:
+            await a.close()
+            await b.close()
+    assert gates.started == ["a0", "b0", "a2"]
+
+
+async def _send_blocking(client: Any, gate: str) -> Any:
+    """Send a ``fair.hold`` call and wait for its task to end."""
+    result: Any = None
+    async for response in client.send_message(request("fair.hold", {"gate": gate})):
+        result = response.task
+    return result
