@@ -12,6 +12,7 @@ from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
 from a2a.client import client_factory as _client_factory
 from a2a.compat.v0_3.grpc_transport import CompatGrpcTransport
 from a2a.server.agent_execution.active_task import ActiveTask
+from a2a.server.agent_execution.active_task_registry import ActiveTaskRegistry
 from a2a.server.context import ServerCallContext
 from a2a.server.tasks import InMemoryTaskStore
 from a2a.types import Message, Part, Role, SendMessageRequest, Task
@@ -102,16 +103,23 @@ def request(
 class StallingStore(InMemoryTaskStore):
     """A memory task store that, once armed, holds the next read an a2a-sdk run's start
     makes (``ActiveTask.start``) until its reader is cancelled: ``stalled`` is set when the
-    read is held, ``cancelled`` when the reader was cancelled."""
+    read is held, ``cancelled`` when the reader was cancelled; ``handed`` when the registry
+    read the task to hand a call a run already registered (a subscribe's owner check)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.armed = False
         self.stalled = asyncio.Event()
         self.cancelled = asyncio.Event()
+        #: set when the registry reads the task for a call it hands a run already registered
+        self.handed = asyncio.Event()
 
     async def get(self, task_id: str, context: ServerCallContext | None = None) -> Task | None:
-        if self.armed and ActiveTask.start.__code__ in _calling_codes():
+        codes = _calling_codes()
+        starting = ActiveTask.start.__code__ in codes
+        if ActiveTaskRegistry.get_or_create.__code__ in codes and not starting:
+            self.handed.set()
+        if self.armed and starting:
             self.armed = False
             self.stalled.set()
             try:

@@ -8,15 +8,16 @@ follow-up was handed it and waited for ever, and so did a ``CancelTask``
 (``upstream/unstarted_runs.py``). Now the next follow-up is answered and a cancel cancels,
 on JSON-RPC, REST (streams: a blocking HTTP call is not cancelled by a hang-up) and gRPC.
 Without an event log (``task_event_log_size`` 0) a ``SubscribeToTask`` is served by that
-run too: after a follow-up's and a subscribe's start were cancelled, a subscriber still
-gets the next follow-up's events (without the seam it waited for ever).
+run too: after a follow-up's and a subscribe's start were cancelled, and a subscriber was
+handed the run a cancelled follow-up was starting, that subscriber gets the task and the
+next follow-up's events (it waited for ever: ``upstream/unstarted_runs.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -50,14 +51,21 @@ async def _serving(store: StallingStore, **settings: Any) -> AsyncIterator[str]:
 
 
 async def _cancelled_as_its_run_starts(
-    store: StallingStore, url: str, binding: str, task_id: str
+    store: StallingStore,
+    url: str,
+    binding: str,
+    task_id: str,
+    meanwhile: Callable[[], Awaitable[None]] | None = None,
 ) -> None:
-    """A follow-up for *task_id* whose client gives up while its run's start reads the task."""
+    """A follow-up for *task_id* whose client gives up while its run's start reads the task
+    (and *meanwhile* has returned)."""
     client = await make_client(url, binding, "1.0", streaming=binding != "GRPC")
     try:
         store.armed = True
         follow_up = asyncio.ensure_future(send(client, text_request(None, "JFK", task_id=task_id)))
         await asyncio.wait_for(store.stalled.wait(), GUARD)
+        if meanwhile is not None:
+            await meanwhile()
         follow_up.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await follow_up
@@ -123,6 +131,7 @@ async def test_a_subscriber_after_cancelled_run_starts_gets_the_next_answers_eve
         await _cancelled_as_its_run_starts(store, url, binding, parked.id)
         watcher = await make_client(url, binding, "1.0", streaming=True)
         client = await make_client(url, binding, "1.0")
+        events = watcher.subscribe(SubscribeToTaskRequest(id=parked.id))
         try:
             # A subscribe whose client gives up while the run it built reads the task.
             store.armed = True
@@ -134,21 +143,30 @@ async def test_a_subscriber_after_cancelled_run_starts_gets_the_next_answers_eve
             with contextlib.suppress(asyncio.CancelledError):
                 await given_up
             await asyncio.wait_for(store.cancelled.wait(), GUARD)
+            store.stalled.clear()
+            store.cancelled.clear()
 
-            events = watcher.subscribe(SubscribeToTaskRequest(id=parked.id))
-            try:
-                first = await asyncio.wait_for(anext(events), GUARD)
-                answered = asyncio.ensure_future(
-                    send(client, text_request(None, "LHR", task_id=parked.id))
-                )
-                # The stream stays open past input-required (it ends at a terminal state).
-                seen = [await asyncio.wait_for(anext(events), GUARD)]
-                while seen[-1].status_update.status.state != TaskState.TASK_STATE_INPUT_REQUIRED:
-                    seen.append(await asyncio.wait_for(anext(events), GUARD))
-                done = await asyncio.wait_for(answered, GUARD)
-            finally:
-                await events.aclose()  # the subscriber hangs up
+            # A subscribe handed the run a follow-up's start reads; that follow-up then
+            # cancelled (it hung for ever: no producer comes, no task is read).
+            subscribed: asyncio.Future[Any] = asyncio.Future()
+
+            async def subscribe() -> None:
+                store.handed.clear()
+                subscribed.set_result(asyncio.ensure_future(anext(events)))
+                await asyncio.wait_for(store.handed.wait(), GUARD)
+
+            await _cancelled_as_its_run_starts(store, url, binding, parked.id, subscribe)
+            first = await asyncio.wait_for(subscribed.result(), GUARD)
+            answered = asyncio.ensure_future(
+                send(client, text_request(None, "LHR", task_id=parked.id))
+            )
+            # The stream stays open past input-required (it ends at a terminal state).
+            seen = [await asyncio.wait_for(anext(events), GUARD)]
+            while seen[-1].status_update.status.state != TaskState.TASK_STATE_INPUT_REQUIRED:
+                seen.append(await asyncio.wait_for(anext(events), GUARD))
+            done = await asyncio.wait_for(answered, GUARD)
         finally:
+            await events.aclose()  # the subscriber hangs up
             await watcher.close()
             await client.close()
     assert first.task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
