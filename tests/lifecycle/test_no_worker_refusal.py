@@ -4,8 +4,9 @@ The caller's share of ``sync_workers`` (``sync_workers_per_caller``) is held by 
 call of ``life.hold``, which outlives ``execution_timeout`` (a thread cannot be stopped).
 Its next call waits for a thread of its own until ``execution_timeout``; it then gets the
 agent's quota refusal -- JSON-RPC -32091, HTTP 429 + ``Retry-After``, gRPC
-``RESOURCE_EXHAUSTED`` -- not ``MODULE_TIMEOUT`` (which says the module ran too long),
-and its task ends ``rejected``, never left ``working``. Its module never runs.
+``RESOURCE_EXHAUSTED``, in A2A 1.0 and 0.3 -- not ``MODULE_TIMEOUT`` (which says the
+module ran too long), and its task ends ``rejected``, never left ``working``. Its module
+never runs.
 """
 
 from __future__ import annotations
@@ -17,14 +18,15 @@ from typing import Any
 import grpc
 import httpx
 import pytest
-from a2a.types import SendMessageRequest
+from a2a.compat.v0_3 import a2a_v0_3_pb2 as pb2_v03
+from google.protobuf.struct_pb2 import Struct
 
 from tests._sdk import request
 
 from .._support import free_port
 from ..bindings._grpc import rich_status, stubs
 from ._agent import Agent, agent_server
-from ._client import V1, rpc, wire_message
+from ._client import V03, V1, rpc, wire_message, wire_message_03
 
 REFUSAL = "No sync worker thread came free for this call within execution_timeout"
 
@@ -43,9 +45,30 @@ async def _holding(http: httpx.AsyncClient, agent: Agent) -> str:
     return str(held)
 
 
+def _grpc_03() -> pb2_v03.SendMessageRequest:
+    """A 0.3 gRPC ``life.hold`` call."""
+    metadata = Struct()
+    metadata.update({"skillId": "life.hold"})
+    part = pb2_v03.Part(data=pb2_v03.DataPart(data=Struct()))
+    held = pb2_v03.Message(message_id="m", role=pb2_v03.ROLE_USER, content=[part])
+    held.metadata.CopyFrom(metadata)
+    return pb2_v03.SendMessageRequest(request=held)
+
+
 async def _refused(binding: str, http: httpx.AsyncClient, grpc_port: int) -> str:
     """A blocking ``life.hold`` call over *binding*, which must be refused: its message."""
     message = wire_message("life.hold", {})
+    if binding == "JSONRPC 0.3":
+        body = rpc("message/send", {"message": wire_message_03("life.hold", {})})
+        error = (await http.post("/", json=body, headers=V03)).json()["error"]
+        assert (error["code"], error["data"]["retryAfter"]) == (-32091, "1"), error
+        return str(error["message"])
+    if binding == "HTTP+JSON 0.3":
+        held = {"messageId": "m", "role": "ROLE_USER", "content": [{"data": {"data": {}}}]}
+        body = {"request": {**held, "metadata": {"skillId": "life.hold"}}}
+        answer = await http.post("/v1/message:send", json=body, headers=V03)
+        assert (answer.status_code, answer.headers.get("retry-after")) == (429, "1"), answer.text
+        return str(answer.json()["error"]["message"])
     if binding == "JSONRPC":
         answer = await http.post("/", json=rpc("SendMessage", {"message": message}), headers=V1)
         error = answer.json()["error"]
@@ -63,10 +86,14 @@ async def _refused(binding: str, http: httpx.AsyncClient, grpc_port: int) -> str
             "QUOTA_EXCEEDED",
         )
         return str(error["message"])
-    async with stubs(f"127.0.0.1:{grpc_port}") as (v1, _):
-        sent: SendMessageRequest = request("life.hold", {})
+    async with stubs(f"127.0.0.1:{grpc_port}") as (v1, v03):
+        call = (
+            v1.SendMessage(request("life.hold", {}))
+            if binding == "GRPC"
+            else v03.SendMessage(_grpc_03())
+        )
         with pytest.raises(grpc.aio.AioRpcError) as failed:
-            await v1.SendMessage(sent)
+            await call
     status: dict[str, Any] = rich_status(failed.value)
     assert (status["code"], status["reason"]) == (
         grpc.StatusCode.RESOURCE_EXHAUSTED,
@@ -75,7 +102,9 @@ async def _refused(binding: str, http: httpx.AsyncClient, grpc_port: int) -> str
     return str(status["message"])
 
 
-@pytest.mark.parametrize("binding", ["JSONRPC", "HTTP+JSON", "GRPC"])
+@pytest.mark.parametrize(
+    "binding", ["JSONRPC", "HTTP+JSON", "GRPC", "JSONRPC 0.3", "HTTP+JSON 0.3", "GRPC 0.3"]
+)
 async def test_a_call_that_never_got_a_worker_is_refused_to_retry_and_its_task_rejected(
     binding: str, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -93,11 +122,11 @@ async def test_a_call_that_never_got_a_worker_is_refused_to_retry_and_its_task_r
             assert agent.probe.peak == 1  # the refused call's module never ran
         finally:
             agent.probe.release.set()
-    assert message.startswith(REFUSAL), message
+    assert REFUSAL in message, message  # 0.3 gRPC: after "QuotaExceededError: "
     refused = [t for task_id, t in tasks.items() if task_id != held]
     assert [t["status"]["state"] for t in refused] == ["TASK_STATE_REJECTED"]
     (text, data) = refused[0]["status"]["message"]["parts"]
-    assert text["text"] == message
+    assert message.endswith(text["text"])
     assert data["data"]["code"] == "QUOTA_EXCEEDED"
     # The holding call itself ran too long: that one is a timeout.
     assert tasks[held]["status"]["state"] == "TASK_STATE_FAILED"
