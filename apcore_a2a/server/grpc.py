@@ -84,6 +84,9 @@ _V03_NAMES = {
     "ListTaskPushNotificationConfig": "ListTaskPushNotificationConfigs",
 }
 
+#: Bytes of metadata (HPACK-decoded headers) a call may carry: always refused past it.
+METADATA_LIMIT = 16 * 1024
+
 _Abort = Callable[[A2AError, grpc.aio.ServicerContext], Awaitable[None]]
 
 
@@ -385,6 +388,11 @@ class GrpcServer:
             interceptors=[interceptor],
             options=[
                 ("grpc.max_receive_message_length", s.max_body_bytes),
+                # grpc refuses metadata between its soft limit (8 KiB) and its hard one at
+                # random: a caller with a 10 KiB token failed one call in two. One limit,
+                # grpc's hard one (h11's for a request head): always served below, never above.
+                ("grpc.max_metadata_size", METADATA_LIMIT),
+                ("grpc.absolute_max_metadata_size", METADATA_LIMIT),
                 # Linux grpc sets SO_REUSEPORT by default, which would let a second agent
                 # "bind" a port that is already serving and split traffic with it; only
                 # the worker processes of one agent (workers=N) share it on purpose.

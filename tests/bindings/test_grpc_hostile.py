@@ -1,0 +1,78 @@
+"""A hostile gRPC client: what it sends past the protobuf and HTTP/2 edge is answered with
+a typed status, the same every time, and good callers beside it are served.
+
+Call metadata (grpc's HEADERS): grpc's default server refuses metadata past 8 KiB only
+at random, more often the larger it is, up to its hard limit of 16 KiB, so a caller whose
+bearer token grew past 8 KiB saw about one call in two fail ``RESOURCE_EXHAUSTED``; a
+request message gzip-compressed on the wire is held to ``max_body_bytes`` decompressed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+import grpc
+import grpc.aio
+from a2a.types import Message, Part, Role, SendMessageRequest, TaskState, a2a_pb2
+
+from tests.bindings._agent import Agent
+from tests.bindings._grpc import failure, rich_status, stubs
+
+#: the one limit on a call's metadata (``server/grpc.py``: grpc's hard limit)
+METADATA_LIMIT = 16 * 1024
+
+
+def _echo(text: str = "hi") -> SendMessageRequest:
+    msg = Message(role=Role.ROLE_USER, message_id=uuid.uuid4().hex, parts=[Part(text=text)])
+    msg.metadata.update({"skillId": "demo.echo"})
+    return SendMessageRequest(message=msg)
+
+
+async def _code(call: Any) -> grpc.StatusCode:
+    try:
+        await call
+    except grpc.aio.AioRpcError as exc:
+        return exc.code()
+    return grpc.StatusCode.OK
+
+
+async def test_metadata_under_the_limit_is_always_served_and_over_it_always_refused(
+    agent: Agent,
+) -> None:
+    """40 calls with 12 KiB of metadata (a large bearer token) are all answered: before,
+    grpc refused about half of them at random. Past 16 KiB every call is refused, and the
+    next good call on the same channel is served."""
+    under = (("x-claims", "c" * 12 * 1024),)
+    over = (("x-claims", "c" * (METADATA_LIMIT + 1)),)
+    missing = a2a_pb2.GetTaskRequest(id=f"missing-{uuid.uuid4().hex}")
+    async with stubs(agent.grpc_address) as (v1, _v03):
+        served = await asyncio.gather(
+            *(_code(v1.GetTask(missing, metadata=under)) for _ in range(40))
+        )
+        refused = await asyncio.gather(
+            *(_code(v1.GetTask(missing, metadata=over)) for _ in range(5))
+        )
+        after = await v1.SendMessage(_echo())
+    assert set(served) == {grpc.StatusCode.NOT_FOUND}, served
+    assert set(refused) == {grpc.StatusCode.RESOURCE_EXHAUSTED}
+    assert after.task.status.state == TaskState.TASK_STATE_COMPLETED
+
+
+async def test_a_gzip_bomb_is_held_to_max_body_bytes_decompressed(agent: Agent) -> None:
+    """50 MiB of text, about 50 KB gzip-compressed on the wire: refused by its decompressed
+    size (``max_body_bytes``, 1 MiB), as the same message sent plain is, and no task is
+    made; a good compressed call is served."""
+    bomb = _echo("a" * 50 * 1024 * 1024)
+    list_all = a2a_pb2.ListTasksRequest()
+    async with stubs(agent.grpc_address) as (v1, _v03):
+        before = (await v1.ListTasks(list_all)).total_size
+        zipped = rich_status(await failure(v1.SendMessage(bomb, compression=grpc.Compression.Gzip)))
+        plain = rich_status(await failure(v1.SendMessage(bomb)))
+        good = await v1.SendMessage(_echo(), compression=grpc.Compression.Gzip)
+        after = (await v1.ListTasks(list_all)).total_size
+    assert zipped["code"] == plain["code"] == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert "larger than max" in zipped["message"]
+    assert good.task.status.state == TaskState.TASK_STATE_COMPLETED
+    assert after == before + 1
