@@ -1,6 +1,6 @@
 """``grpc.health.v1.Health`` for the gRPC server (with ``grpcio-health-checking``): the
-``/health`` store probe reported for ``""`` and each A2A service; ``Watch`` follows it every
-:data:`HEALTH_INTERVAL` seconds."""
+``/health`` store probe reported for ``""`` and each A2A service (``Check``, ``List``);
+``Watch`` follows it every :data:`HEALTH_INTERVAL` seconds."""
 
 from __future__ import annotations
 
@@ -40,6 +40,16 @@ def add_health_service(
         async def Check(self, request: Any, context: Any) -> Any:
             await self.refresh()
             return await super().Check(request, context)
+
+        async def List(self, request: Any, context: Any) -> Any:
+            # grpcio-health-checking 1.85 leaves List to the generated base, which raises:
+            # UNIMPLEMENTED naming NotImplementedError, and an ERROR traceback per call.
+            await self.refresh()
+            statuses = {}
+            for service in ("", *services):
+                asked = health_pb2.HealthCheckRequest(service=service)
+                statuses[service] = await super().Check(asked, context)
+            return health_pb2.HealthListResponse(statuses=statuses)
 
     servicer = StoreHealth()
     health_pb2_grpc.add_HealthServicer_to_server(servicer, server)

@@ -76,3 +76,24 @@ async def test_a_gzip_bomb_is_held_to_max_body_bytes_decompressed(agent: Agent) 
     assert "larger than max" in zipped["message"]
     assert good.task.status.state == TaskState.TASK_STATE_COMPLETED
     assert after == before + 1
+
+
+async def test_health_list_answers_what_check_answers(agent: Agent) -> None:
+    """``grpc.health.v1.Health/List`` (no credentials needed): grpcio-health-checking
+    leaves it to the generated base, which raised ``NotImplementedError``: each call was
+    answered ``UNIMPLEMENTED`` "Unexpected <class 'NotImplementedError'>: ..." and logged an
+    ERROR traceback with the server's paths. It now lists what ``Check`` answers."""
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    serving = health_pb2.HealthCheckResponse.SERVING
+    async with grpc.aio.insecure_channel(agent.grpc_address) as channel:
+        health = health_pb2_grpc.HealthStub(channel)
+        listed = await health.List(health_pb2.HealthListRequest())
+        checked = await health.Check(health_pb2.HealthCheckRequest(service=""))
+    statuses = {name: entry.status for name, entry in listed.statuses.items()}
+    assert statuses == {
+        "": serving,
+        "lf.a2a.v1.A2AService": serving,
+        "a2a.v1.A2AService": serving,
+    }
+    assert checked.status == serving
