@@ -47,6 +47,7 @@ try:
     from apcore_a2a.ops.grpc_health import add_health_service
     from apcore_a2a.server.grpc_context import Admitted, GrpcCallContextBuilder
     from apcore_a2a.server.grpc_deadlines import RequestBounds, connection_options
+    from apcore_a2a.server.grpc_reflection import enable_reflection
     from apcore_a2a.server.grpc_streams import (
         UNDECODABLE,
         UNDECODABLE_TEXT,
@@ -76,6 +77,8 @@ logger = logging.getLogger("apcore_a2a.grpc")
 #: Full names of the two A2A services this server hosts.
 SERVICE_V1: str = a2a_pb2.DESCRIPTOR.services_by_name["A2AService"].full_name
 SERVICE_V0_3: str = a2a_v0_3_pb2.DESCRIPTOR.services_by_name["A2AService"].full_name
+#: The standard health service (``ops/grpc_health.py``), with ``grpcio-health-checking``.
+HEALTH_SERVICE = "grpc.health.v1.Health"
 
 #: 0.3 gRPC method names that differ from their 1.0 name.
 _V03_NAMES = {
@@ -403,17 +406,15 @@ class GrpcServer:
         )
         a2a_pb2_grpc.add_A2AServiceServicer_to_server(v1, server)  # type: ignore[no-untyped-call]
         a2a_v0_3_pb2_grpc.add_A2AServiceServicer_to_server(v03, server)  # type: ignore[no-untyped-call]
+        served = (SERVICE_V1, SERVICE_V0_3)
+        if self.operations is not None:
+            self._health_stop = add_health_service(server, self.operations.problem, served)
         if s.grpc_reflection:
+            health = (HEALTH_SERVICE,) if self._health_stop is not None else ()
             try:
-                from grpc_reflection.v1alpha import reflection
+                enable_reflection(server, (*served, *health))
             except ImportError as exc:  # pragma: no cover - grpcio-reflection is in the extra
                 raise ImportError(GRPC_EXTRA_HINT) from exc
-            names = (SERVICE_V1, SERVICE_V0_3, reflection.SERVICE_NAME)
-            reflection.enable_server_reflection(names, server)
-        if self.operations is not None:
-            self._health_stop = add_health_service(
-                server, self.operations.problem, (SERVICE_V1, SERVICE_V0_3)
-            )
         try:
             if self._tls is not None:
                 server.add_secure_port(self.bind_address, grpc.ssl_server_credentials([self._tls]))

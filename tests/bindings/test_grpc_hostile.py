@@ -97,3 +97,57 @@ async def test_health_list_answers_what_check_answers(agent: Agent) -> None:
         "a2a.v1.A2AService": serving,
     }
     assert checked.status == serving
+
+
+def _internal_proto() -> None:
+    """An application's own proto in the agent's process (its backend's client, say)."""
+    from google.protobuf import descriptor_pb2, descriptor_pool
+
+    pool = descriptor_pool.Default()
+    try:
+        pool.FindFileByName("acme/internal/billing.proto")
+    except KeyError:
+        proto = descriptor_pb2.FileDescriptorProto(name="acme/internal/billing.proto")
+        proto.package = "acme.internal"
+        proto.message_type.add(name="Invoice")
+        method = proto.service.add(name="Billing").method.add(name="Charge")
+        method.input_type = method.output_type = ".acme.internal.Invoice"
+        pool.AddSerializedFile(proto.SerializeToString())
+
+
+async def test_reflection_describes_the_served_services_and_nothing_else() -> None:
+    """grpcio-reflection answered from protobuf's default pool: any ``.proto`` the process
+    had loaded (an application's internal service) was described to anonymous callers who
+    named it. Now only the served services' files (and their imports) are; the health
+    service is served, so it is listed and described too."""
+    from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+
+    from tests.bindings._agent import serve_agent
+
+    _internal_proto()
+    ask = reflection_pb2.ServerReflectionRequest
+    asked = [
+        ask(file_containing_symbol="acme.internal.Billing"),
+        ask(file_by_filename="acme/internal/billing.proto"),
+        ask(file_containing_symbol="lf.a2a.v1.A2AService"),
+        ask(file_containing_symbol="a2a.v1.A2AService"),
+        ask(file_containing_symbol="grpc.health.v1.Health"),
+    ]
+    with serve_agent(grpc_reflection=True) as agent:
+        async with grpc.aio.insecure_channel(agent.grpc_address) as channel:
+            stub = reflection_pb2_grpc.ServerReflectionStub(channel)
+            answers = [
+                a async for a in stub.ServerReflectionInfo(iter([ask(list_services=""), *asked]))
+            ]
+    listed = sorted(s.name for s in answers[0].list_services_response.service)
+    assert listed == [
+        "a2a.v1.A2AService",
+        "grpc.health.v1.Health",
+        "grpc.reflection.v1alpha.ServerReflection",
+        "lf.a2a.v1.A2AService",
+    ]
+    kinds = [a.WhichOneof("message_response") for a in answers[1:]]
+    assert kinds == ["error_response"] * 2 + ["file_descriptor_response"] * 3
+    assert {a.error_response.error_code for a in answers[1:3]} == {
+        grpc.StatusCode.NOT_FOUND.value[0]
+    }
