@@ -41,11 +41,13 @@ def _hpack_int(value: int, prefix: int) -> bytes:
     return bytes(out)
 
 
-def header_block(headers: list[tuple[str, str]]) -> bytes:
-    """HPACK: each header a literal without indexing, new name, no Huffman."""
+def header_block(headers: list[tuple[str, str | bytes]]) -> bytes:
+    """HPACK: each header a literal without indexing, new name, no Huffman (a value given
+    as bytes is sent as they are)."""
     block = b""
     for name, value in headers:
-        raw_name, raw_value = name.encode(), value.encode()
+        raw_name = name.encode()
+        raw_value = value if isinstance(value, bytes) else value.encode()
         block += b"\x00" + _hpack_int(len(raw_name), 7) + raw_name
         block += _hpack_int(len(raw_value), 7) + raw_value
     return block

@@ -57,6 +57,7 @@ try:
         stream_slot,
         written,
     )
+    from apcore_a2a.upstream import grpc_metadata_logs
     from apcore_a2a.upstream.error_answers import CompatServicer, Servicer
     from apcore_a2a.upstream.grpc03_names import Grpc03Names
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess without grpc
@@ -424,6 +425,7 @@ class GrpcServer:
             raise OSError(f"cannot listen for gRPC on {self.bind_address}: {exc}") from None
         await server.start()
         self._server = server
+        grpc_metadata_logs.attach()
         logger.info(
             "Serving A2A over gRPC%s at %s", " (TLS)" if self._tls else "", self.bind_address
         )
@@ -437,4 +439,7 @@ class GrpcServer:
         health_stop, self._health_stop = self._health_stop, None
         if health_stop is not None:
             await health_stop()
-        await server.stop(self.settings.shutdown_timeout if grace is None else grace)
+        try:
+            await server.stop(self.settings.shutdown_timeout if grace is None else grace)
+        finally:
+            grpc_metadata_logs.detach()

@@ -10,6 +10,7 @@ request message gzip-compressed on the wire is held to ``max_body_bytes`` decomp
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from typing import Any
 
@@ -17,6 +18,7 @@ import grpc
 import grpc.aio
 from a2a.types import Message, Part, Role, SendMessageRequest, TaskState, a2a_pb2
 
+from tests._h2raw import END_HEADERS, HEADERS, Peer, frame, grpc_headers, header_block, message
 from tests.bindings._agent import Agent
 from tests.bindings._grpc import failure, rich_status, stubs
 
@@ -151,3 +153,26 @@ async def test_reflection_describes_the_served_services_and_nothing_else() -> No
     assert {a.error_response.error_code for a in answers[1:3]} == {
         grpc.StatusCode.NOT_FOUND.value[0]
     }
+
+
+async def test_a_metadata_value_that_is_not_utf8_is_served_without_error_records(
+    agent: Agent, caplog: Any
+) -> None:
+    """grpcio logged an ERROR with a traceback each time such a call's metadata was read
+    (five times a call), for any client that sent one; the value reaches the agent decoded
+    as Latin-1, as an HTTP header does. The call is answered, and grpcio's records of it
+    are DEBUG."""
+    port = int(agent.grpc_address.rsplit(":", 1)[1])
+    path = "/lf.a2a.v1.A2AService/SendMessage"
+    peer = await Peer.open("127.0.0.1", port)
+    try:
+        peer.preface()
+        head = grpc_headers("127.0.0.1", path) + header_block([("x-note", b"\xff\xfe")])
+        peer.send(frame(HEADERS, END_HEADERS, 1, head))
+        peer.finish_call(1, message(_echo().SerializeToString()))
+        seen = await peer.until_ended(1, 30)
+    finally:
+        await peer.close()
+    assert b"grpc-status\x010" in b"".join(seen.headers[1]), seen
+    loud = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert [text for text in loud if "Invalid encoding" in text] == []
