@@ -423,7 +423,7 @@ class GrpcServer:
                 server.add_insecure_port(self.bind_address)
         except RuntimeError as exc:
             raise OSError(f"cannot listen for gRPC on {self.bind_address}: {exc}") from None
-        await server.start()
+        await grpc_metadata_logs.starting(server.start())
         self._server = server
         grpc_metadata_logs.attach()
         logger.info(

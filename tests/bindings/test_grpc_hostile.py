@@ -180,3 +180,34 @@ async def test_a_metadata_value_that_is_not_utf8_is_served_without_error_records
     assert b"grpc-status\x010" in b"".join(seen.headers[1]), seen
     loud = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert [text for text in loud if "Invalid encoding" in text] == []
+
+
+async def test_another_grpc_server_of_the_process_keeps_its_error_records(
+    agent: Agent, caplog: Any
+) -> None:
+    """Our agent's gRPC server running changes nothing for another server of the process:
+    grpcio's ERROR records of such a value sent to it stay as grpcio logs them."""
+
+    async def echo(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        context.invocation_metadata()
+        return request
+
+    handler = grpc.method_handlers_generic_handler(
+        "plain.Echo", {"Echo": grpc.unary_unary_rpc_method_handler(echo)}
+    )
+    server = grpc.aio.server(handlers=[handler])
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    peer = await Peer.open("127.0.0.1", port)
+    try:
+        peer.preface()
+        head = grpc_headers("127.0.0.1", "/plain.Echo/Echo", version="")
+        peer.send(frame(HEADERS, END_HEADERS, 1, head + header_block([("x-note", b"\xff")])))
+        peer.finish_call(1, message(b"hi"))
+        await peer.until_ended(1, 30)
+    finally:
+        await peer.close()
+        await server.stop(None)
+    loud = [r for r in caplog.records if "Invalid encoding" in r.getMessage()]
+    assert loud
+    assert {r.levelno for r in loud} == {logging.ERROR}
