@@ -251,8 +251,9 @@ class JWTAuthenticator:
         if self._verified is not None:
             until = time.time() + self._verified_seconds
             exp = claims.get("exp")
-            if isinstance(exp, int | float) and not isinstance(exp, bool):
-                until = min(until, float(exp) + self.leeway)
+            # Compared, never converted: a JSON integer can be too large for a float.
+            if isinstance(exp, int | float) and exp < until - self.leeway:
+                until = exp + self.leeway
             self._verified[digest] = (until, dataclasses.replace(identity))
         return identity
 
@@ -274,8 +275,8 @@ class JWTAuthenticator:
             raise InvalidCredentials(f"{type(exc).__name__}: {exc}") from None
         if self.max_lifetime:
             exp = claims.get("exp")
-            ahead = exp - time.time() if isinstance(exp, int | float) else float("inf")
-            if ahead > self.max_lifetime + self.leeway:
+            latest = time.time() + self.max_lifetime + self.leeway
+            if not isinstance(exp, int | float) or exp > latest:
                 raise InvalidCredentials(
                     f"token expires more than {self.max_lifetime:g} s ahead (the maximum)"
                 )

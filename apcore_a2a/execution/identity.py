@@ -55,7 +55,7 @@ def owner_key(identity: Identity) -> str:
     if isinstance(scheme, str) and scheme:
         issuer = identity.attrs.get(AUTH_ISSUER_ATTR)
         has_issuer = isinstance(issuer, str) and issuer
-        tag = hashlib.sha256(issuer.encode("utf-8")).hexdigest()[:16] if has_issuer else ""
+        tag = hashlib.sha256(_utf8(issuer)).hexdigest()[:16] if has_issuer else ""
         # No ":" in scheme or tag, so the key splits back unambiguously.
         owner = f"{scheme.replace(':', '_')}:{tag}:{identity.id}"
     else:
@@ -66,8 +66,14 @@ def owner_key(identity: Identity) -> str:
 def _bounded(key: str) -> str:
     """*key*, or its hash when longer than a stored owner may be."""
     if len(key) > MAX_OWNER_CHARS:
-        return "sha256:" + hashlib.sha256(key.encode("utf-8")).hexdigest()
+        return "sha256:" + hashlib.sha256(_utf8(key)).hexdigest()
     return key
+
+
+def _utf8(text: str) -> bytes:
+    # A token's JSON can spell a lone surrogate ("\ud800"), which strict UTF-8 refuses;
+    # surrogatepass keeps the bytes distinct per string, so owners stay apart.
+    return text.encode("utf-8", "surrogatepass")
 
 
 def caller_key(
