@@ -104,12 +104,14 @@ def stamp_identity(identity: Identity, scheme: str, issuer: str | None = None) -
 
 
 def header_value(headers: Mapping[str, str], name: str) -> str | None:
-    """Case-insensitive header lookup that works on plain dicts as well as Starlette headers."""
+    """The credential header *name* (any case) of a plain dict, Starlette headers or
+    :func:`metadata_headers`; :class:`InvalidCredentials` when it was given more than once:
+    which copy counts would be a guess, and a proxy in front may have guessed the other."""
     wanted = name.lower()
-    value = headers.get(wanted)
-    if value is None:
-        value = next((v for k, v in headers.items() if k.lower() == wanted), None)
-    return value
+    found = [v for k, v in headers.items() if k.lower() == wanted]  # Starlette: every copy
+    if len(found) > 1 or wanted in getattr(headers, "repeated", ()):
+        raise InvalidCredentials(f"the {name} header was given more than once")
+    return found[0] if found else None
 
 
 async def identity_from_metadata(
@@ -121,12 +123,24 @@ async def identity_from_metadata(
     return await authenticator.authenticate(metadata_headers(metadata))
 
 
-def metadata_headers(metadata: Iterable[tuple[str, str | bytes]] | None) -> dict[str, str]:
+class MetadataHeaders(dict[str, str]):
+    """gRPC metadata as headers: the first value of each name, as Starlette's ``get`` has
+    it, and the names given more than once (:func:`header_value` refuses those)."""
+
+    repeated: frozenset[str] = frozenset()
+
+
+def metadata_headers(metadata: Iterable[tuple[str, str | bytes]] | None) -> MetadataHeaders:
     """The text entries of gRPC *metadata* as headers (lower-cased; the first of a name wins)."""
-    headers: dict[str, str] = {}
+    headers = MetadataHeaders()
+    repeated: set[str] = set()
     for key, value in metadata or ():
         if isinstance(value, str) and not key.endswith("-bin"):
-            headers.setdefault(key.lower(), value)
+            name = key.lower()
+            if name in headers:
+                repeated.add(name)
+            headers.setdefault(name, value)
+    headers.repeated = frozenset(repeated)
     return headers
 
 
