@@ -19,9 +19,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import ipaddress
 import json
 import logging
 import random
+import socket
 import ssl
 import time
 from collections.abc import Callable
@@ -247,8 +249,11 @@ class JWKSKeySource:
         # Redirects are followed (identity providers move their key sets), but a key set
         # asked for over https is never read from plain http, where anyone on the path
         # could write the keys whose tokens the agent then accepts.
-        if request.url.scheme != "https" and httpx.URL(self.url).scheme == "https":
+        configured = httpx.URL(self.url)
+        if request.url.scheme != "https" and configured.scheme == "https":
             raise ValueError(f"refused a redirect from https to {request.url.scheme}")
+        if request.url != configured:
+            await _not_link_local(request.url)
 
     async def aclose(self) -> None:
         """Cancel a fetch in flight (waiting requests are refused); the source stays usable."""
@@ -257,6 +262,18 @@ class JWKSKeySource:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, RuntimeError):
                 await task
+
+
+async def _not_link_local(url: httpx.URL) -> None:
+    """Refuse a redirect to a link-local address (169.254.0.0/16, fe80::/10), where cloud
+    metadata services answer: whoever writes the redirect would make the agent fetch them.
+    The name is resolved here (``2852039166`` is 169.254.169.254 too), once per redirect."""
+    port = url.port or (443 if url.scheme == "https" else 80)
+    loop = asyncio.get_running_loop()
+    for *_, address in await loop.getaddrinfo(url.host, port, type=socket.SOCK_STREAM):
+        ip = ipaddress.ip_address(str(address[0]).partition("%")[0])
+        if (getattr(ip, "ipv4_mapped", None) or ip).is_link_local:
+            raise ValueError(f"refused a redirect to a link-local address ({ip})")
 
 
 def _digest(kid: str) -> bytes:

@@ -257,7 +257,9 @@ async def test_a_redirect_within_https_is_followed() -> None:
 
     def idp(request: httpx.Request) -> httpx.Response:
         if request.url.path == "/old":
-            return httpx.Response(301, headers={"Location": "https://keys.example/jwks"})
+            # an address, not a name: a redirect's host is resolved (no link-local), and
+            # this test asks no DNS server
+            return httpx.Response(301, headers={"Location": "https://192.0.2.7/jwks"})
         return httpx.Response(200, content=body)
 
     source = JWKSKeySource("https://idp.example/old", transport=httpx.MockTransport(idp))
@@ -273,3 +275,30 @@ async def test_a_password_in_the_jwks_url_is_not_logged(caplog: pytest.LogCaptur
         await source.get("real", "RS256")
     assert "JWKS fetch from https://svc:***@idp.example/jwks.json failed" in caplog.text
     assert "s3cret-pw" not in caplog.text
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        "http://169.254.169.254/latest/meta-data/",
+        "http://2852039166/latest/meta-data/",  # the same address, as one number
+        "http://[::ffff:169.254.169.254]/latest/meta-data/",
+        "http://[fe80::1]/k",
+    ],
+)
+async def test_a_redirect_to_a_link_local_address_is_not_followed(target: str) -> None:
+    # Cloud metadata services answer on link-local addresses: whoever writes the key set's
+    # redirect must not make the agent fetch them. The mock stands where the request would
+    # leave the machine, so nothing is sent.
+    from apcore_a2a.auth.jwks import JWKSKeySource, KeyLookupError
+
+    seen: list[str] = []
+
+    def idp(request: httpx.Request) -> httpx.Response:
+        seen.append(str(request.url))
+        return httpx.Response(302, headers={"Location": target})
+
+    source = JWKSKeySource("http://idp.example/jwks.json", transport=httpx.MockTransport(idp))
+    with pytest.raises(KeyLookupError, match="fetch failed"):
+        await source.get("real", "RS256")
+    assert seen == ["http://idp.example/jwks.json"]
