@@ -13,11 +13,16 @@ import logging
 from collections.abc import Iterator
 from typing import Any
 
+import grpc
 import httpx
 import pytest
+from a2a.compat.v0_3 import a2a_v0_3_pb2 as p03
 from a2a.types import GetExtendedAgentCardRequest, TaskState
 from a2a.utils.errors import MethodNotFoundError
 from google.protobuf.json_format import MessageToDict
+
+from tests._support import free_port
+from tests.bindings._grpc import failure, rich_status, stubs
 
 from .agent import BINDINGS, message, sdk_client, send, serve_agent
 from .keys import HMAC_SECRET, bearer, hs_plain
@@ -209,3 +214,46 @@ async def test_padded_anonymous_extended_card_request_gets_no_card(
     assert "demo.add" not in resp.text
     assert resp.status_code == 401
     assert resp.headers["www-authenticate"]
+
+
+@pytest.fixture(scope="module")
+def grpc_address() -> Iterator[str]:
+    grpc_port = free_port()
+    with serve_agent(auth_key=HMAC_SECRET, require_auth=False, grpc_port=grpc_port):
+        yield f"127.0.0.1:{grpc_port}"
+
+
+def message03(skill: str) -> Any:
+    request = p03.SendMessageRequest()
+    request.request.message_id, request.request.role = "m-1", p03.ROLE_USER
+    request.request.content.add().text = "hi"
+    request.request.metadata.update({"skillId": skill})
+    return request
+
+
+async def test_acl_denial_is_masked_on_grpc_too(grpc_address: str) -> None:
+    """On both gRPC services a viewer (and an anonymous caller) gets for the admin-only
+    skill exactly the answer for a skill that does not exist; an admin runs it."""
+    answers: dict[tuple[str, str, str], Any] = {}
+    async with stubs(grpc_address) as (v1, v03):
+        for who, headers in (("viewer", as_viewer()), ("anonymous", {})):
+            metadata = [(name.lower(), value) for name, value in headers.items()]
+            for skill in ("admin.reset", "admin.missing"):
+                calls = {
+                    "1.0": v1.SendMessage(message(skill), metadata=metadata),
+                    "0.3": v03.SendMessage(message03(skill), metadata=metadata),
+                }
+                for version, call in calls.items():
+                    status = rich_status(await failure(call))
+                    answers[who, version, skill] = {
+                        **status,
+                        "message": status["message"].replace(skill, "<skill>"),
+                    }
+        for key, answer in answers.items():
+            assert answer["code"] == grpc.StatusCode.NOT_FOUND, key
+            assert answer == answers[(*key[:2], "admin.missing")], key
+        admin = [(name.lower(), value) for name, value in as_admin().items()]
+        task = (await v1.SendMessage(message("admin.reset"), metadata=admin)).task
+    assert task.status.state == TaskState.TASK_STATE_COMPLETED
+    data = MessageToDict(task.artifacts[0].parts[0].data)
+    assert data == {"id": "root", "type": "user", "roles": ["admin"]}
