@@ -131,6 +131,11 @@ class A2AClient:
             name: _header_value(value, f"header {name!r}")
             for name, value in (headers or {}).items()
         }
+        if isinstance(auth, str | tuple) and any(
+            n.lower() == "authorization" for n in headers or {}
+        ):
+            # an agent refuses a call with two Authorization headers (docs/auth.md)
+            raise ValueError("credentials both in the Authorization header and in auth: pass one")
         if isinstance(auth, str):
             token = _header_value(auth, "the bearer token (auth)")
             default_headers["Authorization"], auth = f"Bearer {token}", None

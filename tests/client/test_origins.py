@@ -217,3 +217,13 @@ async def test_credentials_in_the_url_are_basic_auth_and_in_no_message() -> None
     assert "s3cret" not in str(failed.value)
     with pytest.raises(ValueError, match="credentials both"):
         A2AClient("http://ann:s3cret@127.0.0.1:1", auth="token")
+
+
+def test_an_authorization_header_beside_auth_is_refused() -> None:
+    """Both would go out as two Authorization headers, which an agent refuses (401,
+    docs/auth.md): the client says so at construction, as for credentials in the URL."""
+    for auth in ("token", ("ann", "s3cret")):
+        with pytest.raises(ValueError, match="credentials both"):
+            A2AClient("http://127.0.0.1:1", auth=auth, headers={"authorization": "Bearer x"})
+    with pytest.raises(ValueError, match="credentials both"):
+        A2AClient("http://ann:s3cret@127.0.0.1:1", headers={"Authorization": "Bearer x"})
