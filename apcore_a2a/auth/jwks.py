@@ -282,7 +282,8 @@ def _digest(kid: str) -> bytes:
 
 def parse_jwks(body: bytes) -> dict[str, PublishedKey]:
     """The signature keys of a JWKS document by ``kid``; ``ValueError`` if it has none.
-    Symmetric keys are skipped too: a public key set has no business publishing a secret."""
+    Symmetric and private keys (``d``) are skipped too: a public key set has no business
+    publishing a secret, and PyJWT cannot verify with a private RSA key."""
     try:
         document: Any = json.loads(body)
     except ValueError:  # UnicodeDecodeError is one too
@@ -292,11 +293,13 @@ def parse_jwks(body: bytes) -> dict[str, PublishedKey]:
         raise ValueError("no 'keys' array")
     keys: dict[str, PublishedKey] = {}
     for member in members:
-        if not isinstance(member, dict) or member.get("kty") == "oct":
+        if not isinstance(member, dict) or member.get("kty") == "oct" or "d" in member:
             continue
         kid = member.get("kid")
         if isinstance(kid, str) and kid and member.get("use", "sig") == "sig":
-            with contextlib.suppress(jwt.PyJWTError, ValueError, TypeError):
+            # Whatever PyJWT raises for one member ("alg": "none" is NotImplementedError),
+            # the others stay usable.
+            with contextlib.suppress(Exception):
                 keys[kid] = PublishedKey(member)
     if not keys:
         raise ValueError("no usable signature keys")
