@@ -174,3 +174,14 @@ async def test_a_caller_without_credentials_cannot_hold_a_connection_by_stalling
     assert b"\r\nwww-authenticate: Bearer\r\n" in head
     assert body["id"] is None  # the id was never read
     assert body["error"]["message"] == UNAUTHORIZED_BODY
+
+
+async def test_a_path_no_route_takes_answers_everyone_alike(agent_url: str) -> None:
+    """docs/auth.md: nothing is served there, so the answer (404) tells a caller without
+    credentials no more than one with them."""
+    async with httpx.AsyncClient(base_url=agent_url) as http:
+        for path in ("/nope", "/tasks/", "/TASKS"):
+            anonymous = await http.get(path)
+            known = await http.get(path, headers=bearer(hs_token()))
+            assert anonymous.status_code == known.status_code == 404, path
+            assert anonymous.json() == known.json(), path
