@@ -17,7 +17,7 @@ import contextlib
 import functools
 import logging
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from a2a.helpers.proto_helpers import new_message
@@ -39,6 +39,7 @@ from apcore_a2a.adapters.parts import is_file, output_to_parts
 from apcore_a2a.adapters.skills import SkillSpec
 from apcore_a2a.edge.call import call_of
 from apcore_a2a.execution import turns
+from apcore_a2a.execution.chunks import deep_merge, with_last_flag
 from apcore_a2a.execution.fair_pool import FairPool
 from apcore_a2a.execution.identity import identity_of, is_operator
 from apcore_a2a.execution.module_calls import ModuleCalls
@@ -57,62 +58,6 @@ CANCEL_MESSAGE = "Canceled by client"
 _END_STATES = {"rejected": TaskState.TASK_STATE_REJECTED, "canceled": TaskState.TASK_STATE_CANCELED}
 #: apcore errors of an input that did not validate
 _BAD_INPUT = ("SCHEMA_VALIDATION_ERROR", "GENERAL_INVALID_INPUT")
-
-
-#: How long a streamed chunk waits for the next one to learn whether it was the last: long
-#: enough for a generator that returns right after its final yield (apcore's stream
-#: pipeline adds a few awaits), short enough that a slow stream barely notices.
-LAST_CHUNK_GRACE = 0.02
-
-_END = object()
-
-
-async def with_last_flag(chunks: AsyncIterator[Any]) -> AsyncGenerator[tuple[Any, bool], None]:
-    """Yield ``(chunk, is_last)`` for each chunk of ``chunks``, in order.
-
-    A2A marks an artifact's final chunk ``lastChunk`` and allows no empty closing update,
-    but only the generator's end says which chunk was the last: each chunk waits up to
-    :data:`LAST_CHUNK_GRACE` for the next; when the generator ends first it goes out as the
-    last, else as not (and the task's terminal status closes the artifact). The caller owns
-    ``chunks`` (and closes it); a pending read is cancelled here when the consumer stops
-    early, so the generator is never closed while it is running."""
-    held: Any = _END
-    pending: asyncio.Task[Any] | None = None
-    try:
-        while True:
-            pending = asyncio.ensure_future(anext(chunks, _END))
-            if held is not _END:
-                done, _ = await asyncio.wait({pending}, timeout=LAST_CHUNK_GRACE)
-                if not done:
-                    yield held, False
-                    held = _END
-            failure: Exception | None = None
-            try:
-                following = await pending
-            except Exception as exc:
-                following, failure = _END, exc
-            pending = None
-            if held is not _END:
-                # A module that fails mid-stream still delivers what it yielded before.
-                yield held, following is _END and failure is None
-            if following is _END:
-                if failure is not None:
-                    raise failure
-                return
-            held = following
-    finally:
-        if pending is not None and not pending.done():
-            pending.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await pending
-
-
-def _deep_merge(target: dict[str, Any], chunk: dict[str, Any]) -> None:
-    for key, value in chunk.items():
-        if isinstance(value, dict) and isinstance(target.get(key), dict):
-            _deep_merge(target[key], value)
-        else:
-            target[key] = value
 
 
 class ApCoreAgentExecutor(AgentExecutor):
@@ -339,7 +284,7 @@ class ApCoreAgentExecutor(AgentExecutor):
                     count += 1
                     data = isinstance(chunk, dict) and not is_file(chunk)
                     if data and text_from_value(chunk) is None:
-                        _deep_merge(merged, {k: v for k, v in chunk.items() if not is_file(v)})
+                        deep_merge(merged, {k: v for k, v in chunk.items() if not is_file(v)})
         return (output_to_parts(merged) if merged else []) if count else None, count > 0
 
     async def _answer_first(
