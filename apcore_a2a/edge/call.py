@@ -94,8 +94,10 @@ class CallRecord:
     cancel_write: CancelWrite | None = None
     #: why the server itself cancels the task (shutting down), shown in its final status
     cancel_reason: str | None = None
-    #: a blocking send's refusal, its task already ended ``rejected`` (set by the executor
-    #: when the module's call never got a sync thread, raised by the request handler)
+    #: what the call answers instead of its run's last event (set by the executor, raised
+    #: by the request handler): a blocking send's refusal, its task already ended
+    #: ``rejected`` (the module's call never got a sync thread), or the error of a message
+    #: reply that failed, whose run ended with a message that never leaves (no task kept)
     refused: Exception | None = None
     #: what the call answered (``streams/tap.py``'s ``Answer``; none for ``internal`` calls)
     answer: Any = None

@@ -24,7 +24,7 @@ from a2a.helpers.proto_helpers import new_message
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
 from a2a.types import Message, Part, TaskState
-from a2a.utils.errors import InternalError
+from a2a.utils.errors import A2AError, InternalError
 from apcore.cancel import ExecutionCancelledError
 
 from apcore_a2a.adapters.errors import (
@@ -325,7 +325,8 @@ class ApCoreAgentExecutor(AgentExecutor):
             ):
                 kind = "task"  # the caller must answer on a task
             if kind == "message" and error is not None:
-                raise refusal_of(error) or as_a2a_error(self._mapped(spec, error)) from None
+                await self._refuse_reply(run, context, spec, error)
+                return
             if kind == "message":
                 parts = output_to_parts(value, wrapped_result=spec.wrapped_result)
                 reply = new_message(parts, run.context_id)
@@ -340,6 +341,29 @@ class ApCoreAgentExecutor(AgentExecutor):
                 await self._complete(run, spec, value, False)
         finally:
             opening.cancel()
+
+    async def _refuse_reply(
+        self, run: Run, context: RequestContext, spec: SkillSpec, error: Exception
+    ) -> None:
+        """A message reply that failed: the call answers the error and no task is kept.
+        Raised from ``execute()``, the SDK would record a failed task without a status
+        message and log the error twice at ERROR with its traceback. A message ends an SDK
+        run without a task instead, and the request handler answers the error in its place
+        (``CallRecord.refused``), so that message never leaves."""
+        answer: A2AError
+        refusal = refusal_of(error)
+        if refusal is not None:
+            answer, code = refusal, refusal.wire.reason
+        else:
+            mapped = self._mapped(spec, error)
+            answer, code = as_a2a_error(mapped), mapped.code
+        call = call_of(context.call_context)
+        if call is None:
+            raise answer  # never: execute() checked the call
+        call.refused = answer
+        await run.emit(new_message([Part(text=answer.message)], run.context_id))
+        if run.execution is not None:
+            run.execution.refused(code)
 
     async def _handle_failure(
         self,

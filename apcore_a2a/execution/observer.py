@@ -69,6 +69,10 @@ class Execution:
             self.state = "completed"
             self.reply = True
 
+    def refused(self, code: str) -> None:
+        """The run was to answer with a message and failed with *code*: no task was kept."""
+        self.state, self.error_code, self.reply = "failed", code, True
+
 
 class ExecutionObserver(Protocol):
     """Told when an execution starts and when it has ended (in the executing task)."""

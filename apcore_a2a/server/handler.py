@@ -150,7 +150,7 @@ class ApCoreRequestHandler(DefaultRequestHandler):
                     await refuse_untaken(answer, params, self._task_lookup, context)
             refused = record_of(context).refused
             if refused is not None:
-                raise refused  # its task ended rejected: the caller may send it again
+                raise refused  # see CallRecord.refused
             return answer
         finally:
             leave()
@@ -190,9 +190,12 @@ class ApCoreRequestHandler(DefaultRequestHandler):
         """The SDK's message stream, each event with its SSE id (``None``: none)."""
         events = SEND_STREAM(self, params, context)
         log = self._event_log
+        call = record_of(context)
         try:
             async with self._released_if_refused(claimed, params, context):
                 async for event in events:
+                    if call.refused is not None:
+                        raise call.refused  # a message reply that failed (no task kept)
                     if claimed is not None:  # the first event tells
                         await refuse_untaken(event, params, self._task_lookup, context)
                         claimed = None

@@ -1,0 +1,224 @@
+"""A message-reply skill whose call fails answers the error and keeps no task.
+
+A skill with ``reply: "message"`` runs its module before anything is stored. When the call
+fails -- the module raises, its output does not validate, a call it makes is refused by
+the ACL, or (a sync module) it never got a worker thread -- the caller gets the error on
+JSON-RPC, REST and gRPC, 1.0 and 0.3, streaming or not, and nothing else happens: no task
+is stored under the id the run went by (``GetTask`` on it is "Task not found",
+``ListTasks`` is empty), and the agent logs one line of its own (a module's crash: one
+ERROR with its traceback, as for a task skill); a2a-sdk logs no traceback. Before, the SDK
+stored a ``failed`` task without a status message and logged "Producer ... Execution
+failed" and "Consumer ... Failed" at ERROR, each with a traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+from a2a.types import GetTaskRequest
+from apcore import ACL, ACLRule, Executor, Registry
+from pydantic import BaseModel
+
+from apcore_a2a import A2AServerFactory
+from tests._sdk import make_client, request
+
+from .._support import free_port, running_server
+from ._client import V1, collect, rpc
+
+BINDINGS = [
+    ("JSONRPC", "1.0"),
+    ("HTTP+JSON", "1.0"),
+    ("GRPC", "1.0"),
+    ("JSONRPC", "0.3"),
+    ("HTTP+JSON", "0.3"),
+    ("GRPC", "0.3"),
+]
+REFUSAL = "No sync worker thread came free for this call within execution_timeout"
+#: what the SDK's 0.3 REST client says of any HTTP 404
+NOT_FOUND_03 = "MethodNotFoundError: Resource not found"
+#: skill -> (the SDK client's error, the SDK's 0.3 REST client's words for the HTTP status,
+#: the level of the agent's one record of it)
+FAILURES = {
+    "reply.crash": ("InternalError", "HTTP Error 500", logging.ERROR),
+    "reply.bad_output": ("InvalidParamsError", "HTTP Error 400", logging.INFO),
+    # ACL_DENIED, masked as the agent masks it (README, Errors)
+    "reply.nested": ("TaskNotFoundError", NOT_FOUND_03, logging.WARNING),
+}
+
+
+class In(BaseModel):
+    text: str = ""
+
+
+class Out(BaseModel):
+    said: str
+
+
+class _Reply:
+    input_schema = In
+    output_schema = Out
+    description = "Answer with a message"
+    metadata = {"a2a": {"reply": "message"}}
+
+    def __init__(self, runs: dict[str, str]) -> None:
+        self.runs = runs  # skill -> the task id its last run went by
+
+
+class Crash(_Reply):
+    def execute(self, inputs: dict[str, Any], context: Any) -> dict[str, Any]:
+        self.runs["reply.crash"] = context.data["a2a.task_id"]
+        raise ValueError("kaboom")
+
+
+class BadOutput(_Reply):
+    def execute(self, inputs: dict[str, Any], context: Any) -> dict[str, Any]:
+        self.runs["reply.bad_output"] = context.data["a2a.task_id"]
+        return {"not": "said"}
+
+
+class Nested(_Reply):
+    """Calls ``reply.secret``, which the ACL lets no module call."""
+
+    async def execute(self, inputs: dict[str, Any], context: Any) -> dict[str, Any]:
+        self.runs["reply.nested"] = context.data["a2a.task_id"]
+        result: dict[str, Any] = await context.executor.call_async("reply.secret", {}, context)
+        return result
+
+
+class Secret(_Reply):
+    def execute(self, inputs: dict[str, Any], context: Any) -> dict[str, Any]:
+        return {"said": "secret"}
+
+
+class Hold(_Reply):
+    """Holds its sync worker thread until ``release`` is set."""
+
+    def __init__(self) -> None:
+        super().__init__({})
+        self.running = threading.Event()
+        self.release = threading.Event()
+
+    def execute(self, inputs: dict[str, Any], context: Any) -> dict[str, Any]:
+        self.running.set()
+        self.release.wait(30)
+        return {"said": "held"}
+
+
+@contextlib.asynccontextmanager
+async def _agent(registry: Registry, **settings: Any) -> AsyncIterator[str]:
+    acl = ACL(rules=[ACLRule(callers=["@external"], targets=["*"], effect="allow")])
+    port = free_port()
+    app, _ = A2AServerFactory(
+        Executor(registry, acl=acl), environ={}, port=port, grpc_port=free_port(), **settings
+    ).create()
+    async with running_server(app, port=port) as url:
+        yield url
+
+
+async def _failure(url: str, binding: str, version: str, streaming: bool, skill: str) -> str:
+    """Send *skill* a message over the binding; the error it answers, ``Class: message``."""
+    client = await make_client(url, binding, version, streaming=streaming)
+    try:
+        with pytest.raises(Exception) as failed:
+            await collect(client.send_message(request(skill, {"text": "hi"})))
+    finally:
+        await client.close()
+    return f"{type(failed.value).__name__}: {failed.value}"
+
+
+async def _not_found(url: str, binding: str, version: str, task_id: str) -> str:
+    client = await make_client(url, binding, version)
+    try:
+        with pytest.raises(Exception) as failed:
+            await client.get_task(GetTaskRequest(id=task_id))
+    finally:
+        await client.close()
+    return f"{type(failed.value).__name__}: {failed.value}"
+
+
+async def _no_tasks(url: str) -> None:
+    async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+        listed = (await http.post("/", json=rpc("ListTasks", {}), headers=V1)).json()
+    assert listed["result"]["totalSize"] == 0, listed
+
+
+def _sdk_tracebacks(records: list[logging.LogRecord]) -> list[str]:
+    return [r.getMessage() for r in records if r.name.startswith("a2a.") and r.exc_info]
+
+
+@pytest.mark.parametrize("streaming", [False, True], ids=["send", "stream"])
+@pytest.mark.parametrize(("binding", "version"), BINDINGS)
+async def test_a_failed_message_reply_answers_its_error_and_keeps_no_task(
+    binding: str, version: str, streaming: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO)
+    runs: dict[str, str] = {}
+    registry = Registry()
+    for skill, module in (
+        ("reply.crash", Crash(runs)),
+        ("reply.bad_output", BadOutput(runs)),
+        ("reply.nested", Nested(runs)),
+        ("reply.secret", Secret(runs)),
+    ):
+        registry.register(skill, module)
+    async with _agent(registry) as url:
+        for skill, (error, status, level) in FAILURES.items():
+            caplog.clear()
+            answer = await _failure(url, binding, version, streaming, skill)
+            if (binding, version) == ("HTTP+JSON", "0.3"):  # the SDK's 0.3 REST client
+                assert status in answer, answer
+            else:
+                assert answer.startswith(f"{error}: "), answer
+            records = list(caplog.records)
+            assert not _sdk_tracebacks(records), skill
+            ours = [r for r in records if r.name == "apcore_a2a.executor"]
+            assert [(r.levelno, r.getMessage().split(":")[0]) for r in ours] == [
+                (level, f"Skill {skill} failed")
+            ], skill
+            if level < logging.ERROR:  # the caller's error, or an ACL refusal: no ERROR
+                assert not [r for r in records if r.levelno >= logging.ERROR], skill
+            # The run went by a task id; nothing is stored under it, on any binding.
+            missing = await _not_found(url, binding, version, runs.pop(skill))
+            if (binding, version) == ("HTTP+JSON", "0.3"):
+                assert missing.startswith(NOT_FOUND_03), missing
+            else:
+                assert missing.startswith("TaskNotFoundError: "), missing
+        await _no_tasks(url)
+
+
+@pytest.mark.parametrize(("binding", "version"), BINDINGS)
+async def test_a_message_reply_that_never_got_a_thread_is_refused_and_keeps_no_task(
+    binding: str, version: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO)
+    hold = Hold()
+    registry = Registry()
+    registry.register("reply.hold", hold)
+    settings = {"sync_workers": 2, "sync_workers_per_caller": 1, "execution_timeout": 1.0}
+    async with _agent(registry, **settings) as url:
+        client = await make_client(url, "JSONRPC", "1.0")
+        held = asyncio.ensure_future(collect(client.send_message(request("reply.hold", {}))))
+        try:
+            await asyncio.to_thread(hold.running.wait, 30)
+            caplog.clear()
+            answer = await _failure(url, binding, version, False, "reply.hold")
+            records = list(caplog.records)
+        finally:
+            hold.release.set()
+            [timed_out] = await asyncio.gather(held, return_exceptions=True)
+            await client.close()
+        # The held call ran too long (its thread is held until released): a failed reply too.
+        assert str(timed_out) == "Execution timed out", timed_out
+        if binding == "HTTP+JSON":  # the SDK's REST clients read no 429 body
+            assert "HTTP Error 429" in answer, answer
+        else:
+            assert REFUSAL in answer, answer
+        assert not [r for r in records if r.levelno >= logging.ERROR], records
+        await _no_tasks(url)
