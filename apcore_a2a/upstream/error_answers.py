@@ -99,11 +99,14 @@ else:
                 await super().abort_context(error, context)
 
     class CompatServicer(CompatGrpcHandler):
-        """The SDK's A2A 0.3 servicer, with our own errors' statuses as :class:`Servicer`
-        (its text as the SDK's 0.3 servicer words errors)."""
+        """The SDK's A2A 0.3 servicer, with our own errors' statuses as :class:`Servicer`.
+
+        The SDK's 0.3 servicer starts its message with the A2A error type (``TaskNotFoundError:
+        Task not found``), which its 0.3 client reads back into that error; ours are no A2A
+        types, so their message is theirs alone, as on 1.0 (the reason names them)."""
 
         async def abort_context(self, error: A2AError, context: grpc.aio.ServicerContext) -> None:
             if isinstance(error, OwnError):
-                await _abort_own(context, error, f"{type(error).__name__}: {error.message}")
+                await _abort_own(context, error, error.message)
             else:
                 await super().abort_context(error, context)

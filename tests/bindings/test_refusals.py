@@ -110,11 +110,8 @@ def check_refusal(answer: dict[str, Any], binding: str, version: str, status: in
     assert answer["challenges"] == challenges
     if binding == "GRPC":
         assert answer["code"] == getattr(grpc.StatusCode, reason)
-        if version == "1.0":
-            assert (answer["reason"], answer["domain"]) == (reason, "a2a-protocol.org")
-        # The SDK's 0.3 service puts the error class before the message.
-        prefix = {401: "UnauthenticatedError: ", 403: "PermissionDeniedError: "}[status]
-        return str(answer["message"]).removeprefix(prefix if version == "0.3" else "")
+        assert (answer["reason"], answer["domain"]) == (reason, "a2a-protocol.org")
+        return str(answer["message"])  # 0.3 too: no class name before it (main: there was)
     assert answer["status"] == status
     body = answer["body"]
     if binding == "JSONRPC":
