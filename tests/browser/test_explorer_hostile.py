@@ -121,3 +121,13 @@ async def test_hostile_card_and_task_output_stay_text(page: Any) -> None:
         await page.click("#send")
         await page.wait_for_selector("#task-state [data-state='TASK_STATE_FAILED']")
         await assert_inert(page)
+
+
+async def test_a_malformed_skill_link_still_starts_the_page(page: Any) -> None:
+    """``#skill=%E0%A4%A`` (a broken escape) made decodeURIComponent throw: the page said
+    "The Explorer failed to start" and showed no skill form."""
+    async with serve_app(hostile_app) as base:
+        await page.goto(base + "/explorer/#skill=%E0%A4%A")
+        await page.wait_for_selector("#skill-body .skill-title code")
+        assert await page.locator("#banner").is_hidden()
+        assert page.log.errors == []

@@ -105,8 +105,7 @@ function applyCard(card, extended) {
     return;
   }
   renderSkills();
-  const wanted = decodeURIComponent((location.hash.match(/skill=([^&]+)/) || [])[1] || "");
-  const first = skills.find((s) => s.id === wanted) || skills[0];
+  const first = skills.find((s) => s.id === linkedSkill()) || skills[0];
   if (first) selectSkill(first);
   else clear($("skill-body"), h("div", { class: "muted" }, "This agent declares no skills."));
 }
@@ -158,6 +157,13 @@ function exampleValue(example, schema) {
   } catch { /* not JSON: plain text example */ }
   const props = Object.entries((schema && schema.properties) || {}).filter(([, s]) => s.type === "string");
   return props.length === 1 ? { [props[0][0]]: example } : { __text: example };
+}
+
+// The skill a "#skill=<id>" link names; a malformed escape in a crafted link names none
+// (decodeURIComponent throws) instead of stopping the page.
+function linkedSkill() {
+  const raw = (location.hash.match(/skill=([^&]+)/) || [])[1] || "";
+  try { return decodeURIComponent(raw); } catch { return ""; }
 }
 
 function selectSkill(skill) {
