@@ -65,9 +65,26 @@ class HostileModule:
         }
 
 
+class ProtoIn(BaseModel):
+    proto: str = Field(alias="__proto__")
+    ctor: str = Field(alias="constructor")
+
+
+class ProtoModule:
+    """Fields named like Object.prototype's own members, echoed back."""
+
+    input_schema = ProtoIn
+    output_schema = HostileOut
+    description = "Echo fields named __proto__ and constructor"
+
+    def execute(self, inputs: dict[str, Any], context: Any) -> dict[str, Any]:
+        return {"echo": f"{inputs['__proto__']}|{inputs['constructor']}"}
+
+
 def hostile_app(**settings: Any) -> Starlette:
     registry = Registry()
     registry.register("demo.hostile", HostileModule())
+    registry.register("demo.proto", ProtoModule())
     settings.setdefault("name", f"Agent {TAG}")
     settings.setdefault("description", f"About {TAG}")
     settings.setdefault("explorer", True)
@@ -121,6 +138,20 @@ async def test_hostile_card_and_task_output_stay_text(page: Any) -> None:
         await page.click("#send")
         await page.wait_for_selector("#task-state [data-state='TASK_STATE_FAILED']")
         await assert_inert(page)
+
+
+async def test_fields_named_proto_and_constructor_reach_the_module(page: Any) -> None:
+    """Assigning ``out["__proto__"] = value`` sets a prototype (or, for a string, nothing):
+    the form dropped that field and the agent refused the message as missing it."""
+    async with serve_app(hostile_app) as base:
+        await page.goto(base + "/explorer/#skill=demo.proto")
+        await page.wait_for_selector("#skill-body code:text-is('demo.proto')")
+        await page.fill("[data-path='__proto__']", "P")
+        await page.fill("[data-path='constructor']", "C")
+        await page.click("#send")
+        await page.wait_for_selector("#task-state [data-state='TASK_STATE_COMPLETED']")
+        assert '"P|C"' in await page.inner_text("#task-body .artifact")
+        assert await page.evaluate("() => ({}).polluted") is None
 
 
 async def test_a_malformed_skill_link_still_starts_the_page(page: Any) -> None:

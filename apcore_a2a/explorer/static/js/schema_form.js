@@ -202,11 +202,10 @@ function objectNode(s, ctx) {
   return {
     el,
     get: () => {
-      const out = { ...extras };
-      for (const [key, node] of children) {
-        const v = node.get();
-        if (v !== undefined) out[key] = v;
-      }
+      // Built from entries, so every key is an own property: `out["__proto__"] = v` would
+      // set the prototype instead (or, for a string, do nothing) and drop the field.
+      const values = children.map(([key, node]) => [key, node.get()]).filter(([, v]) => v !== undefined);
+      const out = Object.fromEntries([...Object.entries(extras), ...values]);
       return Object.keys(out).length || ctx.required || ctx.root ? out : undefined;
     },
     set: (v) => {
