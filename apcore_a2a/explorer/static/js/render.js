@@ -52,6 +52,19 @@ export function formatTime(ts) {
   return Number.isNaN(d.getTime()) ? String(ts) : d.toLocaleTimeString();
 }
 
+// Caps on what one view renders. The agent decides how much it sends (a 10 MB text, a
+// stream of 10^4 chunks); rendering all of it froze the tab, so a view shows this much
+// and says how much it left out. The raw task stays available through GetTask.
+export const LIMITS = { parts: 100, text: 100_000, entries: 200 };
+
+export function omitted(count, what) {
+  return h("div", { class: "muted small omitted" }, `… ${count} more ${what} not shown`);
+}
+
+function clipped(text) {
+  return text.length > LIMITS.text ? [text.slice(0, LIMITS.text), omitted(text.length - LIMITS.text, "characters")] : [text];
+}
+
 // Collapsible JSON tree; small objects start open so results are readable at a glance.
 export function jsonTree(value, { open = 2, key = null } = {}) {
   const label = key === null ? [] : [h("span", { class: "jkey" }, key), ": "];
@@ -62,12 +75,13 @@ export function jsonTree(value, { open = 2, key = null } = {}) {
     if (!entries.length) return h("div", { class: "jrow" }, label, h("span", { class: "jpunct" }, isArray ? "[]" : "{}"));
     const details = h("details", { class: "jnode", open: open > 0 },
       h("summary", {}, label, h("span", { class: "jpunct" }, summary)));
-    for (const [k, v] of entries) details.append(jsonTree(v, { open: open - 1, key: k }));
+    for (const [k, v] of entries.slice(0, LIMITS.entries)) details.append(jsonTree(v, { open: open - 1, key: k }));
+    if (entries.length > LIMITS.entries) details.append(omitted(entries.length - LIMITS.entries, "entries"));
     return details;
   }
   const type = value === null ? "null" : typeof value;
   const text = type === "string" ? JSON.stringify(value) : String(value);
-  return h("div", { class: "jrow" }, label, h("span", { class: `jval j${type}` }, text));
+  return h("div", { class: "jrow" }, label, h("span", { class: `jval j${type}` }, clipped(text)));
 }
 
 export function jsonBlock(value) {
@@ -93,7 +107,7 @@ const PREVIEW_TYPES = new Set(["image/png", "image/jpeg", "image/gif", "image/we
 export function renderPart(part) {
   const meta = part.mediaType ? h("span", { class: "muted small" }, ` ${part.mediaType}`) : null;
   if (typeof part.text === "string") {
-    return h("div", { class: "part part-text" }, h("pre", {}, part.text));
+    return h("div", { class: "part part-text" }, h("pre", {}, clipped(part.text)));
   }
   if (part.data !== undefined) {
     return h("div", { class: "part part-data" }, jsonBlock(part.data));
@@ -130,7 +144,9 @@ export function renderPart(part) {
 }
 
 export function renderParts(parts) {
-  return h("div", { class: "parts" }, (parts || []).map(renderPart));
+  const list = parts || [];
+  const more = list.length - LIMITS.parts;
+  return h("div", { class: "parts" }, list.slice(0, LIMITS.parts).map(renderPart), more > 0 ? omitted(more, "parts") : null);
 }
 
 // Pulls human-readable field errors out of the error shapes agents use: google.rpc

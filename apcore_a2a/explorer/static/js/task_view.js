@@ -2,8 +2,8 @@
 // and renders its state history, artifacts, interrupts and actions.
 
 import {
-  INTERRUPTED_STATES, TERMINAL_STATES, badge, clear, errorBox, formatTime, h, jsonBlock,
-  renderParts, shortState, stateBadge,
+  INTERRUPTED_STATES, LIMITS, TERMINAL_STATES, badge, clear, errorBox, formatTime, h, jsonBlock,
+  omitted, renderParts, shortState, stateBadge,
 } from "./render.js";
 
 function approvalRequest(status) {
@@ -36,6 +36,7 @@ export class TaskView {
     this.events = 0;
     this.started = performance.now();
     this.busy = false;
+    this.pending = 0;
   }
 
   // A new request: the timeline restarts. A fresh send also forgets the previous task, so
@@ -55,7 +56,13 @@ export class TaskView {
   }
 
   note(text) {
-    this.timelineEl.append(h("li", { class: "event event-note" }, h("span", { class: "t" }, this.elapsed()), text));
+    this.addEvent(h("li", { class: "event event-note" }, h("span", { class: "t" }, this.elapsed()), text));
+  }
+
+  // The list keeps the latest events; the count above it still counts them all.
+  addEvent(item) {
+    if (this.timelineEl.childElementCount >= LIMITS.entries) this.timelineEl.firstElementChild.remove();
+    this.timelineEl.append(item);
   }
 
   elapsed() {
@@ -70,8 +77,15 @@ export class TaskView {
     else if (kind === "message") { this.message = result.message; this.error = null; }
     else if (kind === "statusUpdate") this.applyStatus(result.statusUpdate);
     else if (kind === "artifactUpdate") this.applyArtifact(result.artifactUpdate);
-    this.render();
+    this.scheduleRender();
     return kind;
+  }
+
+  // A stream can bring thousands of events in one read; they are drawn once per frame,
+  // not once each.
+  scheduleRender() {
+    if (this.pending) return;
+    this.pending = requestAnimationFrame(() => this.render());
   }
 
   recordEvent(kind, result) {
@@ -85,7 +99,7 @@ export class TaskView {
       const a = payload.artifact || {};
       summary = h("span", {}, a.name || a.artifactId || "artifact", payload.append ? " (append)" : "", payload.lastChunk ? " (last chunk)" : "");
     } else if (kind === "message") summary = h("span", {}, "agent message");
-    this.timelineEl.append(h("li", { class: `event event-${kind}`, dataset: { kind } },
+    this.addEvent(h("li", { class: `event event-${kind}`, dataset: { kind } },
       h("div", { class: "event-head" }, h("span", { class: "t" }, this.elapsed()), h("span", { class: "kind" }, kind), summary),
       h("details", { class: "event-raw" }, h("summary", {}, "raw"), jsonBlock(payload))));
     this.timelineEl.scrollTop = this.timelineEl.scrollHeight;
@@ -124,8 +138,11 @@ export class TaskView {
     const incoming = ev.artifact || {};
     task.artifacts = task.artifacts || [];
     const existing = task.artifacts.find((a) => a.artifactId === incoming.artifactId);
-    if (existing && ev.append) existing.parts = [...(existing.parts || []), ...(incoming.parts || [])];
-    else if (existing) Object.assign(existing, incoming);
+    if (existing && ev.append) {
+      // In place: copying the parts on every chunk made a long stream quadratic.
+      existing.parts = existing.parts || [];
+      for (const part of incoming.parts || []) existing.parts.push(part);
+    } else if (existing) Object.assign(existing, incoming);
     else task.artifacts.push(JSON.parse(JSON.stringify(incoming)));
   }
 
@@ -141,6 +158,8 @@ export class TaskView {
   }
 
   render() {
+    if (this.pending) cancelAnimationFrame(this.pending);
+    this.pending = 0;
     if (!this.task && !this.message && !this.error) {
       clear(this.body, h("div", { class: "muted" }, "Send a message to see its task here."));
       return;
@@ -182,15 +201,15 @@ export class TaskView {
     const artifacts = task.artifacts || [];
     parts.push(h("h3", {}, "Artifacts ", badge(String(artifacts.length))));
     parts.push(artifacts.length
-      ? h("div", { class: "artifacts" }, artifacts.map((a) => h("div", { class: "artifact", dataset: { artifactId: a.artifactId || "" } },
+      ? h("div", { class: "artifacts" }, artifacts.slice(0, LIMITS.parts).map((a) => h("div", { class: "artifact", dataset: { artifactId: a.artifactId || "" } },
         h("div", { class: "artifact-head" }, h("strong", {}, a.name || "artifact"), h("code", { class: "muted small" }, ` ${a.artifactId || ""}`)),
         a.description ? h("div", { class: "help" }, a.description) : null,
-        renderParts(a.parts))))
+        renderParts(a.parts))), artifacts.length > LIMITS.parts ? omitted(artifacts.length - LIMITS.parts, "artifacts") : null)
       : h("div", { class: "muted small" }, terminal ? "No artifacts." : "No artifacts yet."));
     const history = task.history || [];
     if (history.length) {
       parts.push(h("details", { class: "history" }, h("summary", {}, `Messages (${history.length})`),
-        history.map((m) => h("div", { class: `msg msg-${m.role === "ROLE_AGENT" ? "agent" : "user"}` },
+        history.slice(-LIMITS.parts).map((m) => h("div", { class: `msg msg-${m.role === "ROLE_AGENT" ? "agent" : "user"}` },
           h("div", { class: "muted small" }, m.role === "ROLE_AGENT" ? "agent" : "user"), renderParts(m.parts)))));
     }
     return h("div", { class: "task", dataset: { taskId: task.id || "", state: state || "" } }, parts);
