@@ -70,6 +70,23 @@ class ProtoIn(BaseModel):
     ctor: str = Field(alias="constructor")
 
 
+class WideIn(BaseModel):
+    blob: str = Field(max_length=2**31, description="up to 2 GiB")
+    tag: str = Field(json_schema_extra={"maxLength": "ten", "title": 5})
+
+
+class WideModule:
+    """Schema keywords a browser cannot take as given: a maxLength past 2^31 - 1 and
+    keywords of the wrong type."""
+
+    input_schema = WideIn
+    output_schema = HostileOut
+    description = "Echo a string whose schema allows 2 GiB"
+
+    def execute(self, inputs: dict[str, Any], context: Any) -> dict[str, Any]:
+        return {"echo": inputs["blob"] + inputs["tag"]}
+
+
 class ProtoModule:
     """Fields named like Object.prototype's own members, echoed back."""
 
@@ -85,6 +102,7 @@ def hostile_app(**settings: Any) -> Starlette:
     registry = Registry()
     registry.register("demo.hostile", HostileModule())
     registry.register("demo.proto", ProtoModule())
+    registry.register("demo.wide", WideModule())
     settings.setdefault("name", f"Agent {TAG}")
     settings.setdefault("description", f"About {TAG}")
     settings.setdefault("explorer", True)
@@ -161,4 +179,18 @@ async def test_a_malformed_skill_link_still_starts_the_page(page: Any) -> None:
         await page.goto(base + "/explorer/#skill=%E0%A4%A")
         await page.wait_for_selector("#skill-body .skill-title code")
         assert await page.locator("#banner").is_hidden()
+        assert page.log.errors == []
+
+
+async def test_out_of_range_schema_keywords_still_give_a_form(page: Any) -> None:
+    """``input.maxLength = 2147483648`` throws (the DOM property is a 32-bit int): the
+    skill's form never appeared and the page showed an uncaught error."""
+    async with serve_app(hostile_app) as base:
+        await page.goto(base + "/explorer/#skill=demo.wide")
+        await page.wait_for_selector("#skill-body code:text-is('demo.wide')")
+        await page.fill("[data-path='blob']", "ok")
+        await page.fill("[data-path='tag']", "!")
+        await page.click("#send")
+        await page.wait_for_selector("#task-state [data-state='TASK_STATE_COMPLETED']")
+        assert '"ok!"' in await page.inner_text("#task-body .artifact")
         assert page.log.errors == []

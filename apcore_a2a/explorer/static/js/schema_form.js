@@ -45,7 +45,7 @@ function labelFor(ctx, s, id) {
   return h("label", { for: id, class: "field-label" },
     h("span", { class: "field-name" }, ctx.name),
     ctx.required ? h("span", { class: "req", title: "required", "aria-hidden": "true" }, "*") : null,
-    s.title && s.title.toLowerCase().replace(/\s+/g, "_") !== ctx.name.toLowerCase()
+    typeof s.title === "string" && s.title.toLowerCase().replace(/\s+/g, "_") !== ctx.name.toLowerCase()
       ? h("span", { class: "muted small" }, ` ${s.title}`) : null);
 }
 
@@ -59,11 +59,13 @@ function fieldRow(ctx, s, id, control, type) {
 function stringNode(s, ctx) {
   const id = nextId();
   const long = (s.maxLength || 0) > 200 || ["textarea", "multiline"].includes(s.format);
-  const input = long ? h("textarea", { id, rows: 4 }) : h("input", { id, type: s.format === "date" ? "date" : "text" });
+  // As an attribute: the maxLength property throws past 2^31 - 1, an attribute the
+  // browser cannot read is ignored.
+  const maxlength = s.maxLength ?? null;
+  const input = long ? h("textarea", { id, rows: 4, maxlength }) : h("input", { id, type: s.format === "date" ? "date" : "text", maxlength });
   input.dataset.path = ctx.path;
   if (s.format === "date-time") input.placeholder = "2025-01-31T12:00:00Z";
   else if (s.examples && s.examples.length) input.placeholder = String(s.examples[0]);
-  if (s.maxLength) input.maxLength = s.maxLength;
   const set = (v) => { input.value = v === undefined || v === null ? (typeof s.default === "string" ? s.default : "") : String(v); };
   set(undefined);
   return {
