@@ -321,6 +321,9 @@ async def test_wrong_token_gives_a_readable_401_and_the_right_one_works(
         assert "extended card" in await page.inner_text("#card-body")
         await page.click("#send")
         await page.wait_for_selector(STATE.format("TASK_STATE_COMPLETED"))
+        # The token travels in a header only: never in a URL, never in web storage.
+        assert all(good not in url for url in [page.url, *page.log.requests])
+        assert await page.evaluate("() => localStorage.length + sessionStorage.length") == 0
 
 
 async def test_message_reply_is_rendered(page: Any) -> None:
