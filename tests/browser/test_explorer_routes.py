@@ -129,7 +129,10 @@ async def test_factory_mounts_the_explorer_only_when_enabled() -> None:
     async with serve_app(demo_app) as base, httpx.AsyncClient() as client:
         assert (await client.get(base + "/explorer/")).status_code == 200
     async with serve_app(demo_app, explorer=False) as base, httpx.AsyncClient() as client:
-        assert (await client.get(base + "/explorer/")).status_code == 404
+        for path in ("/explorer", "/explorer/", "/explorer/js/app.js", "/explorer/favicon.svg"):
+            resp = await client.get(base + path)
+            assert resp.status_code == 404, path
+            assert "explorer" not in resp.text.lower(), path
 
 
 async def test_custom_prefix_from_settings() -> None:
