@@ -270,23 +270,6 @@ async def test_tasks_are_owned_by_the_same_identity_on_every_binding(secured: Ag
             )
 
 
-async def test_extended_card_needs_credentials_on_both_services(secured: Agent) -> None:
-    async with stubs(secured.grpc_address) as (v1, v03):
-        assert (
-            await failure(v1.GetExtendedAgentCard(a2a_pb2.GetExtendedAgentCardRequest()))
-        ).code() == grpc.StatusCode.UNAUTHENTICATED
-        assert (
-            await failure(v03.GetAgentCard(a2a_v0_3_pb2.GetAgentCardRequest()))
-        ).code() == grpc.StatusCode.UNAUTHENTICATED
-        metadata = (("x-api-key", ALICE_KEY),)
-        card = await v1.GetExtendedAgentCard(
-            a2a_pb2.GetExtendedAgentCardRequest(), metadata=metadata
-        )
-        old_card = await v03.GetAgentCard(a2a_v0_3_pb2.GetAgentCardRequest(), metadata=metadata)
-    assert "demo.whoami" in [s.id for s in card.skills]
-    assert old_card.name == card.name
-
-
 async def test_reflection_needs_no_credentials(secured: Agent) -> None:
     assert "lf.a2a.v1.A2AService" in await list_services(secured.grpc_address)
 
@@ -322,7 +305,7 @@ async def _drained(stream: Any) -> None:
 
 
 async def test_anonymous_calls_pass_when_auth_is_optional(open_door: Agent) -> None:
-    async with stubs(open_door.grpc_address) as (v1, v03):
+    async with stubs(open_door.grpc_address) as (v1, _):
         anonymous = await v1.SendMessage(_send("demo.whoami"))
         assert _caller(anonymous.task) == "anonymous"
         known = await v1.SendMessage(_send("demo.whoami"), metadata=(("x-api-key", BOB_KEY),))
@@ -330,9 +313,6 @@ async def test_anonymous_calls_pass_when_auth_is_optional(open_door: Agent) -> N
         # bad credentials are rejected, never downgraded to anonymous
         bad = await failure(v1.SendMessage(_send("demo.whoami"), metadata=(("x-api-key", "no"),)))
         assert bad.code() == grpc.StatusCode.UNAUTHENTICATED
-        # the extended card still needs credentials
-        card = await failure(v03.GetAgentCard(a2a_v0_3_pb2.GetAgentCardRequest()))
-        assert card.code() == grpc.StatusCode.UNAUTHENTICATED
         # anonymous callers share one bucket, and bob's task is not in it
         hidden = await failure(v1.GetTask(a2a_pb2.GetTaskRequest(id=known.task.id)))
         assert hidden.code() == grpc.StatusCode.NOT_FOUND
