@@ -27,7 +27,7 @@ from starlette.applications import Starlette
 
 from apcore_a2a.adapters.errors import message_line
 from apcore_a2a.settings import Settings
-from apcore_a2a.upstream.request_head_deadline import head_deadline_protocol
+from apcore_a2a.upstream.request_heads import head_deadline_protocol
 from apcore_a2a.upstream.uvicorn_signals import graceful_exit
 
 if TYPE_CHECKING:

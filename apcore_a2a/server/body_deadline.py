@@ -2,7 +2,7 @@
 answered ``408 Request Timeout`` (``Connection: close``), on every route and binding.
 
 A pure-ASGI middleware: it bounds the app's waits for body messages, not the connection
-(uvicorn's side, ``upstream/request_head_deadline.py``, bounds the wait for a head). Once
+(uvicorn's side, ``upstream/request_heads.py``, bounds the wait for a head). Once
 the body is complete nothing is bounded: the wait for a hang-up that follows (a stream
 watching its client) lasts as long as the answer does.
 

@@ -1,4 +1,4 @@
-"""The uvicorn behaviour ``apcore_a2a/upstream/request_head_deadline.py`` answers: it has no
+"""The uvicorn behaviour ``apcore_a2a/upstream/request_heads.py`` answers: it has no
 deadline for a request head. A connection that sends nothing, or a partial head (as its
 first request, or after an answer on a kept-alive connection), stays open, whatever ``timeout_keep_alive``
 says. A failure here means uvicorn bounds such connections itself: delete that file.
