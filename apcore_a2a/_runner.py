@@ -27,7 +27,7 @@ from starlette.applications import Starlette
 
 from apcore_a2a.adapters.errors import message_line
 from apcore_a2a.settings import Settings
-from apcore_a2a.upstream.request_heads import head_deadline_protocol
+from apcore_a2a.upstream.request_heads import HEAD_LIMIT, bounded_head_protocol
 from apcore_a2a.upstream.uvicorn_signals import graceful_exit
 
 if TYPE_CHECKING:
@@ -153,13 +153,12 @@ def run_app(
     _logging.configure(settings, force=False)
     watch = _StartupWatch(app)
     # uvicorn's own choice (httptools when installed, else h11), closing connections whose
-    # request head is late (slowloris); the body's deadline is the app's (BodyDeadline).
-    http: Any = "auto"
-    if settings.header_timeout:
-        http = head_deadline_protocol(settings.header_timeout)
+    # request head is late (slowloris) and refusing one too large, as h11 does, on both;
+    # the body's deadline is the app's (BodyDeadline).
     config = uvicorn.Config(
         watch,
-        http=http,
+        http=bounded_head_protocol(settings.header_timeout or 0),
+        h11_max_incomplete_event_size=HEAD_LIMIT,
         host=settings.host,
         port=settings.port,
         log_level=settings.log_level.lower(),

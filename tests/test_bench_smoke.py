@@ -281,3 +281,16 @@ def test_edge_parse_table_measures_each_body_size() -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     rows = re.findall(r"^\| (\d+) \| \d+ \|(?: [\d.]+ \|){3}$", done.stdout, re.MULTILINE)
     assert rows == ["1", "3"], done.stdout
+
+
+def test_head_size_table_has_a_row_per_protocol() -> None:
+    # The figures are RESULTS.md's; here only that it runs, both protocols answering alike.
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.head_size", "--cases", "1mb-url"],
+        cwd=ROOT, capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    # Refused: the 400, or a reset (the server closed with bytes unread) that lost it.
+    refused = r"^\| 1mb-url \| (\w+) \| (?:HTTP/1.1 400 |reset).*\| 200 \|$"
+    rows = re.findall(refused, done.stdout, re.M)
+    assert rows == ["httptools", "h11"], done.stdout

@@ -1,7 +1,10 @@
-"""The uvicorn behaviour ``apcore_a2a/upstream/request_heads.py`` answers: it has no
-deadline for a request head. A connection that sends nothing, or a partial head (as its
-first request, or after an answer on a kept-alive connection), stays open, whatever ``timeout_keep_alive``
-says. A failure here means uvicorn bounds such connections itself: delete that file.
+"""The uvicorn behaviour ``apcore_a2a/upstream/request_heads.py`` answers.
+
+It has no deadline for a request head: a connection that sends nothing, or a partial head
+(as its first request, or after an answer on a kept-alive connection), stays open, whatever
+``timeout_keep_alive`` says. Its httptools protocol has no size bound for a request head:
+a head of 1 MiB is served. A failure here means uvicorn bounds such connections (or such
+heads, on httptools) itself: delete that part of the file.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ from tests._support import running_server
 #: uvicorn's keep-alive set short; the wait below is several times longer.
 _KEEP_ALIVE = 1
 _WAIT = 6.0
+#: h11's default bound on an incomplete head (the agent's, on both protocols).
+_HEAD_LIMIT = 16 * 1024
 _PARTIAL = b"POST / HTTP/1.1\r\nHost: x\r\n"
 
 
@@ -61,3 +66,16 @@ async def test_uvicorn_keeps_a_connection_with_a_partial_head_open(http: str) ->
             first.close()
             after.close()
     assert still_open == [True, True, True]
+
+
+async def test_uvicorn_serves_a_request_head_of_any_size_with_httptools() -> None:
+    big = b"x" * (64 * _HEAD_LIMIT)
+    async with running_server(_app, http="httptools") as url:
+        reader, writer = await asyncio.open_connection("127.0.0.1", int(url.rsplit(":", 1)[1]))
+        try:
+            writer.write(b"GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + big + b"\r\n\r\n")
+            await writer.drain()
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 60)
+        finally:
+            writer.close()
+    assert head.startswith(b"HTTP/1.1 200")
