@@ -1,12 +1,13 @@
 """How the JSON bindings read a request body: as UTF-8 only, an object naming a key twice
-refused, and what they cannot read refused in our words on every binding (a leaf: it
-imports only the leaf ``_text``, so every room may import it)."""
+refused, a number A2A cannot carry refused, and what they cannot read refused in our
+words on every binding (a leaf: it imports only the leaf ``_text``, so every room may
+import it)."""
 
 from __future__ import annotations
 
 import json
-import sys
-from typing import Any
+import math
+from typing import Any, NoReturn
 
 from a2a.utils.errors import JSONParseError
 
@@ -23,16 +24,16 @@ class DuplicateKeyError(ValueError):
         self.key = key
 
 
-#: Python converts no integer of more digits (``sys.get_int_max_str_digits``; 0: no limit)
-MAX_DIGITS = sys.get_int_max_str_digits() or sys.maxsize
+class NumberError(ValueError):
+    """A JSON number A2A cannot carry: its numbers are protobuf doubles (a data part's
+    ``Value``) or int32s, and RFC 8259 §6 lets a parser bound their range. Python's parser
+    reads ``NaN``, ``Infinity`` and ``1e999`` (as infinity), which protobuf's ``Value``
+    then stores but no JSON answer can hold (the owner's ``ListTasks`` failed on the task),
+    and refuses an integer of more than 4300 digits in words about ``sys``."""
 
 
-class LongNumberError(ValueError):
-    """A JSON number of more than :data:`MAX_DIGITS` digits (Python's words name
-    ``sys.set_int_max_str_digits``, no concern of a caller's)."""
-
-    def __init__(self) -> None:
-        super().__init__(f"a number has more than {MAX_DIGITS} digits")
+_NON_FINITE = "NaN and Infinity are not JSON numbers (RFC 8259)"
+_OUT_OF_RANGE = "a number is beyond a double's range (RFC 8259 §6)"
 
 
 def parse_refusal(exc: Exception) -> JSONParseError:
@@ -42,7 +43,7 @@ def parse_refusal(exc: Exception) -> JSONParseError:
         return JSONParseError(message="Parse error: JSON nested too deeply")
     if isinstance(exc, UnicodeDecodeError):
         return JSONParseError(message="Parse error: body is not valid UTF-8 JSON")
-    if isinstance(exc, DuplicateKeyError | LongNumberError):
+    if isinstance(exc, DuplicateKeyError | NumberError):
         return JSONParseError(message=f"Parse error: {exc}")
     return JSONParseError(message="Parse error: body is not valid JSON")
 
@@ -50,15 +51,34 @@ def parse_refusal(exc: Exception) -> JSONParseError:
 def load_json(text: str | bytes) -> Any:
     """*text* parsed as the JSON bindings read it: an object naming a key twice is
     :class:`DuplicateKeyError` (protobuf's parser refuses it; Python's keeps the last), a
-    number Python does not convert :class:`LongNumberError`."""
-    try:
-        return json.loads(text, object_pairs_hook=_unique_keys)
-    except ValueError as exc:
-        # Besides ours, json.loads lets out only int()'s refusal of too many digits as a
-        # plain ValueError (its syntax errors are JSONDecodeError).
-        if type(exc) is ValueError:
-            raise LongNumberError from None
-        raise
+    number that is no finite double (``NaN``, ``Infinity``, ``1e999``, 10**400)
+    :class:`NumberError`."""
+    return json.loads(
+        text,
+        object_pairs_hook=_unique_keys,
+        parse_int=_integer,
+        parse_float=_finite,
+        parse_constant=_non_finite,
+    )
+
+
+def _integer(text: str) -> int:
+    # The scanner hands over JSON's digits only. Fewer than 309 of them always fit a double
+    # and int() (which takes at least 640); the rest are told apart by their value.
+    if len(text) > 308 and math.isinf(float(text)):
+        raise NumberError(_OUT_OF_RANGE)
+    return int(text)
+
+
+def _finite(text: str) -> float:
+    number = float(text)
+    if math.isinf(number):
+        raise NumberError(_OUT_OF_RANGE)
+    return number
+
+
+def _non_finite(_word: str) -> NoReturn:
+    raise NumberError(_NON_FINITE)
 
 
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

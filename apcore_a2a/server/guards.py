@@ -8,17 +8,18 @@ each refusal an A2A error in the shape of the request's binding
   ``:cancel`` need none): REST 400, JSON-RPC ``-32005`` (spec §5.4); ``413`` for a body
   over the limit (on ``Content-Length`` and again while reading);
 * ``-32700`` (JSON-RPC) or ``400`` (REST) for a body that is not UTF-8, nested deeper than
-  Python's decoder goes, with an unpaired surrogate escape, or (JSON-RPC) a key named
-  twice in one object (REST's parser refuses it, Python's kept the last) or no ``id``
-  (the SDK: -32603, HTTP 500, or no answer); ``-32602`` for JSON-RPC 0.3 file bytes
-  that are not base64 (``upstream/file_bytes.py``);
+  Python's decoder goes, with an unpaired surrogate escape, a number that is no finite
+  double (``NaN``, ``Infinity``, ``1e999``, an integer of 400 digits: ``_json.py``), or
+  (JSON-RPC) a key named twice in one object (REST's parser refuses it, Python's kept the
+  last) or no ``id`` (the SDK: -32603, HTTP 500, or no answer); ``-32602`` for JSON-RPC
+  0.3 file bytes that are not base64 (``upstream/file_bytes.py``);
 * ``-32602`` (JSON-RPC) or ``400`` (REST) for a body beyond a shape limit
   (:mod:`apcore_a2a.shape`), before anything parses it;
 * ``-32602`` / ``400`` for a 0.3 ``historyLength`` no int32 holds
   (``upstream/v03_history_length.py``), and for values the SDK misreads: an enum name A2A
   does not define, a REST query boolean other than ``true``/``false`` or single-valued
-  parameter given twice, JSON-RPC 1.0 ``params`` of ``null`` or an array; ``400`` for a
-  REST body number too long for Python (``upstream/wire_values.py``);
+  parameter given twice, JSON-RPC 1.0 ``params`` of ``null`` or an array
+  (``upstream/wire_values.py``);
 * the version rule (:func:`~apcore_a2a.classify.version_error`): without ``A2A-Version``
   a request is 0.3 (spec §3.6.2), so a 1.0 method name or REST path is refused
   (``VersionNotSupportedError``) with a message saying what to send;
@@ -35,7 +36,6 @@ The answer side (scrubbing, SSE event ids, cancel-on-drop) is :mod:`apcore_a2a.s
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import re
 from collections.abc import Awaitable, Callable
@@ -52,7 +52,7 @@ from a2a.utils.errors import (
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from apcore_a2a._json import parse_refusal, utf8_json
+from apcore_a2a._json import NumberError, parse_refusal, utf8_json
 from apcore_a2a.classify import MESSAGE_METHODS, RequestInfo, request_info, version_error
 from apcore_a2a.edge.refusal import refusal
 from apcore_a2a.server.caller_keys import CallerKeys
@@ -60,7 +60,7 @@ from apcore_a2a.server.limits import StreamLimiter
 from apcore_a2a.streams.tap import Answer
 from apcore_a2a.upstream.file_bytes import undecodable_rpc03
 from apcore_a2a.upstream.v03_history_length import history_length_error
-from apcore_a2a.upstream.wire_values import long_number_error, values_error
+from apcore_a2a.upstream.wire_values import values_error
 
 _JSON_TYPES = ("application/json", "application/a2a+json")
 
@@ -128,20 +128,15 @@ class RequestGuard:
             return JSONParseError(message="Parse error: body is not UTF-8 JSON (RFC 8259)"), None
         if info.shape_error is not None:
             return info.shape_error.refusal(), None
-        if (b"NaN" in body or b"Infinity" in body) and _has_non_finite(body):
-            # Python's and protobuf's parsers take them; a task holding one can then be read
-            # over no JSON binding (its owner's ListTasks fails with it).
-            message = "Parse error: NaN and Infinity are not JSON numbers (RFC 8259)"
-            return JSONParseError(message=message), None
-        if info.binding == "rest":
-            try:
-                body.decode("utf-8")
-            except UnicodeDecodeError:
-                # The SDK's REST dispatcher decodes outside its error handling (HTTP 500).
-                return JSONParseError(message="Parse error: body is not valid UTF-8 JSON"), None
-            wrong = long_number_error(body) or _lone_surrogate(body, info)
-            return None if wrong is None else (wrong, None)
         payload = info.payload
+        if info.binding == "rest":
+            if isinstance(info.parse_error, UnicodeDecodeError | NumberError):
+                # The SDK's REST dispatcher decodes outside its error handling (HTTP 500), and
+                # its parser takes NaN and 1e999 (a task holding one can then be read over no
+                # JSON binding) or refuses a long integer in Python's words.
+                return parse_refusal(info.parse_error), None
+            lone = _lone_surrogate(body, info)
+            return None if lone is None else (lone, None)
         if info.parse_error is not None:
             # The SDK maps only JSONDecodeError to -32700; these reach it as -32603 or 500.
             return parse_refusal(info.parse_error), None
@@ -254,15 +249,6 @@ async def _until_gone(
 # Two patterns, each with a literal start the regex engine finds at memchr speed (one
 # pattern with both alternatives scans a 10 MB body byte by byte, for a quarter second).
 _SURROGATE_HINTS = (re.compile(rb"\\u[dD][89a-fA-F]"), re.compile(rb"\xed[\xa0-\xbf]"))
-
-
-def _has_non_finite(body: bytes) -> bool:
-    """Whether *body* holds a bare ``NaN`` or ``Infinity`` (not inside a string)."""
-    found: list[str] = []
-    # Another parse error is answered as such further on.
-    with contextlib.suppress(ValueError, RecursionError):
-        json.loads(body, parse_constant=found.append)
-    return bool(found)
 
 
 def _lone_surrogate(body: bytes, info: RequestInfo) -> JSONParseError | None:

@@ -2,32 +2,27 @@
 reads them: JSON-RPC 1.0 ``params`` that are no object, enum names A2A does not define
 (protobuf's parser drops them), and REST query strings that are not A2A 1.0.1 §11.5's
 (a boolean other than ``true``/``false``, an integer that is none, a single-valued
-parameter given twice); and REST bodies its JSON parser refuses with Python's own words (a
-number of more digits than Python converts), and 0.3 messages without a role
-(``role03_error``, also on gRPC).
+parameter given twice), and 0.3 messages without a role (``role03_error``, also on gRPC).
 """
 
 from __future__ import annotations
 
-import re
 from typing import Any
 from urllib.parse import parse_qsl
 
 from a2a.compat.v0_3 import a2a_v0_3_pb2 as pb2_v03
 from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
-from a2a.utils.errors import InvalidParamsError, JSONParseError
+from a2a.utils.errors import InvalidParamsError
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.json_format import ParseDict, ParseError
 from google.protobuf.message import Message
 
-from apcore_a2a._json import MAX_DIGITS, LongNumberError, load_json, parse_refusal
 from apcore_a2a._text import echoed
 from apcore_a2a.classify import MESSAGE_METHODS, RequestInfo
 from apcore_a2a.shape import field_items
 from apcore_a2a.upstream.required_fields import name_errors
 
 _MODELS: dict[str, Any] = JsonRpcDispatcher.METHOD_TO_MODEL
-_LONG_RUN = re.compile(rb"[0-9]{%d}" % min(MAX_DIGITS + 1, 2**15))
 _INT32 = range(-(2**31), 2**31)
 
 
@@ -35,22 +30,6 @@ def values_error(info: RequestInfo, query: bytes) -> InvalidParamsError | None:
     """The refusal of a call (*query*: the URL's query string) holding values the SDK would
     misread, else ``None``; after the version rule, as the SDK's own checks come after it."""
     return query_error(info, query) or params_error(info) or _message03_error(info)
-
-
-def long_number_error(body: bytes) -> JSONParseError | None:
-    """The refusal of a REST *body* holding a number of more digits than Python converts
-    (the SDK answered ``... use sys.set_int_max_str_digits() to increase the limit``), else
-    ``None``; the same digits inside a string are text. JSON-RPC's parse says the same
-    (``_json.parse_refusal``)."""
-    if _LONG_RUN.search(body) is None:
-        return None
-    try:
-        load_json(body.decode("utf-8"))
-    except LongNumberError as exc:
-        return parse_refusal(exc)
-    except (ValueError, RecursionError):
-        pass  # the SDK's parser refuses it in its own words
-    return None
 
 
 def _message03_error(info: RequestInfo) -> InvalidParamsError | None:

@@ -212,7 +212,7 @@ def test_a_number_python_does_not_convert_is_a_parse_error(
     body = json.dumps({"message": message, "configuration": {"historyLength": 0}})
     body = body.replace('"historyLength": 0', '"historyLength": ' + "9" * 5000)
     answer = http.post(path, content=body, headers={**headers, **JSON})
-    _refused_rest(answer, "Parse error: a number has more than 4300 digits")
+    _refused_rest(answer, "Parse error: a number is beyond a double's range (RFC 8259 §6)")
     # Those digits in a string are text.
     served = http.post(path, json={"message": _message("9" * 5000)}, headers=headers)
     assert served.status_code == 200 or headers is V03, served.text
@@ -232,7 +232,7 @@ def test_a_number_python_does_not_convert_is_the_same_parse_error_on_jsonrpc(
     # Before: "body is not valid JSON", where REST named the number.
     assert answer["error"] == {
         "code": -32700,
-        "message": "Parse error: a number has more than 4300 digits",
+        "message": "Parse error: a number is beyond a double's range (RFC 8259 §6)",
     }, answer
     assert _task_count(http) == before
 

@@ -14,9 +14,11 @@ import uuid
 from typing import Any
 
 import httpx
+import pytest
 from apcore import Registry
 from pydantic import BaseModel
 
+from tests._support import find_key
 from tests.foundation.conftest import serve_in_thread
 from tests.foundation.modules import Add
 
@@ -155,3 +157,56 @@ def test_an_integer_output_beyond_a_double_is_written_as_its_digits() -> None:
             data = _result(http, "math.power", f'{{"digits": {digits}}}')
             assert data == {"power": expected, "small": 7}
         assert len(_listed(http)) == 2
+
+
+def _send(http: httpx.Client, binding: str, data: str) -> httpx.Response:
+    """A message to math.ratio with *data* (raw JSON text) on *binding* ("rpc1.0", ...)."""
+    skill = '"metadata": {"skillId": "math.ratio"}'
+    one = f'{{"messageId": "{uuid.uuid4().hex}", "role": "ROLE_USER", {skill}, '
+    if binding == "rpc0.3":
+        parts = f'"kind": "message", "parts": [{{"kind": "data", "data": {data}}}]}}'
+        message = one.replace("ROLE_USER", "user") + parts
+    elif binding == "rest0.3":
+        message = one + f'"content": [{{"data": {{"data": {data}}}}}]}}'
+    else:
+        message = one + f'"parts": [{{"data": {data}}}]}}'
+    version = {"A2A-Version": binding[-3:], "content-type": "application/json"}
+    if binding.startswith("rest"):
+        path = "/v1/message:send" if binding == "rest0.3" else "/message:send"
+        return http.post(path, content=_rest(message), headers=version)
+    method = "message/send" if binding == "rpc0.3" else "SendMessage"
+    body = f'{{"jsonrpc": "2.0", "id": 1, "method": "{method}", "params": {_rest(message)}}}'
+    return http.post("/", content=body, headers=version)
+
+
+BINDINGS = ["rpc1.0", "rpc0.3", "rest1.0", "rest0.3"]
+
+
+@pytest.mark.parametrize("binding", BINDINGS)
+def test_a_number_no_double_holds_is_a_parse_error_and_stores_nothing(binding: str) -> None:
+    """1e999 read as infinity was stored, then failed its owner's ListTasks as NaN did; an
+    integer of 400 digits was refused in Python's words (``OverflowError``), one of 5000
+    digits only after a guess at which plain ValueError json.loads let out."""
+    beyond = "a number is beyond a double's range (RFC 8259 §6)"
+    non_finite = "NaN and Infinity are not JSON numbers (RFC 8259)"
+    numbers = {"1e999": beyond, "-1E+400": beyond, "1" * 400: beyond, "-" + "9" * 5000: beyond,
+               "NaN": non_finite, "-Infinity": non_finite}  # fmt: skip
+    with serve_in_thread(_registry()) as url, httpx.Client(base_url=url) as http:
+        for number, words in numbers.items():
+            answer = _send(http, binding, f'{{"a": {number}, "b": 2}}')
+            if binding.startswith("rest"):
+                assert answer.status_code == 400, answer.text
+                error = answer.json()["error"]
+            else:
+                assert answer.status_code == 200, answer.text
+                error = answer.json()["error"]
+                assert error["code"] == -32700, error
+            assert error["message"] == f"Parse error: {words}", error
+        # Within a double's range: served, whatever the digits.
+        served = {"1." + "3" * 5000: 1.3333333333333333, "1e-999": 0.0, "1" + "0" * 300: 1e300}
+        for number, value in served.items():
+            answer = _send(http, binding, f'{{"a": {number}, "b": 1}}')
+            assert answer.status_code == 200 and "error" not in answer.json(), answer.text
+            assert find_key(answer.json(), "ratio") == [value], answer.text
+        with httpx.Client(base_url=url, headers=V1) as v1:
+            assert len(_listed(v1)) == len(served)
