@@ -124,6 +124,9 @@ class RequestInfo:
     parse_error: Exception | None = field(default=None, repr=False)
     #: the body was larger than the limit (what was read of it is gone)
     oversize: bool = False
+    #: the client left (or its body deadline passed) before its whole body came: what came
+    #: is dropped, however well it parses, as no request was made
+    cut: bool = False
     #: the shape limits of the body, and the one it broke (then it is not parsed)
     shape: Shape = field(default_factory=Shape, repr=False)
     shape_error: ShapeError | None = None
@@ -199,7 +202,8 @@ class RequestInfo:
         while True:
             message = await receive()
             if message["type"] != "http.request":
-                break
+                self.cut, self.body = True, b""
+                return True
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > limit:

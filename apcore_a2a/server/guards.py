@@ -86,6 +86,8 @@ class RequestGuard:
             await self.app(scope, receive, send)
             return
         rejection = await self._check_body(scope, info, receive)
+        if info.cut:
+            return  # nobody to answer (or the body deadline's 408 went out), nothing to run
         if rejection is None:
             # The method's own version; a JSON-RPC method not known has none (its error follows).
             spoken = info.version if info.method else None
