@@ -12,6 +12,7 @@ documented in the README.
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -31,22 +32,40 @@ Outcome = Literal["raise", "failed", "rejected", "canceled"]
 MAX_MESSAGE = 500
 MAX_LOG = 1000
 
-# A server path is rooted (``/srv/app``, ``~/app``, ``C:\\app``) or names a Python file (with its
-# folders); a caller's relative name (``tasks/t/pushNotificationConfigs/c``) is neither.
+# A server path is rooted (``/srv/app``, ``~/app``, ``C:\\app``), or relative and naming a file
+# (``data/tasks.db``, ``config.py:3``: a lower-case extension, so not a type URL's
+# ``google.rpc.ErrorInfo``) or in a dot folder (``.venv/lib/x``); a caller's relative name
+# (``tasks/t/pushNotificationConfigs/c``) is none of these.
 _PATH_RE = re.compile(
-    r"""(?<![\w.\-+@~])(?:[A-Za-z]:|~)?(?:[\\/][\w.\-+@~ ]+){2,}[\\/]?(?:\.py\w?)?"""
-    r"""|\b[\w.\-]+(?:[\\/][\w.\-]+)*\.py\b(?::\d+)?"""
+    r"""(?<![\w.\-+@~])(?:[A-Za-z]:|~)?(?:[\\/][\w.\-+@~ ]+){2,}[\\/]?"""
+    r"""|(?<![\w.\-+@~\\/])(?:[\w.\-]+[\\/])+[\w\-]*(?:\.\w+)*\.[a-z][a-z0-9]{0,7}"""
+    r"""(?![\w.\-])(?::\d+)?"""
+    r"""|(?<![\w.\-+@~\\/])\.[\w.\-]*(?:[\\/][\w.\-]+)+"""
+    r"""|(?<![\w.\-+@~\\/])[\w\-]+(?:\.[\w\-]+)*\.py\b(?::\d+)?"""
 )
+_SEPARATOR = re.compile(r"[\\/]")
 _TRACE_RE = re.compile(r"Traceback \(most recent call last\).*", re.DOTALL)
 _FRAME_RE = re.compile(r'^\s*File ".*$', re.MULTILINE)
 _CONTROL_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
-def sanitize(text: str, limit: int = MAX_MESSAGE) -> str:
-    """Make *text* safe to show a client: no paths, no traceback, bounded length."""
+def sanitize(text: str, limit: int = MAX_MESSAGE, said: Collection[str] = ()) -> str:
+    """Make *text* safe to show a client: no paths, no traceback, bounded length. A path
+    inside one of *said*, the caller's own values in its request (which an answer may quote
+    back: ``Skill not found: /v1/typo``), is the caller's to see and stays."""
     text = _FRAME_RE.sub("", _TRACE_RE.sub("", str(text)))
-    text = _CONTROL_RE.sub("", _PATH_RE.sub("<path>", text)).strip()
+    text = _PATH_RE.sub(lambda found: _shown(found[0], said), text)
+    text = _CONTROL_RE.sub("", text).strip()
     return text[: limit - 3] + "..." if len(text) > limit else text
+
+
+def _shown(path: str, said: Collection[str]) -> str:
+    for value in said:
+        # A rooted path's segments may hold spaces: "/v1/typo was not found" is the
+        # caller's "/v1/typo" and words, where "/v1/typo x/y" may be more of a path.
+        if path in value or (path.startswith(value) and not _SEPARATOR.search(path, len(value))):
+            return path
+    return "<path>"
 
 
 def clean_for_log(value: Any, limit: int = MAX_LOG) -> str:

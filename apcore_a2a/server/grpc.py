@@ -27,7 +27,7 @@ from apcore_a2a.classify import version_error
 from apcore_a2a.server.caller_keys import CallerKeys
 from apcore_a2a.server.limits import StreamLimiter
 from apcore_a2a.shape import Shape, ShapeError, check_message
-from apcore_a2a.streams.scrub import scrub_exception
+from apcore_a2a.streams.scrub import said_in_call, scrub_exception
 from apcore_a2a.streams.tap import Answer
 from apcore_a2a.upstream.file_bytes import (
     is_python_client,
@@ -127,8 +127,13 @@ class _ScrubbedAnswers:
     of at most 500 characters (one echoing a long request value would otherwise overflow
     the client's metadata limit and reach it as ``RESOURCE_EXHAUSTED``)."""
 
+    #: the calls the interceptor admitted (their requests are what a caller said)
+    calls: GrpcCallContextBuilder | None = None
+
     async def abort_context(self, error: A2AError, context: grpc.aio.ServicerContext) -> None:
-        await super().abort_context(scrub_exception(error), context)  # type: ignore[misc]
+        request = None if self.calls is None else self.calls.request_of(context)
+        said = said_in_call(context.invocation_metadata(), request)
+        await super().abort_context(scrub_exception(error, said), context)  # type: ignore[misc]
 
 
 class _V1Servicer(_ScrubbedAnswers, Servicer):
@@ -267,7 +272,9 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
                         raise wrong
                     caller = await self._keys.of_call(identity, context)
                     anonymous = None if identity else self._keys.anonymous(caller)
-                    admitted = Admitted(spoken, a2a_method, caller, answer, identity, anonymous)
+                    admitted = Admitted(
+                        spoken, a2a_method, caller, answer, identity, anonymous, request
+                    )
                     identify_task(identity)  # current_identity(), as AuthMiddleware sets it
                     python = legacy and is_python_client(headers.get("user-agent"))
                     if legacy:
@@ -370,6 +377,7 @@ class GrpcServer:
         builder = GrpcCallContextBuilder()
         v1 = _V1Servicer(self.handler, context_builder=builder)
         v03 = _V03Servicer(self.handler, context_builder=builder)
+        v1.calls = v03.calls = builder
         interceptor = _A2AInterceptor(
             {SERVICE_V1: v1.abort_context, SERVICE_V0_3: v03.abort_context},
             Gate(

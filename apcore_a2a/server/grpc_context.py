@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import grpc.aio
 from a2a.auth.user import UnauthenticatedUser, User
@@ -41,6 +41,8 @@ class Admitted:
     answer: Answer
     identity: Identity | None
     anonymous: User | None = None
+    #: the call's request message (what the caller said, which an error may quote back)
+    request: Any = None
 
 
 class GrpcCallContextBuilder(DefaultGrpcServerCallContextBuilder):
@@ -62,6 +64,11 @@ class GrpcCallContextBuilder(DefaultGrpcServerCallContextBuilder):
             yield
         finally:
             del self._admitted[id(context)]
+
+    def request_of(self, context: grpc.aio.ServicerContext) -> Any:
+        """The request message of the admitted call *context* serves (else ``None``)."""
+        call = self._admitted.get(id(context))
+        return None if call is None else call.request
 
     def build(self, context: grpc.aio.ServicerContext) -> ServerCallContext:
         call_context: ServerCallContext = super().build(context)

@@ -35,7 +35,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from apcore_a2a.classify import RequestInfo, request_info
 from apcore_a2a.streams.resume import last_event_id_of
-from apcore_a2a.streams.scrub import Scrubbed, error_answer, error_body
+from apcore_a2a.streams.scrub import Scrubbed, error_answer, error_body, said_in_request
 from apcore_a2a.streams.tap import Answer
 
 if TYPE_CHECKING:
@@ -139,7 +139,7 @@ class AnswerSide:
             await self.app(scope, receive, send)
             return
         answer = Answer.of(scope)
-        send = _answering(send, info, answer)
+        send = _answering(send, scope, info, answer)
         if info.streaming:
             answer.last_event_id = last_event_id_of(scope)
         drops = self.drops
@@ -175,7 +175,7 @@ class AnswerSide:
             await drops.closed(task_id, answer, dropped, lambda: builder.build(Request(scope)))
 
 
-def _answering(send: Send, info: RequestInfo, answer: Answer) -> Send:
+def _answering(send: Send, scope: Scope, info: RequestInfo, answer: Answer) -> Send:
     """*send* with the answer's error answers and SSE ids (see the module docstring)."""
     start: Message | None = None
     streaming = replaced = False
@@ -199,7 +199,7 @@ def _answering(send: Send, info: RequestInfo, answer: Answer) -> Send:
                 await send(message)
             return
         if streaming:
-            await send(_framed(message, info, answer))
+            await send(_framed(message, scope, info, answer))
             return
         if start is None:
             await send(message)
@@ -207,12 +207,12 @@ def _answering(send: Send, info: RequestInfo, answer: Answer) -> Send:
         held, start = start, None
         scrubbed: Scrubbed | None = None
         if answer.failure is not None:
-            scrubbed = error_answer(info, answer.failure)
+            scrubbed = error_answer(info, answer.failure, said_in_request(scope, info))
         elif (not answer.reached or not info.is_a2a) and not message.get("more_body", False):
             # the route answered itself: before the handler, or (the push status route) after
             body = message.get("body", b"")
             if (not rest or held["status"] >= 400) and len(body) <= _MAX_ERROR_BODY:
-                scrubbed = error_body(body, info)
+                scrubbed = error_body(body, info, said_in_request(scope, info))
         if scrubbed is None:
             await send(held)
             await send(message)
@@ -230,14 +230,14 @@ def _answering(send: Send, info: RequestInfo, answer: Answer) -> Send:
     return answered
 
 
-def _framed(message: Message, info: RequestInfo, answer: Answer) -> Message:
+def _framed(message: Message, scope: Scope, info: RequestInfo, answer: Answer) -> Message:
     """One chunk of an SSE answer: the event frame with its id, or the error frame."""
     body: bytes = message.get("body", b"")
     if body.startswith(b":") or not body:  # a keep-alive comment, or the end
         return message
     if answer.failure is not None:
         # The handler raised: this is the route's error frame, the stream's last.
-        scrubbed = error_answer(info, answer.failure)
+        scrubbed = error_answer(info, answer.failure, said_in_request(scope, info))
         answer.error_type = str(scrubbed.code)
         event = b"" if info.binding == "jsonrpc" and info.version == "0.3" else b"event: error\r\n"
         return {**message, "body": event + b"data: " + scrubbed.body() + b"\r\n\r\n"}

@@ -10,6 +10,11 @@ handler raised is rendered from the exception (:func:`error_answer`, with the ed
 builder, ``edge/refusal.py``); only an error the SDK's route answered before the handler
 is read back (:func:`error_body`). The gRPC servicers answer from the
 exception: :func:`scrub_exception` applies the same rule to it.
+
+A path in an error's text is hidden unless the caller sent it (:func:`said_in_request`,
+:func:`said_in_call`): ``Skill not found: /v1/typo`` quotes the caller's own value back.
+A module's own message was sanitized where it was made (``adapters/errors.map_error``),
+without the request: what a caller sends cannot bring a path of the agent's back into it.
 """
 
 from __future__ import annotations
@@ -17,11 +22,14 @@ from __future__ import annotations
 import copy
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from typing import Any, get_args
+from urllib.parse import parse_qsl
 
 from a2a.compat.v0_3 import types as types_v03
 from a2a.utils.errors import A2AError, InternalError, InvalidRequestError
+from google.protobuf.message import Message
+from starlette.types import Scope
 
 from apcore_a2a._json import parse_refusal
 from apcore_a2a._text import ECHO_LIMIT, echoed
@@ -50,11 +58,47 @@ _V03_CODES = frozenset(
 )
 
 
-def _clean(text: str, limit: int) -> str:
+def said_in_request(scope: Scope, info: RequestInfo) -> list[str]:
+    """What the caller of the HTTP request *scope* said that may look like a path: its URL
+    path, query and header values, and the strings of its body."""
+    query = parse_qsl(scope.get("query_string", b"").decode("latin-1"))
+    heard = [str(scope.get("path", "")), *(value for _, value in query)]
+    heard += (value.decode("latin-1") for _, value in scope.get("headers", ()))
+    return _pathlike([*heard, *_strings(info.payload)])
+
+
+def said_in_call(metadata: Iterable[tuple[str, Any]] | None, request: Any) -> list[str]:
+    """What the caller of a gRPC call said that may look like a path: its metadata's text
+    values and the strings of its *request* message."""
+    heard = [value for _, value in metadata or () if isinstance(value, str)]
+    return _pathlike([*heard, *_strings(request)])
+
+
+def _pathlike(texts: Iterable[str]) -> list[str]:
+    return [text for text in texts if "/" in text or "\\" in text]
+
+
+def _strings(value: Any) -> Iterator[str]:
+    """The strings of a parsed JSON body or a protobuf message, keys too."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, Message):
+        for _field, item in value.ListFields():
+            yield from _strings(item)
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            yield from _strings(key)
+            yield from _strings(item)
+    elif isinstance(value, Sequence) and not isinstance(value, bytes):
+        for item in value:
+            yield from _strings(item)
+
+
+def _clean(text: str, limit: int, said: Collection[str]) -> str:
     if "validation error" in text and "[type=" in text:
         text = _summarize_validation(text)
     text = _LONG_RUN.sub(lambda run: echoed(run[0]), _LINK.sub("", text))
-    return sanitize(text, limit)
+    return sanitize(text, limit, said)
 
 
 def _summarize_validation(text: str) -> str:
@@ -75,13 +119,13 @@ def _summarize_validation(text: str) -> str:
     return f"Invalid request: {shown}{more}" if shown else "Invalid request"
 
 
-def _clean_data(value: Any) -> Any:
+def _clean_data(value: Any, said: Collection[str]) -> Any:
     if isinstance(value, str):
-        return _clean(value, MAX_DATA_TEXT)
+        return _clean(value, MAX_DATA_TEXT, said)
     if isinstance(value, list):
-        return [_clean_data(v) for v in value]
+        return [_clean_data(v, said) for v in value]
     if isinstance(value, dict):
-        return {k: _clean_data(v) for k, v in value.items()}
+        return {k: _clean_data(v, said) for k, v in value.items()}
     return value
 
 
@@ -106,8 +150,9 @@ def _own(error: dict[str, Any]) -> bool:
     return any(d.get("reason") in OWN_ERRORS for d in _dicts(error))
 
 
-def scrub_error(error: dict[str, Any]) -> dict[str, Any]:
-    """A sanitized copy of one error object (JSON-RPC or REST shape)."""
+def scrub_error(error: dict[str, Any], said: Collection[str] = ()) -> dict[str, Any]:
+    """A sanitized copy of one error object (JSON-RPC or REST shape); *said*: the caller's
+    own values (:func:`said_in_request`), which it may quote back."""
     code = error.get("code")
     if code in (-32603, 500) and not _ours(error) and not _own(error):
         out = {k: v for k, v in error.items() if k in ("code", "status")}
@@ -116,23 +161,24 @@ def scrub_error(error: dict[str, Any]) -> dict[str, Any]:
     out = dict(error)
     message = error.get("message")
     if isinstance(message, str):
-        out["message"] = _clean(message, MAX_MESSAGE) or "Error"
+        out["message"] = _clean(message, MAX_MESSAGE, said) or "Error"
     for key in ("data", "details"):
         if key in out:
-            out[key] = _clean_data(out[key])
+            out[key] = _clean_data(out[key], said)
     return out
 
 
-def scrub_exception(error: A2AError) -> A2AError:
+def scrub_exception(error: A2AError, said: Collection[str] = ()) -> A2AError:
     """*error* as :func:`scrub_error` would send it, for an answer built from the exception
-    itself (the gRPC servicers'): a copy with its message and data strings cleaned and cut;
-    an internal error the executor did not word says only "Internal error"."""
+    itself (the gRPC servicers'): a copy with its message and data strings cleaned and cut
+    (*said*: :func:`said_in_call`); an internal error the executor did not word says only
+    "Internal error"."""
     data = error.data if isinstance(error.data, dict) else None
     if isinstance(error, InternalError) and not isinstance((data or {}).get(OURS_KEY), str):
         return InternalError()
     clean = copy.copy(error)
-    clean.message = _clean(str(error.message), MAX_MESSAGE) or "Error"
-    clean.data = None if data is None else _clean_data(data)
+    clean.message = _clean(str(error.message), MAX_MESSAGE, said) or "Error"
+    clean.data = None if data is None else _clean_data(data, said)
     return clean
 
 
@@ -141,8 +187,8 @@ class Scrubbed:
 
     __slots__ = ("code", "document", "retry_after", "status")
 
-    def __init__(self, document: dict[str, Any], rest: bool) -> None:
-        error = scrub_error(correct_error(document["error"]))
+    def __init__(self, document: dict[str, Any], rest: bool, said: Collection[str]) -> None:
+        error = scrub_error(correct_error(document["error"]), said)
         self.retry_after = _retry_after(error)
         # Last: a list the SDK put into ErrorInfo.metadata is scrubbed item by item, then
         # sent as one text (upstream/error_metadata.py).
@@ -155,16 +201,17 @@ class Scrubbed:
         return json.dumps(self.document, ensure_ascii=False, separators=(",", ":")).encode()
 
 
-def error_answer(info: RequestInfo, failure: Exception) -> Scrubbed:
-    """What the handler raised, as the request's binding and version answer it."""
+def error_answer(info: RequestInfo, failure: Exception, said: Collection[str]) -> Scrubbed:
+    """What the handler raised, as the request's binding and version answer it (*said*:
+    :func:`said_in_request`)."""
     document = error_document(info, failure if isinstance(failure, A2AError) else InternalError())
     rest = info.binding == "rest"
     if not rest and info.version == "0.3" and document["error"]["code"] not in _V03_CODES:
         document["error"]["code"] = -32603
-    return Scrubbed(document, rest)
+    return Scrubbed(document, rest, said)
 
 
-def error_body(body: bytes, info: RequestInfo) -> Scrubbed | None:
+def error_body(body: bytes, info: RequestInfo, said: Collection[str]) -> Scrubbed | None:
     """An error the SDK's route answered itself, read back from its JSON *body* (a 0.3
     request refused for its params alone gets ``-32602``: ``upstream/v03_invalid_params.py``;
     a REST body that is no JSON, JSON-RPC's -32700 text)."""
@@ -179,9 +226,9 @@ def error_body(body: bytes, info: RequestInfo) -> Scrubbed | None:
         # The SDK's words were Python's ("Failed to load JSON: Expecting value: line 1
         # column 13 (char 12)."); its status and reason stay (400, INVALID_REQUEST).
         refused = InvalidRequestError(message=parse_refusal(info.parse_error).message)
-        return Scrubbed(error_document(info, refused), True)
+        return Scrubbed(error_document(info, refused), True, said)
     document["error"] = invalid_params_03(info, document["error"])
-    return Scrubbed(document, rest)
+    return Scrubbed(document, rest, said)
 
 
 def _retry_after(error: dict[str, Any]) -> int | None:

@@ -2,7 +2,11 @@
 error's text still never reach the wire (``streams/scrub.py``, ``adapters/errors.sanitize``).
 
 The scrubber took every run of two slash-separated words for a server path: a 0.3 gRPC
-name ``tasks/t/pushNotificationConfigs/c`` came back as ``'tasks<path>'``.
+name ``tasks/t/pushNotificationConfigs/c`` came back as ``'tasks<path>'``. Then it still
+hid a caller's own rooted value (a message continuing task ``/v1/typo`` was answered
+``Task <path>``, its words after the value swallowed too), and showed a relative path that
+names no Python file (``data/tasks.db``, ``.venv/lib/...``). A path the caller sent comes
+back as sent; the agent's own, rooted or relative, never.
 """
 
 from __future__ import annotations
@@ -11,8 +15,10 @@ from typing import Any
 
 import grpc
 import grpc.aio
+import httpx
 import pytest
 from a2a.compat.v0_3 import a2a_v0_3_pb2 as pb03
+from a2a.types import SendMessageRequest
 from apcore import Executor, Registry
 from apcore.errors import InvalidInputError
 
@@ -23,13 +29,22 @@ from tests.bindings._grpc import stubs
 
 #: our paths, absolute and relative to the package, as an exception's text may carry them
 LEAK = "bad input near /srv/app/secret/config.py line 3 (apcore_a2a/storage/_sql_backend.py)"
+#: a database file relative and rooted, a venv, a Windows path: the rest of the text
+MORE = (
+    "; db data/tasks.db or apcore_a2a/storage/x.sqlite; lib .venv/lib/python3.11/site-packages/"
+    "a2a/server; C:\\Users\\svc\\app\\mod.py; ~/agent/run/state"
+)
+#: what of those paths must not reach the wire
+LEAKED = ("/srv", "secret", "config.py", "_sql_backend", "storage", "tasks.db", "sqlite",
+          "venv", "site-packages", "Users", "svc", "mod.py", "agent/run")  # fmt: skip
+BINDINGS = ["JSONRPC", "HTTP+JSON", "GRPC"]
 
 
 class Leaky:
     description = "Refuse its input, naming where"
 
     def execute(self, inputs: dict[str, Any], context: Any) -> dict[str, Any]:
-        raise InvalidInputError(LEAK)
+        raise InvalidInputError(LEAK + MORE)
 
 
 def _agent() -> tuple[Any, int, int]:
@@ -54,7 +69,7 @@ async def test_a_03_grpc_refusal_echoes_the_callers_name_whole() -> None:
     )
 
 
-@pytest.mark.parametrize("binding", ["JSONRPC", "HTTP+JSON", "GRPC"])
+@pytest.mark.parametrize("binding", BINDINGS)
 async def test_our_paths_in_an_errors_text_never_reach_the_wire(binding: str) -> None:
     app, port, _ = _agent()
     async with running_server(app, port=port):
@@ -67,5 +82,71 @@ async def test_our_paths_in_an_errors_text_never_reach_the_wire(binding: str) ->
             await client.close()
     text = f"{refused.value} {refused.value.__cause__}"
     assert "bad input near <path>" in text, text
-    for leak in ("/srv", "secret", "config.py", "_sql_backend", "storage"):
+    assert "db <path> or <path>; lib <path>; <path>; <path>" in text, text
+    for leak in LEAKED:
         assert leak not in text, text
+
+
+async def _refusal(url: str, binding: str, sent: SendMessageRequest) -> str:
+    """The text of the error *sent* is answered with over *binding* (1.0, the SDK's client)."""
+    client = await make_client(url, binding, "1.0")
+    try:
+        with pytest.raises(Exception) as refused:
+            async for _ in client.send_message(sent):
+                pass
+    finally:
+        await client.close()
+    return f"{refused.value} {refused.value.__cause__}"
+
+
+@pytest.mark.parametrize("binding", BINDINGS)
+async def test_a_callers_own_rooted_value_comes_back_as_sent(binding: str) -> None:
+    app, port, _ = _agent()
+    url = f"http://127.0.0.1:{port}"
+    async with running_server(app, port=port):
+        unknown_task = await _refusal(url, binding, request("t.leaky", {}, task_id="/v1/typo"))
+        unknown_skill = await _refusal(url, binding, request("/srv/app/typo.py", {}))
+    assert "Task /v1/typo not found" in unknown_task, unknown_task
+    assert "Skill not found: /srv/app/typo.py" in unknown_skill, unknown_skill
+    assert "<path>" not in unknown_task + unknown_skill
+
+
+async def test_unknown_paths_and_methods_are_typed_errors_on_every_binding() -> None:
+    app, port, grpc_port = _agent()
+    v1 = {"A2A-Version": "1.0"}
+    async with (
+        running_server(app, port=port),
+        httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as http,
+    ):
+        rest = await http.get("/v1/typo/x.db", headers=v1)
+        body = {"jsonrpc": "2.0", "id": 1, "method": "/v1/typo/x.db", "params": {}}
+        rpc = await http.post("/", json=body, headers=v1)
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{grpc_port}") as channel:
+            typo = channel.unary_unary("/a2a.v1.A2AService/Typo")
+            with pytest.raises(grpc.aio.AioRpcError) as unknown:
+                await typo(b"")
+    assert rest.status_code == 404 and rest.json()["error"]["status"] == "NOT_FOUND", rest.text
+    assert rpc.status_code == 200 and rpc.json()["error"]["code"] == -32601, rpc.text
+    assert unknown.value.code() == grpc.StatusCode.UNIMPLEMENTED
+    for text in (rest.text, rpc.text, str(unknown.value.details())):
+        assert "Traceback" not in text and "site-packages" not in text, text
+
+
+class Wordy:
+    description = "Refuse its input, quoting it (100 KB of one dotted word)"
+
+    def execute(self, inputs: dict[str, Any], context: Any) -> dict[str, Any]:
+        raise InvalidInputError("bad word " + "a." * 50_000)
+
+
+async def test_a_long_dotted_word_in_an_errors_text_is_answered() -> None:
+    """The scrubber's path patterns tried a Python file name at every word start, each
+    scan to the word's end: 100 KB of ``a.a.a.`` held the event loop for minutes (166 s
+    here), past the client's deadline; they now start only where a path can."""
+    registry = Registry()
+    registry.register("t.wordy", Wordy())
+    port = free_port()
+    app, _ = A2AServerFactory(Executor(registry), environ={}, port=port).create()
+    async with running_server(app, port=port):
+        text = await _refusal(f"http://127.0.0.1:{port}", "JSONRPC", request("t.wordy", {}))
+    assert "bad word a.a.a." in text, text
