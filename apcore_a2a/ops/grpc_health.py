@@ -16,6 +16,8 @@ logger = logging.getLogger("apcore_a2a.grpc")
 
 #: Seconds between two store probes feeding ``Health.Watch``.
 HEALTH_INTERVAL = 5.0
+#: The standard health service this adds (with ``grpcio-health-checking``).
+HEALTH_SERVICE = "grpc.health.v1.Health"
 
 
 def add_health_service(

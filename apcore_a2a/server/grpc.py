@@ -44,7 +44,7 @@ try:
     from a2a.compat.v0_3 import a2a_v0_3_pb2, a2a_v0_3_pb2_grpc
     from a2a.types import a2a_pb2, a2a_pb2_grpc
 
-    from apcore_a2a.ops.grpc_health import add_health_service
+    from apcore_a2a.ops.grpc_health import HEALTH_SERVICE, add_health_service
     from apcore_a2a.server.grpc_context import Admitted, GrpcCallContextBuilder
     from apcore_a2a.server.grpc_deadlines import RequestBounds, connection_options
     from apcore_a2a.server.grpc_reflection import enable_reflection
@@ -78,8 +78,6 @@ logger = logging.getLogger("apcore_a2a.grpc")
 #: Full names of the two A2A services this server hosts.
 SERVICE_V1: str = a2a_pb2.DESCRIPTOR.services_by_name["A2AService"].full_name
 SERVICE_V0_3: str = a2a_v0_3_pb2.DESCRIPTOR.services_by_name["A2AService"].full_name
-#: The standard health service (``ops/grpc_health.py``), with ``grpcio-health-checking``.
-HEALTH_SERVICE = "grpc.health.v1.Health"
 
 #: 0.3 gRPC method names that differ from their 1.0 name.
 _V03_NAMES = {
@@ -433,7 +431,6 @@ class GrpcServer:
             raise OSError(f"cannot listen for gRPC on {self.bind_address}: {exc}") from None
         await grpc_metadata_logs.starting(server.start())
         self._server = server
-        grpc_metadata_logs.attach()
         logger.info(
             "Serving A2A over gRPC%s at %s", " (TLS)" if self._tls else "", self.bind_address
         )

@@ -33,10 +33,11 @@ _OURS: contextvars.ContextVar[bool] = contextvars.ContextVar("apcore_a2a_grpc", 
 
 async def starting(start: Coroutine[Any, Any, None]) -> None:
     """Await a gRPC server's *start* in a copy of this context that marks its calls ours
-    (the caller's own context is left as it was)."""
+    (the caller's own context is left as it was); :func:`detach` once it has stopped."""
     marked = contextvars.copy_context()
     marked.run(_OURS.set, True)
     await asyncio.create_task(start, context=marked)
+    _attach()
 
 
 class _ClientBytes(logging.Filter):
@@ -53,7 +54,7 @@ _lock = threading.Lock()
 _servers = 0  # running gRPC servers of ours: the filter is on while there is one
 
 
-def attach() -> None:
+def _attach() -> None:
     """A gRPC server of ours starts: grpcio's records of undecodable values in its calls
     become DEBUG."""
     global _servers
