@@ -16,6 +16,7 @@ from a2a.utils.errors import (
     InvalidRequestError,
     JSONParseError,
 )
+from google.protobuf.json_format import ParseError
 from starlette.responses import JSONResponse
 
 from apcore_a2a.classify import RequestInfo
@@ -23,13 +24,15 @@ from apcore_a2a.upstream.error_answers import correct_error
 from apcore_a2a.upstream.error_metadata import string_metadata
 
 #: REST statuses of the refusals the SDK's error table has no row for
-_REST_STATUS = {JSONParseError: (400, "INVALID_ARGUMENT"), InternalError: (503, "UNAVAILABLE")}
+_REST_STATUS: dict[type[A2AError], tuple[int, str]] = {InternalError: (503, "UNAVAILABLE")}
 
 
 def error_document(info: RequestInfo, error: A2AError) -> dict[str, Any]:
     """*error* as a2a-sdk renders it for the request's binding and protocol version; our
     errors get their codes from :func:`~apcore_a2a.upstream.error_answers.correct_error`."""
     if info.binding == "rest":
+        if isinstance(error, JSONParseError):  # as the SDK answers a body its parser refused
+            return build_rest_error_payload(ParseError(error.message))
         return build_rest_error_payload(error)
     # A JSON-RPC call's version is its method's: read the body (once) before choosing the
     # shape, or a refusal made before anyone read it (401, 403) answers 0.3 in 1.0's.

@@ -82,6 +82,19 @@ def _answers(url: str, address: str) -> dict[str, Any]:
         card = {"jsonrpc": "2.0", "id": 5, "method": "GetExtendedAgentCard", "params": {}}
         out["jsonrpc extended card"] = _seen(http.post("/", json=card, headers=V1))
         out["rest extended card"] = _seen(http.get("/extendedAgentCard", headers=V1))
+        cut = {**V1, "Content-Type": "application/json"}
+        out["rest send, body not JSON"] = _seen(
+            http.post("/message:send", content=b'{"message": ', headers=cut)
+        )
+        out["jsonrpc, body not JSON"] = _seen(http.post("/", content=b'{"jsonrpc": ', headers=cut))
+        for name, value in (
+            ("a number no double holds", b"1e999"),
+            ("a lone surrogate", b'"\\ud800"'),
+        ):
+            body = b'{"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": %s}]}}'
+            out[f"rest send, {name}"] = _seen(
+                http.post("/message:send", content=body % value, headers=cut)
+            )
         legacy = {"jsonrpc": "2.0", "id": 6, "method": "tasks/get", "params": {"id": task_id}}
         out["jsonrpc 0.3 get, no version"] = _seen(http.post("/", json=legacy))
     with grpc.insecure_channel(address) as channel:
@@ -115,3 +128,6 @@ def test_ours_answers_as_the_sdk_alone(both: dict[str, tuple[str, str]]) -> None
     assert sdk["grpc push off"] == "FAILED_PRECONDITION"
     # §3.3.4: no extended card declared -> UnsupportedOperationError
     assert sdk["rest extended card"]["reason"] == "UNSUPPORTED_OPERATION"
+    assert sdk["rest send, body not JSON"]["reason"] == "INVALID_REQUEST"
+    assert sdk["rest send, a number no double holds"]["reason"] == "INVALID_REQUEST"
+    assert sdk["rest send, a lone surrogate"]["reason"] == "INVALID_REQUEST"
