@@ -4,9 +4,11 @@ on the SDK's loggers while an agent of ours runs, acting only inside its request
 So are its records of one of our own errors (``apcore_a2a.errors``): the SDK renders
 them as -32603, not knowing our codes, and logs a streamed call's at ERROR; the agent
 answers them with their own codes, and logs itself what an operator must see (an outage,
-an unreadable task). Every record of theirs inside our requests is cut to
-:data:`MAX_MESSAGE` characters: they quote a request's body (DEBUG) and a client's values
-whole."""
+an unreadable task). And its records of a module's failure (an answer carrying its
+``apcoreCode``), which it logs at ERROR for a 500 on REST and on a JSON-RPC stream: the
+agent logged that failure once already, with its traceback. Every record of theirs inside
+our requests is cut to :data:`MAX_MESSAGE` characters: they quote a request's body (DEBUG)
+and a client's values whole."""
 
 from __future__ import annotations
 
@@ -35,7 +37,10 @@ _UNPARSED = (
 #: and a client's values whole
 MAX_MESSAGE = 1000
 #: one of our errors as the SDK's record quotes its data (the marker it still carries)
-_OWN_MARKS = tuple(f"'{WIRE_KEY}': '{reason}'" for reason in OWN_ERRORS)
+_OWN_MARKS = (
+    *(f"'{WIRE_KEY}': '{reason}'" for reason in OWN_ERRORS),
+    "'apcoreCode': '",  # a module's failure (adapters/errors.py), logged by the executor
+)
 
 
 def _own_error(record: logging.LogRecord) -> bool:

@@ -182,8 +182,12 @@ async def test_a_failed_message_reply_answers_its_error_and_keeps_no_task(
             assert [(r.levelno, r.getMessage().split(":")[0]) for r in ours] == [
                 (level, f"Skill {skill} failed")
             ], skill
-            if level < logging.ERROR:  # the caller's error, or an ACL refusal: no ERROR
-                assert not [r for r in records if r.levelno >= logging.ERROR], skill
+            # One ERROR record of a failure, the agent's (with its traceback); none of the
+            # caller's error or of an ACL refusal.
+            errors = [r for r in records if r.levelno >= logging.ERROR]
+            assert errors == [r for r in ours if r.levelno >= logging.ERROR], [
+                (r.name, r.getMessage()) for r in errors
+            ]
             # The run went by a task id; nothing is stored under it, on any binding.
             missing = await _not_found(url, binding, version, runs.pop(skill))
             if (binding, version) == ("HTTP+JSON", "0.3"):

@@ -137,3 +137,25 @@ def test_our_requests_sdk_records_quote_a_client_value_short(
     quoted = [r.getMessage() for r in caplog.records if r.name in SDK_LOGGERS]
     assert any("characters)" in text for text in quoted), quoted
     assert all(len(text) <= 1100 for text in quoted), [len(text) for text in quoted]
+
+
+async def test_the_sdk_logs_a_module_failure_it_answers_at_error(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Why the filter also takes the SDK's records of an error carrying an ``apcoreCode``
+    (a module's failure, which the agent logs itself with its traceback): the SDK logs the
+    500 it answers on REST at ERROR, quoting the code. When it stops, one crash has one
+    ERROR record without the filter."""
+    from a2a.utils.error_handlers import rest_error_handler
+    from a2a.utils.errors import InternalError
+
+    @rest_error_handler
+    async def failing() -> Any:
+        raise InternalError(message="Module execution failed", data={"apcoreCode": "X"})
+
+    with caplog.at_level(logging.INFO):
+        answer = await failing()
+    assert answer.status_code == 500
+    assert [
+        (r.name, r.levelno) for r in caplog.records if "'apcoreCode': 'X'" in r.getMessage()
+    ] == [("a2a.utils.error_handlers", logging.ERROR)]
