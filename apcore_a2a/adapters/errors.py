@@ -4,7 +4,8 @@
 ``"raise"``: the request was wrong or not allowed, the call answers with ``a2a_error``
 (e.g. -32602 with field errors, -32601, or -32001 for a masked ACL denial). ``"failed"`` /
 ``"rejected"`` / ``"canceled"``: the task ends in that state, its status message carrying
-a text part and a data part ``{"code", "message", "type"}``. Client-facing messages have no
+a text part and a data part ``{"code", "message", "type"}``; a module's output its schema
+refuses is such a failure, not the caller's error. Client-facing messages have no
 file paths, no traceback lines, at most 500 characters. :data:`ERROR_TABLE` is the table
 documented in the README.
 """
@@ -130,6 +131,10 @@ ERROR_TABLE: dict[str, ErrorRule] = {
 #: their code and sanitized message; any other exception becomes an internal error.
 _CUSTOM = ErrorRule("*", "failed", None, None, "warning")
 _UNKNOWN = ErrorRule("INTERNAL_ERROR", "failed", InternalError, "Internal error", "error")
+#: a module's output its schema refuses: apcore's code, but no caller can fix it
+_BAD_OUTPUT = ErrorRule(
+    "SCHEMA_VALIDATION_ERROR", "failed", None, "Module output does not match its schema"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,11 +167,19 @@ def _field_errors(exc: Any) -> list[dict[str, str]]:
     ]
 
 
-def map_error(exc: BaseException, *, module_id: str | None = None) -> MappedError:
-    """Classify *exc* raised while running *module_id* (see module docstring)."""
+def map_error(
+    exc: BaseException,
+    *,
+    module_id: str | None = None,
+    bad_output: bool = False,
+) -> MappedError:
+    """Classify *exc* raised while running *module_id* (see module docstring).
+    *bad_output*: *exc* refused a module's output (apcore gives it its input's code)."""
     code = getattr(exc, "code", None)
     is_module_error = isinstance(code, str) and hasattr(exc, "details")
     rule = ERROR_TABLE.get(str(code), _CUSTOM) if is_module_error else _UNKNOWN
+    if rule.code == "SCHEMA_VALIDATION_ERROR" and bad_output:
+        rule = _BAD_OUTPUT
     code = str(code) if is_module_error else rule.code
     message = rule.client_message or sanitize(getattr(exc, "message", None) or str(exc))
     if code == "MODULE_NOT_FOUND" and module_id:

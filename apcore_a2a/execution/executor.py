@@ -47,6 +47,7 @@ from apcore_a2a.execution.observer import ExecutionObserver, observe
 from apcore_a2a.execution.routing import SKILL_METADATA_KEY, ApCoreRequestContext
 from apcore_a2a.execution.runs import CURRENT_RUN, NoThread, Run, refusal_of, track_module_tasks
 from apcore_a2a.upstream.apcore_health_errors import without_error_texts
+from apcore_a2a.upstream.apcore_output_errors import output_invalid
 from apcore_a2a.upstream.sdk_first_event import let_first_event_out
 
 if TYPE_CHECKING:
@@ -386,7 +387,7 @@ class ApCoreAgentExecutor(AgentExecutor):
             return
         if asked is not None:
             await turns.ask(run, asked, message.message_id, inputs)
-        elif run.answering is not None and code in _BAD_INPUT:
+        elif run.answering is not None and code in _BAD_INPUT and not output_invalid(exc):
             # The answer made the input invalid: ask again, saying why.
             await turns.reask(run, run.answering, map_error(exc, module_id=spec.module_id).message)
         elif code == "APPROVAL_PENDING":
@@ -402,7 +403,11 @@ class ApCoreAgentExecutor(AgentExecutor):
     def _mapped(spec: SkillSpec, exc: BaseException) -> MappedError:
         """*exc* mapped for the client (a timeout of ours as apcore's), and logged."""
         timeout = isinstance(exc, TimeoutError)
-        mapped = map_error(ExecutionTimeout() if timeout else exc, module_id=spec.module_id)
+        mapped = map_error(
+            ExecutionTimeout() if timeout else exc,
+            module_id=spec.module_id,
+            bad_output=output_invalid(exc),
+        )
         level = getattr(logging, mapped.log_level.upper(), logging.ERROR)
         logger.log(
             level,

@@ -47,7 +47,8 @@ NOT_FOUND_03 = "MethodNotFoundError: Resource not found"
 #: the level of the agent's one record of it)
 FAILURES = {
     "reply.crash": ("InternalError", "HTTP Error 500", logging.ERROR),
-    "reply.bad_output": ("InvalidParamsError", "HTTP Error 400", logging.INFO),
+    # the module's own output: the agent's fault, not the caller's
+    "reply.bad_output": ("InternalError", "HTTP Error 500", logging.ERROR),
     # ACL_DENIED, masked as the agent masks it (README, Errors)
     "reply.nested": ("TaskNotFoundError", NOT_FOUND_03, logging.WARNING),
 }
