@@ -135,6 +135,15 @@ _UNKNOWN = ErrorRule("INTERNAL_ERROR", "failed", InternalError, "Internal error"
 _BAD_OUTPUT = ErrorRule(
     "SCHEMA_VALIDATION_ERROR", "failed", None, "Module output does not match its schema"
 )
+#: the ACL refused a call the module made, in a new message: nothing of another caller's
+#: to mask; the caller is told its request was refused (the module's target is not named)
+_NESTED_DENIED = ErrorRule(
+    "ACL_DENIED",
+    "failed",
+    None,
+    "Permission denied: a call this skill makes was refused",
+    "warning",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,19 +176,30 @@ def _field_errors(exc: Any) -> list[dict[str, str]]:
     ]
 
 
+def _nested(exc: BaseException, module_id: str | None) -> bool:
+    details = getattr(exc, "details", None)
+    target = details.get("target_id") if isinstance(details, dict) else None
+    return module_id is not None and target is not None and target != module_id
+
+
 def map_error(
     exc: BaseException,
     *,
     module_id: str | None = None,
     bad_output: bool = False,
+    new_message: bool = False,
 ) -> MappedError:
     """Classify *exc* raised while running *module_id* (see module docstring).
-    *bad_output*: *exc* refused a module's output (apcore gives it its input's code)."""
+    *bad_output*: *exc* refused a module's output (apcore gives it its input's code);
+    *new_message*: no task existed before this message, so an ACL refusal of a call the
+    module made masks nothing (on a follow-up it stays "Task not found")."""
     code = getattr(exc, "code", None)
     is_module_error = isinstance(code, str) and hasattr(exc, "details")
     rule = ERROR_TABLE.get(str(code), _CUSTOM) if is_module_error else _UNKNOWN
     if rule.code == "SCHEMA_VALIDATION_ERROR" and bad_output:
         rule = _BAD_OUTPUT
+    elif rule.code == "ACL_DENIED" and new_message and _nested(exc, module_id):
+        rule = _NESTED_DENIED
     code = str(code) if is_module_error else rule.code
     message = rule.client_message or sanitize(getattr(exc, "message", None) or str(exc))
     if code == "MODULE_NOT_FOUND" and module_id:

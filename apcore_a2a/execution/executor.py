@@ -38,6 +38,7 @@ from apcore_a2a.adapters.outputs import TASK_HOOK_KEY, input_required_of, reply_
 from apcore_a2a.adapters.parts import is_file, output_to_parts
 from apcore_a2a.adapters.skills import SkillSpec
 from apcore_a2a.edge.call import call_of
+from apcore_a2a.errors import PermissionDeniedError
 from apcore_a2a.execution import turns
 from apcore_a2a.execution.chunks import deep_merge, with_last_flag
 from apcore_a2a.execution.fair_pool import FairPool
@@ -165,7 +166,7 @@ class ApCoreAgentExecutor(AgentExecutor):
             try:
                 value, streamed = await self._invoke(run, context, spec, inputs)
             except Exception as exc:
-                await self._handle_failure(run, message, spec, exc, inputs, context)
+                await self._handle_failure(run, message, spec, exc, inputs, context, stored)
                 return
             await self._complete(run, spec, value, streamed)
         finally:
@@ -337,7 +338,7 @@ class ApCoreAgentExecutor(AgentExecutor):
             chosen.set()  # if the module did not choose the task already
             await opening
             if error is not None:
-                await self._handle_failure(run, message, spec, error, inputs, context)
+                await self._handle_failure(run, message, spec, error, inputs, context, None)
             else:
                 await self._complete(run, spec, value, False)
         finally:
@@ -356,8 +357,10 @@ class ApCoreAgentExecutor(AgentExecutor):
         if refusal is not None:
             answer, code = refusal, refusal.wire.reason
         else:
-            mapped = self._mapped(spec, error)
+            mapped = self._mapped(spec, error, new_message=True)
             answer, code = as_a2a_error(mapped), mapped.code
+            if code == "ACL_DENIED" and mapped.outcome == "failed":  # a call it made
+                answer = PermissionDeniedError(mapped.message)
         call = call_of(context.call_context)
         if call is None:
             raise answer  # never: execute() checked the call
@@ -374,6 +377,7 @@ class ApCoreAgentExecutor(AgentExecutor):
         exc: BaseException,
         inputs: dict[str, Any],
         context: RequestContext,
+        stored: object | None,
     ) -> None:
         asked = input_required_of(exc)
         code = "MODULE_TIMEOUT" if isinstance(exc, TimeoutError) else getattr(exc, "code", None)
@@ -393,20 +397,21 @@ class ApCoreAgentExecutor(AgentExecutor):
         elif code == "APPROVAL_PENDING":
             await turns.ask_approval(run, exc, spec.module_id, message.message_id)
         else:
-            mapped = self._mapped(spec, exc)
+            mapped = self._mapped(spec, exc, new_message=stored is None)
             state = _END_STATES.get(mapped.outcome, TaskState.TASK_STATE_FAILED)
             await run.status(state, run.message(mapped.message, mapped.status_data()))
             if mapped.outcome == "raise" and mapped.a2a_error is not None:
                 raise mapped.a2a_error
 
     @staticmethod
-    def _mapped(spec: SkillSpec, exc: BaseException) -> MappedError:
+    def _mapped(spec: SkillSpec, exc: BaseException, *, new_message: bool) -> MappedError:
         """*exc* mapped for the client (a timeout of ours as apcore's), and logged."""
         timeout = isinstance(exc, TimeoutError)
         mapped = map_error(
             ExecutionTimeout() if timeout else exc,
             module_id=spec.module_id,
             bad_output=output_invalid(exc),
+            new_message=new_message,
         )
         level = getattr(logging, mapped.log_level.upper(), logging.ERROR)
         logger.log(

@@ -1,10 +1,13 @@
-"""Failures the caller cannot fix are not answered as its fault.
+"""Failures the caller cannot fix are not answered as its fault, and not masked.
 
 A task skill whose module's output fails its output schema ends ``failed`` with "Module
 output does not match its schema" (code ``SCHEMA_VALIDATION_ERROR``) in its status
 message; before, the call was answered -32602 Invalid params (HTTP 400,
 ``INVALID_ARGUMENT``) and the task was left ``failed`` with apcore's field errors. Input that
-does not validate stays invalid params.
+does not validate stays invalid params. A call the module makes that the ACL refuses, in a
+new message, ends the task ``failed`` with "Permission denied: ..." (code ``ACL_DENIED``);
+before, the call was answered -32001 Task not found for a task the caller had just
+created. A follow-up on another caller's task is still "Task not found".
 """
 
 from __future__ import annotations
@@ -15,13 +18,14 @@ from typing import Any
 
 import pytest
 from a2a.types import Task, TaskState
-from apcore import Executor, Registry
+from apcore import ACL, ACLRule, Executor, Registry
 from pydantic import BaseModel
 
-from apcore_a2a import A2AServerFactory
+from apcore_a2a import A2AServerFactory, InputRequired
 from tests._sdk import make_client, request
 
 from .._support import free_port, running_server
+from ..auth.keys import HMAC_SECRET, bearer, hs_plain
 from ._client import collect, parts_data
 
 BINDINGS = [
@@ -32,6 +36,7 @@ BINDINGS = [
     ("HTTP+JSON", "0.3"),
     ("GRPC", "0.3"),
 ]
+DENIED = "Permission denied: a call this skill makes was refused"
 #: skill -> its task's status message: text, then data
 FAILED = {
     "task.bad_output": [
@@ -42,6 +47,7 @@ FAILED = {
             "type": "SchemaValidationError",
         },
     ],
+    "task.nested": [DENIED, {"code": "ACL_DENIED", "message": DENIED, "type": "ACLDeniedError"}],
 }
 
 
@@ -64,13 +70,35 @@ class BadOutput(_Task):
         return {"not": "said"}
 
 
+class Nested(_Task):
+    """Asks for a text first (when it has none), then calls ``task.secret``, which the
+    ACL lets no module call."""
+
+    async def execute(self, inputs: dict[str, Any], context: Any) -> dict[str, Any]:
+        if not inputs.get("text"):
+            raise InputRequired("Say something", field="text")
+        result: dict[str, Any] = await context.executor.call_async("task.secret", {}, context)
+        return result
+
+
+class Secret(_Task):
+    def execute(self, inputs: dict[str, Any], context: Any) -> dict[str, Any]:
+        return {"said": "secret"}
+
+
 @contextlib.asynccontextmanager
 async def _agent(**settings: Any) -> AsyncIterator[str]:
     registry = Registry()
-    registry.register("task.bad_output", BadOutput())
+    for skill, module in (
+        ("task.bad_output", BadOutput()),
+        ("task.nested", Nested()),
+        ("task.secret", Secret()),
+    ):
+        registry.register(skill, module)
+    acl = ACL(rules=[ACLRule(callers=["@external"], targets=["*"], effect="allow")])
     port = free_port()
     app, _ = A2AServerFactory(
-        Executor(registry), environ={}, port=port, grpc_port=free_port(), **settings
+        Executor(registry, acl=acl), environ={}, port=port, grpc_port=free_port(), **settings
     ).create()
     async with running_server(app, port=port) as url:
         yield url
@@ -108,3 +136,27 @@ async def test_a_module_failure_the_caller_cannot_fix_fails_its_task(
             assert "HTTP Error 400" in answer, answer
         else:
             assert answer.startswith("InvalidParamsError: "), answer
+
+
+@pytest.mark.parametrize(("binding", "version"), BINDINGS[:2] + BINDINGS[3:5])
+async def test_a_follow_up_on_another_callers_task_is_still_not_found(
+    binding: str, version: str
+) -> None:
+    async with _agent(auth_key=HMAC_SECRET) as url:
+        alice = await make_client(url, binding, version, headers=bearer(hs_plain(sub="alice")))
+        bob = await make_client(url, binding, version, headers=bearer(hs_plain(sub="bob")))
+        try:
+            asked = await _send(alice, "task.nested", {})
+            assert asked.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+            ids = {"task_id": asked.id, "context_id": asked.context_id}
+            with pytest.raises(Exception) as refused:
+                await _send(bob, "task.nested", {"text": "hi"}, **ids)
+        finally:
+            await alice.close()
+            await bob.close()
+        answer = f"{type(refused.value).__name__}: {refused.value}"
+        assert DENIED not in answer, answer
+        if (binding, version) == ("HTTP+JSON", "0.3"):  # the SDK's 0.3 REST client
+            assert "MethodNotFoundError: Resource not found" in answer, answer
+        else:
+            assert answer.startswith("TaskNotFoundError: "), answer
