@@ -70,6 +70,15 @@ class BadOutput(_Task):
         return {"not": "said"}
 
 
+class AskThenBadOutput(_Task):
+    """Asks for a text first (when it has none), then answers an output its schema refuses."""
+
+    def execute(self, inputs: dict[str, Any], context: Any) -> dict[str, Any]:
+        if not inputs.get("text"):
+            raise InputRequired("Say something", field="text")
+        return {"not": "said"}
+
+
 class Nested(_Task):
     """Asks for a text first (when it has none), then calls ``task.secret``, which the
     ACL lets no module call."""
@@ -91,6 +100,7 @@ async def _agent(**settings: Any) -> AsyncIterator[str]:
     registry = Registry()
     for skill, module in (
         ("task.bad_output", BadOutput()),
+        ("task.ask_then_bad", AskThenBadOutput()),
         ("task.nested", Nested()),
         ("task.secret", Secret()),
     ):
@@ -136,6 +146,25 @@ async def test_a_module_failure_the_caller_cannot_fix_fails_its_task(
             assert "HTTP Error 400" in answer, answer
         else:
             assert answer.startswith("InvalidParamsError: "), answer
+
+
+@pytest.mark.parametrize(("binding", "version"), BINDINGS)
+async def test_a_bad_output_after_an_answer_fails_the_task_and_asks_nothing(
+    binding: str, version: str
+) -> None:
+    """The caller's answer is not asked for again for the module's own output (that re-ask
+    is for an answer that made the input invalid)."""
+    async with _agent() as url:
+        client = await make_client(url, binding, version)
+        try:
+            asked = await _send(client, "task.ask_then_bad", {})
+            assert asked.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+            ids = {"task_id": asked.id, "context_id": asked.context_id}
+            task = await _send(client, "task.ask_then_bad", {"text": "hi"}, **ids)
+        finally:
+            await client.close()
+        assert task.status.state == TaskState.TASK_STATE_FAILED
+        assert parts_data(task.status.message.parts) == FAILED["task.bad_output"]
 
 
 @pytest.mark.parametrize(("binding", "version"), BINDINGS[:2] + BINDINGS[3:5])
