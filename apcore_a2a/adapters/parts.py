@@ -25,6 +25,45 @@ from apcore_a2a.adapters.schema import SchemaFacts, coerce_integers, json_types
 _OCTET = "application/octet-stream"
 _DOUBLE_MAX = sys.float_info.max
 
+#: How deep a module's output may nest, in protobuf messages under a data part's ``Value``:
+#: protobuf (upb) parses at most 100 nested messages, and the deepest envelope a part
+#: travels in (a streamed status update's message, 0.3's ``DataPart``) takes up to 8 of them.
+#: An object costs three (``Struct``, its entry, ``Value``), a list two: 30 nested objects,
+#: 45 nested lists. A deeper part could not even be copied into an artifact.
+_MAX_VALUE_DEPTH = 92
+MAX_OUTPUT_OBJECTS, MAX_OUTPUT_LISTS = (_MAX_VALUE_DEPTH - 1) // 3, (_MAX_VALUE_DEPTH - 1) // 2
+
+
+class OutputTooDeep(Exception):
+    """A module's output nested deeper than A2A's wire (protobuf) carries: the module's
+    failure, mapped as a custom apcore error (``code`` and ``details``), so its task ends
+    ``failed`` with this message."""
+
+    code = "OUTPUT_TOO_DEEP"
+    details: dict[str, Any] = {}
+    message = (
+        f"Module output is nested too deeply for A2A: at most {MAX_OUTPUT_OBJECTS} nested "
+        f"objects or {MAX_OUTPUT_LISTS} nested lists"
+    )
+
+    def __init__(self) -> None:
+        super().__init__(self.message)
+
+
+def _too_deep(value: Any) -> bool:
+    """Whether *value* nests deeper than :data:`_MAX_VALUE_DEPTH` (iterative: an output
+    nested deeper than Python recurses, or holding itself, ends here too)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > _MAX_VALUE_DEPTH:
+            return True
+        if isinstance(item, dict):
+            stack.extend((v, depth + 3) for v in item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend((v, depth + 2) for v in item)
+    return False
+
 
 def value_to_python(value: Value) -> Any:
     """Convert a protobuf ``Value`` to plain Python (numbers stay floats)."""
@@ -145,6 +184,8 @@ def sniff_media_type(data: bytes) -> str:
 
 
 def _data_part(value: Any) -> Part:
+    if _too_deep(value):
+        raise OutputTooDeep()
     if _no_double(value):
         value = _json_numbers(value)
     holder = Struct()
@@ -215,7 +256,9 @@ def _as_file(value: Any) -> File | bytes | None:
 
 
 def output_to_parts(value: Any, *, wrapped_result: bool = False) -> list[Part]:
-    """Convert a module's return value to A2A parts (see module docstring)."""
+    """Convert a module's return value to A2A parts (see module docstring).
+
+    Raises :class:`OutputTooDeep` for a value nested deeper than protobuf carries."""
     if wrapped_result and isinstance(value, dict) and len(value) == 1 and "result" in value:
         value = value["result"]
     if value is None:

@@ -165,10 +165,15 @@ class ApCoreAgentExecutor(AgentExecutor):
                 inputs = resumed
             try:
                 value, streamed = await self._invoke(run, context, spec, inputs)
-            except Exception as exc:
+                parts = (
+                    value
+                    if streamed
+                    else output_to_parts(value, wrapped_result=spec.wrapped_result)
+                )
+            except Exception as exc:  # an output too deep for the wire fails here too
                 await self._handle_failure(run, message, spec, exc, inputs, context, stored)
                 return
-            await self._complete(run, spec, value, streamed)
+            await self._complete(run, parts, streamed)
         finally:
             if self._runs.get(task_id) is run:
                 del self._runs[task_id]
@@ -210,10 +215,9 @@ class ApCoreAgentExecutor(AgentExecutor):
         if run is not None and not run.ended:
             run.stop()
 
-    async def _complete(self, run: Run, spec: SkillSpec, value: Any, streamed: bool) -> None:
+    async def _complete(self, run: Run, parts: list[Part] | None, streamed: bool) -> None:
         """The result as an artifact (or, streamed, as the status message) + completed."""
         message: Message | None = None
-        parts = value if streamed else output_to_parts(value, wrapped_result=spec.wrapped_result)
         if streamed and parts:
             # The chunks already built the artifact; the status carries the merged data.
             message = new_message(parts, run.context_id, run.task_id)
@@ -311,11 +315,12 @@ class ApCoreAgentExecutor(AgentExecutor):
         # Not started by the module, so stopping the module does not stop these events.
         opening = loop.create_task(open_task())
         error: Exception | None = None
-        value: Any = None
+        parts: list[Part] = []
         try:
             try:
                 hook = functools.partial(loop.call_soon_threadsafe, chosen.set)
                 value, _ = await self._invoke(run, context, spec, inputs, on_task=hook)
+                parts = output_to_parts(value, wrapped_result=spec.wrapped_result)
             except Exception as exc:
                 error = exc
             if run.canceled:
@@ -330,7 +335,6 @@ class ApCoreAgentExecutor(AgentExecutor):
                 await self._refuse_reply(run, context, spec, error)
                 return
             if kind == "message":
-                parts = output_to_parts(value, wrapped_result=spec.wrapped_result)
                 reply = new_message(parts, run.context_id)
                 reply.metadata.update({SKILL_METADATA_KEY: spec.module_id})
                 await run.emit(reply)
@@ -340,7 +344,7 @@ class ApCoreAgentExecutor(AgentExecutor):
             if error is not None:
                 await self._handle_failure(run, message, spec, error, inputs, context, None)
             else:
-                await self._complete(run, spec, value, False)
+                await self._complete(run, parts, False)
         finally:
             opening.cancel()
 
