@@ -5,6 +5,7 @@ the send answered -32603 and the task was left failed without a reason."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -15,6 +16,7 @@ from google.protobuf.json_format import MessageToDict
 from pydantic import BaseModel, ConfigDict
 
 from apcore_a2a import A2AServerFactory
+from tests._postgres import store_url
 from tests._sdk import make_client, request
 from tests._support import free_port, threaded_server
 
@@ -63,7 +65,7 @@ class DeepStream(Deep):
         yield self.execute(inputs, context)
 
 
-@pytest.fixture(scope="module", params=["memory", "sqlite"])
+@pytest.fixture(scope="module", params=["memory", "sqlite", "postgresql"])
 def deep_url(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[str]:
@@ -71,15 +73,16 @@ def deep_url(
     registry.register("deep.task", Deep())
     registry.register("deep.reply", DeepReply())
     registry.register("deep.stream", DeepStream())
-    store = "memory://"
-    if request.param == "sqlite":
-        store = f"sqlite:///{tmp_path_factory.mktemp('deep') / 'tasks.db'}"
-    port, grpc_port = free_port(), free_port()
-    app, _card = A2AServerFactory(
-        Executor(registry), environ={}, port=port, grpc_port=grpc_port, task_store=store
-    ).create()
-    with threaded_server(app, port=port) as url:
-        yield url
+    with contextlib.ExitStack() as stack:
+        store = "memory://"
+        if request.param != "memory":
+            folder = tmp_path_factory.mktemp("deep")
+            store = stack.enter_context(store_url(request.param, folder))
+        port, grpc_port = free_port(), free_port()
+        app, _card = A2AServerFactory(
+            Executor(registry), environ={}, port=port, grpc_port=grpc_port, task_store=store
+        ).create()
+        yield stack.enter_context(threaded_server(app, port=port))
 
 
 def _reason(task: Any) -> str:
