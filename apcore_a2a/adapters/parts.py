@@ -50,9 +50,10 @@ class OutputTooDeep(Exception):
         super().__init__(self.message)
 
 
-def _too_deep(value: Any) -> bool:
-    """Whether *value* nests deeper than :data:`_MAX_VALUE_DEPTH` (iterative: an output
-    nested deeper than Python recurses, or holding itself, ends here too)."""
+def too_deep(value: Any) -> bool:
+    """Whether *value*, as a data part, nests deeper than protobuf carries (see
+    :class:`OutputTooDeep`). Iterative: a value nested deeper than Python recurses, or
+    holding itself, ends here too."""
     stack = [(value, 1)]
     while stack:
         item, depth = stack.pop()
@@ -184,7 +185,7 @@ def sniff_media_type(data: bytes) -> str:
 
 
 def _data_part(value: Any) -> Part:
-    if _too_deep(value):
+    if too_deep(value):
         raise OutputTooDeep()
     if _no_double(value):
         value = _json_numbers(value)

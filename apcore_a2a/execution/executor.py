@@ -35,7 +35,7 @@ from apcore_a2a.adapters.errors import (
     one_line,
 )
 from apcore_a2a.adapters.outputs import TASK_HOOK_KEY, input_required_of, reply_of, text_from_value
-from apcore_a2a.adapters.parts import is_file, output_to_parts
+from apcore_a2a.adapters.parts import OutputTooDeep, is_file, output_to_parts, too_deep
 from apcore_a2a.adapters.skills import SkillSpec
 from apcore_a2a.edge.call import call_of
 from apcore_a2a.errors import PermissionDeniedError
@@ -384,6 +384,8 @@ class ApCoreAgentExecutor(AgentExecutor):
         stored: object | None,
     ) -> None:
         asked = input_required_of(exc)
+        if asked is not None and too_deep({"data": asked.data}):
+            asked, exc = None, OutputTooDeep()  # its question's data part could not be read
         code = "MODULE_TIMEOUT" if isinstance(exc, TimeoutError) else getattr(exc, "code", None)
         refusal = refusal_of(exc)
         if refusal is not None:

@@ -15,7 +15,7 @@ from apcore import Executor, ModuleAnnotations, Registry
 from google.protobuf.json_format import MessageToDict
 from pydantic import BaseModel, ConfigDict
 
-from apcore_a2a import A2AServerFactory
+from apcore_a2a import A2AServerFactory, InputRequired
 from tests._postgres import store_url
 from tests._sdk import make_client, request
 from tests._support import free_port, threaded_server
@@ -53,6 +53,13 @@ class Deep:
         return {"deep": nested(inputs["objects"] - 1, inputs.get("lists", 0))}
 
 
+class DeepQuestion(Deep):
+    """Asks the caller, with data nested as deep as asked (under the question's "data")."""
+
+    def execute(self, inputs: dict[str, Any], context: Any) -> Any:
+        raise InputRequired("Which one?", data=nested(inputs["objects"] - 1))
+
+
 class DeepReply(Deep):
     metadata = {"a2a": {"reply": "message"}}
 
@@ -73,6 +80,7 @@ def deep_url(
     registry.register("deep.task", Deep())
     registry.register("deep.reply", DeepReply())
     registry.register("deep.stream", DeepStream())
+    registry.register("deep.ask", DeepQuestion())
     with contextlib.ExitStack() as stack:
         store = "memory://"
         if request.param != "memory":
@@ -147,5 +155,20 @@ async def test_too_deep_chunk_fails_the_stream(deep_url: str, binding: str, vers
         events = [e async for e in client.send_message(request("deep.stream", {"objects": 30}))]
         assert events[-1].status_update.status.state == COMPLETED
         await _still_readable(client, version, task_id, events[-1].status_update.task_id)
+    finally:
+        await client.close()
+
+
+@pytest.mark.parametrize(("binding", "version"), ALL_TRANSPORTS)
+async def test_too_deep_question_data_fails_its_task(
+    deep_url: str, binding: str, version: str
+) -> None:
+    client = await make_client(deep_url, binding, version)
+    try:
+        asked = await send(client, request("deep.ask", {"objects": 30}))
+        assert asked.status.state == TaskState.TASK_STATE_INPUT_REQUIRED, asked.status
+        failed = await send(client, request("deep.ask", {"objects": 31}))
+        assert failed.status.state == FAILED and LIMIT in _reason(failed), failed.status
+        await _still_readable(client, version, asked.id, failed.id)
     finally:
         await client.close()
