@@ -5,9 +5,9 @@
 (e.g. -32602 with field errors, -32601, or -32001 for a masked ACL denial). ``"failed"`` /
 ``"rejected"`` / ``"canceled"``: the task ends in that state, its status message carrying
 a text part and a data part ``{"code", "message", "type"}``; a module's output its schema
-refuses is such a failure, not the caller's error. Client-facing messages have no
-file paths, no traceback lines, at most 500 characters. :data:`ERROR_TABLE` is the table
-documented in the README.
+refuses, or the input of a call the module makes, is such a failure, not the caller's
+error. Client-facing messages have no file paths, no traceback lines, at most 500
+characters. :data:`ERROR_TABLE` is the table documented in the README.
 """
 
 from __future__ import annotations
@@ -135,6 +135,14 @@ _UNKNOWN = ErrorRule("INTERNAL_ERROR", "failed", InternalError, "Internal error"
 _BAD_OUTPUT = ErrorRule(
     "SCHEMA_VALIDATION_ERROR", "failed", None, "Module output does not match its schema"
 )
+#: the input of a call the module made was refused: the module's fault, not the caller's
+#: (the called module and its field errors are not named)
+_BAD_CALL = ErrorRule(
+    "SCHEMA_VALIDATION_ERROR",
+    "failed",
+    None,
+    "Input of a call this skill makes does not match its schema",
+)
 #: the ACL refused a call the module made, in a new message: nothing of another caller's
 #: to mask; the caller is told its request was refused (the module's target is not named)
 _NESTED_DENIED = ErrorRule(
@@ -176,10 +184,18 @@ def _field_errors(exc: Any) -> list[dict[str, str]]:
     ]
 
 
-def _nested(exc: BaseException, module_id: str | None) -> bool:
+def _nested(exc: BaseException, module_id: str | None, key: str) -> bool:
+    """Whether *exc* names, under *key* of its details, a module other than *module_id*."""
     details = getattr(exc, "details", None)
-    target = details.get("target_id") if isinstance(details, dict) else None
+    target = details.get(key) if isinstance(details, dict) else None
     return module_id is not None and target is not None and target != module_id
+
+
+def nested_input(exc: BaseException, module_id: str | None) -> bool:
+    """Whether *exc* refused the input of a call *module_id* made, not the caller's input:
+    apcore names the module whose input it refused as the error's ``module_id`` detail."""
+    code = getattr(exc, "code", None)
+    return code == "SCHEMA_VALIDATION_ERROR" and _nested(exc, module_id, "module_id")
 
 
 def map_error(
@@ -198,7 +214,9 @@ def map_error(
     rule = ERROR_TABLE.get(str(code), _CUSTOM) if is_module_error else _UNKNOWN
     if rule.code == "SCHEMA_VALIDATION_ERROR" and bad_output:
         rule = _BAD_OUTPUT
-    elif rule.code == "ACL_DENIED" and new_message and _nested(exc, module_id):
+    elif nested_input(exc, module_id):
+        rule = _BAD_CALL
+    elif rule.code == "ACL_DENIED" and new_message and _nested(exc, module_id, "target_id"):
         rule = _NESTED_DENIED
     code = str(code) if is_module_error else rule.code
     message = rule.client_message or sanitize(getattr(exc, "message", None) or str(exc))

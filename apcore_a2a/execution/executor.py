@@ -32,6 +32,7 @@ from apcore_a2a.adapters.errors import (
     MappedError,
     as_a2a_error,
     map_error,
+    nested_input,
     one_line,
 )
 from apcore_a2a.adapters.outputs import TASK_HOOK_KEY, input_required_of, reply_of, text_from_value
@@ -397,7 +398,11 @@ class ApCoreAgentExecutor(AgentExecutor):
             return
         if asked is not None:
             await turns.ask(run, asked, message.message_id, inputs)
-        elif run.answering is not None and code in _BAD_INPUT and not output_invalid(exc):
+        elif (
+            run.answering is not None
+            and code in _BAD_INPUT
+            and not (output_invalid(exc) or nested_input(exc, spec.module_id))
+        ):
             # The answer made the input invalid: ask again, saying why.
             await turns.reask(run, run.answering, map_error(exc, module_id=spec.module_id).message)
         elif code == "APPROVAL_PENDING":

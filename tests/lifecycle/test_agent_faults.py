@@ -7,7 +7,11 @@ message; before, the call was answered -32602 Invalid params (HTTP 400,
 does not validate stays invalid params. A call the module makes that the ACL refuses, in a
 new message, ends the task ``failed`` with "Permission denied: ..." (code ``ACL_DENIED``);
 before, the call was answered -32001 Task not found for a task the caller had just
-created. A follow-up on another caller's task is still "Task not found".
+created. A follow-up on another caller's task is still "Task not found". A call the module
+makes with input the called module's schema refuses ends the task ``failed`` with "Input of
+a call this skill makes does not match its schema" (code ``SCHEMA_VALIDATION_ERROR``), on a
+follow-up too (its answer is not asked for again); before, it was answered -32602 Invalid
+params, as if the caller's own input were wrong.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ BINDINGS = [
     ("GRPC", "0.3"),
 ]
 DENIED = "Permission denied: a call this skill makes was refused"
+BAD_CALL = "Input of a call this skill makes does not match its schema"
 #: skill -> its task's status message: text, then data
 FAILED = {
     "task.bad_output": [
@@ -48,6 +53,10 @@ FAILED = {
         },
     ],
     "task.nested": [DENIED, {"code": "ACL_DENIED", "message": DENIED, "type": "ACLDeniedError"}],
+    "task.bad_call": [
+        BAD_CALL,
+        {"code": "SCHEMA_VALIDATION_ERROR", "message": BAD_CALL, "type": "SchemaValidationError"},
+    ],
 }
 
 
@@ -90,6 +99,18 @@ class Nested(_Task):
         return result
 
 
+class BadCall(_Task):
+    """Asks for a text first (when it has none), then calls ``task.bad_output`` with an
+    input its schema refuses."""
+
+    async def execute(self, inputs: dict[str, Any], context: Any) -> dict[str, Any]:
+        if not inputs.get("text"):
+            raise InputRequired("Say something", field="text")
+        call = context.executor.call_async("task.bad_output", {"text": 5}, context)
+        result: dict[str, Any] = await call
+        return result
+
+
 class Secret(_Task):
     def execute(self, inputs: dict[str, Any], context: Any) -> dict[str, Any]:
         return {"said": "secret"}
@@ -102,10 +123,16 @@ async def _agent(**settings: Any) -> AsyncIterator[str]:
         ("task.bad_output", BadOutput()),
         ("task.ask_then_bad", AskThenBadOutput()),
         ("task.nested", Nested()),
+        ("task.bad_call", BadCall()),
         ("task.secret", Secret()),
     ):
         registry.register(skill, module)
-    acl = ACL(rules=[ACLRule(callers=["@external"], targets=["*"], effect="allow")])
+    acl = ACL(
+        rules=[
+            ACLRule(callers=["@external"], targets=["*"], effect="allow"),
+            ACLRule(callers=["task.bad_call"], targets=["task.bad_output"], effect="allow"),
+        ]
+    )
     port = free_port()
     app, _ = A2AServerFactory(
         Executor(registry, acl=acl), environ={}, port=port, grpc_port=free_port(), **settings
@@ -149,22 +176,25 @@ async def test_a_module_failure_the_caller_cannot_fix_fails_its_task(
 
 
 @pytest.mark.parametrize(("binding", "version"), BINDINGS)
-async def test_a_bad_output_after_an_answer_fails_the_task_and_asks_nothing(
-    binding: str, version: str
+@pytest.mark.parametrize(
+    ("skill", "status"), [("task.ask_then_bad", "task.bad_output"), ("task.bad_call",) * 2]
+)
+async def test_an_agent_fault_after_an_answer_fails_the_task_and_asks_nothing(
+    binding: str, version: str, skill: str, status: str
 ) -> None:
-    """The caller's answer is not asked for again for the module's own output (that re-ask
-    is for an answer that made the input invalid)."""
+    """The caller's answer is not asked for again for the module's own output, or for the
+    input of a call it makes (that re-ask is for an answer that made the input invalid)."""
     async with _agent() as url:
         client = await make_client(url, binding, version)
         try:
-            asked = await _send(client, "task.ask_then_bad", {})
+            asked = await _send(client, skill, {})
             assert asked.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
             ids = {"task_id": asked.id, "context_id": asked.context_id}
-            task = await _send(client, "task.ask_then_bad", {"text": "hi"}, **ids)
+            task = await _send(client, skill, {"text": "hi"}, **ids)
         finally:
             await client.close()
         assert task.status.state == TaskState.TASK_STATE_FAILED
-        assert parts_data(task.status.message.parts) == FAILED["task.bad_output"]
+        assert parts_data(task.status.message.parts) == FAILED[status]
 
 
 @pytest.mark.parametrize(("binding", "version"), BINDINGS[:2] + BINDINGS[3:5])

@@ -2,7 +2,7 @@
 
 A skill with ``reply: "message"`` runs its module before anything is stored. When the call
 fails -- the module raises, its output does not validate, a call it makes is refused by
-the ACL, or (a sync module) it never got a worker thread -- the caller gets the error on
+the ACL or given input the called module's schema refuses, or (a sync module) it never got a worker thread -- the caller gets the error on
 JSON-RPC, REST and gRPC, 1.0 and 0.3, streaming or not, and nothing else happens: no task
 is stored under the id the run went by (``GetTask`` on it is "Task not found",
 ``ListTasks`` is empty), and the agent logs one line of its own (a module's crash: one
@@ -49,6 +49,8 @@ FAILURES = {
     "reply.crash": ("InternalError: ", "HTTP Error 500", logging.ERROR),
     # the module's own output: the agent's fault, not the caller's
     "reply.bad_output": ("InternalError: ", "HTTP Error 500", logging.ERROR),
+    # the input of a call the module makes: the agent's fault, not the caller's
+    "reply.bad_call": ("InternalError: ", "HTTP Error 500", logging.ERROR),
     # ACL_DENIED of the call the module makes, in a new message: the agent's refusal
     "reply.nested": (
         "Permission denied: a call this skill makes was refused",
@@ -97,6 +99,16 @@ class Nested(_Reply):
         return result
 
 
+class BadCall(_Reply):
+    """Calls ``reply.secret`` with an input its schema refuses."""
+
+    async def execute(self, inputs: dict[str, Any], context: Any) -> dict[str, Any]:
+        self.runs["reply.bad_call"] = context.data["a2a.task_id"]
+        call = context.executor.call_async("reply.secret", {"text": 5}, context)
+        result: dict[str, Any] = await call
+        return result
+
+
 class Secret(_Reply):
     def execute(self, inputs: dict[str, Any], context: Any) -> dict[str, Any]:
         return {"said": "secret"}
@@ -118,7 +130,12 @@ class Hold(_Reply):
 
 @contextlib.asynccontextmanager
 async def _agent(registry: Registry, **settings: Any) -> AsyncIterator[str]:
-    acl = ACL(rules=[ACLRule(callers=["@external"], targets=["*"], effect="allow")])
+    acl = ACL(
+        rules=[
+            ACLRule(callers=["@external"], targets=["*"], effect="allow"),
+            ACLRule(callers=["reply.bad_call"], targets=["reply.secret"], effect="allow"),
+        ]
+    )
     port = free_port()
     app, _ = A2AServerFactory(
         Executor(registry, acl=acl), environ={}, port=port, grpc_port=free_port(), **settings
@@ -170,6 +187,7 @@ async def test_a_failed_message_reply_answers_its_error_and_keeps_no_task(
         ("reply.crash", Crash(runs)),
         ("reply.bad_output", BadOutput(runs)),
         ("reply.nested", Nested(runs)),
+        ("reply.bad_call", BadCall(runs)),
         ("reply.secret", Secret(runs)),
     ):
         registry.register(skill, module)
