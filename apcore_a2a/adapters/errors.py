@@ -143,6 +143,11 @@ _BAD_CALL = ErrorRule(
     None,
     "Input of a call this skill makes does not match its schema",
 )
+#: a call the module made names a module not served (mistyped, removed, disabled): the
+#: module's fault; the caller's own skill exists, and the missing one is not named
+_MISSING_CALL = ErrorRule(
+    "MODULE_NOT_FOUND", "failed", None, "A call this skill makes names no module the agent serves"
+)
 #: the ACL refused a call the module made, in a new message: nothing of another caller's
 #: to mask; the caller is told its request was refused (the module's target is not named)
 _NESTED_DENIED = ErrorRule(
@@ -218,12 +223,13 @@ def map_error(
         rule = _BAD_CALL
     elif rule.code == "ACL_DENIED" and new_message and _nested(exc, module_id, "target_id"):
         rule = _NESTED_DENIED
+    elif rule.a2a is MethodNotFoundError and _nested(exc, module_id, "module_id"):
+        rule = _MISSING_CALL
     code = str(code) if is_module_error else rule.code
     message = rule.client_message or sanitize(getattr(exc, "message", None) or str(exc))
-    if code == "MODULE_NOT_FOUND" and module_id:
-        message = f"Skill not found: {module_id}"
-    elif code == "MODULE_DISABLED" and module_id:
-        message = f"Skill is disabled: {module_id}"
+    if rule.a2a is MethodNotFoundError and module_id:  # the caller's own skill
+        what = "not found" if code == "MODULE_NOT_FOUND" else "is disabled"
+        message = f"Skill {what}: {module_id}"
     elif code == "APPROVAL_DENIED":
         reason = getattr(exc, "reason", None)
         message = f"Approval denied: {sanitize(reason, 300)}" if reason else "Approval denied"

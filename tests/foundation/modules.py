@@ -59,7 +59,9 @@ def make_error(kind: str) -> BaseException:
 
     denied = ApprovalResult(status="rejected", reason="not today")
     table: dict[str, Any] = {
-        "MODULE_NOT_FOUND": lambda: e.ModuleNotFoundError("ghost.module"),
+        "MODULE_NOT_FOUND": lambda: e.ModuleNotFoundError("errors.raise"),
+        # a module the skill calls is gone: the skill's fault, the caller's skill exists
+        "NESTED_NOT_FOUND": lambda: e.ModuleNotFoundError("ghost.module"),
         "MODULE_DISABLED": lambda: e.ModuleDisabledError("errors.raise"),
         "SCHEMA_VALIDATION_ERROR": lambda: e.SchemaValidationError(
             "Input validation failed", [{"path": "/x", "keyword": "type", "message": "bad x"}]

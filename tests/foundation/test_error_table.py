@@ -38,6 +38,7 @@ FINAL = {
     "TASK_LIMIT_EXCEEDED": ("failed", "Too many tasks; retry later"),
     "GENERAL_INTERNAL_ERROR": ("failed", "Internal error"),
     "CUSTOM_QUOTA": ("failed", "quota exhausted"),
+    "NESTED_NOT_FOUND": ("failed", "A call this skill makes names no module the agent serves"),
 }
 
 
@@ -84,7 +85,8 @@ def test_execution_errors_end_the_task(agent_url: str, kind: str) -> None:
     text_part, data_part = task["status"]["message"]["parts"]
     assert text_part["text"] == message
     data = data_part["data"]
-    expected_code = "BILLING_QUOTA" if kind == "CUSTOM_QUOTA" else kind
+    renamed = {"CUSTOM_QUOTA": "BILLING_QUOTA", "NESTED_NOT_FOUND": "MODULE_NOT_FOUND"}
+    expected_code = renamed.get(kind, kind)
     assert data["code"] == expected_code
     assert data["message"] == message
     assert data["type"]

@@ -42,6 +42,7 @@ BINDINGS = [
 ]
 DENIED = "Permission denied: a call this skill makes was refused"
 BAD_CALL = "Input of a call this skill makes does not match its schema"
+MISSING = "A call this skill makes names no module the agent serves"
 #: skill -> its task's status message: text, then data
 FAILED = {
     "task.bad_output": [
@@ -56,6 +57,10 @@ FAILED = {
     "task.bad_call": [
         BAD_CALL,
         {"code": "SCHEMA_VALIDATION_ERROR", "message": BAD_CALL, "type": "SchemaValidationError"},
+    ],
+    "task.missing_call": [
+        MISSING,
+        {"code": "MODULE_NOT_FOUND", "message": MISSING, "type": "ModuleNotFoundError"},
     ],
 }
 
@@ -111,6 +116,14 @@ class BadCall(_Task):
         return result
 
 
+class MissingCall(_Task):
+    """Calls a module no registry holds (a name its author mistyped, a module removed)."""
+
+    async def execute(self, inputs: dict[str, Any], context: Any) -> dict[str, Any]:
+        result: dict[str, Any] = await context.executor.call_async("task.gone", {}, context)
+        return result
+
+
 class Secret(_Task):
     def execute(self, inputs: dict[str, Any], context: Any) -> dict[str, Any]:
         return {"said": "secret"}
@@ -124,6 +137,7 @@ async def _agent(**settings: Any) -> AsyncIterator[str]:
         ("task.ask_then_bad", AskThenBadOutput()),
         ("task.nested", Nested()),
         ("task.bad_call", BadCall()),
+        ("task.missing_call", MissingCall()),
         ("task.secret", Secret()),
     ):
         registry.register(skill, module)
@@ -131,6 +145,7 @@ async def _agent(**settings: Any) -> AsyncIterator[str]:
         rules=[
             ACLRule(callers=["@external"], targets=["*"], effect="allow"),
             ACLRule(callers=["task.bad_call"], targets=["task.bad_output"], effect="allow"),
+            ACLRule(callers=["task.missing_call"], targets=["*"], effect="allow"),
         ]
     )
     port = free_port()
