@@ -180,3 +180,35 @@ class Peer:
         self._reading.cancel()
         with contextlib.suppress(Exception):
             await self.writer.wait_closed()
+
+
+async def undecodable_to_plain_server(value: bytes) -> list[tuple[str, str]]:
+    """Send *value* as a metadata value (``x-note``) to a plain ``grpc.aio`` echo server of
+    this process, through raw frames (grpc's own clients refuse such bytes): the metadata
+    its handler read."""
+    import grpc
+    import grpc.aio
+
+    seen: list[tuple[str, str]] = []
+
+    async def echo(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        seen.extend(context.invocation_metadata() or ())  # type: ignore[arg-type]
+        return request
+
+    handler = grpc.method_handlers_generic_handler(
+        "plain.Echo", {"Echo": grpc.unary_unary_rpc_method_handler(echo)}
+    )
+    server = grpc.aio.server(handlers=[handler])
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    peer = await Peer.open("127.0.0.1", port)
+    try:
+        peer.preface()
+        head = grpc_headers("127.0.0.1", "/plain.Echo/Echo", version="")
+        peer.send(frame(HEADERS, END_HEADERS, 1, head + header_block([("x-note", value)])))
+        peer.finish_call(1, message(b"hi"))
+        await peer.until_ended(1, 30)
+    finally:
+        await peer.close()
+        await server.stop(None)
+    return seen

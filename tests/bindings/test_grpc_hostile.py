@@ -22,7 +22,16 @@ import grpc
 import grpc.aio
 from a2a.types import Message, Part, Role, SendMessageRequest, TaskState, a2a_pb2
 
-from tests._h2raw import END_HEADERS, HEADERS, Peer, frame, grpc_headers, header_block, message
+from tests._h2raw import (
+    END_HEADERS,
+    HEADERS,
+    Peer,
+    frame,
+    grpc_headers,
+    header_block,
+    message,
+    undecodable_to_plain_server,
+)
 from tests.bindings._agent import Agent
 from tests.bindings._grpc import failure, rich_status, stubs
 
@@ -188,26 +197,7 @@ async def test_another_grpc_server_of_the_process_keeps_its_error_records(
     """Our agent's gRPC server running changes nothing for another server of the process:
     grpcio's ERROR records of such a value sent to it stay as grpcio logs them."""
 
-    async def echo(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
-        context.invocation_metadata()
-        return request
-
-    handler = grpc.method_handlers_generic_handler(
-        "plain.Echo", {"Echo": grpc.unary_unary_rpc_method_handler(echo)}
-    )
-    server = grpc.aio.server(handlers=[handler])
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
-    peer = await Peer.open("127.0.0.1", port)
-    try:
-        peer.preface()
-        head = grpc_headers("127.0.0.1", "/plain.Echo/Echo", version="")
-        peer.send(frame(HEADERS, END_HEADERS, 1, head + header_block([("x-note", b"\xff")])))
-        peer.finish_call(1, message(b"hi"))
-        await peer.until_ended(1, 30)
-    finally:
-        await peer.close()
-        await server.stop(None)
+    await undecodable_to_plain_server(b"\xff")
     loud = [r for r in caplog.records if "Invalid encoding" in r.getMessage()]
     assert loud
     assert {r.levelno for r in loud} == {logging.ERROR}

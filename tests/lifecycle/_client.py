@@ -14,6 +14,15 @@ from google.protobuf.json_format import MessageToDict
 from tests._sdk import make_client
 
 V1 = {"A2A-Version": "1.0"}
+#: every binding of the official SDK client, in both protocol versions
+BINDINGS = [
+    ("JSONRPC", "1.0"),
+    ("HTTP+JSON", "1.0"),
+    ("GRPC", "1.0"),
+    ("JSONRPC", "0.3"),
+    ("HTTP+JSON", "0.3"),
+    ("GRPC", "0.3"),
+]
 V03 = {"A2A-Version": "0.3"}
 
 #: (binding, protocol version) pairs the card advertises; the SDK picks the matching transport

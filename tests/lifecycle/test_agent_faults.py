@@ -30,16 +30,8 @@ from tests._sdk import make_client, request
 
 from .._support import free_port, running_server
 from ..auth.keys import HMAC_SECRET, bearer, hs_plain
-from ._client import collect, parts_data
+from ._client import BINDINGS, collect, parts_data
 
-BINDINGS = [
-    ("JSONRPC", "1.0"),
-    ("HTTP+JSON", "1.0"),
-    ("GRPC", "1.0"),
-    ("JSONRPC", "0.3"),
-    ("HTTP+JSON", "0.3"),
-    ("GRPC", "0.3"),
-]
 DENIED = "Permission denied: a call this skill makes was refused"
 BAD_CALL = "Input of a call this skill makes does not match its schema"
 MISSING = "A call this skill makes names no module the agent serves"

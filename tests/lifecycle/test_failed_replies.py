@@ -30,16 +30,8 @@ from apcore_a2a import A2AServerFactory
 from tests._sdk import make_client, request
 
 from .._support import free_port, running_server
-from ._client import V1, collect, rpc
+from ._client import BINDINGS, V1, collect, rpc
 
-BINDINGS = [
-    ("JSONRPC", "1.0"),
-    ("HTTP+JSON", "1.0"),
-    ("GRPC", "1.0"),
-    ("JSONRPC", "0.3"),
-    ("HTTP+JSON", "0.3"),
-    ("GRPC", "0.3"),
-]
 REFUSAL = "No sync worker thread came free for this call within execution_timeout"
 #: what the SDK's 0.3 REST client says of any HTTP 404
 NOT_FOUND_03 = "MethodNotFoundError: Resource not found"

@@ -12,37 +12,13 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-import grpc
-import grpc.aio
-
-from tests._h2raw import END_HEADERS, HEADERS, Peer, frame, grpc_headers, header_block, message
+from tests._h2raw import undecodable_to_plain_server
 
 
 async def test_grpcio_logs_an_error_for_each_read_of_a_value_that_is_not_utf8(
     caplog: Any,
 ) -> None:
-    seen: list[Any] = []
-
-    async def echo(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
-        seen.extend(context.invocation_metadata() or ())
-        return request
-
-    handler = grpc.method_handlers_generic_handler(
-        "plain.Echo", {"Echo": grpc.unary_unary_rpc_method_handler(echo)}
-    )
-    server = grpc.aio.server(handlers=[handler])
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
-    peer = await Peer.open("127.0.0.1", port)
-    try:
-        peer.preface()
-        head = grpc_headers("127.0.0.1", "/plain.Echo/Echo", version="")
-        peer.send(frame(HEADERS, END_HEADERS, 1, head + header_block([("x-note", b"\xff")])))
-        peer.finish_call(1, message(b"hi"))
-        await peer.until_ended(1, 30)
-    finally:
-        await peer.close()
-        await server.stop(None)
+    seen = await undecodable_to_plain_server(b"\xff")
     assert ("x-note", "\xff") in seen
     records = [r for r in caplog.records if r.getMessage() == "Invalid encoding on b'\\xff'"]
     assert records, "grpcio no longer logs a value it cannot decode"
