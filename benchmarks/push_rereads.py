@@ -1,16 +1,23 @@
-"""What reading a push config again before each delivery attempt costs (``push/sender.py``:
-a config deleted or replaced on another replica, or gone with its task, ends its
-deliveries at the next attempt).
+"""What the push sender reads from its store per event and per delivery attempt.
 
 ``python -m benchmarks.push_rereads [--rounds 2000]``
 
+The sender (``push/sender.py``) reads, for each event (``send_notification``), the task's
+configs (``get_info_for_dispatch``) and their records (failures and protocol versions, one
+``UNION`` query: ``ConfigStatusBook.of``); for each attempt, once it holds a delivery slot,
+the configs again (a config deleted or replaced on another replica, or gone with its task,
+ends its deliveries there). Nothing else is read before a POST.
+
 For each store (memory, a SQLite file, a PostgreSQL schema in cluster mode) a task with
-one config, then, in this process: *rounds* reads of its configs as the sender now makes
-before each attempt (``get_info_for_dispatch``), *rounds* reads of its failure record (a
-read each delivery made until the failures were read with each event's versions), and
-*rounds* whole deliveries (``send_notification`` then ``idle``: serialize, queue, the
-reads, a signed POST to a receiver on 127.0.0.1 that answers 204). The figures are the
-mean microseconds of each, and the added read as a share of a delivery.
+one config, then, in this process: *rounds* reads of its configs, *rounds* reads of their
+records, and *rounds* whole deliveries (``send_notification`` then ``idle``: serialize,
+queue, the reads, a signed POST to a receiver on 127.0.0.1 that answers 204: one attempt
+each). The figures are the mean microseconds of each, the config read as a share of a
+delivery, and, counted (independent of the machine's load), per event (in
+``send_notification``) and per attempt (in ``idle``): the store reads made (calls of the two
+reads above; SQL and memory stores alike) and the SQL statements on the push tables
+executed (SQLAlchemy ``before_cursor_execute``; not the cluster's heartbeats, nor the
+``BEGIN`` SQLite sends before each read).
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from typing import Any
 
 from a2a.server.context import ServerCallContext
 from a2a.types import TaskPushNotificationConfig, TaskState, TaskStatus, TaskStatusUpdateEvent
+from sqlalchemy.event import listen
 
 from apcore_a2a.push import build_push
 from apcore_a2a.settings import Settings
@@ -76,20 +84,48 @@ async def measure(url: str, rounds: int) -> dict[str, float]:
             task_id=task_id, context_id="ctx", status=TaskStatus(state=TaskState.TASK_STATE_WORKING)
         )
         sender = kit.sender
+        statements = [0]
+        if stores.engine is not None:
+
+            def count(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+                # Not the cluster's heartbeats (timed), nor SQLite's BEGIN before each read.
+                statements[0] += "push_" in statement
+
+            listen(stores.engine.sync_engine, "before_cursor_execute", count)
+        reads = [0]
+        for owner, name in ((kit.config_store, "get_info_for_dispatch"), (kit.statuses, "of")):
+            read = getattr(owner, name)
+
+            async def counted(*args: Any, _read: Any = read) -> Any:
+                reads[0] += 1
+                return await _read(*args)
+
+            setattr(owner, name, counted)  # on the instance: this process only
+        configs = await kit.config_store.get_info_for_dispatch(task_id)
+        per = {"event": [0, 0], "attempt": [0, 0]}
 
         async def deliver() -> None:
-            await sender.send_notification(task_id, event)
-            await sender.idle()
+            for phase, step in (
+                ("event", lambda: sender.send_notification(task_id, event)),
+                ("attempt", sender.idle),
+            ):
+                before = statements[0], reads[0]
+                await step()
+                per[phase][0] += statements[0] - before[0]
+                per[phase][1] += reads[0] - before[1]
 
         reread = await _mean_us(rounds, lambda: kit.config_store.get_info_for_dispatch(task_id))
-        failed = await _mean_us(rounds, lambda: kit.statuses.failed.read(task_id))
+        records = await _mean_us(rounds, lambda: kit.statuses.of(task_id, configs))
         delivery = await _mean_us(rounds, deliver)
         assert sender.sent == rounds, (sender.sent, sender.failed, sender.dropped)
     finally:
         await kit.aclose()
         await stores.aclose()
         server.close()
-    return {"reread_us": reread, "failed_read_us": failed, "delivery_us": delivery}
+    counts = {
+        f"{k}_{p}": v[i] / rounds for p, v in per.items() for i, k in enumerate(("sql", "reads"))
+    }
+    return {"reread_us": reread, "records_us": records, "delivery_us": delivery, **counts}
 
 
 def main() -> None:
@@ -103,9 +139,11 @@ def main() -> None:
             m = asyncio.run(measure(url, rounds))
         share = m["reread_us"] / m["delivery_us"] * 100
         print(
-            f"{kind:10s} config re-read {m['reread_us']:8.1f} us | failure-record read "
-            f"{m['failed_read_us']:8.1f} us | whole delivery {m['delivery_us']:8.1f} us | "
-            f"re-read = {share:4.1f}% of a delivery"
+            f"{kind:10s} config read {m['reread_us']:8.1f} us | records read "
+            f"{m['records_us']:8.1f} us | whole delivery {m['delivery_us']:8.1f} us | "
+            f"config read = {share:4.1f}% of a delivery | per event: "
+            f"{m['reads_event']:.2f} reads, {m['sql_event']:.2f} SQL | per attempt: "
+            f"{m['reads_attempt']:.2f} reads, {m['sql_attempt']:.2f} SQL"
         )
 
 
