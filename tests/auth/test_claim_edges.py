@@ -32,14 +32,11 @@ def signed(payload: str) -> str:
     return (signing_input + b"." + base64.urlsafe_b64encode(sig).rstrip(b"=")).decode()
 
 
-TOKENS = {
-    "exp beyond a float": signed(f'{{"sub": "alice", "exp": {FAR}}}'),
-    "iss a lone surrogate": signed(
-        f'{{"sub": "alice", "iss": "idp-\\ud800", "exp": {int(time.time()) + 600}}}'
-    ),
-    "a long sub with a lone surrogate": signed(
-        f'{{"sub": "\\ud800{"a" * 300}", "exp": {int(time.time()) + 600}}}'
-    ),
+#: each case's claims (JSON text); ``{exp}`` is ten minutes ahead, filled when the test runs
+CLAIMS = {
+    "exp beyond a float": f'{{{{"sub": "alice", "exp": {FAR}}}}}',
+    "iss a lone surrogate": '{{"sub": "alice", "iss": "idp-\\ud800", "exp": {exp}}}',
+    "a long sub with a lone surrogate": '{{"sub": "\\ud800' + "a" * 300 + '", "exp": {exp}}}',
 }
 
 
@@ -53,14 +50,14 @@ def agent(request: pytest.FixtureRequest) -> Iterator[tuple[str, str, int]]:
         yield url, f"127.0.0.1:{grpc_port}", lifetime
 
 
-@pytest.mark.parametrize("case", list(TOKENS))
+@pytest.mark.parametrize("case", list(CLAIMS))
 async def test_odd_claims_are_served_or_refused_on_every_binding(
     agent: tuple[str, str, int], case: str
 ) -> None:
     url, address, lifetime = agent
     # An exp ten to the 400th seconds ahead is valid, unless a maximum lifetime refuses it.
     refused = lifetime > 0 and case == "exp beyond a float"
-    token = TOKENS[case]
+    token = signed(CLAIMS[case].format(exp=int(time.time()) + 600))
     headers = {"Authorization": f"Bearer {token}", "A2A-Version": "1.0"}
     call = {"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {}}
     async with httpx.AsyncClient(base_url=url, headers=headers) as http:

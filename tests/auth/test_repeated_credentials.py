@@ -4,6 +4,7 @@ which one counts would be a guess, and a proxy in front may have guessed the oth
 from __future__ import annotations
 
 import secrets
+import time
 from collections.abc import Iterator
 
 import grpc
@@ -19,7 +20,10 @@ from .agent import serve_agent
 from .keys import HMAC_SECRET, hs_plain
 
 KEY = "k-" + secrets.token_hex(16)
-ALICE, BOB = f"Bearer {hs_plain(sub='alice')}", f"Bearer {hs_plain(sub='bob')}"
+# Made at import: valid for a day, not hs_plain's 10 minutes, or a long test run (a loaded
+# CI machine: 30 minutes) reaches these tests with them expired.
+DAY = int(time.time()) + 86_400
+ALICE, BOB = (f"Bearer {hs_plain(sub=who, exp=DAY)}" for who in ("alice", "bob"))
 PAIRS = {
     "valid, then bad": [("authorization", ALICE), ("authorization", "Bearer not-a-jwt")],
     "bad, then valid": [("authorization", "Bearer not-a-jwt"), ("authorization", ALICE)],

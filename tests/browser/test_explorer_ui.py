@@ -278,7 +278,7 @@ async def test_reject_a_module_that_requires_approval(page: Any) -> None:
 
 JWT_SECRET = "explorer-test-secret-0123456789abcdef"
 # exp is required (issue 17); an hour outlives any run of this module.
-_CLAIMS = {"sub": "ann", "exp": int(time.time()) + 3600}
+_CLAIMS = {"sub": "ann", "exp": int(time.time()) + 86_400}  # made at import: a day
 GOOD_JWT = jwt.encode(_CLAIMS, JWT_SECRET, algorithm="HS256")
 BAD_JWT = jwt.encode(_CLAIMS, "another-secret-0123456789abcdef-xyz", algorithm="HS256")
 
