@@ -126,12 +126,12 @@ async def _send_http(base: str, data: bytes, rounds: int, parallel: int) -> None
     headers = {"Content-Type": "application/json", "A2A-Version": "1.0"}
     limits = httpx.Limits(max_connections=parallel)
     async with httpx.AsyncClient(base_url=base, timeout=600, limits=limits) as http:
-        print("sending", flush=True)
+        print("sending", time.monotonic(), flush=True)
         for _ in range(rounds):
             posts = (http.post("/", content=data, headers=headers) for _ in range(parallel))
             for reply in await asyncio.gather(*posts):
                 print(json.dumps(_answer_of(reply)), flush=True)
-    print("done", flush=True)
+    print("done", time.monotonic(), flush=True)
 
 
 async def _send_grpc(target: str, data: bytes, rounds: int, parallel: int) -> None:
@@ -143,7 +143,7 @@ async def _send_grpc(target: str, data: bytes, rounds: int, parallel: int) -> No
     metadata = (("a2a-version", "1.0"),)
     async with grpc.aio.insecure_channel(target) as channel:
         send = a2a_pb2_grpc.A2AServiceStub(channel).SendMessage
-        print("sending", flush=True)
+        print("sending", time.monotonic(), flush=True)
         for _ in range(rounds):
             calls = (send(request, metadata=metadata) for _ in range(parallel))
             for answer in await asyncio.gather(*calls, return_exceptions=True):
@@ -152,7 +152,7 @@ async def _send_grpc(target: str, data: bytes, rounds: int, parallel: int) -> No
                 else:
                     line = str(a2a_pb2.TaskState.Name(answer.task.status.state))
                 print(json.dumps(line), flush=True)
-    print("done", flush=True)
+    print("done", time.monotonic(), flush=True)
 
 
 def _sender_main(target: str, path: str, rounds: int, parallel: int) -> None:
@@ -196,14 +196,19 @@ async def probe_during(
     import httpx
 
     flood = Flood()
-    sending = False
+    # When the sender began and ended, by the machine's monotonic clock (the same in every
+    # process): a flag set as its lines are read would lag them on a loaded machine, and a
+    # short flood could then hold no probe.
+    window = [float("inf"), float("-inf")]
+    ends: list[float] = []
     stop = asyncio.Event()
 
     async def probe(http: httpx.AsyncClient) -> None:
         while not stop.is_set():
-            started = time.perf_counter()
+            started = time.monotonic()
             status = (await http.get(probe_path)).status_code
-            flood.probes.append((status, time.perf_counter() - started, sending))
+            ends.append(time.monotonic())
+            flood.probes.append((status, ends[-1] - started, False))
             await asyncio.sleep(0.005)
 
     with tempfile.NamedTemporaryFile(suffix=".json") as file:
@@ -221,16 +226,19 @@ async def probe_during(
                 assert sender.stdout is not None
                 async for raw in sender.stdout:
                     line = raw.decode().strip()
-                    if line == "sending":
-                        sending = True
-                    elif line == "done":
-                        sending = False
+                    word, _, at = line.partition(" ")
+                    if word in ("sending", "done"):
+                        window[word == "done"] = float(at)
                     elif line:
                         flood.answers.append(json.loads(line))
                 flood.sender_exit = await sender.wait()
             finally:
                 stop.set()
                 await prober
+    flood.probes = [
+        (status, seconds, window[0] <= end <= window[1])
+        for (status, seconds, _), end in zip(flood.probes, ends, strict=True)
+    ]
     return flood
 
 

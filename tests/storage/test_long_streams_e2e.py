@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -181,6 +182,10 @@ async def _pg_wal_meter(url: str) -> AsyncIterator[list[int]]:
     if not available:
         cannot_run("the WAL is read with pg_walinspect (PostgreSQL 15 or later)")
     await _sql(url, "CREATE EXTENSION IF NOT EXISTS pg_walinspect")
+    # A slot holds the server's WAL from here until it is dropped: the half-second reads
+    # alone lost a segment to a checkpoint on a loaded machine (other tests' WAL).
+    slot = f"apcore_a2a_wal_meter_{uuid.uuid4().hex[:12]}"
+    await _sql(url, f"SELECT pg_create_physical_replication_slot('{slot}', true)")
     [(oid, start)] = await _sql(
         url,
         "SELECT oid, pg_current_wal_flush_lsn()::text FROM pg_database "
@@ -212,7 +217,10 @@ async def _pg_wal_meter(url: str) -> AsyncIterator[list[int]]:
         reader.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await reader
-    await read_up_to_now()
+        try:
+            await read_up_to_now()
+        finally:
+            await _sql(url, f"SELECT pg_drop_replication_slot('{slot}')")
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
