@@ -18,7 +18,7 @@ from apcore import Identity
 
 from apcore_a2a.adapters.errors import one_line
 from apcore_a2a.errors import PermissionDeniedError, UnauthenticatedError
-from apcore_a2a.execution.identity import AUTH_ISSUER_ATTR, AUTH_SCHEME_ATTR
+from apcore_a2a.execution.identity import AUTH_ISSUER_ATTR, AUTH_SCHEME_ATTR, reserved_type
 
 logger = logging.getLogger("apcore_a2a.auth")
 
@@ -200,6 +200,8 @@ class APIKeyAuthenticator:
             identity = (
                 who if isinstance(who, Identity) else Identity(id=who, type=API_KEY_IDENTITY_TYPE)
             )
+            if reserved_type(identity.type):
+                raise ValueError(f"an API key's identity may not be of type {identity.type!r}")
             self._keys.append((_digest(key), stamp_identity(identity, API_KEY_SCHEME)))
 
     def security_schemes(self) -> dict[str, SecurityScheme]:
@@ -274,14 +276,19 @@ class Gate:
         return UnauthenticatedError(self._message)
 
     async def identify(self, headers: Mapping[str, str]) -> Identity | None:
-        """The caller's identity, ``None`` without credentials; bad ones raise
-        :class:`~apcore_a2a.errors.UnauthenticatedError`."""
+        """The caller's identity, ``None`` without credentials; bad ones, and an identity of
+        a type apcore reserves (:func:`~apcore_a2a.execution.identity.reserved_type`, from
+        whichever authenticator), raise :class:`~apcore_a2a.errors.UnauthenticatedError`."""
         try:
-            return await self.authenticator.authenticate(headers)
+            identity = await self.authenticator.authenticate(headers)
+            if identity is not None and reserved_type(identity.type):
+                # Here, not in each authenticator: yours are held to it too.
+                raise InvalidCredentials(f"identity type {identity.type[:20]!r} is apcore's own")
         except InvalidCredentials as exc:
             # The reason, never the credential: these exceptions name what failed.
             logger.info("refused credentials: %s", one_line(exc, 300))
             raise self.unauthenticated() from None
+        return identity
 
     def anonymous_ok(self, method: str | None) -> bool:
         """Whether an anonymous caller may call *method* (its A2A 1.0 name, on every

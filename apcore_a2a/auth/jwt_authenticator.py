@@ -25,6 +25,7 @@ from apcore_a2a.auth.authenticator import (
     words,
 )
 from apcore_a2a.auth.jwks import JWKSKeySource
+from apcore_a2a.execution.identity import AUTH_ISSUER_ATTR, AUTH_SCHEME_ATTR, reserved_type
 
 _HMAC = ("HS256", "HS384", "HS512")
 _RSA = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512")
@@ -66,6 +67,17 @@ class ClaimMapping:
     attrs: tuple[str, ...] = ()
     default_type: str = "user"
     scopes: tuple[str, ...] = ("scope", "scp")
+
+    def __post_init__(self) -> None:
+        if reserved_type(self.default_type):
+            raise ValueError(f"default_type {self.default_type!r} is reserved by apcore")
+        # Set by the authenticator: a claim of that name must not stand in for them.
+        taken = [n for n in self.attrs if n in (SCOPES_ATTR, AUTH_SCHEME_ATTR, AUTH_ISSUER_ATTR)]
+        if taken:
+            raise ValueError(
+                f"ClaimMapping attrs may not name {taken[0]!r}, an attribute the "
+                "authenticator sets (the scopes claims: scopes=(...))"
+            )
 
     def to_identity(self, claims: Mapping[str, Any]) -> Identity | None:
         """Build the identity, or ``None`` when the id claim is missing or not a string."""

@@ -40,6 +40,15 @@ MAX_OWNER_CHARS = 255
 IPV6_CALLER_PREFIX = 64
 #: The role of callers who operate the agent: ``/health`` details, apcore's control modules.
 OPERATOR_ROLE = "operator"
+#: Identity types apcore gives a meaning of its own (the ACL's ``@system`` caller and
+#: ``identity_types: [system]`` match ``identity.type == "system"``): the host's own calls,
+#: never a remote caller's, so no credential may name them (docs/auth.md, "Identity types").
+RESERVED_IDENTITY_TYPES = frozenset({"system"})
+
+
+def reserved_type(kind: object) -> bool:
+    """Whether *kind* names a type apcore reserves (any case, any surrounding space)."""
+    return isinstance(kind, str) and kind.strip().casefold() in RESERVED_IDENTITY_TYPES
 
 
 def owner_key(identity: Identity) -> str:
