@@ -26,13 +26,14 @@ import random
 import socket
 import ssl
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import httpx
 import jwt
 from cachetools import TLRUCache
 
+from apcore_a2a._addresses import METADATA, IPAddress, embedded_ipv4
 from apcore_a2a.auth.authenticator import InvalidCredentials
 
 logger = logging.getLogger("apcore_a2a.auth")
@@ -41,6 +42,12 @@ logger = logging.getLogger("apcore_a2a.auth")
 MAX_JWKS_BYTES = 512 * 1024
 #: Unknown kids remembered at most (a spray of random kids cannot grow memory).
 MAX_UNKNOWN_KIDS = 4096
+#: ``resolve(host, port) -> addresses`` (the event loop's ``getaddrinfo`` by default).
+Resolver = Callable[[str, int], Awaitable[Sequence[str]]]
+#: Address classes, from the most public: a redirect may lead to the class of the
+#: configured URL's addresses or a more public one, never further in.
+CLASSES = ("public", "private", "loopback", "link-local")
+_THIS_NETWORK = ipaddress.ip_network("0.0.0.0/8")  # "this host" to Linux, as 127/8
 
 
 class KeyLookupError(InvalidCredentials):
@@ -78,9 +85,13 @@ class PublishedKey:
 
 
 class JWKSKeySource:
-    """Signing keys by ``kid`` from a JWKS URL. *transport* is for embedding and tests; by
-    default each fetch opens its own connection, so the source is not tied to one event
-    loop and holds no socket between fetches."""
+    """Signing keys by ``kid`` from a JWKS URL. *transport* and *resolver* are for
+    embedding and tests; by default each fetch opens its own connections, so the source is
+    not tied to one event loop and holds no socket between fetches.
+
+    Each request of a fetch goes to an address looked up once and checked
+    (:class:`CheckedAddresses`): a redirect may not lead to a more private class of address
+    than the configured URL's, and nothing resolves the name again to connect."""
 
     def __init__(
         self,
@@ -92,6 +103,7 @@ class JWKSKeySource:
         unknown_kid_seconds: float = 60.0,
         backoff_max: float = 60.0,
         transport: httpx.AsyncBaseTransport | None = None,
+        resolver: Resolver | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         try:
@@ -117,6 +129,7 @@ class JWKSKeySource:
         self.unknown_kid_seconds = unknown_kid_seconds
         self.backoff_max = backoff_max
         self._transport = transport
+        self._resolve = resolver or _getaddrinfo
         # Built once: loading the CA bundle blocks the event loop for ~10 ms.
         self._verify: ssl.SSLContext | bool = (
             httpx.create_ssl_context() if parts.scheme == "https" and transport is None else True
@@ -225,13 +238,18 @@ class JWKSKeySource:
             self.fetches += 1
 
     async def _download(self) -> dict[str, PublishedKey]:
+        inner = self._transport or httpx.AsyncHTTPTransport(
+            verify=self._verify, limits=httpx.Limits(max_keepalive_connections=0)
+        )
         async with (
             httpx.AsyncClient(
-                transport=self._transport,
-                verify=self._verify,
+                transport=CheckedAddresses(inner, self._resolve),
                 follow_redirects=True,
                 max_redirects=3,
                 timeout=self.timeout,
+                # No HTTP(S)_PROXY from the environment: it would fetch the keys past the
+                # address check, from wherever it resolved the name.
+                trust_env=False,
                 event_hooks={"request": [self._no_downgrade]},
             ) as http,
             http.stream("GET", self.url, headers={"Accept": "application/json"}) as response,
@@ -249,11 +267,8 @@ class JWKSKeySource:
         # Redirects are followed (identity providers move their key sets), but a key set
         # asked for over https is never read from plain http, where anyone on the path
         # could write the keys whose tokens the agent then accepts.
-        configured = httpx.URL(self.url)
-        if request.url.scheme != "https" and configured.scheme == "https":
+        if request.url.scheme != "https" and httpx.URL(self.url).scheme == "https":
             raise ValueError(f"refused a redirect from https to {request.url.scheme}")
-        if request.url != configured:
-            await _not_link_local(request.url)
 
     async def aclose(self) -> None:
         """Cancel a fetch in flight (waiting requests are refused); the source stays usable."""
@@ -264,16 +279,86 @@ class JWKSKeySource:
                 await task
 
 
-async def _not_link_local(url: httpx.URL) -> None:
-    """Refuse a redirect to a link-local address (169.254.0.0/16, fe80::/10), where cloud
-    metadata services answer: whoever writes the redirect would make the agent fetch them.
-    The name is resolved here (``2852039166`` is 169.254.169.254 too), once per redirect."""
-    port = url.port or (443 if url.scheme == "https" else 80)
+def address_class(ip: IPAddress) -> int:
+    """How private *ip* is, as an index of :data:`CLASSES`; an IPv6 form of an IPv4 address
+    (mapped, 6to4, Teredo, NAT64) is the class of the address it delivers to."""
+    embedded = embedded_ipv4(ip)
+    if embedded is not None:
+        return max(address_class(inner) for inner in embedded[1])
+    if ip.is_link_local or ip in METADATA:  # where cloud metadata services answer
+        return 3
+    if ip.is_loopback or ip.is_unspecified or (ip.version == 4 and ip in _THIS_NETWORK):
+        return 2
+    return 0 if ip.is_global else 1
+
+
+class CheckedAddresses(httpx.AsyncBaseTransport):
+    """The requests of one fetch, each sent through *inner* to the addresses its host name
+    was resolved to once and checked, never to a second lookup (DNS rebinding); the name
+    stays in the ``Host`` header and, over TLS, in SNI, so the certificate is verified for
+    it. The first request (the configured URL) sets the most private class allowed
+    (:func:`address_class`); a redirect to an address of a more private one is refused."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport, resolve: Resolver) -> None:
+        self._inner, self._resolve = inner, resolve
+        self._ceiling: int | None = None
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        url = request.url
+        host = url.raw_host.decode("ascii")  # IDNA: what DNS and SNI carry
+        try:
+            literal = ipaddress.ip_address(host.partition("%")[0])
+        except ValueError:
+            literal = None
+            port = url.port or (443 if url.scheme == "https" else 80)
+            addresses = list(dict.fromkeys(await self._resolve(host, port)))
+        else:
+            addresses = [str(literal)]
+        if not addresses:
+            raise ValueError(f"{host!r} has no address")
+        parsed = [ipaddress.ip_address(a.partition("%")[0]) for a in addresses]
+        classes = [address_class(ip) for ip in parsed]
+        if self._ceiling is None:
+            self._ceiling = max(classes)
+        worst = max(range(len(classes)), key=classes.__getitem__)
+        if classes[worst] > self._ceiling:
+            raise ValueError(
+                f"refused a redirect to a {CLASSES[classes[worst]]} address "
+                f"({parsed[worst]}; the JWKS URL's are {CLASSES[self._ceiling]})"
+            )
+        if literal is not None:  # nothing to look up again
+            return await self._inner.handle_async_request(request)
+        # Each checked address in turn, as a client tries a name's addresses.
+        for ip in parsed[:-1]:
+            with contextlib.suppress(httpx.ConnectError):
+                return await self._inner.handle_async_request(_aimed(request, host, ip))
+        return await self._inner.handle_async_request(_aimed(request, host, parsed[-1]))
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+def _aimed(request: httpx.Request, host: str, ip: IPAddress) -> httpx.Request:
+    """*request* sent to *ip*: its ``Host`` header is kept, and *host* is the TLS name
+    (``sni_hostname``, which the certificate is verified against too)."""
+    url = request.url
+    extensions = dict(request.extensions)
+    if url.scheme == "https":
+        extensions["sni_hostname"] = host
+    return httpx.Request(
+        request.method,
+        url.copy_with(host=str(ip)),
+        headers=request.headers,  # with Host, as httpx made it for the name
+        stream=request.stream,
+        extensions=extensions,
+    )
+
+
+async def _getaddrinfo(host: str, port: int) -> list[str]:
+    """The addresses of *host*, by the event loop's resolver (a thread of the default pool)."""
     loop = asyncio.get_running_loop()
-    for *_, address in await loop.getaddrinfo(url.host, port, type=socket.SOCK_STREAM):
-        ip = ipaddress.ip_address(str(address[0]).partition("%")[0])
-        if (getattr(ip, "ipv4_mapped", None) or ip).is_link_local:
-            raise ValueError(f"refused a redirect to a link-local address ({ip})")
+    found = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return [str(address[0]) for *_, address in found]
 
 
 def _digest(kid: str) -> bytes:

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 import httpx
 from a2a.utils.errors import InvalidParamsError
 
+from apcore_a2a._addresses import METADATA, IPAddress, embedded_ipv4
 from apcore_a2a._text import echoed
 from apcore_a2a.edge.call import CallRecord
 from apcore_a2a.push.dns import AresResolver
@@ -31,14 +32,7 @@ logger = logging.getLogger("apcore_a2a.push")
 
 __all__ = ["LOOKUPS_PER_CALLER", "AresResolver", "PushUrlPolicy", "Resolver"]
 
-IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
-
 _CGNAT = ipaddress.ip_network("100.64.0.0/10")
-# RFC 6052 well-known prefix; the local-use 64:ff9b:1::/48 has operator-chosen layouts
-# and stays refused as reserved.
-_NAT64 = ipaddress.ip_network("64:ff9b::/96")
-# Cloud metadata endpoints (AWS/GCP/Azure use the IPv4 one; AWS also answers on IPv6).
-_METADATA = {ipaddress.ip_address("169.254.169.254"), ipaddress.ip_address("fd00:ec2::254")}
 #: The longest URL the sender's HTTP client (httpx) sends.
 MAX_URL_CHARS = 65536
 # urlsplit drops tabs and line breaks before parsing (WHATWG); the sender's client refuses
@@ -46,26 +40,9 @@ MAX_URL_CHARS = 65536
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
-def _embedded_ipv4(addr: IPAddress) -> tuple[str, list[ipaddress.IPv4Address]] | None:
-    """``(kind, [IPv4, ...])`` for IPv6 forms that deliver to an IPv4 address inside
-    (Teredo: to its client through its server, so both count)."""
-    if not isinstance(addr, ipaddress.IPv6Address):
-        return None
-    if addr.ipv4_mapped is not None:
-        return "IPv4-mapped", [addr.ipv4_mapped]
-    if addr.sixtofour is not None:
-        return "6to4", [addr.sixtofour]
-    if addr.teredo is not None:
-        server, client = addr.teredo
-        return "Teredo", [client, server]
-    if addr in _NAT64:
-        return "NAT64", [ipaddress.IPv4Address(int(addr) & 0xFFFFFFFF)]
-    return None
-
-
 def _classify(addr: IPAddress, *, allow_loopback: bool) -> str | None:
     """The reason an address is not a public unicast destination, or ``None``."""
-    embedded = _embedded_ipv4(addr)
+    embedded = embedded_ipv4(addr)
     if embedded is not None:
         # Judge the address the packets are finally delivered to, not the wrapper.
         kind, inner = embedded
@@ -77,7 +54,7 @@ def _classify(addr: IPAddress, *, allow_loopback: bool) -> str | None:
     if addr.is_loopback:
         return None if allow_loopback else f"loopback address ({addr})"
     for refused, reason in (
-        (addr in _METADATA, "cloud metadata service address ({})"),
+        (addr in METADATA, "cloud metadata service address ({})"),
         (addr.is_unspecified, "unspecified address ({})"),
         (addr.is_link_local, "link-local address ({})"),
         (addr.version == 6 and addr.is_site_local, "site-local address ({}, deprecated fec0::/10)"),
