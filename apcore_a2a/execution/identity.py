@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import ipaddress
+import re
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -55,8 +56,9 @@ def owner_key(identity: Identity) -> str:
     """The task owner of *identity*: the key the task and push-config stores scope by.
 
     ``"<scheme>:<issuer tag>:<id>"``, so equal ids from different authenticators never
-    share tasks; the bare ``id`` without a scheme; ``"sha256:<hex>"`` of a key longer than
-    the stores' 255 characters (docs/auth.md, "Task owners")::
+    share tasks; the bare ``id`` without a scheme (``"id:<hex>"``, its SHA-256, when it is
+    spelled as one of these forms or an anonymous one); ``"sha256:<hex>"`` of a key longer
+    than the stores' 255 characters (docs/auth.md, "Task owners")::
 
         owner_key(Identity(id="alice", attrs={"auth_scheme": "apikey"}))   # "apikey::alice"
     """
@@ -67,9 +69,15 @@ def owner_key(identity: Identity) -> str:
         tag = hashlib.sha256(_utf8(issuer)).hexdigest()[:16] if has_issuer else ""
         # No ":" in scheme or tag, so the key splits back unambiguously.
         owner = f"{scheme.replace(':', '_')}:{tag}:{identity.id}"
-    else:
-        owner = str(identity.id)
+    elif _DERIVED.match(owner := str(identity.id)):
+        # An authenticator of yours that sets no scheme, and an id spelled as a derived
+        # owner or quota key: not that owner, nor that key ("id:" is one of the forms).
+        return "id:" + hashlib.sha256(_utf8(owner)).hexdigest()
     return _bounded(owner)
+
+
+#: The forms owners and quota keys are derived in, any case (a column may compare so).
+_DERIVED = re.compile(r"(anonymous|ip|sha256|id):|[^:]*:([0-9a-f]{16})?:", re.IGNORECASE)
 
 
 def _bounded(key: str) -> str:
