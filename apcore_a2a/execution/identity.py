@@ -76,8 +76,9 @@ def owner_key(identity: Identity) -> str:
     return _bounded(owner)
 
 
-#: The forms owners and quota keys are derived in, any case (a column may compare so).
-_DERIVED = re.compile(r"(anonymous|ip|sha256|id):|[^:]*:([0-9a-f]{16})?:", re.IGNORECASE)
+#: The forms owners and quota keys are derived in, any case (a column may compare so), and
+#: the empty owner (the SDK's anonymous one, and tasks older versions stored anonymously).
+_DERIVED = re.compile(r"(anonymous|ip|sha256|id):|[^:]*:([0-9a-f]{16})?:|$", re.IGNORECASE)
 
 
 def _bounded(key: str) -> str:

@@ -57,6 +57,7 @@ DERIVED = [
     address_key("2001:db8::7"),
     "anonymous:" + address_key("127.0.0.1"),
     owner_key(Identity(id="x" * 300)),
+    "",  # the SDK's one anonymous owner, and tasks stored anonymously by older versions
 ]
 
 
