@@ -69,16 +69,18 @@ def owner_key(identity: Identity) -> str:
         tag = hashlib.sha256(_utf8(issuer)).hexdigest()[:16] if has_issuer else ""
         # No ":" in scheme or tag, so the key splits back unambiguously.
         owner = f"{scheme.replace(':', '_')}:{tag}:{identity.id}"
-    elif _DERIVED.match(owner := str(identity.id)):
-        # An authenticator of yours that sets no scheme, and an id spelled as a derived
-        # owner or quota key: not that owner, nor that key ("id:" is one of the forms).
-        return "id:" + hashlib.sha256(_utf8(owner)).hexdigest()
+    else:
+        owner = str(identity.id)
+        # An authenticator of yours that sets no scheme: an id that is empty (the SDK's
+        # anonymous owner, and tasks older versions stored anonymously) or spelled as a
+        # derived owner or quota key is not that owner, nor that key ("id:" is a form too).
+        if not owner or (":" in owner and _DERIVED.match(owner)):
+            return "id:" + hashlib.sha256(_utf8(owner)).hexdigest()
     return _bounded(owner)
 
 
-#: The forms owners and quota keys are derived in, any case (a column may compare so), and
-#: the empty owner (the SDK's anonymous one, and tasks older versions stored anonymously).
-_DERIVED = re.compile(r"(anonymous|ip|sha256|id):|[^:]*:([0-9a-f]{16})?:|$", re.IGNORECASE)
+#: The forms owners and quota keys are derived in, any case (a column may compare so).
+_DERIVED = re.compile(r"(anonymous|ip|sha256|id):|[^:]*:([0-9a-f]{16})?:", re.IGNORECASE)
 
 
 def _bounded(key: str) -> str:
