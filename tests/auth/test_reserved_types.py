@@ -6,10 +6,13 @@ and version, whichever authenticator made the identity."""
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
+import apcore
 import grpc
 import httpx
 import pytest
@@ -21,6 +24,7 @@ from apcore import ACL, ACLRule, Executor, Identity, Registry
 
 from apcore_a2a import A2AServerFactory
 from apcore_a2a.auth import APIKeyAuthenticator, ClaimMapping, JWTAuthenticator
+from apcore_a2a.execution.identity import RESERVED_IDENTITY_TYPES
 from tests._modules import Add
 from tests._support import free_port, threaded_server
 from tests.bindings._grpc import failure, stubs
@@ -135,3 +139,12 @@ def test_a_claim_cannot_stand_in_for_what_the_authenticator_sets(name: str) -> N
     # for, beside the scope claim the identity provider issues.
     with pytest.raises(ValueError, match=repr(name)):
         ClaimMapping(attrs=("email", name))
+
+
+def test_apcore_gives_meaning_to_no_other_identity_type() -> None:
+    # A tripwire: the day apcore branches on another identity type, that type is one a
+    # credential must not name either (RESERVED_IDENTITY_TYPES).
+    root = Path(apcore.__file__).parent
+    compared = re.compile(r"""identity\.type\s*(?:==|!=|in)\s*[(\[{]?\s*["']([^"']+)["']""")
+    found = {kind for path in root.rglob("*.py") for kind in compared.findall(path.read_text())}
+    assert found == RESERVED_IDENTITY_TYPES
