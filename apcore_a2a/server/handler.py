@@ -63,6 +63,7 @@ from apcore_a2a.execution.routing import TaskLookup, check_follow_up
 from apcore_a2a.push.sender import RetryingPushSender
 from apcore_a2a.server.task_quota import TaskQuota
 from apcore_a2a.storage.event_log import MemoryEventLog, RecordingTaskStore
+from apcore_a2a.storage.fields import held_ids, unheld
 from apcore_a2a.storage.outages import ConfigRows
 from apcore_a2a.storage.stores import Stores
 from apcore_a2a.streams.backlog import bounded
@@ -221,6 +222,8 @@ class ApCoreRequestHandler(DefaultRequestHandler):
     async def on_subscribe_to_task(
         self, params: SubscribeToTaskRequest, context: ServerCallContext
     ) -> AsyncGenerator[Any, None]:
+        if unheld(params, "id"):
+            raise TaskNotFoundError
         log = self._event_log
         if log is None:
             events = super().on_subscribe_to_task(params, context)
@@ -316,6 +319,7 @@ class ApCoreRequestHandler(DefaultRequestHandler):
             raise
 
     @answering
+    @held_ids("task_id")
     async def on_create_task_push_notification_config(
         self, params: TaskPushNotificationConfig, context: ServerCallContext
     ) -> TaskPushNotificationConfig:
@@ -327,6 +331,7 @@ class ApCoreRequestHandler(DefaultRequestHandler):
         return created
 
     @answering
+    @held_ids("task_id", "id")
     async def on_get_task_push_notification_config(
         self, params: GetTaskPushNotificationConfigRequest, context: ServerCallContext
     ) -> TaskPushNotificationConfig:
@@ -354,6 +359,7 @@ class ApCoreRequestHandler(DefaultRequestHandler):
             await self._push_url_check(config.url, record_of(context))
 
     @answering
+    @held_ids("id")
     async def on_cancel_task(
         self, params: CancelTaskRequest, context: ServerCallContext
     ) -> Task | None:
@@ -412,9 +418,12 @@ def _event_size(positioned: tuple[Any, str | None]) -> int:
     return _size(positioned[0])
 
 
-for _name in (
-    *("on_get_task", "on_list_tasks", "on_get_extended_agent_card"),
-    "on_delete_task_push_notification_config",
-    "on_list_task_push_notification_configs",
-):  # the methods not overridden above check enum values and note their answers too
-    setattr(ApCoreRequestHandler, _name, answering(checked(getattr(DefaultRequestHandler, _name))))
+for _name, *_ids in (
+    ("on_get_task", "id"),
+    ("on_list_tasks", "context_id"),
+    ("on_get_extended_agent_card",),
+    ("on_delete_task_push_notification_config", "task_id", "id"),
+    ("on_list_task_push_notification_configs", "task_id"),
+):  # the methods not overridden above check enum values and ids, and note their answers too
+    _base = getattr(DefaultRequestHandler, _name)
+    setattr(ApCoreRequestHandler, _name, answering(checked(held_ids(*_ids)(_base))))

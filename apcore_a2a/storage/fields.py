@@ -6,14 +6,29 @@ caller's identity into columns of the SDK's ``tasks`` table. A value a column ca
 write after its module ran; so such a request is refused up front, the field named
 (JSON-RPC -32602, REST 400, gRPC ``INVALID_ARGUMENT``). The lengths are read from the
 SDK's table model, not written here.
+
+An id a caller names a task, context or push config by (``GetTask``, ``CancelTask``,
+``SubscribeToTask``, the push config calls, ``ListTasks`` by ``contextId``) that no store
+can hold names nothing: :func:`held_ids` answers it at the request handler, on every
+binding and version, before any store (ours or an application's own) is asked.
 """
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar, cast
+
 from a2a.server.context import ServerCallContext
 from a2a.server.tasks import DatabaseTaskStore
-from a2a.types import SendMessageRequest
-from a2a.utils.errors import InvalidParamsError
+from a2a.types import ListTasksRequest, ListTasksResponse, SendMessageRequest
+from a2a.utils.constants import DEFAULT_LIST_TASKS_PAGE_SIZE
+from a2a.utils.errors import InvalidParamsError, TaskNotFoundError
+from a2a.utils.task import validate_page_size
+from google.protobuf.message import Message
+
+H = TypeVar("H")
+R = TypeVar("R")
 
 
 class StoredFields:
@@ -61,3 +76,39 @@ def unstorable(value: str, limit: int | None = None) -> str | None:
     if limit is not None and len(value) > limit:
         return f"is longer than the store holds: at most {limit} characters, got {len(value)}"
     return None
+
+
+def held_ids(
+    *names: str,
+) -> Callable[
+    [Callable[[H, Any, ServerCallContext], Coroutine[Any, Any, R]]],
+    Callable[[H, Any, ServerCallContext], Coroutine[Any, Any, R]],
+]:
+    """A request handler method ``(params, context)`` that answers a request whose field
+    *names* holds an id no store can hold (a NUL: PostgreSQL text has none; a lone
+    surrogate) as one naming nothing, without asking any store: ``TaskNotFoundError``
+    (-32001 / 404 / ``NOT_FOUND``), and ``ListTasks`` by such a ``contextId`` an empty page
+    (its page size checked as the SDK checks it)."""
+
+    def wrap(
+        method: Callable[[H, Any, ServerCallContext], Coroutine[Any, Any, R]],
+    ) -> Callable[[H, Any, ServerCallContext], Coroutine[Any, Any, R]]:
+        @functools.wraps(method)
+        async def held(self: H, params: Any, context: ServerCallContext) -> R:
+            if not unheld(params, *names):
+                return await method(self, params, context)
+            if not isinstance(params, ListTasksRequest):
+                raise TaskNotFoundError
+            if params.HasField("page_size"):
+                validate_page_size(params.page_size)
+            size = params.page_size or DEFAULT_LIST_TASKS_PAGE_SIZE
+            return cast("R", ListTasksResponse(page_size=size))
+
+        return held
+
+    return wrap
+
+
+def unheld(params: Message, *names: str) -> bool:
+    """Whether a field of *names* of *params* holds an id no store can hold."""
+    return any(unstorable(getattr(params, name)) is not None for name in names)

@@ -32,7 +32,7 @@ from a2a.types import ListTasksRequest, ListTasksResponse, Task, TaskState, Task
 from a2a.utils.constants import DEFAULT_LIST_TASKS_PAGE_SIZE
 from a2a.utils.errors import InvalidParamsError
 from a2a.utils.task import ListTasksCursor, decode_page_token, encode_list_tasks_cursor
-from sqlalchemy import String, and_, false, func, literal_column, or_, select
+from sqlalchemy import String, and_, func, literal_column, or_, select
 
 from apcore_a2a.errors import TaskUnreadableError
 from apcore_a2a.storage.fields import unstorable
@@ -180,9 +180,8 @@ class TaskPages:
     def _filters(self, params: ListTasksRequest) -> builtins.list[Any]:
         m = self._model
         out: builtins.list[Any] = []
-        if params.context_id:  # one no store holds matches none (PostgreSQL fails on a NUL)
-            held = unstorable(params.context_id) is None
-            out.append(m.context_id == params.context_id if held else false())
+        if params.context_id:  # one no store holds never gets here (fields.held_ids)
+            out.append(m.context_id == params.context_id)
         if params.status:
             out.append(self._state == TaskState.Name(params.status))
         if params.HasField("status_timestamp_after"):

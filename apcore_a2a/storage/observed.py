@@ -29,8 +29,6 @@ from a2a.types import ListTasksRequest, ListTasksResponse, Task
 
 from apcore_a2a.edge.call import call_of
 
-from .fields import unstorable
-
 _T = TypeVar("_T")
 SaveListener = Callable[[Task, ServerCallContext], None]
 #: awaits one store call for the view (and may translate its errors)
@@ -108,8 +106,6 @@ class _ViewMixin(Layer):
         self._saved = (*self._saved, listener)
 
     async def get(self, task_id: str, context: ServerCallContext) -> Any:
-        if unstorable(task_id) is not None:  # no store has it (PostgreSQL fails on a NUL)
-            return None
         reads = _reads(context)
         now = time.monotonic()
         hit = reads.get(task_id)

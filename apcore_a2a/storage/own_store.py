@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import re
+from typing import Any
 
 from a2a.server.tasks import DatabaseTaskStore, TaskStore
 from sqlalchemy import text
@@ -33,26 +34,25 @@ _DOCS = "docs/storage.md, *Your own task store*"
 #: how long a PostgreSQL index build waits for the application's open writes on its table
 LOCK_WAIT = "1s"
 
-#: the table and key columns (in order; NULL: an expression) of the index named :i, which
-#: shares one namespace with every index of the table :t's schema (catalog reads: no lock)
-_INDEX_KEYS = {
-    "sqlite": text(
-        "SELECT m.tbl_name, k.name FROM sqlite_master m, pragma_index_info(m.name) k "
-        "WHERE m.type = 'index' AND m.name = :i ORDER BY k.seqno"
-    ),
+#: the table and definition (SQL) of the index named :i, which shares one namespace with
+#: every index of the table :t's schema (catalog reads: no lock); PostgreSQL's, whether a
+#: build left it whole (a ``CREATE INDEX CONCURRENTLY`` cut short leaves it invalid)
+_INDEX_DEFINITIONS = {
+    "sqlite": text("SELECT tbl_name, sql, 1 FROM sqlite_master WHERE type = 'index' AND name = :i"),
     # the schema of the table the statements' unqualified name resolves to
     "postgresql": text(
-        "SELECT t.relname, a.attname FROM pg_class i "
+        "SELECT t.relname, pg_get_indexdef(i.oid), x.indisvalid FROM pg_class i "
         "JOIN pg_index x ON x.indexrelid = i.oid JOIN pg_class t ON t.oid = x.indrelid "
-        "CROSS JOIN LATERAL unnest(x.indkey::int2[]) WITH ORDINALITY AS k(attnum, n) "
-        "LEFT JOIN pg_attribute a ON a.attrelid = t.oid AND a.attnum = k.attnum "
-        "WHERE i.relname = :i AND k.n <= x.indnkeyatts AND i.relnamespace = "
-        "(SELECT relnamespace FROM pg_class WHERE oid = to_regclass(quote_ident(:t))) "
-        "ORDER BY k.n"
+        "WHERE i.relname = :i AND i.relnamespace = "
+        "(SELECT relnamespace FROM pg_class WHERE oid = to_regclass(quote_ident(:t)))"
     ),
 }
-#: a comma between two of an index's columns, not inside an expression's parentheses
-_BETWEEN_COLUMNS = re.compile(r",\s*(?![^()]*\))")
+#: what an index covers in its definition: the method (PostgreSQL's), then from its key list
+#: on (a predicate, an order, a collation or an operator class included)
+_COVERS = re.compile(r"(?:\sUSING\s+(\w+)\s*)?(\(.*)", re.S)
+#: what two spellings of one key list differ by: PostgreSQL's casts of literals, white
+#: space, parentheses, quoted names, the case of keywords
+_SPELLING = re.compile(r"::text|[\s()\"]")
 
 
 async def start_own_store(store: TaskStore, *, paged: bool, retention_seconds: float) -> None:
@@ -104,16 +104,15 @@ async def start_own_store(store: TaskStore, *, paged: bool, retention_seconds: f
     async def create() -> None:
         others.clear()
         for name, _table, columns in indexes:  # each on its own: one the rows refuse costs itself
+            params = {"i": name, "t": table}
             async with store.engine.begin() as conn:
                 # Building an index waits for every open write on the table, and every
                 # write queued meanwhile waits for it: one the table has is left alone, and
                 # a PostgreSQL build gives up after LOCK_WAIT (the next start tries again).
-                keys = await conn.execute(_INDEX_KEYS[conn.dialect.name], {"i": name, "t": table})
-                found = [(str(on), str(c or "(expression)")) for on, c in keys]
-                if found:
-                    want = [c if c[0] != "(" else "(expression)" for c in _columns(columns)]
-                    if found != [(table, column) for column in want]:
-                        others[name] = f"{found[0][0]} ({', '.join(c for _, c in found)})"
+                found = (await conn.execute(_INDEX_DEFINITIONS[conn.dialect.name], params)).first()
+                if found is not None:
+                    if covers := _other(found, table, columns):
+                        others[name] = covers
                     continue
                 if conn.dialect.name == "postgresql":
                     await conn.execute(text(f"SET LOCAL lock_timeout = '{LOCK_WAIT}'"))
@@ -143,9 +142,19 @@ async def start_own_store(store: TaskStore, *, paged: bool, retention_seconds: f
         )
 
 
-def _columns(columns: str) -> list[str]:
-    """The columns (SQL) of an index, in order: a name or a parenthesized expression."""
-    return _BETWEEN_COLUMNS.split(columns)
+def _other(found: Any, table: str, columns: str) -> str | None:
+    """What the index *found* (its table, definition, validity) covers, where it is not the
+    one our reads need: a whole B-tree index on *table* over *columns* (SQL), in order,
+    without a predicate, an order, a collation or an operator class of its own, which
+    PostgreSQL or SQLite can read for every query; ``None`` where it is."""
+    on, definition, valid = found
+    parts = _COVERS.search(definition)
+    method, keys = parts.groups() if parts else (None, definition)
+    covers = f"{on} {f'USING {method} ' if method not in (None, 'btree') else ''}{keys}"
+    if not valid:
+        return f"{covers} (invalid: its build did not finish)"
+    same = _SPELLING.sub("", keys).casefold() == _SPELLING.sub("", columns).casefold()
+    return None if on == table and same and method in (None, "btree") else covers
 
 
 def _reason(exc: BaseException) -> str:
