@@ -13,6 +13,7 @@ answer); the typed error says the type and first words of the SDK's error instea
 from __future__ import annotations
 
 import contextlib
+import re
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -31,10 +32,13 @@ from apcore_a2a.client.errors import (
     A2AConnectionError,
     A2AServerError,
     InvalidAgentResponseError,
+    InvalidRequestError,
     UnsupportedOperationError,
     error_from_details,
 )
 
+#: gRPC's words for a request past the receive limit of the agent's server
+_REQUEST_TOO_LARGE = re.compile(r"^SERVER: Received message larger than max \((\d+) vs\. (\d+)\)")
 #: what a typed error says of the SDK's error behind it: its first words, in one line
 _SAID_CHARS = 300
 
@@ -69,6 +73,13 @@ def _grpc_error(error: Any, method: str, url: str) -> A2AClientError:
         return typed
     if code == "RESOURCE_EXHAUSTED" and "CLIENT: Received message larger than max" in message:
         return too_large(f"an answer of {url}")  # gRPC's words for the limit the client set
+    if code == "RESOURCE_EXHAUSTED" and (sizes := _REQUEST_TOO_LARGE.search(message)):
+        # the agent's gRPC refused the request past its receive limit, before any A2A code
+        # read it: over HTTP the same request is -32600 "Payload too large" (413)
+        got, most = sizes.groups()
+        return InvalidRequestError(
+            f"Payload too large: the agent takes at most {most} bytes, the request has {got}"
+        )
     if code in ("UNAUTHENTICATED", "PERMISSION_DENIED"):
         return A2AAuthenticationError(f"gRPC {code} from {url}: {message}")
     if code == "UNAVAILABLE":
