@@ -60,6 +60,7 @@ try:
     from apcore_a2a.upstream import grpc_metadata_logs
     from apcore_a2a.upstream.error_answers import CompatServicer, Servicer
     from apcore_a2a.upstream.grpc03_names import Grpc03Names
+    from apcore_a2a.upstream.request_heads import HEAD_LIMIT  # metadata: one HTTP head's bound
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess without grpc
     raise ImportError(GRPC_EXTRA_HINT) from exc
 
@@ -85,9 +86,6 @@ _V03_NAMES = {
     "GetAgentCard": "GetExtendedAgentCard",
     "ListTaskPushNotificationConfig": "ListTaskPushNotificationConfigs",
 }
-
-#: Bytes of metadata (HPACK-decoded headers) a call may carry: always refused past it.
-METADATA_LIMIT = 16 * 1024
 
 _Abort = Callable[[A2AError, grpc.aio.ServicerContext], Awaitable[None]]
 
@@ -401,8 +399,8 @@ class GrpcServer:
                 # grpc refuses metadata between its soft limit (8 KiB) and its hard one at
                 # random: a caller with a 10 KiB token failed one call in two. One limit,
                 # grpc's hard one (h11's for a request head): always served below, never above.
-                ("grpc.max_metadata_size", METADATA_LIMIT),
-                ("grpc.absolute_max_metadata_size", METADATA_LIMIT),
+                ("grpc.max_metadata_size", HEAD_LIMIT),
+                ("grpc.absolute_max_metadata_size", HEAD_LIMIT),
                 # Linux grpc sets SO_REUSEPORT by default, which would let a second agent
                 # "bind" a port that is already serving and split traffic with it; only
                 # the worker processes of one agent (workers=N) share it on purpose.

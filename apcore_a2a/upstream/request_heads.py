@@ -34,8 +34,12 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 __all__ = ["HEAD_LIMIT", "bounded_head_protocol"]
 
 #: Bytes of a request head (request line and headers) received before it is complete: h11's
-#: default bound, which uvicorn's h11 users have always had, and the gRPC metadata limit;
-#: room for a large JWT (8 KB) with the rest of a browser's headers.
+#: default bound, which uvicorn's h11 users have always had, and the gRPC server's metadata
+#: limit (``server/grpc.py``); room for a large JWT (8 KB) with the rest of a browser's
+#: headers. A constant, not a setting: no setting bounds a head, and ``max_body_bytes``
+#: (1 MiB by default) is the size of head this bound keeps out (httptools copies a long
+#: header at each read); one value for both bindings keeps a header served on HTTP served
+#: on gRPC. 16 KiB is also Node.js's default bound of a head and grpc's own hard limit.
 HEAD_LIMIT = 16 * 1024
 
 
