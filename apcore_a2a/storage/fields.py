@@ -24,8 +24,10 @@ from a2a.server.tasks import DatabaseTaskStore
 from a2a.types import ListTasksRequest, ListTasksResponse, SendMessageRequest
 from a2a.utils.constants import DEFAULT_LIST_TASKS_PAGE_SIZE
 from a2a.utils.errors import InvalidParamsError, TaskNotFoundError
-from a2a.utils.task import validate_page_size
+from a2a.utils.task import decode_page_token, validate_page_size
 from google.protobuf.message import Message
+
+from .memory_pages import BAD_TOKEN, page_cursor
 
 H = TypeVar("H")
 R = TypeVar("R")
@@ -88,16 +90,20 @@ def held_ids(
     *names* holds an id no store can hold (a NUL: PostgreSQL text has none; a lone
     surrogate) as one naming nothing, without asking any store: ``TaskNotFoundError``
     (-32001 / 404 / ``NOT_FOUND``), and ``ListTasks`` by such a ``contextId`` an empty page
-    (its page size checked as the SDK checks it)."""
+    (its page size checked as the SDK checks it); a ``ListTasks`` page token of the SDK's
+    forms naming such a task is invalid params."""
 
     def wrap(
         method: Callable[[H, Any, ServerCallContext], Coroutine[Any, Any, R]],
     ) -> Callable[[H, Any, ServerCallContext], Coroutine[Any, Any, R]]:
         @functools.wraps(method)
         async def held(self: H, params: Any, context: ServerCallContext) -> R:
+            listing = isinstance(params, ListTasksRequest)
+            if listing and params.page_token:
+                _check_token(params.page_token)
             if not unheld(params, *names):
                 return await method(self, params, context)
-            if not isinstance(params, ListTasksRequest):
+            if not listing:
                 raise TaskNotFoundError
             if params.HasField("page_size"):
                 validate_page_size(params.page_size)
@@ -112,3 +118,19 @@ def held_ids(
 def unheld(params: Message, *names: str) -> bool:
     """Whether a field of *names* of *params* holds an id no store can hold."""
     return any(unstorable(getattr(params, name)) is not None for name in names)
+
+
+def _check_token(token: str) -> None:
+    """``InvalidParamsError`` for a page *token* in one of the SDK's forms (a cursor, or the
+    older base64 task id) whose task id no store can hold; a token of another form is
+    its store's to read."""
+    cursor = page_cursor(token)  # a token nested past Python's JSON decoder: refused
+    if cursor is not None:
+        task_id = cursor.task_id
+    else:
+        try:
+            task_id = decode_page_token(token)
+        except InvalidParamsError:
+            return
+    if unstorable(task_id) is not None:
+        raise InvalidParamsError(BAD_TOKEN)

@@ -35,15 +35,13 @@ from a2a.utils.task import ListTasksCursor, decode_page_token, encode_list_tasks
 from sqlalchemy import String, and_, func, literal_column, or_, select
 
 from apcore_a2a.errors import TaskUnreadableError
-from apcore_a2a.storage.fields import unstorable
 from apcore_a2a.upstream.sql_task_rows import TaskRows
 
 from ._urls import create_index as create_sql_index
 from ._urls import index_name
-from .memory_pages import page_cursor
+from .memory_pages import BAD_TOKEN, page_cursor
 
 _EPOCH = datetime(1970, 1, 1)
-_BAD_TOKEN = "Invalid page token"  # noqa: S105 - an error message
 #: The index a page filtered by ``status`` reads on ``tasks`` (see the module docstring).
 #: A database keeps the expression it was built with: another :func:`state_sql` needs
 #: another name.
@@ -120,7 +118,7 @@ def _at(timestamp_ns: int) -> datetime:
     try:
         return _EPOCH + timedelta(microseconds=timestamp_ns // 1000)
     except OverflowError:
-        raise InvalidParamsError(_BAD_TOKEN) from None
+        raise InvalidParamsError(BAD_TOKEN) from None
 
 
 class TaskPages:
@@ -199,14 +197,12 @@ class TaskPages:
         cursor = page_cursor(token)
         # decode_page_token: InvalidParamsError if not even the older form
         task_id = cursor.task_id if cursor is not None else decode_page_token(token)
-        if unstorable(task_id) is not None:  # no database could compare it
-            raise InvalidParamsError(_BAD_TOKEN)
         if cursor is not None:
             return cursor, False
         m = self._model
         stmt = select(m.last_updated).where(and_(m.id == task_id, m.owner == owner))
         found = (await session.execute(stmt)).one_or_none()
         if found is None:
-            raise InvalidParamsError(f"{_BAD_TOKEN}: {token}")
+            raise InvalidParamsError(f"{BAD_TOKEN}: {token}")
         stamp = found[0]
         return ListTasksCursor(_ns(stamp) if stamp is not None else None, task_id), True

@@ -27,6 +27,8 @@ from a2a.utils.task import (
     encode_list_tasks_cursor,
 )
 
+BAD_TOKEN = "Invalid page token"  # noqa: S105 - an error message
+
 
 def page_cursor(token: str) -> ListTasksCursor | None:
     """The SDK's reading of a page *token* (``None``: not its current form). A token is
@@ -35,7 +37,7 @@ def page_cursor(token: str) -> ListTasksCursor | None:
     try:
         return decode_list_tasks_cursor(token)
     except RecursionError:
-        raise InvalidParamsError("Invalid page token") from None
+        raise InvalidParamsError(BAD_TOKEN) from None
 
 
 #: A task's place in the list, ascending: the list reads it from the end.
@@ -145,7 +147,7 @@ class TaskOrder:
             at = bisect_left(keys, entry.key)
             if low <= at < len(keys) and keys[at] == entry.key:
                 return at + 1
-        raise InvalidParamsError(f"Invalid page token: {token}")
+        raise InvalidParamsError(f"{BAD_TOKEN}: {token}")
 
     def _remove(self, owner: str, entry: _Entry) -> None:
         for group in _groups(owner, entry):

@@ -1,12 +1,15 @@
 """An application's own task store (docs/storage.md, *Your own task store*) never gets an
 id no store can hold: a task, context or push config id with a NUL (or a lone surrogate)
 is refused at the request handler, before any store, on every binding and version, as
-not found (a task id) or an empty page (a ``contextId``). Before: a ``DatabaseTaskStore``
-subclass overriding ``list`` on PostgreSQL was handed the NUL and answered -32603 / 500.
+not found (a task id) or an empty page (a ``contextId``); a page token naming such a task
+is invalid params. Before: a ``DatabaseTaskStore`` subclass overriding ``list`` on
+PostgreSQL was handed the NUL (as a ``contextId`` or in a page token) and answered
+-32603 / 500.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -21,6 +24,7 @@ from a2a.types import (
     ListTasksResponse,
 )
 from a2a.utils.errors import TaskNotFoundError
+from a2a.utils.task import ListTasksCursor, encode_list_tasks_cursor
 
 from apcore_a2a.storage._urls import create_engine, parse_store_url
 from tests._sdk import make_client
@@ -63,6 +67,15 @@ async def test_no_store_of_the_application_gets_a_nul(app_store: AppStore) -> No
         for value in NUL_IDS:
             listed = await rpc(http, "ListTasks", {"contextId": value})
             assert listed["result"].get("tasks", []) == [], listed
+            # a page token of the SDK's forms naming such a task: the cursor, the older id
+            for token in (
+                encode_list_tasks_cursor(ListTasksCursor(1, value)),
+                base64.b64encode(value.encode()).decode(),
+            ):
+                said = await rpc(http, "ListTasks", {"pageToken": token})
+                assert said.get("error", {}).get("code") == -32602, said
+                answer = await http.get("/tasks", params={"pageToken": token}, headers=REST)
+                assert answer.status_code == 400, answer.text
             for method, params in (
                 ("GetTask", {"id": value}),
                 ("CancelTask", {"id": value}),
