@@ -25,6 +25,7 @@ from sqlalchemy.exc import ArgumentError, DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import StaticPool
 
+from .index_check import index_covers
 from .outages import UNAVAILABLE
 
 logger = logging.getLogger(__name__)
@@ -233,9 +234,19 @@ def index_sql(dialect: Any, name: str, table: str, columns: str) -> str:
 
 
 async def create_index(engine: AsyncEngine, name: str, table: str, columns: str) -> None:
-    """Create the index *name* on *table* (*columns*, SQL) unless it exists."""
+    """Create the index *name* on *table* (*columns*, SQL) unless it exists; one of that
+    name that is not the one the reads need (``index_check.py``) is logged, once a start,
+    and left alone: the application's or the operator's to drop."""
     async with engine.begin() as conn:
         await conn.execute(text(index_sql(conn.dialect, name, table, columns)))
+        covers = await index_covers(conn, name, table, columns)
+    if covers:
+        logger.warning(
+            "task store: index %s covers %s, not %s (%s): the agent's reads of %r go "
+            "without it; drop it and restart, and the agent creates its own "
+            "(docs/storage.md, *Database schema upgrades*)",
+            *(name, covers, table, columns, table),
+        )
 
 
 async def drop_index(engine: AsyncEngine, name: str) -> None:

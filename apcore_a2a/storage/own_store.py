@@ -12,8 +12,6 @@ whose finished ones a purge would delete.
 from __future__ import annotations
 
 import logging
-import re
-from typing import Any
 
 from a2a.server.tasks import DatabaseTaskStore, TaskStore
 from sqlalchemy import text
@@ -21,6 +19,7 @@ from sqlalchemy.exc import DBAPIError
 
 from ._urls import index_sql, raced
 from .contexts import context_index
+from .index_check import index_covers
 from .listing import state_index
 from .outages import UNAVAILABLE
 
@@ -33,26 +32,6 @@ _DOCS = "docs/storage.md, *Your own task store*"
 
 #: how long a PostgreSQL index build waits for the application's open writes on its table
 LOCK_WAIT = "1s"
-
-#: the table and definition (SQL) of the index named :i, which shares one namespace with
-#: every index of the table :t's schema (catalog reads: no lock); PostgreSQL's, whether a
-#: build left it whole (a ``CREATE INDEX CONCURRENTLY`` cut short leaves it invalid)
-_INDEX_DEFINITIONS = {
-    "sqlite": text("SELECT tbl_name, sql, 1 FROM sqlite_master WHERE type = 'index' AND name = :i"),
-    # the schema of the table the statements' unqualified name resolves to
-    "postgresql": text(
-        "SELECT t.relname, pg_get_indexdef(i.oid), x.indisvalid FROM pg_class i "
-        "JOIN pg_index x ON x.indexrelid = i.oid JOIN pg_class t ON t.oid = x.indrelid "
-        "WHERE i.relname = :i AND i.relnamespace = "
-        "(SELECT relnamespace FROM pg_class WHERE oid = to_regclass(quote_ident(:t)))"
-    ),
-}
-#: what an index covers in its definition: the method (PostgreSQL's), then from its key list
-#: on (a predicate, an order, a collation or an operator class included)
-_COVERS = re.compile(r"(?:\sUSING\s+(\w+)\s*)?(\(.*)", re.S)
-#: what two spellings of one key list differ by: PostgreSQL's casts of literals, white
-#: space, parentheses, quoted names, the case of keywords
-_SPELLING = re.compile(r"::text|[\s()\"]")
 
 
 async def start_own_store(store: TaskStore, *, paged: bool, retention_seconds: float) -> None:
@@ -104,14 +83,13 @@ async def start_own_store(store: TaskStore, *, paged: bool, retention_seconds: f
     async def create() -> None:
         others.clear()
         for name, _table, columns in indexes:  # each on its own: one the rows refuse costs itself
-            params = {"i": name, "t": table}
             async with store.engine.begin() as conn:
                 # Building an index waits for every open write on the table, and every
                 # write queued meanwhile waits for it: one the table has is left alone, and
                 # a PostgreSQL build gives up after LOCK_WAIT (the next start tries again).
-                found = (await conn.execute(_INDEX_DEFINITIONS[conn.dialect.name], params)).first()
-                if found is not None:
-                    if covers := _other(found, table, columns):
+                covers = await index_covers(conn, name, table, columns)
+                if covers is not None:
+                    if covers:
                         others[name] = covers
                     continue
                 if conn.dialect.name == "postgresql":
@@ -140,21 +118,6 @@ async def start_own_store(store: TaskStore, *, paged: bool, retention_seconds: f
             "task store: the application's table %r reads the indexes %s",
             *(table, ", ".join(read)),
         )
-
-
-def _other(found: Any, table: str, columns: str) -> str | None:
-    """What the index *found* (its table, definition, validity) covers, where it is not the
-    one our reads need: a whole B-tree index on *table* over *columns* (SQL), in order,
-    without a predicate, an order, a collation or an operator class of its own, which
-    PostgreSQL or SQLite can read for every query; ``None`` where it is."""
-    on, definition, valid = found
-    parts = _COVERS.search(definition)
-    method, keys = parts.groups() if parts else (None, definition)
-    covers = f"{on} {f'USING {method} ' if method not in (None, 'btree') else ''}{keys}"
-    if not valid:
-        return f"{covers} (invalid: its build did not finish)"
-    same = _SPELLING.sub("", keys).casefold() == _SPELLING.sub("", columns).casefold()
-    return None if on == table and same and method in (None, "btree") else covers
 
 
 def _reason(exc: BaseException) -> str:
