@@ -5,7 +5,8 @@ caller's identity into columns of the SDK's ``tasks`` table. A value a column ca
 (longer than it, or with a NUL, which PostgreSQL text refuses) would fail that task's
 write after its module ran; so such a request is refused up front, the field named
 (JSON-RPC -32602, REST 400, gRPC ``INVALID_ARGUMENT``). The lengths are read from the
-SDK's table model, not written here.
+SDK's table model, not written here. A NUL or a lone surrogate is refused so whatever the
+store (no store holds one: an application's own may be a database of its own).
 
 An id a caller names a task, context or push config by (``GetTask``, ``CancelTask``,
 ``SubscribeToTask``, the push config calls, ``ListTasks`` by ``contextId``) that no store
@@ -35,27 +36,27 @@ R = TypeVar("R")
 
 class StoredFields:
     """The checks for the ``tasks`` table of *store* (``None``: a store without columns,
-    nothing to check)."""
+    whose values are checked only for what no store holds: a NUL, a lone surrogate)."""
 
     def __init__(self, store: DatabaseTaskStore | None = None) -> None:
         self._store = store
+        #: column name -> its length (``None``, or no entry: unbounded)
+        self._limits: dict[str, int | None] = {}
         if store is not None:
             table = store.task_model.__table__
-            #: column name -> its length (``None``: unbounded)
-            self._limits: dict[str, int | None] = {
+            self._limits = {
                 column: getattr(table.c[column].type, "length", None)
                 for column in ("context_id", "id", "owner")
             }
 
     def check(self, params: SendMessageRequest, context: ServerCallContext) -> None:
         """Raise ``InvalidParamsError`` naming the first value the store cannot hold."""
-        if self._store is None:
-            return
         message = params.message
-        self._fits("message.contextId", message.context_id, self._limits["context_id"])
-        self._fits("message.taskId", message.task_id, self._limits["id"])
-        owner = self._store.owner_resolver(context)
-        self._fits("the caller's identity", owner, self._limits["owner"])
+        self._fits("message.contextId", message.context_id, self._limits.get("context_id"))
+        self._fits("message.taskId", message.task_id, self._limits.get("id"))
+        if self._store is not None:
+            owner = self._store.owner_resolver(context)
+            self._fits("the caller's identity", owner, self._limits["owner"])
 
     @staticmethod
     def _fits(field: str, value: str, limit: int | None) -> None:

@@ -17,7 +17,7 @@ from urllib.parse import quote
 
 import pytest
 from a2a.server.context import ServerCallContext
-from a2a.server.tasks import DatabaseTaskStore
+from a2a.server.tasks import DatabaseTaskStore, InMemoryTaskStore
 from a2a.types import (
     GetTaskRequest,
     ListTasksRequest,
@@ -126,3 +126,36 @@ async def test_no_store_of_the_application_gets_a_nul(app_store: AppStore) -> No
             finally:
                 await grpc.close()
     assert not [v for v in app_store.seen if "\x00" in v], app_store.seen
+
+
+class OtherStore(InMemoryTaskStore):
+    """An application's store that is no SQL table (its own database, say): records the
+    ids it is handed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[str] = []
+
+    async def get(self, task_id: str, context: ServerCallContext) -> Any:
+        self.seen.append(task_id)
+        return await super().get(task_id, context)
+
+    async def save(self, task: Any, context: ServerCallContext) -> None:
+        self.seen += [task.id, task.context_id]
+        await super().save(task, context)
+
+
+async def test_a_message_naming_such_an_id_is_refused_whatever_the_store() -> None:
+    # A follow-up's taskId, or a new task's contextId, with a NUL: the SQL stores refused
+    # it up front (-32602, the field named); any other store was handed it (its get, then
+    # its save, after the module ran).
+    store = OtherStore()
+    async with served(task_store=store) as (http, _app):
+        for field in ("taskId", "contextId"):
+            for value in NUL_IDS:
+                params = message_params("ops.add", {"a": 1, "b": 2})
+                params["message"][field] = value
+                said = await rpc(http, "SendMessage", params)
+                assert said.get("error", {}).get("code") == -32602, (field, said)
+                assert f"message.{field} contains a NUL" in said["error"]["message"], said
+    assert not [v for v in store.seen if "\x00" in v], store.seen
