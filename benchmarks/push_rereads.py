@@ -2,22 +2,24 @@
 
 ``python -m benchmarks.push_rereads [--rounds 2000]``
 
-The sender (``push/sender.py``) reads, for each event (``send_notification``), the task's
-configs (``get_info_for_dispatch``) and their records (failures and protocol versions, one
-``UNION`` query: ``ConfigStatusBook.of``); for each attempt, once it holds a delivery slot,
-the configs again (a config deleted or replaced on another replica, or gone with its task,
-ends its deliveries there). Nothing else is read before a POST.
+The sender (``push/sender.py``) reads, for each event (``send_notification``) and for each
+attempt once it holds a delivery slot, the task's configs with their records (failures and
+protocol versions) in one read, ``PushConfigStore.now`` (on SQL one statement, the records
+joined to the configs): a config deleted, replaced or given up on by another replica, or
+gone with its task, ends its deliveries at the next attempt. Nothing else is read before a
+POST.
 
 For each store (memory, a SQLite file, a PostgreSQL schema in cluster mode) a task with
-one config, then, in this process: *rounds* reads of its configs, *rounds* reads of their
-records, and *rounds* whole deliveries (``send_notification`` then ``idle``: serialize,
-queue, the reads, a signed POST to a receiver on 127.0.0.1 that answers 204: one attempt
-each). The figures are the mean microseconds of each, the config read as a share of a
-delivery, and, counted (independent of the machine's load), per event (in
-``send_notification``) and per attempt (in ``idle``): the store reads made (calls of the two
-reads above; SQL and memory stores alike) and the SQL statements on the push tables
-executed (SQLAlchemy ``before_cursor_execute``; not the cluster's heartbeats, nor the
-``BEGIN`` SQLite sends before each read).
+one config, then, in this process: *rounds* reads of its configs alone, *rounds* reads of
+the configs with their records (``now``), and *rounds* whole deliveries
+(``send_notification`` then ``idle``: serialize, queue, the reads, a signed POST to a
+receiver on 127.0.0.1 that answers 204: one attempt each). The figures are the mean
+microseconds of each, an attempt's read (``now``) as a share of a delivery, and, counted
+(independent of the machine's load), per event (in ``send_notification``) and per attempt
+(in ``idle``): the store reads made (calls of ``now`` and of ``get_info_for_dispatch``;
+SQL and memory stores alike) and the SQL statements on the push tables executed
+(SQLAlchemy ``before_cursor_execute``; not the cluster's heartbeats, nor the ``BEGIN``
+SQLite sends before each read).
 """
 
 from __future__ import annotations
@@ -93,15 +95,15 @@ async def measure(url: str, rounds: int) -> dict[str, float]:
 
             listen(stores.engine.sync_engine, "before_cursor_execute", count)
         reads = [0]
-        for owner, name in ((kit.config_store, "get_info_for_dispatch"), (kit.statuses, "of")):
-            read = getattr(owner, name)
+        store = kit.config_store
+        for name in ("get_info_for_dispatch", "now"):
+            read = getattr(store, name)
 
             async def counted(*args: Any, _read: Any = read) -> Any:
                 reads[0] += 1
                 return await _read(*args)
 
-            setattr(owner, name, counted)  # on the instance: this process only
-        configs = await kit.config_store.get_info_for_dispatch(task_id)
+            setattr(store, name, counted)  # on the instance: this process only
         per = {"event": [0, 0], "attempt": [0, 0]}
 
         async def deliver() -> None:
@@ -115,7 +117,7 @@ async def measure(url: str, rounds: int) -> dict[str, float]:
                 per[phase][1] += reads[0] - before[1]
 
         reread = await _mean_us(rounds, lambda: kit.config_store.get_info_for_dispatch(task_id))
-        records = await _mean_us(rounds, lambda: kit.statuses.of(task_id, configs))
+        records = await _mean_us(rounds, lambda: store.now(task_id))
         delivery = await _mean_us(rounds, deliver)
         assert sender.sent == rounds, (sender.sent, sender.failed, sender.dropped)
     finally:
@@ -137,11 +139,11 @@ def main() -> None:
     for kind in kinds:
         with fresh_store(kind) as url:
             m = asyncio.run(measure(url, rounds))
-        share = m["reread_us"] / m["delivery_us"] * 100
+        share = m["records_us"] / m["delivery_us"] * 100
         print(
-            f"{kind:10s} config read {m['reread_us']:8.1f} us | records read "
+            f"{kind:10s} configs read {m['reread_us']:8.1f} us | with records "
             f"{m['records_us']:8.1f} us | whole delivery {m['delivery_us']:8.1f} us | "
-            f"config read = {share:4.1f}% of a delivery | per event: "
+            f"an attempt's read = {share:4.1f}% of a delivery | per event: "
             f"{m['reads_event']:.2f} reads, {m['sql_event']:.2f} SQL | per attempt: "
             f"{m['reads_attempt']:.2f} reads, {m['sql_attempt']:.2f} SQL"
         )

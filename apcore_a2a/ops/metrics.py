@@ -34,6 +34,7 @@ FIGURES = (
     ("sse_active_streams", "gauge", "Open SSE streams"),
     ("push_notifications_sent", "counter", "Push deliveries acknowledged by the receiver"),
     ("push_notifications_failed", "counter", "Push deliveries abandoned"),
+    ("push_notifications_pending", "gauge", "Push deliveries queued or under way now"),
 )
 
 

@@ -144,6 +144,7 @@ class Operations:
             "sse_active_streams": self._state.streams.active,
             "push_notifications_sent": int(getattr(sender, "sent", 0)),
             "push_notifications_failed": int(getattr(sender, "failed", 0)),
+            "push_notifications_pending": int(getattr(sender, "pending", 0)),
         }
 
     async def health(self, request: Request) -> Response:

@@ -183,7 +183,6 @@ def build_push(
     sender = RetryingPushSender(
         store,
         policy=policy,
-        statuses=statuses,
         issuer=agent_url,
         timeout=settings.push_timeout,
         retry_delays=settings.push_retry_delays,

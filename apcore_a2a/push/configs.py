@@ -28,7 +28,7 @@ from a2a.utils.errors import InvalidParamsError
 
 from apcore_a2a.errors import QuotaExceededError
 from apcore_a2a.push.bodies import protocol_version
-from apcore_a2a.push.status import Aim, ConfigStatusBook, aim, config_versions
+from apcore_a2a.push.status import Aim, ConfigStatusBook, State, aim, config_versions
 from apcore_a2a.storage.fields import unstorable
 from apcore_a2a.storage.outages import ConfigRows
 from apcore_a2a.storage.quota_slots import PUSH_SCOPE
@@ -138,7 +138,7 @@ class PushConfigStore(PushNotificationConfigStore):
                 raise
             if self.changed is not None:
                 self.changed(task_id, config_id, aim(notification_config, version))
-            await self.statuses.failed.drop(task_id, config_id)
+            await self.statuses.clear(task_id, config_id)
         return stored
 
     async def _stored_ids(self, task_id: str) -> set[str]:
@@ -154,6 +154,20 @@ class PushConfigStore(PushNotificationConfigStore):
 
     async def get_info_for_dispatch(self, task_id: str) -> list[TaskPushNotificationConfig]:
         return await self.inner.get_info_for_dispatch(task_id)
+
+    async def now(self, task_id: str) -> tuple[list[TaskPushNotificationConfig], dict[str, State]]:
+        """The configs of *task_id* as stored now, and their states
+        (``ConfigStatusBook.of``): one read of the store (a SQL one's records joined to
+        its configs), so a sender sees a config's whole aim and failure at once."""
+        if self.statuses.in_sql and isinstance(self.inner, ConfigRows):
+            rows = await self.inner.with_records(task_id, self.statuses.tables)
+            configs = [config for config, _ in rows]
+            failed, versions = (
+                {c.id: values[i] for c, values in rows if values[i] is not None} for i in (0, 1)
+            )
+            return configs, await self.statuses.of(task_id, configs, (failed, versions))
+        configs = await self.inner.get_info_for_dispatch(task_id)
+        return configs, await self.statuses.of(task_id, configs) if configs else {}
 
     async def delete_info(
         self, task_id: str, context: ServerCallContext, config_id: str | None = None

@@ -23,7 +23,6 @@ from dataclasses import dataclass
 
 import httpx
 from a2a.server.agent_execution.active_task import TERMINAL_TASK_STATES as _FINAL
-from a2a.server.tasks.push_notification_config_store import PushNotificationConfigStore
 from a2a.server.tasks.push_notification_sender import PushNotificationEvent, PushNotificationSender
 from a2a.types import Task, TaskPushNotificationConfig, TaskStatusUpdateEvent
 from cachetools import LRUCache
@@ -31,9 +30,10 @@ from cachetools import LRUCache
 from apcore_a2a.adapters.errors import one_line
 from apcore_a2a.push.attempt import Delivery, GiveUp, config_headers, try_once
 from apcore_a2a.push.bodies import V0_3, body_v03, body_v10
+from apcore_a2a.push.configs import PushConfigStore
 from apcore_a2a.push.policy import PushUrlPolicy
 from apcore_a2a.push.signing import SigningKey
-from apcore_a2a.push.status import Aim, ConfigStatusBook, aim
+from apcore_a2a.push.status import Aim
 
 logger = logging.getLogger("apcore_a2a.push")
 
@@ -49,7 +49,7 @@ class _Queue(deque[Delivery]):
     sending = 0  # bytes of the body being delivered
     attempting = False  # whether that body is in an attempt (its POST), not waiting
     caller = ""  # the quota key of the caller whose task it is
-    aim: Aim = ("", "", "", "", "")  # the config its deliveries follow (status.aim)
+    aim = Aim("", "", "", "", "")  # the config its deliveries follow (status.aim)
 
     def push(self, delivery: Delivery, aim: Aim) -> None:
         self.append(delivery)
@@ -94,10 +94,9 @@ class RetryingPushSender(PushNotificationSender):
 
     def __init__(
         self,
-        config_store: PushNotificationConfigStore,
+        config_store: PushConfigStore,
         *,
         policy: PushUrlPolicy,
-        statuses: ConfigStatusBook,
         issuer: str | Callable[[], str],
         timeout: float = 10.0,
         retry_delays: Sequence[float] = (1.0, 2.0, 4.0),
@@ -107,7 +106,6 @@ class RetryingPushSender(PushNotificationSender):
     ) -> None:
         self._store = config_store
         self._policy = policy
-        self._statuses = statuses
         # A callable names the agent's URL for the request that produced the event.
         self._issuer = issuer if callable(issuer) else lambda: issuer
         self._timeout = timeout
@@ -197,8 +195,7 @@ class RetryingPushSender(PushNotificationSender):
             logger.warning("push: sender not running, event for task %s not delivered", task_id)
             return
         try:
-            configs = await self._store.get_info_for_dispatch(task_id)
-            states = await self._statuses.of(task_id, configs) if configs else {}
+            configs, states = await self._store.now(task_id)
         except Exception as exc:  # an outage: the task's run must go on, and say it once
             logger.warning(
                 "push: event of task %s not delivered: push configs unreadable (%s)",
@@ -215,10 +212,10 @@ class RetryingPushSender(PushNotificationSender):
             if failure is not None:  # given up on: nothing more until registered again
                 self.dropped += 1
                 continue
-            version = now[-1]
-            if version not in bodies:
-                bodies[version] = body_v03(event, snapshot) if version == V0_3 else body_v10(event)
-            await self._enqueue(task_id, config_id, config, bodies[version], caller, now)
+            if now.version not in bodies:
+                v03 = now.version == V0_3
+                bodies[now.version] = body_v03(event, snapshot) if v03 else body_v10(event)
+            await self._enqueue(task_id, config_id, config, bodies[now.version], caller, now)
 
     async def _enqueue(
         self,
@@ -307,7 +304,7 @@ class RetryingPushSender(PushNotificationSender):
     async def _record(self, key: _Key, given_up: Aim, reason: str) -> None:
         """Mark the config failed; the record counts only while it is stored *given_up*."""
         try:
-            await self._statuses.fail(*key, given_up, reason)
+            await self._store.statuses.fail(*key, given_up, reason)
         except Exception as exc:  # an outage: a warning, as for the failure itself
             task_id, config_id, name = *key, type(exc).__name__
             logger.warning(
@@ -362,7 +359,7 @@ class RetryingPushSender(PushNotificationSender):
             for attempt, delay in enumerate([*self._delays, None], 1):
                 # A slot per attempt, not per delivery: a retry's pause holds none. The
                 # wait for it is outside the attempt's deadline; the config is read once
-                # it is had, so one deleted or replaced meanwhile gets nothing.
+                # it is had, so one deleted, replaced or failed meanwhile gets nothing.
                 problem: str | None
                 async with self._slot(delivery.caller):
                     try:
@@ -412,12 +409,12 @@ class RetryingPushSender(PushNotificationSender):
                 await self._record((task_id, config_id), queue.aim, str(stop))
 
     async def _followed(self, delivery: Delivery, queue: _Queue) -> bool:
-        """Whether the config *queue* posts for is still stored as it was (one read; its
-        version is checked as events come, ``send_notification``); if not (deleted or
-        replaced on another replica, or gone with its task), its deliveries end here."""
-        task_id, config_id, version = delivery.task_id, delivery.config_id, queue.aim[-1]
-        configs = await self._store.get_info_for_dispatch(task_id)
-        if any((c.id or task_id) == config_id and aim(c, version) == queue.aim for c in configs):
+        """Whether the config *queue* posts for is still stored with its aim and not
+        failed (one read of the config, its version and its failure); if not (deleted,
+        replaced or given up on by another replica, or gone with its task), its
+        deliveries end here."""
+        _configs, states = await self._store.now(delivery.task_id)
+        if states.get(delivery.config_id) == (queue.aim, None):
             return True
         self.dropped += len(queue) + 1
         self.held_bytes -= queue.drop()

@@ -17,6 +17,8 @@ import hmac
 import re
 import secrets
 import time
+from collections.abc import Mapping
+from typing import NamedTuple
 
 from a2a.types import TaskPushNotificationConfig
 from cachetools import LRUCache
@@ -68,18 +70,28 @@ config_versions = Table(
 )
 
 
-#: Where a config's deliveries go, what they carry there and in which protocol version's
-#: shape: a config stored again with another of these is another destination.
-Aim = tuple[str, str, str, str, str]
+class Aim(NamedTuple):
+    """Where a config's deliveries go, what they carry there and in which protocol
+    version's shape: a config stored again with another of these is another destination."""
+
+    url: str
+    token: str
+    scheme: str
+    credentials: str
+    version: str
+
+
+#: One config's state as stored now: its aim, and why it failed (``None``: it has not).
+State = tuple[Aim, str | None]
 # A failure's value: "<salt><digest> <reason>"; a record without one (written by an earlier
 # release) is the failure of whatever config has the id.
 _MARKED = re.compile(r"([0-9a-f]{16})([0-9a-f]{32}) (.*)", re.DOTALL)
 
 
 def aim(config: TaskPushNotificationConfig, version: str) -> Aim:
-    """The :data:`Aim` of *config* registered under protocol *version*."""
+    """The :class:`Aim` of *config* registered under protocol *version*."""
     auth = config.authentication
-    return (config.url, config.token, auth.scheme, auth.credentials, version)
+    return Aim(config.url, config.token, auth.scheme, auth.credentials, version)
 
 
 def _digest(key: bytes | None, salt: str, of: Aim) -> str:
@@ -170,10 +182,11 @@ async def create_tables(engine: AsyncEngine, metadata: MetaData = _metadata) -> 
 class ConfigStatusBook:
     """Failures and protocol versions of push configs, in SQL (on *engine*) or in memory
     (at most *max_tasks* tasks per kind, so many dead webhooks cannot grow it unbounded):
-    ``failed`` holds ``{config_id: marked reason}`` per task (read through :meth:`of`),
-    ``versions`` the versions not 1.0."""
+    a failure is kept marked with the aim it was recorded for (read through :meth:`of`),
+    ``versions`` holds the versions not 1.0."""
 
-    #: the tables of a SQL store's records, keyed by task id (retention purges them too)
+    #: the tables of a SQL store's records, keyed by task id (retention purges them too),
+    #: in the order :meth:`of` takes their values: failures, versions
     tables = (failed_configs, config_versions)
 
     def __init__(
@@ -186,16 +199,22 @@ class ConfigStatusBook:
         def records(table: Table) -> ConfigRecords | _MemoryRecords:
             return _MemoryRecords(max_tasks) if engine is None else ConfigRecords(engine, table)
 
-        self.failed, self.versions = records(failed_configs), records(config_versions)
+        self._failed, self.versions = records(failed_configs), records(config_versions)
         self._engine = engine
+        #: whether the records are the SQL store's :attr:`tables`
+        self.in_sql = engine is not None
         self._key = secret.encode() if secret else None  # the configs' encryption key
 
     async def of(
-        self, task_id: str, configs: list[TaskPushNotificationConfig]
-    ) -> dict[str, tuple[Aim, str | None]]:
+        self,
+        task_id: str,
+        configs: list[TaskPushNotificationConfig],
+        records: tuple[Mapping[str, str], Mapping[str, str]] | None = None,
+    ) -> dict[str, State]:
         """``{config_id: (aim, failure reason or None)}`` of *configs* of *task_id* as
-        stored now, in one read of the records."""
-        failed, versions = await self._read(task_id)
+        stored now, in one read of the records (none when given their *records*, read
+        with the configs: ``{config_id: value}`` of each of :attr:`tables`)."""
+        failed, versions = records or await self._read(task_id)
         states = {}
         for config in configs:
             config_id = config.id or task_id  # as the SDK's stores default it
@@ -205,7 +224,7 @@ class ConfigStatusBook:
 
     async def _read(self, task_id: str) -> tuple[dict[str, str], dict[str, str]]:
         if self._engine is None:
-            return await self.failed.read(task_id), await self.versions.read(task_id)
+            return await self._failed.read(task_id), await self.versions.read(task_id)
         f, v = failed_configs.c, config_versions.c
         query = union_all(
             select(literal("f"), f.config_id, f.reason).where(f.task_id == task_id),
@@ -221,7 +240,11 @@ class ConfigStatusBook:
     async def fail(self, task_id: str, config_id: str, of: Aim, reason: str) -> None:
         """Record that the config stored with *of* failed, for *reason*."""
         salt = secrets.token_hex(8)
-        await self.failed.put(task_id, config_id, f"{salt}{_digest(self._key, salt, of)} {reason}")
+        await self._failed.put(task_id, config_id, f"{salt}{_digest(self._key, salt, of)} {reason}")
+
+    async def clear(self, task_id: str, config_id: str) -> None:
+        """Drop the failure of a config (registered again: its deliveries resume)."""
+        await self._failed.drop(task_id, config_id)
 
     async def set_version(self, task_id: str, config_id: str, version: str) -> None:
         """Record the protocol version a config was (re)registered under."""
@@ -232,5 +255,5 @@ class ConfigStatusBook:
 
     async def forget(self, task_id: str, config_id: str | None = None) -> None:
         """Drop every record of one config, or of every config of the task (deletion)."""
-        await self.failed.drop(task_id, config_id)
+        await self._failed.drop(task_id, config_id)
         await self.versions.drop(task_id, config_id)

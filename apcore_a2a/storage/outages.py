@@ -8,11 +8,13 @@ written twice); other database errors pass unchanged (``docs/storage.md``, *Heal
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from a2a.server.context import ServerCallContext
 from a2a.server.tasks import PushNotificationConfigStore
+from a2a.types import TaskPushNotificationConfig
+from sqlalchemy import Table
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
@@ -73,13 +75,18 @@ def _guard(name: str) -> Any:
 @runtime_checkable
 class ConfigRows(Protocol):
     """A SQL push-config store's rows, a row its lists leave out included (every config id
-    of a task; whether one is unreadable: ``upstream/unreadable_push_configs.py``)."""
+    of a task; whether one is unreadable: ``upstream/unreadable_push_configs.py``), and its
+    configs read with records of ours beside them (``with_records``)."""
 
     async def stored_config_ids(self, task_id: str) -> set[str]: ...
 
     async def unreadable(
         self, task_id: str, config_id: str, context: ServerCallContext
     ) -> bool: ...
+
+    async def with_records(
+        self, task_id: str, tables: Sequence[Table]
+    ) -> list[tuple[TaskPushNotificationConfig, tuple[Any, ...]]]: ...
 
 
 class GuardedPushStore(PushNotificationConfigStore):
@@ -92,6 +99,7 @@ class GuardedPushStore(PushNotificationConfigStore):
     set_info = _guard("set_info")
     stored_config_ids = _guard("stored_config_ids")
     unreadable = _guard("unreadable")
+    with_records = _guard("with_records")
     get_info = _guard("get_info")
     get_info_for_dispatch = _guard("get_info_for_dispatch")
     delete_info = _guard("delete_info")

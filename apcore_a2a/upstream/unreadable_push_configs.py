@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Sequence
+from typing import Any
 
 from a2a.server.context import ServerCallContext
 from a2a.server.models import PushNotificationConfigModel
 from a2a.server.tasks import DatabasePushNotificationConfigStore
 from a2a.types import TaskPushNotificationConfig
-from sqlalchemy import ColumnElement, and_, select
+from sqlalchemy import ColumnElement, Table, and_, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from .unreadable_rows import WarnOnce
@@ -64,11 +66,30 @@ class ReadableConfigStore(DatabasePushNotificationConfigStore):
         rows = await self._models(self.config_model.task_id == task_id)
         return {row.config_id for row in rows}
 
+    async def with_records(
+        self, task_id: str, tables: Sequence[Table]
+    ) -> list[tuple[TaskPushNotificationConfig, tuple[Any, ...]]]:
+        """The configs ``get_info_for_dispatch`` reads, each with what each of *tables*
+        (keyed by ``task_id`` and ``config_id``) holds for it in its third column, or
+        ``None``: one statement, so a config and its records are read as of one moment."""
+        model = self.config_model
+        query = select(model, *(table.columns[2] for table in tables))
+        for t in tables:
+            query = query.outerjoin(
+                t, and_(t.c.task_id == model.task_id, t.c.config_id == model.config_id)
+            )
+        rows = await self._rows(query.where(model.task_id == task_id))
+        read = ((self._read(row[0]), tuple(row[1:])) for row in rows)
+        return [(config, values) for config, values in read if config is not None]
+
     async def _models(self, *predicates: ColumnElement[bool]) -> list[PushNotificationConfigModel]:
+        rows = await self._rows(select(self.config_model).where(and_(*predicates)))
+        return [row[0] for row in rows]
+
+    async def _rows(self, query: Any) -> list[Any]:
         await self._ensure_initialized()
         async with self.async_session_maker() as session:
-            result = await session.execute(select(self.config_model).where(and_(*predicates)))
-            return list(result.scalars().all())
+            return list((await session.execute(query)).all())
 
     def _read(self, model: PushNotificationConfigModel) -> TaskPushNotificationConfig | None:
         try:

@@ -90,6 +90,7 @@ async def test_counters_match_a_known_sequence_in_both_formats() -> None:
             "sse_active_streams",
             "push_notifications_sent",
             "push_notifications_failed",
+            "push_notifications_pending",
         }
 
         samples = await _prometheus(http, headers={"Accept": "text/plain"})

@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from a2a.server.models import PushNotificationConfigModel
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 
+from apcore_a2a.push.status import ConfigStatusBook
 from apcore_a2a.storage._urls import create_engine, parse_store_url
 
 
@@ -19,6 +20,21 @@ async def config_rows(url: str) -> set[tuple[Any, ...]]:
     finally:
         await engine.dispose()
     return {tuple(row) for row in rows}
+
+
+async def record_rows(url: str, task_id: str) -> list[int]:
+    """How many rows of *task_id* the push status tables (failures, versions) hold."""
+    engine = create_engine(parse_store_url(url))
+    try:
+        async with engine.connect() as conn:
+            return [
+                (
+                    await conn.execute(select(func.count()).where(t.c.task_id == task_id))
+                ).scalar_one()
+                for t in ConfigStatusBook.tables
+            ]
+    finally:
+        await engine.dispose()
 
 
 async def damage_rows(url: str, task_id: str, damages: dict[str, tuple[str | None, bytes]]) -> None:

@@ -20,8 +20,9 @@ from pathlib import Path
 import httpx
 import pytest
 from a2a.types import TaskPushNotificationConfig
+from sqlalchemy import select
 
-from apcore_a2a.push.status import ConfigStatusBook, aim, create_tables
+from apcore_a2a.push.status import ConfigStatusBook, aim, create_tables, failed_configs
 from apcore_a2a.storage._urls import create_engine, parse_store_url
 
 from .._postgres import store_url
@@ -126,26 +127,33 @@ async def test_a_failure_counts_only_for_the_config_it_was_recorded_for(
     assert await book.of("t", [old]) == {"c": (aim(old, "1.0"), "receiver answered HTTP 401")}
     await book.set_version("t", "c", "0.3")  # registered again, unchanged but for this
     assert await book.of("t", [old]) == {"c": (aim(old, "0.3"), None)}
-    (stored,) = (await book.failed.read("t")).values()
-    assert "t1" not in stored  # the token is not kept in the clear beside the config
 
 
-async def test_with_encrypted_configs_a_failure_record_confirms_no_token_guess() -> None:
-    # Where the configs are encrypted, their failure records must not open a check of a
-    # guessed token that anyone reading the table could run: the digest is keyed.
-    key = "k" * 43 + "="
+@pytest.mark.parametrize("secret", [None, "k" * 43 + "="])
+async def test_a_failure_record_keeps_no_token_and_confirms_no_token_guess(
+    tmp_path: Path, secret: str | None
+) -> None:
+    # The record beside the config is not encrypted: it holds a salted digest, not the
+    # token. Where the configs are encrypted, it must not open a check of a guessed token
+    # that anyone reading the table could run either: the digest is keyed.
     config = TaskPushNotificationConfig(id="c", url="https://a.example/h", token="1234")
-    book = ConfigStatusBook(secret=key)
-    await book.fail("t", "c", aim(config, "1.0"), "receiver answered HTTP 401")
-    assert await book.of("t", [config]) == {"c": (aim(config, "1.0"), "receiver answered HTTP 401")}
-    (stored,) = (await book.failed.read("t")).values()
-    unkeyed = ConfigStatusBook()  # what a reader without the key can compute
-    await unkeyed.failed.put("t", "c", stored)
-    assert await unkeyed.of("t", [config]) == {"c": (aim(config, "1.0"), None)}
-    # and the same record is not taken for another key's
-    other = ConfigStatusBook(secret="j" * 43 + "=")
-    await other.failed.put("t", "c", stored)
-    assert await other.of("t", [config]) == {"c": (aim(config, "1.0"), None)}
+    failed = {"c": (aim(config, "1.0"), "receiver answered HTTP 401")}
+    engine = create_engine(parse_store_url(f"sqlite:///{tmp_path / 'tasks.db'}"))
+    try:
+        await create_tables(engine)
+        book = ConfigStatusBook(engine, secret=secret)
+        await book.fail("t", "c", aim(config, "1.0"), "receiver answered HTTP 401")
+        assert await book.of("t", [config]) == failed
+        async with engine.connect() as conn:
+            stored = (await conn.execute(select(failed_configs.c.reason))).scalars().all()
+        # what a reader without the key can compute, or with another key
+        others = [ConfigStatusBook(engine, secret=s) for s in (None, "j" * 43 + "=") if s != secret]
+        seen = [await other.of("t", [config]) for other in others]
+    finally:
+        await engine.dispose()
+    assert len(stored) == 1
+    assert "1234" not in stored[0]
+    assert seen == [{"c": (aim(config, "1.0"), None)}] * len(others)
 
 
 async def test_a_store_outage_at_an_attempt_retries_it_on_a_warning_line(

@@ -4,9 +4,9 @@ The sender queued each event with the URL and credentials of the config when the
 came: a config registered again under its id with another URL, token or credentials still
 had its queued events (and its POST in flight) posted to the replaced webhook with the
 replaced credentials, and that webhook's failure marked the new registration failed, so
-its later events were dropped. A config deleted or replaced on another replica, or gone
-with its task (evicted from memory, deleted by retention), kept its queue draining to a
-webhook nobody had anymore.
+its later events were dropped. A config deleted or replaced on another replica (its
+protocol version alone: until the task's next event there), or gone with its task (evicted
+from memory, deleted by retention), kept its queue draining to a webhook nobody had anymore.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from ._agent import (
     two_replicas,
 )
 from ._hostile import hostile
+from ._rows import record_rows
 
 _gates = itertools.count(900)
 #: retries every 0.2 s for 10 s: a queue that drains takes far longer than the tests wait
@@ -82,7 +83,7 @@ async def test_a_config_registered_again_elsewhere_cuts_off_the_old_webhook() ->
     assert sender.held_bytes == 0
 
 
-@pytest.mark.parametrize("change", ["deleted", "replaced"])
+@pytest.mark.parametrize("change", ["deleted", "replaced", "version"])
 async def test_a_config_changed_on_another_replica_ends_this_ones_deliveries(
     shared_store: str, change: str
 ) -> None:
@@ -97,6 +98,9 @@ async def test_a_config_changed_on_another_replica_ends_this_ones_deliveries(
         config = {"taskId": task_id, "id": "c"}
         if change == "deleted":
             reply = await rpc(r.client, r.base_b, "DeleteTaskPushNotificationConfig", config)
+        elif change == "version":  # the same URL, registered the 0.3 way
+            again = {"taskId": task_id, "pushNotificationConfig": hook}
+            reply = await rpc(r.client, r.base_b, "tasks/pushNotificationConfig/set", again, "0.3")
         else:
             config["url"] = r.rec.url("/new")
             reply = await rpc(r.client, r.base_b, "CreateTaskPushNotificationConfig", config)
@@ -216,13 +220,10 @@ async def test_retention_deletes_a_tasks_push_records_with_it(tmp_path: Path) ->
         )
         gate.set()
         await rec.wait_for(lambda: rec.attempts("/h"))
-        push = app.state.a2a.extras["push"]
-        await push.sender.idle()
-        assert await push.statuses.failed.read(task_id)
-        assert await push.statuses.versions.read(task_id)
+        await app.state.a2a.extras["push"].sender.idle()
+        assert await record_rows(url, task_id) == [1, 1]  # a failure, a version
         async with asyncio.timeout(15):
             while "error" not in await rpc(client, base, "GetTask", {"id": task_id}):
                 await asyncio.sleep(0.2)  # retention deletes the task
-        failed = await push.statuses.failed.read(task_id)
-        versions = await push.statuses.versions.read(task_id)
-    assert (failed, versions) == ({}, {})
+        left = await record_rows(url, task_id)
+    assert left == [0, 0]

@@ -291,7 +291,7 @@ async def test_a_status_book_outage_is_a_store_outage_too() -> None:
             headers=V1,
         )
         assert created.status_code == 200, created.text
-        app.state.a2a.extras["push"].statuses.failed = _UnreachableRecords()
+        app.state.a2a.extras["push"].statuses.versions = _UnreachableRecords()
         status = await client.get(f"{base}/push/status/{task_id}")
     assert status.status_code == 503, status.text
     assert status.headers["retry-after"] == "2"
