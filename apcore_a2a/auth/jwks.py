@@ -26,7 +26,8 @@ import random
 import socket
 import ssl
 import time
-from collections.abc import Awaitable, Callable, Sequence
+import urllib.request
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import httpx
@@ -48,6 +49,8 @@ Resolver = Callable[[str, int], Awaitable[Sequence[str]]]
 #: configured URL's addresses or a more public one, never further in.
 CLASSES = ("public", "private", "loopback", "link-local")
 _THIS_NETWORK = ipaddress.ip_network("0.0.0.0/8")  # "this host" to Linux, as 127/8
+#: No keep-alive: each request its own connection, to the address checked for it.
+_ONE_USE = httpx.Limits(max_keepalive_connections=0)
 
 
 class KeyLookupError(InvalidCredentials):
@@ -91,7 +94,9 @@ class JWKSKeySource:
 
     Each request of a fetch goes to an address looked up once and checked
     (:class:`CheckedAddresses`): a redirect may not lead to a more private class of address
-    than the configured URL's, and nothing resolves the name again to connect."""
+    than the configured URL's, and nothing resolves the name again to connect; a request the
+    environment's proxy settings name a proxy for is sent through it (httpx's reading of
+    them), with the same class check."""
 
     def __init__(
         self,
@@ -238,18 +243,17 @@ class JWKSKeySource:
             self.fetches += 1
 
     async def _download(self) -> dict[str, PublishedKey]:
-        inner = self._transport or httpx.AsyncHTTPTransport(
-            verify=self._verify, limits=httpx.Limits(max_keepalive_connections=0)
-        )
+        inner = self._transport or httpx.AsyncHTTPTransport(verify=self._verify, limits=_ONE_USE)
+        # HTTP(S)_PROXY, ALL_PROXY and NO_PROXY as httpx reads them (trust_env), read at each
+        # fetch as httpx did; applied by CheckedAddresses, after its check, not by httpx.
+        proxies = urllib.request.getproxies()
         async with (
             httpx.AsyncClient(
-                transport=CheckedAddresses(inner, self._resolve),
+                transport=CheckedAddresses(inner, self._resolve, proxies, self._verify),
                 follow_redirects=True,
                 max_redirects=3,
                 timeout=self.timeout,
-                # No HTTP(S)_PROXY from the environment: it would fetch the keys past the
-                # address check, from wherever it resolved the name.
-                trust_env=False,
+                trust_env=False,  # httpx's own proxies would skip the check
                 event_hooks={"request": [self._no_downgrade]},
             ) as http,
             http.stream("GET", self.url, headers={"Accept": "application/json"}) as response,
@@ -297,27 +301,47 @@ class CheckedAddresses(httpx.AsyncBaseTransport):
     was resolved to once and checked, never to a second lookup (DNS rebinding); the name
     stays in the ``Host`` header and, over TLS, in SNI, so the certificate is verified for
     it. The first request (the configured URL) sets the most private class allowed
-    (:func:`address_class`); a redirect to an address of a more private one is refused."""
+    (:func:`address_class`); a redirect to an address of a more private one is refused.
 
-    def __init__(self, inner: httpx.AsyncBaseTransport, resolve: Resolver) -> None:
+    A request *proxies* (``urllib.request.getproxies()``) name a proxy for, and
+    ``NO_PROXY`` does not exempt, is checked the same way, then sent through the proxy,
+    which resolves the name itself: its answer is the proxy's to trust. A name that does
+    not resolve here is the proxy's to reach (classed public): behind an egress proxy, a
+    host may resolve no outside name."""
+
+    def __init__(
+        self,
+        inner: httpx.AsyncBaseTransport,
+        resolve: Resolver,
+        proxies: Mapping[str, str] | None = None,
+        verify: ssl.SSLContext | bool = True,
+    ) -> None:
         self._inner, self._resolve = inner, resolve
+        self._proxies, self._verify = dict(proxies or {}), verify
+        self._via: dict[str, httpx.AsyncBaseTransport] = {}  # proxy URL -> its transport
         self._ceiling: int | None = None
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         url = request.url
         host = url.raw_host.decode("ascii")  # IDNA: what DNS and SNI carry
+        via = self._proxy_for(url)
         try:
             literal = ipaddress.ip_address(host.partition("%")[0])
         except ValueError:
             literal = None
             port = url.port or (443 if url.scheme == "https" else 80)
-            addresses = list(dict.fromkeys(await self._resolve(host, port)))
+            try:
+                addresses = list(dict.fromkeys(await self._resolve(host, port)))
+            except OSError:
+                if via is None:
+                    raise
+                addresses = []
         else:
             addresses = [str(literal)]
-        if not addresses:
+        if not addresses and via is None:
             raise ValueError(f"{host!r} has no address")
         parsed = [ipaddress.ip_address(a.partition("%")[0]) for a in addresses]
-        classes = [address_class(ip) for ip in parsed]
+        classes = [address_class(ip) for ip in parsed] or [0]  # unresolved: the proxy's
         if self._ceiling is None:
             self._ceiling = max(classes)
         worst = max(range(len(classes)), key=classes.__getitem__)
@@ -326,6 +350,8 @@ class CheckedAddresses(httpx.AsyncBaseTransport):
                 f"refused a redirect to a {CLASSES[classes[worst]]} address "
                 f"({parsed[worst]}; the JWKS URL's are {CLASSES[self._ceiling]})"
             )
+        if via is not None:
+            return await via.handle_async_request(request)
         if literal is not None:  # nothing to look up again
             return await self._inner.handle_async_request(request)
         # Each checked address in turn, as a client tries a name's addresses.
@@ -334,8 +360,22 @@ class CheckedAddresses(httpx.AsyncBaseTransport):
                 return await self._inner.handle_async_request(_aimed(request, host, ip))
         return await self._inner.handle_async_request(_aimed(request, host, parsed[-1]))
 
+    def _proxy_for(self, url: httpx.URL) -> httpx.AsyncBaseTransport | None:
+        """The transport through the proxy for *url*, as httpx chooses it from the same
+        settings: the scheme's proxy, else ``all``; none for a host ``NO_PROXY`` names."""
+        proxy = self._proxies.get(url.scheme) or self._proxies.get("all")
+        if not proxy or urllib.request.proxy_bypass(url.host):
+            return None
+        proxy = proxy if "://" in proxy else f"http://{proxy}"
+        if proxy not in self._via:
+            self._via[proxy] = httpx.AsyncHTTPTransport(
+                proxy=proxy, verify=self._verify, limits=_ONE_USE
+            )
+        return self._via[proxy]
+
     async def aclose(self) -> None:
-        await self._inner.aclose()
+        for transport in (self._inner, *self._via.values()):
+            await transport.aclose()
 
 
 def _aimed(request: httpx.Request, host: str, ip: IPAddress) -> httpx.Request:

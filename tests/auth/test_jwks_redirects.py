@@ -8,6 +8,7 @@ certificate still verified for the name."""
 from __future__ import annotations
 
 import json
+import os
 import ssl
 from collections.abc import Sequence
 from pathlib import Path
@@ -29,6 +30,17 @@ KEY = rsa_pair("real")
 BODY = json.dumps({"keys": [KEY.jwk()]}).encode()
 #: a global address, only ever handed to a MockTransport: nothing is sent to it
 PUBLIC = "93.184.215.14"
+
+
+def without_proxies(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No proxy settings from the environment the tests run in (each case sets its own)."""
+    for name in [n for n in os.environ if n.lower().endswith("_proxy")]:
+        monkeypatch.delenv(name)
+
+
+@pytest.fixture(autouse=True)
+def _no_proxies(monkeypatch: pytest.MonkeyPatch) -> None:
+    without_proxies(monkeypatch)
 
 
 class Names:

@@ -1,0 +1,65 @@
+"""An HTTP forward proxy on 127.0.0.1, as an egress proxy stands between an agent and its
+identity provider: ``CONNECT host:port`` tunnels (https) and absolute-form requests
+(``GET http://host:port/path``, plain http). It resolves names itself, from its own table
+(the agent's host may resolve none of them), and records each request line it is asked."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+
+import httpx
+
+
+class ForwardProxy:
+    def __init__(self, names: dict[str, str]) -> None:
+        self.names = names
+        self.asked: list[str] = []
+        self.url = ""
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+            line, _, headers = head.partition(b"\r\n")
+            method, target, version = line.decode("ascii").split(" ")
+            self.asked.append(f"{method} {target}")
+            if method == "CONNECT":
+                host, _, port = target.rpartition(":")
+                first = b""
+            else:
+                url = httpx.URL(target)
+                host, port = url.host, str(url.port or 80)
+                first = f"{method} {url.raw_path.decode()} {version}\r\n".encode() + headers
+            up_reader, up_writer = await asyncio.open_connection(
+                self.names.get(host, host), int(port)
+            )
+        except (OSError, ValueError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+            writer.write(b"HTTP/1.1 502 Bad Gateway\r\ncontent-length: 0\r\n\r\n")
+            writer.close()
+            return
+        if method == "CONNECT":
+            writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
+        up_writer.write(first)
+
+        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+            with contextlib.suppress(OSError):
+                while data := await src.read(65536):
+                    dst.write(data)
+                    await dst.drain()
+            dst.close()
+
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+
+
+@contextlib.asynccontextmanager
+async def forward_proxy(names: dict[str, str]) -> AsyncIterator[ForwardProxy]:
+    proxy = ForwardProxy(names)
+    server = await asyncio.start_server(proxy._handle, "127.0.0.1", 0)
+    proxy.url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+    try:
+        yield proxy
+    finally:
+        server.close()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(server.wait_closed(), 5)
