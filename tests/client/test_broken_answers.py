@@ -251,6 +251,33 @@ async def test_a_key_set_that_is_none_leaves_the_card_unverified(answer: Reply, 
     assert raised.value.reason == "no_keys"
 
 
+@pytest.mark.parametrize("status", [301, 302, 307, 308])
+async def test_a_key_set_redirect_is_an_answer_without_keys_not_a_request_elsewhere(
+    status: int,
+) -> None:
+    """The agent chooses what its key set URL answers: a redirect (to the cloud metadata
+    service, to a port on the client's own host) is not followed; here its target is a
+    local server standing for such a service, which must be asked nothing."""
+    asked: list[str] = []
+    elsewhere = _Answering("/", json_reply({"keys": []}))  # the stub answers its lifespan
+
+    async def recording(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            asked.append(scope["path"])
+        await elsewhere(scope, receive, send)
+
+    async with running_server(recording) as target:
+        answer = (status, {"location": target + "/latest/meta-data/"}, [b""])
+        async with (
+            running_server(_jwks_agent(answer)) as url,
+            A2AClient(url, verify_card=True) as client,
+        ):
+            with pytest.raises(CardVerificationError, match=f"answers HTTP {status}") as raised:
+                await client.discover()
+    assert raised.value.reason == "no_keys"
+    assert asked == []
+
+
 # -- 6. a send result that is neither a task nor a message ---------------------------
 
 
