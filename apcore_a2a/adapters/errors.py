@@ -135,14 +135,16 @@ _UNKNOWN = ErrorRule("INTERNAL_ERROR", "failed", InternalError, "Internal error"
 _BAD_OUTPUT = ErrorRule(
     "SCHEMA_VALIDATION_ERROR", "failed", None, "Module output does not match its schema"
 )
-#: the input of a call the module made was refused: the module's fault, not the caller's
-#: (the called module and its field errors are not named)
-_BAD_CALL = ErrorRule(
-    "SCHEMA_VALIDATION_ERROR",
-    "failed",
-    None,
-    "Input of a call this skill makes does not match its schema",
-)
+#: the input of a call the module made was refused (by the called module's schema, or as
+#: invalid by that module or apcore): the module's fault, not the caller's (the called
+#: module and its field errors are not named)
+_BAD_CALL = {
+    code: ErrorRule(code, "failed", None, f"Input of a call this skill makes {words}")
+    for code, words in (
+        ("SCHEMA_VALIDATION_ERROR", "does not match its schema"),
+        ("GENERAL_INVALID_INPUT", "is invalid"),
+    )
+}
 #: a call the module made names a module not served (mistyped, removed, disabled): the
 #: module's fault; the caller's own skill exists, and the missing one is not named
 _MISSING_CALL = ErrorRule(
@@ -199,8 +201,15 @@ def _nested(exc: BaseException, module_id: str | None, key: str) -> bool:
 def nested_input(exc: BaseException, module_id: str | None) -> bool:
     """Whether *exc* refused the input of a call *module_id* made, not the caller's input:
     apcore names the module whose input it refused as the error's ``module_id`` detail."""
-    code = getattr(exc, "code", None)
-    return code == "SCHEMA_VALIDATION_ERROR" and _nested(exc, module_id, "module_id")
+    return getattr(exc, "code", None) in _BAD_CALL and _nested(exc, module_id, "module_id")
+
+
+def own_denial(exc: BaseException, module_id: str) -> bool:
+    """Whether *exc* is the ACL's refusal of the skill's own module *module_id* (not of a
+    call the module makes)."""
+    details = getattr(exc, "details", None)
+    target = details.get("target_id") if isinstance(details, dict) else None
+    return getattr(exc, "code", None) == "ACL_DENIED" and target == module_id
 
 
 def map_error(
@@ -220,7 +229,7 @@ def map_error(
     if rule.code == "SCHEMA_VALIDATION_ERROR" and bad_output:
         rule = _BAD_OUTPUT
     elif nested_input(exc, module_id):
-        rule = _BAD_CALL
+        rule = _BAD_CALL[str(code)]
     elif rule.code == "ACL_DENIED" and new_message and _nested(exc, module_id, "target_id"):
         rule = _NESTED_DENIED
     elif rule.a2a is MethodNotFoundError and _nested(exc, module_id, "module_id"):

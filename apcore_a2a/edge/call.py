@@ -96,8 +96,9 @@ class CallRecord:
     cancel_reason: str | None = None
     #: what the call answers instead of its run's last event (set by the executor, raised
     #: by the request handler): a blocking send's refusal, its task already ended
-    #: ``rejected`` (the module's call never got a sync thread), or the error of a message
-    #: reply that failed, whose run ended with a message that never leaves (no task kept)
+    #: ``rejected`` (the module's call never got a sync thread), the ACL's refusal of the
+    #: skill as its run starts (no task made or changed), or the error of a message reply
+    #: that failed, whose run ended with a message that never leaves (no task kept)
     refused: Exception | None = None
     #: what the call answered (``streams/tap.py``'s ``Answer``; none for ``internal`` calls)
     answer: Any = None

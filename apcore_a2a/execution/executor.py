@@ -1,13 +1,13 @@
 """``ApCoreAgentExecutor``: the SDK ``AgentExecutor`` that runs apcore modules.
 
-One ``execute()`` per message: enqueue the submitted ``Task`` (history holds the user
-message, metadata the skill id), then ``working``, then run the module through apcore's
-``Executor`` -- ``call_async()`` for ordinary modules, ``stream()`` for modules with a
-``stream()`` method, so ACL, approval, validation, middleware and timeouts always apply --
-and finish with artifact + ``completed``, ``input-required`` (approval pending, or the
-module asked for input: ``execution/turns.py``), ``rejected``, ``canceled`` or ``failed``
-with a sanitized status message. Skills that answer with messages (``reply: "message"``
-or ``"auto"``) run the module first and record a task only when the call needs one.
+One ``execute()`` per message: enqueue the submitted ``Task`` (history: the user message;
+metadata: the skill id), then ``working``, then run the module through apcore's ``Executor``
+(``call_async()``, or ``stream()`` for a module with one: ACL, approval, validation,
+middleware and timeouts always apply); finish with artifact + ``completed``,
+``input-required`` (approval pending, or the module asked: ``execution/turns.py``),
+``rejected``, ``canceled`` or ``failed`` with a sanitized status message. Skills that
+answer with messages (``reply: "message"`` or ``"auto"``) run the module first and record
+a task only when the call needs one.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
 from a2a.types import Message, Part, TaskState
 from a2a.utils.errors import A2AError, InternalError
+from apcore import ACLDeniedError
 from apcore.cancel import ExecutionCancelledError
 
 from apcore_a2a.adapters.errors import (
@@ -34,16 +35,16 @@ from apcore_a2a.adapters.errors import (
     map_error,
     nested_input,
     one_line,
+    own_denial,
 )
 from apcore_a2a.adapters.outputs import TASK_HOOK_KEY, input_required_of, reply_of, text_from_value
 from apcore_a2a.adapters.parts import OutputTooDeep, is_file, output_to_parts, too_deep
 from apcore_a2a.adapters.skills import SkillSpec
 from apcore_a2a.edge.call import call_of
-from apcore_a2a.errors import PermissionDeniedError
 from apcore_a2a.execution import turns
 from apcore_a2a.execution.chunks import deep_merge, with_last_flag
 from apcore_a2a.execution.fair_pool import FairPool
-from apcore_a2a.execution.identity import identity_of, is_operator
+from apcore_a2a.execution.identity import identity_of, is_operator, run_denial
 from apcore_a2a.execution.module_calls import ModuleCalls
 from apcore_a2a.execution.observer import ExecutionObserver, observe
 from apcore_a2a.execution.routing import SKILL_METADATA_KEY, ApCoreRequestContext
@@ -144,6 +145,11 @@ class ApCoreAgentExecutor(AgentExecutor):
         inputs = turns.without_token(context.module_input)
         self._runs[task_id] = run
         try:
+            # Asked as apcore's ACL gate will ask, before any event (see ``_refuse``).
+            ours = functools.partial(run.apcore_context, context, spec.module_id, self._timeout)
+            if why := await run_denial(self._executor, spec.module_id, ours):
+                await self._refuse(run, context, spec, ACLDeniedError(None, spec.module_id), why)
+                return
             if stored is None and spec.reply != "task":
                 await self._answer_first(run, context, spec, message, inputs)
                 return
@@ -297,7 +303,7 @@ class ApCoreAgentExecutor(AgentExecutor):
     async def _answer_first(
         self,
         run: Run,
-        context: RequestContext,
+        context: ApCoreRequestContext,
         spec: SkillSpec,
         message: Message,
         inputs: dict[str, Any],
@@ -333,7 +339,7 @@ class ApCoreAgentExecutor(AgentExecutor):
             ):
                 kind = "task"  # the caller must answer on a task
             if kind == "message" and error is not None:
-                await self._refuse_reply(run, context, spec, error)
+                await self._refuse(run, context, spec, error)
                 return
             if kind == "message":
                 reply = new_message(parts, run.context_id)
@@ -349,30 +355,44 @@ class ApCoreAgentExecutor(AgentExecutor):
         finally:
             opening.cancel()
 
-    async def _refuse_reply(
-        self, run: Run, context: RequestContext, spec: SkillSpec, error: Exception
-    ) -> None:
-        """A message reply that failed: the call answers the error and no task is kept.
-        Raised from ``execute()``, the SDK would record a failed task without a status
-        message and log the error twice at ERROR with its traceback. A message ends an SDK
-        run without a task instead, and the request handler answers the error in its place
-        (``CallRecord.refused``), so that message never leaves."""
-        answer: A2AError
-        refusal = refusal_of(error)
-        if refusal is not None:
-            answer, code = refusal, refusal.wire.reason
-        else:
+    async def _refuse(
+        self,
+        run: Run,
+        context: ApCoreRequestContext,
+        spec: SkillSpec,
+        error: BaseException,
+        why: str | None = None,
+        *,
+        task: bool = False,
+    ) -> bool:
+        """Answer *error* as the call's refusal (``CallRecord.refused``, raised by the request
+        handler for the run's last event); whether it is one: a message reply's failure, a
+        sync call that never got a thread, the ACL's refusal of the skill itself in the
+        run's context (read by the ACL, or changed since the request context builder's check;
+        for *why*: answered as that check is). With no *task* the run ends with a message
+        that never leaves, or none, so no task is made or changed (raised, the SDK would
+        fail it, logged twice at ERROR); a task ends ``rejected``, a blocking send answers."""
+        answer: A2AError | None = (refused := refusal_of(error))
+        code = refused.wire.reason if refused is not None else "ACL_DENIED"
+        if answer is None and context.acl_refusal and own_denial(error, spec.module_id):
+            answer = context.acl_refusal(why or one_line(error))
+        if answer is None and task:
+            return False
+        if answer is None:
             mapped = self._mapped(spec, error, new_message=True)
             answer, code = as_a2a_error(mapped), mapped.code
-            if code == "ACL_DENIED" and mapped.outcome == "failed":  # a call it made
-                answer = PermissionDeniedError(mapped.message)
         call = call_of(context.call_context)
-        if call is None:
-            raise answer  # never: execute() checked the call
-        call.refused = answer
-        await run.emit(new_message([Part(text=answer.message)], run.context_id))
+        if call is not None and (call.blocking or not task):
+            call.refused = answer  # before the event that ends the run
+        if task:
+            data = {"code": code, "message": answer.message, "type": "Refused"}
+            await run.status(TaskState.TASK_STATE_REJECTED, run.message(answer.message, data))
+            return True
+        if (context.current_task or context.stored_task) is None:  # a follow-up's: unchanged
+            await run.emit(new_message([Part(text=answer.message)], run.context_id))
         if run.execution is not None:
             run.execution.refused(code)
+        return True
 
     async def _handle_failure(
         self,
@@ -381,20 +401,14 @@ class ApCoreAgentExecutor(AgentExecutor):
         spec: SkillSpec,
         exc: BaseException,
         inputs: dict[str, Any],
-        context: RequestContext,
+        context: ApCoreRequestContext,
         stored: object | None,
     ) -> None:
         asked = input_required_of(exc)
         if asked is not None and too_deep({"data": asked.data}):
             asked, exc = None, OutputTooDeep()  # its question's data part could not be read
         code = "MODULE_TIMEOUT" if isinstance(exc, TimeoutError) else getattr(exc, "code", None)
-        refusal = refusal_of(exc)
-        if refusal is not None:
-            data = {"code": refusal.wire.reason, "message": refusal.message, "type": "Refused"}
-            await run.status(TaskState.TASK_STATE_REJECTED, run.message(refusal.message, data))
-            call = call_of(context.call_context)
-            if call is not None and call.blocking:
-                call.refused = refusal  # the request handler answers it
+        if await self._refuse(run, context, spec, exc, task=True):
             return
         if asked is not None:
             await turns.ask(run, asked, message.message_id, inputs)

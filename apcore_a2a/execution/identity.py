@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from a2a.auth.user import UnauthenticatedUser, User
@@ -200,9 +200,10 @@ def identity_of(context: ServerCallContext | None) -> Identity | None:
 def gate_holding(executor: Any, gate: type, provider: str) -> Any:
     """What the first built-in *gate* step of *executor*'s strategy that has one holds as
     *provider* (the ACL gate's ``acl``, the approval gate's ``handler``), if any."""
-    steps = getattr(getattr(executor, "current_strategy", None), "steps", ())
-    held = (getattr(step, provider) for step in steps if isinstance(step, gate))
-    return next((found for found in held if found is not None), None)
+    for step in getattr(getattr(executor, "current_strategy", None), "steps", ()):
+        if isinstance(step, gate) and (found := getattr(step, provider)) is not None:
+            return found
+    return None
 
 
 def is_operator(identity: Identity | None) -> bool:
@@ -223,6 +224,23 @@ def denial(executor: Executor, identity: Identity | None, module_id: str) -> str
     if acl is None:
         return None
     decision = acl.check_access(None, module_id, Context.create(identity=identity))
+    return None if decision.access == "allow" else str(decision.reason or "denied")
+
+
+async def run_denial(
+    executor: Executor, module_id: str, context_of: Callable[[], Context]
+) -> str | None:
+    """Why apcore's ACL gate will refuse the call of *module_id* in the context *context_of*
+    makes (a run's own apcore context: its identity and ``a2a.*`` data; made only when
+    there is an ACL), asked as the gate asks (async conditions included), or ``None``."""
+    acl: ACL | None = gate_holding(executor, BuiltinACLCheck, "acl")
+    if acl is None:
+        return None
+    context = context_of()
+    if hasattr(acl, "async_check_access"):  # as the gate: async first, then sync
+        decision = await acl.async_check_access(context.caller_id, module_id, context)
+    else:
+        decision = acl.check_access(context.caller_id, module_id, context)
     return None if decision.access == "allow" else str(decision.reason or "denied")
 
 

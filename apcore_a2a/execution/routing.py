@@ -11,6 +11,7 @@ about a whole call; the module's input model and the ACL take microseconds.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from collections.abc import Awaitable, Callable, Iterable
@@ -91,6 +92,9 @@ class ApCoreRequestContext(RequestContext):
     skill: SkillSpec | None = None
     module_input: dict[str, Any] | None = None
     stored_task: Task | None = None
+    #: the answer to this caller when the ACL refuses it the skill after the check here
+    #: passed (given why): the run's own check, or apcore's when the module ran
+    acl_refusal: Callable[[str], A2AError] | None = None
 
 
 def _skill_not_found(skill_id: str, available: list[str]) -> MethodNotFoundError:
@@ -139,22 +143,23 @@ class ApCoreRequestContextBuilder(RequestContextBuilder):
             raise _skill_not_found(skill_id, self.visible(specs, identity))
         denied = denial(self.executor, identity, spec.module_id)
         if denied is not None:
-            # A follow-up's task the caller may no longer touch is not found; a hidden
-            # skill answers exactly like an unknown one, under the id as the caller named
-            # it (the resolved one when it named none).
-            answer = "task not found" if task is not None else "skill not found"
-            who = sanitize(str(getattr(identity, "id", None) or "anonymous"), 200)
-            logger.warning(
-                "ACL denied %s -> %s (%s); answered as %s", who, skill_id, denied, answer
-            )
-            if task is not None:
-                raise TaskNotFoundError(message="Task not found")
-            raise _skill_not_found(named or skill_id, self.visible(self.catalog.ids(), identity))
+            raise self.acl_refusal(skill_id, task, identity, denied)
         if is_disabled(self.executor, skill_id):
             logger.info("Skill %s is disabled; refused", skill_id)
             refusal = ModuleDisabledError(module_id=skill_id)
             raise as_a2a_error(map_error(refusal, module_id=skill_id))
         return spec
+
+    def acl_refusal(self, skill_id: str, task: Task | None, identity: Any, why: str) -> A2AError:
+        """The answer to *identity*, whom the ACL refuses *skill_id* (for *why*), logged:
+        a follow-up's *task* the caller may no longer touch is not found; a hidden skill
+        answers exactly like an unknown one."""
+        answer = "task not found" if task is not None else "skill not found"
+        who = sanitize(str(getattr(identity, "id", None) or "anonymous"), 200)
+        logger.warning("ACL denied %s -> %s (%s); answered as %s", who, skill_id, why, answer)
+        if task is not None:
+            return TaskNotFoundError(message="Task not found")
+        return _skill_not_found(skill_id, self.visible(self.catalog.ids(), identity))
 
     def visible(self, module_ids: Iterable[str], identity: Any) -> list[str]:
         """The ids of *module_ids* the ACL lets *identity* call, sorted."""
@@ -217,11 +222,15 @@ class ApCoreRequestContextBuilder(RequestContextBuilder):
         request_context.stored_task = stored
         if params is None:
             return request_context
-        spec = self.resolve(params, stored, identity_of(context))
+        identity = identity_of(context)
+        spec = self.resolve(params, stored, identity)
         if stored is None:
             request_context.module_input = input_from_parts(params.message.parts, spec.input_facts)
             self.check_input(spec.module_id, request_context.module_input)
         request_context.skill = spec
+        request_context.acl_refusal = functools.partial(
+            self.acl_refusal, spec.module_id, stored, identity
+        )
         call = record_of(context)
         call.run_task = request_context.task_id
         if call.answer is not None:  # for cancel-on-drop (``streams/answers.py``)

@@ -149,9 +149,9 @@ class ApCoreRequestHandler(DefaultRequestHandler):
                     await self._quota.settle(context)
                 if claimed is not None:
                     await refuse_untaken(answer, params, self._task_lookup, context)
-            refused = record_of(context).refused
-            if refused is not None:
-                raise refused  # see CallRecord.refused
+                refused = record_of(context).refused
+                if refused is not None:
+                    raise refused  # see CallRecord.refused (a follow-up's wait given back)
             return answer
         finally:
             leave()
@@ -206,6 +206,8 @@ class ApCoreRequestHandler(DefaultRequestHandler):
                         if version is not None and positions.task_id is not None:
                             seq = await log.seq_at(positions.task_id, version)
                     yield event, str(seq) if seq else None
+                if call.refused is not None:
+                    raise call.refused  # a follow-up refused before its run emitted anything
         finally:
             # First what needs no await: when the client hung up, its cancel scope makes
             # every await below raise again, and the tap kept a dropped stream's notes.

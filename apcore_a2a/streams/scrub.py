@@ -140,9 +140,10 @@ def _dicts(error: dict[str, Any]) -> Iterator[dict[str, Any]]:
 
 
 def _ours(error: dict[str, Any]) -> bool:
-    """Whether an internal error is one the executor worded (it names the apcore code)."""
-    metadata = (d.get("metadata") for d in _dicts(error))
-    return any(isinstance(m, dict) and isinstance(m.get(OURS_KEY), str) for m in metadata)
+    """Whether an internal error is one the executor worded: it names the apcore code, in
+    an ``ErrorInfo``'s metadata (1.0, REST) or in the error's data itself (JSON-RPC 0.3,
+    whose data is the error's own, as a2a-sdk's 0.3 adapter sends it)."""
+    return any(isinstance(d.get(OURS_KEY), str) for d in _dicts(error))
 
 
 def _own(error: dict[str, Any]) -> bool:

@@ -22,7 +22,8 @@ RAISED = {
     "MODULE_DISABLED": (-32601, "Skill is disabled: errors.raise"),
     "SCHEMA_VALIDATION_ERROR": (-32602, "Input validation failed"),
     "GENERAL_INVALID_INPUT": (-32602, "bad input"),
-    "ACL_DENIED": (-32001, "Task not found"),
+    # the ACL's refusal of the skill itself, as the check before the run answers it
+    "ACL_DENIED": (-32601, "Skill not found: errors.raise"),
 }
 FINAL = {
     "APPROVAL_DENIED": ("rejected", "Approval denied: not today"),

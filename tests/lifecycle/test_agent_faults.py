@@ -11,7 +11,9 @@ created. A follow-up on another caller's task is still "Task not found". A call 
 makes with input the called module's schema refuses ends the task ``failed`` with "Input of
 a call this skill makes does not match its schema" (code ``SCHEMA_VALIDATION_ERROR``), on a
 follow-up too (its answer is not asked for again); before, it was answered -32602 Invalid
-params, as if the caller's own input were wrong.
+params, as if the caller's own input were wrong. So is a call whose input the called module
+refuses itself (``InvalidInputError``, ``GENERAL_INVALID_INPUT``): "Input of a call this
+skill makes is invalid".
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Any
 import pytest
 from a2a.types import Task, TaskState
 from apcore import ACL, ACLRule, Executor, Registry
+from apcore.errors import InvalidInputError
 from pydantic import BaseModel
 
 from apcore_a2a import A2AServerFactory, InputRequired
@@ -35,6 +38,7 @@ from ._client import BINDINGS, collect, parts_data
 DENIED = "Permission denied: a call this skill makes was refused"
 BAD_CALL = "Input of a call this skill makes does not match its schema"
 MISSING = "A call this skill makes names no module the agent serves"
+INVALID_CALL = "Input of a call this skill makes is invalid"
 #: skill -> its task's status message: text, then data
 FAILED = {
     "task.bad_output": [
@@ -53,6 +57,10 @@ FAILED = {
     "task.missing_call": [
         MISSING,
         {"code": "MODULE_NOT_FOUND", "message": MISSING, "type": "ModuleNotFoundError"},
+    ],
+    "task.invalid_call": [
+        INVALID_CALL,
+        {"code": "GENERAL_INVALID_INPUT", "message": INVALID_CALL, "type": "InvalidInputError"},
     ],
 }
 
@@ -116,6 +124,22 @@ class MissingCall(_Task):
         return result
 
 
+class InvalidCall(_Task):
+    """Asks for a text first (when it has none), then calls ``task.refuser``, which refuses
+    the input itself."""
+
+    async def execute(self, inputs: dict[str, Any], context: Any) -> dict[str, Any]:
+        if not inputs.get("text"):
+            raise InputRequired("Say something", field="text")
+        result: dict[str, Any] = await context.executor.call_async("task.refuser", {}, context)
+        return result
+
+
+class Refuser(_Task):
+    def execute(self, inputs: dict[str, Any], context: Any) -> dict[str, Any]:
+        raise InvalidInputError("a text is needed here")
+
+
 class Secret(_Task):
     def execute(self, inputs: dict[str, Any], context: Any) -> dict[str, Any]:
         return {"said": "secret"}
@@ -130,6 +154,8 @@ async def _agent(**settings: Any) -> AsyncIterator[str]:
         ("task.nested", Nested()),
         ("task.bad_call", BadCall()),
         ("task.missing_call", MissingCall()),
+        ("task.invalid_call", InvalidCall()),
+        ("task.refuser", Refuser()),
         ("task.secret", Secret()),
     ):
         registry.register(skill, module)
@@ -138,6 +164,7 @@ async def _agent(**settings: Any) -> AsyncIterator[str]:
             ACLRule(callers=["@external"], targets=["*"], effect="allow"),
             ACLRule(callers=["task.bad_call"], targets=["task.bad_output"], effect="allow"),
             ACLRule(callers=["task.missing_call"], targets=["*"], effect="allow"),
+            ACLRule(callers=["task.invalid_call"], targets=["task.refuser"], effect="allow"),
         ]
     )
     port = free_port()
@@ -184,7 +211,8 @@ async def test_a_module_failure_the_caller_cannot_fix_fails_its_task(
 
 @pytest.mark.parametrize(("binding", "version"), BINDINGS)
 @pytest.mark.parametrize(
-    ("skill", "status"), [("task.ask_then_bad", "task.bad_output"), ("task.bad_call",) * 2]
+    ("skill", "status"),
+    [("task.ask_then_bad", "task.bad_output"), ("task.bad_call",) * 2, ("task.invalid_call",) * 2],
 )
 async def test_an_agent_fault_after_an_answer_fails_the_task_and_asks_nothing(
     binding: str, version: str, skill: str, status: str

@@ -2,8 +2,10 @@
 
 A skill with ``reply: "message"`` runs its module before anything is stored. When the call
 fails -- the module raises, its output does not validate, a call it makes is refused by
-the ACL or given input the called module's schema refuses, or (a sync module) it never got a worker thread -- the caller gets the error on
-JSON-RPC, REST and gRPC, 1.0 and 0.3, streaming or not, and nothing else happens: no task
+the ACL or given input the called module refuses (its schema, or the module itself), or (a
+sync module) it never got a worker thread -- the caller gets the error, in the module's
+words, on JSON-RPC, REST and gRPC, 1.0 and 0.3 (before, JSON-RPC 0.3 said only "Internal
+error"), streaming or not, and nothing else happens: no task
 is stored under the id the run went by (``GetTask`` on it is "Task not found",
 ``ListTasks`` is empty), and the agent logs one line of its own (a module's crash: one
 ERROR with its traceback, as for a task skill); a2a-sdk logs no traceback. Before, the SDK
@@ -17,6 +19,7 @@ import asyncio
 import contextlib
 import logging
 import threading
+import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -24,6 +27,7 @@ import httpx
 import pytest
 from a2a.types import GetTaskRequest
 from apcore import ACL, ACLRule, Executor, Registry
+from apcore.errors import InvalidInputError
 from pydantic import BaseModel
 
 from apcore_a2a import A2AServerFactory
@@ -35,18 +39,33 @@ from ._client import BINDINGS, V1, collect, rpc
 REFUSAL = "No sync worker thread came free for this call within execution_timeout"
 #: what the SDK's 0.3 REST client says of any HTTP 404
 NOT_FOUND_03 = "MethodNotFoundError: Resource not found"
-#: skill -> (words of the SDK client's error, the SDK's 0.3 REST client's words for the HTTP
-#: status, the level of the agent's one record of it)
+#: skill -> (the SDK client's error, the SDK's 0.3 REST client's words for the HTTP status
+#: (it reads no body), the level of the agent's one record of it)
 FAILURES = {
-    "reply.crash": ("InternalError: ", "HTTP Error 500", logging.ERROR),
+    "reply.crash": ("InternalError: Module execution failed", "HTTP Error 500", logging.ERROR),
     # the module's own output: the agent's fault, not the caller's
-    "reply.bad_output": ("InternalError: ", "HTTP Error 500", logging.ERROR),
+    "reply.bad_output": (
+        "InternalError: Module output does not match its schema",
+        "HTTP Error 500",
+        logging.ERROR,
+    ),
     # the input of a call the module makes: the agent's fault, not the caller's
-    "reply.bad_call": ("InternalError: ", "HTTP Error 500", logging.ERROR),
-    # ACL_DENIED of the call the module makes, in a new message: the agent's refusal
+    "reply.bad_call": (
+        "InternalError: Input of a call this skill makes does not match its schema",
+        "HTTP Error 500",
+        logging.ERROR,
+    ),
+    # the called module refuses that input itself (GENERAL_INVALID_INPUT): the same
+    "reply.invalid_call": (
+        "InternalError: Input of a call this skill makes is invalid",
+        "HTTP Error 500",
+        logging.ERROR,
+    ),
+    # ACL_DENIED of the call the module makes: the agent's policy refused its own module,
+    # not the caller (docs: README, "Errors")
     "reply.nested": (
-        "Permission denied: a call this skill makes was refused",
-        "HTTP Error 403",
+        "InternalError: Permission denied: a call this skill makes was refused",
+        "HTTP Error 500",
         logging.WARNING,
     ),
 }
@@ -101,8 +120,20 @@ class BadCall(_Reply):
         return result
 
 
+class InvalidCall(_Reply):
+    """Calls ``reply.secret`` with an input it refuses itself (``InvalidInputError``)."""
+
+    async def execute(self, inputs: dict[str, Any], context: Any) -> dict[str, Any]:
+        self.runs["reply.invalid_call"] = context.data["a2a.task_id"]
+        call = context.executor.call_async("reply.secret", {"text": "refuse"}, context)
+        result: dict[str, Any] = await call
+        return result
+
+
 class Secret(_Reply):
     def execute(self, inputs: dict[str, Any], context: Any) -> dict[str, Any]:
+        if inputs.get("text") == "refuse":
+            raise InvalidInputError("refused by reply.secret")
         return {"said": "secret"}
 
 
@@ -125,7 +156,11 @@ async def _agent(registry: Registry, **settings: Any) -> AsyncIterator[str]:
     acl = ACL(
         rules=[
             ACLRule(callers=["@external"], targets=["*"], effect="allow"),
-            ACLRule(callers=["reply.bad_call"], targets=["reply.secret"], effect="allow"),
+            ACLRule(
+                callers=["reply.bad_call", "reply.invalid_call"],
+                targets=["reply.secret"],
+                effect="allow",
+            ),
         ]
     )
     port = free_port()
@@ -145,6 +180,18 @@ async def _failure(url: str, binding: str, version: str, streaming: bool, skill:
     finally:
         await client.close()
     return f"{type(failed.value).__name__}: {failed.value}"
+
+
+async def _rest03_words(url: str, streaming: bool, skill: str) -> str:
+    """The message of the error a 0.3 REST send of *skill* answers (read over plain HTTP)."""
+    message = {"messageId": uuid.uuid4().hex, "role": "ROLE_USER", "metadata": {"skillId": skill},
+               "content": [{"data": {"data": {"text": "hi"}}}]}  # fmt: skip
+    path = "/v1/message:stream" if streaming else "/v1/message:send"
+    async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+        answered = await http.post(path, json={"message": message})
+    assert answered.status_code == 500, answered.text
+    words: str = answered.json()["error"]["message"]
+    return words
 
 
 async def _not_found(url: str, binding: str, version: str, task_id: str) -> str:
@@ -180,6 +227,7 @@ async def test_a_failed_message_reply_answers_its_error_and_keeps_no_task(
         ("reply.bad_output", BadOutput(runs)),
         ("reply.nested", Nested(runs)),
         ("reply.bad_call", BadCall(runs)),
+        ("reply.invalid_call", InvalidCall(runs)),
         ("reply.secret", Secret(runs)),
     ):
         registry.register(skill, module)
@@ -187,11 +235,8 @@ async def test_a_failed_message_reply_answers_its_error_and_keeps_no_task(
         for skill, (error, status, level) in FAILURES.items():
             caplog.clear()
             answer = await _failure(url, binding, version, streaming, skill)
-            # the SDK's 0.3 REST client; its REST clients read no 403 body
-            if binding == "HTTP+JSON" and (version == "0.3" or "403" in status):
-                assert status in answer, answer
-            else:
-                assert error in answer, answer
+            rest03 = (binding, version) == ("HTTP+JSON", "0.3")
+            assert status in answer if rest03 else answer == error, answer
             records = list(caplog.records)
             assert not _sdk_tracebacks(records), skill
             ours = [r for r in records if r.name == "apcore_a2a.executor"]
@@ -206,8 +251,10 @@ async def test_a_failed_message_reply_answers_its_error_and_keeps_no_task(
             ]
             # The run went by a task id; nothing is stored under it, on any binding.
             missing = await _not_found(url, binding, version, runs.pop(skill))
-            if (binding, version) == ("HTTP+JSON", "0.3"):
+            if rest03:
                 assert missing.startswith(NOT_FOUND_03), missing
+                # what the SDK's client does not read: the module's words, as 1.0 REST's
+                assert await _rest03_words(url, streaming, skill) == error.split(": ", 1)[1]
             else:
                 assert missing.startswith("TaskNotFoundError: "), missing
         await _no_tasks(url)
