@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import threading
 import uuid
@@ -25,7 +26,9 @@ from typing import Any
 
 import httpx
 import pytest
+from a2a.server.agent_execution import AgentExecutor
 from a2a.types import GetTaskRequest
+from a2a.utils.errors import InternalError
 from apcore import ACL, ACLRule, Executor, Registry
 from apcore.errors import InvalidInputError
 from pydantic import BaseModel
@@ -33,8 +36,9 @@ from pydantic import BaseModel
 from apcore_a2a import A2AServerFactory
 from tests._sdk import make_client, request
 
-from .._support import free_port, running_server
-from ._client import BINDINGS, V1, collect, rpc
+from .._support import free_port, running_server, threaded_server
+from ..upstream._plain import plain_agent
+from ._client import BINDINGS, V1, collect, rpc, wire_message_03
 
 REFUSAL = "No sync worker thread came free for this call within execution_timeout"
 #: what the SDK's 0.3 REST client says of any HTTP 404
@@ -289,3 +293,49 @@ async def test_a_message_reply_that_never_got_a_thread_is_refused_and_keeps_no_t
             assert REFUSAL in answer, answer
         assert not [r for r in records if r.levelno >= logging.ERROR], records
         await _no_tasks(url)
+
+
+class _Fails(AgentExecutor):
+    """A plain a2a-sdk agent's executor that fails as our crashed module's reply does."""
+
+    async def execute(self, context: Any, event_queue: Any) -> None:
+        raise InternalError(
+            message="Module execution failed", data={"apcoreCode": "MODULE_EXECUTE_ERROR"}
+        )
+
+    async def cancel(self, context: Any, event_queue: Any) -> None:
+        return None
+
+
+async def _errors_03(url: str) -> list[Any]:
+    """The JSON-RPC 0.3 errors a ``message/send`` and a ``message/stream`` answer."""
+    found = []
+    async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+        for method in ("message/send", "message/stream"):
+            message = wire_message_03("reply.crash", {"text": "hi"})
+            sent = await http.post("/", json=rpc(method, {"message": message}))
+            body = sent.text.removeprefix("data:").strip()
+            found.append(json.loads(body)["error"])
+    return found
+
+
+async def test_a_failed_reply_answers_0_3_as_a_plain_sdk_agent_answers_its_executors_error() -> (
+    None
+):
+    """The SDK's 0.3 adapter keeps an error's message and data (``_to_v03_jsonrpc_error``);
+    the agent answered a bare "Internal error" there."""
+    runs: dict[str, str] = {}
+    registry = Registry()
+    registry.register("reply.crash", Crash(runs))
+    app, _grpc_port = plain_agent(compat=True, executor=_Fails())
+    with threaded_server(app) as plain_url:
+        async with _agent(registry) as url:
+            ours = await _errors_03(url)
+        plain = await _errors_03(plain_url)
+    expected = {
+        "code": -32603,
+        "message": "Module execution failed",
+        "data": {"apcoreCode": "MODULE_EXECUTE_ERROR"},
+    }
+    assert plain == [expected, expected]
+    assert ours == plain

@@ -35,16 +35,21 @@ from tests._support import free_port
 from tests.client._sdk_agent import EchoExecutor, agent_card
 
 
-def plain_agent(*, compat: bool = False, extended: bool = True) -> tuple[Starlette, int]:
+def plain_agent(
+    *, compat: bool = False, extended: bool = True, executor: AgentExecutor | None = None
+) -> tuple[Starlette, int]:
     """A plain a2a-sdk agent (no push support) and the gRPC port its lifespan serves (the
     1.0 and the 0.3 service); with
     *compat*, A2A 0.3 on JSON-RPC and REST too; *extended*: its card's
-    ``capabilities.extended_agent_card`` (none is configured)."""
+    ``capabilities.extended_agent_card`` (none is configured); *executor*: the SDK agent's
+    (the echo agent's by default)."""
     base = "http://127.0.0.1"
     card = agent_card(base, push=False)
     card.capabilities.extended_agent_card = extended
     handler = DefaultRequestHandler(
-        agent_executor=EchoExecutor(), task_store=InMemoryTaskStore(), agent_card=card
+        agent_executor=executor or EchoExecutor(),
+        task_store=InMemoryTaskStore(),
+        agent_card=card,
     )
     grpc_port = free_port()
 
