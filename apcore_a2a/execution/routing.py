@@ -153,13 +153,14 @@ class ApCoreRequestContextBuilder(RequestContextBuilder):
     def acl_refusal(self, skill_id: str, task: Task | None, identity: Any, why: str) -> A2AError:
         """The answer to *identity*, whom the ACL refuses *skill_id* (for *why*), logged:
         a follow-up's *task* the caller may no longer touch is not found; a hidden skill
-        answers exactly like an unknown one."""
+        answers exactly like an unknown one (refused as it runs, it is not listed either)."""
         answer = "task not found" if task is not None else "skill not found"
         who = sanitize(str(getattr(identity, "id", None) or "anonymous"), 200)
         logger.warning("ACL denied %s -> %s (%s); answered as %s", who, skill_id, why, answer)
         if task is not None:
             return TaskNotFoundError(message="Task not found")
-        return _skill_not_found(skill_id, self.visible(self.catalog.ids(), identity))
+        others = (i for i in self.catalog.ids() if i != skill_id)
+        return _skill_not_found(skill_id, self.visible(others, identity))
 
     def visible(self, module_ids: Iterable[str], identity: Any) -> list[str]:
         """The ids of *module_ids* the ACL lets *identity* call, sorted."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -30,7 +31,7 @@ from apcore_a2a import A2AServerFactory, InputRequired
 from tests._sdk import make_client, request
 
 from .._support import free_port, running_server
-from ._client import BINDINGS, V1, collect, rpc
+from ._client import BINDINGS, V1, collect, rpc, wire_message
 
 #: what the SDK's 0.3 REST client says of any HTTP 404 (it reads no body)
 NOT_FOUND_03 = "MethodNotFoundError: Resource not found"
@@ -215,3 +216,18 @@ async def test_an_acl_with_only_the_synchronous_accessor_is_asked_as_apcore_asks
     assert refused == "MethodNotFoundError: Skill not found: late.task", refused
     assert done.task.status.state == TaskState.TASK_STATE_COMPLETED, done
     assert ran == ["late.task"], ran
+
+
+async def test_a_skill_refused_as_it_runs_is_not_among_the_available_skills() -> None:
+    """As for a skill the ACL hides before the run, the answer lists only the others."""
+    async with _agent([]) as url, httpx.AsyncClient(base_url=url, timeout=30) as http:
+        answers = []
+        for skill, plan in (("hidden.task", {}), ("late.task", {"plan": "free"})):
+            message = wire_message(skill, {"text": "hi"})
+            message["metadata"].update(plan)
+            sent = await http.post("/", json=rpc("SendMessage", {"message": message}), headers=V1)
+            [info] = sent.json()["error"]["data"]
+            answers.append(json.loads(info["metadata"]["availableSkills"]))
+    hidden, late = answers
+    assert "late.task" in hidden and "late.task" not in late, answers
+    assert late == [skill for skill in hidden if skill != "late.task"], answers
