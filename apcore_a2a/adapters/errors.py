@@ -150,8 +150,8 @@ _BAD_CALL = {
 _MISSING_CALL = ErrorRule(
     "MODULE_NOT_FOUND", "failed", None, "A call this skill makes names no module the agent serves"
 )
-#: the ACL refused a call the module made, in a new message: nothing of another caller's
-#: to mask; the caller is told its request was refused (the module's target is not named)
+#: the ACL refused a call the module made: the agent's policy refused its own module, not
+#: the caller, whose skill it is (the module's target is not named)
 _NESTED_DENIED = ErrorRule(
     "ACL_DENIED",
     "failed",
@@ -217,12 +217,9 @@ def map_error(
     *,
     module_id: str | None = None,
     bad_output: bool = False,
-    new_message: bool = False,
 ) -> MappedError:
     """Classify *exc* raised while running *module_id* (see module docstring).
-    *bad_output*: *exc* refused a module's output (apcore gives it its input's code);
-    *new_message*: no task existed before this message, so an ACL refusal of a call the
-    module made masks nothing (on a follow-up it stays "Task not found")."""
+    *bad_output*: *exc* refused a module's output (apcore gives it its input's code)."""
     code = getattr(exc, "code", None)
     is_module_error = isinstance(code, str) and hasattr(exc, "details")
     rule = ERROR_TABLE.get(str(code), _CUSTOM) if is_module_error else _UNKNOWN
@@ -230,7 +227,7 @@ def map_error(
         rule = _BAD_OUTPUT
     elif nested_input(exc, module_id):
         rule = _BAD_CALL[str(code)]
-    elif rule.code == "ACL_DENIED" and new_message and _nested(exc, module_id, "target_id"):
+    elif rule.code == "ACL_DENIED" and _nested(exc, module_id, "target_id"):
         rule = _NESTED_DENIED
     elif rule.a2a is MethodNotFoundError and _nested(exc, module_id, "module_id"):
         rule = _MISSING_CALL

@@ -178,7 +178,7 @@ class ApCoreAgentExecutor(AgentExecutor):
                     else output_to_parts(value, wrapped_result=spec.wrapped_result)
                 )
             except Exception as exc:  # an output too deep for the wire fails here too
-                await self._handle_failure(run, message, spec, exc, inputs, context, stored)
+                await self._handle_failure(run, message, spec, exc, inputs, context)
                 return
             await self._complete(run, parts, streamed)
         finally:
@@ -349,7 +349,7 @@ class ApCoreAgentExecutor(AgentExecutor):
             chosen.set()  # if the module did not choose the task already
             await opening
             if error is not None:
-                await self._handle_failure(run, message, spec, error, inputs, context, None)
+                await self._handle_failure(run, message, spec, error, inputs, context)
             else:
                 await self._complete(run, parts, False)
         finally:
@@ -379,7 +379,7 @@ class ApCoreAgentExecutor(AgentExecutor):
         if answer is None and task:
             return False
         if answer is None:
-            mapped = self._mapped(spec, error, new_message=True)
+            mapped = self._mapped(spec, error)
             answer, code = as_a2a_error(mapped), mapped.code
         call = call_of(context.call_context)
         if call is not None and (call.blocking or not task):
@@ -402,7 +402,6 @@ class ApCoreAgentExecutor(AgentExecutor):
         exc: BaseException,
         inputs: dict[str, Any],
         context: ApCoreRequestContext,
-        stored: object | None,
     ) -> None:
         asked = input_required_of(exc)
         if asked is not None and too_deep({"data": asked.data}):
@@ -422,21 +421,20 @@ class ApCoreAgentExecutor(AgentExecutor):
         elif code == "APPROVAL_PENDING":
             await turns.ask_approval(run, exc, spec.module_id, message.message_id)
         else:
-            mapped = self._mapped(spec, exc, new_message=stored is None)
+            mapped = self._mapped(spec, exc)
             state = _END_STATES.get(mapped.outcome, TaskState.TASK_STATE_FAILED)
             await run.status(state, run.message(mapped.message, mapped.status_data()))
             if mapped.outcome == "raise" and mapped.a2a_error is not None:
                 raise mapped.a2a_error
 
     @staticmethod
-    def _mapped(spec: SkillSpec, exc: BaseException, *, new_message: bool) -> MappedError:
+    def _mapped(spec: SkillSpec, exc: BaseException) -> MappedError:
         """*exc* mapped for the client (a timeout of ours as apcore's), and logged."""
         timeout = isinstance(exc, TimeoutError)
         mapped = map_error(
             ExecutionTimeout() if timeout else exc,
             module_id=spec.module_id,
             bad_output=output_invalid(exc),
-            new_message=new_message,
         )
         level = getattr(logging, mapped.log_level.upper(), logging.ERROR)
         logger.log(

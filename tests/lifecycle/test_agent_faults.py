@@ -4,10 +4,10 @@ A task skill whose module's output fails its output schema ends ``failed`` with 
 output does not match its schema" (code ``SCHEMA_VALIDATION_ERROR``) in its status
 message; before, the call was answered -32602 Invalid params (HTTP 400,
 ``INVALID_ARGUMENT``) and the task was left ``failed`` with apcore's field errors. Input that
-does not validate stays invalid params. A call the module makes that the ACL refuses, in a
-new message, ends the task ``failed`` with "Permission denied: ..." (code ``ACL_DENIED``);
-before, the call was answered -32001 Task not found for a task the caller had just
-created. A follow-up on another caller's task is still "Task not found". A call the module
+does not validate stays invalid params. A call the module makes that the ACL refuses ends
+the task ``failed`` with "Permission denied: ..." (code ``ACL_DENIED``), on a follow-up too;
+before, the call was answered -32001 Task not found for a task the caller had just created
+(or, on a follow-up, owned). A follow-up on another caller's task is still "Task not found". A call the module
 makes with input the called module's schema refuses ends the task ``failed`` with "Input of
 a call this skill makes does not match its schema" (code ``SCHEMA_VALIDATION_ERROR``), on a
 follow-up too (its answer is not asked for again); before, it was answered -32602 Invalid
@@ -212,13 +212,20 @@ async def test_a_module_failure_the_caller_cannot_fix_fails_its_task(
 @pytest.mark.parametrize(("binding", "version"), BINDINGS)
 @pytest.mark.parametrize(
     ("skill", "status"),
-    [("task.ask_then_bad", "task.bad_output"), ("task.bad_call",) * 2, ("task.invalid_call",) * 2],
+    [
+        ("task.ask_then_bad", "task.bad_output"),
+        ("task.bad_call",) * 2,
+        ("task.invalid_call",) * 2,
+        ("task.nested",) * 2,
+    ],
 )
 async def test_an_agent_fault_after_an_answer_fails_the_task_and_asks_nothing(
     binding: str, version: str, skill: str, status: str
 ) -> None:
     """The caller's answer is not asked for again for the module's own output, or for the
-    input of a call it makes (that re-ask is for an answer that made the input invalid)."""
+    input of a call it makes (that re-ask is for an answer that made the input invalid). A
+    call the module makes that the ACL refuses fails the task as in a new message: it was
+    answered "Task not found" for the caller's own task, left ``failed`` with those words."""
     async with _agent() as url:
         client = await make_client(url, binding, version)
         try:
