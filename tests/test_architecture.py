@@ -19,8 +19,9 @@ MAX_LINES = 450
 #: of several lines made one, a caller's value quoted back short), _json (how the JSON
 #: bindings read a body, and refuse what they cannot), _history (the message of a task's
 #: history a messageId names), _addresses (what an IP address finally delivers to: push's
-#: SSRF policy and the JWKS fetch)
-LEAVES = {"_text", "_json", "_history", "_addresses"}
+#: SSRF policy and the JWKS fetch), _egress (which proxy the environment names for a URL:
+#: push deliveries and the JWKS fetch)
+LEAVES = {"_text", "_json", "_history", "_addresses", "_egress"}
 #: room -> rooms (and top-level modules) it may import; a room may always import itself.
 ALLOWED: dict[str, set[str]] = {
     "adapters": set(),

@@ -35,6 +35,7 @@ import jwt
 from cachetools import TLRUCache
 
 from apcore_a2a._addresses import METADATA, IPAddress, embedded_ipv4
+from apcore_a2a._egress import proxy_for
 from apcore_a2a.auth.authenticator import InvalidCredentials
 
 logger = logging.getLogger("apcore_a2a.auth")
@@ -361,12 +362,10 @@ class CheckedAddresses(httpx.AsyncBaseTransport):
         return await self._inner.handle_async_request(_aimed(request, host, parsed[-1]))
 
     def _proxy_for(self, url: httpx.URL) -> httpx.AsyncBaseTransport | None:
-        """The transport through the proxy for *url*, as httpx chooses it from the same
-        settings: the scheme's proxy, else ``all``; none for a host ``NO_PROXY`` names."""
-        proxy = self._proxies.get(url.scheme) or self._proxies.get("all")
-        if not proxy or urllib.request.proxy_bypass(url.host):
+        """The transport through the proxy for *url* (``_egress.proxy_for``), if any."""
+        proxy = proxy_for(url, self._proxies)
+        if proxy is None:
             return None
-        proxy = proxy if "://" in proxy else f"http://{proxy}"
         if proxy not in self._via:
             self._via[proxy] = httpx.AsyncHTTPTransport(
                 proxy=proxy, verify=self._verify, limits=_ONE_USE

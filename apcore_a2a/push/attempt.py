@@ -1,8 +1,8 @@
-"""One webhook delivery and one attempt at it: the signed POST of an event's body to the
-addresses the SSRF policy checked, within one deadline (``push_timeout`` for URL check,
-connect, send, headers and the bounded body read), reading at most
-:data:`MAX_ANSWER_BYTES` of the answer, undecoded. What is queued, retried and when is the
-sender's (``sender.py``)."""
+"""One webhook delivery and one attempt at it: the signed POST of an event's body where the
+SSRF policy's check says (its checked addresses, or the environment's proxy), within one
+deadline (``push_timeout`` for URL check, connect, send, headers and the bounded body
+read), reading at most :data:`MAX_ANSWER_BYTES` of the answer, undecoded. What is queued,
+retried and when is the sender's (``sender.py``)."""
 
 from __future__ import annotations
 
@@ -10,15 +10,14 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import httpx
 from a2a.types import TaskPushNotificationConfig
 
 from apcore_a2a.adapters.errors import one_line
-from apcore_a2a.push.aimed import send_to_checked
-from apcore_a2a.push.policy import PushUrlPolicy
+from apcore_a2a.push.aimed import Webhooks
+from apcore_a2a.push.policy import Checked, PushUrlPolicy
 from apcore_a2a.push.signing import SigningKey
 
 logger = logging.getLogger("apcore_a2a.push")
@@ -70,7 +69,7 @@ def config_headers(config: TaskPushNotificationConfig) -> dict[str, str]:
 async def try_once(
     delivery: Delivery,
     policy: PushUrlPolicy,
-    client: httpx.AsyncClient | None,
+    webhooks: Webhooks | None,
     key: SigningKey | None,
     seconds: float,
 ) -> str | None:
@@ -79,13 +78,13 @@ async def try_once(
     status = None  # known as soon as the answer's headers are in
     try:
         async with asyncio.timeout(seconds):
-            refused, addresses = await policy.resolve(delivery.url, delivery.caller)
-            if not addresses:
-                raise GiveUp(f"URL refused at delivery: {refused}")
-            if key is None or client is None:
+            checked = await policy.resolve(delivery.url, delivery.caller)
+            if checked.refused is not None:
+                raise GiveUp(f"URL refused at delivery: {checked.refused}")
+            if key is None or webhooks is None:
                 raise GiveUp("sender is not running")
             try:
-                answer = await _post(client, key, delivery, addresses)
+                answer = await _post(webhooks, key, delivery, checked)
             except (ValueError, httpx.InvalidURL) as exc:  # UnicodeEncodeError too
                 # A config stored before its values were checked: no retry can send it.
                 raise GiveUp(f"request cannot be sent: {type(exc).__name__}") from None
@@ -113,9 +112,9 @@ async def try_once(
 
 
 async def _post(
-    client: httpx.AsyncClient, key: SigningKey, delivery: Delivery, addresses: Sequence[str]
+    webhooks: Webhooks, key: SigningKey, delivery: Delivery, checked: Checked
 ) -> httpx.Response:
-    """The POST, signed afresh, sent to the checked *addresses* (``push/aimed.py``)."""
+    """The POST, signed afresh, sent where *checked* says (``push/aimed.py``)."""
     token = key.sign_delivery(
         issuer=delivery.issuer,
         audience=delivery.url,
@@ -124,6 +123,4 @@ async def _post(
         jti=delivery.delivery_id,
     )
     headers = {**delivery.headers, SIGNATURE_HEADER: token}
-    return await send_to_checked(
-        client, delivery.url, addresses, content=delivery.body, headers=headers
-    )
+    return await webhooks.post(delivery.url, checked, content=delivery.body, headers=headers)

@@ -4,7 +4,9 @@ A push config names a URL the *agent* will call, so a caller could aim it at its
 network (the metadata service, a database on localhost, an admin panel on a private
 range). The URL is checked at registration (``-32602``) and before every delivery attempt
 (DNS answers change), and the sender connects to the very address checked: resolving the
-name again could give another answer (DNS rebinding).
+name again could give another answer (DNS rebinding). Where the environment names an egress
+proxy for the URL (``_egress.proxy_for``), the check is of what this host resolves, a name
+it cannot resolve being the proxy's to reach, and the POST goes through the proxy by name.
 
 Example: ``await PushUrlPolicy().check("https://127.0.0.1/hook")`` is
 ``"loopback address (127.0.0.1)"``; ``None`` means allowed.
@@ -18,11 +20,13 @@ import logging
 import re
 import urllib.parse
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import httpx
 from a2a.utils.errors import InvalidParamsError
 
 from apcore_a2a._addresses import METADATA, IPAddress, embedded_ipv4
+from apcore_a2a._egress import proxy_for
 from apcore_a2a._text import echoed
 from apcore_a2a.edge.call import CallRecord
 from apcore_a2a.push.dns import AresResolver
@@ -30,7 +34,7 @@ from apcore_a2a.push.lookups import LOOKUPS_PER_CALLER, FairLookups, Resolver
 
 logger = logging.getLogger("apcore_a2a.push")
 
-__all__ = ["LOOKUPS_PER_CALLER", "AresResolver", "PushUrlPolicy", "Resolver"]
+__all__ = ["LOOKUPS_PER_CALLER", "AresResolver", "Checked", "PushUrlPolicy", "Resolver"]
 
 _CGNAT = ipaddress.ip_network("100.64.0.0/10")
 #: The longest URL the sender's HTTP client (httpx) sends.
@@ -69,6 +73,17 @@ def _classify(addr: IPAddress, *, allow_loopback: bool) -> str | None:
     return None
 
 
+class Checked(NamedTuple):
+    """What the policy found for a URL: why it is refused (``None``: it may be called), the
+    checked addresses to connect to, in the resolver's order, and the proxy the environment
+    names for it, which the POST goes through by name (no address then needs to be known:
+    a name this host cannot resolve is the proxy's to reach)."""
+
+    refused: str | None
+    addresses: list[str]
+    proxy: str | None = None
+
+
 class PushUrlPolicy:
     """SSRF policy for webhook URLs: only ``https`` to hosts resolving exclusively to public
     unicast addresses; ``allow_insecure=True`` (development, tests) adds ``http`` and
@@ -101,13 +116,21 @@ class PushUrlPolicy:
 
     async def check(self, url: str, caller: str = "") -> str | None:
         """Return why *url* is refused, or ``None`` when it may be called."""
-        return (await self.resolve(url, caller))[0]
+        return (await self.resolve(url, caller)).refused
 
-    async def resolve(self, url: str, caller: str = "") -> tuple[str | None, list[str]]:
-        """``(reason, [])`` when *url* is refused, else ``(None, addresses)``: the checked
-        addresses to connect to, in the resolver's order (never a second lookup: DNS
-        rebinding). A host-name lookup counts against *caller* (a quota key; ``""``:
-        callers nobody named share one)."""
+    async def resolve(self, url: str, caller: str = "") -> Checked:
+        """*url* checked: its refusal, or the addresses to connect to (never a second
+        lookup: DNS rebinding) and the proxy to send through (read from the environment
+        now). A host-name lookup counts against *caller* (a quota key; ``""``: callers
+        nobody named share one)."""
+        try:
+            proxy = proxy_for(httpx.URL(url))
+        except (ValueError, httpx.InvalidURL):
+            proxy = None  # refused below
+        refused, addresses = await self._check(url, caller, proxied=proxy is not None)
+        return Checked(refused, addresses, proxy)
+
+    async def _check(self, url: str, caller: str, *, proxied: bool) -> tuple[str | None, list[str]]:
         if _CONTROL.search(url):
             return "URL contains a control character", []
         if len(url) > MAX_URL_CHARS:
@@ -145,9 +168,9 @@ class PushUrlPolicy:
             except TimeoutError:
                 return f"host {shown} could not be resolved within {self.lookup_timeout:g} s", []
             except (OSError, UnicodeError):
-                pass  # no address: refused below
+                pass  # no address: refused below, unless a proxy is to reach it
             if not addresses:
-                return f"host {shown} could not be resolved", []
+                return (None, []) if proxied else (f"host {shown} could not be resolved", [])
         for text in addresses:
             try:
                 addr = ipaddress.ip_address(text.split("%", 1)[0])

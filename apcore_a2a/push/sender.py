@@ -21,13 +21,13 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 
-import httpx
 from a2a.server.agent_execution.active_task import TERMINAL_TASK_STATES as _FINAL
 from a2a.server.tasks.push_notification_sender import PushNotificationEvent, PushNotificationSender
 from a2a.types import Task, TaskPushNotificationConfig, TaskStatusUpdateEvent
 from cachetools import LRUCache
 
 from apcore_a2a.adapters.errors import one_line
+from apcore_a2a.push.aimed import Webhooks
 from apcore_a2a.push.attempt import Delivery, GiveUp, config_headers, try_once
 from apcore_a2a.push.bodies import V0_3, body_v03, body_v10
 from apcore_a2a.push.configs import PushConfigStore
@@ -128,7 +128,7 @@ class RetryingPushSender(PushNotificationSender):
         self.callers: LRUCache[str, str] = LRUCache(maxsize=_SETTLED_TASKS)
         #: The last saved ``Task`` per task id, taken by its event (push/bodies.py).
         self.snapshots: LRUCache[str, Task] = LRUCache(maxsize=1024)
-        self._client: httpx.AsyncClient | None = None
+        self._client: Webhooks | None = None
         self._key: SigningKey | None = None
         self._queues: dict[_Key, _Queue] = {}
         self._workers: dict[_Key, asyncio.Task[None]] = {}
@@ -144,13 +144,7 @@ class RetryingPushSender(PushNotificationSender):
         self._key = key
         self._closing = False
         if self._client is None:
-            # No redirects: a 3xx could point past the SSRF policy. No keep-alive: pools
-            # key by address, and a connection verified for one name must not serve another.
-            self._client = httpx.AsyncClient(
-                timeout=self._timeout,
-                follow_redirects=False,
-                limits=httpx.Limits(max_keepalive_connections=0),
-            )
+            self._client = Webhooks(self._timeout)
 
     async def aclose(self, drain_timeout: float = 10.0) -> None:
         """Stop accepting events; let queued deliveries finish for up to *drain_timeout* s."""

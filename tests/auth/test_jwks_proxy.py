@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from apcore_a2a.auth.jwks import JWKSKeySource, KeyLookupError
+from tests._forward_proxy import forward_proxy, without_proxies
 from tests._support import running_server
 from tests.bindings._grpc import self_signed_cert
 
-from .forward_proxy import forward_proxy
-from .test_jwks_redirects import Idp, Names, mock, without_proxies
+from .test_jwks_redirects import Idp, Names, mock
 
 
 @pytest.fixture(autouse=True)

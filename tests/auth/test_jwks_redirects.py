@@ -8,7 +8,6 @@ certificate still verified for the name."""
 from __future__ import annotations
 
 import json
-import os
 import ssl
 from collections.abc import Sequence
 from pathlib import Path
@@ -21,6 +20,7 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from apcore_a2a.auth.jwks import JWKSKeySource, KeyLookupError
+from tests._forward_proxy import without_proxies
 from tests._support import running_server
 from tests.bindings._grpc import self_signed_cert
 
@@ -30,12 +30,6 @@ KEY = rsa_pair("real")
 BODY = json.dumps({"keys": [KEY.jwk()]}).encode()
 #: a global address, only ever handed to a MockTransport: nothing is sent to it
 PUBLIC = "93.184.215.14"
-
-
-def without_proxies(monkeypatch: pytest.MonkeyPatch) -> None:
-    """No proxy settings from the environment the tests run in (each case sets its own)."""
-    for name in [n for n in os.environ if n.lower().endswith("_proxy")]:
-        monkeypatch.delenv(name)
 
 
 @pytest.fixture(autouse=True)

@@ -21,6 +21,7 @@ from a2a.types import TaskPushNotificationConfig
 from apcore_a2a.edge.call import CallRecord
 from apcore_a2a.push import AresResolver, PushUrlPolicy
 from apcore_a2a.push.lookups import MAX_LOOKUPS
+from apcore_a2a.push.policy import Checked
 
 from .._support import sse_frames
 from ..bindings._agent import serve_agent
@@ -299,7 +300,7 @@ SSRF_TABLE = {
 async def test_a_public_name_is_accepted_with_the_addresses_its_dns_gave(name: str) -> None:
     async with name_server(SSRF_TABLE) as dns:
         policy = PushUrlPolicy(resolver=AresResolver([dns.address]))
-        assert await policy.resolve(f"https://{name}/hook") == (None, SSRF_TABLE[name])
+        assert await policy.resolve(f"https://{name}/hook") == Checked(None, SSRF_TABLE[name])
 
 
 @pytest.mark.parametrize(
@@ -316,9 +317,8 @@ async def test_a_public_name_is_accepted_with_the_addresses_its_dns_gave(name: s
 async def test_a_name_with_any_non_public_address_is_refused(name: str) -> None:
     async with name_server(SSRF_TABLE) as dns:
         policy = PushUrlPolicy(resolver=AresResolver([dns.address]))
-        assert await policy.resolve(f"https://{name}/hook") == (
-            f"host '{name}' resolves to a non-public address",
-            [],
+        assert await policy.resolve(f"https://{name}/hook") == Checked(
+            f"host '{name}' resolves to a non-public address", []
         )
 
 
@@ -327,8 +327,8 @@ async def test_hosts_file_names_resolve_without_a_query() -> None:
     # operator or Docker put there) never reaches the name server.
     async with name_server() as dns:
         policy = PushUrlPolicy(allow_insecure=True, resolver=AresResolver([dns.address]))
-        reason, addresses = await policy.resolve("http://localhost:9/hook")
-        assert reason is None
+        reason, addresses, proxy = await policy.resolve("http://localhost:9/hook")
+        assert (reason, proxy) == (None, None)
         assert "127.0.0.1" in addresses
         assert set(addresses) <= {"127.0.0.1", "::1"}
     assert dns.asked == []

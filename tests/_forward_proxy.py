@@ -1,15 +1,18 @@
-"""An HTTP forward proxy on 127.0.0.1, as an egress proxy stands between an agent and its
-identity provider: ``CONNECT host:port`` tunnels (https) and absolute-form requests
-(``GET http://host:port/path``, plain http). It resolves names itself, from its own table
-(the agent's host may resolve none of them), and records each request line it is asked."""
+"""An HTTP forward proxy on 127.0.0.1, as an egress proxy stands between an agent and the
+servers it calls (an identity provider, a webhook receiver): ``CONNECT host:port`` tunnels
+(https) and absolute-form requests (``GET http://host:port/path``, plain http). It resolves
+names itself, from its own table (the agent's host may resolve none of them), and records
+each request line it is asked."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 from collections.abc import AsyncIterator
 
 import httpx
+import pytest
 
 
 class ForwardProxy:
@@ -63,3 +66,9 @@ async def forward_proxy(names: dict[str, str]) -> AsyncIterator[ForwardProxy]:
         server.close()
         with contextlib.suppress(Exception):
             await asyncio.wait_for(server.wait_closed(), 5)
+
+
+def without_proxies(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No proxy settings from the environment the tests run in (each case sets its own)."""
+    for name in [n for n in os.environ if n.lower().endswith("_proxy")]:
+        monkeypatch.delenv(name)
