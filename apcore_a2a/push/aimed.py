@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Mapping
+from http.cookiejar import CookieJar, DefaultCookiePolicy
 
 import httpx
 
@@ -47,6 +48,9 @@ class Webhooks:
             follow_redirects=False,
             limits=_ONE_USE,
             trust_env=False,
+            # A jar that keeps nothing: a receiver's Set-Cookie would go out again with
+            # every later delivery to its host, other callers' webhooks included.
+            cookies=CookieJar(DefaultCookiePolicy(allowed_domains=[])),
         )
 
     async def post(

@@ -369,3 +369,40 @@ async def test_a2a_client_reads_the_failed_status_and_reason(protocol: str) -> N
         assert "status" not in got and "statusReason" not in got
         (listed,) = await client.list_push_configs(second["id"])
         assert listed == got
+
+
+async def test_a_receivers_cookie_is_never_sent_with_a_later_delivery() -> None:
+    """Deliveries carry no state between them: a receiver's ``Set-Cookie`` is not kept and
+    sent again, to it or to another caller's webhook on the same host."""
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import Route
+
+    from .._support import running_server
+
+    seen: list[tuple[str, str | None]] = []
+
+    async def hook(request: Request) -> Response:
+        await request.body()
+        seen.append((request.url.path, request.headers.get("cookie")))
+        answer = Response(status_code=204)
+        answer.set_cookie("sid", "alice-session", path="/")
+        return answer
+
+    app = Starlette(routes=[Route("/{name:path}", hook, methods=["POST"])])
+    async with (
+        running_server(app) as hooks,
+        push_agent() as (base, agent),
+        httpx.AsyncClient(timeout=10) as client,
+    ):
+        for path, token in (("/alice", "tok-a"), ("/bob", "tok-b"), ("/alice", "tok-a")):
+            config = {"url": hooks + path, "token": token}
+            params = {
+                "message": add_message(),
+                "configuration": {"taskPushNotificationConfig": config},
+            }
+            await rpc(client, base, "SendMessage", params)
+            await agent.state.a2a.extras["push"].sender.idle()
+    assert {path for path, _ in seen} == {"/alice", "/bob"}
+    assert [cookie for _, cookie in seen if cookie is not None] == []
