@@ -125,7 +125,7 @@ def _check_token(token: str) -> None:
     """``InvalidParamsError`` for a page *token* in one of the SDK's forms (a cursor, or the
     older base64 task id) whose task id no store can hold; a token of another form is
     its store's to read."""
-    cursor = page_cursor(token)  # a token nested past Python's JSON decoder: refused
+    cursor = page_cursor(token)  # one no store can read (nested, out of time): refused
     if cursor is not None:
         task_id = cursor.task_id
     else:

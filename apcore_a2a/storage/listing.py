@@ -115,10 +115,9 @@ def _ns(value: datetime) -> int:
 
 
 def _at(timestamp_ns: int) -> datetime:
-    try:
-        return _EPOCH + timedelta(microseconds=timestamp_ns // 1000)
-    except OverflowError:
-        raise InvalidParamsError(BAD_TOKEN) from None
+    """The stored ``last_updated`` of a cursor's time (one a ``Timestamp`` holds:
+    ``page_cursor`` refuses the others)."""
+    return _EPOCH + timedelta(microseconds=timestamp_ns // 1000)
 
 
 class TaskPages:

@@ -1,7 +1,9 @@
 """``ListTasks`` under attack, on every store: another caller's page token, forged and
 garbled tokens, page sizes out of range. Each is answered with a page of the caller's own
-tasks or a typed invalid-params error (JSON-RPC -32602, REST 400), never another caller's
-task, never an internal error; the stored tasks stay as they were.
+tasks or a typed invalid-params error (JSON-RPC -32602, REST 400, gRPC
+``INVALID_ARGUMENT``), never another caller's task, never an internal error; the stored
+tasks stay as they were. A2A 0.3 has no ``ListTasks``; a token past ``max_body_bytes``
+is refused for its size.
 """
 
 from __future__ import annotations
@@ -11,9 +13,14 @@ import json
 import uuid
 from typing import Any
 
+import grpc
+import grpc.aio
 import httpx
+import pytest
+from a2a.types import a2a_pb2
 
-from .._support import cli_server
+from .._support import cli_server, free_port
+from ..bindings._grpc import stubs
 from ._a2a import EXTENSIONS
 
 A = {"X-API-Key": "key-a", "A2A-Version": "1.0"}
@@ -57,15 +64,34 @@ def _refused(answer: dict[str, Any], name: object = "") -> bool:
     return True
 
 
+async def _grpc_page(address: str, token: str, name: object) -> list[str] | None:
+    """The ids of the gRPC 1.0 page after *token* (caller B), ``None`` if invalid params."""
+    async with stubs(address) as (v1, _v03):
+        try:
+            page = await v1.ListTasks(
+                a2a_pb2.ListTasksRequest(page_size=2, page_token=token),
+                metadata=(("x-api-key", "key-b"),),
+            )
+        except grpc.aio.AioRpcError as failed:
+            refused = (failed.code(), "Traceback" in (failed.details() or ""))
+        else:
+            return [task.id for task in page.tasks]
+    assert refused == (grpc.StatusCode.INVALID_ARGUMENT, False), (name, refused)
+    return None
+
+
 async def _all(http: httpx.AsyncClient, headers: dict[str, str]) -> list[str]:
     answer = (await http.post("/", json=_rpc("ListTasks", pageSize=100), headers=headers)).json()
     return [task["id"] for task in answer["result"]["tasks"]]
 
 
 async def test_tokens_and_sizes_give_the_callers_tasks_or_invalid_params(store_url: str) -> None:
+    grpc_port = free_port()
     args = ["--extensions-dir", EXTENSIONS, "--task-store", store_url, "--log-level",
-            "warning", "--api-key", "key-a=a", "--api-key", "key-b=b"]  # fmt: skip
-    with cli_server(args) as (base, _):
+            "warning", "--api-key", "key-a=a", "--api-key", "key-b=b",
+            "--grpc-port", str(grpc_port)]  # fmt: skip
+    address = f"127.0.0.1:{grpc_port}"
+    with cli_server(args) as (base, server):
         async with httpx.AsyncClient(base_url=base, timeout=60) as http:
             for headers, count in ((A, 5), (B, 3)):
                 for _ in range(count):
@@ -92,23 +118,48 @@ async def test_tokens_and_sizes_give_the_callers_tasks_or_invalid_params(store_u
                 "id with a lone surrogate": _token({"ts": 1, "id": "\ud800"}),
                 # The SDK's decoder failed on it (RecursionError): -32603 / HTTP 500.
                 "JSON nested deeper than Python decodes": _nested(3000),
+                "JSON nested 33 deep": _nested(33),
+                "a cursor in deep JSON": _token({"ts": [[[[[[[[[[[[1]]]]]]]]]]]] * 3, "id": "x"}),
+                "brackets inside the id": _token({"ts": 1, "id": "[" * 5000}),
+                "an unterminated string": base64.urlsafe_b64encode(b'"\\"' * 5000).decode(),
+                "NUL": "\x00",
+                "512 KiB": "A" * (512 * 1024),
             }
+            tokens |= {f"nested {depth} deep": _nested(depth) for depth in range(900, 1001, 7)}
             for name, token in tokens.items():
                 body = _rpc("ListTasks", pageSize=2, pageToken=token)
                 answer = (await http.post("/", json=body, headers=B)).json()
                 if not _refused(answer, name):
                     listed = {task["id"] for task in answer["result"]["tasks"]}
                     assert listed <= set(mine), f"{name} token: {answer}"
+                on_grpc = await _grpc_page(address, token, name)
+                assert on_grpc is None if "error" in answer else set(on_grpc) <= set(mine), name
+
+            # 10 MB: refused for its size (max_body_bytes), on JSON-RPC and gRPC alike
+            huge = "A" * (10 << 20)
+            reply = await http.post("/", json=_rpc("ListTasks", pageToken=huge), headers=B)
+            assert reply.status_code == 413, reply.text
+            async with stubs(address) as (v1, _v03):
+                with pytest.raises(grpc.aio.AioRpcError) as too_large:
+                    await v1.ListTasks(a2a_pb2.ListTasksRequest(page_token=huge),
+                                       metadata=(("x-api-key", "key-b"),))  # fmt: skip
+            assert too_large.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, too_large.value
+            # A2A 0.3 has no ListTasks: method not found, whatever the token
+            body = _rpc("tasks/list", pageToken=_nested(3000))
+            answer = (await http.post("/", json=body, headers={"X-API-Key": "key-b"})).json()
+            assert answer["error"]["code"] == -32601, answer
 
             for size in (0, -1, 101, 2**31, 10**12, "ten"):
                 body = _rpc("ListTasks", pageSize=size)
                 assert _refused((await http.post("/", json=body, headers=B)).json(), size), size
 
             for query in ({"pageToken": "%%%"}, {"pageToken": _legacy(theirs[0])},
-                          {"pageToken": _nested(3000)}, {"pageSize": "-1"},
+                          {"pageToken": _nested(3000)}, {"pageToken": _nested(950)},
+                          {"pageToken": "\x00"}, {"pageSize": "-1"},
                           {"pageSize": "101"}):  # fmt: skip
                 reply = await http.get("/tasks", params=query, headers=B)
                 assert reply.status_code == 400, (query, reply.text)
                 assert "Traceback" not in reply.text
 
             assert await _all(http, A) == theirs and await _all(http, B) == mine
+    assert "Traceback" not in server.output()
