@@ -29,12 +29,18 @@ def escape_invisible(text: str) -> str:
     return _INVISIBLE.sub(lambda found: f"\\u{ord(found[0]):04x}", text)
 
 
+def escape_controls(text: str, controls: re.Pattern[str] = _CONTROL) -> str:
+    """*text* with the characters *controls* finds (every C0 and C1 control, DEL) written
+    as ``\\x00``: a caller's value quoted back as it was sent, and still readable."""
+    return controls.sub(lambda found: f"\\x{ord(found[0]):02x}", text)
+
+
 def echoed(value: object, *, quote: bool = False, limit: int = ECHO_LIMIT) -> str:
     """A caller's *value* as an answer or a log line quotes it back: at most *limit*
     characters of it (``repr``'d with *quote*), then ``… (N characters)`` when it was
     longer, so a 1 MB bad value never makes a 1 MB answer, log line or span. Unquoted,
-    its control characters are dropped and :func:`escape_invisible` applies (quoted,
-    ``repr`` escapes both)."""
+    :func:`escape_controls` and :func:`escape_invisible` apply (quoted, ``repr`` escapes
+    both)."""
     text = value if isinstance(value, str) else str(value)
-    shown = repr(text[:limit]) if quote else escape_invisible(_CONTROL.sub("", text[:limit]))
+    shown = repr(text[:limit]) if quote else escape_invisible(escape_controls(text[:limit]))
     return shown if len(text) <= limit else f"{shown}… ({len(text)} characters)"

@@ -25,7 +25,7 @@ from a2a.utils.errors import (
     TaskNotFoundError,
 )
 
-from apcore_a2a._text import escape_invisible
+from apcore_a2a._text import escape_controls, escape_invisible
 from apcore_a2a._text import message_line as message_line  # its callers import it here
 
 Outcome = Literal["raise", "failed", "rejected", "canceled"]
@@ -37,11 +37,14 @@ MAX_LOG = 1000
 # (``data/tasks.db``, ``config.py:3``: a lower-case extension, so not a type URL's
 # ``google.rpc.ErrorInfo``) or in a dot folder (``.venv/lib/x``); a caller's relative name
 # (``tasks/t/pushNotificationConfigs/c``) is none of these.
+# (A backslash before ``x`` and two hex digits is no separator: it is how a control
+# character a caller sent is written back, ``_text.escape_controls``.)
+_SEP = r"""(?:/|\\(?!x[0-9a-f]{2}))"""
 _PATH_RE = re.compile(
-    r"""(?<![\w.\-+@~])(?:[A-Za-z]:|~)?(?:[\\/][\w.\-+@~ ]+){2,}[\\/]?"""
-    r"""|(?<![\w.\-+@~\\/])(?:[\w.\-]+[\\/])+[\w\-]*(?:\.\w+)*\.[a-z][a-z0-9]{0,7}"""
+    rf"""(?<![\w.\-+@~])(?:[A-Za-z]:|~)?(?:{_SEP}[\w.\-+@~ ]+){{2,}}{_SEP}?"""
+    rf"""|(?<![\w.\-+@~\\/])(?:[\w.\-]+{_SEP})+[\w\-]*(?:\.\w+)*\.[a-z][a-z0-9]{{0,7}}"""
     r"""(?![\w.\-])(?::\d+)?"""
-    r"""|(?<![\w.\-+@~\\/])\.[\w.\-]*(?:[\\/][\w.\-]+)+"""
+    rf"""|(?<![\w.\-+@~\\/])\.[\w.\-]*(?:{_SEP}[\w.\-]+)+"""
     r"""|(?<![\w.\-+@~\\/])[\w\-]+(?:\.[\w\-]+)*\.py\b(?::\d+)?"""
 )
 _SEPARATOR = re.compile(r"[\\/]")
@@ -56,7 +59,7 @@ def sanitize(text: str, limit: int = MAX_MESSAGE, said: Collection[str] = ()) ->
     back: ``Skill not found: /v1/typo``), is the caller's to see and stays."""
     text = _FRAME_RE.sub("", _TRACE_RE.sub("", str(text)))
     text = _PATH_RE.sub(lambda found: _shown(found[0], said), text)
-    text = _CONTROL_RE.sub("", text).strip()
+    text = escape_controls(text, _CONTROL_RE).strip()
     return text[: limit - 3] + "..." if len(text) > limit else text
 
 

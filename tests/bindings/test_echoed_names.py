@@ -18,9 +18,10 @@ import grpc.aio
 import httpx
 import pytest
 from a2a.compat.v0_3 import a2a_v0_3_pb2 as pb03
-from a2a.types import SendMessageRequest
+from a2a.types import SendMessageRequest, a2a_pb2
 from apcore import Executor, Registry
 from apcore.errors import InvalidInputError
+from google.protobuf.json_format import ParseDict
 
 from apcore_a2a import A2AServerFactory
 from tests._sdk import make_client, request
@@ -150,3 +151,75 @@ async def test_a_long_dotted_word_in_an_errors_text_is_answered() -> None:
     async with running_server(app, port=port):
         text = await _refusal(f"http://127.0.0.1:{port}", "JSONRPC", request("t.wordy", {}))
     assert "bad word a.a.a." in text, text
+
+
+#: ids with control characters: each comes back with them escaped (``\x01``), not dropped
+CONTROLS = {"a\x01b": "a\\x01b", "\x01\x1f": "\\x01\\x1f", "c\x7fd\x85": "c\\x7fd\\x85"}
+
+
+def _message(version: str, task_id: str, skill: str = "t.leaky") -> dict[str, Any]:
+    if version == "0.3":
+        return {"message": {"messageId": "m-1", "role": "user", "kind": "message",
+                            "taskId": task_id, "parts": [{"kind": "text", "text": "x"}],
+                            "metadata": {"skillId": skill}}}  # fmt: skip
+    return {"message": {"messageId": "m-1", "role": "ROLE_USER", "taskId": task_id,
+                        "parts": [{"text": "x"}], "metadata": {"skillId": skill}}}  # fmt: skip
+
+
+async def _texts(http: httpx.AsyncClient, grpc_port: int, task_id: str, skill: str) -> list[str]:
+    """What a message continuing task *task_id* (to *skill*) is answered, per binding and
+    version."""
+    texts = []
+    for version, headers in (("1.0", {"A2A-Version": "1.0"}), ("0.3", {})):
+        method = "SendMessage" if version == "1.0" else "message/send"
+        body = {"jsonrpc": "2.0", "id": 1, "method": method,
+                "params": _message(version, task_id, skill)}  # fmt: skip
+        texts.append((await http.post("/", json=body, headers=headers)).json()["error"]["message"])
+    rest = await http.post("/message:send", json=_message("1.0", task_id, skill),
+                           headers={"A2A-Version": "1.0"})  # fmt: skip
+    texts.append(rest.json()["error"]["message"])
+    grpc_message = {"messageId": "m-1", "taskId": task_id, "role": "ROLE_USER",
+                    "metadata": {"skillId": skill}}  # fmt: skip
+    requests = (
+        ParseDict({"message": {**grpc_message, "parts": [{"text": "x"}]}}, SendMessageRequest()),
+        ParseDict({"request": {**grpc_message, "content": [{"text": "x"}]}},
+                  pb03.SendMessageRequest()),
+    )  # fmt: skip
+    async with stubs(f"127.0.0.1:{grpc_port}") as (v1, v03):
+        for stub, made in zip((v1, v03), requests, strict=True):
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await stub.SendMessage(made)
+            texts.append(str(refused.value.details()))
+    return texts
+
+
+async def test_control_characters_of_an_echoed_id_come_back_escaped() -> None:
+    """A follow-up naming task ``a\\x01b`` was answered "Task ab not found" on every
+    binding: the scrubber dropped the control character, so the id echoed was not the one
+    sent. It is now escaped, readable and as sent; the same for a skill id, and for a
+    page token of one NUL ("Invalid page token:" before)."""
+    app, port, grpc_port = _agent()
+    async with (
+        running_server(app, port=port),
+        httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as http,
+    ):
+        answers = {}
+        for sent, shown in CONTROLS.items():
+            answers[f"Task {shown} not found"] = await _texts(http, grpc_port, sent, "t.leaky")
+            answers[f"Skill not found: {shown}"] = await _texts(http, grpc_port, "", sent)
+        listed = await http.post("/", json={"jsonrpc": "2.0", "id": 1, "method": "ListTasks",
+                                            "params": {"pageToken": "\x00"}},
+                                 headers={"A2A-Version": "1.0"})  # fmt: skip
+        rest = await http.get(
+            "/tasks", params={"pageToken": "\x00"}, headers={"A2A-Version": "1.0"}
+        )
+        async with stubs(f"127.0.0.1:{grpc_port}") as (v1, _v03):
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await v1.ListTasks(a2a_pb2.ListTasksRequest(page_token="\x00"))
+        answers["Invalid page token: \\x00"] = [
+            listed.json()["error"]["message"],
+            rest.json()["error"]["message"],
+            str(refused.value.details()),
+        ]
+    wrong = {want: got for want, got in answers.items() if any(want not in t for t in got)}
+    assert not wrong, wrong
