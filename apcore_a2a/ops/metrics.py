@@ -35,6 +35,9 @@ FIGURES = (
     ("push_notifications_sent", "counter", "Push deliveries acknowledged by the receiver"),
     ("push_notifications_failed", "counter", "Push deliveries abandoned"),
     ("push_notifications_pending", "gauge", "Push deliveries queued or under way now"),
+    ("push_notifications_dropped", "counter", "Push events dropped undelivered"),
+    ("push_notifications_retried", "counter", "Push attempts failed and tried again"),
+    ("push_notifications_held_bytes", "gauge", "Bytes of push bodies queued or under way now"),
 )
 
 

@@ -142,9 +142,10 @@ class Operations:
             "active_tasks": self.tracker.active,
             "uptime_seconds": round(self.uptime(), 3),
             "sse_active_streams": self._state.streams.active,
-            "push_notifications_sent": int(getattr(sender, "sent", 0)),
-            "push_notifications_failed": int(getattr(sender, "failed", 0)),
-            "push_notifications_pending": int(getattr(sender, "pending", 0)),
+            **{
+                f"push_notifications_{name}": int(getattr(sender, name, 0))
+                for name in ("sent", "failed", "pending", "dropped", "retried", "held_bytes")
+            },
         }
 
     async def health(self, request: Request) -> Response:

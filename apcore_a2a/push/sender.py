@@ -88,8 +88,8 @@ class _Share:
 class RetryingPushSender(PushNotificationSender):
     """A ``PushNotificationSender`` with per-config ordering, retries, bounds and signing.
 
-    Counters for metrics (docs/push.md): ``sent``, ``failed``, ``retried``, ``dropped``;
-    ``held_bytes`` is the size of the bodies held now (queued or being delivered).
+    Served on ``/metrics`` (docs/operations.md): the counters ``sent``, ``failed``,
+    ``retried``, ``dropped``; ``held_bytes``, the bodies held now (queued or being sent).
     """
 
     def __init__(

@@ -91,6 +91,9 @@ async def test_counters_match_a_known_sequence_in_both_formats() -> None:
             "push_notifications_sent",
             "push_notifications_failed",
             "push_notifications_pending",
+            "push_notifications_dropped",
+            "push_notifications_retried",
+            "push_notifications_held_bytes",
         }
 
         samples = await _prometheus(http, headers={"Accept": "text/plain"})
@@ -265,6 +268,79 @@ async def test_push_delivery_counters_follow_the_receiver() -> None:
         samples = await _prometheus(http, params={"format": "prometheus"})
         assert samples[("apcore_a2a_push_notifications_sent_total", ())] == len(seen["ok"])
         assert samples[("apcore_a2a_push_notifications_failed_total", ())] == 1
+
+
+async def test_push_drops_retries_and_held_bytes_follow_real_deliveries() -> None:
+    """The sender's ``dropped``, ``retried`` and ``held_bytes`` were attributes only; they
+    are served as ``push_notifications_dropped_total``, ``_retried_total`` (counters) and
+    ``push_notifications_held_bytes`` (a gauge), in JSON and Prometheus alike."""
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import Route
+
+    from .._support import running_server
+
+    gate = asyncio.Event()
+    seen: dict[str, list[bytes]] = {"slow": [], "down": []}
+
+    async def hook(request: Request) -> Response:
+        kind = request.path_params["kind"]
+        seen[kind].append(await request.body())
+        if kind == "down":
+            return Response(status_code=503)  # retried, then given up
+        await gate.wait()
+        return Response(status_code=200)
+
+    async def until(check: Any) -> dict[str, Any]:
+        async with asyncio.timeout(20):
+            while not check(body := (await http.get("/metrics")).json()):
+                await asyncio.sleep(0.02)
+        return body
+
+    receiver = Starlette(routes=[Route("/{kind}", hook, methods=["POST"])])
+    async with (
+        running_server(receiver) as hooks,
+        served(
+            metrics=True,
+            push_notifications=True,
+            push_allow_insecure_urls=True,
+            push_retry_delays=(0.01,),
+        ) as (http, _app),
+    ):
+
+        async def task_for(kind: str) -> None:
+            params = message_params("ops.add", {"a": 1, "b": 2})
+            params["configuration"] = {"taskPushNotificationConfig": {"url": f"{hooks}/{kind}"}}
+            reply = await rpc(http, "SendMessage", params)
+            assert reply["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+
+        # A receiver that holds its first POST: the events wait, their bodies held.
+        await task_for("slow")
+        held = await until(lambda body: seen["slow"] and body["push_notifications_pending"] > 1)
+        gate.set()
+        done = await until(lambda body: body["push_notifications_pending"] == 0)
+        events = len(seen["slow"])
+        # the bodies held when scraped: the one in flight and those queued behind it
+        waiting = seen["slow"][: held["push_notifications_pending"]]
+        assert held["push_notifications_held_bytes"] == sum(map(len, waiting)) > 0
+        assert done["push_notifications_held_bytes"] == 0
+        assert done["push_notifications_sent"] == events
+        assert done["push_notifications_dropped"] == done["push_notifications_retried"] == 0
+
+        # A receiver that answers 503: its first event retried once, then given up on; the
+        # task's other events dropped (queued behind it, or after the failure).
+        await task_for("down")
+        body = await until(lambda body: body["push_notifications_dropped"] >= events - 1)
+        assert len(seen["down"]) == 2
+        assert body["push_notifications_failed"] == 1
+        assert body["push_notifications_retried"] == 1
+        assert body["push_notifications_dropped"] == events - 1
+        assert body["push_notifications_held_bytes"] == body["push_notifications_pending"] == 0
+        samples = await _prometheus(http, params={"format": "prometheus"})
+        assert samples[("apcore_a2a_push_notifications_retried_total", ())] == 1
+        assert samples[("apcore_a2a_push_notifications_dropped_total", ())] == events - 1
+        assert samples[("apcore_a2a_push_notifications_held_bytes", ())] == 0
 
 
 def test_metrics_without_prometheus_client_names_the_extra(
