@@ -159,7 +159,7 @@ class PushConfigStore(PushNotificationConfigStore):
         """The configs of *task_id* as stored now, and their states
         (``ConfigStatusBook.of``): one read of the store (a SQL one's records joined to
         its configs), so a sender sees a config's whole aim and failure at once."""
-        if self.statuses.in_sql and isinstance(self.inner, ConfigRows):
+        if self.statuses.engine is not None and isinstance(self.inner, ConfigRows):
             rows = await self.inner.with_records(task_id, self.statuses.tables)
             configs = [config for config, _ in rows]
             failed, versions = (

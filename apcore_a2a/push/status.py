@@ -200,9 +200,9 @@ class ConfigStatusBook:
             return _MemoryRecords(max_tasks) if engine is None else ConfigRecords(engine, table)
 
         self._failed, self.versions = records(failed_configs), records(config_versions)
-        self._engine = engine
-        #: whether the records are the SQL store's :attr:`tables`
-        self.in_sql = engine is not None
+        #: the engine of the SQL store whose :attr:`tables` hold the records (``None``:
+        #: they are in memory)
+        self.engine = engine
         self._key = secret.encode() if secret else None  # the configs' encryption key
 
     async def of(
@@ -223,14 +223,14 @@ class ConfigStatusBook:
         return states
 
     async def _read(self, task_id: str) -> tuple[dict[str, str], dict[str, str]]:
-        if self._engine is None:
+        if self.engine is None:
             return await self._failed.read(task_id), await self.versions.read(task_id)
         f, v = failed_configs.c, config_versions.c
         query = union_all(
             select(literal("f"), f.config_id, f.reason).where(f.task_id == task_id),
             select(literal("v"), v.config_id, v.protocol_version).where(v.task_id == task_id),
         )
-        async with self._engine.connect() as conn:
+        async with self.engine.connect() as conn:
             rows = (await conn.execute(query)).all()
         both: dict[str, dict[str, str]] = {"f": {}, "v": {}}
         for kind, config_id, value in rows:
