@@ -28,7 +28,7 @@ from a2a.utils.errors import InvalidParamsError, TaskNotFoundError
 from a2a.utils.task import decode_page_token, validate_page_size
 from google.protobuf.message import Message
 
-from .memory_pages import BAD_TOKEN, page_cursor
+from apcore_a2a.upstream.page_tokens import BAD_TOKEN, page_cursor
 
 H = TypeVar("H")
 R = TypeVar("R")

@@ -35,11 +35,11 @@ from a2a.utils.task import ListTasksCursor, decode_page_token, encode_list_tasks
 from sqlalchemy import String, and_, func, literal_column, or_, select
 
 from apcore_a2a.errors import TaskUnreadableError
+from apcore_a2a.upstream.page_tokens import BAD_TOKEN, page_cursor
 from apcore_a2a.upstream.sql_task_rows import TaskRows
 
 from ._urls import create_index as create_sql_index
 from ._urls import index_name
-from .memory_pages import BAD_TOKEN, page_cursor
 
 _EPOCH = datetime(1970, 1, 1)
 #: The index a page filtered by ``status`` reads on ``tasks`` (see the module docstring).

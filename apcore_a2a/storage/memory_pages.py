@@ -14,62 +14,15 @@ the two. Saving a task moves its key in four lists (a bisect and a ``memmove`` e
 
 from __future__ import annotations
 
-import binascii
-import json
-import re
-from base64 import urlsafe_b64decode
 from bisect import bisect_left, insort
 from dataclasses import dataclass
 
 from a2a.types import ListTasksRequest, Task
 from a2a.utils.constants import DEFAULT_LIST_TASKS_PAGE_SIZE
 from a2a.utils.errors import InvalidParamsError
-from a2a.utils.task import (
-    ListTasksCursor,
-    decode_list_tasks_cursor,
-    decode_page_token,
-    encode_list_tasks_cursor,
-)
-from google.protobuf.timestamp_pb2 import Timestamp
+from a2a.utils.task import ListTasksCursor, decode_page_token, encode_list_tasks_cursor
 
-BAD_TOKEN = "Invalid page token"  # noqa: S105 - an error message
-#: The deepest a page token's JSON may nest (the SDK's cursor is one object, its older
-#: form no JSON at all): a bound of the token, not of the stack that reads it.
-TOKEN_DEPTH = 32
-#: a JSON string (an unterminated one runs to the end), whose brackets are text
-_STRING = re.compile(r'"(?:[^"\\]|\\.)*+(?:"|\Z)', re.DOTALL)
-
-
-def page_cursor(token: str) -> ListTasksCursor | None:
-    """The SDK's reading of a page *token* (``None``: not its current form), or
-    ``InvalidParamsError`` for a token no store can read. A token is the caller's text:
-    the SDK's decoder raises ``RecursionError`` on JSON nested deeper than the stack has
-    room for, which depends on where it is read (a token read here, a few frames above
-    the store, failed the SDK's ``list`` of an application's own store: -32603), and a
-    cursor's time no ``Timestamp`` holds fails the SDK's SQL ``list``."""
-    if _brackets(token) > TOKEN_DEPTH:
-        raise InvalidParamsError(BAD_TOKEN)
-    cursor = decode_list_tasks_cursor(token)
-    if cursor is not None and cursor.timestamp_ns is not None:
-        try:
-            Timestamp().FromNanoseconds(cursor.timestamp_ns)
-        except ValueError:
-            raise InvalidParamsError(BAD_TOKEN) from None
-    return cursor
-
-
-def _brackets(token: str) -> int:
-    """The arrays and objects the SDK's decoder may open reading *token* (at least as
-    many as it nests): the brackets of its JSON text, read as the decoder reads it, that
-    are no string's."""
-    try:  # as decode_list_tasks_cursor decodes it
-        payload = urlsafe_b64decode(token.encode() + b"=" * (-len(token) % 4))
-        text = payload.decode(json.detect_encoding(payload), "surrogatepass")
-    except (binascii.Error, UnicodeDecodeError):  # no JSON: the older form's, at most
-        return 0
-    text = _STRING.sub("", text)
-    return text.count("[") + text.count("{")
-
+from apcore_a2a.upstream.page_tokens import BAD_TOKEN, page_cursor
 
 #: A task's place in the list, ascending: the list reads it from the end.
 Key = tuple[bool, int, str]
