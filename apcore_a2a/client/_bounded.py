@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Mapping
+import zlib
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import httpx
@@ -21,13 +22,58 @@ from apcore_a2a.client.errors import A2AConnectionError, InvalidAgentResponseErr
 MAX_ANSWER_BYTES = 64 * 1024 * 1024
 #: What of an error answer is read for the one line that says what went wrong.
 MAX_ERROR_BYTES = 64 * 1024
+#: The most one step of inflating a body makes, whatever the chunk it was given.
+CHUNK_BYTES = 64 * 1024
+#: The content codings the client inflates (zlib's window bits for each) and asks for.
+_WBITS = {"gzip": zlib.MAX_WBITS | 16, "x-gzip": zlib.MAX_WBITS | 16, "deflate": zlib.MAX_WBITS}
+ACCEPT_ENCODING = "gzip, deflate"
+#: codings httpx inflates whole when their package is installed; the client does not ask
+#: for them, and refuses them
+_REFUSED = frozenset({"br", "zstd"})
+
+
+async def _inflated(chunks: AsyncIterator[bytes], coding: str) -> AsyncIterator[bytes]:
+    """*chunks* inflated from *coding*, at most :data:`CHUNK_BYTES` a step (a deflate body
+    without its zlib header read raw, as httpx reads it)."""
+    inflater, first = zlib.decompressobj(_WBITS[coding]), True
+    async for data in chunks:
+        while not inflater.eof:
+            try:
+                out = inflater.decompress(data, CHUNK_BYTES)
+            except zlib.error as exc:
+                if not (first and coding == "deflate"):
+                    raise httpx.DecodingError(
+                        f"not in its content encoding {coding}: {exc}"
+                    ) from None
+                inflater, first = zlib.decompressobj(-zlib.MAX_WBITS), False
+                continue
+            first, data = False, inflater.unconsumed_tail
+            if out:
+                yield out
+            if not data and len(out) < CHUNK_BYTES:  # nothing left of it, nor pending
+                break
+
+
+async def decoded(response: httpx.Response) -> AsyncIterator[bytes]:
+    """*response*'s body in the content codings it names, undone last first; a coding
+    httpx does not know is passed over, as httpx does; ``httpx.DecodingError`` for a body
+    not in its coding, or in one the client does not inflate step by step."""
+    header = response.headers.get("content-encoding", "")
+    chunks = response.aiter_raw()
+    for coding in reversed([c.strip().lower() for c in header.split(",")]):
+        if coding in _REFUSED:
+            raise httpx.DecodingError(f"content encoding {coding} is not one the client reads")
+        if coding in _WBITS:
+            chunks = _inflated(chunks, coding)
+    async for chunk in chunks:
+        yield chunk
 
 
 async def read_at_most(response: httpx.Response, limit: int) -> tuple[bytes, bool]:
     """Up to *limit* bytes of *response*'s decoded body, and whether that is all of it (a
     larger body is not read further: the response is closed)."""
     body = bytearray()
-    async for chunk in response.aiter_bytes():
+    async for chunk in decoded(response):
         body += chunk
         if len(body) > limit:
             await response.aclose()

@@ -26,7 +26,7 @@ from a2a.types import a2a_pb2 as pb
 from google.protobuf.message import Message as Proto
 
 from apcore_a2a.client import _shapes as shape
-from apcore_a2a.client._bounded import MAX_ANSWER_BYTES
+from apcore_a2a.client._bounded import ACCEPT_ENCODING, MAX_ANSWER_BYTES
 from apcore_a2a.client._translated import translated
 from apcore_a2a.client._wire import Call, current, on_response
 from apcore_a2a.client.card import Endpoint, origin_of, own_grpc_host
@@ -76,7 +76,9 @@ class Caller:
                 if self._elsewhere is None:
                     hooks = {"response": [on_response]}
                     self._elsewhere = httpx.AsyncClient(
-                        timeout=self._http.timeout, event_hooks=hooks
+                        timeout=self._http.timeout,
+                        headers={"Accept-Encoding": ACCEPT_ENCODING},
+                        event_hooks=hooks,
                     )
                 http = self._elsewhere
             transport = _HTTP_TRANSPORTS[to.binding, to.version]

@@ -25,6 +25,7 @@ from httpx_sse import EventSource
 from apcore_a2a.client._bounded import (
     MAX_ANSWER_BYTES,
     MAX_ERROR_BYTES,
+    decoded,
     parse_json,
     read_at_most,
     too_large,
@@ -158,7 +159,7 @@ async def _events(body: httpx.Response, url: httpx.URL) -> AsyncIterator[bytes]:
     SSE reader would otherwise buffer it whole, however long."""
     pending = 0  # bytes since the last blank line
     tail = b""  # the end of the previous chunk, for a blank line split between chunks
-    async for chunk in body.aiter_bytes():
+    async for chunk in decoded(body):
         seen = tail + chunk
         ends = [seen.rfind(blank) + len(blank) for blank in _BLANK_LINES if blank in seen]
         pending = len(seen) - max(ends) if ends else pending + len(chunk)

@@ -17,7 +17,12 @@ from google.protobuf.json_format import MessageToDict
 from apcore_a2a.client import _shapes as shape
 from apcore_a2a.client._alone import alone_after_events, leaves_alone
 from apcore_a2a.client._asgi import CONNECT_TIMEOUT, ASGIApp, DirectTransport
-from apcore_a2a.client._bounded import MAX_ANSWER_BYTES, get_at_most, json_or_none
+from apcore_a2a.client._bounded import (
+    ACCEPT_ENCODING,
+    MAX_ANSWER_BYTES,
+    get_at_most,
+    json_or_none,
+)
 from apcore_a2a.client._calls import Caller
 from apcore_a2a.client._media import is_json
 from apcore_a2a.client._refusals import refused
@@ -127,7 +132,7 @@ class A2AClient:
             raise ValueError("timeout must be positive (or None for no timeout)")
         self._protocol: Protocol = protocol
         self._timeout = timeout
-        default_headers = {
+        default_headers = {"Accept-Encoding": ACCEPT_ENCODING} | {
             name: _header_value(value, f"header {name!r}")
             for name, value in (headers or {}).items()
         }
