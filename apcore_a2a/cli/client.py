@@ -35,6 +35,7 @@ from apcore_a2a.client import (
     A2ARemoteError,
     CardVerificationError,
 )
+from apcore_a2a.client._shapes import FINAL_STATES, INTERRUPTED_STATES
 from apcore_a2a.client.card import extension, objects
 
 #: ``call``, ``task resubscribe``: the task ended in one of these states (its JSON is
@@ -48,7 +49,8 @@ EXIT_CODES = """exit codes:
   3  the agent cannot be reached or has no usable card
   4  card --verify: the card's signature is missing or does not verify
   5  the agent refused the credentials (HTTP 401/403): see --token, --header
-  6  call, task resubscribe: the task still runs when --timeout ends (its id is printed)
+  6  call, task resubscribe: the task still runs when --timeout ends, or when the
+     agent's answer ends before the task does (its id is printed)
   7  call, task resubscribe: the task failed
   8  call, task resubscribe: the agent rejected it
   9  call, task resubscribe: it was canceled
@@ -212,13 +214,21 @@ async def _call(client: A2AClient, args: argparse.Namespace) -> None:
             raise _timed_out(args, client.url, task_id, state) from None
     else:
         emit(last := await _wait_for(client, message, options, args))
-    _exit_by_state(last)
+    _exit_by_state(last, None if args.no_wait else (args, client.url))
 
 
-def _exit_by_state(last: dict[str, Any]) -> None:
-    """Exit 7, 8 or 9 when *last* (the task, or the final event of its stream, printed
-    already) says the task ended failed, rejected or canceled; the agent's message says why."""
+def _exit_by_state(last: dict[str, Any], waited: tuple[argparse.Namespace, str] | None) -> None:
+    """Exit 7, 8 or 9 when *last* (the task, or the last event of its stream, printed
+    already) says the task ended failed, rejected or canceled; the agent's message says why.
+    When the command *waited* for the end (its arguments, the agent's URL), exit 6 for a
+    task that has not ended nor waits for input: the agent's answer ended first."""
     state = (last.get("status") or {}).get("state")
+    done = state is None or state in FINAL_STATES | INTERRUPTED_STATES  # None: a message
+    if waited is not None and not done:
+        args, url = waited
+        task_id = last.get("id") or last.get("taskId")
+        ended = f"the agent's answer ended before task {task_id} did (it is {state})"
+        raise _timed_out(args, url, task_id, str(state), ended)
     if state in EXIT_TASK_STATES:
         parts = (last["status"]["message"] or {}).get("parts") or []
         said = " ".join(str(part.get("text") or "") for part in parts).strip()
@@ -295,20 +305,22 @@ async def _wait_for(
         progress.done()
 
 
-def _timed_out(args: argparse.Namespace, url: str, task_id: str | None, state: str) -> Exit:
-    """Exit 6: ``--timeout`` ended the wait; the task (when it is known) runs on at *url*
-    (the agent's, without the credentials it may have carried)."""
-    waited = f"after --timeout {args.timeout:g} s"
+def _timed_out(
+    args: argparse.Namespace, url: str, task_id: str | None, state: str, ended: str = ""
+) -> Exit:
+    """Exit 6: ``--timeout`` (or the agent, *ended* saying how) ended the wait; the task
+    (when it is known) runs on at *url* (the agent's, without the credentials it may have
+    carried)."""
+    waited = f"after --timeout {args.timeout or 0:g} s"
     said = f"no answer from the agent {waited}; a longer --timeout waits longer"
     if task_id is not None:
         # Quoted for the shell: the id is the agent's, and the command is made to be pasted.
         following = args.command == "task"  # resubscribe: again, with a longer --timeout
         action = "resubscribe" if following else "get"
         again = shlex.join(["apcore-a2a", "task", action, url, task_id])
-        hint = "" if following else " (start long work with --no-wait)"
-        said = (
-            f"task {task_id} is still {state} {waited}; it runs on{hint}: follow it with: {again}"
-        )
+        hint = "" if following or ended else " (start long work with --no-wait)"
+        ended = ended or f"task {task_id} is still {state} {waited}"
+        said = f"{ended}; it runs on{hint}: follow it with: {again}"
     return Exit(6, said)
 
 
@@ -329,7 +341,7 @@ async def _resubscribe(client: A2AClient, args: argparse.Namespace) -> None:
     except TimeoutError:
         state = (last.get("status") or {}).get("state") or "working"
         raise _timed_out(args, client.url, args.task_id, state) from None
-    _exit_by_state(last)
+    _exit_by_state(last, (args, client.url))
 
 
 def command(
