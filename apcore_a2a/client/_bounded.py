@@ -58,6 +58,9 @@ async def decoded(response: httpx.Response) -> AsyncIterator[bytes]:
     """*response*'s body in the content codings it names, undone last first; a coding
     httpx does not know is passed over, as httpx does; ``httpx.DecodingError`` for a body
     not in its coding, or in one the client does not inflate step by step."""
+    if response.is_stream_consumed:  # read whole already (made in this process): decoded
+        yield response.content
+        return
     header = response.headers.get("content-encoding", "")
     chunks = response.aiter_raw()
     for coding in reversed([c.strip().lower() for c in header.split(",")]):
