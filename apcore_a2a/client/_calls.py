@@ -200,6 +200,7 @@ class Caller:
                         if call.repeated:
                             continue
                         first_expected, failures = False, 0
+                        shape.of_task(event, task_id, method)  # a stream is one task's
                         if task_id is None:
                             task_id = event["id"] if event["kind"] == "task" else event["taskId"]
                         yield event

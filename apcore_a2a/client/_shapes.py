@@ -297,6 +297,18 @@ def check_event_03(result: Any) -> None:
     )
 
 
+def of_task(ev: Mapping[str, Any], task_id: str | None, method: str) -> dict[str, Any]:
+    """*ev* (a task or event in the client's shape) when it is about *task_id* (``None``:
+    any task; a message may name none), else :class:`InvalidAgentResponseError`: an answer
+    about another task is no answer about this one, whose end it would misreport."""
+    named = ev.get("id") if ev.get("kind") == "task" else ev.get("taskId")
+    if task_id is not None and named is not None and named != task_id:
+        raise InvalidAgentResponseError(
+            f"agent answered {method} for task {task_id[:200]} with task {str(named)[:200]}"
+        )
+    return dict(ev)
+
+
 def is_final(ev: Mapping[str, Any]) -> bool:
     """True when no further events follow for this request (the stream may end)."""
     if ev["kind"] == "task":

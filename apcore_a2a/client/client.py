@@ -289,13 +289,15 @@ class A2AClient:
             if history_length < 0:
                 raise ValueError("history_length must be >= 0")
             request.history_length = history_length
-        return shape.task((await self._calls.call("GetTask", request))[0])
+        result = shape.task((await self._calls.call("GetTask", request))[0])
+        return shape.of_task(result, task_id, "GetTask")
 
     @leaves_alone
     async def cancel_task(self, task_id: str) -> dict[str, Any]:
         """Ask the agent to cancel the task; return the task as the agent reports it."""
         request = pb.CancelTaskRequest(id=_require_id(task_id, "task_id"))
-        return shape.task((await self._calls.call("CancelTask", request))[0])
+        result = shape.task((await self._calls.call("CancelTask", request))[0])
+        return shape.of_task(result, task_id, "CancelTask")
 
     @leaves_alone
     async def list_tasks(
