@@ -55,7 +55,7 @@ def load_json(text: str | bytes) -> Any:
     :class:`NumberError`."""
     return json.loads(
         text,
-        object_pairs_hook=_unique_keys,
+        object_pairs_hook=unique_keys,
         parse_int=_integer,
         parse_float=_finite,
         parse_constant=_non_finite,
@@ -81,7 +81,9 @@ def _non_finite(_word: str) -> NoReturn:
     raise NumberError(_NON_FINITE)
 
 
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """The ``object_pairs_hook`` that refuses an object naming a key twice
+    (:class:`DuplicateKeyError`); the client reads agents' answers with it too."""
     doc = dict(pairs)
     if len(doc) < len(pairs):
         seen: set[str] = set()

@@ -16,6 +16,7 @@ from typing import Any
 
 import httpx
 
+from apcore_a2a._json import unique_keys
 from apcore_a2a.client.errors import A2AConnectionError, InvalidAgentResponseError
 
 #: The largest answer the client reads, decoded: a result, or one event of a stream.
@@ -88,9 +89,11 @@ async def read_at_most(response: httpx.Response, limit: int) -> tuple[bytes, boo
 def parse_json(content: str | bytes) -> tuple[Any, str | None]:
     """*content* as JSON and ``None``, else ``None`` and why it is not (too deep to parse
     is a ``RecursionError``): the reason, not the parser's error, whose ``doc`` keeps the
-    whole text (up to :data:`MAX_ANSWER_BYTES`) for as long as an error chained to it is."""
+    whole text (up to :data:`MAX_ANSWER_BYTES`) for as long as an error chained to it is.
+    An object naming a key twice, which readers take each their own way (Python's the
+    last value, protobuf's none), is no JSON, as the agent reads a request (``_json``)."""
     try:
-        return json.loads(content), None
+        return json.loads(content, object_pairs_hook=unique_keys), None
     except (ValueError, RecursionError) as exc:
         return None, str(exc)
 

@@ -404,3 +404,37 @@ async def test_an_etag_that_is_not_ascii_is_not_sent_back() -> None:
         first, again = await client.discover(), await client.discover()
     assert first["name"] == again["name"] == "stub"
     assert asked == [None, None]
+
+
+@pytest.mark.parametrize("where", ["answer", "event", "card"])
+async def test_json_naming_a_key_twice_is_an_invalid_response(where: str) -> None:
+    """A task whose ``status`` is named twice, failed then completed: Python's reader keeps
+    the last, another reader (protobuf's, which the REST binding's answers go through)
+    refuses it; the JSON-RPC client read it as completed (an agent's word it could not tell
+    apart from the other). Refused as the agent refuses a key named twice (``_json.py``)."""
+    twice = (
+        b'{"id": "t-1", "status": {"state": "TASK_STATE_FAILED"}, '
+        b'"status": {"state": "TASK_STATE_COMPLETED"}}'
+    )
+    replies: dict[str, Reply] = {
+        "answer": _raw_result(twice),
+        "event": (
+            200,
+            {"content-type": "text/event-stream"},
+            [b'data: {"jsonrpc":"2.0","id":1,"result":{"task":' + twice + b"}}\n\n"],
+        ),
+    }
+    stub = StubAgent(rpc=lambda _b: replies[where], card_paths=())
+    if where == "card":
+        stub = StubAgent(card=json.dumps(CARD_V10).encode()[:-1] + b', "name": "again"}')
+    async with running_server(stub) as url:
+        client = A2AClient(url, protocol="auto" if where == "card" else "1.0")
+        calls = {
+            "answer": lambda: client.get_task("t-1"),
+            "event": lambda: _drain(client.stream_message("hi")),
+            "card": client.discover,
+        }
+        error = A2ADiscoveryError if where == "card" else InvalidAgentResponseError
+        async with client:
+            with pytest.raises(error, match=r"duplicate key '(status|name)'"):
+                await calls[where]()
