@@ -257,7 +257,7 @@ class A2AClient:
             raise InvalidAgentResponseError(
                 f"agent answered SendMessage with {what}, not a task or a message"
             )
-        return event
+        return shape.of_task(event, request.message.task_id or None, "SendMessage")
 
     def stream_message(
         self,
@@ -278,7 +278,10 @@ class A2AClient:
         if max_retries < 0:
             raise ValueError("max_retries must be 0 or more")
         request = shape.send_request(message, metadata, context_id, task_id, skill_id, False)
-        return alone_after_events(self._calls.resumable(None, None, max_retries, request))
+        # A follow-up's stream is its task's (A2A 1.0.1 §3.4.2), as is any stream after
+        # its first event.
+        following = request.message.task_id or None
+        return alone_after_events(self._calls.resumable(following, None, max_retries, request))
 
     # -- tasks -------------------------------------------------------------------------
     @leaves_alone

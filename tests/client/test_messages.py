@@ -127,13 +127,13 @@ async def test_ids_skill_metadata_and_blocking(protocol: str) -> None:
         {"parts": [{"text": "x"}], "contextId": "old", "metadata": {"m": 1}},
         protocol,
         context_id="ctx-1",
-        task_id="task-1",
+        task_id="t-1",  # the task the stub answers with
         skill_id="demo.echo",
         metadata={"req": True},
         return_immediately=True,
     )
     message = params["message"]
-    assert message["contextId"] == "ctx-1" and message["taskId"] == "task-1"
+    assert message["contextId"] == "ctx-1" and message["taskId"] == "t-1"
     assert message["metadata"] == {"m": 1, "skillId": "demo.echo"}
     assert params["metadata"] == {"req": True}
     if protocol == "1.0":

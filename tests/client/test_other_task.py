@@ -98,3 +98,19 @@ async def test_the_cli_does_not_print_another_task_as_the_one_asked_about() -> N
         assert err.startswith("error: InvalidAgentResponseError (-32006): ")
         assert "for task t-1 with task t-2" in err and len(err.splitlines()) == 1
     assert got[1] == ""
+
+
+@pytest.mark.parametrize("how", ["send_message", "stream_message"])
+async def test_a_follow_up_answered_with_another_task_is_an_invalid_response(how: str) -> None:
+    """A message continuing task ``t-1`` (``task_id``) is answered with ``t-1``: an agent
+    answering with ``t-2`` answered about another task (A2A 1.0.1 §3.4.2: a message's
+    ``taskId`` names the task it continues)."""
+    agent = _agent({"task": _task("t-2", "TASK_STATE_COMPLETED")}, [{"task": _task("t-2")}])
+    async with running_server(agent) as url, A2AClient(url, protocol="1.0") as client:
+        sent = (
+            client.send_message("more", task_id="t-1")
+            if how == "send_message"
+            else anext(aiter(client.stream_message("more", task_id="t-1")))
+        )
+        with pytest.raises(InvalidAgentResponseError, match=OTHER):
+            await sent
