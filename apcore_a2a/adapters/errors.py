@@ -1,8 +1,8 @@
 """apcore errors -> A2A outcomes, with the sanitizing rules (pure).
 
 :func:`map_error` classifies every exception that leaves an apcore call. Outcome
-``"raise"``: the request was wrong or not allowed, the call answers with ``a2a_error``
-(e.g. -32602 with field errors, -32601, or -32001 for a masked ACL denial). ``"failed"`` /
+``"raise"``: the request was wrong, the call answers with ``a2a_error`` (-32602 with field
+errors, -32601) when no task exists yet; after, the task ends ``failed``. ``"failed"`` /
 ``"rejected"`` / ``"canceled"``: the task ends in that state, its status message carrying
 a text part and a data part ``{"code", "message", "type"}``; a module's output its schema
 refuses, or the input of a call the module makes, is such a failure, not the caller's
@@ -22,7 +22,6 @@ from a2a.utils.errors import (
     InternalError,
     InvalidParamsError,
     MethodNotFoundError,
-    TaskNotFoundError,
 )
 
 from apcore_a2a._text import escape_controls, escape_invisible
@@ -114,7 +113,17 @@ ERROR_TABLE: dict[str, ErrorRule] = {
         ErrorRule("MODULE_DISABLED", "raise", MethodNotFoundError, None, "warning"),
         ErrorRule("SCHEMA_VALIDATION_ERROR", "raise", InvalidParamsError, None, "info"),
         ErrorRule("GENERAL_INVALID_INPUT", "raise", InvalidParamsError, None, "info"),
-        ErrorRule("ACL_DENIED", "raise", TaskNotFoundError, "Task not found", "warning"),
+        # The ACL's refusal of the skill itself is answered before map_error (the request
+        # context builder's ``acl_refusal``); what reaches the table is a call the module
+        # makes: the agent's policy refused its own module, not the caller, whose skill it
+        # is (the module's target is not named).
+        ErrorRule(
+            "ACL_DENIED",
+            "failed",
+            None,
+            "Permission denied: a call this skill makes was refused",
+            "warning",
+        ),
         ErrorRule("APPROVAL_DENIED", "rejected", None, None, "info"),
         ErrorRule("APPROVAL_TIMEOUT", "failed", None, "Approval timed out", "warning"),
         ErrorRule("MODULE_TIMEOUT", "failed", None, "Execution timed out", "warning"),
@@ -152,15 +161,6 @@ _BAD_CALL = {
 #: module's fault; the caller's own skill exists, and the missing one is not named
 _MISSING_CALL = ErrorRule(
     "MODULE_NOT_FOUND", "failed", None, "A call this skill makes names no module the agent serves"
-)
-#: the ACL refused a call the module made: the agent's policy refused its own module, not
-#: the caller, whose skill it is (the module's target is not named)
-_NESTED_DENIED = ErrorRule(
-    "ACL_DENIED",
-    "failed",
-    None,
-    "Permission denied: a call this skill makes was refused",
-    "warning",
 )
 
 
@@ -230,8 +230,6 @@ def map_error(
         rule = _BAD_OUTPUT
     elif nested_input(exc, module_id):
         rule = _BAD_CALL[str(code)]
-    elif rule.code == "ACL_DENIED" and _nested(exc, module_id, "target_id"):
-        rule = _NESTED_DENIED
     elif rule.a2a is MethodNotFoundError and _nested(exc, module_id, "module_id"):
         rule = _MISSING_CALL
     code = str(code) if is_module_error else rule.code
@@ -250,7 +248,7 @@ def map_error(
         errors = _field_errors(exc) if rule.a2a is InvalidParamsError else []
         if errors:
             data["errors"] = details["errors"] = errors
-        a2a_error = rule.a2a(message=message, data=None if rule.a2a is TaskNotFoundError else data)
+        a2a_error = rule.a2a(message=message, data=data)
     return MappedError(rule.outcome, code, message, type_name, rule.log_level, a2a_error, details)
 
 

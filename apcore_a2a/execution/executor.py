@@ -51,6 +51,7 @@ from apcore_a2a.execution.routing import SKILL_METADATA_KEY, ApCoreRequestContex
 from apcore_a2a.execution.runs import CURRENT_RUN, NoThread, Run, refusal_of, track_module_tasks
 from apcore_a2a.upstream.apcore_health_errors import without_error_texts
 from apcore_a2a.upstream.apcore_output_errors import output_invalid
+from apcore_a2a.upstream.apcore_stream_chunks import raise_module_fault
 from apcore_a2a.upstream.sdk_first_event import let_first_event_out
 
 if TYPE_CHECKING:
@@ -273,6 +274,7 @@ class ApCoreAgentExecutor(AgentExecutor):
             # apcore's own per-module timeout leaves the module's task running (it only
             # consumes a late result): the module ends with its call, as on our timeout.
             run.stop()
+            raise_module_fault(exc, spec.module_id)  # a chunk that is no object
             raise
         finally:
             CURRENT_RUN.reset(marker)
@@ -424,8 +426,6 @@ class ApCoreAgentExecutor(AgentExecutor):
             mapped = self._mapped(spec, exc)
             state = _END_STATES.get(mapped.outcome, TaskState.TASK_STATE_FAILED)
             await run.status(state, run.message(mapped.message, mapped.status_data()))
-            if mapped.outcome == "raise" and mapped.a2a_error is not None:
-                raise mapped.a2a_error
 
     @staticmethod
     def _mapped(spec: SkillSpec, exc: BaseException) -> MappedError:

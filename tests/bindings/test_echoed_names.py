@@ -43,6 +43,8 @@ BINDINGS = ["JSONRPC", "HTTP+JSON", "GRPC"]
 
 class Leaky:
     description = "Refuse its input, naming where"
+    # A message reply: its refusal is the call's error (a task skill's fails its task).
+    metadata = {"a2a": {"reply": "message"}}
 
     def execute(self, inputs: dict[str, Any], context: Any) -> dict[str, Any]:
         raise InvalidInputError(LEAK + MORE)
@@ -135,6 +137,7 @@ async def test_unknown_paths_and_methods_are_typed_errors_on_every_binding() -> 
 
 class Wordy:
     description = "Refuse its input, quoting it (100 KB of one dotted word)"
+    metadata = {"a2a": {"reply": "message"}}
 
     def execute(self, inputs: dict[str, Any], context: Any) -> dict[str, Any]:
         raise InvalidInputError("bad word " + "a." * 50_000)

@@ -68,6 +68,10 @@ def make_error(kind: str) -> BaseException:
         ),
         "GENERAL_INVALID_INPUT": lambda: e.InvalidInputError("bad input"),
         "ACL_DENIED": lambda: e.ACLDeniedError("caller", "errors.raise"),
+        # a call the skill makes that the ACL refuses: the skill's fault, not the caller's
+        "NESTED_DENIED": lambda: e.ACLDeniedError("errors.raise", "secret.module"),
+        # a module's own ACL_DENIED naming no target: was the table's "Task not found"
+        "UNNAMED_DENIED": lambda: e.ModuleError("ACL_DENIED", "no access to the ledger"),
         "APPROVAL_DENIED": lambda: e.ApprovalDeniedError(denied, "errors.raise"),
         "APPROVAL_TIMEOUT": lambda: e.ApprovalTimeoutError(
             ApprovalResult(status="timeout"), "errors.raise"

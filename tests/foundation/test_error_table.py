@@ -1,10 +1,16 @@
-"""One test per row of the error table, through HTTP (see README "Errors")."""
+"""One test per row of the error table, through HTTP (see README "Errors").
+
+A row answered as the request's error is answered so while no task exists: a message
+reply's module raises it (``errors.raise`` of :func:`reply_url`). A task skill's module
+raising it after its task exists ends that task ``failed`` with the same words.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -15,7 +21,8 @@ from apcore.middleware import CircuitBreakerMiddleware
 from apcore_a2a import A2AServerFactory
 from apcore_a2a.adapters.errors import ERROR_TABLE
 from tests._support import free_port, running_server
-from tests.foundation.modules import RaiseIn, RaiseOut
+from tests.foundation.conftest import serve_in_thread
+from tests.foundation.modules import RaiseIn, RaiseOut, Raiser
 
 RAISED = {
     "MODULE_NOT_FOUND": (-32601, "Skill not found: errors.raise"),
@@ -40,7 +47,22 @@ FINAL = {
     "GENERAL_INTERNAL_ERROR": ("failed", "Internal error"),
     "CUSTOM_QUOTA": ("failed", "quota exhausted"),
     "NESTED_NOT_FOUND": ("failed", "A call this skill makes names no module the agent serves"),
+    "NESTED_DENIED": ("failed", "Permission denied: a call this skill makes was refused"),
+    "UNNAMED_DENIED": ("failed", "Permission denied: a call this skill makes was refused"),
 }
+
+
+class ReplyRaiser(Raiser):
+    metadata = {"a2a": {"reply": "message"}}
+
+
+@pytest.fixture(scope="module")
+def reply_url() -> Iterator[str]:
+    """An agent whose ``errors.raise`` answers with a message: no task is made for it."""
+    registry = Registry()
+    registry.register("errors.raise", ReplyRaiser())
+    with serve_in_thread(registry) as url:
+        yield url
 
 
 def test_every_table_row_is_tested() -> None:
@@ -71,11 +93,24 @@ def call(url: str, kind: str) -> dict:
 
 
 @pytest.mark.parametrize("kind", sorted(RAISED))
-def test_caller_errors_answer_with_a2a_code(agent_url: str, kind: str) -> None:
+def test_caller_errors_answer_with_a2a_code(reply_url: str, kind: str) -> None:
     code, message = RAISED[kind]
-    payload = call(agent_url, kind)
+    payload = call(reply_url, kind)
     assert payload["error"]["code"] == code
     assert payload["error"]["message"].startswith(message)
+
+
+@pytest.mark.parametrize("kind", sorted(set(RAISED) - {"ACL_DENIED"}))
+def test_caller_errors_after_the_task_exists_fail_it(agent_url: str, kind: str) -> None:
+    """The ACL's refusal of the skill ends a task made by then ``rejected``, the blocking
+    send answered it (``tests/lifecycle/test_run_acl.py``)."""
+    message = RAISED[kind][1]
+    task = call(agent_url, kind)["result"]
+    assert task["status"]["state"] == "failed"
+    text_part, data_part = task["status"]["message"]["parts"]
+    assert text_part["text"].startswith(message)
+    assert data_part["data"]["code"] == kind
+    assert data_part["data"]["message"] == text_part["text"]
 
 
 @pytest.mark.parametrize("kind", sorted(FINAL))
@@ -86,7 +121,12 @@ def test_execution_errors_end_the_task(agent_url: str, kind: str) -> None:
     text_part, data_part = task["status"]["message"]["parts"]
     assert text_part["text"] == message
     data = data_part["data"]
-    renamed = {"CUSTOM_QUOTA": "BILLING_QUOTA", "NESTED_NOT_FOUND": "MODULE_NOT_FOUND"}
+    renamed = {
+        "CUSTOM_QUOTA": "BILLING_QUOTA",
+        "NESTED_NOT_FOUND": "MODULE_NOT_FOUND",
+        "NESTED_DENIED": "ACL_DENIED",
+        "UNNAMED_DENIED": "ACL_DENIED",
+    }
     expected_code = renamed.get(kind, kind)
     assert data["code"] == expected_code
     assert data["message"] == message
