@@ -89,3 +89,14 @@ def test_two_runs_on_one_port_slot_hand_out_different_ports() -> None:
     theirs = {int(p) for p in other.stdout.split()}
     assert len(theirs) > 1
     assert not mine & theirs
+
+
+def test_the_longest_files_are_handed_out_first(request: pytest.FixtureRequest) -> None:
+    # pytest-xdist hands out files in collection order (tests/conftest.py's FIRST): a name
+    # that no longer matches a file would send that file back to its place, maybe last.
+    from tests.conftest import FIRST
+
+    assert [path for path in FIRST if not (ROOT / path).is_file()] == []
+    collected = list(dict.fromkeys(i.nodeid.split("::")[0] for i in request.session.items))
+    if set(FIRST) <= set(collected):  # the whole suite collected: they lead, in order
+        assert collected[: len(FIRST)] == list(FIRST)
