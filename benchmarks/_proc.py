@@ -71,16 +71,19 @@ def _wait_ready(url: str, proc: subprocess.Popen[bytes], log: Path, timeout: flo
     import httpx
 
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            out = log.read_text(errors="replace")
-            raise RuntimeError(f"server exited with {proc.returncode}:\n{out}")
-        try:
-            if httpx.get(url, timeout=1.0).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.05)
+    # One client for all the polls: httpx.get builds one (TLS context included) per call,
+    # 20 ms of CPU each, taken from the server starting beside it.
+    with httpx.Client(timeout=1.0) as http:
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                out = log.read_text(errors="replace")
+                raise RuntimeError(f"server exited with {proc.returncode}:\n{out}")
+            try:
+                if http.get(url).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.05)
     raise RuntimeError(f"{url} did not answer within {timeout}s")
 
 

@@ -78,15 +78,16 @@ def proc_rss_kib(pid: int) -> int:
 
 def wait_ready(url: str, proc: ServerProcess, timeout: float = 180) -> None:
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"agent exited with {proc.returncode}: {proc.output()[-2000:]}")
-        try:
-            if httpx.get(url + "/.well-known/agent-card.json", timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.05)
+    with httpx.Client(timeout=1) as http:  # one client: one per poll costs 20 ms of CPU
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise RuntimeError(f"agent exited with {proc.returncode}: {proc.output()[-2000:]}")
+            try:
+                if http.get(url + "/.well-known/agent-card.json").status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.05)
     raise RuntimeError(f"agent at {url} not ready in {timeout}s")
 
 
