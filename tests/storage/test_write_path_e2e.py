@@ -102,9 +102,11 @@ async def test_concurrent_blocking_calls_write_each_task_once(
 ) -> None:
     base, url, _ = agent
     async with httpx.AsyncClient(base_url=base, headers=V1, timeout=30) as http:
-        # 40 at once: their writes share transactions (group commit); each row its own.
+        # Eight at once: their writes share transactions (group commit); each row its own.
+        # Not dozens: a call still running after WRITE_DELAY (40 at once on a loaded
+        # machine, two of them in a CI run) is rightly written twice, another property.
         answers = await asyncio.gather(
-            *(http.post("/", json=_body("math.add", {"a": i, "b": 1000})) for i in range(40))
+            *(http.post("/", json=_body("math.add", {"a": i, "b": 1000})) for i in range(8))
         )
         tasks = [a.json()["result"]["task"] for a in answers]
         assert {t["status"]["state"] for t in tasks} == {"TASK_STATE_COMPLETED"}
