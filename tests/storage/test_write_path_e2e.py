@@ -12,6 +12,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator
+from typing import Any
 
 import httpx
 import pytest
@@ -102,17 +103,23 @@ async def test_concurrent_blocking_calls_write_each_task_once(
 ) -> None:
     base, url, _ = agent
     async with httpx.AsyncClient(base_url=base, headers=V1, timeout=30) as http:
+
+        async def timed(i: int) -> tuple[dict[str, Any], float]:
+            start = time.monotonic()
+            answer = await http.post("/", json=_body("math.add", {"a": i, "b": 1000}))
+            return answer.json()["result"]["task"], time.monotonic() - start
+
         # Eight at once: their writes share transactions (group commit); each row its own.
-        # Not dozens: a call still running after WRITE_DELAY (40 at once on a loaded
-        # machine, two of them in a CI run) is rightly written twice, another property.
-        answers = await asyncio.gather(
-            *(http.post("/", json=_body("math.add", {"a": i, "b": 1000})) for i in range(8))
-        )
-        tasks = [a.json()["result"]["task"] for a in answers]
+        answered = await asyncio.gather(*(timed(i) for i in range(8)))
+        tasks = [task for task, _ in answered]
         assert {t["status"]["state"] for t in tasks} == {"TASK_STATE_COMPLETED"}
         writes = await _writes(url)
-        # One write per task: the answer's; submitted and working never reached the disk.
-        assert writes == Counter({t["id"]: 1 for t in tasks})
+        # One write per task, the answer's: submitted and working never reached the disk.
+        # A task lives no longer than its call took here; one that outlived WRITE_DELAY (a
+        # loaded machine) is rightly written when the delay ends too, another property.
+        quick = {t["id"] for t, took in answered if took < WRITE_DELAY}
+        assert {i: n for i, n in writes.items() if i in quick} == dict.fromkeys(quick, 1)
+        assert writes.keys() == {t["id"] for t in tasks} and max(writes.values()) <= 2
         # Each stored row is its own task's, as answered.
         for i, task in enumerate(tasks):
             got = await http.post(
