@@ -56,6 +56,11 @@ async def test_kill_9_under_mixed_load_loses_nothing(tmp_path: Path) -> None:
                         http, message("rel.nap", {"seconds": 5}), return_immediately=True
                     )
                     reply = await call(http, "CancelTask", {"id": task["id"]})
+                    if "error" in reply:
+                        # Only a task that ended first (its 5 s on a loaded machine) may
+                        # refuse its cancel; what it ended as is what the client saw.
+                        assert reply["error"]["code"] == -32002, reply
+                        reply = await call(http, "GetTask", {"id": task["id"]})
                     seen[task["id"]] = reply["result"]["status"]["state"]
                 else:
                     task = await send(http, message("rel.transfer", {"to": "bob", "amount": n + 1}))
