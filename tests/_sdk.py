@@ -18,6 +18,8 @@ from a2a.server.tasks import InMemoryTaskStore
 from a2a.types import Message, Part, Role, SendMessageRequest, Task
 from google.protobuf.struct_pb2 import Struct
 
+from ._support import TLS
+
 # a2a-sdk 1.3's import cycle can leave ``client_factory.CompatGrpcTransport`` None, and a
 # 0.3 gRPC interface then gets the 1.0 transport (see tests/bindings/_peers.py).
 if _client_factory.CompatGrpcTransport is None:  # pragma: no cover - import-order dependent
@@ -29,7 +31,7 @@ async def make_client(
 ) -> Any:
     """An SDK client that talks to *url* only over *binding* at protocol *version*
     (*options*: of its ``httpx.AsyncClient``, such as ``headers``)."""
-    async with httpx.AsyncClient() as http:
+    async with httpx.AsyncClient(verify=TLS) as http:
         card = await A2ACardResolver(http, url).get_agent_card()
     keep = [
         i
@@ -58,6 +60,7 @@ PEER_TIMEOUT = 60.0
 
 def peer_http(**kwargs: Any) -> httpx.AsyncClient:
     """The HTTP client an SDK peer uses in the tests (a generous deadline, see above)."""
+    kwargs.setdefault("verify", TLS)
     return httpx.AsyncClient(timeout=PEER_TIMEOUT, **kwargs)
 
 

@@ -24,6 +24,10 @@ import httpx
 import pytest
 import uvicorn
 
+#: One TLS context for the tests' HTTP clients: each ``httpx.AsyncClient()`` made without
+#: one loads the CA bundle anew (21 ms of CPU, against 0.06 ms), about once per test.
+TLS = httpx.create_ssl_context()
+
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 
@@ -346,7 +350,7 @@ async def rpc_stream(
     ``(SSE id or None, result)`` frames, closed with the answer."""
     body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
     async with (
-        httpx.AsyncClient(timeout=timeout) as http,
+        httpx.AsyncClient(timeout=timeout, verify=TLS) as http,
         http.stream("POST", url + "/", json=body, headers={"A2A-Version": "1.0"}) as answer,
     ):
         assert answer.headers["content-type"].startswith("text/event-stream"), answer
