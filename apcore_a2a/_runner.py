@@ -183,7 +183,7 @@ def run_app(
 
     logging.getLogger("uvicorn.error").addFilter(startup_errors)
     try:
-        with graceful_exit():
+        with graceful_exit(server):
             server.run(sockets=sockets)
         if deadline is not None and not app.state.a2a.agent_executor.module_calls.snapshot():
             deadline.disarm()

@@ -7,16 +7,23 @@ import signal
 import threading
 from collections.abc import Iterator
 
+import uvicorn
+
 
 @contextlib.contextmanager
-def graceful_exit() -> Iterator[None]:
-    """Let a signal that stopped uvicorn gracefully end in exit status 0."""
+def graceful_exit(server: uvicorn.Server) -> Iterator[None]:
+    """Let a signal that stopped *server* gracefully end in exit status 0.
+
+    Until uvicorn installs its own handlers (``Server.run`` first builds its event loop), a
+    SIGTERM or SIGINT is handed to *server*, which then stops as soon as it has started: a
+    worker whose parent dies then (the kernel's parent-death signal) would serve on for ever
+    if this handler dropped it. After uvicorn's stop, the signal it hands back has nothing
+    left to do."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    # A handler with nothing left to do: uvicorn already stopped on the signal.
     stops = (signal.SIGINT, signal.SIGTERM)
-    previous = {sig: signal.signal(sig, lambda sig, frame: None) for sig in stops}
+    previous = {sig: signal.signal(sig, server.handle_exit) for sig in stops}
     try:
         yield
     finally:

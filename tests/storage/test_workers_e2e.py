@@ -23,7 +23,15 @@ import httpx
 import pytest
 
 from .._postgres import store_url
-from .._support import ROOT, cli_server
+from .._support import (
+    CLI_STOP_TIMEOUT,
+    ROOT,
+    START_TIMEOUT,
+    ServerProcess,
+    cli_server,
+    free_port,
+    stop_process,
+)
 from .test_replicas_e2e import PROBES
 
 V10 = {"A2A-Version": "1.0"}
@@ -159,6 +167,18 @@ def _running(pid: int) -> bool:
         return False
 
 
+def _assert_stopped(workers: list[int]) -> None:
+    """*workers* stop by themselves (a generous hang guard: a graceful stop takes well
+    under a second); those still running then are killed and the test fails."""
+    deadline = time.monotonic() + 60
+    while alive := [pid for pid in workers if _running(pid)]:
+        if time.monotonic() > deadline:
+            for pid in alive:
+                os.kill(pid, signal.SIGKILL)
+            pytest.fail(f"workers {alive} kept running after their parent was killed")
+        time.sleep(0.1)
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="parent death: Linux only")
 def test_workers_stop_when_their_parent_is_killed(tmp_path: Path) -> None:
     # A parent killed with SIGKILL (the OOM killer, kill -9) forwards no signal: workers
@@ -169,10 +189,52 @@ def test_workers_stop_when_their_parent_is_killed(tmp_path: Path) -> None:
         workers = _children(parent.pid)
         assert len(workers) == 2, workers
         parent.kill9()
-        deadline = time.monotonic() + 60
-        while alive := [pid for pid in workers if _running(pid)]:
-            if time.monotonic() > deadline:
-                for pid in alive:
-                    os.kill(pid, signal.SIGKILL)
-                pytest.fail(f"workers {alive} kept running after their parent was killed")
-            time.sleep(0.1)
+        _assert_stopped(workers)
+
+
+#: In a child Python: uvicorn's ``Server.run`` builds its event loop before it installs its
+#: signal handlers; each worker notes its pid in a folder there, then waits 3 s, so the
+#: test can kill the parent while no worker has uvicorn's handlers yet (on a loaded
+#: machine that window lasts long enough for a parent's death to land in it).
+_PAUSE_BEFORE_UVICORN_HANDLERS = """
+import os, pathlib, time
+import uvicorn.config
+_loop_factory = uvicorn.config.Config.get_loop_factory
+def _paused(self):
+    (pathlib.Path(os.environ["APCORE_A2A_TEST_PAUSE"]) / str(os.getpid())).touch()
+    time.sleep(3)
+    return _loop_factory(self)
+uvicorn.config.Config.get_loop_factory = _paused
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="parent death: Linux only")
+def test_workers_stop_when_their_parent_dies_before_uvicorn_handles_signals(
+    tmp_path: Path,
+) -> None:
+    # The parent-death SIGTERM then came to the handler serve() keeps around uvicorn's
+    # (for an exit status 0), which dropped it: the worker served on for ever.
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "sitecustomize.py").write_text(_PAUSE_BEFORE_UVICORN_HANDLERS)
+    pauses = tmp_path / "paused"
+    pauses.mkdir()
+    path = os.pathsep.join(p for p in (str(tmp_path / "site"), os.environ.get("PYTHONPATH")) if p)
+    env = {**os.environ, "PYTHONPATH": path, "APCORE_A2A_TEST_PAUSE": str(pauses)}
+    store = f"sqlite:///{tmp_path / 'tasks.db'}"
+    cmd = [sys.executable, "-m", "apcore_a2a", "serve", "--host", "127.0.0.1"]
+    cmd += ["--port", str(free_port()), "--extensions-dir", PROBES, "--workers", "2"]
+    parent = ServerProcess([*cmd, "--cluster", "--task-store", store], cwd=ROOT, env=env)
+    try:
+        deadline = time.monotonic() + START_TIMEOUT
+        while len(workers := _children(parent.pid)) != 2 or not all(
+            (pauses / str(pid)).exists() for pid in workers
+        ):
+            assert parent.poll() is None and time.monotonic() < deadline, parent.output()
+            time.sleep(0.05)
+        parent.kill9()
+        _assert_stopped(workers)
+        # Each stopped as on a SIGTERM of its own: gracefully, not killed by the signal.
+        for pid in workers:
+            assert f"Finished server process [{pid}]" in parent.output(), parent.output()
+    finally:
+        stop_process(parent, timeout=CLI_STOP_TIMEOUT)
