@@ -296,9 +296,16 @@ def run(
         for i in range(settings.workers)
     ]
     stopping = False
+    me = os.getpid()
 
     def stop(signum: int, _frame: Any) -> None:
         nonlocal stopping
+        if os.getpid() != me:
+            # A worker signalled between its fork and _child's own handlers (Ctrl-C to
+            # the group): it has no children to forward to; it stops as _child would.
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+            return
         stopping = True
         for child in children:
             if child.pid is not None and child.is_alive():

@@ -238,3 +238,49 @@ def test_workers_stop_when_their_parent_dies_before_uvicorn_handles_signals(
             assert f"Finished server process [{pid}]" in parent.output(), parent.output()
     finally:
         stop_process(parent, timeout=CLI_STOP_TIMEOUT)
+
+
+_PAUSE_BEFORE_CHILD = """
+import os, pathlib, time
+import apcore_a2a._runner as runner
+_child = runner._child
+def _paused(*args):
+    (pathlib.Path(os.environ["APCORE_A2A_TEST_PAUSE"]) / str(os.getpid())).touch()
+    time.sleep(3)
+    return _child(*args)
+runner._child = _paused
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="fork: Linux only")
+def test_a_worker_signalled_before_its_own_handlers_stops_without_a_traceback(
+    tmp_path: Path,
+) -> None:
+    # Between its fork and _child's first line a worker still had the parent's forwarding
+    # handler: a Ctrl-C to the group ran it there, and it failed on its siblings
+    # ("can only test a child process") with a traceback.
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "sitecustomize.py").write_text(_PAUSE_BEFORE_CHILD)
+    pauses = tmp_path / "paused"
+    pauses.mkdir()
+    path = os.pathsep.join(p for p in (str(tmp_path / "site"), os.environ.get("PYTHONPATH")) if p)
+    env = {**os.environ, "PYTHONPATH": path, "APCORE_A2A_TEST_PAUSE": str(pauses)}
+    store = f"sqlite:///{tmp_path / 'tasks.db'}"
+    cmd = [sys.executable, "-m", "apcore_a2a", "serve", "--host", "127.0.0.1"]
+    cmd += ["--port", str(free_port()), "--extensions-dir", PROBES, "--workers", "2"]
+    parent = ServerProcess([*cmd, "--cluster", "--task-store", store], cwd=ROOT, env=env)
+    try:
+        deadline = time.monotonic() + START_TIMEOUT
+        while len(workers := _children(parent.pid)) != 2 or not all(
+            (pauses / str(pid)).exists() for pid in workers
+        ):
+            assert parent.poll() is None and time.monotonic() < deadline, parent.output()
+            time.sleep(0.05)
+        os.kill(workers[0], signal.SIGINT)
+        _assert_stopped(workers[:1])
+        # The parent sees its worker gone and stops the other, as for any lost worker.
+        assert parent.wait(timeout=START_TIMEOUT) == 1, parent.output()
+        parent.judged = True  # its exit status 1 is the one expected here
+        assert "Traceback" not in parent.output(), parent.output()
+    finally:
+        stop_process(parent, timeout=CLI_STOP_TIMEOUT)
