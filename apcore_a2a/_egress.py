@@ -1,9 +1,10 @@
-"""Which egress proxy a request of the agent's goes through: the environment's
-``HTTP_PROXY``/``HTTPS_PROXY``/``ALL_PROXY`` (any case), ``NO_PROXY`` exempting hosts, read as
-httpx reads them with ``trust_env``. Shared by the JWKS fetch (``auth/jwks.py``) and push
-deliveries (``push/policy.py``, ``push/aimed.py``): each checks a URL's addresses first, then
-sends through the proxy by the URL's name, since httpx's own choice would see only the
-address a request was aimed at.
+"""Where a request of the agent's to a URL it was given goes: through the egress proxy the
+environment names (``HTTP_PROXY``/``HTTPS_PROXY``/``ALL_PROXY``, any case, ``NO_PROXY``
+exempting hosts, read as httpx reads them with ``trust_env``), by the URL's name; else to
+the addresses its name was checked to have, never to a second lookup (DNS rebinding).
+Shared by the JWKS fetch (``auth/jwks.py``) and push deliveries (``push/policy.py``,
+``push/aimed.py``): each checks a URL's addresses first; httpx's own proxy choice would see
+only the address a request was aimed at.
 
 Example: with ``HTTPS_PROXY=proxy:3128`` and ``NO_PROXY=.internal``,
 ``proxy_for(httpx.URL("https://hooks.example.com/a"))`` is ``"http://proxy:3128"`` and
@@ -12,8 +13,9 @@ Example: with ``HTTPS_PROXY=proxy:3128`` and ``NO_PROXY=.internal``,
 
 from __future__ import annotations
 
+import contextlib
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 
 import httpx
 
@@ -29,3 +31,36 @@ def proxy_for(url: httpx.URL, proxies: Mapping[str, str] | None = None) -> str |
     if not proxy or urllib.request.proxy_bypass(url.host):
         return None
     return proxy if "://" in proxy else f"http://{proxy}"
+
+
+async def to_first(
+    send: Callable[[httpx.Request], Awaitable[httpx.Response]],
+    request: httpx.Request,
+    addresses: Sequence[str],
+) -> httpx.Response:
+    """*request* sent (by *send*) to the first of its name's checked *addresses* that takes
+    the connection, in the resolver's order (a receiver may listen on one of a dual-stack
+    name's addresses only); the last one's error when none does."""
+    *first, last = addresses
+    for address in first:
+        with contextlib.suppress(httpx.ConnectError):
+            return await send(_aimed(request, address))
+    return await send(_aimed(request, last))
+
+
+def _aimed(request: httpx.Request, address: str) -> httpx.Request:
+    """*request* sent to *address*: its ``Host`` header stays the name's, as httpx made it,
+    and over TLS the name is the SNI the certificate is verified for."""
+    url = request.url
+    if url.host == address:
+        return request
+    extensions = dict(request.extensions)
+    if url.scheme == "https":
+        extensions["sni_hostname"] = url.raw_host.decode("ascii")
+    return httpx.Request(
+        request.method,
+        url.copy_with(host=address),
+        headers=request.headers,
+        stream=request.stream,
+        extensions=extensions,
+    )

@@ -35,7 +35,7 @@ import jwt
 from cachetools import TLRUCache
 
 from apcore_a2a._addresses import METADATA, IPAddress, embedded_ipv4
-from apcore_a2a._egress import proxy_for
+from apcore_a2a._egress import proxy_for, to_first
 from apcore_a2a.auth.authenticator import InvalidCredentials
 
 logger = logging.getLogger("apcore_a2a.auth")
@@ -355,11 +355,7 @@ class CheckedAddresses(httpx.AsyncBaseTransport):
             return await via.handle_async_request(request)
         if literal is not None:  # nothing to look up again
             return await self._inner.handle_async_request(request)
-        # Each checked address in turn, as a client tries a name's addresses.
-        for ip in parsed[:-1]:
-            with contextlib.suppress(httpx.ConnectError):
-                return await self._inner.handle_async_request(_aimed(request, host, ip))
-        return await self._inner.handle_async_request(_aimed(request, host, parsed[-1]))
+        return await to_first(self._inner.handle_async_request, request, list(map(str, parsed)))
 
     def _proxy_for(self, url: httpx.URL) -> httpx.AsyncBaseTransport | None:
         """The transport through the proxy for *url* (``_egress.proxy_for``), if any."""
@@ -375,22 +371,6 @@ class CheckedAddresses(httpx.AsyncBaseTransport):
     async def aclose(self) -> None:
         for transport in (self._inner, *self._via.values()):
             await transport.aclose()
-
-
-def _aimed(request: httpx.Request, host: str, ip: IPAddress) -> httpx.Request:
-    """*request* sent to *ip*: its ``Host`` header is kept, and *host* is the TLS name
-    (``sni_hostname``, which the certificate is verified against too)."""
-    url = request.url
-    extensions = dict(request.extensions)
-    if url.scheme == "https":
-        extensions["sni_hostname"] = host
-    return httpx.Request(
-        request.method,
-        url.copy_with(host=str(ip)),
-        headers=request.headers,  # with Host, as httpx made it for the name
-        stream=request.stream,
-        extensions=extensions,
-    )
 
 
 async def _getaddrinfo(host: str, port: int) -> list[str]:

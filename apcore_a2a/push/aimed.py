@@ -14,12 +14,13 @@ verified for the name), as the JWKS fetch does. httpx's own reading of the proxy
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Mapping
+from functools import partial
 from http.cookiejar import CookieJar, DefaultCookiePolicy
 
 import httpx
 
+from apcore_a2a._egress import to_first
 from apcore_a2a.push.policy import Checked
 
 __all__ = ["Webhooks"]
@@ -68,33 +69,10 @@ class Webhooks:
                     raise ValueError(f"the proxy cannot be used ({type(exc).__name__})") from None
             sent = client.build_request("POST", url, content=content, headers=headers)
             return await client.send(sent, stream=True)
-        client, (*first, last) = self._clients[None], checked.addresses
-        for address in first:
-            with contextlib.suppress(httpx.ConnectError):
-                aimed = _aimed(client, url, address, content, headers)
-                return await client.send(aimed, stream=True)
-        return await client.send(_aimed(client, url, last, content, headers), stream=True)
+        client = self._clients[None]
+        sent = client.build_request("POST", url, content=content, headers=headers)
+        return await to_first(partial(client.send, stream=True), sent, checked.addresses)
 
     async def aclose(self) -> None:
         for client in self._clients.values():
             await client.aclose()
-
-
-def _aimed(
-    client: httpx.AsyncClient,
-    url: str,
-    address: str,
-    content: bytes,
-    headers: Mapping[str, str],
-) -> httpx.Request:
-    target = httpx.URL(url)
-    sent = dict(headers)
-    extensions: dict[str, str] = {}
-    if target.host != address:
-        sent["Host"] = target.netloc.decode("ascii")
-        if target.scheme == "https":
-            extensions["sni_hostname"] = target.raw_host.decode("ascii")
-        target = target.copy_with(host=address)
-    return client.build_request(
-        "POST", target, content=content, headers=sent, extensions=extensions
-    )
