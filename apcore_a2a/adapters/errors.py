@@ -194,10 +194,15 @@ def _field_errors(exc: Any) -> list[dict[str, str]]:
     ]
 
 
+def _detail(exc: BaseException, key: str) -> Any:
+    """What *exc*'s details hold under *key*, if it has details."""
+    details = getattr(exc, "details", None)
+    return details.get(key) if isinstance(details, dict) else None
+
+
 def _nested(exc: BaseException, module_id: str | None, key: str) -> bool:
     """Whether *exc* names, under *key* of its details, a module other than *module_id*."""
-    details = getattr(exc, "details", None)
-    target = details.get(key) if isinstance(details, dict) else None
+    target = _detail(exc, key)
     return module_id is not None and target is not None and target != module_id
 
 
@@ -210,9 +215,7 @@ def nested_input(exc: BaseException, module_id: str | None) -> bool:
 def own_denial(exc: BaseException, module_id: str) -> bool:
     """Whether *exc* is the ACL's refusal of the skill's own module *module_id* (not of a
     call the module makes)."""
-    details = getattr(exc, "details", None)
-    target = details.get("target_id") if isinstance(details, dict) else None
-    return getattr(exc, "code", None) == "ACL_DENIED" and target == module_id
+    return getattr(exc, "code", None) == "ACL_DENIED" and _detail(exc, "target_id") == module_id
 
 
 def map_error(

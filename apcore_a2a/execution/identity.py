@@ -223,8 +223,7 @@ def denial(executor: Executor, identity: Identity | None, module_id: str) -> str
     acl: ACL | None = gate_holding(executor, BuiltinACLCheck, "acl")
     if acl is None:
         return None
-    decision = acl.check_access(None, module_id, Context.create(identity=identity))
-    return None if decision.access == "allow" else str(decision.reason or "denied")
+    return _why(acl.check_access(None, module_id, Context.create(identity=identity)))
 
 
 async def run_denial(
@@ -238,9 +237,12 @@ async def run_denial(
         return None
     context = context_of()
     if hasattr(acl, "async_check_access"):  # as the gate: async first, then sync
-        decision = await acl.async_check_access(context.caller_id, module_id, context)
-    else:
-        decision = acl.check_access(context.caller_id, module_id, context)
+        return _why(await acl.async_check_access(context.caller_id, module_id, context))
+    return _why(acl.check_access(context.caller_id, module_id, context))
+
+
+def _why(decision: Any) -> str | None:
+    """Why an ACL *decision* refuses, or ``None`` when it allows."""
     return None if decision.access == "allow" else str(decision.reason or "denied")
 
 
