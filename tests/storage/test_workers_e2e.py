@@ -192,30 +192,40 @@ def test_workers_stop_when_their_parent_is_killed(tmp_path: Path) -> None:
         _assert_stopped(workers)
 
 
-#: In a child Python: uvicorn's ``Server.run`` builds its event loop before it installs its
-#: signal handlers; each worker notes its pid in a folder there, then waits 3 s, so the
-#: test can kill the parent while no worker has uvicorn's handlers yet (on a loaded
-#: machine that window lasts long enough for a parent's death to land in it).
-_PAUSE_BEFORE_UVICORN_HANDLERS = """
+#: In a child Python: each worker notes its pid in a folder there, then waits 3 s at the
+#: point *hook* names (a sitecustomize's ``_pause()``), so the test can act while the
+#: worker is there (on a loaded machine such a window lasts long enough for it to happen).
+_PAUSE = """
 import os, pathlib, time
+def _pause():
+    (pathlib.Path(os.environ["APCORE_A2A_TEST_PAUSE"]) / str(os.getpid())).touch()
+    time.sleep(3)
+"""
+#: uvicorn's ``Server.run`` builds its event loop before it installs its signal handlers
+_BEFORE_UVICORN_HANDLERS = """
 import uvicorn.config
 _loop_factory = uvicorn.config.Config.get_loop_factory
 def _paused(self):
-    (pathlib.Path(os.environ["APCORE_A2A_TEST_PAUSE"]) / str(os.getpid())).touch()
-    time.sleep(3)
+    _pause()
     return _loop_factory(self)
 uvicorn.config.Config.get_loop_factory = _paused
 """
+#: between a worker's fork and ``_child``'s first line
+_BEFORE_CHILD = """
+import apcore_a2a._runner as runner
+_child = runner._child
+def _paused(*args):
+    _pause()
+    return _child(*args)
+runner._child = _paused
+"""
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="parent death: Linux only")
-def test_workers_stop_when_their_parent_dies_before_uvicorn_handles_signals(
-    tmp_path: Path,
-) -> None:
-    # The parent-death SIGTERM then came to the handler serve() keeps around uvicorn's
-    # (for an exit status 0), which dropped it: the worker served on for ever.
+@contextlib.contextmanager
+def _paused_workers(tmp_path: Path, hook: str) -> Iterator[tuple[ServerProcess, list[int]]]:
+    """A ``--workers 2`` agent whose two workers are both paused where *hook* says."""
     (tmp_path / "site").mkdir()
-    (tmp_path / "site" / "sitecustomize.py").write_text(_PAUSE_BEFORE_UVICORN_HANDLERS)
+    (tmp_path / "site" / "sitecustomize.py").write_text(_PAUSE + hook)
     pauses = tmp_path / "paused"
     pauses.mkdir()
     path = os.pathsep.join(p for p in (str(tmp_path / "site"), os.environ.get("PYTHONPATH")) if p)
@@ -231,25 +241,23 @@ def test_workers_stop_when_their_parent_dies_before_uvicorn_handles_signals(
         ):
             assert parent.poll() is None and time.monotonic() < deadline, parent.output()
             time.sleep(0.05)
+        yield parent, workers
+    finally:
+        stop_process(parent, timeout=CLI_STOP_TIMEOUT)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="parent death: Linux only")
+def test_workers_stop_when_their_parent_dies_before_uvicorn_handles_signals(
+    tmp_path: Path,
+) -> None:
+    # The parent-death SIGTERM then came to the handler serve() keeps around uvicorn's
+    # (for an exit status 0), which dropped it: the worker served on for ever.
+    with _paused_workers(tmp_path, _BEFORE_UVICORN_HANDLERS) as (parent, workers):
         parent.kill9()
         _assert_stopped(workers)
         # Each stopped as on a SIGTERM of its own: gracefully, not killed by the signal.
         for pid in workers:
             assert f"Finished server process [{pid}]" in parent.output(), parent.output()
-    finally:
-        stop_process(parent, timeout=CLI_STOP_TIMEOUT)
-
-
-_PAUSE_BEFORE_CHILD = """
-import os, pathlib, time
-import apcore_a2a._runner as runner
-_child = runner._child
-def _paused(*args):
-    (pathlib.Path(os.environ["APCORE_A2A_TEST_PAUSE"]) / str(os.getpid())).touch()
-    time.sleep(3)
-    return _child(*args)
-runner._child = _paused
-"""
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="fork: Linux only")
@@ -259,28 +267,10 @@ def test_a_worker_signalled_before_its_own_handlers_stops_without_a_traceback(
     # Between its fork and _child's first line a worker still had the parent's forwarding
     # handler: a Ctrl-C to the group ran it there, and it failed on its siblings
     # ("can only test a child process") with a traceback.
-    (tmp_path / "site").mkdir()
-    (tmp_path / "site" / "sitecustomize.py").write_text(_PAUSE_BEFORE_CHILD)
-    pauses = tmp_path / "paused"
-    pauses.mkdir()
-    path = os.pathsep.join(p for p in (str(tmp_path / "site"), os.environ.get("PYTHONPATH")) if p)
-    env = {**os.environ, "PYTHONPATH": path, "APCORE_A2A_TEST_PAUSE": str(pauses)}
-    store = f"sqlite:///{tmp_path / 'tasks.db'}"
-    cmd = [sys.executable, "-m", "apcore_a2a", "serve", "--host", "127.0.0.1"]
-    cmd += ["--port", str(free_port()), "--extensions-dir", PROBES, "--workers", "2"]
-    parent = ServerProcess([*cmd, "--cluster", "--task-store", store], cwd=ROOT, env=env)
-    try:
-        deadline = time.monotonic() + START_TIMEOUT
-        while len(workers := _children(parent.pid)) != 2 or not all(
-            (pauses / str(pid)).exists() for pid in workers
-        ):
-            assert parent.poll() is None and time.monotonic() < deadline, parent.output()
-            time.sleep(0.05)
+    with _paused_workers(tmp_path, _BEFORE_CHILD) as (parent, workers):
         os.kill(workers[0], signal.SIGINT)
         _assert_stopped(workers[:1])
         # The parent sees its worker gone and stops the other, as for any lost worker.
         assert parent.wait(timeout=START_TIMEOUT) == 1, parent.output()
         parent.judged = True  # its exit status 1 is the one expected here
         assert "Traceback" not in parent.output(), parent.output()
-    finally:
-        stop_process(parent, timeout=CLI_STOP_TIMEOUT)
