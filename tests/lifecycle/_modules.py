@@ -20,6 +20,18 @@ from pydantic import BaseModel, Field
 from apcore_a2a import A2AApprovalHandler
 
 
+class MaybeText(BaseModel):
+    """The input of the small skills several lifecycle tests define: an optional text."""
+
+    text: str = ""
+
+
+class SaidOut(BaseModel):
+    """Their output: what they said."""
+
+    said: str
+
+
 @dataclass
 class Probe:
     """What the modules saw; shared between the server's threads and the test."""

@@ -26,7 +26,6 @@ import pytest
 from a2a.types import Task, TaskState
 from apcore import ACL, ACLRule, Executor, Registry
 from apcore.errors import InvalidInputError
-from pydantic import BaseModel
 
 from apcore_a2a import A2AServerFactory, InputRequired
 from tests._sdk import make_client, request
@@ -34,6 +33,8 @@ from tests._sdk import make_client, request
 from .._support import free_port, running_server
 from ..auth.keys import HMAC_SECRET, bearer, hs_plain
 from ._client import BINDINGS, collect, parts_data
+from ._modules import MaybeText as In
+from ._modules import SaidOut as Out
 
 DENIED = "Permission denied: a call this skill makes was refused"
 BAD_CALL = "Input of a call this skill makes does not match its schema"
@@ -63,14 +64,6 @@ FAILED = {
         {"code": "GENERAL_INVALID_INPUT", "message": INVALID_CALL, "type": "InvalidInputError"},
     ],
 }
-
-
-class In(BaseModel):
-    text: str = ""
-
-
-class Out(BaseModel):
-    said: str
 
 
 class _Task:

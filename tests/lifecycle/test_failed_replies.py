@@ -31,7 +31,6 @@ from a2a.types import GetTaskRequest
 from a2a.utils.errors import InternalError
 from apcore import ACL, ACLRule, Executor, Registry
 from apcore.errors import InvalidInputError
-from pydantic import BaseModel
 
 from apcore_a2a import A2AServerFactory
 from tests._sdk import make_client, request
@@ -39,6 +38,8 @@ from tests._sdk import make_client, request
 from .._support import free_port, running_server, threaded_server
 from ..upstream._plain import plain_agent
 from ._client import BINDINGS, V1, collect, rpc, wire_message_03
+from ._modules import MaybeText as In
+from ._modules import SaidOut as Out
 
 REFUSAL = "No sync worker thread came free for this call within execution_timeout"
 #: what the SDK's 0.3 REST client says of any HTTP 404
@@ -73,14 +74,6 @@ FAILURES = {
         logging.WARNING,
     ),
 }
-
-
-class In(BaseModel):
-    text: str = ""
-
-
-class Out(BaseModel):
-    said: str
 
 
 class _Reply:

@@ -25,24 +25,17 @@ import pytest
 from a2a.types import GetTaskRequest, SendMessageRequest, TaskState
 from apcore import ACL, ACLRule, Context, Executor, Registry
 from apcore.acl import AccessDecision
-from pydantic import BaseModel
 
 from apcore_a2a import A2AServerFactory, InputRequired
 from tests._sdk import make_client, request
 
 from .._support import free_port, running_server
 from ._client import BINDINGS, V1, collect, rpc, wire_message
+from ._modules import MaybeText as In
+from ._modules import SaidOut as Out
 
 #: what the SDK's 0.3 REST client says of any HTTP 404 (it reads no body)
 NOT_FOUND_03 = "MethodNotFoundError: Resource not found"
-
-
-class In(BaseModel):
-    text: str = ""
-
-
-class Out(BaseModel):
-    said: str
 
 
 class _Module:

@@ -26,13 +26,14 @@ import pytest
 from a2a.types import TaskState
 from apcore import ACL, ACLRule, Executor, Registry
 from apcore.errors import InvalidInputError, SchemaValidationError
-from pydantic import BaseModel
 
 from apcore_a2a import A2AServerFactory
 from tests._sdk import make_client, request
 
 from .._support import free_port, running_server
 from ._client import BINDINGS, collect, parts_data, summarize
+from ._modules import MaybeText as In
+from ._modules import SaidOut as Out
 
 FAILED = "Module execution failed"
 #: skill -> its task's status message (text, data) and the level the agent logs it at
@@ -57,14 +58,6 @@ OWN = {
         logging.ERROR,
     ),
 }  # fmt: skip
-
-
-class In(BaseModel):
-    text: str = ""
-
-
-class Out(BaseModel):
-    said: str
 
 
 class _Task:
