@@ -135,6 +135,9 @@ class RequestInfo:
     #: where this request reached the agent: ``scheme://host:port`` of the listening
     #: socket plus the mount's ``root_path`` (what the card names when no url is set)
     base_url: str = ""
+    #: the matched route's template under the agent's root, a tenant as ``{tenant}``
+    #: (``/{tenant}/tasks/{id}``): what a metric may name, of a bounded set
+    route: str = ""
     #: ``False`` for an A2A route under a reserved segment (``/.well-known/message:send``):
     #: it gets every check an A2A request gets, then 404 -- it is never a tenant
     routable: bool = True
@@ -413,6 +416,8 @@ class Recorder:
         if info.version is None and info.announced:
             info.version = info.announced
         info.base_url = base_url({**scope, "root_path": root})
+        template = str(getattr(scope.get("route"), "path_format", ""))
+        info.route = root + ("/{tenant}" if self.tenanted else "") + template
         scope[REQUEST_KEY] = info
         token = _current.set(info)
         try:

@@ -5,9 +5,13 @@ With the default (pre-1.0) HTTP conventions the middleware labels every
 ``http.server.duration``, ``http.server.active_requests`` and request/response size point
 with ``http.server_name``: the request's ``Host`` header, verbatim. A client sending
 distinct ``Host`` values (an agent bound to every interface answers any) makes one series
-per value in the operator's metrics backend. :class:`HostFreeMeters` hands the middleware
-meters of the global meter provider whose instruments leave those attributes out; the rest
-(method, status, route template, scheme, the socket's address) is bounded already.
+per value in the operator's metrics backend. Its ``http.target`` is the mount's
+``root_path`` plus the route's template, and the SDK's ``/{tenant}`` mount puts the tenant
+a caller names into that root path (``/acme/tasks/{id}``): one series per tenant sent.
+:class:`HostFreeMeters` hands the middleware meters of the global meter provider whose
+instruments leave the Host header out and name the route as the request record does
+(``/{tenant}/tasks/{id}``: ``classify.RequestInfo.route``); the rest (method, status,
+scheme, the socket's address) is bounded already.
 
 Only the middleware gets these meters: nothing process-wide is replaced.
 """
@@ -19,14 +23,26 @@ from typing import Any
 
 from opentelemetry import metrics
 
+from apcore_a2a.classify import current_request
+
 #: Attributes of the middleware's metric points that repeat request headers verbatim.
 CLIENT_CHOSEN = frozenset({"http.server_name"})
+#: The attribute naming the route (pre-1.0 HTTP conventions; 1.0's ``http.route`` is
+#: never set by the middleware, and ``url.path`` is on spans only).
+ROUTE = "http.target"
 
 
 def _bounded(attributes: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
-    if not attributes or CLIENT_CHOSEN.isdisjoint(attributes):
+    if not attributes or (CLIENT_CHOSEN.isdisjoint(attributes) and ROUTE not in attributes):
         return attributes
-    return {key: value for key, value in attributes.items() if key not in CLIENT_CHOSEN}
+    kept = {key: value for key, value in attributes.items() if key not in CLIENT_CHOSEN}
+    if ROUTE in kept:
+        info = current_request()  # the request the middleware records (its route's)
+        if info is not None and info.route:
+            kept[ROUTE] = info.route
+        else:
+            del kept[ROUTE]
+    return kept
 
 
 class _Instrument:
