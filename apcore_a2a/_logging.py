@@ -4,8 +4,8 @@
 :func:`configure` installs one stderr handler on the root logger, so uvicorn's and the SDK's
 records come out in the same format; records logged inside a task carry the fields
 :func:`bind` attached (``task_id``, ``skill_id``, ``trace_id``). Client text can reach a
-message, so the formatters strip control characters, cap the length and escape line breaks:
-one record is one line.
+message, so the formatters escape control characters (``\\x1b``, visibly), cap the length
+and escape line breaks: one record is one line.
 """
 
 from __future__ import annotations

@@ -72,9 +72,12 @@ def _shown(path: str, said: Collection[str]) -> str:
 
 
 def clean_for_log(value: Any, limit: int = MAX_LOG) -> str:
-    """Client-supplied text for a log line: control characters stripped, line separators
-    and bidi controls escaped (:func:`~apcore_a2a._text.escape_invisible`), truncated."""
-    text = escape_invisible(_CONTROL_RE.sub("", str(value)))
+    """Client-supplied text for a log line: control characters (but tabs and line breaks,
+    :func:`escape_line_breaks`' to write) shown escaped as an echoed value is (``\\x1b``:
+    :func:`~apcore_a2a._text.escape_controls`), not dropped, so ``a\\x1b[2Jb`` never reads
+    as ``ab``; line separators and bidi controls escaped
+    (:func:`~apcore_a2a._text.escape_invisible`); truncated."""
+    text = escape_invisible(escape_controls(str(value), _CONTROL_RE))
     if len(text) > limit:
         text = text[:limit] + f"...[{len(text) - limit} more chars]"
     return text

@@ -259,3 +259,35 @@ async def test_client_text_is_one_line_under_the_applications_own_formatter(
     (record,) = [r for r in caplog.records if r.getMessage().startswith("Skill ops.fail failed")]
     assert f"first{BREAKS[brk]}FAKE 2025 ERROR line" in record.getMessage()
     assert len(logging.Formatter().format(record).splitlines()) == 1
+
+
+#: control characters a caller may send (ESC of an ANSI sequence, NUL, BEL, CR, DEL, C1
+#: CSI) -> how every log line shows them: visibly, as an echoed value is written back
+CONTROLS = {c: f"\\x{ord(c):02x}" for c in "\x1b\x00\x07\r\x7f\x9b"}
+
+
+@pytest.mark.parametrize("fmt", ["text", "json", "own"])
+async def test_control_characters_are_shown_not_dropped(
+    captured: io.StringIO, caplog: pytest.LogCaptureFixture, fmt: str
+) -> None:
+    # A reader must tell "a\x1b[2Jb" from "ab": the caller's value is logged as it was
+    # sent, each control character escaped (as an error's echoed value is), and none raw.
+    if fmt == "own":
+        caplog.set_level(logging.INFO, logger="apcore_a2a")
+    else:
+        _logging.configure(level="info", fmt=fmt, stream=captured)
+    sent = "a" + "".join(f"{c}[2J" for c in CONTROLS) + "b"
+    shown = "a" + "".join(f"{e}[2J" for e in CONTROLS.values()) + "b"
+    async with served() as (http, _app):
+        task = await send(http, "ops.fail", {"text": sent})
+        assert task["status"]["state"] == "TASK_STATE_FAILED"
+    if fmt == "own":
+        (record,) = [r for r in caplog.records if "Skill ops.fail failed" in r.getMessage()]
+        lines = [logging.Formatter().format(record)]
+    else:
+        lines = [line for line in captured.getvalue().splitlines() if "ops.fail failed" in line]
+        assert len(lines) == 1, lines
+        if fmt == "json":
+            lines = [json.loads(lines[0])["msg"]]
+    assert f"cannot handle {shown}" in lines[0], lines[0]
+    assert not _CONTROL.search(lines[0])
