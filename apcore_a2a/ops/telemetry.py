@@ -17,6 +17,7 @@ from typing import Any
 from starlette.middleware import Middleware
 from starlette.types import Scope
 
+from apcore_a2a._text import escape_controls, escape_invisible
 from apcore_a2a._version import __version__
 from apcore_a2a.classify import MESSAGE_METHODS, RequestInfo, request_info
 from apcore_a2a.errors import MissingExtraError
@@ -35,6 +36,11 @@ TELEMETRY_EXTRA_HINT = (
 #: span is exported, stored and indexed by the tracing backend. A2A ids are UUIDs.
 MAX_VALUE = 256
 MAX_LIST = 32
+#: gRPC statuses that are the server's fault, which alone mark a SERVER span as an error
+#: (OpenTelemetry's RPC conventions; HTTP's ASGI instrumentation marks only a 5xx)
+SERVER_FAULTS = frozenset(
+    {"UNKNOWN", "DEADLINE_EXCEEDED", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS"}
+)
 #: URL patterns (searched in the full request URL) that get no request span.
 UNTRACED_URLS = (r"^[a-z]+://[^/]+/health(\?.*)?$", r"^[a-z]+://[^/]+/metrics(\?.*)?$")
 #: the module-span attributes of apcore-a2a 0.1, for ``telemetry_legacy_names``
@@ -68,6 +74,7 @@ def telemetry_middleware(*, legacy_names: bool = False) -> list[Middleware]:
         OpenTelemetryMiddleware,
         excluded_urls=ExcludeList(list(UNTRACED_URLS)),
         exclude_spans=["receive", "send"],
+        server_request_hook=_bounded_request,
         # its HTTP metrics, without a series per Host header a client sends
         meter_provider=HostFreeMeters(),
     )
@@ -86,9 +93,24 @@ def _get(doc: dict[str, Any], name: str) -> Any:
     return found if found is not None else doc.get(re.sub(r"([A-Z])", r"_\1", name).lower())
 
 
+def bounded(value: str) -> str:
+    """A caller's *value* as a span keeps it: its control characters (``\\x1b``), line
+    separators and bidi controls written out, at most :data:`MAX_VALUE` characters."""
+    return escape_invisible(escape_controls(value[:MAX_VALUE]))[:MAX_VALUE]
+
+
 def _put(attributes: Attributes, key: str, value: Any) -> None:
     if isinstance(value, str) and value:
-        attributes[key] = value[:MAX_VALUE]
+        attributes[key] = bounded(value)
+
+
+def _bounded_request(span: Any, scope: Scope) -> None:
+    """The HTTP instrumentation's hook: the attributes it took from the request (path, URL,
+    ``User-Agent``, ``Host``: the caller's, up to a request head's 16 KiB) made
+    :func:`bounded`, as ours are."""
+    for key, value in dict(getattr(span, "attributes", None) or {}).items():
+        if isinstance(value, str) and bounded(value) != value:
+            span.set_attribute(key, bounded(value))
 
 
 def read_params(params: Any, attributes: Attributes) -> None:
@@ -101,7 +123,7 @@ def read_params(params: Any, attributes: Attributes) -> None:
         references = _get(message, "referenceTaskIds")
         if isinstance(references, list) and references:
             attributes["a2a.message.reference_task_ids"] = [
-                str(r)[:MAX_VALUE] for r in references[:MAX_LIST]
+                bounded(str(r)) for r in references[:MAX_LIST]
             ]
         _put(attributes, "a2a.task.id", _get(message, "taskId"))
     task_id = _get(params, "taskId") or (params.get("id") if message is None else None)
@@ -198,15 +220,24 @@ def rpc_span(
             if request is not None:
                 read_params(json_format.MessageToDict(request), attributes)
     name = f"a2a {method}" if legacy else method
+    # Shaped as an HTTP call's span: no exception event (its message may quote the caller,
+    # its frames name our files), an error status only for the server's own fault.
     with spans.tracer.start_as_current_span(
-        name, kind=trace.SpanKind.SERVER, attributes=attributes
+        name,
+        kind=trace.SpanKind.SERVER,
+        attributes=attributes,
+        record_exception=False,
+        set_status_on_exception=False,
     ) as span:
         try:
             yield
         except Exception as exc:
+            code = context.code() if context is not None else None
+            kind = getattr(code, "name", None) or type(exc).__name__
             if not legacy:
-                code = context.code() if context is not None else None
-                span.set_attribute("error.type", getattr(code, "name", None) or type(exc).__name__)
+                span.set_attribute("error.type", kind)
+            if code is None or kind in SERVER_FAULTS:
+                span.set_status(trace.Status(trace.StatusCode.ERROR, kind))
             raise
         finally:
             if not legacy and span.is_recording():

@@ -18,7 +18,7 @@ import pytest
 from a2a.types import GetTaskRequest, a2a_pb2
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.trace import SpanKind
+from opentelemetry.trace import SpanKind, StatusCode
 
 from apcore_a2a import A2AClient
 from tests._sdk import make_client, request
@@ -89,6 +89,10 @@ async def test_server_spans_follow_the_a2a_conventions(
     assert failed.attributes is not None
     assert failed.attributes["error.type"] == NOT_FOUND[binding]
     assert failed.attributes["a2a.protocol.version"] == version
+    # A caller's error is no fault of the server's: the same shape on every binding, status
+    # unset (HTTP: a 4xx), no exception event (its message and frames are no attribute).
+    assert failed.status.status_code == StatusCode.UNSET, failed.status
+    assert not failed.events, [dict(e.attributes or {}) for e in failed.events]
     # The module span hangs below the request span and says which module ran.
     module = await _span(spans, "execute out.trip", SpanKind.INTERNAL, **{"a2a.task.id": task.id})
     assert module.context.trace_id == sent.context.trace_id

@@ -421,3 +421,31 @@ async def test_span_attributes_from_the_request_are_bounded(spans: InMemorySpanE
     request = dict(_request_span(module, in_trace).attributes or {})
     assert request["a2a.message.id"] == huge[: telemetry.MAX_VALUE]
     assert list(request["a2a.message.reference_task_ids"])[:2] == ["t0", "t1"]
+
+
+async def test_span_attributes_show_a_callers_control_characters_escaped(
+    spans: InMemorySpanExporter,
+) -> None:
+    # Ids, a REST path (percent-decoded), a User-Agent: the caller's. A span keeps no raw
+    # control character of them (a trace viewer is a terminal too) and no more than
+    # MAX_VALUE characters of any, the HTTP instrumentation's attributes included.
+    sent = "a\x1b[2Jb\x00c"
+    shown = "a\\x1b[2Jb\\x00c"
+    header, json_trace, _ = _traceparent()
+    agent = {"User-Agent": "U" * 5000, **V1}
+    async with served(telemetry=True) as (http, _app):
+        reply = await rpc(http, "GetTask", {"id": sent}, {"traceparent": header, **agent})
+        assert reply["error"]["code"] == -32001
+        header, rest_trace, _ = _traceparent()
+        path = "/tasks/a%1B%5B2Jb%00c?historyLength=1&x=%1B" + "q" * 3000
+        reply_rest = await http.get(path, headers={"traceparent": header, **agent})
+        assert reply_rest.status_code == 404
+    for trace_id in (json_trace, rest_trace):
+        in_trace = _in_trace(spans, trace_id)
+        (server,) = [s for s in in_trace if s.kind == SpanKind.SERVER and s.name == "GetTask"]
+        attributes = dict(server.attributes or {})
+        assert attributes["a2a.task.id"] == shown, attributes
+        for key, value in attributes.items():
+            if isinstance(value, str):
+                assert len(value) <= telemetry.MAX_VALUE, (key, len(value))
+                assert not any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in value), key
