@@ -209,6 +209,20 @@ class Settings(SourcedSettings):
         "unfinished tasks (running or waiting for input) one caller may hold (0 = no quota)",
         ge=0,
     )
+    max_task_history_messages: int = setting(
+        1000,
+        "limits.max_task_history_messages",
+        "messages a task's history may hold; a follow-up to a task holding this many is "
+        "refused (0 = no bound)",
+        ge=0,
+    )
+    max_task_history_bytes: int = setting(
+        4 * 1024 * 1024,
+        "limits.max_task_history_bytes",
+        "bytes (protobuf) a task's history may hold; a follow-up to a task holding this "
+        "many is refused (0 = no bound)",
+        ge=0,
+    )
     ipv6_caller_prefix: int = setting(
         64, "limits.ipv6_caller_prefix", "anonymous IPv6 callers count as their /N", ge=48, le=128
     )

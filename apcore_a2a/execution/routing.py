@@ -32,6 +32,7 @@ from apcore_a2a.adapters.errors import as_a2a_error, map_error, sanitize
 from apcore_a2a.adapters.parts import input_from_parts
 from apcore_a2a.adapters.skills import SkillSpec
 from apcore_a2a.edge.call import record_of
+from apcore_a2a.errors import QuotaExceededError
 from apcore_a2a.execution.catalog import SkillCatalog
 from apcore_a2a.execution.identity import denial, identity_of, visible_modules
 from apcore_a2a.upstream.apcore_toggles import is_disabled
@@ -56,10 +57,22 @@ def _skill_in(holder: Message | SendMessageRequest | Task | None) -> str | None:
     return None
 
 
-def check_follow_up(params: SendMessageRequest, task: Task) -> None:
+def check_follow_up(
+    params: SendMessageRequest, task: Task, max_messages: int = 0, max_bytes: int = 0
+) -> None:
     """A message on a waiting *task* answers the task's own skill (an approval approves
     that skill's run, an answer fills that skill's input): one naming another skill is
-    refused, before it claims the task's wait, so the task is unchanged."""
+    refused, before it claims the task's wait, so the task is unchanged. So is one for a
+    task whose history already holds *max_messages* messages or *max_bytes* bytes (0: no
+    bound; ``max_task_history_*``): every turn rewrites and answers the whole history."""
+    held = len(task.history)
+    size = sum(m.ByteSize() for m in task.history) if max_bytes else 0
+    if (max_messages and held >= max_messages) or (max_bytes and size >= max_bytes):
+        raise QuotaExceededError(
+            f"Task {task.id} holds the most history a task may ({held} messages, {size} "
+            "bytes): cancel it and go on in a new task of the same contextId",
+            retry_after=None,
+        )
     own, named = _skill_in(task), _skill_in(params.message) or _skill_in(params)
     if own and named and named != own:
         raise InvalidParamsError(

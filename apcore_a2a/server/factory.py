@@ -230,7 +230,7 @@ class A2AServerFactory:
                 s.default_skill,
                 s.route_by_schema,
             ),
-            stream_backlog=s.max_stream_backlog_bytes,
+            settings=s,
             extended_agent_card=catalog.snapshot.card if self.auth is not None else None,
             extended_card_modifier=modifier,
         )

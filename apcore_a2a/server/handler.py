@@ -62,6 +62,7 @@ from apcore_a2a.execution.observer import state_name
 from apcore_a2a.execution.routing import TaskLookup, check_follow_up
 from apcore_a2a.push.sender import RetryingPushSender
 from apcore_a2a.server.task_quota import TaskQuota
+from apcore_a2a.settings import Settings
 from apcore_a2a.storage.event_log import MemoryEventLog, RecordingTaskStore
 from apcore_a2a.storage.fields import held_ids, unheld
 from apcore_a2a.storage.outages import ConfigRows
@@ -91,7 +92,7 @@ class ApCoreRequestHandler(DefaultRequestHandler):
         *,
         stores: Stores,
         quota: TaskQuota,
-        stream_backlog: int,
+        settings: Settings,
         push_url_check: Callable[[str, CallRecord], Awaitable[None]] | None = None,
         **kwargs: Any,
     ) -> None:
@@ -118,7 +119,8 @@ class ApCoreRequestHandler(DefaultRequestHandler):
         self._contexts = stores.contexts
         #: refuses values the store cannot hold, before any task exists (storage/fields.py)
         self._check_values = stores.fields.check
-        self._backlog = stream_backlog
+        self._backlog = settings.max_stream_backlog_bytes
+        self._history = (settings.max_task_history_messages, settings.max_task_history_bytes)
         #: the SSRF policy's ``validate_call(url, call)``: here, not the SDK's validator, which
         #: gets the URL alone and so could not count a lookup against its caller
         self._push_url_check = push_url_check
@@ -282,7 +284,8 @@ class ApCoreRequestHandler(DefaultRequestHandler):
                 "when it asks for input"
             )
         if state in _WAITING:
-            check_follow_up(params, stored)  # before the claim: a refused message leaves the wait
+            # Before the claim: a refused message leaves the wait.
+            check_follow_up(params, stored, *self._history)
             if not await self._turns.claim(stored):
                 busy = "Task is busy: another message is already continuing it"
                 raise TaskBusyError(message=busy)
