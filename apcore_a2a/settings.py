@@ -210,14 +210,14 @@ class Settings(SourcedSettings):
         ge=0,
     )
     max_task_history_messages: int = setting(
-        1000,
+        200,
         "limits.max_task_history_messages",
         "messages a task's history may hold; a follow-up to a task holding this many is "
         "refused (0 = no bound)",
         ge=0,
     )
     max_task_history_bytes: int = setting(
-        4 * 1024 * 1024,
+        2 * 1024 * 1024,
         "limits.max_task_history_bytes",
         "bytes (protobuf) a task's history may hold; a follow-up to a task holding this "
         "many is refused (0 = no bound)",

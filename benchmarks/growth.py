@@ -29,7 +29,8 @@ sizes so the growth ratio shows, in costs that do not depend on the clock:
 * ``turns``: one task continued *n* times (``bench.turns`` asks a question at every
   follow-up; ``--turns 20,200``): bytes the tables and WAL grew by (SQLite: file and WAL,
   every frame kept) and rows of the store's tables read (PostgreSQL
-  ``pg_stat_user_tables``: ``seq_tup_read + idx_tup_fetch``), per turn;
+  ``pg_stat_user_tables``: ``seq_tup_read + idx_tup_fetch``), per turn; a conversation
+  the history bound (``max_task_history_*``) refuses first is measured up to its refusal;
 * ``pages``: one caller paging through *n* tasks of its own with ``ListTasks``
   (``--pages 1000,10000``, ``--page-size 50``, ``--unreadable 0,1``: that percent of
   its rows unreadable; ``benchmarks/pages.py``);
@@ -351,6 +352,8 @@ class TurnsRow:
     backend: str
     mode: str
     turns: int
+    #: follow-ups the agent took (fewer: the rest refused by ``max_task_history_*``)
+    taken: int = 0
     task_bytes: int = 0
     tables: int = 0
     wal: int | None = None
@@ -386,17 +389,22 @@ def _turn(data: dict[str, Any], task_id: str = "", context_id: str = "") -> dict
     return {"message": message}
 
 
-async def _converse(base: str, turns: int) -> tuple[str, str]:
-    """Start a ``bench.turns`` task and continue it *turns* times: (task id, state)."""
+async def _converse(base: str, turns: int) -> tuple[str, str, int]:
+    """Start a ``bench.turns`` task and continue it *turns* times, or until a follow-up is
+    refused by the history bound: (task id, state, follow-ups taken)."""
     import httpx
 
     async with httpx.AsyncClient(timeout=60) as http:
         task = (await _rpc(http, base, "SendMessage", _turn({"turns": turns})))["task"]
         for turn in range(1, turns + 1):
-            task = (await _rpc(http, base, "SendMessage", _turn({"turn": turn}, task["id"])))[
-                "task"
-            ]
-        return task["id"], task["status"]["state"]
+            try:
+                reply = await _rpc(http, base, "SendMessage", _turn({"turn": turn}, task["id"]))
+            except RuntimeError as refused:
+                if "-32091" not in str(refused):
+                    raise
+                return task["id"], "refused", turn - 1
+            task = reply["task"]
+        return task["id"], task["status"]["state"], turns
 
 
 def measure_turns(backend: str, turns: int, folder: Path, *, cluster: bool) -> TurnsRow:
@@ -408,14 +416,14 @@ def measure_turns(backend: str, turns: int, folder: Path, *, cluster: bool) -> T
         if database is None:
             before = sqlite_bytes(url)
             with sqlite_frames_kept(url):
-                task_id, state = asyncio.run(_converse(base, turns))
+                task_id, state, row.taken = asyncio.run(_converse(base, turns))
                 row.wal = sqlite_bytes(url) - before
         else:
             before = asyncio.run(_pg_bytes(database))
             read = asyncio.run(rows_read(database))
             meter = WalMeter(database)
 
-            async def metered() -> tuple[str, str]:
+            async def metered() -> tuple[str, str, int]:
                 running = asyncio.create_task(meter.run())
                 await asyncio.sleep(0.5)
                 try:
@@ -424,11 +432,11 @@ def measure_turns(backend: str, turns: int, folder: Path, *, cluster: bool) -> T
                     meter.stop()
                     await running
 
-            task_id, state = asyncio.run(metered())
+            task_id, state, row.taken = asyncio.run(metered())
             row.tables = asyncio.run(_pg_bytes(database)) - before
             row.wal = meter.total
             row.rows_read = asyncio.run(rows_read(database)) - read
-        if state != "TASK_STATE_COMPLETED":
+        if state not in ("TASK_STATE_COMPLETED", "refused"):
             raise RuntimeError(f"conversation ended {state}")
         body = {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": task_id}}
         reply = httpx.post(base + "/", json=body, headers={"A2A-Version": "1.0"}, timeout=60)
@@ -492,11 +500,12 @@ def render_dimensions(turns: list[TurnsRow], others: list[OthersRow]) -> str:
             "|---|---|---|---|---|---|---|",
         ]
         for t in turns:
-            wal = "—" if t.wal is None else f"{t.wal / t.turns:,.0f}"
-            read = "—" if t.rows_read is None else f"{t.rows_read / t.turns:,.1f}"
+            wal = "—" if t.wal is None else f"{t.wal / t.taken:,.0f}"
+            read = "—" if t.rows_read is None else f"{t.rows_read / t.taken:,.1f}"
+            n = str(t.turns) if t.taken == t.turns else f"{t.taken} (then refused)"
             lines.append(
-                f"| {t.backend} | {t.mode} | {t.turns} | {t.task_bytes:,} | "
-                f"{t.tables / t.turns:,.0f} | {wal} | {read} |"
+                f"| {t.backend} | {t.mode} | {n} | {t.task_bytes:,} | "
+                f"{t.tables / t.taken:,.0f} | {wal} | {read} |"
             )
         lines.append("")
     if others:
