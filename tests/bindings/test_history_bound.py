@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -98,3 +99,21 @@ async def test_a_history_over_its_bytes_is_refused_without_a_retry_hint(bounded_
         held = await http.get(f"/tasks/{task['id']}", headers=V1)
         assert held.json()["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
         assert len(held.json()["history"]) == 3
+
+
+async def test_the_bound_holds_in_cluster_mode_on_sqlite(tmp_path: Path) -> None:
+    """Cluster mode claims a wait in the shared database: the refusal comes before it."""
+    store = f"sqlite:///{tmp_path / 'tasks.db'}"
+    with serve_outputs(task_store=store, cluster=True, max_task_history_messages=4) as url:
+        client = await make_client(url, "JSONRPC", "1.0")
+        try:
+            first = await send(client, text_request("out.reply", "?"))
+            for _ in range(2):  # each adds the answer and the question: 5 messages
+                await send(client, text_request(None, "?", task_id=first.id))
+            for _ in range(2):  # refused, and again: the wait was never claimed
+                with pytest.raises(Exception, match="may \\(5 messages, "):
+                    await send(client, text_request(None, "?", task_id=first.id))
+            kept = await client.get_task(GetTaskRequest(id=first.id))
+            assert (kept.status.state, len(kept.history)) == (INPUT_REQUIRED, 5)
+        finally:
+            await client.close()
