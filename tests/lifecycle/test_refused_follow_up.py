@@ -159,7 +159,13 @@ async def test_a_follow_up_whose_client_hung_up_before_it_was_delivered_leaves_t
     config table held by a test connection) and its client hangs up: the message never
     reached the run. Before, its claim stayed, and every later message, the right answer
     included, got "Task is busy" (-32090) for good. Now the wait is given back with the
-    request: the next approval continues the task, and the payment runs once."""
+    request: the next approval continues the task, and the payment runs once.
+
+    The stream's slot comes back the moment its hang-up is read, before the request is torn
+    down; the wait comes back as it is torn down. In cluster mode that is a deletion of the
+    claim row, held here (a lock on that row) so it cannot commit: an approval sent then is
+    told the task is busy (-32090), as under load it once was when the test took the freed
+    slot for the request's end. Once the row is free the approval continues the task."""
     import asyncpg
 
     paid: list[int] = []
@@ -189,6 +195,7 @@ async def test_a_follow_up_whose_client_hung_up_before_it_was_delivered_leaves_t
             asked = await _rpc(http, _message({"amount": 5}, metadata={"skillId": PAY}))
             task_id = asked["result"]["task"]["id"]
             locker = await asyncpg.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, database=PG_DB)
+            rower = await asyncpg.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, database=PG_DB)
             try:
                 held = locker.transaction()
                 await held.start()
@@ -211,19 +218,43 @@ async def test_a_follow_up_whose_client_hung_up_before_it_was_delivered_leaves_t
                 waiting = f"SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = '{table}'::regclass"
                 await _until(lambda: locker.fetchval(waiting), "the approval never met the lock")
                 assert not reader.at_eof()  # nothing answered yet
+                if cluster:  # the claim row, locked: its deletion waits
+                    await rower.execute("BEGIN")
+                    claims = f"SELECT 1 FROM {schema}.apcore_a2a_task_turns WHERE task_id = $1"
+                    assert await rower.fetch(f"{claims} FOR UPDATE", task_id)
                 writer.close()
                 await writer.wait_closed()
-                # The hung-up request has ended once its stream slot is free.
-                await _until(_done(app.state.a2a.streams), "the hung-up request never ended")
+                # Its slot is free once the hang-up was read (the request still ends).
+                await _until(_done(app.state.a2a.streams), "the hang-up was never read")
                 await held.rollback()
+                if cluster:
+                    blocked = "SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))"
+                    row_lock = await rower.fetchval("SELECT pg_backend_pid()")
+                    await _until(
+                        lambda: locker.fetchval(blocked, row_lock), "the wait was never given back"
+                    )
+                    early = await _rpc(http, _message({"approved": True}, taskId=task_id))
+                    assert early.get("error", {}).get("code") == -32090, early
+                    await rower.execute("ROLLBACK")
             finally:
                 await locker.close()
+                await rower.close()
             assert await _state(http, task_id) == "TASK_STATE_INPUT_REQUIRED"
-            done = await _rpc(http, _message({"approved": True}, taskId=task_id))
+            done = await _until_not_busy(http, _message({"approved": True}, taskId=task_id))
             assert done.get("result", {}).get("task", {}).get("status", {}).get("state") == (
                 "TASK_STATE_COMPLETED"
             ), done
     assert paid == [5]
+
+
+async def _until_not_busy(http: httpx.AsyncClient, message: dict[str, Any]) -> dict[str, Any]:
+    """The answer to *message*, sent again while it is refused as busy (-32090): the
+    hung-up request may still be giving its wait back. Never busy for good (hang guard)."""
+    deadline = time.monotonic() + 30
+    while (answer := await _rpc(http, message)).get("error", {}).get("code") == -32090:
+        assert time.monotonic() < deadline, f"the wait was never given back: {answer}"
+        await asyncio.sleep(0.02)
+    return answer
 
 
 def _done(streams: Any) -> Callable[[], Awaitable[bool]]:
