@@ -23,11 +23,11 @@ from typing import Any
 
 from a2a.server.context import ServerCallContext
 from a2a.server.models import PushNotificationConfigModel
-from a2a.server.tasks import DatabasePushNotificationConfigStore
 from a2a.types import TaskPushNotificationConfig
 from sqlalchemy import ColumnElement, Table, and_, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from .push_config_upserts import UpsertingConfigStore
 from .unreadable_rows import WarnOnce
 
 logger = logging.getLogger(__name__)
@@ -36,9 +36,10 @@ logger = logging.getLogger(__name__)
 KNOWN_VERSIONS = ("1.0", "0.3", None)
 
 
-class ReadableConfigStore(DatabasePushNotificationConfigStore):
+class ReadableConfigStore(UpsertingConfigStore):
     """The SDK's SQL config store, reading each row alone: a row it cannot read is left
-    out of every read and logged once (see the module docstring)."""
+    out of every read and logged once (see the module docstring); writing a config in one
+    statement (``push_config_upserts.py``)."""
 
     def __init__(self, engine: AsyncEngine, encryption_key: str | None = None) -> None:
         super().__init__(engine, encryption_key=encryption_key)
