@@ -128,8 +128,11 @@ class PushConfigStore(PushNotificationConfigStore):
                     await self.inner.delete_info(task_id, context, config_id)
                     raise self._over_cap()
                 if slot is not None and self.slots is not None:
-                    await self.slots.rename(PUSH_SCOPE, slot, _holder(task_id, config_id))
+                    holder = _holder(task_id, config_id)
+                    await self.slots.rename(PUSH_SCOPE, slot, holder)
                     slot = None
+                    # Registered in another process at the same moment: one slot is its.
+                    await self.slots.keep_one(PUSH_SCOPE, holder)
             except BaseException:
                 if is_new:
                     await self.statuses.forget(task_id, config_id)

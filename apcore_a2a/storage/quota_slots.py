@@ -110,6 +110,14 @@ class SqlQuotaSlots:
         stmt = update(slots_table).where(_S.scope == scope, _S.holder == holder)
         await guarded(self._execute(stmt.values(holder=new, replica_id=None)))
 
+    async def keep_one(self, scope: str, holder: str) -> None:
+        """Free all but one of the slots *holder* holds: two processes that took a slot
+        each for the same new holder at once (a push config registered on both) renamed
+        both to it. The lowest slot stays; run by each, after its rename, it leaves one."""
+        same = (_S.scope == scope) & (_S.holder == holder)
+        first = select(func.min(_S.slot)).where(same).scalar_subquery()
+        await guarded(self._execute(delete(slots_table).where(same, _S.slot != first)))
+
     async def give_back(self, scope: str, holder: str) -> None:
         """Free the slot *holder* took (nothing when it holds none)."""
         leased = self._leased.pop((scope, holder), None)
