@@ -265,7 +265,9 @@ async def test_a_message_reply_that_never_got_a_thread_is_refused_and_keeps_no_t
     hold = Hold()
     registry = Registry()
     registry.register("reply.hold", hold)
-    settings = {"sync_workers": 2, "sync_workers_per_caller": 1, "execution_timeout": 1.0}
+    # 2 s, not 1: on a starved loop (CI beside other work) the second call's pipeline could
+    # take its whole timeout before it reached the pool, a timeout of the call, not a wait.
+    settings = {"sync_workers": 2, "sync_workers_per_caller": 1, "execution_timeout": 2.0}
     async with _agent(registry, **settings) as url:
         client = await make_client(url, "JSONRPC", "1.0")
         held = asyncio.ensure_future(collect(client.send_message(request("reply.hold", {}))))
