@@ -73,17 +73,18 @@ async def decoded(response: httpx.Response) -> AsyncIterator[bytes]:
         yield chunk
 
 
-async def read_at_most(response: httpx.Response, limit: int) -> tuple[bytes, bool]:
+async def read_at_most(response: httpx.Response, limit: int) -> tuple[bytearray, bool]:
     """Up to *limit* bytes of *response*'s decoded body, and whether that is all of it (a
-    larger body is not read further: the response is closed)."""
+    larger body is not read further: the response is closed). The buffer it was read into,
+    not a copy: an answer of many MiB is held once."""
     body = bytearray()
     async for chunk in decoded(response):
         body += chunk
         if len(body) > limit:
             await response.aclose()
             del body[limit:]
-            return bytes(body), False
-    return bytes(body), True
+            return body, False
+    return body, True
 
 
 def parse_json(content: str | bytes) -> tuple[Any, str | None]:

@@ -68,11 +68,13 @@ class Call:
         payload, problem = parse_json(text)
         if problem is not None:
             raise InvalidAgentResponseError(
-                f"agent returned invalid JSON ({problem}): {text[:200]!r}"
+                f"agent returned invalid JSON ({problem}): {_start(text, 200)}"
             )
         if self.binding == "JSONRPC":
             if not isinstance(payload, dict):
-                raise InvalidAgentResponseError(f"agent returned a non-object reply: {text!r:.200}")
+                raise InvalidAgentResponseError(
+                    f"agent returned a non-object reply: {_start(text, 200)}"
+                )
             one_of_result_and_error(payload, error or self.nothing_expected)
             if error or payload.get("error") is not None:
                 raise error_from_rpc(payload.get("error", payload))  # or a bare error object
@@ -81,13 +83,20 @@ class Call:
             # non-2xx answers); a 0.3 agent's is bare.
             inner = payload.get("error", payload) if isinstance(payload, dict) else None
             typed = error_from_details(inner) if isinstance(inner, dict) else None
-            raise typed or A2AServerError(f"agent sent an error event: {text!r:.300}")
+            raise typed or A2AServerError(f"agent sent an error event: {_start(text, 300)}")
         fixed = utc_timestamps(payload, text)
         result = fixed.get("result") if self.binding == "JSONRPC" else fixed
         if self.stream and self.binding == "JSONRPC" and self.version == "0.3":
             check_event_03(result)
         self.wire = None if _whole_in_proto(result) else result
         return None if fixed is payload else fixed
+
+
+def _start(text: str | bytes, chars: int) -> str:
+    """The start of *text* as quoted in an error: a body read into a ``bytearray`` reads
+    as bytes, and not the whole of it is quoted first (a body of 64 MiB)."""
+    start = text[:chars]
+    return repr(bytes(start) if isinstance(start, bytearray) else start)[:chars]
 
 
 #: 1.0 members, and 0.3 kinds, of a result that protobuf holds whole
