@@ -87,7 +87,7 @@ async def read_at_most(response: httpx.Response, limit: int) -> tuple[bytearray,
     return body, True
 
 
-def parse_json(content: str | bytes) -> tuple[Any, str | None]:
+def parse_json(content: str | bytes | bytearray) -> tuple[Any, str | None]:
     """*content* as JSON and ``None``, else ``None`` and why it is not (too deep to parse
     is a ``RecursionError``): the reason, not the parser's error, whose ``doc`` keeps the
     whole text (up to :data:`MAX_ANSWER_BYTES`) for as long as an error chained to it is.
@@ -99,14 +99,14 @@ def parse_json(content: str | bytes) -> tuple[Any, str | None]:
         return None, str(exc)
 
 
-def json_or_none(content: bytes) -> Any:
+def json_or_none(content: bytes | bytearray) -> Any:
     """*content* as JSON, or ``None`` when it is not."""
     return parse_json(content)[0]
 
 
 async def get_at_most(
     http: httpx.AsyncClient, url: str, limit: int, headers: Mapping[str, str] | None = None
-) -> tuple[httpx.Response, bytes, bool]:
+) -> tuple[httpx.Response, bytearray, bool]:
     """GET *url*, the whole answer within *http*'s read timeout (not each read): the
     response, up to *limit* bytes of its decoded body (of an error status, up to
     :data:`MAX_ERROR_BYTES`) and whether that is all of it. A timeout or a failed

@@ -57,7 +57,9 @@ def oversized(response: httpx.Response, what: str = "an error answer") -> str:
     return f"{what} (over the {MAX_ERROR_BYTES // 1024} KiB the client reads)"
 
 
-def refused(response: httpx.Response, content: bytes, whole: bool = True) -> A2AClientError:
+def refused(
+    response: httpx.Response, content: bytes | bytearray, whole: bool = True
+) -> A2AClientError:
     """The typed error of a non-2xx answer: by the JSON-RPC code or ErrorInfo reason it
     names, whatever the status and media type; else a bare 415 is the content type, 401/403
     refuse the caller, anything else is the connection's. *content* is its body, cut at
@@ -88,7 +90,7 @@ def refused(response: httpx.Response, content: bytes, whole: bool = True) -> A2A
 
 
 def not_a_stream(
-    response: httpx.Response, binding: str, content: bytes, whole: bool = True
+    response: httpx.Response, binding: str, content: bytes | bytearray, whole: bool = True
 ) -> A2AClientError:
     """The error of a 2xx answer to a stream request that is not ``text/event-stream``
     (A2A 1.0.1 §9.4.2, §11.7): the typed error it carries, as agents refuse a stream before

@@ -61,7 +61,7 @@ class Call:
     #: answer is an SSE stream or no answer (:func:`not_a_stream`)
     stream: bool = False
 
-    def read(self, text: str | bytes, *, error: bool = False) -> Any:
+    def read(self, text: str | bytes | bytearray, *, error: bool = False) -> Any:
         """Keep the result of *text* (an answer or SSE event) in :attr:`wire`; return what
         the transport should read instead, or ``None`` for *text* itself. Raises the typed
         error it carries (*error*: an ``event: error`` frame)."""
@@ -92,7 +92,7 @@ class Call:
         return None if fixed is payload else fixed
 
 
-def _start(text: str | bytes, chars: int) -> str:
+def _start(text: str | bytes | bytearray, chars: int) -> str:
     """The start of *text* as quoted in an error: a body read into a ``bytearray`` reads
     as bytes, and not the whole of it is quoted first (a body of 64 MiB)."""
     start = text[:chars]
@@ -155,8 +155,11 @@ async def on_response(response: httpx.Response) -> None:
     content, whole = await read_at_most(body, MAX_ANSWER_BYTES)
     if not whole:
         raise too_large(f"the answer of {response.url}")
-    fixed = call.read(content) if content.strip() else None
-    response.stream = httpx.ByteStream(content if fixed is None else json.dumps(fixed).encode())
+    fixed = call.read(content) if content and not content.isspace() else None
+    # The SDK's transport joins what it is handed into bytes, a copy unless it is bytes.
+    response.stream = httpx.ByteStream(
+        bytes(content) if fixed is None else json.dumps(fixed).encode()
+    )
 
 
 #: the end of an SSE event: a blank line after any of the line endings SSE allows

@@ -18,7 +18,7 @@ _IN_BYTES = re.compile(_IN_TEXT.pattern.encode())
 _WRAPPERS = ("task", "statusUpdate", "status_update", "result")
 
 
-def utc_timestamps(answer: Any, text: bytes | str | None = None) -> Any:
+def utc_timestamps(answer: Any, text: bytes | bytearray | str | None = None) -> Any:
     """*answer* (a JSON-RPC reply, a result or a REST body) with every zone-less task status
     timestamp marked UTC; *answer* itself (not a copy) when there is none. *text*, the JSON
     *answer* was parsed from, spares the walk when it holds no such timestamp."""
@@ -27,7 +27,7 @@ def utc_timestamps(answer: Any, text: bytes | str | None = None) -> Any:
     # Searched as given: encoding a large SSE event only to search it would copy it.
     if isinstance(text, str) and not _IN_TEXT.search(text):
         return answer
-    if isinstance(text, bytes) and not _IN_BYTES.search(text):
+    if isinstance(text, bytes | bytearray) and not _IN_BYTES.search(text):
         return answer
     fixed = dict(answer)
     status = answer.get("status")
