@@ -1,11 +1,19 @@
-"""What an IP address finally delivers to: the IPv4 address inside an IPv6 form, and the
-cloud metadata addresses. Read by the push SSRF policy and the JWKS fetch alike."""
+"""What an IP address finally delivers to: the IPv4 address inside an IPv6 form, the cloud
+metadata addresses, and how far inward an address leads (its class). Read by the push SSRF
+policy, the JWKS fetch (a redirect may not lead further in) and the client (a card's
+interface URL may not either)."""
 
 from __future__ import annotations
 
 import ipaddress
+import socket
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+#: Address classes, from the most public: a redirect or a card may lead to the class of
+#: where it came from or a more public one, never further in.
+CLASSES = ("public", "private", "loopback", "link-local")
+_THIS_NETWORK = ipaddress.ip_network("0.0.0.0/8")  # "this host" to Linux, as 127/8
 
 # RFC 6052 well-known prefix; the local-use 64:ff9b:1::/48 has operator-chosen layouts
 # and stays refused as reserved.
@@ -31,3 +39,31 @@ def embedded_ipv4(addr: IPAddress) -> tuple[str, list[ipaddress.IPv4Address]] | 
     if addr in _NAT64:
         return "NAT64", [ipaddress.IPv4Address(int(addr) & 0xFFFFFFFF)]
     return None
+
+
+def address_class(ip: IPAddress) -> int:
+    """How private *ip* is, as an index of :data:`CLASSES`; an IPv6 form of an IPv4 address
+    (mapped, 6to4, Teredo, NAT64) is the class of the address it delivers to."""
+    embedded = embedded_ipv4(ip)
+    if embedded is not None:
+        return max(address_class(inner) for inner in embedded[1])
+    if ip.is_link_local or ip in METADATA:  # where cloud metadata services answer
+        return 3
+    if ip.is_loopback or ip.is_unspecified or (ip.version == 4 and ip in _THIS_NETWORK):
+        return 2
+    return 0 if ip.is_global else 1
+
+
+def host_class(host: str) -> int:
+    """The class of a URL's *host* without a lookup: an address in any form the resolver
+    reads as one (``2852039166``, ``0xa9fea9fe``, ``127.1``; a zone left out), ``localhost`` and its
+    subdomains as loopback (RFC 6761), any other name as public (what it resolves to is not
+    known here)."""
+    name = host.lower().rstrip(".")
+    if name == "localhost" or name.endswith(".localhost"):
+        return 2
+    try:
+        found = socket.getaddrinfo(host.partition("%")[0], None, flags=socket.AI_NUMERICHOST)
+    except (OSError, UnicodeError, ValueError):
+        return 0  # a name
+    return max(address_class(ipaddress.ip_address(str(a[4][0]).partition("%")[0])) for a in found)

@@ -34,7 +34,7 @@ import httpx
 import jwt
 from cachetools import TLRUCache
 
-from apcore_a2a._addresses import METADATA, IPAddress, embedded_ipv4
+from apcore_a2a._addresses import CLASSES, address_class
 from apcore_a2a._egress import proxy_for, to_first
 from apcore_a2a.auth.authenticator import InvalidCredentials
 
@@ -46,10 +46,6 @@ MAX_JWKS_BYTES = 512 * 1024
 MAX_UNKNOWN_KIDS = 4096
 #: ``resolve(host, port) -> addresses`` (the event loop's ``getaddrinfo`` by default).
 Resolver = Callable[[str, int], Awaitable[Sequence[str]]]
-#: Address classes, from the most public: a redirect may lead to the class of the
-#: configured URL's addresses or a more public one, never further in.
-CLASSES = ("public", "private", "loopback", "link-local")
-_THIS_NETWORK = ipaddress.ip_network("0.0.0.0/8")  # "this host" to Linux, as 127/8
 #: No keep-alive: each request its own connection, to the address checked for it.
 _ONE_USE = httpx.Limits(max_keepalive_connections=0)
 
@@ -282,19 +278,6 @@ class JWKSKeySource:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, RuntimeError):
                 await task
-
-
-def address_class(ip: IPAddress) -> int:
-    """How private *ip* is, as an index of :data:`CLASSES`; an IPv6 form of an IPv4 address
-    (mapped, 6to4, Teredo, NAT64) is the class of the address it delivers to."""
-    embedded = embedded_ipv4(ip)
-    if embedded is not None:
-        return max(address_class(inner) for inner in embedded[1])
-    if ip.is_link_local or ip in METADATA:  # where cloud metadata services answer
-        return 3
-    if ip.is_loopback or ip.is_unspecified or (ip.version == 4 and ip in _THIS_NETWORK):
-        return 2
-    return 0 if ip.is_global else 1
 
 
 class CheckedAddresses(httpx.AsyncBaseTransport):

@@ -25,6 +25,7 @@ from a2a.types import AgentCard
 from a2a.utils.signing import SignatureVerificationError, create_signature_verifier
 from google.protobuf.json_format import MessageToDict, ParseDict
 
+from apcore_a2a._addresses import CLASSES, host_class
 from apcore_a2a.client._alone import leaves_alone
 from apcore_a2a.client._bounded import get_at_most, json_or_none, parse_json
 from apcore_a2a.client.errors import (
@@ -294,7 +295,10 @@ def check_endpoint(url: str, base: str, *, allow_other_origins: bool, direct: bo
         home = urlsplit(base)
         return urlsplit(resolved)._replace(scheme=home.scheme, netloc=home.netloc).geturl()
     agent, target = origin_of(base), origin_of(resolved)
-    if target == agent or (allow_other_origins and target is not None):
+    if target == agent:
+        return resolved
+    if allow_other_origins and target is not None:
+        _outward(resolved, urlsplit(resolved).hostname or "", base)
         return resolved
     downgrade = str(agent).startswith("https:") and str(target).startswith("http:")
     raise CrossOriginEndpointError(
@@ -305,6 +309,21 @@ def check_endpoint(url: str, base: str, *, allow_other_origins: bool, direct: bo
         url=resolved,
         agent_origin=str(agent),
     )
+
+
+def _outward(url: str, host: str, base: str) -> None:
+    """Refuse another origin's *url* (its *host*) that leads further in than the agent at
+    *base*: to a link-local address (the cloud metadata service) unless the agent is on one,
+    or to loopback (the caller's own host) unless the agent is there too. A private address
+    is a network's own, as an agent's name may resolve to one."""
+    leads, agent = host_class(host), host_class(urlsplit(base).hostname or "")
+    if leads >= 2 and leads > agent:
+        raise CrossOriginEndpointError(
+            f"the agent card names {url}, which is a {CLASSES[leads]} address, and the "
+            f"agent at {base} is not: it is not followed, other origins allowed or not",
+            url=url,
+            agent_origin=str(origin_of(base)),
+        )
 
 
 def _host_port(target: str) -> bool:
@@ -331,7 +350,10 @@ def _grpc_endpoint(version: str, url: str, base: str, allow_other_origins: bool)
     follow = "pass allow_other_origins=True to follow it (credentials are never sent there)"
     if not _host_port(target):
         problem = "is no host:port"
-    elif allow_other_origins or own_grpc_host(endpoint, base):
+    elif own_grpc_host(endpoint, base):
+        return endpoint
+    elif allow_other_origins:
+        _outward(url, urlsplit("//" + target).hostname or "", base)
         return endpoint
     elif urlsplit("//" + target).hostname != home.hostname:
         problem = f"is not on the agent's host {home.hostname}; {follow}"

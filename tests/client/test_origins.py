@@ -20,10 +20,11 @@ from apcore_a2a.client import (
     A2ADiscoveryError,
     CrossOriginEndpointError,
 )
-from apcore_a2a.client.card import check_endpoint
+from apcore_a2a.client.card import check_endpoint, select_endpoint
 from tests._support import free_port, running_server
 
 from ._stub_agent import CARD_V10, StubAgent, json_reply
+from .conftest import refuse_sockets
 
 TASK = {
     "id": "t-1",
@@ -227,3 +228,74 @@ def test_an_authorization_header_beside_auth_is_refused() -> None:
             A2AClient("http://127.0.0.1:1", auth=auth, headers={"authorization": "Bearer x"})
     with pytest.raises(ValueError, match="credentials both"):
         A2AClient("http://ann:s3cret@127.0.0.1:1", headers={"Authorization": "Bearer x"})
+
+
+#: Card URLs that lead out of the agent's network to the caller's own: the cloud metadata
+#: service and the rest of link-local, in every spelling the resolver reads as an address
+#: (decimal, hex, short forms, IPv4 inside IPv6), and loopback under an agent elsewhere.
+_INWARD = [
+    ("http://169.254.169.254/latest/meta-data/", "https://agent.example", "link-local"),
+    ("http://2852039166/latest/", "https://agent.example", "link-local"),
+    ("http://0xa9fea9fe/latest/", "https://agent.example", "link-local"),
+    ("http://169.254.43518/latest/", "https://agent.example", "link-local"),
+    ("http://[::ffff:169.254.169.254]/latest/", "https://agent.example", "link-local"),
+    ("http://[fd00:ec2::254]/latest/", "https://agent.example", "link-local"),
+    ("http://[fe80::1%25eth0]:8080/rpc", "https://agent.example", "link-local"),
+    ("http://169.254.1.1/rpc", "http://127.0.0.1:8000", "link-local"),
+    ("http://127.0.0.1:8080/rpc", "https://agent.example", "loopback"),
+    ("http://127.1:8080/rpc", "https://agent.example", "loopback"),
+    ("http://[::1]:8080/rpc", "https://10.0.0.5", "loopback"),
+    ("http://localhost:8080/rpc", "https://agent.example", "loopback"),
+    ("http://0.0.0.0:8080/rpc", "https://agent.example", "loopback"),
+]
+
+
+@pytest.mark.parametrize(("named", "base", "kind"), _INWARD)
+def test_other_origins_allowed_still_never_lead_inward(named: str, base: str, kind: str) -> None:
+    with pytest.raises(CrossOriginEndpointError, match=f"is a {kind} address") as refused:
+        check_endpoint(named, base, allow_other_origins=True, direct=False)
+    assert "allow_other_origins" not in refused.value.message, "no opt-in follows it"
+    with pytest.raises(CrossOriginEndpointError, match=f"is a {kind} address"):
+        select_endpoint(
+            {"supportedInterfaces": [{"url": named.split("://")[1].split("/")[0],
+                                      "protocolBinding": "GRPC", "protocolVersion": "1.0"}]},
+            base, "auto", allow_other_origins=True, direct=False,
+        )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("named", "base"),
+    [
+        ("http://127.0.0.1:9000/rpc", "http://127.0.0.1:8000"),  # a local agent's other port
+        ("http://localhost:9000/rpc", "http://[::1]:8000"),
+        ("http://10.0.0.6:9000/rpc", "https://agent.internal"),  # private: a name's own net
+        ("https://other.example/rpc", "https://agent.example"),
+        ("https://[2001:4860::8888]/rpc", "https://agent.example"),
+        ("http://169.254.1.1:9000/rpc", "http://169.254.1.1:8000"),  # the agent's own host
+    ],
+)
+def test_other_origins_allowed_follow_the_agents_class_or_a_more_public_one(
+    named: str, base: str
+) -> None:
+    assert check_endpoint(named, base, allow_other_origins=True, direct=False)
+
+
+async def test_a_card_naming_the_metadata_service_is_refused_before_any_connection() -> None:
+    agent = StubAgent(rpc=task_reply)
+    agent.card = CARD_V10 | {
+        "supportedInterfaces": [
+            {
+                "url": "http://169.254.169.254/latest/meta-data/",
+                "protocolBinding": "JSONRPC",
+                "protocolVersion": "1.0",
+            }
+        ]
+    }
+    async with (
+        running_server(agent) as url,
+        A2AClient(url, auth="tok-secret", allow_other_origins=True) as client,
+    ):
+        await client.discover()
+        with refuse_sockets() as attempts, pytest.raises(CrossOriginEndpointError):
+            await client.get_task("t-1")
+    assert attempts == []
