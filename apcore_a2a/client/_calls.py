@@ -163,12 +163,26 @@ class Caller:
         task_id: str | None,
         last_event_id: str | None,
         max_retries: int,
+        within: float | None,
         first: pb.SendMessageRequest | None = None,
     ) -> AsyncIterator[dict[str, Any]]:
         """Events of *task_id* (or of the stream *first* opens) up to the final one, resumed
-        as ``A2AClient.resubscribe`` says."""
+        and given up on *within* seconds as ``A2AClient.resubscribe`` says. Only this
+        generator's own waits are bounded: the caller's work between events is not cut."""
         call = Call(event_id=last_event_id, stream=True)
         failures = 0
+        loop = asyncio.get_running_loop()
+        deadline = None if within is None else loop.time() + within
+
+        def until(wait: float | None = None) -> float | None:
+            """When the next wait ends: after *wait* seconds, and by the deadline."""
+            ends = [t for t in (deadline, wait and loop.time() + wait) if t is not None]
+            return min(ends, default=None)
+
+        def overdue() -> A2AConnectionError:
+            stream = f"task {task_id}" if task_id is not None else method
+            return A2AConnectionError(f"the stream of {stream} did not end within {within:g} s")
+
         while True:
             method = "SubscribeToTask" if first is None else "SendStreamingMessage"
             request = pb.SubscribeToTaskRequest(id=task_id) if first is None else first
@@ -176,6 +190,8 @@ class Caller:
             # that ends before is no answer. A resumed one may have nothing left to replay.
             first_expected = call.event_id is None
             try:
+                async with asyncio.timeout_at(until()):
+                    await self._endpoint()  # the card, if it is not at hand
                 async with (
                     self._sdk(method, request, call) as (stream, seen),
                     contextlib.aclosing(stream),
@@ -185,7 +201,7 @@ class Caller:
                     while True:
                         with current(call):
                             try:
-                                async with asyncio.timeout(wait):
+                                async with asyncio.timeout_at(until(wait)):
                                     item = await anext(stream)
                             except StopAsyncIteration:
                                 if first_expected:
@@ -206,7 +222,11 @@ class Caller:
                         yield event
                         if shape.is_final(event):
                             return
-            except A2AConnectionError as exc:
+            except (A2AConnectionError, TimeoutError) as exc:
+                if deadline is not None and loop.time() >= deadline:
+                    raise overdue() from None
+                if isinstance(exc, TimeoutError):
+                    raise
                 can_resume = call.event_id is not None and task_id is not None
                 if not can_resume or exc.status_code is not None or failures >= max_retries:
                     if failures:
@@ -217,7 +237,10 @@ class Caller:
                     raise
                 first = None  # from now on: the task's events after the last id seen
                 failures += 1
-                await asyncio.sleep(0.25 * 2 ** (failures - 1))
+                pause = 0.25 * 2 ** (failures - 1)
+                if deadline is not None and loop.time() + pause >= deadline:
+                    raise overdue() from None
+                await asyncio.sleep(pause)
 
 
 def _ended_before_an_event(method: str) -> InvalidAgentResponseError:

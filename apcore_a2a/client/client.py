@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
-from urllib.parse import quote, unquote, urlsplit
+from urllib.parse import quote
 
 import httpx
 from a2a.types import a2a_pb2 as pb
@@ -16,6 +16,13 @@ from google.protobuf.json_format import MessageToDict
 
 from apcore_a2a.client import _shapes as shape
 from apcore_a2a.client._alone import alone_after_events, leaves_alone
+from apcore_a2a.client._arguments import (
+    header_value,
+    normalize_url,
+    positive,
+    require_id,
+    stream_bounds,
+)
 from apcore_a2a.client._asgi import CONNECT_TIMEOUT, ASGIApp, DirectTransport
 from apcore_a2a.client._bounded import (
     ACCEPT_ENCODING,
@@ -29,7 +36,6 @@ from apcore_a2a.client._refusals import refused
 from apcore_a2a.client._shapes import MessageInput
 from apcore_a2a.client._wire import on_response
 from apcore_a2a.client.card import (
-    CARD_PATHS,
     AgentCardFetcher,
     CardKeys,
     CardVerifier,
@@ -47,42 +53,6 @@ from apcore_a2a.client.errors import (
 
 #: The card extension of an apcore-a2a agent that serves ``GET /push/status/{taskId}``.
 PUSH_STATUS_EXTENSION = "urn:apcore:a2a:push-status:v1"
-
-
-def _normalize_url(url: str) -> tuple[str, tuple[str, str] | None]:
-    """The agent's base URL, and the ``user:password`` it carried (then taken out of it, so
-    that no message repeats the password)."""
-    if not isinstance(url, str):
-        raise ValueError(f"agent URL must be a string, got {type(url).__name__}")
-    parts = urlsplit(url.strip())
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"agent URL must be an absolute http(s) URL, got {url!r}")
-    if parts.query or parts.fragment:
-        raise ValueError(f"agent URL must not carry a query or fragment, got {url!r}")
-    userinfo, at, host = parts.netloc.rpartition("@")
-    credentials = None
-    if at:
-        user, _, password = userinfo.partition(":")
-        credentials = (unquote(user), unquote(password))
-    base = parts._replace(netloc=host).geturl().rstrip("/")
-    for path in CARD_PATHS:  # a card URL given by mistake names the same agent
-        base = base.removesuffix(path)
-    return base.rstrip("/"), credentials
-
-
-def _header_value(value: str, what: str) -> str:
-    """*value* when it can be sent as an HTTP header value. httpx refuses it only later,
-    with a bare encoding error (the value's position) or, for a line break, as a failed
-    connection; the value (often a credential) is not repeated here."""
-    if not isinstance(value, str) or not value.isascii() or any(c in value for c in "\r\n\0"):
-        raise ValueError(f"{what} must be ASCII text without line breaks (an HTTP header value)")
-    return value
-
-
-def _require_id(value: str, what: str) -> str:
-    if not isinstance(value, str) or not value:
-        raise ValueError(f"{what} must be a non-empty string")
-    return value
 
 
 class A2AClient:
@@ -120,7 +90,7 @@ class A2AClient:
         verify_card: bool = False,
         card_keys: CardKeys | None = None,
     ) -> None:
-        self._base, in_url = _normalize_url(url)
+        self._base, in_url = normalize_url(url)
         if in_url is not None:
             if auth is not None:
                 raise ValueError("credentials both in the URL and in auth: pass one")
@@ -128,13 +98,10 @@ class A2AClient:
         self._allow_other_origins = allow_other_origins
         if protocol not in ("auto", "1.0", "0.3"):
             raise ValueError(f"protocol must be 'auto', '1.0' or '0.3', got {protocol!r}")
-        if timeout is not None and not timeout > 0:  # NaN too: every wait would end at once
-            raise ValueError("timeout must be positive (or None for no timeout)")
         self._protocol: Protocol = protocol
-        self._timeout = timeout
+        self._timeout = positive(timeout)
         default_headers = {"Accept-Encoding": ACCEPT_ENCODING} | {
-            name: _header_value(value, f"header {name!r}")
-            for name, value in (headers or {}).items()
+            name: header_value(value, f"header {name!r}") for name, value in (headers or {}).items()
         }
         if isinstance(auth, str | tuple) and any(
             n.lower() == "authorization" for n in headers or {}
@@ -142,7 +109,7 @@ class A2AClient:
             # an agent refuses a call with two Authorization headers (docs/auth.md)
             raise ValueError("credentials both in the Authorization header and in auth: pass one")
         if isinstance(auth, str):
-            token = _header_value(auth, "the bearer token (auth)")
+            token = header_value(auth, "the bearer token (auth)")
             default_headers["Authorization"], auth = f"Bearer {token}", None
         self._direct = DirectTransport(app, lifespan) if app is not None else None
         self._http = httpx.AsyncClient(
@@ -268,26 +235,26 @@ class A2AClient:
         task_id: str | None = None,
         skill_id: str | None = None,
         max_retries: int = 3,
+        timeout: float | None = None,
     ) -> AsyncIterator[dict[str, Any]]:
         """Send a message and iterate over the task's events as they happen.
 
         The iterator ends after a final event (terminal or interrupted state, or a reply
-        message) or when the agent closes the stream. A dropped connection is resumed as
-        :meth:`resubscribe` says.
+        message) or when the agent closes the stream. A dropped connection is resumed, and
+        *timeout* bounds the whole stream, as :meth:`resubscribe` says.
         """
-        if max_retries < 0:
-            raise ValueError("max_retries must be 0 or more")
+        bounds = stream_bounds(max_retries, timeout)
         request = shape.send_request(message, metadata, context_id, task_id, skill_id, False)
         # A follow-up's stream is its task's (A2A 1.0.1 §3.4.2), as is any stream after
         # its first event.
         following = request.message.task_id or None
-        return alone_after_events(self._calls.resumable(following, None, max_retries, request))
+        return alone_after_events(self._calls.resumable(following, None, *bounds, request))
 
     # -- tasks -------------------------------------------------------------------------
     @leaves_alone
     async def get_task(self, task_id: str, history_length: int | None = None) -> dict[str, Any]:
         """Return the task with ``task_id`` (its last ``history_length`` messages, if set)."""
-        request = pb.GetTaskRequest(id=_require_id(task_id, "task_id"))
+        request = pb.GetTaskRequest(id=require_id(task_id, "task_id"))
         if history_length is not None:
             if history_length < 0:
                 raise ValueError("history_length must be >= 0")
@@ -298,7 +265,7 @@ class A2AClient:
     @leaves_alone
     async def cancel_task(self, task_id: str) -> dict[str, Any]:
         """Ask the agent to cancel the task; return the task as the agent reports it."""
-        request = pb.CancelTaskRequest(id=_require_id(task_id, "task_id"))
+        request = pb.CancelTaskRequest(id=require_id(task_id, "task_id"))
         result = shape.task((await self._calls.call("CancelTask", request))[0])
         return shape.of_task(result, task_id, "CancelTask")
 
@@ -340,7 +307,12 @@ class A2AClient:
         }
 
     def resubscribe(
-        self, task_id: str, *, last_event_id: str | None = None, max_retries: int = 3
+        self,
+        task_id: str,
+        *,
+        last_event_id: str | None = None,
+        max_retries: int = 3,
+        timeout: float | None = None,
     ) -> AsyncIterator[dict[str, Any]]:
         """Iterate over a running task's events: first the task as it is now, then updates.
 
@@ -348,12 +320,13 @@ class A2AClient:
         events after it instead. When the connection drops and the agent sent event ids, the
         iterator reconnects from the last id seen (nothing lost or repeated), at most
         *max_retries* times in a row (0.25, 0.5, 1 s ... apart), then raises
-        :class:`A2AConnectionError`.
+        :class:`A2AConnectionError`. *timeout* (seconds, ``None``: none) bounds the whole
+        stream, resumes included, however lively the agent: past it the connection is
+        closed and :class:`A2AConnectionError` raised.
         """
-        if max_retries < 0:
-            raise ValueError("max_retries must be 0 or more")
-        task_id = _require_id(task_id, "task_id")
-        return alone_after_events(self._calls.resumable(task_id, last_event_id, max_retries))
+        bounds = stream_bounds(max_retries, timeout)
+        task_id = require_id(task_id, "task_id")
+        return alone_after_events(self._calls.resumable(task_id, last_event_id, *bounds))
 
     # -- push notification configs -----------------------------------------------------
     @leaves_alone
@@ -361,7 +334,7 @@ class A2AClient:
         self, task_id: str, config: str | Mapping[str, Any]
     ) -> dict[str, Any]:
         """Register a push endpoint for a task: a URL or ``{url, id?, token?, authentication?}``."""
-        request = shape.push_config_request(_require_id(task_id, "task_id"), config)
+        request = shape.push_config_request(require_id(task_id, "task_id"), config)
         result, _wire = await self._calls.call("CreateTaskPushNotificationConfig", request)
         return shape.push_config(result)
 
@@ -369,7 +342,7 @@ class A2AClient:
     async def get_push_config(self, task_id: str, config_id: str) -> dict[str, Any]:
         """Return one push config of a task."""
         request = pb.GetTaskPushNotificationConfigRequest(
-            task_id=_require_id(task_id, "task_id"), id=_require_id(config_id, "config_id")
+            task_id=require_id(task_id, "task_id"), id=require_id(config_id, "config_id")
         )
         result, _wire = await self._calls.call("GetTaskPushNotificationConfig", request)
         return shape.push_config(result)
@@ -377,7 +350,7 @@ class A2AClient:
     @leaves_alone
     async def list_push_configs(self, task_id: str) -> list[dict[str, Any]]:
         """Return every push config of a task."""
-        request = pb.ListTaskPushNotificationConfigsRequest(task_id=_require_id(task_id, "task_id"))
+        request = pb.ListTaskPushNotificationConfigsRequest(task_id=require_id(task_id, "task_id"))
         result, _wire = await self._calls.call("ListTaskPushNotificationConfigs", request)
         return [shape.push_config(c) for c in result.configs]
 
@@ -385,7 +358,7 @@ class A2AClient:
     async def delete_push_config(self, task_id: str, config_id: str) -> None:
         """Delete one push config of a task."""
         request = pb.DeleteTaskPushNotificationConfigRequest(
-            task_id=_require_id(task_id, "task_id"), id=_require_id(config_id, "config_id")
+            task_id=require_id(task_id, "task_id"), id=require_id(config_id, "config_id")
         )
         await self._calls.call("DeleteTaskPushNotificationConfig", request)
 
@@ -399,7 +372,7 @@ class A2AClient:
         notifications off, or no card at all with a pinned ``protocol``). A task that is not
         the caller's raises :class:`TaskNotFoundError`, refused credentials
         :class:`A2AAuthenticationError`."""
-        task_id = _require_id(task_id, "task_id")
+        task_id = require_id(task_id, "task_id")
         await self._ensure_open()
         card = await self._card()
         if card is None or extension(card, PUSH_STATUS_EXTENSION) is None:
