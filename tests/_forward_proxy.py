@@ -2,7 +2,9 @@
 servers it calls (an identity provider, a webhook receiver): ``CONNECT host:port`` tunnels
 (https) and absolute-form requests (``GET http://host:port/path``, plain http). It resolves
 names itself, from its own table (the agent's host may resolve none of them), and records
-each request line it is asked."""
+each request line it is asked. It reads a target as a proxy must (RFC 9110 §9.3.6, RFC 3986
+§3.2.2): an IPv6 host in brackets, else ``400 Bad Request`` (``CONNECT 2001:db8::1:443``
+names no one port)."""
 
 from __future__ import annotations
 
@@ -28,16 +30,22 @@ class ForwardProxy:
             method, target, version = line.decode("ascii").split(" ")
             self.asked.append(f"{method} {target}")
             if method == "CONNECT":
-                host, _, port = target.rpartition(":")
+                host, port = _authority(target)
                 first = b""
             else:
                 url = httpx.URL(target)
-                host, port = url.host, str(url.port or 80)
+                host, port = url.host, url.port or 80
                 first = f"{method} {url.raw_path.decode()} {version}\r\n".encode() + headers
-            up_reader, up_writer = await asyncio.open_connection(
-                self.names.get(host, host), int(port)
-            )
-        except (OSError, ValueError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+        except (ValueError, httpx.InvalidURL, asyncio.IncompleteReadError):
+            writer.write(b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n")
+            writer.close()
+            return
+        except asyncio.LimitOverrunError:
+            writer.close()
+            return
+        try:
+            up_reader, up_writer = await asyncio.open_connection(self.names.get(host, host), port)
+        except OSError:
             writer.write(b"HTTP/1.1 502 Bad Gateway\r\ncontent-length: 0\r\n\r\n")
             writer.close()
             return
@@ -53,6 +61,20 @@ class ForwardProxy:
             dst.close()
 
         await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+
+
+def _authority(target: str) -> tuple[str, int]:
+    """The host and port of a ``CONNECT`` target; ``ValueError`` for an IPv6 host without
+    its brackets, or no port."""
+    if target.startswith("["):
+        host, bracket, port = target[1:].partition("]:")
+        if not bracket:
+            raise ValueError(f"no port after {target!r}")
+    else:
+        host, _, port = target.rpartition(":")
+        if ":" in host:
+            raise ValueError(f"an IPv6 host without brackets: {target!r}")
+    return host, int(port)
 
 
 @contextlib.asynccontextmanager

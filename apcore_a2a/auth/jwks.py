@@ -37,6 +37,7 @@ from cachetools import TLRUCache
 from apcore_a2a._addresses import CLASSES, address_class
 from apcore_a2a._egress import proxy_for, to_first
 from apcore_a2a.auth.authenticator import InvalidCredentials
+from apcore_a2a.upstream.proxy_targets import bracketed
 
 logger = logging.getLogger("apcore_a2a.auth")
 
@@ -334,8 +335,8 @@ class CheckedAddresses(httpx.AsyncBaseTransport):
                 f"refused a redirect to a {CLASSES[classes[worst]]} address "
                 f"({parsed[worst]}; the JWKS URL's are {CLASSES[self._ceiling]})"
             )
-        if via is not None:
-            return await via.handle_async_request(request)
+        if via is not None:  # an IPv6 literal named to it in brackets
+            return await via.handle_async_request(bracketed(request))
         if literal is not None:  # nothing to look up again
             return await self._inner.handle_async_request(request)
         return await to_first(self._inner.handle_async_request, request, list(map(str, parsed)))

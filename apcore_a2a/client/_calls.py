@@ -28,7 +28,7 @@ from google.protobuf.message import Message as Proto
 from apcore_a2a.client import _shapes as shape
 from apcore_a2a.client._bounded import ACCEPT_ENCODING, MAX_ANSWER_BYTES
 from apcore_a2a.client._translated import translated
-from apcore_a2a.client._wire import Call, current, on_response
+from apcore_a2a.client._wire import HOOKS, Call, current
 from apcore_a2a.client.card import Endpoint, origin_of, own_grpc_host
 from apcore_a2a.client.errors import (
     A2AConnectionError,
@@ -74,11 +74,10 @@ class Caller:
             http = self._http
             if origin_of(to.url) != origin_of(self._base):
                 if self._elsewhere is None:
-                    hooks = {"response": [on_response]}
                     self._elsewhere = httpx.AsyncClient(
                         timeout=self._http.timeout,
                         headers={"Accept-Encoding": ACCEPT_ENCODING},
-                        event_hooks=hooks,
+                        event_hooks=HOOKS,
                     )
                 http = self._elsewhere
             transport = _HTTP_TRANSPORTS[to.binding, to.version]

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
@@ -39,6 +39,7 @@ from apcore_a2a.client.errors import (
     error_from_details,
     error_from_rpc,
 )
+from apcore_a2a.upstream.proxy_targets import bracketed
 from apcore_a2a.upstream.utc_timestamps import utc_timestamps
 
 
@@ -128,6 +129,12 @@ def current(call: Call) -> Iterator[None]:
         _current.reset(token)
 
 
+async def on_request(request: httpx.Request) -> None:
+    """Name an agent at an IPv6 literal to an egress proxy in brackets (httpx reads
+    ``HTTP_PROXY``/``HTTPS_PROXY``; ``upstream/proxy_targets.py``)."""
+    bracketed(request)
+
+
 async def on_response(response: httpx.Response) -> None:
     """Raise a failed A2A call's typed error; tap its body (see the module docstring)."""
     call = _current.get()
@@ -160,6 +167,13 @@ async def on_response(response: httpx.Response) -> None:
     response.stream = httpx.ByteStream(
         bytes(content) if fixed is None else json.dumps(fixed).encode()
     )
+
+
+#: the client's httpx hooks: every request and answer, A2A call or not
+HOOKS: dict[str, list[Callable[..., Any]]] = {
+    "request": [on_request],
+    "response": [on_response],
+}
 
 
 #: the end of an SSE event: a blank line after any of the line endings SSE allows

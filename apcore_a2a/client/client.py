@@ -34,7 +34,7 @@ from apcore_a2a.client._calls import Caller
 from apcore_a2a.client._media import is_json
 from apcore_a2a.client._refusals import refused
 from apcore_a2a.client._shapes import MessageInput
-from apcore_a2a.client._wire import on_response
+from apcore_a2a.client._wire import HOOKS
 from apcore_a2a.client.card import (
     AgentCardFetcher,
     CardKeys,
@@ -117,7 +117,7 @@ class A2AClient:
             headers=default_headers,
             auth=auth,  # a (user, password) pair: httpx's basic auth
             transport=self._direct,
-            event_hooks={"response": [on_response]},
+            event_hooks=HOOKS,
         )
         verifying = verify_card or card_keys is not None
         self._verifier = CardVerifier(self._http, self._base, card_keys) if verifying else None

@@ -8,7 +8,8 @@ one of them only: each is tried in the resolver's order until one takes the conn
 
 Through the egress proxy the environment names for the URL (``_egress.proxy_for``), by the
 URL's name: the proxy resolves it (``CONNECT host:port`` for https, the certificate still
-verified for the name), as the JWKS fetch does. httpx's own reading of the proxy settings
+verified for the name; an IPv6 literal in brackets, ``upstream/proxy_targets.py``), as the
+JWKS fetch does. httpx's own reading of the proxy settings
 (``trust_env``) is off: it would see only the address a request was aimed at.
 """
 
@@ -22,6 +23,7 @@ import httpx
 
 from apcore_a2a._egress import to_first
 from apcore_a2a.push.policy import Checked
+from apcore_a2a.upstream.proxy_targets import bracketed
 
 __all__ = ["Webhooks"]
 
@@ -68,7 +70,7 @@ class Webhooks:
                 except (ImportError, ValueError) as exc:  # socks without socksio, a bad scheme
                     raise ValueError(f"the proxy cannot be used ({type(exc).__name__})") from None
             sent = client.build_request("POST", url, content=content, headers=headers)
-            return await client.send(sent, stream=True)
+            return await client.send(bracketed(sent), stream=True)
         client = self._clients[None]
         sent = client.build_request("POST", url, content=content, headers=headers)
         return await to_first(partial(client.send, stream=True), sent, checked.addresses)

@@ -166,3 +166,23 @@ async def test_under_no_proxy_the_redirect_checks_and_pinning_hold(
         await source.get("real", "RS256")
     assert seen == ["http://10.0.0.5/old (Host: idp.test)"]
     assert logged in caplog.text
+
+
+@pytest.mark.parametrize("scheme", ["http", "https"])
+async def test_a_key_set_at_an_ipv6_literal_is_named_in_brackets_to_the_proxy(
+    scheme: str, certificate: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # httpcore wrote "CONNECT ::1:PORT" and "GET http://::1:PORT/jwks.json": which colon
+    # starts the port, a proxy cannot tell; this one refuses it (400), as strict ones do.
+    cert, key = certificate
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert))  # the agent trusts the test's CA
+    idp = Idp()
+    tls = {"ssl_certfile": str(cert), "ssl_keyfile": str(key)} if scheme == "https" else {}
+    async with running_server(idp.app(), **tls) as base, forward_proxy({"::1": "127.0.0.1"}) as px:
+        port = base.rsplit(":", 1)[1]
+        monkeypatch.setenv(f"{scheme.upper()}_PROXY", px.url)
+        url = f"{scheme}://[::1]:{port}/jwks.json"
+        source = JWKSKeySource(url, resolver=Names())
+        assert (await source.get("real", "RS256")) is not None
+    assert px.asked == [f"CONNECT [::1]:{port}" if scheme == "https" else f"GET {url}"]
+    assert idp.hosts == [f"[::1]:{port}"]

@@ -97,7 +97,7 @@ async def failure(call: Any) -> grpc.aio.AioRpcError:
 
 
 def self_signed_cert(directory: Path) -> tuple[Path, Path]:
-    """A throwaway certificate for 127.0.0.1/localhost: ``(cert.pem, key.pem)``."""
+    """A throwaway certificate for 127.0.0.1, ::1 and localhost: ``(cert.pem, key.pem)``."""
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
     now = datetime.datetime.now(datetime.UTC)
@@ -111,7 +111,11 @@ def self_signed_cert(directory: Path) -> tuple[Path, Path]:
         .not_valid_after(now + datetime.timedelta(hours=1))
         .add_extension(
             x509.SubjectAlternativeName(
-                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+                [
+                    x509.DNSName("localhost"),
+                    x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+                    x509.IPAddress(ipaddress.ip_address("::1")),
+                ]
             ),
             critical=False,
         )

@@ -267,3 +267,31 @@ async def test_a_proxy_httpx_cannot_use_fails_the_deliveries_it_applies_to(
         GATES[904].set()
         status = await _until_failed(client, base, task_id)
     assert status == ("failed", "request cannot be sent: ValueError")
+
+
+@pytest.mark.parametrize("scheme", ["http", "https"])
+async def test_a_webhook_at_an_ipv6_literal_is_named_in_brackets_to_the_proxy(
+    scheme: str, certificate: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # httpcore wrote "CONNECT ::1:PORT" (and "POST http://::1:PORT/hook"): which colon
+    # starts the port, a proxy cannot tell; this one refuses it (400), as strict ones do.
+    monkeypatch.setenv("SSL_CERT_FILE", str(certificate[0]))  # the agent trusts the test's CA
+    secure = scheme == "https"
+    async with (
+        name_server({}) as dns,
+        tls_receiver(certificate) if secure else receiver() as rec,
+        forward_proxy({"::1": "127.0.0.1"}) as px,
+    ):
+        monkeypatch.setenv(f"{scheme.upper()}_PROXY", px.url)
+        once = {"push_dns_servers": [dns.address], "push_retry_delays": ()}
+        async with push_agent(**once) as (base, app), _client() as client:
+            port = httpx.URL(rec.base).port
+            url = f"{scheme}://[::1]:{port}/hook"
+            reply = await _send_with(client, base, url)
+            assert reply["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED", reply
+            await app.state.a2a.extras["push"].sender.idle()
+            status = await statuses(client, base, reply["result"]["task"]["id"])
+    assert status == {"h": ("active", None)}
+    asked = f"CONNECT [::1]:{port}" if secure else f"POST {url}"
+    assert px.asked and set(px.asked) == {asked}
+    assert rec.log and {d.headers["host"] for d in rec.log} == {f"[::1]:{port}"}
