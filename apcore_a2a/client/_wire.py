@@ -180,15 +180,30 @@ HOOKS: dict[str, list[Callable[..., Any]]] = {
 _BLANK_LINES = (b"\n\n", b"\r\r", b"\n\r\n", b"\r\n\n")
 
 
+#: what the SSE reader holds per line of an event beyond its bytes (a string of its own:
+#: a data line of 9 bytes held 62)
+_LINE_COST = 64
+
+
+def _lines(data: bytes, start: int = 0) -> int:
+    """Line breaks in *data* from *start* (CR LF counts two: an upper bound)."""
+    return data.count(b"\n", start) + data.count(b"\r", start)
+
+
 async def _events(body: httpx.Response, url: httpx.URL) -> AsyncIterator[bytes]:
-    """*body*'s decoded bytes, refused once one event (or line) runs past the limit: the
-    SSE reader would otherwise buffer it whole, however long."""
-    pending = 0  # bytes since the last blank line
+    """*body*'s decoded bytes, refused once one event (or line) runs past the limit, each
+    of its lines counted with what holding it costs: the SSE reader would otherwise buffer
+    it whole, however long, or hold 7 times its size in short lines."""
+    pending = 0  # bytes since the last blank line, and what its lines cost
     tail = b""  # the end of the previous chunk, for a blank line split between chunks
     async for chunk in decoded(body):
         seen = tail + chunk
         ends = [seen.rfind(blank) + len(blank) for blank in _BLANK_LINES if blank in seen]
-        pending = len(seen) - max(ends) if ends else pending + len(chunk)
+        if ends:
+            start = max(ends)
+            pending = len(seen) - start + _LINE_COST * _lines(seen, start)
+        else:
+            pending += len(chunk) + _LINE_COST * _lines(chunk)
         if pending > MAX_ANSWER_BYTES:
             raise too_large(f"an event of the stream from {url}")
         tail = seen[-2:]

@@ -90,6 +90,26 @@ async def test_an_event_that_never_ends_is_an_invalid_response() -> None:
             await _drain(client.stream_message("hi"))
 
 
+async def test_an_event_of_many_short_lines_counts_what_holding_them_costs() -> None:
+    # A valid task whose JSON is spread over a million data lines of 9 bytes: 9 MiB on the
+    # wire, but the SSE reader holds each line as a string of its own (about 60 bytes, 7x
+    # what it sent). Counted at 64 bytes a line more, it is past the limit (73 MiB).
+    head = '{"jsonrpc": "2.0", "id": 1, "result": {"task": {"id": "t-1", "contextId": "c-1",'
+    head += ' "status": {"state": "TASK_STATE_WORKING"}, "metadata": {"a": ['
+    lines = MAX_ANSWER_BYTES // 64
+    body = b"data: " + head.encode() + b"\n" + b"data: 1,\n" * lines + b"data: 1]}}}}\n\n"
+    stub = StubAgent(rpc=lambda _b: (200, {"content-type": "text/event-stream"}, [body]))
+    stub.card_paths = ()
+    async with running_server(stub) as url, A2AClient(url, protocol="1.0") as client:
+        with pytest.raises(InvalidAgentResponseError, match=r"an event of the stream .* larger"):
+            await _drain(client.stream_message("hi"))
+        # The same lines, fewer of them, are read: the bound is on size, not on lines.
+        body = body.replace(b"data: 1,\n" * (lines - 1000), b"")
+        stub.rpc = lambda _b: (200, {"content-type": "text/event-stream"}, [body])
+        [event] = [e async for e in client.stream_message("hi")]
+    assert len(event["metadata"]["a"]) == 1001
+
+
 class _Endless:
     """Answers every POST with *start* and then ``a`` for ever, 64 KiB at a time, until the
     client goes away; counts the bytes it sent."""
