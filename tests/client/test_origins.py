@@ -124,6 +124,10 @@ async def test_same_origin_interfaces_get_the_credentials() -> None:
         ("https://evil.example/rpc", "https://agent.example", False),
         ("https://agent.example.evil.example/rpc", "https://agent.example", False),
         ("https://agent.example@evil.example/rpc", "https://agent.example", False),
+        ("https://evil.example\\@agent.example/rpc", "https://agent.example", True),  # httpx: too
+        # The same host to DNS, but another origin to a browser: the credentials stay home.
+        ("https://agent.example./rpc", "https://agent.example", False),
+        ("https://agent.example/rpc", "https://agent.example.", False),
         ("ftp://agent.example/rpc", "https://agent.example", False),
         ("/rpc", "https://agent.example/base", True),
     ],
