@@ -112,13 +112,19 @@ class A2AClient:
             token = header_value(auth, "the bearer token (auth)")
             default_headers["Authorization"], auth = f"Bearer {token}", None
         self._direct = DirectTransport(app, lifespan) if app is not None else None
-        self._http = httpx.AsyncClient(
-            timeout=httpx.Timeout(timeout, connect=timeout or CONNECT_TIMEOUT),
-            headers=default_headers,
-            auth=auth,  # a (user, password) pair: httpx's basic auth
-            transport=self._direct,
-            event_hooks=HOOKS,
-        )
+        try:
+            self._http = httpx.AsyncClient(
+                timeout=httpx.Timeout(timeout, connect=timeout or CONNECT_TIMEOUT),
+                headers=default_headers,
+                auth=auth,  # a (user, password) pair: httpx's basic auth
+                transport=self._direct,
+                event_hooks=HOOKS,
+            )
+        except httpx.InvalidURL as exc:  # "[::1]" in NO_PROXY: httpx reads it as a URL
+            raise ValueError(
+                "the environment's proxy settings (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY, "
+                f"NO_PROXY) cannot be read by httpx: {exc}"
+            ) from None
         verifying = verify_card or card_keys is not None
         self._verifier = CardVerifier(self._http, self._base, card_keys) if verifying else None
         verify = self._verifier.verify if self._verifier is not None else None

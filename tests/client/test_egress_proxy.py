@@ -35,3 +35,16 @@ async def test_an_agent_at_an_ipv6_literal_is_reached_through_the_proxy(
         ("/.well-known/agent-card.json", f"[::1]:{port}"),
         ("/rpc", f"[::1]:{port}"),
     ]
+
+
+@pytest.mark.parametrize("no_proxy", ["[::1]", "localhost,2001:db8::/32"])
+def test_proxy_settings_httpx_cannot_read_are_a_value_error_naming_them(
+    no_proxy: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # httpx reads an IPv6 address in brackets, or an IPv6 network, in NO_PROXY as a URL
+    # with a broken port, and its client fails to build with that parse error
+    # (httpx.InvalidURL: "Invalid port: ':1]'"), which the CLI printed as a traceback.
+    without_proxies(monkeypatch)
+    monkeypatch.setenv("NO_PROXY", no_proxy)
+    with pytest.raises(ValueError, match=r"^the environment's proxy settings .*NO_PROXY"):
+        A2AClient("http://127.0.0.1:1")
