@@ -22,18 +22,22 @@ from ._stub_agent import CARD_V10, StubAgent
 _GUARD_SECONDS = 60.0
 
 
-def _task_event(request_id: Any) -> bytes:
-    task = {"id": "t-1", "contextId": "c-1", "status": {"state": "TASK_STATE_WORKING"}}
-    return json.dumps({"jsonrpc": "2.0", "id": request_id, "result": {"task": task}}).encode()
+def _task_event(request_id: Any, version: str) -> bytes:
+    task: dict[str, Any] = {"id": "t-1", "contextId": "c-1"}
+    if version == "0.3":
+        result = task | {"kind": "task", "status": {"state": "working"}}
+    else:
+        result = {"task": task | {"status": {"state": "TASK_STATE_WORKING"}}}
+    return json.dumps({"jsonrpc": "2.0", "id": request_id, "result": result}).encode()
 
 
 class _Lively:
     """Every stream: the task (SSE id ``n``, one more than the ``Last-Event-ID`` it resumes
     from), then keep-alive comments (*drops*: False) or the connection cut (True)."""
 
-    def __init__(self, *, drops: bool) -> None:
+    def __init__(self, *, drops: bool, version: str = "1.0") -> None:
         self.stub = StubAgent(card=dict(CARD_V10), card_paths=())
-        self.drops = drops
+        self.drops, self.version = drops, version
         self.streams = 0
         self.gone = 0  # streams whose client went away
 
@@ -46,7 +50,7 @@ class _Lively:
         since = dict(scope["headers"]).get(b"last-event-id", b"0")
         start = {"type": "http.response.start", "status": 200}
         await send(start | {"headers": [(b"content-type", b"text/event-stream")]})
-        event = b"id: %d\ndata: %s\n\n" % (int(since) + 1, _task_event(request["id"]))
+        event = b"id: %d\ndata: %s\n\n" % (int(since) + 1, _task_event(request["id"], self.version))
         await send({"type": "http.response.body", "body": event, "more_body": True})
         if self.drops:
             raise ConnectionAbortedError("cut after one event")  # uvicorn aborts it
@@ -71,12 +75,15 @@ async def _collect(stream: AsyncIterator[dict[str, Any]], into: list[dict[str, A
         into.append(event)
 
 
+@pytest.mark.parametrize("version", ["1.0", "0.3"])
 @pytest.mark.parametrize("drops", [False, True], ids=["keep-alives", "one-event-per-connection"])
 @pytest.mark.parametrize("method", ["stream_message", "resubscribe"])
-async def test_a_stream_kept_alive_for_ever_ends_at_its_timeout(method: str, drops: bool) -> None:
-    agent = _Lively(drops=drops)
+async def test_a_stream_kept_alive_for_ever_ends_at_its_timeout(
+    method: str, drops: bool, version: Any
+) -> None:
+    agent = _Lively(drops=drops, version=version)
     seen: list[dict[str, Any]] = []
-    async with running_server(agent) as url, A2AClient(url, protocol="1.0") as client:
+    async with running_server(agent) as url, A2AClient(url, protocol=version) as client:
         stream = (
             client.stream_message("x", timeout=1.5)
             if method == "stream_message"
