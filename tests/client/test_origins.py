@@ -21,9 +21,10 @@ from apcore_a2a.client import (
     CrossOriginEndpointError,
 )
 from apcore_a2a.client.card import check_endpoint, select_endpoint
+from apcore_a2a.client.client import PUSH_STATUS_EXTENSION
 from tests._support import free_port, running_server
 
-from ._stub_agent import CARD_V10, StubAgent, json_reply
+from ._stub_agent import CARD_V10, StubAgent, card_for, json_reply
 from .conftest import refuse_sockets
 
 TASK = {
@@ -303,3 +304,46 @@ async def test_a_card_naming_the_metadata_service_is_refused_before_any_connecti
         with refuse_sockets() as attempts, pytest.raises(CrossOriginEndpointError):
             await client.get_task("t-1")
     assert attempts == []
+
+
+class _RedirectingCalls:
+    """An agent that serves its card (naming *binding* and *version* on its own origin, the
+    push status extension too) and answers every other request with a 307 to *to*
+    (``http://`` or another scheme)."""
+
+    def __init__(self, to: str, binding: str, version: str) -> None:
+        self.to, self.binding, self.version = to, binding, version
+        self.stub = StubAgent()
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["path"] == "/.well-known/agent-card.json":
+            own = f"http://{scope['server'][0]}:{scope['server'][1]}"
+            self.stub.card = card_for(own, self.binding, self.version)
+            self.stub.card["capabilities"] = {"extensions": [{"uri": PUSH_STATUS_EXTENSION}]}
+        if scope["type"] != "http" or scope["path"] == "/.well-known/agent-card.json":
+            await self.stub(scope, receive, send)
+            return
+        await _Redirecting(self.to)(scope, receive, send)
+
+
+@pytest.mark.parametrize("where", ["elsewhere", "file://", "ftp://"])
+@pytest.mark.parametrize(
+    ("binding", "version"),
+    [("JSONRPC", "1.0"), ("JSONRPC", "0.3"), ("HTTP+JSON", "1.0"), ("HTTP+JSON", "0.3")],
+)
+async def test_a_redirect_of_a_call_is_not_followed_on_any_binding(
+    binding: str, version: str, where: str
+) -> None:
+    """Every transport of the SDK the client uses, and its own requests (push status; the
+    card's key set is read the same way): a 307, to another origin or to another scheme,
+    fails the call with its status and carries nothing there."""
+    elsewhere = StubAgent(rpc=task_reply)
+    async with running_server(elsewhere) as other:
+        target = other if where == "elsewhere" else where + "127.0.0.1/etc"
+        agent = _RedirectingCalls(target, binding, version)
+        async with running_server(agent) as url, A2AClient(url, auth="tok-secret") as client:
+            with pytest.raises(A2AConnectionError, match="307"):
+                await client.get_task("t-1")
+            with pytest.raises(A2AConnectionError, match="307"):
+                await client.push_status("t-1")
+    assert elsewhere.seen == []
