@@ -18,9 +18,11 @@ _THIS_NETWORK = ipaddress.ip_network("0.0.0.0/8")  # "this host" to Linux, as 12
 # RFC 6052 well-known prefix; the local-use 64:ff9b:1::/48 has operator-chosen layouts
 # and stays refused as reserved.
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
-#: Cloud metadata endpoints (AWS/GCP/Azure use the IPv4 one; AWS also answers on IPv6).
+#: Cloud metadata endpoints (AWS/GCP/Azure/Oracle use the link-local IPv4 one; AWS also
+#: answers on IPv6; Alibaba Cloud on 100.100.100.200, in the carrier-grade NAT range, which
+#: would otherwise class as merely private).
 METADATA = frozenset(
-    {ipaddress.ip_address("169.254.169.254"), ipaddress.ip_address("fd00:ec2::254")}
+    ipaddress.ip_address(a) for a in ("169.254.169.254", "fd00:ec2::254", "100.100.100.200")
 )
 
 

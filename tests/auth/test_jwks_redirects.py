@@ -117,6 +117,7 @@ async def test_a_redirect_on_this_host_from_a_loopback_url_is_followed() -> None
         ("10.0.0.5", "http://[64:ff9b::7f00:1]/jwks.json", "loopback address (64:ff9b::7f00:1"),
         ("10.0.0.5", "http://169.254.169.254/latest/meta-data/", "link-local address"),
         ("10.0.0.5", "http://[fd00:ec2::254]/latest/meta-data/", "link-local address"),
+        ("10.0.0.5", "http://100.100.100.200/latest/meta-data/", "link-local address"),
         ("127.0.0.1", "http://169.254.169.254/latest/meta-data/", "link-local address"),
         ("127.0.0.1", "http://[fe80::1]/k", "link-local address (fe80::1"),
         ("127.0.0.1", "http://[::ffff:169.254.169.254]/k", "link-local address"),

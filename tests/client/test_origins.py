@@ -245,6 +245,7 @@ _INWARD = [
     ("http://169.254.43518/latest/", "https://agent.example", "link-local"),
     ("http://[::ffff:169.254.169.254]/latest/", "https://agent.example", "link-local"),
     ("http://[fd00:ec2::254]/latest/", "https://agent.example", "link-local"),
+    ("http://100.100.100.200/latest/meta-data/", "https://agent.example", "link-local"),
     ("http://[fe80::1%25eth0]:8080/rpc", "https://agent.example", "link-local"),
     ("http://169.254.1.1/rpc", "http://127.0.0.1:8000", "link-local"),
     ("http://127.0.0.1:8080/rpc", "https://agent.example", "loopback"),

@@ -70,6 +70,7 @@ async def test_secure_mode_accepts_public_https(url: str) -> None:
         ("https://[::ffff:127.0.0.1]/", "loopback address (127.0.0.1)"),
         ("https://[::ffff:10.0.0.1]/", "private address (10.0.0.1)"),
         ("https://[fd00:ec2::254]/", "cloud metadata service address (fd00:ec2::254)"),
+        ("https://100.100.100.200/", "cloud metadata service address (100.100.100.200)"),
         ("https://240.0.0.1/", "reserved address (240.0.0.1)"),
         ("https://[64:ff9b:1::a00:1]/", "reserved address (64:ff9b:1::a00:1)"),
         ("https://192.0.2.10/", "private address (192.0.2.10)"),
