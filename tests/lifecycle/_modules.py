@@ -437,3 +437,18 @@ def build_executor(probe: Probe) -> Executor:
     registry.register("life.quick", Quick())
     registry.register("life.ponder", Ponder(probe))
     return Executor(registry, approval_handler=PolicyHandler())
+
+
+class Amount(BaseModel):
+    amount: int
+
+
+class Pay:
+    """Requires approval, then pays: the parked task of the follow-up and race tests."""
+
+    input_schema = Amount
+    description = "Pay after approval"
+    annotations = ModuleAnnotations(requires_approval=True)
+
+    def execute(self, inputs: dict[str, Any], context: object) -> dict[str, Any]:
+        return {"paid": inputs["amount"]}

@@ -21,28 +21,15 @@ from typing import Any
 
 import httpx
 import pytest
-from apcore import ACL, ACLRule, Executor, ModuleAnnotations, Registry, ToggleState
-from pydantic import BaseModel
+from apcore import ACL, ACLRule, Executor, Registry, ToggleState
 
 from apcore_a2a import A2AApprovalHandler, A2AServerFactory
 from tests._postgres import PG_DB, PG_HOST, PG_PORT, PG_USER, pg_schema_url
 from tests._support import running_server
+from tests.lifecycle._modules import Pay
 
 V1 = {"A2A-Version": "1.0"}
 PAY = "shop.pay"
-
-
-class _Amount(BaseModel):
-    amount: int
-
-
-class _Pay:
-    input_schema = _Amount
-    description = "Pay after approval"
-    annotations = ModuleAnnotations(requires_approval=True)
-
-    def execute(self, inputs: dict[str, Any], context: object) -> dict[str, Any]:
-        return {"paid": inputs["amount"]}
 
 
 @pytest.fixture(params=["memory", "sqlite", "postgresql", "sqlite-cluster", "postgresql-cluster"])
@@ -88,7 +75,7 @@ async def test_a_refused_follow_up_leaves_the_task_waiting_for_its_answer(
     store: dict[str, Any],
 ) -> None:
     registry = Registry()
-    registry.register(PAY, _Pay())
+    registry.register(PAY, Pay())
     acl = ACL(rules=[ACLRule(callers=["@external"], targets=["*"], effect="allow")])
     toggles = ToggleState()
     executor = Executor(
@@ -132,7 +119,7 @@ async def test_a_refused_follow_up_leaves_the_task_waiting_for_its_answer(
 
 async def test_a_refused_streamed_follow_up_leaves_the_task_waiting() -> None:
     registry = Registry()
-    registry.register(PAY, _Pay())
+    registry.register(PAY, Pay())
     app, _ = A2AServerFactory(registry, environ={}, name="payer").create()
     async with running_server(app) as url, httpx.AsyncClient(base_url=url, timeout=30) as http:
         parked = (await _rpc(http, _message({"amount": 7}, metadata={"skillId": PAY})))["result"]
@@ -170,7 +157,7 @@ async def test_a_follow_up_whose_client_hung_up_before_it_was_delivered_leaves_t
 
     paid: list[int] = []
 
-    class _Counted(_Pay):
+    class _Counted(Pay):
         def execute(self, inputs: dict[str, Any], context: object) -> dict[str, Any]:
             paid.append(inputs["amount"])
             return super().execute(inputs, context)

@@ -20,35 +20,22 @@ from typing import Any
 
 import httpx
 import pytest
-from apcore import ModuleAnnotations, Registry
-from pydantic import BaseModel
+from apcore import Registry
 
 from apcore_a2a import A2AServerFactory
 from tests._postgres import PG_DB, PG_HOST, PG_PORT, PG_USER, pg_schema_url
 from tests._support import running_server
+from tests.lifecycle._modules import Pay
 
 V1 = {"A2A-Version": "1.0"}
 HOOK = "http://127.0.0.1:9/hook"
 CAP = 4
 
 
-class _Amount(BaseModel):
-    amount: int
-
-
-class _Pay:
-    input_schema = _Amount
-    description = "Pay after approval"
-    annotations = ModuleAnnotations(requires_approval=True)
-
-    def execute(self, inputs: dict[str, Any], context: object) -> dict[str, Any]:
-        return {"paid": inputs["amount"]}
-
-
 @contextlib.asynccontextmanager
 async def _replica(store: str) -> AsyncIterator[str]:
     registry = Registry()
-    registry.register("shop.pay", _Pay())
+    registry.register("shop.pay", Pay())
     app, _ = A2AServerFactory(
         registry,
         environ={},

@@ -21,27 +21,14 @@ import pytest
 from a2a.server.context import ServerCallContext
 from a2a.server.tasks import InMemoryTaskStore
 from a2a.types import Task
-from apcore import ModuleAnnotations, Registry
-from pydantic import BaseModel
+from apcore import Registry
 
 from .._postgres import PG_DB, PG_HOST, PG_PORT, PG_USER, pg_schema_url
 from .._support import cli_server, free_port, running_server
+from ..lifecycle._modules import Pay
 from ._a2a import EXTENSIONS
 
 V10 = {"A2A-Version": "1.0"}
-
-
-class _Input(BaseModel):
-    amount: int
-
-
-class _Approved:
-    input_schema = _Input
-    description = "Pay after approval"
-    annotations = ModuleAnnotations(requires_approval=True)
-
-    def execute(self, inputs: dict[str, Any], context: object) -> dict[str, Any]:
-        return {"paid": inputs["amount"]}
 
 
 class _CountingStore(InMemoryTaskStore):
@@ -76,7 +63,7 @@ async def test_a_follow_up_reads_its_stored_task_once() -> None:
     from apcore_a2a import A2AServerFactory
 
     registry = Registry()
-    registry.register("shop.pay", _Approved())
+    registry.register("shop.pay", Pay())
     store = _CountingStore()
     port = free_port()
     app, _ = A2AServerFactory(registry, environ={}, port=port, task_store=store).create()
