@@ -44,14 +44,14 @@ from apcore_a2a.edge.call import call_of
 from apcore_a2a.execution import turns
 from apcore_a2a.execution.chunks import deep_merge, with_last_flag
 from apcore_a2a.execution.fair_pool import FairPool
-from apcore_a2a.execution.identity import identity_of, is_operator, run_denial
+from apcore_a2a.execution.identity import identity_of, run_denial, sight
 from apcore_a2a.execution.module_calls import ModuleCalls
 from apcore_a2a.execution.observer import ExecutionObserver, observe
 from apcore_a2a.execution.routing import SKILL_METADATA_KEY, ApCoreRequestContext
 from apcore_a2a.execution.runs import CURRENT_RUN, NoThread, Run, refusal_of, track_module_tasks
-from apcore_a2a.upstream.apcore_health_errors import without_error_texts
 from apcore_a2a.upstream.apcore_output_errors import output_invalid
 from apcore_a2a.upstream.apcore_stream_chunks import raise_module_fault
+from apcore_a2a.upstream.apcore_system_views import call_seen
 from apcore_a2a.upstream.sdk_first_event import let_first_event_out
 
 if TYPE_CHECKING:
@@ -83,6 +83,7 @@ class ApCoreAgentExecutor(AgentExecutor):
         self._timeout = settings.execution_timeout
         self._workers = settings.sync_workers
         self._share = settings.sync_workers_per_caller
+        self._system = frozenset(settings.system_modules)  # served only when named
         self._pool: FairPool | None = None
         self._runs: dict[str, Run] = {}
         self._observers = tuple(observers)
@@ -254,10 +255,9 @@ class ApCoreAgentExecutor(AgentExecutor):
             async with asyncio.timeout(self._timeout):
                 if spec.streaming and on_task is None:
                     return await self._stream(run, spec, inputs, apcore_context)
-                value = await self._executor.call_async(spec.module_id, inputs, apcore_context)
-                if not is_operator(identity_of(context.call_context)):
-                    value = without_error_texts(spec.module_id, value)
-                return value, False
+                seen = sight(self._executor, identity_of(context.call_context), self._system)
+                call = self._executor.call_async
+                return await call_seen(call, spec.module_id, inputs, apcore_context, seen), False
         except (TimeoutError, asyncio.CancelledError) as exc:
             if isinstance(exc, TimeoutError) and run.never_got_a_thread():
                 raise NoThread(self._timeout) from None

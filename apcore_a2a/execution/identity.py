@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from a2a.auth.user import UnauthenticatedUser, User
@@ -23,7 +23,7 @@ from apcore import Context
 from apcore.builtin_steps import BuiltinACLCheck
 from starlette.authentication import AuthCredentials, BaseUser
 
-from apcore_a2a.adapters.skills import CONTROL_PREFIX
+from apcore_a2a.adapters.skills import CONTROL_PREFIX, is_served
 
 if TYPE_CHECKING:
     from a2a.server.context import ServerCallContext
@@ -209,6 +209,16 @@ def gate_holding(executor: Any, gate: type, provider: str) -> Any:
 def is_operator(identity: Identity | None) -> bool:
     """Whether *identity* (``None`` = anonymous) has the :data:`OPERATOR_ROLE`."""
     return identity is not None and OPERATOR_ROLE in identity.roles
+
+
+def sight(
+    executor: Executor, identity: Identity | None, system_modules: Collection[str]
+) -> Callable[[str], bool] | None:
+    """Which modules *identity* may see: ``None`` for an operator (every one); else those
+    served as skills (apcore's ``system.*`` ones when named) that it may call."""
+    if is_operator(identity):
+        return None
+    return lambda m: is_served(m, system_modules) and denial(executor, identity, m) is None
 
 
 def _operates(identity: Identity | None, module_id: str) -> bool:

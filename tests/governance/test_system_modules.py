@@ -216,3 +216,58 @@ async def test_health_modules_show_other_callers_error_messages_to_operators_onl
                 text = json.dumps(answer)
                 assert "MODULE_EXECUTE_ERROR" in text, skill  # the error is still counted
                 assert (secret in text) is shown, (skill, who)
+
+
+def _data(answer: dict[str, Any]) -> Any:
+    return answer["result"]["task"]["artifacts"][0]["parts"][0]["data"]
+
+
+def _failure(answer: dict[str, Any]) -> Any:
+    task = answer["result"]["task"]
+    return task["status"]["state"], task["status"]["message"]["parts"][1]["data"]
+
+
+async def test_read_only_system_modules_tell_a_caller_of_the_skills_it_sees_only() -> None:
+    # apcore's manifest, health and usage modules answer about every registered module:
+    # a caller without the operator role read the control plane's ids and schemas (which
+    # its card and "Skill not found" keep from it), the unserved system modules, and the
+    # server's file path of each module (source_path).
+    client = apcore_client()
+    views = ("system.manifest.full", "system.health.summary", "system.usage.summary")
+    about_one = ("system.manifest.module", "system.health.module", "system.usage.module")
+    async with served(
+        client.executor,
+        api_keys=KEYS,
+        require_auth=False,
+        system_modules=[*views, *about_one, TOGGLE],
+    ) as http:
+        await call(http, "demo.echo", {"text": "hi"}, **USER)
+        await call(http, "system.manifest.full", {}, **OPS)  # a call of a hidden-to-ann module
+        seen = ["demo.echo", *views, *about_one]
+        for who in (None, USER):
+            manifest = _data(await call(http, "system.manifest.full", {}, **(who or {})))
+            assert sorted(m["module_id"] for m in manifest["modules"]) == sorted(seen)
+            assert manifest["module_count"] == len(seen)
+            assert {m["source_path"] for m in manifest["modules"]} == {None}
+            health = _data(await call(http, "system.health.summary", {}, **(who or {})))
+            assert sorted(m["module_id"] for m in health["modules"]) == sorted(seen)
+            assert health["summary"]["total_modules"] == len(seen)
+            quiet = {"include_healthy": False}
+            few = _data(await call(http, "system.health.summary", quiet, **(who or {})))
+            assert few["summary"] == health["summary"]
+            usage = _data(await call(http, "system.usage.summary", {}, **(who or {})))
+            assert {m["module_id"] for m in usage["modules"]} <= set(seen)
+            assert usage["total_calls"] == sum(m["call_count"] for m in usage["modules"])
+            # About a module it may not see: the answer about one that does not exist.
+            for skill in about_one[1:]:
+                hidden = await call(http, skill, {"module_id": TOGGLE}, **(who or {}))
+                unknown = await call(http, skill, {"module_id": "nope.nope"}, **(who or {}))
+                state, said = _failure(hidden)
+                assert (state, json.dumps(said).replace(TOGGLE, "nope.nope")) == (
+                    _failure(unknown)[0],
+                    json.dumps(_failure(unknown)[1]),
+                )
+        everything = _data(await call(http, "system.manifest.full", {}, **OPS))
+        assert len(everything["modules"]) == len(client.registry.list())
+        about = await call(http, "system.health.module", {"module_id": TOGGLE}, **OPS)
+        assert _data(about)["module_id"] == TOGGLE

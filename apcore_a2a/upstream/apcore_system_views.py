@@ -1,0 +1,66 @@
+"""apcore's read-only system modules tell a caller of the skills it may call only.
+
+apcore 0.32.2's ``system.manifest.full``, ``system.health.summary`` and
+``system.usage.summary`` answer about every registered module, and
+``system.manifest.module``, ``system.health.module`` and ``system.usage.module`` about any
+module id given. Served as skills, they told any caller allowed them (the public card's
+anonymous callers too) the ids, schemas and call counts of the modules the agent keeps
+from it everywhere else (card, extended card, "Skill not found"): the control plane
+(``system.control.*``, an operator's), the system modules not served, modules an ACL hides
+from it; and the server's file of each module (``source_path``). A caller without the
+operator role gets the entries, counts and totals of the modules it may see
+(*may_see*), no ``source_path``, and, about any other module, the answer about a module
+that does not exist (apcore's ``ModuleNotFoundError``, raised before the call);
+operators read them as apcore answers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from apcore import ModuleNotFoundError
+
+from apcore_a2a.upstream.apcore_health_errors import without_error_texts
+
+ABOUT_ONE = frozenset({"system.manifest.module", "system.health.module", "system.usage.module"})
+_STATUSES = ("healthy", "degraded", "error", "unknown")
+
+
+async def call_seen(
+    call: Callable[[str, dict[str, Any], Any], Awaitable[Any]],
+    module_id: str,
+    inputs: dict[str, Any],
+    context: Any,
+    may_see: Callable[[str], bool] | None,
+) -> Any:
+    """``call(module_id, inputs, context)`` (apcore's ``call_async``) as seen by a caller
+    who may see the modules *may_see* accepts (``None``: an operator, who sees all)."""
+    if may_see is None:
+        return await call(module_id, inputs, context)
+    asked = inputs.get("module_id")
+    if module_id in ABOUT_ONE and isinstance(asked, str) and asked and not may_see(asked):
+        raise ModuleNotFoundError(module_id=asked)
+    quiet = module_id == "system.health.summary" and inputs.get("include_healthy") is False
+    if quiet:  # counted over the modules seen, then left out as asked
+        inputs = {**inputs, "include_healthy": True}
+    value = without_error_texts(module_id, await call(module_id, inputs, context))
+    entries = value.get("modules") if isinstance(value, dict) else None
+    if module_id in ABOUT_ONE or not isinstance(entries, list):
+        if isinstance(value, dict) and "source_path" in value:
+            value["source_path"] = None
+        return value
+    kept = [e for e in entries if isinstance(e, dict) and may_see(str(e.get("module_id")))]
+    for entry in kept:
+        if "source_path" in entry:
+            entry["source_path"] = None
+    if "module_count" in value:
+        value["module_count"] = len(kept)
+    if isinstance(value.get("summary"), dict):
+        counts = {s: sum(e.get("status") == s for e in kept) for s in _STATUSES}
+        value["summary"].update(total_modules=len(kept), **counts)
+    for total, key in (("total_calls", "call_count"), ("total_errors", "error_count")):
+        if total in value:
+            value[total] = sum(e.get(key) or 0 for e in kept)
+    value["modules"] = [e for e in kept if not (quiet and e.get("status") == "healthy")]
+    return value
