@@ -8,6 +8,10 @@ import uuid
 from apcore import ApprovalRequest, ApprovalResult
 from cachetools import LRUCache
 
+#: ``Context.data`` key of the approval a run resumes for a call its module makes:
+#: ``{"approvalId", "moduleId"}`` (apcore passes only the top-level call's token)
+APPROVED_KEY = "a2a.approval"
+
 
 class A2AApprovalHandler:
     """apcore approval handler backed by decisions recorded from A2A messages.
@@ -28,7 +32,17 @@ class A2AApprovalHandler:
         self._lock = threading.Lock()
 
     async def request_approval(self, request: ApprovalRequest) -> ApprovalResult:
-        """Park the call: ``pending``, under a new approval id the caller answers."""
+        """Park the call: ``pending``, under a new approval id the caller answers; a call
+        of a module that the run resuming its approval (:data:`APPROVED_KEY`) makes is
+        decided by that approval."""
+        data = getattr(request.context, "data", None)
+        grant = data.get(APPROVED_KEY) if isinstance(data, dict) else None
+        if isinstance(grant, dict) and grant.get("moduleId") == request.module_id:
+            if "status" not in grant:  # decided once per run, for each such call in it
+                decided = await self.check_approval(str(grant.get("approvalId")))
+                grant.update(status=decided.status, reason=decided.reason)
+            status, reason = grant["status"], grant.get("reason")
+            return ApprovalResult(status=status, approval_id=grant["approvalId"], reason=reason)
         approval_id = uuid.uuid4().hex
         with self._lock:
             self._decisions[approval_id] = ("pending", None)

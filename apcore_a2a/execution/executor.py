@@ -421,7 +421,7 @@ class ApCoreAgentExecutor(AgentExecutor):
             # The answer made the input invalid: ask again, saying why.
             await turns.reask(run, run.answering, map_error(exc, module_id=spec.module_id).message)
         elif code == "APPROVAL_PENDING":
-            await turns.ask_approval(run, exc, spec.module_id, message.message_id)
+            await turns.ask_approval(run, exc, spec.module_id, run.input_of or message.message_id)
         else:
             mapped = self._mapped(spec, exc)
             state = _END_STATES.get(mapped.outcome, TaskState.TASK_STATE_FAILED)

@@ -35,6 +35,7 @@ from a2a.types import (
 from apcore import CancelToken, Context, TraceContext
 from google.protobuf.json_format import MessageToDict
 
+from apcore_a2a.approval import APPROVED_KEY
 from apcore_a2a.errors import QuotaExceededError
 from apcore_a2a.execution.identity import identity_of
 from apcore_a2a.execution.module_calls import ModuleCalls
@@ -81,6 +82,10 @@ class Run:
     ended: bool = False
     #: the question (``turns.PendingInput``) this run's input answers, if any
     answering: Any = None
+    #: the message whose input this run resumes (an approval's run), if not its own
+    input_of: str = ""
+    #: an approval this run resumes for a module its module calls (``APPROVED_KEY``)
+    approved: dict[str, str] | None = None
     #: the apcore ``Context.data`` the module ran with (read back for ``reply_as``)
     data: dict[str, Any] | None = None
     #: the tasks apcore ran the module in (see track_module_tasks)
@@ -158,6 +163,8 @@ class Run:
             data["a2a.message_metadata"] = MessageToDict(message.metadata)
         if context.metadata:
             data["a2a.request_metadata"] = context.metadata
+        if self.approved is not None:
+            data[APPROVED_KEY] = dict(self.approved)
         apcore_context = Context.create(
             identity=identity_of(call_context),
             trace_parent=TraceContext.extract(headers) if headers else None,

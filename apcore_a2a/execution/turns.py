@@ -94,7 +94,9 @@ class PendingApproval:
 
 
 async def ask_approval(run: Run, exc: Any, module_id: str, message_id: str) -> None:
-    """Park the task in ``input-required`` for the ``ApprovalPendingError`` *exc*."""
+    """Park the task in ``input-required`` for the ``ApprovalPendingError`` *exc* (raised
+    for *module_id*, or for a module it calls), asked by the input of *message_id*."""
+    module_id = str(getattr(exc, "module_id", None) or module_id)
     approval_id = getattr(exc, "approval_id", None) or uuid.uuid4().hex
     reason = getattr(exc, "reason", None) or f"Approval required to run {module_id}"
     pending = PendingApproval(str(approval_id), module_id, sanitize(str(reason), 300), message_id)
@@ -193,6 +195,9 @@ async def _approval_answered(
     else:
         inputs = without_token(input_from_parts(original.parts, spec.input_facts))
     inputs[RESUME_KEY] = pending.approval_id
+    run.input_of = original.message_id  # asked again, the approval resumes this input
+    if pending.module_id != spec.module_id:  # asked by a call the module makes
+        run.approved = {"approvalId": pending.approval_id, "moduleId": pending.module_id}
     await run.status(TaskState.TASK_STATE_WORKING, metadata=decided)
     return inputs
 

@@ -1,0 +1,102 @@
+"""What an approval resumes: the input that asked for it, however often the task parks.
+
+Before: an approval that led to another approval (a second approver's turn, a handler
+still pending, a module whose nested call needs approval) recorded the approving
+message as the input asked for, so the next ``{"approved": true}`` ran the module on
+``{"approved": true}``: "Input validation failed", or the module on other arguments. And
+a skill whose module calls an approval-gated module asked again after every approval,
+naming the skill, not the module that needs it: it could never complete.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from apcore import ApprovalResult, Context, Executor, Registry
+from apcore.decorator import module
+
+from apcore_a2a import A2AApprovalHandler
+
+from ._agent import V1, call, send, served
+
+
+def _registry(ran: list[int]) -> Registry:
+    registry = Registry()
+
+    @module(
+        id="bank.pay",
+        description="Pay",
+        annotations={"requires_approval": True},
+        registry=registry,
+    )
+    def pay(amount: int) -> dict[str, int]:
+        ran.append(amount)
+        return {"paid": amount}
+
+    @module(id="shop.buy", description="Buy", registry=registry)
+    async def buy(amount: int, context: Context) -> dict[str, Any]:
+        paid: dict[str, Any] = await context.executor.call_async(
+            "bank.pay", {"amount": amount}, context
+        )
+        return paid
+
+    return registry
+
+
+class FourEyes(A2AApprovalHandler):
+    """Two approvals per call: the first answer is the first approver's."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.checks = 0
+
+    async def check_approval(self, approval_id: str) -> ApprovalResult:
+        result = await super().check_approval(approval_id)
+        self.checks += 1
+        if self.checks % 2 and result.status == "approved":
+            return ApprovalResult(status="pending", approval_id=f"second-{approval_id}")
+        return result
+
+
+async def _approve(http: Any, task_id: str) -> dict[str, Any]:
+    answer = await http.post("/", json=send(None, {"approved": True}, taskId=task_id), headers=V1)
+    task: dict[str, Any] = answer.json()["result"]["task"]
+    return task
+
+
+def _said(task: dict[str, Any]) -> tuple[str, Any]:
+    return task["status"]["state"], task["status"]["message"]["parts"][1]["data"]
+
+
+async def test_a_second_approval_resumes_the_input_that_asked_first() -> None:
+    ran: list[int] = []
+    executor = Executor(_registry(ran), approval_handler=FourEyes())
+    async with served(executor) as http:
+        parked = (await call(http, "bank.pay", {"amount": 5}))["result"]["task"]
+        state, data = _said(await _approve(http, parked["id"]))
+        assert (state, data["code"]) == ("TASK_STATE_INPUT_REQUIRED", "APPROVAL_PENDING")
+        assert ran == []
+        done = await _approve(http, parked["id"])
+        assert done["status"]["state"] == "TASK_STATE_COMPLETED", json.dumps(done["status"])
+        assert ran == [5]
+
+
+async def test_an_approval_of_a_module_the_skill_calls_runs_it_once() -> None:
+    ran: list[int] = []
+    executor = Executor(_registry(ran), approval_handler=A2AApprovalHandler())
+    async with served(executor) as http:
+        parked = (await call(http, "shop.buy", {"amount": 3}))["result"]["task"]
+        state, data = _said(parked)
+        assert (state, data["moduleId"]) == ("TASK_STATE_INPUT_REQUIRED", "bank.pay")
+        assert (
+            "Approval required to run bank.pay" in parked["status"]["message"]["parts"][0]["text"]
+        )
+        done = await _approve(http, parked["id"])
+        assert done["status"]["state"] == "TASK_STATE_COMPLETED", json.dumps(done["status"])
+        assert done["artifacts"][0]["parts"][0]["data"] == {"paid": 3}
+        assert ran == [3]
+        # The approval was this task's: another task's nested call asks again.
+        again = (await call(http, "shop.buy", {"amount": 4}))["result"]["task"]
+        assert _said(again)[0] == "TASK_STATE_INPUT_REQUIRED"
+        assert ran == [3]
