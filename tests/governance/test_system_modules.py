@@ -271,3 +271,21 @@ async def test_read_only_system_modules_tell_a_caller_of_the_skills_it_sees_only
         assert len(everything["modules"]) == len(client.registry.list())
         about = await call(http, "system.health.module", {"module_id": TOGGLE}, **OPS)
         assert _data(about)["module_id"] == TOGGLE
+
+
+async def test_a_system_module_output_its_schema_refuses_is_the_module_failure() -> None:
+    # apcore 0.32.2's system.manifest.module answers source_path null for a module not
+    # loaded from a file, which its output schema (a JSON Schema) refuses as "Input
+    # validation failed: [SchemaValidationErrorDetail(...)]", the words of a caller's bad
+    # input: the task failed with them, and a follow-up was asked again as if its answer
+    # was wrong. A schema of JSON Schema refuses an output as a model's does.
+    client = apcore_client()
+    about = "system.manifest.module"
+    async with served(client.executor, system_modules=[about]) as http:
+        failed = await call(http, about, {"module_id": "demo.echo"})
+    state, said = _failure(failed)
+    assert (state, said["message"]) == (
+        "TASK_STATE_FAILED",
+        "Module output does not match its schema",
+    )
+    assert "Input" not in json.dumps(failed)

@@ -45,3 +45,27 @@ async def test_apcore_refuses_input_and_output_with_one_error_code(cached: bool)
     assert bad_input.value.code == bad_output.value.code == "SCHEMA_VALIDATION_ERROR"  # type: ignore[attr-defined]
     assert not output_invalid(bad_input.value)
     assert output_invalid(bad_output.value)
+
+
+async def test_a_json_schema_refuses_an_output_in_the_words_of_an_input() -> None:
+    registry = Registry()
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+
+    class Loose:
+        input_schema = schema
+        output_schema = {**schema, "properties": {"said": {"type": "string"}}, "required": []}
+        description = "Answers a number where a string is due"
+
+        def execute(self, inputs: dict[str, Any], context: Any) -> dict[str, Any]:
+            return {"said": 1}
+
+    registry.register("demo.loose", Loose())
+    executor = Executor(registry)
+    with pytest.raises(Exception) as bad_input:
+        await executor.call_async("demo.loose", {"n": "x"})
+    with pytest.raises(Exception) as bad_output:
+        await executor.call_async("demo.loose", {"n": 1})
+    said = bad_output.value.message  # type: ignore[attr-defined]
+    assert said.startswith("Input validation failed")  # apcore's words for an input
+    assert not output_invalid(bad_input.value)
+    assert output_invalid(bad_output.value)
