@@ -109,11 +109,13 @@ def check_served(
     system_modules: Collection[str],
     *,
     authenticated: bool,
+    cluster: bool = False,
 ) -> None:
     """Refuse (``SettingsError``, one line) to serve what apcore's governance does not
     cover: a named system module that is not a registered ``system.*`` one; a control
-    module without authentication or without apcore's approval gate over the control
-    plane (``governance_state()``); any *served* module that requires approval, on an
+    module without authentication, in *cluster* mode (it would change one process of
+    several), or without apcore's approval gate over the control plane
+    (``governance_state()``); any *served* module that requires approval, on an
     executor whose strategy has no approval gate."""
     registered = [m for m in registry.list() if m.startswith(SYSTEM_PREFIX)]
     for name in system_modules:
@@ -143,6 +145,12 @@ def check_served(
             raise SettingsError(
                 f"{first}: it is served only with authentication (auth_key, auth_jwks_url or "
                 f"api_keys), to callers with the {OPERATOR_ROLE!r} role"
+            )
+        if cluster:
+            raise SettingsError(
+                f"{first}: it changes only the process that runs it (apcore keeps toggles, "
+                "config and modules in its memory), and in cluster mode other processes "
+                "serve the same agent: refusing to serve it"
             )
         if state.unprotected_control_surface or not (
             state.builtin_approval_gate_wired and state.all_control_modules_require_approval

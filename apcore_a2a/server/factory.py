@@ -170,6 +170,7 @@ class A2AServerFactory:
             catalog.ids(),
             s.system_modules,
             authenticated=self.auth is not None,
+            cluster=s.cluster,
         )
         if s.default_skill and catalog.get(s.default_skill) is None:
             raise ValueError(f"default_skill {s.default_skill!r} is not a served skill")

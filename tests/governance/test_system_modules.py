@@ -103,6 +103,29 @@ def test_a_control_module_needs_apcore_approval_gate() -> None:
     )
 
 
+@pytest.mark.parametrize("control", [TOGGLE, "system.control.update_config"])
+def test_a_control_module_is_not_served_by_several_processes(control: str, tmp_path: Path) -> None:
+    # apcore keeps toggles, config and loaded modules in the memory of the process that
+    # runs the call: with replicas (cluster mode, --workers N) an operator's "disable
+    # demo.echo" disabled it on one of them, the others serving it on.
+    store = f"sqlite:///{tmp_path / 'tasks.db'}"
+    factory = A2AServerFactory(
+        apcore_client().executor,
+        environ={},
+        api_keys=KEYS,
+        system_modules=[control],
+        cluster=True,
+        task_store=store,
+    )
+    with pytest.raises(SettingsError) as refused:
+        factory.create()
+    assert str(refused.value) == (
+        f"system_modules: {control} is one of apcore's control modules: it changes only the "
+        "process that runs it (apcore keeps toggles, config and modules in its memory), and "
+        "in cluster mode other processes serve the same agent: refusing to serve it"
+    )
+
+
 async def test_a_control_module_is_for_operators_and_asks_for_approval() -> None:
     client = apcore_client()
     async with served(client.executor, api_keys=KEYS, system_modules=[TOGGLE]) as http:
