@@ -13,10 +13,16 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+from a2a.types import TaskState
 from apcore import ApprovalResult, Context, Executor, Registry
 from apcore.decorator import module
+from google.protobuf.json_format import MessageToDict
 
-from apcore_a2a import A2AApprovalHandler
+from apcore_a2a import A2AApprovalHandler, A2AServerFactory
+from tests._sdk import make_client, request
+from tests._support import free_port, running_server
+from tests.lifecycle._client import BINDINGS, collect
 
 from ._agent import V1, call, send, served
 
@@ -100,3 +106,26 @@ async def test_an_approval_of_a_module_the_skill_calls_runs_it_once() -> None:
         again = (await call(http, "shop.buy", {"amount": 4}))["result"]["task"]
         assert _said(again)[0] == "TASK_STATE_INPUT_REQUIRED"
         assert ran == [3]
+
+
+@pytest.mark.parametrize(("binding", "version"), BINDINGS)
+async def test_a_nested_approval_on_every_binding(binding: str, version: str) -> None:
+    ran: list[int] = []
+    executor = Executor(_registry(ran), approval_handler=A2AApprovalHandler())
+    port = free_port()
+    app, _card = A2AServerFactory(
+        executor, environ={}, name="nested", port=port, grpc_port=free_port()
+    ).create()
+    async with running_server(app, port=port) as url:
+        client = await make_client(url, binding, version)
+        try:
+            events = await collect(client.send_message(request("shop.buy", {"amount": 2})))
+            parked = events[-1].task
+            assert parked.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+            assert MessageToDict(parked.metadata)["apcore"]["approval"]["moduleId"] == "bank.pay"
+            answer = request(None, {"approved": True}, task_id=parked.id)
+            done = (await collect(client.send_message(answer)))[-1].task
+            assert done.status.state == TaskState.TASK_STATE_COMPLETED
+        finally:
+            await client.close()
+    assert ran == [2]
