@@ -24,11 +24,14 @@ class A2AApprovalHandler:
     answers with ``{"approved": true}`` (or ``false`` with a reason) on the same task, and
     the module runs (or the task ends ``rejected``). Decisions are remembered for the last
     *max_entries* approvals. A decision is used once and an unknown id is rejected, so an
-    approval id cannot be replayed to run a module again.
+    approval id cannot be replayed to run a module again; the run that used it may still
+    call the module it was asked for (:data:`APPROVED_KEY`: the skill's own approval gate
+    and the module it calls may both read it).
     """
 
     def __init__(self, *, max_entries: int = 10_000) -> None:
         self._decisions: LRUCache[str, tuple[str, str | None]] = LRUCache(max_entries)
+        self._used: LRUCache[str, tuple[str, str | None]] = LRUCache(max_entries)
         self._lock = threading.Lock()
 
     async def request_approval(self, request: ApprovalRequest) -> ApprovalResult:
@@ -38,11 +41,12 @@ class A2AApprovalHandler:
         data = getattr(request.context, "data", None)
         grant = data.get(APPROVED_KEY) if isinstance(data, dict) else None
         if isinstance(grant, dict) and grant.get("moduleId") == request.module_id:
-            if "status" not in grant:  # decided once per run, for each such call in it
-                decided = await self.check_approval(str(grant.get("approvalId")))
-                grant.update(status=decided.status, reason=decided.reason)
-            status, reason = grant["status"], grant.get("reason")
-            return ApprovalResult(status=status, approval_id=grant["approvalId"], reason=reason)
+            approval_id = str(grant.get("approvalId"))
+            with self._lock:  # used already by the run's own call (a skill gated too)?
+                used = self._used.get(approval_id)
+            if used is None:
+                return await self.check_approval(approval_id)
+            return ApprovalResult(status=used[0], approval_id=approval_id, reason=used[1])
         approval_id = uuid.uuid4().hex
         with self._lock:
             self._decisions[approval_id] = ("pending", None)
@@ -55,6 +59,7 @@ class A2AApprovalHandler:
             entry = self._decisions.get(approval_id)
             if entry is not None and entry[0] != "pending":
                 del self._decisions[approval_id]
+                self._used[approval_id] = entry  # for the calls its run makes only
         if entry is None:
             return ApprovalResult(
                 status="rejected", approval_id=approval_id, reason="Unknown or expired approval"

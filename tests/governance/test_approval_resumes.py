@@ -47,6 +47,15 @@ def _registry(ran: list[int]) -> Registry:
         )
         return paid
 
+    @module(
+        id="shop.order",
+        description="Order",
+        annotations={"requires_approval": True},
+        registry=registry,
+    )
+    async def order(amount: int, context: Context) -> dict[str, Any]:
+        return await buy(amount, context)
+
     return registry
 
 
@@ -106,6 +115,20 @@ async def test_an_approval_of_a_module_the_skill_calls_runs_it_once() -> None:
         again = (await call(http, "shop.buy", {"amount": 4}))["result"]["task"]
         assert _said(again)[0] == "TASK_STATE_INPUT_REQUIRED"
         assert ran == [3]
+
+
+async def test_a_gated_skill_calling_a_gated_module_asks_for_each_once() -> None:
+    ran: list[int] = []
+    executor = Executor(_registry(ran), approval_handler=A2AApprovalHandler())
+    async with served(executor) as http:
+        parked = (await call(http, "shop.order", {"amount": 6}))["result"]["task"]
+        assert _said(parked)[1]["moduleId"] == "shop.order"
+        inner = await _approve(http, parked["id"])
+        assert _said(inner) == ("TASK_STATE_INPUT_REQUIRED", _said(inner)[1])
+        assert _said(inner)[1]["moduleId"] == "bank.pay"
+        done = await _approve(http, parked["id"])
+        assert done["status"]["state"] == "TASK_STATE_COMPLETED", json.dumps(done["status"])
+        assert ran == [6]
 
 
 @pytest.mark.parametrize(("binding", "version"), BINDINGS)
