@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,6 +44,8 @@ class SkillCatalog:
         self._registry = registry
         self._builder = builder
         self._system = frozenset(system_modules)
+        #: why a module may not be published, if it may not (``governance.check_served``)
+        self.unservable: Callable[[str], str | None] | None = None
         self._lock = threading.Lock()
         self._spec_cache: dict[int, SkillSpec | None] = {}
         self._snapshot = self._build(None)
@@ -102,6 +104,9 @@ class SkillCatalog:
         specs: dict[str, SkillSpec] = {}
         for module_id in self._registry.list():
             if not is_served(module_id, self._system):
+                continue
+            if self.unservable is not None and (why := self.unservable(module_id)):
+                logger.error("Module %s is not published: %s", module_id, why)
                 continue
             try:
                 spec = self._spec_for(module_id)

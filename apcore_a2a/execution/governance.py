@@ -17,7 +17,7 @@ read through apcore's public API (``governance_state()``, the strategy's steps).
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from typing import Any
 
 from apcore.schema import governance_union
@@ -110,13 +110,14 @@ def check_served(
     *,
     authenticated: bool,
     cluster: bool = False,
-) -> None:
+) -> Callable[[str], str | None] | None:
     """Refuse (``SettingsError``, one line) to serve what apcore's governance does not
     cover: a named system module that is not a registered ``system.*`` one; a control
     module without authentication, in *cluster* mode (it would change one process of
     several), or without apcore's approval gate over the control plane
     (``governance_state()``); any *served* module that requires approval, on an
-    executor whose strategy has no approval gate."""
+    executor whose strategy has no approval gate. Returns why a module registered later
+    may not be published (one that requires approval, on such an executor), if any can't."""
     registered = [m for m in registry.list() if m.startswith(SYSTEM_PREFIX)]
     for name in system_modules:
         if not name.startswith(SYSTEM_PREFIX):
@@ -136,7 +137,7 @@ def check_served(
             ", ".join(hidden),
         )
     if not callable(getattr(executor, "governance_state", None)):
-        return
+        return None
     state = executor.governance_state()
     control = sorted(n for n in system_modules if n.startswith(CONTROL_PREFIX))
     if control:
@@ -169,3 +170,6 @@ def check_served(
                 "Executor given has no approval gate: serve them with apcore's approval_gate "
                 "step (the standard strategy has it) so they never run unasked"
             )
+        why = "it requires approval, and the strategy of the apcore Executor given has no gate"
+        return lambda m: why if _requires_approval(registry, m) else None
+    return None

@@ -164,7 +164,7 @@ class A2AServerFactory:
         catalog = SkillCatalog(self.registry, self.card_builder(), s.system_modules)
         if not catalog.ids():
             raise ValueError("No module has a description; nothing to publish as a skill")
-        check_served(
+        catalog.unservable = check_served(
             self.executor,
             self.registry,
             catalog.ids(),

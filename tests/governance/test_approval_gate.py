@@ -79,3 +79,33 @@ def test_a_strategy_without_an_approval_gate_cannot_serve_such_a_module() -> Non
         "approval gate: serve them with apcore's approval_gate step (the standard strategy "
         "has it) so they never run unasked"
     )
+
+
+async def test_such_a_module_registered_as_the_agent_runs_is_not_served(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # The start refuses such a module; one registered later was published and ran unasked.
+    paid: list[int] = []
+    registry = _paying_client(paid).registry
+    registry.unregister("bank.pay")
+
+    @module(id="demo.echo", description="Echo", registry=registry)
+    def echo(text: str) -> str:
+        return text
+
+    executor = Executor(registry, strategy="internal")
+    async with served(executor) as http:
+        registry.register("bank.pay", _paying_client(paid).registry.get("bank.pay"))
+        card = (await http.get("/.well-known/agent-card.json", headers=V1)).json()
+        refused = await call(http, "bank.pay", {"amount": 5})
+    assert [skill["id"] for skill in card["skills"]] == ["demo.echo"]
+    assert (refused["error"]["code"], refused["error"]["message"]) == (
+        -32601,
+        "Skill not found: bank.pay",
+    )
+    assert paid == []
+    said = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert said == [
+        "Module bank.pay is not published: it requires approval, and the strategy of the "
+        "apcore Executor given has no gate"
+    ]
