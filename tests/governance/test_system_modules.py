@@ -21,7 +21,7 @@ from apcore.decorator import module
 from apcore_a2a import A2AServerFactory, Settings
 from apcore_a2a.config import load_config
 from apcore_a2a.settings import SettingsError
-from tests._support import cli, cli_server
+from tests._support import cli, cli_server, free_port
 
 from ._agent import KEYS, OPS, TOGGLE, USER, V1, apcore_client, call, send, served, skills, toggle
 
@@ -185,6 +185,24 @@ async def test_cli_refuses_an_unprotected_control_module_in_one_line(tmp_path: P
         "the 'operator' role"
     ]
     assert "Traceback" not in err
+
+
+async def test_cli_refuses_a_control_module_to_several_workers_in_one_line(
+    tmp_path: Path,
+) -> None:
+    code, _out, err = await cli(
+        *("serve", "--extensions-dir", "examples/extensions", "--workers", "2", "--cluster"),
+        *("--task-store", f"sqlite:///{tmp_path / 'tasks.db'}", "--system-module", TOGGLE),
+        *("--apcore-config", _apcore_yaml(tmp_path), "--port", str(free_port())),
+        env={"A2A_API_KEYS": KEYS[0]},
+    )
+    assert code == 1
+    said = [line for line in err.splitlines() if line.startswith("Error:")]
+    assert len(said) == 1 and "Traceback" not in err, err
+    assert said[0].startswith(f"Error: --system-module: {TOGGLE} is one of apcore's control")
+    assert said[0].endswith(
+        "in cluster mode other processes serve the same agent: refusing to serve it"
+    )
 
 
 def test_cli_serves_the_system_modules_it_names(tmp_path: Path) -> None:
