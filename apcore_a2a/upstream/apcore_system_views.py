@@ -24,6 +24,8 @@ from apcore import ModuleNotFoundError
 from apcore_a2a.upstream.apcore_health_errors import without_error_texts
 
 ABOUT_ONE = frozenset({"system.manifest.module", "system.health.module", "system.usage.module"})
+LISTS = frozenset({"system.manifest.full", "system.health.summary", "system.usage.summary"})
+_VIEWS = ABOUT_ONE | LISTS
 _STATUSES = ("healthy", "degraded", "error", "unknown")
 
 
@@ -36,7 +38,7 @@ async def call_seen(
 ) -> Any:
     """``call(module_id, inputs, context)`` (apcore's ``call_async``) as seen by a caller
     who may see the modules *may_see* accepts (``None``: an operator, who sees all)."""
-    if may_see is None:
+    if may_see is None or module_id not in _VIEWS:  # an operator; other modules
         return await call(module_id, inputs, context)
     asked = inputs.get("module_id")
     if module_id in ABOUT_ONE and isinstance(asked, str) and asked and not may_see(asked):

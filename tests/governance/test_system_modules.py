@@ -274,6 +274,12 @@ async def test_read_only_system_modules_tell_a_caller_of_the_skills_it_sees_only
     # its card and "Skill not found" keep from it), the unserved system modules, and the
     # server's file path of each module (source_path).
     client = apcore_client()
+    own = {"modules": [{"module_id": TOGGLE}], "module_count": 1, "source_path": "/srv/a.py"}
+
+    @module(id="demo.listing", description="A module's own output", registry=client.registry)
+    def listing() -> dict[str, Any]:
+        return json.loads(json.dumps(own))
+
     views = ("system.manifest.full", "system.health.summary", "system.usage.summary")
     about_one = ("system.manifest.module", "system.health.module", "system.usage.module")
     async with served(
@@ -284,8 +290,9 @@ async def test_read_only_system_modules_tell_a_caller_of_the_skills_it_sees_only
     ) as http:
         await call(http, "demo.echo", {"text": "hi"}, **USER)
         await call(http, "system.manifest.full", {}, **OPS)  # a call of a hidden-to-ann module
-        seen = ["demo.echo", *views, *about_one]
+        seen = ["demo.echo", "demo.listing", *views, *about_one]
         for who in (None, USER):
+            assert _data(await call(http, "demo.listing", {}, **(who or {}))) == own
             manifest = _data(await call(http, "system.manifest.full", {}, **(who or {})))
             assert sorted(m["module_id"] for m in manifest["modules"]) == sorted(seen)
             assert manifest["module_count"] == len(seen)
