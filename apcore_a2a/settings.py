@@ -252,6 +252,12 @@ class Settings(SourcedSettings):
         3600.0, "storage.task_ttl_seconds", "memory: finished task TTL", ge=0
     )
     task_event_log_size: int = setting(100, "storage.task_event_log_size", "events per task", ge=0)
+    task_event_log_bytes: int = setting(
+        4 * 1024 * 1024,
+        "storage.task_event_log_bytes",
+        "memory: bytes of events kept per task (its latest event is kept whatever its size)",
+        ge=1,
+    )
     task_retention_seconds: float | None = setting(
         None, "storage.task_retention_seconds", "SQL: delete finished tasks older than this", ge=0
     )

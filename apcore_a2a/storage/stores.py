@@ -201,7 +201,9 @@ def open_stores(task_store: str | TaskStore, settings: Settings) -> Stores:
         stores.event_log = stores.event_stream
     elif settings.task_event_log_size > 0:
         stores.event_log = MemoryEventLog(
-            per_task=settings.task_event_log_size, max_tasks=EVENT_LOG_TASKS
+            per_task=settings.task_event_log_size,
+            max_tasks=EVENT_LOG_TASKS,
+            per_task_bytes=settings.task_event_log_bytes,
         )
     return stores
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from a2a.types import TaskState, TaskStatus, TaskStatusUpdateEvent
+from a2a.types import Message, Part, Task, TaskState, TaskStatus, TaskStatusUpdateEvent
 from a2a.utils.errors import InvalidParamsError
 
 from apcore_a2a.storage.event_log import MemoryEventLog
@@ -22,7 +22,7 @@ async def _replay(log: MemoryEventLog, task_id: str, after: int) -> list[int]:
 
 
 async def test_replays_what_it_keeps_and_refuses_an_id_whose_successors_are_gone() -> None:
-    log = MemoryEventLog(per_task=3, max_tasks=10)
+    log = MemoryEventLog(per_task=3, max_tasks=10, per_task_bytes=1 << 20)
     ids = [log.append("t1", _event("t1", n), owner="o") for n in range(5)]
     log.append("t2", _event("t2", 0), owner="o")  # ids are per process, shared by tasks
     assert await _replay(log, "t1", ids[1]) == ids[2:]
@@ -33,7 +33,7 @@ async def test_replays_what_it_keeps_and_refuses_an_id_whose_successors_are_gone
 
 
 async def test_keeps_only_the_most_recently_active_tasks() -> None:
-    log = MemoryEventLog(per_task=3, max_tasks=2)
+    log = MemoryEventLog(per_task=3, max_tasks=2, per_task_bytes=1 << 20)
     first = log.append("old", _event("old", 0), owner="o")
     log.append("a", _event("a", 0), owner="o")
     log.append("b", _event("b", 0), owner="o")
@@ -43,4 +43,23 @@ async def test_keeps_only_the_most_recently_active_tasks() -> None:
 
 def test_bounds_must_be_positive() -> None:
     with pytest.raises(ValueError, match="at least 1"):
-        MemoryEventLog(per_task=0, max_tasks=1)
+        MemoryEventLog(per_task=0, max_tasks=1, per_task_bytes=1 << 20)
+
+
+async def test_keeps_a_tasks_bytes_bound_oldest_out_first_and_its_latest_event_always() -> None:
+    size = _event("t1", 0).ByteSize()
+    log = MemoryEventLog(per_task=100, max_tasks=2, per_task_bytes=3 * size)
+    ids = [log.append("t1", _event("t1", n), owner="o") for n in range(5)]
+    assert log.held_bytes == 3 * size
+    assert await _replay(log, "t1", ids[1]) == ids[2:]
+    with pytest.raises(InvalidParamsError, match="no longer kept"):
+        await _replay(log, "t1", ids[0])
+    big = Task(id="t1", context_id="c", history=[Message(parts=[Part(text="x" * 4 * size)])])
+    latest = log.append("t1", big, owner="o")  # over the bound alone: kept, the rest gone
+    assert log.position("t1") == latest and log.held_bytes > 4 * size
+    assert await _replay(log, "t1", ids[4]) == [latest]
+    with pytest.raises(InvalidParamsError, match="no longer kept"):
+        await _replay(log, "t1", ids[3])
+    log.append("a", _event("a", 0), owner="o")
+    log.append("b", _event("b", 0), owner="o")  # t1's log goes, with its bytes
+    assert log.held_bytes == _event("a", 0).ByteSize() + _event("b", 0).ByteSize()
