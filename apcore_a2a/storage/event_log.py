@@ -105,18 +105,20 @@ class MemoryEventLog:
     async def tail(
         self, task_id: str, after_seq: int, *, until_idle: bool = False
     ) -> AsyncGenerator[tuple[int, TaskVersion, Event], None]:
-        """Events after *after_seq*, then new ones; refuses an id whose successors are gone."""
-        gone = self._dropped.get(task_id, 0) > after_seq
-        if gone or (after_seq and task_id not in self._logs):
-            raise InvalidParamsError(
-                message=f"Last-Event-ID {after_seq}: the events after it are no longer kept "
-                "(task_event_log_size, task_event_log_bytes); read the task with GetTask"
-            )
+        """Events after *after_seq*, then new ones; refuses an id whose successors are gone,
+        also once streaming: a reader that fell behind the bounds gets no gap."""
         cursor = after_seq
         woken = self.hub.register(task_id)
         try:
             while True:
                 woken.clear()
+                gone = self._dropped.get(task_id, 0) > cursor
+                if gone or (cursor and task_id not in self._logs):
+                    raise InvalidParamsError(
+                        message=f"Last-Event-ID {cursor}: the events after it are no longer "
+                        "kept (task_event_log_size, task_event_log_bytes); read the task "
+                        "with GetTask"
+                    )
                 log = self._logs.get(task_id, deque())
                 fresh = [(seq, event) for seq, event, _size in log if seq > cursor]
                 for seq, event in fresh:

@@ -63,3 +63,14 @@ async def test_keeps_a_tasks_bytes_bound_oldest_out_first_and_its_latest_event_a
     log.append("a", _event("a", 0), owner="o")
     log.append("b", _event("b", 0), owner="o")  # t1's log goes, with its bytes
     assert log.held_bytes == _event("a", 0).ByteSize() + _event("b", 0).ByteSize()
+
+
+async def test_a_reader_the_bounds_left_behind_is_refused_not_handed_a_gap() -> None:
+    log = MemoryEventLog(per_task=3, max_tasks=2, per_task_bytes=1 << 20)
+    first = log.append("t1", _event("t1", 0), owner="o")
+    reader = log.tail("t1", 0)
+    assert (await anext(reader))[0] == first
+    for n in range(1, 5):  # 4 events while the reader waits: the oldest of them fell out
+        log.append("t1", _event("t1", n), owner="o")
+    with pytest.raises(InvalidParamsError, match=f"Last-Event-ID {first}: .* no longer kept"):
+        await anext(reader)
