@@ -8,7 +8,8 @@ RSS per task at 100 KB answers, ``benchmarks/RESULTS.md``). A real server on
 20 KB each holds no more than that bound and its latest event (before: 5.5 MB, every event
 of the conversation); a resume from one of its dropped events is answered as the docs say
 (-32602 / HTTP 400 "no longer kept" on JSON-RPC and REST, 1.0 and 0.3; gRPC, which has no
-ids, gets the task as it stands); another caller's parked task keeps its log beside it.
+ids, 1.0 and 0.3, gets the task as it stands); another caller's parked task keeps its
+log beside it.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 import grpc.aio
 import httpx
 import pytest
+from a2a.compat.v0_3 import a2a_v0_3_pb2, a2a_v0_3_pb2_grpc
 from a2a.types import a2a_pb2, a2a_pb2_grpc
 from apcore import Executor, Registry
 from pydantic import BaseModel
@@ -144,15 +146,19 @@ async def test_a_long_conversation_holds_its_bytes_bound_and_a_resume_past_it_is
     assert history == 2 * TURNS + 1
     # gRPC has no ids: its resume is a plain subscription, the task as it stands.
     async with grpc.aio.insecure_channel(grpc_address) as channel:
-        stub = a2a_pb2_grpc.A2AServiceStub(channel)
-        call = stub.SubscribeToTask(
+        new = a2a_pb2_grpc.A2AServiceStub(channel).SubscribeToTask(
             a2a_pb2.SubscribeToTaskRequest(id=task_id),
             metadata=[("x-api-key", KEY_A), ("a2a-version", "1.0")],
         )
-        first_event = await call.read()  # the task waits for input: the stream goes on
-        call.cancel()
-    assert first_event.task.status.state == a2a_pb2.TASK_STATE_INPUT_REQUIRED
-    assert len(first_event.task.history) == history
+        old = a2a_v0_3_pb2_grpc.A2AServiceStub(channel).TaskSubscription(
+            a2a_v0_3_pb2.TaskSubscriptionRequest(name=f"tasks/{task_id}"),
+            metadata=[("x-api-key", KEY_A), ("a2a-version", "0.3")],
+        )
+        for call in (new, old):
+            first_event = await call.read()  # the task waits for input: the stream goes on
+            call.cancel()
+            assert first_event.task.status.state == a2a_pb2.TASK_STATE_INPUT_REQUIRED
+            assert len(first_event.task.history) == history
 
 
 async def test_one_callers_huge_events_leave_anothers_parked_log(
