@@ -22,6 +22,7 @@ settings.load_profile("ci" if os.environ.get("CI") else "dev")
 #: run on alone while the other processes had nothing left to do.
 FIRST = (
     "tests/storage/test_unrelated_rows_e2e.py",
+    "tests/docs/test_docs.py",  # one test; its child pytest runs every block in one process
     "tests/storage/test_long_streams_e2e.py",
     "tests/test_bench_smoke.py",
     "tests/storage/test_one_owner.py",
@@ -29,7 +30,6 @@ FIRST = (
     "tests/storage/test_paused_replica_e2e.py",
     "tests/storage/test_replicas_e2e.py",
     "tests/storage/test_list_pages_e2e.py",
-    "tests/docs/test_docs.py",
     "tests/ops/test_shutdown_bound.py",
     "tests/storage/test_write_path_e2e.py",
     "tests/storage/test_cluster_write_path_e2e.py",
