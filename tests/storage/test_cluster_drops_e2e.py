@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-from .._support import rpc_stream
+from .._support import TLS, rpc_stream
 from .test_replicas_e2e import PROBES, _pair
 
 V10 = {"A2A-Version": "1.0"}
@@ -52,7 +52,7 @@ def _state(result: dict[str, Any]) -> str | None:
 
 
 async def _stored_state(url: str, task_id: str) -> str:
-    async with httpx.AsyncClient(timeout=WAIT) as http:
+    async with httpx.AsyncClient(timeout=WAIT, verify=TLS) as http:
         body = {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": task_id}}
         answer = (await http.post(url + "/", json=body, headers=V10)).json()
     return str(answer["result"]["status"]["state"])

@@ -27,7 +27,7 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from .._postgres import PG_DB, PG_HOST, PG_PORT, PG_USER, pg_schema_url
-from .._support import ServerProcess, cli_server
+from .._support import TLS, ServerProcess, cli_server
 from .test_replicas_e2e import PROBES, _pair
 
 V10 = {"A2A-Version": "1.0"}
@@ -45,7 +45,7 @@ async def _rpc(url: str, method: str, params: dict[str, object]) -> dict[str, ob
 
 
 async def _answer(url: str, method: str, params: dict[str, object]) -> dict[str, Any]:
-    async with httpx.AsyncClient(timeout=WAIT) as http:
+    async with httpx.AsyncClient(timeout=WAIT, verify=TLS) as http:
         body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
         return dict((await http.post(url + "/", json=body, headers=V10)).json())
 

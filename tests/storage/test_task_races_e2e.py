@@ -25,7 +25,7 @@ from a2a.utils.errors import A2AError
 from tests._sdk import make_client, request
 
 from .._postgres import pg_schema_url
-from .._support import cli_server, free_port
+from .._support import TLS, cli_server, free_port
 from .test_replicas_e2e import PROBES
 
 V10 = {"A2A-Version": "1.0"}
@@ -87,7 +87,7 @@ def _message(skill: str | None, data: dict[str, Any], task_id: str = "") -> dict
 
 async def _rpc(url: str, method: str, params: dict[str, Any]) -> Any:
     # A connection of its own per call: with two workers, the kernel picks either.
-    async with httpx.AsyncClient(timeout=120) as http:
+    async with httpx.AsyncClient(timeout=120, verify=TLS) as http:
         body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
         response = await http.post(url + "/", json=body, headers=V10)
     assert response.status_code == 200, response.text
@@ -189,7 +189,7 @@ async def _subscriber(url: str, task_id: str, ready: asyncio.Event) -> list[str]
     body = {"jsonrpc": "2.0", "id": 1, "method": "SubscribeToTask", "params": {"id": task_id}}
     states: list[str] = []
     async with (
-        httpx.AsyncClient(timeout=120) as http,
+        httpx.AsyncClient(timeout=120, verify=TLS) as http,
         http.stream("POST", url + "/", json=body, headers=V10) as response,
     ):
         async for line in response.aiter_lines():

@@ -27,6 +27,7 @@ from .._support import (
     CLI_STOP_TIMEOUT,
     ROOT,
     START_TIMEOUT,
+    TLS,
     ServerProcess,
     cli_server,
     free_port,
@@ -52,7 +53,7 @@ def workers(
 
 async def _rpc(url: str, method: str, params: dict[str, Any]) -> Any:
     # A fresh connection per call, so the kernel may pick either worker.
-    async with httpx.AsyncClient(timeout=60) as http:
+    async with httpx.AsyncClient(timeout=60, verify=TLS) as http:
         body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
         response = await http.post(url + "/", json=body, headers=V10)
     return response.json()
