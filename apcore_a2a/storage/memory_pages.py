@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, insort
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from a2a.types import ListTasksRequest, Task
 from a2a.utils.constants import DEFAULT_LIST_TASKS_PAGE_SIZE
@@ -30,8 +31,7 @@ Key = tuple[bool, int, str]
 _Group = tuple[object, ...]
 
 
-@dataclass(frozen=True)
-class _Entry:
+class _Entry(NamedTuple):  # a tuple: made and compared on every save, in C
     key: Key
     context_id: str
     state: int

@@ -126,3 +126,18 @@ async def test_anonymous_health_names_no_database_while_it_is_down() -> None:
                 assert "unreachable" in detailed.json()["reason"]
         finally:
             await proxy.stop()
+
+
+@pytest.mark.parametrize("verb", ["GET", "HEAD", "POST", "PUT", "DELETE"])
+def test_each_request_is_recorded_as_its_route_was_described(verb: str) -> None:
+    """The per-request record (``RequestInfo.again``) is the route's description with the
+    request's shape limits, nothing else: what ``dataclasses.replace`` made before."""
+    import dataclasses
+
+    from apcore_a2a.classify import describe, hidden_routes
+    from apcore_a2a.shape import Shape
+
+    shape = Shape(max_depth=7)
+    for path in [*hidden_routes("", rpc_path="/rpc"), "/explorer", "/explorer/app.js"]:
+        route = describe(path, verb, rpc_path="/rpc", explorer_prefix="/explorer")
+        assert route.again(shape) == dataclasses.replace(route, shape=shape), (path, verb)
