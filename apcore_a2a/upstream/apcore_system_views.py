@@ -9,9 +9,10 @@ from it everywhere else (card, extended card, "Skill not found"): the control pl
 (``system.control.*``, an operator's), the system modules not served, modules an ACL hides
 from it; and the server's file of each module (``source_path``). A caller without the
 operator role gets the entries, counts and totals of the modules it may see
-(*may_see*), no ``source_path``, and, about any other module, the answer about a module
-that does not exist (apcore's ``ModuleNotFoundError``, raised before the call);
-operators read them as apcore answers.
+(*may_see*), no ``source_path``, no caller module it may not see (``callers`` of
+``system.usage.module``: the modules that called the one asked about) and, about any
+other module, the answer about a module that does not exist (apcore's
+``ModuleNotFoundError``, raised before the call); operators read them as apcore answers.
 """
 
 from __future__ import annotations
@@ -51,6 +52,8 @@ async def call_seen(
     if module_id in ABOUT_ONE or not isinstance(entries, list):
         if isinstance(value, dict) and "source_path" in value:
             value["source_path"] = None
+        if isinstance(value, dict) and isinstance(value.get("callers"), list):
+            value["callers"] = [c for c in value["callers"] if _seen_caller(c, may_see)]
         return value
     kept = [e for e in entries if isinstance(e, dict) and may_see(str(e.get("module_id")))]
     for entry in kept:
@@ -66,3 +69,10 @@ async def call_seen(
             value[total] = sum(e.get(key) or 0 for e in kept)
     value["modules"] = [e for e in kept if not (quiet and e.get("status") == "healthy")]
     return value
+
+
+def _seen_caller(entry: Any, may_see: Callable[[str], bool]) -> bool:
+    """Whether a ``system.usage.module`` caller entry names no module kept from the caller
+    (``caller_id``: the module that made the call, ``unknown`` for a caller's own)."""
+    caller = entry.get("caller_id") if isinstance(entry, dict) else None
+    return caller == "unknown" or (isinstance(caller, str) and may_see(caller))

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from apcore import Executor
+from apcore import ACL, ACLRule, Context, Executor
 from apcore.decorator import module
 
 from apcore_a2a import A2AServerFactory, Settings
@@ -337,3 +337,42 @@ async def test_a_system_module_output_its_schema_refuses_is_the_module_failure()
         "Module output does not match its schema",
     )
     assert "Input" not in json.dumps(failed)
+
+
+async def test_usage_of_a_module_names_no_caller_module_the_caller_may_not_see() -> None:
+    # system.usage.module lists the modules that called the one asked about (apcore's
+    # caller_id): ann, whom the ACL keeps from admin.audit (not on her card, "Skill not
+    # found"), read its id in the callers of demo.echo, which admin.audit calls.
+    client = apcore_client()
+
+    @module(id="admin.audit", description="Audit", registry=client.registry)
+    async def audit(context: Context) -> Any:
+        return await context.executor.call_async("demo.echo", {"text": "x"}, context)
+
+    client.executor.set_acl(
+        ACL(
+            rules=[
+                ACLRule(callers=["admin.audit"], targets=["demo.echo"], effect="allow"),
+                ACLRule(
+                    callers=["@external"],
+                    targets=["admin.*"],
+                    effect="allow",
+                    conditions={"roles": ["operator"]},
+                ),
+                ACLRule(callers=["@external"], targets=["demo.*", "system.*"], effect="allow"),
+            ],
+            default_effect="deny",
+        )
+    )
+    usage = "system.usage.module"
+    async with served(client.executor, api_keys=KEYS, system_modules=[usage]) as http:
+        assert (await call(http, "admin.audit", {}, **USER))["error"]["code"] == -32601
+        done = await call(http, "admin.audit", {}, **OPS)
+        assert done["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+        await call(http, "demo.echo", {"text": "hi"}, **USER)
+        asked = {"module_id": "demo.echo"}
+        seen = _data(await call(http, usage, asked, **USER))
+        everything = _data(await call(http, usage, asked, **OPS))
+    assert [c["caller_id"] for c in seen["callers"]] == ["unknown"]
+    assert sorted(c["caller_id"] for c in everything["callers"]) == ["admin.audit", "unknown"]
+    assert seen["call_count"] == everything["call_count"] == 2
