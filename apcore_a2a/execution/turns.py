@@ -95,8 +95,20 @@ class PendingApproval:
 
 async def ask_approval(run: Run, exc: Any, module_id: str, message_id: str) -> None:
     """Park the task in ``input-required`` for the ``ApprovalPendingError`` *exc* (raised
-    for *module_id*, or for a module it calls), asked by the input of *message_id*."""
-    module_id = str(getattr(exc, "module_id", None) or module_id)
+    for *module_id*, or for a module it calls), asked by the input of *message_id*. A run
+    that resumed the approval of one module it calls, asking for another's, ends the task
+    ``failed``: approved, the other would run *module_id* again, and the first module on
+    an approval used already (which asks again: never done)."""
+    skill, module_id = module_id, str(getattr(exc, "module_id", None) or module_id)
+    used = run.approved["moduleId"] if run.approved else module_id
+    if used != module_id:
+        said = (
+            f"{skill} calls {used} and then {module_id}, each requiring approval: it cannot "
+            f"be resumed past {module_id}, as that would run {used} again"
+        )
+        data = {"code": "APPROVAL_NOT_RESUMABLE", "message": said, "type": "ApprovalPending"}
+        await run.status(TaskState.TASK_STATE_FAILED, run.message(said, data))
+        return
     approval_id = getattr(exc, "approval_id", None) or uuid.uuid4().hex
     reason = getattr(exc, "reason", None) or f"Approval required to run {module_id}"
     pending = PendingApproval(str(approval_id), module_id, sanitize(str(reason), 300), message_id)

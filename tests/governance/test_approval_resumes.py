@@ -152,3 +152,49 @@ async def test_a_nested_approval_on_every_binding(binding: str, version: str) ->
         finally:
             await client.close()
     assert ran == [2]
+
+
+async def test_a_skill_calling_two_gated_modules_ends_once_the_first_ran() -> None:
+    # A resumed run re-runs the skill from its input: approving bank.pay ran it, then
+    # bank.ship asked; approving that ran the skill again, whose bank.pay asked again (its
+    # approval used), and so on for ever, paying at each approval of bank.pay.
+    ran: list[str] = []
+    registry = Registry()
+    for name in ("bank.pay", "bank.ship"):
+
+        def made(name: str = name) -> Any:
+            def gated(amount: int) -> dict[str, int]:
+                ran.append(name)
+                return {"amount": amount}
+
+            return gated
+
+        gate = {"requires_approval": True}
+        module(id=name, description=name, annotations=gate, registry=registry)(made())
+
+    @module(id="shop.deliver", description="Deliver", registry=registry)
+    async def deliver(amount: int, context: Context) -> dict[str, Any]:
+        for name in ("bank.pay", "bank.ship"):
+            await context.executor.call_async(name, {"amount": amount}, context)
+        return {"delivered": amount}
+
+    executor = Executor(registry, approval_handler=A2AApprovalHandler())
+    async with served(executor) as http:
+        parked = (await call(http, "shop.deliver", {"amount": 7}))["result"]["task"]
+        assert _said(parked)[1]["moduleId"] == "bank.pay"
+        ended = await _approve(http, parked["id"])
+        assert _said(ended) == (
+            "TASK_STATE_FAILED",
+            {
+                "code": "APPROVAL_NOT_RESUMABLE",
+                "message": "shop.deliver calls bank.pay and then bank.ship, each requiring "
+                "approval: it cannot be resumed past bank.ship, as that would run bank.pay "
+                "again",
+                "type": "ApprovalPending",
+            },
+        )
+        again = await http.post(
+            "/", json=send(None, {"approved": True}, taskId=parked["id"]), headers=V1
+        )
+        assert again.json()["error"]["code"] == -32004  # terminal: nothing more runs
+    assert ran == ["bank.pay"]
