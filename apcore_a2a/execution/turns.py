@@ -101,7 +101,7 @@ async def ask_approval(run: Run, exc: Any, module_id: str, message_id: str) -> N
     an approval used already (which asks again: never done)."""
     skill, module_id = module_id, str(getattr(exc, "module_id", None) or module_id)
     used = run.approved["moduleId"] if run.approved else module_id
-    if used != module_id:
+    if used not in (module_id, skill):  # the skill's own gate may ask again, as before
         said = (
             f"{skill} calls {used} and then {module_id}, each requiring approval: it cannot "
             f"be resumed past {module_id}, as that would run {used} again"
