@@ -68,9 +68,10 @@ def check_follow_up(
     held = len(task.history)
     size = sum(m.ByteSize() for m in task.history) if max_bytes else 0
     if (max_messages and held >= max_messages) or (max_bytes and size >= max_bytes):
+        bytes_held = f", {size} bytes" if max_bytes else ""  # not read when unbounded
         raise QuotaExceededError(
-            f"Task {task.id} holds the most history a task may ({held} messages, {size} "
-            "bytes): cancel it and go on in a new task of the same contextId",
+            f"Task {task.id} holds the most history a task may ({held} messages"
+            f"{bytes_held}): cancel it and go on in a new task of the same contextId",
             retry_after=None,
         )
     own, named = _skill_in(task), _skill_in(params.message) or _skill_in(params)

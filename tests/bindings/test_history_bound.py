@@ -117,3 +117,18 @@ async def test_the_bound_holds_in_cluster_mode_on_sqlite(tmp_path: Path) -> None
             assert (kept.status.state, len(kept.history)) == (INPUT_REQUIRED, 5)
         finally:
             await client.close()
+
+
+async def test_a_count_bound_alone_names_no_byte_size() -> None:
+    """With the byte bound off (0) the history's size is not read: the refusal said "0
+    bytes" of a history of several kB."""
+    with serve_outputs(max_task_history_messages=3, max_task_history_bytes=0) as url:
+        client = await make_client(url, "JSONRPC", "1.0")
+        try:
+            first = await send(client, text_request("out.reply", "?"))
+            await send(client, text_request(None, "?", task_id=first.id))
+            with pytest.raises(Exception) as refused:
+                await send(client, text_request(None, "?", task_id=first.id))
+        finally:
+            await client.close()
+    assert "may (3 messages): cancel it" in str(refused.value), refused.value
