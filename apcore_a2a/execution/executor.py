@@ -83,7 +83,6 @@ class ApCoreAgentExecutor(AgentExecutor):
         self._timeout = settings.execution_timeout
         self._workers = settings.sync_workers
         self._share = settings.sync_workers_per_caller
-        self._system = frozenset(settings.system_modules)  # served only when named
         self._pool: FairPool | None = None
         self._runs: dict[str, Run] = {}
         self._observers = tuple(observers)
@@ -255,7 +254,8 @@ class ApCoreAgentExecutor(AgentExecutor):
             async with asyncio.timeout(self._timeout):
                 if spec.streaming and on_task is None:
                     return await self._stream(run, spec, inputs, apcore_context)
-                seen = sight(self._executor, identity_of(context.call_context), self._system)
+                published = getattr(context, "published", ())
+                seen = sight(self._executor, identity_of(context.call_context), published)
                 call = self._executor.call_async
                 return await call_seen(call, spec.module_id, inputs, apcore_context, seen), False
         except (TimeoutError, asyncio.CancelledError) as exc:

@@ -23,7 +23,7 @@ from apcore import Context
 from apcore.builtin_steps import BuiltinACLCheck
 from starlette.authentication import AuthCredentials, BaseUser
 
-from apcore_a2a.adapters.skills import CONTROL_PREFIX, is_served
+from apcore_a2a.adapters.skills import CONTROL_PREFIX
 
 if TYPE_CHECKING:
     from a2a.server.context import ServerCallContext
@@ -212,13 +212,13 @@ def is_operator(identity: Identity | None) -> bool:
 
 
 def sight(
-    executor: Executor, identity: Identity | None, system_modules: Collection[str]
+    executor: Executor, identity: Identity | None, published: Collection[str]
 ) -> Callable[[str], bool] | None:
     """Which modules *identity* may see: ``None`` for an operator (every one); else those
-    served as skills (apcore's ``system.*`` ones when named) that it may call."""
+    *published* as skills that it may call."""
     if is_operator(identity):
         return None
-    return lambda m: is_served(m, system_modules) and denial(executor, identity, m) is None
+    return lambda m: m in published and denial(executor, identity, m) is None
 
 
 def _operates(identity: Identity | None, module_id: str) -> bool:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Collection, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -109,6 +109,8 @@ class ApCoreRequestContext(RequestContext):
     #: the answer to this caller when the ACL refuses it the skill after the check here
     #: passed (given why): the run's own check, or apcore's when the module ran
     acl_refusal: Callable[[str], A2AError] | None = None
+    #: the skills published when the request came (what system views tell a caller of)
+    published: Collection[str] = ()
 
 
 def _skill_not_found(skill_id: str, available: list[str]) -> MethodNotFoundError:
@@ -235,6 +237,7 @@ class ApCoreRequestContextBuilder(RequestContextBuilder):
             call_context=context, request=params, task_id=task_id, context_id=context_id, task=task
         )
         request_context.stored_task = stored
+        request_context.published = self.catalog.snapshot.specs.keys()
         if params is None:
             return request_context
         identity = identity_of(context)

@@ -6,13 +6,14 @@ apcore 0.32.2's ``system.manifest.full``, ``system.health.summary`` and
 module id given. Served as skills, they told any caller allowed them (the public card's
 anonymous callers too) the ids, schemas and call counts of the modules the agent keeps
 from it everywhere else (card, extended card, "Skill not found"): the control plane
-(``system.control.*``, an operator's), the system modules not served, modules an ACL hides
-from it; and the server's file of each module (``source_path``). A caller without the
-operator role gets the entries, counts and totals of the modules it may see
-(*may_see*), no ``source_path``, no caller module it may not see (``callers`` of
-``system.usage.module``: the modules that called the one asked about) and, about any
-other module, the answer about a module that does not exist (apcore's
-``ModuleNotFoundError``, raised before the call); operators read them as apcore answers.
+(``system.control.*``, an operator's), the system modules not served, modules not
+published (no description), modules an ACL hides from it; and the server's file of each
+module (``source_path``). A caller without the operator role gets the entries, counts and
+totals of the modules it may see (*may_see*), no ``source_path``, no caller module it may
+not see (``callers`` of ``system.usage.module``: the modules that called the one asked
+about) and, about any other module, the answer about a module that does not exist
+(apcore's ``ModuleNotFoundError``, raised before the call); operators read them as apcore
+answers.
 """
 
 from __future__ import annotations

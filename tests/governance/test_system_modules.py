@@ -376,3 +376,25 @@ async def test_usage_of_a_module_names_no_caller_module_the_caller_may_not_see()
     assert [c["caller_id"] for c in seen["callers"]] == ["unknown"]
     assert sorted(c["caller_id"] for c in everything["callers"]) == ["admin.audit", "unknown"]
     assert seen["call_count"] == everything["call_count"] == 2
+
+
+async def test_a_module_not_published_is_not_told_of_to_a_non_operator() -> None:
+    # A module without a description is no skill (not on any card, "Skill not found"),
+    # yet system.manifest.full listed its id and schemas to any caller, and
+    # system.manifest.module answered about it.
+    client = apcore_client()
+
+    @module(id="demo.quiet", description="", registry=client.registry)
+    def quiet(secret_field: str) -> str:
+        return secret_field
+
+    views = ["system.manifest.full", "system.health.module"]
+    async with served(client.executor, api_keys=KEYS, system_modules=views) as http:
+        assert "demo.quiet" not in await skills(http)
+        for who, shown in ((USER, False), (OPS, True)):
+            manifest = _data(await call(http, "system.manifest.full", {}, **who))
+            listed = [m["module_id"] for m in manifest["modules"]]
+            assert ("demo.quiet" in listed) is shown, (who, listed)
+            about = await call(http, "system.health.module", {"module_id": "demo.quiet"}, **who)
+            state = about["result"]["task"]["status"]["state"]
+            assert state == ("TASK_STATE_COMPLETED" if shown else "TASK_STATE_FAILED"), who
