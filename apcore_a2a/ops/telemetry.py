@@ -105,9 +105,10 @@ def _put(attributes: Attributes, key: str, value: Any) -> None:
 
 
 def _bounded_request(span: Any, scope: Scope) -> None:
-    """The HTTP instrumentation's hook: the attributes it took from the request (path, URL,
-    ``User-Agent``, ``Host``: the caller's, up to a request head's 16 KiB) made
-    :func:`bounded`, as ours are. Most requests need nothing: their parts are read first."""
+    """The HTTP instrumentation's hook: the span name and the attributes it took from the
+    request (path, URL, ``User-Agent``, ``Host``: the caller's, up to a request head's
+    16 KiB) made :func:`bounded`, as ours are. Most requests need nothing: their parts
+    are read first."""
     heads = dict(scope.get("headers") or ())
     host, agent = heads.get(b"host", b"").decode("latin-1"), heads.get(b"user-agent", b"")
     path, query = str(scope.get("path", "")), bytes(scope.get("query_string", b""))
@@ -115,6 +116,9 @@ def _bounded_request(span: Any, scope: Scope) -> None:
     said = host + path + query.decode("latin-1") + agent.decode("latin-1")
     if url <= MAX_VALUE and len(agent) <= MAX_VALUE and b"%" not in query and said.isprintable():
         return
+    name = getattr(span, "name", None)  # "GET /path" (a span under the legacy names keeps it)
+    if isinstance(name, str) and (len(name) > MAX_VALUE or not name.isprintable()):
+        span.update_name(bounded(name))
     for key, value in (getattr(span, "attributes", None) or {}).items():
         # isprintable: False for every character bounded() writes out (and a few more)
         if isinstance(value, str) and (len(value) > MAX_VALUE or not value.isprintable()):

@@ -449,3 +449,18 @@ async def test_span_attributes_show_a_callers_control_characters_escaped(
             if isinstance(value, str):
                 assert len(value) <= telemetry.MAX_VALUE, (key, len(value))
                 assert not any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in value), key
+
+
+async def test_a_span_named_after_a_path_shows_it_bounded_and_escaped(
+    spans: InMemorySpanExporter,
+) -> None:
+    # Under the legacy names a request span keeps the HTTP instrumentation's name: the
+    # method and the path as the caller spelled it (percent-decoded, up to 16 KiB).
+    header, trace_id, _ = _traceparent()
+    async with served(telemetry=True, telemetry_legacy_names=True) as (http, _app):
+        path = "/tasks/a%1B%5B2Jb%00c" + "q" * 3000
+        answer = await http.get(path, headers={"traceparent": header, **V1})
+        assert answer.status_code == 404
+    (server,) = [s for s in _in_trace(spans, trace_id) if s.name.startswith("GET ")]
+    assert server.name.startswith("GET /tasks/a\\x1b[2Jb\\x00cqqq"), server.name[:40]
+    assert len(server.name) <= telemetry.MAX_VALUE, len(server.name)
