@@ -115,3 +115,19 @@ async def test_bogus_values_make_no_new_series(reader: InMemoryMetricReader) -> 
     added = otel_last - otel_first
     assert not added, sorted(added, key=str)[:3]
     assert len(otel_last) < 40, len(otel_last)
+
+
+async def test_the_route_of_a_tenant_request_is_its_template(
+    reader: InMemoryMetricReader,  # noqa: F811
+) -> None:
+    # The duration is recorded once the request has left its route: the route is still named.
+    async with served(telemetry=True) as (http, _app):
+        for tenant in ("acme", "beta"):
+            answer = await http.get(f"/{tenant}/tasks/{uuid.uuid4().hex}", headers=V1)
+            assert answer.status_code == 404
+        routes = {
+            dict(points).get("http.target")
+            for name, points in _otel_series(reader, http.base_url.port or 0)
+            if name == "http.server.duration"
+        }
+    assert routes == {"/{tenant}/tasks/{id}"}, routes
