@@ -16,7 +16,7 @@ import copy
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Literal, NamedTuple
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import unquote, urljoin, urlsplit
 
 import httpx
 import jwt
@@ -352,8 +352,8 @@ def _grpc_endpoint(version: str, url: str, base: str, allow_other_origins: bool)
         problem = "is no host:port"
     elif own_grpc_host(endpoint, base):
         return endpoint
-    elif allow_other_origins:
-        _outward(url, urlsplit("//" + target).hostname or "", base)
+    elif allow_other_origins:  # gRPC reads the target as a URI, percent-decoded
+        _outward(url, unquote(urlsplit("//" + target).hostname or ""), base)
         return endpoint
     elif urlsplit("//" + target).hostname != home.hostname:
         problem = f"is not on the agent's host {home.hostname}; {follow}"

@@ -6,11 +6,14 @@ Two real servers on 127.0.0.1: the agent (its card names an interface) and "else
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
 from collections.abc import AsyncIterator, Generator
 from typing import Any
 
+import grpc
+import grpc.aio
 import httpx
 import pytest
 
@@ -267,6 +270,31 @@ def test_other_origins_allowed_still_never_lead_inward(named: str, base: str, ki
                                       "protocolBinding": "GRPC", "protocolVersion": "1.0"}]},
             base, "auto", allow_other_origins=True, direct=False,
         )  # fmt: skip
+
+
+async def test_a_grpc_address_is_classed_as_grpc_reads_it_percent_decoded() -> None:
+    # gRPC reads a host:port target as the URI dns:///host:port and percent-decodes it:
+    # %31%32%37.0.0.1 is 127.0.0.1 to it (httpx, by contrast, looks the name up as spelt).
+    server = grpc.aio.server()
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    try:
+        async with grpc.aio.insecure_channel(f"%31%32%37.0.0.1:{port}") as channel:
+            await asyncio.wait_for(channel.channel_ready(), 10)
+    finally:
+        await server.stop(None)
+    for named, kind in (
+        (f"%31%32%37.0.0.1:{port}", "loopback"),
+        ("grpc://%6c%6f%63%61%6c%68%6f%73%74:50051", "loopback"),  # localhost
+        ("%31%36%39.254.169.254:80", "link-local"),
+    ):
+        with pytest.raises(CrossOriginEndpointError, match=f"is a {kind} address"):
+            select_endpoint(
+                {"supportedInterfaces": [
+                    {"url": named, "protocolBinding": "GRPC", "protocolVersion": "1.0"}
+                ]},
+                "https://agent.example", "auto", allow_other_origins=True, direct=False,
+            )  # fmt: skip
 
 
 @pytest.mark.parametrize(
