@@ -58,14 +58,14 @@ def address_class(ip: IPAddress) -> int:
 
 def host_class(host: str) -> int:
     """The class of a URL's *host* without a lookup: an address in any form the resolver
-    reads as one (``2852039166``, ``0xa9fea9fe``, ``127.1``; a zone left out), ``localhost`` and its
-    subdomains as loopback (RFC 6761), any other name as public (what it resolves to is not
-    known here)."""
+    reads as one (``2852039166``, ``0xa9fea9fe``, ``127.1``; a zone and the root's dot left
+    out: a proxy may drop it), ``localhost`` and its subdomains as loopback (RFC 6761), any
+    other name as public (what it resolves to is not known here)."""
     name = host.lower().rstrip(".")
     if name == "localhost" or name.endswith(".localhost"):
         return 2
     try:
-        found = socket.getaddrinfo(host.partition("%")[0], None, flags=socket.AI_NUMERICHOST)
+        found = socket.getaddrinfo(name.partition("%")[0], None, flags=socket.AI_NUMERICHOST)
     except (OSError, UnicodeError, ValueError):
         return 0  # a name
     return max(address_class(ipaddress.ip_address(str(a[4][0]).partition("%")[0])) for a in found)

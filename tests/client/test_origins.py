@@ -256,6 +256,9 @@ _INWARD = [
     ("http://[::1]:8080/rpc", "https://10.0.0.5", "loopback"),
     ("http://localhost:8080/rpc", "https://agent.example", "loopback"),
     ("http://0.0.0.0:8080/rpc", "https://agent.example", "loopback"),
+    # the root's dot: a proxy (or a resolver) that drops it reads the address
+    ("http://169.254.169.254./latest/", "https://agent.example", "link-local"),
+    ("http://127.0.0.1.:8080/rpc", "https://agent.example", "loopback"),
 ]
 
 
