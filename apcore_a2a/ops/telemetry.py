@@ -10,6 +10,7 @@ which the operator sets (nothing here touches it, nor anything else of the proce
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 from collections.abc import Callable, Iterator, MutableMapping
 from typing import Any
@@ -65,6 +66,9 @@ def telemetry_middleware(*, legacy_names: bool = False) -> list[Middleware]:
     """The request-span middleware; raises ``MissingExtraError`` naming the extra if missing."""
     try:
         from opentelemetry.instrumentation.asgi import OpenTelemetryMiddleware
+        from opentelemetry.util.http import (
+            OTEL_INSTRUMENTATION_HTTP_CAPTURE_HEADERS_SERVER_REQUEST as CAPTURED,
+        )
         from opentelemetry.util.http import ExcludeList
     except ImportError as exc:
         raise MissingExtraError(TELEMETRY_EXTRA_HINT) from exc
@@ -74,7 +78,9 @@ def telemetry_middleware(*, legacy_names: bool = False) -> list[Middleware]:
         OpenTelemetryMiddleware,
         excluded_urls=ExcludeList(list(UNTRACED_URLS)),
         exclude_spans=["receive", "send"],
-        server_request_hook=_bounded_request,
+        # request headers the operator has it copy (as the middleware reads them) are the
+        # caller's too: then every span is looked at
+        server_request_hook=_bounded_span if os.environ.get(CAPTURED) else _bounded_request,
         # its HTTP metrics, without a series per Host header a client sends
         meter_provider=HostFreeMeters(),
     )
@@ -116,13 +122,25 @@ def _bounded_request(span: Any, scope: Scope) -> None:
     said = host + path + query.decode("latin-1") + agent.decode("latin-1")
     if url <= MAX_VALUE and len(agent) <= MAX_VALUE and b"%" not in query and said.isprintable():
         return
+    _bounded_span(span, scope)
+
+
+def _bounded_span(span: Any, _scope: Scope) -> None:
+    """*span*'s name and string attributes (a captured header's list of them too) that are
+    long or not printable made :func:`bounded`."""
+
+    def unbounded(value: object) -> bool:
+        # isprintable: False for every character bounded() writes out (and a few more)
+        return isinstance(value, str) and (len(value) > MAX_VALUE or not value.isprintable())
+
     name = getattr(span, "name", None)  # "GET /path" (a span under the legacy names keeps it)
-    if isinstance(name, str) and (len(name) > MAX_VALUE or not name.isprintable()):
+    if isinstance(name, str) and unbounded(name):
         span.update_name(bounded(name))
     for key, value in (getattr(span, "attributes", None) or {}).items():
-        # isprintable: False for every character bounded() writes out (and a few more)
-        if isinstance(value, str) and (len(value) > MAX_VALUE or not value.isprintable()):
+        if unbounded(value):
             span.set_attribute(key, bounded(value))
+        elif isinstance(value, tuple) and any(map(unbounded, value)):
+            span.set_attribute(key, [bounded(v) for v in value[:MAX_LIST]])
 
 
 def read_params(params: Any, attributes: Attributes) -> None:

@@ -464,3 +464,22 @@ async def test_a_span_named_after_a_path_shows_it_bounded_and_escaped(
     (server,) = [s for s in _in_trace(spans, trace_id) if s.name.startswith("GET ")]
     assert server.name.startswith("GET /tasks/a\\x1b[2Jb\\x00cqqq"), server.name[:40]
     assert len(server.name) <= telemetry.MAX_VALUE, len(server.name)
+
+
+async def test_a_captured_request_header_is_bounded_and_escaped(
+    spans: InMemorySpanExporter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An operator may have the HTTP instrumentation copy request headers to the span
+    # (OTEL_INSTRUMENTATION_HTTP_CAPTURE_HEADERS_SERVER_REQUEST): each is the caller's, up
+    # to a request head of 16 KiB, and a list of values, even when path and agent are short.
+    monkeypatch.setenv("OTEL_INSTRUMENTATION_HTTP_CAPTURE_HEADERS_SERVER_REQUEST", "x-note")
+    header, trace_id, _ = _traceparent()
+    note = b"a\x9b[2Jb" + b"n" * 5000
+    async with served(telemetry=True) as (http, _app):
+        reply = await rpc(http, "GetTask", {"id": "t"}, {"traceparent": header, "X-Note": note})
+        assert reply["error"]["code"] == -32001
+    (server,) = [s for s in _in_trace(spans, trace_id) if s.name == "GetTask"]
+    captured = (server.attributes or {})["http.request.header.x_note"]
+    assert isinstance(captured, tuple) and len(captured) == 1, captured
+    assert captured[0].startswith("a\\x9b[2Jbnnn"), captured[0][:20]
+    assert len(captured[0]) <= telemetry.MAX_VALUE, len(captured[0])
