@@ -2,9 +2,10 @@
 environment names (``HTTP_PROXY``/``HTTPS_PROXY``/``ALL_PROXY``, any case, ``NO_PROXY``
 exempting hosts, read as httpx reads them with ``trust_env``), by the URL's name; else to
 the addresses its name was checked to have, never to a second lookup (DNS rebinding).
-Shared by the JWKS fetch (``auth/jwks.py``) and push deliveries (``push/policy.py``,
-``push/aimed.py``): each checks a URL's addresses first; httpx's own proxy choice would see
-only the address a request was aimed at.
+Shared by the JWKS fetch (``auth/jwks.py``), push deliveries (``push/policy.py``,
+``push/aimed.py``) and the client's calls to another origin a card names
+(``client/_names.py``): each checks a URL's addresses first; httpx's own proxy choice would
+see only the address a request was aimed at.
 
 Example: with ``HTTPS_PROXY=proxy:3128`` and ``NO_PROXY=.internal``,
 ``proxy_for(httpx.URL("https://hooks.example.com/a"))`` is ``"http://proxy:3128"`` and
@@ -13,11 +14,24 @@ Example: with ``HTTPS_PROXY=proxy:3128`` and ``NO_PROXY=.internal``,
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import ipaddress
+import socket
+import ssl
 import urllib.request
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 
 import httpx
+
+from apcore_a2a._addresses import CLASSES, IPAddress, address_class
+from apcore_a2a.upstream.proxy_targets import bracketed
+
+#: ``resolve(host, port) -> addresses`` (the event loop's ``getaddrinfo`` by default).
+Resolver = Callable[[str, int], Awaitable[Sequence[str]]]
+#: No keep-alive: pools key by address, and a connection verified for one name must not
+#: serve another.
+ONE_USE = httpx.Limits(max_keepalive_connections=0)
 
 
 def proxy_for(url: httpx.URL, proxies: Mapping[str, str] | None = None) -> str | None:
@@ -31,6 +45,105 @@ def proxy_for(url: httpx.URL, proxies: Mapping[str, str] | None = None) -> str |
     if not proxy or urllib.request.proxy_bypass(url.host):
         return None
     return proxy if "://" in proxy else f"http://{proxy}"
+
+
+class CheckedAddresses(httpx.AsyncBaseTransport):
+    """Requests sent through *inner* to the addresses their host name was resolved to once
+    and checked (:meth:`refused`), never to a second lookup (DNS rebinding); the name stays
+    in the ``Host`` header and, over TLS, in SNI, so the certificate is verified for it.
+    The lookup ends by the request's connect timeout. By default the first request (the
+    configured URL) sets the most private class allowed (:func:`address_class`); a redirect
+    to an address of a more private one is refused.
+
+    A request *proxies* (``urllib.request.getproxies()``) name a proxy for, and
+    ``NO_PROXY`` does not exempt, is checked the same way, then sent through the proxy,
+    which resolves the name itself: its answer is the proxy's to trust. A name that does
+    not resolve here is the proxy's to reach (classed public): behind an egress proxy, a
+    host may resolve no outside name."""
+
+    def __init__(
+        self,
+        inner: httpx.AsyncBaseTransport,
+        resolve: Resolver,
+        proxies: Mapping[str, str] | None = None,
+        verify: ssl.SSLContext | bool = True,
+    ) -> None:
+        self._inner, self._resolve = inner, resolve
+        self._proxies, self._verify = dict(proxies or {}), verify
+        self._via: dict[str, httpx.AsyncBaseTransport] = {}  # proxy URL -> its transport
+        self._ceiling: int | None = None
+
+    async def refused(self, host: str, addresses: Sequence[IPAddress]) -> str | None:
+        """Why a request to *host* may not go to *addresses* (``None``: it may)."""
+        classes = [address_class(ip) for ip in addresses] or [0]  # unresolved: the proxy's
+        if self._ceiling is None:
+            self._ceiling = max(classes)
+        worst = max(range(len(classes)), key=classes.__getitem__)
+        if classes[worst] <= self._ceiling:
+            return None
+        return (
+            f"refused a redirect to a {CLASSES[classes[worst]]} address "
+            f"({addresses[worst]}; the JWKS URL's are {CLASSES[self._ceiling]})"
+        )
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        url = request.url
+        host = url.raw_host.decode("ascii")  # IDNA: what DNS and SNI carry
+        via = self._proxy_for(url)
+        try:
+            literal = ipaddress.ip_address(host.partition("%")[0])
+        except ValueError:
+            literal = None
+            port = url.port or (443 if url.scheme == "https" else 80)
+            timeouts = request.extensions.get("timeout", {})
+            try:
+                async with asyncio.timeout(timeouts.get("connect")):
+                    addresses = list(dict.fromkeys(await self._resolve(host, port)))
+            except TimeoutError:
+                raise httpx.ConnectTimeout(f"{host!r} was not resolved in time") from None
+            except (OSError, UnicodeError):
+                if via is None:
+                    raise httpx.ConnectError(f"{host!r} cannot be resolved") from None
+                addresses = []
+        else:
+            addresses = [str(literal)]
+        if not addresses and via is None:
+            raise httpx.ConnectError(f"{host!r} has no address")
+        parsed = [ipaddress.ip_address(a.partition("%")[0]) for a in addresses]
+        reason = await self.refused(host, parsed)
+        if reason is not None:
+            raise RefusedAddress(reason)
+        if via is not None:  # an IPv6 literal named to it in brackets
+            return await via.handle_async_request(bracketed(request))
+        if literal is not None:  # nothing to look up again
+            return await self._inner.handle_async_request(request)
+        return await to_first(self._inner.handle_async_request, request, list(map(str, parsed)))
+
+    def _proxy_for(self, url: httpx.URL) -> httpx.AsyncBaseTransport | None:
+        """The transport through the proxy for *url* (:func:`proxy_for`), if any."""
+        proxy = proxy_for(url, self._proxies)
+        if proxy is None:
+            return None
+        if proxy not in self._via:
+            self._via[proxy] = httpx.AsyncHTTPTransport(
+                proxy=proxy, verify=self._verify, limits=ONE_USE
+            )
+        return self._via[proxy]
+
+    async def aclose(self) -> None:
+        for transport in (self._inner, *self._via.values()):
+            await transport.aclose()
+
+
+class RefusedAddress(ValueError):
+    """A request's host resolves to an address :meth:`CheckedAddresses.refused` refuses."""
+
+
+async def system_lookup(host: str, port: int) -> list[str]:
+    """The addresses of *host*, by the event loop's resolver (a thread of the default pool)."""
+    loop = asyncio.get_running_loop()
+    found = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return [str(address[0]) for *_, address in found]
 
 
 async def to_first(

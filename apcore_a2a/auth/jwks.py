@@ -19,25 +19,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import ipaddress
 import json
 import logging
 import random
-import socket
 import ssl
 import time
 import urllib.request
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import httpx
 import jwt
 from cachetools import TLRUCache
 
-from apcore_a2a._addresses import CLASSES, address_class
-from apcore_a2a._egress import proxy_for, to_first
+from apcore_a2a._egress import ONE_USE, CheckedAddresses, Resolver, system_lookup
 from apcore_a2a.auth.authenticator import InvalidCredentials
-from apcore_a2a.upstream.proxy_targets import bracketed
 
 logger = logging.getLogger("apcore_a2a.auth")
 
@@ -45,10 +41,6 @@ logger = logging.getLogger("apcore_a2a.auth")
 MAX_JWKS_BYTES = 512 * 1024
 #: Unknown kids remembered at most (a spray of random kids cannot grow memory).
 MAX_UNKNOWN_KIDS = 4096
-#: ``resolve(host, port) -> addresses`` (the event loop's ``getaddrinfo`` by default).
-Resolver = Callable[[str, int], Awaitable[Sequence[str]]]
-#: No keep-alive: each request its own connection, to the address checked for it.
-_ONE_USE = httpx.Limits(max_keepalive_connections=0)
 
 
 class KeyLookupError(InvalidCredentials):
@@ -132,7 +124,7 @@ class JWKSKeySource:
         self.unknown_kid_seconds = unknown_kid_seconds
         self.backoff_max = backoff_max
         self._transport = transport
-        self._resolve = resolver or _getaddrinfo
+        self._resolve = resolver or system_lookup
         # Built once: loading the CA bundle blocks the event loop for ~10 ms.
         self._verify: ssl.SSLContext | bool = (
             httpx.create_ssl_context() if parts.scheme == "https" and transport is None else True
@@ -241,7 +233,7 @@ class JWKSKeySource:
             self.fetches += 1
 
     async def _download(self) -> dict[str, PublishedKey]:
-        inner = self._transport or httpx.AsyncHTTPTransport(verify=self._verify, limits=_ONE_USE)
+        inner = self._transport or httpx.AsyncHTTPTransport(verify=self._verify, limits=ONE_USE)
         # HTTP(S)_PROXY, ALL_PROXY and NO_PROXY as httpx reads them (trust_env), read at each
         # fetch as httpx did; applied by CheckedAddresses, after its check, not by httpx.
         proxies = urllib.request.getproxies()
@@ -279,89 +271,6 @@ class JWKSKeySource:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, RuntimeError):
                 await task
-
-
-class CheckedAddresses(httpx.AsyncBaseTransport):
-    """The requests of one fetch, each sent through *inner* to the addresses its host name
-    was resolved to once and checked, never to a second lookup (DNS rebinding); the name
-    stays in the ``Host`` header and, over TLS, in SNI, so the certificate is verified for
-    it. The first request (the configured URL) sets the most private class allowed
-    (:func:`address_class`); a redirect to an address of a more private one is refused.
-
-    A request *proxies* (``urllib.request.getproxies()``) name a proxy for, and
-    ``NO_PROXY`` does not exempt, is checked the same way, then sent through the proxy,
-    which resolves the name itself: its answer is the proxy's to trust. A name that does
-    not resolve here is the proxy's to reach (classed public): behind an egress proxy, a
-    host may resolve no outside name."""
-
-    def __init__(
-        self,
-        inner: httpx.AsyncBaseTransport,
-        resolve: Resolver,
-        proxies: Mapping[str, str] | None = None,
-        verify: ssl.SSLContext | bool = True,
-    ) -> None:
-        self._inner, self._resolve = inner, resolve
-        self._proxies, self._verify = dict(proxies or {}), verify
-        self._via: dict[str, httpx.AsyncBaseTransport] = {}  # proxy URL -> its transport
-        self._ceiling: int | None = None
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        url = request.url
-        host = url.raw_host.decode("ascii")  # IDNA: what DNS and SNI carry
-        via = self._proxy_for(url)
-        try:
-            literal = ipaddress.ip_address(host.partition("%")[0])
-        except ValueError:
-            literal = None
-            port = url.port or (443 if url.scheme == "https" else 80)
-            try:
-                addresses = list(dict.fromkeys(await self._resolve(host, port)))
-            except OSError:
-                if via is None:
-                    raise
-                addresses = []
-        else:
-            addresses = [str(literal)]
-        if not addresses and via is None:
-            raise ValueError(f"{host!r} has no address")
-        parsed = [ipaddress.ip_address(a.partition("%")[0]) for a in addresses]
-        classes = [address_class(ip) for ip in parsed] or [0]  # unresolved: the proxy's
-        if self._ceiling is None:
-            self._ceiling = max(classes)
-        worst = max(range(len(classes)), key=classes.__getitem__)
-        if classes[worst] > self._ceiling:
-            raise ValueError(
-                f"refused a redirect to a {CLASSES[classes[worst]]} address "
-                f"({parsed[worst]}; the JWKS URL's are {CLASSES[self._ceiling]})"
-            )
-        if via is not None:  # an IPv6 literal named to it in brackets
-            return await via.handle_async_request(bracketed(request))
-        if literal is not None:  # nothing to look up again
-            return await self._inner.handle_async_request(request)
-        return await to_first(self._inner.handle_async_request, request, list(map(str, parsed)))
-
-    def _proxy_for(self, url: httpx.URL) -> httpx.AsyncBaseTransport | None:
-        """The transport through the proxy for *url* (``_egress.proxy_for``), if any."""
-        proxy = proxy_for(url, self._proxies)
-        if proxy is None:
-            return None
-        if proxy not in self._via:
-            self._via[proxy] = httpx.AsyncHTTPTransport(
-                proxy=proxy, verify=self._verify, limits=_ONE_USE
-            )
-        return self._via[proxy]
-
-    async def aclose(self) -> None:
-        for transport in (self._inner, *self._via.values()):
-            await transport.aclose()
-
-
-async def _getaddrinfo(host: str, port: int) -> list[str]:
-    """The addresses of *host*, by the event loop's resolver (a thread of the default pool)."""
-    loop = asyncio.get_running_loop()
-    found = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    return [str(address[0]) for *_, address in found]
 
 
 def _digest(kid: str) -> bytes:

@@ -25,8 +25,11 @@ from a2a.compat.v0_3.rest_transport import CompatRestTransport
 from a2a.types import a2a_pb2 as pb
 from google.protobuf.message import Message as Proto
 
+from apcore_a2a._egress import Resolver
 from apcore_a2a.client import _shapes as shape
+from apcore_a2a.client._asgi import CONNECT_TIMEOUT
 from apcore_a2a.client._bounded import ACCEPT_ENCODING, MAX_ANSWER_BYTES
+from apcore_a2a.client._names import AgentsClass, OtherOrigins, grpc_addresses
 from apcore_a2a.client._translated import translated
 from apcore_a2a.client._wire import HOOKS, Call, current
 from apcore_a2a.client.card import Endpoint, origin_of, own_grpc_host
@@ -56,9 +59,12 @@ class Caller:
         http: httpx.AsyncClient,
         base: str,
         endpoint: Callable[[], Awaitable[Endpoint]],
+        resolve: Resolver,
     ) -> None:
         self._http, self._base, self._endpoint = http, base, endpoint
         self._timeout = http.timeout.read  # the client's timeout (None: no bound)
+        self._resolve, self._lookups = resolve, http.timeout.connect or CONNECT_TIMEOUT
+        self._agent = AgentsClass(base, resolve, self._lookups)
         self._elsewhere: httpx.AsyncClient | None = None
         self._channels: dict[tuple[str, bool], Any] = {}
 
@@ -69,7 +75,9 @@ class Caller:
         if self._elsewhere is not None:
             await self._elsewhere.aclose()
 
-    def _transport(self, to: Endpoint) -> ClientTransport:
+    def _transport(self, to: Endpoint, pinned: str | None) -> ClientTransport:
+        """The SDK transport to *to*; a gRPC channel to the checked addresses *pinned*
+        when *to* is another host's."""
         if to.binding != "GRPC":
             http = self._http
             if origin_of(to.url) != origin_of(self._base):
@@ -78,6 +86,8 @@ class Caller:
                         timeout=self._http.timeout,
                         headers={"Accept-Encoding": ACCEPT_ENCODING},
                         event_hooks=HOOKS,
+                        transport=OtherOrigins(self._base, self._resolve, self._agent),
+                        trust_env=False,  # the proxies are applied after the check
                     )
                 http = self._elsewhere
             transport = _HTTP_TRANSPORTS[to.binding, to.version]
@@ -94,9 +104,14 @@ class Caller:
         channel = self._channels.get((to.url, to.secure))
         if channel is None:
             # A host named like a gRPC resolver ("unix:PORT") is still a host to look up.
-            target = "dns:///" + to.url
+            target = pinned or "dns:///" + to.url
             # What the client reads of an answer on every binding (gRPC's own: 4 MiB).
-            options = [("grpc.max_receive_message_length", MAX_ANSWER_BYTES)]
+            options: list[tuple[str, Any]] = [("grpc.max_receive_message_length", MAX_ANSWER_BYTES)]
+            if pinned is not None:  # the name still says whom the call and TLS are for
+                options.append(("grpc.default_authority", to.url))
+                if to.secure:
+                    host = urlsplit("//" + to.url).hostname or ""
+                    options.append(("grpc.ssl_target_name_override", host))
             channel = (
                 grpc.aio.secure_channel(target, grpc.ssl_channel_credentials(), options)
                 if to.secure
@@ -125,9 +140,14 @@ class Caller:
         to = await self._endpoint()
         call.binding, call.version = to.binding, to.version
         headers: dict[str, str] = {}
+        pinned = None
         if to.binding == "GRPC":  # the caller's headers and credentials, for its host only
             if own_grpc_host(to, self._base):
                 headers = await self._grpc_metadata()
+            elif (to.url, to.secure) not in self._channels:
+                pinned = await grpc_addresses(
+                    to.url, self._base, self._resolve, self._agent, self._lookups
+                )
         elif to.version == "1.0":  # the 0.3 and gRPC transports set their A2A-Version
             headers["A2A-Version"] = "1.0"
         if method == "SubscribeToTask" and call.event_id is not None:
@@ -143,7 +163,7 @@ class Caller:
         timeout = self._timeout if to.binding == "GRPC" and not streams else None
         with _span(method, to, request, headers) as seen, translated(method, to.url):
             context = ClientCallContext(service_parameters=headers, timeout=timeout)
-            yield getattr(self._transport(to), name)(request, context=context), seen
+            yield getattr(self._transport(to, pinned), name)(request, context=context), seen
 
     async def call(self, method: str, request: Proto) -> tuple[Any, Any]:
         """Run one SDK call; return its result and the result as received (HTTP)."""

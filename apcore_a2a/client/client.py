@@ -14,6 +14,7 @@ import httpx
 from a2a.types import a2a_pb2 as pb
 from google.protobuf.json_format import MessageToDict
 
+from apcore_a2a._egress import Resolver, system_lookup
 from apcore_a2a.client import _shapes as shape
 from apcore_a2a.client._alone import alone_after_events, leaves_alone
 from apcore_a2a.client._arguments import (
@@ -62,7 +63,9 @@ class A2AClient:
     ``protocol="auto"``, the version (1.0 when offered, else 0.3). ``auth`` is a bearer
     token, an ``httpx.Auth`` or a ``(user, password)`` pair. ``app=`` calls an ASGI app in
     this process, without a socket. Interface URLs on another origin than ``url``'s are
-    refused unless ``allow_other_origins=True`` and never get the credentials.
+    refused unless ``allow_other_origins=True`` and never get the credentials; their host
+    names are looked up by ``resolver`` (``resolve(host, port) -> addresses``; default: the
+    system's), checked, and connected to at the addresses checked.
     ``verify_card=True`` (or ``card_keys``) requires a valid card signature. ``timeout``
     bounds each request in seconds; ``None`` waits as long as the agent takes (connecting
     gives up after :data:`CONNECT_TIMEOUT` s). Results are plain dicts in one shape whatever
@@ -89,6 +92,7 @@ class A2AClient:
         allow_other_origins: bool = False,
         verify_card: bool = False,
         card_keys: CardKeys | None = None,
+        resolver: Resolver | None = None,
     ) -> None:
         self._base, in_url = normalize_url(url)
         if in_url is not None:
@@ -130,7 +134,7 @@ class A2AClient:
         verify = self._verifier.verify if self._verifier is not None else None
         self._cards = AgentCardFetcher(self._http, self._base, ttl=card_ttl, verify=verify)
         self._pinned: Endpoint | None = None
-        self._calls = Caller(self._http, self._base, self._endpoint)
+        self._calls = Caller(self._http, self._base, self._endpoint, resolver or system_lookup)
         self._closed = False
 
     @property

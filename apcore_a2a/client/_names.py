@@ -1,0 +1,119 @@
+"""Another origin's host names as the client follows them (``allow_other_origins=True``):
+resolved once, every address checked, and the connection made to the address checked.
+
+A card's URL on a name is judged by what the name resolves to, not by the name: one that
+resolves to a link-local address (the cloud metadata service: ``169.254.169.254``,
+``fd00:ec2::254``, ``100.100.100.200``) or to loopback (the caller's own host) leads further
+in than an agent that is not there itself, as a literal address does (``card._outward``).
+Nothing resolves the name again to connect, so an answer that changes between the check and
+the connection (DNS rebinding) changes nothing: HTTP through :class:`CheckedAddresses` (the
+name still in ``Host`` and SNI, the certificate verified for it), gRPC dialled at the checked
+addresses with the name as its authority and TLS target name.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import ssl
+import urllib.request
+from collections.abc import Sequence
+from urllib.parse import urlsplit
+
+import httpx
+
+from apcore_a2a._addresses import CLASSES, IPAddress, address_class, host_class
+from apcore_a2a._egress import ONE_USE, CheckedAddresses, RefusedAddress, Resolver
+from apcore_a2a.client.card import origin_of
+from apcore_a2a.client.errors import A2AConnectionError, CrossOriginEndpointError
+
+
+class AgentsClass:
+    """How far inward the agent at *base* is (an index of ``CLASSES``): its host's literal
+    class, else the most private address its name resolves to (looked up once; a name that
+    does not resolve counts as public)."""
+
+    def __init__(self, base: str, resolve: Resolver, within: float) -> None:
+        self._base, self._resolve, self._within = base, resolve, within
+        self._class: int | None = None
+
+    async def __call__(self) -> int:
+        if self._class is None:
+            parts = urlsplit(self._base)
+            host = parts.hostname or ""
+            found = host_class(host)
+            if not found:
+                with contextlib.suppress(OSError, UnicodeError, TimeoutError, ValueError):
+                    async with asyncio.timeout(self._within):
+                        addresses = await self._resolve(host, parts.port or 443)
+                    found = max(map(address_class, _parsed(addresses)), default=0)
+            self._class = found
+        return self._class
+
+
+def inward(host: str, addresses: Sequence[IPAddress], agent: int, base: str) -> str | None:
+    """Why another origin's *host* (resolved to *addresses*) is not followed from an agent
+    of class *agent*, or ``None``: a private address is a network's own (an agent's name may
+    resolve to one), loopback and link-local only from an agent as far in."""
+    for address in addresses:
+        leads = address_class(address)
+        if leads >= 2 and leads > agent:
+            return (
+                f"the agent card names a URL on {host}, which resolves to a {CLASSES[leads]} "
+                f"address ({address}), and the agent at {base} is not: it is not followed, "
+                "other origins allowed or not"
+            )
+    return None
+
+
+class OtherOrigins(CheckedAddresses):
+    """The transport of the client's calls to another origin (no credentials go there)."""
+
+    def __init__(self, base: str, resolve: Resolver, agent: AgentsClass) -> None:
+        # Built at the first call elsewhere (loading the CA bundle blocks ~10 ms), reading
+        # SSL_CERT_FILE and SSL_CERT_DIR as httpx's trust_env does; the environment's
+        # proxies as httpx reads them, applied after the check.
+        verify: ssl.SSLContext = httpx.create_ssl_context()
+        inner = httpx.AsyncHTTPTransport(verify=verify, limits=ONE_USE)
+        super().__init__(inner, resolve, urllib.request.getproxies(), verify)
+        self._base, self._agent = base, agent
+
+    async def refused(self, host: str, addresses: Sequence[IPAddress]) -> str | None:
+        return inward(host, addresses, await self._agent(), self._base)
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        try:
+            return await super().handle_async_request(request)
+        except RefusedAddress as exc:
+            raise CrossOriginEndpointError(
+                str(exc), url=str(request.url), agent_origin=str(origin_of(self._base))
+            ) from None
+
+
+async def grpc_addresses(
+    target: str, base: str, resolve: Resolver, agent: AgentsClass, within: float
+) -> str:
+    """The checked addresses of another host's gRPC *target* (``host:port``) as the target
+    gRPC dials (an ``ipv4:`` or ``ipv6:`` URI of the resolver's first's family)."""
+    where = urlsplit("//" + target)
+    host, port = where.hostname or "", where.port or 443
+    try:
+        async with asyncio.timeout(within):
+            found = _parsed(await resolve(host, port))
+    except (OSError, UnicodeError, TimeoutError, ValueError):
+        raise A2AConnectionError(f"the gRPC host {host} cannot be resolved") from None
+    if not found:
+        raise A2AConnectionError(f"the gRPC host {host} has no address")
+    reason = inward(host, found, await agent(), base)
+    if reason is not None:
+        raise CrossOriginEndpointError(reason, url=target, agent_origin=str(origin_of(base)))
+    family = found[0].version
+    listed = (
+        f"{a}:{port}" if family == 4 else f"[{a}]:{port}" for a in found if a.version == family
+    )
+    return f"ipv{family}:" + ",".join(listed)
+
+
+def _parsed(addresses: Sequence[str]) -> list[IPAddress]:
+    return [ipaddress.ip_address(a.partition("%")[0]) for a in dict.fromkeys(addresses)]

@@ -1,0 +1,118 @@
+"""Another origin's host NAME is judged by what it resolves to, and connected to there.
+
+With ``allow_other_origins=True`` a card may name another origin, but not one further in
+than the agent: a name resolving to the cloud metadata service or to link-local addresses
+is refused as the literal address is, and the client connects to the address it checked,
+never to a second lookup's answer (DNS rebinding). The names are answered by a real name
+server the test controls (tests/push/_dns.py), read through the client's ``resolver``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+
+import pytest
+from a2a.server.routes import create_agent_card_routes
+from starlette.applications import Starlette
+
+from apcore_a2a.client import A2AClient, CrossOriginEndpointError
+from apcore_a2a.push.dns import AresResolver
+from tests._support import free_port, running_server
+from tests.client._sdk_agent import agent_card
+from tests.client.test_hostile_grpc_agent import _grpc_agent
+from tests.push._dns import NameServer, name_server
+
+from ._stub_agent import CARD_V10, StubAgent, json_reply
+from .conftest import refuse_sockets
+
+TASK = {"id": "t-1", "contextId": "c-1", "status": {"state": "TASK_STATE_COMPLETED"}}
+METADATA = ["169.254.169.254", "fd00:ec2::254", "100.100.100.200", "169.254.10.1", "fe80::1"]
+
+
+def _task(_body: object) -> tuple[int, dict[str, str], list[bytes]]:
+    return json_reply({"jsonrpc": "2.0", "id": 1, "result": TASK})
+
+
+@contextlib.asynccontextmanager
+async def _card_naming(host: str) -> AsyncIterator[tuple[str, StubAgent, NameServer, int]]:
+    """The agent on 127.0.0.1 (loopback), its card naming ``http://HOST:PORT/rpc``, where a
+    stub listens on 127.0.0.1; a name server answering nothing yet."""
+    elsewhere = StubAgent(rpc=_task)
+    port = free_port()
+    async with running_server(elsewhere, port=port), name_server() as names:
+        card = dict(CARD_V10)
+        card["supportedInterfaces"] = [
+            {
+                "url": f"http://{host}:{port}/rpc",
+                "protocolBinding": "JSONRPC",
+                "protocolVersion": "1.0",
+            }
+        ]
+        async with running_server(StubAgent(rpc=_task, card=card)) as url:
+            yield url, elsewhere, names, port
+
+
+@pytest.mark.parametrize("address", METADATA)
+async def test_a_name_resolving_to_the_metadata_service_is_not_followed(address: str) -> None:
+    async with _card_naming("meta.test") as (url, elsewhere, names, _port):
+        names.table["meta.test"] = [address]
+        resolver = AresResolver([names.address])
+        async with A2AClient(url, allow_other_origins=True, resolver=resolver) as client:
+            await client.discover()
+            with refuse_sockets() as attempts, pytest.raises(CrossOriginEndpointError) as err:
+                await client.get_task("t-1")
+    assert "meta.test" in err.value.message and "link-local" in err.value.message
+    assert attempts == [], "nothing connected to the name's address"
+    assert elsewhere.seen == []
+
+
+async def test_one_bad_address_among_good_ones_refuses_the_name() -> None:
+    async with _card_naming("mixed.test") as (url, _elsewhere, names, _port):
+        names.table["mixed.test"] = ["127.0.0.1", "169.254.169.254"]
+        async with A2AClient(
+            url, allow_other_origins=True, resolver=AresResolver([names.address])
+        ) as client:
+            with pytest.raises(CrossOriginEndpointError, match=r"169\.254\.169\.254"):
+                await client.get_task("t-1")
+
+
+async def test_the_client_connects_to_the_address_it_checked() -> None:
+    """The name resolves to the agent's own class (loopback) when checked: the call goes to
+    that address, the name in its Host header (the system's resolver knows no such name).
+    Then the name is rebound to the metadata service: the next call looks it up again, is
+    refused, and connects nowhere."""
+    async with _card_naming("rebind.test") as (url, elsewhere, names, port):
+        names.table["rebind.test"] = ["127.0.0.1"]
+        async with A2AClient(
+            url, allow_other_origins=True, resolver=AresResolver([names.address])
+        ) as client:
+            assert (await client.get_task("t-1"))["status"]["state"] == "completed"
+            names.table["rebind.test"] = ["169.254.169.254"]
+            with refuse_sockets() as attempts, pytest.raises(CrossOriginEndpointError):
+                await client.get_task("t-1")
+    assert attempts == []
+    [seen] = elsewhere.seen
+    assert seen.headers["host"] == f"rebind.test:{port}"
+
+
+async def test_a_grpc_host_name_is_checked_and_dialled_at_the_checked_address() -> None:
+    port = free_port()
+    async with _grpc_agent(f"127.0.0.1:{port}") as (_url, hostile), name_server() as names:
+        resolver = AresResolver([names.address])
+        for name, address in (("meta.test", "169.254.169.254"), ("good.test", "127.0.0.1")):
+            names.table[name] = [address]
+        bad = agent_card(f"meta.test:{port}", versions=("1.0",), binding="GRPC")
+        good = agent_card(f"good.test:{port}", versions=("1.0",), binding="GRPC")
+        for card, works in ((bad, False), (good, True)):
+            app = Starlette(routes=create_agent_card_routes(card))
+            async with (
+                running_server(app) as url,
+                A2AClient(url, allow_other_origins=True, resolver=resolver, timeout=30) as client,
+            ):
+                if works:
+                    assert (await client.send_message("hi"))["status"]["state"] == "completed"
+                else:
+                    with pytest.raises(CrossOriginEndpointError, match="link-local"):
+                        await client.send_message("hi")
+    assert len(hostile.metadata) == 1, "only the checked name's call reached the agent"
