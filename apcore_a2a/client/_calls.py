@@ -134,21 +134,15 @@ class Caller:
 
     @contextlib.asynccontextmanager
     async def _sdk(
-        self, method: str, request: Proto, call: Call
+        self, method: str, request: Proto, call: Call, deadline: float | None
     ) -> AsyncIterator[tuple[Any, Callable[[Any], None]]]:
-        """The SDK call for *method* (not yet awaited) in its span, and the span's callback."""
+        """The SDK call for *method* (not yet awaited) in its span, and the span's callback.
+        What it waits for before the SDK's call (a gRPC host's lookup, the credentials an
+        ``httpx.Auth`` fetches) ends by *deadline* (the loop's clock; ``None``: none)."""
         to = await self._endpoint()
         call.binding, call.version = to.binding, to.version
         headers: dict[str, str] = {}
-        pinned = None
-        if to.binding == "GRPC":  # the caller's headers and credentials, for its host only
-            if own_grpc_host(to, self._base):
-                headers = await self._grpc_metadata()
-            elif (to.url, to.secure) not in self._channels:
-                pinned = await grpc_addresses(
-                    to.url, self._base, self._resolve, self._agent, self._lookups
-                )
-        elif to.version == "1.0":  # the 0.3 and gRPC transports set their A2A-Version
+        if to.binding != "GRPC" and to.version == "1.0":  # the others set their A2A-Version
             headers["A2A-Version"] = "1.0"
         if method == "SubscribeToTask" and call.event_id is not None:
             headers["Last-Event-ID"] = call.event_id
@@ -157,22 +151,35 @@ class Caller:
             "SubscribeToTask": "subscribe",
         }
         name = sdk_method.get(method) or re.sub(r"(?<!^)([A-Z])", r"_\1", method).lower()
-        # httpx has its own; a gRPC deadline would end a stream however lively (its
-        # waits are bounded one by one in resumable()).
-        streams = method in sdk_method
-        timeout = self._timeout if to.binding == "GRPC" and not streams else None
         with _span(method, to, request, headers) as seen, translated(method, to.url):
+            pinned = None
+            async with asyncio.timeout_at(deadline):
+                grpc = to.binding == "GRPC"
+                if grpc and own_grpc_host(to, self._base):  # the caller's credentials
+                    for key, value in (await self._grpc_metadata()).items():
+                        headers.setdefault(key, value)  # the span's traceparent stays
+                elif grpc and (to.url, to.secure) not in self._channels:
+                    pinned = await grpc_addresses(
+                        to.url, self._base, self._resolve, self._agent, self._lookups
+                    )
+            # httpx has its own; a gRPC deadline would end a stream however lively (its
+            # waits are bounded one by one in resumable()). What is left of the call's.
+            timeout = None
+            if to.binding == "GRPC" and method not in sdk_method and deadline is not None:
+                timeout = max(deadline - asyncio.get_running_loop().time(), 0.001)
             context = ClientCallContext(service_parameters=headers, timeout=timeout)
             yield getattr(self._transport(to, pinned), name)(request, context=context), seen
 
     async def call(self, method: str, request: Proto) -> tuple[Any, Any]:
         """Run one SDK call; return its result and the result as received (HTTP)."""
         call = Call(nothing_expected=method == "DeleteTaskPushNotificationConfig")
-        async with self._sdk(method, request, call) as (pending, seen):
+        loop = asyncio.get_running_loop()
+        deadline = None if self._timeout is None else loop.time() + self._timeout
+        async with self._sdk(method, request, call, deadline) as (pending, seen):
             # The whole answer within the timeout: httpx bounds each read, so an agent
             # trickling a byte at a time would hold the call forever.
             with current(call):
-                async with asyncio.timeout(self._timeout):
+                async with asyncio.timeout_at(deadline):
                     result = await pending
             seen(result)
         return result, call.wire
@@ -212,7 +219,7 @@ class Caller:
                 async with asyncio.timeout_at(until()):
                     await self._endpoint()  # the card, if it is not at hand
                 async with (
-                    self._sdk(method, request, call) as (stream, seen),
+                    self._sdk(method, request, call, until(self._timeout)) as (stream, seen),
                     contextlib.aclosing(stream),
                 ):
                     # Each wait for the agent's next event (httpx bounds each read itself).

@@ -9,14 +9,17 @@ of each call (tests/client/test_hostile_grpc_agent.py).
 
 from __future__ import annotations
 
+import asyncio
 import base64
+from collections.abc import AsyncGenerator
 from pathlib import Path
 
+import httpx
 import pytest
 from a2a.server.routes import create_agent_card_routes
 from starlette.applications import Starlette
 
-from apcore_a2a.client import A2AClient, CrossOriginEndpointError
+from apcore_a2a.client import A2AClient, A2AConnectionError, CrossOriginEndpointError
 from tests._support import free_port, running_server
 from tests.bindings._grpc import self_signed_cert
 from tests.client._sdk_agent import agent_card
@@ -89,3 +92,37 @@ async def test_the_credentials_never_go_in_plaintext_from_an_https_agent(
                 assert (await client.send_message("hi"))["status"]["state"] == "completed"
     assert [seen for seen in hostile.metadata if "authorization" in seen] == []
     assert len(hostile.metadata) == int(allow_other_origins)
+
+
+class _TokenNeverComes(httpx.Auth):
+    """Credentials of a call fetched from a token source that does not answer (the card's
+    fetch, a GET, needs none: its own wait is bounded apart)."""
+
+    def __init__(self) -> None:
+        self.asked = 0
+
+    async def async_auth_flow(
+        self, request: httpx.Request
+    ) -> AsyncGenerator[httpx.Request, httpx.Response]:
+        if request.method != "GET":
+            self.asked += 1
+            await asyncio.Event().wait()
+        yield request
+
+
+@pytest.mark.parametrize("streams", [False, True])
+async def test_a_slow_token_source_is_bounded_by_the_calls_timeout(streams: bool) -> None:
+    """Before: the metadata's auth flow ran before the call's deadline began, so a token
+    source that never answered held the call for ever, whatever ``timeout=`` said."""
+    auth = _TokenNeverComes()
+    async with _grpc_agent() as (url, hostile), A2AClient(url, auth=auth, timeout=1) as client:
+        async with asyncio.timeout(60):  # the test's own guard: before the fix, for ever
+            with pytest.raises(A2AConnectionError, match="timed out"):
+                await (_drain(client) if streams else client.send_message("hi"))
+    assert auth.asked == 1
+    assert hostile.metadata == []
+
+
+async def _drain(client: A2AClient) -> None:
+    async for _event in client.stream_message("hi", max_retries=0):
+        pass
