@@ -210,6 +210,11 @@ async def _events(body: httpx.Response, url: httpx.URL) -> AsyncIterator[bytes]:
         yield chunk
 
 
+def _sendable(event_id: str) -> bool:
+    """Whether *event_id* can be sent as a header value: printable ASCII, spaces, tabs."""
+    return all(" " <= c <= "~" or c == "\t" for c in event_id)
+
+
 class _EventTap(httpx.AsyncByteStream):
     def __init__(self, body: httpx.Response, call: Call, url: httpx.URL, media: str) -> None:
         self._body, self._call, self._url, self._media = body, call, url, media
@@ -220,6 +225,12 @@ class _EventTap(httpx.AsyncByteStream):
         async for sse in EventSource(events).aiter_sse():
             if not sse.data:
                 continue
+            if sse.id and not _sendable(sse.id):
+                # It would go back as Last-Event-ID on a resume: no header can carry it.
+                raise InvalidAgentResponseError(
+                    f"agent sent an SSE event id that is no HTTP header value (not printable "
+                    f"ASCII: {_start(sse.id, 40)}), so the stream could not be resumed from it"
+                )
             fixed = self._call.read(sse.data, error=sse.event == "error")
             self._call.repeated = bool(sse.id) and sse.id == self._call.event_id
             self._call.event_id = sse.id or self._call.event_id

@@ -336,6 +336,8 @@ class A2AClient:
         """
         bounds = stream_bounds(max_retries, timeout)
         task_id = require_id(task_id, "task_id")
+        if last_event_id is not None:
+            header_value(last_event_id, "last_event_id")  # it goes as Last-Event-ID
         return alone_after_events(self._calls.resumable(task_id, last_event_id, *bounds))
 
     # -- push notification configs -----------------------------------------------------

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from apcore_a2a import A2AClient
-from apcore_a2a.client.errors import A2AConnectionError
+from apcore_a2a.client.errors import A2AConnectionError, InvalidAgentResponseError
 
 from .._proxy import TcpProxy
 from .._support import ROOT, cli_server, free_port, running_server
@@ -146,3 +146,49 @@ async def test_an_agent_that_replays_the_event_it_resumes_from_is_given_up_on() 
                 await follow(c)
     assert [e["id"] for e in seen] == ["t-1"]
     assert agent.resumed_from == ["1", "1"]
+
+
+class _OddIds:
+    """A hostile agent: each stream sends one working task whose SSE id is *event_id*,
+    then drops the connection (the client resumes from that id)."""
+
+    def __init__(self, event_id: str) -> None:
+        self.event_id = event_id
+        self.stub = StubAgent(card=dict(CARD_V10), card_paths=())
+        self.streams = 0
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await self.stub(scope, receive, send)
+            return
+        self.streams += 1
+        request = json.loads((await receive())["body"])
+        task = {"id": "t-1", "contextId": "c-1", "status": {"state": "TASK_STATE_WORKING"}}
+        event = json.dumps({"jsonrpc": "2.0", "id": request["id"], "result": {"task": task}})
+        start = {"type": "http.response.start", "status": 200}
+        await send(start | {"headers": [(b"content-type", b"text/event-stream")]})
+        body = f"id: {self.event_id}\ndata: {event}\n\n".encode()
+        await send({"type": "http.response.body", "body": body, "more_body": True})
+        raise ConnectionAbortedError("the stream drops")  # uvicorn cuts the connection
+
+
+@pytest.mark.parametrize("event_id", ["caf\u00e9", "a\x01b", "\u202e1"])
+async def test_an_event_id_that_cannot_be_sent_back_is_a_typed_error(event_id: str) -> None:
+    """An id that is no HTTP header value (not ASCII, or a control character) cannot go
+    back as ``Last-Event-ID``. Before: the resume failed in httpx's header encoding
+    (``'ascii' codec can't encode``), or as a failed connection retried and given up on."""
+    agent = _OddIds(event_id)
+    async with running_server(agent) as url, A2AClient(url, timeout=5, protocol="1.0") as c:
+        async with asyncio.timeout(120):  # a hang guard, not a speed target
+            with pytest.raises(InvalidAgentResponseError, match="event id") as err:
+                async for _event in c.stream_message("x", max_retries=2):
+                    pass
+    assert "codec" not in err.value.message
+    assert agent.streams == 1, "no resume was tried with an id that cannot be sent"
+
+
+async def test_a_last_event_id_that_cannot_be_sent_is_refused_before_any_request() -> None:
+    async with A2AClient("http://127.0.0.1:9", protocol="1.0") as client:
+        with pytest.raises(ValueError, match="last_event_id must be ASCII text"):
+            async for _event in client.resubscribe("t-1", last_event_id="caf\u00e9"):
+                pass
