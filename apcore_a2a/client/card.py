@@ -26,6 +26,7 @@ from a2a.utils.signing import SignatureVerificationError, create_signature_verif
 from google.protobuf.json_format import MessageToDict, ParseDict
 
 from apcore_a2a._addresses import CLASSES, host_class
+from apcore_a2a._text import echoed
 from apcore_a2a.client._alone import leaves_alone
 from apcore_a2a.client._bounded import get_at_most, json_or_none, parse_json
 from apcore_a2a.client.errors import (
@@ -294,6 +295,21 @@ def check_endpoint(url: str, base: str, *, allow_other_origins: bool, direct: bo
     if direct:
         home = urlsplit(base)
         return urlsplit(resolved)._replace(scheme=home.scheme, netloc=home.netloc).geturl()
+    parts = urlsplit(resolved)
+    if "@" in parts.netloc:
+        # httpx would send them as basic auth in place of the caller's own credentials
+        # (the call made as whoever the card chose), and messages would repeat them.
+        shown = parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
+        raise A2ADiscoveryError(
+            f"the agent card names {echoed(shown)} with credentials in it (user:password@): "
+            "it is not followed"
+        )
+    try:
+        _ = httpx.URL(resolved).host  # as the transports read it (IDNA decoded too)
+    except (httpx.InvalidURL, ValueError) as exc:
+        raise A2ADiscoveryError(
+            f"the agent card names {echoed(resolved)}, which is no usable URL ({exc})"
+        ) from None
     agent, target = origin_of(base), origin_of(resolved)
     if target == agent:
         return resolved

@@ -127,8 +127,6 @@ async def test_same_origin_interfaces_get_the_credentials() -> None:
         ("https://agent.example:8443/rpc", "https://agent.example", False),
         ("https://evil.example/rpc", "https://agent.example", False),
         ("https://agent.example.evil.example/rpc", "https://agent.example", False),
-        ("https://agent.example@evil.example/rpc", "https://agent.example", False),
-        ("https://evil.example\\@agent.example/rpc", "https://agent.example", True),  # httpx: too
         # The same host to DNS, but another origin to a browser: the credentials stay home.
         ("https://agent.example./rpc", "https://agent.example", False),
         ("https://agent.example/rpc", "https://agent.example.", False),
@@ -379,3 +377,50 @@ async def test_a_redirect_of_a_call_is_not_followed_on_any_binding(
             with pytest.raises(A2AConnectionError, match="307"):
                 await client.push_status("t-1")
     assert elsewhere.seen == []
+
+
+@pytest.mark.parametrize(
+    ("named", "allow", "said"),
+    [
+        # the agent's own origin, with the card's credentials: sent as basic auth in place
+        # of the caller's bearer token (the call made as whoever the card chose)
+        ("http://card:pw@{own}/rpc", False, "with credentials in it"),
+        ("http://card@{own}/rpc", True, "with credentials in it"),
+        # hosts httpx's IDNA refuses: a raw httpx.InvalidURL, or an "invalid result"
+        ("http://\uff41gent.test:8000/rpc", True, "no usable URL"),
+        ("http://xn--agent-.test:8000/rpc", True, "no usable URL"),
+    ],
+)
+async def test_a_card_url_with_credentials_or_an_unusable_host_is_a_discovery_error(
+    named: str, allow: bool, said: str
+) -> None:
+    agent = StubAgent(rpc=task_reply)
+    async with running_server(agent) as url:
+        own = url.split("//", 1)[1]
+        agent.card = CARD_V10 | {
+            "supportedInterfaces": [
+                {
+                    "url": named.format(own=own),
+                    "protocolBinding": "JSONRPC",
+                    "protocolVersion": "1.0",
+                }
+            ]
+        }
+        async with A2AClient(url, auth="tok-secret", allow_other_origins=allow) as client:
+            with pytest.raises(A2ADiscoveryError, match=said) as err:
+                await client.get_task("t-1")
+    assert "pw" not in err.value.message
+    assert [s.method for s in agent.seen] == ["GET"], "only the card was fetched"
+
+
+@pytest.mark.parametrize(
+    "named",
+    [
+        "https://agent.example@evil.example/rpc",
+        "https://evil.example\\@agent.example/rpc",  # httpx: user "evil.example\\" too
+        "https://:@agent.example/rpc",
+    ],
+)
+def test_a_user_part_is_refused_whatever_the_origin(named: str) -> None:
+    with pytest.raises(A2ADiscoveryError, match="with credentials in it"):
+        check_endpoint(named, "https://agent.example", allow_other_origins=True, direct=False)
