@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 from a2a.server.routes import create_agent_card_routes
 from starlette.applications import Starlette
 
-from apcore_a2a.client import A2AClient, CrossOriginEndpointError
+from apcore_a2a.client import A2AClient, A2AConnectionError, CrossOriginEndpointError
 from apcore_a2a.push.dns import AresResolver
 from tests._support import free_port, running_server
+from tests.bindings._grpc import self_signed_cert
 from tests.client._sdk_agent import agent_card
 from tests.client.test_hostile_grpc_agent import _grpc_agent
 from tests.push._dns import NameServer, name_server
@@ -116,3 +118,37 @@ async def test_a_grpc_host_name_is_checked_and_dialled_at_the_checked_address() 
                     with pytest.raises(CrossOriginEndpointError, match="link-local"):
                         await client.send_message("hi")
     assert len(hostile.metadata) == 1, "only the checked name's call reached the agent"
+
+
+@pytest.mark.parametrize(("name", "verifies"), [("localhost", True), ("tls.test", False)])
+async def test_over_tls_the_certificate_is_verified_for_the_name_not_the_address(
+    name: str, verifies: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Connected to the checked 127.0.0.1, the name is still the SNI and the name the
+    certificate (for localhost and 127.0.0.1) is verified for: tls.test does not verify."""
+    cert, key = self_signed_cert(tmp_path)
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+    elsewhere = StubAgent(rpc=_task)
+    port = free_port()
+    tls = {"ssl_certfile": str(cert), "ssl_keyfile": str(key)}
+    async with running_server(elsewhere, port=port, **tls), name_server() as names:
+        names.table["localhost"] = ["127.0.0.1"]  # c-ares reads /etc/hosts first anyway
+        names.table["tls.test"] = ["127.0.0.1"]
+        card = dict(CARD_V10)
+        card["supportedInterfaces"] = [
+            {
+                "url": f"https://{name}:{port}/rpc",
+                "protocolBinding": "JSONRPC",
+                "protocolVersion": "1.0",
+            }
+        ]
+        async with (
+            running_server(StubAgent(rpc=_task, card=card)) as url,
+            A2AClient(url, allow_other_origins=True, resolver=AresResolver([names.address])) as c,
+        ):
+            if verifies:
+                assert (await c.get_task("t-1"))["status"]["state"] == "completed"
+            else:
+                with pytest.raises(A2AConnectionError, match="CERTIFICATE_VERIFY_FAILED"):
+                    await c.get_task("t-1")
+    assert len(elsewhere.seen) == int(verifies)
