@@ -9,6 +9,7 @@ server the test controls (tests/push/_dns.py), read through the client's ``resol
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -152,3 +153,15 @@ async def test_over_tls_the_certificate_is_verified_for_the_name_not_the_address
                 with pytest.raises(A2AConnectionError, match="CERTIFICATE_VERIFY_FAILED"):
                     await c.get_task("t-1")
     assert len(elsewhere.seen) == int(verifies)
+
+
+async def test_a_name_whose_dns_never_answers_is_given_up_on_at_the_timeout() -> None:
+    async with _card_naming("stuck.blackhole.test") as (url, elsewhere, names, _port):
+        resolver = AresResolver([names.address])
+        async with A2AClient(url, allow_other_origins=True, resolver=resolver, timeout=1) as c:
+            async with asyncio.timeout(60):  # the test's own guard
+                with pytest.raises(A2AConnectionError, match="timed out"):
+                    await c.get_task("t-1")
+        assert resolver.pending == 0, "the lookup ended with the call"
+        names.release()
+    assert elsewhere.seen == []
