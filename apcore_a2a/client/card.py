@@ -304,17 +304,16 @@ def check_endpoint(url: str, base: str, *, allow_other_origins: bool, direct: bo
             f"the agent card names {echoed(shown)} with credentials in it (user:password@): "
             "it is not followed"
         )
-    try:
-        _ = httpx.URL(resolved).host  # as the transports read it (IDNA decoded too)
-    except (httpx.InvalidURL, ValueError) as exc:
-        raise A2ADiscoveryError(
-            f"the agent card names {echoed(resolved)}, which is no usable URL ({exc})"
-        ) from None
     agent, target = origin_of(base), origin_of(resolved)
-    if target == agent:
-        return resolved
-    if allow_other_origins and target is not None:
-        _outward(resolved, urlsplit(resolved).hostname or "", base)
+    if target == agent or (allow_other_origins and target is not None):
+        try:
+            _ = httpx.URL(resolved).host  # as the transports read it (IDNA decoded too)
+        except (httpx.InvalidURL, ValueError) as exc:
+            raise A2ADiscoveryError(
+                f"the agent card names {echoed(resolved)}, which is no usable URL ({exc})"
+            ) from None
+        if target != agent:
+            _outward(resolved, parts.hostname or "", base)
         return resolved
     downgrade = str(agent).startswith("https:") and str(target).startswith("http:")
     raise CrossOriginEndpointError(
