@@ -14,11 +14,13 @@ import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import httpx
 import pytest
 from a2a.server.routes import create_agent_card_routes
 from starlette.applications import Starlette
 
 from apcore_a2a.client import A2AClient, A2AConnectionError, CrossOriginEndpointError
+from apcore_a2a.client._names import AgentsClass, OtherOrigins
 from apcore_a2a.push.dns import AresResolver
 from tests._support import free_port, running_server
 from tests.bindings._grpc import self_signed_cert
@@ -165,3 +167,22 @@ async def test_a_name_whose_dns_never_answers_is_given_up_on_at_the_timeout() ->
         assert resolver.pending == 0, "the lookup ended with the call"
         names.release()
     assert elsewhere.seen == []
+
+
+async def test_for_an_agent_elsewhere_a_name_resolving_to_loopback_is_not_followed() -> None:
+    """The agent's own name resolves to a public address (never connected to here): a name
+    of another origin resolving to the caller's own host (one of its addresses) is refused,
+    before any connection."""
+    async with name_server() as names:
+        names.table |= {
+            "agent.test": ["192.0.2.10"],
+            "loop.test": ["::1", "10.0.0.9"],
+        }
+        resolver = AresResolver([names.address])
+        agent = AgentsClass("https://agent.test", resolver, 5)
+        transport = OtherOrigins("https://agent.test", resolver, agent)
+        async with httpx.AsyncClient(transport=transport, timeout=5) as http:
+            refused = pytest.raises(CrossOriginEndpointError, match=r"loopback address \(::1\)")
+            with refuse_sockets() as attempts, refused:
+                await http.get("http://loop.test:8080/rpc")
+    assert attempts == []
