@@ -1,7 +1,7 @@
 """Growth: what a long streamed output costs the store, and what replaying it costs the server.
 
 ``python -m benchmarks.growth [--sizes 1,10] [--chunk 4096] [--modes single,cluster]
-[--replay-mb 10] [--dimensions streams,turns,others] [--turns 20,200]
+[--replay-mb 10] [--dimensions streams,turns,others] [--turns 20,200] [--pad 100]
 [--others 10000,100000] [--pages 1000,10000] [--unreadable 0,1] [--append RESULTS.md]``
 
 Streams (one process, fresh store, without and with ``--cluster`` side by side):
@@ -26,9 +26,10 @@ start) and read to the end. The row is the server's RSS growth (peak sampled eve
 Other dimensions (``--dimensions turns,others``; ``streams`` is the above), each at two
 sizes so the growth ratio shows, in costs that do not depend on the clock:
 
-* ``turns``: one task continued *n* times (``bench.turns`` asks a question at every
-  follow-up; ``--turns 20,200``): bytes the tables and WAL grew by (SQLite: file and WAL,
-  every frame kept) and rows of the store's tables read (PostgreSQL
+* ``turns``: one task continued *n* times (``bench.turns`` asks a question of ``--pad``
+  characters at every follow-up; ``--turns 20,200``), and the rows and bytes of its
+  ``task_events`` (its replay log) at the end: bytes the tables and WAL grew by (SQLite:
+  file and WAL, every frame kept) and rows of the store's tables read (PostgreSQL
   ``pg_stat_user_tables``: ``seq_tup_read + idx_tup_fetch``), per turn; a conversation
   the history bound (``max_task_history_*``) refuses first is measured up to its refusal;
 * ``pages``: one caller paging through *n* tasks of its own with ``ListTasks``
@@ -358,6 +359,9 @@ class TurnsRow:
     tables: int = 0
     wal: int | None = None
     rows_read: int | None = None
+    #: rows and bytes of the task's ``task_events`` at the end (its replay log)
+    events: int = 0
+    event_bytes: int = 0
 
 
 @dataclass
@@ -389,16 +393,19 @@ def _turn(data: dict[str, Any], task_id: str = "", context_id: str = "") -> dict
     return {"message": message}
 
 
-async def _converse(base: str, turns: int) -> tuple[str, str, int]:
-    """Start a ``bench.turns`` task and continue it *turns* times, or until a follow-up is
-    refused by the history bound: (task id, state, follow-ups taken)."""
+async def _converse(base: str, turns: int, pad: int = 100) -> tuple[str, str, int]:
+    """Start a ``bench.turns`` task and continue it *turns* times (questions of *pad*
+    characters), or until a follow-up is refused by the history bound: (task id, state,
+    follow-ups taken)."""
     import httpx
 
     async with httpx.AsyncClient(timeout=60) as http:
-        task = (await _rpc(http, base, "SendMessage", _turn({"turns": turns})))["task"]
+        first = _turn({"turns": turns, "pad": pad})
+        task = (await _rpc(http, base, "SendMessage", first))["task"]
         for turn in range(1, turns + 1):
+            follow_up = _turn({"turn": turn, "pad": pad}, task["id"])
             try:
-                reply = await _rpc(http, base, "SendMessage", _turn({"turn": turn}, task["id"]))
+                reply = await _rpc(http, base, "SendMessage", follow_up)
             except RuntimeError as refused:
                 if "-32091" not in str(refused):
                     raise
@@ -407,7 +414,9 @@ async def _converse(base: str, turns: int) -> tuple[str, str, int]:
         return task["id"], task["status"]["state"], turns
 
 
-def measure_turns(backend: str, turns: int, folder: Path, *, cluster: bool) -> TurnsRow:
+def measure_turns(
+    backend: str, turns: int, folder: Path, *, cluster: bool, pad: int = 100
+) -> TurnsRow:
     import httpx
 
     row = TurnsRow(backend, "cluster" if cluster else "single", turns)
@@ -416,7 +425,7 @@ def measure_turns(backend: str, turns: int, folder: Path, *, cluster: bool) -> T
         if database is None:
             before = sqlite_bytes(url)
             with sqlite_frames_kept(url):
-                task_id, state, row.taken = asyncio.run(_converse(base, turns))
+                task_id, state, row.taken = asyncio.run(_converse(base, turns, pad))
                 row.wal = sqlite_bytes(url) - before
         else:
             before = asyncio.run(_pg_bytes(database))
@@ -427,7 +436,7 @@ def measure_turns(backend: str, turns: int, folder: Path, *, cluster: bool) -> T
                 running = asyncio.create_task(meter.run())
                 await asyncio.sleep(0.5)
                 try:
-                    return await _converse(base, turns)
+                    return await _converse(base, turns, pad)
                 finally:
                     meter.stop()
                     await running
@@ -441,6 +450,14 @@ def measure_turns(backend: str, turns: int, folder: Path, *, cluster: bool) -> T
         body = {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": task_id}}
         reply = httpx.post(base + "/", json=body, headers={"A2A-Version": "1.0"}, timeout=60)
         row.task_bytes = len(json.dumps(reply.json()["result"]))
+        where = f"FROM task_events WHERE task_id = '{task_id}'"
+        counts = f"SELECT count(*) || ' ' || coalesce(sum(length(event_data)), 0) {where}"
+        if database is None:
+            with contextlib.closing(sqlite3.connect(url.split("///", 1)[1])) as db:
+                counted = str(db.execute(counts).fetchone()[0])
+        else:
+            counted = str(asyncio.run(_pg(counts, database)))
+        row.events, row.event_bytes = (int(n) for n in counted.split())
     if database is None:
         row.tables = sqlite_bytes(url) - before
     return row
@@ -490,14 +507,15 @@ def render_dimensions(turns: list[TurnsRow], others: list[OthersRow]) -> str:
     lines: list[str] = []
     if turns:
         lines += [
-            "One task continued *n* times (`bench.turns`, a 100-character question per turn):"
+            "One task continued *n* times (`bench.turns`, a question of `--pad` characters, "
+            "100 by default, per turn):"
             " bytes the store grew by and WAL written (PostgreSQL: records of its database; "
             "SQLite: file and WAL, every frame kept), rows of `tasks`, `task_events`, "
             "`task_versions` read; per turn, and the task as `GetTask` returns it.",
             "",
             "| store | mode | turns | task (JSON) | store bytes / turn | WAL / turn | "
-            "rows read / turn |",
-            "|---|---|---|---|---|---|---|",
+            "rows read / turn | task_events rows | task_events bytes |",
+            "|---|---|---|---|---|---|---|---|---|",
         ]
         for t in turns:
             wal = "—" if t.wal is None else f"{t.wal / t.taken:,.0f}"
@@ -505,7 +523,8 @@ def render_dimensions(turns: list[TurnsRow], others: list[OthersRow]) -> str:
             n = str(t.turns) if t.taken == t.turns else f"{t.taken} (then refused)"
             lines.append(
                 f"| {t.backend} | {t.mode} | {n} | {t.task_bytes:,} | "
-                f"{t.tables / t.taken:,.0f} | {wal} | {read} |"
+                f"{t.tables / t.taken:,.0f} | {wal} | {read} | {t.events:,} | "
+                f"{t.event_bytes:,} |"
             )
         lines.append("")
     if others:
@@ -607,6 +626,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--idle", default="0,50,500", help='subscriber counts ("": none)')
     parser.add_argument("--dimensions", default="streams", help="streams,turns,others,pages")
     parser.add_argument("--turns", default="20,200", help="follow-ups of one task")
+    parser.add_argument("--pad", type=int, default=100, help="characters of each question")
     parser.add_argument("--others", default="10000,100000", help="other callers' tasks")
     parser.add_argument("--pages", default="1000,10000", help="the caller's own tasks")
     parser.add_argument("--page-size", type=int, default=50, help="ListTasks pageSize")
@@ -628,7 +648,9 @@ def main(argv: list[str] | None = None) -> int:
         for backend in backends:
             for mode, n in ((m, int(n)) for n in args.turns.split(",") for m in modes):
                 if "turns" in dimensions:
-                    turns.append(measure_turns(backend, n, Path(tmp), cluster=mode == "cluster"))
+                    cluster = mode == "cluster"
+                    measured = measure_turns(backend, n, Path(tmp), cluster=cluster, pad=args.pad)
+                    turns.append(measured)
                     print(turns[-1], file=sys.stderr, flush=True)
             for mode, n in ((m, int(n)) for n in args.others.split(",") for m in modes):
                 if "others" in dimensions and backend == "postgresql":

@@ -4,8 +4,9 @@ stores have ``task_events``; ``docs/storage.md``, *The memory store is bounded*)
 and reporting its log position as the task's version.
 
 Each task's log holds at most ``per_task`` events and ``per_task_bytes`` bytes of them (their
-protobuf size; its latest event is kept whatever its size): a follow-up logs the whole task,
-history and all, so a count alone let one task's log hold a hundred copies of its history.
+protobuf size; its latest event is kept whatever its size). A follow-up logs the whole task,
+history and all: that event replaces the task's earlier ones, so the log holds one copy of
+its history, not one per turn.
 The log keeps the events of a bounded number of tasks: a new task's log takes the place of
 the least recently active log of the caller holding the most (``owner_queues.py``, as the
 memory task store evicts), so one caller's quick tasks replace its own logs, not the log a
@@ -69,8 +70,17 @@ class MemoryEventLog:
             owner = self._owners[task_id]
         self._recent.add(owner, task_id)
         size = _size_of(event)
+        held = self._bytes[task_id]
+        if isinstance(event, Task):
+            # The whole task supersedes its earlier events: a reader resuming before it
+            # is given it, then what follows (docs/storage.md, *What a long conversation
+            # writes*), so they go, and no id before it is refused for their sake.
+            self.held_bytes -= held
+            held = 0
+            log.clear()
+            self._dropped.pop(task_id, None)
         log.append((self._last, event, size))
-        held = self._bytes[task_id] + size
+        held += size
         self.held_bytes += size
         while len(log) > self._per_task or (held > self._per_task_bytes and len(log) > 1):
             self._dropped[task_id], _event, dropped = log.popleft()

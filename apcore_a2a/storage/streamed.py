@@ -48,7 +48,7 @@ from a2a.types.a2a_pb2 import StreamResponse
 from a2a.utils.proto_utils import to_stream_response
 from cachetools import LRUCache
 from google.protobuf.json_format import ParseDict
-from sqlalchemy import Table, and_, insert, select, update
+from sqlalchemy import Table, and_, delete, insert, select, update
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -56,6 +56,7 @@ from apcore_a2a.upstream.sql_task_rows import TaskRows
 from apcore_a2a.upstream.task_version import version_number
 from apcore_a2a.upstream.unreadable_rows import read_rows_safely
 
+from .event_index import of_task
 from .group_commit import GroupCommit
 from .listing import TaskPages
 
@@ -70,8 +71,9 @@ _TRIES, _PAUSE_S = 5, 0.02
 _CONTENTION = frozenset({"40P01", "40001"})
 _E: Table = TaskEventModel.__table__  # type: ignore[assignment]
 _V: Table = TaskVersionModel.__table__  # type: ignore[assignment]
-#: one save of a stored task: its id, owner, new version, row, and event (``None``: none)
-_Save = tuple[str, str, int, dict[str, Any], bytes | None]
+#: one save of a stored task: its id, owner, new version, row, event (``None``: none), and
+#: whether the event is the whole task, which supersedes the task's earlier events
+_Save = tuple[str, str, int, dict[str, Any], bytes | None, bool]
 _T = TypeVar("_T")
 
 
@@ -124,7 +126,9 @@ class ChunkedTaskStore(VersionedDatabaseTaskStore):
             )
         version = version_number(prev_version) + 1
         row = self._rows.row(task, owner)
-        seq = await _retried(lambda: self._group.submit((task.id, owner, version, row, data)))
+        whole = isinstance(event, Task) and not any(in_log(a) for a in event.artifacts)
+        save = (task.id, owner, version, row, data, whole)
+        seq = await _retried(lambda: self._group.submit(save))
         if seq is not None:
             self.seqs[task.id, version] = seq
         return TaskVersion(version)
@@ -137,7 +141,7 @@ class ChunkedTaskStore(VersionedDatabaseTaskStore):
         tasks = self._rows.table
         async with self._sql.engine.begin() as conn:
             for index in sorted(range(len(batch)), key=lambda i: batch[i][:3]):
-                task_id, owner, version, row, data = batch[index]
+                task_id, owner, version, row, data, whole = batch[index]
                 swapped = await conn.execute(
                     update(_V)
                     .where(_V.c.task_id == task_id, _V.c.owner == owner)
@@ -160,7 +164,16 @@ class ChunkedTaskStore(VersionedDatabaseTaskStore):
                 if data is not None:
                     ids = {"task_id": task_id, "owner": owner, "task_version": version}
                     inserted = insert(_E).values(**ids, event_data=data).returning(_E.c.seq)
-                    answers[index] = (await conn.execute(inserted)).scalar_one()
+                    seq = answers[index] = (await conn.execute(inserted)).scalar_one()
+                    if whole:
+                        # A follow-up's event is the whole task, history and all: it
+                        # supersedes the task's earlier events for every reader (one
+                        # resuming before it gets it first, then what follows), so they
+                        # go, in its transaction, and the log holds one copy of the
+                        # history, not one per turn (docs/storage.md, *What a long
+                        # conversation writes*).
+                        superseded = and_(of_task(task_id), _E.c.owner == owner)
+                        await conn.execute(delete(_E).where(superseded, _E.c.seq < seq))
         return answers
 
     async def _cancel(self, task: Task, owner: str, read: int, data: bytes | None) -> TaskVersion:

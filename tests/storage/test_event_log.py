@@ -57,9 +57,13 @@ async def test_keeps_a_tasks_bytes_bound_oldest_out_first_and_its_latest_event_a
     big = Task(id="t1", context_id="c", history=[Message(parts=[Part(text="x" * 4 * size)])])
     latest = log.append("t1", big, owner="o")  # over the bound alone: kept, the rest gone
     assert log.position("t1") == latest and log.held_bytes > 4 * size
-    assert await _replay(log, "t1", ids[4]) == [latest]
+    # The whole task replaces the events before it: a resume from any of them gets it.
+    for before in (0, ids[0], ids[3], ids[4]):
+        assert await _replay(log, "t1", before) == [latest]
+    after = log.append("t1", _event("t1", 5), owner="o")  # the task alone filled the bound
     with pytest.raises(InvalidParamsError, match="no longer kept"):
-        await _replay(log, "t1", ids[3])
+        await _replay(log, "t1", ids[4])
+    assert await _replay(log, "t1", latest) == [after]
     log.append("a", _event("a", 0), owner="o")
     log.append("b", _event("b", 0), owner="o")  # t1's log goes, with its bytes
     assert log.held_bytes == _event("a", 0).ByteSize() + _event("b", 0).ByteSize()
