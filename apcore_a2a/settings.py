@@ -258,6 +258,9 @@ class Settings(SourcedSettings):
         "memory: bytes of events kept per task (its latest event is kept whatever its size)",
         ge=1,
     )
+    task_event_log_total_bytes: int = setting(
+        256 << 20, "storage.task_event_log_total_bytes", "memory: event bytes of all tasks", ge=1
+    )
     task_retention_seconds: float | None = setting(
         None, "storage.task_retention_seconds", "SQL: delete finished tasks older than this", ge=0
     )

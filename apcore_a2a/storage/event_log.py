@@ -10,7 +10,9 @@ its history, not one per turn.
 The log keeps the events of a bounded number of tasks: a new task's log takes the place of
 the least recently active log of the caller holding the most (``owner_queues.py``, as the
 memory task store evicts), so one caller's quick tasks replace its own logs, not the log a
-parked task of another caller will be resumed from.
+parked task of another caller will be resumed from. All the logs together hold at most
+``total_bytes``: past it, finished tasks' logs go first, the earliest finished first, then
+live ones as above (a reader of a log that went is told, as one the bounds left behind).
 """
 
 from __future__ import annotations
@@ -18,11 +20,12 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import AsyncGenerator
 
+from a2a.server.agent_execution.active_task import TERMINAL_TASK_STATES
 from a2a.server.cluster import LegacyTaskStoreAdapter, StoredTask, TaskVersion
 from a2a.server.context import ServerCallContext
 from a2a.server.events.event_queue import Event
 from a2a.server.tasks import TaskStore
-from a2a.types import Task
+from a2a.types import Task, TaskStatusUpdateEvent
 from a2a.utils.errors import InvalidParamsError
 
 from apcore_a2a.edge.call import record_of
@@ -36,12 +39,18 @@ from .owner_queues import OwnerQueues
 class MemoryEventLog:
     """The recent events of recent tasks; ``tail`` as the cluster event stream offers it."""
 
-    def __init__(self, *, per_task: int, max_tasks: int, per_task_bytes: int) -> None:
-        if per_task < 1 or max_tasks < 1 or per_task_bytes < 1:
-            raise ValueError("task_event_log_size and task_event_log_bytes must be at least 1")
+    def __init__(
+        self, *, per_task: int, max_tasks: int, per_task_bytes: int, total_bytes: int = 1 << 62
+    ) -> None:
+        if min(per_task, max_tasks, per_task_bytes, total_bytes) < 1:
+            raise ValueError("task_event_log_size and the *_bytes bounds must be at least 1")
         self._per_task = per_task
         self._max_tasks = max_tasks
         self._per_task_bytes = per_task_bytes
+        self.total_bytes = total_bytes
+        """The bytes all the logs may hold together (``task_event_log_total_bytes``)."""
+        #: the finished tasks' logs, the earliest finished first
+        self._finished: dict[str, None] = {}
         #: per task, its events (id, event, size), and the bytes they hold
         self._logs: dict[str, deque[tuple[int, Event, int]]] = {}
         self._bytes: dict[str, int] = {}
@@ -66,6 +75,10 @@ class MemoryEventLog:
             log = self._logs[task_id] = deque()
             self._owners[task_id] = owner
             self._bytes[task_id] = 0
+            if not isinstance(event, Task):
+                # A log that went and comes back lacks the events before this one (a task
+                # starts with a Task, which replaces them): a resume from them is refused.
+                self._dropped[task_id] = self._last - 1
         else:
             owner = self._owners[task_id]
         self._recent.add(owner, task_id)
@@ -87,14 +100,29 @@ class MemoryEventLog:
             held -= dropped
             self.held_bytes -= dropped
         self._bytes[task_id] = held
+        if _ends_task(event):
+            self._finished[task_id] = None
+        while self.held_bytes > self.total_bytes and (out := self._next_out(task_id)):
+            self._forget(*out)
         self.hub.wake(task_id)
         return self._last
+
+    def _next_out(self, keep: str) -> tuple[str, str] | None:
+        """The log to drop past ``total_bytes``: the earliest finished task's, else the live
+        one ``append`` would drop for a new task; never *keep*'s (the log just appended)."""
+        finished = next((t for t in self._finished if t != keep), None)
+        if finished is not None:
+            return self._owners[finished], finished
+        out = self._recent.next_out()
+        return out if out is not None and out[1] != keep else None
 
     def _forget(self, owner: str, task_id: str) -> None:
         self._recent.discard(owner, task_id)
         del self._logs[task_id], self._owners[task_id]
         self.held_bytes -= self._bytes.pop(task_id)
         self._dropped.pop(task_id, None)
+        self._finished.pop(task_id, None)
+        self.hub.wake(task_id)  # its readers: told now, not at the task's next event
 
     def position(self, task_id: str) -> int:
         """The id of the task's latest event (0 if none is kept)."""
@@ -122,15 +150,15 @@ class MemoryEventLog:
         try:
             while True:
                 woken.clear()
+                log = self._logs.get(task_id)
                 gone = self._dropped.get(task_id, 0) > cursor
-                if gone or (cursor and task_id not in self._logs):
+                if gone or (cursor and log is None):
                     raise InvalidParamsError(
                         message=f"Last-Event-ID {cursor}: the events after it are no longer "
-                        "kept (task_event_log_size, task_event_log_bytes); read the task "
-                        "with GetTask"
+                        "kept (task_event_log_size, task_event_log_bytes, "
+                        "task_event_log_total_bytes); read the task with GetTask"
                     )
-                log = self._logs.get(task_id, deque())
-                fresh = [(seq, event) for seq, event, _size in log if seq > cursor]
+                fresh = [(seq, event) for seq, event, _size in log or () if seq > cursor]
                 for seq, event in fresh:
                     cursor = seq
                     yield seq, TaskVersion(seq), event
@@ -140,6 +168,12 @@ class MemoryEventLog:
                     await woken.wait()
         finally:
             self.hub.unregister(task_id, woken)
+
+
+def _ends_task(event: Event) -> bool:
+    if isinstance(event, Task | TaskStatusUpdateEvent):
+        return event.status.state in TERMINAL_TASK_STATES
+    return False
 
 
 def _size_of(event: Event) -> int:

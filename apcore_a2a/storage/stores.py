@@ -204,6 +204,7 @@ def open_stores(task_store: str | TaskStore, settings: Settings) -> Stores:
             per_task=settings.task_event_log_size,
             max_tasks=EVENT_LOG_TASKS,
             per_task_bytes=settings.task_event_log_bytes,
+            total_bytes=settings.task_event_log_total_bytes,
         )
     return stores
 

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from a2a.types import Message, Part, Task, TaskState, TaskStatus, TaskStatusUpdateEvent
 from a2a.utils.errors import InvalidParamsError
 
+from apcore_a2a.settings import Settings
 from apcore_a2a.storage.event_log import MemoryEventLog
+from apcore_a2a.storage.stores import open_stores
+
+from ._helpers import settings
 
 
 def _event(task_id: str, n: int) -> TaskStatusUpdateEvent:
@@ -78,3 +84,50 @@ async def test_a_reader_the_bounds_left_behind_is_refused_not_handed_a_gap() -> 
         log.append("t1", _event("t1", n), owner="o")
     with pytest.raises(InvalidParamsError, match=f"Last-Event-ID {first}: .* no longer kept"):
         await anext(reader)
+
+
+def _ended(task_id: str) -> TaskStatusUpdateEvent:
+    return TaskStatusUpdateEvent(
+        task_id=task_id, context_id="ctx-0", status=TaskStatus(state=TaskState.TASK_STATE_COMPLETED)
+    )
+
+
+async def test_a_bound_over_all_tasks_drops_finished_tasks_logs_first() -> None:
+    size = _event("t", 0).ByteSize()
+    log = MemoryEventLog(per_task=100, max_tasks=100, per_task_bytes=1 << 20, total_bytes=4 * size)
+    live = log.append("live", _event("live", 0), owner="a")
+    done = log.append("done", _event("done", 0), owner="b")
+    log.append("done", _ended("done"), owner="b")
+    new = [log.append("new", _event("new", n), owner="c") for n in range(2)]
+    # Five events past a bound of four: the finished task's log went, not the older live one.
+    assert log.held_bytes <= 4 * size
+    assert await _replay(log, "live", 0) == [live]
+    assert await _replay(log, "new", new[0]) == new[1:]
+    with pytest.raises(InvalidParamsError, match="no longer kept"):
+        await _replay(log, "done", done)
+
+
+async def test_past_the_bound_a_live_tasks_log_goes_and_its_reader_is_told() -> None:
+    size = _event("t", 0).ByteSize()
+    log = MemoryEventLog(per_task=100, max_tasks=100, per_task_bytes=1 << 20, total_bytes=2 * size)
+    first = log.append("a", _event("a", 0), owner="a")
+    reader = log.tail("a", 0)
+    assert (await anext(reader))[0] == first
+    waiting = asyncio.ensure_future(anext(reader))
+    await asyncio.sleep(0)
+    for n in range(2):  # another caller's events fill the bound: the least recent log goes
+        log.append("b", _event("b", n), owner="b")
+    assert log.held_bytes <= 2 * size
+    with pytest.raises(InvalidParamsError, match=f"Last-Event-ID {first}: .* no longer kept"):
+        await waiting
+    # The task logs again: a new log, which a resume from before it is not handed as if whole.
+    log.append("a", _event("a", 1), owner="a")
+    with pytest.raises(InvalidParamsError, match="no longer kept"):
+        await _replay(log, "a", first)
+
+
+def test_the_bound_over_all_tasks_is_a_setting() -> None:
+    stores = open_stores("memory://", settings(task_event_log_total_bytes=12345))
+    assert isinstance(stores.event_log, MemoryEventLog)
+    assert stores.event_log.total_bytes == 12345
+    assert Settings.defaults().task_event_log_total_bytes == 256 * 1024 * 1024
