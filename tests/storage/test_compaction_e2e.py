@@ -10,7 +10,8 @@ twice the history; a resume from any id before the latest whole task gets that t
 then what followed it, ids rising, none twice, over JSON-RPC and REST (1.0 and 0.3);
 gRPC's SubscribeToTask (no ids) gets the task whole; a stream cut before a compaction
 resumes from its last id without a gap, and a live subscriber sees the compacting
-follow-up as it comes.
+follow-up as it comes; a streamed artifact (its chunks in the log while its task runs)
+stays whole across the turns that compact.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,7 @@ import grpc.aio
 import httpx
 import pytest
 from a2a.types import a2a_pb2, a2a_pb2_grpc
-from apcore import Executor, Registry
+from apcore import Executor, ModuleAnnotations, Registry
 from pydantic import BaseModel
 
 from apcore_a2a import A2AServerFactory, InputRequired
@@ -59,6 +60,24 @@ class Talk:
         return {"text": "bye"}
 
 
+class Chat:
+    """Streams three chunks of an artifact, then asks again until told ``bye``."""
+
+    input_schema = Said
+    output_schema = Said
+    description = "Stream, then ask again until told bye"
+    annotations = ModuleAnnotations(streaming=True)
+
+    def execute(self, inputs: dict[str, Any], context: Any) -> dict[str, Any]:
+        return {"text": inputs["text"]}
+
+    async def stream(self, inputs: dict[str, Any], context: Any) -> AsyncIterator[dict[str, Any]]:
+        for n in range(3):
+            yield {"text": f"{inputs['text']}-{n}"}
+        if inputs["text"] != "bye":
+            raise InputRequired("And then?", field="text")
+
+
 @dataclass
 class Agent:
     """One store, one or two servers on it (cluster: the reader is the other replica)."""
@@ -88,6 +107,7 @@ class Agent:
 def _app(store: str | None, port: int, grpc_port: int, cluster: bool) -> Any:
     registry = Registry()
     registry.register("talk.on", Talk())
+    registry.register("chat.on", Chat())
     extra: dict[str, Any] = {"task_store": store, "cluster": cluster} if store else {}
     app, _card = A2AServerFactory(
         Executor(registry), environ={}, port=port, grpc_port=grpc_port, **extra
@@ -124,12 +144,12 @@ def agent(
         yield Agent(writer, reader, f"127.0.0.1:{grpc_port}", store or log)
 
 
-def _message(text: str, task_id: str | None = None) -> dict[str, Any]:
+def _message(text: str, task_id: str | None = None, skill: str = "talk.on") -> dict[str, Any]:
     message: dict[str, Any] = {
         "messageId": uuid.uuid4().hex,
         "role": "ROLE_USER",
         "parts": [{"text": text}],
-        "metadata": {"skillId": "talk.on"},
+        "metadata": {"skillId": skill},
     }
     if task_id:
         message["taskId"] = task_id
@@ -266,3 +286,20 @@ async def test_a_cut_reader_and_a_live_one_see_no_gap_across_a_compaction(agent:
     # exactly the live subscriber's events.
     assert [(seq, kind) for seq, kind, _p in after] == live, (after, live)
     assert events == len(live), (events, live)
+
+
+async def test_streamed_artifacts_stay_whole_across_compactions(agent: Agent) -> None:
+    """A streamed artifact's chunks live in the event log while its task runs (SQL); the
+    whole task that replaces them carries them whole."""
+    async with httpx.AsyncClient(timeout=60) as http:
+        task_id = ""
+        for text in ("hello", "again", "bye"):
+            body = _rpc("SendMessage", message=_message(text, task_id or None, "chat.on"))
+            answer = (await http.post(agent.writer + "/", json=body, headers=H)).json()
+            task_id = answer["result"]["task"]["id"]
+        got = (
+            await http.post(agent.reader + "/", json=_rpc("GetTask", id=task_id), headers=H)
+        ).json()["result"]
+    assert got["status"]["state"] == "TASK_STATE_COMPLETED"
+    texts = [[part["data"]["text"] for part in a["parts"]] for a in got["artifacts"]]
+    assert texts == [[f"{word}-{n}" for n in range(3)] for word in ("hello", "again", "bye")]
