@@ -25,6 +25,7 @@ from a2a.server.models import PushNotificationConfigModel
 from a2a.server.tasks.push_notification_config_store import PushNotificationConfigStore
 from a2a.types import TaskPushNotificationConfig
 from a2a.utils.errors import InvalidParamsError
+from sqlalchemy import select
 
 from apcore_a2a.errors import QuotaExceededError
 from apcore_a2a.push.bodies import protocol_version
@@ -127,12 +128,15 @@ class PushConfigStore(PushNotificationConfigStore):
                     # Another process registered at the same moment: withdraw this one.
                     await self.inner.delete_info(task_id, context, config_id)
                     raise self._over_cap()
-                if slot is not None and self.slots is not None:
-                    holder = _holder(task_id, config_id)
-                    await self.slots.rename(PUSH_SCOPE, slot, holder)
-                    slot = None
-                    # Registered in another process at the same moment: one slot is its.
-                    await self.slots.keep_one(PUSH_SCOPE, holder)
+                if self.slots is not None:
+                    if slot is not None:
+                        await self.slots.rename(PUSH_SCOPE, slot, _holder(task_id, config_id))
+                        slot = None
+                    # Registered or deleted in another process at the same moment.
+                    if not await self._settle(task_id, config_id):
+                        is_new = True  # deleted meanwhile: stored again, over the cap
+                        await self.inner.delete_info(task_id, context, config_id)
+                        raise self._over_cap()
             except BaseException:
                 if is_new:
                     await self.statuses.forget(task_id, config_id)
@@ -181,10 +185,21 @@ class PushConfigStore(PushNotificationConfigStore):
         await self.statuses.forget(task_id, config_id)
         if self.slots is None:
             return
-        if config_id is not None:
-            holders = [_holder(task_id, config_id)]
-        else:
-            holders = await self.slots.holders(PUSH_SCOPE, task_id)
-        for holder in holders:
+        if config_id is not None:  # registered again in another process meanwhile?
+            await self._settle(task_id, config_id)
+            return
+        for holder in await self.slots.holders(PUSH_SCOPE, task_id):
             if not holder.startswith("r:"):  # not a registration in flight
                 await self.slots.give_back(PUSH_SCOPE, holder)
+
+    async def _settle(self, task_id: str, config_id: str) -> bool:
+        """The config's slot held if it is stored, freed if not (``SqlQuotaSlots.settle``);
+        ``False`` when it is stored and every slot of its task is taken."""
+        if self.slots is None:
+            return True
+        table = PushNotificationConfigModel.__table__
+        stored = select(table.c.task_id).where(
+            table.c.task_id == task_id, table.c.config_id == config_id
+        )
+        holder = _holder(task_id, config_id)
+        return await self.slots.settle(PUSH_SCOPE, task_id, holder, self.max_per_task, stored)

@@ -19,7 +19,19 @@ import uuid
 from typing import Any
 
 from a2a.types import Task
-from sqlalchemy import Column, Index, Integer, String, Table, delete, func, select, text, update
+from sqlalchemy import (
+    Column,
+    Executable,
+    Index,
+    Integer,
+    String,
+    Table,
+    delete,
+    func,
+    select,
+    text,
+    update,
+)
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ._replicas import METADATA, ReplicaRegistry, replicas_table
@@ -77,6 +89,15 @@ _TAKE_FREE = text(
 )
 
 
+# Settles of one holder take turns: the row this upsert writes is locked until its
+# transaction ends (PostgreSQL's row lock, SQLite's write lock), which deletes it again.
+_TURN = text(
+    "INSERT INTO apcore_a2a_quota_slots (scope, subject, slot, holder) "
+    "VALUES (:scope, :subject, 0, '') "
+    "ON CONFLICT (scope, subject, slot) DO UPDATE SET holder = excluded.holder"
+)
+
+
 class SqlQuotaSlots:
     """Quota slots of one cluster, kept in ``apcore_a2a_quota_slots`` (module docstring)."""
 
@@ -110,13 +131,37 @@ class SqlQuotaSlots:
         stmt = update(slots_table).where(_S.scope == scope, _S.holder == holder)
         await guarded(self._execute(stmt.values(holder=new, replica_id=None)))
 
-    async def keep_one(self, scope: str, holder: str) -> None:
-        """Free all but one of the slots *holder* holds: two processes that took a slot
-        each for the same new holder at once (a push config registered on both) renamed
-        both to it. The lowest slot stays; run by each, after its rename, it leaves one."""
+    async def settle(
+        self, scope: str, subject: str, holder: str, limit: int, stored: Executable
+    ) -> bool:
+        """Give *holder* one of *subject*'s slots if *stored* (a query) finds its thing,
+        none if not; ``False`` when it needs one and all are taken. A write and a delete
+        of the thing racing on two processes each settle after their write, one at a
+        time, so the last to settle reads the last write (a check made before a write
+        cannot: a registration that found the thing stored took no slot, and a delete
+        committed just then gave the old one back)."""
         same = (_S.scope == scope) & (_S.holder == holder)
-        first = select(func.min(_S.slot)).where(same).scalar_subquery()
-        await guarded(self._execute(delete(slots_table).where(same, _S.slot != first)))
+        turn = {"scope": f"{scope}:turn", "subject": holder[:255]}
+        settled = True
+        async with self.engine.begin() as conn:
+            await conn.execute(_TURN, turn)
+            held = (await conn.execute(select(func.count()).where(same))).scalar_one()
+            if (await conn.execute(stored)).first() is None:
+                await conn.execute(delete(slots_table).where(same))
+            elif held > 1:
+                first = select(func.min(_S.slot)).where(same).scalar_subquery()
+                await conn.execute(delete(slots_table).where(same, _S.slot != first))
+            elif not held:
+                params = dict(scope=scope, subject=subject, holder=holder, replica=None)
+                taken = select(func.count()).where(_S.scope == scope, _S.subject == subject)
+                settled = False
+                # a lost race for a free slot means another holder took one: within limit
+                while not settled and (await conn.execute(taken)).scalar_one() < limit:
+                    take = _TAKE_FREE.bindparams(limit=limit)
+                    settled = (await conn.execute(take, params)).first() is not None
+            done = (_S.scope == turn["scope"]) & (_S.subject == turn["subject"])
+            await conn.execute(delete(slots_table).where(done))
+        return settled
 
     async def give_back(self, scope: str, holder: str) -> None:
         """Free the slot *holder* took (nothing when it holds none)."""

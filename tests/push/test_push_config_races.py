@@ -6,7 +6,7 @@ the table; the session then rolls back and both write. Before: the SDK's store i
 twice and one registration was answered -32603 Internal error
 (``upstream/push_config_upserts.py``), and when both were stored the config held two of
 its task's ``push_max_configs_per_task`` slots until deleted, so the task could register
-one config fewer (``storage/quota_slots.py`` ``keep_one``).
+one config fewer (``storage/quota_slots.py`` ``settle``).
 """
 
 from __future__ import annotations

@@ -1,0 +1,113 @@
+"""A push config deleted on replica A while replica B registers the same id again: two
+real agent processes on one PostgreSQL schema.
+
+Made to happen every time: the test's own session locks the config's row, A's delete
+waits for it, then B's registration (which read the config as stored, so took no cap
+slot of its own) waits behind A's. Released, A deletes the row and gives the config's
+slot back; B writes the row again. Before: the config stayed stored without a slot of
+its task's ``push_max_configs_per_task`` in ``apcore_a2a_quota_slots``, so the cluster's
+count of the task's configs was one short from then on (two registrations of the last
+free place both refused, a leak the other way once the count came back). Each
+registration and deletion now settles the config's slot after its write, one at a time
+across processes (``SqlQuotaSlots.settle``): the last one reads the last write.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from .._postgres import PG_DB, PG_HOST, PG_PORT, PG_USER, pg_schema_url
+from .._support import EXAMPLES, cli_server
+from ._agent import rpc
+
+HOOK = "http://127.0.0.1:9/hook"
+CREATE = "CreateTaskPushNotificationConfig"
+
+
+@pytest.fixture(scope="module")
+def replicas() -> Iterator[tuple[str, str, str]]:
+    """Replicas A and B (base URLs) of one agent, and the schema they share."""
+    with pg_schema_url(agents=2) as url:
+        args = ["--extensions-dir", str(EXAMPLES / "extensions"), "--task-store", url]
+        args += ["--cluster", "--push-notifications", "--push-allow-insecure-urls"]
+        with cli_server(args) as (a, _pa), cli_server(args) as (b, _pb):
+            yield a, b, url.rsplit("schema=", 1)[1]
+
+
+async def _parked(client: httpx.AsyncClient, replica: str) -> str:
+    message = {
+        "messageId": "m-1",
+        "role": "ROLE_USER",
+        "parts": [{"data": {"to": "bob", "amount": 5}, "mediaType": "application/json"}],
+        "metadata": {"skillId": "bank.transfer"},
+    }
+    task = (await rpc(client, replica, "SendMessage", {"message": message}))["result"]["task"]
+    assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", task
+    return str(task["id"])
+
+
+async def _slots(session: Any, schema: str, task_id: str) -> int:
+    query = f"SELECT count(*) FROM {schema}.apcore_a2a_quota_slots WHERE scope = 'push' "
+    return int(await session.fetchval(query + "AND subject = $1", task_id))
+
+
+async def _until_waiting(count: int, running: asyncio.Future[Any]) -> None:
+    """Wait until *count* sessions wait for a lock: A's delete for the test's row lock,
+    B's write for A's delete (the second in a row lock's queue waits for the first)."""
+    import asyncpg
+
+    query = "SELECT count(*) FROM pg_stat_activity WHERE cardinality(pg_blocking_pids(pid)) > 0"
+    probe = await asyncpg.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, database=PG_DB)
+    try:
+        deadline = time.monotonic() + 60  # a hang guard
+        while await probe.fetchval(query) < count:
+            assert not running.done(), f"a call never waited: {running.result()!r}"
+            assert time.monotonic() < deadline, "the calls never met the locked row"
+            await asyncio.sleep(0.02)
+    finally:
+        await probe.close()
+
+
+async def test_a_config_registered_again_while_deleted_elsewhere_keeps_its_slot(
+    replicas: tuple[str, str, str],
+) -> None:
+    asyncpg = pytest.importorskip("asyncpg")
+    a, b, schema = replicas
+    async with httpx.AsyncClient(timeout=60) as client:
+        task_id = await _parked(client, a)
+        config = {"taskId": task_id, "id": "hook", "url": HOOK}
+        assert "result" in await rpc(client, a, CREATE, config)
+        session = await asyncpg.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, database=PG_DB)
+        try:
+            assert await _slots(session, schema, task_id) == 1
+            await session.execute("BEGIN")
+            await session.execute(
+                f"SELECT 1 FROM {schema}.push_notification_configs "
+                "WHERE task_id = $1 AND config_id = 'hook' FOR UPDATE",
+                task_id,
+            )
+            delete = {"taskId": task_id, "id": "hook"}
+            deleted = asyncio.ensure_future(
+                rpc(client, a, "DeleteTaskPushNotificationConfig", delete)
+            )
+            await _until_waiting(1, deleted)
+            created = asyncio.ensure_future(rpc(client, b, CREATE, config))
+            await _until_waiting(2, created)
+            await session.execute("ROLLBACK")
+            assert "result" in await deleted, deleted.result()
+            assert "result" in await created, created.result()
+            listed = await rpc(client, b, "ListTaskPushNotificationConfigs", {"taskId": task_id})
+            assert [c["id"] for c in listed["result"]["configs"]] == ["hook"], listed
+            # The stored config holds its slot (was: none).
+            assert await _slots(session, schema, task_id) == 1
+            # And the delete frees it.
+            assert "result" in await rpc(client, b, "DeleteTaskPushNotificationConfig", delete)
+            assert await _slots(session, schema, task_id) == 0
+        finally:
+            await session.close()
