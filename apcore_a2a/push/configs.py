@@ -137,6 +137,9 @@ class PushConfigStore(PushNotificationConfigStore):
                         is_new = True  # deleted meanwhile: stored again, over the cap
                         await self.inner.delete_info(task_id, context, config_id)
                         raise self._over_cap()
+                # Again: a delete on another process that forgot the records before this
+                # store (see delete_info) forgot the version written above.
+                await self.statuses.set_version(task_id, config_id, version)
             except BaseException:
                 if is_new:
                     await self.statuses.forget(task_id, config_id)
@@ -179,10 +182,13 @@ class PushConfigStore(PushNotificationConfigStore):
     async def delete_info(
         self, task_id: str, context: ServerCallContext, config_id: str | None = None
     ) -> None:
+        # The records first: forgotten after the row, they could go after a registration
+        # of the id on another process stored it again (its version with them); forgotten
+        # before, that registration writes its version again once stored.
+        await self.statuses.forget(task_id, config_id)
         await self.inner.delete_info(task_id, context, config_id)
         if self.changed is not None:
             self.changed(task_id, config_id, None)
-        await self.statuses.forget(task_id, config_id)
         if self.slots is None:
             return
         if config_id is not None:  # registered again in another process meanwhile?

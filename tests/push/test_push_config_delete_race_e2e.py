@@ -9,13 +9,17 @@ its task's ``push_max_configs_per_task`` in ``apcore_a2a_quota_slots``, so the c
 count of the task's configs was one short from then on (two registrations of the last
 free place both refused, a leak the other way once the count came back). Each
 registration and deletion now settles the config's slot after its write, one at a time
-across processes (``SqlQuotaSlots.settle``): the last one reads the last write.
+across processes (``SqlQuotaSlots.settle``): the last one reads the last write. And A's
+delete forgot the config's records (its protocol version) after the row: B's 0.3
+registration was read as 1.0 from then on; the delete forgets them first now, and a
+registration writes its version again once stored.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -28,6 +32,8 @@ from ._agent import rpc
 
 HOOK = "http://127.0.0.1:9/hook"
 CREATE = "CreateTaskPushNotificationConfig"
+SET_03 = "tasks/pushNotificationConfig/set"
+HOOK_03 = {"id": "hook", "url": HOOK}
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +48,7 @@ def replicas() -> Iterator[tuple[str, str, str]]:
 
 async def _parked(client: httpx.AsyncClient, replica: str) -> str:
     message = {
-        "messageId": "m-1",
+        "messageId": uuid.uuid4().hex,
         "role": "ROLE_USER",
         "parts": [{"data": {"to": "bob", "amount": 5}, "mediaType": "application/json"}],
         "metadata": {"skillId": "bank.transfer"},
@@ -74,6 +80,33 @@ async def _until_waiting(count: int, running: asyncio.Future[Any]) -> None:
         await probe.close()
 
 
+async def _race(
+    client: httpx.AsyncClient, session: Any, schema: str, a: str, b: str, task_id: str, **v: str
+) -> None:
+    """A's delete of config ``hook`` and B's registration of it again, made to meet (the
+    module docstring); *v*: B's ``version`` (1.0 by default)."""
+    await session.execute("BEGIN")
+    await session.execute(
+        f"SELECT 1 FROM {schema}.push_notification_configs "
+        "WHERE task_id = $1 AND config_id = 'hook' FOR UPDATE",
+        task_id,
+    )
+    delete = {"taskId": task_id, "id": "hook"}
+    deleted = asyncio.ensure_future(rpc(client, a, "DeleteTaskPushNotificationConfig", delete))
+    await _until_waiting(1, deleted)
+    if v.get("version") == "0.3":
+        method, config = SET_03, {"taskId": task_id, "pushNotificationConfig": HOOK_03}
+    else:
+        method, config = CREATE, {"taskId": task_id, "id": "hook", "url": HOOK}
+    created = asyncio.ensure_future(rpc(client, b, method, config, **v))
+    await _until_waiting(2, created)
+    await session.execute("ROLLBACK")
+    assert "result" in await deleted, deleted.result()
+    assert "result" in await created, created.result()
+    listed = await rpc(client, b, "ListTaskPushNotificationConfigs", {"taskId": task_id})
+    assert [c["id"] for c in listed["result"]["configs"]] == ["hook"], listed
+
+
 async def test_a_config_registered_again_while_deleted_elsewhere_keeps_its_slot(
     replicas: tuple[str, str, str],
 ) -> None:
@@ -86,28 +119,34 @@ async def test_a_config_registered_again_while_deleted_elsewhere_keeps_its_slot(
         session = await asyncpg.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, database=PG_DB)
         try:
             assert await _slots(session, schema, task_id) == 1
-            await session.execute("BEGIN")
-            await session.execute(
-                f"SELECT 1 FROM {schema}.push_notification_configs "
-                "WHERE task_id = $1 AND config_id = 'hook' FOR UPDATE",
-                task_id,
-            )
-            delete = {"taskId": task_id, "id": "hook"}
-            deleted = asyncio.ensure_future(
-                rpc(client, a, "DeleteTaskPushNotificationConfig", delete)
-            )
-            await _until_waiting(1, deleted)
-            created = asyncio.ensure_future(rpc(client, b, CREATE, config))
-            await _until_waiting(2, created)
-            await session.execute("ROLLBACK")
-            assert "result" in await deleted, deleted.result()
-            assert "result" in await created, created.result()
-            listed = await rpc(client, b, "ListTaskPushNotificationConfigs", {"taskId": task_id})
-            assert [c["id"] for c in listed["result"]["configs"]] == ["hook"], listed
+            await _race(client, session, schema, a, b, task_id)
             # The stored config holds its slot (was: none).
             assert await _slots(session, schema, task_id) == 1
             # And the delete frees it.
+            delete = {"taskId": task_id, "id": "hook"}
             assert "result" in await rpc(client, b, "DeleteTaskPushNotificationConfig", delete)
             assert await _slots(session, schema, task_id) == 0
+        finally:
+            await session.close()
+
+
+async def test_a_config_registered_again_under_0_3_while_deleted_elsewhere_keeps_it(
+    replicas: tuple[str, str, str],
+) -> None:
+    """B registers the config again from a 0.3 client: its deliveries must carry 0.3
+    bodies. Before: A's delete dropped the config's version record after its row delete,
+    so after B's registration, read as 1.0: 1.0 bodies to a 0.3 receiver."""
+    asyncpg = pytest.importorskip("asyncpg")
+    a, b, schema = replicas
+    async with httpx.AsyncClient(timeout=60) as client:
+        task_id = await _parked(client, a)
+        config = {"taskId": task_id, "id": "hook", "url": HOOK}
+        assert "result" in await rpc(client, a, CREATE, config)
+        session = await asyncpg.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, database=PG_DB)
+        try:
+            await _race(client, session, schema, a, b, task_id, version="0.3")
+            query = f"SELECT protocol_version FROM {schema}.apcore_a2a_push_config_versions "
+            stored = await session.fetchval(query + "WHERE task_id = $1", task_id)
+            assert stored == "0.3"
         finally:
             await session.close()
