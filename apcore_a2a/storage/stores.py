@@ -294,7 +294,7 @@ def _sql_stores(url: StoreURL, settings: Settings) -> Stores:
             replica_timeout=settings.cluster_replica_timeout,
             replica_id=replica_id,
         )
-        turns = SqlTurnClaims(engine)
+        turns = SqlTurnClaims(engine, registry)
         slots = SqlQuotaSlots(engine, registry)
     writes = DeferredWrites(versioned, registry, pg_writer=pg_writer)
     closers: list[Callable[[], Awaitable[None]]] = [writes.aclose, versioned.aclose, events.aclose]

@@ -18,10 +18,12 @@ from a2a.server.models import TaskModel
 from a2a.types import Task, TaskState
 from cachetools import FIFOCache
 from sqlalchemy import and_, delete, exists, insert, literal, or_, select
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from ._replicas import turns_table
+from ._replicas import ReplicaRegistry, claims_table, replicas_table, turns_table
 from .outages import guarded
 
 logger = logging.getLogger(__name__)
@@ -62,10 +64,14 @@ class MemoryTurnClaims:
 
 
 class SqlTurnClaims:
-    """Claims shared by every replica on one database (cluster mode)."""
+    """Claims shared by every replica on one database (cluster mode). A claim names its
+    replica in ``apcore_a2a_task_claims`` (the same transaction): one a dead replica made
+    for a task still stored in that wait is taken over (it died before the task moved on,
+    and no message would continue the task again)."""
 
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(self, engine: AsyncEngine, registry: ReplicaRegistry) -> None:
         self._engine = engine
+        self._registry = registry
         #: task id -> the turn this process claimed, until the task is saved past it
         self._held: dict[str, str] = {}
         self._releases: set[asyncio.Task[None]] = set()
@@ -88,9 +94,12 @@ class SqlTurnClaims:
             ["task_id", "turn"], select(literal(task.id), literal(turn[:64])).where(still_there)
         )
         try:
-            inserted = await guarded(self._insert(claim))
+            inserted = await guarded(self._insert(task.id, claim))
         except IntegrityError:
-            return False
+            try:
+                inserted = await guarded(self._take_over(task.id, turn, still_there, claim))
+            except IntegrityError:
+                return False
         if inserted == 1:
             self._held[task.id] = turn
         return inserted == 1
@@ -103,9 +112,48 @@ class SqlTurnClaims:
         async with self._engine.begin() as conn:
             await conn.execute(_claim_of(task.id, turn))
 
-    async def _insert(self, claim: Any) -> int:
+    async def _insert(self, task_id: str, claim: Any) -> int:
         async with self._engine.begin() as conn:
-            return int((await conn.execute(claim)).rowcount)
+            inserted = int((await conn.execute(claim)).rowcount)
+            if inserted == 1:
+                await conn.execute(self._mine(task_id))
+            return inserted
+
+    async def _take_over(self, task_id: str, turn: str, still_there: Any, claim: Any) -> int:
+        """Claim a turn whose claim no live replica holds (the task's replica in
+        ``apcore_a2a_task_claims`` is dead by ``ReplicaRegistry.dead_cutoff``, or retired):
+        its row is deleted and claimed again in one transaction, so of two replicas taking
+        it over at once one deletes it, the other finds nothing to delete."""
+        registry = self._registry
+        live = select(replicas_table.c.replica_id).where(
+            replicas_table.c.heartbeat_at > registry.dead_cutoff()
+        )
+        held = exists().where(
+            claims_table.c.task_id == task_id, claims_table.c.replica_id.in_(live)
+        )
+        rows = turns_table.c
+        stale = delete(turns_table).where(
+            rows.task_id == task_id, rows.turn == turn[:64], still_there, ~held
+        )
+        async with self._engine.begin() as conn:
+            if not (await conn.execute(stale)).rowcount:
+                return 0
+            inserted = int((await conn.execute(claim)).rowcount)
+            if inserted == 1:
+                await conn.execute(self._mine(task_id))
+            logger.warning("task %s: took over the wait a dead replica had claimed", task_id)
+            return inserted
+
+    def _mine(self, task_id: str) -> Any:
+        """This replica's claim of *task_id* (``ReplicaRegistry.claim``'s row; its owner
+        kept, or none until the run writes it)."""
+        dialect = self._engine.dialect.name
+        upsert = pg_insert if dialect == "postgresql" else sqlite_insert
+        replica = self._registry.replica_id
+        stmt = upsert(claims_table).values(task_id=task_id, owner=None, replica_id=replica)
+        return stmt.on_conflict_do_update(
+            index_elements=[claims_table.c.task_id], set_={"replica_id": replica}
+        )
 
     def saved(self, task: Task, context: ServerCallContext) -> None:
         """A save listener: a task saved past the turn claimed here releases its rows."""
