@@ -140,6 +140,11 @@ class SqlQuotaSlots:
         time, so the last to settle reads the last write (a check made before a write
         cannot: a registration that found the thing stored took no slot, and a delete
         committed just then gave the old one back)."""
+        return await guarded(self._settle(scope, subject, holder, limit, stored))
+
+    async def _settle(
+        self, scope: str, subject: str, holder: str, limit: int, stored: Executable
+    ) -> bool:
         same = (_S.scope == scope) & (_S.holder == holder)
         turn = {"scope": f"{scope}:turn", "subject": holder[:255]}
         settled = True
