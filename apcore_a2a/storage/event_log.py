@@ -12,11 +12,13 @@ the least recently active log of the caller holding the most (``owner_queues.py`
 memory task store evicts), so one caller's quick tasks replace its own logs, not the log a
 parked task of another caller will be resumed from. All the logs together hold at most
 ``total_bytes``: past it, finished tasks' logs go first, the earliest finished first, then
-live ones as above (a reader of a log that went is told, as one the bounds left behind).
+the least recently active live log of the caller holding the most bytes (a reader of a log
+that went is told, as one the bounds left behind).
 """
 
 from __future__ import annotations
 
+import heapq
 from collections import deque
 from collections.abc import AsyncGenerator
 
@@ -60,6 +62,8 @@ class MemoryEventLog:
         #: caller's tasks, the least recently active first
         self._owners: dict[str, str] = {}
         self._recent = OwnerQueues()
+        #: per caller, the bytes its logs hold (``total_bytes`` takes from the largest)
+        self._owner_bytes: dict[str, int] = {}
         #: per task, the id of the latest event that fell out of its log
         self._dropped: dict[str, int] = {}
         self._last = 0
@@ -75,6 +79,7 @@ class MemoryEventLog:
             log = self._logs[task_id] = deque()
             self._owners[task_id] = owner
             self._bytes[task_id] = 0
+            self._owner_bytes.setdefault(owner, 0)
             if not isinstance(event, Task):
                 # A log that went and comes back lacks the events before this one (a task
                 # starts with a Task, which replaces them): a resume from them is refused.
@@ -83,7 +88,7 @@ class MemoryEventLog:
             owner = self._owners[task_id]
         self._recent.add(owner, task_id)
         size = _size_of(event)
-        held = self._bytes[task_id]
+        held = before = self._bytes[task_id]
         if isinstance(event, Task):
             # The whole task supersedes its earlier events: a reader resuming before it
             # is given it, then what follows (docs/storage.md, *What a long conversation
@@ -100,6 +105,7 @@ class MemoryEventLog:
             held -= dropped
             self.held_bytes -= dropped
         self._bytes[task_id] = held
+        self._owner_bytes[owner] += held - before
         if _ends_task(event):
             self._finished[task_id] = None
         while self.held_bytes > self.total_bytes and (out := self._next_out(task_id)):
@@ -108,18 +114,28 @@ class MemoryEventLog:
         return self._last
 
     def _next_out(self, keep: str) -> tuple[str, str] | None:
-        """The log to drop past ``total_bytes``: the earliest finished task's, else the live
-        one ``append`` would drop for a new task; never *keep*'s (the log just appended)."""
+        """The log to drop past ``total_bytes``: the earliest finished task's, else the least
+        recently active one of the caller whose logs hold the most bytes (a caller with a
+        few large logs gave up another's many small live ones when the count decided);
+        never *keep*'s (the log just appended)."""
         finished = next((t for t in self._finished if t != keep), None)
         if finished is not None:
             return self._owners[finished], finished
-        out = self._recent.next_out()
-        return out if out is not None and out[1] != keep else None
+        # The heaviest caller, or the next one if the heaviest holds only *keep*.
+        for owner in heapq.nlargest(2, self._owner_bytes, key=self._owner_bytes.__getitem__):
+            task_id = self._recent.oldest(owner, skip=keep)
+            if task_id is not None:
+                return owner, task_id
+        return None
 
     def _forget(self, owner: str, task_id: str) -> None:
         self._recent.discard(owner, task_id)
         del self._logs[task_id], self._owners[task_id]
-        self.held_bytes -= self._bytes.pop(task_id)
+        held = self._bytes.pop(task_id)
+        self.held_bytes -= held
+        self._owner_bytes[owner] -= held
+        if not self._recent.holds(owner):
+            del self._owner_bytes[owner]
         self._dropped.pop(task_id, None)
         self._finished.pop(task_id, None)
         self.hub.wake(task_id)  # its readers: told now, not at the task's next event

@@ -51,6 +51,14 @@ class OwnerQueues:
         owner = next(iter(self._holding[self._most]))
         return owner, next(iter(self._owned[owner]))
 
+    def holds(self, owner: str) -> int:
+        """How many items *owner* has filed."""
+        return len(self._owned.get(owner, ()))
+
+    def oldest(self, owner: str, *, skip: str) -> str | None:
+        """The oldest item of *owner* other than *skip* (``None``: it has no other)."""
+        return next((item for item in self._owned.get(owner, ()) if item != skip), None)
+
     def _recount(self, owner: str, before: int, after: int) -> None:
         """*owner* now holds *after* items instead of *before* (one apart)."""
         if before:

@@ -131,3 +131,25 @@ def test_the_bound_over_all_tasks_is_a_setting() -> None:
     assert isinstance(stores.event_log, MemoryEventLog)
     assert stores.event_log.total_bytes == 12345
     assert Settings.defaults().task_event_log_total_bytes == 256 * 1024 * 1024
+
+
+def _big(task_id: str) -> TaskStatusUpdateEvent:
+    text = Message(message_id="m", parts=[Part(text="x" * 2000)])
+    status = TaskStatus(state=TaskState.TASK_STATE_WORKING, message=text)
+    return TaskStatusUpdateEvent(task_id=task_id, context_id="ctx-0", status=status)
+
+
+async def test_past_the_bound_the_caller_holding_the_most_bytes_gives_up_a_log() -> None:
+    bound = 3 * _event("v1", 0).ByteSize() + 2 * _big("a1").ByteSize()
+    log = MemoryEventLog(per_task=100, max_tasks=100, per_task_bytes=1 << 20, total_bytes=bound)
+    kept = {t: log.append(t, _event(t, 0), owner="victim") for t in ("v1", "v2", "v3")}
+    flood = log.append("a1", _big("a1"), owner="attacker")
+    log.append("a2", _big("a2"), owner="attacker")
+    log.append("a2", _big("a2"), owner="attacker")  # past the bound
+    # The attacker holds fewer logs than the victim but most of the bytes: one of its own
+    # logs goes, not the victim's small live ones (their readers would be refused).
+    assert log.held_bytes <= bound
+    for task_id, seq in kept.items():
+        assert await _replay(log, task_id, seq - 1) == [seq]
+    with pytest.raises(InvalidParamsError, match="no longer kept"):
+        await _replay(log, "a1", flood)
