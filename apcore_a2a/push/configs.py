@@ -18,14 +18,14 @@ import hashlib
 import re
 import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from a2a.server.context import ServerCallContext
 from a2a.server.models import PushNotificationConfigModel
 from a2a.server.tasks.push_notification_config_store import PushNotificationConfigStore
 from a2a.types import TaskPushNotificationConfig
 from a2a.utils.errors import InvalidParamsError
-from sqlalchemy import select
+from sqlalchemy import Table, select
 
 from apcore_a2a.errors import QuotaExceededError
 from apcore_a2a.push.bodies import protocol_version
@@ -182,11 +182,14 @@ class PushConfigStore(PushNotificationConfigStore):
     async def delete_info(
         self, task_id: str, context: ServerCallContext, config_id: str | None = None
     ) -> None:
-        # The records first: forgotten after the row, they could go after a registration
-        # of the id on another process stored it again (its version with them); forgotten
-        # before, that registration writes its version again once stored.
-        await self.statuses.forget(task_id, config_id)
         await self.inner.delete_info(task_id, context, config_id)
+        # The records after the row: forgotten first, a delete that never got to the row
+        # (its process killed, the database gone) left the config stored read as 1.0.
+        # Not those of a config a registration on another process stored again meanwhile
+        # (its version written before its row; one stored after this writes it again).
+        same_db = self.statuses.engine is not None and isinstance(self.inner, ConfigRows)
+        configs = cast("Table", PushNotificationConfigModel.__table__) if same_db else None
+        await self.statuses.forget(task_id, config_id, unless_in=configs)
         if self.changed is not None:
             self.changed(task_id, config_id, None)
         if self.slots is None:

@@ -31,6 +31,7 @@ from sqlalchemy import (
     Table,
     Text,
     delete,
+    exists,
     insert,
     literal,
     select,
@@ -136,9 +137,19 @@ class ConfigRecords:
         except IntegrityError:
             pass  # another replica wrote the same config's row at the same moment
 
-    async def drop(self, task_id: str, config_id: str | None) -> None:
+    async def drop(
+        self, task_id: str, config_id: str | None, *, unless_in: Table | None = None
+    ) -> None:
+        """Drop the records of one config or all of the task, but not those of a config
+        stored in *unless_in* (a config table)."""
+        query = self._delete(task_id, config_id)
+        if unless_in is not None:
+            key = (unless_in.c.task_id == self.table.c.task_id) & (
+                unless_in.c.config_id == self.table.c.config_id
+            )
+            query = query.where(~exists().where(key))
         async with self.engine.begin() as conn:
-            await conn.execute(self._delete(task_id, config_id))
+            await conn.execute(query)
 
     def _delete(self, task_id: str, config_id: str | None) -> Delete:
         query = delete(self.table).where(self.table.c.task_id == task_id)
@@ -157,7 +168,10 @@ class _MemoryRecords:
     async def put(self, task_id: str, config_id: str, value: str) -> None:
         self._tasks[task_id] = {**self._tasks.get(task_id, {}), config_id: value}
 
-    async def drop(self, task_id: str, config_id: str | None) -> None:
+    async def drop(
+        self, task_id: str, config_id: str | None, *, unless_in: Table | None = None
+    ) -> None:
+        del unless_in  # in memory: no other process stores configs
         configs = self._tasks.get(task_id, {})
         if config_id is not None:
             configs.pop(config_id, None)
@@ -253,7 +267,10 @@ class ConfigStatusBook:
         else:
             await self.versions.put(task_id, config_id, version)
 
-    async def forget(self, task_id: str, config_id: str | None = None) -> None:
-        """Drop every record of one config, or of every config of the task (deletion)."""
-        await self._failed.drop(task_id, config_id)
-        await self.versions.drop(task_id, config_id)
+    async def forget(
+        self, task_id: str, config_id: str | None = None, *, unless_in: Table | None = None
+    ) -> None:
+        """Drop every record of one config, or of every config of the task (deletion),
+        but those of a config stored in *unless_in* (stored again since the deletion)."""
+        await self._failed.drop(task_id, config_id, unless_in=unless_in)
+        await self.versions.drop(task_id, config_id, unless_in=unless_in)

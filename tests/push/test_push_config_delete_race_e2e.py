@@ -11,8 +11,9 @@ free place both refused, a leak the other way once the count came back). Each
 registration and deletion now settles the config's slot after its write, one at a time
 across processes (``SqlQuotaSlots.settle``): the last one reads the last write. And A's
 delete forgot the config's records (its protocol version) after the row: B's 0.3
-registration was read as 1.0 from then on; the delete forgets them first now, and a
-registration writes its version again once stored.
+registration was read as 1.0 from then on; the delete forgets them after the row only
+if the config was not stored again, and a registration writes its version again once
+stored.
 """
 
 from __future__ import annotations
