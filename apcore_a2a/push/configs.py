@@ -141,8 +141,8 @@ class PushConfigStore(PushNotificationConfigStore):
                 # store (see delete_info) forgot the version written above.
                 await self.statuses.set_version(task_id, config_id, version)
             except BaseException:
-                if is_new:
-                    await self.statuses.forget(task_id, config_id)
+                if is_new:  # not those of a config stored all the same (an outage after)
+                    await self.statuses.forget(task_id, config_id, unless_in=self._table())
                 if slot is not None and self.slots is not None:
                     await self.slots.give_back(PUSH_SCOPE, slot)
                 raise
@@ -187,9 +187,7 @@ class PushConfigStore(PushNotificationConfigStore):
         # (its process killed, the database gone) left the config stored read as 1.0.
         # Not those of a config a registration on another process stored again meanwhile
         # (its version written before its row; one stored after this writes it again).
-        same_db = self.statuses.engine is not None and isinstance(self.inner, ConfigRows)
-        configs = cast("Table", PushNotificationConfigModel.__table__) if same_db else None
-        await self.statuses.forget(task_id, config_id, unless_in=configs)
+        await self.statuses.forget(task_id, config_id, unless_in=self._table())
         if self.changed is not None:
             self.changed(task_id, config_id, None)
         if self.slots is None:
@@ -200,6 +198,11 @@ class PushConfigStore(PushNotificationConfigStore):
         for holder in await self.slots.holders(PUSH_SCOPE, task_id):
             if not holder.startswith("r:"):  # not a registration in flight
                 await self.slots.give_back(PUSH_SCOPE, holder)
+
+    def _table(self) -> Table | None:
+        """The SQL table of the configs, when the records are in its database."""
+        same_db = self.statuses.engine is not None and isinstance(self.inner, ConfigRows)
+        return cast("Table", PushNotificationConfigModel.__table__) if same_db else None
 
     async def _settle(self, task_id: str, config_id: str) -> bool:
         """The config's slot held if it is stored, freed if not (``SqlQuotaSlots.settle``);
