@@ -16,8 +16,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from apcore_a2a._text import message_line
 from apcore_a2a._version import __version__
-from apcore_a2a.adapters.errors import message_line
 
 __all__ = ["build_parser", "main"]
 

@@ -21,22 +21,14 @@ import sys
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from apcore_a2a.adapters.skills import SCHEMA_EXTENSION_URI as SCHEMA_EXTENSION
 from apcore_a2a.cli import emit, printable
 from apcore_a2a.cli.arguments import positive, refuse_blank
-from apcore_a2a.client import (
-    A2AAuthenticationError,
-    A2AClient,
-    A2AClientError,
-    A2AConnectionError,
-    A2ADiscoveryError,
-    A2ARemoteError,
-    CardVerificationError,
-)
-from apcore_a2a.client._shapes import FINAL_STATES, INTERRUPTED_STATES
-from apcore_a2a.client.card import extension, objects
+
+if TYPE_CHECKING:  # the client stack loads when a client command runs, not for serve
+    from apcore_a2a.client import A2AClient
 
 #: ``call``, ``task resubscribe``: the task ended in one of these states (its JSON is
 #: printed all the same)
@@ -55,15 +47,7 @@ EXIT_CODES = """exit codes:
   8  call, task resubscribe: the agent rejected it
   9  call, task resubscribe: it was canceled
 130  interrupted (Ctrl-C); a task already sent runs on"""
-#: the exit code of each failure, the first that matches
-_EXITS: list[tuple[type[Exception] | tuple[type[Exception], ...], int]] = [
-    (A2ARemoteError, 1),
-    (CardVerificationError, 4),
-    (A2AAuthenticationError, 5),
-    ((A2AConnectionError, A2ADiscoveryError), 3),
-    (A2AClientError, 1),
-    ((ValueError, TypeError), 2),
-]
+
 #: the longest error or waiting line printed (the agent's words are cut there)
 MAX_ERROR_LINE = 2000
 
@@ -84,6 +68,8 @@ class Exit(Exception):
 
 
 def _client(args: argparse.Namespace, timeout: float | None) -> A2AClient:
+    from apcore_a2a.client import A2AClient, CardVerificationError
+
     headers: dict[str, str] = {}
     for item in args.header or []:
         name, sep, value = item.partition(":")
@@ -122,6 +108,17 @@ def _run(args: argparse.Namespace) -> int:
     """Run the command's body with a client; every failure is one stderr line + exit code.
     ``--timeout`` bounds each request, but a command that waits for its task (``call``,
     ``task resubscribe``): it bounds the whole wait."""
+    from apcore_a2a.client import errors as e
+
+    #: the exit code of each failure, the first that matches
+    exits: list[tuple[type[Exception] | tuple[type[Exception], ...], int]] = [
+        (e.A2ARemoteError, 1),
+        (e.CardVerificationError, 4),
+        (e.A2AAuthenticationError, 5),
+        ((e.A2AConnectionError, e.A2ADiscoveryError), 3),
+        (e.A2AClientError, 1),
+        ((ValueError, TypeError), 2),
+    ]
 
     async def main() -> None:
         async with _client(args, None if args.waits else args.timeout) as client:
@@ -141,14 +138,14 @@ def _run(args: argparse.Namespace) -> int:
         return 2
     try:
         asyncio.run(main())
-    except (Exit, A2AClientError, ValueError, TypeError) as exc:
+    except (Exit, e.A2AClientError, ValueError, TypeError) as exc:
         said = str(exc)
-        if isinstance(exc, A2AClientError):
+        if isinstance(exc, e.A2AClientError):
             detail = getattr(exc, "code", None) or getattr(exc, "reason", None)
             said = type(exc).__name__ + (f" ({detail})" if detail else "") + f": {exc.message}"
         print(f"error: {_printed_line(said)}", file=sys.stderr)
         return (
-            exc.code if isinstance(exc, Exit) else next(c for k, c in _EXITS if isinstance(exc, k))
+            exc.code if isinstance(exc, Exit) else next(c for k, c in exits if isinstance(exc, k))
         )
     return 0
 
@@ -156,6 +153,8 @@ def _run(args: argparse.Namespace) -> int:
 def skills_of(card: dict[str, Any]) -> list[dict[str, Any]]:
     """The card's skills, each with what the schema extension publishes for it
     (``inputSchema``, ``outputSchema``, ``annotations``, ...) in its own entry."""
+    from apcore_a2a.client.card import extension, objects
+
     published = _member(extension(card, SCHEMA_EXTENSION), "params").get("skills")
     # The skill's own fields first (id, name, ...), then what the extension adds.
     return [
@@ -222,6 +221,8 @@ def _exit_by_state(last: dict[str, Any], waited: tuple[argparse.Namespace, str] 
     already) says the task ended failed, rejected or canceled; the agent's message says why.
     When the command *waited* for the end (its arguments, the agent's URL), exit 6 for a
     task that has not ended nor waits for input: the agent's answer ended first."""
+    from apcore_a2a.client._shapes import FINAL_STATES, INTERRUPTED_STATES
+
     state = (last.get("status") or {}).get("state")
     done = state is None or state in FINAL_STATES | INTERRUPTED_STATES  # None: a message
     if waited is not None and not done:
@@ -274,6 +275,8 @@ async def _wait_for(
     client: A2AClient, message: Any, options: dict[str, Any], args: argparse.Namespace
 ) -> Any:
     """Send and wait for the answer, streaming when the agent can, to show progress."""
+    from apcore_a2a.client import A2AClientError
+
     progress = _Progress()
 
     async def follow() -> Any:

@@ -8,12 +8,14 @@ import json
 import os
 import sys
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from apcore_a2a._settings_sources import empty_problem, hide_url_password
-from apcore_a2a.adapters.errors import message_line
-from apcore_a2a.config import SECTIONS, AgentConfig, load_config
+from apcore_a2a._text import message_line
 from apcore_a2a.settings import SPECS, Settings, config_path
+
+if TYPE_CHECKING:  # apcore_a2a.config loads apcore: only `config show` reads a file
+    from apcore_a2a.config import AgentConfig
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -49,6 +51,8 @@ def _fail(exc: Exception) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
+    from apcore_a2a.config import AgentConfig, load_config
+
     try:
         if args.config is not None and empty_problem("config", args.config):
             raise ValueError(f"--config: must not be empty (leave it out), got {args.config!r}")
@@ -80,6 +84,8 @@ def _check(args: argparse.Namespace) -> int:
 
 def render(settings: Settings, config: AgentConfig, environ: Mapping[str, str]) -> str:
     """The settings as YAML in the config file's layout, each value with its source."""
+    from apcore_a2a.config import SECTIONS
+
     masked = settings.masked()
     lines = [
         "# effective settings: flags > environment > file > defaults (secrets masked)",

@@ -8,7 +8,7 @@ import logging
 import os
 import sys
 
-from apcore_a2a.adapters.errors import message_line
+from apcore_a2a._text import message_line
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

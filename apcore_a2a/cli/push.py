@@ -8,11 +8,13 @@ command (``cli/client.py``: one stderr line, ``EXIT_CODES``).
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from apcore_a2a.cli import emit
 from apcore_a2a.cli.client import command
-from apcore_a2a.client import A2AClient
+
+if TYPE_CHECKING:
+    from apcore_a2a.client import A2AClient
 
 
 async def _push(client: A2AClient, args: argparse.Namespace) -> None:

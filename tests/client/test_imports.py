@@ -54,3 +54,45 @@ def test_client_cli_module_loads_no_server_stack() -> None:
 def test_the_check_itself_sees_the_server_stack() -> None:
     # Guard against a vacuous check: importing the server does show up.
     assert "a2a.server" in _loaded_after("import a2a.server")
+
+
+#: What only calling an agent needs: ``serve`` must not pay for it.
+CLIENT_STACK = ("apcore_a2a.client", "httpx_sse", "asgi_lifespan")
+
+
+def _loaded_of(stack: tuple[str, ...], statement: str) -> list[str]:
+    code = (
+        f"import json, sys\n{statement}\n"
+        "print(json.dumps(sorted(m for m in sys.modules "
+        f"if any(m == s or m.startswith(s + '.') for s in {stack!r}))))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
+    return list(json.loads(out))
+
+
+def test_the_commands_parser_loads_neither_stack() -> None:
+    # `apcore-a2a --help`, and every command before it runs: each loads what it needs then.
+    parsed = "from apcore_a2a.cli import build_parser\nbuild_parser()"
+    assert _loaded_of(SERVER_STACK + CLIENT_STACK + ("apcore_a2a.config",), parsed) == []
+
+
+def test_a_client_command_loads_no_server_stack() -> None:
+    parsed = (
+        "from apcore_a2a.cli import build_parser\n"
+        "from apcore_a2a.cli.client import _client\n"
+        "_client(build_parser().parse_args(['card', 'http://agent.local']), 5.0)"
+    )
+    assert _loaded_of(SERVER_STACK, parsed) == []
+
+
+def test_serve_loads_no_client_stack() -> None:
+    served = (
+        "from apcore_a2a.cli import build_parser\n"
+        "from apcore_a2a.server.factory import A2AServerFactory\n"
+        "build_parser().parse_args(['serve'])\n"
+        "A2AServerFactory(None, standalone=True, extensions_dirs=['examples/extensions'])"
+        ".create()"
+    )
+    assert _loaded_of(CLIENT_STACK, served) == []
