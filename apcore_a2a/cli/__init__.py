@@ -14,12 +14,13 @@ import json
 import re
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from apcore_a2a._text import message_line
 from apcore_a2a._version import __version__
+from apcore_a2a.upstream.interpreter_exit import end_process
 
-__all__ = ["build_parser", "main"]
+__all__ = ["build_parser", "console", "main"]
 
 #: What changes what a terminal shows without being seen: the format characters (Unicode
 #: category Cf: bidi overrides and isolates that reorder a line, as in "Trojan Source";
@@ -98,3 +99,16 @@ def main(argv: Sequence[str] | None = None) -> None:
         # which a script must not read as the command's success.
         code = 0 if args.command == "serve" else 130
     sys.exit(code)
+
+
+def console() -> NoReturn:
+    """The console script and ``python -m apcore_a2a``: :func:`main`, then the process ends
+    as Python's own exit ends it, but for the teardown of every module it loaded
+    (``upstream/interpreter_exit.py``)."""
+    try:
+        main()
+    except SystemExit as exc:
+        if not isinstance(exc.code, int | None):
+            raise  # a message to print: Python's own exit prints it
+        code = exc.code or 0
+    end_process(code)
