@@ -12,13 +12,21 @@ and says so in its docstring; ``shutdown_force_timeout=0`` leaves it unarmed.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import os
 import sys
 import threading
 from collections.abc import Callable
+from typing import Any
 
 logger = logging.getLogger("apcore_a2a.ops.shutdown")
+
+#: Most tasks and threads the exit line names (the rest are counted).
+NAMED = 8
+#: Coroutines named per task: the outermost, then the innermost ones.
+_DEPTH = 5
 
 #: Exit status of a process that stopped without the work it abandoned.
 ABANDONED_EXIT = 1
@@ -42,11 +50,14 @@ class ExitDeadline:
         self.abandoned = abandoned
         self._disarmed = threading.Event()
         self._watch: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def arm(self) -> None:
         """Start counting (once; a second call keeps the first deadline)."""
         if self._watch is not None:
             return
+        with contextlib.suppress(RuntimeError):  # armed outside a loop: no tasks to name
+            self._loop = asyncio.get_running_loop()
         # A daemon thread: it neither keeps the process alive nor waits for the loop,
         # which the stubborn work may be blocking.
         self._watch = threading.Thread(
@@ -74,11 +85,58 @@ class ExitDeadline:
         )
         logger.error(
             "Shutting down: abandoning %s, still running %.1f s after the drain "
-            "(shutdown_force_timeout); exiting with status %d",
+            "(shutdown_force_timeout; waiting on %s); exiting with status %d",
             what,
             self.force_timeout,
+            pending_work(self._loop),
             ABANDONED_EXIT,
         )
         logging.shutdown()  # flush the handlers: os._exit skips the interpreter's teardown
         sys.stderr.flush()
         os._exit(ABANDONED_EXIT)
+
+
+def pending_work(loop: asyncio.AbstractEventLoop | None) -> str:
+    """What a stop that does not finish waits on, for its operator: the tasks of *loop*
+    (each with the coroutines it awaits through), the main thread's innermost functions
+    and the other threads that keep the process alive. Names only (no file paths, no
+    values), at most :data:`NAMED` of each. Safe from another thread than *loop*'s."""
+    parts: list[str] = []
+    tasks: list[asyncio.Task[Any]] = []
+    if loop is not None:
+        with contextlib.suppress(RuntimeError):  # changed while read from this thread
+            tasks = sorted(asyncio.all_tasks(loop), key=lambda t: t.get_name())
+    parts += [f"task {t.get_name()} ({_chain(t.get_coro())})" for t in tasks[:NAMED]]
+    main = threading.main_thread()
+    frame = sys._current_frames().get(main.ident or 0)
+    if frame is not None and main is not threading.current_thread():
+        names: list[str] = []
+        while frame is not None and len(names) < _DEPTH - 1:
+            names.append(frame.f_code.co_qualname)
+            frame = frame.f_back
+        parts.append("main thread in " + " < ".join(names))
+    threads = [t for t in threading.enumerate() if not t.daemon and t is not main and t.is_alive()]
+    parts += [f"thread {t.name}" for t in threads[:NAMED]]
+    hidden = max(len(tasks) - NAMED, 0) + max(len(threads) - NAMED, 0)
+    if hidden:
+        parts.append(f"{hidden} more")
+    return ", ".join(parts) or "nothing named"
+
+
+def _chain(awaited: Any) -> str:
+    """``outer > ... > innermost`` of a coroutine and the coroutines it awaits, by
+    qualified name (the future the innermost one awaits has none)."""
+    names: list[str] = []
+    for _ in range(100):  # an await chain is no deeper; a bound all the same
+        name = getattr(awaited, "__qualname__", None)
+        if name is None:
+            break
+        names.append(name)
+        awaited = (
+            getattr(awaited, "cr_await", None)
+            or getattr(awaited, "gi_yieldfrom", None)
+            or getattr(awaited, "ag_await", None)
+        )
+    if len(names) > _DEPTH:
+        names = [names[0], "...", *names[-(_DEPTH - 1) :]]
+    return " > ".join(names)

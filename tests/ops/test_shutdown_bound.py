@@ -19,6 +19,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from apcore_a2a.ops.exit_deadline import NAMED, pending_work
+
 from .._support import ROOT, ServerProcess, free_port, stop_process, wait_http
 from ._agent import send, wait_state
 
@@ -71,6 +73,11 @@ async def test_sigterm_abandons_a_module_that_ignores_cancellation(
     assert line is not None, out
     assert f"task {task['id']} (module {module})" in line.group(1)
     assert "shutdown_force_timeout" in line.group(1)
+    # What the process still waits on, by name: the module's coroutine, or its thread.
+    waiting = re.search(r"waiting on (.*)\); exiting", line.group(1))
+    assert waiting is not None, line.group(1)
+    stuck = "StuckAsync.execute" if module == "stuck.async" else "thread apcore-a2a_"
+    assert stuck in waiting.group(1) and "/" not in waiting.group(1), waiting.group(1)
     assert "Traceback" not in out
 
 
@@ -151,3 +158,22 @@ async def test_shutdown_force_timeout_0_never_ends_the_host_process(
     assert "abandon" not in out, out
     assert "host work done" in out and "serve returned" in out, out
     assert code == 0, out
+
+
+async def test_the_exit_line_names_at_most_a_few_tasks_and_counts_the_rest() -> None:
+    async def hold(gate: asyncio.Event) -> None:
+        await gate.wait()
+
+    gate = asyncio.Event()
+    held = [asyncio.create_task(hold(gate), name=f"held-{i:02}") for i in range(NAMED + 4)]
+    await asyncio.sleep(0)
+    try:
+        # Read from another thread, as the exit deadline's own thread reads it.
+        said = await asyncio.to_thread(pending_work, asyncio.get_running_loop())
+    finally:
+        gate.set()
+        await asyncio.gather(*held)
+    named = re.findall(r"task (held-\d+) \(([^)]*)\)", said)
+    assert 0 < len(named) <= NAMED, said  # sorted by name: this test's own task may be one
+    assert all(chain.endswith(".hold > Event.wait") for _, chain in named), said
+    assert re.search(r"\b\d+ more\b", said), said
