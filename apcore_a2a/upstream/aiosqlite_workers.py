@@ -13,9 +13,10 @@ from collections.abc import Awaitable, Callable
 from threading import Thread
 from typing import Any
 
-import aiosqlite
 from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine
+
+from .aiosqlite_stops import connect as connect_once
 
 #: A statement in SQLite's busy handler ends within its busy timeout (15 s).
 JOIN_SECONDS = 15.0
@@ -31,7 +32,7 @@ def track_workers(engine: AsyncEngine) -> Callable[[], Awaitable[None]]:
         # Recorded before its thread starts: SQLAlchemy's "connect" event never sees a
         # connect cancelled while the worker opens the database, yet aiosqlite stops that
         # worker, which then reports to the loop.
-        connection = aiosqlite.connect(*args, **kwargs)
+        connection = connect_once(*args, **kwargs)
         connection._thread.daemon = True  # as SQLAlchemy's own aiosqlite connect sets it
         workers[:] = [(ref, thread) for ref, thread in workers if thread.is_alive()]
         workers.append((weakref.ref(connection), connection._thread))
