@@ -14,14 +14,21 @@ delete forgot the config's records (its protocol version) after the row: B's 0.3
 registration was read as 1.0 from then on; the delete forgets them after the row only
 if the config was not stored again, and a registration writes its version again once
 stored.
+
+Two more ends of a 0.3 config's records, one agent each: a delete whose process is killed
+(SIGKILL) at its row delete, and a registration whose database connection is lost after
+the config was stored (at its slot's settle). Before, each forgot the config's protocol
+version though the config stayed stored: read as 1.0, 1.0 bodies to its 0.3 receiver.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import hashlib
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import httpx
@@ -35,6 +42,7 @@ HOOK = "http://127.0.0.1:9/hook"
 CREATE = "CreateTaskPushNotificationConfig"
 SET_03 = "tasks/pushNotificationConfig/set"
 HOOK_03 = {"id": "hook", "url": HOOK}
+BLOCKED = "SELECT pid FROM pg_stat_activity WHERE cardinality(pg_blocking_pids(pid)) > 0"
 
 
 @pytest.fixture(scope="module")
@@ -59,6 +67,36 @@ async def _parked(client: httpx.AsyncClient, replica: str) -> str:
     return str(task["id"])
 
 
+@contextlib.asynccontextmanager
+async def _session() -> AsyncIterator[Any]:
+    """The test's own connection to the agents' database."""
+    asyncpg = pytest.importorskip("asyncpg")
+    session = await asyncpg.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, database=PG_DB)
+    try:
+        yield session
+    finally:
+        await session.close()
+
+
+async def _lock_config(session: Any, schema: str, task_id: str) -> None:
+    """Open a transaction holding config ``hook``'s row: a delete of it waits there."""
+    await session.execute("BEGIN")
+    await session.execute(
+        f"SELECT 1 FROM {schema}.push_notification_configs "
+        "WHERE task_id = $1 AND config_id = 'hook' FOR UPDATE",
+        task_id,
+    )
+
+
+async def _stored(session: Any, schema: str, task_id: str) -> tuple[int, str | None]:
+    """How many configs *task_id* has stored, and the protocol version recorded for them."""
+    configs = f"SELECT count(*) FROM {schema}.push_notification_configs WHERE task_id = $1"
+    version = (
+        f"SELECT protocol_version FROM {schema}.apcore_a2a_push_config_versions WHERE task_id = $1"
+    )
+    return await session.fetchval(configs, task_id), await session.fetchval(version, task_id)
+
+
 async def _slots(session: Any, schema: str, task_id: str) -> int:
     query = f"SELECT count(*) FROM {schema}.apcore_a2a_quota_slots WHERE scope = 'push' "
     return int(await session.fetchval(query + "AND subject = $1", task_id))
@@ -69,7 +107,7 @@ async def _until_waiting(count: int, running: asyncio.Future[Any]) -> None:
     B's write for A's delete (the second in a row lock's queue waits for the first)."""
     import asyncpg
 
-    query = "SELECT count(*) FROM pg_stat_activity WHERE cardinality(pg_blocking_pids(pid)) > 0"
+    query = f"SELECT count(*) FROM ({BLOCKED}) AS blocked"
     probe = await asyncpg.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, database=PG_DB)
     try:
         deadline = time.monotonic() + 60  # a hang guard
@@ -86,12 +124,7 @@ async def _race(
 ) -> None:
     """A's delete of config ``hook`` and B's registration of it again, made to meet (the
     module docstring); *v*: B's ``version`` (1.0 by default)."""
-    await session.execute("BEGIN")
-    await session.execute(
-        f"SELECT 1 FROM {schema}.push_notification_configs "
-        "WHERE task_id = $1 AND config_id = 'hook' FOR UPDATE",
-        task_id,
-    )
+    await _lock_config(session, schema, task_id)
     delete = {"taskId": task_id, "id": "hook"}
     deleted = asyncio.ensure_future(rpc(client, a, "DeleteTaskPushNotificationConfig", delete))
     await _until_waiting(1, deleted)
@@ -111,24 +144,19 @@ async def _race(
 async def test_a_config_registered_again_while_deleted_elsewhere_keeps_its_slot(
     replicas: tuple[str, str, str],
 ) -> None:
-    asyncpg = pytest.importorskip("asyncpg")
     a, b, schema = replicas
-    async with httpx.AsyncClient(timeout=60) as client:
+    async with httpx.AsyncClient(timeout=60) as client, _session() as session:
         task_id = await _parked(client, a)
         config = {"taskId": task_id, "id": "hook", "url": HOOK}
         assert "result" in await rpc(client, a, CREATE, config)
-        session = await asyncpg.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, database=PG_DB)
-        try:
-            assert await _slots(session, schema, task_id) == 1
-            await _race(client, session, schema, a, b, task_id)
-            # The stored config holds its slot (was: none).
-            assert await _slots(session, schema, task_id) == 1
-            # And the delete frees it.
-            delete = {"taskId": task_id, "id": "hook"}
-            assert "result" in await rpc(client, b, "DeleteTaskPushNotificationConfig", delete)
-            assert await _slots(session, schema, task_id) == 0
-        finally:
-            await session.close()
+        assert await _slots(session, schema, task_id) == 1
+        await _race(client, session, schema, a, b, task_id)
+        # The stored config holds its slot (was: none).
+        assert await _slots(session, schema, task_id) == 1
+        # And the delete frees it.
+        delete = {"taskId": task_id, "id": "hook"}
+        assert "result" in await rpc(client, b, "DeleteTaskPushNotificationConfig", delete)
+        assert await _slots(session, schema, task_id) == 0
 
 
 async def test_a_config_registered_again_under_0_3_while_deleted_elsewhere_keeps_it(
@@ -137,17 +165,68 @@ async def test_a_config_registered_again_under_0_3_while_deleted_elsewhere_keeps
     """B registers the config again from a 0.3 client: its deliveries must carry 0.3
     bodies. Before: A's delete dropped the config's version record after its row delete,
     so after B's registration, read as 1.0: 1.0 bodies to a 0.3 receiver."""
-    asyncpg = pytest.importorskip("asyncpg")
     a, b, schema = replicas
-    async with httpx.AsyncClient(timeout=60) as client:
+    async with httpx.AsyncClient(timeout=60) as client, _session() as session:
         task_id = await _parked(client, a)
         config = {"taskId": task_id, "id": "hook", "url": HOOK}
         assert "result" in await rpc(client, a, CREATE, config)
-        session = await asyncpg.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, database=PG_DB)
-        try:
-            await _race(client, session, schema, a, b, task_id, version="0.3")
-            query = f"SELECT protocol_version FROM {schema}.apcore_a2a_push_config_versions "
-            stored = await session.fetchval(query + "WHERE task_id = $1", task_id)
-            assert stored == "0.3"
-        finally:
-            await session.close()
+        await _race(client, session, schema, a, b, task_id, version="0.3")
+        assert await _stored(session, schema, task_id) == (1, "0.3")
+
+
+def _one_agent(url: str, *more: str) -> list[str]:
+    args = ["--extensions-dir", str(EXAMPLES / "extensions"), "--task-store", url, *more]
+    return [*args, "--push-notifications", "--push-allow-insecure-urls"]
+
+
+async def test_a_0_3_config_whose_delete_died_keeps_its_version() -> None:
+    """The test's session holds the config's row, so the delete waits at its row delete
+    when its process is killed; the config stays stored, and so does its 0.3 version."""
+    with pg_schema_url(agents=2) as url, cli_server(_one_agent(url)) as (a, pa):
+        schema = url.rsplit("schema=", 1)[1]
+        async with httpx.AsyncClient(timeout=60) as client, _session() as session:
+            task_id = await _parked(client, a)
+            config = {"taskId": task_id, "pushNotificationConfig": HOOK_03}
+            assert "result" in await rpc(client, a, SET_03, config, version="0.3")
+            await _lock_config(session, schema, task_id)
+            delete = {"taskId": task_id, "id": "hook"}
+            method = "DeleteTaskPushNotificationConfig"
+            deleted = asyncio.ensure_future(rpc(client, a, method, delete))
+            await _until_waiting(1, deleted)
+            pa.kill9()
+            pa.wait()
+            await session.execute("ROLLBACK")
+            with pytest.raises(httpx.HTTPError):
+                await deleted
+            assert await _stored(session, schema, task_id) == (1, "0.3")  # was: None, 1.0
+
+
+async def test_a_0_3_config_stored_before_an_outage_keeps_its_version() -> None:
+    """The test's session holds the settle's turn row (``SqlQuotaSlots.settle``), so the
+    registration waits there with its config stored, and the test ends the waiting
+    session: answered as the store being unavailable, the config stays stored with its
+    0.3 version."""
+    with pg_schema_url() as url, cli_server(_one_agent(url, "--cluster")) as (a, _pa):
+        schema = url.rsplit("schema=", 1)[1]
+        async with httpx.AsyncClient(timeout=60) as client, _session() as session:
+            task_id = await _parked(client, a)
+            holder = "c:" + hashlib.sha256(f"{task_id}\nhook".encode()).hexdigest()
+            await session.execute("BEGIN")
+            await session.execute(
+                f"INSERT INTO {schema}.apcore_a2a_quota_slots "
+                "(scope, subject, slot, holder) VALUES ('push:turn', $1, 0, '')",
+                holder,
+            )
+            config = {"taskId": task_id, "pushNotificationConfig": HOOK_03}
+            answer = asyncio.ensure_future(rpc(client, a, SET_03, config, version="0.3"))
+            deadline = time.monotonic() + 60  # a hang guard
+            while not (pids := await session.fetch(BLOCKED)):
+                assert not answer.done(), answer.result()
+                assert time.monotonic() < deadline, "the settle never waited"
+                await asyncio.sleep(0.02)
+            for row in pids:
+                await session.execute("SELECT pg_terminate_backend($1)", row["pid"])
+            await session.execute("ROLLBACK")
+            error = (await answer).get("error")
+            assert error is not None and error["code"] != -32603, error
+            assert await _stored(session, schema, task_id) == (1, "0.3")  # was: None, 1.0
