@@ -2,6 +2,7 @@
 
 * :class:`Add`  ``{"a", "b"}`` in, ``{"sum"}`` out (integers, so bad input is easy)
 * :class:`Echo` ``{"text"}`` in, ``{"text": "echo: ..."}`` out
+* :class:`Talk` ``{"text"}`` in, asks again (``input-required``) until told ``bye``
 """
 
 from __future__ import annotations
@@ -9,6 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from pydantic import BaseModel
+
+from apcore_a2a import InputRequired
 
 
 class AddIn(BaseModel):
@@ -44,3 +47,16 @@ class Echo:
 
     def execute(self, inputs: dict[str, Any], context: Any) -> dict[str, Any]:
         return {"text": "echo: " + inputs["text"]}
+
+
+class Talk:
+    """Asks again until told ``bye``: the history grows by each answer."""
+
+    input_schema = EchoIn
+    output_schema = EchoOut
+    description = "Ask again until told bye"
+
+    def execute(self, inputs: dict[str, Any], context: Any) -> dict[str, Any]:
+        if inputs["text"] != "bye":
+            raise InputRequired("And then?", field="text")
+        return {"text": "bye"}

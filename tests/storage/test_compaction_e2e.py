@@ -29,11 +29,11 @@ import httpx
 import pytest
 from a2a.types import a2a_pb2, a2a_pb2_grpc
 from apcore import Executor, ModuleAnnotations, Registry
-from pydantic import BaseModel
 
 from apcore_a2a import A2AServerFactory, InputRequired
 from apcore_a2a.storage.event_log import MemoryEventLog
 
+from .._modules import EchoIn, Talk
 from .._postgres import _run, pg_schema_url
 from .._support import find_key, free_port, sse_frames, threaded_server
 from .test_resume_e2e import _subscribe_call
@@ -43,28 +43,11 @@ TURNS = 12
 H = {"A2A-Version": "1.0"}
 
 
-class Said(BaseModel):
-    text: str
-
-
-class Talk:
-    """Asks again until told ``bye``: the history grows by each answer."""
-
-    input_schema = Said
-    output_schema = Said
-    description = "Ask again until told bye"
-
-    def execute(self, inputs: dict[str, Any], context: Any) -> dict[str, Any]:
-        if inputs["text"] != "bye":
-            raise InputRequired("And then?", field="text")
-        return {"text": "bye"}
-
-
 class Chat:
     """Streams three chunks of an artifact, then asks again until told ``bye``."""
 
-    input_schema = Said
-    output_schema = Said
+    input_schema = EchoIn
+    output_schema = EchoIn
     description = "Stream, then ask again until told bye"
     annotations = ModuleAnnotations(streaming=True)
 

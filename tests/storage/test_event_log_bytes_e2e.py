@@ -25,11 +25,11 @@ import pytest
 from a2a.compat.v0_3 import a2a_v0_3_pb2, a2a_v0_3_pb2_grpc
 from a2a.types import a2a_pb2, a2a_pb2_grpc
 from apcore import Executor, Registry
-from pydantic import BaseModel
 
-from apcore_a2a import A2AServerFactory, InputRequired
+from apcore_a2a import A2AServerFactory
 from apcore_a2a.storage.event_log import MemoryEventLog
 
+from .._modules import Talk
 from .._support import find_key, free_port, sse_frames, threaded_server
 from .test_resume_e2e import _subscribe_call
 
@@ -39,23 +39,6 @@ TURNS = 20
 KEY_A, KEY_B = "key-a-0123456789", "key-b-0123456789"
 A = {"X-API-Key": KEY_A, "A2A-Version": "1.0"}
 B = {"X-API-Key": KEY_B, "A2A-Version": "1.0"}
-
-
-class Said(BaseModel):
-    text: str
-
-
-class Talk:
-    """Asks again until told ``bye``: the history grows by each answer."""
-
-    input_schema = Said
-    output_schema = Said
-    description = "Ask again until told bye"
-
-    def execute(self, inputs: dict[str, Any], context: Any) -> dict[str, Any]:
-        if inputs["text"] != "bye":
-            raise InputRequired("And then?", field="text")
-        return {"text": "bye"}
 
 
 @pytest.fixture(scope="module")
