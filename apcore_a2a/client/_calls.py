@@ -29,7 +29,7 @@ from apcore_a2a._egress import Resolver
 from apcore_a2a.client import _shapes as shape
 from apcore_a2a.client._asgi import CONNECT_TIMEOUT
 from apcore_a2a.client._bounded import ACCEPT_ENCODING, MAX_ANSWER_BYTES
-from apcore_a2a.client._names import AgentsClass, OtherOrigins, grpc_addresses
+from apcore_a2a.client._names import OtherOrigins, agents_class, grpc_addresses
 from apcore_a2a.client._translated import translated
 from apcore_a2a.client._wire import HOOKS, Call, current
 from apcore_a2a.client.card import Endpoint, origin_of, own_grpc_host
@@ -64,7 +64,7 @@ class Caller:
         self._http, self._base, self._endpoint = http, base, endpoint
         self._timeout = http.timeout.read  # the client's timeout (None: no bound)
         self._resolve, self._lookups = resolve, http.timeout.connect or CONNECT_TIMEOUT
-        self._agent = AgentsClass(base, resolve, self._lookups)
+        self._agent = agents_class(base)
         self._elsewhere: httpx.AsyncClient | None = None
         self._channels: dict[tuple[str, bool], Any] = {}
 

@@ -14,7 +14,6 @@ addresses with the name as its authority and TLS target name.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import ipaddress
 import ssl
 import urllib.request
@@ -29,27 +28,12 @@ from apcore_a2a.client.card import origin_of
 from apcore_a2a.client.errors import A2AConnectionError, CrossOriginEndpointError
 
 
-class AgentsClass:
-    """How far inward the agent at *base* is (an index of ``CLASSES``): its host's literal
-    class, else the most private address its name resolves to (looked up once; a name that
-    does not resolve counts as public)."""
-
-    def __init__(self, base: str, resolve: Resolver, within: float) -> None:
-        self._base, self._resolve, self._within = base, resolve, within
-        self._class: int | None = None
-
-    async def __call__(self) -> int:
-        if self._class is None:
-            parts = urlsplit(self._base)
-            host = parts.hostname or ""
-            found = host_class(host)
-            if not found:
-                with contextlib.suppress(OSError, UnicodeError, TimeoutError, ValueError):
-                    async with asyncio.timeout(self._within):
-                        addresses = await self._resolve(host, parts.port or 443)
-                    found = max(map(address_class, _parsed(addresses)), default=0)
-            self._class = found
-        return self._class
+def agents_class(base: str) -> int:
+    """How far inward the agent at *base* is (an index of ``CLASSES``), as its URL says
+    without a lookup (a literal address, ``localhost``): what its name resolves to is the
+    agent's to answer (a hostile agent adds the caller's loopback or the metadata address
+    to its own name, or answers so to a second lookup only), so a name counts as public."""
+    return host_class(urlsplit(base).hostname or "")
 
 
 def inward(host: str, addresses: Sequence[IPAddress], agent: int, base: str) -> str | None:
@@ -70,7 +54,7 @@ def inward(host: str, addresses: Sequence[IPAddress], agent: int, base: str) -> 
 class OtherOrigins(CheckedAddresses):
     """The transport of the client's calls to another origin (no credentials go there)."""
 
-    def __init__(self, base: str, resolve: Resolver, agent: AgentsClass) -> None:
+    def __init__(self, base: str, resolve: Resolver, agent: int) -> None:
         # Built at the first call elsewhere (loading the CA bundle blocks ~10 ms), reading
         # SSL_CERT_FILE and SSL_CERT_DIR as httpx's trust_env does; the environment's
         # proxies as httpx reads them, applied after the check.
@@ -80,7 +64,7 @@ class OtherOrigins(CheckedAddresses):
         self._base, self._agent = base, agent
 
     async def refused(self, host: str, addresses: Sequence[IPAddress]) -> str | None:
-        return inward(host, addresses, await self._agent(), self._base)
+        return inward(host, addresses, self._agent, self._base)
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         try:
@@ -92,7 +76,7 @@ class OtherOrigins(CheckedAddresses):
 
 
 async def grpc_addresses(
-    target: str, base: str, resolve: Resolver, agent: AgentsClass, within: float
+    target: str, base: str, resolve: Resolver, agent: int, within: float
 ) -> str:
     """The checked addresses of another host's gRPC *target* (``host:port``) as the target
     gRPC dials (an ``ipv4:`` or ``ipv6:`` URI of the resolver's first's family)."""
@@ -105,7 +89,7 @@ async def grpc_addresses(
         raise A2AConnectionError(f"the gRPC host {host} cannot be resolved") from None
     if not found:
         raise A2AConnectionError(f"the gRPC host {host} has no address")
-    reason = inward(host, found, await agent(), base)
+    reason = inward(host, found, agent, base)
     if reason is not None:
         raise CrossOriginEndpointError(reason, url=target, agent_origin=str(origin_of(base)))
     family = found[0].version

@@ -17,10 +17,13 @@ from pathlib import Path
 import httpx
 import pytest
 from a2a.server.routes import create_agent_card_routes
+from a2a.types import a2a_pb2 as pb
 from starlette.applications import Starlette
 
 from apcore_a2a.client import A2AClient, A2AConnectionError, CrossOriginEndpointError
-from apcore_a2a.client._names import AgentsClass, OtherOrigins
+from apcore_a2a.client._calls import Caller
+from apcore_a2a.client._names import OtherOrigins, agents_class
+from apcore_a2a.client.card import Endpoint
 from apcore_a2a.push.dns import AresResolver
 from tests._support import free_port, running_server
 from tests.bindings._grpc import self_signed_cert
@@ -170,19 +173,43 @@ async def test_a_name_whose_dns_never_answers_is_given_up_on_at_the_timeout() ->
 
 
 async def test_for_an_agent_elsewhere_a_name_resolving_to_loopback_is_not_followed() -> None:
-    """The agent's own name resolves to a public address (never connected to here): a name
+    """The agent at a name counts as public (never connected to here): a name
     of another origin resolving to the caller's own host (one of its addresses) is refused,
     before any connection."""
     async with name_server() as names:
         names.table |= {
-            "agent.test": ["192.0.2.10"],
             "loop.test": ["::1", "10.0.0.9"],
         }
         resolver = AresResolver([names.address])
-        agent = AgentsClass("https://agent.test", resolver, 5)
+        agent = agents_class("https://agent.test")
         transport = OtherOrigins("https://agent.test", resolver, agent)
         async with httpx.AsyncClient(transport=transport, timeout=5) as http:
             refused = pytest.raises(CrossOriginEndpointError, match=r"loopback address \(::1\)")
             with refuse_sockets() as attempts, refused:
                 await http.get("http://loop.test:8080/rpc")
     assert attempts == []
+
+
+@pytest.mark.parametrize("agent_has", ["127.0.0.1", "169.254.169.254"])
+async def test_an_agent_naming_a_bad_address_among_its_own_opens_nothing(agent_has: str) -> None:
+    """The agent's name is the agent's to answer for (a hostile agent adds an address of
+    the caller's loopback or the metadata service to its own name, or answers so only to
+    the client's second lookup): it does not make the agent count as being there, so a
+    card's other-origin name resolving to loopback is still refused."""
+    port = free_port()
+    elsewhere = StubAgent(rpc=_task)
+    async with running_server(elsewhere, port=port), name_server() as names:
+        names.table |= {"agent.test": ["192.0.2.10", agent_has], "inside.test": ["127.0.0.1"]}
+        to = Endpoint("JSONRPC", "1.0", f"http://inside.test:{port}/rpc")
+
+        async def endpoint() -> Endpoint:
+            return to
+
+        async with httpx.AsyncClient(timeout=5) as http:
+            caller = Caller(http, "http://agent.test", endpoint, AresResolver([names.address]))
+            try:
+                with pytest.raises(CrossOriginEndpointError, match=r"loopback address"):
+                    await caller.call("GetTask", pb.GetTaskRequest(id="t-1"))
+            finally:
+                await caller.aclose()
+    assert elsewhere.seen == []
