@@ -4,9 +4,14 @@ id, a timeout that is not positive, a negative retry count."""
 
 from __future__ import annotations
 
+import re
 from urllib.parse import unquote, urlsplit
 
 from apcore_a2a.client.card import CARD_PATHS
+
+#: An HTTP field value as h11 sends one (RFC 9110 §5.5): visible ASCII, spaces and tabs
+#: between its characters only. h11 refuses any other as it sends, repeating the value.
+_FIELD_VALUE = re.compile(r"(?:[\x21-\x7e]+(?:[ \t]+[\x21-\x7e]+)*)?")
 
 
 def normalize_url(url: str) -> tuple[str, tuple[str, str] | None]:
@@ -34,9 +39,17 @@ def header_value(value: str, what: str) -> str:
     """*value* when it can be sent as an HTTP header value. httpx refuses it only later,
     with a bare encoding error (the value's position) or, for a line break, as a failed
     connection; the value (often a credential) is not repeated here."""
-    if not isinstance(value, str) or not value.isascii() or any(c in value for c in "\r\n\0"):
-        raise ValueError(f"{what} must be ASCII text without line breaks (an HTTP header value)")
+    if not isinstance(value, str) or not sendable(value):
+        raise ValueError(
+            f"{what} must be ASCII text without line breaks, control characters or spaces "
+            "at either end (an HTTP header value)"
+        )
     return value
+
+
+def sendable(value: str) -> bool:
+    """Whether *value* can be sent as an HTTP header value."""
+    return _FIELD_VALUE.fullmatch(value) is not None
 
 
 def positive(timeout: float | None) -> float | None:

@@ -22,6 +22,7 @@ from typing import Any
 import httpx
 from httpx_sse import EventSource
 
+from apcore_a2a.client._arguments import sendable
 from apcore_a2a.client._bounded import (
     MAX_ANSWER_BYTES,
     MAX_ERROR_BYTES,
@@ -210,11 +211,6 @@ async def _events(body: httpx.Response, url: httpx.URL) -> AsyncIterator[bytes]:
         yield chunk
 
 
-def _sendable(event_id: str) -> bool:
-    """Whether *event_id* can be sent as a header value: printable ASCII, spaces, tabs."""
-    return all(" " <= c <= "~" or c == "\t" for c in event_id)
-
-
 class _EventTap(httpx.AsyncByteStream):
     def __init__(self, body: httpx.Response, call: Call, url: httpx.URL, media: str) -> None:
         self._body, self._call, self._url, self._media = body, call, url, media
@@ -225,11 +221,12 @@ class _EventTap(httpx.AsyncByteStream):
         async for sse in EventSource(events).aiter_sse():
             if not sse.data:
                 continue
-            if sse.id and not _sendable(sse.id):
+            if sse.id and not sendable(sse.id):
                 # It would go back as Last-Event-ID on a resume: no header can carry it.
                 raise InvalidAgentResponseError(
-                    f"agent sent an SSE event id that is no HTTP header value (not printable "
-                    f"ASCII: {_start(sse.id, 40)}), so the stream could not be resumed from it"
+                    "agent sent an SSE event id that is no HTTP header value (not printable "
+                    f"ASCII, or spaces at an end: {_start(sse.id, 40)}), so the stream could "
+                    "not be resumed from it"
                 )
             fixed = self._call.read(sse.data, error=sse.event == "error")
             self._call.repeated = bool(sse.id) and sse.id == self._call.event_id

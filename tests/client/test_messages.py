@@ -233,8 +233,18 @@ async def test_request_metadata_without_a_json_number_is_refused() -> None:
         {"auth": "tök-secret"},
         {"headers": {"X-API-Key": "é-secret"}},
         {"headers": {"X": "a\r\nB: 1"}},
+        {"auth": "secret "},
+        {"headers": {"X-API-Key": "\tsecret"}},
+        {"headers": {"X-API-Key": "se\x7fcret"}},
     ],
-    ids=["token-not-ascii", "header-not-ascii", "header-with-line-break"],
+    ids=[
+        "token-not-ascii",
+        "header-not-ascii",
+        "header-with-line-break",
+        "token-with-a-space-at-the-end",
+        "header-with-a-tab-at-the-start",
+        "header-with-a-control-character",
+    ],
 )
 def test_credentials_that_are_no_header_value_are_refused_without_showing_them(
     options: dict[str, Any],

@@ -20,6 +20,7 @@ from apcore_a2a.client.errors import A2AConnectionError, InvalidAgentResponseErr
 from .._proxy import TcpProxy
 from .._support import ROOT, cli_server, free_port, running_server
 from ._stub_agent import CARD_V10, StubAgent
+from .conftest import refuse_sockets
 
 EXTENSIONS = str(ROOT / "examples" / "extensions")
 
@@ -172,7 +173,7 @@ class _OddIds:
         raise ConnectionAbortedError("the stream drops")  # uvicorn cuts the connection
 
 
-@pytest.mark.parametrize("event_id", ["caf\u00e9", "a\x01b", "\u202e1"])
+@pytest.mark.parametrize("event_id", ["caf\u00e9", "a\x01b", "\u202e1", " padded", "x ", "\tx"])
 async def test_an_event_id_that_cannot_be_sent_back_is_a_typed_error(event_id: str) -> None:
     """An id that is no HTTP header value (not ASCII, or a control character) cannot go
     back as ``Last-Event-ID``. Before: the resume failed in httpx's header encoding
@@ -187,8 +188,14 @@ async def test_an_event_id_that_cannot_be_sent_back_is_a_typed_error(event_id: s
     assert agent.streams == 1, "no resume was tried with an id that cannot be sent"
 
 
-async def test_a_last_event_id_that_cannot_be_sent_is_refused_before_any_request() -> None:
+@pytest.mark.parametrize("last_event_id", ["caf\u00e9", "a\x01b", " 1", "1 "])
+async def test_a_last_event_id_that_cannot_be_sent_is_refused_before_any_request(
+    last_event_id: str,
+) -> None:
+    """A header value is printable ASCII, spaces and tabs inside only (RFC 9110 §5.5):
+    h11 refuses any other as it sends, a bare ``Illegal header value`` (the id repeated)."""
     async with A2AClient("http://127.0.0.1:9", protocol="1.0") as client:
-        with pytest.raises(ValueError, match="last_event_id must be ASCII text"):
-            async for _event in client.resubscribe("t-1", last_event_id="caf\u00e9"):
+        with refuse_sockets() as attempts, pytest.raises(ValueError, match="last_event_id"):
+            async for _event in client.resubscribe("t-1", last_event_id=last_event_id):
                 pass
+    assert attempts == []
