@@ -18,6 +18,11 @@ _THIS_NETWORK = ipaddress.ip_network("0.0.0.0/8")  # "this host" to Linux, as 12
 # RFC 6052 well-known prefix; the local-use 64:ff9b:1::/48 has operator-chosen layouts
 # and stays refused as reserved.
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
+#: Other IPv6 forms with an IPv4 address in their last 32 bits: IPv4-translated (RFC 2765;
+#: a SIIT translator on the way delivers it) and the deprecated IPv4-compatible (RFC 4291
+#: §2.5.5.1; a tunnel delivers it). Not routed here, they are reserved, which only push
+#: refuses; the other readers class them as their IPv4 address.
+_CARRY_IPV4 = (ipaddress.ip_network("::ffff:0:0:0/96"), ipaddress.ip_network("::/96"))
 #: Cloud metadata endpoints (AWS/GCP/Azure/Oracle use the link-local IPv4 one; AWS also
 #: answers on IPv6; Alibaba Cloud on 100.100.100.200, in the carrier-grade NAT range, which
 #: would otherwise class as merely private).
@@ -49,6 +54,8 @@ def address_class(ip: IPAddress) -> int:
     embedded = embedded_ipv4(ip)
     if embedded is not None:
         return max(address_class(inner) for inner in embedded[1])
+    if ip.version == 6 and int(ip) > 1 and any(ip in carrier for carrier in _CARRY_IPV4):
+        return address_class(ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF))
     if ip.is_link_local or ip in METADATA:  # where cloud metadata services answer
         return 3
     if ip.is_loopback or ip.is_unspecified or (ip.version == 4 and ip in _THIS_NETWORK):

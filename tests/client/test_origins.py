@@ -246,6 +246,12 @@ _INWARD = [
     ("http://169.254.43518/latest/", "https://agent.example", "link-local"),
     ("http://[::ffff:169.254.169.254]/latest/", "https://agent.example", "link-local"),
     ("http://[fd00:ec2::254]/latest/", "https://agent.example", "link-local"),
+    ("http://[2002:a9fe:a9fe::]/latest/", "https://agent.example", "link-local"),  # 6to4
+    ("http://[64:ff9b::a9fe:a9fe]/latest/", "https://agent.example", "link-local"),  # NAT64
+    # IPv4-translated (a SIIT translator on the way delivers it) and IPv4-compatible
+    ("http://[::ffff:0:a9fe:a9fe]/latest/", "https://agent.example", "link-local"),
+    ("http://[::a9fe:a9fe]/latest/", "https://agent.example", "link-local"),
+    ("http://[::ffff:0:7f00:1]:8080/rpc", "https://agent.example", "loopback"),
     ("http://100.100.100.200/latest/meta-data/", "https://agent.example", "link-local"),
     ("http://[fe80::1%25eth0]:8080/rpc", "https://agent.example", "link-local"),
     ("http://169.254.1.1/rpc", "http://127.0.0.1:8000", "link-local"),
