@@ -79,7 +79,7 @@ async def grpc_addresses(
     target: str, base: str, resolve: Resolver, agent: int, within: float
 ) -> str:
     """The checked addresses of another host's gRPC *target* (``host:port``) as the target
-    gRPC dials (an ``ipv4:`` or ``ipv6:`` URI of the resolver's first's family)."""
+    gRPC dials (an ``ipv4:`` or ``ipv6:`` URI of them all, in the resolver's order)."""
     where = urlsplit("//" + target)
     host, port = where.hostname or "", where.port or 443
     try:
@@ -92,11 +92,12 @@ async def grpc_addresses(
     reason = inward(host, found, agent, base)
     if reason is not None:
         raise CrossOriginEndpointError(reason, url=target, agent_origin=str(origin_of(base)))
-    family = found[0].version
-    listed = (
-        f"{a}:{port}" if family == 4 else f"[{a}]:{port}" for a in found if a.version == family
-    )
-    return f"ipv{family}:" + ",".join(listed)
+    if all(a.version == 4 for a in found):
+        return "ipv4:" + ",".join(f"{a}:{port}" for a in found)
+    # gRPC's address lists are of one family: IPv4 ones go IPv4-mapped (gRPC dials them
+    # over IPv4 where IPv6 is off), so every checked address is tried, in the resolver's order.
+    mapped = (a if a.version == 6 else ipaddress.IPv6Address(f"::ffff:{a}") for a in found)
+    return "ipv6:" + ",".join(f"[{a}]:{port}" for a in mapped)
 
 
 def _parsed(addresses: Sequence[str]) -> list[IPAddress]:

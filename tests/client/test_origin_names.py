@@ -213,3 +213,22 @@ async def test_an_agent_naming_a_bad_address_among_its_own_opens_nothing(agent_h
             finally:
                 await caller.aclose()
     assert elsewhere.seen == []
+
+
+async def test_a_grpc_host_of_both_families_is_reached_on_either() -> None:
+    """A dual-stack name whose first address takes no connection (the agent listens on
+    IPv4 only, the name lists ::1 first): the channel tries every checked address, IPv4
+    ones as IPv4-mapped, as HTTP calls do. Before, only the first family's were dialled."""
+    port = free_port()
+    async with _grpc_agent(f"127.0.0.1:{port}") as (_url, hostile), name_server() as names:
+        names.table["both.test"] = ["::1", "127.0.0.1"]
+        card = agent_card(f"both.test:{port}", versions=("1.0",), binding="GRPC")
+        app = Starlette(routes=create_agent_card_routes(card))
+        async with (
+            running_server(app) as url,
+            A2AClient(
+                url, allow_other_origins=True, resolver=AresResolver([names.address]), timeout=30
+            ) as client,
+        ):
+            assert (await client.send_message("hi"))["status"]["state"] == "completed"
+    assert len(hostile.metadata) == 1
