@@ -191,9 +191,20 @@ async def test_the_safety_poll_reads_the_latest_event_of_each_task(
         async with httpx.AsyncClient(headers=V1, timeout=60) as http:
             reply = await http.post(base + "/", json=_body("bench.turns", {"turns": 101}))
             task_id = reply.json()["result"]["task"]["id"]
-            for turn in range(1, 101):  # a task with hundreds of events, waiting
+            for turn in range(1, 101):
                 reply = await http.post(base + "/", json=_answer(task_id, turn))
             assert reply.json()["result"]["task"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+            # Each turn's whole-task event replaced the task's earlier ones; a store the
+            # release before that wrote holds them all: hundreds of events of a waiting
+            # task, under the seqs the replacements freed, the latest one still its own.
+            await _sql(
+                url,
+                "INSERT INTO task_events (seq, task_id, owner, task_version, event_data) "
+                "SELECT g, e.task_id, e.owner, e.task_version, e.event_data "
+                "FROM task_events e, generate_series(1, 400) g "
+                "WHERE e.seq = (SELECT max(seq) FROM task_events) "
+                "AND NOT EXISTS (SELECT 1 FROM task_events f WHERE f.seq = g)",
+            )
             [[events]] = await _sql(url, "SELECT count(*) FROM task_events")
             assert int(events) >= 300  # type: ignore[call-overload]
             await _sql(url, "ANALYZE task_events")
