@@ -145,10 +145,15 @@ def run_app(
                 deadline.arm()
             draining = asyncio.ensure_future(drain(state, state.settings.shutdown_timeout))
             try:
+                # The lifespan's shutdown waits for this same drain before it closes the store.
                 await super().shutdown(sockets)
             finally:
-                if not draining.done():  # a second Ctrl-C
-                    draining.cancel()
+                # A second Ctrl-C: uvicorn skipped the lifespan; the drain ends here.
+                for task in (draining, state.ops.draining):
+                    if task is not None and not task.done():
+                        task.cancel()
+                        with contextlib.suppress(asyncio.CancelledError):
+                            await task
 
     _logging.configure(settings, force=False)
     watch = _StartupWatch(app)

@@ -101,6 +101,8 @@ class Operations:
             self.module_spans = ModuleSpans(legacy_names=settings.telemetry_legacy_names)
         #: monotonic deadline of a shutdown in progress (see apcore_a2a.ops.shutdown)
         self.shutdown_deadline: float | None = None
+        #: the shutdown's one drain, which every caller of drain() awaits
+        self.draining: asyncio.Future[None] | None = None
         self._last_problem: str | None = None
 
     def attach(self, state: ServerView) -> None:

@@ -16,7 +16,7 @@ import time
 from typing import TYPE_CHECKING
 
 from a2a.server.context import ServerCallContext
-from a2a.types import CancelTaskRequest
+from a2a.types import CancelTaskRequest, Task
 from a2a.utils.errors import A2AError
 
 from apcore_a2a.edge.call import with_record
@@ -30,17 +30,28 @@ logger = logging.getLogger("apcore_a2a.ops.shutdown")
 
 #: Status message of the tasks canceled because the server stopped.
 SHUTDOWN_MESSAGE = "Canceled: the server is shutting down"
-#: Longest wait for the final state of a finished task to reach the store.
+#: Shortest wait for the final state of a finished task to reach the store (the drain
+#: waits until the end of the grace period, and this long for tasks canceled then).
 _SETTLE_SECONDS = 2.0
 #: states an execution can be left in without a final event to wait for
 _UNSETTLED = frozenset({"submitted", "working"})
 
 
 async def drain(state: ServerView, grace: float) -> None:
-    """Wait up to *grace* seconds for running executions, then cancel the rest.
+    """Wait up to *grace* seconds for running executions, cancel the rest, and wait for
+    their final states to be stored.
 
-    A second call during the same shutdown keeps the first call's deadline.
+    One drain per server: a second call (the lifespan's, after ``serve()`` began one on
+    SIGTERM) waits for the first, so whoever closes the store next closes it after it.
     """
+    ops = state.ops
+    if ops.draining is None:
+        ops.draining = asyncio.ensure_future(_drain(state, grace))
+    # Shielded: one caller given up on (a second Ctrl-C) does not end the drain of another.
+    await asyncio.shield(ops.draining)
+
+
+async def _drain(state: ServerView, grace: float) -> None:
     ops = state.ops
     now = time.monotonic()
     if ops.shutdown_deadline is None:
@@ -63,6 +74,8 @@ async def drain(state: ServerView, grace: float) -> None:
         if grpc_server is not None
         else None
     )
+    saves = _Saves()
+    state.stores.on_save(saves)
     tracker = ops.tracker
     seen = tracker.record()
     if tracker.active:
@@ -77,25 +90,49 @@ async def drain(state: ServerView, grace: float) -> None:
     # An execution has ended once its last event is queued; the SDK stores it a moment
     # later, and closing the handler before that would lose it.
     finished = [e for e in seen if e.state not in _UNSETTLED and not e.reply]
-    await asyncio.gather(*(_stored(state, e) for e in finished))
+    # Within the grace period, but the cancels at its end get a moment of their own.
+    unsaved = await saves.wait(finished, max(deadline - time.monotonic(), _SETTLE_SECONDS))
+    for execution in unsaved:
+        logger.warning(
+            "Shutting down: the final state %s of task %s is not stored: the task store did "
+            "not take it in time (locked by another process, or unreachable); the next start "
+            "marks the task failed as interrupted",
+            execution.state,
+            execution.task_id,
+        )
     if stopping is not None:
         with contextlib.suppress(Exception):
             await stopping
 
 
-async def _stored(state: ServerView, execution: Execution) -> None:
-    context = execution.call_context or ServerCallContext()
-    with contextlib.suppress(TimeoutError):
-        async with asyncio.timeout(_SETTLE_SECONDS):
-            while True:
-                try:
-                    task = await state.stores.get_task(execution.task_id, context)
-                except Exception:
-                    return  # the store is failing; nothing to wait for
-                stored = state_name(task.status.state) if task is not None else None
-                if stored == execution.state or stored in TERMINAL_STATES:
-                    return
-                await asyncio.sleep(0.01)
+class _Saves:
+    """The store's save listener during a drain: which finished executions' final states
+    are saved (a read of the store would queue behind the very write it waits for)."""
+
+    def __init__(self) -> None:
+        self.last: dict[str, str] = {}  # task id -> state last saved since the drain began
+        self.waiting: dict[str, Execution] = {}
+        self.done = asyncio.Event()
+
+    def __call__(self, task: Task, _context: ServerCallContext) -> None:
+        saved = self.last[task.id] = state_name(task.status.state)
+        execution = self.waiting.get(task.id)
+        if execution is not None and _settled(execution, saved):
+            del self.waiting[task.id]
+            if not self.waiting:
+                self.done.set()
+
+    async def wait(self, finished: list[Execution], seconds: float) -> list[Execution]:
+        """Wait up to *seconds* for the final states of *finished*; those not saved."""
+        self.waiting = {e.task_id: e for e in finished if not _settled(e, self.last.get(e.task_id))}
+        if self.waiting:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.done.wait(), seconds)
+        return list(self.waiting.values())
+
+
+def _settled(execution: Execution, saved: str | None) -> bool:
+    return saved == execution.state or saved in TERMINAL_STATES
 
 
 async def _cancel(state: ServerView, execution: Execution) -> None:

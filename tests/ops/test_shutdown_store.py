@@ -1,0 +1,107 @@
+"""The order of a stop: the drain ends (running tasks finished and stored, within
+``shutdown_timeout``) before the task store closes; a final state the store cannot take
+at the stop is named in one WARNING, never dropped silently."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import sqlite3
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import asyncpg
+import httpx
+import pytest
+
+from .._postgres import PG_DB, PG_HOST, PG_PORT, PG_USER, pg_schema_url
+from ._proc import serve_process
+from .test_shutdown import _refused, _start_gated, _stored_states
+
+TASKS = 20
+#: what a store read or write after the store closed says (SQLAlchemy, aiosqlite, asyncpg)
+_CLOSED = ("no active connection", "store closed", "closed database", "connection is closed")
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'tasks.db'}"
+    else:
+        with pg_schema_url() as url:
+            yield url
+
+
+@contextlib.asynccontextmanager
+async def _writes_held(store: str) -> AsyncIterator[None]:
+    """Another process's lock on the task table: reads go on, writes wait for it."""
+    if store.startswith("sqlite"):
+        db = sqlite3.connect(store.removeprefix("sqlite:///"), timeout=30, isolation_level=None)
+        db.execute("BEGIN EXCLUSIVE")  # WAL: readers still read
+        try:
+            yield
+        finally:
+            db.execute("COMMIT")
+            db.close()
+        return
+    schema = store.rsplit("schema=", 1)[1]
+    db = await asyncpg.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, database=PG_DB)
+    try:
+        async with db.transaction():
+            await db.execute(f"LOCK TABLE {schema}.tasks IN EXCLUSIVE MODE")
+            yield
+    finally:
+        await db.close()
+
+
+async def test_tasks_finishing_in_the_drain_are_stored_before_the_store_closes(
+    store: str, tmp_path: Path
+) -> None:
+    gate = tmp_path / "release"
+    with serve_process(task_store=store, shutdown_timeout=30) as (url, proc):
+        async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+            ids = await _start_gated(http, gate, TASKS)
+            proc.send_signal(signal.SIGTERM)
+            assert await _refused(url)
+            # They finish in the drain, and their final states wait a while for the store
+            # (longer than the drain used to wait for a save, well within the busy timeout).
+            async with _writes_held(store):
+                gate.touch()
+                await asyncio.sleep(4)
+            code = await asyncio.to_thread(proc.wait, 60)
+            out = proc.output()
+    assert code == 0, out
+    assert "Traceback" not in out
+    assert not [word for word in _CLOSED if word in out.lower()], out
+    assert await _stored_states(store, ids) == ["TASK_STATE_COMPLETED"] * TASKS
+
+
+async def test_a_final_state_the_locked_store_cannot_take_is_named_in_one_warning(
+    tmp_path: Path,
+) -> None:
+    """The save waits on SQLite's busy timeout (15 s, 5 tries): the drain names the task
+    when its grace period ends, and the stop is forced shutdown_force_timeout later (exit
+    1), rather than ending 17-34 s later with the state silently dropped."""
+    store = f"sqlite:///{tmp_path / 'tasks.db'}"
+    gate = tmp_path / "release"
+    with serve_process(task_store=store, shutdown_timeout=2, shutdown_force_timeout=1) as (
+        url,
+        proc,
+    ):
+        proc.judged = True  # exit 1 is this test's expectation, not stop_process's
+        async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+            [task_id] = await _start_gated(http, gate, 1)
+        async with _writes_held(store):  # for the whole stop
+            proc.send_signal(signal.SIGTERM)
+            assert await _refused(url)
+            gate.touch()
+            code = await asyncio.to_thread(proc.wait, 60)
+        out = proc.output()
+    warnings = [line for line in out.splitlines() if "WARNING" in line and task_id in line]
+    assert len(warnings) == 1, out
+    assert "final state completed" in warnings[0] and "not stored" in warnings[0], out
+    assert "marks the task failed as interrupted" in warnings[0], out
+    assert code == 1, out  # the exit deadline's, its ERROR line naming what it waited on
+    assert "abandoning" in out.split(warnings[0])[1], out
+    assert "Traceback" not in out
