@@ -195,7 +195,7 @@ class Lifecycle:
             self.started = False
             state = self.state
             state.catalog.unwatch()
-            # Runs again (within the same deadline) if serve() already drained on SIGTERM.
+            # The drain serve() began on SIGTERM, if it did: the store closes after it.
             await drain(state, state.settings.shutdown_timeout)
             await state.handler.aclose()
             for feature in reversed(self._stopped):
