@@ -19,6 +19,7 @@ import contextlib
 import ipaddress
 import socket
 import ssl
+import time
 import urllib.request
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 
@@ -105,11 +106,20 @@ class CheckedAddresses(httpx.AsyncBaseTransport):
                 if via is None:
                     raise httpx.ConnectError(f"{host!r} cannot be resolved") from None
                 addresses = []
+            except Exception as exc:  # a custom resolver's own failure: not the proxy's
+                raise httpx.ConnectError(
+                    f"{host!r} cannot be resolved (the resolver failed: {type(exc).__name__})"
+                ) from None
         else:
             addresses = [str(literal)]
         if not addresses and via is None:
             raise httpx.ConnectError(f"{host!r} has no address")
-        parsed = [ipaddress.ip_address(a.partition("%")[0]) for a in addresses]
+        try:
+            parsed = [ipaddress.ip_address(str(a).partition("%")[0]) for a in addresses]
+        except ValueError:
+            raise httpx.ConnectError(
+                f"{host!r} resolved to something not an IP address (a custom resolver's answer)"
+            ) from None
         reason = await self.refused(host, parsed)
         if reason is not None:
             raise RefusedAddress(reason)
@@ -153,22 +163,35 @@ async def to_first(
 ) -> httpx.Response:
     """*request* sent (by *send*) to the first of its name's checked *addresses* that takes
     the connection, in the resolver's order (a receiver may listen on one of a dual-stack
-    name's addresses only); the last one's error when none does."""
+    name's addresses only); the last one's error when none does.
+
+    An address that drops the connection silently (an unreachable IPv6 address listed
+    first) is given up on at its share of the connect timeout left, so N dead addresses
+    wait one connect timeout in all, not N: tried one after another, not raced (RFC 8305
+    staggers them), as the request's body can be sent once only."""
+    timeouts = request.extensions.get("timeout", {})
+    budget = timeouts.get("connect")
+    deadline = None if budget is None else time.monotonic() + budget
+
+    def to(address: str, shares: int) -> Awaitable[httpx.Response]:
+        connect = None if deadline is None else max(deadline - time.monotonic(), 0) / shares
+        return send(_aimed(request, address, {**timeouts, "connect": connect}))
+
     *first, last = addresses
-    for address in first:
-        with contextlib.suppress(httpx.ConnectError):
-            return await send(_aimed(request, address))
-    return await send(_aimed(request, last))
+    for index, address in enumerate(first):
+        with contextlib.suppress(httpx.ConnectError, httpx.ConnectTimeout):
+            return await to(address, len(addresses) - index)
+    return await to(last, 1)
 
 
-def _aimed(request: httpx.Request, address: str) -> httpx.Request:
-    """*request* sent to *address*: its ``Host`` header stays the name's, as httpx made it,
-    and over TLS the name is the SNI the certificate is verified for."""
+def _aimed(
+    request: httpx.Request, address: str, timeouts: Mapping[str, float | None]
+) -> httpx.Request:
+    """*request* sent to *address* within *timeouts*: its ``Host`` header stays the name's,
+    as httpx made it, and over TLS the name is the SNI the certificate is verified for."""
     url = request.url
-    if url.host == address:
-        return request
-    extensions = dict(request.extensions)
-    if url.scheme == "https":
+    extensions = {**request.extensions, "timeout": timeouts}
+    if url.scheme == "https" and url.host != address:
         extensions["sni_hostname"] = url.raw_host.decode("ascii")
     return httpx.Request(
         request.method,

@@ -169,6 +169,8 @@ class PushUrlPolicy:
                 return f"host {shown} could not be resolved within {self.lookup_timeout:g} s", []
             except (OSError, UnicodeError):
                 pass  # no address: refused below, unless a proxy is to reach it
+            except Exception as exc:  # a custom resolver's own failure: not the proxy's
+                return f"host {shown} could not be resolved ({type(exc).__name__})", []
             if not addresses:
                 return (None, []) if proxied else (f"host {shown} could not be resolved", [])
         for text in addresses:
