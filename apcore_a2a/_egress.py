@@ -91,41 +91,25 @@ class CheckedAddresses(httpx.AsyncBaseTransport):
         url = request.url
         host = url.raw_host.decode("ascii")  # IDNA: what DNS and SNI carry
         via = self._proxy_for(url)
+        timeouts = request.extensions.get("timeout", {})
         try:
-            literal = ipaddress.ip_address(host.partition("%")[0])
+            parsed = [ipaddress.ip_address(host.partition("%")[0])]
+            literal = True
         except ValueError:
-            literal = None
+            literal = False
             port = url.port or (443 if url.scheme == "https" else 80)
-            timeouts = request.extensions.get("timeout", {})
             try:
-                async with asyncio.timeout(timeouts.get("connect")):
-                    addresses = list(dict.fromkeys(await self._resolve(host, port)))
-            except TimeoutError:
-                raise httpx.ConnectTimeout(f"{host!r} was not resolved in time") from None
-            except (OSError, UnicodeError):
+                parsed = await lookup(self._resolve, host, port, timeouts.get("connect"))
+            except Unresolved:
                 if via is None:
-                    raise httpx.ConnectError(f"{host!r} cannot be resolved") from None
-                addresses = []
-            except Exception as exc:  # a custom resolver's own failure: not the proxy's
-                raise httpx.ConnectError(
-                    f"{host!r} cannot be resolved (the resolver failed: {type(exc).__name__})"
-                ) from None
-        else:
-            addresses = [str(literal)]
-        if not addresses and via is None:
-            raise httpx.ConnectError(f"{host!r} has no address")
-        try:
-            parsed = [ipaddress.ip_address(str(a).partition("%")[0]) for a in addresses]
-        except ValueError:
-            raise httpx.ConnectError(
-                f"{host!r} resolved to something not an IP address (a custom resolver's answer)"
-            ) from None
+                    raise
+                parsed = []  # the proxy's to reach
         reason = await self.refused(host, parsed)
         if reason is not None:
             raise RefusedAddress(reason)
         if via is not None:  # an IPv6 literal named to it in brackets
             return await via.handle_async_request(bracketed(request))
-        if literal is not None:  # nothing to look up again
+        if literal:  # nothing to look up again
             return await self._inner.handle_async_request(request)
         return await to_first(self._inner.handle_async_request, request, list(map(str, parsed)))
 
@@ -143,6 +127,36 @@ class CheckedAddresses(httpx.AsyncBaseTransport):
     async def aclose(self) -> None:
         for transport in (self._inner, *self._via.values()):
             await transport.aclose()
+
+
+class Unresolved(httpx.ConnectError):
+    """A host name that has no address here (an egress proxy may still reach it)."""
+
+
+async def lookup(resolve: Resolver, host: str, port: int, within: float | None) -> list[IPAddress]:
+    """The addresses of *host* by *resolve*, within *within* seconds, once each, in its
+    order: ``httpx.ConnectTimeout`` when it takes longer, :class:`Unresolved` when it finds
+    none, ``httpx.ConnectError`` when a custom resolver fails or answers a non-address."""
+    try:
+        async with asyncio.timeout(within):
+            found = await resolve(host, port)
+    except TimeoutError:
+        raise httpx.ConnectTimeout(f"{host!r} was not resolved in time") from None
+    except (OSError, UnicodeError):
+        raise Unresolved(f"{host!r} cannot be resolved") from None
+    except Exception as exc:  # a custom resolver's own failure: not the proxy's
+        raise httpx.ConnectError(
+            f"{host!r} cannot be resolved (the resolver failed: {type(exc).__name__})"
+        ) from None
+    try:
+        parsed = [ipaddress.ip_address(str(a).partition("%")[0]) for a in found]
+    except (TypeError, ValueError):  # not a list of them (None), or not an address
+        raise httpx.ConnectError(
+            f"{host!r} resolved to something not an IP address (a custom resolver's answer)"
+        ) from None
+    if not parsed:
+        raise Unresolved(f"{host!r} has no address")
+    return list(dict.fromkeys(parsed))
 
 
 class RefusedAddress(ValueError):

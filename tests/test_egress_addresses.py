@@ -15,6 +15,8 @@ import socket
 from collections.abc import Iterator, Sequence
 
 import pytest
+from a2a.server.routes import create_agent_card_routes
+from starlette.applications import Starlette
 
 from apcore_a2a.auth.jwks import JWKSKeySource, KeyLookupError
 from apcore_a2a.client import A2AClient, A2AConnectionError
@@ -24,6 +26,7 @@ from apcore_a2a.push.policy import Checked
 from tests._forward_proxy import without_proxies
 from tests._support import free_port, running_server
 from tests.auth.test_jwks_redirects import Idp
+from tests.client._sdk_agent import agent_card
 from tests.client._stub_agent import StubAgent
 from tests.client.test_origin_names import _card_naming
 
@@ -55,6 +58,10 @@ def answers(*addresses: str) -> object:
         return list(addresses)
 
     return resolve
+
+
+async def nothing(host: str, port: int) -> None:
+    return None
 
 
 async def failing(host: str, port: int) -> Sequence[str]:
@@ -103,6 +110,7 @@ async def test_a_push_delivery_reaches_the_second_address_when_the_first_drops_p
     [
         (answers("not-an-ip"), "'odd.test' resolved to something not an IP address"),
         (failing, r"'odd.test' cannot be resolved \(the resolver failed: RuntimeError\)"),
+        (nothing, "'odd.test' resolved to something not an IP address"),
     ],
 )
 async def test_a_custom_resolvers_bad_answer_is_a_connection_error(
@@ -128,3 +136,20 @@ async def test_a_custom_resolvers_failure_refuses_the_push_url() -> None:
     policy = PushUrlPolicy(resolver=failing)
     reason = await policy.check("https://hook.example.com/")
     assert reason == "host 'hook.example.com' could not be resolved (RuntimeError)"
+
+
+@pytest.mark.parametrize("resolve", [answers("not-an-ip"), failing, nothing, answers()])
+async def test_a_custom_resolvers_bad_answer_for_a_grpc_host_is_a_connection_error(
+    resolve: object,
+) -> None:
+    card = agent_card(f"odd.test:{free_port()}", versions=("1.0",), binding="GRPC")
+    app = Starlette(routes=create_agent_card_routes(card))
+    async with (
+        running_server(app) as url,
+        A2AClient(url, allow_other_origins=True, resolver=resolve, timeout=4) as client,
+    ):
+        with pytest.raises(
+            A2AConnectionError,
+            match=r"the gRPC host: 'odd\.test' (cannot be resolved|resolved to something|has no)",
+        ):
+            await client.send_message("hi")

@@ -13,7 +13,6 @@ addresses with the name as its authority and TLS target name.
 
 from __future__ import annotations
 
-import asyncio
 import ipaddress
 import ssl
 import urllib.request
@@ -23,7 +22,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from apcore_a2a._addresses import CLASSES, IPAddress, address_class, host_class
-from apcore_a2a._egress import ONE_USE, CheckedAddresses, RefusedAddress, Resolver
+from apcore_a2a._egress import ONE_USE, CheckedAddresses, RefusedAddress, Resolver, lookup
 from apcore_a2a.client.card import origin_of
 from apcore_a2a.client.errors import A2AConnectionError, CrossOriginEndpointError
 
@@ -83,12 +82,9 @@ async def grpc_addresses(
     where = urlsplit("//" + target)
     host, port = where.hostname or "", where.port or 443
     try:
-        async with asyncio.timeout(within):
-            found = _parsed(await resolve(host, port))
-    except (OSError, UnicodeError, TimeoutError, ValueError):
-        raise A2AConnectionError(f"the gRPC host {host} cannot be resolved") from None
-    if not found:
-        raise A2AConnectionError(f"the gRPC host {host} has no address")
+        found = await lookup(resolve, host, port, within)
+    except httpx.TransportError as exc:
+        raise A2AConnectionError(f"the gRPC host: {exc}") from None
     reason = inward(host, found, agent, base)
     if reason is not None:
         raise CrossOriginEndpointError(reason, url=target, agent_origin=str(origin_of(base)))
@@ -98,7 +94,3 @@ async def grpc_addresses(
     # over IPv4 where IPv6 is off), so every checked address is tried, in the resolver's order.
     mapped = (a if a.version == 6 else ipaddress.IPv6Address(f"::ffff:{a}") for a in found)
     return "ipv6:" + ",".join(f"[{a}]:{port}" for a in mapped)
-
-
-def _parsed(addresses: Sequence[str]) -> list[IPAddress]:
-    return [ipaddress.ip_address(a.partition("%")[0]) for a in dict.fromkeys(addresses)]
