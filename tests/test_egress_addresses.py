@@ -18,6 +18,7 @@ import pytest
 from a2a.server.routes import create_agent_card_routes
 from starlette.applications import Starlette
 
+from apcore_a2a._egress import Resolver
 from apcore_a2a.auth.jwks import JWKSKeySource, KeyLookupError
 from apcore_a2a.client import A2AClient, A2AConnectionError
 from apcore_a2a.push import PushUrlPolicy
@@ -53,15 +54,15 @@ def blackhole(port: int) -> Iterator[None]:
         yield
 
 
-def answers(*addresses: str) -> object:
+def answers(*addresses: object) -> Resolver:
     async def resolve(host: str, port: int) -> Sequence[str]:
-        return list(addresses)
+        return list(addresses)  # type: ignore[return-value]  # as a custom resolver may
 
     return resolve
 
 
-async def nothing(host: str, port: int) -> None:
-    return None
+async def nothing(host: str, port: int) -> Sequence[str]:
+    return None  # type: ignore[return-value]  # as a custom resolver may
 
 
 async def failing(host: str, port: int) -> Sequence[str]:
@@ -114,7 +115,7 @@ async def test_a_push_delivery_reaches_the_second_address_when_the_first_drops_p
     ],
 )
 async def test_a_custom_resolvers_bad_answer_is_a_connection_error(
-    resolve: object, message: str
+    resolve: Resolver, message: str
 ) -> None:
     async with (
         _card_naming("odd.test") as (url, elsewhere, _names, _port),
@@ -126,21 +127,31 @@ async def test_a_custom_resolvers_bad_answer_is_a_connection_error(
 
 
 @pytest.mark.parametrize("resolve", [answers("not-an-ip"), failing])
-async def test_a_custom_resolvers_bad_answer_fails_the_jwks_fetch(resolve: object) -> None:
+async def test_a_custom_resolvers_bad_answer_fails_the_jwks_fetch(resolve: Resolver) -> None:
     source = JWKSKeySource("http://idp.test/jwks.json", resolver=resolve, timeout=4)
     with pytest.raises(KeyLookupError):
         await source.get("real", "RS256")
 
 
-async def test_a_custom_resolvers_failure_refuses_the_push_url() -> None:
-    policy = PushUrlPolicy(resolver=failing)
-    reason = await policy.check("https://hook.example.com/")
-    assert reason == "host 'hook.example.com' could not be resolved (RuntimeError)"
+@pytest.mark.parametrize(
+    ("resolve", "reason"),
+    [
+        (failing, "could not be resolved (RuntimeError)"),
+        (nothing, "could not be resolved"),
+        (answers(None), "resolved to an unusable address (None)"),
+        (answers("8.8.8.8", b"1.1.1.1"), "resolved to an unusable address (b'1.1.1.1')"),
+    ],
+)
+async def test_a_custom_resolvers_bad_answer_refuses_the_push_url(
+    resolve: Resolver, reason: str
+) -> None:
+    policy = PushUrlPolicy(resolver=resolve)
+    assert await policy.check("https://hook.example.com/") == f"host 'hook.example.com' {reason}"
 
 
 @pytest.mark.parametrize("resolve", [answers("not-an-ip"), failing, nothing, answers()])
 async def test_a_custom_resolvers_bad_answer_for_a_grpc_host_is_a_connection_error(
-    resolve: object,
+    resolve: Resolver,
 ) -> None:
     card = agent_card(f"odd.test:{free_port()}", versions=("1.0",), binding="GRPC")
     app = Starlette(routes=create_agent_card_routes(card))

@@ -162,9 +162,8 @@ class PushUrlPolicy:
             try:
                 async with asyncio.timeout(self.lookup_timeout):
                     default_port = 443 if scheme == "https" else 80
-                    addresses = await self._lookups_fairly.lookup(
-                        host, port or default_port, caller
-                    )
+                    found = await self._lookups_fairly.lookup(host, port or default_port, caller)
+                addresses = [str(a) for a in found or ()]  # a custom resolver's None, bytes
             except TimeoutError:
                 return f"host {shown} could not be resolved within {self.lookup_timeout:g} s", []
             except (OSError, UnicodeError):
