@@ -91,7 +91,7 @@ async def _drain(state: ServerView, grace: float) -> None:
     # later, and closing the handler before that would lose it.
     finished = [e for e in seen if e.state not in _UNSETTLED and not e.reply]
     # Within the grace period, but the cancels at its end get a moment of their own.
-    unsaved = await saves.wait(finished, max(deadline - time.monotonic(), _SETTLE_SECONDS))
+    unsaved = await saves.wait(state, finished, max(deadline - time.monotonic(), _SETTLE_SECONDS))
     for execution in unsaved:
         logger.warning(
             "Shutting down: the final state %s of task %s is not stored: the task store did "
@@ -122,13 +122,29 @@ class _Saves:
             if not self.waiting:
                 self.done.set()
 
-    async def wait(self, finished: list[Execution], seconds: float) -> list[Execution]:
+    async def wait(
+        self, state: ServerView, finished: list[Execution], seconds: float
+    ) -> list[Execution]:
         """Wait up to *seconds* for the final states of *finished*; those not saved."""
         self.waiting = {e.task_id: e for e in finished if not _settled(e, self.last.get(e.task_id))}
+        reads = [asyncio.ensure_future(self._ended(state, e)) for e in self.waiting.values()]
         if self.waiting:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.done.wait(), seconds)
+        for read in reads:
+            read.cancel()
         return list(self.waiting.values())
+
+    async def _ended(self, state: ServerView, execution: Execution) -> None:
+        # Another writer may have ended the task (a replica's cancel, saved before the drain
+        # listened): the store refuses the run's own save, and no listener hears of it.
+        context = execution.call_context or ServerCallContext()
+        while execution.task_id in self.waiting:
+            with contextlib.suppress(Exception):
+                task = await state.stores.get_task(execution.task_id, context)
+                if task is not None:
+                    self(task, context)
+            await asyncio.sleep(0.1)
 
 
 def _settled(execution: Execution, saved: str | None) -> bool:
