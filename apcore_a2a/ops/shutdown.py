@@ -128,11 +128,13 @@ class _Saves:
         """Wait up to *seconds* for the final states of *finished*; those not saved."""
         self.waiting = {e.task_id: e for e in finished if not _settled(e, self.last.get(e.task_id))}
         reads = [asyncio.ensure_future(self._ended(state, e)) for e in self.waiting.values()]
-        if self.waiting:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.done.wait(), seconds)
-        for read in reads:
-            read.cancel()
+        try:
+            if self.waiting:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.done.wait(), seconds)
+        finally:  # a second Ctrl-C cancels the drain: no read polls on after it
+            for read in reads:
+                read.cancel()
         return list(self.waiting.values())
 
     async def _ended(self, state: ServerView, execution: Execution) -> None:
