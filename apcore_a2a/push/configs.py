@@ -26,6 +26,7 @@ from a2a.server.tasks.push_notification_config_store import PushNotificationConf
 from a2a.types import TaskPushNotificationConfig
 from a2a.utils.errors import InvalidParamsError
 from sqlalchemy import Table, select
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from apcore_a2a.errors import QuotaExceededError
 from apcore_a2a.push.bodies import protocol_version
@@ -117,7 +118,7 @@ class PushConfigStore(PushNotificationConfigStore):
             slot = None
             if is_new and self.slots is not None:
                 slot = f"r:{uuid.uuid4().hex}"
-                if not await self.slots.take(PUSH_SCOPE, task_id, slot, self.max_per_task):
+                if not await self._take(task_id, slot):
                     raise self._over_cap()
             try:
                 # The version first: a sender (on any replica) that sees the config must
@@ -133,7 +134,7 @@ class PushConfigStore(PushNotificationConfigStore):
                         await self.slots.rename(PUSH_SCOPE, slot, _holder(task_id, config_id))
                         slot = None
                     # Registered or deleted in another process at the same moment.
-                    if not await self._settle(task_id, config_id):
+                    if not await self._settle(task_id, _holder(task_id, config_id)):
                         is_new = True  # deleted meanwhile: stored again, over the cap
                         await self.inner.delete_info(task_id, context, config_id)
                         raise self._over_cap()
@@ -193,25 +194,48 @@ class PushConfigStore(PushNotificationConfigStore):
         if self.slots is None:
             return
         if config_id is not None:  # registered again in another process meanwhile?
-            await self._settle(task_id, config_id)
-            return
-        for holder in await self.slots.holders(PUSH_SCOPE, task_id):
-            if not holder.startswith("r:"):  # not a registration in flight
-                await self.slots.give_back(PUSH_SCOPE, holder)
+            await self._settle(task_id, _holder(task_id, config_id))
+        else:
+            await self._settle_all(task_id)
 
     def _table(self) -> Table | None:
         """The SQL table of the configs, when the records are in its database."""
         same_db = self.statuses.engine is not None and isinstance(self.inner, ConfigRows)
         return cast("Table", PushNotificationConfigModel.__table__) if same_db else None
 
-    async def _settle(self, task_id: str, config_id: str) -> bool:
-        """The config's slot held if it is stored, freed if not (``SqlQuotaSlots.settle``);
-        ``False`` when it is stored and every slot of its task is taken."""
+    async def _take(self, task_id: str, slot: str) -> bool:
+        """Take one of *task_id*'s slots for *slot*; when all are taken, first free those
+        of configs no longer stored (a deletion that never settled: its process killed,
+        the database lost) and try again."""
+        assert self.slots is not None
+        take = self.slots.take
+        if await take(PUSH_SCOPE, task_id, slot, self.max_per_task):
+            return True
+        return await self._settle_all(task_id) and await take(
+            PUSH_SCOPE, task_id, slot, self.max_per_task
+        )
+
+    async def _settle_all(self, task_id: str) -> bool:
+        """Settle the slot of every config of *task_id* that holds one; whether any was
+        freed."""
+        assert self.slots is not None
+        holders = await self.slots.holders(PUSH_SCOPE, task_id)
+        configs = [h for h in holders if not h.startswith("r:")]  # not registrations in flight
+        for holder in configs:
+            await self._settle(task_id, holder)
+        return len(await self.slots.holders(PUSH_SCOPE, task_id)) < len(holders)
+
+    async def _settle(self, task_id: str, holder: str) -> bool:
+        """The slot of the config *holder* names held if it is stored, freed if not
+        (``SqlQuotaSlots.settle``); ``False`` when it is stored and every slot of its task
+        is taken."""
         if self.slots is None:
             return True
         table = PushNotificationConfigModel.__table__
-        stored = select(table.c.task_id).where(
-            table.c.task_id == task_id, table.c.config_id == config_id
-        )
-        holder = _holder(task_id, config_id)
+        ids = select(table.c.config_id).where(table.c.task_id == task_id)
+
+        async def stored(conn: AsyncConnection) -> bool:
+            rows = await conn.execute(ids)
+            return any(_holder(task_id, str(config_id)) == holder for (config_id,) in rows)
+
         return await self.slots.settle(PUSH_SCOPE, task_id, holder, self.max_per_task, stored)

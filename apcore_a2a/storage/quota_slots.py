@@ -16,12 +16,12 @@ import logging
 import secrets
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from a2a.types import Task
 from sqlalchemy import (
     Column,
-    Executable,
     Index,
     Integer,
     String,
@@ -32,7 +32,7 @@ from sqlalchemy import (
     text,
     update,
 )
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ._replicas import METADATA, ReplicaRegistry, replicas_table
 from ._urls import read
@@ -132,18 +132,28 @@ class SqlQuotaSlots:
         await guarded(self._execute(stmt.values(holder=new, replica_id=None)))
 
     async def settle(
-        self, scope: str, subject: str, holder: str, limit: int, stored: Executable
+        self,
+        scope: str,
+        subject: str,
+        holder: str,
+        limit: int,
+        stored: Callable[[AsyncConnection], Awaitable[bool]],
     ) -> bool:
-        """Give *holder* one of *subject*'s slots if *stored* (a query) finds its thing,
-        none if not; ``False`` when it needs one and all are taken. A write and a delete
-        of the thing racing on two processes each settle after their write, one at a
-        time, so the last to settle reads the last write (a check made before a write
-        cannot: a registration that found the thing stored took no slot, and a delete
-        committed just then gave the old one back)."""
+        """Give *holder* one of *subject*'s slots if *stored* (read in the settle's
+        transaction) finds its thing, none if not; ``False`` when it needs one and all are
+        taken. A write and a delete of the thing racing on two processes each settle after
+        their write, one at a time, so the last to settle reads the last write (a check
+        made before a write cannot: a registration that found the thing stored took no
+        slot, and a delete committed just then gave the old one back)."""
         return await guarded(self._settle(scope, subject, holder, limit, stored))
 
     async def _settle(
-        self, scope: str, subject: str, holder: str, limit: int, stored: Executable
+        self,
+        scope: str,
+        subject: str,
+        holder: str,
+        limit: int,
+        stored: Callable[[AsyncConnection], Awaitable[bool]],
     ) -> bool:
         same = (_S.scope == scope) & (_S.holder == holder)
         turn = {"scope": f"{scope}:turn", "subject": holder[:255]}
@@ -151,19 +161,14 @@ class SqlQuotaSlots:
         async with self.engine.begin() as conn:
             await conn.execute(_TURN, turn)
             held = (await conn.execute(select(func.count()).where(same))).scalar_one()
-            if (await conn.execute(stored)).first() is None:
+            if not await stored(conn):
                 await conn.execute(delete(slots_table).where(same))
             elif held > 1:
                 first = select(func.min(_S.slot)).where(same).scalar_subquery()
                 await conn.execute(delete(slots_table).where(same, _S.slot != first))
             elif not held:
                 params = dict(scope=scope, subject=subject, holder=holder, replica=None)
-                taken = select(func.count()).where(_S.scope == scope, _S.subject == subject)
-                settled = False
-                # a lost race for a free slot means another holder took one: within limit
-                while not settled and (await conn.execute(taken)).scalar_one() < limit:
-                    take = _TAKE_FREE.bindparams(limit=limit)
-                    settled = (await conn.execute(take, params)).first() is not None
+                settled = await self._take_free(conn, params, limit, reclaim=False)
             done = (_S.scope == turn["scope"]) & (_S.subject == turn["subject"])
             await conn.execute(delete(slots_table).where(done))
         return settled
@@ -224,27 +229,31 @@ class SqlQuotaSlots:
 
     async def _insert(self, scope: str, subject: str, row: str, limit: int) -> bool:
         replica = self.registry.replica_id
-        params = dict(scope=scope, subject=subject, holder=row, replica=replica, limit=limit)
+        params = dict(scope=scope, subject=subject, holder=row, replica=replica)
+        async with self.engine.begin() as conn:
+            take = _TAKE_SLOT.bindparams(slot=secrets.randbelow(limit))
+            if (await conn.execute(take, params)).first() is not None:
+                return True
+            return await self._take_free(conn, params, limit, reclaim=True)
 
-        reclaimed = False
-        # Each lost race means another holder got a slot, so this ends within limit rounds.
-        for attempt in range(limit + 2):
-            async with self.engine.begin() as conn:
-                if attempt == 0:
-                    take = _TAKE_SLOT.bindparams(slot=secrets.randbelow(limit))
-                    if (await conn.execute(take, params)).first() is not None:
-                        return True
-                    continue
-                if (await conn.execute(_TAKE_FREE, params)).first() is not None:
+    async def _take_free(
+        self, conn: AsyncConnection, params: dict[str, Any], limit: int, *, reclaim: bool
+    ) -> bool:
+        """Take any free slot below *limit* for *params*' holder; ``False`` when all are
+        taken. With *reclaim* (a slot leased to a replica), once all are, dead replicas'
+        slots are freed and the take tried again (:meth:`_reclaim`)."""
+        taken = select(func.count()).where(
+            _S.scope == params["scope"], _S.subject == params["subject"]
+        )
+        take = _TAKE_FREE.bindparams(limit=limit)
+        while True:
+            # A lost race for a free slot means another holder took one: within limit.
+            while (await conn.execute(taken)).scalar_one() < limit:
+                if (await conn.execute(take, params)).first() is not None:
                     return True
-                count = select(func.count()).where(_S.scope == scope, _S.subject == subject)
-                taken = (await conn.execute(count)).scalar_one()
-            if taken < limit:
-                continue  # lost a race for a slot that was free: try another one
-            if reclaimed or not await self._reclaim(scope, subject):
+            if not reclaim or not await self._reclaim(conn, params["scope"], params["subject"]):
                 return False
-            reclaimed = True
-        return False
+            reclaim = False
 
     async def _delete(self, scope: str, holders: list[str]) -> None:
         stmt = delete(slots_table).where(_S.scope == scope, _S.holder.in_(holders))
@@ -259,7 +268,7 @@ class SqlQuotaSlots:
         stmt = select(_S.holder).where(_S.scope == scope, _S.subject == subject)
         return [row[0] for row in await guarded(read(self.engine, stmt))]
 
-    async def _reclaim(self, scope: str, subject: str) -> bool:
+    async def _reclaim(self, conn: AsyncConnection, scope: str, subject: str) -> bool:
         """Free *subject*'s slots held by dead replicas; whether any was."""
         # Dead by the rule of orphan recovery, not just an old heartbeat: after a stall no
         # replica could beat through, every heartbeat is old, this replica's own too, and
@@ -268,14 +277,13 @@ class SqlQuotaSlots:
             replicas_table.c.heartbeat_at > self.registry.dead_cutoff()
         )
         mine = self.registry.replica_id
-        async with self.engine.begin() as conn:
-            result = await conn.execute(
-                delete(slots_table).where(
-                    _S.scope == scope,
-                    _S.subject == subject,
-                    _S.replica_id.is_not(None),
-                    _S.replica_id != mine,
-                    _S.replica_id.not_in(live),
-                )
+        result = await conn.execute(
+            delete(slots_table).where(
+                _S.scope == scope,
+                _S.subject == subject,
+                _S.replica_id.is_not(None),
+                _S.replica_id != mine,
+                _S.replica_id.not_in(live),
             )
+        )
         return bool(result.rowcount)

@@ -201,6 +201,29 @@ async def test_a_0_3_config_whose_delete_died_keeps_its_version() -> None:
             assert await _stored(session, schema, task_id) == (1, "0.3")  # was: None, 1.0
 
 
+async def _hold_turn(session: Any, schema: str, task_id: str) -> None:
+    """Open a transaction holding the settle's turn row of config ``hook``
+    (``SqlQuotaSlots.settle``): a registration or deletion of it waits there, its row
+    written."""
+    holder = "c:" + hashlib.sha256(f"{task_id}\nhook".encode()).hexdigest()
+    await session.execute("BEGIN")
+    await session.execute(
+        f"INSERT INTO {schema}.apcore_a2a_quota_slots "
+        "(scope, subject, slot, holder) VALUES ('push:turn', $1, 0, '')",
+        holder,
+    )
+
+
+async def _waiting_at_turn(session: Any, call: asyncio.Future[Any]) -> list[Any]:
+    """The sessions waiting for the held turn row, once *call* waits there."""
+    deadline = time.monotonic() + 60  # a hang guard
+    while not (pids := await session.fetch(BLOCKED)):
+        assert not call.done(), call.result()
+        assert time.monotonic() < deadline, "the settle never waited"
+        await asyncio.sleep(0.02)
+    return list(pids)
+
+
 async def test_a_0_3_config_stored_before_an_outage_keeps_its_version() -> None:
     """The test's session holds the settle's turn row (``SqlQuotaSlots.settle``), so the
     registration waits there with its config stored, and the test ends the waiting
@@ -210,23 +233,42 @@ async def test_a_0_3_config_stored_before_an_outage_keeps_its_version() -> None:
         schema = url.rsplit("schema=", 1)[1]
         async with httpx.AsyncClient(timeout=60) as client, _session() as session:
             task_id = await _parked(client, a)
-            holder = "c:" + hashlib.sha256(f"{task_id}\nhook".encode()).hexdigest()
-            await session.execute("BEGIN")
-            await session.execute(
-                f"INSERT INTO {schema}.apcore_a2a_quota_slots "
-                "(scope, subject, slot, holder) VALUES ('push:turn', $1, 0, '')",
-                holder,
-            )
+            await _hold_turn(session, schema, task_id)
             config = {"taskId": task_id, "pushNotificationConfig": HOOK_03}
             answer = asyncio.ensure_future(rpc(client, a, SET_03, config, version="0.3"))
-            deadline = time.monotonic() + 60  # a hang guard
-            while not (pids := await session.fetch(BLOCKED)):
-                assert not answer.done(), answer.result()
-                assert time.monotonic() < deadline, "the settle never waited"
-                await asyncio.sleep(0.02)
-            for row in pids:
+            for row in await _waiting_at_turn(session, answer):
                 await session.execute("SELECT pg_terminate_backend($1)", row["pid"])
             await session.execute("ROLLBACK")
             error = (await answer).get("error")
             assert error is not None and error["code"] != -32603, error
             assert await _stored(session, schema, task_id) == (1, "0.3")  # was: None, 1.0
+
+
+async def test_a_config_whose_delete_died_at_its_settle_leaves_no_slot_taken() -> None:
+    """A task may have one config. The delete of ``hook`` on A waits at its slot's settle
+    (the test holds the turn row), the row deleted, when A is killed. Before, the slot
+    stayed taken for the task's life (a settled slot names no replica, so none reclaims
+    it): B refused every other config of the task as over the cap, though it had none."""
+    with pg_schema_url(agents=2) as url:
+        env = {"A2A_PUSH_MAX_CONFIGS_PER_TASK": "1"}
+        args = _one_agent(url, "--cluster")
+        with cli_server(args, env=env) as (a, pa), cli_server(args, env=env) as (b, _pb):
+            schema = url.rsplit("schema=", 1)[1]
+            async with httpx.AsyncClient(timeout=60) as client, _session() as session:
+                task_id = await _parked(client, a)
+                assert "result" in await rpc(client, a, CREATE, {"taskId": task_id, **HOOK_03})
+                await _hold_turn(session, schema, task_id)
+                delete = {"taskId": task_id, "id": "hook"}
+                method = "DeleteTaskPushNotificationConfig"
+                deleted = asyncio.ensure_future(rpc(client, a, method, delete))
+                await _waiting_at_turn(session, deleted)
+                pa.kill9()
+                pa.wait()
+                await session.execute("ROLLBACK")
+                with pytest.raises(httpx.HTTPError):
+                    await deleted
+                assert (await _stored(session, schema, task_id))[0] == 0
+                other = {"taskId": task_id, "id": "other", "url": HOOK}
+                created = await rpc(client, b, CREATE, other)
+                assert "result" in created, created  # was: -32091, over the cap for good
+                assert await _slots(session, schema, task_id) == 1
