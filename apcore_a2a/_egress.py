@@ -15,12 +15,11 @@ Example: with ``HTTPS_PROXY=proxy:3128`` and ``NO_PROXY=.internal``,
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import ipaddress
 import socket
 import ssl
-import time
 import urllib.request
+from collections import deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 
 import httpx
@@ -30,6 +29,9 @@ from apcore_a2a.upstream.proxy_targets import bracketed
 
 #: ``resolve(host, port) -> addresses`` (the event loop's ``getaddrinfo`` by default).
 Resolver = Callable[[str, int], Awaitable[Sequence[str]]]
+#: Addresses of one name tried at most (after checking every one): a hostile answer of
+#: hundreds is not tried one by one.
+MAX_ADDRESSES = 8
 #: No keep-alive: pools key by address, and a connection verified for one name must not
 #: serve another.
 ONE_USE = httpx.Limits(max_keepalive_connections=0)
@@ -52,9 +54,9 @@ class CheckedAddresses(httpx.AsyncBaseTransport):
     """Requests sent through *inner* to the addresses their host name was resolved to once
     and checked (:meth:`refused`), never to a second lookup (DNS rebinding); the name stays
     in the ``Host`` header and, over TLS, in SNI, so the certificate is verified for it.
-    The lookup ends by the request's connect timeout. By default the first request (the
-    configured URL) sets the most private class allowed (:func:`address_class`); a redirect
-    to an address of a more private one is refused.
+    The lookup and the connection share the request's connect timeout. By default the
+    first request (the configured URL) sets the most private class allowed
+    (:func:`address_class`); a redirect to an address of a more private one is refused.
 
     A request *proxies* (``urllib.request.getproxies()``) name a proxy for, and
     ``NO_PROXY`` does not exempt, is checked the same way, then sent through the proxy,
@@ -91,7 +93,7 @@ class CheckedAddresses(httpx.AsyncBaseTransport):
         url = request.url
         host = url.raw_host.decode("ascii")  # IDNA: what DNS and SNI carry
         via = self._proxy_for(url)
-        timeouts = request.extensions.get("timeout", {})
+        deadline = deadline_of(request)
         try:
             parsed = [ipaddress.ip_address(host.partition("%")[0])]
             literal = True
@@ -99,7 +101,7 @@ class CheckedAddresses(httpx.AsyncBaseTransport):
             literal = False
             port = url.port or (443 if url.scheme == "https" else 80)
             try:
-                parsed = await lookup(self._resolve, host, port, timeouts.get("connect"))
+                parsed = await lookup(self._resolve, host, port, deadline)
             except Unresolved:
                 if via is None:
                     raise
@@ -111,7 +113,7 @@ class CheckedAddresses(httpx.AsyncBaseTransport):
             return await via.handle_async_request(bracketed(request))
         if literal:  # nothing to look up again
             return await self._inner.handle_async_request(request)
-        return await to_first(self._inner.handle_async_request, request, list(map(str, parsed)))
+        return await to_first(self._inner.handle_async_request, request, parsed, deadline)
 
     def _proxy_for(self, url: httpx.URL) -> httpx.AsyncBaseTransport | None:
         """The transport through the proxy for *url* (:func:`proxy_for`), if any."""
@@ -133,12 +135,21 @@ class Unresolved(httpx.ConnectError):
     """A host name that has no address here (an egress proxy may still reach it)."""
 
 
-async def lookup(resolve: Resolver, host: str, port: int, within: float | None) -> list[IPAddress]:
-    """The addresses of *host* by *resolve*, within *within* seconds, once each, in its
-    order: ``httpx.ConnectTimeout`` when it takes longer, :class:`Unresolved` when it finds
-    none, ``httpx.ConnectError`` when a custom resolver fails or answers a non-address."""
+def deadline_of(request: httpx.Request) -> float | None:
+    """When *request*'s connect timeout ends (the loop's clock), from now."""
+    connect = request.extensions.get("timeout", {}).get("connect")
+    return None if connect is None else asyncio.get_running_loop().time() + connect
+
+
+async def lookup(
+    resolve: Resolver, host: str, port: int, deadline: float | None
+) -> list[IPAddress]:
+    """The addresses of *host* by *resolve*, by *deadline* (the loop's clock), once
+    each, in its order, an IPv6 zone (``fe80::1%eth0``) kept: ``httpx.ConnectTimeout`` when
+    it takes longer, :class:`Unresolved` when it finds none, ``httpx.ConnectError`` when a
+    custom resolver fails or answers a non-address."""
     try:
-        async with asyncio.timeout(within):
+        async with asyncio.timeout_at(deadline):
             found = await resolve(host, port)
     except TimeoutError:
         raise httpx.ConnectTimeout(f"{host!r} was not resolved in time") from None
@@ -149,7 +160,7 @@ async def lookup(resolve: Resolver, host: str, port: int, within: float | None) 
             f"{host!r} cannot be resolved (the resolver failed: {type(exc).__name__})"
         ) from None
     try:
-        parsed = [ipaddress.ip_address(str(a).partition("%")[0]) for a in found]
+        parsed = [ipaddress.ip_address(str(a)) for a in found]
     except (TypeError, ValueError):  # not a list of them (None), or not an address
         raise httpx.ConnectError(
             f"{host!r} resolved to something not an IP address (a custom resolver's answer)"
@@ -167,35 +178,43 @@ async def system_lookup(host: str, port: int) -> list[str]:
     """The addresses of *host*, by the event loop's resolver (a thread of the default pool)."""
     loop = asyncio.get_running_loop()
     found = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    return [str(address[0]) for *_, address in found]
+    # An IPv6 link-local address's zone comes apart: its interface's index.
+    return [f"{a[0]}%{a[3]}" if len(a) == 4 and a[3] else str(a[0]) for *_, a in found]
 
 
 async def to_first(
     send: Callable[[httpx.Request], Awaitable[httpx.Response]],
     request: httpx.Request,
-    addresses: Sequence[str],
+    addresses: Sequence[object],
+    deadline: float | None = None,
 ) -> httpx.Response:
-    """*request* sent (by *send*) to the first of its name's checked *addresses* that takes
-    the connection, in the resolver's order (a receiver may listen on one of a dual-stack
-    name's addresses only); the last one's error when none does.
+    """*request* sent (by *send*) to the first of its name's checked *addresses* (the first
+    :data:`MAX_ADDRESSES`) that takes the connection, in the resolver's order (a receiver
+    may listen on one of a dual-stack name's addresses only), all by *deadline*
+    (the loop's clock; by default the request's connect timeout from now); the last
+    one's error when none does.
 
-    An address that drops the connection silently (an unreachable IPv6 address listed
-    first) is given up on at its share of the connect timeout left, so N dead addresses
-    wait one connect timeout in all, not N: tried one after another, not raced (RFC 8305
-    staggers them), as the request's body can be sent once only."""
+    Each address is given its share of the time left, so N dead addresses (an unreachable
+    IPv6 address listed first drops packets) wait one connect timeout in all, not N; one
+    that timed out is tried again, after the others, with what they left (a slow address
+    whose siblings refuse at once still has the whole timeout). Tried one after another,
+    not raced (RFC 8305 staggers them), as the request's body can be sent once only."""
     timeouts = request.extensions.get("timeout", {})
-    budget = timeouts.get("connect")
-    deadline = None if budget is None else time.monotonic() + budget
-
-    def to(address: str, shares: int) -> Awaitable[httpx.Response]:
-        connect = None if deadline is None else max(deadline - time.monotonic(), 0) / shares
-        return send(_aimed(request, address, {**timeouts, "connect": connect}))
-
-    *first, last = addresses
-    for index, address in enumerate(first):
-        with contextlib.suppress(httpx.ConnectError, httpx.ConnectTimeout):
-            return await to(address, len(addresses) - index)
-    return await to(last, 1)
+    if deadline is None:
+        deadline = deadline_of(request)
+    queue = deque((str(a), True) for a in addresses[:MAX_ADDRESSES])
+    clock = asyncio.get_running_loop().time
+    while True:
+        address, again = queue.popleft()
+        left = None if deadline is None else max(deadline - clock(), 0)
+        connect = None if left is None else left / (len(queue) + 1)
+        try:
+            return await send(_aimed(request, address, {**timeouts, "connect": connect}))
+        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+            if not queue:
+                raise
+            if again and isinstance(exc, httpx.ConnectTimeout):  # slow, not refused
+                queue.append((address, False))
 
 
 def _aimed(

@@ -40,7 +40,7 @@ def _no_proxies(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @contextlib.contextmanager
-def blackhole(port: int) -> Iterator[None]:
+def blackhole(port: int) -> Iterator[socket.socket]:
     """127.0.0.2:*port* accepts no connection and refuses none: its queue is full."""
     with contextlib.ExitStack() as stack:
         listener = stack.enter_context(socket.socket())
@@ -51,7 +51,7 @@ def blackhole(port: int) -> Iterator[None]:
             filler.setblocking(False)
             with contextlib.suppress(BlockingIOError):
                 filler.connect((BLACKHOLE, port))
-        yield
+        yield listener
 
 
 def answers(*addresses: object) -> Resolver:

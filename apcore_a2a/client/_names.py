@@ -13,6 +13,7 @@ addresses with the name as its authority and TLS target name.
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import ssl
 import urllib.request
@@ -22,7 +23,14 @@ from urllib.parse import urlsplit
 import httpx
 
 from apcore_a2a._addresses import CLASSES, IPAddress, address_class, host_class
-from apcore_a2a._egress import ONE_USE, CheckedAddresses, RefusedAddress, Resolver, lookup
+from apcore_a2a._egress import (
+    MAX_ADDRESSES,
+    ONE_USE,
+    CheckedAddresses,
+    RefusedAddress,
+    Resolver,
+    lookup,
+)
 from apcore_a2a.client.card import origin_of
 from apcore_a2a.client.errors import A2AConnectionError, CrossOriginEndpointError
 
@@ -78,16 +86,18 @@ async def grpc_addresses(
     target: str, base: str, resolve: Resolver, agent: int, within: float
 ) -> str:
     """The checked addresses of another host's gRPC *target* (``host:port``) as the target
-    gRPC dials (an ``ipv4:`` or ``ipv6:`` URI of them all, in the resolver's order)."""
+    gRPC dials (an ``ipv4:`` or ``ipv6:`` URI of the first ``MAX_ADDRESSES``, in the
+    resolver's order), looked up within *within* seconds."""
     where = urlsplit("//" + target)
     host, port = where.hostname or "", where.port or 443
     try:
-        found = await lookup(resolve, host, port, within)
+        found = await lookup(resolve, host, port, asyncio.get_running_loop().time() + within)
     except httpx.TransportError as exc:
         raise A2AConnectionError(f"the gRPC host: {exc}") from None
     reason = inward(host, found, agent, base)
     if reason is not None:
         raise CrossOriginEndpointError(reason, url=target, agent_origin=str(origin_of(base)))
+    found = found[:MAX_ADDRESSES]
     if all(a.version == 4 for a in found):
         return "ipv4:" + ",".join(f"{a}:{port}" for a in found)
     # gRPC's address lists are of one family: IPv4 ones go IPv4-mapped (gRPC dials them

@@ -1,0 +1,164 @@
+"""One deadline for a name's lookup and its connection, the addresses sharing what is left
+(``_egress.to_first``), and at most 8 of a name's addresses tried, every
+one of them checked.
+
+A *slow* address is 127.0.0.2 with its accept queue full (the kernel drops the first SYN;
+the client sends its next one a second later), served once the queue is drained: it takes
+a connection, later than its share of the timeout. 127.0.0.3 and up refuse at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+from a2a.server.routes import create_agent_card_routes
+from starlette.applications import Starlette
+
+from apcore_a2a._egress import lookup
+from apcore_a2a.client import A2AClient, A2AConnectionError, CrossOriginEndpointError
+from apcore_a2a.push.aimed import Webhooks
+from apcore_a2a.push.policy import Checked
+from tests._forward_proxy import without_proxies
+from tests._support import free_port, running_server
+from tests.client._sdk_agent import agent_card
+from tests.client._stub_agent import StubAgent
+from tests.client.test_hostile_grpc_agent import _grpc_agent
+from tests.client.test_origin_names import _card_naming
+from tests.test_egress_addresses import BLACKHOLE, answers, blackhole
+
+#: As many refusing addresses as are tried (``MAX_ADDRESSES``, documented).
+REFUSING = [f"127.0.0.{i}" for i in range(3, 3 + 8)]
+
+
+@pytest.fixture(autouse=True)
+def _no_proxies(monkeypatch: pytest.MonkeyPatch) -> None:
+    without_proxies(monkeypatch)
+
+
+@contextlib.asynccontextmanager
+async def slow(
+    app: Any, port: int, drain: asyncio.Event | None = None
+) -> AsyncIterator[asyncio.Event]:
+    """127.0.0.2:*port* taking no connection until *drain* (yielded) is set, then serving
+    *app* (uvicorn drains the queue)."""
+    drain = drain or asyncio.Event()
+    with blackhole(port) as listener:
+
+        async def serve() -> None:
+            await drain.wait()
+            await server.serve(sockets=[listener])
+
+        server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+        server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
+        task = asyncio.create_task(serve())
+        try:
+            yield drain
+        finally:
+            server.should_exit = True
+            if not drain.is_set():
+                task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
+def drained_after(drain: asyncio.Event, seconds: float) -> None:
+    asyncio.get_running_loop().call_later(seconds, drain.set)
+
+
+async def test_a_slow_first_address_still_connects_when_the_others_refuse() -> None:
+    """Its share (a quarter of 2 s) runs out before the SYN is sent again; the three
+    others refuse at once: it is tried again with what they left. Before, the call failed."""
+    async with _card_naming("dual.test") as (url, elsewhere, _names, port):
+        resolve = answers(BLACKHOLE, *REFUSING[:3])
+        async with (
+            slow(elsewhere, port) as drain,
+            A2AClient(url, allow_other_origins=True, resolver=resolve, timeout=2) as c,
+        ):
+            drained_after(drain, 0.3)
+            assert (await c.get_task("t-1"))["status"]["state"] == "completed"
+    [seen] = elsewhere.seen
+    assert seen.headers["host"] == f"dual.test:{port}"
+
+
+async def test_the_lookup_and_the_connection_share_one_connect_timeout() -> None:
+    """The lookup takes 3.3 of the 4 s: the slow address has 0.7 s left, before its SYN
+    is sent again. Before, the connection was given 4 s of its own and reached the agent
+    after 4.3 s. (A stream: the client's timeout bounds each wait, not the whole call.)"""
+    async with _card_naming("late.test") as (url, elsewhere, _names, port):
+        drain = asyncio.Event()
+
+        async def resolve(host: str, port: int) -> Sequence[str]:
+            await asyncio.sleep(3.3)
+            drained_after(drain, 0.5)
+            return [BLACKHOLE]
+
+        async def first_event() -> None:
+            async for _event in c.resubscribe("t-1", max_retries=0):
+                break
+
+        async with (
+            slow(elsewhere, port, drain),
+            A2AClient(url, allow_other_origins=True, resolver=resolve, timeout=4) as c,
+        ):
+            with pytest.raises(A2AConnectionError, match="timed out"):
+                await first_event()
+    assert elsewhere.seen == []
+
+
+async def test_a_name_with_many_addresses_is_tried_at_its_first_few() -> None:
+    """The listening address comes after MAX_ADDRESSES refusing ones: never tried."""
+    async with _card_naming("many.test") as (url, elsewhere, _names, _port):
+        resolve = answers(*REFUSING, "127.0.0.1")
+        async with A2AClient(url, allow_other_origins=True, resolver=resolve, timeout=4) as c:
+            with pytest.raises(A2AConnectionError):
+                await c.get_task("t-1")
+    assert elsewhere.seen == []
+
+
+async def test_every_address_of_a_name_is_checked_however_many() -> None:
+    async with _card_naming("many.test") as (url, elsewhere, _names, _port):
+        resolve = answers(*(f"127.0.{i}.1" for i in range(100)), "169.254.169.254")
+        async with A2AClient(url, allow_other_origins=True, resolver=resolve, timeout=4) as c:
+            with pytest.raises(CrossOriginEndpointError, match=r"169\.254\.169\.254"):
+                await c.get_task("t-1")
+    assert elsewhere.seen == []
+
+
+async def test_a_push_delivery_tries_the_first_few_addresses() -> None:
+    receiver = StubAgent()
+    port = free_port()
+    webhooks = Webhooks(timeout=4)
+    async with running_server(receiver, port=port):
+        checked = Checked(None, [*REFUSING, "127.0.0.1"])
+        with pytest.raises(httpx.ConnectError):
+            await webhooks.post(f"http://hook.test:{port}/", checked, content=b"{}", headers={})
+    await webhooks.aclose()
+    assert receiver.seen == []
+
+
+async def test_a_grpc_host_is_dialled_at_its_first_few_addresses() -> None:
+    port = free_port()
+    async with _grpc_agent(f"127.0.0.1:{port}") as (_url, hostile):
+        card = agent_card(f"many.test:{port}", versions=("1.0",), binding="GRPC")
+        app = Starlette(routes=create_agent_card_routes(card))
+        resolve = answers(*REFUSING, "127.0.0.1")
+        async with (
+            running_server(app) as url,
+            A2AClient(url, allow_other_origins=True, resolver=resolve, timeout=10) as client,
+        ):
+            with pytest.raises(A2AConnectionError):
+                await client.send_message("hi")
+    assert hostile.metadata == []
+
+
+async def test_a_link_local_answer_keeps_its_zone() -> None:
+    """Without its zone a link-local address cannot be dialled (EINVAL)."""
+    assert [str(a) for a in await lookup(answers("fe80::1%lo"), "ll.test", 80, None)] == [
+        "fe80::1%lo"
+    ]
