@@ -21,10 +21,11 @@ import ssl
 import urllib.request
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from urllib.parse import urlsplit
 
 import httpx
 
-from apcore_a2a._addresses import CLASSES, IPAddress, address_class
+from apcore_a2a._addresses import CLASSES, IPAddress, address_class, host_class
 from apcore_a2a.upstream.proxy_targets import bracketed
 
 #: ``resolve(host, port) -> addresses`` (the event loop's ``getaddrinfo`` by default).
@@ -129,6 +130,27 @@ class CheckedAddresses(httpx.AsyncBaseTransport):
     async def aclose(self) -> None:
         for transport in (self._inner, *self._via.values()):
             await transport.aclose()
+
+
+def agents_class(base: str) -> int:
+    """How far inward the agent at *base* is (an index of ``CLASSES``), as its URL says
+    without a lookup: what its name resolves to is the agent's to answer (it may add the
+    caller's loopback to it), so a name counts as public."""
+    return host_class(urlsplit(base).hostname or "")
+
+
+def inward(named: str, how: str, address: object, leads: int, base: str, agent: int) -> str | None:
+    """Why the client does not follow a card's *named* URL, which *how* (``"is a"``,
+    ``"resolves to a"``) *address* of class *leads*, from the agent at *base* (of class
+    *agent*): it leads further in, to link-local (the metadata service) or loopback (the
+    caller's own host). A private address is a network's own, as an agent's name may
+    resolve to one (``client/card.py``, ``client/_names.py``)."""
+    if leads < 2 or leads <= agent:
+        return None
+    return (
+        f"the agent card names {named}, which {how} {CLASSES[leads]} address ({address}), "
+        f"and the agent at {base} is not: it is not followed, other origins allowed or not"
+    )
 
 
 class Unresolved(httpx.ConnectError):

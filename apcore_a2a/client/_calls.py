@@ -25,11 +25,11 @@ from a2a.compat.v0_3.rest_transport import CompatRestTransport
 from a2a.types import a2a_pb2 as pb
 from google.protobuf.message import Message as Proto
 
-from apcore_a2a._egress import Resolver
+from apcore_a2a._egress import Resolver, agents_class
 from apcore_a2a.client import _shapes as shape
 from apcore_a2a.client._asgi import CONNECT_TIMEOUT
 from apcore_a2a.client._bounded import ACCEPT_ENCODING, MAX_ANSWER_BYTES
-from apcore_a2a.client._names import OtherOrigins, agents_class, grpc_addresses
+from apcore_a2a.client._names import OtherOrigins, grpc_addresses
 from apcore_a2a.client._translated import translated
 from apcore_a2a.client._wire import HOOKS, Call, current
 from apcore_a2a.client.card import Endpoint, origin_of, own_grpc_host

@@ -4,7 +4,7 @@ resolved once, every address checked, and the connection made to the address che
 A card's URL on a name is judged by what the name resolves to, not by the name: one that
 resolves to a link-local address (the cloud metadata service: ``169.254.169.254``,
 ``fd00:ec2::254``, ``100.100.100.200``) or to loopback (the caller's own host) leads further
-in than an agent that is not there itself, as a literal address does (``card._outward``).
+in than an agent that is not there itself, as a literal address does (``_egress.inward``).
 Nothing resolves the name again to connect, so an answer that changes between the check and
 the connection (DNS rebinding) changes nothing: HTTP through :class:`CheckedAddresses` (the
 name still in ``Host`` and SNI, the certificate verified for it), gRPC dialled at the checked
@@ -22,39 +22,29 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from apcore_a2a._addresses import CLASSES, IPAddress, address_class, host_class
+from apcore_a2a._addresses import IPAddress, address_class
 from apcore_a2a._egress import (
     MAX_ADDRESSES,
     ONE_USE,
     CheckedAddresses,
     RefusedAddress,
     Resolver,
+    inward,
     lookup,
 )
 from apcore_a2a.client.card import origin_of
 from apcore_a2a.client.errors import A2AConnectionError, CrossOriginEndpointError
 
 
-def agents_class(base: str) -> int:
-    """How far inward the agent at *base* is (an index of ``CLASSES``), as its URL says
-    without a lookup (a literal address, ``localhost``): what its name resolves to is the
-    agent's to answer (a hostile agent adds the caller's loopback or the metadata address
-    to its own name, or answers so to a second lookup only), so a name counts as public."""
-    return host_class(urlsplit(base).hostname or "")
-
-
-def inward(host: str, addresses: Sequence[IPAddress], agent: int, base: str) -> str | None:
+def refused(host: str, addresses: Sequence[IPAddress], agent: int, base: str) -> str | None:
     """Why another origin's *host* (resolved to *addresses*) is not followed from an agent
-    of class *agent*, or ``None``: a private address is a network's own (an agent's name may
-    resolve to one), loopback and link-local only from an agent as far in."""
+    of class *agent* (``_egress.inward``: any of them further in), or ``None``."""
     for address in addresses:
-        leads = address_class(address)
-        if leads >= 2 and leads > agent:
-            return (
-                f"the agent card names a URL on {host}, which resolves to a {CLASSES[leads]} "
-                f"address ({address}), and the agent at {base} is not: it is not followed, "
-                "other origins allowed or not"
-            )
+        reason = inward(
+            f"a URL on {host}", "resolves to a", address, address_class(address), base, agent
+        )
+        if reason is not None:
+            return reason
     return None
 
 
@@ -71,7 +61,7 @@ class OtherOrigins(CheckedAddresses):
         self._base, self._agent = base, agent
 
     async def refused(self, host: str, addresses: Sequence[IPAddress]) -> str | None:
-        return inward(host, addresses, self._agent, self._base)
+        return refused(host, addresses, self._agent, self._base)
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         try:
@@ -94,7 +84,7 @@ async def grpc_addresses(
         found = await lookup(resolve, host, port, asyncio.get_running_loop().time() + within)
     except httpx.TransportError as exc:
         raise A2AConnectionError(f"the gRPC host: {exc}") from None
-    reason = inward(host, found, agent, base)
+    reason = refused(host, found, agent, base)
     if reason is not None:
         raise CrossOriginEndpointError(reason, url=target, agent_origin=str(origin_of(base)))
     found = found[:MAX_ADDRESSES]

@@ -25,7 +25,8 @@ from a2a.types import AgentCard
 from a2a.utils.signing import SignatureVerificationError, create_signature_verifier
 from google.protobuf.json_format import MessageToDict, ParseDict
 
-from apcore_a2a._addresses import CLASSES, host_class
+from apcore_a2a._addresses import host_class
+from apcore_a2a._egress import agents_class, inward
 from apcore_a2a._text import echoed
 from apcore_a2a.client._alone import leaves_alone
 from apcore_a2a.client._bounded import get_at_most, json_or_none, parse_json
@@ -327,18 +328,10 @@ def check_endpoint(url: str, base: str, *, allow_other_origins: bool, direct: bo
 
 
 def _outward(url: str, host: str, base: str) -> None:
-    """Refuse another origin's *url* (its *host*) that leads further in than the agent at
-    *base*: to a link-local address (the cloud metadata service) unless the agent is on one,
-    or to loopback (the caller's own host) unless the agent is there too. A private address
-    is a network's own, as an agent's name may resolve to one."""
-    leads, agent = host_class(host), host_class(urlsplit(base).hostname or "")
-    if leads >= 2 and leads > agent:
-        raise CrossOriginEndpointError(
-            f"the agent card names {url}, which is a {CLASSES[leads]} address, and the "
-            f"agent at {base} is not: it is not followed, other origins allowed or not",
-            url=url,
-            agent_origin=str(origin_of(base)),
-        )
+    """Refuse another origin's *url* whose *host* is an address further in (:func:`inward`)."""
+    reason = inward(url, "is a", host, host_class(host), base, agents_class(base))
+    if reason is not None:
+        raise CrossOriginEndpointError(reason, url=url, agent_origin=str(origin_of(base)))
 
 
 def _host_port(target: str) -> bool:

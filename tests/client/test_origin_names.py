@@ -20,9 +20,10 @@ from a2a.server.routes import create_agent_card_routes
 from a2a.types import a2a_pb2 as pb
 from starlette.applications import Starlette
 
+from apcore_a2a._egress import agents_class
 from apcore_a2a.client import A2AClient, A2AConnectionError, CrossOriginEndpointError
 from apcore_a2a.client._calls import Caller
-from apcore_a2a.client._names import OtherOrigins, agents_class
+from apcore_a2a.client._names import OtherOrigins
 from apcore_a2a.client.card import Endpoint
 from apcore_a2a.push.dns import AresResolver
 from tests._support import free_port, running_server
