@@ -153,7 +153,15 @@ def inward(named: str, how: str, address: object, leads: int, base: str, agent: 
     )
 
 
-class Unresolved(httpx.ConnectError):
+class Unresolvable(httpx.ConnectError):
+    """A host name whose lookup failed; *problem* says how."""
+
+    def __init__(self, host: str, problem: str) -> None:
+        super().__init__(f"{host!r} {problem}")
+        self.problem = problem
+
+
+class Unresolved(Unresolvable):
     """A host name that has no address here (an egress proxy may still reach it)."""
 
 
@@ -168,28 +176,27 @@ async def lookup(
 ) -> list[IPAddress]:
     """The addresses of *host* by *resolve*, by *deadline* (the loop's clock), once
     each, in its order, an IPv6 zone (``fe80::1%eth0``) kept: ``httpx.ConnectTimeout`` when
-    it takes longer, :class:`Unresolved` when it finds none, ``httpx.ConnectError`` when a
-    custom resolver fails or answers a non-address."""
+    it takes longer, :class:`Unresolved` when it finds none (a custom resolver's ``None``
+    too), :class:`Unresolvable` when a custom resolver fails or answers a non-address.
+    Shared by the client, the JWKS fetch and push (``push/policy.py``)."""
     try:
         async with asyncio.timeout_at(deadline):
-            found = await resolve(host, port)
+            found = [str(a) for a in await resolve(host, port) or ()]
     except TimeoutError:
         raise httpx.ConnectTimeout(f"{host!r} was not resolved in time") from None
     except (OSError, UnicodeError):
-        raise Unresolved(f"{host!r} cannot be resolved") from None
+        found = []
     except Exception as exc:  # a custom resolver's own failure: not the proxy's
-        raise httpx.ConnectError(
-            f"{host!r} cannot be resolved (the resolver failed: {type(exc).__name__})"
-        ) from None
-    try:
-        parsed = [ipaddress.ip_address(str(a)) for a in found]
-    except (TypeError, ValueError):  # not a list of them (None), or not an address
-        raise httpx.ConnectError(
-            f"{host!r} resolved to something not an IP address (a custom resolver's answer)"
-        ) from None
+        raise Unresolvable(host, f"could not be resolved ({type(exc).__name__})") from None
+    parsed = []
+    for text in dict.fromkeys(found):
+        try:
+            parsed.append(ipaddress.ip_address(text))
+        except ValueError:  # a custom resolver's answer
+            raise Unresolvable(host, f"resolved to an unusable address ({text})") from None
     if not parsed:
-        raise Unresolved(f"{host!r} has no address")
-    return list(dict.fromkeys(parsed))
+        raise Unresolved(host, "could not be resolved")
+    return parsed
 
 
 class RefusedAddress(ValueError):

@@ -109,9 +109,9 @@ async def test_a_push_delivery_reaches_the_second_address_when_the_first_drops_p
 @pytest.mark.parametrize(
     ("resolve", "message"),
     [
-        (answers("not-an-ip"), "'odd.test' resolved to something not an IP address"),
-        (failing, r"'odd.test' cannot be resolved \(the resolver failed: RuntimeError\)"),
-        (nothing, "'odd.test' resolved to something not an IP address"),
+        (answers("not-an-ip"), r"'odd.test' resolved to an unusable address \(not-an-ip\)"),
+        (failing, r"'odd.test' could not be resolved \(RuntimeError\)"),
+        (nothing, "'odd.test' could not be resolved"),
     ],
 )
 async def test_a_custom_resolvers_bad_answer_is_a_connection_error(
@@ -161,6 +161,6 @@ async def test_a_custom_resolvers_bad_answer_for_a_grpc_host_is_a_connection_err
     ):
         with pytest.raises(
             A2AConnectionError,
-            match=r"the gRPC host: 'odd\.test' (cannot be resolved|resolved to something|has no)",
+            match=r"the gRPC host: 'odd\.test' (could not be resolved|resolved to an unusable)",
         ):
             await client.send_message("hi")

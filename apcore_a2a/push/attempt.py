@@ -79,6 +79,8 @@ async def try_once(
     try:
         async with asyncio.timeout(seconds):
             checked = await policy.resolve(delivery.url, delivery.caller)
+            if checked.unresolved:  # transient, maybe: retried as a connection failure
+                return f"URL not resolved at delivery: {checked.refused}"
             if checked.refused is not None:
                 raise GiveUp(f"URL refused at delivery: {checked.refused}")
             if key is None or webhooks is None:

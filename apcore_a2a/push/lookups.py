@@ -24,11 +24,11 @@ alone), the sender with each delivery's caller.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-#: ``resolve(host, port) -> addresses``.
-Resolver = Callable[[str, int], Awaitable[Sequence[str]]]
+from apcore_a2a._egress import Resolver
+
 #: Lookups one caller may have in flight: the names it makes the agent ask at once.
 LOOKUPS_PER_CALLER = 1
 #: Lookups in flight at once, all callers together (one UDP socket each).

@@ -15,22 +15,22 @@ Example: ``await PushUrlPolicy().check("https://127.0.0.1/hook")`` is
 from __future__ import annotations
 
 import asyncio
+import functools
 import ipaddress
 import logging
 import re
 import urllib.parse
-from collections.abc import Sequence
 from typing import NamedTuple
 
 import httpx
 from a2a.utils.errors import InvalidParamsError
 
 from apcore_a2a._addresses import METADATA, IPAddress, embedded_ipv4
-from apcore_a2a._egress import proxy_for
+from apcore_a2a._egress import Resolver, Unresolvable, Unresolved, lookup, proxy_for
 from apcore_a2a._text import echoed
 from apcore_a2a.edge.call import CallRecord
 from apcore_a2a.push.dns import AresResolver
-from apcore_a2a.push.lookups import LOOKUPS_PER_CALLER, FairLookups, Resolver
+from apcore_a2a.push.lookups import LOOKUPS_PER_CALLER, FairLookups
 
 logger = logging.getLogger("apcore_a2a.push")
 
@@ -82,6 +82,9 @@ class Checked(NamedTuple):
     refused: str | None
     addresses: list[str]
     proxy: str | None = None
+    #: The refusal is of a name that did not resolve now (its lookup failed or timed out):
+    #: a delivery tries it again, as after a connection failure.
+    unresolved: bool = False
 
 
 class PushUrlPolicy:
@@ -127,65 +130,61 @@ class PushUrlPolicy:
             proxy = proxy_for(httpx.URL(url))
         except (ValueError, httpx.InvalidURL):
             proxy = None  # refused below
-        refused, addresses = await self._check(url, caller, proxied=proxy is not None)
-        return Checked(refused, addresses, proxy)
+        return (await self._check(url, caller, proxied=proxy is not None))._replace(proxy=proxy)
 
-    async def _check(self, url: str, caller: str, *, proxied: bool) -> tuple[str | None, list[str]]:
+    async def _check(self, url: str, caller: str, *, proxied: bool) -> Checked:
         if _CONTROL.search(url):
-            return "URL contains a control character", []
+            return Checked("URL contains a control character", [])
         if len(url) > MAX_URL_CHARS:
-            return f"URL is longer than {MAX_URL_CHARS} characters", []
+            return Checked(f"URL is longer than {MAX_URL_CHARS} characters", [])
         try:
             parsed = urllib.parse.urlsplit(url)
             port = parsed.port
             httpx.URL(url)  # what the sender will parse
         except (ValueError, httpx.InvalidURL):
-            return "URL cannot be parsed", []
+            return Checked("URL cannot be parsed", [])
         scheme = parsed.scheme.lower()
         if scheme not in ("http", "https"):
             shown = echoed(scheme or "(none)", quote=True)
-            return f"URL scheme {shown} is not allowed; use https", []
+            return Checked(f"URL scheme {shown} is not allowed; use https", [])
         if scheme == "http" and not self.allow_insecure:
-            return "only https URLs are allowed", []
+            return Checked("only https URLs are allowed", [])
         host = parsed.hostname
         if not host:
-            return "URL has no host", []
+            return Checked("URL has no host", [])
         shown = echoed(host, quote=True)
         if parsed.username is not None or parsed.password is not None:
             # Credentials in the URL would be sent to the receiver and end up in logs.
-            return "URL must not contain credentials", []
+            return Checked("URL must not contain credentials", [])
         try:
-            addresses: Sequence[str] = [str(ipaddress.ip_address(host.split("%", 1)[0]))]
-            named = False
+            literal = ipaddress.ip_address(host.split("%", 1)[0])
         except ValueError:
-            addresses, named = [], True
-            try:
-                async with asyncio.timeout(self.lookup_timeout):
-                    default_port = 443 if scheme == "https" else 80
-                    found = await self._lookups_fairly.lookup(host, port or default_port, caller)
-                addresses = [str(a) for a in found or ()]  # a custom resolver's None, bytes
-            except TimeoutError:
-                return f"host {shown} could not be resolved within {self.lookup_timeout:g} s", []
-            except (OSError, UnicodeError):
-                pass  # no address: refused below, unless a proxy is to reach it
-            except Exception as exc:  # a custom resolver's own failure: not the proxy's
-                return f"host {shown} could not be resolved ({type(exc).__name__})", []
-            if not addresses:
-                return (None, []) if proxied else (f"host {shown} could not be resolved", [])
-        for text in addresses:
-            try:
-                addr = ipaddress.ip_address(text.split("%", 1)[0])
-            except ValueError:
-                return f"host {shown} resolved to an unusable address ({text})", []
-            reason = _classify(addr, allow_loopback=self.allow_insecure)
-            if reason is not None and named:
-                # Told to the caller, the address would map the agent's internal names
-                # for it (which address the database host has): the operator's log has it.
-                logger.info("push URL host %s resolves to %s", shown, reason)
-                return f"host {shown} resolves to a non-public address", []
-            if reason is not None:
-                return reason, []
-        return None, list(addresses)
+            pass
+        else:
+            reason = _classify(literal, allow_loopback=self.allow_insecure)
+            return Checked(reason, [] if reason else [str(literal)])
+        # A failed lookup is "unresolved" (a delivery tries again); a name a proxy is to
+        # reach passes with no address.
+        fairly = functools.partial(self._lookups_fairly.lookup, caller=caller)
+        deadline = asyncio.get_running_loop().time() + self.lookup_timeout
+        try:
+            found = await lookup(fairly, host, port or (443 if scheme == "https" else 80), deadline)
+        except httpx.ConnectTimeout:
+            problem = f"could not be resolved within {self.lookup_timeout:g} s"
+        except Unresolvable as exc:
+            if proxied and isinstance(exc, Unresolved):
+                return Checked(None, [])
+            problem = exc.problem
+        else:
+            allow = self.allow_insecure
+            reasons = [r for a in found if (r := _classify(a, allow_loopback=allow))]
+            if not reasons:
+                return Checked(None, [str(a) for a in found])
+            # Told to the caller, the address would map the agent's internal names for it
+            # (which address the database host has): the operator's log has it.
+            logger.info("push URL host %s resolves to %s", shown, reasons[0])
+            return Checked(f"host {shown} resolves to a non-public address", [])
+        return Checked(f"host {shown} {problem}", [], unresolved=True)
 
     async def validate(self, url: str, caller: str) -> None:
         """Refuse *url* of a push config *caller* sends: ``InvalidParamsError`` (-32602)

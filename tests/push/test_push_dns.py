@@ -327,7 +327,7 @@ async def test_hosts_file_names_resolve_without_a_query() -> None:
     # operator or Docker put there) never reaches the name server.
     async with name_server() as dns:
         policy = PushUrlPolicy(allow_insecure=True, resolver=AresResolver([dns.address]))
-        reason, addresses, proxy = await policy.resolve("http://localhost:9/hook")
+        reason, addresses, proxy, _unresolved = await policy.resolve("http://localhost:9/hook")
         assert (reason, proxy) == (None, None)
         assert "127.0.0.1" in addresses
         assert set(addresses) <= {"127.0.0.1", "::1"}
