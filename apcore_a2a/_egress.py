@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import re
 import socket
 import ssl
 import urllib.request
@@ -33,6 +34,7 @@ Resolver = Callable[[str, int], Awaitable[Sequence[str]]]
 #: Addresses of one name tried at most (after checking every one): a hostile answer of
 #: hundreds is not tried one by one.
 MAX_ADDRESSES = 8
+_ZONE = re.compile(r"[A-Za-z0-9_.-]*")
 #: No keep-alive: pools key by address, and a connection verified for one name must not
 #: serve another.
 ONE_USE = httpx.Limits(max_keepalive_connections=0)
@@ -190,7 +192,9 @@ async def lookup(
         raise Unresolvable(host, f"could not be resolved ({type(exc).__name__})") from None
     parsed = []
     for text in dict.fromkeys(found):
-        try:
+        try:  # a zone is an interface's name or number, never URL syntax
+            if not _ZONE.fullmatch(text.partition("%")[2]):
+                raise ValueError(text)
             parsed.append(ipaddress.ip_address(text))
         except ValueError:  # a custom resolver's answer
             raise Unresolvable(host, f"resolved to an unusable address ({text})") from None

@@ -110,6 +110,7 @@ async def test_a_push_delivery_reaches_the_second_address_when_the_first_drops_p
     ("resolve", "message"),
     [
         (answers("not-an-ip"), r"'odd.test' resolved to an unusable address \(not-an-ip\)"),
+        (answers("::1%x]:1@evil.test"), r"resolved to an unusable address \(::1%x\]"),
         (failing, r"'odd.test' could not be resolved \(RuntimeError\)"),
         (nothing, "'odd.test' could not be resolved"),
     ],
