@@ -22,8 +22,11 @@ from starlette.applications import Starlette
 
 from apcore_a2a._egress import lookup
 from apcore_a2a.client import A2AClient, A2AConnectionError, CrossOriginEndpointError
+from apcore_a2a.push import PushUrlPolicy
 from apcore_a2a.push.aimed import Webhooks
+from apcore_a2a.push.attempt import Delivery, try_once
 from apcore_a2a.push.policy import Checked
+from apcore_a2a.push.signing import SigningKey
 from tests._forward_proxy import without_proxies
 from tests._support import free_port, running_server
 from tests.client._sdk_agent import agent_card
@@ -162,3 +165,38 @@ async def test_a_link_local_answer_keeps_its_zone() -> None:
     assert [str(a) for a in await lookup(answers("fe80::1%lo"), "ll.test", 80, None)] == [
         "fe80::1%lo"
     ]
+
+
+async def test_a_push_attempts_addresses_share_what_its_lookup_left() -> None:
+    """The webhook name takes 1.2 of the attempt's 2 s to resolve: the dead first address
+    gets half of the 0.8 s left, then the receiver's. Before, the first had half of a fresh
+    2 s, past the attempt's end, and the attempt failed."""
+
+    async def resolve(host: str, port: int) -> Sequence[str]:
+        await asyncio.sleep(1.2)
+        return [BLACKHOLE, "127.0.0.1"]
+
+    receiver, port = StubAgent(), free_port()
+    policy, webhooks = PushUrlPolicy(allow_insecure=True, resolver=resolve), Webhooks(timeout=2)
+    delivery = Delivery("t-1", "c-1", f"http://hook.test:{port}/", {}, b"{}", "http://agent")
+    async with running_server(receiver, port=port):
+        with blackhole(port):
+            assert await try_once(delivery, policy, webhooks, SigningKey.generate(), 2) is None
+    await webhooks.aclose()
+    [seen] = receiver.seen
+    assert seen.headers["host"] == f"hook.test:{port}"
+
+
+async def test_a_grpc_host_is_dialled_at_a_zoned_address_as_answered() -> None:
+    """``::1%31`` (zone 31) goes into gRPC's URI as ``[::1%2531]``: unescaped, gRPC read
+    ``%31`` as ``1`` and dialled ``::11``, and the call failed."""
+    port = free_port()
+    async with _grpc_agent(f"[::1]:{port}") as (_url, hostile):
+        card = agent_card(f"zoned.test:{port}", versions=("1.0",), binding="GRPC")
+        app = Starlette(routes=create_agent_card_routes(card))
+        async with (
+            running_server(app) as url,
+            A2AClient(url, allow_other_origins=True, resolver=answers("::1%31"), timeout=10) as c,
+        ):
+            assert (await c.send_message("hi"))["status"]["state"] == "completed"
+    assert len(hostile.metadata) == 1

@@ -93,4 +93,5 @@ async def grpc_addresses(
     # gRPC's address lists are of one family: IPv4 ones go IPv4-mapped (gRPC dials them
     # over IPv4 where IPv6 is off), so every checked address is tried, in the resolver's order.
     mapped = (a if a.version == 6 else ipaddress.IPv6Address(f"::ffff:{a}") for a in found)
-    return "ipv6:" + ",".join(f"[{a}]:{port}" for a in mapped)
+    # A zone (fe80::1%eth0) as the URI gRPC percent-decodes carries it (RFC 6874).
+    return "ipv6:" + ",".join(f"[{str(a).replace('%', '%25')}]:{port}" for a in mapped)

@@ -57,11 +57,18 @@ class Webhooks:
         )
 
     async def post(
-        self, url: str, checked: Checked, *, content: bytes, headers: Mapping[str, str]
+        self,
+        url: str,
+        checked: Checked,
+        *,
+        content: bytes,
+        headers: Mapping[str, str],
+        deadline: float | None = None,
     ) -> httpx.Response:
         """POST *content* to *url* where *checked* says (the answer streamed): through its
-        proxy, else at the first of its addresses that accepts the connection (the last
-        one's error when none does). ``ValueError`` for a proxy httpx cannot use."""
+        proxy, else at the first of its addresses that accepts the connection by *deadline*
+        (the loop's clock; by default the connect timeout from now), the last one's error
+        when none does. ``ValueError`` for a proxy httpx cannot use."""
         if checked.proxy is not None:
             client = self._clients.get(checked.proxy)
             if client is None:
@@ -73,7 +80,7 @@ class Webhooks:
             return await client.send(bracketed(sent), stream=True)
         client = self._clients[None]
         sent = client.build_request("POST", url, content=content, headers=headers)
-        return await to_first(partial(client.send, stream=True), sent, checked.addresses)
+        return await to_first(partial(client.send, stream=True), sent, checked.addresses, deadline)
 
     async def aclose(self) -> None:
         for client in self._clients.values():

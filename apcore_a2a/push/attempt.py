@@ -76,8 +76,9 @@ async def try_once(
     """One attempt at *delivery*, within *seconds*: ``None`` on success, a retryable
     problem, or raise :class:`GiveUp`."""
     status = None  # known as soon as the answer's headers are in
+    deadline = asyncio.get_running_loop().time() + seconds  # the lookup's and connection's too
     try:
-        async with asyncio.timeout(seconds):
+        async with asyncio.timeout_at(deadline):
             checked = await policy.resolve(delivery.url, delivery.caller)
             if checked.unresolved:  # transient, maybe: retried as a connection failure
                 return f"URL not resolved at delivery: {checked.refused}"
@@ -86,7 +87,7 @@ async def try_once(
             if key is None or webhooks is None:
                 raise GiveUp("sender is not running")
             try:
-                answer = await _post(webhooks, key, delivery, checked)
+                answer = await _post(webhooks, key, delivery, checked, deadline)
             except (ValueError, httpx.InvalidURL) as exc:  # UnicodeEncodeError too
                 # A config stored before its values were checked: no retry can send it.
                 raise GiveUp(f"request cannot be sent: {type(exc).__name__}") from None
@@ -114,7 +115,7 @@ async def try_once(
 
 
 async def _post(
-    webhooks: Webhooks, key: SigningKey, delivery: Delivery, checked: Checked
+    webhooks: Webhooks, key: SigningKey, delivery: Delivery, checked: Checked, deadline: float
 ) -> httpx.Response:
     """The POST, signed afresh, sent where *checked* says (``push/aimed.py``)."""
     token = key.sign_delivery(
@@ -125,4 +126,6 @@ async def _post(
         jti=delivery.delivery_id,
     )
     headers = {**delivery.headers, SIGNATURE_HEADER: token}
-    return await webhooks.post(delivery.url, checked, content=delivery.body, headers=headers)
+    return await webhooks.post(
+        delivery.url, checked, content=delivery.body, headers=headers, deadline=deadline
+    )
