@@ -191,7 +191,7 @@ async def lookup(
     except Exception as exc:  # a custom resolver's own failure: not the proxy's
         raise Unresolvable(host, f"could not be resolved ({type(exc).__name__})") from None
     parsed = []
-    for text in dict.fromkeys(found):
+    for text in found:
         try:  # a zone is an interface's name or number, never URL syntax
             if not _ZONE.fullmatch(text.partition("%")[2]):
                 raise ValueError(text)
@@ -200,7 +200,7 @@ async def lookup(
             raise Unresolvable(host, f"resolved to an unusable address ({text})") from None
     if not parsed:
         raise Unresolved(host, "could not be resolved")
-    return parsed
+    return list(dict.fromkeys(parsed))  # once each, however spelt
 
 
 class RefusedAddress(ValueError):

@@ -200,3 +200,13 @@ async def test_a_grpc_host_is_dialled_at_a_zoned_address_as_answered() -> None:
         ):
             assert (await c.send_message("hi"))["status"]["state"] == "completed"
     assert len(hostile.metadata) == 1
+
+
+async def test_one_address_spelt_many_ways_is_tried_once() -> None:
+    """Eight spellings of ::1 (nothing listens there) do not use up the addresses tried."""
+    spellings = ["::1", "0::1", "0:0::1", "0:0:0::1", "0:0:0:0::1", "::0:1", "::0:0:1", "::00:1"]
+    async with _card_naming("spelt.test") as (url, elsewhere, _names, _port):
+        resolve = answers(*spellings, "127.0.0.1")
+        async with A2AClient(url, allow_other_origins=True, resolver=resolve, timeout=4) as c:
+            assert (await c.get_task("t-1"))["status"]["state"] == "completed"
+    assert len(elsewhere.seen) == 1
