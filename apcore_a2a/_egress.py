@@ -177,9 +177,10 @@ async def lookup(
     resolve: Resolver, host: str, port: int, deadline: float | None
 ) -> list[IPAddress]:
     """The addresses of *host* by *resolve*, by *deadline* (the loop's clock), once
-    each, in its order, an IPv6 zone (``fe80::1%eth0``) kept: ``httpx.ConnectTimeout`` when
-    it takes longer, :class:`Unresolved` when it finds none (a custom resolver's ``None``
-    too), :class:`Unresolvable` when a custom resolver fails or answers a non-address.
+    each, in its order, a link-local address's zone (``fe80::1%eth0``) kept:
+    ``httpx.ConnectTimeout`` when it takes longer, :class:`Unresolved` when it finds none
+    (a custom resolver's ``None`` too), :class:`Unresolvable` when a custom resolver fails
+    or answers a non-address.
     Shared by the client, the JWKS fetch and push (``push/policy.py``)."""
     try:
         async with asyncio.timeout_at(deadline):
@@ -193,9 +194,11 @@ async def lookup(
     parsed = []
     for text in found:
         try:  # a zone is an interface's name or number, never URL syntax
-            if not _ZONE.fullmatch(text.partition("%")[2]):
+            bare, _, zone = text.partition("%")
+            if not _ZONE.fullmatch(zone):
                 raise ValueError(text)
-            parsed.append(ipaddress.ip_address(text))
+            address = ipaddress.ip_address(bare)  # a zone counts on link-local only
+            parsed.append(ipaddress.ip_address(text) if address.is_link_local else address)
         except ValueError:  # a custom resolver's answer
             raise Unresolvable(host, f"resolved to an unusable address ({text})") from None
     if not parsed:
