@@ -34,7 +34,7 @@ ALLOWED: dict[str, set[str]] = {
     "push": {"adapters", "settings", "errors", "storage", "classify", "upstream", "edge"},
     "ops": {
         *("execution", "storage", "streams", "settings", "errors", "classify", "edge"),
-        *("_version", "_logging"),
+        *("_version", "_logging", "upstream"),
     },
     "explorer": {"_version"},
     # the client may import the seam's corrections of the SDK's client side, and only those

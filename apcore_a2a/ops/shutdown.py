@@ -21,6 +21,7 @@ from a2a.utils.errors import A2AError
 
 from apcore_a2a.edge.call import with_record
 from apcore_a2a.execution.observer import TERMINAL_STATES, state_name
+from apcore_a2a.upstream.ended_runs import run_ended
 
 if TYPE_CHECKING:
     from apcore_a2a.execution.observer import Execution
@@ -74,13 +75,28 @@ async def _drain(state: ServerView, grace: float) -> None:
         if grpc_server is not None
         else None
     )
-    saves = _Saves()
-    state.stores.on_save(saves)
+    saves = _Saves(state)
+    stop_listening = state.stores.on_save(saves)
+    try:
+        await _wait(state, saves, deadline)
+    finally:  # also when a second Ctrl-C cancels the drain
+        stop_listening()
+    if stopping is not None:
+        with contextlib.suppress(Exception):
+            await stopping
+
+
+async def _wait(state: ServerView, saves: _Saves, deadline: float) -> None:
+    """Let the runs end within the grace period, cancel the rest, and wait for their
+    final states to be stored."""
+    ops = state.ops
     tracker = ops.tracker
     seen = tracker.record()
     if tracker.active:
         logger.info(
-            "Shutting down: waiting up to %.1f s for %d running task(s)", remaining, tracker.active
+            "Shutting down: waiting up to %.1f s for %d running task(s)",
+            max(deadline - time.monotonic(), 0.0),
+            tracker.active,
         )
     await tracker.wait_idle(deadline - time.monotonic())
     leftover = [e for e in tracker.running() if not e.reply]
@@ -91,25 +107,15 @@ async def _drain(state: ServerView, grace: float) -> None:
     # later, and closing the handler before that would lose it.
     finished = [e for e in seen if e.state not in _UNSETTLED and not e.reply]
     # Within the grace period, but the cancels at its end get a moment of their own.
-    unsaved = await saves.wait(state, finished, max(deadline - time.monotonic(), _SETTLE_SECONDS))
-    for execution in unsaved:
-        logger.warning(
-            "Shutting down: the final state %s of task %s is not stored: the task store did "
-            "not take it in time (locked by another process, or unreachable); the next start "
-            "marks the task failed as interrupted",
-            execution.state,
-            execution.task_id,
-        )
-    if stopping is not None:
-        with contextlib.suppress(Exception):
-            await stopping
+    await saves.wait(finished, max(deadline - time.monotonic(), _SETTLE_SECONDS))
 
 
 class _Saves:
     """The store's save listener during a drain: which finished executions' final states
     are saved (a read of the store would queue behind the very write it waits for)."""
 
-    def __init__(self) -> None:
+    def __init__(self, state: ServerView) -> None:
+        self.state = state
         self.last: dict[str, str] = {}  # task id -> state last saved since the drain began
         self.waiting: dict[str, Execution] = {}
         self.done = asyncio.Event()
@@ -118,16 +124,17 @@ class _Saves:
         saved = self.last[task.id] = state_name(task.status.state)
         execution = self.waiting.get(task.id)
         if execution is not None and _settled(execution, saved):
-            del self.waiting[task.id]
-            if not self.waiting:
-                self.done.set()
+            self._stop_waiting(task.id)
 
-    async def wait(
-        self, state: ServerView, finished: list[Execution], seconds: float
-    ) -> list[Execution]:
-        """Wait up to *seconds* for the final states of *finished*; those not saved."""
+    def _stop_waiting(self, task_id: str) -> None:
+        del self.waiting[task_id]
+        if not self.waiting:
+            self.done.set()
+
+    async def wait(self, finished: list[Execution], seconds: float) -> None:
+        """Wait up to *seconds* for the final states of *finished*; name each not stored."""
         self.waiting = {e.task_id: e for e in finished if not _settled(e, self.last.get(e.task_id))}
-        reads = [asyncio.ensure_future(self._ended(state, e)) for e in self.waiting.values()]
+        reads = [asyncio.ensure_future(self._ended(e)) for e in self.waiting.values()]
         try:
             if self.waiting:
                 with contextlib.suppress(TimeoutError):
@@ -135,18 +142,41 @@ class _Saves:
         finally:  # a second Ctrl-C cancels the drain: no read polls on after it
             for read in reads:
                 read.cancel()
-        return list(self.waiting.values())
+        for execution in list(self.waiting.values()):
+            _unsaved(execution)
 
-    async def _ended(self, state: ServerView, execution: Execution) -> None:
-        # Another writer may have ended the task (a replica's cancel, saved before the drain
-        # listened): the store refuses the run's own save, and no listener hears of it.
+    async def _ended(self, execution: Execution) -> None:
+        """Read the task back until its final state is heard or read, or the SDK's run of
+        it has ended (every save made or failed): then the read after it is the last word.
+        Another writer may have ended the task (a replica's cancel, saved before the drain
+        listened): the store refuses the run's own save, and no listener hears of it."""
+        state, task_id = self.state, execution.task_id
         context = execution.call_context or ServerCallContext()
-        while execution.task_id in self.waiting:
-            with contextlib.suppress(Exception):
-                task = await state.stores.get_task(execution.task_id, context)
-                if task is not None:
-                    self(task, context)
+        while task_id in self.waiting:
+            ended, unread = run_ended(state.handler, task_id), False
+            task: Task | None = None
+            try:
+                task = await state.stores.get_task(task_id, context)
+            except Exception:  # unreachable: it holds no final state this drain can wait for
+                ended = unread = True
+            if task is not None:
+                self(task, context)
+            if ended and task_id in self.waiting:
+                self._stop_waiting(task_id)
+                if task is not None or unread:  # a run that stored nothing leaves nothing
+                    _unsaved(execution)
+                return
             await asyncio.sleep(0.1)
+
+
+def _unsaved(execution: Execution) -> None:
+    logger.warning(
+        "Shutting down: the final state %s of task %s is not stored: the task store did "
+        "not take it (refused it, locked by another process, or unreachable); the next "
+        "start marks the task failed as interrupted",
+        execution.state,
+        execution.task_id,
+    )
 
 
 def _settled(execution: Execution, saved: str | None) -> bool:

@@ -101,9 +101,19 @@ class _ViewMixin(Layer):
         result: _T = await (call if self._around is None else self._around(call))
         return result
 
-    def on_save(self, listener: SaveListener) -> None:
-        """Call *listener* after each successful save too, after those named before."""
-        self._saved = (*self._saved, listener)
+    def on_save(self, listener: SaveListener) -> Callable[[], None]:
+        """Call *listener* after each successful save too, after those named before, until
+        the callable returned is called."""
+
+        def entry(task: Task, context: ServerCallContext) -> None:  # one per call
+            listener(task, context)
+
+        self._saved = (*self._saved, entry)
+
+        def remove() -> None:
+            self._saved = tuple(named for named in self._saved if named is not entry)
+
+        return remove
 
     async def get(self, task_id: str, context: ServerCallContext) -> Any:
         reads = _reads(context)

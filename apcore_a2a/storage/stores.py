@@ -84,10 +84,13 @@ class Stores:
     #: an application's own store: what its start does (``own_store.py``)
     _own_start: Callable[[], Awaitable[None]] | None = field(default=None, repr=False)
 
-    def on_save(self, listener: SaveListener) -> None:
-        """Call *listener* (it must not block) after each successful save of a task."""
+    def on_save(self, listener: SaveListener) -> Callable[[], None]:
+        """Call *listener* (it must not block) after each successful save of a task, until
+        the callable returned is called (it removes *listener*; calling it again does
+        nothing)."""
         view: Any = self.task_store  # the chain's view (observed.py): it calls the listeners
-        view.on_save(listener)
+        remove: Callable[[], None] = view.on_save(listener)
+        return remove
 
     async def get_task(self, task_id: str, context: ServerCallContext) -> Task | None:
         """The caller's task, whichever store kind is in use (unwraps cluster versions)."""

@@ -8,9 +8,11 @@ started with ``returnImmediately``: no connection holds the server open for them
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import signal
 import tempfile
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -89,18 +91,32 @@ async def _refused(url: str) -> bool:
             await asyncio.sleep(0.05)
 
 
+@contextlib.asynccontextmanager
+async def stopping(
+    store: str, gate: Path, count: int, **settings: Any
+) -> AsyncIterator[tuple[ServerProcess, list[str]]]:
+    """An agent on *store* running *count* tasks until *gate* exists, sent SIGTERM; yields
+    (process, task ids) once it refuses new connections, every task still running."""
+    served = serve_process(task_store=store, **settings)
+    # Started and stopped off the loop: it may run what the agent reaches (a proxy).
+    url, proc = await asyncio.to_thread(served.__enter__)
+    try:
+        async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+            ids = await _start_gated(http, gate, count)
+        proc.send_signal(signal.SIGTERM)
+        assert await _refused(url)
+        yield proc, ids
+    finally:
+        await asyncio.to_thread(served.__exit__, None, None, None)
+
+
 async def test_sigterm_lets_running_tasks_finish_within_the_timeout(tmp_path: Path) -> None:
     store = f"sqlite:///{tmp_path / 'tasks.db'}"
     gate = tmp_path / "release"
-    with serve_process(task_store=store, shutdown_timeout=30) as (url, proc):
-        async with httpx.AsyncClient(base_url=url, timeout=30) as http:
-            ids = await _start_gated(http, gate, TASKS)
-            proc.send_signal(signal.SIGTERM)
-            # new connections are refused: the shutdown has begun, with every task running
-            assert await _refused(url)
-            gate.touch()  # only now can the tasks finish: inside the drain
-            code = await asyncio.to_thread(proc.wait, 60)
-            out = proc.output()
+    async with stopping(store, gate, TASKS, shutdown_timeout=30) as (proc, ids):
+        gate.touch()  # only now can the tasks finish: inside the drain
+        code = await asyncio.to_thread(proc.wait, 60)
+        out = proc.output()
     assert code == 0, out
     assert "Traceback" not in out
     assert f"waiting up to 30.0 s for {TASKS} running task(s)" in out, out

@@ -1,0 +1,63 @@
+"""A run that ends without its final state stored (an application's own store refused it):
+the drain gives its task up once the SDK's run of it has ended, named in one WARNING,
+rather than waiting out shutdown_timeout for a save that cannot come. The store's save
+listener the drain added goes with it."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import logging
+import tempfile
+from pathlib import Path
+
+import pytest
+from a2a.server.context import ServerCallContext
+from a2a.server.tasks import InMemoryTaskStore
+from a2a.types import Task, TaskState
+
+from apcore_a2a.ops import shutdown
+
+from ._agent import build_registry, served
+from .test_shutdown import _start_gated
+
+#: Hang guard only: the stop waited this drain's whole shutdown_timeout (120 s) before.
+GUARD = 60.0
+
+
+class _RefusesFinalStates(InMemoryTaskStore):
+    """An application's store that refuses to keep a finished task."""
+
+    async def save(self, task: Task, context: ServerCallContext) -> None:
+        if task.status.state == TaskState.TASK_STATE_COMPLETED:
+            raise RuntimeError("this store keeps no finished task")
+        await super().save(task, context)
+
+
+async def test_a_final_state_the_store_refuses_ends_the_drain_at_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING, logger="apcore_a2a.ops.shutdown")
+    store = _RefusesFinalStates()
+    with tempfile.TemporaryDirectory() as folder:
+        gate = Path(folder) / "release"
+        stop = served(build_registry(gated=True), task_store=store, shutdown_timeout=120)
+        http, app = await stop.__aenter__()
+        [task_id] = await _start_gated(http, gate, 1)
+        tracker = app.state.a2a.ops.tracker
+
+        async def release_once_draining() -> None:
+            while tracker.recorded is None:  # the drain records what it waits for
+                await asyncio.sleep(0.01)
+            gate.touch()  # the run ends (completed) during the drain
+
+        releaser = asyncio.ensure_future(release_once_draining())
+        async with asyncio.timeout(GUARD):
+            await stop.__aexit__(None, None, None)
+        assert releaser.done()
+    named = [r for r in caplog.records if r.name == shutdown.logger.name]
+    assert len(named) == 1, caplog.text
+    assert f"final state completed of task {task_id} is not stored" in named[0].getMessage()
+    # The drain's listener is gone with it: the store's view keeps no reference to it.
+    gc.collect()
+    assert not [o for o in gc.get_objects() if isinstance(o, shutdown._Saves)]
