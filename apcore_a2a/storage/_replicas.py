@@ -23,8 +23,12 @@ from sqlalchemy import (
     String,
     Table,
     and_,
+    cast,
     delete,
+    extract,
+    func,
     insert,
+    literal,
     select,
     text,
     update,
@@ -46,8 +50,8 @@ replicas_table = Table(
     Column("hostname", String(255), nullable=False),
     Column("pid", Integer, nullable=False),
     Column("started_at", Float, nullable=False),
-    # Wall-clock seconds since the epoch; replicas must share a clock within a few
-    # seconds (NTP), which is far below the liveness timeout.
+    # Seconds since the epoch by the database's clock (:func:`db_seconds`), never a
+    # replica's: a replica whose clock is off judges the others by the same clock.
     Column("heartbeat_at", Float, nullable=False),
 )
 
@@ -67,6 +71,18 @@ turns_table = Table(
     Column("turn", String(64), primary_key=True),
 )
 
+#: Who made each turn claim and since when (``turns.py``): a row written with the claim,
+#: or, for a claim of an earlier release (which wrote none), when a replica first met it
+#: (``replica_id`` NULL); times by the database's clock.
+claimants_table = Table(
+    "apcore_a2a_task_turn_claimants",
+    METADATA,
+    Column("task_id", String(255), primary_key=True),
+    Column("turn", String(64), primary_key=True),
+    Column("replica_id", String(64), nullable=True),
+    Column("since", Float, nullable=False),
+)
+
 logger = logging.getLogger(__name__)
 
 _R = replicas_table.c
@@ -82,6 +98,14 @@ _END_SESSIONS = text(
     "WHERE application_name = :name AND datname = current_database() "
     "AND pid <> pg_backend_pid()"
 )
+
+
+def db_seconds(engine: AsyncEngine) -> Any:
+    """Now, in seconds since the epoch, by the database's clock (an SQL expression): one
+    clock for every replica, whatever their own clocks say."""
+    if engine.dialect.name == "postgresql":
+        return cast(extract("epoch", func.clock_timestamp()), Float)
+    return (func.julianday("now") - 2440587.5) * 86400.0
 
 
 def new_replica_id() -> str:
@@ -120,21 +144,21 @@ class ReplicaRegistry:
         self._steady_since: float | None = None
         self._cannot_end = False
 
-    def live_cutoff(self) -> float:
-        """Heartbeats at or after this wall-clock time count as alive."""
-        return time.time() - self.replica_timeout
+    def live_cutoff(self) -> Any:
+        """Heartbeats after this time (an SQL expression, the database's clock) count as
+        alive."""
+        return db_seconds(self.engine) - self.replica_timeout
 
     async def register(self) -> None:
         """Insert this replica's row (called once at startup)."""
-        now = time.time()
         async with self.engine.begin() as conn:
             await conn.execute(
                 insert(replicas_table).values(
                     replica_id=self.replica_id,
                     hostname=socket.gethostname()[:255],
                     pid=os.getpid(),
-                    started_at=now,
-                    heartbeat_at=now,
+                    started_at=time.time(),
+                    heartbeat_at=db_seconds(self.engine),
                 )
             )
 
@@ -142,7 +166,7 @@ class ReplicaRegistry:
         """Refresh this replica's heartbeat (re-registering if another replica retired it)."""
         try:
             async with self.engine.begin() as conn:
-                result = await conn.execute(self._beat(time.time()))
+                result = await conn.execute(self._beat(db_seconds(self.engine)))
             if result.rowcount == 0:
                 await self.register()
         except BaseException:
@@ -154,8 +178,8 @@ class ReplicaRegistry:
             self._steady_since = now
         self.beats += 1
 
-    def dead_cutoff(self) -> float:
-        """Heartbeats at or before this wall-clock time are dead ones: too old
+    def dead_cutoff(self) -> Any:
+        """Heartbeats at or before this time (an SQL expression) are dead ones: too old
         (:meth:`live_cutoff`) only while this replica has itself beaten without a break,
         up to now, for a whole ``replica_timeout`` (after a stall it shared, a live
         replica needs that long to beat again; a replica just started has not beaten
@@ -172,7 +196,7 @@ class ReplicaRegistry:
             and now - last <= self._max_gap
         )
         # A heartbeat of 0 is a clean shutdown's, never a stall's.
-        return self.live_cutoff() if judge else _DEREGISTERED
+        return self.live_cutoff() if judge else literal(_DEREGISTERED)
 
     async def dead(self) -> list[str]:
         """The ids of other replicas with a dead heartbeat (:meth:`dead_cutoff`)."""
@@ -210,7 +234,7 @@ class ReplicaRegistry:
         async with self.engine.begin() as conn:
             await conn.execute(self._beat(_DEREGISTERED))
 
-    def _beat(self, at: float) -> Any:
+    def _beat(self, at: Any) -> Any:
         mine = _R.replica_id == self.replica_id
         return update(replicas_table).where(mine).values(heartbeat_at=at)
 

@@ -31,7 +31,14 @@ from apcore_a2a.errors import TaskUnreadableError
 from apcore_a2a.upstream.aiosqlite_workers import track_workers
 
 from ._owner import OwnerLock, owner_lock
-from ._replicas import METADATA, ReplicaRegistry, claims_table, replicas_table, turns_table
+from ._replicas import (
+    METADATA,
+    ReplicaRegistry,
+    claimants_table,
+    claims_table,
+    replicas_table,
+    turns_table,
+)
 from ._urls import (
     StoreInUseError,
     StoreUnavailableError,
@@ -340,7 +347,7 @@ class SqlBackend:
         dependents: list[Any] = [PushNotificationConfigModel.__table__, *self.purged_with]
         dependents += [TaskVersionModel.__table__, TaskEventModel.__table__]
         if cluster:
-            dependents += [claims_table, turns_table]
+            dependents += [claims_table, turns_table, claimants_table]
         finished = select(TaskModel.id).where(
             TaskModel.last_updated < cutoff, _STATE.in_(_FINISHED_NAMES)
         )
@@ -403,7 +410,7 @@ def _running() -> Any:
     return select(TaskModel.id, TaskModel.owner).where(_STATE.in_(_RUNNING_NAMES))
 
 
-def _orphaned(dead_cutoff: float) -> Any:
+def _orphaned(dead_cutoff: Any) -> Any:
     """Running tasks whose claim is missing or names a replica without a row (retired) or
     whose heartbeat is at or before *dead_cutoff* (``ReplicaRegistry.dead_cutoff``)."""
     live = select(replicas_table.c.replica_id).where(replicas_table.c.heartbeat_at > dead_cutoff)

@@ -21,9 +21,9 @@ from sqlalchemy import and_, delete, exists, insert, literal, or_, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from ._replicas import ReplicaRegistry, claims_table, replicas_table, turns_table
+from ._replicas import ReplicaRegistry, claimants_table, db_seconds, replicas_table, turns_table
 from .outages import guarded
 
 logger = logging.getLogger(__name__)
@@ -65,9 +65,11 @@ class MemoryTurnClaims:
 
 class SqlTurnClaims:
     """Claims shared by every replica on one database (cluster mode). A claim names its
-    replica in ``apcore_a2a_task_claims`` (the same transaction): one a dead replica made
-    for a task still stored in that wait is taken over (it died before the task moved on,
-    and no message would continue the task again)."""
+    replica in ``apcore_a2a_task_turn_claimants`` (the same transaction); one that no live
+    replica holds, of a task still stored in that wait, is taken over (it died before the
+    task moved on, and no message would continue the task again). A claim an earlier
+    release wrote names no replica: it is taken over only once it has been known for
+    ``replica_timeout`` by the database's clock (``docs/storage.md``, *Several replicas*)."""
 
     def __init__(self, engine: AsyncEngine, registry: ReplicaRegistry) -> None:
         self._engine = engine
@@ -77,7 +79,7 @@ class SqlTurnClaims:
         self._releases: set[asyncio.Task[None]] = set()
 
     async def claim(self, task: Task) -> bool:
-        turn = turn_of(task)
+        turn = turn_of(task)[:64]
         status = TaskModel.status
         still_there = exists().where(
             TaskModel.id == task.id,
@@ -91,17 +93,17 @@ class SqlTurnClaims:
             ),
         )
         claim = insert(turns_table).from_select(
-            ["task_id", "turn"], select(literal(task.id), literal(turn[:64])).where(still_there)
+            ["task_id", "turn"], select(literal(task.id), literal(turn)).where(still_there)
         )
         try:
-            inserted = await guarded(self._insert(task.id, claim))
+            inserted = await guarded(self._insert(task.id, turn, claim))
         except IntegrityError:
             try:
                 inserted = await guarded(self._take_over(task.id, turn, still_there, claim))
             except IntegrityError:
                 return False
         if inserted == 1:
-            self._held[task.id] = turn
+            self._held[task.id] = turn_of(task)
         return inserted == 1
 
     async def release(self, task: Task) -> None:
@@ -110,49 +112,59 @@ class SqlTurnClaims:
         if self._held.get(task.id) == turn:
             del self._held[task.id]
         async with self._engine.begin() as conn:
-            await conn.execute(_claim_of(task.id, turn))
+            await _forget(conn, task.id, turn)
 
-    async def _insert(self, task_id: str, claim: Any) -> int:
+    async def _insert(self, task_id: str, turn: str, claim: Any) -> int:
         async with self._engine.begin() as conn:
             inserted = int((await conn.execute(claim)).rowcount)
             if inserted == 1:
-                await conn.execute(self._mine(task_id))
+                await conn.execute(self._claimant(task_id, turn, self._registry.replica_id))
             return inserted
 
     async def _take_over(self, task_id: str, turn: str, still_there: Any, claim: Any) -> int:
-        """Claim a turn whose claim no live replica holds (the task's replica in
-        ``apcore_a2a_task_claims`` is dead by ``ReplicaRegistry.dead_cutoff``, or retired):
-        its row is deleted and claimed again in one transaction, so of two replicas taking
-        it over at once one deletes it, the other finds nothing to delete."""
-        registry = self._registry
-        live = select(replicas_table.c.replica_id).where(
-            replicas_table.c.heartbeat_at > registry.dead_cutoff()
-        )
-        held = exists().where(
-            claims_table.c.task_id == task_id, claims_table.c.replica_id.in_(live)
+        """Claim a turn whose claim no live replica holds: its claimant is dead by
+        ``ReplicaRegistry.dead_cutoff`` (the database's clock), or it names none (an earlier
+        release's) and was known by that cutoff. Its row is deleted and claimed again in
+        one transaction, so of two replicas taking it over at once one deletes it, the
+        other finds nothing to delete. An unnamed claim met for the first time is noted."""
+        cutoff = self._registry.dead_cutoff()
+        live = select(replicas_table.c.replica_id).where(replicas_table.c.heartbeat_at > cutoff)
+        by = claimants_table.c
+        unheld = exists().where(
+            by.task_id == task_id,
+            by.turn == turn,
+            or_(
+                by.replica_id.not_in(live),
+                and_(by.replica_id.is_(None), by.since <= cutoff),
+            ),
         )
         rows = turns_table.c
         stale = delete(turns_table).where(
-            rows.task_id == task_id, rows.turn == turn[:64], still_there, ~held
+            rows.task_id == task_id, rows.turn == turn, still_there, unheld
         )
         async with self._engine.begin() as conn:
             if not (await conn.execute(stale)).rowcount:
+                await conn.execute(self._claimant(task_id, turn, None))
                 return 0
             inserted = int((await conn.execute(claim)).rowcount)
             if inserted == 1:
-                await conn.execute(self._mine(task_id))
+                await conn.execute(self._claimant(task_id, turn, self._registry.replica_id))
             logger.warning("task %s: took over the wait a dead replica had claimed", task_id)
             return inserted
 
-    def _mine(self, task_id: str) -> Any:
-        """This replica's claim of *task_id* (``ReplicaRegistry.claim``'s row; its owner
-        kept, or none until the run writes it)."""
-        dialect = self._engine.dialect.name
-        upsert = pg_insert if dialect == "postgresql" else sqlite_insert
-        replica = self._registry.replica_id
-        stmt = upsert(claims_table).values(task_id=task_id, owner=None, replica_id=replica)
+    def _claimant(self, task_id: str, turn: str, replica: str | None) -> Any:
+        """This replica's claim of *turn* (*replica*), or the note that a claim naming none
+        was met now (``None``: kept if the turn has a claimant row already)."""
+        upsert = pg_insert if self._engine.dialect.name == "postgresql" else sqlite_insert
+        since = db_seconds(self._engine)
+        stmt = upsert(claimants_table).values(
+            task_id=task_id, turn=turn, replica_id=replica, since=since
+        )
+        keys = [claimants_table.c.task_id, claimants_table.c.turn]
+        if replica is None:
+            return stmt.on_conflict_do_nothing(index_elements=keys)
         return stmt.on_conflict_do_update(
-            index_elements=[claims_table.c.task_id], set_={"replica_id": replica}
+            index_elements=keys, set_={"replica_id": replica, "since": since}
         )
 
     def saved(self, task: Task, context: ServerCallContext) -> None:
@@ -170,7 +182,7 @@ class SqlTurnClaims:
         # the claim of its next wait from the replica that made it.
         try:
             async with self._engine.begin() as conn:
-                await conn.execute(_claim_of(task_id, turn))
+                await _forget(conn, task_id, turn)
         except Exception as exc:  # the row stays until retention deletes the task
             logger.warning("turn claim of task %s not deleted: %s", task_id, type(exc).__name__)
 
@@ -180,7 +192,9 @@ class SqlTurnClaims:
             await asyncio.gather(*self._releases, return_exceptions=True)
 
 
-def _claim_of(task_id: str, turn: str) -> Any:
-    """The deletion of the claim row of *task_id*'s *turn* (stored cut to its column)."""
-    rows = turns_table.c
-    return delete(turns_table).where(rows.task_id == task_id, rows.turn == turn[:64])
+async def _forget(conn: AsyncConnection, task_id: str, turn: str) -> None:
+    """Delete the claim of *task_id*'s *turn* (stored cut to its column) and its claimant."""
+    for table in (turns_table, claimants_table):
+        await conn.execute(
+            delete(table).where(table.c.task_id == task_id, table.c.turn == turn[:64])
+        )

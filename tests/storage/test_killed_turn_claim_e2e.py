@@ -7,8 +7,8 @@ killed. Before: the task stayed stored ``input-required`` in that same wait and 
 replica continued it (a claim named no replica, so none could tell it was a dead one's):
 every later follow-up, on any replica, was refused as busy ("another message is already
 continuing it") for as long as the task was kept; only a cancel ended it. A claim now
-names its replica (``apcore_a2a_task_claims``, in the same transaction), and one no live
-replica holds is taken over: B continues the task once A counts as dead.
+names its replica (``apcore_a2a_task_turn_claimants``, in the same transaction), and one
+no live replica holds is taken over: B continues the task once A counts as dead.
 """
 
 from __future__ import annotations

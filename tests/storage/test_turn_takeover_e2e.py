@@ -1,0 +1,126 @@
+"""What a replica may take over of another's claim on a parked task's wait, on PostgreSQL
+with real agent processes: only a claim no live replica holds, judged by the database's
+clock (never a replica's own).
+
+* Rolling upgrade: a claim written by a release that named no replica (an old-style row,
+  inserted here by SQL) of a task whose last run was on a replica retired since. Before,
+  the next follow-up took it over at once, beside the old replica still continuing it:
+  two runs of one task. Now it is refused as busy until the claim has been known for
+  ``replica_timeout`` by the database's clock, and taken over after that.
+* Clock skew: a replica whose clock runs an hour ahead judged every other replica dead by
+  its own clock and took over a live replica's claim (its follow-up then waited on the
+  row the live one was writing). Now it answers busy at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from a2a.types import Task
+from google.protobuf.json_format import ParseDict
+
+from apcore_a2a.storage.turns import turn_of
+
+from .._postgres import PG_DB, PG_HOST, PG_PORT, PG_USER, pg_schema_url
+from .._support import EXAMPLES, cli_server
+from .test_killed_turn_claim_e2e import ENV, _approve, _send
+
+asyncpg = pytest.importorskip("asyncpg")
+
+#: a replica's clock an hour ahead (imported by Python at its start)
+_AHEAD = "import time\n_t = time.time\ntime.time = lambda: _t() + 3600\n"
+BUSY = -32090
+
+
+def _transfer() -> dict[str, Any]:
+    return {
+        "messageId": uuid.uuid4().hex,
+        "role": "ROLE_USER",
+        "parts": [{"data": {"to": "bob", "amount": 5}}],
+        "metadata": {"skillId": "bank.transfer"},
+    }
+
+
+def _args(url: str) -> list[str]:
+    return ["--extensions-dir", str(EXAMPLES / "extensions"), "--task-store", url, "--cluster"]
+
+
+async def _connect() -> Any:
+    return await asyncpg.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, database=PG_DB)
+
+
+async def test_an_earlier_releases_claim_is_taken_over_only_once_old_by_the_databases_clock() -> (
+    None
+):
+    with (
+        pg_schema_url(agents=2) as url,
+        cli_server(_args(url), env=ENV) as (a, _pa),
+        cli_server(_args(url), env=ENV) as (b, _pb),
+    ):
+        schema = url.rsplit("schema=", 1)[1]
+        async with httpx.AsyncClient(timeout=60) as http:
+            parked = (await _send(http, a, _transfer()))["result"]["task"]
+            assert parked["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", parked
+            turn = turn_of(ParseDict(parked, Task(), ignore_unknown_fields=True))[:64]
+            db = await _connect()
+            try:  # an old replica's claim; the task's last replica retired since
+                await db.execute(
+                    f"INSERT INTO {schema}.apcore_a2a_task_turns (task_id, turn) VALUES ($1, $2)",
+                    parked["id"],
+                    turn,
+                )
+                await db.execute(
+                    f"DELETE FROM {schema}.apcore_a2a_task_claims WHERE task_id = $1", parked["id"]
+                )
+            finally:
+                await db.close()
+            refused = await _send(http, b, _approve(parked["id"]))
+            assert refused.get("error", {}).get("code") == BUSY, refused
+            answer: Any = None
+            deadline = time.monotonic() + 30  # a hang guard: taken over after 3 s
+            while time.monotonic() < deadline:
+                answer = await _send(http, b, _approve(parked["id"]))
+                if "result" in answer:
+                    break
+                assert answer["error"]["code"] == BUSY, answer
+                await asyncio.sleep(0.5)
+            assert answer["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED", answer
+
+
+async def test_a_replica_with_its_clock_ahead_takes_over_no_live_claim(tmp_path: Path) -> None:
+    (tmp_path / "sitecustomize.py").write_text(_AHEAD)
+    ahead = {**ENV, "PYTHONPATH": str(tmp_path)}
+    with (
+        pg_schema_url(agents=2) as url,
+        cli_server(_args(url), env=ENV) as (a, _pa),
+        cli_server(_args(url), env=ahead) as (b, _pb),
+    ):
+        schema = url.rsplit("schema=", 1)[1]
+        await asyncio.sleep(4)  # B has beaten for a whole replica_timeout: it judges others
+        async with httpx.AsyncClient(timeout=60) as http:
+            parked = (await _send(http, a, _transfer()))["result"]["task"]
+            db = await _connect()
+            try:  # A's follow-up claims the wait, then waits for the task's row
+                await db.execute("BEGIN")
+                await db.execute(
+                    f"SELECT 1 FROM {schema}.tasks WHERE id = $1 FOR UPDATE", parked["id"]
+                )
+                follow_up = asyncio.ensure_future(_send(http, a, _approve(parked["id"])))
+                claimed = f"SELECT count(*) FROM {schema}.apcore_a2a_task_turns WHERE task_id = $1"
+                async with asyncio.timeout(30):  # a hang guard
+                    while not await db.fetchval(claimed, parked["id"]):
+                        await asyncio.sleep(0.02)
+                async with asyncio.timeout(20):  # before: B took the claim, then waited too
+                    other = await _send(http, b, _approve(parked["id"]))
+                await db.execute("ROLLBACK")
+            finally:
+                await db.close()
+            assert other.get("error", {}).get("code") == BUSY, other
+            answer = await asyncio.wait_for(follow_up, 30)
+            assert answer["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED", answer
