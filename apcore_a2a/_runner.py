@@ -144,16 +144,32 @@ def run_app(
             if deadline is not None:
                 deadline.arm()
             draining = asyncio.ensure_future(drain(state, state.settings.shutdown_timeout))
+            forced = asyncio.ensure_future(self._forced(state))
             try:
                 # The lifespan's shutdown waits for this same drain before it closes the store.
                 await super().shutdown(sockets)
             finally:
+                forced.cancel()
                 # A second Ctrl-C: uvicorn skipped the lifespan; the drain ends here.
                 for task in (draining, state.ops.draining):
                     if task is not None and not task.done():
                         task.cancel()
                         with contextlib.suppress(asyncio.CancelledError):
                             await task
+
+        async def _forced(self, state: Any) -> None:
+            """A second Ctrl-C ends the drain, also once the lifespan waits for it (uvicorn
+            skips only a lifespan shutdown not yet begun)."""
+            while not self.force_exit:  # noqa: ASYNC110 (set by a signal handler, as uvicorn polls it)
+                await asyncio.sleep(0.1)
+            draining = state.ops.draining
+            if draining is not None and not draining.done():
+                logger.warning(
+                    "Second Ctrl-C: the stop waits no longer for %d running task(s); the next "
+                    "start marks them failed as interrupted",
+                    state.ops.tracker.active,
+                )
+                draining.cancel()
 
     _logging.configure(settings, force=False)
     watch = _StartupWatch(app)

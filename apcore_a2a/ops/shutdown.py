@@ -48,8 +48,14 @@ async def drain(state: ServerView, grace: float) -> None:
     ops = state.ops
     if ops.draining is None:
         ops.draining = asyncio.ensure_future(_drain(state, grace))
-    # Shielded: one caller given up on (a second Ctrl-C) does not end the drain of another.
-    await asyncio.shield(ops.draining)
+    # Shielded: one caller given up on does not end the drain of another.
+    try:
+        await asyncio.shield(ops.draining)
+    except asyncio.CancelledError:
+        # The drain itself given up on (a second Ctrl-C): its waiters go on with the stop.
+        task = asyncio.current_task()
+        if not ops.draining.cancelled() or (task is not None and task.cancelling()):
+            raise
 
 
 async def _drain(state: ServerView, grace: float) -> None:

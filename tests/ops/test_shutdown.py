@@ -174,6 +174,30 @@ async def test_sigterm_cancels_what_outlives_the_timeout(tmp_path: Path) -> None
     assert "is not stored" not in out  # the drain saw every final state saved
 
 
+async def test_a_second_ctrl_c_ends_the_stop_while_the_lifespan_waits_for_the_drain(
+    tmp_path: Path,
+) -> None:
+    """Before, a second Ctrl-C that came once the lifespan waited for the drain (uvicorn
+    skips only a lifespan shutdown not yet begun) stopped nothing: the stop took the whole
+    shutdown_timeout."""
+    store = f"sqlite:///{tmp_path / 'tasks.db'}"
+    with serve_process(task_store=store, shutdown_timeout=120) as (url, proc):
+        async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+            ids = await _start_gated(http, tmp_path / "never", 3)
+        proc.send_signal(signal.SIGINT)
+        async with asyncio.timeout(30):  # a hang guard
+            while "Waiting for application shutdown" not in proc.output():
+                await asyncio.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        code = await asyncio.to_thread(proc.wait, 60)  # before: 120 s
+        out = proc.output()
+    assert code == 0, out
+    assert "Second Ctrl-C: the stop waits no longer for 3 running task(s)" in out, out
+    assert "Traceback" not in out
+    # Left as they were: the next start fails them as interrupted.
+    assert await _stored_states(store, ids) == ["TASK_STATE_WORKING"] * 3
+
+
 async def _lifespan_drain(shutdown_timeout: float, release: bool, **settings: Any) -> list[str]:
     """Tasks in an app served in-process (no serve(), no signal): the app's lifespan
     drains them when the server stops. With *release* they are let finish once the drain
