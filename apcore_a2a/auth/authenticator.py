@@ -6,6 +6,7 @@ apcore's ACL)."""
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import hashlib
 import hmac
@@ -202,7 +203,11 @@ class APIKeyAuthenticator:
             )
             if reserved_type(identity.type):
                 raise ValueError(f"an API key's identity may not be of type {identity.type!r}")
-            self._keys.append((_digest(key), stamp_identity(identity, API_KEY_SCHEME)))
+            # Deep copies, here and per request: no caller's module changing a list in
+            # identity.attrs reaches the next request with the key.
+            self._keys.append(
+                (_digest(key), copy.deepcopy(stamp_identity(identity, API_KEY_SCHEME)))
+            )
 
     def security_schemes(self) -> dict[str, SecurityScheme]:
         """``{"apiKey": API key in the configured header}``."""
@@ -224,8 +229,7 @@ class APIKeyAuthenticator:
         found = [who for candidate, who in self._keys if hmac.compare_digest(candidate, digest)]
         if not found:
             raise InvalidCredentials("unknown API key")
-        # A copy, so a module mutating identity.attrs cannot affect later requests.
-        return dataclasses.replace(found[0])
+        return copy.deepcopy(found[0])
 
 
 def words(value: Any) -> tuple[str, ...]:

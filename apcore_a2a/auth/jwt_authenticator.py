@@ -3,6 +3,7 @@ and the mapping of verified claims onto an apcore ``Identity``."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import hashlib
 import time
@@ -252,8 +253,9 @@ class JWTAuthenticator:
         digest = hashlib.sha256(token.encode("utf-8")).digest()
         hit = self._verified.get(digest) if self._verified is not None else None
         if hit is not None:
-            # A copy, so a module mutating identity.attrs cannot affect later requests.
-            return dataclasses.replace(hit[1])
+            # A deep copy, so a module changing identity.attrs (or a list or object in
+            # them: claims are JSON) cannot affect later requests.
+            return copy.deepcopy(hit[1])
         claims = self.decode(token, await self._verification_key(token))
         identity = self.claim_mapping.to_identity(claims)
         if identity is None:
@@ -266,7 +268,7 @@ class JWTAuthenticator:
             # Compared, never converted: a JSON integer can be too large for a float.
             if isinstance(exp, int | float) and exp < until - self.leeway:
                 until = exp + self.leeway
-            self._verified[digest] = (until, dataclasses.replace(identity))
+            self._verified[digest] = (until, copy.deepcopy(identity))
         return identity
 
     def decode(self, token: str, key: Any) -> dict[str, Any]:

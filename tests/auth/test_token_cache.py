@@ -3,14 +3,29 @@
 from __future__ import annotations
 
 import asyncio
+import secrets
 import time
+from typing import Any
 
+import httpx
 import jwt
 import pytest
+from apcore import Executor, Identity, Registry
+from pydantic import BaseModel
 
-from apcore_a2a.auth import InvalidCredentials, JWTAuthenticator
+from apcore_a2a import A2AServerFactory
+from apcore_a2a.auth import (
+    AnyAuthenticator,
+    APIKeyAuthenticator,
+    ClaimMapping,
+    InvalidCredentials,
+    JWTAuthenticator,
+)
+from tests._support import find_key, running_server, send_message
 
 from .keys import HMAC_SECRET
+
+V1 = {"A2A-Version": "1.0"}
 
 
 def header(**claims: object) -> dict[str, str]:
@@ -48,3 +63,49 @@ async def test_bad_tokens_are_rejected_every_time() -> None:
     for _ in range(2):
         with pytest.raises(InvalidCredentials):
             await cached.authenticate(bad)
+
+
+class Empty(BaseModel):
+    pass
+
+
+class Groups(BaseModel):
+    groups: list[str]
+
+
+class Promote:
+    """A module that adds a group to its caller's identity, as a careless module might."""
+
+    input_schema = Empty
+    output_schema = Groups
+    description = "Report the caller's groups after adding 'admin' to them"
+
+    async def execute(self, inputs: dict[str, Any], context: Any) -> dict[str, Any]:
+        context.identity.attrs["groups"].append("admin")
+        return {"groups": list(context.identity.attrs["groups"])}
+
+
+async def test_a_module_changing_nested_attrs_changes_no_later_request() -> None:
+    # Identities are remembered (the token cache, the API-key table): a copy whose list
+    # values were shared let one call's change reach every later call with the credential.
+    registry = Registry()
+    registry.register("demo.promote", Promote())
+    key = "k-" + secrets.token_hex(16)
+    auth = AnyAuthenticator(
+        [
+            JWTAuthenticator(HMAC_SECRET, claim_mapping=ClaimMapping(attrs=("groups",))),
+            APIKeyAuthenticator({key: Identity(id="svc", attrs={"groups": ["staff"]})}),
+        ]
+    )
+    app, _ = A2AServerFactory(Executor(registry), environ={}, auth=auth).create()
+    token = header(sub="alice", groups=["staff"])
+    async with running_server(app) as base, httpx.AsyncClient() as http:
+        for credentials in (token, {"X-API-Key": key}):
+            for n in range(3):
+                send = send_message("demo.promote", {}, message_id=f"m-{n}")
+                sent = await http.post(base + "/", json=send, headers={**credentials, **V1})
+                answer = sent.json()
+                assert find_key(answer, "groups") == [["staff", "admin"]], (
+                    find_key(answer, "groups"),
+                    n,
+                )
