@@ -25,7 +25,8 @@ import random
 import ssl
 import time
 import urllib.request
-from collections.abc import Callable
+import zlib
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import httpx
@@ -39,6 +40,8 @@ logger = logging.getLogger("apcore_a2a.auth")
 
 #: A key set is a few kB; anything much larger is not one.
 MAX_JWKS_BYTES = 512 * 1024
+#: What a fetch asks for: JSON, uncompressed or gzip (which the fetch inflates itself).
+_ASKED = {"Accept": "application/json", "Accept-Encoding": "gzip"}
 #: Unknown kids remembered at most (a spray of random kids cannot grow memory).
 MAX_UNKNOWN_KIDS = 4096
 
@@ -246,13 +249,22 @@ class JWKSKeySource:
                 trust_env=False,  # httpx's own proxies would skip the check
                 event_hooks={"request": [self._no_downgrade]},
             ) as http,
-            http.stream("GET", self.url, headers={"Accept": "application/json"}) as response,
+            http.stream("GET", self.url, headers=_ASKED) as response,
         ):
             if response.status_code != 200:
                 raise ValueError(f"HTTP {response.status_code}")
+            coding = (response.headers.get("content-encoding") or "identity").strip().lower()
+            if response.is_stream_consumed:  # made in this process: read and inflated
+                coding = "identity"
+            if coding not in ("identity", "gzip", "x-gzip"):
+                raise ValueError(f"content encoding {coding[:20]!r} was not asked for")
+            # Inflated here, never past the limit: httpx inflates each chunk whole (64 kB
+            # of gzip, 64 MB of "key set" in memory before its size was seen).
+            inflate = zlib.decompressobj(zlib.MAX_WBITS | 16) if coding != "identity" else None
             body = bytearray()
-            async for chunk in response.aiter_bytes():
-                body += chunk
+            async for chunk in _as_sent(response):
+                room = MAX_JWKS_BYTES + 1 - len(body)
+                body += inflate.decompress(chunk, room) if inflate is not None else chunk
                 if len(body) > MAX_JWKS_BYTES:
                     raise ValueError(f"key set larger than {MAX_JWKS_BYTES} bytes")
         return parse_jwks(bytes(body))
@@ -271,6 +283,16 @@ class JWKSKeySource:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, RuntimeError):
                 await task
+
+
+async def _as_sent(response: httpx.Response) -> AsyncIterator[bytes]:
+    """*response*'s body as sent; one a transport made in this process
+    (``httpx.Response(content=...)``: a test's, an embedder's) was read when made."""
+    if response.is_stream_consumed:
+        yield response.content
+        return
+    async for chunk in response.aiter_raw():
+        yield chunk
 
 
 def _digest(kid: str) -> bytes:

@@ -15,6 +15,10 @@ from typing import Any
 
 import httpx
 import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
 
 from apcore_a2a.auth import JWTAuthenticator
 from tests._support import running_server
@@ -245,3 +249,35 @@ async def test_a_password_in_the_jwks_url_is_not_logged(caplog: pytest.LogCaptur
         await source.get("real", "RS256")
     assert "JWKS fetch from https://svc:***@idp.example/jwks.json failed" in caplog.text
     assert "s3cret-pw" not in caplog.text
+
+
+async def test_a_compressed_key_set_is_inflated_no_further_than_the_size_limit() -> None:
+    # httpx inflates each chunk it is given whole: 64 kB of gzip are 64 MB of key set, in
+    # memory before the 512 kB limit saw one byte of it.
+    import gzip
+    import tracemalloc
+
+    from apcore_a2a.auth.jwks import JWKSKeySource, KeyLookupError
+
+    real = rsa_pair("real")
+    bodies = {
+        "/small": gzip.compress(json.dumps({"keys": [real.jwk()]}).encode()),
+        "/bomb": gzip.compress(b" " * (64 << 20)),
+    }
+
+    async def answer(request: Request) -> Response:
+        return Response(bodies[request.url.path], headers={"Content-Encoding": "gzip"})
+
+    idp_app = Starlette(routes=[Route(path, answer) for path in bodies])
+    async with running_server(idp_app) as idp:
+        small = JWKSKeySource(idp + "/small")
+        assert (await small.get("real", "RS256")).key_id == "real"  # gzip is read
+        bomb = JWKSKeySource(idp + "/bomb")
+        tracemalloc.start()
+        try:
+            with pytest.raises(KeyLookupError, match="fetch failed"):
+                await bomb.get("real", "RS256")
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    assert peak < 8 << 20, peak
