@@ -169,6 +169,8 @@ def parse_api_key_entries(entries: Iterable[str]) -> dict[str, Identity]:
                 "API key entries must look like 'KEY', 'KEY=IDENTITY_ID' or "
                 "'KEY=IDENTITY_ID:ROLE+ROLE'"
             )
+        if key in keys:  # which identity it stands for would be the later entry's
+            raise ValueError("an API key is given twice (one entry per key)")
         ident = ident or "apikey-" + _digest(key).hex()[:12]
         keys[key] = Identity(id=ident, type=API_KEY_IDENTITY_TYPE, roles=roles)
     return keys

@@ -104,6 +104,8 @@ def test_api_keys_and_both() -> None:
         ({"auth_key": HMAC_SECRET, "auth_algorithms": "none"}, "'none'"),
         ({"auth_jwks_url": "ftp://idp/jwks"}, "scheme"),
         ({"api_keys": ("=bob",)}, "KEY=IDENTITY_ID"),
+        # the later entry silently replaced the earlier: the key became someone else
+        ({"api_keys": ("k-0123456789abcdef=bob", " k-0123456789abcdef=eve:admin")}, "twice"),
         ({"required_roles": ("admin",)}, "required_roles: requires authentication"),
         ({"required_scopes": "a2a:call"}, "required_scopes: requires authentication"),
     ],
