@@ -3,7 +3,6 @@ and the mapping of verified claims onto an apcore ``Identity``."""
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import hashlib
 import time
@@ -21,6 +20,7 @@ from cryptography.x509 import load_pem_x509_certificate
 from apcore_a2a.auth.authenticator import (
     SCOPES_ATTR,
     InvalidCredentials,
+    fresh_copy,
     header_value,
     stamp_identity,
     words,
@@ -253,9 +253,7 @@ class JWTAuthenticator:
         digest = hashlib.sha256(token.encode("utf-8")).digest()
         hit = self._verified.get(digest) if self._verified is not None else None
         if hit is not None:
-            # A deep copy, so a module changing identity.attrs (or a list or object in
-            # them: claims are JSON) cannot affect later requests.
-            return copy.deepcopy(hit[1])
+            return fresh_copy(hit[1])  # a module changing it changes no later request
         claims = self.decode(token, await self._verification_key(token))
         identity = self.claim_mapping.to_identity(claims)
         if identity is None:
@@ -268,7 +266,7 @@ class JWTAuthenticator:
             # Compared, never converted: a JSON integer can be too large for a float.
             if isinstance(exp, int | float) and exp < until - self.leeway:
                 until = exp + self.leeway
-            self._verified[digest] = (until, copy.deepcopy(identity))
+            self._verified[digest] = (until, fresh_copy(identity))
         return identity
 
     def decode(self, token: str, key: Any) -> dict[str, Any]:
