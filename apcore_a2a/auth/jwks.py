@@ -33,6 +33,7 @@ import httpx
 import jwt
 from cachetools import TLRUCache
 
+from apcore_a2a._addresses import CLASSES, host_class
 from apcore_a2a._egress import ONE_USE, CheckedAddresses, Resolver, system_lookup
 from apcore_a2a.auth.authenticator import InvalidCredentials
 
@@ -121,6 +122,12 @@ class JWKSKeySource:
             if parts.password
             else url
         )
+        if parts.scheme == "http" and CLASSES[host_class(parts.host)] != "loopback":
+            logger.warning(
+                "the JWKS URL %s is plain http: whoever answers for it on the way chooses the "
+                "keys, and so the tokens this agent accepts; give an https URL",
+                self.shown,
+            )
         self.cache_seconds = cache_seconds
         self.refresh_cooldown = refresh_cooldown
         self.timeout = timeout

@@ -281,3 +281,20 @@ async def test_a_compressed_key_set_is_inflated_no_further_than_the_size_limit()
         finally:
             tracemalloc.stop()
     assert peak < 8 << 20, peak
+
+
+def test_a_plain_http_jwks_url_is_warned_about_unless_on_loopback(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Whoever answers for a plain-http key set chooses the keys, so the tokens accepted.
+    for url, warned in [
+        ("http://idp.example/jwks.json", True),
+        ("http://10.0.0.7:8080/realms/a/certs", True),
+        ("https://idp.example/jwks.json", False),
+        ("http://127.0.0.1:8080/jwks.json", False),
+        ("http://localhost/jwks.json", False),
+    ]:
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="apcore_a2a.auth"):
+            JWTAuthenticator(jwks_url=url)
+        assert ("plain http" in caplog.text) is warned, url
