@@ -329,12 +329,17 @@ def field_specs(fields: Mapping[str, FieldInfo]) -> tuple[Setting, ...]:
 # optional, so a value refused for its shape (memory:user:PASSWORD@x) is masked too; the
 # user name has no space, so a sentence naming "memory://" and "user@host" is not.
 _USERINFO = re.compile(r"^((?:\w[\w+.-]*:/{0,2})?[^:/@\s]*):.*@")
-_QUERY_PASSWORD = re.compile(r"([?&](?:password|passwd|sslpassword)=)[^&#]*", re.IGNORECASE)
+# A credential in a query: libpq's password, or an API key, token or secret an IdP's key
+# set URL may carry.
+_QUERY_PASSWORD = re.compile(
+    r"([?&](?:password|passwd|sslpassword|[\w-]*(?:key|token|secret))=)[^&#]*", re.IGNORECASE
+)
 
 
 def hide_url_password(value: Any) -> Any:
-    """*value* with the password of a URL (user-info or ``?password=``) shown as ``***``;
-    anything but a string unchanged. Database and JWKS URLs may carry one."""
+    """*value* with the password of a URL (user-info, ``?password=``, ``?api_key=``...)
+    shown as ``***``; anything but a string unchanged. Database and JWKS URLs may carry
+    one."""
     if not isinstance(value, str):
         return value
     return _QUERY_PASSWORD.sub(r"\1***", _USERINFO.sub(r"\1:***@", value))

@@ -116,12 +116,15 @@ class JWKSKeySource:
         if timeout <= 0:
             raise ValueError("jwks_timeout must be positive")
         self.url = url
-        #: the URL as logged: a password it carries is not written to the log
-        self.shown = (
-            str(parts.copy_with(username=parts.username, password="***"))  # noqa: S106
-            if parts.password
-            else url
-        )
+        #: the URL as logged: neither a password nor a query's values (some IdPs take an
+        #: API key there) are written to the log
+        shown = parts
+        if parts.password:  # the user name given again: httpx drops it otherwise
+            shown = shown.copy_with(username=parts.username, password="***")  # noqa: S106
+        if parts.query:
+            names = (item.partition(b"=")[0] for item in parts.query.split(b"&"))
+            shown = shown.copy_with(query=b"&".join(name + b"=***" for name in names))
+        self.shown = str(shown)
         if parts.scheme == "http" and CLASSES[host_class(parts.host)] != "loopback":
             logger.warning(
                 "the JWKS URL %s is plain http: whoever answers for it on the way chooses the "

@@ -251,6 +251,21 @@ async def test_a_password_in_the_jwks_url_is_not_logged(caplog: pytest.LogCaptur
     assert "s3cret-pw" not in caplog.text
 
 
+async def test_a_key_in_the_jwks_urls_query_is_not_logged(caplog: pytest.LogCaptureFixture) -> None:
+    # Some IdPs take an API key in the key set URL's query: no value of it is logged.
+    from apcore_a2a.auth.jwks import JWKSKeySource, KeyLookupError
+
+    failing = httpx.MockTransport(lambda _request: httpx.Response(500))
+    url = "https://idp.example/jwks.json?tenant=t1&api_key=k3y-s3cret"
+    source = JWKSKeySource(url, transport=failing, resolver=names)
+    with caplog.at_level(logging.DEBUG, logger="apcore_a2a"), pytest.raises(KeyLookupError):
+        await source.get("real", "RS256")
+    assert (
+        "JWKS fetch from https://idp.example/jwks.json?tenant=***&api_key=*** failed" in caplog.text
+    )
+    assert "k3y-s3cret" not in caplog.text
+
+
 async def test_a_compressed_key_set_is_inflated_no_further_than_the_size_limit() -> None:
     # httpx inflates each chunk it is given whole: 64 kB of gzip are 64 MB of key set, in
     # memory before the 512 kB limit saw one byte of it.
