@@ -162,3 +162,31 @@ def store_url(kind: str, folder: Path, agents: int = 1) -> Iterator[str]:
     else:
         with pg_schema_url(agents=agents) as url:
             yield url
+
+
+async def kill_slot_renames(schema: str, scope: str, on: bool) -> None:
+    """While *on*, a rename of one of *schema*'s quota slots of *scope* (a request's ``r:``
+    row handed to a task or a config) loses its connection, as in an outage: a trigger ends
+    the renaming session's backend; off, the trigger is dropped."""
+    import asyncpg
+
+    table = f"{schema}.apcore_a2a_quota_slots"
+    sql = f"DROP TRIGGER IF EXISTS kill_renames ON {table}"
+    if on:
+        sql = f"""
+        CREATE OR REPLACE FUNCTION {schema}.kill_renames() RETURNS trigger
+        LANGUAGE plpgsql AS $$
+        BEGIN
+            IF OLD.holder LIKE 'r:%' AND NEW.holder NOT LIKE 'r:%' THEN
+                PERFORM pg_terminate_backend(pg_backend_pid());
+            END IF;
+            RETURN NEW;
+        END $$;
+        CREATE TRIGGER kill_renames BEFORE UPDATE ON {table} FOR EACH ROW
+        WHEN (OLD.scope = '{scope}') EXECUTE FUNCTION {schema}.kill_renames();
+        """
+    conn = await asyncpg.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, database=PG_DB)
+    try:
+        await conn.execute(sql)
+    finally:
+        await conn.close()

@@ -131,8 +131,10 @@ class PushConfigStore(PushNotificationConfigStore):
                     raise self._over_cap()
                 if self.slots is not None:
                     if slot is not None:
-                        await self.slots.rename(PUSH_SCOPE, slot, _holder(task_id, config_id))
-                        slot = None
+                        # The config is stored: the slot is its own now, or once the
+                        # database takes the rename (``SqlQuotaSlots.rename``).
+                        request, slot = slot, None
+                        await self.slots.rename(PUSH_SCOPE, request, _holder(task_id, config_id))
                     # Registered or deleted in another process at the same moment.
                     if not await self._settle(task_id, _holder(task_id, config_id)):
                         is_new = True  # deleted meanwhile: stored again, over the cap

@@ -6,7 +6,9 @@ request or a stream is leased to its replica: given back, it waits :data:`LEASE_
 for the same caller's next request there, then is freed (a dead replica's, when a
 subject is full: dead as orphan recovery judges it, ``ReplicaRegistry.dead_cutoff``), or
 at once when its replica stops cleanly. A slot renamed to a task id lives until the task
-gives it back, or recovery fails the task.
+gives it back, or recovery fails the task. A rename the database did not take (an outage,
+a lost connection) is retried until it does, and a give-back under the new name frees the
+row meanwhile: the slot is never freed while its owner runs, nor held for ever.
 """
 
 from __future__ import annotations
@@ -47,6 +49,8 @@ PUSH_SCOPE = "push"
 TASK_SCOPE = "task"
 #: Seconds a slot given back stays reserved for this process's next taker of it.
 LEASE_SECONDS = 1.0
+#: Seconds between two tries of the renames the database did not take.
+RETRY_SECONDS = 1.0
 #: Seconds a clean stop waits to free this replica's slots.
 STOP_SECONDS = 3.0
 
@@ -98,6 +102,12 @@ _TURN = text(
 )
 
 
+def _rename(scope: str, row: str, new: str) -> Any:
+    """The update handing the slot of *row* to *new* (no longer leased to a replica)."""
+    stmt = update(slots_table).where(_S.scope == scope, _S.holder == row)
+    return stmt.values(holder=new, replica_id=None)
+
+
 class SqlQuotaSlots:
     """Quota slots of one cluster, kept in ``apcore_a2a_quota_slots`` (module docstring)."""
 
@@ -108,7 +118,10 @@ class SqlQuotaSlots:
         self._idle: dict[tuple[str, str], list[tuple[float, str]]] = {}
         #: (scope, holder) -> (subject, row holder) of the leases in use here
         self._leased: dict[tuple[str, str], tuple[str, str]] = {}
-        self._trims: set[asyncio.Task[None]] = set()
+        #: (scope, new holder) -> row holder of the renames the database has not taken
+        self._renames: dict[tuple[str, str], str] = {}
+        #: the trims of idle leases, and the retry of the renames
+        self._background: set[asyncio.Task[None]] = set()
 
     async def take(self, scope: str, subject: str, holder: str, limit: int) -> bool:
         """Take one of *subject*'s *limit* slots for *holder*; ``False`` when all are taken."""
@@ -127,9 +140,35 @@ class SqlQuotaSlots:
     async def rename(self, scope: str, old: str, new: str) -> None:
         """Hand *old*'s slot to *new*, which keeps it until it gives it back."""
         leased = self._leased.pop((scope, old), None)
-        holder = leased[1] if leased else old
-        stmt = update(slots_table).where(_S.scope == scope, _S.holder == holder)
-        await guarded(self._execute(stmt.values(holder=new, replica_id=None)))
+        row = leased[1] if leased else old
+        try:
+            await guarded(self._execute(_rename(scope, row, new)))
+        except BaseException:
+            # The row may still name the request, which gives back nothing now: it is
+            # *new*'s, renamed once the database is back (or freed by *new*'s give-back).
+            self._renames[(scope, new)] = row
+            if len(self._renames) == 1:
+                self._start(self._retry_renames())
+            raise
+
+    async def _retry_renames(self) -> None:
+        while self._renames:
+            await asyncio.sleep(RETRY_SECONDS)
+            await self._renamed()
+
+    async def _renamed(self) -> None:
+        """Try the renames the database has not taken, up to the first it refuses."""
+        for (scope, new), row in list(self._renames.items()):
+            try:
+                await self._execute(_rename(scope, row, new))
+            except Exception as exc:  # still an outage: tried again later
+                logger.debug("could not rename a quota slot: %s", exc)
+                return
+            self._forget_rename(scope, new, row)
+
+    def _forget_rename(self, scope: str, new: str, row: str) -> None:
+        if self._renames.get((scope, new)) == row:
+            del self._renames[(scope, new)]
 
     async def settle(
         self,
@@ -160,6 +199,9 @@ class SqlQuotaSlots:
         settled = True
         async with self.engine.begin() as conn:
             await conn.execute(_TURN, turn)
+            row = self._renames.get((scope, holder))
+            if row is not None:  # a rename the database did not take: this slot's
+                await conn.execute(_rename(scope, row, holder))
             held = (await conn.execute(select(func.count()).where(same))).scalar_one()
             if not await stored(conn):
                 await conn.execute(delete(slots_table).where(same))
@@ -171,37 +213,50 @@ class SqlQuotaSlots:
                 settled = await self._take_free(conn, params, limit, reclaim=False)
             done = (_S.scope == turn["scope"]) & (_S.subject == turn["subject"])
             await conn.execute(delete(slots_table).where(done))
+        if row is not None:
+            self._forget_rename(scope, holder, row)
         return settled
 
     async def give_back(self, scope: str, holder: str) -> None:
         """Free the slot *holder* took (nothing when it holds none)."""
         leased = self._leased.pop((scope, holder), None)
         if leased is None:
-            await self._delete(scope, [holder])
+            renamed = self._renames.get((scope, holder))
+            await self._delete(scope, [holder] if renamed is None else [holder, renamed])
+            if renamed is not None:
+                self._forget_rename(scope, holder, renamed)
             return
         subject, row = leased
         idle = self._idle.setdefault((scope, subject), [])
         idle.append((time.monotonic(), row))
         if len(idle) == 1:
-            trim = asyncio.ensure_future(self._trim(scope, subject))
-            self._trims.add(trim)
-            trim.add_done_callback(self._trims.discard)
+            self._start(self._trim(scope, subject))
+
+    def _start(self, work: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(work)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     async def aclose(self) -> None:
         """At a clean stop: free every slot this replica leases (its requests and streams
-        are over, and no next request of theirs comes here); task slots stay."""
-        trims, self._trims = self._trims, set()
-        for trim in trims:
-            trim.cancel()
+        are over, and no next request of theirs comes here); task slots stay, those whose
+        rename the database has not taken yet too (renamed now, or freed once the replica
+        is dead)."""
+        background, self._background = self._background, set()
+        for task in background:
+            task.cancel()
         self._idle.clear()
         self._leased.clear()
-        mine = _S.replica_id == self.registry.replica_id
         try:
             # bounded: a stop during an outage must not wait on the database
             async with asyncio.timeout(STOP_SECONDS):
+                await self._renamed()
+                pending = list(self._renames.values())
+                mine = (_S.replica_id == self.registry.replica_id) & _S.holder.not_in(pending)
                 await self._execute(delete(slots_table).where(mine))
         except Exception as exc:  # a database outage: freed once the replica is dead
             logger.warning("could not free this replica's quota slots: %s", exc)
+        self._renames.clear()
 
     async def task_ended(self, task: Task, _event: object) -> None:
         """Free the slot of *task*, which recovery failed (its run, which would have

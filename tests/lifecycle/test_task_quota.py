@@ -13,7 +13,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests._postgres import PG_DB, PG_HOST, PG_PORT, PG_USER, pg_schema_url
+from apcore_a2a.storage.quota_slots import TASK_SCOPE
+from tests._postgres import PG_DB, PG_HOST, PG_PORT, PG_USER, kill_slot_renames, pg_schema_url
 
 from ._agent import agent_server
 from ._client import V1, rpc, wire_message
@@ -128,4 +129,35 @@ async def test_a_cancel_answers_after_its_slot_is_free_in_cluster_mode(
             answer = (await cancel).json()
             assert answer["result"]["status"]["state"] == "TASK_STATE_CANCELED", answer
             again = await _send(http, KEY_A, _transfer())
+            assert again["result"]["task"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+
+
+async def test_a_slot_whose_rename_failed_counts_until_its_task_ends(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Cluster mode: a request whose task outlives it hands its slot to the task (renamed to
+    the task's id); here the database drops the connection of that rename. Before, the slot
+    stayed under the request's name, which nothing gives back: the task's end freed
+    nothing, and the caller was refused every new task for that replica's life. Now the
+    rename is retried once the database is back: the parked task still counts, and its end
+    frees the slot."""
+    with pg_schema_url() as url:
+        schema = url.rsplit("schema=", 1)[1]
+        async with (
+            agent_server(
+                caplog, max_unfinished_tasks_per_caller=1, task_store=url, cluster=True
+            ) as agent,
+            httpx.AsyncClient(base_url=agent.url, timeout=60) as http,
+        ):
+            await kill_slot_renames(schema, TASK_SCOPE, True)
+            parked = (await _send(http, KEY_A, _transfer()))["result"]["task"]
+            await kill_slot_renames(schema, TASK_SCOPE, False)
+            assert parked["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", parked
+            # The parked task holds the caller's one slot.
+            assert (await _send(http, KEY_A, _transfer()))["error"]["code"] == -32091
+            approve = wire_message(None, {"approved": True}, taskId=parked["id"])
+            done = await _send(http, KEY_A, approve)
+            assert done["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+            again = await _send(http, KEY_A, _transfer())
+            assert "result" in again, again  # was: -32091, for good
             assert again["result"]["task"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"

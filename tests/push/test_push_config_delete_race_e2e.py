@@ -34,7 +34,7 @@ from typing import Any
 import httpx
 import pytest
 
-from .._postgres import PG_DB, PG_HOST, PG_PORT, PG_USER, pg_schema_url
+from .._postgres import PG_DB, PG_HOST, PG_PORT, PG_USER, kill_slot_renames, pg_schema_url
 from .._support import EXAMPLES, cli_server
 from ._agent import rpc
 
@@ -271,4 +271,30 @@ async def test_a_config_whose_delete_died_at_its_settle_leaves_no_slot_taken() -
                 other = {"taskId": task_id, "id": "other", "url": HOOK}
                 created = await rpc(client, b, CREATE, other)
                 assert "result" in created, created  # was: -32091, over the cap for good
+                assert await _slots(session, schema, task_id) == 1
+
+
+async def test_a_config_whose_slot_rename_failed_leaves_no_slot_taken() -> None:
+    """A task may have one config. Registering ``hook``, the rename of the request's slot
+    to the config's is dropped by the database (its connection ended): answered as the
+    store being unavailable, the config stored. Before, the slot stayed under the
+    request's name, which nothing gives back: once ``hook`` was deleted, every other
+    config of the task was refused as over the cap for that replica's life. Now the slot
+    is the config's, freed with it."""
+    with pg_schema_url() as url:
+        env = {"A2A_PUSH_MAX_CONFIGS_PER_TASK": "1"}
+        with cli_server(_one_agent(url, "--cluster"), env=env) as (a, _pa):
+            schema = url.rsplit("schema=", 1)[1]
+            async with httpx.AsyncClient(timeout=60) as client, _session() as session:
+                task_id = await _parked(client, a)
+                await kill_slot_renames(schema, "push", True)
+                answer = await rpc(client, a, CREATE, {"taskId": task_id, **HOOK_03})
+                await kill_slot_renames(schema, "push", False)
+                assert answer.get("error", {}).get("code") == -32092, answer
+                assert (await _stored(session, schema, task_id))[0] == 1
+                delete = {"taskId": task_id, "id": "hook"}
+                assert "result" in await rpc(client, a, "DeleteTaskPushNotificationConfig", delete)
+                other = {"taskId": task_id, "id": "other", "url": HOOK}
+                created = await rpc(client, a, CREATE, other)
+                assert "result" in created, created  # was: -32091, over the cap
                 assert await _slots(session, schema, task_id) == 1
