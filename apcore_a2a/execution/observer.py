@@ -31,9 +31,18 @@ logger = logging.getLogger("apcore_a2a.execution.observer")
 TERMINAL_STATES = frozenset({"completed", "failed", "canceled", "rejected"})
 
 
-def state_name(state: int) -> str:
-    """``TASK_STATE_INPUT_REQUIRED`` -> ``"input-required"``."""
+def _spelled(state: int) -> str:
     return str(TaskState.Name(state)).removeprefix("TASK_STATE_").lower().replace("_", "-")
+
+
+#: every state A2A defines, spelled once (a run's events name three per call)
+_STATE_NAMES = {number: _spelled(number) for number in TaskState.values()}
+
+
+def state_name(state: int) -> str:
+    """``TASK_STATE_INPUT_REQUIRED`` -> ``"input-required"`` (``ValueError`` for a number
+    A2A does not define, as ``TaskState.Name``)."""
+    return _STATE_NAMES.get(state) or _spelled(state)
 
 
 @dataclass(slots=True, eq=False)
@@ -63,8 +72,10 @@ class Execution:
     def saw(self, event: Any) -> None:
         """Note the task state (and error code) an event the run enqueues carries."""
         if isinstance(event, TaskStatusUpdateEvent | Task):
-            self.state = state_name(event.status.state)
-            self.error_code = _error_code(event.status.message) or self.error_code
+            status = event.status
+            self.state = state_name(status.state)
+            if status.HasField("message"):
+                self.error_code = _error_code(status.message) or self.error_code
         elif isinstance(event, Message):
             self.state = "completed"
             self.reply = True

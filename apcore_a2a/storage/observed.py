@@ -134,27 +134,29 @@ class _ViewMixin(Layer):
     async def _save(
         self, task: Task, context: ServerCallContext, saving: Coroutine[Any, Any, _T]
     ) -> _T:
-        _reads(context).pop(task.id, None)
+        task_id = task.id  # a protobuf field: each read makes a new str
+        reads = _reads(context)
+        reads.pop(task_id, None)
         try:
-            if self._finished.last(task.id):
+            if self._finished.last(task_id):
                 saving.close()  # never started: nothing to undo
                 # A finished task is final (it takes no message, spec §3.1.1, and no
                 # cancel, §3.1.5). a2a-sdk 1.3's run goes on saving the events its agent
                 # queued after it re-read the task as finished (a cancel won), with the
                 # fresh version: the result overwrote CANCELED.
-                raise ConcurrentTaskModificationError(task.id)
+                raise ConcurrentTaskModificationError(task_id)
             result = await self._call(saving)
         except ConcurrentTaskModificationError:
             # Another writer (a cancel, a replica) moved the task on: no read kept before
             # now is current, whichever request kept it. The SDK re-reads after this,
             # sometimes through another request's context (ActiveTask.cancel swaps it).
-            self._saves.note(task.id, time.monotonic())
+            self._saves.note(task_id, time.monotonic())
             raise
         now = time.monotonic()
-        self._saves.note(task.id, now)
+        self._saves.note(task_id, now)
         if task.status.state in _TERMINAL:
-            self._finished.note(task.id, now)
-        _reads(context).pop(task.id, None)
+            self._finished.note(task_id, now)
+        reads.pop(task_id, None)
         for listener in self._saved:
             listener(task, context)
         return result

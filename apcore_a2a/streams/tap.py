@@ -23,6 +23,9 @@ from a2a.types import Task, TaskState, TaskStatusUpdateEvent
 from apcore_a2a.classify import request_info
 from apcore_a2a.edge.call import call_of
 
+#: ``TaskState.Name`` of each state A2A defines, read once (it builds a mapping per call)
+_STATE_NAMES = {number: name for name, number in TaskState.items()}
+
 P = ParamSpec("P")
 R = TypeVar("R")
 H = TypeVar("H")
@@ -72,7 +75,8 @@ class Answer:
         self.task_id = task_id or self.task_id
         self.context_id = getattr(answered, "context_id", "") or self.context_id
         if is_task or isinstance(answered, TaskStatusUpdateEvent):
-            self.state = TaskState.Name(answered.status.state)
+            state = answered.status.state
+            self.state = _STATE_NAMES.get(state) or TaskState.Name(state)
 
 
 def answer_of(context: ServerCallContext | None) -> Answer | None:
