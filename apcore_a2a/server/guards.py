@@ -15,8 +15,8 @@ each refusal an A2A error in the shape of the request's binding
   0.3 file bytes that are not base64 (``upstream/file_bytes.py``);
 * ``-32602`` (JSON-RPC) or ``400`` (REST) for a body beyond a shape limit
   (:mod:`apcore_a2a.shape`), before anything parses it;
-* ``-32602`` / ``400`` for a 0.3 ``historyLength`` no int32 holds
-  (``upstream/v03_history_length.py``), and for values the SDK misreads: an enum name A2A
+* ``-32602`` / ``400`` for values the SDK misreads: a 0.3 ``historyLength`` no int32
+  holds, an enum name A2A
   does not define, a REST query boolean other than ``true``/``false`` or single-valued
   parameter given twice, JSON-RPC 1.0 ``params`` of ``null`` or an array
   (``upstream/wire_values.py``);
@@ -59,7 +59,6 @@ from apcore_a2a.server.caller_keys import CallerKeys
 from apcore_a2a.server.limits import StreamLimiter
 from apcore_a2a.streams.tap import Answer
 from apcore_a2a.upstream.file_bytes import undecodable_rpc03
-from apcore_a2a.upstream.v03_history_length import history_length_error
 from apcore_a2a.upstream.wire_values import values_error
 
 _JSON_TYPES = ("application/json", "application/a2a+json")
@@ -93,7 +92,7 @@ class RequestGuard:
             spoken = info.version if info.method else None
             wrong: A2AError | None = version_error(info.announced, spoken)
             query = scope.get("query_string", b"")
-            wrong = wrong or history_length_error(info, query) or values_error(info, query)
+            wrong = wrong or values_error(info, query)
             rejection = None if wrong is None else (wrong, None)
         if rejection is not None:
             await refusal(info, *rejection)(scope, receive, send)

@@ -2,7 +2,10 @@
 reads them: JSON-RPC 1.0 ``params`` that are no object, enum names A2A does not define
 (protobuf's parser drops them), and REST query strings that are not A2A 1.0.1 §11.5's
 (a boolean other than ``true``/``false``, an integer that is none, a single-valued
-parameter given twice), and 0.3 messages without a role (``role03_error``, also on gRPC).
+parameter given twice), 0.3 messages without a role (``role03_error``, also on gRPC), and a
+JSON-RPC 0.3 ``historyLength`` no int32 holds (the SDK's 0.3 adapter copies it into an int32
+proto field outside its error handling: ``-32603``, logged at ERROR with a traceback; REST 0.3
+``GetTask``'s query is :func:`query_error`'s).
 """
 
 from __future__ import annotations
@@ -29,7 +32,27 @@ _INT32 = range(-(2**31), 2**31)
 def values_error(info: RequestInfo, query: bytes) -> InvalidParamsError | None:
     """The refusal of a call (*query*: the URL's query string) holding values the SDK would
     misread, else ``None``; after the version rule, as the SDK's own checks come after it."""
-    return query_error(info, query) or params_error(info) or _message03_error(info)
+    return (
+        query_error(info, query)
+        or params_error(info)
+        or _history03_error(info)
+        or _message03_error(info)
+    )
+
+
+def _history03_error(info: RequestInfo) -> InvalidParamsError | None:
+    """A JSON-RPC 0.3 call whose ``historyLength`` no int32 holds (module docstring)."""
+    params = info.payload.get("params") if isinstance(info.payload, dict) else None
+    if info.binding == "rest" or info.version != "0.3" or not isinstance(params, dict):
+        return None
+    config = params.get("configuration")
+    value = (config if isinstance(config, dict) else params).get("historyLength")
+    if isinstance(value, int) and not isinstance(value, bool) and value not in _INT32:
+        shown = echoed(value)
+        return InvalidParamsError(
+            message=f"historyLength must be an integer from 0 to {2**31 - 1}, not {shown}"
+        )
+    return None
 
 
 def _message03_error(info: RequestInfo) -> InvalidParamsError | None:

@@ -93,6 +93,8 @@ async def test_history_length_out_of_range_is_invalid_params(
             if not _invalid_params(*answer, name.split()[0])
         }
         assert wrong == {}
+        # One check of a REST query's integers, whatever the version: the same answer.
+        assert answers["rest-0.3 GET task"] == answers["rest-1.0 GET task"]
         # The SDK's 0.3 adapters and its last-resort handler log what escaped them.
         escaped = [
             r.getMessage()

@@ -1,8 +1,8 @@
-"""The SDK behaviour ``apcore_a2a/upstream/v03_history_length.py`` answers: a plain a2a-sdk
-agent answers a JSON-RPC 0.3 ``tasks/get`` whose ``historyLength`` is past int32 with
-``-32603 "Internal error"``, and a REST 0.3 ``GET /v1/tasks/{id}?historyLength=abc`` with
-HTTP 500 (the 1.0 routes answer invalid params). A failure here means the SDK refuses
-such values itself: delete that file."""
+"""The SDK behaviour ``apcore_a2a/upstream/wire_values.py`` answers for ``historyLength``:
+a plain a2a-sdk agent answers a JSON-RPC 0.3 ``tasks/get`` whose ``historyLength`` is past
+int32 with ``-32603 "Internal error"``, and a REST 0.3 ``GET /v1/tasks/{id}?historyLength=abc``
+with HTTP 500 (the 1.0 routes answer invalid params). A failure here means the SDK refuses
+such values itself: delete that check."""
 
 from __future__ import annotations
 
