@@ -176,7 +176,9 @@ class ApCoreRequestHandler(DefaultRequestHandler):
             ):
                 positions = call.positions = StreamPositions(self._tap)
             positioned = self._positioned(params, context, positions, claimed)
-            async for event, sse_id in bounded(positioned, self._backlog, _event_size):
+            async for event, sse_id in bounded(
+                positioned, self._backlog, lambda item: item[0].ByteSize()
+            ):
                 if answer is not None:
                     answer.sse_id = sse_id
                 yield event
@@ -231,7 +233,7 @@ class ApCoreRequestHandler(DefaultRequestHandler):
         log = self._event_log
         if log is None:
             events = super().on_subscribe_to_task(params, context)
-            async for event in bounded(events, self._backlog, _size):
+            async for event in bounded(events, self._backlog, lambda event: event.ByteSize()):
                 yield event
             return
         if not self._capabilities.streaming:
@@ -413,14 +415,6 @@ def _note_cancel(task: Task, context: ServerCallContext) -> None:
 
 def _stay() -> None:
     """A follow-up holds no context (its task is the caller's own)."""
-
-
-def _size(event: Any) -> int:
-    return int(event.ByteSize())
-
-
-def _event_size(positioned: tuple[Any, str | None]) -> int:
-    return _size(positioned[0])
 
 
 for _name, *_ids in (
