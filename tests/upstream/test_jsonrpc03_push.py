@@ -1,8 +1,9 @@
 """The SDK behaviour ``apcore_a2a/upstream/jsonrpc03_push.py`` answers, on JSON-RPC 0.3:
 ``tasks/pushNotificationConfig/get`` by task id alone (the 0.3 params' config id is
-optional) is refused, and a successful ``tasks/pushNotificationConfig/delete`` answers
-without ``result``, which JSON-RPC 2.0 requires of a success. A failure here means a2a-sdk
-answers both as specified: delete that file."""
+optional) is refused; and ``jsonrpc_empty_result.py``: a successful
+``tasks/pushNotificationConfig/delete`` answers without ``result``, which JSON-RPC 2.0
+requires of a success. A failure here means a2a-sdk answers as specified: delete that
+correction."""
 
 from __future__ import annotations
 
