@@ -1,4 +1,5 @@
-"""apcore's read-only system modules tell a caller of the skills it may call only.
+"""apcore's read-only system modules tell a caller of the skills it may call only, and
+not the error texts of other calls.
 
 apcore 0.32.2's ``system.manifest.full``, ``system.health.summary`` and
 ``system.usage.summary`` answer about every registered module, and
@@ -14,6 +15,13 @@ not see (``callers`` of ``system.usage.module``: the modules that called the one
 about) and, about any other module, the answer about a module that does not exist
 (apcore's ``ModuleNotFoundError``, raised before the call); operators read them as apcore
 answers.
+
+The health modules' errors are those of every call, whoever made it: ``system.health.summary``
+(each module's ``top_error``) and ``system.health.module`` (its ``recent_errors``) answered
+their ``message`` and ``ai_guidance``, a module's exception text (``card 4111-...
+declined``), which the agent answers that call's own caller only as "Module execution
+failed". A caller without the operator role gets each error's code, count and times, its
+text replaced by :data:`HIDDEN` (:func:`without_error_texts`).
 """
 
 from __future__ import annotations
@@ -23,12 +31,13 @@ from typing import Any
 
 from apcore import ModuleNotFoundError
 
-from apcore_a2a.upstream.apcore_health_errors import without_error_texts
-
 ABOUT_ONE = frozenset({"system.manifest.module", "system.health.module", "system.usage.module"})
 LISTS = frozenset({"system.manifest.full", "system.health.summary", "system.usage.summary"})
 _VIEWS = ABOUT_ONE | LISTS
 _STATUSES = ("healthy", "degraded", "error", "unknown")
+HEALTH_MODULES = frozenset({"system.health.summary", "system.health.module"})
+HIDDEN = "hidden: the error text of a call is shown to operators only"
+_TEXT = ("message", "ai_guidance")
 
 
 async def call_seen(
@@ -77,3 +86,17 @@ def _seen_caller(entry: Any, may_see: Callable[[str], bool]) -> bool:
     (``caller_id``: the module that made the call, ``unknown`` for a caller's own)."""
     caller = entry.get("caller_id") if isinstance(entry, dict) else None
     return caller == "unknown" or (isinstance(caller, str) and may_see(caller))
+
+
+def without_error_texts(module_id: str, value: Any) -> Any:
+    """*value*, the output of *module_id*, with its error texts hidden if it is one of
+    apcore's health modules (for a caller without the operator role)."""
+    if module_id not in HEALTH_MODULES or not isinstance(value, dict):
+        return value
+    modules = value.get("modules")
+    errors = [m.get("top_error") for m in modules if isinstance(m, dict)] if modules else []
+    errors += value.get("recent_errors") or []
+    for error in errors:
+        if isinstance(error, dict):
+            error.update({key: HIDDEN for key in _TEXT if error.get(key) is not None})
+    return value

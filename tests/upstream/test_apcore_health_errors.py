@@ -1,6 +1,7 @@
-"""The apcore behaviour ``apcore_a2a/upstream/apcore_health_errors.py`` answers: apcore's
-health modules answer the text of other calls' errors to whoever calls them. A failure
-here means apcore keeps them from callers now: delete that file and its call."""
+"""The apcore behaviour ``apcore_a2a/upstream/apcore_system_views.py`` answers with
+:func:`without_error_texts`: apcore's health modules answer the text of other calls' errors
+to whoever calls them. A failure here means apcore keeps them from callers now: delete that
+function and its call."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import pytest
 from apcore import APCore, Config
 from apcore.decorator import module
 
-from apcore_a2a.upstream.apcore_health_errors import HIDDEN, without_error_texts
+from apcore_a2a.upstream.apcore_system_views import HIDDEN, without_error_texts
 
 
 async def test_health_modules_answer_the_text_of_other_calls_errors() -> None:
