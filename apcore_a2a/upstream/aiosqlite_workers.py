@@ -1,22 +1,54 @@
-"""Stopped aiosqlite worker threads, joined before the event loop closes.
+"""aiosqlite's ``stop()``, corrected twice for the SQLite stores' connections: stopped
+worker threads are joined before the event loop closes, and a connection stopped once is not
+stopped again, so its ``close()`` cannot hang.
 
 SQLAlchemy stops a connection it terminates without waiting; a thread that reports to a
 closed loop prints ``RuntimeError: Event loop is closed``.
+
+aiosqlite 0.22's ``close()`` stops the worker in its ``finally`` and awaits that stop's
+answer. When the connection was already stopped (SQLAlchemy terminates a connection whose
+caller was cancelled: a graceful ``close()`` under ``asyncio.shield`` plus a ``stop()``),
+the worker ends at the first stop and never answers the second: a ``close()`` cancelled
+while its statement waits (the loop's teardown cancels every task once) then waits for
+ever, and ``asyncio.run`` with it: the agent's stop was forced after
+``shutdown_force_timeout`` (exit 1, "abandoning no module call").
 """
 
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import time
 import weakref
 from collections.abc import Awaitable, Callable
 from threading import Thread
 from typing import Any
 
+import aiosqlite
 from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from .aiosqlite_stops import connect as connect_once
+
+class StopOnce(aiosqlite.Connection):
+    """An aiosqlite connection whose second ``stop()`` is a no-op (``None``: nothing to
+    await); the first one's sentinel closes the database."""
+
+    def stop(self) -> asyncio.Future[Any] | None:
+        if not self._running:
+            return None
+        return super().stop()
+
+
+def connect_once(database: str, *, iter_chunk_size: int = 64, **kwargs: Any) -> StopOnce:
+    """:func:`aiosqlite.connect` (a *database* path as SQLAlchemy gives it), as a
+    :class:`StopOnce`."""
+
+    def connector() -> sqlite3.Connection:
+        connection: sqlite3.Connection = sqlite3.connect(database, **kwargs)
+        return connection
+
+    return StopOnce(connector, iter_chunk_size)
+
 
 #: A statement in SQLite's busy handler ends within its busy timeout (15 s).
 JOIN_SECONDS = 15.0

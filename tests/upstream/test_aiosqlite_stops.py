@@ -1,8 +1,8 @@
-"""The aiosqlite behaviour ``apcore_a2a/upstream/aiosqlite_stops.py`` answers: a connection
-SQLAlchemy terminated (a graceful ``close()`` plus a ``stop()``) whose ``close()`` is
-cancelled while its statement waits (the loop's teardown cancels every task once) waits
-for ever for a second stop its worker never answers. A failure of the first test means
-aiosqlite no longer hangs there: delete that file.
+"""The aiosqlite behaviour ``apcore_a2a/upstream/aiosqlite_workers.py`` answers with
+``StopOnce``: a connection SQLAlchemy terminated (a graceful ``close()`` plus a ``stop()``)
+whose ``close()`` is cancelled while its statement waits (the loop's teardown cancels every
+task once) waits for ever for a second stop its worker never answers. A failure of the first
+test means aiosqlite no longer hangs there: delete ``StopOnce``.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import aiosqlite
 
-from apcore_a2a.upstream.aiosqlite_stops import connect
+from apcore_a2a.upstream.aiosqlite_workers import connect_once as connect
 
 
 async def _close_cancelled_after_a_stop(conn: aiosqlite.Connection) -> bool:
