@@ -1,7 +1,8 @@
-"""The SDK behaviour ``apcore_a2a/upstream/finished_runs.py`` answers: a message that reaches
-a task's run after the run shut its request queue, but before it is marked finished (the
-producer's ``finally`` runs first), raises ``QueueShutDown`` out of ``on_message_send``. A
-failure here means the SDK refuses it with its own error now: delete that file."""
+"""The SDK behaviour ``apcore_a2a/upstream/untaken_follow_ups.py`` answers with
+:func:`finished_refusal`: a message that reaches a task's run after the run shut its request
+queue, but before it is marked finished (the producer's ``finally`` runs first), raises
+``QueueShutDown`` out of ``on_message_send``. A failure here means the SDK refuses it with
+its own error now: delete that refusal."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from a2a.server.tasks import InMemoryTaskStore
 from a2a.types import Message, Part, Role, SendMessageRequest, TaskState
 from a2a.utils.errors import UnsupportedOperationError
 
-from apcore_a2a.upstream.finished_runs import FINISHED_RUN, finished_refusal
+from apcore_a2a.upstream.untaken_follow_ups import FINISHED_RUN, finished_refusal
 from tests.client._sdk_agent import agent_card
 
 
