@@ -71,10 +71,9 @@ from apcore_a2a.streams.backlog import bounded
 from apcore_a2a.streams.resume import EventLog, PositionTap, StreamPositions, subscribe_from_log
 from apcore_a2a.streams.tap import answer_of, answering, answering_stream
 from apcore_a2a.upstream.late_run_events import drop_late_run_events
-from apcore_a2a.upstream.lost_cancels import refuse_lost_cancels
 from apcore_a2a.upstream.push_capability import refuse_push_config
 from apcore_a2a.upstream.required_fields import SEND, SEND_STREAM, check, checked
-from apcore_a2a.upstream.serial_cancels import CancelTurns
+from apcore_a2a.upstream.serial_cancels import CancelTurns, refuse_lost_cancels
 from apcore_a2a.upstream.unstarted_runs import close_unstarted_runs
 from apcore_a2a.upstream.untaken_follow_ups import FINISHED_RUN, finished_refusal, refuse_untaken
 

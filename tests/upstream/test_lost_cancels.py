@@ -1,7 +1,7 @@
-"""The SDK behaviour ``apcore_a2a/upstream/lost_cancels.py`` answers: a cancel of a running
-task whose run finishes as the cancel reaches it answers success with the finished task on a
-plain ``DefaultRequestHandler``. A failure here means the SDK refuses it now: delete that
-file."""
+"""The SDK behaviour ``apcore_a2a/upstream/serial_cancels.py`` answers with
+``refuse_lost_cancels``: a cancel of a running task whose run finishes as the cancel reaches
+it answers success with the finished task on a plain ``DefaultRequestHandler``. A failure
+here means the SDK refuses it now: delete that refusal."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from a2a.server.context import ServerCallContext
 from a2a.types import CancelTaskRequest, TaskState
 from a2a.utils.errors import TaskNotCancelableError
 
-from apcore_a2a.upstream.lost_cancels import refuse_lost_cancels
+from apcore_a2a.upstream.serial_cancels import refuse_lost_cancels
 
 from ._plain import WorksUntilCanceled, plain_handler, start_working
 
