@@ -163,8 +163,8 @@ class _Saves:
             task: Task | None = None
             try:
                 task = await state.stores.get_task(task_id, context)
-            except Exception:  # unreachable: it holds no final state this drain can wait for
-                ended = unread = True
+            except Exception:  # the last word only once the run has ended (a save may land)
+                unread = True
             if task is not None:
                 self(task, context)
             if ended and task_id in self.waiting:

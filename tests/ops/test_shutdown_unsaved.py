@@ -61,3 +61,46 @@ async def test_a_final_state_the_store_refuses_ends_the_drain_at_once(
     # The drain's listener is gone with it: the store's view keeps no reference to it.
     gc.collect()
     assert not [o for o in gc.get_objects() if isinstance(o, shutdown._Saves)]
+
+
+class _SlowFinalSave(InMemoryTaskStore):
+    """A store whose one read fails while the final state's save is still on its way."""
+
+    failing = False
+
+    async def get(self, task_id: str, context: ServerCallContext | None = None) -> Task | None:
+        if self.failing:
+            self.failing = False
+            raise ConnectionResetError("one read lost")
+        return await super().get(task_id, context)
+
+    async def save(self, task: Task, context: ServerCallContext) -> None:
+        if task.status.state == TaskState.TASK_STATE_COMPLETED:
+            self.failing = True
+            await asyncio.sleep(0.5)
+        await super().save(task, context)
+
+
+async def test_one_failed_read_does_not_give_up_on_a_save_still_on_its_way(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING, logger="apcore_a2a.ops.shutdown")
+    store = _SlowFinalSave()
+    with tempfile.TemporaryDirectory() as folder:
+        gate = Path(folder) / "release"
+        stop = served(build_registry(gated=True), task_store=store, shutdown_timeout=120)
+        http, app = await stop.__aenter__()
+        await _start_gated(http, gate, 1)
+        tracker = app.state.a2a.ops.tracker
+
+        async def release_once_draining() -> None:
+            while tracker.recorded is None:
+                await asyncio.sleep(0.01)
+            gate.touch()
+
+        releaser = asyncio.ensure_future(release_once_draining())
+        async with asyncio.timeout(GUARD):
+            await stop.__aexit__(None, None, None)
+        assert releaser.done()
+    # Before, the failed read gave the task up and warned it not stored; then it was.
+    assert not [r for r in caplog.records if r.name == shutdown.logger.name], caplog.text
