@@ -23,7 +23,14 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from ._replicas import ReplicaRegistry, claimants_table, db_seconds, replicas_table, turns_table
+from ._replicas import (
+    ReplicaRegistry,
+    claimants_table,
+    claims_table,
+    db_seconds,
+    replicas_table,
+    turns_table,
+)
 from .outages import guarded
 
 logger = logging.getLogger(__name__)
@@ -118,7 +125,7 @@ class SqlTurnClaims:
         async with self._engine.begin() as conn:
             inserted = int((await conn.execute(claim)).rowcount)
             if inserted == 1:
-                await conn.execute(self._claimant(task_id, turn, self._registry.replica_id))
+                await self._mine(conn, task_id, turn)
             return inserted
 
     async def _take_over(self, task_id: str, turn: str, still_there: Any, claim: Any) -> int:
@@ -148,9 +155,22 @@ class SqlTurnClaims:
                 return 0
             inserted = int((await conn.execute(claim)).rowcount)
             if inserted == 1:
-                await conn.execute(self._claimant(task_id, turn, self._registry.replica_id))
+                await self._mine(conn, task_id, turn)
             logger.warning("task %s: took over the wait a dead replica had claimed", task_id)
             return inserted
+
+    async def _mine(self, conn: AsyncConnection, task_id: str, turn: str) -> None:
+        """Name this replica the claimant of *turn*, and (as an earlier release reads a
+        claim's holder there) the task's replica in ``apcore_a2a_task_claims``, its owner
+        kept, or none until the run writes it."""
+        replica = self._registry.replica_id
+        await conn.execute(self._claimant(task_id, turn, replica))
+        upsert = pg_insert if self._engine.dialect.name == "postgresql" else sqlite_insert
+        stmt = upsert(claims_table).values(task_id=task_id, owner=None, replica_id=replica)
+        keys = [claims_table.c.task_id]
+        await conn.execute(
+            stmt.on_conflict_do_update(index_elements=keys, set_={"replica_id": replica})
+        )
 
     def _claimant(self, task_id: str, turn: str, replica: str | None) -> Any:
         """This replica's claim of *turn* (*replica*), or the note that a claim naming none

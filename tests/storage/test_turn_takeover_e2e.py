@@ -10,6 +10,8 @@ clock (never a replica's own).
 * Clock skew: a replica whose clock runs an hour ahead judged every other replica dead by
   its own clock and took over a live replica's claim (its follow-up then waited on the
   row the live one was writing). Now it answers busy at once.
+* Rolling upgrade, the other way: an earlier release holds a claim held when the task's
+  row in ``apcore_a2a_task_claims`` names a live replica; this release's claims named none.
 """
 
 from __future__ import annotations
@@ -122,5 +124,47 @@ async def test_a_replica_with_its_clock_ahead_takes_over_no_live_claim(tmp_path:
             finally:
                 await db.close()
             assert other.get("error", {}).get("code") == BUSY, other
+            answer = await asyncio.wait_for(follow_up, 30)
+            assert answer["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED", answer
+
+
+async def test_a_claim_is_held_by_an_earlier_releases_rule_too() -> None:
+    """Rolling upgrade, the other way: an earlier release takes a claim over unless the
+    task's row in apcore_a2a_task_claims names a live replica. A claim of this release's,
+    of a task whose last replica was retired, named none there: an old replica's follow-up
+    took it over beside the run."""
+    with (
+        pg_schema_url(agents=2) as url,
+        cli_server(_args(url), env=ENV) as (a, _pa),
+        cli_server(_args(url), env=ENV) as (b, _pb),
+    ):
+        schema = url.rsplit("schema=", 1)[1]
+        async with httpx.AsyncClient(timeout=60) as http:
+            parked = (await _send(http, a, _transfer()))["result"]["task"]
+            db = await _connect()
+            try:  # the task's last replica retired; B's follow-up claims the wait, then waits
+                await db.execute(
+                    f"DELETE FROM {schema}.apcore_a2a_task_claims WHERE task_id = $1", parked["id"]
+                )
+                await db.execute("BEGIN")
+                await db.execute(
+                    f"SELECT 1 FROM {schema}.tasks WHERE id = $1 FOR UPDATE", parked["id"]
+                )
+                follow_up = asyncio.ensure_future(_send(http, b, _approve(parked["id"])))
+                claimed = f"SELECT count(*) FROM {schema}.apcore_a2a_task_turns WHERE task_id = $1"
+                async with asyncio.timeout(30):  # a hang guard
+                    while not await db.fetchval(claimed, parked["id"]):
+                        await asyncio.sleep(0.02)
+                held = await db.fetchval(  # the earlier release's test, by its own clock
+                    f"SELECT EXISTS (SELECT 1 FROM {schema}.apcore_a2a_task_claims c"
+                    f" JOIN {schema}.apcore_a2a_replicas r USING (replica_id)"
+                    " WHERE c.task_id = $1 AND r.heartbeat_at > $2)",
+                    parked["id"],
+                    time.time() - 3,
+                )
+                await db.execute("ROLLBACK")
+            finally:
+                await db.close()
+            assert held
             answer = await asyncio.wait_for(follow_up, 30)
             assert answer["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED", answer
