@@ -174,15 +174,20 @@ class SqlTurnClaims:
 
     def _claimant(self, task_id: str, turn: str, replica: str | None) -> Any:
         """This replica's claim of *turn* (*replica*), or the note that a claim naming none
-        was met now (``None``: kept if the turn has a claimant row already)."""
+        was met now (``None``: kept if the turn has a claimant row already; none if the
+        claim is gone meanwhile, else a later earlier-release claim would seem old)."""
         upsert = pg_insert if self._engine.dialect.name == "postgresql" else sqlite_insert
         since = db_seconds(self._engine)
+        keys = [claimants_table.c.task_id, claimants_table.c.turn]
+        if replica is None:
+            rows = turns_table.c
+            claimed = exists().where(rows.task_id == task_id, rows.turn == turn)
+            met = select(literal(task_id), literal(turn), since).where(claimed)
+            note = upsert(claimants_table).from_select(["task_id", "turn", "since"], met)
+            return note.on_conflict_do_nothing(index_elements=keys)
         stmt = upsert(claimants_table).values(
             task_id=task_id, turn=turn, replica_id=replica, since=since
         )
-        keys = [claimants_table.c.task_id, claimants_table.c.turn]
-        if replica is None:
-            return stmt.on_conflict_do_nothing(index_elements=keys)
         return stmt.on_conflict_do_update(
             index_elements=keys, set_={"replica_id": replica, "since": since}
         )

@@ -10,6 +10,8 @@ clock (never a replica's own).
 * Clock skew: a replica whose clock runs an hour ahead judged every other replica dead by
   its own clock and took over a live replica's claim (its follow-up then waited on the
   row the live one was writing). Now it answers busy at once.
+* A claim released before a follow-up's take-over looked left a note of an old claim,
+  which made a later earlier-release claim of that turn seem old at once.
 * Rolling upgrade, the other way: an earlier release holds a claim held when the task's
   row in ``apcore_a2a_task_claims`` names a live replica; this release's claims named none.
 """
@@ -168,3 +170,48 @@ async def test_a_claim_is_held_by_an_earlier_releases_rule_too() -> None:
             assert held
             answer = await asyncio.wait_for(follow_up, 30)
             assert answer["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED", answer
+
+
+async def _waiting_on(holder: Any, db: Any) -> None:
+    """Until a statement (the agent's) waits on a lock *holder* holds."""
+    waiting = "SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))"
+    async with asyncio.timeout(30):  # a hang guard
+        while not await db.fetchval(waiting, holder.get_server_pid()):
+            await asyncio.sleep(0.02)
+
+
+async def test_a_claim_gone_before_its_take_over_leaves_no_note_of_an_old_claim() -> None:
+    """A follow-up meeting a claim that is released before its take-over looks (the other
+    follow-up refused) noted an earlier release's claim there, known from then on: a later
+    earlier-release claim of that turn was taken over at once, beside its run."""
+    with pg_schema_url() as url, cli_server(_args(url), env=ENV) as (a, _pa):
+        schema = url.rsplit("schema=", 1)[1]
+        turns = f"{schema}.apcore_a2a_task_turns"
+        await asyncio.sleep(4)  # A has beaten for a whole replica_timeout: it judges others
+        async with httpx.AsyncClient(timeout=60) as http:
+            parked = (await _send(http, a, _transfer()))["result"]["task"]
+            turn = turn_of(ParseDict(parked, Task(), ignore_unknown_fields=True))[:64]
+            claim = f"INSERT INTO {turns} (task_id, turn) VALUES ($1, $2)"
+            one, two = await _connect(), await _connect()
+            try:
+                await one.execute("BEGIN")  # a claim being made, then released
+                await one.execute(claim, parked["id"], turn)
+                follow_up = asyncio.ensure_future(_send(http, a, _approve(parked["id"])))
+                await _waiting_on(one, two)
+                await two.execute("BEGIN")  # the take-over's look waits
+                await two.execute(
+                    f"LOCK TABLE {schema}.apcore_a2a_task_turn_claimants IN ACCESS EXCLUSIVE MODE"
+                )
+                await one.execute("COMMIT")
+                await _waiting_on(two, one)
+                await one.execute(f"DELETE FROM {turns} WHERE task_id = $1", parked["id"])
+                await two.execute("ROLLBACK")
+                busy = await asyncio.wait_for(follow_up, 30)
+                assert busy.get("error", {}).get("code") == BUSY, busy
+                await asyncio.sleep(3.5)  # a replica_timeout later, an old replica claims it
+                await one.execute(claim, parked["id"], turn)
+            finally:
+                await one.close()
+                await two.close()
+            answer = await _send(http, a, _approve(parked["id"]))
+            assert answer.get("error", {}).get("code") == BUSY, answer
