@@ -36,6 +36,7 @@ from ._replicas import (
     ReplicaRegistry,
     claimants_table,
     claims_table,
+    db_seconds,
     replicas_table,
     turns_table,
 )
@@ -341,8 +342,11 @@ class SqlBackend:
         versions, events (cluster mode: also claims, turns, push-config quota slots and the
         notes of open streams)."""
         assert self.retention_seconds is not None
-        # The SDK stores ``last_updated`` as naive UTC (the status timestamp).
-        cutoff = datetime.now(UTC).replace(tzinfo=None) - timedelta(seconds=self.retention_seconds)
+        # The SDK stores ``last_updated`` as naive UTC (the status timestamp). Now is the
+        # database's: a replica whose clock runs ahead would delete finished tasks early.
+        [(now,)] = await read(self.engine, select(db_seconds(self.engine)))
+        cutoff = datetime.fromtimestamp(now, UTC).replace(tzinfo=None)
+        cutoff -= timedelta(seconds=self.retention_seconds)
         cluster = self.registry is not None
         dependents: list[Any] = [PushNotificationConfigModel.__table__, *self.purged_with]
         dependents += [TaskVersionModel.__table__, TaskEventModel.__table__]

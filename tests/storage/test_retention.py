@@ -6,12 +6,13 @@ import asyncio
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
 from a2a.server.cluster import TaskVersion, VersionedTaskStore
 from a2a.types import TaskPushNotificationConfig, TaskState, TaskStatusUpdateEvent
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from apcore_a2a.storage import open_stores
+from apcore_a2a.storage import _sql_backend, open_stores
 from apcore_a2a.storage.quota_slots import PUSH_SCOPE
 
 from ._helpers import ago, ctx, make_task, settings
@@ -158,3 +159,39 @@ async def test_a_subscriber_behind_a_purged_task_ends_instead_of_waiting_for_eve
 
 async def _drain(tail: Any) -> list[Any]:
     return [event async for _seq, _version, event in tail]
+
+
+class _AnHourAhead(datetime):
+    """A replica's clock an hour ahead of the database's (and of the other replicas')."""
+
+    @classmethod
+    def now(cls, tz: Any = None) -> Any:
+        return datetime.now(tz) + timedelta(hours=1)
+
+
+async def test_a_replica_whose_clock_runs_ahead_deletes_no_task_early(
+    sql_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Retention's cutoff is by the database's clock. Before, a replica an hour ahead took
+    its own now for the cutoff: a task another replica had just finished was deleted."""
+    old_done = make_task(TaskState.TASK_STATE_COMPLETED, at=ago(3 * 3600))
+    just_done = make_task(TaskState.TASK_STATE_COMPLETED, at=ago(0))
+    writer = open_stores(sql_url, settings())
+    await writer.start()
+    try:
+        for task in (old_done, just_done):
+            await put(writer, task)
+    finally:
+        await writer.aclose()
+    monkeypatch.setattr(_sql_backend, "datetime", _AnHourAhead)
+    stores = open_stores(sql_url, settings(task_retention_seconds=20.0))  # purged every 5 s
+    await stores.start()
+    try:
+
+        async def purged() -> bool:
+            return await stores.get_task(old_done.id, ctx()) is None
+
+        await eventually(purged)  # one purge has run: the old task is gone
+        assert await stores.get_task(just_done.id, ctx()) is not None  # was: deleted too
+    finally:
+        await stores.aclose()
