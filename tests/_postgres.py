@@ -164,26 +164,29 @@ def store_url(kind: str, folder: Path, agents: int = 1) -> Iterator[str]:
             yield url
 
 
-async def kill_slot_renames(schema: str, scope: str, on: bool) -> None:
+async def kill_slot_renames(schema: str, scope: str, on: bool, *, deletes: bool = False) -> None:
     """While *on*, a rename of one of *schema*'s quota slots of *scope* (a request's ``r:``
     row handed to a task or a config) loses its connection, as in an outage: a trigger ends
-    the renaming session's backend; off, the trigger is dropped."""
+    the renaming session's backend; off, the trigger is dropped. With *deletes*, a delete
+    of a request's row does instead (an idle lease freed)."""
     import asyncpg
 
     table = f"{schema}.apcore_a2a_quota_slots"
-    sql = f"DROP TRIGGER IF EXISTS kill_renames ON {table}"
+    name, event = ("kill_deletes", "DELETE") if deletes else ("kill_renames", "UPDATE")
+    renamed = "TRUE" if deletes else "NEW.holder NOT LIKE 'r:%'"
+    sql = f"DROP TRIGGER IF EXISTS {name} ON {table}"
     if on:
         sql = f"""
-        CREATE OR REPLACE FUNCTION {schema}.kill_renames() RETURNS trigger
+        CREATE OR REPLACE FUNCTION {schema}.{name}() RETURNS trigger
         LANGUAGE plpgsql AS $$
         BEGIN
-            IF OLD.holder LIKE 'r:%' AND NEW.holder NOT LIKE 'r:%' THEN
+            IF OLD.holder LIKE 'r:%' AND {renamed} THEN
                 PERFORM pg_terminate_backend(pg_backend_pid());
             END IF;
-            RETURN NEW;
+            RETURN COALESCE(NEW, OLD);
         END $$;
-        CREATE TRIGGER kill_renames BEFORE UPDATE ON {table} FOR EACH ROW
-        WHEN (OLD.scope = '{scope}') EXECUTE FUNCTION {schema}.kill_renames();
+        CREATE TRIGGER {name} BEFORE {event} ON {table} FOR EACH ROW
+        WHEN (OLD.scope = '{scope}') EXECUTE FUNCTION {schema}.{name}();
         """
     conn = await asyncpg.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, database=PG_DB)
     try:

@@ -182,7 +182,7 @@ class TaskQuota:
         freed = False
         for holder in await self.slots.holders(_SCOPE, caller):
             if holder.startswith("r:"):
-                continue  # a request in flight
+                continue  # a request in flight (an orphan of one: freed by the take)
             stored = await lookup(holder, context)
             if stored is None and not isinstance(self.slots, LocalSlots):
                 continue  # maybe not written yet by the replica running it

@@ -4,7 +4,8 @@ A limit of N for one subject (a caller key) is N numbered slots; the primary key
 taking one atomic, so N replicas together never hand out more than N. A slot taken for a
 request or a stream is leased to its replica: given back, it waits :data:`LEASE_SECONDS`
 for the same caller's next request there, then is freed (a dead replica's, when a
-subject is full: dead as orphan recovery judges it, ``ReplicaRegistry.dead_cutoff``), or
+subject is full: dead as orphan recovery judges it, ``ReplicaRegistry.dead_cutoff``; a
+live replica's own that it no longer knows, its free or take cut off, then too), or
 at once when its replica stops cleanly. A slot renamed to a task id lives until the task
 gives it back, or recovery fails the task. A rename the database did not take (an outage,
 a lost connection) is retried until it does, and a give-back under the new name frees the
@@ -120,6 +121,9 @@ class SqlQuotaSlots:
         self._leased: dict[tuple[str, str], tuple[str, str]] = {}
         #: (scope, new holder) -> row holder of the renames the database has not taken
         self._renames: dict[tuple[str, str], str] = {}
+        #: the rows leased to this replica that this process knows (taken, or being taken,
+        #: idle, or waiting for their rename); any other is an orphan (:meth:`_reclaim`)
+        self._held: set[str] = set()
         #: the trims of idle leases, and the retry of the renames
         self._background: set[asyncio.Task[None]] = set()
 
@@ -132,7 +136,14 @@ class SqlQuotaSlots:
                 del self._idle[(scope, subject)]
         else:
             row = f"r:{uuid.uuid4().hex}"
-            if not await guarded(self._insert(scope, subject, row, limit)):
+            self._held.add(row)
+            try:
+                taken = await guarded(self._insert(scope, subject, row, limit))
+            except BaseException:  # committed, maybe: an orphan then
+                self._held.discard(row)
+                raise
+            if not taken:
+                self._held.discard(row)
                 return False
         self._leased[(scope, holder)] = (subject, row)
         return True
@@ -143,6 +154,7 @@ class SqlQuotaSlots:
         row = leased[1] if leased else old
         try:
             await guarded(self._execute(_rename(scope, row, new)))
+            self._held.discard(row)
         except BaseException:
             # The row may still name the request, which gives back nothing now: it is
             # *new*'s, renamed once the database is back (or freed by *new*'s give-back).
@@ -169,6 +181,7 @@ class SqlQuotaSlots:
     def _forget_rename(self, scope: str, new: str, row: str) -> None:
         if self._renames.get((scope, new)) == row:
             del self._renames[(scope, new)]
+            self._held.discard(row)
 
     async def settle(
         self,
@@ -247,6 +260,7 @@ class SqlQuotaSlots:
             task.cancel()
         self._idle.clear()
         self._leased.clear()
+        self._held.clear()
         try:
             # bounded: a stop during an outage must not wait on the database
             async with asyncio.timeout(STOP_SECONDS):
@@ -277,9 +291,10 @@ class SqlQuotaSlots:
                 self._idle[key] = kept
             else:
                 del self._idle[key]
+            self._held.difference_update(old)
             try:
                 await self._delete(scope, old)
-            except Exception as exc:  # a database outage: freed once the replica is dead
+            except Exception as exc:  # an outage: an orphan, freed at the subject's quota
                 logger.warning("could not free %d quota slots: %s", len(old), exc)
 
     async def _insert(self, scope: str, subject: str, row: str, limit: int) -> bool:
@@ -324,7 +339,9 @@ class SqlQuotaSlots:
         return [row[0] for row in await guarded(read(self.engine, stmt))]
 
     async def _reclaim(self, conn: AsyncConnection, scope: str, subject: str) -> bool:
-        """Free *subject*'s slots held by dead replicas; whether any was."""
+        """Free *subject*'s slots held by dead replicas, and this replica's orphans: rows
+        this process no longer knows (a free or a take whose connection was cut); whether
+        any was."""
         # Dead by the rule of orphan recovery, not just an old heartbeat: after a stall no
         # replica could beat through, every heartbeat is old, this replica's own too, and
         # freeing the live replicas' slots would let more requests in than the quota.
@@ -332,13 +349,14 @@ class SqlQuotaSlots:
             replicas_table.c.heartbeat_at > self.registry.dead_cutoff()
         )
         mine = self.registry.replica_id
+        of_subject = (_S.scope == scope) & (_S.subject == subject)
+        # Read first, compared after: a row of a take under way here is known before its
+        # insert, so a row read here and not known is no longer this process's.
+        rows = await conn.execute(select(_S.holder).where(of_subject, _S.replica_id == mine))
+        orphans = [row for (row,) in rows if row not in self._held]
+        dead = (_S.replica_id != mine) & _S.replica_id.not_in(live)
+        orphaned = (_S.replica_id == mine) & _S.holder.in_(orphans)
         result = await conn.execute(
-            delete(slots_table).where(
-                _S.scope == scope,
-                _S.subject == subject,
-                _S.replica_id.is_not(None),
-                _S.replica_id != mine,
-                _S.replica_id.not_in(live),
-            )
+            delete(slots_table).where(of_subject, _S.replica_id.is_not(None), dead | orphaned)
         )
         return bool(result.rowcount)

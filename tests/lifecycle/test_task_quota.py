@@ -161,3 +161,34 @@ async def test_a_slot_whose_rename_failed_counts_until_its_task_ends(
             again = await _send(http, KEY_A, _transfer())
             assert "result" in again, again  # was: -32091, for good
             assert again["result"]["task"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+
+
+async def test_a_slot_whose_free_failed_is_freed_when_the_caller_reaches_its_quota(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Cluster mode: a request whose task finishes in it gives its slot back, kept a second
+    for the caller's next request, then freed; here the database drops the connection of
+    that free. Before, the row stayed leased to the replica, which no longer knew it: the
+    caller, back under its quota, was refused every new task (-32091) for that replica's
+    life. Now the take that finds the quota full frees it."""
+    with pg_schema_url() as url:
+        schema = url.rsplit("schema=", 1)[1]
+        async with (
+            agent_server(
+                caplog, max_unfinished_tasks_per_caller=1, task_store=url, cluster=True
+            ) as agent,
+            httpx.AsyncClient(base_url=agent.url, timeout=60) as http,
+        ):
+            await kill_slot_renames(schema, TASK_SCOPE, True, deletes=True)
+            echo = wire_message("life.echo", {"text": "x"})
+            done = (await _send(http, KEY_A, echo))["result"]["task"]
+            assert done["status"]["state"] == "TASK_STATE_COMPLETED", done
+            for _ in range(600):  # a hang guard: the free fails a second later
+                if "could not free 1 quota slots" in caplog.text:
+                    break
+                await asyncio.sleep(0.05)
+            await kill_slot_renames(schema, TASK_SCOPE, False, deletes=True)
+            again = await _send(http, KEY_A, _transfer())
+            assert "result" in again, again  # was: -32091, for good
+            assert again["result"]["task"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+            assert (await _send(http, KEY_A, _transfer()))["error"]["code"] == -32091

@@ -14,14 +14,15 @@ import time
 
 import pytest
 from a2a.types import TaskState
+from sqlalchemy import insert, select
 
 from apcore_a2a.errors import StoreUnavailableError
 from apcore_a2a.storage import open_stores
-from apcore_a2a.storage.quota_slots import TASK_SCOPE
+from apcore_a2a.storage.quota_slots import TASK_SCOPE, slots_table
 
 from .._postgres import kill_slot_renames
 from ._helpers import make_task, settings
-from .test_recovery import FAST, assert_interrupted, put, state_of
+from .test_recovery import FAST, assert_interrupted, eventually, put, state_of
 
 CALLER = "key:alice"
 
@@ -120,4 +121,61 @@ async def test_recovery_frees_the_slot_of_a_task_it_fails(pg_url: str) -> None:
         # The parked task still waits for its caller: it keeps its slot.
         assert await b.quota_slots.holders(TASK_SCOPE, CALLER) == [parked.id]
     finally:
+        await b.aclose()
+
+
+async def test_a_lease_whose_free_failed_is_freed_once_the_caller_is_at_its_quota(
+    pg_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The database drops the connection of the delete freeing a stream's idle lease.
+    Before, the row stayed leased to the replica, which no longer knew it, until the
+    replica stopped: the caller was one slot short (refused at its quota, -32091)."""
+    schema = pg_url.rsplit("schema=", 1)[1]
+    a = open_stores(pg_url, settings(cluster=True, **FAST))
+    await a.start()
+    try:
+        slots = a.quota_slots
+        assert slots is not None
+        assert await slots.take("streams", CALLER, "ended-stream", 1)
+        await kill_slot_renames(schema, "streams", True, deletes=True)
+        await slots.give_back("streams", "ended-stream")  # freed after LEASE_SECONDS
+        await eventually(lambda: "could not free 1 quota slots" in caplog.text)
+        await kill_slot_renames(schema, "streams", False, deletes=True)
+        assert await slots.take("streams", CALLER, "next-stream", 1)  # was: refused
+        assert not await slots.take("streams", CALLER, "third-stream", 1)  # in use: kept
+    finally:
+        await a.aclose()
+
+
+async def test_a_slot_whose_take_lost_its_answer_is_freed_and_no_other_replicas(
+    pg_url: str,
+) -> None:
+    """A take whose insert committed but whose answer was lost (the connection cut after
+    COMMIT) left a row leased to this replica that it never knew: inserted here by SQL.
+    Only that row is freed: another live replica's slot stays."""
+    a = open_stores(pg_url, settings(cluster=True, **FAST))
+    b = open_stores(pg_url, settings(cluster=True, **FAST))
+    await a.start()
+    await b.start()
+    try:
+        assert a.quota_slots is not None and b.quota_slots is not None
+        assert await b.quota_slots.take("streams", CALLER, "b-stream", 2)
+        [b_row] = await b.quota_slots.holders("streams", CALLER)
+        async with a.quota_slots.engine.begin() as conn:
+            free = 1 - (await conn.execute(select(slots_table.c.slot))).scalar_one()
+            await conn.execute(
+                insert(slots_table).values(
+                    scope="streams",
+                    subject=CALLER,
+                    slot=free,
+                    holder="r:lost",
+                    replica_id=a.quota_slots.registry.replica_id,
+                )
+            )
+        assert await a.quota_slots.take("streams", CALLER, "a-stream", 2)  # was: refused
+        holders = await a.quota_slots.holders("streams", CALLER)
+        assert b_row in holders and "r:lost" not in holders
+        assert not await a.quota_slots.take("streams", CALLER, "another", 2)
+    finally:
+        await a.aclose()
         await b.aclose()
