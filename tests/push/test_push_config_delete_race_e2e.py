@@ -42,7 +42,17 @@ HOOK = "http://127.0.0.1:9/hook"
 CREATE = "CreateTaskPushNotificationConfig"
 SET_03 = "tasks/pushNotificationConfig/set"
 HOOK_03 = {"id": "hook", "url": HOOK}
-BLOCKED = "SELECT pid FROM pg_stat_activity WHERE cardinality(pg_blocking_pids(pid)) > 0"
+# The sessions waiting, directly or in a lock's queue, for the one whose pid is $1 (the
+# test's own): the server is shared with other tests, whose lock waits must be neither
+# waited for nor terminated.
+BLOCKED = """
+    WITH RECURSIVE waiting(pid) AS (
+        SELECT pid FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))
+        UNION
+        SELECT a.pid FROM pg_stat_activity a JOIN waiting w ON w.pid = ANY(pg_blocking_pids(a.pid))
+    )
+    SELECT pid FROM waiting
+"""
 
 
 @pytest.fixture(scope="module")
@@ -102,7 +112,7 @@ async def _slots(session: Any, schema: str, task_id: str) -> int:
     return int(await session.fetchval(query + "AND subject = $1", task_id))
 
 
-async def _until_waiting(count: int, running: asyncio.Future[Any]) -> None:
+async def _until_waiting(session: Any, count: int, running: asyncio.Future[Any]) -> None:
     """Wait until *count* sessions wait for a lock: A's delete for the test's row lock,
     B's write for A's delete (the second in a row lock's queue waits for the first)."""
     import asyncpg
@@ -111,7 +121,8 @@ async def _until_waiting(count: int, running: asyncio.Future[Any]) -> None:
     probe = await asyncpg.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, database=PG_DB)
     try:
         deadline = time.monotonic() + 60  # a hang guard
-        while await probe.fetchval(query) < count:
+        holder = await session.fetchval("SELECT pg_backend_pid()")
+        while await probe.fetchval(query, holder) < count:
             assert not running.done(), f"a call never waited: {running.result()!r}"
             assert time.monotonic() < deadline, "the calls never met the locked row"
             await asyncio.sleep(0.02)
@@ -127,13 +138,13 @@ async def _race(
     await _lock_config(session, schema, task_id)
     delete = {"taskId": task_id, "id": "hook"}
     deleted = asyncio.ensure_future(rpc(client, a, "DeleteTaskPushNotificationConfig", delete))
-    await _until_waiting(1, deleted)
+    await _until_waiting(session, 1, deleted)
     if v.get("version") == "0.3":
         method, config = SET_03, {"taskId": task_id, "pushNotificationConfig": HOOK_03}
     else:
         method, config = CREATE, {"taskId": task_id, "id": "hook", "url": HOOK}
     created = asyncio.ensure_future(rpc(client, b, method, config, **v))
-    await _until_waiting(2, created)
+    await _until_waiting(session, 2, created)
     await session.execute("ROLLBACK")
     assert "result" in await deleted, deleted.result()
     assert "result" in await created, created.result()
@@ -192,7 +203,7 @@ async def test_a_0_3_config_whose_delete_died_keeps_its_version() -> None:
             delete = {"taskId": task_id, "id": "hook"}
             method = "DeleteTaskPushNotificationConfig"
             deleted = asyncio.ensure_future(rpc(client, a, method, delete))
-            await _until_waiting(1, deleted)
+            await _until_waiting(session, 1, deleted)
             pa.kill9()
             pa.wait()
             await session.execute("ROLLBACK")
@@ -217,7 +228,8 @@ async def _hold_turn(session: Any, schema: str, task_id: str) -> None:
 async def _waiting_at_turn(session: Any, call: asyncio.Future[Any]) -> list[Any]:
     """The sessions waiting for the held turn row, once *call* waits there."""
     deadline = time.monotonic() + 60  # a hang guard
-    while not (pids := await session.fetch(BLOCKED)):
+    holder = await session.fetchval("SELECT pg_backend_pid()")
+    while not (pids := await session.fetch(BLOCKED, holder)):
         assert not call.done(), call.result()
         assert time.monotonic() < deadline, "the settle never waited"
         await asyncio.sleep(0.02)
