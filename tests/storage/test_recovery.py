@@ -219,15 +219,13 @@ async def test_cluster_heartbeat_goes_on_while_an_orphan_is_locked(pg_url: str) 
     running = make_task(TaskState.TASK_STATE_WORKING)
     await put(a, running)
 
-    async def scalar(sql: str, **params: str) -> object:
+    async def scalar(sql: str, **params: object) -> object:
         async with engine.connect() as conn:
             return (await conn.execute(text(sql), params)).scalar()
 
     beat_of_b = "SELECT heartbeat_at FROM apcore_a2a_replicas WHERE replica_id = :id"
-    waiting = (
-        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-        "AND datname = current_database()"
-    )
+    # Sessions the paused one blocks: the server is shared with other tests' lock waits.
+    waiting = "SELECT count(*) FROM pg_stat_activity WHERE :pid = ANY(pg_blocking_pids(pid))"
     schema = str(make_url(pg_url).query["schema"])
     where = {"host": PG_HOST, "port": PG_PORT, "user": PG_USER, "database": PG_DB}
     try:
@@ -242,7 +240,8 @@ async def test_cluster_heartbeat_goes_on_while_an_orphan_is_locked(pg_url: str) 
             )
             await registry_a.deregister()  # A is dead for B from now on
             try:
-                await eventually(lambda: scalar(waiting))  # B fails A's orphan: stuck
+                pid = await paused.fetchval("SELECT pg_backend_pid()")
+                await eventually(lambda: scalar(waiting, pid=pid))  # B fails A's orphan: stuck
                 stuck_at = await scalar(beat_of_b, id=registry_b.replica_id)
                 assert isinstance(stuck_at, float)
 
