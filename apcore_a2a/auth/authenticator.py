@@ -10,6 +10,7 @@ import dataclasses
 import hashlib
 import hmac
 import logging
+import marshal
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
@@ -106,8 +107,16 @@ def stamp_identity(identity: Identity, scheme: str, issuer: str | None = None) -
 def fresh_copy(identity: Identity) -> Identity:
     """A copy of a remembered *identity* for one request: the dicts and lists in its
     ``attrs`` (a claim's JSON) copied too, so a module changing them changes nothing for
-    the next request (about 4 µs; ``copy.deepcopy`` took 30 µs more)."""
-    return dataclasses.replace(identity, attrs=_copied(identity.attrs))
+    the next request. Copied by ``marshal`` (C, no recursion: a claim nested hundreds
+    deep, which PyJWT parses, is copied too; about 1 µs, 5 times faster than Python for a
+    wide claim); an object marshal cannot write (a custom mapping's) is copied in Python,
+    its dicts and lists only."""
+    try:
+        # bytes this line wrote, read back at once: nothing from outside is unmarshalled
+        attrs = marshal.loads(marshal.dumps(identity.attrs))  # noqa: S302
+    except ValueError:
+        attrs = _copied(identity.attrs)
+    return dataclasses.replace(identity, attrs=attrs)
 
 
 def _copied(value: Any) -> Any:

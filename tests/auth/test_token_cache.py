@@ -109,3 +109,40 @@ async def test_a_module_changing_nested_attrs_changes_no_later_request() -> None
                     find_key(answer, "groups"),
                     n,
                 )
+
+
+class Depth(BaseModel):
+    depth: int
+
+
+class MeasureTenant:
+    """A module reporting how deep its caller's ``tenant`` claim is nested."""
+
+    input_schema = Empty
+    output_schema = Depth
+    description = "Report the nesting depth of the caller's tenant claim"
+
+    async def execute(self, inputs: dict[str, Any], context: Any) -> dict[str, Any]:
+        depth, value = 0, context.identity.attrs["tenant"]
+        while isinstance(value, list):
+            depth, value = depth + 1, value[0]
+        return {"depth": depth}
+
+
+async def test_a_deeply_nested_claim_is_copied_for_every_request() -> None:
+    # A claim nested 600 deep parses (PyJWT's json), but the per-request copy recursed two
+    # frames a level: RecursionError out of authenticate, a 500 for the caller's token.
+    registry = Registry()
+    registry.register("demo.tenant", MeasureTenant())
+    auth = JWTAuthenticator(HMAC_SECRET, claim_mapping=ClaimMapping(attrs=("tenant",)))
+    app, _ = A2AServerFactory(Executor(registry), environ={}, auth=auth).create()
+    tenant = "[" * 600 + "[1]" + "]" * 600  # json.dumps would recurse as deep
+    claims = f'{{"sub":"alice","exp":{int(time.time()) + 600},"tenant":{tenant}}}'
+    token = jwt.api_jws.encode(claims.encode(), HMAC_SECRET, algorithm="HS256")
+    headers = {"Authorization": "Bearer " + token, **V1}
+    async with running_server(app) as base, httpx.AsyncClient() as http:
+        for n in range(2):  # verified, then remembered
+            send = send_message("demo.tenant", {}, message_id=f"m-{n}")
+            sent = await http.post(base + "/", json=send, headers=headers)
+            assert sent.status_code == 200, (n, sent.status_code, sent.text[:300])
+            assert find_key(sent.json(), "depth") == [601], (n, sent.text[:300])
