@@ -19,6 +19,7 @@ from a2a.utils.errors import InvalidParamsError
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.json_format import ParseDict, ParseError
 from google.protobuf.message import Message
+from pydantic import TypeAdapter, ValidationError
 
 from apcore_a2a._text import echoed
 from apcore_a2a.classify import MESSAGE_METHODS, RequestInfo
@@ -27,6 +28,8 @@ from apcore_a2a.upstream.required_fields import name_errors
 
 _MODELS: dict[str, Any] = JsonRpcDispatcher.METHOD_TO_MODEL
 _INT32 = range(-(2**31), 2**31)
+#: an ``int`` field of 0.3's models, as they read one
+_LAX_INT = TypeAdapter(int)
 
 
 def values_error(info: RequestInfo, query: bytes) -> InvalidParamsError | None:
@@ -41,17 +44,24 @@ def values_error(info: RequestInfo, query: bytes) -> InvalidParamsError | None:
 
 
 def _history03_error(info: RequestInfo) -> InvalidParamsError | None:
-    """A JSON-RPC 0.3 call whose ``historyLength`` no int32 holds (module docstring)."""
+    """A JSON-RPC 0.3 call whose ``historyLength`` no int32 holds (module docstring): read
+    as 0.3's models read it (an integral float or a numeral is an int too), in the params
+    (``tasks/get``) and in their configuration (``message/send``)."""
     params = info.payload.get("params") if isinstance(info.payload, dict) else None
     if info.binding == "rest" or info.version != "0.3" or not isinstance(params, dict):
         return None
     config = params.get("configuration")
-    value = (config if isinstance(config, dict) else params).get("historyLength")
-    if isinstance(value, int) and not isinstance(value, bool) and value not in _INT32:
-        shown = echoed(value)
-        return InvalidParamsError(
-            message=f"historyLength must be an integer from 0 to {2**31 - 1}, not {shown}"
-        )
+    for holder in (params, config if isinstance(config, dict) else {}):
+        sent = holder.get("historyLength")
+        try:
+            value = None if sent is None else _LAX_INT.validate_python(sent)
+        except (ValidationError, ValueError):
+            continue  # no integer: the SDK's model refuses it (-32602)
+        if value is not None and value not in _INT32:
+            shown = echoed(value)
+            return InvalidParamsError(
+                message=f"historyLength must be an integer from 0 to {2**31 - 1}, not {shown}"
+            )
     return None
 
 

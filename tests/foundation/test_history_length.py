@@ -102,3 +102,35 @@ async def test_history_length_out_of_range_is_invalid_params(
             if r.levelno >= logging.ERROR and r.name.startswith(_LAST_RESORT)
         ]
         assert escaped == []
+
+
+@pytest.mark.parametrize(
+    ("method", "params"),
+    [
+        # 0.3's models read an integral number or a numeral as an int (pydantic's lax mode)
+        ("tasks/get", {"historyLength": 1e10}),
+        ("tasks/get", {"historyLength": float(2**31)}),
+        ("tasks/get", {"historyLength": "99999999999"}),
+        ("message/send", {"configuration": {"historyLength": " 2147483648 "}}),
+        # a configuration object beside GetTask's own historyLength (an unknown field)
+        ("tasks/get", {"historyLength": 2**31, "configuration": {}}),
+    ],
+)
+async def test_03_history_length_spelt_otherwise_is_invalid_params(
+    caplog: pytest.LogCaptureFixture, method: str, params: dict[str, Any]
+) -> None:
+    # Each was answered -32603 "Internal error" with the SDK's traceback at ERROR: the
+    # check took only a JSON integer, and took tasks/get's value from a configuration.
+    async with (
+        agent_server(caplog) as agent,
+        httpx.AsyncClient(base_url=agent.url) as http,
+    ):
+        send = rpc("SendMessage", {"message": wire_message("life.echo", {"text": "x"})})
+        task_id = (await http.post("/", json=send, headers=V1)).json()["result"]["task"]["id"]
+        subject = {"id": task_id}
+        if method == "message/send":
+            subject = {"message": wire_message_03("life.echo", {"text": "x"})}
+        answer = await http.post("/", json=rpc(method, {**subject, **params}), headers=V03)
+        assert answer.json()["error"]["code"] == -32602, answer.text
+        assert "historyLength" in answer.json()["error"]["message"], answer.text
+        assert not [r for r in caplog.records if r.name.startswith(_LAST_RESORT)]
