@@ -330,9 +330,11 @@ def field_specs(fields: Mapping[str, FieldInfo]) -> tuple[Setting, ...]:
 # user name has no space, so a sentence naming "memory://" and "user@host" is not.
 _USERINFO = re.compile(r"^((?:\w[\w+.-]*:/{0,2})?[^:/@\s]*):.*@")
 # A credential in a query: libpq's password, or an API key, token or secret an IdP's key
-# set URL may carry.
+# set URL may carry (Azure Functions' ``code``, an SAS ``sig``, S3's ``X-Amz-Signature``).
 _QUERY_PASSWORD = re.compile(
-    r"([?&](?:password|passwd|sslpassword|[\w-]*(?:key|token|secret))=)[^&#]*", re.IGNORECASE
+    r"([?&](?:password|passwd|sslpassword|code|sig|[\w-]*(?:key|token|secret|signature|"
+    r"credential))=)[^&#]*",
+    re.IGNORECASE,
 )
 
 

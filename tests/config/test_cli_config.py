@@ -222,14 +222,19 @@ def test_show_masks_database_passwords_in_any_spelling(url: str) -> None:
     assert "***" in line and "# env A2A_TASK_STORE" in line, line
 
 
-def test_show_masks_a_key_in_the_jwks_urls_query() -> None:
+@pytest.mark.parametrize(
+    "name",
+    # an API key; Azure Functions' function key; a shared access signature; S3's presigned
+    ["api_key", "code", "sig", "X-Amz-Signature", "X-Amz-Credential"],
+)
+def test_show_masks_a_key_in_the_jwks_urls_query(name: str) -> None:
     """Some IdPs take an API key in the key set URL's query: `config show` prints none."""
-    url = "https://idp.example/jwks.json?tenant=t1&api_key=k3y-4242"
+    url = f"https://idp.example/jwks.json?tenant=t1&{name}=k3y-4242"
     result = run_cli("config", "show", env=clean_env(JWT_JWKS_URL=url))
     assert result.returncode == 0, result.stderr
     (line,) = [ln for ln in result.stdout.splitlines() if "jwks_url:" in ln]
     assert "4242" not in result.stdout, line
-    assert "tenant=t1&api_key=***" in line, line
+    assert f"tenant=t1&{name}=***" in line, line
 
 
 def test_show_reads_the_file_a2a_config_names_like_serve(tmp_path: Path) -> None:
