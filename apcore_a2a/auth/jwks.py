@@ -277,6 +277,10 @@ class JWKSKeySource:
                 body += inflate.decompress(chunk, room) if inflate is not None else chunk
                 if len(body) > MAX_JWKS_BYTES:
                     raise ValueError(f"key set larger than {MAX_JWKS_BYTES} bytes")
+                if inflate is not None and inflate.unused_data:  # kept whole by zlib
+                    raise ValueError("more data after the gzip stream's end")
+            if inflate is not None and not inflate.eof:
+                raise ValueError("the gzip stream is cut short")
         return parse_jwks(bytes(body))
 
     async def _no_downgrade(self, request: httpx.Request) -> None:

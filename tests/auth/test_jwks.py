@@ -298,6 +298,43 @@ async def test_a_compressed_key_set_is_inflated_no_further_than_the_size_limit()
     assert peak < 8 << 20, peak
 
 
+async def test_a_gzip_key_set_is_read_whole_and_alone() -> None:
+    # zlib's stream ends at its member's end and keeps what follows in unused_data: a small
+    # key set followed by 64 MB of anything was held whole (and its keys taken), a second
+    # member was dropped, and a stream cut before its checksum was read as complete.
+    import gzip
+    import tracemalloc
+
+    from starlette.responses import StreamingResponse
+
+    from apcore_a2a.auth.jwks import JWKSKeySource, KeyLookupError
+
+    member = gzip.compress(json.dumps({"keys": [rsa_pair("real").jwk()]}).encode())
+    other = gzip.compress(json.dumps({"keys": [rsa_pair("other").jwk()]}).encode())
+    bodies: dict[str, Callable[[], Any]] = {
+        "/trailing": lambda: iter([member, *([b"\0" * (1 << 20)] * 64)]),
+        "/two": lambda: iter([member, other]),
+        "/cut": lambda: iter([member[:-8]]),
+    }
+
+    async def answer(request: Request) -> Response:
+        body = bodies[request.url.path]()
+        return StreamingResponse(body, headers={"Content-Encoding": "gzip"})
+
+    idp_app = Starlette(routes=[Route(path, answer) for path in bodies])
+    async with running_server(idp_app) as idp:
+        for path in bodies:
+            source = JWKSKeySource(idp + path)
+            tracemalloc.start()
+            try:
+                with pytest.raises(KeyLookupError, match="fetch failed"):
+                    await source.get("real", "RS256")
+                peak = tracemalloc.get_traced_memory()[1]
+            finally:
+                tracemalloc.stop()
+            assert peak < 8 << 20, (path, peak)
+
+
 def test_a_plain_http_jwks_url_is_warned_about_unless_on_loopback(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
