@@ -167,6 +167,10 @@ class Unresolved(Unresolvable):
     """A host name that has no address here (an egress proxy may still reach it)."""
 
 
+class Unusable(Unresolvable):
+    """A custom resolver's answer that is no address: asking again cannot mend it."""
+
+
 def deadline_of(request: httpx.Request) -> float | None:
     """When *request*'s connect timeout ends (the loop's clock), from now."""
     connect = request.extensions.get("timeout", {}).get("connect")
@@ -179,8 +183,8 @@ async def lookup(
     """The addresses of *host* by *resolve*, by *deadline* (the loop's clock), once
     each, in its order, a link-local address's zone (``fe80::1%eth0``) kept:
     ``httpx.ConnectTimeout`` when it takes longer, :class:`Unresolved` when it finds none
-    (a custom resolver's ``None`` too), :class:`Unresolvable` when a custom resolver fails
-    or answers a non-address.
+    (a custom resolver's ``None`` too), :class:`Unresolvable` when a custom resolver fails,
+    :class:`Unusable` when it answers a non-address.
     Shared by the client, the JWKS fetch and push (``push/policy.py``)."""
     try:
         async with asyncio.timeout_at(deadline):
@@ -200,7 +204,7 @@ async def lookup(
             address = ipaddress.ip_address(bare)  # a zone counts on link-local only
             parsed.append(ipaddress.ip_address(text) if address.is_link_local else address)
         except ValueError:  # a custom resolver's answer
-            raise Unresolvable(host, f"resolved to an unusable address ({text})") from None
+            raise Unusable(host, f"resolved to an unusable address ({text})") from None
     if not parsed:
         raise Unresolved(host, "could not be resolved")
     return list(dict.fromkeys(parsed))  # once each, however spelt

@@ -26,7 +26,7 @@ import httpx
 from a2a.utils.errors import InvalidParamsError
 
 from apcore_a2a._addresses import METADATA, IPAddress, embedded_ipv4
-from apcore_a2a._egress import Resolver, Unresolvable, Unresolved, lookup, proxy_for
+from apcore_a2a._egress import Resolver, Unresolvable, Unresolved, Unusable, lookup, proxy_for
 from apcore_a2a._text import echoed
 from apcore_a2a.edge.call import CallRecord
 from apcore_a2a.push.dns import AresResolver
@@ -83,7 +83,8 @@ class Checked(NamedTuple):
     addresses: list[str]
     proxy: str | None = None
     #: The refusal is of a name that did not resolve now (its lookup failed or timed out):
-    #: a delivery tries it again, as after a connection failure.
+    #: a delivery tries it again, as after a connection failure. An answer that is no
+    #: address is refused for good.
     unresolved: bool = False
 
 
@@ -163,8 +164,9 @@ class PushUrlPolicy:
         else:
             reason = _classify(literal, allow_loopback=self.allow_insecure)
             return Checked(reason, [] if reason else [str(literal)])
-        # A failed lookup is "unresolved" (a delivery tries again); a name a proxy is to
-        # reach passes with no address.
+        # A failed lookup is "unresolved" (a delivery tries again), an unusable answer is
+        # refused (no retry makes it an address); a name a proxy is to reach passes with no
+        # address.
         fairly = functools.partial(self._lookups_fairly.lookup, caller=caller)
         deadline = asyncio.get_running_loop().time() + self.lookup_timeout
         try:
@@ -174,6 +176,8 @@ class PushUrlPolicy:
         except Unresolvable as exc:
             if proxied and isinstance(exc, Unresolved):
                 return Checked(None, [])
+            if isinstance(exc, Unusable):
+                return Checked(f"host {shown} {exc.problem}", [])
             problem = exc.problem
         else:
             allow = self.allow_insecure
