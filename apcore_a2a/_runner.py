@@ -70,7 +70,8 @@ def serve(registry_or_executor: Any = None, **kwargs: Any) -> None:
     (Authenticator) and ``config`` (an agent YAML file; keyword arguments and environment
     variables win over it; with no registry given, the file's modules are served:
     ``serve(config="agent.yaml")``). SIGINT/SIGTERM stop the server gracefully within
-    ``shutdown_timeout``.
+    ``shutdown_timeout``; a second Ctrl-C that leaves tasks running raises
+    ``SystemExit(1)``.
 
     Like ``uvicorn.run``, ``serve()`` owns the process: it installs SIGINT/SIGTERM
     handlers, and when a module ignores its cancel at the stop (a ``def execute``
@@ -102,10 +103,11 @@ def run_app(
     settings: Settings,
     sockets: list[Any] | None = None,
     on_started: Callable[[], None] | None = None,
-) -> None:
+) -> int:
     """Run *app* with uvicorn per *settings*, on *sockets* if given (a worker); raises
     :class:`StartupError` (one line) when it cannot start. *on_started* runs once it
-    serves (the CLI's banner: never before a start-up failure)."""
+    serves (the CLI's banner: never before a start-up failure). Returns the exit code:
+    0 after a graceful stop, 1 when a second Ctrl-C left tasks running."""
     import uvicorn
 
     from apcore_a2a import _logging
@@ -131,6 +133,9 @@ def run_app(
         """Drains running tasks alongside uvicorn's wait for open connections: the lifespan
         shutdown comes too late (a returnImmediately task holds no connection; a stream
         would be cut before its ``canceled`` event)."""
+
+        #: A second Ctrl-C left tasks running: the stop was not graceful.
+        abandoned = False
 
         async def startup(self, sockets: Any = None) -> None:
             await super().startup(sockets)
@@ -164,10 +169,12 @@ def run_app(
                 await asyncio.sleep(0.1)
             draining = state.ops.draining
             if draining is not None and not draining.done():
+                running = state.ops.tracker.active
+                self.abandoned = bool(running)  # then the process exits 1, not 0
                 logger.warning(
-                    "Second Ctrl-C: the stop waits no longer for %d running task(s); the next "
-                    "start marks them failed as interrupted",
-                    state.ops.tracker.active,
+                    "Second Ctrl-C: the stop waits no longer for %d running task(s); %s",
+                    running,
+                    state.stores.left_behind("them"),
                 )
                 draining.cancel()
 
@@ -209,6 +216,7 @@ def run_app(
         if deadline is not None and not app.state.a2a.agent_executor.module_calls.snapshot():
             deadline.disarm()
         # else the deadline stays armed: the interpreter would wait for a module's thread
+        return 1 if server.abandoned else 0
     except SystemExit as exc:  # uvicorn's exit on a failed start-up
         if watch.error is not None:
             raise StartupError(_describe(watch.error)) from None
@@ -297,8 +305,9 @@ def run(
     returns the exit code. The first worker runs *on_started* once it serves."""
     settings = factory.settings  # workers > 1 implies cluster mode (Settings checks it)
     if settings.workers == 1:
-        run_app(app if app is not None else factory.create()[0], settings, on_started=on_started)
-        return 0
+        return run_app(
+            app if app is not None else factory.create()[0], settings, on_started=on_started
+        )
     # Bound, not listening: it reserves the port (an error here names it) without taking
     # connections; the workers' listening sockets join it through SO_REUSEPORT.
     reservation = _bind(settings.host, settings.port)
@@ -426,9 +435,9 @@ def _child(factory: A2AServerFactory, on_started: Callable[[], None] | None, par
     listener.listen(2048)
     app, _card = factory.create()
     try:
-        run_app(app, settings, sockets=[listener], on_started=on_started)
+        code = run_app(app, settings, sockets=[listener], on_started=on_started)
     except StartupError as exc:
         # One line, as a single server says it; the parent then exits with this code.
         print(f"Error: {exc}", file=sys.stderr, flush=True)
         sys.exit(STARTUP_FAILED)
-    sys.exit(0)
+    sys.exit(code)

@@ -149,7 +149,7 @@ class _Saves:
             for read in reads:
                 read.cancel()
         for execution in list(self.waiting.values()):
-            _unsaved(execution)
+            _unsaved(self.state, execution)
 
     async def _ended(self, execution: Execution) -> None:
         """Read the task back until its final state is heard or read, or the SDK's run of
@@ -170,18 +170,18 @@ class _Saves:
             if ended and task_id in self.waiting:
                 self._stop_waiting(task_id)
                 if task is not None or unread:  # a run that stored nothing leaves nothing
-                    _unsaved(execution)
+                    _unsaved(state, execution)
                 return
             await asyncio.sleep(0.1)
 
 
-def _unsaved(execution: Execution) -> None:
+def _unsaved(state: ServerView, execution: Execution) -> None:
     logger.warning(
         "Shutting down: the final state %s of task %s is not stored: the task store did "
-        "not take it (refused it, locked by another process, or unreachable); the next "
-        "start marks the task failed as interrupted",
+        "not take it (refused it, locked by another process, or unreachable); %s",
         execution.state,
         execution.task_id,
+        state.stores.left_behind("the task"),
     )
 
 

@@ -125,6 +125,20 @@ class Stores:
         if self._backend is not None:
             self._backend.interrupted.append(listener)
 
+    def left_behind(self, tasks: str) -> str:
+        """What becomes of *tasks* ("the task", "them") that a stop left running or whose
+        final state it could not store, by the kind of task store (for its warnings)."""
+        if self._backend is not None:
+            if self._backend.registry is not None:
+                return f"another replica, or the next start, marks {tasks} failed as interrupted"
+            return f"the next start marks {tasks} failed as interrupted"
+        if self._own_start is not None:
+            return (
+                "the application's own task store has no restart recovery: nothing marks "
+                f"{tasks} failed"
+            )
+        return f"the memory task store ends with this process: nothing of {tasks} is kept"
+
     async def start(self) -> None:
         """Create missing tables, fail tasks a dead process left running, start loops;
         :class:`StoreUnavailableError` when the database cannot be reached or cannot take
