@@ -69,7 +69,7 @@ from apcore_a2a.storage import open_stores
 from apcore_a2a.storage._urls import parse_store_url
 from apcore_a2a.storage.followers import StreamFollowers
 from apcore_a2a.streams.answers import AnswerSide, StreamDrops
-from apcore_a2a.upstream import sdk_request_logs
+from apcore_a2a.upstream import failed_saves, sdk_request_logs
 from apcore_a2a.upstream.apcore_config import config_of
 
 logger = logging.getLogger("apcore_a2a.server")
@@ -376,10 +376,10 @@ def _optional_features(
     drops: StreamDrops | None,
 ) -> list[Feature]:
     """The optional parts the settings ask for, in start order."""
-    s = state.settings
-    ops = state.ops
+    s, ops = state.settings, state.ops
     found: list[Feature | None] = [
         Feature("sdk-request-logs", start=sdk_request_logs.attach, stop=sdk_request_logs.detach),
+        Feature("failed-saves", start=failed_saves.attach, stop=failed_saves.detach),
         host_feature(s),
         Feature(
             "operations", routes=ops.routes(), middleware=[(OBSERVE, m) for m in ops.middleware()]

@@ -70,6 +70,7 @@ from apcore_a2a.storage.stores import Stores
 from apcore_a2a.streams.backlog import bounded
 from apcore_a2a.streams.resume import EventLog, PositionTap, StreamPositions, subscribe_from_log
 from apcore_a2a.streams.tap import answer_of, answering, answering_stream
+from apcore_a2a.upstream.failed_saves import report_failed_saves
 from apcore_a2a.upstream.late_run_events import drop_late_run_events
 from apcore_a2a.upstream.push_capability import refuse_push_config
 from apcore_a2a.upstream.required_fields import SEND, SEND_STREAM, check, checked
@@ -109,6 +110,7 @@ class ApCoreRequestHandler(DefaultRequestHandler):
         super().__init__(task_store=task_store, event_stream=event_stream, **kwargs)
         drop_late_run_events(self)  # a cancel stored elsewhere wins over the run's queue
         close_unstarted_runs(self)  # a run refused at its start leaves no queue running
+        report_failed_saves(self)  # a run whose save failed: one line, nothing unretrieved
         refuse_lost_cancels(self)  # a cancel that meets the run's result
         self._capabilities = kwargs["agent_card"].capabilities
         self._task_lookup: TaskLookup = stores.get_task
