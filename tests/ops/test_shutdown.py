@@ -200,6 +200,24 @@ async def test_a_second_ctrl_c_ends_the_stop_while_the_lifespan_waits_for_the_dr
     assert await _stored_states(store, ids) == ["TASK_STATE_WORKING"] * 3
 
 
+async def test_a_second_ctrl_c_says_the_memory_store_keeps_nothing(tmp_path: Path) -> None:
+    """Before, it said the next start would fail them as interrupted: nothing is kept."""
+    with serve_process(shutdown_timeout=120) as (url, proc):
+        async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+            await _start_gated(http, tmp_path / "never", 2)
+        proc.send_signal(signal.SIGINT)
+        async with asyncio.timeout(30):  # a hang guard
+            while "Waiting for application shutdown" not in proc.output():
+                await asyncio.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        code = await asyncio.to_thread(proc.wait, 60)
+        out = proc.output()
+        proc.judged = True  # exit 1 is this test's expectation, not stop_process's
+    assert code == 1, out
+    said = "2 running task(s); the memory task store ends with this process: nothing of them"
+    assert said in out, out
+
+
 async def _lifespan_drain(shutdown_timeout: float, release: bool, **settings: Any) -> list[str]:
     """Tasks in an app served in-process (no serve(), no signal): the app's lifespan
     drains them when the server stops. With *release* they are let finish once the drain
