@@ -49,8 +49,7 @@ from apcore_a2a.execution.module_calls import ModuleCalls
 from apcore_a2a.execution.observer import ExecutionObserver, observe
 from apcore_a2a.execution.routing import SKILL_METADATA_KEY, ApCoreRequestContext
 from apcore_a2a.execution.runs import CURRENT_RUN, NoThread, Run, refusal_of, track_module_tasks
-from apcore_a2a.upstream.apcore_output_errors import output_invalid
-from apcore_a2a.upstream.apcore_stream_chunks import raise_module_fault
+from apcore_a2a.upstream.apcore_output_errors import output_invalid, raise_module_fault
 from apcore_a2a.upstream.apcore_system_views import call_seen
 from apcore_a2a.upstream.sdk_first_event import let_first_event_out
 

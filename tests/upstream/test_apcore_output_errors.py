@@ -1,7 +1,8 @@
-"""The apcore behaviour ``apcore_a2a/upstream/apcore_output_errors.py`` reads: apcore
-refuses a module's output with the very error it refuses a caller's input with, told
-apart only by its message. A failure here means apcore gives output validation an error
-(or code) of its own: map that instead and delete the file."""
+"""The apcore behaviour ``apcore_a2a/upstream/apcore_output_errors.py`` reads with
+``output_invalid``: apcore refuses a module's output with the very error it refuses a
+caller's input with, told apart only by its message. A failure here means apcore gives
+output validation an error (or code) of its own: map that instead and delete
+``output_invalid``."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
-"""The apcore behaviour ``apcore_a2a/upstream/apcore_stream_chunks.py`` corrects: apcore's
-stream refuses a module's chunk that is no object with the error (and code) it refuses a
-caller's input with, told apart only by a detail. A failure here means apcore gives a bad
-chunk an error (or code) of the module's own: map that instead and delete the file."""
+"""The apcore behaviour ``apcore_a2a/upstream/apcore_output_errors.py`` corrects with
+``raise_module_fault``: apcore's stream refuses a module's chunk that is no object with the
+error (and code) it refuses a caller's input with, told apart only by a detail. A failure
+here means apcore gives a bad chunk an error (or code) of the module's own: map that
+instead and delete ``raise_module_fault``."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from apcore import Executor, Registry
 from apcore.errors import InvalidInputError
 from pydantic import BaseModel
 
-from apcore_a2a.upstream.apcore_stream_chunks import raise_module_fault
+from apcore_a2a.upstream.apcore_output_errors import raise_module_fault
 
 
 class In(BaseModel):
