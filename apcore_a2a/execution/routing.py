@@ -35,7 +35,7 @@ from apcore_a2a.edge.call import record_of
 from apcore_a2a.errors import QuotaExceededError
 from apcore_a2a.execution.catalog import SkillCatalog
 from apcore_a2a.execution.identity import denial, identity_of, visible_modules
-from apcore_a2a.upstream.apcore_toggles import is_disabled
+from apcore_a2a.upstream.apcore_accessors import is_disabled
 
 logger = logging.getLogger("apcore_a2a.acl")
 

@@ -70,7 +70,7 @@ from apcore_a2a.storage._urls import parse_store_url
 from apcore_a2a.storage.followers import StreamFollowers
 from apcore_a2a.streams.answers import AnswerSide, StreamDrops
 from apcore_a2a.upstream import failed_saves, sdk_request_logs
-from apcore_a2a.upstream.apcore_config import config_of
+from apcore_a2a.upstream.apcore_accessors import config_of
 
 logger = logging.getLogger("apcore_a2a.server")
 

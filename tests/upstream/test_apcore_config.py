@@ -1,12 +1,13 @@
-"""The apcore behaviour ``apcore_a2a/upstream/apcore_config.py`` answers: an ``Executor``
-and a ``Registry`` keep their ``Config`` privately, with no accessor. A failure here means
-apcore exposes it now: read it there and delete that file."""
+"""The apcore behaviour ``apcore_a2a/upstream/apcore_accessors.py`` answers with
+``config_of``: an ``Executor`` and a ``Registry`` keep their ``Config`` privately, with no
+accessor. A failure here means apcore exposes it now: read it there and delete
+``config_of``."""
 
 from __future__ import annotations
 
 from apcore import Config, Executor, Registry
 
-from apcore_a2a.upstream.apcore_config import config_of
+from apcore_a2a.upstream.apcore_accessors import config_of
 
 
 def test_executor_and_registry_have_no_public_config() -> None:

@@ -1,12 +1,13 @@
-"""The apcore behaviour ``apcore_a2a/upstream/apcore_toggles.py`` answers: an ``Executor``
-keeps the toggle state of its module lookup privately, with no accessor. A failure here
-means apcore exposes it now: read it there and delete that file."""
+"""The apcore behaviour ``apcore_a2a/upstream/apcore_accessors.py`` answers with
+``is_disabled``: an ``Executor`` keeps the toggle state of its module lookup privately, with
+no accessor. A failure here means apcore exposes it now: read it there and delete
+``is_disabled``."""
 
 from __future__ import annotations
 
 from apcore import APCore, Executor, Registry, ToggleState
 
-from apcore_a2a.upstream.apcore_toggles import is_disabled
+from apcore_a2a.upstream.apcore_accessors import is_disabled
 
 
 def test_an_executor_has_no_public_toggle_state() -> None:
