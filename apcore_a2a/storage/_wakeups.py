@@ -26,7 +26,7 @@ from sqlalchemy import Column, String, Table, select, text
 from sqlalchemy.exc import OperationalError, ProgrammingError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from apcore_a2a.upstream.task_version import version_number
+from apcore_a2a.upstream.sql_task_rows import version_number
 
 from ._pg_writer import pg_connect
 from ._replicas import METADATA

@@ -31,7 +31,7 @@ from a2a.types import Task, TaskStatusUpdateEvent
 from a2a.utils.errors import InvalidParamsError
 
 from apcore_a2a.edge.call import record_of
-from apcore_a2a.upstream.task_version import version_number
+from apcore_a2a.upstream.sql_task_rows import version_number
 
 from ._wakeups import WakeHub
 from .observed import copy_task

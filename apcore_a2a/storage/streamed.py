@@ -52,8 +52,7 @@ from sqlalchemy import Table, and_, delete, insert, select, update
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from apcore_a2a.upstream.sql_task_rows import TaskRows
-from apcore_a2a.upstream.task_version import version_number
+from apcore_a2a.upstream.sql_task_rows import TaskRows, version_number
 from apcore_a2a.upstream.unreadable_rows import read_rows_safely
 
 from .event_index import of_task

@@ -23,8 +23,7 @@ from sqlalchemy.dialects import postgresql
 from apcore_a2a.storage._pg_writer import SDK_COLUMNS
 from apcore_a2a.storage._urls import create_engine, parse_store_url
 from apcore_a2a.storage.migrations import upgrade_database
-from apcore_a2a.upstream.sql_task_rows import TaskRows
-from apcore_a2a.upstream.task_version import version_number
+from apcore_a2a.upstream.sql_task_rows import TaskRows, version_number
 from tests._postgres import pg_schema_url
 from tests.storage._helpers import ctx, make_task
 

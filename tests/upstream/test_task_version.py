@@ -1,15 +1,15 @@
 """Watch: a2a-sdk's ``TaskVersion`` offers no accessor for the number it wraps.
 
-``apcore_a2a.upstream.task_version.version_number`` reads it. The first test fails the day
-``TaskVersion`` gains a public member (an accessor, say ``value``): use it and delete the
-correction. The second holds the correction to what the SDK stores.
+``apcore_a2a.upstream.sql_task_rows.version_number`` reads it. The first test fails the day
+``TaskVersion`` gains a public member (an accessor, say ``value``): use it and delete
+``version_number``. The second holds the correction to what the SDK stores.
 """
 
 from __future__ import annotations
 
 from a2a.server.cluster import TaskVersion
 
-from apcore_a2a.upstream.task_version import version_number
+from apcore_a2a.upstream.sql_task_rows import version_number
 
 
 def test_task_version_still_has_no_accessor() -> None:
