@@ -12,6 +12,7 @@ from a2a.client import ClientConfig, ClientFactory
 from a2a.client.errors import A2AClientError
 from a2a.types import GetTaskRequest, TaskState
 
+from apcore_a2a.upstream.apcore_accessors import config_of
 from tests._sdk import request
 from tests._support import (
     CLI_STOP_TIMEOUT,
@@ -108,7 +109,6 @@ def test_config_file_timeout_governs_the_built_executor(tmp_path: Path) -> None:
     )
     factory = A2AServerFactory(config=config, environ={})
     assert factory.settings.execution_timeout == 45
-    apcore_config = factory.executor._config  # apcore has no public getter for it
-    assert apcore_config.get("executor.default_timeout") == 45_000
+    assert config_of(factory.executor).get("executor.default_timeout") == 45_000
     flagged = A2AServerFactory(config=config, environ={}, execution_timeout=7)
-    assert flagged.executor._config.get("executor.default_timeout") == 7_000
+    assert config_of(flagged.executor).get("executor.default_timeout") == 7_000
