@@ -20,8 +20,8 @@ import re
 import socket
 import ssl
 import urllib.request
-from collections import deque
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections import OrderedDict, deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from urllib.parse import urlsplit
 
 import httpx
@@ -35,9 +35,13 @@ Resolver = Callable[[str, int], Awaitable[Sequence[str]]]
 #: hundreds is not tried one by one.
 MAX_ADDRESSES = 8
 _ZONE = re.compile(r"[A-Za-z0-9_.-]*")
-#: No keep-alive: pools key by address, and a connection verified for one name must not
-#: serve another.
+#: No keep-alive: a transport's pool keys by address, and a connection verified for one
+#: name must not serve another (the transports through a proxy, which key by name, still
+#: use it; :class:`CheckedAddresses` keeps a pool per name instead).
 ONE_USE = httpx.Limits(max_keepalive_connections=0)
+#: Names whose connections :class:`CheckedAddresses` keeps (a pool each), the least
+#: recently used one's closed first.
+MAX_NAMES = 16
 
 
 def proxy_for(url: httpx.URL, proxies: Mapping[str, str] | None = None) -> str | None:
@@ -54,12 +58,21 @@ def proxy_for(url: httpx.URL, proxies: Mapping[str, str] | None = None) -> str |
 
 
 class CheckedAddresses(httpx.AsyncBaseTransport):
-    """Requests sent through *inner* to the addresses their host name was resolved to once
-    and checked (:meth:`refused`), never to a second lookup (DNS rebinding); the name stays
-    in the ``Host`` header and, over TLS, in SNI, so the certificate is verified for it.
+    """Requests sent to the addresses their host name was resolved to once and checked
+    (:meth:`refused`), never to a second lookup (DNS rebinding); the name stays in the
+    ``Host`` header and, over TLS, in SNI, so the certificate is verified for it.
     The lookup and the connection share the request's connect timeout. By default the
     first request (the configured URL) sets the most private class allowed
     (:func:`address_class`); a redirect to an address of a more private one is refused.
+
+    Connections are kept alive per name: each name has a pool of its own (httpx's, keyed
+    within it by scheme, address and port, with *verify*), so a connection verified for
+    one name never serves another, even on the same address. Every request is still
+    looked up and checked; a kept connection serves it only when its address is among
+    those checked again. At most :data:`MAX_NAMES` names' pools are kept, the least
+    recently used idle one closed first (one with a request or answer in flight is closed
+    at a later request, once idle). *inner*, when given, takes every request instead (a
+    test's transport).
 
     A request *proxies* (``urllib.request.getproxies()``) name a proxy for, and
     ``NO_PROXY`` does not exempt, is checked the same way, then sent through the proxy,
@@ -69,14 +82,15 @@ class CheckedAddresses(httpx.AsyncBaseTransport):
 
     def __init__(
         self,
-        inner: httpx.AsyncBaseTransport,
         resolve: Resolver,
         proxies: Mapping[str, str] | None = None,
         verify: ssl.SSLContext | bool = True,
+        inner: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self._inner, self._resolve = inner, resolve
         self._proxies, self._verify = dict(proxies or {}), verify
         self._via: dict[str, httpx.AsyncBaseTransport] = {}  # proxy URL -> its transport
+        self._pools: OrderedDict[str, _Pool] = OrderedDict()  # name -> its connections
         self._ceiling: int | None = None
 
     async def refused(self, host: str, addresses: Sequence[IPAddress]) -> str | None:
@@ -114,9 +128,29 @@ class CheckedAddresses(httpx.AsyncBaseTransport):
             raise RefusedAddress(reason)
         if via is not None:  # an IPv6 literal named to it in brackets
             return await via.handle_async_request(bracketed(request))
-        if literal:  # nothing to look up again
-            return await self._inner.handle_async_request(request)
-        return await to_first(self._inner.handle_async_request, request, parsed, deadline)
+        checked = None if literal else parsed  # a literal: nothing to look up again
+        if self._inner is not None:
+            return await _sent(self._inner, request, checked, deadline)
+        pool = self._pools.get(host) or _Pool(verify=self._verify)
+        self._pools[host] = pool
+        self._pools.move_to_end(host)
+        pool.active += 1  # before any wait: not closed as idle meanwhile
+        try:
+            await self._trim()
+            response = await _sent(pool, request, checked, deadline)
+        except BaseException:
+            pool.active -= 1
+            raise
+        response.stream = _Counted(response.stream, pool)
+        return response
+
+    async def _trim(self) -> None:
+        """Past :data:`MAX_NAMES` pools, the least recently used idle ones closed."""
+        idle = [name for name, pool in self._pools.items() if not pool.active]
+        # Taken out at once: a request may take one up while another is being closed.
+        gone = [self._pools.pop(name) for name in idle[: max(len(self._pools) - MAX_NAMES, 0)]]
+        for pool in gone:
+            await pool.aclose()
 
     def _proxy_for(self, url: httpx.URL) -> httpx.AsyncBaseTransport | None:
         """The transport through the proxy for *url* (:func:`proxy_for`), if any."""
@@ -130,8 +164,48 @@ class CheckedAddresses(httpx.AsyncBaseTransport):
         return self._via[proxy]
 
     async def aclose(self) -> None:
-        for transport in (self._inner, *self._via.values()):
-            await transport.aclose()
+        for transport in (self._inner, *self._pools.values(), *self._via.values()):
+            if transport is not None:
+                await transport.aclose()
+        self._pools.clear()
+
+
+async def _sent(
+    transport: httpx.AsyncBaseTransport,
+    request: httpx.Request,
+    checked: Sequence[IPAddress] | None,
+    deadline: float | None,
+) -> httpx.Response:
+    """*request* sent by *transport* to the first of *checked* that takes it (``None``: to
+    the literal address it names)."""
+    if checked is None:
+        return await transport.handle_async_request(request)
+    return await to_first(transport.handle_async_request, request, checked, deadline)
+
+
+class _Pool(httpx.AsyncHTTPTransport):
+    """One name's connections, and how many of its answers are in flight."""
+
+    active = 0
+
+
+class _Counted(httpx.AsyncByteStream):
+    """An answer's body from *pool*, counted in flight there until it is closed."""
+
+    def __init__(self, stream: httpx.SyncByteStream | httpx.AsyncByteStream, pool: _Pool):
+        assert isinstance(stream, httpx.AsyncByteStream)  # an async transport's
+        self._stream = stream
+        self._pool: _Pool | None = pool  # None once closed
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for chunk in self._stream:
+            yield chunk
+
+    async def aclose(self) -> None:
+        if self._pool is not None:
+            self._pool.active -= 1
+            self._pool = None
+        await self._stream.aclose()
 
 
 def agents_class(base: str) -> int:

@@ -34,7 +34,7 @@ import jwt
 from cachetools import TLRUCache
 
 from apcore_a2a._addresses import CLASSES, host_class
-from apcore_a2a._egress import ONE_USE, CheckedAddresses, Resolver, system_lookup
+from apcore_a2a._egress import CheckedAddresses, Resolver, system_lookup
 from apcore_a2a.auth.authenticator import InvalidCredentials
 
 logger = logging.getLogger("apcore_a2a.auth")
@@ -246,13 +246,12 @@ class JWKSKeySource:
             self.fetches += 1
 
     async def _download(self) -> dict[str, PublishedKey]:
-        inner = self._transport or httpx.AsyncHTTPTransport(verify=self._verify, limits=ONE_USE)
         # HTTP(S)_PROXY, ALL_PROXY and NO_PROXY as httpx reads them (trust_env), read at each
         # fetch as httpx did; applied by CheckedAddresses, after its check, not by httpx.
         proxies = urllib.request.getproxies()
         async with (
             httpx.AsyncClient(
-                transport=CheckedAddresses(inner, self._resolve, proxies, self._verify),
+                transport=CheckedAddresses(self._resolve, proxies, self._verify, self._transport),
                 follow_redirects=True,
                 max_redirects=3,
                 timeout=self.timeout,

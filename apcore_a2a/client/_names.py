@@ -25,7 +25,6 @@ import httpx
 from apcore_a2a._addresses import IPAddress, address_class
 from apcore_a2a._egress import (
     MAX_ADDRESSES,
-    ONE_USE,
     CheckedAddresses,
     RefusedAddress,
     Resolver,
@@ -56,8 +55,7 @@ class OtherOrigins(CheckedAddresses):
         # SSL_CERT_FILE and SSL_CERT_DIR as httpx's trust_env does; the environment's
         # proxies as httpx reads them, applied after the check.
         verify: ssl.SSLContext = httpx.create_ssl_context()
-        inner = httpx.AsyncHTTPTransport(verify=verify, limits=ONE_USE)
-        super().__init__(inner, resolve, urllib.request.getproxies(), verify)
+        super().__init__(resolve, urllib.request.getproxies(), verify)
         self._base, self._agent = base, agent
 
     async def refused(self, host: str, addresses: Sequence[IPAddress]) -> str | None:

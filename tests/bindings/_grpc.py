@@ -96,8 +96,9 @@ async def failure(call: Any) -> grpc.aio.AioRpcError:
     raise AssertionError("the call succeeded")
 
 
-def self_signed_cert(directory: Path) -> tuple[Path, Path]:
-    """A throwaway certificate for 127.0.0.1, ::1 and localhost: ``(cert.pem, key.pem)``."""
+def self_signed_cert(directory: Path, *names: str) -> tuple[Path, Path]:
+    """A throwaway certificate for 127.0.0.1, ::1, localhost and *names*:
+    ``(cert.pem, key.pem)``."""
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
     now = datetime.datetime.now(datetime.UTC)
@@ -115,6 +116,7 @@ def self_signed_cert(directory: Path) -> tuple[Path, Path]:
                     x509.DNSName("localhost"),
                     x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
                     x509.IPAddress(ipaddress.ip_address("::1")),
+                    *map(x509.DNSName, names),
                 ]
             ),
             critical=False,
