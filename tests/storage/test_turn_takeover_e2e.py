@@ -55,6 +55,21 @@ def _args(url: str) -> list[str]:
     return ["--extensions-dir", str(EXAMPLES / "extensions"), "--task-store", url, "--cluster"]
 
 
+async def _claimed_at_locked_row(
+    db: Any, http: httpx.AsyncClient, base: str, schema: str, task_id: str
+) -> asyncio.Future[Any]:
+    """A follow-up sent to *base*, once it claimed the task's wait and waits for the task's
+    row, which *db* locks (in a transaction it leaves open)."""
+    await db.execute("BEGIN")
+    await db.execute(f"SELECT 1 FROM {schema}.tasks WHERE id = $1 FOR UPDATE", task_id)
+    follow_up = asyncio.ensure_future(_send(http, base, _approve(task_id)))
+    claimed = f"SELECT count(*) FROM {schema}.apcore_a2a_task_turns WHERE task_id = $1"
+    async with asyncio.timeout(30):  # a hang guard
+        while not await db.fetchval(claimed, task_id):
+            await asyncio.sleep(0.02)
+    return follow_up
+
+
 async def _connect() -> Any:
     return await asyncpg.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, database=PG_DB)
 
@@ -111,15 +126,7 @@ async def test_a_replica_with_its_clock_ahead_takes_over_no_live_claim(tmp_path:
             parked = (await _send(http, a, _transfer()))["result"]["task"]
             db = await _connect()
             try:  # A's follow-up claims the wait, then waits for the task's row
-                await db.execute("BEGIN")
-                await db.execute(
-                    f"SELECT 1 FROM {schema}.tasks WHERE id = $1 FOR UPDATE", parked["id"]
-                )
-                follow_up = asyncio.ensure_future(_send(http, a, _approve(parked["id"])))
-                claimed = f"SELECT count(*) FROM {schema}.apcore_a2a_task_turns WHERE task_id = $1"
-                async with asyncio.timeout(30):  # a hang guard
-                    while not await db.fetchval(claimed, parked["id"]):
-                        await asyncio.sleep(0.02)
+                follow_up = await _claimed_at_locked_row(db, http, a, schema, parked["id"])
                 async with asyncio.timeout(20):  # before: B took the claim, then waited too
                     other = await _send(http, b, _approve(parked["id"]))
                 await db.execute("ROLLBACK")
@@ -148,15 +155,7 @@ async def test_a_claim_is_held_by_an_earlier_releases_rule_too() -> None:
                 await db.execute(
                     f"DELETE FROM {schema}.apcore_a2a_task_claims WHERE task_id = $1", parked["id"]
                 )
-                await db.execute("BEGIN")
-                await db.execute(
-                    f"SELECT 1 FROM {schema}.tasks WHERE id = $1 FOR UPDATE", parked["id"]
-                )
-                follow_up = asyncio.ensure_future(_send(http, b, _approve(parked["id"])))
-                claimed = f"SELECT count(*) FROM {schema}.apcore_a2a_task_turns WHERE task_id = $1"
-                async with asyncio.timeout(30):  # a hang guard
-                    while not await db.fetchval(claimed, parked["id"]):
-                        await asyncio.sleep(0.02)
+                follow_up = await _claimed_at_locked_row(db, http, b, schema, parked["id"])
                 held = await db.fetchval(  # the earlier release's test, by its own clock
                     f"SELECT EXISTS (SELECT 1 FROM {schema}.apcore_a2a_task_claims c"
                     f" JOIN {schema}.apcore_a2a_replicas r USING (replica_id)"
