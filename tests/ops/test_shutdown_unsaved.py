@@ -25,20 +25,9 @@ from .test_shutdown import _start_gated
 GUARD = 60.0
 
 
-class _RefusesFinalStates(InMemoryTaskStore):
-    """An application's store that refuses to keep a finished task."""
-
-    async def save(self, task: Task, context: ServerCallContext) -> None:
-        if task.status.state == TaskState.TASK_STATE_COMPLETED:
-            raise RuntimeError("this store keeps no finished task")
-        await super().save(task, context)
-
-
-async def test_a_final_state_the_store_refuses_ends_the_drain_at_once(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    caplog.set_level(logging.WARNING, logger="apcore_a2a.ops.shutdown")
-    store = _RefusesFinalStates()
+async def _stopped_as_its_run_ends(store: InMemoryTaskStore) -> str:
+    """Stop an agent on *store* whose one gated task is released (completes) once the
+    drain has recorded it; the task's id."""
     with tempfile.TemporaryDirectory() as folder:
         gate = Path(folder) / "release"
         stop = served(build_registry(gated=True), task_store=store, shutdown_timeout=120)
@@ -55,6 +44,23 @@ async def test_a_final_state_the_store_refuses_ends_the_drain_at_once(
         async with asyncio.timeout(GUARD):
             await stop.__aexit__(None, None, None)
         assert releaser.done()
+    return str(task_id)
+
+
+class _RefusesFinalStates(InMemoryTaskStore):
+    """An application's store that refuses to keep a finished task."""
+
+    async def save(self, task: Task, context: ServerCallContext) -> None:
+        if task.status.state == TaskState.TASK_STATE_COMPLETED:
+            raise RuntimeError("this store keeps no finished task")
+        await super().save(task, context)
+
+
+async def test_a_final_state_the_store_refuses_ends_the_drain_at_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING, logger="apcore_a2a.ops.shutdown")
+    task_id = await _stopped_as_its_run_ends(_RefusesFinalStates())
     named = [r for r in caplog.records if r.name == shutdown.logger.name]
     assert len(named) == 1, caplog.text
     said = named[0].getMessage()
@@ -88,22 +94,6 @@ async def test_one_failed_read_does_not_give_up_on_a_save_still_on_its_way(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.WARNING, logger="apcore_a2a.ops.shutdown")
-    store = _SlowFinalSave()
-    with tempfile.TemporaryDirectory() as folder:
-        gate = Path(folder) / "release"
-        stop = served(build_registry(gated=True), task_store=store, shutdown_timeout=120)
-        http, app = await stop.__aenter__()
-        await _start_gated(http, gate, 1)
-        tracker = app.state.a2a.ops.tracker
-
-        async def release_once_draining() -> None:
-            while tracker.recorded is None:
-                await asyncio.sleep(0.01)
-            gate.touch()
-
-        releaser = asyncio.ensure_future(release_once_draining())
-        async with asyncio.timeout(GUARD):
-            await stop.__aexit__(None, None, None)
-        assert releaser.done()
+    await _stopped_as_its_run_ends(_SlowFinalSave())
     # Before, the failed read gave the task up and warned it not stored; then it was.
     assert not [r for r in caplog.records if r.name == shutdown.logger.name], caplog.text
