@@ -270,8 +270,11 @@ class JWKSKeySource:
             # Inflated here, never past the limit: httpx inflates each chunk whole (64 kB
             # of gzip, 64 MB of "key set" in memory before its size was seen).
             inflate = zlib.decompressobj(zlib.MAX_WBITS | 16) if coding != "identity" else None
-            body = bytearray()
+            body, read = bytearray(), 0
             async for chunk in _as_sent(response):
+                read += len(chunk)  # empty deflate blocks inflate to nothing, for ever
+                if read > MAX_JWKS_BYTES:
+                    raise ValueError(f"compressed key set larger than {MAX_JWKS_BYTES} bytes")
                 room = MAX_JWKS_BYTES + 1 - len(body)
                 body += inflate.decompress(chunk, room) if inflate is not None else chunk
                 if len(body) > MAX_JWKS_BYTES:

@@ -335,6 +335,33 @@ async def test_a_gzip_key_set_is_read_whole_and_alone() -> None:
             assert peak < 8 << 20, (path, peak)
 
 
+async def test_a_gzip_stream_of_empty_blocks_is_read_no_further_than_the_size_limit(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Empty stored deflate blocks inflate to nothing: a stream of them never reached the
+    # key set's limit and was read for the whole jwks_timeout.
+    from starlette.responses import StreamingResponse
+
+    from apcore_a2a.auth.jwks import MAX_JWKS_BYTES, JWKSKeySource, KeyLookupError
+
+    header = bytes([0x1F, 0x8B, 8, 0, 0, 0, 0, 0, 0, 255])
+    empty_blocks = b"\0\0\0\xff\xff" * (64 << 10)  # 320 kB, each block not the last
+
+    async def answer(_request: Request) -> Response:
+        async def body() -> Any:
+            yield header
+            for _ in range(200):  # 64 MB, then the server stops
+                yield empty_blocks
+
+        return StreamingResponse(body(), headers={"Content-Encoding": "gzip"})
+
+    async with running_server(Starlette(routes=[Route("/keys", answer)])) as idp:
+        source = JWKSKeySource(idp + "/keys", timeout=60.0)
+        with pytest.raises(KeyLookupError, match="fetch failed"):
+            await source.get("real", "RS256")
+    assert f"compressed key set larger than {MAX_JWKS_BYTES} bytes" in caplog.text
+
+
 def test_a_plain_http_jwks_url_is_warned_about_unless_on_loopback(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
