@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import httpx
 import pytest
+from a2a.compat.v0_3 import a2a_v0_3_pb2 as pb03
 from a2a.types import (
     CancelTaskRequest,
     GetTaskRequest,
@@ -13,6 +15,7 @@ from a2a.types import (
 from google.protobuf.json_format import MessageToDict
 
 from tests.bindings._agent import GATES, Agent
+from tests.bindings._grpc import stubs
 from tests.bindings._peers import data, fetch_card, message, open_peer, send, text
 
 PAIRS = [
@@ -81,3 +84,27 @@ async def test_task_started_over_jsonrpc_is_followed_and_canceled_over_grpc(agen
             GATES.release(key)
         seen = await rpc.client.get_task(GetTaskRequest(id=started.id))
         assert seen.status.state == TaskState.TASK_STATE_CANCELED
+
+
+async def test_a_0_3_get_task_history_length_0_answers_the_whole_history(agent: Agent) -> None:
+    # 0.3 reads 0 as unset (gRPC's int32 cannot tell them apart; the genuine 0.3 server
+    # reads JSON's 0 so too): the whole history. 1.0's 0 is none (docs/interop.md).
+    card = await fetch_card(agent.url)
+    async with open_peer(card, "JSONRPC", "1.0") as rpc:
+        created = await send(rpc, message(text("history"), skill="demo.echo"))
+    ids = [m.message_id for m in created.history]
+    async with (
+        stubs(agent.grpc_address) as (v1, v03),
+        httpx.AsyncClient(base_url=agent.url) as http,
+    ):
+        new = await v1.GetTask(GetTaskRequest(id=created.id, history_length=0))
+        old = await v03.GetTask(pb03.GetTaskRequest(name=f"tasks/{created.id}", history_length=0))
+        params = {"id": created.id, "historyLength": 0}
+        rpc03 = await http.post(
+            "/", json={"jsonrpc": "2.0", "id": 1, "method": "tasks/get", "params": params}
+        )
+        rest03 = await http.get(f"/v1/tasks/{created.id}?historyLength=0")
+    assert len(new.history) == 0
+    assert [m.message_id for m in old.history] == ids != []
+    assert [m["messageId"] for m in rpc03.json()["result"]["history"]] == ids
+    assert [m["messageId"] for m in rest03.json()["history"]] == ids
