@@ -164,18 +164,28 @@ def store_url(kind: str, folder: Path, agents: int = 1) -> Iterator[str]:
             yield url
 
 
-async def kill_slot_renames(schema: str, scope: str, on: bool, *, deletes: bool = False) -> None:
+async def kill_slot_renames(
+    schema: str, scope: str, on: bool, *, deletes: bool = False, rowless: bool = False
+) -> None:
     """While *on*, a rename of one of *schema*'s quota slots of *scope* (a request's ``r:``
     row handed to a task or a config) loses its connection, as in an outage: a trigger ends
     the renaming session's backend; off, the trigger is dropped. With *deletes*, a delete
-    of a request's row does instead (an idle lease freed)."""
+    of a request's row does instead (an idle lease freed). With *rowless*, every update
+    of the table does, whether it matches a row or not (*scope* unread)."""
     import asyncpg
 
     table = f"{schema}.apcore_a2a_quota_slots"
     name, event = ("kill_deletes", "DELETE") if deletes else ("kill_renames", "UPDATE")
     renamed = "TRUE" if deletes else "NEW.holder NOT LIKE 'r:%'"
     sql = f"DROP TRIGGER IF EXISTS {name} ON {table}"
-    if on:
+    if on and rowless:
+        sql = f"""
+        CREATE OR REPLACE FUNCTION {schema}.{name}() RETURNS trigger
+        LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_terminate_backend(pg_backend_pid()); END $$;
+        CREATE TRIGGER {name} BEFORE {event} ON {table}
+        FOR EACH STATEMENT EXECUTE FUNCTION {schema}.{name}();
+        """
+    elif on:
         sql = f"""
         CREATE OR REPLACE FUNCTION {schema}.{name}() RETURNS trigger
         LANGUAGE plpgsql AS $$

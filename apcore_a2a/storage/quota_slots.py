@@ -9,7 +9,8 @@ live replica's own that it no longer knows, its free or take cut off, then too),
 at once when its replica stops cleanly. A slot renamed to a task id lives until the task
 gives it back, or recovery fails the task. A rename the database did not take (an outage,
 a lost connection) is retried until it does, and a give-back under the new name frees the
-row meanwhile: the slot is never freed while its owner runs, nor held for ever.
+row meanwhile: the slot is never freed while its owner runs, nor held for ever. Once the
+replica stopped, nothing is retried: such a slot is freed as a dead replica's.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import logging
 import secrets
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from a2a.types import Task
@@ -126,6 +127,8 @@ class SqlQuotaSlots:
         self._held: set[str] = set()
         #: the trims of idle leases, and the retry of the renames
         self._background: set[asyncio.Task[None]] = set()
+        #: stopped (:meth:`aclose`): no background work starts
+        self._closed = False
 
     async def take(self, scope: str, subject: str, holder: str, limit: int) -> bool:
         """Take one of *subject*'s *limit* slots for *holder*; ``False`` when all are taken."""
@@ -245,7 +248,10 @@ class SqlQuotaSlots:
         if len(idle) == 1:
             self._start(self._trim(scope, subject))
 
-    def _start(self, work: Awaitable[None]) -> None:
+    def _start(self, work: Coroutine[Any, Any, None]) -> None:
+        if self._closed:  # what it would do is left to the rule of a dead replica's slots
+            work.close()
+            return
         task = asyncio.ensure_future(work)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
@@ -255,6 +261,7 @@ class SqlQuotaSlots:
         are over, and no next request of theirs comes here); task slots stay, those whose
         rename the database has not taken yet too (renamed now, or freed once the replica
         is dead)."""
+        self._closed = True
         background, self._background = self._background, set()
         for task in background:
             task.cancel()

@@ -74,6 +74,31 @@ async def test_a_clean_stop_keeps_the_slot_of_a_task_whose_rename_failed(pg_url:
         await b.aclose()
 
 
+async def test_a_rename_failing_after_the_stop_starts_no_retry(pg_url: str) -> None:
+    """A request still running when its replica stops renames its slot to its task, and
+    the database drops it. Before, that started a retry every second that nothing
+    cancelled (while the database refused, for ever); the slot is left to the rule of the
+    dead replica's slots."""
+    schema = pg_url.rsplit("schema=", 1)[1]
+    a = open_stores(pg_url, settings(cluster=True, **FAST))
+    await a.start()
+    slots_a = a.quota_slots
+    assert slots_a is not None
+    assert await slots_a.take(TASK_SCOPE, CALLER, "request", 3)
+    await a.aclose()
+    await kill_slot_renames(schema, TASK_SCOPE, True, rowless=True)
+    try:
+        with pytest.raises(StoreUnavailableError):
+            await slots_a.rename(TASK_SCOPE, "request", "task-1")
+        await asyncio.sleep(0.1)
+        ours = [t for t in asyncio.all_tasks() if "SqlQuotaSlots" in repr(t.get_coro())]
+        for task in ours:  # before the fix: the retry loop
+            task.cancel()
+        assert ours == []
+    finally:
+        await kill_slot_renames(schema, TASK_SCOPE, False, rowless=True)
+
+
 async def test_a_dropped_rename_is_retried_once_the_database_is_back(pg_url: str) -> None:
     """The task of a rename the database dropped ends on another replica, which gives back
     the slot of the task's name. Before, the slot kept the request's name for the life of
