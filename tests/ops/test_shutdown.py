@@ -68,6 +68,19 @@ async def _start_gated(http: httpx.AsyncClient, gate: Path, count: int, **kwargs
     return ids
 
 
+def _released_once_draining(app: Any, gate: Path) -> asyncio.Future[None]:
+    """Touch *gate* (the gated runs complete) once *app*'s drain has recorded what it
+    waits for."""
+    tracker = app.state.a2a.ops.tracker
+
+    async def release() -> None:
+        while tracker.recorded is None:
+            await asyncio.sleep(0.01)
+        gate.touch()
+
+    return asyncio.ensure_future(release())
+
+
 async def _terminate(proc: ServerProcess) -> tuple[int, str]:
     proc.send_signal(signal.SIGTERM)
     code = await asyncio.to_thread(proc.wait, 30)
@@ -234,13 +247,7 @@ async def _lifespan_drain(shutdown_timeout: float, release: bool, **settings: An
             assert {e.task_id for e in running} == set(ids)
             # the caller's own context: the store is owner-scoped
             owner = running[0].call_context
-
-            async def release_once_draining() -> None:
-                while tracker.recorded is None:  # the drain records what it waits for
-                    await asyncio.sleep(0.01)
-                gate.touch()
-
-            releaser = asyncio.ensure_future(release_once_draining()) if release else None
+            releaser = _released_once_draining(app, gate) if release else None
         if releaser is not None:
             assert releaser.done()
     store = app.state.a2a.stores

@@ -3,7 +3,6 @@ neither waits out shutdown_timeout for a save the store refuses nor calls it uns
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import tempfile
 from pathlib import Path
@@ -11,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from ._agent import build_registry, rpc, served, wait_state
-from .test_shutdown import _start_gated
+from .test_shutdown import _released_once_draining, _start_gated
 
 
 async def test_a_task_canceled_by_another_replica_gets_no_unstored_warning(
@@ -30,14 +29,7 @@ async def test_a_task_canceled_by_another_replica_gets_no_unstored_warning(
             reply = await rpc(other, "CancelTask", {"id": task_id})
             assert "result" in reply, reply
             await wait_state(other, task_id, {"TASK_STATE_CANCELED"})
-            tracker = app.state.a2a.ops.tracker
-
-            async def release_once_draining() -> None:
-                while tracker.recorded is None:  # the drain records what it waits for
-                    await asyncio.sleep(0.01)
-                gate.touch()  # the run ends (completed) during the drain
-
-            releaser = asyncio.ensure_future(release_once_draining())
+            releaser = _released_once_draining(app, gate)  # completed during the drain
         # `served` stops this replica first; before, its stop outlasted the harness's 30 s.
         assert releaser.done()
     assert "is not stored" not in caplog.text, caplog.text

@@ -19,7 +19,7 @@ from a2a.types import Task, TaskState
 from apcore_a2a.ops import shutdown
 
 from ._agent import build_registry, served
-from .test_shutdown import _start_gated
+from .test_shutdown import _released_once_draining, _start_gated
 
 #: Hang guard only: the stop waited this drain's whole shutdown_timeout (120 s) before.
 GUARD = 60.0
@@ -33,14 +33,7 @@ async def _stopped_as_its_run_ends(store: InMemoryTaskStore) -> str:
         stop = served(build_registry(gated=True), task_store=store, shutdown_timeout=120)
         http, app = await stop.__aenter__()
         [task_id] = await _start_gated(http, gate, 1)
-        tracker = app.state.a2a.ops.tracker
-
-        async def release_once_draining() -> None:
-            while tracker.recorded is None:  # the drain records what it waits for
-                await asyncio.sleep(0.01)
-            gate.touch()  # the run ends (completed) during the drain
-
-        releaser = asyncio.ensure_future(release_once_draining())
+        releaser = _released_once_draining(app, gate)  # completed during the drain
         async with asyncio.timeout(GUARD):
             await stop.__aexit__(None, None, None)
         assert releaser.done()
