@@ -409,6 +409,13 @@ class GrpcServer:
                 *connection_options(s),
             ],
         )
+        try:  # first: a port taken starts nothing (the health probe of the store)
+            if self._tls is not None:
+                server.add_secure_port(self.bind_address, grpc.ssl_server_credentials([self._tls]))
+            else:
+                server.add_insecure_port(self.bind_address)
+        except RuntimeError as exc:
+            raise OSError(f"cannot listen for gRPC on {self.bind_address}: {exc}") from None
         a2a_pb2_grpc.add_A2AServiceServicer_to_server(v1, server)  # type: ignore[no-untyped-call]
         a2a_v0_3_pb2_grpc.add_A2AServiceServicer_to_server(v03, server)  # type: ignore[no-untyped-call]
         served = (SERVICE_V1, SERVICE_V0_3)
@@ -420,13 +427,6 @@ class GrpcServer:
                 enable_reflection(server, (*served, *health))
             except ImportError as exc:  # pragma: no cover - grpcio-reflection is in the extra
                 raise ImportError(GRPC_EXTRA_HINT) from exc
-        try:
-            if self._tls is not None:
-                server.add_secure_port(self.bind_address, grpc.ssl_server_credentials([self._tls]))
-            else:
-                server.add_insecure_port(self.bind_address)
-        except RuntimeError as exc:
-            raise OSError(f"cannot listen for gRPC on {self.bind_address}: {exc}") from None
         await grpc_metadata_logs.starting(server.start())
         self._server = server
         logger.info(

@@ -174,10 +174,17 @@ class Lifecycle:
                 local = self.state.settings.host in LOOPBACK_HOSTS and not self.own_server
                 logger.log(logging.INFO if local else logging.WARNING, SINGLE_TENANT)
             await self.state.stores.start()
-            for feature in self.features:
-                if feature.start is not None:
-                    await feature.start()
-                self._stopped.append(feature)
+            try:
+                for feature in self.features:
+                    if feature.start is not None:
+                        await feature.start()
+                    self._stopped.append(feature)
+            except BaseException:
+                # A feature that failed to start (a port taken) leaves nothing running in
+                # the host's process: no store loop, session or filter of an agent that
+                # never served.
+                await self._close()
+                raise
             self.state.catalog.watch()
             self.started = True
             if self.tuning:
@@ -198,18 +205,22 @@ class Lifecycle:
             # The drain serve() began on SIGTERM, if it did: the store closes after it.
             await drain(state, state.settings.shutdown_timeout)
             await state.handler.aclose()
-            for feature in reversed(self._stopped):
-                if feature.stop is not None:
-                    try:
-                        await feature.stop()
-                    except Exception:
-                        logger.exception("stopping %s failed", feature.name)
-            self._stopped.clear()
-            await state.ops.aclose()
-            await state.stores.aclose()
+            await self._close()
             state.agent_executor.close()
             if self.tuning:
                 gc.unfreeze()  # let this app's own cycles be collected once it is gone
+
+    async def _close(self) -> None:
+        """Stop the started features in reverse order, then operations and the stores."""
+        for feature in reversed(self._stopped):
+            if feature.stop is not None:
+                try:
+                    await feature.stop()
+                except Exception:
+                    logger.exception("stopping %s failed", feature.name)
+        self._stopped.clear()
+        await self.state.ops.aclose()
+        await self.state.stores.aclose()
 
     @contextlib.asynccontextmanager
     async def lifespan(self, _app: Any) -> AsyncIterator[None]:
