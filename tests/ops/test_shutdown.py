@@ -262,3 +262,29 @@ async def test_app_lifespan_waits_for_running_tasks() -> None:
 async def test_app_lifespan_cancels_tasks_that_outlive_the_timeout_as_their_owner() -> None:
     states = await _lifespan_drain(0.2, release=False, api_keys=("key-of-alice",))
     assert states == ["TASK_STATE_CANCELED"] * 3
+
+
+async def test_a_second_sigint_to_the_workers_parent_alone_abandons_their_tasks(
+    tmp_path: Path,
+) -> None:
+    """A second SIGINT sent to the parent of ``--workers`` alone (``docker run`` without a
+    terminal hands Ctrl-C to PID 1 only) ends the stop as one to a single server does.
+    Before, the parent forwarded SIGTERM each time, which a worker already stopping ignores:
+    the stop waited the whole shutdown_timeout."""
+    store = f"sqlite:///{tmp_path / 'tasks.db'}"
+    with serve_process(task_store=store, cluster=True, workers=2, shutdown_timeout=60) as (
+        url,
+        proc,
+    ):
+        async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+            await _start_gated(http, tmp_path / "never", 2)
+        proc.send_signal(signal.SIGINT)
+        async with asyncio.timeout(30):  # a hang guard: both workers are stopping
+            while proc.output().count("Waiting for application shutdown") < 2:
+                await asyncio.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        code = await asyncio.to_thread(proc.wait, 30)  # before: 60 s, then exit 0
+        out = proc.output()
+        proc.judged = True  # exit 1 is this test's expectation, not stop_process's
+    assert code == 1, out  # a worker abandoned tasks
+    assert "Second Ctrl-C: the stop waits no longer for" in out, out
