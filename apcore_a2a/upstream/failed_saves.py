@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
-import threading
 from typing import Any
 
 from a2a.server.agent_execution.active_task import ActiveTask
@@ -27,6 +26,7 @@ from a2a.server.request_handlers import DefaultRequestHandler
 
 from apcore_a2a._text import echoed
 from apcore_a2a.errors import OwnError
+from apcore_a2a.upstream import WhileOurs
 
 #: the SDK's logger of a run's consumer
 LOGGER = "a2a.server.agent_execution.active_task"
@@ -57,27 +57,17 @@ class _FailedSaves(logging.Filter):
         return True
 
 
-_FILTER = _FailedSaves()
-_lock = threading.Lock()
-_agents = 0  # running agents of ours: the filter is on while there is one
+_ON = WhileOurs(_FailedSaves(), LOGGER)
 
 
 async def attach() -> None:
     """An agent of ours starts: its runs' failed saves are one line each."""
-    global _agents
-    with _lock:
-        _agents += 1
-        if _agents == 1:
-            logging.getLogger(LOGGER).addFilter(_FILTER)
+    _ON.attach()
 
 
 async def detach() -> None:
     """An agent of ours stopped; the last one takes the filter off."""
-    global _agents
-    with _lock:
-        _agents -= 1
-        if _agents == 0:
-            logging.getLogger(LOGGER).removeFilter(_FILTER)
+    _ON.detach()
 
 
 def _retrieved(task: asyncio.Task[None]) -> None:

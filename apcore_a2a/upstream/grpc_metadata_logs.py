@@ -17,9 +17,10 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
-import threading
 from collections.abc import Coroutine
 from typing import Any
+
+from apcore_a2a.upstream import WhileOurs
 
 #: the logger of grpcio's Cython layer, which decodes metadata
 LOGGER = "grpc._cython.cygrpc"
@@ -37,7 +38,7 @@ async def starting(start: Coroutine[Any, Any, None]) -> None:
     marked = contextvars.copy_context()
     marked.run(_OURS.set, True)
     await asyncio.create_task(start, context=marked)
-    _attach()
+    _ON.attach()  # its calls' records of undecodable values become DEBUG
 
 
 class _ClientBytes(logging.Filter):
@@ -49,25 +50,9 @@ class _ClientBytes(logging.Filter):
         return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
 
 
-_FILTER = _ClientBytes()
-_lock = threading.Lock()
-_servers = 0  # running gRPC servers of ours: the filter is on while there is one
-
-
-def _attach() -> None:
-    """A gRPC server of ours starts: grpcio's records of undecodable values in its calls
-    become DEBUG."""
-    global _servers
-    with _lock:
-        _servers += 1
-        if _servers == 1:
-            logging.getLogger(LOGGER).addFilter(_FILTER)
+_ON = WhileOurs(_ClientBytes(), LOGGER)
 
 
 def detach() -> None:
     """A gRPC server of ours stopped; the last one takes the filter off."""
-    global _servers
-    with _lock:
-        _servers -= 1
-        if _servers == 0:
-            logging.getLogger(LOGGER).removeFilter(_FILTER)
+    _ON.detach()

@@ -13,11 +13,11 @@ and a client's values whole."""
 from __future__ import annotations
 
 import logging
-import threading
 
 from apcore_a2a._text import echoed
 from apcore_a2a.classify import current_request
 from apcore_a2a.errors import OWN_ERRORS, WIRE_KEY
+from apcore_a2a.upstream import WhileOurs
 
 #: the SDK's loggers that report a client's error
 LOGGERS = (
@@ -64,26 +64,14 @@ class _ClientErrors(logging.Filter):
         return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
 
 
-_FILTER = _ClientErrors()
-_lock = threading.Lock()
-_agents = 0  # running agents of ours: the filter is on while there is one
+_ON = WhileOurs(_ClientErrors(), *LOGGERS)
 
 
 async def attach() -> None:
     """An agent of ours starts: its requests' client errors become DEBUG records."""
-    global _agents
-    with _lock:
-        _agents += 1
-        if _agents == 1:
-            for name in LOGGERS:
-                logging.getLogger(name).addFilter(_FILTER)
+    _ON.attach()
 
 
 async def detach() -> None:
     """An agent of ours stopped; the last one takes the filter off."""
-    global _agents
-    with _lock:
-        _agents -= 1
-        if _agents == 0:
-            for name in LOGGERS:
-                logging.getLogger(name).removeFilter(_FILTER)
+    _ON.detach()
