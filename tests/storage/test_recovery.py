@@ -212,10 +212,11 @@ async def test_cluster_heartbeat_goes_on_while_an_orphan_is_locked(pg_url: str) 
     )
     await a.start()
     await b.start()
-    assert a.engine is not None and a._backend is not None and b._backend is not None
+    assert b.engine is not None and a._backend is not None and b._backend is not None
     registry_a, registry_b = a._backend.registry, b._backend.registry
     assert registry_a is not None and registry_b is not None
-    engine = a.engine
+    # The test reads through B's sessions: B ends the sessions named as A's.
+    engine = b.engine
     running = make_task(TaskState.TASK_STATE_WORKING)
     await put(a, running)
 
