@@ -27,6 +27,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from apcore_a2a._addresses import CLASSES, IPAddress, address_class, host_class
+from apcore_a2a._text import echoed
 from apcore_a2a.upstream.proxy_targets import bracketed
 
 #: ``resolve(host, port) -> addresses`` (the event loop's ``getaddrinfo`` by default).
@@ -278,7 +279,7 @@ async def lookup(
             address = ipaddress.ip_address(bare)  # a zone counts on link-local only
             parsed.append(ipaddress.ip_address(text) if address.is_link_local else address)
         except ValueError:  # a custom resolver's answer
-            raise Unusable(host, f"resolved to an unusable address ({text})") from None
+            raise Unusable(host, f"resolved to an unusable address ({echoed(text)})") from None
     if not parsed:
         raise Unresolved(host, "could not be resolved")
     return list(dict.fromkeys(parsed))  # once each, however spelt

@@ -113,6 +113,8 @@ async def test_a_push_delivery_reaches_the_second_address_when_the_first_drops_p
         (answers("::1%x]:1@evil.test"), r"resolved to an unusable address \(::1%x\]"),
         (failing, r"'odd.test' could not be resolved \(RuntimeError\)"),
         (nothing, "'odd.test' could not be resolved"),
+        # quoted cut short, escaped: a resolver's answer is no one's to print whole
+        (answers("x" * 100_000 + "\x1b"), r"address \(x{64}… \(100001 characters\)\)$"),
     ],
 )
 async def test_a_custom_resolvers_bad_answer_is_a_connection_error(
