@@ -108,6 +108,12 @@ def db_seconds(engine: AsyncEngine) -> Any:
     return (func.julianday("now") - 2440587.5) * 86400.0
 
 
+def upsert_of(engine: AsyncEngine) -> Any:
+    """The ``insert`` of *engine*'s dialect, which has ``on_conflict_do_*`` (PostgreSQL's or
+    SQLite's)."""
+    return pg_insert if engine.dialect.name == "postgresql" else sqlite_insert
+
+
 def new_replica_id() -> str:
     """A replica's id: its heartbeat row's key, and (PostgreSQL) its connections' name."""
     return uuid.uuid4().hex
@@ -253,8 +259,9 @@ class ReplicaRegistry:
         """Record that this replica runs *task_id* (idempotent, cached)."""
         if self._claimed.get(task_id):
             return
-        upsert = pg_insert if self.engine.dialect.name == "postgresql" else sqlite_insert
-        stmt = upsert(claims_table).values(task_id=task_id, owner=owner, replica_id=self.replica_id)
+        stmt = upsert_of(self.engine)(claims_table).values(
+            task_id=task_id, owner=owner, replica_id=self.replica_id
+        )
         stmt = stmt.on_conflict_do_update(
             index_elements=[claims_table.c.task_id],
             set_={"owner": owner, "replica_id": self.replica_id},

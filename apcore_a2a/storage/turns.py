@@ -18,8 +18,6 @@ from a2a.server.models import TaskModel
 from a2a.types import Task, TaskState
 from cachetools import FIFOCache
 from sqlalchemy import and_, delete, exists, insert, literal, or_, select
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -30,6 +28,7 @@ from ._replicas import (
     db_seconds,
     replicas_table,
     turns_table,
+    upsert_of,
 )
 from .outages import guarded
 
@@ -165,7 +164,7 @@ class SqlTurnClaims:
         kept, or none until the run writes it."""
         replica = self._registry.replica_id
         await conn.execute(self._claimant(task_id, turn, replica))
-        upsert = pg_insert if self._engine.dialect.name == "postgresql" else sqlite_insert
+        upsert = upsert_of(self._engine)
         stmt = upsert(claims_table).values(task_id=task_id, owner=None, replica_id=replica)
         keys = [claims_table.c.task_id]
         await conn.execute(
@@ -176,7 +175,7 @@ class SqlTurnClaims:
         """This replica's claim of *turn* (*replica*), or the note that a claim naming none
         was met now (``None``: kept if the turn has a claimant row already; none if the
         claim is gone meanwhile, else a later earlier-release claim would seem old)."""
-        upsert = pg_insert if self._engine.dialect.name == "postgresql" else sqlite_insert
+        upsert = upsert_of(self._engine)
         since = db_seconds(self._engine)
         keys = [claimants_table.c.task_id, claimants_table.c.turn]
         if replica is None:
