@@ -130,13 +130,14 @@ class PushConfigStore(PushNotificationConfigStore):
                     await self.inner.delete_info(task_id, context, config_id)
                     raise self._over_cap()
                 if self.slots is not None:
+                    holder = _holder(task_id, config_id)
                     if slot is not None:
                         # The config is stored: the slot is its own now, or once the
                         # database takes the rename (``SqlQuotaSlots.rename``).
                         request, slot = slot, None
-                        await self.slots.rename(PUSH_SCOPE, request, _holder(task_id, config_id))
+                        await self.slots.rename(PUSH_SCOPE, request, holder)
                     # Registered or deleted in another process at the same moment.
-                    if not await self._settle(task_id, _holder(task_id, config_id)):
+                    if not await self._settle(task_id, holder):
                         is_new = True  # deleted meanwhile: stored again, over the cap
                         await self.inner.delete_info(task_id, context, config_id)
                         raise self._over_cap()
