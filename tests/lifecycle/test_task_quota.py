@@ -8,6 +8,8 @@ continuing, finishing or canceling one of its tasks frees a slot.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -29,6 +31,22 @@ async def _send(http: httpx.AsyncClient, key: dict[str, str], message: dict[str,
     )
     assert response.status_code == 200, response.text
     return response.json()
+
+
+@contextlib.asynccontextmanager
+async def _one_slot_cluster(
+    caplog: pytest.LogCaptureFixture,
+) -> AsyncIterator[tuple[str, httpx.AsyncClient]]:
+    """An agent in cluster mode on PostgreSQL with one unfinished task per caller: the
+    schema of its store, and a client of it."""
+    with pg_schema_url() as url:
+        async with (
+            agent_server(
+                caplog, max_unfinished_tasks_per_caller=1, task_store=url, cluster=True
+            ) as agent,
+            httpx.AsyncClient(base_url=agent.url, timeout=60) as http,
+        ):
+            yield url.rsplit("schema=", 1)[1], http
 
 
 def _transfer() -> dict[str, Any]:
@@ -95,41 +113,34 @@ async def test_a_cancel_answers_after_its_slot_is_free_in_cluster_mode(
     is never refused by a slot that is about to be freed."""
     import asyncpg
 
-    with pg_schema_url() as url:
-        schema = url.rsplit("schema=", 1)[1]
-        async with (
-            agent_server(
-                caplog, max_unfinished_tasks_per_caller=1, task_store=url, cluster=True
-            ) as agent,
-            httpx.AsyncClient(base_url=agent.url, timeout=60) as http,
-        ):
-            parked = (await _send(http, KEY_A, _transfer()))["result"]["task"]["id"]
-            locker = await asyncpg.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, database=PG_DB)
-            try:
-                # The slot table held: the cancel's give-back waits on it.
-                lock = locker.transaction()
-                await lock.start()
-                await locker.execute(f"LOCK TABLE {schema}.apcore_a2a_quota_slots")
-                cancel = asyncio.ensure_future(
-                    http.post("/", json=rpc("CancelTask", {"id": parked}), headers={**V1, **KEY_A})
+    async with _one_slot_cluster(caplog) as (schema, http):
+        parked = (await _send(http, KEY_A, _transfer()))["result"]["task"]["id"]
+        locker = await asyncpg.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, database=PG_DB)
+        try:
+            # The slot table held: the cancel's give-back waits on it.
+            lock = locker.transaction()
+            await lock.start()
+            await locker.execute(f"LOCK TABLE {schema}.apcore_a2a_quota_slots")
+            cancel = asyncio.ensure_future(
+                http.post("/", json=rpc("CancelTask", {"id": parked}), headers={**V1, **KEY_A})
+            )
+            for _ in range(600):
+                waiting = await locker.fetchval(
+                    "SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = "
+                    f"'{schema}.apcore_a2a_quota_slots'::regclass"
                 )
-                for _ in range(600):
-                    waiting = await locker.fetchval(
-                        "SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = "
-                        f"'{schema}.apcore_a2a_quota_slots'::regclass"
-                    )
-                    if waiting or cancel.done():
-                        break
-                    await asyncio.sleep(0.05)
-                await asyncio.sleep(0.5)
-                assert not cancel.done(), "the cancel answered before its slot was given back"
-                await lock.rollback()
-            finally:
-                await locker.close()
-            answer = (await cancel).json()
-            assert answer["result"]["status"]["state"] == "TASK_STATE_CANCELED", answer
-            again = await _send(http, KEY_A, _transfer())
-            assert again["result"]["task"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+                if waiting or cancel.done():
+                    break
+                await asyncio.sleep(0.05)
+            await asyncio.sleep(0.5)
+            assert not cancel.done(), "the cancel answered before its slot was given back"
+            await lock.rollback()
+        finally:
+            await locker.close()
+        answer = (await cancel).json()
+        assert answer["result"]["status"]["state"] == "TASK_STATE_CANCELED", answer
+        again = await _send(http, KEY_A, _transfer())
+        assert again["result"]["task"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
 
 
 async def test_a_slot_whose_rename_failed_counts_until_its_task_ends(
@@ -141,26 +152,19 @@ async def test_a_slot_whose_rename_failed_counts_until_its_task_ends(
     nothing, and the caller was refused every new task for that replica's life. Now the
     rename is retried once the database is back: the parked task still counts, and its end
     frees the slot."""
-    with pg_schema_url() as url:
-        schema = url.rsplit("schema=", 1)[1]
-        async with (
-            agent_server(
-                caplog, max_unfinished_tasks_per_caller=1, task_store=url, cluster=True
-            ) as agent,
-            httpx.AsyncClient(base_url=agent.url, timeout=60) as http,
-        ):
-            await kill_slot_renames(schema, TASK_SCOPE, True)
-            parked = (await _send(http, KEY_A, _transfer()))["result"]["task"]
-            await kill_slot_renames(schema, TASK_SCOPE, False)
-            assert parked["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", parked
-            # The parked task holds the caller's one slot.
-            assert (await _send(http, KEY_A, _transfer()))["error"]["code"] == -32091
-            approve = wire_message(None, {"approved": True}, taskId=parked["id"])
-            done = await _send(http, KEY_A, approve)
-            assert done["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
-            again = await _send(http, KEY_A, _transfer())
-            assert "result" in again, again  # was: -32091, for good
-            assert again["result"]["task"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+    async with _one_slot_cluster(caplog) as (schema, http):
+        await kill_slot_renames(schema, TASK_SCOPE, True)
+        parked = (await _send(http, KEY_A, _transfer()))["result"]["task"]
+        await kill_slot_renames(schema, TASK_SCOPE, False)
+        assert parked["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", parked
+        # The parked task holds the caller's one slot.
+        assert (await _send(http, KEY_A, _transfer()))["error"]["code"] == -32091
+        approve = wire_message(None, {"approved": True}, taskId=parked["id"])
+        done = await _send(http, KEY_A, approve)
+        assert done["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+        again = await _send(http, KEY_A, _transfer())
+        assert "result" in again, again  # was: -32091, for good
+        assert again["result"]["task"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
 
 
 async def test_a_slot_whose_free_failed_is_freed_when_the_caller_reaches_its_quota(
@@ -171,24 +175,17 @@ async def test_a_slot_whose_free_failed_is_freed_when_the_caller_reaches_its_quo
     that free. Before, the row stayed leased to the replica, which no longer knew it: the
     caller, back under its quota, was refused every new task (-32091) for that replica's
     life. Now the take that finds the quota full frees it."""
-    with pg_schema_url() as url:
-        schema = url.rsplit("schema=", 1)[1]
-        async with (
-            agent_server(
-                caplog, max_unfinished_tasks_per_caller=1, task_store=url, cluster=True
-            ) as agent,
-            httpx.AsyncClient(base_url=agent.url, timeout=60) as http,
-        ):
-            await kill_slot_renames(schema, TASK_SCOPE, True, deletes=True)
-            echo = wire_message("life.echo", {"text": "x"})
-            done = (await _send(http, KEY_A, echo))["result"]["task"]
-            assert done["status"]["state"] == "TASK_STATE_COMPLETED", done
-            for _ in range(600):  # a hang guard: the free fails a second later
-                if "could not free 1 quota slots" in caplog.text:
-                    break
-                await asyncio.sleep(0.05)
-            await kill_slot_renames(schema, TASK_SCOPE, False, deletes=True)
-            again = await _send(http, KEY_A, _transfer())
-            assert "result" in again, again  # was: -32091, for good
-            assert again["result"]["task"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
-            assert (await _send(http, KEY_A, _transfer()))["error"]["code"] == -32091
+    async with _one_slot_cluster(caplog) as (schema, http):
+        await kill_slot_renames(schema, TASK_SCOPE, True, deletes=True)
+        echo = wire_message("life.echo", {"text": "x"})
+        done = (await _send(http, KEY_A, echo))["result"]["task"]
+        assert done["status"]["state"] == "TASK_STATE_COMPLETED", done
+        for _ in range(600):  # a hang guard: the free fails a second later
+            if "could not free 1 quota slots" in caplog.text:
+                break
+            await asyncio.sleep(0.05)
+        await kill_slot_renames(schema, TASK_SCOPE, False, deletes=True)
+        again = await _send(http, KEY_A, _transfer())
+        assert "result" in again, again  # was: -32091, for good
+        assert again["result"]["task"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+        assert (await _send(http, KEY_A, _transfer()))["error"]["code"] == -32091
