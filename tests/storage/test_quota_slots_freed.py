@@ -18,7 +18,8 @@ from sqlalchemy import insert, select
 
 from apcore_a2a.errors import StoreUnavailableError
 from apcore_a2a.storage import open_stores
-from apcore_a2a.storage.quota_slots import TASK_SCOPE, slots_table
+from apcore_a2a.storage.quota_slots import TASK_SCOPE, SqlQuotaSlots, slots_table
+from apcore_a2a.storage.stores import Stores
 
 from .._postgres import kill_slot_renames
 from ._helpers import make_task, settings
@@ -27,11 +28,16 @@ from .test_recovery import FAST, assert_interrupted, eventually, put, state_of
 CALLER = "key:alice"
 
 
+async def _replica(pg_url: str) -> tuple[Stores, SqlQuotaSlots]:
+    """A started cluster replica's stores on *pg_url*, and its quota slots."""
+    stores = open_stores(pg_url, settings(cluster=True, **FAST))
+    await stores.start()
+    assert stores.quota_slots is not None
+    return stores, stores.quota_slots
+
+
 async def test_a_clean_stop_frees_the_slots_the_replica_leases(pg_url: str) -> None:
-    a = open_stores(pg_url, settings(cluster=True, **FAST))
-    await a.start()
-    slots_a = a.quota_slots
-    assert slots_a is not None
+    a, slots_a = await _replica(pg_url)
     assert await slots_a.take("streams", CALLER, "open-stream", 3)
     assert await slots_a.take("streams", CALLER, "ended-stream", 3)
     await slots_a.give_back("streams", "ended-stream")  # leased for the caller's next one
@@ -55,10 +61,7 @@ async def test_a_clean_stop_keeps_the_slot_of_a_task_whose_rename_failed(pg_url:
     leased to the replica under the request's name): the task, still unfinished, counted
     for nothing."""
     schema = pg_url.rsplit("schema=", 1)[1]
-    a = open_stores(pg_url, settings(cluster=True, **FAST))
-    await a.start()
-    slots_a = a.quota_slots
-    assert slots_a is not None
+    a, slots_a = await _replica(pg_url)
     assert await slots_a.take(TASK_SCOPE, CALLER, "request", 3)
     await kill_slot_renames(schema, TASK_SCOPE, True)
     with pytest.raises(StoreUnavailableError):
@@ -80,10 +83,7 @@ async def test_a_rename_failing_after_the_stop_starts_no_retry(pg_url: str) -> N
     cancelled (while the database refused, for ever); the slot is left to the rule of the
     dead replica's slots."""
     schema = pg_url.rsplit("schema=", 1)[1]
-    a = open_stores(pg_url, settings(cluster=True, **FAST))
-    await a.start()
-    slots_a = a.quota_slots
-    assert slots_a is not None
+    a, slots_a = await _replica(pg_url)
     assert await slots_a.take(TASK_SCOPE, CALLER, "request", 3)
     await a.aclose()
     await kill_slot_renames(schema, TASK_SCOPE, True, rowless=True)
