@@ -16,7 +16,7 @@ CLASSES = ("public", "private", "loopback", "link-local")
 _THIS_NETWORK = ipaddress.ip_network("0.0.0.0/8")  # "this host" to Linux, as 127/8
 
 # RFC 6052 well-known prefix; the local-use 64:ff9b:1::/48 has operator-chosen layouts
-# and stays refused as reserved.
+# and classes as reserved (private).
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 #: Other IPv6 forms with an IPv4 address in their last 32 bits: IPv4-translated (RFC 2765;
 #: a SIIT translator on the way delivers it) and the deprecated IPv4-compatible (RFC 4291
@@ -60,7 +60,11 @@ def address_class(ip: IPAddress) -> int:
         return 3
     if ip.is_loopback or ip.is_unspecified or (ip.version == 4 and ip in _THIS_NETWORK):
         return 2
-    return 0 if ip.is_global else 1
+    # Only public unicast is public: Python's is_global (3.11) also passes multicast,
+    # site-local fec0::/10 and reserved ranges such as the local-use NAT64 64:ff9b:1::/48,
+    # whose operator-chosen layout delivers to its own IPv4 network (push refuses them too).
+    special = ip.is_multicast or ip.is_reserved or (ip.version == 6 and ip.is_site_local)
+    return 0 if ip.is_global and not special else 1
 
 
 def host_class(host: str) -> int:

@@ -110,6 +110,12 @@ async def test_a_redirect_on_this_host_from_a_loopback_url_is_followed() -> None
         (PUBLIC, "http://[fd00::7]/jwks.json", "private address (fd00::7"),
         (PUBLIC, "http://inside.test/jwks.json", "private address (192.168.1.9"),
         (PUBLIC, "http://mixed.test/jwks.json", "private address (10.0.0.1"),
+        # not public unicast, which Python 3.11's is_global called public: the local-use
+        # NAT64 prefix (RFC 8215: an operator's own layout, to its own IPv4 network),
+        # site-local (fec0::/10, deprecated, still routed inside some networks), multicast
+        (PUBLIC, "http://[64:ff9b:1::a00:5]/jwks.json", "private address (64:ff9b:1::a00:5"),
+        (PUBLIC, "http://[fec0::5]/jwks.json", "private address (fec0::5"),
+        (PUBLIC, "http://239.1.2.3/jwks.json", "private address (239.1.2.3"),
         ("10.0.0.5", "http://127.0.0.1/jwks.json", "loopback address (127.0.0.1"),
         ("10.0.0.5", "http://localhost/jwks.json", "loopback address (::1"),
         ("10.0.0.5", "http://0.0.0.0/jwks.json", "loopback address (0.0.0.0"),
