@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import jwt
@@ -20,8 +20,8 @@ from cryptography.x509 import load_pem_x509_certificate
 from apcore_a2a.auth.authenticator import (
     SCOPES_ATTR,
     InvalidCredentials,
-    fresh_copy,
     header_value,
+    remembered,
     stamp_identity,
     words,
 )
@@ -185,7 +185,7 @@ class JWTAuthenticator:
         self.max_token_bytes = max_token_bytes
         self._verified_seconds = verified_cache_seconds
         # Each entry lives until its own deadline: min(now + max age, exp + leeway).
-        self._verified: TLRUCache[bytes, tuple[float, Identity]] | None = (
+        self._verified: TLRUCache[bytes, tuple[float, Callable[[], Identity]]] | None = (
             TLRUCache(verified_cache_size, ttu=lambda _k, value, _now: value[0], timer=time.time)
             if verified_cache_size > 0 and verified_cache_seconds > 0
             else None
@@ -253,7 +253,7 @@ class JWTAuthenticator:
         digest = hashlib.sha256(token.encode("utf-8")).digest()
         hit = self._verified.get(digest) if self._verified is not None else None
         if hit is not None:
-            return fresh_copy(hit[1])  # a module changing it changes no later request
+            return hit[1]()  # a copy: a module changing it changes no later request
         claims = self.decode(token, await self._verification_key(token))
         identity = self.claim_mapping.to_identity(claims)
         if identity is None:
@@ -266,7 +266,7 @@ class JWTAuthenticator:
             # Compared, never converted: a JSON integer can be too large for a float.
             if isinstance(exp, int | float) and exp < until - self.leeway:
                 until = exp + self.leeway
-            self._verified[digest] = (until, fresh_copy(identity))
+            self._verified[digest] = (until, remembered(identity))
         return identity
 
     def decode(self, token: str, key: Any) -> dict[str, Any]:

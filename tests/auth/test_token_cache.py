@@ -146,3 +146,56 @@ async def test_a_deeply_nested_claim_is_copied_for_every_request() -> None:
             sent = await http.post(base + "/", json=send, headers=headers)
             assert sent.status_code == 200, (n, sent.status_code, sent.text[:300])
             assert find_key(sent.json(), "depth") == [601], (n, sent.text[:300])
+
+
+class Fingerprint(bytes):
+    """A bytes value of the application's own kind (its own methods, its own repr)."""
+
+
+class Kinds(BaseModel):
+    kinds: list[str]
+    tags: list[str]
+
+
+class TagSelf:
+    """A module reporting its caller's attrs' types, and its tags before adding one."""
+
+    input_schema = Empty
+    output_schema = Kinds
+    description = "Report the types of the caller's attrs, then tag the caller"
+
+    async def execute(self, inputs: dict[str, Any], context: Any) -> dict[str, Any]:
+        attrs = context.identity.attrs
+        tags = sorted(attrs["tags"])
+        attrs["tags"].add("seen")
+        kinds = sorted(f"{n}={type(v).__name__}" for n, v in attrs.items() if n != "tags")
+        return {"kinds": kinds, "tags": tags}
+
+
+async def test_an_applications_attrs_keep_their_types_and_sets_are_copied() -> None:
+    # The per-request copy (marshal) wrote a bytes subclass and a bytearray back as plain
+    # bytes; and once an attr marshal refuses (an object of the application's) sent the copy
+    # to Python, a set there was shared: a module's change reached every later request.
+    registry = Registry()
+    registry.register("demo.tag", TagSelf())
+    keys = {
+        "k-buffers-" + secrets.token_hex(8): {
+            "cert": Fingerprint(b"\x01\x02"),
+            "buffer": bytearray(b"ab"),
+            "tags": {"staff"},
+        },
+        "k-objects-" + secrets.token_hex(8): {"owner": Empty(), "tags": {"staff"}},
+    }
+    auth = APIKeyAuthenticator({k: Identity(id="svc", attrs=a) for k, a in keys.items()})
+    app, _ = A2AServerFactory(Executor(registry), environ={}, auth=auth).create()
+    expected = {
+        "buffers": ["auth_scheme=str", "buffer=bytearray", "cert=Fingerprint"],
+        "objects": ["auth_scheme=str", "owner=Empty"],
+    }
+    async with running_server(app) as base, httpx.AsyncClient() as http:
+        for key in keys:
+            for n in range(2):
+                send = send_message("demo.tag", {}, message_id=f"m-{n}")
+                sent = await http.post(base + "/", json=send, headers={"X-API-Key": key, **V1})
+                answer = (find_key(sent.json(), "kinds"), find_key(sent.json(), "tags"))
+                assert answer == ([expected[key.split("-")[1]]], [["staff"]]), (key, n, answer)
