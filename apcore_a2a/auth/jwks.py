@@ -70,9 +70,14 @@ class PublishedKey:
         self._by_alg = {self.default.algorithm_name: self.default}
 
     def for_alg(self, alg: str | None) -> jwt.PyJWK:
-        """The key bound to *alg* (the declared or default one if *alg* is ``None`` or the
-        JWK names its own); raises ``PyJWTError`` when this key cannot do *alg*."""
-        if alg is None or self.declared is not None:
+        """The key bound to *alg* (the declared or default one if *alg* is ``None``);
+        raises ``PyJWTError`` or ``ValueError`` when this key cannot do *alg* (a JWK
+        that names another)."""
+        if alg is None:
+            return self.default
+        if self.declared is not None:
+            if alg != self.declared:
+                raise ValueError(f"the key is for {self.declared}")
             return self.default
         key = self._by_alg.get(alg)
         if key is None:
@@ -143,7 +148,7 @@ class JWKSKeySource:
             httpx.create_ssl_context() if parts.scheme == "https" and transport is None else True
         )
         self._clock = clock
-        self._keys: dict[str, PublishedKey] = {}
+        self._keys: dict[str, list[PublishedKey]] = {}  # a kid's keys, in the set's order
         self._fetched_at: float | None = None
         self._failures = 0
         self._retry_at = 0.0
@@ -159,13 +164,12 @@ class JWKSKeySource:
     async def get(self, kid: str, alg: str | None = None) -> jwt.PyJWK:
         """The key for *kid*, bound to *alg* unless its JWK names its own algorithm
         (:class:`PublishedKey`); raise :class:`KeyLookupError`."""
-        published = await self._published(kid)
-        try:
-            return published.for_alg(alg)
-        except (jwt.PyJWTError, ValueError, TypeError):
-            raise KeyLookupError(f"the key cannot verify {alg}") from None
+        for published in await self._published(kid):  # keys of several kty may share it
+            with contextlib.suppress(jwt.PyJWTError, ValueError, TypeError):
+                return published.for_alg(alg)
+        raise KeyLookupError(f"the key cannot verify {alg}")
 
-    async def _published(self, kid: str) -> PublishedKey:
+    async def _published(self, kid: str) -> list[PublishedKey]:
         now = self._clock()
         key = self._keys.get(kid)
         if key is not None:
@@ -245,7 +249,7 @@ class JWKSKeySource:
         finally:
             self.fetches += 1
 
-    async def _download(self) -> dict[str, PublishedKey]:
+    async def _download(self) -> dict[str, list[PublishedKey]]:
         # HTTP(S)_PROXY, ALL_PROXY and NO_PROXY as httpx reads them (trust_env), read at each
         # fetch as httpx did; applied by CheckedAddresses, after its check, not by httpx.
         proxies = urllib.request.getproxies()
@@ -315,8 +319,9 @@ def _digest(kid: str) -> bytes:
     return hashlib.sha256(kid.encode("utf-8", "surrogatepass")).digest()
 
 
-def parse_jwks(body: bytes) -> dict[str, PublishedKey]:
-    """The signature keys of a JWKS document by ``kid``; ``ValueError`` if it has none.
+def parse_jwks(body: bytes) -> dict[str, list[PublishedKey]]:
+    """The signature keys of a JWKS document by ``kid``, in its order (keys of different
+    ``kty`` may share one, RFC 7517 §4.5); ``ValueError`` if it has none.
     Symmetric and private keys (``d``) are skipped too: a public key set has no business
     publishing a secret, and PyJWT cannot verify with a private RSA key."""
     try:
@@ -326,7 +331,7 @@ def parse_jwks(body: bytes) -> dict[str, PublishedKey]:
     members = document.get("keys") if isinstance(document, dict) else None
     if not isinstance(members, list):
         raise ValueError("no 'keys' array")
-    keys: dict[str, PublishedKey] = {}
+    keys: dict[str, list[PublishedKey]] = {}
     for member in members:
         if not isinstance(member, dict) or member.get("kty") == "oct" or "d" in member:
             continue
@@ -335,7 +340,7 @@ def parse_jwks(body: bytes) -> dict[str, PublishedKey]:
             # Whatever PyJWT raises for one member ("alg": "none" is NotImplementedError),
             # the others stay usable.
             with contextlib.suppress(Exception):
-                keys[kid] = PublishedKey(member)
+                keys.setdefault(kid, []).append(PublishedKey(member))
     if not keys:
         raise ValueError("no usable signature keys")
     return keys

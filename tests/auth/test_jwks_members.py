@@ -20,7 +20,7 @@ from apcore_a2a.auth import JWTAuthenticator
 from tests._support import running_server
 
 from .attacks import refusal_text
-from .keys import KeyPair, bearer, rsa_pair
+from .keys import KeyPair, bearer, ec_pair, rsa_pair
 from .probe import serve_probe
 
 
@@ -53,3 +53,26 @@ async def test_an_odd_member_costs_only_itself(case: str) -> None:
             refused = await http.get("/whoami", headers=bearer(odd.sign(claims)))
             assert refused.status_code == 401
             assert refusal_text(refused) == "Missing or invalid Bearer token"
+
+
+@pytest.mark.parametrize("declares_alg", [True, False])
+async def test_keys_of_two_types_sharing_a_kid_each_verify_their_tokens(declares_alg: bool) -> None:
+    # RFC 7517 4.5: keys of different kty may share a kid; the set's last one stood for the
+    # kid alone, so every token of the other type was refused.
+    pairs = [rsa_pair("shared"), ec_pair("shared")]
+    for pair in pairs:
+        pair.declares_alg = declares_alg
+    body = json.dumps({"keys": [pair.jwk() for pair in pairs]}).encode()
+
+    async def jwks(request: Request) -> Response:
+        return Response(body, media_type="application/json")
+
+    async with running_server(Starlette(routes=[Route("/jwks.json", jwks)])) as idp:
+        auth = JWTAuthenticator(jwks_url=idp + "/jwks.json")
+        async with serve_probe(auth) as base, httpx.AsyncClient(base_url=base) as http:
+            for pair in pairs:
+                claims = {"sub": pair.alg, "exp": int(time.time()) + 300}
+                ok = await http.get("/whoami", headers=bearer(pair.sign(claims)))
+                assert (ok.status_code, ok.text[:200]) == (200, ok.text[:200]), pair.alg
+                assert ok.json()["var"] == pair.alg
+            assert auth.jwks is not None and auth.jwks.fetches == 1
