@@ -112,8 +112,8 @@ class CheckedAddresses(httpx.AsyncBaseTransport):
         host = url.raw_host.decode("ascii")  # IDNA: what DNS and SNI carry
         via = self._proxy_for(url)
         deadline = deadline_of(request)
-        try:
-            parsed = [ipaddress.ip_address(host.partition("%")[0])]
+        try:  # a zone is an IPv6 literal's only: "10.0.0.6%.evil.test" is a name to look up
+            parsed = [ipaddress.ip_address(host.partition("%")[0] if ":" in host else host)]
             literal = True
         except ValueError:
             literal = False
@@ -129,7 +129,9 @@ class CheckedAddresses(httpx.AsyncBaseTransport):
             raise RefusedAddress(reason)
         if via is not None:  # an IPv6 literal named to it in brackets
             return await via.handle_async_request(bracketed(request))
-        checked = None if literal else parsed  # a literal: nothing to look up again
+        # A literal goes as given (nothing to look up), but a zone only on link-local: on
+        # another address it is dropped, as in lookup(), and no resolver reads its text.
+        checked = None if literal and ("%" not in host or parsed[0].is_link_local) else parsed
         if self._inner is not None:
             return await _sent(self._inner, request, checked, deadline)
         pool = self._pools.get(host) or _Pool(verify=self._verify)

@@ -128,6 +128,8 @@ async def test_a_redirect_on_this_host_from_a_loopback_url_is_followed() -> None
         ("127.0.0.1", "http://[fe80::1]/k", "link-local address (fe80::1"),
         ("127.0.0.1", "http://[::ffff:169.254.169.254]/k", "link-local address"),
         ("127.0.0.1", "http://meta.test/k", "link-local address (169.254.169.254"),
+        # an IPv4 address with a "zone" is a name (which a resolver may answer), not 10.0.0.6
+        ("10.0.0.5", "http://10.0.0.6%.meta.test/k", "link-local address (169.254.169.254"),
     ],
 )
 async def test_a_redirect_further_in_than_the_configured_url_is_refused(
@@ -139,6 +141,7 @@ async def test_a_redirect_further_in_than_the_configured_url_is_refused(
         mixed_test=[PUBLIC, "10.0.0.1"],
         localhost=["::1", "127.0.0.1"],
         meta_test=["169.254.169.254"],
+        **{"10.0.0.6%.meta.test": ["169.254.169.254"]},
     )
     seen: list[str] = []
     source = JWKSKeySource("http://idp.test/old", transport=mock(seen, target), resolver=names)
@@ -168,6 +171,8 @@ async def test_a_redirect_from_a_private_address_to_this_host_is_refused(target:
         (PUBLIC, "http://keys.test/jwks.json", f"http://{PUBLIC}/jwks.json (Host: keys.test)"),
         ("10.0.0.5", "http://192.168.1.9/jwks.json", "http://192.168.1.9/jwks.json"),
         ("10.0.0.5", "http://keys.test/jwks.json", f"http://{PUBLIC}/jwks.json (Host: keys.test)"),
+        # a zone counts on link-local only: sent to the address checked, no resolver asked
+        ("10.0.0.5", "http://[::ffff:10.0.0.6%25.meta.test]/k", "http://[::ffff:a00:6]/k"),
     ],
 )
 async def test_a_redirect_as_public_as_the_configured_url_or_more_is_followed(
