@@ -52,7 +52,7 @@ from .followers import FOLLOW_SCOPE
 from .memory import OwnerUser
 from .observed import copy_task
 from .outages import UNAVAILABLE as _UNAVAILABLE
-from .quota_slots import PUSH_SCOPE, slots_table
+from .quota_slots import PUSH_SCOPE, TASK_SCOPE, slots_table
 
 CancelWatch = tuple[Callable[[], list[str]], Callable[[str], None]]
 #: told of each task this process failed as interrupted, with the status event it saved
@@ -339,8 +339,8 @@ class SqlBackend:
 
     async def _purge(self) -> None:
         """Delete finished tasks past retention with their dependent rows: push configs,
-        versions, events (cluster mode: also claims, turns, push-config quota slots and the
-        notes of open streams)."""
+        versions, events (cluster mode: also claims, turns, push-config quota slots, the
+        notes of open streams and a slot of the caller's quota its end left behind)."""
         assert self.retention_seconds is not None
         # The SDK stores ``last_updated`` as naive UTC (the status timestamp). Now is the
         # database's: a replica whose clock runs ahead would delete finished tasks early.
@@ -364,12 +364,13 @@ class SqlBackend:
                 for table in dependents:
                     await conn.execute(delete(table).where(table.c.task_id.in_(ids)))
                 if cluster:
+                    # A finished task's unfinished-task slot is its own row when its end
+                    # could not free it (an outage), and no recheck frees it once the
+                    # task is gone.
                     slots = slots_table.c
-                    await conn.execute(
-                        delete(slots_table).where(
-                            slots.scope.in_(_TASK_SCOPES), slots.subject.in_(ids)
-                        )
-                    )
+                    of_task = slots.scope.in_(_TASK_SCOPES) & slots.subject.in_(ids)
+                    counted = (slots.scope == TASK_SCOPE) & slots.holder.in_(ids)
+                    await conn.execute(delete(slots_table).where(of_task | counted))
                 await conn.execute(delete(TaskModel).where(TaskModel.id.in_(ids)))
             deleted += len(ids)
         if deleted:
