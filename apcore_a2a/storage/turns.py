@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import Counter
 from typing import Any, Protocol
 
 from a2a.server.context import ServerCallContext
@@ -73,7 +74,8 @@ class SqlTurnClaims:
     """Claims shared by every replica on one database (cluster mode). A claim names its
     replica in ``apcore_a2a_task_turn_claimants`` (the same transaction); one that no live
     replica holds, of a task still stored in that wait, is taken over (it died before the
-    task moved on, and no message would continue the task again). A claim an earlier
+    task moved on, and no message would continue the task again), and so is one naming
+    this replica whose answer was lost (its follow-up was refused). A claim an earlier
     release wrote names no replica: it is taken over only once it has been known for
     ``replica_timeout`` by the database's clock (``docs/storage.md``, *Several replicas*)."""
 
@@ -82,6 +84,10 @@ class SqlTurnClaims:
         self._registry = registry
         #: task id -> the turn this process claimed, until the task is saved past it
         self._held: dict[str, str] = {}
+        #: (task id, turn) -> claims of it this process is inserting: a claim naming this
+        #: replica that is neither these nor held is one whose answer was lost (the
+        #: connection cut after its commit), which no run here continues
+        self._claiming: Counter[tuple[str, str]] = Counter()
         self._releases: set[asyncio.Task[None]] = set()
 
     async def claim(self, task: Task) -> bool:
@@ -101,8 +107,13 @@ class SqlTurnClaims:
         claim = insert(turns_table).from_select(
             ["task_id", "turn"], select(literal(task.id), literal(turn)).where(still_there)
         )
+        key = (task.id, turn)
         try:
-            inserted = await guarded(self._insert(task.id, turn, claim))
+            self._claiming[key] += 1
+            try:
+                inserted = await guarded(self._insert(task.id, turn, claim))
+            finally:
+                self._claiming -= Counter({key: 1})
         except IntegrityError:
             try:
                 inserted = await guarded(self._take_over(task.id, turn, still_there, claim))
@@ -130,23 +141,22 @@ class SqlTurnClaims:
     async def _take_over(self, task_id: str, turn: str, still_there: Any, claim: Any) -> int:
         """Claim a turn whose claim no live replica holds: its claimant is dead by
         ``ReplicaRegistry.dead_cutoff`` (the database's clock), or it names none (an earlier
-        release's) and was known by that cutoff. Its row is deleted and claimed again in
-        one transaction, so of two replicas taking it over at once one deletes it, the
-        other finds nothing to delete. An unnamed claim met for the first time is noted."""
+        release's) and was known by that cutoff, or it is this replica's and this process
+        neither holds it nor is making it (its answer was lost). Its row is deleted and
+        claimed again in one transaction, so of two replicas taking it over at once one
+        deletes it, the other finds nothing to delete. An unnamed claim met for the first
+        time is noted."""
         cutoff = self._registry.dead_cutoff()
         live = select(replicas_table.c.replica_id).where(replicas_table.c.heartbeat_at > cutoff)
         by = claimants_table.c
-        unheld = exists().where(
-            by.task_id == task_id,
-            by.turn == turn,
-            or_(
-                by.replica_id.not_in(live),
-                and_(by.replica_id.is_(None), by.since <= cutoff),
-            ),
-        )
-        rows = turns_table.c
+        unheld = [by.replica_id.not_in(live), and_(by.replica_id.is_(None), by.since <= cutoff)]
+        if self._held.get(task_id, "")[:64] != turn and (task_id, turn) not in self._claiming:
+            unheld.append(by.replica_id == self._registry.replica_id)
         stale = delete(turns_table).where(
-            rows.task_id == task_id, rows.turn == turn, still_there, unheld
+            turns_table.c.task_id == task_id,
+            turns_table.c.turn == turn,
+            still_there,
+            exists().where(by.task_id == task_id, by.turn == turn, or_(*unheld)),
         )
         async with self._engine.begin() as conn:
             if not (await conn.execute(stale)).rowcount:
@@ -155,7 +165,11 @@ class SqlTurnClaims:
             inserted = int((await conn.execute(claim)).rowcount)
             if inserted == 1:
                 await self._mine(conn, task_id, turn)
-            logger.warning("task %s: took over the wait a dead replica had claimed", task_id)
+            logger.warning(
+                "task %s: took over a claim of its wait no run holds (its replica dead, or "
+                "its answer lost)",
+                task_id,
+            )
             return inserted
 
     async def _mine(self, conn: AsyncConnection, task_id: str, turn: str) -> None:

@@ -1,0 +1,129 @@
+"""A follow-up's claim of a parked task's wait whose commit's answer the database
+connection lost (PostgreSQL, a real agent process behind a TCP proxy that cuts the
+connection right after passing the COMMIT on).
+
+The claim is stored, naming the replica, but the follow-up was answered -32092 and no run
+of the replica continues it. Before: every later follow-up was refused as busy (-32090),
+the claim being a live replica's, for as long as that replica ran; only a cancel ended the
+task. Now the replica takes over a claim naming it that it neither holds nor is making.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from .._postgres import PG_HOST, PG_PORT, pg_schema_url
+from .._support import cli_server, free_port
+from .test_killed_turn_claim_e2e import ENV, _approve, _send
+from .test_turn_takeover_e2e import BUSY, _args, _transfer
+
+pytest.importorskip("asyncpg")
+
+#: the statement writing this replica's claim (not the note of another's)
+_CLAIM = b"INSERT INTO apcore_a2a_task_turn_claimants (task_id, turn, replica_id, since)"
+
+
+class _LosingProxy:
+    """Forwards to PostgreSQL on a thread of its own; once :attr:`armed`, the first
+    connection that writes a claim has its COMMIT passed on and the answer (the commit done)
+    dropped, the connection cut."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.armed = threading.Event()
+        self.lost = threading.Event()
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._server: asyncio.Server | None = None
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[None]:
+        self._thread.start()
+        asyncio.run_coroutine_threadsafe(self._listen(), self._loop).result(10)
+        try:
+            yield
+        finally:
+            asyncio.run_coroutine_threadsafe(self._close(), self._loop).result(10)
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(10)
+            self._loop.close()
+
+    async def _listen(self) -> None:
+        self._server = await asyncio.start_server(
+            self._handle, "127.0.0.1", self.port, reuse_address=True
+        )
+
+    async def _close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        others = asyncio.all_tasks() - {asyncio.current_task()}
+        for task in others:
+            task.cancel()
+        await asyncio.gather(*others, return_exceptions=True)
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection(PG_HOST, PG_PORT)
+        claimed, mute = False, asyncio.Event()
+
+        async def up() -> None:
+            nonlocal claimed
+            while data := await reader.read(65536):
+                claimed = claimed or (self.armed.is_set() and _CLAIM in data)
+                if claimed and b"COMMIT" in data:
+                    self.armed.clear()
+                    mute.set()
+                up_writer.write(data)
+                await up_writer.drain()
+            await asyncio.Event().wait()  # the cut is down()'s
+
+        async def down() -> None:
+            while data := await up_reader.read(65536):
+                if mute.is_set():  # the COMMIT's answer: committed, and dropped
+                    self.lost.set()
+                    return
+                writer.write(data)
+                await writer.drain()
+
+        pipes = [asyncio.ensure_future(up()), asyncio.ensure_future(down())]
+        try:
+            await asyncio.wait(pipes, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            writer.transport.abort()
+            up_writer.transport.abort()
+            for pipe in pipes:
+                pipe.cancel()
+            await asyncio.gather(*pipes, return_exceptions=True)
+
+
+async def test_a_claim_whose_answer_was_lost_does_not_hold_the_task_for_ever() -> None:
+    proxy = _LosingProxy()
+    with pg_schema_url(agents=1) as url, proxy.running():
+        proxied = url.replace(f"@{PG_HOST}:{PG_PORT}/", f"@127.0.0.1:{proxy.port}/")
+        assert proxied != url
+        with cli_server(_args(proxied), env=ENV) as (a, _pa):
+            async with httpx.AsyncClient(timeout=60) as http:
+                parked = (await _send(http, a, _transfer()))["result"]["task"]
+                assert parked["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", parked
+                proxy.armed.set()
+                lost = await _send(http, a, _approve(parked["id"]))
+                assert proxy.lost.is_set(), lost
+                assert lost["error"]["code"] == -32092, lost  # the store's outage
+                answer: Any = None
+                deadline = time.monotonic() + 10  # A is live: nothing changes by waiting
+                while time.monotonic() < deadline:
+                    answer = await _send(http, a, _approve(parked["id"]))
+                    if "result" in answer:
+                        break
+                    assert answer["error"]["code"] == BUSY, answer
+                    await asyncio.sleep(0.5)
+                assert "result" in answer, answer  # was: busy (-32090) for ever
+                state = answer["result"]["task"]["status"]["state"]
+                assert state == "TASK_STATE_COMPLETED", answer
