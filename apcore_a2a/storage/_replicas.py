@@ -184,6 +184,17 @@ class ReplicaRegistry:
             self._steady_since = now
         self.beats += 1
 
+    def steady(self) -> float | None:
+        """Since when (monotonic seconds) this replica has beaten without a break, up to
+        now; ``None`` when it has not (its last beat failed or is too old: another replica
+        may count it dead). The run of beats must reach now: a beat still waiting (the
+        table locked, the database hung, the process paused) fails only when it gives up,
+        and meanwhile every heartbeat, this replica's too, grows old."""
+        steady, last = self._steady_since, self._last_beat
+        if steady is None or last is None or time.monotonic() - last > self._max_gap:
+            return None
+        return steady
+
     def dead_cutoff(self) -> Any:
         """Heartbeats at or before this time (an SQL expression) are dead ones: too old
         (:meth:`live_cutoff`) only while this replica has itself beaten without a break,
@@ -191,16 +202,8 @@ class ReplicaRegistry:
         replica needs that long to beat again; a replica just started has not beaten
         yet), else only a clean shutdown's (:meth:`deregister`). Orphan recovery, at
         startup and in its loop, and the quota slots judge other replicas by it."""
-        steady, last, now = self._steady_since, self._last_beat, time.monotonic()
-        # The run of beats must reach now: a beat still waiting (the table locked, the
-        # database hung) fails only when it gives up, and meanwhile every heartbeat,
-        # this replica's too, grows old.
-        judge = (
-            steady is not None
-            and last is not None
-            and now - steady >= self.replica_timeout
-            and now - last <= self._max_gap
-        )
+        steady = self.steady()
+        judge = steady is not None and time.monotonic() - steady >= self.replica_timeout
         # A heartbeat of 0 is a clean shutdown's, never a stall's.
         return self.live_cutoff() if judge else literal(_DEREGISTERED)
 

@@ -116,10 +116,10 @@ class SqlQuotaSlots:
     def __init__(self, engine: AsyncEngine, registry: ReplicaRegistry) -> None:
         self.engine = engine
         self.registry = registry
-        #: (scope, subject) -> idle leases [(freed at, row holder)], oldest first
-        self._idle: dict[tuple[str, str], list[tuple[float, str]]] = {}
-        #: (scope, holder) -> (subject, row holder) of the leases in use here
-        self._leased: dict[tuple[str, str], tuple[str, str]] = {}
+        #: (scope, subject) -> idle leases [(freed at, row holder, taken at)], oldest first
+        self._idle: dict[tuple[str, str], list[tuple[float, str, float]]] = {}
+        #: (scope, holder) -> (subject, row holder, taken at) of the leases in use here
+        self._leased: dict[tuple[str, str], tuple[str, str, float]] = {}
         #: (scope, new holder) -> row holder of the renames the database has not taken
         self._renames: dict[tuple[str, str], str] = {}
         #: the rows leased to this replica that this process knows (taken, or being taken,
@@ -132,12 +132,18 @@ class SqlQuotaSlots:
 
     async def take(self, scope: str, subject: str, holder: str, limit: int) -> bool:
         """Take one of *subject*'s *limit* slots for *holder*; ``False`` when all are taken."""
-        idle = self._idle.get((scope, subject))
-        if idle:
-            row = idle.pop()[1]
+        idle = self._idle.get((scope, subject), [])
+        # Only a lease taken during this replica's unbroken run of beats: one taken before
+        # may have been freed as a dead replica's (paused past the timeout), and handed out
+        # without its row it would count for nothing. The others are trimmed as usual.
+        steady = self.registry.steady()
+        fresh = [i for i, lease in enumerate(idle) if steady is not None and lease[2] >= steady]
+        if fresh:
+            _, row, taken = idle.pop(fresh[-1])
             if not idle:
                 del self._idle[(scope, subject)]
         else:
+            taken = time.monotonic()
             row = f"r:{uuid.uuid4().hex}"
             self._held.add(row)
             try:
@@ -148,7 +154,7 @@ class SqlQuotaSlots:
             if not taken:
                 self._held.discard(row)
                 return False
-        self._leased[(scope, holder)] = (subject, row)
+        self._leased[(scope, holder)] = (subject, row, taken)
         return True
 
     async def rename(self, scope: str, old: str, new: str) -> None:
@@ -242,9 +248,9 @@ class SqlQuotaSlots:
             if renamed is not None:
                 self._forget_rename(scope, holder, renamed)
             return
-        subject, row = leased
+        subject, row, taken = leased
         idle = self._idle.setdefault((scope, subject), [])
-        idle.append((time.monotonic(), row))
+        idle.append((time.monotonic(), row, taken))
         if len(idle) == 1:
             self._start(self._trim(scope, subject))
 
@@ -290,10 +296,10 @@ class SqlQuotaSlots:
             await asyncio.sleep(max(0.0, idle[0][0] + LEASE_SECONDS - time.monotonic()))
             cutoff = time.monotonic() - LEASE_SECONDS
             idle = self._idle.get(key, [])
-            old = [row for freed, row in idle if freed <= cutoff]
+            old = [row for freed, row, _ in idle if freed <= cutoff]
             if not old:
                 continue
-            kept = [(freed, row) for freed, row in idle if freed > cutoff]
+            kept = [lease for lease in idle if lease[0] > cutoff]
             if kept:
                 self._idle[key] = kept
             else:
