@@ -84,9 +84,10 @@ class SqlTurnClaims:
         self._registry = registry
         #: task id -> the turn this process claimed, until the task is saved past it
         self._held: dict[str, str] = {}
-        #: (task id, turn) -> claims of it this process is inserting: a claim naming this
-        #: replica that is neither these nor held is one whose answer was lost (the
-        #: connection cut after its commit), which no run here continues
+        #: (task id, turn) -> claims of it under way in this process (and releases): a
+        #: claim naming this replica that is neither held nor another's under way is one
+        #: whose answer was lost (the connection cut after its commit), which no run here
+        #: continues
         self._claiming: Counter[tuple[str, str]] = Counter()
         self._releases: set[asyncio.Task[None]] = set()
 
@@ -108,28 +109,35 @@ class SqlTurnClaims:
             ["task_id", "turn"], select(literal(task.id), literal(turn)).where(still_there)
         )
         key = (task.id, turn)
+        self._claiming[key] += 1
         try:
-            self._claiming[key] += 1
             try:
                 inserted = await guarded(self._insert(task.id, turn, claim))
-            finally:
-                self._claiming -= Counter({key: 1})
-        except IntegrityError:
-            try:
-                inserted = await guarded(self._take_over(task.id, turn, still_there, claim))
             except IntegrityError:
-                return False
-        if inserted == 1:
-            self._held[task.id] = turn_of(task)
-        return inserted == 1
+                try:
+                    inserted = await guarded(self._take_over(task.id, turn, still_there, claim))
+                except IntegrityError:
+                    return False
+            if inserted == 1:
+                self._held[task.id] = turn_of(task)
+            return inserted == 1
+        finally:
+            self._claiming -= Counter({key: 1})
 
     async def release(self, task: Task) -> None:
         """Delete the claim row of *task*'s turn (only that turn's: a later one is another's)."""
         turn = turn_of(task)
         if self._held.get(task.id) == turn:
             del self._held[task.id]
-        async with self._engine.begin() as conn:
-            await _forget(conn, task.id, turn)
+        # Under way until deleted: a claim taking it over meanwhile would lose its row to
+        # this delete. Left behind (an outage), it is taken over as an orphan.
+        key = (task.id, turn[:64])
+        self._claiming[key] += 1
+        try:
+            async with self._engine.begin() as conn:
+                await _forget(conn, task.id, turn)
+        finally:
+            self._claiming -= Counter({key: 1})
 
     async def _insert(self, task_id: str, turn: str, claim: Any) -> int:
         async with self._engine.begin() as conn:
@@ -150,7 +158,8 @@ class SqlTurnClaims:
         live = select(replicas_table.c.replica_id).where(replicas_table.c.heartbeat_at > cutoff)
         by = claimants_table.c
         unheld = [by.replica_id.not_in(live), and_(by.replica_id.is_(None), by.since <= cutoff)]
-        if self._held.get(task_id, "")[:64] != turn and (task_id, turn) not in self._claiming:
+        # This call is one of the claims under way: none other, and none held.
+        if self._held.get(task_id, "")[:64] != turn and self._claiming[task_id, turn] == 1:
             unheld.append(by.replica_id == self._registry.replica_id)
         stale = delete(turns_table).where(
             turns_table.c.task_id == task_id,
