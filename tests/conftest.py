@@ -23,6 +23,7 @@ settings.load_profile("ci" if os.environ.get("CI") else "dev")
 FIRST = (
     "tests/storage/test_unrelated_rows_e2e.py",
     "tests/docs/test_docs.py",  # one test; its child pytest runs every block in one process
+    "tests/client/test_cli.py",
     "tests/storage/test_long_streams_e2e.py",
     "tests/test_bench_smoke.py",
     "tests/storage/test_one_owner.py",
