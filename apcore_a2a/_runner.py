@@ -112,7 +112,7 @@ def run_app(
 
     from apcore_a2a import _logging
     from apcore_a2a.ops.exit_deadline import ExitDeadline
-    from apcore_a2a.ops.shutdown import drain
+    from apcore_a2a.ops.graceful_server import GracefulServer
 
     # The drain's grace, then 3 s for open connections (streams, their last event).
     graceful = math.ceil(settings.shutdown_timeout) + 3
@@ -128,55 +128,6 @@ def run_app(
         if settings.shutdown_force_timeout
         else None
     )
-
-    class GracefulServer(uvicorn.Server):
-        """Drains running tasks alongside uvicorn's wait for open connections: the lifespan
-        shutdown comes too late (a returnImmediately task holds no connection; a stream
-        would be cut before its ``canceled`` event)."""
-
-        #: A second Ctrl-C left tasks running: the stop was not graceful.
-        abandoned = False
-
-        async def startup(self, sockets: Any = None) -> None:
-            await super().startup(sockets)
-            if self.started and not sockets:
-                logger.info("Serving A2A agent at %s", settings.public_url())
-            if self.started and on_started is not None:
-                on_started()
-
-        async def shutdown(self, sockets: Any = None) -> None:
-            state = app.state.a2a  # the factory's apps all have it
-            if deadline is not None:
-                deadline.arm()
-            draining = asyncio.ensure_future(drain(state, state.settings.shutdown_timeout))
-            forced = asyncio.ensure_future(self._forced(state))
-            try:
-                # The lifespan's shutdown waits for this same drain before it closes the store.
-                await super().shutdown(sockets)
-            finally:
-                forced.cancel()
-                # A second Ctrl-C: uvicorn skipped the lifespan; the drain ends here.
-                for task in (draining, state.ops.draining):
-                    if task is not None and not task.done():
-                        task.cancel()
-                        with contextlib.suppress(asyncio.CancelledError):
-                            await task
-
-        async def _forced(self, state: Any) -> None:
-            """A second Ctrl-C ends the drain, also once the lifespan waits for it (uvicorn
-            skips only a lifespan shutdown not yet begun)."""
-            while not self.force_exit:  # noqa: ASYNC110 (set by a signal handler, as uvicorn polls it)
-                await asyncio.sleep(0.1)
-            draining = state.ops.draining
-            if draining is not None and not draining.done():
-                running = state.ops.tracker.active
-                self.abandoned = bool(running)  # then the process exits 1, not 0
-                logger.warning(
-                    "Second Ctrl-C: the stop waits no longer for %d running task(s); %s",
-                    running,
-                    state.stores.left_behind("them"),
-                )
-                draining.cancel()
 
     _logging.configure(settings, force=False)
     watch = _StartupWatch(app)
@@ -199,7 +150,7 @@ def run_app(
         proxy_headers=bool(settings.forwarded_allow_ips),
         forwarded_allow_ips=list(settings.forwarded_allow_ips) or None,
     )
-    server = GracefulServer(config)
+    server = GracefulServer(config, app, settings, deadline, on_started)
     errors: list[str] = []
 
     def startup_errors(record: logging.LogRecord) -> bool:

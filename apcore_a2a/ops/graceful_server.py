@@ -1,0 +1,99 @@
+"""The uvicorn server of ``serve()``: it drains running tasks as it stops, and a second
+Ctrl-C ends that wait (docs/operations.md, *Exit status of a stop*)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import uvicorn
+
+from apcore_a2a.ops.exit_deadline import ExitDeadline
+from apcore_a2a.ops.shutdown import drain
+from apcore_a2a.settings import Settings
+from apcore_a2a.upstream.skipped_lifespans import finish_lifespan
+
+logger = logging.getLogger("apcore_a2a")
+
+
+class GracefulServer(uvicorn.Server):
+    """Drains running tasks alongside uvicorn's wait for open connections: the lifespan
+    shutdown comes too late (a returnImmediately task holds no connection; a stream would
+    be cut before its ``canceled`` event). *deadline* is armed as the stop begins;
+    *on_started* runs once it serves."""
+
+    def __init__(
+        self,
+        config: uvicorn.Config,
+        app: Any,
+        settings: Settings,
+        deadline: ExitDeadline | None,
+        on_started: Callable[[], None] | None,
+    ) -> None:
+        super().__init__(config)
+        self.app, self.settings = app, settings
+        self.deadline, self.on_started = deadline, on_started
+        #: A second Ctrl-C left tasks running: the stop was not graceful.
+        self.abandoned = False
+        #: The loop that stops, and its event for a second Ctrl-C (uvicorn's force_exit).
+        self.stopping: asyncio.AbstractEventLoop | None = None
+        self.forced = asyncio.Event()
+
+    async def startup(self, sockets: Any = None) -> None:
+        await super().startup(sockets)
+        if self.started and not sockets:
+            logger.info("Serving A2A agent at %s", self.settings.public_url())
+        if self.started and self.on_started is not None:
+            self.on_started()
+
+    def handle_exit(self, sig: int, frame: Any) -> None:
+        super().handle_exit(sig, frame)
+        if self.force_exit and self.stopping is not None:
+            # A signal handler runs between two bytecodes of the loop, which may sleep in
+            # its selector: the threadsafe call sets the event and wakes it.
+            with contextlib.suppress(RuntimeError):  # the loop has closed: nobody waits
+                self.stopping.call_soon_threadsafe(self.forced.set)
+
+    async def shutdown(self, sockets: Any = None) -> None:
+        state = self.app.state.a2a  # the factory's apps all have it
+        self.stopping = asyncio.get_running_loop()
+        if self.deadline is not None:
+            self.deadline.arm()
+        draining = asyncio.ensure_future(drain(state, state.settings.shutdown_timeout))
+        forced = asyncio.ensure_future(self._forced(state))
+        try:
+            # The lifespan's shutdown waits for this same drain before it closes the store.
+            await super().shutdown(sockets)
+            # ...unless uvicorn skipped it (a second Ctrl-C came first): it closes the
+            # stores all the same.
+            await finish_lifespan(self)
+        finally:
+            if not self.force_exit:
+                forced.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await forced  # after a second Ctrl-C: it has ended the drain, or does now
+            # What is left of the drain (this stop cancelled itself) ends here.
+            for task in (draining, state.ops.draining):
+                if task is not None and not task.done():
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
+
+    async def _forced(self, state: Any) -> None:
+        """A second Ctrl-C ends the drain, also once the lifespan waits for it."""
+        if not self.force_exit:
+            await self.forced.wait()
+        draining = state.ops.draining
+        if draining is not None and not draining.done():
+            running = state.ops.tracker.active
+            self.abandoned = bool(running)  # then the process exits 1, not 0
+            if running:
+                logger.warning(
+                    "Second Ctrl-C: the stop waits no longer for %d running task(s); %s",
+                    running,
+                    state.stores.left_behind("them"),
+                )
+            draining.cancel()
