@@ -277,23 +277,22 @@ def run(
         for i in range(settings.workers)
     ]
     stopping = False
-    interrupts = 0  # SIGINTs the parent got: the second one is forwarded as such
     me = os.getpid()
 
     def stop(signum: int, _frame: Any) -> None:
-        nonlocal stopping, interrupts
+        nonlocal stopping
         if os.getpid() != me:
             # A worker signalled between its fork and _child's own handlers (Ctrl-C to
             # the group): it has no children to forward to; it stops as _child would.
             signal.signal(signum, signal.SIG_DFL)
             os.kill(os.getpid(), signum)
             return
-        stopping = True
-        interrupts += signum == signal.SIGINT
         # SIGTERM first: a Ctrl-C in a terminal reaches the workers too, and a SIGINT from
-        # here would be their second. A second SIGINT sent to this process alone (``docker
-        # run`` without a terminal) ends their drain as it ends a single server's.
-        forward = signal.SIGINT if interrupts > 1 else signal.SIGTERM
+        # here would be their second. A SIGINT once stopping (a second one sent to this
+        # process alone, as ``docker run`` without a terminal does, or one after SIGTERM)
+        # ends their drain as it ends a single server's: uvicorn's rule.
+        forward = signal.SIGINT if stopping and signum == signal.SIGINT else signal.SIGTERM
+        stopping = True
         for child in children:
             if child.pid is not None and child.is_alive():
                 os.kill(child.pid, forward)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from a2a.server.context import ServerCallContext
 from a2a.types import TaskState
 
@@ -264,13 +265,15 @@ async def test_app_lifespan_cancels_tasks_that_outlive_the_timeout_as_their_owne
     assert states == ["TASK_STATE_CANCELED"] * 3
 
 
+@pytest.mark.parametrize("first", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 async def test_a_second_sigint_to_the_workers_parent_alone_abandons_their_tasks(
-    tmp_path: Path,
+    tmp_path: Path, first: signal.Signals
 ) -> None:
     """A second SIGINT sent to the parent of ``--workers`` alone (``docker run`` without a
-    terminal hands Ctrl-C to PID 1 only) ends the stop as one to a single server does.
-    Before, the parent forwarded SIGTERM each time, which a worker already stopping ignores:
-    the stop waited the whole shutdown_timeout."""
+    terminal hands Ctrl-C to PID 1 only), or a SIGINT after SIGTERM, ends the stop as it
+    ends a single server's (uvicorn's rule). Before, the parent forwarded SIGTERM each
+    time, which a worker already stopping ignores: the stop waited the whole
+    shutdown_timeout; after SIGTERM it still did, until the parent counted two SIGINTs."""
     store = f"sqlite:///{tmp_path / 'tasks.db'}"
     with serve_process(task_store=store, cluster=True, workers=2, shutdown_timeout=60) as (
         url,
@@ -278,7 +281,7 @@ async def test_a_second_sigint_to_the_workers_parent_alone_abandons_their_tasks(
     ):
         async with httpx.AsyncClient(base_url=url, timeout=30) as http:
             await _start_gated(http, tmp_path / "never", 2)
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(first)
         async with asyncio.timeout(30):  # a hang guard: both workers are stopping
             while proc.output().count("Waiting for application shutdown") < 2:
                 await asyncio.sleep(0.05)
