@@ -18,8 +18,9 @@ import re
 import signal
 import socket
 import sys
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from multiprocessing.connection import wait
 from typing import TYPE_CHECKING, Any
 
@@ -162,7 +163,7 @@ def run_app(
 
     logging.getLogger("uvicorn.error").addFilter(startup_errors)
     try:
-        with graceful_exit(server):
+        with graceful_exit(server), _stops_taken():
             server.run(sockets=sockets)
         if deadline is not None and not app.state.a2a.agent_executor.module_calls.snapshot():
             deadline.disarm()
@@ -177,6 +178,24 @@ def run_app(
         raise StartupError(said[-1] if said else f"start-up failed (exit {exc.code})") from None
     finally:
         logging.getLogger("uvicorn.error").removeFilter(startup_errors)
+
+
+#: The signals that stop a server, and that the parent of workers forwards.
+_STOPS = (signal.SIGTERM, signal.SIGINT)
+
+
+@contextlib.contextmanager
+def _stops_taken() -> Iterator[None]:
+    """Let SIGTERM and SIGINT in while the server runs, its handlers in place: a worker was
+    forked with them held (``run``); then held as before."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held = signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOPS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
 
 def store_hint(message: str) -> str:
@@ -282,8 +301,8 @@ def run(
     def stop(signum: int, _frame: Any) -> None:
         nonlocal stopping
         if os.getpid() != me:
-            # A worker signalled between its fork and _child's own handlers (Ctrl-C to
-            # the group): it has no children to forward to; it stops as _child would.
+            # A worker that runs this handler before _child's own (a signal taken just
+            # before the fork): it has no children to forward to; it stops as _child would.
             signal.signal(signum, signal.SIG_DFL)
             os.kill(os.getpid(), signum)
             return
@@ -297,10 +316,16 @@ def run(
             if child.pid is not None and child.is_alive():
                 os.kill(child.pid, forward)
 
-    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    previous = {sig: signal.signal(sig, stop) for sig in _STOPS}
     try:
-        for child in children:
-            child.start()
+        # Held while the workers are forked: a stop that comes meanwhile is forwarded once
+        # every worker exists, and each worker holds it until its server takes it (run_app).
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, _STOPS)
+        try:
+            for child in children:
+                child.start()
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
         logger.info(
             "Serving A2A agent at %s with %d worker processes (%s)",
             settings.public_url(),
@@ -383,7 +408,7 @@ def _stop_with(parent: int) -> None:
 
 def _child(factory: A2AServerFactory, on_started: Callable[[], None] | None, parent: int) -> None:
     # The parent's handlers forward signals; a worker stops the way a single server does.
-    for sig in (signal.SIGTERM, signal.SIGINT):
+    for sig in _STOPS:
         signal.signal(sig, signal.SIG_DFL)
     _stop_with(parent)
     settings = factory.settings
