@@ -19,6 +19,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import asyncpg
 import httpx
+import pytest
 
 from .._postgres import PG_DB, PG_HOST, PG_PORT, PG_USER, pg_schema_url
 from .._support import ROOT, ServerProcess, cli_server
@@ -73,13 +74,18 @@ async def test_two_quick_ctrl_c_close_the_store(tmp_path: Path) -> None:
     assert _left_open(db) == [], out  # before: ['tasks.db-shm', 'tasks.db-wal']
 
 
-async def test_two_quick_ctrl_c_to_the_workers_close_their_stores(tmp_path: Path) -> None:
+@pytest.mark.parametrize("group", [True, False], ids=["terminal", "parent-alone"])
+async def test_two_quick_ctrl_c_to_the_workers_close_their_stores(
+    tmp_path: Path, group: bool
+) -> None:
+    """In a terminal Ctrl-C reaches every process; ``docker run`` without one hands it to
+    the parent alone, which forwards SIGTERM, then SIGINT."""
     db = tmp_path / "tasks.db"
     store = ["--task-store", f"sqlite:///{db}", "--cluster", "--workers", "2"]
     with cli_server(["--extensions-dir", EXTENSIONS, *store]) as (_url, proc):
         found = re.search(r"with 2 worker processes \((\d+), (\d+)\)", proc.output())
         assert found is not None, proc.output()
-        _interrupt_twice([proc.pid, *map(int, found.groups())])
+        _interrupt_twice([proc.pid, *map(int, found.groups())] if group else [proc.pid])
         code, out = await _exited(proc)
     assert code == 0, out
     assert "Traceback" not in out, out
