@@ -105,18 +105,20 @@ async def test_two_quick_ctrl_c_deregister_a_postgresql_replica() -> None:
         assert await _live_replicas(schema) == 0, out  # before: 1, until judged dead
 
 
+@pytest.mark.parametrize("first", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 async def test_a_second_ctrl_c_while_a_connection_is_open_closes_the_store(
-    tmp_path: Path,
+    tmp_path: Path, first: signal.Signals
 ) -> None:
     """The second Ctrl-C comes while uvicorn waits for a blocking call's connection: also
-    before the lifespan's shutdown, whatever the gap between the two."""
+    before the lifespan's shutdown, whatever the gap between the two. A Ctrl-C after
+    SIGTERM is a second one (uvicorn's rule)."""
     db = tmp_path / "tasks.db"
     with serve_process(task_store=f"sqlite:///{db}", shutdown_timeout=120) as (url, proc):
         async with httpx.AsyncClient(base_url=url, timeout=60) as http:
             params = message_params("ops.await_file", {"path": str(tmp_path / "never")})
             blocking = asyncio.ensure_future(rpc(http, "SendMessage", params))
             [task] = await _running(http)
-            proc.send_signal(signal.SIGINT)
+            proc.send_signal(first)
             async with asyncio.timeout(30):  # a hang guard
                 while "Waiting for connections to close" not in proc.output():
                     await asyncio.sleep(0.05)
