@@ -188,8 +188,8 @@ _STOPS = (signal.SIGTERM, signal.SIGINT)
 def _stops_taken() -> Iterator[None]:
     """Let SIGTERM and SIGINT in while the server runs, its handlers in place: a worker was
     forked with them held (``run``); then held as before."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
+    if threading.current_thread() is not threading.main_thread() or sys.platform == "win32":
+        yield  # (Windows has no signal masks, nor workers)
         return
     held = signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOPS)
     try:
