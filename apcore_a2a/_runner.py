@@ -187,7 +187,7 @@ _STOPS = (signal.SIGTERM, signal.SIGINT)
 @contextlib.contextmanager
 def _stops_taken() -> Iterator[None]:
     """Let SIGTERM and SIGINT in while the server runs, its handlers in place: a worker was
-    forked with them held (``run``); then held as before."""
+    forked with them held (``run``); then as they were."""
     if threading.current_thread() is not threading.main_thread() or sys.platform == "win32":
         yield  # (Windows has no signal masks, nor workers)
         return
