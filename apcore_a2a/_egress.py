@@ -5,7 +5,8 @@ the addresses its name was checked to have, never to a second lookup (DNS rebind
 Shared by the JWKS fetch (``auth/jwks.py``), push deliveries (``push/policy.py``,
 ``push/aimed.py``) and the client's calls to another origin a card names
 (``client/_names.py``): each checks a URL's addresses first; httpx's own proxy choice would
-see only the address a request was aimed at.
+see only the address a request was aimed at. All of them keep connections alive per name
+and per proxy (:class:`NamePools`).
 
 Example: with ``HTTPS_PROXY=proxy:3128`` and ``NO_PROXY=.internal``,
 ``proxy_for(httpx.URL("https://hooks.example.com/a"))`` is ``"http://proxy:3128"`` and
@@ -15,6 +16,7 @@ Example: with ``HTTPS_PROXY=proxy:3128`` and ``NO_PROXY=.internal``,
 from __future__ import annotations
 
 import asyncio
+import functools
 import ipaddress
 import re
 import socket
@@ -22,6 +24,7 @@ import ssl
 import urllib.request
 from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
@@ -36,13 +39,12 @@ Resolver = Callable[[str, int], Awaitable[Sequence[str]]]
 #: hundreds is not tried one by one.
 MAX_ADDRESSES = 8
 _ZONE = re.compile(r"[A-Za-z0-9_.-]*")
-#: No keep-alive: a transport's pool keys by address, and a connection verified for one
-#: name must not serve another (the transports through a proxy, which key by name, still
-#: use it; :class:`CheckedAddresses` keeps a pool per name instead).
-ONE_USE = httpx.Limits(max_keepalive_connections=0)
-#: Names whose connections :class:`CheckedAddresses` keeps (a pool each), the least
-#: recently used one's closed first.
+#: Names whose connections :class:`NamePools` keeps (a pool each), the least recently
+#: used one's closed first.
 MAX_NAMES = 16
+#: Methods whose request is sent again after a kept connection closed unanswered
+#: (RFC 9110 §9.2.2: idempotent).
+IDEMPOTENT = frozenset({"GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"})
 
 
 def proxy_for(url: httpx.URL, proxies: Mapping[str, str] | None = None) -> str | None:
@@ -65,15 +67,9 @@ class CheckedAddresses(httpx.AsyncBaseTransport):
     The lookup and the connection share the request's connect timeout. By default the
     first request (the configured URL) sets the most private class allowed
     (:func:`address_class`); a redirect to an address of a more private one is refused.
-
-    Connections are kept alive per name: each name has a pool of its own (httpx's, keyed
-    within it by scheme, address and port, with *verify*), so a connection verified for
-    one name never serves another, even on the same address. Every request is still
-    looked up and checked; a kept connection serves it only when its address is among
-    those checked again. At most :data:`MAX_NAMES` names' pools are kept, the least
-    recently used idle one closed first (one with a request or answer in flight is closed
-    at a later request, once idle). *inner*, when given, takes every request instead (a
-    test's transport).
+    Connections are kept alive per name (:class:`NamePools`); every request is still
+    looked up and checked. *inner*, when given, takes every request instead (a test's
+    transport).
 
     A request *proxies* (``urllib.request.getproxies()``) name a proxy for, and
     ``NO_PROXY`` does not exempt, is checked the same way, then sent through the proxy,
@@ -89,9 +85,8 @@ class CheckedAddresses(httpx.AsyncBaseTransport):
         inner: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self._inner, self._resolve = inner, resolve
-        self._proxies, self._verify = dict(proxies or {}), verify
-        self._via: dict[str, httpx.AsyncBaseTransport] = {}  # proxy URL -> its transport
-        self._pools: OrderedDict[str, _Pool] = OrderedDict()  # name -> its connections
+        self._proxies = dict(proxies or {})
+        self._kept = NamePools(verify)
         self._ceiling: int | None = None
 
     async def refused(self, host: str, addresses: Sequence[IPAddress]) -> str | None:
@@ -110,7 +105,7 @@ class CheckedAddresses(httpx.AsyncBaseTransport):
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         url = request.url
         host = url.raw_host.decode("ascii")  # IDNA: what DNS and SNI carry
-        via = self._proxy_for(url)
+        via = proxy_for(url, self._proxies)
         deadline = deadline_of(request)
         try:  # a zone is an IPv6 literal's only: "10.0.0.6%.evil.test" is a name to look up
             parsed = [ipaddress.ip_address(host.partition("%")[0] if ":" in host else host)]
@@ -128,24 +123,125 @@ class CheckedAddresses(httpx.AsyncBaseTransport):
         if reason is not None:
             raise RefusedAddress(reason)
         if via is not None:  # an IPv6 literal named to it in brackets
-            return await via.handle_async_request(bracketed(request))
+            return await self._kept.through(via, request)
         # A literal goes as given (nothing to look up), but a zone only on link-local: on
         # another address it is dropped, as in lookup(), and no resolver reads its text.
         checked = None if literal and ("%" not in host or parsed[0].is_link_local) else parsed
         if self._inner is not None:
-            return await _sent(self._inner, request, checked, deadline)
-        pool = self._pools.get(host) or _Pool(verify=self._verify)
-        self._pools[host] = pool
-        self._pools.move_to_end(host)
+            if checked is None:
+                return await self._inner.handle_async_request(request)
+            return await to_first(self._inner.handle_async_request, request, checked, deadline)
+        return await self._kept.send(host, request, checked, deadline)
+
+    async def aclose(self) -> None:
+        if self._inner is not None:
+            await self._inner.aclose()
+        await self._kept.aclose()
+
+
+class NamePools:
+    """Connections kept alive per host name, for requests sent to the addresses the name
+    was checked to have (:class:`CheckedAddresses`: the client, the JWKS fetch; push
+    deliveries, ``push/aimed.py``), and per egress proxy.
+
+    Each name has a pool of its own (httpx's, keyed within it by scheme, address and
+    port, with *verify*), so a connection verified for one name never serves another,
+    even on the same address, and a kept connection serves a request only when its
+    address is among those the caller checked for it now. At most :data:`MAX_NAMES`
+    names' pools are kept, the least recently used idle one closed first (one with a
+    request or answer in flight is closed at a later request, once idle). Through a
+    proxy, connections key by the URL's name and port (httpcore's), as the proxy
+    resolves the name.
+
+    A request that went out on a kept connection which turns out closed or reset before
+    its answer's head was read (the server's idle timeout met it on the way; httpx's
+    ``RemoteProtocolError``, ``ReadError``, ``WriteError``, which a garbled head on a kept
+    connection raises too) is sent once more, at once, on the connection the pool gives
+    next, when it may be (:meth:`replayable`), as HTTP clients do (RFC 9110 §9.2.2): a
+    failure on a connection opened for it is not, nor is a second one."""
+
+    def __init__(self, verify: ssl.SSLContext | bool = True, *, replay_posts: bool = False):
+        self._verify = verify
+        #: Whether a POST may be sent again too (push deliveries: a retry carries the same
+        #: delivery id, which the receiver is told to deduplicate by).
+        self._replay_posts = replay_posts
+        self._pools: OrderedDict[str, _Pool] = OrderedDict()  # name -> its connections
+        self._via: dict[str, httpx.AsyncHTTPTransport] = {}  # proxy URL -> its transport
+
+    def replayable(self, request: httpx.Request) -> bool:
+        """Whether *request* may be sent again after its kept connection closed unanswered:
+        an idempotent method (RFC 9110 §9.2.2), or a POST where *replay_posts* says; its
+        body held in memory, so it can be sent whole again."""
+        method_ok = request.method in IDEMPOTENT or (
+            self._replay_posts and request.method == "POST"
+        )
+        return method_ok and isinstance(request.stream, httpx.ByteStream)
+
+    async def send(
+        self,
+        name: str,
+        request: httpx.Request,
+        checked: Sequence[IPAddress | str] | None,
+        deadline: float | None,
+    ) -> httpx.Response:
+        """*request* to *name* sent on the name's connections to the first of *checked*
+        that takes it (:func:`to_first`; ``None``: to the literal address it names)."""
+        pool = self._pools.get(name) or _Pool(verify=self._verify)
+        self._pools[name] = pool
+        self._pools.move_to_end(name)
         pool.active += 1  # before any wait: not closed as idle meanwhile
         try:
             await self._trim()
-            response = await _sent(pool, request, checked, deadline)
+            send = functools.partial(self._replayed, pool)
+            if checked is None:
+                response = await send(request)
+            else:
+                response = await to_first(send, request, checked, deadline)
         except BaseException:
             pool.active -= 1
             raise
         response.stream = _Counted(response.stream, pool)
         return response
+
+    async def through(self, proxy: str, request: httpx.Request) -> httpx.Response:
+        """*request* sent through *proxy* (an IPv6 literal named to it in brackets);
+        ``ValueError`` for a proxy httpx cannot use."""
+        transport = self._via.get(proxy)
+        if transport is None:
+            try:
+                transport = httpx.AsyncHTTPTransport(proxy=proxy, verify=self._verify)
+            except (ImportError, ValueError) as exc:  # socks without socksio, a bad scheme
+                raise ValueError(f"the proxy cannot be used ({type(exc).__name__})") from None
+            self._via[proxy] = transport
+        return await self._replayed(transport, bracketed(request))
+
+    async def _replayed(
+        self, transport: httpx.AsyncBaseTransport, request: httpx.Request
+    ) -> httpx.Response:
+        """*request* sent by *transport*, and once more when it went out on a kept
+        connection that closed before any answer and it is :meth:`replayable`."""
+        opened = False
+        own = request.extensions.get("trace")
+
+        async def trace(event: str, info: dict[str, Any]) -> None:
+            nonlocal opened  # a connection made for this request (to the proxy too)
+            opened = opened or event == "connection.connect_tcp.started"
+            if own is not None:
+                await own(event, info)
+
+        first = httpx.Request(
+            request.method,
+            request.url,
+            headers=request.headers,
+            stream=request.stream,
+            extensions={**request.extensions, "trace": trace},
+        )
+        try:
+            return await transport.handle_async_request(first)
+        except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError):
+            if opened or not self.replayable(request):
+                raise
+        return await transport.handle_async_request(request)
 
     async def _trim(self) -> None:
         """Past :data:`MAX_NAMES` pools, the least recently used idle ones closed."""
@@ -155,35 +251,11 @@ class CheckedAddresses(httpx.AsyncBaseTransport):
         for pool in gone:
             await pool.aclose()
 
-    def _proxy_for(self, url: httpx.URL) -> httpx.AsyncBaseTransport | None:
-        """The transport through the proxy for *url* (:func:`proxy_for`), if any."""
-        proxy = proxy_for(url, self._proxies)
-        if proxy is None:
-            return None
-        if proxy not in self._via:
-            self._via[proxy] = httpx.AsyncHTTPTransport(
-                proxy=proxy, verify=self._verify, limits=ONE_USE
-            )
-        return self._via[proxy]
-
     async def aclose(self) -> None:
-        for transport in (self._inner, *self._pools.values(), *self._via.values()):
-            if transport is not None:
-                await transport.aclose()
+        for transport in (*self._pools.values(), *self._via.values()):
+            await transport.aclose()
         self._pools.clear()
-
-
-async def _sent(
-    transport: httpx.AsyncBaseTransport,
-    request: httpx.Request,
-    checked: Sequence[IPAddress] | None,
-    deadline: float | None,
-) -> httpx.Response:
-    """*request* sent by *transport* to the first of *checked* that takes it (``None``: to
-    the literal address it names)."""
-    if checked is None:
-        return await transport.handle_async_request(request)
-    return await to_first(transport.handle_async_request, request, checked, deadline)
+        self._via.clear()
 
 
 class _Pool(httpx.AsyncHTTPTransport):

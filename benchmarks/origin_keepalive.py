@@ -23,11 +23,13 @@ from pathlib import Path
 import httpx
 import uvicorn
 
-from apcore_a2a._egress import ONE_USE, CheckedAddresses, system_lookup
+from apcore_a2a._egress import CheckedAddresses, system_lookup
 from tests._support import free_port
 from tests.bindings._grpc import self_signed_cert
 
 CALLS, WARM = 300, 20
+#: A connection for each request (as before keep-alive).
+ONE_USE = httpx.Limits(max_keepalive_connections=0)
 
 
 async def _ok(scope: dict[str, object], receive: object, send: object) -> None:

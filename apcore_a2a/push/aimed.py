@@ -16,45 +16,34 @@ JWKS fetch does. httpx's own reading of the proxy settings
 from __future__ import annotations
 
 from collections.abc import Mapping
-from functools import partial
-from http.cookiejar import CookieJar, DefaultCookiePolicy
 
 import httpx
 
-from apcore_a2a._egress import to_first
+from apcore_a2a._egress import NamePools
 from apcore_a2a.push.policy import Checked
-from apcore_a2a.upstream.proxy_targets import bracketed
 
 __all__ = ["Webhooks"]
 
-#: No keep-alive: pools key by address, and a connection verified for one name must not
-#: serve another.
-_ONE_USE = httpx.Limits(max_keepalive_connections=0)
-
 
 class Webhooks:
-    """The sender's HTTP clients: the direct one, and one per proxy made at its first use.
-    No redirects: a 3xx could point past the SSRF policy."""
+    """The sender's connections, kept alive per webhook name and per proxy
+    (``_egress.NamePools``: a connection verified for one name never carries a delivery
+    for another). No redirects: a 3xx could point past the SSRF policy. No cookies: an
+    answer's ``Set-Cookie`` is never kept (it would go out again with every later
+    delivery to its host, other callers' webhooks included).
+
+    A delivery whose kept connection the receiver closed as it went out (its idle
+    timeout), before any answer, is sent once more at once on another: its JWT's ``jti``
+    is the delivery's, the same on every retry, so a receiver that had it after all
+    tells it apart (docs/push.md)."""
 
     def __init__(self, timeout: float) -> None:
-        self._timeout = timeout
         # Built once (loading the CA bundle blocks the loop ~10 ms), reading SSL_CERT_FILE
         # and SSL_CERT_DIR as httpx's trust_env does.
-        self._verify = httpx.create_ssl_context()
-        self._clients: dict[str | None, httpx.AsyncClient] = {None: self._client(None)}
-
-    def _client(self, proxy: str | None) -> httpx.AsyncClient:
-        return httpx.AsyncClient(
-            proxy=proxy,
-            verify=self._verify,
-            timeout=self._timeout,
-            follow_redirects=False,
-            limits=_ONE_USE,
-            trust_env=False,
-            # A jar that keeps nothing: a receiver's Set-Cookie would go out again with
-            # every later delivery to its host, other callers' webhooks included.
-            cookies=CookieJar(DefaultCookiePolicy(allowed_domains=[])),
-        )
+        verify = httpx.create_ssl_context()
+        self._kept = NamePools(verify, replay_posts=True)
+        # Builds the requests (httpx's headers, the timeout); they go out by self._kept.
+        self._client = httpx.AsyncClient(verify=verify, timeout=timeout, trust_env=False)
 
     async def post(
         self,
@@ -69,19 +58,12 @@ class Webhooks:
         proxy, else at the first of its addresses that accepts the connection by *deadline*
         (the loop's clock; by default the connect timeout from now), the last one's error
         when none does. ``ValueError`` for a proxy httpx cannot use."""
+        sent = self._client.build_request("POST", url, content=content, headers=headers)
         if checked.proxy is not None:
-            client = self._clients.get(checked.proxy)
-            if client is None:
-                try:
-                    client = self._clients[checked.proxy] = self._client(checked.proxy)
-                except (ImportError, ValueError) as exc:  # socks without socksio, a bad scheme
-                    raise ValueError(f"the proxy cannot be used ({type(exc).__name__})") from None
-            sent = client.build_request("POST", url, content=content, headers=headers)
-            return await client.send(bracketed(sent), stream=True)
-        client = self._clients[None]
-        sent = client.build_request("POST", url, content=content, headers=headers)
-        return await to_first(partial(client.send, stream=True), sent, checked.addresses, deadline)
+            return await self._kept.through(checked.proxy, sent)
+        name = sent.url.raw_host.decode("ascii")
+        return await self._kept.send(name, sent, checked.addresses, deadline)
 
     async def aclose(self) -> None:
-        for client in self._clients.values():
-            await client.aclose()
+        await self._kept.aclose()
+        await self._client.aclose()
