@@ -90,15 +90,19 @@ async def test_a_slow_first_address_still_connects_when_the_others_refuse() -> N
 
 
 async def test_the_lookup_and_the_connection_share_one_connect_timeout() -> None:
-    """The lookup takes 3.3 of the 4 s: the slow address has 0.7 s left, before its SYN
-    is sent again. Before, the connection was given 4 s of its own and reached the agent
-    after 4.3 s. (A stream: the client's timeout bounds each wait, not the whole call.)"""
+    """The lookup takes 3 of the 4 s, and the slow address takes connections only after
+    the 4 s have passed (its queue drained 4.3 s after the lookup began, the deadline set
+    before it), in time for a connection given 4 s of its own: its SYN sent again 3 s
+    after the first reaches it. One deadline for both: the call times out, unseen, however
+    slow the machine. Before, the connection had 4 s of its own and reached the agent
+    after about 6 s. (A stream: the client's timeout bounds each wait, not the whole
+    call.)"""
     async with _card_naming("late.test") as (url, elsewhere, _names, port):
         drain = asyncio.Event()
 
         async def resolve(host: str, port: int) -> Sequence[str]:
-            await asyncio.sleep(3.3)
-            drained_after(drain, 0.5)
+            drained_after(drain, 4.3)
+            await asyncio.sleep(3)
             return [BLACKHOLE]
 
         async def first_event() -> None:
