@@ -38,14 +38,21 @@ class Server:
         self.open = 0
         self.held: asyncio.Event | None = None  # set: the next request waits for it
         self.holding = asyncio.Event()  # a request is waiting
+        self.drop = False  # a kept connection's requests read, then closed unanswered
+        self.dropped = 0
 
     async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.open += 1
+        served = 0
         try:
             while True:
                 head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1").lower()
                 length = int(head.partition("content-length:")[2].split("\r\n")[0] or 0)
                 await reader.readexactly(length)
+                if self.drop and served:
+                    self.dropped += 1
+                    return
+                served += 1
                 if self.held is not None:
                     held, self.held = self.held, None
                     self.holding.set()
@@ -185,3 +192,17 @@ async def test_a_name_with_a_call_in_flight_is_not_closed_past_the_bound(
         release.set()
         await slow
         assert server.names == NAMES
+
+
+async def test_a_post_on_a_kept_connection_the_server_closed_is_not_sent_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server may have acted on a JSON-RPC call before it closed the connection: the
+    call fails, sent once (push deliveries, which carry their id, are sent again)."""
+    async with _other_origin(tmp_path, monkeypatch) as (client, server, _aim, _table):
+        server.drop = True
+        await _called(client)
+        with pytest.raises(A2AConnectionError):
+            await _called(client)
+        assert server.dropped == 1
+        await _called(client)  # on a new connection
