@@ -18,12 +18,16 @@ from pathlib import Path
 import httpx
 import pytest
 from a2a.types.a2a_pb2 import StreamResponse
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
 
 from apcore_a2a.storage import INTERRUPTED_MESSAGE
 from apcore_a2a.storage.deferred import WRITE_DELAY
 
 from .._postgres import store_url
-from .._support import ServerProcess, cli_server
+from .._support import ServerProcess, cli_server, running_server
 from ._a2a import EXTENSIONS
 from .test_write_path_e2e import V1, _body, _count_writes, _sql, _writes
 
@@ -168,23 +172,34 @@ async def test_a_long_blocking_call_is_shared_after_the_delay_and_canceled_from_
             assert [v for v, _ in after] == list(range(1, len(after) + 1))
 
 
-async def test_a_blocking_call_with_a_push_config_is_stored_while_it_runs(
+async def test_a_blocking_call_with_a_push_config_is_stored_before_its_webhook_hears_of_it(
     pair: tuple[str, str, str],
 ) -> None:
-    cluster_url, a, b = pair
+    """The webhook learns the task's id from the first event: replica B must find the task
+    then, not WRITE_DELAY later. Judged by order (B is asked from inside the webhook's first
+    delivery), not by a clock: a slow machine delays the delivery, never fails the test."""
+    _, a, b = pair
+    seen: list[dict[str, object]] = []
     async with httpx.AsyncClient(headers=V1, timeout=60) as http:
-        push = {"url": "http://127.0.0.1:9/hook", "token": "t"}  # deliveries just fail
-        body = _body("jobs.sleep", {"seconds": 1.5}, taskPushNotificationConfig=push)
-        call = asyncio.ensure_future(http.post(a + "/", json=body))
-        # Its webhook learns the id from the first event: B must find it at once.
-        task_id = await _running_id(cluster_url, WRITE_DELAY * 0.8)
-        seen = (await http.post(b + "/", json=_rpc("GetTask", id=task_id))).json()
-        assert seen["result"]["status"]["state"] in {
-            "TASK_STATE_SUBMITTED",
-            "TASK_STATE_WORKING",
-        }
-        answer = (await call).json()
-        assert answer["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+
+        async def hook(request: Request) -> Response:
+            event = json.loads(await request.body())
+            if not seen:
+                kinds = [v for v in event.values() if isinstance(v, dict)]
+                task_id = next(str(v.get("taskId") or v.get("id")) for v in kinds)
+                seen.append((await http.post(b + "/", json=_rpc("GetTask", id=task_id))).json())
+            return Response(status_code=204)
+
+        hooks = Starlette(routes=[Route("/hook", hook, methods=["POST"])])
+        async with running_server(hooks) as base:
+            push = {"url": base + "/hook", "token": "t"}
+            # Longer than WRITE_DELAY: a deferred write would come too late for the hook.
+            body = _body("jobs.sleep", {"seconds": 3}, taskPushNotificationConfig=push)
+            answer = (await http.post(a + "/", json=body)).json()
+    assert answer["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert seen, "the webhook heard of no event"
+    assert "result" in seen[0], seen[0]
+    assert seen[0]["result"]["id"] == answer["result"]["task"]["id"]  # type: ignore[index]
 
 
 async def test_a_long_blocking_call_on_a_killed_replica_is_closed_out_by_the_other(
