@@ -38,6 +38,8 @@ logger = logging.getLogger("apcore_a2a")
 
 _PORT_HINT = "is another server on that port? Choose another with --port (A2A_PORT)"
 _UVICORN_FAILED = "Application startup failed. Exiting."
+#: seconds a kept-alive connection idles with ``header_timeout`` 0 (no bound: a proxy bounds it)
+_NO_BOUND = 365 * 24 * 3600
 #: SQLite's and PostgreSQL's words for a table or column the running code expects.
 _OLD_SCHEMA = re.compile(
     r"no such (column|table)|(column|relation) \S+ does not exist|Undefined(Column|Table)"
@@ -138,6 +140,10 @@ def run_app(
     config = uvicorn.Config(
         watch,
         http=bounded_head_protocol(settings.header_timeout or 0),
+        # A kept-alive connection waits header_timeout for its next request (the head timer
+        # closes it on time), not uvicorn's 5 s: a client keeping connections 5 s (httpx's
+        # default) met that close mid-send.
+        timeout_keep_alive=math.ceil(settings.header_timeout or _NO_BOUND),
         h11_max_incomplete_event_size=HEAD_LIMIT,
         host=settings.host,
         port=settings.port,

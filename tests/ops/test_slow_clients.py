@@ -172,3 +172,34 @@ async def test_a_stream_longer_than_both_deadlines_is_served(agent: str) -> None
                 if "status" in task:
                     states.append(task["status"]["state"])
     assert states[-1] == "TASK_STATE_COMPLETED", states
+
+
+#: A header_timeout above uvicorn's own 5 s keep-alive, and the idle pause between two
+#: requests in the test below: longer than 5 s, with room to spare below the bound.
+PATIENT, IDLE = 30, 7
+
+
+@pytest.fixture(scope="module")
+def patient() -> Iterator[str]:
+    with serve_process(header_timeout=PATIENT) as (url, _proc):
+        yield url
+
+
+async def test_a_kept_alive_connection_idles_for_header_timeout_not_uvicorns_5_s(
+    patient: str,
+) -> None:
+    """A connection waits ``header_timeout`` for its next request head, as documented.
+    uvicorn closed it after its own ``timeout_keep_alive`` (5 s) whatever the setting: a
+    client keeping connections 5 s (httpx's default, the official a2a-sdk client's) sent
+    its next request on a connection being closed about once in a hundred pauses of that
+    length, and got ``ReadError`` for a request the agent never read."""
+    reader, writer = await _connect(patient)
+    try:
+        for pause in (0, IDLE):
+            await asyncio.sleep(pause)
+            writer.write(_get("/.well-known/agent-card.json"))
+            await writer.drain()
+            head, _body = await _answer(reader)
+            assert head.startswith(b"HTTP/1.1 200")
+    finally:
+        writer.close()
