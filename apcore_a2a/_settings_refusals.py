@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from apcore_a2a._settings_sources import hide_url_password
+from apcore_a2a._text import hide_url_secrets
 from apcore_a2a.settings import SPECS, Settings, SettingsError, masked_value
 
 __all__ = ["check_named", "value_refusal"]
@@ -23,7 +23,7 @@ def value_refusal(where: str | None, problem: object, name: str, value: str) -> 
         shown = str(masked_value(SPECS[name], value))
         # quoted as is, or as its repr (a URL holding a quote or a backslash)
         text = text.replace(repr(value), repr(shown)).replace(value, shown)
-    text = hide_url_password(text)
+    text = hide_url_secrets(text)
     return SettingsError(f"{where}: {text}" if where else text)
 
 

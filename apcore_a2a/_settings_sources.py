@@ -11,7 +11,6 @@ from __future__ import annotations
 import difflib
 import functools
 import os
-import re
 import types
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -21,6 +20,8 @@ from typing import Annotated, Any, Literal, Self, Union, get_args, get_origin
 from pydantic import BeforeValidator, Field, ValidationError
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, InitSettingsSource, PydanticBaseSettingsSource
+
+from apcore_a2a._text import hide_url_secrets
 
 
 class SettingsError(ValueError):
@@ -239,7 +240,7 @@ def describe_error(
         return message  # a rule across settings (model validator) names them itself
     name = str(error["loc"][0])
     spec = next((s for s in specs if s.name == name), None)
-    shown = repr(hide_url_password(error.get("input")))
+    shown = repr(hide_url_secrets(error.get("input")))
     got = "a secret (value not shown)" if spec and spec.secret else shown
     return f"{where(name)}: {message[:1].lower()}{message[1:]}, got {got}"
 
@@ -324,35 +325,12 @@ def field_specs(fields: Mapping[str, FieldInfo]) -> tuple[Setting, ...]:
     return tuple(specs)
 
 
-# The password runs to the last '@': an unencoded '/', ':' or '@' in it must not end it
-# early (masking part of the host too is the safe side). The scheme and its "//" are
-# optional, so a value refused for its shape (memory:user:PASSWORD@x) is masked too; the
-# user name has no space, so a sentence naming "memory://" and "user@host" is not.
-_USERINFO = re.compile(r"^((?:\w[\w+.-]*:/{0,2})?[^:/@\s]*):.*@")
-# A credential in a query: libpq's password, or an API key, token or secret an IdP's key
-# set URL may carry (Azure Functions' ``code``, an SAS ``sig``, S3's ``X-Amz-Signature``).
-_QUERY_PASSWORD = re.compile(
-    r"([?&](?:password|passwd|sslpassword|code|sig|[\w-]*(?:key|token|secret|signature|"
-    r"credential))=)[^&#]*",
-    re.IGNORECASE,
-)
-
-
-def hide_url_password(value: Any) -> Any:
-    """*value* with the password of a URL (user-info, ``?password=``, ``?api_key=``...)
-    shown as ``***``; anything but a string unchanged. Database and JWKS URLs may carry
-    one."""
-    if not isinstance(value, str):
-        return value
-    return _QUERY_PASSWORD.sub(r"\1***", _USERINFO.sub(r"\1:***@", value))
-
-
 def masked_value(spec: Setting, value: Any) -> Any:
     """*value* of the setting *spec* as it may be printed: a secret as ``***`` (one per
     item of a list), a URL without its password."""
     if spec.secret and value:
         return "***" if isinstance(value, str) else ["***"] * len(value)
-    return hide_url_password(value)
+    return hide_url_secrets(value)
 
 
 class SourcedSettings(BaseSettings):

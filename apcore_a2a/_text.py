@@ -4,6 +4,7 @@ the client's errors share (a leaf: it imports nothing, so every room may import 
 from __future__ import annotations
 
 import re
+from typing import Any
 
 
 def message_line(text: str) -> str:
@@ -44,3 +45,39 @@ def echoed(value: object, *, quote: bool = False, limit: int = ECHO_LIMIT) -> st
     text = value if isinstance(value, str) else str(value)
     shown = repr(text[:limit]) if quote else escape_invisible(escape_controls(text[:limit]))
     return shown if len(text) <= limit else f"{shown}… ({len(text)} characters)"
+
+
+# The password runs to the last '@': an unencoded '/', ':' or '@' in it must not end it
+# early (masking part of the host too is the safe side). The scheme and its "//" are
+# optional, so a value refused for its shape (memory:user:PASSWORD@x) is masked too; the
+# user name has no space, so a sentence naming "memory://" and "user@host" is not; a
+# scheme is not a user name (https://TOKEN@host is a user name alone).
+_USERINFO = re.compile(r"^((?:\w[\w+.-]*:/{0,2})?[^:/@\s]*):(?!//).*@")
+# A user name without a password is how many pass a token (https://TOKEN@idp/keys): the
+# only credential there, so masked too. Only after "scheme://", so that an e-mail address
+# (ops@example.com, mailto:ops@example.com) is shown as it is.
+_LONE_USER = re.compile(r"^(\w[\w+.-]*://)[^:/\s]+@")
+# A credential in a query: libpq's password, or an API key, token or secret an IdP's key
+# set URL may carry (Azure Functions' ``code``, an SAS ``sig``, S3's ``X-Amz-Signature``).
+_QUERY_SECRET = re.compile(
+    r"([?&](?:password|passwd|sslpassword|code|sig|[\w-]*(?:key|token|secret|signature|"
+    r"credential))=)[^&#]*",
+    re.IGNORECASE,
+)
+# Every item of a query (from its '?'), a bare one (?TOKEN) included.
+_QUERY_ITEM = re.compile(r"([?&][^=&#]*)(?:=[^&#]*)?")
+
+
+def hide_url_secrets(value: Any, *, every_query_value: bool = False) -> Any:
+    """*value* with the credentials of a URL shown as ``***``: a password (the user name
+    then kept), a user name given alone, the values of query parameters named for a
+    credential (``?password=``, ``?api_key=``...) or, with *every_query_value*, of every
+    query parameter (a URL the operator does not need to read back: the JWKS fetch's log);
+    anything but a string unchanged. Database and JWKS URLs may carry them."""
+    if not isinstance(value, str):
+        return value
+    shown = _LONE_USER.sub(r"\1***@", _USERINFO.sub(r"\1:***@", value))
+    if every_query_value:
+        path, mark, query = shown.partition("?")
+        return path + _QUERY_ITEM.sub(r"\1=***", mark + query)
+    return _QUERY_SECRET.sub(r"\1***", shown)

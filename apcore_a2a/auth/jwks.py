@@ -35,6 +35,7 @@ from cachetools import TLRUCache
 
 from apcore_a2a._addresses import CLASSES, host_class
 from apcore_a2a._egress import CheckedAddresses, Resolver, system_lookup
+from apcore_a2a._text import hide_url_secrets
 from apcore_a2a.auth.authenticator import InvalidCredentials
 
 logger = logging.getLogger("apcore_a2a.auth")
@@ -121,15 +122,9 @@ class JWKSKeySource:
         if timeout <= 0:
             raise ValueError("jwks_timeout must be positive")
         self.url = url
-        #: the URL as logged: neither a password nor a query's values (some IdPs take an
-        #: API key there) are written to the log
-        shown = parts
-        if parts.password:  # the user name given again: httpx drops it otherwise
-            shown = shown.copy_with(username=parts.username, password="***")  # noqa: S106
-        if parts.query:
-            names = (item.partition(b"=")[0] for item in parts.query.split(b"&"))
-            shown = shown.copy_with(query=b"&".join(name + b"=***" for name in names))
-        self.shown = str(shown)
+        #: the URL as logged: no credential (a password, a user name alone), nor any value
+        #: of its query (some IdPs take an API key there, under any name)
+        self.shown: str = hide_url_secrets(url, every_query_value=True)
         if parts.scheme == "http" and CLASSES[host_class(parts.host)] != "loopback":
             logger.warning(
                 "the JWKS URL %s is plain http: whoever answers for it on the way chooses the "

@@ -10,8 +10,8 @@ import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from apcore_a2a._settings_sources import empty_problem, hide_url_password
-from apcore_a2a._text import message_line
+from apcore_a2a._settings_sources import empty_problem
+from apcore_a2a._text import hide_url_secrets, message_line
 from apcore_a2a.settings import SPECS, Settings, config_path
 
 if TYPE_CHECKING:  # apcore_a2a.config loads apcore: only `config show` reads a file
@@ -74,7 +74,7 @@ def _check(args: argparse.Namespace) -> int:
     except Exception as exc:  # any reason the agent would not start, as one line
         return _fail(exc)
     skills = ", ".join(skill.id for skill in card.skills)
-    store = hide_url_password(factory.settings.task_store)
+    store = hide_url_secrets(factory.settings.task_store)
     print(
         f"{args.file}: OK - {len(card.skills)} skills ({skills}) at "
         f"{factory.settings.public_url()}, task store {store}"

@@ -237,6 +237,17 @@ def test_show_masks_a_key_in_the_jwks_urls_query(name: str) -> None:
     assert f"tenant=t1&{name}=***" in line, line
 
 
+def test_show_masks_a_user_name_alone_in_the_jwks_url() -> None:
+    """https://TOKEN@host passes a token as the user name: `config show` masks it, and
+    keeps the rest of the URL as given (it showed ``https:***@idp.example``)."""
+    url = "https://t0ken-4242@idp.example/jwks.json"
+    result = run_cli("config", "show", env=clean_env(JWT_JWKS_URL=url))
+    assert result.returncode == 0, result.stderr
+    (line,) = [ln for ln in result.stdout.splitlines() if "jwks_url:" in ln]
+    assert "4242" not in result.stdout, line
+    assert '"https://***@idp.example/jwks.json"' in line, line
+
+
 def test_show_reads_the_file_a2a_config_names_like_serve(tmp_path: Path) -> None:
     """`serve` takes its file from A2A_CONFIG when --config is not given; so does `show`."""
     path = write(tmp_path, "http:\n  port: 18999\n")
