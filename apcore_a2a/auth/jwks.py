@@ -273,7 +273,8 @@ class JWKSKeySource:
             async for chunk in _as_sent(response):
                 read += len(chunk)  # empty deflate blocks inflate to nothing, for ever
                 if read > MAX_JWKS_BYTES:
-                    raise ValueError(f"compressed key set larger than {MAX_JWKS_BYTES} bytes")
+                    sent = "compressed key set" if inflate is not None else "key set"
+                    raise ValueError(f"{sent} larger than {MAX_JWKS_BYTES} bytes")
                 room = MAX_JWKS_BYTES + 1 - len(body)
                 body += inflate.decompress(chunk, room) if inflate is not None else chunk
                 if len(body) > MAX_JWKS_BYTES:

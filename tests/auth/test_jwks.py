@@ -393,3 +393,19 @@ def test_a_plain_http_jwks_url_is_warned_about_unless_on_loopback(
         with caplog.at_level(logging.WARNING, logger="apcore_a2a.auth"):
             JWTAuthenticator(jwks_url=url)
         assert ("plain http" in caplog.text) is warned, url
+
+
+async def test_an_uncompressed_key_set_over_the_limit_is_named_as_such(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Refused, but its refusal said "compressed key set larger than ...".
+    from apcore_a2a.auth.jwks import MAX_JWKS_BYTES, JWKSKeySource, KeyLookupError
+
+    async def answer(_request: Request) -> Response:
+        return Response(b" " * (MAX_JWKS_BYTES + 1), media_type="application/json")
+
+    async with running_server(Starlette(routes=[Route("/keys", answer)])) as idp:
+        source = JWKSKeySource(idp + "/keys")
+        with pytest.raises(KeyLookupError, match="fetch failed"):
+            await source.get("real", "RS256")
+    assert f"(ValueError: key set larger than {MAX_JWKS_BYTES} bytes)" in caplog.text
