@@ -30,7 +30,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from apcore_a2a._addresses import CLASSES, IPAddress, address_class, host_class
-from apcore_a2a._text import echoed
+from apcore_a2a._text import echoed, hide_url_secrets
 from apcore_a2a.upstream.proxy_targets import bracketed
 
 #: ``resolve(host, port) -> addresses`` (the event loop's ``getaddrinfo`` by default).
@@ -45,6 +45,26 @@ MAX_NAMES = 16
 #: Methods whose request is sent again after a kept connection closed unanswered
 #: (RFC 9110 §9.2.2: idempotent).
 IDEMPOTENT = frozenset({"GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"})
+#: What a proxy URL of the socks5 scheme needs, named in refusals.
+SOCKS_EXTRA = "a socks5 proxy needs the socksio package: pip install httpx[socks]"
+
+
+class ProxyUnusable(ValueError):
+    """A proxy the environment names that httpx cannot use: a ``socks5://`` one without
+    the ``socksio`` package (httpx raises ``ImportError``), or a scheme it does not know.
+    No retry sends the request; the message names the proxy without its credentials."""
+
+
+def proxy_transport(proxy: str, verify: ssl.SSLContext | bool) -> httpx.AsyncHTTPTransport:
+    """httpx's transport through *proxy* (its connections key by the URL's name and port,
+    as the proxy resolves the name), or :class:`ProxyUnusable` saying why not."""
+    try:
+        return httpx.AsyncHTTPTransport(proxy=proxy, verify=verify)
+    except ImportError:
+        reason = SOCKS_EXTRA
+    except ValueError:  # httpx's words quote the URL
+        reason = "httpx takes http, https, socks5 and socks5h proxies"
+    raise ProxyUnusable(f"the proxy {hide_url_secrets(proxy)} cannot be used: {reason}")
 
 
 def proxy_for(url: httpx.URL, proxies: Mapping[str, str] | None = None) -> str | None:
@@ -205,14 +225,10 @@ class NamePools:
 
     async def through(self, proxy: str, request: httpx.Request) -> httpx.Response:
         """*request* sent through *proxy* (an IPv6 literal named to it in brackets);
-        ``ValueError`` for a proxy httpx cannot use."""
+        :class:`ProxyUnusable` for a proxy httpx cannot use."""
         transport = self._via.get(proxy)
         if transport is None:
-            try:
-                transport = httpx.AsyncHTTPTransport(proxy=proxy, verify=self._verify)
-            except (ImportError, ValueError) as exc:  # socks without socksio, a bad scheme
-                raise ValueError(f"the proxy cannot be used ({type(exc).__name__})") from None
-            self._via[proxy] = transport
+            transport = self._via[proxy] = proxy_transport(proxy, self._verify)
         return await self._replayed(transport, bracketed(request))
 
     async def _replayed(

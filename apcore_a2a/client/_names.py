@@ -26,6 +26,7 @@ from apcore_a2a._addresses import IPAddress, address_class
 from apcore_a2a._egress import (
     MAX_ADDRESSES,
     CheckedAddresses,
+    ProxyUnusable,
     RefusedAddress,
     Resolver,
     inward,
@@ -68,6 +69,8 @@ class OtherOrigins(CheckedAddresses):
             raise CrossOriginEndpointError(
                 str(exc), url=str(request.url), agent_origin=str(origin_of(self._base))
             ) from None
+        except ProxyUnusable as exc:  # no retry reaches it: told as unreachable, not a bug
+            raise A2AConnectionError(str(exc)) from None
 
 
 async def grpc_addresses(

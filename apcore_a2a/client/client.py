@@ -14,7 +14,7 @@ import httpx
 from a2a.types import a2a_pb2 as pb
 from google.protobuf.json_format import MessageToDict
 
-from apcore_a2a._egress import Resolver, system_lookup
+from apcore_a2a._egress import SOCKS_EXTRA, Resolver, system_lookup
 from apcore_a2a.client import _shapes as shape
 from apcore_a2a.client._alone import alone_after_events, leaves_alone
 from apcore_a2a.client._arguments import (
@@ -128,6 +128,11 @@ class A2AClient:
             raise ValueError(
                 "the environment's proxy settings (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY, "
                 f"NO_PROXY) cannot be read by httpx: {exc}"
+            ) from None
+        except ImportError:  # httpx builds every proxy's transport now, socks5 needs socksio
+            raise ValueError(
+                "the environment's proxy settings (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY) "
+                f"cannot be used: {SOCKS_EXTRA}"
             ) from None
         verifying = verify_card or card_keys is not None
         self._verifier = CardVerifier(self._http, self._base, card_keys) if verifying else None

@@ -57,7 +57,7 @@ class Webhooks:
         """POST *content* to *url* where *checked* says (the answer streamed): through its
         proxy, else at the first of its addresses that accepts the connection by *deadline*
         (the loop's clock; by default the connect timeout from now), the last one's error
-        when none does. ``ValueError`` for a proxy httpx cannot use."""
+        when none does. ``ProxyUnusable`` for a proxy httpx cannot use."""
         sent = self._client.build_request("POST", url, content=content, headers=headers)
         if checked.proxy is not None:
             return await self._kept.through(checked.proxy, sent)

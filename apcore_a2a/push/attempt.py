@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import httpx
 from a2a.types import TaskPushNotificationConfig
 
+from apcore_a2a._egress import ProxyUnusable
 from apcore_a2a.adapters.errors import one_line
 from apcore_a2a.push.aimed import Webhooks
 from apcore_a2a.push.policy import Checked, PushUrlPolicy
@@ -88,6 +89,8 @@ async def try_once(
                 raise GiveUp("sender is not running")
             try:
                 answer = await _post(webhooks, key, delivery, checked, deadline)
+            except ProxyUnusable as exc:  # our words: the proxy, without its credentials
+                raise GiveUp(f"request cannot be sent: {exc}") from None
             except (ValueError, httpx.InvalidURL) as exc:  # UnicodeEncodeError too
                 # A config stored before its values were checked: no retry can send it.
                 raise GiveUp(f"request cannot be sent: {type(exc).__name__}") from None

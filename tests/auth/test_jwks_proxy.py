@@ -7,6 +7,8 @@ the direct path, pinned and checked as before."""
 
 from __future__ import annotations
 
+import logging
+import sys
 from pathlib import Path
 
 import pytest
@@ -39,6 +41,23 @@ async def test_the_key_set_is_fetched_through_the_environments_proxy(
     assert px.asked == [f"GET http://idp.test:{port}/jwks.json"]
     assert idp.hosts == [f"idp.test:{port}"]
     assert names.lookups == {"idp.test": 1}  # the class check's lookup, not the connection's
+
+
+async def test_a_socks5_proxy_without_socksio_is_logged_naming_the_extra(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A refusal in our words, the proxy's password masked (was httpx's ImportError).
+    monkeypatch.setitem(sys.modules, "socksio", None)  # not installed, whatever this venv has
+    monkeypatch.setenv("ALL_PROXY", "socks5://user:pw-4242@127.0.0.1:9")
+    source = JWKSKeySource("http://idp.test/jwks.json", resolver=Names())
+    with caplog.at_level(logging.WARNING, logger="apcore_a2a"), pytest.raises(KeyLookupError):
+        await source.get("real", "RS256")
+    assert (
+        "JWKS fetch from http://idp.test/jwks.json failed (ProxyUnusable: the proxy "
+        "socks5://user:***@127.0.0.1:9 cannot be used: a socks5 proxy needs the socksio "
+        "package: pip install httpx[socks])"
+    ) in caplog.text
+    assert "4242" not in caplog.text
 
 
 @pytest.fixture(scope="module")

@@ -4,13 +4,20 @@ read it. A real stub agent and a forward proxy on 127.0.0.1 that sends ``::1`` t
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
 
-from apcore_a2a.client import A2AClient
+from apcore_a2a.client import A2AClient, A2AConnectionError
 from tests._forward_proxy import forward_proxy, without_proxies
-from tests._support import running_server
+from tests._support import cli, running_server
 
 from ._stub_agent import CARD_V10, TASK, StubAgent, json_reply
+from .test_origins import agent_pointing_elsewhere
+
+SOCKS = "socks5://user:pw-4242@127.0.0.1:1080"
+EXTRA = "a socks5 proxy needs the socksio package: pip install httpx[socks]"
 
 
 async def test_an_agent_at_an_ipv6_literal_is_reached_through_the_proxy(
@@ -48,3 +55,54 @@ def test_proxy_settings_httpx_cannot_read_are_a_value_error_naming_them(
     monkeypatch.setenv("NO_PROXY", no_proxy)
     with pytest.raises(ValueError, match=r"^the environment's proxy settings .*NO_PROXY"):
         A2AClient("http://127.0.0.1:1")
+
+
+@pytest.mark.parametrize("variable", ["ALL_PROXY", "HTTPS_PROXY", "http_proxy"])
+def test_a_socks5_proxy_without_socksio_is_a_value_error_naming_the_extra(
+    variable: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # httpx builds each proxy's transport with the client: without the socks extra it
+    # raised ImportError, whichever agent the client was for.
+    without_proxies(monkeypatch)
+    monkeypatch.setitem(sys.modules, "socksio", None)  # not installed, whatever this venv has
+    monkeypatch.setenv(variable, SOCKS)
+    with pytest.raises(ValueError) as caught:
+        A2AClient("http://127.0.0.1:1")
+    assert str(caught.value) == (
+        f"the environment's proxy settings (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY) cannot be used: "
+        f"{EXTRA}"
+    )
+
+
+async def test_a_socks5_proxy_for_a_call_to_another_origin_is_a_connection_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The other origins' transport reads the proxies at the first call there: one set
+    # since the client was made raised ImportError from that call.
+    without_proxies(monkeypatch)
+    monkeypatch.setitem(sys.modules, "socksio", None)
+    async with (
+        agent_pointing_elsewhere() as (url, _agent, elsewhere),
+        A2AClient(url, allow_other_origins=True) as client,
+    ):
+        monkeypatch.setenv("ALL_PROXY", SOCKS)
+        with pytest.raises(A2AConnectionError) as caught:
+            await client.get_task("t-1")
+    assert caught.value.message == (
+        f"the proxy socks5://user:***@127.0.0.1:1080 cannot be used: {EXTRA}"
+    )
+    assert elsewhere.seen == []
+
+
+async def test_the_cli_names_the_missing_extra_in_one_line_and_exits_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    without_proxies(monkeypatch)
+    (tmp_path / "socksio.py").write_text("raise ImportError('not installed')\n")  # as if so
+    env = {"ALL_PROXY": SOCKS, "PYTHONPATH": str(tmp_path)}
+    code, out, err = await cli("card", "http://127.0.0.1:1", env=env)
+    assert (code, out) == (2, "")
+    assert err == (
+        "error: the environment's proxy settings (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY) cannot "
+        f"be used: {EXTRA}\n"
+    )

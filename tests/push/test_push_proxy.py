@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -252,12 +253,25 @@ async def test_a_name_that_turns_non_public_is_refused_at_delivery_before_the_pr
     assert px.asked == []
 
 
+@pytest.mark.parametrize(
+    ("proxy", "reason"),
+    [
+        ("ftp://127.0.0.1:9", "httpx takes http, https, socks5 and socks5h proxies"),
+        (
+            "socks5://user:pw-4242@127.0.0.1:9",
+            "a socks5 proxy needs the socksio package: pip install httpx[socks]",
+        ),
+    ],
+    ids=["unknown-scheme", "socks5-without-socksio"],
+)
 async def test_a_proxy_httpx_cannot_use_fails_the_deliveries_it_applies_to(
-    monkeypatch: pytest.MonkeyPatch,
+    proxy: str, reason: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The agent starts and serves; each delivery the proxy applies to is given up on with
-    # a reason of its own (was: the agent's start failed, as httpx read the setting).
-    monkeypatch.setenv("HTTP_PROXY", "ftp://127.0.0.1:9")
+    # a reason of its own (was: the agent's start failed, as httpx read the setting), which
+    # names the proxy without its password (was "ValueError", whatever the cause).
+    monkeypatch.setitem(sys.modules, "socksio", None)  # not installed, whatever this venv has
+    monkeypatch.setenv("HTTP_PROXY", proxy)
     async with (
         name_server({}) as dns,
         push_agent(push_dns_servers=[dns.address]) as (base, _app),
@@ -268,7 +282,11 @@ async def test_a_proxy_httpx_cannot_use_fails_the_deliveries_it_applies_to(
         assert "result" in await rpc(client, base, "CreateTaskPushNotificationConfig", hook)
         GATES[904].set()
         status = await _until_failed(client, base, task_id)
-    assert status == ("failed", "request cannot be sent: ValueError")
+    shown = proxy.replace("pw-4242", "***")
+    assert status == (
+        "failed",
+        f"request cannot be sent: the proxy {shown} cannot be used: {reason}",
+    )
 
 
 @pytest.mark.parametrize("scheme", ["http", "https"])
