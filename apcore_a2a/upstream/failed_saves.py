@@ -8,10 +8,12 @@ awaits: asyncio logs "Task exception was never retrieved" with two more tracebac
 task is collected. Here, for the runs of our handlers only: the consumer's record is one
 line, ``Task <id>: its state could not be saved (Task store unavailable; retry later); its
 run ended``, at ERROR, without traceback (the store chain logged the outage itself), and
-the exception its task ends with is retrieved (DEBUG). The records' filter is on the SDK's
-``active_task`` logger while an agent of ours runs, and acts only in the runs our handlers
-started (a context variable they are created under); the loop's exception handler is not
-touched.
+the exception its task ends with is retrieved (DEBUG). A consumer that failed for another
+reason (the run raised an A2A error of the SDK's, or the SDK refused one of its events)
+keeps the SDK's record, traceback included: it is no save's. The records' filter is on the
+SDK's ``active_task`` logger while an agent of ours runs, and acts only in the runs our
+handlers started (a context variable they are created under); the loop's exception handler
+is not touched.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Any
 
 from a2a.server.agent_execution.active_task import ActiveTask
 from a2a.server.request_handlers import DefaultRequestHandler
+from a2a.utils.errors import A2AError
 
 from apcore_a2a._text import echoed
 from apcore_a2a.errors import OwnError
@@ -45,11 +48,21 @@ def problem(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {echoed(exc, limit=200)}"
 
 
+def store_failure(exc: BaseException | None) -> bool:
+    """Whether a consumer failed on *exc* as a save fails: one of our own errors (the
+    store chain's) or an exception that is no A2A error (an application store's own). An
+    A2A error of the SDK's is the run's (its producer raised it: ``InternalError``) or the
+    SDK's refusal of an event (``InvalidAgentResponseError``): its record stays the SDK's."""
+    return exc is not None and (isinstance(exc, OwnError) or not isinstance(exc, A2AError))
+
+
 class _FailedSaves(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         if record.msg != _FAILED or not _OURS.get() or not record.exc_info:
             return True
         error = record.exc_info[1]
+        if not store_failure(error):
+            return True
         args = record.args if isinstance(record.args, tuple) else ()
         record.msg = "Task %s: its state could not be saved (%s); its run ended"
         record.args = (*args[:1], problem(error) if error is not None else "?")
