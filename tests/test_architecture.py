@@ -17,11 +17,10 @@ MAX_LINES = 450
 
 #: top-level modules that import no room, so every room may import them: _text (a message
 #: of several lines made one, a caller's value quoted back short, a URL without its
-#: credentials), _json (how the JSON
-#: bindings read a body, and refuse what they cannot), _history (the message of a task's
-#: history a messageId names), _addresses (what an IP address finally delivers to: push's
-#: SSRF policy and the JWKS fetch), _egress (which proxy the environment names for a URL:
-#: push deliveries and the JWKS fetch)
+#: credentials), _json (how the JSON bindings read a body, and refuse what they cannot),
+#: _history (the message of a task's history a messageId names), _addresses (what an IP
+#: address finally delivers to: push's SSRF policy and the JWKS fetch), _egress (which
+#: proxy the environment names for a URL: push deliveries and the JWKS fetch)
 LEAVES = {"_text", "_json", "_history", "_addresses", "_egress"}
 #: room -> rooms (and top-level modules) it may import; a room may always import itself.
 ALLOWED: dict[str, set[str]] = {
