@@ -39,6 +39,10 @@ Resolver = Callable[[str, int], Awaitable[Sequence[str]]]
 #: hundreds is not tried one by one.
 MAX_ADDRESSES = 8
 _ZONE = re.compile(r"[A-Za-z0-9_.-]*")
+#: Connections kept idle at most 4 s: below the 5 s keep-alive of uvicorn's and Node's
+#: servers, so a request never goes out on a connection its server is closing (httpx's 5 s
+#: met that close about once in a hundred pauses of that length: ``ReadError``).
+KEPT = httpx.Limits(max_connections=100, max_keepalive_connections=20, keepalive_expiry=4.0)
 #: Names whose connections :class:`NamePools` keeps (a pool each), the least recently
 #: used one's closed first.
 MAX_NAMES = 16
@@ -59,7 +63,7 @@ def proxy_transport(proxy: str, verify: ssl.SSLContext | bool) -> httpx.AsyncHTT
     """httpx's transport through *proxy* (its connections key by the URL's name and port,
     as the proxy resolves the name), or :class:`ProxyUnusable` saying why not."""
     try:
-        return httpx.AsyncHTTPTransport(proxy=proxy, verify=verify)
+        return httpx.AsyncHTTPTransport(proxy=proxy, verify=verify, limits=KEPT)
     except ImportError:
         reason = SOCKS_EXTRA
     except ValueError:  # httpx's words quote the URL
@@ -206,7 +210,7 @@ class NamePools:
     ) -> httpx.Response:
         """*request* to *name* sent on the name's connections to the first of *checked*
         that takes it (:func:`to_first`; ``None``: to the literal address it names)."""
-        pool = self._pools.get(name) or _Pool(verify=self._verify)
+        pool = self._pools.get(name) or _Pool(verify=self._verify, limits=KEPT)
         self._pools[name] = pool
         self._pools.move_to_end(name)
         pool.active += 1  # before any wait: not closed as idle meanwhile

@@ -14,7 +14,7 @@ import httpx
 from a2a.types import a2a_pb2 as pb
 from google.protobuf.json_format import MessageToDict
 
-from apcore_a2a._egress import SOCKS_EXTRA, Resolver, system_lookup
+from apcore_a2a._egress import KEPT, SOCKS_EXTRA, Resolver, system_lookup
 from apcore_a2a.client import _shapes as shape
 from apcore_a2a.client._alone import alone_after_events, leaves_alone
 from apcore_a2a.client._arguments import (
@@ -119,6 +119,7 @@ class A2AClient:
         try:
             self._http = httpx.AsyncClient(
                 timeout=httpx.Timeout(timeout, connect=timeout or CONNECT_TIMEOUT),
+                limits=KEPT,
                 headers=default_headers,
                 auth=auth,  # a (user, password) pair: httpx's basic auth
                 transport=self._direct,
