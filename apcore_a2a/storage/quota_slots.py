@@ -147,11 +147,11 @@ class SqlQuotaSlots:
             row = f"r:{uuid.uuid4().hex}"
             self._held.add(row)
             try:
-                taken = await guarded(self._insert(scope, subject, row, limit))
+                inserted = await guarded(self._insert(scope, subject, row, limit))
             except BaseException:  # committed, maybe: an orphan then
                 self._held.discard(row)
                 raise
-            if not taken:
+            if not inserted:
                 self._held.discard(row)
                 return False
         self._leased[(scope, holder)] = (subject, row, taken)
