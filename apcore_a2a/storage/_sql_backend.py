@@ -10,10 +10,9 @@ import os
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
-from a2a.server.agent_execution.active_task import TERMINAL_TASK_STATES
 from a2a.server.cluster import ConcurrentTaskModificationError, VersionedDatabaseTaskStore
 from a2a.server.context import ServerCallContext
 from a2a.server.models import (
@@ -36,7 +35,6 @@ from ._replicas import (
     ReplicaRegistry,
     claimants_table,
     claims_table,
-    db_seconds,
     replicas_table,
     turns_table,
 )
@@ -53,6 +51,7 @@ from .memory import OwnerUser
 from .observed import copy_task
 from .outages import UNAVAILABLE as _UNAVAILABLE
 from .quota_slots import PUSH_SCOPE, TASK_SCOPE, slots_table
+from .retention import finished_table, purge
 
 CancelWatch = tuple[Callable[[], list[str]], Callable[[str], None]]
 #: told of each task this process failed as interrupted, with the status event it saved
@@ -256,9 +255,11 @@ class SqlBackend:
     async def _create_tables(self) -> None:
         for initialize in self.initializers:
             await initialize()
-        if self.registry is not None:
-            async with self.engine.begin() as conn:
+        async with self.engine.begin() as conn:
+            if self.registry is not None:
                 await conn.run_sync(METADATA.create_all)
+            else:  # retention's notes (retention.py), in single mode too
+                await conn.run_sync(finished_table.create, checkfirst=True)
 
     def _spawn(
         self, name: str, what: str, interval: float, work: Callable[[], Awaitable[None]]
@@ -338,41 +339,19 @@ class SqlBackend:
             )
 
     async def _purge(self) -> None:
-        """Delete finished tasks past retention with their dependent rows: push configs,
-        versions, events (cluster mode: also claims, turns, push-config quota slots, the
-        notes of open streams and a slot of the caller's quota its end left behind)."""
+        """Delete finished tasks past retention (``retention.py``) with their dependent
+        rows: push configs, versions, events (cluster mode: also claims, turns,
+        push-config quota slots, the notes of open streams and a slot of the caller's
+        quota its end left behind)."""
         assert self.retention_seconds is not None
-        # The SDK stores ``last_updated`` as naive UTC (the status timestamp). Now is the
-        # database's: a replica whose clock runs ahead would delete finished tasks early.
-        [(now,)] = await read(self.engine, select(db_seconds(self.engine)))
-        cutoff = datetime.fromtimestamp(now, UTC).replace(tzinfo=None)
-        cutoff -= timedelta(seconds=self.retention_seconds)
         cluster = self.registry is not None
         dependents: list[Any] = [PushNotificationConfigModel.__table__, *self.purged_with]
         dependents += [TaskVersionModel.__table__, TaskEventModel.__table__]
         if cluster:
             dependents += [claims_table, turns_table, claimants_table]
-        finished = select(TaskModel.id).where(
-            TaskModel.last_updated < cutoff, _STATE.in_(_FINISHED_NAMES)
+        deleted = await purge(
+            self.engine, self.retention_seconds, dependents, _free_slots if cluster else None
         )
-        deleted = 0
-        while True:
-            async with self.engine.begin() as conn:
-                ids = [row[0] for row in await conn.execute(finished.limit(_BATCH))]
-                if not ids:
-                    break
-                for table in dependents:
-                    await conn.execute(delete(table).where(table.c.task_id.in_(ids)))
-                if cluster:
-                    # A finished task's unfinished-task slot is its own row when its end
-                    # could not free it (an outage), and no recheck frees it once the
-                    # task is gone.
-                    slots = slots_table.c
-                    of_task = slots.scope.in_(_TASK_SCOPES) & slots.subject.in_(ids)
-                    counted = (slots.scope == TASK_SCOPE) & slots.holder.in_(ids)
-                    await conn.execute(delete(slots_table).where(of_task | counted))
-                await conn.execute(delete(TaskModel).where(TaskModel.id.in_(ids)))
-            deleted += len(ids)
         if deleted:
             logger.info("deleted %d finished task(s) past retention", deleted)
 
@@ -402,12 +381,18 @@ _ENDED_NAMES = [
     *(TaskState.Name(s) for s in (TaskState.TASK_STATE_CANCELED, TaskState.TASK_STATE_FAILED)),
     *("canceled", "failed"),
 ]
-_FINISHED_NAMES = [TaskState.Name(s) for s in TERMINAL_TASK_STATES] + [
-    *("completed", "failed", "canceled", "rejected")
-]
 _BATCH = 500
 #: quota-slot scopes whose rows name a task: deleted with it
 _TASK_SCOPES = (PUSH_SCOPE, FOLLOW_SCOPE)
+
+
+async def _free_slots(conn: Any, ids: list[str]) -> None:
+    # A finished task's unfinished-task slot is its own row when its end could not free
+    # it (an outage), and no recheck frees it once the task is gone.
+    slots = slots_table.c
+    of_task = slots.scope.in_(_TASK_SCOPES) & slots.subject.in_(ids)
+    counted = (slots.scope == TASK_SCOPE) & slots.holder.in_(ids)
+    await conn.execute(delete(slots_table).where(of_task | counted))
 
 
 def _running() -> Any:

@@ -14,7 +14,7 @@ from typing import Any
 
 from sqlalchemy import inspect
 
-from . import quota_slots  # noqa: F401  (its table joins METADATA)
+from . import quota_slots, retention  # noqa: F401  (their tables join METADATA)
 from ._replicas import METADATA
 from ._urls import check_sqlite_folder, create_engine, parse_store_url
 from .contexts import create_index

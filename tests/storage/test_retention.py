@@ -6,21 +6,30 @@ import asyncio
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import pytest
 from a2a.server.cluster import TaskVersion, VersionedTaskStore
 from a2a.types import TaskPushNotificationConfig, TaskState, TaskStatusUpdateEvent
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from apcore_a2a.storage import _sql_backend, open_stores
+from apcore_a2a.storage import open_stores
 from apcore_a2a.storage.quota_slots import PUSH_SCOPE
 
 from ._helpers import ago, ctx, make_task, settings
 from .test_recovery import eventually, put
 
 
+async def noted_long_ago(stores: Any, *task_ids: str) -> None:
+    """Note *task_ids* as finished long ago by the database (``storage/retention.py``)."""
+    assert stores.engine is not None
+    async with stores.engine.begin() as conn:
+        for task_id in task_ids:
+            await conn.execute(
+                text("INSERT INTO apcore_a2a_finished_tasks VALUES (:id, 0)"), {"id": task_id}
+            )
+
+
 async def test_old_finished_tasks_are_purged_periodically(sql_url: str) -> None:
-    future = datetime.now(UTC) + timedelta(hours=1)  # cannot age out during the test
+    future = datetime.now(UTC) + timedelta(hours=1)
     old_done = make_task(TaskState.TASK_STATE_COMPLETED, at=ago(3600))
     old_failed = make_task(TaskState.TASK_STATE_FAILED, at=ago(3600))
     old_waiting = make_task(TaskState.TASK_STATE_INPUT_REQUIRED, at=ago(3600))
@@ -37,9 +46,11 @@ async def test_old_finished_tasks_are_purged_periodically(sql_url: str) -> None:
             TaskPushNotificationConfig(task_id=old_done.id, id="c", url="https://e.x/h"),
             ctx(),
         )
+        await noted_long_ago(writer, old_done.id, old_failed.id, old_waiting.id)
     finally:
         await writer.aclose()
-    # Retention 2 s -> the purge runs every 0.5 s.
+    # Retention 2 s -> the purge runs every 0.5 s. fresh_done is noted at the first pass,
+    # which deletes the others, and kept for 2 s from then.
     stores = open_stores(sql_url, settings(task_retention_seconds=2.0))
     await stores.start()
     try:
@@ -161,37 +172,33 @@ async def _drain(tail: Any) -> list[Any]:
     return [event async for _seq, _version, event in tail]
 
 
-class _AnHourAhead(datetime):
-    """A replica's clock an hour ahead of the database's (and of the other replicas')."""
-
-    @classmethod
-    def now(cls, tz: Any = None) -> Any:
-        return datetime.now(tz) + timedelta(hours=1)
-
-
-async def test_a_replica_whose_clock_runs_ahead_deletes_no_task_early(
-    sql_url: str, monkeypatch: pytest.MonkeyPatch
+async def test_a_task_is_kept_a_retention_after_the_database_saw_it_finished(
+    sql_url: str,
 ) -> None:
-    """Retention's cutoff is by the database's clock. Before, a replica an hour ahead took
-    its own now for the cutoff: a task another replica had just finished was deleted."""
-    old_done = make_task(TaskState.TASK_STATE_COMPLETED, at=ago(3 * 3600))
-    just_done = make_task(TaskState.TASK_STATE_COMPLETED, at=ago(0))
+    """Retention judges by when the database first saw a task finished, not by its status
+    timestamp (the clock of the replica that saved it). Before, a task whose timestamp
+    was hours behind was deleted at the first pass, one hours ahead kept for hours."""
+    noted = make_task(TaskState.TASK_STATE_COMPLETED, at=ago(3 * 3600))
+    behind = make_task(TaskState.TASK_STATE_COMPLETED, at=ago(3 * 3600))
+    ahead = make_task(TaskState.TASK_STATE_COMPLETED, at=datetime.now(UTC) + timedelta(hours=3))
     writer = open_stores(sql_url, settings())
     await writer.start()
     try:
-        for task in (old_done, just_done):
+        for task in (noted, behind, ahead):
             await put(writer, task)
+        await noted_long_ago(writer, noted.id)
     finally:
         await writer.aclose()
-    monkeypatch.setattr(_sql_backend, "datetime", _AnHourAhead)
-    stores = open_stores(sql_url, settings(task_retention_seconds=20.0))  # purged every 5 s
+    stores = open_stores(sql_url, settings(task_retention_seconds=4.0))  # purged every 1 s
     await stores.start()
     try:
 
-        async def purged() -> bool:
-            return await stores.get_task(old_done.id, ctx()) is None
+        async def gone(task_id: str) -> bool:
+            return await stores.get_task(task_id, ctx()) is None
 
-        await eventually(purged)  # one purge has run: the old task is gone
-        assert await stores.get_task(just_done.id, ctx()) is not None  # was: deleted too
+        await eventually(lambda: gone(noted.id))  # the first pass: the others noted now
+        assert await stores.get_task(behind.id, ctx()) is not None  # was: deleted too
+        await eventually(lambda: gone(ahead.id))  # was: kept for 3 hours
+        assert await gone(behind.id)
     finally:
         await stores.aclose()
