@@ -148,7 +148,10 @@ class ApCoreRequestHandler(DefaultRequestHandler):
                 try:
                     answer = await SEND(self, params, context)
                 finally:
-                    await self._quota.settle(context)
+                    unslotted = await self._quota.settle(context)
+                if unslotted is not None:
+                    await self._cancel_unslotted(unslotted, context)
+                    raise self._quota.refused(unslotted)
                 if claimed is not None:
                     await refuse_untaken(answer, params, self._task_lookup, context)
                 refused = record_of(context).refused
@@ -221,7 +224,17 @@ class ApCoreRequestHandler(DefaultRequestHandler):
                 # What the SDK's decorator did: a bare async for leaves *events* unclosed.
                 await events.aclose()
             finally:
-                await self._quota.settle(context)
+                unslotted = await self._quota.settle(context)
+                if unslotted is not None:  # the stream has ended: the task ends too
+                    await self._cancel_unslotted(unslotted, context)
+
+    async def _cancel_unslotted(self, task_id: str, context: ServerCallContext) -> None:
+        """Cancel the task of this request that got no quota slot (``TaskQuota.settle``):
+        kept, it would count for nothing, one over the caller's quota."""
+        try:
+            await self.on_cancel_task(CancelTaskRequest(id=task_id), context)
+        except A2AError as exc:  # ended meanwhile (answered, canceled): counted no more
+            logger.info("task %s without a quota slot not canceled: %s", task_id, exc)
 
     @answering_stream
     @validate_request_params

@@ -36,7 +36,7 @@ class QuotaSlots(Protocol):
     """Where quota slots are kept (see the module docstring)."""
 
     async def take(self, scope: str, subject: str, holder: str, limit: int) -> bool: ...
-    async def rename(self, scope: str, old: str, new: str) -> None: ...
+    async def rename(self, scope: str, old: str, new: str, limit: int = 0) -> bool: ...
     async def give_back(self, scope: str, holder: str) -> None: ...
     async def holders(self, scope: str, subject: str) -> list[str]: ...
 
@@ -56,13 +56,14 @@ class LocalSlots:
         self._subject[(scope, holder)] = subject
         return True
 
-    async def rename(self, scope: str, old: str, new: str) -> None:
+    async def rename(self, scope: str, old: str, new: str, limit: int = 0) -> bool:
         subject = self._subject.pop((scope, old), None)
         if subject is not None:
             held = self._held[(scope, subject)]
             held.discard(old)
             held.add(new)
             self._subject[(scope, new)] = subject
+        return True
 
     async def give_back(self, scope: str, holder: str) -> None:
         subject = self._subject.pop((scope, holder), None)

@@ -88,12 +88,14 @@ class TaskQuota:
             )
         call.task_slot = holder
 
-    async def settle(self, context: ServerCallContext) -> None:
+    async def settle(self, context: ServerCallContext) -> str | None:
         """At the end of a request: hand the slot it took to its unfinished task, or give
-        it back."""
+        it back. The task's id when its slot was freed meanwhile (a replica paused past
+        the replica timeout) and the caller is at its quota now: the task counts for
+        nothing, and the caller must end it (``refused``)."""
         call = call_of(context)
         if call is None:
-            return
+            return None
         freed, call.slot_freed = call.slot_freed, None
         if freed is not None:
             # A task this request finished has its slot back before the answer leaves, so
@@ -102,17 +104,32 @@ class TaskQuota:
         holder, task_id = call.task_slot, call.slot_task
         call.task_slot = call.slot_task = None
         if holder is None:
-            return
+            return None
+        unslotted: list[str] = []
         # A task this request read finished was ended by another replica (a cancel) while
         # the request held its slot, which gave back a slot of the task's name, not this one.
         read = last_read(context, task_id) if task_id is not None else None
         if task_id is not None and (read is None or read.status.state in _UNFINISHED):
             # The request made a task that is still unfinished: the slot is the task's now.
-            update = self._apply(task_id, self.slots.rename(_SCOPE, holder, task_id))
+            update = self._apply(task_id, self._rename(holder, task_id, unslotted))
         else:
             update = self._apply(holder, self.slots.give_back(_SCOPE, holder))
         if update is not None:
             await asyncio.shield(update)
+        return unslotted[0] if unslotted else None
+
+    async def _rename(self, holder: str, task_id: str, unslotted: list[str]) -> None:
+        if not await self.slots.rename(_SCOPE, holder, task_id, self.limit):
+            unslotted.append(task_id)
+
+    def refused(self, task_id: str) -> QuotaExceededError:
+        """The error for a request whose task got no slot (``settle``)."""
+        logger.warning("task %s: its quota slot was freed meanwhile; canceled", task_id)
+        return QuotaExceededError(
+            f"Task quota exceeded: at most {self.limit} unfinished tasks per caller; "
+            "finish or cancel some first",
+            retry_after=RETRY_AFTER,
+        )
 
     async def given_back(self, task_id: str) -> None:
         """Wait for the slot update of *task_id* under way, if any: a cancel answers after

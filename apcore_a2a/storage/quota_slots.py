@@ -10,7 +10,9 @@ at once when its replica stops cleanly. A slot renamed to a task id lives until 
 gives it back, or recovery fails the task. A rename the database did not take (an outage,
 a lost connection) is retried until it does, and a give-back under the new name frees the
 row meanwhile: the slot is never freed while its owner runs, nor held for ever. Once the
-replica stopped, nothing is retried: such a slot is freed as a dead replica's.
+replica stopped, nothing is retried: such a slot is freed as a dead replica's. A rename
+whose row is gone (freed as a dead replica's while this one was paused) takes a fresh slot,
+or reports that none is free (the request then cancels its task, ``server/handler.py``).
 """
 
 from __future__ import annotations
@@ -157,13 +159,16 @@ class SqlQuotaSlots:
         self._leased[(scope, holder)] = (subject, row, taken)
         return True
 
-    async def rename(self, scope: str, old: str, new: str) -> None:
-        """Hand *old*'s slot to *new*, which keeps it until it gives it back."""
+    async def rename(self, scope: str, old: str, new: str, limit: int = 0) -> bool:
+        """Hand *old*'s slot to *new*, which keeps it until it gives it back; ``False``
+        when the slot was freed meanwhile and all *limit* slots are taken now."""
         leased = self._leased.pop((scope, old), None)
         row = leased[1] if leased else old
+        subject = leased[0] if leased else None
         try:
-            await guarded(self._execute(_rename(scope, row, new)))
+            renamed = await guarded(self._rename_or_take(scope, row, new, subject, limit))
             self._held.discard(row)
+            return renamed
         except BaseException:
             # The row may still name the request, which gives back nothing now: it is
             # *new*'s, renamed once the database is back (or freed by *new*'s give-back).
@@ -171,6 +176,18 @@ class SqlQuotaSlots:
             if len(self._renames) == 1:
                 self._start(self._retry_renames())
             raise
+
+    async def _rename_or_take(
+        self, scope: str, row: str, new: str, subject: str | None, limit: int
+    ) -> bool:
+        async with self.engine.begin() as conn:
+            if (await conn.execute(_rename(scope, row, new))).rowcount or not subject:
+                return True
+            # The row is gone: freed as a dead replica's while this one was paused (its
+            # heartbeats stopped), and maybe taken by another request since. Without a
+            # slot of its own the task would count for nothing.
+            params = dict(scope=scope, subject=subject, holder=new, replica=None)
+            return await self._take_free(conn, params, limit, reclaim=False)
 
     async def _retry_renames(self) -> None:
         while self._renames:
