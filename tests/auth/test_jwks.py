@@ -267,6 +267,22 @@ async def test_a_user_name_alone_in_the_jwks_url_is_not_logged(
     assert "4242" not in caplog.text
 
 
+async def test_a_password_after_an_at_in_the_user_name_is_not_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # https://client@tenant:PASSWORD@host: httpx takes the user name to the last '@'.
+    # The password was logged as given.
+    from apcore_a2a.auth.jwks import JWKSKeySource, KeyLookupError
+
+    failing = httpx.MockTransport(lambda _request: httpx.Response(500))
+    url = "https://client@tenant:pw-4242@idp.example/jwks.json"
+    source = JWKSKeySource(url, transport=failing, resolver=names)
+    with caplog.at_level(logging.DEBUG, logger="apcore_a2a"), pytest.raises(KeyLookupError):
+        await source.get("real", "RS256")
+    assert "JWKS fetch from https://***@tenant:***@idp.example/jwks.json failed" in caplog.text
+    assert "4242" not in caplog.text
+
+
 async def test_a_key_in_the_jwks_urls_query_is_not_logged(caplog: pytest.LogCaptureFixture) -> None:
     # Some IdPs take an API key in the key set URL's query: no value of it is logged.
     from apcore_a2a.auth.jwks import JWKSKeySource, KeyLookupError

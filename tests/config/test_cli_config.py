@@ -210,8 +210,11 @@ def test_a_secret_of_the_wrong_type_is_named_but_never_shown(
         "postgresql://app:pa@ss-4242@db:5432/agent",  # an unencoded '@'
         "postgresql://app:pa:ss-4242@db:5432/agent",  # ':' in the password
         "postgresql://app@db:5432/agent?password=ss-4242",  # libpq's query form
+        # an unencoded '@' in the user name (Azure's user@server): parsers split at the
+        # last '@', so ss-4242 is the password; it was shown as given
+        "postgresql://app@server:ss-4242@db:5432/agent",
     ],
-    ids=["slash", "at", "colon", "query"],
+    ids=["slash", "at", "colon", "query", "at-in-user"],
 )
 def test_show_masks_database_passwords_in_any_spelling(url: str) -> None:
     """A real `apcore-a2a config show`: the password never appears, whatever it holds."""
