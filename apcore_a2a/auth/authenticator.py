@@ -145,7 +145,8 @@ def _copied(value: Any) -> Any:
     kind = type(value)  # a subclass is the application's: shared, not made another type
     if kind is dict:
         return {k: _copied(v) for k, v in value.items()}
-    return kind(map(_copied, value)) if kind is list or kind is set else value
+    # A tuple too: it may hold a list (a frozenset holds only hashable items).
+    return kind(map(_copied, value)) if kind in (list, set, tuple) else value
 
 
 def header_value(headers: Mapping[str, str], name: str) -> str | None:

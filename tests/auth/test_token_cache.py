@@ -199,3 +199,35 @@ async def test_an_applications_attrs_keep_their_types_and_sets_are_copied() -> N
                 sent = await http.post(base + "/", json=send, headers={"X-API-Key": key, **V1})
                 answer = (find_key(sent.json(), "kinds"), find_key(sent.json(), "tags"))
                 assert answer == ([expected[key.split("-")[1]]], [["staff"]]), (key, n, answer)
+
+
+class TagPair:
+    """A module reporting the list inside its caller's ``pair`` tuple, then adding to it."""
+
+    input_schema = Empty
+    output_schema = Kinds
+    description = "Report the list in the caller's pair, then tag it"
+
+    async def execute(self, inputs: dict[str, Any], context: Any) -> dict[str, Any]:
+        tags = context.identity.attrs["pair"][1]
+        seen = list(tags)
+        tags.append("seen")
+        return {"kinds": [type(context.identity.attrs["pair"]).__name__], "tags": seen}
+
+
+async def test_a_list_inside_a_tuple_is_copied_beside_an_applications_object() -> None:
+    # With an attr marshal refuses (an object of the application's), the copy is made in
+    # Python: it copied dicts, lists and sets but shared a tuple whole, so the list inside
+    # it was one for every request: a module's change reached the next caller.
+    registry = Registry()
+    registry.register("demo.pair", TagPair())
+    key = "k-pair-" + secrets.token_hex(8)
+    attrs = {"owner": Empty(), "pair": ("role", ["staff"])}
+    auth = APIKeyAuthenticator({key: Identity(id="svc", attrs=attrs)})
+    app, _ = A2AServerFactory(Executor(registry), environ={}, auth=auth).create()
+    async with running_server(app) as base, httpx.AsyncClient() as http:
+        for n in range(2):
+            send = send_message("demo.pair", {}, message_id=f"m-{n}")
+            sent = await http.post(base + "/", json=send, headers={"X-API-Key": key, **V1})
+            answer = (find_key(sent.json(), "kinds"), find_key(sent.json(), "tags"))
+            assert answer == ([["tuple"]], [["staff"]]), (n, answer)
