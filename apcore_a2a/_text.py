@@ -49,17 +49,19 @@ def echoed(value: object, *, quote: bool = False, limit: int = ECHO_LIMIT) -> st
 
 # The password runs to the last '@': an unencoded '/', ':' or '@' in it must not end it
 # early (masking part of the host too is the safe side). The scheme and its "//" are
-# optional, so a value refused for its shape (memory:user:PASSWORD@x) is masked too; the
-# user name has no space, so a sentence naming "memory://" and "user@host" is not; a
-# scheme is not a user name (https://TOKEN@host is a user name alone). After a scheme,
-# the user name may hold an unencoded '@' (Azure's user@server): parsers split user from
-# host at the last '@' (what precedes its first '@' is then masked as a lone user name's,
-# below: it cannot be told from https://TOKEN@host:8443/a@b).
-_USERINFO = re.compile(r"^(\w[\w+.-]*:/{0,2}[^:/\s]*|[^:/@\s]*):(?!//).*@")
+# optional (each), so a value refused for its shape (memory:user:PASSWORD@x, or
+# //user:PASSWORD@db, its scheme left out) is masked too; the user name has no space, so a
+# sentence naming "memory://" and "user@host" is not; a scheme is not a user name
+# (https://TOKEN@host is a user name alone). After a scheme, the user name may hold an
+# unencoded '@' (Azure's user@server): parsers split user from host at the last '@' (what
+# precedes its first '@' is then masked as a lone user name's, below: it cannot be told
+# from https://TOKEN@host:8443/a@b).
+_USERINFO = re.compile(r"^(\w[\w+.-]*:/{0,2}[^:/\s]*|(?://)?[^:/@\s]*):(?!//).*@")
 # A user name without a password is how many pass a token (https://TOKEN@idp/keys): the
-# only credential there, so masked too. Only after "scheme://", so that an e-mail address
-# (ops@example.com, mailto:ops@example.com) is shown as it is.
-_LONE_USER = re.compile(r"^(\w[\w+.-]*://)[^:/\s]+@")
+# only credential there, so masked too. Only after "scheme://" (or a bare "//", its scheme
+# left out), so that an e-mail address (ops@example.com, mailto:ops@example.com) is shown
+# as it is.
+_LONE_USER = re.compile(r"^((?:\w[\w+.-]*:)?//)[^:/\s]+@")
 # A credential in a query: libpq's password, or an API key, token or secret an IdP's key
 # set URL may carry (Azure Functions' ``code``, an SAS ``sig``, S3's ``X-Amz-Signature``).
 _QUERY_SECRET = re.compile(

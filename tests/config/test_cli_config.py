@@ -213,8 +213,10 @@ def test_a_secret_of_the_wrong_type_is_named_but_never_shown(
         # an unencoded '@' in the user name (Azure's user@server): parsers split at the
         # last '@', so ss-4242 is the password; it was shown as given
         "postgresql://app@server:ss-4242@db:5432/agent",
+        "//app:ss-4242@db:5432/agent",  # its scheme left out (a variable unset): shown as is
+        "//ss-4242@db:5432/agent",  # the same, a user name alone
     ],
-    ids=["slash", "at", "colon", "query", "at-in-user"],
+    ids=["slash", "at", "colon", "query", "at-in-user", "no-scheme", "no-scheme-user"],
 )
 def test_show_masks_database_passwords_in_any_spelling(url: str) -> None:
     """A real `apcore-a2a config show`: the password never appears, whatever it holds."""
