@@ -157,7 +157,7 @@ def run_app(
         proxy_headers=bool(settings.forwarded_allow_ips),
         forwarded_allow_ips=list(settings.forwarded_allow_ips) or None,
     )
-    server = GracefulServer(config, app, settings, deadline, on_started)
+    server = GracefulServer(config, app, settings, deadline, on_started, sockets is not None)
     errors: list[str] = []
 
     def startup_errors(record: logging.LogRecord) -> bool:
@@ -301,11 +301,11 @@ def run(
         )
         for i in range(settings.workers)
     ]
-    stopping = False
+    stopping = interrupted = False
     me = os.getpid()
 
     def stop(signum: int, _frame: Any) -> None:
-        nonlocal stopping
+        nonlocal stopping, interrupted
         if os.getpid() != me:
             # A worker that runs this handler before _child's own (a signal taken just
             # before the fork): it has no children to forward to; it stops as _child would.
@@ -317,7 +317,12 @@ def run(
         # process alone, as ``docker run`` without a terminal does, or one after SIGTERM)
         # ends their drain as it ends a single server's: uvicorn's rule.
         forward = signal.SIGINT if stopping and signum == signal.SIGINT else signal.SIGTERM
-        stopping = True
+        if forward == signal.SIGINT and interrupted:
+            # A third Ctrl-C: the workers leave it to us (they cannot count a terminal's
+            # Ctrl-Cs, which reach them both directly and from here); they end at once.
+            logger.error("Third Ctrl-C: killing the workers still running; exiting with 1")
+            forward = signal.SIGKILL
+        stopping, interrupted = True, interrupted or forward == signal.SIGINT
         for child in children:
             if child.pid is not None and child.is_alive():
                 os.kill(child.pid, forward)

@@ -74,8 +74,10 @@ class ExitDeadline:
             return
         self.exit_now()
 
-    def exit_now(self) -> None:
-        """Log what is abandoned and end the process with :data:`ABANDONED_EXIT`."""
+    def exit_now(self, why: str | None = None) -> None:
+        """Log what is abandoned and end the process with :data:`ABANDONED_EXIT`. *why*,
+        the line's words in place of the deadline's, has two ``%s``: what is abandoned,
+        and what the stop waits on."""
         calls = self.abandoned()
         what = (
             ", ".join(f"task {task} (module {module})" for task, module in calls)
@@ -83,11 +85,14 @@ class ExitDeadline:
             else "no module call, but the shutdown did not finish (a connection, the task "
             "store or a background task)"
         )
+        if why is None:
+            why = (
+                f"Shutting down: abandoning %s, still running {self.force_timeout:.1f} s "
+                "after the drain (shutdown_force_timeout; waiting on %s)"
+            )
         logger.error(
-            "Shutting down: abandoning %s, still running %.1f s after the drain "
-            "(shutdown_force_timeout; waiting on %s); exiting with status %d",
+            why + "; exiting with status %d",
             what,
-            self.force_timeout,
             pending_work(self._loop),
             ABANDONED_EXIT,
         )

@@ -6,7 +6,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+import signal
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import uvicorn
@@ -22,8 +23,8 @@ logger = logging.getLogger("apcore_a2a")
 class GracefulServer(uvicorn.Server):
     """Drains running tasks alongside uvicorn's wait for open connections: the lifespan
     shutdown comes too late (a returnImmediately task holds no connection; a stream would
-    be cut before its ``canceled`` event). *deadline* is armed as the stop begins;
-    *on_started* runs once it serves."""
+    be cut before its ``canceled`` event). *deadline* is armed as the stop begins, and a
+    third Ctrl-C ends the process at once through it; *on_started* runs once it serves."""
 
     def __init__(
         self,
@@ -32,8 +33,12 @@ class GracefulServer(uvicorn.Server):
         settings: Settings,
         deadline: ExitDeadline | None,
         on_started: Callable[[], None] | None,
+        worker: bool = False,
     ) -> None:
         super().__init__(config)
+        #: A worker of ``--workers`` leaves a third Ctrl-C to its parent: a terminal's
+        #: Ctrl-C reaches it both directly and forwarded, so it cannot count them.
+        self.worker = worker
         self.app, self.settings = app, settings
         self.deadline, self.on_started = deadline, on_started
         #: A second Ctrl-C left tasks running: the stop was not graceful.
@@ -41,6 +46,7 @@ class GracefulServer(uvicorn.Server):
         #: The loop that stops, and its event for a second Ctrl-C (uvicorn's force_exit).
         self.stopping: asyncio.AbstractEventLoop | None = None
         self.forced = asyncio.Event()
+        self.replaying = False
 
     async def startup(self, sockets: Any = None) -> None:
         await super().startup(sockets)
@@ -49,7 +55,21 @@ class GracefulServer(uvicorn.Server):
         if self.started and self.on_started is not None:
             self.on_started()
 
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        with super().capture_signals():
+            yield
+            # uvicorn hands back the signals it took as it leaves: not a third Ctrl-C
+            self.replaying = True
+        self.replaying = False
+
     def handle_exit(self, sig: int, frame: Any) -> None:
+        # A third Ctrl-C: what the stop still waits for (a module that swallows its cancel,
+        # a frozen database as the store closes) would hold it until the exit deadline.
+        # serve() owns the process, unless shutdown_force_timeout is 0 (no deadline).
+        third = self.force_exit and sig == signal.SIGINT and not self.replaying
+        if third and self.deadline and not self.worker:
+            self.deadline.exit_now("Third Ctrl-C: abandoning %s at once (the stop waited on %s)")
         super().handle_exit(sig, frame)
         if self.force_exit and self.stopping is not None:
             # A signal handler runs between two bytecodes of the loop, which may sleep in

@@ -177,3 +177,41 @@ async def test_the_exit_line_names_at_most_a_few_tasks_and_counts_the_rest() -> 
     assert 0 < len(named) <= NAMED, said  # sorted by name: this test's own task may be one
     assert all(chain.endswith(".hold > Event.wait") for _, chain in named), said
     assert re.search(r"\b\d+ more\b", said), said
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+async def test_a_third_ctrl_c_ends_the_stop_at_once(tmp_path: Path, workers: int) -> None:
+    """After a second Ctrl-C the stop still waits for what will not end (a module that
+    swallows its cancel, a frozen database as the store closes) until the exit deadline:
+    ``shutdown_timeout`` + 3 s + ``shutdown_force_timeout``. A third Ctrl-C was ignored
+    (128 s here); it now ends the process at once, status 1, naming what it abandons.
+    With workers, the SIGINTs go to the parent alone (``docker run`` without a terminal),
+    which kills its workers on the third."""
+    store = {"task_store": f"sqlite:///{tmp_path / 'tasks.db'}", "cluster": workers > 1}
+    url, proc = _serve(shutdown_timeout=120, shutdown_force_timeout=5, workers=workers, **store)
+    try:
+        async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+            gate = str(tmp_path / "never")
+            task = await send(http, "stuck.async", {"path": gate}, return_immediately=True)
+            await wait_state(http, task["id"], {"TASK_STATE_WORKING"})
+        for said in ("Shutting down: waiting up to", "Second Ctrl-C: the stop waits"):
+            proc.send_signal(signal.SIGINT)
+            async with asyncio.timeout(GUARD):  # a hang guard
+                while said not in proc.output():
+                    await asyncio.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        code = await asyncio.to_thread(proc.wait, GUARD)  # before: 128 s
+        out = proc.output()
+    finally:
+        proc.judged = True  # exit 1 is this test's expectation, not stop_process's
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert code == 1, out
+    assert "Traceback" not in out, out
+    if workers > 1:
+        assert "Third Ctrl-C: killing the workers still running" in out, out
+        return
+    line = re.search(r"ERROR apcore_a2a\.ops\.shutdown: (Third Ctrl-C.*)", out)
+    assert line is not None, out
+    assert f"task {task['id']} (module stuck.async)" in line.group(1), line.group(1)
