@@ -78,6 +78,12 @@ class ExitDeadline:
         """Log what is abandoned and end the process with :data:`ABANDONED_EXIT`. *why*,
         the line's words in place of the deadline's, has two ``%s``: what is abandoned,
         and what the stop waits on."""
+        try:
+            self._say(why)
+        finally:  # whatever the log did, the process ends
+            os._exit(ABANDONED_EXIT)
+
+    def _say(self, why: str | None) -> None:
         calls = self.abandoned()
         what = (
             ", ".join(f"task {task} (module {module})" for task, module in calls)
@@ -98,7 +104,6 @@ class ExitDeadline:
         )
         logging.shutdown()  # flush the handlers: os._exit skips the interpreter's teardown
         sys.stderr.flush()
-        os._exit(ABANDONED_EXIT)
 
 
 def pending_work(loop: asyncio.AbstractEventLoop | None) -> str:

@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import logging
 import signal
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -69,7 +70,10 @@ class GracefulServer(uvicorn.Server):
         # serve() owns the process, unless shutdown_force_timeout is 0 (no deadline).
         third = self.force_exit and sig == signal.SIGINT and not self.replaying
         if third and self.deadline and not self.worker:
-            self.deadline.exit_now("Third Ctrl-C: abandoning %s at once (the stop waited on %s)")
+            # From a thread of its own, as the deadline's: this handler may have interrupted
+            # the main thread inside a lock the exit line's reads take.
+            words = "Third Ctrl-C: abandoning %s at once (the stop waited on %s)"
+            threading.Thread(target=self.deadline.exit_now, args=(words,), daemon=True).start()
         super().handle_exit(sig, frame)
         if self.force_exit and self.stopping is not None:
             # A signal handler runs between two bytecodes of the loop, which may sleep in
