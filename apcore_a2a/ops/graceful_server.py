@@ -72,7 +72,7 @@ class GracefulServer(uvicorn.Server):
         if third and self.deadline and not self.worker:
             # From a thread of its own, as the deadline's: this handler may have interrupted
             # the main thread inside a lock the exit line's reads take.
-            words = "Third Ctrl-C: abandoning %s at once (the stop waited on %s)"
+            words = "Third Ctrl-C: exiting at once, abandoning %s (the stop waited on %s)"
             threading.Thread(target=self.deadline.exit_now, args=(words,), daemon=True).start()
         super().handle_exit(sig, frame)
         if self.force_exit and self.stopping is not None:

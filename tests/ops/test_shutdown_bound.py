@@ -212,6 +212,8 @@ async def test_a_third_ctrl_c_ends_the_stop_at_once(tmp_path: Path, workers: int
     if workers > 1:
         assert "Third Ctrl-C: killing the workers still running" in out, out
         return
-    line = re.search(r"ERROR apcore_a2a\.ops\.shutdown: (Third Ctrl-C.*)", out)
+    line = re.search(
+        r"ERROR apcore_a2a\.ops\.shutdown: (Third Ctrl-C: exiting at once, abandoning .*)", out
+    )
     assert line is not None, out
     assert f"task {task['id']} (module stuck.async)" in line.group(1), line.group(1)
