@@ -74,7 +74,8 @@ def serve(registry_or_executor: Any = None, **kwargs: Any) -> None:
     variables win over it; with no registry given, the file's modules are served:
     ``serve(config="agent.yaml")``). SIGINT/SIGTERM stop the server gracefully within
     ``shutdown_timeout``; a second Ctrl-C that leaves tasks running raises
-    ``SystemExit(1)``.
+    ``SystemExit(1)``, and a third ends the process at once (``os._exit(1)``, unless
+    ``shutdown_force_timeout`` is 0).
 
     Like ``uvicorn.run``, ``serve()`` owns the process: it installs SIGINT/SIGTERM
     handlers, and when a module ignores its cancel at the stop (a ``def execute``
