@@ -167,6 +167,11 @@ class ReplicaRegistry:
                     heartbeat_at=db_seconds(self.engine),
                 )
             )
+        # The row's heartbeat is a beat: the quota slots leased from now on are this
+        # replica's until a beat fails or grows old (steady()). Without it, every lease of
+        # a replica's first heartbeat interval was taken for a paused one's and never
+        # handed out again: a caller's streams at once past its quota were refused.
+        self._last_beat = self._steady_since = time.monotonic()
 
     async def heartbeat(self) -> None:
         """Refresh this replica's heartbeat (re-registering if another replica retired it)."""

@@ -184,6 +184,24 @@ async def test_twenty_answers_at_once_continue_the_task_once(
     assert await _paid(journal) == 1
 
 
+async def _all_ready(
+    watchers: list[asyncio.Future[list[str]]], readies: list[asyncio.Event]
+) -> None:
+    """Every subscriber has its first event; a subscriber that ended first (refused) fails
+    the test with its error, where waiting for its event would wait for ever."""
+    waits = [asyncio.ensure_future(ready.wait()) for ready in readies]
+    try:
+        async with asyncio.timeout(120):  # a hang guard
+            for watcher, wait in zip(watchers, waits, strict=True):
+                await asyncio.wait({watcher, wait}, return_when=asyncio.FIRST_COMPLETED)
+                if not wait.done():
+                    watcher.result()  # its error
+                    raise AssertionError("a subscriber's stream closed before any event")
+    finally:
+        for wait in waits:
+            wait.cancel()
+
+
 async def _subscriber(url: str, task_id: str, ready: asyncio.Event) -> list[str]:
     """The states a ``SubscribeToTask`` stream names, in order, until it closes."""
     body = {"jsonrpc": "2.0", "id": 1, "method": "SubscribeToTask", "params": {"id": task_id}}
@@ -229,7 +247,7 @@ async def test_cancels_racing_an_answer_end_the_task_once_for_everyone(
             asyncio.ensure_future(_subscriber(urls[i % len(urls)], task_id, ready))
             for i, ready in enumerate(readies)
         ]
-        await asyncio.gather(*(ready.wait() for ready in readies))
+        await _all_ready(watchers, readies)
         approve = {"message": _message(None, {"approved": True}, task_id)}
         # The approval first, then 1 to 5 cancels: either may end the task.
         calls = [_rpc(urls[amount % len(urls)], "SendMessage", approve)]
