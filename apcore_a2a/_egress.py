@@ -152,9 +152,7 @@ class CheckedAddresses(httpx.AsyncBaseTransport):
         # another address it is dropped, as in lookup(), and no resolver reads its text.
         checked = None if literal and ("%" not in host or parsed[0].is_link_local) else parsed
         if self._inner is not None:
-            if checked is None:
-                return await self._inner.handle_async_request(request)
-            return await to_first(self._inner.handle_async_request, request, checked, deadline)
+            return await _sent(self._inner.handle_async_request, request, checked, deadline)
         return await self._kept.send(host, request, checked, deadline)
 
     async def aclose(self) -> None:
@@ -208,8 +206,7 @@ class NamePools:
         checked: Sequence[IPAddress | str] | None,
         deadline: float | None,
     ) -> httpx.Response:
-        """*request* to *name* sent on the name's connections to the first of *checked*
-        that takes it (:func:`to_first`; ``None``: to the literal address it names)."""
+        """*request* to *name* sent on the name's connections (:func:`_sent`)."""
         pool = self._pools.get(name) or _Pool(verify=self._verify, limits=KEPT)
         self._pools[name] = pool
         self._pools.move_to_end(name)
@@ -217,10 +214,7 @@ class NamePools:
         try:
             await self._trim()
             send = functools.partial(self._replayed, pool)
-            if checked is None:
-                response = await send(request)
-            else:
-                response = await to_first(send, request, checked, deadline)
+            response = await _sent(send, request, checked, deadline)
         except BaseException:
             pool.active -= 1
             raise
@@ -276,6 +270,18 @@ class NamePools:
             await transport.aclose()
         self._pools.clear()
         self._via.clear()
+
+
+async def _sent(
+    send: Callable[[httpx.Request], Awaitable[httpx.Response]],
+    request: httpx.Request,
+    checked: Sequence[IPAddress | str] | None,
+    deadline: float | None,
+) -> httpx.Response:
+    """*request* by *send* to the first of *checked* that takes it (``None``: its URL's)."""
+    if checked is None:
+        return await send(request)
+    return await to_first(send, request, checked, deadline)
 
 
 class _Pool(httpx.AsyncHTTPTransport):
