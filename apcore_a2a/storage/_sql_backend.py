@@ -51,7 +51,7 @@ from .memory import OwnerUser
 from .observed import copy_task
 from .outages import UNAVAILABLE as _UNAVAILABLE
 from .quota_slots import PUSH_SCOPE, TASK_SCOPE, slots_table
-from .retention import finished_table, purge
+from .retention import BATCH, STATE, finished_table, purge
 
 CancelWatch = tuple[Callable[[], list[str]], Callable[[str], None]]
 #: told of each task this process failed as interrupted, with the status event it saved
@@ -289,11 +289,11 @@ class SqlBackend:
         assert self.cancel_watch is not None
         running, stop = self.cancel_watch
         ids = running()
-        for start in range(0, len(ids), _BATCH):
-            chunk = ids[start : start + _BATCH]
+        for start in range(0, len(ids), BATCH):
+            chunk = ids[start : start + BATCH]
             # Failed too: another replica found this one dead (paused past the replica
             # timeout) and failed its task; the result can never be stored.
-            ended = select(TaskModel.id).where(TaskModel.id.in_(chunk), _STATE.in_(_ENDED_NAMES))
+            ended = select(TaskModel.id).where(TaskModel.id.in_(chunk), STATE.in_(_ENDED_NAMES))
             for (task_id,) in await read(self.engine, ended):
                 stop(task_id)
 
@@ -373,7 +373,6 @@ class SqlBackend:
 INTERRUPTED_MESSAGE = "Interrupted by server restart"
 
 _RUNNING = (TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING)
-_STATE = TaskModel.status["state"].as_string()
 # Stored state strings: 1.0 enum names, plus the v0.3 spellings of rows written by
 # older SDKs, which the SDK still reads.
 _RUNNING_NAMES = [TaskState.Name(s) for s in _RUNNING] + ["submitted", "working"]
@@ -381,7 +380,6 @@ _ENDED_NAMES = [
     *(TaskState.Name(s) for s in (TaskState.TASK_STATE_CANCELED, TaskState.TASK_STATE_FAILED)),
     *("canceled", "failed"),
 ]
-_BATCH = 500
 #: quota-slot scopes whose rows name a task: deleted with it
 _TASK_SCOPES = (PUSH_SCOPE, FOLLOW_SCOPE)
 
@@ -397,7 +395,7 @@ async def _free_slots(conn: Any, ids: list[str]) -> None:
 
 def _running() -> Any:
     """``(task_id, owner)`` of the tasks in a running state."""
-    return select(TaskModel.id, TaskModel.owner).where(_STATE.in_(_RUNNING_NAMES))
+    return select(TaskModel.id, TaskModel.owner).where(STATE.in_(_RUNNING_NAMES))
 
 
 def _orphaned(dead_cutoff: Any) -> Any:

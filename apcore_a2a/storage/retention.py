@@ -31,13 +31,15 @@ finished_table = Table(
     Index("ix_apcore_a2a_finished_tasks_noted_at", "noted_at"),
 )
 _F = finished_table.c
-_STATE = TaskModel.status["state"].as_string()
+#: a task row's stored state (a string)
+STATE = TaskModel.status["state"].as_string()
 # Stored state strings: 1.0 enum names, plus the v0.3 spellings of rows written by
 # older SDKs, which the SDK still reads.
 FINISHED_NAMES = [TaskState.Name(s) for s in TERMINAL_TASK_STATES] + [
     *("completed", "failed", "canceled", "rejected")
 ]
-_BATCH = 500
+#: rows deleted per transaction
+BATCH = 500
 
 
 async def purge(
@@ -47,14 +49,14 @@ async def purge(
     ago with the rows of *dependents* (tables keyed by ``task_id``); *cleanup*, given a
     connection and the ids, deletes more in the same transaction. The number deleted."""
     unseen = ~exists().where(_F.task_id == TaskModel.id)
-    finished = select(TaskModel.id, db_seconds(engine)).where(_STATE.in_(FINISHED_NAMES), unseen)
+    finished = select(TaskModel.id, db_seconds(engine)).where(STATE.in_(FINISHED_NAMES), unseen)
     note = upsert_of(engine)(finished_table).from_select(["task_id", "noted_at"], finished)
     async with engine.begin() as conn:
         await conn.execute(note.on_conflict_do_nothing())
     # Never a task that is not finished (a note of a gone task goes alone).
-    still = or_(TaskModel.id.is_(None), _STATE.in_(FINISHED_NAMES))
+    still = or_(TaskModel.id.is_(None), STATE.in_(FINISHED_NAMES))
     due = select(_F.task_id).outerjoin(TaskModel, TaskModel.id == _F.task_id)
-    due = due.where(_F.noted_at < db_seconds(engine) - seconds, still).limit(_BATCH)
+    due = due.where(_F.noted_at < db_seconds(engine) - seconds, still).limit(BATCH)
     deleted = 0
     while True:
         async with engine.begin() as conn:
