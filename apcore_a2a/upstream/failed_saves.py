@@ -48,12 +48,12 @@ def problem(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {echoed(exc, limit=200)}"
 
 
-def store_failure(exc: BaseException | None) -> bool:
+def store_failure(exc: BaseException) -> bool:
     """Whether a consumer failed on *exc* as a save fails: one of our own errors (the
     store chain's) or an exception that is no A2A error (an application store's own). An
     A2A error of the SDK's is the run's (its producer raised it: ``InternalError``) or the
     SDK's refusal of an event (``InvalidAgentResponseError``): its record stays the SDK's."""
-    return exc is not None and (isinstance(exc, OwnError) or not isinstance(exc, A2AError))
+    return isinstance(exc, OwnError) or not isinstance(exc, A2AError)
 
 
 class _FailedSaves(logging.Filter):
@@ -61,11 +61,11 @@ class _FailedSaves(logging.Filter):
         if record.msg != _FAILED or not _OURS.get() or not record.exc_info:
             return True
         error = record.exc_info[1]
-        if not store_failure(error):
+        if error is None or not store_failure(error):
             return True
         args = record.args if isinstance(record.args, tuple) else ()
         record.msg = "Task %s: its state could not be saved (%s); its run ended"
-        record.args = (*args[:1], problem(error) if error is not None else "?")
+        record.args = (*args[:1], problem(error))
         record.exc_info, record.exc_text = None, None
         return True
 
