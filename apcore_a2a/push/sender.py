@@ -10,7 +10,7 @@ across all configs, an event beyond it marks its config ``failed`` the same way;
 ``push_max_deliveries`` attempts in flight across all configs (connections held), half of
 them at most for one caller's tasks, so a caller whose receivers stall never holds up
 another's deliveries; idle connections kept alive between deliveries are bounded apart
-(``_egress.NamePools``: 16 names, 20 each, 5 s).
+(``_egress.NamePools``: 16 names, 20 each, 4 s).
 """
 
 from __future__ import annotations
