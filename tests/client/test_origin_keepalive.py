@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from apcore_a2a.client import A2AClient, A2AConnectionError
+from tests._kept_server import KeptServer, json_ok
 from tests._support import running_server
 from tests.bindings._grpc import self_signed_cert
 
@@ -27,58 +28,13 @@ from ._stub_agent import CARD_V10, TASK, StubAgent, json_reply
 
 MAX_NAMES = 16  # _egress.MAX_NAMES
 NAMES = [f"n{i}.test" for i in range(MAX_NAMES + 1)]
-ANSWER = json.dumps({"jsonrpc": "2.0", "id": 1, "result": TASK}).encode()
-
-
-class Server:
-    """Answers every request with a finished task and keeps its connection open."""
-
-    def __init__(self) -> None:
-        self.names: list[str | None] = []  # the SNI of each connection, in order
-        self.open = 0
-        self.held: asyncio.Event | None = None  # set: the next request waits for it
-        self.holding = asyncio.Event()  # a request is waiting
-        self.drop = False  # a kept connection's requests read, then closed unanswered
-        self.dropped = 0
-
-    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.open += 1
-        served = 0
-        try:
-            while True:
-                head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1").lower()
-                length = int(head.partition("content-length:")[2].split("\r\n")[0] or 0)
-                await reader.readexactly(length)
-                if self.drop and served:
-                    self.dropped += 1
-                    return
-                served += 1
-                if self.held is not None:
-                    held, self.held = self.held, None
-                    self.holding.set()
-                    await held.wait()
-                writer.write(
-                    b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
-                    + b"content-length: %d\r\n\r\n" % len(ANSWER)
-                    + ANSWER
-                )
-                await writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass
-        finally:
-            self.open -= 1
-            writer.close()
-
-    async def until_open(self, count: int) -> None:
-        async with asyncio.timeout(10):  # the test's own guard
-            while self.open != count:
-                await asyncio.sleep(0.01)
+ANSWER = json_ok(json.dumps({"jsonrpc": "2.0", "id": 1, "result": TASK}).encode())
 
 
 @contextlib.asynccontextmanager
 async def _other_origin(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[tuple[A2AClient, Server, Any, dict[str, list[str]]]]:
+) -> AsyncIterator[tuple[A2AClient, KeptServer, Any, dict[str, list[str]]]]:
     """A client of an agent on 127.0.0.1 whose card (read at every call) names
     ``https://NAME:PORT/rpc`` (``aim(NAME)``), NAME resolving to what ``table`` says
     (127.0.0.1 by default), where the server listens with a certificate for ``NAMES``
@@ -87,8 +43,8 @@ async def _other_origin(
     monkeypatch.setenv("SSL_CERT_FILE", str(cert))
     tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     tls.load_cert_chain(cert, key)
-    server = Server()
-    tls.sni_callback = lambda _sock, name, _ctx: server.names.append(name)  # type: ignore[func-returns-value]
+    server = KeptServer(ANSWER)
+    tls.sni_callback = server.sni
     listening = await asyncio.start_server(server.serve, "127.0.0.1", 0, ssl=tls)
     port = listening.sockets[0].getsockname()[1]
     card = dict(CARD_V10)

@@ -26,6 +26,7 @@ from apcore_a2a.push.aimed import Webhooks
 from apcore_a2a.push.attempt import Delivery, try_once
 from apcore_a2a.push.signing import SigningKey
 from tests._forward_proxy import without_proxies
+from tests._kept_server import KeptServer
 from tests.bindings._grpc import self_signed_cert
 
 KEY = SigningKey.generate()
@@ -36,51 +37,13 @@ def _no_proxies(monkeypatch: pytest.MonkeyPatch) -> None:
     without_proxies(monkeypatch)
 
 
-class Hook:
-    """Answers each POST 200 and keeps the connection open. *drop* requests on a kept
-    connection (its second and later) are read and the connection closed unanswered, as
-    a receiver's idle timeout closes it when a request meets it on the way; past
-    *answers* requests answered, every request is dropped so."""
-
-    def __init__(self) -> None:
-        self.names: list[str | None] = []  # the SNI of each TLS connection, in order
-        self.connections = 0
-        self.open = 0
-        self.answered: list[bytes] = []  # the bodies answered, in order
-        self.dropped = 0
-        self.drop = False
-        self.answers: int | None = None
-
-    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.connections += 1
-        self.open += 1
-        served = 0
-        try:
-            while True:
-                head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1").lower()
-                length = int(head.partition("content-length:")[2].split("\r\n")[0] or 0)
-                body = await reader.readexactly(length)
-                if (self.drop and served) or len(self.answered) == self.answers:
-                    self.dropped += 1
-                    return
-                served += 1
-                self.answered.append(body)
-                writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")
-                await writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass
-        finally:
-            self.open -= 1
-            writer.close()
-
-
 @contextlib.asynccontextmanager
 async def hook(
     host: str = "127.0.0.1", port: int = 0, tls: ssl.SSLContext | None = None
-) -> AsyncIterator[tuple[Hook, int]]:
-    server = Hook()
+) -> AsyncIterator[tuple[KeptServer, int]]:
+    server = KeptServer()
     if tls is not None:
-        tls.sni_callback = lambda _sock, name, _ctx: server.names.append(name)  # type: ignore[func-returns-value]
+        tls.sni_callback = server.sni
     listening = await asyncio.start_server(server.serve, host, port, ssl=tls)
     async with listening:
         yield server, listening.sockets[0].getsockname()[1]
