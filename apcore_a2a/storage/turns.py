@@ -75,7 +75,8 @@ class SqlTurnClaims:
     replica in ``apcore_a2a_task_turn_claimants`` (the same transaction); one that no live
     replica holds, of a task still stored in that wait, is taken over (it died before the
     task moved on, and no message would continue the task again), and so is one naming
-    this replica whose answer was lost (its follow-up was refused). A claim an earlier
+    this replica whose answer was lost (its follow-up was refused), which this replica
+    also deletes itself once the database answers, for the others. A claim an earlier
     release wrote names no replica: it is taken over only once it has been known for
     ``replica_timeout`` by the database's clock (``docs/storage.md``, *Several replicas*)."""
 
@@ -90,6 +91,8 @@ class SqlTurnClaims:
         #: continues
         self._claiming: Counter[tuple[str, str]] = Counter()
         self._releases: set[asyncio.Task[None]] = set()
+        #: deletions of this replica's claims whose answer was lost (:meth:`_free_later`)
+        self._frees: dict[tuple[str, str], asyncio.Future[None]] = {}
 
     async def claim(self, task: Task) -> bool:
         turn = turn_of(task)[:64]
@@ -121,6 +124,11 @@ class SqlTurnClaims:
             if inserted == 1:
                 self._held[task.id] = turn_of(task)
             return inserted == 1
+        except BaseException:
+            # Its commit may have been done, its answer lost: a claim naming this replica
+            # that no run holds, which the other replicas take for a live run's.
+            self._free_later(task.id, turn)
+            raise
         finally:
             self._claiming -= Counter({key: 1})
 
@@ -136,6 +144,9 @@ class SqlTurnClaims:
         try:
             async with self._engine.begin() as conn:
                 await _forget(conn, task.id, turn)
+        except BaseException:
+            self._free_later(task.id, turn[:64])
+            raise
         finally:
             self._claiming -= Counter({key: 1})
 
@@ -233,15 +244,54 @@ class SqlTurnClaims:
         except Exception as exc:  # the row stays until retention deletes the task
             logger.warning("turn claim of task %s not deleted: %s", task_id, type(exc).__name__)
 
+    def _free_later(self, task_id: str, turn: str) -> None:
+        """Delete, once the database answers, this replica's claim of *turn* (cut to its
+        column) that a claim or release whose answer was lost may have left stored."""
+        key = (task_id, turn)
+        if key not in self._frees:  # one per claim, however many follow-ups failed
+            self._frees[key] = asyncio.ensure_future(self._free(task_id, turn))
+            self._frees[key].add_done_callback(lambda _: self._frees.pop(key, None))
+
+    async def _free(self, task_id: str, turn: str) -> None:
+        key = (task_id, turn)
+        while True:
+            if self._held.get(task_id, "")[:64] == turn:
+                return  # a follow-up here took it over since: its run holds it
+            if not self._claiming[key]:  # else a claim here may take it over: see after it
+                self._claiming[key] += 1  # under way: no claim here takes it for a lost one
+                try:
+                    async with self._engine.begin() as conn:
+                        await _forget(conn, task_id, turn, self._registry.replica_id)
+                    return
+                except Exception as exc:
+                    logger.info(
+                        "lost turn claim of task %s not freed yet: %s", task_id, type(exc).__name__
+                    )
+                finally:
+                    self._claiming -= Counter({key: 1})
+            await asyncio.sleep(self._registry.heartbeat_interval)
+
     async def aclose(self) -> None:
-        """Wait for the deletions under way."""
-        if self._releases:
-            await asyncio.gather(*self._releases, return_exceptions=True)
+        """Wait for the deletions under way; give up freeing lost claims (dead with this
+        replica, the others take them over)."""
+        frees = list(self._frees.values())
+        for free in frees:
+            free.cancel()
+        if self._releases or frees:
+            await asyncio.gather(*self._releases, *frees, return_exceptions=True)
 
 
-async def _forget(conn: AsyncConnection, task_id: str, turn: str) -> None:
-    """Delete the claim of *task_id*'s *turn* (stored cut to its column) and its claimant."""
-    for table in (turns_table, claimants_table):
-        await conn.execute(
-            delete(table).where(table.c.task_id == task_id, table.c.turn == turn[:64])
-        )
+async def _forget(
+    conn: AsyncConnection, task_id: str, turn: str, replica: str | None = None
+) -> None:
+    """Delete the claim of *task_id*'s *turn* (stored cut to its column) and its claimant;
+    given *replica*, only a claim naming it (not one another replica took over)."""
+    by = claimants_table.c
+    of_turn = (by.task_id == task_id) & (by.turn == turn[:64])
+    named = [by.replica_id == replica] if replica is not None else []
+    rows = turns_table.c
+    claim = (rows.task_id == task_id) & (rows.turn == turn[:64])
+    if named:
+        claim &= exists().where(of_turn, *named)
+    await conn.execute(delete(turns_table).where(claim))
+    await conn.execute(delete(claimants_table).where(of_turn, *named))

@@ -162,3 +162,34 @@ async def test_claims_racing_for_an_unheld_claim_on_two_replicas_make_one_winner
     finally:
         await a.aclose()
         await b.aclose()
+
+
+async def test_a_claim_whose_answer_was_lost_is_freed_for_the_other_replicas() -> None:
+    """Follow-ups pinned to another replica (sticky sessions): the replica that lost the
+    answer frees its claim once the database answers again. Before: every follow-up on
+    the other replica was refused busy (-32090) for as long as the first one ran."""
+    proxy = _LosingProxy()
+    with pg_schema_url(agents=2) as url, proxy.running():
+        proxied = url.replace(f"@{PG_HOST}:{PG_PORT}/", f"@127.0.0.1:{proxy.port}/")
+        with (
+            cli_server(_args(proxied), env=ENV) as (a, _pa),
+            cli_server(_args(url), env=ENV) as (b, _pb),
+        ):
+            async with httpx.AsyncClient(timeout=60) as http:
+                parked = (await _send(http, b, _transfer()))["result"]["task"]
+                assert parked["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", parked
+                proxy.armed.set()
+                lost = await _send(http, a, _approve(parked["id"]))
+                assert proxy.lost.is_set(), lost
+                assert lost["error"]["code"] == -32092, lost
+                answer: Any = None
+                deadline = time.monotonic() + 10  # A is live: nothing changes by waiting
+                while time.monotonic() < deadline:
+                    answer = await _send(http, b, _approve(parked["id"]))
+                    if "result" in answer:
+                        break
+                    assert answer["error"]["code"] == BUSY, answer
+                    await asyncio.sleep(0.5)
+                assert "result" in answer, answer  # was: busy (-32090) while A ran
+                state = answer["result"]["task"]["status"]["state"]
+                assert state == "TASK_STATE_COMPLETED", answer
