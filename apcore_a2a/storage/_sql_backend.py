@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import os
 import uuid
 from collections.abc import Awaitable, Callable
@@ -51,7 +52,7 @@ from .memory import OwnerUser
 from .observed import copy_task
 from .outages import UNAVAILABLE as _UNAVAILABLE
 from .quota_slots import PUSH_SCOPE, TASK_SCOPE, slots_table
-from .retention import BATCH, STATE, finished_table, purge
+from .retention import BATCH, STATE, finished_table, note, purge
 
 CancelWatch = tuple[Callable[[], list[str]], Callable[[str], None]]
 #: told of each task this process failed as interrupted, with the status event it saved
@@ -113,6 +114,9 @@ class SqlBackend:
     interrupted: list[Interrupted] = field(default_factory=list)
     #: tables of the rooms above (push's status) whose rows go with their task at retention
     purged_with: list[Any] = field(default_factory=list)
+    #: retention passes per sweep of every task (``retention.py``), and left to the next
+    _sweep_every: int = 1
+    _sweep_in: int = 0
 
     def __post_init__(self) -> None:
         self.owner = owner_lock(self.store_url, shared=self.registry is not None)
@@ -164,6 +168,8 @@ class SqlBackend:
         if self.retention_seconds is not None and self.retention_seconds > 0:
             # Often enough to stay near the target, at most every 5 minutes.
             every = min(max(self.retention_seconds / 4, 0.5), 300.0)
+            # A sweep reads every task: once per retention, at the first pass.
+            self._sweep_every = math.ceil(self.retention_seconds / every)
             self._spawn("retention", "task retention purge", every, self._purge)
         self._started = True
 
@@ -349,6 +355,10 @@ class SqlBackend:
         dependents += [TaskVersionModel.__table__, TaskEventModel.__table__]
         if cluster:
             dependents += [claims_table, turns_table, claimants_table]
+        if self._sweep_in <= 0:
+            await note(self.engine)
+            self._sweep_in = self._sweep_every
+        self._sweep_in -= 1
         deleted = await purge(
             self.engine, self.retention_seconds, dependents, _free_slots if cluster else None
         )

@@ -268,6 +268,7 @@ def _sql_stores(url: StoreURL, settings: Settings) -> Stores:
     from .listing import create_state_index
     from .outages import GuardedPushStore, guarded
     from .quota_slots import SqlQuotaSlots
+    from .retention import FinishedNotes
     from .streamed import ChunkedTaskStore
     from .turns import SqlTurnClaims
 
@@ -315,6 +316,9 @@ def _sql_stores(url: StoreURL, settings: Settings) -> Stores:
         slots = SqlQuotaSlots(engine, registry)
     writes = DeferredWrites(versioned, registry, pg_writer=pg_writer)
     closers: list[Callable[[], Awaitable[None]]] = [writes.aclose, versioned.aclose, events.aclose]
+    # Retention's notes of tasks saved finished (retention.py), in single mode too.
+    notes = FinishedNotes(engine) if settings.task_retention_seconds else None
+    closers += [notes.aclose] if notes else []
     sql = SqlBackend(
         url,
         engine,
@@ -335,8 +339,10 @@ def _sql_stores(url: StoreURL, settings: Settings) -> Stores:
     )
     if slots is not None:
         sql.interrupted.append(slots.task_ended)
+    if notes is not None:
+        sql.interrupted.append(notes.interrupted)
     others = sql_others(db)
-    return Stores(
+    stores = Stores(
         store_view(writes, around=guarded, saved=turns.saved if turns else None),
         GuardedPushStore(push_store),
         events,
@@ -349,3 +355,6 @@ def _sql_stores(url: StoreURL, settings: Settings) -> Stores:
         ),
         _backend=sql,
     )
+    if notes is not None:
+        stores.on_save(notes.saved)
+    return stores
