@@ -157,6 +157,9 @@ class ReplicaRegistry:
 
     async def register(self) -> None:
         """Insert this replica's row (called once at startup)."""
+        # The row's heartbeat is the database's now when the insert runs: the beat is as
+        # old as its statement, however late the answer (a pause, a wait for a lock).
+        sent = time.monotonic()
         async with self.engine.begin() as conn:
             await conn.execute(
                 insert(replicas_table).values(
@@ -171,7 +174,7 @@ class ReplicaRegistry:
         # replica's until a beat fails or grows old (steady()). Without it, every lease of
         # a replica's first heartbeat interval was taken for a paused one's and never
         # handed out again: a caller's streams at once past its quota were refused.
-        self._last_beat = self._steady_since = time.monotonic()
+        self._last_beat = self._steady_since = sent
 
     async def heartbeat(self) -> None:
         """Refresh this replica's heartbeat (re-registering if another replica retired it)."""
