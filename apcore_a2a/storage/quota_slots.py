@@ -134,17 +134,8 @@ class SqlQuotaSlots:
 
     async def take(self, scope: str, subject: str, holder: str, limit: int) -> bool:
         """Take one of *subject*'s *limit* slots for *holder*; ``False`` when all are taken."""
-        idle = self._idle.get((scope, subject), [])
-        # Only a lease taken during this replica's unbroken run of beats: one taken before
-        # may have been freed as a dead replica's (paused past the timeout), and handed out
-        # without its row it would count for nothing. The others are trimmed as usual.
-        steady = self.registry.steady()
-        fresh = [i for i, lease in enumerate(idle) if steady is not None and lease[2] >= steady]
-        if fresh:
-            _, row, taken = idle.pop(fresh[-1])
-            if not idle:
-                del self._idle[(scope, subject)]
-        else:
+        lease = await self._idle_lease(scope, subject)
+        if lease is None:
             taken = time.monotonic()
             row = f"r:{uuid.uuid4().hex}"
             self._held.add(row)
@@ -156,8 +147,43 @@ class SqlQuotaSlots:
             if not inserted:
                 self._held.discard(row)
                 return False
-        self._leased[(scope, holder)] = (subject, row, taken)
+            lease = (row, taken)
+        self._leased[(scope, holder)] = (subject, *lease)
         return True
+
+    async def _idle_lease(self, scope: str, subject: str) -> tuple[str, float] | None:
+        """An idle lease of *subject*'s (row holder, taken at), the newest first, or none."""
+        key = (scope, subject)
+        # A lease taken during this replica's unbroken run of beats is handed out as it
+        # is. One taken before may have been freed as a dead replica's (paused past the
+        # timeout): handed out without its row it would count for nothing, and left idle
+        # its row, if any, counts against the caller until trimmed (a caller at its quota
+        # refused a free slot). So its row is checked first: still there, it is this
+        # replica's (no other frees a live replica's rows), as a new insert's would be.
+        while idle := self._idle.get(key):
+            steady = self.registry.steady()
+            fresh = [i for i, lease in enumerate(idle) if steady is not None and lease[2] >= steady]
+            _, row, taken = idle.pop(fresh[-1] if fresh else -1)
+            if not idle:
+                del self._idle[key]
+            if fresh:
+                return row, taken
+            taken = time.monotonic()
+            try:
+                if await guarded(self._still_mine(scope, row)):
+                    return row, taken
+            except BaseException:  # its row is an orphan now (freed at the quota)
+                self._held.discard(row)
+                raise
+            self._held.discard(row)
+        return None
+
+    async def _still_mine(self, scope: str, row: str) -> bool:
+        mine = self.registry.replica_id
+        # An update, not a read: a free of the row under way (its delete) is waited for.
+        stmt = update(slots_table).where(_S.scope == scope, _S.holder == row, _S.replica_id == mine)
+        async with self.engine.begin() as conn:
+            return bool((await conn.execute(stmt.values(replica_id=mine))).rowcount)
 
     async def rename(self, scope: str, old: str, new: str, limit: int = 0) -> bool:
         """Hand *old*'s slot to *new*, which keeps it until it gives it back; ``False``
