@@ -12,7 +12,8 @@ a lost connection) is retried until it does, and a give-back under the new name 
 row meanwhile: the slot is never freed while its owner runs, nor held for ever. Once the
 replica stopped, nothing is retried: such a slot is freed as a dead replica's. A rename
 whose row is gone (freed as a dead replica's while this one was paused) takes a fresh slot,
-or reports that none is free (the request then cancels its task, ``server/handler.py``).
+or reports that none is free (the request then cancels its task, ``server/handler.py``; a
+retry, whose request has ended, logs it).
 """
 
 from __future__ import annotations
@@ -122,8 +123,9 @@ class SqlQuotaSlots:
         self._idle: dict[tuple[str, str], list[tuple[float, str, float]]] = {}
         #: (scope, holder) -> (subject, row holder, taken at) of the leases in use here
         self._leased: dict[tuple[str, str], tuple[str, str, float]] = {}
-        #: (scope, new holder) -> row holder of the renames the database has not taken
-        self._renames: dict[tuple[str, str], str] = {}
+        #: (scope, new holder) -> (row holder, subject if known, limit) of the renames the
+        #: database has not taken
+        self._renames: dict[tuple[str, str], tuple[str, str | None, int]] = {}
         #: the rows leased to this replica that this process knows (taken, or being taken,
         #: idle, or waiting for their rename); any other is an orphan (:meth:`_reclaim`)
         self._held: set[str] = set()
@@ -198,7 +200,7 @@ class SqlQuotaSlots:
         except BaseException:
             # The row may still name the request, which gives back nothing now: it is
             # *new*'s, renamed once the database is back (or freed by *new*'s give-back).
-            self._renames[(scope, new)] = row
+            self._renames[(scope, new)] = (row, subject, limit)
             if len(self._renames) == 1:
                 self._start(self._retry_renames())
             raise
@@ -210,8 +212,12 @@ class SqlQuotaSlots:
             if (await conn.execute(_rename(scope, row, new))).rowcount or not subject:
                 return True
             # The row is gone: freed as a dead replica's while this one was paused (its
-            # heartbeats stopped), and maybe taken by another request since. Without a
-            # slot of its own the task would count for nothing.
+            # heartbeats stopped), and maybe taken by another request since; or renamed
+            # already, by a try whose answer was lost (a retry's). Without a slot of its
+            # own the task would count for nothing.
+            named = select(func.count()).where(_S.scope == scope, _S.holder == new)
+            if (await conn.execute(named)).scalar_one():
+                return True
             params = dict(scope=scope, subject=subject, holder=new, replica=None)
             return await self._take_free(conn, params, limit, reclaim=False)
 
@@ -222,16 +228,24 @@ class SqlQuotaSlots:
 
     async def _renamed(self) -> None:
         """Try the renames the database has not taken, up to the first it refuses."""
-        for (scope, new), row in list(self._renames.items()):
+        for (scope, new), (row, subject, limit) in list(self._renames.items()):
             try:
-                await self._execute(_rename(scope, row, new))
+                renamed = await self._rename_or_take(scope, row, new, subject, limit)
             except Exception as exc:  # still an outage: tried again later
                 logger.debug("could not rename a quota slot: %s", exc)
                 return
+            if not renamed and limit:  # no request left to answer it: said here
+                logger.warning(
+                    "%s %s: its quota slot was freed while the database was out of reach "
+                    "and all %d are taken now: it counts for nothing until it ends",
+                    scope,
+                    new,
+                    limit,
+                )
             self._forget_rename(scope, new, row)
 
     def _forget_rename(self, scope: str, new: str, row: str) -> None:
-        if self._renames.get((scope, new)) == row:
+        if self._renames.get((scope, new), (None,))[0] == row:
             del self._renames[(scope, new)]
             self._held.discard(row)
 
@@ -264,7 +278,8 @@ class SqlQuotaSlots:
         settled = True
         async with self.engine.begin() as conn:
             await conn.execute(_TURN, turn)
-            row = self._renames.get((scope, holder))
+            pending = self._renames.get((scope, holder))
+            row = pending[0] if pending else None
             if row is not None:  # a rename the database did not take: this slot's
                 await conn.execute(_rename(scope, row, holder))
             held = (await conn.execute(select(func.count()).where(same))).scalar_one()
@@ -286,7 +301,8 @@ class SqlQuotaSlots:
         """Free the slot *holder* took (nothing when it holds none)."""
         leased = self._leased.pop((scope, holder), None)
         if leased is None:
-            renamed = self._renames.get((scope, holder))
+            pending = self._renames.get((scope, holder))
+            renamed = pending[0] if pending else None
             await self._delete(scope, [holder] if renamed is None else [holder, renamed])
             if renamed is not None:
                 self._forget_rename(scope, holder, renamed)
@@ -321,7 +337,7 @@ class SqlQuotaSlots:
             # bounded: a stop during an outage must not wait on the database
             async with asyncio.timeout(STOP_SECONDS):
                 await self._renamed()
-                pending = list(self._renames.values())
+                pending = [row for row, _, _ in self._renames.values()]
                 mine = (_S.replica_id == self.registry.replica_id) & _S.holder.not_in(pending)
                 await self._execute(delete(slots_table).where(mine))
         except Exception as exc:  # a database outage: freed once the replica is dead

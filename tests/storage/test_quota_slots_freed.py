@@ -14,14 +14,14 @@ import time
 
 import pytest
 from a2a.types import TaskState
-from sqlalchemy import insert, select
+from sqlalchemy import insert, select, update
 
 from apcore_a2a.errors import StoreUnavailableError
 from apcore_a2a.storage import open_stores
 from apcore_a2a.storage.quota_slots import TASK_SCOPE, SqlQuotaSlots, slots_table
 from apcore_a2a.storage.stores import Stores
 
-from .._postgres import kill_slot_renames
+from .._postgres import PG_DB, PG_HOST, PG_PORT, PG_USER, kill_slot_renames
 from ._helpers import make_task, settings
 from .test_recovery import FAST, assert_interrupted, eventually, put, state_of
 
@@ -204,3 +204,82 @@ async def test_a_slot_whose_take_lost_its_answer_is_freed_and_no_other_replicas(
     finally:
         await a.aclose()
         await b.aclose()
+
+
+def _retrying() -> bool:
+    """Whether a retry of renames the database dropped is under way."""
+    return any("_retry_renames" in repr(t.get_coro()) for t in asyncio.all_tasks())
+
+
+async def _free_row(schema: str, holder: str) -> None:
+    """Delete *holder*'s row behind the replica's back, as another replica frees a dead
+    replica's slots (this one cut off from the database past the replica timeout)."""
+    import asyncpg
+
+    db = await asyncpg.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, database=PG_DB)
+    try:
+        table = f"{schema}.apcore_a2a_quota_slots"
+        assert await db.execute(f"DELETE FROM {table} WHERE holder = $1", holder) == "DELETE 1"
+    finally:
+        await db.close()
+
+
+@pytest.mark.parametrize("full", [False, True], ids=["free-slot", "at-quota"])
+async def test_a_retried_rename_whose_row_is_gone_takes_a_fresh_slot(
+    pg_url: str, full: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The database drops a task's rename, and the request's row is freed meanwhile (its
+    replica counted dead). Before, the retry updated no row and said nothing: the task,
+    unfinished, counted for nothing. Now it takes a fresh slot; with the caller at its
+    quota meanwhile (another request took the slot), it says so."""
+    schema = pg_url.rsplit("schema=", 1)[1]
+    a, slots_a = await _replica(pg_url)
+    b, slots_b = await _replica(pg_url)
+    try:
+        assert await slots_a.take(TASK_SCOPE, CALLER, "request", 1)
+        [row] = await slots_a.holders(TASK_SCOPE, CALLER)
+        await kill_slot_renames(schema, TASK_SCOPE, True)
+        try:
+            with pytest.raises(StoreUnavailableError):
+                await slots_a.rename(TASK_SCOPE, "request", "task-1", 1)
+            await _free_row(schema, row)
+            if full:
+                assert await slots_b.take(TASK_SCOPE, CALLER, "b-request", 1)
+        finally:
+            await kill_slot_renames(schema, TASK_SCOPE, False)
+        if full:
+            await eventually(lambda: "task-1" in caplog.text)
+            assert "counts for nothing" in caplog.text
+            assert len(await slots_a.holders(TASK_SCOPE, CALLER)) == 1  # the quota holds
+        else:
+            await eventually(lambda: not _retrying())
+            assert await slots_a.holders(TASK_SCOPE, CALLER) == ["task-1"]  # was: []
+    finally:
+        await a.aclose()
+        await b.aclose()
+
+
+async def test_a_retried_rename_the_database_took_before_takes_no_second_slot(
+    pg_url: str,
+) -> None:
+    """A rename whose answer was lost after its commit is retried: the retry finds no row
+    under the request's name, and the task's, which it must not count twice."""
+    schema = pg_url.rsplit("schema=", 1)[1]
+    a, slots = await _replica(pg_url)
+    try:
+        assert await slots.take(TASK_SCOPE, CALLER, "request", 3)
+        [row] = await slots.holders(TASK_SCOPE, CALLER)
+        await kill_slot_renames(schema, TASK_SCOPE, True)
+        try:
+            with pytest.raises(StoreUnavailableError):
+                await slots.rename(TASK_SCOPE, "request", "task-1", 3)
+        finally:
+            await kill_slot_renames(schema, TASK_SCOPE, False)
+        async with slots.engine.begin() as conn:  # the rename's commit, its answer lost
+            await conn.execute(
+                update(slots_table).where(slots_table.c.holder == row).values(holder="task-1")
+            )
+        await eventually(lambda: not _retrying())
+        assert await slots.holders(TASK_SCOPE, CALLER) == ["task-1"]
+    finally:
+        await a.aclose()
