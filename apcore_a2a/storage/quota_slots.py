@@ -19,6 +19,7 @@ retry, whose request has ended, logs it).
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import secrets
 import time
@@ -43,6 +44,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ._replicas import METADATA, ReplicaRegistry, replicas_table
 from ._urls import read
+from .fields import unstorable
 from .outages import guarded
 
 logger = logging.getLogger("apcore_a2a.storage")
@@ -59,11 +61,14 @@ RETRY_SECONDS = 1.0
 #: Seconds a clean stop waits to free this replica's slots.
 STOP_SECONDS = 3.0
 
+#: the longest subject (a caller key, a task id) stored as it is (:func:`_stored`)
+_SUBJECT_CHARS = 255
+
 slots_table = Table(
     "apcore_a2a_quota_slots",
     METADATA,
     Column("scope", String(16), primary_key=True),
-    Column("subject", String(255), primary_key=True),
+    Column("subject", String(_SUBJECT_CHARS), primary_key=True),
     Column("slot", Integer, primary_key=True),
     Column("holder", String(255), nullable=False),
     Column("replica_id", String(64), nullable=True),
@@ -107,6 +112,16 @@ _TURN = text(
 )
 
 
+def _stored(subject: str) -> str:
+    """*subject* as its column holds it. A caller key can hold what no text column does (a
+    token's ``sub`` with a lone surrogate or a NUL, which JSON spells) or be too long: such
+    a key counts under its SHA-256, the form of an owner too long to store
+    (``execution/identity.py``), so every replica counts it alike."""
+    if unstorable(subject, _SUBJECT_CHARS) is None:
+        return subject
+    return "sha256:" + hashlib.sha256(subject.encode("utf-8", "surrogatepass")).hexdigest()
+
+
 def _rename(scope: str, row: str, new: str) -> Any:
     """The update handing the slot of *row* to *new* (no longer leased to a replica)."""
     stmt = update(slots_table).where(_S.scope == scope, _S.holder == row)
@@ -136,6 +151,7 @@ class SqlQuotaSlots:
 
     async def take(self, scope: str, subject: str, holder: str, limit: int) -> bool:
         """Take one of *subject*'s *limit* slots for *holder*; ``False`` when all are taken."""
+        subject = _stored(subject)
         lease = await self._idle_lease(scope, subject)
         if lease is None:
             taken = time.monotonic()
@@ -263,7 +279,7 @@ class SqlQuotaSlots:
         their write, one at a time, so the last to settle reads the last write (a check
         made before a write cannot: a registration that found the thing stored took no
         slot, and a delete committed just then gave the old one back)."""
-        return await guarded(self._settle(scope, subject, holder, limit, stored))
+        return await guarded(self._settle(scope, _stored(subject), holder, limit, stored))
 
     async def _settle(
         self,
@@ -407,7 +423,7 @@ class SqlQuotaSlots:
 
     async def holders(self, scope: str, subject: str) -> list[str]:
         """The holders of *subject*'s slots."""
-        stmt = select(_S.holder).where(_S.scope == scope, _S.subject == subject)
+        stmt = select(_S.holder).where(_S.scope == scope, _S.subject == _stored(subject))
         return [row[0] for row in await guarded(read(self.engine, stmt))]
 
     async def _reclaim(self, conn: AsyncConnection, scope: str, subject: str) -> bool:
