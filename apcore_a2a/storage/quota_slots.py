@@ -179,21 +179,20 @@ class SqlQuotaSlots:
         # refused a free slot). So its row is checked first: still there, it is this
         # replica's (no other frees a live replica's rows), as a new insert's would be.
         while idle := self._idle.get(key):
-            steady = self.registry.steady()
-            fresh = [i for i, lease in enumerate(idle) if steady is not None and lease[2] >= steady]
-            _, row, taken = idle.pop(fresh[-1] if fresh else -1)
+            _, row, taken = idle.pop()
             if not idle:
                 del self._idle[key]
-            if fresh:
+            steady = self.registry.steady()
+            if steady is not None and taken >= steady:
                 return row, taken
-            taken = time.monotonic()
+            taken, mine = time.monotonic(), False
             try:
-                if await guarded(self._still_mine(scope, row)):
-                    return row, taken
-            except BaseException:  # its row is an orphan now (freed at the quota)
-                self._held.discard(row)
-                raise
-            self._held.discard(row)
+                mine = await guarded(self._still_mine(scope, row))
+            finally:
+                if not mine:  # gone, or unknown (an orphan then: freed at the quota)
+                    self._held.discard(row)
+            if mine:
+                return row, taken
         return None
 
     async def _still_mine(self, scope: str, row: str) -> bool:
@@ -409,8 +408,11 @@ class SqlQuotaSlots:
             while (await conn.execute(taken)).scalar_one() < limit:
                 if (await conn.execute(take, params)).first() is not None:
                     return True
-            if not reclaim or not await self._reclaim(conn, params["scope"], params["subject"]):
+            if not reclaim:
                 return False
+            # Counted again whatever it freed: a free under way elsewhere (a trim) that
+            # its delete waited for frees the slot all the same, and is seen now.
+            await self._reclaim(conn, params["scope"], params["subject"])
             reclaim = False
 
     async def _delete(self, scope: str, holders: list[str]) -> None:
@@ -426,10 +428,9 @@ class SqlQuotaSlots:
         stmt = select(_S.holder).where(_S.scope == scope, _S.subject == _stored(subject))
         return [row[0] for row in await guarded(read(self.engine, stmt))]
 
-    async def _reclaim(self, conn: AsyncConnection, scope: str, subject: str) -> bool:
+    async def _reclaim(self, conn: AsyncConnection, scope: str, subject: str) -> None:
         """Free *subject*'s slots held by dead replicas, and this replica's orphans: rows
-        this process no longer knows (a free or a take whose connection was cut); whether
-        any was."""
+        this process no longer knows (a free or a take whose connection was cut)."""
         # Dead by the rule of orphan recovery, not just an old heartbeat: after a stall no
         # replica could beat through, every heartbeat is old, this replica's own too, and
         # freeing the live replicas' slots would let more requests in than the quota.
@@ -444,7 +445,6 @@ class SqlQuotaSlots:
         orphans = [row for (row,) in rows if row not in self._held]
         dead = (_S.replica_id != mine) & _S.replica_id.not_in(live)
         orphaned = (_S.replica_id == mine) & _S.holder.in_(orphans)
-        result = await conn.execute(
+        await conn.execute(
             delete(slots_table).where(of_subject, _S.replica_id.is_not(None), dead | orphaned)
         )
-        return bool(result.rowcount)
