@@ -1,16 +1,12 @@
 """Where a request of the agent's to a URL it was given goes: through the egress proxy the
-environment names (``HTTP_PROXY``/``HTTPS_PROXY``/``ALL_PROXY``, any case, ``NO_PROXY``
-exempting hosts, read as httpx reads them with ``trust_env``), by the URL's name; else to
-the addresses its name was checked to have, never to a second lookup (DNS rebinding).
+environment names for it (``_proxies.proxy_for``: httpx's rule for ``trust_env``), by the
+URL's name; else to the addresses its name was checked to have, never to a second lookup
+(DNS rebinding).
 Shared by the JWKS fetch (``auth/jwks.py``), push deliveries (``push/policy.py``,
 ``push/aimed.py``) and the client's calls to another origin a card names
 (``client/_names.py``): each checks a URL's addresses first; httpx's own proxy choice would
 see only the address a request was aimed at. All of them keep connections alive per name
 and per proxy (:class:`NamePools`).
-
-Example: with ``HTTPS_PROXY=proxy:3128`` and ``NO_PROXY=.internal``,
-``proxy_for(httpx.URL("https://hooks.example.com/a"))`` is ``"http://proxy:3128"`` and
-``proxy_for(httpx.URL("https://a.internal/"))`` is ``None``.
 """
 
 from __future__ import annotations
@@ -21,7 +17,6 @@ import ipaddress
 import re
 import socket
 import ssl
-import urllib.request
 from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any
@@ -30,7 +25,8 @@ from urllib.parse import urlsplit
 import httpx
 
 from apcore_a2a._addresses import CLASSES, IPAddress, address_class, host_class
-from apcore_a2a._text import echoed, hide_url_secrets
+from apcore_a2a._proxies import KEPT, proxy_for, proxy_transport
+from apcore_a2a._text import echoed
 from apcore_a2a.upstream.proxy_targets import bracketed
 
 #: ``resolve(host, port) -> addresses`` (the event loop's ``getaddrinfo`` by default).
@@ -39,49 +35,12 @@ Resolver = Callable[[str, int], Awaitable[Sequence[str]]]
 #: hundreds is not tried one by one.
 MAX_ADDRESSES = 8
 _ZONE = re.compile(r"[A-Za-z0-9_.-]*")
-#: Connections kept idle at most 4 s: below the 5 s keep-alive of uvicorn's and Node's
-#: servers, so a request never goes out on a connection its server is closing (httpx's 5 s
-#: met that close about once in a hundred pauses of that length: ``ReadError``).
-KEPT = httpx.Limits(max_connections=100, max_keepalive_connections=20, keepalive_expiry=4.0)
 #: Names whose connections :class:`NamePools` keeps (a pool each), the least recently
 #: used one's closed first.
 MAX_NAMES = 16
 #: Methods whose request is sent again after a kept connection closed unanswered
 #: (RFC 9110 §9.2.2: idempotent).
 IDEMPOTENT = frozenset({"GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"})
-#: What a proxy URL of the socks5 scheme needs, named in refusals.
-SOCKS_EXTRA = "a socks5 proxy needs the socksio package: pip install httpx[socks]"
-
-
-class ProxyUnusable(ValueError):
-    """A proxy the environment names that httpx cannot use: a ``socks5://`` one without
-    the ``socksio`` package (httpx raises ``ImportError``), or a scheme it does not know.
-    No retry sends the request; the message names the proxy without its credentials."""
-
-
-def proxy_transport(proxy: str, verify: ssl.SSLContext | bool) -> httpx.AsyncHTTPTransport:
-    """httpx's transport through *proxy* (its connections key by the URL's name and port,
-    as the proxy resolves the name), or :class:`ProxyUnusable` saying why not."""
-    try:
-        return httpx.AsyncHTTPTransport(proxy=proxy, verify=verify, limits=KEPT)
-    except ImportError:
-        reason = SOCKS_EXTRA
-    except ValueError:  # httpx's words quote the URL
-        reason = "httpx takes http, https, socks5 and socks5h proxies"
-    raise ProxyUnusable(f"the proxy {hide_url_secrets(proxy)} cannot be used: {reason}")
-
-
-def proxy_for(url: httpx.URL, proxies: Mapping[str, str] | None = None) -> str | None:
-    """The URL of the proxy *url* goes through, as httpx chooses it from *proxies*
-    (``urllib.request.getproxies()``, read now when not given): the scheme's proxy, else
-    ``all``'s; ``None`` for none, or for a host ``NO_PROXY`` names
-    (``urllib.request.proxy_bypass``). A proxy given without a scheme is an http one."""
-    if proxies is None:
-        proxies = urllib.request.getproxies()
-    proxy = proxies.get(url.scheme) or proxies.get("all")
-    if not proxy or urllib.request.proxy_bypass(url.host):
-        return None
-    return proxy if "://" in proxy else f"http://{proxy}"
 
 
 class CheckedAddresses(httpx.AsyncBaseTransport):

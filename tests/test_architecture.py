@@ -20,8 +20,9 @@ MAX_LINES = 450
 #: credentials), _json (how the JSON bindings read a body, and refuse what they cannot),
 #: _history (the message of a task's history a messageId names), _addresses (what an IP
 #: address finally delivers to: push's SSRF policy and the JWKS fetch), _egress (which
-#: proxy the environment names for a URL: push deliveries and the JWKS fetch)
-LEAVES = {"_text", "_json", "_history", "_addresses", "_egress"}
+#: transport a request to a checked address goes by: push deliveries, the JWKS fetch, the
+#: client), _proxies (which proxy the environment names for a URL, by httpx's rule)
+LEAVES = {"_text", "_json", "_history", "_addresses", "_egress", "_proxies"}
 #: room -> rooms (and top-level modules) it may import; a room may always import itself.
 ALLOWED: dict[str, set[str]] = {
     "adapters": set(),

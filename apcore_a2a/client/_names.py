@@ -26,12 +26,12 @@ from apcore_a2a._addresses import IPAddress, address_class
 from apcore_a2a._egress import (
     MAX_ADDRESSES,
     CheckedAddresses,
-    ProxyUnusable,
     RefusedAddress,
     Resolver,
     inward,
     lookup,
 )
+from apcore_a2a._proxies import ProxyUnusable
 from apcore_a2a.client.card import origin_of
 from apcore_a2a.client.errors import A2AConnectionError, CrossOriginEndpointError
 

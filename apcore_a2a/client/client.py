@@ -14,7 +14,8 @@ import httpx
 from a2a.types import a2a_pb2 as pb
 from google.protobuf.json_format import MessageToDict
 
-from apcore_a2a._egress import KEPT, SOCKS_EXTRA, Resolver, system_lookup
+from apcore_a2a._egress import Resolver, system_lookup
+from apcore_a2a._proxies import KEPT, ProxyUnusable, proxy_for, proxy_transport
 from apcore_a2a.client import _shapes as shape
 from apcore_a2a.client._alone import alone_after_events, leaves_alone
 from apcore_a2a.client._arguments import (
@@ -117,24 +118,24 @@ class A2AClient:
             default_headers["Authorization"], auth = f"Bearer {token}", None
         self._direct = DirectTransport(app, lifespan) if app is not None else None
         try:
-            self._http = httpx.AsyncClient(
-                timeout=httpx.Timeout(timeout, connect=timeout or CONNECT_TIMEOUT),
-                limits=KEPT,
-                headers=default_headers,
-                auth=auth,  # a (user, password) pair: httpx's basic auth
-                transport=self._direct,
-                event_hooks=HOOKS,
-            )
+            transport = self._direct or _to_agent(self._base)
         except httpx.InvalidURL as exc:  # "[::1]" in NO_PROXY: httpx reads it as a URL
             raise ValueError(
                 "the environment's proxy settings (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY, "
                 f"NO_PROXY) cannot be read by httpx: {exc}"
             ) from None
-        except ImportError:  # httpx builds every proxy's transport now, socks5 needs socksio
+        except ProxyUnusable as exc:  # the proxy every call of this client would go through
             raise ValueError(
                 "the environment's proxy settings (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY) "
-                f"cannot be used: {SOCKS_EXTRA}"
+                f"cannot be used: {exc.reason}"
             ) from None
+        self._http = httpx.AsyncClient(
+            timeout=httpx.Timeout(timeout, connect=timeout or CONNECT_TIMEOUT),
+            headers=default_headers,
+            auth=auth,  # a (user, password) pair: httpx's basic auth
+            transport=transport,
+            event_hooks=HOOKS,
+        )
         verifying = verify_card or card_keys is not None
         self._verifier = CardVerifier(self._http, self._base, card_keys) if verifying else None
         verify = self._verifier.verify if self._verifier is not None else None
@@ -425,3 +426,15 @@ class A2AClient:
         if self._verifier is not None:
             return await self._verifier.verify(card)
         return card
+
+
+def _to_agent(base: str) -> httpx.AsyncHTTPTransport:
+    """The transport of the calls to the agent at *base* (all on its origin): through the
+    proxy the environment names for it, as httpx's ``trust_env`` chooses it
+    (``_proxies.proxy_for``), else direct. Only that proxy is judged: httpx's client built
+    every proxy's transport, and one without ``socksio`` refused an agent ``NO_PROXY``
+    exempts from it. Both read ``SSL_CERT_FILE`` and ``SSL_CERT_DIR`` as httpx's client does."""
+    proxy = proxy_for(httpx.URL(base), strict=True)
+    if proxy is None:
+        return httpx.AsyncHTTPTransport(limits=KEPT)
+    return proxy_transport(proxy, verify=True)

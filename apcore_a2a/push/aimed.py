@@ -6,7 +6,7 @@ verified for it. A name may have several checked addresses (``localhost``: ``::1
 ``127.0.0.1``; a dual-stack host: its AAAA and A records), and the receiver may listen on
 one of them only: each is tried in the resolver's order until one takes the connection.
 
-Through the egress proxy the environment names for the URL (``_egress.proxy_for``), by the
+Through the egress proxy the environment names for the URL (``_proxies.proxy_for``), by the
 URL's name: the proxy resolves it (``CONNECT host:port`` for https, the certificate still
 verified for the name; an IPv6 literal in brackets, ``upstream/proxy_targets.py``), as the
 JWKS fetch does. httpx's own reading of the proxy settings

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import httpx
 from a2a.types import TaskPushNotificationConfig
 
-from apcore_a2a._egress import ProxyUnusable
+from apcore_a2a._proxies import ProxyUnusable
 from apcore_a2a.adapters.errors import one_line
 from apcore_a2a.push.aimed import Webhooks
 from apcore_a2a.push.policy import Checked, PushUrlPolicy

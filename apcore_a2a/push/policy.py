@@ -5,7 +5,7 @@ network (the metadata service, a database on localhost, an admin panel on a priv
 range). The URL is checked at registration (``-32602``) and before every delivery attempt
 (DNS answers change), and the sender connects to the very address checked: resolving the
 name again could give another answer (DNS rebinding). Where the environment names an egress
-proxy for the URL (``_egress.proxy_for``), the check is of what this host resolves, a name
+proxy for the URL (``_proxies.proxy_for``), the check is of what this host resolves, a name
 it cannot resolve being the proxy's to reach, and the POST goes through the proxy by name.
 
 Example: ``await PushUrlPolicy().check("https://127.0.0.1/hook")`` is
@@ -26,7 +26,8 @@ import httpx
 from a2a.utils.errors import InvalidParamsError
 
 from apcore_a2a._addresses import METADATA, IPAddress, embedded_ipv4
-from apcore_a2a._egress import Resolver, Unresolvable, Unresolved, Unusable, lookup, proxy_for
+from apcore_a2a._egress import Resolver, Unresolvable, Unresolved, Unusable, lookup
+from apcore_a2a._proxies import proxy_for
 from apcore_a2a._text import echoed
 from apcore_a2a.edge.call import CallRecord
 from apcore_a2a.push.dns import AresResolver

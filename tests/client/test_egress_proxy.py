@@ -4,6 +4,7 @@ read it. A real stub agent and a forward proxy on 127.0.0.1 that sends ``::1`` t
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -11,8 +12,9 @@ import pytest
 
 from apcore_a2a.client import A2AClient, A2AConnectionError
 from tests._forward_proxy import forward_proxy, without_proxies
-from tests._support import cli, running_server
+from tests._support import cli, free_port, running_server
 
+from ._apcore_agent import build_our_app
 from ._stub_agent import CARD_V10, TASK, StubAgent, json_reply
 from .test_origins import agent_pointing_elsewhere
 
@@ -57,21 +59,75 @@ def test_proxy_settings_httpx_cannot_read_are_a_value_error_naming_them(
         A2AClient("http://127.0.0.1:1")
 
 
-@pytest.mark.parametrize("variable", ["ALL_PROXY", "HTTPS_PROXY", "http_proxy"])
-def test_a_socks5_proxy_without_socksio_is_a_value_error_naming_the_extra(
-    variable: str, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    ("settings", "scheme", "reason"),
+    [
+        ({"ALL_PROXY": SOCKS}, "http", EXTRA),
+        ({"HTTPS_PROXY": SOCKS}, "https", EXTRA),
+        ({"http_proxy": SOCKS, "NO_PROXY": "127.0.0.2"}, "http", EXTRA),
+        (
+            {"HTTP_PROXY": "ftp://user:pw-4242@127.0.0.1:9"},
+            "http",
+            "httpx takes http, https, socks5 and socks5h proxies",
+        ),
+    ],
+    ids=["all", "https", "http", "ftp"],
+)
+def test_a_proxy_the_agent_would_be_sent_through_and_httpx_cannot_use_is_a_value_error(
+    settings: dict[str, str], scheme: str, reason: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # httpx builds each proxy's transport with the client: without the socks extra it
-    # raised ImportError, whichever agent the client was for.
+    # No call could be made: refused in one line, the proxy's password not repeated
+    # (httpx's own ValueError for an unknown scheme quoted the URL).
     without_proxies(monkeypatch)
     monkeypatch.setitem(sys.modules, "socksio", None)  # not installed, whatever this venv has
-    monkeypatch.setenv(variable, SOCKS)
+    for name, value in settings.items():
+        monkeypatch.setenv(name, value)
     with pytest.raises(ValueError) as caught:
-        A2AClient("http://127.0.0.1:1")
+        A2AClient(f"{scheme}://127.0.0.1:1")
     assert str(caught.value) == (
         f"the environment's proxy settings (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY) cannot be used: "
-        f"{EXTRA}"
+        f"{reason}"
     )
+
+
+#: Settings whose socks5 proxy the agent at http://127.0.0.1 is not sent through.
+UNUSED = [
+    {"ALL_PROXY": SOCKS, "NO_PROXY": "127.0.0.1"},
+    {"ALL_PROXY": SOCKS, "no_proxy": "localhost, 127.0.0.1"},
+    {"HTTPS_PROXY": SOCKS},  # the agent's calls are http
+    {"HTTP_PROXY": "ftp://127.0.0.1:9", "NO_PROXY": "127.0.0.1"},  # a scheme httpx refuses
+]
+
+
+@pytest.mark.parametrize("settings", UNUSED, ids=["no-proxy", "no-proxy-list", "other", "ftp"])
+async def test_a_proxy_the_agent_is_not_sent_through_is_not_judged(
+    settings: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # httpx builds every proxy's transport with the client: without the socks extra the
+    # client was refused (ValueError) for a proxy NO_PROXY keeps its agent from.
+    without_proxies(monkeypatch)
+    monkeypatch.setitem(sys.modules, "socksio", None)
+    for name, value in settings.items():
+        monkeypatch.setenv(name, value)
+    port = free_port()
+    async with running_server(build_our_app(port), port=port) as url, A2AClient(url) as client:
+        task = await client.send_message({"a": 2, "b": 5}, skill_id="demo.add")
+    assert task["artifacts"][0]["parts"][0]["data"] == {"sum": 7}
+
+
+async def test_the_cli_calls_an_agent_no_proxy_exempts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    without_proxies(monkeypatch)
+    (tmp_path / "socksio.py").write_text("raise ImportError('not installed')\n")  # as if so
+    env = {"ALL_PROXY": SOCKS, "NO_PROXY": "127.0.0.1", "PYTHONPATH": str(tmp_path)}
+    port = free_port()
+    async with running_server(build_our_app(port), port=port) as url:
+        code, out, err = await cli(
+            "call", url, "--skill", "demo.add", "--data", '{"a": 2, "b": 5}', env=env
+        )
+    assert (code, err) == (0, "")
+    assert json.loads(out)["artifacts"][0]["parts"][0]["data"] == {"sum": 7}
 
 
 async def test_a_socks5_proxy_for_a_call_to_another_origin_is_a_connection_error(
