@@ -47,42 +47,92 @@ def echoed(value: object, *, quote: bool = False, limit: int = ECHO_LIMIT) -> st
     return shown if len(text) <= limit else f"{shown}… ({len(text)} characters)"
 
 
-# The password runs to the last '@': an unencoded '/', ':' or '@' in it must not end it
-# early (masking part of the host too is the safe side). The scheme and its "//" are
-# optional (each), so a value refused for its shape (memory:user:PASSWORD@x, or
-# //user:PASSWORD@db, its scheme left out) is masked too; the user name has no space, so a
-# sentence naming "memory://" and "user@host" is not; a scheme is not a user name
-# (https://TOKEN@host is a user name alone). After a scheme, the user name may hold an
-# unencoded '@' (Azure's user@server): parsers split user from host at the last '@' (what
-# precedes its first '@' is then masked as a lone user name's, below: it cannot be told
-# from https://TOKEN@host:8443/a@b).
-_USERINFO = re.compile(r"^(\w[\w+.-]*:/{0,2}[^:/\s]*|(?://)?[^:/@\s]*):(?!//).*@")
-# A user name without a password is how many pass a token (https://TOKEN@idp/keys): the
-# only credential there, so masked too. Only after "scheme://" (or a bare "//", its scheme
-# left out), so that an e-mail address (ops@example.com, mailto:ops@example.com) is shown
-# as it is.
-_LONE_USER = re.compile(r"^((?:\w[\w+.-]*:)?//)[^:/\s]+@")
-# A credential in a query: libpq's password, or an API key, token or secret an IdP's key
-# set URL may carry (Azure Functions' ``code``, an SAS ``sig``, S3's ``X-Amz-Signature``).
+# A URL's start: a scheme, with or without "//" (memory:user:PASSWORD@x), or a bare "//"
+# (its scheme left out).
+_LEAD = re.compile(r"(\w[\w+.-]*:)?(//)?")
+# An authority that is a host and a port alone: a name or address, or an IPv6 literal in
+# brackets (a zone's '%25' included).
+_HOST_PORT = re.compile(r"(?:\[[^\]\s]*\]|[^\s:@/\[\]]*)(?::\d*)?")
+# Where an authority ends: a query, a fragment, or a space (the value was a sentence).
+_AUTHORITY_END = re.compile(r"[?#\s]")
+# A credential in a query or a fragment: libpq's password, or an API key, token or secret
+# an IdP's key set URL may carry (Azure Functions' ``code``, an SAS ``sig``, S3's
+# ``X-Amz-Signature``), or an OAuth callback's ``#access_token=``.
 _QUERY_SECRET = re.compile(
-    r"([?&](?:password|passwd|sslpassword|code|sig|[\w-]*(?:key|token|secret|signature|"
+    r"([?&#](?:password|passwd|sslpassword|code|sig|[\w-]*(?:key|token|secret|signature|"
     r"credential))=)[^&#]*",
     re.IGNORECASE,
 )
-# Every item of a query (from its '?'), a bare one (?TOKEN) included.
-_QUERY_ITEM = re.compile(r"([?&][^=&#]*)(?:=[^&#]*)?")
+# Every item of a query or a fragment (from its '?' or '#'), a bare one (?TOKEN) included.
+_QUERY_ITEM = re.compile(r"([?&#])(?:([^=&#]*)=)?[^&#]*")
+
+
+def _user_end(rest: str) -> int:
+    """Where the user part of *rest* (a URL after its scheme and "//") ends: the index of
+    its '@', or -1 for none. It is the authority's, which ends at the first ``?``, ``#``
+    or space, and is read as database drivers read it: to the last '@' there, so a
+    password holding an unencoded '/', ':' or '@' is hidden whole (masking part of the
+    host too is the safe side); but what a host and port alone leads to before its first
+    '/' (``host:8443/x@y``, ``[::1]/a@b``) is a path, whose '@' is no user's. (A password
+    of digits alone before an unencoded '/' reads as such a port: ``u:1234/5@db``.)"""
+    found = _AUTHORITY_END.search(rest)
+    authority = rest[: found.start()] if found else rest
+    slash = authority.find("/")
+    if slash < 0:
+        return authority.rfind("@")
+    if _HOST_PORT.fullmatch(authority[:slash]):
+        return -1
+    at = authority.rfind("@")
+    if "/" in authority[:at].partition(":")[0]:  # a user name holds no '/': the path's '@'
+        at = authority[:slash].rfind("@")
+    return at
+
+
+def _without_user(value: str, lead: str) -> str | None:
+    """*value* (which starts with *lead*, its scheme and "//") with its user part hidden:
+    a password (the user name kept, what it holds before an '@' hidden, as a user name
+    given alone: Azure's ``user@server``), or, after a "//", a user name given alone (how
+    many pass a token: https://TOKEN@idp/keys); ``None`` when it has neither (an e-mail
+    address, ``ops@example.com``, is no user part)."""
+    rest = value[len(lead) :]
+    at = _user_end(rest)
+    if at < 0:
+        return None
+    user, colon, _password = rest[:at].partition(":")
+    after_slashes = lead.endswith("//")
+    if not colon:
+        return f"{lead}***{rest[at:]}" if after_slashes and user else None
+    if after_slashes and "@" in user:
+        user = "***@" + user.rpartition("@")[2]
+    return f"{lead}{user}:***{rest[at:]}"
 
 
 def hide_url_secrets(value: Any, *, every_query_value: bool = False) -> Any:
     """*value* with the credentials of a URL shown as ``***``: a password (the user name
-    then kept), a user name given alone, the values of query parameters named for a
-    credential (``?password=``, ``?api_key=``...) or, with *every_query_value*, of every
-    query parameter (a URL the operator does not need to read back: the JWKS fetch's log);
-    anything but a string unchanged. Database and JWKS URLs may carry them."""
+    then kept), a user name given alone, the values of query or fragment parameters named
+    for a credential (``?password=``, ``?api_key=``, ``#access_token=``...) or, with
+    *every_query_value*, every item of its query and fragment (a URL the operator does not
+    need to read back: the JWKS fetch's log); anything but a string unchanged. Database
+    and JWKS URLs may carry them. A value that only starts like a URL (a sentence) is
+    read up to its first space."""
     if not isinstance(value, str):
         return value
-    shown = _LONE_USER.sub(r"\1***@", _USERINFO.sub(r"\1:***@", value))
-    if every_query_value:
-        path, mark, query = shown.partition("?")
-        return path + _QUERY_ITEM.sub(r"\1=***", mark + query)
-    return _QUERY_SECRET.sub(r"\1***", shown)
+    lead = _LEAD.match(value)
+    assert lead is not None  # every part optional
+    shown = _without_user(value, lead[0])
+    if shown is None and lead[1] and not lead[2]:  # user:PASSWORD@host: no scheme after all
+        shown = _without_user(value, "")
+    shown = value if shown is None else shown
+    if not every_query_value:
+        return _QUERY_SECRET.sub(r"\1***", shown)
+    found = re.search(r"[?#]", shown)
+    if found is None:
+        return shown
+    start = found.start()
+
+    def hidden(item: re.Match[str]) -> str:
+        if item[2] is not None:
+            return f"{item[1]}{item[2]}=***"
+        return item[1] if item[0] == item[1] else f"{item[1]}***"
+
+    return shown[:start] + _QUERY_ITEM.sub(hidden, shown[start:])

@@ -283,6 +283,33 @@ async def test_a_password_after_an_at_in_the_user_name_is_not_logged(
     assert "4242" not in caplog.text
 
 
+@pytest.mark.parametrize(
+    ("url", "logged"),
+    [
+        ("https://idp.example/jwks.json?k3y-s3cret", "https://idp.example/jwks.json?***"),
+        (
+            "https://idp.example/jwks.json#access_token=k3y-s3cret",
+            "https://idp.example/jwks.json#access_token=***",
+        ),
+        ("https://idp.example:8443/t@x/jwks.json", "https://idp.example:8443/t@x/jwks.json"),
+    ],
+    ids=["bare-query", "fragment", "at-in-path"],
+)
+async def test_the_jwks_url_is_logged_without_a_bare_or_fragment_token_and_unmangled(
+    url: str, logged: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A bare query item was logged as "?k3y-s3cret=***", a fragment as given, and an '@'
+    # in the path taken for a user part's: "https://idp.example:***@x/jwks.json".
+    from apcore_a2a.auth.jwks import JWKSKeySource, KeyLookupError
+
+    failing = httpx.MockTransport(lambda _request: httpx.Response(500))
+    source = JWKSKeySource(url, transport=failing, resolver=names)
+    with caplog.at_level(logging.DEBUG, logger="apcore_a2a"), pytest.raises(KeyLookupError):
+        await source.get("real", "RS256")
+    assert f"JWKS fetch from {logged} failed" in caplog.text
+    assert "s3cret" not in caplog.text
+
+
 async def test_a_key_in_the_jwks_urls_query_is_not_logged(caplog: pytest.LogCaptureFixture) -> None:
     # Some IdPs take an API key in the key set URL's query: no value of it is logged.
     from apcore_a2a.auth.jwks import JWKSKeySource, KeyLookupError

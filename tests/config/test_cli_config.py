@@ -253,6 +253,28 @@ def test_show_masks_a_user_name_alone_in_the_jwks_url() -> None:
     assert '"https://***@idp.example/jwks.json"' in line, line
 
 
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("https://idp.example:8443/t@x/jwks.json", "https://idp.example:8443/t@x/jwks.json"),
+        (
+            "https://idp.example/jwks.json#access_token=t0k-4242",
+            "https://idp.example/jwks.json#access_token=***",
+        ),
+    ],
+    ids=["at-in-path", "fragment"],
+)
+def test_show_reads_an_at_in_the_path_as_the_paths_and_masks_a_fragment_token(
+    url: str, shown: str
+) -> None:
+    """It showed ``https://idp.example:***@x/jwks.json``, and a fragment's token as given."""
+    result = run_cli("config", "show", env=clean_env(JWT_JWKS_URL=url))
+    assert result.returncode == 0, result.stderr
+    (line,) = [ln for ln in result.stdout.splitlines() if "jwks_url:" in ln]
+    assert "4242" not in result.stdout, line
+    assert f'"{shown}"' in line, line
+
+
 def test_show_reads_the_file_a2a_config_names_like_serve(tmp_path: Path) -> None:
     """`serve` takes its file from A2A_CONFIG when --config is not given; so does `show`."""
     path = write(tmp_path, "http:\n  port: 18999\n")
