@@ -28,6 +28,7 @@ from apcore_a2a._addresses import CLASSES, IPAddress, address_class, host_class
 from apcore_a2a._proxies import KEPT, proxy_for, proxy_transport
 from apcore_a2a._text import echoed
 from apcore_a2a.upstream.proxy_targets import bracketed
+from apcore_a2a.upstream.received_bytes import counting, received
 
 #: ``resolve(host, port) -> addresses`` (the event loop's ``getaddrinfo`` by default).
 Resolver = Callable[[str, int], Awaitable[Sequence[str]]]
@@ -166,7 +167,7 @@ class NamePools:
         deadline: float | None,
     ) -> httpx.Response:
         """*request* to *name* sent on the name's connections (:func:`_sent`)."""
-        pool = self._pools.get(name) or _Pool(verify=self._verify, limits=KEPT)
+        pool = self._pools.get(name) or counting(_Pool(verify=self._verify, limits=KEPT))
         self._pools[name] = pool
         self._pools.move_to_end(name)
         pool.active += 1  # before any wait: not closed as idle meanwhile
@@ -185,7 +186,7 @@ class NamePools:
         :class:`ProxyUnusable` for a proxy httpx cannot use."""
         transport = self._via.get(proxy)
         if transport is None:
-            transport = self._via[proxy] = proxy_transport(proxy, self._verify)
+            transport = self._via[proxy] = counting(proxy_transport(proxy, self._verify))
         return await self._replayed(transport, bracketed(request))
 
     async def _replayed(
@@ -209,11 +210,12 @@ class NamePools:
             stream=request.stream,
             extensions={**request.extensions, "trace": trace},
         )
-        try:
-            return await transport.handle_async_request(first)
-        except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError):
-            if opened or not self.replayable(request):
-                raise
+        with received() as answered:  # bytes of an answer: the server took the request
+            try:
+                return await transport.handle_async_request(first)
+            except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError):
+                if opened or answered() or not self.replayable(request):
+                    raise
         return await transport.handle_async_request(request)
 
     async def _trim(self) -> None:

@@ -308,6 +308,9 @@ CONTEXT_VAR_MODULES = {
     # the agent's root path before its own mounts extend it, for the 404/405 handlers:
     # Starlette hands them the scope its mounts rewrote, and an unrouted request has no record
     "apcore_a2a/server/unrouted.py",
+    # the bytes read for a request on a kept connection, counted by the network backend
+    # httpcore's connections read through (no call record reaches a socket read)
+    "apcore_a2a/upstream/received_bytes.py",
 }
 
 

@@ -26,7 +26,7 @@ from apcore_a2a.push.aimed import Webhooks
 from apcore_a2a.push.attempt import Delivery, try_once
 from apcore_a2a.push.signing import SigningKey
 from tests._forward_proxy import without_proxies
-from tests._kept_server import KeptServer
+from tests._kept_server import EMPTY_OK, KeptServer
 from tests.bindings._grpc import self_signed_cert
 
 KEY = SigningKey.generate()
@@ -140,4 +140,40 @@ async def test_a_delivery_failing_on_a_connection_made_for_it_is_not_sent_again(
         problem = await deliver(webhooks, checks, f"http://hook.test:{port}/", 0)
         assert problem is not None and problem.startswith("connection error")
         assert (server.dropped, server.connections) == (1, 1)
+        await webhooks.aclose()
+
+
+async def test_a_delivery_whose_receiver_began_an_answer_then_closed_is_not_sent_again() -> None:
+    """The receiver read the second delivery on its kept connection, wrote half a status
+    line and closed: it took the delivery (it may have processed it), so the attempt fails
+    and the sender's retries decide; it is not sent again at once. httpcore raises the same
+    error as for a connection closed unanswered (``upstream/received_bytes.py``): the
+    delivery was sent twice."""
+    received: list[bytes] = []
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1").lower()
+                length = int(head.partition("content-length:")[2].split("\r\n")[0] or 0)
+                received.append(await reader.readexactly(length))
+                if len(received) > 1:
+                    writer.write(b"HTTP/1.1 20")  # half a status line, then the close
+                    await writer.drain()
+                    return
+                writer.write(EMPTY_OK)
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    webhooks, checks = Webhooks(timeout=5), policy({"hook.test": ["127.0.0.1"]})
+    listening = await asyncio.start_server(serve, "127.0.0.1", 0)
+    async with listening:
+        url = f"http://hook.test:{listening.sockets[0].getsockname()[1]}/"
+        assert await deliver(webhooks, checks, url, 0) is None
+        problem = await deliver(webhooks, checks, url, 1)
+        assert problem is not None
+        assert received == [b'{"n": 0}', b'{"n": 1}']
         await webhooks.aclose()
