@@ -142,8 +142,17 @@ class NamePools:
     next, when it may be (:meth:`replayable`), as HTTP clients do (RFC 9110 §9.2.2): a
     failure on a connection opened for it is not, nor is a second one."""
 
-    def __init__(self, verify: ssl.SSLContext | bool = True, *, replay_posts: bool = False):
+    def __init__(
+        self,
+        verify: ssl.SSLContext | bool = True,
+        *,
+        replay_posts: bool = False,
+        limits: httpx.Limits = KEPT,
+    ):
         self._verify = verify
+        #: Each pool's, and each proxy's (push: no bound on connections, which its senders'
+        #: slots bound per caller, so one caller's stalled receivers hold none of another's).
+        self._limits = limits
         #: Whether a POST may be sent again too (push deliveries: a retry carries the same
         #: delivery id, which the receiver is told to deduplicate by).
         self._replay_posts = replay_posts
@@ -167,7 +176,7 @@ class NamePools:
         deadline: float | None,
     ) -> httpx.Response:
         """*request* to *name* sent on the name's connections (:func:`_sent`)."""
-        pool = self._pools.get(name) or counting(_Pool(verify=self._verify, limits=KEPT))
+        pool = self._pools.get(name) or counting(_Pool(verify=self._verify, limits=self._limits))
         self._pools[name] = pool
         self._pools.move_to_end(name)
         pool.active += 1  # before any wait: not closed as idle meanwhile
@@ -186,7 +195,8 @@ class NamePools:
         :class:`ProxyUnusable` for a proxy httpx cannot use."""
         transport = self._via.get(proxy)
         if transport is None:
-            transport = self._via[proxy] = counting(proxy_transport(proxy, self._verify))
+            transport = counting(proxy_transport(proxy, self._verify, self._limits))
+            self._via[proxy] = transport
         return await self._replayed(transport, bracketed(request))
 
     async def _replayed(

@@ -41,11 +41,14 @@ class ProxyUnusable(ValueError):
         self.reason = reason
 
 
-def proxy_transport(proxy: str, verify: ssl.SSLContext | bool) -> httpx.AsyncHTTPTransport:
+def proxy_transport(
+    proxy: str, verify: ssl.SSLContext | bool, limits: httpx.Limits = KEPT
+) -> httpx.AsyncHTTPTransport:
     """httpx's transport through *proxy* (its connections key by the URL's name and port,
-    as the proxy resolves the name), or :class:`ProxyUnusable` saying why not."""
+    as the proxy resolves the name) within *limits*, or :class:`ProxyUnusable` saying why
+    not."""
     try:
-        return httpx.AsyncHTTPTransport(proxy=proxy, verify=verify, limits=KEPT)
+        return httpx.AsyncHTTPTransport(proxy=proxy, verify=verify, limits=limits)
     except ImportError:
         reason = SOCKS_EXTRA
     except ValueError:  # httpx's words quote the URL

@@ -24,6 +24,14 @@ from apcore_a2a.push.policy import Checked
 
 __all__ = ["Webhooks"]
 
+#: The connections of deliveries: kept as the client's (``_egress.KEPT``), but any number
+#: at once, to a name or through a proxy. The sender's slots bound them
+#: (``push_max_deliveries``, half at most for one caller): a bound of the pool's own,
+#: shared by every caller's webhooks on a name (and through a proxy, on any name), let
+#: one caller's stalled receivers hold every connection while another's deliveries
+#: waited for one until their attempts ran out of time.
+LIMITS = httpx.Limits(max_connections=None, max_keepalive_connections=20, keepalive_expiry=4.0)
+
 
 class Webhooks:
     """The sender's connections, kept alive per webhook name and per proxy
@@ -33,15 +41,15 @@ class Webhooks:
     delivery to its host, other callers' webhooks included).
 
     A delivery whose kept connection the receiver closed as it went out (its idle
-    timeout), before any answer, is sent once more at once on another: its JWT's ``jti``
-    is the delivery's, the same on every retry, so a receiver that had it after all
-    tells it apart (docs/push.md)."""
+    timeout), before any byte of an answer, is sent once more at once on another: its
+    JWT's ``jti`` is the delivery's, the same on every retry, so a receiver that had it
+    after all tells it apart (docs/push.md)."""
 
     def __init__(self, timeout: float) -> None:
         # Built once (loading the CA bundle blocks the loop ~10 ms), reading SSL_CERT_FILE
         # and SSL_CERT_DIR as httpx's trust_env does.
         verify = httpx.create_ssl_context()
-        self._kept = NamePools(verify, replay_posts=True)
+        self._kept = NamePools(verify, replay_posts=True, limits=LIMITS)
         # Builds the requests (httpx's headers, the timeout); they go out by self._kept.
         self._client = httpx.AsyncClient(verify=verify, timeout=timeout, trust_env=False)
 

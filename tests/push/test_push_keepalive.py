@@ -56,9 +56,11 @@ def policy(table: dict[str, list[str]]) -> PushUrlPolicy:
     return PushUrlPolicy(allow_insecure=True, resolver=resolve)
 
 
-async def deliver(webhooks: Webhooks, checks: PushUrlPolicy, url: str, n: int) -> str | None:
+async def deliver(
+    webhooks: Webhooks, checks: PushUrlPolicy, url: str, n: int, seconds: float = 5
+) -> str | None:
     delivery = Delivery("t-1", "c-1", url, {}, b'{"n": %d}' % n, "http://agent")
-    return await try_once(delivery, checks, webhooks, KEY, 5)
+    return await try_once(delivery, checks, webhooks, KEY, seconds)
 
 
 async def test_https_deliveries_to_one_name_share_a_connection_and_not_another_names(
@@ -176,4 +178,48 @@ async def test_a_delivery_whose_receiver_began_an_answer_then_closed_is_not_sent
         problem = await deliver(webhooks, checks, url, 1)
         assert problem is not None
         assert received == [b'{"n": 0}', b'{"n": 1}']
+        await webhooks.aclose()
+
+
+async def test_a_callers_stalled_deliveries_to_a_name_leave_its_connections_to_others() -> None:
+    """One caller's receiver at a name holds the deliveries it is sent (up to its share of
+    ``push_max_deliveries``, half of them: 100 with 200 configured); another caller's delivery to
+    the same name is delivered meanwhile. The name's connections were capped at 100 (the
+    client's bound): that delivery waited for one until the stalled ones' attempts ran out
+    of time."""
+    release = asyncio.Event()
+    held, answered = [], []
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError):
+            while True:
+                head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1").lower()
+                length = int(head.partition("content-length:")[2].split("\r\n")[0] or 0)
+                await reader.readexactly(length)
+                if head.startswith("post /stalled"):
+                    held.append(head)
+                    await release.wait()
+                else:
+                    answered.append(head)
+                writer.write(EMPTY_OK)
+                await writer.drain()
+        writer.close()
+
+    # Times no stall of a loaded machine reaches: only the held receiver ends the attempts.
+    webhooks, checks = Webhooks(timeout=60), policy({"hook.test": ["127.0.0.1"]})
+    listening = await asyncio.start_server(serve, "127.0.0.1", 0, backlog=256)
+    async with listening:
+        base = f"http://hook.test:{listening.sockets[0].getsockname()[1]}"
+        stalled = [
+            asyncio.create_task(deliver(webhooks, checks, f"{base}/stalled", n, 60))
+            for n in range(100)
+        ]
+        async with asyncio.timeout(10):  # the test's own guard
+            while len(held) < 100:
+                await asyncio.sleep(0.01)
+        async with asyncio.timeout(20):  # the test's own guard: it waited for a connection
+            assert await deliver(webhooks, checks, f"{base}/other", 0, 60) is None
+        assert (len(answered), sum(t.done() for t in stalled)) == (1, 0)  # those still held
+        release.set()
+        assert await asyncio.gather(*stalled) == [None] * 100
         await webhooks.aclose()
