@@ -118,7 +118,7 @@ class A2AClient:
             default_headers["Authorization"], auth = f"Bearer {token}", None
         self._direct = DirectTransport(app, lifespan) if app is not None else None
         try:
-            transport = self._direct or _to_agent(self._base)
+            transport = _to_agent(self._base) if self._direct is None else self._direct
         except httpx.InvalidURL as exc:  # "[::1]" in NO_PROXY: httpx reads it as a URL
             raise ValueError(
                 "the environment's proxy settings (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY, "

@@ -19,6 +19,7 @@ import httpx
 import pytest
 
 from apcore_a2a.upstream.received_bytes import counting, received
+from tests._forward_proxy import forward_proxy
 from tests._kept_server import EMPTY_OK
 
 #: What the server writes for the second request on a connection before it closes it.
@@ -60,7 +61,12 @@ async def test_httpcore_raises_the_same_error_for_both() -> None:
     assert errors == ["Server disconnected without sending a response."] * 2
 
 
+@pytest.mark.parametrize("proxied", [False, True], ids=["direct", "through-a-proxy"])
 @pytest.mark.parametrize(("close", "read"), [("unanswered", 0), ("half-a-status-line", 11)])
-async def test_the_bytes_read_before_the_close_are_counted(close: str, read: int) -> None:
-    async with _closing(CLOSES[close]) as url:
-        assert (await _second(counting(httpx.AsyncHTTPTransport()), url))[1] == read
+async def test_the_bytes_read_before_the_close_are_counted(
+    close: str, read: int, proxied: bool
+) -> None:
+    async with _closing(CLOSES[close]) as url, forward_proxy({}) as proxy:
+        transport = httpx.AsyncHTTPTransport(proxy=proxy.url if proxied else None)
+        assert (await _second(counting(transport), url))[1] == read
+    assert len(proxy.asked) == proxied
