@@ -71,6 +71,7 @@ from apcore_a2a.streams.backlog import bounded
 from apcore_a2a.streams.resume import EventLog, PositionTap, StreamPositions, subscribe_from_log
 from apcore_a2a.streams.tap import answer_of, answering, answering_stream
 from apcore_a2a.upstream.failed_saves import report_failed_saves
+from apcore_a2a.upstream.forced_closes import quiet_forced_closes
 from apcore_a2a.upstream.late_run_events import drop_late_run_events
 from apcore_a2a.upstream.push_capability import refuse_push_config
 from apcore_a2a.upstream.required_fields import SEND, SEND_STREAM, check, checked
@@ -112,6 +113,7 @@ class ApCoreRequestHandler(DefaultRequestHandler):
         close_unstarted_runs(self)  # a run refused at its start leaves no queue running
         report_failed_saves(self)  # a run whose save failed: one line, nothing unretrieved
         refuse_lost_cancels(self)  # a cancel that meets the run's result
+        quiet_forced_closes(self)  # runs still running at the close: no WARNING each
         self._capabilities = kwargs["agent_card"].capabilities
         self._task_lookup: TaskLookup = stores.get_task
         self._turns = stores.turns
