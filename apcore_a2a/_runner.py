@@ -75,17 +75,19 @@ def serve(registry_or_executor: Any = None, **kwargs: Any) -> None:
     ``serve(config="agent.yaml")``). SIGINT/SIGTERM stop the server gracefully within
     ``shutdown_timeout``; a second Ctrl-C that leaves tasks running raises
     ``SystemExit(1)``, and a third ends the process at once (``os._exit(1)``, unless
-    ``shutdown_force_timeout`` is 0).
+    ``shutdown_force_timeout`` is 0). A SIGINT within 0.1 s of the last is that Ctrl-C
+    delivered again (by a wrapper such as ``uv run``), not another. ``workers`` > 1
+    needs the main thread (else :class:`StartupError`, before anything starts).
 
     Like ``uvicorn.run``, ``serve()`` owns the process: it installs SIGINT/SIGTERM
     handlers, and when a module ignores its cancel at the stop (a ``def execute``
     blocked in its thread), it ends the whole process with ``os._exit(1)``
     ``shutdown_force_timeout`` seconds after the drain (``shutdown_timeout`` rounded up,
     plus 3 s), even if ``serve()`` has returned by then: nothing else could end that call,
-    and the interpreter would wait for its thread at exit. A host program with its own
-    work to finish passes ``shutdown_force_timeout=0``: never forced, the process then
-    waits for such a module. To keep the process entirely yours, run the app of
-    :func:`async_serve` with your own server instead.
+    and the interpreter would wait for its thread at exit (a Ctrl-C meanwhile ends it at
+    once). A host program with its own work to finish passes ``shutdown_force_timeout=0``:
+    never forced, the process then waits for such a module. To keep the process entirely
+    yours, run the app of :func:`async_serve` with your own server instead.
 
     Example::
 
@@ -172,9 +174,10 @@ def run_app(
     try:
         with graceful_exit(server), _stops_taken():
             server.run(sockets=sockets)
-        if deadline is not None and not app.state.a2a.agent_executor.module_calls.snapshot():
-            deadline.disarm()
-        # else the deadline stays armed: the interpreter would wait for a module's thread
+            if deadline is not None and not app.state.a2a.agent_executor.module_calls.snapshot():
+                deadline.disarm()
+            elif deadline is not None and sockets is None:  # (a worker's parent counts them)
+                deadline.take_ctrl_c()  # it stays armed: the exit waits for a module's thread
         return 1 if server.abandoned else 0
     except SystemExit as exc:  # uvicorn's exit on a failed start-up
         if watch.error is not None:
@@ -285,6 +288,14 @@ def run(
         return run_app(
             app if app is not None else factory.create()[0], settings, on_started=on_started
         )
+    if threading.current_thread() is not threading.main_thread():  # before anything starts
+        raise StartupError(
+            f"workers={settings.workers} needs the main thread (the parent forwards SIGTERM "
+            "and SIGINT to its workers, and only the main thread takes signals): call "
+            "serve() there, or serve one process (workers=1) from this thread"
+        )
+    from apcore_a2a.ops.graceful_server import CtrlCs
+
     # Bound, not listening: it reserves the port (an error here names it) without taking
     # connections; the workers' listening sockets join it through SO_REUSEPORT.
     reservation = _bind(settings.host, settings.port)
@@ -304,6 +315,7 @@ def run(
     ]
     stopping = interrupted = False
     me = os.getpid()
+    ctrl_cs = CtrlCs()
 
     def stop(signum: int, _frame: Any) -> None:
         nonlocal stopping, interrupted
@@ -313,6 +325,8 @@ def run(
             signal.signal(signum, signal.SIG_DFL)
             os.kill(os.getpid(), signum)
             return
+        if signum == signal.SIGINT and ctrl_cs.echo():
+            return  # the Ctrl-C just counted, delivered again (the group's, a wrapper's)
         # SIGTERM first: a Ctrl-C in a terminal reaches the workers too, and a SIGINT from
         # here would be their second. A SIGINT once stopping (a second one sent to this
         # process alone, as ``docker run`` without a terminal does, or one after SIGTERM)

@@ -166,7 +166,10 @@ class ServerProcess(subprocess.Popen[str]):
         *,
         cwd: Path | str | None = None,
         env: dict[str, str] | None = None,
+        session: bool = False,
     ) -> None:
+        """*session*: in a session (and process group) of its own, as a terminal starts a
+        command, so that the test can signal the group."""
         fd, name = tempfile.mkstemp(prefix="apcore-a2a-test-server-", suffix=".log")
         self.log = Path(name)
         weakref.finalize(self, self.log.unlink, missing_ok=True)
@@ -182,6 +185,7 @@ class ServerProcess(subprocess.Popen[str]):
                 stdout=sink,
                 stderr=subprocess.STDOUT,
                 text=True,
+                start_new_session=session,
             )
 
     def output(self) -> str:

@@ -16,9 +16,11 @@ import asyncio
 import contextlib
 import logging
 import os
+import signal
 import sys
 import threading
 from collections.abc import Callable
+from types import FrameType
 from typing import Any
 
 logger = logging.getLogger("apcore_a2a.ops.shutdown")
@@ -30,6 +32,8 @@ _DEPTH = 5
 
 #: Exit status of a process that stopped without the work it abandoned.
 ABANDONED_EXIT = 1
+#: The exit line of a Ctrl-C once ``serve()`` has returned, the deadline counting.
+_AFTER_STOP = "Ctrl-C after the stop: exiting at once, abandoning %s (the process waited on %s)"
 
 
 class ExitDeadline:
@@ -51,6 +55,7 @@ class ExitDeadline:
         self._disarmed = threading.Event()
         self._watch: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._leaving = False
 
     def arm(self) -> None:
         """Start counting (once; a second call keeps the first deadline)."""
@@ -69,21 +74,37 @@ class ExitDeadline:
         """The shutdown finished: nothing to force."""
         self._disarmed.set()
 
+    def exit_soon(self, why: str, interrupted: FrameType | None) -> None:
+        """:meth:`exit_now` with *why*, from a thread of its own (once): called by a signal
+        handler, which may have interrupted the main thread (in *interrupted*, which the
+        line names) inside a lock the exit line's reads take."""
+        if not self._leaving:
+            self._leaving = True
+            threading.Thread(target=self.exit_now, args=(why, interrupted), daemon=True).start()
+
+    def take_ctrl_c(self) -> None:
+        """``serve()`` stopped, but work it abandoned runs on (the interpreter waits for a
+        module's thread at exit) until the deadline: a Ctrl-C meanwhile ends the process at
+        once, status :data:`ABANDONED_EXIT`, with one line, as in the stop. It was
+        Python's ``KeyboardInterrupt`` at exit: a traceback, then status 0 or -2."""
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, lambda _sig, frame: self.exit_soon(_AFTER_STOP, frame))
+
     def _wait(self) -> None:
         if self._disarmed.wait(self.seconds):
             return
         self.exit_now()
 
-    def exit_now(self, why: str | None = None) -> None:
+    def exit_now(self, why: str | None = None, interrupted: FrameType | None = None) -> None:
         """Log what is abandoned and end the process with :data:`ABANDONED_EXIT`. *why*,
         the line's words in place of the deadline's, has two ``%s``: what is abandoned,
-        and what the stop waits on."""
+        and what the stop waits on (the main thread in *interrupted*, if given)."""
         try:
-            self._say(why)
+            self._say(why, interrupted)
         finally:  # whatever the log did, the process ends
             os._exit(ABANDONED_EXIT)
 
-    def _say(self, why: str | None) -> None:
+    def _say(self, why: str | None, interrupted: FrameType | None) -> None:
         calls = self.abandoned()
         what = (
             ", ".join(f"task {task} (module {module})" for task, module in calls)
@@ -99,18 +120,21 @@ class ExitDeadline:
         logger.error(
             why + "; exiting with status %d",
             what,
-            pending_work(self._loop),
+            pending_work(self._loop, interrupted),
             ABANDONED_EXIT,
         )
         logging.shutdown()  # flush the handlers: os._exit skips the interpreter's teardown
         sys.stderr.flush()
 
 
-def pending_work(loop: asyncio.AbstractEventLoop | None) -> str:
+def pending_work(
+    loop: asyncio.AbstractEventLoop | None, interrupted: FrameType | None = None
+) -> str:
     """What a stop that does not finish waits on, for its operator: the tasks of *loop*
     (each with the coroutines it awaits through), the main thread's innermost functions
-    and the other threads that keep the process alive. Names only (no file paths, no
-    values), at most :data:`NAMED` of each. Safe from another thread than *loop*'s."""
+    (from *interrupted*, where a signal found it, if given) and the other threads that
+    keep the process alive. Names only (no file paths, no values), at most :data:`NAMED`
+    of each. Safe from another thread than *loop*'s."""
     parts: list[str] = []
     tasks: list[asyncio.Task[Any]] = []
     if loop is not None:
@@ -118,7 +142,7 @@ def pending_work(loop: asyncio.AbstractEventLoop | None) -> str:
             tasks = sorted(asyncio.all_tasks(loop), key=lambda t: t.get_name())
     parts += [f"task {t.get_name()} ({_chain(t.get_coro())})" for t in tasks[:NAMED]]
     main = threading.main_thread()
-    frame = sys._current_frames().get(main.ident or 0)
+    frame = interrupted or sys._current_frames().get(main.ident or 0)
     if frame is not None and main is not threading.current_thread():
         names: list[str] = []
         while frame is not None and len(names) < _DEPTH - 1:

@@ -6,8 +6,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import signal
-import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -19,6 +20,28 @@ from apcore_a2a.settings import Settings
 from apcore_a2a.upstream.skipped_lifespans import finish_lifespan
 
 logger = logging.getLogger("apcore_a2a")
+
+#: Seconds within which a SIGINT repeats the Ctrl-C last counted: a terminal sends each
+#: Ctrl-C to its whole process group, and a wrapper in that group (``uv run``, ``npm exec``,
+#: a shell script's ``trap``) forwards it to its child again, milliseconds later. Counted
+#: twice, one Ctrl-C abandoned the running tasks. A person's next Ctrl-C comes later; one
+#: held down repeats every 30-40 ms, and so still counts every other one.
+ECHO = 0.1
+
+
+class CtrlCs:
+    """Tells a person's Ctrl-C from the same one delivered twice (:data:`ECHO`)."""
+
+    def __init__(self) -> None:
+        self._counted = -math.inf
+
+    def echo(self) -> bool:
+        """Whether a SIGINT handled now repeats the last one counted (else it counts)."""
+        now = time.monotonic()
+        if now - self._counted < ECHO:
+            return True
+        self._counted = now
+        return False
 
 
 class GracefulServer(uvicorn.Server):
@@ -48,6 +71,7 @@ class GracefulServer(uvicorn.Server):
         self.stopping: asyncio.AbstractEventLoop | None = None
         self.forced = asyncio.Event()
         self.replaying = False
+        self.ctrl_cs = CtrlCs()
 
     async def startup(self, sockets: Any = None) -> None:
         await super().startup(sockets)
@@ -65,15 +89,15 @@ class GracefulServer(uvicorn.Server):
         self.replaying = False
 
     def handle_exit(self, sig: int, frame: Any) -> None:
+        if sig == signal.SIGINT and not self.replaying and self.ctrl_cs.echo():
+            return  # the Ctrl-C just counted, delivered again (the group's, a wrapper's)
         # A third Ctrl-C: what the stop still waits for (a module that swallows its cancel,
         # a frozen database as the store closes) would hold it until the exit deadline.
         # serve() owns the process, unless shutdown_force_timeout is 0 (no deadline).
         third = self.force_exit and sig == signal.SIGINT and not self.replaying
         if third and self.deadline and not self.worker:
-            # From a thread of its own, as the deadline's: this handler may have interrupted
-            # the main thread inside a lock the exit line's reads take.
             words = "Third Ctrl-C: exiting at once, abandoning %s (the stop waited on %s)"
-            threading.Thread(target=self.deadline.exit_now, args=(words,), daemon=True).start()
+            self.deadline.exit_soon(words, frame)
         super().handle_exit(sig, frame)
         if self.force_exit and self.stopping is not None:
             # A signal handler runs between two bytecodes of the loop, which may sleep in

@@ -18,7 +18,7 @@ def graceful_exit(server: uvicorn.Server) -> Iterator[None]:
     SIGTERM or SIGINT is handed to *server*, which then stops as soon as it has started: a
     worker whose parent dies then (the kernel's parent-death signal) would serve on for ever
     if this handler dropped it. After uvicorn's stop, the signal it hands back has nothing
-    left to do."""
+    left to do. A handler set meanwhile by another (``ExitDeadline.take_ctrl_c``) stays."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -28,4 +28,5 @@ def graceful_exit(server: uvicorn.Server) -> Iterator[None]:
         yield
     finally:
         for sig, handler in previous.items():
-            signal.signal(sig, handler)
+            if signal.getsignal(sig) == server.handle_exit:
+                signal.signal(sig, handler)

@@ -21,6 +21,8 @@ import asyncpg
 import httpx
 import pytest
 
+from apcore_a2a.ops.graceful_server import ECHO
+
 from .._postgres import PG_DB, PG_HOST, PG_PORT, PG_USER, pg_schema_url
 from .._support import ROOT, ServerProcess, cli_server
 from ._agent import message_params, rpc, wait_state
@@ -28,9 +30,10 @@ from ._proc import serve_process
 from .test_shutdown import _stored_states
 
 EXTENSIONS = str(ROOT / "examples" / "extensions")
-#: The gap between the two SIGINTs: a person hitting Ctrl-C twice; uvicorn's main loop
-#: looks for the first only every 0.1 s, and its shutdown waits 0.1 s more.
-QUICK = 0.02
+#: The gap between the two SIGINTs: a person hitting Ctrl-C twice, as soon as the second is
+#: not taken for the first delivered again (ECHO); uvicorn's main loop looks for the first
+#: only every 0.1 s, and its shutdown waits 0.1 s more.
+QUICK = ECHO + 0.02
 
 
 def _interrupt_twice(pids: list[int]) -> None:
@@ -122,6 +125,7 @@ async def test_a_second_ctrl_c_while_a_connection_is_open_closes_the_store(
             async with asyncio.timeout(30):  # a hang guard
                 while "Waiting for connections to close" not in proc.output():
                     await asyncio.sleep(0.05)
+            await asyncio.sleep(ECHO)  # a person's next Ctrl-C, not the first delivered again
             proc.send_signal(signal.SIGINT)
             code, out = await _exited(proc)
             blocking.cancel()

@@ -21,6 +21,7 @@ import pytest
 from a2a.server.context import ServerCallContext
 from a2a.types import TaskState
 
+from apcore_a2a.ops.graceful_server import ECHO
 from apcore_a2a.ops.shutdown import SHUTDOWN_MESSAGE
 from apcore_a2a.settings import Settings
 from apcore_a2a.storage import open_stores
@@ -202,6 +203,7 @@ async def test_a_second_ctrl_c_ends_the_stop_while_the_lifespan_waits_for_the_dr
         async with asyncio.timeout(30):  # a hang guard
             while "Waiting for application shutdown" not in proc.output():
                 await asyncio.sleep(0.05)
+        await asyncio.sleep(ECHO)  # a person's next Ctrl-C, not the last one delivered again
         proc.send_signal(signal.SIGINT)
         code = await asyncio.to_thread(proc.wait, 60)  # before: 120 s
         out = proc.output()
@@ -223,6 +225,7 @@ async def test_a_second_ctrl_c_says_the_memory_store_keeps_nothing(tmp_path: Pat
         async with asyncio.timeout(30):  # a hang guard
             while "Waiting for application shutdown" not in proc.output():
                 await asyncio.sleep(0.05)
+        await asyncio.sleep(ECHO)  # a person's next Ctrl-C, not the last one delivered again
         proc.send_signal(signal.SIGINT)
         code = await asyncio.to_thread(proc.wait, 60)
         out = proc.output()
@@ -285,6 +288,7 @@ async def test_a_second_sigint_to_the_workers_parent_alone_abandons_their_tasks(
         async with asyncio.timeout(30):  # a hang guard: both workers are stopping
             while proc.output().count("Waiting for application shutdown") < 2:
                 await asyncio.sleep(0.05)
+        await asyncio.sleep(ECHO)  # a person's next Ctrl-C, not the last one delivered again
         proc.send_signal(signal.SIGINT)
         code = await asyncio.to_thread(proc.wait, 30)  # before: 60 s, then exit 0
         out = proc.output()

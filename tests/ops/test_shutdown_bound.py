@@ -20,6 +20,7 @@ import httpx
 import pytest
 
 from apcore_a2a.ops.exit_deadline import NAMED, pending_work
+from apcore_a2a.ops.graceful_server import ECHO
 
 from .._support import ROOT, ServerProcess, free_port, stop_process, wait_http
 from ._agent import send, wait_state
@@ -199,6 +200,7 @@ async def test_a_third_ctrl_c_ends_the_stop_at_once(tmp_path: Path, workers: int
             async with asyncio.timeout(GUARD):  # a hang guard
                 while said not in proc.output():
                     await asyncio.sleep(0.05)
+            await asyncio.sleep(ECHO)  # a person's next Ctrl-C, not this one delivered again
         proc.send_signal(signal.SIGINT)
         code = await asyncio.to_thread(proc.wait, GUARD)  # before: 128 s
         out = proc.output()

@@ -1,0 +1,199 @@
+"""The edges of a stop: a Ctrl-C once ``serve()`` has returned while a module's thread
+still runs, one Ctrl-C delivered twice (the terminal's and a wrapper's), and ``--workers``
+asked for from another thread. Real processes, real signals, their output and status."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import re
+import signal
+import socket
+import sys
+import threading
+from pathlib import Path
+
+import httpx
+import pytest
+
+from apcore_a2a import StartupError, serve
+
+from .._support import ROOT, ServerProcess, free_port, wait_http
+from ._agent import build_registry, send, wait_state
+
+#: Hang guard only: how long the test waits for the process to be gone.
+GUARD = 60.0
+
+_STUCK = """
+import json, sys
+sys.path.insert(0, {root!r})
+from tests.ops._stubborn import build_registry
+from apcore_a2a import serve
+serve(build_registry(), **json.loads(sys.argv[1]))
+print("serve returned", flush=True)
+"""
+
+#: the CLI's extension: the stubborn sync module (the command runs from the repository)
+_EXTENSION = """
+from tests.ops._stubborn import StuckSync
+
+
+class Stuck(StuckSync):
+    pass
+"""
+
+
+async def _until(proc: ServerProcess, said: str) -> None:
+    async with asyncio.timeout(GUARD):  # a hang guard
+        while said not in proc.output():
+            assert proc.poll() is None, proc.output()
+            await asyncio.sleep(0.05)
+
+
+async def _waiting_at_exit(proc: ServerProcess) -> None:
+    """Until the main thread has waited on a lock for a while: the interpreter joins the
+    module's thread at exit (a wait for the GIL is short)."""
+    wchan = Path(f"/proc/{proc.pid}/wchan")
+    async with asyncio.timeout(GUARD):  # a hang guard
+        seen = 0
+        while seen < 10:
+            seen = seen + 1 if "futex" in wchan.read_text() else 0
+            await asyncio.sleep(0.05)
+
+
+def _ended(proc: ServerProcess) -> tuple[int, str]:
+    try:
+        return proc.wait(GUARD), proc.output()
+    finally:
+        proc.judged = True
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+@pytest.mark.parametrize("how", ["serve", "cli"])
+async def test_a_ctrl_c_while_the_exit_waits_for_a_module_ends_the_process_in_one_line(
+    tmp_path: Path, how: str
+) -> None:
+    """SIGTERM stops the server; a sync module ignores its cancel, and the interpreter
+    waits for its thread at exit (until ``shutdown_force_timeout``). A Ctrl-C then was a
+    ``KeyboardInterrupt`` traceback, and status 0 (``serve()``) or -2 (the CLI); it now
+    ends the process at once with one line naming what it abandons, status 1."""
+    port = free_port()
+    stop = {"shutdown_timeout": 1, "shutdown_force_timeout": 120}  # the deadline: 124 s
+    if how == "serve":
+        settings = json.dumps({"host": "127.0.0.1", "port": port, **stop})
+        argv = [sys.executable, "-c", _STUCK.format(root=str(ROOT)), settings]
+        skill = "stuck.sync"
+    else:
+        (tmp_path / "ext").mkdir()
+        (tmp_path / "ext" / "stuck.py").write_text(_EXTENSION)
+        argv = [sys.executable, "-m", "apcore_a2a", "serve", "--host", "127.0.0.1"]
+        argv += ["--port", str(port), "--extensions-dir", str(tmp_path / "ext")]
+        argv += ["--shutdown-timeout", "1", "--shutdown-force-timeout", "120"]
+        skill = "stuck"
+    proc = ServerProcess(argv, cwd=ROOT)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        wait_http(url + "/health", proc=proc)
+        async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+            path = str(tmp_path / "never")
+            task = await send(http, skill, {"path": path}, return_immediately=True)
+            await wait_state(http, task["id"], {"TASK_STATE_WORKING"})
+        proc.send_signal(signal.SIGTERM)
+        await _until(proc, "serve returned" if how == "serve" else "Finished server process")
+        await _waiting_at_exit(proc)
+        proc.send_signal(signal.SIGINT)
+    finally:
+        code, out = await asyncio.to_thread(_ended, proc)
+    assert "Traceback" not in out and "KeyboardInterrupt" not in out, out
+    assert code == 1, out
+    [line] = re.findall(r"ERROR apcore_a2a\.ops\.shutdown: (Ctrl-C after the stop: .*)", out)
+    assert f"abandoning task {task['id']} (module {skill})" in line, line
+    assert "main thread in " in line and "_shutdown" in line, line  # at the exit's wait
+
+
+#: a wrapper that forwards what it gets to its child, a moment later (after the child took
+#: the terminal's own: it would otherwise find both pending, and run its handler once)
+_WRAPPER = """
+import signal, subprocess, sys, time
+child = subprocess.Popen(sys.argv[1:])
+def forward(sig, _frame):
+    time.sleep(0.02)
+    child.send_signal(sig)
+signal.signal(signal.SIGINT, forward)
+signal.signal(signal.SIGTERM, forward)
+sys.exit(child.wait())
+"""
+
+_GATED = """
+import json, sys
+sys.path.insert(0, {root!r})
+from tests.ops._agent import build_registry
+from apcore_a2a import serve
+serve(build_registry(gated=True), **json.loads(sys.argv[1]))
+"""
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+async def test_one_ctrl_c_through_a_forwarding_wrapper_counts_once(
+    tmp_path: Path, workers: int
+) -> None:
+    """A terminal sends Ctrl-C to its whole process group, and a wrapper in it (``uv
+    run``, ``npm exec``) forwards it to its child again: the server took the two for a
+    second Ctrl-C and abandoned its running task (status 1). One Ctrl-C is one: the task
+    finishes in the drain, status 0."""
+    gate, port = tmp_path / "release", free_port()
+    settings = {"host": "127.0.0.1", "port": port, "shutdown_timeout": 60, "workers": workers}
+    settings |= {"cluster": workers > 1, "task_store": f"sqlite:///{tmp_path / 'tasks.db'}"}
+    server = [sys.executable, "-c", _GATED.format(root=str(ROOT)), json.dumps(settings)]
+    proc = ServerProcess([sys.executable, "-c", _WRAPPER, *server], cwd=ROOT, session=True)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        wait_http(url + "/health", proc=proc)
+        async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+            task = await send(http, "ops.await_file", {"path": str(gate)}, return_immediately=True)
+            await wait_state(http, task["id"], {"TASK_STATE_WORKING"})
+        os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C in the terminal
+        await _until(proc, "Shutting down: waiting up to")
+        gate.touch()  # the task finishes within the drain
+    finally:
+        code, out = await asyncio.to_thread(_ended, proc)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)  # whatever of the group is left
+    assert "Second Ctrl-C" not in out, out  # before: "...for 1 running task(s)", status 1
+    assert code == 0, out
+
+
+def test_workers_from_another_thread_are_refused_before_anything_starts(tmp_path: Path) -> None:
+    """Only the main thread can take the signals the workers' parent forwards: it raised a
+    bare ``ValueError`` once it had reserved the port (left reserved). It is now refused
+    with a ``StartupError`` saying why, before anything starts."""
+    port, db = free_port(), tmp_path / "tasks.db"
+    raised: list[BaseException] = []
+
+    def call() -> None:
+        try:
+            serve(
+                build_registry(),
+                host="127.0.0.1",
+                port=port,
+                workers=2,
+                cluster=True,
+                task_store=f"sqlite:///{db}",
+            )
+        except BaseException as exc:  # judged below
+            raised.append(exc)
+
+    thread = threading.Thread(target=call)
+    thread.start()
+    thread.join(GUARD)
+    [error] = raised
+    assert isinstance(error, StartupError), repr(error)
+    assert "workers=2 needs the main thread" in str(error), str(error)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", port))  # the port is not held
+    assert not db.exists()
