@@ -12,6 +12,7 @@ process. Only the console script calls it: a program that imports us keeps Pytho
 from __future__ import annotations
 
 import atexit
+import logging
 import os
 import sys
 import threading
@@ -19,9 +20,20 @@ from typing import NoReturn
 
 
 def end_process(code: int) -> NoReturn:
-    """Exit with *code* as Python's exit would, less the teardown of the modules."""
+    """Exit with *code* as Python's exit would, less the teardown of the modules; a Ctrl-C
+    while it waits for a thread ends that wait, as Python's does, in one line (not its
+    ``KeyboardInterrupt`` traceback), with status 1: the thread's work is abandoned."""
     # Thread pools stopped, then every thread that is not a daemon (a module's work) waited for.
-    threading._shutdown()  # type: ignore[attr-defined]
+    try:
+        threading._shutdown()  # type: ignore[attr-defined]
+    except KeyboardInterrupt:  # (a module that ignored its cancel, shutdown_force_timeout 0)
+        main = threading.main_thread()
+        running = [t.name for t in threading.enumerate() if not t.daemon and t is not main]
+        logging.getLogger("apcore_a2a.ops.shutdown").error(
+            "Ctrl-C at exit: abandoning thread %s still running; exiting with status 1",
+            ", thread ".join(running) or "(none)",
+        )
+        code = 1
     # logging, telemetry exporters, weakref finalizers, a coverage run's data
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):

@@ -74,16 +74,18 @@ def _ended(proc: ServerProcess) -> tuple[int, str]:
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
-@pytest.mark.parametrize("how", ["serve", "cli"])
+@pytest.mark.parametrize("how", ["serve", "cli", "cli-unforced"])
 async def test_a_ctrl_c_while_the_exit_waits_for_a_module_ends_the_process_in_one_line(
     tmp_path: Path, how: str
 ) -> None:
     """SIGTERM stops the server; a sync module ignores its cancel, and the interpreter
-    waits for its thread at exit (until ``shutdown_force_timeout``). A Ctrl-C then was a
-    ``KeyboardInterrupt`` traceback, and status 0 (``serve()``) or -2 (the CLI); it now
-    ends the process at once with one line naming what it abandons, status 1."""
+    waits for its thread at exit (until ``shutdown_force_timeout``, or for ever with 0). A
+    Ctrl-C then was a ``KeyboardInterrupt`` traceback, and status 0 (``serve()``) or -2
+    (the CLI); it now ends the process at once with one line naming what it abandons,
+    status 1."""
     port = free_port()
-    stop = {"shutdown_timeout": 1, "shutdown_force_timeout": 120}  # the deadline: 124 s
+    force = "0" if how == "cli-unforced" else "120"  # the deadline: 124 s, or none
+    stop = {"shutdown_timeout": 1, "shutdown_force_timeout": int(force)}
     if how == "serve":
         settings = json.dumps({"host": "127.0.0.1", "port": port, **stop})
         argv = [sys.executable, "-c", _STUCK.format(root=str(ROOT)), settings]
@@ -93,7 +95,7 @@ async def test_a_ctrl_c_while_the_exit_waits_for_a_module_ends_the_process_in_on
         (tmp_path / "ext" / "stuck.py").write_text(_EXTENSION)
         argv = [sys.executable, "-m", "apcore_a2a", "serve", "--host", "127.0.0.1"]
         argv += ["--port", str(port), "--extensions-dir", str(tmp_path / "ext")]
-        argv += ["--shutdown-timeout", "1", "--shutdown-force-timeout", "120"]
+        argv += ["--shutdown-timeout", "1", "--shutdown-force-timeout", force]
         skill = "stuck"
     proc = ServerProcess(argv, cwd=ROOT)
     try:
@@ -111,6 +113,10 @@ async def test_a_ctrl_c_while_the_exit_waits_for_a_module_ends_the_process_in_on
         code, out = await asyncio.to_thread(_ended, proc)
     assert "Traceback" not in out and "KeyboardInterrupt" not in out, out
     assert code == 1, out
+    if how == "cli-unforced":  # no deadline: the exit names the thread it no longer waits for
+        said = "ERROR apcore_a2a.ops.shutdown: Ctrl-C at exit: abandoning thread apcore-a2a_"
+        assert said in out, out
+        return
     [line] = re.findall(r"ERROR apcore_a2a\.ops\.shutdown: (Ctrl-C after the stop: .*)", out)
     assert f"abandoning task {task['id']} (module {skill})" in line, line
     assert "main thread in " in line and "_shutdown" in line, line  # at the exit's wait
