@@ -75,9 +75,9 @@ def serve(registry_or_executor: Any = None, **kwargs: Any) -> None:
     ``serve(config="agent.yaml")``). SIGINT/SIGTERM stop the server gracefully within
     ``shutdown_timeout``; a second Ctrl-C that leaves tasks running raises
     ``SystemExit(1)``, and a third ends the process at once (``os._exit(1)``, unless
-    ``shutdown_force_timeout`` is 0). A SIGINT within 0.1 s of the last is that Ctrl-C
-    delivered again (by a wrapper such as ``uv run``), not another. ``workers`` > 1
-    needs the main thread (else :class:`StartupError`, before anything starts).
+    ``shutdown_force_timeout`` is 0); a SIGINT within 0.1 s of the last is that Ctrl-C
+    again (a wrapper's, ``uv run``). ``workers`` > 1 needs the main thread (else
+    :class:`StartupError`).
 
     Like ``uvicorn.run``, ``serve()`` owns the process: it installs SIGINT/SIGTERM
     handlers, and when a module ignores its cancel at the stop (a ``def execute``
@@ -122,9 +122,8 @@ def run_app(
 
     # The drain's grace, then 3 s for open connections (streams, their last event).
     graceful = math.ceil(settings.shutdown_timeout) + 3
-    # ...then the process is gone, whatever a module that ignores its cancel still does,
-    # unless shutdown_force_timeout is 0: a host program that calls serve() may keep its
-    # process, and waits for that module instead.
+    # ...then the process is gone, whatever a module ignoring its cancel does, unless
+    # shutdown_force_timeout is 0 (a host program calling serve() waits for it instead).
     deadline = (
         ExitDeadline(
             graceful + settings.shutdown_force_timeout,
@@ -174,10 +173,13 @@ def run_app(
     try:
         with graceful_exit(server), _stops_taken():
             server.run(sockets=sockets)
-            if deadline is not None and not app.state.a2a.agent_executor.module_calls.snapshot():
-                deadline.disarm()
-            elif deadline is not None and sockets is None:  # (a worker's parent counts them)
+            if deadline is not None and deadline.abandoned():
                 deadline.take_ctrl_c()  # it stays armed: the exit waits for a module's thread
+            elif deadline is not None:
+                deadline.disarm()
+        if deadline is not None and deadline.abandoned() and sockets is not None:
+            # A worker's main thread held it: the module's thread took it, and died of it.
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
         return 1 if server.abandoned else 0
     except SystemExit as exc:  # uvicorn's exit on a failed start-up
         if watch.error is not None:
@@ -290,9 +292,8 @@ def run(
         )
     if threading.current_thread() is not threading.main_thread():  # before anything starts
         raise StartupError(
-            f"workers={settings.workers} needs the main thread (the parent forwards SIGTERM "
-            "and SIGINT to its workers, and only the main thread takes signals): call "
-            "serve() there, or serve one process (workers=1) from this thread"
+            f"workers={settings.workers} needs the main thread (the parent forwards SIGTERM and "
+            "SIGINT to its workers; only the main thread takes signals): call serve() there"
         )
     from apcore_a2a.ops.graceful_server import CtrlCs
 
@@ -314,8 +315,7 @@ def run(
         for i in range(settings.workers)
     ]
     stopping = interrupted = False
-    me = os.getpid()
-    ctrl_cs = CtrlCs()
+    me, ctrl_cs = os.getpid(), CtrlCs()
 
     def stop(signum: int, _frame: Any) -> None:
         nonlocal stopping, interrupted

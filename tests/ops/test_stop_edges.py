@@ -52,14 +52,16 @@ async def _until(proc: ServerProcess, said: str) -> None:
             await asyncio.sleep(0.05)
 
 
-async def _waiting_at_exit(proc: ServerProcess) -> None:
-    """Until the main thread has waited on a lock for a while: the interpreter joins the
-    module's thread at exit (a wait for the GIL is short)."""
-    wchan = Path(f"/proc/{proc.pid}/wchan")
+async def _waiting_at_exit(pids: list[int]) -> None:
+    """Until the main thread of one of *pids* has waited on a lock for a while: the
+    interpreter joins the module's thread at exit (a wait for the GIL is short)."""
+    seen = dict.fromkeys(pids, 0)
     async with asyncio.timeout(GUARD):  # a hang guard
-        seen = 0
-        while seen < 10:
-            seen = seen + 1 if "futex" in wchan.read_text() else 0
+        while max(seen.values()) < 10:
+            for pid in pids:
+                with contextlib.suppress(OSError):  # a worker gone
+                    waits = "futex" in Path(f"/proc/{pid}/wchan").read_text()
+                    seen[pid] = seen[pid] + 1 if waits else 0
             await asyncio.sleep(0.05)
 
 
@@ -74,7 +76,7 @@ def _ended(proc: ServerProcess) -> tuple[int, str]:
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
-@pytest.mark.parametrize("how", ["serve", "cli", "cli-unforced"])
+@pytest.mark.parametrize("how", ["serve", "cli", "cli-unforced", "workers"])
 async def test_a_ctrl_c_while_the_exit_waits_for_a_module_ends_the_process_in_one_line(
     tmp_path: Path, how: str
 ) -> None:
@@ -82,7 +84,8 @@ async def test_a_ctrl_c_while_the_exit_waits_for_a_module_ends_the_process_in_on
     waits for its thread at exit (until ``shutdown_force_timeout``, or for ever with 0). A
     Ctrl-C then was a ``KeyboardInterrupt`` traceback, and status 0 (``serve()``) or -2
     (the CLI); it now ends the process at once with one line naming what it abandons,
-    status 1."""
+    status 1. A worker of ``--workers`` died of it without a word (the module's thread
+    took the signal its main thread held); it says so too, a Ctrl-C in the terminal."""
     port = free_port()
     force = "0" if how == "cli-unforced" else "120"  # the deadline: 124 s, or none
     stop = {"shutdown_timeout": 1, "shutdown_force_timeout": int(force)}
@@ -96,8 +99,10 @@ async def test_a_ctrl_c_while_the_exit_waits_for_a_module_ends_the_process_in_on
         argv = [sys.executable, "-m", "apcore_a2a", "serve", "--host", "127.0.0.1"]
         argv += ["--port", str(port), "--extensions-dir", str(tmp_path / "ext")]
         argv += ["--shutdown-timeout", "1", "--shutdown-force-timeout", force]
+        if how == "workers":
+            argv += ["--workers", "2", "--cluster", "--task-store", f"sqlite:///{tmp_path}/t.db"]
         skill = "stuck"
-    proc = ServerProcess(argv, cwd=ROOT)
+    proc = ServerProcess(argv, cwd=ROOT, session=True)
     try:
         url = f"http://127.0.0.1:{port}"
         wait_http(url + "/health", proc=proc)
@@ -105,10 +110,15 @@ async def test_a_ctrl_c_while_the_exit_waits_for_a_module_ends_the_process_in_on
             path = str(tmp_path / "never")
             task = await send(http, skill, {"path": path}, return_immediately=True)
             await wait_state(http, task["id"], {"TASK_STATE_WORKING"})
-        proc.send_signal(signal.SIGTERM)
+        pids = [proc.pid]
+        if how == "workers":
+            found = re.search(r"with 2 worker processes \((\d+), (\d+)\)", proc.output())
+            assert found is not None, proc.output()
+            pids = [int(pid) for pid in found.groups()]
+        os.killpg(proc.pid, signal.SIGTERM)
         await _until(proc, "serve returned" if how == "serve" else "Finished server process")
-        await _waiting_at_exit(proc)
-        proc.send_signal(signal.SIGINT)
+        await _waiting_at_exit(pids)
+        os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C in the terminal
     finally:
         code, out = await asyncio.to_thread(_ended, proc)
     assert "Traceback" not in out and "KeyboardInterrupt" not in out, out
