@@ -25,7 +25,7 @@ logger = logging.getLogger("apcore_a2a")
 #: Ctrl-C to its whole process group, and a wrapper in that group (``uv run``, ``npm exec``,
 #: a shell script's ``trap``) forwards it to its child again, milliseconds later. Counted
 #: twice, one Ctrl-C abandoned the running tasks. A person's next Ctrl-C comes later; one
-#: held down repeats every 30-40 ms, and so still counts every other one.
+#: held down repeats every 30-40 ms, and so still counts every third one or so.
 ECHO = 0.1
 
 
