@@ -154,14 +154,17 @@ serve(build_registry(gated=True), **json.loads(sys.argv[1]))
 """
 
 
+@pytest.mark.parametrize("presses", [1, 2])
 @pytest.mark.parametrize("workers", [1, 2])
 async def test_one_ctrl_c_through_a_forwarding_wrapper_counts_once(
-    tmp_path: Path, workers: int
+    tmp_path: Path, workers: int, presses: int
 ) -> None:
     """A terminal sends Ctrl-C to its whole process group, and a wrapper in it (``uv
     run``, ``npm exec``) forwards it to its child again: the server took the two for a
-    second Ctrl-C and abandoned its running task (status 1). One Ctrl-C is one: the task
-    finishes in the drain, status 0."""
+    second Ctrl-C and abandoned its running task (status 1), and the person's second
+    Ctrl-C was a third (the process ended at once; with workers, the parent counted the two
+    and killed them). One Ctrl-C is one: the task finishes in the drain, status 0; the
+    second stops the wait for it, status 1."""
     gate, port = tmp_path / "release", free_port()
     settings = {"host": "127.0.0.1", "port": port, "shutdown_timeout": 60, "workers": workers}
     settings |= {"cluster": workers > 1, "task_store": f"sqlite:///{tmp_path / 'tasks.db'}"}
@@ -175,13 +178,22 @@ async def test_one_ctrl_c_through_a_forwarding_wrapper_counts_once(
             await wait_state(http, task["id"], {"TASK_STATE_WORKING"})
         os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C in the terminal
         await _until(proc, "Shutting down: waiting up to")
-        gate.touch()  # the task finishes within the drain
+        if presses == 2:
+            await asyncio.sleep(0.5)  # the person's second Ctrl-C
+            os.killpg(proc.pid, signal.SIGINT)
+        else:
+            gate.touch()  # the task finishes within the drain
     finally:
         code, out = await asyncio.to_thread(_ended, proc)
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)  # whatever of the group is left
-    assert "Second Ctrl-C" not in out, out  # before: "...for 1 running task(s)", status 1
-    assert code == 0, out
+    assert "Third Ctrl-C" not in out, out
+    if presses == 1:
+        assert "Second Ctrl-C" not in out, out  # before: "...for 1 running task(s)", status 1
+        assert code == 0, out
+    else:
+        assert "Second Ctrl-C: the stop waits no longer for 1 running task(s)" in out, out
+        assert code == 1, out
 
 
 def test_workers_from_another_thread_are_refused_before_anything_starts(tmp_path: Path) -> None:
