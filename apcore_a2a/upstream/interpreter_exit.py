@@ -22,18 +22,20 @@ from typing import NoReturn
 def end_process(code: int) -> NoReturn:
     """Exit with *code* as Python's exit would, less the teardown of the modules; a Ctrl-C
     while it waits for a thread ends that wait, as Python's does, in one line (not its
-    ``KeyboardInterrupt`` traceback), with status 1: the thread's work is abandoned."""
+    ``KeyboardInterrupt`` traceback), with status 1 if *code* was 0: the thread's work is
+    abandoned."""
     # Thread pools stopped, then every thread that is not a daemon (a module's work) waited for.
     try:
         threading._shutdown()  # type: ignore[attr-defined]
     except KeyboardInterrupt:  # (a module that ignored its cancel, shutdown_force_timeout 0)
         main = threading.main_thread()
         running = [t.name for t in threading.enumerate() if not t.daemon and t is not main]
+        code = code or 1  # work was abandoned: not a clean stop
         logging.getLogger("apcore_a2a.ops.shutdown").error(
-            "Ctrl-C at exit: abandoning thread %s still running; exiting with status 1",
+            "Ctrl-C at exit: abandoning thread %s still running; exiting with status %d",
             ", thread ".join(running) or "(none)",
+            code,
         )
-        code = 1
     # logging, telemetry exporters, weakref finalizers, a coverage run's data
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
