@@ -76,8 +76,7 @@ def serve(registry_or_executor: Any = None, **kwargs: Any) -> None:
     ``shutdown_timeout``; a second Ctrl-C that leaves tasks running raises
     ``SystemExit(1)``, and a third ends the process at once (``os._exit(1)``, unless
     ``shutdown_force_timeout`` is 0); a SIGINT within 0.1 s of the last is that Ctrl-C
-    again (a wrapper's, ``uv run``). ``workers`` > 1 needs the main thread (else
-    :class:`StartupError`).
+    again (a wrapper's). ``workers`` > 1 needs the main thread (else StartupError).
 
     Like ``uvicorn.run``, ``serve()`` owns the process: it installs SIGINT/SIGTERM
     handlers, and when a module ignores its cancel at the stop (a ``def execute``
@@ -379,6 +378,7 @@ def run(
                 child.kill()
                 child.join()
     finally:
+        ctrl_cs.settle()  # the echo of a Ctrl-C that ended the stop meets stop(), as its own
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         reservation.close()

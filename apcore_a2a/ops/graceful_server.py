@@ -43,6 +43,12 @@ class CtrlCs:
         self._counted = now
         return False
 
+    def settle(self) -> None:
+        """Wait out the echo of the last Ctrl-C counted, if any is due (at most
+        :data:`ECHO`): it then meets the handler that counts, not the one restored after
+        it (Python's ``KeyboardInterrupt``: a traceback as the process ends, status -2)."""
+        time.sleep(max(0.0, self._counted + ECHO - time.monotonic()))
+
 
 class GracefulServer(uvicorn.Server):
     """Drains running tasks alongside uvicorn's wait for open connections: the lifespan
@@ -87,6 +93,7 @@ class GracefulServer(uvicorn.Server):
             # uvicorn hands back the signals it took as it leaves: not a third Ctrl-C
             self.replaying = True
         self.replaying = False
+        self.ctrl_cs.settle()  # still in serve()'s hands (uvicorn_signals.graceful_exit)
 
     def handle_exit(self, sig: int, frame: Any) -> None:
         if sig == signal.SIGINT and not self.replaying and self.ctrl_cs.echo():
