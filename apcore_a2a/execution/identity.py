@@ -24,6 +24,7 @@ from apcore.builtin_steps import BuiltinACLCheck
 from starlette.authentication import AuthCredentials, BaseUser
 
 from apcore_a2a.adapters.skills import CONTROL_PREFIX
+from apcore_a2a.edge.keys import MAX_KEY_CHARS, stored_key
 
 if TYPE_CHECKING:
     from a2a.server.context import ServerCallContext
@@ -34,7 +35,7 @@ AUTH_SCHEME_ATTR = "auth_scheme"
 #: Identity attribute holding the token issuer (``iss``) for schemes that have one.
 AUTH_ISSUER_ATTR = "auth_issuer"
 #: The SDK's SQL stores keep the owner in a VARCHAR(255) column.
-MAX_OWNER_CHARS = 255
+MAX_OWNER_CHARS = MAX_KEY_CHARS
 #: Anonymous IPv6 callers are counted by network of this prefix length by default (the
 #: ``ipv6_caller_prefix`` setting): a host is given a /64 at least (RFC 6177), so counting
 #: its addresses apart gave it 2**64 quotas.
@@ -57,8 +58,10 @@ def owner_key(identity: Identity) -> str:
 
     ``"<scheme>:<issuer tag>:<id>"``, so equal ids from different authenticators never
     share tasks; the bare ``id`` without a scheme (``"id:<hex>"``, its SHA-256, when it is
-    spelled as one of these forms or an anonymous one); ``"sha256:<hex>"`` of a key longer
-    than the stores' 255 characters (docs/auth.md, "Task owners")::
+    spelled as one of these forms or an anonymous one); ``"sha256:<hex>"`` of a key no
+    store holds: longer than their 255 characters, or with a NUL or a lone surrogate (a
+    token's ``sub`` can spell both), so such a caller is served like any other
+    (docs/auth.md, "Task owners")::
 
         owner_key(Identity(id="alice", attrs={"auth_scheme": "apikey"}))   # "apikey::alice"
     """
@@ -84,10 +87,8 @@ _DERIVED = re.compile(r"(anonymous|ip|sha256|id):|[^:]*:([0-9a-f]{16})?:", re.IG
 
 
 def _bounded(key: str) -> str:
-    """*key*, or its hash when longer than a stored owner may be."""
-    if len(key) > MAX_OWNER_CHARS:
-        return "sha256:" + hashlib.sha256(_utf8(key)).hexdigest()
-    return key
+    """*key* as every store holds it (:func:`~apcore_a2a.edge.keys.stored_key`)."""
+    return stored_key(key, MAX_OWNER_CHARS)
 
 
 def _utf8(text: str) -> bytes:

@@ -28,10 +28,10 @@ from a2a.utils.errors import InvalidParamsError
 from sqlalchemy import Table, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from apcore_a2a.edge.keys import unstorable
 from apcore_a2a.errors import QuotaExceededError
 from apcore_a2a.push.bodies import protocol_version
 from apcore_a2a.push.status import Aim, ConfigStatusBook, State, aim, config_versions
-from apcore_a2a.storage.fields import unstorable
 from apcore_a2a.storage.outages import ConfigRows
 from apcore_a2a.storage.quota_slots import PUSH_SCOPE
 

@@ -28,6 +28,7 @@ from a2a.utils.errors import InvalidParamsError, TaskNotFoundError
 from a2a.utils.task import decode_page_token, validate_page_size
 from google.protobuf.message import Message
 
+from apcore_a2a.edge.keys import unstorable
 from apcore_a2a.upstream.page_tokens import BAD_TOKEN, page_cursor
 
 H = TypeVar("H")
@@ -63,22 +64,6 @@ class StoredFields:
         problem = unstorable(value, limit)
         if problem is not None:
             raise InvalidParamsError(message=f"{field} {problem}")
-
-
-def unstorable(value: str, limit: int | None = None) -> str | None:
-    """Why a text column of *limit* characters (``None``: unbounded) cannot hold *value*,
-    worded to follow the value's name; ``None`` when it can. Every store refuses alike:
-    PostgreSQL text holds no NUL, and no database takes a lone surrogate (UTF-8 has none;
-    JSON's ``"\\ud800"`` and a decoded page token can carry one)."""
-    if "\x00" in value:
-        return "contains a NUL character"
-    try:
-        value.encode()
-    except UnicodeEncodeError:
-        return "is not valid Unicode"
-    if limit is not None and len(value) > limit:
-        return f"is longer than the store holds: at most {limit} characters, got {len(value)}"
-    return None
 
 
 def held_ids(

@@ -19,7 +19,6 @@ retry, whose request has ended, logs it).
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 import secrets
 import time
@@ -42,9 +41,10 @@ from sqlalchemy import (
 )
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from apcore_a2a.edge.keys import stored_key
+
 from ._replicas import METADATA, ReplicaRegistry, replicas_table
 from ._urls import read
-from .fields import unstorable
 from .outages import guarded
 
 logger = logging.getLogger("apcore_a2a.storage")
@@ -113,13 +113,10 @@ _TURN = text(
 
 
 def _stored(subject: str) -> str:
-    """*subject* as its column holds it. A caller key can hold what no text column does (a
-    token's ``sub`` with a lone surrogate or a NUL, which JSON spells) or be too long: such
-    a key counts under its SHA-256, the form of an owner too long to store
-    (``execution/identity.py``), so every replica counts it alike."""
-    if unstorable(subject, _SUBJECT_CHARS) is None:
-        return subject
-    return "sha256:" + hashlib.sha256(subject.encode("utf-8", "surrogatepass")).hexdigest()
+    """*subject* as its column holds it (a caller key is made so already, but a subject
+    no column holds would fail the take with the driver's error): one rule with the
+    task owner's, so every replica counts a caller alike."""
+    return stored_key(subject, _SUBJECT_CHARS)
 
 
 def _rename(scope: str, row: str, new: str) -> Any:

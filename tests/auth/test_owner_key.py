@@ -58,3 +58,20 @@ async def test_api_key_identities_are_stamped_and_copied() -> None:
     first.attrs["tampered"] = True
     second = await auth.authenticate({"x-api-key": "k-0123456789abcdef"})
     assert second is not None and "tampered" not in second.attrs
+
+
+def test_owners_no_store_holds_are_hashed_apart() -> None:
+    """A ``sub`` with a NUL or a lone surrogate (JSON spells both) is kept under its
+    SHA-256; no other caller's literal key is that form, and no two odd ones share it."""
+    odd = {
+        owner_key(stamp_identity(Identity(id=sub), "jwt"))
+        for sub in ("\ud800", "\udc00", "\ud800\udc00", "\U00010000", "a\x00b", "a\x00c")
+    } - {"jwt::\U00010000"}
+    assert len(odd) == 5 and all(k.startswith("sha256:") and len(k) == 71 for k in odd)
+    for key in odd:
+        key.encode()  # every store holds it
+        # a custom authenticator's bare id spelled as that form is another owner
+        assert owner_key(Identity(id=key)).startswith("id:")
+        assert owner_key(Identity(id=key.upper())).startswith("id:")
+        assert owner_key(stamp_identity(Identity(id=key), "jwt")) == f"jwt::{key}"
+    assert owner_key(stamp_identity(Identity(id="\U00010000"), "jwt")) == "jwt::\U00010000"
