@@ -45,42 +45,46 @@ SUBS = {
 HOOK = "http://127.0.0.1:9/hook"
 
 
-@pytest.fixture(scope="module", params=["memory", "sqlite", "postgresql", "cluster-postgresql"])
+@pytest.fixture(
+    scope="module",
+    params=["memory", "sqlite", "postgresql", "cluster-sqlite", "cluster-postgresql"],
+)
 def agent(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[tuple[str, str]]:
+) -> Iterator[tuple[str, str, str]]:
+    """(its URL, its gRPC address, the URL of a second replica in cluster mode, else its own)"""
     kind: str = request.param
+    cluster = kind.startswith("cluster-")
     grpc_port = free_port()
     with contextlib.ExitStack() as stack:
         if kind == "memory":
             store = "memory://"
-        elif kind == "sqlite":
+        elif kind.endswith("sqlite"):
             store = f"sqlite:///{Path(tmp_path_factory.mktemp('store')) / 'tasks.db'}"
         else:
-            store = stack.enter_context(pg_schema_url(agents=1))
-        base = stack.enter_context(
-            serve_agent(
-                auth_key=HMAC_SECRET,
-                task_store=store,
-                cluster=kind.startswith("cluster-"),
-                grpc_port=grpc_port,
-                push_notifications=True,
-                push_allow_insecure_urls=True,
-            )
-        )
-        yield base, f"127.0.0.1:{grpc_port}"
+            store = stack.enter_context(pg_schema_url(agents=2))
+        settings: dict[str, Any] = {
+            "auth_key": HMAC_SECRET,
+            "task_store": store,
+            "cluster": cluster,
+            "push_notifications": True,
+            "push_allow_insecure_urls": True,
+        }
+        base = stack.enter_context(serve_agent(grpc_port=grpc_port, **settings))
+        other = stack.enter_context(serve_agent(**settings)) if cluster else base
+        yield base, f"127.0.0.1:{grpc_port}", other
 
 
 def _token(sub: str) -> str:
     return signed(f'{{"sub": "{sub}", "exp": {int(time.time()) + 600}}}')
 
 
-def _message(**ids: str) -> dict[str, Any]:
+def _message(skill: str = "demo.add", **ids: str) -> dict[str, Any]:
     return {
         "messageId": uuid.uuid4().hex,
         "role": "ROLE_USER",
-        "parts": [{"data": {"a": 1, "b": 2}}],
-        "metadata": {"skillId": "demo.add"},
+        "parts": [{"data": {"a": 1, "b": 2} if skill == "demo.add" else {}}],
+        "metadata": {"skillId": skill},
         **ids,
     }
 
@@ -130,15 +134,22 @@ async def _serve_caller(http: httpx.AsyncClient, sub: str) -> set[str]:
     ) as s:
         assert s.status_code == 200
         streamed = _sse_tasks((await s.aread()).decode())
+    waiting = await rpc(
+        "SendMessage",
+        {"message": _message("demo.wait"), "configuration": {"returnImmediately": True}},
+    )
+    canceled = await rpc("CancelTask", {"id": waiting["task"]["id"]})
+    assert canceled["status"]["state"] == "TASK_STATE_CANCELED", canceled
     mine = {task["id"], follow["task"]["id"], rest.json()["task"]["id"], *streamed}
-    assert len(mine) == 4, mine
+    mine.add(waiting["task"]["id"])
+    assert len(mine) == 5, mine
 
     assert (await rpc("GetTask", {"id": task["id"]}))["id"] == task["id"]
     listed = await rpc("ListTasks", {})
     assert {t["id"] for t in listed["tasks"]} == mine
     in_context = await rpc("ListTasks", {"contextId": context})
     assert {t["id"] for t in in_context["tasks"]} == {task["id"], follow["task"]["id"]}
-    page = await rpc("ListTasks", {"pageSize": 3})
+    page = await rpc("ListTasks", {"pageSize": 3, "includeArtifacts": True})
     rest_page = await http.get("/tasks", params={"pageSize": 3, "pageToken": page["nextPageToken"]})
     assert rest_page.status_code == 200, rest_page.text
     paged = [t["id"] for t in page["tasks"] + rest_page.json()["tasks"]]
@@ -189,7 +200,7 @@ async def _grpc_caller(v1: Any, sub: str, mine: set[str]) -> None:
 async def test_odd_callers_are_served_apart_on_every_store(
     agent: tuple[str, str], caplog: pytest.LogCaptureFixture
 ) -> None:
-    base, address = agent
+    base, address, other_replica = agent
     caplog.set_level(logging.WARNING)
     tasks: dict[str, set[str]] = {}
     async with httpx.AsyncClient(base_url=base, headers={"A2A-Version": "1.0"}, timeout=30) as http:
@@ -198,8 +209,10 @@ async def test_odd_callers_are_served_apart_on_every_store(
     async with stubs(address) as (v1, _v03):
         for name, sub in SUBS.items():
             await _grpc_caller(v1, sub, tasks[name])
-    # Nobody sees another's tasks: each reads only its own, and none of the others'.
-    async with httpx.AsyncClient(base_url=base, headers={"A2A-Version": "1.0"}, timeout=30) as http:
+    # Nobody sees another's tasks: each reads only its own (on the other replica in cluster
+    # mode), and none of the others'; 0.3's JSON-RPC too.
+    headers = {"A2A-Version": "1.0"}
+    async with httpx.AsyncClient(base_url=other_replica, headers=headers, timeout=30) as http:
         for name, sub in SUBS.items():
             http.headers["Authorization"] = f"Bearer {_token(sub)}"
             listed = (await http.get("/tasks")).json()["tasks"]
@@ -208,6 +221,11 @@ async def test_odd_callers_are_served_apart_on_every_store(
                 if other != name:
                     answer = await http.post("/", json=_rpc("GetTask", {"id": min(theirs)}))
                     assert answer.json()["error"]["code"] == -32001, (name, other)
+            old = {"A2A-Version": "0.3"}
+            got = await http.post(
+                "/", json=_rpc("tasks/get", {"id": min(tasks[name])}), headers=old
+            )
+            assert got.json()["result"]["id"] == min(tasks[name]), got.text
     loud = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
     assert loud == []
     for record in caplog.records:
