@@ -56,6 +56,8 @@ class StoredFields:
         self._fits("message.contextId", message.context_id, self._limits.get("context_id"))
         self._fits("message.taskId", message.task_id, self._limits.get("id"))
         if self._store is not None:
+            # Our callers' owners always fit (edge/keys.py); an application's own owner
+            # resolver may make one that does not.
             owner = self._store.owner_resolver(context)
             self._fits("the caller's identity", owner, self._limits["owner"])
 

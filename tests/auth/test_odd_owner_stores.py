@@ -201,7 +201,7 @@ async def test_odd_callers_are_served_apart_on_every_store(
     agent: tuple[str, str], caplog: pytest.LogCaptureFixture
 ) -> None:
     base, address, other_replica = agent
-    caplog.set_level(logging.WARNING)
+    caplog.set_level(logging.DEBUG)  # no line quotes the key, at any level
     tasks: dict[str, set[str]] = {}
     async with httpx.AsyncClient(base_url=base, headers={"A2A-Version": "1.0"}, timeout=30) as http:
         for name, sub in SUBS.items():
