@@ -28,7 +28,7 @@ from google.protobuf.json_format import MessageToDict
 
 from tests._postgres import pg_schema_url
 from tests._support import free_port
-from tests.bindings._grpc import stubs
+from tests.bindings._grpc import failure, stubs
 
 from .agent import message, serve_agent
 from .keys import HMAC_SECRET
@@ -177,6 +177,11 @@ async def _serve_caller(http: httpx.AsyncClient, sub: str) -> set[str]:
     return mine
 
 
+async def _drain(stream: Any) -> None:
+    async for _event in stream:
+        pass
+
+
 async def _grpc_caller(v1: Any, sub: str, mine: set[str]) -> None:
     metadata = (("authorization", f"Bearer {_token(sub)}"),)
     sent = await v1.SendMessage(message("demo.add", {"a": 1, "b": 2}), metadata=metadata)
@@ -192,6 +197,15 @@ async def _grpc_caller(v1: Any, sub: str, mine: set[str]) -> None:
         pb.ListTaskPushNotificationConfigsRequest(task_id=sent.task.id), metadata=metadata
     )
     assert [c.id for c in configs.configs] == ["cfg"]
+    named = pb.GetTaskPushNotificationConfigRequest(task_id=sent.task.id, id="cfg")
+    assert (await v1.GetTaskPushNotificationConfig(named, metadata=metadata)).url == HOOK
+    gone = pb.DeleteTaskPushNotificationConfigRequest(task_id=sent.task.id, id="cfg")
+    await v1.DeleteTaskPushNotificationConfig(gone, metadata=metadata)
+    # a finished task: a typed refusal, as for anyone
+    subscribe = v1.SubscribeToTask(pb.SubscribeToTaskRequest(id=sent.task.id), metadata=metadata)
+    finished = await failure(_drain(subscribe))
+    assert finished.code() != grpc.StatusCode.INTERNAL, finished.details()
+    assert finished.code() != grpc.StatusCode.NOT_FOUND, finished.details()
     with pytest.raises(grpc.aio.AioRpcError) as refused:
         await v1.CancelTask(pb.CancelTaskRequest(id=sent.task.id), metadata=metadata)
     assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION, MessageToDict(got)
