@@ -39,6 +39,7 @@ from apcore_a2a.edge.refusal import error_document
 from apcore_a2a.errors import OWN_ERRORS, RETRY_AFTER_KEY
 from apcore_a2a.upstream.error_answers import correct_error
 from apcore_a2a.upstream.error_metadata import string_metadata
+from apcore_a2a.upstream.rest_parse_errors import invalid_params_rest
 from apcore_a2a.upstream.v03_invalid_params import invalid_params_03
 
 MAX_MESSAGE = 500
@@ -215,6 +216,7 @@ def error_answer(info: RequestInfo, failure: Exception, said: Collection[str]) -
 def error_body(body: bytes, info: RequestInfo, said: Collection[str]) -> Scrubbed | None:
     """An error the SDK's route answered itself, read back from its JSON *body* (a 0.3
     request refused for its params alone gets ``-32602``: ``upstream/v03_invalid_params.py``;
+    a REST value protobuf cannot read, invalid params: ``upstream/rest_parse_errors.py``;
     a REST body that is no JSON, JSON-RPC's -32700 text)."""
     try:
         document = json.loads(body)
@@ -228,7 +230,7 @@ def error_body(body: bytes, info: RequestInfo, said: Collection[str]) -> Scrubbe
         # column 13 (char 12)."); its status and reason stay (400, INVALID_REQUEST).
         refused = InvalidRequestError(message=parse_refusal(info.parse_error).message)
         return Scrubbed(error_document(info, refused), True, said)
-    document["error"] = invalid_params_03(info, document["error"])
+    document["error"] = invalid_params_03(info, invalid_params_rest(info, document["error"]))
     return Scrubbed(document, rest, said)
 
 

@@ -247,3 +247,68 @@ def test_a_03_rest_push_config_naming_a_key_twice_is_a_parse_error(http: httpx.C
     _refused_rest(answer, "Parse error: duplicate key 'url'")
     listed = _rpc(http, "ListTaskPushNotificationConfigs", {"taskId": task})["result"]
     assert listed.get("configs", []) == []
+
+
+def _typed(version: str, **fields: Any) -> dict[str, Any]:
+    """A message (in *version*'s REST JSON) with *fields* of a type A2A does not give them."""
+    message = {**_message(), **fields}
+    if version == "0.3":
+        message["content"] = message.pop("parts")
+    return message
+
+
+#: (HTTP method, path, version, REST body or None, JSON-RPC method, params): one value of the
+#: wrong JSON type each, as REST and JSON-RPC carry it
+WRONG_TYPES = [
+    ("POST", "/message:send", "1.0", {"message": _typed("1.0", messageId=5)},
+     "SendMessage", {"message": _typed("1.0", messageId=5)}),
+    ("POST", "/message:stream", "1.0", {"message": _typed("1.0", parts="x")},
+     "SendStreamingMessage", {"message": _typed("1.0", parts="x")}),
+    ("POST", "/message:send", "1.0", {"message": _message(), "configuration": {"historyLength": "abc"}},
+     "SendMessage", {"message": _message(), "configuration": {"historyLength": "abc"}}),
+    ("GET", "/tasks?statusTimestampAfter=yesterday", "1.0", None,
+     "ListTasks", {"statusTimestampAfter": "yesterday"}),
+    ("POST", "/tasks/{task}/pushNotificationConfigs", "1.0", {"url": 5},
+     "CreateTaskPushNotificationConfig", {"taskId": "{task}", "url": 5}),
+    ("POST", "/v1/message:send", "0.3", {"message": _typed("0.3", messageId=5)},
+     "message/send", {"message": {**_typed("1.0", messageId=5), "kind": "message", "role": "user"}}),
+    ("POST", "/v1/message:stream", "0.3", {"message": _typed("0.3", metadata=5)},
+     "message/stream", {"message": {**_typed("1.0", metadata=5), "kind": "message", "role": "user"}}),
+    ("POST", "/v1/tasks/{task}/pushNotificationConfigs", "0.3",
+     {"name": "tasks/{task}/pushNotificationConfigs/c", "pushNotificationConfig": {"url": 5}},
+     "tasks/pushNotificationConfig/set",
+     {"taskId": "{task}", "pushNotificationConfig": {"url": 5}}),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("verb", "path", "version", "body", "rpc_method", "params"),
+    WRONG_TYPES,
+    ids=[f"{row[2]} {row[0]} {row[1]}" for row in WRONG_TYPES],
+)
+def test_a_value_of_the_wrong_json_type_is_invalid_params_on_rest_as_on_jsonrpc(
+    http: httpx.Client,
+    verb: str,
+    path: str,
+    version: str,
+    body: Any,
+    rpc_method: str,
+    params: Any,
+) -> None:
+    """Spec §5.1: one fault, one error on every binding. Before, a2a-sdk answered a REST
+    body or query value protobuf cannot read (``"messageId": 5``, ``"historyLength":
+    "abc"``, ``statusTimestampAfter=yesterday``) with reason ``INVALID_REQUEST`` (its
+    clients raise ``InvalidRequestError``), where JSON-RPC answers the same params ``-32602``
+    (``InvalidParamsError``) and a REST query integer that is none was invalid params."""
+    task = _rpc(http, "ListTasks", {"pageSize": 1})["result"]["tasks"][0]["id"]
+    before = _task_count(http)
+    headers = V1 if version == "1.0" else V03
+    filled = json.loads(json.dumps(body).replace("{task}", task)) if body else None
+    answer = http.request(verb, path.format(task=task), json=filled, headers=headers)
+    assert answer.status_code == 400, answer.text
+    error = answer.json()["error"]
+    assert error["status"] == "INVALID_ARGUMENT", error
+    assert [d["reason"] for d in error["details"] if "reason" in d] == ["INVALID_PARAMS"], error
+    twin = json.loads(json.dumps(params).replace("{task}", task))
+    assert _rpc(http, rpc_method, twin, headers)["error"]["code"] == -32602
+    assert _task_count(http) == before
