@@ -246,23 +246,25 @@ class RequestInfo:
         return replayed
 
 
-def _major(version: str) -> int | None:
-    """The major version of *version* read as a2a-sdk's check reads it (``packaging``, so
-    ``1.0.1`` is 1: spec §3.6 ignores patch numbers); ``None`` for no version at all."""
+def _major_minor(version: str) -> tuple[int, int] | None:
+    """The ``Major.Minor`` of *version* (spec §3.6: what names a protocol version; patch
+    numbers never count), read as a2a-sdk's check reads a version (``packaging``, so
+    ``1.0.1`` and ``1`` are 1.0); ``None`` for no version at all."""
     try:
-        return Version(version).major
+        parsed = Version(version)
     except ValueError:  # InvalidVersion, or a number of more digits than int() reads
         return None
+    return parsed.major, parsed.minor
 
 
 def version_error(announced: str, spoken: str | None) -> VersionNotSupportedError | None:
     """The refusal of a call announcing *announced* (``A2A-Version``; ``""`` for none, which
-    spec §3.6.2 reads as 0.3) to a method of protocol *spoken*; ``None`` when the major
-    versions agree, as a2a-sdk's check has them, or the method is unknown (its own error
-    follows). One rule for every binding: a2a-sdk checks it on HTTP only, its gRPC
-    servicers never."""
+    spec §3.6.2 reads as 0.3) to a method of protocol *spoken*; ``None`` when their
+    ``Major.Minor`` agree (spec §3.6.2; a2a-sdk's check compares majors alone, and served
+    ``1.1`` as 1.0 and ``0.2`` as 0.3), or the method is unknown (its own error follows).
+    One rule for every binding: a2a-sdk checks it on HTTP only, its gRPC servicers never."""
     asked = announced or "0.3"
-    if spoken is None or asked == spoken or _major(asked) == _major(spoken):
+    if spoken is None or asked == spoken or _major_minor(asked) == _major_minor(spoken):
         return None
     told = f"send 'A2A-Version: {spoken}'" if spoken != "0.3" else "send 'A2A-Version: 0.3' or none"
     if not announced:

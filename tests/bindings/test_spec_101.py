@@ -306,18 +306,29 @@ async def test_push_off_and_an_unknown_version(
 # -- A2A-Version read one way on every binding --------------------------------------------------
 
 #: per protocol: an announced version, and whether a method of that protocol serves it (spec
-#: §3.6: patch numbers do not count; a2a-sdk's check on HTTP, which gRPC follows); a number
-#: longer than Python reads as an int is no version (main: HTTP 500, gRPC INTERNAL)
+#: §3.6: a version is its Major.Minor, patch numbers do not count; §3.6.2: another Major.Minor
+#: is refused, where a2a-sdk's check on HTTP compares majors alone and served 1.1 as 1.0 and
+#: 0.2 as 0.3); a number longer than Python reads as an int is no version (main: HTTP 500,
+#: gRPC INTERNAL)
 LONG = "0" * 5000
 ODD_VERSIONS = {
     "1.0": (
         ("1.0.1", True),
         ("1", True),
+        ("1.1", False),
         ("1.x", False),
         ("1.0, 0.3", False),
         ("1." + LONG, False),
     ),
-    "0.3": (("0.3.0", True), ("0.x", False), ("0.3; 1.0", False), ("0.3" + LONG, False)),
+    "0.3": (
+        ("0.3.0", True),
+        ("0.2", False),
+        ("0.4.1", False),
+        ("0", False),
+        ("0.x", False),
+        ("0.3; 1.0", False),
+        ("0.3" + LONG, False),
+    ),
 }
 
 

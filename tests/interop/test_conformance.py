@@ -91,11 +91,12 @@ def _v1_get_task(agent: Target, metadata: list[tuple[str, str]]) -> grpc.RpcErro
     return None
 
 
-@pytest.mark.parametrize("metadata", [["2.0"], ["0.3"], ["0"], ["banana"], []])
+@pytest.mark.parametrize("metadata", [["2.0"], ["1.7"], ["0.3"], ["0"], ["banana"], []])
 def test_grpc_unsupported_or_absent_version_is_refused(
     interop_agent: Target, metadata: list[str]
 ) -> None:
-    """No ``a2a-version`` is 0.3 (spec §3.6.2), which the 1.0 service does not speak."""
+    """No ``a2a-version`` is 0.3 (spec §3.6.2), which the 1.0 service does not speak; nor
+    does it speak 1.7 (§3.6.2: the request's ``Major.Minor``)."""
     error = _v1_get_task(interop_agent, [("a2a-version", v) for v in metadata])
     assert error is not None
     assert error.code() == grpc.StatusCode.FAILED_PRECONDITION  # spec §5.4
@@ -104,7 +105,7 @@ def test_grpc_unsupported_or_absent_version_is_refused(
         assert "A2A-Version: 1.0" in str(error.details())
 
 
-@pytest.mark.parametrize("metadata", [[("a2a-version", "1.0")], [("a2a-version", "1.7")]])
+@pytest.mark.parametrize("metadata", [[("a2a-version", "1.0")], [("a2a-version", "1.0.7")]])
 def test_grpc_supported_version_is_served(
     interop_agent: Target, metadata: list[tuple[str, str]]
 ) -> None:
@@ -158,7 +159,9 @@ def test_grpc_push_not_supported_is_failed_precondition(agent_without_push: Agen
 
 def test_version_rule() -> None:
     assert version_error("", "0.3") is None
-    assert version_error(" 1.2 ".strip(), "1.0") is None
+    assert version_error(" 1.0.2 ".strip(), "1.0") is None  # patch numbers never count
+    assert version_error("1.2", "1.0") is not None  # another Major.Minor (spec §3.6.2)
+    assert version_error("0.2", "0.3") is not None
     assert version_error("0.3", "0.3") is None
     assert version_error("", "1.0") is not None  # none is 0.3 (spec §3.6.2)
     assert version_error("1.0", "0.3") is not None
