@@ -29,6 +29,7 @@ from a2a.utils.task import decode_page_token, validate_page_size
 from google.protobuf.message import Message
 
 from apcore_a2a.edge.keys import unstorable
+from apcore_a2a.upstream.list_timestamps import timestamp_error
 from apcore_a2a.upstream.page_tokens import BAD_TOKEN, page_cursor
 
 H = TypeVar("H")
@@ -79,7 +80,8 @@ def held_ids(
     surrogate) as one naming nothing, without asking any store: ``TaskNotFoundError``
     (-32001 / 404 / ``NOT_FOUND``), and ``ListTasks`` by such a ``contextId`` an empty page
     (its page size checked as the SDK checks it); a ``ListTasks`` page token of the SDK's
-    forms naming such a task is invalid params."""
+    forms naming such a task, or a ``statusTimestampAfter`` no ``Timestamp`` holds
+    (``upstream/list_timestamps.py``), is invalid params."""
 
     def wrap(
         method: Callable[[H, Any, ServerCallContext], Coroutine[Any, Any, R]],
@@ -89,6 +91,8 @@ def held_ids(
             listing = isinstance(params, ListTasksRequest)
             if listing and params.page_token:
                 _check_token(params.page_token)
+            if listing and (bad_time := timestamp_error(params)) is not None:
+                raise bad_time
             if not unheld(params, *names):
                 return await method(self, params, context)
             if not listing:

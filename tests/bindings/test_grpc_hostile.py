@@ -201,3 +201,28 @@ async def test_another_grpc_server_of_the_process_keeps_its_error_records(
     loud = [r for r in caplog.records if "Invalid encoding" in r.getMessage()]
     assert loud
     assert {r.levelno for r in loud} == {logging.ERROR}
+
+
+async def test_a_list_filter_time_no_timestamp_holds_is_invalid_argument(
+    agent: Agent, caplog: Any
+) -> None:
+    """``statusTimestampAfter`` outside years 1 to 9999, or nanos outside a second, which
+    only gRPC can carry (ProtoJSON refuses them: -32602 / 400): before, the store's
+    ``ToDatetime`` raised ``ValueError``, answered ``INTERNAL`` and logged at ERROR."""
+    bad = [
+        a2a_pb2.ListTasksRequest(status_timestamp_after={"seconds": 2**62}),
+        a2a_pb2.ListTasksRequest(status_timestamp_after={"seconds": -(2**40)}),
+        a2a_pb2.ListTasksRequest(status_timestamp_after={"seconds": 1, "nanos": -5}),
+        a2a_pb2.ListTasksRequest(status_timestamp_after={"seconds": 1, "nanos": 10**9}),
+    ]
+    caplog.set_level(logging.ERROR)
+    async with stubs(agent.grpc_address) as (v1, _v03):
+        for request in bad:
+            with_status = rich_status(await failure(v1.ListTasks(request)))
+            assert with_status["code"] == grpc.StatusCode.INVALID_ARGUMENT, with_status
+            assert with_status["reason"] == "INVALID_PARAMS", with_status
+            assert "statusTimestampAfter" in with_status["message"], with_status
+        last = {"seconds": 253402300799, "nanos": 999_999_999}  # 9999-12-31T23:59:59.999999999Z
+        listed = await v1.ListTasks(a2a_pb2.ListTasksRequest(status_timestamp_after=last))
+    assert list(listed.tasks) == []
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
