@@ -21,7 +21,6 @@ settings.load_profile("ci" if os.environ.get("CI") else "dev")
 #: pytest-xdist hands out whole files in collection order; one of these reached last would
 #: run on alone while the other processes had nothing left to do.
 FIRST = (
-    "tests/storage/test_unrelated_rows_e2e.py",
     "tests/docs/test_docs.py",  # one test; its child pytest runs every block in one process
     "tests/client/test_cli.py",
     "tests/storage/test_long_streams_e2e.py",
@@ -30,6 +29,7 @@ FIRST = (
     "tests/config/test_image.py",
     "tests/storage/test_paused_replica_e2e.py",
     "tests/storage/test_replicas_e2e.py",
+    "tests/storage/test_unrelated_rows_e2e.py",
     "tests/storage/test_list_pages_e2e.py",
     "tests/ops/test_shutdown_bound.py",
     "tests/storage/test_write_path_e2e.py",

@@ -1,6 +1,7 @@
 """A request reads the rows it is about, not the rest of the store (PostgreSQL, with and
 without ``--cluster``; rows read as the database counts them: ``pg_stat_user_tables``,
-``seq_tup_read + idx_tup_fetch``, in a database of the test's own).
+``seq_tup_read + idx_tup_fetch``, in a database of the test's own, once the agents that
+read them have stopped).
 
 * Resuming a subscription (``Last-Event-ID``) to a long task reads the events after that
   id, not the task's earlier events nor the events of every task written after it.
@@ -56,30 +57,41 @@ def database() -> Iterator[tuple[str, str]]:
 
 
 async def _rows_read(database: str, table: str) -> int:
-    """Rows of *table* read so far, once every server connection has reported its reads.
+    """Rows of *table* read so far, by clients that have all disconnected.
 
     A backend reports its counts when it goes idle, at most once a second, else after 10
-    s idle (PostgreSQL 15): the count is taken once it has not moved for 11 s (a wait for
-    the database's bookkeeping, not a timing assertion).
+    s idle (PostgreSQL 15), but always as it exits, before it leaves
+    ``pg_stat_activity``: once no other client is connected to *database* (the tests
+    stop their agents first), the count is final.
     """
+    others = (
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = $1 "
+        "AND backend_type = 'client backend' AND pid <> pg_backend_pid()"
+    )
     sql = (
         "SELECT coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0) "
         "FROM pg_stat_user_tables WHERE relname = $1"
     )
     conn = await asyncpg.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, database=database)
     try:
-        last, same = -1, 0
-        for _ in range(120):
-            await conn.execute("SELECT pg_stat_clear_snapshot()")
-            now = int(await conn.fetchval(sql, table))
-            same = same + 1 if now == last else 0
-            if same == 22:
-                return now
-            last = now
-            await asyncio.sleep(0.5)
-        raise AssertionError(f"reads of {table} did not settle")
+        # A hang guard: a closed connection's backend exits within milliseconds.
+        for _ in range(1200):
+            if not await conn.fetchval(others, database):
+                await conn.execute("SELECT pg_stat_clear_snapshot()")
+                return int(await conn.fetchval(sql, table))
+            await asyncio.sleep(0.05)
+        raise AssertionError(f"clients of {database} still connected (1,200 looks)")
     finally:
         await conn.close()
+
+
+async def _start_reads(url: str, mode: str, database: str, table: str) -> int:
+    """Rows of *table* an agent reads to start and stop alone (a start reads every task:
+    recovery looks for the ones a stopped agent left running), to take off a request's."""
+    before = await _rows_read(database, table)
+    with _server(url, mode):
+        pass
+    return await _rows_read(database, table) - before
 
 
 def _stream(count: int) -> dict[str, Any]:
@@ -100,15 +112,18 @@ async def test_resuming_a_long_task_reads_only_the_events_after_the_id(
                 async for event_id, payload in sse_frames(response):
                     task_id = payload["result"].get("task", {}).get("id", task_id)
                     ids.append(event_id or "")
-            # Other tasks' events, written after this task's (the table's newest rows).
-            await _sql(
-                url,
-                "INSERT INTO task_events (task_id, owner, task_version, event_data) "
-                f"SELECT 'other-' || (g % 5000), 'someone', g / 5000 + 1, '\\x00'::bytea "
-                f"FROM generate_series(1, {UNRELATED}) g",
-                "ANALYZE task_events",
-            )
-            before = await _rows_read(name, "task_events")
+    # Other tasks' events, written after this task's (the table's newest rows).
+    await _sql(
+        url,
+        "INSERT INTO task_events (task_id, owner, task_version, event_data) "
+        f"SELECT 'other-' || (g % 5000), 'someone', g / 5000 + 1, '\\x00'::bytea "
+        f"FROM generate_series(1, {UNRELATED}) g",
+        "ANALYZE task_events",
+    )
+    before = await _rows_read(name, "task_events")
+    # A new agent, stopped before the count: its start and stop are counted too.
+    with _server(url, mode) as base:
+        async with httpx.AsyncClient(headers=V1, timeout=60) as http:
             body = {"jsonrpc": "2.0", "id": 2, "method": "SubscribeToTask"}
             body["params"] = {"id": task_id}
             headers = {"Last-Event-ID": ids[-11]}  # ten events to go
@@ -117,7 +132,7 @@ async def test_resuming_a_long_task_reads_only_the_events_after_the_id(
                 async for event_id, _payload in sse_frames(response):
                     got.append(event_id)
             assert got == ids[-10:]
-            read = await _rows_read(name, "task_events") - before
+    read = await _rows_read(name, "task_events") - before
     assert read <= FEW, f"resuming 10 events read {read} rows of task_events"
 
 
@@ -135,25 +150,29 @@ async def test_a_new_task_in_a_big_context_reads_few_rows(
         async with httpx.AsyncClient(headers=V1, timeout=60) as http:
             answer = (await http.post(base + "/", json=_in_context("big-context"))).json()
             assert answer["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
-            [[owner]] = await _sql(url, "SELECT owner FROM tasks")
-            # 20,000 earlier tasks of this caller in the context, 20,000 of others elsewhere.
-            rows = (
-                "INSERT INTO tasks (id, context_id, kind, owner, last_updated, status, "
-                "protocol_version) SELECT '{p}' || g, {context}, 'task', {owner}, "
-                "now() - g * interval '1 second', "
-                "'{{\"state\": \"TASK_STATE_COMPLETED\"}}', '1.0' "
-                "FROM generate_series(1, 20000) g"
-            )
-            await _sql(
-                url,
-                rows.format(p="mine-", context="'big-context'", owner=f"'{owner}'"),
-                rows.format(p="theirs-", context="'c-' || g", owner="'u-' || (g % 100)"),
-                "ANALYZE tasks",
-            )
-            before = await _rows_read(name, "tasks")
+    [[owner]] = await _sql(url, "SELECT owner FROM tasks")
+    # 20,000 earlier tasks of this caller in the context, 20,000 of others elsewhere.
+    rows = (
+        "INSERT INTO tasks (id, context_id, kind, owner, last_updated, status, "
+        "protocol_version) SELECT '{p}' || g, {context}, 'task', {owner}, "
+        "now() - g * interval '1 second', "
+        "'{{\"state\": \"TASK_STATE_COMPLETED\"}}', '1.0' "
+        "FROM generate_series(1, 20000) g"
+    )
+    await _sql(
+        url,
+        rows.format(p="mine-", context="'big-context'", owner=f"'{owner}'"),
+        rows.format(p="theirs-", context="'c-' || g", owner="'u-' || (g % 100)"),
+        "ANALYZE tasks",
+    )
+    start = await _start_reads(url, mode, name, "tasks")
+    before = await _rows_read(name, "tasks")
+    # A new agent, stopped before the count: what it read beyond a start and a stop.
+    with _server(url, mode) as base:
+        async with httpx.AsyncClient(headers=V1, timeout=60) as http:
             answer = (await http.post(base + "/", json=_in_context("big-context"))).json()
             assert answer["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
-            read = await _rows_read(name, "tasks") - before
+    read = await _rows_read(name, "tasks") - before - start
     assert read <= FEW, f"a new task in the context read {read} rows of tasks"
 
 
