@@ -1,6 +1,6 @@
 """A page of ``ListTasks`` reads its own rows, however many tasks the caller holds
-(PostgreSQL; rows of ``tasks`` read as the database
-counts them: ``pg_stat_user_tables``, ``seq_tup_read + idx_tup_fetch``).
+(PostgreSQL; rows of ``tasks`` read as the database counts them: ``pg_stat_user_tables``,
+``seq_tup_read + idx_tup_fetch``, once the agent that read them has stopped).
 
 The caller holds 2,000 tasks (and three without a timestamp, and pairs sharing one; one
 in five failed, half of those stored by an older agent as ``failed``), 100 other callers
