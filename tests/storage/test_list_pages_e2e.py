@@ -21,7 +21,13 @@ import asyncpg
 import httpx
 
 from .._postgres import PG_HOST, PG_PORT, PG_USER
-from .test_unrelated_rows_e2e import _rows_read, _server, _start_reads, database  # noqa: F401
+from .test_unrelated_rows_e2e import (  # noqa: F401
+    _agent,
+    _rows_read,
+    _server,
+    _start_reads,
+    database,
+)
 from .test_write_path_e2e import V1, _body, _sql
 
 #: the caller's tasks
@@ -150,7 +156,7 @@ async def test_a_page_reads_its_rows_not_every_task_of_the_caller(
     reads, pages = [], []
     for second in seconds:
         before = await _rows_read(name, "tasks")
-        with _server(url, "single") as base:
+        with _agent(url, "single") as base:
             async with httpx.AsyncClient(headers=V1, timeout=60) as http:
                 pages.append(await _page(http, base, second))
         reads.append(await _rows_read(name, "tasks") - before - start)

@@ -23,8 +23,10 @@ import asyncpg
 import httpx
 import pytest
 
+from apcore_a2a import A2AServerFactory
+
 from .._postgres import PG_HOST, PG_PORT, PG_USER, pg_database_url
-from .._support import ROOT, cli_server, sse_frames
+from .._support import ROOT, cli_server, free_port, sse_frames, threaded_server
 from .test_cluster_write_path_e2e import FAST
 from .test_write_path_e2e import V1, _body, _sql
 
@@ -41,6 +43,22 @@ def _server(url: str, mode: str) -> Iterator[str]:
     args = ["--extensions-dir", PROBES, "--task-store", url, "--log-level", "warning"]
     args += ["--cluster"] * (mode == "cluster")
     with cli_server(args, env=FAST) as (base, _proc):
+        yield base
+
+
+@contextlib.contextmanager
+def _agent(url: str, mode: str) -> Iterator[str]:
+    """The agent of :func:`_server` in the test's own process (under uvicorn in a thread):
+    for the agents a count waits to stop, a start without an interpreter's (imports)."""
+    port = free_port()
+    app, _card = A2AServerFactory(
+        environ=dict(FAST),
+        port=port,
+        extensions_dirs=(PROBES,),
+        task_store=url,
+        cluster=mode == "cluster",
+    ).create()
+    with threaded_server(app, port=port) as base:
         yield base
 
 
@@ -89,7 +107,7 @@ async def _start_reads(url: str, mode: str, database: str, table: str) -> int:
     """Rows of *table* an agent reads to start and stop alone (a start reads every task:
     recovery looks for the ones a stopped agent left running), to take off a request's."""
     before = await _rows_read(database, table)
-    with _server(url, mode):
+    with _agent(url, mode):
         pass
     return await _rows_read(database, table) - before
 
@@ -122,7 +140,7 @@ async def test_resuming_a_long_task_reads_only_the_events_after_the_id(
     )
     before = await _rows_read(name, "task_events")
     # A new agent, stopped before the count: its start and stop are counted too.
-    with _server(url, mode) as base:
+    with _agent(url, mode) as base:
         async with httpx.AsyncClient(headers=V1, timeout=60) as http:
             body = {"jsonrpc": "2.0", "id": 2, "method": "SubscribeToTask"}
             body["params"] = {"id": task_id}
@@ -168,7 +186,7 @@ async def test_a_new_task_in_a_big_context_reads_few_rows(
     start = await _start_reads(url, mode, name, "tasks")
     before = await _rows_read(name, "tasks")
     # A new agent, stopped before the count: what it read beyond a start and a stop.
-    with _server(url, mode) as base:
+    with _agent(url, mode) as base:
         async with httpx.AsyncClient(headers=V1, timeout=60) as http:
             answer = (await http.post(base + "/", json=_in_context("big-context"))).json()
             assert answer["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
