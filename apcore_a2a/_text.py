@@ -47,14 +47,17 @@ def echoed(value: object, *, quote: bool = False, limit: int = ECHO_LIMIT) -> st
     return shown if len(text) <= limit else f"{shown}… ({len(text)} characters)"
 
 
-# A URL's start: a scheme, with or without "//" (memory:user:PASSWORD@x), or a bare "//"
-# (its scheme left out).
-_LEAD = re.compile(r"(\w[\w+.-]*:)?(//)?")
+# A URL's start: a scheme, with or without "//" (memory:user:PASSWORD@x) or with one '/'
+# (memory:/user:PASSWORD@x: an empty host before it would take the rest for a path), or a
+# bare "//" (its scheme left out).
+_LEAD = re.compile(r"(\w[\w+.-]*:)?(//?(?!/))?")
 # An authority that is a host and a port alone: a name or address, or an IPv6 literal in
 # brackets (a zone's '%25' included).
 _HOST_PORT = re.compile(r"(?:\[[^\]\s]*\]|[^\s:@/\[\]]*)(?::\d*)?")
-# Where an authority ends: a query, a fragment, or a space (the value was a sentence).
-_AUTHORITY_END = re.compile(r"[?#\s]")
+# Where what a host and port alone leads to ends: a path, a query or a fragment.
+_HOST_END = re.compile(r"[/?#]")
+# Where a user part's authority ends once its first '@' is read: a query or a fragment.
+_AUTHORITY_END = re.compile(r"[?#]")
 # A credential in a query or a fragment: libpq's password, or an API key, token or secret
 # an IdP's key set URL may carry (Azure Functions' ``code``, an SAS ``sig``, S3's
 # ``X-Amz-Signature``), or an OAuth callback's ``#access_token=``.
@@ -69,21 +72,27 @@ _QUERY_ITEM = re.compile(r"([?&#])(?:([^=&#]*)=)?[^&#]*")
 
 def _user_end(rest: str) -> int:
     """Where the user part of *rest* (a URL after its scheme and "//") ends: the index of
-    its '@', or -1 for none. It is the authority's, which ends at the first ``?``, ``#``
-    or space, and is read as database drivers read it: to the last '@' there, so a
-    password holding an unencoded '/', ':' or '@' is hidden whole (masking part of the
-    host too is the safe side); but what a host and port alone leads to before its first
-    '/' (``host:8443/x@y``, ``[::1]/a@b``) is a path, whose '@' is no user's. (A password
-    of digits alone before an unencoded '/' reads as such a port: ``u:1234/5@db``.)"""
-    found = _AUTHORITY_END.search(rest)
-    authority = rest[: found.start()] if found else rest
-    slash = authority.find("/")
-    if slash < 0:
-        return authority.rfind("@")
-    if _HOST_PORT.fullmatch(authority[:slash]):
+    its '@', or -1 for none. A URL is read up to its first space (the value may be a
+    sentence). What a host and port alone leads to (``host:8443/x@y``, ``[::1]/a@b``,
+    ``idp?next=a@b``) is a path, query or fragment, whose '@' is no user's (a password of
+    digits alone before an unencoded '/', '?' or '#' reads as such a port:
+    ``u:1234/5@db``). Else the user part is read as database drivers read it: a '?' or '#'
+    before its first '@' is the password's (SQLAlchemy's URL reads one there), and it
+    runs to the last '@' before the query or fragment that may follow, so a password
+    holding an unencoded '/', ':' or '@' is hidden whole (masking part of the host too is
+    the safe side), unless the user name would then hold a '/' (the '@' is the path's)."""
+    token = rest.split(maxsplit=1)[0] if rest[:1].strip() else ""
+    stop = _HOST_END.search(token)
+    if stop and _HOST_PORT.fullmatch(token[: stop.start()]):
         return -1
+    first = token.find("@")
+    if first < 0:
+        return -1
+    found = _AUTHORITY_END.search(token, first)
+    authority = token[: found.start()] if found else token
     at = authority.rfind("@")
-    if "/" in authority[:at].partition(":")[0]:  # a user name holds no '/': the path's '@'
+    slash = authority.find("/")
+    if slash >= 0 and "/" in authority[:at].partition(":")[0]:  # a user name holds no '/'
         at = authority[:slash].rfind("@")
     return at
 

@@ -21,6 +21,15 @@ TABLE = [
     ("postgresql://u:p@ss/w@db/x", "postgresql://u:***@db/x", None),  # ... and '@'
     ("postgresql://u:p:w@db/x", "postgresql://u:***@db/x", None),
     ("https://client@tenant:pw@idp/j", "https://***@tenant:***@idp/j", None),  # Azure's
+    # a '?' or '#' before the first '@' is the password's, as SQLAlchemy's URL reads it
+    ("postgresql://u:p?ss@db/x", "postgresql://u:***@db/x", None),
+    (
+        "postgresql://u:p#ss@db/x?ssl=1",
+        "postgresql://u:***@db/x?ssl=1",
+        "postgresql://u:***@db/x?ssl=***",
+    ),
+    ("postgresql://u:p?s/s@db/x", "postgresql://u:***@db/x", None),
+    ("https://u:p@h?next=a@b", "https://u:***@h?next=a@b", "https://u:***@h?next=***"),
     ("https://u:p@h/?next=a@b", "https://u:***@h/?next=a@b", "https://u:***@h/?next=***"),
     ("https://u:p@h#a@b", "https://u:***@h#a@b", "https://u:***@h#***"),
     # paths, queries and fragments holding an '@'
@@ -30,6 +39,8 @@ TABLE = [
     ("https://host:8443/x@y:z@w", None, None),
     ("https://host?a=b@c", None, "https://host?a=***"),
     ("https://host#x@y", None, "https://host#***"),
+    ("https://host:8443?a=b@c", None, "https://host:8443?a=***"),
+    ("https://[::1]:8443#x@y", None, "https://[::1]:8443#***"),
     # IPv6 literals
     ("https://[::1]:8443/a@b", None, None),
     ("https://[2001:db8::1]/a@b", None, None),
@@ -64,6 +75,8 @@ TABLE = [
     ("//u:pw@db/x", "//u:***@db/x", None),
     ("//TOKEN@db/x", "//***@db/x", None),
     ("memory:user:pw@x", "memory:user:***@x", None),
+    ("memory:/user:pw@x", "memory:/user:***@x", None),
+    ("sqlite:///data/a@b.db", None, None),
     ("user:pw@host", "user:***@host", None),
     ("host:8443/x@y", None, None),
     ("db.example:5432", None, None),

@@ -215,8 +215,22 @@ def test_a_secret_of_the_wrong_type_is_named_but_never_shown(
         "postgresql://app@server:ss-4242@db:5432/agent",
         "//app:ss-4242@db:5432/agent",  # its scheme left out (a variable unset): shown as is
         "//ss-4242@db:5432/agent",  # the same, a user name alone
+        # '?' and '#' in the password: SQLAlchemy's URL reads them as the password's
+        # (up to its '@'); both were shown as given
+        "postgresql://app:pa?ss-4242@db:5432/agent",
+        "postgresql://app:pa#ss-4242@db:5432/agent",
     ],
-    ids=["slash", "at", "colon", "query", "at-in-user", "no-scheme", "no-scheme-user"],
+    ids=[
+        "slash",
+        "at",
+        "colon",
+        "query",
+        "at-in-user",
+        "no-scheme",
+        "no-scheme-user",
+        "question-mark",
+        "hash",
+    ],
 )
 def test_show_masks_database_passwords_in_any_spelling(url: str) -> None:
     """A real `apcore-a2a config show`: the password never appears, whatever it holds."""
