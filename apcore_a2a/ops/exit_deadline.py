@@ -80,6 +80,9 @@ class ExitDeadline:
         line names) inside a lock the exit line's reads take."""
         if not self._leaving:
             self._leaving = True
+            # A daemon: it takes none of threading's shutdown locks, which the interrupted
+            # main thread may hold (a join), and reports its start before it takes the
+            # registry's (tests/ops/test_exit_from_handler.py).
             threading.Thread(target=self.exit_now, args=(why, interrupted), daemon=True).start()
 
     def take_ctrl_c(self) -> None:
