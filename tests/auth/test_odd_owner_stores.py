@@ -17,7 +17,6 @@ import logging
 import time
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import grpc
@@ -26,13 +25,13 @@ import pytest
 from a2a.types import a2a_pb2 as pb
 from google.protobuf.json_format import MessageToDict
 
-from tests._postgres import pg_schema_url
 from tests._support import free_port
 from tests.bindings._grpc import failure, stubs
 
 from .agent import message, serve_agent
 from .keys import HMAC_SECRET
 from .test_claim_edges import signed
+from .test_owner_stores import store_of
 
 #: each caller's ``sub`` as its token's JSON spells it
 SUBS = {
@@ -57,12 +56,7 @@ def agent(
     cluster = kind.startswith("cluster-")
     grpc_port = free_port()
     with contextlib.ExitStack() as stack:
-        if kind == "memory":
-            store = "memory://"
-        elif kind.endswith("sqlite"):
-            store = f"sqlite:///{Path(tmp_path_factory.mktemp('store')) / 'tasks.db'}"
-        else:
-            store = stack.enter_context(pg_schema_url(agents=2))
+        store = store_of(kind, tmp_path_factory, stack)
         settings: dict[str, Any] = {
             "auth_key": HMAC_SECRET,
             "task_store": store,

@@ -87,6 +87,18 @@ def _serve(store: str, cluster: bool) -> Iterator[Agent]:
         yield Agent(url, f"127.0.0.1:{grpc_port}")
 
 
+def store_of(
+    kind: str, tmp_path_factory: pytest.TempPathFactory, stack: contextlib.ExitStack
+) -> str:
+    """The store URL of a fixture *kind* (``memory``, ``[cluster-]sqlite`` or
+    ``[cluster-]postgresql``: a schema for two agents, dropped when *stack* closes)."""
+    if kind == "memory":
+        return "memory://"
+    if kind.endswith("sqlite"):
+        return f"sqlite:///{Path(tmp_path_factory.mktemp('store')) / 'tasks.db'}"
+    return stack.enter_context(pg_schema_url(agents=2))
+
+
 @pytest.fixture(
     scope="module",
     params=["memory", "sqlite", "postgresql", "cluster-sqlite", "cluster-postgresql"],
@@ -98,12 +110,7 @@ def agents(
     kind: str = request.param
     cluster = kind.startswith("cluster-")
     with contextlib.ExitStack() as stack:
-        if kind == "memory":
-            store = "memory://"
-        elif kind.endswith("sqlite"):
-            store = f"sqlite:///{Path(tmp_path_factory.mktemp('store')) / 'tasks.db'}"
-        else:
-            store = stack.enter_context(pg_schema_url(agents=2))
+        store = store_of(kind, tmp_path_factory, stack)
         alice = stack.enter_context(_serve(store, cluster))
         yield alice, stack.enter_context(_serve(store, cluster)) if cluster else alice
 

@@ -10,7 +10,7 @@ an owner longer than a column holds is (``execution/identity.py``).
 
 from __future__ import annotations
 
-from .test_stale_leases import _replica
+from .test_quota_slots_freed import _replica
 
 ODD = {
     "lone surrogate": "jwt::\ud800",

@@ -19,24 +19,13 @@ from contextlib import asynccontextmanager
 
 import pytest
 
-from apcore_a2a.storage import open_stores
 from apcore_a2a.storage.quota_slots import SqlQuotaSlots
-from apcore_a2a.storage.stores import Stores
 
 from .._postgres import PG_DB, PG_HOST, PG_PORT, PG_USER
-from ._helpers import settings
-from .test_recovery import FAST, eventually
+from .test_quota_slots_freed import CALLER, _replica
+from .test_recovery import eventually
 
 asyncpg = pytest.importorskip("asyncpg")
-
-CALLER = "key:alice"
-
-
-async def _replica(pg_url: str) -> tuple[Stores, SqlQuotaSlots]:
-    stores = open_stores(pg_url, settings(cluster=True, **FAST))
-    await stores.start()
-    assert stores.quota_slots is not None
-    return stores, stores.quota_slots
 
 
 @asynccontextmanager
