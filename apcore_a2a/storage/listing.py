@@ -16,6 +16,16 @@ rows and the one after it; ``totalSize`` is a count over the same index, which
 PostgreSQL answers from the index alone on the pages autovacuum marked all-visible
 (except under a ``status`` filter: it reads the matching rows, PostgreSQL does not read
 an expression from an index).
+
+A page names its position as a row comparison, ``(last_updated, id) < (:t, :i)`` (one
+range of the context and status indexes), and on PostgreSQL reads with sorting turned off
+for its transaction (``enable_sort``): its plan is then an index's order from the position
+on, stopped at the page's end (the SDK's index: by timestamp, tasks sharing one sorted
+among themselves), whatever the planner expects of the values. Otherwise the first plans
+of a statement on a new connection (custom plans, estimated from the values; the pool
+opens connections under load) expected 16 of the caller's 1,949 tasks past the position,
+and read and sorted all of them for each page until the cached generic plan took over
+(``tests/storage/test_list_pages_e2e.py``).
 """
 
 from __future__ import annotations
@@ -32,7 +42,7 @@ from a2a.types import ListTasksRequest, ListTasksResponse, Task, TaskState, Task
 from a2a.utils.constants import DEFAULT_LIST_TASKS_PAGE_SIZE
 from a2a.utils.errors import InvalidParamsError
 from a2a.utils.task import ListTasksCursor, decode_page_token, encode_list_tasks_cursor
-from sqlalchemy import String, and_, func, literal_column, or_, select
+from sqlalchemy import String, and_, func, literal_column, select, text, tuple_
 
 from apcore_a2a.errors import TaskUnreadableError
 from apcore_a2a.upstream.page_tokens import BAD_TOKEN, page_cursor
@@ -46,6 +56,8 @@ _EPOCH = datetime(1970, 1, 1)
 #: A database keeps the expression it was built with: another :func:`state_sql` needs
 #: another name.
 STATE_INDEX_NAME = index_name("tasks", "owner_state_updated_id")
+#: A page's order is its index's, never a sort (PostgreSQL; see the module docstring).
+_NO_SORT = text("SELECT set_config('enable_sort', 'off', true)")
 #: Each state's stored 0.3 value and its 1.0 name, where they differ.
 _OLD_NAMES = [
     (to_compat_task_status(TaskStatus(state=state)).state.value, TaskState.Name(state))
@@ -128,6 +140,7 @@ class TaskPages:
         self._model = store.task_model
         self._rows = TaskRows(store)
         self._state = literal_column(state_sql(store.engine.dialect.name), String)
+        self._postgres = store.engine.dialect.name == "postgresql"
 
     async def list(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
         """The page of *params* of the caller's tasks (``InvalidParamsError`` for a page
@@ -137,25 +150,27 @@ class TaskPages:
         where = [m.owner == owner, *self._filters(params)]
         size = params.page_size or DEFAULT_LIST_TASKS_PAGE_SIZE
         async with self._db.async_session_maker() as session:
+            if self._postgres:  # for this transaction only (see the module docstring)
+                await session.execute(_NO_SORT)
             cursor, inclusive = await self._position(session, owner, params.page_token)
             rows: builtins.list[Any] = []
+            # Both in the indexes' order (last_updated is NULL for every undated row).
+            order = (m.last_updated.desc(), m.id.desc())
             if cursor is None or cursor.timestamp_ns is not None:
                 after: builtins.list[Any] = [m.last_updated.is_not(None)]
                 if cursor is not None and cursor.timestamp_ns is not None:
-                    at = _at(cursor.timestamp_ns)
-                    beyond = m.id <= cursor.task_id if inclusive else m.id < cursor.task_id
-                    after += [m.last_updated <= at, or_(m.last_updated < at, beyond)]
-                stmt = select(m).where(*where, *after)
-                stmt = stmt.order_by(m.last_updated.desc(), m.id.desc()).limit(size + 1)
+                    key = tuple_(m.last_updated, m.id)
+                    at = tuple_(_at(cursor.timestamp_ns), cursor.task_id)
+                    after.append(key <= at if inclusive else key < at)
+                stmt = select(m).where(*where, *after).order_by(*order).limit(size + 1)
                 rows = list((await session.execute(stmt)).scalars())
             if len(rows) <= size and not params.HasField("status_timestamp_after"):
                 undated: builtins.list[Any] = [m.last_updated.is_(None)]
                 if cursor is not None and cursor.timestamp_ns is None:
                     beyond = m.id <= cursor.task_id if inclusive else m.id < cursor.task_id
                     undated.append(beyond)
-                stmt = select(m).where(*where, *undated)
-                stmt = stmt.order_by(m.id.desc()).limit(size + 1 - len(rows))
-                rows += list((await session.execute(stmt)).scalars())
+                stmt = select(m).where(*where, *undated).order_by(*order)
+                rows += list((await session.execute(stmt.limit(size + 1 - len(rows)))).scalars())
             count = select(func.count()).select_from(m).where(*where)
             total = (await session.execute(count)).scalar_one()
         page = rows[:size]

@@ -10,7 +10,8 @@ and filtered by ``contextId``, reads a few rows more than it returns. Before
 (4,000 rows). Filtered by ``status`` (and by both), the pages give the failed tasks of both
 spellings in one order, and the second page reads its rows and the failed ones its count
 reads; before ``ix_apcore_a2a_tasks_owner_state_updated_id`` it read the caller's tasks
-in order until it had its rows, and every task of the caller for the count.
+in order until it had its rows, and every task of the caller for the count. Each second
+page is read by a new agent, on a new connection (see the test).
 """
 
 from __future__ import annotations
@@ -19,8 +20,16 @@ from typing import Any
 
 import asyncpg
 import httpx
+import pytest
+from a2a.server.tasks import DatabaseTaskStore
+from a2a.types import ListTasksRequest
+from sqlalchemy import text
+
+from apcore_a2a.storage._urls import create_engine, parse_store_url
+from apcore_a2a.storage.listing import TaskPages
 
 from .._postgres import PG_HOST, PG_PORT, PG_USER
+from ._helpers import ctx, make_task
 from .test_unrelated_rows_e2e import (  # noqa: F401
     _agent,
     _rows_read,
@@ -147,11 +156,11 @@ async def test_a_page_reads_its_rows_not_every_task_of_the_caller(
                 token = (await _page(http, base, _list(**filters)))["nextPageToken"]
                 seconds.append(_list(token, **filters))
     # A backend reports its reads as it exits: each agent stops before its count, and what
-    # it read beyond a start and a stop (a start reads every task) is its page's. Each
-    # reads as a connection that has run its queries a few times does, as the one agent
-    # of this test did before: with PostgreSQL's generic plan of each (a new
-    # connection's first custom plans of a page read every task of the caller).
-    await _sql(url, f"ALTER DATABASE {name} SET plan_cache_mode = force_generic_plan")
+    # it read beyond a start and a stop is its page's. Each page is its agent's first
+    # statement of the kind on a new connection: PostgreSQL's first (custom) plans, which
+    # read and sorted every task of the caller past the position before each page turned
+    # sorting off for its transaction (1,953 rows; 750 by status with the row comparison
+    # alone).
     start = await _start_reads(url, "single", name, "tasks")
     reads, pages = [], []
     for second in seconds:
@@ -172,3 +181,23 @@ async def test_a_page_reads_its_rows_not_every_task_of_the_caller(
     bound = BOUND + len(FAILED)
     assert read_by_status <= bound, f"the second page of a status read {read_by_status}"
     assert read_in_context <= BOUND, f"the second page of a context read {read_in_context}"
+
+
+@pytest.mark.postgres
+async def test_a_page_turns_sorting_off_for_its_own_transaction_only(pg_url: str) -> None:
+    """The pool's connection a page read on plans every later statement as before."""
+    engine = create_engine(parse_store_url(pg_url))
+    try:
+        store = DatabaseTaskStore(engine)
+        await store.initialize()
+        await store.save(make_task(), ctx())
+        pid, setting = text("SELECT pg_backend_pid()"), text("SHOW enable_sort")
+        async with engine.connect() as conn:
+            before = (await conn.execute(pid)).scalar_one()
+        page = await TaskPages(store).list(ListTasksRequest(), ctx())
+        assert len(page.tasks) == 1
+        async with engine.connect() as conn:  # the pool's one connection, the page's
+            assert (await conn.execute(pid)).scalar_one() == before
+            assert (await conn.execute(setting)).scalar_one() == "on"
+    finally:
+        await engine.dispose()
