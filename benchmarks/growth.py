@@ -37,7 +37,8 @@ sizes so the growth ratio shows, in costs that do not depend on the clock:
   its rows unreadable; ``benchmarks/pages.py``);
 * ``others``: one caller's ``GetTask``, ``ListTasks`` and new ``SendMessage`` while the
   store holds *n* tasks of other callers (``--others 10000,100000``, inserted by SQL),
-  rows of ``tasks`` each read (PostgreSQL).
+  and an agent's start and stop alone on that store, rows of ``tasks`` each read
+  (PostgreSQL).
 
 Idle subscribers (transactions/s with 0, 50, 500 open subscriptions on two PostgreSQL
 replicas) are measured by ``benchmarks.idle`` and join the table (``--idle ""``: not).
@@ -473,32 +474,39 @@ _OTHER_TASKS = (
 
 def measure_others(backend: str, others: int, folder: Path, *, cluster: bool) -> OthersRow:
     """Rows of ``tasks`` one caller's requests read with *others* tasks of 1,000 other
-    callers in the store (PostgreSQL)."""
+    callers in the store (PostgreSQL), and an agent's start and stop alone."""
     import httpx
 
     row = OthersRow(backend, "cluster" if cluster else "single", others)
-    with _store(backend, folder) as (url, database), _server(url, cluster) as (base, _):
+    with _store(backend, folder) as (url, database):
         assert database is not None, "rows read are PostgreSQL's counts"
-        asyncio.run(_converse(base, 0))
-        asyncio.run(_pg(_OTHER_TASKS.format(n=others), database))
-        asyncio.run(_pg("ANALYZE tasks", database))
+        with _server(url, cluster) as (base, _):
+            asyncio.run(_converse(base, 0))
+            asyncio.run(_pg(_OTHER_TASKS.format(n=others), database))
+            asyncio.run(_pg("ANALYZE tasks", database))
 
-        async def requests() -> None:
-            async with httpx.AsyncClient(timeout=60) as http:
-                task = (await _rpc(http, base, "SendMessage", _turn({"turns": 0})))["task"]
-                calls = {
-                    "GetTask": ("GetTask", {"id": task["id"]}),
-                    "ListTasks": ("ListTasks", {}),
-                    "SendMessage (new task)": ("SendMessage", _turn({"turns": 0})),
-                    "SendMessage (its context)": (
-                        "SendMessage", _turn({"turns": 0}, context_id=task["contextId"])),
-                }  # fmt: skip
-                for name, (method, params) in calls.items():
-                    before = await rows_read(database, ("tasks",))
-                    await _rpc(http, base, method, params)
-                    row.reads[name] = await rows_read(database, ("tasks",)) - before
+            async def requests() -> None:
+                async with httpx.AsyncClient(timeout=60) as http:
+                    task = (await _rpc(http, base, "SendMessage", _turn({"turns": 0})))["task"]
+                    calls = {
+                        "GetTask": ("GetTask", {"id": task["id"]}),
+                        "ListTasks": ("ListTasks", {}),
+                        "SendMessage (new task)": ("SendMessage", _turn({"turns": 0})),
+                        "SendMessage (its context)": (
+                            "SendMessage", _turn({"turns": 0}, context_id=task["contextId"])),
+                    }  # fmt: skip
+                    for name, (method, params) in calls.items():
+                        before = await rows_read(database, ("tasks",))
+                        await _rpc(http, base, method, params)
+                        row.reads[name] = await rows_read(database, ("tasks",)) - before
 
-        asyncio.run(requests())
+            asyncio.run(requests())
+        # A start and a stop alone, once that server has stopped: restart recovery looks
+        # for the tasks left running (here none: the other callers' tasks are finished).
+        before = asyncio.run(rows_read(database, ("tasks",)))
+        with _server(url, cluster):
+            pass
+        row.reads["agent start and stop"] = asyncio.run(rows_read(database, ("tasks",))) - before
     return row
 
 

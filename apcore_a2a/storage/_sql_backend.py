@@ -53,6 +53,7 @@ from .observed import copy_task
 from .outages import UNAVAILABLE as _UNAVAILABLE
 from .quota_slots import PUSH_SCOPE, TASK_SCOPE, slots_table
 from .retention import BATCH, STATE, finished_table, note, purge
+from .running import RUNNING, running_tasks
 
 CancelWatch = tuple[Callable[[], list[str]], Callable[[str], None]]
 #: told of each task this process failed as interrupted, with the status event it saved
@@ -140,13 +141,13 @@ class SqlBackend:
             # it may (docs/storage.md, *Restarts*).
             await self._own()
             await raced(self._create_tables)
-            running = _running()
+            running = running_tasks(self.engine.dialect.name)
             if self.registry is not None:
                 await self.registry.register()
                 # Not yet live_cutoff(): just after an outage every heartbeat is old, the
                 # live replicas' too. Others' tasks are judged by the recovery loop once
                 # this replica has beaten for a replica timeout (docs/storage.md).
-                running = _orphaned(self.registry.dead_cutoff())
+                running = _orphaned(running, self.registry.dead_cutoff())
             await self._fail(running)
         except _DB_ERRORS as exc:
             # Wrong password, missing database, no permission: the store is unusable
@@ -286,7 +287,8 @@ class SqlBackend:
             await self.registry.end_sessions(dead)
             claims = claims_table.c
             mine = and_(claims.task_id == TaskModel.id, claims.replica_id == dead)
-            await self._fail(_running().join(claims_table, mine))
+            running = running_tasks(self.engine.dialect.name)
+            await self._fail(running.join(claims_table, mine))
             await self.registry.retire(dead)
 
     async def _check_cancels(self) -> None:
@@ -313,7 +315,7 @@ class SqlBackend:
             context = ServerCallContext(user=OwnerUser(owner or ""))
             try:
                 stored = await versioned.get(task_id, context)
-                if stored is None or stored.task.status.state not in _RUNNING:
+                if stored is None or stored.task.status.state not in RUNNING:
                     continue
                 task = copy_task(stored.task)
                 _mark_failed(task)
@@ -382,10 +384,8 @@ class SqlBackend:
 # -- recovery ------------------------------------------------------------------
 INTERRUPTED_MESSAGE = "Interrupted by server restart"
 
-_RUNNING = (TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING)
 # Stored state strings: 1.0 enum names, plus the v0.3 spellings of rows written by
 # older SDKs, which the SDK still reads.
-_RUNNING_NAMES = [TaskState.Name(s) for s in _RUNNING] + ["submitted", "working"]
 _ENDED_NAMES = [
     *(TaskState.Name(s) for s in (TaskState.TASK_STATE_CANCELED, TaskState.TASK_STATE_FAILED)),
     *("canceled", "failed"),
@@ -403,20 +403,14 @@ async def _free_slots(conn: Any, ids: list[str]) -> None:
     await conn.execute(delete(slots_table).where(of_task | counted))
 
 
-def _running() -> Any:
-    """``(task_id, owner)`` of the tasks in a running state."""
-    return select(TaskModel.id, TaskModel.owner).where(STATE.in_(_RUNNING_NAMES))
-
-
-def _orphaned(dead_cutoff: Any) -> Any:
-    """Running tasks whose claim is missing or names a replica without a row (retired) or
-    whose heartbeat is at or before *dead_cutoff* (``ReplicaRegistry.dead_cutoff``)."""
+def _orphaned(running: Any, dead_cutoff: Any) -> Any:
+    """The *running* tasks (``running_tasks``) whose claim is missing or names a replica
+    without a row (retired) or whose heartbeat is at or before *dead_cutoff*
+    (``ReplicaRegistry.dead_cutoff``)."""
     live = select(replicas_table.c.replica_id).where(replicas_table.c.heartbeat_at > dead_cutoff)
     claim = claims_table.c.replica_id
-    return (
-        _running()
-        .outerjoin(claims_table, claims_table.c.task_id == TaskModel.id)
-        .where(or_(claim.is_(None), claim.not_in(live.scalar_subquery())))
+    return running.outerjoin(claims_table, claims_table.c.task_id == TaskModel.id).where(
+        or_(claim.is_(None), claim.not_in(live.scalar_subquery()))
     )
 
 

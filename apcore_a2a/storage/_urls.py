@@ -226,19 +226,25 @@ def index_name(table: str, what: str) -> str:
     return f"ix_apcore_a2a_{hashlib.sha256(table.encode()).hexdigest()[:12]}_{what}"
 
 
-def index_sql(dialect: Any, name: str, table: str, columns: str) -> str:
-    """The statement that creates the index *name* on *table* (*columns*, SQL) unless it
-    exists."""
+def index_sql(dialect: Any, name: str, table: str, columns: str, where: str = "") -> str:
+    """The statement that creates the index *name* on *table* (*columns*, SQL; of the rows
+    *where* holds, if given) unless it exists."""
     quote = dialect.identifier_preparer.quote
-    return f"CREATE INDEX IF NOT EXISTS {quote(name)} ON {quote(table)} ({columns})"
+    sql = f"CREATE INDEX IF NOT EXISTS {quote(name)} ON {quote(table)} ({columns})"
+    return f"{sql} WHERE {where}" if where else sql
 
 
-async def create_index(engine: AsyncEngine, name: str, table: str, columns: str) -> None:
-    """Create the index *name* on *table* (*columns*, SQL) unless it exists; one of that
-    name that is not the one the reads need (``index_check.py``) is logged, once a start,
-    and left alone: the application's or the operator's to drop."""
+async def create_index(
+    engine: AsyncEngine, name: str, table: str, columns: str, where: str = ""
+) -> None:
+    """Create the index *name* on *table* (*columns*, SQL; of the rows *where* holds, if
+    given) unless it exists; one of that name that is not the one the reads need
+    (``index_check.py``) is logged, once a start, and left alone: the application's or the
+    operator's to drop."""
     async with engine.begin() as conn:
-        await conn.execute(text(index_sql(conn.dialect, name, table, columns)))
+        await conn.execute(text(index_sql(conn.dialect, name, table, columns, where)))
+        # the predicate follows the key list in the definition the database keeps
+        columns = f"{columns} WHERE {where}" if where else columns
         covers = await index_covers(conn, name, table, columns)
     if covers:
         logger.warning(

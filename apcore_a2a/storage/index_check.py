@@ -3,8 +3,9 @@ stores (after ``CREATE INDEX IF NOT EXISTS``, which takes any index of that name
 built) and on an application's own ``DatabaseTaskStore`` (``own_store.py``).
 
 An index counts only as a whole B-tree over our key list, in order, as the database keeps
-its definition, without a predicate, an order, a collation or an operator class of its
-own, and (PostgreSQL) valid: a partial index, another status expression, a hash index or
+its definition, without a predicate (other than ours, spelled as the database keeps it:
+``running.py``), an order, a collation or an operator class of its own, and (PostgreSQL)
+valid: a partial index, another status expression, a hash index or
 one a ``CREATE INDEX CONCURRENTLY`` cut short left invalid serves no query of ours, or
 not every one.
 """

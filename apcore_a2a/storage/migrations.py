@@ -20,6 +20,7 @@ from ._urls import check_sqlite_folder, create_engine, parse_store_url
 from .contexts import create_index
 from .event_index import create_event_index
 from .listing import create_state_index
+from .running import create_running_index
 
 #: The Alembic version table the a2a-sdk's migrations use.
 SDK_VERSION_TABLE = "a2a_alembic_version"
@@ -52,6 +53,7 @@ async def upgrade_database(task_store_url: str) -> list[str]:
         await create_index(tasks)  # the context check's (contexts.py)
         await create_event_index(engine)  # a task's events (event_index.py)
         await create_state_index(tasks)  # ListTasks filtered by status (listing.py)
+        await create_running_index(engine)  # restart recovery (running.py)
         async with engine.connect() as conn:
             after = set(await conn.run_sync(lambda c: inspect(c).get_table_names()))
     finally:

@@ -269,6 +269,7 @@ def _sql_stores(url: StoreURL, settings: Settings) -> Stores:
     from .outages import GuardedPushStore, guarded
     from .quota_slots import SqlQuotaSlots
     from .retention import FinishedNotes
+    from .running import create_running_index
     from .streamed import ChunkedTaskStore
     from .turns import SqlTurnClaims
 
@@ -297,6 +298,7 @@ def _sql_stores(url: StoreURL, settings: Settings) -> Stores:
     index = functools.partial(create_index, db)  # the context check's (contexts.py)
     event_index = functools.partial(create_event_index, engine)  # a task's events (event_index.py)
     state_index = functools.partial(create_state_index, db)  # ListTasks by status (listing.py)
+    running_index = functools.partial(create_running_index, engine)  # recovery (running.py)
     events = WakingTaskEventStream(
         engine,
         url,
@@ -330,6 +332,7 @@ def _sql_stores(url: StoreURL, settings: Settings) -> Stores:
             push_store.initialize,
             event_index,
             state_index,
+            running_index,
         ],
         closers + ([turns.aclose] if turns else []) + ([slots.aclose] if slots else []),
         retention_seconds=settings.task_retention_seconds,

@@ -104,8 +104,8 @@ async def _rows_read(database: str, table: str) -> int:
 
 
 async def _start_reads(url: str, mode: str, database: str, table: str) -> int:
-    """Rows of *table* an agent reads to start and stop alone (a start reads every task:
-    recovery looks for the ones a stopped agent left running), to take off a request's."""
+    """Rows of *table* an agent reads to start and stop alone (recovery reads the tasks a
+    stopped agent left running), to take off a request's."""
     before = await _rows_read(database, table)
     with _agent(url, mode):
         pass
