@@ -90,6 +90,8 @@ class _Recent:
 class _ViewMixin(Layer):
     _around: Around | None
     _saved: tuple[SaveListener, ...]
+    #: told of a save that raised (not a concurrent modification's refusal)
+    _failed: SaveListener | None
     #: task id -> when it was last saved through a view of this chain (any request); a
     #: save older than :data:`_READ_TTL` cannot be newer than a read still in use
     _saves: _Recent
@@ -151,6 +153,10 @@ class _ViewMixin(Layer):
             # now is current, whichever request kept it. The SDK re-reads after this,
             # sometimes through another request's context (ActiveTask.cancel swaps it).
             self._saves.note(task_id, time.monotonic())
+            raise
+        except Exception:
+            if self._failed is not None:
+                self._failed(task, context)
             raise
         now = time.monotonic()
         self._saves.note(task_id, now)
@@ -221,10 +227,13 @@ def store_view(
     *,
     around: Around | None = None,
     saved: SaveListener | None = None,
+    failed: SaveListener | None = None,
 ) -> TaskStore | VersionedTaskStore:
-    """*store* (plain or versioned) with every call awaited through *around* and *saved*
-    called after each successful save."""
+    """*store* (plain or versioned) with every call awaited through *around*, *saved*
+    called after each successful save and *failed* after each save that raised (a store
+    outage, a value refused: not a concurrent modification's refusal)."""
     view = _VersionedView(store) if isinstance(store, VersionedTaskStore) else _View(store)
     view._around, view._saved = around, () if saved is None else (saved,)
+    view._failed = failed
     view._saves, view._finished = _Recent(_READ_TTL), _Recent(*_FINISHED_KEPT)
     return view

@@ -346,7 +346,12 @@ def _sql_stores(url: StoreURL, settings: Settings) -> Stores:
         sql.interrupted.append(notes.interrupted)
     others = sql_others(db)
     stores = Stores(
-        store_view(writes, around=guarded, saved=turns.saved if turns else None),
+        store_view(
+            writes,
+            around=guarded,
+            saved=turns.saved if turns else None,
+            failed=turns.unsaved if turns else None,
+        ),
         GuardedPushStore(push_store),
         events,
         engine,

@@ -235,6 +235,17 @@ class SqlTurnClaims:
         self._releases.add(release)
         release.add_done_callback(self._releases.discard)
 
+    def unsaved(self, task: Task, context: ServerCallContext) -> None:
+        """A listener of failed saves: a2a-sdk's run of *task* ends at a save that fails
+        (its consumer writes the task failed, once, and stops), so a turn it held is held
+        no more, whether its request is still there to give it back or not (its client
+        left). Its claim is deleted once the database answers, if it still names this
+        replica and no follow-up here took it again (:meth:`_free_later`): left held, every
+        later follow-up was refused busy for as long as this replica ran."""
+        held = self._held.pop(task.id, None)
+        if held is not None:
+            self._free_later(task.id, held[:64])
+
     async def _release(self, task_id: str, turn: str) -> None:
         # Only the claim held here: run late, a delete of all the task's claims would take
         # the claim of its next wait from the replica that made it.
