@@ -166,7 +166,9 @@ class ApCoreAgentExecutor(AgentExecutor):
                     if resumed is not None and working is not None:
                         # Cluster mode (turns.StoredWorking); bounded like the module's run.
                         async with asyncio.timeout(self._timeout):
-                            await working
+                            if not await working:  # its claim taken over meanwhile
+                                resumed = None
+                                turns.taken_over(context)
                 if resumed is None:
                     return
                 inputs = resumed

@@ -21,14 +21,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
+import logging
 import re
 import uuid
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from a2a.helpers.proto_helpers import new_task
+from a2a.server.agent_execution import RequestContext
 from a2a.server.agent_execution.active_task import INTERRUPTED_TASK_STATES as _WAITING
 from a2a.server.context import ServerCallContext
 from a2a.types import Message, Task, TaskState
@@ -41,9 +44,13 @@ from apcore_a2a.adapters.outputs import AuthRequired, InputRequired
 from apcore_a2a.adapters.parts import input_from_parts, value_to_python
 from apcore_a2a.adapters.schema import SchemaFacts, coerce_integers
 from apcore_a2a.adapters.skills import SkillSpec
+from apcore_a2a.edge.call import call_of
+from apcore_a2a.errors import TaskBusyError
 from apcore_a2a.execution.identity import gate_holding
 from apcore_a2a.execution.routing import SKILL_METADATA_KEY
 from apcore_a2a.execution.runs import Run
+
+logger = logging.getLogger("apcore_a2a.executor")
 
 #: task metadata key of a pending question
 INPUT_KEY = "apcoreInput"
@@ -362,21 +369,40 @@ class StoredWorking:
     cancel and a run itself, so it does not wait (cluster mode only)."""
 
     def __init__(self) -> None:
-        self._waiting: dict[str, asyncio.Future[None]] = {}
+        self._waiting: dict[str, asyncio.Future[bool]] = {}
+        self._standing: Callable[[str], Awaitable[bool] | None] | None = None
+
+    def follow(
+        self,
+        on_save: Callable[[Callable[[Task, ServerCallContext], None]], object],
+        standing: Callable[[str], Awaitable[bool] | None],
+    ) -> None:
+        """Listen to the store's saves with *on_save*, after the turn claims' own listener,
+        whose deletion of a claim past its turn *standing* (``TurnClaims.standing``) tells of."""
+        self._standing = standing
+        on_save(self.saved)
 
     def saved(self, task: Task, context: ServerCallContext) -> None:
-        """Tell the run waiting for *task* that its ``working`` status is stored."""
+        """Tell the run waiting for *task* that its ``working`` status is stored, and
+        whether its claim of the wait still stood then."""
         if task.status.state != TaskState.TASK_STATE_WORKING:
             return
         waiting = self._waiting.pop(task.id, None)
-        if waiting is not None and not waiting.done():
-            waiting.set_result(None)
+        if waiting is None or waiting.done():
+            return
+        standing = self._standing(task.id) if self._standing is not None else None
+        if standing is None:
+            waiting.set_result(True)
+        else:
+            asyncio.ensure_future(standing).add_done_callback(functools.partial(_settle, waiting))
 
     @contextlib.contextmanager
-    def expected(self, task_id: str) -> Iterator[asyncio.Future[None]]:
+    def expected(self, task_id: str) -> Iterator[asyncio.Future[bool]]:
         """Watch for *task_id*'s next ``working`` save (before it is emitted: the save
-        may land first); await the yielded future once it is emitted. A save refused by a
-        cancel stored first cancels the waiting run (the SDK does)."""
+        may land first); await the yielded future once it is emitted: whether the
+        follow-up's claim still stood at that save (else another replica took it over, and
+        runs the turn). A save refused by a cancel stored first cancels the waiting run
+        (the SDK does)."""
         waiting = self._waiting[task_id] = asyncio.get_running_loop().create_future()
         try:
             yield waiting
@@ -384,3 +410,19 @@ class StoredWorking:
             if self._waiting.get(task_id) is waiting:
                 del self._waiting[task_id]
             waiting.cancel()
+
+
+def _settle(waiting: asyncio.Future[bool], standing: asyncio.Future[bool]) -> None:
+    if not waiting.done():  # not known (the replica stopping): the run goes on, as before
+        known = not standing.cancelled() and standing.exception() is None
+        waiting.set_result(standing.result() if known else True)
+
+
+def taken_over(context: RequestContext) -> None:
+    """Refuse a follow-up busy whose claim of its task's wait another replica took over
+    before this one saved the task ``working`` (this replica was paused longer than the
+    replica timeout): that replica runs the turn, so the module does not run here."""
+    logger.warning("task %s: its wait was continued by another replica", context.task_id)
+    call = call_of(context.call_context)
+    if call is not None:
+        call.refused = TaskBusyError(message="Task is busy: another message continued it")

@@ -187,7 +187,7 @@ class A2AServerFactory:
             agent_executor.running_task_ids, agent_executor.stop_canceled_elsewhere
         )
         if agent_executor.stored_working is not None:
-            stores.on_save(agent_executor.stored_working.saved)
+            agent_executor.stored_working.follow(stores.on_save, stores.turns.standing)
         card_base = CardBase(s.public_url(), fixed=bool(s.url))
         push = (
             build_push(

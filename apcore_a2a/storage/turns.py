@@ -10,8 +10,10 @@ decides between replicas (the row's life: ``docs/storage.md``, *Several replicas
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections import Counter
+from collections.abc import Awaitable
 from typing import Any, Protocol
 
 from a2a.server.context import ServerCallContext
@@ -50,6 +52,12 @@ class TurnClaims(Protocol):
         """Give back the claim of *task*'s turn: the message that took it was refused."""
         ...
 
+    def standing(self, task_id: str) -> Awaitable[bool] | None:
+        """Asked by a save listener after the save of *task_id* past the turn claimed
+        here: whether the claim still stood then (no replica had taken it over), once
+        known; ``None``: nothing to tell."""
+        ...
+
 
 class MemoryTurnClaims:
     """Claims of one process, remembered for the most recent *max_entries* turns."""
@@ -68,6 +76,9 @@ class MemoryTurnClaims:
     async def release(self, task: Task) -> None:
         """Forget the claim of *task*'s turn."""
         self._seen.pop((task.id, turn_of(task)), None)
+
+    def standing(self, task_id: str) -> None:
+        """One process: no other takes a claim over."""
 
 
 class SqlTurnClaims:
@@ -90,7 +101,9 @@ class SqlTurnClaims:
         #: whose answer was lost (the connection cut after its commit), which no run here
         #: continues
         self._claiming: Counter[tuple[str, str]] = Counter()
-        self._releases: set[asyncio.Task[None]] = set()
+        self._releases: set[asyncio.Task[bool]] = set()
+        #: task id -> the deletion of the claim its latest save made past (:meth:`standing`)
+        self._standing: dict[str, asyncio.Task[bool]] = {}
         #: deletions of this replica's claims whose answer was lost (:meth:`_free_later`)
         self._frees: dict[tuple[str, str], asyncio.Future[None]] = {}
 
@@ -143,7 +156,7 @@ class SqlTurnClaims:
         self._claiming[key] += 1
         try:
             async with self._engine.begin() as conn:
-                await _forget(conn, task.id, turn)
+                await _forget(conn, task.id, turn, self._registry.replica_id)
         except BaseException:
             self._free_later(task.id, turn[:64])
             raise
@@ -233,7 +246,21 @@ class SqlTurnClaims:
         del self._held[task.id]
         release = asyncio.ensure_future(self._release(task.id, held))
         self._releases.add(release)
-        release.add_done_callback(self._releases.discard)
+        self._standing[task.id] = release
+        release.add_done_callback(functools.partial(self._released, task.id))
+
+    def _released(self, task_id: str, release: asyncio.Task[bool]) -> None:
+        self._releases.discard(release)
+        if self._standing.get(task_id) is release:
+            del self._standing[task_id]
+
+    def standing(self, task_id: str) -> Awaitable[bool] | None:
+        """Whether the claim the task's save just made past (:meth:`saved`, a listener
+        before the caller's) still named this replica as it was deleted: a replica paused
+        between its claim and that save may have been judged dead, the claim taken over
+        and the turn continued elsewhere (a2a-sdk then saves its event again on the newer
+        task, so the save alone does not tell)."""
+        return self._standing.get(task_id)
 
     def unsaved(self, task: Task, context: ServerCallContext) -> None:
         """A listener of failed saves: a2a-sdk's run of *task* ends at a save that fails
@@ -246,14 +273,16 @@ class SqlTurnClaims:
         if held is not None:
             self._free_later(task.id, held[:64])
 
-    async def _release(self, task_id: str, turn: str) -> None:
+    async def _release(self, task_id: str, turn: str) -> bool:
         # Only the claim held here: run late, a delete of all the task's claims would take
-        # the claim of its next wait from the replica that made it.
+        # the claim of its next wait from the replica that made it; and only while it names
+        # this replica, which tells whether it still stood.
         try:
             async with self._engine.begin() as conn:
-                await _forget(conn, task_id, turn)
+                return await _forget(conn, task_id, turn, self._registry.replica_id)
         except Exception as exc:  # the row stays until retention deletes the task
             logger.warning("turn claim of task %s not deleted: %s", task_id, type(exc).__name__)
+            return True  # not known: the run goes on (docs/storage.md, Taking over a turn claim)
 
     def _free_later(self, task_id: str, turn: str) -> None:
         """Delete, once the database answers, this replica's claim of *turn* (cut to its
@@ -294,9 +323,10 @@ class SqlTurnClaims:
 
 async def _forget(
     conn: AsyncConnection, task_id: str, turn: str, replica: str | None = None
-) -> None:
+) -> bool:
     """Delete the claim of *task_id*'s *turn* (stored cut to its column) and its claimant;
-    given *replica*, only a claim naming it (not one another replica took over)."""
+    given *replica*, only a claim naming it (not one another replica took over). Whether a
+    claim was deleted."""
     by = claimants_table.c
     of_turn = (by.task_id == task_id) & (by.turn == turn[:64])
     named = [by.replica_id == replica] if replica is not None else []
@@ -304,5 +334,6 @@ async def _forget(
     claim = (rows.task_id == task_id) & (rows.turn == turn[:64])
     if named:
         claim &= exists().where(of_turn, *named)
-    await conn.execute(delete(turns_table).where(claim))
+    deleted = (await conn.execute(delete(turns_table).where(claim))).rowcount
     await conn.execute(delete(claimants_table).where(of_turn, *named))
+    return bool(deleted)
