@@ -26,10 +26,11 @@ def unstorable(value: str, limit: int | None = None) -> str | None:
     return None
 
 
-def stored_key(key: str, limit: int = MAX_KEY_CHARS) -> str:
+def stored_key(key: str, limit: int | None = MAX_KEY_CHARS) -> str:
     """*key* (a task owner, a quota key) as every store holds it: itself, or
-    ``"sha256:<hex>"`` of it when no column of *limit* characters can (a token's ``sub``
-    with a NUL or a lone surrogate, which JSON spells, or too long). A stored key maps to
+    ``"sha256:<hex>"`` of it when no column of *limit* characters (``None``: unbounded)
+    can (a token's ``sub`` with a NUL or a lone surrogate, which JSON spells, or too
+    long). A stored key maps to
     itself, so applying this twice changes nothing; the hash covers the whole key (lone
     surrogates as their own bytes), so two keys never share one form. No key in another
     form starts with ``sha256:`` (``execution/identity.py`` hashes such a bare id)."""

@@ -265,7 +265,7 @@ class ApCoreRequestHandler(DefaultRequestHandler):
         """Check that *params* may start or continue a task now; returns the parked task
         whose wait it claimed, if it continues one, and what ends the request's hold on
         the context of a task it starts (call it when the request ends)."""
-        self._check_values(params, context)
+        self._check_values(params)
         refuse_push_config(params, self._capabilities)
         if params.configuration.HasField("task_push_notification_config"):
             await self._check_push_url(params.configuration.task_push_notification_config, context)

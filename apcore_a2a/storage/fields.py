@@ -6,7 +6,9 @@ caller's identity into columns of the SDK's ``tasks`` table. A value a column ca
 write after its module ran; so such a request is refused up front, the field named
 (JSON-RPC -32602, REST 400, gRPC ``INVALID_ARGUMENT``). The lengths are read from the
 SDK's table model, not written here. A NUL or a lone surrogate is refused so whatever the
-store (no store holds one: an application's own may be a database of its own).
+store (no store holds one: an application's own may be a database of its own). The
+caller's owner key is not the caller's to choose: it is kept in the form its column holds
+(:func:`hold_owners`), as our own keys are, never refused.
 
 An id a caller names a task, context or push config by (``GetTask``, ``CancelTask``,
 ``SubscribeToTask``, the push config calls, ``ListTasks`` by ``contextId``) that no store
@@ -21,6 +23,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar, cast
 
 from a2a.server.context import ServerCallContext
+from a2a.server.owner_resolver import OwnerResolver
 from a2a.server.tasks import DatabaseTaskStore
 from a2a.types import ListTasksRequest, ListTasksResponse, SendMessageRequest
 from a2a.utils.constants import DEFAULT_LIST_TASKS_PAGE_SIZE
@@ -28,7 +31,7 @@ from a2a.utils.errors import InvalidParamsError, TaskNotFoundError
 from a2a.utils.task import decode_page_token, validate_page_size
 from google.protobuf.message import Message
 
-from apcore_a2a.edge.keys import unstorable
+from apcore_a2a.edge.keys import stored_key, unstorable
 from apcore_a2a.upstream.list_timestamps import timestamp_error
 from apcore_a2a.upstream.page_tokens import BAD_TOKEN, page_cursor
 
@@ -41,32 +44,49 @@ class StoredFields:
     whose values are checked only for what no store holds: a NUL, a lone surrogate)."""
 
     def __init__(self, store: DatabaseTaskStore | None = None) -> None:
-        self._store = store
         #: column name -> its length (``None``, or no entry: unbounded)
         self._limits: dict[str, int | None] = {}
         if store is not None:
-            table = store.task_model.__table__
-            self._limits = {
-                column: getattr(table.c[column].type, "length", None)
-                for column in ("context_id", "id", "owner")
-            }
+            self._limits = {column: _length(store, column) for column in ("context_id", "id")}
 
-    def check(self, params: SendMessageRequest, context: ServerCallContext) -> None:
+    def check(self, params: SendMessageRequest) -> None:
         """Raise ``InvalidParamsError`` naming the first value the store cannot hold."""
         message = params.message
         self._fits("message.contextId", message.context_id, self._limits.get("context_id"))
         self._fits("message.taskId", message.task_id, self._limits.get("id"))
-        if self._store is not None:
-            # Our callers' owners always fit (edge/keys.py); an application's own owner
-            # resolver may make one that does not.
-            owner = self._store.owner_resolver(context)
-            self._fits("the caller's identity", owner, self._limits["owner"])
 
     @staticmethod
     def _fits(field: str, value: str, limit: int | None) -> None:
         problem = unstorable(value, limit)
         if problem is not None:
             raise InvalidParamsError(message=f"{field} {problem}")
+
+
+def _length(store: DatabaseTaskStore, column: str) -> int | None:
+    """The length of *store*'s ``tasks`` *column* (``None``: unbounded), read from its model."""
+    length: int | None = getattr(store.task_model.__table__.c[column].type, "length", None)
+    return length
+
+
+class HeldOwner:
+    """An owner resolver whose key is as the store's ``owner`` column holds it
+    (:func:`~apcore_a2a.edge.keys.stored_key`, the rule of our own callers' keys)."""
+
+    def __init__(self, resolve: OwnerResolver, limit: int | None) -> None:
+        self._resolve = resolve
+        self._limit = limit
+
+    def __call__(self, context: ServerCallContext) -> str:
+        return stored_key(self._resolve(context), self._limit)
+
+
+def hold_owners(store: DatabaseTaskStore) -> None:
+    """Make *store*'s owner resolver (an application's own, through its public
+    ``owner_resolver``) answer keys its ``owner`` column holds, so every operation's
+    owner is one stored form: a key with a NUL, a lone surrogate or too long failed each
+    read (-32603) of its caller. Once: a store handed to two agents keeps the first one's."""
+    if not isinstance(store.owner_resolver, HeldOwner):
+        store.owner_resolver = HeldOwner(store.owner_resolver, _length(store, "owner"))
 
 
 def held_ids(

@@ -30,7 +30,7 @@ from ._urls import (
 from .contexts import ContextGuard, create_index, sql_others
 from .event_index import create_event_index
 from .event_log import MemoryEventLog
-from .fields import StoredFields
+from .fields import StoredFields, hold_owners
 from .memory import BoundedMemoryTaskStore
 from .observed import SaveListener, store_view
 from .turns import MemoryTurnClaims, TurnClaims
@@ -197,6 +197,7 @@ def open_stores(task_store: str | TaskStore, settings: Settings) -> Stores:
             from .listing import pages_of
 
             read_rows_safely(store)  # an unreadable row costs its own task only
+            hold_owners(store)  # its owner_resolver's keys as ours: ones its column holds
             pages = pages_of(store)
             paged = pages is not store
             stores.task_store = store_view(pages)
