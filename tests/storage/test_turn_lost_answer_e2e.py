@@ -13,9 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-import time
 from collections.abc import Iterator
-from typing import Any
 
 import httpx
 import pytest
@@ -30,7 +28,7 @@ from .._support import cli_server, free_port
 from ._helpers import make_task, settings
 from .test_killed_turn_claim_e2e import ENV, _approve, _send
 from .test_recovery import FAST, eventually, put
-from .test_turn_takeover_e2e import BUSY, _args, _transfer
+from .test_turn_takeover_e2e import _args, _transfer, approved_when_free
 
 pytest.importorskip("asyncpg")
 
@@ -124,14 +122,8 @@ async def test_a_claim_whose_answer_was_lost_does_not_hold_the_task_for_ever() -
                 lost = await _send(http, a, _approve(parked["id"]))
                 assert proxy.lost.is_set(), lost
                 assert lost["error"]["code"] == -32092, lost  # the store's outage
-                answer: Any = None
-                deadline = time.monotonic() + 10  # A is live: nothing changes by waiting
-                while time.monotonic() < deadline:
-                    answer = await _send(http, a, _approve(parked["id"]))
-                    if "result" in answer:
-                        break
-                    assert answer["error"]["code"] == BUSY, answer
-                    await asyncio.sleep(0.5)
+                # A is live: nothing changes by waiting
+                answer = await approved_when_free(http, a, parked["id"], 10)
                 assert "result" in answer, answer  # was: busy (-32090) for ever
                 state = answer["result"]["task"]["status"]["state"]
                 assert state == "TASK_STATE_COMPLETED", answer
@@ -182,14 +174,8 @@ async def test_a_claim_whose_answer_was_lost_is_freed_for_the_other_replicas() -
                 lost = await _send(http, a, _approve(parked["id"]))
                 assert proxy.lost.is_set(), lost
                 assert lost["error"]["code"] == -32092, lost
-                answer: Any = None
-                deadline = time.monotonic() + 10  # A is live: nothing changes by waiting
-                while time.monotonic() < deadline:
-                    answer = await _send(http, b, _approve(parked["id"]))
-                    if "result" in answer:
-                        break
-                    assert answer["error"]["code"] == BUSY, answer
-                    await asyncio.sleep(0.5)
+                # A is live: nothing changes by waiting
+                answer = await approved_when_free(http, b, parked["id"], 10)
                 assert "result" in answer, answer  # was: busy (-32090) while A ran
                 state = answer["result"]["task"]["status"]["state"]
                 assert state == "TASK_STATE_COMPLETED", answer

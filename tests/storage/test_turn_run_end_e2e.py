@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
-from typing import Any
 
 import httpx
 import pytest
@@ -25,7 +23,7 @@ from .._postgres import PG_DB, PG_HOST, PG_PORT, PG_USER, pg_schema_url
 from .._support import cli_server
 from .test_killed_turn_claim_e2e import ENV, V1, _approve, _send
 from .test_turn_lost_answer_e2e import _LosingProxy
-from .test_turn_takeover_e2e import BUSY, _args, _transfer, _waiting_on
+from .test_turn_takeover_e2e import _args, _transfer, _waiting_on, approved_when_free
 
 asyncpg = pytest.importorskip("asyncpg")
 
@@ -120,14 +118,8 @@ async def test_a_claim_whose_run_ended_unsaved_does_not_hold_the_task_while_its_
                     await db.execute("ROLLBACK")
                 finally:
                     await db.close()
-                answer: Any = None
-                deadline = time.monotonic() + 15  # A is live: nothing changes by waiting
-                while time.monotonic() < deadline:
-                    answer = await _send(http, b, _approve(parked["id"]))
-                    if "result" in answer:
-                        break
-                    assert answer["error"]["code"] == BUSY, answer
-                    await asyncio.sleep(0.5)
+                # A is live: nothing changes by waiting
+                answer = await approved_when_free(http, b, parked["id"], 15)
                 assert "result" in answer, answer  # was: busy (-32090) while A ran
                 state = answer["result"]["task"]["status"]["state"]
                 assert state == "TASK_STATE_COMPLETED", answer

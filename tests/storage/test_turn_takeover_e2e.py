@@ -55,6 +55,22 @@ def _args(url: str) -> list[str]:
     return ["--extensions-dir", str(EXAMPLES / "extensions"), "--task-store", url, "--cluster"]
 
 
+async def approved_when_free(
+    http: httpx.AsyncClient, agent: str, task_id: str, seconds: float
+) -> Any:
+    """The first answer to approving *task_id* on *agent* that is not busy (-32090), tried
+    every 0.5 s for *seconds* at most (a hang guard); else the last busy one."""
+    answer: Any = None
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        answer = await _send(http, agent, _approve(task_id))
+        if "result" in answer:
+            break
+        assert answer["error"]["code"] == BUSY, answer
+        await asyncio.sleep(0.5)
+    return answer
+
+
 async def _claimed_at_locked_row(
     db: Any, http: httpx.AsyncClient, base: str, schema: str, task_id: str
 ) -> asyncio.Future[Any]:
@@ -101,14 +117,8 @@ async def test_an_earlier_releases_claim_is_taken_over_only_once_old_by_the_data
                 await db.close()
             refused = await _send(http, b, _approve(parked["id"]))
             assert refused.get("error", {}).get("code") == BUSY, refused
-            answer: Any = None
-            deadline = time.monotonic() + 30  # a hang guard: taken over after 3 s
-            while time.monotonic() < deadline:
-                answer = await _send(http, b, _approve(parked["id"]))
-                if "result" in answer:
-                    break
-                assert answer["error"]["code"] == BUSY, answer
-                await asyncio.sleep(0.5)
+            # a hang guard: taken over after 3 s
+            answer = await approved_when_free(http, b, parked["id"], 30)
             assert answer["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED", answer
 
 
