@@ -98,11 +98,10 @@ def test_our_client_errors_are_debug_records_and_the_plain_agent_keeps_its_own(
     # Our agent stopped: the SDK's loggers are as they were (another test's agent that
     # was never stopped may still hold the filter on).
     assert [logging.getLogger(name).filters for name in SDK_LOGGERS] == before
-    # Kept for whoever enables the SDK's loggers at DEBUG. (The 0.3 params' bad
-    # historyLength is refused by our integer rule before the SDK's 0.3 adapter reads it:
-    # upstream/wire_values.py.)
+    # Kept for whoever enables the SDK's loggers at DEBUG.
     assert set(debug) == {
         ("a2a.server.routes.jsonrpc_dispatcher", "DEBUG"),
+        ("a2a.compat.v0_3.jsonrpc_adapter", "DEBUG"),
         ("a2a.utils.error_handlers", "DEBUG"),
     }
 
