@@ -59,7 +59,7 @@ from apcore_a2a.server.caller_keys import CallerKeys
 from apcore_a2a.server.limits import StreamLimiter
 from apcore_a2a.streams.tap import Answer
 from apcore_a2a.upstream.file_bytes import undecodable_rpc03
-from apcore_a2a.upstream.wire_values import canonical_query, values_error
+from apcore_a2a.upstream.wire_values import values_error
 
 _JSON_TYPES = ("application/json", "application/a2a+json")
 
@@ -93,8 +93,6 @@ class RequestGuard:
             wrong: A2AError | None = version_error(info.announced, spoken)
             query = scope.get("query_string", b"")
             wrong = wrong or values_error(info, query)
-            if wrong is None:
-                scope["query_string"] = canonical_query(info, query)
             rejection = None if wrong is None else (wrong, None)
         if rejection is not None:
             await refusal(info, *rejection)(scope, receive, send)

@@ -3,18 +3,15 @@ reads them: JSON-RPC 1.0 ``params`` that are no object, enum names A2A does not 
 (protobuf's parser drops them), and REST query strings that are not A2A 1.0.1 §11.5's
 (a boolean other than ``true``/``false``, an integer that is none, a single-valued
 parameter given twice), 0.3 messages without a role (``role03_error``, also on gRPC), and a
-``pageSize`` or ``historyLength`` that is no int32 as ProtoJSON reads one (:func:`int32_of`;
-the SDK's 0.3 adapters read one with ``int()`` or copy it into an int32 proto field outside
-their error handling: ``-32603`` / HTTP 500, logged at ERROR with a traceback), one value
-one verdict on every binding.
+JSON-RPC 0.3 ``historyLength`` no int32 holds (the SDK's 0.3 adapter copies it into an int32
+proto field outside its error handling: ``-32603``, logged at ERROR with a traceback; REST 0.3
+``GetTask``'s query is :func:`query_error`'s).
 """
 
 from __future__ import annotations
 
-import re
-from decimal import Decimal
 from typing import Any
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import parse_qsl
 
 from a2a.compat.v0_3 import a2a_v0_3_pb2 as pb2_v03
 from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
@@ -22,6 +19,7 @@ from a2a.utils.errors import InvalidParamsError
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.json_format import ParseDict, ParseError
 from google.protobuf.message import Message
+from pydantic import TypeAdapter, ValidationError
 
 from apcore_a2a._text import echoed
 from apcore_a2a.classify import MESSAGE_METHODS, RequestInfo
@@ -30,10 +28,8 @@ from apcore_a2a.upstream.required_fields import name_errors
 
 _MODELS: dict[str, Any] = JsonRpcDispatcher.METHOD_TO_MODEL
 _INT32 = range(-(2**31), 2**31)
-#: JSON's number, as text (RFC 8259 §6; leading zeros as protobuf reads them)
-_NUMBER = re.compile(r"-?[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
-#: the int32 fields of A2A's requests (their JSON and proto names)
-_INTEGER_KEYS = frozenset({"pageSize", "page_size", "historyLength", "history_length"})
+#: an ``int`` field of 0.3's models, as they read one
+_LAX_INT = TypeAdapter(int)
 
 
 def values_error(info: RequestInfo, query: bytes) -> InvalidParamsError | None:
@@ -42,35 +38,30 @@ def values_error(info: RequestInfo, query: bytes) -> InvalidParamsError | None:
     return (
         query_error(info, query)
         or params_error(info)
-        or _integers_error(info)
+        or _history03_error(info)
         or _message03_error(info)
     )
 
 
-def _integers_error(info: RequestInfo) -> InvalidParamsError | None:
-    """A JSON-RPC call (or REST body) whose ``pageSize`` or ``historyLength`` (in the params,
-    or their ``configuration``) is no int32 as ProtoJSON reads one (:func:`int32_of`); one it reads
-    in another spelling (``2.0``, ``"2e0"``) is handed on as the integer, so 0.3's models
-    (which refused ``"2e0"`` and read ``"2_0"`` as 20) and protobuf read it alike."""
-    doc = info.payload if info.http_method == "POST" else None
-    params = doc.get("params") if isinstance(doc, dict) and info.binding != "rest" else doc
-    if not isinstance(params, dict):
+def _history03_error(info: RequestInfo) -> InvalidParamsError | None:
+    """A JSON-RPC 0.3 call whose ``historyLength`` no int32 holds (module docstring): read
+    as 0.3's models read it (an integral float or a numeral is an int too), in the params
+    (``tasks/get``) and in their configuration (``message/send``)."""
+    params = info.payload.get("params") if isinstance(info.payload, dict) else None
+    if info.binding == "rest" or info.version != "0.3" or not isinstance(params, dict):
         return None
     config = params.get("configuration")
-    errors: list[dict[str, str]] = []
-    rewritten = False
     for holder in (params, config if isinstance(config, dict) else {}):
-        for key in _INTEGER_KEYS.intersection(holder):
-            sent = holder[key]
-            value = None if sent is None else int32_of(sent)
-            if sent is not None and value is None:
-                errors.append({"field": key, "message": _not_int32(key, sent)})
-            elif value is not None and (type(sent) is not int):
-                holder[key], rewritten = value, True
-    if errors:
-        return _refusal(errors)
-    if rewritten:
-        info.rewrite_payload(info.payload)
+        sent = holder.get("historyLength")
+        try:
+            value = None if sent is None else _LAX_INT.validate_python(sent)
+        except (ValidationError, ValueError):
+            continue  # no integer: the SDK's model refuses it (-32602)
+        if value is not None and value not in _INT32:
+            shown = echoed(value)
+            return InvalidParamsError(
+                message=f"historyLength must be an integer from 0 to {2**31 - 1}, not {shown}"
+            )
     return None
 
 
@@ -155,48 +146,17 @@ def query_error(info: RequestInfo, query: bytes) -> InvalidParamsError | None:
             if field.type == FieldDescriptor.TYPE_BOOL and value not in ("true", "false"):
                 text = f"{key} must be true or false, not {echoed(value, quote=True)}"
                 errors.append({"field": field.name, "message": text})
-            if field.type == FieldDescriptor.TYPE_INT32 and int32_of(value) is None:
-                errors.append({"field": field.name, "message": _not_int32(key, value)})
+            if field.type == FieldDescriptor.TYPE_INT32 and not _int32(value):
+                text = f"{key} must be an integer from {-(2**31)} to {2**31 - 1}, not "
+                errors.append({"field": field.name, "message": text + echoed(value, quote=True)})
     return _refusal(errors + name_errors(doc, model.DESCRIPTOR))
 
 
-def canonical_query(info: RequestInfo, query: bytes) -> bytes:
-    """*query* with each ``pageSize``/``historyLength`` that ProtoJSON reads in another
-    spelling (``2.0``, ``2e0``) written as the integer: a2a-sdk 1.3's 0.3 ``GetTask`` reads
-    it with ``int()`` outside its error handling (HTTP 500)."""
-    if info.binding != "rest" or info.http_method != "GET" or not query:
-        return query
-    pairs = parse_qsl(query.decode("latin-1"), keep_blank_values=True)
-    whole = [
-        (key, str(number) if key in _INTEGER_KEYS and (number := int32_of(text)) is not None
-         else text)
-        for key, text in pairs
-    ]  # fmt: skip
-    return query if whole == pairs else urlencode(whole).encode("latin-1")
-
-
-def int32_of(value: object) -> int | None:
-    """*value* (a JSON value, or a query's text) as ProtoJSON reads an int32 field, else
-    ``None``: a whole number however JSON writes it (``2``, ``2.0``, ``"2e0"``; A2A 1.0.1
-    §5.1, one value, one verdict on every binding). Python's own spellings that protobuf's
-    and pydantic's ``int()`` also took (``"2_0"``, ``"٢"``, ``" 2"``, ``"+2"``) are none."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    if isinstance(value, str) and _NUMBER.fullmatch(value):
-        try:  # its magnitude first: int(Decimal("1e999999999")) builds every digit
-            number = Decimal(value)
-            if number.adjusted() < 10 and number == number.to_integral_value():
-                value = int(number)
-        except ArithmeticError:  # an exponent past Decimal's
-            return None
-    return value if isinstance(value, int) and value in _INT32 else None
-
-
-def _not_int32(key: str, value: object) -> str:
-    shown = echoed(value, quote=True) if isinstance(value, str) else echoed(value)
-    return f"{key} must be an integer from {-(2**31)} to {2**31 - 1}, not {shown}"
+def _int32(text: str) -> bool:
+    """Whether a query value is an int32 as A2A writes one (the SDK answered any other in
+    Python's or protobuf's words: ``invalid literal for int() with base 10: 'abc'``)."""
+    digits = text.removeprefix("-")
+    return digits.isascii() and digits.isdigit() and len(digits) <= 10 and int(text) in _INT32
 
 
 def _refusal(errors: list[dict[str, str]]) -> InvalidParamsError | None:

@@ -68,14 +68,6 @@ def test_sdk_answers_a_query_integer_that_is_none_in_pythons_words(sdk: httpx.Cl
     assert "invalid literal for int() with base 10" in answer.json()["error"]["message"]
 
 
-def test_sdk_reads_pythons_integer_spellings_on_jsonrpc(sdk: httpx.Client) -> None:
-    """protobuf's JSON parser reads an integer string with ``int()``: ``"2_0"`` is 20
-    (ProtoJSON's other parsers refuse it), and a list is refused in Python's words."""
-    assert len(_rpc(sdk, "ListTasks", {"pageSize": "0_1"})["result"]["tasks"]) == 1
-    error = _rpc(sdk, "ListTasks", {"pageSize": []})["error"]
-    assert "a bytes-like object or a real number" in str(error), error
-
-
 def test_sdk_answers_null_params_in_pythons_words(sdk: httpx.Client) -> None:
     error = _rpc(sdk, "GetTask", None)["error"]
     assert error["code"] == -32602
