@@ -371,7 +371,6 @@ class StoredWorking:
     def __init__(self) -> None:
         self._waiting: dict[str, asyncio.Future[bool]] = {}
         self._standing: Callable[[str], Awaitable[bool] | None] | None = None
-        self._settling: set[asyncio.Future[bool]] = set()
 
     def follow(
         self,
@@ -395,11 +394,7 @@ class StoredWorking:
         if standing is None:
             waiting.set_result(True)
         else:
-            # held until done: the loop keeps only a weak reference to a task
-            settling = asyncio.ensure_future(standing)
-            self._settling.add(settling)
-            settling.add_done_callback(self._settling.discard)
-            settling.add_done_callback(functools.partial(_settle, waiting))
+            asyncio.ensure_future(standing).add_done_callback(functools.partial(_settle, waiting))
 
     @contextlib.contextmanager
     def expected(self, task_id: str) -> Iterator[asyncio.Future[bool]]:
