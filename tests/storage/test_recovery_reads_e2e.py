@@ -11,7 +11,6 @@ and create it.
 
 from __future__ import annotations
 
-import asyncio
 from datetime import UTC, datetime
 
 import pytest
@@ -25,6 +24,7 @@ from apcore_a2a.storage.migrations import upgrade_database
 from apcore_a2a.storage.running import INDEX_NAME, running_tasks
 
 from ._helpers import index_names, settings
+from .test_superseded_indexes import start_together
 from .test_unrelated_rows_e2e import FEW, _server, _start_reads, database, mode  # noqa: F401
 from .test_write_path_e2e import _sql
 
@@ -102,12 +102,7 @@ async def test_replicas_starting_together_on_an_older_database_create_the_index(
     await _sql(pg_url, f"DROP INDEX {INDEX_NAME}")
     done = _TASKS.format(prefix="done", state="TASK_STATE_COMPLETED", n=2000)
     await _sql(pg_url, done, _left_running())
-    replicas = [open_stores(pg_url, settings(cluster=True)) for _ in range(3)]
-    try:
-        await asyncio.gather(*(replica.start() for replica in replicas))
-    finally:
-        for replica in replicas:
-            await replica.aclose()
+    await start_together(pg_url)
     assert INDEX_NAME in await index_names(pg_url)
     assert await _states(pg_url) == dict.fromkeys(RUNNING, "TASK_STATE_FAILED")
 

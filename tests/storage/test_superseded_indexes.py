@@ -53,15 +53,20 @@ async def test_a_start_drops_the_superseded_index_and_a_second_start_changes_not
         assert INDEX_NAME in names and not set(SUPERSEDED) & names, names
 
 
-@pytest.mark.postgres
-async def test_replicas_starting_together_on_postgresql_all_start(pg_url: str) -> None:
-    await _as_the_old_release_left_it(pg_url)
-    replicas = [open_stores(pg_url, settings(cluster=True)) for _ in range(3)]
+async def start_together(pg_url: str, count: int = 3) -> None:
+    """Start *count* cluster replicas on *pg_url* at once, then stop them."""
+    replicas = [open_stores(pg_url, settings(cluster=True)) for _ in range(count)]
     try:
         await asyncio.gather(*(replica.start() for replica in replicas))
     finally:
         for replica in replicas:
             await replica.aclose()
+
+
+@pytest.mark.postgres
+async def test_replicas_starting_together_on_postgresql_all_start(pg_url: str) -> None:
+    await _as_the_old_release_left_it(pg_url)
+    await start_together(pg_url)
     names = await index_names(pg_url)
     assert INDEX_NAME in names and not set(SUPERSEDED) & names, names
 
