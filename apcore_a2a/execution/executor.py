@@ -161,7 +161,7 @@ class ApCoreAgentExecutor(AgentExecutor):
                 await run.status(TaskState.TASK_STATE_WORKING)
             else:
                 waits = self.stored_working
-                with waits.expected(task_id) if waits else contextlib.nullcontext() as working:
+                with waits.expected(run) if waits else contextlib.nullcontext() as working:
                     resumed = await turns.resume(self._executor, run, stored, message, spec)
                     if resumed is not None and working is not None:
                         # Cluster mode (turns.StoredWorking); bounded like the module's run.
@@ -216,10 +216,10 @@ class ApCoreAgentExecutor(AgentExecutor):
         """Ids of the tasks whose module is executing in this process."""
         return list(self._runs)
 
-    def stop_canceled_elsewhere(self, task_id: str) -> None:
-        """Stop the module of *task_id*: another replica canceled the task in the store, or
-        failed it having found this one dead (what the run emits next conflicts with it,
-        and the SDK ends the run at the stored state)."""
+    def stop_unsavable(self, task_id: str) -> None:
+        """Stop the run of *task_id*, whose next events can never be stored: another replica
+        canceled or failed (found this one dead) the task in the store, or a2a-sdk's run of
+        it ended at a save that failed here (else it ran on until ``execution_timeout``)."""
         run = self._runs.get(task_id)
         if run is not None and not run.ended:
             run.stop()

@@ -100,6 +100,8 @@ class Run:
     module_id: str = ""
     #: the sync module's last call handed to :attr:`pool` (running, done, or waiting)
     thread_call: Future[Any] | None = None
+    #: the save a follow-up's module waits for before it starts (``turns.StoredWorking``)
+    waiting: asyncio.Future[bool] | None = None
 
     async def emit(self, event: Any) -> None:
         if self.canceled:
@@ -182,10 +184,13 @@ class Run:
         return call is not None and call.cancel()
 
     def stop(self) -> None:
-        """Cancel the module: its apcore token, and the task apcore runs it in."""
+        """Cancel the module: its apcore token, and the task apcore runs it in; or, not
+        started yet, its wait for its ``working`` save."""
         self.token.cancel()
         for task in list(self.spawned):
             task.cancel()
+        if self.waiting is not None:
+            self.waiting.cancel()
 
 
 #: the run whose module is executing in the current asyncio context

@@ -397,13 +397,16 @@ class StoredWorking:
             asyncio.ensure_future(standing).add_done_callback(functools.partial(_settle, waiting))
 
     @contextlib.contextmanager
-    def expected(self, task_id: str) -> Iterator[asyncio.Future[bool]]:
-        """Watch for *task_id*'s next ``working`` save (before it is emitted: the save
-        may land first); await the yielded future once it is emitted: whether the
+    def expected(self, run: Run) -> Iterator[asyncio.Future[bool]]:
+        """Watch for the next ``working`` save of *run*'s task (before it is emitted: the
+        save may land first); await the yielded future once it is emitted: whether the
         follow-up's claim still stood at that save (else another replica took it over, and
         runs the turn). A save refused by a cancel stored first cancels the waiting run
-        (the SDK does)."""
+        (the SDK does); a save that failed stops it (``Run.stop``: the future is
+        cancelled), as a2a-sdk's run ended there and no save of it would come."""
+        task_id = run.task_id
         waiting = self._waiting[task_id] = asyncio.get_running_loop().create_future()
+        run.waiting = waiting
         try:
             yield waiting
         finally:

@@ -183,9 +183,7 @@ class A2AServerFactory:
         stores = open_stores(s.task_store if store is None else store, s)
         ops = Operations(s)
         agent_executor = ApCoreAgentExecutor(self.executor, s, ops.observers)
-        stores.watch_cancels(
-            agent_executor.running_task_ids, agent_executor.stop_canceled_elsewhere
-        )
+        stores.watch_cancels(agent_executor.running_task_ids, agent_executor.stop_unsavable)
         if agent_executor.stored_working is not None:
             agent_executor.stored_working.follow(stores.on_save, stores.turns.standing)
         card_base = CardBase(s.public_url(), fixed=bool(s.url))

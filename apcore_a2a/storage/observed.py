@@ -91,7 +91,7 @@ class _ViewMixin(Layer):
     _around: Around | None
     _saved: tuple[SaveListener, ...]
     #: told of a save that raised (not a concurrent modification's refusal)
-    _failed: SaveListener | None
+    _failed: tuple[SaveListener, ...]
     #: task id -> when it was last saved through a view of this chain (any request); a
     #: save older than :data:`_READ_TTL` cannot be newer than a read still in use
     _saves: _Recent
@@ -106,14 +106,26 @@ class _ViewMixin(Layer):
     def on_save(self, listener: SaveListener) -> Callable[[], None]:
         """Call *listener* after each successful save too, after those named before, until
         the callable returned is called."""
+        return self._listen("_saved", listener)
+
+    def on_unsaved(self, listener: SaveListener) -> Callable[[], None]:
+        """Call *listener* after each save that raised too (a store outage, a value refused:
+        not a concurrent modification's refusal), after those named before, until the
+        callable returned is called."""
+        return self._listen("_failed", listener)
+
+    def _listen(self, where: str, listener: SaveListener) -> Callable[[], None]:
+        """Add *listener* to the listeners kept in attribute *where*; returns its removal."""
 
         def entry(task: Task, context: ServerCallContext) -> None:  # one per call
             listener(task, context)
 
-        self._saved = (*self._saved, entry)
+        setattr(self, where, (*getattr(self, where), entry))
 
         def remove() -> None:
-            self._saved = tuple(named for named in self._saved if named is not entry)
+            setattr(
+                self, where, tuple(named for named in getattr(self, where) if named is not entry)
+            )
 
         return remove
 
@@ -155,8 +167,8 @@ class _ViewMixin(Layer):
             self._saves.note(task_id, time.monotonic())
             raise
         except Exception:
-            if self._failed is not None:
-                self._failed(task, context)
+            for failed in self._failed:
+                failed(task, context)
             raise
         now = time.monotonic()
         self._saves.note(task_id, now)
@@ -234,6 +246,6 @@ def store_view(
     outage, a value refused: not a concurrent modification's refusal)."""
     view = _VersionedView(store) if isinstance(store, VersionedTaskStore) else _View(store)
     view._around, view._saved = around, () if saved is None else (saved,)
-    view._failed = failed
+    view._failed = () if failed is None else (failed,)
     view._saves, view._finished = _Recent(_READ_TTL), _Recent(*_FINISHED_KEPT)
     return view

@@ -92,15 +92,25 @@ class Stores:
         remove: Callable[[], None] = view.on_save(listener)
         return remove
 
+    def on_unsaved(self, listener: SaveListener) -> Callable[[], None]:
+        """Call *listener* (it must not block) after each save of a task that raised (a
+        store outage, a value refused; a2a-sdk's run of the task ends there), until the
+        callable returned is called."""
+        view: Any = self.task_store
+        remove: Callable[[], None] = view.on_unsaved(listener)
+        return remove
+
     async def get_task(self, task_id: str, context: ServerCallContext) -> Task | None:
         """The caller's task, whichever store kind is in use (unwraps cluster versions)."""
         found = await self.task_store.get(task_id, context)
         return found.task if isinstance(found, StoredTask) else found
 
     def watch_cancels(self, running: Callable[[], list[str]], stop: Callable[[str], None]) -> None:
-        """Cluster mode (else a no-op): call *stop* with each task id of *running* (those
-        executing here) that another replica has canceled (or failed, having found this one
-        dead) in the shared store."""
+        """Call *stop* with the id of each task whose save failed (a2a-sdk's run of it ended
+        there) and, in cluster mode, with each task id of *running* (those executing here)
+        that another replica has canceled (or failed, having found this one dead) in the
+        shared store."""
+        self.on_unsaved(lambda task, _context: stop(task.id))
         if self._backend is not None and self._backend.registry is not None:
             self._backend.cancel_watch = (running, stop)
 
@@ -267,6 +277,7 @@ def _sql_stores(url: StoreURL, settings: Settings) -> Stores:
     from ._wakeups import WakingTaskEventStream
     from .deferred import DeferredWrites
     from .listing import create_state_index
+    from .lost_saves import LostSaves
     from .outages import GuardedPushStore, guarded
     from .quota_slots import SqlQuotaSlots
     from .retention import FinishedNotes
@@ -366,4 +377,9 @@ def _sql_stores(url: StoreURL, settings: Settings) -> Stores:
     )
     if notes is not None:
         stores.on_save(notes.saved)
+    # A save whose answer was lost leaves its task as it saved it, with no run: failed
+    # once the database answers (lost_saves.py).
+    lost = LostSaves(stores.task_store, settings.cluster_poll_interval)
+    stores.on_unsaved(lost.unsaved)
+    sql.closers.insert(0, lost.aclose)
     return stores

@@ -39,10 +39,11 @@ _CLAIM = b"INSERT INTO apcore_a2a_task_turn_claimants (task_id, turn, replica_id
 
 class _LosingProxy:
     """Forwards to PostgreSQL on a thread of its own; once :attr:`armed`, the first
-    connection that writes a claim has its COMMIT passed on and the answer (the commit done)
-    dropped, the connection cut."""
+    connection that sends *marker* (by default, writes a claim) has its COMMIT passed on and
+    the answer (the commit done) dropped, the connection cut."""
 
-    def __init__(self) -> None:
+    def __init__(self, marker: bytes = _CLAIM) -> None:
+        self.marker = marker
         self.port = free_port()
         self.armed = threading.Event()
         self.lost = threading.Event()
@@ -82,7 +83,7 @@ class _LosingProxy:
         async def up() -> None:
             nonlocal claimed
             while data := await reader.read(65536):
-                claimed = claimed or (self.armed.is_set() and _CLAIM in data)
+                claimed = claimed or (self.armed.is_set() and self.marker in data)
                 if claimed and b"COMMIT" in data:
                     self.armed.clear()
                     mute.set()
