@@ -88,6 +88,10 @@ class CallRecord:
     #: the executor starts its run (``"run"``); a request that ends first (its client hung
     #: up) gives the wait back and leaves it ``"dropped"``, and its message never runs
     turn: Literal["claimed", "run", "dropped"] | None = None
+    #: gives that claim back, once (later calls do nothing): called by the request handler
+    #: for a refusal before the run changed the task, or by the run that refuses the
+    #: message before changing it, whether its client is still there or gone
+    give_back: Callable[[], Awaitable[None]] | None = None
     #: task id -> (what this call read from the store, when) (``storage/observed.py``)
     reads: dict[str, tuple[Any, float]] = field(default_factory=dict)
     #: a cancel call's own write of the canceled state, while the call runs

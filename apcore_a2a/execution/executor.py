@@ -217,9 +217,8 @@ class ApCoreAgentExecutor(AgentExecutor):
         return list(self._runs)
 
     def stop_unsavable(self, task_id: str) -> None:
-        """Stop the run of *task_id*, whose next events can never be stored: another replica
-        canceled or failed (found this one dead) the task in the store, or a2a-sdk's run of
-        it ended at a save that failed here (else it ran on until ``execution_timeout``)."""
+        """Stop the run of *task_id*, whose next events are never stored: another replica
+        ended the task in the store, or a2a-sdk's run of it ended at a save failed here."""
         run = self._runs.get(task_id)
         if run is not None and not run.ended:
             run.stop()
@@ -391,8 +390,10 @@ class ApCoreAgentExecutor(AgentExecutor):
             data = {"code": code, "message": answer.message, "type": "Refused"}
             await run.status(TaskState.TASK_STATE_REJECTED, run.message(answer.message, data))
             return True
-        if (context.current_task or context.stored_task) is None:  # a follow-up's: unchanged
+        if (context.current_task or context.stored_task) is None:
             await run.emit(new_message([Part(text=answer.message)], run.context_id))
+        elif call is not None and call.give_back is not None:  # a follow-up's task: unchanged
+            await call.give_back()  # its wait given back here: its client may be gone
         if run.execution is not None:
             run.execution.refused(code)
         return True

@@ -67,6 +67,7 @@ from apcore_a2a.storage.event_log import MemoryEventLog, RecordingTaskStore
 from apcore_a2a.storage.fields import held_ids, unheld
 from apcore_a2a.storage.outages import ConfigRows
 from apcore_a2a.storage.stores import Stores
+from apcore_a2a.storage.turns import giver
 from apcore_a2a.streams.backlog import bounded
 from apcore_a2a.streams.resume import EventLog, PositionTap, StreamPositions, subscribe_from_log
 from apcore_a2a.streams.tap import answer_of, answering, answering_stream
@@ -146,7 +147,7 @@ class ApCoreRequestHandler(DefaultRequestHandler):
                 call.defer_writes = not params.configuration.HasField(
                     "task_push_notification_config"
                 )
-            async with self._released_if_refused(claimed, params, context):
+            async with self._released_if_refused(params, context):
                 try:
                     answer = await SEND(self, params, context)
                 finally:
@@ -202,7 +203,7 @@ class ApCoreRequestHandler(DefaultRequestHandler):
         log = self._event_log
         call = record_of(context)
         try:
-            async with self._released_if_refused(claimed, params, context):
+            async with self._released_if_refused(params, context):
                 async for event in events:
                     if call.refused is not None:
                         raise call.refused  # a message reply that failed (no task kept)
@@ -306,20 +307,22 @@ class ApCoreRequestHandler(DefaultRequestHandler):
             if not await self._turns.claim(stored):
                 busy = "Task is busy: another message is already continuing it"
                 raise TaskBusyError(message=busy)
-            record_of(context).turn = "claimed"
+            call = record_of(context)
+            call.turn, call.give_back = "claimed", giver(self._turns, stored, call)
             return stored
         return None
 
     @contextlib.asynccontextmanager
     async def _released_if_refused(
-        self, claimed: Task | None, params: SendMessageRequest, context: ServerCallContext
+        self, params: SendMessageRequest, context: ServerCallContext
     ) -> AsyncIterator[None]:
         """A follow-up refused after it claimed its task's wait (the SDK's checks, the
         request-context builder's: skill, ACL, toggle; a push URL) gives the wait back, so
         the task stays open to the right answer. A refusal is an A2A error; once the run
         has saved anything the task is past the claimed turn, and giving it back is moot.
         So does a request that ends before the executor took its message (its client hung
-        up, a gRPC deadline): that message never runs (``CallRecord.turn``). A message
+        up, a gRPC deadline): that message never runs (``CallRecord.turn``); one its run
+        refuses is given back by the run (``CallRecord.give_back``). A message
         that met its task's run finishing is refused as the SDK refuses a finished run
         (``upstream/untaken_follow_ups.py``)."""
         call = record_of(context)
@@ -332,12 +335,8 @@ class ApCoreRequestHandler(DefaultRequestHandler):
             undelivered = call.turn == "claimed"
             if undelivered:
                 call.turn = "dropped"
-            if claimed is not None and (undelivered or isinstance(exc, A2AError)):
-                try:
-                    # Shielded: a request torn down by a hang-up must still give it back.
-                    await asyncio.shield(self._turns.release(claimed))
-                except Exception as failure:  # the answer stays the refusal
-                    logger.warning("turn of task %s not given back: %r", claimed.id, failure)
+            if call.give_back is not None and (undelivered or isinstance(exc, A2AError)):
+                await call.give_back()
             raise
 
     @answering

@@ -13,7 +13,7 @@ import asyncio
 import functools
 import logging
 from collections import Counter
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from a2a.server.context import ServerCallContext
@@ -23,6 +23,8 @@ from cachetools import FIFOCache
 from sqlalchemy import and_, delete, exists, insert, literal, or_, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from apcore_a2a.edge.call import CallRecord
 
 from ._replicas import (
     ReplicaRegistry,
@@ -57,6 +59,23 @@ class TurnClaims(Protocol):
         here: whether the claim still stood then (no replica had taken it over), once
         known; ``None``: nothing to tell."""
         ...
+
+
+def giver(claims: TurnClaims, task: Task, call: CallRecord) -> Callable[[], Awaitable[None]]:
+    """The ``CallRecord.give_back`` of *call*, a follow-up that claimed *task*'s wait in
+    *claims*: the claim released once (later calls do nothing)."""
+
+    async def give_back() -> None:
+        if call.give_back is not give_back:
+            return  # given back already
+        call.give_back = None
+        try:
+            # Shielded: a request torn down by a hang-up must still give it back.
+            await asyncio.shield(claims.release(task))
+        except Exception as failure:  # the answer stays the refusal
+            logger.warning("turn of task %s not given back: %r", task.id, failure)
+
+    return give_back
 
 
 class MemoryTurnClaims:
