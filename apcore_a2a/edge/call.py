@@ -92,6 +92,8 @@ class CallRecord:
     #: for a refusal before the run changed the task, or by the run that refuses the
     #: message before changing it, whether its client is still there or gone
     give_back: Callable[[], Awaitable[None]] | None = None
+    #: the status of the task as that claim found it (its turn; set with :attr:`give_back`)
+    claimed: TaskStatus | None = None
     #: task id -> (what this call read from the store, when) (``storage/observed.py``)
     reads: dict[str, tuple[Any, float]] = field(default_factory=dict)
     #: a cancel call's own write of the canceled state, while the call runs

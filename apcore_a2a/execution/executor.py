@@ -162,7 +162,7 @@ class ApCoreAgentExecutor(AgentExecutor):
             else:
                 waits = self.stored_working
                 with waits.expected(run) if waits else contextlib.nullcontext() as working:
-                    resumed = await turns.resume(self._executor, run, stored, message, spec)
+                    resumed = await turns.resume(self._executor, run, stored, context, spec)
                     if resumed is not None and working is not None:
                         # Cluster mode (turns.StoredWorking); bounded like the module's run.
                         async with asyncio.timeout(self._timeout):

@@ -333,9 +333,19 @@ def follow_up_input(pending: PendingInput, message: Message, facts: SchemaFacts)
 
 
 async def resume(
-    executor: Any, run: Run, stored: Task, message: Message, spec: SkillSpec
+    executor: Any, run: Run, stored: Task, context: RequestContext, spec: SkillSpec
 ) -> dict[str, Any] | None:
-    """Emit ``working`` and return the inputs for a follow-up, or ``None`` if it ended here."""
+    """Emit ``working`` and return the inputs for the follow-up of *context* on *stored*
+    (the task as a2a-sdk read it for the run), or ``None`` if it ended here."""
+    claimed = getattr(call_of(context.call_context), "claimed", None)
+    now = (stored.status.state, stored.status.timestamp)
+    if claimed is not None and (claimed.state, claimed.timestamp) != now:
+        # Past the wait it claimed: taken over while this replica paused (its claim judged
+        # dead). Refused before anything is saved, its message stays out of the history.
+        taken_over(context)
+        return None
+    message = context.message
+    assert message is not None  # the executor runs only a routed message
     approval = _pending_approval(stored)
     if approval is not None and stored.status.state == TaskState.TASK_STATE_INPUT_REQUIRED:
         return await _approval_answered(executor, run, stored, message, spec, approval)

@@ -309,6 +309,7 @@ class ApCoreRequestHandler(DefaultRequestHandler):
                 raise TaskBusyError(message=busy)
             call = record_of(context)
             call.turn, call.give_back = "claimed", giver(self._turns, stored, call)
+            call.claimed = stored.status
             return stored
         return None
 

@@ -10,7 +10,8 @@ newer task, which is not finished, and a2a-sdk saves A's event again on it. Befo
 modules ran (the module's journal had two lines), though one answer continued the wait.
 Now a run checks, as it deletes its claim after saving ``working``, that the claim still
 named its replica; A's had been taken over, so A refuses its follow-up busy (-32090)
-and only B's module runs.
+and only B's module runs. Nor is A's message in the task's history: A's run read the task
+B had continued, past the wait A claimed, and refuses before it saves anything.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import pytest
 from .._postgres import pg_schema_url
 from .._support import cli_server
 from .test_killed_turn_claim_e2e import ENV, _send
+from .test_lost_working_save_e2e import _get
 from .test_turn_takeover_e2e import BUSY
 
 pytest.importorskip("asyncpg")
@@ -127,6 +129,9 @@ async def test_a_turn_taken_over_from_a_paused_replica_runs_its_module_once(
                         assert from_b["error"]["code"] == BUSY, from_b
                         await asyncio.sleep(0.2)
                 from_a = await asyncio.wait_for(on_a, 60)
+                task = await _get(http, b, task_id)
+    said = [part.get("text") for message in task["history"] for part in message["parts"]]
+    assert "from A" not in said, said  # was: A's refused message in the task's history
     lines = journal.read_text().splitlines()
     # Before: ['asked', 'from B', 'from A']: A's module ran too, on the same wait.
     assert lines == ["asked", "from B"], (lines, from_a, from_b)
