@@ -1,7 +1,8 @@
 """Quota slots in the shared database: per-caller limits that hold across processes.
 
 A limit of N for one subject (a caller key) is N numbered slots; the primary key makes
-taking one atomic, so N replicas together never hand out more than N. A slot taken for a
+taking one atomic, so N replicas together never hand out more than N (rows past N, a
+lowered quota's, count too: ``_slot_rows.py``). A slot taken for a
 request or a stream is leased to its replica: given back, it waits :data:`LEASE_SECONDS`
 for the same caller's next request there, then is freed (a dead replica's, when a
 subject is full: dead as orphan recovery judges it, ``ReplicaRegistry.dead_cutoff``; a
@@ -27,23 +28,20 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from a2a.types import Task
-from sqlalchemy import (
-    Column,
-    Index,
-    Integer,
-    String,
-    Table,
-    delete,
-    func,
-    select,
-    text,
-    update,
-)
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from apcore_a2a.edge.keys import stored_key
 
-from ._replicas import METADATA, ReplicaRegistry, replicas_table
+from ._replicas import ReplicaRegistry, replicas_table
+from ._slot_rows import (
+    SUBJECT_CHARS,
+    TAKE_FREE,
+    TAKE_SLOT,
+    TURN,
+    turn_above,
+)
+from ._slot_rows import slots_table as slots_table  # named here too, as it always was
 from ._urls import read
 from .outages import guarded
 
@@ -61,62 +59,14 @@ RETRY_SECONDS = 1.0
 #: Seconds a clean stop waits to free this replica's slots.
 STOP_SECONDS = 3.0
 
-#: the longest subject (a caller key, a task id) stored as it is (:func:`_stored`)
-_SUBJECT_CHARS = 255
-
-slots_table = Table(
-    "apcore_a2a_quota_slots",
-    METADATA,
-    Column("scope", String(16), primary_key=True),
-    Column("subject", String(_SUBJECT_CHARS), primary_key=True),
-    Column("slot", Integer, primary_key=True),
-    Column("holder", String(255), nullable=False),
-    Column("replica_id", String(64), nullable=True),
-    Index("ix_apcore_a2a_quota_slots_holder", "scope", "holder"),
-)
 _S = slots_table.c
-
-# Whether a take inserted its row is read from RETURNING, not the row count: SQLite's
-# driver reports -1 for a statement starting with WITH (issue 40), read as success.
-# One given slot: most takes find a random slot free (a caller far below its quota).
-_TAKE_SLOT = text(
-    "INSERT INTO apcore_a2a_quota_slots (scope, subject, slot, holder, replica_id) "
-    "VALUES (:scope, :subject, :slot, :holder, :replica) ON CONFLICT DO NOTHING "
-    "RETURNING slot"
-)
-# Any free slot below :limit (a random one, so that racing takers rarely pick the same).
-_TAKE_FREE = text(
-    """
-    WITH RECURSIVE n(slot) AS (SELECT 0 UNION ALL SELECT slot + 1 FROM n WHERE slot + 1 < :limit)
-    INSERT INTO apcore_a2a_quota_slots (scope, subject, slot, holder, replica_id)
-    SELECT CAST(:scope AS VARCHAR), CAST(:subject AS VARCHAR), n.slot,
-           CAST(:holder AS VARCHAR), CAST(:replica AS VARCHAR)
-    FROM n
-    WHERE NOT EXISTS (
-        SELECT 1 FROM apcore_a2a_quota_slots s
-        WHERE s.scope = :scope AND s.subject = :subject AND s.slot = n.slot
-    )
-    ORDER BY random() LIMIT 1
-    ON CONFLICT DO NOTHING
-    RETURNING slot
-    """
-)
-
-
-# Settles of one holder take turns: the row this upsert writes is locked until its
-# transaction ends (PostgreSQL's row lock, SQLite's write lock), which deletes it again.
-_TURN = text(
-    "INSERT INTO apcore_a2a_quota_slots (scope, subject, slot, holder) "
-    "VALUES (:scope, :subject, 0, '') "
-    "ON CONFLICT (scope, subject, slot) DO UPDATE SET holder = excluded.holder"
-)
 
 
 def _stored(subject: str) -> str:
     """*subject* as its column holds it (a caller key is made so already, but a subject
     no column holds would fail the take with the driver's error): one rule with the
     task owner's, so every replica counts a caller alike."""
-    return stored_key(subject, _SUBJECT_CHARS)
+    return stored_key(subject, SUBJECT_CHARS)
 
 
 def _rename(scope: str, row: str, new: str) -> Any:
@@ -289,7 +239,7 @@ class SqlQuotaSlots:
         turn = {"scope": f"{scope}:turn", "subject": holder[:255]}
         settled = True
         async with self.engine.begin() as conn:
-            await conn.execute(_TURN, turn)
+            await conn.execute(TURN, turn)
             pending = self._renames.get((scope, holder))
             row = pending[0] if pending else None
             if row is not None:  # a rename the database did not take: this slot's
@@ -385,7 +335,7 @@ class SqlQuotaSlots:
         replica = self.registry.replica_id
         params = dict(scope=scope, subject=subject, holder=row, replica=replica)
         async with self.engine.begin() as conn:
-            take = _TAKE_SLOT.bindparams(slot=secrets.randbelow(limit))
+            take = TAKE_SLOT.bindparams(slot=secrets.randbelow(limit), limit=limit)
             if (await conn.execute(take, params)).first() is not None:
                 return True
             return await self._take_free(conn, params, limit, reclaim=True)
@@ -399,7 +349,8 @@ class SqlQuotaSlots:
         taken = select(func.count()).where(
             _S.scope == params["scope"], _S.subject == params["subject"]
         )
-        take = _TAKE_FREE.bindparams(limit=limit)
+        take = TAKE_FREE.bindparams(limit=limit)
+        await turn_above(conn, params["scope"], params["subject"], limit)
         while True:
             # A lost race for a free slot means another holder took one: within limit.
             while (await conn.execute(taken)).scalar_one() < limit:

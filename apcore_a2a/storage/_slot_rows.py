@@ -1,0 +1,85 @@
+"""The rows of the quota slots (``apcore_a2a_quota_slots``) and the statements taking one.
+
+A limit of N is N slots numbered below N, and the primary key makes each take atomic. Rows
+can also sit at N or above: a quota lowered while its caller held more (a replica started
+or restarted with a lower setting; the tasks' rows outlive the old one). Those count
+as much as the others: a take at N is served only while fewer than N rows are held,
+whatever their numbers. The numbers alone no longer prove that, so while any such row is
+there a take does not insert its random slot blindly (:data:`TAKE_SLOT`), and the takes
+counting the rows take turns on those rows (:func:`turn_above`), each counting after the
+last one's commit.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import Column, Index, Integer, String, Table, select, text
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from ._replicas import METADATA
+
+#: the longest subject (a caller key, a task id) stored as it is
+SUBJECT_CHARS = 255
+
+slots_table = Table(
+    "apcore_a2a_quota_slots",
+    METADATA,
+    Column("scope", String(16), primary_key=True),
+    Column("subject", String(SUBJECT_CHARS), primary_key=True),
+    Column("slot", Integer, primary_key=True),
+    Column("holder", String(255), nullable=False),
+    Column("replica_id", String(64), nullable=True),
+    Index("ix_apcore_a2a_quota_slots_holder", "scope", "holder"),
+)
+_S = slots_table.c
+
+# Whether a take inserted its row is read from RETURNING, not the row count: SQLite's
+# driver reports -1 for a statement starting with WITH (issue 40), read as success.
+# One given slot: most takes find a random slot free (a caller far below its quota), and
+# no row at or above :limit (else the count decides: TAKE_FREE after turn_above).
+TAKE_SLOT = text(
+    """
+    INSERT INTO apcore_a2a_quota_slots (scope, subject, slot, holder, replica_id)
+    SELECT CAST(:scope AS VARCHAR), CAST(:subject AS VARCHAR), CAST(:slot AS INTEGER),
+           CAST(:holder AS VARCHAR), CAST(:replica AS VARCHAR)
+    WHERE NOT EXISTS (
+        SELECT 1 FROM apcore_a2a_quota_slots s
+        WHERE s.scope = :scope AND s.subject = :subject AND s.slot >= :limit
+    )
+    ON CONFLICT DO NOTHING
+    RETURNING slot
+    """
+)
+# Any free slot below :limit (a random one, so that racing takers rarely pick the same).
+TAKE_FREE = text(
+    """
+    WITH RECURSIVE n(slot) AS (SELECT 0 UNION ALL SELECT slot + 1 FROM n WHERE slot + 1 < :limit)
+    INSERT INTO apcore_a2a_quota_slots (scope, subject, slot, holder, replica_id)
+    SELECT CAST(:scope AS VARCHAR), CAST(:subject AS VARCHAR), n.slot,
+           CAST(:holder AS VARCHAR), CAST(:replica AS VARCHAR)
+    FROM n
+    WHERE NOT EXISTS (
+        SELECT 1 FROM apcore_a2a_quota_slots s
+        WHERE s.scope = :scope AND s.subject = :subject AND s.slot = n.slot
+    )
+    ORDER BY random() LIMIT 1
+    ON CONFLICT DO NOTHING
+    RETURNING slot
+    """
+)
+# Settles of one holder take turns: the row this upsert writes is locked until its
+# transaction ends (PostgreSQL's row lock, SQLite's write lock), which deletes it again.
+TURN = text(
+    "INSERT INTO apcore_a2a_quota_slots (scope, subject, slot, holder) "
+    "VALUES (:scope, :subject, 0, '') "
+    "ON CONFLICT (scope, subject, slot) DO UPDATE SET holder = excluded.holder"
+)
+
+
+async def turn_above(conn: AsyncConnection, scope: str, subject: str, limit: int) -> None:
+    """Wait for the other takes counting *subject*'s rows while any is at or above *limit*
+    (their locks, until their transactions end), and hold those rows until this one's
+    does. Locked in slot order, as every taker does: no two wait for each other. Two
+    takes counting at once would each see room for one more (PostgreSQL's reads see
+    only what is committed), and both insert."""
+    above = (_S.scope == scope) & (_S.subject == subject) & (_S.slot >= limit)
+    await conn.execute(select(_S.slot).where(above).order_by(_S.slot).with_for_update())

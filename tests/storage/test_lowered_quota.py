@@ -1,0 +1,78 @@
+"""A quota lowered across replicas (cluster mode on PostgreSQL): once every replica runs
+the lower setting, the caller is never served past it.
+
+Replica A ran with ``max_unfinished_tasks_per_caller`` 5 and its caller holds tasks at
+slots up to 4; the quota is now 2 everywhere (A restarted with it, or B started with it:
+the tasks' slots are in the shared table and outlive A's setting). Before, a take at the
+new quota inserted its random slot below 2 whenever that one was free, without counting
+the rows held above it: with slots 3 and 4 held, twelve racing takes got two through
+(four unfinished tasks against a quota of 2). Rows above a quota now count: a take at
+that quota is served only while fewer than its limit are held, whatever their numbers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from sqlalchemy import select
+
+from apcore_a2a.storage.quota_slots import TASK_SCOPE, SqlQuotaSlots, slots_table
+
+from .test_quota_slots_freed import CALLER, _replica
+
+OLD, NEW = 5, 2
+
+
+async def _slot_of(slots: SqlQuotaSlots) -> dict[int, str]:
+    """slot number -> holder of the caller's task slots."""
+    c = slots_table.c
+    async with slots.engine.connect() as conn:
+        rows = await conn.execute(
+            select(c.slot, c.holder).where(c.scope == TASK_SCOPE, c.subject == CALLER)
+        )
+        return {slot: holder for slot, holder in rows}
+
+
+async def _race(*slots: SqlQuotaSlots, limit: int, each: int = 6) -> int:
+    """How many of ``each`` takes per replica, all at once, at *limit* were served."""
+    takes = [
+        s.take(TASK_SCOPE, CALLER, f"race-{id(s)}-{limit}-{n}", limit)
+        for n in range(each)
+        for s in slots
+    ]
+    return sum(await asyncio.gather(*takes))
+
+
+async def test_a_lowered_quota_counts_the_slots_held_above_it(pg_url: str) -> None:
+    a, slots_a = await _replica(pg_url)
+    b, slots_b = await _replica(pg_url)
+    try:
+        for n in range(OLD):  # five unfinished tasks under the old quota
+            assert await slots_a.take(TASK_SCOPE, CALLER, f"request-{n}", OLD)
+            assert await slots_a.rename(TASK_SCOPE, f"request-{n}", f"task-{n}", OLD)
+        held = await _slot_of(slots_a)
+        assert sorted(held) == list(range(OLD))
+        for slot in (0, 1, 2):  # three end: two left, at slots 3 and 4
+            await slots_b.give_back(TASK_SCOPE, held[slot])
+        assert await _race(slots_a, slots_b, limit=NEW) == 0  # was: 2
+        await slots_b.give_back(TASK_SCOPE, held[3])  # one left above the new quota
+        assert await _race(slots_a, slots_b, limit=NEW) == 1
+        assert len(await _slot_of(slots_a)) == NEW
+    finally:
+        await a.aclose()
+        await b.aclose()
+
+
+async def test_in_between_the_higher_quota_serves_up_to_its_own(pg_url: str) -> None:
+    """While A still runs the old quota, it serves up to its own; B, on the new one,
+    counts A's tasks and serves none past 2 held."""
+    a, slots_a = await _replica(pg_url)
+    b, slots_b = await _replica(pg_url)
+    try:
+        assert await _race(slots_b, limit=NEW) == NEW
+        assert await _race(slots_a, limit=OLD) == OLD - NEW
+        assert await _race(slots_b, limit=NEW) == 0
+        assert len(await _slot_of(slots_a)) == OLD
+    finally:
+        await a.aclose()
+        await b.aclose()
