@@ -2,7 +2,8 @@
 
 A limit of N is N slots numbered below N, and the primary key makes each take atomic. Rows
 can also sit at N or above: a quota lowered while its caller held more (a replica started
-or restarted with a lower setting; the tasks' rows outlive the old one). Those count
+or restarted with a lower setting; the tasks' rows outlive the old one), or a task counted
+past its quota (a background rename finding all N taken, ``quota_slots.py``). Those count
 as much as the others: a take at N is served only while fewer than N rows are held,
 whatever their numbers. The numbers alone no longer prove that, so while any such row is
 there a take does not insert its random slot blindly (:data:`TAKE_SLOT`), and the takes
@@ -12,10 +13,14 @@ last one's commit.
 
 from __future__ import annotations
 
-from sqlalchemy import Column, Index, Integer, String, Table, select, text
+from typing import Any
+
+from a2a.server.models import TaskModel
+from sqlalchemy import Column, Index, Integer, String, Table, func, select, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ._replicas import METADATA
+from .retention import FINISHED_NAMES, STATE
 
 #: the longest subject (a caller key, a task id) stored as it is
 SUBJECT_CHARS = 255
@@ -66,6 +71,12 @@ TAKE_FREE = text(
     RETURNING slot
     """
 )
+# A given slot, whatever the rows above it (take_past's, past the quota).
+_TAKE_GIVEN = text(
+    "INSERT INTO apcore_a2a_quota_slots (scope, subject, slot, holder, replica_id) "
+    "VALUES (:scope, :subject, :slot, :holder, :replica) ON CONFLICT DO NOTHING "
+    "RETURNING slot"
+)
 # Settles of one holder take turns: the row this upsert writes is locked until its
 # transaction ends (PostgreSQL's row lock, SQLite's write lock), which deletes it again.
 TURN = text(
@@ -83,3 +94,22 @@ async def turn_above(conn: AsyncConnection, scope: str, subject: str, limit: int
     only what is committed), and both insert."""
     above = (_S.scope == scope) & (_S.subject == subject) & (_S.slot >= limit)
     await conn.execute(select(_S.slot).where(above).order_by(_S.slot).with_for_update())
+
+
+async def take_past(conn: AsyncConnection, params: dict[str, Any], limit: int) -> None:
+    """Give *params*' holder a slot at or above *limit*: counted, past the quota."""
+    of_subject = (_S.scope == params["scope"]) & (_S.subject == params["subject"])
+    highest = select(func.max(_S.slot)).where(of_subject)
+    while True:  # a slot another took meanwhile: the next one
+        top = (await conn.execute(highest)).scalar_one()
+        slot = max(limit, -1 if top is None else top + 1)
+        if (await conn.execute(_TAKE_GIVEN, {**params, "slot": slot})).first() is not None:
+            return
+
+
+async def task_finished(conn: AsyncConnection, task_id: str) -> bool:
+    """Whether *task_id* is stored in a final state. Read under a share lock: its last
+    save waits for this transaction, then gives back whatever slot this one left it."""
+    stmt = select(STATE).where(TaskModel.id == task_id).with_for_update(read=True)
+    state = (await conn.execute(stmt)).scalar_one_or_none()
+    return state is not None and state in FINISHED_NAMES

@@ -13,8 +13,9 @@ a lost connection) is retried until it does, and a give-back under the new name 
 row meanwhile: the slot is never freed while its owner runs, nor held for ever. Once the
 replica stopped, nothing is retried: such a slot is freed as a dead replica's. A rename
 whose row is gone (freed as a dead replica's while this one was paused) takes a fresh slot,
-or reports that none is free (the request then cancels its task, ``server/handler.py``; a
-retry, whose request has ended, logs it).
+or reports that none is free (the request then cancels its task, ``server/handler.py``). A
+retry, whose request has ended, keeps the task counted past the quota instead, and frees
+the slot of a task that ended before it ran.
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ from ._slot_rows import (
     TAKE_FREE,
     TAKE_SLOT,
     TURN,
+    take_past,
+    task_finished,
     turn_above,
 )
 from ._slot_rows import slots_table as slots_table  # named here too, as it always was
@@ -171,17 +174,22 @@ class SqlQuotaSlots:
         self, scope: str, row: str, new: str, subject: str | None, limit: int
     ) -> bool:
         async with self.engine.begin() as conn:
-            if (await conn.execute(_rename(scope, row, new))).rowcount or not subject:
-                return True
-            # The row is gone: freed as a dead replica's while this one was paused (its
-            # heartbeats stopped), and maybe taken by another request since; or renamed
-            # already, by a try whose answer was lost (a retry's). Without a slot of its
-            # own the task would count for nothing.
-            named = select(func.count()).where(_S.scope == scope, _S.holder == new)
-            if (await conn.execute(named)).scalar_one():
-                return True
-            params = dict(scope=scope, subject=subject, holder=new, replica=None)
-            return await self._take_free(conn, params, limit, reclaim=False)
+            return await self._renamed_in(conn, scope, row, new, subject, limit)
+
+    async def _renamed_in(
+        self, conn: AsyncConnection, scope: str, row: str, new: str, subject: str | None, limit: int
+    ) -> bool:
+        if (await conn.execute(_rename(scope, row, new))).rowcount or not subject:
+            return True
+        # The row is gone: freed as a dead replica's while this one was paused (its
+        # heartbeats stopped), and maybe taken by another request since; or renamed
+        # already, by a try whose answer was lost (a retry's). Without a slot of its
+        # own the task would count for nothing.
+        named = select(func.count()).where(_S.scope == scope, _S.holder == new)
+        if (await conn.execute(named)).scalar_one():
+            return True
+        params = dict(scope=scope, subject=subject, holder=new, replica=None)
+        return await self._take_free(conn, params, limit, reclaim=False)
 
     async def _retry_renames(self) -> None:
         while self._renames:
@@ -192,19 +200,40 @@ class SqlQuotaSlots:
         """Try the renames the database has not taken, up to the first it refuses."""
         for (scope, new), (row, subject, limit) in list(self._renames.items()):
             try:
-                renamed = await self._rename_or_take(scope, row, new, subject, limit)
+                async with self.engine.begin() as conn:
+                    await self._retried(conn, scope, row, new, subject, limit)
             except Exception as exc:  # still an outage: tried again later
                 logger.debug("could not rename a quota slot: %s", exc)
                 return
-            if not renamed and limit:  # no request left to answer it: said here
-                logger.warning(
-                    "%s %s: its quota slot was freed while the database was out of reach "
-                    "and all %d are taken now: it counts for nothing until it ends",
-                    scope,
-                    new,
-                    limit,
-                )
             self._forget_rename(scope, new, row)
+
+    async def _retried(
+        self, conn: AsyncConnection, scope: str, row: str, new: str, subject: str | None, limit: int
+    ) -> None:
+        """One retry of a rename, whose request has ended: nobody is left to answer."""
+        if scope == TASK_SCOPE and await task_finished(conn, new):
+            # It ended meanwhile, maybe on another replica, whose give-back found no row
+            # of its name yet: renamed now, or given a fresh slot, it would hold it for ever.
+            await conn.execute(
+                delete(slots_table).where(_S.scope == scope, _S.holder.in_([row, new]))
+            )
+            return
+        if await self._renamed_in(conn, scope, row, new, subject, limit) or not limit:
+            return
+        # All taken (the row freed as a dead replica's while the database was out of
+        # reach, and the slot taken since). Canceling the task would end a run its caller
+        # was told had started, for the agent's own outage; it is kept and counted past the
+        # quota instead, so the caller's next new task waits until it is back under.
+        assert subject is not None  # a rename without one updated its row or took nothing
+        params = dict(scope=scope, subject=subject, holder=new, replica=None)
+        await take_past(conn, params, limit)
+        logger.warning(
+            "%s %s: its quota slot was freed while the database was out of reach and all %d "
+            "are taken now: it is counted past the quota until it ends",
+            scope,
+            new,
+            limit,
+        )
 
     def _forget_rename(self, scope: str, new: str, row: str) -> None:
         if self._renames.get((scope, new), (None,))[0] == row:

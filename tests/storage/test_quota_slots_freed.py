@@ -231,7 +231,7 @@ async def test_a_retried_rename_whose_row_is_gone_takes_a_fresh_slot(
     """The database drops a task's rename, and the request's row is freed meanwhile (its
     replica counted dead). Before, the retry updated no row and said nothing: the task,
     unfinished, counted for nothing. Now it takes a fresh slot; with the caller at its
-    quota meanwhile (another request took the slot), it says so."""
+    quota meanwhile (another request took the slot), one past the quota, and says so."""
     schema = pg_url.rsplit("schema=", 1)[1]
     a, slots_a = await _replica(pg_url)
     b, slots_b = await _replica(pg_url)
@@ -249,8 +249,11 @@ async def test_a_retried_rename_whose_row_is_gone_takes_a_fresh_slot(
             await kill_slot_renames(schema, TASK_SCOPE, False)
         if full:
             await eventually(lambda: "task-1" in caplog.text)
-            assert "counts for nothing" in caplog.text
-            assert len(await slots_a.holders(TASK_SCOPE, CALLER)) == 1  # the quota holds
+            assert "counted past the quota" in caplog.text
+            # Kept and counted: b-request's slot and task-1's, one past the quota
+            # (tests/storage/test_rename_retry_ends.py).
+            held = await slots_a.holders(TASK_SCOPE, CALLER)
+            assert len(held) == 2 and "task-1" in held
         else:
             await eventually(lambda: not _retrying())
             assert await slots_a.holders(TASK_SCOPE, CALLER) == ["task-1"]  # was: []
