@@ -11,6 +11,7 @@ import os
 import socket
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from cachetools import LRUCache
@@ -149,6 +150,11 @@ class ReplicaRegistry:
         self._last_beat: float | None = None
         self._steady_since: float | None = None
         self._cannot_end = False
+        #: called when a run of beats that started after a break (a beat failed or came
+        #: late, or another replica retired this one) has beaten twice, the second a fresh
+        #: heartbeat: others may have counted this replica dead until then
+        self.resumed: list[Callable[[], None]] = []
+        self._resuming = False
 
     def live_cutoff(self) -> Any:
         """Heartbeats after this time (an SQL expression, the database's clock) count as
@@ -181,15 +187,23 @@ class ReplicaRegistry:
         try:
             async with self.engine.begin() as conn:
                 result = await conn.execute(self._beat(db_seconds(self.engine)))
-            if result.rowcount == 0:
+            retired = result.rowcount == 0
+            if retired:
                 await self.register()
         except BaseException:
             self._steady_since = None
             raise
         now = time.monotonic()
         last, self._last_beat = self._last_beat, now
-        if self._steady_since is None or last is None or now - last > self._max_gap:
+        if retired or self._steady_since is None or last is None or now - last > self._max_gap:
             self._steady_since = now
+            # This beat's heartbeat dates from when it was sent, maybe long ago (it waited):
+            # the others may count this replica dead until the next one.
+            self._resuming = True
+        elif self._resuming:
+            self._resuming = False
+            for listener in self.resumed:
+                listener()
         self.beats += 1
 
     def steady(self) -> float | None:

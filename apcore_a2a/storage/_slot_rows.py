@@ -13,14 +13,17 @@ last one's commit.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from a2a.server.models import TaskModel
-from sqlalchemy import Column, Index, Integer, String, Table, func, select, text
+from sqlalchemy import Column, Index, Integer, String, Table, func, select, text, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ._replicas import METADATA
 from .retention import FINISHED_NAMES, STATE
+
+logger = logging.getLogger("apcore_a2a.storage")
 
 #: the longest subject (a caller key, a task id) stored as it is
 SUBJECT_CHARS = 255
@@ -86,6 +89,12 @@ TURN = text(
 )
 
 
+def rows_past(scope: str, subject: str, limit: int) -> Any:
+    """The query of one of *subject*'s rows at or above *limit*, if any."""
+    above = (_S.scope == scope) & (_S.subject == subject) & (_S.slot >= limit)
+    return select(_S.slot).where(above).limit(1)
+
+
 async def turn_above(conn: AsyncConnection, scope: str, subject: str, limit: int) -> None:
     """Wait for the other takes counting *subject*'s rows while any is at or above *limit*
     (their locks, until their transactions end), and hold those rows until this one's
@@ -96,15 +105,37 @@ async def turn_above(conn: AsyncConnection, scope: str, subject: str, limit: int
     await conn.execute(select(_S.slot).where(above).order_by(_S.slot).with_for_update())
 
 
-async def take_past(conn: AsyncConnection, params: dict[str, Any], limit: int) -> None:
-    """Give *params*' holder a slot at or above *limit*: counted, past the quota."""
+async def take_below(conn: AsyncConnection, params: dict[str, Any], limit: int) -> bool:
+    """Take any free slot below *limit* for *params*' holder; ``False`` when *limit* rows
+    (whatever their numbers) are held."""
+    of_subject = (_S.scope == params["scope"]) & (_S.subject == params["subject"])
+    taken = select(func.count()).where(of_subject)
+    take = TAKE_FREE.bindparams(limit=limit)
+    await turn_above(conn, params["scope"], params["subject"], limit)
+    # A lost race for a free slot means another holder took one: within limit.
+    while (await conn.execute(taken)).scalar_one() < limit:
+        if (await conn.execute(take, params)).first() is not None:
+            return True
+    return False
+
+
+async def take_past(
+    conn: AsyncConnection, params: dict[str, Any], limit: int, what: str, why: str
+) -> None:
+    """Give *params*' holder a slot at or above *limit*: counted, past the quota (*what*:
+    whose slot, for the WARNING; *why*: how its own was lost)."""
     of_subject = (_S.scope == params["scope"]) & (_S.subject == params["subject"])
     highest = select(func.max(_S.slot)).where(of_subject)
     while True:  # a slot another took meanwhile: the next one
         top = (await conn.execute(highest)).scalar_one()
         slot = max(limit, -1 if top is None else top + 1)
         if (await conn.execute(_TAKE_GIVEN, {**params, "slot": slot})).first() is not None:
-            return
+            break
+    logger.warning(
+        "%s: its quota slot was freed while %s and all %d are taken now: it is counted "
+        "past the quota until it ends",
+        *(what, why, limit),
+    )
 
 
 async def task_finished(conn: AsyncConnection, task_id: str) -> bool:
@@ -113,3 +144,20 @@ async def task_finished(conn: AsyncConnection, task_id: str) -> bool:
     stmt = select(STATE).where(TaskModel.id == task_id).with_for_update(read=True)
     state = (await conn.execute(stmt)).scalar_one_or_none()
     return state is not None and state in FINISHED_NAMES
+
+
+async def still_mine(conn: AsyncConnection, scope: str, row: str, replica: str) -> bool:
+    """Whether *row* is still there, leased to *replica*. An update, not a read: a free of
+    the row under way (its delete) is waited for."""
+    stmt = update(slots_table).where(_S.scope == scope, _S.holder == row, _S.replica_id == replica)
+    return bool((await conn.execute(stmt.values(replica_id=replica))).rowcount)
+
+
+async def retake(conn: AsyncConnection, params: dict[str, Any], limit: int) -> None:
+    """See that *params*' row, leased to its replica, is still there, or take it again:
+    below *limit* if a slot is free, else past it."""
+    if await still_mine(conn, params["scope"], params["holder"], params["replica"]):
+        return
+    if not await take_below(conn, params, limit):
+        what = f"{params['scope']} of {params['subject']}"
+        await take_past(conn, params, limit, what, "this replica could not beat")

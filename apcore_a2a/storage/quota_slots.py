@@ -15,7 +15,8 @@ replica stopped, nothing is retried: such a slot is freed as a dead replica's. A
 whose row is gone (freed as a dead replica's while this one was paused) takes a fresh slot,
 or reports that none is free (the request then cancels its task, ``server/handler.py``). A
 retry, whose request has ended, keeps the task counted past the quota instead, and frees
-the slot of a task that ended before it ran.
+the slot of a task that ended before it ran. A replica whose beats resume after a break takes
+again the slots of its leases freed meanwhile (``_recount``).
 """
 
 from __future__ import annotations
@@ -37,12 +38,14 @@ from apcore_a2a.edge.keys import stored_key
 from ._replicas import ReplicaRegistry, replicas_table
 from ._slot_rows import (
     SUBJECT_CHARS,
-    TAKE_FREE,
     TAKE_SLOT,
     TURN,
+    retake,
+    rows_past,
+    still_mine,
+    take_below,
     take_past,
     task_finished,
-    turn_above,
 )
 from ._slot_rows import slots_table as slots_table  # named here too, as it always was
 from ._urls import read
@@ -86,8 +89,8 @@ class SqlQuotaSlots:
         self.registry = registry
         #: (scope, subject) -> idle leases [(freed at, row holder, taken at)], oldest first
         self._idle: dict[tuple[str, str], list[tuple[float, str, float]]] = {}
-        #: (scope, holder) -> (subject, row holder, taken at) of the leases in use here
-        self._leased: dict[tuple[str, str], tuple[str, str, float]] = {}
+        #: (scope, holder) -> (subject, row holder, taken at, limit) of the leases in use here
+        self._leased: dict[tuple[str, str], tuple[str, str, float, int]] = {}
         #: (scope, new holder) -> (row holder, subject if known, limit) of the renames the
         #: database has not taken
         self._renames: dict[tuple[str, str], tuple[str, str | None, int]] = {}
@@ -98,11 +101,19 @@ class SqlQuotaSlots:
         self._background: set[asyncio.Task[None]] = set()
         #: stopped (:meth:`aclose`): no background work starts
         self._closed = False
+        registry.resumed.append(lambda: self._start(self._recount()))
 
     async def take(self, scope: str, subject: str, holder: str, limit: int) -> bool:
         """Take one of *subject*'s *limit* slots for *holder*; ``False`` when all are taken."""
         subject = _stored(subject)
         lease = await self._idle_lease(scope, subject)
+        past = rows_past(scope, subject, limit)
+        if lease is not None and len(await guarded(read(self.engine, past))):
+            # The caller is counted past its quota (_recount, a rename's retry, a quota
+            # lowered): the slot kept for it is freed, not handed on, so it comes back under.
+            self._held.discard(lease[0])
+            await self._delete(scope, [lease[0]])
+            lease = None
         if lease is None:
             taken = time.monotonic()
             row = f"r:{uuid.uuid4().hex}"
@@ -116,7 +127,7 @@ class SqlQuotaSlots:
                 self._held.discard(row)
                 return False
             lease = (row, taken)
-        self._leased[(scope, holder)] = (subject, *lease)
+        self._leased[(scope, holder)] = (subject, *lease, limit)
         return True
 
     async def _idle_lease(self, scope: str, subject: str) -> tuple[str, float] | None:
@@ -146,11 +157,8 @@ class SqlQuotaSlots:
         return None
 
     async def _still_mine(self, scope: str, row: str) -> bool:
-        mine = self.registry.replica_id
-        # An update, not a read: a free of the row under way (its delete) is waited for.
-        stmt = update(slots_table).where(_S.scope == scope, _S.holder == row, _S.replica_id == mine)
         async with self.engine.begin() as conn:
-            return bool((await conn.execute(stmt.values(replica_id=mine))).rowcount)
+            return await still_mine(conn, scope, row, self.registry.replica_id)
 
     async def rename(self, scope: str, old: str, new: str, limit: int = 0) -> bool:
         """Hand *old*'s slot to *new*, which keeps it until it gives it back; ``False``
@@ -191,6 +199,30 @@ class SqlQuotaSlots:
         params = dict(scope=scope, subject=subject, holder=new, replica=None)
         return await self._take_free(conn, params, limit, reclaim=False)
 
+    async def _recount(self) -> None:
+        """After a break in this replica's beats, see that each slot it leases still has
+        its row: another replica may have counted it dead meanwhile and freed it (its
+        caller's other requests served in its place). One freed is taken again, below the
+        quota or, every slot taken, past it: counted, as a rename's retry counts its
+        task, so the caller's next request waits until it is back under."""
+        steady = self.registry.steady() or 0.0
+        mine = self.registry.replica_id
+        for key, lease in list(self._leased.items()):
+            scope, (subject, row, taken, limit) = key[0], lease
+            if taken >= steady or scope in (TASK_SCOPE, PUSH_SCOPE):
+                # Leased since the beats resumed; or to be renamed, which checks its row
+                # and refuses the request, whose caller is there to be answered.
+                continue
+            params = dict(scope=scope, subject=subject, holder=row, replica=mine)
+            while not self._closed and self._leased.get(key) == lease:  # still in use
+                try:
+                    async with self.engine.begin() as conn:
+                        await retake(conn, params, limit)
+                    break
+                except Exception as exc:  # the database still out of reach: tried again
+                    logger.debug("could not check a quota slot of this replica: %s", exc)
+                    await asyncio.sleep(RETRY_SECONDS)
+
     async def _retry_renames(self) -> None:
         while self._renames:
             await asyncio.sleep(RETRY_SECONDS)
@@ -226,14 +258,7 @@ class SqlQuotaSlots:
         # quota instead, so the caller's next new task waits until it is back under.
         assert subject is not None  # a rename without one updated its row or took nothing
         params = dict(scope=scope, subject=subject, holder=new, replica=None)
-        await take_past(conn, params, limit)
-        logger.warning(
-            "%s %s: its quota slot was freed while the database was out of reach and all %d "
-            "are taken now: it is counted past the quota until it ends",
-            scope,
-            new,
-            limit,
-        )
+        await take_past(conn, params, limit, f"{scope} {new}", "the database was out of reach")
 
     def _forget_rename(self, scope: str, new: str, row: str) -> None:
         if self._renames.get((scope, new), (None,))[0] == row:
@@ -298,7 +323,7 @@ class SqlQuotaSlots:
             if renamed is not None:
                 self._forget_rename(scope, holder, renamed)
             return
-        subject, row, taken = leased
+        subject, row, taken, _ = leased
         idle = self._idle.setdefault((scope, subject), [])
         idle.append((time.monotonic(), row, taken))
         if len(idle) == 1:
@@ -375,16 +400,9 @@ class SqlQuotaSlots:
         """Take any free slot below *limit* for *params*' holder; ``False`` when all are
         taken. With *reclaim* (a slot leased to a replica), once all are, dead replicas'
         slots are freed and the take tried again (:meth:`_reclaim`)."""
-        taken = select(func.count()).where(
-            _S.scope == params["scope"], _S.subject == params["subject"]
-        )
-        take = TAKE_FREE.bindparams(limit=limit)
-        await turn_above(conn, params["scope"], params["subject"], limit)
         while True:
-            # A lost race for a free slot means another holder took one: within limit.
-            while (await conn.execute(taken)).scalar_one() < limit:
-                if (await conn.execute(take, params)).first() is not None:
-                    return True
+            if await take_below(conn, params, limit):
+                return True
             if not reclaim:
                 return False
             # Counted again whatever it freed: a free under way elsewhere (a trim) that
