@@ -95,23 +95,41 @@ def rows_past(scope: str, subject: str, limit: int) -> Any:
     return select(_S.slot).where(above).limit(1)
 
 
-async def turn_above(conn: AsyncConnection, scope: str, subject: str, limit: int) -> None:
-    """Wait for the other takes counting *subject*'s rows while any is at or above *limit*
-    (their locks, until their transactions end), and hold those rows until this one's
-    does. Locked in slot order, as every taker does: no two wait for each other. Two
-    takes counting at once would each see room for one more (PostgreSQL's reads see
-    only what is committed), and both insert."""
+class SlotsBusy(Exception):
+    """Another take is counting the rows of a subject that has rows past its quota."""
+
+
+async def turn_above(
+    conn: AsyncConnection, scope: str, subject: str, limit: int, *, wait: bool = True
+) -> None:
+    """While any of *subject*'s rows is at or above *limit*, take the subject's turn to
+    count them (a PostgreSQL advisory lock, until this transaction ends), waiting for the
+    other takes counting them. Two takes counting at once would each see room for one
+    more (a read sees only what is committed), and both insert. Without *wait*,
+    :class:`SlotsBusy` at once instead: a caller's burst of requests would each hold a
+    pooled connection while they wait, starving every other statement of the replica
+    (its heartbeat too). One statement; SQLite, one writer at a time, takes no turn."""
+    if conn.dialect.name != "postgresql":
+        return
     above = (_S.scope == scope) & (_S.subject == subject) & (_S.slot >= limit)
-    await conn.execute(select(_S.slot).where(above).order_by(_S.slot).with_for_update())
+    key = func.hashtext(f"apcore-a2a quota {scope} {subject}")
+    lock = func.pg_try_advisory_xact_lock(key) if not wait else func.pg_advisory_xact_lock(key)
+    # Not a CASE: PostgreSQL may fold its branches; the lock runs only for a row found.
+    turn = select(lock.cast(String)).select_from(select(_S.slot).where(above).limit(1).subquery())
+    taken = (await conn.execute(turn)).scalar_one_or_none()
+    if taken == "false":
+        raise SlotsBusy
 
 
-async def take_below(conn: AsyncConnection, params: dict[str, Any], limit: int) -> bool:
+async def take_below(
+    conn: AsyncConnection, params: dict[str, Any], limit: int, *, wait: bool = True
+) -> bool:
     """Take any free slot below *limit* for *params*' holder; ``False`` when *limit* rows
-    (whatever their numbers) are held."""
+    (whatever their numbers) are held. *wait*: :func:`turn_above`'s."""
     of_subject = (_S.scope == params["scope"]) & (_S.subject == params["subject"])
     taken = select(func.count()).where(of_subject)
     take = TAKE_FREE.bindparams(limit=limit)
-    await turn_above(conn, params["scope"], params["subject"], limit)
+    await turn_above(conn, params["scope"], params["subject"], limit, wait=wait)
     # A lost race for a free slot means another holder took one: within limit.
     while (await conn.execute(taken)).scalar_one() < limit:
         if (await conn.execute(take, params)).first() is not None:

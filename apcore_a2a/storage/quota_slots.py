@@ -40,6 +40,7 @@ from ._slot_rows import (
     SUBJECT_CHARS,
     TAKE_SLOT,
     TURN,
+    SlotsBusy,
     retake,
     rows_past,
     still_mine,
@@ -392,7 +393,10 @@ class SqlQuotaSlots:
             take = TAKE_SLOT.bindparams(slot=secrets.randbelow(limit), limit=limit)
             if (await conn.execute(take, params)).first() is not None:
                 return True
-            return await self._take_free(conn, params, limit, reclaim=True)
+            try:
+                return await self._take_free(conn, params, limit, reclaim=True)
+            except SlotsBusy:  # rows past the quota, counted by another take: refused
+                return False
 
     async def _take_free(
         self, conn: AsyncConnection, params: dict[str, Any], limit: int, *, reclaim: bool
@@ -401,7 +405,8 @@ class SqlQuotaSlots:
         taken. With *reclaim* (a slot leased to a replica), once all are, dead replicas'
         slots are freed and the take tried again (:meth:`_reclaim`)."""
         while True:
-            if await take_below(conn, params, limit):
+            # A request's or stream's admission (reclaim) does not queue for the count.
+            if await take_below(conn, params, limit, wait=not reclaim):
                 return True
             if not reclaim:
                 return False

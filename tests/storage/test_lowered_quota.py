@@ -76,3 +76,34 @@ async def test_in_between_the_higher_quota_serves_up_to_its_own(pg_url: str) -> 
     finally:
         await a.aclose()
         await b.aclose()
+
+
+async def test_a_take_past_quota_rows_does_not_queue_for_its_turn(pg_url: str) -> None:
+    """While another take counts the caller's rows (its turn held here by the test's own
+    session), a take at the lowered quota is refused at once rather than waiting with a
+    pooled connection: a burst of a caller's requests would hold them all, and the
+    replica's heartbeat with them."""
+    import asyncpg
+
+    from .._postgres import PG_DB, PG_HOST, PG_PORT, PG_USER
+
+    a, slots = await _replica(pg_url)
+    try:
+        for n in range(OLD):
+            assert await slots.take(TASK_SCOPE, CALLER, f"request-{n}", OLD)
+            assert await slots.rename(TASK_SCOPE, f"request-{n}", f"task-{n}", OLD)
+        held = await _slot_of(slots)
+        for slot in (0, 1, 2, 3):  # one left, above the new quota: one slot free
+            await slots.give_back(TASK_SCOPE, held[slot])
+        db = await asyncpg.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, database=PG_DB)
+        try:
+            async with db.transaction():
+                key = f"apcore-a2a quota {TASK_SCOPE} {CALLER}"
+                await db.execute("SELECT pg_advisory_xact_lock(hashtext($1))", key)
+                async with asyncio.timeout(10):  # a hang guard: was waiting for the turn
+                    assert not await slots.take(TASK_SCOPE, CALLER, "busy", NEW)
+            assert await slots.take(TASK_SCOPE, CALLER, "turn", NEW)  # its turn free
+        finally:
+            await db.close()
+    finally:
+        await a.aclose()
