@@ -7,8 +7,8 @@ past its quota (a background rename finding all N taken, ``quota_slots.py``). Th
 as much as the others: a take at N is served only while fewer than N rows are held,
 whatever their numbers. The numbers alone no longer prove that, so while any such row is
 there a take does not insert its random slot blindly (:data:`TAKE_SLOT`), and the takes
-counting the rows take turns on those rows (:func:`turn_above`), each counting after the
-last one's commit.
+counting the rows take turns (an advisory lock per subject, :func:`turn_above`), each
+counting after the last one's commit.
 """
 
 from __future__ import annotations
@@ -177,5 +177,5 @@ async def retake(conn: AsyncConnection, params: dict[str, Any], limit: int) -> N
     if await still_mine(conn, params["scope"], params["holder"], params["replica"]):
         return
     if not await take_below(conn, params, limit):
-        what = f"{params['scope']} of {params['subject']}"
+        what = f"a {params['scope']} slot"  # the caller's key stays out of the log
         await take_past(conn, params, limit, what, "this replica could not beat")
