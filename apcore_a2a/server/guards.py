@@ -19,7 +19,8 @@ each refusal an A2A error in the shape of the request's binding
   holds, an enum name A2A
   does not define, a REST query boolean other than ``true``/``false`` or single-valued
   parameter given twice, JSON-RPC 1.0 ``params`` of ``null`` or an array
-  (``upstream/wire_values.py``);
+  (``upstream/wire_values.py``); a query integer JSON writes otherwise (``2.0``) is handed
+  on in digits;
 * the version rule (:func:`~apcore_a2a.classify.version_error`): without ``A2A-Version``
   a request is 0.3 (spec §3.6.2), so a 1.0 method name or REST path is refused
   (``VersionNotSupportedError``) with a message saying what to send;
@@ -59,7 +60,7 @@ from apcore_a2a.server.caller_keys import CallerKeys
 from apcore_a2a.server.limits import StreamLimiter
 from apcore_a2a.streams.tap import Answer
 from apcore_a2a.upstream.file_bytes import undecodable_rpc03
-from apcore_a2a.upstream.wire_values import values_error
+from apcore_a2a.upstream.wire_values import sdk_query, values_error
 
 _JSON_TYPES = ("application/json", "application/a2a+json")
 
@@ -94,6 +95,9 @@ class RequestGuard:
             query = scope.get("query_string", b"")
             wrong = wrong or values_error(info, query)
             rejection = None if wrong is None else (wrong, None)
+            read = sdk_query(info, query) if wrong is None else query
+            if read != query:  # a copy: the server's access log keeps what was sent
+                scope = dict(scope, query_string=read)
         if rejection is not None:
             await refusal(info, *rejection)(scope, receive, send)
             return

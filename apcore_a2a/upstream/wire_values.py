@@ -5,11 +5,14 @@ reads them: JSON-RPC 1.0 ``params`` that are no object, enum names A2A does not 
 parameter given twice), 0.3 messages without a role (``role03_error``, also on gRPC), and a
 JSON-RPC 0.3 ``historyLength`` no int32 holds (the SDK's 0.3 adapter copies it into an int32
 proto field outside its error handling: ``-32603``, logged at ERROR with a traceback; REST 0.3
-``GetTask``'s query is :func:`query_error`'s).
+``GetTask``'s query is :func:`query_error`'s). A query integer JSON writes otherwise
+(``?historyLength=2.0``) is handed on as the integer (:func:`sdk_query`): the SDK's 0.3
+``GetTask`` reads it with ``int()``, outside its error handling (HTTP 500).
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -28,6 +31,8 @@ from apcore_a2a.upstream.required_fields import name_errors
 
 _MODELS: dict[str, Any] = JsonRpcDispatcher.METHOD_TO_MODEL
 _INT32 = range(-(2**31), 2**31)
+#: a number as JSON writes one (RFC 8259 §6), leading zeros as §11.5's decimal strings have them
+_NUMBER = re.compile(r"-?[0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+)?")
 #: an ``int`` field of 0.3's models, as they read one
 _LAX_INT = TypeAdapter(int)
 
@@ -121,12 +126,7 @@ def query_error(info: RequestInfo, query: bytes) -> InvalidParamsError | None:
     """The refusal of a REST ``GET`` whose query string the SDK would misread (it keeps a
     repeated parameter's last value, reads any boolean but ``true`` as false and drops an
     unknown enum name: ``?status=working`` listed every task), else ``None``."""
-    if info.binding != "rest" or info.http_method != "GET" or not query:
-        return None
-    if info.version == "0.3":
-        model: Any = pb2_v03.GetTaskRequest if info.method == "GetTask" else None
-    else:
-        model = _MODELS.get(info.method or "")
+    model = _query_model(info, query)
     if model is None:
         return None
     fields = {field.camelcase_name: field for field in model.DESCRIPTOR.fields}
@@ -146,17 +146,66 @@ def query_error(info: RequestInfo, query: bytes) -> InvalidParamsError | None:
             if field.type == FieldDescriptor.TYPE_BOOL and value not in ("true", "false"):
                 text = f"{key} must be true or false, not {echoed(value, quote=True)}"
                 errors.append({"field": field.name, "message": text})
-            if field.type == FieldDescriptor.TYPE_INT32 and not _int32(value):
+            if field.type == FieldDescriptor.TYPE_INT32 and query_int32(value) is None:
                 text = f"{key} must be an integer from {-(2**31)} to {2**31 - 1}, not "
                 errors.append({"field": field.name, "message": text + echoed(value, quote=True)})
     return _refusal(errors + name_errors(doc, model.DESCRIPTOR))
 
 
-def _int32(text: str) -> bool:
-    """Whether a query value is an int32 as A2A writes one (the SDK answered any other in
-    Python's or protobuf's words: ``invalid literal for int() with base 10: 'abc'``)."""
-    digits = text.removeprefix("-")
-    return digits.isascii() and digits.isdigit() and len(digits) <= 10 and int(text) in _INT32
+def query_int32(text: str) -> int | None:
+    """A query value as the int32 it writes, else ``None``: read as the JSON number it
+    spells, the value JSON-RPC reads in the same text (``2.0``, ``2e0``: 2; A2A 1.0.1 §11.5,
+    numbers are decimal strings). Python's own spellings (``2_0``, ``+2``, ``٢``, `` 2``)
+    are none: the SDK answered those, and ``abc``, in Python's or protobuf's words
+    (``invalid literal for int() with base 10: 'abc'``)."""
+    number = _NUMBER.fullmatch(text)
+    if number is None:
+        return None
+    if number.group(1) is None and number.group(2) is None:
+        # Digits alone, read exactly; more than int32's ten are past it (and int() of 4300
+        # digits refuses in Python's words).
+        digits = text.removeprefix("-").lstrip("0")
+        value = int(text) if len(digits) <= 10 else None
+    else:
+        # As JSON-RPC's parser reads a fraction or an exponent: a double (1e400 is inf).
+        double = float(text)
+        value = int(double) if double.is_integer() else None
+    # Never `None in range`: a range tests what is no int by walking its 2**32 members.
+    return value if value is not None and value in _INT32 else None
+
+
+def sdk_query(info: RequestInfo, query: bytes) -> bytes:
+    """*query* as the SDK is to read it, after :func:`query_error` found none: an integer
+    written otherwise than in digits (``historyLength=2.0``) as its digits, every other
+    byte as sent. a2a-sdk 1.3's REST 0.3 ``GetTask`` reads ``historyLength`` with ``int()``
+    outside its error handling (``2.0``: HTTP 500, logged at ERROR); its 1.0 routes read
+    such a value as ProtoJSON does, the same integer."""
+    model = _query_model(info, query)
+    if model is None:
+        return query
+    integers = {
+        field.camelcase_name
+        for field in model.DESCRIPTOR.fields
+        if field.type == FieldDescriptor.TYPE_INT32 and not field_items(field)[0]
+    }
+    pairs = query.split(b"&")  # each pair rewritten alone: the others stay byte for byte
+    for n, pair in enumerate(pairs):
+        # Decoded as Starlette decodes it for the SDK's route (parse_qsl, latin-1).
+        for key, value in parse_qsl(pair.decode("latin-1"), keep_blank_values=True):
+            number = query_int32(value) if key in integers else None
+            if number is not None and value != str(number):
+                pairs[n] = pair.partition(b"=")[0] + b"=" + str(number).encode()
+    return b"&".join(pairs)
+
+
+def _query_model(info: RequestInfo, query: bytes) -> Any:
+    """The request message a REST ``GET``'s query fills, if it has a query and the SDK
+    reads one (1.0's routes; of 0.3's, ``GetTask`` alone), else ``None``."""
+    if info.binding != "rest" or info.http_method != "GET" or not query:
+        return None
+    if info.version == "0.3":
+        return pb2_v03.GetTaskRequest if info.method == "GetTask" else None
+    return _MODELS.get(info.method or "")
 
 
 def _refusal(errors: list[dict[str, str]]) -> InvalidParamsError | None:
