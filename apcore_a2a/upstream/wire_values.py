@@ -162,10 +162,9 @@ def query_int32(text: str) -> int | None:
     if number is None:
         return None
     if number.group(1) is None and number.group(2) is None:
-        # Digits alone, read exactly; more than int32's ten are past it (and int() of 4300
-        # digits refuses in Python's words).
-        digits = text.removeprefix("-").lstrip("0")
-        value = int(text) if len(digits) <= 10 else None
+        # Digits alone, read exactly; more than int32's ten are past it, leading zeros
+        # counted (int() of 4300 digits, zeros too, raises in Python's words: HTTP 500).
+        value = int(text) if len(text.removeprefix("-")) <= 10 else None
     else:
         # As JSON-RPC's parser reads a fraction or an exponent: a double (1e400 is inf).
         double = float(text)
