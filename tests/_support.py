@@ -24,6 +24,8 @@ import httpx
 import pytest
 import uvicorn
 
+from tests import _zygote
+
 #: One TLS context for the tests' HTTP clients: each ``httpx.AsyncClient()`` made without
 #: one loads the CA bundle anew (21 ms of CPU, against 0.06 ms), about once per test.
 TLS = httpx.create_ssl_context()
@@ -177,6 +179,9 @@ class ServerProcess(subprocess.Popen[str]):
         self.killed_on_purpose = False
         #: set by :func:`stop_process` once it has judged the exit (reported only once)
         self.judged = False
+        #: an agent forked by ``tests/_zygote.py``: (module, arguments), then its exit status
+        self._forkable = _zygote.forkable(list(args), env)
+        self._forked: _zygote.ExitStatus | None = None
         with os.fdopen(fd, "wb") as sink:
             super().__init__(
                 list(args),
@@ -188,6 +193,54 @@ class ServerProcess(subprocess.Popen[str]):
                 start_new_session=session,
             )
 
+    def _execute_child(self, args: Any, executable: Any, *rest: Any) -> None:
+        if self._forkable is not None:
+            # Popen's order: preexec_fn, close_fds, pass_fds, cwd, env, ..., c2pwrite (11),
+            # errread, errwrite (13), ..., start_new_session, process_group
+            cwd, env, out, err, session = rest[3], rest[4], rest[11], rest[13], rest[-2]
+            forked = _zygote.fork(
+                *self._forkable,
+                cwd=os.getcwd() if cwd is None else os.fsdecode(cwd),
+                env=dict(os.environ) if env is None else dict(env),
+                out=out,
+                err=err,
+                session=session,
+            )
+            if forked is not None:
+                self.pid, self._forked = forked
+                self._child_created = True
+                return
+        super()._execute_child(args, executable, *rest)  # type: ignore[misc]
+
+    def _internal_poll(self, _deadstate: Any = None, **kwargs: Any) -> int | None:
+        if self._forked is None:
+            return super()._internal_poll(_deadstate, **kwargs)  # type: ignore[misc,no-any-return]
+        if self.returncode is None:
+            self._forked_status(0)
+        return self.returncode
+
+    def _wait(self, timeout: float | None) -> int:
+        if self._forked is None:
+            return super()._wait(timeout)  # type: ignore[misc,no-any-return]
+        if self.returncode is None:
+            self._forked_status(timeout)
+            if self.returncode is None:
+                raise subprocess.TimeoutExpired(self.args, timeout or 0)
+        return self.returncode
+
+    def _forked_status(self, timeout: float | None) -> None:
+        assert self._forked is not None
+        try:
+            line = self._forked.line(timeout)
+        except EOFError:  # the forking process died first: the status is lost
+            deadline = None if timeout is None else time.monotonic() + timeout
+            while _alive(self.pid) and (deadline is None or time.monotonic() < deadline):
+                time.sleep(0.05)
+            line = None if _alive(self.pid) else "255"
+        if line is not None:
+            self.returncode = int(line)
+            self._forked.close()
+
     def output(self) -> str:
         """Everything the process printed so far."""
         return self.log.read_text(errors="replace")
@@ -196,6 +249,14 @@ class ServerProcess(subprocess.Popen[str]):
         """SIGKILL the process on purpose (a crash test): :func:`stop_process` accepts it."""
         self.killed_on_purpose = True
         self.kill()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 def _output_of(proc: subprocess.Popen[Any]) -> str:

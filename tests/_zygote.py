@@ -1,0 +1,282 @@
+"""Agents the tests start, forked from a process that has already imported them.
+
+Each ``python -m apcore_a2a serve`` the suite starts spends about 2 s of CPU importing
+a2a-sdk (FastAPI, SQLAlchemy, protobuf), apcore and uvicorn before it serves anything; the
+suite starts several hundred, on a 2-core machine. This module's process (one per test
+process, started on first use) imports them once and forks a child per agent. The child is
+a real process of its own (own pid, port, signals, exit status), running the same module
+``python -m`` runs, with the arguments, environment, working directory and output file the
+test gave; only the imports are already done. An agent whose environment differs from this
+process's in a variable something may read while importing (``PYTHONPATH``, ``OTEL_*``,
+...) is started the ordinary way, as is any other command (``tests/_support.ServerProcess``).
+
+The test process is not the child's parent, so the exit status comes from this process:
+one connection per child, which gets the child's pid, then its status once it has exited.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import importlib
+import json
+import os
+import runpy
+import select
+import selectors
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import traceback
+from pathlib import Path
+from typing import Any, NoReturn
+
+#: the modules whose agents are forked (``python -m NAME ...``)
+MODULES = ("apcore_a2a", "tests.reliability._serve")
+#: imported before the first fork: what every agent's start imports
+PRELOAD = (
+    "apcore_a2a.cli",
+    "apcore_a2a.server.factory",
+    "apcore_a2a.server.lifecycle",
+    "tests.reliability._serve",
+    "uvicorn.main",
+    "sqlalchemy.ext.asyncio",
+    "sqlalchemy.dialects.postgresql.asyncpg",
+    "sqlalchemy.dialects.sqlite.aiosqlite",
+)
+#: variables read only at run time, never while importing: an agent whose environment
+#: differs from this process's in others is started the ordinary way
+RUNTIME_ONLY = ("APCORE_A2A_", "A2A_", "JWT_", "PYTEST_")
+
+_HEADER = struct.Struct("!I")
+
+
+def _read_exactly(conn: socket.socket, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        chunk = conn.recv(size - len(data))
+        if not chunk:
+            raise EOFError
+        data += chunk
+    return data
+
+
+# ---- the forking process ----------------------------------------------------------------
+
+
+def _child(request: dict[str, Any], fds: list[int], keep: list[socket.socket]) -> NoReturn:
+    """Become the agent: never returns."""
+    code = 1
+    try:
+        for sock in keep:
+            sock.close()
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        if request["session"]:
+            os.setsid()
+        os.dup2(fds[0], 1)
+        os.dup2(fds[1], 2)
+        for fd in set(fds):
+            os.close(fd)
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        sys.path[0] = request["cwd"]
+        sys.argv = [request["module"], *request["args"]]
+        code = 0
+        try:
+            runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
+        except SystemExit as exc:
+            if exc.code is None or isinstance(exc.code, int):
+                code = exc.code or 0
+            else:
+                print(exc.code, file=sys.stderr)
+                code = 1
+        except KeyboardInterrupt:
+            traceback.print_exc()
+            sys.stderr.flush()
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGINT)  # as Python's exit on an uncaught Ctrl-C
+        except BaseException:
+            traceback.print_exc()
+            code = 1
+        # Python's exit, in its order: threads waited for, atexit handlers, output flushed.
+        threading._shutdown()  # type: ignore[attr-defined]
+        atexit._run_exitfuncs()
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(OSError, ValueError):
+                stream.flush()
+    finally:
+        os._exit(code)
+
+
+def serve(path: str) -> None:
+    """Import :data:`PRELOAD`, then fork an agent for each request on the Unix socket at
+    *path*, until the test process that started this one ends."""
+    for name in PRELOAD:
+        importlib.import_module(name)
+    parent = os.getppid()
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(64)
+    wake_r, wake_w = socket.socketpair()
+    wake_w.setblocking(False)
+    signal.set_wakeup_fd(wake_w.fileno())
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    selector = selectors.DefaultSelector()
+    selector.register(listener, selectors.EVENT_READ)
+    selector.register(wake_r, selectors.EVENT_READ)
+    children: dict[int, socket.socket] = {}
+    print("ready", flush=True)
+    while os.getppid() == parent:
+        for key, _ in selector.select(timeout=1.0):
+            if key.fileobj is wake_r:
+                with contextlib.suppress(BlockingIOError):
+                    wake_r.recv(4096)
+                continue
+            conn, _ = listener.accept()
+            try:
+                head, fds, _, _ = socket.recv_fds(conn, _HEADER.size, 2)
+                if len(head) < _HEADER.size:
+                    head += _read_exactly(conn, _HEADER.size - len(head))
+                request = json.loads(_read_exactly(conn, _HEADER.unpack(head)[0]))
+            except (OSError, EOFError, ValueError):
+                conn.close()
+                continue
+            pid = os.fork()
+            if pid == 0:
+                _child(request, fds, [listener, wake_r, wake_w, *children.values(), conn])
+            for fd in set(fds):
+                os.close(fd)
+            conn.sendall(f"{pid}\n".encode())
+            children[pid] = conn
+        while children:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                break
+            conn = children.pop(pid, None)
+            if conn is not None:
+                with contextlib.suppress(OSError):
+                    conn.sendall(f"{os.waitstatus_to_exitcode(status)}\n".encode())
+                conn.close()
+
+
+# ---- the test process's side ------------------------------------------------------------
+
+_server: tuple[subprocess.Popen[bytes], str] | None = None
+_lock = threading.Lock()
+
+
+def _socket_path() -> str | None:
+    """The socket of this test process's forking process, started on first use; ``None``
+    if it could not start (agents are then started the ordinary way)."""
+    global _server
+    with _lock:
+        if _server is not None:
+            return _server[1] if _server[0].poll() is None else None
+        root = Path(__file__).resolve().parent.parent
+        path = os.path.join(tempfile.mkdtemp(prefix="apcore-a2a-zygote-"), "sock")
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tests._zygote", path],
+            cwd=root,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            env=dict(os.environ),
+        )
+        atexit.register(proc.kill)
+        _server = (proc, path)
+        assert proc.stdout is not None
+        if proc.stdout.readline().strip() != b"ready":
+            proc.kill()
+            return None
+        return path
+
+
+def forkable(args: list[str], env: dict[str, str] | None) -> tuple[str, list[str]] | None:
+    """``(module, arguments)`` when *args* start an agent this process can fork with
+    *env*, else ``None``."""
+    if len(args) < 3 or args[0] != sys.executable or args[1] != "-m" or args[2] not in MODULES:
+        return None
+    if os.environ.get("APCORE_A2A_TEST_NO_FORK"):
+        return None
+    if env is not None:
+        here = os.environ
+        changed = {k for k in env.keys() | here.keys() if env.get(k) != here.get(k)}
+        if not all(key.startswith(RUNTIME_ONLY) for key in changed):
+            return None
+    return args[2], args[3:]
+
+
+def fork(
+    module: str,
+    args: list[str],
+    *,
+    cwd: str,
+    env: dict[str, str],
+    out: int,
+    err: int,
+    session: bool,
+) -> tuple[int, ExitStatus] | None:
+    """Fork ``python -m MODULE ARGS`` with its output to *out* and *err*: its pid and
+    its :class:`ExitStatus`, or ``None`` if the forking process is not there."""
+    path = _socket_path()
+    if path is None:
+        return None
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        conn.connect(path)
+        body = json.dumps(
+            {"module": module, "args": args, "cwd": cwd, "env": env, "session": session}
+        ).encode()
+        socket.send_fds(conn, [_HEADER.pack(len(body))], [out, err])
+        conn.sendall(body)
+        status = ExitStatus(conn)
+        line = status.line(None)
+    except (OSError, EOFError):
+        conn.close()
+        return None
+    if line is None:
+        conn.close()
+        return None
+    return int(line), status
+
+
+class ExitStatus:
+    """The connection a forked child's exit status arrives on (after its pid)."""
+
+    def __init__(self, conn: socket.socket) -> None:
+        self._conn = conn
+        self._data = b""
+
+    def line(self, timeout: float | None) -> str | None:
+        """The next line, waiting up to *timeout* seconds (``None``: until it comes);
+        ``None`` if it has not come by then. ``EOFError`` if it never will."""
+        while b"\n" not in self._data:
+            if self._conn.fileno() < 0:
+                raise EOFError
+            ready, _, _ = select.select([self._conn], [], [], timeout)
+            if not ready:
+                return None
+            chunk = self._conn.recv(64)
+            if not chunk:
+                self._conn.close()
+                raise EOFError
+            self._data += chunk
+        line, self._data = self._data.split(b"\n", 1)
+        return line.decode()
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+if __name__ == "__main__":
+    serve(sys.argv[1])
