@@ -8,6 +8,8 @@ import hashlib
 
 #: The SDK's SQL stores keep the owner in a VARCHAR(255) column; quota slots their subject.
 MAX_KEY_CHARS = 255
+#: What the stored form of a key no column holds starts with (:func:`stored_key`).
+HASHED_PREFIX = "sha256:"
 
 
 def unstorable(value: str, limit: int | None = None) -> str | None:
@@ -36,4 +38,9 @@ def stored_key(key: str, limit: int | None = MAX_KEY_CHARS) -> str:
     form starts with ``sha256:`` (``execution/identity.py`` hashes such a bare id)."""
     if unstorable(key, limit) is None:
         return key
-    return "sha256:" + hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
+    return hashed_key(key)
+
+
+def hashed_key(key: str) -> str:
+    """``"sha256:<hex>"`` of the whole of *key* (lone surrogates as their own bytes)."""
+    return HASHED_PREFIX + hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()

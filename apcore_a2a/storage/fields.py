@@ -23,7 +23,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar, cast
 
 from a2a.server.context import ServerCallContext
-from a2a.server.owner_resolver import OwnerResolver
+from a2a.server.owner_resolver import OwnerResolver, resolve_user_scope
 from a2a.server.tasks import DatabaseTaskStore
 from a2a.types import ListTasksRequest, ListTasksResponse, SendMessageRequest
 from a2a.utils.constants import DEFAULT_LIST_TASKS_PAGE_SIZE
@@ -31,7 +31,7 @@ from a2a.utils.errors import InvalidParamsError, TaskNotFoundError
 from a2a.utils.task import decode_page_token, validate_page_size
 from google.protobuf.message import Message
 
-from apcore_a2a.edge.keys import stored_key, unstorable
+from apcore_a2a.edge.keys import HASHED_PREFIX, hashed_key, stored_key, unstorable
 from apcore_a2a.upstream.list_timestamps import timestamp_error
 from apcore_a2a.upstream.page_tokens import BAD_TOKEN, page_cursor
 
@@ -70,14 +70,24 @@ def _length(store: DatabaseTaskStore, column: str) -> int | None:
 
 class HeldOwner:
     """An owner resolver whose key is as the store's ``owner`` column holds it
-    (:func:`~apcore_a2a.edge.keys.stored_key`, the rule of our own callers' keys)."""
+    (:func:`~apcore_a2a.edge.keys.stored_key`, the rule of our own callers' keys).
+
+    An application's own resolver may answer any text, ``sha256:<hex>`` included: such a
+    key is hashed too, so it is never the stored form of another caller's key that no
+    column holds (which would read that caller's tasks). The SDK's default resolver
+    answers our callers' owners, already stored keys (``execution/identity.py`` keeps
+    ``sha256:`` for the hashed ones), so they are kept as they are."""
 
     def __init__(self, resolve: OwnerResolver, limit: int | None) -> None:
         self._resolve = resolve
         self._limit = limit
+        self._own = resolve is not resolve_user_scope
 
     def __call__(self, context: ServerCallContext) -> str:
-        return stored_key(self._resolve(context), self._limit)
+        key = self._resolve(context)
+        if self._own and key.startswith(HASHED_PREFIX):
+            return hashed_key(key)
+        return stored_key(key, self._limit)
 
 
 def hold_owners(store: DatabaseTaskStore) -> None:

@@ -82,3 +82,41 @@ async def test_an_owner_resolver_key_no_column_holds_is_kept_as_ours_are(
     with sqlite3.connect(tmp_path / "own.db") as db:
         owners = {owner for (owner,) in db.execute("SELECT owner FROM tasks")}
     assert owners == {stored_key(key)}
+
+
+async def test_a_resolver_key_spelled_as_a_hashed_one_reads_no_other_callers_tasks(
+    sql_url: str,
+) -> None:
+    """The application's ``owner_resolver`` answering one caller a key no column holds
+    (kept as ``sha256:<hex>`` of it) and another caller that very text: two owners, the
+    second reads, lists and finds to cancel none of the first's tasks (was: one owner, the second
+    caller read them all)."""
+    from apcore_a2a.storage._urls import create_engine, parse_store_url
+
+    long_key = "victim-" + "v" * 300
+    keys = {"victim": long_key, "mimic": stored_key(long_key)}
+
+    def owner(context: Any) -> str:
+        return keys[context.state["headers"].get("x-who", "victim")]
+
+    engine = create_engine(parse_store_url(sql_url))
+    store = DatabaseTaskStore(engine, owner_resolver=owner)
+    try:
+        async with served(task_store=store) as (http, _app):
+
+            async def call(who: str, method: str, params: dict[str, Any]) -> Any:
+                body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+                headers = {"A2A-Version": "1.0", "X-Who": who}
+                return (await http.post("/", json=body, headers=headers)).json()
+
+            sent = await call("victim", "SendMessage", message_params("ops.add", {"a": 1, "b": 2}))
+            task_id = sent["result"]["task"]["id"]
+            assert (await call("victim", "GetTask", {"id": task_id}))["result"]["id"] == task_id
+            assert (await call("mimic", "GetTask", {"id": task_id}))["error"]["code"] == -32001
+            assert (await call("mimic", "ListTasks", {}))["result"]["tasks"] == []
+            refused = await call("mimic", "CancelTask", {"id": task_id})
+            assert refused["error"]["code"] == -32001, refused
+            listed = (await call("victim", "ListTasks", {}))["result"]["tasks"]
+            assert [t["id"] for t in listed] == [task_id]
+    finally:
+        await engine.dispose()
