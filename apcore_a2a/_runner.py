@@ -177,8 +177,8 @@ def run_app(
             elif deadline is not None:
                 deadline.disarm()
         if deadline is not None and deadline.abandoned() and sockets is not None:
-            # A worker's main thread held it: the module's thread took it, and died of it.
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
+            # A worker's main thread held them: the module's thread took one, and died of it.
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOPS)
         return 1 if server.abandoned else 0
     except SystemExit as exc:  # uvicorn's exit on a failed start-up
         if watch.error is not None:

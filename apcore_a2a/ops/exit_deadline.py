@@ -34,6 +34,9 @@ _DEPTH = 5
 ABANDONED_EXIT = 1
 #: The exit line of a Ctrl-C once ``serve()`` has returned, the deadline counting.
 _AFTER_STOP = "Ctrl-C after the stop: exiting at once, abandoning %s (the process waited on %s)"
+#: ...and of a SIGTERM then (an orchestrator's second ask, ``kill``): it died of the signal
+#: without a word, status -15.
+_TERM_AFTER_STOP = _AFTER_STOP.replace("Ctrl-C", "SIGTERM", 1)
 
 
 class ExitDeadline:
@@ -89,9 +92,13 @@ class ExitDeadline:
         """``serve()`` stopped, but work it abandoned runs on (the interpreter waits for a
         module's thread at exit) until the deadline: a Ctrl-C meanwhile ends the process at
         once, status :data:`ABANDONED_EXIT`, with one line, as in the stop. It was
-        Python's ``KeyboardInterrupt`` at exit: a traceback, then status 0 or -2."""
+        Python's ``KeyboardInterrupt`` at exit: a traceback, then status 0 or -2. A SIGTERM
+        meanwhile does the same, in its own words (it was a silent death, status -15)."""
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGINT, lambda _sig, frame: self.exit_soon(_AFTER_STOP, frame))
+            signal.signal(
+                signal.SIGTERM, lambda _sig, frame: self.exit_soon(_TERM_AFTER_STOP, frame)
+            )
 
     def _wait(self) -> None:
         if self._disarmed.wait(self.seconds):

@@ -77,15 +77,18 @@ def _ended(proc: ServerProcess) -> tuple[int, str]:
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 @pytest.mark.parametrize("how", ["serve", "cli", "cli-unforced", "workers"])
+@pytest.mark.parametrize("second", [signal.SIGINT, signal.SIGTERM], ids=["Ctrl-C", "SIGTERM"])
 async def test_a_ctrl_c_while_the_exit_waits_for_a_module_ends_the_process_in_one_line(
-    tmp_path: Path, how: str
+    tmp_path: Path, how: str, second: signal.Signals
 ) -> None:
     """SIGTERM stops the server; a sync module ignores its cancel, and the interpreter
     waits for its thread at exit (until ``shutdown_force_timeout``, or for ever with 0). A
     Ctrl-C then was a ``KeyboardInterrupt`` traceback, and status 0 (``serve()``) or -2
     (the CLI); it now ends the process at once with one line naming what it abandons,
     status 1. A worker of ``--workers`` died of it without a word (the module's thread
-    took the signal its main thread held); it says so too, a Ctrl-C in the terminal."""
+    took the signal its main thread held); it says so too, a Ctrl-C in the terminal. A
+    SIGTERM then (``kill``, an orchestrator's second ask) killed it without a word (status
+    -15): it says so in its own line, status 1, as a Ctrl-C does."""
     port = free_port()
     force = "0" if how == "cli-unforced" else "120"  # the deadline: 124 s, or none
     stop = {"shutdown_timeout": 1, "shutdown_force_timeout": int(force)}
@@ -118,16 +121,17 @@ async def test_a_ctrl_c_while_the_exit_waits_for_a_module_ends_the_process_in_on
         os.killpg(proc.pid, signal.SIGTERM)
         await _until(proc, "serve returned" if how == "serve" else "Finished server process")
         await _waiting_at_exit(pids)
-        os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C in the terminal
+        os.killpg(proc.pid, second)  # Ctrl-C in the terminal
     finally:
         code, out = await asyncio.to_thread(_ended, proc)
     assert "Traceback" not in out and "KeyboardInterrupt" not in out, out
     assert code == 1, out
+    said = "Ctrl-C" if second == signal.SIGINT else "SIGTERM"
     if how == "cli-unforced":  # no deadline: the exit names the thread it no longer waits for
-        said = "ERROR apcore_a2a.ops.shutdown: Ctrl-C at exit: abandoning thread apcore-a2a_"
-        assert said in out, out
+        line = f"ERROR apcore_a2a.ops.shutdown: {said} at exit: abandoning thread apcore-a2a_"
+        assert line in out, out
         return
-    [line] = re.findall(r"ERROR apcore_a2a\.ops\.shutdown: (Ctrl-C after the stop: .*)", out)
+    [line] = re.findall(rf"ERROR apcore_a2a\.ops\.shutdown: ({said} after the stop: .*)", out)
     assert f"abandoning task {task['id']} (module {skill})" in line, line
     assert "main thread in " in line and "_shutdown" in line, line  # at the exit's wait
 
