@@ -66,8 +66,9 @@ def assert_valid_v1_card(document: dict[str, Any]) -> None:
     assert _missing_required(card, AgentCard.DESCRIPTOR) == []
 
 
-@pytest.mark.parametrize("version", ["1.0", "1.1", "1"])
+@pytest.mark.parametrize("version", ["1.0", "1.1", "1", "2.0"])
 def test_a_1_0_client_gets_a_valid_1_0_card(interop_agent: Target, version: str) -> None:
+    """1.x, and a later major (no 0.3 client: the newest card we know, not refused)."""
     response = _get(interop_agent, {"A2A-Version": version})
     assert response.status_code == 200
     document = response.json()
@@ -81,11 +82,18 @@ def test_the_version_may_come_as_a_query_parameter(interop_agent: Target) -> Non
     assert_valid_v1_card(_get(interop_agent, **{"A2A-Version": "1.0"}).json())
 
 
-@pytest.mark.parametrize("headers", [{}, {"A2A-Version": "0.3"}, {"A2A-Version": ""}])
+@pytest.mark.parametrize(
+    "version", [None, "0.3", "", "0.2", "garbage"], ids=["none", "0.3", "empty", "0.2", "garbage"]
+)
 def test_a_client_without_1_0_keeps_the_0_3_keys(
-    interop_agent: Target, headers: dict[str, str]
+    interop_agent: Target, version: str | None
 ) -> None:
-    document = _get(interop_agent, headers).json()
+    """No version, 0.x, or one that names none (the card is discovery, not a call on an
+    interface: §3.6.2's ``VersionNotSupportedError`` is not its answer)."""
+    headers = {} if version is None else {"A2A-Version": version}
+    response = _get(interop_agent, headers)
+    assert response.status_code == 200, response.text
+    document = response.json()
     assert document["protocolVersion"] == "0.3"
     legacy = types03.AgentCard.model_validate(document)
     transports = {legacy.preferred_transport} | {
@@ -94,6 +102,26 @@ def test_a_client_without_1_0_keeps_the_0_3_keys(
     assert transports == {"JSONRPC", "HTTP+JSON", "GRPC"}
     # the 1.0 members are there too, so a 1.0 client that sends no version still works
     assert len(document["supportedInterfaces"]) == 6
+
+
+@pytest.mark.parametrize("version", ["", "1.0", "1.1", "2.0", "0.2", "garbage"])
+async def test_a_plain_sdk_agent_answers_every_version_with_its_card(version: str) -> None:
+    """The a2a-sdk 1.3 card route, alone: every ``A2A-Version`` gets 200 and its one card
+    (the 1.0 card with the 0.3 keys), none is refused. Ours refuses none either, and
+    differs only in giving a client of 1.0 or later the pure 1.0 card (docs/interop.md)."""
+    from a2a.server.routes.agent_card_routes import create_agent_card_routes
+    from starlette.applications import Starlette
+
+    from tests._support import running_server
+
+    _registry, catalog = _catalog()
+    plain = Starlette(routes=create_agent_card_routes(catalog.snapshot.card))
+    async with running_server(plain) as url, httpx.AsyncClient(base_url=url) as http:
+        unversioned = (await http.get(CARD)).json()
+        response = await http.get(CARD, headers={"A2A-Version": version})
+    assert response.status_code == 200, response.text
+    assert response.json() == unversioned
+    assert unversioned["protocolVersion"] == "0.3" and "supportedInterfaces" in unversioned
 
 
 def test_the_two_forms_have_their_own_etag_and_caches_are_told(interop_agent: Target) -> None:
