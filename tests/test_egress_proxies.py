@@ -67,3 +67,35 @@ def test_the_proxy_chosen_is_httpx_s(
         return
     assert [proxy_for(httpx.URL(url), proxies, strict=True) for url in URLS] == expected
     assert [proxy_for(httpx.URL(url), proxies) for url in URLS] == expected
+
+
+#: (NO_PROXY, URL, exempt): an entry with a port exempts only URLs that spell that port,
+#: and httpx drops a scheme's default one (``https://example.com:443`` is port None), so
+#: ``example.com:443`` exempts no https URL of example.com; ``example.com`` (no port)
+#: exempts it on every port, and its subdomains (docs/client.md).
+DEFAULT_PORT = [
+    ("example.com:443", "https://example.com/", False),
+    ("example.com:443", "https://example.com:443/", False),
+    ("example.com:443", "https://api.example.com/", False),
+    ("example.com", "https://example.com/", True),
+    ("example.com", "https://example.com:443/", True),
+    ("example.com", "https://example.com:8443/", True),
+    ("example.com", "https://api.example.com/", True),
+    ("example.com", "https://badexample.com/", False),
+    ("example.com:8443", "https://example.com:8443/", True),
+    ("example.com:8443", "https://example.com/", False),
+]
+
+
+@pytest.mark.parametrize(("no_proxy", "url", "exempt"), DEFAULT_PORT)
+def test_no_proxy_with_the_default_port_exempts_nothing(
+    no_proxy: str, url: str, exempt: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What docs/client.md says of ``NO_PROXY=example.com:443``: httpx's client and ours
+    alike (a tripwire: it fails the day httpx reads a default port otherwise)."""
+    without_proxies(monkeypatch)
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.test:3128")
+    monkeypatch.setenv("NO_PROXY", no_proxy)
+    expected = None if exempt else "http://proxy.test:3128"
+    assert httpx_choices([url]) == [expected]
+    assert proxy_for(httpx.URL(url), urllib.request.getproxies(), strict=True) == expected
