@@ -26,9 +26,11 @@ from a2a.types import a2a_pb2 as pb
 from google.protobuf.message import Message as Proto
 
 from apcore_a2a._egress import Resolver, agents_class
+from apcore_a2a._proxies import ProxyUnusable
 from apcore_a2a.client import _shapes as shape
 from apcore_a2a.client._asgi import CONNECT_TIMEOUT
 from apcore_a2a.client._bounded import ACCEPT_ENCODING, MAX_ANSWER_BYTES
+from apcore_a2a.client._grpc_proxy import grpc_proxy_options
 from apcore_a2a.client._names import OtherOrigins, grpc_addresses
 from apcore_a2a.client._translated import translated
 from apcore_a2a.client._wire import HOOKS, Call, current
@@ -107,6 +109,10 @@ class Caller:
             target = pinned or "dns:///" + to.url
             # What the client reads of an answer on every binding (gRPC's own: 4 MiB).
             options: list[tuple[str, Any]] = [("grpc.max_receive_message_length", MAX_ANSWER_BYTES)]
+            try:  # the proxy the HTTP calls to that host take, or none
+                options += grpc_proxy_options(to.url, to.secure)
+            except ProxyUnusable as exc:  # no retry reaches it: told as unreachable
+                raise A2AConnectionError(str(exc)) from None
             if pinned is not None:  # the name still says whom the call and TLS are for
                 options.append(("grpc.default_authority", to.url))
                 if to.secure:
