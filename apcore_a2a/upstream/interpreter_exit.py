@@ -37,11 +37,11 @@ def end_process(code: int) -> NoReturn:
     term = signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
     if term:
         signal.signal(signal.SIGTERM, _terminated)
-    # Thread pools stopped, then every thread that is not a daemon (a module's work) waited for.
+    # Thread pools stopped, then every thread that is not a daemon (a module's work) waited
+    # for: a module that ignored its cancel, with shutdown_force_timeout 0, waits for ever.
     try:
         threading._shutdown()  # type: ignore[attr-defined]
-    except (KeyboardInterrupt, _Terminated) as stop:  # (a module that ignored its cancel,
-        # shutdown_force_timeout 0)
+    except (KeyboardInterrupt, _Terminated) as stop:
         main = threading.main_thread()
         running = [t.name for t in threading.enumerate() if not t.daemon and t is not main]
         code = code or 1  # work was abandoned: not a clean stop
