@@ -373,8 +373,18 @@ def threaded_server(app: Any, *, port: int | None = None, **config: Any) -> Iter
 async def cli(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
     """Run ``python -m apcore_a2a ARGS`` at the repo root: (exit code, stdout, stderr).
 
-    *env* is added to this process's environment for the child.
+    *env* is added to this process's environment for the child. Forked when it can be
+    (``tests/_zygote.py``), in a thread: the test's own servers go on serving meanwhile.
     """
+    full_env = {**os.environ, **env} if env else dict(os.environ)
+    forkable = _zygote.forkable([sys.executable, "-m", "apcore_a2a", *args], full_env)
+    if forkable is not None:
+        module, rest = forkable
+        ran = await asyncio.to_thread(
+            _zygote.run, module, rest, cwd=str(ROOT), env=full_env, timeout=60
+        )
+        if ran is not None:
+            return ran
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",

@@ -31,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import traceback
 from pathlib import Path
 from typing import Any, NoReturn
@@ -248,6 +249,57 @@ def fork(
         conn.close()
         return None
     return int(line), status
+
+
+def run(
+    module: str, args: list[str], *, cwd: str, env: dict[str, str], timeout: float
+) -> tuple[int, str, str] | None:
+    """Fork ``python -m MODULE ARGS`` and wait for it: (exit code, stdout, stderr), or
+    ``None`` if the forking process is not there. ``TimeoutError`` (the child killed)
+    if it has not ended within *timeout* seconds."""
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    try:
+        forked = fork(module, args, cwd=cwd, env=env, out=out_w, err=err_w, session=False)
+    finally:
+        os.close(out_w)
+        os.close(err_w)
+    if forked is None:
+        os.close(out_r)
+        os.close(err_r)
+        return None
+    pid, status = forked
+    deadline = time.monotonic() + timeout
+    output = {out_r: b"", err_r: b""}
+    with selectors.DefaultSelector() as selector:
+        for fd in output:
+            selector.register(fd, selectors.EVENT_READ)
+        while selector.get_map():
+            left = deadline - time.monotonic()
+            ready = selector.select(timeout=max(left, 0)) if left > 0 else []
+            if not ready:
+                os.kill(pid, signal.SIGKILL)
+                for fd in output:
+                    os.close(fd)
+                status.close()
+                raise TimeoutError(f"python -m {module} {args} did not end in {timeout}s")
+            for key, _ in ready:
+                chunk = os.read(key.fd, 65536)
+                if chunk:
+                    output[key.fd] += chunk
+                else:
+                    selector.unregister(key.fd)
+                    os.close(key.fd)
+    try:
+        line = status.line(max(deadline - time.monotonic(), 0.1))
+    except EOFError:
+        line = "255"
+    if line is None:
+        os.kill(pid, signal.SIGKILL)
+        status.close()
+        raise TimeoutError(f"python -m {module} {args} did not end in {timeout}s")
+    status.close()
+    return int(line), output[out_r].decode(), output[err_r].decode()
 
 
 class ExitStatus:

@@ -13,7 +13,7 @@ import os
 import sys
 from typing import Any
 
-from ._urls import StoreInUseError, StoreURL
+from ._urls import StoreInUseError, StoreURL, schema_key
 from ._wakeups import BackgroundLoop
 
 logger = logging.getLogger(__name__)
@@ -25,12 +25,8 @@ LOCK_SUFFIX = ".lock"
 #: Seconds between attempts to take a lost PostgreSQL lock again, at most.
 RETAKE_INTERVAL = 5.0
 
-# A 64-bit key from the schema's name (md5: any server version, no internal function); an
-# expression, so that key and lock are one statement: one server connection behind PgBouncer.
-_KEY = (
-    "('x' || substr(md5('apcore-a2a task store ' || coalesce(current_schema(), '')),"
-    " 1, 16))::bit(64)::bigint"
-)
+
+_KEY = schema_key("task store")
 
 
 def _what_to_do(cluster_holds: bool) -> str:

@@ -350,3 +350,14 @@ def _sqlite_engine(store_url: StoreURL) -> AsyncEngine:
         connection.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
 
     return engine
+
+
+def schema_key(purpose: str) -> str:
+    """An advisory lock key for *purpose* in the current schema: agents of other schemas of
+    the database never wait for it. A 64-bit key from the schema's name (md5: any server
+    version, no internal function); an expression, so that key and lock are one statement:
+    one server connection behind PgBouncer."""
+    return (
+        f"('x' || substr(md5('apcore-a2a {purpose} ' || coalesce(current_schema(), '')),"
+        " 1, 16))::bit(64)::bigint"
+    )

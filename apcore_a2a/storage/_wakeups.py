@@ -30,7 +30,7 @@ from apcore_a2a.upstream.sql_task_rows import version_number
 
 from ._pg_writer import pg_connect
 from ._replicas import METADATA
-from ._urls import StoreURL, read
+from ._urls import StoreURL, read, schema_key
 from .event_index import in_order, latest, of_task
 
 logger = logging.getLogger(__name__)
@@ -44,7 +44,8 @@ PAGE_SIZE = 100
 #: ``application_name`` of the LISTEN connection, followed by the schema (or database).
 LISTEN_APPLICATION = "apcore-a2a listen"
 _TRIGGER = "apcore_a2a_task_events_notify"
-_LOCK_KEY = 0x0A2A_5EED
+#: the schema's own: one key for the database held every schema's starts behind one stuck
+_LOCK_KEY = schema_key("notify trigger")
 
 
 #: The store's channel secret (its own table, beside the replicas'): the channel is

@@ -93,12 +93,21 @@ async def test_a_blocking_call_is_written_once_with_every_version_and_event(
     cluster_url, a, b = pair
     await _count_writes(cluster_url)
     async with httpx.AsyncClient(headers=V1, timeout=60) as http:
-        # A few at once, not dozens: a call still running after WRITE_DELAY (a loaded
-        # machine) is rightly written twice, which is not what this test is about.
-        answers = await asyncio.gather(
-            *(http.post(a + "/", json=_body("math.add", {"a": i, "b": 1000})) for i in range(8))
-        )
-        tasks = [r.json()["result"]["task"] for r in answers]
+
+        async def timed(i: int) -> tuple[dict[str, object], float]:
+            start = time.monotonic()
+            answer = await http.post(a + "/", json=_body("math.add", {"a": i, "b": 1000}))
+            return answer.json()["result"]["task"], time.monotonic() - start
+
+        # A call still running after WRITE_DELAY (a loaded machine) is rightly written
+        # twice, its running state shared: only one answered within it is written once
+        # for sure. On a machine too busy for any of eight at once, one at a time.
+        timings = await asyncio.gather(*(timed(i) for i in range(8)))
+        while not any(took < WRITE_DELAY for _, took in timings) and len(timings) < 30:
+            timings.append(await timed(len(timings)))
+        tasks = [task for task, _ in timings]
+        fast = [str(task["id"]) for task, took in timings if took < WRITE_DELAY]
+        assert fast, [took for _, took in timings]
         assert {t["status"]["state"] for t in tasks} == {"TASK_STATE_COMPLETED"}
         # The same call as a stream: nothing deferred, one transaction per save.
         streamed = await http.post(
@@ -109,7 +118,8 @@ async def test_a_blocking_call_is_written_once_with_every_version_and_event(
         streamed_id = json.loads(first[5:])["result"]["task"]["id"]
         writes = await _writes(cluster_url)
         # One write of each blocking task's row (the answer), none of its passing states.
-        assert {t["id"]: writes[t["id"]] for t in tasks} == {t["id"]: 1 for t in tasks}
+        assert {key: writes[key] for key in fast} == dict.fromkeys(fast, 1)
+        assert {writes[str(t["id"])] for t in tasks} <= {1, 2}
         assert writes[streamed_id] > 1
         # Every version the one-save-per-transaction path makes, one event each, in order.
         reference = await _events(cluster_url, streamed_id)
