@@ -8,10 +8,8 @@ import contextlib
 import logging
 import math
 import os
-import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 from a2a.server.cluster import ConcurrentTaskModificationError, VersionedDatabaseTaskStore
@@ -22,7 +20,7 @@ from a2a.server.models import (
     TaskModel,
     TaskVersionModel,
 )
-from a2a.types import Message, Part, Role, Task, TaskState, TaskStatus, TaskStatusUpdateEvent
+from a2a.types import Task, TaskState, TaskStatusUpdateEvent
 from sqlalchemy import and_, delete, or_, select, text
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -53,7 +51,7 @@ from .observed import copy_task
 from .outages import UNAVAILABLE as _UNAVAILABLE
 from .quota_slots import PUSH_SCOPE, TASK_SCOPE, slots_table
 from .retention import BATCH, STATE, finished_table, note, purge
-from .running import RUNNING, running_tasks
+from .running import RUNNING, mark_failed, running_tasks
 
 CancelWatch = tuple[Callable[[], list[str]], Callable[[str], None]]
 #: told of each task this process failed as interrupted, with the status event it saved
@@ -318,7 +316,7 @@ class SqlBackend:
                 if stored is None or stored.task.status.state not in RUNNING:
                     continue
                 task = copy_task(stored.task)
-                _mark_failed(task)
+                mark_failed(task, INTERRUPTED_MESSAGE)
                 event = TaskStatusUpdateEvent(
                     task_id=task.id, context_id=task.context_id, status=task.status
                 )
@@ -412,21 +410,3 @@ def _orphaned(running: Any, dead_cutoff: Any) -> Any:
     return running.outerjoin(claims_table, claims_table.c.task_id == TaskModel.id).where(
         or_(claim.is_(None), claim.not_in(live.scalar_subquery()))
     )
-
-
-def _mark_failed(task: Task) -> None:
-    # Like the SDK's TaskManager: a replaced status message moves into history.
-    if task.status.HasField("message"):
-        task.history.append(task.status.message)
-    status = TaskStatus(
-        state=TaskState.TASK_STATE_FAILED,
-        message=Message(
-            role=Role.ROLE_AGENT,
-            message_id=str(uuid.uuid4()),
-            task_id=task.id,
-            context_id=task.context_id,
-            parts=[Part(text=INTERRUPTED_MESSAGE)],
-        ),
-    )
-    status.timestamp.FromDatetime(datetime.now(UTC))
-    task.status.CopyFrom(status)

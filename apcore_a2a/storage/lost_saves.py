@@ -16,16 +16,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import uuid
-from datetime import UTC, datetime
 from typing import Any
 
 from a2a.server.cluster import ConcurrentTaskModificationError, StoredTask
 from a2a.server.context import ServerCallContext
-from a2a.types import Message, Part, Role, Task, TaskState, TaskStatus, TaskStatusUpdateEvent
+from a2a.types import Task, TaskStatusUpdateEvent
 
 from .observed import copy_task
-from .running import RUNNING
+from .running import RUNNING, mark_failed
 
 logger = logging.getLogger(__name__)
 
@@ -84,20 +82,7 @@ class LostSaves:
         ):
             return  # the save did not land, or the task moved on since
         task = copy_task(stored)
-        if task.status.HasField("message"):  # as the SDK's TaskManager: into the history
-            task.history.append(task.status.message)
-        status = TaskStatus(
-            state=TaskState.TASK_STATE_FAILED,
-            message=Message(
-                role=Role.ROLE_AGENT,
-                message_id=str(uuid.uuid4()),
-                task_id=task.id,
-                context_id=task.context_id,
-                parts=[Part(text=LOST_SAVE_MESSAGE)],
-            ),
-        )
-        status.timestamp.FromDatetime(datetime.now(UTC))
-        task.status.CopyFrom(status)
+        status = mark_failed(task, LOST_SAVE_MESSAGE)
         event = TaskStatusUpdateEvent(task_id=task.id, context_id=task.context_id, status=status)
         await self._store.save(
             task, event=event, prev=stored, prev_version=found.version, context=context

@@ -11,10 +11,12 @@ PostgreSQL's generic plans nor SQLite can use it then).
 
 from __future__ import annotations
 
+import uuid
+from datetime import UTC, datetime
 from typing import Any
 
 from a2a.server.models import TaskModel
-from a2a.types import TaskState
+from a2a.types import Message, Part, Role, Task, TaskState, TaskStatus
 from sqlalchemy import select, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -42,3 +44,24 @@ async def create_running_index(engine: AsyncEngine) -> None:
     """Create :data:`INDEX_NAME` unless it exists."""
     where = _PREDICATE[engine.dialect.name]
     await create_index(engine, INDEX_NAME, TaskModel.__tablename__, "id", where=where)
+
+
+def mark_failed(task: Task, text: str) -> TaskStatus:
+    """Fail *task* (a running one nothing runs any more) in place with *text* for its
+    status message, the replaced status message moved into its history as the SDK's
+    TaskManager does; returns the new status."""
+    if task.status.HasField("message"):
+        task.history.append(task.status.message)
+    status = TaskStatus(
+        state=TaskState.TASK_STATE_FAILED,
+        message=Message(
+            role=Role.ROLE_AGENT,
+            message_id=str(uuid.uuid4()),
+            task_id=task.id,
+            context_id=task.context_id,
+            parts=[Part(text=text)],
+        ),
+    )
+    status.timestamp.FromDatetime(datetime.now(UTC))
+    task.status.CopyFrom(status)
+    return status
