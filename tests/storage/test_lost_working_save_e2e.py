@@ -21,11 +21,8 @@ from typing import Any
 import httpx
 import pytest
 
-from .._postgres import PG_HOST, PG_PORT, pg_schema_url
-from .._support import cli_server
 from .test_killed_turn_claim_e2e import ENV, V1, _approve, _send
-from .test_turn_lost_answer_e2e import _LosingProxy
-from .test_turn_takeover_e2e import _args, _transfer
+from .test_turn_lost_answer_e2e import _LosingProxy, lost_approval
 
 pytest.importorskip("asyncpg")
 
@@ -53,37 +50,24 @@ async def _until(check: Any, seconds: float) -> Any:
 
 
 async def test_a_lost_working_save_answer_ends_the_task_and_its_run() -> None:
-    proxy = _LosingProxy(b"TASK_STATE_WORKING")
-    with pg_schema_url(agents=2) as url, proxy.running():
-        proxied = url.replace(f"@{PG_HOST}:{PG_PORT}/", f"@127.0.0.1:{proxy.port}/")
-        with (
-            cli_server(_args(proxied), env=_ENV) as (a, _pa),
-            cli_server(_args(url), env=_ENV) as (b, _pb),
-        ):
-            async with httpx.AsyncClient(timeout=60) as http:
-                parked = (await _send(http, b, _transfer()))["result"]["task"]
-                assert parked["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", parked
-                proxy.armed.set()
-                lost = await _send(http, a, _approve(parked["id"]))
-                assert proxy.lost.is_set(), lost
-                assert lost["error"]["code"] == -32092, lost  # the store's outage
+    async with lost_approval(_LosingProxy(b"TASK_STATE_WORKING"), _ENV) as (http, a, b, parked):
 
-                async def idle() -> bool:
-                    figures = (await http.get(a + "/metrics")).json()
-                    return bool(figures["active_tasks"] == 0)
+        async def idle() -> bool:
+            figures = (await http.get(a + "/metrics")).json()
+            return bool(figures["active_tasks"] == 0)
 
-                # Before: 1 until execution_timeout (300 s), the run waiting for the save.
-                assert await _until(idle, 15), "A's run still waits for its lost save"
+        # Before: 1 until execution_timeout (300 s), the run waiting for the save.
+        assert await _until(idle, 15), "A's run still waits for its lost save"
 
-                async def ended() -> Any:
-                    task = await _get(http, b, parked["id"])
-                    return task if task["status"]["state"] != "TASK_STATE_WORKING" else None
+        async def ended() -> Any:
+            task = await _get(http, b, parked["id"])
+            return task if task["status"]["state"] != "TASK_STATE_WORKING" else None
 
-                # A is live: nothing else ends the task (was: working for as long as A ran).
-                task = await _until(ended, 15)
-                assert task is not None, "the task stayed working"
-                assert task["status"]["state"] == "TASK_STATE_FAILED", task
-                said = task["status"]["message"]["parts"][0]["text"]
-                assert "could not be saved" in said, said
-                busy = await _send(http, b, _approve(parked["id"]))
-                assert busy["error"]["code"] == -32004, busy  # a finished task's refusal
+        # A is live: nothing else ends the task (was: working for as long as A ran).
+        task = await _until(ended, 15)
+        assert task is not None, "the task stayed working"
+        assert task["status"]["state"] == "TASK_STATE_FAILED", task
+        said = task["status"]["message"]["parts"][0]["text"]
+        assert "could not be saved" in said, said
+        busy = await _send(http, b, _approve(parked["id"]))
+        assert busy["error"]["code"] == -32004, busy  # a finished task's refusal

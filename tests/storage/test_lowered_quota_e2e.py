@@ -12,7 +12,6 @@ at 2 (``tests/storage/test_lowered_quota.py`` holds the rule at the slot level).
 from __future__ import annotations
 
 import asyncio
-import uuid
 from contextlib import ExitStack
 from typing import Any
 
@@ -22,20 +21,11 @@ import pytest
 from .._postgres import PG_DB, PG_HOST, PG_PORT, PG_USER, pg_schema_url
 from .._support import EXAMPLES, cli_server
 from .test_killed_turn_claim_e2e import ENV, V1, _send
+from .test_turn_takeover_e2e import _transfer
 
 asyncpg = pytest.importorskip("asyncpg")
 
 QUOTA_EXCEEDED = -32091
-
-
-def _transfer() -> dict[str, Any]:
-    """A message whose task parks (input-required, waiting for an approval)."""
-    return {
-        "messageId": uuid.uuid4().hex,
-        "role": "ROLE_USER",
-        "parts": [{"data": {"to": "bob", "amount": 5}}],
-        "metadata": {"skillId": "bank.transfer"},
-    }
 
 
 async def _parked(http: httpx.AsyncClient, base: str) -> str | None:

@@ -13,7 +13,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 import httpx
 import pytest
@@ -157,16 +158,18 @@ async def test_claims_racing_for_an_unheld_claim_on_two_replicas_make_one_winner
         await b.aclose()
 
 
-async def test_a_claim_whose_answer_was_lost_is_freed_for_the_other_replicas() -> None:
-    """Follow-ups pinned to another replica (sticky sessions): the replica that lost the
-    answer frees its claim once the database answers again. Before: every follow-up on
-    the other replica was refused busy (-32090) for as long as the first one ran."""
-    proxy = _LosingProxy()
+@contextlib.asynccontextmanager
+async def lost_approval(
+    proxy: _LosingProxy, env: dict[str, str]
+) -> AsyncIterator[tuple[httpx.AsyncClient, str, str, dict[str, Any]]]:
+    """Two replicas, A's database reached through *proxy*: a task parked on B whose
+    approval, sent to A, lost its COMMIT's answer (-32092). Yields (client, A, B, the
+    parked task)."""
     with pg_schema_url(agents=2) as url, proxy.running():
         proxied = url.replace(f"@{PG_HOST}:{PG_PORT}/", f"@127.0.0.1:{proxy.port}/")
         with (
-            cli_server(_args(proxied), env=ENV) as (a, _pa),
-            cli_server(_args(url), env=ENV) as (b, _pb),
+            cli_server(_args(proxied), env=env) as (a, _pa),
+            cli_server(_args(url), env=env) as (b, _pb),
         ):
             async with httpx.AsyncClient(timeout=60) as http:
                 parked = (await _send(http, b, _transfer()))["result"]["task"]
@@ -174,9 +177,17 @@ async def test_a_claim_whose_answer_was_lost_is_freed_for_the_other_replicas() -
                 proxy.armed.set()
                 lost = await _send(http, a, _approve(parked["id"]))
                 assert proxy.lost.is_set(), lost
-                assert lost["error"]["code"] == -32092, lost
-                # A is live: nothing changes by waiting
-                answer = await approved_when_free(http, b, parked["id"], 10)
-                assert "result" in answer, answer  # was: busy (-32090) while A ran
-                state = answer["result"]["task"]["status"]["state"]
-                assert state == "TASK_STATE_COMPLETED", answer
+                assert lost["error"]["code"] == -32092, lost  # the store's outage
+                yield http, a, b, parked
+
+
+async def test_a_claim_whose_answer_was_lost_is_freed_for_the_other_replicas() -> None:
+    """Follow-ups pinned to another replica (sticky sessions): the replica that lost the
+    answer frees its claim once the database answers again. Before: every follow-up on
+    the other replica was refused busy (-32090) for as long as the first one ran."""
+    async with lost_approval(_LosingProxy(), ENV) as (http, _a, b, parked):
+        # A is live: nothing changes by waiting
+        answer = await approved_when_free(http, b, parked["id"], 10)
+        assert "result" in answer, answer  # was: busy (-32090) while A ran
+        state = answer["result"]["task"]["status"]["state"]
+        assert state == "TASK_STATE_COMPLETED", answer
