@@ -51,7 +51,16 @@ PRELOAD = (
 )
 #: variables read only at run time, never while importing: an agent whose environment
 #: differs from this process's in others is started the ordinary way
-RUNTIME_ONLY = ("APCORE_A2A_", "A2A_", "JWT_", "PYTEST_")
+RUNTIME_ONLY = (
+    "APCORE_A2A_",
+    "A2A_",
+    "JWT_",
+    "PYTEST_",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "ALL_PROXY",
+    "NO_PROXY",
+)
 
 _HEADER = struct.Struct("!I")
 
