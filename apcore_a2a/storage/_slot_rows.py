@@ -111,11 +111,10 @@ async def turn_above(
     (its heartbeat too). One statement; SQLite, one writer at a time, takes no turn."""
     if conn.dialect.name != "postgresql":
         return
-    above = (_S.scope == scope) & (_S.subject == subject) & (_S.slot >= limit)
     key = func.hashtext(f"apcore-a2a quota {scope} {subject}")
     lock = func.pg_try_advisory_xact_lock(key) if not wait else func.pg_advisory_xact_lock(key)
     # Not a CASE: PostgreSQL may fold its branches; the lock runs only for a row found.
-    turn = select(lock.cast(String)).select_from(select(_S.slot).where(above).limit(1).subquery())
+    turn = select(lock.cast(String)).select_from(rows_past(scope, subject, limit).subquery())
     taken = (await conn.execute(turn)).scalar_one_or_none()
     if taken == "false":
         raise SlotsBusy
