@@ -10,7 +10,9 @@ its caller's unfinished-task quota.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
+from collections.abc import AsyncIterator
 
 import pytest
 from a2a.types import TaskState
@@ -224,6 +226,25 @@ async def _free_row(schema: str, holder: str) -> None:
         await db.close()
 
 
+@contextlib.asynccontextmanager
+async def rename_dropped(
+    pg_url: str, slots: SqlQuotaSlots, task_id: str, limit: int
+) -> AsyncIterator[str]:
+    """*slots* takes one of :data:`CALLER`'s *limit* task slots for a request, and the
+    database drops its rename to *task_id* (``StoreUnavailableError``; retried in the
+    background once the block ends). Yields the request's row."""
+    schema = pg_url.rsplit("schema=", 1)[1]
+    assert await slots.take(TASK_SCOPE, CALLER, "request", limit)
+    [row] = await slots.holders(TASK_SCOPE, CALLER)
+    await kill_slot_renames(schema, TASK_SCOPE, True)
+    try:
+        with pytest.raises(StoreUnavailableError):
+            await slots.rename(TASK_SCOPE, "request", task_id, limit)
+        yield row
+    finally:
+        await kill_slot_renames(schema, TASK_SCOPE, False)
+
+
 @pytest.mark.parametrize("full", [False, True], ids=["free-slot", "at-quota"])
 async def test_a_retried_rename_whose_row_is_gone_takes_a_fresh_slot(
     pg_url: str, full: bool, caplog: pytest.LogCaptureFixture
@@ -236,17 +257,10 @@ async def test_a_retried_rename_whose_row_is_gone_takes_a_fresh_slot(
     a, slots_a = await _replica(pg_url)
     b, slots_b = await _replica(pg_url)
     try:
-        assert await slots_a.take(TASK_SCOPE, CALLER, "request", 1)
-        [row] = await slots_a.holders(TASK_SCOPE, CALLER)
-        await kill_slot_renames(schema, TASK_SCOPE, True)
-        try:
-            with pytest.raises(StoreUnavailableError):
-                await slots_a.rename(TASK_SCOPE, "request", "task-1", 1)
+        async with rename_dropped(pg_url, slots_a, "task-1", 1) as row:
             await _free_row(schema, row)
             if full:
                 assert await slots_b.take(TASK_SCOPE, CALLER, "b-request", 1)
-        finally:
-            await kill_slot_renames(schema, TASK_SCOPE, False)
         if full:
             await eventually(lambda: "task-1" in caplog.text)
             assert "counted past the quota" in caplog.text

@@ -20,9 +20,8 @@ from a2a.types import TaskState
 
 from apcore_a2a.storage.quota_slots import TASK_SCOPE
 
-from .._postgres import kill_slot_renames
 from ._helpers import make_task
-from .test_quota_slots_freed import CALLER, _free_row, _replica, _retrying
+from .test_quota_slots_freed import CALLER, _free_row, _replica, _retrying, rename_dropped
 from .test_recovery import eventually, put
 
 pytest.importorskip("asyncpg")
@@ -35,16 +34,9 @@ async def test_a_retry_at_quota_keeps_the_task_counted(
     a, slots_a = await _replica(pg_url)
     b, slots_b = await _replica(pg_url)
     try:
-        assert await slots_a.take(TASK_SCOPE, CALLER, "request", 1)
-        [row] = await slots_a.holders(TASK_SCOPE, CALLER)
-        await kill_slot_renames(schema, TASK_SCOPE, True)
-        try:
-            with pytest.raises(Exception, match="unavailable"):
-                await slots_a.rename(TASK_SCOPE, "request", "task-1", 1)
+        async with rename_dropped(pg_url, slots_a, "task-1", 1) as row:
             await _free_row(schema, row)  # A counted dead meanwhile
             assert await slots_b.take(TASK_SCOPE, CALLER, "b-request", 1)
-        finally:
-            await kill_slot_renames(schema, TASK_SCOPE, False)
         assert await slots_b.rename(TASK_SCOPE, "b-request", "task-2", 1)
         await eventually(lambda: not _retrying())
         assert sorted(await slots_a.holders(TASK_SCOPE, CALLER)) == ["task-1", "task-2"]
@@ -68,20 +60,13 @@ async def test_a_retry_for_a_task_that_ended_meanwhile_frees_its_slot(
     try:
         task = make_task(TaskState.TASK_STATE_WORKING)
         await put(a, task)
-        assert await slots_a.take(TASK_SCOPE, CALLER, "request", 2)
-        [row] = await slots_a.holders(TASK_SCOPE, CALLER)
-        await kill_slot_renames(schema, TASK_SCOPE, True)
-        try:
-            with pytest.raises(Exception, match="unavailable"):
-                await slots_a.rename(TASK_SCOPE, "request", task.id, 2)
+        async with rename_dropped(pg_url, slots_a, task.id, 2) as row:
             if freed:
                 await _free_row(schema, row)
             # The task ends on B, whose give-back finds no row of the task's name yet.
             task.status.state = TaskState.TASK_STATE_COMPLETED
             await put(b, task)
             await slots_b.give_back(TASK_SCOPE, task.id)
-        finally:
-            await kill_slot_renames(schema, TASK_SCOPE, False)
         await eventually(lambda: not _retrying())
         assert await slots_a.holders(TASK_SCOPE, CALLER) == []  # was: [task.id]
         # Both of the caller's slots are free (none leaked, none taken for the ended task).
