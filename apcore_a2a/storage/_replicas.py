@@ -156,6 +156,11 @@ class ReplicaRegistry:
         self.resumed: list[Callable[[], None]] = []
         self._resuming = False
 
+    @property
+    def registered(self) -> bool:
+        """Whether this replica's row was ever inserted: before, it holds nothing to free."""
+        return self._last_beat is not None
+
     def live_cutoff(self) -> Any:
         """Heartbeats after this time (an SQL expression, the database's clock) count as
         alive."""

@@ -1,22 +1,21 @@
 """Quota slots in the shared database: per-caller limits that hold across processes.
 
 A limit of N for one subject (a caller key) is N numbered slots; the primary key makes
-taking one atomic, so N replicas together never hand out more than N (rows past N, a
-lowered quota's, count too: ``_slot_rows.py``). A slot taken for a
-request or a stream is leased to its replica: given back, it waits :data:`LEASE_SECONDS`
-for the same caller's next request there, then is freed (a dead replica's, when a
-subject is full: dead as orphan recovery judges it, ``ReplicaRegistry.dead_cutoff``; a
-live replica's own that it no longer knows, its free or take cut off, then too), or
-at once when its replica stops cleanly. A slot renamed to a task id lives until the task
-gives it back, or recovery fails the task. A rename the database did not take (an outage,
-a lost connection) is retried until it does, and a give-back under the new name frees the
-row meanwhile: the slot is never freed while its owner runs, nor held for ever. Once the
-replica stopped, nothing is retried: such a slot is freed as a dead replica's. A rename
-whose row is gone (freed as a dead replica's while this one was paused) takes a fresh slot,
-or reports that none is free (the request then cancels its task, ``server/handler.py``). A
-retry, whose request has ended, keeps the task counted past the quota instead, and frees
-the slot of a task that ended before it ran. A replica whose beats resume after a break takes
-again the slots of its leases freed meanwhile (``_recount``).
+taking one atomic, so N replicas together never hand out more than N (rows past N count too:
+``_slot_rows.py``). A slot taken for a request or a stream is leased to its replica: given
+back, it waits :data:`LEASE_SECONDS` for the caller's next request there, then is freed (a
+dead replica's, when a subject is full: dead as orphan recovery judges it,
+``ReplicaRegistry.dead_cutoff``; a live replica's own that it no longer knows, its free or
+take cut off, then too), or at once when its replica stops cleanly. A slot renamed to a task
+id lives until the task gives it back, or recovery fails the task. A rename the database did
+not take (an outage, a lost connection) is retried until it does, and a give-back under the
+new name frees the row meanwhile: the slot is never freed while its owner runs, nor held for
+ever. Once the replica stopped, nothing is retried: such a slot is freed as a dead
+replica's. A rename whose row is gone (freed as a dead replica's while this one was paused)
+takes a fresh slot, or reports that none is free (the request then cancels its task,
+``server/handler.py``). A retry, whose request has ended, keeps the task counted past the
+quota instead, and frees the slot of a task that ended before it ran. A replica whose beats
+resume after a break takes again the slots of its leases freed meanwhile (``_recount``).
 """
 
 from __future__ import annotations
@@ -70,9 +69,8 @@ _S = slots_table.c
 
 
 def _stored(subject: str) -> str:
-    """*subject* as its column holds it (a caller key is made so already, but a subject
-    no column holds would fail the take with the driver's error): one rule with the
-    task owner's, so every replica counts a caller alike."""
+    """*subject* as its column holds it (a subject no column holds would fail the take with
+    the driver's error): the task owner's rule, so every replica counts a caller alike."""
     return stored_key(subject, SUBJECT_CHARS)
 
 
@@ -350,6 +348,8 @@ class SqlQuotaSlots:
         self._idle.clear()
         self._leased.clear()
         self._held.clear()
+        if not self.registry.registered:  # a start stopped early: no slot, maybe no table
+            return
         try:
             # bounded: a stop during an outage must not wait on the database
             async with asyncio.timeout(STOP_SECONDS):

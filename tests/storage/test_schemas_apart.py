@@ -64,3 +64,15 @@ async def test_a_start_held_up_in_one_schema_does_not_hold_up_another(pg_url: st
     finally:
         await held.aclose()
         await engine.dispose()
+
+
+async def test_a_stop_before_the_start_finished_frees_nothing_and_warns_nothing(
+    pg_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An agent stopped while its start was still waiting (above) never registered: it
+    leased no quota slot, and its stop has none to free. It used to delete them anyway,
+    from a table its start had not created yet, and log a WARNING about an outage."""
+    stores = open_stores(pg_url, settings(cluster=True))  # a fresh schema: no tables yet
+    with caplog.at_level("WARNING", logger="apcore_a2a"):
+        await stores.aclose()
+    assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == []
