@@ -92,12 +92,19 @@ def _child(request: dict[str, Any], fds: list[int], keep: list[socket.socket]) -
             os.setsid()
         os.dup2(fds[0], 1)
         os.dup2(fds[1], 2)
+        if request.get("stdin"):
+            os.dup2(fds[2], 0)
+        if request.get("lifeline"):
+            # The console shim's end of a pipe: closed when the shim ends, even SIGKILLed
+            # (a page's process group killed), and the agent must end with it.
+            lifeline = os.dup(fds[-1])
+            threading.Thread(target=_end_with, args=(lifeline,), daemon=True).start()
         for fd in set(fds):
             os.close(fd)
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
-        sys.path[0] = request["cwd"]
+        sys.path[0] = request.get("path0", request["cwd"])
         sys.argv = [request["module"], *request["args"]]
         code = 0
         try:
@@ -126,6 +133,21 @@ def _child(request: dict[str, Any], fds: list[int], keep: list[socket.socket]) -
         os._exit(code)
 
 
+def _end_with(lifeline: int) -> None:
+    with contextlib.suppress(OSError):
+        while os.read(lifeline, 1):
+            pass
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _same_imports(env: dict[str, str], also: list[str]) -> bool:
+    """Whether an agent with *env* imports as this process did: it differs in no variable
+    but :data:`RUNTIME_ONLY`'s and *also*'s (what a shell sets: ``PATH``, ``PWD``...)."""
+    here = os.environ
+    changed = {k for k in env.keys() | here.keys() if env.get(k) != here.get(k)}
+    return all(key.startswith(RUNTIME_ONLY) or key in also for key in changed)
+
+
 def serve(path: str) -> None:
     """Import :data:`PRELOAD`, then fork an agent for each request on the Unix socket at
     *path*, until the test process that started this one ends."""
@@ -152,11 +174,18 @@ def serve(path: str) -> None:
                 continue
             conn, _ = listener.accept()
             try:
-                head, fds, _, _ = socket.recv_fds(conn, _HEADER.size, 2)
+                head, fds, _, _ = socket.recv_fds(conn, _HEADER.size, 4)
                 if len(head) < _HEADER.size:
                     head += _read_exactly(conn, _HEADER.size - len(head))
                 request = json.loads(_read_exactly(conn, _HEADER.unpack(head)[0]))
             except (OSError, EOFError, ValueError):
+                conn.close()
+                continue
+            if "shell_vars" in request and not _same_imports(request["env"], request["shell_vars"]):
+                with contextlib.suppress(OSError):
+                    conn.sendall(b"no\n")
+                for fd in set(fds):
+                    os.close(fd)
                 conn.close()
                 continue
             pid = os.fork()
@@ -309,6 +338,68 @@ def run(
         raise TimeoutError(f"python -m {module} {args} did not end in {timeout}s")
     status.close()
     return int(line), output[out_r].decode(), output[err_r].decode()
+
+
+#: the console script as a shell finds it: forks ``python -m apcore_a2a`` through this
+#: test process's forking process, passing its own output, input and signals on, and
+#: ends as the agent ends; runs the real script when it cannot fork (:func:`console_shim`)
+_SHIM = """\
+import json, os, signal, socket, struct, sys
+REAL, SOCKET, PATH0 = {real!r}, {socket!r}, {path0!r}
+#: what a shell sets, and the docs runner's own (tests/docs/_runner.py)
+SHELL_VARS = ["PATH", "PWD", "OLDPWD", "SHLVL", "_", "DOCS_AGENT", "DOCS_AGENT_PORT"]
+def real():
+    os.execv(REAL, [REAL, *sys.argv[1:]])
+request = {{"module": "apcore_a2a", "args": sys.argv[1:], "cwd": os.getcwd(),
+           "env": dict(os.environ), "session": False, "stdin": True, "lifeline": True,
+           "path0": PATH0, "shell_vars": SHELL_VARS}}
+lifeline, held = os.pipe()  # the agent reads; this process holds the other end
+try:
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    conn.connect(SOCKET)
+    body = json.dumps(request).encode()
+    socket.send_fds(conn, [struct.pack("!I", len(body))], [1, 2, 0, lifeline])
+    conn.sendall(body)
+    answers = conn.makefile("rb")
+    first = answers.readline()
+except OSError:
+    real()
+os.close(lifeline)
+if not first.strip().isdigit():
+    real()
+pid = int(first)
+def forward(signum, _frame):
+    try:
+        os.kill(pid, signum)
+    except ProcessLookupError:
+        pass
+for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+    signal.signal(signum, forward)
+line = answers.readline().strip()
+code = int(line) if line.lstrip(b"-").isdigit() else 255
+if code < 0:  # ended by a signal: so does this process
+    signal.signal(-code, signal.SIG_DFL)
+    os.kill(os.getpid(), -code)
+sys.exit(code)
+"""
+
+
+def console_shim() -> Path | None:
+    """A folder holding an ``apcore-a2a`` that forks the agent (:data:`_SHIM`), to put
+    first on a shell's ``PATH``; ``None`` when agents are not forked here."""
+    real = Path(sys.executable).with_name("apcore-a2a")
+    if os.environ.get("APCORE_A2A_TEST_NO_FORK") or not real.exists():
+        return None
+    path = _socket_path()
+    if path is None:
+        return None
+    shim = Path(path).with_name("bin") / "apcore-a2a"
+    if not shim.exists():
+        shim.parent.mkdir(exist_ok=True)
+        text = _SHIM.format(real=str(real), socket=path, path0=str(real.parent))
+        shim.write_text(f"#!{sys.executable} -I\n{text}")
+        shim.chmod(0o755)
+    return shim.parent
 
 
 class ExitStatus:

@@ -13,6 +13,8 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
+from pathlib import Path
 
 import pytest
 
@@ -100,3 +102,65 @@ def test_the_longest_files_are_handed_out_first(request: pytest.FixtureRequest) 
     collected = list(dict.fromkeys(i.nodeid.split("::")[0] for i in request.session.items))
     if set(FIRST) <= set(collected):  # the whole suite collected: they lead, in order
         assert collected[: len(FIRST)] == list(FIRST)
+
+
+def _shim_shell(script: str) -> subprocess.Popen[str]:
+    """*script* in a bash of its own session whose ``apcore-a2a`` is the forking shim."""
+    from tests import _zygote
+
+    shim = _zygote.console_shim()
+    if shim is None:
+        pytest.skip("agents are not forked here (APCORE_A2A_TEST_NO_FORK)")
+    path = os.pathsep.join([str(shim), str(Path(sys.executable).parent), os.environ["PATH"]])
+    return subprocess.Popen(
+        ["bash", "-c", script],
+        env={**os.environ, "PATH": path},
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def test_the_console_shim_runs_the_command_with_its_output_and_exit_code() -> None:
+    shell = _shim_shell("apcore-a2a --version; echo rc=$?; apcore-a2a nosuch; echo rc=$?")
+    output, _ = shell.communicate(timeout=60)
+    assert "apcore-a2a 0." in output and "rc=0" in output
+    assert "invalid choice: 'nosuch'" in output and "rc=2" in output
+
+
+def _card(port: int) -> int | None:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/.well-known/agent-card.json") as r:
+            return int(r.status)
+    except OSError:
+        return None
+
+
+@pytest.mark.parametrize("ending", ["TERM to the shim", "the shell's group SIGKILLed"])
+def test_an_agent_started_through_the_console_shim_ends_with_it(ending: str) -> None:
+    """The agent is the forking process's child, not the shell's: a TERM the shim gets is
+    passed on (the agent's exit status is the shim's), and a shim SIGKILLed with its page's
+    process group takes the agent with it."""
+    port = free_port()
+    shell = _shim_shell(
+        f"apcore-a2a serve --extensions-dir examples/extensions --port {port} & "
+        "echo $!; wait $!; echo rc=$?"
+    )
+    assert shell.stdout is not None
+    shim = int(shell.stdout.readline())
+    deadline = time.monotonic() + 60  # a hang guard
+    while _card(port) != 200:
+        assert time.monotonic() < deadline and shell.poll() is None, shell.stdout.read()
+        time.sleep(0.05)
+    if ending == "TERM to the shim":
+        os.kill(shim, signal.SIGTERM)
+        output, _ = shell.communicate(timeout=60)
+        assert "rc=0" in output
+    else:
+        os.killpg(shell.pid, signal.SIGKILL)
+        shell.wait(timeout=60)
+    while _card(port) is not None:
+        assert time.monotonic() < deadline, "the agent outlived its shim"
+        time.sleep(0.05)

@@ -59,6 +59,7 @@ import yaml
 from sybil import Example, Sybil
 from sybil.parsers.markdown import CodeBlockParser, SkipParser
 
+from tests import _zygote
 from tests._support import ROOT, free_port
 
 BLOCK_TIMEOUT = 90.0
@@ -247,9 +248,14 @@ class _Shell:
     def __init__(self, cwd: Path) -> None:
         self.agent_dir = Path(tempfile.mkdtemp(prefix="docs-agent-"))
         self.agent_port, self.grpc_port, self.receiver_port = free_port(), free_port(), free_port()
+        # The page's `apcore-a2a` forked from a process that has imported it (2 s of CPU
+        # each, some 35 a run), as the other agents of the tests are (tests/_zygote.py).
+        shim = _zygote.console_shim()
+        path = [str(shim)] if shim is not None else []
+        path += [str(Path(sys.executable).parent), os.environ.get("PATH", "")]
         env = {
             **os.environ,
-            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+            "PATH": os.pathsep.join(path),
             "DOCS_AGENT": str(self.agent_dir),
             "DOCS_AGENT_PORT": str(self.agent_port),
         }
