@@ -87,11 +87,32 @@ class _Recent:
         self._old.pop(task_id, None)
 
 
+class _Listeners:
+    """Listeners called in the order they were added: a tuple, replaced whole, so that a
+    save calling them meanwhile goes through the ones it started with."""
+
+    def __init__(self, *first: SaveListener) -> None:
+        self.all = first
+
+    def add(self, listener: SaveListener) -> Callable[[], None]:
+        """Add *listener*; returns its removal (calling it again does nothing)."""
+
+        def entry(task: Task, context: ServerCallContext) -> None:  # one per call
+            listener(task, context)
+
+        self.all = (*self.all, entry)
+
+        def remove() -> None:
+            self.all = tuple(named for named in self.all if named is not entry)
+
+        return remove
+
+
 class _ViewMixin(Layer):
     _around: Around | None
-    _saved: tuple[SaveListener, ...]
+    _saved: _Listeners
     #: told of a save that raised (not a concurrent modification's refusal)
-    _failed: tuple[SaveListener, ...]
+    _failed: _Listeners
     #: task id -> when it was last saved through a view of this chain (any request); a
     #: save older than :data:`_READ_TTL` cannot be newer than a read still in use
     _saves: _Recent
@@ -106,28 +127,13 @@ class _ViewMixin(Layer):
     def on_save(self, listener: SaveListener) -> Callable[[], None]:
         """Call *listener* after each successful save too, after those named before, until
         the callable returned is called."""
-        return self._listen("_saved", listener)
+        return self._saved.add(listener)
 
     def on_unsaved(self, listener: SaveListener) -> Callable[[], None]:
         """Call *listener* after each save that raised too (a store outage, a value refused:
         not a concurrent modification's refusal), after those named before, until the
         callable returned is called."""
-        return self._listen("_failed", listener)
-
-    def _listen(self, where: str, listener: SaveListener) -> Callable[[], None]:
-        """Add *listener* to the listeners kept in attribute *where*; returns its removal."""
-
-        def entry(task: Task, context: ServerCallContext) -> None:  # one per call
-            listener(task, context)
-
-        setattr(self, where, (*getattr(self, where), entry))
-
-        def remove() -> None:
-            setattr(
-                self, where, tuple(named for named in getattr(self, where) if named is not entry)
-            )
-
-        return remove
+        return self._failed.add(listener)
 
     async def get(self, task_id: str, context: ServerCallContext) -> Any:
         reads = _reads(context)
@@ -167,7 +173,7 @@ class _ViewMixin(Layer):
             self._saves.note(task_id, time.monotonic())
             raise
         except Exception:
-            for failed in self._failed:
+            for failed in self._failed.all:
                 failed(task, context)
             raise
         now = time.monotonic()
@@ -175,7 +181,7 @@ class _ViewMixin(Layer):
         if task.status.state in _TERMINAL:
             self._finished.note(task_id, now)
         reads.pop(task_id, None)
-        for listener in self._saved:
+        for listener in self._saved.all:
             listener(task, context)
         return result
 
@@ -245,7 +251,8 @@ def store_view(
     called after each successful save and *failed* after each save that raised (a store
     outage, a value refused: not a concurrent modification's refusal)."""
     view = _VersionedView(store) if isinstance(store, VersionedTaskStore) else _View(store)
-    view._around, view._saved = around, () if saved is None else (saved,)
-    view._failed = () if failed is None else (failed,)
+    view._around = around
+    view._saved = _Listeners() if saved is None else _Listeners(saved)
+    view._failed = _Listeners() if failed is None else _Listeners(failed)
     view._saves, view._finished = _Recent(_READ_TTL), _Recent(*_FINISHED_KEPT)
     return view
