@@ -18,7 +18,7 @@ from a2a.types import TaskPushNotificationConfig
 from apcore_a2a._proxies import ProxyUnusable
 from apcore_a2a.adapters.errors import one_line
 from apcore_a2a.push.aimed import Webhooks
-from apcore_a2a.push.policy import Checked, PushUrlPolicy
+from apcore_a2a.push.policy import PushUrlPolicy
 from apcore_a2a.push.signing import SigningKey
 
 logger = logging.getLogger("apcore_a2a.push")
@@ -87,8 +87,18 @@ async def try_once(
                 raise GiveUp(f"URL refused at delivery: {checked.refused}")
             if key is None or webhooks is None:
                 raise GiveUp("sender is not running")
-            try:
-                answer = await _post(webhooks, key, delivery, checked, deadline)
+            try:  # signed afresh, sent where *checked* says (``push/aimed.py``)
+                token = key.sign_delivery(
+                    issuer=delivery.issuer,
+                    audience=delivery.url,
+                    task_id=delivery.task_id,
+                    body=delivery.body,
+                    jti=delivery.delivery_id,
+                )
+                headers = {**delivery.headers, SIGNATURE_HEADER: token}
+                answer = await webhooks.post(
+                    delivery.url, checked, content=delivery.body, headers=headers, deadline=deadline
+                )
             except ProxyUnusable as exc:  # our words: the proxy, without its credentials
                 raise GiveUp(f"request cannot be sent: {exc}") from None
             except (ValueError, httpx.InvalidURL) as exc:  # UnicodeEncodeError too
@@ -115,20 +125,3 @@ async def try_once(
     if status >= 500 or status == 429:
         return f"HTTP {status}"
     raise GiveUp(f"receiver answered HTTP {status}")
-
-
-async def _post(
-    webhooks: Webhooks, key: SigningKey, delivery: Delivery, checked: Checked, deadline: float
-) -> httpx.Response:
-    """The POST, signed afresh, sent where *checked* says (``push/aimed.py``)."""
-    token = key.sign_delivery(
-        issuer=delivery.issuer,
-        audience=delivery.url,
-        task_id=delivery.task_id,
-        body=delivery.body,
-        jti=delivery.delivery_id,
-    )
-    headers = {**delivery.headers, SIGNATURE_HEADER: token}
-    return await webhooks.post(
-        delivery.url, checked, content=delivery.body, headers=headers, deadline=deadline
-    )

@@ -247,6 +247,4 @@ class _Lookup:
             self._loop.remove_reader(fd)
         for fd in self._writers:
             self._loop.remove_writer(fd)
-        self._readers.clear()
-        self._writers.clear()
         self._channel.close()
