@@ -112,7 +112,7 @@ class CheckedAddresses(httpx.AsyncBaseTransport):
         # another address it is dropped, as in lookup(), and no resolver reads its text.
         checked = None if literal and ("%" not in host or parsed[0].is_link_local) else parsed
         if self._inner is not None:
-            return await _sent(self._inner.handle_async_request, request, checked, deadline)
+            return await to_first(self._inner.handle_async_request, request, checked, deadline)
         return await self._kept.send(host, request, checked, deadline)
 
     async def aclose(self) -> None:
@@ -175,7 +175,7 @@ class NamePools:
         checked: Sequence[IPAddress | str] | None,
         deadline: float | None,
     ) -> httpx.Response:
-        """*request* to *name* sent on the name's connections (:func:`_sent`)."""
+        """*request* to *name* sent on the name's connections (:func:`to_first`)."""
         pool = self._pools.get(name) or counting(_Pool(verify=self._verify, limits=self._limits))
         self._pools[name] = pool
         self._pools.move_to_end(name)
@@ -183,7 +183,7 @@ class NamePools:
         try:
             await self._trim()
             send = functools.partial(self._replayed, pool)
-            response = await _sent(send, request, checked, deadline)
+            response = await to_first(send, request, checked, deadline)
         except BaseException:
             pool.active -= 1
             raise
@@ -241,18 +241,6 @@ class NamePools:
             await transport.aclose()
         self._pools.clear()
         self._via.clear()
-
-
-async def _sent(
-    send: Callable[[httpx.Request], Awaitable[httpx.Response]],
-    request: httpx.Request,
-    checked: Sequence[IPAddress | str] | None,
-    deadline: float | None,
-) -> httpx.Response:
-    """*request* by *send* to the first of *checked* that takes it (``None``: its URL's)."""
-    if checked is None:
-        return await send(request)
-    return await to_first(send, request, checked, deadline)
 
 
 class _Pool(httpx.AsyncHTTPTransport):
@@ -371,20 +359,22 @@ async def system_lookup(host: str, port: int) -> list[str]:
 async def to_first(
     send: Callable[[httpx.Request], Awaitable[httpx.Response]],
     request: httpx.Request,
-    addresses: Sequence[object],
+    addresses: Sequence[object] | None,
     deadline: float | None = None,
 ) -> httpx.Response:
     """*request* sent (by *send*) to the first of its name's checked *addresses* (the first
-    :data:`MAX_ADDRESSES`) that takes the connection, in the resolver's order (a receiver
-    may listen on one of a dual-stack name's addresses only), all by *deadline*
-    (the loop's clock; by default the request's connect timeout from now); the last
-    one's error when none does.
+    :data:`MAX_ADDRESSES`; ``None``: to its URL's own, a literal address) that takes the
+    connection, in the resolver's order (a receiver may listen on one of a dual-stack
+    name's addresses only), all by *deadline* (the loop's clock; by default the request's
+    connect timeout from now); the last one's error when none does.
 
     Each address is given its share of the time left, so N dead addresses (an unreachable
     IPv6 address listed first drops packets) wait one connect timeout in all, not N; one
     that timed out is tried again, after the others, with what they left (a slow address
     whose siblings refuse at once still has the whole timeout). Tried one after another,
     not raced (RFC 8305 staggers them), as the request's body can be sent once only."""
+    if addresses is None:
+        return await send(request)
     timeouts = request.extensions.get("timeout", {})
     if deadline is None:
         deadline = deadline_of(request)
