@@ -181,7 +181,14 @@ class JWKSKeySource:
             raise KeyLookupError("kid not in the key set (fetched recently)")
         if now < self._retry_at:
             raise KeyLookupError("JWKS endpoint failing; backing off")
-        await self._join_fetch()
+        try:
+            await asyncio.shield(self._start_fetch())
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():
+                raise  # this request itself is being canceled
+            # The shared fetch was canceled (shutdown): a refusal, not a cancellation.
+            raise KeyLookupError("JWKS fetch canceled") from None
         key = self._keys.get(kid)
         if key is not None:
             return key
@@ -201,17 +208,6 @@ class JWKSKeySource:
             task = loop.create_task(self._fetch(), name="apcore-a2a-jwks-fetch")
             self._inflight = task
         return task
-
-    async def _join_fetch(self) -> None:
-        task = self._start_fetch()
-        try:
-            await asyncio.shield(task)
-        except asyncio.CancelledError:
-            current = asyncio.current_task()
-            if current is not None and current.cancelling():
-                raise  # this request itself is being canceled
-            # The shared fetch was canceled (shutdown): a refusal, not a cancellation.
-            raise KeyLookupError("JWKS fetch canceled") from None
 
     async def _fetch(self) -> None:
         try:

@@ -99,18 +99,6 @@ class WeakKeyError(ValueError):
     3.2 requires at least 32 bytes for HS256, 48 for HS384 and 64 for HS512."""
 
 
-def _check_hmac_size(size: int, algorithms: Sequence[str]) -> None:
-    # The largest hash allowed decides: a token of that algorithm is as easy to forge as
-    # its key is short, whatever the other algorithms need.
-    strongest = max(algorithms, key=lambda alg: int(alg[2:]))
-    needed = int(strongest[2:]) // 8
-    if size < needed:
-        raise WeakKeyError(
-            f"JWT HMAC secret is {size} bytes; {strongest} needs at least {needed} "
-            "(RFC 7518 3.2; make one with: openssl rand -base64 48)"
-        )
-
-
 def _pem_key(data: bytes) -> tuple[Any, tuple[str, ...], tuple[str, ...]]:
     """(public key, allowed algorithms, default algorithms) of a PEM public key, certificate
     or private key (of which only the public half is kept)."""
@@ -225,7 +213,15 @@ class JWTAuthenticator:
                 f"allowed: {', '.join(allowed)}"
             )
         if isinstance(self._key, str | bytes) and data:
-            _check_hmac_size(len(data), self.algorithms)
+            # The largest hash allowed decides: a token of that algorithm is as easy to
+            # forge as its key is short, whatever the other algorithms need.
+            strongest = max(self.algorithms, key=lambda alg: int(alg[2:]))
+            needed = int(strongest[2:]) // 8
+            if len(data) < needed:
+                raise WeakKeyError(
+                    f"JWT HMAC secret is {len(data)} bytes; {strongest} needs at least "
+                    f"{needed} (RFC 7518 3.2; make one with: openssl rand -base64 48)"
+                )
 
     def security_schemes(self) -> dict[str, SecurityScheme]:
         """``{"bearer": HTTP Bearer (JWT)}``."""
