@@ -4,6 +4,16 @@ The caller's credentials and headers go to the agent's own origin only (as gRPC 
 to its host): an interface on another origin is called through an HTTP client without
 them. With OpenTelemetry's API installed, each call runs in a CLIENT span named after the
 A2A 1.0 method, with the draft OpenTelemetry A2A attributes, and sends its ``traceparent``.
+
+A gRPC call takes the egress proxy the HTTP calls to its host would take, by httpx's rule
+(``_proxies.proxy_for``), handed to grpcio as a channel option. grpcio reads the environment
+by a rule of its own: ``grpc_proxy``, ``https_proxy`` and ``http_proxy`` in lower case only,
+``https_proxy`` for a plaintext channel too, ``no_grpc_proxy``/``no_proxy`` but not
+``NO_PROXY``, no ``ALL_PROXY``. So an agent that ``NO_PROXY`` exempted went direct over HTTP
+and through the proxy over gRPC, and one that ``HTTPS_PROXY`` named went through it over
+HTTP and direct over gRPC. A proxy grpcio cannot use (it speaks HTTP ``CONNECT`` to
+``http://`` proxies only) was skipped without a word: the call went direct past it. It is
+refused instead.
 """
 
 from __future__ import annotations
@@ -26,11 +36,10 @@ from a2a.types import a2a_pb2 as pb
 from google.protobuf.message import Message as Proto
 
 from apcore_a2a._egress import Resolver, agents_class
-from apcore_a2a._proxies import ProxyUnusable
+from apcore_a2a._proxies import ProxyUnusable, proxy_for
 from apcore_a2a.client import _shapes as shape
 from apcore_a2a.client._asgi import CONNECT_TIMEOUT
 from apcore_a2a.client._bounded import ACCEPT_ENCODING, MAX_ANSWER_BYTES
-from apcore_a2a.client._grpc_proxy import grpc_proxy_options
 from apcore_a2a.client._names import OtherOrigins, grpc_addresses
 from apcore_a2a.client._translated import translated
 from apcore_a2a.client._wire import HOOKS, Call, current
@@ -109,10 +118,15 @@ class Caller:
             target = pinned or "dns:///" + to.url
             # What the client reads of an answer on every binding (gRPC's own: 4 MiB).
             options: list[tuple[str, Any]] = [("grpc.max_receive_message_length", MAX_ANSWER_BYTES)]
-            try:  # the proxy the HTTP calls to that host take, or none
-                options += grpc_proxy_options(to.url, to.secure)
-            except ProxyUnusable as exc:  # no retry reaches it: told as unreachable
-                raise A2AConnectionError(str(exc)) from None
+            # The proxy the HTTP calls to that host take, or none (see the module docstring).
+            proxy = proxy_for(httpx.URL(("https://" if to.secure else "http://") + to.url))
+            if proxy is None:
+                options.append(("grpc.enable_http_proxy", 0))
+            elif httpx.URL(proxy).scheme == "http":
+                options.append(("grpc.http_proxy", proxy))
+            else:  # no retry reaches it: told as unreachable
+                reason = "gRPC calls go through http:// proxies only (HTTP CONNECT)"
+                raise A2AConnectionError(str(ProxyUnusable(proxy, reason)))
             if pinned is not None:  # the name still says whom the call and TLS are for
                 options.append(("grpc.default_authority", to.url))
                 if to.secure:
@@ -237,12 +251,23 @@ class Caller:
                                     item = await anext(stream)
                             except StopAsyncIteration:
                                 if first_expected:
-                                    raise _ended_before_an_event(method) from None
+                                    raise InvalidAgentResponseError(
+                                        f"the agent's stream ended before its first event "
+                                        f"({method} answers with the task or a message first)"
+                                    ) from None
                                 return
                         seen(item)
                         event = shape.event(item, call.wire)
-                        if event is None:  # what the SDK reads of no member it knows
-                            raise _no_known_member(call.version)
+                        # An event holds exactly one member (A2A 1.0.1 §3.2.3, §4.3.3):
+                        # unknown fields are ignored (§5.7), but an event of no member the
+                        # client knows (what the SDK reads of one) is no event. Skipped, it
+                        # was a gap in the stream no one saw; a 0.3 JSON-RPC event of no
+                        # known kind is refused alike (``_shapes.check_event_03``).
+                        if event is None:
+                            raise InvalidAgentResponseError(
+                                f"agent sent a stream event with no member A2A {call.version} "
+                                "defines (a task, message, status update or artifact update)"
+                            )
                         # A repeat (an agent replaying the id it resumes from) is neither
                         # yielded nor progress: replayed forever, it would reset the retries.
                         if call.repeated:
@@ -275,31 +300,6 @@ class Caller:
                 await asyncio.sleep(pause)
 
 
-def _ended_before_an_event(method: str) -> InvalidAgentResponseError:
-    return InvalidAgentResponseError(
-        f"the agent's stream ended before its first event ({method} answers with the "
-        "task or a message first)"
-    )
-
-
-def _no_known_member(version: str) -> InvalidAgentResponseError:
-    """An event holds exactly one member (A2A 1.0.1 §3.2.3, §4.3.3): fields a client does
-    not know are ignored (§5.7), but an event of none it knows is no event. Skipped, it was
-    a gap in the stream no one saw; a 0.3 JSON-RPC event of no known kind is refused alike
-    (``_shapes.check_event_03``, before the SDK drops it)."""
-    return InvalidAgentResponseError(
-        f"agent sent a stream event with no member A2A {version} defines (a task, message, "
-        "status update or artifact update)"
-    )
-
-
-def _state_name(state: int) -> str:
-    """*state*'s name, or its number for a state this A2A version does not define (a newer
-    or hostile agent's; the answer itself reads as ``unknown``)."""
-    known = pb.TaskState.DESCRIPTOR.values_by_number.get(state)
-    return known.name if known is not None else str(state)
-
-
 def _answer_attributes(result: Any) -> dict[str, Any]:
     """Task, conversation and state of a result or stream event."""
     if isinstance(result, Proto) and "payload" in result.DESCRIPTOR.oneofs_by_name:
@@ -307,11 +307,13 @@ def _answer_attributes(result: Any) -> dict[str, Any]:
     if not isinstance(result, Proto):
         return {}
     state = result.status.state if isinstance(result, pb.Task | pb.TaskStatusUpdateEvent) else 0
+    # A state this A2A version does not define (a newer or hostile agent's) by its number.
+    known = pb.TaskState.DESCRIPTOR.values_by_number.get(state)
     found = {
         "a2a.task.id": getattr(result, "task_id", "")
         or (isinstance(result, pb.Task) and result.id),
         "gen_ai.conversation.id": getattr(result, "context_id", ""),
-        "a2a.task.state": state and _state_name(state),
+        "a2a.task.state": state and (known.name if known is not None else str(state)),
     }
     return {k: v for k, v in found.items() if v}
 

@@ -1,6 +1,6 @@
 """The client's gRPC calls behind an egress proxy: the proxy the HTTP calls to that host
 take, by httpx's rule (``HTTP_PROXY``/``HTTPS_PROXY``/``ALL_PROXY``, any case, ``NO_PROXY``),
-never grpcio's own reading of the environment (``client/_grpc_proxy.py``). A real gRPC
+never grpcio's own reading of the environment (``client/_calls.py``). A real gRPC
 agent on 127.0.0.1, its card over HTTP, and a real ``CONNECT`` proxy recording what it is
 asked (docs/client.md, *gRPC*)."""
 
