@@ -1,19 +1,31 @@
 """What an agent's HTTP answers say before a2a-sdk's client transports read them.
 
-The transports reduce an error to its message; :func:`on_response` (an httpx hook) raises
-it first with the agent's code, message and ``data``/``details`` (``_refusals.py``). It
-passes every answer through ``upstream.utc_timestamps`` and keeps the result as received in
-:attr:`Call.wire` for what protobuf cannot hold (a 0.3 ``final``, a card as served). An SSE
-body is handed to the transport one event at a time, so the id the SDK drops is the one
-last read (``Last-Event-ID`` resumes; docs/benchmarks.md has its cost). An answer's media
-type is parsed (``_media.py``), never searched for; an answer, and each event, is read up
-to ``MAX_ANSWER_BYTES`` (``_bounded.py``).
+The transports reduce an error to its message: :func:`on_response` (an httpx hook) raises
+it first, typed by its JSON-RPC code or ErrorInfo reason whatever the HTTP status
+(:func:`refused`), with the agent's code, message and ``data``/``details``. A stream request
+answered without a stream raises the error it carries, else that it is no stream
+(:func:`not_a_stream`); a ``2xx`` body that is not JSON is an invalid answer, and so is a
+JSON-RPC answer that has not exactly one of ``result`` and ``error``
+(:func:`one_of_result_and_error`). The hook passes every answer through
+``upstream.utc_timestamps`` and keeps the result as received in :attr:`Call.wire` for what
+protobuf cannot hold (a 0.3 ``final``, a card as served). An SSE body is handed to the
+transport one event at a time, so the id the SDK drops is the one last read
+(``Last-Event-ID`` resumes; docs/benchmarks.md has its cost). An answer, and each event, is
+read up to ``MAX_ANSWER_BYTES`` (``_bounded.py``).
+
+An answer's ``Content-Type`` is parsed, never matched as a substring: a media type is
+``type "/" subtype`` then ``; name=value`` parameters, both names case-insensitive (RFC 9110
+§8.3.1). Searched for as a substring, ``application/jsonx``, ``application/json-seq`` or
+``text/html; note=application/json`` passed as JSON and ``text/event-streamx`` as a stream.
+JSON is ``application/json`` or a type with the ``+json`` structured suffix (RFC 6839
+§3.1), such as ``application/a2a+json``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import re
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -22,26 +34,159 @@ from typing import Any
 import httpx
 from httpx_sse import EventSource
 
+from apcore_a2a._text import message_line
 from apcore_a2a.client._arguments import sendable
 from apcore_a2a.client._bounded import (
     MAX_ANSWER_BYTES,
     MAX_ERROR_BYTES,
     decoded,
+    json_or_none,
     parse_json,
     read_at_most,
     too_large,
 )
-from apcore_a2a.client._media import event_stream, is_json
-from apcore_a2a.client._refusals import not_a_stream, not_json, one_of_result_and_error, refused
 from apcore_a2a.client._shapes import check_event_03
 from apcore_a2a.client.errors import (
+    A2AAuthenticationError,
+    A2AClientError,
+    A2AConnectionError,
     A2AServerError,
+    ContentTypeNotSupportedError,
     InvalidAgentResponseError,
     error_from_details,
     error_from_rpc,
 )
 from apcore_a2a.upstream.proxy_targets import bracketed
 from apcore_a2a.upstream.utc_timestamps import utc_timestamps
+
+#: an RFC 9110 token: what a type and a subtype are made of
+_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+
+EVENT_STREAM = "text/event-stream"
+
+
+def essence(header: str | None) -> str | None:
+    """The ``type/subtype`` of a ``Content-Type`` header, lowercase; ``None`` when the
+    header is absent or is no media type."""
+    if header is None:
+        return None
+    kind = header.partition(";")[0].strip()
+    main, slash, sub = kind.partition("/")
+    if not slash or not _TOKEN.fullmatch(main) or not _TOKEN.fullmatch(sub):
+        return None
+    return kind.lower()
+
+
+def is_json(header: str | None) -> bool:
+    """Whether *header* names JSON: ``application/json`` or ``application/*+json``."""
+    main, _, sub = (essence(header) or "").partition("/")
+    if main != "application":
+        return False
+    return sub == "json" or (sub.endswith("+json") and sub != "+json")
+
+
+def event_stream(header: str | None) -> str | None:
+    """*header* with its type written ``text/event-stream`` (its parameters, the charset
+    among them, kept) when it names an SSE stream, else ``None``. The spelling is the one
+    a2a-sdk and httpx-sse look for (as a substring, case-sensitive), so a stream an agent
+    names ``Text/Event-Stream`` is read as one."""
+    if header is None or essence(header) != EVENT_STREAM:
+        return None
+    _, semicolon, parameters = header.partition(";")
+    return EVENT_STREAM + semicolon + parameters
+
+
+def shown(header: str | None) -> str:
+    """*header* for a message: one line of at most 100 characters, its spaces as sent."""
+    return message_line(header or "")[:100] or "no content type"
+
+
+def one_of_result_and_error(payload: dict[str, Any], may_be_empty: bool) -> None:
+    """Refuse a JSON-RPC answer that has not exactly one of ``result`` and ``error``
+    (JSON-RPC 2.0, section 5): an answer of nothing is no empty result, and of both the
+    client cannot tell which the agent meant. A ``null`` member beside the other counts as
+    absent (serializers write unset members so). *may_be_empty*: an answer of neither is
+    taken (an ``event: error`` frame may be a bare error object; a delete's result is
+    ``null``, which some servers leave out)."""
+    has_result = payload.get("result") is not None or (
+        "result" in payload and payload.get("error") is None
+    )
+    has_error = payload.get("error") is not None
+    if has_result and has_error:
+        raise InvalidAgentResponseError("agent reply has both 'result' and 'error'")
+    if not (has_result or has_error or may_be_empty):
+        raise InvalidAgentResponseError("agent reply has neither 'result' nor 'error'")
+
+
+def oversized(response: httpx.Response, what: str = "an error answer") -> str:
+    """What to say of *what* the agent answered past :data:`MAX_ERROR_BYTES`, which the
+    client does not read: its size as ``Content-Length`` gives it (not of a compressed body,
+    whose length is not what it inflates to) and the cap, so the caller knows why the
+    message it carries is not shown."""
+    length = response.headers.get("content-length", "").strip()
+    compressed = "content-encoding" in response.headers
+    if length.isdigit() and int(length) > MAX_ERROR_BYTES and not compressed:
+        what += f" of {int(length)} bytes"
+    return f"{what} (over the {MAX_ERROR_BYTES // 1024} KiB the client reads)"
+
+
+def refused(
+    response: httpx.Response, content: bytes | bytearray, whole: bool = True
+) -> A2AClientError:
+    """The typed error of a non-2xx answer: by the JSON-RPC code or ErrorInfo reason it
+    names, whatever the status and media type; else a bare 415 is the content type, 401/403
+    refuse the caller, anything else is the connection's. *content* is its body, cut at
+    :data:`MAX_ERROR_BYTES` unless *whole*: then its size is what it says."""
+    status, body = response.status_code, json_or_none(content) if whole else None
+    error = body.get("error", body) if isinstance(body, dict) else None
+    error = error if isinstance(error, dict) else {}
+    if status not in (401, 403) and error:
+        code = error.get("code")
+        rpc = isinstance(code, int) and code < 0  # else a google.rpc.Status (HTTP code)
+        typed = error_from_rpc(error) if rpc else error_from_details(error)
+        if typed is not None:
+            return typed
+    # What the refusal says, in one line: the error's message, else a short plain body.
+    said = error.get("message") or error.get("detail") or error.get("title")
+    text = content.decode(errors="replace").strip()
+    if not whole:
+        said = oversized(response)
+    elif not isinstance(said, str):
+        said = text[:200] if text and text[0] not in "{[<" else ""
+    said = message_line(said)[:300]
+    if status == 415:
+        return ContentTypeNotSupportedError(said or "the agent does not accept the content type")
+    cls = A2AAuthenticationError if status in (401, 403) else A2AConnectionError
+    return cls(
+        f"HTTP {status} from {response.url}" + (f": {said}" if said else ""), status_code=status
+    )
+
+
+def not_a_stream(
+    response: httpx.Response, binding: str, content: bytes | bytearray, whole: bool = True
+) -> A2AClientError:
+    """The error of a 2xx answer to a stream request that is not ``text/event-stream``
+    (A2A 1.0.1 §9.4.2, §11.7): the typed error it carries, as agents refuse a stream before
+    it starts (JSON: a JSON-RPC error object; REST: a ``google.rpc.Status`` naming its
+    reason), else :class:`InvalidAgentResponseError` naming what came instead. A result is
+    refused too, not read as the one event: an agent that answers a stream so did not stream
+    (a server taking the call for ``SendMessage``, a proxy), which the caller is told."""
+    header = response.headers.get("content-type")
+    payload = json_or_none(content) if whole and is_json(header) else None
+    error = payload.get("error") if isinstance(payload, dict) else None
+    if binding == "JSONRPC" and isinstance(payload, dict) and error is not None:
+        one_of_result_and_error(payload, False)
+        return error_from_rpc(error)
+    typed = error_from_details(error) if binding != "JSONRPC" and isinstance(error, dict) else None
+    if typed is not None:
+        return typed
+    answer = shown(header)
+    if not whole:
+        answer = oversized(response, f"HTTP {response.status_code} and {answer}")
+    empty = "" if content.strip() else " (an empty body)"
+    return InvalidAgentResponseError(
+        f"the agent answered a stream request with {answer}, not {EVENT_STREAM}{empty}"
+    )
 
 
 @dataclass
@@ -157,7 +302,10 @@ async def on_response(response: httpx.Response) -> None:
     header = response.headers.get("content-type")
     if not is_json(header):  # nothing to read (a delete's answer), or no A2A answer
         if (await read_at_most(body, MAX_ERROR_BYTES))[0].strip():
-            raise not_json(response)
+            raise InvalidAgentResponseError(
+                f"the agent answered {response.url} with {shown(header)}, "
+                "not JSON (application/json)"
+            )
         response.stream = httpx.ByteStream(b"")
         return
     content, whole = await read_at_most(body, MAX_ANSWER_BYTES)

@@ -33,10 +33,8 @@ from apcore_a2a.client._bounded import (
     json_or_none,
 )
 from apcore_a2a.client._calls import Caller
-from apcore_a2a.client._media import is_json
-from apcore_a2a.client._refusals import refused
 from apcore_a2a.client._shapes import MessageInput
-from apcore_a2a.client._wire import HOOKS
+from apcore_a2a.client._wire import HOOKS, is_json, refused
 from apcore_a2a.client.card import (
     AgentCardFetcher,
     CardKeys,
