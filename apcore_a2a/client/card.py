@@ -28,8 +28,8 @@ from google.protobuf.json_format import MessageToDict, ParseDict
 from apcore_a2a._addresses import host_class
 from apcore_a2a._egress import agents_class, inward
 from apcore_a2a._text import echoed
-from apcore_a2a.client._alone import leaves_alone
 from apcore_a2a.client._bounded import get_at_most, json_or_none, parse_json
+from apcore_a2a.client._translated import leaves_alone
 from apcore_a2a.client.errors import (
     A2ADiscoveryError,
     CardVerificationError,

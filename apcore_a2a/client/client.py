@@ -17,7 +17,6 @@ from google.protobuf.json_format import MessageToDict
 from apcore_a2a._egress import Resolver, system_lookup
 from apcore_a2a._proxies import KEPT, ProxyUnusable, proxy_for, proxy_transport
 from apcore_a2a.client import _shapes as shape
-from apcore_a2a.client._alone import alone_after_events, leaves_alone
 from apcore_a2a.client._arguments import (
     header_value,
     normalize_url,
@@ -34,6 +33,7 @@ from apcore_a2a.client._bounded import (
 )
 from apcore_a2a.client._calls import Caller
 from apcore_a2a.client._shapes import MessageInput
+from apcore_a2a.client._translated import alone_after_events, leaves_alone
 from apcore_a2a.client._wire import HOOKS, is_json, refused
 from apcore_a2a.client.card import (
     AgentCardFetcher,
