@@ -16,6 +16,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
+from apcore_a2a._settings_sources import empty_problem
 from apcore_a2a._text import message_line
 from apcore_a2a._version import __version__
 from apcore_a2a.upstream.interpreter_exit import end_process
@@ -57,6 +58,40 @@ def printable(text: str) -> str:
     (``message_line``: spaces inside a line kept), every control or invisible character as
     its ``\\xNN``/``\\uNNNN`` escape, so none is sent to the terminal raw."""
     return _CONTROLS.sub(lambda m: m[0].encode("unicode_escape").decode(), message_line(text))
+
+
+def refuse_blank(args: argparse.Namespace) -> None:
+    """Raise ``ValueError`` (exit 2, bad command input) naming the first argument of a
+    client command given as an empty or blank string, or holding one (``--header``); a
+    positional one (listed in ``args.positionals``) is named as its usage shows it. Read as
+    "not given", a blank value would silently change the call: ``--token ""`` sent no
+    credentials, ``--skill ""`` let the agent pick the skill, ``--context-id ""`` started a
+    new conversation. The rule is the settings' (``serve`` follows it too:
+    :func:`~apcore_a2a._settings_sources.empty_problem`). The message quotes a value by
+    ``repr``, every character but a space escaped: it is printed as is, so that ``"  "``
+    is quoted back as given, not as ``' '``."""
+    positionals = getattr(args, "positionals", ())
+    for dest, value in vars(args).items():
+        problem = empty_problem(dest, value)
+        if problem is None:
+            continue
+        if not isinstance(value, str):
+            # Not shown: a repeated value is often a credential (--header 'X-API-Key: k').
+            raise ValueError(f"--{dest.replace('_', '-')}: {problem}")
+        if dest in positionals:
+            raise ValueError(f"{dest.upper()}: {problem}, got {value!r}")
+        raise ValueError(f"--{dest.replace('_', '-')}: {problem} (leave it out), got {value!r}")
+
+
+def positive(value: str) -> float:
+    """``--timeout``'s type: a positive number of seconds."""
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {value!r}") from None
+    if not number > 0:  # NaN too: the wait would end at once, as if the agent were slow
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {value!r}")
+    return number
 
 
 def build_parser() -> argparse.ArgumentParser:

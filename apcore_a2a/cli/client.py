@@ -24,8 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from apcore_a2a.adapters.skills import SCHEMA_EXTENSION_URI as SCHEMA_EXTENSION
-from apcore_a2a.cli import emit, printable
-from apcore_a2a.cli.arguments import positive, refuse_blank
+from apcore_a2a.cli import emit, positive, printable, refuse_blank
 
 if TYPE_CHECKING:  # the client stack loads when a client command runs, not for serve
     from apcore_a2a.client import A2AClient
