@@ -38,26 +38,20 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     upgrade.set_defaults(func=_upgrade)
 
 
-def _source(args: argparse.Namespace) -> str | None:
-    """Where the task store to upgrade came from, as a refusal of it starts: the flag, the
-    variable or its ``_FILE``; ``None`` for the default."""
-    from apcore_a2a.settings import SPECS, Settings, source_of
-
-    given = {"task_store": args.task_store}
-    where = source_of("task_store", given, os.environ, Settings.specs())
-    return {"task_store": "--task-store", SPECS["task_store"].key: None}.get(where, where)
-
-
 def _upgrade(args: argparse.Namespace) -> int:
     from apcore_a2a._runner import store_hint
     from apcore_a2a._settings_refusals import value_refusal
     from apcore_a2a.cli.serve import flag_named
-    from apcore_a2a.settings import Settings, SettingsError
+    from apcore_a2a.settings import SPECS, Settings, SettingsError, source_of
     from apcore_a2a.storage.migrations import upgrade_database
 
-    where = _source(args)
+    given = {"task_store": args.task_store}
+    # Where the task store came from, as a refusal of it starts: the flag, the variable or
+    # its _FILE; None for the default.
+    source = source_of("task_store", given, os.environ, Settings.specs())
+    where = {"task_store": "--task-store", SPECS["task_store"].key: None}.get(source, source)
     try:
-        url = Settings.resolve({"task_store": args.task_store}).task_store
+        url = Settings.resolve(given).task_store
     except SettingsError as exc:
         print(f"error: {flag_named(str(exc), args)}", file=sys.stderr)
         return 2
