@@ -262,7 +262,7 @@ class Caller:
                         # unknown fields are ignored (§5.7), but an event of no member the
                         # client knows (what the SDK reads of one) is no event. Skipped, it
                         # was a gap in the stream no one saw; a 0.3 JSON-RPC event of no
-                        # known kind is refused alike (``_shapes.check_event_03``).
+                        # known kind is refused alike (``_wire.check_event_03``).
                         if event is None:
                             raise InvalidAgentResponseError(
                                 f"agent sent a stream event with no member A2A {call.version} "

@@ -8,7 +8,6 @@ agents); a protobuf result becomes the shape of docs/client.md by one walk (:fun
 from __future__ import annotations
 
 import base64
-import json
 import math
 import re
 import uuid
@@ -263,38 +262,6 @@ def event(result: Proto, wire: Any = None) -> dict[str, Any] | None:
         sent_final = isinstance(sent, Mapping) and sent.get("final") is True
         out["final"] = out["status"]["state"] in FINAL_STATES | INTERRUPTED_STATES or sent_final
     return out
-
-
-#: the events of an A2A 0.3 stream: its ``kind`` is one of these, and required
-_KINDS_03 = frozenset({"task", "message", "status-update", "artifact-update"})
-
-
-def check_event_03(result: Any) -> None:
-    """Refuse a 0.3 JSON-RPC stream event's *result* that a2a-sdk 1.3's 0.3 transport would
-    drop unseen: no object, or of a kind A2A 0.3 does not define (the SDK infers a missing
-    ``kind`` of a task, message or status update, not of an artifact update). A 0.3
-    ``SendStreamingMessageResponse`` result is one of four objects, each with its ``kind``,
-    so only a malformed event is refused; dropped, it was a gap in the stream no one saw."""
-    kind = result.get("kind") if isinstance(result, dict) else None
-    if isinstance(result, dict) and not kind:  # as the SDK infers it
-        if "taskId" in result and "final" in result:
-            kind = "status-update"
-        elif "messageId" in result:
-            kind = "message"
-        elif "id" in result:
-            kind = "task"
-    if isinstance(kind, str) and kind in _KINDS_03:
-        return
-    if not isinstance(result, dict):
-        said = "that is no JSON object"
-    elif kind:
-        said = f"of kind {json.dumps(kind)[:100]}"
-    else:
-        said = "with no kind"
-    raise InvalidAgentResponseError(
-        f"agent sent a stream event {said}, which is no A2A 0.3 task, message, "
-        "status-update or artifact-update"
-    )
 
 
 def of_task(ev: Mapping[str, Any], task_id: str | None, method: str) -> dict[str, Any]:

@@ -45,7 +45,6 @@ from apcore_a2a.client._bounded import (
     read_at_most,
     too_large,
 )
-from apcore_a2a.client._shapes import check_event_03
 from apcore_a2a.client.errors import (
     A2AAuthenticationError,
     A2AClientError,
@@ -186,6 +185,38 @@ def not_a_stream(
     empty = "" if content.strip() else " (an empty body)"
     return InvalidAgentResponseError(
         f"the agent answered a stream request with {answer}, not {EVENT_STREAM}{empty}"
+    )
+
+
+#: the events of an A2A 0.3 stream: its ``kind`` is one of these, and required
+_KINDS_03 = frozenset({"task", "message", "status-update", "artifact-update"})
+
+
+def check_event_03(result: Any) -> None:
+    """Refuse a 0.3 JSON-RPC stream event's *result* that a2a-sdk 1.3's 0.3 transport would
+    drop unseen: no object, or of a kind A2A 0.3 does not define (the SDK infers a missing
+    ``kind`` of a task, message or status update, not of an artifact update). A 0.3
+    ``SendStreamingMessageResponse`` result is one of four objects, each with its ``kind``,
+    so only a malformed event is refused; dropped, it was a gap in the stream no one saw."""
+    kind = result.get("kind") if isinstance(result, dict) else None
+    if isinstance(result, dict) and not kind:  # as the SDK infers it
+        if "taskId" in result and "final" in result:
+            kind = "status-update"
+        elif "messageId" in result:
+            kind = "message"
+        elif "id" in result:
+            kind = "task"
+    if isinstance(kind, str) and kind in _KINDS_03:
+        return
+    if not isinstance(result, dict):
+        said = "that is no JSON object"
+    elif kind:
+        said = f"of kind {json.dumps(kind)[:100]}"
+    else:
+        said = "with no kind"
+    raise InvalidAgentResponseError(
+        f"agent sent a stream event {said}, which is no A2A 0.3 task, message, "
+        "status-update or artifact-update"
     )
 
 
