@@ -16,11 +16,11 @@ each refusal an A2A error in the shape of the request's binding
 * ``-32602`` (JSON-RPC) or ``400`` (REST) for a body beyond a shape limit
   (:mod:`apcore_a2a.shape`), before anything parses it;
 * ``-32602`` / ``400`` for values the SDK misreads: a 0.3 ``historyLength`` no int32
-  holds, an enum name A2A
+  holds, a body's integer spelt as Python spells one (``"2_0"``), an enum name A2A
   does not define, a REST query boolean other than ``true``/``false`` or single-valued
   parameter given twice, JSON-RPC 1.0 ``params`` of ``null`` or an array
   (``upstream/wire_values.py``); a query integer JSON writes otherwise (``2.0``) is handed
-  on in digits;
+  on in digits, and so is a JSON-RPC 0.3 integer string (``"2e0"``);
 * the version rule (:func:`~apcore_a2a.classify.version_error`): without ``A2A-Version``
   a request is 0.3 (spec §3.6.2), so a 1.0 method name or REST path is refused
   (``VersionNotSupportedError``) with a message saying what to send;
@@ -60,7 +60,7 @@ from apcore_a2a.server.caller_keys import CallerKeys
 from apcore_a2a.server.limits import StreamLimiter
 from apcore_a2a.streams.tap import Answer
 from apcore_a2a.upstream.file_bytes import undecodable_rpc03
-from apcore_a2a.upstream.wire_values import sdk_query, values_error
+from apcore_a2a.upstream.wire_values import sdk_payload, sdk_query, values_error
 
 _JSON_TYPES = ("application/json", "application/a2a+json")
 
@@ -96,6 +96,8 @@ class RequestGuard:
             wrong = wrong or values_error(info, query)
             rejection = None if wrong is None else (wrong, None)
             read = sdk_query(info, query) if wrong is None else query
+            if wrong is None:
+                sdk_payload(info)
             if read != query:  # a copy: the server's access log keeps what was sent
                 scope = dict(scope, query_string=read)
         if rejection is not None:

@@ -2,27 +2,36 @@
 reads them: JSON-RPC 1.0 ``params`` that are no object, enum names A2A does not define
 (protobuf's parser drops them), and REST query strings that are not A2A 1.0.1 §11.5's
 (a boolean other than ``true``/``false``, an integer that is none, a single-valued
-parameter given twice), 0.3 messages without a role (``role03_error``, also on gRPC), and a
-JSON-RPC 0.3 ``historyLength`` no int32 holds (the SDK's 0.3 adapter copies it into an int32
-proto field outside its error handling: ``-32603``, logged at ERROR with a traceback; REST 0.3
-``GetTask``'s query is :func:`query_error`'s). A query integer JSON writes otherwise
+parameter given twice), 0.3 messages without a role (``role03_error``, also on gRPC), a
+body's integer spelt as Python spells one (``"historyLength": "2_0"``, :func:`integer_errors`),
+and a JSON-RPC 0.3 integer no int32 holds (the SDK's 0.3 adapter copies ``historyLength`` into
+an int32 proto field outside its error handling: ``-32603``, logged at ERROR with a traceback;
+REST 0.3 ``GetTask``'s query is :func:`query_error`'s). A query integer JSON writes otherwise
 (``?historyLength=2.0``) is handed on as the integer (:func:`sdk_query`): the SDK's 0.3
-``GetTask`` reads it with ``int()``, outside its error handling (HTTP 500).
+``GetTask`` reads it with ``int()``, outside its error handling (HTTP 500); so is a JSON-RPC
+0.3 integer string with an exponent (``"2e0"``, :func:`sdk_payload`), which 0.3's models
+refuse where every other binding reads 2. gRPC carries integers in binary: one spelling.
 """
 
 from __future__ import annotations
 
+import functools
 import re
-from typing import Any
+from collections.abc import Iterator
+from types import NoneType
+from typing import Any, Literal, get_args, get_origin
 from urllib.parse import parse_qsl
 
 from a2a.compat.v0_3 import a2a_v0_3_pb2 as pb2_v03
 from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
+
+# after the dispatcher: jsonrpc_adapter imported first is a circular import
+from a2a.compat.v0_3.jsonrpc_adapter import JSONRPC03Adapter  # isort: skip
 from a2a.utils.errors import InvalidParamsError
-from google.protobuf.descriptor import FieldDescriptor
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.json_format import ParseDict, ParseError
 from google.protobuf.message import Message
-from pydantic import TypeAdapter, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from apcore_a2a._text import echoed
 from apcore_a2a.classify import MESSAGE_METHODS, RequestInfo
@@ -35,6 +44,17 @@ _INT32 = range(-(2**31), 2**31)
 _NUMBER = re.compile(r"-?[0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+)?")
 #: an ``int`` field of 0.3's models, as they read one
 _LAX_INT = TypeAdapter(int)
+#: protobuf's integer types (A2A's protos have int32 alone today; the others read alike)
+_INTEGERS = frozenset(
+    {FieldDescriptor.CPPTYPE_INT32, FieldDescriptor.CPPTYPE_INT64,
+     FieldDescriptor.CPPTYPE_UINT32, FieldDescriptor.CPPTYPE_UINT64}
+)  # fmt: skip
+#: REST 0.3 bodies the SDK parses, by method (1.0's are the JSON-RPC methods' requests)
+_REST03_BODIES: dict[str, Any] = {
+    "SendMessage": pb2_v03.SendMessageRequest,
+    "SendStreamingMessage": pb2_v03.SendMessageRequest,
+    "CreateTaskPushNotificationConfig": pb2_v03.CreateTaskPushNotificationConfigRequest,
+}
 
 
 def values_error(info: RequestInfo, query: bytes) -> InvalidParamsError | None:
@@ -43,31 +63,158 @@ def values_error(info: RequestInfo, query: bytes) -> InvalidParamsError | None:
     return (
         query_error(info, query)
         or params_error(info)
-        or _history03_error(info)
+        or _body_error(info)
+        or _integers03_error(info)
         or _message03_error(info)
     )
 
 
-def _history03_error(info: RequestInfo) -> InvalidParamsError | None:
-    """A JSON-RPC 0.3 call whose ``historyLength`` no int32 holds (module docstring): read
-    as 0.3's models read it (an integral float or a numeral is an int too), in the params
-    (``tasks/get``) and in their configuration (``message/send``)."""
-    params = info.payload.get("params") if isinstance(info.payload, dict) else None
-    if info.binding == "rest" or info.version != "0.3" or not isinstance(params, dict):
+def integer_errors(doc: Any, descriptor: Descriptor, prefix: str = "") -> list[dict[str, str]]:
+    """The errors of each integer field of the JSON object *doc* (read as *descriptor*)
+    given as a string that spells no JSON number, in the shape of ``name_errors``'.
+    ProtoJSON takes an integer as a number or a string holding one (an exponent allowed);
+    protobuf's parser reads a string with Python's ``int()`` (``"2_0"``: 20, ``"٢"``: 2,
+    ``"+2"``, ``"\\t2"``: 2). Everything else (a fraction, a bool, past the type's range) its
+    parser refuses itself."""
+    errors: list[dict[str, str]] = []
+    fields = _integer_fields(descriptor) if isinstance(doc, dict) else {}
+    for key, value in doc.items() if fields else ():
+        field = fields.get(key)
+        if field is None:
+            continue
+        target = field_items(field)[1]
+        for item in _items(field, value):
+            if target is not None:
+                errors += integer_errors(item, target, prefix + field.name + ".")
+            elif isinstance(item, str) and _NUMBER.fullmatch(item) is None:
+                errors.append(_spelling(prefix + field.name, key, item))
+    return errors
+
+
+def _items(field: FieldDescriptor, value: Any) -> Any:
+    """The values a field's JSON holds (a map's values; protobuf refuses another shape)."""
+    many, _target, is_map = field_items(field)
+    if is_map:
+        return value.values() if isinstance(value, dict) else ()
+    return value if many and isinstance(value, list) else (value,)
+
+
+def _spelling(name: str, key: str, sent: object) -> dict[str, str]:
+    shown = ("true" if sent else "false") if isinstance(sent, bool) else echoed(sent, quote=True)
+    text = f"{key} must be a JSON number or a string holding one, not {shown}"
+    return {"field": name, "message": text}
+
+
+@functools.cache
+def _integer_fields(descriptor: Descriptor) -> dict[str, FieldDescriptor]:
+    """The fields that are integers or hold one below (google.protobuf's types hold none
+    a request spells: a ``Struct``'s numbers are doubles), by every key protobuf's JSON
+    parser takes for them (JSON and proto name)."""
+    found = {}
+    for field in descriptor.fields:
+        target = field_items(field)[1]
+        own = target is None or target.full_name.startswith("google.protobuf.")
+        if (own and field.cpp_type in _INTEGERS) or (not own and _integer_fields(target)):
+            found[field.name] = found[field.json_name] = field
+    return found
+
+
+def _body_error(info: RequestInfo) -> InvalidParamsError | None:
+    """A REST body (1.0 or 0.3) holding an integer spelt as Python spells one."""
+    doc = info.payload  # parsed once at the edge; unparseable: the SDK's parser refuses it
+    if info.binding != "rest" or info.http_method != "POST" or not isinstance(doc, dict):
         return None
-    config = params.get("configuration")
-    for holder in (params, config if isinstance(config, dict) else {}):
-        sent = holder.get("historyLength")
+    bodies = _REST03_BODIES if info.version == "0.3" else _MODELS
+    model = bodies.get(info.method or "")
+    return None if model is None else _refusal(integer_errors(doc, model.DESCRIPTOR))
+
+
+#: a 0.3 model's plan: per key (alias and name) of a field that is an ``int`` or holds
+#: one below, ``(is an int, plans of the models it may hold)``
+Plan = dict[str, tuple[bool, tuple["Plan", ...]]]
+
+
+def _plan03(model: type[BaseModel]) -> Plan:
+    """:data:`Plan` of a 0.3 model, from its fields' annotations (no 0.3 request model
+    holds itself; one that did would fail here, at import)."""
+    plan: Plan = {}
+    for name, field in model.model_fields.items():
+        kinds = _kinds(field.annotation)
+        below = (k for k in kinds if isinstance(k, type) and issubclass(k, BaseModel))
+        models = tuple(p for p in map(_plan03, below) if p)
+        if kinds - {NoneType} == {int} or models:
+            plan[name] = plan[field.alias or name] = (kinds - {NoneType} == {int}, models)
+    return plan
+
+
+def _kinds(annotation: Any) -> set[Any]:
+    """The types *annotation* admits, unions and lists unwrapped (``str | int`` is no
+    int field: a string stays one); a dict's or a literal's values are not walked."""
+    origin, args = get_origin(annotation), get_args(annotation)
+    if not args:
+        return {annotation}
+    if origin is dict or origin is Literal:
+        return set()
+    return set().union(*map(_kinds, args))
+
+
+_PLANS03 = {
+    method: _plan03(model)
+    for method, model in JSONRPC03Adapter.METHOD_TO_MODEL.items()
+    if isinstance(model, type) and issubclass(model, BaseModel)
+}
+
+
+def _ints03(doc: Any, plan: Plan, prefix: str = "") -> Iterator[tuple[dict[str, Any], str, str]]:
+    """``(holder, key, field path)`` of each integer in a JSON-RPC 0.3 request *doc*."""
+    for key, value in doc.items() if plan and isinstance(doc, dict) else ():
+        is_int, models = plan.get(key, (False, ()))
+        if is_int:
+            yield doc, key, prefix + key
+        for item in value if isinstance(value, list) else (value,):
+            for below in models:
+                yield from _ints03(item, below, prefix + key + ".")
+
+
+def _integers03_error(info: RequestInfo) -> InvalidParamsError | None:
+    """A JSON-RPC 0.3 call holding an integer spelt as Python spells one (0.3's models read
+    ``"2_0"``, ``"+2"``, ``"\\t2"`` and ``true`` in pydantic's lax mode), or no int32 holds
+    (module docstring), read as 0.3's models read it (an integral float is an int too)."""
+    plan = _PLANS03.get(info.rpc_method or "")
+    if info.binding != "jsonrpc" or info.version != "0.3" or plan is None:
+        return None
+    for holder, key, path in _ints03(info.payload, plan):
+        sent = holder[key]
+        if isinstance(sent, bool) or (isinstance(sent, str) and not _NUMBER.fullmatch(sent)):
+            # In the words of 0.3's other integer refusal (below): no list of errors.
+            return InvalidParamsError(message=_spelling(path, key, sent)["message"])
         try:
-            value = None if sent is None else _LAX_INT.validate_python(sent)
+            value = query_int32(sent) if isinstance(sent, str) else _LAX_INT.validate_python(sent)
         except (ValidationError, ValueError):
             continue  # no integer: the SDK's model refuses it (-32602)
-        if value is not None and value not in _INT32:
-            shown = echoed(value)
+        if value is None or value not in _INT32:
+            shown = echoed(sent if value is None else value)
             return InvalidParamsError(
-                message=f"historyLength must be an integer from 0 to {2**31 - 1}, not {shown}"
+                message=f"{key} must be an integer from 0 to {2**31 - 1}, not {shown}"
             )
     return None
+
+
+def sdk_payload(info: RequestInfo) -> None:
+    """*info*'s JSON-RPC 0.3 payload as the SDK is to read it, after :func:`values_error`
+    found nothing: an integer string with a fraction or an exponent (``"2e0"``, which 0.3's
+    models refuse; ``"2.0"``) as the integer it is, as every other binding reads it."""
+    plan = _PLANS03.get(info.rpc_method or "")
+    if info.binding != "jsonrpc" or info.version != "0.3" or plan is None:
+        return
+    rewritten = False
+    for holder, key, _path in _ints03(info.payload, plan):
+        sent = holder[key]
+        value = query_int32(sent) if isinstance(sent, str) else None
+        if value is not None and sent != str(value):
+            holder[key], rewritten = value, True
+    if rewritten:
+        info.rewrite_payload(info.payload)
 
 
 def _message03_error(info: RequestInfo) -> InvalidParamsError | None:
@@ -119,7 +266,8 @@ def params_error(info: RequestInfo) -> InvalidParamsError | None:
     params = payload.get("params", {})
     if params is None or isinstance(params, list):
         return InvalidParamsError(message="params must be a JSON object")
-    return _refusal(name_errors(params, model.DESCRIPTOR))
+    descriptor = model.DESCRIPTOR
+    return _refusal(name_errors(params, descriptor) + integer_errors(params, descriptor))
 
 
 def query_error(info: RequestInfo, query: bytes) -> InvalidParamsError | None:

@@ -5,6 +5,9 @@ or undefined role: as the agent's), a REST query reads ``includeArtifacts=yes``
 as false and a repeated ``pageSize`` as its last value (and ``pageSize=abc`` in Python's
 words), JSON-RPC 1.0 ``"params": null``
 is answered in Python's words (an array read as none), and so is a REST body holding a number of 5000 digits.
+A body's integer given as a string is read with Python's ``int()`` (protobuf's parser:
+``"2_0"`` is 20, ``"\u0661"`` and ``"+1"`` are 1; 0.3's models, in pydantic's lax mode, read
+``"2_0"`` and refuse ``"2e0"``).
 A failing test here means the SDK changed that behaviour: shrink or delete the file."""
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ import pytest
 from a2a.compat.v0_3 import a2a_v0_3_pb2
 from a2a.compat.v0_3 import types as types_v03
 from a2a.compat.v0_3.proto_utils import FromProto
+from a2a.types import a2a_pb2
+from google.protobuf.json_format import ParseDict
 
 from tests._support import threaded_server
 from tests.client._sdk_agent import build_sdk_app
@@ -97,3 +102,27 @@ def test_sdk_serves_a_03_rest_message_of_an_unknown_role(sdk: httpx.Client) -> N
     # Not refused: the message reached the executor without a role, which this echo
     # executor fails on ("Message must be from a user"), as HTTP 500.
     assert sent.status_code == 500, sent.text
+
+
+def test_protobuf_reads_an_integer_string_with_pythons_int() -> None:
+    for text, read in (("2_0", 20), ("\u0662", 2), ("+2", 2), ("\t2", 2), ("2\n", 2)):
+        parsed = ParseDict({"historyLength": text}, a2a_pb2.GetTaskRequest())
+        assert parsed.history_length == read, text
+
+
+def test_sdk_serves_a_body_integer_spelt_as_python_spells_one(sdk: httpx.Client) -> None:
+    held = len(_rpc(sdk, "ListTasks", {})["result"]["tasks"])
+    assert 1 < held < 10
+    for text in ("+1", "\u0661", "1_0"):  # a page of one task, or of ten (every task)
+        listed = _rpc(sdk, "ListTasks", {"pageSize": text})["result"]["tasks"]
+        assert len(listed) == (held if text == "1_0" else 1), text
+    message = {"messageId": "m-int", "role": "ROLE_USER", "parts": [{"text": "hi"}]}
+    body = {"message": message, "configuration": {"historyLength": "2_0"}}
+    assert sdk.post("/message:send", json=body, headers=V1).status_code == 200
+    # 0.3's models: "2_0" read, "2e0" (which protobuf reads as 2) refused.
+    task = _rpc(sdk, "ListTasks", {})["result"]["tasks"][0]["id"]
+    for text, served in (("2_0", True), ("+2", True), ("\t2", True), ("2e0", False)):
+        params = {"id": task, "historyLength": text}
+        rpc03 = {"jsonrpc": "2.0", "id": 7, "method": "tasks/get", "params": params}
+        answer = sdk.post("/", json=rpc03, headers=V03).json()
+        assert ("result" in answer) is served, (text, answer)
