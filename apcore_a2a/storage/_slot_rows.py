@@ -7,8 +7,8 @@ past its quota (a background rename finding all N taken, ``quota_slots.py``). Th
 as much as the others: a take at N is served only while fewer than N rows are held,
 whatever their numbers. The numbers alone no longer prove that, so while any such row is
 there a take does not insert its random slot blindly (:data:`TAKE_SLOT`), and the takes
-counting the rows take turns (an advisory lock per subject, :func:`turn_above`), each
-counting after the last one's commit.
+counting the rows take turns (an advisory lock per subject in the schema, :func:`turn_above`),
+each counting after the last one's commit.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from sqlalchemy import Column, Index, Integer, String, Table, func, select, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ._replicas import METADATA
+from ._urls import schema_key
 from .retention import FINISHED_NAMES, STATE
 
 logger = logging.getLogger("apcore_a2a.storage")
@@ -95,6 +96,15 @@ def rows_past(scope: str, subject: str, limit: int) -> Any:
     return select(_S.slot).where(above).limit(1)
 
 
+# A subject's turn: its schema's own (agents of other schemas of the database count their
+# own rows), scope and subject bound, never written into the SQL (a subject is a caller's).
+_TURN_KEY = schema_key(
+    "quota", "CAST(:turn_scope AS VARCHAR) || ' ' || CAST(:turn_subject AS VARCHAR)"
+)
+_WAIT_TURN = text(f"CAST(pg_advisory_xact_lock({_TURN_KEY}) AS VARCHAR)")
+_TRY_TURN = text(f"CAST(pg_try_advisory_xact_lock({_TURN_KEY}) AS VARCHAR)")
+
+
 class SlotsBusy(Exception):
     """Another take is counting the rows of a subject that has rows past its quota."""
 
@@ -111,10 +121,9 @@ async def turn_above(
     (its heartbeat too). One statement; SQLite, one writer at a time, takes no turn."""
     if conn.dialect.name != "postgresql":
         return
-    key = func.hashtext(f"apcore-a2a quota {scope} {subject}")
-    lock = func.pg_try_advisory_xact_lock(key) if not wait else func.pg_advisory_xact_lock(key)
+    lock = (_WAIT_TURN if wait else _TRY_TURN).bindparams(turn_scope=scope, turn_subject=subject)
     # Not a CASE: PostgreSQL may fold its branches; the lock runs only for a row found.
-    turn = select(lock.cast(String)).select_from(rows_past(scope, subject, limit).subquery())
+    turn = select(lock).select_from(rows_past(scope, subject, limit).subquery())
     taken = (await conn.execute(turn)).scalar_one_or_none()
     if taken == "false":
         raise SlotsBusy

@@ -352,12 +352,15 @@ def _sqlite_engine(store_url: StoreURL) -> AsyncEngine:
     return engine
 
 
-def schema_key(purpose: str) -> str:
+def schema_key(purpose: str, of: str | None = None) -> str:
     """An advisory lock key for *purpose* in the current schema: agents of other schemas of
     the database never wait for it. A 64-bit key from the schema's name (md5: any server
     version, no internal function); an expression, so that key and lock are one statement:
-    one server connection behind PgBouncer."""
+    one server connection behind PgBouncer. *of*: a SQL text expression (of bind
+    parameters: a caller's values are never written into SQL) naming one of several locks
+    of *purpose*, hashed after the schema; without it the key is what it always was."""
+    named = "" if of is None else f" || ' ' || ({of})"
     return (
-        f"('x' || substr(md5('apcore-a2a {purpose} ' || coalesce(current_schema(), '')),"
-        " 1, 16))::bit(64)::bigint"
+        f"('x' || substr(md5('apcore-a2a {purpose} ' || coalesce(current_schema(), '')"
+        f"{named}), 1, 16))::bit(64)::bigint"
     )

@@ -16,8 +16,10 @@ import asyncio
 
 from sqlalchemy import select
 
+from apcore_a2a.storage._slot_rows import turn_above
 from apcore_a2a.storage.quota_slots import TASK_SCOPE, SqlQuotaSlots, slots_table
 
+from .._postgres import pg_schema_url
 from .test_quota_slots_freed import CALLER, _replica
 
 OLD, NEW = 5, 2
@@ -78,32 +80,50 @@ async def test_in_between_the_higher_quota_serves_up_to_its_own(pg_url: str) -> 
         await b.aclose()
 
 
+async def _one_past(slots: SqlQuotaSlots) -> None:
+    """The caller holds one task, at slot 4: past the new quota, one slot below it free."""
+    for n in range(OLD):
+        assert await slots.take(TASK_SCOPE, CALLER, f"request-{n}", OLD)
+        assert await slots.rename(TASK_SCOPE, f"request-{n}", f"task-{n}", OLD)
+    held = await _slot_of(slots)
+    for slot in (0, 1, 2, 3):
+        await slots.give_back(TASK_SCOPE, held[slot])
+
+
 async def test_a_take_past_quota_rows_does_not_queue_for_its_turn(pg_url: str) -> None:
-    """While another take counts the caller's rows (its turn held here by the test's own
-    session), a take at the lowered quota is refused at once rather than waiting with a
-    pooled connection: a burst of a caller's requests would hold them all, and the
+    """While another take counts the caller's rows (its turn held here, in a transaction
+    of the test's own), a take at the lowered quota is refused at once rather than waiting
+    with a pooled connection: a burst of a caller's requests would hold them all, and the
     replica's heartbeat with them."""
-    import asyncpg
-
-    from .._postgres import PG_DB, PG_HOST, PG_PORT, PG_USER
-
     a, slots = await _replica(pg_url)
     try:
-        for n in range(OLD):
-            assert await slots.take(TASK_SCOPE, CALLER, f"request-{n}", OLD)
-            assert await slots.rename(TASK_SCOPE, f"request-{n}", f"task-{n}", OLD)
-        held = await _slot_of(slots)
-        for slot in (0, 1, 2, 3):  # one left, above the new quota: one slot free
-            await slots.give_back(TASK_SCOPE, held[slot])
-        db = await asyncpg.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, database=PG_DB)
-        try:
-            async with db.transaction():
-                key = f"apcore-a2a quota {TASK_SCOPE} {CALLER}"
-                await db.execute("SELECT pg_advisory_xact_lock(hashtext($1))", key)
-                async with asyncio.timeout(10):  # a hang guard: was waiting for the turn
-                    assert not await slots.take(TASK_SCOPE, CALLER, "busy", NEW)
-            assert await slots.take(TASK_SCOPE, CALLER, "turn", NEW)  # its turn free
-        finally:
-            await db.close()
+        await _one_past(slots)
+        async with slots.engine.begin() as counting:
+            await turn_above(counting, TASK_SCOPE, CALLER, NEW)  # held until it commits
+            async with asyncio.timeout(10):  # a hang guard: was waiting for the turn
+                assert not await slots.take(TASK_SCOPE, CALLER, "busy", NEW)
+        assert await slots.take(TASK_SCOPE, CALLER, "turn", NEW)  # its turn free
     finally:
         await a.aclose()
+
+
+async def test_a_turn_is_its_schemas_own(pg_url: str) -> None:
+    """Agents in two schemas of one database, and in each a caller of the same key holding
+    a task past the lowered quota: while a take counts the caller's rows in A, B's take is
+    served, A's refused. Before, the turn's key (``hashtext`` of scope and subject) was
+    one for the whole database: B's take was refused while A counted (-32091)."""
+    with pg_schema_url(agents=1) as other_url:
+        a, slots_a = await _replica(pg_url)
+        b, slots_b = await _replica(other_url)
+        try:
+            await _one_past(slots_a)
+            await _one_past(slots_b)
+            async with slots_a.engine.begin() as counting:
+                await turn_above(counting, TASK_SCOPE, CALLER, NEW)  # A's turn, held
+                async with asyncio.timeout(10):  # a hang guard
+                    assert await slots_b.take(TASK_SCOPE, CALLER, "other-schema", NEW)
+                    assert not await slots_a.take(TASK_SCOPE, CALLER, "same-schema", NEW)
+            assert await slots_a.take(TASK_SCOPE, CALLER, "turn", NEW)
+        finally:
+            await a.aclose()
+            await b.aclose()
