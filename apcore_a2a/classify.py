@@ -142,6 +142,10 @@ class RequestInfo:
     routable: bool = True
     #: what the call answered (``streams/tap.py``'s ``Answer``), made by the first reader
     answer: Any = field(default=None, repr=False)
+    #: the URL's query string as sent, and its parameters (``(pair, name, value)``) once
+    #: parsed, for every reader of them (``upstream/wire_values.py``: ``None``, not yet)
+    query: bytes = b""
+    query_items: tuple[tuple[int, str, str], ...] | None = field(default=None, repr=False)
     _delivered: bool = field(default=False, repr=False)
 
     def again(self, shape: Shape) -> RequestInfo:
@@ -425,6 +429,7 @@ class Recorder:
             else:
                 info.tenant = tenant
         info.announced = announced_version(scope)
+        info.query = bytes(scope.get("query_string", b""))
         if info.version is None and info.announced:
             info.version = info.announced
         info.base_url = base_url({**scope, "root_path": root})

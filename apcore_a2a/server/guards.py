@@ -92,13 +92,12 @@ class RequestGuard:
             # The method's own version; a JSON-RPC method not known has none (its error follows).
             spoken = info.version if info.method else None
             wrong: A2AError | None = version_error(info.announced, spoken)
-            query = scope.get("query_string", b"")
-            wrong = wrong or values_error(info, query)
+            wrong = wrong or values_error(info)
             rejection = None if wrong is None else (wrong, None)
-            read = sdk_query(info, query) if wrong is None else query
+            read = sdk_query(info) if wrong is None else info.query
             if wrong is None:
                 sdk_payload(info)
-            if read != query:  # a copy: the server's access log keeps what was sent
+            if read != info.query:  # a copy: the server's access log keeps what was sent
                 scope = dict(scope, query_string=read)
         if rejection is not None:
             await refusal(info, *rejection)(scope, receive, send)

@@ -57,11 +57,11 @@ _REST03_BODIES: dict[str, Any] = {
 }
 
 
-def values_error(info: RequestInfo, query: bytes) -> InvalidParamsError | None:
-    """The refusal of a call (*query*: the URL's query string) holding values the SDK would
-    misread, else ``None``; after the version rule, as the SDK's own checks come after it."""
+def values_error(info: RequestInfo) -> InvalidParamsError | None:
+    """The refusal of a call holding values the SDK would misread, else ``None``; after the
+    version rule, as the SDK's own checks come after it."""
     return (
-        query_error(info, query)
+        query_error(info)
         or params_error(info)
         or _body_error(info)
         or _integers03_error(info)
@@ -270,18 +270,17 @@ def params_error(info: RequestInfo) -> InvalidParamsError | None:
     return _refusal(name_errors(params, descriptor) + integer_errors(params, descriptor))
 
 
-def query_error(info: RequestInfo, query: bytes) -> InvalidParamsError | None:
+def query_error(info: RequestInfo) -> InvalidParamsError | None:
     """The refusal of a REST ``GET`` whose query string the SDK would misread (it keeps a
     repeated parameter's last value, reads any boolean but ``true`` as false and drops an
     unknown enum name: ``?status=working`` listed every task), else ``None``."""
-    model = _query_model(info, query)
+    model = _query_model(info)
     if model is None:
         return None
     fields = {field.camelcase_name: field for field in model.DESCRIPTOR.fields}
     errors: list[dict[str, str]] = []
     doc: dict[str, Any] = {}
-    # Decoded as Starlette decodes it for the SDK's route.
-    for key, value in parse_qsl(query.decode("latin-1"), keep_blank_values=True):
+    for _pair, key, value in query_items(info):
         field = fields.get(key)
         if field is None:
             continue
@@ -321,34 +320,47 @@ def query_int32(text: str) -> int | None:
     return value if value is not None and value in _INT32 else None
 
 
-def sdk_query(info: RequestInfo, query: bytes) -> bytes:
-    """*query* as the SDK is to read it, after :func:`query_error` found none: an integer
-    written otherwise than in digits (``historyLength=2.0``) as its digits, every other
-    byte as sent. a2a-sdk 1.3's REST 0.3 ``GetTask`` reads ``historyLength`` with ``int()``
-    outside its error handling (``2.0``: HTTP 500, logged at ERROR); its 1.0 routes read
-    such a value as ProtoJSON does, the same integer."""
-    model = _query_model(info, query)
+def sdk_query(info: RequestInfo) -> bytes:
+    """*info*'s query as the SDK is to read it, after :func:`query_error` found none: an
+    integer written otherwise than in digits (``historyLength=2.0``) as its digits, every
+    other byte as sent. a2a-sdk 1.3's REST 0.3 ``GetTask`` reads ``historyLength`` with
+    ``int()`` outside its error handling (``2.0``: HTTP 500, logged at ERROR); its 1.0
+    routes read such a value as ProtoJSON does, the same integer."""
+    model = _query_model(info)
     if model is None:
-        return query
+        return info.query
     integers = {
         field.camelcase_name
         for field in model.DESCRIPTOR.fields
         if field.type == FieldDescriptor.TYPE_INT32 and not field_items(field)[0]
     }
-    pairs = query.split(b"&")  # each pair rewritten alone: the others stay byte for byte
-    for n, pair in enumerate(pairs):
-        # Decoded as Starlette decodes it for the SDK's route (parse_qsl, latin-1).
-        for key, value in parse_qsl(pair.decode("latin-1"), keep_blank_values=True):
-            number = query_int32(value) if key in integers else None
-            if number is not None and value != str(number):
-                pairs[n] = pair.partition(b"=")[0] + b"=" + str(number).encode()
-    return b"&".join(pairs)
+    pairs: list[bytes] | None = None  # each pair rewritten alone: the others stay byte for byte
+    for pair, key, value in query_items(info):
+        number = query_int32(value) if key in integers else None
+        if number is not None and value != str(number):
+            pairs = pairs or info.query.split(b"&")
+            pairs[pair] = pairs[pair].partition(b"=")[0] + b"=" + str(number).encode()
+    return info.query if pairs is None else b"&".join(pairs)
 
 
-def _query_model(info: RequestInfo, query: bytes) -> Any:
+def query_items(info: RequestInfo) -> tuple[tuple[int, str, str], ...]:
+    """*info*'s query parameters, ``(its pair's index in the query split at "&", name,
+    value)``, decoded as Starlette decodes them for the SDK's route (``parse_qsl``,
+    latin-1): parsed on first use, each pair once, and kept on the request's record for
+    every reader (:func:`query_error` and :func:`sdk_query` read one parse)."""
+    if info.query_items is None:
+        info.query_items = tuple(
+            (pair, key, value)
+            for pair, text in enumerate(info.query.split(b"&"))
+            for key, value in parse_qsl(text.decode("latin-1"), keep_blank_values=True)
+        )
+    return info.query_items
+
+
+def _query_model(info: RequestInfo) -> Any:
     """The request message a REST ``GET``'s query fills, if it has a query and the SDK
     reads one (1.0's routes; of 0.3's, ``GetTask`` alone), else ``None``."""
-    if info.binding != "rest" or info.http_method != "GET" or not query:
+    if info.binding != "rest" or info.http_method != "GET" or not info.query:
         return None
     if info.version == "0.3":
         return pb2_v03.GetTaskRequest if info.method == "GetTask" else None

@@ -18,13 +18,14 @@ import logging
 import uuid
 from collections.abc import Iterator
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import parse_qsl, quote
 
 import grpc
 import httpx
 import pytest
 from a2a.types import a2a_pb2, a2a_pb2_grpc
 
+from apcore_a2a.upstream import wire_values
 from tests._support import threaded_server
 from tests.bindings._agent import Agent
 from tests.client._sdk_agent import build_sdk_app
@@ -188,3 +189,19 @@ def test_grpc_carries_the_same_integer(http: httpx.Client, agent: Agent) -> None
     rest = http.get("/tasks?pageSize=2e0", headers=V1)
     assert rest.status_code == 200, rest.text
     assert [task["id"] for task in rest.json()["tasks"]] == [task.id for task in listed.tasks]
+
+
+def test_a_query_is_parsed_once(http: httpx.Client, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The query check and the rewrite of ``2.0`` read one parse of the query, kept on the
+    request's record (a count, not a time). Before, each parsed it: three parses here."""
+    parsed: list[str] = []
+
+    def counted(text: str, **options: Any) -> list[tuple[str, str]]:
+        parsed.append(text)
+        return parse_qsl(text, **options)
+
+    monkeypatch.setattr(wire_values, "parse_qsl", counted)
+    answer = http.get("/tasks?pageSize=2.0&historyLength=0", headers=V1)
+    assert answer.status_code == 200, answer.text
+    assert len(answer.json()["tasks"]) == 2
+    assert parsed == ["pageSize=2.0", "historyLength=0"]  # each pair once
