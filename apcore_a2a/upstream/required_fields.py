@@ -126,7 +126,10 @@ def name_errors(doc: Any, descriptor: Descriptor, prefix: str = "") -> list[dict
 
 
 def _numeral(text: str) -> bool:
-    return text.removeprefix("-").isdigit()
+    """Whether protobuf reads *text* as an enum number A2A's JSON spells (ASCII digits:
+    ``int()`` reads ``"\u0663"``, another script's 3, alike; ``str.isdigit`` takes it)."""
+    digits = text.removeprefix("-")
+    return digits.isascii() and digits.isdigit()
 
 
 @functools.cache

@@ -77,6 +77,9 @@ def test_an_unknown_status_name_is_invalid_params(http: httpx.Client) -> None:
     assert len(completed) == _task_count(http)
     assert http.get("/tasks?status=TASK_STATE_WORKING", headers=V1).json()["tasks"] == []
     assert _rpc(http, "ListTasks", {"status": "3"})["result"]["tasks"] == completed
+    # A numeral in other digits is no enum number (protobuf read "\u0663" with int(): 3).
+    _refused_rpc(_rpc(http, "ListTasks", {"status": "\u0663"}), "TaskState")
+    _refused_rest(http.get("/tasks?status=%D9%A3", headers=V1), "TaskState")
 
 
 def test_the_version_rule_comes_first(http: httpx.Client) -> None:

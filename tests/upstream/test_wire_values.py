@@ -108,6 +108,9 @@ def test_protobuf_reads_an_integer_string_with_pythons_int() -> None:
     for text, read in (("2_0", 20), ("\u0662", 2), ("+2", 2), ("\t2", 2), ("2\n", 2)):
         parsed = ParseDict({"historyLength": text}, a2a_pb2.GetTaskRequest())
         assert parsed.history_length == read, text
+    # An enum's numeral too (``required_fields.name_errors`` takes ASCII digits alone).
+    listed = ParseDict({"status": "\u0663"}, a2a_pb2.ListTasksRequest())
+    assert listed.status == a2a_pb2.TASK_STATE_COMPLETED
 
 
 def test_sdk_serves_a_body_integer_spelt_as_python_spells_one(sdk: httpx.Client) -> None:
