@@ -35,12 +35,14 @@ def _rpc(method: str, params: dict[str, Any], **envelope: Any) -> dict[str, Any]
     return {"jsonrpc": "2.0", "id": 1, "method": method, "params": params, **envelope}
 
 
-#: (what a client got wrong, the request: path, JSON body or None for a GET, headers)
+#: (what a client got wrong, the request: path, JSON body or None for a GET, headers);
+#: a ``historyLength`` of a type the SDK refuses itself (a string spelling no number is
+#: refused by our edge before the SDK sees it: ``upstream/wire_values.py``)
 BAD = [
     ("1.0 envelope", "/", _rpc("GetTask", {"id": MARK}, jsonrpc=MARK), V1),
     ("1.0 method", "/", _rpc(MARK, {}), V1),
-    ("1.0 params", "/", _rpc("GetTask", {"id": "t", "historyLength": MARK}), V1),
-    ("0.3 params", "/", _rpc("tasks/get", {"id": "t", "historyLength": MARK}), {}),
+    ("1.0 params", "/", _rpc("GetTask", {"id": "t", "historyLength": [MARK]}), V1),
+    ("0.3 params", "/", _rpc("tasks/get", {"id": "t", "historyLength": [MARK]}), {}),
     ("REST unknown task", f"/tasks/{MARK}", None, V1),
 ]
 ROUNDS = 3
