@@ -105,14 +105,7 @@ class SqlQuotaSlots:
     async def take(self, scope: str, subject: str, holder: str, limit: int) -> bool:
         """Take one of *subject*'s *limit* slots for *holder*; ``False`` when all are taken."""
         subject = _stored(subject)
-        lease = await self._idle_lease(scope, subject)
-        past = rows_past(scope, subject, limit)
-        if lease is not None and len(await guarded(read(self.engine, past))):
-            # The caller is counted past its quota (_recount, a rename's retry, a quota
-            # lowered): the slot kept for it is freed, not handed on, so it comes back under.
-            self._held.discard(lease[0])
-            await self._delete(scope, [lease[0]])
-            lease = None
+        lease = await self._idle_lease(scope, subject, limit)
         if lease is None:
             taken = time.monotonic()
             row = f"r:{uuid.uuid4().hex}"
@@ -129,7 +122,7 @@ class SqlQuotaSlots:
         self._leased[(scope, holder)] = (subject, *lease, limit)
         return True
 
-    async def _idle_lease(self, scope: str, subject: str) -> tuple[str, float] | None:
+    async def _idle_lease(self, scope: str, subject: str, limit: int) -> tuple[str, float] | None:
         """An idle lease of *subject*'s (row holder, taken at), the newest first, or none."""
         key = (scope, subject)
         # A lease taken during this replica's unbroken run of beats is handed out as it
@@ -143,13 +136,18 @@ class SqlQuotaSlots:
             if not idle:
                 del self._idle[key]
             steady = self.registry.steady()
-            if steady is not None and taken >= steady:
-                return row, taken
-            taken, mine = time.monotonic(), False
+            fresh, mine = steady is not None and taken >= steady, False
+            taken = taken if fresh else time.monotonic()  # checked: from the check on
             try:
-                mine = await guarded(self._still_mine(scope, row))
+                if await guarded(read(self.engine, rows_past(scope, subject, limit))):
+                    # The caller is counted past its quota (_recount, a rename's retry, a
+                    # quota lowered): its lease is freed, not handed on, so it comes back under.
+                    await self._delete(scope, [row])
+                    return None
+                mine = fresh or await guarded(self._still_mine(scope, row))
             finally:
-                if not mine:  # gone, or unknown (an orphan then: freed at the quota)
+                # Gone, or unknown (a read or delete cut off): an orphan, freed at the quota.
+                if not mine:
                     self._held.discard(row)
             if mine:
                 return row, taken

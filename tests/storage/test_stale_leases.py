@@ -19,6 +19,7 @@ from contextlib import asynccontextmanager
 
 import pytest
 
+from apcore_a2a.errors import StoreUnavailableError
 from apcore_a2a.storage.quota_slots import SqlQuotaSlots
 
 from .._postgres import PG_DB, PG_HOST, PG_PORT, PG_USER
@@ -77,3 +78,43 @@ async def test_lagging_replicas_keep_the_cap_under_concurrent_takers(pg_url: str
     finally:
         await a.aclose()
         await b.aclose()
+
+
+async def test_a_lease_whose_check_lost_its_connection_is_not_held_for_ever(
+    pg_url: str,
+) -> None:
+    """A take finding an idle lease reads whether its caller holds rows past the quota;
+    the database cuts that read's connection (its backend ended while it waits on a
+    lock). Before, the lease was out of the idle list but still known as held: neither
+    trimmed nor freed as an orphan, its row counted against the caller until the replica
+    stopped (a caller with a quota of 1 refused, -32091, on every replica)."""
+    schema = pg_url.rsplit("schema=", 1)[1]
+    a, slots = await _replica(pg_url)
+    db = await asyncpg.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, database=PG_DB)
+    try:
+        assert await slots.take("stream", CALLER, "first", 1)
+        await slots.give_back("stream", "first")  # an idle lease, for the next take
+        async with db.transaction():
+            await db.execute(f"LOCK TABLE {schema}.apcore_a2a_quota_slots IN ACCESS EXCLUSIVE MODE")
+            take = asyncio.ensure_future(slots.take("stream", CALLER, "next", 1))
+            waiting = (
+                "SELECT l.pid FROM pg_locks l JOIN pg_class c ON c.oid = l.relation "
+                "JOIN pg_namespace n ON n.oid = c.relnamespace "
+                "WHERE NOT l.granted AND n.nspname = $1 AND c.relname = 'apcore_a2a_quota_slots'"
+            )
+            pids: list[int] = []
+
+            async def blocked() -> bool:
+                pids[:] = [row[0] for row in await db.fetch(waiting, schema)]
+                return bool(pids)
+
+            await eventually(blocked)
+            for pid in pids:  # only the take's own session waits on this schema's table
+                await db.execute("SELECT pg_terminate_backend($1)", pid)
+            with pytest.raises(StoreUnavailableError):
+                await take
+        assert await slots.take("stream", CALLER, "again", 1)  # was: refused
+        assert not await slots.take("stream", CALLER, "third", 1)  # the cap holds
+    finally:
+        await db.close()
+        await a.aclose()
