@@ -1,5 +1,6 @@
-"""A quota lowered across replicas (cluster mode on PostgreSQL): once every replica runs
-the lower setting, the caller is never served past it.
+"""A quota lowered across replicas (cluster mode on PostgreSQL, and on SQLite, whose
+workers share one file): once every replica runs the lower setting, the caller is never
+served past it. (SQLite takes no advisory turn: its ``BEGIN IMMEDIATE`` serializes takes.)
 
 Replica A ran with ``max_unfinished_tasks_per_caller`` 5 and its caller holds tasks at
 slots up to 4; the quota is now 2 everywhere (A restarted with it, or B started with it:
@@ -45,9 +46,9 @@ async def _race(*slots: SqlQuotaSlots, limit: int, each: int = 6) -> int:
     return sum(await asyncio.gather(*takes))
 
 
-async def test_a_lowered_quota_counts_the_slots_held_above_it(pg_url: str) -> None:
-    a, slots_a = await _replica(pg_url)
-    b, slots_b = await _replica(pg_url)
+async def test_a_lowered_quota_counts_the_slots_held_above_it(sql_url: str) -> None:
+    a, slots_a = await _replica(sql_url)
+    b, slots_b = await _replica(sql_url)
     try:
         for n in range(OLD):  # five unfinished tasks under the old quota
             assert await slots_a.take(TASK_SCOPE, CALLER, f"request-{n}", OLD)
@@ -65,11 +66,11 @@ async def test_a_lowered_quota_counts_the_slots_held_above_it(pg_url: str) -> No
         await b.aclose()
 
 
-async def test_in_between_the_higher_quota_serves_up_to_its_own(pg_url: str) -> None:
+async def test_in_between_the_higher_quota_serves_up_to_its_own(sql_url: str) -> None:
     """While A still runs the old quota, it serves up to its own; B, on the new one,
     counts A's tasks and serves none past 2 held."""
-    a, slots_a = await _replica(pg_url)
-    b, slots_b = await _replica(pg_url)
+    a, slots_a = await _replica(sql_url)
+    b, slots_b = await _replica(sql_url)
     try:
         assert await _race(slots_b, limit=NEW) == NEW
         assert await _race(slots_a, limit=OLD) == OLD - NEW
