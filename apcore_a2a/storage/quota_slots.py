@@ -217,7 +217,7 @@ class SqlQuotaSlots:
                         await retake(conn, params, limit)
                     break
                 except Exception as exc:  # the database still out of reach: tried again
-                    logger.debug("could not check a quota slot of this replica: %s", exc)
+                    logger.debug("could not check a quota slot here: %s", type(exc).__name__)
                     await asyncio.sleep(RETRY_SECONDS)
 
     async def _retry_renames(self) -> None:
@@ -232,7 +232,7 @@ class SqlQuotaSlots:
                 async with self.engine.begin() as conn:
                     await self._retried(conn, scope, row, new, subject, limit)
             except Exception as exc:  # still an outage: tried again later
-                logger.debug("could not rename a quota slot: %s", exc)
+                logger.debug("could not rename a quota slot: %s", type(exc).__name__)
                 return
             self._forget_rename(scope, new, row)
 
@@ -356,7 +356,7 @@ class SqlQuotaSlots:
                 mine = (_S.replica_id == self.registry.replica_id) & _S.holder.not_in(pending)
                 await self._execute(delete(slots_table).where(mine))
         except Exception as exc:  # a database outage: freed once the replica is dead
-            logger.warning("could not free this replica's quota slots: %s", exc)
+            logger.warning("could not free this replica's quota slots: %s", type(exc).__name__)
         self._renames.clear()
 
     async def task_ended(self, task: Task, _event: object) -> None:
@@ -382,7 +382,7 @@ class SqlQuotaSlots:
             try:
                 await self._delete(scope, old)
             except Exception as exc:  # an outage: an orphan, freed at the subject's quota
-                logger.warning("could not free %d quota slots: %s", len(old), exc)
+                logger.warning("could not free %d quota slots: %s", len(old), type(exc).__name__)
 
     async def _insert(self, scope: str, subject: str, row: str, limit: int) -> bool:
         replica = self.registry.replica_id
