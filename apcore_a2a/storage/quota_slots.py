@@ -100,6 +100,7 @@ class SqlQuotaSlots:
         self._background: set[asyncio.Task[None]] = set()
         #: stopped (:meth:`aclose`): no background work starts
         self._closed = False
+        self._recounting = asyncio.Lock()  # one at a time: two would both retake a lease
         registry.resumed.append(lambda: self._start(self._recount()))
 
     async def take(self, scope: str, subject: str, holder: str, limit: int) -> bool:
@@ -202,23 +203,24 @@ class SqlQuotaSlots:
         caller's other requests served in its place). One freed is taken again, below the
         quota or, every slot taken, past it: counted, as a rename's retry counts its
         task, so the caller's next request waits until it is back under."""
-        steady = self.registry.steady() or 0.0
-        mine = self.registry.replica_id
-        for key, lease in list(self._leased.items()):
-            scope, (subject, row, taken, limit) = key[0], lease
-            if taken >= steady or scope in (TASK_SCOPE, PUSH_SCOPE):
-                # Leased since the beats resumed; or to be renamed, which checks its row
-                # and refuses the request, whose caller is there to be answered.
-                continue
-            params = dict(scope=scope, subject=subject, holder=row, replica=mine)
-            while not self._closed and self._leased.get(key) == lease:  # still in use
-                try:
-                    async with self.engine.begin() as conn:
-                        await retake(conn, params, limit)
-                    break
-                except Exception as exc:  # the database still out of reach: tried again
-                    logger.debug("could not check a quota slot here: %s", type(exc).__name__)
-                    await asyncio.sleep(RETRY_SECONDS)
+        async with self._recounting:  # the last one's retakes committed first
+            steady = self.registry.steady() or 0.0
+            mine = self.registry.replica_id
+            for key, lease in list(self._leased.items()):
+                scope, (subject, row, taken, limit) = key[0], lease
+                if taken >= steady or scope in (TASK_SCOPE, PUSH_SCOPE):
+                    # Leased since the beats resumed; or to be renamed, which checks its row
+                    # and refuses the request, whose caller is there to be answered.
+                    continue
+                params = dict(scope=scope, subject=subject, holder=row, replica=mine)
+                while not self._closed and self._leased.get(key) == lease:  # still in use
+                    try:
+                        async with self.engine.begin() as conn:
+                            await retake(conn, params, limit)
+                        break
+                    except Exception as exc:  # the database still out of reach: tried again
+                        logger.debug("could not check a quota slot here: %s", type(exc).__name__)
+                        await asyncio.sleep(RETRY_SECONDS)
 
     async def _retry_renames(self) -> None:
         while self._renames:

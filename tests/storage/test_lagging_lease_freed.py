@@ -16,6 +16,7 @@ stream waits until it is back under.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -73,3 +74,50 @@ async def test_a_lease_freed_as_dead_after_the_lagging_check_is_counted_again(
 
 async def _held(slots: SqlQuotaSlots, count: int) -> bool:
     return len(await slots.holders("stream", CALLER)) == count
+
+
+async def test_two_recounts_of_a_freed_lease_take_it_again_once(pg_url: str) -> None:
+    """A's beats break twice while the database holds the recount the first resumption
+    started (the quota slots table locked against writes by the test's own session): two
+    recounts are under way for the same lease, whose row was freed meanwhile. Before, both
+    found no row and each took one: the caller's one stream counted twice (its quota of 2
+    full) until it ended."""
+    schema = pg_url.rsplit("schema=", 1)[1]
+    a, slots = await _replica(pg_url)
+    locker = await asyncpg.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, database=PG_DB)
+    watcher = await asyncpg.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, database=PG_DB)
+
+    async def waiting() -> int:
+        """How many statements wait for the locked table."""
+        query = (
+            "SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation "
+            "JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE NOT l.granted AND n.nspname = $1 AND c.relname = 'apcore_a2a_quota_slots'"
+        )
+        return int(await watcher.fetchval(query, schema))
+
+    try:
+        assert await slots.take("stream", CALLER, "stream", 2)
+        [row] = await slots.holders("stream", CALLER)
+        table = f"{schema}.apcore_a2a_quota_slots"
+        async with locker.transaction():
+            await locker.execute(f"LOCK TABLE {table} IN EXCLUSIVE MODE")
+            await locker.execute(f"DELETE FROM {table} WHERE holder = $1", row)  # freed
+            for recounts in (1, 2):  # each break of A's beats, once over, starts one
+                async with _beats_held(pg_url, slots):
+                    pass
+                await eventually(lambda n=recounts: _recounts() == n)
+            await eventually(waiting)  # the first at the database
+            await asyncio.sleep(0.3)  # the second there too, if it goes there now
+        await eventually(lambda: _recounts() == 0)
+        assert len(await slots.holders("stream", CALLER)) == 1  # was: 2
+        assert await slots.take("stream", CALLER, "second", 2)  # was: refused (2 rows held)
+    finally:
+        await locker.close()
+        await watcher.close()
+        await a.aclose()
+
+
+def _recounts() -> int:
+    """How many recounts of a replica's leases are under way."""
+    return sum("SqlQuotaSlots._recount" in repr(t.get_coro()) for t in asyncio.all_tasks())
