@@ -175,7 +175,9 @@ class TaskQuota:
             try:
                 await call
             except Exception as exc:  # a database outage: the recheck repairs the count
-                logger.warning("could not update the task quota slot of %s: %s", task_id, exc)
+                logger.warning(
+                    "could not update the task quota slot of %s: %s", task_id, type(exc).__name__
+                )
 
         update = asyncio.ensure_future(run())
         self._updates[task_id] = update

@@ -49,7 +49,7 @@ class StreamFollowers:
             async with self.engine.begin() as conn:
                 await guarded(conn.execute(insert(slots_table).values(**row)))
         except Exception as exc:  # an outage: a drop elsewhere may then cancel, as before
-            logger.warning("could not note a stream of task %s: %s", task_id, exc)
+            logger.warning("could not note a stream of task %s: %s", task_id, type(exc).__name__)
             return None
         return holder
 
@@ -58,7 +58,7 @@ class StreamFollowers:
         try:
             await self.slots.give_back(FOLLOW_SCOPE, holder)  # a row it never leased: deleted
         except Exception as exc:  # left behind: it stops counting when this replica dies
-            logger.warning("could not drop the note of a stream: %s", exc)
+            logger.warning("could not drop the note of a stream: %s", type(exc).__name__)
 
     async def elsewhere(self, task_id: str) -> bool:
         """Whether a live replica other than this one streams *task_id* now."""
@@ -75,5 +75,5 @@ class StreamFollowers:
             async with self.engine.connect() as conn:
                 return bool(await guarded(conn.scalar(select(found))))
         except Exception as exc:  # unknown: the drop cancels, as it would in one process
-            logger.warning("could not read the streams of task %s: %s", task_id, exc)
+            logger.warning("could not read the streams of task %s: %s", task_id, type(exc).__name__)
             return False

@@ -73,7 +73,7 @@ def giver(claims: TurnClaims, task: Task, call: CallRecord) -> Callable[[], Awai
             # Shielded: a request torn down by a hang-up must still give it back.
             await asyncio.shield(claims.release(task))
         except Exception as failure:  # the answer stays the refusal
-            logger.warning("turn of task %s not given back: %r", task.id, failure)
+            logger.warning("turn of task %s not given back: %s", task.id, type(failure).__name__)
 
     return give_back
 

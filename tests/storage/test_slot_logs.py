@@ -10,7 +10,9 @@ rename or recount each failure with its statement at DEBUG.
 
 from __future__ import annotations
 
+import ast
 import logging
+from pathlib import Path
 
 import pytest
 
@@ -48,3 +50,26 @@ async def test_a_retried_rename_logs_no_sql(pg_url: str, caplog: pytest.LogCaptu
         _no_sql(caplog.text)
     finally:
         await a.aclose()
+
+
+def test_no_storage_log_line_carries_a_raw_database_error() -> None:
+    """The rule above, for every log call of the storage and the quotas: an exception a
+    handler caught goes to a log line as its type (or a text made from it on purpose),
+    never as itself, whose text is SQLAlchemy's statement and parameters."""
+    root = Path(__file__).resolve().parents[2] / "apcore_a2a"
+    files = [*(root / "storage").glob("*.py"), root / "server" / "task_quota.py"]
+    raw: list[str] = []
+    for path in files:
+        for handler in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(handler, ast.ExceptHandler) or handler.name is None:
+                continue
+            for call in ast.walk(handler):
+                if (
+                    isinstance(call, ast.Call)
+                    and isinstance(call.func, ast.Attribute)
+                    and isinstance(call.func.value, ast.Name)
+                    and call.func.value.id == "logger"
+                    and any(isinstance(a, ast.Name) and a.id == handler.name for a in call.args)
+                ):
+                    raw.append(f"{path.relative_to(root)}:{call.lineno}")
+    assert raw == []
