@@ -33,6 +33,7 @@ import tempfile
 import threading
 import time
 import traceback
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -140,10 +141,11 @@ def _end_with(lifeline: int) -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-def _same_imports(env: dict[str, str], also: list[str]) -> bool:
-    """Whether an agent with *env* imports as this process did: it differs in no variable
-    but :data:`RUNTIME_ONLY`'s and *also*'s (what a shell sets: ``PATH``, ``PWD``...)."""
-    here = os.environ
+def _same_imports(
+    env: Mapping[str, str], also: list[str], here: Mapping[str, str] = os.environ
+) -> bool:
+    """Whether an agent with *env* imports as a process with *here* did: it differs in no
+    variable but :data:`RUNTIME_ONLY`'s and *also*'s (what a shell sets: ``PATH``...)."""
     changed = {k for k in env.keys() | here.keys() if env.get(k) != here.get(k)}
     return all(key.startswith(RUNTIME_ONLY) or key in also for key in changed)
 
@@ -211,6 +213,9 @@ def serve(path: str) -> None:
 
 # ---- the test process's side ------------------------------------------------------------
 
+#: this test process's environment before any test ran: the forking process's, whenever
+#: it starts (a test that starts the first agent may have set a variable of its own)
+_BASE_ENV = dict(os.environ)
 _server: tuple[subprocess.Popen[bytes], str] | None = None
 _lock = threading.Lock()
 
@@ -229,7 +234,7 @@ def _socket_path() -> str | None:
             cwd=root,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
-            env=dict(os.environ),
+            env=_BASE_ENV,
         )
         atexit.register(proc.kill)
         _server = (proc, path)
@@ -247,11 +252,8 @@ def forkable(args: list[str], env: dict[str, str] | None) -> tuple[str, list[str
         return None
     if os.environ.get("APCORE_A2A_TEST_NO_FORK"):
         return None
-    if env is not None:
-        here = os.environ
-        changed = {k for k in env.keys() | here.keys() if env.get(k) != here.get(k)}
-        if not all(key.startswith(RUNTIME_ONLY) for key in changed):
-            return None
+    if not _same_imports(os.environ if env is None else env, [], _BASE_ENV):
+        return None
     return args[2], args[3:]
 
 

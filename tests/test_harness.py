@@ -164,3 +164,41 @@ def test_an_agent_started_through_the_console_shim_ends_with_it(ending: str) -> 
     while _card(port) is not None:
         assert time.monotonic() < deadline, "the agent outlived its shim"
         time.sleep(0.05)
+
+
+def test_the_console_shim_forks_after_a_test_set_a_variable_for_the_first_agent() -> None:
+    """The forking process starts with this process's environment from before any test: a
+    test's own variable (a monkeypatch) present when it started the first agent made every
+    later shell's ``apcore-a2a`` differ from it, and run the real script (2 s each)."""
+    if os.environ.get("APCORE_A2A_TEST_NO_FORK"):
+        pytest.skip("agents are not forked here (APCORE_A2A_TEST_NO_FORK)")
+    port = free_port()
+    script = f"""
+import os, signal, subprocess, sys, time, urllib.request
+sys.path.insert(0, {str(ROOT)!r})
+from tests import _zygote
+os.environ["APCORE_TEST_ONLY_VARIABLE"] = "1"  # a test's, as the first agent starts
+assert _zygote._socket_path() is not None
+del os.environ["APCORE_TEST_ONLY_VARIABLE"]
+path = os.pathsep.join([str(_zygote.console_shim()), os.environ["PATH"]])
+agent = subprocess.Popen(["apcore-a2a", "serve", "--extensions-dir", "examples/extensions",
+                          "--port", "{port}"], env={{**os.environ, "PATH": path}},
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+deadline = time.monotonic() + 60  # a hang guard
+while True:
+    try:
+        urllib.request.urlopen("http://127.0.0.1:{port}/.well-known/agent-card.json")
+        break
+    except OSError:
+        assert time.monotonic() < deadline and agent.poll() is None
+        time.sleep(0.05)
+with open(f"/proc/{{agent.pid}}/cmdline", "rb") as cmdline:
+    print(cmdline.read().replace(b"\\0", b" ").decode())
+agent.send_signal(signal.SIGTERM)
+agent.wait(30)
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=90
+    )
+    assert done.returncode == 0, done.stderr
+    assert "apcore-a2a-zygote-" in done.stdout  # the shim, not the real script it execs
