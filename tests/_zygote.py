@@ -349,7 +349,8 @@ _SHIM = """\
 import json, os, signal, socket, struct, sys
 REAL, SOCKET, PATH0 = {real!r}, {socket!r}, {path0!r}
 #: what a shell sets, and the docs runner's own (tests/docs/_runner.py)
-SHELL_VARS = ["PATH", "PWD", "OLDPWD", "SHLVL", "_", "DOCS_AGENT", "DOCS_AGENT_PORT"]
+#: (bash drops PS1 and PS2 outside a terminal; a virtualenv's activate exports PS1)
+SHELL_VARS = ["PATH", "PWD", "OLDPWD", "SHLVL", "_", "PS1", "PS2", "DOCS_AGENT", "DOCS_AGENT_PORT"]
 def real():
     os.execv(REAL, [REAL, *sys.argv[1:]])
 request = {{"module": "apcore_a2a", "args": sys.argv[1:], "cwd": os.getcwd(),

@@ -169,21 +169,26 @@ def test_an_agent_started_through_the_console_shim_ends_with_it(ending: str) -> 
 def test_the_console_shim_forks_after_a_test_set_a_variable_for_the_first_agent() -> None:
     """The forking process starts with this process's environment from before any test: a
     test's own variable (a monkeypatch) present when it started the first agent made every
-    later shell's ``apcore-a2a`` differ from it, and run the real script (2 s each)."""
+    later shell's ``apcore-a2a`` differ from it, and run the real script (2 s each); so did
+    the ``PS1`` a virtualenv's activate exports, which the docs runner's bash drops."""
     if os.environ.get("APCORE_A2A_TEST_NO_FORK"):
         pytest.skip("agents are not forked here (APCORE_A2A_TEST_NO_FORK)")
     port = free_port()
     script = f"""
 import os, signal, subprocess, sys, time, urllib.request
 sys.path.insert(0, {str(ROOT)!r})
+os.environ["PS1"] = "(.venv) $ "  # exported by a virtualenv's activate, as in CI
 from tests import _zygote
 os.environ["APCORE_TEST_ONLY_VARIABLE"] = "1"  # a test's, as the first agent starts
 assert _zygote._socket_path() is not None
 del os.environ["APCORE_TEST_ONLY_VARIABLE"]
 path = os.pathsep.join([str(_zygote.console_shim()), os.environ["PATH"]])
-agent = subprocess.Popen(["apcore-a2a", "serve", "--extensions-dir", "examples/extensions",
-                          "--port", "{port}"], env={{**os.environ, "PATH": path}},
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+# the docs runner's shell (tests/docs/_runner.py), which drops PS1
+agent = subprocess.Popen(["bash", "--noprofile", "--norc", "-s"], stdin=subprocess.PIPE,
+                         env={{**os.environ, "PATH": path}}, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)
+agent.stdin.write(b"exec apcore-a2a serve --extensions-dir examples/extensions --port {port}\\n")
+agent.stdin.flush()
 deadline = time.monotonic() + 60  # a hang guard
 while True:
     try:
