@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import math
 import re
-from collections.abc import Generator
+from collections.abc import Callable, Generator, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -206,6 +206,36 @@ def field_items(field: FieldDescriptor) -> tuple[bool, Descriptor | None, bool]:
     if repeated is None:
         repeated = getattr(field, "label", None) == FieldDescriptor.LABEL_REPEATED
     return bool(repeated), target, False
+
+
+def json_leaves(
+    doc: Any,
+    descriptor: Descriptor,
+    fields_of: Callable[[Descriptor], Mapping[str, FieldDescriptor]],
+    prefix: str = "",
+) -> Iterator[tuple[str, str, FieldDescriptor, Any]]:
+    """``(field path, key sent, field, item)`` of each value of the JSON object *doc* (read
+    as *descriptor*) in a field *fields_of* selects (by every key protobuf's parser takes
+    for it), walking the messages below it; a map's items are its values, and a
+    ``google.protobuf`` type (a ``Struct``) is a leaf."""
+    fields = fields_of(descriptor) if isinstance(doc, dict) else {}
+    for key, value in doc.items() if fields else ():
+        field = fields.get(key)
+        if field is None:
+            continue
+        many, target, is_map = field_items(field)
+        items: Any
+        if is_map:
+            items = value.values() if isinstance(value, dict) else ()
+        else:
+            items = value if many and isinstance(value, list) else (value,)
+        name = prefix + field.name
+        if target is None or target.full_name.startswith("google.protobuf."):
+            for item in items:
+                yield name, key, field, item
+        else:
+            for item in items:
+                yield from json_leaves(item, target, fields_of, name + ".")
 
 
 _LIMITS = {

@@ -20,7 +20,7 @@ from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
 
 from apcore_a2a._text import echoed
-from apcore_a2a.shape import field_items
+from apcore_a2a.shape import field_items, json_leaves
 
 _ONE, _MANY, _MAP, _ENUM = 1, 2, 3, 4
 H = TypeVar("H")
@@ -100,28 +100,12 @@ def name_errors(doc: Any, descriptor: Descriptor, prefix: str = "") -> list[dict
     """The errors of each enum *name* in the JSON object *doc* (read as *descriptor*) that
     the enum does not define, in the shape of :func:`check`'s. Numbers, and numbers as
     strings (which protobuf reads as numbers), are left to :func:`check`."""
-    errors: list[dict[str, str]] = []
-    fields = _enum_fields(descriptor) if isinstance(doc, dict) else {}
-    for key, value in doc.items() if fields else ():
-        field = fields.get(key)
-        if field is None:
-            continue
-        many, target, is_map = field_items(field)
-        items: Any
-        if is_map:
-            items = value.values() if isinstance(value, dict) else ()
-        else:
-            items = value if many and isinstance(value, list) else (value,)
-        name = prefix + field.name
-        if field.enum_type is not None:
-            defined = field.enum_type.values_by_name
-            for item in items:
-                if isinstance(item, str) and item not in defined and not _numeral(item):
-                    text = f"{echoed(item, quote=True)} is not a value of {field.enum_type.name}"
-                    errors.append({"field": name, "message": text})
-        elif target is not None and not target.full_name.startswith("google.protobuf."):
-            for item in items:
-                errors += name_errors(item, target, name + ".")
+    errors = []
+    for name, _key, field, item in json_leaves(doc, descriptor, _enum_fields, prefix):
+        enum = field.enum_type
+        if isinstance(item, str) and item not in enum.values_by_name and not _numeral(item):
+            text = f"{echoed(item, quote=True)} is not a value of {enum.name}"
+            errors.append({"field": name, "message": text})
     return errors
 
 

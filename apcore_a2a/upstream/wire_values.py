@@ -35,7 +35,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from apcore_a2a._text import echoed
 from apcore_a2a.classify import MESSAGE_METHODS, RequestInfo
-from apcore_a2a.shape import field_items
+from apcore_a2a.shape import field_items, json_leaves
 from apcore_a2a.upstream.required_fields import name_errors
 
 _MODELS: dict[str, Any] = JsonRpcDispatcher.METHOD_TO_MODEL
@@ -76,27 +76,12 @@ def integer_errors(doc: Any, descriptor: Descriptor, prefix: str = "") -> list[d
     protobuf's parser reads a string with Python's ``int()`` (``"2_0"``: 20, ``"٢"``: 2,
     ``"+2"``, ``"\\t2"``: 2). Everything else (a fraction, a bool, past the type's range) its
     parser refuses itself."""
-    errors: list[dict[str, str]] = []
-    fields = _integer_fields(descriptor) if isinstance(doc, dict) else {}
-    for key, value in doc.items() if fields else ():
-        field = fields.get(key)
-        if field is None:
-            continue
-        target = field_items(field)[1]
-        for item in _items(field, value):
-            if target is not None:
-                errors += integer_errors(item, target, prefix + field.name + ".")
-            elif isinstance(item, str) and _NUMBER.fullmatch(item) is None:
-                errors.append(_spelling(prefix + field.name, key, item))
-    return errors
-
-
-def _items(field: FieldDescriptor, value: Any) -> Any:
-    """The values a field's JSON holds (a map's values; protobuf refuses another shape)."""
-    many, _target, is_map = field_items(field)
-    if is_map:
-        return value.values() if isinstance(value, dict) else ()
-    return value if many and isinstance(value, list) else (value,)
+    leaves = json_leaves(doc, descriptor, _integer_fields, prefix)
+    return [
+        _spelling(name, key, item)
+        for name, key, _field, item in leaves
+        if isinstance(item, str) and _NUMBER.fullmatch(item) is None
+    ]
 
 
 def _spelling(name: str, key: str, sent: object) -> dict[str, str]:
