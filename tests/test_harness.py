@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests._support import _PORT_BLOCK, ROOT, ServerProcess, free_port, stop_process
+from tests._support import _PORT_BLOCK, ROOT, ServerProcess, free_port, stop_process, wait_http
 
 # Each child prints "ready" once its SIGTERM handling is in place.
 CLEAN = "import signal, sys, time\nsignal.signal(signal.SIGTERM, lambda *a: sys.exit(0))\n"
@@ -108,9 +108,10 @@ def _shim_shell(script: str) -> subprocess.Popen[str]:
     """*script* in a bash of its own session whose ``apcore-a2a`` is the forking shim."""
     from tests import _zygote
 
-    shim = _zygote.console_shim()
-    if shim is None:
+    if os.environ.get("APCORE_A2A_TEST_NO_FORK"):
         pytest.skip("agents are not forked here (APCORE_A2A_TEST_NO_FORK)")
+    shim = _zygote.console_shim()
+    assert shim is not None, "the forking process did not start"
     path = os.pathsep.join([str(shim), str(Path(sys.executable).parent), os.environ["PATH"]])
     return subprocess.Popen(
         ["bash", "-c", script],
@@ -130,12 +131,12 @@ def test_the_console_shim_runs_the_command_with_its_output_and_exit_code() -> No
     assert "invalid choice: 'nosuch'" in output and "rc=2" in output
 
 
-def _card(port: int) -> int | None:
+def _answers(port: int) -> bool:
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/.well-known/agent-card.json") as r:
-            return int(r.status)
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/.well-known/agent-card.json"):
+            return True
     except OSError:
-        return None
+        return False
 
 
 @pytest.mark.parametrize("ending", ["TERM to the shim", "the shell's group SIGKILLed"])
@@ -150,10 +151,7 @@ def test_an_agent_started_through_the_console_shim_ends_with_it(ending: str) -> 
     )
     assert shell.stdout is not None
     shim = int(shell.stdout.readline())
-    deadline = time.monotonic() + 60  # a hang guard
-    while _card(port) != 200:
-        assert time.monotonic() < deadline and shell.poll() is None, shell.stdout.read()
-        time.sleep(0.05)
+    wait_http(f"http://127.0.0.1:{port}/.well-known/agent-card.json", timeout=60, proc=shell)
     if ending == "TERM to the shim":
         os.kill(shim, signal.SIGTERM)
         output, _ = shell.communicate(timeout=60)
@@ -161,7 +159,8 @@ def test_an_agent_started_through_the_console_shim_ends_with_it(ending: str) -> 
     else:
         os.killpg(shell.pid, signal.SIGKILL)
         shell.wait(timeout=60)
-    while _card(port) is not None:
+    deadline = time.monotonic() + 60  # a hang guard
+    while _answers(port):
         assert time.monotonic() < deadline, "the agent outlived its shim"
         time.sleep(0.05)
 
@@ -175,7 +174,7 @@ def test_the_console_shim_forks_after_a_test_set_a_variable_for_the_first_agent(
         pytest.skip("agents are not forked here (APCORE_A2A_TEST_NO_FORK)")
     port = free_port()
     script = f"""
-import os, signal, subprocess, sys, time, urllib.request
+import os, signal, subprocess, sys
 sys.path.insert(0, {str(ROOT)!r})
 os.environ["PS1"] = "(.venv) $ "  # exported by a virtualenv's activate, as in CI
 from tests import _zygote
@@ -189,14 +188,8 @@ agent = subprocess.Popen(["bash", "--noprofile", "--norc", "-s"], stdin=subproce
                          stderr=subprocess.DEVNULL)
 agent.stdin.write(b"exec apcore-a2a serve --extensions-dir examples/extensions --port {port}\\n")
 agent.stdin.flush()
-deadline = time.monotonic() + 60  # a hang guard
-while True:
-    try:
-        urllib.request.urlopen("http://127.0.0.1:{port}/.well-known/agent-card.json")
-        break
-    except OSError:
-        assert time.monotonic() < deadline and agent.poll() is None
-        time.sleep(0.05)
+from tests._support import wait_http
+wait_http("http://127.0.0.1:{port}/.well-known/agent-card.json", timeout=60, proc=agent)
 with open(f"/proc/{{agent.pid}}/cmdline", "rb") as cmdline:
     print(cmdline.read().replace(b"\\0", b" ").decode())
 agent.send_signal(signal.SIGTERM)
