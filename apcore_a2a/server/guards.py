@@ -94,8 +94,9 @@ class RequestGuard:
             wrong: A2AError | None = version_error(info.announced, spoken)
             wrong = wrong or values_error(info)
             rejection = None if wrong is None else (wrong, None)
-            read = sdk_query(info) if wrong is None else info.query
-            if wrong is None:
+            read = info.query
+            if wrong is None:  # handed on as the SDK is to read it
+                read = sdk_query(info)
                 sdk_payload(info)
             if read != info.query:  # a copy: the server's access log keeps what was sent
                 scope = dict(scope, query_string=read)
