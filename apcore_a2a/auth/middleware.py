@@ -203,6 +203,30 @@ def _forms(*names: str) -> str:
     return f"{', '.join(others)} or {last}" if others else last
 
 
+def _bearer(settings: Settings) -> JWTAuthenticator:
+    if settings.auth_key and settings.auth_jwks_url:
+        raise SettingsError(f"give either {_forms('auth_key', 'auth_jwks_url')}, not both")
+    try:
+        return JWTAuthenticator(
+            settings.auth_key or None,
+            jwks_url=settings.auth_jwks_url or None,
+            algorithms=settings.auth_algorithms or None,
+            audience=settings.auth_audience or None,
+            issuer=settings.auth_issuer or None,
+            require_exp=settings.auth_require_exp,
+            max_lifetime=settings.auth_max_token_lifetime,
+            jwks_cache_seconds=settings.auth_jwks_cache_seconds,
+            jwks_refresh_cooldown=settings.auth_jwks_refresh_cooldown,
+            jwks_timeout=settings.auth_jwks_timeout,
+            jwks_unknown_kid_seconds=settings.auth_jwks_unknown_kid_seconds,
+            jwks_backoff_max=settings.auth_jwks_backoff_max,
+        )
+    except WeakKeyError:
+        raise  # about the secret alone: the caller names where it came from
+    except ValueError as exc:
+        raise SettingsError(f"JWT auth: {exc}") from None
+
+
 def authenticator_from_settings(settings: Settings) -> Authenticator | None:
     """The authenticator the settings ask for (JWT, API keys or either), or ``None`` when
     auth is off; :class:`~apcore_a2a.settings.SettingsError` for unusable combinations,
@@ -216,29 +240,7 @@ def authenticator_from_settings(settings: Settings) -> Authenticator | None:
         raise SettingRefusal("auth_type", needs, settings.auth_type)
     members: list[Authenticator] = []
     if has_bearer and settings.auth_type in (None, "bearer"):
-        if settings.auth_key and settings.auth_jwks_url:
-            raise SettingsError(f"give either {_forms('auth_key', 'auth_jwks_url')}, not both")
-        try:
-            members.append(
-                JWTAuthenticator(
-                    settings.auth_key or None,
-                    jwks_url=settings.auth_jwks_url or None,
-                    algorithms=settings.auth_algorithms or None,
-                    audience=settings.auth_audience or None,
-                    issuer=settings.auth_issuer or None,
-                    require_exp=settings.auth_require_exp,
-                    max_lifetime=settings.auth_max_token_lifetime,
-                    jwks_cache_seconds=settings.auth_jwks_cache_seconds,
-                    jwks_refresh_cooldown=settings.auth_jwks_refresh_cooldown,
-                    jwks_timeout=settings.auth_jwks_timeout,
-                    jwks_unknown_kid_seconds=settings.auth_jwks_unknown_kid_seconds,
-                    jwks_backoff_max=settings.auth_jwks_backoff_max,
-                )
-            )
-        except WeakKeyError:
-            raise  # about the secret alone: the caller names where it came from
-        except ValueError as exc:
-            raise SettingsError(f"JWT auth: {exc}") from None
+        members.append(_bearer(settings))
     if settings.api_keys:
         try:
             members.append(APIKeyAuthenticator(parse_api_key_entries(settings.api_keys)))
