@@ -12,7 +12,9 @@ Example: with ``HTTPS_PROXY=proxy:3128`` and ``NO_PROXY=.internal``,
 
 from __future__ import annotations
 
+import functools
 import ipaddress
+import os
 import re
 import ssl
 import urllib.request
@@ -28,6 +30,27 @@ from apcore_a2a._text import hide_url_secrets
 KEPT = httpx.Limits(max_connections=100, max_keepalive_connections=20, keepalive_expiry=4.0)
 #: What a proxy URL of the socks5 scheme needs, named in refusals.
 SOCKS_EXTRA = "a socks5 proxy needs the socksio package: pip install httpx[socks]"
+
+
+def trusted_context() -> ssl.SSLContext:
+    """The verifying TLS context httpx builds for ``trust_env`` (the CAs of
+    ``SSL_CERT_FILE``, else ``SSL_CERT_DIR``, else certifi's bundle), built once per value
+    of those variables and modification time of what they name (a replaced bundle is read
+    again) and shared: loading a bundle costs about 30 ms of CPU, which every client, JWKS
+    fetcher and push sender paid when built. Every transport given it speaks HTTP/1.1
+    (httpcore sets each connection's ALPN on the context)."""
+    cafile, capath = os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR")
+    watched = cafile or capath
+    try:
+        changed = os.stat(watched).st_mtime_ns if watched else 0
+    except OSError:
+        changed = -1  # httpx's load names what is missing, and nothing is kept
+    return _context(cafile, capath, changed, os.environ.get("SSLKEYLOGFILE"))
+
+
+@functools.lru_cache(maxsize=8)
+def _context(*_key: object) -> ssl.SSLContext:
+    return httpx.create_ssl_context()  # reads the variables of the key
 
 
 class ProxyUnusable(ValueError):

@@ -35,6 +35,7 @@ from cachetools import TLRUCache
 
 from apcore_a2a._addresses import CLASSES, host_class
 from apcore_a2a._egress import CheckedAddresses, Resolver, system_lookup
+from apcore_a2a._proxies import trusted_context
 from apcore_a2a._text import hide_url_secrets
 from apcore_a2a.auth.authenticator import InvalidCredentials
 
@@ -138,9 +139,8 @@ class JWKSKeySource:
         self.backoff_max = backoff_max
         self._transport = transport
         self._resolve = resolver or system_lookup
-        # Built once: loading the CA bundle blocks the event loop for ~10 ms.
         self._verify: ssl.SSLContext | bool = (
-            httpx.create_ssl_context() if parts.scheme == "https" and transport is None else True
+            trusted_context() if parts.scheme == "https" and transport is None else True
         )
         self._clock = clock
         self._keys: dict[str, list[PublishedKey]] = {}  # a kid's keys, in the set's order

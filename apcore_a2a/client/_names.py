@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
-import ssl
 import urllib.request
 from collections.abc import Sequence
 from urllib.parse import urlsplit
@@ -31,7 +30,7 @@ from apcore_a2a._egress import (
     inward,
     lookup,
 )
-from apcore_a2a._proxies import ProxyUnusable
+from apcore_a2a._proxies import ProxyUnusable, trusted_context
 from apcore_a2a.client.card import origin_of
 from apcore_a2a.client.errors import A2AConnectionError, CrossOriginEndpointError
 
@@ -52,11 +51,8 @@ class OtherOrigins(CheckedAddresses):
     """The transport of the client's calls to another origin (no credentials go there)."""
 
     def __init__(self, base: str, resolve: Resolver, agent: int) -> None:
-        # Built at the first call elsewhere (loading the CA bundle blocks ~10 ms), reading
-        # SSL_CERT_FILE and SSL_CERT_DIR as httpx's trust_env does; the environment's
-        # proxies as httpx reads them, applied after the check.
-        verify: ssl.SSLContext = httpx.create_ssl_context()
-        super().__init__(resolve, urllib.request.getproxies(), verify)
+        # The environment's proxies as httpx reads them, applied after the check.
+        super().__init__(resolve, urllib.request.getproxies(), trusted_context())
         self._base, self._agent = base, agent
 
     async def refused(self, host: str, addresses: Sequence[IPAddress]) -> str | None:

@@ -15,7 +15,13 @@ from a2a.types import a2a_pb2 as pb
 from google.protobuf.json_format import MessageToDict
 
 from apcore_a2a._egress import Resolver, system_lookup
-from apcore_a2a._proxies import KEPT, ProxyUnusable, proxy_for, proxy_transport
+from apcore_a2a._proxies import (
+    KEPT,
+    ProxyUnusable,
+    proxy_for,
+    proxy_transport,
+    trusted_context,
+)
 from apcore_a2a.client import _shapes as shape
 from apcore_a2a.client._arguments import (
     header_value,
@@ -133,6 +139,7 @@ class A2AClient:
             auth=auth,  # a (user, password) pair: httpx's basic auth
             transport=transport,
             event_hooks=HOOKS,
+            verify=trusted_context(),  # for the environment's proxy mounts
         )
         verifying = verify_card or card_keys is not None
         self._verifier = CardVerifier(self._http, self._base, card_keys) if verifying else None
@@ -434,5 +441,5 @@ def _to_agent(base: str) -> httpx.AsyncHTTPTransport:
     exempts from it. Both read ``SSL_CERT_FILE`` and ``SSL_CERT_DIR`` as httpx's client does."""
     proxy = proxy_for(httpx.URL(base), strict=True)
     if proxy is None:
-        return httpx.AsyncHTTPTransport(limits=KEPT)
-    return proxy_transport(proxy, verify=True)
+        return httpx.AsyncHTTPTransport(limits=KEPT, verify=trusted_context())
+    return proxy_transport(proxy, verify=trusted_context())

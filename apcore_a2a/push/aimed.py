@@ -20,6 +20,7 @@ from collections.abc import Mapping
 import httpx
 
 from apcore_a2a._egress import NamePools
+from apcore_a2a._proxies import trusted_context
 from apcore_a2a.push.policy import Checked
 
 __all__ = ["Webhooks"]
@@ -46,9 +47,7 @@ class Webhooks:
     after all tells it apart (docs/push.md)."""
 
     def __init__(self, timeout: float) -> None:
-        # Built once (loading the CA bundle blocks the loop ~10 ms), reading SSL_CERT_FILE
-        # and SSL_CERT_DIR as httpx's trust_env does.
-        verify = httpx.create_ssl_context()
+        verify = trusted_context()
         self._kept = NamePools(verify, replay_posts=True, limits=LIMITS)
         # Builds the requests (httpx's headers, the timeout); they go out by self._kept.
         self._client = httpx.AsyncClient(verify=verify, timeout=timeout, trust_env=False)
