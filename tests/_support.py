@@ -143,7 +143,7 @@ def wait_http(
     per call (20 ms of CPU each, taken from the server starting beside it).
     """
     deadline = time.monotonic() + timeout
-    with httpx.Client(timeout=1.0) as http:
+    with httpx.Client(timeout=1.0, verify=TLS) as http:
         while time.monotonic() < deadline:
             if proc is not None and proc.poll() is not None:
                 raise RuntimeError(f"process exited with {proc.returncode}: {_output_of(proc)}")

@@ -24,7 +24,7 @@ from pydantic import BaseModel
 
 from benchmarks import harness, report
 from benchmarks._wrk import _parse
-from tests._support import ROOT, running_server
+from tests._support import ROOT, TLS, running_server
 
 needs_wrk = pytest.mark.skipif(
     shutil.which("wrk") is None and not os.environ.get("CI"),
@@ -171,7 +171,7 @@ async def test_server_freezes_startup_objects_while_it_runs() -> None:
     async with running_server(app) as base:
         # Startup objects are out of the collector's way while requests are served.
         assert gc.get_freeze_count() > 1000
-        async with httpx.AsyncClient() as client:
+        async with httpx.AsyncClient(verify=TLS) as client:
             card = await client.get(base + "/.well-known/agent-card.json")
         assert card.status_code == 200
     # After shutdown the app's own cycles are collectable again.

@@ -23,7 +23,7 @@ from a2a.types import a2a_pb2_grpc
 from google.rpc import error_details_pb2, status_pb2
 from starlette.applications import Starlette
 
-from tests._support import threaded_server
+from tests._support import TLS, threaded_server
 from tests.bindings._agent import serve_agent
 from tests.upstream._plain import plain_agent
 
@@ -82,7 +82,7 @@ def _answers(url: str, grpc_port: int) -> dict[str, Any]:
         "metadata": {"skillId": "demo.echo"},  # ours routes by it; the plain agent ignores it
     }
     sent = httpx.post(
-        url + "/message:send", json={"message": message}, headers=V1, timeout=30
+        url + "/message:send", json={"message": message}, headers=V1, timeout=30, verify=TLS
     ).json()
     task_id = sent["task"]["id"]
     calls: dict[str, tuple[str, str, dict[str, Any], Any]] = {
@@ -114,8 +114,9 @@ def _answers(url: str, grpc_port: int) -> dict[str, Any]:
                 json={"jsonrpc": "2.0", "id": 1, "method": method, "params": params},
                 headers=V1,
                 timeout=10,
+                verify=TLS,
             ).json()["error"]
-            rest = httpx.post(url + path, json=params, headers=V1, timeout=10)
+            rest = httpx.post(url + path, json=params, headers=V1, timeout=10, verify=TLS)
             body = rest.json()["error"]
             out[name] = {
                 "jsonrpc": {"code": rpc["code"], "reason": rpc["data"][0]["reason"]},

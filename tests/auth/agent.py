@@ -17,7 +17,7 @@ from pydantic import BaseModel
 
 from apcore_a2a import A2AServerFactory
 from tests._modules import Add
-from tests._support import free_port, threaded_server
+from tests._support import TLS, free_port, threaded_server
 
 BINDINGS = [("JSONRPC", "1.0"), ("JSONRPC", "0.3"), ("HTTP+JSON", "1.0"), ("HTTP+JSON", "0.3")]
 
@@ -104,7 +104,7 @@ async def sdk_client(
     url: str, binding: str, version: str, headers: dict[str, str], *, streaming: bool = False
 ) -> AsyncIterator[Any]:
     """An official SDK client pinned to one binding/version, sending *headers* on every call."""
-    async with httpx.AsyncClient() as http:
+    async with httpx.AsyncClient(verify=TLS) as http:
         card = await A2ACardResolver(http, url).get_agent_card()
     keep = [
         i
@@ -113,7 +113,7 @@ async def sdk_client(
     ]
     del card.supported_interfaces[:]
     card.supported_interfaces.extend(keep)
-    async with httpx.AsyncClient(headers=headers, timeout=30) as http:
+    async with httpx.AsyncClient(headers=headers, timeout=30, verify=TLS) as http:
         config = ClientConfig(
             streaming=streaming, supported_protocol_bindings=[binding], httpx_client=http
         )

@@ -21,7 +21,7 @@ from a2a.types import GetExtendedAgentCardRequest, TaskState
 from a2a.utils.errors import MethodNotFoundError
 from google.protobuf.json_format import MessageToDict
 
-from tests._support import free_port
+from tests._support import TLS, free_port
 from tests.bindings._grpc import failure, rich_status, stubs
 
 from .agent import BINDINGS, message, sdk_client, send, serve_agent
@@ -62,7 +62,7 @@ def schema_entries(card: dict[str, Any]) -> set[str]:
 
 
 async def test_public_card_lists_anonymous_skills_and_security(agent_url: str) -> None:
-    async with httpx.AsyncClient(base_url=agent_url) as http:
+    async with httpx.AsyncClient(base_url=agent_url, verify=TLS) as http:
         card = (await http.get("/.well-known/agent-card.json")).json()
         legacy = (await http.get("/.well-known/agent.json")).json()
     assert skill_ids(card) == {"demo.add", "demo.wait"}
@@ -99,7 +99,7 @@ async def test_extended_card_is_computed_per_identity(
 
 
 async def test_legacy_extended_card_path(agent_url: str, open_agent_url: str) -> None:
-    async with httpx.AsyncClient(base_url=agent_url) as http:
+    async with httpx.AsyncClient(base_url=agent_url, verify=TLS) as http:
         viewer = await http.get("/agent/authenticatedExtendedCard", headers=as_viewer())
         admin = await http.get("/agent/authenticatedExtendedCard", headers=as_admin())
         anonymous = await http.get("/agent/authenticatedExtendedCard")
@@ -108,13 +108,13 @@ async def test_legacy_extended_card_path(agent_url: str, open_agent_url: str) ->
     assert skill_ids(viewer.json()) == {"demo.add", "demo.wait"}
     assert "admin.reset" in skill_ids(admin.json())
     assert anonymous.status_code == 401
-    async with httpx.AsyncClient(base_url=open_agent_url) as http:
+    async with httpx.AsyncClient(base_url=open_agent_url, verify=TLS) as http:
         assert (await http.get("/agent/authenticatedExtendedCard")).status_code == 404
 
 
 async def test_without_auth_the_card_offers_no_extended_card(open_agent_url: str) -> None:
     """What each extended-card call answers then: tests/auth/test_card_matrix.py."""
-    async with httpx.AsyncClient(base_url=open_agent_url) as http:
+    async with httpx.AsyncClient(base_url=open_agent_url, verify=TLS) as http:
         card = (await http.get("/.well-known/agent-card.json")).json()
     assert card["capabilities"].get("extendedAgentCard", False) is False
     assert "securitySchemes" not in card
@@ -157,7 +157,7 @@ async def test_masked_denial_on_the_wire(agent_url: str) -> None:
                 "metadata": {"skillId": skill_id},
             }
         }
-        async with httpx.AsyncClient(base_url=agent_url) as http:
+        async with httpx.AsyncClient(base_url=agent_url, verify=TLS) as http:
             resp = await http.post(
                 "/",
                 json={"jsonrpc": "2.0", "id": 7, "method": "SendMessage", "params": params},
@@ -183,7 +183,7 @@ async def test_padded_anonymous_extended_card_request_gets_no_card(
 ) -> None:
     # However large the body, the request record names the method: refused before routing.
     body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {"pad": "x" * 100_000}}
-    async with httpx.AsyncClient(base_url=agent_url) as http:
+    async with httpx.AsyncClient(base_url=agent_url, verify=TLS) as http:
         resp = await http.post("/", json=body, headers={"A2A-Version": version})
     assert "skills" not in resp.text
     assert "demo.add" not in resp.text

@@ -19,7 +19,7 @@ import httpx
 import pytest
 from a2a.types import GetTaskRequest
 
-from tests._support import free_port
+from tests._support import TLS, free_port
 from tests.bindings._grpc import stubs
 from tests.push._agent import add_message, push_agent, rpc
 
@@ -81,7 +81,10 @@ async def test_anonymous_callers_at_other_addresses_never_see_each_others_tasks(
     grpc_port = free_port()
     settings = {"api_keys": KEYS, "require_auth": False, "grpc_port": grpc_port}
     settings["forwarded_allow_ips"] = ("127.0.0.1",)
-    async with push_agent(**settings) as (base, _app), httpx.AsyncClient(timeout=10) as http:
+    async with (
+        push_agent(**settings) as (base, _app),
+        httpx.AsyncClient(timeout=10, verify=TLS) as http,
+    ):
         theirs = await _task_of(http, base, _at("203.0.113.1"))
         stranger = {"get": -32001, "cancel": -32001, "webhook": -32001, "listed": False}
         assert await _what(http, base, _at("203.0.113.2"), theirs) == stranger

@@ -15,6 +15,7 @@ from apcore_a2a.auth import (
     JWTAuthenticator,
     parse_api_key_entries,
 )
+from tests._support import TLS
 
 from .attacks import refusal_text
 from .keys import HMAC_SECRET, bearer
@@ -29,7 +30,7 @@ async def test_api_key_maps_to_identity_and_rejects_others() -> None:
         {ADMIN_KEY: Identity(id="ops", type="service", roles=("admin",)), PLAIN_KEY: "billing"},
         header="X-Agent-Key",
     )
-    async with serve_probe(auth) as base, httpx.AsyncClient(base_url=base) as client:
+    async with serve_probe(auth) as base, httpx.AsyncClient(base_url=base, verify=TLS) as client:
         resp = await client.get("/whoami", headers={"x-agent-key": ADMIN_KEY})
         assert resp.json()["scope"] == {
             "id": "ops",
@@ -75,7 +76,7 @@ async def test_jwt_or_api_key() -> None:
     token = jwt.encode(
         {"sub": "alice", "exp": int(time.time()) + 600}, HMAC_SECRET, algorithm="HS256"
     )
-    async with serve_probe(auth) as base, httpx.AsyncClient(base_url=base) as client:
+    async with serve_probe(auth) as base, httpx.AsyncClient(base_url=base, verify=TLS) as client:
         assert (await client.get("/whoami", headers=bearer(token))).json()["var"] == "alice"
         assert (await client.get("/whoami", headers={"X-API-Key": ADMIN_KEY})).json()[
             "var"

@@ -14,6 +14,7 @@ from apcore import Identity
 
 from apcore_a2a.auth import owner_key
 from apcore_a2a.execution.identity import address_key, caller_key
+from tests._support import TLS
 from tests.push._agent import add_message, push_agent, rpc
 
 TASK_NOT_FOUND = -32001
@@ -33,7 +34,7 @@ class Users:
 async def test_a_bare_id_spelled_as_an_anonymous_owner_is_not_that_owner() -> None:
     async with (
         push_agent(auth=Users(), require_auth=False) as (base, _),
-        httpx.AsyncClient() as http,
+        httpx.AsyncClient(verify=TLS) as http,
     ):
         started = await rpc(http, base, "SendMessage", {"message": add_message()})
         task_id = started["result"]["task"]["id"]

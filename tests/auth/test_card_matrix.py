@@ -24,7 +24,7 @@ from a2a.compat.v0_3 import a2a_v0_3_pb2
 from a2a.types import a2a_pb2
 
 from apcore_a2a import A2AServerFactory
-from tests._support import free_port, threaded_server
+from tests._support import TLS, free_port, threaded_server
 from tests.bindings._grpc import stubs
 
 from .agent import build_executor
@@ -91,7 +91,7 @@ def _skills(card: dict[str, Any]) -> list[str]:
 async def _over_http(url: str, endpoint: str, headers: dict[str, str]) -> Any:
     method, path, version, rpc = _HTTP[endpoint]
     body = {"jsonrpc": "2.0", "id": 7, "method": rpc, "params": {}} if rpc else None
-    async with httpx.AsyncClient(base_url=url) as http:
+    async with httpx.AsyncClient(base_url=url, verify=TLS) as http:
         answer = await http.request(
             method, path, json=body, headers={**headers, "A2A-Version": version}
         )

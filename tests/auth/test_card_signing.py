@@ -30,7 +30,7 @@ from jwt.algorithms import OKPAlgorithm
 from apcore_a2a import A2AServerFactory
 from apcore_a2a.settings import SettingsError
 from tests._postgres import pg_schema_url
-from tests._support import running_server
+from tests._support import TLS, running_server
 
 from .agent import build_executor, serve_agent
 from .keys import HMAC_SECRET, bearer, hs_plain
@@ -78,7 +78,7 @@ def fetch(url: str, path: str, **kwargs: Any) -> httpx.Response:
 async def test_the_official_sdk_verifier_accepts_our_cards(signed_url: str) -> None:
     jwks = fetch(signed_url, "/.well-known/jwks.json").json()
     verifier = sdk_verifier(jwks)
-    async with httpx.AsyncClient(headers=as_admin(), timeout=30) as http:
+    async with httpx.AsyncClient(headers=as_admin(), timeout=30, verify=TLS) as http:
         factory = ClientFactory(ClientConfig(httpx_client=http, streaming=False))
         client = await factory.create_from_url(signed_url, signature_verifier=verifier)
         try:
@@ -101,7 +101,7 @@ async def test_each_callers_extended_card_is_signed(signed_url: str, binding: st
     verifier = sdk_verifier(fetch(signed_url, "/.well-known/jwks.json").json())
     seen: dict[str, set[str]] = {}
     for name, headers in (("admin", as_admin()), ("viewer", as_viewer())):
-        async with httpx.AsyncClient(headers=headers, timeout=30) as http:
+        async with httpx.AsyncClient(headers=headers, timeout=30, verify=TLS) as http:
             config = ClientConfig(
                 httpx_client=http, streaming=False, supported_protocol_bindings=[binding]
             )
@@ -258,7 +258,7 @@ def build(**settings: Any) -> Any:
 
 
 async def served_kid(app: Any) -> str:
-    async with running_server(app) as url, httpx.AsyncClient() as http:
+    async with running_server(app) as url, httpx.AsyncClient(verify=TLS) as http:
         card = (await http.get(url + "/.well-known/agent-card.json")).json()
     header = jwt.get_unverified_header(card["signatures"][0]["protected"] + "..")
     return str(header["kid"])
@@ -341,7 +341,7 @@ async def _rows(url: str, table: str) -> list[str]:
 
 
 async def test_unsigned_by_default() -> None:
-    async with running_server(build()) as url, httpx.AsyncClient(base_url=url) as http:
+    async with running_server(build()) as url, httpx.AsyncClient(base_url=url, verify=TLS) as http:
         assert "signatures" not in (await http.get("/.well-known/agent-card.json")).json()
         assert (await http.get("/.well-known/jwks.json")).status_code == 404
 

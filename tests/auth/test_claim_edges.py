@@ -15,7 +15,7 @@ import httpx
 import pytest
 from a2a.types import ListTasksRequest
 
-from tests._support import free_port
+from tests._support import TLS, free_port
 from tests.bindings._grpc import failure, stubs
 
 from .agent import serve_agent
@@ -60,7 +60,7 @@ async def test_odd_claims_are_served_or_refused_on_every_binding(
     token = signed(CLAIMS[case].format(exp=int(time.time()) + 600))
     headers = {"Authorization": f"Bearer {token}", "A2A-Version": "1.0"}
     call = {"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {}}
-    async with httpx.AsyncClient(base_url=url, headers=headers) as http:
+    async with httpx.AsyncClient(base_url=url, headers=headers, verify=TLS) as http:
         for _ in range(2):  # the second from the verified-token cache
             answers = [await http.post("/", json=call), await http.get("/tasks")]
             assert [a.status_code for a in answers] == [401 if refused else 200] * 2

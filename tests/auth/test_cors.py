@@ -10,7 +10,7 @@ from starlette.applications import Starlette
 
 from apcore_a2a.auth import authenticator_from_settings, cors_middleware, security_middleware
 from apcore_a2a.settings import Settings
-from tests._support import running_server
+from tests._support import TLS, running_server
 
 from .agent import serve_agent
 from .keys import HMAC_SECRET
@@ -29,7 +29,7 @@ def app_for(**values: object) -> Starlette:
 
 async def test_preflight_and_401_carry_cors_headers_for_allowed_origin() -> None:
     app = app_for(auth_key=HMAC_SECRET, cors_origins=ORIGIN)
-    async with running_server(app) as base, httpx.AsyncClient(base_url=base) as client:
+    async with running_server(app) as base, httpx.AsyncClient(base_url=base, verify=TLS) as client:
         pre = await client.options(
             "/",
             headers={
@@ -62,7 +62,7 @@ async def test_preflight_and_401_carry_cors_headers_for_allowed_origin() -> None
 
 async def test_preflight_rejects_unlisted_request_headers() -> None:
     app = app_for(cors_origins=ORIGIN)
-    async with running_server(app) as base, httpx.AsyncClient(base_url=base) as client:
+    async with running_server(app) as base, httpx.AsyncClient(base_url=base, verify=TLS) as client:
         pre = await client.options(
             "/tasks",
             headers={
@@ -90,7 +90,10 @@ def test_wildcard_warns_and_empty_means_no_cors(caplog: pytest.LogCaptureFixture
 
 def test_the_served_agent_answers_preflights_of_its_origins_before_authentication() -> None:
     # The whole agent, as serve() builds it (CORS at its edge), not only the middleware.
-    with serve_agent(auth_key=HMAC_SECRET, cors_origins=ORIGIN) as url, httpx.Client() as client:
+    with (
+        serve_agent(auth_key=HMAC_SECRET, cors_origins=ORIGIN) as url,
+        httpx.Client(verify=TLS) as client,
+    ):
         ask = {"Origin": ORIGIN, "Access-Control-Request-Method": "POST"}
         pre = client.options(
             url + "/", headers=ask | {"Access-Control-Request-Headers": "authorization"}

@@ -17,7 +17,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from apcore_a2a.auth import JWTAuthenticator
-from tests._support import running_server
+from tests._support import TLS, running_server
 
 from .attacks import refusal_text
 from .keys import KeyPair, bearer, ec_pair, rsa_pair
@@ -46,7 +46,7 @@ async def test_an_odd_member_costs_only_itself(case: str) -> None:
 
     async with running_server(Starlette(routes=[Route("/jwks.json", jwks)])) as idp:
         auth = JWTAuthenticator(jwks_url=idp + "/jwks.json")
-        async with serve_probe(auth) as base, httpx.AsyncClient(base_url=base) as http:
+        async with serve_probe(auth) as base, httpx.AsyncClient(base_url=base, verify=TLS) as http:
             claims = {"sub": "alice", "exp": int(time.time()) + 300}
             ok = await http.get("/whoami", headers=bearer(good.sign(claims)))
             assert (ok.status_code, ok.json()["var"]) == (200, "alice")
@@ -69,7 +69,7 @@ async def test_keys_of_two_types_sharing_a_kid_each_verify_their_tokens(declares
 
     async with running_server(Starlette(routes=[Route("/jwks.json", jwks)])) as idp:
         auth = JWTAuthenticator(jwks_url=idp + "/jwks.json")
-        async with serve_probe(auth) as base, httpx.AsyncClient(base_url=base) as http:
+        async with serve_probe(auth) as base, httpx.AsyncClient(base_url=base, verify=TLS) as http:
             for pair in pairs:
                 claims = {"sub": pair.alg, "exp": int(time.time()) + 300}
                 ok = await http.get("/whoami", headers=bearer(pair.sign(claims)))

@@ -20,7 +20,7 @@ from typing import Any
 
 import httpx
 
-from tests._support import ROOT, START_TIMEOUT, free_port, stop_process
+from tests._support import ROOT, START_TIMEOUT, TLS, free_port, stop_process
 
 from .hanging import hanging_endpoint
 from .keys import ec_pair
@@ -59,7 +59,7 @@ async def add_with_api_key(http: httpx.AsyncClient, base: str) -> None:
 
 async def wait_ready(base: str, proc: subprocess.Popen[bytes]) -> None:
     deadline = time.monotonic() + START_TIMEOUT
-    async with httpx.AsyncClient() as http:
+    async with httpx.AsyncClient(verify=TLS) as http:
         while True:
             assert proc.poll() is None, "agent exited during start-up"
             try:
@@ -90,7 +90,7 @@ async def test_api_key_call_answers_and_sigterm_exits_while_the_jwks_endpoint_ha
         try:
             await wait_ready(base, proc)
             limits = httpx.Limits(max_connections=100)
-            async with httpx.AsyncClient(timeout=60, limits=limits) as http:
+            async with httpx.AsyncClient(timeout=60, limits=limits, verify=TLS) as http:
                 await add_with_api_key(http, base)
 
                 tokens = [

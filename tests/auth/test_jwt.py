@@ -12,6 +12,7 @@ import pytest
 import pytest_asyncio
 
 from apcore_a2a.auth import ClaimMapping, InvalidCredentials, JWTAuthenticator
+from tests._support import TLS
 
 from .attacks import ATTACKS, EC, RSA, UNAUTHORIZED_BODY, refusal_text
 from .keys import (
@@ -55,7 +56,7 @@ async def servers() -> AsyncIterator[dict[str, str]]:
 
 
 async def whoami(base: str, headers: dict[str, str]) -> httpx.Response:
-    async with httpx.AsyncClient() as client:
+    async with httpx.AsyncClient(verify=TLS) as client:
         return await client.get(base + "/whoami", headers=headers)
 
 

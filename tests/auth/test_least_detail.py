@@ -7,6 +7,8 @@ import time
 
 import httpx
 
+from tests._support import TLS
+
 from .._postgres import PG_HOST, PG_PASSWORD, PG_PORT, PG_USER, pg_schema_url, require_postgres
 from .._proxy import TcpProxy
 from ..ops._agent import served
@@ -18,7 +20,7 @@ DETAILS = {"status", "module_count", "uptime_seconds", "version"}
 
 
 def test_health_details_are_for_operators_only() -> None:
-    with serve_agent(**JWT) as url, httpx.Client(base_url=url, timeout=20) as http:
+    with serve_agent(**JWT) as url, httpx.Client(base_url=url, timeout=20, verify=TLS) as http:
         user = http.get("/health", headers=bearer(hs_token("alice")))
         assert user.json() == {"status": "healthy"}
         operator = http.get("/health", headers=bearer(hs_token("ops", roles=["operator"])))
@@ -27,7 +29,10 @@ def test_health_details_are_for_operators_only() -> None:
 
 def test_an_api_key_from_the_settings_can_carry_the_operator_role() -> None:
     keys = ("k-ops-0123456789abcd=ops:operator", "k-bob-0123456789abcd=bob")
-    with serve_agent(api_keys=keys) as url, httpx.Client(base_url=url, timeout=20) as http:
+    with (
+        serve_agent(api_keys=keys) as url,
+        httpx.Client(base_url=url, timeout=20, verify=TLS) as http,
+    ):
         user = http.get("/health", headers={"X-API-Key": "k-bob-0123456789abcd"})
         assert user.json() == {"status": "healthy"}
         operator = http.get("/health", headers={"X-API-Key": "k-ops-0123456789abcd"})
@@ -60,7 +65,7 @@ async def test_an_unreachable_store_is_not_named_to_operators() -> None:
 
 def test_a_token_living_longer_than_the_maximum_is_refused_with_401() -> None:
     settings = {**JWT, "auth_max_token_lifetime": 3600}
-    with serve_agent(**settings) as url, httpx.Client(base_url=url, timeout=20) as http:
+    with serve_agent(**settings) as url, httpx.Client(base_url=url, timeout=20, verify=TLS) as http:
         now = int(time.time())
         body = {"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {}}
         headers = {"A2A-Version": "1.0"}

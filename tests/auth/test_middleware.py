@@ -16,7 +16,7 @@ from starlette.routing import Mount
 from apcore_a2a.auth import AuthMiddleware, JWTAuthenticator, current_identity
 from apcore_a2a.classify import REQUEST_KEY, RequestInfo
 from apcore_a2a.execution.identity import Caller, caller_identity
-from tests._support import running_server
+from tests._support import TLS, running_server
 
 from .keys import HMAC_SECRET, bearer
 from .probe import probe_app, serve_probe
@@ -52,7 +52,7 @@ NOWHERE = [("GET", "/health/"), ("GET", "/metrics/x"), ("GET", "/.well-known/x")
 
 
 async def test_exempt_paths_open_everything_else_closed() -> None:
-    async with serve_probe(AUTH) as base, httpx.AsyncClient(base_url=base) as client:
+    async with serve_probe(AUTH) as base, httpx.AsyncClient(base_url=base, verify=TLS) as client:
         for path in EXEMPT:
             resp = await client.get(path)
             assert (path, resp.status_code, resp.text) == (path, 200, "ok")
@@ -69,7 +69,7 @@ async def test_exempt_paths_open_everything_else_closed() -> None:
 async def test_explorer_prefix_is_open_for_get_only_when_enabled() -> None:
     async with (
         serve_probe(AUTH, explorer="/explorer") as base,
-        httpx.AsyncClient(base_url=base) as client,
+        httpx.AsyncClient(base_url=base, verify=TLS) as client,
     ):
         assert (await client.get("/explorer")).status_code == 200
         assert (await client.get("/explorer/app.js")).status_code == 200
@@ -90,12 +90,12 @@ async def test_explorer_prefix_is_open_for_get_only_when_enabled() -> None:
 
 
 async def test_metrics_need_credentials_unless_ops_details_are_public() -> None:
-    async with serve_probe(AUTH) as base, httpx.AsyncClient(base_url=base) as client:
+    async with serve_probe(AUTH) as base, httpx.AsyncClient(base_url=base, verify=TLS) as client:
         assert (await client.get("/metrics")).status_code == 401
         assert (await client.get("/metrics", headers=as_alice())).status_code == 200
     async with (
         serve_probe(AUTH, ops_public=True) as base,
-        httpx.AsyncClient(base_url=base) as client,
+        httpx.AsyncClient(base_url=base, verify=TLS) as client,
     ):
         assert (await client.get("/metrics")).status_code == 200
         # Public means public: a bad token is ignored here, as on a health probe.
@@ -105,7 +105,7 @@ async def test_metrics_need_credentials_unless_ops_details_are_public() -> None:
 async def test_optional_auth_admits_anonymous_but_not_bad_tokens() -> None:
     async with (
         serve_probe(AUTH, require_auth=False) as base,
-        httpx.AsyncClient(base_url=base) as client,
+        httpx.AsyncClient(base_url=base, verify=TLS) as client,
     ):
         anon = await client.get("/whoami")
         assert anon.status_code == 200
@@ -118,7 +118,7 @@ async def test_extended_card_requires_auth_even_when_optional() -> None:
     rpc = {"jsonrpc": "2.0", "id": 1, "params": {}}
     async with (
         serve_probe(AUTH, require_auth=False) as base,
-        httpx.AsyncClient(base_url=base) as client,
+        httpx.AsyncClient(base_url=base, verify=TLS) as client,
     ):
         for path in [
             "/extendedAgentCard",
@@ -188,7 +188,7 @@ async def test_identity_contextvar_is_reset_even_when_the_app_fails() -> None:
 
 async def test_a_mounted_agent_reads_its_routes_below_the_root_path() -> None:
     host = Starlette(routes=[Mount("/agent", app=probe_app(AUTH))])
-    async with running_server(host) as base, httpx.AsyncClient(base_url=base) as client:
+    async with running_server(host) as base, httpx.AsyncClient(base_url=base, verify=TLS) as client:
         assert (await client.get("/agent/health")).status_code == 200
         assert (await client.get("/agent/tasks")).status_code == 401
         assert (await client.get("/agent/tasks", headers=as_alice())).status_code == 200

@@ -20,7 +20,7 @@ import pytest
 from a2a.types import TaskState
 
 from tests._postgres import pg_schema_url
-from tests._support import free_port
+from tests._support import TLS, free_port
 from tests.bindings._grpc import stubs
 
 from .agent import message, serve_agent
@@ -61,7 +61,7 @@ async def test_an_odd_callers_stream_is_served(agent: tuple[str, str], sub: str)
     token = signed(f'{{"sub": "{sub}", "exp": {int(time.time()) + 600}}}')
     headers = {"Authorization": f"Bearer {token}", "A2A-Version": "1.0"}
     call = {"jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage"}
-    async with httpx.AsyncClient(base_url=base, headers=headers, timeout=30) as http:
+    async with httpx.AsyncClient(base_url=base, headers=headers, timeout=30, verify=TLS) as http:
         for _ in range(2):  # the slot was given back: served again
             answer = await http.post("/", json={**call, "params": {"message": _message()}})
             assert answer.status_code == 200, answer.text  # was: 500

@@ -25,7 +25,7 @@ import pytest
 from a2a.types import a2a_pb2 as pb
 from google.protobuf.json_format import MessageToDict
 
-from tests._support import free_port
+from tests._support import TLS, free_port
 from tests.bindings._grpc import failure, stubs
 
 from .agent import message, serve_agent
@@ -211,7 +211,9 @@ async def test_odd_callers_are_served_apart_on_every_store(
     base, address, other_replica = agent
     caplog.set_level(logging.DEBUG)  # no line quotes the key, at any level
     tasks: dict[str, set[str]] = {}
-    async with httpx.AsyncClient(base_url=base, headers={"A2A-Version": "1.0"}, timeout=30) as http:
+    async with httpx.AsyncClient(
+        base_url=base, headers={"A2A-Version": "1.0"}, timeout=30, verify=TLS
+    ) as http:
         for name, sub in SUBS.items():
             tasks[name] = await _serve_caller(http, sub)
     async with stubs(address) as (v1, _v03):
@@ -220,7 +222,9 @@ async def test_odd_callers_are_served_apart_on_every_store(
     # Nobody sees another's tasks: each reads only its own (on the other replica in cluster
     # mode), and none of the others'; 0.3's JSON-RPC too.
     headers = {"A2A-Version": "1.0"}
-    async with httpx.AsyncClient(base_url=other_replica, headers=headers, timeout=30) as http:
+    async with httpx.AsyncClient(
+        base_url=other_replica, headers=headers, timeout=30, verify=TLS
+    ) as http:
         for name, sub in SUBS.items():
             http.headers["Authorization"] = f"Bearer {_token(sub)}"
             listed = (await http.get("/tasks")).json()["tasks"]

@@ -37,7 +37,7 @@ from apcore_a2a import A2AServerFactory
 from apcore_a2a.storage.contexts import ContextGuard
 from apcore_a2a.storage.memory import BoundedMemoryTaskStore, OwnerUser
 from tests._postgres import pg_schema_url
-from tests._support import free_port, threaded_server
+from tests._support import TLS, free_port, threaded_server
 from tests.bindings._grpc import rich_status, stubs
 
 KEYS = {"alice": "alice-" + secrets.token_hex(16), "bob": "bob-" + secrets.token_hex(16)}
@@ -123,7 +123,7 @@ def agent(
 
 @pytest.fixture
 async def http(agent: Agent) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=agent.url, timeout=30) as client:
+    async with httpx.AsyncClient(base_url=agent.url, timeout=30, verify=TLS) as client:
         yield client
 
 
@@ -185,7 +185,7 @@ async def send_as(
         assert task.status.state in (pb.TASK_STATE_COMPLETED, pb03.TASK_STATE_COMPLETED), sent
         return Answer(True, context_id=task.context_id)
     headers = {"X-API-Key": key, "A2A-Version": version}
-    async with httpx.AsyncClient(base_url=agent.url, timeout=30) as http:
+    async with httpx.AsyncClient(base_url=agent.url, timeout=30, verify=TLS) as http:
         if binding == "JSONRPC":
             method = {
                 ("1.0", False): "SendMessage",

@@ -27,6 +27,8 @@ from a2a.types import (
 )
 from a2a.utils.errors import MethodNotFoundError, TaskNotFoundError
 
+from tests._support import TLS
+
 from .agent import BINDINGS, message, sdk_client, send, serve_agent
 from .keys import HMAC_SECRET, bearer, hs_plain
 
@@ -116,7 +118,7 @@ async def test_tasks_and_push_configs_are_scoped_to_their_owner(
             assert [c.id for c in configs.configs] == [config_id]
         else:
             path = f"/v1/tasks/{task.id}/pushNotificationConfigs"
-            async with httpx.AsyncClient(base_url=agent_url) as http:
+            async with httpx.AsyncClient(base_url=agent_url, verify=TLS) as http:
                 assert (await http.get(path, headers=auth("bob"))).status_code == 404
                 assert (await http.get(path)).status_code == 404
                 mine = await http.get(path, headers=auth("alice"))
@@ -182,7 +184,7 @@ async def test_raw_wire_answers_for_someone_elses_task(agent_url: str) -> None:
     async with sdk_client(agent_url, "JSONRPC", "1.0", auth("alice")) as alice:
         task = await send(alice, message("demo.add", {"a": 1, "b": 2}))
     bob = auth("bob")
-    async with httpx.AsyncClient(base_url=agent_url) as http:
+    async with httpx.AsyncClient(base_url=agent_url, verify=TLS) as http:
         v10 = await http.post(
             "/",
             json={"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": task.id}},
@@ -272,7 +274,7 @@ async def test_a_callers_answers_are_never_kept_by_a_shared_cache(agent_url: str
         f"/v1/tasks/{task.id}/pushNotificationConfigs": v03,
         "/v1/card": v03,
     }
-    async with httpx.AsyncClient(base_url=agent_url) as http:
+    async with httpx.AsyncClient(base_url=agent_url, verify=TLS) as http:
         for path, headers in gets.items():
             answer = await http.get(path, headers=headers)
             assert answer.status_code == 200, path

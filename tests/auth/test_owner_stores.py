@@ -34,7 +34,7 @@ from pydantic import BaseModel
 
 from apcore_a2a import A2AServerFactory
 from tests._postgres import pg_schema_url
-from tests._support import free_port, threaded_server
+from tests._support import TLS, free_port, threaded_server
 from tests.bindings._grpc import stubs
 
 KEYS = {"alice": "alice-" + secrets.token_hex(16), "bob": "bob-" + secrets.token_hex(16)}
@@ -294,7 +294,10 @@ async def test_another_callers_parked_task_is_answered_as_an_unknown_one(
 ) -> None:
     alices, bobs = agents
     alice = {"X-API-Key": KEYS["alice"], "A2A-Version": "1.0"}
-    async with httpx.AsyncClient(timeout=30) as http, stubs(bobs.grpc_address) as (v1, v03):
+    async with (
+        httpx.AsyncClient(timeout=30, verify=TLS) as http,
+        stubs(bobs.grpc_address) as (v1, v03),
+    ):
 
         async def as_alice(method: str, params: dict[str, Any]) -> dict[str, Any]:
             answer = await http.post(alices.url + "/", json=_rpc(method, params), headers=alice)

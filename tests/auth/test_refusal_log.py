@@ -11,7 +11,7 @@ import time
 import httpx
 import jwt
 
-from tests._support import ROOT, cli_server
+from tests._support import ROOT, TLS, cli_server
 
 from .keys import HMAC_SECRET
 
@@ -23,7 +23,11 @@ def test_a_refused_jwt_is_logged_with_its_reason_and_without_the_token() -> None
     with cli_server(args, env={"JWT_KEY": HMAC_SECRET}) as (base, proc):
         for token in (expired, wrong_key):
             answer = httpx.post(
-                base + "/", json={}, headers={"Authorization": f"Bearer {token}"}, timeout=30
+                base + "/",
+                json={},
+                headers={"Authorization": f"Bearer {token}"},
+                timeout=30,
+                verify=TLS,
             )
             assert answer.status_code == 401
     output = proc.output()

@@ -13,7 +13,7 @@ import pytest
 from a2a.compat.v0_3 import a2a_v0_3_pb2
 from a2a.types import GetTaskRequest
 
-from tests._support import free_port
+from tests._support import TLS, free_port
 from tests.bindings._grpc import failure, stubs
 
 from .agent import serve_agent
@@ -47,7 +47,7 @@ async def http_status(url: str, path: str, version: str, headers: list[tuple[str
     method = "GetTask" if version == "1.0" else "tasks/get"
     call = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {"id": "nope"}}
     announced = [("A2A-Version", "1.0")] if version == "1.0" else []
-    async with httpx.AsyncClient(base_url=url) as http:
+    async with httpx.AsyncClient(base_url=url, verify=TLS) as http:
         if path == "/":
             answer = await http.post(path, json=call, headers=[*headers, *announced])
         else:

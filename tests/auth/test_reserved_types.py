@@ -26,7 +26,7 @@ from apcore_a2a import A2AServerFactory
 from apcore_a2a.auth import APIKeyAuthenticator, ClaimMapping, JWTAuthenticator
 from apcore_a2a.execution.identity import RESERVED_IDENTITY_TYPES
 from tests._modules import Add
-from tests._support import free_port, threaded_server
+from tests._support import TLS, free_port, threaded_server
 from tests.bindings._grpc import failure, stubs
 
 from .agent import BINDINGS, Reset, message, sdk_client, send
@@ -118,10 +118,10 @@ async def test_no_authenticator_makes_a_system_caller(kind: str) -> None:
     jwt = JWTAuthenticator(HMAC_SECRET)
     token = hs_plain(sub="mallory", type=kind)
     for authenticator in (jwt, Claims(kind)):
-        async with serve_probe(authenticator) as base, httpx.AsyncClient() as http:
+        async with serve_probe(authenticator) as base, httpx.AsyncClient(verify=TLS) as http:
             answer = await http.get(base + "/whoami", headers=bearer(token))
             assert answer.status_code == 401, (authenticator, answer.text)
-    async with serve_probe(Claims("service")) as base, httpx.AsyncClient() as http:
+    async with serve_probe(Claims("service")) as base, httpx.AsyncClient(verify=TLS) as http:
         answer = await http.get(base + "/whoami", headers=bearer(token))
         assert answer.json()["scope"]["type"] == "service"
 

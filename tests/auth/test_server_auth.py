@@ -13,7 +13,7 @@ import httpx
 import jwt
 import pytest
 
-from tests._support import ROOT, cli_server, send_message
+from tests._support import ROOT, TLS, cli_server, send_message
 
 from .agent import serve_agent
 from .attacks import ATTACKS, UNAUTHORIZED_BODY, refusal_text
@@ -43,7 +43,7 @@ def agent_url() -> Iterator[str]:
 
 
 async def test_exempt_paths_open_everything_else_closed(agent_url: str) -> None:
-    async with httpx.AsyncClient(base_url=agent_url) as http:
+    async with httpx.AsyncClient(base_url=agent_url, verify=TLS) as http:
         for path in EXEMPT:
             assert (await http.get(path)).status_code == 200, path
         for path in ("/health", "/.well-known/jwks.json"):
@@ -64,7 +64,7 @@ async def test_attack_table_on_the_real_server(
 ) -> None:
     caplog.set_level(logging.DEBUG, logger="apcore_a2a.auth")
     headers = ATTACKS[case][1]()
-    async with httpx.AsyncClient(base_url=agent_url) as http:
+    async with httpx.AsyncClient(base_url=agent_url, verify=TLS) as http:
         resp = await http.post("/", json=SEND, headers={**headers, "A2A-Version": "1.0"})
     assert resp.status_code == 401
     assert refusal_text(resp) == UNAUTHORIZED_BODY
@@ -114,19 +114,27 @@ def test_cli_env_jwt_key_and_api_key_flag() -> None:
         f"{key}=ci-bot",
     ]
     with cli_server(args, env=env) as (base, _proc):
-        card = httpx.get(base + "/.well-known/agent-card.json").json()
+        card = httpx.get(base + "/.well-known/agent-card.json", verify=TLS).json()
         assert set(card["securitySchemes"]) == {"bearer", "apiKey"}
-        assert httpx.get(base + "/tasks").status_code == 401
+        assert httpx.get(base + "/tasks", verify=TLS).status_code == 401
         v10 = {"A2A-Version": "1.0"}
-        assert httpx.get(base + "/tasks", headers={**bearer(hs_token()), **v10}).status_code == 200
-        assert httpx.get(base + "/tasks", headers={"X-API-Key": key, **v10}).status_code == 200
+        assert (
+            httpx.get(
+                base + "/tasks", headers={**bearer(hs_token()), **v10}, verify=TLS
+            ).status_code
+            == 200
+        )
+        assert (
+            httpx.get(base + "/tasks", headers={"X-API-Key": key, **v10}, verify=TLS).status_code
+            == 200
+        )
         wrong_aud = jwt.encode({"sub": "a", "aud": "other", "iss": ISSUER}, HMAC_SECRET)
-        assert httpx.get(base + "/tasks", headers=bearer(wrong_aud)).status_code == 401
+        assert httpx.get(base + "/tasks", headers=bearer(wrong_aud), verify=TLS).status_code == 401
 
 
 async def test_explorer_page_is_public_but_api_paths_below_it_are_not() -> None:
     with serve_agent(auth_key=HMAC_SECRET, explorer=True) as url:
-        async with httpx.AsyncClient(base_url=url) as http:
+        async with httpx.AsyncClient(base_url=url, verify=TLS) as http:
             for path in ("/explorer/", "/explorer/js/app.js", "/explorer/explorer.css"):
                 assert (await http.get(path)).status_code == 200, path
             for path in ("/explorer/tasks", "/explorer/tasks/some-id"):
@@ -144,7 +152,7 @@ async def test_a_refused_call_whose_id_cannot_be_written_back_is_still_a_401(
     call = json.dumps({"jsonrpc": "2.0", "id": "@", "method": method, "params": {"id": "t"}})
     body = call.replace('"@"', '"\\ud800"')
     headers = {"A2A-Version": version, "Content-Type": "application/json"}
-    async with httpx.AsyncClient(base_url=agent_url) as http:
+    async with httpx.AsyncClient(base_url=agent_url, verify=TLS) as http:
         resp = await http.post("/", content=body.encode(), headers=headers)
     assert resp.status_code == 401, resp.text
     assert refusal_text(resp) == UNAUTHORIZED_BODY
@@ -179,7 +187,7 @@ async def test_a_caller_without_credentials_cannot_hold_a_connection_by_stalling
 async def test_a_path_no_route_takes_answers_everyone_alike(agent_url: str) -> None:
     """docs/auth.md: nothing is served there, so the answer (404) tells a caller without
     credentials no more than one with them."""
-    async with httpx.AsyncClient(base_url=agent_url) as http:
+    async with httpx.AsyncClient(base_url=agent_url, verify=TLS) as http:
         for path in ("/nope", "/tasks/", "/TASKS"):
             anonymous = await http.get(path)
             known = await http.get(path, headers=bearer(hs_token()))

@@ -27,6 +27,8 @@ from a2a.compat.v0_3.rest_transport import CompatRestTransport
 from a2a.types import AgentCard, Message, Part, Role, SendMessageRequest
 from google.protobuf.struct_pb2 import Struct
 
+from tests._support import TLS
+
 from .._sdk import peer_http
 
 # a2a-sdk 1.3 has an import cycle (server routes -> compat extension_headers -> a2a.client
@@ -62,7 +64,7 @@ def label(binding: str, version: str) -> str:
 
 
 async def fetch_card(url: str) -> AgentCard:
-    async with httpx.AsyncClient() as http:
+    async with httpx.AsyncClient(verify=TLS) as http:
         return await A2ACardResolver(http, url).get_agent_card()
 
 

@@ -19,7 +19,7 @@ from a2a.types import a2a_pb2, a2a_pb2_grpc
 from google.protobuf.json_format import MessageToDict, ParseDict
 from google.protobuf.unknown_fields import UnknownFieldSet
 
-from tests._support import find_key, sse_frames
+from tests._support import TLS, find_key, sse_frames
 
 Event = tuple[str | None, Any]  # (id, summary)
 
@@ -57,7 +57,7 @@ async def _sse(
     events: list[Event] = []
     task_id = ""
     async with (
-        httpx.AsyncClient(timeout=20.0) as http,
+        httpx.AsyncClient(timeout=20.0, verify=TLS) as http,
         http.stream("POST", url, headers=headers, json=body) as response,
     ):
         assert response.status_code == 200, await response.aread()

@@ -21,6 +21,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests._support import TLS
 from tests.bindings._agent import Agent
 
 V1 = {"A2A-Version": "1.0"}
@@ -111,7 +112,7 @@ CELLS: dict[str, Cell] = {
 @pytest.fixture(scope="module")
 def http(agent: Agent) -> Iterator[httpx.Client]:
     """A client of our agent, which holds three finished tasks."""
-    with httpx.Client(base_url=agent.url, timeout=10) as client:
+    with httpx.Client(base_url=agent.url, timeout=10, verify=TLS) as client:
         for _ in range(3):
             sent = client.post("/message:send", json={"message": _message("1.0")}, headers=V1)
             assert sent.status_code == 200, sent.text

@@ -14,6 +14,7 @@ from a2a.types import (
 )
 from google.protobuf.json_format import MessageToDict
 
+from tests._support import TLS
 from tests.bindings._agent import GATES, Agent
 from tests.bindings._grpc import stubs
 from tests.bindings._peers import data, fetch_card, message, open_peer, send, text
@@ -95,7 +96,7 @@ async def test_a_0_3_get_task_history_length_0_answers_the_whole_history(agent: 
     ids = [m.message_id for m in created.history]
     async with (
         stubs(agent.grpc_address) as (v1, v03),
-        httpx.AsyncClient(base_url=agent.url) as http,
+        httpx.AsyncClient(base_url=agent.url, verify=TLS) as http,
     ):
         new = await v1.GetTask(GetTaskRequest(id=created.id, history_length=0))
         old = await v03.GetTask(pb03.GetTaskRequest(name=f"tasks/{created.id}", history_length=0))

@@ -25,7 +25,7 @@ from google.protobuf.json_format import ParseDict
 
 from apcore_a2a import A2AServerFactory
 from tests._sdk import make_client, request
-from tests._support import free_port, running_server
+from tests._support import TLS, free_port, running_server
 from tests.bindings._grpc import stubs
 
 #: our paths, absolute and relative to the package, as an exception's text may carry them
@@ -119,7 +119,7 @@ async def test_unknown_paths_and_methods_are_typed_errors_on_every_binding() -> 
     v1 = {"A2A-Version": "1.0"}
     async with (
         running_server(app, port=port),
-        httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as http,
+        httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", verify=TLS) as http,
     ):
         rest = await http.get("/v1/typo/x.db", headers=v1)
         body = {"jsonrpc": "2.0", "id": 1, "method": "/v1/typo/x.db", "params": {}}
@@ -204,7 +204,7 @@ async def test_control_characters_of_an_echoed_id_come_back_escaped() -> None:
     app, port, grpc_port = _agent()
     async with (
         running_server(app, port=port),
-        httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as http,
+        httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", verify=TLS) as http,
     ):
         answers = {}
         for sent, shown in CONTROLS.items():

@@ -22,6 +22,7 @@ import pytest
 from a2a.compat.v0_3 import a2a_v0_3_pb2, a2a_v0_3_pb2_grpc
 from a2a.types import a2a_pb2, a2a_pb2_grpc
 
+from tests._support import TLS
 from tests.bindings._agent import Agent
 
 BIG = "x" * 5000
@@ -34,7 +35,7 @@ JSON = {"content-type": "application/json"}
 
 @pytest.fixture(scope="module")
 def http(agent: Agent) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=agent.url, timeout=30) as client:
+    with httpx.Client(base_url=agent.url, timeout=30, verify=TLS) as client:
         yield client
 
 

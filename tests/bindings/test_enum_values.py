@@ -20,6 +20,7 @@ import httpx
 import pytest
 from a2a.types import a2a_pb2 as pb
 
+from tests._support import TLS
 from tests.bindings._agent import Agent, serve_agent
 from tests.bindings._grpc import stubs
 
@@ -45,7 +46,7 @@ async def _list_tasks(http: httpx.AsyncClient) -> list[Any]:
 
 
 async def test_a_role_no_a2a_version_defines_is_refused(agent: Agent) -> None:
-    async with httpx.AsyncClient(base_url=agent.url, timeout=30) as http:
+    async with httpx.AsyncClient(base_url=agent.url, timeout=30, verify=TLS) as http:
         before = await _list_tasks(http)
         call = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
                 "params": {"message": _message(7)}}  # fmt: skip
@@ -69,7 +70,7 @@ async def test_a_role_no_a2a_version_defines_is_refused(agent: Agent) -> None:
 
 
 async def test_a_task_state_no_a2a_version_defines_is_refused(agent: Agent) -> None:
-    async with httpx.AsyncClient(base_url=agent.url, timeout=30) as http:
+    async with httpx.AsyncClient(base_url=agent.url, timeout=30, verify=TLS) as http:
         call = {"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {"status": 99}}
         rpc = await http.post("/", json=call, headers=V1)
         rest = await http.get("/tasks", params={"status": "99"}, headers=V1)

@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 
 from tests._postgres import pg_schema_url
-from tests._support import cli_server
+from tests._support import TLS, cli_server
 
 QUOTA = 1
 ATTEMPTS = 4
@@ -33,7 +33,7 @@ async def _opened(base: str, forwarded: str) -> int:
     """The status of a stream that claims to come from *forwarded* (held 1 s if opened)."""
     headers = {"A2A-Version": "1.0", "X-Forwarded-For": forwarded}
     async with (
-        httpx.AsyncClient(timeout=30) as http,
+        httpx.AsyncClient(timeout=30, verify=TLS) as http,
         http.stream("POST", base + "/message:stream", json=_stream_body(), headers=headers) as r,
     ):
         if r.status_code == 200:
@@ -79,7 +79,7 @@ async def test_a_forwarded_name_of_any_length_is_a_caller_like_any_other() -> No
                    "parts": [{"data": {"a": 2, "b": 40}}], "metadata": {"skillId": "math.add"}}  # fmt: skip
         body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}}
         headers = {"A2A-Version": "1.0", "X-Forwarded-For": "x" * 300}
-        async with httpx.AsyncClient(timeout=30) as http:
+        async with httpx.AsyncClient(timeout=30, verify=TLS) as http:
             answer = (await http.post(base + "/", json=body, headers=headers)).json()
         assert "result" in answer, answer
         assert answer["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"

@@ -24,6 +24,7 @@ from google.protobuf.json_format import ParseDict
 from google.protobuf.struct_pb2 import Struct
 
 from apcore_a2a.errors import OWN_ERRORS
+from tests._support import TLS
 from tests.bindings._agent import GATES, Agent, serve_agent
 from tests.bindings._grpc import failure, rich_status, stubs
 
@@ -73,7 +74,7 @@ async def test_our_errors_carry_their_message_alone_on_0_3_as_on_1_0(agent: Agen
                           "parts": [{"data": {"key": key}}], "metadata": {"skillId": "demo.gate"}},
               "configuration": {"returnImmediately": True}}  # fmt: skip
     try:
-        async with httpx.AsyncClient(base_url=agent.url, timeout=30) as http:
+        async with httpx.AsyncClient(base_url=agent.url, timeout=30, verify=TLS) as http:
             held = await http.post("/message:send", json=parked, headers=V1)
         task_id = held.json()["task"]["id"]
         await GATES.wait_started(key)

@@ -16,6 +16,7 @@ import httpx
 import pytest
 from a2a.types import Message, Part, Role, SendMessageRequest, a2a_pb2
 
+from tests._support import TLS
 from tests.bindings._agent import GATES, serve_agent
 from tests.bindings._grpc import stubs
 
@@ -47,7 +48,7 @@ async def test_grpc_streams_take_slots_from_the_shared_per_caller_quota() -> Non
                         pass
                 assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
                 assert "at most 2 concurrent streams" in (refused.value.details() or "")
-                async with httpx.AsyncClient(base_url=agent.url, timeout=30) as http:
+                async with httpx.AsyncClient(base_url=agent.url, timeout=30, verify=TLS) as http:
                     body = {
                         "jsonrpc": "2.0",
                         "id": 1,

@@ -23,6 +23,7 @@ import pytest
 from a2a.types import CancelTaskRequest, GetTaskRequest
 
 from tests._sdk import make_client, request
+from tests._support import TLS
 
 from ._outputs_agent import ALL_TRANSPORTS, INPUT_REQUIRED, send, serve_outputs, text_request
 
@@ -73,7 +74,7 @@ def _message(data: dict[str, Any], task_id: str | None = None) -> dict[str, Any]
 
 
 async def test_a_history_over_its_bytes_is_refused_without_a_retry_hint(bounded_url: str) -> None:
-    async with httpx.AsyncClient(base_url=bounded_url, timeout=60) as http:
+    async with httpx.AsyncClient(base_url=bounded_url, timeout=60, verify=TLS) as http:
 
         async def send_rpc(message: dict[str, Any]) -> Any:
             params = {"message": message}

@@ -23,7 +23,7 @@ from apcore import Registry
 
 from apcore_a2a import A2AServerFactory
 from tests._modules import Add
-from tests._support import free_port, running_server
+from tests._support import TLS, free_port, running_server
 from tests.bindings._grpc import failure, stubs
 
 V1 = {"A2A-Version": "1.0"}
@@ -87,7 +87,10 @@ async def test_a_cancel_that_meets_the_result_is_not_cancelable(binding: str) ->
     message = {"messageId": uuid.uuid4().hex, "role": "ROLE_USER",
                "parts": [{"data": {"a": 2, "b": 3}}], "metadata": {"skillId": "math.add"}}  # fmt: skip
     send = {"message": message, "configuration": {"returnImmediately": True}}
-    async with running_server(app, port=port) as base, httpx.AsyncClient(timeout=30) as http:
+    async with (
+        running_server(app, port=port) as base,
+        httpx.AsyncClient(timeout=30, verify=TLS) as http,
+    ):
         body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": send}
         task_id = (await http.post(base + "/", json=body, headers=V1)).json()["result"]["task"][
             "id"

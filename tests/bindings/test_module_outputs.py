@@ -21,6 +21,7 @@ from google.protobuf.json_format import MessageToDict
 
 from apcore_a2a import File, InputRequired, reply_as
 from tests._sdk import make_client, request
+from tests._support import TLS
 
 from ._outputs_agent import (
     ALL_TRANSPORTS,
@@ -183,7 +184,7 @@ async def test_module_chooses_message_or_task_per_call(
 
 
 async def test_auto_skill_is_declared_on_the_card(agent_url: str) -> None:
-    async with httpx.AsyncClient() as http:
+    async with httpx.AsyncClient(verify=TLS) as http:
         card = (await http.get(agent_url + "/.well-known/agent-card.json")).json()
     [ext] = [
         e

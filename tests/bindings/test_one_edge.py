@@ -43,6 +43,7 @@ from a2a.utils.grpc_status import status_from_call
 from google.protobuf.json_format import ParseDict
 from google.rpc import error_details_pb2
 
+from tests._support import TLS
 from tests.bindings._agent import GATES, Agent, serve_agent
 from tests.bindings._grpc import rich_status, stubs
 
@@ -84,7 +85,7 @@ VIOLATIONS = {
 
 async def _three(agent: Agent, message: dict[str, Any], headers: dict[str, str]) -> dict[str, Any]:
     """What JSON-RPC, REST and gRPC answer to SendMessage(*message*)."""
-    async with httpx.AsyncClient(base_url=agent.url, timeout=30) as http:
+    async with httpx.AsyncClient(base_url=agent.url, timeout=30, verify=TLS) as http:
         call = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}}
         rpc = (await http.post("/", json=call, headers=headers)).json()
         rest = await http.post("/message:send", json={"message": message}, headers=headers)
@@ -139,7 +140,7 @@ async def _holding_a_stream(agent: Agent) -> AsyncIterator[None]:
     key = uuid.uuid4().hex
     body = {"message": _message([{"data": {"key": key}}], skill="demo.gate")}
     async with (
-        httpx.AsyncClient(timeout=30) as http,
+        httpx.AsyncClient(timeout=30, verify=TLS) as http,
         http.stream("POST", agent.url + "/message:stream", json=body, headers=V1) as held,
     ):
         assert held.status_code == 200
@@ -157,7 +158,7 @@ async def _streams_beside_a_held_one(
     and how each was answered (gRPC's must be a refusal)."""
     body = {"message": _message([{"text": "hi"}], skill="demo.countdown")}
     call = {"jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage", "params": body}
-    async with _holding_a_stream(agent), httpx.AsyncClient(timeout=30) as http:
+    async with _holding_a_stream(agent), httpx.AsyncClient(timeout=30, verify=TLS) as http:
         rpc = await http.post(agent.url + "/", json=call, headers=V1)
         rest = await http.post(agent.url + "/message:stream", json=body, headers=V1)
         async with stubs(agent.grpc_address) as (v1, _v03):
@@ -213,7 +214,7 @@ async def test_a_body_that_is_not_utf8_is_a_parse_error(agent: Agent, encoding: 
             "params": {"message": _message([{"text": "hi"}], bulk=bulk)}}  # fmt: skip
     raw = json.dumps(call).encode(encoding, "surrogatepass")
     headers = {**V1, "Content-Type": "application/json"}
-    async with httpx.AsyncClient(base_url=agent.url, timeout=30) as http:
+    async with httpx.AsyncClient(base_url=agent.url, timeout=30, verify=TLS) as http:
         rpc = await http.post("/", content=raw, headers=headers)
         rest = await http.post("/message:send", content=raw, headers=headers)
     assert rpc.status_code == 200 and rpc.json()["error"]["code"] == -32700, rpc.text
@@ -247,7 +248,7 @@ async def test_a_lone_surrogate_is_refused_alike(agent: Agent, where: str, escap
         ("/v1/message:send", v03, old),
         ("/tasks/t/pushNotificationConfigs", V1, "HERE"),
     ]
-    async with httpx.AsyncClient(base_url=agent.url, timeout=30) as http:
+    async with httpx.AsyncClient(base_url=agent.url, timeout=30, verify=TLS) as http:
         for path, version, body in sent:
             headers = {**version, "Content-Type": "application/json"}
             raw = json.dumps(body).replace('"HERE"', escaped).encode()
@@ -267,7 +268,7 @@ async def test_the_task_quota_refuses_alike_with_a_retry_hint() -> None:
     call = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": body}
     with serve_agent(max_unfinished_tasks_per_caller=1) as agent:
         try:
-            async with httpx.AsyncClient(base_url=agent.url, timeout=30) as http:
+            async with httpx.AsyncClient(base_url=agent.url, timeout=30, verify=TLS) as http:
                 held = await http.post("/message:send", json=parked, headers=V1)
                 assert held.status_code == 200, held.text
                 await GATES.wait_started(key)
@@ -302,7 +303,7 @@ async def _raw_grpc(agent: Agent, method: str, raw: bytes, version: str) -> dict
 
 async def test_a_body_that_does_not_parse_is_refused_alike(agent: Agent) -> None:
     headers = {**V1, "Content-Type": "application/json"}
-    async with httpx.AsyncClient(base_url=agent.url, timeout=30) as http:
+    async with httpx.AsyncClient(base_url=agent.url, timeout=30, verify=TLS) as http:
         rpc = (await http.post("/", content=b'{"jsonrpc": ', headers=headers)).json()
         rest = await http.post("/message:send", content=b'{"message": {', headers=headers)
     assert rpc["error"]["code"] == -32700
@@ -341,7 +342,7 @@ def _varint(n: int) -> bytes:
 
 async def test_a_field_the_schema_does_not_know_is_ignored_alike(agent: Agent) -> None:
     message = _message([{"text": "hi"}])
-    async with httpx.AsyncClient(base_url=agent.url, timeout=30) as http:
+    async with httpx.AsyncClient(base_url=agent.url, timeout=30, verify=TLS) as http:
         rest = await http.post("/message:send", json={"message": {**message, "x": "u"}}, headers=V1)
     assert rest.status_code == 200 and '"x"' not in rest.text
     # 100 kB in field 999 of the message, which no schema names (max_string_bytes: 2000)

@@ -26,7 +26,7 @@ import pytest
 from a2a.types import a2a_pb2, a2a_pb2_grpc
 
 from apcore_a2a.upstream import wire_values
-from tests._support import threaded_server
+from tests._support import TLS, threaded_server
 from tests.bindings._agent import Agent
 from tests.client._sdk_agent import build_sdk_app
 
@@ -49,7 +49,7 @@ _ESCAPED = ("a2a.compat.", "a2a.utils.error_handlers")
 @pytest.fixture(scope="module")
 def http(agent: Agent) -> Iterator[httpx.Client]:
     """A client of our agent, which holds three finished tasks."""
-    with httpx.Client(base_url=agent.url, timeout=10) as client:
+    with httpx.Client(base_url=agent.url, timeout=10, verify=TLS) as client:
         for _ in range(3):
             message = {"messageId": uuid.uuid4().hex, "role": "ROLE_USER",
                        "parts": [{"text": "hi"}], "metadata": {"skillId": "demo.echo"}}  # fmt: skip
@@ -170,7 +170,7 @@ def test_a_plain_sdk_agent_reads_an_integral_page_size_as_we_do(http: httpx.Clie
     """Where a2a-sdk is right (its 1.0 REST route reads ``2.0`` as ProtoJSON does), the
     same page."""
     app = build_sdk_app("http://127.0.0.1", binding="HTTP+JSON")
-    with threaded_server(app) as url, httpx.Client(base_url=url, timeout=10) as sdk:
+    with threaded_server(app) as url, httpx.Client(base_url=url, timeout=10, verify=TLS) as sdk:
         for n in range(3):
             message = {"messageId": f"m-{n}", "role": "ROLE_USER", "parts": [{"text": "hi"}]}
             assert sdk.post("/message:send", json={"message": message}, headers=V1).is_success

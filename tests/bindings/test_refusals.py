@@ -35,6 +35,7 @@ from a2a.types import (
     TaskPushNotificationConfig,
 )
 
+from tests._support import TLS
 from tests.bindings._agent import Agent, serve_agent
 from tests.bindings._grpc import rich_status
 from tests.bindings._normalize import error
@@ -180,7 +181,7 @@ async def test_streaming_off_is_on_the_card_and_streams_are_refused(
 ) -> None:
     card = await fetch_card(plain.url)
     assert card.capabilities.streaming is False
-    legacy = httpx.get(plain.url + "/.well-known/agent.json").json()
+    legacy = httpx.get(plain.url + "/.well-known/agent.json", verify=TLS).json()
     assert legacy["capabilities"]["streaming"] is False
 
     # A client that read the card does not stream: it sends and gets the answer.

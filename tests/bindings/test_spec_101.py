@@ -30,6 +30,7 @@ from a2a.types import CancelTaskRequest, TaskNotCancelableError
 from a2a.types import a2a_pb2 as pb
 from google.protobuf.json_format import ParseDict
 
+from tests._support import TLS
 from tests.bindings._agent import Agent, serve_agent
 from tests.bindings._grpc import rich_status, stubs
 from tests.bindings._normalize import error
@@ -56,7 +57,7 @@ def agent() -> Iterator[Agent]:
 
 @pytest.fixture
 async def http(agent: Agent) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=agent.url, timeout=30) as client:
+    async with httpx.AsyncClient(base_url=agent.url, timeout=30, verify=TLS) as client:
         yield client
 
 

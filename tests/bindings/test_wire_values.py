@@ -21,6 +21,7 @@ import httpx
 import pytest
 from a2a.compat.v0_3 import a2a_v0_3_pb2, a2a_v0_3_pb2_grpc
 
+from tests._support import TLS
 from tests.bindings._agent import Agent
 from tests.bindings._scenarios import HOOK_URL
 
@@ -45,7 +46,7 @@ def _rpc(http: httpx.Client, method: str, params: Any, headers: dict[str, str] =
 @pytest.fixture(scope="module")
 def http(agent: Agent) -> Iterator[httpx.Client]:
     """A client of our agent (push on), which holds one finished task with an artifact."""
-    with httpx.Client(base_url=agent.url, timeout=10) as client:
+    with httpx.Client(base_url=agent.url, timeout=10, verify=TLS) as client:
         sent = client.post("/message:send", json={"message": _message()}, headers=V1)
         assert sent.status_code == 200, sent.text
         yield client

@@ -7,7 +7,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests._support import EXAMPLES, cli_server
+from tests._support import EXAMPLES, TLS, cli_server
 
 pytestmark = pytest.mark.browser
 
@@ -17,7 +17,7 @@ STATE = "#task-state [data-state='{}']"
 async def test_cli_flag_serves_the_explorer_for_the_examples(page: Any) -> None:
     args = ["--extensions-dir", str(EXAMPLES / "extensions"), "--explorer"]
     with cli_server(args) as (base, _proc):
-        async with httpx.AsyncClient() as client:
+        async with httpx.AsyncClient(verify=TLS) as client:
             assert (await client.get(base + "/explorer/")).status_code == 200
         await page.goto(base + "/explorer/#skill=text.countdown")
         await page.wait_for_selector("#skill-body code:text-is('text.countdown')")

@@ -11,7 +11,7 @@ from starlette.applications import Starlette
 
 from apcore_a2a.explorer import SECURITY_HEADERS, explorer_routes
 from apcore_a2a.settings import SettingsError
-from tests._support import running_server
+from tests._support import TLS, running_server
 from tests.browser._agent import demo_app
 from tests.browser.conftest import serve_app
 
@@ -23,7 +23,7 @@ def bare_app(prefix: str = "/explorer") -> Starlette:
 
 
 async def test_prefix_without_slash_redirects_to_the_page() -> None:
-    async with running_server(bare_app()) as base, httpx.AsyncClient() as client:
+    async with running_server(bare_app()) as base, httpx.AsyncClient(verify=TLS) as client:
         resp = await client.get(base + "/explorer?x=1")
         assert resp.status_code == 308
         assert resp.headers["location"] == "explorer/?x=1"
@@ -33,7 +33,7 @@ async def test_prefix_without_slash_redirects_to_the_page() -> None:
 
 
 async def test_page_has_csp_security_headers_and_revalidates_by_etag() -> None:
-    async with running_server(bare_app()) as base, httpx.AsyncClient() as client:
+    async with running_server(bare_app()) as base, httpx.AsyncClient(verify=TLS) as client:
         resp = await client.get(base + "/explorer/")
         assert resp.status_code == 200
         assert resp.headers["content-type"] == "text/html; charset=utf-8"
@@ -67,7 +67,7 @@ async def test_page_has_csp_security_headers_and_revalidates_by_etag() -> None:
     ],
 )
 async def test_assets_are_served_with_type_headers_and_etag(path: str, media_type: str) -> None:
-    async with running_server(bare_app()) as base, httpx.AsyncClient() as client:
+    async with running_server(bare_app()) as base, httpx.AsyncClient(verify=TLS) as client:
         resp = await client.get(base + path)
         assert resp.status_code == 200
         assert resp.headers["content-type"] == media_type
@@ -89,20 +89,23 @@ async def test_assets_are_served_with_type_headers_and_etag(path: str, media_typ
     ],
 )
 async def test_unknown_and_escaping_paths_are_404(path: str) -> None:
-    async with running_server(bare_app()) as base, httpx.AsyncClient() as client:
+    async with running_server(bare_app()) as base, httpx.AsyncClient(verify=TLS) as client:
         resp = await client.send(httpx.Request("GET", base + path))
         assert resp.status_code == 404
         assert "def explorer_routes" not in resp.text
 
 
 async def test_only_get_and_head_are_allowed() -> None:
-    async with running_server(bare_app()) as base, httpx.AsyncClient() as client:
+    async with running_server(bare_app()) as base, httpx.AsyncClient(verify=TLS) as client:
         assert (await client.post(base + "/explorer/")).status_code == 405
         assert (await client.put(base + "/explorer/js/app.js")).status_code == 405
 
 
 async def test_nested_prefix_points_the_page_at_the_app_root_card() -> None:
-    async with running_server(bare_app("/tools/ui/")) as base, httpx.AsyncClient() as client:
+    async with (
+        running_server(bare_app("/tools/ui/")) as base,
+        httpx.AsyncClient(verify=TLS) as client,
+    ):
         resp = await client.get(base + "/tools/ui/")
         assert 'content="../../.well-known/agent-card.json"' in resp.text
         assert (await client.get(base + "/tools/ui/js/app.js")).status_code == 200
@@ -126,9 +129,9 @@ def test_assets_reference_nothing_outside_the_origin() -> None:
 
 
 async def test_factory_mounts_the_explorer_only_when_enabled() -> None:
-    async with serve_app(demo_app) as base, httpx.AsyncClient() as client:
+    async with serve_app(demo_app) as base, httpx.AsyncClient(verify=TLS) as client:
         assert (await client.get(base + "/explorer/")).status_code == 200
-    async with serve_app(demo_app, explorer=False) as base, httpx.AsyncClient() as client:
+    async with serve_app(demo_app, explorer=False) as base, httpx.AsyncClient(verify=TLS) as client:
         for path in ("/explorer", "/explorer/", "/explorer/js/app.js", "/explorer/favicon.svg"):
             resp = await client.get(base + path)
             assert resp.status_code == 404, path
@@ -138,7 +141,7 @@ async def test_factory_mounts_the_explorer_only_when_enabled() -> None:
 async def test_custom_prefix_from_settings() -> None:
     async with (
         serve_app(demo_app, explorer_prefix="/ui") as base,
-        httpx.AsyncClient() as client,
+        httpx.AsyncClient(verify=TLS) as client,
     ):
         assert (await client.get(base + "/ui/")).status_code == 200
         assert (await client.get(base + "/explorer/")).status_code == 404
@@ -147,7 +150,7 @@ async def test_custom_prefix_from_settings() -> None:
 async def test_page_is_public_but_calls_need_credentials() -> None:
     async with (
         serve_app(demo_app, api_keys=("k1",)) as base,
-        httpx.AsyncClient() as client,
+        httpx.AsyncClient(verify=TLS) as client,
     ):
         assert (await client.get(base + "/explorer/")).status_code == 200
         assert (await client.get(base + "/explorer/js/app.js")).status_code == 200

@@ -15,7 +15,7 @@ import pytest
 from starlette.applications import Starlette
 
 from apcore_a2a.explorer import explorer_routes
-from tests._support import running_server
+from tests._support import TLS, running_server
 from tests.browser._agent import Gate, demo_app, tiny_png
 from tests.browser.conftest import serve_app
 
@@ -43,7 +43,7 @@ async def wait_count(locator: Any, at_least: int, timeout: float = 10.0) -> int:
 
 
 async def task_via_rpc(base: str, task_id: str, headers: dict[str, str] | None = None) -> Any:
-    async with httpx.AsyncClient() as client:
+    async with httpx.AsyncClient(verify=TLS) as client:
         resp = await client.post(
             base + "/",
             json={"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": task_id}},

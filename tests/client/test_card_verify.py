@@ -23,7 +23,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from apcore_a2a.client import A2AClient, A2ADiscoveryError, CardVerificationError
-from tests._support import running_server, threaded_server
+from tests._support import TLS, running_server, threaded_server
 from tests.client._apcore_agent import build_our_app
 
 from ._stub_agent import CARD_V10, StubAgent
@@ -47,13 +47,13 @@ async def tampering_proxy(
     """Serves the upstream card with *change* applied, and the upstream key set as is."""
 
     async def card(request: Request) -> Response:
-        async with httpx.AsyncClient() as http:
+        async with httpx.AsyncClient(verify=TLS) as http:
             document = (await http.get(upstream + "/.well-known/agent-card.json")).json()
         change(document)
         return Response(json.dumps(document), media_type="application/json")
 
     async def jwks(request: Request) -> Response:
-        async with httpx.AsyncClient() as http:
+        async with httpx.AsyncClient(verify=TLS) as http:
             upstream_keys = await http.get(upstream + "/.well-known/jwks.json")
         return Response(upstream_keys.content, media_type="application/json")
 
@@ -150,7 +150,7 @@ async def test_the_extended_card_is_verified(signed_jwt_agent: str) -> None:
 
 
 async def test_keys_given_by_the_caller(signed_agent: str) -> None:
-    async with httpx.AsyncClient() as http:
+    async with httpx.AsyncClient(verify=TLS) as http:
         jwks = (await http.get(signed_agent + "/.well-known/jwks.json")).json()
     async with A2AClient(signed_agent, card_keys=jwks) as pinned:
         assert (await pinned.discover())["signatures"]

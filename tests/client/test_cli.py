@@ -17,7 +17,7 @@ import pytest_asyncio
 
 from apcore_a2a.cli.client import SCHEMA_EXTENSION
 from apcore_a2a.client import A2AClient
-from tests._support import ROOT, cli, free_port, running_server
+from tests._support import ROOT, TLS, cli, free_port, running_server
 from tests._support import json_lines as lines
 from tests.client._apcore_agent import build_our_app
 from tests.client._sdk_agent import build_sdk_app
@@ -199,7 +199,7 @@ async def test_card_verify_prints_the_signed_card(signed: str, tmp_path: Path) -
     # The same with the agent's keys given as a file (a pinned JWKS).
     import httpx
 
-    async with httpx.AsyncClient() as http:
+    async with httpx.AsyncClient(verify=TLS) as http:
         jwks = (await http.get(signed + "/.well-known/jwks.json")).text
     keys = tmp_path / "jwks.json"
     keys.write_text(jwks)

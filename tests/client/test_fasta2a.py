@@ -17,7 +17,7 @@ import pytest
 import pytest_asyncio
 
 from apcore_a2a.client import A2AClient, TaskNotFoundError
-from tests._support import cli, json_lines
+from tests._support import TLS, cli, json_lines
 from tests.client._fasta2a import fasta2a_agent
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -60,7 +60,7 @@ async def test_the_agent_writes_timestamps_without_a_zone(agent: str) -> None:
             }
         },
     }
-    async with httpx.AsyncClient() as http:
+    async with httpx.AsyncClient(verify=TLS) as http:
         answer = (await http.post(agent, json=body)).json()
     stamp = answer["result"]["task"]["status"]["timestamp"]
     assert not stamp.endswith("Z") and "+" not in stamp, stamp

@@ -17,6 +17,7 @@ from tests._sdk import request
 from tests._support import (
     CLI_STOP_TIMEOUT,
     ROOT,
+    TLS,
     ServerProcess,
     cli_server,
     free_port,
@@ -32,7 +33,7 @@ KEY = "example-key-0123456789"  # the demo key in examples/agent.yaml
 
 
 async def _client(base: str, headers: dict[str, str]) -> object:
-    http = httpx.AsyncClient(headers=headers, timeout=30)
+    http = httpx.AsyncClient(headers=headers, timeout=30, verify=TLS)
     return await ClientFactory(ClientConfig(streaming=False, httpx_client=http)).create_from_url(
         base
     )
@@ -44,17 +45,18 @@ async def test_example_serves_with_api_key_sqlite_and_explorer(tmp_path: Path) -
     env = clean_env(A2A_TASK_STORE=f"sqlite:///{db}")
     args = ["--config", str(EXAMPLE)]
     with cli_server(args, env=env) as (base, _proc):
-        card = httpx.get(base + "/.well-known/agent-card.json").json()
+        card = httpx.get(base + "/.well-known/agent-card.json", verify=TLS).json()
         assert card["name"] == "apcore-examples" and card["version"] == "1.0.0"
         assert "apiKey" in card["securitySchemes"]
         assert {s["id"] for s in card["skills"]} >= {"math.add", "greet.hello"}
-        page = httpx.get(base + "/explorer/")
+        page = httpx.get(base + "/explorer/", verify=TLS)
         assert page.status_code == 200 and "text/html" in page.headers["content-type"]
 
         anonymous = httpx.post(
             base + "/",
             json={"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {}},
             headers={"A2A-Version": "1.0"},
+            verify=TLS,
         )
         assert anonymous.status_code == 401
         client = await _client(base, {"X-API-Key": "wrong-key-0123456789"})
@@ -91,10 +93,10 @@ def test_serve_config_from_python(tmp_path: Path) -> None:
     try:
         base = f"http://127.0.0.1:{port}"
         wait_http(base + "/health", proc=proc)
-        card = httpx.get(base + "/.well-known/agent-card.json").json()
+        card = httpx.get(base + "/.well-known/agent-card.json", verify=TLS).json()
         assert card["name"] == "from-python" and card["version"] == "1.0.0"
         assert "apiKey" in card["securitySchemes"]
-        assert httpx.get(base + "/explorer/").status_code == 200
+        assert httpx.get(base + "/explorer/", verify=TLS).status_code == 200
     finally:
         stop_process(proc, timeout=CLI_STOP_TIMEOUT)
 

@@ -16,6 +16,7 @@ from apcore_a2a.cli.serve import extension_ids_notice
 from tests._support import (
     CLI_STOP_TIMEOUT,
     ROOT,
+    TLS,
     ServerProcess,
     free_port,
     stop_process,
@@ -41,7 +42,7 @@ def _serve(*folders: Path) -> tuple[list[str], str]:
     url = f"http://127.0.0.1:{port}/.well-known/agent-card.json"
     try:
         wait_http(url, proc=proc)
-        card = httpx.get(url, timeout=30).json()
+        card = httpx.get(url, timeout=30, verify=TLS).json()
     finally:
         stop_process(proc, timeout=CLI_STOP_TIMEOUT)
     output = proc.output()

@@ -40,6 +40,7 @@ from tests._sdk import peer_http, request
 from tests._support import (
     EXAMPLES,
     ROOT,
+    TLS,
     ServerProcess,
     free_port,
     not_installed,
@@ -307,7 +308,7 @@ async def test_two_replicas_behind_caddy_share_tasks_and_survive_one_stopping(
         stop_process(proc_a, timeout=grace)
         late = await send(client, request("math.add", {"a": 5, "b": 5}))
         assert late.status.state == TaskState.TASK_STATE_COMPLETED
-        health = httpx.get(proxy + "/health")
+        health = httpx.get(proxy + "/health", verify=TLS)
         assert health.status_code == 200
         assert health.headers["x-content-type-options"] == "nosniff"
         assert "server" not in health.headers  # neither Caddy's nor uvicorn's name
@@ -328,7 +329,7 @@ async def _bound_client(base: str) -> Any:
     """An SDK client whose card interfaces point at *base* (a proxy or one replica)."""
     from a2a.client import A2ACardResolver
 
-    async with httpx.AsyncClient() as http:
+    async with httpx.AsyncClient(verify=TLS) as http:
         card = await A2ACardResolver(http, base).get_agent_card()
     public = card.supported_interfaces[0].url.split("/")[:3]
     for interface in card.supported_interfaces:
@@ -402,7 +403,7 @@ def test_image_serves_checks_health_and_stops_on_sigterm(
     assert installed.is_file() and image.command()[0] == "apcore-a2a"
     assert _healthcheck(image, port) == 0
 
-    card = httpx.get(base + "/.well-known/agent-card.json").json()
+    card = httpx.get(base + "/.well-known/agent-card.json", verify=TLS).json()
     assert "math.add" in {s["id"] for s in card["skills"]}
     reply = httpx.post(
         base + "/",
@@ -421,6 +422,7 @@ def test_image_serves_checks_health_and_stops_on_sigterm(
             },
         },
         timeout=30,
+        verify=TLS,
     ).json()
     assert reply["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED", reply
     assert reply["result"]["task"]["artifacts"][0]["parts"] == [{"data": {"sum": 5.0}}]

@@ -11,7 +11,15 @@ from pathlib import Path
 
 import httpx
 
-from tests._support import CLI_STOP_TIMEOUT, ROOT, ServerProcess, free_port, stop_process, wait_http
+from tests._support import (
+    CLI_STOP_TIMEOUT,
+    ROOT,
+    TLS,
+    ServerProcess,
+    free_port,
+    stop_process,
+    wait_http,
+)
 
 GOOD = """
 from pydantic import BaseModel
@@ -69,7 +77,7 @@ def test_skipped_module_files_are_named_with_what_they_lack(tmp_path: Path) -> N
     url = f"http://127.0.0.1:{port}/.well-known/agent-card.json"
     try:
         wait_http(url, proc=proc)
-        skills = [skill["id"] for skill in httpx.get(url, timeout=30).json()["skills"]]
+        skills = [skill["id"] for skill in httpx.get(url, timeout=30, verify=TLS).json()["skills"]]
     finally:
         stop_process(proc, timeout=CLI_STOP_TIMEOUT)
     lines = proc.output().splitlines()

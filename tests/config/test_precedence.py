@@ -11,7 +11,7 @@ import pytest
 
 from apcore_a2a import A2AServerFactory
 from apcore_a2a.settings import Settings
-from tests._support import cli_server, free_port
+from tests._support import TLS, cli_server, free_port
 from tests.foundation.modules import build_registry
 
 from ._helpers import EXTENSIONS, clean_env, write
@@ -120,16 +120,19 @@ def test_cli_flag_env_file_default_on_a_running_server(tmp_path: Path) -> None:
     )
     # cli_server passes --host 127.0.0.1 --port <free port> as flags.
     with cli_server(["--config", str(path), "--name", "flag-name"], env=env) as (base, _proc):
-        card = httpx.get(base + "/.well-known/agent-card.json").json()
+        card = httpx.get(base + "/.well-known/agent-card.json", verify=TLS).json()
         assert card["name"] == "flag-name"  # flag > env > file
         assert card["description"] == "env-description"  # env > file
         assert card["version"] == "3.1.4"  # file > default
         assert card["supportedInterfaces"][0]["url"].startswith(base)  # url: default
         assert _refused(file_port) and _refused(env_port)  # --port flag > env > file
-        assert httpx.get(base + "/env-ui/").status_code == 200
-        assert httpx.get(base + "/file-ui/").status_code == 404
+        assert httpx.get(base + "/env-ui/", verify=TLS).status_code == 200
+        assert httpx.get(base + "/file-ui/", verify=TLS).status_code == 404
         big = httpx.post(
-            base + "/", content=b"x" * 5000, headers={"Content-Type": "application/json"}
+            base + "/",
+            content=b"x" * 5000,
+            headers={"Content-Type": "application/json"},
+            verify=TLS,
         )
         assert big.status_code == 413  # env's 2000-byte limit, not the file's 100000
 
@@ -167,6 +170,7 @@ def test_serve_config_extensions_flag_beats_the_file(tmp_path: Path) -> None:
         _proc,
     ):
         skills = {
-            s["id"] for s in httpx.get(base + "/.well-known/agent-card.json").json()["skills"]
+            s["id"]
+            for s in httpx.get(base + "/.well-known/agent-card.json", verify=TLS).json()["skills"]
         }
         assert "math.add" in skills

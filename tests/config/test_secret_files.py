@@ -12,7 +12,7 @@ import pytest
 
 from apcore_a2a import A2AServerFactory
 from apcore_a2a.settings import SPECS, Settings, SettingsError
-from tests._support import free_port, running_server, send_message
+from tests._support import TLS, free_port, running_server, send_message
 from tests.foundation.modules import build_registry
 
 from ._helpers import EXTENSIONS, InProcessCLI, clean_env, error_line, run_cli
@@ -85,7 +85,7 @@ async def test_the_task_store_url_from_a_file_is_the_store_used(tmp_path: Path) 
     path = _file(tmp_path, f"sqlite:///{db}\n")
     factory = A2AServerFactory(build_registry(), environ={"A2A_TASK_STORE_FILE": str(path)})
     app, _card = factory.create()
-    async with running_server(app) as url, httpx.AsyncClient(base_url=url) as http:
+    async with running_server(app) as url, httpx.AsyncClient(base_url=url, verify=TLS) as http:
         answer = await http.post("/", json=SEND, headers={"A2A-Version": "1.0"})
         task_id = answer.json()["result"]["task"]["id"]
     with sqlite3.connect(db) as conn:
@@ -96,7 +96,7 @@ async def test_api_keys_from_a_file_one_per_line_are_each_accepted(tmp_path: Pat
     path = _file(tmp_path, "key-one-0123456789=one\nkey-two-0123456789=two\n")
     environ = {"A2A_AUTH_TYPE": "apikey", "A2A_API_KEYS_FILE": str(path)}
     app, _card = A2AServerFactory(build_registry(), environ=environ).create()
-    async with running_server(app) as url, httpx.AsyncClient(base_url=url) as http:
+    async with running_server(app) as url, httpx.AsyncClient(base_url=url, verify=TLS) as http:
         for key in ("key-one-0123456789", "key-two-0123456789"):
             headers = {"A2A-Version": "1.0", "X-API-Key": key}
             answer = await http.post("/", json=SEND, headers=headers)

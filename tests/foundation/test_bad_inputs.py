@@ -8,13 +8,15 @@ from typing import Any
 import httpx
 import pytest
 
+from tests._support import TLS
+
 SEND = "SendMessage"
 
 
 def post(url: str, body: Any, *, content_type: str = "application/json") -> httpx.Response:
     raw = body if isinstance(body, bytes) else json.dumps(body).encode()
     headers = {"content-type": content_type, "A2A-Version": "1.0"}
-    return httpx.post(url + "/", content=raw, headers=headers, timeout=20)
+    return httpx.post(url + "/", content=raw, headers=headers, timeout=20, verify=TLS)
 
 
 def send_params(parts: list[dict[str, Any]], skill: str | None = "math.add") -> dict[str, Any]:
@@ -216,7 +218,11 @@ def test_oversized_chunked_body_is_413(agent_url: str) -> None:
             yield b"x" * (1024 * 1024)
 
     response = httpx.post(
-        agent_url + "/", content=chunks(), headers={"content-type": "application/json"}, timeout=20
+        agent_url + "/",
+        content=chunks(),
+        headers={"content-type": "application/json"},
+        timeout=20,
+        verify=TLS,
     )
     assert response.status_code == 413
 
@@ -233,13 +239,16 @@ def test_wrong_content_type_is_content_type_not_supported(
         content=b"{}",
         headers={"content-type": content_type, "A2A-Version": "1.0"},
         timeout=10,
+        verify=TLS,
     )
     assert rest.status_code == 400
     assert rest.json()["error"]["details"][0]["reason"] == "CONTENT_TYPE_NOT_SUPPORTED"
 
 
 def test_rest_errors(agent_url: str) -> None:
-    missing = httpx.get(agent_url + "/tasks/not-a-task", headers={"A2A-Version": "1.0"}, timeout=10)
+    missing = httpx.get(
+        agent_url + "/tasks/not-a-task", headers={"A2A-Version": "1.0"}, timeout=10, verify=TLS
+    )
     assert missing.status_code == 404
     assert missing.json()["error"]["status"] == "NOT_FOUND"
     bad = httpx.post(
@@ -247,6 +256,7 @@ def test_rest_errors(agent_url: str) -> None:
         content=b"{oops",
         headers={"content-type": "application/json", "A2A-Version": "1.0"},
         timeout=10,
+        verify=TLS,
     )
     assert bad.status_code == 400
     assert_clean(bad.text)

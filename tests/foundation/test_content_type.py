@@ -16,6 +16,7 @@ from a2a.types import Message, Part, Role, SendMessageRequest
 from a2a.utils.errors import ContentTypeNotSupportedError
 
 from tests._sdk import make_client
+from tests._support import TLS
 
 from .._support import ROOT, cli_server, free_port
 
@@ -45,7 +46,7 @@ def _message() -> dict[str, object]:
 
 
 async def test_jsonrpc_and_rest_answer_content_type_not_supported(agent: str) -> None:
-    async with httpx.AsyncClient(base_url=agent, timeout=30) as http:
+    async with httpx.AsyncClient(base_url=agent, timeout=30, verify=TLS) as http:
         rpc = await http.post(
             "/",
             json={

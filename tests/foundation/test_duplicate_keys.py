@@ -13,6 +13,7 @@ import uuid
 
 import httpx
 
+from tests._support import TLS
 from tests.foundation.conftest import serve_in_thread
 from tests.foundation.modules import build_registry
 
@@ -51,7 +52,7 @@ def _tasks(http: httpx.Client) -> list[object]:
 
 
 def test_a_duplicate_key_is_refused_on_every_binding_and_stores_nothing() -> None:
-    with serve_in_thread(build_registry()) as url, httpx.Client(base_url=url) as http:
+    with serve_in_thread(build_registry()) as url, httpx.Client(base_url=url, verify=TLS) as http:
         message = _TWO_SKILLS % uuid.uuid4().hex
         rest = http.post("/message:send", headers=V1, content=f'{{"message": {message}}}')
         assert rest.status_code == 400, rest.text

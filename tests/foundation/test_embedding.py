@@ -11,7 +11,7 @@ from apcore import Registry
 from apcore.decorator import module
 
 from apcore_a2a import async_serve
-from tests._support import running_server
+from tests._support import TLS, running_server
 from tests.foundation.modules import build_registry
 
 
@@ -46,7 +46,7 @@ async def test_sync_modules_run_on_the_agent_pool_and_the_loop_keeps_its_own() -
         return threading.current_thread().name
 
     app = async_serve(registry, environ={}, process_tuning=True)
-    async with running_server(app) as url, httpx.AsyncClient(base_url=url) as http:
+    async with running_server(app) as url, httpx.AsyncClient(base_url=url, verify=TLS) as http:
         body = {
             "jsonrpc": "2.0",
             "id": 1,

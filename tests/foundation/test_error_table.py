@@ -20,7 +20,7 @@ from apcore.middleware import CircuitBreakerMiddleware
 
 from apcore_a2a import A2AServerFactory
 from apcore_a2a.adapters.errors import ERROR_TABLE
-from tests._support import free_port, running_server
+from tests._support import TLS, free_port, running_server
 from tests.foundation.conftest import serve_in_thread
 from tests.foundation.modules import RaiseIn, RaiseOut, Raiser
 
@@ -85,7 +85,7 @@ def call(url: str, kind: str) -> dict:
             "metadata": {"skillId": "errors.raise"},
         },
     }
-    response = httpx.post(url + "/", json=body, timeout=20)
+    response = httpx.post(url + "/", json=body, timeout=20, verify=TLS)
     assert response.status_code == 200
     text = response.text
     assert "Traceback" not in text and "/srv/app" not in text and "hunter2" not in text
@@ -179,7 +179,9 @@ async def test_apcore_circuit_breaker_opens_and_the_task_says_retry_later() -> N
                     }
                 },
             }
-            response = httpx.post(url + "/", json=body, headers={"A2A-Version": "1.0"}, timeout=20)
+            response = httpx.post(
+                url + "/", json=body, headers={"A2A-Version": "1.0"}, timeout=20, verify=TLS
+            )
             assert response.status_code == 200, response.text
             task: dict[str, Any] = response.json()["result"]["task"]
             return task

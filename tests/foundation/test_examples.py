@@ -12,7 +12,7 @@ import httpx
 import pytest
 from apcore import BindingLoader, Executor, Registry
 
-from tests._support import EXAMPLES, ROOT, ServerProcess, free_port, stop_process, wait_http
+from tests._support import EXAMPLES, ROOT, TLS, ServerProcess, free_port, stop_process, wait_http
 from tests.foundation.conftest import serve_in_thread
 
 V1 = {"A2A-Version": "1.0"}
@@ -46,7 +46,9 @@ def transfer(url: str, amount: int, **ids: str) -> dict[str, Any]:
         **ids,
     }
     body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}}
-    return httpx.post(url + "/", json=body, headers=V1, timeout=10).json()["result"]["task"]
+    return httpx.post(url + "/", json=body, headers=V1, timeout=10, verify=TLS).json()["result"][
+        "task"
+    ]
 
 
 def test_small_transfer_is_approved_by_policy(examples_url: str) -> None:
@@ -72,9 +74,9 @@ def test_large_transfer_waits_for_a_person_then_completes(examples_url: str) -> 
         "parts": [{"data": {"approved": True}}],
     }
     body = {"jsonrpc": "2.0", "id": 2, "method": "SendMessage", "params": {"message": answer}}
-    done = httpx.post(examples_url + "/", json=body, headers=V1, timeout=10).json()["result"][
-        "task"
-    ]
+    done = httpx.post(examples_url + "/", json=body, headers=V1, timeout=10, verify=TLS).json()[
+        "result"
+    ]["task"]
     assert done["status"]["state"] == "TASK_STATE_COMPLETED"
     assert done["artifacts"][0]["parts"][0]["data"]["amount"] == 5000
 
@@ -85,7 +87,7 @@ def test_run_py_serves_on_the_port_a2a_port_names() -> None:
     proc = ServerProcess([sys.executable, str(EXAMPLES / "run.py")], cwd=ROOT, env=env)
     try:
         wait_http(f"http://127.0.0.1:{port}/.well-known/agent-card.json", proc=proc)
-        card = httpx.get(f"http://127.0.0.1:{port}/.well-known/agent-card.json").json()
+        card = httpx.get(f"http://127.0.0.1:{port}/.well-known/agent-card.json", verify=TLS).json()
         assert card["name"] == "apcore-examples"
         assert card["supportedInterfaces"][0]["url"].startswith(f"http://127.0.0.1:{port}")
     finally:

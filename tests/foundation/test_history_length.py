@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests._support import TLS
 from tests.lifecycle._agent import agent_server
 from tests.lifecycle._client import V03, V1, rpc, sse_events, wire_message, wire_message_03
 
@@ -78,7 +79,7 @@ async def test_history_length_out_of_range_is_invalid_params(
 ) -> None:
     async with (
         agent_server(caplog) as agent,
-        httpx.AsyncClient(base_url=agent.url) as http,
+        httpx.AsyncClient(base_url=agent.url, verify=TLS) as http,
     ):
         send = rpc("SendMessage", {"message": wire_message("life.echo", {"text": "x"})})
         task_id = (await http.post("/", json=send, headers=V1)).json()["result"]["task"]["id"]
@@ -123,7 +124,7 @@ async def test_03_history_length_spelt_otherwise_is_invalid_params(
     # check took only a JSON integer, and took tasks/get's value from a configuration.
     async with (
         agent_server(caplog) as agent,
-        httpx.AsyncClient(base_url=agent.url) as http,
+        httpx.AsyncClient(base_url=agent.url, verify=TLS) as http,
     ):
         send = rpc("SendMessage", {"message": wire_message("life.echo", {"text": "x"})})
         task_id = (await http.post("/", json=send, headers=V1)).json()["result"]["task"]["id"]

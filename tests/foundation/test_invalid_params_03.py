@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests._support import TLS
 from tests.lifecycle._agent import agent_server
 from tests.lifecycle._client import V03, rpc, wire_message_03
 
@@ -40,7 +41,10 @@ CASES: list[tuple[str, dict[str, Any], int]] = [
 async def test_bad_03_params_are_invalid_params_and_a_bad_envelope_an_invalid_request(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    async with agent_server(caplog) as agent, httpx.AsyncClient(base_url=agent.url) as http:
+    async with (
+        agent_server(caplog) as agent,
+        httpx.AsyncClient(base_url=agent.url, verify=TLS) as http,
+    ):
         answered = {}
         for name, body, _code in CASES:
             response = await http.post("/", json=body, headers=V03)
@@ -50,7 +54,10 @@ async def test_bad_03_params_are_invalid_params_and_a_bad_envelope_an_invalid_re
 
 
 async def test_invalid_params_name_the_parameter(caplog: pytest.LogCaptureFixture) -> None:
-    async with agent_server(caplog) as agent, httpx.AsyncClient(base_url=agent.url) as http:
+    async with (
+        agent_server(caplog) as agent,
+        httpx.AsyncClient(base_url=agent.url, verify=TLS) as http,
+    ):
         body = rpc("tasks/get", {"id": "x", "historyLength": 1.5}, rid="r-7")
         answer = (await http.post("/", json=body, headers=V03)).json()
     assert answer["id"] == "r-7"

@@ -23,7 +23,7 @@ from starlette.applications import Starlette
 from starlette.routing import Mount
 
 from apcore_a2a import async_serve
-from tests._support import ROOT, free_port, running_server
+from tests._support import ROOT, TLS, free_port, running_server
 from tests.foundation.modules import build_registry
 from tests.push._agent import add_message, receiver
 
@@ -53,7 +53,7 @@ async def test_mounted_without_lifespan_serves_pushes_and_names_its_mount(kind: 
     async with (
         receiver() as hooks,
         _mounted(kind, push_notifications=True, push_allow_insecure_urls=True) as (base, agent),
-        httpx.AsyncClient() as http,
+        httpx.AsyncClient(verify=TLS) as http,
     ):
         card = (await http.get(base + "/.well-known/agent-card.json")).json()
         urls = {i["protocolBinding"]: i["url"] for i in card["supportedInterfaces"]}
@@ -108,7 +108,7 @@ async def test_the_documented_lifespan_wiring_starts_and_stops_it() -> None:
         lifespan=lambda _host: agent.router.lifespan_context(agent),
     )
     state = agent.state.a2a
-    async with running_server(host) as url, httpx.AsyncClient() as http:
+    async with running_server(host) as url, httpx.AsyncClient(verify=TLS) as http:
         assert state.started_at > 0  # started by the host's lifespan, before any request
         health = await http.get(url + MOUNT + "/health")
         assert health.json() == {"status": "healthy"}
@@ -118,7 +118,10 @@ async def test_the_documented_lifespan_wiring_starts_and_stops_it() -> None:
 
 @pytest.mark.parametrize("kind", ["starlette", "fastapi"])
 async def test_request_checks_hold_under_the_mount(kind: str) -> None:
-    async with _mounted(kind, max_body_bytes=2000) as (base, _agent), httpx.AsyncClient() as http:
+    async with (
+        _mounted(kind, max_body_bytes=2000) as (base, _agent),
+        httpx.AsyncClient(verify=TLS) as http,
+    ):
         big = await http.post(
             base + "/message:send",
             content=b"{" + b" " * 5000 + b"}",
@@ -165,7 +168,7 @@ async def test_a_host_loop_keeps_its_own_task_factory() -> None:
     previous = loop.get_task_factory()
     loop.set_task_factory(factory)
     try:
-        async with _mounted("starlette") as (base, _agent), httpx.AsyncClient() as http:
+        async with _mounted("starlette") as (base, _agent), httpx.AsyncClient(verify=TLS) as http:
             for _ in range(2):
                 message = add_message()
                 message["metadata"] = {"skillId": "math.add"}

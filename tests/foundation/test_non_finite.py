@@ -18,7 +18,7 @@ import pytest
 from apcore import Registry
 from pydantic import BaseModel
 
-from tests._support import find_key
+from tests._support import TLS, find_key
 from tests.foundation.conftest import serve_in_thread
 from tests.foundation.modules import Add
 
@@ -101,7 +101,10 @@ def _listed(http: httpx.Client) -> list[dict[str, Any]]:
 
 
 def test_a_body_with_nan_or_infinity_is_a_parse_error_and_stores_nothing() -> None:
-    with serve_in_thread(_registry()) as url, httpx.Client(base_url=url, headers=V1) as http:
+    with (
+        serve_in_thread(_registry()) as url,
+        httpx.Client(base_url=url, headers=V1, verify=TLS) as http,
+    ):
         good = http.post("/message:send", content=_rest(_message('{"a": 1, "b": 2}')))
         assert good.status_code == 200, good.text
         bodies = {
@@ -142,7 +145,10 @@ def _result(http: httpx.Client, skill: str, data: str) -> Any:
 
 
 def test_a_non_finite_number_in_a_module_output_is_written_as_null() -> None:
-    with serve_in_thread(_registry()) as url, httpx.Client(base_url=url, headers=V1) as http:
+    with (
+        serve_in_thread(_registry()) as url,
+        httpx.Client(base_url=url, headers=V1, verify=TLS) as http,
+    ):
         for a in (0, 3):
             data = _result(http, "math.ratio", f'{{"a": {a}, "b": 0}}')
             assert data == {"ratio": None, "rest": [None, 1.5, None]}
@@ -152,7 +158,10 @@ def test_a_non_finite_number_in_a_module_output_is_written_as_null() -> None:
 def test_an_integer_output_beyond_a_double_is_written_as_its_digits() -> None:
     """A data part's numbers are doubles; an integer beyond their range failed the call
     (-32603 / 500: protobuf's OverflowError) and lost the result."""
-    with serve_in_thread(_registry()) as url, httpx.Client(base_url=url, headers=V1) as http:
+    with (
+        serve_in_thread(_registry()) as url,
+        httpx.Client(base_url=url, headers=V1, verify=TLS) as http,
+    ):
         for digits, expected in ((400, "1" + "0" * 400), (5000, None)):
             data = _result(http, "math.power", f'{{"digits": {digits}}}')
             assert data == {"power": expected, "small": 7}
@@ -191,7 +200,7 @@ def test_a_number_no_double_holds_is_a_parse_error_and_stores_nothing(binding: s
     non_finite = "NaN and Infinity are not JSON numbers (RFC 8259)"
     numbers = {"1e999": beyond, "-1E+400": beyond, "1" * 400: beyond, "-" + "9" * 5000: beyond,
                "NaN": non_finite, "-Infinity": non_finite}  # fmt: skip
-    with serve_in_thread(_registry()) as url, httpx.Client(base_url=url) as http:
+    with serve_in_thread(_registry()) as url, httpx.Client(base_url=url, verify=TLS) as http:
         for number, words in numbers.items():
             answer = _send(http, binding, f'{{"a": {number}, "b": 2}}')
             if binding.startswith("rest"):
@@ -208,5 +217,5 @@ def test_a_number_no_double_holds_is_a_parse_error_and_stores_nothing(binding: s
             answer = _send(http, binding, f'{{"a": {number}, "b": 1}}')
             assert answer.status_code == 200 and "error" not in answer.json(), answer.text
             assert find_key(answer.json(), "ratio") == [value], answer.text
-        with httpx.Client(base_url=url, headers=V1) as v1:
+        with httpx.Client(base_url=url, headers=V1, verify=TLS) as v1:
             assert len(_listed(v1)) == len(served)

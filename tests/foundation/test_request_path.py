@@ -23,7 +23,7 @@ from apcore_a2a.auth import APIKeyAuthenticator
 from apcore_a2a.storage import BoundedMemoryTaskStore
 from tests._postgres import PG_HOST, PG_PORT, pg_schema_url
 from tests._proxy import TcpProxy
-from tests._support import running_server, send_message
+from tests._support import TLS, running_server, send_message
 from tests.foundation.modules import build_registry
 
 SEND = send_message("math.add", {"a": 1, "b": 2})
@@ -32,7 +32,7 @@ V1 = {"A2A-Version": "1.0"}
 
 async def test_a_foreign_host_header_is_refused() -> None:
     app, _card = A2AServerFactory(build_registry(), environ={}).create()
-    async with running_server(app) as url, httpx.AsyncClient(base_url=url) as http:
+    async with running_server(app) as url, httpx.AsyncClient(base_url=url, verify=TLS) as http:
         ours = await http.post("/", json=SEND, headers=V1)
         assert ours.json()["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
         for host in ("evil.example", "attacker.example:8000", "192.168.1.5"):
@@ -47,7 +47,7 @@ async def test_allowed_hosts_setting_replaces_the_default_but_loopback_is_answer
     app, _card = A2AServerFactory(
         build_registry(), environ={}, allowed_hosts=["agents.example"]
     ).create()
-    async with running_server(app) as url, httpx.AsyncClient(base_url=url) as http:
+    async with running_server(app) as url, httpx.AsyncClient(base_url=url, verify=TLS) as http:
         port = url.rsplit(":", 1)[1]
         for host in ("agents.example", f"127.0.0.1:{port}", "localhost", f"[::1]:{port}"):
             assert (await http.get("/health", headers={"Host": host})).status_code == 200, host
@@ -80,7 +80,7 @@ async def test_an_error_inside_a_stream_is_scrubbed() -> None:
     body = {**SEND, "method": "SendStreamingMessage"}
     async with (
         running_server(app) as url,
-        httpx.AsyncClient(base_url=url) as http,
+        httpx.AsyncClient(base_url=url, verify=TLS) as http,
         http.stream("POST", "/", json=body, headers=V1) as response,
     ):
         text = (await response.aread()).decode()
@@ -96,7 +96,7 @@ async def test_an_error_inside_a_stream_is_scrubbed() -> None:
 @pytest.mark.parametrize("store", [BoundedMemoryTaskStore(max_capacity=5), InMemoryTaskStore()])
 async def test_a_task_store_object_is_used_even_while_empty(store: Any) -> None:
     app, _card = A2AServerFactory(build_registry(), environ={}, task_store=store).create()
-    async with running_server(app) as url, httpx.AsyncClient(base_url=url) as http:
+    async with running_server(app) as url, httpx.AsyncClient(base_url=url, verify=TLS) as http:
         reply = (await http.post("/", json=SEND, headers=V1)).json()
     task_id = reply["result"]["task"]["id"]
     assert await store.get(task_id, ServerCallContext()) is not None
@@ -116,7 +116,10 @@ async def test_anonymous_health_names_no_database_while_it_is_down() -> None:
             ),
         ).create()
         try:
-            async with running_server(app) as base, httpx.AsyncClient(base_url=base) as http:
+            async with (
+                running_server(app) as base,
+                httpx.AsyncClient(base_url=base, verify=TLS) as http,
+            ):
                 assert (await http.get("/health")).json() == {"status": "healthy"}
                 await proxy.stop()
                 down = await http.get("/health")

@@ -36,7 +36,7 @@ from starlette.routing import Mount, Route
 
 from apcore_a2a import A2AServerFactory
 from apcore_a2a.classify import JSONRPC_METHODS
-from tests._support import threaded_server
+from tests._support import TLS, threaded_server
 from tests.foundation.modules import build_registry
 
 KEY = {"X-API-Key": "route-checks-key"}
@@ -166,7 +166,7 @@ async def test_the_routing_table_is_covered(agent: tuple[str, list[tuple[str, st
 
 async def test_every_route_needs_credentials(agent: tuple[str, list[tuple[str, str]]]) -> None:
     url, routes = agent
-    async with httpx.AsyncClient(base_url=url) as http:
+    async with httpx.AsyncClient(base_url=url, verify=TLS) as http:
         for method, path, rpc_method in _cases(routes):
             body = _rpc(rpc_method) if rpc_method else b"{}"
             response = await http.request(
@@ -179,7 +179,7 @@ async def test_every_post_route_refuses_bodies_that_are_not_json(
     agent: tuple[str, list[tuple[str, str]]],
 ) -> None:
     url, routes = agent
-    async with httpx.AsyncClient(base_url=url) as http:
+    async with httpx.AsyncClient(base_url=url, verify=TLS) as http:
         for method, path, rpc_method in _cases(routes):
             if method != "POST":
                 continue
@@ -196,7 +196,7 @@ async def test_every_post_route_refuses_large_and_non_utf8_bodies(
 ) -> None:
     url, routes = agent
     json_type = {**KEY, "Content-Type": "application/json"}
-    async with httpx.AsyncClient(base_url=url) as http:
+    async with httpx.AsyncClient(base_url=url, verify=TLS) as http:
         for method, path, rpc_method in _cases(routes):
             if method != "POST":
                 continue
@@ -218,7 +218,7 @@ async def test_every_stream_route_honours_the_stream_cap(
 ) -> None:
     url, routes = agent
     json_type = {**KEY, "Content-Type": "application/json"}
-    async with httpx.AsyncClient(base_url=url) as http:
+    async with httpx.AsyncClient(base_url=url, verify=TLS) as http:
         checked = 0
         for method, path, rpc_method in _cases(routes):
             if not _streams(path, rpc_method):
@@ -242,7 +242,7 @@ async def test_every_error_is_clean(agent: tuple[str, list[tuple[str, str]]]) ->
         "message": {"role": "ROLE_NOPE", "parts": 5, "messageId": ["x"]},
         "params": {"message": {"parts": "x"}, "id": {"nested": True}},
     }
-    async with httpx.AsyncClient(base_url=url) as http:
+    async with httpx.AsyncClient(base_url=url, verify=TLS) as http:
         for method, path, rpc_method in _cases(routes):
             if rpc_method is not None:
                 body = json.dumps(

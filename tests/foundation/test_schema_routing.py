@@ -14,6 +14,8 @@ from typing import Any
 import httpx
 import pytest
 
+from tests._support import TLS
+
 from .._support import ROOT, cli_server
 
 EXAMPLES = str(ROOT / "examples" / "extensions")
@@ -36,7 +38,7 @@ def agents() -> Iterator[tuple[str, str]]:
 async def _send(url: str, parts: list[dict[str, Any]]) -> dict[str, Any]:
     message = {"messageId": uuid.uuid4().hex, "role": "ROLE_USER", "parts": parts}
     body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}}
-    async with httpx.AsyncClient(timeout=60) as http:
+    async with httpx.AsyncClient(timeout=60, verify=TLS) as http:
         response = await http.post(url + "/", json=body, headers=V10)
     payload: dict[str, Any] = response.json()
     return payload
@@ -98,7 +100,9 @@ def test_plain_text_to_the_quick_start_agent_names_both_text_skills() -> None:
     with cli_server(args) as (base, _proc):
         message = {"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "hello there"}]}
         body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}}
-        error = httpx.post(base + "/", json=body, headers=V10, timeout=60).json()["error"]
+        error = httpx.post(base + "/", json=body, headers=V10, timeout=60, verify=TLS).json()[
+            "error"
+        ]
     assert "fits several skills: greet.hello, text.stats" in error["message"], error
 
 

@@ -21,6 +21,7 @@ from tests._sdk import data_part, make_client
 from tests._support import (
     EXAMPLES,
     ROOT,
+    TLS,
     ServerProcess,
     cli_server,
     free_port,
@@ -52,7 +53,10 @@ async def test_async_serve_app_answers_when_mounted_in_a_host_app() -> None:
         return PlainTextResponse("host")
 
     host = Starlette(routes=[Route("/ping", ping), Mount("/agent", app=agent)])
-    async with running_server(host) as url, httpx.AsyncClient(base_url=url, timeout=20) as http:
+    async with (
+        running_server(host) as url,
+        httpx.AsyncClient(base_url=url, timeout=20, verify=TLS) as http,
+    ):
         assert (await http.get("/ping")).text == "host"
         card = await http.get("/agent/.well-known/agent-card.json")
         assert card.status_code == 200
@@ -161,7 +165,7 @@ async def test_cli_serves_examples_to_the_official_client() -> None:
     ]
     port = free_port()
     with cli_server(args, port=port) as (url, _proc):
-        card = httpx.get(url + "/.well-known/agent-card.json").json()
+        card = httpx.get(url + "/.well-known/agent-card.json", verify=TLS).json()
         ids = {s["id"] for s in card["skills"]}
         assert {
             "math.add",
@@ -194,7 +198,10 @@ def test_cli_default_skill_and_env(tmp_path: Path) -> None:
         str(EXAMPLES / "extensions"),
     ]
     with cli_server(args, port=port, env=env) as (url, _proc):
-        assert httpx.get(url + "/.well-known/agent-card.json").json()["name"] == "env-named"
+        assert (
+            httpx.get(url + "/.well-known/agent-card.json", verify=TLS).json()["name"]
+            == "env-named"
+        )
         body = {
             "jsonrpc": "2.0",
             "id": 1,
@@ -208,7 +215,7 @@ def test_cli_default_skill_and_env(tmp_path: Path) -> None:
                 }
             },
         }
-        task = httpx.post(url + "/", json=body, timeout=10).json()["result"]
+        task = httpx.post(url + "/", json=body, timeout=10, verify=TLS).json()["result"]
         assert task["artifacts"][0]["parts"][0]["text"] == "Hello, Bo!"
 
 

@@ -16,7 +16,7 @@ from a2a.utils.errors import A2AError, MethodNotFoundError
 
 from apcore_a2a import A2AServerFactory
 from tests._sdk import peer_http
-from tests._support import free_port, threaded_server
+from tests._support import TLS, free_port, threaded_server
 from tests.bindings._agent import MOUNT_PATH, host_app
 from tests.foundation.modules import build_registry
 
@@ -70,7 +70,9 @@ def agent_url(request: pytest.FixtureRequest) -> Iterator[str]:
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_rest_paths_answer_the_status_error_object(agent_url: str, version: str) -> None:
-    with httpx.Client(base_url=agent_url, headers=VERSIONS[version], timeout=30) as http:
+    with httpx.Client(
+        base_url=agent_url, headers=VERSIONS[version], timeout=30, verify=TLS
+    ) as http:
         for (verb, path), (status, allow) in REST_MISSES.items():
             answer = http.request(verb, path)
             where = f"{verb} {path} ({version})"
@@ -85,7 +87,7 @@ def test_rest_paths_answer_the_status_error_object(agent_url: str, version: str)
 def test_the_jsonrpc_path_answers_a_jsonrpc_error_to_other_methods(
     agent_url: str, version: str, verb: str
 ) -> None:
-    answer = httpx.request(verb, agent_url + "/", headers=VERSIONS[version], timeout=30)
+    answer = httpx.request(verb, agent_url + "/", headers=VERSIONS[version], timeout=30, verify=TLS)
     assert (answer.status_code, answer.headers["allow"]) == (405, "POST")
     assert answer.headers["content-type"] == "application/json"
     message = "Invalid Request: a JSON-RPC call is an HTTP POST"
@@ -94,7 +96,7 @@ def test_the_jsonrpc_path_answers_a_jsonrpc_error_to_other_methods(
 
 
 def test_the_version_parameter_is_read_like_the_header(agent_url: str) -> None:
-    answer = httpx.get(agent_url + "/?A2A-Version=1.0", timeout=30)
+    answer = httpx.get(agent_url + "/?A2A-Version=1.0", timeout=30, verify=TLS)
     assert answer.status_code == 405
     assert answer.json()["error"] == {
         "code": -32600,
@@ -103,10 +105,10 @@ def test_the_version_parameter_is_read_like_the_header(agent_url: str) -> None:
 
 
 def test_explorer_and_ops_routes_keep_starlettes_answers(agent_url: str) -> None:
-    missing = httpx.get(agent_url + "/explorer/static/nothing.js", timeout=30)
+    missing = httpx.get(agent_url + "/explorer/static/nothing.js", timeout=30, verify=TLS)
     assert (missing.status_code, missing.text) == (404, "Not Found")
     for path in ("/health", "/metrics", "/explorer"):
-        wrong = httpx.delete(agent_url + path, timeout=30)
+        wrong = httpx.delete(agent_url + path, timeout=30, verify=TLS)
         assert (wrong.status_code, wrong.text) == (405, "Method Not Allowed"), path
         assert wrong.headers["content-type"].startswith("text/plain"), path
 
@@ -115,8 +117,8 @@ def test_a_host_app_keeps_its_own_answers() -> None:
     port = free_port()
     app, _ = A2AServerFactory(build_registry(), environ={}, port=port).create()
     with threaded_server(host_app("starlette", app), port=port) as url:
-        host_miss = httpx.get(url + "/else/where/x", timeout=30)
-        agent_miss = httpx.get(url + MOUNT_PATH + "/else/where/x", timeout=30)
+        host_miss = httpx.get(url + "/else/where/x", timeout=30, verify=TLS)
+        agent_miss = httpx.get(url + MOUNT_PATH + "/else/where/x", timeout=30, verify=TLS)
     assert (host_miss.status_code, host_miss.text) == (404, "Not Found")
     assert agent_miss.json() == rest_error(404)
 
@@ -129,7 +131,7 @@ async def test_the_sdk_rest_client_reads_a_missed_path_as_method_not_found(
     the official client raises ``MethodNotFoundError``, on 1.0 read from the answer's
     ``ErrorInfo`` (with the agent's message); its 0.3 transport reads a 404 by its status
     alone (it looks for a ``type`` member neither SDK's server sends)."""
-    async with httpx.AsyncClient() as http:
+    async with httpx.AsyncClient(verify=TLS) as http:
         card = await A2ACardResolver(http, agent_url).get_agent_card()
     rest = [i for i in card.supported_interfaces if i.protocol_binding == "HTTP+JSON"]
     wrong = [i for i in rest if i.protocol_version == version]

@@ -5,10 +5,12 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from tests._support import TLS
+
 
 def rpc(url: str, method: str, params: dict, *, id: int = 1, headers: dict | None = None) -> dict:
     body = {"jsonrpc": "2.0", "id": id, "method": method, "params": params}
-    response = httpx.post(url + "/", json=body, headers=headers or {}, timeout=10)
+    response = httpx.post(url + "/", json=body, headers=headers or {}, timeout=10, verify=TLS)
     assert response.status_code == 200, response.text
     return response.json()
 
@@ -80,12 +82,16 @@ def test_explicit_version_header_still_enforced(agent_url: str) -> None:
 def test_rest_1_0_without_header_is_refused(agent_url: str) -> None:
     body = {"message": {"messageId": "r-1", "role": "ROLE_USER", "parts": [{"text": "rest"}],
                         "metadata": {"skillId": "text.shout"}}}  # fmt: skip
-    response = httpx.post(agent_url + "/message:send", json=body, timeout=10)
+    response = httpx.post(agent_url + "/message:send", json=body, timeout=10, verify=TLS)
     assert response.status_code == 400, response.text
     assert response.json()["error"]["details"][0]["reason"] == "VERSION_NOT_SUPPORTED"
     assert "A2A-Version: 1.0" in response.json()["error"]["message"]
     served = httpx.post(
-        agent_url + "/message:send", json=body, headers={"A2A-Version": "1.0"}, timeout=10
+        agent_url + "/message:send",
+        json=body,
+        headers={"A2A-Version": "1.0"},
+        timeout=10,
+        verify=TLS,
     )
     assert served.status_code == 200, served.text
     assert served.headers["content-type"] == "application/a2a+json"
@@ -101,26 +107,28 @@ def test_rest_0_3_v1_path_without_header(agent_url: str) -> None:
             "metadata": {"skillId": "text.shout"},
         }
     }
-    response = httpx.post(agent_url + "/v1/message:send", json=body, timeout=10)
+    response = httpx.post(agent_url + "/v1/message:send", json=body, timeout=10, verify=TLS)
     assert response.status_code == 200, response.text
     assert "LEGACY!" in response.text
 
 
 @pytest.mark.parametrize("path", ["/.well-known/agent-card.json", "/.well-known/agent.json"])
 def test_card_paths_cache_and_etag(agent_url: str, path: str) -> None:
-    first = httpx.get(agent_url + path, timeout=10)
+    first = httpx.get(agent_url + path, timeout=10, verify=TLS)
     assert first.status_code == 200
     assert first.headers["cache-control"] == "public, max-age=300"
     etag = first.headers["etag"]
-    again = httpx.get(agent_url + path, headers={"If-None-Match": etag}, timeout=10)
+    again = httpx.get(agent_url + path, headers={"If-None-Match": etag}, timeout=10, verify=TLS)
     assert again.status_code == 304
     assert again.content == b""
-    other = httpx.get(agent_url + path, headers={"If-None-Match": 'W/"nope"'}, timeout=10)
+    other = httpx.get(
+        agent_url + path, headers={"If-None-Match": 'W/"nope"'}, timeout=10, verify=TLS
+    )
     assert other.status_code == 200
 
 
 def test_card_content(agent_url: str) -> None:
-    card = httpx.get(agent_url + "/.well-known/agent-card.json", timeout=10).json()
+    card = httpx.get(agent_url + "/.well-known/agent-card.json", timeout=10, verify=TLS).json()
     assert card["name"] == "test-agent"
     assert card["version"] == "0.0.0"
     interfaces = {(i["protocolBinding"], i["protocolVersion"]) for i in card["supportedInterfaces"]}
@@ -139,7 +147,7 @@ def test_card_content(agent_url: str) -> None:
     assert ext["uri"] == "urn:apcore:a2a:skill-schemas:v1"
     schema = ext["params"]["skills"]["math.add"]["inputSchema"]
     assert schema["properties"]["a"]["type"] == "integer"
-    raw = httpx.get(agent_url + "/.well-known/agent-card.json", timeout=10).text
+    raw = httpx.get(agent_url + "/.well-known/agent-card.json", timeout=10, verify=TLS).text
     assert ".0," not in raw and ".0}" not in raw  # whole numbers are published as integers
     assert card["capabilities"]["streaming"] is True
     # 0.3 keys merged in for older clients
@@ -148,7 +156,7 @@ def test_card_content(agent_url: str) -> None:
 
 
 def test_legacy_card_is_0_3_shape(agent_url: str) -> None:
-    card = httpx.get(agent_url + "/.well-known/agent.json", timeout=10).json()
+    card = httpx.get(agent_url + "/.well-known/agent.json", timeout=10, verify=TLS).json()
     assert card["protocolVersion"] == "0.3"
     assert card["url"].startswith(agent_url)
     assert card["preferredTransport"] == "JSONRPC"

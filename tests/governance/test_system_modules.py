@@ -21,7 +21,7 @@ from apcore.decorator import module
 from apcore_a2a import A2AServerFactory, Settings
 from apcore_a2a.config import load_config
 from apcore_a2a.settings import SettingsError
-from tests._support import cli, cli_server, free_port
+from tests._support import TLS, cli, cli_server, free_port
 
 from ._agent import KEYS, OPS, TOGGLE, USER, V1, apcore_client, call, send, served, skills, toggle
 
@@ -210,7 +210,7 @@ def test_cli_serves_the_system_modules_it_names(tmp_path: Path) -> None:
 
     args = ["--extensions-dir", "examples/extensions", "--apcore-config", _apcore_yaml(tmp_path)]
     with cli_server([*args, "--system-module", "system.health.summary"]) as (url, _proc):
-        card = httpx.get(url + "/.well-known/agent-card.json", headers=V1).json()
+        card = httpx.get(url + "/.well-known/agent-card.json", headers=V1, verify=TLS).json()
     ids = [s["id"] for s in card["skills"]]
     assert "system.health.summary" in ids and "math.add" in ids
     assert [i for i in ids if i.startswith("system.")] == ["system.health.summary"]
@@ -222,7 +222,7 @@ def test_cli_banner_lists_what_an_anonymous_caller_sees(tmp_path: Path) -> None:
     with cli_server([*args, *keys, "--system-module", TOGGLE]) as (url, proc):
         import httpx
 
-        card = httpx.get(url + "/.well-known/agent-card.json", headers=V1).json()
+        card = httpx.get(url + "/.well-known/agent-card.json", headers=V1, verify=TLS).json()
     public = [s["id"] for s in card["skills"]]
     assert TOGGLE not in public and "math.add" in public
     banner = [ln for ln in proc.output().splitlines() if ": serving " in ln]

@@ -24,6 +24,7 @@ from google.protobuf.json_format import ParseDict, ParseError
 from apcore_a2a.adapters.agent_card import AgentCardBuilder, Binding
 from apcore_a2a.execution.catalog import SkillCatalog
 from tests._modules import Add, Echo
+from tests._support import TLS
 from tests.interop._runs import Target
 
 CARD = "/.well-known/agent-card.json"
@@ -31,7 +32,7 @@ A2A_PACKAGE = AgentCard.DESCRIPTOR.full_name.rsplit(".", 1)[0] + "."
 
 
 def _get(agent: Target, headers: dict[str, str] | None = None, **params: str) -> httpx.Response:
-    return httpx.get(agent.url + CARD, headers=headers or {}, params=params, timeout=10)
+    return httpx.get(agent.url + CARD, headers=headers or {}, params=params, timeout=10, verify=TLS)
 
 
 def _missing_required(message: Any, descriptor: Descriptor, path: str = "") -> list[str]:
@@ -116,7 +117,7 @@ async def test_a_plain_sdk_agent_answers_every_version_with_its_card(version: st
 
     _registry, catalog = _catalog()
     plain = Starlette(routes=create_agent_card_routes(catalog.snapshot.card))
-    async with running_server(plain) as url, httpx.AsyncClient(base_url=url) as http:
+    async with running_server(plain) as url, httpx.AsyncClient(base_url=url, verify=TLS) as http:
         unversioned = (await http.get(CARD)).json()
         response = await http.get(CARD, headers={"A2A-Version": version})
     assert response.status_code == 200, response.text

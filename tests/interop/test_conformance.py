@@ -21,6 +21,7 @@ from a2a.types import a2a_pb2_grpc as grpc10
 from google.rpc import error_details_pb2, status_pb2
 
 from apcore_a2a.classify import version_error
+from tests._support import TLS
 from tests.bindings._agent import Agent, serve_agent
 from tests.interop._runs import Target
 
@@ -36,7 +37,9 @@ def _send_rest(agent: Target, text: str = "hi") -> dict[str, Any]:
             "metadata": {"skillId": "interop.echo"},
         }
     }
-    response = httpx.post(agent.url + "/message:send", json=body, headers=V1, timeout=30)
+    response = httpx.post(
+        agent.url + "/message:send", json=body, headers=V1, timeout=30, verify=TLS
+    )
     assert response.status_code == 200, response.text
     task: dict[str, Any] = response.json()["task"]
     return task
@@ -52,7 +55,9 @@ def _reason(response: httpx.Response) -> str:
 
 def test_cancel_of_a_finished_task_is_400_on_rest(interop_agent: Target) -> None:
     task = _send_rest(interop_agent)
-    response = httpx.post(f"{interop_agent.url}/tasks/{task['id']}:cancel", headers=V1, timeout=10)
+    response = httpx.post(
+        f"{interop_agent.url}/tasks/{task['id']}:cancel", headers=V1, timeout=10, verify=TLS
+    )
     assert response.status_code == 400
     assert _reason(response) == "TASK_NOT_CANCELABLE"
     assert response.headers["content-type"].startswith("application/json")
@@ -61,7 +66,7 @@ def test_cancel_of_a_finished_task_is_400_on_rest(interop_agent: Target) -> None
 def test_cancel_of_a_finished_task_keeps_its_json_rpc_code(interop_agent: Target) -> None:
     task = _send_rest(interop_agent)
     payload = {"jsonrpc": "2.0", "id": 1, "method": "CancelTask", "params": {"id": task["id"]}}
-    response = httpx.post(interop_agent.url + "/", json=payload, headers=V1, timeout=10)
+    response = httpx.post(interop_agent.url + "/", json=payload, headers=V1, timeout=10, verify=TLS)
     assert response.status_code == 200
     assert response.json()["error"]["code"] == -32002
 
@@ -180,11 +185,13 @@ def test_rest_answers_are_application_a2a_json(interop_agent: Target, accept: st
     caller accepts; errors as the SDK sends them (``application/json``)."""
     task = _send_rest(interop_agent)
     headers = {**V1, **({"Accept": accept} if accept else {})}
-    got = httpx.get(f"{interop_agent.url}/tasks/{task['id']}", headers=headers, timeout=10)
+    got = httpx.get(
+        f"{interop_agent.url}/tasks/{task['id']}", headers=headers, timeout=10, verify=TLS
+    )
     assert got.headers["content-type"] == "application/a2a+json"
-    listed = httpx.get(f"{interop_agent.url}/tasks", headers=headers, timeout=10)
+    listed = httpx.get(f"{interop_agent.url}/tasks", headers=headers, timeout=10, verify=TLS)
     assert listed.headers["content-type"] == "application/a2a+json"
-    missing = httpx.get(f"{interop_agent.url}/tasks/nope", headers=headers, timeout=10)
+    missing = httpx.get(f"{interop_agent.url}/tasks/nope", headers=headers, timeout=10, verify=TLS)
     assert missing.status_code == 404
     assert missing.headers["content-type"] == "application/json"
 
@@ -206,6 +213,7 @@ def test_rest_requests_are_accepted_in_either_type(
         content=json.dumps(body),
         headers={**V1, "Content-Type": content_type},
         timeout=30,
+        verify=TLS,
     )
     assert response.status_code == 200, response.text
 
@@ -221,6 +229,7 @@ def test_json_rpc_with_wrong_content_type(interop_agent: Target, content_type: s
         content=json.dumps(payload),
         headers={**V1, "Content-Type": content_type},
         timeout=10,
+        verify=TLS,
     )
     assert response.status_code == 200  # a JSON-RPC error, as the SDK answers them
     error = response.json()["error"]
@@ -234,6 +243,7 @@ def test_rest_with_wrong_content_type_is_400(interop_agent: Target) -> None:
         content=b"{}",
         headers={**V1, "Content-Type": "text/plain"},
         timeout=10,
+        verify=TLS,
     )
     assert response.status_code == 400
     assert _reason(response) == "CONTENT_TYPE_NOT_SUPPORTED"

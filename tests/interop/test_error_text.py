@@ -25,6 +25,7 @@ import pytest
 from a2a.compat.v0_3 import a2a_v0_3_pb2 as pb03
 from a2a.compat.v0_3 import a2a_v0_3_pb2_grpc as grpc03
 
+from tests._support import TLS
 from tests.interop._runs import Target
 
 LIMIT = 500
@@ -39,7 +40,7 @@ def _assert_clean(text: str) -> None:
 
 
 def _rpc03(agent: Target, payload: dict[str, Any]) -> dict[str, Any]:
-    response = httpx.post(agent.url + "/", json=payload, timeout=10)
+    response = httpx.post(agent.url + "/", json=payload, timeout=10, verify=TLS)
     assert response.status_code == 200
     body: dict[str, Any] = response.json()
     return body
@@ -78,7 +79,7 @@ def test_json_rpc_03_validation_errors_are_short_and_clean(
 
 def test_rest_03_part_without_content_is_a_client_error(interop_agent: Target) -> None:
     body = {"request": {"messageId": "m", "role": "ROLE_USER", "content": [{"metadata": {}}]}}
-    response = httpx.post(interop_agent.url + "/v1/message:send", json=body, timeout=10)
+    response = httpx.post(interop_agent.url + "/v1/message:send", json=body, timeout=10, verify=TLS)
     assert response.status_code == 400, response.text
     _assert_clean(response.text)
 

@@ -29,6 +29,7 @@ from apcore_a2a.upstream.file_bytes import (
     rest_request_to_sdk,
     rest_response_to_wire,
 )
+from tests._support import TLS
 from tests.interop._runs import Target
 
 BINARY = bytes(range(256)) + b"\x00tail"
@@ -56,7 +57,11 @@ def _rest_body(wire_value: str) -> dict[str, Any]:
 
 def _rest_send(agent: Target, wire_value: str, headers: dict[str, str]) -> dict[str, Any]:
     response = httpx.post(
-        agent.url + "/v1/message:send", json=_rest_body(wire_value), headers=headers, timeout=30
+        agent.url + "/v1/message:send",
+        json=_rest_body(wire_value),
+        headers=headers,
+        timeout=30,
+        verify=TLS,
     )
     assert response.status_code == 200, response.text
     task: dict[str, Any] = response.json()["task"]
@@ -82,7 +87,7 @@ def test_rest03_spec_encoding_reaches_the_module_exactly(
     # the answer carries the file in the spec's encoding too
     assert base64.b64decode(_history_bytes(task)) == payload
     fetched = httpx.get(
-        f"{interop_agent.url}/v1/tasks/{task['id']}", headers=SPEC_CLIENT, timeout=10
+        f"{interop_agent.url}/v1/tasks/{task['id']}", headers=SPEC_CLIENT, timeout=10, verify=TLS
     ).json()
     assert base64.b64decode(_history_bytes(fetched)) == payload
 
@@ -111,6 +116,7 @@ def test_rest03_stream_answers_in_the_spec_encoding(interop_agent: Target) -> No
         json=_rest_body(base64.b64encode(BINARY).decode()),
         headers=SPEC_CLIENT,
         timeout=30,
+        verify=TLS,
     ) as response:
         assert response.status_code == 200
         first = next(line for line in response.iter_lines() if line.startswith("data:"))
@@ -214,7 +220,7 @@ def test_rest03_file_bytes_that_are_not_base64_are_invalid_params(
     """main: HTTP 500 (the SDK's conversion decodes them outside its error handling)."""
     for path in ("/v1/message:send", "/v1/message:stream"):
         answer = httpx.post(interop_agent.url + path, json=_rest_body(content),
-                            headers=SPEC_CLIENT, timeout=30)  # fmt: skip
+                            headers=SPEC_CLIENT, timeout=30, verify=TLS)  # fmt: skip
         assert answer.status_code == 400, (path, answer.text)
         assert "fileWithBytes is not base64" in answer.json()["error"]["message"]
 
@@ -252,11 +258,15 @@ def test_rpc03_file_bytes_that_are_not_base64_are_invalid_params(
                "parts": [{"kind": "file", "file": {"bytes": content, "mimeType": "x/y"}}],
                "metadata": {"skillId": "interop.files"}}  # fmt: skip
     call = {"jsonrpc": "2.0", "id": 7, "method": method, "params": {"message": message}}
-    answer = httpx.post(interop_agent.url + "/", json=call, headers=SPEC_CLIENT, timeout=30)
+    answer = httpx.post(
+        interop_agent.url + "/", json=call, headers=SPEC_CLIENT, timeout=30, verify=TLS
+    )
     assert answer.json()["error"]["code"] == -32602, answer.text
     assert "message.parts[0].file.bytes is not base64" in answer.json()["error"]["message"]
     message["parts"][0]["file"]["bytes"] = base64.b64encode(b"ok").decode()  # type: ignore[index]
-    served = httpx.post(interop_agent.url + "/", json=call, headers=SPEC_CLIENT, timeout=30)
+    served = httpx.post(
+        interop_agent.url + "/", json=call, headers=SPEC_CLIENT, timeout=30, verify=TLS
+    )
     assert served.status_code == 200 and "error" not in served.text.split("\n")[0], served.text
 
 

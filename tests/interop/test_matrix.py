@@ -15,6 +15,7 @@ import httpx
 import jwt
 import pytest
 
+from tests._support import TLS
 from tests.interop._runs import COMBOS, Runs, Target
 from tests.interop._webhook import Delivery, Webhook
 from tests.interop.conftest import AGENT_NAME
@@ -197,9 +198,11 @@ def test_approval_round_trip(runs: Runs, combo: tuple[str, str, str]) -> None:
 
 def _signing(agent_url: str) -> tuple[str, dict[str, jwt.PyJWK]]:
     """The header that carries the delivery JWT (from the card) and the agent's keys."""
-    card = httpx.get(agent_url + "/.well-known/agent-card.json", timeout=10).json()
+    card = httpx.get(agent_url + "/.well-known/agent-card.json", timeout=10, verify=TLS).json()
     ext = next(e for e in card["capabilities"]["extensions"] if e["uri"] == PUSH_SIGNING)
-    keyset = jwt.PyJWKSet.from_dict(httpx.get(ext["params"]["jwksUrl"], timeout=10).json())
+    keyset = jwt.PyJWKSet.from_dict(
+        httpx.get(ext["params"]["jwksUrl"], timeout=10, verify=TLS).json()
+    )
     return ext["params"]["header"].lower(), {str(k.key_id): k for k in keyset.keys}
 
 

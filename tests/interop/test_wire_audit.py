@@ -35,7 +35,7 @@ from google.rpc import error_details_pb2  # noqa: F401  (registers the detail ty
 from pydantic import BaseModel, ValidationError
 
 from apcore_a2a import A2AServerFactory
-from tests._support import free_port, threaded_server
+from tests._support import TLS, free_port, threaded_server
 from tests.bindings._agent import Agent, build_registry
 from tests.interop._webhook import Delivery, Webhook
 from tests.interop._wire_corpus import (
@@ -320,7 +320,7 @@ async def run_corpus(
     exchanges: list[Exchange] = []
     pushed: list[str] = []
     hook, hook_url = webhook
-    async with httpx.AsyncClient(timeout=30) as client:
+    async with httpx.AsyncClient(timeout=30, verify=TLS) as client:
         for binding in ("JSONRPC", "REST"):
             for version in ("1.0", "0.3"):
                 run = f"{binding}-{version}"

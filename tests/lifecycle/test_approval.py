@@ -10,6 +10,7 @@ from a2a.types import GetTaskRequest, ListTasksRequest, Task, TaskState
 from google.protobuf.json_format import MessageToDict
 
 from tests._sdk import request
+from tests._support import TLS
 
 from ._agent import Agent
 from ._client import V1, collect, parts_data, rpc, sdk_client, summarize, wire_message
@@ -209,7 +210,7 @@ async def test_module_sees_a2a_ids_and_tasks_list_by_context(agent: Agent) -> No
 async def test_an_approval_answers_only_the_task_own_skill(agent: Agent, binding: str) -> None:
     """``{"approved": true}`` naming another skill (itself approval-gated) is refused and
     changes nothing (issue 40 item 4; before, it ran that skill without its approval)."""
-    async with httpx.AsyncClient(base_url=agent.url, timeout=30) as http:
+    async with httpx.AsyncClient(base_url=agent.url, timeout=30, verify=TLS) as http:
 
         async def task(task_id: str) -> dict[str, Any]:
             answer = await http.post("/", json=rpc("GetTask", {"id": task_id}), headers=V1)

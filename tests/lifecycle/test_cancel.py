@@ -18,6 +18,7 @@ from a2a.types import (
 )
 
 from tests._sdk import request
+from tests._support import TLS
 
 from ._agent import Agent, agent_server
 from ._client import (
@@ -144,7 +145,7 @@ async def test_cancel_errors_for_terminal_and_unknown_tasks(
 
 
 async def test_cancel_error_codes_on_the_wire(agent: Agent) -> None:
-    async with httpx.AsyncClient(base_url=agent.url) as http:
+    async with httpx.AsyncClient(base_url=agent.url, verify=TLS) as http:
         sent = await http.post(
             "/",
             json=rpc(
@@ -184,7 +185,7 @@ async def test_cancel_error_codes_on_the_wire(agent: Agent) -> None:
 
 
 async def test_v03_cancel_of_a_running_task(agent: Agent) -> None:
-    async with httpx.AsyncClient(base_url=agent.url) as http:
+    async with httpx.AsyncClient(base_url=agent.url, verify=TLS) as http:
         sent = await http.post(
             "/",
             json=rpc(
@@ -240,7 +241,7 @@ async def test_cancels_racing_on_a_streamed_task_end_its_stream_once(
     url = "memory://" if store == "memory" else f"sqlite:///{tmp_path / 'tasks.db'}"
     async with (
         agent_server(caplog, task_store=url) as agent,
-        httpx.AsyncClient(base_url=agent.url, headers=V1, timeout=60) as http,
+        httpx.AsyncClient(base_url=agent.url, headers=V1, timeout=60, verify=TLS) as http,
     ):
         body = rpc("SendStreamingMessage", {"message": wire_message("life.stall", {})})
         states: list[str] = []

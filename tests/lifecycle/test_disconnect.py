@@ -16,6 +16,8 @@ from a2a.compat.v0_3 import a2a_v0_3_pb2, a2a_v0_3_pb2_grpc
 from a2a.types import GetTaskRequest, SubscribeToTaskRequest, TaskState, a2a_pb2, a2a_pb2_grpc
 from google.protobuf.json_format import ParseDict
 
+from tests._support import TLS
+
 from .._support import free_port
 from ..bindings._grpc import stubs
 from ._agent import Agent, agent_server
@@ -73,7 +75,7 @@ async def _drop_after(
         return await _grpc_drop_after(agent, events, (shapes or SHAPES)["rest-1.0"][1])
     path, body, headers = (shapes or SHAPES)[shape]
     async with (
-        httpx.AsyncClient(base_url=agent.url) as http,
+        httpx.AsyncClient(base_url=agent.url, verify=TLS) as http,
         http.stream("POST", path, json=body, headers=headers) as response,
     ):
         seen = []
@@ -176,7 +178,7 @@ async def test_stream_that_ends_normally_is_not_canceled(caplog: pytest.LogCaptu
     async with agent_server(caplog, cancel_on_disconnect=True) as agent:
         path, body, headers = SHAPES["jsonrpc-1.0"]
         async with (
-            httpx.AsyncClient(base_url=agent.url) as http,
+            httpx.AsyncClient(base_url=agent.url, verify=TLS) as http,
             http.stream("POST", path, json=body, headers=headers) as response,
         ):
             events = [e async for e in sse_events(response)]
@@ -216,7 +218,7 @@ async def test_drop_leaves_task_alone_while_another_stream_follows_it(
         follower = await sdk_client(agent.url)
         try:
             async with (
-                httpx.AsyncClient(base_url=agent.url) as http,
+                httpx.AsyncClient(base_url=agent.url, verify=TLS) as http,
                 http.stream("POST", path, json=body, headers=headers) as response,
             ):
                 events = sse_events(response)
@@ -283,7 +285,7 @@ async def _until(condition: Any, what: str) -> None:
 
 
 async def _listed(agent: Agent) -> list[dict[str, Any]]:
-    async with httpx.AsyncClient(base_url=agent.url) as http:
+    async with httpx.AsyncClient(base_url=agent.url, verify=TLS) as http:
         answer = await http.post("/", json=rpc("ListTasks", {}), headers=V1)
     return list(answer.json()["result"]["tasks"])
 
@@ -337,7 +339,7 @@ async def test_hang_up_before_the_first_frame_gives_the_caller_its_stream_quota_
         await _until(lambda: agent.state.streams.active == 0, "the stream slot is still held")
         # The same caller (ip:127.0.0.1) streams again: its one slot was given back.
         body = rpc("SendStreamingMessage", {"message": wire_message("life.echo", {"text": "x"})})
-        async with httpx.AsyncClient(base_url=agent.url, timeout=30) as http:
+        async with httpx.AsyncClient(base_url=agent.url, timeout=30, verify=TLS) as http:
             response, events = await sse_post(http, "/", body)
         assert response.status_code == 200
         assert events[-1]["result"]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"

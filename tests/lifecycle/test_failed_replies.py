@@ -34,6 +34,7 @@ from apcore.errors import InvalidInputError
 
 from apcore_a2a import A2AServerFactory
 from tests._sdk import make_client, request
+from tests._support import TLS
 
 from .._support import free_port, running_server, threaded_server
 from ..upstream._plain import plain_agent
@@ -184,7 +185,7 @@ async def _rest03_words(url: str, streaming: bool, skill: str) -> str:
     message = {"messageId": uuid.uuid4().hex, "role": "ROLE_USER", "metadata": {"skillId": skill},
                "content": [{"data": {"data": {"text": "hi"}}}]}  # fmt: skip
     path = "/v1/message:stream" if streaming else "/v1/message:send"
-    async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+    async with httpx.AsyncClient(base_url=url, timeout=30, verify=TLS) as http:
         answered = await http.post(path, json={"message": message})
     assert answered.status_code == 500, answered.text
     words: str = answered.json()["error"]["message"]
@@ -202,7 +203,7 @@ async def _not_found(url: str, binding: str, version: str, task_id: str) -> str:
 
 
 async def _no_tasks(url: str) -> None:
-    async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+    async with httpx.AsyncClient(base_url=url, timeout=30, verify=TLS) as http:
         listed = (await http.post("/", json=rpc("ListTasks", {}), headers=V1)).json()
     assert listed["result"]["totalSize"] == 0, listed
 
@@ -305,7 +306,7 @@ class _Fails(AgentExecutor):
 async def _errors_03(url: str) -> list[Any]:
     """The JSON-RPC 0.3 errors a ``message/send`` and a ``message/stream`` answer."""
     found = []
-    async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+    async with httpx.AsyncClient(base_url=url, timeout=30, verify=TLS) as http:
         for method in ("message/send", "message/stream"):
             message = wire_message_03("reply.crash", {"text": "hi"})
             sent = await http.post("/", json=rpc(method, {"message": message}))

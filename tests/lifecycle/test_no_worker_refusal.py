@@ -22,6 +22,7 @@ from a2a.compat.v0_3 import a2a_v0_3_pb2 as pb2_v03
 from google.protobuf.struct_pb2 import Struct
 
 from tests._sdk import request
+from tests._support import TLS
 
 from .._support import free_port
 from ..bindings._grpc import rich_status, stubs
@@ -112,7 +113,7 @@ async def test_a_call_that_never_got_a_worker_is_refused_to_retry_and_its_task_r
     settings: dict[str, Any] = {"sync_workers": 2, "sync_workers_per_caller": 1}
     async with (
         agent_server(caplog, grpc_port=grpc_port, execution_timeout=1.0, **settings) as agent,
-        httpx.AsyncClient(base_url=agent.url, timeout=30) as http,
+        httpx.AsyncClient(base_url=agent.url, timeout=30, verify=TLS) as http,
     ):
         try:
             held = await _holding(http, agent)

@@ -25,7 +25,7 @@ from apcore import ACL, ACLRule, Executor, Registry, ToggleState
 
 from apcore_a2a import A2AApprovalHandler, A2AServerFactory
 from tests._postgres import PG_DB, PG_HOST, PG_PORT, PG_USER, pg_schema_url
-from tests._support import running_server
+from tests._support import TLS, running_server
 from tests.lifecycle._modules import Pay
 
 V1 = {"A2A-Version": "1.0"}
@@ -82,7 +82,10 @@ async def test_a_refused_follow_up_leaves_the_task_waiting_for_its_answer(
         registry, acl=acl, approval_handler=A2AApprovalHandler(), toggle_state=toggles
     )
     app, _ = A2AServerFactory(executor, environ={}, name="payer", **store).create()
-    async with running_server(app) as url, httpx.AsyncClient(base_url=url, timeout=30) as http:
+    async with (
+        running_server(app) as url,
+        httpx.AsyncClient(base_url=url, timeout=30, verify=TLS) as http,
+    ):
         asked = await _rpc(http, _message({"amount": 5}, metadata={"skillId": PAY}))
         parked = asked["result"]["task"]
         assert parked["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
@@ -121,7 +124,10 @@ async def test_a_refused_streamed_follow_up_leaves_the_task_waiting() -> None:
     registry = Registry()
     registry.register(PAY, Pay())
     app, _ = A2AServerFactory(registry, environ={}, name="payer").create()
-    async with running_server(app) as url, httpx.AsyncClient(base_url=url, timeout=30) as http:
+    async with (
+        running_server(app) as url,
+        httpx.AsyncClient(base_url=url, timeout=30, verify=TLS) as http,
+    ):
         parked = (await _rpc(http, _message({"amount": 7}, metadata={"skillId": PAY})))["result"]
         task_id = parked["task"]["id"]
         wrong = _message({"approved": True}, taskId=task_id, contextId=uuid.uuid4().hex)
@@ -177,7 +183,7 @@ async def test_a_follow_up_whose_client_hung_up_before_it_was_delivered_leaves_t
         ).create()
         async with (
             running_server(app) as base,
-            httpx.AsyncClient(base_url=base, timeout=30) as http,
+            httpx.AsyncClient(base_url=base, timeout=30, verify=TLS) as http,
         ):
             asked = await _rpc(http, _message({"amount": 5}, metadata={"skillId": PAY}))
             task_id = asked["result"]["task"]["id"]

@@ -17,6 +17,7 @@ from a2a.types import (
 )
 
 from tests._sdk import request
+from tests._support import TLS
 
 from ._agent import Agent, agent_server
 from ._client import (
@@ -122,7 +123,7 @@ async def test_resubscribe_errors_for_terminal_and_unknown(agent: Agent) -> None
             await collect(client.subscribe(SubscribeToTaskRequest(id="no-such-task")))
     finally:
         await client.close()
-    async with httpx.AsyncClient() as http:
+    async with httpx.AsyncClient(verify=TLS) as http:
         _, [terminal] = await sse_post(
             http, agent.url + "/", rpc("SubscribeToTask", {"id": task_id}), V1
         )
@@ -135,7 +136,7 @@ async def test_resubscribe_errors_for_terminal_and_unknown(agent: Agent) -> None
 
 
 async def test_v03_resubscribe_wire(agent: Agent) -> None:
-    async with httpx.AsyncClient(base_url=agent.url) as http:
+    async with httpx.AsyncClient(base_url=agent.url, verify=TLS) as http:
         sent = await http.post(
             "/",
             json=rpc(

@@ -15,6 +15,8 @@ from typing import Any
 import httpx
 import pytest
 
+from tests._support import TLS
+
 from ._agent import Agent, agent_server
 from ._client import V1, rpc, wire_message, wire_message_03
 
@@ -65,7 +67,7 @@ async def test_an_event_id_the_task_never_reached_is_invalid_params(
 ) -> None:
     async with (
         agent_server(caplog) as agent,
-        httpx.AsyncClient(base_url=agent.url, timeout=30) as http,
+        httpx.AsyncClient(base_url=agent.url, timeout=30, verify=TLS) as http,
     ):
         task_id, _last = await _gated_task(http)
         try:
@@ -100,17 +102,19 @@ async def test_a_resume_whose_client_leaves_before_the_next_event_gives_its_slot
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     async with agent_server(caplog, max_streams_per_caller=2) as agent:
-        async with httpx.AsyncClient(base_url=agent.url, timeout=30) as http:
+        async with httpx.AsyncClient(base_url=agent.url, timeout=30, verify=TLS) as http:
             task_id, last = await _gated_task(http)
         try:
             for path, headers, body in _subscriptions(task_id, last) * 2:
                 # Nothing follows *last* while the gate is shut: the client gives up.
-                async with httpx.AsyncClient(base_url=agent.url, timeout=0.3) as gives_up:
+                async with httpx.AsyncClient(
+                    base_url=agent.url, timeout=0.3, verify=TLS
+                ) as gives_up:
                     with contextlib.suppress(httpx.ReadTimeout):
                         await gives_up.post(path, json=body, headers=headers)
             await _wait_for_no_stream(agent)
             # The caller's quota (2) is whole again: two resumed subscriptions at once.
-            async with httpx.AsyncClient(base_url=agent.url, timeout=30) as http:
+            async with httpx.AsyncClient(base_url=agent.url, timeout=30, verify=TLS) as http:
 
                 async def follow(path: str, headers: dict[str, str], body: Any) -> str:
                     answer = await http.post(path, json=body, headers=headers)
@@ -142,7 +146,7 @@ async def test_a_v03_rest_resume_after_the_last_event_is_an_empty_stream(
     reconnecting) gets a stream with nothing in it, on 0.3 REST as on the others."""
     async with (
         agent_server(caplog) as agent,
-        httpx.AsyncClient(base_url=agent.url, timeout=30) as http,
+        httpx.AsyncClient(base_url=agent.url, timeout=30, verify=TLS) as http,
     ):
         body = rpc("message/stream", {"message": wire_message_03("life.echo", {"text": "hi"})})
         last: str | None = None
@@ -171,7 +175,7 @@ async def test_a_resume_from_the_start_replays_the_task_as_it_was_sent(
     submitted one, not the task as it is now (the SDK goes on changing that object)."""
     async with (
         agent_server(caplog) as agent,
-        httpx.AsyncClient(base_url=agent.url, timeout=30) as http,
+        httpx.AsyncClient(base_url=agent.url, timeout=30, verify=TLS) as http,
     ):
         task_id, _last = await _gated_task(http)
         assert agent.probe.gate is not None
@@ -205,7 +209,7 @@ async def test_every_event_has_an_id_when_the_stream_trims_the_task_history(
     ids: list[int] = []
     data: list[str] = []
     async with (
-        httpx.AsyncClient(base_url=agent.url, timeout=30) as http,
+        httpx.AsyncClient(base_url=agent.url, timeout=30, verify=TLS) as http,
         http.stream("POST", "/", json=body, headers=V1) as response,
     ):
         async for line in response.aiter_lines():

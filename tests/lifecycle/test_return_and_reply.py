@@ -10,6 +10,7 @@ import pytest
 from a2a.types import GetTaskRequest, InternalError, TaskState
 
 from tests._sdk import request
+from tests._support import TLS
 
 from ._agent import Agent
 from ._client import V03, V1, collect, parts_data, rpc, sdk_client, wire_message, wire_message_03
@@ -51,7 +52,7 @@ async def test_return_immediately_while_the_module_runs(agent: Agent, version: s
 
 
 async def test_non_blocking_on_the_wire(agent: Agent) -> None:
-    async with httpx.AsyncClient(base_url=agent.url) as http:
+    async with httpx.AsyncClient(base_url=agent.url, verify=TLS) as http:
         new = await http.post(
             "/",
             json=rpc(
@@ -108,7 +109,7 @@ async def test_message_reply_skill_answers_with_one_message(
         assert event.message.metadata["skillId"] == "life.quick"
     finally:
         await client.close()
-    async with httpx.AsyncClient(base_url=agent.url) as http:
+    async with httpx.AsyncClient(base_url=agent.url, verify=TLS) as http:
         listed = await http.post("/", json=rpc("ListTasks", {}), headers=V1)
     assert listed.json()["result"]["totalSize"] == 0  # a message reply leaves no task
 
@@ -122,7 +123,7 @@ async def test_message_reply_error_is_a_sanitized_jsonrpc_error(agent: Agent) ->
         assert "/opt/secret" not in str(caught.value)
     finally:
         await client.close()
-    async with httpx.AsyncClient(base_url=agent.url) as http:
+    async with httpx.AsyncClient(base_url=agent.url, verify=TLS) as http:
         body = rpc("SendMessage", {"message": wire_message("life.quick", {"text": "boom"})})
         error = (await http.post("/", json=body, headers=V1)).json()["error"]
         # Worded by the executor (sanitized), so every binding says the same.

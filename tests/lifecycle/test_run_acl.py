@@ -28,6 +28,7 @@ from apcore.acl import AccessDecision
 
 from apcore_a2a import A2AServerFactory, InputRequired
 from tests._sdk import make_client, request
+from tests._support import TLS
 
 from .._support import free_port, running_server
 from ._client import BINDINGS, V1, collect, rpc, wire_message
@@ -126,7 +127,7 @@ async def _answer(client: Any, req: SendMessageRequest) -> Any:
 
 
 async def _listed(url: str) -> int:
-    async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+    async with httpx.AsyncClient(base_url=url, timeout=30, verify=TLS) as http:
         listed = (await http.post("/", json=rpc("ListTasks", {}), headers=V1)).json()
     return int(listed["result"].get("totalSize", 0))
 
@@ -213,7 +214,7 @@ async def test_an_acl_with_only_the_synchronous_accessor_is_asked_as_apcore_asks
 
 async def test_a_skill_refused_as_it_runs_is_not_among_the_available_skills() -> None:
     """As for a skill the ACL hides before the run, the answer lists only the others."""
-    async with _agent([]) as url, httpx.AsyncClient(base_url=url, timeout=30) as http:
+    async with _agent([]) as url, httpx.AsyncClient(base_url=url, timeout=30, verify=TLS) as http:
         answers = []
         for skill, plan in (("hidden.task", {}), ("late.task", {"plan": "free"})):
             message = wire_message(skill, {"text": "hi"})

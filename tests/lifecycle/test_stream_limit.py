@@ -10,6 +10,8 @@ from typing import Any
 import httpx
 import pytest
 
+from tests._support import TLS
+
 from ._agent import Agent, agent_server
 from ._client import V1, rpc, sse_events, wire_message
 
@@ -28,7 +30,7 @@ async def test_51st_stream_gets_503_with_retry_after_and_creates_no_task(
 async def _fill_the_agent(agent: Agent) -> None:
     assert agent.state.settings.max_streams == 50
     limits = httpx.Limits(max_connections=60, max_keepalive_connections=60)
-    async with httpx.AsyncClient(base_url=agent.url, limits=limits, timeout=30) as http:
+    async with httpx.AsyncClient(base_url=agent.url, limits=limits, timeout=30, verify=TLS) as http:
         first_events: list[asyncio.Event] = [asyncio.Event() for _ in range(50)]
         finals: list[str] = []
 
@@ -80,7 +82,9 @@ async def test_one_caller_holds_at_most_its_quota_while_another_is_still_served(
     keys = {"X-API-Key": "key-a"}, {"X-API-Key": "key-b"}
     async with agent_server(caplog, max_streams_per_caller=3, api_keys=("key-a", "key-b")) as agent:
         limits = httpx.Limits(max_connections=10)
-        async with httpx.AsyncClient(base_url=agent.url, limits=limits, timeout=30) as http:
+        async with httpx.AsyncClient(
+            base_url=agent.url, limits=limits, timeout=30, verify=TLS
+        ) as http:
             opened: list[asyncio.Event] = [asyncio.Event() for _ in range(3)]
 
             async def hold(index: int) -> None:
@@ -130,7 +134,9 @@ async def test_a_stream_that_ended_frees_its_slot_before_the_caller_sees_the_end
     async with agent_server(caplog, max_streams_per_caller=8) as agent:
         body = rpc("SendStreamingMessage", {"message": wire_message("life.echo", {"text": "x"})})
         limits = httpx.Limits(max_connections=8, max_keepalive_connections=8)
-        async with httpx.AsyncClient(base_url=agent.url, limits=limits, timeout=30) as http:
+        async with httpx.AsyncClient(
+            base_url=agent.url, limits=limits, timeout=30, verify=TLS
+        ) as http:
             statuses: list[int] = []
 
             async def worker() -> None:

@@ -32,6 +32,8 @@ from a2a.compat.v0_3 import a2a_v0_3_pb2
 from a2a.types import a2a_pb2
 from google.protobuf.json_format import ParseDict
 
+from tests._support import TLS
+
 from .._support import free_port
 from ..bindings._grpc import stubs
 from ._agent import Agent, agent_server
@@ -68,7 +70,7 @@ async def _streams_at_once(agent: Agent) -> list[int]:
     body = rpc("SendStreamingMessage", {"message": wire_message("life.gate", {})})
     async with (
         contextlib.AsyncExitStack() as held,
-        httpx.AsyncClient(base_url=agent.url, timeout=_GUARD) as http,
+        httpx.AsyncClient(base_url=agent.url, timeout=_GUARD, verify=TLS) as http,
     ):
         statuses = []
         for _ in range(QUOTA):  # each held open while the next opens
@@ -80,7 +82,7 @@ async def _streams_at_once(agent: Agent) -> list[int]:
 
 async def _http_stream(agent: Agent, path: str, body: Any, headers: dict[str, str]) -> None:
     async with (
-        httpx.AsyncClient(base_url=agent.url, timeout=None) as http,
+        httpx.AsyncClient(base_url=agent.url, timeout=None, verify=TLS) as http,
         http.stream("POST", path, json=body, headers=headers) as answer,
     ):
         async for _event in sse_events(answer):
@@ -135,7 +137,7 @@ async def test_a_resumed_subscription_still_waiting_gives_its_slot_back_on_hang_
     caplog: pytest.LogCaptureFixture, shape: str
 ) -> None:
     async with agent_server(caplog, max_streams_per_caller=QUOTA) as agent:
-        async with httpx.AsyncClient(base_url=agent.url, timeout=_GUARD) as http:
+        async with httpx.AsyncClient(base_url=agent.url, timeout=_GUARD, verify=TLS) as http:
             task_id, last = await _gated_task(http)
         await _until(lambda: agent.state.streams.active == 0, "the task's own stream is held")
         path, headers, body = _subscriptions(task_id, last)[_SUBSCRIPTIONS.index(shape)]
@@ -172,7 +174,7 @@ async def test_a_stream_waiting_for_a_locked_sqlite_store_gives_its_slot_back_on
         await _until(lambda: agent.state.streams.active == 0, "stream slots still held")
         # The store holds every task whole: the hung-up one ran on (a dropped stream's
         # task does by default) and the two gated ones ended once the gate opened.
-        async with httpx.AsyncClient(base_url=agent.url, timeout=_GUARD) as http:
+        async with httpx.AsyncClient(base_url=agent.url, timeout=_GUARD, verify=TLS) as http:
 
             async def states() -> list[str]:
                 listed = await http.post("/", json=rpc("ListTasks", {}), headers=V1)

@@ -9,6 +9,7 @@ import pytest
 from a2a.types import GetTaskRequest
 
 from tests._sdk import request
+from tests._support import TLS
 
 from ._agent import Agent
 from ._client import (
@@ -107,7 +108,7 @@ async def test_mid_stream_error_ends_with_sanitized_failed_status(
 async def test_v03_message_stream_wire(agent: Agent) -> None:
     """0.3 ``message/stream`` on the wire: kinds, lowercase states, one artifact id."""
     body = rpc("message/stream", {"message": wire_message_03("life.count", {"count": 2})})
-    async with httpx.AsyncClient() as http:
+    async with httpx.AsyncClient(verify=TLS) as http:
         response, events = await sse_post(http, agent.url + "/", body, V03)
     assert response.status_code == 200
     results: list[dict[str, Any]] = [e["result"] for e in events]

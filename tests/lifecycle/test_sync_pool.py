@@ -7,6 +7,8 @@ import time
 
 import httpx
 
+from tests._support import TLS
+
 from ._agent import Agent
 from ._client import V1, rpc, wire_message
 
@@ -27,7 +29,7 @@ async def test_32_concurrent_sync_calls_run_at_once_and_the_loop_stays_responsiv
     # default (sync_workers_per_caller, tests/lifecycle/test_fair_sync_pool.py).
     other = httpx.AsyncHTTPTransport(local_address="127.0.0.2", limits=limits)
     async with (
-        httpx.AsyncClient(base_url=agent.url, limits=limits, timeout=60) as http,
+        httpx.AsyncClient(base_url=agent.url, limits=limits, timeout=60, verify=TLS) as http,
         httpx.AsyncClient(base_url=agent.url, transport=other, timeout=60) as http2,
     ):
 

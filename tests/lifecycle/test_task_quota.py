@@ -17,6 +17,7 @@ import pytest
 
 from apcore_a2a.storage.quota_slots import TASK_SCOPE
 from tests._postgres import PG_DB, PG_HOST, PG_PORT, PG_USER, kill_slot_renames, pg_schema_url
+from tests._support import TLS
 
 from ._agent import agent_server
 from ._client import V1, rpc, wire_message
@@ -44,7 +45,7 @@ async def _one_slot_cluster(
             agent_server(
                 caplog, max_unfinished_tasks_per_caller=1, task_store=url, cluster=True
             ) as agent,
-            httpx.AsyncClient(base_url=agent.url, timeout=60) as http,
+            httpx.AsyncClient(base_url=agent.url, timeout=60, verify=TLS) as http,
         ):
             yield url.rsplit("schema=", 1)[1], http
 
@@ -60,7 +61,7 @@ async def test_a_caller_over_its_task_quota_is_refused_while_others_are_served(
         agent_server(
             caplog, max_unfinished_tasks_per_caller=3, api_keys=("key-a", "key-b")
         ) as agent,
-        httpx.AsyncClient(base_url=agent.url, timeout=30) as http,
+        httpx.AsyncClient(base_url=agent.url, timeout=30, verify=TLS) as http,
     ):
         parked = []
         for _ in range(3):

@@ -10,6 +10,7 @@ import httpx
 
 from apcore_a2a import A2AServerFactory, __version__
 from apcore_a2a.ops.operations import HEALTH_TIMEOUT
+from tests._support import TLS
 
 from .._postgres import PG_HOST, PG_PORT, pg_schema_url
 from .._proxy import TcpProxy
@@ -69,7 +70,7 @@ async def test_health_answers_while_the_agent_is_busy() -> None:
     # The agent runs in its own process, so the load generator here does not share its
     # event loop; shutdown_timeout=0 cancels the sleeping tasks at the end.
     with serve_process(shutdown_timeout=0) as (url, _proc):
-        async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+        async with httpx.AsyncClient(base_url=url, timeout=30, verify=TLS) as http:
             sleepers = await asyncio.gather(
                 *(
                     send(http, "ops.sleep", {"seconds": 60}, return_immediately=True)
@@ -110,7 +111,7 @@ async def test_a_held_up_event_loop_does_not_make_a_healthy_store_look_sick() ->
 
     async with (
         running_server(host, port=port) as url,
-        httpx.AsyncClient(base_url=url, timeout=20) as http,
+        httpx.AsyncClient(base_url=url, timeout=20, verify=TLS) as http,
     ):
         probes = [await http.get("/health") for _ in range(3)]
     assert [(p.status_code, p.json()) for p in probes] == [(200, {"status": "healthy"})] * 3

@@ -20,6 +20,7 @@ import pytest
 from apcore_a2a import _logging
 from apcore_a2a._logging import JsonFormatter, TextFormatter
 from apcore_a2a.settings import Settings
+from tests._support import TLS
 
 from .._support import CLI_STOP_TIMEOUT, ROOT, cli_server
 from ._agent import TextIn, TextOut, build_registry, message_params, rpc, send, served
@@ -181,13 +182,13 @@ def test_cli_json_logs_parse_line_by_line() -> None:
     with cli_server(args, env={"A2A_LOG_FORMAT": "text"}) as (url, proc):
 
         async def call() -> dict[str, Any]:
-            async with httpx.AsyncClient(base_url=url) as http:
+            async with httpx.AsyncClient(base_url=url, verify=TLS) as http:
                 return await rpc(http, "SendMessage", message_params("noisy.fail", {"text": NASTY}))
 
         reply = asyncio.run(call())
         task_id = reply["result"]["task"]["id"]
         # --metrics and --telemetry take effect too (no tracer provider: spans are no-ops)
-        metrics = httpx.get(url + "/metrics").json()
+        metrics = httpx.get(url + "/metrics", verify=TLS).json()
         assert metrics["failed_tasks"] == 1
         assert metrics["total_requests"] == 1
         proc.send_signal(signal.SIGTERM)

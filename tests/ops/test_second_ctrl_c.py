@@ -22,6 +22,7 @@ import httpx
 import pytest
 
 from apcore_a2a.ops.graceful_server import ECHO
+from tests._support import TLS
 
 from .._postgres import PG_DB, PG_HOST, PG_PORT, PG_USER, pg_schema_url
 from .._support import ROOT, ServerProcess, cli_server
@@ -117,7 +118,7 @@ async def test_a_second_ctrl_c_while_a_connection_is_open_closes_the_store(
     SIGTERM is a second one (uvicorn's rule)."""
     db = tmp_path / "tasks.db"
     with serve_process(task_store=f"sqlite:///{db}", shutdown_timeout=120) as (url, proc):
-        async with httpx.AsyncClient(base_url=url, timeout=60) as http:
+        async with httpx.AsyncClient(base_url=url, timeout=60, verify=TLS) as http:
             params = message_params("ops.await_file", {"path": str(tmp_path / "never")})
             blocking = asyncio.ensure_future(rpc(http, "SendMessage", params))
             [task] = await _running(http)

@@ -25,6 +25,7 @@ from apcore_a2a.ops.graceful_server import ECHO
 from apcore_a2a.ops.shutdown import SHUTDOWN_MESSAGE
 from apcore_a2a.settings import Settings
 from apcore_a2a.storage import open_stores
+from tests._support import TLS
 
 from .._support import ServerProcess
 from ._agent import V1, build_registry, message_params, send, served, wait_state
@@ -93,7 +94,7 @@ async def _refused(url: str) -> bool:
     async with asyncio.timeout(30):
         while True:
             try:
-                async with httpx.AsyncClient(timeout=1) as fresh:
+                async with httpx.AsyncClient(timeout=1, verify=TLS) as fresh:
                     # The card, not /health: a probe taken from the backlog as the listener
                     # closes is cancelled, and /health's store query with it (see the note
                     # of stop 36 on in-flight SQLite queries at shutdown).
@@ -116,7 +117,7 @@ async def stopping(
     # Started and stopped off the loop: it may run what the agent reaches (a proxy).
     url, proc = await asyncio.to_thread(served.__enter__)
     try:
-        async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+        async with httpx.AsyncClient(base_url=url, timeout=30, verify=TLS) as http:
             ids = await _start_gated(http, gate, count)
         proc.send_signal(signal.SIGTERM)
         assert await _refused(url)
@@ -143,7 +144,7 @@ async def test_sigterm_cancels_what_outlives_the_timeout(tmp_path: Path) -> None
     # 3 s: what outlives it is canceled, and uvicorn then gives open streams as long to
     # receive that final event (1 s was too short for a busy machine)
     with serve_process(task_store=store, shutdown_timeout=3) as (url, proc):
-        async with httpx.AsyncClient(base_url=url, timeout=20) as http:
+        async with httpx.AsyncClient(base_url=url, timeout=20, verify=TLS) as http:
             quick = await send(http, "ops.sleep", {"seconds": 0.3}, return_immediately=True)
             ids = await _start_sleepers(http, 30.0)
             stream_events: list[dict[str, Any]] = []
@@ -197,7 +198,7 @@ async def test_a_second_ctrl_c_ends_the_stop_while_the_lifespan_waits_for_the_dr
     shutdown_timeout."""
     store = f"sqlite:///{tmp_path / 'tasks.db'}"
     with serve_process(task_store=store, shutdown_timeout=120) as (url, proc):
-        async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+        async with httpx.AsyncClient(base_url=url, timeout=30, verify=TLS) as http:
             ids = await _start_gated(http, tmp_path / "never", 3)
         proc.send_signal(signal.SIGINT)
         async with asyncio.timeout(30):  # a hang guard
@@ -219,7 +220,7 @@ async def test_a_second_ctrl_c_ends_the_stop_while_the_lifespan_waits_for_the_dr
 async def test_a_second_ctrl_c_says_the_memory_store_keeps_nothing(tmp_path: Path) -> None:
     """Before, it said the next start would fail them as interrupted: nothing is kept."""
     with serve_process(shutdown_timeout=120) as (url, proc):
-        async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+        async with httpx.AsyncClient(base_url=url, timeout=30, verify=TLS) as http:
             await _start_gated(http, tmp_path / "never", 2)
         proc.send_signal(signal.SIGINT)
         async with asyncio.timeout(30):  # a hang guard
@@ -282,7 +283,7 @@ async def test_a_second_sigint_to_the_workers_parent_alone_abandons_their_tasks(
         url,
         proc,
     ):
-        async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+        async with httpx.AsyncClient(base_url=url, timeout=30, verify=TLS) as http:
             await _start_gated(http, tmp_path / "never", 2)
         proc.send_signal(first)
         async with asyncio.timeout(30):  # a hang guard: both workers are stopping

@@ -21,6 +21,7 @@ import pytest
 
 from apcore_a2a.ops.exit_deadline import NAMED, pending_work
 from apcore_a2a.ops.graceful_server import ECHO
+from tests._support import TLS
 
 from .._support import ROOT, ServerProcess, free_port, stop_process, wait_http
 from ._agent import send, wait_state
@@ -58,7 +59,7 @@ async def test_sigterm_abandons_a_module_that_ignores_cancellation(
         shutdown_force_timeout=1,
     )
     try:
-        async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+        async with httpx.AsyncClient(base_url=url, timeout=30, verify=TLS) as http:
             task = await send(http, module, {"path": str(gate)}, return_immediately=True)
             await wait_state(http, task["id"], {"TASK_STATE_WORKING"})
         proc.send_signal(signal.SIGTERM)
@@ -85,7 +86,7 @@ async def test_sigterm_abandons_a_module_that_ignores_cancellation(
 async def test_sigterm_with_nothing_stubborn_still_exits_0(tmp_path: Path) -> None:
     gate = tmp_path / "release"
     url, proc = _serve(shutdown_timeout=30, shutdown_force_timeout=1)
-    async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+    async with httpx.AsyncClient(base_url=url, timeout=30, verify=TLS) as http:
         task = await send(http, "stuck.sync", {"path": str(gate)}, return_immediately=True)
         await wait_state(http, task["id"], {"TASK_STATE_WORKING"})
     proc.send_signal(signal.SIGTERM)
@@ -144,7 +145,7 @@ async def test_shutdown_force_timeout_0_never_ends_the_host_process(
     url = f"http://127.0.0.1:{port}"
     try:
         wait_http(url + "/health", proc=proc)
-        async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+        async with httpx.AsyncClient(base_url=url, timeout=30, verify=TLS) as http:
             task = await send(http, "stuck.sync", {"path": str(gate)}, return_immediately=True)
             await wait_state(http, task["id"], {"TASK_STATE_WORKING"})
         proc.send_signal(signal.SIGTERM)
@@ -191,7 +192,7 @@ async def test_a_third_ctrl_c_ends_the_stop_at_once(tmp_path: Path, workers: int
     store = {"task_store": f"sqlite:///{tmp_path / 'tasks.db'}", "cluster": workers > 1}
     url, proc = _serve(shutdown_timeout=120, shutdown_force_timeout=5, workers=workers, **store)
     try:
-        async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+        async with httpx.AsyncClient(base_url=url, timeout=30, verify=TLS) as http:
             gate = str(tmp_path / "never")
             task = await send(http, "stuck.async", {"path": gate}, return_immediately=True)
             await wait_state(http, task["id"], {"TASK_STATE_WORKING"})

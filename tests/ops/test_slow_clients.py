@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator, Iterator
 import httpx
 import pytest
 
-from tests._support import without_packages
+from tests._support import TLS, without_packages
 from tests.ops._agent import V1, message_params
 from tests.ops._proc import serve_process
 
@@ -144,7 +144,7 @@ async def test_a_large_body_sent_at_a_normal_pace_is_served(agent: str) -> None:
             yield payload[start : start + 8192]
             await asyncio.sleep(0.005)
 
-    async with httpx.AsyncClient(base_url=agent, timeout=GUARD) as http:
+    async with httpx.AsyncClient(base_url=agent, timeout=GUARD, verify=TLS) as http:
         reply = await http.post(
             "/", content=chunks(), headers={**V1, "Content-Type": "application/json"}
         )
@@ -161,7 +161,7 @@ async def test_a_stream_longer_than_both_deadlines_is_served(agent: str) -> None
     }
     states: list[str] = []
     async with (
-        httpx.AsyncClient(base_url=agent, timeout=GUARD) as http,
+        httpx.AsyncClient(base_url=agent, timeout=GUARD, verify=TLS) as http,
         http.stream("POST", "/", json=body, headers=V1) as stream,
     ):
         assert stream.status_code == 200

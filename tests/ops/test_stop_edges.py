@@ -19,6 +19,7 @@ import httpx
 import pytest
 
 from apcore_a2a import StartupError, serve
+from tests._support import TLS
 
 from .._support import ROOT, ServerProcess, free_port, wait_http
 from ._agent import build_registry, send, wait_state
@@ -109,7 +110,7 @@ async def test_a_ctrl_c_while_the_exit_waits_for_a_module_ends_the_process_in_on
     try:
         url = f"http://127.0.0.1:{port}"
         wait_http(url + "/health", proc=proc)
-        async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+        async with httpx.AsyncClient(base_url=url, timeout=30, verify=TLS) as http:
             path = str(tmp_path / "never")
             task = await send(http, skill, {"path": path}, return_immediately=True)
             await wait_state(http, task["id"], {"TASK_STATE_WORKING"})
@@ -177,7 +178,7 @@ async def test_one_ctrl_c_through_a_forwarding_wrapper_counts_once(
     try:
         url = f"http://127.0.0.1:{port}"
         wait_http(url + "/health", proc=proc)
-        async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+        async with httpx.AsyncClient(base_url=url, timeout=30, verify=TLS) as http:
             task = await send(http, "ops.await_file", {"path": str(gate)}, return_immediately=True)
             await wait_state(http, task["id"], {"TASK_STATE_WORKING"})
         os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C in the terminal

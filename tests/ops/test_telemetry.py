@@ -27,7 +27,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 from apcore_a2a import A2AServerFactory
 from apcore_a2a.ops import telemetry
-from tests._support import running_server
+from tests._support import TLS, running_server
 from tests.upstream._plain import plain_agent
 
 from ._agent import (
@@ -308,7 +308,7 @@ def _sdk_traced() -> None:
 async def _plain_answers(url: str, exporter: InMemorySpanExporter) -> list[Any]:
     """Bytes of what a plain a2a-sdk agent answers (ids fixed), with the SDK's span names."""
     answers: list[Any] = []
-    async with httpx.AsyncClient(base_url=url, timeout=20) as http:
+    async with httpx.AsyncClient(base_url=url, timeout=20, verify=TLS) as http:
         for method, path, body in (
             ("POST", "/", {"jsonrpc": "2.0", "id": 7, "method": "GetTask", "params": {"id": "x"}}),
             ("POST", "/", {"jsonrpc": "2.0", "id": 8, "method": "Nope", "params": {}}),

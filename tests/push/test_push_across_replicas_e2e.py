@@ -17,6 +17,8 @@ from typing import Any
 import httpx
 import pytest
 
+from tests._support import TLS
+
 from .._postgres import pg_schema_url
 from .._support import EXAMPLES, cli_server
 from ._agent import receiver, rpc
@@ -48,7 +50,7 @@ async def test_a_config_stored_on_b_gets_a_task_finished_on_a_once(
     replicas: tuple[str, str],
 ) -> None:
     a, b = replicas
-    async with receiver() as rec, httpx.AsyncClient(timeout=60) as client:
+    async with receiver() as rec, httpx.AsyncClient(timeout=60, verify=TLS) as client:
         message = {
             "messageId": uuid.uuid4().hex,
             "role": "ROLE_USER",

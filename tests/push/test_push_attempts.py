@@ -24,6 +24,7 @@ from sqlalchemy import select
 
 from apcore_a2a.push.status import ConfigStatusBook, aim, create_tables, failed_configs
 from apcore_a2a.storage._urls import create_engine, parse_store_url
+from tests._support import TLS
 
 from .._postgres import store_url
 from ._agent import GATES, push_agent, receiver, rpc, skill_message, statuses, two_replicas
@@ -69,7 +70,7 @@ async def test_an_attempt_reads_the_store_once(sql_store: str) -> None:
     async with (
         receiver(fail_first={"/h": 2}) as rec,
         push_agent(**fast) as (base, app),
-        httpx.AsyncClient(timeout=10) as client,
+        httpx.AsyncClient(timeout=10, verify=TLS) as client,
     ):
         sender = app.state.a2a.extras["push"].sender
         with watching(count):
@@ -171,7 +172,7 @@ async def test_a_store_outage_at_an_attempt_retries_it_on_a_warning_line(
     async with (
         receiver() as rec,
         push_agent(**fast) as (base, app),
-        httpx.AsyncClient(timeout=10) as client,
+        httpx.AsyncClient(timeout=10, verify=TLS) as client,
     ):
         sender = app.state.a2a.extras["push"].sender
         with watching(fail_once):

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import httpx
 
+from tests._support import TLS
+
 from ._agent import push_agent, rpc, skill_message, statuses
 from ._hostile import hostile
 
@@ -34,8 +36,8 @@ async def test_deliveries_waiting_for_a_slot_give_way_to_another_callers_receive
             push_queue_bytes=budget,
             shutdown_timeout=1.0,
         ) as (base, app),
-        httpx.AsyncClient(timeout=10, headers=ALICE) as alice,
-        httpx.AsyncClient(timeout=10, headers=BOB) as bob,
+        httpx.AsyncClient(timeout=10, headers=ALICE, verify=TLS) as alice,
+        httpx.AsyncClient(timeout=10, headers=BOB, verify=TLS) as bob,
     ):
         sender = app.state.a2a.extras["push"].sender
         parked = []

@@ -16,6 +16,8 @@ import httpx
 import pytest
 from a2a.types import CancelTaskRequest, TaskState
 
+from tests._support import TLS
+
 from .._postgres import store_url
 from .._support import free_port, running_server
 from ..bindings._grpc import stubs
@@ -69,7 +71,7 @@ async def _working(client: httpx.AsyncClient, base: str, task_id: str) -> None:
 
 @contextlib.asynccontextmanager
 async def _clients() -> AsyncIterator[tuple[Any, httpx.AsyncClient]]:
-    async with receiver() as rec, httpx.AsyncClient(timeout=10) as client:
+    async with receiver() as rec, httpx.AsyncClient(timeout=10, verify=TLS) as client:
         yield rec, client
 
 

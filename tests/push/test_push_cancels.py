@@ -14,6 +14,8 @@ import asyncpg
 import httpx
 import pytest
 
+from tests._support import TLS
+
 from .._postgres import PG_DB, PG_HOST, PG_PORT, PG_USER, pg_schema_url, store_url
 from .._support import cli_server
 from ._agent import push_agent, receiver, rpc, two_replicas
@@ -75,7 +77,7 @@ async def test_a_cancel_of_a_parked_task_is_pushed_once() -> None:
     async with (
         receiver() as rec,
         push_agent() as (base, app),
-        httpx.AsyncClient(timeout=10) as client,
+        httpx.AsyncClient(timeout=10, verify=TLS) as client,
     ):
         reply = await rpc(client, base, "SendMessage", {"message": message("demo.transfer", 3)})
         task = reply["result"]["task"]
@@ -97,7 +99,7 @@ async def test_a_task_failed_for_a_killed_replica_is_pushed_once(
     env = KILLED_REPLICA_ENV
     args = ["--extensions-dir", PROBES, "--task-store", shared_store, "--cluster"]
     journal = tmp_path / "journal.txt"
-    async with receiver() as rec, httpx.AsyncClient(timeout=10) as client:
+    async with receiver() as rec, httpx.AsyncClient(timeout=10, verify=TLS) as client:
         with (
             cli_server(args, env=env) as (base_a, proc_a),
             cli_server(args, env=env) as (base_b, _proc_b),

@@ -13,6 +13,8 @@ import pytest
 from a2a.compat.v0_3 import a2a_v0_3_pb2 as pb2_v03
 from a2a.types import TaskPushNotificationConfig
 
+from tests._support import TLS
+
 from .._support import free_port, running_server
 from ..bindings._grpc import rich_status, stubs
 from ._agent import (
@@ -49,7 +51,7 @@ async def test_a_config_over_the_cap_is_refused_with_the_typed_error_on_every_bi
     grpc_port = free_port()
     async with (
         push_agent(push_max_configs_per_task=3, grpc_port=grpc_port) as (base, _app),
-        httpx.AsyncClient(timeout=10) as client,
+        httpx.AsyncClient(timeout=10, verify=TLS) as client,
     ):
         # A task waiting for approval: it takes a follow-up message (with a config) below.
         parked = await rpc(
@@ -154,7 +156,10 @@ async def test_fifty_concurrent_registrations_store_exactly_the_cap_in_sql(sql_s
 
 
 async def _fifty_at_once(overrides: dict[str, Any]) -> None:
-    async with push_agent(**overrides) as (base, _app), httpx.AsyncClient(timeout=30) as client:
+    async with (
+        push_agent(**overrides) as (base, _app),
+        httpx.AsyncClient(timeout=30, verify=TLS) as client,
+    ):
         task_id = await _task(client, base)
         replies = await asyncio.gather(
             *(_create(client, base, task_id, f"c{i}") for i in range(50))
@@ -172,14 +177,17 @@ async def _fifty_at_once(overrides: dict[str, Any]) -> None:
 async def test_a_damaged_config_counts_toward_the_cap(sql_store: str) -> None:
     # A row the agent cannot read is left out of lists, but it is a stored config all
     # the same: with the cap at 2 and one such row, one more config is accepted.
-    async with push_agent(task_store=sql_store) as (base, _app), httpx.AsyncClient() as client:
+    async with (
+        push_agent(task_store=sql_store) as (base, _app),
+        httpx.AsyncClient(verify=TLS) as client,
+    ):
         task_id = await _task(client, base)
         assert "result" in await _create(client, base, task_id, "damaged")
     await damage_rows(sql_store, task_id, {"damaged": ("9.9", b"{}")})
 
     async with (
         push_agent(task_store=sql_store, push_max_configs_per_task=2) as (base, _app),
-        httpx.AsyncClient(timeout=10) as client,
+        httpx.AsyncClient(timeout=10, verify=TLS) as client,
     ):
         assert (await _create(client, base, task_id, "c1"))["result"]["id"] == "c1"
         over = await _create(client, base, task_id, "c2")
@@ -193,7 +201,7 @@ async def test_a_damaged_config_counts_toward_the_cap(sql_store: str) -> None:
     # Twenty at once against a cap of 3: the damaged row leaves room for two.
     async with (
         push_agent(task_store=sql_store, push_max_configs_per_task=3) as (base, _app),
-        httpx.AsyncClient(timeout=30) as client,
+        httpx.AsyncClient(timeout=30, verify=TLS) as client,
     ):
         replies = await asyncio.gather(
             *(_create(client, base, task_id, f"n{i}") for i in range(20))
@@ -213,7 +221,7 @@ async def test_two_replicas_registering_at_once_never_exceed_the_cap(pg_store: s
     async with (
         running_server(apps[0]) as base_a,
         running_server(apps[1]) as base_b,
-        httpx.AsyncClient(timeout=30) as client,
+        httpx.AsyncClient(timeout=30, verify=TLS) as client,
     ):
         task_id = await _task(client, base_a)
         replies = await asyncio.gather(
@@ -234,7 +242,7 @@ async def test_300_registrations_on_one_task_fan_out_to_at_most_the_cap() -> Non
     async with (
         receiver() as rec,
         push_agent() as (base, app),
-        httpx.AsyncClient(timeout=30) as client,
+        httpx.AsyncClient(timeout=30, verify=TLS) as client,
     ):
         reply = await rpc(
             client,
@@ -318,7 +326,7 @@ async def test_300_registrations_on_one_task_fan_out_to_at_most_the_cap() -> Non
 async def test_values_that_cannot_travel_in_a_header_are_refused_at_registration(
     config: dict[str, Any], message: str
 ) -> None:
-    async with push_agent() as (base, _app), httpx.AsyncClient(timeout=10) as client:
+    async with push_agent() as (base, _app), httpx.AsyncClient(timeout=10, verify=TLS) as client:
         task_id = await _task(client, base)
         reply = await rpc(
             client,

@@ -7,6 +7,8 @@ import asyncio
 import httpx
 import pytest
 
+from tests._support import TLS
+
 from .._support import cli
 from .._support import json_lines as lines
 from ._agent import GATES, push_agent, receiver, rpc, skill_message
@@ -18,7 +20,7 @@ async def test_push_commands_manage_configs_and_show_their_status(protocol: str)
     async with (
         receiver(always={"/dead": 503}) as rec,
         push_agent(push_retry_delays=(0.05,), push_max_configs_per_task=2) as (base, app),
-        httpx.AsyncClient(timeout=10) as client,
+        httpx.AsyncClient(timeout=10, verify=TLS) as client,
     ):
         reply = await rpc(
             client,

@@ -34,6 +34,8 @@ from typing import Any
 import httpx
 import pytest
 
+from tests._support import TLS
+
 from .._postgres import PG_DB, PG_HOST, PG_PORT, PG_USER, kill_slot_renames, pg_schema_url
 from .._support import EXAMPLES, cli_server
 from ._agent import rpc
@@ -156,7 +158,7 @@ async def test_a_config_registered_again_while_deleted_elsewhere_keeps_its_slot(
     replicas: tuple[str, str, str],
 ) -> None:
     a, b, schema = replicas
-    async with httpx.AsyncClient(timeout=60) as client, _session() as session:
+    async with httpx.AsyncClient(timeout=60, verify=TLS) as client, _session() as session:
         task_id = await _parked(client, a)
         config = {"taskId": task_id, "id": "hook", "url": HOOK}
         assert "result" in await rpc(client, a, CREATE, config)
@@ -177,7 +179,7 @@ async def test_a_config_registered_again_under_0_3_while_deleted_elsewhere_keeps
     bodies. Before: A's delete dropped the config's version record after its row delete,
     so after B's registration, read as 1.0: 1.0 bodies to a 0.3 receiver."""
     a, b, schema = replicas
-    async with httpx.AsyncClient(timeout=60) as client, _session() as session:
+    async with httpx.AsyncClient(timeout=60, verify=TLS) as client, _session() as session:
         task_id = await _parked(client, a)
         config = {"taskId": task_id, "id": "hook", "url": HOOK}
         assert "result" in await rpc(client, a, CREATE, config)
@@ -195,7 +197,7 @@ async def test_a_0_3_config_whose_delete_died_keeps_its_version() -> None:
     when its process is killed; the config stays stored, and so does its 0.3 version."""
     with pg_schema_url(agents=2) as url, cli_server(_one_agent(url)) as (a, pa):
         schema = url.rsplit("schema=", 1)[1]
-        async with httpx.AsyncClient(timeout=60) as client, _session() as session:
+        async with httpx.AsyncClient(timeout=60, verify=TLS) as client, _session() as session:
             task_id = await _parked(client, a)
             config = {"taskId": task_id, "pushNotificationConfig": HOOK_03}
             assert "result" in await rpc(client, a, SET_03, config, version="0.3")
@@ -243,7 +245,7 @@ async def test_a_0_3_config_stored_before_an_outage_keeps_its_version() -> None:
     0.3 version."""
     with pg_schema_url() as url, cli_server(_one_agent(url, "--cluster")) as (a, _pa):
         schema = url.rsplit("schema=", 1)[1]
-        async with httpx.AsyncClient(timeout=60) as client, _session() as session:
+        async with httpx.AsyncClient(timeout=60, verify=TLS) as client, _session() as session:
             task_id = await _parked(client, a)
             await _hold_turn(session, schema, task_id)
             config = {"taskId": task_id, "pushNotificationConfig": HOOK_03}
@@ -266,7 +268,7 @@ async def test_a_config_whose_delete_died_at_its_settle_leaves_no_slot_taken() -
         args = _one_agent(url, "--cluster")
         with cli_server(args, env=env) as (a, pa), cli_server(args, env=env) as (b, _pb):
             schema = url.rsplit("schema=", 1)[1]
-            async with httpx.AsyncClient(timeout=60) as client, _session() as session:
+            async with httpx.AsyncClient(timeout=60, verify=TLS) as client, _session() as session:
                 task_id = await _parked(client, a)
                 assert "result" in await rpc(client, a, CREATE, {"taskId": task_id, **HOOK_03})
                 await _hold_turn(session, schema, task_id)
@@ -297,7 +299,7 @@ async def test_a_config_whose_slot_rename_failed_leaves_no_slot_taken() -> None:
         env = {"A2A_PUSH_MAX_CONFIGS_PER_TASK": "1"}
         with cli_server(_one_agent(url, "--cluster"), env=env) as (a, _pa):
             schema = url.rsplit("schema=", 1)[1]
-            async with httpx.AsyncClient(timeout=60) as client, _session() as session:
+            async with httpx.AsyncClient(timeout=60, verify=TLS) as client, _session() as session:
                 task_id = await _parked(client, a)
                 await kill_slot_renames(schema, "push", True)
                 answer = await rpc(client, a, CREATE, {"taskId": task_id, **HOOK_03})

@@ -24,7 +24,7 @@ from apcore import Registry
 
 from apcore_a2a import A2AServerFactory
 from tests._postgres import PG_DB, PG_HOST, PG_PORT, PG_USER, pg_schema_url
-from tests._support import running_server
+from tests._support import TLS, running_server
 from tests.lifecycle._modules import Pay
 
 V1 = {"A2A-Version": "1.0"}
@@ -63,7 +63,7 @@ async def test_one_config_registered_on_two_replicas_at_once_is_stored_once() ->
         async with (
             _replica(store) as a,
             _replica(store) as b,
-            httpx.AsyncClient(timeout=60) as http,
+            httpx.AsyncClient(timeout=60, verify=TLS) as http,
         ):
             message = {
                 "messageId": uuid.uuid4().hex,

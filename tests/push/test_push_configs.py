@@ -20,6 +20,7 @@ from a2a.types import (
 )
 
 from apcore_a2a.push import JWKS_PATH, PUSH_SIGNING_EXTENSION_URI
+from tests._support import TLS
 
 from ._agent import V1, add_message, push_agent, rpc
 from .test_push_policy import SECURE_TABLE
@@ -36,7 +37,7 @@ async def _completed_task(client: httpx.AsyncClient, base: str) -> str:
 async def test_without_the_option_config_methods_answer_32003() -> None:
     async with (
         push_agent(push_notifications=False) as (base, _app),
-        httpx.AsyncClient(timeout=10) as client,
+        httpx.AsyncClient(timeout=10, verify=TLS) as client,
     ):
         task_id = await _completed_task(client, base)
         url = "http://127.0.0.1:9/hook"
@@ -90,7 +91,7 @@ async def test_without_the_option_config_methods_answer_32003() -> None:
 
 
 async def test_card_advertises_push_and_the_jwks() -> None:
-    async with push_agent() as (base, _app), httpx.AsyncClient(timeout=10) as client:
+    async with push_agent() as (base, _app), httpx.AsyncClient(timeout=10, verify=TLS) as client:
         card = (await client.get(base + "/.well-known/agent-card.json")).json()
         assert card["capabilities"]["pushNotifications"] is True
         (ext,) = [
@@ -116,7 +117,7 @@ async def test_secure_agent_refuses_unsafe_urls_with_the_reason_on_every_binding
 ) -> None:
     base, task_id = secure_agent
     expected = f"Invalid push notification URL: {reason}"
-    async with httpx.AsyncClient(timeout=10) as client:
+    async with httpx.AsyncClient(timeout=10, verify=TLS) as client:
         new = await rpc(
             client, base, "CreateTaskPushNotificationConfig", {"taskId": task_id, "url": url}
         )
@@ -167,7 +168,7 @@ async def test_a_url_the_sender_could_not_send_is_refused_at_registration(
 ) -> None:
     # Allowed host (loopback, insecure mode): only the URL's own text is wrong. Before, such
     # a config was stored ``active`` and every delivery to it vanished without a count.
-    async with push_agent() as (base, _app), httpx.AsyncClient(timeout=10) as client:
+    async with push_agent() as (base, _app), httpx.AsyncClient(timeout=10, verify=TLS) as client:
         task_id = await _completed_task(client, base)
         url = f"http://127.0.0.1:9{path}"
         expected = f"Invalid push notification URL: {reason}"
@@ -193,7 +194,7 @@ async def secure_agent() -> AsyncIterator[tuple[str, str]]:
     """One secure-mode agent (and a finished task) for the whole SSRF table."""
     async with (
         push_agent(push_allow_insecure_urls=False) as (base, _app),
-        httpx.AsyncClient(timeout=10) as client,
+        httpx.AsyncClient(timeout=10, verify=TLS) as client,
     ):
         yield base, await _completed_task(client, base)
 
@@ -202,7 +203,7 @@ async def secure_agent() -> AsyncIterator[tuple[str, str]]:
 async def test_public_https_url_is_accepted_in_secure_mode(secure_agent: tuple[str, str]) -> None:
     # The task is already finished, so no event is ever sent to this address.
     base, task_id = secure_agent
-    async with httpx.AsyncClient(timeout=10) as client:
+    async with httpx.AsyncClient(timeout=10, verify=TLS) as client:
         created = await rpc(
             client,
             base,
@@ -216,7 +217,7 @@ async def test_public_https_url_is_accepted_in_secure_mode(secure_agent: tuple[s
 
 
 async def test_response_shapes_on_json_rpc_and_rest() -> None:
-    async with push_agent() as (base, _app), httpx.AsyncClient(timeout=10) as client:
+    async with push_agent() as (base, _app), httpx.AsyncClient(timeout=10, verify=TLS) as client:
         task_id = await _completed_task(client, base)
         hook = "http://127.0.0.1:9/hook"
         # 1.0: exactly the standard config (the delivery status is at /push/status).
@@ -369,7 +370,7 @@ async def test_official_sdk_clients_manage_configs(version: str) -> None:
 
     async with (
         push_agent() as (base, _app),
-        httpx.AsyncClient(timeout=10, event_hooks={"request": [record]}) as http,
+        httpx.AsyncClient(timeout=10, event_hooks={"request": [record]}, verify=TLS) as http,
     ):
         task_id = await _completed_task(http, base)
         card = await A2ACardResolver(http, base).get_agent_card()

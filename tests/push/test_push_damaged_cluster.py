@@ -16,6 +16,8 @@ from typing import Any
 import httpx
 import pytest
 
+from tests._support import TLS
+
 from .._postgres import pg_schema_url
 from .._support import cli_server, running_server
 from ._agent import Receiver, push_app, receiver, rpc, two_replicas
@@ -101,7 +103,7 @@ async def test_a_killed_replicas_task_is_failed_and_pushed_past_a_damaged_config
         b = push_app(task_store=url, cluster=True, **_FAST_CLUSTER)
         async with (
             receiver() as rec,
-            httpx.AsyncClient(timeout=10) as client,
+            httpx.AsyncClient(timeout=10, verify=TLS) as client,
             running_server(b) as base_b,
         ):
             with cli_server(args, env=env) as (base_a, proc_a):
@@ -148,7 +150,7 @@ async def test_a_restart_recovers_its_tasks_past_a_damaged_config(
     env = {"PUSH_NOTIFICATIONS": "true", "A2A_PUSH_ALLOW_INSECURE_URLS": "true"}
     journal = tmp_path / "journal.txt"
     with pg_schema_url(agents=1) as url:
-        async with receiver() as rec, httpx.AsyncClient(timeout=10) as client:
+        async with receiver() as rec, httpx.AsyncClient(timeout=10, verify=TLS) as client:
             with cli_server(["--extensions-dir", PROBES, "--task-store", url], env=env) as (
                 base,
                 proc,

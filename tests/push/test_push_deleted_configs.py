@@ -14,6 +14,8 @@ import asyncio
 import httpx
 import pytest
 
+from tests._support import TLS
+
 from ._agent import V1, push_agent, rpc, skill_message
 from ._hostile import hostile
 
@@ -23,7 +25,7 @@ async def test_deleting_a_config_frees_its_bytes_and_posts_nothing_more(binding:
     async with (
         hostile("stall") as stall,
         push_agent(push_timeout=30.0, push_retry_delays=(), shutdown_timeout=1.0) as (base, app),
-        httpx.AsyncClient(timeout=10) as client,
+        httpx.AsyncClient(timeout=10, verify=TLS) as client,
     ):
         sender = app.state.a2a.extras["push"].sender
         hook = {"taskPushNotificationConfig": {"id": "s", "url": stall.url}}

@@ -10,6 +10,8 @@ from typing import Any
 import httpx
 import pytest
 
+from tests._support import TLS
+
 from ._agent import (
     GATES,
     V1,
@@ -55,7 +57,7 @@ async def test_flaky_receiver_gets_every_event_once_in_order_after_1s_2s_retries
     async with (
         receiver(fail_first={"/flaky": 2}) as rec,
         push_agent() as (base, app),
-        httpx.AsyncClient(timeout=10) as client,
+        httpx.AsyncClient(timeout=10, verify=TLS) as client,
     ):
         hook = rec.url("/flaky")
         reply = await rpc(
@@ -139,7 +141,7 @@ async def test_always_failing_receiver_marks_the_config_failed() -> None:
     async with (
         receiver(always={"/dead": 503}) as rec,
         push_agent(push_retry_delays=(0.05, 0.1, 0.2)) as (base, app),
-        httpx.AsyncClient(timeout=10) as client,
+        httpx.AsyncClient(timeout=10, verify=TLS) as client,
     ):
         reply = await rpc(
             client,
@@ -187,7 +189,7 @@ async def test_client_error_is_not_retried() -> None:
     async with (
         receiver(always={"/gone": 410}) as rec,
         push_agent(push_retry_delays=(0.05,)) as (base, app),
-        httpx.AsyncClient(timeout=10) as client,
+        httpx.AsyncClient(timeout=10, verify=TLS) as client,
     ):
         reply = await rpc(
             client,
@@ -218,7 +220,7 @@ async def test_unreachable_receiver_is_retried_then_failed() -> None:
     closed = f"http://127.0.0.1:{free_port()}/nobody"
     async with (
         push_agent(push_retry_delays=(0.05, 0.05)) as (base, app),
-        httpx.AsyncClient(timeout=10) as client,
+        httpx.AsyncClient(timeout=10, verify=TLS) as client,
     ):
         reply = await rpc(
             client,
@@ -243,7 +245,7 @@ async def test_config_added_while_running_gets_the_rest_in_order() -> None:
     async with (
         receiver() as rec,
         push_agent(demo_registry(slow)) as (base, app),
-        httpx.AsyncClient(timeout=10) as client,
+        httpx.AsyncClient(timeout=10, verify=TLS) as client,
     ):
         message = add_message()
         message["metadata"] = {"skillId": "demo.slow_add"}
@@ -287,7 +289,7 @@ async def test_config_rides_in_the_send_request_on_0_3_and_rest() -> None:
     async with (
         receiver() as rec,
         push_agent() as (base, app),
-        httpx.AsyncClient(timeout=10) as client,
+        httpx.AsyncClient(timeout=10, verify=TLS) as client,
     ):
         old = await rpc(
             client,
@@ -394,7 +396,7 @@ async def test_a_receivers_cookie_is_never_sent_with_a_later_delivery() -> None:
     async with (
         running_server(app) as hooks,
         push_agent() as (base, agent),
-        httpx.AsyncClient(timeout=10) as client,
+        httpx.AsyncClient(timeout=10, verify=TLS) as client,
     ):
         for path, token in (("/alice", "tok-a"), ("/bob", "tok-b"), ("/alice", "tok-a")):
             config = {"url": hooks + path, "token": token}

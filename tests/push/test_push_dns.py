@@ -22,6 +22,7 @@ from apcore_a2a.edge.call import CallRecord
 from apcore_a2a.push import AresResolver, PushUrlPolicy
 from apcore_a2a.push.lookups import MAX_LOOKUPS
 from apcore_a2a.push.policy import Checked
+from tests._support import TLS
 
 from .._support import sse_frames
 from ..bindings._agent import serve_agent
@@ -87,7 +88,7 @@ async def _agent_on(
         # Idle connections are let go well before uvicorn's (5 s, httpx's default too):
         # a request sent on one the server is closing fails (ReadError), and a burst of
         # 100 callers that keeps the agent busy for seconds left some idle that long.
-        httpx.AsyncClient(timeout=60, limits=_POOL) as client,
+        httpx.AsyncClient(timeout=60, limits=_POOL, verify=TLS) as client,
     ):
         yield base, client
 
@@ -345,7 +346,7 @@ async def test_an_sdk_client_registers_a_localhost_webhook_and_it_is_delivered()
         name_server() as dns,
         receiver() as rec,
         push_agent(push_dns_servers=[dns.address]) as (base, app),
-        httpx.AsyncClient(timeout=30) as http,
+        httpx.AsyncClient(timeout=30, verify=TLS) as http,
     ):
         params = {"message": skill_message("demo.gate", 601), "configuration": _IMMEDIATELY}
         reply = await rpc(http, base, "SendMessage", params)
@@ -372,7 +373,7 @@ def test_a_finished_lookup_keeps_nothing_of_its_call() -> None:
     # method kept the lookup, its failed answer's traceback and so the whole call (its
     # request, its call record) for as long as no other lookup ended.
     with serve_agent(push_notifications=True, push_allow_insecure_urls=True) as agent:
-        with httpx.Client(base_url=agent.url, timeout=30) as http:
+        with httpx.Client(base_url=agent.url, timeout=30, verify=TLS) as http:
             params = {"taskId": "t", "url": f"http://{'x' * 300}/hook"}
             body = {"jsonrpc": "2.0", "id": 1, "method": "CreateTaskPushNotificationConfig"}
             answer = http.post("/", json={**body, "params": params}, headers=V1).json()

@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from apcore_a2a.push import AresResolver
+from tests._support import TLS
 
 from ._agent import add_message, push_agent, receiver, rpc
 from ._dns import name_server
@@ -34,7 +35,7 @@ async def _delivered_to(hosts: list[str]) -> set[str]:
     async with (
         receiver() as rec,
         push_agent() as (base, _app),
-        httpx.AsyncClient(timeout=30) as client,
+        httpx.AsyncClient(timeout=30, verify=TLS) as client,
     ):
         port = rec.base.rsplit(":", 1)[1]
         for host in hosts:

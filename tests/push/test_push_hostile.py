@@ -15,6 +15,8 @@ from typing import Any
 import httpx
 import pytest
 
+from tests._support import TLS
+
 from .._support import cli_server
 from ._agent import add_message, push_agent, rpc, skill_message, statuses
 from ._hostile import hostile
@@ -53,7 +55,7 @@ async def test_a_receiver_answering_1_gib_leaves_agent_memory_flat() -> None:
         async with (
             hostile("ok") as polite,
             hostile("huge", size=1 << 30) as huge,
-            httpx.AsyncClient(timeout=30) as client,
+            httpx.AsyncClient(timeout=30, verify=TLS) as client,
         ):
             # Warm up every code path of a delivery first, so the baseline includes them.
             for _ in range(3):
@@ -88,7 +90,7 @@ async def test_a_header_drip_ends_each_attempt_at_push_timeout(
     async with (
         hostile("drip-headers", interval=0.2) as drip,
         push_agent(push_timeout=1.0, push_retry_delays=(0.1,)) as (base, app),
-        httpx.AsyncClient(timeout=10) as client,
+        httpx.AsyncClient(timeout=10, verify=TLS) as client,
     ):
         reply = await rpc(client, base, "SendMessage", _config(drip.url, "d"))
         task_id = reply["result"]["task"]["id"]
@@ -114,7 +116,7 @@ async def test_a_body_drip_after_a_2xx_is_cut_at_push_timeout_and_counts_as_deli
     async with (
         hostile("drip-body", interval=0.2) as drip,
         push_agent(push_timeout=1.0, push_retry_delays=(0.1,)) as (base, app),
-        httpx.AsyncClient(timeout=10) as client,
+        httpx.AsyncClient(timeout=10, verify=TLS) as client,
     ):
         reply = await rpc(client, base, "SendMessage", _config(drip.url, "b"))
         task_id = reply["result"]["task"]["id"]
@@ -144,7 +146,7 @@ async def test_a_stalled_receiver_overflows_its_bounded_queue_and_is_marked_fail
         push_agent(
             push_timeout=30.0, push_retry_delays=(), push_queue_size=5, shutdown_timeout=1.0
         ) as (base, app),
-        httpx.AsyncClient(timeout=10) as client,
+        httpx.AsyncClient(timeout=10, verify=TLS) as client,
     ):
         sender = app.state.a2a.extras["push"].sender
         reply = await rpc(
@@ -194,7 +196,7 @@ async def test_stalled_receivers_of_many_tasks_hold_at_most_push_max_deliveries(
             push_max_deliveries=2,
             shutdown_timeout=1.0,
         ) as (base, app),
-        httpx.AsyncClient(timeout=10) as client,
+        httpx.AsyncClient(timeout=10, verify=TLS) as client,
     ):
         sender = app.state.a2a.extras["push"].sender
         for caller in (ALICE, BOB) * 3:
@@ -221,7 +223,7 @@ async def test_stalled_receivers_hold_at_most_push_queue_bytes_and_others_keep_d
         push_agent(
             push_timeout=30.0, push_retry_delays=(), push_queue_bytes=budget, shutdown_timeout=1.0
         ) as (base, app),
-        httpx.AsyncClient(timeout=10) as client,
+        httpx.AsyncClient(timeout=10, verify=TLS) as client,
     ):
         sender = app.state.a2a.extras["push"].sender
         peak = 0
@@ -297,8 +299,8 @@ async def test_one_callers_stalled_receivers_hold_at_most_half_of_push_max_deliv
             push_max_deliveries=2,
             shutdown_timeout=1.0,
         ) as (base, app),
-        httpx.AsyncClient(timeout=10, headers=ALICE) as alice,
-        httpx.AsyncClient(timeout=10, headers=BOB) as bob,
+        httpx.AsyncClient(timeout=10, headers=ALICE, verify=TLS) as alice,
+        httpx.AsyncClient(timeout=10, headers=BOB, verify=TLS) as bob,
     ):
         sender = app.state.a2a.extras["push"].sender
         for _ in range(3):
@@ -333,8 +335,8 @@ async def test_one_callers_many_small_queues_never_stop_anothers_receiver() -> N
             push_queue_bytes=budget,
             shutdown_timeout=1.0,
         ) as (base, app),
-        httpx.AsyncClient(timeout=10, headers=ALICE) as alice,
-        httpx.AsyncClient(timeout=10, headers=BOB) as bob,
+        httpx.AsyncClient(timeout=10, headers=ALICE, verify=TLS) as alice,
+        httpx.AsyncClient(timeout=10, headers=BOB, verify=TLS) as bob,
     ):
         sender = app.state.a2a.extras["push"].sender
 

@@ -9,6 +9,8 @@ from typing import Any
 import httpx
 import pytest
 
+from tests._support import TLS
+
 from ._agent import add_message, push_agent, receiver, rpc
 
 FORGED = "\nERROR apcore_a2a.auth forged record"
@@ -28,7 +30,7 @@ async def test_a_refused_webhook_url_is_logged_on_one_bounded_line(
 ) -> None:
     caplog.set_level(logging.INFO, logger="apcore_a2a.push")
     url = "https://hooks.example.com/a" + FORGED + "x" * 60_000
-    async with push_agent() as (base, _app), httpx.AsyncClient(timeout=30) as client:
+    async with push_agent() as (base, _app), httpx.AsyncClient(timeout=30, verify=TLS) as client:
         reply = await rpc(client, base, "SendMessage", _config(url, "c1"))
     assert reply["error"]["code"] == -32602, reply
     assert "control character" in reply["error"]["message"]
@@ -46,7 +48,7 @@ async def test_a_failing_configs_id_is_logged_on_one_line(
     async with (
         receiver(always={"/gone": 410}) as rec,
         push_agent(push_retry_delays=()) as (base, app),
-        httpx.AsyncClient(timeout=30) as client,
+        httpx.AsyncClient(timeout=30, verify=TLS) as client,
     ):
         # A scheme without credentials is accepted (and warned about).
         auth = {"authentication": {"scheme": "Bearer"}}

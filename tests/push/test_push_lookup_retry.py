@@ -15,6 +15,7 @@ from apcore_a2a._egress import Resolver
 from apcore_a2a.push import PushUrlPolicy
 from apcore_a2a.push.attempt import Delivery, GiveUp, try_once
 from apcore_a2a.push.signing import SigningKey
+from tests._support import TLS
 from tests.test_egress_addresses import answers, failing, nothing
 
 from ._agent import GATES, push_agent, receiver, rpc, skill_message
@@ -28,7 +29,10 @@ async def test_a_webhook_name_that_fails_to_resolve_once_is_retried() -> None:
     async with receiver() as rec, name_server({"hook.test": ["127.0.0.1"]}) as names:
         hook = {"id": "h", "url": f"http://hook.test:{urlsplit(rec.base).port}/h"}
         fast = {"push_retry_delays": (0.3,) * 3, "push_dns_servers": [names.address]}
-        async with push_agent(**fast) as (base, app), httpx.AsyncClient(timeout=10) as client:
+        async with (
+            push_agent(**fast) as (base, app),
+            httpx.AsyncClient(timeout=10, verify=TLS) as client,
+        ):
             sender = app.state.a2a.extras["push"].sender
             configuration = {"returnImmediately": True, "taskPushNotificationConfig": hook}
             send = {"message": skill_message("demo.gate", GATE), "configuration": configuration}

@@ -13,6 +13,7 @@ import pytest
 from a2a.types import TaskPushNotificationConfig
 
 from apcore_a2a.push import AresResolver, PushUrlPolicy
+from tests._support import TLS
 from tests.bindings._grpc import stubs
 
 from .._support import free_port
@@ -131,7 +132,7 @@ async def test_a_grpc_caller_that_cancels_gets_its_lookup_slot_back_at_once() ->
             push_dns_servers=[dns.address],
             grpc_port=grpc_port,
         ) as (base, _app),
-        httpx.AsyncClient(timeout=60) as client,
+        httpx.AsyncClient(timeout=60, verify=TLS) as client,
         stubs(f"127.0.0.1:{grpc_port}") as (v1, _v03),
     ):
         made = await first_answer(client, base, "SendMessage", {"message": add_message()}, ALICE)

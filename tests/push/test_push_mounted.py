@@ -20,7 +20,7 @@ from starlette.applications import Starlette
 from starlette.routing import Mount
 
 from apcore_a2a import async_serve
-from tests._support import EXAMPLES, ROOT, ServerProcess, free_port, running_server, wait_http
+from tests._support import EXAMPLES, ROOT, TLS, ServerProcess, free_port, running_server, wait_http
 from tests.foundation.modules import build_registry
 from tests.push._agent import add_message
 
@@ -65,7 +65,7 @@ async def test_mounted_agent_deliveries_verify_at_the_example_receiver(kind: str
             message["metadata"] = {"skillId": "math.add"}
             hook = {"id": "hook", "url": f"http://127.0.0.1:{hook_port}/webhook"}
             params = {"message": message, "configuration": {"taskPushNotificationConfig": hook}}
-            async with httpx.AsyncClient(timeout=30) as http:
+            async with httpx.AsyncClient(timeout=30, verify=TLS) as http:
                 reply = await http.post(
                     base + "/",
                     json={"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": params},

@@ -20,6 +20,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests._support import TLS
+
 from .._postgres import store_url
 from ._agent import (
     GATES,
@@ -55,7 +57,7 @@ async def test_a_config_registered_again_elsewhere_cuts_off_the_old_webhook() ->
         hostile("stall") as old,
         receiver() as rec,
         push_agent(push_timeout=30.0, push_retry_delays=(), shutdown_timeout=1.0) as (base, app),
-        httpx.AsyncClient(timeout=10) as client,
+        httpx.AsyncClient(timeout=10, verify=TLS) as client,
     ):
         sender = app.state.a2a.extras["push"].sender
         n = next(_gates)
@@ -120,7 +122,7 @@ async def test_a_task_evicted_from_memory_ends_its_deliveries() -> None:
         push_agent(
             task_max_capacity=1, push_timeout=30.0, push_retry_delays=(), shutdown_timeout=1.0
         ) as (base, app),
-        httpx.AsyncClient(timeout=10) as client,
+        httpx.AsyncClient(timeout=10, verify=TLS) as client,
     ):
         sender = app.state.a2a.extras["push"].sender
         hook = {"id": "s", "url": stall.url}
@@ -145,7 +147,7 @@ async def test_a_task_deleted_by_retention_ends_its_deliveries(tmp_path: Path) -
     async with (
         receiver(always={"/h": 500}) as rec,
         push_agent(task_store=url, task_retention_seconds=1, **_RETRYING) as (base, app),
-        httpx.AsyncClient(timeout=10) as client,
+        httpx.AsyncClient(timeout=10, verify=TLS) as client,
     ):
         sender = app.state.a2a.extras["push"].sender
         send = {"message": skill_message("demo.chunks", 5)}
@@ -163,7 +165,7 @@ async def test_a_config_registered_again_unchanged_keeps_its_deliveries() -> Non
     async with (
         receiver(fail_first={"/x": 1}) as rec,
         push_agent(push_retry_delays=(0.5,), shutdown_timeout=1.0) as (base, app),
-        httpx.AsyncClient(timeout=10) as client,
+        httpx.AsyncClient(timeout=10, verify=TLS) as client,
     ):
         sender = app.state.a2a.extras["push"].sender
         hook = {"id": "x", "url": rec.url("/x"), "token": "t"}
@@ -207,7 +209,7 @@ async def test_retention_deletes_a_tasks_push_records_with_it(tmp_path: Path) ->
     async with (
         receiver(always={"/h": 410}) as rec,
         push_agent(task_store=url, task_retention_seconds=1, shutdown_timeout=1.0) as (base, app),
-        httpx.AsyncClient(timeout=10) as client,
+        httpx.AsyncClient(timeout=10, verify=TLS) as client,
     ):
         n = next(_gates)
         GATES[n] = gate = asyncio.Event()

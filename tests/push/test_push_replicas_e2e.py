@@ -22,6 +22,8 @@ import httpx
 import jwt
 import pytest
 
+from tests._support import TLS
+
 from .._postgres import pg_schema_url
 from .._support import EXAMPLES, cli_server
 from ._agent import Delivery, Receiver, receiver, rpc, statuses
@@ -74,7 +76,10 @@ async def test_a_version_changed_on_b_ends_as_old_bodies_on_a(
     replicas: tuple[str, str],
 ) -> None:
     a, b = replicas
-    async with receiver(always={"/v": 500}) as rec, httpx.AsyncClient(timeout=10) as client:
+    async with (
+        receiver(always={"/v": 500}) as rec,
+        httpx.AsyncClient(timeout=10, verify=TLS) as client,
+    ):
         hook = {"id": "c", "url": rec.url("/v"), "token": "t"}
         message = {
             "messageId": "m-v",
@@ -100,7 +105,10 @@ async def test_a_version_changed_on_b_ends_as_old_bodies_on_a(
 
 async def test_a_config_failed_on_b_ends_its_deliveries_on_a(replicas: tuple[str, str]) -> None:
     a, b = replicas
-    async with receiver(always={"/f": 500}) as rec, httpx.AsyncClient(timeout=10) as client:
+    async with (
+        receiver(always={"/f": 500}) as rec,
+        httpx.AsyncClient(timeout=10, verify=TLS) as client,
+    ):
         message = {
             "messageId": "m-f",
             "role": "ROLE_USER",

@@ -7,6 +7,8 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from tests._support import TLS
+
 from ._agent import add_message, push_agent, receiver, rpc
 from ._dns import A, name_server
 
@@ -14,7 +16,7 @@ from ._dns import A, name_server
 async def test_a_site_local_ipv6_webhook_is_refused_at_registration() -> None:
     async with (
         push_agent(push_allow_insecure_urls=False) as (base, _app),
-        httpx.AsyncClient(timeout=30) as client,
+        httpx.AsyncClient(timeout=30, verify=TLS) as client,
     ):
         params = {
             "message": add_message(),
@@ -32,7 +34,7 @@ async def test_each_delivery_attempt_resolves_the_webhook_name_once() -> None:
         name_server({"rebind.test": ["127.0.0.1"]}) as dns,
         receiver() as rec,
         push_agent(push_dns_servers=[dns.address]) as (base, app),
-        httpx.AsyncClient(timeout=30) as client,
+        httpx.AsyncClient(timeout=30, verify=TLS) as client,
     ):
         port = httpx.URL(rec.base).port
         url = f"http://rebind.test:{port}/hook"
@@ -63,7 +65,7 @@ async def test_a_refused_name_does_not_tell_the_caller_its_internal_address(
             base,
             _app,
         ),
-        httpx.AsyncClient(timeout=30) as client,
+        httpx.AsyncClient(timeout=30, verify=TLS) as client,
     ):
         params = {
             "message": add_message(),

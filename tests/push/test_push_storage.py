@@ -14,6 +14,7 @@ from cryptography.fernet import Fernet
 
 from apcore_a2a import A2AServerFactory
 from apcore_a2a.push import JWKS_PATH
+from tests._support import TLS
 
 from ._agent import (
     GATES,
@@ -34,9 +35,9 @@ BOB = "bob-key-0123456789abcdef00"
 async def test_configs_are_invisible_to_other_identities() -> None:
     async with (
         push_agent(api_keys=(f"{ALICE}=alice", f"{BOB}=bob")) as (base, _app),
-        httpx.AsyncClient(timeout=10) as alice,
-        httpx.AsyncClient(timeout=10) as bob,
-        httpx.AsyncClient(timeout=10) as anonymous,
+        httpx.AsyncClient(timeout=10, verify=TLS) as alice,
+        httpx.AsyncClient(timeout=10, verify=TLS) as bob,
+        httpx.AsyncClient(timeout=10, verify=TLS) as anonymous,
     ):
         alice.headers["X-API-Key"] = ALICE
         bob.headers["X-API-Key"] = BOB
@@ -97,7 +98,7 @@ async def test_configs_status_and_signing_key_survive_a_restart(sql_store: str) 
     async with receiver(always={"/dead": 503}) as rec:
         async with (
             push_agent(task_store=store, push_retry_delays=(0.05,)) as (base, app),
-            httpx.AsyncClient(timeout=10) as client,
+            httpx.AsyncClient(timeout=10, verify=TLS) as client,
         ):
             reply = await rpc(
                 client,
@@ -122,7 +123,7 @@ async def test_configs_status_and_signing_key_survive_a_restart(sql_store: str) 
 
         async with (
             push_agent(task_store=store) as (base, _app),
-            httpx.AsyncClient(timeout=10) as client,
+            httpx.AsyncClient(timeout=10, verify=TLS) as client,
         ):
             listed = await rpc(client, base, "ListTaskPushNotificationConfigs", {"taskId": task_id})
             configs = {c["id"]: c for c in listed["result"]["configs"]}
@@ -143,7 +144,7 @@ async def test_encryption_at_rest_on_sqlite(tmp_path: Path) -> None:
     secret_url = "http://127.0.0.1:9/very-secret-hook-path"
     async with (
         push_agent(task_store=f"sqlite:///{db}", push_encryption_key=key) as (base, _app),
-        httpx.AsyncClient(timeout=10) as client,
+        httpx.AsyncClient(timeout=10, verify=TLS) as client,
     ):
         reply = await rpc(client, base, "SendMessage", {"message": add_message()})
         task_id = reply["result"]["task"]["id"]
@@ -191,7 +192,7 @@ async def test_a_config_id_the_store_cannot_hold_is_refused_as_invalid_params(
     expected = f"Invalid push notification config: {problem}"
     async with (
         push_agent(task_store=sql_store) as (base, _app),
-        httpx.AsyncClient(timeout=10) as client,
+        httpx.AsyncClient(timeout=10, verify=TLS) as client,
     ):
         reply = await rpc(client, base, "SendMessage", {"message": add_message()})
         task_id = reply["result"]["task"]["id"]
@@ -233,7 +234,7 @@ async def test_a_stored_config_that_cannot_be_sent_fails_with_its_reason(tmp_pat
     async with (
         receiver() as rec,
         push_agent(task_store=f"sqlite:///{db}") as (base, app),
-        httpx.AsyncClient(timeout=10) as client,
+        httpx.AsyncClient(timeout=10, verify=TLS) as client,
     ):
         reply = await rpc(
             client,

@@ -28,6 +28,7 @@ from a2a.types import (
 )
 from cryptography.fernet import Fernet
 
+from tests._support import TLS
 from tests.bindings._grpc import failure, rich_status, stubs
 
 from .._support import free_port
@@ -158,7 +159,10 @@ async def _assert_get_unreadable(
 
 async def _register(rec: Receiver, settings: dict[str, Any]) -> tuple[str, str, str]:
     """Alice's parked task, her finished task and bob's, each with configs: the ids."""
-    async with push_agent(**settings) as (base, _app), httpx.AsyncClient(timeout=30) as http:
+    async with (
+        push_agent(**settings) as (base, _app),
+        httpx.AsyncClient(timeout=30, verify=TLS) as http,
+    ):
         ids = []
         for who, message in (("alice", skill_message("demo.transfer", 1)),
                              ("alice", add_message()), ("bob", add_message())):  # fmt: skip
@@ -211,7 +215,7 @@ async def test_a_damaged_push_config_costs_only_itself(
         # The start reads configs (the sender's bookkeeping): it starts all the same.
         async with (
             push_agent(**settings, grpc_port=grpc_port) as (base, app),
-            httpx.AsyncClient(timeout=30) as http,
+            httpx.AsyncClient(timeout=30, verify=TLS) as http,
         ):
             for _ in range(2):  # read again: no second warning
                 assert await _listed_ids(http, base, task_id, address) == [list(GOOD)] * 6

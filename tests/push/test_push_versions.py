@@ -16,6 +16,8 @@ from a2a.compat.v0_3 import types as types_v03
 from a2a.types import GetTaskPushNotificationConfigRequest, TaskPushNotificationConfig
 from google.protobuf.json_format import Parse
 
+from tests._support import TLS
+
 from .._support import free_port, running_server
 from ..bindings._grpc import stubs
 from ..bindings._peers import fetch_card, make_client
@@ -58,7 +60,7 @@ async def test_configs_registered_over_0_3_get_the_whole_task_and_1_0_the_events
     async with (
         receiver() as rec,
         push_agent(grpc_port=grpc_port) as (base, app),
-        httpx.AsyncClient(timeout=10) as client,
+        httpx.AsyncClient(timeout=10, verify=TLS) as client,
     ):
         task_id, gate = await _gated_task(client, base)
         name = f"tasks/{task_id}/pushNotificationConfigs"
@@ -160,7 +162,7 @@ def _gate_of(task: types_v03.Task) -> int:
 
 
 async def test_rest_0_3_refuses_a_body_for_another_task_and_deletes_per_0_3() -> None:
-    async with push_agent() as (base, _app), httpx.AsyncClient(timeout=10) as client:
+    async with push_agent() as (base, _app), httpx.AsyncClient(timeout=10, verify=TLS) as client:
         task_id, gate = await _gated_task(client, base)
         configs = f"{base}/v1/tasks/{task_id}/pushNotificationConfigs"
         other = await client.post(
@@ -197,7 +199,7 @@ async def test_rest_0_3_refuses_a_body_for_another_task_and_deletes_per_0_3() ->
 
 
 async def test_the_sdk_0_3_rest_client_creates_and_reads_configs() -> None:
-    async with push_agent() as (base, _app), httpx.AsyncClient(timeout=10) as client:
+    async with push_agent() as (base, _app), httpx.AsyncClient(timeout=10, verify=TLS) as client:
         task_id, gate = await _gated_task(client, base)
         sdk = make_client(await fetch_card(base), "HTTP+JSON", "0.3")
         created = await sdk.create_task_push_notification_config(
@@ -215,7 +217,7 @@ async def test_config_credentials_travel_in_authorization_and_the_jwt_beside_the
     async with (
         receiver() as rec,
         push_agent() as (base, app),
-        httpx.AsyncClient(timeout=10) as client,
+        httpx.AsyncClient(timeout=10, verify=TLS) as client,
     ):
         task_id, gate = await _gated_task(client, base)
         await rpc(
@@ -268,7 +270,10 @@ async def test_the_registering_version_survives_a_restart(tmp_path: Path) -> Non
 
     async with receiver() as rec:
         first = app()
-        async with running_server(first) as base, httpx.AsyncClient(timeout=10) as client:
+        async with (
+            running_server(first) as base,
+            httpx.AsyncClient(timeout=10, verify=TLS) as client,
+        ):
             reply = await rpc(client, base, "SendMessage", {"message": message("demo.transfer", 7)})
             task = reply["result"]["task"]
             assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
@@ -288,7 +293,10 @@ async def test_the_registering_version_survives_a_restart(tmp_path: Path) -> Non
                 )
                 assert "result" in await rpc(client, base, method, params, version=version)
         second = app()
-        async with running_server(second) as base, httpx.AsyncClient(timeout=10) as client:
+        async with (
+            running_server(second) as base,
+            httpx.AsyncClient(timeout=10, verify=TLS) as client,
+        ):
             assert await second.state.a2a.extras["push"].statuses.versions.read(task["id"]) == {
                 "old": "0.3"
             }
@@ -379,8 +387,8 @@ async def test_another_callers_0_3_configs_never_change_the_shape_of_mine() -> N
     async with (
         receiver() as rec,
         push_agent(api_keys=keys, task_max_capacity=4) as (base, app),
-        httpx.AsyncClient(timeout=10, headers=alice_key) as alice,
-        httpx.AsyncClient(timeout=10, headers=bob_key) as bob,
+        httpx.AsyncClient(timeout=10, headers=alice_key, verify=TLS) as alice,
+        httpx.AsyncClient(timeout=10, headers=bob_key, verify=TLS) as bob,
     ):
         task_id, gate = await _gated_task(alice, base)
         config = {"id": "mine", "url": rec.url("/alice")}

@@ -25,6 +25,7 @@ from sqlalchemy.exc import OperationalError
 from apcore_a2a.client import A2AAuthenticationError, A2AClient, TaskNotFoundError
 from apcore_a2a.errors import StoreUnavailableError
 from apcore_a2a.push import PUSH_STATUS_EXTENSION_URI
+from tests._support import TLS
 
 from ._agent import V1, add_message, push_agent, receiver, rpc
 
@@ -74,7 +75,7 @@ async def test_config_answers_carry_only_the_members_of_the_a2a_schema() -> None
     async with (
         receiver(always={"/dead": 503}) as rec,
         push_agent(push_retry_delays=(0.05,)) as (base, app),
-        httpx.AsyncClient(timeout=10) as client,
+        httpx.AsyncClient(timeout=10, verify=TLS) as client,
     ):
         first = {"id": "dead", "url": rec.url("/dead"), "token": "t"}
         reply = await rpc(
@@ -166,7 +167,7 @@ async def test_the_status_route_shows_a_failed_config_to_its_owner_only() -> Non
             base,
             app,
         ),
-        httpx.AsyncClient(timeout=10) as client,
+        httpx.AsyncClient(timeout=10, verify=TLS) as client,
     ):
         config = {"id": "dead", "url": rec.url("/dead")}
         reply = await client.post(
@@ -241,7 +242,7 @@ async def test_the_status_route_shows_a_failed_config_to_its_owner_only() -> Non
 async def test_an_agent_without_push_serves_no_status_route() -> None:
     async with (
         push_agent(push_notifications=False) as (base, _app),
-        httpx.AsyncClient(timeout=10) as client,
+        httpx.AsyncClient(timeout=10, verify=TLS) as client,
         A2AClient(base) as a2a,
     ):
         card = await a2a.agent_card()
@@ -263,7 +264,7 @@ async def test_the_status_route_answers_our_errors_as_the_a2a_rest_routes() -> N
     same error body as REST ``GetTask`` (not the SDK's generic 500)."""
     async with (
         push_agent(task_store=_UnavailableStore()) as (base, _app),
-        httpx.AsyncClient(timeout=10) as client,
+        httpx.AsyncClient(timeout=10, verify=TLS) as client,
     ):
         status = await client.get(f"{base}/push/status/t-1")
         rest = await client.get(f"{base}/tasks/t-1", headers=V1)
@@ -282,7 +283,7 @@ class _UnreachableRecords:
 
 
 async def test_a_status_book_outage_is_a_store_outage_too() -> None:
-    async with push_agent() as (base, app), httpx.AsyncClient(timeout=10) as client:
+    async with push_agent() as (base, app), httpx.AsyncClient(timeout=10, verify=TLS) as client:
         sent = await rpc(client, base, "SendMessage", {"message": add_message()})
         task_id = sent["result"]["task"]["id"]
         created = await client.post(

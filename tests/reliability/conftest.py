@@ -7,6 +7,8 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
+from tests._support import TLS
+
 from . import _report
 from ._hostile import Hostile, assert_healthy, seed_tasks
 from ._serve import agent_process
@@ -27,7 +29,7 @@ def hostile_agent() -> Iterator[Hostile]:
     """
     with (
         agent_process(push_notifications=True, execution_timeout=10.0) as served,
-        httpx.Client(base_url=served.url, timeout=30) as http,
+        httpx.Client(base_url=served.url, timeout=30, verify=TLS) as http,
     ):
         task_ids = seed_tasks(http)
         yield Hostile(served, http, task_ids)

@@ -25,7 +25,7 @@ from google.protobuf.json_format import ParseDict
 
 from apcore_a2a.settings import Settings
 from benchmarks import busy_health
-from tests._support import ROOT, cli_server, free_port
+from tests._support import ROOT, TLS, cli_server, free_port
 from tests.bindings._grpc import stubs
 
 LIMITS = {name: Settings.model_fields[name].default for name in Settings.model_fields}
@@ -95,7 +95,7 @@ def _rpc(method: str, message: dict[str, Any]) -> bytes:
 @pytest.mark.parametrize("limit", sorted(BREAKERS))
 async def test_each_limit_is_answered_on_every_binding_and_version(agent: str, limit: str) -> None:
     breaker = BREAKERS[limit]
-    async with httpx.AsyncClient(base_url=agent, timeout=30) as http:
+    async with httpx.AsyncClient(base_url=agent, timeout=30, verify=TLS) as http:
         for method, v03, headers in (
             ("SendMessage", False, V10),
             ("SendStreamingMessage", False, V10),
@@ -146,7 +146,7 @@ async def test_arrays_named_parts_inside_data_are_not_parts(agent: str) -> None:
     # Only a message's own parts count against max_parts_per_message.
     data = {"a": 1, "b": 2, "parts": list(range(300)), "content": list(range(300))}
     message = {**_message([_data(data)]), "metadata": {"skillId": "math.add"}}
-    async with httpx.AsyncClient(base_url=agent, timeout=60) as http:
+    async with httpx.AsyncClient(base_url=agent, timeout=60, verify=TLS) as http:
         answer = await http.post("/", content=_rpc("SendMessage", message), headers=V10)
     assert answer.json()["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
 
@@ -155,7 +155,7 @@ async def test_a_message_within_the_limits_is_served(agent: str) -> None:
     bulk = {f"k{i}": i for i in range(VALUES - 100)}
     metadata = {"skillId": "math.add", "bulk": bulk, "deep": _nested(25)}  # 5 levels above it
     message = {**_message([_data({"a": 1, "b": 2})]), "metadata": metadata}
-    async with httpx.AsyncClient(base_url=agent, timeout=60) as http:
+    async with httpx.AsyncClient(base_url=agent, timeout=60, verify=TLS) as http:
         answer = await http.post("/", content=_rpc("SendMessage", message), headers=V10)
     assert answer.json()["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
 
@@ -219,7 +219,7 @@ async def test_long_text_reaches_the_module_whole_on_every_binding(agent: str) -
     parts = [{"text": "head"}, {"text": text}]
     message = {**_message(parts), "metadata": {"skillId": "text.stats"}}
     expected = {"words": 2 * words + 1, "characters": len(text) + len("head") + 1}
-    async with httpx.AsyncClient(base_url=agent, timeout=60) as http:
+    async with httpx.AsyncClient(base_url=agent, timeout=60, verify=TLS) as http:
         for method in ("SendMessage", "SendStreamingMessage"):
             answer = await http.post("/", content=_rpc(method, message), headers=V10)
             assert _stats(answer, method != "SendMessage") == expected, method
@@ -232,7 +232,7 @@ async def test_long_text_reaches_the_module_whole_on_every_binding(agent: str) -
 async def test_a_lone_surrogate_in_a_long_text_is_refused(agent: str) -> None:
     text = "x" * (STRINGS - 1024) + "\ud800"
     message = _message([{"text": text}])
-    async with httpx.AsyncClient(base_url=agent, timeout=60) as http:
+    async with httpx.AsyncClient(base_url=agent, timeout=60, verify=TLS) as http:
         answer = await http.post("/", content=_rpc("SendMessage", message), headers=V10)
         assert answer.json()["error"]["code"] == -32700
         body = json.dumps({"message": message}).encode()

@@ -9,6 +9,7 @@ import httpx
 import pytest
 
 from apcore_a2a import A2AServerFactory
+from tests._support import TLS
 
 from .._support import free_port, running_server
 from . import _report
@@ -33,7 +34,7 @@ async def test_push_receiver_down_retries_then_fails_the_config_and_tasks_are_un
     ).create()
     async with (
         running_server(app, port=port) as url,
-        httpx.AsyncClient(base_url=url, timeout=30) as http,
+        httpx.AsyncClient(base_url=url, timeout=30, verify=TLS) as http,
     ):
         started = time.monotonic()
 
@@ -91,7 +92,7 @@ async def test_hanging_module_times_out_and_the_pool_serves_the_rest(workers: in
     try:
         async with (
             running_server(app, port=port) as url,
-            httpx.AsyncClient(base_url=url, timeout=30) as http,
+            httpx.AsyncClient(base_url=url, timeout=30, verify=TLS) as http,
         ):
             # Two hung threads out of four: the timeout ends their tasks (the module holds
             # its thread until the test releases it, so only the timeout can answer), and

@@ -16,6 +16,7 @@ from a2a.types import Task, TaskState, TaskStatus
 from apcore_a2a.edge.call import CallRecord, attach
 from apcore_a2a.server.task_quota import RECHECK_SECONDS, TaskQuota
 from apcore_a2a.streams.resume import PositionTap
+from tests._support import TLS
 from tests.ops._agent import V1, build_registry, message_params, rpc, send, served
 
 CALLERS = 10_000
@@ -108,7 +109,7 @@ async def test_message_streams_dropped_mid_way_leave_nothing_behind(tmp_path: Pa
             # A client of its own: its connection (and what the server keeps with an open
             # connection) is gone with it.
             async with (
-                httpx.AsyncClient(base_url=http.base_url, timeout=30) as client,
+                httpx.AsyncClient(base_url=http.base_url, timeout=30, verify=TLS) as client,
                 client.stream("POST", "/", json=body, headers=V1) as stream,
             ):
                 async for line in stream.aiter_lines():

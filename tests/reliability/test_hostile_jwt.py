@@ -20,6 +20,8 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
+from tests._support import TLS
+
 from . import _report
 from ._oracle import Oracle
 from ._serve import agent_process
@@ -39,7 +41,7 @@ def auth_agent() -> Iterator[httpx.Client]:
         agent_process(
             auth_key=KEY, auth_issuer=ISSUER, auth_audience=AUDIENCE, auth_algorithms=["HS256"]
         ) as served,
-        httpx.Client(base_url=served.url, timeout=30) as http,
+        httpx.Client(base_url=served.url, timeout=30, verify=TLS) as http,
     ):
         yield http
         assert served.proc.poll() is None

@@ -18,6 +18,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests._support import TLS
+
 from . import _report
 from ._hostile import V1, Hostile, assert_healthy, message, rpc
 from ._oracle import Oracle
@@ -50,7 +52,7 @@ def _ints(node: Any) -> Any:
 
 
 def card_schemas(url: str) -> dict[str, dict[str, Any]]:
-    card = httpx.get(url + "/.well-known/agent-card.json", timeout=10).json()
+    card = httpx.get(url + "/.well-known/agent-card.json", timeout=10, verify=TLS).json()
     for ext in card["capabilities"]["extensions"]:
         if ext["uri"] == SCHEMA_EXTENSION:
             return {k: _ints(v["inputSchema"]) for k, v in ext["params"]["skills"].items()}

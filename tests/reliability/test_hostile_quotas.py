@@ -25,6 +25,8 @@ from typing import Any
 import httpx
 import pytest
 
+from tests._support import TLS
+
 from .._postgres import pg_schema_url
 from .._support import cli_server, find_key, sse_frames
 from ..storage.test_replicas_e2e import PROBES
@@ -155,7 +157,7 @@ async def _burst(
 
     async def attempt(index: int) -> tuple[bool, str | None]:
         # A connection of its own, so with workers the kernel may pick either process.
-        async with httpx.AsyncClient(timeout=60) as http:
+        async with httpx.AsyncClient(timeout=60, verify=TLS) as http:
             ready.release()
             await start.wait()
             base = urls[index % len(urls)]
@@ -188,7 +190,7 @@ async def test_fifty_concurrent_new_tasks_against_a_quota_of_three(
     accepted = [task_id for ok, task_id in outcomes if ok]
     assert len(accepted) == QUOTA, f"{len(accepted)} of {ATTEMPTS} accepted"
     # The refused ones created nothing: the caller has exactly its quota of tasks.
-    async with httpx.AsyncClient(timeout=30) as http:
+    async with httpx.AsyncClient(timeout=30, verify=TLS) as http:
         listed = await http.post(
             urls[0] + "/",
             json={"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {}},
@@ -252,7 +254,7 @@ async def test_fifty_concurrent_streams_against_a_quota_of_three(
         if burst.done():
             burst.result()  # an attempt failed before all were decided
         # The admitted streams are still open: the caller is still at its quota.
-        async with httpx.AsyncClient(timeout=60) as http:
+        async with httpx.AsyncClient(timeout=60, verify=TLS) as http:
             url, headers, body = _call(
                 urls[0], "rest-1.0", "probe.work", work, stream=True, caller="streams"
             )
@@ -262,7 +264,7 @@ async def test_fifty_concurrent_streams_against_a_quota_of_three(
         drop.set()
         outcomes = await burst
     opened = [task_id for ok, task_id in outcomes if ok]
-    async with httpx.AsyncClient(timeout=30) as http:
+    async with httpx.AsyncClient(timeout=30, verify=TLS) as http:
         for task_id in opened:
             cancel = {"jsonrpc": "2.0", "id": 1, "method": "CancelTask", "params": {}}
             cancel["params"] = {"id": task_id}
@@ -320,7 +322,7 @@ async def test_fifty_concurrent_push_configs_against_a_quota_of_three(
         return True, config_id
 
     urls = deployment
-    async with httpx.AsyncClient(timeout=60) as http:
+    async with httpx.AsyncClient(timeout=60, verify=TLS) as http:
         pay = {"journal": journal, "amount": 5}
         call = _call(urls[0], "jsonrpc-1.0", "probe.pay", pay, stream=False, caller="push")
         answer = await rpc(http, urls[0], "SendMessage", call[2]["params"])
@@ -329,7 +331,7 @@ async def test_fifty_concurrent_push_configs_against_a_quota_of_three(
         outcomes = await _burst(urls, create, attempts)
         accepted = sorted(str(config_id) for ok, config_id in outcomes if ok)
         assert len(accepted) == QUOTA, f"{len(accepted)} of {attempts} accepted"
-        async with httpx.AsyncClient(timeout=30) as http:
+        async with httpx.AsyncClient(timeout=30, verify=TLS) as http:
             # The refused ones stored nothing: the task has exactly the accepted configs.
             for base in urls:
                 listed = await rpc(
@@ -364,7 +366,7 @@ async def test_slots_freed_on_one_replica_serve_the_other(
 
     pay = {"journal": journal, "amount": 5}
     a, b = deployment
-    async with httpx.AsyncClient(timeout=60) as http:
+    async with httpx.AsyncClient(timeout=60, verify=TLS) as http:
         parked = [(await send(http, a, "probe.pay", pay))["result"]["task"]["id"]]
         parked += [(await send(http, a, "probe.pay", pay))["result"]["task"]["id"]]
         parked += [(await send(http, a, "probe.pay", pay))["result"]["task"]["id"]]
@@ -412,7 +414,7 @@ async def test_a_task_canceled_on_b_while_its_stream_on_a_runs_frees_its_slot(
         return _call(a, "jsonrpc-1.0", skill, data, stream=False, caller="ended")[2]["params"]
 
     pay = {"journal": journal, "amount": 5}
-    async with httpx.AsyncClient(timeout=60) as http:
+    async with httpx.AsyncClient(timeout=60, verify=TLS) as http:
         parked = [(await rpc(http, a, "SendMessage", new_task("probe.pay", pay)))["result"]]
         parked += [(await rpc(http, a, "SendMessage", new_task("probe.pay", pay)))["result"]]
         parked += [(await rpc(http, a, "SendMessage", new_task("probe.pay", pay)))["result"]]

@@ -19,6 +19,7 @@ from pathlib import Path
 import httpx
 
 from apcore_a2a.storage import INTERRUPTED_MESSAGE
+from tests._support import TLS
 
 from .._support import free_port
 from . import _report
@@ -39,7 +40,7 @@ async def test_kill_9_under_mixed_load_loses_nothing(tmp_path: Path) -> None:
     counter = itertools.count()
 
     with agent_process(port=port, task_store=store) as served:
-        async with httpx.AsyncClient(base_url=served.url, timeout=30) as http:
+        async with httpx.AsyncClient(base_url=served.url, timeout=30, verify=TLS) as http:
 
             async def one(n: int) -> None:
                 kind = n % 6
@@ -87,7 +88,7 @@ async def test_kill_9_under_mixed_load_loses_nothing(tmp_path: Path) -> None:
     assert len(acked_terminal) >= KILL_AT and parked
 
     with agent_process(port=port, task_store=store) as served:
-        async with httpx.AsyncClient(base_url=served.url, timeout=30) as http:
+        async with httpx.AsyncClient(base_url=served.url, timeout=30, verify=TLS) as http:
             stored: dict[str, dict[str, object]] = {}
             token = ""
             while True:

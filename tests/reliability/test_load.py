@@ -21,6 +21,7 @@ import httpx
 import pytest
 
 from apcore_a2a import A2AServerFactory
+from tests._support import TLS
 
 from .._support import free_port, running_server
 from . import _report
@@ -112,7 +113,7 @@ async def test_1000_tasks_end_as_their_scenario_says(caplog: pytest.LogCaptureFi
     results: dict[str, Any] = {}
     async with (
         running_server(app, port=port) as url,
-        httpx.AsyncClient(base_url=url, limits=limits, timeout=120) as http,
+        httpx.AsyncClient(base_url=url, limits=limits, timeout=120, verify=TLS) as http,
     ):
         sem = asyncio.Semaphore(16)
 

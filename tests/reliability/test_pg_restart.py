@@ -21,6 +21,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests._support import TLS
+
 from . import _report
 from ._load import message
 from ._oracle import Oracle, Violation
@@ -64,7 +66,7 @@ async def test_postgres_restart_mid_load_recovers_without_restarting_the_agent()
     health: Counter[int] = Counter()
     stop = asyncio.Event()
     with _schema() as url, agent_process(task_store=url) as served:
-        async with httpx.AsyncClient(base_url=served.url, timeout=30) as http:
+        async with httpx.AsyncClient(base_url=served.url, timeout=30, verify=TLS) as http:
 
             async def worker() -> None:
                 while not stop.is_set():

@@ -19,7 +19,7 @@ from typing import Any
 
 import httpx
 
-from tests._support import ServerProcess, cli_server, sse_frames
+from tests._support import TLS, ServerProcess, cli_server, sse_frames
 
 PROBES = str(Path(__file__).resolve().parents[1] / "storage" / "probes")
 V1 = {"A2A-Version": "1.0"}
@@ -138,7 +138,7 @@ def _rest_of(sock: socket.socket, so_far: bytes) -> bytes:
 async def test_a_reader_that_stops_reading_costs_a_bounded_amount_of_memory() -> None:
     args = ["--extensions-dir", PROBES, "--log-level", "warning"]
     with cli_server(args) as (base, proc):
-        async with httpx.AsyncClient(timeout=120) as http:
+        async with httpx.AsyncClient(timeout=120, verify=TLS) as http:
             numbers, state = await _read_everything(http, base)
             assert numbers == list(range(COUNT)) and state == "TASK_STATE_COMPLETED"
             baseline = _rss(proc.pid)
@@ -155,7 +155,7 @@ async def test_a_reader_let_go_gets_a_clear_last_frame_and_the_task_runs_on() ->
     args = ["--extensions-dir", PROBES, "--log-level", "warning"]
     env = {"A2A_MAX_STREAM_BACKLOG_BYTES": str(256 * 1024)}
     with cli_server(args, env=env) as (base, proc):
-        async with httpx.AsyncClient(timeout=120) as http:
+        async with httpx.AsyncClient(timeout=120, verify=TLS) as http:
             baseline = _rss(proc.pid)
             sock, task_id, so_far = _stalled_reader(base)
             peak = await _watch_until_done(http, base, proc, task_id, baseline)

@@ -14,6 +14,8 @@ import os
 import httpx
 import pytest
 
+from tests._support import TLS
+
 from . import _report
 from ._load import message
 from ._serve import agent_process
@@ -31,7 +33,9 @@ async def test_soak_memory_store_rss_is_bounded() -> None:
     failures = 0
     with agent_process() as served:
         limits = httpx.Limits(max_connections=16, max_keepalive_connections=16)
-        async with httpx.AsyncClient(base_url=served.url, timeout=30, limits=limits) as http:
+        async with httpx.AsyncClient(
+            base_url=served.url, timeout=30, limits=limits, verify=TLS
+        ) as http:
             samples.append((0, served.rss_kib()))
             next_id = 0
 

@@ -20,6 +20,8 @@ import asyncpg
 import httpx
 import pytest
 
+from tests._support import TLS
+
 from .._postgres import PG_DB, PG_HOST, PG_PORT, PG_USER, pg_execute, pg_schema_url
 from .._support import cli_server
 from ._a2a import EXTENSIONS
@@ -64,7 +66,7 @@ async def test_a_role_with_connect_hears_no_task_ids() -> None:
                     }
                     for channel in guesses:
                         await conn.add_listener(channel, lambda *args: heard.append(str(args[-1])))
-                    async with httpx.AsyncClient(timeout=60) as http:
+                    async with httpx.AsyncClient(timeout=60, verify=TLS) as http:
                         for _ in range(3):
                             response = await http.post(
                                 base + "/", json=_countdown(), headers={"A2A-Version": "1.0"}

@@ -25,6 +25,7 @@ from starlette.routing import Route
 
 from apcore_a2a.storage import INTERRUPTED_MESSAGE
 from apcore_a2a.storage.deferred import WRITE_DELAY
+from tests._support import TLS
 
 from .._postgres import store_url
 from .._support import ServerProcess, cli_server, running_server
@@ -92,7 +93,7 @@ async def test_a_blocking_call_is_written_once_with_every_version_and_event(
 ) -> None:
     cluster_url, a, b = pair
     await _count_writes(cluster_url)
-    async with httpx.AsyncClient(headers=V1, timeout=60) as http:
+    async with httpx.AsyncClient(headers=V1, timeout=60, verify=TLS) as http:
 
         async def timed(i: int) -> tuple[dict[str, object], float]:
             start = time.monotonic()
@@ -157,7 +158,7 @@ async def test_a_long_blocking_call_is_shared_after_the_delay_and_canceled_from_
 ) -> None:
     journal = tmp_path / "journal.txt"
     with _replica(cluster_url, PROBES) as (a, _), _replica(cluster_url, PROBES) as (b, _):
-        async with httpx.AsyncClient(headers=V1, timeout=120) as http:
+        async with httpx.AsyncClient(headers=V1, timeout=120, verify=TLS) as http:
             work = {"journal": str(journal), "seconds": 300}
             started = time.monotonic()
             call = asyncio.ensure_future(http.post(a + "/", json=_body("probe.work", work)))
@@ -190,7 +191,7 @@ async def test_a_blocking_call_with_a_push_config_is_stored_before_its_webhook_h
     delivery), not by a clock: a slow machine delays the delivery, never fails the test."""
     _, a, b = pair
     seen: list[dict[str, object]] = []
-    async with httpx.AsyncClient(headers=V1, timeout=60) as http:
+    async with httpx.AsyncClient(headers=V1, timeout=60, verify=TLS) as http:
 
         async def hook(request: Request) -> Response:
             event = json.loads(await request.body())
@@ -217,7 +218,7 @@ async def test_a_long_blocking_call_on_a_killed_replica_is_closed_out_by_the_oth
 ) -> None:
     with _replica(cluster_url) as (b, _):
         with _replica(cluster_url) as (a, proc_a):
-            async with httpx.AsyncClient(headers=V1, timeout=60) as http:
+            async with httpx.AsyncClient(headers=V1, timeout=60, verify=TLS) as http:
                 call = asyncio.ensure_future(
                     http.post(a + "/", json=_body("jobs.sleep", {"seconds": 120}))
                 )
@@ -225,7 +226,7 @@ async def test_a_long_blocking_call_on_a_killed_replica_is_closed_out_by_the_oth
                 proc_a.kill9()
                 with pytest.raises(httpx.HTTPError):
                     await call
-        async with httpx.AsyncClient(headers=V1, timeout=60) as http:
+        async with httpx.AsyncClient(headers=V1, timeout=60, verify=TLS) as http:
             deadline = time.monotonic() + 30
             while True:
                 got = (await http.post(b + "/", json=_rpc("GetTask", id=task_id))).json()

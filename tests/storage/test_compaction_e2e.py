@@ -32,6 +32,7 @@ from apcore import Executor, ModuleAnnotations, Registry
 
 from apcore_a2a import A2AServerFactory, InputRequired
 from apcore_a2a.storage.event_log import MemoryEventLog
+from tests._support import TLS
 
 from .._modules import EchoIn, Talk
 from .._postgres import _run, pg_schema_url
@@ -204,7 +205,7 @@ def _rising(ids: list[int]) -> None:
 
 
 async def test_a_conversations_events_grow_with_it_and_replay_from_any_id(agent: Agent) -> None:
-    async with httpx.AsyncClient(timeout=60) as http:
+    async with httpx.AsyncClient(timeout=60, verify=TLS) as http:
         task_id, first_ids = await _started(http, agent.writer)
         for turn in range(TURNS):
             await _answer(http, agent.writer, task_id, turn)
@@ -240,7 +241,7 @@ async def test_a_conversations_events_grow_with_it_and_replay_from_any_id(agent:
 
 
 async def test_a_cut_reader_and_a_live_one_see_no_gap_across_a_compaction(agent: Agent) -> None:
-    async with httpx.AsyncClient(timeout=60) as http:
+    async with httpx.AsyncClient(timeout=60, verify=TLS) as http:
         task_id, _ids = await _started(http, agent.writer)
         await _answer(http, agent.writer, task_id, 0)
         before = await _replay(http, agent.reader, task_id, "0")
@@ -274,7 +275,7 @@ async def test_a_cut_reader_and_a_live_one_see_no_gap_across_a_compaction(agent:
 async def test_streamed_artifacts_stay_whole_across_compactions(agent: Agent) -> None:
     """A streamed artifact's chunks live in the event log while its task runs (SQL); the
     whole task that replaces them carries them whole."""
-    async with httpx.AsyncClient(timeout=60) as http:
+    async with httpx.AsyncClient(timeout=60, verify=TLS) as http:
         task_id = ""
         for text in ("hello", "again", "bye"):
             body = _rpc("SendMessage", message=_message(text, task_id or None, "chat.on"))

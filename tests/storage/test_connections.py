@@ -23,6 +23,7 @@ import pytest
 
 from apcore_a2a.storage import StoreUnavailableError, open_stores
 from tests._sdk import make_client, request
+from tests._support import TLS
 
 from .._postgres import (
     PG_DB,
@@ -171,7 +172,7 @@ async def test_a_saturated_role_answers_store_unavailable_and_health_agrees(
                 "--grpc-port", str(grpc_port), *(["--cluster"] if cluster else [])]  # fmt: skip
         held: list[asyncpg.Connection] = []
         with cli_server(args) as (base, _):
-            async with httpx.AsyncClient(base_url=base, timeout=60) as http:
+            async with httpx.AsyncClient(base_url=base, timeout=60, verify=TLS) as http:
                 first = await http.post("/", json=_send(), headers={"A2A-Version": "1.0"})
                 assert first.json()["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
                 # Another client takes every connection the role has left, and the agent

@@ -28,6 +28,7 @@ from apcore import Executor, Registry
 
 from apcore_a2a import A2AServerFactory
 from apcore_a2a.storage.event_log import MemoryEventLog
+from tests._support import TLS
 
 from .._modules import Talk
 from .._support import find_key, free_port, sse_frames, threaded_server
@@ -107,7 +108,7 @@ async def test_a_long_conversation_holds_its_bytes_bound_and_a_resume_past_it_is
     agent: tuple[str, str, MemoryEventLog],
 ) -> None:
     url, grpc_address, log = agent
-    async with httpx.AsyncClient(timeout=60) as http:
+    async with httpx.AsyncClient(timeout=60, verify=TLS) as http:
         before = log.held_bytes
         task_id, first = await _task_of(http, url, A)
         held = log.held_bytes - before
@@ -148,7 +149,7 @@ async def test_one_callers_huge_events_leave_anothers_parked_log(
     agent: tuple[str, str, MemoryEventLog],
 ) -> None:
     url, _grpc, _log = agent
-    async with httpx.AsyncClient(timeout=60) as http:
+    async with httpx.AsyncClient(timeout=60, verify=TLS) as http:
         parked = await _started(http, url, A)
         listed = (await http.post(url + "/", json=_rpc("ListTasks"), headers=A)).json()
         parked_id = listed["result"]["tasks"][0]["id"]

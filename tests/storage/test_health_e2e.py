@@ -6,6 +6,7 @@ import httpx
 from apcore import Registry
 
 from apcore_a2a import A2AServerFactory
+from tests._support import TLS
 
 from .._modules import Add
 from .._postgres import PG_HOST, PG_PASSWORD, PG_PORT, PG_USER
@@ -25,7 +26,10 @@ async def test_health_tracks_postgres_without_a_restart(pg_url: str) -> None:
     # The reason is a detail: shown to anonymous callers only with ops_details_public.
     app, _ = A2AServerFactory(registry, task_store=url, ops_details_public=True).create()
     try:
-        async with running_server(app) as base, httpx.AsyncClient(base_url=base) as http:
+        async with (
+            running_server(app) as base,
+            httpx.AsyncClient(base_url=base, verify=TLS) as http,
+        ):
             healthy = await http.get("/health")
             assert healthy.status_code == 200
 

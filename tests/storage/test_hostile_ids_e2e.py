@@ -22,6 +22,7 @@ from a2a.types import GetTaskRequest, ListTasksRequest
 from a2a.utils.errors import TaskNotFoundError
 
 from tests._sdk import make_client
+from tests._support import TLS
 
 from .._postgres import pg_schema_url
 from .._support import cli_server, free_port
@@ -78,8 +79,8 @@ async def test_made_up_ids_find_nothing_and_touch_nothing(
     json_headers = {"content-type": "application/json"}
     with _agent(backend, mode, tmp_path) as base:
         async with (
-            httpx.AsyncClient(headers={**ALICE, **json_headers}, timeout=60) as alice,
-            httpx.AsyncClient(headers={**BOB, **json_headers}, timeout=60) as bob,
+            httpx.AsyncClient(headers={**ALICE, **json_headers}, timeout=60, verify=TLS) as alice,
+            httpx.AsyncClient(headers={**BOB, **json_headers}, timeout=60, verify=TLS) as bob,
         ):
             tasks = {}
             for context_id in CONTEXTS:

@@ -20,6 +20,8 @@ from typing import Any
 import httpx
 import pytest
 
+from tests._support import TLS
+
 from .._postgres import pg_schema_url
 from .._support import EXAMPLES, ServerProcess, cli_server, sse_frames
 
@@ -77,7 +79,10 @@ async def test_a_killed_replicas_streams_free_their_slots_only_once_it_is_dead(
     replicas: tuple[tuple[str, ServerProcess], str],
 ) -> None:
     (a, pa), b = replicas
-    async with contextlib.AsyncExitStack() as on_a, httpx.AsyncClient(timeout=60) as http:
+    async with (
+        contextlib.AsyncExitStack() as on_a,
+        httpx.AsyncClient(timeout=60, verify=TLS) as http,
+    ):
         ids = []
         for _ in range(2):
             refused, frames = await on_a.enter_async_context(

@@ -22,6 +22,8 @@ from typing import Any
 import httpx
 import pytest
 
+from tests._support import TLS
+
 from .._postgres import PG_DB, PG_HOST, PG_PORT, PG_USER, pg_schema_url
 from .._support import EXAMPLES, ServerProcess, cli_server
 
@@ -61,7 +63,7 @@ async def test_a_wait_claimed_by_a_killed_replica_is_continued_on_another(
 ) -> None:
     asyncpg = pytest.importorskip("asyncpg")
     (a, pa), b, schema = replicas
-    async with httpx.AsyncClient(timeout=60) as http:
+    async with httpx.AsyncClient(timeout=60, verify=TLS) as http:
         message = {
             "messageId": uuid.uuid4().hex,
             "role": "ROLE_USER",

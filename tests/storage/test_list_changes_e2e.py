@@ -23,6 +23,7 @@ from a2a.server.models import TaskModel
 from sqlalchemy import insert, text, update
 
 from apcore_a2a.storage._urls import create_engine, parse_store_url
+from tests._support import TLS
 
 from .._support import cli_server
 from ._a2a import EXTENSIONS, walk_pages
@@ -137,7 +138,7 @@ async def test_pages_follow_the_list_while_tasks_arrive_and_finish(sql_url: str)
     message = {"messageId": "m", "role": "ROLE_USER", "parts": [{"data": {"a": 1, "b": 2}}],
                "metadata": {"skillId": "math.add"}}  # fmt: skip
     with cli_server(args) as (base, _):
-        async with httpx.AsyncClient(base_url=base, timeout=60) as http:
+        async with httpx.AsyncClient(base_url=base, timeout=60, verify=TLS) as http:
             sent = []
             for headers in (A, B):  # the owner each key's tasks are stored under
                 body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage",

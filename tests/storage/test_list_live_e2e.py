@@ -20,6 +20,8 @@ from typing import Any
 import httpx
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from tests._support import TLS
+
 from .._support import cli_server
 from ._a2a import EXTENSIONS, walk_pages
 
@@ -75,7 +77,7 @@ async def test_pages_follow_the_callers_work_on_every_store(store_url: str) -> N
     args = ["--extensions-dir", EXTENSIONS, "--task-store", store_url, "--log-level",
             "warning", "--api-key", "key-a=a", "--api-key", "key-b=b"]  # fmt: skip
     with cli_server(args) as (base, _):
-        async with httpx.AsyncClient(base_url=base, timeout=60) as http:
+        async with httpx.AsyncClient(base_url=base, timeout=60, verify=TLS) as http:
             mine = Tasks()
             first = await _send(http, A, "bank.transfer")
             mine.note(first)

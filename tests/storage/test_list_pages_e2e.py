@@ -27,6 +27,7 @@ from sqlalchemy import text
 
 from apcore_a2a.storage._urls import create_engine, parse_store_url
 from apcore_a2a.storage.listing import TaskPages
+from tests._support import TLS
 
 from .._postgres import PG_HOST, PG_PORT, PG_USER
 from ._helpers import ctx, make_task
@@ -102,7 +103,7 @@ async def test_a_page_reads_its_rows_not_every_task_of_the_caller(
     # Single mode only: with --cluster the same listing reads the same rows (the SDK's
     # store under the versioned one; benchmarks/pages.py measures both).
     with _server(url, "single") as base:
-        async with httpx.AsyncClient(headers=V1, timeout=60) as http:
+        async with httpx.AsyncClient(headers=V1, timeout=60, verify=TLS) as http:
             answer = (
                 await http.post(
                     base + "/", json=_body("probe.chunks", {"count": 1, "size": 8, "delay": 0})
@@ -166,7 +167,7 @@ async def test_a_page_reads_its_rows_not_every_task_of_the_caller(
     for second in seconds:
         before = await _rows_read(name, "tasks")
         with _agent(url, "single") as base:
-            async with httpx.AsyncClient(headers=V1, timeout=60) as http:
+            async with httpx.AsyncClient(headers=V1, timeout=60, verify=TLS) as http:
                 pages.append(await _page(http, base, second))
         reads.append(await _rows_read(name, "tasks") - before - start)
     read, read_in_context, read_by_status = reads

@@ -19,6 +19,8 @@ import httpx
 import pytest
 from a2a.types import a2a_pb2
 
+from tests._support import TLS
+
 from .._support import cli_server, free_port
 from ..bindings._grpc import stubs
 from ._a2a import EXTENSIONS
@@ -92,7 +94,7 @@ async def test_tokens_and_sizes_give_the_callers_tasks_or_invalid_params(store_u
             "--grpc-port", str(grpc_port)]  # fmt: skip
     address = f"127.0.0.1:{grpc_port}"
     with cli_server(args) as (base, server):
-        async with httpx.AsyncClient(base_url=base, timeout=60) as http:
+        async with httpx.AsyncClient(base_url=base, timeout=60, verify=TLS) as http:
             for headers, count in ((A, 5), (B, 3)):
                 for _ in range(count):
                     answer = (await http.post("/", json=_send(), headers=headers)).json()

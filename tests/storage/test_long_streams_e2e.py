@@ -20,6 +20,7 @@ import pytest
 
 from apcore_a2a.storage import INTERRUPTED_MESSAGE
 from benchmarks.growth import sqlite_bytes, sqlite_frames_kept
+from tests._support import TLS
 
 from .._postgres import cannot_run, pg_database_url, pg_schema_url, store_url
 from .._support import ServerProcess, cli_server, sse_frames
@@ -61,7 +62,7 @@ async def _get(http: httpx.AsyncClient, base: str, task_id: str) -> dict[str, An
 
 async def test_the_other_replica_shows_every_chunk_stored_so_far(cluster_url: str) -> None:
     with _replica(cluster_url) as (a, _), _replica(cluster_url) as (b, _):
-        async with httpx.AsyncClient(headers=V1, timeout=60) as http:
+        async with httpx.AsyncClient(headers=V1, timeout=60, verify=TLS) as http:
             seen: list[str] = []
             task_id, final = "", None
             body = _stream_body(count=40, size=64, delay=0.02)
@@ -112,7 +113,7 @@ async def _stream_until_killed(base: str, proc: ServerProcess) -> tuple[list[str
     the client saw, the last event id and the task id."""
     seen: list[str] = []
     last_id, task_id = "", ""
-    async with httpx.AsyncClient(headers=V1, timeout=60) as http:
+    async with httpx.AsyncClient(headers=V1, timeout=60, verify=TLS) as http:
         body = _stream_body(count=2000, size=256, delay=0.01)
         async with http.stream("POST", base + "/", json=body) as response:
             async for event_id, payload in sse_frames(response):
@@ -233,7 +234,7 @@ async def test_a_long_stream_writes_a_few_times_its_size_not_once_per_chunk(
         _growth_store(backend, tmp_path) as url,
         cli_server([*args, "--task-store", url], env=FAST) as (base, _proc),
     ):
-        async with httpx.AsyncClient(headers=V1, timeout=600) as http:
+        async with httpx.AsyncClient(headers=V1, timeout=600, verify=TLS) as http:
             # A first task creates the tables: the stream's rows are what it adds.
             await _stream_texts(http, base, 1, 8)
             if backend == "postgresql":
@@ -264,7 +265,7 @@ async def test_kill_9_mid_stream_loses_no_chunk_and_the_stream_goes_on_elsewhere
     with pg_schema_url(agents=2) as url, _replica(url) as (b, _):
         with _replica(url) as (a, proc_a):
             seen, last_id, task_id = await _stream_until_killed(a, proc_a)
-        async with httpx.AsyncClient(headers=V1, timeout=60) as http:
+        async with httpx.AsyncClient(headers=V1, timeout=60, verify=TLS) as http:
             # B has every chunk the client saw, in order, right away.
             assert _texts(await _get(http, b, task_id))[: len(seen)] == seen
             # The stream goes on from B after the last id: what A stored after it, then the
@@ -289,7 +290,7 @@ async def test_kill_9_mid_stream_without_cluster_loses_no_chunk_after_a_restart(
         with cli_server([*args, "--task-store", url], env=FAST) as (base, proc):
             seen, last_id, task_id = await _stream_until_killed(base, proc)
         with cli_server([*args, "--task-store", url], env=FAST) as (base, _proc):
-            async with httpx.AsyncClient(headers=V1, timeout=60) as http:
+            async with httpx.AsyncClient(headers=V1, timeout=60, verify=TLS) as http:
                 # The restart failed the interrupted task, with every chunk it had stored.
                 stored = await _get(http, base, task_id)
                 assert stored["status"]["state"] == "TASK_STATE_FAILED"

@@ -18,6 +18,8 @@ from typing import Any
 import httpx
 import pytest
 
+from tests._support import TLS
+
 from .._postgres import PG_DB, PG_HOST, PG_PORT, PG_USER, pg_schema_url
 from .._support import EXAMPLES, cli_server
 from .test_killed_turn_claim_e2e import ENV, V1, _send
@@ -75,7 +77,7 @@ async def test_a_lowered_quota_is_never_exceeded_once_every_replica_runs_it() ->
         a, b = bases
         db = await asyncpg.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, database=PG_DB)
         try:
-            async with httpx.AsyncClient(timeout=60) as http:
+            async with httpx.AsyncClient(timeout=60, verify=TLS) as http:
                 tasks = [await _parked(http, a) for _ in range(5)]
                 assert None not in tasks  # in between: A serves up to its own quota
                 assert await _parked(http, b) is None  # B counts A's five

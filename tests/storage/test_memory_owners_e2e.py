@@ -17,6 +17,8 @@ from typing import Any
 
 import httpx
 
+from tests._support import TLS
+
 from .._support import cli_server, find_key, sse_frames
 from ._a2a import EXTENSIONS
 
@@ -44,7 +46,7 @@ async def test_one_callers_quick_tasks_evict_its_own_not_anothers(tmp_path: Path
             "--api-key", "key-a=a", "--api-key", "key-b=b"]  # fmt: skip
     env = {"A2A_TASK_MAX_CAPACITY": str(CAPACITY), "A2A_TASK_TTL_SECONDS": "3600"}
     with cli_server(args, env=env) as (base, _):
-        async with httpx.AsyncClient(base_url=base, timeout=60) as http:
+        async with httpx.AsyncClient(base_url=base, timeout=60, verify=TLS) as http:
             mine = [(await http.post("/", json=_send(), headers=A)).json() for _ in range(2)]
             kept = [answer["result"]["task"]["id"] for answer in mine]
             theirs = []
@@ -95,7 +97,7 @@ async def test_one_callers_quick_tasks_evict_its_own_stream_logs_not_anothers() 
     args = ["--extensions-dir", EXTENSIONS, "--log-level", "warning",
             "--api-key", "key-a=a", "--api-key", "key-b=b"]  # fmt: skip
     with cli_server(args) as (base, _):
-        async with httpx.AsyncClient(base_url=base, timeout=60) as http:
+        async with httpx.AsyncClient(base_url=base, timeout=60, verify=TLS) as http:
             streamed = await _events(http, _stream_transfer(), A, at_most=10)
             states = find_key(streamed[-1][1], "state")
             assert states[-1] == "TASK_STATE_INPUT_REQUIRED", streamed

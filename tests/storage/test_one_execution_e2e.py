@@ -28,6 +28,7 @@ from a2a.types import TaskState
 from a2a.utils.errors import A2AError
 
 from tests._sdk import make_client, request
+from tests._support import TLS
 
 from .._postgres import pg_schema_url
 from .._support import cli_server, free_port
@@ -105,7 +106,9 @@ async def test_fifty_concurrent_approvals_run_the_payment_once(
 ) -> None:
     journal = tmp_path / "journal.txt"
     urls = deployments(backend)
-    async with httpx.AsyncClient(timeout=120, limits=httpx.Limits(max_connections=60)) as http:
+    async with httpx.AsyncClient(
+        timeout=120, limits=httpx.Limits(max_connections=60), verify=TLS
+    ) as http:
         parked = await _rpc(
             http,
             urls[0],
@@ -185,7 +188,9 @@ async def test_messages_racing_to_a_task_another_replica_finished_are_refused_al
     run, whose closed request queue the second one met (HTTP 500 / -32603)."""
     journal = tmp_path / "journal.txt"
     a, b = deployments("postgresql")
-    async with httpx.AsyncClient(timeout=60, limits=httpx.Limits(max_connections=30)) as http:
+    async with httpx.AsyncClient(
+        timeout=60, limits=httpx.Limits(max_connections=30), verify=TLS
+    ) as http:
         for _ in range(3):
             pay = {"journal": str(journal), "amount": 5}
             parked = await _rpc(http, a, "SendMessage", {"message": _message("probe.pay", pay)})
@@ -217,7 +222,9 @@ async def test_approvals_racing_cancels_get_typed_answers_that_agree(
     names, and the payment runs at most once per task."""
     journal = tmp_path / "journal.txt"
     urls = deployments(backend)
-    async with httpx.AsyncClient(timeout=60, limits=httpx.Limits(max_connections=45)) as http:
+    async with httpx.AsyncClient(
+        timeout=60, limits=httpx.Limits(max_connections=45), verify=TLS
+    ) as http:
         for amount in range(1, 11):
             pay = {"journal": str(journal), "amount": amount}
             parked = await _rpc(
@@ -254,7 +261,7 @@ async def test_a_message_for_a_running_task_is_refused_on_every_binding(
 ) -> None:
     journal = tmp_path / "journal.txt"
     urls = deployments(backend)
-    async with httpx.AsyncClient(timeout=60) as http:
+    async with httpx.AsyncClient(timeout=60, verify=TLS) as http:
         work = {"journal": str(journal), "seconds": 300}
         started = await _rpc(
             http,
@@ -301,7 +308,7 @@ async def test_a_finished_task_stays_finished(
 ) -> None:
     journal = tmp_path / "journal.txt"
     urls = deployments(backend)
-    async with httpx.AsyncClient(timeout=60) as http:
+    async with httpx.AsyncClient(timeout=60, verify=TLS) as http:
         done = await _rpc(
             http,
             urls[0],
@@ -330,7 +337,9 @@ async def test_an_approved_module_runs_only_once_its_approval_is_stored(
     approval ``pending`` (about one round in five)."""
     journal = tmp_path / "journal.txt"
     urls = deployments(backend)
-    async with httpx.AsyncClient(timeout=60, limits=httpx.Limits(max_connections=10)) as http:
+    async with httpx.AsyncClient(
+        timeout=60, limits=httpx.Limits(max_connections=10), verify=TLS
+    ) as http:
         unrecorded = []
         for amount in range(1, 21):
             pay = {"journal": str(journal), "amount": amount}

@@ -20,6 +20,7 @@ from apcore import Registry
 from apcore_a2a import A2AServerFactory
 from apcore_a2a.storage.quota_slots import LEASE_SECONDS
 from tests._sdk import make_client, request
+from tests._support import TLS
 
 from .._modules import Add
 from .._postgres import PG_HOST, PG_PORT, pg_schema_url
@@ -53,7 +54,10 @@ async def test_an_outage_answers_retryable_errors_and_loses_nothing(cluster: boo
             app, _ = A2AServerFactory(
                 registry, environ={}, task_store=url, grpc_port=grpc_port, cluster=cluster
             ).create()
-            async with running_server(app) as base, httpx.AsyncClient(base_url=base) as http:
+            async with (
+                running_server(app) as base,
+                httpx.AsyncClient(base_url=base, verify=TLS) as http,
+            ):
                 before = (await http.post("/", json=_send(), headers=V10)).json()
                 task_id = before["result"]["task"]["id"]
 

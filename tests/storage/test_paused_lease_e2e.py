@@ -20,6 +20,8 @@ from typing import Any
 import httpx
 import pytest
 
+from tests._support import TLS
+
 from .._postgres import PG_DB, PG_HOST, PG_PORT, PG_USER, pg_schema_url
 from .._support import cli_server
 from .test_killed_turn_claim_e2e import ENV, _send
@@ -38,7 +40,7 @@ async def test_a_resumed_replica_hands_out_no_slot_it_lost_while_paused() -> Non
         cli_server(_args(url), env=env) as (b, _pb),
     ):
         schema = url.rsplit("schema=", 1)[1]
-        async with httpx.AsyncClient(timeout=60) as http:
+        async with httpx.AsyncClient(timeout=60, verify=TLS) as http:
             sleep = {
                 "messageId": uuid.uuid4().hex,
                 "role": "ROLE_USER",

@@ -23,6 +23,8 @@ from typing import Any
 import httpx
 import pytest
 
+from tests._support import TLS
+
 from .._postgres import PG_DB, PG_HOST, PG_PORT, PG_USER, pg_schema_url
 from .._support import cli_server, sse_frames
 from .test_killed_turn_claim_e2e import ENV, V1, _send
@@ -88,7 +90,7 @@ async def test_a_task_whose_slot_was_freed_while_paused_is_counted(
         args = ["--extensions-dir", str(tmp_path), "--task-store", url, "--cluster"]
         with cli_server(args, env=env) as (a, pa), cli_server(args, env=env) as (b, _pb):
             schema = url.rsplit("schema=", 1)[1]
-            async with httpx.AsyncClient(timeout=60) as http:
+            async with httpx.AsyncClient(timeout=60, verify=TLS) as http:
                 await asyncio.sleep(4)  # B has beaten a whole replica timeout: it judges A
                 send = _stream if streamed else _send
                 asking = asyncio.ensure_future(send(http, a, _ask(2)))

@@ -24,6 +24,8 @@ from typing import Any
 import httpx
 import pytest
 
+from tests._support import TLS
+
 from .._postgres import pg_schema_url
 from .._support import cli_server
 from .test_killed_turn_claim_e2e import ENV, _send
@@ -105,7 +107,7 @@ async def test_a_turn_taken_over_from_a_paused_replica_runs_its_module_once(
     with pg_schema_url(agents=2) as url:
         args = ["--extensions-dir", str(tmp_path / "ext"), "--cluster", "--task-store", url]
         with cli_server(args, env=paused) as (a, _pa), cli_server(args, env=env) as (b, _pb):
-            async with httpx.AsyncClient(timeout=90) as http:
+            async with httpx.AsyncClient(timeout=90, verify=TLS) as http:
                 asked = _message([{"data": {"answer": ""}}])
                 asked["metadata"] = {"skillId": "probe.once"}
                 parked = (await _send(http, b, asked))["result"]["task"]

@@ -24,6 +24,7 @@ from apcore import ACLRule, Context, Executor, Registry
 from apcore.acl import AccessDecision
 
 from apcore_a2a import A2AServerFactory
+from tests._support import TLS
 
 from .._postgres import pg_schema_url
 from .._support import free_port, running_server
@@ -78,7 +79,7 @@ async def test_a_follow_up_refused_in_its_run_after_its_client_left_frees_the_ta
         async with (
             _agent(url, ran, acl) as a,
             _agent(url, ran, PlanACL(rules)) as b,
-            httpx.AsyncClient(timeout=60) as http,
+            httpx.AsyncClient(timeout=60, verify=TLS) as http,
         ):
             asked = {
                 "messageId": uuid.uuid4().hex,

@@ -23,6 +23,7 @@ import httpx
 import pytest
 
 from tests._sdk import request
+from tests._support import TLS
 
 from .._postgres import pg_schema_url
 from .._support import cli_server, find_key, free_port, sse_frames
@@ -161,7 +162,7 @@ async def test_a_cut_subscription_resumes_on_the_other_replica_exactly_once(
         await client(a),
         request("text.countdown", {"start": 15, "delay": 0.1}, return_immediately=True),
     )
-    async with httpx.AsyncClient(timeout=TIMEOUT) as http:
+    async with httpx.AsyncClient(timeout=TIMEOUT, verify=TLS) as http:
         first, cut = await _read(http, _subscribe_call(dialect, b, started.id, None), 4)
         assert cut
         rest, cut = await _read(http, _subscribe_call(dialect, a, started.id, first[-1][0]), None)
@@ -194,7 +195,7 @@ async def test_a_cut_message_stream_resumes_by_subscription_exactly_once(
     """SendStreamingMessage / message/stream events carry ids in the same log: a client
     whose message stream broke resumes it with a subscription on the other replica."""
     a, b = replicas
-    async with httpx.AsyncClient(timeout=TIMEOUT) as http:
+    async with httpx.AsyncClient(timeout=TIMEOUT, verify=TLS) as http:
         first, cut = await _read(http, _stream_call(dialect, b, 8), 4)
         assert cut
         task_id = find_key(first[0][1].get("result", first[0][1]), "id")[0]
@@ -234,7 +235,7 @@ async def test_a_last_event_id_that_is_no_id_is_refused(
         request("text.countdown", {"start": 3, "delay": 0.1}, return_immediately=True),
     )
     method, url, headers, body = _subscribe_call(dialect, a, started.id, last_id)
-    async with httpx.AsyncClient(timeout=TIMEOUT) as http:
+    async with httpx.AsyncClient(timeout=TIMEOUT, verify=TLS) as http:
         response = await http.request(method, url, headers=headers, json=body)
     if dialect.startswith("rest"):
         assert response.status_code == 400, response.text
@@ -263,7 +264,7 @@ async def test_twenty_concurrent_tasks_replay_from_zero_exactly_once(
             for _ in range(20)
         )
     )
-    async with httpx.AsyncClient(timeout=TIMEOUT) as http:
+    async with httpx.AsyncClient(timeout=TIMEOUT, verify=TLS) as http:
         streams = await asyncio.gather(
             *(_read(http, _subscribe_call("jsonrpc-1.0", b, t.id, "0"), None) for t in started)
         )
@@ -299,7 +300,7 @@ async def test_a_replica_restarted_mid_stream_resumes_from_the_store(
         args += ["--max-streams-per-caller", "0"]
         a, _pa = stack.enter_context(cli_server(args))
         port_b = free_port()
-        async with httpx.AsyncClient(timeout=TIMEOUT) as http:
+        async with httpx.AsyncClient(timeout=TIMEOUT, verify=TLS) as http:
             with cli_server(args, port=port_b) as (b, _pb):
                 started = await send(
                     await client(a),

@@ -18,6 +18,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests._support import TLS
+
 from .._postgres import PG_DB, PG_HOST, PG_PORT, PG_USER, pg_schema_url
 from .._support import cli_server
 from .test_killed_turn_claim_e2e import ENV, _send
@@ -72,7 +74,7 @@ async def test_a_task_finished_on_a_replica_running_behind_is_kept_for_the_reten
         schema = url.rsplit("schema=", 1)[1]
         db = await asyncpg.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, database=PG_DB)
         try:
-            async with httpx.AsyncClient(timeout=60) as http:
+            async with httpx.AsyncClient(timeout=60, verify=TLS) as http:
                 first = await _finished(http, a)
                 await asyncio.sleep(4)  # the second finishes a whole retention later
                 second = await _finished(http, b)

@@ -19,6 +19,8 @@ from typing import Any
 import httpx
 import pytest
 
+from tests._support import TLS
+
 from .._postgres import PG_DB, PG_HOST, PG_PORT, PG_USER, pg_schema_url
 from .._support import cli_server
 from .test_killed_turn_claim_e2e import ENV, V1, _send
@@ -55,7 +57,7 @@ async def test_retention_frees_the_slot_of_a_task_whose_end_could_not() -> None:
         schema = url.rsplit("schema=", 1)[1]
         db = await asyncpg.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, database=PG_DB)
         try:
-            async with httpx.AsyncClient(timeout=60) as http:
+            async with httpx.AsyncClient(timeout=60, verify=TLS) as http:
                 parked = (await _send(http, a, _transfer()))["result"]["task"]
                 assert parked["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", parked
                 await _kill_task_slot_deletes(db, schema, True)

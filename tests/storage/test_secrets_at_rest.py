@@ -14,6 +14,7 @@ import pytest
 from apcore import Registry
 
 from apcore_a2a import A2AServerFactory
+from tests._support import TLS
 
 from .._modules import Add
 from .._support import running_server, send_message
@@ -33,7 +34,7 @@ async def _serve_once(store: Path, **settings: object) -> None:
         card_signing=True,
         **settings,
     ).create()
-    async with running_server(app) as base, httpx.AsyncClient(base_url=base) as http:
+    async with running_server(app) as base, httpx.AsyncClient(base_url=base, verify=TLS) as http:
         send = send_message("demo.add", {"a": 1, "b": 2})
         answer = await http.post("/", json=send, headers={"A2A-Version": "1.0"})
         assert answer.json()["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"

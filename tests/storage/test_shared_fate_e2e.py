@@ -23,6 +23,7 @@ from a2a.server.models import TaskModel
 from a2a.utils.errors import InvalidParamsError
 
 from tests._sdk import make_client, request
+from tests._support import TLS
 
 from .._postgres import pg_schema_url
 from .._support import cli_server, free_port
@@ -94,8 +95,8 @@ async def test_a_bad_context_id_costs_only_its_caller(
 ) -> None:
     with _agent(backend, mode, tmp_path) as (base, url):
         async with (
-            httpx.AsyncClient(headers=GOOD, timeout=60) as good,
-            httpx.AsyncClient(headers=BAD, timeout=60) as bad,
+            httpx.AsyncClient(headers=GOOD, timeout=60, verify=TLS) as good,
+            httpx.AsyncClient(headers=BAD, timeout=60, verify=TLS) as bad,
         ):
 
             async def good_call(i: int) -> Any:

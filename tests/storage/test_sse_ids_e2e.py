@@ -19,6 +19,8 @@ from typing import Any
 import httpx
 import pytest
 
+from tests._support import TLS
+
 from .._support import cli_server, rpc_stream
 from .test_replicas_e2e import PROBES, _pair
 
@@ -78,7 +80,7 @@ async def test_a_canceled_streams_ids_name_the_subscribers_events(
         async with rpc_stream(b, "SubscribeToTask", {"id": task_id}, timeout=WAIT) as on_b:
             seen_b = await asyncio.wait_for(_take(on_b, 2), WAIT)
             cancel = {"jsonrpc": "2.0", "id": 2, "method": "CancelTask", "params": {"id": task_id}}
-            async with httpx.AsyncClient(timeout=WAIT) as http:
+            async with httpx.AsyncClient(timeout=WAIT, verify=TLS) as http:
                 canceled = (await http.post(b + "/", json=cancel, headers=V10)).json()
             assert canceled["result"]["status"]["state"] == "TASK_STATE_CANCELED", canceled
 

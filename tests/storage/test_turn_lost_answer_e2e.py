@@ -23,6 +23,7 @@ from sqlalchemy import text
 
 from apcore_a2a.storage import open_stores
 from apcore_a2a.storage.turns import turn_of
+from tests._support import TLS
 
 from .._postgres import PG_HOST, PG_PORT, pg_schema_url
 from .._support import cli_server, free_port
@@ -117,7 +118,7 @@ async def test_a_claim_whose_answer_was_lost_does_not_hold_the_task_for_ever() -
         proxied = url.replace(f"@{PG_HOST}:{PG_PORT}/", f"@127.0.0.1:{proxy.port}/")
         assert proxied != url
         with cli_server(_args(proxied), env=ENV) as (a, _pa):
-            async with httpx.AsyncClient(timeout=60) as http:
+            async with httpx.AsyncClient(timeout=60, verify=TLS) as http:
                 parked = (await _send(http, a, _transfer()))["result"]["task"]
                 assert parked["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", parked
                 proxy.armed.set()
@@ -171,7 +172,7 @@ async def lost_approval(
             cli_server(_args(proxied), env=env) as (a, _pa),
             cli_server(_args(url), env=env) as (b, _pb),
         ):
-            async with httpx.AsyncClient(timeout=60) as http:
+            async with httpx.AsyncClient(timeout=60, verify=TLS) as http:
                 parked = (await _send(http, b, _transfer()))["result"]["task"]
                 assert parked["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", parked
                 proxy.armed.set()

@@ -19,6 +19,8 @@ import contextlib
 import httpx
 import pytest
 
+from tests._support import TLS
+
 from .._postgres import PG_DB, PG_HOST, PG_PORT, PG_USER, pg_schema_url
 from .._support import cli_server
 from .test_killed_turn_claim_e2e import ENV, V1, _approve, _send
@@ -93,7 +95,7 @@ async def test_a_claim_whose_run_ended_unsaved_does_not_hold_the_task_while_its_
             cli_server(_args(proxied), env=_LIVE) as (a, _pa),
             cli_server(_args(url), env=_LIVE) as (b, _pb),
         ):
-            async with httpx.AsyncClient(timeout=60) as http:
+            async with httpx.AsyncClient(timeout=60, verify=TLS) as http:
                 parked = (await _send(http, b, _transfer()))["result"]["task"]
                 assert parked["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", parked
                 db = await asyncpg.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, database=PG_DB)

@@ -30,6 +30,7 @@ from a2a.types import Task
 from google.protobuf.json_format import ParseDict
 
 from apcore_a2a.storage.turns import turn_of
+from tests._support import TLS
 
 from .._postgres import PG_DB, PG_HOST, PG_PORT, PG_USER, pg_schema_url
 from .._support import EXAMPLES, cli_server
@@ -99,7 +100,7 @@ async def test_an_earlier_releases_claim_is_taken_over_only_once_old_by_the_data
         cli_server(_args(url), env=ENV) as (b, _pb),
     ):
         schema = url.rsplit("schema=", 1)[1]
-        async with httpx.AsyncClient(timeout=60) as http:
+        async with httpx.AsyncClient(timeout=60, verify=TLS) as http:
             parked = (await _send(http, a, _transfer()))["result"]["task"]
             assert parked["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", parked
             turn = turn_of(ParseDict(parked, Task(), ignore_unknown_fields=True))[:64]
@@ -132,7 +133,7 @@ async def test_a_replica_with_its_clock_ahead_takes_over_no_live_claim(tmp_path:
     ):
         schema = url.rsplit("schema=", 1)[1]
         await asyncio.sleep(4)  # B has beaten for a whole replica_timeout: it judges others
-        async with httpx.AsyncClient(timeout=60) as http:
+        async with httpx.AsyncClient(timeout=60, verify=TLS) as http:
             parked = (await _send(http, a, _transfer()))["result"]["task"]
             db = await _connect()
             try:  # A's follow-up claims the wait, then waits for the task's row
@@ -158,7 +159,7 @@ async def test_a_claim_is_held_by_an_earlier_releases_rule_too() -> None:
         cli_server(_args(url), env=ENV) as (b, _pb),
     ):
         schema = url.rsplit("schema=", 1)[1]
-        async with httpx.AsyncClient(timeout=60) as http:
+        async with httpx.AsyncClient(timeout=60, verify=TLS) as http:
             parked = (await _send(http, a, _transfer()))["result"]["task"]
             db = await _connect()
             try:  # the task's last replica retired; B's follow-up claims the wait, then waits
@@ -197,7 +198,7 @@ async def test_a_claim_gone_before_its_take_over_leaves_no_note_of_an_old_claim(
         schema = url.rsplit("schema=", 1)[1]
         turns = f"{schema}.apcore_a2a_task_turns"
         await asyncio.sleep(4)  # A has beaten for a whole replica_timeout: it judges others
-        async with httpx.AsyncClient(timeout=60) as http:
+        async with httpx.AsyncClient(timeout=60, verify=TLS) as http:
             parked = (await _send(http, a, _transfer()))["result"]["task"]
             turn = turn_of(ParseDict(parked, Task(), ignore_unknown_fields=True))[:64]
             claim = f"INSERT INTO {turns} (task_id, turn) VALUES ($1, $2)"

@@ -15,6 +15,8 @@ from typing import Any
 import httpx
 import pytest
 
+from tests._support import TLS
+
 from .._postgres import pg_database_url
 from .._support import ROOT, cli_server
 from .test_cluster_write_path_e2e import FAST
@@ -46,7 +48,7 @@ async def test_a_save_rewrites_only_the_columns_that_changed(url: str, mode: str
     args = ["--extensions-dir", BENCH, "--task-store", url, "--log-level", "warning"]
     args += ["--cluster"] * (mode == "cluster")
     with cli_server(args, env=FAST) as (base, _proc):
-        async with httpx.AsyncClient(headers=V1, timeout=60) as http:
+        async with httpx.AsyncClient(headers=V1, timeout=60, verify=TLS) as http:
             reply = await http.post(base + "/", json=_body("bench.turns", {"turns": 10}))
             task_id = reply.json()["result"]["task"]["id"]
             await _sql(

@@ -23,6 +23,8 @@ from a2a.server.tasks import InMemoryTaskStore
 from a2a.types import Task
 from apcore import Registry
 
+from tests._support import TLS
+
 from .._postgres import PG_DB, PG_HOST, PG_PORT, PG_USER, pg_schema_url
 from .._support import cli_server, free_port, running_server
 from ..lifecycle._modules import Pay
@@ -67,7 +69,10 @@ async def test_a_follow_up_reads_its_stored_task_once() -> None:
     store = _CountingStore()
     port = free_port()
     app, _ = A2AServerFactory(registry, environ={}, port=port, task_store=store).create()
-    async with running_server(app, port=port) as url, httpx.AsyncClient(timeout=20) as http:
+    async with (
+        running_server(app, port=port) as url,
+        httpx.AsyncClient(timeout=20, verify=TLS) as http,
+    ):
         parked = await _send(http, url, _message({"amount": 5}, skill="shop.pay"))
         assert parked["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
         store.reads.clear()
@@ -97,7 +102,7 @@ async def _turn_rows(schema: str) -> int:
 @pytest.mark.postgres
 async def test_turn_claims_are_deleted_when_their_wait_ends() -> None:
     with _replicas() as (a, b, schema):
-        async with httpx.AsyncClient(timeout=30) as http:
+        async with httpx.AsyncClient(timeout=30, verify=TLS) as http:
             for _ in range(3):
                 transfer = {"to": "acct-1", "amount": 5}
                 parked = await _send(http, a, _message(transfer, skill="bank.transfer"))

@@ -34,6 +34,7 @@ from sqlalchemy import select, update
 from apcore_a2a import A2AServerFactory
 from apcore_a2a.storage._urls import create_engine, parse_store_url
 from tests._sdk import make_client
+from tests._support import TLS
 from tests.bindings._grpc import failure, rich_status, stubs
 
 from .._modules import Add
@@ -92,7 +93,7 @@ async def _agent(url: str, mode: str) -> AsyncIterator[tuple[httpx.AsyncClient, 
     try:
         async with (
             running_server(app) as base,
-            httpx.AsyncClient(base_url=base, timeout=60) as http,
+            httpx.AsyncClient(base_url=base, timeout=60, verify=TLS) as http,
         ):
             yield http, base, f"127.0.0.1:{grpc_port}"
     finally:

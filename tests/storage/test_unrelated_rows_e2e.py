@@ -24,6 +24,7 @@ import httpx
 import pytest
 
 from apcore_a2a import A2AServerFactory
+from tests._support import TLS
 
 from .._postgres import PG_HOST, PG_PORT, PG_USER, pg_database_url
 from .._support import ROOT, cli_server, free_port, sse_frames, threaded_server
@@ -123,7 +124,7 @@ async def test_resuming_a_long_task_reads_only_the_events_after_the_id(
 ) -> None:
     url, name = database
     with _server(url, mode) as base:
-        async with httpx.AsyncClient(headers=V1, timeout=60) as http:
+        async with httpx.AsyncClient(headers=V1, timeout=60, verify=TLS) as http:
             ids: list[str] = []
             task_id = ""
             async with http.stream("POST", base + "/", json=_stream(500)) as response:
@@ -141,7 +142,7 @@ async def test_resuming_a_long_task_reads_only_the_events_after_the_id(
     before = await _rows_read(name, "task_events")
     # A new agent, stopped before the count: its start and stop are counted too.
     with _agent(url, mode) as base:
-        async with httpx.AsyncClient(headers=V1, timeout=60) as http:
+        async with httpx.AsyncClient(headers=V1, timeout=60, verify=TLS) as http:
             body = {"jsonrpc": "2.0", "id": 2, "method": "SubscribeToTask"}
             body["params"] = {"id": task_id}
             headers = {"Last-Event-ID": ids[-11]}  # ten events to go
@@ -165,7 +166,7 @@ async def test_a_new_task_in_a_big_context_reads_few_rows(
 ) -> None:
     url, name = database
     with _server(url, mode) as base:
-        async with httpx.AsyncClient(headers=V1, timeout=60) as http:
+        async with httpx.AsyncClient(headers=V1, timeout=60, verify=TLS) as http:
             answer = (await http.post(base + "/", json=_in_context("big-context"))).json()
             assert answer["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
     [[owner]] = await _sql(url, "SELECT owner FROM tasks")
@@ -187,7 +188,7 @@ async def test_a_new_task_in_a_big_context_reads_few_rows(
     before = await _rows_read(name, "tasks")
     # A new agent, stopped before the count: what it read beyond a start and a stop.
     with _agent(url, mode) as base:
-        async with httpx.AsyncClient(headers=V1, timeout=60) as http:
+        async with httpx.AsyncClient(headers=V1, timeout=60, verify=TLS) as http:
             answer = (await http.post(base + "/", json=_in_context("big-context"))).json()
             assert answer["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
     read = await _rows_read(name, "tasks") - before - start
@@ -225,7 +226,7 @@ async def test_the_safety_poll_reads_the_latest_event_of_each_task(
     # Without wake-ups the poll runs every cluster_poll_interval (0.1 s here).
     env = {**FAST, "A2A_CLUSTER_WAKEUPS": "false"}
     with cli_server(args, env=env) as (base, _proc):
-        async with httpx.AsyncClient(headers=V1, timeout=60) as http:
+        async with httpx.AsyncClient(headers=V1, timeout=60, verify=TLS) as http:
             reply = await http.post(base + "/", json=_body("bench.turns", {"turns": 101}))
             task_id = reply.json()["result"]["task"]["id"]
             for turn in range(1, 101):

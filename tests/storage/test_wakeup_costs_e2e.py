@@ -23,6 +23,8 @@ import httpx
 import pytest
 import pytest_asyncio
 
+from tests._support import TLS
+
 from .._postgres import PG_HOST, PG_PORT, PG_USER, pg_database_url
 from .._support import cli_server
 from ._a2a import EXTENSIONS
@@ -105,7 +107,7 @@ async def _idle_subscribers(a: str, b: str, count: int) -> AsyncIterator[None]:
     """*count* tasks parked on *a*, each followed by a ``SubscribeToTask`` stream on *b*
     that is read as it comes (past its first event, the stored task, when this yields)."""
     limits = httpx.Limits(max_connections=count + 5)
-    async with httpx.AsyncClient(timeout=120, limits=limits) as http:
+    async with httpx.AsyncClient(timeout=120, limits=limits, verify=TLS) as http:
         opened = asyncio.Semaphore(0)
 
         async def follow(task_id: str) -> None:
@@ -273,6 +275,6 @@ async def _follow_countdown(a: str, b: str) -> list[tuple[str, int]]:
         async with http.stream("POST", b + "/", json=body, headers=V10) as response:
             await read("B", response)
 
-    async with httpx.AsyncClient(timeout=60) as http:
+    async with httpx.AsyncClient(timeout=60, verify=TLS) as http:
         await asyncio.wait_for(asyncio.gather(on_a(http), on_b(http)), 120)
     return arrivals

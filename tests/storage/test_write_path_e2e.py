@@ -21,6 +21,7 @@ from sqlalchemy import text
 from apcore_a2a.storage import INTERRUPTED_MESSAGE
 from apcore_a2a.storage._urls import create_engine, parse_store_url
 from apcore_a2a.storage.deferred import WRITE_DELAY
+from tests._support import TLS
 
 from .._support import ServerProcess, cli_server
 from ._a2a import EXTENSIONS
@@ -102,7 +103,7 @@ async def test_concurrent_blocking_calls_write_each_task_once(
     agent: tuple[str, str, ServerProcess],
 ) -> None:
     base, url, _ = agent
-    async with httpx.AsyncClient(base_url=base, headers=V1, timeout=30) as http:
+    async with httpx.AsyncClient(base_url=base, headers=V1, timeout=30, verify=TLS) as http:
 
         async def timed(i: int) -> tuple[dict[str, Any], float]:
             start = time.monotonic()
@@ -136,7 +137,7 @@ async def test_a_task_whose_id_the_caller_holds_is_written_before_the_answer(
     agent: tuple[str, str, ServerProcess],
 ) -> None:
     base, url, _ = agent
-    async with httpx.AsyncClient(base_url=base, headers=V1, timeout=30) as http:
+    async with httpx.AsyncClient(base_url=base, headers=V1, timeout=30, verify=TLS) as http:
         answer = await http.post(
             "/", json=_body("jobs.sleep", {"seconds": 0.5}, returnImmediately=True)
         )
@@ -149,7 +150,7 @@ async def test_a_task_whose_id_the_caller_holds_is_written_before_the_answer(
 async def test_a_long_blocking_call_is_stored_and_recovered_after_kill_9(sql_url: str) -> None:
     async with (
         _agent(sql_url) as (base, proc),
-        httpx.AsyncClient(base_url=base, headers=V1, timeout=60) as http,
+        httpx.AsyncClient(base_url=base, headers=V1, timeout=60, verify=TLS) as http,
     ):
         call = asyncio.ensure_future(http.post("/", json=_body("jobs.sleep", {"seconds": 60})))
         # The running state is kept in memory for WRITE_DELAY, then written.
@@ -169,7 +170,7 @@ async def test_a_long_blocking_call_is_stored_and_recovered_after_kill_9(sql_url
             await call
     async with (
         _agent(sql_url, count=False) as (base, _),
-        httpx.AsyncClient(base_url=base, headers=V1, timeout=30) as http,
+        httpx.AsyncClient(base_url=base, headers=V1, timeout=30, verify=TLS) as http,
     ):
         got = await http.post(
             "/",

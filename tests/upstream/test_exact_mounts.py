@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import httpx
 
-from tests._support import threaded_server
+from tests._support import TLS, threaded_server
 from tests.client._sdk_agent import build_sdk_app
 
 
 def test_sdk_tenant_mount_takes_the_card_path_and_redirects_a_typo() -> None:
     app = build_sdk_app("http://127.0.0.1", push=False)
-    with threaded_server(app) as url, httpx.Client(base_url=url, timeout=30) as http:
+    with threaded_server(app) as url, httpx.Client(base_url=url, timeout=30, verify=TLS) as http:
         card = http.post("/.well-known/agent-card.json", json={})
         typo = http.post("/message:sendx", json={}, headers={"A2A-Version": "1.0"})
         got = http.get("/.well-known/agent-card.json")

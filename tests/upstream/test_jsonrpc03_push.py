@@ -11,13 +11,13 @@ from typing import Any
 
 import httpx
 
-from tests._support import threaded_server
+from tests._support import TLS, threaded_server
 from tests.client._sdk_agent import build_sdk_app
 
 
 def _rpc(url: str, method: str, params: dict[str, Any]) -> dict[str, Any]:
     body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
-    answer: dict[str, Any] = httpx.post(url + "/", json=body, timeout=10).json()
+    answer: dict[str, Any] = httpx.post(url + "/", json=body, timeout=10, verify=TLS).json()
     return answer
 
 

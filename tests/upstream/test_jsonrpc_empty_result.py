@@ -14,7 +14,7 @@ import httpx
 import pytest
 from google.protobuf import empty_pb2, json_format
 
-from tests._support import threaded_server
+from tests._support import TLS, threaded_server
 from tests.bindings._agent import Agent, serve_agent
 from tests.bindings._scenarios import HOOK_URL
 from tests.client._sdk_agent import build_sdk_app
@@ -26,7 +26,7 @@ MESSAGE = {"messageId": "m-1", "role": "ROLE_USER", "parts": [{"text": "hi"}],
 
 def _rpc(url: str, method: str, params: dict[str, Any], headers: dict[str, str]) -> Any:
     body = {"jsonrpc": "2.0", "id": 7, "method": method, "params": params}
-    return httpx.post(url + "/", json=body, headers=headers, timeout=30).json()
+    return httpx.post(url + "/", json=body, headers=headers, timeout=30, verify=TLS).json()
 
 
 def _task_with_config(url: str, config_id: str) -> str:
@@ -61,7 +61,9 @@ def test_our_jsonrpc_1_0_delete_answers_an_empty_message(agent: Agent) -> None:
     assert listed["result"].get("configs", []) == []
     # as REST answers the same delete
     other = _task_with_config(agent.url, "c-2")
-    rest = httpx.delete(f"{agent.url}/tasks/{other}/pushNotificationConfigs/c-2", headers=V1)
+    rest = httpx.delete(
+        f"{agent.url}/tasks/{other}/pushNotificationConfigs/c-2", headers=V1, verify=TLS
+    )
     assert (rest.status_code, rest.json()) == (200, {})
     assert (
         _rpc(agent.url, "ListTaskPushNotificationConfigs", {"taskId": other}, V1)["result"].get(

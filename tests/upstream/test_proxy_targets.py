@@ -17,6 +17,7 @@ import httpx
 import pytest
 
 from apcore_a2a.upstream.proxy_targets import bracketed
+from tests._support import TLS
 
 
 @contextlib.asynccontextmanager
@@ -42,7 +43,7 @@ async def _ask(url: str, *, corrected: bool) -> list[bytes]:
     """The request head the proxy is sent for a GET of *url* (its request line, its Host)."""
     async with (
         _refusing_proxy() as (proxy, heads),
-        httpx.AsyncClient(proxy=proxy, trust_env=False) as http,
+        httpx.AsyncClient(proxy=proxy, trust_env=False, verify=TLS) as http,
     ):
         request = http.build_request("GET", url)
         with contextlib.suppress(httpx.ProxyError):
@@ -97,7 +98,7 @@ async def test_a_callers_own_trace_still_runs() -> None:
 
     async with (
         _refusing_proxy() as (proxy, heads),
-        httpx.AsyncClient(proxy=proxy, trust_env=False) as http,
+        httpx.AsyncClient(proxy=proxy, trust_env=False, verify=TLS) as http,
     ):
         request = http.build_request("GET", "http://[::1]:8080/k", extensions={"trace": own})
         await http.send(bracketed(request))

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import httpx
 
-from tests._support import threaded_server
+from tests._support import TLS, threaded_server
 from tests.client._sdk_agent import build_sdk_app
 
 
@@ -20,6 +20,7 @@ def test_sdk_serves_a_message_with_a_push_config_without_push() -> None:
             json={"message": message, "configuration": push},
             headers={"A2A-Version": "1.0"},
             timeout=10,
+            verify=TLS,
         )
     assert answer.status_code == 200, answer.text
     assert answer.json()["task"]["status"]["state"] == "TASK_STATE_COMPLETED"

@@ -20,7 +20,7 @@ import pytest
 from a2a.types import a2a_pb2 as pb
 from a2a.types import a2a_pb2_grpc
 
-from tests._support import threaded_server
+from tests._support import TLS, threaded_server
 from tests.bindings._agent import serve_agent
 from tests.upstream._plain import plain_agent
 
@@ -56,7 +56,7 @@ def _seen(response: httpx.Response) -> dict[str, Any]:
 
 def _answers(url: str, address: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    with httpx.Client(base_url=url, timeout=30) as http:
+    with httpx.Client(base_url=url, timeout=30, verify=TLS) as http:
         task = http.post("/message:send", json={"message": _message()}, headers=V1).json()
         task_id = task["task"]["id"]
         rpc = {

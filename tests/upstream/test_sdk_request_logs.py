@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests._support import threaded_server
+from tests._support import TLS, threaded_server
 from tests.bindings._agent import serve_agent
 from tests.upstream._plain import plain_agent
 
@@ -49,7 +49,7 @@ ROUNDS = 3
 
 
 def _send_all(base: str) -> None:
-    with httpx.Client(timeout=10) as client:
+    with httpx.Client(timeout=10, verify=TLS) as client:
         for _ in range(ROUNDS):
             for _what, path, body, headers in BAD:
                 if body is None:
@@ -131,7 +131,7 @@ def test_our_requests_sdk_records_quote_a_client_value_short(
     bodies = (_rpc("GetTask", {"id": "t", "historyLength": big}), _rpc(big, {}))
     with (
         serve_agent() as ours,
-        httpx.Client(timeout=10) as client,
+        httpx.Client(timeout=10, verify=TLS) as client,
         caplog.at_level(logging.DEBUG, logger="a2a"),
     ):
         for body in bodies:

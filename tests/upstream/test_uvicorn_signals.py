@@ -12,7 +12,7 @@ import time
 
 import httpx
 
-from tests._support import free_port
+from tests._support import TLS, free_port
 
 _APP = """
 import sys, uvicorn
@@ -31,7 +31,7 @@ def test_uvicorn_ends_a_graceful_stop_with_the_signal() -> None:
         deadline = time.monotonic() + 30
         while True:
             try:
-                httpx.get(f"http://127.0.0.1:{port}/", timeout=1)
+                httpx.get(f"http://127.0.0.1:{port}/", timeout=1, verify=TLS)
                 break
             except httpx.TransportError:
                 assert time.monotonic() < deadline and proc.poll() is None

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import httpx
 
-from tests._support import threaded_server
+from tests._support import TLS, threaded_server
 from tests.client._sdk_agent import build_sdk_app
 
 
@@ -27,7 +27,9 @@ def test_sdk_answers_bad_03_params_as_an_invalid_request() -> None:
     with threaded_server(build_sdk_app("http://127.0.0.1")) as url:
         for method, params in calls.items():
             body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
-            codes[method] = httpx.post(url + "/", json=body, timeout=10).json()["error"]["code"]
+            codes[method] = httpx.post(url + "/", json=body, timeout=10, verify=TLS).json()[
+                "error"
+            ]["code"]
     assert codes == {"tasks/get": -32600, "message/send": -32600}
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests._support import threaded_server
+from tests._support import TLS, threaded_server
 from tests.bindings._agent import serve_agent
 from tests.upstream._plain import plain_agent
 
@@ -34,12 +34,12 @@ def ours() -> Iterator[str]:
 def test_a_plain_sdk_agent_reads_only_the_header() -> None:
     app, _ = plain_agent()
     with threaded_server(app) as url:
-        answer = httpx.post(url + "/?A2A-Version=1.0", json=_send(), timeout=30).json()
+        answer = httpx.post(url + "/?A2A-Version=1.0", json=_send(), timeout=30, verify=TLS).json()
     assert answer["error"]["code"] == -32009  # VersionNotSupportedError: taken for 0.3
 
 
 def test_the_parameter_serves_1_0_on_json_rpc_and_rest(ours: str) -> None:
-    with httpx.Client(base_url=ours, timeout=30) as http:
+    with httpx.Client(base_url=ours, timeout=30, verify=TLS) as http:
         sent = http.post("/?A2A-Version=1.0", json=_send()).json()
         task = sent["result"]["task"]
         assert task["status"]["state"] == "TASK_STATE_COMPLETED"
@@ -51,7 +51,7 @@ def test_the_parameter_serves_1_0_on_json_rpc_and_rest(ours: str) -> None:
 
 
 def test_a_header_wins_over_the_parameter(ours: str) -> None:
-    with httpx.Client(base_url=ours, timeout=30) as http:
+    with httpx.Client(base_url=ours, timeout=30, verify=TLS) as http:
         told = http.post("/?A2A-Version=1.0", json=_send(), headers={"A2A-Version": "0.3"})
         assert told.json()["error"]["code"] == -32009
         told = http.post("/?A2A-Version=0.3", json=_send(), headers={"A2A-Version": "1.0"})
@@ -60,7 +60,7 @@ def test_a_header_wins_over_the_parameter(ours: str) -> None:
 
 @pytest.mark.parametrize("value", ["9.9", "", "1.0%00", "%C3%A9"])
 def test_an_unsupported_parameter_is_refused_as_a_header_would_be(ours: str, value: str) -> None:
-    with httpx.Client(base_url=ours, timeout=30) as http:
+    with httpx.Client(base_url=ours, timeout=30, verify=TLS) as http:
         answer = http.post(f"/?A2A-Version={value}", json=_send())
         assert answer.status_code == 200
         assert answer.json()["error"]["code"] == -32009

@@ -24,7 +24,7 @@ from a2a.compat.v0_3.proto_utils import FromProto
 from a2a.types import a2a_pb2
 from google.protobuf.json_format import ParseDict
 
-from tests._support import threaded_server
+from tests._support import TLS, threaded_server
 from tests.client._sdk_agent import build_sdk_app
 
 V1 = {"A2A-Version": "1.0"}
@@ -41,7 +41,7 @@ def _rpc(http: httpx.Client, method: str, params: Any) -> Any:
 def sdk() -> Iterator[httpx.Client]:
     """A plain SDK agent holding two finished tasks (each with an artifact)."""
     app = build_sdk_app("http://127.0.0.1", binding="HTTP+JSON")
-    with threaded_server(app) as url, httpx.Client(base_url=url, timeout=10) as http:
+    with threaded_server(app) as url, httpx.Client(base_url=url, timeout=10, verify=TLS) as http:
         for n in range(2):
             message = {"messageId": f"m-{n}", "role": "ROLE_USER", "parts": [{"text": "hi"}]}
             sent = http.post("/message:send", json={"message": message}, headers=V1)
