@@ -8,6 +8,7 @@ server's output in the message; only a process the test crashed on purpose is fo
 
 from __future__ import annotations
 
+import ast
 import os
 import signal
 import subprocess
@@ -200,3 +201,38 @@ agent.wait(30)
     )
     assert done.returncode == 0, done.stderr
     assert "apcore-a2a-zygote-" in done.stdout  # the shim, not the real script it execs
+
+
+#: Scripts the tests run as processes of their own (one client each), not test modules.
+_OWN_PROCESSES = {
+    "tests/interop/peers/sdk03.py",
+    "tests/interop/peers/sdk13.py",
+    "tests/lifecycle/_grpc_stream_client.py",
+    "tests/governance/_agent.py",
+    "tests/ops/_agent.py",
+    "tests/push/_agent.py",
+    "tests/reliability/_serve.py",
+    "tests/storage/bench_throughput.py",
+}
+
+
+def test_the_tests_http_clients_share_one_tls_context() -> None:
+    """Each httpx client made without a TLS context loads the CA bundle (30 ms of CPU):
+    a quarter of the test processes' CPU went to it. The tests' clients take
+    ``tests._support.TLS``, or a transport of their own."""
+    makers = {"AsyncClient", "Client", "get", "post", "put", "delete", "stream", "request"}
+    lacking = []
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        name = str(path.relative_to(ROOT))
+        if name in _OWN_PROCESSES:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+                continue
+            func = node.func
+            if not (isinstance(func.value, ast.Name) and func.value.id == "httpx"):
+                continue
+            given = {k.arg for k in node.keywords}
+            if func.attr in makers and not given & {"verify", "transport", None}:
+                lacking.append(f"{name}:{node.lineno}")
+    assert lacking == []

@@ -21,7 +21,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from apcore_a2a.auth import JWTAuthenticator
-from tests._support import running_server
+from tests._support import TLS, running_server
 
 from .attacks import refusal_text
 from .keys import AUDIENCE, ISSUER, JWKSServer, KeyPair, bearer, claims, ec_pair, rsa_pair
@@ -60,7 +60,7 @@ async def test_rotation_unknown_kid_and_caching() -> None:
             audience=AUDIENCE,
             jwks_refresh_cooldown=0,
         )
-        async with serve_probe(auth) as base, httpx.AsyncClient() as client:
+        async with serve_probe(auth) as base, httpx.AsyncClient(verify=TLS) as client:
             # Cold cache: concurrent first requests share one fetch.
             first = await asyncio.gather(
                 *(whoami(client, base, old.sign(claims(f"u{i}"))) for i in range(5))
@@ -99,7 +99,7 @@ async def test_retired_key_stops_working_once_a_refresh_drops_it() -> None:
             jwks_cache_seconds=0.3,
             verified_cache_seconds=0.3,
         )
-        async with serve_probe(auth) as base, httpx.AsyncClient() as client:
+        async with serve_probe(auth) as base, httpx.AsyncClient(verify=TLS) as client:
             assert (await whoami(client, base, old.sign(sub("a")))).status_code == 200
             jwks.keys = [new]
             await asyncio.sleep(0.35)
@@ -116,7 +116,7 @@ async def test_refresh_cooldown_limits_refetches_for_unknown_kids() -> None:
     jwks = JWKSServer(keys=[key])
     async with running_server(jwks.app()) as idp:
         auth = JWTAuthenticator(jwks_url=idp + "/.well-known/jwks.json", jwks_refresh_cooldown=60)
-        async with serve_probe(auth) as base, httpx.AsyncClient() as client:
+        async with serve_probe(auth) as base, httpx.AsyncClient(verify=TLS) as client:
             assert (await whoami(client, base, key.sign(sub("a")))).status_code == 200
             for i in range(10):
                 spray = ec_pair(f"spray-{i}").sign(sub("x"))
@@ -129,7 +129,7 @@ async def test_token_without_kid_is_rejected_without_fetching() -> None:
     jwks = JWKSServer(keys=[key])
     async with running_server(jwks.app()) as idp:
         auth = JWTAuthenticator(jwks_url=idp + "/.well-known/jwks.json")
-        async with serve_probe(auth) as base, httpx.AsyncClient() as client:
+        async with serve_probe(auth) as base, httpx.AsyncClient(verify=TLS) as client:
             import jwt as pyjwt
 
             token = pyjwt.encode(sub("a"), key.private, algorithm="RS256")
@@ -163,7 +163,7 @@ async def test_the_configured_algorithms_decide_not_pyjwks_default() -> None:
         async with (
             serve_probe(wide) as wide_base,
             serve_probe(narrow) as narrow_base,
-            httpx.AsyncClient() as client,
+            httpx.AsyncClient(verify=TLS) as client,
         ):
             for alg in ("PS256", "RS384", "RS256"):
                 resp = await whoami(client, wide_base, bare.sign(sub(alg), alg=alg))
@@ -202,7 +202,7 @@ async def test_jwks_failure_is_401_and_a_warning(
             url = idp + "/nothing-here"
         auth = JWTAuthenticator(jwks_url=url, jwks_timeout=2)
         caplog.set_level(logging.WARNING, logger="apcore_a2a.auth")
-        async with serve_probe(auth) as base, httpx.AsyncClient() as client:
+        async with serve_probe(auth) as base, httpx.AsyncClient(verify=TLS) as client:
             token = key.sign(sub("a"))
             resp = await whoami(client, base, token)
             assert resp.status_code == 401

@@ -21,7 +21,7 @@ from apcore_a2a.auth import (
     InvalidCredentials,
     JWTAuthenticator,
 )
-from tests._support import find_key, running_server, send_message
+from tests._support import TLS, find_key, running_server, send_message
 
 from .keys import HMAC_SECRET
 
@@ -99,7 +99,7 @@ async def test_a_module_changing_nested_attrs_changes_no_later_request() -> None
     )
     app, _ = A2AServerFactory(Executor(registry), environ={}, auth=auth).create()
     token = header(sub="alice", groups=["staff"])
-    async with running_server(app) as base, httpx.AsyncClient() as http:
+    async with running_server(app) as base, httpx.AsyncClient(verify=TLS) as http:
         for credentials in (token, {"X-API-Key": key}):
             for n in range(3):
                 send = send_message("demo.promote", {}, message_id=f"m-{n}")
@@ -140,7 +140,7 @@ async def test_a_deeply_nested_claim_is_copied_for_every_request() -> None:
     claims = f'{{"sub":"alice","exp":{int(time.time()) + 600},"tenant":{tenant}}}'
     token = jwt.api_jws.encode(claims.encode(), HMAC_SECRET, algorithm="HS256")
     headers = {"Authorization": "Bearer " + token, **V1}
-    async with running_server(app) as base, httpx.AsyncClient() as http:
+    async with running_server(app) as base, httpx.AsyncClient(verify=TLS) as http:
         for n in range(2):  # verified, then remembered
             send = send_message("demo.tenant", {}, message_id=f"m-{n}")
             sent = await http.post(base + "/", json=send, headers=headers)
@@ -192,7 +192,7 @@ async def test_an_applications_attrs_keep_their_types_and_sets_are_copied() -> N
         "buffers": ["auth_scheme=str", "buffer=bytearray", "cert=Fingerprint"],
         "objects": ["auth_scheme=str", "owner=Empty"],
     }
-    async with running_server(app) as base, httpx.AsyncClient() as http:
+    async with running_server(app) as base, httpx.AsyncClient(verify=TLS) as http:
         for key in keys:
             for n in range(2):
                 send = send_message("demo.tag", {}, message_id=f"m-{n}")
@@ -225,7 +225,7 @@ async def test_a_list_inside_a_tuple_is_copied_beside_an_applications_object() -
     attrs = {"owner": Empty(), "pair": ("role", ["staff"])}
     auth = APIKeyAuthenticator({key: Identity(id="svc", attrs=attrs)})
     app, _ = A2AServerFactory(Executor(registry), environ={}, auth=auth).create()
-    async with running_server(app) as base, httpx.AsyncClient() as http:
+    async with running_server(app) as base, httpx.AsyncClient(verify=TLS) as http:
         for n in range(2):
             send = send_message("demo.pair", {}, message_id=f"m-{n}")
             sent = await http.post(base + "/", json=send, headers={"X-API-Key": key, **V1})

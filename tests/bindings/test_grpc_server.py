@@ -31,7 +31,7 @@ from grpc_reflection.v1alpha import reflection_pb2
 
 from apcore_a2a import A2AServerFactory
 from apcore_a2a.server.grpc import SERVICE_V0_3, SERVICE_V1
-from tests._support import free_port, threaded_server
+from tests._support import TLS, free_port, threaded_server
 from tests.bindings._agent import GATES, Agent, build_registry, serve_agent
 from tests.bindings._grpc import failure, list_services, rich_status, self_signed_cert, stubs
 from tests.bindings._peers import (
@@ -193,7 +193,7 @@ async def test_errors_echoing_a_long_request_value_are_cut_as_on_json_rpc(agent:
     long_id = "z" * 5000
     follow_up = _send_request("demo.echo", Part(text="hi"))
     follow_up.message.task_id = long_id
-    async with httpx.AsyncClient(timeout=30) as http:
+    async with httpx.AsyncClient(timeout=30, verify=TLS) as http:
         call = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
                 "params": MessageToDict(follow_up)}  # fmt: skip
         rpc = (await http.post(agent.url, json=call, headers={"A2A-Version": "1.0"})).json()
@@ -222,7 +222,7 @@ async def test_a_number_json_cannot_hold_is_refused_before_a_task_exists(
     in_metadata = _send_request("demo.echo", Part(text="hi"))
     in_metadata.metadata.fields["x"].number_value = number
     list_tasks = {"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {}}
-    async with httpx.AsyncClient(timeout=30, headers={"A2A-Version": "1.0"}) as http:
+    async with httpx.AsyncClient(timeout=30, headers={"A2A-Version": "1.0"}, verify=TLS) as http:
         before = (await http.post(agent.url, json=list_tasks)).json()["result"]
         async with stubs(agent.grpc_address) as (v1, _v03):
             for request in (poisoned, in_metadata):

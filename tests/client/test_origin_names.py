@@ -26,7 +26,7 @@ from apcore_a2a.client._calls import Caller
 from apcore_a2a.client._names import OtherOrigins
 from apcore_a2a.client.card import Endpoint
 from apcore_a2a.push.dns import AresResolver
-from tests._support import free_port, running_server
+from tests._support import TLS, free_port, running_server
 from tests.bindings._grpc import self_signed_cert
 from tests.client._sdk_agent import agent_card
 from tests.client.test_hostile_grpc_agent import _grpc_agent
@@ -206,7 +206,7 @@ async def test_an_agent_naming_a_bad_address_among_its_own_opens_nothing(agent_h
         async def endpoint() -> Endpoint:
             return to
 
-        async with httpx.AsyncClient(timeout=5) as http:
+        async with httpx.AsyncClient(timeout=5, verify=TLS) as http:
             caller = Caller(http, "http://agent.test", endpoint, AresResolver([names.address]))
             try:
                 with pytest.raises(CrossOriginEndpointError, match=r"loopback address"):

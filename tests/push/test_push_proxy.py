@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from tests._forward_proxy import forward_proxy, without_proxies
-from tests._support import running_server
+from tests._support import TLS, running_server
 from tests.bindings._grpc import self_signed_cert
 
 from ._agent import GATES, Receiver, add_message, push_agent, receiver, rpc, skill_message, statuses
@@ -50,7 +50,7 @@ async def tls_receiver(certificate: tuple[Path, Path]) -> AsyncIterator[Receiver
 
 def _client() -> httpx.AsyncClient:
     """The test's own client to the agent: the proxy settings are the agent's, not its."""
-    return httpx.AsyncClient(timeout=30, trust_env=False)
+    return httpx.AsyncClient(timeout=30, trust_env=False, verify=TLS)
 
 
 async def _send_with(client: httpx.AsyncClient, base: str, url: str) -> dict[str, Any]:
