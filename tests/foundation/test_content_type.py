@@ -16,9 +16,8 @@ from a2a.types import Message, Part, Role, SendMessageRequest
 from a2a.utils.errors import ContentTypeNotSupportedError
 
 from tests._sdk import make_client
-from tests._support import TLS
 
-from .._support import ROOT, cli_server, free_port
+from .._support import ROOT, TLS, cli_server, free_port
 
 V10 = {"A2A-Version": "1.0"}
 ODD = "application/x-unsupported-tck-type"

@@ -14,9 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests._support import TLS
-
-from .._support import ROOT, cli_server
+from .._support import ROOT, TLS, cli_server
 
 EXAMPLES = str(ROOT / "examples" / "extensions")
 V10 = {"A2A-Version": "1.0"}

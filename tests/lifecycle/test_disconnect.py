@@ -16,9 +16,7 @@ from a2a.compat.v0_3 import a2a_v0_3_pb2, a2a_v0_3_pb2_grpc
 from a2a.types import GetTaskRequest, SubscribeToTaskRequest, TaskState, a2a_pb2, a2a_pb2_grpc
 from google.protobuf.json_format import ParseDict
 
-from tests._support import TLS
-
-from .._support import free_port
+from .._support import TLS, free_port
 from ..bindings._grpc import stubs
 from ._agent import Agent, agent_server
 from ._client import (

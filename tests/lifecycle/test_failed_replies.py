@@ -34,9 +34,8 @@ from apcore.errors import InvalidInputError
 
 from apcore_a2a import A2AServerFactory
 from tests._sdk import make_client, request
-from tests._support import TLS
 
-from .._support import free_port, running_server, threaded_server
+from .._support import TLS, free_port, running_server, threaded_server
 from ..upstream._plain import plain_agent
 from ._client import BINDINGS, V1, collect, rpc, wire_message_03
 from ._modules import MaybeText as In

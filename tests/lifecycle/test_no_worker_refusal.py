@@ -22,9 +22,8 @@ from a2a.compat.v0_3 import a2a_v0_3_pb2 as pb2_v03
 from google.protobuf.struct_pb2 import Struct
 
 from tests._sdk import request
-from tests._support import TLS
 
-from .._support import free_port
+from .._support import TLS, free_port
 from ..bindings._grpc import rich_status, stubs
 from ._agent import Agent, agent_server
 from ._client import V03, V1, rpc, wire_message, wire_message_03

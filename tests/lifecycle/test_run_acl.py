@@ -28,9 +28,8 @@ from apcore.acl import AccessDecision
 
 from apcore_a2a import A2AServerFactory, InputRequired
 from tests._sdk import make_client, request
-from tests._support import TLS
 
-from .._support import free_port, running_server
+from .._support import TLS, free_port, running_server
 from ._client import BINDINGS, V1, collect, rpc, wire_message
 from ._modules import MaybeText as In
 from ._modules import SaidOut as Out

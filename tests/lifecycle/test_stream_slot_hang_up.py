@@ -32,9 +32,7 @@ from a2a.compat.v0_3 import a2a_v0_3_pb2
 from a2a.types import a2a_pb2
 from google.protobuf.json_format import ParseDict
 
-from tests._support import TLS
-
-from .._support import free_port
+from .._support import TLS, free_port
 from ..bindings._grpc import stubs
 from ._agent import Agent, agent_server
 from ._client import V1, rpc, sse_events, wire_message

@@ -10,11 +10,10 @@ import httpx
 
 from apcore_a2a import A2AServerFactory, __version__
 from apcore_a2a.ops.operations import HEALTH_TIMEOUT
-from tests._support import TLS
 
 from .._postgres import PG_HOST, PG_PORT, pg_schema_url
 from .._proxy import TcpProxy
-from .._support import free_port, running_server
+from .._support import TLS, free_port, running_server
 from ._agent import Extra, build_registry, send, served, wait_state
 from ._proc import serve_process
 

@@ -20,9 +20,8 @@ import pytest
 from apcore_a2a import _logging
 from apcore_a2a._logging import JsonFormatter, TextFormatter
 from apcore_a2a.settings import Settings
-from tests._support import TLS
 
-from .._support import CLI_STOP_TIMEOUT, ROOT, cli_server
+from .._support import CLI_STOP_TIMEOUT, ROOT, TLS, cli_server
 from ._agent import TextIn, TextOut, build_registry, message_params, rpc, send, served
 
 EXTENSIONS = Path(__file__).parent / "extensions"

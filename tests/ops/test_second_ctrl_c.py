@@ -22,10 +22,9 @@ import httpx
 import pytest
 
 from apcore_a2a.ops.graceful_server import ECHO
-from tests._support import TLS
 
 from .._postgres import PG_DB, PG_HOST, PG_PORT, PG_USER, pg_schema_url
-from .._support import ROOT, ServerProcess, cli_server
+from .._support import ROOT, TLS, ServerProcess, cli_server
 from ._agent import message_params, rpc, wait_state
 from ._proc import serve_process
 from .test_shutdown import _stored_states

@@ -25,9 +25,8 @@ from apcore_a2a.ops.graceful_server import ECHO
 from apcore_a2a.ops.shutdown import SHUTDOWN_MESSAGE
 from apcore_a2a.settings import Settings
 from apcore_a2a.storage import open_stores
-from tests._support import TLS
 
-from .._support import ServerProcess
+from .._support import TLS, ServerProcess
 from ._agent import V1, build_registry, message_params, send, served, wait_state
 from ._proc import serve_process
 

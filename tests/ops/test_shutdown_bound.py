@@ -21,9 +21,8 @@ import pytest
 
 from apcore_a2a.ops.exit_deadline import NAMED, pending_work
 from apcore_a2a.ops.graceful_server import ECHO
-from tests._support import TLS
 
-from .._support import ROOT, ServerProcess, free_port, stop_process, wait_http
+from .._support import ROOT, TLS, ServerProcess, free_port, stop_process, wait_http
 from ._agent import send, wait_state
 
 #: Hang guard only: how long the test waits for the process to be gone after SIGTERM

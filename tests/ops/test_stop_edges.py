@@ -19,9 +19,8 @@ import httpx
 import pytest
 
 from apcore_a2a import StartupError, serve
-from tests._support import TLS
 
-from .._support import ROOT, ServerProcess, free_port, wait_http
+from .._support import ROOT, TLS, ServerProcess, free_port, wait_http
 from ._agent import build_registry, send, wait_state
 
 #: Hang guard only: how long the test waits for the process to be gone.

@@ -17,10 +17,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests._support import TLS
-
 from .._postgres import pg_schema_url
-from .._support import EXAMPLES, cli_server
+from .._support import EXAMPLES, TLS, cli_server
 from ._agent import receiver, rpc
 
 

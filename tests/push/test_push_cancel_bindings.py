@@ -16,10 +16,8 @@ import httpx
 import pytest
 from a2a.types import CancelTaskRequest, TaskState
 
-from tests._support import TLS
-
 from .._postgres import store_url
-from .._support import free_port, running_server
+from .._support import TLS, free_port, running_server
 from ..bindings._grpc import stubs
 from ._agent import V1, push_agent, push_app, receiver, rpc
 from ._agent import skill_message as message

@@ -14,10 +14,8 @@ import asyncpg
 import httpx
 import pytest
 
-from tests._support import TLS
-
 from .._postgres import PG_DB, PG_HOST, PG_PORT, PG_USER, pg_schema_url, store_url
-from .._support import cli_server
+from .._support import TLS, cli_server
 from ._agent import push_agent, receiver, rpc, two_replicas
 from ._agent import skill_message as message
 from .test_push_versions import _gated_task

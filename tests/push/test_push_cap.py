@@ -13,9 +13,7 @@ import pytest
 from a2a.compat.v0_3 import a2a_v0_3_pb2 as pb2_v03
 from a2a.types import TaskPushNotificationConfig
 
-from tests._support import TLS
-
-from .._support import free_port, running_server
+from .._support import TLS, free_port, running_server
 from ..bindings._grpc import rich_status, stubs
 from ._agent import (
     GATES,

@@ -7,9 +7,7 @@ import asyncio
 import httpx
 import pytest
 
-from tests._support import TLS
-
-from .._support import cli
+from .._support import TLS, cli
 from .._support import json_lines as lines
 from ._agent import GATES, push_agent, receiver, rpc, skill_message
 

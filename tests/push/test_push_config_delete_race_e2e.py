@@ -34,10 +34,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests._support import TLS
-
 from .._postgres import PG_DB, PG_HOST, PG_PORT, PG_USER, kill_slot_renames, pg_schema_url
-from .._support import EXAMPLES, cli_server
+from .._support import EXAMPLES, TLS, cli_server
 from ._agent import rpc
 
 HOOK = "http://127.0.0.1:9/hook"

@@ -16,10 +16,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests._support import TLS
-
 from .._postgres import pg_schema_url
-from .._support import cli_server, running_server
+from .._support import TLS, cli_server, running_server
 from ._agent import Receiver, push_app, receiver, rpc, two_replicas
 from ._rows import damage_rows
 from .test_push_cancels import KILLED_REPLICA_ENV, PROBES, probe_message

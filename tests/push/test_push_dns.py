@@ -22,9 +22,8 @@ from apcore_a2a.edge.call import CallRecord
 from apcore_a2a.push import AresResolver, PushUrlPolicy
 from apcore_a2a.push.lookups import MAX_LOOKUPS
 from apcore_a2a.push.policy import Checked
-from tests._support import TLS
 
-from .._support import sse_frames
+from .._support import TLS, sse_frames
 from ..bindings._agent import serve_agent
 from ._agent import GATES, add_message, push_agent, receiver, rpc, skill_message
 from ._dns import NameServer, name_server

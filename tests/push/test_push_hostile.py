@@ -15,9 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests._support import TLS
-
-from .._support import cli_server
+from .._support import TLS, cli_server
 from ._agent import add_message, push_agent, rpc, skill_message, statuses
 from ._hostile import hostile
 

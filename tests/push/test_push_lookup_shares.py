@@ -13,10 +13,9 @@ import pytest
 from a2a.types import TaskPushNotificationConfig
 
 from apcore_a2a.push import AresResolver, PushUrlPolicy
-from tests._support import TLS
 from tests.bindings._grpc import stubs
 
-from .._support import free_port
+from .._support import TLS, free_port
 from ._agent import Receiver, add_message, push_agent, receiver
 from ._dns import NameServer, name_server
 from .test_push_dns import ALICE, BOB, _agent_on, _sockets_to, first_answer, register

@@ -22,10 +22,8 @@ import httpx
 import jwt
 import pytest
 
-from tests._support import TLS
-
 from .._postgres import pg_schema_url
-from .._support import EXAMPLES, cli_server
+from .._support import EXAMPLES, TLS, cli_server
 from ._agent import Delivery, Receiver, receiver, rpc, statuses
 
 _PUSH = ["--push-notifications", "--push-allow-insecure-urls", "--metrics"]

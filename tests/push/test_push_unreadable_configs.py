@@ -28,10 +28,9 @@ from a2a.types import (
 )
 from cryptography.fernet import Fernet
 
-from tests._support import TLS
 from tests.bindings._grpc import failure, rich_status, stubs
 
-from .._support import free_port
+from .._support import TLS, free_port
 from ._agent import Receiver, add_message, push_agent, receiver, skill_message
 from ._rows import config_rows, damage_rows
 

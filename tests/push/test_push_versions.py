@@ -16,9 +16,7 @@ from a2a.compat.v0_3 import types as types_v03
 from a2a.types import GetTaskPushNotificationConfigRequest, TaskPushNotificationConfig
 from google.protobuf.json_format import Parse
 
-from tests._support import TLS
-
-from .._support import free_port, running_server
+from .._support import TLS, free_port, running_server
 from ..bindings._grpc import stubs
 from ..bindings._peers import fetch_card, make_client
 from ._agent import GATES, V1, push_agent, push_app, push_receiver, receiver, rpc, two_replicas

@@ -25,10 +25,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests._support import TLS
-
 from .._postgres import pg_schema_url
-from .._support import cli_server, find_key, sse_frames
+from .._support import TLS, cli_server, find_key, sse_frames
 from ..storage.test_replicas_e2e import PROBES
 
 QUOTA = 3

@@ -19,9 +19,8 @@ from pathlib import Path
 import httpx
 
 from apcore_a2a.storage import INTERRUPTED_MESSAGE
-from tests._support import TLS
 
-from .._support import free_port
+from .._support import TLS, free_port
 from . import _report
 from ._load import TERMINAL, call, message, send
 from ._oracle import Oracle

@@ -21,9 +21,8 @@ import httpx
 import pytest
 
 from apcore_a2a import A2AServerFactory
-from tests._support import TLS
 
-from .._support import free_port, running_server
+from .._support import TLS, free_port, running_server
 from . import _report
 from ._load import (
     TERMINAL,

@@ -20,10 +20,8 @@ import asyncpg
 import httpx
 import pytest
 
-from tests._support import TLS
-
 from .._postgres import PG_DB, PG_HOST, PG_PORT, PG_USER, pg_execute, pg_schema_url
-from .._support import cli_server
+from .._support import TLS, cli_server
 from ._a2a import EXTENSIONS
 
 pytestmark = pytest.mark.postgres

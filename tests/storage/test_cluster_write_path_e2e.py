@@ -25,10 +25,9 @@ from starlette.routing import Route
 
 from apcore_a2a.storage import INTERRUPTED_MESSAGE
 from apcore_a2a.storage.deferred import WRITE_DELAY
-from tests._support import TLS
 
 from .._postgres import store_url
-from .._support import ServerProcess, cli_server, running_server
+from .._support import TLS, ServerProcess, cli_server, running_server
 from ._a2a import EXTENSIONS
 from .test_write_path_e2e import V1, _body, _count_writes, _sql, _writes
 

@@ -32,11 +32,10 @@ from apcore import Executor, ModuleAnnotations, Registry
 
 from apcore_a2a import A2AServerFactory, InputRequired
 from apcore_a2a.storage.event_log import MemoryEventLog
-from tests._support import TLS
 
 from .._modules import EchoIn, Talk
 from .._postgres import _run, pg_schema_url
-from .._support import find_key, free_port, sse_frames, threaded_server
+from .._support import TLS, find_key, free_port, sse_frames, threaded_server
 from .test_resume_e2e import _subscribe_call
 
 ANSWER = 10_000  # characters of each answer

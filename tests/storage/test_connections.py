@@ -23,7 +23,6 @@ import pytest
 
 from apcore_a2a.storage import StoreUnavailableError, open_stores
 from tests._sdk import make_client, request
-from tests._support import TLS
 
 from .._postgres import (
     PG_DB,
@@ -34,7 +33,7 @@ from .._postgres import (
     pg_execute,
     pg_schema_url,
 )
-from .._support import cli, cli_server, free_port
+from .._support import TLS, cli, cli_server, free_port
 from ._a2a import EXTENSIONS
 from ._helpers import settings
 

@@ -28,10 +28,9 @@ from apcore import Executor, Registry
 
 from apcore_a2a import A2AServerFactory
 from apcore_a2a.storage.event_log import MemoryEventLog
-from tests._support import TLS
 
 from .._modules import Talk
-from .._support import find_key, free_port, sse_frames, threaded_server
+from .._support import TLS, find_key, free_port, sse_frames, threaded_server
 from .test_resume_e2e import _subscribe_call
 
 BOUND = 256 * 1024

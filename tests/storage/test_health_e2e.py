@@ -6,12 +6,11 @@ import httpx
 from apcore import Registry
 
 from apcore_a2a import A2AServerFactory
-from tests._support import TLS
 
 from .._modules import Add
 from .._postgres import PG_HOST, PG_PASSWORD, PG_PORT, PG_USER
 from .._proxy import TcpProxy
-from .._support import running_server
+from .._support import TLS, running_server
 
 
 async def test_health_tracks_postgres_without_a_restart(pg_url: str) -> None:

@@ -22,10 +22,9 @@ from a2a.types import GetTaskRequest, ListTasksRequest
 from a2a.utils.errors import TaskNotFoundError
 
 from tests._sdk import make_client
-from tests._support import TLS
 
 from .._postgres import pg_schema_url
-from .._support import cli_server, free_port
+from .._support import TLS, cli_server, free_port
 from ._a2a import EXTENSIONS
 
 ALICE = {"X-API-Key": "key-alice", "A2A-Version": "1.0"}

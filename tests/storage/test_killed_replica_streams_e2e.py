@@ -20,10 +20,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests._support import TLS
-
 from .._postgres import pg_schema_url
-from .._support import EXAMPLES, ServerProcess, cli_server, sse_frames
+from .._support import EXAMPLES, TLS, ServerProcess, cli_server, sse_frames
 
 QUOTA = 3
 ENV = {

@@ -22,10 +22,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests._support import TLS
-
 from .._postgres import PG_DB, PG_HOST, PG_PORT, PG_USER, pg_schema_url
-from .._support import EXAMPLES, ServerProcess, cli_server
+from .._support import EXAMPLES, TLS, ServerProcess, cli_server
 
 ENV = {
     "A2A_CLUSTER_HEARTBEAT_INTERVAL": "0.5",

@@ -23,9 +23,8 @@ from a2a.server.models import TaskModel
 from sqlalchemy import insert, text, update
 
 from apcore_a2a.storage._urls import create_engine, parse_store_url
-from tests._support import TLS
 
-from .._support import cli_server
+from .._support import TLS, cli_server
 from ._a2a import EXTENSIONS, walk_pages
 
 A = {"X-API-Key": "key-a", "A2A-Version": "1.0"}

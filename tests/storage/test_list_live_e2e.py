@@ -20,9 +20,7 @@ from typing import Any
 import httpx
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from tests._support import TLS
-
-from .._support import cli_server
+from .._support import TLS, cli_server
 from ._a2a import EXTENSIONS, walk_pages
 
 A = {"X-API-Key": "key-a", "A2A-Version": "1.0"}

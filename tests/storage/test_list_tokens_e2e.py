@@ -19,9 +19,7 @@ import httpx
 import pytest
 from a2a.types import a2a_pb2
 
-from tests._support import TLS
-
-from .._support import cli_server, free_port
+from .._support import TLS, cli_server, free_port
 from ..bindings._grpc import stubs
 from ._a2a import EXTENSIONS
 

@@ -20,10 +20,9 @@ import pytest
 
 from apcore_a2a.storage import INTERRUPTED_MESSAGE
 from benchmarks.growth import sqlite_bytes, sqlite_frames_kept
-from tests._support import TLS
 
 from .._postgres import cannot_run, pg_database_url, pg_schema_url, store_url
-from .._support import ServerProcess, cli_server, sse_frames
+from .._support import TLS, ServerProcess, cli_server, sse_frames
 from .test_cluster_write_path_e2e import FAST, _rpc
 from .test_write_path_e2e import V1, _body, _sql
 

@@ -17,9 +17,7 @@ from typing import Any
 
 import httpx
 
-from tests._support import TLS
-
-from .._support import cli_server, find_key, sse_frames
+from .._support import TLS, cli_server, find_key, sse_frames
 from ._a2a import EXTENSIONS
 
 A = {"X-API-Key": "key-a", "A2A-Version": "1.0"}

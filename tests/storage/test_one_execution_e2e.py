@@ -28,10 +28,9 @@ from a2a.types import TaskState
 from a2a.utils.errors import A2AError
 
 from tests._sdk import make_client, request
-from tests._support import TLS
 
 from .._postgres import pg_schema_url
-from .._support import cli_server, free_port
+from .._support import TLS, cli_server, free_port
 from .test_replicas_e2e import PROBES
 
 V10 = {"A2A-Version": "1.0"}

@@ -20,12 +20,11 @@ from apcore import Registry
 from apcore_a2a import A2AServerFactory
 from apcore_a2a.storage.quota_slots import LEASE_SECONDS
 from tests._sdk import make_client, request
-from tests._support import TLS
 
 from .._modules import Add
 from .._postgres import PG_HOST, PG_PORT, pg_schema_url
 from .._proxy import TcpProxy
-from .._support import free_port, running_server
+from .._support import TLS, free_port, running_server
 
 V10 = {"A2A-Version": "1.0"}
 

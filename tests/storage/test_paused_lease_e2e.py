@@ -20,10 +20,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests._support import TLS
-
 from .._postgres import PG_DB, PG_HOST, PG_PORT, PG_USER, pg_schema_url
-from .._support import cli_server
+from .._support import TLS, cli_server
 from .test_killed_turn_claim_e2e import ENV, _send
 from .test_turn_takeover_e2e import _args, _transfer
 

@@ -24,10 +24,9 @@ from apcore import ACLRule, Context, Executor, Registry
 from apcore.acl import AccessDecision
 
 from apcore_a2a import A2AServerFactory
-from tests._support import TLS
 
 from .._postgres import pg_schema_url
-from .._support import free_port, running_server
+from .._support import TLS, free_port, running_server
 from ..lifecycle.test_run_acl import PlanACL, _Module
 from .test_killed_turn_claim_e2e import ENV, V1, _send
 from .test_turn_takeover_e2e import approved_when_free

@@ -23,10 +23,9 @@ import httpx
 import pytest
 
 from tests._sdk import request
-from tests._support import TLS
 
 from .._postgres import pg_schema_url
-from .._support import cli_server, find_key, free_port, sse_frames
+from .._support import TLS, cli_server, find_key, free_port, sse_frames
 from ._a2a import EXTENSIONS, client, send
 
 TIMEOUT = 30.0

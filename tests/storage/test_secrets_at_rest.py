@@ -14,10 +14,9 @@ import pytest
 from apcore import Registry
 
 from apcore_a2a import A2AServerFactory
-from tests._support import TLS
 
 from .._modules import Add
-from .._support import running_server, send_message
+from .._support import TLS, running_server, send_message
 
 KEY_TABLES = ("apcore_a2a_push_signing_keys", "apcore_a2a_card_signing_keys")
 FERNET_KEY = "0vnJxhxrd4Y0wHxp1ugJfCC4W_cg-632ASDH3kR-k6c="

@@ -23,10 +23,9 @@ from a2a.server.models import TaskModel
 from a2a.utils.errors import InvalidParamsError
 
 from tests._sdk import make_client, request
-from tests._support import TLS
 
 from .._postgres import pg_schema_url
-from .._support import cli_server, free_port
+from .._support import TLS, cli_server, free_port
 from ._a2a import EXTENSIONS
 from .test_write_path_e2e import _sql
 

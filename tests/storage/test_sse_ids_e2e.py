@@ -19,9 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests._support import TLS
-
-from .._support import cli_server, rpc_stream
+from .._support import TLS, cli_server, rpc_stream
 from .test_replicas_e2e import PROBES, _pair
 
 V10 = {"A2A-Version": "1.0"}

@@ -23,10 +23,9 @@ from sqlalchemy import text
 
 from apcore_a2a.storage import open_stores
 from apcore_a2a.storage.turns import turn_of
-from tests._support import TLS
 
 from .._postgres import PG_HOST, PG_PORT, pg_schema_url
-from .._support import cli_server, free_port
+from .._support import TLS, cli_server, free_port
 from ._helpers import make_task, settings
 from .test_killed_turn_claim_e2e import ENV, _approve, _send
 from .test_recovery import FAST, eventually, put

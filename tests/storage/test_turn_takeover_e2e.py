@@ -30,10 +30,9 @@ from a2a.types import Task
 from google.protobuf.json_format import ParseDict
 
 from apcore_a2a.storage.turns import turn_of
-from tests._support import TLS
 
 from .._postgres import PG_DB, PG_HOST, PG_PORT, PG_USER, pg_schema_url
-from .._support import EXAMPLES, cli_server
+from .._support import EXAMPLES, TLS, cli_server
 from .test_killed_turn_claim_e2e import ENV, _approve, _send
 
 asyncpg = pytest.importorskip("asyncpg")

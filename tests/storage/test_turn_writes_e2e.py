@@ -15,10 +15,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests._support import TLS
-
 from .._postgres import pg_database_url
-from .._support import ROOT, cli_server
+from .._support import ROOT, TLS, cli_server
 from .test_cluster_write_path_e2e import FAST
 from .test_write_path_e2e import V1, _body, _sql
 

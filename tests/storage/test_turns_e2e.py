@@ -23,10 +23,8 @@ from a2a.server.tasks import InMemoryTaskStore
 from a2a.types import Task
 from apcore import Registry
 
-from tests._support import TLS
-
 from .._postgres import PG_DB, PG_HOST, PG_PORT, PG_USER, pg_schema_url
-from .._support import cli_server, free_port, running_server
+from .._support import TLS, cli_server, free_port, running_server
 from ..lifecycle._modules import Pay
 from ._a2a import EXTENSIONS
 

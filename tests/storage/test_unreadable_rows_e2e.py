@@ -34,11 +34,10 @@ from sqlalchemy import select, update
 from apcore_a2a import A2AServerFactory
 from apcore_a2a.storage._urls import create_engine, parse_store_url
 from tests._sdk import make_client
-from tests._support import TLS
 from tests.bindings._grpc import failure, rich_status, stubs
 
 from .._modules import Add
-from .._support import free_port, running_server
+from .._support import TLS, free_port, running_server
 
 KEYS = {"alice": "key-of-alice-0123456789", "bob": "key-of-bob-0123456789"}
 #: content of the damaged rows, which no log line may show

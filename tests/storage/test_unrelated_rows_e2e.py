@@ -24,10 +24,9 @@ import httpx
 import pytest
 
 from apcore_a2a import A2AServerFactory
-from tests._support import TLS
 
 from .._postgres import PG_HOST, PG_PORT, PG_USER, pg_database_url
-from .._support import ROOT, cli_server, free_port, sse_frames, threaded_server
+from .._support import ROOT, TLS, cli_server, free_port, sse_frames, threaded_server
 from .test_cluster_write_path_e2e import FAST
 from .test_write_path_e2e import V1, _body, _sql
 

@@ -23,10 +23,8 @@ import httpx
 import pytest
 import pytest_asyncio
 
-from tests._support import TLS
-
 from .._postgres import PG_HOST, PG_PORT, PG_USER, pg_database_url
-from .._support import cli_server
+from .._support import TLS, cli_server
 from ._a2a import EXTENSIONS
 
 # One loop for the module: the idle subscribers are opened once for the tests that watch

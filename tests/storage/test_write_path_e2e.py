@@ -21,9 +21,8 @@ from sqlalchemy import text
 from apcore_a2a.storage import INTERRUPTED_MESSAGE
 from apcore_a2a.storage._urls import create_engine, parse_store_url
 from apcore_a2a.storage.deferred import WRITE_DELAY
-from tests._support import TLS
 
-from .._support import ServerProcess, cli_server
+from .._support import TLS, ServerProcess, cli_server
 from ._a2a import EXTENSIONS
 
 V1 = {"A2A-Version": "1.0"}
