@@ -106,7 +106,8 @@ _TRY_TURN = text(f"CAST(pg_try_advisory_xact_lock({_TURN_KEY}) AS VARCHAR)")
 
 
 class SlotsBusy(Exception):
-    """Another take is counting the rows of a subject that has rows past its quota."""
+    """Another take is counting the rows of a subject that has rows past its quota, and
+    fewer than the quota are held: whether this take has room is known once it ends."""
 
 
 async def turn_above(
@@ -133,11 +134,18 @@ async def take_below(
     conn: AsyncConnection, params: dict[str, Any], limit: int, *, wait: bool = True
 ) -> bool:
     """Take any free slot below *limit* for *params*' holder; ``False`` when *limit* rows
-    (whatever their numbers) are held. *wait*: :func:`turn_above`'s."""
+    (whatever their numbers) are held. *wait*: :func:`turn_above`'s; without it, a take
+    meeting another's count is refused only if the caller is at its quota without this
+    take's (what the other adds only adds to it), else :class:`SlotsBusy`."""
     of_subject = (_S.scope == params["scope"]) & (_S.subject == params["subject"])
     taken = select(func.count()).where(of_subject)
     take = TAKE_FREE.bindparams(limit=limit)
-    await turn_above(conn, params["scope"], params["subject"], limit, wait=wait)
+    try:
+        await turn_above(conn, params["scope"], params["subject"], limit, wait=wait)
+    except SlotsBusy:
+        if (await conn.execute(taken)).scalar_one() >= limit:
+            return False
+        raise
     # A lost race for a free slot means another holder took one: within limit.
     while (await conn.execute(taken)).scalar_one() < limit:
         if (await conn.execute(take, params)).first() is not None:

@@ -21,6 +21,7 @@ resume after a break takes again the slots of its leases freed meanwhile (``_rec
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import secrets
 import time
@@ -39,7 +40,6 @@ from ._slot_rows import (
     SUBJECT_CHARS,
     TAKE_SLOT,
     TURN,
-    SlotsBusy,
     retake,
     rows_past,
     still_mine,
@@ -48,6 +48,7 @@ from ._slot_rows import (
     task_finished,
 )
 from ._slot_rows import slots_table as slots_table  # named here too, as it always was
+from ._slot_waits import TurnWaits
 from ._urls import read
 from .outages import guarded
 
@@ -101,6 +102,7 @@ class SqlQuotaSlots:
         #: stopped (:meth:`aclose`): no background work starts
         self._closed = False
         self._recounting = asyncio.Lock()  # one at a time: two would both retake a lease
+        self._waits = TurnWaits()
         registry.resumed.append(lambda: self._start(self._recount()))
 
     async def take(self, scope: str, subject: str, holder: str, limit: int) -> bool:
@@ -111,8 +113,9 @@ class SqlQuotaSlots:
             taken = time.monotonic()
             row = f"r:{uuid.uuid4().hex}"
             self._held.add(row)
+            insert = functools.partial(self._insert, scope, subject, row, limit)
             try:
-                inserted = await guarded(self._insert(scope, subject, row, limit))
+                inserted = await guarded(self._waits.admit((scope, subject), insert))
             except BaseException:  # committed, maybe: an orphan then
                 self._held.discard(row)
                 raise
@@ -393,10 +396,8 @@ class SqlQuotaSlots:
             take = TAKE_SLOT.bindparams(slot=secrets.randbelow(limit), limit=limit)
             if (await conn.execute(take, params)).first() is not None:
                 return True
-            try:
-                return await self._take_free(conn, params, limit, reclaim=True)
-            except SlotsBusy:  # rows past the quota, counted by another take: refused
-                return False
+            # Rows past the quota counted by another take, room maybe: SlotsBusy (TurnWaits).
+            return await self._take_free(conn, params, limit, reclaim=True)
 
     async def _take_free(
         self, conn: AsyncConnection, params: dict[str, Any], limit: int, *, reclaim: bool
@@ -404,16 +405,15 @@ class SqlQuotaSlots:
         """Take any free slot below *limit* for *params*' holder; ``False`` when all are
         taken. With *reclaim* (a slot leased to a replica), once all are, dead replicas'
         slots are freed and the take tried again (:meth:`_reclaim`)."""
-        while True:
-            # A request's or stream's admission (reclaim) does not queue for the count.
-            if await take_below(conn, params, limit, wait=not reclaim):
-                return True
-            if not reclaim:
-                return False
-            # Counted again whatever it freed: a free under way elsewhere (a trim) that
-            # its delete waited for frees the slot all the same, and is seen now.
-            await self._reclaim(conn, params["scope"], params["subject"])
-            reclaim = False
+        # An admission (reclaim) never queues for the count (``_slot_waits.py``).
+        if await take_below(conn, params, limit, wait=not reclaim):
+            return True
+        if not reclaim:
+            return False
+        # Counted again whatever it freed: a free under way elsewhere (a trim) that its
+        # delete waited for frees the slot all the same, and is seen now.
+        await self._reclaim(conn, params["scope"], params["subject"])
+        return await take_below(conn, params, limit, wait=False)
 
     async def _delete(self, scope: str, holders: list[str]) -> None:
         stmt = delete(slots_table).where(_S.scope == scope, _S.holder.in_(holders))

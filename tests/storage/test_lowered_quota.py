@@ -14,10 +14,15 @@ that quota is served only while fewer than its limit are held, whatever their nu
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
+import pytest
 from sqlalchemy import select
 
+from apcore_a2a.errors import StoreUnavailableError
 from apcore_a2a.storage._slot_rows import turn_above
+from apcore_a2a.storage._urls import create_engine, parse_store_url
 from apcore_a2a.storage.quota_slots import TASK_SCOPE, SqlQuotaSlots, slots_table
 
 from .._postgres import pg_schema_url
@@ -91,39 +96,37 @@ async def _one_past(slots: SqlQuotaSlots) -> None:
         await slots.give_back(TASK_SCOPE, held[slot])
 
 
-async def test_a_take_past_quota_rows_does_not_queue_for_its_turn(pg_url: str) -> None:
-    """While another take counts the caller's rows (its turn held here, in a transaction
-    of the test's own), a take at the lowered quota is refused at once rather than waiting
-    with a pooled connection: a burst of a caller's requests would hold them all, and the
-    replica's heartbeat with them."""
-    a, slots = await _replica(pg_url)
+@asynccontextmanager
+async def counting(pg_url: str, caller: str = CALLER, limit: int = NEW) -> AsyncIterator[None]:
+    """Another take's count of *caller*'s task rows at *limit*, its turn held until the
+    block ends: on a connection of its own, as another replica's take holds it (a replica's
+    own sessions end once idle in a transaction for its replica timeout)."""
+    engine = create_engine(parse_store_url(pg_url))
     try:
-        await _one_past(slots)
-        async with slots.engine.begin() as counting:
-            await turn_above(counting, TASK_SCOPE, CALLER, NEW)  # held until it commits
-            async with asyncio.timeout(10):  # a hang guard: was waiting for the turn
-                assert not await slots.take(TASK_SCOPE, CALLER, "busy", NEW)
-        assert await slots.take(TASK_SCOPE, CALLER, "turn", NEW)  # its turn free
+        async with engine.begin() as conn:
+            await turn_above(conn, TASK_SCOPE, caller, limit)
+            yield
     finally:
-        await a.aclose()
+        await engine.dispose()
 
 
 async def test_a_turn_is_its_schemas_own(pg_url: str) -> None:
     """Agents in two schemas of one database, and in each a caller of the same key holding
     a task past the lowered quota: while a take counts the caller's rows in A, B's take is
-    served, A's refused. Before, the turn's key (``hashtext`` of scope and subject) was
-    one for the whole database: B's take was refused while A counted (-32091)."""
+    served, A's waits (told to retry shortly: ``test_quota_turn_waits.py``). Before, the
+    turn's key (``hashtext`` of scope and subject) was one for the whole database: B's
+    take was refused while A counted (-32091)."""
     with pg_schema_url(agents=1) as other_url:
         a, slots_a = await _replica(pg_url)
         b, slots_b = await _replica(other_url)
         try:
             await _one_past(slots_a)
             await _one_past(slots_b)
-            async with slots_a.engine.begin() as counting:
-                await turn_above(counting, TASK_SCOPE, CALLER, NEW)  # A's turn, held
+            async with counting(pg_url):  # A's turn, held
                 async with asyncio.timeout(10):  # a hang guard
                     assert await slots_b.take(TASK_SCOPE, CALLER, "other-schema", NEW)
-                    assert not await slots_a.take(TASK_SCOPE, CALLER, "same-schema", NEW)
+                    with pytest.raises(StoreUnavailableError):
+                        await slots_a.take(TASK_SCOPE, CALLER, "same-schema", NEW)
             assert await slots_a.take(TASK_SCOPE, CALLER, "turn", NEW)
         finally:
             await a.aclose()
