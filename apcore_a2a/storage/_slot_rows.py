@@ -3,7 +3,7 @@
 A limit of N is N slots numbered below N, and the primary key makes each take atomic. Rows
 can also sit at N or above: a quota lowered while its caller held more (a replica started
 or restarted with a lower setting; the tasks' rows outlive the old one), or a task counted
-past its quota (a background rename finding all N taken, ``quota_slots.py``). Those count
+past its quota (a background rename finding all N taken, ``_slot_renames.py``). Those count
 as much as the others: a take at N is served only while fewer than N rows are held,
 whatever their numbers. The numbers alone no longer prove that, so while any such row is
 there a take does not insert its random slot blindly (:data:`TAKE_SLOT`), and the takes
@@ -28,6 +28,11 @@ logger = logging.getLogger("apcore_a2a.storage")
 
 #: the longest subject (a caller key, a task id) stored as it is
 SUBJECT_CHARS = 255
+#: Scope of the push-config slots: the subject is the task id (retention frees them).
+PUSH_SCOPE = "push"
+#: Scope of the unfinished-task quota (``server/task_quota.py``): a slot renamed to its
+#: task's id is held until the task ends.
+TASK_SCOPE = "task"
 
 slots_table = Table(
     "apcore_a2a_quota_slots",

@@ -7,14 +7,9 @@ back, it waits :data:`LEASE_SECONDS` for the caller's next request there, then i
 dead replica's, when a subject is full: dead as orphan recovery judges it,
 ``ReplicaRegistry.dead_cutoff``; a live replica's own that it no longer knows, its free or
 take cut off, then too), or at once when its replica stops cleanly. A slot renamed to a task
-id lives until the task gives it back, or recovery fails the task. A rename the database did
-not take (an outage, a lost connection) is retried until it does, and a give-back under the
-new name frees the row meanwhile: the slot is never freed while its owner runs, nor held for
-ever. Once the replica stopped, nothing is retried: such a slot is freed as a dead
-replica's. A rename whose row is gone (freed as a dead replica's while this one was paused)
-takes a fresh slot, or reports that none is free (the request then cancels its task,
-``server/handler.py``). A retry, whose request has ended, keeps the task counted past the
-quota instead, and frees the slot of a task that ended before it ran. A replica whose beats
+id lives until the task gives it back, or recovery fails the task; a rename the database did
+not take is retried (``_slot_renames.py``). A take meeting another's count of a caller's
+rows waits for it holding no pooled connection (``_slot_waits.py``). A replica whose beats
 resume after a break takes again the slots of its leases freed meanwhile (``_recount``).
 """
 
@@ -30,12 +25,14 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from a2a.types import Task
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import delete, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from apcore_a2a.edge.keys import stored_key
 
 from ._replicas import ReplicaRegistry, replicas_table
+from ._slot_renames import RETRY_SECONDS, SlotRenames, rename_row
+from ._slot_rows import PUSH_SCOPE as PUSH_SCOPE  # named here too, as it always was
 from ._slot_rows import (
     SUBJECT_CHARS,
     TAKE_SLOT,
@@ -44,9 +41,8 @@ from ._slot_rows import (
     rows_past,
     still_mine,
     take_below,
-    take_past,
-    task_finished,
 )
+from ._slot_rows import TASK_SCOPE as TASK_SCOPE  # named here too, as it always was
 from ._slot_rows import slots_table as slots_table  # named here too, as it always was
 from ._slot_waits import TurnWaits
 from ._urls import read
@@ -54,15 +50,8 @@ from .outages import guarded
 
 logger = logging.getLogger("apcore_a2a.storage")
 
-#: Scope of the push-config slots: the subject is the task id (retention frees them).
-PUSH_SCOPE = "push"
-#: Scope of the unfinished-task quota (``server/task_quota.py``): a slot renamed to its
-#: task's id is held until the task ends.
-TASK_SCOPE = "task"
 #: Seconds a slot given back stays reserved for this process's next taker of it.
 LEASE_SECONDS = 1.0
-#: Seconds between two tries of the renames the database did not take.
-RETRY_SECONDS = 1.0
 #: Seconds a clean stop waits to free this replica's slots.
 STOP_SECONDS = 3.0
 
@@ -75,12 +64,6 @@ def _stored(subject: str) -> str:
     return stored_key(subject, SUBJECT_CHARS)
 
 
-def _rename(scope: str, row: str, new: str) -> Any:
-    """The update handing the slot of *row* to *new* (no longer leased to a replica)."""
-    stmt = update(slots_table).where(_S.scope == scope, _S.holder == row)
-    return stmt.values(holder=new, replica_id=None)
-
-
 class SqlQuotaSlots:
     """Quota slots of one cluster, kept in ``apcore_a2a_quota_slots`` (module docstring)."""
 
@@ -91,12 +74,11 @@ class SqlQuotaSlots:
         self._idle: dict[tuple[str, str], list[tuple[float, str, float]]] = {}
         #: (scope, holder) -> (subject, row holder, taken at, limit) of the leases in use here
         self._leased: dict[tuple[str, str], tuple[str, str, float, int]] = {}
-        #: (scope, new holder) -> (row holder, subject if known, limit) of the renames the
-        #: database has not taken
-        self._renames: dict[tuple[str, str], tuple[str, str | None, int]] = {}
         #: the rows leased to this replica that this process knows (taken, or being taken,
         #: idle, or waiting for their rename); any other is an orphan (:meth:`_reclaim`)
         self._held: set[str] = set()
+        #: the renames to tasks, and their retries (``_slot_renames.py``)
+        self._renames = SlotRenames(engine, self._held, self._start)
         #: the trims of idle leases, and the retry of the renames
         self._background: set[asyncio.Task[None]] = set()
         #: stopped (:meth:`aclose`): no background work starts
@@ -166,39 +148,7 @@ class SqlQuotaSlots:
         when the slot was freed meanwhile and all *limit* slots are taken now."""
         leased = self._leased.pop((scope, old), None)
         row = leased[1] if leased else old
-        subject = leased[0] if leased else None
-        try:
-            renamed = await guarded(self._rename_or_take(scope, row, new, subject, limit))
-            self._held.discard(row)
-            return renamed
-        except BaseException:
-            # The row may still name the request, which gives back nothing now: it is
-            # *new*'s, renamed once the database is back (or freed by *new*'s give-back).
-            self._renames[(scope, new)] = (row, subject, limit)
-            if len(self._renames) == 1:
-                self._start(self._retry_renames())
-            raise
-
-    async def _rename_or_take(
-        self, scope: str, row: str, new: str, subject: str | None, limit: int
-    ) -> bool:
-        async with self.engine.begin() as conn:
-            return await self._renamed_in(conn, scope, row, new, subject, limit)
-
-    async def _renamed_in(
-        self, conn: AsyncConnection, scope: str, row: str, new: str, subject: str | None, limit: int
-    ) -> bool:
-        if (await conn.execute(_rename(scope, row, new))).rowcount or not subject:
-            return True
-        # The row is gone: freed as a dead replica's while this one was paused (its
-        # heartbeats stopped), and maybe taken by another request since; or renamed
-        # already, by a try whose answer was lost (a retry's). Without a slot of its
-        # own the task would count for nothing.
-        named = select(func.count()).where(_S.scope == scope, _S.holder == new)
-        if (await conn.execute(named)).scalar_one():
-            return True
-        params = dict(scope=scope, subject=subject, holder=new, replica=None)
-        return await self._take_free(conn, params, limit, reclaim=False)
+        return await self._renames.rename(scope, row, new, leased[0] if leased else None, limit)
 
     async def _recount(self) -> None:
         """After a break in this replica's beats, see that each slot it leases still has
@@ -224,48 +174,6 @@ class SqlQuotaSlots:
                     except Exception as exc:  # the database still out of reach: tried again
                         logger.debug("could not check a quota slot here: %s", type(exc).__name__)
                         await asyncio.sleep(RETRY_SECONDS)
-
-    async def _retry_renames(self) -> None:
-        while self._renames:
-            await asyncio.sleep(RETRY_SECONDS)
-            await self._renamed()
-
-    async def _renamed(self) -> None:
-        """Try the renames the database has not taken, up to the first it refuses."""
-        for (scope, new), (row, subject, limit) in list(self._renames.items()):
-            try:
-                async with self.engine.begin() as conn:
-                    await self._retried(conn, scope, row, new, subject, limit)
-            except Exception as exc:  # still an outage: tried again later
-                logger.debug("could not rename a quota slot: %s", type(exc).__name__)
-                return
-            self._forget_rename(scope, new, row)
-
-    async def _retried(
-        self, conn: AsyncConnection, scope: str, row: str, new: str, subject: str | None, limit: int
-    ) -> None:
-        """One retry of a rename, whose request has ended: nobody is left to answer."""
-        if scope == TASK_SCOPE and await task_finished(conn, new):
-            # It ended meanwhile, maybe on another replica, whose give-back found no row
-            # of its name yet: renamed now, or given a fresh slot, it would hold it for ever.
-            await conn.execute(
-                delete(slots_table).where(_S.scope == scope, _S.holder.in_([row, new]))
-            )
-            return
-        if await self._renamed_in(conn, scope, row, new, subject, limit) or not limit:
-            return
-        # All taken (the row freed as a dead replica's while the database was out of
-        # reach, and the slot taken since). Canceling the task would end a run its caller
-        # was told had started, for the agent's own outage; it is kept and counted past the
-        # quota instead, so the caller's next new task waits until it is back under.
-        assert subject is not None  # a rename without one updated its row or took nothing
-        params = dict(scope=scope, subject=subject, holder=new, replica=None)
-        await take_past(conn, params, limit, f"{scope} {new}", "the database was out of reach")
-
-    def _forget_rename(self, scope: str, new: str, row: str) -> None:
-        if self._renames.get((scope, new), (None,))[0] == row:
-            del self._renames[(scope, new)]
-            self._held.discard(row)
 
     async def settle(
         self,
@@ -296,10 +204,9 @@ class SqlQuotaSlots:
         settled = True
         async with self.engine.begin() as conn:
             await conn.execute(TURN, turn)
-            pending = self._renames.get((scope, holder))
-            row = pending[0] if pending else None
+            row = self._renames.row_of(scope, holder)
             if row is not None:  # a rename the database did not take: this slot's
-                await conn.execute(_rename(scope, row, holder))
+                await conn.execute(rename_row(scope, row, holder))
             held = (await conn.execute(select(func.count()).where(same))).scalar_one()
             if not await stored(conn):
                 await conn.execute(delete(slots_table).where(same))
@@ -312,18 +219,17 @@ class SqlQuotaSlots:
             done = (_S.scope == turn["scope"]) & (_S.subject == turn["subject"])
             await conn.execute(delete(slots_table).where(done))
         if row is not None:
-            self._forget_rename(scope, holder, row)
+            self._renames.forget(scope, holder, row)
         return settled
 
     async def give_back(self, scope: str, holder: str) -> None:
         """Free the slot *holder* took (nothing when it holds none)."""
         leased = self._leased.pop((scope, holder), None)
         if leased is None:
-            pending = self._renames.get((scope, holder))
-            renamed = pending[0] if pending else None
+            renamed = self._renames.row_of(scope, holder)
             await self._delete(scope, [holder] if renamed is None else [holder, renamed])
             if renamed is not None:
-                self._forget_rename(scope, holder, renamed)
+                self._renames.forget(scope, holder, renamed)
             return
         subject, row, taken, _ = leased
         idle = self._idle.setdefault((scope, subject), [])
@@ -356,13 +262,13 @@ class SqlQuotaSlots:
         try:
             # bounded: a stop during an outage must not wait on the database
             async with asyncio.timeout(STOP_SECONDS):
-                await self._renamed()
-                pending = [row for row, _, _ in self._renames.values()]
+                await self._renames.renamed()
+                pending = [row for row, _, _ in self._renames.pending.values()]
                 mine = (_S.replica_id == self.registry.replica_id) & _S.holder.not_in(pending)
                 await self._execute(delete(slots_table).where(mine))
         except Exception as exc:  # a database outage: freed once the replica is dead
             logger.warning("could not free this replica's quota slots: %s", type(exc).__name__)
-        self._renames.clear()
+        self._renames.pending.clear()
 
     async def task_ended(self, task: Task, _event: object) -> None:
         """Free the slot of *task*, which recovery failed (its run, which would have
