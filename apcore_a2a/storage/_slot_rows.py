@@ -106,8 +106,22 @@ def rows_past(scope: str, subject: str, limit: int) -> Any:
 _TURN_KEY = schema_key(
     "quota", "CAST(:turn_scope AS VARCHAR) || ' ' || CAST(:turn_subject AS VARCHAR)"
 )
-_WAIT_TURN = text(f"CAST(pg_advisory_xact_lock({_TURN_KEY}) AS VARCHAR)")
-_TRY_TURN = text(f"CAST(pg_try_advisory_xact_lock({_TURN_KEY}) AS VARCHAR)")
+# For this release also the key the earlier ones counted under, one for the whole database:
+# their replicas and this release's, side by side in a rolling upgrade, take turns
+# (docs/deployment.md, *Upgrading replicas one by one*). The next release drops it. Taken
+# second by every count here, so two of them never wait for each other's first.
+_EARLIER_KEY = (
+    "hashtext('apcore-a2a quota ' || CAST(:turn_scope AS VARCHAR) || ' ' "
+    "|| CAST(:turn_subject AS VARCHAR))"
+)
+_WAIT_TURN = text(
+    f"CAST(pg_advisory_xact_lock({_TURN_KEY}) AS VARCHAR) "
+    f"|| CAST(pg_advisory_xact_lock({_EARLIER_KEY}) AS VARCHAR)"
+)
+_TRY_TURN = text(
+    f"CAST(pg_try_advisory_xact_lock({_TURN_KEY}) "
+    f"AND pg_try_advisory_xact_lock({_EARLIER_KEY}) AS VARCHAR)"
+)
 
 
 class SlotsBusy(Exception):

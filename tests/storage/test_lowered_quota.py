@@ -14,13 +14,12 @@ that quota is served only while fewer than its limit are held, whatever their nu
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from typing import Any
 
-import pytest
-from sqlalchemy import select
+from sqlalchemy import event, select
 
-from apcore_a2a.errors import StoreUnavailableError
 from apcore_a2a.storage._slot_rows import turn_above
 from apcore_a2a.storage._urls import create_engine, parse_store_url
 from apcore_a2a.storage.quota_slots import TASK_SCOPE, SqlQuotaSlots, slots_table
@@ -96,6 +95,24 @@ async def _one_past(slots: SqlQuotaSlots) -> None:
         await slots.give_back(TASK_SCOPE, held[slot])
 
 
+@contextmanager
+def tries(slots: SqlQuotaSlots) -> Iterator[asyncio.Event]:
+    """An event set once a take of *slots* has tried the turn (the driver sent the try)."""
+    tried = asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    def sent(*args: Any) -> None:
+        if "pg_try_advisory_xact_lock" in args[2]:  # (conn, cursor, statement, ...)
+            loop.call_soon_threadsafe(tried.set)
+
+    sync = slots.engine.sync_engine
+    event.listen(sync, "after_cursor_execute", sent)
+    try:
+        yield tried
+    finally:
+        event.remove(sync, "after_cursor_execute", sent)
+
+
 @asynccontextmanager
 async def counting(pg_url: str, caller: str = CALLER, limit: int = NEW) -> AsyncIterator[None]:
     """Another take's count of *caller*'s task rows at *limit*, its turn held until the
@@ -110,24 +127,28 @@ async def counting(pg_url: str, caller: str = CALLER, limit: int = NEW) -> Async
         await engine.dispose()
 
 
-async def test_a_turn_is_its_schemas_own(pg_url: str) -> None:
+async def test_a_count_in_another_schema_never_refuses_a_take(pg_url: str) -> None:
     """Agents in two schemas of one database, and in each a caller of the same key holding
     a task past the lowered quota: while a take counts the caller's rows in A, B's take is
-    served, A's waits (told to retry shortly: ``test_quota_turn_waits.py``). Before, the
-    turn's key (``hashtext`` of scope and subject) was one for the whole database: B's
-    take was refused while A counted (-32091)."""
+    not refused for it. In this release it waits for that count, then is served: the count
+    also takes the earlier releases' key, one for the whole database, so that their
+    replicas take turns with this one's in a rolling upgrade (``test_turn_key_upgrade.py``);
+    the next release counts under the schema's key alone, and B's take is served at once.
+    Before the schema's key, B's take was refused while A counted (-32091)."""
     with pg_schema_url(agents=1) as other_url:
         a, slots_a = await _replica(pg_url)
         b, slots_b = await _replica(other_url)
         try:
             await _one_past(slots_a)
             await _one_past(slots_b)
-            async with counting(pg_url):  # A's turn, held
-                async with asyncio.timeout(10):  # a hang guard
-                    assert await slots_b.take(TASK_SCOPE, CALLER, "other-schema", NEW)
-                    with pytest.raises(StoreUnavailableError):
-                        await slots_a.take(TASK_SCOPE, CALLER, "same-schema", NEW)
-            assert await slots_a.take(TASK_SCOPE, CALLER, "turn", NEW)
+            with tries(slots_b) as tried:
+                async with counting(pg_url):  # A's turn, held
+                    take = asyncio.ensure_future(slots_b.take(TASK_SCOPE, CALLER, "b", NEW))
+                    async with asyncio.timeout(10):  # a hang guard
+                        await tried.wait()  # B's take met A's count
+                async with asyncio.timeout(10):
+                    assert await take
+            assert await slots_a.take(TASK_SCOPE, CALLER, "a", NEW)
         finally:
             await a.aclose()
             await b.aclose()

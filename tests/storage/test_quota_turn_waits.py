@@ -15,40 +15,19 @@ test's own transaction through ``turn_above``, as a take of another replica hold
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Any
 
 import pytest
-from sqlalchemy import event, select
+from sqlalchemy import select
 
 from apcore_a2a.errors import StoreUnavailableError
 from apcore_a2a.storage._slot_waits import BUSY_RETRY_AFTER
-from apcore_a2a.storage.quota_slots import TASK_SCOPE, SqlQuotaSlots
+from apcore_a2a.storage.quota_slots import TASK_SCOPE
 
 from .._postgres import POOL_SIZE
-from .test_lowered_quota import NEW, _one_past, counting
+from .test_lowered_quota import NEW, _one_past, counting, tries
 from .test_quota_slots_freed import CALLER, _replica
 
 pytestmark = pytest.mark.postgres
-
-
-@contextmanager
-def _tries(slots: SqlQuotaSlots) -> Iterator[asyncio.Event]:
-    """An event set once a take of *slots* has tried the turn (the driver sent the try)."""
-    tried = asyncio.Event()
-    loop = asyncio.get_running_loop()
-
-    def sent(*args: Any) -> None:
-        if "pg_try_advisory_xact_lock" in args[2]:  # (conn, cursor, statement, ...)
-            loop.call_soon_threadsafe(tried.set)
-
-    sync = slots.engine.sync_engine
-    event.listen(sync, "after_cursor_execute", sent)
-    try:
-        yield tried
-    finally:
-        event.remove(sync, "after_cursor_execute", sent)
 
 
 async def test_a_take_with_room_is_served_once_the_other_count_ends(pg_url: str) -> None:
@@ -57,7 +36,7 @@ async def test_a_take_with_room_is_served_once_the_other_count_ends(pg_url: str)
     a, slots = await _replica(pg_url)
     try:
         await _one_past(slots)
-        with _tries(slots) as tried:
+        with tries(slots) as tried:
             async with counting(pg_url):
                 take = asyncio.ensure_future(slots.take(TASK_SCOPE, CALLER, "room", NEW))
                 async with asyncio.timeout(10):  # a hang guard
@@ -96,7 +75,7 @@ async def test_a_burst_meeting_a_count_held_long_holds_no_pooled_connection(
     try:
         await _one_past(slots)
         burst = 3 * POOL_SIZE
-        with _tries(slots) as tried:
+        with tries(slots) as tried:
             async with counting(pg_url):
                 takes = [
                     asyncio.ensure_future(slots.take(TASK_SCOPE, CALLER, f"burst-{n}", NEW))
