@@ -125,8 +125,9 @@ _TRY_TURN = text(
 
 
 class SlotsBusy(Exception):
-    """Another take is counting the rows of a subject that has rows past its quota, and
-    fewer than the quota are held: whether this take has room is known once it ends."""
+    """Another take is counting the rows of a subject that has rows past its quota (from
+    :func:`take_below`: and fewer than the quota are held, so whether this take has room
+    is known once that count ends)."""
 
 
 async def turn_above(

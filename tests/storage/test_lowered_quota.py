@@ -114,14 +114,16 @@ def tries(slots: SqlQuotaSlots) -> Iterator[asyncio.Event]:
 
 
 @asynccontextmanager
-async def counting(pg_url: str, caller: str = CALLER, limit: int = NEW) -> AsyncIterator[None]:
-    """Another take's count of *caller*'s task rows at *limit*, its turn held until the
-    block ends: on a connection of its own, as another replica's take holds it (a replica's
-    own sessions end once idle in a transaction for its replica timeout)."""
+async def counting(
+    pg_url: str, caller: str = CALLER, limit: int = NEW, scope: str = TASK_SCOPE
+) -> AsyncIterator[None]:
+    """Another take's count of *caller*'s rows of *scope* at *limit*, its turn held until
+    the block ends: on a connection of its own, as another replica's take holds it (a
+    replica's own sessions end once idle in a transaction for its replica timeout)."""
     engine = create_engine(parse_store_url(pg_url))
     try:
         async with engine.begin() as conn:
-            await turn_above(conn, TASK_SCOPE, caller, limit)
+            await turn_above(conn, scope, caller, limit)
             yield
     finally:
         await engine.dispose()

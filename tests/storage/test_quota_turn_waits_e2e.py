@@ -5,10 +5,11 @@ The agent runs with ``max_unfinished_tasks_per_caller`` 2; its caller (anonymous
 ``ip:127.0.0.1``, on HTTP and gRPC alike) holds a task counted past the quota, as a rename's
 retry leaves one (``_slot_rows.take_past``), so its takes count its rows one at a time, and
 the test holds that count (as another replica's take does). With room for one more task,
-every new task of every binding and version (streamed too) was answered "quota exceeded, retry in 30 s"
-(-32091, HTTP 429, gRPC ``RESOURCE_EXHAUSTED``); now it is told to retry in a second
-(-32092, HTTP 503, gRPC ``UNAVAILABLE``, ``Retry-After``/``RetryInfo`` 1), and served once
-the count ends. At the quota (two held) it is still "quota exceeded" with its 30 s.
+every new task of every binding and version (streamed too) was answered "quota exceeded,
+retry in 30 s" (-32091, HTTP 429, gRPC ``RESOURCE_EXHAUSTED``); now it is told to retry in a
+second (-32092, HTTP 503, gRPC ``UNAVAILABLE``, ``Retry-After``/``RetryInfo`` 1), and served
+once the count ends. At the quota (two held) it is still "quota exceeded" with its 30 s. A
+new stream at ``max_streams_per_caller`` (the stream slots) gets the same, before it opens.
 """
 
 from __future__ import annotations
@@ -95,6 +96,17 @@ async def _rest(http: httpx.AsyncClient, version: str) -> Answer:
     return None, sent.status_code, None if retry is None else int(retry)
 
 
+def _retry_info(error: grpc.aio.AioRpcError) -> int | None:
+    """The seconds of the ``google.rpc.RetryInfo`` in *error*'s details, if any."""
+    for key, value in error.trailing_metadata() or ():
+        if key == "grpc-status-details-bin":
+            for detail in status_pb2.Status.FromString(value).details:
+                delay = error_details_pb2.RetryInfo()
+                if detail.Unpack(delay):
+                    return int(delay.retry_delay.seconds)
+    return None
+
+
 async def _grpc(address: str, version: str) -> Answer:
     async with grpc.aio.insecure_channel(address) as channel:
         try:
@@ -110,14 +122,7 @@ async def _grpc(address: str, version: str) -> Answer:
                 sent10 = request("demo.add", ADD)
                 await stub.SendMessage(sent10, metadata=(("a2a-version", "1.0"),), timeout=30)
         except grpc.aio.AioRpcError as error:
-            seconds = None
-            for key, value in error.trailing_metadata() or ():
-                if key == "grpc-status-details-bin":
-                    for detail in status_pb2.Status.FromString(value).details:
-                        delay = error_details_pb2.RetryInfo()
-                        if detail.Unpack(delay):
-                            seconds = delay.retry_delay.seconds
-            return None, error.code().name, seconds
+            return None, error.code().name, _retry_info(error)
     return None, "OK", None
 
 
@@ -167,5 +172,93 @@ async def test_a_new_task_meeting_a_count_is_told_to_retry_shortly_on_every_bind
                 await db.execute(f"DELETE FROM {table} WHERE slot = 5")
                 async with httpx.AsyncClient(base_url=base, timeout=60) as http:
                     assert await _jsonrpc(http, "1.0") == (None, 200, None)  # served
+            finally:
+                await db.close()
+
+
+async def _refused_stream(http: httpx.AsyncClient, path: str, body: Any, version: str) -> Answer:
+    """A stream refused before it opens: (JSON-RPC code, HTTP status, ``Retry-After``)."""
+    sent = await http.post(path, json=body, headers={"A2A-Version": version})
+    code = sent.json()["error"]["code"] if path == "/" else None
+    retry = sent.headers.get("retry-after")
+    return code, sent.status_code, None if retry is None else int(retry)
+
+
+async def _grpc_stream(address: str, version: str) -> Answer:
+    async with grpc.aio.insecure_channel(address) as channel:
+        try:
+            if version == "0.3":
+                sent = pb03.SendMessageRequest(
+                    request=pb03.Message(message_id=uuid.uuid4().hex, role=pb03.ROLE_USER)
+                )
+                sent.request.content.add().data.data.update(ADD)
+                sent.request.metadata.update({"skillId": "demo.add"})
+                call = grpc03.A2AServiceStub(channel).SendStreamingMessage(sent, timeout=30)
+            else:
+                stub = grpc10.A2AServiceStub(channel)  # type: ignore[no-untyped-call]
+                call = stub.SendStreamingMessage(
+                    request("demo.add", ADD), metadata=(("a2a-version", "1.0"),), timeout=30
+                )
+            async for _ in call:
+                pass
+        except grpc.aio.AioRpcError as error:
+            return None, error.code().name, _retry_info(error)
+    return None, "OK", None
+
+
+async def _stream_answers(base: str, address: str) -> dict[str, Answer]:
+    answers: dict[str, Answer] = {}
+    async with httpx.AsyncClient(base_url=base, timeout=60) as http:
+        for version in ("1.0", "0.3"):
+            legacy = version == "0.3"
+            method = "message/stream" if legacy else "SendStreamingMessage"
+            body = {"jsonrpc": "2.0", "id": 1, "method": method}
+            body["params"] = {"message": _message(legacy)}
+            answers[f"jsonrpc-{version}"] = await _refused_stream(http, "/", body, version)
+            message = _message(False)
+            if legacy:
+                message["content"] = [{"data": {"data": ADD}}]
+                del message["parts"]
+            path = "/v1/message:stream" if legacy else "/message:stream"
+            rest = await _refused_stream(http, path, {"message": message}, version)
+            answers[f"rest-{version}"] = rest
+            answers[f"grpc-{version}"] = await _grpc_stream(address, version)
+    return answers
+
+
+async def test_a_new_stream_meeting_a_count_is_told_to_retry_shortly() -> None:
+    """The same with ``max_streams_per_caller`` 2 and a stream slot past it: every new
+    stream is refused before it opens, 503 / -32092 / ``UNAVAILABLE``, retry in 1 s (was:
+    429 / -32091 / ``RESOURCE_EXHAUSTED``, "Stream quota exceeded"); at the quota, that."""
+    registry = Registry()
+    registry.register("demo.add", Add())
+    grpc_port = free_port()
+    environ = {"A2A_MAX_STREAMS_PER_CALLER": str(QUOTA)}
+    with pg_schema_url(agents=2) as url:
+        table = url.rsplit("schema=", 1)[1] + ".apcore_a2a_quota_slots"
+        app, _ = A2AServerFactory(
+            registry, environ=environ, task_store=url, grpc_port=grpc_port, cluster=True
+        ).create()
+        async with running_server(app) as base:
+            db = await asyncpg.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, database=PG_DB)
+            try:
+                past = f"INSERT INTO {table} VALUES ('stream', $1, $2, $3, NULL)"
+                await db.execute(past, CALLER, 4, "kept-past-its-quota")
+                address = f"127.0.0.1:{grpc_port}"
+                async with counting(url, CALLER, QUOTA, "stream"):
+                    room = await _stream_answers(base, address)
+                busy = {name: (BUSY[0] if name.startswith("jsonrpc") else None, 503, 1)
+                        for name in room}  # fmt: skip
+                for version in ("1.0", "0.3"):
+                    busy[f"grpc-{version}"] = (None, "UNAVAILABLE", 1)
+                assert room == busy
+                await db.execute(past, CALLER, 5, "another-past-its-quota")
+                async with counting(url, CALLER, QUOTA, "stream"):
+                    full = await _stream_answers(base, address)
+                exceeded = {name: (FULL[0] if name.startswith("jsonrpc") else None, 429, 1)
+                            for name in full}  # fmt: skip
+                for version in ("1.0", "0.3"):
+                    exceeded[f"grpc-{version}"] = (None, "RESOURCE_EXHAUSTED", 1)
+                assert full == exceeded
             finally:
                 await db.close()
