@@ -35,7 +35,7 @@ from tests._sdk import request
 
 from .._modules import Add
 from .._postgres import PG_DB, PG_HOST, PG_PORT, PG_USER, pg_schema_url
-from .._support import free_port, running_server
+from .._support import TLS, free_port, running_server
 from .test_lowered_quota import counting
 
 asyncpg = pytest.importorskip("asyncpg")
@@ -128,7 +128,7 @@ async def _grpc(address: str, version: str) -> Answer:
 
 async def _answers(base: str, address: str) -> dict[str, Answer]:
     calls: dict[str, Callable[[], Awaitable[Answer]]] = {}
-    async with httpx.AsyncClient(base_url=base, timeout=60) as http:
+    async with httpx.AsyncClient(base_url=base, timeout=60, verify=TLS) as http:
         for version in ("1.0", "0.3"):
             calls[f"jsonrpc-{version}"] = functools.partial(_jsonrpc, http, version)
             calls[f"stream-{version}"] = functools.partial(_jsonrpc, http, version, True)
@@ -170,7 +170,7 @@ async def test_a_new_task_meeting_a_count_is_told_to_retry_shortly_on_every_bind
                     full = await _answers(base, address)
                 assert full == _expected(*FULL)
                 await db.execute(f"DELETE FROM {table} WHERE slot = 5")
-                async with httpx.AsyncClient(base_url=base, timeout=60) as http:
+                async with httpx.AsyncClient(base_url=base, timeout=60, verify=TLS) as http:
                     assert await _jsonrpc(http, "1.0") == (None, 200, None)  # served
             finally:
                 await db.close()
@@ -208,7 +208,7 @@ async def _grpc_stream(address: str, version: str) -> Answer:
 
 async def _stream_answers(base: str, address: str) -> dict[str, Answer]:
     answers: dict[str, Answer] = {}
-    async with httpx.AsyncClient(base_url=base, timeout=60) as http:
+    async with httpx.AsyncClient(base_url=base, timeout=60, verify=TLS) as http:
         for version in ("1.0", "0.3"):
             legacy = version == "0.3"
             method = "message/stream" if legacy else "SendStreamingMessage"
