@@ -16,15 +16,13 @@ import sys
 from tests._support import ROOT
 
 _SCENARIO = """
-import asyncio, logging, sys, tempfile
+import asyncio, logging, sys, tempfile, time
 sys.path.insert(0, {root!r})
 from sqlalchemy import text
 from apcore_a2a.settings import Settings
 from apcore_a2a.storage import open_stores
 
 logging.basicConfig(level=logging.WARNING)
-SLOW = ("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 1500000)"
-        " SELECT count(*) FROM c")
 
 KEPT = []
 
@@ -37,9 +35,12 @@ async def main():
             await conn.execute(text("SELECT 1"))
             await conn.commit()
             raw = await conn.get_raw_connection()
-            # Its worker thread busy for a third of a second: the rollback the pool makes
-            # as the connection comes back waits behind it.
-            KEPT.append(asyncio.ensure_future(raw.driver_connection.execute(SLOW)))
+            # Its worker thread held for a third of a second: the rollback the pool makes
+            # as the connection comes back waits behind it. A sleep, not a slow query: on a
+            # loaded machine a query's third of a second grew past the stores' 2 s wait.
+            hold = raw.driver_connection
+            await hold.create_function("hold", 0, lambda: time.sleep(0.3) or 1)
+            KEPT.append(asyncio.ensure_future(hold.execute("SELECT hold()")))
 
     KEPT.append(asyncio.ensure_future(saving()))
     await asyncio.sleep(0.05)  # the connection is on its way back
