@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 import re
+import weakref
 from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -198,11 +199,33 @@ def identity_of(context: ServerCallContext | None) -> Identity | None:
     return auth.identity if isinstance(auth, CallerCredentials) else None
 
 
+#: per strategy, the steps last seen and, per gate class asked about, those of that class
+_GATES: weakref.WeakKeyDictionary[Any, tuple[tuple[Any, ...], dict[type, list[Any]]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _gate_steps(strategy: Any, gate: type) -> list[Any]:
+    """The steps of *strategy* that are *gate* steps, in order; found again once its steps
+    change (each call asks twice: an ``isinstance`` of an ABC per step is a Python call)."""
+    steps = tuple(getattr(strategy, "steps", ()))
+    try:
+        seen = _GATES.get(strategy)
+    except TypeError:  # not weakly referable: looked at each time
+        return [step for step in steps if isinstance(step, gate)]
+    if seen is None or seen[0] != steps:
+        seen = _GATES[strategy] = (steps, {})
+    found = seen[1].get(gate)
+    if found is None:
+        found = seen[1][gate] = [step for step in steps if isinstance(step, gate)]
+    return found
+
+
 def gate_holding(executor: Any, gate: type, provider: str) -> Any:
     """What the first built-in *gate* step of *executor*'s strategy that has one holds as
     *provider* (the ACL gate's ``acl``, the approval gate's ``handler``), if any."""
-    for step in getattr(getattr(executor, "current_strategy", None), "steps", ()):
-        if isinstance(step, gate) and (found := getattr(step, provider)) is not None:
+    for step in _gate_steps(getattr(executor, "current_strategy", None), gate):
+        if (found := getattr(step, provider)) is not None:
             return found
     return None
 
