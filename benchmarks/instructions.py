@@ -7,7 +7,8 @@ instrumentation on for exactly the measured requests (``callgrind_control -i on|
 prints one JSON line; valgrind's "Collected" line divided by *n* is instructions per request.
 Without valgrind it prints CPU µs per request. Requests go straight into the ASGI app (no
 socket, no uvicorn: the same for both systems), *c* at a time. ``--stream`` sends
-``SendStreamingMessage`` instead (the whole stream counted).
+``SendStreamingMessage`` instead (the whole stream counted). ``--uvloop`` runs both on
+uvloop's event loop, as the ``speed`` extra serves them.
 
 ``valgrind --tool=callgrind --collect-atstart=no python -m benchmarks.instructions plain|ours
 --first-event`` counts each stream only up to its first SSE event (one stream at a time):
@@ -170,13 +171,20 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--first-event", action="store_true", help="streams up to their first event, c=1"
     )
+    parser.add_argument("--uvloop", action="store_true", help="uvloop's loop (the speed extra)")
     args = parser.parse_args(argv)
     mode = "first-event" if args.first_event else "stream" if args.stream else "send"
-    cpu = asyncio.run(
-        measure(args.kind, args.store, args.cluster, args.n, args.c, args.warmup, mode)
-    )
+    loop_factory = None
+    if args.uvloop:
+        import uvloop
+
+        loop_factory = uvloop.new_event_loop
+    with asyncio.Runner(loop_factory=loop_factory) as runner:
+        cpu = runner.run(
+            measure(args.kind, args.store, args.cluster, args.n, args.c, args.warmup, mode)
+        )
     print(json.dumps({"kind": args.kind, "store": args.store, "n": args.n, "mode": mode,
-                      "cpu_us": cpu}))  # fmt: skip
+                      "loop": "uvloop" if args.uvloop else "asyncio", "cpu_us": cpu}))  # fmt: skip
 
 
 if __name__ == "__main__":
