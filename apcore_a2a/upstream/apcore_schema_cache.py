@@ -38,7 +38,48 @@ class _SchemaView:
         return schema
 
     def __getattr__(self, name: str) -> Any:
+        if name == "__apcore_source_schema__":
+            return _source_schema(self._cls)
         return getattr(self._cls, name)
+
+
+#: class -> (its source schema, that schema or ``None`` when no object in it has a
+#: ``format`` key): apcore's format warnings note the answer on the class they are given,
+#: and a view is no class, so without this every call walked the schema again.
+_sources: weakref.WeakKeyDictionary[type, tuple[object, Any]] = weakref.WeakKeyDictionary()
+
+
+def _source_schema(cls: type) -> Any:
+    """*cls*'s ``__apcore_source_schema__`` (set by apcore's ``SchemaLoader``), or ``None``
+    when nothing in it can declare a format: apcore's warnings then check nothing."""
+    source = getattr(cls, "__apcore_source_schema__", None)
+    if not isinstance(source, dict):
+        return source
+    hit = _sources.get(cls)
+    if hit is not None and hit[0] is source:
+        return hit[1]
+    found = source if _mentions_format(source) else None
+    _sources[cls] = (source, found)
+    return found
+
+
+def _mentions_format(schema: dict[str, Any]) -> bool:
+    """Whether any object in *schema* (at any depth, in any position) has a ``format`` key:
+    true wherever apcore finds a declared format, and maybe elsewhere (a property so named)."""
+    pending: list[Any] = [schema]
+    seen: set[int] = set()
+    while pending:
+        node = pending.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, dict):
+            if "format" in node:
+                return True
+            pending.extend(node.values())
+        elif isinstance(node, list):
+            pending.extend(node)
+    return False
 
 
 def _viewed(schema: Any) -> Any:

@@ -224,3 +224,82 @@ def test_built_executors_cache_and_own_steps_are_left_alone() -> None:
     assert [type(s).__name__ for s in executor.current_strategy.steps].count(
         "_CachedSchemaStep"
     ) == 1
+
+
+class _Counting(dict[str, Any]):
+    """A source schema that counts how often it is asked whether it holds a ``format``."""
+
+    asked = 0
+
+    def __contains__(self, key: object) -> bool:
+        if key == "format":
+            _Counting.asked += 1
+        return super().__contains__(key)
+
+
+def _loaded(schema: dict[str, Any], name: str) -> type[BaseModel]:
+    """A model as apcore's ``SchemaLoader`` makes it from JSON Schema (YAML bindings)."""
+    from apcore import Config
+    from apcore.schema.loader import SchemaLoader
+
+    model = SchemaLoader(Config()).generate_model(schema, name)
+    model.__apcore_source_schema__ = _Counting(schema)  # type: ignore[attr-defined]
+    return model
+
+
+def test_whether_a_loaded_schema_declares_a_format_is_found_once_per_class() -> None:
+    """apcore notes on a loaded model's class whether its schema declares any ``format``
+    (so a schema without one costs one attribute read a call); a view of the class is no
+    class, so it is told here, once."""
+    plain = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
+
+    class Loaded:
+        input_schema = _loaded(plain, "LoadedIn")
+        output_schema = _loaded(plain, "LoadedOut")
+        description = "loaded"
+
+        async def execute(self, inputs: dict[str, Any], context: Any) -> dict[str, Any]:
+            return inputs
+
+    async def calls(executor: Any, n: int) -> None:
+        for _ in range(n):
+            await executor.call_async("demo.loaded", {"text": "a"})
+
+    for ours in (False, True):
+        registry = Registry()
+        registry.register("demo.loaded", Loaded())
+        executor = default_executor(registry) if ours else Executor(registry)
+        asyncio.run(calls(executor, 1))
+        before = _Counting.asked
+        asyncio.run(calls(executor, 10))
+        assert _Counting.asked == before, "asked again at each call"
+
+
+def test_format_warnings_of_a_loaded_schema_are_apcores(caplog: pytest.LogCaptureFixture) -> None:
+    schema = {
+        "type": "object",
+        "properties": {"mail": {"type": "string", "format": "email"}},
+        "required": ["mail"],
+    }
+
+    class Mail:
+        input_schema = _loaded(schema, "MailIn")
+        output_schema = _loaded(schema, "MailOut")
+        description = "mail"
+
+        async def execute(self, inputs: dict[str, Any], context: Any) -> dict[str, Any]:
+            return inputs
+
+    def warned(ours: bool) -> list[str]:
+        registry = Registry()
+        registry.register("demo.mail", Mail())
+        executor = default_executor(registry) if ours else Executor(registry)
+        caplog.clear()
+        with caplog.at_level("WARNING"):
+            for _ in range(2):
+                asyncio.run(executor.call_async("demo.mail", {"mail": "not an address"}))
+        return [r.getMessage() for r in caplog.records if "format" in r.getMessage()]
+
+    shipped = warned(False)
+    assert len(shipped) == 4  # input and output, each call
+    assert warned(True) == shipped
