@@ -17,6 +17,7 @@ from collections.abc import Iterable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Literal
+from urllib.parse import parse_qsl
 
 from a2a.utils.errors import VersionNotSupportedError
 from packaging.version import Version
@@ -108,7 +109,7 @@ class RequestInfo:
     """What one HTTP request is to the A2A layers: ``method`` is the A2A 1.0 name whatever
     the binding, ``rpc_method`` the JSON-RPC name as sent; ``version`` is the protocol the
     path or method speaks (else the announced one), ``announced`` the ``A2A-Version``
-    header as sent (``""``: none, which spec §3.6.2 reads as 0.3)."""
+    sent (``""``: none, which spec §3.6.2 reads as 0.3)."""
 
     kind: Kind
     http_method: str
@@ -142,9 +143,7 @@ class RequestInfo:
     routable: bool = True
     #: what the call answered (``streams/tap.py``'s ``Answer``), made by the first reader
     answer: Any = field(default=None, repr=False)
-    #: the URL's query string as sent, and its parameters (``(pair, name, value)``) once
-    #: parsed, for every reader of them (``upstream/wire_values.py``: ``None``, not yet)
-    query: bytes = b""
+    query: bytes = b""  #: the URL's query string as sent (its parameters: :attr:`params`)
     query_items: tuple[tuple[int, str, str], ...] | None = field(default=None, repr=False)
     _delivered: bool = field(default=False, repr=False)
 
@@ -155,6 +154,16 @@ class RequestInfo:
             self.kind, self.http_method, self.binding, self.version, method=self.method,
             static_file=self.static_file, shape=shape,
         )  # fmt: skip
+
+    @property
+    def params(self) -> tuple[tuple[int, str, str], ...]:
+        """The query's ``(pair, name, value)``s (*pair*: its index split at "&"), decoded as
+        Starlette decodes them for the SDK, parsed once for every reader of the query."""
+        if self.query_items is None:
+            each = enumerate(self.query.decode("latin-1").split("&"))
+            found = [(i, parse_qsl(text, keep_blank_values=True)) for i, text in each]
+            self.query_items = tuple((i, key, value) for i, kept in found for key, value in kept)
+        return self.query_items
 
     @property
     def streaming(self) -> bool:
@@ -284,14 +293,14 @@ def request_info(scope: Scope) -> RequestInfo | None:
     return info if isinstance(info, RequestInfo) else None
 
 
-def announced_version(scope: Scope) -> str:
-    """``A2A-Version`` as an HTTP request sent it: the header, else the request parameter
-    (spec §3.6.1); ``""`` for neither (spec §3.6.2 reads that as 0.3)."""
+def announced_version(scope: Scope, info: RequestInfo) -> str:
+    """``A2A-Version`` as *scope* sent it: the header, else the parameter (spec §3.6.1) of the
+    query this records on *info*; ``""`` for neither (spec §3.6.2 reads that as 0.3)."""
+    info.query = bytes(scope.get("query_string", b""))
     for key, value in scope.get("headers", ()):
         if key == b"a2a-version":
             return bytes(value).decode("latin-1").strip()
-    param = version_from_param(scope)
-    return "" if param is None else param.decode("latin-1").strip()
+    return version_from_param(scope, info.params) or ""
 
 
 #: The record of the HTTP request being served in this context, if any.
@@ -428,10 +437,8 @@ class Recorder:
                 info.routable = False
             else:
                 info.tenant = tenant
-        info.announced = announced_version(scope)
-        info.query = bytes(scope.get("query_string", b""))
-        if info.version is None and info.announced:
-            info.version = info.announced
+        info.announced = announced_version(scope, info)
+        info.version = info.version or info.announced or None  # the route's, else announced
         info.base_url = base_url({**scope, "root_path": root})
         template = str(getattr(scope.get("route"), "path_format", ""))
         info.route = root + ("/{tenant}" if self.tenanted else "") + template

@@ -116,7 +116,7 @@ def unrouted_handlers(rpc_path: str, explorer_prefix: str | None) -> dict[int, H
         if path == rpc_path:
             # No body to name a method: the announced version (none: 0.3, spec §3.6.2).
             info = RequestInfo("a2a", request.method, binding="jsonrpc")
-            info.version = announced_version(request.scope) or "0.3"
+            info.version = announced_version(request.scope, info) or "0.3"
             error = InvalidRequestError(message=_RPC_MESSAGE)
             return refusal(info, error, status, headers)
         # One shape for both versions: a2a-sdk answers its 0.3 REST errors in 1.0's.

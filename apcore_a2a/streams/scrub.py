@@ -24,7 +24,6 @@ import json
 import re
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from typing import Any, get_args
-from urllib.parse import parse_qsl
 
 from a2a.compat.v0_3 import types as types_v03
 from a2a.utils.errors import A2AError, InternalError, InvalidRequestError
@@ -61,9 +60,9 @@ _V03_CODES = frozenset(
 
 def said_in_request(scope: Scope, info: RequestInfo) -> list[str]:
     """What the caller of the HTTP request *scope* said that may look like a path: its URL
-    path, query and header values, and the strings of its body."""
-    query = parse_qsl(scope.get("query_string", b"").decode("latin-1"))
-    heard = [str(scope.get("path", "")), *(value for _, value in query)]
+    path, query values (as its record parsed them) and header values, and the strings of
+    its body."""
+    heard = [str(scope.get("path", "")), *(value for _, _, value in info.params)]
     heard += (value.decode("latin-1") for _, value in scope.get("headers", ()))
     return _pathlike([*heard, *_strings(info.payload)])
 

@@ -20,7 +20,6 @@ import re
 from collections.abc import Iterator
 from types import NoneType
 from typing import Any, Literal, get_args, get_origin
-from urllib.parse import parse_qsl
 
 from a2a.compat.v0_3 import a2a_v0_3_pb2 as pb2_v03
 from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
@@ -265,7 +264,7 @@ def query_error(info: RequestInfo) -> InvalidParamsError | None:
     fields = {field.camelcase_name: field for field in model.DESCRIPTOR.fields}
     errors: list[dict[str, str]] = []
     doc: dict[str, Any] = {}
-    for _pair, key, value in query_items(info):
+    for _pair, key, value in info.params:
         field = fields.get(key)
         if field is None:
             continue
@@ -320,26 +319,12 @@ def sdk_query(info: RequestInfo) -> bytes:
         if field.type == FieldDescriptor.TYPE_INT32 and not field_items(field)[0]
     }
     pairs: list[bytes] | None = None  # each pair rewritten alone: the others stay byte for byte
-    for pair, key, value in query_items(info):
+    for pair, key, value in info.params:
         number = query_int32(value) if key in integers else None
         if number is not None and value != str(number):
             pairs = pairs or info.query.split(b"&")
             pairs[pair] = pairs[pair].partition(b"=")[0] + b"=" + str(number).encode()
     return info.query if pairs is None else b"&".join(pairs)
-
-
-def query_items(info: RequestInfo) -> tuple[tuple[int, str, str], ...]:
-    """*info*'s query parameters, ``(its pair's index in the query split at "&", name,
-    value)``, decoded as Starlette decodes them for the SDK's route (``parse_qsl``,
-    latin-1): parsed on first use, each pair once, and kept on the request's record for
-    every reader (:func:`query_error` and :func:`sdk_query` read one parse)."""
-    if info.query_items is None:
-        info.query_items = tuple(
-            (pair, key, value)
-            for pair, text in enumerate(info.query.split(b"&"))
-            for key, value in parse_qsl(text.decode("latin-1"), keep_blank_values=True)
-        )
-    return info.query_items
 
 
 def _query_model(info: RequestInfo) -> Any:

@@ -25,7 +25,9 @@ import httpx
 import pytest
 from a2a.types import a2a_pb2, a2a_pb2_grpc
 
-from apcore_a2a.upstream import wire_values
+from apcore_a2a import classify
+from apcore_a2a.streams import scrub
+from apcore_a2a.upstream import version_param, wire_values
 from tests._support import TLS, threaded_server
 from tests.bindings._agent import Agent
 from tests.client._sdk_agent import build_sdk_app
@@ -192,16 +194,23 @@ def test_grpc_carries_the_same_integer(http: httpx.Client, agent: Agent) -> None
 
 
 def test_a_query_is_parsed_once(http: httpx.Client, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The query check and the rewrite of ``2.0`` read one parse of the query, kept on the
-    request's record (a count, not a time). Before, each parsed it: three parses here."""
+    """The version parameter, the query check, the rewrite of ``2.0`` and what an error may
+    quote back read one parse of the query, kept on the request's record (a count, not a
+    time). Before, the version parameter and the error's scrub each parsed it again."""
     parsed: list[str] = []
 
     def counted(text: str, **options: Any) -> list[tuple[str, str]]:
         parsed.append(text)
         return parse_qsl(text, **options)
 
-    monkeypatch.setattr(wire_values, "parse_qsl", counted)
-    answer = http.get("/tasks?pageSize=2.0&historyLength=0", headers=V1)
+    for module in (classify, scrub, version_param, wire_values):
+        if hasattr(module, "parse_qsl"):
+            monkeypatch.setattr(module, "parse_qsl", counted)
+    answer = http.get("/tasks?A2A-Version=1.0&pageSize=2.0&historyLength=0")
     assert answer.status_code == 200, answer.text
     assert len(answer.json()["tasks"]) == 2
-    assert parsed == ["pageSize=2.0", "historyLength=0"]  # each pair once
+    assert parsed == ["A2A-Version=1.0", "pageSize=2.0", "historyLength=0"]  # each pair once
+    parsed.clear()
+    refused = http.get("/tasks?a2a-version=1.0&pageToken=%2Fa%2Fb")  # an error's answer
+    assert refused.status_code == 400, refused.text
+    assert parsed == ["a2a-version=1.0", "pageToken=%2Fa%2Fb"]
