@@ -21,6 +21,8 @@ class ForwardProxy:
     def __init__(self, names: dict[str, str]) -> None:
         self.names = names
         self.asked: list[str] = []
+        #: the Proxy-Authorization of each request that sent one
+        self.credentials: list[str] = []
         self.url = ""
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -29,6 +31,10 @@ class ForwardProxy:
             line, _, headers = head.partition(b"\r\n")
             method, target, version = line.decode("ascii").split(" ")
             self.asked.append(f"{method} {target}")
+            for field in headers.split(b"\r\n"):
+                name, _, value = field.partition(b":")
+                if name.strip().lower() == b"proxy-authorization":
+                    self.credentials.append(value.strip().decode("latin-1"))
             if method == "CONNECT":
                 host, port = _authority(target)
                 first = b""

@@ -70,7 +70,11 @@ ALLOWED: dict[str, set[str]] = {
 
 #: the seam's corrections of a2a-sdk's client transports: the only seam modules the client
 #: imports, and they import nothing of ours (tests/client/test_imports.py: no server stack)
-CLIENT_SEAM = {"apcore_a2a.upstream.utc_timestamps", "apcore_a2a.upstream.proxy_targets"}
+CLIENT_SEAM = {
+    "apcore_a2a.upstream.utc_timestamps",
+    "apcore_a2a.upstream.proxy_targets",
+    "apcore_a2a.upstream.grpc_proxies",
+}
 
 
 def _module_name(path: Path) -> str:

@@ -6,14 +6,15 @@ them. With OpenTelemetry's API installed, each call runs in a CLIENT span named 
 A2A 1.0 method, with the draft OpenTelemetry A2A attributes, and sends its ``traceparent``.
 
 A gRPC call takes the egress proxy the HTTP calls to its host would take, by httpx's rule
-(``_proxies.proxy_for``), handed to grpcio as a channel option. grpcio reads the environment
-by a rule of its own: ``grpc_proxy``, ``https_proxy`` and ``http_proxy`` in lower case only,
-``https_proxy`` for a plaintext channel too, ``no_grpc_proxy``/``no_proxy`` but not
-``NO_PROXY``, no ``ALL_PROXY``. So an agent that ``NO_PROXY`` exempted went direct over HTTP
-and through the proxy over gRPC, and one that ``HTTPS_PROXY`` named went through it over
-HTTP and direct over gRPC. A proxy grpcio cannot use (it speaks HTTP ``CONNECT`` to
-``http://`` proxies only) was skipped without a word: the call went direct past it. It is
-refused instead.
+(``_proxies.proxy_for``): its channel dials the proxy and asks it for the agent
+(``upstream/grpc_proxies.py``: grpcio applies its own exemptions to a proxy handed to it).
+grpcio reads the environment by a rule of its own: ``grpc_proxy``, ``https_proxy`` and
+``http_proxy`` in lower case only, ``https_proxy`` for a plaintext channel too,
+``no_grpc_proxy``/``no_proxy`` but not ``NO_PROXY``, no ``ALL_PROXY``. So an agent that
+``NO_PROXY`` exempted went direct over HTTP and through the proxy over gRPC, and one that
+``HTTPS_PROXY`` named went through it over HTTP and direct over gRPC. A proxy grpcio cannot
+use (it speaks HTTP ``CONNECT`` to ``http://`` proxies only) was skipped without a word: the
+call went direct past it. It is refused instead.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from apcore_a2a.client.errors import (
     A2ADiscoveryError,
     InvalidAgentResponseError,
 )
+from apcore_a2a.upstream.grpc_proxies import through_proxy
 
 _HTTP_TRANSPORTS: dict[tuple[str, str], Callable[..., ClientTransport]] = {
     ("JSONRPC", "1.0"): JsonRpcTransport,
@@ -123,11 +125,14 @@ class Caller:
             if proxy is None:
                 options.append(("grpc.enable_http_proxy", 0))
             elif httpx.URL(proxy).scheme == "http":
-                options.append(("grpc.http_proxy", proxy))
+                # The first checked address, as grpcio's mapper asked the proxy for it.
+                server = pinned.split(":", 1)[1].split(",")[0] if pinned else to.url
+                target, tunnel = through_proxy(proxy, server)
+                options += tunnel
             else:  # no retry reaches it: told as unreachable
                 reason = "gRPC calls go through http:// proxies only (HTTP CONNECT)"
                 raise A2AConnectionError(str(ProxyUnusable(proxy, reason)))
-            if pinned is not None:  # the name still says whom the call and TLS are for
+            if pinned is not None or proxy is not None:  # whom the call and TLS are for
                 options.append(("grpc.default_authority", to.url))
                 if to.secure:
                     host = urlsplit("//" + to.url).hostname or ""

@@ -6,6 +6,8 @@ asked (docs/client.md, *gRPC*)."""
 
 from __future__ import annotations
 
+import base64
+
 import pytest
 
 from apcore_a2a.client import A2AClient, A2AConnectionError
@@ -15,7 +17,9 @@ from tests.client.test_hostile_grpc_agent import _grpc_agent
 
 #: (environment, whether the agent's calls go through the proxy) with PX the proxy's URL:
 #: the card's HTTP fetch and the gRPC call alike. grpcio alone read lower-case names only,
-#: took https_proxy for a plaintext channel, NO_PROXY and ALL_PROXY not, and grpc_proxy.
+#: took https_proxy for a plaintext channel, NO_PROXY and ALL_PROXY not, and grpc_proxy;
+#: and given the proxy as a channel option, it still read no_grpc_proxy and no_proxy by
+#: its own rule (upstream/grpc_proxies.py).
 CASES = [
     ({"HTTP_PROXY": "PX"}, True),
     ({"http_proxy": "PX"}, True),
@@ -24,6 +28,10 @@ CASES = [
     ({"http_proxy": "PX", "NO_PROXY": "127.0.0.1"}, False),
     ({"HTTP_PROXY": "PX", "no_proxy": "localhost, 127.0.0.1"}, False),
     ({"grpc_proxy": "PX"}, False),  # grpcio's own name: not one the client reads
+    # grpcio's own exemptions, which httpx does not read: through the proxy all the same
+    ({"HTTP_PROXY": "PX", "no_grpc_proxy": "127.0.0.1"}, True),
+    ({"HTTP_PROXY": "PX", "no_proxy": "127.0.0.0/8"}, True),  # a range httpx reads as one host
+    ({"HTTP_PROXY": "PX", "no_proxy": "*.0.0.1"}, True),
 ]
 
 
@@ -44,6 +52,21 @@ async def test_a_grpc_agent_is_reached_as_its_card_is(
         assert len(grpc) == 1 and grpc[0] != f"CONNECT {card}", px.asked
     else:
         assert px.asked == [], px.asked
+
+
+async def test_the_proxy_s_credentials_go_with_the_grpc_connect(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A user and password in the proxy's URL (percent-encoded) are its Basic credentials,
+    on the card's request and on the gRPC call's ``CONNECT`` alike."""
+    without_proxies(monkeypatch)
+    async with _grpc_agent() as (url, agent), forward_proxy({}) as px:
+        monkeypatch.setenv("HTTP_PROXY", px.url.replace("://", "://u:p%40ss@"))
+        async with A2AClient(url, timeout=30) as client:
+            assert (await client.send_message("hi"))["status"]["state"] == "completed"
+    assert [a.split(" ")[0] for a in px.asked] == ["GET", "CONNECT"], px.asked
+    assert px.credentials == ["Basic " + base64.b64encode(b"u:p@ss").decode()] * 2
+    assert len(agent.metadata) == 1
 
 
 @pytest.mark.parametrize("proxy", ["https://127.0.0.1:9", "socks5h://u:pw-77@127.0.0.1:9"])
