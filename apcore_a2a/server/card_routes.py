@@ -32,10 +32,14 @@ CACHE_CONTROL = "public, max-age=300"
 
 
 def wants_v1_card(request: Request) -> bool:
-    """True when the caller announced protocol version 1.x (the header, or the query
-    parameter the request record copied into it: ``upstream/version_param.py``)."""
-    major = request.headers.get("a2a-version", "").strip().split(".", 1)[0]
-    return major.isdigit() and int(major) >= 1
+    """True when the caller announced protocol version 1.x or later: the header, or the
+    query parameter, as the request's record has it (``upstream/version_param.py``). A
+    major is ASCII digits, as the version rule reads one (``int()`` of a superscript one,
+    or of 5,000 digits, raised: HTTP 500)."""
+    info = current_request()
+    sent = info.announced if info is not None else request.headers.get("a2a-version", "")
+    major = sent.strip().split(".", 1)[0]
+    return major.isascii() and major.isdigit() and major.strip("0") != ""
 
 
 def _matches(header: str, etag: str) -> bool:
