@@ -24,6 +24,7 @@ import httpx
 import pytest
 from packaging.version import InvalidVersion, Version
 
+from tests._support import TLS
 from tests.bindings._agent import Agent
 
 QUERIES = [
@@ -64,7 +65,7 @@ def _served(announced: str, spoken: str) -> bool:
 
 @pytest.fixture(scope="module")
 def http(agent: Agent) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=agent.url, timeout=30) as client:
+    with httpx.Client(base_url=agent.url, timeout=30, verify=TLS) as client:
         yield client
 
 
