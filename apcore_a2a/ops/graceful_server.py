@@ -27,6 +27,9 @@ logger = logging.getLogger("apcore_a2a")
 #: twice, one Ctrl-C abandoned the running tasks. A person's next Ctrl-C comes later; one
 #: held down repeats every 30-40 ms, and so still counts every third one or so.
 ECHO = 0.1
+#: Seconds the connections still open when the drain has ended get to close (a stream
+#: sends the last event of its task; one of a task that goes on elsewhere is cut).
+STREAM_DELIVERY = 3.0
 
 
 class CtrlCs:
@@ -51,9 +54,10 @@ class CtrlCs:
 
 
 class GracefulServer(uvicorn.Server):
-    """Drains running tasks alongside uvicorn's wait for open connections: the lifespan
+    """Drains running tasks before uvicorn's wait for open connections: the lifespan
     shutdown comes too late (a returnImmediately task holds no connection; a stream would
-    be cut before its ``canceled`` event). *deadline* is armed as the stop begins, and a
+    be cut before its ``canceled`` event), and the wait only then (a stream gets its last
+    event however long the drain's cancels take). *deadline* is armed as the stop begins, and a
     third Ctrl-C ends the process at once through it; *on_started* runs once it serves."""
 
     def __init__(
@@ -78,6 +82,8 @@ class GracefulServer(uvicorn.Server):
         self.forced = asyncio.Event()
         self.replaying = False
         self.ctrl_cs = CtrlCs()
+        #: how long after the stop began open connections may take (uvicorn's bound)
+        self.connection_bound = config.timeout_graceful_shutdown
 
     async def startup(self, sockets: Any = None) -> None:
         await super().startup(sockets)
@@ -117,9 +123,27 @@ class GracefulServer(uvicorn.Server):
         self.stopping = asyncio.get_running_loop()
         if self.deadline is not None:
             self.deadline.arm()
+        begun = time.monotonic()
         draining = asyncio.ensure_future(drain(state, state.settings.shutdown_timeout))
         forced = asyncio.ensure_future(self._forced(state))
         try:
+            # No new connection, nor a new request on a kept one, while the drain runs
+            # (uvicorn's shutdown below does the same again).
+            for server in self.servers:
+                server.close()
+            for sock in sockets or []:
+                sock.close()
+            for connection in list(self.server_state.connections):
+                connection.shutdown()
+            # The drain first: once it has ended, the final state of every task it canceled
+            # is stored, and so on its way to the task's streams. Only then does uvicorn's
+            # wait for open connections begin: a busy machine delays a stream's last
+            # event, and no clock cuts the stream before it (the streams' own grace is
+            # unbounded under serve(): server/factory.py).
+            await asyncio.wait([draining])
+            if self.connection_bound is not None:
+                left = begun + self.connection_bound - time.monotonic()
+                self.config.timeout_graceful_shutdown = math.ceil(max(STREAM_DELIVERY, left))
             # The lifespan's shutdown waits for this same drain before it closes the store.
             await super().shutdown(sockets)
             # ...unless uvicorn skipped it (a second Ctrl-C came first): it closes the

@@ -250,7 +250,9 @@ class A2AServerFactory:
         followers = StreamFollowers(slots) if slots is not None else None
         drops = StreamDrops(handler, agent_executor, followers) if s.cancel_on_disconnect else None
         features = _optional_features(state, self.auth, push, signer, context_builder, drops)
-        grace = s.shutdown_timeout + 1.0
+        # serve() ends streams after its drain (ops/graceful_server.py); another server's
+        # lifespan drains after them, so they end shutdown_timeout + 1 s into the stop.
+        grace = float("inf") if self.standalone else s.shutdown_timeout + 1.0
         rpc_routes, rest_routes = a2a_routes(handler, s.rpc_path, context_builder, grace)
         # Rebased onto where the caller reached us, then signed: the signature covers the
         # URLs the caller is given.
