@@ -22,6 +22,7 @@ import httpx
 
 from apcore_a2a.ops.shutdown import SHUTDOWN_MESSAGE
 
+from .._support import TLS
 from ._agent import V1, message_params
 from ._proc import serve_process
 from .test_shutdown_store import _writes_held
@@ -39,7 +40,7 @@ async def test_a_stream_gets_its_canceled_event_however_late_the_store_takes_it(
         "params": message_params("ops.sleep", {"seconds": 60}),
     }
     with serve_process(task_store=store, shutdown_timeout=1) as (url, proc):
-        async with httpx.AsyncClient(base_url=url, timeout=60) as http:
+        async with httpx.AsyncClient(base_url=url, timeout=60, verify=TLS) as http:
 
             async def watch() -> None:
                 async with http.stream("POST", "/", json=body, headers=V1) as stream:
