@@ -16,6 +16,7 @@ import uvicorn
 
 from apcore_a2a.ops.exit_deadline import ExitDeadline
 from apcore_a2a.ops.shutdown import drain
+from apcore_a2a.ops.stream_ends import StreamEnds
 from apcore_a2a.settings import Settings
 from apcore_a2a.upstream.skipped_lifespans import finish_lifespan
 
@@ -28,7 +29,7 @@ logger = logging.getLogger("apcore_a2a")
 #: held down repeats every 30-40 ms, and so still counts every third one or so.
 ECHO = 0.1
 #: Seconds the connections still open when the drain has ended get to close (a stream
-#: sends the last event of its task; one of a task that goes on elsewhere is cut).
+#: sends the last event of its task; the others were ended then: ops/stream_ends.py).
 STREAM_DELIVERY = 3.0
 
 
@@ -57,8 +58,10 @@ class GracefulServer(uvicorn.Server):
     """Drains running tasks before uvicorn's wait for open connections: the lifespan
     shutdown comes too late (a returnImmediately task holds no connection; a stream would
     be cut before its ``canceled`` event), and the wait only then (a stream gets its last
-    event however long the drain's cancels take). *deadline* is armed as the stop begins, and a
-    third Ctrl-C ends the process at once through it; *on_started* runs once it serves."""
+    event however long the drain's cancels take; the streams no task's end reaches are
+    ended then, as complete responses: ``ops/stream_ends.py``). *deadline* is armed as the
+    stop begins, and a third Ctrl-C ends the process at once through it; *on_started* runs
+    once it serves."""
 
     def __init__(
         self,
@@ -69,6 +72,10 @@ class GracefulServer(uvicorn.Server):
         on_started: Callable[[], None] | None,
         worker: bool = False,
     ) -> None:
+        #: the app's SSE responses, which the stop ends once the drain has
+        served: Any = config.app  # the ASGI app (runner.py), not an import string
+        self.streams = StreamEnds(served)
+        config.app = self.streams
         super().__init__(config)
         #: A worker of ``--workers`` leaves a third Ctrl-C to its parent: a terminal's
         #: Ctrl-C reaches it both directly and forwarded, so it cannot count them.
@@ -141,6 +148,10 @@ class GracefulServer(uvicorn.Server):
             # event, and no clock cuts the stream before it (the streams' own grace is
             # unbounded under serve(): server/factory.py).
             await asyncio.wait([draining])
+            # Every stream but those whose task's end the drain stored (that end is on its
+            # way to them: they end by themselves) ends now, as a complete response.
+            seen = state.ops.tracker.recorded or []
+            self.streams.end({e.task_id for e in seen if e.ended})
             if self.connection_bound is not None:
                 left = begun + self.connection_bound - time.monotonic()
                 self.config.timeout_graceful_shutdown = math.ceil(max(STREAM_DELIVERY, left))

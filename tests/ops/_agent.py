@@ -13,7 +13,7 @@ import httpx
 from apcore import ModuleError, Registry
 from pydantic import BaseModel, Field
 
-from .._modules import Add
+from .._modules import Add, Talk
 from .._support import free_port
 
 V1 = {"A2A-Version": "1.0"}
@@ -93,13 +93,15 @@ class Extra:
 
 
 def build_registry(*, gated: bool = False) -> Registry:
-    """The ops modules; *gated* adds ``ops.await_file`` (for the shutdown tests)."""
+    """The ops modules; *gated* adds ``ops.await_file`` and ``ops.talk`` (a task parked in
+    ``input-required``) for the shutdown tests."""
     registry = Registry()
     registry.register("ops.add", Add())
     registry.register("ops.fail", Fail())
     registry.register("ops.sleep", Sleep())
     if gated:
         registry.register("ops.await_file", AwaitFile())
+        registry.register("ops.talk", Talk())
     return registry
 
 
