@@ -14,10 +14,11 @@ new stream at ``max_streams_per_caller`` (the stream slots) gets the same, befor
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import grpc
@@ -146,11 +147,13 @@ def _expected(code: int, http: int, status: str, seconds: int) -> dict[str, Answ
     return expected
 
 
-async def test_a_new_task_meeting_a_count_is_told_to_retry_shortly_on_every_binding() -> None:
+@contextlib.asynccontextmanager
+async def _agent(environ: dict[str, str]) -> AsyncIterator[tuple[str, str, str, str, Any]]:
+    """A cluster agent on a schema of its own, gRPC too, with *environ*: (its URL, its gRPC
+    address, the store URL, the quota slots' table, a connection to the database)."""
     registry = Registry()
     registry.register("demo.add", Add())
     grpc_port = free_port()
-    environ = {"A2A_MAX_UNFINISHED_TASKS_PER_CALLER": str(QUOTA)}
     with pg_schema_url(agents=2) as url:
         table = url.rsplit("schema=", 1)[1] + ".apcore_a2a_quota_slots"
         app, _ = A2AServerFactory(
@@ -159,21 +162,26 @@ async def test_a_new_task_meeting_a_count_is_told_to_retry_shortly_on_every_bind
         async with running_server(app) as base:
             db = await asyncpg.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, database=PG_DB)
             try:
-                past = f"INSERT INTO {table} VALUES ($1, $2, $3, $4, NULL)"
-                await db.execute(past, TASK_SCOPE, CALLER, 4, "kept-past-its-quota")
-                address = f"127.0.0.1:{grpc_port}"
-                async with counting(url, CALLER, QUOTA):
-                    room = await _answers(base, address)
-                assert room == _expected(*BUSY)  # was: FULL's on every binding
-                await db.execute(past, TASK_SCOPE, CALLER, 5, "another-past-its-quota")
-                async with counting(url, CALLER, QUOTA):
-                    full = await _answers(base, address)
-                assert full == _expected(*FULL)
-                await db.execute(f"DELETE FROM {table} WHERE slot = 5")
-                async with httpx.AsyncClient(base_url=base, timeout=60, verify=TLS) as http:
-                    assert await _jsonrpc(http, "1.0") == (None, 200, None)  # served
+                yield base, f"127.0.0.1:{grpc_port}", url, table, db
             finally:
                 await db.close()
+
+
+async def test_a_new_task_meeting_a_count_is_told_to_retry_shortly_on_every_binding() -> None:
+    environ = {"A2A_MAX_UNFINISHED_TASKS_PER_CALLER": str(QUOTA)}
+    async with _agent(environ) as (base, address, url, table, db):
+        past = f"INSERT INTO {table} VALUES ($1, $2, $3, $4, NULL)"
+        await db.execute(past, TASK_SCOPE, CALLER, 4, "kept-past-its-quota")
+        async with counting(url, CALLER, QUOTA):
+            room = await _answers(base, address)
+        assert room == _expected(*BUSY)  # was: FULL's on every binding
+        await db.execute(past, TASK_SCOPE, CALLER, 5, "another-past-its-quota")
+        async with counting(url, CALLER, QUOTA):
+            full = await _answers(base, address)
+        assert full == _expected(*FULL)
+        await db.execute(f"DELETE FROM {table} WHERE slot = 5")
+        async with httpx.AsyncClient(base_url=base, timeout=60, verify=TLS) as http:
+            assert await _jsonrpc(http, "1.0") == (None, 200, None)  # served
 
 
 async def _refused_stream(http: httpx.AsyncClient, path: str, body: Any, version: str) -> Answer:
@@ -230,35 +238,22 @@ async def test_a_new_stream_meeting_a_count_is_told_to_retry_shortly() -> None:
     """The same with ``max_streams_per_caller`` 2 and a stream slot past it: every new
     stream is refused before it opens, 503 / -32092 / ``UNAVAILABLE``, retry in 1 s (was:
     429 / -32091 / ``RESOURCE_EXHAUSTED``, "Stream quota exceeded"); at the quota, that."""
-    registry = Registry()
-    registry.register("demo.add", Add())
-    grpc_port = free_port()
     environ = {"A2A_MAX_STREAMS_PER_CALLER": str(QUOTA)}
-    with pg_schema_url(agents=2) as url:
-        table = url.rsplit("schema=", 1)[1] + ".apcore_a2a_quota_slots"
-        app, _ = A2AServerFactory(
-            registry, environ=environ, task_store=url, grpc_port=grpc_port, cluster=True
-        ).create()
-        async with running_server(app) as base:
-            db = await asyncpg.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, database=PG_DB)
-            try:
-                past = f"INSERT INTO {table} VALUES ('stream', $1, $2, $3, NULL)"
-                await db.execute(past, CALLER, 4, "kept-past-its-quota")
-                address = f"127.0.0.1:{grpc_port}"
-                async with counting(url, CALLER, QUOTA, "stream"):
-                    room = await _stream_answers(base, address)
-                busy = {name: (BUSY[0] if name.startswith("jsonrpc") else None, 503, 1)
-                        for name in room}  # fmt: skip
-                for version in ("1.0", "0.3"):
-                    busy[f"grpc-{version}"] = (None, "UNAVAILABLE", 1)
-                assert room == busy
-                await db.execute(past, CALLER, 5, "another-past-its-quota")
-                async with counting(url, CALLER, QUOTA, "stream"):
-                    full = await _stream_answers(base, address)
-                exceeded = {name: (FULL[0] if name.startswith("jsonrpc") else None, 429, 1)
-                            for name in full}  # fmt: skip
-                for version in ("1.0", "0.3"):
-                    exceeded[f"grpc-{version}"] = (None, "RESOURCE_EXHAUSTED", 1)
-                assert full == exceeded
-            finally:
-                await db.close()
+    async with _agent(environ) as (base, address, url, table, db):
+        past = f"INSERT INTO {table} VALUES ('stream', $1, $2, $3, NULL)"
+        await db.execute(past, CALLER, 4, "kept-past-its-quota")
+        async with counting(url, CALLER, QUOTA, "stream"):
+            room = await _stream_answers(base, address)
+        busy = {name: (BUSY[0] if name.startswith("jsonrpc") else None, 503, 1)
+                for name in room}  # fmt: skip
+        for version in ("1.0", "0.3"):
+            busy[f"grpc-{version}"] = (None, "UNAVAILABLE", 1)
+        assert room == busy
+        await db.execute(past, CALLER, 5, "another-past-its-quota")
+        async with counting(url, CALLER, QUOTA, "stream"):
+            full = await _stream_answers(base, address)
+        exceeded = {name: (FULL[0] if name.startswith("jsonrpc") else None, 429, 1)
+                    for name in full}  # fmt: skip
+        for version in ("1.0", "0.3"):
+            exceeded[f"grpc-{version}"] = (None, "RESOURCE_EXHAUSTED", 1)
+        assert full == exceeded
