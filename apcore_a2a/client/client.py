@@ -6,6 +6,7 @@ values into their requests and their results into the documented dicts.
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 from urllib.parse import quote
@@ -121,8 +122,9 @@ class A2AClient:
             token = header_value(auth, "the bearer token (auth)")
             default_headers["Authorization"], auth = f"Bearer {token}", None
         self._direct = DirectTransport(app, lifespan) if app is not None else None
+        tls = trusted_context()  # one for the transport and the proxy mounts alike
         try:
-            transport = _to_agent(self._base) if self._direct is None else self._direct
+            transport = _to_agent(self._base, tls) if self._direct is None else self._direct
         except httpx.InvalidURL as exc:  # "[::1]" in NO_PROXY: httpx reads it as a URL
             raise ValueError(
                 "the environment's proxy settings (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY, "
@@ -139,7 +141,7 @@ class A2AClient:
             auth=auth,  # a (user, password) pair: httpx's basic auth
             transport=transport,
             event_hooks=HOOKS,
-            verify=trusted_context(),  # for the environment's proxy mounts
+            verify=tls,  # for the environment's proxy mounts
         )
         verifying = verify_card or card_keys is not None
         self._verifier = CardVerifier(self._http, self._base, card_keys) if verifying else None
@@ -433,13 +435,13 @@ class A2AClient:
         return card
 
 
-def _to_agent(base: str) -> httpx.AsyncHTTPTransport:
+def _to_agent(base: str, tls: ssl.SSLContext) -> httpx.AsyncHTTPTransport:
     """The transport of the calls to the agent at *base* (all on its origin): through the
     proxy the environment names for it, as httpx's ``trust_env`` chooses it
     (``_proxies.proxy_for``), else direct. Only that proxy is judged: httpx's client built
     every proxy's transport, and one without ``socksio`` refused an agent ``NO_PROXY``
-    exempts from it. Both read ``SSL_CERT_FILE`` and ``SSL_CERT_DIR`` as httpx's client does."""
+    exempts from it. Both verify with *tls* (``_proxies.trusted_context``)."""
     proxy = proxy_for(httpx.URL(base), strict=True)
     if proxy is None:
-        return httpx.AsyncHTTPTransport(limits=KEPT, verify=trusted_context())
-    return proxy_transport(proxy, verify=trusted_context())
+        return httpx.AsyncHTTPTransport(limits=KEPT, verify=tls)
+    return proxy_transport(proxy, verify=tls)
