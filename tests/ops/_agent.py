@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -133,6 +134,17 @@ async def rpc(
     assert response.status_code == 200, response.text
     payload: dict[str, Any] = response.json()
     return payload
+
+
+async def read_stream(
+    http: httpx.AsyncClient, body: dict[str, Any], events: list[dict[str, Any]]
+) -> None:
+    """POST *body* (a 1.0 streaming call) and append each event it answers to *events*,
+    as it comes, until the stream ends."""
+    async with http.stream("POST", "/", json=body, headers=V1) as stream:
+        async for line in stream.aiter_lines():
+            if line.startswith("data:"):
+                events.append(json.loads(line[5:]))
 
 
 async def send(

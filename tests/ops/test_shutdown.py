@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import signal
 import tempfile
 from collections.abc import AsyncIterator
@@ -27,7 +26,7 @@ from apcore_a2a.settings import Settings
 from apcore_a2a.storage import open_stores
 
 from .._support import TLS, ServerProcess
-from ._agent import V1, build_registry, message_params, send, served, wait_state
+from ._agent import V1, build_registry, message_params, read_stream, send, served, wait_state
 from ._proc import serve_process
 
 TASKS = 20
@@ -160,14 +159,7 @@ async def test_sigterm_cancels_what_outlives_the_timeout(tmp_path: Path) -> None
                     headers=V1,
                 )
             )
-
-            async def watch() -> None:
-                async with http.stream("POST", "/", json=body, headers=V1) as stream:
-                    async for line in stream.aiter_lines():
-                        if line.startswith("data:"):
-                            stream_events.append(json.loads(line[5:]))
-
-            streaming = asyncio.ensure_future(watch())
+            streaming = asyncio.ensure_future(read_stream(http, body, stream_events))
             async with asyncio.timeout(10):
                 while not stream_events:
                     await asyncio.sleep(0.02)

@@ -13,7 +13,6 @@ of the cancel waits for it, as on a loaded machine.
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 import signal
 from pathlib import Path
@@ -25,7 +24,7 @@ import pytest
 from apcore_a2a.ops.shutdown import SHUTDOWN_MESSAGE
 
 from .._support import TLS
-from ._agent import V1, message_params, send
+from ._agent import V1, message_params, read_stream, send
 from ._proc import serve_process
 from .test_shutdown_store import _writes_held
 
@@ -43,14 +42,7 @@ async def test_a_stream_gets_its_canceled_event_however_late_the_store_takes_it(
     }
     with serve_process(task_store=store, shutdown_timeout=1) as (url, proc):
         async with httpx.AsyncClient(base_url=url, timeout=60, verify=TLS) as http:
-
-            async def watch() -> None:
-                async with http.stream("POST", "/", json=body, headers=V1) as stream:
-                    async for line in stream.aiter_lines():
-                        if line.startswith("data:"):
-                            events.append(json.loads(line[5:]))
-
-            streaming = asyncio.ensure_future(watch())
+            streaming = asyncio.ensure_future(read_stream(http, body, events))
             async with asyncio.timeout(30):
                 while not any("statusUpdate" in event["result"] for event in events):
                     await asyncio.sleep(0.02)  # the module runs
