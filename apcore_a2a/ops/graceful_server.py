@@ -15,7 +15,7 @@ from typing import Any
 import uvicorn
 
 from apcore_a2a.ops.exit_deadline import ExitDeadline
-from apcore_a2a.ops.shutdown import drain
+from apcore_a2a.ops.shutdown import drain, ends_by_itself
 from apcore_a2a.ops.stream_ends import StreamEnds
 from apcore_a2a.settings import Settings
 from apcore_a2a.upstream.skipped_lifespans import finish_lifespan
@@ -150,8 +150,7 @@ class GracefulServer(uvicorn.Server):
             await asyncio.wait([draining])
             # Every stream but those whose task's end the drain stored (that end is on its
             # way to them: they end by themselves) ends now, as a complete response.
-            seen = state.ops.tracker.recorded or []
-            self.streams.end({e.task_id for e in seen if e.ended})
+            self.streams.end(ends_by_itself(state))
             if self.connection_bound is not None:
                 left = begun + self.connection_bound - time.monotonic()
                 self.config.timeout_graceful_shutdown = math.ceil(max(STREAM_DELIVERY, left))

@@ -92,6 +92,12 @@ async def _drain(state: ServerView, grace: float) -> None:
             await stopping
 
 
+def ends_by_itself(state: ServerView) -> set[str]:
+    """The tasks whose streams the drain's end reaches: their final event is on its way."""
+    seen = state.ops.tracker.recorded or []
+    return {e.task_id for e in seen if e.ended}
+
+
 async def _wait(state: ServerView, saves: _Saves, deadline: float) -> None:
     """Let the runs end within the grace period, cancel the rest, and wait for their
     final states to be stored."""

@@ -1,7 +1,7 @@
-"""The SSE responses open in ``serve()``, and how its stop ends them once the drain has.
+"""The SSE responses open in the agent, and how a stop ends them once the drain has.
 
-``serve()`` lets its streams stay past their own grace (``server/factory.py``): a stream
-gets its task's final event however long the drain's cancels take to be stored. A stream
+The streams stay past their own grace (``server/factory.py``): a stream gets its task's
+final event however long the drain's cancels take to be stored. A stream
 the drain does not end (a ``SubscribeToTask`` of a task parked in ``input-required``, one
 following a task that runs on another replica) would then stay until uvicorn's bound on
 open connections, which cancels it: a truncated chunked body for the client and an ERROR
@@ -10,6 +10,13 @@ and, when the drain has ended, finishes each such response as sse-starlette's ow
 does: the final empty body chunk, later sends of the app dropped. Once the response is
 complete, the server answers the app's ``receive`` with ``http.disconnect`` (the ASGI
 contract), so sse-starlette stops the SDK's generator as for a client that left.
+
+``serve()``'s server wraps its app in one and ends the streams after its drain
+(``ops/graceful_server.py``). An app of ``async_serve()`` has one as its outermost layer
+(*hosted*): while a stream is open it watches for the host's uvicorn to begin its stop
+(``upstream/host_stops.py``), then runs the same drain and ends the streams after it, as
+``serve()`` does; the lifespan's shutdown, once the connections have closed, finds that
+drain done.
 """
 
 from __future__ import annotations
@@ -18,14 +25,23 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Collection
+from typing import TYPE_CHECKING
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from apcore_a2a.classify import request_info
+from apcore_a2a.ops.shutdown import drain, ends_by_itself
+from apcore_a2a.upstream.host_stops import host_stopping
+
+if TYPE_CHECKING:
+    from apcore_a2a.ops.operations import ServerView
 
 logger = logging.getLogger("apcore_a2a")
 
 _END: Message = {"type": "http.response.body", "body": b"", "more_body": False}
+#: Seconds between two looks at the host's server while a hosted app has a stream open
+#: (sse-starlette looks as often): the drain begins at most this long after the signal.
+WATCH_EVERY = 0.5
 
 
 class _Stream:
@@ -63,8 +79,11 @@ class _Stream:
 class StreamEnds:
     """Wraps *app*; :meth:`end` finishes its open SSE responses (see the module docstring)."""
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, hosted: ServerView | None = None) -> None:
         self.app = app
+        #: the agent of an app run by another server, whose stop this layer watches for
+        self.hosted = hosted
+        self._watch: asyncio.Task[None] | None = None
         self._open: set[_Stream] = set()
         #: the tasks whose streams end by themselves (the stop's drain stored their end)
         self._ending: Collection[str] | None = None
@@ -87,6 +106,8 @@ class StreamEnds:
                 self._open.add(stream)
                 if self._ending is not None:  # began as the drain ended
                     self._end(stream, self._ending)
+                elif self.hosted is not None and self._watch is None:
+                    self._watch = asyncio.ensure_future(self._host_stop(self.hosted))
 
         try:
             await self.app(scope, receive, watched)
@@ -94,6 +115,8 @@ class StreamEnds:
             if stream is not None:
                 stream.done = True  # the app has returned: the server ends the response
                 self._open.discard(stream)
+                if not self._open and self._watch is not None and self._ending is None:
+                    self._watch.cancel()  # idle, nothing watches (nor outlives the server)
 
     def end(self, ending: Collection[str] = ()) -> None:
         """Finish every open SSE response but those following a task of *ending* (their
@@ -102,6 +125,22 @@ class StreamEnds:
         self._ending = frozenset(ending)
         for stream in list(self._open):
             self._end(stream, self._ending)
+
+    async def _host_stop(self, state: ServerView) -> None:
+        """While a stream is open: once the host's server begins to stop, drain as
+        ``serve()`` does, then end the streams (idle, nothing watches)."""
+        try:
+            while self._open and self._ending is None:
+                if host_stopping():
+                    await drain(state, state.ops.settings.shutdown_timeout)
+                    self.end(ends_by_itself(state))
+                    return
+                await asyncio.sleep(WATCH_EVERY)
+        except Exception:  # the drain logs its own failures; the streams end all the same
+            logger.exception("Shutting down: the drain failed")
+            self.end(ends_by_itself(state))
+        finally:
+            self._watch = None
 
     def _end(self, stream: _Stream, ending: Collection[str]) -> None:
         if stream.task_id() in ending:

@@ -39,6 +39,7 @@ from apcore_a2a.execution.governance import check_served, resolve_executor
 from apcore_a2a.execution.routing import ApCoreRequestContextBuilder
 from apcore_a2a.keys import CardSigner, card_signer_from_settings
 from apcore_a2a.ops.operations import Operations
+from apcore_a2a.ops.stream_ends import StreamEnds
 from apcore_a2a.push import build_push, jwks_route
 from apcore_a2a.push import card_extensions as push_card_extensions
 from apcore_a2a.server.body_deadline import BodyDeadline
@@ -250,10 +251,7 @@ class A2AServerFactory:
         followers = StreamFollowers(slots) if slots is not None else None
         drops = StreamDrops(handler, agent_executor, followers) if s.cancel_on_disconnect else None
         features = _optional_features(state, self.auth, push, signer, context_builder, drops)
-        # serve() ends streams after its drain (ops/graceful_server.py); another server's
-        # lifespan drains after them, so they end shutdown_timeout + 1 s into the stop.
-        grace = float("inf") if self.standalone else s.shutdown_timeout + 1.0
-        rpc_routes, rest_routes = a2a_routes(handler, s.rpc_path, context_builder, grace)
+        rpc_routes, rest_routes = a2a_routes(handler, s.rpc_path, context_builder, float("inf"))
         # Rebased onto where the caller reached us, then signed: the signature covers the
         # URLs the caller is given.
         card_source = card_base.document(
@@ -290,6 +288,8 @@ class A2AServerFactory:
         ]
         if s.body_timeout:  # outermost: one deadline for every route's body
             middleware.insert(0, Middleware(BodyDeadline, body_timeout=s.body_timeout))
+        if not self.standalone:  # streams end after the drain (serve()'s: graceful_server.py)
+            middleware.insert(0, Middleware(StreamEnds, hosted=state))
         # Paths read exactly; 404 and 405 on the A2A paths are A2A errors (server/unrouted.py)
         app = agent_app(routes, middleware, lifecycle.lifespan, s.rpc_path, explorer)
         app.state.a2a = state
