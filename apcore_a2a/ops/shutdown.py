@@ -87,15 +87,23 @@ async def _drain(state: ServerView, grace: float) -> None:
         await _wait(state, saves, deadline)
     finally:  # also when a second Ctrl-C cancels the drain
         stop_listening()
+    if grpc_server is not None:  # its streams end now, or once they sent their last event
+        grpc_server.ends.end(last_events(state))
     if stopping is not None:
         with contextlib.suppress(Exception):
             await stopping
 
 
+def last_events(state: ServerView) -> dict[str, str]:
+    """The tasks whose final event the drain saw stored, on its way to their streams, each
+    with its state (``TASK_STATE_CANCELED``)."""
+    seen = state.ops.tracker.recorded or []
+    return {e.task_id: "TASK_STATE_" + e.state.upper().replace("-", "_") for e in seen if e.ended}
+
+
 def ends_by_itself(state: ServerView) -> set[str]:
     """The tasks whose streams the drain's end reaches: their final event is on its way."""
-    seen = state.ops.tracker.recorded or []
-    return {e.task_id for e in seen if e.ended}
+    return set(last_events(state))
 
 
 async def _wait(state: ServerView, saves: _Saves, deadline: float) -> None:

@@ -51,7 +51,9 @@ try:
     from apcore_a2a.server.grpc_streams import (
         UNDECODABLE,
         UNDECODABLE_TEXT,
+        CallEnds,
         followed,
+        one,
         other_service,
         same_kind,
         stream_slot,
@@ -156,8 +158,10 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         requests: RequestBounds | None = None,
         caller_keys: CallerKeys | None = None,
         builder: GrpcCallContextBuilder | None = None,
+        ends: CallEnds | None = None,
     ) -> None:
         self._aborts = aborts
+        self._ends = ends or CallEnds()  # the streams a stop ends (grpc_streams.py)
         #: the servicers' context builder, told what each call was admitted as
         self._builder = builder or GrpcCallContextBuilder()
         self._keys = caller_keys or CallerKeys()  # quota keys (caller_keys.py)
@@ -245,7 +249,7 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         async def serve(
             request: Any, context: grpc.aio.ServicerContext
         ) -> AsyncGenerator[Any, None]:
-            answer = Answer()
+            self._ends.follow(answer := Answer())  # what the call answers, for a stop's end
             read = None if request is UNDECODABLE else request  # what the span may read
             with self._observed(method, read, context, answer):
                 try:
@@ -284,7 +288,7 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
                             if streaming and self._drops is not None:
                                 rebuilt = functools.partial(self._builder.build, context)
                                 answers = followed(answers, answer, self._drops, rebuilt)
-                            items = answers if streaming else _one(answers)
+                            items = answers if streaming else one(answers)
                             async with contextlib.aclosing(items):
                                 async for item in items:
                                     if legacy:
@@ -303,11 +307,7 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
             return answer
 
         # the stream slot, the drop, the SDK's stream: closed in order inside the call
-        return written(serve) if streaming else unary
-
-
-async def _one(answer: Awaitable[Any]) -> AsyncGenerator[Any, None]:
-    yield await answer
+        return written(serve, self._ends) if streaming else unary
 
 
 class GrpcServer:
@@ -360,6 +360,7 @@ class GrpcServer:
         self.address = grpc_address(settings)
         self._tls = _read_tls(settings.grpc_tls_cert, settings.grpc_tls_key)
         self._server: grpc.aio.Server | None = None
+        self.ends = CallEnds()  #: the A2A streams open, which the stop's drain ends
 
     @property
     def running(self) -> bool:
@@ -391,6 +392,7 @@ class GrpcServer:
             RequestBounds(s.body_timeout, s.grpc_max_pending_requests),
             self.caller_keys,
             builder,
+            self.ends,
         )
         server = grpc.aio.server(
             interceptors=[interceptor],

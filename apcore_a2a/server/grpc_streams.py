@@ -17,13 +17,27 @@ naming its class (``google.protobuf.message.DecodeError``). The deserializer of 
 method hands over :data:`UNDECODABLE` instead (:func:`lenient`), and the call answers
 ``INVALID_ARGUMENT``: an A2A call once admitted (the interceptor: HTTP too answers a body
 it cannot parse after its 401), a call to another service at once (:func:`other_service`).
+
+A stop (:class:`CallEnds`): once the drain has ended, an A2A stream whose task's end it did
+not see (a ``SubscribeToTask`` of a task parked in ``input-required``, one following a task
+on another replica) ends as a stream that ran out of items, status ``OK``, as its SSE form
+does (``ops/stream_ends.py``); grpc's own stop would hold it until its grace ran out, then
+answer ``UNAVAILABLE`` "Cancelling all calls", and hold the stop of the whole agent so long.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import inspect
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterator,
+    Mapping,
+)
 from typing import TYPE_CHECKING, Any
 
 import grpc
@@ -99,11 +113,66 @@ def other_service(
     return same_kind(handler, called)
 
 
+class CallEnds:
+    """The A2A streams a server has open, and their end by a stop (the module docstring)."""
+
+    def __init__(self) -> None:
+        self._open: dict[asyncio.Task[Any], Answer | None] = {}
+        #: each stream's task state of the item it wrote last, and the one that ends it
+        self._wrote: dict[asyncio.Task[Any], str | None] = {}
+        self._awaited: dict[asyncio.Task[Any], str] = {}
+        self._ended: set[asyncio.Task[Any]] = set()
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        """Count the calling task's stream open while the block runs."""
+        task = asyncio.current_task()
+        assert task is not None
+        self._open[task] = None
+        try:
+            yield
+        finally:
+            for table in (self._open, self._wrote, self._awaited):
+                table.pop(task, None)
+
+    def follow(self, answer: Answer) -> None:
+        """The stream of the calling task answers *answer* (its task, once known)."""
+        task = asyncio.current_task()
+        if task in self._open:
+            self._open[task] = answer
+
+    def wrote(self, task: asyncio.Task[Any]) -> bool:
+        """*task*'s stream has written an item: whether that was the last the stop awaits
+        (the answer notes each item's state as the SDK yields it, before it is written)."""
+        answer = self._open.get(task)
+        state = self._wrote[task] = answer.state if answer is not None else None
+        return task in self._awaited and state == self._awaited[task]
+
+    def end(self, ending: Mapping[str, str]) -> None:
+        """End every open stream: those following a task of *ending* once they have
+        written the item of its state there (on its way to them), the others now."""
+        for task, answer in list(self._open.items()):
+            state = ending.get((answer.task_id or answer.run_task) or "") if answer else None
+            if state is not None and self._wrote.get(task) != state:
+                self._awaited[task] = state
+                continue
+            self._ended.add(task)
+            task.cancel()
+
+    def took(self, task: asyncio.Task[Any]) -> bool:
+        """Whether *task*'s cancel is this stop's end of its stream (said once)."""
+        if task not in self._ended:
+            return False
+        self._ended.discard(task)
+        return True
+
+
 def written(
     generate: Callable[[Any, grpc.aio.ServicerContext], AsyncGenerator[Any, None]],
+    ends: CallEnds | None = None,
 ) -> Callable[[Any, grpc.aio.ServicerContext], Awaitable[None]]:
     """*generate*, a stream's async generator function, as a coroutine that sends its items
-    itself (``context.write``) and closes it before the call ends.
+    itself (``context.write``) and closes it before the call ends; *ends* may end it.
 
     Not handed to grpc.aio as a generator: a cancel (the client's, its deadline, its
     connection closing) landing in grpc.aio's own send of an item never reaches the
@@ -112,11 +181,25 @@ def written(
     every layer below closes in order inside the call."""
 
     async def write(request: Any, context: grpc.aio.ServicerContext) -> None:
-        async with contextlib.aclosing(generate(request, context)) as items:
-            async for item in items:
-                await context.write(item)
+        task = asyncio.current_task()
+        try:
+            with ends.held() if ends is not None else contextlib.nullcontext():
+                async with contextlib.aclosing(generate(request, context)) as items:
+                    async for item in items:
+                        await context.write(item)
+                        if ends is not None and task is not None and ends.wrote(task):
+                            return  # its task's last event has gone: the stop ends it
+        except asyncio.CancelledError:
+            if ends is None or task is None or not ends.took(task):
+                raise
+            task.uncancel()  # ended by the stop: the call ends as a stream that ran out
 
     return write
+
+
+async def one(answer: Awaitable[Any]) -> AsyncGenerator[Any, None]:
+    """A unary call's *answer* as a stream of one item."""
+    yield await answer
 
 
 def same_kind(

@@ -1,0 +1,79 @@
+"""gRPC streams at a stop, with the official a2a-sdk client as the peer: a stream gets its
+task's last event, then its normal end, as an SSE stream does
+(``tests/ops/test_shutdown_streams.py``)."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from typing import Any
+
+import pytest
+from a2a.types import SubscribeToTaskRequest, TaskState
+
+from apcore_a2a.ops.shutdown import SHUTDOWN_MESSAGE
+
+from .._sdk import make_client, request
+from .._support import free_port
+from ._proc import serve_process
+
+
+async def _read(stream: Any, events: list[Any], first: asyncio.Event) -> None:
+    try:
+        async for event in stream:
+            events.append(event)
+            first.set()
+    except Exception as exc:  # how the stream ended, if not normally
+        events.append(exc)
+    first.set()
+
+
+async def test_a_grpc_stream_gets_its_canceled_event_then_ends() -> None:
+    events: list[Any] = []
+    first = asyncio.Event()
+    with serve_process(grpc_port=free_port(), shutdown_timeout=1) as (url, proc):
+        client = await make_client(url, "GRPC", "1.0", streaming=True)
+        stream = client.send_message(request("ops.sleep", {"seconds": 60}))
+        reading = asyncio.ensure_future(_read(stream, events, first))
+        async with asyncio.timeout(30):
+            while not any(getattr(e, "status_update", None) for e in events if e):
+                await asyncio.sleep(0.02)  # the module runs
+        proc.send_signal(signal.SIGTERM)
+        await asyncio.wait_for(reading, 60)  # a hang guard: the stream must end
+        code = await asyncio.to_thread(proc.wait, 60)
+        out = proc.output()
+    assert code == 0, out
+    assert "Traceback" not in out, out
+    assert not isinstance(events[-1], Exception), (events[-1], out)
+    last = events[-1].status_update.status
+    assert last.state == TaskState.TASK_STATE_CANCELED, events[-1]
+    assert last.message.parts[0].text == SHUTDOWN_MESSAGE
+
+
+@pytest.mark.parametrize("version", ["1.0", "0.3"])
+async def test_a_grpc_subscription_the_drain_does_not_end_ends_after_it(version: str) -> None:
+    """A ``SubscribeToTask`` of a task parked in ``input-required`` gets no final event
+    from the drain. grpc's stop held it until its grace ran out (``shutdown_timeout`` + 5 s
+    into the stop), then the client read ``UNAVAILABLE`` "Cancelling all calls"; it now
+    ends as its SSE form does, once the drain has ended: status OK."""
+    events: list[Any] = []
+    first = asyncio.Event()
+    with serve_process(grpc_port=free_port(), shutdown_timeout=1) as (url, proc):
+        client = await make_client(url, "GRPC", version, streaming=True)
+        parked = None
+        async for event in client.send_message(request("ops.talk", {"text": "hi"})):
+            parked = event
+        assert parked is not None
+        task_id = parked.task.id or parked.status_update.task_id
+        stream = client.subscribe(SubscribeToTaskRequest(id=task_id))
+        reading = asyncio.ensure_future(_read(stream, events, first))
+        await asyncio.wait_for(first.wait(), 30)  # the task as it stands: the stream is open
+        proc.send_signal(signal.SIGTERM)
+        await asyncio.wait_for(reading, 60)
+        code = await asyncio.to_thread(proc.wait, 60)
+        out = proc.output()
+    assert code == 0, out
+    assert "Traceback" not in out, out
+    assert not isinstance(events[-1], Exception), (events[-1], out)
+    [snapshot] = events  # the task as it stood, then the stream's normal end
+    assert snapshot.task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED, snapshot
